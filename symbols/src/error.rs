@@ -1,0 +1,91 @@
+//! Errors of this crate, worded for the person at the terminal: each names the problem and the way out.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// A symbol source could not be loaded.
+#[derive(Debug)]
+pub enum Error {
+    /// The file could not be read.
+    Io { path: PathBuf, source: std::io::Error },
+    /// The file is not in the expected format.
+    Parse { path: PathBuf, line: usize, message: String },
+    /// The file parsed but holds no symbols.
+    Empty { path: PathBuf },
+    /// Every address is zero: kptr_restrict hides them from this user.
+    ZeroedAddresses { path: PathBuf },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { path, source } => write!(f, "cannot read {}: {source}", path.display()),
+            Error::Parse { path, line, message } => {
+                write!(f, "{}:{line}: not a kallsyms line: {message}", path.display())
+            }
+            Error::Empty { path } => write!(f, "{} holds no symbols", path.display()),
+            Error::ZeroedAddresses { path } => write!(
+                f,
+                "{} shows every address as 0: kernel pointers are hidden (kptr_restrict); \
+                 run as root with CAP_SYSLOG, or set /proc/sys/kernel/kptr_restrict to 0, or pass --system-map/--vmlinux",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// A name could not be turned into one symbol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookupError {
+    /// No symbol of that name; `suggestions` are close names, best first.
+    Unknown { name: String, suggestions: Vec<String> },
+    /// No symbol of that name, and the table holds no data symbols at all (kallsyms without
+    /// CONFIG_KALLSYMS_ALL), so the variable may well exist but cannot be found here.
+    NoDataSymbols { name: String },
+    /// Several symbols share the name (file-local statics); `candidates` are their addresses in table order.
+    Ambiguous { name: String, candidates: Vec<(u64, char)> },
+    /// `name@N` named a candidate that does not exist.
+    BadIndex { name: String, index: usize, count: usize },
+}
+
+impl fmt::Display for LookupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LookupError::Unknown { name, suggestions } => {
+                write!(f, "unknown symbol `{name}`")?;
+                if !suggestions.is_empty() {
+                    write!(f, "; did you mean {}?", suggestions.join(", "))?;
+                }
+                Ok(())
+            }
+            LookupError::NoDataSymbols { name } => write!(
+                f,
+                "symbol `{name}` not found: this kernel's kallsyms has no data symbols (CONFIG_KALLSYMS_ALL is off); \
+                 pass --vmlinux FILE or --system-map FILE for this kernel, or give the address as 0xADDR"
+            ),
+            LookupError::Ambiguous { name, candidates } => {
+                write!(f, "symbol `{name}` is ambiguous ({} symbols):", candidates.len())?;
+                for (i, (addr, ty)) in candidates.iter().enumerate() {
+                    write!(f, " {name}@{i}=0x{addr:x} ({ty})")?;
+                }
+                write!(f, "; choose one with {name}@N or 0xADDR")
+            }
+            LookupError::BadIndex { name, index, count } => write!(
+                f,
+                "`{name}@{index}`: there are only {count} symbols named `{name}` (use @0..@{})",
+                count.saturating_sub(1)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LookupError {}

@@ -1,0 +1,116 @@
+//! The `/proc/kallsyms` text format: `ADDR TYPE NAME [\t[MODULE]]`, one symbol a line.
+//!
+//! kallsyms carries no sizes; [`crate::SymbolTable`] infers them from the next symbol's address.
+
+use crate::{Error, Symbol, SymbolTable};
+use std::path::Path;
+
+/// Parses kallsyms text. Lines are `ffffffff81000000 T _text` or `... t name\t[module]`; blank lines are
+/// skipped, anything else is an error naming the line (a truncated or foreign file must not half-load).
+pub fn parse(text: &str, path: &Path) -> Result<Vec<Symbol>, Error> {
+    let mut symbols = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = |message: &str| Error::Parse {
+            path: path.to_path_buf(),
+            line: i + 1,
+            message: message.to_string(),
+        };
+        let mut fields = line.split_whitespace();
+        let (Some(addr), Some(ty), Some(name)) = (fields.next(), fields.next(), fields.next()) else {
+            return Err(bad("expected `ADDRESS TYPE NAME`"));
+        };
+        let addr = u64::from_str_radix(addr, 16).map_err(|_| bad("the address is not hexadecimal"))?;
+        let mut ty_chars = ty.chars();
+        let (Some(type_char), None) = (ty_chars.next(), ty_chars.next()) else {
+            return Err(bad("the type is not one letter"));
+        };
+        if !type_char.is_ascii_alphabetic() && type_char != '?' {
+            return Err(bad("the type is not a letter"));
+        }
+        let module = match fields.next() {
+            None => None,
+            Some(m) if m.starts_with('[') && m.ends_with(']') && m.len() > 2 => {
+                Some(m[1..m.len() - 1].to_string())
+            }
+            Some(_) => return Err(bad("trailing text is not a `[module]`")),
+        };
+        symbols.push(Symbol {
+            name: name.to_string(),
+            addr,
+            size: None,
+            type_char,
+            module,
+        });
+    }
+    Ok(symbols)
+}
+
+/// Loads a kallsyms file into a table, refusing empty files and kptr_restrict-zeroed addresses.
+pub fn load(path: &Path) -> Result<SymbolTable, Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    from_text(&text, path)
+}
+
+/// Like [`load`], on text already in memory (tests, fixtures).
+pub fn from_text(text: &str, path: &Path) -> Result<SymbolTable, Error> {
+    let symbols = parse(text, path)?;
+    if symbols.is_empty() {
+        return Err(Error::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    if symbols.iter().all(|s| s.addr == 0) {
+        return Err(Error::ZeroedAddresses {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(SymbolTable::new(symbols, true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> &'static Path {
+        Path::new("fixture")
+    }
+
+    #[test]
+    fn parses_plain_and_module_lines() {
+        let text = "ffffffff81000000 T _text\nffffffff83000000 D __start_init_stack\n\nffffffffc0001000 t foo_init\t[foo]\n";
+        let syms = parse(text, p()).unwrap();
+        assert_eq!(syms.len(), 3);
+        assert_eq!(syms[0].name, "_text");
+        assert_eq!(syms[0].addr, 0xffffffff81000000);
+        assert_eq!(syms[1].type_char, 'D');
+        assert_eq!(syms[2].module.as_deref(), Some("foo"));
+        assert_eq!(syms[2].type_char, 't');
+    }
+
+    #[test]
+    fn rejects_garbage_with_line_number() {
+        let err = parse("ffffffff81000000 T ok\nhello world\n", p()).unwrap_err();
+        match err {
+            Error::Parse { line, .. } => assert_eq!(line, 2),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(parse("zzzz T x\n", p()).is_err());
+        assert!(parse("ffff TT x\n", p()).is_err());
+        assert!(parse("ffff T x junk\n", p()).is_err());
+    }
+
+    #[test]
+    fn empty_and_zeroed_files_are_errors() {
+        assert!(matches!(from_text("\n\n", p()), Err(Error::Empty { .. })));
+        let zeroed = "0000000000000000 T _text\n0000000000000000 t foo\n";
+        let err = from_text(zeroed, p()).unwrap_err();
+        assert!(matches!(err, Error::ZeroedAddresses { .. }));
+        assert!(err.to_string().contains("kptr_restrict"));
+    }
+}

@@ -1,0 +1,287 @@
+//! The loaded symbol table: sorted by address for symbolization, indexed by name for lookup.
+
+use crate::{LookupError, Symbol, SymbolKind};
+use std::collections::HashMap;
+
+/// An address resolved to the symbol that contains it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Symbolized<'a> {
+    pub symbol: &'a Symbol,
+    pub offset: u64,
+}
+
+impl std::fmt::Display for Symbolized<'_> {
+    /// `func+0xOFF/0xSIZE`, the form of ftrace's `sym-offset` option and of kernel oopses.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}+0x{:x}", self.symbol.name, self.offset)?;
+        if let Some(size) = self.symbol.size {
+            write!(f, "/0x{size:x}")?;
+        }
+        if let Some(m) = &self.symbol.module {
+            write!(f, " [{m}]")?;
+        }
+        Ok(())
+    }
+}
+
+/// Symbols sorted by address, with a name index. Built once; lookups never allocate.
+#[derive(Debug, Default)]
+pub struct SymbolTable {
+    symbols: Vec<Symbol>,
+    by_name: HashMap<String, Vec<u32>>,
+}
+
+/// Section markers that kallsyms lists even without CONFIG_KALLSYMS_ALL; they say nothing about whether the
+/// real data symbols are present.
+fn is_section_marker(name: &str) -> bool {
+    name.starts_with("__start_")
+        || name.starts_with("__stop_")
+        || name.starts_with("__end_")
+        || matches!(
+            name,
+            "_sdata" | "_edata" | "__bss_start" | "__bss_stop" | "_end" | "__init_begin" | "__init_end"
+        )
+}
+
+impl SymbolTable {
+    /// Builds the table. With `infer_sizes`, a symbol without a size gets the distance to the next higher
+    /// address in the same module (kallsyms and System.map carry no sizes).
+    pub fn new(mut symbols: Vec<Symbol>, infer_sizes: bool) -> SymbolTable {
+        symbols.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.name.cmp(&b.name)));
+        if infer_sizes {
+            // Walk backwards remembering the next distinct address, so each symbol is sized in O(1).
+            let mut next: Option<(u64, Option<String>)> = None;
+            for i in (0..symbols.len()).rev() {
+                let (addr, module) = (symbols[i].addr, symbols[i].module.clone());
+                if symbols[i].size.is_none() {
+                    if let Some((next_addr, next_module)) = &next {
+                        if *next_module == module && *next_addr > addr {
+                            symbols[i].size = Some(next_addr - addr);
+                        }
+                    }
+                }
+                match &next {
+                    Some((a, _)) if *a == addr => {}
+                    _ => next = Some((addr, module)),
+                }
+            }
+        }
+        let mut by_name: HashMap<String, Vec<u32>> = HashMap::with_capacity(symbols.len());
+        for (i, s) in symbols.iter().enumerate() {
+            by_name.entry(s.name.clone()).or_default().push(i as u32);
+        }
+        SymbolTable { symbols, by_name }
+    }
+
+    pub fn len(&self) -> usize {
+        self.symbols.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.symbols.is_empty()
+    }
+
+    pub fn symbols(&self) -> &[Symbol] {
+        &self.symbols
+    }
+
+    /// Every symbol of that name, in address order.
+    pub fn by_name(&self, name: &str) -> impl Iterator<Item = &Symbol> {
+        self.by_name
+            .get(name)
+            .into_iter()
+            .flatten()
+            .map(move |&i| &self.symbols[i as usize])
+    }
+
+    /// Whether the table holds real data symbols (beyond the section markers every kallsyms shows).
+    pub fn has_data_symbols(&self) -> bool {
+        self.symbols
+            .iter()
+            .filter(|s| s.kind().is_data() && !is_section_marker(&s.name))
+            .take(16)
+            .count()
+            >= 16
+    }
+
+    /// Finds one symbol by name. `index` picks among same-named symbols (`name@N`). Identical duplicates
+    /// (same address, as kallsyms repeats `_text`/`_stext`) are not an ambiguity.
+    pub fn lookup(&self, name: &str, index: Option<usize>) -> Result<&Symbol, LookupError> {
+        let mut found: Vec<&Symbol> = self.by_name(name).collect();
+        found.dedup_by_key(|s| s.addr);
+        match (found.len(), index) {
+            (0, _) => Err(if self.has_data_symbols() {
+                LookupError::Unknown {
+                    name: name.to_string(),
+                    suggestions: self.suggest(name, 5),
+                }
+            } else {
+                LookupError::NoDataSymbols {
+                    name: name.to_string(),
+                }
+            }),
+            (n, Some(i)) if i >= n => Err(LookupError::BadIndex {
+                name: name.to_string(),
+                index: i,
+                count: n,
+            }),
+            (_, Some(i)) => Ok(found[i]),
+            (1, None) => Ok(found[0]),
+            (_, None) => Err(LookupError::Ambiguous {
+                name: name.to_string(),
+                candidates: found.iter().map(|s| (s.addr, s.type_char)).collect(),
+            }),
+        }
+    }
+
+    /// Close names for a typo: small edit distance first, then names that contain the query.
+    pub fn suggest(&self, name: &str, max: usize) -> Vec<String> {
+        let limit = (name.chars().count() / 3).clamp(1, 3);
+        let mut scored: Vec<(usize, &str)> = Vec::new();
+        for candidate in self.by_name.keys() {
+            let len_gap = candidate.len().abs_diff(name.len());
+            let score = if len_gap <= limit {
+                match bounded_edit_distance(name, candidate, limit) {
+                    Some(d) => d,
+                    None if candidate.contains(name) && name.len() >= 3 => limit + 1 + len_gap,
+                    None => continue,
+                }
+            } else if candidate.contains(name) && name.len() >= 3 {
+                limit + 1 + len_gap
+            } else {
+                continue;
+            };
+            scored.push((score, candidate));
+        }
+        scored.sort();
+        scored.into_iter().take(max).map(|(_, n)| n.to_string()).collect()
+    }
+
+    /// The symbol containing `addr`. Among symbols at one address a global text symbol is preferred, so
+    /// `_text`-style aliases do not hide a function name. Absolute symbols never contain anything.
+    pub fn symbolize(&self, addr: u64) -> Option<Symbolized<'_>> {
+        let end = self.symbols.partition_point(|s| s.addr <= addr);
+        if end == 0 {
+            return None;
+        }
+        let at = self.symbols[end - 1].addr;
+        let start = self.symbols[..end].partition_point(|s| s.addr < at);
+        let symbol = self.symbols[start..end]
+            .iter()
+            .filter(|s| s.kind() != SymbolKind::Absolute)
+            .max_by_key(|s| (s.kind() == SymbolKind::Text, s.is_global(), !s.name.starts_with('_')))?;
+        let offset = addr - symbol.addr;
+        match symbol.size {
+            Some(size) if offset >= size => None,
+            _ => Some(Symbolized { symbol, offset }),
+        }
+    }
+}
+
+/// Levenshtein distance, or `None` once it must exceed `limit` (keeps suggestion scans over 100k names fast).
+fn bounded_edit_distance(a: &str, b: &str, limit: usize) -> Option<usize> {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        let mut row_min = cur[0];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+            row_min = row_min.min(cur[j + 1]);
+        }
+        if row_min > limit {
+            return None;
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    let d = prev[b.len()];
+    (d <= limit).then_some(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kallsyms;
+    use std::path::Path;
+
+    const FIXTURE: &str = "\
+ffffffff81000000 T _stext
+ffffffff81000000 T _text
+ffffffff81000000 T srso_alias_untrain_ret
+ffffffff81000040 T do_thing
+ffffffff81000100 t local_helper
+ffffffff81000180 t dup_static
+ffffffff81000200 t dup_static
+ffffffff81000300 T vfs_read
+ffffffff81000400 T vfs_write
+ffffffff83000000 D __start_init_stack
+ffffffff83100000 D __start_once
+";
+
+    fn table() -> SymbolTable {
+        kallsyms::from_text(FIXTURE, Path::new("fixture")).unwrap()
+    }
+
+    #[test]
+    fn symbolizes_with_inferred_sizes() {
+        let t = table();
+        let s = t.symbolize(0xffffffff810000bb).unwrap();
+        assert_eq!(s.to_string(), "do_thing+0x7b/0xc0");
+        assert_eq!(t.symbolize(0xffffffff81000300).unwrap().to_string(), "vfs_read+0x0/0x100");
+        assert!(t.symbolize(0xffffffff80000000).is_none());
+        // The last symbol has no next neighbour, so no size: any offset is accepted and none is printed.
+        assert_eq!(t.symbolize(0xffffffff83100010).unwrap().to_string(), "__start_once+0x10");
+    }
+
+    #[test]
+    fn aliases_prefer_a_function_name() {
+        let t = table();
+        assert_eq!(t.symbolize(0xffffffff81000010).unwrap().symbol.name, "srso_alias_untrain_ret");
+    }
+
+    #[test]
+    fn lookup_unique_ambiguous_and_indexed() {
+        let t = table();
+        assert_eq!(t.lookup("vfs_read", None).unwrap().addr, 0xffffffff81000300);
+        assert_eq!(t.lookup("_text", None).unwrap().addr, 0xffffffff81000000);
+        match t.lookup("dup_static", None).unwrap_err() {
+            LookupError::Ambiguous { candidates, .. } => assert_eq!(candidates.len(), 2),
+            e => panic!("unexpected {e:?}"),
+        }
+        assert_eq!(t.lookup("dup_static", Some(1)).unwrap().addr, 0xffffffff81000200);
+        assert!(matches!(t.lookup("dup_static", Some(2)), Err(LookupError::BadIndex { count: 2, .. })));
+    }
+
+    #[test]
+    fn missing_name_without_data_symbols_names_the_cause() {
+        let err = table().lookup("jiffies", None).unwrap_err();
+        assert!(matches!(err, LookupError::NoDataSymbols { .. }));
+        let msg = err.to_string();
+        assert!(msg.contains("CONFIG_KALLSYMS_ALL") && msg.contains("--vmlinux") && msg.contains("--system-map"));
+    }
+
+    #[test]
+    fn missing_name_with_data_symbols_suggests() {
+        let mut text = String::from(FIXTURE);
+        for i in 0..20 {
+            text.push_str(&format!("ffffffff8400{i:04x} d var_{i}\n"));
+        }
+        text.push_str("ffffffff85000000 D jiffies\nffffffff85000008 D jiffies_64\n");
+        let t = kallsyms::from_text(&text, Path::new("fixture")).unwrap();
+        match t.lookup("jiffes", None).unwrap_err() {
+            LookupError::Unknown { suggestions, .. } => assert_eq!(suggestions[0], "jiffies"),
+            e => panic!("unexpected {e:?}"),
+        }
+        assert_eq!(t.lookup("jiffies", None).unwrap().size, Some(8));
+    }
+
+    #[test]
+    fn edit_distance_is_bounded() {
+        assert_eq!(bounded_edit_distance("jiffies", "jiffies", 2), Some(0));
+        assert_eq!(bounded_edit_distance("jiffes", "jiffies", 2), Some(1));
+        assert_eq!(bounded_edit_distance("abc", "xyz", 2), None);
+    }
+}

@@ -1,0 +1,116 @@
+//! One CPU-bound hardware breakpoint event: its perf attributes, its descriptor and its ring buffer.
+//! A thin typed wrapper; the all-or-nothing arming across CPUs is [`crate::arm`]'s job.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use perf_event_open_sys::bindings as pb;
+
+use crate::record::SAMPLE_TYPE;
+use crate::ring::Ring;
+use crate::sys;
+use crate::watch::{Access, Watch};
+
+/// How an event is sampled and buffered.
+#[derive(Debug, Clone, Copy)]
+pub struct EventConfig {
+    /// Data pages per ring (a power of two).
+    pub ring_pages: usize,
+    /// Also emit COMM and FORK records (one event per CPU needs them; more would duplicate).
+    pub track_tasks: bool,
+}
+
+/// The attributes of a pinned, disabled, every-hit breakpoint on `watch`.
+pub fn attr(watch: &Watch, cfg: &EventConfig) -> pb::perf_event_attr {
+    // SAFETY: perf_event_attr is plain data for which all-zero is the documented "nothing set" value.
+    let mut a: pb::perf_event_attr = unsafe { std::mem::zeroed() };
+    a.type_ = pb::PERF_TYPE_BREAKPOINT;
+    a.size = std::mem::size_of::<pb::perf_event_attr>() as u32;
+    a.bp_type = match watch.access {
+        Access::Write => pb::HW_BREAKPOINT_W,
+        Access::ReadWrite => pb::HW_BREAKPOINT_RW,
+    };
+    a.bp_addr = watch.addr;
+    a.bp_len = u64::from(watch.len);
+    a.sample_period = 1;
+    a.sample_type = SAMPLE_TYPE;
+    a.set_disabled(1);
+    // Pinned: if the debug register cannot be had the open fails now, instead of the event silently never
+    // being scheduled.
+    a.set_pinned(1);
+    a.set_use_clockid(1);
+    a.clockid = libc::CLOCK_MONOTONIC;
+    // Wake the reader a quarter of the way into the ring; the event loop also drains on a 10 ms tick, so a
+    // single hit is never held back for long.
+    a.set_watermark(1);
+    a.wakeup_watermark = (cfg.ring_pages * sys::page_size() / 4) as u32;
+    if cfg.track_tasks {
+        a.set_comm(1);
+        a.set_comm_exec(1);
+        a.set_task(1);
+    }
+    a
+}
+
+/// An open breakpoint on one CPU.
+pub struct CpuEvent {
+    pub cpu: u32,
+    /// Index of the watch in the session's list.
+    pub watch: usize,
+    pub ring: Ring,
+    // Declared after `ring` so the mapping is gone before the descriptor closes.
+    fd: OwnedFd,
+}
+
+/// Which step of opening failed; the message differs (an mmap failure is about memory, not registers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Open,
+    Mmap,
+    Enable,
+}
+
+#[derive(Debug)]
+pub struct OpenError {
+    pub cpu: u32,
+    pub stage: Stage,
+    pub err: io::Error,
+}
+
+impl CpuEvent {
+    /// Opens (disabled) and maps the event for `watch` on `cpu`.
+    pub fn open(watch: &Watch, index: usize, cpu: u32, cfg: &EventConfig) -> Result<CpuEvent, OpenError> {
+        let fd = sys::perf_event_open(&attr(watch, cfg), -1, cpu as i32).map_err(|err| OpenError {
+            cpu,
+            stage: Stage::Open,
+            err,
+        })?;
+        let ring = Ring::map(fd.as_fd(), cfg.ring_pages).map_err(|err| OpenError {
+            cpu,
+            stage: Stage::Mmap,
+            err,
+        })?;
+        Ok(CpuEvent {
+            cpu,
+            watch: index,
+            ring,
+            fd,
+        })
+    }
+
+    pub fn enable(&self) -> Result<(), OpenError> {
+        sys::perf_enable(self.fd.as_fd()).map_err(|err| OpenError {
+            cpu: self.cpu,
+            stage: Stage::Enable,
+            err,
+        })
+    }
+
+    pub fn disable(&self) -> io::Result<()> {
+        sys::perf_disable(self.fd.as_fd())
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}

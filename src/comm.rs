@@ -1,0 +1,88 @@
+//! Task names for hits, cached by tid. A process that has exited by the time its hit is printed keeps the
+//! name learned from PERF_RECORD_COMM/FORK or an earlier hit; one never seen alive prints as `<...>`, as
+//! ftrace does.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+pub struct Comms {
+    names: HashMap<u32, String>,
+    proc_root: PathBuf,
+}
+
+impl Default for Comms {
+    fn default() -> Self {
+        Comms::new("/proc")
+    }
+}
+
+impl Comms {
+    pub fn new(proc_root: impl Into<PathBuf>) -> Comms {
+        Comms {
+            names: HashMap::new(),
+            proc_root: proc_root.into(),
+        }
+    }
+
+    /// The name for a hit by `pid`/`tid`.
+    pub fn name(&mut self, pid: u32, tid: u32) -> &str {
+        if tid == 0 {
+            return "<idle>";
+        }
+        if !self.names.contains_key(&tid) {
+            let name = self.read(pid, tid).unwrap_or_else(|| "<...>".to_string());
+            self.names.insert(tid, name);
+        }
+        self.names.get(&tid).map_or("<...>", String::as_str)
+    }
+
+    fn read(&self, pid: u32, tid: u32) -> Option<String> {
+        let task = self.proc_root.join(format!("{pid}/task/{tid}/comm"));
+        let text = std::fs::read_to_string(task)
+            .or_else(|_| std::fs::read_to_string(self.proc_root.join(format!("{tid}/comm"))))
+            .ok()?;
+        Some(text.trim_end_matches('\n').to_string())
+    }
+
+    /// A task was renamed (exec, prctl).
+    pub fn set(&mut self, tid: u32, comm: &str) {
+        self.names.insert(tid, comm.to_string());
+    }
+
+    /// A new task starts with its parent's name; remember it now in case it dies before its hits are printed.
+    pub fn fork(&mut self, parent_tid: u32, parent_pid: u32, tid: u32) {
+        let name = match self.names.get(&parent_tid) {
+            Some(n) => Some(n.clone()),
+            None => self.read(parent_pid, parent_tid),
+        };
+        if let Some(name) = name {
+            self.names.insert(tid, name);
+        }
+    }
+
+    /// Forget a task's cached name when its tid may be reused (after its last hit has been printed).
+    pub fn forget(&mut self, tid: u32) {
+        self.names.remove(&tid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_cache_and_unknown() {
+        let dir = std::env::temp_dir().join(format!("ksymwatch-comm-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("10/task/11")).unwrap();
+        std::fs::write(dir.join("10/task/11/comm"), "writer\n").unwrap();
+        let mut c = Comms::new(&dir);
+        assert_eq!(c.name(0, 0), "<idle>");
+        assert_eq!(c.name(10, 11), "writer");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(c.name(10, 11), "writer", "cached after the task is gone");
+        assert_eq!(c.name(99, 99), "<...>");
+        c.set(12, "renamed");
+        c.fork(12, 12, 13);
+        assert_eq!(c.name(13, 13), "renamed");
+    }
+}

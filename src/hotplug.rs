@@ -1,0 +1,196 @@
+//! Following CPU hotplug, so a CPU that comes online after arming is covered (the 2009 thread's complaint
+//! about iterative registration) and one that goes away gives up its dead event.
+//!
+//! The kernel announces `online@/devices/system/cpu/cpuN` and `offline@...` on the NETLINK_KOBJECT_UEVENT
+//! socket (no udev needed). Netlink may drop messages (ENOBUFS), and sysfs `online` files never signal poll,
+//! so every message, and a slow timer, triggers a reconcile against `/sys/devices/system/cpu/online`.
+
+use std::collections::BTreeSet;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::{cpulist, sys};
+
+/// A CPU state change as a uevent reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuChange {
+    Online(u32),
+    Offline(u32),
+}
+
+/// Parses one uevent datagram (`action@devpath\0KEY=VALUE\0...`); `None` for anything that is not a CPU
+/// going online or offline (cpuid add/remove, other subsystems, udev's own `libudev` messages).
+pub fn parse_uevent(msg: &[u8]) -> Option<CpuChange> {
+    let mut parts = msg.split(|&b| b == 0).filter(|p| !p.is_empty());
+    let head = std::str::from_utf8(parts.next()?).ok()?;
+    let (action, devpath) = head.split_once('@')?;
+    let mut subsystem = None;
+    for kv in parts {
+        if let Some(v) = kv.strip_prefix(b"SUBSYSTEM=") {
+            subsystem = std::str::from_utf8(v).ok();
+        }
+    }
+    if subsystem != Some("cpu") {
+        return None;
+    }
+    let cpu: u32 = devpath.strip_prefix("/devices/system/cpu/cpu")?.parse().ok()?;
+    match action {
+        "online" => Some(CpuChange::Online(cpu)),
+        "offline" => Some(CpuChange::Offline(cpu)),
+        _ => None,
+    }
+}
+
+/// What the event loop must do to match reality.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Changes {
+    /// Close these CPUs' events (drain first).
+    pub offline: Vec<u32>,
+    /// Open fresh events on these.
+    pub online: Vec<u32>,
+}
+
+/// Pure reconcile: `armed` is what we hold, `online` what sysfs says, `bounced` CPUs reported offline since
+/// the last reconcile (their events are dead even if the CPU is back), `follow` the CPUs we may arm.
+pub fn plan(
+    armed: &BTreeSet<u32>,
+    online: &BTreeSet<u32>,
+    bounced: &BTreeSet<u32>,
+    follow: Option<&BTreeSet<u32>>,
+) -> Changes {
+    let offline: Vec<u32> = armed.iter().copied().filter(|c| !online.contains(c) || bounced.contains(c)).collect();
+    let online: Vec<u32> = online
+        .iter()
+        .copied()
+        .filter(|c| follow.is_none_or(|f| f.contains(c)))
+        .filter(|c| !armed.contains(c) || offline.contains(c))
+        .collect();
+    Changes { offline, online }
+}
+
+pub struct Hotplug {
+    socket: Option<OwnedFd>,
+    follow: Option<BTreeSet<u32>>,
+    online_path: PathBuf,
+    last_reconcile: Instant,
+    interval: Duration,
+    /// `--strict-hotplug`: a CPU that comes online and cannot be armed ends the session.
+    pub strict: bool,
+    buf: Vec<u8>,
+}
+
+impl Hotplug {
+    /// Opens the uevent socket. If that fails the periodic reconcile still follows CPUs, only more slowly;
+    /// the returned warning says so.
+    pub fn new(follow: Option<BTreeSet<u32>>, strict: bool) -> (Hotplug, Option<String>) {
+        let (socket, warning) = match sys::uevent_socket() {
+            Ok(s) => (Some(s), None),
+            Err(e) => (
+                None,
+                Some(format!("cannot listen for CPU hotplug uevents ({e}); checking /sys/devices/system/cpu/online every second instead")),
+            ),
+        };
+        let hp = Hotplug {
+            socket,
+            follow,
+            online_path: PathBuf::from(cpulist::ONLINE),
+            last_reconcile: Instant::now(),
+            interval: Duration::from_secs(1),
+            strict,
+            buf: vec![0; 8192],
+        };
+        (hp, warning)
+    }
+
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.socket.as_ref().map(|s| s.as_fd())
+    }
+
+    /// Reads every queued uevent and reconciles.
+    pub fn on_readable(&mut self, armed: &BTreeSet<u32>) -> Changes {
+        let mut bounced = BTreeSet::new();
+        if let Some(sock) = &self.socket {
+            loop {
+                match sys::recv(sock.as_fd(), &mut self.buf) {
+                    Ok(Some(n)) => {
+                        if let Some(CpuChange::Offline(cpu)) = parse_uevent(&self.buf[..n]) {
+                            bounced.insert(cpu);
+                        }
+                    }
+                    Ok(None) => break,
+                    // ENOBUFS: messages were dropped; the reconcile below recovers the state.
+                    Err(_) => break,
+                }
+            }
+        }
+        self.reconcile_with(armed, &bounced)
+    }
+
+    pub fn reconcile_due(&self) -> bool {
+        self.last_reconcile.elapsed() >= self.interval
+    }
+
+    pub fn reconcile(&mut self, armed: &BTreeSet<u32>) -> Changes {
+        self.reconcile_with(armed, &BTreeSet::new())
+    }
+
+    fn reconcile_with(&mut self, armed: &BTreeSet<u32>, bounced: &BTreeSet<u32>) -> Changes {
+        self.last_reconcile = Instant::now();
+        match cpulist::read(&self.online_path) {
+            Ok(online) => plan(armed, &online, bounced, self.follow.as_ref()),
+            // Without the online list, only act on what the uevents said.
+            Err(_) => Changes {
+                offline: bounced.intersection(armed).copied().collect(),
+                online: Vec::new(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(parts: &[&str]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for p in parts {
+            v.extend_from_slice(p.as_bytes());
+            v.push(0);
+        }
+        v
+    }
+
+    #[test]
+    fn parses_cpu_online_offline() {
+        let off = msg(&["offline@/devices/system/cpu/cpu1", "ACTION=offline", "DEVPATH=/devices/system/cpu/cpu1", "SUBSYSTEM=cpu", "MODALIAS=cpu:type:x86\n", "SEQNUM=4242"]);
+        assert_eq!(parse_uevent(&off), Some(CpuChange::Offline(1)));
+        let on = msg(&["online@/devices/system/cpu/cpu12", "ACTION=online", "SUBSYSTEM=cpu"]);
+        assert_eq!(parse_uevent(&on), Some(CpuChange::Online(12)));
+    }
+
+    #[test]
+    fn ignores_cpuid_and_junk() {
+        let cpuid = msg(&["remove@/devices/virtual/cpuid/cpu1", "ACTION=remove", "SUBSYSTEM=cpuid"]);
+        assert_eq!(parse_uevent(&cpuid), None);
+        assert_eq!(parse_uevent(b"libudev\0\xfe\xed"), None);
+        assert_eq!(parse_uevent(b""), None);
+        assert_eq!(parse_uevent(&msg(&["online@/devices/system/cpu/cpuX", "SUBSYSTEM=cpu"])), None);
+    }
+
+    fn set(v: &[u32]) -> BTreeSet<u32> {
+        v.iter().copied().collect()
+    }
+
+    #[test]
+    fn plan_covers_every_transition() {
+        // cpu1 left.
+        assert_eq!(plan(&set(&[0, 1]), &set(&[0]), &set(&[]), None), Changes { offline: vec![1], online: vec![] });
+        // cpu1 came back.
+        assert_eq!(plan(&set(&[0]), &set(&[0, 1]), &set(&[]), None), Changes { offline: vec![], online: vec![1] });
+        // cpu1 bounced between two looks: its event is dead, replace it.
+        assert_eq!(plan(&set(&[0, 1]), &set(&[0, 1]), &set(&[1]), None), Changes { offline: vec![1], online: vec![1] });
+        // --cpus 0: cpu1 is never armed.
+        assert_eq!(plan(&set(&[0]), &set(&[0, 1]), &set(&[]), Some(&set(&[0]))), Changes::default());
+    }
+}

@@ -1,0 +1,214 @@
+//! The default output: text laid out like `/sys/kernel/tracing/trace` with the stack-trace option, so the
+//! lines read (and interleave by timestamp) like ftrace's own.
+//!
+//! ```text
+//!           <idle>-0       [000]   412.123456: __start_init_stack+0x3e00 W ip=asm_sysvec_apic_timer_interrupt+0x1a/0x20
+//!  => asm_sysvec_apic_timer_interrupt+0x1a/0x20
+//!  => pv_native_safe_halt+0xf/0x20
+//! ```
+
+use std::collections::BTreeSet;
+use std::io::{self, Write};
+
+use super::{format_time, Header, Hit, Output, StreamEvent, Summary};
+use crate::cpulist;
+use crate::record::Context;
+
+pub struct Ftrace<W: Write, E: Write> {
+    out: W,
+    err: E,
+}
+
+impl<W: Write, E: Write> Ftrace<W, E> {
+    /// Hits and marks go to `out`; the summary goes to `err` so that stdout stays a clean trace.
+    pub fn new(out: W, err: E) -> Self {
+        Ftrace { out, err }
+    }
+
+    pub fn into_inner(self) -> (W, E) {
+        (self.out, self.err)
+    }
+}
+
+/// A kernel address as `func+0xOFF/0xSIZE`, a user or unknown one as `0xADDR`.
+pub fn write_addr(w: &mut impl Write, addr: u64, context: Context, hit: &Hit<'_>) -> io::Result<()> {
+    if context == Context::Kernel {
+        if let Some(s) = hit.symbols.symbolize(addr) {
+            return write!(w, "{s}");
+        }
+    }
+    write!(w, "0x{addr:x}")?;
+    if context == Context::User {
+        write!(w, " [{}]", hit.comm)?;
+    }
+    Ok(())
+}
+
+impl<W: Write, E: Write> Output for Ftrace<W, E> {
+    fn header(&mut self, h: &Header<'_>) -> io::Result<()> {
+        writeln!(self.out, "# tracer: ksymwatch")?;
+        writeln!(self.out, "#")?;
+        for w in h.watches {
+            writeln!(
+                self.out,
+                "# target: {} addr=0x{:x} len={} access={} ({})",
+                w.label,
+                w.addr,
+                w.len,
+                w.access.letters(),
+                w.access.word()
+            )?;
+        }
+        writeln!(self.out, "# symbols: {}", h.source)?;
+        writeln!(self.out, "# cpus: {}", cpulist::format(h.cpus))?;
+        Ok(())
+    }
+
+    fn armed(&mut self, events: usize, cpus: &BTreeSet<u32>, time_ns: u64) -> io::Result<()> {
+        writeln!(
+            self.out,
+            "# armed {events} breakpoint{} on cpus {} at {}",
+            if events == 1 { "" } else { "s" },
+            cpulist::format(cpus),
+            format_time(time_ns)
+        )?;
+        writeln!(self.out, "#")?;
+        writeln!(self.out, "#            TASK-PID     CPU#    TIMESTAMP  TARGET ACCESS IP")?;
+        writeln!(self.out, "#               | |         |         |         |     |     |")?;
+        self.out.flush()
+    }
+
+    fn hit(&mut self, hit: &Hit<'_>) -> io::Result<()> {
+        let s = hit.sample;
+        write!(
+            self.out,
+            "{:>16}-{:<7} [{:03}] {:>12}: {} {} ip=",
+            hit.comm,
+            s.tid,
+            s.cpu,
+            format_time(s.time),
+            hit.watch.label,
+            hit.watch.access.letters()
+        )?;
+        let ip_context = if s.in_kernel() { Context::Kernel } else { Context::User };
+        write_addr(&mut self.out, s.ip, ip_context, hit)?;
+        writeln!(self.out)?;
+        for f in &s.frames {
+            write!(self.out, " => ")?;
+            write_addr(&mut self.out, f.addr, f.context, hit)?;
+            writeln!(self.out)?;
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, event: &StreamEvent, time_ns: u64) -> io::Result<()> {
+        let t = format_time(time_ns);
+        match event {
+            StreamEvent::Lost { cpu, count } => writeln!(self.out, "# lost {count} events on cpu {cpu} at {t}"),
+            StreamEvent::CpuOffline { cpu } => writeln!(self.out, "# cpu {cpu} offline at {t}"),
+            StreamEvent::CpuOnline { cpu } => writeln!(self.out, "# cpu {cpu} online: armed at {t}"),
+            StreamEvent::CpuArmFailed { cpu, reason } => {
+                writeln!(self.out, "# cpu {cpu} online: NOT armed at {t}: {reason}")?;
+                writeln!(self.err, "ksymwatch: cpu {cpu} came online but could not be armed: {reason}")
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    fn finish(&mut self, summary: &Summary) -> io::Result<()> {
+        self.out.flush()?;
+        let by_cpu: Vec<String> = summary.hits_by_cpu.iter().map(|(c, n)| format!("cpu{c} {n}")).collect();
+        write!(
+            self.err,
+            "ksymwatch: {} hits ({}), {} lost, {:.3}s",
+            summary.hits(),
+            if by_cpu.is_empty() { "none".to_string() } else { by_cpu.join(", ") },
+            summary.lost(),
+            summary.elapsed.as_secs_f64()
+        )?;
+        if let Some(stop) = summary.stop {
+            write!(self.err, ", stopped: {stop}")?;
+        }
+        writeln!(self.err)?;
+        if summary.lost() > 0 {
+            let lost: Vec<String> = summary.lost_by_cpu.iter().map(|(c, n)| format!("cpu{c} {n}")).collect();
+            writeln!(
+                self.err,
+                "ksymwatch: WARNING: {} events lost ({}); use a larger --buffer-pages",
+                summary.lost(),
+                lost.join(", ")
+            )?;
+        }
+        self.err.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{decode, encode, Record, SAMPLE_TYPE};
+    use crate::watch::{Access, Watch};
+    use ksymwatch_symbols::kallsyms;
+    use std::path::Path;
+
+    const SYMS: &str = "\
+ffffffff81000000 T read_zero
+ffffffff81000100 T vfs_read
+ffffffff81000200 T ksys_read
+ffffffff81000300 T end_marker
+";
+
+    #[test]
+    fn formats_a_hit_from_record_bytes() {
+        let table = kallsyms::from_text(SYMS, Path::new("fixture")).unwrap();
+        let bytes = encode::sample(
+            0xffffffff81000077,
+            1234,
+            1235,
+            412_123_456_789,
+            0x7ffd0000,
+            1,
+            &[encode::KERNEL, 0xffffffff81000077, 0xffffffff810001bb, 0xffffffffdead0000, encode::USER, 0x401000],
+        );
+        let Record::Sample(sample) = decode(&bytes, SAMPLE_TYPE).unwrap() else { panic!() };
+        let watch = Watch { label: "0x7ffd0000".into(), addr: 0x7ffd0000, len: 8, access: Access::Write };
+        let mut p = Ftrace::new(Vec::new(), Vec::new());
+        p.hit(&Hit { sample: &sample, watch: &watch, comm: "reader", symbols: &table }).unwrap();
+        let (out, _) = p.into_inner();
+        let text = String::from_utf8(out).unwrap();
+        let expected = "\
+          reader-1235    [001]   412.123456: 0x7ffd0000 W ip=read_zero+0x77/0x100
+ => read_zero+0x77/0x100
+ => vfs_read+0xbb/0x100
+ => 0xffffffffdead0000
+ => 0x401000 [reader]
+";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn header_armed_events_and_summary() {
+        let watch = Watch { label: "x".into(), addr: 0xffffffff83003e00, len: 8, access: Access::ReadWrite };
+        let cpus: BTreeSet<u32> = [0, 1].into();
+        let mut p = Ftrace::new(Vec::new(), Vec::new());
+        p.header(&Header { watches: std::slice::from_ref(&watch), cpus: &cpus, source: "kallsyms /proc/kallsyms" }).unwrap();
+        p.armed(2, &cpus, 5_000_001_000).unwrap();
+        p.event(&StreamEvent::Lost { cpu: 1, count: 3 }, 6_000_000_000).unwrap();
+        let mut summary = Summary::default();
+        summary.hits_by_cpu.insert(0, 5);
+        summary.lost_by_cpu.insert(1, 3);
+        p.finish(&summary).unwrap();
+        let (out, err) = p.into_inner();
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.starts_with("# tracer: ksymwatch\n"));
+        assert!(out.contains("# target: x addr=0xffffffff83003e00 len=8 access=RW"));
+        assert!(out.contains("# armed 2 breakpoints on cpus 0-1 at 5.000001\n"));
+        assert!(out.contains("# lost 3 events on cpu 1 at 6.000000\n"));
+        let err = String::from_utf8(err).unwrap();
+        assert!(err.contains("5 hits (cpu0 5), 3 lost"), "{err}");
+        assert!(err.contains("WARNING"));
+    }
+}

@@ -1,0 +1,263 @@
+//! Every raw system call ksymwatch makes, and nothing else: perf_event_open, its ioctls, mmap, epoll,
+//! signalfd and the uevent netlink socket. Each returns owned file descriptors and `io::Error`s so callers
+//! never touch a raw fd or errno, and everything they open is closed on drop.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+
+use perf_event_open_sys as perf;
+
+pub use perf::bindings::perf_event_attr;
+
+/// `perf_event_open(2)` with close-on-exec.
+pub fn perf_event_open(attr: &perf_event_attr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
+    let mut attr = *attr;
+    // SAFETY: `attr` is a fully initialised perf_event_attr whose `size` field matches the struct; the kernel
+    // only reads it (and may write back `size` on E2BIG into our local copy).
+    let fd = unsafe { perf::perf_event_open(&mut attr, pid, cpu, -1, perf::bindings::PERF_FLAG_FD_CLOEXEC as _) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the syscall returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// PERF_EVENT_IOC_ENABLE.
+pub fn perf_enable(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: `fd` is a live perf event descriptor; ENABLE takes no pointer argument.
+    cvt(unsafe { perf::ioctls::ENABLE(fd.as_raw_fd(), 0) })
+}
+
+/// PERF_EVENT_IOC_DISABLE.
+pub fn perf_disable(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: as for `perf_enable`.
+    cvt(unsafe { perf::ioctls::DISABLE(fd.as_raw_fd(), 0) })
+}
+
+fn cvt(ret: libc::c_int) -> io::Result<()> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// A shared read-write mapping of a perf event's ring buffer, unmapped on drop.
+pub struct Mmap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; the ring reader synchronises with the kernel
+// through atomic head/tail accesses, not through Rust references shared across threads.
+unsafe impl Send for Mmap {}
+
+impl Mmap {
+    pub fn map(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mmap> {
+        // SAFETY: a fresh shared mapping of `len` bytes of a perf fd at offset 0; the kernel validates the size.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        Ok(Mmap { ptr, len })
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are exactly what mmap returned, and no reference into the mapping outlives self.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
+}
+
+/// An epoll instance.
+pub struct Epoll(OwnedFd);
+
+impl Epoll {
+    pub fn new() -> io::Result<Epoll> {
+        // SAFETY: plain syscall; the result is checked before being wrapped.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fresh descriptor owned by nobody else.
+        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Watches `fd` for input, tagging its events with `token`.
+    pub fn add(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
+        // SAFETY: both fds are live; `ev` is a valid epoll_event for the duration of the call.
+        cvt(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd.as_raw_fd(), &mut ev) })
+    }
+
+    pub fn delete(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        // SAFETY: both fds are live; DEL ignores the event pointer.
+        cvt(unsafe {
+            libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_DEL, fd.as_raw_fd(), std::ptr::null_mut())
+        })
+    }
+
+    /// Waits up to `timeout_ms` and returns the tokens that are ready; EINTR is an empty wake-up.
+    pub fn wait(&self, tokens: &mut Vec<u64>, timeout_ms: i32) -> io::Result<()> {
+        tokens.clear();
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
+        // SAFETY: `events` is a writable array of the length passed.
+        let n = unsafe { libc::epoll_wait(self.0.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, timeout_ms) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            return if err.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(err) };
+        }
+        tokens.extend(events[..n as usize].iter().map(|e| e.u64));
+        Ok(())
+    }
+}
+
+/// A signalfd for SIGINT/SIGTERM/SIGHUP, with those signals blocked so they arrive only through the fd and
+/// the event loop can stop cleanly (releasing every breakpoint) instead of dying mid-drain.
+pub struct SignalFd(OwnedFd);
+
+pub const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+impl SignalFd {
+    pub fn stop_signals() -> io::Result<SignalFd> {
+        // SAFETY: sigset_t is plain data; sigemptyset initialises it before use.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid sigset_t; these calls only write to it and to the thread's mask.
+        unsafe {
+            libc::sigemptyset(&mut set);
+            for sig in STOP_SIGNALS {
+                libc::sigaddset(&mut set, sig);
+            }
+            if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        // SAFETY: `set` is initialised; -1 asks for a new descriptor.
+        let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fresh descriptor owned by nobody else.
+        Ok(SignalFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// The next pending signal number, if any.
+    pub fn read(&self) -> io::Result<Option<u32>> {
+        // SAFETY: signalfd_siginfo is plain data.
+        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        // SAFETY: `info` is a writable buffer of `size` bytes.
+        let n = unsafe { libc::read(self.0.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            return if err.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(err) };
+        }
+        Ok((n as usize == size).then_some(info.ssi_signo))
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.0.as_fd()
+    }
+}
+
+/// A NETLINK_KOBJECT_UEVENT socket subscribed to the kernel's uevent group, non-blocking.
+pub fn uevent_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; result checked.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            libc::NETLINK_KOBJECT_UEVENT,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // Bigger than the default so a burst of hotplug uevents is less likely to hit ENOBUFS; the periodic
+    // reconcile covers the rest.
+    let rcvbuf: libc::c_int = 1 << 20;
+    // SAFETY: valid fd, option pointer and length describe a c_int.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&rcvbuf as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as u32,
+        );
+    }
+    // SAFETY: sockaddr_nl is plain data.
+    let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    addr.nl_family = libc::AF_NETLINK as u16;
+    addr.nl_pid = 0;
+    addr.nl_groups = 1;
+    // SAFETY: `addr` is a valid sockaddr_nl and the length matches it.
+    let ret = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        )
+    };
+    cvt(ret)?;
+    Ok(fd)
+}
+
+/// One datagram from a non-blocking socket; `Ok(None)` when nothing is queued.
+pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: `buf` is writable for its length.
+    let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n < 0 {
+        let err = io::Error::last_os_error();
+        return if err.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(err) };
+    }
+    Ok(Some(n as usize))
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock the breakpoint events stamp their samples with.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec to write into; CLOCK_MONOTONIC always exists.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -1,0 +1,204 @@
+//! Turning a parsed [`Target`] into a [`Watch`]: an address, a length and an access type a debug register
+//! can hold. Every rule about what is watchable lives here, so the tracer below never sees a bad range.
+
+use crate::error::{Error, Result};
+use crate::target::{Base, Target};
+use ksymwatch_symbols::{LookupError, SymbolKind, SymbolTable};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Write,
+    ReadWrite,
+}
+
+impl Access {
+    /// The column printed on each hit.
+    pub fn letters(self) -> &'static str {
+        match self {
+            Access::Write => "W",
+            Access::ReadWrite => "RW",
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Access::Write => "write",
+            Access::ReadWrite => "read-write",
+        }
+    }
+}
+
+/// One watched range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watch {
+    /// How hits name it: `jiffies`, `__start_init_stack+0x3e00`, `0x7ffd1000`.
+    pub label: String,
+    pub addr: u64,
+    pub len: u8,
+    pub access: Access,
+}
+
+/// What resolving found, plus warnings the user should see before arming.
+#[derive(Debug)]
+pub struct Resolved {
+    pub watch: Watch,
+    pub warnings: Vec<String>,
+}
+
+/// Lowest address of the kernel half on x86-64 (4-level paging); user space ends below 0x0000_8000_0000_0000.
+pub const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+
+fn is_canonical(addr: u64) -> bool {
+    addr < 0x0000_8000_0000_0000 || addr >= KERNEL_START
+}
+
+/// The widest debug-register length that fits `room` bytes and keeps `addr` naturally aligned.
+fn natural_len(addr: u64, room: u64) -> u8 {
+    [8u8, 4, 2, 1]
+        .into_iter()
+        .find(|&l| u64::from(l) <= room && addr % u64::from(l) == 0)
+        .unwrap_or(1)
+}
+
+pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<Resolved> {
+    let mut warnings = Vec::new();
+    let (addr, len, label) = match &target.base {
+        Base::Address(addr) => (*addr, target.len.unwrap_or(8), format!("0x{addr:x}")),
+        Base::Symbol { index, .. } => {
+            if !target.path.is_empty() && target.symbol_splits().iter().all(|(n, _)| table.by_name(n).next().is_none()) {
+                return Err(Error::usage(format!(
+                    "`{}`: struct fields and array elements need DWARF type information; pass --vmlinux FILE \
+                     with debug info, or give the address as 0xADDR",
+                    target.text
+                )));
+            }
+            let (name, rest) = target
+                .symbol_splits()
+                .into_iter()
+                .find(|(n, _)| table.by_name(n).next().is_some())
+                .unwrap_or_else(|| (target.symbol_splits().last().map(|s| s.0.clone()).unwrap_or_default(), Vec::new()));
+            if !rest.is_empty() {
+                return Err(Error::usage(format!(
+                    "`{}`: the field path `{}` needs DWARF type information; pass --vmlinux FILE with debug info",
+                    target.text,
+                    rest.iter().map(|e| e.to_string()).collect::<String>()
+                )));
+            }
+            let sym = table.lookup(&name, *index).map_err(lookup_error)?;
+            if sym.kind() == SymbolKind::Text && access == Access::Write {
+                warnings.push(format!(
+                    "`{}` is a text symbol ({}): nothing writes to code, so expect no hits; data symbols have type D/d, B/b or R/r",
+                    sym.name, sym.type_char
+                ));
+            }
+            if let Some(size) = sym.size {
+                if target.offset >= size {
+                    return Err(Error::usage(format!(
+                        "`{}`: offset 0x{:x} is past the end of `{}` (size 0x{size:x}, from the next symbol's address); \
+                         name the symbol that is there, or give the address as 0x{:x}",
+                        target.text,
+                        target.offset,
+                        sym.name,
+                        sym.addr.wrapping_add(target.offset)
+                    )));
+                }
+            }
+            let addr = sym
+                .addr
+                .checked_add(target.offset)
+                .ok_or_else(|| Error::usage(format!("`{}`: address overflows", target.text)))?;
+            let room = sym.size.map_or(8, |s| (s - target.offset).min(8));
+            let len = target.len.unwrap_or_else(|| natural_len(addr, room));
+            let label = if target.offset == 0 {
+                sym.name.clone()
+            } else {
+                format!("{}+0x{:x}", sym.name, target.offset)
+            };
+            (addr, len, label)
+        }
+    };
+    if addr == 0 {
+        return Err(Error::usage(format!("`{}`: address 0 cannot be watched", target.text)));
+    }
+    if !is_canonical(addr) || !is_canonical(addr.saturating_add(u64::from(len) - 1)) {
+        return Err(Error::usage(format!(
+            "`{}`: 0x{addr:x} is not a canonical x86-64 address (user space is below 0x800000000000, the kernel at or above 0x{KERNEL_START:x})",
+            target.text
+        )));
+    }
+    if addr % u64::from(len) != 0 {
+        return Err(Error::usage(format!(
+            "`{}`: 0x{addr:x}/{len} is not naturally aligned; a debug register watches a {len}-byte range only at a multiple of {len}; \
+             use a smaller /LEN (0x{addr:x}/{}) or an aligned address",
+            target.text,
+            natural_len(addr, 8)
+        )));
+    }
+    Ok(Resolved {
+        watch: Watch { label, addr, len, access },
+        warnings,
+    })
+}
+
+fn lookup_error(e: LookupError) -> Error {
+    Error::usage(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::parse;
+    use ksymwatch_symbols::kallsyms;
+    use std::path::Path;
+
+    const SYMS: &str = "\
+ffffffff81000000 T _text
+ffffffff81000040 T do_thing
+ffffffff83000000 D __start_init_stack
+ffffffff83000006 D tiny_thing
+ffffffff83000008 D __start_once
+ffffffff83100000 D __stop_once
+";
+
+    fn table() -> SymbolTable {
+        kallsyms::from_text(SYMS, Path::new("fixture")).unwrap()
+    }
+
+    fn go(text: &str) -> Result<Resolved> {
+        resolve(&parse(text).unwrap(), Access::Write, &table())
+    }
+
+    #[test]
+    fn symbol_plus_offset() {
+        let r = go("__start_once+0x3e00").unwrap();
+        assert_eq!(r.watch, Watch { label: "__start_once+0x3e00".into(), addr: 0xffffffff83003e08, len: 8, access: Access::Write });
+    }
+
+    #[test]
+    fn default_length_follows_size_and_alignment() {
+        assert_eq!(go("__start_init_stack").unwrap().watch.len, 4);
+        assert_eq!(go("tiny_thing").unwrap().watch.len, 2);
+        assert_eq!(go("__start_init_stack+1").unwrap().watch.len, 1);
+        assert_eq!(go("__start_init_stack+4").unwrap().watch.len, 2);
+    }
+
+    #[test]
+    fn refusals() {
+        assert!(go("tiny_thing+2").unwrap_err().message.contains("past the end"));
+        assert!(go("0x1001/8").unwrap_err().message.contains("naturally aligned"));
+        assert!(go("0x1001").unwrap_err().message.contains("/1"));
+        assert!(go("0x0").unwrap_err().message.contains("address 0"));
+        assert!(go("0x0000900000000000").unwrap_err().message.contains("canonical"));
+        let e = go("jiffies").unwrap_err();
+        assert_eq!(e.code, crate::error::ExitCode::Usage);
+        assert!(e.message.contains("CONFIG_KALLSYMS_ALL"));
+        assert!(go("init_uts_ns.name.nodename").unwrap_err().message.contains("--vmlinux"));
+    }
+
+    #[test]
+    fn text_symbol_warns() {
+        let r = go("do_thing").unwrap();
+        assert_eq!(r.warnings.len(), 1);
+        assert!(r.warnings[0].contains("text symbol"));
+    }
+}

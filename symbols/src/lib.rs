@@ -4,34 +4,27 @@
 //! - *where is this variable?* ([`SymbolTable::lookup`]: a name to an address, a size and a type letter), and
 //! - *what code is at this address?* ([`SymbolTable::symbolize`]: an address to `func+0xOFF/0xSIZE`).
 //!
-//! Symbols come from a [`Source`]: `/proc/kallsyms` today; System.map and vmlinux (ELF + DWARF) plug in behind
+//! Symbols come from a [`Source`] (`/proc/kallsyms`, System.map or a vmlinux ELF with DWARF) picked by
+//! [`SourceSearch`]; all of them load into
 //! the same [`SymbolTable`]. Everything is loaded once into a table sorted by address, so symbolizing a call
 //! chain is a binary search per frame.
 
+pub mod buildid;
 mod error;
-mod path;
 pub mod kallsyms;
+pub mod kaslr;
+mod path;
+mod source;
 mod symbol;
+pub mod sysmap;
 mod table;
+pub mod vmlinux;
 
+pub use buildid::{BuildId, KernelMatch, MismatchPolicy};
 pub use error::{Error, LookupError};
+pub use kaslr::Kaslr;
 pub use path::PathElem;
+pub use source::{Source, SourceSearch};
 pub use symbol::{Symbol, SymbolKind};
-pub use table::{Symbolized, SymbolTable};
-
-use std::path::PathBuf;
-
-/// Where a [`SymbolTable`] came from; printed in the trace header so a reader knows which file answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    /// A `/proc/kallsyms`-format file (runtime addresses, no sizes).
-    Kallsyms(PathBuf),
-}
-
-impl std::fmt::Display for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Source::Kallsyms(p) => write!(f, "kallsyms {}", p.display()),
-        }
-    }
-}
+pub use table::{SymbolTable, Symbolized};
+pub use vmlinux::{Section, Vmlinux};

@@ -1,6 +1,6 @@
 //! The loaded symbol table: sorted by address for symbolization, indexed by name for lookup.
 
-use crate::{LookupError, Symbol, SymbolKind};
+use crate::{Kaslr, LookupError, Symbol, SymbolKind};
 use std::collections::HashMap;
 
 /// An address resolved to the symbol that contains it.
@@ -29,6 +29,8 @@ impl std::fmt::Display for Symbolized<'_> {
 pub struct SymbolTable {
     symbols: Vec<Symbol>,
     by_name: HashMap<String, Vec<u32>>,
+    /// Set by [`SymbolTable::relocate`]: `symbols` then hold runtime addresses.
+    kaslr: Option<Kaslr>,
 }
 
 /// Section markers that kallsyms lists even without CONFIG_KALLSYMS_ALL; they say nothing about whether the
@@ -70,7 +72,42 @@ impl SymbolTable {
         for (i, s) in symbols.iter().enumerate() {
             by_name.entry(s.name.clone()).or_default().push(i as u32);
         }
-        SymbolTable { symbols, by_name }
+        SymbolTable {
+            symbols,
+            by_name,
+            kaslr: None,
+        }
+    }
+
+    /// Moves a link-time table (vmlinux, System.map) to the running kernel's addresses, so lookups and
+    /// [`SymbolTable::symbolize`] speak runtime addresses; [`SymbolTable::link_addr`] still gives the file's.
+    /// Relocating again replaces the earlier relocation rather than stacking on it.
+    pub fn relocate(&mut self, kaslr: Kaslr) {
+        let previous = self.kaslr.take();
+        let mut symbols = std::mem::take(&mut self.symbols);
+        for s in &mut symbols {
+            if s.kind() == SymbolKind::Absolute {
+                continue;
+            }
+            let link = previous.map_or(s.addr, |k| k.to_link(s.addr));
+            s.addr = kaslr.to_runtime(link);
+        }
+        // Sizes are already known, so no inference; rebuilding re-sorts and re-indexes by position.
+        *self = SymbolTable::new(symbols, false);
+        self.kaslr = Some(kaslr);
+    }
+
+    /// The relocation applied, if any.
+    pub fn kaslr(&self) -> Option<Kaslr> {
+        self.kaslr
+    }
+
+    /// The link-time (file) address of a symbol of this table.
+    pub fn link_addr(&self, symbol: &Symbol) -> u64 {
+        match self.kaslr {
+            Some(k) if symbol.kind() != SymbolKind::Absolute => k.to_link(symbol.addr),
+            _ => symbol.addr,
+        }
     }
 
     pub fn len(&self) -> usize {

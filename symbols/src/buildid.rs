@@ -73,7 +73,11 @@ pub enum KernelMatch {
     /// kallsyms says once the KASLR offset is applied.
     SymbolsAgree { checked: usize },
     /// No build-id to compare, and a symbol is not where kallsyms says: a different build.
-    SymbolsDisagree { name: String, file_addr: u64, running_addr: u64 },
+    SymbolsDisagree {
+        name: String,
+        file_addr: u64,
+        running_addr: u64,
+    },
     /// The source *is* the running kernel (kallsyms).
     Running,
     /// Nothing to compare with; the reason says what was missing.
@@ -83,7 +87,10 @@ pub enum KernelMatch {
 impl KernelMatch {
     /// A proven mismatch: arming a watchpoint at these addresses would watch the wrong memory.
     pub fn is_mismatch(&self) -> bool {
-        matches!(self, KernelMatch::BuildIdMismatch { .. } | KernelMatch::SymbolsDisagree { .. })
+        matches!(
+            self,
+            KernelMatch::BuildIdMismatch { .. } | KernelMatch::SymbolsDisagree { .. }
+        )
     }
 
     /// Positive evidence that addresses are the running kernel's.
@@ -114,7 +121,9 @@ impl KernelMatch {
                 running: r.clone(),
             },
             (None, _) => KernelMatch::Unknown("the file has no build-id note".into()),
-            (Some(_), None) => KernelMatch::Unknown("the running kernel's build-id is unavailable".into()),
+            (Some(_), None) => {
+                KernelMatch::Unknown("the running kernel's build-id is unavailable".into())
+            }
         }
     }
 }
@@ -187,7 +196,10 @@ mod tests {
         let mut blob = note(b"Xen\0", 18, &[1, 2, 3, 4, 5, 6, 7, 8]);
         blob.extend(note(b"Linux\0", 1, b"6.1\0\0"));
         blob.extend(note(b"GNU\0", 3, &[0xab; 20]));
-        assert_eq!(from_notes(&blob, true).unwrap().to_string(), "ab".repeat(20));
+        assert_eq!(
+            from_notes(&blob, true).unwrap().to_string(),
+            "ab".repeat(20)
+        );
     }
 
     #[test]
@@ -216,6 +228,8 @@ mod tests {
         assert!(err.to_string().contains("--force"), "{err}");
         assert!(MismatchPolicy::Allow.check(&mis, &src).is_ok());
         assert_eq!(KernelMatch::compare(None, Some(&b)).status(), "unknown");
-        assert!(MismatchPolicy::Refuse.check(&KernelMatch::compare(Some(&a), None), &src).is_ok());
+        assert!(MismatchPolicy::Refuse
+            .check(&KernelMatch::compare(Some(&a), None), &src)
+            .is_ok());
     }
 }

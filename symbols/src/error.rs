@@ -7,9 +7,16 @@ use std::path::PathBuf;
 #[derive(Debug)]
 pub enum Error {
     /// The file could not be read.
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// The file is not in the expected format.
-    Parse { path: PathBuf, line: usize, message: String },
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
     /// The file parsed but holds no symbols.
     Empty { path: PathBuf },
     /// Every address is zero: kptr_restrict hides them from this user.
@@ -88,14 +95,24 @@ impl std::error::Error for Error {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LookupError {
     /// No symbol of that name; `suggestions` are close names, best first.
-    Unknown { name: String, suggestions: Vec<String> },
+    Unknown {
+        name: String,
+        suggestions: Vec<String>,
+    },
     /// No symbol of that name, and the table holds no data symbols at all (kallsyms without
     /// CONFIG_KALLSYMS_ALL), so the variable may well exist but cannot be found here.
     NoDataSymbols { name: String },
     /// Several symbols share the name (file-local statics); `candidates` are their addresses in table order.
-    Ambiguous { name: String, candidates: Vec<(u64, char)> },
+    Ambiguous {
+        name: String,
+        candidates: Vec<(u64, char)>,
+    },
     /// `name@N` named a candidate that does not exist.
-    BadIndex { name: String, index: usize, count: usize },
+    BadIndex {
+        name: String,
+        index: usize,
+        count: usize,
+    },
 }
 
 impl fmt::Display for LookupError {

@@ -56,20 +56,30 @@ impl Kaslr {
 }
 
 fn text_marker(table: &SymbolTable, name: &str) -> Option<u64> {
-    table.by_name(name).find(|s| s.module.is_none()).map(|s| s.addr)
+    table
+        .by_name(name)
+        .find(|s| s.module.is_none())
+        .map(|s| s.addr)
 }
 
 /// Checks a link-time table against the running kernel's kallsyms when there is no build-id to compare:
 /// samples global text symbols that are unique in both and checks each sits at `link + offset`. Functions
 /// move between builds, so a few agreeing samples are good evidence and one disagreeing is proof.
-pub fn verify(link: &SymbolTable, runtime: &SymbolTable, kaslr: Kaslr, samples: usize) -> KernelMatch {
+pub fn verify(
+    link: &SymbolTable,
+    runtime: &SymbolTable,
+    kaslr: Kaslr,
+    samples: usize,
+) -> KernelMatch {
     let candidates: Vec<_> = runtime
         .symbols()
         .iter()
         .filter(|s| s.module.is_none() && s.kind() == SymbolKind::Text && s.is_global())
         .collect();
     if candidates.is_empty() {
-        return KernelMatch::Unknown("kallsyms lists no kernel text symbols to compare with".into());
+        return KernelMatch::Unknown(
+            "kallsyms lists no kernel text symbols to compare with".into(),
+        );
     }
     let step = (candidates.len() / samples.max(1)).max(1);
     let mut checked = 0;
@@ -137,14 +147,20 @@ mod tests {
         .unwrap();
         let k = Kaslr::between(&map, &ks).unwrap();
         assert_eq!(k.offset(), 0x19000000);
-        assert_eq!(verify(&map, &ks, k, 8), KernelMatch::SymbolsAgree { checked: 3 });
+        assert_eq!(
+            verify(&map, &ks, k, 8),
+            KernelMatch::SymbolsAgree { checked: 3 }
+        );
         let mut t = map;
         t.relocate(k);
         let j = t.lookup("jiffies", None).unwrap();
         assert_eq!(j.addr, 0xffffffff9b000000);
         assert_eq!(t.link_addr(j), 0xffffffff82000000);
         assert_eq!(t.lookup("fixed_percpu_data", None).unwrap().addr, 0);
-        assert_eq!(t.symbolize(0xffffffff9a000105).unwrap().to_string(), "start_kernel+0x5/0x100");
+        assert_eq!(
+            t.symbolize(0xffffffff9a000105).unwrap().to_string(),
+            "start_kernel+0x5/0x100"
+        );
     }
 
     #[test]

@@ -10,10 +10,13 @@
 //! chain is a binary search per frame.
 
 pub mod buildid;
+pub mod dwarf;
 mod error;
 pub mod kallsyms;
 pub mod kaslr;
+pub mod lines;
 mod path;
+mod resolve;
 mod source;
 mod symbol;
 pub mod sysmap;
@@ -21,9 +24,12 @@ mod table;
 pub mod vmlinux;
 
 pub use buildid::{BuildId, KernelMatch, MismatchPolicy};
+pub use dwarf::{FieldError, MemberInfo, VariableQuery};
 pub use error::{Error, LookupError};
 pub use kaslr::Kaslr;
+pub use lines::{Frame, LineSymbolizer};
 pub use path::PathElem;
+pub use resolve::{ResolveError, ResolveOptions, Resolved, Resolver};
 pub use source::{Source, SourceSearch};
 pub use symbol::{Symbol, SymbolKind};
 pub use table::{SymbolTable, Symbolized};

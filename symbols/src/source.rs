@@ -132,7 +132,9 @@ fn usable(source: &Source) -> bool {
     let n = file.read(&mut head).unwrap_or(0);
     match source {
         Source::Vmlinux(_) => head[..n].starts_with(b"\x7fELF"),
-        Source::SystemMap(_) => n > 0 && !crate::sysmap::is_placeholder(&String::from_utf8_lossy(&head[..n])),
+        Source::SystemMap(_) => {
+            n > 0 && !crate::sysmap::is_placeholder(&String::from_utf8_lossy(&head[..n]))
+        }
         Source::Kallsyms(_) => true,
     }
 }

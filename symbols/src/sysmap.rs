@@ -64,7 +64,10 @@ mod tests {
                     ffffffff82a05000 D jiffies\nffffffff82a05008 d some_local\nffffffff82a05040 B end_thing\n";
         let t = from_text(text, Path::new("System.map")).unwrap();
         let j = t.lookup("jiffies", None).unwrap();
-        assert_eq!((j.addr, j.size, j.type_char), (0xffffffff82a05000, Some(8), 'D'));
+        assert_eq!(
+            (j.addr, j.size, j.type_char),
+            (0xffffffff82a05000, Some(8), 'D')
+        );
         assert!(t.by_name("__per_cpu_start").next().is_some());
     }
 
@@ -75,6 +78,9 @@ mod tests {
         assert!(e.contains("-dbg"), "{e}");
         assert!(from_text("ffffffff81000000 t f\t[mod]\n", Path::new("m")).is_err());
         assert!(from_text("hello\n", Path::new("m")).is_err());
-        assert!(matches!(from_text("", Path::new("m")), Err(Error::Empty { .. })));
+        assert!(matches!(
+            from_text("", Path::new("m")),
+            Err(Error::Empty { .. })
+        ));
     }
 }

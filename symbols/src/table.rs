@@ -41,7 +41,13 @@ fn is_section_marker(name: &str) -> bool {
         || name.starts_with("__end_")
         || matches!(
             name,
-            "_sdata" | "_edata" | "__bss_start" | "__bss_stop" | "_end" | "__init_begin" | "__init_end"
+            "_sdata"
+                | "_edata"
+                | "__bss_start"
+                | "__bss_stop"
+                | "_end"
+                | "__init_begin"
+                | "__init_end"
         )
 }
 
@@ -191,7 +197,11 @@ impl SymbolTable {
             scored.push((score, candidate));
         }
         scored.sort();
-        scored.into_iter().take(max).map(|(_, n)| n.to_string()).collect()
+        scored
+            .into_iter()
+            .take(max)
+            .map(|(_, n)| n.to_string())
+            .collect()
     }
 
     /// The symbol containing `addr`. Among symbols at one address a global text symbol is preferred, so
@@ -206,7 +216,13 @@ impl SymbolTable {
         let symbol = self.symbols[start..end]
             .iter()
             .filter(|s| s.kind() != SymbolKind::Absolute)
-            .max_by_key(|s| (s.kind() == SymbolKind::Text, s.is_global(), !s.name.starts_with('_')))?;
+            .max_by_key(|s| {
+                (
+                    s.kind() == SymbolKind::Text,
+                    s.is_global(),
+                    !s.name.starts_with('_'),
+                )
+            })?;
         let offset = addr - symbol.addr;
         match symbol.size {
             Some(size) if offset >= size => None,
@@ -267,16 +283,25 @@ ffffffff83100000 D __start_once
         let t = table();
         let s = t.symbolize(0xffffffff810000bb).unwrap();
         assert_eq!(s.to_string(), "do_thing+0x7b/0xc0");
-        assert_eq!(t.symbolize(0xffffffff81000300).unwrap().to_string(), "vfs_read+0x0/0x100");
+        assert_eq!(
+            t.symbolize(0xffffffff81000300).unwrap().to_string(),
+            "vfs_read+0x0/0x100"
+        );
         assert!(t.symbolize(0xffffffff80000000).is_none());
         // The last symbol has no next neighbour, so no size: any offset is accepted and none is printed.
-        assert_eq!(t.symbolize(0xffffffff83100010).unwrap().to_string(), "__start_once+0x10");
+        assert_eq!(
+            t.symbolize(0xffffffff83100010).unwrap().to_string(),
+            "__start_once+0x10"
+        );
     }
 
     #[test]
     fn aliases_prefer_a_function_name() {
         let t = table();
-        assert_eq!(t.symbolize(0xffffffff81000010).unwrap().symbol.name, "srso_alias_untrain_ret");
+        assert_eq!(
+            t.symbolize(0xffffffff81000010).unwrap().symbol.name,
+            "srso_alias_untrain_ret"
+        );
     }
 
     #[test]
@@ -288,8 +313,14 @@ ffffffff83100000 D __start_once
             LookupError::Ambiguous { candidates, .. } => assert_eq!(candidates.len(), 2),
             e => panic!("unexpected {e:?}"),
         }
-        assert_eq!(t.lookup("dup_static", Some(1)).unwrap().addr, 0xffffffff81000200);
-        assert!(matches!(t.lookup("dup_static", Some(2)), Err(LookupError::BadIndex { count: 2, .. })));
+        assert_eq!(
+            t.lookup("dup_static", Some(1)).unwrap().addr,
+            0xffffffff81000200
+        );
+        assert!(matches!(
+            t.lookup("dup_static", Some(2)),
+            Err(LookupError::BadIndex { count: 2, .. })
+        ));
     }
 
     #[test]
@@ -297,7 +328,11 @@ ffffffff83100000 D __start_once
         let err = table().lookup("jiffies", None).unwrap_err();
         assert!(matches!(err, LookupError::NoDataSymbols { .. }));
         let msg = err.to_string();
-        assert!(msg.contains("CONFIG_KALLSYMS_ALL") && msg.contains("--vmlinux") && msg.contains("--system-map"));
+        assert!(
+            msg.contains("CONFIG_KALLSYMS_ALL")
+                && msg.contains("--vmlinux")
+                && msg.contains("--system-map")
+        );
     }
 
     #[test]

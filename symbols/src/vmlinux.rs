@@ -7,7 +7,8 @@
 
 use crate::{buildid, BuildId, Error, Symbol, SymbolTable};
 use goblin::elf::section_header::{
-    SHF_ALLOC, SHF_COMPRESSED, SHF_EXECINSTR, SHF_WRITE, SHN_ABS, SHN_COMMON, SHN_UNDEF, SHT_NOBITS, SHT_NOTE,
+    SHF_ALLOC, SHF_COMPRESSED, SHF_EXECINSTR, SHF_WRITE, SHN_ABS, SHN_COMMON, SHN_UNDEF,
+    SHT_NOBITS, SHT_NOTE,
 };
 use goblin::elf::sym::{STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK, STT_FILE, STT_OBJECT, STT_SECTION};
 use memmap2::Mmap;
@@ -77,18 +78,26 @@ impl Vmlinux {
         };
         let bytes: &[u8] = &map;
         if !bytes.starts_with(b"\x7fELF") {
-            return Err(bad(if bytes.starts_with(b"MZ") || bytes.get(0x202..0x206) == Some(b"HdrS") {
-                "this is a compressed boot image (bzImage/vmlinuz), not vmlinux".into()
-            } else {
-                "no ELF magic at the start".into()
-            }));
+            return Err(bad(
+                if bytes.starts_with(b"MZ") || bytes.get(0x202..0x206) == Some(b"HdrS") {
+                    "this is a compressed boot image (bzImage/vmlinuz), not vmlinux".into()
+                } else {
+                    "no ELF magic at the start".into()
+                },
+            ));
         }
-        let elf = goblin::elf::Elf::parse(bytes).map_err(|e| bad(format!("malformed or truncated ELF ({e})")))?;
+        let elf = goblin::elf::Elf::parse(bytes)
+            .map_err(|e| bad(format!("malformed or truncated ELF ({e})")))?;
         let file_len = bytes.len() as u64;
         let mut sections = Vec::with_capacity(elf.section_headers.len());
         for sh in &elf.section_headers {
             let name = elf.shdr_strtab.get_at(sh.sh_name).unwrap_or("").to_string();
-            if sh.sh_type != SHT_NOBITS && sh.sh_offset.checked_add(sh.sh_size).is_none_or(|end| end > file_len) {
+            if sh.sh_type != SHT_NOBITS
+                && sh
+                    .sh_offset
+                    .checked_add(sh.sh_size)
+                    .is_none_or(|end| end > file_len)
+            {
                 return Err(bad(format!(
                     "section {name} ends at byte {} but the file has only {file_len} bytes (truncated)",
                     sh.sh_offset.saturating_add(sh.sh_size)
@@ -200,7 +209,10 @@ impl Vmlinux {
     }
 
     /// Section bounds as a byte range of the mapping.
-    pub(crate) fn section_range(&self, name: &str) -> Result<Option<std::ops::Range<usize>>, Error> {
+    pub(crate) fn section_range(
+        &self,
+        name: &str,
+    ) -> Result<Option<std::ops::Range<usize>>, Error> {
         let Some(bytes) = self.debug_section(name)? else {
             return Ok(None);
         };
@@ -238,7 +250,9 @@ impl Vmlinux {
             .strtab_offset
             .checked_add(loc.strtab_size)
             .and_then(|end| self.map.get(loc.strtab_offset..end))
-            .ok_or_else(|| bad("the symbol string table lies outside the file (truncated)".into()))?;
+            .ok_or_else(|| {
+                bad("the symbol string table lies outside the file (truncated)".into())
+            })?;
         Ok((syms, strtab))
     }
 

@@ -252,7 +252,7 @@ impl<'d, 'a> Scan<'d, 'a> {
         let mut n = 0u32;
         while let Some(header) = units.next().map_err(|e| dwarf_err(self.vm, e))? {
             n += 1;
-            if n % 32 == 0 {
+            if n.is_multiple_of(32) {
                 let pos = header.offset().0 as u64;
                 self.tick(pos);
             }
@@ -291,8 +291,7 @@ impl<'d, 'a> Scan<'d, 'a> {
         let mut headers = d.debug_names.headers();
         while let Ok(Some(header)) = headers.next() {
             let Ok(index) = header.index() else { break };
-            let mut names = index.names();
-            while let Some(i) = names.next() {
+            for i in index.names() {
                 let Ok(s) = index.name_string(i, &d.debug_str) else {
                     continue;
                 };

@@ -1,13 +1,19 @@
 //! Kernel symbol resolution and address symbolization for ksymwatch.
 //!
-//! This crate answers two questions and knows nothing about perf:
-//! - *where is this variable?* ([`SymbolTable::lookup`]: a name to an address, a size and a type letter), and
-//! - *what code is at this address?* ([`SymbolTable::symbolize`]: an address to `func+0xOFF/0xSIZE`).
+//! This crate answers three questions and knows nothing about perf:
+//! - *where is this variable?* ([`Resolver::resolve`]: a name and member path to runtime and link-time
+//!   addresses, size, section and C type),
+//! - *what code is at this address?* ([`SymbolTable::symbolize`]: an address to `func+0xOFF/0xSIZE`), and
+//! - *which source line is that?* ([`Resolver::frames`]: file:line frames, inlined calls included).
 //!
-//! Symbols come from a [`Source`] (`/proc/kallsyms`, System.map or a vmlinux ELF with DWARF) picked by
-//! [`SourceSearch`]; all of them load into
-//! the same [`SymbolTable`]. Everything is loaded once into a table sorted by address, so symbolizing a call
-//! chain is a binary search per frame.
+//! Symbols come from a [`Source`] picked by [`SourceSearch`]: an explicit vmlinux or System.map, the
+//! distribution's files for the running kernel, or `/proc/kallsyms`. Link-time addresses are moved by the
+//! KASLR offset ([`kaslr`]) once the file is shown to be the running kernel ([`buildid`]); a file that is
+//! not still answers with link-time addresses, and [`MismatchPolicy`] decides whether to arm on it.
+//!
+//! Modules, one job each: [`kallsyms`] and [`sysmap`] parse the text formats, [`vmlinux`] the ELF,
+//! [`buildid`] the notes, [`kaslr`] the relocation, [`dwarf`] member paths and types, [`lines`] file:line;
+//! the table, the source search and the resolver tie them together.
 
 pub mod buildid;
 pub mod dwarf;

@@ -7,13 +7,33 @@ use std::path::PathBuf;
 #[derive(Debug)]
 pub enum Error {
     /// The file could not be read.
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// The file is not in the expected format.
-    Parse { path: PathBuf, line: usize, message: String },
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
     /// The file parsed but holds no symbols.
     Empty { path: PathBuf },
     /// Every address is zero: kptr_restrict hides them from this user.
     ZeroedAddresses { path: PathBuf },
+    /// The file is not a usable ELF (not ELF at all, corrupt, or truncated).
+    Elf { path: PathBuf, message: String },
+    /// The ELF has no `.symtab`: it was stripped.
+    NoSymtab { path: PathBuf },
+    /// The ELF has no DWARF `.debug_info`, so member paths and file:line cannot be resolved.
+    NoDebugInfo { path: PathBuf },
+    /// The DWARF is present but could not be read.
+    Dwarf { path: PathBuf, message: String },
+    /// The symbol file is proven not to be the running kernel and the policy refuses it.
+    KernelMismatch {
+        source: crate::Source,
+        status: crate::KernelMatch,
+    },
 }
 
 impl fmt::Display for Error {
@@ -21,7 +41,7 @@ impl fmt::Display for Error {
         match self {
             Error::Io { path, source } => write!(f, "cannot read {}: {source}", path.display()),
             Error::Parse { path, line, message } => {
-                write!(f, "{}:{line}: not a kallsyms line: {message}", path.display())
+                write!(f, "{}:{line}: not an `ADDRESS TYPE NAME` symbol line: {message}", path.display())
             }
             Error::Empty { path } => write!(f, "{} holds no symbols", path.display()),
             Error::ZeroedAddresses { path } => write!(
@@ -29,6 +49,34 @@ impl fmt::Display for Error {
                 "{} shows every address as 0: kernel pointers are hidden (kptr_restrict); \
                  run as root with CAP_SYSLOG, or set /proc/sys/kernel/kptr_restrict to 0, or pass --system-map/--vmlinux",
                 path.display()
+            ),
+            Error::Elf { path, message } => write!(
+                f,
+                "{} is not a usable vmlinux ELF file: {message}; pass the uncompressed vmlinux (not vmlinuz/bzImage), \
+                 and fetch it again if it was cut short",
+                path.display()
+            ),
+            Error::NoSymtab { path } => write!(
+                f,
+                "{} has no symbol table (.symtab; it was stripped): use an unstripped vmlinux, \
+                 e.g. /usr/lib/debug/boot/vmlinux-$(uname -r) from Debian's linux-image-*-dbg package",
+                path.display()
+            ),
+            Error::NoDebugInfo { path } => write!(
+                f,
+                "{} has no DWARF debug info (.debug_info): member paths, types and --lines need a vmlinux with \
+                 debug info, e.g. Debian's linux-image-$(uname -r)-dbg (/usr/lib/debug/boot/vmlinux-$(uname -r))",
+                path.display()
+            ),
+            Error::Dwarf { path, message } => write!(
+                f,
+                "{}: cannot read its DWARF debug info: {message}; the file may be corrupt or truncated, fetch it again",
+                path.display()
+            ),
+            Error::KernelMismatch { source, status } => write!(
+                f,
+                "{source} is not the running kernel: {status}; its addresses would watch the wrong memory. \
+                 Use the vmlinux/System.map of $(uname -r), or pass --force to arm anyway"
             ),
         }
     }
@@ -47,14 +95,24 @@ impl std::error::Error for Error {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LookupError {
     /// No symbol of that name; `suggestions` are close names, best first.
-    Unknown { name: String, suggestions: Vec<String> },
+    Unknown {
+        name: String,
+        suggestions: Vec<String>,
+    },
     /// No symbol of that name, and the table holds no data symbols at all (kallsyms without
     /// CONFIG_KALLSYMS_ALL), so the variable may well exist but cannot be found here.
     NoDataSymbols { name: String },
     /// Several symbols share the name (file-local statics); `candidates` are their addresses in table order.
-    Ambiguous { name: String, candidates: Vec<(u64, char)> },
+    Ambiguous {
+        name: String,
+        candidates: Vec<(u64, char)>,
+    },
     /// `name@N` named a candidate that does not exist.
-    BadIndex { name: String, index: usize, count: usize },
+    BadIndex {
+        name: String,
+        index: usize,
+        count: usize,
+    },
 }
 
 impl fmt::Display for LookupError {

@@ -19,10 +19,12 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Symbol>, Error> {
             message: message.to_string(),
         };
         let mut fields = line.split_whitespace();
-        let (Some(addr), Some(ty), Some(name)) = (fields.next(), fields.next(), fields.next()) else {
+        let (Some(addr), Some(ty), Some(name)) = (fields.next(), fields.next(), fields.next())
+        else {
             return Err(bad("expected `ADDRESS TYPE NAME`"));
         };
-        let addr = u64::from_str_radix(addr, 16).map_err(|_| bad("the address is not hexadecimal"))?;
+        let addr =
+            u64::from_str_radix(addr, 16).map_err(|_| bad("the address is not hexadecimal"))?;
         let mut ty_chars = ty.chars();
         let (Some(type_char), None) = (ty_chars.next(), ty_chars.next()) else {
             return Err(bad("the type is not one letter"));

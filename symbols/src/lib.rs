@@ -1,37 +1,42 @@
 //! Kernel symbol resolution and address symbolization for ksymwatch.
 //!
-//! This crate answers two questions and knows nothing about perf:
-//! - *where is this variable?* ([`SymbolTable::lookup`]: a name to an address, a size and a type letter), and
-//! - *what code is at this address?* ([`SymbolTable::symbolize`]: an address to `func+0xOFF/0xSIZE`).
+//! This crate answers three questions and knows nothing about perf:
+//! - *where is this variable?* ([`Resolver::resolve`]: a name and member path to runtime and link-time
+//!   addresses, size, section and C type),
+//! - *what code is at this address?* ([`SymbolTable::symbolize`]: an address to `func+0xOFF/0xSIZE`), and
+//! - *which source line is that?* ([`Resolver::frames`]: file:line frames, inlined calls included).
 //!
-//! Symbols come from a [`Source`]: `/proc/kallsyms` today; System.map and vmlinux (ELF + DWARF) plug in behind
-//! the same [`SymbolTable`]. Everything is loaded once into a table sorted by address, so symbolizing a call
-//! chain is a binary search per frame.
+//! Symbols come from a [`Source`] picked by [`SourceSearch`]: an explicit vmlinux or System.map, the
+//! distribution's files for the running kernel, or `/proc/kallsyms`. Link-time addresses are moved by the
+//! KASLR offset ([`kaslr`]) once the file is shown to be the running kernel ([`buildid`]); a file that is
+//! not still answers with link-time addresses, and [`MismatchPolicy`] decides whether to arm on it.
+//!
+//! Modules, one job each: [`kallsyms`] and [`sysmap`] parse the text formats, [`vmlinux`] the ELF,
+//! [`buildid`] the notes, [`kaslr`] the relocation, [`dwarf`] member paths and types, [`lines`] file:line;
+//! the table, the source search and the resolver tie them together.
 
+pub mod buildid;
+pub mod dwarf;
 mod error;
-mod path;
 pub mod kallsyms;
+pub mod kaslr;
+pub mod lines;
+mod path;
+mod resolve;
+mod source;
 mod symbol;
+pub mod sysmap;
 mod table;
+pub mod vmlinux;
 
+pub use buildid::{BuildId, KernelMatch, MismatchPolicy};
+pub use dwarf::{FieldError, MemberInfo, VariableQuery};
 pub use error::{Error, LookupError};
+pub use kaslr::Kaslr;
+pub use lines::{Frame, LineSymbolizer};
 pub use path::PathElem;
+pub use resolve::{ResolveError, ResolveOptions, Resolved, Resolver};
+pub use source::{Source, SourceSearch};
 pub use symbol::{Symbol, SymbolKind};
-pub use table::{Symbolized, SymbolTable};
-
-use std::path::PathBuf;
-
-/// Where a [`SymbolTable`] came from; printed in the trace header so a reader knows which file answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    /// A `/proc/kallsyms`-format file (runtime addresses, no sizes).
-    Kallsyms(PathBuf),
-}
-
-impl std::fmt::Display for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Source::Kallsyms(p) => write!(f, "kallsyms {}", p.display()),
-        }
-    }
-}
+pub use table::{SymbolTable, Symbolized};
+pub use vmlinux::{Section, Vmlinux};

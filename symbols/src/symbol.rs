@@ -31,7 +31,10 @@ impl SymbolKind {
 
     /// Data a watchpoint makes sense on (a store may land there).
     pub fn is_data(self) -> bool {
-        matches!(self, SymbolKind::Data | SymbolKind::Bss | SymbolKind::ReadOnly)
+        matches!(
+            self,
+            SymbolKind::Data | SymbolKind::Bss | SymbolKind::ReadOnly
+        )
     }
 }
 

@@ -1,6 +1,6 @@
 //! The loaded symbol table: sorted by address for symbolization, indexed by name for lookup.
 
-use crate::{LookupError, Symbol, SymbolKind};
+use crate::{Kaslr, LookupError, Symbol, SymbolKind};
 use std::collections::HashMap;
 
 /// An address resolved to the symbol that contains it.
@@ -29,6 +29,8 @@ impl std::fmt::Display for Symbolized<'_> {
 pub struct SymbolTable {
     symbols: Vec<Symbol>,
     by_name: HashMap<String, Vec<u32>>,
+    /// Set by [`SymbolTable::relocate`]: `symbols` then hold runtime addresses.
+    kaslr: Option<Kaslr>,
 }
 
 /// Section markers that kallsyms lists even without CONFIG_KALLSYMS_ALL; they say nothing about whether the
@@ -39,7 +41,13 @@ fn is_section_marker(name: &str) -> bool {
         || name.starts_with("__end_")
         || matches!(
             name,
-            "_sdata" | "_edata" | "__bss_start" | "__bss_stop" | "_end" | "__init_begin" | "__init_end"
+            "_sdata"
+                | "_edata"
+                | "__bss_start"
+                | "__bss_stop"
+                | "_end"
+                | "__init_begin"
+                | "__init_end"
         )
 }
 
@@ -70,7 +78,42 @@ impl SymbolTable {
         for (i, s) in symbols.iter().enumerate() {
             by_name.entry(s.name.clone()).or_default().push(i as u32);
         }
-        SymbolTable { symbols, by_name }
+        SymbolTable {
+            symbols,
+            by_name,
+            kaslr: None,
+        }
+    }
+
+    /// Moves a link-time table (vmlinux, System.map) to the running kernel's addresses, so lookups and
+    /// [`SymbolTable::symbolize`] speak runtime addresses; [`SymbolTable::link_addr`] still gives the file's.
+    /// Relocating again replaces the earlier relocation rather than stacking on it.
+    pub fn relocate(&mut self, kaslr: Kaslr) {
+        let previous = self.kaslr.take();
+        let mut symbols = std::mem::take(&mut self.symbols);
+        for s in &mut symbols {
+            if s.kind() == SymbolKind::Absolute {
+                continue;
+            }
+            let link = previous.map_or(s.addr, |k| k.to_link(s.addr));
+            s.addr = kaslr.to_runtime(link);
+        }
+        // Sizes are already known, so no inference; rebuilding re-sorts and re-indexes by position.
+        *self = SymbolTable::new(symbols, false);
+        self.kaslr = Some(kaslr);
+    }
+
+    /// The relocation applied, if any.
+    pub fn kaslr(&self) -> Option<Kaslr> {
+        self.kaslr
+    }
+
+    /// The link-time (file) address of a symbol of this table.
+    pub fn link_addr(&self, symbol: &Symbol) -> u64 {
+        match self.kaslr {
+            Some(k) if symbol.kind() != SymbolKind::Absolute => k.to_link(symbol.addr),
+            _ => symbol.addr,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -154,7 +197,11 @@ impl SymbolTable {
             scored.push((score, candidate));
         }
         scored.sort();
-        scored.into_iter().take(max).map(|(_, n)| n.to_string()).collect()
+        scored
+            .into_iter()
+            .take(max)
+            .map(|(_, n)| n.to_string())
+            .collect()
     }
 
     /// The symbol containing `addr`. Among symbols at one address a global text symbol is preferred, so
@@ -169,7 +216,13 @@ impl SymbolTable {
         let symbol = self.symbols[start..end]
             .iter()
             .filter(|s| s.kind() != SymbolKind::Absolute)
-            .max_by_key(|s| (s.kind() == SymbolKind::Text, s.is_global(), !s.name.starts_with('_')))?;
+            .max_by_key(|s| {
+                (
+                    s.kind() == SymbolKind::Text,
+                    s.is_global(),
+                    !s.name.starts_with('_'),
+                )
+            })?;
         let offset = addr - symbol.addr;
         match symbol.size {
             Some(size) if offset >= size => None,
@@ -230,16 +283,25 @@ ffffffff83100000 D __start_once
         let t = table();
         let s = t.symbolize(0xffffffff810000bb).unwrap();
         assert_eq!(s.to_string(), "do_thing+0x7b/0xc0");
-        assert_eq!(t.symbolize(0xffffffff81000300).unwrap().to_string(), "vfs_read+0x0/0x100");
+        assert_eq!(
+            t.symbolize(0xffffffff81000300).unwrap().to_string(),
+            "vfs_read+0x0/0x100"
+        );
         assert!(t.symbolize(0xffffffff80000000).is_none());
         // The last symbol has no next neighbour, so no size: any offset is accepted and none is printed.
-        assert_eq!(t.symbolize(0xffffffff83100010).unwrap().to_string(), "__start_once+0x10");
+        assert_eq!(
+            t.symbolize(0xffffffff83100010).unwrap().to_string(),
+            "__start_once+0x10"
+        );
     }
 
     #[test]
     fn aliases_prefer_a_function_name() {
         let t = table();
-        assert_eq!(t.symbolize(0xffffffff81000010).unwrap().symbol.name, "srso_alias_untrain_ret");
+        assert_eq!(
+            t.symbolize(0xffffffff81000010).unwrap().symbol.name,
+            "srso_alias_untrain_ret"
+        );
     }
 
     #[test]
@@ -251,8 +313,14 @@ ffffffff83100000 D __start_once
             LookupError::Ambiguous { candidates, .. } => assert_eq!(candidates.len(), 2),
             e => panic!("unexpected {e:?}"),
         }
-        assert_eq!(t.lookup("dup_static", Some(1)).unwrap().addr, 0xffffffff81000200);
-        assert!(matches!(t.lookup("dup_static", Some(2)), Err(LookupError::BadIndex { count: 2, .. })));
+        assert_eq!(
+            t.lookup("dup_static", Some(1)).unwrap().addr,
+            0xffffffff81000200
+        );
+        assert!(matches!(
+            t.lookup("dup_static", Some(2)),
+            Err(LookupError::BadIndex { count: 2, .. })
+        ));
     }
 
     #[test]
@@ -260,7 +328,11 @@ ffffffff83100000 D __start_once
         let err = table().lookup("jiffies", None).unwrap_err();
         assert!(matches!(err, LookupError::NoDataSymbols { .. }));
         let msg = err.to_string();
-        assert!(msg.contains("CONFIG_KALLSYMS_ALL") && msg.contains("--vmlinux") && msg.contains("--system-map"));
+        assert!(
+            msg.contains("CONFIG_KALLSYMS_ALL")
+                && msg.contains("--vmlinux")
+                && msg.contains("--system-map")
+        );
     }
 
     #[test]

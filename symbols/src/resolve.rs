@@ -1,0 +1,489 @@
+//! The front door for the CLI: open the right source for the running kernel, relocate it, and answer
+//! `resolve TARGET` with everything a person needs to trust the address (both addresses, size, section,
+//! type, which file answered and whether it is this kernel).
+//!
+//! Work is deferred until a question needs it: a vmlinux's full symbol table is built only for
+//! symbolization or suggestions (a name lookup scans the raw table), and the line table only for `--lines`.
+
+use crate::lines::{Frame, LineSymbolizer};
+use crate::{
+    buildid, dwarf, kallsyms, kaslr, sysmap, Error, FieldError, Kaslr, KernelMatch, LookupError,
+    MismatchPolicy, PathElem, Source, SourceSearch, Symbol, SymbolTable, Symbolized, VariableQuery,
+    Vmlinux,
+};
+use std::fmt;
+use std::io::BufRead;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// How many text symbols to compare with kallsyms when there is no build-id.
+const VERIFY_SAMPLES: usize = 64;
+
+/// Knobs for [`Resolver::resolve`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResolveOptions {
+    /// Look up the DWARF type even without a member path (a vmlinux with debug info only).
+    pub types: bool,
+    /// Allow a progress bar on stderr (shown only on a terminal, only for slow scans).
+    pub progress: bool,
+}
+
+impl Default for ResolveOptions {
+    fn default() -> ResolveOptions {
+        ResolveOptions {
+            types: true,
+            progress: false,
+        }
+    }
+}
+
+/// Why a target did not resolve.
+#[derive(Debug)]
+pub enum ResolveError {
+    /// The name is unknown, ambiguous, or not in this source.
+    Lookup(LookupError),
+    /// The member path does not fit the variable's type, or there is no DWARF for it.
+    Field(FieldError),
+    /// The source failed while being read.
+    Load(Error),
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResolveError::Lookup(e) => write!(f, "{e}"),
+            ResolveError::Field(e) => write!(f, "{e}"),
+            ResolveError::Load(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ResolveError {}
+
+impl From<Error> for ResolveError {
+    fn from(e: Error) -> ResolveError {
+        ResolveError::Load(e)
+    }
+}
+
+impl From<LookupError> for ResolveError {
+    fn from(e: LookupError) -> ResolveError {
+        ResolveError::Lookup(e)
+    }
+}
+
+impl From<FieldError> for ResolveError {
+    fn from(e: FieldError) -> ResolveError {
+        match e {
+            FieldError::Load(e) => ResolveError::Load(e),
+            e => ResolveError::Field(e),
+        }
+    }
+}
+
+/// A resolved target: everything `ksymwatch resolve` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The target as written back: `init_uts_ns.name.nodename`, `dup@1`.
+    pub target: String,
+    /// The symbol the target starts from (runtime address when the table was relocated).
+    pub symbol: Symbol,
+    /// Bytes from the symbol's start to the target (member path offset).
+    pub offset: u64,
+    /// The file's address (vmlinux/System.map); `None` for kallsyms, which only knows runtime addresses.
+    pub link_addr: Option<u64>,
+    /// The address in the running kernel; `None` when the file is not (or not provably) this kernel.
+    pub runtime_addr: Option<u64>,
+    pub size: Option<u64>,
+    /// The ELF section holding the target (vmlinux only).
+    pub section: Option<String>,
+    pub type_char: char,
+    /// The C type from DWARF, when there is DWARF.
+    pub type_name: Option<String>,
+    pub source: Source,
+    pub kernel_match: KernelMatch,
+}
+
+impl Resolved {
+    /// The address to arm: the runtime one when known, else the link-time one (the caller decides
+    /// whether that is acceptable, see [`Resolver::check`]).
+    pub fn watch_addr(&self) -> u64 {
+        self.runtime_addr
+            .or(self.link_addr)
+            .unwrap_or(self.symbol.addr + self.offset)
+    }
+
+    /// One JSON object (no serde: the shape is small and fixed). Addresses are `"0x..."` strings, since
+    /// kernel addresses exceed what JSON numbers carry exactly in most parsers.
+    pub fn to_json(&self) -> String {
+        let hex = |v: Option<u64>| v.map_or("null".to_string(), |v| format!("\"0x{v:x}\""));
+        let s = |v: Option<&str>| v.map_or("null".to_string(), json_string);
+        format!(
+            "{{\"target\":{},\"symbol\":{},\"offset\":{},\"link_addr\":{},\"runtime_addr\":{},\"size\":{},\
+             \"section\":{},\"type_char\":{},\"type\":{},\"source\":{{\"kind\":{},\"path\":{}}},\
+             \"kernel_match\":{},\"kernel_match_detail\":{}}}",
+            json_string(&self.target),
+            json_string(&self.symbol.name),
+            self.offset,
+            hex(self.link_addr),
+            hex(self.runtime_addr),
+            self.size.map_or("null".to_string(), |n| n.to_string()),
+            s(self.section.as_deref()),
+            json_string(&self.type_char.to_string()),
+            s(self.type_name.as_deref()),
+            json_string(self.source.kind()),
+            json_string(&self.source.path().to_string_lossy()),
+            json_string(self.kernel_match.status()),
+            json_string(&self.kernel_match.to_string()),
+        )
+    }
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+impl fmt::Display for Resolved {
+    /// The human form of `resolve`: one `key: value` line each, stable for eyes and grep.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let addr = |v: Option<u64>| v.map_or("unknown".to_string(), |v| format!("0x{v:016x}"));
+        writeln!(f, "target:       {}", self.target)?;
+        writeln!(f, "runtime addr: {}", addr(self.runtime_addr))?;
+        writeln!(
+            f,
+            "link addr:    {}",
+            self.link_addr.map_or(
+                "n/a (kallsyms gives runtime addresses)".to_string(),
+                |v| format!("0x{v:016x}")
+            )
+        )?;
+        writeln!(
+            f,
+            "size:         {}",
+            self.size.map_or("unknown".to_string(), |n| n.to_string())
+        )?;
+        writeln!(
+            f,
+            "section:      {}",
+            self.section.as_deref().unwrap_or("unknown")
+        )?;
+        writeln!(
+            f,
+            "type:         {} ({})",
+            self.type_name.as_deref().unwrap_or("unknown"),
+            self.type_char
+        )?;
+        writeln!(f, "source:       {}", self.source)?;
+        write!(f, "kernel:       {}", self.kernel_match)
+    }
+}
+
+/// Symbols of the running kernel from the best available source.
+#[derive(Debug)]
+pub struct Resolver {
+    source: Source,
+    vmlinux: Option<Vmlinux>,
+    table: OnceLock<SymbolTable>,
+    kaslr: Option<Kaslr>,
+    kernel_match: KernelMatch,
+    lines: OnceLock<LineSymbolizer>,
+}
+
+impl Resolver {
+    /// Picks the source with [`SourceSearch::pick`] and opens it.
+    pub fn open(search: &SourceSearch) -> Result<Resolver, Error> {
+        Resolver::open_source(search.pick(), search)
+    }
+
+    /// Opens a given source; `search` supplies the running kernel's kallsyms and notes to compare with.
+    pub fn open_source(source: Source, search: &SourceSearch) -> Result<Resolver, Error> {
+        match &source {
+            Source::Kallsyms(p) => {
+                let table = kallsyms::load(p)?;
+                Ok(Resolver::with_table(
+                    source,
+                    None,
+                    table,
+                    None,
+                    KernelMatch::Running,
+                ))
+            }
+            Source::SystemMap(p) => {
+                let mut table = sysmap::load(p)?;
+                let (kaslr, km) = match kallsyms::load(&search.kallsyms) {
+                    Ok(running) => match Kaslr::between(&table, &running) {
+                        Some(k) => (Some(k), kaslr::verify(&table, &running, k, VERIFY_SAMPLES)),
+                        None => (
+                            None,
+                            KernelMatch::Unknown("no _text/_stext in both to relocate by".into()),
+                        ),
+                    },
+                    Err(e) => (
+                        None,
+                        KernelMatch::Unknown(format!(
+                            "cannot compare with the running kernel: {e}"
+                        )),
+                    ),
+                };
+                let kaslr = kaslr.filter(|_| km.is_match());
+                if let Some(k) = kaslr {
+                    table.relocate(k);
+                }
+                Ok(Resolver::with_table(source, None, table, kaslr, km))
+            }
+            Source::Vmlinux(p) => {
+                let vm = Vmlinux::open(p)?;
+                let running = buildid::running(&search.notes).ok().flatten();
+                let mut km = KernelMatch::compare(vm.build_id(), running.as_ref());
+                let mut kaslr = None;
+                if !km.is_mismatch() {
+                    kaslr = vmlinux_kaslr(&vm, &search.kallsyms)?;
+                    if let (KernelMatch::Unknown(_), Some(k)) = (&km, kaslr) {
+                        // No build-id to go by: fall back to comparing symbols, as for System.map.
+                        if let Ok(running) = kallsyms::load(&search.kallsyms) {
+                            km = kaslr::verify(&vm.table()?, &running, k, VERIFY_SAMPLES);
+                        }
+                    }
+                    if !km.is_match() {
+                        kaslr = None;
+                    }
+                }
+                Ok(Resolver {
+                    source,
+                    vmlinux: Some(vm),
+                    table: OnceLock::new(),
+                    kaslr,
+                    kernel_match: km,
+                    lines: OnceLock::new(),
+                })
+            }
+        }
+    }
+
+    fn with_table(
+        source: Source,
+        vmlinux: Option<Vmlinux>,
+        table: SymbolTable,
+        kaslr: Option<Kaslr>,
+        km: KernelMatch,
+    ) -> Resolver {
+        let cell = OnceLock::new();
+        let _ = cell.set(table);
+        Resolver {
+            source,
+            vmlinux,
+            table: cell,
+            kaslr,
+            kernel_match: km,
+            lines: OnceLock::new(),
+        }
+    }
+
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// Whether the file is the running kernel (build-id, symbol cross-check, or kallsyms itself).
+    pub fn kernel_match(&self) -> &KernelMatch {
+        &self.kernel_match
+    }
+
+    /// The relocation applied to link-time addresses; `None` for kallsyms or when not provably this kernel.
+    pub fn kaslr(&self) -> Option<Kaslr> {
+        self.kaslr
+    }
+
+    pub fn vmlinux(&self) -> Option<&Vmlinux> {
+        self.vmlinux.as_ref()
+    }
+
+    /// Applies the mismatch policy: `Err` (naming `--force`) when the file is proven not this kernel.
+    pub fn check(&self, policy: MismatchPolicy) -> Result<(), Error> {
+        policy.check(&self.kernel_match, &self.source)
+    }
+
+    /// The full symbol table (runtime addresses when relocated), built on first use for a vmlinux.
+    pub fn table(&self) -> Result<&SymbolTable, Error> {
+        if let Some(t) = self.table.get() {
+            return Ok(t);
+        }
+        let vm = self.vmlinux.as_ref().ok_or_else(|| Error::Empty {
+            path: self.source.path().to_path_buf(),
+        })?;
+        let mut t = vm.table()?;
+        if let Some(k) = self.kaslr {
+            t.relocate(k);
+        }
+        Ok(self.table.get_or_init(|| t))
+    }
+
+    /// The symbol containing a runtime address (`func+0xOFF/0xSIZE`).
+    pub fn symbolize(&self, addr: u64) -> Result<Option<Symbolized<'_>>, Error> {
+        Ok(self.table()?.symbolize(addr))
+    }
+
+    /// The line symbolizer, built on first call (it reads every unit's line program).
+    pub fn lines(&self) -> Result<&LineSymbolizer, Error> {
+        if let Some(l) = self.lines.get() {
+            return Ok(l);
+        }
+        let vm = self.vmlinux.as_ref().ok_or_else(|| Error::NoDebugInfo {
+            path: self.source.path().to_path_buf(),
+        })?;
+        let l = LineSymbolizer::new(vm)?;
+        Ok(self.lines.get_or_init(|| l))
+    }
+
+    /// `file:line` frames (inlined ones first) at a runtime address.
+    pub fn frames(&self, addr: u64) -> Result<Vec<Frame>, Error> {
+        let link = self.kaslr.map_or(addr, |k| k.to_link(addr));
+        self.lines()?.frames(link)
+    }
+
+    /// Resolves `name[@index]` plus a member path to addresses, size, section and type.
+    pub fn resolve(
+        &self,
+        name: &str,
+        index: Option<usize>,
+        path: &[PathElem],
+        opts: ResolveOptions,
+    ) -> Result<Resolved, ResolveError> {
+        let (symbol, link) = self.find(name, index)?;
+        let mut target = name.to_string();
+        if let Some(i) = index {
+            target.push_str(&format!("@{i}"));
+        }
+        for p in path {
+            target.push_str(&p.to_string());
+        }
+        let mut offset = 0;
+        let mut size = symbol.size.filter(|&n| n > 0);
+        let mut type_name = None;
+        let want_dwarf = !path.is_empty() || opts.types;
+        match &self.vmlinux {
+            Some(vm) if want_dwarf && (vm.has_debug_info() || !path.is_empty()) => {
+                let query = VariableQuery {
+                    name,
+                    addr: link,
+                    accept_declaration: symbol.is_global(),
+                };
+                match dwarf::resolve_path(vm, &query, path, opts.progress) {
+                    Ok(m) => {
+                        offset = m.offset;
+                        size = m.size.or(if path.is_empty() { size } else { None });
+                        type_name = Some(m.type_name);
+                    }
+                    // A bare name needs no type to be watched; only a member path depends on DWARF.
+                    Err(_) if path.is_empty() => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            None if !path.is_empty() => {
+                return Err(ResolveError::Load(Error::NoDebugInfo {
+                    path: self.source.path().to_path_buf(),
+                }))
+            }
+            _ => {}
+        }
+        let link_addr = link.map(|a| a + offset);
+        let runtime_addr = match (&self.source, self.kaslr) {
+            (Source::Kallsyms(_), _) => Some(symbol.addr + offset),
+            (_, Some(_)) => Some(symbol.addr + offset),
+            _ => None,
+        };
+        let section = match (&self.vmlinux, link_addr) {
+            (Some(vm), Some(a)) => vm.section_of(a).map(|s| s.name.clone()),
+            _ => None,
+        };
+        Ok(Resolved {
+            target,
+            type_char: symbol.type_char,
+            symbol,
+            offset,
+            link_addr,
+            runtime_addr,
+            size,
+            section,
+            type_name,
+            source: self.source.clone(),
+            kernel_match: self.kernel_match.clone(),
+        })
+    }
+
+    /// One symbol by name, with its link-time address when the source has one. For a vmlinux the raw
+    /// symbol table is scanned for just this name; the full table is built only to explain a miss.
+    fn find(
+        &self,
+        name: &str,
+        index: Option<usize>,
+    ) -> Result<(Symbol, Option<u64>), ResolveError> {
+        let link_time = self.source.is_link_time();
+        if let (Some(vm), None) = (&self.vmlinux, self.table.get()) {
+            let named = vm.symbols_named(name)?;
+            if !named.is_empty() {
+                let mut small = SymbolTable::new(named, false);
+                if let Some(k) = self.kaslr {
+                    small.relocate(k);
+                }
+                let s = small.lookup(name, index)?;
+                return Ok((s.clone(), Some(small.link_addr(s))));
+            }
+        }
+        let table = self.table()?;
+        let s = table.lookup(name, index)?;
+        Ok((s.clone(), link_time.then(|| table.link_addr(s))))
+    }
+}
+
+/// The relocation of a vmlinux: its `_text` against the running kernel's, reading kallsyms only as far as
+/// the marker (it comes first, and the whole file is slow to generate).
+fn vmlinux_kaslr(vm: &Vmlinux, kallsyms_path: &Path) -> Result<Option<Kaslr>, Error> {
+    let Some(runtime) = kallsyms_markers(kallsyms_path) else {
+        return Ok(None);
+    };
+    for (name, runtime_text) in kaslr::TEXT_MARKERS.iter().zip(runtime) {
+        let Some(runtime_text) = runtime_text else {
+            continue;
+        };
+        if let Some(s) = vm.symbols_named(name)?.first() {
+            return Ok(Some(Kaslr {
+                link_text: s.addr,
+                runtime_text,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Runtime addresses of [`kaslr::TEXT_MARKERS`] from kallsyms; `None` if it is unreadable or zeroed.
+fn kallsyms_markers(path: &Path) -> Option<[Option<u64>; 2]> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut found = [None, None];
+    for line in std::io::BufReader::new(file).lines() {
+        let line = line.ok()?;
+        let mut f = line.split_whitespace();
+        let (Some(addr), Some(_), Some(name), None) = (f.next(), f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        if let Some(i) = kaslr::TEXT_MARKERS.iter().position(|m| *m == name) {
+            found[i] = u64::from_str_radix(addr, 16).ok().filter(|&a| a != 0);
+        }
+        if found[0].is_some() && found[1].is_some() {
+            break;
+        }
+    }
+    Some(found)
+}

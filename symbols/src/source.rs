@@ -1,0 +1,140 @@
+//! Which file answers symbol questions: the [`Source`] types and the search order that picks one.
+//!
+//! The order trusts what the user named first, then the places distributions install the running kernel's
+//! vmlinux and System.map, then `/proc/kallsyms` (always there, but without data symbols on most kernels).
+//! Every path is derived from [`SourceSearch`], so tests point it at a temp dir and a made-up release.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Where a [`crate::SymbolTable`] came from; printed in the trace header so a reader knows which file answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A `/proc/kallsyms`-format file (runtime addresses, no sizes).
+    Kallsyms(PathBuf),
+    /// A `System.map` (link-time addresses, no sizes, no modules, no build-id).
+    SystemMap(PathBuf),
+    /// A vmlinux ELF (link-time addresses, real sizes, build-id, DWARF when not stripped).
+    Vmlinux(PathBuf),
+}
+
+impl Source {
+    pub fn path(&self) -> &Path {
+        match self {
+            Source::Kallsyms(p) | Source::SystemMap(p) | Source::Vmlinux(p) => p,
+        }
+    }
+
+    /// A short word for the kind of file, for `--json` and headers.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Source::Kallsyms(_) => "kallsyms",
+            Source::SystemMap(_) => "system-map",
+            Source::Vmlinux(_) => "vmlinux",
+        }
+    }
+
+    /// Whether addresses from this source are link-time ones that KASLR may have moved.
+    pub fn is_link_time(&self) -> bool {
+        !matches!(self, Source::Kallsyms(_))
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Kallsyms(p) => write!(f, "kallsyms {}", p.display()),
+            Source::SystemMap(p) => write!(f, "System.map {}", p.display()),
+            Source::Vmlinux(p) => write!(f, "vmlinux {}", p.display()),
+        }
+    }
+}
+
+/// The inputs of the source search; [`SourceSearch::system`] fills them for this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceSearch {
+    /// `--vmlinux FILE`: used as is, never second-guessed.
+    pub vmlinux: Option<PathBuf>,
+    /// `--system-map FILE`.
+    pub system_map: Option<PathBuf>,
+    /// Prefix of the distribution paths (`/` on a real system).
+    pub root: PathBuf,
+    /// The running kernel's release (`uname -r`); `None` skips the distribution paths.
+    pub release: Option<String>,
+    /// The running kernel's kallsyms: the last resort, and the runtime side of the KASLR offset.
+    pub kallsyms: PathBuf,
+    /// The running kernel's ELF notes, for its build-id.
+    pub notes: PathBuf,
+}
+
+impl SourceSearch {
+    /// This machine: root `/`, the release from `/proc/sys/kernel/osrelease`, `/proc/kallsyms`,
+    /// `/sys/kernel/notes`.
+    pub fn system() -> SourceSearch {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        SourceSearch::with_root("/", release)
+    }
+
+    /// Everything under `root`, for tests: `root/proc/kallsyms`, `root/sys/kernel/notes`, `root/boot/...`.
+    pub fn with_root(root: impl Into<PathBuf>, release: Option<String>) -> SourceSearch {
+        let root = root.into();
+        SourceSearch {
+            vmlinux: None,
+            system_map: None,
+            kallsyms: root.join("proc/kallsyms"),
+            notes: root.join("sys/kernel/notes"),
+            root,
+            release,
+        }
+    }
+
+    /// The distribution places for the running kernel, in search order (existing or not).
+    pub fn distro_candidates(&self) -> Vec<Source> {
+        let Some(rel) = &self.release else {
+            return Vec::new();
+        };
+        let r = |p: String| self.root.join(p);
+        vec![
+            Source::Vmlinux(r(format!("usr/lib/debug/boot/vmlinux-{rel}"))),
+            Source::Vmlinux(r(format!("usr/lib/debug/lib/modules/{rel}/vmlinux"))),
+            Source::Vmlinux(r(format!("lib/modules/{rel}/build/vmlinux"))),
+            Source::Vmlinux(r(format!("boot/vmlinux-{rel}"))),
+            Source::SystemMap(r(format!("boot/System.map-{rel}"))),
+        ]
+    }
+
+    /// Picks the source: `--vmlinux`, then `--system-map`, then the first usable distribution file, then
+    /// kallsyms. Distribution files that cannot serve (a compressed `/boot/vmlinux-*`, Debian's one-line
+    /// placeholder System.map) are passed over, since the user did not ask for them by name.
+    pub fn pick(&self) -> Source {
+        if let Some(p) = &self.vmlinux {
+            return Source::Vmlinux(p.clone());
+        }
+        if let Some(p) = &self.system_map {
+            return Source::SystemMap(p.clone());
+        }
+        self.distro_candidates()
+            .into_iter()
+            .find(usable)
+            .unwrap_or_else(|| Source::Kallsyms(self.kallsyms.clone()))
+    }
+}
+
+/// Cheap checks on a distribution file: an ELF magic for vmlinux, a real first line for System.map.
+fn usable(source: &Source) -> bool {
+    let mut head = [0u8; 256];
+    let Ok(mut file) = std::fs::File::open(source.path()) else {
+        return false;
+    };
+    let n = file.read(&mut head).unwrap_or(0);
+    match source {
+        Source::Vmlinux(_) => head[..n].starts_with(b"\x7fELF"),
+        Source::SystemMap(_) => {
+            n > 0 && !crate::sysmap::is_placeholder(&String::from_utf8_lossy(&head[..n]))
+        }
+        Source::Kallsyms(_) => true,
+    }
+}

@@ -1,0 +1,357 @@
+//! A vmlinux ELF file, memory-mapped: its sections, its `.symtab` (with real sizes and `nm`-style type
+//! letters), its build-id, and raw section bytes for the DWARF readers.
+//!
+//! Only headers are parsed on open. A debug vmlinux is hundreds of megabytes, nearly all DWARF; mapping it
+//! instead of reading it means a name lookup touches only the symbol and string tables, and peak memory
+//! stays a small fraction of the file.
+
+use crate::{buildid, BuildId, Error, Symbol, SymbolTable};
+use goblin::elf::section_header::{
+    SHF_ALLOC, SHF_COMPRESSED, SHF_EXECINSTR, SHF_WRITE, SHN_ABS, SHN_COMMON, SHN_UNDEF,
+    SHT_NOBITS, SHT_NOTE,
+};
+use goblin::elf::sym::{STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK, STT_FILE, STT_OBJECT, STT_SECTION};
+use memmap2::Mmap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// One ELF section header, copied out so the parsed ELF need not outlive `open`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    pub name: String,
+    pub addr: u64,
+    pub size: u64,
+    pub offset: u64,
+    pub flags: u64,
+    pub kind: u32,
+}
+
+impl Section {
+    fn is_alloc(&self) -> bool {
+        self.flags & u64::from(SHF_ALLOC) != 0
+    }
+}
+
+/// Where the symbol table lives in the file.
+#[derive(Debug, Clone, Copy)]
+struct SymtabLoc {
+    offset: usize,
+    count: usize,
+    strtab_offset: usize,
+    strtab_size: usize,
+}
+
+/// An opened vmlinux. Cheap to open; symbols and DWARF are read on demand from the mapping.
+#[derive(Debug)]
+pub struct Vmlinux {
+    path: PathBuf,
+    map: Arc<Mmap>,
+    little_endian: bool,
+    is_64: bool,
+    sections: Vec<Section>,
+    symtab: Option<SymtabLoc>,
+    build_id: Option<BuildId>,
+}
+
+impl Vmlinux {
+    /// Maps and checks the file: a valid ELF whose every section lies inside the file (a truncated
+    /// download fails here, with the section it cuts, rather than later inside a DWARF walk).
+    pub fn open(path: &Path) -> Result<Vmlinux, Error> {
+        let file = std::fs::File::open(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        // SAFETY: the mapping is read-only and private to this process. The one hazard is another process
+        // truncating the file while it is mapped (reads then fault with SIGBUS); vmlinux files are build
+        // artifacts that nothing rewrites in place, which is the same trust every debugger puts in them.
+        let map = unsafe { Mmap::map(&file) }.map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Vmlinux::from_map(path, Arc::new(map))
+    }
+
+    fn from_map(path: &Path, map: Arc<Mmap>) -> Result<Vmlinux, Error> {
+        let bad = |message: String| Error::Elf {
+            path: path.to_path_buf(),
+            message,
+        };
+        let bytes: &[u8] = &map;
+        if !bytes.starts_with(b"\x7fELF") {
+            return Err(bad(
+                if bytes.starts_with(b"MZ") || bytes.get(0x202..0x206) == Some(b"HdrS") {
+                    "this is a compressed boot image (bzImage/vmlinuz), not vmlinux".into()
+                } else {
+                    "no ELF magic at the start".into()
+                },
+            ));
+        }
+        let elf = goblin::elf::Elf::parse(bytes)
+            .map_err(|e| bad(format!("malformed or truncated ELF ({e})")))?;
+        let file_len = bytes.len() as u64;
+        let mut sections = Vec::with_capacity(elf.section_headers.len());
+        for sh in &elf.section_headers {
+            let name = elf.shdr_strtab.get_at(sh.sh_name).unwrap_or("").to_string();
+            if sh.sh_type != SHT_NOBITS
+                && sh
+                    .sh_offset
+                    .checked_add(sh.sh_size)
+                    .is_none_or(|end| end > file_len)
+            {
+                return Err(bad(format!(
+                    "section {name} ends at byte {} but the file has only {file_len} bytes (truncated)",
+                    sh.sh_offset.saturating_add(sh.sh_size)
+                )));
+            }
+            sections.push(Section {
+                name,
+                addr: sh.sh_addr,
+                size: sh.sh_size,
+                offset: sh.sh_offset,
+                flags: sh.sh_flags,
+                kind: sh.sh_type,
+            });
+        }
+        let symtab = elf
+            .section_headers
+            .iter()
+            .rfind(|sh| sh.sh_type == goblin::elf::section_header::SHT_SYMTAB)
+            .and_then(|sh| {
+                let strtab = elf.section_headers.get(sh.sh_link as usize)?;
+                Some(SymtabLoc {
+                    offset: sh.sh_offset as usize,
+                    count: elf.syms.len(),
+                    strtab_offset: strtab.sh_offset as usize,
+                    strtab_size: strtab.sh_size as usize,
+                })
+            });
+        let mut vm = Vmlinux {
+            path: path.to_path_buf(),
+            little_endian: elf.little_endian,
+            is_64: elf.is_64,
+            sections,
+            symtab,
+            build_id: None,
+            map: map.clone(),
+        };
+        vm.build_id = vm
+            .sections
+            .iter()
+            .filter(|s| s.kind == SHT_NOTE || s.name == ".notes")
+            .find_map(|s| buildid::from_notes(vm.section_bytes(s)?, vm.little_endian));
+        Ok(vm)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn build_id(&self) -> Option<&BuildId> {
+        self.build_id.as_ref()
+    }
+
+    pub fn little_endian(&self) -> bool {
+        self.little_endian
+    }
+
+    pub fn is_64(&self) -> bool {
+        self.is_64
+    }
+
+    pub fn sections(&self) -> &[Section] {
+        &self.sections
+    }
+
+    pub fn section(&self, name: &str) -> Option<&Section> {
+        self.sections.iter().find(|s| s.name == name)
+    }
+
+    /// The loaded section holding a link-time address: what `resolve` prints as the section.
+    pub fn section_of(&self, link_addr: u64) -> Option<&Section> {
+        self.sections
+            .iter()
+            .filter(|s| s.is_alloc() && s.size > 0)
+            .find(|s| link_addr >= s.addr && link_addr - s.addr < s.size)
+    }
+
+    /// The file bytes of a section (`None` for `SHT_NOBITS` such as `.bss`). Bounds were checked on open.
+    pub fn section_bytes(&self, section: &Section) -> Option<&[u8]> {
+        if section.kind == SHT_NOBITS {
+            return None;
+        }
+        let start = usize::try_from(section.offset).ok()?;
+        let end = start.checked_add(usize::try_from(section.size).ok()?)?;
+        self.map.get(start..end)
+    }
+
+    /// Named section bytes for DWARF. Compressed sections are refused with the command that fixes them,
+    /// since inflating hundreds of megabytes would defeat the mapping.
+    pub fn debug_section(&self, name: &str) -> Result<Option<&[u8]>, Error> {
+        let Some(s) = self.section(name) else {
+            return Ok(None);
+        };
+        if s.flags & u64::from(SHF_COMPRESSED) != 0 {
+            return Err(Error::Dwarf {
+                path: self.path.clone(),
+                message: format!(
+                    "section {name} is compressed; decompress the file first: \
+                     objcopy --decompress-debug-sections {} vmlinux.plain",
+                    self.path.display()
+                ),
+            });
+        }
+        Ok(self.section_bytes(s))
+    }
+
+    /// The mapping itself, shared with the lazily built line table.
+    pub(crate) fn map(&self) -> &Arc<Mmap> {
+        &self.map
+    }
+
+    /// Section bounds as a byte range of the mapping.
+    pub(crate) fn section_range(
+        &self,
+        name: &str,
+    ) -> Result<Option<std::ops::Range<usize>>, Error> {
+        let Some(bytes) = self.debug_section(name)? else {
+            return Ok(None);
+        };
+        let start = bytes.as_ptr() as usize - self.map.as_ptr() as usize;
+        Ok(Some(start..start + bytes.len()))
+    }
+
+    pub fn has_debug_info(&self) -> bool {
+        self.section(".debug_info").is_some_and(|s| s.size > 0)
+    }
+
+    fn symtab(&self) -> Result<(goblin::elf::Symtab<'_>, &[u8]), Error> {
+        let loc = self.symtab.ok_or_else(|| Error::NoSymtab {
+            path: self.path.clone(),
+        })?;
+        let ctx = goblin::container::Ctx::new(
+            if self.is_64 {
+                goblin::container::Container::Big
+            } else {
+                goblin::container::Container::Little
+            },
+            if self.little_endian {
+                goblin::container::Endian::Little
+            } else {
+                goblin::container::Endian::Big
+            },
+        );
+        let bad = |message: String| Error::Elf {
+            path: self.path.clone(),
+            message,
+        };
+        let syms = goblin::elf::Symtab::parse(&self.map, loc.offset, loc.count, ctx)
+            .map_err(|e| bad(format!("bad symbol table ({e})")))?;
+        let strtab = loc
+            .strtab_offset
+            .checked_add(loc.strtab_size)
+            .and_then(|end| self.map.get(loc.strtab_offset..end))
+            .ok_or_else(|| {
+                bad("the symbol string table lies outside the file (truncated)".into())
+            })?;
+        Ok((syms, strtab))
+    }
+
+    fn make_symbol(&self, sym: &goblin::elf::Sym, name: &[u8]) -> Symbol {
+        Symbol {
+            name: String::from_utf8_lossy(name).into_owned(),
+            addr: sym.st_value,
+            size: Some(sym.st_size),
+            type_char: self.nm_type(sym),
+            module: None,
+        }
+    }
+
+    /// Every symbol `nm` would list (no file or section symbols, no unnamed ones), with `st_size` sizes.
+    pub fn symbols(&self) -> Result<Vec<Symbol>, Error> {
+        let (syms, strtab) = self.symtab()?;
+        let mut out = Vec::with_capacity(syms.len());
+        for sym in syms.iter() {
+            if let Some(name) = listed_name(&sym, strtab) {
+                out.push(self.make_symbol(&sym, name));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The symbols called `name`, by one pass over the raw tables without building a [`SymbolTable`]:
+    /// resolving one variable then costs a scan of the symbol table, not a sort and index of all of it.
+    pub fn symbols_named(&self, name: &str) -> Result<Vec<Symbol>, Error> {
+        let (syms, strtab) = self.symtab()?;
+        let want = name.as_bytes();
+        let mut out = Vec::new();
+        for sym in syms.iter() {
+            let start = sym.st_name;
+            let hit = strtab
+                .get(start..)
+                .is_some_and(|rest| rest.starts_with(want) && rest.get(want.len()) == Some(&0));
+            if hit {
+                if let Some(n) = listed_name(&sym, strtab) {
+                    out.push(self.make_symbol(&sym, n));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// All symbols as a table; sizes are the ELF's own, never inferred.
+    pub fn table(&self) -> Result<SymbolTable, Error> {
+        Ok(SymbolTable::new(self.symbols()?, false))
+    }
+
+    /// The type letter `nm` prints, from binding, symbol type and the flags of the symbol's section.
+    fn nm_type(&self, sym: &goblin::elf::Sym) -> char {
+        let bind = sym.st_bind();
+        let shndx = sym.st_shndx as u32;
+        let local = bind == STB_LOCAL;
+        let case = |c: char| if local { c.to_ascii_lowercase() } else { c };
+        if bind == STB_GNU_UNIQUE {
+            return 'u';
+        }
+        if bind == STB_WEAK {
+            let object = sym.st_type() == STT_OBJECT;
+            return match (shndx == SHN_UNDEF, object) {
+                (true, true) => 'v',
+                (true, false) => 'w',
+                (false, true) => 'V',
+                (false, false) => 'W',
+            };
+        }
+        match shndx {
+            SHN_UNDEF => return 'U',
+            SHN_ABS => return case('A'),
+            SHN_COMMON => return 'C',
+            _ => {}
+        }
+        let Some(sec) = self.sections.get(sym.st_shndx) else {
+            return '?';
+        };
+        let flags = sec.flags;
+        let c = if !sec.is_alloc() {
+            'N'
+        } else if flags & u64::from(SHF_EXECINSTR) != 0 {
+            'T'
+        } else if sec.kind == SHT_NOBITS {
+            'B'
+        } else if flags & u64::from(SHF_WRITE) != 0 {
+            'D'
+        } else {
+            'R'
+        };
+        case(c)
+    }
+}
+
+/// The name of a symbol `nm` lists, or `None` for the ones it hides (file and section symbols, unnamed).
+fn listed_name<'s>(sym: &goblin::elf::Sym, strtab: &'s [u8]) -> Option<&'s [u8]> {
+    if matches!(sym.st_type(), STT_FILE | STT_SECTION) || sym.st_name == 0 {
+        return None;
+    }
+    let rest = strtab.get(sym.st_name..)?;
+    let len = rest.iter().position(|&b| b == 0)?;
+    (len > 0).then_some(&rest[..len])
+}

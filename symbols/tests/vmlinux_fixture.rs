@@ -1,0 +1,659 @@
+//! End-to-end tests on a small "vmlinux" built with gcc at test time (tests/fixture/*.c, linked at the
+//! kernel base with a build-id), checked against what `nm -S`, `readelf -n` and `gdb` say about the same
+//! file. Without gcc the tests print SKIP and pass; gdb-only checks skip the same way.
+
+use ksymwatch_symbols::{
+    dwarf, BuildId, Error, FieldError, KernelMatch, LookupError, MismatchPolicy, PathElem,
+    ResolveError, ResolveOptions, Resolver, Source, SourceSearch, VariableQuery, Vmlinux,
+};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+struct Fixture {
+    dir: PathBuf,
+    vmlinux: PathBuf,
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Builds the fixture once per test binary; `None` (after a SKIP line) when gcc is missing.
+fn fixture() -> Option<&'static Fixture> {
+    static F: OnceLock<Option<Fixture>> = OnceLock::new();
+    F.get_or_init(|| {
+        if !have("gcc") {
+            eprintln!("SKIP: gcc not found; the vmlinux fixture cannot be built");
+            return None;
+        }
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixture");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("vmlinux-fixture-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cflags = [
+            "-g",
+            "-O0",
+            "-mcmodel=kernel",
+            "-fno-pie",
+            "-fno-asynchronous-unwind-tables",
+            "-fcf-protection=none",
+            "-fno-stack-protector",
+            "-c",
+        ];
+        for f in ["a", "b"] {
+            let st = Command::new("gcc")
+                .args(cflags)
+                .arg(src.join(format!("{f}.c")))
+                .arg("-o")
+                .arg(dir.join(format!("{f}.o")))
+                .status()
+                .unwrap();
+            assert!(st.success(), "gcc -c {f}.c failed");
+        }
+        let vmlinux = dir.join("vmlinux");
+        let st = Command::new("gcc")
+            .args([
+                "-nostdlib",
+                "-static",
+                "-no-pie",
+                "-Wl,--build-id=sha1",
+                "-Wl,--no-warn-rwx-segments",
+            ])
+            .arg(format!("-Wl,-T,{}", src.join("vmlinux.ld").display()))
+            .arg(dir.join("a.o"))
+            .arg(dir.join("b.o"))
+            .arg("-o")
+            .arg(&vmlinux)
+            .status()
+            .unwrap();
+        assert!(st.success(), "linking the fixture failed");
+        Some(Fixture { dir, vmlinux })
+    })
+    .as_ref()
+}
+
+macro_rules! need_fixture {
+    () => {
+        match fixture() {
+            Some(f) => f,
+            None => return,
+        }
+    };
+}
+
+fn run(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn field(s: &str) -> PathElem {
+    PathElem::Field(s.into())
+}
+
+/// Parses `sym.field[3].pts[2].y` into name + path, the way the CLI's grammar will.
+fn target(t: &str) -> (String, Vec<PathElem>) {
+    let mut path = Vec::new();
+    let end = t.find(['.', '[']).unwrap_or(t.len());
+    let name = t[..end].to_string();
+    let mut rest = &t[end..];
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let e = r.find(['.', '[']).unwrap_or(r.len());
+            path.push(field(&r[..e]));
+            rest = &r[e..];
+        } else {
+            let r = rest.strip_prefix('[').unwrap();
+            let e = r.find(']').unwrap();
+            path.push(PathElem::Index(r[..e].parse().unwrap()));
+            rest = &r[e + 1..];
+        }
+    }
+    (name, path)
+}
+
+/// A search rooted in a temp dir: no distro files, and the given kallsyms and notes.
+fn search_with(f: &Fixture, tag: &str, kallsyms: &str, notes: Option<&[u8]>) -> SourceSearch {
+    let root = f.dir.join(format!("root-{tag}"));
+    std::fs::create_dir_all(root.join("proc")).unwrap();
+    std::fs::create_dir_all(root.join("sys/kernel")).unwrap();
+    std::fs::write(root.join("proc/kallsyms"), kallsyms).unwrap();
+    if let Some(n) = notes {
+        std::fs::write(root.join("sys/kernel/notes"), n).unwrap();
+    }
+    SourceSearch::with_root(root, Some("6.99.0-test".into()))
+}
+
+fn notes_blob(id: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for (name, ty, desc) in [(&b"Linux\0"[..], 1u32, &b"6.99\0"[..]), (b"GNU\0", 3, id)] {
+        v.extend_from_slice(&(name.len() as u32).to_ne_bytes());
+        v.extend_from_slice(&(desc.len() as u32).to_ne_bytes());
+        v.extend_from_slice(&ty.to_ne_bytes());
+        v.extend_from_slice(name);
+        v.resize(v.len().next_multiple_of(4), 0);
+        v.extend_from_slice(desc);
+        v.resize(v.len().next_multiple_of(4), 0);
+    }
+    v
+}
+
+fn build_id(f: &Fixture) -> BuildId {
+    Vmlinux::open(&f.vmlinux)
+        .unwrap()
+        .build_id()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn symbols_match_nm() {
+    let f = need_fixture!();
+    if !have("nm") {
+        eprintln!("SKIP: nm not found");
+        return;
+    }
+    let vm = Vmlinux::open(&f.vmlinux).unwrap();
+    let mut ours: Vec<String> = vm
+        .symbols()
+        .unwrap()
+        .iter()
+        .map(|s| match s.size {
+            Some(n) if n > 0 => format!("{:016x} {n:016x} {} {}", s.addr, s.type_char, s.name),
+            _ => format!("{:016x} {} {}", s.addr, s.type_char, s.name),
+        })
+        .collect();
+    let mut theirs: Vec<String> = run("nm", &["-S", f.vmlinux.to_str().unwrap()])
+        .lines()
+        .map(String::from)
+        .collect();
+    ours.sort();
+    theirs.sort();
+    assert_eq!(ours, theirs);
+}
+
+#[test]
+fn build_id_matches_readelf() {
+    let f = need_fixture!();
+    if !have("readelf") {
+        eprintln!("SKIP: readelf not found");
+        return;
+    }
+    let out = run("readelf", &["-n", f.vmlinux.to_str().unwrap()]);
+    let id = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap();
+    assert_eq!(build_id(f).to_string(), id.trim());
+}
+
+#[test]
+fn member_paths_match_gdb() {
+    let f = need_fixture!();
+    if !have("gdb") {
+        eprintln!("SKIP: gdb not found; member paths are checked only for shape");
+        return;
+    }
+    let vm = Vmlinux::open(&f.vmlinux).unwrap();
+    let targets = [
+        "sym.field[3].pts[2].y",
+        "sym.field[4].tag",
+        "sym.field[1].pts",
+        "sym.field",
+        "sym.as_int",
+        "sym.halves.hi",
+        "sym.anon_b",
+        "sym.grid[2][1]",
+        "sym.grid[1]",
+        "sym.counter",
+        "sym.ptr",
+        "banner[10]",
+        "banner",
+        "zeroed_counter",
+        "ro_value",
+    ];
+    for t in targets {
+        let (name, path) = target(t);
+        let symbols = vm.symbols_named(&name).unwrap();
+        let q = VariableQuery {
+            name: &name,
+            addr: Some(symbols[0].addr),
+            accept_declaration: true,
+        };
+        let m = dwarf::resolve_path(&vm, &q, &path, false).unwrap_or_else(|e| panic!("{t}: {e}"));
+        let out = run(
+            "gdb",
+            &[
+                "-nx",
+                "-batch",
+                "-ex",
+                &format!("p/x &{t}"),
+                "-ex",
+                &format!("p sizeof({t})"),
+                f.vmlinux.to_str().unwrap(),
+            ],
+        );
+        let vals: Vec<&str> = out.lines().filter_map(|l| l.split(" = ").nth(1)).collect();
+        let addr = vals[0].rsplit(' ').next().unwrap();
+        let addr = u64::from_str_radix(addr.trim_start_matches("0x"), 16).unwrap();
+        let size: u64 = vals[1].trim().parse().unwrap();
+        assert_eq!(symbols[0].addr + m.offset, addr, "{t}: address");
+        assert_eq!(m.size, Some(size), "{t}: size");
+    }
+}
+
+#[test]
+fn type_names_read_like_c() {
+    let f = need_fixture!();
+    let vm = Vmlinux::open(&f.vmlinux).unwrap();
+    let ty = |t: &str| {
+        let (name, path) = target(t);
+        let addr = vm.symbols_named(&name).unwrap()[0].addr;
+        let q = VariableQuery {
+            name: &name,
+            addr: Some(addr),
+            accept_declaration: true,
+        };
+        dwarf::resolve_path(&vm, &q, &path, false)
+            .unwrap()
+            .type_name
+    };
+    assert_eq!(ty("banner"), "char[65]");
+    assert_eq!(ty("sym"), "struct outer");
+    assert_eq!(ty("sym.field"), "struct inner[5]");
+    assert_eq!(ty("sym.grid"), "int[3][4]");
+    assert_eq!(ty("sym.grid[1]"), "int[4]");
+    assert_eq!(ty("sym.ptr"), "struct point *");
+    assert_eq!(ty("zeroed_counter"), "long unsigned int");
+    let counter = ty("sym.counter");
+    assert!(
+        counter.contains("const") && counter.contains("volatile") && counter.ends_with("ulong_t"),
+        "{counter}"
+    );
+    assert_eq!(ty("sym.flags"), "unsigned int : 3");
+}
+
+#[test]
+fn path_errors_say_what_is_there() {
+    let f = need_fixture!();
+    let vm = Vmlinux::open(&f.vmlinux).unwrap();
+    let err = |t: &str| {
+        let (name, path) = target(t);
+        let addr = vm.symbols_named(&name).unwrap()[0].addr;
+        let q = VariableQuery {
+            name: &name,
+            addr: Some(addr),
+            accept_declaration: true,
+        };
+        dwarf::resolve_path(&vm, &q, &path, false).unwrap_err()
+    };
+    match err("sym.nope") {
+        FieldError::NoSuchField { available, .. } => {
+            // Members of anonymous unions/structs are listed as the user would write them.
+            for m in [
+                "id", "as_int", "halves", "anon_a", "anon_b", "field", "grid", "counter",
+            ] {
+                assert!(
+                    available.iter().any(|a| a == m),
+                    "{m} missing from {available:?}"
+                );
+            }
+        }
+        e => panic!("unexpected {e}"),
+    }
+    assert!(matches!(
+        err("sym.field[5]"),
+        FieldError::IndexOutOfRange { len: 5, .. }
+    ));
+    assert!(matches!(
+        err("sym.grid[1][4]"),
+        FieldError::IndexOutOfRange { len: 4, .. }
+    ));
+    assert!(matches!(err("sym.id.x"), FieldError::NotAStruct { .. }));
+    assert!(matches!(err("sym.id[0]"), FieldError::NotAnArray { .. }));
+    let ptr = err("sym.ptr.x").to_string();
+    assert!(ptr.contains("pointer"), "{ptr}");
+    let msg = err("sym.field[9]").to_string();
+    assert!(msg.contains("0..=4"), "{msg}");
+}
+
+#[test]
+fn same_named_statics_are_ambiguous_and_resolve_by_index() {
+    let f = need_fixture!();
+    let s = search_with(f, "dup", "", None);
+    let r = Resolver::open_source(Source::Vmlinux(f.vmlinux.clone()), &s).unwrap();
+    match r.resolve("dup", None, &[], ResolveOptions::default()) {
+        Err(ResolveError::Lookup(LookupError::Ambiguous { candidates, .. })) => {
+            assert_eq!(candidates.len(), 2)
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    // a.c's `static int dup` links first, b.c's `static long dup` after it; DWARF is matched by address.
+    let a = r
+        .resolve("dup", Some(0), &[], ResolveOptions::default())
+        .unwrap();
+    let b = r
+        .resolve("dup", Some(1), &[], ResolveOptions::default())
+        .unwrap();
+    assert_eq!((a.size, a.type_name.as_deref()), (Some(4), Some("int")));
+    assert_eq!(
+        (b.size, b.type_name.as_deref()),
+        (Some(8), Some("long int"))
+    );
+    assert!(matches!(
+        r.resolve("dup", Some(2), &[], ResolveOptions::default()),
+        Err(ResolveError::Lookup(LookupError::BadIndex { .. }))
+    ));
+}
+
+#[test]
+fn build_id_match_relocates_by_kallsyms_text() {
+    let f = need_fixture!();
+    let id = build_id(f);
+    let s = search_with(
+        f,
+        "match",
+        "0000000000000000 A fixed_percpu_data\nffffffff9a000000 T _text\nffffffff9a000000 T _stext\n",
+        Some(&notes_blob(&id.0)),
+    );
+    let r = Resolver::open_source(Source::Vmlinux(f.vmlinux.clone()), &s).unwrap();
+    assert_eq!(r.kernel_match(), &KernelMatch::BuildIdMatch(id));
+    assert!(r.check(MismatchPolicy::Refuse).is_ok());
+    let (name, path) = target("sym.field[3].pts[2].y");
+    let got = r
+        .resolve(&name, None, &path, ResolveOptions::default())
+        .unwrap();
+    assert_eq!(got.link_addr, Some(0xffffffff81000118));
+    assert_eq!(got.runtime_addr, Some(0xffffffff9a000118));
+    assert_eq!(got.size, Some(4));
+    assert_eq!(got.section.as_deref(), Some(".data"));
+    assert_eq!(got.type_name.as_deref(), Some("int"));
+    assert_eq!(got.watch_addr(), 0xffffffff9a000118);
+    let json = got.to_json();
+    assert!(
+        json.contains("\"runtime_addr\":\"0xffffffff9a000118\"")
+            && json.contains("\"kernel_match\":\"match\"")
+    );
+    // Symbolization and lookups speak runtime addresses once relocated.
+    let use_a = r.table().unwrap().lookup("use_a", None).unwrap();
+    assert_eq!(use_a.addr, 0xffffffff9a000000);
+    assert_eq!(
+        r.symbolize(0xffffffff9a000005)
+            .unwrap()
+            .unwrap()
+            .to_string(),
+        "use_a+0x5/0x14"
+    );
+    let zc = r
+        .resolve("zeroed_counter", None, &[], ResolveOptions::default())
+        .unwrap();
+    assert_eq!(zc.section.as_deref(), Some(".bss"));
+    assert_eq!(zc.type_char, 'B');
+}
+
+#[test]
+fn build_id_mismatch_is_refused_but_still_resolves_link_time() {
+    let f = need_fixture!();
+    let s = search_with(
+        f,
+        "mismatch",
+        "ffffffff9a000000 T _text\n",
+        Some(&notes_blob(&[0x5a; 20])),
+    );
+    let r = Resolver::open_source(Source::Vmlinux(f.vmlinux.clone()), &s).unwrap();
+    assert!(r.kernel_match().is_mismatch());
+    let err = r.check(MismatchPolicy::Refuse).unwrap_err();
+    assert!(matches!(err, Error::KernelMismatch { .. }));
+    assert!(err.to_string().contains("--force"));
+    assert!(r.check(MismatchPolicy::Allow).is_ok());
+    let got = r
+        .resolve("banner", None, &[], ResolveOptions::default())
+        .unwrap();
+    assert_eq!(got.runtime_addr, None);
+    assert_eq!(got.link_addr, Some(0xffffffff810001a0));
+    assert!(got.to_string().contains("MISMATCH"), "{got}");
+}
+
+#[test]
+fn system_map_relocates_and_cross_checks_with_kallsyms() {
+    let f = need_fixture!();
+    if !have("nm") {
+        eprintln!("SKIP: nm not found");
+        return;
+    }
+    let map = f.dir.join("System.map");
+    std::fs::write(&map, run("nm", &["-n", f.vmlinux.to_str().unwrap()])).unwrap();
+    let kallsyms =
+        "ffffffff9a000000 T _text\nffffffff9a000000 T use_a\nffffffff9a000014 T use_inline\n\
+                    ffffffff9a000037 T use_b\n";
+    let s = search_with(f, "sysmap", kallsyms, None);
+    let r = Resolver::open_source(Source::SystemMap(map.clone()), &s).unwrap();
+    assert!(
+        matches!(r.kernel_match(), KernelMatch::SymbolsAgree { .. }),
+        "{}",
+        r.kernel_match()
+    );
+    let got = r
+        .resolve("banner", None, &[], ResolveOptions::default())
+        .unwrap();
+    assert_eq!(got.runtime_addr, Some(0xffffffff9a0001a0));
+    assert_eq!(got.link_addr, Some(0xffffffff810001a0));
+    // A member path needs DWARF, which a System.map does not have.
+    let (n, p) = target("sym.id");
+    let e = r
+        .resolve(&n, None, &p, ResolveOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("debug info") && e.contains("-dbg"), "{e}");
+
+    // Another build: use_b moved relative to _text.
+    let s = search_with(
+        f,
+        "sysmap-other",
+        &kallsyms.replace("ffffffff9a000037 T use_b", "ffffffff9a000040 T use_b"),
+        None,
+    );
+    let r = Resolver::open_source(Source::SystemMap(map), &s).unwrap();
+    assert!(r.kernel_match().is_mismatch());
+    assert!(r.check(MismatchPolicy::Refuse).is_err());
+    assert_eq!(
+        r.resolve("banner", None, &[], ResolveOptions::default())
+            .unwrap()
+            .runtime_addr,
+        None
+    );
+}
+
+#[test]
+fn source_search_order() {
+    let f = need_fixture!();
+    let s = search_with(f, "search", "ffffffff81000000 T _text\n", None);
+    let rel = "6.99.0-test";
+    assert_eq!(s.pick(), Source::Kallsyms(s.kallsyms.clone()));
+    // Debian's placeholder System.map is passed over.
+    std::fs::create_dir_all(s.root.join("boot")).unwrap();
+    let map = s.root.join(format!("boot/System.map-{rel}"));
+    std::fs::write(
+        &map,
+        "ffffffffffffffff B The real System.map is in the linux-image-x-dbg package\n",
+    )
+    .unwrap();
+    assert_eq!(s.pick(), Source::Kallsyms(s.kallsyms.clone()));
+    std::fs::write(&map, "ffffffff81000000 T _text\n").unwrap();
+    assert_eq!(s.pick(), Source::SystemMap(map.clone()));
+    // A compressed /boot/vmlinux is not an ELF and is passed over too.
+    std::fs::write(
+        s.root.join(format!("boot/vmlinux-{rel}")),
+        b"\x1f\x8b compressed",
+    )
+    .unwrap();
+    assert_eq!(s.pick(), Source::SystemMap(map.clone()));
+    let dbg = s.root.join(format!("usr/lib/debug/boot/vmlinux-{rel}"));
+    std::fs::create_dir_all(dbg.parent().unwrap()).unwrap();
+    std::fs::copy(&f.vmlinux, &dbg).unwrap();
+    assert_eq!(s.pick(), Source::Vmlinux(dbg.clone()));
+    // Explicit choices win, --vmlinux over --system-map.
+    let mut explicit = s.clone();
+    explicit.system_map = Some("/x/System.map".into());
+    assert_eq!(explicit.pick(), Source::SystemMap("/x/System.map".into()));
+    explicit.vmlinux = Some("/x/vmlinux".into());
+    assert_eq!(explicit.pick(), Source::Vmlinux("/x/vmlinux".into()));
+    let r = Resolver::open(&s).unwrap();
+    assert_eq!(r.source(), &Source::Vmlinux(dbg));
+}
+
+#[test]
+fn truncated_and_corrupt_elf_are_errors_not_panics() {
+    let f = need_fixture!();
+    let bytes = std::fs::read(&f.vmlinux).unwrap();
+    let n = bytes.len();
+    let dir = f.dir.join("broken");
+    std::fs::create_dir_all(&dir).unwrap();
+    for len in [
+        0,
+        3,
+        4,
+        16,
+        63,
+        64,
+        65,
+        200,
+        n / 4,
+        n / 2,
+        n - 200,
+        n - 64,
+        n - 1,
+    ] {
+        let p = dir.join(format!("trunc-{len}"));
+        std::fs::write(&p, &bytes[..len]).unwrap();
+        match Vmlinux::open(&p) {
+            Err(Error::Elf { message, .. }) => assert!(!message.is_empty()),
+            Err(e) => panic!("len {len}: unexpected error kind {e}"),
+            Ok(_) => panic!("len {len}: truncated file opened"),
+        }
+    }
+    // Section headers pointing past the end.
+    let mut bad = bytes.clone();
+    bad[0x28..0x30].copy_from_slice(&u64::MAX.to_le_bytes()); // e_shoff
+    let p = dir.join("bad-shoff");
+    std::fs::write(&p, &bad).unwrap();
+    assert!(Vmlinux::open(&p).is_err());
+    // A bzImage is named as such.
+    let mut bz = vec![0u8; 0x300];
+    bz[0..2].copy_from_slice(b"MZ");
+    let p = dir.join("bzImage");
+    std::fs::write(&p, &bz).unwrap();
+    assert!(Vmlinux::open(&p)
+        .unwrap_err()
+        .to_string()
+        .contains("bzImage"));
+
+    // Garbage DWARF: the ELF opens, the member path fails cleanly.
+    let vm = Vmlinux::open(&f.vmlinux).unwrap();
+    let info = vm.section(".debug_info").unwrap().clone();
+    for fill in [0xffu8, 0x00, 0x7f] {
+        let mut garbled = bytes.clone();
+        let start = info.offset as usize + 11; // keep the unit header, break the DIEs
+        for b in &mut garbled[start..(info.offset + info.size) as usize] {
+            *b = fill;
+        }
+        let p = dir.join(format!("bad-dwarf-{fill}"));
+        std::fs::write(&p, &garbled).unwrap();
+        let vm = Vmlinux::open(&p).unwrap();
+        let q = VariableQuery {
+            name: "sym",
+            addr: None,
+            accept_declaration: true,
+        };
+        assert!(dwarf::resolve_path(&vm, &q, &[field("id")], false).is_err());
+        let _ =
+            ksymwatch_symbols::LineSymbolizer::new(&vm).and_then(|l| l.frames(0xffffffff81000000));
+    }
+}
+
+#[test]
+fn stripped_vmlinux_says_what_to_install() {
+    let f = need_fixture!();
+    if !have("objcopy") {
+        eprintln!("SKIP: objcopy not found");
+        return;
+    }
+    let stripped = f.dir.join("vmlinux.stripped");
+    run(
+        "objcopy",
+        &[
+            "--strip-all",
+            f.vmlinux.to_str().unwrap(),
+            stripped.to_str().unwrap(),
+        ],
+    );
+    let vm = Vmlinux::open(&stripped).unwrap();
+    let e = vm.symbols().unwrap_err();
+    assert!(
+        matches!(e, Error::NoSymtab { .. }) && e.to_string().contains("-dbg"),
+        "{e}"
+    );
+    let nodebug = f.dir.join("vmlinux.nodebug");
+    run(
+        "objcopy",
+        &[
+            "--strip-debug",
+            f.vmlinux.to_str().unwrap(),
+            nodebug.to_str().unwrap(),
+        ],
+    );
+    let s = search_with(f, "nodebug", "", None);
+    let r = Resolver::open_source(Source::Vmlinux(nodebug), &s).unwrap();
+    // The symbol still resolves without DWARF; only the member path needs it.
+    assert_eq!(
+        r.resolve("banner", None, &[], ResolveOptions::default())
+            .unwrap()
+            .type_name,
+        None
+    );
+    let e = r
+        .resolve("sym", None, &[field("id")], ResolveOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no DWARF debug info") && e.contains("linux-image-"),
+        "{e}"
+    );
+}
+
+#[test]
+fn lines_give_file_line_and_inlined_frames() {
+    let f = need_fixture!();
+    let s = search_with(f, "lines", "", None);
+    let r = Resolver::open_source(Source::Vmlinux(f.vmlinux.clone()), &s).unwrap();
+    let frames = r.frames(0xffffffff81000004).unwrap();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].function.as_deref(), Some("use_a"));
+    assert!(frames[0].file.as_deref().unwrap().ends_with("a.c"));
+    assert!(frames[0].line.unwrap() > 40);
+    assert!(!frames[0].inlined);
+    // Somewhere in use_inline the always_inline helper's body shows as an inlined frame.
+    let use_inline = r
+        .table()
+        .unwrap()
+        .lookup("use_inline", None)
+        .unwrap()
+        .clone();
+    let inlined = (use_inline.addr..use_inline.addr + use_inline.size.unwrap())
+        .map(|a| r.frames(a).unwrap())
+        .find(|fr| fr.len() == 2)
+        .expect("an inlined frame");
+    assert_eq!(inlined[0].function.as_deref(), Some("helper"));
+    assert!(inlined[0].inlined);
+    assert_eq!(inlined[1].function.as_deref(), Some("use_inline"));
+    assert!(!inlined[1].inlined);
+    assert!(inlined[0].to_string().contains("(inlined)"));
+}

@@ -17,7 +17,11 @@ pub struct Armed {
 }
 
 /// Opens `watches` on one CPU: all or none.
-pub fn open_cpu(watches: &[Watch], cpu: u32, cfg: &EventConfig) -> Result<Vec<CpuEvent>, OpenError> {
+pub fn open_cpu(
+    watches: &[Watch],
+    cpu: u32,
+    cfg: &EventConfig,
+) -> Result<Vec<CpuEvent>, OpenError> {
     watches
         .iter()
         .enumerate()
@@ -38,7 +42,9 @@ pub fn arm(watches: &[Watch], cpus: &BTreeSet<u32>, cfg: &EventConfig) -> Result
     for &cpu in cpus {
         match open_cpu(watches, cpu, cfg) {
             Ok(evs) => events.extend(evs),
-            Err(e) if e.stage == Stage::Open && e.err.raw_os_error() == Some(libc::ENODEV) => went_offline.push(cpu),
+            Err(e) if e.stage == Stage::Open && e.err.raw_os_error() == Some(libc::ENODEV) => {
+                went_offline.push(cpu)
+            }
             // Returning drops `events`: every descriptor opened so far is closed, freeing its debug register.
             Err(e) => return Err(explain(&e, watches)),
         }
@@ -57,7 +63,10 @@ pub fn arm(watches: &[Watch], cpus: &BTreeSet<u32>, cfg: &EventConfig) -> Result
             return Err(explain(&e, watches));
         }
     }
-    Ok(Armed { events, went_offline })
+    Ok(Armed {
+        events,
+        went_offline,
+    })
 }
 
 /// The system's perf_event_paranoid level, for messages.

@@ -79,12 +79,18 @@ pub struct OpenError {
 
 impl CpuEvent {
     /// Opens (disabled) and maps the event for `watch` on `cpu`.
-    pub fn open(watch: &Watch, index: usize, cpu: u32, cfg: &EventConfig) -> Result<CpuEvent, OpenError> {
-        let fd = sys::perf_event_open(&attr(watch, cfg), -1, cpu as i32).map_err(|err| OpenError {
-            cpu,
-            stage: Stage::Open,
-            err,
-        })?;
+    pub fn open(
+        watch: &Watch,
+        index: usize,
+        cpu: u32,
+        cfg: &EventConfig,
+    ) -> Result<CpuEvent, OpenError> {
+        let fd =
+            sys::perf_event_open(&attr(watch, cfg), -1, cpu as i32).map_err(|err| OpenError {
+                cpu,
+                stage: Stage::Open,
+                err,
+            })?;
         let ring = Ring::map(fd.as_fd(), cfg.ring_pages).map_err(|err| OpenError {
             cpu,
             stage: Stage::Mmap,

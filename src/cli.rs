@@ -1,27 +1,13 @@
-//! Command-line interface: argument definitions and the glue from arguments to a session. Every error ends
-//! here as one line on stderr and a documented exit code.
+//! Command-line interface: argument definitions and dispatch to [`crate::cmd`]. Every error ends here as one
+//! line on stderr and a documented exit code.
 
-use std::collections::BTreeSet;
-use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use ksymwatch_symbols::{kallsyms, Source, SymbolTable};
 
-use crate::arm;
-use crate::breakpoint::EventConfig;
-use crate::cpulist;
-use crate::error::{Error, Result};
-use crate::hotplug::Hotplug;
-use crate::output::ftrace::Ftrace;
-use crate::output::{Header, Output};
-use crate::session::{Limits, Session};
-use crate::sys::{self, SignalFd};
-use crate::target;
-use crate::watch::{self, Access, Watch};
-
-/// x86 has four debug registers per CPU; more watches than that can never be armed together.
-pub const MAX_WATCHES: usize = 4;
+use crate::cmd;
+use crate::error::Result;
+use crate::watch::Access;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -80,7 +66,11 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { crate::error::ExitCode::Usage as i32 } else { 0 };
+            let code = if e.use_stderr() {
+                crate::error::ExitCode::Usage as i32
+            } else {
+                0
+            };
             let _ = e.print();
             return code;
         }
@@ -96,109 +86,7 @@ pub fn main() -> i32 {
 
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Write(args) => watch_command(args, Access::Write),
-        Command::Rw(args) => watch_command(args, Access::ReadWrite),
+        Command::Write(args) => cmd::watch::run(args, Access::Write),
+        Command::Rw(args) => cmd::watch::run(args, Access::ReadWrite),
     }
-}
-
-fn load_symbols(args: &SymbolArgs) -> Result<(SymbolTable, Source)> {
-    let table = kallsyms::load(&args.kallsyms).map_err(|e| Error::usage(e.to_string()))?;
-    Ok((table, Source::Kallsyms(args.kallsyms.clone())))
-}
-
-/// The CPUs to arm now and the set to follow through hotplug (`None`: every CPU that comes online).
-fn select_cpus(list: Option<&str>) -> Result<(BTreeSet<u32>, Option<BTreeSet<u32>>)> {
-    let online = cpulist::read(Path::new(cpulist::ONLINE))
-        .map_err(|e| Error::runtime(format!("cannot read the online CPU list: {e}")))?;
-    let Some(list) = list else { return Ok((online, None)) };
-    let wanted = cpulist::parse(list)
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| Error::usage(format!("--cpus `{list}` is not a CPU list; use e.g. 0-3,6")))?;
-    let possible = cpulist::read(Path::new(cpulist::POSSIBLE)).unwrap_or_else(|_| online.clone());
-    let absent: BTreeSet<u32> = wanted.difference(&possible).copied().collect();
-    if !absent.is_empty() {
-        return Err(Error::usage(format!(
-            "--cpus: cpu {} does not exist on this machine (possible CPUs: {})",
-            cpulist::format(&absent),
-            cpulist::format(&possible)
-        )));
-    }
-    let offline: BTreeSet<u32> = wanted.difference(&online).copied().collect();
-    if !offline.is_empty() {
-        return Err(Error::usage(format!(
-            "--cpus: cpu {} is offline (online: {}); bring it online with `echo 1 > /sys/devices/system/cpu/cpuN/online` \
-             or leave it out",
-            cpulist::format(&offline),
-            cpulist::format(&online)
-        )));
-    }
-    Ok((wanted.clone(), Some(wanted)))
-}
-
-fn watch_command(args: WatchArgs, access: Access) -> Result<()> {
-    if !args.buffer_pages.is_power_of_two() || args.buffer_pages > 1 << 16 {
-        return Err(Error::usage(format!(
-            "--buffer-pages {} must be a power of two up to 65536 (e.g. 64, 128, 256)",
-            args.buffer_pages
-        )));
-    }
-    let targets = args
-        .targets
-        .iter()
-        .map(|t| target::parse(t).map_err(|e| Error::usage(e.to_string())))
-        .collect::<Result<Vec<_>>>()?;
-    if targets.len() > MAX_WATCHES {
-        return Err(Error::usage(format!(
-            "{} targets given, but a CPU has only {MAX_WATCHES} debug registers; watch at most {MAX_WATCHES} at once",
-            targets.len()
-        )));
-    }
-    let (symbols, source) = load_symbols(&args.symbols)?;
-    let mut watches: Vec<Watch> = Vec::new();
-    for t in &targets {
-        let r = watch::resolve(t, access, &symbols)?;
-        for w in &r.warnings {
-            eprintln!("ksymwatch: warning: {w}");
-        }
-        watches.push(r.watch);
-    }
-    let (cpus, follow) = select_cpus(args.cpus.as_deref())?;
-    let cfg = EventConfig {
-        ring_pages: args.buffer_pages,
-        track_tasks: true,
-    };
-    // Block the stop signals before arming: a Ctrl-C from here on is read by the loop, which releases the
-    // breakpoints, instead of killing us with events half-set-up.
-    let signals = SignalFd::stop_signals().map_err(|e| Error::runtime(format!("signalfd: {e}")))?;
-    let (hotplug, warning) = Hotplug::new(follow, args.strict_hotplug);
-    if let Some(w) = warning {
-        eprintln!("ksymwatch: warning: {w}");
-    }
-    let armed = arm::arm(&watches, &cpus, &cfg)?;
-    let armed_cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();
-    let n_events = armed.events.len();
-    let stdout = io::stdout();
-    let mut out = Ftrace::new(BufWriter::with_capacity(1 << 16, stdout.lock()), io::stderr());
-    let source_text = source.to_string();
-    let header = Header {
-        watches: &watches,
-        cpus: &cpus,
-        source: &source_text,
-    };
-    let limits = Limits {
-        duration: args.duration,
-        count: args.count,
-    };
-    if out
-        .header(&header)
-        .and_then(|_| out.armed(n_events, &armed_cpus, sys::monotonic_ns()))
-        .is_err()
-    {
-        // stdout is already closed: a normal, quiet end. Dropping `armed` releases every breakpoint.
-        return Ok(());
-    }
-    let session = Session::new(&watches, &symbols, out, cfg, armed, signals, Some(hotplug), limits)?;
-    session.run()?;
-    let _ = io::stdout().flush();
-    Ok(())
 }

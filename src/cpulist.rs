@@ -39,7 +39,11 @@ pub fn format(cpus: &BTreeSet<u32>) -> String {
             end += 1;
             iter.next();
         }
-        out.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
+        out.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
     }
     out.join(",")
 }
@@ -47,7 +51,9 @@ pub fn format(cpus: &BTreeSet<u32>) -> String {
 /// Reads a sysfs CPU list file.
 pub fn read(path: &Path) -> std::io::Result<BTreeSet<u32>> {
     let text = std::fs::read_to_string(path)?;
-    parse(&text).ok_or_else(|| std::io::Error::other(format!("{} is not a CPU list: {text:?}", path.display())))
+    parse(&text).ok_or_else(|| {
+        std::io::Error::other(format!("{} is not a CPU list: {text:?}", path.display()))
+    })
 }
 
 #[cfg(test)]

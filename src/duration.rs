@@ -4,7 +4,9 @@ use std::time::Duration;
 
 pub fn parse(text: &str) -> Result<Duration, String> {
     let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let value: f64 = num
         .parse()
@@ -14,7 +16,11 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         "" | "s" => 1.0,
         "m" | "min" => 60.0,
         "h" => 3600.0,
-        _ => return Err(format!("`{text}`: unknown unit `{unit}`; use ms, s, m or h")),
+        _ => {
+            return Err(format!(
+                "`{text}`: unknown unit `{unit}`; use ms, s, m or h"
+            ))
+        }
     };
     let secs = value * scale;
     if !secs.is_finite() || secs > 1e9 {

@@ -34,7 +34,10 @@ pub fn parse_uevent(msg: &[u8]) -> Option<CpuChange> {
     if subsystem != Some("cpu") {
         return None;
     }
-    let cpu: u32 = devpath.strip_prefix("/devices/system/cpu/cpu")?.parse().ok()?;
+    let cpu: u32 = devpath
+        .strip_prefix("/devices/system/cpu/cpu")?
+        .parse()
+        .ok()?;
     match action {
         "online" => Some(CpuChange::Online(cpu)),
         "offline" => Some(CpuChange::Offline(cpu)),
@@ -59,7 +62,11 @@ pub fn plan(
     bounced: &BTreeSet<u32>,
     follow: Option<&BTreeSet<u32>>,
 ) -> Changes {
-    let offline: Vec<u32> = armed.iter().copied().filter(|c| !online.contains(c) || bounced.contains(c)).collect();
+    let offline: Vec<u32> = armed
+        .iter()
+        .copied()
+        .filter(|c| !online.contains(c) || bounced.contains(c))
+        .collect();
     let online: Vec<u32> = online
         .iter()
         .copied()
@@ -163,19 +170,37 @@ mod tests {
 
     #[test]
     fn parses_cpu_online_offline() {
-        let off = msg(&["offline@/devices/system/cpu/cpu1", "ACTION=offline", "DEVPATH=/devices/system/cpu/cpu1", "SUBSYSTEM=cpu", "MODALIAS=cpu:type:x86\n", "SEQNUM=4242"]);
+        let off = msg(&[
+            "offline@/devices/system/cpu/cpu1",
+            "ACTION=offline",
+            "DEVPATH=/devices/system/cpu/cpu1",
+            "SUBSYSTEM=cpu",
+            "MODALIAS=cpu:type:x86\n",
+            "SEQNUM=4242",
+        ]);
         assert_eq!(parse_uevent(&off), Some(CpuChange::Offline(1)));
-        let on = msg(&["online@/devices/system/cpu/cpu12", "ACTION=online", "SUBSYSTEM=cpu"]);
+        let on = msg(&[
+            "online@/devices/system/cpu/cpu12",
+            "ACTION=online",
+            "SUBSYSTEM=cpu",
+        ]);
         assert_eq!(parse_uevent(&on), Some(CpuChange::Online(12)));
     }
 
     #[test]
     fn ignores_cpuid_and_junk() {
-        let cpuid = msg(&["remove@/devices/virtual/cpuid/cpu1", "ACTION=remove", "SUBSYSTEM=cpuid"]);
+        let cpuid = msg(&[
+            "remove@/devices/virtual/cpuid/cpu1",
+            "ACTION=remove",
+            "SUBSYSTEM=cpuid",
+        ]);
         assert_eq!(parse_uevent(&cpuid), None);
         assert_eq!(parse_uevent(b"libudev\0\xfe\xed"), None);
         assert_eq!(parse_uevent(b""), None);
-        assert_eq!(parse_uevent(&msg(&["online@/devices/system/cpu/cpuX", "SUBSYSTEM=cpu"])), None);
+        assert_eq!(
+            parse_uevent(&msg(&["online@/devices/system/cpu/cpuX", "SUBSYSTEM=cpu"])),
+            None
+        );
     }
 
     fn set(v: &[u32]) -> BTreeSet<u32> {
@@ -185,12 +210,33 @@ mod tests {
     #[test]
     fn plan_covers_every_transition() {
         // cpu1 left.
-        assert_eq!(plan(&set(&[0, 1]), &set(&[0]), &set(&[]), None), Changes { offline: vec![1], online: vec![] });
+        assert_eq!(
+            plan(&set(&[0, 1]), &set(&[0]), &set(&[]), None),
+            Changes {
+                offline: vec![1],
+                online: vec![]
+            }
+        );
         // cpu1 came back.
-        assert_eq!(plan(&set(&[0]), &set(&[0, 1]), &set(&[]), None), Changes { offline: vec![], online: vec![1] });
+        assert_eq!(
+            plan(&set(&[0]), &set(&[0, 1]), &set(&[]), None),
+            Changes {
+                offline: vec![],
+                online: vec![1]
+            }
+        );
         // cpu1 bounced between two looks: its event is dead, replace it.
-        assert_eq!(plan(&set(&[0, 1]), &set(&[0, 1]), &set(&[1]), None), Changes { offline: vec![1], online: vec![1] });
+        assert_eq!(
+            plan(&set(&[0, 1]), &set(&[0, 1]), &set(&[1]), None),
+            Changes {
+                offline: vec![1],
+                online: vec![1]
+            }
+        );
         // --cpus 0: cpu1 is never armed.
-        assert_eq!(plan(&set(&[0]), &set(&[0, 1]), &set(&[]), Some(&set(&[0]))), Changes::default());
+        assert_eq!(
+            plan(&set(&[0]), &set(&[0, 1]), &set(&[]), Some(&set(&[0]))),
+            Changes::default()
+        );
     }
 }

@@ -9,6 +9,7 @@
 pub mod arm;
 pub mod breakpoint;
 pub mod cli;
+pub mod cmd;
 pub mod comm;
 pub mod cpulist;
 pub mod duration;

@@ -16,7 +16,8 @@ pub const SAMPLE_CALLCHAIN: u64 = pb::PERF_SAMPLE_CALLCHAIN as u64;
 pub const SAMPLE_IDENTIFIER: u64 = pb::PERF_SAMPLE_IDENTIFIER as u64;
 
 /// The fields ksymwatch asks for on every breakpoint event.
-pub const SAMPLE_TYPE: u64 = SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_ADDR | SAMPLE_CPU | SAMPLE_CALLCHAIN;
+pub const SAMPLE_TYPE: u64 =
+    SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_ADDR | SAMPLE_CPU | SAMPLE_CALLCHAIN;
 
 /// The bits this decoder understands; anything else changes the layout in ways it cannot follow.
 const SUPPORTED: u64 = SAMPLE_IDENTIFIER
@@ -36,13 +37,13 @@ pub const RECORD_EXIT: u32 = pb::PERF_RECORD_EXIT;
 pub const RECORD_FORK: u32 = pb::PERF_RECORD_FORK;
 pub const RECORD_SAMPLE: u32 = pb::PERF_RECORD_SAMPLE;
 
-const CONTEXT_HV: u64 = pb::PERF_CONTEXT_HV as u64;
-const CONTEXT_KERNEL: u64 = pb::PERF_CONTEXT_KERNEL as u64;
-const CONTEXT_USER: u64 = pb::PERF_CONTEXT_USER as u64;
-const CONTEXT_GUEST: u64 = pb::PERF_CONTEXT_GUEST as u64;
-const CONTEXT_GUEST_KERNEL: u64 = pb::PERF_CONTEXT_GUEST_KERNEL as u64;
-const CONTEXT_GUEST_USER: u64 = pb::PERF_CONTEXT_GUEST_USER as u64;
-const CONTEXT_MAX: u64 = pb::PERF_CONTEXT_MAX as u64;
+const CONTEXT_HV: u64 = pb::PERF_CONTEXT_HV;
+const CONTEXT_KERNEL: u64 = pb::PERF_CONTEXT_KERNEL;
+const CONTEXT_USER: u64 = pb::PERF_CONTEXT_USER;
+const CONTEXT_GUEST: u64 = pb::PERF_CONTEXT_GUEST;
+const CONTEXT_GUEST_KERNEL: u64 = pb::PERF_CONTEXT_GUEST_KERNEL;
+const CONTEXT_GUEST_USER: u64 = pb::PERF_CONTEXT_GUEST_USER;
+const CONTEXT_MAX: u64 = pb::PERF_CONTEXT_MAX;
 
 /// Where a call-chain frame ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -85,13 +86,31 @@ impl Sample {
 pub enum Record {
     Sample(Sample),
     /// The kernel dropped `lost` records because the ring was full.
-    Lost { id: u64, lost: u64 },
+    Lost {
+        id: u64,
+        lost: u64,
+    },
     /// A task changed its name (exec or prctl).
-    Comm { pid: u32, tid: u32, comm: String, exec: bool },
-    Fork { pid: u32, ppid: u32, tid: u32, ptid: u32 },
-    Exit { pid: u32, tid: u32 },
+    Comm {
+        pid: u32,
+        tid: u32,
+        comm: String,
+        exec: bool,
+    },
+    Fork {
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+        ptid: u32,
+    },
+    Exit {
+        pid: u32,
+        tid: u32,
+    },
     /// A record type we do not use.
-    Other { kind: u32 },
+    Other {
+        kind: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,10 +127,17 @@ impl std::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             DecodeError::Truncated { kind, need, have } => {
-                write!(f, "perf record type {kind} truncated: need {need} bytes, have {have}")
+                write!(
+                    f,
+                    "perf record type {kind} truncated: need {need} bytes, have {have}"
+                )
             }
-            DecodeError::BadSize { size, have } => write!(f, "perf record says {size} bytes but {have} are there"),
-            DecodeError::UnsupportedSampleType(bits) => write!(f, "unsupported sample_type bits 0x{bits:x}"),
+            DecodeError::BadSize { size, have } => {
+                write!(f, "perf record says {size} bytes but {have} are there")
+            }
+            DecodeError::UnsupportedSampleType(bits) => {
+                write!(f, "unsupported sample_type bits 0x{bits:x}")
+            }
         }
     }
 }
@@ -127,11 +153,15 @@ struct Cursor<'a> {
 
 impl Cursor<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], DecodeError> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or(DecodeError::Truncated {
-            kind: self.kind,
-            need: self.pos.saturating_add(n),
-            have: self.buf.len(),
-        })?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or(DecodeError::Truncated {
+                kind: self.kind,
+                need: self.pos.saturating_add(n),
+                have: self.buf.len(),
+            })?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -139,7 +169,9 @@ impl Cursor<'_> {
 
     fn u64(&mut self) -> Result<u64, DecodeError> {
         let b = self.take(8)?;
-        Ok(u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+        Ok(u64::from_ne_bytes([
+            b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+        ]))
     }
 
     fn u32(&mut self) -> Result<u32, DecodeError> {
@@ -161,7 +193,10 @@ pub fn decode(bytes: &[u8], sample_type: u64) -> Result<Record, DecodeError> {
     let misc = u16::from_ne_bytes([bytes[4], bytes[5]]);
     let size = u16::from_ne_bytes([bytes[6], bytes[7]]) as usize;
     if size < 8 || size > bytes.len() {
-        return Err(DecodeError::BadSize { size, have: bytes.len() });
+        return Err(DecodeError::BadSize {
+            size,
+            have: bytes.len(),
+        });
     }
     let mut c = Cursor {
         buf: &bytes[..size],
@@ -252,11 +287,15 @@ fn decode_sample(c: &mut Cursor<'_>, st: u64) -> Result<Sample, DecodeError> {
         if nr > room as u64 {
             return Err(DecodeError::Truncated {
                 kind: c.kind,
-                need: c.pos + nr.saturating_mul(8).min(usize::MAX as u64) as usize,
+                need: c.pos.saturating_add(nr.saturating_mul(8).min(usize::MAX as u64) as usize),
                 have: c.buf.len(),
             });
         }
-        let mut ctx = if s.ip >= 0xffff_8000_0000_0000 { Context::Kernel } else { Context::User };
+        let mut ctx = if s.ip >= 0xffff_8000_0000_0000 {
+            Context::Kernel
+        } else {
+            Context::User
+        };
         for _ in 0..nr {
             let v = c.u64()?;
             if v >= CONTEXT_MAX {
@@ -269,7 +308,10 @@ fn decode_sample(c: &mut Cursor<'_>, st: u64) -> Result<Sample, DecodeError> {
                 };
                 continue;
             }
-            s.frames.push(Frame { addr: v, context: ctx });
+            s.frames.push(Frame {
+                addr: v,
+                context: ctx,
+            });
         }
     }
     Ok(s)
@@ -289,7 +331,15 @@ pub mod encode {
     }
 
     /// A sample in [`SAMPLE_TYPE`] layout; `chain` is the raw callchain including context markers.
-    pub fn sample(ip: u64, pid: u32, tid: u32, time: u64, addr: u64, cpu: u32, chain: &[u64]) -> Vec<u8> {
+    pub fn sample(
+        ip: u64,
+        pid: u32,
+        tid: u32,
+        time: u64,
+        addr: u64,
+        cpu: u32,
+        chain: &[u64],
+    ) -> Vec<u8> {
         let mut b = Vec::new();
         b.extend_from_slice(&ip.to_ne_bytes());
         b.extend_from_slice(&pid.to_ne_bytes());
@@ -317,7 +367,11 @@ pub mod encode {
         b.extend_from_slice(name.as_bytes());
         let padded = (name.len() + 1).div_ceil(8) * 8;
         b.resize(8 + padded, 0);
-        let misc = if exec { pb::PERF_RECORD_MISC_COMM_EXEC as u16 } else { 0 };
+        let misc = if exec {
+            pb::PERF_RECORD_MISC_COMM_EXEC as u16
+        } else {
+            0
+        };
         header(RECORD_COMM, misc, &b)
     }
 
@@ -332,30 +386,72 @@ mod tests {
 
     #[test]
     fn decodes_a_sample_with_kernel_and_user_frames() {
-        let chain = [KERNEL, 0xffffffff81234567, 0xffffffff81000100, USER, 0x401000, 0x402000];
-        let bytes = encode::sample(0xffffffff81234567, 42, 43, 1_234_567_890, 0x7fff0000, 1, &chain);
-        let Record::Sample(s) = decode(&bytes, SAMPLE_TYPE).unwrap() else { panic!("not a sample") };
-        assert_eq!((s.ip, s.pid, s.tid, s.time, s.addr, s.cpu), (0xffffffff81234567, 42, 43, 1_234_567_890, 0x7fff0000, 1));
+        let chain = [
+            KERNEL,
+            0xffffffff81234567,
+            0xffffffff81000100,
+            USER,
+            0x401000,
+            0x402000,
+        ];
+        let bytes = encode::sample(
+            0xffffffff81234567,
+            42,
+            43,
+            1_234_567_890,
+            0x7fff0000,
+            1,
+            &chain,
+        );
+        let Record::Sample(s) = decode(&bytes, SAMPLE_TYPE).unwrap() else {
+            panic!("not a sample")
+        };
+        assert_eq!(
+            (s.ip, s.pid, s.tid, s.time, s.addr, s.cpu),
+            (0xffffffff81234567, 42, 43, 1_234_567_890, 0x7fff0000, 1)
+        );
         assert_eq!(s.frames.len(), 4);
-        assert_eq!(s.frames[0], Frame { addr: 0xffffffff81234567, context: Context::Kernel });
-        assert_eq!(s.frames[2], Frame { addr: 0x401000, context: Context::User });
+        assert_eq!(
+            s.frames[0],
+            Frame {
+                addr: 0xffffffff81234567,
+                context: Context::Kernel
+            }
+        );
+        assert_eq!(
+            s.frames[2],
+            Frame {
+                addr: 0x401000,
+                context: Context::User
+            }
+        );
         assert!(s.in_kernel());
     }
 
     #[test]
     fn user_only_chain() {
         let bytes = encode::sample(0x401234, 7, 7, 5, 0x601000, 0, &[USER, 0x401234, 0x401100]);
-        let Record::Sample(s) = decode(&bytes, SAMPLE_TYPE).unwrap() else { panic!("not a sample") };
+        let Record::Sample(s) = decode(&bytes, SAMPLE_TYPE).unwrap() else {
+            panic!("not a sample")
+        };
         assert!(!s.in_kernel());
         assert!(s.frames.iter().all(|f| f.context == Context::User));
     }
 
     #[test]
     fn decodes_lost_and_comm() {
-        assert_eq!(decode(&encode::lost(9, 77), SAMPLE_TYPE).unwrap(), Record::Lost { id: 9, lost: 77 });
+        assert_eq!(
+            decode(&encode::lost(9, 77), SAMPLE_TYPE).unwrap(),
+            Record::Lost { id: 9, lost: 77 }
+        );
         assert_eq!(
             decode(&encode::comm(5, 6, "writer", true), SAMPLE_TYPE).unwrap(),
-            Record::Comm { pid: 5, tid: 6, comm: "writer".into(), exec: true }
+            Record::Comm {
+                pid: 5,
+                tid: 6,
+                comm: "writer".into(),
+                exec: true
+            }
         );
     }
 
@@ -369,7 +465,10 @@ mod tests {
         let mut evil = encode::sample(1, 2, 3, 4, 5, 6, &[]);
         let nr_at = evil.len() - 8;
         evil[nr_at..].copy_from_slice(&u64::MAX.to_ne_bytes());
-        assert!(matches!(decode(&evil, SAMPLE_TYPE), Err(DecodeError::Truncated { .. })));
+        assert!(matches!(
+            decode(&evil, SAMPLE_TYPE),
+            Err(DecodeError::Truncated { .. })
+        ));
         assert!(matches!(
             decode(&bytes, SAMPLE_TYPE | pb::PERF_SAMPLE_READ as u64),
             Err(DecodeError::UnsupportedSampleType(_))

@@ -28,14 +28,19 @@ impl Ring {
     pub fn map(fd: BorrowedFd<'_>, data_pages: usize) -> io::Result<Ring> {
         let page = sys::page_size();
         let map = Mmap::map(fd, (data_pages + 1) * page)?;
-        let (mut data_offset, mut data_size) = (read_u64(&map, DATA_OFFSET) as usize, read_u64(&map, DATA_SIZE) as usize);
+        let (mut data_offset, mut data_size) = (
+            read_u64(&map, DATA_OFFSET) as usize,
+            read_u64(&map, DATA_SIZE) as usize,
+        );
         if data_size == 0 {
             // Kernels before 4.1 leave these zero: the data area then starts at the second page.
             data_offset = page;
             data_size = data_pages * page;
         }
-        if data_offset + data_size > map.len() || !data_size.is_power_of_two() {
-            return Err(io::Error::other("perf ring buffer has an unexpected layout"));
+        if data_offset + data_size > map.size() || !data_size.is_power_of_two() {
+            return Err(io::Error::other(
+                "perf ring buffer has an unexpected layout",
+            ));
         }
         Ok(Ring {
             map,
@@ -84,7 +89,12 @@ impl Ring {
             let keep_going = if start + size <= self.data_size {
                 // SAFETY: [start, start+size) lies inside the data area, which the kernel will not overwrite
                 // until we advance data_tail past it.
-                let bytes = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(self.data_offset + start), size) };
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(
+                        self.map.as_ptr().add(self.data_offset + start),
+                        size,
+                    )
+                };
                 each(bytes)
             } else {
                 let mut buf = std::mem::take(&mut self.scratch);

@@ -25,6 +25,14 @@ pub struct Limits {
     pub count: Option<u64>,
 }
 
+/// What a session watches and how: fixed for its lifetime.
+pub struct Plan<'a> {
+    pub watches: &'a [Watch],
+    pub symbols: &'a SymbolTable,
+    pub cfg: EventConfig,
+    pub limits: Limits,
+}
+
 const TOKEN_SIGNAL: u64 = 0;
 const TOKEN_RING: u64 = 1;
 const TOKEN_UEVENT: u64 = 2;
@@ -53,15 +61,18 @@ impl<'a, O: Output> Session<'a, O> {
     /// Takes ownership of the armed events. `signals` must have been created before arming so a Ctrl-C during
     /// arming is not lost; `hotplug` is the uevent listener when CPUs are followed.
     pub fn new(
-        watches: &'a [Watch],
-        symbols: &'a SymbolTable,
+        plan: Plan<'a>,
         out: O,
-        cfg: EventConfig,
         armed: Armed,
         signals: SignalFd,
         hotplug: Option<Hotplug>,
-        limits: Limits,
     ) -> Result<Self> {
+        let Plan {
+            watches,
+            symbols,
+            cfg,
+            limits,
+        } = plan;
         let epoll = Epoll::new().map_err(|e| Error::runtime(format!("epoll_create: {e}")))?;
         epoll
             .add(signals.fd(), TOKEN_SIGNAL)
@@ -202,7 +213,11 @@ impl<'a, O: Output> Session<'a, O> {
     }
 
     fn emit_event(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
-        match self.out.event(event, time_ns).and_then(|_| self.out.flush()) {
+        match self
+            .out
+            .event(event, time_ns)
+            .and_then(|_| self.out.flush())
+        {
             Ok(()) => None,
             Err(e) => Some(write_failed(e)),
         }
@@ -245,7 +260,9 @@ impl<'a, O: Output> Session<'a, O> {
                 if stop.is_some() {
                     return Ok(stop);
                 }
-                if let Some(stop) = self.emit_event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns()) {
+                if let Some(stop) =
+                    self.emit_event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns())
+                {
                     return Ok(Some(stop));
                 }
             }
@@ -291,7 +308,11 @@ impl<'a, O: Output> Session<'a, O> {
 
     /// A CPU came online and could not be armed: fatal with --strict-hotplug, otherwise marked once in the
     /// stream (and on stderr) and retried on every reconcile. `None` when it was already marked.
-    fn arm_failed(&mut self, cpu: u32, e: &crate::breakpoint::OpenError) -> Result<Option<StreamEvent>> {
+    fn arm_failed(
+        &mut self,
+        cpu: u32,
+        e: &crate::breakpoint::OpenError,
+    ) -> Result<Option<StreamEvent>> {
         let reason = crate::arm::explain(e, self.watches).message;
         if self.hotplug.as_ref().is_some_and(|h| h.strict) {
             return Err(Error::arm(format!("--strict-hotplug: {reason}")));
@@ -351,7 +372,12 @@ fn drain_event(
             Ok(Record::Sample(s)) => batch.push((s, watch)),
             Ok(Record::Lost { lost: n, .. }) => lost.push((cpu, n)),
             Ok(Record::Comm { tid, comm, .. }) => comms.set(tid, &comm),
-            Ok(Record::Fork { pid, ppid, tid, ptid }) => {
+            Ok(Record::Fork {
+                pid,
+                ppid,
+                tid,
+                ptid,
+            }) => {
                 let _ = pid;
                 comms.fork(ptid, ppid, tid)
             }

@@ -15,7 +15,15 @@ pub fn perf_event_open(attr: &perf_event_attr, pid: i32, cpu: i32) -> io::Result
     let mut attr = *attr;
     // SAFETY: `attr` is a fully initialised perf_event_attr whose `size` field matches the struct; the kernel
     // only reads it (and may write back `size` on E2BIG into our local copy).
-    let fd = unsafe { perf::perf_event_open(&mut attr, pid, cpu, -1, perf::bindings::PERF_FLAG_FD_CLOEXEC as _) };
+    let fd = unsafe {
+        perf::perf_event_open(
+            &mut attr,
+            pid,
+            cpu,
+            -1,
+            perf::bindings::PERF_FLAG_FD_CLOEXEC as _,
+        )
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -69,7 +77,8 @@ impl Mmap {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        let ptr =
+            NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
         Ok(Mmap { ptr, len })
     }
 
@@ -77,7 +86,7 @@ impl Mmap {
         self.ptr.as_ptr()
     }
 
-    pub fn len(&self) -> usize {
+    pub fn size(&self) -> usize {
         self.len
     }
 }
@@ -122,13 +131,25 @@ impl Epoll {
             u64: token,
         };
         // SAFETY: both fds are live; `ev` is a valid epoll_event for the duration of the call.
-        cvt(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd.as_raw_fd(), &mut ev) })
+        cvt(unsafe {
+            libc::epoll_ctl(
+                self.0.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                fd.as_raw_fd(),
+                &mut ev,
+            )
+        })
     }
 
     pub fn delete(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
         // SAFETY: both fds are live; DEL ignores the event pointer.
         cvt(unsafe {
-            libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_DEL, fd.as_raw_fd(), std::ptr::null_mut())
+            libc::epoll_ctl(
+                self.0.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd.as_raw_fd(),
+                std::ptr::null_mut(),
+            )
         })
     }
 
@@ -137,10 +158,21 @@ impl Epoll {
         tokens.clear();
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
         // SAFETY: `events` is a writable array of the length passed.
-        let n = unsafe { libc::epoll_wait(self.0.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, timeout_ms) };
+        let n = unsafe {
+            libc::epoll_wait(
+                self.0.as_raw_fd(),
+                events.as_mut_ptr(),
+                events.len() as i32,
+                timeout_ms,
+            )
+        };
         if n < 0 {
             let err = io::Error::last_os_error();
-            return if err.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(err) };
+            return if err.kind() == io::ErrorKind::Interrupted {
+                Ok(())
+            } else {
+                Err(err)
+            };
         }
         tokens.extend(events[..n as usize].iter().map(|e| e.u64));
         Ok(())
@@ -182,10 +214,20 @@ impl SignalFd {
         let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
         let size = std::mem::size_of::<libc::signalfd_siginfo>();
         // SAFETY: `info` is a writable buffer of `size` bytes.
-        let n = unsafe { libc::read(self.0.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size) };
+        let n = unsafe {
+            libc::read(
+                self.0.as_raw_fd(),
+                (&mut info as *mut libc::signalfd_siginfo).cast(),
+                size,
+            )
+        };
         if n < 0 {
             let err = io::Error::last_os_error();
-            return if err.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(err) };
+            return if err.kind() == io::ErrorKind::WouldBlock {
+                Ok(None)
+            } else {
+                Err(err)
+            };
         }
         Ok((n as usize == size).then_some(info.ssi_signo))
     }
@@ -247,14 +289,21 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<usize>> {
     let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
     if n < 0 {
         let err = io::Error::last_os_error();
-        return if err.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(err) };
+        return if err.kind() == io::ErrorKind::WouldBlock {
+            Ok(None)
+        } else {
+            Err(err)
+        };
     }
     Ok(Some(n as usize))
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock the breakpoint events stamp their samples with.
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid timespec to write into; CLOCK_MONOTONIC always exists.
     unsafe {
         libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);

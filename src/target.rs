@@ -56,8 +56,14 @@ impl Target {
     /// Candidate (symbol name, remaining path) splits, longest symbol name first: `a.b.c` tries `a.b.c`,
     /// then `a.b` + `.c`, then `a` + `.b.c`.
     pub fn symbol_splits(&self) -> Vec<(String, Vec<PathElem>)> {
-        let Base::Symbol { name, .. } = &self.base else { return Vec::new() };
-        let leading_fields = self.path.iter().take_while(|e| matches!(e, PathElem::Field(_))).count();
+        let Base::Symbol { name, .. } = &self.base else {
+            return Vec::new();
+        };
+        let leading_fields = self
+            .path
+            .iter()
+            .take_while(|e| matches!(e, PathElem::Field(_)))
+            .count();
         (0..=leading_fields)
             .rev()
             .map(|k| {
@@ -109,7 +115,11 @@ impl Parser<'_> {
 
     fn number(&mut self, what: &str) -> Result<u64, TargetError> {
         let text = self.take_while(|c| c.is_ascii_alphanumeric()).to_string();
-        parse_number(&text).ok_or_else(|| self.err(format!("{what} `{text}` is not a number (decimal or 0xHEX)")))
+        parse_number(&text).ok_or_else(|| {
+            self.err(format!(
+                "{what} `{text}` is not a number (decimal or 0xHEX)"
+            ))
+        })
     }
 }
 
@@ -191,16 +201,25 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
         let n = p.number("length")?;
         match n {
             1 | 2 | 4 | 8 => len = Some(n as u8),
-            _ => return Err(p.err(format!("length {n} is not 1, 2, 4 or 8 (the sizes a debug register can watch)"))),
+            _ => {
+                return Err(p.err(format!(
+                    "length {n} is not 1, 2, 4 or 8 (the sizes a debug register can watch)"
+                )))
+            }
         }
     }
     if let Some(c) = p.peek() {
-        return Err(p.err(format!("unexpected `{}` at position {}", c as char, p.pos + 1)));
+        return Err(p.err(format!(
+            "unexpected `{}` at position {}",
+            c as char,
+            p.pos + 1
+        )));
     }
     if let Base::Address(a) = base {
         if offset != 0 {
             base = Base::Address(
-                a.checked_add(offset).ok_or_else(|| p.err("address plus offset overflows"))?,
+                a.checked_add(offset)
+                    .ok_or_else(|| p.err("address plus offset overflows"))?,
             );
             offset = 0;
         }
@@ -234,7 +253,10 @@ mod tests {
         let t = parse("pid_max+4/4").unwrap();
         assert_eq!((t.offset, t.len), (4, Some(4)));
         let t = parse("0xffffffff83003e00/8").unwrap();
-        assert_eq!((t.base, t.len), (Base::Address(0xffffffff83003e00), Some(8)));
+        assert_eq!(
+            (t.base, t.len),
+            (Base::Address(0xffffffff83003e00), Some(8))
+        );
         let t = parse("0x1000+0x10").unwrap();
         assert_eq!((t.base, t.offset), (Base::Address(0x1010), 0));
     }
@@ -243,12 +265,24 @@ mod tests {
     fn paths_and_indices() {
         let t = parse("init_uts_ns.name.nodename").unwrap();
         assert_eq!(t.base, sym("init_uts_ns"));
-        assert_eq!(t.path, vec![PathElem::Field("name".into()), PathElem::Field("nodename".into())]);
+        assert_eq!(
+            t.path,
+            vec![
+                PathElem::Field("name".into()),
+                PathElem::Field("nodename".into())
+            ]
+        );
         let t = parse("sym.field[3].x/4").unwrap();
         assert_eq!(t.path[1], PathElem::Index(3));
         assert_eq!(t.len, Some(4));
         let t = parse("dup_static@1").unwrap();
-        assert_eq!(t.base, Base::Symbol { name: "dup_static".into(), index: Some(1) });
+        assert_eq!(
+            t.base,
+            Base::Symbol {
+                name: "dup_static".into(),
+                index: Some(1)
+            }
+        );
     }
 
     #[test]
@@ -262,10 +296,29 @@ mod tests {
 
     #[test]
     fn bad_input() {
-        for bad in ["", "+4", "jiffies/3", "jiffies/16", "jiffies+", "jiffies+zz", "0x", "0xzz", "sym[1", "sym.", "0x10.x", "a b", "jiffies/8x", "0x10@1", "9abc"] {
+        for bad in [
+            "",
+            "+4",
+            "jiffies/3",
+            "jiffies/16",
+            "jiffies+",
+            "jiffies+zz",
+            "0x",
+            "0xzz",
+            "sym[1",
+            "sym.",
+            "0x10.x",
+            "a b",
+            "jiffies/8x",
+            "0x10@1",
+            "9abc",
+        ] {
             let e = parse(bad).unwrap_err();
             assert!(e.to_string().contains("bad target"), "{bad}: {e}");
         }
-        assert!(parse("jiffies/3").unwrap_err().message.contains("1, 2, 4 or 8"));
+        assert!(parse("jiffies/3")
+            .unwrap_err()
+            .message
+            .contains("1, 2, 4 or 8"));
     }
 }

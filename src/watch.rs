@@ -49,14 +49,14 @@ pub struct Resolved {
 pub const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 
 fn is_canonical(addr: u64) -> bool {
-    addr < 0x0000_8000_0000_0000 || addr >= KERNEL_START
+    !(0x0000_8000_0000_0000..KERNEL_START).contains(&addr)
 }
 
 /// The widest debug-register length that fits `room` bytes and keeps `addr` naturally aligned.
 fn natural_len(addr: u64, room: u64) -> u8 {
     [8u8, 4, 2, 1]
         .into_iter()
-        .find(|&l| u64::from(l) <= room && addr % u64::from(l) == 0)
+        .find(|&l| u64::from(l) <= room && addr.is_multiple_of(u64::from(l)))
         .unwrap_or(1)
 }
 
@@ -65,7 +65,12 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
     let (addr, len, label) = match &target.base {
         Base::Address(addr) => (*addr, target.len.unwrap_or(8), format!("0x{addr:x}")),
         Base::Symbol { index, .. } => {
-            if !target.path.is_empty() && target.symbol_splits().iter().all(|(n, _)| table.by_name(n).next().is_none()) {
+            if !target.path.is_empty()
+                && target
+                    .symbol_splits()
+                    .iter()
+                    .all(|(n, _)| table.by_name(n).next().is_none())
+            {
                 return Err(Error::usage(format!(
                     "`{}`: struct fields and array elements need DWARF type information; pass --vmlinux FILE \
                      with debug info, or give the address as 0xADDR",
@@ -76,7 +81,16 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
                 .symbol_splits()
                 .into_iter()
                 .find(|(n, _)| table.by_name(n).next().is_some())
-                .unwrap_or_else(|| (target.symbol_splits().last().map(|s| s.0.clone()).unwrap_or_default(), Vec::new()));
+                .unwrap_or_else(|| {
+                    (
+                        target
+                            .symbol_splits()
+                            .last()
+                            .map(|s| s.0.clone())
+                            .unwrap_or_default(),
+                        Vec::new(),
+                    )
+                });
             if !rest.is_empty() {
                 return Err(Error::usage(format!(
                     "`{}`: the field path `{}` needs DWARF type information; pass --vmlinux FILE with debug info",
@@ -118,7 +132,10 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
         }
     };
     if addr == 0 {
-        return Err(Error::usage(format!("`{}`: address 0 cannot be watched", target.text)));
+        return Err(Error::usage(format!(
+            "`{}`: address 0 cannot be watched",
+            target.text
+        )));
     }
     if !is_canonical(addr) || !is_canonical(addr.saturating_add(u64::from(len) - 1)) {
         return Err(Error::usage(format!(
@@ -126,7 +143,7 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
             target.text
         )));
     }
-    if addr % u64::from(len) != 0 {
+    if !addr.is_multiple_of(u64::from(len)) {
         return Err(Error::usage(format!(
             "`{}`: 0x{addr:x}/{len} is not naturally aligned; a debug register watches a {len}-byte range only at a multiple of {len}; \
              use a smaller /LEN (0x{addr:x}/{}) or an aligned address",
@@ -135,7 +152,12 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
         )));
     }
     Ok(Resolved {
-        watch: Watch { label, addr, len, access },
+        watch: Watch {
+            label,
+            addr,
+            len,
+            access,
+        },
         warnings,
     })
 }
@@ -171,7 +193,15 @@ ffffffff83100000 D __stop_once
     #[test]
     fn symbol_plus_offset() {
         let r = go("__start_once+0x3e00").unwrap();
-        assert_eq!(r.watch, Watch { label: "__start_once+0x3e00".into(), addr: 0xffffffff83003e08, len: 8, access: Access::Write });
+        assert_eq!(
+            r.watch,
+            Watch {
+                label: "__start_once+0x3e00".into(),
+                addr: 0xffffffff83003e08,
+                len: 8,
+                access: Access::Write
+            }
+        );
     }
 
     #[test]
@@ -184,15 +214,27 @@ ffffffff83100000 D __stop_once
 
     #[test]
     fn refusals() {
-        assert!(go("tiny_thing+2").unwrap_err().message.contains("past the end"));
-        assert!(go("0x1001/8").unwrap_err().message.contains("naturally aligned"));
+        assert!(go("tiny_thing+2")
+            .unwrap_err()
+            .message
+            .contains("past the end"));
+        assert!(go("0x1001/8")
+            .unwrap_err()
+            .message
+            .contains("naturally aligned"));
         assert!(go("0x1001").unwrap_err().message.contains("/1"));
         assert!(go("0x0").unwrap_err().message.contains("address 0"));
-        assert!(go("0x0000900000000000").unwrap_err().message.contains("canonical"));
+        assert!(go("0x0000900000000000")
+            .unwrap_err()
+            .message
+            .contains("canonical"));
         let e = go("jiffies").unwrap_err();
         assert_eq!(e.code, crate::error::ExitCode::Usage);
         assert!(e.message.contains("CONFIG_KALLSYMS_ALL"));
-        assert!(go("init_uts_ns.name.nodename").unwrap_err().message.contains("--vmlinux"));
+        assert!(go("init_uts_ns.name.nodename")
+            .unwrap_err()
+            .message
+            .contains("--vmlinux"));
     }
 
     #[test]

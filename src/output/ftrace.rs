@@ -31,7 +31,12 @@ impl<W: Write, E: Write> Ftrace<W, E> {
 }
 
 /// A kernel address as `func+0xOFF/0xSIZE`, a user or unknown one as `0xADDR`.
-pub fn write_addr(w: &mut impl Write, addr: u64, context: Context, hit: &Hit<'_>) -> io::Result<()> {
+pub fn write_addr(
+    w: &mut impl Write,
+    addr: u64,
+    context: Context,
+    hit: &Hit<'_>,
+) -> io::Result<()> {
     if context == Context::Kernel {
         if let Some(s) = hit.symbols.symbolize(addr) {
             return write!(w, "{s}");
@@ -73,8 +78,14 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
             format_time(time_ns)
         )?;
         writeln!(self.out, "#")?;
-        writeln!(self.out, "#            TASK-PID     CPU#    TIMESTAMP  TARGET ACCESS IP")?;
-        writeln!(self.out, "#               | |         |         |         |     |     |")?;
+        writeln!(
+            self.out,
+            "#            TASK-PID     CPU#    TIMESTAMP  TARGET ACCESS IP"
+        )?;
+        writeln!(
+            self.out,
+            "#               | |         |         |         |     |     |"
+        )?;
         self.out.flush()
     }
 
@@ -90,7 +101,11 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
             hit.watch.label,
             hit.watch.access.letters()
         )?;
-        let ip_context = if s.in_kernel() { Context::Kernel } else { Context::User };
+        let ip_context = if s.in_kernel() {
+            Context::Kernel
+        } else {
+            Context::User
+        };
         write_addr(&mut self.out, s.ip, ip_context, hit)?;
         writeln!(self.out)?;
         for f in &s.frames {
@@ -104,12 +119,19 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
     fn event(&mut self, event: &StreamEvent, time_ns: u64) -> io::Result<()> {
         let t = format_time(time_ns);
         match event {
-            StreamEvent::Lost { cpu, count } => writeln!(self.out, "# lost {count} events on cpu {cpu} at {t}"),
+            StreamEvent::Lost { cpu, count } => {
+                writeln!(self.out, "# lost {count} events on cpu {cpu} at {t}")
+            }
             StreamEvent::CpuOffline { cpu } => writeln!(self.out, "# cpu {cpu} offline at {t}"),
-            StreamEvent::CpuOnline { cpu } => writeln!(self.out, "# cpu {cpu} online: armed at {t}"),
+            StreamEvent::CpuOnline { cpu } => {
+                writeln!(self.out, "# cpu {cpu} online: armed at {t}")
+            }
             StreamEvent::CpuArmFailed { cpu, reason } => {
                 writeln!(self.out, "# cpu {cpu} online: NOT armed at {t}: {reason}")?;
-                writeln!(self.err, "ksymwatch: cpu {cpu} came online but could not be armed: {reason}")
+                writeln!(
+                    self.err,
+                    "ksymwatch: cpu {cpu} came online but could not be armed: {reason}"
+                )
             }
         }
     }
@@ -120,12 +142,20 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
 
     fn finish(&mut self, summary: &Summary) -> io::Result<()> {
         self.out.flush()?;
-        let by_cpu: Vec<String> = summary.hits_by_cpu.iter().map(|(c, n)| format!("cpu{c} {n}")).collect();
+        let by_cpu: Vec<String> = summary
+            .hits_by_cpu
+            .iter()
+            .map(|(c, n)| format!("cpu{c} {n}"))
+            .collect();
         write!(
             self.err,
             "ksymwatch: {} hits ({}), {} lost, {:.3}s",
             summary.hits(),
-            if by_cpu.is_empty() { "none".to_string() } else { by_cpu.join(", ") },
+            if by_cpu.is_empty() {
+                "none".to_string()
+            } else {
+                by_cpu.join(", ")
+            },
             summary.lost(),
             summary.elapsed.as_secs_f64()
         )?;
@@ -134,7 +164,11 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
         }
         writeln!(self.err)?;
         if summary.lost() > 0 {
-            let lost: Vec<String> = summary.lost_by_cpu.iter().map(|(c, n)| format!("cpu{c} {n}")).collect();
+            let lost: Vec<String> = summary
+                .lost_by_cpu
+                .iter()
+                .map(|(c, n)| format!("cpu{c} {n}"))
+                .collect();
             writeln!(
                 self.err,
                 "ksymwatch: WARNING: {} events lost ({}); use a larger --buffer-pages",
@@ -171,32 +205,63 @@ ffffffff81000300 T end_marker
             412_123_456_789,
             0x7ffd0000,
             1,
-            &[encode::KERNEL, 0xffffffff81000077, 0xffffffff810001bb, 0xffffffffdead0000, encode::USER, 0x401000],
+            &[
+                encode::KERNEL,
+                0xffffffff81000077,
+                0xffffffff810001bb,
+                0xffffffffdead0000,
+                encode::USER,
+                0x401000,
+            ],
         );
-        let Record::Sample(sample) = decode(&bytes, SAMPLE_TYPE).unwrap() else { panic!() };
-        let watch = Watch { label: "0x7ffd0000".into(), addr: 0x7ffd0000, len: 8, access: Access::Write };
+        let Record::Sample(sample) = decode(&bytes, SAMPLE_TYPE).unwrap() else {
+            panic!()
+        };
+        let watch = Watch {
+            label: "0x7ffd0000".into(),
+            addr: 0x7ffd0000,
+            len: 8,
+            access: Access::Write,
+        };
         let mut p = Ftrace::new(Vec::new(), Vec::new());
-        p.hit(&Hit { sample: &sample, watch: &watch, comm: "reader", symbols: &table }).unwrap();
+        p.hit(&Hit {
+            sample: &sample,
+            watch: &watch,
+            comm: "reader",
+            symbols: &table,
+        })
+        .unwrap();
         let (out, _) = p.into_inner();
         let text = String::from_utf8(out).unwrap();
-        let expected = "\
-          reader-1235    [001]   412.123456: 0x7ffd0000 W ip=read_zero+0x77/0x100
- => read_zero+0x77/0x100
- => vfs_read+0xbb/0x100
- => 0xffffffffdead0000
- => 0x401000 [reader]
-";
+        let expected = concat!(
+            "          reader-1235    [001]   412.123456: 0x7ffd0000 W ip=read_zero+0x77/0x100\n",
+            " => read_zero+0x77/0x100\n",
+            " => vfs_read+0xbb/0x100\n",
+            " => 0xffffffffdead0000\n",
+            " => 0x401000 [reader]\n",
+        );
         assert_eq!(text, expected);
     }
 
     #[test]
     fn header_armed_events_and_summary() {
-        let watch = Watch { label: "x".into(), addr: 0xffffffff83003e00, len: 8, access: Access::ReadWrite };
+        let watch = Watch {
+            label: "x".into(),
+            addr: 0xffffffff83003e00,
+            len: 8,
+            access: Access::ReadWrite,
+        };
         let cpus: BTreeSet<u32> = [0, 1].into();
         let mut p = Ftrace::new(Vec::new(), Vec::new());
-        p.header(&Header { watches: std::slice::from_ref(&watch), cpus: &cpus, source: "kallsyms /proc/kallsyms" }).unwrap();
+        p.header(&Header {
+            watches: std::slice::from_ref(&watch),
+            cpus: &cpus,
+            source: "kallsyms /proc/kallsyms",
+        })
+        .unwrap();
         p.armed(2, &cpus, 5_000_001_000).unwrap();
-        p.event(&StreamEvent::Lost { cpu: 1, count: 3 }, 6_000_000_000).unwrap();
+        p.event(&StreamEvent::Lost { cpu: 1, count: 3 }, 6_000_000_000)
+            .unwrap();
         let mut summary = Summary::default();
         summary.hits_by_cpu.insert(0, 5);
         summary.lost_by_cpu.insert(1, 3);

@@ -33,11 +33,21 @@ pub struct Hit<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamEvent {
     /// The kernel dropped records on this CPU's ring.
-    Lost { cpu: u32, count: u64 },
-    CpuOffline { cpu: u32 },
-    CpuOnline { cpu: u32 },
+    Lost {
+        cpu: u32,
+        count: u64,
+    },
+    CpuOffline {
+        cpu: u32,
+    },
+    CpuOnline {
+        cpu: u32,
+    },
     /// A CPU came online but could not be armed; retried on the next reconcile.
-    CpuArmFailed { cpu: u32, reason: String },
+    CpuArmFailed {
+        cpu: u32,
+        reason: String,
+    },
 }
 
 /// Why the session ended.

@@ -101,7 +101,11 @@ pub enum LookupError {
     },
     /// No symbol of that name, and the table holds no data symbols at all (kallsyms without
     /// CONFIG_KALLSYMS_ALL), so the variable may well exist but cannot be found here.
-    NoDataSymbols { name: String },
+    /// `suggestions` are close names that do exist (often a typo of a text symbol).
+    NoDataSymbols {
+        name: String,
+        suggestions: Vec<String>,
+    },
     /// Several symbols share the name (file-local statics); `candidates` are their addresses in table order.
     Ambiguous {
         name: String,
@@ -125,13 +129,27 @@ impl fmt::Display for LookupError {
                 }
                 Ok(())
             }
-            LookupError::NoDataSymbols { name } => write!(
-                f,
-                "symbol `{name}` not found: this kernel's kallsyms has no data symbols (CONFIG_KALLSYMS_ALL is off); \
-                 pass --vmlinux FILE or --system-map FILE for this kernel, or give the address as 0xADDR"
-            ),
+            LookupError::NoDataSymbols { name, suggestions } => {
+                write!(
+                    f,
+                    "symbol `{name}` not found: this kernel's kallsyms has no data symbols (CONFIG_KALLSYMS_ALL is off); \
+                     pass --vmlinux FILE or --system-map FILE for this kernel, or give the address as 0xADDR"
+                )?;
+                if !suggestions.is_empty() {
+                    write!(
+                        f,
+                        " (close names that do exist: {})",
+                        suggestions.join(", ")
+                    )?;
+                }
+                Ok(())
+            }
             LookupError::Ambiguous { name, candidates } => {
-                write!(f, "symbol `{name}` is ambiguous ({} symbols):", candidates.len())?;
+                write!(
+                    f,
+                    "symbol `{name}` is ambiguous ({} symbols):",
+                    candidates.len()
+                )?;
                 for (i, (addr, ty)) in candidates.iter().enumerate() {
                     write!(f, " {name}@{i}=0x{addr:x} ({ty})")?;
                 }

@@ -161,6 +161,7 @@ impl SymbolTable {
             } else {
                 LookupError::NoDataSymbols {
                     name: name.to_string(),
+                    suggestions: self.suggest(name, 3),
                 }
             }),
             (n, Some(i)) if i >= n => Err(LookupError::BadIndex {
@@ -226,10 +227,15 @@ impl SymbolTable {
         let offset = addr - symbol.addr;
         match symbol.size {
             Some(size) if offset >= size => None,
+            // An unsized symbol (the last one of a table) must not swallow every higher address.
+            None if offset >= MAX_UNSIZED_SPAN => None,
             _ => Some(Symbolized { symbol, offset }),
         }
     }
 }
+
+/// How far past an unsized symbol an address may lie and still be attributed to it.
+const MAX_UNSIZED_SPAN: u64 = 0x10000;
 
 /// Levenshtein distance, or `None` once it must exceed `limit` (keeps suggestion scans over 100k names fast).
 fn bounded_edit_distance(a: &str, b: &str, limit: usize) -> Option<usize> {

@@ -1,0 +1,3 @@
+//! One module per subcommand: each turns parsed arguments into work and an exit status.
+
+pub mod watch;

@@ -44,6 +44,22 @@ impl Comms {
         Some(text.trim_end_matches('\n').to_string())
     }
 
+    /// Learns the name of every task alive now. Run right after arming: together with the FORK and COMM
+    /// records that follow, every task that can hit has a name even if it exits before its hit is printed.
+    pub fn scan_all(&mut self) {
+        let Ok(procs) = std::fs::read_dir(&self.proc_root) else { return };
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else { continue };
+            for t in tasks.flatten() {
+                let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+                if let Some(name) = self.read(pid, tid) {
+                    self.names.insert(tid, name);
+                }
+            }
+        }
+    }
+
     /// A task was renamed (exec, prctl).
     pub fn set(&mut self, tid: u32, comm: &str) {
         self.names.insert(tid, comm.to_string());
@@ -77,6 +93,9 @@ mod tests {
         std::fs::write(dir.join("10/task/11/comm"), "writer\n").unwrap();
         let mut c = Comms::new(&dir);
         assert_eq!(c.name(0, 0), "<idle>");
+        let mut scanned = Comms::new(&dir);
+        scanned.scan_all();
+        assert_eq!(scanned.names.get(&11).map(String::as_str), Some("writer"));
         assert_eq!(c.name(10, 11), "writer");
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(c.name(10, 11), "writer", "cached after the task is gone");

@@ -89,6 +89,8 @@ impl<'a, O: Output> Session<'a, O> {
                 .add(fd, TOKEN_UEVENT)
                 .map_err(|e| Error::runtime(format!("epoll: {e}")))?;
         }
+        let mut comms = Comms::default();
+        comms.scan_all();
         Ok(Session {
             watches,
             symbols,
@@ -98,7 +100,7 @@ impl<'a, O: Output> Session<'a, O> {
             epoll,
             signals,
             hotplug,
-            comms: Comms::default(),
+            comms,
             summary: Summary::default(),
             limits,
             batch: Vec::new(),

@@ -141,7 +141,8 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
     }
 
     fn finish(&mut self, summary: &Summary) -> io::Result<()> {
-        self.out.flush()?;
+        // The summary goes out even when stdout is gone (`| head`): that is exactly when it says why we stopped.
+        let flushed = self.out.flush();
         let by_cpu: Vec<String> = summary
             .hits_by_cpu
             .iter()
@@ -176,7 +177,8 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 lost.join(", ")
             )?;
         }
-        self.err.flush()
+        self.err.flush()?;
+        flushed
     }
 }
 

@@ -1,0 +1,311 @@
+//! Shared support for the live tests: a machine-wide lock (debug registers and CPU hotplug are shared by
+//! every test process, including other checkouts' test runs), C helpers built with gcc, and a handle on a
+//! running ksymwatch that parses its ftrace-style output.
+
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_ksymwatch");
+
+/// Held for the whole of a live test: only one test on this machine may arm breakpoints or touch hotplug.
+pub struct LiveLock(File);
+
+/// Takes the machine-wide live-test lock, or returns `None` (after printing why) when this machine cannot
+/// run live breakpoint tests at all.
+pub fn live() -> Option<LiveLock> {
+    if let Some(why) = cannot_run_live() {
+        eprintln!("SKIP: {why}");
+        return None;
+    }
+    let f = File::create("/tmp/ksymwatch-live-tests.lock").expect("create lock file");
+    // SAFETY: flock on a descriptor we own; blocks until the lock is free.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(rc, 0, "flock: {}", std::io::Error::last_os_error());
+    Some(LiveLock(f))
+}
+
+fn cannot_run_live() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("live breakpoint tests need root".into());
+    }
+    if !Path::new("/sys/bus/event_source/devices/breakpoint").exists() {
+        return Some("this kernel has no breakpoint PMU".into());
+    }
+    None
+}
+
+/// A C helper from tests/helpers, compiled once per test binary.
+pub fn helper(name: &str) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("ksymwatch-helpers-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("helper dir");
+        d
+    });
+    let out = dir.join(name);
+    if !out.exists() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/helpers").join(format!("{name}.c"));
+        let status = Command::new("gcc")
+            .args(["-O1", "-fno-omit-frame-pointer", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .status()
+            .expect("gcc must be installed to build the live-test helpers");
+        assert!(status.success(), "building {}", src.display());
+    }
+    out
+}
+
+pub fn online_cpus() -> Vec<u32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").expect("online cpus");
+    let mut v = Vec::new();
+    for part in text.trim().split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => v.extend(a.parse::<u32>().unwrap()..=b.parse::<u32>().unwrap()),
+            None => v.push(part.parse().unwrap()),
+        }
+    }
+    v
+}
+
+/// The writer helper, started and waiting for "go".
+pub struct Writer {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    pub addr: u64,
+    pub pid: u32,
+    pub tid: u32,
+}
+
+impl Writer {
+    pub fn start(args: &[&str]) -> Writer {
+        let mut child = Command::new(helper("writer"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start writer");
+        let stdin = child.stdin.take();
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("writer banner");
+        let field = |k: &str| -> String {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(k))
+                .unwrap_or_else(|| panic!("no {k} in {line:?}"))
+                .to_string()
+        };
+        let addr = u64::from_str_radix(field("addr=").trim_start_matches("0x"), 16).unwrap();
+        let pid = field("pid=").parse().unwrap();
+        let tid = field("tid=").parse().unwrap();
+        Writer { child, stdin, stdout, addr, pid, tid }
+    }
+
+    /// Tells the helper to do its work and waits until it reports done; returns lines it printed on the way.
+    pub fn go(&mut self) -> Vec<String> {
+        self.send("go");
+        self.read_until("done")
+    }
+
+    pub fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn read_until(&mut self, want: &str) -> Vec<String> {
+        let mut lines = Vec::new();
+        loop {
+            let mut line = String::new();
+            let n = self.stdout.read_line(&mut line).unwrap();
+            assert!(n > 0, "writer exited before `{want}`; got {lines:?}");
+            let line = line.trim_end().to_string();
+            if line == want {
+                return lines;
+            }
+            lines.push(line);
+        }
+    }
+
+    pub fn finish(mut self) {
+        self.stdin.take();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.stdin.take();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One hit line of the ftrace-style output, with its chain.
+#[derive(Debug, Clone)]
+pub struct HitLine {
+    pub comm: String,
+    pub tid: u32,
+    pub cpu: u32,
+    pub time: String,
+    pub target: String,
+    pub access: String,
+    pub ip: String,
+    pub chain: Vec<String>,
+}
+
+/// Parses `<comm>-<tid> [<cpu>] <time>: <target> <W|RW> ip=<...>` lines and their ` => ` frames.
+pub fn parse_hits(out: &str) -> Vec<HitLine> {
+    let mut hits: Vec<HitLine> = Vec::new();
+    for line in out.lines() {
+        if let Some(frame) = line.strip_prefix(" => ") {
+            hits.last_mut().expect("frame before any hit").chain.push(frame.to_string());
+            continue;
+        }
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let open = line.find(" [").unwrap_or_else(|| panic!("not a hit line: {line:?}"));
+        let (who, rest) = line.split_at(open);
+        let (comm, tid) = who.trim().rsplit_once('-').expect("comm-tid");
+        let close = rest.find("] ").expect("cpu column");
+        let cpu = rest[2..close].parse().expect("cpu number");
+        let rest = &rest[close + 2..];
+        let (time, rest) = rest.trim_start().split_once(": ").expect("timestamp");
+        let mut parts = rest.split(' ');
+        let target = parts.next().expect("target").to_string();
+        let access = parts.next().expect("access").to_string();
+        let ip = parts.next().expect("ip").trim_start_matches("ip=").to_string();
+        hits.push(HitLine {
+            comm: comm.to_string(),
+            tid: tid.parse().expect("tid"),
+            cpu,
+            time: time.to_string(),
+            target,
+            access,
+            ip,
+            chain: Vec::new(),
+        });
+    }
+    hits
+}
+
+/// A running ksymwatch whose stdout we have read up to and including `# armed`.
+pub struct Tracer {
+    pub child: Child,
+    pub header: String,
+    stdout: Option<BufReader<ChildStdout>>,
+}
+
+impl Tracer {
+    /// Starts ksymwatch with `args` and waits for its `# armed` line (panics with its stderr if it exits first).
+    pub fn start(args: &[&str]) -> Tracer {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start ksymwatch");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut header = String::new();
+        loop {
+            let mut line = String::new();
+            let n = stdout.read_line(&mut line).unwrap();
+            if n == 0 {
+                let mut err = String::new();
+                child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+                let status = child.wait().unwrap();
+                panic!("ksymwatch {args:?} exited ({status}) before `# armed`:\n{header}\nstderr: {err}");
+            }
+            header.push_str(&line);
+            if line.starts_with("# armed") {
+                break;
+            }
+        }
+        Tracer { child, header, stdout: Some(stdout) }
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, sig);
+        }
+    }
+
+    /// Reads lines until `pred` matches one (or the output ends); returns everything read.
+    pub fn read_until(&mut self, pred: impl Fn(&str) -> bool) -> String {
+        let mut text = String::new();
+        let stdout = self.stdout.as_mut().expect("stdout");
+        loop {
+            let mut line = String::new();
+            if stdout.read_line(&mut line).unwrap() == 0 {
+                return text;
+            }
+            let hit = pred(&line);
+            text.push_str(&line);
+            if hit {
+                return text;
+            }
+        }
+    }
+
+    /// Waits for exit (bounded, so a hung tracer fails the test instead of hanging it); returns
+    /// (exit code, rest of stdout, stderr).
+    pub fn wait(mut self, limit: Duration) -> (i32, String, String) {
+        let mut out = String::new();
+        if let Some(mut s) = self.stdout.take() {
+            let pid = self.child.id() as i32;
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+            let watchdog = std::thread::spawn(move || {
+                if done_rx.recv_timeout(limit).is_err() {
+                    // SAFETY: kill our own hung child so the read below ends and the test fails visibly.
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+            });
+            s.read_to_string(&mut out).unwrap();
+            let _ = done_tx.send(());
+            let _ = watchdog.join();
+        }
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            e.read_to_string(&mut err).unwrap();
+        }
+        let status = self.child.wait().unwrap();
+        (status.code().unwrap_or(-1), out, err)
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs ksymwatch to completion; returns (exit code, stdout, stderr).
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN).args(args).output().expect("run ksymwatch");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+impl Tracer {
+    /// Closes our end of ksymwatch's stdout, as `| head` does when it has read enough.
+    pub fn close_stdout(&mut self) {
+        self.stdout.take();
+    }
+}

@@ -1,0 +1,75 @@
+// Test helper for ksymwatch's live tests: a process whose writes (or the kernel's writes on its behalf) land
+// on an address the test watches. It prints its address and ids, waits for the test to say "go" on stdin
+// (after ksymwatch printed `# armed`), does the work pinned to one CPU, says "done", and exits on EOF.
+//
+//   writer write N CPU   store N times into a global
+//   writer read  N CPU   read() 8 bytes from /dev/zero into the global N times (kernel writes user memory)
+//   writer spin  CPU     store continuously until stdin closes (hotplug churn tests)
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <poll.h>
+
+volatile unsigned long target_var __attribute__((aligned(64)));
+
+static void pin(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) {
+        perror("sched_setaffinity");
+        exit(2);
+    }
+}
+
+static void wait_line(void) {
+    char buf[64];
+    if (!fgets(buf, sizeof buf, stdin)) exit(0);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: writer write|read N CPU | spin CPU\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    int spin = strcmp(mode, "spin") == 0;
+    long n = spin ? 0 : atol(argv[2]);
+    int cpu = atoi(spin ? argv[2] : argv[3]);
+    printf("addr=%p pid=%d tid=%ld\n", (void *)&target_var, getpid(), (long)syscall(SYS_gettid));
+    fflush(stdout);
+    pin(cpu);
+    wait_line();
+    if (strcmp(mode, "write") == 0) {
+        for (long i = 0; i < n; i++) target_var = i;
+    } else if (strcmp(mode, "read") == 0) {
+        int fd = open("/dev/zero", O_RDONLY);
+        if (fd < 0) { perror("open"); return 2; }
+        for (long i = 0; i < n; i++) {
+            if (read(fd, (void *)&target_var, sizeof target_var) != sizeof target_var) { perror("read"); return 2; }
+        }
+        close(fd);
+    } else if (spin) {
+        // Report each completed store count on request so the test can compare with what ksymwatch saw.
+        struct pollfd p = { .fd = 0, .events = POLLIN };
+        unsigned long i = 0;
+        for (;;) {
+            for (int k = 0; k < 1000; k++) target_var = ++i;
+            if (poll(&p, 1, 1) > 0) break;
+        }
+        printf("stores=%lu\n", i);
+        fflush(stdout);
+    } else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        return 2;
+    }
+    printf("done\n");
+    fflush(stdout);
+    wait_line();
+    return 0;
+}

@@ -246,7 +246,7 @@ impl<'a, O: Output> Session<'a, O> {
     /// Brings the armed set in line with what hotplug reports: drains and closes the events of CPUs that went
     /// away, opens fresh ones on CPUs that came (a dead CPU-bound event never revives, see kernel-facts).
     fn apply(&mut self, changes: crate::hotplug::Changes) -> Result<Option<StopReason>> {
-        for cpu in changes.offline {
+        for &cpu in &changes.offline {
             if let Some(mut evs) = self.events.remove(&cpu) {
                 // Whatever the CPU wrote before it left is still in its ring.
                 for ev in evs.iter_mut() {
@@ -269,7 +269,7 @@ impl<'a, O: Output> Session<'a, O> {
                 }
             }
         }
-        for cpu in changes.online {
+        for &cpu in &changes.online {
             if self.events.contains_key(&cpu) {
                 continue;
             }
@@ -283,7 +283,12 @@ impl<'a, O: Output> Session<'a, O> {
                         }
                         self.events.insert(cpu, evs);
                         self.unarmable.remove(&cpu);
-                        StreamEvent::CpuOnline { cpu }
+                        StreamEvent::CpuOnline {
+                            cpu,
+                            after_uevent_ns: changes
+                                .uevent_ns
+                                .map(|t| sys::monotonic_ns().saturating_sub(t)),
+                        }
                     }
                     Err(e) => match self.arm_failed(cpu, &e)? {
                         Some(ev) => ev,

@@ -40,8 +40,10 @@ pub enum StreamEvent {
     CpuOffline {
         cpu: u32,
     },
+    /// Armed a fresh event on a CPU that came online; `after_uevent_ns` is how long after its uevent.
     CpuOnline {
         cpu: u32,
+        after_uevent_ns: Option<u64>,
     },
     /// A CPU came online but could not be armed; retried on the next reconcile.
     CpuArmFailed {

@@ -228,7 +228,8 @@ mod tests {
             plan(&set(&[0, 1]), &set(&[0]), &set(&[]), None),
             Changes {
                 offline: vec![1],
-                online: vec![]
+                online: vec![],
+                uevent_ns: None
             }
         );
         // cpu1 came back.
@@ -236,7 +237,8 @@ mod tests {
             plan(&set(&[0]), &set(&[0, 1]), &set(&[]), None),
             Changes {
                 offline: vec![],
-                online: vec![1]
+                online: vec![1],
+                uevent_ns: None
             }
         );
         // cpu1 bounced between two looks: its event is dead, replace it.
@@ -244,7 +246,8 @@ mod tests {
             plan(&set(&[0, 1]), &set(&[0, 1]), &set(&[1]), None),
             Changes {
                 offline: vec![1],
-                online: vec![1]
+                online: vec![1],
+                uevent_ns: None
             }
         );
         // --cpus 0: cpu1 is never armed.

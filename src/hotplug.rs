@@ -128,15 +128,14 @@ impl Hotplug {
         if let Some(sock) = &self.socket {
             loop {
                 match sys::recv(sock.as_fd(), &mut self.buf) {
-                    Ok(Some(n)) => match parse_uevent(&self.buf[..n]) {
-                        Some(CpuChange::Offline(cpu)) => {
+                    Ok(Some(n)) => {
+                        // Any uevent starts the clock: a CPU's cpuid `add` comes just before its `online`, and
+                        // the reconcile it triggers may already see the CPU in sysfs and arm it.
+                        seen.get_or_insert_with(sys::monotonic_ns);
+                        if let Some(CpuChange::Offline(cpu)) = parse_uevent(&self.buf[..n]) {
                             bounced.insert(cpu);
                         }
-                        Some(CpuChange::Online(_)) => {
-                            seen.get_or_insert_with(sys::monotonic_ns);
-                        }
-                        None => {}
-                    },
+                    }
                     Ok(None) => break,
                     // ENOBUFS: messages were dropped; the reconcile below recovers the state.
                     Err(_) => break,

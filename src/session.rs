@@ -273,7 +273,10 @@ impl<'a, O: Output> Session<'a, O> {
             if self.events.contains_key(&cpu) {
                 continue;
             }
-            let event = match crate::arm::open_cpu(self.watches, cpu, &self.cfg) {
+            let open_start = sys::monotonic_ns();
+            let opened = crate::arm::open_cpu(self.watches, cpu, &self.cfg);
+            let open_ns = sys::monotonic_ns().saturating_sub(open_start);
+            let event = match opened {
                 Ok(evs) => match evs.iter().try_for_each(|e| e.enable()) {
                     Ok(()) => {
                         for ev in &evs {
@@ -288,6 +291,7 @@ impl<'a, O: Output> Session<'a, O> {
                             after_uevent_ns: changes
                                 .uevent_ns
                                 .map(|t| sys::monotonic_ns().saturating_sub(t)),
+                            open_ns,
                         }
                     }
                     Err(e) => match self.arm_failed(cpu, &e)? {

@@ -126,10 +126,16 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
             StreamEvent::CpuOnline {
                 cpu,
                 after_uevent_ns,
+                open_ns,
             } => {
                 write!(self.out, "# cpu {cpu} online: armed at {t}")?;
                 if let Some(ns) = after_uevent_ns {
-                    write!(self.out, " ({:.3} ms after its uevent)", *ns as f64 / 1e6)?;
+                    write!(
+                        self.out,
+                        " ({:.3} ms after its uevent, {:.3} ms of it in perf_event_open)",
+                        *ns as f64 / 1e6,
+                        *open_ns as f64 / 1e6
+                    )?;
                 }
                 writeln!(self.out)
             }

@@ -65,14 +65,26 @@ pub struct WatchArgs {
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            // One line, like every other error, so scripts can log it as is: clap's message up to its first
+            // blank line, folded.
+            let text = e.render().to_string();
+            let message: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let message = message.join(" ");
+            eprintln!(
+                "ksymwatch: {}; see `ksymwatch --help`",
+                message.trim_end_matches('.')
+            );
+            return crate::error::ExitCode::Usage as i32;
+        }
         Err(e) => {
-            let code = if e.use_stderr() {
-                crate::error::ExitCode::Usage as i32
-            } else {
-                0
-            };
+            // --help and --version go to stdout and are not errors.
             let _ = e.print();
-            return code;
+            return 0;
         }
     };
     match run(cli) {

@@ -16,6 +16,7 @@ pub mod duration;
 pub mod error;
 pub mod hotplug;
 pub mod output;
+pub mod privilege;
 pub mod record;
 pub mod ring;
 pub mod session;

@@ -28,6 +28,13 @@ pub enum Command {
     Write(WatchArgs),
     /// Report every read or write of TARGET (x86 has no read-only watchpoints).
     Rw(WatchArgs),
+    /// Show what this machine allows: breakpoint PMU, privileges, free debug registers, symbols, hotplug.
+    /// Exit 0 when a watch can work here, 4 when it cannot.
+    Check {
+        /// One JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -100,5 +107,6 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Write(args) => cmd::watch::run(args, Access::Write),
         Command::Rw(args) => cmd::watch::run(args, Access::ReadWrite),
+        Command::Check { json } => cmd::check::run(json),
     }
 }

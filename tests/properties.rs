@@ -1,0 +1,108 @@
+//! Property tests for every parser that takes input from a user, a file or the kernel: none may panic on
+//! any input, and what the encoders write must decode to the same values. CI runs the default number of
+//! cases; `scripts/fuzz.sh` runs many more.
+
+use ksymwatch::{cpulist, hotplug, record, target};
+use ksymwatch_symbols::kallsyms;
+use proptest::prelude::*;
+use std::path::Path;
+
+proptest! {
+    #[test]
+    fn target_parser_never_panics(s in ".{0,64}") {
+        let _ = target::parse(&s);
+    }
+
+    #[test]
+    fn target_parser_never_panics_on_grammar_soup(s in "[a-z_0-9x.+/@\\[\\]]{0,40}") {
+        let _ = target::parse(&s);
+    }
+
+    #[test]
+    fn symbol_plus_offset_len_round_trips(
+        name in "[a-z_][a-z0-9_]{0,20}",
+        off in any::<u32>(),
+        hex in any::<bool>(),
+        len in prop::sample::select(vec![1u8, 2, 4, 8]),
+    ) {
+        let off_text = if hex { format!("0x{off:x}") } else { off.to_string() };
+        let t = target::parse(&format!("{name}+{off_text}/{len}")).unwrap();
+        prop_assert_eq!(t.base, target::Base::Symbol { name: name.clone(), index: None });
+        prop_assert_eq!(t.offset, u64::from(off));
+        prop_assert_eq!(t.len, Some(len));
+    }
+
+    #[test]
+    fn kallsyms_parser_never_panics(s in "(?s).{0,300}") {
+        let _ = kallsyms::parse(&s, Path::new("fuzz"));
+    }
+
+    #[test]
+    fn kallsyms_lines_round_trip(
+        syms in prop::collection::vec((any::<u64>(), "[TtDdBbRrWw]", "[A-Za-z_][A-Za-z0-9_.]{0,30}"), 1..50)
+    ) {
+        let text: String = syms.iter().map(|(a, t, n)| format!("{a:016x} {t} {n}\n")).collect();
+        let parsed = kallsyms::parse(&text, Path::new("fuzz")).unwrap();
+        prop_assert_eq!(parsed.len(), syms.len());
+        for (p, (a, t, n)) in parsed.iter().zip(&syms) {
+            prop_assert_eq!(p.addr, *a);
+            prop_assert_eq!(p.type_char.to_string(), t.clone());
+            prop_assert_eq!(&p.name, n);
+        }
+    }
+
+    #[test]
+    fn record_decoder_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..256), st in any::<u64>()) {
+        let _ = record::decode(&bytes, st);
+        let _ = record::decode(&bytes, record::SAMPLE_TYPE);
+    }
+
+    #[test]
+    fn record_decoder_survives_hostile_headers(
+        kind in prop::sample::select(vec![record::RECORD_SAMPLE, record::RECORD_LOST, record::RECORD_COMM, record::RECORD_FORK, record::RECORD_EXIT, 77]),
+        size in any::<u16>(),
+        body in prop::collection::vec(any::<u8>(), 0..200),
+    ) {
+        let mut b = kind.to_ne_bytes().to_vec();
+        b.extend_from_slice(&0u16.to_ne_bytes());
+        b.extend_from_slice(&size.to_ne_bytes());
+        b.extend_from_slice(&body);
+        let _ = record::decode(&b, record::SAMPLE_TYPE);
+    }
+
+    #[test]
+    fn samples_round_trip(
+        ip in any::<u64>(), pid in any::<u32>(), tid in any::<u32>(), time in any::<u64>(),
+        addr in any::<u64>(), cpu in any::<u32>(),
+        kernel in prop::collection::vec(0xffff_8000_0000_0000u64..0xffff_ffff_0000_0000, 0..8),
+        user in prop::collection::vec(0x1000u64..0x7fff_ffff_ffff, 0..8),
+    ) {
+        let mut chain = vec![record::encode::KERNEL];
+        chain.extend(&kernel);
+        chain.push(record::encode::USER);
+        chain.extend(&user);
+        let bytes = record::encode::sample(ip, pid, tid, time, addr, cpu, &chain);
+        let record::Record::Sample(s) = record::decode(&bytes, record::SAMPLE_TYPE).unwrap() else {
+            panic!("not a sample");
+        };
+        prop_assert_eq!((s.ip, s.pid, s.tid, s.time, s.addr, s.cpu), (ip, pid, tid, time, addr, cpu));
+        prop_assert_eq!(s.frames.len(), kernel.len() + user.len());
+        prop_assert!(s.frames[..kernel.len()].iter().all(|f| f.context == record::Context::Kernel));
+        prop_assert!(s.frames[kernel.len()..].iter().all(|f| f.context == record::Context::User));
+    }
+
+    #[test]
+    fn uevent_parser_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
+        let _ = hotplug::parse_uevent(&bytes);
+    }
+
+    #[test]
+    fn cpu_lists_round_trip(cpus in prop::collection::btree_set(0u32..512, 0..64)) {
+        prop_assert_eq!(cpulist::parse(&cpulist::format(&cpus)), Some(cpus));
+    }
+
+    #[test]
+    fn cpu_list_parser_never_panics(s in "[0-9,\\- ]{0,30}") {
+        let _ = cpulist::parse(&s);
+    }
+}

@@ -131,6 +131,49 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
             (addr, len, label)
         }
     };
+    checked(target, access, addr, len, label, warnings)
+}
+
+/// A watch on what a vmlinux or System.map resolved (`crate::symsource::resolve`): `addr` is where to arm,
+/// `size` the bytes from there to the end of the object (DWARF size of a member, or the symbol's size).
+pub fn from_resolved(
+    target: &Target,
+    access: Access,
+    r: &ksymwatch_symbols::Resolved,
+    addr: u64,
+) -> Result<Resolved> {
+    let mut warnings = Vec::new();
+    if r.symbol.kind() == SymbolKind::Text && access == Access::Write {
+        warnings.push(format!(
+            "`{}` is a text symbol ({}): nothing writes to code, so expect no hits; data symbols have type D/d, B/b or R/r",
+            r.symbol.name, r.type_char
+        ));
+    }
+    let room = r.size.filter(|&s| s > 0).map_or(8, |s| s.min(8));
+    let len = match target.len {
+        Some(len) => {
+            if u64::from(len) > room {
+                warnings.push(format!(
+                    "`{}` is {room} bytes but /{len} watches {len}: accesses to the bytes after it hit too",
+                    r.target
+                ));
+            }
+            len
+        }
+        None => natural_len(addr, room),
+    };
+    checked(target, access, addr, len, r.target.clone(), warnings)
+}
+
+/// The checks every watch passes, however it was resolved: a debug register can hold it.
+fn checked(
+    target: &Target,
+    access: Access,
+    addr: u64,
+    len: u8,
+    label: String,
+    warnings: Vec<String>,
+) -> Result<Resolved> {
     if addr == 0 {
         return Err(Error::usage(format!(
             "`{}`: address 0 cannot be watched",

@@ -317,11 +317,13 @@ impl FileSymbols {
 
     /// `--lines`: the vmlinux's line tables, built now so a file without them fails before arming.
     pub fn line_source(&self) -> Result<crate::frames::VmlinuxLines<'_>> {
+        let lines = crate::frames::VmlinuxLines::new(&self.resolver)
+            .map_err(|e| Error::usage(e.to_string()))?;
         if self.resolver.kernel_match().is_mismatch() {
             eprintln!(
                 "ksymwatch: warning: --lines with a vmlinux that is not the running kernel: file:line will be wrong"
             );
         }
-        crate::frames::VmlinuxLines::new(&self.resolver).map_err(|e| Error::usage(e.to_string()))
+        Ok(lines)
     }
 }

@@ -135,7 +135,7 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
 }
 
 /// A watch on what a vmlinux or System.map resolved (`crate::symsource::resolve`): `addr` is where to arm,
-/// `size` the bytes from there to the end of the object (DWARF size of a member, or the symbol's size).
+/// and `r.size` the bytes from there to the end of the object (a member's DWARF size, or the symbol's).
 pub fn from_resolved(
     target: &Target,
     access: Access,

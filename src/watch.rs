@@ -280,6 +280,52 @@ ffffffff83100000 D __stop_once
             .contains("--vmlinux"));
     }
 
+    fn dwarf(addr: u64, size: Option<u64>) -> ksymwatch_symbols::Resolved {
+        ksymwatch_symbols::Resolved {
+            target: "v.f".into(),
+            symbol: ksymwatch_symbols::Symbol {
+                name: "v".into(),
+                addr,
+                size,
+                type_char: 'D',
+                module: None,
+            },
+            offset: 0,
+            link_addr: Some(addr),
+            runtime_addr: Some(addr),
+            size,
+            section: Some(".data".into()),
+            type_char: 'D',
+            type_name: Some("char[3]".into()),
+            source: ksymwatch_symbols::Source::Vmlinux("vmlinux".into()),
+            kernel_match: ksymwatch_symbols::KernelMatch::Running,
+        }
+    }
+
+    #[test]
+    fn dwarf_sizes_set_the_default_length() {
+        let w = |text: &str, addr, size| {
+            from_resolved(
+                &parse(text).unwrap(),
+                Access::Write,
+                &dwarf(addr, size),
+                addr,
+            )
+        };
+        let base = 0xffffffff83000000;
+        assert_eq!(w("v.f", base, Some(3)).unwrap().watch.len, 2);
+        assert_eq!(w("v.f", base + 4, Some(65)).unwrap().watch.len, 4);
+        assert_eq!(w("v.f", base, Some(65)).unwrap().watch.len, 8);
+        assert_eq!(w("v.f", base + 1, None).unwrap().watch.len, 1);
+        let r = w("v.f/8", base, Some(2)).unwrap();
+        assert_eq!((r.watch.len, r.warnings.len()), (8, 1));
+        assert!(w("v.f/8", base + 2, Some(2))
+            .unwrap_err()
+            .message
+            .contains("naturally aligned"));
+        assert_eq!(w("v.f", base, Some(4)).unwrap().watch.label, "v.f");
+    }
+
     #[test]
     fn text_symbol_warns() {
         let r = go("do_thing").unwrap();

@@ -32,6 +32,13 @@ pub enum Command {
     Rw(WatchArgs),
     /// Print where TARGET is (addresses, size, section, type, which file answered) without arming anything.
     Resolve(ResolveArgs),
+    /// Show what this machine allows: breakpoint PMU, privileges, free debug registers, symbols, hotplug.
+    /// Exit 0 when a watch can work here, 4 when it cannot.
+    Check {
+        /// One JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -106,14 +113,26 @@ pub struct WatchArgs {
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            // One line, like every other error, so scripts can log it as is: clap's message up to its first
+            // blank line, folded.
+            let text = e.render().to_string();
+            let message: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let message = message.join(" ");
+            eprintln!(
+                "ksymwatch: {}; see `ksymwatch --help`",
+                message.trim_end_matches('.')
+            );
+            return crate::error::ExitCode::Usage as i32;
+        }
         Err(e) => {
-            let code = if e.use_stderr() {
-                crate::error::ExitCode::Usage as i32
-            } else {
-                0
-            };
+            // --help and --version go to stdout and are not errors.
             let _ = e.print();
-            return code;
+            return 0;
         }
     };
     match run(cli) {
@@ -130,5 +149,6 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Write(args) => cmd::watch::run(args, Access::Write),
         Command::Rw(args) => cmd::watch::run(args, Access::ReadWrite),
         Command::Resolve(args) => cmd::resolve::run(args),
+        Command::Check { json } => cmd::check::run(json),
     }
 }

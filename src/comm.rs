@@ -47,12 +47,20 @@ impl Comms {
     /// Learns the name of every task alive now. Run right after arming: together with the FORK and COMM
     /// records that follow, every task that can hit has a name even if it exits before its hit is printed.
     pub fn scan_all(&mut self) {
-        let Ok(procs) = std::fs::read_dir(&self.proc_root) else { return };
+        let Ok(procs) = std::fs::read_dir(&self.proc_root) else {
+            return;
+        };
         for p in procs.flatten() {
-            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-            let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else { continue };
+            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else {
+                continue;
+            };
             for t in tasks.flatten() {
-                let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+                let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                    continue;
+                };
                 if let Some(name) = self.read(pid, tid) {
                     self.names.insert(tid, name);
                 }

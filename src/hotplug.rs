@@ -52,6 +52,9 @@ pub struct Changes {
     pub offline: Vec<u32>,
     /// Open fresh events on these.
     pub online: Vec<u32>,
+    /// When the uevent that triggered this was read (CLOCK_MONOTONIC ns), so the mark can say how long arming
+    /// took; `None` for a timer reconcile.
+    pub uevent_ns: Option<u64>,
 }
 
 /// Pure reconcile: `armed` is what we hold, `online` what sysfs says, `bounced` CPUs reported offline since
@@ -73,7 +76,11 @@ pub fn plan(
         .filter(|c| follow.is_none_or(|f| f.contains(c)))
         .filter(|c| !armed.contains(c) || offline.contains(c))
         .collect();
-    Changes { offline, online }
+    Changes {
+        offline,
+        online,
+        uevent_ns: None,
+    }
 }
 
 pub struct Hotplug {
@@ -117,10 +124,14 @@ impl Hotplug {
     /// Reads every queued uevent and reconciles.
     pub fn on_readable(&mut self, armed: &BTreeSet<u32>) -> Changes {
         let mut bounced = BTreeSet::new();
+        let mut seen = None;
         if let Some(sock) = &self.socket {
             loop {
                 match sys::recv(sock.as_fd(), &mut self.buf) {
                     Ok(Some(n)) => {
+                        // Any uevent starts the clock: a CPU's cpuid `add` comes just before its `online`, and
+                        // the reconcile it triggers may already see the CPU in sysfs and arm it.
+                        seen.get_or_insert_with(sys::monotonic_ns);
                         if let Some(CpuChange::Offline(cpu)) = parse_uevent(&self.buf[..n]) {
                             bounced.insert(cpu);
                         }
@@ -131,7 +142,9 @@ impl Hotplug {
                 }
             }
         }
-        self.reconcile_with(armed, &bounced)
+        let mut changes = self.reconcile_with(armed, &bounced);
+        changes.uevent_ns = seen;
+        changes
     }
 
     pub fn reconcile_due(&self) -> bool {
@@ -149,7 +162,7 @@ impl Hotplug {
             // Without the online list, only act on what the uevents said.
             Err(_) => Changes {
                 offline: bounced.intersection(armed).copied().collect(),
-                online: Vec::new(),
+                ..Changes::default()
             },
         }
     }
@@ -214,7 +227,8 @@ mod tests {
             plan(&set(&[0, 1]), &set(&[0]), &set(&[]), None),
             Changes {
                 offline: vec![1],
-                online: vec![]
+                online: vec![],
+                uevent_ns: None
             }
         );
         // cpu1 came back.
@@ -222,7 +236,8 @@ mod tests {
             plan(&set(&[0]), &set(&[0, 1]), &set(&[]), None),
             Changes {
                 offline: vec![],
-                online: vec![1]
+                online: vec![1],
+                uevent_ns: None
             }
         );
         // cpu1 bounced between two looks: its event is dead, replace it.
@@ -230,7 +245,8 @@ mod tests {
             plan(&set(&[0, 1]), &set(&[0, 1]), &set(&[1]), None),
             Changes {
                 offline: vec![1],
-                online: vec![1]
+                online: vec![1],
+                uevent_ns: None
             }
         );
         // --cpus 0: cpu1 is never armed.

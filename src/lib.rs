@@ -18,6 +18,7 @@ pub mod error;
 pub mod frames;
 pub mod hotplug;
 pub mod output;
+pub mod privilege;
 pub mod record;
 pub mod ring;
 pub mod session;

@@ -287,7 +287,9 @@ fn decode_sample(c: &mut Cursor<'_>, st: u64) -> Result<Sample, DecodeError> {
         if nr > room as u64 {
             return Err(DecodeError::Truncated {
                 kind: c.kind,
-                need: c.pos.saturating_add(nr.saturating_mul(8).min(usize::MAX as u64) as usize),
+                need: c
+                    .pos
+                    .saturating_add(nr.saturating_mul(8).min(usize::MAX as u64) as usize),
                 have: c.buf.len(),
             });
         }

@@ -55,6 +55,8 @@ pub struct Session<'a, O: Output> {
     batch: Vec<(Sample, usize)>,
     /// CPUs online but not armable (debug registers taken); already reported, retried on reconcile.
     unarmable: BTreeSet<u32>,
+    /// The first output error that was not a closed pipe.
+    output_error: Option<io::Error>,
 }
 
 impl<'a, O: Output> Session<'a, O> {
@@ -105,6 +107,7 @@ impl<'a, O: Output> Session<'a, O> {
             limits,
             batch: Vec::new(),
             unarmable: BTreeSet::new(),
+            output_error: None,
         })
     }
 
@@ -140,6 +143,9 @@ impl<'a, O: Output> Session<'a, O> {
             other => other,
         };
         self.events.clear();
+        if let Some(e) = self.output_error.take() {
+            return Err(Error::runtime(format!("writing output: {e}")));
+        }
         self.summary.elapsed = start.elapsed();
         self.summary.stop = Some(stop);
         match self.out.finish(&self.summary) {
@@ -209,7 +215,7 @@ impl<'a, O: Output> Session<'a, O> {
             stop = Some(StopReason::Count);
         }
         if let Err(e) = self.out.flush() {
-            return Some(write_failed(e));
+            return Some(self.write_failed(e));
         }
         stop
     }
@@ -221,7 +227,7 @@ impl<'a, O: Output> Session<'a, O> {
             .and_then(|_| self.out.flush())
         {
             Ok(()) => None,
-            Err(e) => Some(write_failed(e)),
+            Err(e) => Some(self.write_failed(e)),
         }
     }
 
@@ -246,7 +252,7 @@ impl<'a, O: Output> Session<'a, O> {
     /// Brings the armed set in line with what hotplug reports: drains and closes the events of CPUs that went
     /// away, opens fresh ones on CPUs that came (a dead CPU-bound event never revives, see kernel-facts).
     fn apply(&mut self, changes: crate::hotplug::Changes) -> Result<Option<StopReason>> {
-        for cpu in changes.offline {
+        for &cpu in &changes.offline {
             if let Some(mut evs) = self.events.remove(&cpu) {
                 // Whatever the CPU wrote before it left is still in its ring.
                 for ev in evs.iter_mut() {
@@ -269,11 +275,14 @@ impl<'a, O: Output> Session<'a, O> {
                 }
             }
         }
-        for cpu in changes.online {
+        for &cpu in &changes.online {
             if self.events.contains_key(&cpu) {
                 continue;
             }
-            let event = match crate::arm::open_cpu(self.watches, cpu, &self.cfg) {
+            let open_start = sys::monotonic_ns();
+            let opened = crate::arm::open_cpu(self.watches, cpu, &self.cfg);
+            let open_ns = sys::monotonic_ns().saturating_sub(open_start);
+            let event = match opened {
                 Ok(evs) => match evs.iter().try_for_each(|e| e.enable()) {
                     Ok(()) => {
                         for ev in &evs {
@@ -283,7 +292,13 @@ impl<'a, O: Output> Session<'a, O> {
                         }
                         self.events.insert(cpu, evs);
                         self.unarmable.remove(&cpu);
-                        StreamEvent::CpuOnline { cpu }
+                        StreamEvent::CpuOnline {
+                            cpu,
+                            after_uevent_ns: changes
+                                .uevent_ns
+                                .map(|t| sys::monotonic_ns().saturating_sub(t)),
+                            open_ns,
+                        }
                     }
                     Err(e) => match self.arm_failed(cpu, &e)? {
                         Some(ev) => ev,
@@ -325,6 +340,15 @@ impl<'a, O: Output> Session<'a, O> {
         Ok(Some(StreamEvent::CpuArmFailed { cpu, reason }))
     }
 
+    /// A write error on the output ends the session. A closed pipe (`| head`) is a normal end; anything else
+    /// (a full disk) is kept and reported as a run-time error once every breakpoint is released.
+    fn write_failed(&mut self, e: io::Error) -> StopReason {
+        if e.kind() != io::ErrorKind::BrokenPipe {
+            self.output_error.get_or_insert(e);
+        }
+        StopReason::BrokenPipe
+    }
+
     /// Prints the collected samples in time order, honouring --count.
     fn print_pending(&mut self) -> Option<StopReason> {
         self.batch.sort_by_key(|(s, _)| s.time);
@@ -344,7 +368,7 @@ impl<'a, O: Output> Session<'a, O> {
                 symbols: self.symbols,
             };
             if let Err(e) = self.out.hit(&hit) {
-                stop = Some(write_failed(e));
+                stop = Some(self.write_failed(e));
                 break;
             }
         }
@@ -353,12 +377,6 @@ impl<'a, O: Output> Session<'a, O> {
         self.batch.clear();
         stop
     }
-}
-
-/// A write error on the output: a closed pipe is a normal end (`| head`); anything else also ends the session,
-/// reported the same way since stdout is unusable either way.
-fn write_failed(_e: io::Error) -> StopReason {
-    StopReason::BrokenPipe
 }
 
 fn drain_event(

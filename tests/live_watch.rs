@@ -32,20 +32,38 @@ fn kernel_writer_chains_symbolize_to_kallsyms_functions() {
     let (code, out, err) = run(&["write", KERNEL_TARGET, "--duration", "2s"]);
     assert_eq!(code, 0, "stderr: {err}");
     assert!(out.starts_with("# tracer: ksymwatch\n"), "{out}");
-    assert!(out.contains("# target: __start_init_stack+0x3e00 addr=0xffffffff"), "{out}");
+    assert!(
+        out.contains("# target: __start_init_stack+0x3e00 addr=0xffffffff"),
+        "{out}"
+    );
     let hits = parse_hits(&out);
-    assert!(!hits.is_empty(), "CPU0's idle stack is written hundreds of times a second; got none.\n{err}");
+    assert!(
+        !hits.is_empty(),
+        "CPU0's idle stack is written hundreds of times a second; got none.\n{err}"
+    );
     let names = kallsyms_text_names();
     for h in &hits {
         assert_eq!(h.target, KERNEL_TARGET);
         assert_eq!(h.access, "W");
-        assert!(!h.chain.is_empty(), "a kernel write has a kernel call chain: {h:?}");
+        assert!(
+            !h.chain.is_empty(),
+            "a kernel write has a kernel call chain: {h:?}"
+        );
         for f in &h.chain {
-            assert!(names.contains(frame_name(f)), "frame `{f}` is not a kallsyms text symbol");
-            assert!(f.contains("+0x") && f.contains("/0x"), "frame `{f}` is not func+0xOFF/0xSIZE");
+            assert!(
+                names.contains(frame_name(f)),
+                "frame `{f}` is not a kallsyms text symbol"
+            );
+            assert!(
+                f.contains("+0x") && f.contains("/0x"),
+                "frame `{f}` is not func+0xOFF/0xSIZE"
+            );
         }
     }
-    assert!(err.contains(&format!("{} hits", hits.len())), "summary counts what was printed: {err}");
+    assert!(
+        err.contains(&format!("{} hits", hits.len())),
+        "summary counts what was printed: {err}"
+    );
     assert!(err.contains("stopped: duration reached"), "{err}");
 }
 
@@ -61,7 +79,10 @@ fn every_online_cpu_reports_exactly_the_helpers_writes() {
         let mut w = Writer::start(&["write", &N.to_string(), &cpu.to_string()]);
         let target = format!("0x{:x}/8", w.addr);
         let t = Tracer::start(&["write", &target]);
-        assert!(t.header.contains(&format!("# target: 0x{:x} addr=0x{:x} len=8 access=W", w.addr, w.addr)));
+        assert!(t.header.contains(&format!(
+            "# target: 0x{:x} addr=0x{:x} len=8 access=W",
+            w.addr, w.addr
+        )));
         w.go();
         let tid = w.tid;
         w.finish();
@@ -72,10 +93,23 @@ fn every_online_cpu_reports_exactly_the_helpers_writes() {
         assert_eq!(code, 0, "{err}");
         let hits = parse_hits(&out);
         let mine = hits_of(&hits, tid);
-        assert_eq!(mine.len(), N, "cpu {cpu}: expected exactly {N} hits from tid {tid}; stderr: {err}");
-        assert!(mine.iter().all(|h| h.cpu == cpu), "cpu {cpu}: hit from another CPU");
-        assert!(mine.iter().all(|h| h.comm == "writer"), "comm is the helper's: {:?}", mine[0]);
-        assert!(mine.iter().all(|h| !h.ip.is_empty() && h.chain.iter().any(|f| f.ends_with("[writer]"))));
+        assert_eq!(
+            mine.len(),
+            N,
+            "cpu {cpu}: expected exactly {N} hits from tid {tid}; stderr: {err}"
+        );
+        assert!(
+            mine.iter().all(|h| h.cpu == cpu),
+            "cpu {cpu}: hit from another CPU"
+        );
+        assert!(
+            mine.iter().all(|h| h.comm == "writer"),
+            "comm is the helper's: {:?}",
+            mine[0]
+        );
+        assert!(mine
+            .iter()
+            .all(|h| !h.ip.is_empty() && h.chain.iter().any(|f| f.ends_with("[writer]"))));
         assert!(err.contains("0 lost"), "{err}");
     }
 }
@@ -99,11 +133,22 @@ fn kernel_write_into_watched_user_buffer_shows_the_read_path() {
     for h in &mine {
         let kernel: Vec<&str> = h.chain.iter().map(|f| frame_name(f)).collect();
         assert!(
-            kernel.iter().any(|f| ["read_zero", "iov_iter_zero", "clear_user", "__clear_user", "rep_stos_alternative"].contains(f)),
+            kernel.iter().any(|f| [
+                "read_zero",
+                "iov_iter_zero",
+                "clear_user",
+                "__clear_user",
+                "rep_stos_alternative"
+            ]
+            .contains(f)),
             "no /dev/zero read path in {kernel:?}"
         );
         assert!(kernel.contains(&"vfs_read"), "no vfs_read in {kernel:?}");
-        assert!(!h.ip.starts_with("0x"), "the writer was the kernel: ip symbolized, got {}", h.ip);
+        assert!(
+            !h.ip.starts_with("0x"),
+            "the writer was the kernel: ip symbolized, got {}",
+            h.ip
+        );
     }
 }
 
@@ -113,7 +158,10 @@ fn count_prints_exactly_that_many_hits() {
     let (code, out, err) = run(&["write", KERNEL_TARGET, "--count", "5", "--duration", "60s"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(parse_hits(&out).len(), 5, "{out}");
-    assert!(err.contains("5 hits") && err.contains("stopped: count reached"), "{err}");
+    assert!(
+        err.contains("5 hits") && err.contains("stopped: count reached"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -138,7 +186,10 @@ fn sigint_and_sigterm_stop_cleanly_with_summary() {
         assert!(err.contains(&format!("stopped: signal {name}")), "{err}");
         assert!(err.contains(" lost,"), "summary line: {err}");
         // The summary counts the hits printed after `# armed` (the header was read by start()).
-        assert!(err.contains(&format!("ksymwatch: {hits} hits")), "{hits} hits printed; {err}");
+        assert!(
+            err.contains(&format!("ksymwatch: {hits} hits")),
+            "{hits} hits printed; {err}"
+        );
     }
 }
 

@@ -79,6 +79,9 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
             targets.len()
         )));
     }
+    crate::privilege::Privilege::current()
+        .system_wide()
+        .map_err(Error::not_permitted)?;
     let search = symsource::search(symsource::Files::of_watch(&args.symbols));
     let picked = search.pick();
     if args.symbols.lines && !matches!(picked, Source::Vmlinux(_)) {
@@ -148,13 +151,14 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
         duration: args.duration,
         count: args.count,
     };
-    if out
+    match out
         .header(&header)
         .and_then(|_| out.armed(n_events, &armed_cpus, sys::monotonic_ns()))
-        .is_err()
     {
-        // stdout is already closed: a normal, quiet end. Dropping `armed` releases every breakpoint.
-        return Ok(());
+        Ok(()) => {}
+        // stdout is already closed: a normal, quiet end. Returning drops `armed`, releasing every breakpoint.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(e) => return Err(Error::runtime(format!("writing output: {e}"))),
     }
     let plan = Plan {
         watches: &watches,

@@ -123,8 +123,21 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 writeln!(self.out, "# lost {count} events on cpu {cpu} at {t}")
             }
             StreamEvent::CpuOffline { cpu } => writeln!(self.out, "# cpu {cpu} offline at {t}"),
-            StreamEvent::CpuOnline { cpu } => {
-                writeln!(self.out, "# cpu {cpu} online: armed at {t}")
+            StreamEvent::CpuOnline {
+                cpu,
+                after_uevent_ns,
+                open_ns,
+            } => {
+                write!(self.out, "# cpu {cpu} online: armed at {t}")?;
+                if let Some(ns) = after_uevent_ns {
+                    write!(
+                        self.out,
+                        " ({:.3} ms after its uevent, {:.3} ms of it in perf_event_open)",
+                        *ns as f64 / 1e6,
+                        *open_ns as f64 / 1e6
+                    )?;
+                }
+                writeln!(self.out)
             }
             StreamEvent::CpuArmFailed { cpu, reason } => {
                 writeln!(self.out, "# cpu {cpu} online: NOT armed at {t}: {reason}")?;

@@ -40,8 +40,13 @@ pub enum StreamEvent {
     CpuOffline {
         cpu: u32,
     },
+    /// Armed a fresh event on a CPU that came online; `after_uevent_ns` is how long after its uevent, `open_ns`
+    /// how much of that the kernel spent in perf_event_open (a CPU-bound breakpoint open after a quiet spell
+    /// waits out an RCU grace period there, ~8-15 ms on the reference VM).
     CpuOnline {
         cpu: u32,
+        after_uevent_ns: Option<u64>,
+        open_ns: u64,
     },
     /// A CPU came online but could not be armed; retried on the next reconcile.
     CpuArmFailed {

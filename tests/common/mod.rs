@@ -52,7 +52,9 @@ pub fn helper(name: &str) -> PathBuf {
     });
     let out = dir.join(name);
     if !out.exists() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/helpers").join(format!("{name}.c"));
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/helpers")
+            .join(format!("{name}.c"));
         let status = Command::new("gcc")
             .args(["-O1", "-fno-omit-frame-pointer", "-o"])
             .arg(&out)
@@ -107,7 +109,14 @@ impl Writer {
         let addr = u64::from_str_radix(field("addr=").trim_start_matches("0x"), 16).unwrap();
         let pid = field("pid=").parse().unwrap();
         let tid = field("tid=").parse().unwrap();
-        Writer { child, stdin, stdout, addr, pid, tid }
+        Writer {
+            child,
+            stdin,
+            stdout,
+            addr,
+            pid,
+            tid,
+        }
     }
 
     /// Tells the helper to do its work and waits until it reports done; returns lines it printed on the way.
@@ -168,13 +177,18 @@ pub fn parse_hits(out: &str) -> Vec<HitLine> {
     let mut hits: Vec<HitLine> = Vec::new();
     for line in out.lines() {
         if let Some(frame) = line.strip_prefix(" => ") {
-            hits.last_mut().expect("frame before any hit").chain.push(frame.to_string());
+            hits.last_mut()
+                .expect("frame before any hit")
+                .chain
+                .push(frame.to_string());
             continue;
         }
         if line.starts_with('#') || line.trim().is_empty() {
             continue;
         }
-        let open = line.find(" [").unwrap_or_else(|| panic!("not a hit line: {line:?}"));
+        let open = line
+            .find(" [")
+            .unwrap_or_else(|| panic!("not a hit line: {line:?}"));
         let (who, rest) = line.split_at(open);
         let (comm, tid) = who.trim().rsplit_once('-').expect("comm-tid");
         let close = rest.find("] ").expect("cpu column");
@@ -184,7 +198,11 @@ pub fn parse_hits(out: &str) -> Vec<HitLine> {
         let mut parts = rest.split(' ');
         let target = parts.next().expect("target").to_string();
         let access = parts.next().expect("access").to_string();
-        let ip = parts.next().expect("ip").trim_start_matches("ip=").to_string();
+        let ip = parts
+            .next()
+            .expect("ip")
+            .trim_start_matches("ip=")
+            .to_string();
         hits.push(HitLine {
             comm: comm.to_string(),
             tid: tid.parse().expect("tid"),
@@ -222,7 +240,12 @@ impl Tracer {
             let n = stdout.read_line(&mut line).unwrap();
             if n == 0 {
                 let mut err = String::new();
-                child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
                 let status = child.wait().unwrap();
                 panic!("ksymwatch {args:?} exited ({status}) before `# armed`:\n{header}\nstderr: {err}");
             }
@@ -231,7 +254,11 @@ impl Tracer {
                 break;
             }
         }
-        Tracer { child, header, stdout: Some(stdout) }
+        Tracer {
+            child,
+            header,
+            stdout: Some(stdout),
+        }
     }
 
     pub fn signal(&self, sig: i32) {
@@ -295,7 +322,10 @@ impl Drop for Tracer {
 
 /// Runs ksymwatch to completion; returns (exit code, stdout, stderr).
 pub fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN).args(args).output().expect("run ksymwatch");
+    let out = Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("run ksymwatch");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -308,4 +338,47 @@ impl Tracer {
     pub fn close_stdout(&mut self) {
         self.stdout.take();
     }
+}
+
+const CPU1_ONLINE: &str = "/sys/devices/system/cpu/cpu1/online";
+
+/// Sets a CPU's online state through sysfs.
+pub fn set_online(cpu: u32, online: bool) {
+    let path = format!("/sys/devices/system/cpu/cpu{cpu}/online");
+    std::fs::write(&path, if online { "1" } else { "0" })
+        .unwrap_or_else(|e| panic!("writing {path}: {e}"));
+}
+
+/// Whether this machine lets tests take cpu1 offline; prints why not.
+pub fn can_hotplug_cpu1() -> bool {
+    let ok = std::fs::OpenOptions::new()
+        .write(true)
+        .open(CPU1_ONLINE)
+        .is_ok();
+    if !ok {
+        eprintln!("SKIP: {CPU1_ONLINE} is not writable: no CPU hotplug here");
+    }
+    ok
+}
+
+/// Brings a CPU back online when dropped, on every path out of a test (panics included).
+pub struct OnlineGuard(pub u32);
+
+impl Drop for OnlineGuard {
+    fn drop(&mut self) {
+        let path = format!("/sys/devices/system/cpu/cpu{}/online", self.0);
+        if std::fs::read_to_string(&path)
+            .map(|s| s.trim() == "0")
+            .unwrap_or(false)
+        {
+            let _ = std::fs::write(&path, "1");
+        }
+    }
+}
+
+/// Number of open descriptors of a process.
+pub fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
 }

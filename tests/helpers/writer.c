@@ -4,7 +4,10 @@
 //
 //   writer write N CPU   store N times into a global
 //   writer read  N CPU   read() 8 bytes from /dev/zero into the global N times (kernel writes user memory)
-//   writer spin  CPU     store continuously until stdin closes (hotplug churn tests)
+//   writer spin  CPU     after "go", store every ~200 us until a "stop" line, print "stores=N" and "done";
+//                        then each "burst N CPU" line stores N times pinned to CPU and prints "done"
+//
+// The helper pins itself only after "go", so a test may name a CPU that is offline when the helper starts.
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sched.h>
@@ -43,8 +46,8 @@ int main(int argc, char **argv) {
     int cpu = atoi(spin ? argv[2] : argv[3]);
     printf("addr=%p pid=%d tid=%ld\n", (void *)&target_var, getpid(), (long)syscall(SYS_gettid));
     fflush(stdout);
-    pin(cpu);
     wait_line();
+    pin(cpu);
     if (strcmp(mode, "write") == 0) {
         for (long i = 0; i < n; i++) target_var = i;
     } else if (strcmp(mode, "read") == 0) {
@@ -55,15 +58,27 @@ int main(int argc, char **argv) {
         }
         close(fd);
     } else if (spin) {
-        // Report each completed store count on request so the test can compare with what ksymwatch saw.
         struct pollfd p = { .fd = 0, .events = POLLIN };
         unsigned long i = 0;
+        char line[64];
         for (;;) {
-            for (int k = 0; k < 1000; k++) target_var = ++i;
-            if (poll(&p, 1, 1) > 0) break;
+            target_var = ++i;
+            if (poll(&p, 1, 0) > 0) break;
+            usleep(200);
         }
-        printf("stores=%lu\n", i);
+        if (!fgets(line, sizeof line, stdin)) return 0;
+        printf("stores=%lu\ndone\n", i);
         fflush(stdout);
+        long bn;
+        int bcpu;
+        while (fgets(line, sizeof line, stdin)) {
+            if (sscanf(line, "burst %ld %d", &bn, &bcpu) != 2) continue;
+            pin(bcpu);
+            for (long k = 0; k < bn; k++) target_var = k;
+            printf("done\n");
+            fflush(stdout);
+        }
+        return 0;
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;

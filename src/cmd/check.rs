@@ -1,0 +1,269 @@
+//! `ksymwatch check`: what this machine allows, before anyone waits on a watch that cannot work. Every probe
+//! is read-only except the debug-register probe, which opens disabled breakpoints and closes them at once.
+
+use std::path::Path;
+
+use ksymwatch_symbols::{kallsyms, Resolver, Source, SourceSearch};
+use serde::Serialize;
+
+use crate::breakpoint::{self, EventConfig};
+use crate::cpulist;
+use crate::error::{Error, ExitCode, Result};
+use crate::privilege::Privilege;
+use crate::sys;
+use crate::watch::{Access, Watch};
+
+/// An address in our own data for the probe breakpoints; they are never enabled.
+static PROBE: [u64; 8] = [0; 8];
+
+/// The most breakpoints probed per CPU; x86 has four debug registers.
+const PROBE_MAX: u32 = 8;
+
+#[derive(Debug, Serialize)]
+pub struct CpuSlots {
+    pub cpu: u32,
+    /// How many breakpoints could be opened before the kernel said ENOSPC; `None` if the probe failed.
+    pub free: Option<u32>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Whether `ksymwatch write` can arm here, and if not why.
+    pub can_watch: bool,
+    pub reason: Option<String>,
+    pub kernel: String,
+    pub breakpoint_pmu: bool,
+    pub uid: u32,
+    pub cap_perfmon: bool,
+    pub cap_sys_admin: bool,
+    pub perf_event_paranoid: Option<i32>,
+    pub kptr_restrict: Option<i32>,
+    pub kallsyms_symbols: usize,
+    pub kallsyms_addresses_visible: bool,
+    pub kallsyms_data_symbols: bool,
+    pub symbol_source: String,
+    pub symbol_source_kind: String,
+    pub symbol_source_matches: String,
+    pub online_cpus: String,
+    /// Free debug registers per online CPU, probed.
+    pub debug_registers: Vec<CpuSlots>,
+    pub hotplug_writable: Vec<u32>,
+    pub uevents: bool,
+}
+
+fn read_i32(path: &str) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Opens disabled pinned breakpoints on `cpu` until the kernel says no; all are closed on return.
+fn free_slots(cpu: u32) -> std::result::Result<u32, String> {
+    let cfg = EventConfig {
+        ring_pages: 1,
+        track_tasks: false,
+    };
+    let mut held = Vec::new();
+    for i in 0..PROBE_MAX {
+        let w = Watch {
+            label: "probe".into(),
+            addr: &PROBE[i as usize] as *const u64 as u64,
+            len: 8,
+            access: Access::Write,
+        };
+        match sys::perf_event_open(&breakpoint::attr(&w, &cfg), -1, cpu as i32) {
+            Ok(fd) => held.push(fd),
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+            Err(e) if held.is_empty() => return Err(e.to_string()),
+            Err(_) => break,
+        }
+    }
+    Ok(held.len() as u32)
+}
+
+pub fn gather() -> Report {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let breakpoint_pmu = Path::new("/sys/bus/event_source/devices/breakpoint").exists();
+    let privilege = Privilege::current();
+    let (kallsyms_symbols, visible, data) = match kallsyms::load(Path::new("/proc/kallsyms")) {
+        Ok(t) => (t.len(), true, t.has_data_symbols()),
+        Err(_) => (0, false, false),
+    };
+    let search = SourceSearch::system();
+    let source = search.pick();
+    let matches = match &source {
+        Source::Kallsyms(_) => "running kernel".to_string(),
+        other => match Resolver::open_source(other.clone(), &search) {
+            Ok(r) => r.kernel_match().to_string(),
+            Err(e) => format!("unreadable: {e}"),
+        },
+    };
+    let online = cpulist::read(Path::new(cpulist::ONLINE)).unwrap_or_default();
+    let free: Vec<CpuSlots> = if breakpoint_pmu {
+        online
+            .iter()
+            .map(|&cpu| match free_slots(cpu) {
+                Ok(n) => CpuSlots {
+                    cpu,
+                    free: Some(n),
+                    error: None,
+                },
+                Err(e) => CpuSlots {
+                    cpu,
+                    free: None,
+                    error: Some(e),
+                },
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let possible = cpulist::read(Path::new(cpulist::POSSIBLE)).unwrap_or_default();
+    let hotplug_writable: Vec<u32> = possible
+        .iter()
+        .copied()
+        .filter(|c| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(format!("/sys/devices/system/cpu/cpu{c}/online"))
+                .is_ok()
+        })
+        .collect();
+    let uevents = sys::uevent_socket().is_ok();
+    let reason = if !breakpoint_pmu {
+        Some(
+            "no hardware breakpoint PMU (/sys/bus/event_source/devices/breakpoint is missing)"
+                .to_string(),
+        )
+    } else if let Err(e) = privilege.system_wide() {
+        Some(e)
+    } else if !free.iter().any(|s| s.free.is_some_and(|n| n > 0)) {
+        Some("no online CPU has a free debug register".to_string())
+    } else {
+        None
+    };
+    Report {
+        can_watch: reason.is_none(),
+        reason,
+        kernel,
+        breakpoint_pmu,
+        uid: privilege.euid,
+        cap_perfmon: privilege.cap_perfmon,
+        cap_sys_admin: privilege.cap_sys_admin,
+        perf_event_paranoid: privilege.paranoid,
+        kptr_restrict: read_i32("/proc/sys/kernel/kptr_restrict"),
+        kallsyms_symbols,
+        kallsyms_addresses_visible: visible,
+        kallsyms_data_symbols: data,
+        symbol_source: source.to_string(),
+        symbol_source_kind: source.kind().to_string(),
+        symbol_source_matches: matches,
+        online_cpus: cpulist::format(&online),
+        debug_registers: free,
+        hotplug_writable,
+        uevents,
+    }
+}
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+pub fn render(r: &Report) -> String {
+    let mut s = String::new();
+    match &r.reason {
+        None => s.push_str("ksymwatch check: a watch can work here\n"),
+        Some(why) => s.push_str(&format!(
+            "ksymwatch check: a watch cannot work here: {why}\n"
+        )),
+    }
+    let opt = |v: Option<i32>| v.map_or("unreadable".to_string(), |v| v.to_string());
+    let rows: Vec<(&str, String)> = vec![
+        ("kernel", r.kernel.clone()),
+        ("breakpoint PMU", yes(r.breakpoint_pmu).into()),
+        (
+            "privileges",
+            format!(
+                "uid {}, CAP_PERFMON {}, CAP_SYS_ADMIN {}, perf_event_paranoid {}",
+                r.uid,
+                yes(r.cap_perfmon),
+                yes(r.cap_sys_admin),
+                opt(r.perf_event_paranoid)
+            ),
+        ),
+        ("kptr_restrict", opt(r.kptr_restrict)),
+        (
+            "kallsyms",
+            if !r.kallsyms_addresses_visible {
+                "unreadable or addresses hidden".into()
+            } else if r.kallsyms_data_symbols {
+                format!("{} symbols, with data symbols", r.kallsyms_symbols)
+            } else {
+                format!(
+                    "{} symbols, no data symbols (CONFIG_KALLSYMS_ALL off): variables need --vmlinux or --system-map",
+                    r.kallsyms_symbols
+                )
+            },
+        ),
+        (
+            "symbol source",
+            format!("{} ({})", r.symbol_source, r.symbol_source_matches),
+        ),
+        (
+            "debug registers",
+            r.debug_registers
+                .iter()
+                .map(|s| match (s.free, &s.error) {
+                    (Some(n), _) => format!("cpu{} {n} free", s.cpu),
+                    (None, e) => {
+                        format!("cpu{} probe failed: {}", s.cpu, e.as_deref().unwrap_or("?"))
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        ("online cpus", r.online_cpus.clone()),
+        (
+            "cpu hotplug",
+            if r.hotplug_writable.is_empty() {
+                "not writable".into()
+            } else {
+                format!(
+                    "writable for cpu {}",
+                    cpulist::format(&r.hotplug_writable.iter().copied().collect())
+                )
+            },
+        ),
+        (
+            "hotplug uevents",
+            if r.uevents {
+                "listening works".into()
+            } else {
+                "cannot listen".into()
+            },
+        ),
+    ];
+    for (k, v) in rows {
+        s.push_str(&format!("  {k:<16} {v}\n"));
+    }
+    s
+}
+
+pub fn run(json: bool) -> Result<()> {
+    let report = gather();
+    let text = if json {
+        serde_json::to_string(&report).map_err(|e| Error::runtime(format!("json: {e}")))? + "\n"
+    } else {
+        render(&report)
+    };
+    print!("{text}");
+    match report.reason {
+        None => Ok(()),
+        Some(why) => Err(Error::new(ExitCode::NotPermitted, why)),
+    }
+}

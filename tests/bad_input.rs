@@ -1,0 +1,305 @@
+//! Every row of the README's bad-input table: a one-line error naming the problem and the fix, the
+//! documented exit code, and nothing armed. Rows that need no breakpoint run without the live lock.
+
+mod common;
+
+use common::run;
+use std::path::PathBuf;
+
+/// A kallsyms-format fixture with real data symbols, duplicates and a tiny variable.
+const FIXTURE: &str = "\
+ffffffff81000000 T _text
+ffffffff81000100 t dup_static
+ffffffff81000200 t dup_static
+ffffffff81000300 T vfs_read
+ffffffff83000000 D __start_init_stack
+ffffffff83000100 D tiny
+ffffffff83000104 D jiffies
+ffffffff8300010c D jiffies_64
+ffffffff83000114 D pid_max
+ffffffff83000118 d var_a
+ffffffff83000120 d var_b
+ffffffff83000128 d var_c
+ffffffff83000130 d var_d
+ffffffff83000138 d var_e
+ffffffff83000140 d var_f
+ffffffff83000148 d var_g
+ffffffff83000150 d var_h
+ffffffff83000158 d var_i
+ffffffff83000160 d var_j
+ffffffff83000168 d var_k
+ffffffff83000170 d var_l
+ffffffff83000178 d var_m
+ffffffff83000180 D __start_once
+";
+
+fn fixture(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ksymwatch-bad-input-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Runs and checks: exit code, a single `ksymwatch: error:` line on stderr containing every `needle`, and no
+/// trace on stdout.
+fn rejects(args: &[&str], code: i32, needles: &[&str]) -> String {
+    let (got, out, err) = run(args);
+    assert_eq!(
+        got, code,
+        "{args:?}: expected exit {code}, got {got}; stderr: {err}"
+    );
+    let errors: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("ksymwatch: error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{args:?}: one error line expected: {err}");
+    assert_eq!(
+        err.lines().count(),
+        1,
+        "{args:?}: nothing but the error line: {err}"
+    );
+    for n in needles {
+        assert!(
+            errors[0].contains(n),
+            "{args:?}: `{n}` missing from: {}",
+            errors[0]
+        );
+    }
+    assert!(
+        !out.contains("# armed"),
+        "{args:?}: nothing may be armed: {out}"
+    );
+    errors[0].to_string()
+}
+
+fn with_fixture<'a>(k: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    let mut v = args.to_vec();
+    v.extend(["--kallsyms", k]);
+    v
+}
+
+#[test]
+fn unknown_symbol_suggests_close_names() {
+    let k = fixture("k1", FIXTURE);
+    let k = k.to_str().unwrap();
+    rejects(
+        &with_fixture(k, &["write", "jiffes"]),
+        2,
+        &["unknown symbol `jiffes`", "did you mean jiffies"],
+    );
+}
+
+#[test]
+fn missing_data_symbol_without_kallsyms_all_names_the_fix() {
+    // The running kernel's kallsyms has no data symbols.
+    rejects(
+        &["write", "jiffies"],
+        2,
+        &["CONFIG_KALLSYMS_ALL", "--vmlinux", "--system-map"],
+    );
+}
+
+#[test]
+fn ambiguous_symbol_lists_candidates_and_how_to_choose() {
+    let k = fixture("k2", FIXTURE);
+    let k = k.to_str().unwrap();
+    rejects(
+        &with_fixture(k, &["write", "dup_static"]),
+        2,
+        &[
+            "ambiguous",
+            "dup_static@0=0xffffffff81000100",
+            "dup_static@1=0xffffffff81000200",
+            "0xADDR",
+        ],
+    );
+    rejects(
+        &with_fixture(k, &["write", "dup_static@2"]),
+        2,
+        &["only 2 symbols named `dup_static`"],
+    );
+}
+
+#[test]
+fn bad_ranges() {
+    rejects(&["write", "0x10001/8"], 2, &["not naturally aligned", "/1"]);
+    rejects(
+        &["write", "0x10004"],
+        2,
+        &["not naturally aligned", "0x10004/4"],
+    );
+    rejects(&["write", "0x10000/3"], 2, &["1, 2, 4 or 8"]);
+    rejects(&["write", "0x10000/16"], 2, &["1, 2, 4 or 8"]);
+    rejects(&["write", "0x0"], 2, &["address 0"]);
+    rejects(
+        &["write", "0x0000900000000000"],
+        2,
+        &["not a canonical x86-64 address"],
+    );
+    rejects(&["write", "jiffies+"], 2, &["bad target", "offset"]);
+    let k = fixture("k3", FIXTURE);
+    let k = k.to_str().unwrap();
+    rejects(
+        &with_fixture(k, &["write", "tiny+4"]),
+        2,
+        &["past the end of `tiny`", "size 0x4"],
+    );
+}
+
+#[test]
+fn bad_kallsyms_files() {
+    let empty = fixture("empty", "");
+    rejects(
+        &["write", "jiffies", "--kallsyms", empty.to_str().unwrap()],
+        2,
+        &["holds no symbols"],
+    );
+    let garbage = fixture("garbage", "this is not kallsyms\n");
+    rejects(
+        &["write", "jiffies", "--kallsyms", garbage.to_str().unwrap()],
+        2,
+        &["garbage:1:"],
+    );
+    let zeroed = fixture(
+        "zeroed",
+        "0000000000000000 T _text\n0000000000000000 D jiffies\n",
+    );
+    rejects(
+        &["write", "jiffies", "--kallsyms", zeroed.to_str().unwrap()],
+        2,
+        &["every address as 0", "kptr_restrict"],
+    );
+    rejects(
+        &["write", "jiffies", "--kallsyms", "/nonexistent/kallsyms"],
+        2,
+        &["cannot read /nonexistent/kallsyms"],
+    );
+}
+
+#[test]
+fn bad_options() {
+    rejects(
+        &["write", "0x10000", "--duration", "0"],
+        2,
+        &["greater than zero"],
+    );
+    rejects(
+        &["write", "0x10000", "--duration", "soon"],
+        2,
+        &["not a duration"],
+    );
+    rejects(&["write", "0x10000", "--count", "0"], 2, &["--count"]);
+    rejects(
+        &["write", "0x10000", "--cpus", "0-"],
+        2,
+        &["not a CPU list"],
+    );
+    rejects(
+        &["write", "0x10000", "--cpus", "4095"],
+        2,
+        &["cpu 4095 does not exist"],
+    );
+    rejects(
+        &["write", "0x10000", "--buffer-pages", "3"],
+        2,
+        &["power of two"],
+    );
+    rejects(
+        &[
+            "write", "0x10000", "0x10008", "0x10010", "0x10018", "0x10020",
+        ],
+        2,
+        &["at most 4"],
+    );
+    rejects(&["write"], 2, &["<TARGET>"]);
+    rejects(&["frobnicate"], 2, &["unrecognized subcommand"]);
+}
+
+#[test]
+fn offline_cpu_in_the_list_is_refused() {
+    let Some(_lock) = common::live() else { return };
+    if !common::can_hotplug_cpu1() {
+        return;
+    }
+    let _guard = common::OnlineGuard(1);
+    common::set_online(1, false);
+    rejects(
+        &["write", "0x10000", "--cpus", "0-1"],
+        2,
+        &["cpu 1 is offline", "echo 1 >"],
+    );
+}
+
+#[test]
+fn unprivileged_user_gets_exit_4_with_the_paranoid_level() {
+    if !std::path::Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("SKIP: setpriv is not installed");
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP: dropping privileges needs root");
+        return;
+    }
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap();
+    if paranoid.trim().parse::<i32>().unwrap() < 0 {
+        eprintln!(
+            "SKIP: perf_event_paranoid is -1: unprivileged system-wide events are allowed here"
+        );
+        return;
+    }
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid",
+            "nobody",
+            "--regid",
+            "nogroup",
+            "--clear-groups",
+            "--inh-caps=-all",
+            common::BIN,
+        ])
+        .args(["write", "0x10000"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("root or CAP_PERFMON")
+            && err.contains(&format!("perf_event_paranoid is {}", paranoid.trim())),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn text_symbol_watched_for_writes_warns_and_still_runs() {
+    let Some(_lock) = common::live() else { return };
+    let (code, out, err) = run(&["write", "vfs_read", "--duration", "200ms"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("warning: `vfs_read` is a text symbol"),
+        "{err}"
+    );
+    assert!(out.contains("# armed"), "{out}");
+}
+
+#[test]
+fn output_that_cannot_be_written_is_a_runtime_error() {
+    let Some(_lock) = common::live() else { return };
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = std::process::Command::new(common::BIN)
+        .args(["write", "__start_init_stack+0x3e00", "--duration", "2s"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("writing output") && err.contains("No space left"),
+        "{err}"
+    );
+}

@@ -1,0 +1,178 @@
+//! Live CPU-hotplug tests: a CPU that comes online after arming is covered, one that goes away gives up its
+//! dead event, churn loses nothing. cpu1 is always brought back online by a guard, and the machine-wide live
+//! lock keeps every other live test (which needs both CPUs and free debug registers) out meanwhile.
+
+mod common;
+
+use common::{parse_hits, set_online, OnlineGuard, Tracer, Writer};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn setup() -> Option<(common::LiveLock, OnlineGuard)> {
+    let lock = common::live()?;
+    if !common::can_hotplug_cpu1() {
+        return None;
+    }
+    let guard = OnlineGuard(1);
+    set_online(1, true);
+    Some((lock, guard))
+}
+
+#[test]
+fn cpu_that_comes_online_after_arming_is_covered() {
+    let Some((_lock, _guard)) = setup() else {
+        return;
+    };
+    const N: usize = 500;
+    set_online(1, false);
+    let mut w = Writer::start(&["write", &N.to_string(), "1"]);
+    let mut t = Tracer::start(&["write", &format!("0x{:x}", w.addr)]);
+    assert!(
+        t.header.contains("# armed 1 breakpoint on cpus 0 "),
+        "{}",
+        t.header
+    );
+    set_online(1, true);
+    let marks = t.read_until(|l| l.starts_with("# cpu 1 online"));
+    assert!(marks.contains("# cpu 1 online: armed at"), "{marks}");
+    w.go();
+    let tid = w.tid;
+    w.finish();
+    std::thread::sleep(Duration::from_millis(50));
+    t.signal(libc::SIGINT);
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let mine: Vec<_> = parse_hits(&(marks + &out))
+        .into_iter()
+        .filter(|h| h.tid == tid)
+        .collect();
+    assert_eq!(mine.len(), N, "exactly N hits from the late CPU; {err}");
+    assert!(mine.iter().all(|h| h.cpu == 1));
+}
+
+#[test]
+fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
+    let Some((_lock, _guard)) = setup() else {
+        return;
+    };
+    const CYCLES: usize = 50;
+    let mut w = Writer::start(&["spin", "0"]);
+    let mut t = Tracer::start(&["write", &format!("0x{:x}", w.addr)]);
+    w.send("go");
+    let mut stream = String::new();
+    let mut fds_before = 0;
+    for i in 0..CYCLES {
+        if i == 1 {
+            // Measured once a full cycle has run, so start-up's transient descriptors are gone.
+            fds_before = common::fd_count(t.child.id());
+        }
+        set_online(1, false);
+        stream += &t.read_until(|l| l.starts_with("# cpu 1 offline"));
+        set_online(1, true);
+        stream += &t.read_until(|l| l.starts_with("# cpu 1 online"));
+        assert!(
+            stream.ends_with('\n') && stream.lines().last().unwrap().contains("armed at"),
+            "cycle {i}: {}",
+            stream.lines().last().unwrap()
+        );
+    }
+    let fds_after = common::fd_count(t.child.id());
+    w.send("stop");
+    let stores: usize = w.read_until("done")[0]
+        .trim_start_matches("stores=")
+        .parse()
+        .unwrap();
+    // After the churn cpu1 is still covered by the same tracer.
+    w.send("burst 100 1");
+    w.read_until("done");
+    let tid = w.tid;
+    std::thread::sleep(Duration::from_millis(50));
+    t.signal(libc::SIGINT);
+    let (code, out, err) = t.wait(Duration::from_secs(60));
+    assert_eq!(code, 0, "{err}");
+    stream += &out;
+    let mine: Vec<_> = parse_hits(&stream)
+        .into_iter()
+        .filter(|h| h.tid == tid)
+        .collect();
+    let on_cpu0 = mine.iter().filter(|h| h.cpu == 0).count();
+    let on_cpu1 = mine.iter().filter(|h| h.cpu == 1).count();
+    assert_eq!(
+        on_cpu0, stores,
+        "every store on cpu0 during {CYCLES} hotplug cycles is reported; {err}"
+    );
+    assert_eq!(on_cpu1, 100, "cpu1 is covered after the churn");
+    assert_eq!(stream.matches("# cpu 1 offline").count(), CYCLES);
+    assert_eq!(stream.matches("# cpu 1 online: armed").count(), CYCLES);
+    assert_eq!(
+        fds_after, fds_before,
+        "descriptors of dead events are closed"
+    );
+    assert!(err.contains("0 lost"), "{err}");
+}
+
+/// Takes every debug register of cpu1 with a helper, then takes cpu1 offline: the helper's dead events keep
+/// their slots, so when cpu1 returns ksymwatch cannot arm it.
+fn hold_cpu1_then_offline() -> std::process::Child {
+    let mut holder = Command::new(common::helper("holder"))
+        .args(["1", "4"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("holder");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "held 4");
+    set_online(1, false);
+    holder
+}
+
+#[test]
+fn unarmable_cpu_is_reported_and_retried() {
+    let Some((_lock, _guard)) = setup() else {
+        return;
+    };
+    let mut holder = hold_cpu1_then_offline();
+    let mut t = Tracer::start(&["write", "__start_init_stack+0x3e00"]);
+    set_online(1, true);
+    let marks = t.read_until(|l| l.starts_with("# cpu 1 online"));
+    assert!(
+        marks.contains("# cpu 1 online: NOT armed")
+            && marks.contains("debug registers on cpu 1 are in use"),
+        "{marks}"
+    );
+    // Free the registers: the next reconcile arms cpu1.
+    drop(holder.stdin.take());
+    let _ = holder.wait();
+    let marks = t.read_until(|l| l.starts_with("# cpu 1 online"));
+    assert!(marks.contains("# cpu 1 online: armed at"), "{marks}");
+    t.signal(libc::SIGINT);
+    let (code, _out, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("cpu 1 came online but could not be armed"),
+        "also on stderr: {err}"
+    );
+}
+
+#[test]
+fn strict_hotplug_makes_an_unarmable_cpu_fatal() {
+    let Some((_lock, _guard)) = setup() else {
+        return;
+    };
+    let mut holder = hold_cpu1_then_offline();
+    let t = Tracer::start(&["write", "__start_init_stack+0x3e00", "--strict-hotplug"]);
+    set_online(1, true);
+    let (code, _out, err) = t.wait(Duration::from_secs(30));
+    drop(holder.stdin.take());
+    let _ = holder.wait();
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("--strict-hotplug") && err.contains("cpu 1"),
+        "{err}"
+    );
+}

@@ -15,6 +15,8 @@ use crate::watch::Access;
     version,
     about = "Who wrote this variable? Arms a hardware watchpoint on every CPU and streams each writer's call chain.",
     after_help = "TARGET: SYMBOL[+OFF][/LEN], SYMBOL@N (Nth of same-named symbols) or 0xADDR[/LEN]; LEN is 1, 2, 4 or 8.\n\
+                  With a vmlinux: SYMBOL.FIELD[N].FIELD... (struct fields and array elements).\n\
+                  Symbols come from --vmlinux, --system-map, the distribution's files for the running kernel, then kallsyms.\n\
                   Exit codes: 0 ok, 1 runtime error, 2 bad input, 3 could not arm, 4 not permitted or not supported."
 )]
 pub struct Cli {
@@ -28,6 +30,8 @@ pub enum Command {
     Write(WatchArgs),
     /// Report every read or write of TARGET (x86 has no read-only watchpoints).
     Rw(WatchArgs),
+    /// Print where TARGET is (addresses, size, section, type, which file answered) without arming anything.
+    Resolve(ResolveArgs),
     /// Show what this machine allows: breakpoint PMU, privileges, free debug registers, symbols, hotplug.
     /// Exit 0 when a watch can work here, 4 when it cannot.
     Check {
@@ -40,8 +44,45 @@ pub enum Command {
 #[derive(Args, Debug)]
 pub struct SymbolArgs {
     /// kallsyms-format file to resolve symbols and call chains with.
-    #[arg(long, value_name = "FILE", default_value = "/proc/kallsyms")]
+    #[arg(long, value_name = "FILE", default_value = crate::symsource::DEFAULT_KALLSYMS)]
     pub kallsyms: PathBuf,
+    /// vmlinux ELF to resolve symbols, struct fields and sizes with (tried first).
+    #[arg(long, value_name = "FILE")]
+    pub vmlinux: Option<PathBuf>,
+    /// System.map to resolve symbols with (tried after --vmlinux).
+    #[arg(long, value_name = "FILE")]
+    pub system_map: Option<PathBuf>,
+    /// Arm even if the vmlinux/System.map is proven not to be the running kernel (build-id mismatch).
+    #[arg(long)]
+    pub force: bool,
+    /// Add (file:line) and inlined frames to kernel call-chain frames, from vmlinux DWARF (needs --vmlinux).
+    #[arg(long)]
+    pub lines: bool,
+    /// ELF notes of the running kernel, for its build-id (tests point this at a made-up kernel).
+    #[arg(long, value_name = "FILE", default_value = crate::symsource::DEFAULT_NOTES, hide = true)]
+    pub kernel_notes: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ResolveArgs {
+    /// What to look up: SYMBOL[@N][.FIELD|[N]]...[+OFF].
+    #[arg(value_name = "TARGET")]
+    pub target: String,
+    /// Print one JSON object instead of `key: value` lines.
+    #[arg(long)]
+    pub json: bool,
+    /// kallsyms-format file (the last resort, and the running kernel to compare a file with).
+    #[arg(long, value_name = "FILE", default_value = crate::symsource::DEFAULT_KALLSYMS)]
+    pub kallsyms: PathBuf,
+    /// vmlinux ELF to resolve with (tried first).
+    #[arg(long, value_name = "FILE")]
+    pub vmlinux: Option<PathBuf>,
+    /// System.map to resolve with (tried after --vmlinux).
+    #[arg(long, value_name = "FILE")]
+    pub system_map: Option<PathBuf>,
+    /// ELF notes of the running kernel, for its build-id (tests point this at a made-up kernel).
+    #[arg(long, value_name = "FILE", default_value = crate::symsource::DEFAULT_NOTES, hide = true)]
+    pub kernel_notes: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -107,6 +148,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Write(args) => cmd::watch::run(args, Access::Write),
         Command::Rw(args) => cmd::watch::run(args, Access::ReadWrite),
+        Command::Resolve(args) => cmd::resolve::run(args),
         Command::Check { json } => cmd::check::run(json),
     }
 }

@@ -4,7 +4,8 @@
 //! access) with the `ksymwatch-symbols` crate; [`arm`] opens one pinned [`breakpoint`] per CPU as a single
 //! transaction; the [`session`] loop drains each CPU's [`ring`], decodes [`record`]s and hands them to an
 //! [`output`] printer, while [`hotplug`] keeps the armed set equal to the online CPUs. Raw system calls live
-//! in [`sys`] only.
+//! in [`sys`] only. [`symsource`] picks which file answers symbol questions (vmlinux, System.map, kallsyms) and
+//! [`frames`] maps code addresses to file:line for `--lines`.
 
 pub mod arm;
 pub mod breakpoint;
@@ -14,12 +15,14 @@ pub mod comm;
 pub mod cpulist;
 pub mod duration;
 pub mod error;
+pub mod frames;
 pub mod hotplug;
 pub mod output;
 pub mod privilege;
 pub mod record;
 pub mod ring;
 pub mod session;
+pub mod symsource;
 pub mod sys;
 pub mod target;
 pub mod watch;

@@ -131,6 +131,49 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
             (addr, len, label)
         }
     };
+    checked(target, access, addr, len, label, warnings)
+}
+
+/// A watch on what a vmlinux or System.map resolved (`crate::symsource::resolve`): `addr` is where to arm,
+/// and `r.size` the bytes from there to the end of the object (a member's DWARF size, or the symbol's).
+pub fn from_resolved(
+    target: &Target,
+    access: Access,
+    r: &ksymwatch_symbols::Resolved,
+    addr: u64,
+) -> Result<Resolved> {
+    let mut warnings = Vec::new();
+    if r.symbol.kind() == SymbolKind::Text && access == Access::Write {
+        warnings.push(format!(
+            "`{}` is a text symbol ({}): nothing writes to code, so expect no hits; data symbols have type D/d, B/b or R/r",
+            r.symbol.name, r.type_char
+        ));
+    }
+    let room = r.size.filter(|&s| s > 0).map_or(8, |s| s.min(8));
+    let len = match target.len {
+        Some(len) => {
+            if u64::from(len) > room {
+                warnings.push(format!(
+                    "`{}` is {room} bytes but /{len} watches {len}: accesses to the bytes after it hit too",
+                    r.target
+                ));
+            }
+            len
+        }
+        None => natural_len(addr, room),
+    };
+    checked(target, access, addr, len, r.target.clone(), warnings)
+}
+
+/// The checks every watch passes, however it was resolved: a debug register can hold it.
+fn checked(
+    target: &Target,
+    access: Access,
+    addr: u64,
+    len: u8,
+    label: String,
+    warnings: Vec<String>,
+) -> Result<Resolved> {
     if addr == 0 {
         return Err(Error::usage(format!(
             "`{}`: address 0 cannot be watched",
@@ -235,6 +278,52 @@ ffffffff83100000 D __stop_once
             .unwrap_err()
             .message
             .contains("--vmlinux"));
+    }
+
+    fn dwarf(addr: u64, size: Option<u64>) -> ksymwatch_symbols::Resolved {
+        ksymwatch_symbols::Resolved {
+            target: "v.f".into(),
+            symbol: ksymwatch_symbols::Symbol {
+                name: "v".into(),
+                addr,
+                size,
+                type_char: 'D',
+                module: None,
+            },
+            offset: 0,
+            link_addr: Some(addr),
+            runtime_addr: Some(addr),
+            size,
+            section: Some(".data".into()),
+            type_char: 'D',
+            type_name: Some("char[3]".into()),
+            source: ksymwatch_symbols::Source::Vmlinux("vmlinux".into()),
+            kernel_match: ksymwatch_symbols::KernelMatch::Running,
+        }
+    }
+
+    #[test]
+    fn dwarf_sizes_set_the_default_length() {
+        let w = |text: &str, addr, size| {
+            from_resolved(
+                &parse(text).unwrap(),
+                Access::Write,
+                &dwarf(addr, size),
+                addr,
+            )
+        };
+        let base = 0xffffffff83000000;
+        assert_eq!(w("v.f", base, Some(3)).unwrap().watch.len, 2);
+        assert_eq!(w("v.f", base + 4, Some(65)).unwrap().watch.len, 4);
+        assert_eq!(w("v.f", base, Some(65)).unwrap().watch.len, 8);
+        assert_eq!(w("v.f", base + 1, None).unwrap().watch.len, 1);
+        let r = w("v.f/8", base, Some(2)).unwrap();
+        assert_eq!((r.watch.len, r.warnings.len()), (8, 1));
+        assert!(w("v.f/8", base + 2, Some(2))
+            .unwrap_err()
+            .message
+            .contains("naturally aligned"));
+        assert_eq!(w("v.f", base, Some(4)).unwrap().watch.label, "v.f");
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::hotplug::Hotplug;
 use crate::output::ftrace::Ftrace;
 use crate::output::{Header, Output};
 use crate::session::{Limits, Plan, Session};
+use crate::symsource::{self, FileSymbols};
 use crate::sys::{self, SignalFd};
 use crate::target;
 use crate::watch::{self, Access, Watch};
@@ -81,10 +82,41 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     crate::privilege::Privilege::current()
         .system_wide()
         .map_err(Error::not_permitted)?;
-    let (symbols, source) = load_symbols(&args.symbols)?;
+    let search = symsource::search(symsource::Files::of_watch(&args.symbols));
+    let picked = search.pick();
+    if args.symbols.lines && !matches!(picked, Source::Vmlinux(_)) {
+        return Err(Error::usage(format!(
+            "--lines reads file:line from vmlinux DWARF, but the symbols come from {picked}; pass --vmlinux FILE \
+             (an unstripped vmlinux with debug info)"
+        )));
+    }
+    let kallsyms_table;
+    let file_symbols;
+    let mut line_source = None;
+    let (symbols, source_text, resolved) = if let Source::Kallsyms(_) = picked {
+        let (table, source) = load_symbols(&args.symbols)?;
+        kallsyms_table = table;
+        let resolved = targets
+            .iter()
+            .map(|t| watch::resolve(t, access, &kallsyms_table))
+            .collect::<Result<Vec<_>>>()?;
+        (&kallsyms_table, source.to_string(), resolved)
+    } else {
+        file_symbols = FileSymbols::open(picked, &search, args.symbols.force)?;
+        let resolved = file_symbols.watches(&targets, access)?;
+        if args.symbols.lines {
+            line_source = Some(file_symbols.line_source()?);
+        }
+        (file_symbols.chains()?, file_symbols.header(), resolved)
+    };
+    if line_source.is_some() {
+        // The line table is built and checked before arming so a bad vmlinux fails now, not at the first hit.
+        eprintln!(
+            "ksymwatch: warning: --lines: file:line frames are resolved but this printer does not show them yet"
+        );
+    }
     let mut watches: Vec<Watch> = Vec::new();
-    for t in &targets {
-        let r = watch::resolve(t, access, &symbols)?;
+    for r in resolved {
         for w in &r.warnings {
             eprintln!("ksymwatch: warning: {w}");
         }
@@ -110,7 +142,6 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
         BufWriter::with_capacity(1 << 16, stdout.lock()),
         io::stderr(),
     );
-    let source_text = source.to_string();
     let header = Header {
         watches: &watches,
         cpus: &cpus,
@@ -131,7 +162,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     }
     let plan = Plan {
         watches: &watches,
-        symbols: &symbols,
+        symbols,
         cfg,
         limits,
     };

@@ -1,0 +1,36 @@
+//! `ksymwatch resolve TARGET`: where a target is, according to which file, and whether that file is the
+//! running kernel. Arms nothing, so it also answers for another machine's vmlinux (link-time addresses).
+
+use std::io::Write;
+
+use crate::cli::ResolveArgs;
+use crate::error::{Error, Result};
+use crate::symsource::{self, Files};
+use crate::target;
+
+pub fn run(args: ResolveArgs) -> Result<()> {
+    let target = target::parse(&args.target).map_err(|e| Error::usage(e.to_string()))?;
+    if target.len.is_some() {
+        return Err(Error::usage(format!(
+            "`{}`: /LEN chooses what `write` watches; `resolve` prints the whole object, so drop the /LEN",
+            target.text
+        )));
+    }
+    let search = symsource::search(Files {
+        kallsyms: &args.kallsyms,
+        vmlinux: args.vmlinux.as_deref(),
+        system_map: args.system_map.as_deref(),
+        notes: &args.kernel_notes,
+    });
+    let resolver = symsource::open(search.pick(), &search)?;
+    let r = symsource::resolve(&resolver, &target, true)?;
+    let text = if args.json {
+        r.to_json()
+    } else {
+        r.to_string()
+    };
+    let mut out = std::io::stdout().lock();
+    // A closed stdout (`| head -1`) is not an error worth reporting.
+    let _ = writeln!(out, "{text}").and_then(|_| out.flush());
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! `--lines`: source locations for kernel call-chain frames, behind a small interface a printer can call
+//! without knowing where the lines come from.
+//!
+//! A printer holds an `Option<&dyn LineSource>`; for each kernel frame it has already printed as
+//! `func+0xOFF/0xSIZE`, [`annotate`] gives the ` (file:line)` suffix for that frame and the inlined frames
+//! to print before it, innermost first, the way a call chain reads:
+//!
+//! ```text
+//!  => helper (a.c:44) [inlined]
+//!  => use_inline+0x10/0x23 (a.c:49)
+//! ```
+//!
+//! Every address in a ksymwatch chain points *after* the instruction of interest: a data breakpoint traps
+//! once the writing instruction has retired, and the frames above it are return addresses. [`annotate`]
+//! therefore looks up `addr - 1`, which lies inside the write or the call; [`LineSource::lines`] itself
+//! looks up exactly the address it is given.
+
+use ksymwatch_symbols::{Error, Resolver};
+
+/// One source-level frame at a code address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineFrame {
+    pub function: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// Inlined into the next frame; the last frame of a lookup is the out-of-line function.
+    pub inlined: bool,
+}
+
+impl LineFrame {
+    /// `file:line`, `file`, or `??` when the debug info does not say.
+    pub fn location(&self) -> String {
+        match (&self.file, self.line) {
+            (Some(f), Some(l)) => format!("{f}:{l}"),
+            (Some(f), None) => f.clone(),
+            _ => "??".to_string(),
+        }
+    }
+}
+
+/// Anything that maps a runtime kernel code address to source frames.
+pub trait LineSource {
+    /// Frames at exactly `addr`, innermost inlined call first and the out-of-line function last; empty
+    /// when the address has no line information (not in the vmlinux, or in code built without `-g`).
+    fn lines(&self, addr: u64) -> Vec<LineFrame>;
+}
+
+/// What a printer adds to one chain frame.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Annotation {
+    /// ` (file:line)` to append to the frame's `func+0xOFF/0xSIZE`; empty when unknown.
+    pub suffix: String,
+    /// Whole frames (`helper (a.c:44) [inlined]`) to print as ` => ` lines before this frame, innermost first.
+    pub inlined: Vec<String>,
+}
+
+/// Annotates the chain frame at `addr` (a trap ip or a return address; see the module docs).
+pub fn annotate(source: &dyn LineSource, addr: u64) -> Annotation {
+    let frames = source.lines(addr.saturating_sub(1));
+    let Some((outer, inner)) = frames.split_last() else {
+        return Annotation::default();
+    };
+    Annotation {
+        suffix: format!(" ({})", outer.location()),
+        inlined: inner
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} ({}) [inlined]",
+                    f.function.as_deref().unwrap_or("??"),
+                    f.location()
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Lines from a vmlinux's DWARF through the [`Resolver`], which moves runtime addresses back to link-time
+/// ones by the KASLR offset it found.
+pub struct VmlinuxLines<'a> {
+    resolver: &'a Resolver,
+}
+
+impl<'a> VmlinuxLines<'a> {
+    /// Builds the line tables now (they cover the whole DWARF, which takes a while on a real vmlinux), so a
+    /// file without debug info is reported before anything is armed.
+    pub fn new(resolver: &'a Resolver) -> Result<VmlinuxLines<'a>, Error> {
+        resolver.lines()?;
+        Ok(VmlinuxLines { resolver })
+    }
+}
+
+impl LineSource for VmlinuxLines<'_> {
+    fn lines(&self, addr: u64) -> Vec<LineFrame> {
+        // A frame without lines is printed bare; one failed lookup must not end the trace.
+        self.resolver
+            .frames(addr)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|f| LineFrame {
+                function: f.function,
+                file: f.file,
+                line: f.line,
+                inlined: f.inlined,
+            })
+            .collect()
+    }
+}

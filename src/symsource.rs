@@ -1,0 +1,329 @@
+//! Which file answers symbol questions for a command, and what it says about a TARGET.
+//!
+//! The search order is the symbols crate's ([`SourceSearch::pick`]): `--vmlinux`, `--system-map`, the
+//! distribution's files for the running kernel, then kallsyms. This module adds the CLI's policy on top:
+//! an explicit `--kallsyms FILE` skips the distribution files (the user named the file to use), dotted
+//! names are split longest-symbol-first, `+OFF` is applied after the member path, and a file that is not
+//! provably the running kernel gets a best-guess relocation only when the user insists (`--force`).
+
+use std::path::{Path, PathBuf};
+
+use ksymwatch_symbols::{
+    Kaslr, KernelMatch, LookupError, MismatchPolicy, ResolveError, ResolveOptions, Resolved,
+    Resolver, Source, SourceSearch, SymbolTable,
+};
+
+use crate::cli::SymbolArgs;
+use crate::error::{Error, Result};
+use crate::target::{Base, Target};
+use crate::watch::{self, Access};
+
+pub const DEFAULT_KALLSYMS: &str = "/proc/kallsyms";
+pub const DEFAULT_NOTES: &str = "/sys/kernel/notes";
+
+/// The files named on the command line.
+#[derive(Debug, Clone, Copy)]
+pub struct Files<'a> {
+    pub kallsyms: &'a Path,
+    pub vmlinux: Option<&'a Path>,
+    pub system_map: Option<&'a Path>,
+    pub notes: &'a Path,
+}
+
+/// The search for this machine with the command line's choices applied.
+pub fn search(files: Files<'_>) -> SourceSearch {
+    let mut s = SourceSearch::system();
+    s.vmlinux = files.vmlinux.map(Path::to_path_buf);
+    s.system_map = files.system_map.map(Path::to_path_buf);
+    s.notes = files.notes.to_path_buf();
+    if files.kallsyms != Path::new(DEFAULT_KALLSYMS) {
+        // `--kallsyms FILE` names the symbols to use; a distribution vmlinux must not override that choice.
+        s.release = None;
+    }
+    s.kallsyms = files.kallsyms.to_path_buf();
+    s
+}
+
+/// Opens a picked source; a file that cannot serve is bad input (exit 2).
+pub fn open(source: Source, search: &SourceSearch) -> Result<Resolver> {
+    Resolver::open_source(source, search).map_err(|e| Error::usage(e.to_string()))
+}
+
+/// Whether `name` is a symbol of this source, without building a vmlinux's whole table.
+fn has_symbol(resolver: &Resolver, name: &str) -> Result<bool> {
+    let found = match resolver.vmlinux() {
+        Some(vm) => vm.symbols_named(name).map(|v| !v.is_empty()),
+        None => resolver.table().map(|t| t.by_name(name).next().is_some()),
+    };
+    found.map_err(|e| Error::usage(e.to_string()))
+}
+
+/// Resolves a symbol TARGET (name, `@N`, member path, `+OFF`) in `resolver`. `/LEN` is left to the caller.
+pub fn resolve(resolver: &Resolver, target: &Target, progress: bool) -> Result<Resolved> {
+    let Base::Symbol { index, .. } = &target.base else {
+        return Err(Error::usage(format!(
+            "`{}` is an address, not a symbol; there is nothing to look up",
+            target.text
+        )));
+    };
+    let splits = target.symbol_splits();
+    let mut chosen = None;
+    for (name, rest) in &splits {
+        if has_symbol(resolver, name)? {
+            chosen = Some((name, rest));
+            break;
+        }
+    }
+    // No split names a symbol: resolve the bare name so the error carries the source's suggestions.
+    let Some((name, rest)) = chosen.or_else(|| splits.last().map(|(n, r)| (n, r))) else {
+        return Err(Error::usage(format!("`{}` names no symbol", target.text)));
+    };
+    if !rest.is_empty() && resolver.vmlinux().is_none() {
+        return Err(Error::usage(format!(
+            "`{}`: struct fields and array elements need DWARF type information, which {} does not have; \
+             pass --vmlinux FILE with debug info, or give the address as 0xADDR",
+            target.text,
+            resolver.source()
+        )));
+    }
+    let opts = ResolveOptions {
+        types: true,
+        progress,
+    };
+    let r = resolver
+        .resolve(name, *index, rest, opts)
+        .map_err(|e| resolve_error(e, &target.text, resolver.source()))?;
+    with_offset(r, target)
+}
+
+fn resolve_error(e: ResolveError, text: &str, source: &Source) -> Error {
+    match e {
+        // Lookup and load messages already name the symbol or the file; a member-path one needs the target.
+        ResolveError::Field(e) => Error::usage(format!("`{text}`: {e}")),
+        // "kallsyms has no data symbols" is kallsyms' problem; a small vmlinux or System.map that lacks the
+        // name simply does not have it.
+        ResolveError::Lookup(LookupError::NoDataSymbols { name, suggestions })
+            if source.is_link_time() =>
+        {
+            let mut m = format!("unknown symbol `{name}` in {source}");
+            if !suggestions.is_empty() {
+                m.push_str(&format!("; did you mean {}?", suggestions.join(", ")));
+            }
+            Error::usage(m)
+        }
+        e => Error::usage(e.to_string()),
+    }
+}
+
+/// Moves a resolved target by the TARGET's `+OFF`: the address and offset grow, the size left shrinks, and
+/// the C type no longer describes what is there.
+fn with_offset(mut r: Resolved, target: &Target) -> Result<Resolved> {
+    let off = target.offset;
+    if off == 0 {
+        return Ok(r);
+    }
+    if let Some(size) = r.size {
+        if off >= size {
+            return Err(Error::usage(format!(
+                "`{}`: offset 0x{off:x} is past the end of `{}` (size 0x{size:x}); name what is there, \
+                 or give the address as 0xADDR",
+                target.text, r.target
+            )));
+        }
+    }
+    let overflow = || Error::usage(format!("`{}`: address overflows", target.text));
+    let add = |a: Option<u64>| match a {
+        Some(a) => a.checked_add(off).map(Some),
+        None => Some(None),
+    };
+    r.link_addr = add(r.link_addr).ok_or_else(overflow)?;
+    r.runtime_addr = add(r.runtime_addr).ok_or_else(overflow)?;
+    r.offset = r.offset.checked_add(off).ok_or_else(overflow)?;
+    r.size = r.size.map(|s| s - off);
+    r.type_name = None;
+    r.target = format!("{}+0x{off:x}", r.target);
+    Ok(r)
+}
+
+/// The relocation to guess with when the file is not provably this kernel: its `_text` against kallsyms'.
+/// Only used under `--force` (or with no evidence either way), and always announced.
+pub fn guess_kaslr(resolver: &Resolver, running: &SymbolTable) -> Option<Kaslr> {
+    ksymwatch_symbols::kaslr::TEXT_MARKERS
+        .iter()
+        .find_map(|name| {
+            let runtime_text = running
+                .by_name(name)
+                .find(|s| s.module.is_none() && s.addr != 0)?
+                .addr;
+            let link_text = match resolver.vmlinux() {
+                Some(vm) => vm.symbols_named(name).ok()?.first()?.addr,
+                None => {
+                    let t = resolver.table().ok()?;
+                    t.link_addr(t.by_name(name).next()?)
+                }
+            };
+            Some(Kaslr {
+                link_text,
+                runtime_text,
+            })
+        })
+}
+
+/// The `# symbols:` header text: which file answered and whether it is this kernel.
+pub fn describe(source: &Source, km: &KernelMatch, forced: bool) -> String {
+    let mut s = format!("{source} (kernel: {km}");
+    if forced && km.is_mismatch() {
+        s.push_str("; armed anyway: --force");
+    }
+    s.push(')');
+    s
+}
+
+impl<'a> Files<'a> {
+    pub fn of_watch(args: &'a SymbolArgs) -> Files<'a> {
+        Files {
+            kallsyms: &args.kallsyms,
+            vmlinux: args.vmlinux.as_deref(),
+            system_map: args.system_map.as_deref(),
+            notes: &args.kernel_notes,
+        }
+    }
+}
+
+/// `write|rw` on a vmlinux or System.map: the resolver for targets, and the running kernel's kallsyms for
+/// call chains (its text addresses are the ones the kernel reports, whatever the file says).
+pub struct FileSymbols {
+    resolver: Resolver,
+    /// The running kernel's symbols, or why they could not be read.
+    running: std::result::Result<SymbolTable, String>,
+    kallsyms: PathBuf,
+    forced: bool,
+}
+
+impl FileSymbols {
+    /// Opens the file and applies the mismatch policy: a file proven not to be this kernel is refused
+    /// (exit 2) unless `force`.
+    pub fn open(source: Source, search: &SourceSearch, force: bool) -> Result<FileSymbols> {
+        let resolver = open(source, search)?;
+        if !force {
+            resolver
+                .check(MismatchPolicy::Refuse)
+                .map_err(|e| Error::usage(e.to_string()))?;
+        }
+        let running =
+            ksymwatch_symbols::kallsyms::load(&search.kallsyms).map_err(|e| e.to_string());
+        Ok(FileSymbols {
+            resolver,
+            running,
+            kallsyms: search.kallsyms.clone(),
+            forced: force,
+        })
+    }
+
+    pub fn resolver(&self) -> &Resolver {
+        &self.resolver
+    }
+
+    /// Resolves every target to a watch at a runtime address. When the file's addresses are not provably
+    /// the running kernel's, they are moved by kallsyms' `_text` and a warning says so.
+    pub fn watches(&self, targets: &[Target], access: Access) -> Result<Vec<watch::Resolved>> {
+        let mut out = Vec::new();
+        let mut guess = None;
+        for t in targets {
+            if let Base::Address(_) = t.base {
+                out.push(watch::resolve(t, access, &SymbolTable::default())?);
+                continue;
+            }
+            let r = resolve(&self.resolver, t, true)?;
+            let mut note = None;
+            let addr = match (r.runtime_addr, r.link_addr) {
+                (Some(a), _) => a,
+                (None, Some(link)) => {
+                    let k = *guess.get_or_insert_with(|| {
+                        self.running
+                            .as_ref()
+                            .ok()
+                            .and_then(|running| guess_kaslr(&self.resolver, running))
+                    });
+                    let km = self.resolver.kernel_match();
+                    let src = self.resolver.source();
+                    let src = if km.is_mismatch() {
+                        format!("{src} is not the running kernel")
+                    } else {
+                        format!("{src} is not provably the running kernel")
+                    };
+                    match k {
+                        Some(k) => {
+                            let a = k.to_runtime(link);
+                            note = Some(format!(
+                                "{src} ({km}): arming `{}` at 0x{a:x}, its link \
+                                 address 0x{link:x} moved by kallsyms' _text (offset {:#x}); hits may be some other variable",
+                                r.target,
+                                k.offset()
+                            ));
+                            a
+                        }
+                        None => {
+                            note = Some(format!(
+                                "{src} ({km}) and {} gives no _text to relocate by: \
+                                 arming `{}` at its link address 0x{link:x}; hits may be some other variable",
+                                self.kallsyms.display(),
+                                r.target
+                            ));
+                            link
+                        }
+                    }
+                }
+                (None, None) => r.watch_addr(),
+            };
+            let mut w = watch::from_resolved(t, access, &r, addr)?;
+            w.warnings.extend(note);
+            out.push(w);
+        }
+        Ok(out)
+    }
+
+    /// The table call chains are symbolized with: kallsyms when readable, else the file's own.
+    pub fn chains(&self) -> Result<&SymbolTable> {
+        match &self.running {
+            Ok(t) => Ok(t),
+            Err(why) => {
+                eprintln!(
+                    "ksymwatch: warning: call chains from {} instead of kallsyms ({why})",
+                    self.resolver.source()
+                );
+                self.resolver
+                    .table()
+                    .map_err(|e| Error::usage(e.to_string()))
+            }
+        }
+    }
+
+    /// The `# symbols:` header line.
+    pub fn header(&self) -> String {
+        let mut s = describe(
+            self.resolver.source(),
+            self.resolver.kernel_match(),
+            self.forced,
+        );
+        if self.running.is_ok() {
+            s.push_str(&format!(
+                "; call chains: kallsyms {}",
+                self.kallsyms.display()
+            ));
+        }
+        s
+    }
+
+    /// `--lines`: the vmlinux's line tables, built now so a file without them fails before arming.
+    pub fn line_source(&self) -> Result<crate::frames::VmlinuxLines<'_>> {
+        let lines = crate::frames::VmlinuxLines::new(&self.resolver)
+            .map_err(|e| Error::usage(e.to_string()))?;
+        if self.resolver.kernel_match().is_mismatch() {
+            eprintln!(
+                "ksymwatch: warning: --lines with a vmlinux that is not the running kernel: file:line will be wrong"
+            );
+        }
+        Ok(lines)
+    }
+}

@@ -59,6 +59,16 @@ pub struct WatchArgs {
     pub strict_hotplug: bool,
     #[command(flatten)]
     pub symbols: SymbolArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// How hits are reported: formats, end-of-session reports, filters.
+#[derive(Args, Debug, Default)]
+pub struct OutputArgs {
+    /// One JSON object per line (NDJSON) on stdout for every hit and stream event; schema in the README.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Parses arguments, runs, and returns the process exit code.

@@ -13,7 +13,7 @@ use crate::breakpoint::{CpuEvent, EventConfig};
 use crate::comm::Comms;
 use crate::error::{Error, Result};
 use crate::hotplug::Hotplug;
-use crate::output::{Hit, Output, StopReason, StreamEvent, Summary};
+use crate::output::{Hit, Output, ResolvedFrame, StopReason, StreamEvent, Summary, Symbolizer};
 use crate::record::{self, Record, Sample, SAMPLE_TYPE};
 use crate::sys::{self, Epoll, SignalFd};
 use crate::watch::Watch;
@@ -42,7 +42,9 @@ const TICK: Duration = Duration::from_millis(10);
 
 pub struct Session<'a, O: Output> {
     watches: &'a [Watch],
-    symbols: &'a SymbolTable,
+    symbolizer: Symbolizer<'a>,
+    /// The current hit's chain, reused across hits.
+    chain: Vec<ResolvedFrame>,
     pub out: O,
     cfg: EventConfig,
     events: BTreeMap<u32, Vec<CpuEvent>>,
@@ -93,7 +95,8 @@ impl<'a, O: Output> Session<'a, O> {
         comms.scan_all();
         Ok(Session {
             watches,
-            symbols,
+            symbolizer: Symbolizer::new(symbols),
+            chain: Vec::new(),
             out,
             cfg,
             events,
@@ -337,11 +340,14 @@ impl<'a, O: Output> Session<'a, O> {
             }
             *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
             let comm = self.comms.name(sample.pid, sample.tid);
+            let ip = self.symbolizer.resolve(sample, &mut self.chain);
             let hit = Hit {
                 sample,
                 watch: &self.watches[*watch],
+                watch_index: *watch,
                 comm,
-                symbols: self.symbols,
+                ip: &ip,
+                chain: &self.chain,
             };
             if let Err(e) = self.out.hit(&hit) {
                 stop = Some(write_failed(e));

@@ -8,12 +8,14 @@ use ksymwatch_symbols::{kallsyms, Source, SymbolTable};
 
 use crate::arm;
 use crate::breakpoint::EventConfig;
+use crate::cli::OutputArgs;
 use crate::cli::{SymbolArgs, WatchArgs};
 use crate::cpulist;
 use crate::error::{Error, Result};
 use crate::hotplug::Hotplug;
 use crate::output::ftrace::Ftrace;
-use crate::output::{Header, Output};
+use crate::output::json::Json;
+use crate::output::{Header, Output, Tee};
 use crate::session::{Limits, Plan, Session};
 use crate::sys::{self, SignalFd};
 use crate::target;
@@ -60,6 +62,17 @@ fn select_cpus(list: Option<&str>) -> Result<(BTreeSet<u32>, Option<BTreeSet<u32
     Ok((wanted.clone(), Some(wanted)))
 }
 
+/// The printers `args` ask for, in the order they run.
+fn outputs(args: &OutputArgs) -> Tee {
+    let stdout = || BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    let stream: Box<dyn Output> = if args.json {
+        Box::new(Json::new(stdout(), io::stderr()))
+    } else {
+        Box::new(Ftrace::new(stdout(), io::stderr()))
+    };
+    Tee(vec![stream])
+}
+
 pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     if !args.buffer_pages.is_power_of_two() || args.buffer_pages > 1 << 16 {
         return Err(Error::usage(format!(
@@ -102,11 +115,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     let armed = arm::arm(&watches, &cpus, &cfg)?;
     let armed_cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();
     let n_events = armed.events.len();
-    let stdout = io::stdout();
-    let mut out = Ftrace::new(
-        BufWriter::with_capacity(1 << 16, stdout.lock()),
-        io::stderr(),
-    );
+    let out = outputs(&args.output);
     let source_text = source.to_string();
     let header = Header {
         watches: &watches,
@@ -117,21 +126,28 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
         duration: args.duration,
         count: args.count,
     };
-    if out
-        .header(&header)
-        .and_then(|_| out.armed(n_events, &armed_cpus, sys::monotonic_ns()))
-        .is_err()
-    {
-        // stdout is already closed: a normal, quiet end. Dropping `armed` releases every breakpoint.
-        return Ok(());
-    }
     let plan = Plan {
         watches: &watches,
         symbols: &symbols,
         cfg,
         limits,
     };
-    let session = Session::new(plan, out, armed, signals, Some(hotplug))?;
+    // The session learns every live task's name before `armed` goes out: a script starts its workload on that
+    // line, and a task that exits before we looked would print as `<...>`.
+    let mut session = Session::new(plan, out, armed, signals, Some(hotplug))?;
+    if session
+        .out
+        .header(&header)
+        .and_then(|_| {
+            session
+                .out
+                .armed(n_events, &armed_cpus, sys::monotonic_ns())
+        })
+        .is_err()
+    {
+        // stdout is already closed: a normal, quiet end. Dropping the session releases every breakpoint.
+        return Ok(());
+    }
     session.run()?;
     let _ = io::stdout().flush();
     Ok(())

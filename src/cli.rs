@@ -69,6 +69,21 @@ pub struct OutputArgs {
     /// One JSON object per line (NDJSON) on stdout for every hit and stream event; schema in the README.
     #[arg(long)]
     pub json: bool,
+    /// Report only hits by tasks with this name (as printed, e.g. `bash`); repeatable.
+    #[arg(long = "comm", value_name = "NAME")]
+    pub comms: Vec<String>,
+    /// Report only hits by this thread id; repeatable.
+    #[arg(long = "tid", value_name = "N")]
+    pub tids: Vec<u32>,
+    /// Drop hits by the idle task (`<idle>-0`).
+    #[arg(long)]
+    pub exclude_idle: bool,
+    /// Report only hits where the writer ran in the kernel.
+    #[arg(long)]
+    pub kernel_only: bool,
+    /// Report only hits where the writer ran in user space.
+    #[arg(long)]
+    pub user_only: bool,
 }
 
 /// Parses arguments, runs, and returns the process exit code.

@@ -3,7 +3,7 @@
 //! The pipeline, one module a step: a [`target`] is parsed and resolved to a [`watch`] (address, length,
 //! access) with the `ksymwatch-symbols` crate; [`arm`] opens one pinned [`breakpoint`] per CPU as a single
 //! transaction; the [`session`] loop drains each CPU's [`ring`], decodes [`record`]s and hands them to an
-//! [`output`] printer, while [`hotplug`] keeps the armed set equal to the online CPUs. Raw system calls live
+//! [`output`] printer (after the [`filter`]), while [`hotplug`] keeps the armed set equal to the online CPUs. Raw system calls live
 //! in [`sys`] only.
 
 pub mod arm;
@@ -14,6 +14,7 @@ pub mod comm;
 pub mod cpulist;
 pub mod duration;
 pub mod error;
+pub mod filter;
 pub mod hotplug;
 pub mod output;
 pub mod record;

@@ -12,6 +12,7 @@ use crate::arm::Armed;
 use crate::breakpoint::{CpuEvent, EventConfig};
 use crate::comm::Comms;
 use crate::error::{Error, Result};
+use crate::filter::Filter;
 use crate::hotplug::Hotplug;
 use crate::output::{Hit, Output, ResolvedFrame, StopReason, StreamEvent, Summary, Symbolizer};
 use crate::record::{self, Record, Sample, SAMPLE_TYPE};
@@ -31,6 +32,7 @@ pub struct Plan<'a> {
     pub symbols: &'a SymbolTable,
     pub cfg: EventConfig,
     pub limits: Limits,
+    pub filter: Filter,
 }
 
 const TOKEN_SIGNAL: u64 = 0;
@@ -54,6 +56,7 @@ pub struct Session<'a, O: Output> {
     comms: Comms,
     summary: Summary,
     limits: Limits,
+    filter: Filter,
     batch: Vec<(Sample, usize)>,
     /// CPUs online but not armable (debug registers taken); already reported, retried on reconcile.
     unarmable: BTreeSet<u32>,
@@ -74,6 +77,7 @@ impl<'a, O: Output> Session<'a, O> {
             symbols,
             cfg,
             limits,
+            filter,
         } = plan;
         let epoll = Epoll::new().map_err(|e| Error::runtime(format!("epoll_create: {e}")))?;
         epoll
@@ -106,6 +110,7 @@ impl<'a, O: Output> Session<'a, O> {
             comms,
             summary: Summary::default(),
             limits,
+            filter,
             batch: Vec::new(),
             unarmable: BTreeSet::new(),
         })
@@ -338,8 +343,12 @@ impl<'a, O: Output> Session<'a, O> {
                 stop = Some(StopReason::Count);
                 break;
             }
-            *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
             let comm = self.comms.name(sample.pid, sample.tid);
+            if !self.filter.admits(sample, comm) {
+                self.summary.filtered += 1;
+                continue;
+            }
+            *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
             let ip = self.symbolizer.resolve(sample, &mut self.chain);
             let hit = Hit {
                 sample,

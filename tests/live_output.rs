@@ -10,7 +10,9 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use common::{Writer, BIN};
+use common::{parse_hits, run, Writer, BIN};
+
+const KERNEL_TARGET: &str = "__start_init_stack+0x3e00";
 
 /// The README's JSON schema as types that refuse any field they do not name. Fields exist to be checked by
 /// deserialization; not every test reads every one.
@@ -235,7 +237,10 @@ fn trace_helper(helper: &[&str], args: &[String], ready: Ready) -> (u32, i32, St
     let mut w = Writer::start(helper);
     let args: Vec<String> = args
         .iter()
-        .map(|a| a.replace("{addr}", &format!("0x{:x}", w.addr)))
+        .map(|a| {
+            a.replace("{addr}", &format!("0x{:x}", w.addr))
+                .replace("{tid}", &w.tid.to_string())
+        })
         .collect();
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let t = Traced::start(&argv, ready);
@@ -307,4 +312,116 @@ fn json_lines_fit_the_schema_and_carry_the_helpers_writes() {
         err.contains(&format!("ksymwatch: {} hits", hits.len())),
         "stderr keeps the one-line summary: {err}"
     );
+}
+
+fn json_hits(lines: &[schema::Line]) -> Vec<&schema::Hit> {
+    lines
+        .iter()
+        .filter_map(|l| match l {
+            schema::Line::Hit(h) => Some(h),
+            _ => None,
+        })
+        .collect()
+}
+
+fn json_summary(lines: &[schema::Line]) -> &schema::Summary {
+    match lines.last() {
+        Some(schema::Line::Summary(s)) => s,
+        other => panic!("the last line is not the summary: {other:?}"),
+    }
+}
+
+#[test]
+fn filters_drop_hits_before_printing_and_counting() {
+    let Some(_lock) = common::live() else { return };
+    const N: usize = 100;
+    let cpu = first_cpu();
+    let helper = ["write", "100", cpu.as_str()];
+    // The helper's stores run in user space: --user-only with its comm keeps every one of them.
+    let (tid, code, out, err) = trace_helper(
+        &helper,
+        &owned(&[
+            "write",
+            "{addr}",
+            "--json",
+            "--user-only",
+            "--comm",
+            "writer",
+        ]),
+        ARMED_JSON,
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines = schema::parse(&out);
+    let hits = json_hits(&lines);
+    assert!(
+        hits.iter().all(|h| h.comm == "writer" && !h.in_kernel),
+        "{out}"
+    );
+    assert_eq!(hits.iter().filter(|h| h.tid == tid).count(), N);
+    assert_eq!(json_summary(&lines).hits as usize, hits.len());
+
+    // --kernel-only drops all of them; they are reported as filtered, not as hits.
+    let (_, code, out, err) = trace_helper(
+        &helper,
+        &owned(&[
+            "write",
+            "{addr}",
+            "--json",
+            "--kernel-only",
+            "--tid",
+            "{tid}",
+        ]),
+        ARMED_JSON,
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines = schema::parse(&out);
+    assert!(json_hits(&lines).is_empty(), "{out}");
+    let summary = json_summary(&lines);
+    assert_eq!(summary.hits, 0);
+    assert!(summary.filtered >= N as u64, "{summary:?}");
+    assert!(err.contains(" filtered,"), "{err}");
+}
+
+#[test]
+fn filtered_hits_do_not_count_toward_count() {
+    let Some(_lock) = common::live() else { return };
+    // Only the idle task writes CPU0's idle stack: with it excluded, --count 1 is never met.
+    let (code, out, err) = run(&[
+        "write",
+        KERNEL_TARGET,
+        "--exclude-idle",
+        "--count",
+        "1",
+        "--duration",
+        "1s",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(parse_hits(&out).iter().all(|h| h.tid != 0), "{out}");
+    assert!(err.contains("stopped: duration reached"), "{err}");
+    assert!(err.contains(" filtered,"), "{err}");
+    let (code, out, err) = run(&[
+        "write",
+        KERNEL_TARGET,
+        "--comm",
+        "no-such-task",
+        "--count",
+        "1",
+        "--duration",
+        "1s",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(parse_hits(&out).is_empty());
+    assert!(
+        err.contains("ksymwatch: 0 hits") && err.contains("stopped: duration reached"),
+        "{err}"
+    );
+}
+
+#[test]
+fn contradictory_flags_are_a_one_line_usage_error() {
+    let (code, out, err) = run(&["write", KERNEL_TARGET, "--kernel-only", "--user-only"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--kernel-only and --user-only"), "{err}");
 }

@@ -12,6 +12,7 @@ use crate::cli::OutputArgs;
 use crate::cli::{SymbolArgs, WatchArgs};
 use crate::cpulist;
 use crate::error::{Error, Result};
+use crate::filter::{Filter, Place};
 use crate::hotplug::Hotplug;
 use crate::output::ftrace::Ftrace;
 use crate::output::json::Json;
@@ -62,6 +63,26 @@ fn select_cpus(list: Option<&str>) -> Result<(BTreeSet<u32>, Option<BTreeSet<u32
     Ok((wanted.clone(), Some(wanted)))
 }
 
+/// The hits `args` keep; a contradiction is a usage error.
+fn filter(args: &OutputArgs) -> Result<Filter> {
+    let place = match (args.kernel_only, args.user_only) {
+        (true, true) => {
+            return Err(Error::usage(
+                "--kernel-only and --user-only exclude each other; give one",
+            ))
+        }
+        (true, false) => Place::Kernel,
+        (false, true) => Place::User,
+        (false, false) => Place::Anywhere,
+    };
+    Ok(Filter {
+        comms: args.comms.clone(),
+        tids: args.tids.clone(),
+        exclude_idle: args.exclude_idle,
+        place,
+    })
+}
+
 /// The printers `args` ask for, in the order they run.
 fn outputs(args: &OutputArgs) -> Tee {
     let stdout = || BufWriter::with_capacity(1 << 16, io::stdout().lock());
@@ -80,6 +101,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
             args.buffer_pages
         )));
     }
+    let filter = filter(&args.output)?;
     let targets = args
         .targets
         .iter()
@@ -131,6 +153,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
         symbols: &symbols,
         cfg,
         limits,
+        filter,
     };
     // The session learns every live task's name before `armed` goes out: a script starts its workload on that
     // line, and a task that exits before we looked would print as `<...>`.

@@ -69,6 +69,16 @@ pub struct OutputArgs {
     /// One JSON object per line (NDJSON) on stdout for every hit and stream event; schema in the README.
     #[arg(long)]
     pub json: bool,
+    /// At exit (also on Ctrl-C), unique call chains with counts, most frequent first, and totals by writer
+    /// ip, comm and CPU; with --json, as the summary record's extra fields.
+    #[arg(long)]
+    pub summary: bool,
+    /// No per-hit stream: only the end-of-session report (implies --summary).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// How many call chains the text summary lists (0: all). JSON lists all.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub top: usize,
     /// Report only hits by tasks with this name (as printed, e.g. `bash`); repeatable.
     #[arg(long = "comm", value_name = "NAME")]
     pub comms: Vec<String>,

@@ -33,6 +33,8 @@ pub struct Plan<'a> {
     pub cfg: EventConfig,
     pub limits: Limits,
     pub filter: Filter,
+    /// Keep the `--summary` counts (by chain, ip, comm).
+    pub tally: bool,
 }
 
 const TOKEN_SIGNAL: u64 = 0;
@@ -78,6 +80,7 @@ impl<'a, O: Output> Session<'a, O> {
             cfg,
             limits,
             filter,
+            tally,
         } = plan;
         let epoll = Epoll::new().map_err(|e| Error::runtime(format!("epoll_create: {e}")))?;
         epoll
@@ -108,7 +111,10 @@ impl<'a, O: Output> Session<'a, O> {
             signals,
             hotplug,
             comms,
-            summary: Summary::default(),
+            summary: Summary {
+                tally: tally.then(Default::default),
+                ..Summary::default()
+            },
             limits,
             filter,
             batch: Vec::new(),
@@ -358,6 +364,9 @@ impl<'a, O: Output> Session<'a, O> {
                 ip: &ip,
                 chain: &self.chain,
             };
+            if let Some(t) = &mut self.summary.tally {
+                t.add(&hit);
+            }
             if let Err(e) = self.out.hit(&hit) {
                 stop = Some(write_failed(e));
                 break;

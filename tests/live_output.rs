@@ -130,6 +130,33 @@ mod schema {
         pub signal: Option<String>,
         pub hits_by_cpu: Vec<CpuCount>,
         pub lost_by_cpu: Vec<CpuCount>,
+        pub chains: Option<Vec<Chain>>,
+        pub by_ip: Option<Vec<IpCount>>,
+        pub by_comm: Option<Vec<CommCount>>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Chain {
+        pub count: u64,
+        pub target: String,
+        pub target_index: usize,
+        pub comms: Vec<CommCount>,
+        pub chain: Vec<Frame>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct IpCount {
+        pub count: u64,
+        pub ip: Frame,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct CommCount {
+        pub comm: String,
+        pub count: u64,
     }
 
     /// Parses every line; panics naming the first line that does not fit the schema.
@@ -149,7 +176,6 @@ struct Traced {
 
 /// Which stream says the breakpoints are armed: stdout in stream modes, stderr under --quiet/--folded.
 #[derive(Clone, Copy)]
-#[allow(dead_code)]
 enum Ready {
     Stdout(&'static str),
     Stderr(&'static str),
@@ -385,36 +411,26 @@ fn filters_drop_hits_before_printing_and_counting() {
 #[test]
 fn filtered_hits_do_not_count_toward_count() {
     let Some(_lock) = common::live() else { return };
-    // Only the idle task writes CPU0's idle stack: with it excluded, --count 1 is never met.
-    let (code, out, err) = run(&[
-        "write",
-        KERNEL_TARGET,
-        "--exclude-idle",
-        "--count",
-        "1",
-        "--duration",
-        "1s",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    assert!(parse_hits(&out).iter().all(|h| h.tid != 0), "{out}");
-    assert!(err.contains("stopped: duration reached"), "{err}");
-    assert!(err.contains(" filtered,"), "{err}");
-    let (code, out, err) = run(&[
-        "write",
-        KERNEL_TARGET,
-        "--comm",
-        "no-such-task",
-        "--count",
-        "1",
-        "--duration",
-        "1s",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    assert!(parse_hits(&out).is_empty());
-    assert!(
-        err.contains("ksymwatch: 0 hits") && err.contains("stopped: duration reached"),
-        "{err}"
+    // The helper's 100 stores all run in user space: with --kernel-only, --count 1 is never met.
+    let cpu = first_cpu();
+    let (_, code, out, err) = trace_helper(
+        &["write", "100", &cpu],
+        &owned(&["write", "{addr}", "--kernel-only", "--count", "1"]),
+        Ready::Stdout("# armed"),
     );
+    assert_eq!(code, 0, "{err}");
+    assert!(parse_hits(&out).is_empty(), "{out}");
+    assert!(err.contains("ksymwatch: 0 hits"), "{err}");
+    assert!(
+        err.contains("stopped: signal SIGINT"),
+        "the count was never met: {err}"
+    );
+    let filtered: u64 = err
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" filtered"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no filtered count: {err}"));
+    assert!(filtered >= 100, "{err}");
 }
 
 #[test]
@@ -424,4 +440,79 @@ fn contradictory_flags_are_a_one_line_usage_error() {
     assert!(out.is_empty());
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--kernel-only and --user-only"), "{err}");
+}
+
+const ARMED_STDERR: Ready = Ready::Stderr("ksymwatch: armed ");
+
+#[test]
+fn quiet_prints_only_the_summary_of_the_helpers_kernel_writes() {
+    let Some(_lock) = common::live() else { return };
+    const N: u64 = 40;
+    let cpu = first_cpu();
+    // read() from /dev/zero: the kernel writes the watched global on the helper's behalf, N times.
+    let (_, code, out, err) = trace_helper(
+        &["read", &N.to_string(), &cpu],
+        &owned(&["write", "{addr}", "--quiet", "--tid", "{tid}", "--top", "0"]),
+        ARMED_STDERR,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines().all(|l| l.starts_with('#')),
+        "only the report: {out}"
+    );
+    // The kernel clears the 8 bytes with `rep stosb`: a trap per byte stored, so N reads give N*k hits.
+    let hits: u64 = out
+        .strip_prefix("# summary: ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no summary first: {out}"));
+    assert!(
+        hits >= N && hits % N == 0,
+        "{hits} hits for {N} reads: {out}"
+    );
+    assert!(
+        out.contains("stopped: signal SIGINT"),
+        "written on Ctrl-C: {out}"
+    );
+    assert!(out.contains("comm: writer "), "{out}");
+    assert!(out.contains("#  => read_zero+0x"), "{out}");
+    assert!(out.contains("#  => vfs_read+0x"), "{out}");
+    assert!(
+        out.contains(&format!("# hits by comm:\n# {hits:>8} 100.0%  writer\n")),
+        "{out}"
+    );
+    assert!(out.contains(&format!("100.0%  cpu{cpu}\n")), "{out}");
+    assert!(err.contains(&format!("ksymwatch: {hits} hits")), "{err}");
+}
+
+#[test]
+fn json_summary_record_counts_chains_ips_and_comms() {
+    let Some(_lock) = common::live() else { return };
+    const N: u64 = 60;
+    let cpu = first_cpu();
+    let (_, code, out, err) = trace_helper(
+        &["write", &N.to_string(), &cpu],
+        &owned(&["write", "{addr}", "--json", "--summary", "--tid", "{tid}"]),
+        ARMED_JSON,
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines = schema::parse(&out);
+    assert_eq!(
+        json_hits(&lines).len() as u64,
+        N,
+        "the stream is still there"
+    );
+    let s = json_summary(&lines);
+    assert_eq!(s.hits, N);
+    let chains = s.chains.as_ref().expect("--summary adds chains");
+    // One store in one loop: every hit has the same call path.
+    assert_eq!(chains.len(), 1, "{chains:?}");
+    assert_eq!(chains[0].count, N);
+    assert_eq!(chains[0].comms[0].comm, "writer");
+    assert!(chains[0].target.starts_with("0x"));
+    let by_ip = s.by_ip.as_ref().expect("by_ip");
+    assert_eq!(by_ip.iter().map(|i| i.count).sum::<u64>(), N);
+    assert!(!by_ip[0].ip.kernel);
+    let by_comm = s.by_comm.as_ref().expect("by_comm");
+    assert_eq!((by_comm[0].comm.as_str(), by_comm[0].count), ("writer", N));
 }

@@ -16,7 +16,7 @@ use crate::filter::{Filter, Place};
 use crate::hotplug::Hotplug;
 use crate::output::ftrace::Ftrace;
 use crate::output::json::Json;
-use crate::output::{Header, Output, Tee};
+use crate::output::{Header, Output, Quiet, Tee};
 use crate::session::{Limits, Plan, Session};
 use crate::sys::{self, SignalFd};
 use crate::target;
@@ -86,10 +86,14 @@ fn filter(args: &OutputArgs) -> Result<Filter> {
 /// The printers `args` ask for, in the order they run.
 fn outputs(args: &OutputArgs) -> Tee {
     let stdout = || BufWriter::with_capacity(1 << 16, io::stdout().lock());
-    let stream: Box<dyn Output> = if args.json {
-        Box::new(Json::new(stdout(), io::stderr()))
-    } else {
-        Box::new(Ftrace::new(stdout(), io::stderr()))
+    let stream: Box<dyn Output> = match (args.json, args.quiet) {
+        (true, false) => Box::new(Json::new(stdout(), io::stderr())),
+        (true, true) => Box::new(Quiet::new(Json::new(stdout(), io::stderr()), io::stderr())),
+        (false, false) => Box::new(Ftrace::new(stdout(), io::stderr()).with_top(args.top)),
+        (false, true) => Box::new(Quiet::new(
+            Ftrace::new(stdout(), io::stderr()).with_top(args.top),
+            io::stderr(),
+        )),
     };
     Tee(vec![stream])
 }
@@ -154,6 +158,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
         cfg,
         limits,
         filter,
+        tally: args.output.summary || args.output.quiet,
     };
     // The session learns every live task's name before `armed` goes out: a script starts its workload on that
     // line, and a task that exits before we looked would print as `<...>`.

@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
+use super::summary::write_text;
 use super::{
     arm_failed_note, format_time, summary_line, Header, Hit, Output, StreamEvent, Summary,
 };
@@ -18,12 +19,20 @@ use crate::cpulist;
 pub struct Ftrace<W: Write, E: Write> {
     out: W,
     err: E,
+    top: usize,
 }
 
 impl<W: Write, E: Write> Ftrace<W, E> {
-    /// Hits and marks go to `out`; the summary goes to `err` so that stdout stays a clean trace.
+    /// Hits, marks and the `--summary` report (as `#` lines) go to `out`; the one-line summary goes to `err`
+    /// so that stdout stays a clean trace.
     pub fn new(out: W, err: E) -> Self {
-        Ftrace { out, err }
+        Ftrace { out, err, top: 20 }
+    }
+
+    /// How many call chains the `--summary` report lists (0: all).
+    pub fn with_top(mut self, top: usize) -> Self {
+        self.top = top;
+        self
     }
 
     pub fn into_inner(self) -> (W, E) {
@@ -113,7 +122,11 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
 
     fn finish(&mut self, summary: &Summary) -> io::Result<()> {
         // The summary goes out even when stdout is gone (`| head`): that is exactly when it says why we stopped.
-        let flushed = self.out.flush();
+        let mut flushed = Ok(());
+        if let Some(tally) = &summary.tally {
+            flushed = write_text(&mut self.out, summary, tally, self.top);
+        }
+        flushed = flushed.and_then(|_| self.out.flush());
         summary_line(&mut self.err, summary)?;
         flushed
     }

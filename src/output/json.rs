@@ -81,7 +81,28 @@ fn stop_word(stop: Option<StopReason>) -> (&'static str, Option<&'static str>) {
 }
 
 #[derive(Serialize)]
-pub struct SummaryRecord {
+pub struct ChainRecord<'a> {
+    pub count: u64,
+    pub target: &'a str,
+    pub target_index: usize,
+    pub comms: Vec<CommCount<'a>>,
+    pub chain: Vec<Frame<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct CommCount<'a> {
+    pub comm: &'a str,
+    pub count: u64,
+}
+
+#[derive(Serialize)]
+pub struct IpRecord<'a> {
+    pub count: u64,
+    pub ip: Frame<'a>,
+}
+
+#[derive(Serialize)]
+pub struct SummaryRecord<'a> {
     pub hits: u64,
     pub lost: u64,
     pub filtered: u64,
@@ -90,10 +111,17 @@ pub struct SummaryRecord {
     pub signal: Option<&'static str>,
     pub hits_by_cpu: Vec<CpuCount>,
     pub lost_by_cpu: Vec<CpuCount>,
+    /// `--summary` only: every unique chain, most frequent first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chains: Option<Vec<ChainRecord<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_ip: Option<Vec<IpRecord<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_comm: Option<Vec<CommCount<'a>>>,
 }
 
-impl SummaryRecord {
-    pub fn new(s: &Summary) -> Self {
+impl<'a> SummaryRecord<'a> {
+    pub fn new(s: &'a Summary) -> Self {
         let (stop, signal) = stop_word(s.stop);
         let counts = |m: &std::collections::BTreeMap<u32, u64>| {
             m.iter()
@@ -109,6 +137,37 @@ impl SummaryRecord {
             signal,
             hits_by_cpu: counts(&s.hits_by_cpu),
             lost_by_cpu: counts(&s.lost_by_cpu),
+            chains: s.tally.as_ref().map(|t| {
+                t.chains()
+                    .into_iter()
+                    .map(|c| ChainRecord {
+                        count: c.count,
+                        target: &c.target_name,
+                        target_index: c.target,
+                        comms: c
+                            .top_comms()
+                            .into_iter()
+                            .map(|(comm, count)| CommCount { comm, count })
+                            .collect(),
+                        chain: c.frames.iter().map(Frame::from).collect(),
+                    })
+                    .collect()
+            }),
+            by_ip: s.tally.as_ref().map(|t| {
+                t.by_ip()
+                    .into_iter()
+                    .map(|(_, c)| IpRecord {
+                        count: c.count,
+                        ip: (&c.ip).into(),
+                    })
+                    .collect()
+            }),
+            by_comm: s.tally.as_ref().map(|t| {
+                t.by_comm()
+                    .into_iter()
+                    .map(|(comm, count)| CommCount { comm, count })
+                    .collect()
+            }),
         }
     }
 }
@@ -163,7 +222,7 @@ pub enum Record<'a> {
         cpu: u32,
         reason: &'a str,
     },
-    Summary(SummaryRecord),
+    Summary(SummaryRecord<'a>),
 }
 
 impl<'a> Record<'a> {

@@ -5,6 +5,7 @@
 
 pub mod ftrace;
 pub mod json;
+pub mod summary;
 pub mod symbolize;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -94,6 +95,8 @@ pub struct Summary {
     pub lost_by_cpu: BTreeMap<u32, u64>,
     /// Hits the filters dropped: not printed, not counted in `hits_by_cpu` nor toward `--count`.
     pub filtered: u64,
+    /// Counts by call chain, ip and comm; kept only for `--summary`.
+    pub tally: Option<summary::Tally>,
     pub elapsed: Duration,
     pub stop: Option<StopReason>,
 }

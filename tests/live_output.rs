@@ -467,7 +467,7 @@ fn quiet_prints_only_the_summary_of_the_helpers_kernel_writes() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no summary first: {out}"));
     assert!(
-        hits >= N && hits % N == 0,
+        hits >= N && hits.is_multiple_of(N),
         "{hits} hits for {N} reads: {out}"
     );
     assert!(

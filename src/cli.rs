@@ -79,6 +79,13 @@ pub struct OutputArgs {
     /// How many call chains the text summary lists (0: all). JSON lists all.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
+    /// At exit, collapsed stacks (`comm;outer;...;inner count`) for flamegraph.pl or inferno: to stdout
+    /// instead of the stream, or `--folded=FILE`.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
+    pub folded: Option<PathBuf>,
+    /// At exit, render the collapsed stacks as an SVG flame graph to FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
     /// Report only hits by tasks with this name (as printed, e.g. `bash`); repeatable.
     #[arg(long = "comm", value_name = "NAME")]
     pub comms: Vec<String>,

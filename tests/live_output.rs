@@ -516,3 +516,80 @@ fn json_summary_record_counts_chains_ips_and_comms() {
     let by_comm = s.by_comm.as_ref().expect("by_comm");
     assert_eq!((by_comm[0].comm.as_str(), by_comm[0].count), ("writer", N));
 }
+
+#[test]
+fn folded_stacks_feed_inferno_and_flamegraph_writes_an_svg() {
+    let Some(_lock) = common::live() else { return };
+    let cpu = first_cpu();
+    let (_, code, out, err) = trace_helper(
+        &["read", "20", &cpu],
+        &owned(&["write", "{addr}", "--folded", "--tid", "{tid}"]),
+        ARMED_STDERR,
+    );
+    assert_eq!(code, 0, "{err}");
+    let mut total = 0u64;
+    for line in out.lines() {
+        let (stack, count) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line:?}"));
+        total += count.parse::<u64>().unwrap_or_else(|_| panic!("{line:?}"));
+        let frames: Vec<&str> = stack.split(';').collect();
+        assert_eq!(frames[0], "writer", "comm is the root: {line}");
+        assert_eq!(
+            frames.last(),
+            Some(&"read_zero"),
+            "the writer is the leaf: {line}"
+        );
+        assert!(frames.contains(&"vfs_read"), "{line}");
+    }
+    assert!(err.contains(&format!("ksymwatch: {total} hits")), "{err}");
+    // inferno's own folded-stack reader takes it.
+    let mut svg = Vec::new();
+    inferno::flamegraph::from_lines(
+        &mut inferno::flamegraph::Options::default(),
+        out.lines(),
+        &mut svg,
+    )
+    .expect("inferno reads --folded output");
+    assert!(String::from_utf8_lossy(&svg).contains("vfs_read"));
+
+    let path = std::env::temp_dir().join(format!("ksymwatch-flame-{}.svg", std::process::id()));
+    let path_arg = path.display().to_string();
+    let (_, code, out, err) = trace_helper(
+        &["read", "20", &cpu],
+        &owned(&[
+            "write",
+            "{addr}",
+            "--tid",
+            "{tid}",
+            "--flamegraph",
+            &path_arg,
+        ]),
+        Ready::Stdout("# armed"),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !parse_hits(&out).is_empty(),
+        "the stream goes on beside the flame graph"
+    );
+    let svg = std::fs::read_to_string(&path).expect("flame graph written");
+    let _ = std::fs::remove_file(&path);
+    assert!(svg.contains("<svg") && svg.contains("read_zero") && svg.contains("writer"));
+}
+
+#[test]
+fn stdout_has_one_product() {
+    for extra in ["--json", "--summary", "--quiet"] {
+        let (code, out, err) = run(&["write", KERNEL_TARGET, "--folded", extra]);
+        assert_eq!(code, 2, "{extra}: {err}");
+        assert!(out.is_empty());
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("use --folded=FILE"), "{err}");
+    }
+    let (code, _, err) = run(&[
+        "write",
+        KERNEL_TARGET,
+        "--flamegraph",
+        "/nonexistent/dir/x.svg",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--flamegraph: cannot create"), "{err}");
+}

@@ -14,6 +14,7 @@ use crate::cpulist;
 use crate::error::{Error, Result};
 use crate::filter::{Filter, Place};
 use crate::hotplug::Hotplug;
+use crate::output::folded::{Folded, Sink};
 use crate::output::ftrace::Ftrace;
 use crate::output::json::Json;
 use crate::output::{Header, Output, Quiet, Tee};
@@ -83,10 +84,41 @@ fn filter(args: &OutputArgs) -> Result<Filter> {
     })
 }
 
-/// The printers `args` ask for, in the order they run.
-fn outputs(args: &OutputArgs) -> Tee {
+/// `--folded` without a file: the stacks are stdout's only content.
+fn folded_to_stdout(args: &OutputArgs) -> bool {
+    args.folded.as_deref() == Some(Path::new("-"))
+}
+
+/// Everything stdout can carry is one product; two of them would interleave.
+fn check_outputs(args: &OutputArgs) -> Result<()> {
+    if folded_to_stdout(args) {
+        for (set, flag) in [
+            (args.json, "--json"),
+            (args.summary, "--summary"),
+            (args.quiet, "--quiet"),
+        ] {
+            if set {
+                return Err(Error::usage(format!(
+                    "--folded writes stdout, and so does {flag}; use --folded=FILE"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {
+    let f = std::fs::File::create(path)
+        .map_err(|e| Error::usage(format!("{flag}: cannot create {}: {e}", path.display())))?;
+    Ok(Box::new(BufWriter::new(f)))
+}
+
+/// The printers `args` ask for, in the order they run. Files are created now, before anything is armed, so a
+/// bad path fails at once instead of after a long session.
+fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
     let stdout = || BufWriter::with_capacity(1 << 16, io::stdout().lock());
-    let stream: Box<dyn Output> = match (args.json, args.quiet) {
+    let quiet = args.quiet || folded_to_stdout(args);
+    let stream: Box<dyn Output> = match (args.json, quiet) {
         (true, false) => Box::new(Json::new(stdout(), io::stderr())),
         (true, true) => Box::new(Quiet::new(Json::new(stdout(), io::stderr()), io::stderr())),
         (false, false) => Box::new(Ftrace::new(stdout(), io::stderr()).with_top(args.top)),
@@ -95,7 +127,20 @@ fn outputs(args: &OutputArgs) -> Tee {
             io::stderr(),
         )),
     };
-    Tee(vec![stream])
+    let mut outs = vec![stream];
+    if let Some(path) = &args.folded {
+        let sink = if folded_to_stdout(args) {
+            Box::new(stdout())
+        } else {
+            create(path, "--folded")?
+        };
+        outs.push(Box::new(Folded::new(Sink::Lines(sink))));
+    }
+    if let Some(path) = &args.flamegraph {
+        let sink = create(path, "--flamegraph")?;
+        outs.push(Box::new(Folded::new(Sink::Svg(sink, title.to_string()))));
+    }
+    Ok(Tee(outs))
 }
 
 pub fn run(args: WatchArgs, access: Access) -> Result<()> {
@@ -106,6 +151,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
         )));
     }
     let filter = filter(&args.output)?;
+    check_outputs(&args.output)?;
     let targets = args
         .targets
         .iter()
@@ -138,10 +184,14 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     if let Some(w) = warning {
         eprintln!("ksymwatch: warning: {w}");
     }
+    let labels: Vec<&str> = watches.iter().map(|w| w.label.as_str()).collect();
+    let out = outputs(
+        &args.output,
+        &format!("ksymwatch {} {}", access.word(), labels.join(" ")),
+    )?;
     let armed = arm::arm(&watches, &cpus, &cfg)?;
     let armed_cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();
     let n_events = armed.events.len();
-    let out = outputs(&args.output);
     let source_text = source.to_string();
     let header = Header {
         watches: &watches,

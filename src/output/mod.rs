@@ -3,6 +3,7 @@
 //! [`Output`]; they format from parsed records only, so they are tested offline. Several printers run at
 //! once through a [`Tee`]; [`Quiet`] keeps one to its end-of-session report.
 
+pub mod folded;
 pub mod ftrace;
 pub mod json;
 pub mod summary;

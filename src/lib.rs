@@ -22,4 +22,5 @@ pub mod ring;
 pub mod session;
 pub mod sys;
 pub mod target;
+pub mod usersym;
 pub mod watch;

@@ -17,6 +17,7 @@ use crate::hotplug::Hotplug;
 use crate::output::{Hit, Output, ResolvedFrame, StopReason, StreamEvent, Summary, Symbolizer};
 use crate::record::{self, Record, Sample, SAMPLE_TYPE};
 use crate::sys::{self, Epoll, SignalFd};
+use crate::usersym::UserSymbols;
 use crate::watch::Watch;
 
 /// When to stop, besides a signal.
@@ -100,9 +101,11 @@ impl<'a, O: Output> Session<'a, O> {
         }
         let mut comms = Comms::default();
         comms.scan_all();
+        let mut user = UserSymbols::default();
+        user.scan_all();
         Ok(Session {
             watches,
-            symbolizer: Symbolizer::new(symbols),
+            symbolizer: Symbolizer::with_user(symbols, user),
             chain: Vec::new(),
             out,
             cfg,

@@ -593,3 +593,51 @@ fn stdout_has_one_product() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--flamegraph: cannot create"), "{err}");
 }
+
+#[test]
+fn user_frames_are_named_from_the_writers_elf_symbols() {
+    let Some(_lock) = common::live() else { return };
+    let cpu = first_cpu();
+    let (tid, code, out, err) = trace_helper(
+        &["write", "5", &cpu],
+        &owned(&["write", "{addr}", "--json", "--tid", "{tid}"]),
+        ARMED_JSON,
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines = schema::parse(&out);
+    let hits = json_hits(&lines);
+    assert_eq!(hits.len(), 5, "{out}");
+    for h in hits {
+        assert_eq!(h.tid, tid);
+        // The store is in the helper's main(), a PIE: named through its mapping and PT_LOAD segments.
+        assert_eq!(h.ip.sym.as_deref(), Some("main"), "{h:?}");
+        assert_eq!(h.ip.binary.as_deref(), Some("writer"));
+        assert!(
+            h.ip.off > 0 && h.ip.size.is_some_and(|s| h.ip.off < s),
+            "{h:?}"
+        );
+        // Its caller is in libc: the binary is known even where a stripped libc has no name for it.
+        assert!(
+            h.chain
+                .iter()
+                .any(|f| f.binary.as_deref().is_some_and(|b| b.starts_with("libc"))),
+            "{h:?}"
+        );
+    }
+    // The same names in ftrace form: ` => main+0xOFF [writer]`.
+    let (_, code, out, err) = trace_helper(
+        &["write", "2", &cpu],
+        &owned(&["write", "{addr}", "--tid", "{tid}"]),
+        Ready::Stdout("# armed"),
+    );
+    assert_eq!(code, 0, "{err}");
+    let hits = parse_hits(&out);
+    assert_eq!(hits.len(), 2, "{out}");
+    for h in &hits {
+        assert!(h.ip.starts_with("main+0x"), "{h:?}");
+        assert!(
+            h.chain[0].starts_with("main+0x") && h.chain[0].ends_with(" [writer]"),
+            "{h:?}"
+        );
+    }
+}

@@ -7,6 +7,7 @@ use std::fmt;
 use ksymwatch_symbols::SymbolTable;
 
 use crate::record::{Context, Sample};
+use crate::usersym::UserSymbols;
 
 /// A source position for a kernel frame. Reserved for a `--lines` source (DWARF line tables): nothing fills
 /// it yet, and printers print it only when it is there.
@@ -102,11 +103,21 @@ impl fmt::Display for Display<'_> {
 /// The one place addresses become names.
 pub struct Symbolizer<'a> {
     kernel: &'a SymbolTable,
+    user: Option<UserSymbols>,
 }
 
 impl<'a> Symbolizer<'a> {
+    /// Kernel frames only; user frames stay addresses.
     pub fn new(kernel: &'a SymbolTable) -> Symbolizer<'a> {
-        Symbolizer { kernel }
+        Symbolizer { kernel, user: None }
+    }
+
+    /// Also names user frames from each writer's mappings.
+    pub fn with_user(kernel: &'a SymbolTable, user: UserSymbols) -> Symbolizer<'a> {
+        Symbolizer {
+            kernel,
+            user: Some(user),
+        }
     }
 
     /// Names the writer's ip and every frame of its chain, into `chain` (cleared first).
@@ -127,8 +138,16 @@ impl<'a> Symbolizer<'a> {
                 fr.size = s.symbol.size;
                 fr.module = s.symbol.module.clone();
             }
+        } else if let Some(user) = &mut self.user {
+            if let Some(u) = user.lookup(pid, addr) {
+                fr.binary = Some(u.binary);
+                if let Some((sym, off, size)) = u.sym {
+                    fr.sym = Some(sym);
+                    fr.off = off;
+                    fr.size = size;
+                }
+            }
         }
-        let _ = pid;
         fr
     }
 }

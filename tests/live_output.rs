@@ -641,3 +641,141 @@ fn user_frames_are_named_from_the_writers_elf_symbols() {
         );
     }
 }
+
+/// The helper in `write2` mode, started by hand: common::Writer knows only the first global's address.
+struct TwoGlobals {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+    addrs: [String; 2],
+    tid: u32,
+}
+
+impl TwoGlobals {
+    fn start(n: usize, cpu: &str) -> TwoGlobals {
+        let mut child = Command::new(common::helper("writer"))
+            .args(["write2", &n.to_string(), cpu])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start writer");
+        let stdin = child.stdin.take();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut banner = String::new();
+        stdout.read_line(&mut banner).unwrap();
+        let field = |k: &str| {
+            banner
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix(k))
+                .unwrap_or_else(|| panic!("no {k} in {banner:?}"))
+                .to_string()
+        };
+        let addrs = [field("addr="), field("addr2=")];
+        let tid = field("tid=").parse().unwrap();
+        TwoGlobals {
+            child,
+            stdin,
+            stdout,
+            addrs,
+            tid,
+        }
+    }
+
+    fn go_and_finish(mut self) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "go").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        while self.stdout.read_line(&mut line).unwrap() > 0 && line.trim_end() != "done" {
+            line.clear();
+        }
+        self.stdin.take();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for TwoGlobals {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn two_targets_armed_together_and_named_in_every_mode() {
+    let Some(_lock) = common::live() else { return };
+    const N: usize = 50;
+    let cpu = first_cpu();
+    let folded_path =
+        std::env::temp_dir().join(format!("ksymwatch-two-{}.folded", std::process::id()));
+    let folded_arg = format!("--folded={}", folded_path.display());
+    for json in [true, false] {
+        let w = TwoGlobals::start(N, &cpu);
+        let tid = w.tid.to_string();
+        let [a, b] = w.addrs.clone();
+        let mut args = vec!["write", &a, &b, "--tid", &tid, "--summary", &folded_arg];
+        if json {
+            args.push("--json");
+        }
+        let ready = if json {
+            ARMED_JSON
+        } else {
+            Ready::Stdout("# armed")
+        };
+        let t = Traced::start(&args, ready);
+        w.go_and_finish();
+        std::thread::sleep(Duration::from_millis(50));
+        t.signal(libc::SIGINT);
+        let (code, out, err) = t.wait(Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
+        if json {
+            let lines = schema::parse(&out);
+            let schema::Line::Header(h) = &lines[0] else {
+                panic!("{out}")
+            };
+            assert_eq!(
+                h.targets
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>(),
+                [a.as_str(), b.as_str()]
+            );
+            let hits = json_hits(&lines);
+            for (i, name) in [&a, &b].into_iter().enumerate() {
+                let of: Vec<_> = hits.iter().filter(|h| h.target_index == i).collect();
+                assert_eq!(of.len(), N, "target {name}: {err}");
+                assert!(of.iter().all(|h| &h.target == name && &h.addr == name));
+            }
+            let chains = json_summary(&lines).chains.as_ref().unwrap();
+            assert_eq!(chains.len(), 2, "one chain per target: {chains:?}");
+            assert!(chains
+                .iter()
+                .all(|c| c.count == N as u64 && c.target == [&a, &b][c.target_index].as_str()));
+        } else {
+            assert!(
+                out.contains(&format!("# target: {a} addr={a} len=8"))
+                    && out.contains(&format!("# target: {b} "))
+            );
+            let hits = parse_hits(&out);
+            assert_eq!(hits.iter().filter(|h| h.target == a).count(), N, "{err}");
+            assert_eq!(hits.iter().filter(|h| h.target == b).count(), N, "{err}");
+            assert!(out.contains(&format!("hits  50.0%  target={a}")), "{out}");
+            assert!(out.contains(&format!("hits  50.0%  target={b}")), "{out}");
+        }
+        let folded = std::fs::read_to_string(&folded_path).expect("folded file");
+        assert!(
+            folded
+                .lines()
+                .any(|l| l.starts_with(&format!("{a};writer;"))),
+            "{folded}"
+        );
+        assert!(
+            folded
+                .lines()
+                .any(|l| l.starts_with(&format!("{b};writer;"))),
+            "{folded}"
+        );
+    }
+    let _ = std::fs::remove_file(&folded_path);
+}

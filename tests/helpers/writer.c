@@ -5,6 +5,7 @@
 //   writer write N CPU   store N times into a global
 //   writer read  N CPU   read() 8 bytes from /dev/zero into the global N times (kernel writes user memory)
 //   writer spin  CPU     store continuously until stdin closes (hotplug churn tests)
+//   writer write2 N CPU  store N times into each of two globals, alternating (several-target tests)
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sched.h>
@@ -16,6 +17,7 @@
 #include <poll.h>
 
 volatile unsigned long target_var __attribute__((aligned(64)));
+volatile unsigned long target_var2 __attribute__((aligned(64)));
 
 static void pin(int cpu) {
     cpu_set_t set;
@@ -41,12 +43,18 @@ int main(int argc, char **argv) {
     int spin = strcmp(mode, "spin") == 0;
     long n = spin ? 0 : atol(argv[2]);
     int cpu = atoi(spin ? argv[2] : argv[3]);
-    printf("addr=%p pid=%d tid=%ld\n", (void *)&target_var, getpid(), (long)syscall(SYS_gettid));
+    printf("addr=%p pid=%d tid=%ld addr2=%p\n", (void *)&target_var, getpid(), (long)syscall(SYS_gettid),
+           (void *)&target_var2);
     fflush(stdout);
     pin(cpu);
     wait_line();
     if (strcmp(mode, "write") == 0) {
         for (long i = 0; i < n; i++) target_var = i;
+    } else if (strcmp(mode, "write2") == 0) {
+        for (long i = 0; i < n; i++) {
+            target_var = i;
+            target_var2 = i;
+        }
     } else if (strcmp(mode, "read") == 0) {
         int fd = open("/dev/zero", O_RDONLY);
         if (fd < 0) { perror("open"); return 2; }

@@ -83,6 +83,10 @@ pub struct OutputArgs {
     /// instead of the stream, or `--folded=FILE`.
     #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
     pub folded: Option<PathBuf>,
+    /// No live status line on stderr (shown only when stderr is a terminal and stdout is not, or carries no
+    /// stream).
+    #[arg(long)]
+    pub no_status: bool,
     /// At exit, render the collapsed stacks as an SVG flame graph to FILE.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,

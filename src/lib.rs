@@ -20,6 +20,7 @@ pub mod output;
 pub mod record;
 pub mod ring;
 pub mod session;
+pub mod status;
 pub mod sys;
 pub mod target;
 pub mod usersym;

@@ -779,3 +779,38 @@ fn two_targets_armed_together_and_named_in_every_mode() {
     }
     let _ = std::fs::remove_file(&folded_path);
 }
+
+#[test]
+fn status_line_only_on_a_terminal_and_cleared_before_the_report() {
+    let Some(_lock) = common::live() else { return };
+    // Not a terminal: not a byte of it.
+    let (code, out, err) = run(&["write", KERNEL_TARGET, "--quiet", "--duration", "600ms"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !err.contains('\r') && !err.contains('\x1b') && !err.contains("cpus armed"),
+        "{err:?}"
+    );
+    assert!(!out.contains("cpus armed"));
+    // A terminal (script(1) gives the command a pty for stdout and stderr; --quiet keeps stdout free).
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIP: no script(1) to give ksymwatch a terminal");
+        return;
+    }
+    let cmd = format!("{BIN} write {KERNEL_TARGET} --quiet --duration 1500ms --top 1");
+    let tty = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .expect("script");
+    let text = String::from_utf8_lossy(&tty.stdout);
+    assert!(tty.status.success(), "{text}");
+    let last_status = text
+        .rfind("cpus armed")
+        .unwrap_or_else(|| panic!("no status line: {text:?}"));
+    let report = text.find("# summary: ").expect("report");
+    assert!(
+        last_status < report,
+        "status drawn after the report: {text:?}"
+    );
+    // Cleared (erase-line) between the last draw and the report.
+    assert!(text[last_status..report].contains("\x1b[2K"), "{text:?}");
+}

@@ -1,7 +1,7 @@
 //! `ksymwatch write|rw`: resolve the targets, arm every CPU as one transaction, stream hits until stopped.
 
 use std::collections::BTreeSet;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 
 use ksymwatch_symbols::{kallsyms, Source, SymbolTable};
@@ -19,6 +19,7 @@ use crate::output::ftrace::Ftrace;
 use crate::output::json::Json;
 use crate::output::{Header, Output, Quiet, Tee};
 use crate::session::{Limits, Plan, Session};
+use crate::status::Status;
 use crate::sys::{self, SignalFd};
 use crate::target;
 use crate::watch::{self, Access, Watch};
@@ -127,7 +128,15 @@ fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
             io::stderr(),
         )),
     };
-    let mut outs = vec![stream];
+    // The status line shares the terminal with a stream on stdout only if stdout is elsewhere; first in the
+    // tee so it is cleared before any end-of-session report.
+    let status =
+        !args.no_status && io::stderr().is_terminal() && (quiet || !io::stdout().is_terminal());
+    let mut outs: Vec<Box<dyn Output>> = Vec::new();
+    if status {
+        outs.push(Box::new(Status::new()));
+    }
+    outs.push(stream);
     if let Some(path) = &args.folded {
         let sink = if folded_to_stdout(args) {
             Box::new(stdout())

@@ -107,6 +107,52 @@ pub struct WatchArgs {
     pub strict_hotplug: bool,
     #[command(flatten)]
     pub symbols: SymbolArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// How hits are reported: formats, end-of-session reports, filters.
+#[derive(Args, Debug, Default)]
+pub struct OutputArgs {
+    /// One JSON object per line (NDJSON) on stdout for every hit and stream event; schema in the README.
+    #[arg(long)]
+    pub json: bool,
+    /// At exit (also on Ctrl-C), unique call chains with counts, most frequent first, and totals by writer
+    /// ip, comm and CPU; with --json, as the summary record's extra fields.
+    #[arg(long)]
+    pub summary: bool,
+    /// No per-hit stream: only the end-of-session report (implies --summary).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// How many call chains the text summary lists (0: all). JSON lists all.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub top: usize,
+    /// At exit, collapsed stacks (`comm;outer;...;inner count`) for flamegraph.pl or inferno: to stdout
+    /// instead of the stream, or `--folded=FILE`.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
+    pub folded: Option<PathBuf>,
+    /// No live status line on stderr (shown only when stderr is a terminal and stdout is not, or carries no
+    /// stream).
+    #[arg(long)]
+    pub no_status: bool,
+    /// At exit, render the collapsed stacks as an SVG flame graph to FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
+    /// Report only hits by tasks with this name (as printed, e.g. `bash`); repeatable.
+    #[arg(long = "comm", value_name = "NAME")]
+    pub comms: Vec<String>,
+    /// Report only hits by this thread id; repeatable.
+    #[arg(long = "tid", value_name = "N")]
+    pub tids: Vec<u32>,
+    /// Drop hits by the idle task (`<idle>-0`).
+    #[arg(long)]
+    pub exclude_idle: bool,
+    /// Report only hits where the writer ran in the kernel.
+    #[arg(long)]
+    pub kernel_only: bool,
+    /// Report only hits where the writer ran in user space.
+    #[arg(long)]
+    pub user_only: bool,
 }
 
 /// Parses arguments, runs, and returns the process exit code.

@@ -12,10 +12,12 @@ use crate::arm::Armed;
 use crate::breakpoint::{CpuEvent, EventConfig};
 use crate::comm::Comms;
 use crate::error::{Error, Result};
+use crate::filter::Filter;
 use crate::hotplug::Hotplug;
-use crate::output::{Hit, Output, StopReason, StreamEvent, Summary};
+use crate::output::{Hit, Output, ResolvedFrame, StopReason, StreamEvent, Summary, Symbolizer};
 use crate::record::{self, Record, Sample, SAMPLE_TYPE};
 use crate::sys::{self, Epoll, SignalFd};
+use crate::usersym::UserSymbols;
 use crate::watch::Watch;
 
 /// When to stop, besides a signal.
@@ -31,6 +33,9 @@ pub struct Plan<'a> {
     pub symbols: &'a SymbolTable,
     pub cfg: EventConfig,
     pub limits: Limits,
+    pub filter: Filter,
+    /// Keep the `--summary` counts (by chain, ip, comm).
+    pub tally: bool,
 }
 
 const TOKEN_SIGNAL: u64 = 0;
@@ -42,7 +47,9 @@ const TICK: Duration = Duration::from_millis(10);
 
 pub struct Session<'a, O: Output> {
     watches: &'a [Watch],
-    symbols: &'a SymbolTable,
+    symbolizer: Symbolizer<'a>,
+    /// The current hit's chain, reused across hits.
+    chain: Vec<ResolvedFrame>,
     pub out: O,
     cfg: EventConfig,
     events: BTreeMap<u32, Vec<CpuEvent>>,
@@ -52,6 +59,7 @@ pub struct Session<'a, O: Output> {
     comms: Comms,
     summary: Summary,
     limits: Limits,
+    filter: Filter,
     batch: Vec<(Sample, usize)>,
     /// CPUs online but not armable (debug registers taken); already reported, retried on reconcile.
     unarmable: BTreeSet<u32>,
@@ -74,6 +82,8 @@ impl<'a, O: Output> Session<'a, O> {
             symbols,
             cfg,
             limits,
+            filter,
+            tally,
         } = plan;
         let epoll = Epoll::new().map_err(|e| Error::runtime(format!("epoll_create: {e}")))?;
         epoll
@@ -93,9 +103,12 @@ impl<'a, O: Output> Session<'a, O> {
         }
         let mut comms = Comms::default();
         comms.scan_all();
+        let mut user = UserSymbols::default();
+        user.scan_all();
         Ok(Session {
             watches,
-            symbols,
+            symbolizer: Symbolizer::with_user(symbols, user),
+            chain: Vec::new(),
             out,
             cfg,
             events,
@@ -103,8 +116,12 @@ impl<'a, O: Output> Session<'a, O> {
             signals,
             hotplug,
             comms,
-            summary: Summary::default(),
+            summary: Summary {
+                tally: tally.then(Default::default),
+                ..Summary::default()
+            },
             limits,
+            filter,
             batch: Vec::new(),
             unarmable: BTreeSet::new(),
             output_error: None,
@@ -359,14 +376,24 @@ impl<'a, O: Output> Session<'a, O> {
                 stop = Some(StopReason::Count);
                 break;
             }
-            *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
             let comm = self.comms.name(sample.pid, sample.tid);
+            if !self.filter.admits(sample, comm) {
+                self.summary.filtered += 1;
+                continue;
+            }
+            *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
+            let ip = self.symbolizer.resolve(sample, &mut self.chain);
             let hit = Hit {
                 sample,
                 watch: &self.watches[*watch],
+                watch_index: *watch,
                 comm,
-                symbols: self.symbols,
+                ip: &ip,
+                chain: &self.chain,
             };
+            if let Some(t) = &mut self.summary.tally {
+                t.add(&hit);
+            }
             if let Err(e) = self.out.hit(&hit) {
                 stop = Some(self.write_failed(e));
                 break;

@@ -189,6 +189,15 @@ impl SignalFd {
     pub fn stop_signals() -> io::Result<SignalFd> {
         // SAFETY: sigset_t is plain data; sigemptyset initialises it before use.
         let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // A shell starts background jobs with SIGINT ignored, and an ignored signal is discarded even while
+        // blocked, so `ksymwatch ... & kill -INT $!` would never stop. SIGINT and SIGTERM are asked for
+        // explicitly; SIGHUP keeps an inherited SIG_IGN (nohup).
+        for sig in [libc::SIGINT, libc::SIGTERM] {
+            // SAFETY: restoring the default disposition of a signal that is about to be blocked.
+            unsafe {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
         // SAFETY: `set` is a valid sigset_t; these calls only write to it and to the thread's mask.
         unsafe {
             libc::sigemptyset(&mut set);

@@ -176,3 +176,39 @@ fn strict_hotplug_makes_an_unarmable_cpu_fatal() {
         "{err}"
     );
 }
+
+#[test]
+fn json_stream_marks_cpus_going_and_coming() {
+    let Some((_lock, _guard)) = setup() else {
+        return;
+    };
+    let mut t = Tracer::start_json(&["write", "0x10000/8", "--json"]);
+    set_online(1, false);
+    let mut text = t.read_until(|l| l.contains("\"type\":\"cpu_offline\""));
+    set_online(1, true);
+    text += &t.read_until(|l| l.contains("\"type\":\"cpu_online\""));
+    t.signal(libc::SIGINT);
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    text += &out;
+    let records: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let off = records
+        .iter()
+        .find(|r| r["type"] == "cpu_offline")
+        .expect("cpu_offline record");
+    assert_eq!(off["cpu"], 1);
+    let on = records
+        .iter()
+        .find(|r| r["type"] == "cpu_online")
+        .expect("cpu_online record");
+    assert_eq!(on["cpu"], 1);
+    assert!(on["open_ns"].as_u64().unwrap() > 0);
+    assert!(
+        on["after_uevent_ns"].as_u64().unwrap() >= on["open_ns"].as_u64().unwrap(),
+        "{on}"
+    );
+    assert_eq!(records.last().unwrap()["type"], "summary");
+}

@@ -1,20 +1,25 @@
 //! `ksymwatch write|rw`: resolve the targets, arm every CPU as one transaction, stream hits until stopped.
 
 use std::collections::BTreeSet;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 
 use ksymwatch_symbols::{kallsyms, Source, SymbolTable};
 
 use crate::arm;
 use crate::breakpoint::EventConfig;
+use crate::cli::OutputArgs;
 use crate::cli::{SymbolArgs, WatchArgs};
 use crate::cpulist;
 use crate::error::{Error, Result};
+use crate::filter::{Filter, Place};
 use crate::hotplug::Hotplug;
+use crate::output::folded::{Folded, Sink};
 use crate::output::ftrace::Ftrace;
-use crate::output::{Header, Output};
+use crate::output::json::Json;
+use crate::output::{Header, Output, Quiet, Tee};
 use crate::session::{Limits, Plan, Session};
+use crate::status::Status;
 use crate::symsource::{self, FileSymbols};
 use crate::sys::{self, SignalFd};
 use crate::target;
@@ -61,6 +66,93 @@ fn select_cpus(list: Option<&str>) -> Result<(BTreeSet<u32>, Option<BTreeSet<u32
     Ok((wanted.clone(), Some(wanted)))
 }
 
+/// The hits `args` keep; a contradiction is a usage error.
+fn filter(args: &OutputArgs) -> Result<Filter> {
+    let place = match (args.kernel_only, args.user_only) {
+        (true, true) => {
+            return Err(Error::usage(
+                "--kernel-only and --user-only exclude each other; give one",
+            ))
+        }
+        (true, false) => Place::Kernel,
+        (false, true) => Place::User,
+        (false, false) => Place::Anywhere,
+    };
+    Ok(Filter {
+        comms: args.comms.clone(),
+        tids: args.tids.clone(),
+        exclude_idle: args.exclude_idle,
+        place,
+    })
+}
+
+/// `--folded` without a file: the stacks are stdout's only content.
+fn folded_to_stdout(args: &OutputArgs) -> bool {
+    args.folded.as_deref() == Some(Path::new("-"))
+}
+
+/// Everything stdout can carry is one product; two of them would interleave.
+fn check_outputs(args: &OutputArgs) -> Result<()> {
+    if folded_to_stdout(args) {
+        for (set, flag) in [
+            (args.json, "--json"),
+            (args.summary, "--summary"),
+            (args.quiet, "--quiet"),
+        ] {
+            if set {
+                return Err(Error::usage(format!(
+                    "--folded writes stdout, and so does {flag}; use --folded=FILE"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {
+    let f = std::fs::File::create(path)
+        .map_err(|e| Error::usage(format!("{flag}: cannot create {}: {e}", path.display())))?;
+    Ok(Box::new(BufWriter::new(f)))
+}
+
+/// The printers `args` ask for, in the order they run. Files are created now, before anything is armed, so a
+/// bad path fails at once instead of after a long session.
+fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
+    let stdout = || BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    let quiet = args.quiet || folded_to_stdout(args);
+    let stream: Box<dyn Output> = match (args.json, quiet) {
+        (true, false) => Box::new(Json::new(stdout(), io::stderr())),
+        (true, true) => Box::new(Quiet::new(Json::new(stdout(), io::stderr()), io::stderr())),
+        (false, false) => Box::new(Ftrace::new(stdout(), io::stderr()).with_top(args.top)),
+        (false, true) => Box::new(Quiet::new(
+            Ftrace::new(stdout(), io::stderr()).with_top(args.top),
+            io::stderr(),
+        )),
+    };
+    // The status line shares the terminal with a stream on stdout only if stdout is elsewhere; first in the
+    // tee so it is cleared before any end-of-session report.
+    let status =
+        !args.no_status && io::stderr().is_terminal() && (quiet || !io::stdout().is_terminal());
+    let mut outs: Vec<Box<dyn Output>> = Vec::new();
+    if status {
+        outs.push(Box::new(Status::new()));
+    }
+    outs.push(stream);
+    if let Some(path) = &args.folded {
+        let sink = if folded_to_stdout(args) {
+            Box::new(stdout())
+        } else {
+            create(path, "--folded")?
+        };
+        outs.push(Box::new(Folded::new(Sink::Lines(sink))));
+    }
+    if let Some(path) = &args.flamegraph {
+        let sink = create(path, "--flamegraph")?;
+        outs.push(Box::new(Folded::new(Sink::Svg(sink, title.to_string()))));
+    }
+    Ok(Tee(outs))
+}
+
 pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     if !args.buffer_pages.is_power_of_two() || args.buffer_pages > 1 << 16 {
         return Err(Error::usage(format!(
@@ -68,6 +160,8 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
             args.buffer_pages
         )));
     }
+    let filter = filter(&args.output)?;
+    check_outputs(&args.output)?;
     let targets = args
         .targets
         .iter()
@@ -134,14 +228,14 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     if let Some(w) = warning {
         eprintln!("ksymwatch: warning: {w}");
     }
+    let labels: Vec<&str> = watches.iter().map(|w| w.label.as_str()).collect();
+    let out = outputs(
+        &args.output,
+        &format!("ksymwatch {} {}", access.word(), labels.join(" ")),
+    )?;
     let armed = arm::arm(&watches, &cpus, &cfg)?;
     let armed_cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();
     let n_events = armed.events.len();
-    let stdout = io::stdout();
-    let mut out = Ftrace::new(
-        BufWriter::with_capacity(1 << 16, stdout.lock()),
-        io::stderr(),
-    );
     let header = Header {
         watches: &watches,
         cpus: &cpus,
@@ -151,22 +245,27 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
         duration: args.duration,
         count: args.count,
     };
-    match out
-        .header(&header)
-        .and_then(|_| out.armed(n_events, &armed_cpus, sys::monotonic_ns()))
-    {
-        Ok(()) => {}
-        // stdout is already closed: a normal, quiet end. Returning drops `armed`, releasing every breakpoint.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-        Err(e) => return Err(Error::runtime(format!("writing output: {e}"))),
-    }
     let plan = Plan {
         watches: &watches,
         symbols,
         cfg,
         limits,
+        filter,
+        tally: args.output.summary || args.output.quiet,
     };
-    let session = Session::new(plan, out, armed, signals, Some(hotplug))?;
+    // The session learns every live task's name before `armed` goes out: a script starts its workload on that
+    // line, and a task that exits before we looked would print as `<...>`.
+    let mut session = Session::new(plan, out, armed, signals, Some(hotplug))?;
+    match session.out.header(&header).and_then(|_| {
+        session
+            .out
+            .armed(n_events, &armed_cpus, sys::monotonic_ns())
+    }) {
+        Ok(()) => {}
+        // stdout is already closed: a normal, quiet end. Dropping the session releases every breakpoint.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(e) => return Err(Error::runtime(format!("writing output: {e}"))),
+    }
     session.run()?;
     let _ = io::stdout().flush();
     Ok(())

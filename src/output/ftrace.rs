@@ -10,43 +10,34 @@
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
-use super::{format_time, Header, Hit, Output, StreamEvent, Summary};
+use super::summary::write_text;
+use super::{
+    arm_failed_note, format_time, summary_line, Header, Hit, Output, StreamEvent, Summary,
+};
 use crate::cpulist;
-use crate::record::Context;
 
 pub struct Ftrace<W: Write, E: Write> {
     out: W,
     err: E,
+    top: usize,
 }
 
 impl<W: Write, E: Write> Ftrace<W, E> {
-    /// Hits and marks go to `out`; the summary goes to `err` so that stdout stays a clean trace.
+    /// Hits, marks and the `--summary` report (as `#` lines) go to `out`; the one-line summary goes to `err`
+    /// so that stdout stays a clean trace.
     pub fn new(out: W, err: E) -> Self {
-        Ftrace { out, err }
+        Ftrace { out, err, top: 20 }
+    }
+
+    /// How many call chains the `--summary` report lists (0: all).
+    pub fn with_top(mut self, top: usize) -> Self {
+        self.top = top;
+        self
     }
 
     pub fn into_inner(self) -> (W, E) {
         (self.out, self.err)
     }
-}
-
-/// A kernel address as `func+0xOFF/0xSIZE`, a user or unknown one as `0xADDR`.
-pub fn write_addr(
-    w: &mut impl Write,
-    addr: u64,
-    context: Context,
-    hit: &Hit<'_>,
-) -> io::Result<()> {
-    if context == Context::Kernel {
-        if let Some(s) = hit.symbols.symbolize(addr) {
-            return write!(w, "{s}");
-        }
-    }
-    write!(w, "0x{addr:x}")?;
-    if context == Context::User {
-        write!(w, " [{}]", hit.comm)?;
-    }
-    Ok(())
 }
 
 impl<W: Write, E: Write> Output for Ftrace<W, E> {
@@ -101,17 +92,9 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
             hit.watch.label,
             hit.watch.access.letters()
         )?;
-        let ip_context = if s.in_kernel() {
-            Context::Kernel
-        } else {
-            Context::User
-        };
-        write_addr(&mut self.out, s.ip, ip_context, hit)?;
-        writeln!(self.out)?;
-        for f in &s.frames {
-            write!(self.out, " => ")?;
-            write_addr(&mut self.out, f.addr, f.context, hit)?;
-            writeln!(self.out)?;
+        writeln!(self.out, "{}", hit.ip.display(hit.comm))?;
+        for f in hit.chain {
+            writeln!(self.out, " => {}", f.display(hit.comm))?;
         }
         Ok(())
     }
@@ -141,10 +124,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
             }
             StreamEvent::CpuArmFailed { cpu, reason } => {
                 writeln!(self.out, "# cpu {cpu} online: NOT armed at {t}: {reason}")?;
-                writeln!(
-                    self.err,
-                    "ksymwatch: cpu {cpu} came online but could not be armed: {reason}"
-                )
+                arm_failed_note(&mut self.err, *cpu, reason)
             }
         }
     }
@@ -155,42 +135,12 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
 
     fn finish(&mut self, summary: &Summary) -> io::Result<()> {
         // The summary goes out even when stdout is gone (`| head`): that is exactly when it says why we stopped.
-        let flushed = self.out.flush();
-        let by_cpu: Vec<String> = summary
-            .hits_by_cpu
-            .iter()
-            .map(|(c, n)| format!("cpu{c} {n}"))
-            .collect();
-        write!(
-            self.err,
-            "ksymwatch: {} hits ({}), {} lost, {:.3}s",
-            summary.hits(),
-            if by_cpu.is_empty() {
-                "none".to_string()
-            } else {
-                by_cpu.join(", ")
-            },
-            summary.lost(),
-            summary.elapsed.as_secs_f64()
-        )?;
-        if let Some(stop) = summary.stop {
-            write!(self.err, ", stopped: {stop}")?;
+        let mut flushed = Ok(());
+        if let Some(tally) = &summary.tally {
+            flushed = write_text(&mut self.out, summary, tally, self.top);
         }
-        writeln!(self.err)?;
-        if summary.lost() > 0 {
-            let lost: Vec<String> = summary
-                .lost_by_cpu
-                .iter()
-                .map(|(c, n)| format!("cpu{c} {n}"))
-                .collect();
-            writeln!(
-                self.err,
-                "ksymwatch: WARNING: {} events lost ({}); use a larger --buffer-pages",
-                summary.lost(),
-                lost.join(", ")
-            )?;
-        }
-        self.err.flush()?;
+        flushed = flushed.and_then(|_| self.out.flush());
+        summary_line(&mut self.err, summary)?;
         flushed
     }
 }
@@ -198,6 +148,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::Symbolizer;
     use crate::record::{decode, encode, Record, SAMPLE_TYPE};
     use crate::watch::{Access, Watch};
     use ksymwatch_symbols::kallsyms;
@@ -238,12 +189,17 @@ ffffffff81000300 T end_marker
             len: 8,
             access: Access::Write,
         };
+        let mut sym = Symbolizer::new(&table);
+        let mut chain = Vec::new();
+        let ip = sym.resolve(&sample, &mut chain);
         let mut p = Ftrace::new(Vec::new(), Vec::new());
         p.hit(&Hit {
             sample: &sample,
             watch: &watch,
+            watch_index: 0,
             comm: "reader",
-            symbols: &table,
+            ip: &ip,
+            chain: &chain,
         })
         .unwrap();
         let (out, _) = p.into_inner();

@@ -1,17 +1,22 @@
 //! What a session reports, independent of how it is printed: the header, the `# armed` mark, each hit,
 //! stream events (lost records, CPUs going away and coming back) and the final summary. Printers implement
-//! [`Output`]; they format from parsed records only, so they are tested offline.
+//! [`Output`]; they format from parsed records only, so they are tested offline. Several printers run at
+//! once through a [`Tee`]; [`Quiet`] keeps one to its end-of-session report.
 
+pub mod folded;
 pub mod ftrace;
+pub mod json;
+pub mod summary;
+pub mod symbolize;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io;
+use std::io::{self, Write};
 use std::time::Duration;
-
-use ksymwatch_symbols::SymbolTable;
 
 use crate::record::Sample;
 use crate::watch::Watch;
+
+pub use symbolize::{ResolvedFrame, Symbolizer};
 
 /// What the header says about the session.
 pub struct Header<'a> {
@@ -21,12 +26,17 @@ pub struct Header<'a> {
     pub source: &'a str,
 }
 
-/// One hit, ready to print.
+/// One hit, ready to print: the raw sample plus its frames, already named by the [`Symbolizer`].
 pub struct Hit<'a> {
     pub sample: &'a Sample,
     pub watch: &'a Watch,
+    /// Position of `watch` in the session's target list.
+    pub watch_index: usize,
     pub comm: &'a str,
-    pub symbols: &'a SymbolTable,
+    /// The writer's instruction pointer.
+    pub ip: &'a ResolvedFrame,
+    /// The call chain, innermost first, as the kernel recorded it.
+    pub chain: &'a [ResolvedFrame],
 }
 
 /// Things that happen to the stream itself.
@@ -75,7 +85,7 @@ impl std::fmt::Display for StopReason {
     }
 }
 
-fn signal_name(n: u32) -> &'static str {
+pub(crate) fn signal_name(n: u32) -> &'static str {
     match n as i32 {
         libc::SIGINT => "SIGINT",
         libc::SIGTERM => "SIGTERM",
@@ -89,6 +99,10 @@ fn signal_name(n: u32) -> &'static str {
 pub struct Summary {
     pub hits_by_cpu: BTreeMap<u32, u64>,
     pub lost_by_cpu: BTreeMap<u32, u64>,
+    /// Hits the filters dropped: not printed, not counted in `hits_by_cpu` nor toward `--count`.
+    pub filtered: u64,
+    /// Counts by call chain, ip and comm; kept only for `--summary`.
+    pub tally: Option<summary::Tally>,
     pub elapsed: Duration,
     pub stop: Option<StopReason>,
 }
@@ -111,6 +125,145 @@ pub trait Output {
     fn event(&mut self, event: &StreamEvent, time_ns: u64) -> io::Result<()>;
     fn flush(&mut self) -> io::Result<()>;
     fn finish(&mut self, summary: &Summary) -> io::Result<()>;
+}
+
+/// Runs several printers as one, in order. Every printer is finished even when an earlier one failed (a
+/// closed stdout must not cost the flame graph file or the stderr summary); the first error is returned.
+#[derive(Default)]
+pub struct Tee(pub Vec<Box<dyn Output>>);
+
+impl Tee {
+    fn each(&mut self, mut f: impl FnMut(&mut dyn Output) -> io::Result<()>) -> io::Result<()> {
+        let mut first = Ok(());
+        for o in &mut self.0 {
+            if let Err(e) = f(o.as_mut()) {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+}
+
+impl Output for Tee {
+    fn header(&mut self, header: &Header<'_>) -> io::Result<()> {
+        self.each(|o| o.header(header))
+    }
+    fn armed(&mut self, events: usize, cpus: &BTreeSet<u32>, time_ns: u64) -> io::Result<()> {
+        self.each(|o| o.armed(events, cpus, time_ns))
+    }
+    fn hit(&mut self, hit: &Hit<'_>) -> io::Result<()> {
+        self.each(|o| o.hit(hit))
+    }
+    fn event(&mut self, event: &StreamEvent, time_ns: u64) -> io::Result<()> {
+        self.each(|o| o.event(event, time_ns))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.each(|o| o.flush())
+    }
+    fn finish(&mut self, summary: &Summary) -> io::Result<()> {
+        self.each(|o| o.finish(summary))
+    }
+}
+
+/// `--quiet` and `--folded` to stdout: the wrapped printer's end-of-session report only. What a person must
+/// still hear (armed, a CPU that could not be armed) goes to `err` as one line each.
+pub struct Quiet<O: Output, E: Write> {
+    inner: O,
+    err: E,
+}
+
+impl<O: Output, E: Write> Quiet<O, E> {
+    pub fn new(inner: O, err: E) -> Self {
+        Quiet { inner, err }
+    }
+
+    pub fn into_inner(self) -> (O, E) {
+        (self.inner, self.err)
+    }
+}
+
+impl<O: Output, E: Write> Output for Quiet<O, E> {
+    fn header(&mut self, _: &Header<'_>) -> io::Result<()> {
+        Ok(())
+    }
+    fn armed(&mut self, events: usize, cpus: &BTreeSet<u32>, _: u64) -> io::Result<()> {
+        writeln!(
+            self.err,
+            "ksymwatch: armed {events} breakpoint{} on cpus {}",
+            if events == 1 { "" } else { "s" },
+            crate::cpulist::format(cpus)
+        )?;
+        self.err.flush()
+    }
+    fn hit(&mut self, _: &Hit<'_>) -> io::Result<()> {
+        Ok(())
+    }
+    fn event(&mut self, event: &StreamEvent, _: u64) -> io::Result<()> {
+        match event {
+            StreamEvent::CpuArmFailed { cpu, reason } => {
+                arm_failed_note(&mut self.err, *cpu, reason)
+            }
+            _ => Ok(()),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self, summary: &Summary) -> io::Result<()> {
+        self.inner.finish(summary)
+    }
+}
+
+/// The stderr line for a CPU that came online unarmed: every mode says it, since hits from it are missing.
+pub fn arm_failed_note(err: &mut impl Write, cpu: u32, reason: &str) -> io::Result<()> {
+    writeln!(
+        err,
+        "ksymwatch: cpu {cpu} came online but could not be armed: {reason}"
+    )
+}
+
+/// The one-line human summary on stderr (plus a warning when records were lost), in every mode.
+pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
+    let by_cpu: Vec<String> = summary
+        .hits_by_cpu
+        .iter()
+        .map(|(c, n)| format!("cpu{c} {n}"))
+        .collect();
+    write!(
+        err,
+        "ksymwatch: {} hits ({}), {} lost, {:.3}s",
+        summary.hits(),
+        if by_cpu.is_empty() {
+            "none".to_string()
+        } else {
+            by_cpu.join(", ")
+        },
+        summary.lost(),
+        summary.elapsed.as_secs_f64()
+    )?;
+    if summary.filtered > 0 {
+        write!(err, ", {} filtered", summary.filtered)?;
+    }
+    if let Some(stop) = summary.stop {
+        write!(err, ", stopped: {stop}")?;
+    }
+    writeln!(err)?;
+    if summary.lost() > 0 {
+        let lost: Vec<String> = summary
+            .lost_by_cpu
+            .iter()
+            .map(|(c, n)| format!("cpu{c} {n}"))
+            .collect();
+        writeln!(
+            err,
+            "ksymwatch: WARNING: {} events lost ({}); use a larger --buffer-pages",
+            summary.lost(),
+            lost.join(", ")
+        )?;
+    }
+    err.flush()
 }
 
 /// `secs.usecs`, ftrace's timestamp form.

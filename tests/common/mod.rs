@@ -227,6 +227,15 @@ pub struct Tracer {
 impl Tracer {
     /// Starts ksymwatch with `args` and waits for its `# armed` line (panics with its stderr if it exits first).
     pub fn start(args: &[&str]) -> Tracer {
+        Tracer::start_until(args, |l| l.starts_with("# armed"))
+    }
+
+    /// Like [`Tracer::start`] for `--json`: waits for the `armed` record.
+    pub fn start_json(args: &[&str]) -> Tracer {
+        Tracer::start_until(args, |l| l.contains("\"type\":\"armed\""))
+    }
+
+    fn start_until(args: &[&str], armed: impl Fn(&str) -> bool) -> Tracer {
         let mut child = Command::new(BIN)
             .args(args)
             .stdout(Stdio::piped())
@@ -250,7 +259,7 @@ impl Tracer {
                 panic!("ksymwatch {args:?} exited ({status}) before `# armed`:\n{header}\nstderr: {err}");
             }
             header.push_str(&line);
-            if line.starts_with("# armed") {
+            if armed(&line) {
                 break;
             }
         }

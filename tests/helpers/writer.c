@@ -8,6 +8,7 @@
 //                        then each "burst N CPU" line stores N times pinned to CPU and prints "done"
 //
 // The helper pins itself only after "go", so a test may name a CPU that is offline when the helper starts.
+//   writer write2 N CPU  store N times into each of two globals, alternating (several-target tests)
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sched.h>
@@ -19,6 +20,7 @@
 #include <poll.h>
 
 volatile unsigned long target_var __attribute__((aligned(64)));
+volatile unsigned long target_var2 __attribute__((aligned(64)));
 
 static void pin(int cpu) {
     cpu_set_t set;
@@ -44,12 +46,18 @@ int main(int argc, char **argv) {
     int spin = strcmp(mode, "spin") == 0;
     long n = spin ? 0 : atol(argv[2]);
     int cpu = atoi(spin ? argv[2] : argv[3]);
-    printf("addr=%p pid=%d tid=%ld\n", (void *)&target_var, getpid(), (long)syscall(SYS_gettid));
+    printf("addr=%p pid=%d tid=%ld addr2=%p\n", (void *)&target_var, getpid(), (long)syscall(SYS_gettid),
+           (void *)&target_var2);
     fflush(stdout);
     wait_line();
     pin(cpu);
     if (strcmp(mode, "write") == 0) {
         for (long i = 0; i < n; i++) target_var = i;
+    } else if (strcmp(mode, "write2") == 0) {
+        for (long i = 0; i < n; i++) {
+            target_var = i;
+            target_var2 = i;
+        }
     } else if (strcmp(mode, "read") == 0) {
         int fd = open("/dev/zero", O_RDONLY);
         if (fd < 0) { perror("open"); return 2; }

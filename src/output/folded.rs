@@ -1,0 +1,264 @@
+//! `--folded` and `--flamegraph`: hits aggregated into collapsed stacks, `comm;outer;...;inner count`, the
+//! input of FlameGraph's `flamegraph.pl` and of inferno, written at exit. With more than one target each
+//! stack starts with the target's name, so every target gets its own flame. `--flamegraph` renders the same
+//! lines to SVG with inferno.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::{self, Write};
+
+use super::{Header, Hit, Output, StreamEvent, Summary};
+
+/// Where the stacks go at exit.
+pub enum Sink {
+    /// Collapsed-stack text lines.
+    Lines(Box<dyn Write>),
+    /// An SVG flame graph with this title.
+    Svg(Box<dyn Write>, String),
+}
+
+pub struct Folded {
+    counts: HashMap<String, u64>,
+    /// Target labels, known once the header went by; more than one puts the target at each stack's root.
+    targets: Vec<String>,
+    sink: Sink,
+}
+
+/// A frame or comm as one folded field: `;` separates frames and a newline ends the record.
+fn field(s: &str) -> String {
+    s.replace([';', '\n'], ":")
+}
+
+impl Folded {
+    pub fn new(sink: Sink) -> Folded {
+        Folded {
+            counts: HashMap::new(),
+            targets: Vec::new(),
+            sink,
+        }
+    }
+
+    /// The collapsed stack of one hit, root first.
+    pub fn stack(&self, hit: &Hit<'_>) -> String {
+        let mut s = String::new();
+        if self.targets.len() > 1 {
+            s.push_str(&field(&hit.watch.label));
+            s.push(';');
+        }
+        s.push_str(&field(hit.comm));
+        let frames = if hit.chain.is_empty() {
+            std::slice::from_ref(hit.ip)
+        } else {
+            hit.chain
+        };
+        for f in frames.iter().rev() {
+            s.push(';');
+            s.push_str(&field(&f.flame_name()));
+        }
+        s
+    }
+
+    /// `stack count` lines, sorted by stack (the order flamegraph.pl expects and a diff likes).
+    pub fn lines(&self) -> Vec<String> {
+        let mut v: Vec<(&String, &u64)> = self.counts.iter().collect();
+        v.sort();
+        v.into_iter().map(|(s, n)| format!("{s} {n}")).collect()
+    }
+}
+
+impl Output for Folded {
+    fn header(&mut self, header: &Header<'_>) -> io::Result<()> {
+        self.targets = header.watches.iter().map(|w| w.label.clone()).collect();
+        Ok(())
+    }
+    fn armed(&mut self, _: usize, _: &BTreeSet<u32>, _: u64) -> io::Result<()> {
+        Ok(())
+    }
+    fn hit(&mut self, hit: &Hit<'_>) -> io::Result<()> {
+        let stack = self.stack(hit);
+        *self.counts.entry(stack).or_default() += 1;
+        Ok(())
+    }
+    fn event(&mut self, _: &StreamEvent, _: u64) -> io::Result<()> {
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self, _: &Summary) -> io::Result<()> {
+        let lines = self.lines();
+        match &mut self.sink {
+            Sink::Lines(w) => {
+                for l in &lines {
+                    writeln!(w, "{l}")?;
+                }
+                w.flush()
+            }
+            Sink::Svg(w, title) => {
+                if lines.is_empty() {
+                    // inferno refuses an empty profile; an SVG that says so beats a missing file.
+                    return writeln!(
+                        w,
+                        r#"<svg xmlns="http://www.w3.org/2000/svg" width="600" height="40"><text x="10" y="25">{}: no hits</text></svg>"#,
+                        xml_escape(title)
+                    )
+                    .and_then(|_| w.flush());
+                }
+                let mut opt = inferno::flamegraph::Options::default();
+                opt.title = title.clone();
+                opt.count_name = "hits".to_string();
+                inferno::flamegraph::from_lines(
+                    &mut opt,
+                    lines.iter().map(String::as_str),
+                    &mut *w,
+                )?;
+                w.flush()
+            }
+        }
+    }
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::Symbolizer;
+    use crate::record::{decode, encode, Record, Sample, SAMPLE_TYPE};
+    use crate::watch::{Access, Watch};
+    use ksymwatch_symbols::kallsyms;
+    use std::cell::RefCell;
+    use std::path::Path;
+    use std::rc::Rc;
+
+    /// A writer the test can read back after the printer took ownership of it.
+    #[derive(Clone, Default)]
+    struct Shared(Rc<RefCell<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn sample(chain: &[u64]) -> Sample {
+        let Record::Sample(s) = decode(
+            &encode::sample(chain[1], 9, 9, 1, 0x1000, 0, chain),
+            SAMPLE_TYPE,
+        )
+        .unwrap() else {
+            panic!()
+        };
+        s
+    }
+
+    fn run(sink: Sink, watches: &[Watch], hits: &[(Sample, &str, usize)]) {
+        let table = kallsyms::from_text(
+            "ffffffff81000000 T read_zero\nffffffff81000100 T vfs_read\nffffffff81000200 T end\n",
+            Path::new("fixture"),
+        )
+        .unwrap();
+        let mut sym = Symbolizer::new(&table);
+        let mut f = Folded::new(sink);
+        let cpus = BTreeSet::from([0]);
+        f.header(&Header {
+            watches,
+            cpus: &cpus,
+            source: "fixture",
+        })
+        .unwrap();
+        for (s, comm, w) in hits {
+            let mut chain = Vec::new();
+            let ip = sym.resolve(s, &mut chain);
+            f.hit(&Hit {
+                sample: s,
+                watch: &watches[*w],
+                watch_index: *w,
+                comm,
+                ip: &ip,
+                chain: &chain,
+            })
+            .unwrap();
+        }
+        f.finish(&Summary::default()).unwrap();
+    }
+
+    fn watch(label: &str) -> Watch {
+        Watch {
+            label: label.into(),
+            addr: 0x1000,
+            len: 8,
+            access: Access::Write,
+        }
+    }
+
+    #[test]
+    fn stacks_are_root_first_and_counted() {
+        let out = Shared::default();
+        let chain = [
+            encode::KERNEL,
+            0xffffffff81000010,
+            0xffffffff81000110,
+            encode::USER,
+            0x401000,
+        ];
+        let hits = vec![
+            (sample(&chain), "dd", 0),
+            (sample(&chain), "dd", 0),
+            (sample(&chain[..3]), "a;b", 0),
+        ];
+        run(Sink::Lines(Box::new(out.clone())), &[watch("x")], &hits);
+        let text = String::from_utf8(out.0.borrow().clone()).unwrap();
+        assert_eq!(
+            text,
+            "a:b;vfs_read;read_zero 1\ndd;[unknown];vfs_read;read_zero 2\n"
+        );
+    }
+
+    #[test]
+    fn several_targets_root_at_the_target_and_render_with_inferno() {
+        let folded = Shared::default();
+        let watches = [watch("jiffies"), watch("pid_max")];
+        let chain = [encode::KERNEL, 0xffffffff81000010, 0xffffffff81000110];
+        let hits = vec![(sample(&chain), "dd", 0), (sample(&chain), "dd", 1)];
+        run(Sink::Lines(Box::new(folded.clone())), &watches, &hits);
+        let text = String::from_utf8(folded.0.borrow().clone()).unwrap();
+        assert_eq!(
+            text,
+            "jiffies;dd;vfs_read;read_zero 1\npid_max;dd;vfs_read;read_zero 1\n"
+        );
+        // inferno's own reader accepts what --folded wrote.
+        let mut svg = Vec::new();
+        inferno::flamegraph::from_lines(
+            &mut inferno::flamegraph::Options::default(),
+            text.lines(),
+            &mut svg,
+        )
+        .unwrap();
+        assert!(String::from_utf8_lossy(&svg).contains("read_zero"));
+        let rendered = Shared::default();
+        run(
+            Sink::Svg(Box::new(rendered.clone()), "ksymwatch".into()),
+            &watches,
+            &hits,
+        );
+        let svg = String::from_utf8(rendered.0.borrow().clone()).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("pid_max"), "{svg}");
+        let empty = Shared::default();
+        run(
+            Sink::Svg(Box::new(empty.clone()), "t".into()),
+            &watches,
+            &[],
+        );
+        assert!(String::from_utf8(empty.0.borrow().clone())
+            .unwrap()
+            .contains("no hits"));
+    }
+}

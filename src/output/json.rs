@@ -1,0 +1,479 @@
+//! `--json`: one JSON object per line (NDJSON) on stdout for the header, the armed mark, every hit, every
+//! stream event and the final summary, each tagged with `type`. The schema is this file's record types and
+//! is documented in the README; addresses are `"0x…"` strings because 64-bit kernel addresses do not survive
+//! a trip through an IEEE double (jq, JavaScript). Times are `time_ns`, CLOCK_MONOTONIC nanoseconds (time
+//! since boot, not counting suspend), the clock the kernel stamps samples with.
+
+use std::collections::BTreeSet;
+use std::io::{self, Write};
+
+use serde::{Serialize, Serializer};
+
+use super::{
+    arm_failed_note, summary_line, Header, Hit, Output, ResolvedFrame, StopReason, StreamEvent,
+    Summary,
+};
+
+/// Bumped when a field changes meaning or goes away; new fields do not bump it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// An address as a `0x` hex string.
+#[derive(Debug, Clone, Copy)]
+pub struct Hex(pub u64);
+
+impl Serialize for Hex {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("0x{:x}", self.0))
+    }
+}
+
+#[derive(Serialize)]
+pub struct Frame<'a> {
+    pub addr: Hex,
+    pub kernel: bool,
+    pub sym: Option<&'a str>,
+    pub off: u64,
+    pub size: Option<u64>,
+    pub module: Option<&'a str>,
+    pub binary: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
+}
+
+impl<'a> From<&'a ResolvedFrame> for Frame<'a> {
+    fn from(f: &'a ResolvedFrame) -> Self {
+        Frame {
+            addr: Hex(f.addr),
+            kernel: f.kernel,
+            sym: f.sym.as_deref(),
+            off: f.off,
+            size: f.size,
+            module: f.module.as_deref(),
+            binary: f.binary.as_deref(),
+            line: f.line.as_ref().map(|l| format!("{}:{}", l.file, l.line)),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct Target<'a> {
+    pub name: &'a str,
+    pub addr: Hex,
+    pub len: u8,
+    pub access: &'a str,
+}
+
+#[derive(Serialize)]
+pub struct CpuCount {
+    pub cpu: u32,
+    pub count: u64,
+}
+
+/// A stop reason as a word; `signal` names the signal separately.
+fn stop_word(stop: Option<StopReason>) -> (&'static str, Option<&'static str>) {
+    match stop {
+        Some(StopReason::Duration) => ("duration", None),
+        Some(StopReason::Count) => ("count", None),
+        Some(StopReason::Signal(n)) => ("signal", Some(super::signal_name(n))),
+        Some(StopReason::BrokenPipe) => ("output_closed", None),
+        None => ("unknown", None),
+    }
+}
+
+#[derive(Serialize)]
+pub struct ChainRecord<'a> {
+    pub count: u64,
+    pub target: &'a str,
+    pub target_index: usize,
+    pub comms: Vec<CommCount<'a>>,
+    pub chain: Vec<Frame<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct CommCount<'a> {
+    pub comm: &'a str,
+    pub count: u64,
+}
+
+#[derive(Serialize)]
+pub struct IpRecord<'a> {
+    pub count: u64,
+    pub ip: Frame<'a>,
+}
+
+#[derive(Serialize)]
+pub struct SummaryRecord<'a> {
+    pub hits: u64,
+    pub lost: u64,
+    pub filtered: u64,
+    pub elapsed_s: f64,
+    pub stop: &'static str,
+    pub signal: Option<&'static str>,
+    pub hits_by_cpu: Vec<CpuCount>,
+    pub lost_by_cpu: Vec<CpuCount>,
+    /// `--summary` only: every unique chain, most frequent first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chains: Option<Vec<ChainRecord<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_ip: Option<Vec<IpRecord<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_comm: Option<Vec<CommCount<'a>>>,
+}
+
+impl<'a> SummaryRecord<'a> {
+    pub fn new(s: &'a Summary) -> Self {
+        let (stop, signal) = stop_word(s.stop);
+        let counts = |m: &std::collections::BTreeMap<u32, u64>| {
+            m.iter()
+                .map(|(&cpu, &count)| CpuCount { cpu, count })
+                .collect()
+        };
+        SummaryRecord {
+            hits: s.hits(),
+            lost: s.lost(),
+            filtered: s.filtered,
+            elapsed_s: s.elapsed.as_secs_f64(),
+            stop,
+            signal,
+            hits_by_cpu: counts(&s.hits_by_cpu),
+            lost_by_cpu: counts(&s.lost_by_cpu),
+            chains: s.tally.as_ref().map(|t| {
+                t.chains()
+                    .into_iter()
+                    .map(|c| ChainRecord {
+                        count: c.count,
+                        target: &c.target_name,
+                        target_index: c.target,
+                        comms: c
+                            .top_comms()
+                            .into_iter()
+                            .map(|(comm, count)| CommCount { comm, count })
+                            .collect(),
+                        chain: c.frames.iter().map(Frame::from).collect(),
+                    })
+                    .collect()
+            }),
+            by_ip: s.tally.as_ref().map(|t| {
+                t.by_ip()
+                    .into_iter()
+                    .map(|(_, c)| IpRecord {
+                        count: c.count,
+                        ip: (&c.ip).into(),
+                    })
+                    .collect()
+            }),
+            by_comm: s.tally.as_ref().map(|t| {
+                t.by_comm()
+                    .into_iter()
+                    .map(|(comm, count)| CommCount { comm, count })
+                    .collect()
+            }),
+        }
+    }
+}
+
+/// Every line's shape, told apart by `type`.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Record<'a> {
+    Header {
+        version: u32,
+        targets: Vec<Target<'a>>,
+        cpus: Vec<u32>,
+        symbols: &'a str,
+    },
+    Armed {
+        time_ns: u64,
+        events: usize,
+        cpus: Vec<u32>,
+    },
+    Hit {
+        time_ns: u64,
+        cpu: u32,
+        pid: u32,
+        tid: u32,
+        comm: &'a str,
+        target: &'a str,
+        target_index: usize,
+        /// The data address the kernel reported.
+        addr: Hex,
+        len: u8,
+        access: &'a str,
+        /// Where the writer ran when it touched the target.
+        in_kernel: bool,
+        ip: Frame<'a>,
+        chain: Vec<Frame<'a>>,
+    },
+    Lost {
+        time_ns: u64,
+        cpu: u32,
+        count: u64,
+    },
+    CpuOffline {
+        time_ns: u64,
+        cpu: u32,
+    },
+    CpuOnline {
+        time_ns: u64,
+        cpu: u32,
+        /// How long after the CPU's uevent the fresh event was enabled (absent for a timer reconcile).
+        after_uevent_ns: Option<u64>,
+        /// How much of that the kernel spent inside perf_event_open.
+        open_ns: u64,
+    },
+    CpuArmFailed {
+        time_ns: u64,
+        cpu: u32,
+        reason: &'a str,
+    },
+    Summary(SummaryRecord<'a>),
+}
+
+impl<'a> Record<'a> {
+    pub fn hit(h: &'a Hit<'a>) -> Record<'a> {
+        let s = h.sample;
+        Record::Hit {
+            time_ns: s.time,
+            cpu: s.cpu,
+            pid: s.pid,
+            tid: s.tid,
+            comm: h.comm,
+            target: &h.watch.label,
+            target_index: h.watch_index,
+            addr: Hex(s.addr),
+            len: h.watch.len,
+            access: h.watch.access.letters(),
+            in_kernel: s.in_kernel(),
+            ip: h.ip.into(),
+            chain: h.chain.iter().map(Frame::from).collect(),
+        }
+    }
+
+    pub fn event(e: &'a StreamEvent, time_ns: u64) -> Record<'a> {
+        match e {
+            StreamEvent::Lost { cpu, count } => Record::Lost {
+                time_ns,
+                cpu: *cpu,
+                count: *count,
+            },
+            StreamEvent::CpuOffline { cpu } => Record::CpuOffline { time_ns, cpu: *cpu },
+            StreamEvent::CpuOnline {
+                cpu,
+                after_uevent_ns,
+                open_ns,
+            } => Record::CpuOnline {
+                time_ns,
+                cpu: *cpu,
+                after_uevent_ns: *after_uevent_ns,
+                open_ns: *open_ns,
+            },
+            StreamEvent::CpuArmFailed { cpu, reason } => Record::CpuArmFailed {
+                time_ns,
+                cpu: *cpu,
+                reason,
+            },
+        }
+    }
+}
+
+/// Writes one record and its newline.
+pub fn write_record(w: &mut impl Write, r: &Record<'_>) -> io::Result<()> {
+    serde_json::to_writer(&mut *w, r)?;
+    w.write_all(b"\n")
+}
+
+pub struct Json<W: Write, E: Write> {
+    out: W,
+    err: E,
+}
+
+impl<W: Write, E: Write> Json<W, E> {
+    /// Records go to `out`. `err` gets what a person watching should see: a CPU that could not be armed,
+    /// and the same one-line summary as in text mode, so stdout stays pure NDJSON.
+    pub fn new(out: W, err: E) -> Self {
+        Json { out, err }
+    }
+
+    pub fn into_inner(self) -> (W, E) {
+        (self.out, self.err)
+    }
+}
+
+impl<W: Write, E: Write> Output for Json<W, E> {
+    fn header(&mut self, h: &Header<'_>) -> io::Result<()> {
+        let targets = h
+            .watches
+            .iter()
+            .map(|w| Target {
+                name: &w.label,
+                addr: Hex(w.addr),
+                len: w.len,
+                access: w.access.letters(),
+            })
+            .collect();
+        write_record(
+            &mut self.out,
+            &Record::Header {
+                version: SCHEMA_VERSION,
+                targets,
+                cpus: h.cpus.iter().copied().collect(),
+                symbols: h.source,
+            },
+        )
+    }
+
+    fn armed(&mut self, events: usize, cpus: &BTreeSet<u32>, time_ns: u64) -> io::Result<()> {
+        write_record(
+            &mut self.out,
+            &Record::Armed {
+                time_ns,
+                events,
+                cpus: cpus.iter().copied().collect(),
+            },
+        )?;
+        self.out.flush()
+    }
+
+    fn hit(&mut self, hit: &Hit<'_>) -> io::Result<()> {
+        write_record(&mut self.out, &Record::hit(hit))
+    }
+
+    fn event(&mut self, event: &StreamEvent, time_ns: u64) -> io::Result<()> {
+        write_record(&mut self.out, &Record::event(event, time_ns))?;
+        if let StreamEvent::CpuArmFailed { cpu, reason } = event {
+            arm_failed_note(&mut self.err, *cpu, reason)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    fn finish(&mut self, summary: &Summary) -> io::Result<()> {
+        let written = write_record(&mut self.out, &Record::Summary(SummaryRecord::new(summary)))
+            .and_then(|_| self.out.flush());
+        summary_line(&mut self.err, summary)?;
+        written
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::Symbolizer;
+    use crate::record::{decode, encode, Record as PerfRecord, SAMPLE_TYPE};
+    use crate::watch::{Access, Watch};
+    use ksymwatch_symbols::kallsyms;
+    use serde_json::Value;
+    use std::path::Path;
+
+    fn lines(bytes: Vec<u8>) -> Vec<Value> {
+        String::from_utf8(bytes)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn every_record_is_one_tagged_line() {
+        let table = kallsyms::from_text(
+            "ffffffff81000000 T read_zero\nffffffff81000100 T vfs_read\nffffffff81000200 T end\n",
+            Path::new("fixture"),
+        )
+        .unwrap();
+        let bytes = encode::sample(
+            0xffffffff81000077,
+            1234,
+            1235,
+            412_123_456_789,
+            0x7ffd0000,
+            1,
+            &[
+                encode::KERNEL,
+                0xffffffff81000077,
+                0xffffffff810001bb,
+                encode::USER,
+                0x401000,
+            ],
+        );
+        let PerfRecord::Sample(sample) = decode(&bytes, SAMPLE_TYPE).unwrap() else {
+            panic!()
+        };
+        let watch = Watch {
+            label: "target_var".into(),
+            addr: 0x7ffd0000,
+            len: 8,
+            access: Access::Write,
+        };
+        let cpus: BTreeSet<u32> = [0, 1].into();
+        let mut sym = Symbolizer::new(&table);
+        let mut chain = Vec::new();
+        let ip = sym.resolve(&sample, &mut chain);
+        let mut p = Json::new(Vec::new(), Vec::new());
+        p.header(&Header {
+            watches: std::slice::from_ref(&watch),
+            cpus: &cpus,
+            source: "kallsyms fixture",
+        })
+        .unwrap();
+        p.armed(2, &cpus, 5).unwrap();
+        p.hit(&Hit {
+            sample: &sample,
+            watch: &watch,
+            watch_index: 0,
+            comm: "reader",
+            ip: &ip,
+            chain: &chain,
+        })
+        .unwrap();
+        p.event(&StreamEvent::Lost { cpu: 1, count: 3 }, 6).unwrap();
+        p.event(
+            &StreamEvent::CpuArmFailed {
+                cpu: 1,
+                reason: "busy".into(),
+            },
+            7,
+        )
+        .unwrap();
+        let mut summary = Summary::default();
+        summary.hits_by_cpu.insert(1, 1);
+        summary.stop = Some(StopReason::Signal(libc::SIGINT as u32));
+        p.finish(&summary).unwrap();
+        let (out, err) = p.into_inner();
+        let v = lines(out);
+        let types: Vec<&str> = v.iter().map(|r| r["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            types,
+            [
+                "header",
+                "armed",
+                "hit",
+                "lost",
+                "cpu_arm_failed",
+                "summary"
+            ]
+        );
+        assert_eq!(v[0]["targets"][0]["addr"], "0x7ffd0000");
+        let hit = &v[2];
+        assert_eq!(hit["time_ns"], 412_123_456_789u64);
+        assert_eq!(
+            (hit["pid"].as_u64(), hit["tid"].as_u64()),
+            (Some(1234), Some(1235))
+        );
+        assert_eq!(hit["target"], "target_var");
+        assert_eq!(hit["ip"]["sym"], "read_zero");
+        assert_eq!(hit["ip"]["addr"], "0xffffffff81000077");
+        assert_eq!(hit["chain"][1]["sym"], "vfs_read");
+        assert_eq!(hit["chain"][1]["off"], 0xbb);
+        assert_eq!(hit["chain"][2]["kernel"], false);
+        assert_eq!(hit["chain"][2]["sym"], Value::Null);
+        assert_eq!(v[5]["stop"], "signal");
+        assert_eq!(v[5]["signal"], "SIGINT");
+        assert_eq!(v[5]["hits_by_cpu"][0]["count"], 1);
+        let err = String::from_utf8(err).unwrap();
+        assert!(err.contains("could not be armed: busy"), "{err}");
+        assert!(err.contains("ksymwatch: 1 hits (cpu1 1)"), "{err}");
+    }
+}

@@ -1,0 +1,281 @@
+//! `--summary`: the answer for a noisy variable. [`Tally`] counts reported hits by unique call chain, by
+//! writer ip and by comm (by CPU is already in [`Summary`]); [`write_text`] prints it, most frequent first,
+//! as `#` lines so an ftrace parser still skips it. The JSON form is in [`super::json`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, Write};
+
+use super::{Hit, ResolvedFrame, Summary};
+
+/// One unique call chain of one target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    pub count: u64,
+    pub target: usize,
+    pub target_name: String,
+    /// Innermost first, as the first hit on this chain named them.
+    pub frames: Vec<ResolvedFrame>,
+    pub comms: BTreeMap<String, u64>,
+}
+
+impl Chain {
+    /// The comm named with unknown user frames: the one that wrote most along this chain.
+    pub fn top_comms(&self) -> Vec<(&str, u64)> {
+        let mut v: Vec<(&str, u64)> = self.comms.iter().map(|(c, &n)| (c.as_str(), n)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        v
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpCount {
+    pub count: u64,
+    pub ip: ResolvedFrame,
+}
+
+/// Counts by chain, ip and comm.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Keyed by target and the printed frames, so one path through the same functions is one chain even when
+    /// ASLR moved a user binary between processes.
+    chains: HashMap<(usize, Vec<String>), Chain>,
+    by_ip: HashMap<String, IpCount>,
+    by_comm: HashMap<String, u64>,
+}
+
+impl Tally {
+    pub fn add(&mut self, hit: &Hit<'_>) {
+        let key: Vec<String> = hit
+            .chain
+            .iter()
+            .map(|f| f.display(hit.comm).to_string())
+            .collect();
+        let chain = self
+            .chains
+            .entry((hit.watch_index, key))
+            .or_insert_with(|| Chain {
+                count: 0,
+                target: hit.watch_index,
+                target_name: hit.watch.label.clone(),
+                frames: hit.chain.to_vec(),
+                comms: BTreeMap::new(),
+            });
+        chain.count += 1;
+        *chain.comms.entry(hit.comm.to_string()).or_default() += 1;
+        self.by_ip
+            .entry(hit.ip.display(hit.comm).to_string())
+            .or_insert_with(|| IpCount {
+                count: 0,
+                ip: hit.ip.clone(),
+            })
+            .count += 1;
+        *self.by_comm.entry(hit.comm.to_string()).or_default() += 1;
+    }
+
+    /// Unique chains, most frequent first (ties in a stable order).
+    pub fn chains(&self) -> Vec<&Chain> {
+        let mut v: Vec<(&(usize, Vec<String>), &Chain)> = self.chains.iter().collect();
+        v.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(b.0)));
+        v.into_iter().map(|(_, c)| c).collect()
+    }
+
+    pub fn by_ip(&self) -> Vec<(&str, &IpCount)> {
+        let mut v: Vec<(&str, &IpCount)> =
+            self.by_ip.iter().map(|(k, c)| (k.as_str(), c)).collect();
+        v.sort_by(|a, b| b.1.count.cmp(&a.1.count).then(a.0.cmp(b.0)));
+        v
+    }
+
+    pub fn by_comm(&self) -> Vec<(&str, u64)> {
+        let mut v: Vec<(&str, u64)> = self.by_comm.iter().map(|(k, &n)| (k.as_str(), n)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        v
+    }
+}
+
+fn pct(n: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        100.0 * n as f64 / total as f64
+    }
+}
+
+/// The report for people: totals, then the `top` most frequent chains (0: all), then by ip, comm and CPU.
+pub fn write_text(
+    w: &mut impl Write,
+    summary: &Summary,
+    tally: &Tally,
+    top: usize,
+) -> io::Result<()> {
+    let total = summary.hits();
+    write!(
+        w,
+        "# summary: {total} hits, {} lost, {} filtered, {:.3}s",
+        summary.lost(),
+        summary.filtered,
+        summary.elapsed.as_secs_f64()
+    )?;
+    if let Some(stop) = summary.stop {
+        write!(w, ", stopped: {stop}")?;
+    }
+    writeln!(w)?;
+    let chains = tally.chains();
+    let shown = if top == 0 {
+        chains.len()
+    } else {
+        top.min(chains.len())
+    };
+    writeln!(w, "#")?;
+    writeln!(
+        w,
+        "# call chains, most frequent first ({} unique):",
+        chains.len()
+    )?;
+    for c in &chains[..shown] {
+        let target = &c.target_name;
+        let comms = c.top_comms();
+        let named: Vec<String> = comms
+            .iter()
+            .take(3)
+            .map(|(name, n)| format!("{name} {n}"))
+            .collect();
+        let more = if comms.len() > 3 { ", ..." } else { "" };
+        writeln!(w, "#")?;
+        writeln!(
+            w,
+            "# {:>8} hits {:>5.1}%  target={target}  comm: {}{more}",
+            c.count,
+            pct(c.count, total),
+            named.join(", ")
+        )?;
+        let comm = comms.first().map_or("", |c| c.0);
+        for f in &c.frames {
+            writeln!(w, "#  => {}", f.display(comm))?;
+        }
+    }
+    if shown < chains.len() {
+        let rest: u64 = chains[shown..].iter().map(|c| c.count).sum();
+        writeln!(w, "#")?;
+        writeln!(
+            w,
+            "# ... {} more chains with {rest} hits (--top 0 shows all)",
+            chains.len() - shown
+        )?;
+    }
+    writeln!(w, "#")?;
+    writeln!(w, "# hits by writer ip:")?;
+    for (name, c) in tally.by_ip() {
+        writeln!(w, "# {:>8} {:>5.1}%  {name}", c.count, pct(c.count, total))?;
+    }
+    writeln!(w, "#")?;
+    writeln!(w, "# hits by comm:")?;
+    for (name, n) in tally.by_comm() {
+        writeln!(w, "# {n:>8} {:>5.1}%  {name}", pct(n, total))?;
+    }
+    writeln!(w, "#")?;
+    writeln!(w, "# hits by cpu:")?;
+    for (cpu, &n) in &summary.hits_by_cpu {
+        writeln!(w, "# {n:>8} {:>5.1}%  cpu{cpu}", pct(n, total))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::Symbolizer;
+    use crate::record::{decode, encode, Record, Sample, SAMPLE_TYPE};
+    use crate::watch::{Access, Watch};
+    use ksymwatch_symbols::{kallsyms, SymbolTable};
+    use std::path::Path;
+
+    const SYMS: &str = "\
+ffffffff81000000 T read_zero
+ffffffff81000100 T vfs_read
+ffffffff81000200 T ksys_read
+ffffffff81000300 T end_marker
+";
+
+    fn sample(tid: u32, cpu: u32, chain: &[u64]) -> Sample {
+        let bytes = encode::sample(chain[1], tid, tid, 1, 0x1000, cpu, chain);
+        let Record::Sample(s) = decode(&bytes, SAMPLE_TYPE).unwrap() else {
+            panic!()
+        };
+        s
+    }
+
+    pub(crate) fn tally_of(
+        table: &SymbolTable,
+        hits: &[(Sample, &str, usize)],
+        watches: &[Watch],
+    ) -> (Tally, Summary) {
+        let mut sym = Symbolizer::new(table);
+        let mut tally = Tally::default();
+        let mut summary = Summary::default();
+        for (s, comm, w) in hits {
+            let mut chain = Vec::new();
+            let ip = sym.resolve(s, &mut chain);
+            tally.add(&Hit {
+                sample: s,
+                watch: &watches[*w],
+                watch_index: *w,
+                comm,
+                ip: &ip,
+                chain: &chain,
+            });
+            *summary.hits_by_cpu.entry(s.cpu).or_default() += 1;
+        }
+        (tally, summary)
+    }
+
+    #[test]
+    fn chains_most_frequent_first_with_totals() {
+        let table = kallsyms::from_text(SYMS, Path::new("fixture")).unwrap();
+        let watches = [Watch {
+            label: "target_var".into(),
+            addr: 0x1000,
+            len: 8,
+            access: Access::Write,
+        }];
+        let read = [encode::KERNEL, 0xffffffff81000010, 0xffffffff81000110];
+        let ksys = [encode::KERNEL, 0xffffffff81000010, 0xffffffff81000210];
+        let hits = vec![
+            (sample(5, 0, &ksys), "cat", 0),
+            (sample(6, 1, &read), "dd", 0),
+            (sample(7, 1, &read), "dd", 0),
+            (sample(8, 0, &read), "cat", 0),
+        ];
+        let (tally, mut summary) = tally_of(&table, &hits, &watches);
+        let chains = tally.chains();
+        assert_eq!(chains.len(), 2);
+        assert_eq!(chains[0].count, 3);
+        assert_eq!(chains[0].frames[1].sym.as_deref(), Some("vfs_read"));
+        assert_eq!(chains[0].top_comms(), [("dd", 2), ("cat", 1)]);
+        assert_eq!(tally.by_ip()[0].1.count, 4);
+        assert_eq!(tally.by_comm(), [("cat", 2), ("dd", 2)]);
+        summary.filtered = 9;
+        let mut out = Vec::new();
+        write_text(&mut out, &summary, &tally, 1).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with("# summary: 4 hits, 0 lost, 9 filtered,"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# call chains, most frequent first (2 unique):"),
+            "{text}"
+        );
+        assert!(
+            text.contains("#        3 hits  75.0%  target=target_var  comm: dd 2, cat 1\n#  => read_zero+0x10/0x100\n#  => vfs_read+0x10/0x100\n"),
+            "{text}"
+        );
+        assert!(text.contains("# ... 1 more chains with 1 hits"), "{text}");
+        assert!(
+            text.contains("#        4 100.0%  read_zero+0x10/0x100"),
+            "{text}"
+        );
+        assert!(text.contains("#        2  50.0%  cpu1"), "{text}");
+        assert!(text.lines().all(|l| l.starts_with('#')));
+    }
+}

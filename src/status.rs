@@ -1,0 +1,127 @@
+//! The live status line on a terminal's stderr: hits, hits per second, lost records, CPUs armed. It is a
+//! printer like the others, so it sees exactly the reported hits and stream events, and it redraws from the
+//! event loop's flush at most four times a second. It never writes stdout, is only made when stderr is a
+//! terminal, and clears itself before the end-of-session report is printed.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::output::{Header, Hit, Output, StreamEvent, Summary};
+
+const EVERY: Duration = Duration::from_millis(250);
+
+pub struct Status {
+    bar: ProgressBar,
+    hits: u64,
+    lost: u64,
+    cpus: BTreeSet<u32>,
+    /// Hits and time at the last redraw, for the rate.
+    last: (u64, Instant),
+}
+
+impl Status {
+    /// A status line drawn on stderr (indicatif draws nothing when stderr is not a terminal; the caller
+    /// checks too, so none is made at all).
+    pub fn new() -> Status {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(4));
+        if let Ok(style) = ProgressStyle::with_template("{msg}") {
+            bar.set_style(style);
+        }
+        Status {
+            bar,
+            hits: 0,
+            lost: 0,
+            cpus: BTreeSet::new(),
+            last: (0, Instant::now()),
+        }
+    }
+
+    /// The line's text, given the rate.
+    pub fn text(hits: u64, per_sec: f64, lost: u64, cpus: usize) -> String {
+        format!(
+            "ksymwatch: {hits} hits, {per_sec:.0}/s, {lost} lost, {cpus} cpu{} armed",
+            if cpus == 1 { "" } else { "s" }
+        )
+    }
+
+    fn redraw(&mut self, now: Instant) {
+        let dt = now.duration_since(self.last.1).as_secs_f64();
+        let rate = if dt > 0.0 {
+            (self.hits - self.last.0) as f64 / dt
+        } else {
+            0.0
+        };
+        self.last = (self.hits, now);
+        self.bar
+            .set_message(Status::text(self.hits, rate, self.lost, self.cpus.len()));
+    }
+}
+
+impl Default for Status {
+    fn default() -> Self {
+        Status::new()
+    }
+}
+
+impl Output for Status {
+    fn header(&mut self, _: &Header<'_>) -> io::Result<()> {
+        Ok(())
+    }
+    fn armed(&mut self, _: usize, cpus: &BTreeSet<u32>, _: u64) -> io::Result<()> {
+        // The first draw waits for a flush: stderr's `armed` note from a quiet printer comes right after this.
+        self.cpus = cpus.clone();
+        self.last = (0, Instant::now());
+        Ok(())
+    }
+    fn hit(&mut self, _: &Hit<'_>) -> io::Result<()> {
+        self.hits += 1;
+        Ok(())
+    }
+    fn event(&mut self, event: &StreamEvent, _: u64) -> io::Result<()> {
+        match event {
+            StreamEvent::Lost { count, .. } => self.lost += count,
+            StreamEvent::CpuOffline { cpu } => {
+                self.cpus.remove(cpu);
+            }
+            StreamEvent::CpuOnline { cpu, .. } => {
+                self.cpus.insert(*cpu);
+            }
+            StreamEvent::CpuArmFailed { .. } => {}
+        }
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        let now = Instant::now();
+        if now.duration_since(self.last.1) >= EVERY {
+            self.redraw(now);
+        }
+        Ok(())
+    }
+    fn finish(&mut self, _: &Summary) -> io::Result<()> {
+        self.bar.finish_and_clear();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_and_counts() {
+        assert_eq!(
+            Status::text(1234, 311.6, 0, 2),
+            "ksymwatch: 1234 hits, 312/s, 0 lost, 2 cpus armed"
+        );
+        let mut s = Status::new();
+        s.bar.set_draw_target(ProgressDrawTarget::hidden());
+        s.armed(2, &BTreeSet::from([0, 1]), 0).unwrap();
+        s.event(&StreamEvent::Lost { cpu: 1, count: 4 }, 0).unwrap();
+        s.event(&StreamEvent::CpuOffline { cpu: 1 }, 0).unwrap();
+        assert_eq!((s.lost, s.cpus.len()), (4, 1));
+        s.finish(&Summary::default()).unwrap();
+    }
+}

@@ -1,0 +1,389 @@
+//! Naming user-space frames: a process's `/proc/PID/maps` says which file an address is in and where; that
+//! file's ELF symbols (`.symtab`, else `.dynsym`) say which function. Each binary is read once and cached by
+//! device, inode, path and mtime, whichever process maps it; each process's maps are read on its first hit
+//! and again when an address falls outside every known mapping (a library loaded later), and are kept after
+//! the process exits, so a short-lived writer still gets names for hits printed after it is gone. Every
+//! process alive at the start is read up front ([`UserSymbols::scan_all`]); one that starts later and exits
+//! within a drain tick of its first hit keeps its frames unnamed (PERF_RECORD_MMAP2 would close that gap).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use goblin::elf::program_header::PT_LOAD;
+use goblin::elf::sym::{STT_FUNC, STT_GNU_IFUNC};
+use goblin::elf::Elf;
+
+/// A miss re-reads the maps at most this often per process: a JIT or a corrupt frame would otherwise re-read
+/// them on every hit.
+const REFRESH_EVERY: Duration = Duration::from_millis(100);
+
+/// What is known about one user address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserFrame {
+    /// Basename of the mapped file (`writer`, `libc.so.6`) or the kernel's name for it (`[vdso]`).
+    pub binary: String,
+    /// Function, offset into it, and its size.
+    pub sym: Option<(String, u64, Option<u64>)>,
+}
+
+/// Identity of a mapped file: the same file mapped by many processes is loaded once; a file replaced at the
+/// same path is loaded again.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct BinKey {
+    dev: String,
+    inode: u64,
+    path: String,
+    mtime: Option<SystemTime>,
+}
+
+#[derive(Debug, Clone)]
+struct Mapping {
+    start: u64,
+    end: u64,
+    offset: u64,
+    /// The file's path as maps gives it, or `[vdso]`-style names for kernel-provided ones.
+    path: String,
+    dev: String,
+    inode: u64,
+}
+
+#[derive(Debug, Default)]
+struct Proc {
+    maps: Vec<Mapping>,
+    read_at: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Sym {
+    addr: u64,
+    size: u64,
+    name: String,
+}
+
+/// One ELF file's function symbols and load segments.
+#[derive(Debug, Default)]
+pub struct Binary {
+    /// (file offset, file size, virtual address) of each PT_LOAD segment.
+    loads: Vec<(u64, u64, u64)>,
+    /// Sorted by address.
+    syms: Vec<Sym>,
+}
+
+impl Binary {
+    /// Reads `bytes` as ELF; `None` when it is not one.
+    pub fn parse(bytes: &[u8]) -> Option<Binary> {
+        let elf = Elf::parse(bytes).ok()?;
+        let loads = elf
+            .program_headers
+            .iter()
+            .filter(|p| p.p_type == PT_LOAD)
+            .map(|p| (p.p_offset, p.p_filesz, p.p_vaddr))
+            .collect();
+        let funcs =
+            |syms: &goblin::elf::Symtab<'_>, strs: &goblin::strtab::Strtab<'_>| -> Vec<Sym> {
+                syms.iter()
+                    .filter(|s| {
+                        matches!(s.st_type(), STT_FUNC | STT_GNU_IFUNC)
+                            && s.st_value != 0
+                            && s.st_shndx != 0
+                    })
+                    .filter_map(|s| {
+                        let name = strs.get_at(s.st_name)?;
+                        (!name.is_empty()).then(|| Sym {
+                            addr: s.st_value,
+                            size: s.st_size,
+                            name: demangle(name),
+                        })
+                    })
+                    .collect()
+            };
+        let mut syms = funcs(&elf.syms, &elf.strtab);
+        if syms.is_empty() {
+            syms = funcs(&elf.dynsyms, &elf.dynstrtab);
+        }
+        // Aliases share an address: keep the sized one, then the first by name, so the pick is stable.
+        syms.sort_by(|a, b| {
+            a.addr
+                .cmp(&b.addr)
+                .then(b.size.cmp(&a.size))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        syms.dedup_by_key(|s| s.addr);
+        Some(Binary { loads, syms })
+    }
+
+    /// The ELF virtual address of a file offset, through the PT_LOAD segment that holds it.
+    pub fn vaddr(&self, file_off: u64) -> Option<u64> {
+        self.loads
+            .iter()
+            .find(|&&(off, size, _)| file_off >= off && file_off - off < size.max(1))
+            .map(|&(off, _, vaddr)| vaddr + (file_off - off))
+    }
+
+    /// The function containing `vaddr`: (name, offset, size).
+    pub fn symbolize(&self, vaddr: u64) -> Option<(String, u64, Option<u64>)> {
+        let i = self
+            .syms
+            .partition_point(|s| s.addr <= vaddr)
+            .checked_sub(1)?;
+        let s = &self.syms[i];
+        let off = vaddr - s.addr;
+        // An unsized symbol (hand-written assembly) is believed only up to the next symbol.
+        let fits = if s.size > 0 {
+            off < s.size
+        } else {
+            self.syms.get(i + 1).is_some_and(|n| vaddr < n.addr)
+        };
+        fits.then(|| (s.name.clone(), off, (s.size > 0).then_some(s.size)))
+    }
+}
+
+/// Rust (legacy and v0) and Itanium C++ names demangled; anything else as it is.
+pub fn demangle(name: &str) -> String {
+    if let Ok(d) = rustc_demangle::try_demangle(name) {
+        // `{:#}` leaves out the hash suffix.
+        return format!("{d:#}");
+    }
+    if name.starts_with("_Z") {
+        if let Ok(s) = cpp_demangle::Symbol::new(name) {
+            if let Ok(d) = s.demangle() {
+                return d;
+            }
+        }
+    }
+    name.to_string()
+}
+
+/// Parses `/proc/PID/maps` text; lines it does not understand are skipped.
+fn parse_maps(text: &str) -> Vec<Mapping> {
+    let mut maps: Vec<Mapping> = text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (range, _perms, offset, dev, inode) =
+                (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+            let (start, end) = range.split_once('-')?;
+            // The path is the rest of the line and may hold spaces.
+            let path = f.collect::<Vec<_>>().join(" ");
+            Some(Mapping {
+                start: u64::from_str_radix(start, 16).ok()?,
+                end: u64::from_str_radix(end, 16).ok()?,
+                offset: u64::from_str_radix(offset, 16).ok()?,
+                path,
+                dev: dev.to_string(),
+                inode: inode.parse().ok()?,
+            })
+        })
+        .filter(|m| !m.path.is_empty())
+        .collect();
+    maps.sort_by_key(|m| m.start);
+    maps
+}
+
+fn basename(path: &str) -> String {
+    let p = path.strip_suffix(" (deleted)").unwrap_or(path);
+    Path::new(p)
+        .file_name()
+        .map_or_else(|| p.to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+/// Per-process maps and per-binary symbols, learned as hits arrive.
+pub struct UserSymbols {
+    proc_root: PathBuf,
+    procs: HashMap<u32, Proc>,
+    binaries: HashMap<BinKey, Option<Arc<Binary>>>,
+}
+
+impl Default for UserSymbols {
+    fn default() -> Self {
+        UserSymbols::new("/proc")
+    }
+}
+
+impl UserSymbols {
+    pub fn new(proc_root: impl Into<PathBuf>) -> UserSymbols {
+        UserSymbols {
+            proc_root: proc_root.into(),
+            procs: HashMap::new(),
+            binaries: HashMap::new(),
+        }
+    }
+
+    /// Reads the maps of every process alive now. Run at the start of a session, with the comm scan: a
+    /// writer that exits within a tick of its hits would otherwise be gone before its first hit is named.
+    /// (Processes started later are read on their first hit.)
+    pub fn scan_all(&mut self) {
+        let Ok(dir) = std::fs::read_dir(&self.proc_root) else {
+            return;
+        };
+        let pids: Vec<u32> = dir
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect();
+        for pid in pids {
+            self.refresh(pid);
+        }
+    }
+
+    /// Names `addr` in process `pid`; `None` when no mapping of it holds the address.
+    pub fn lookup(&mut self, pid: u32, addr: u64) -> Option<UserFrame> {
+        if pid == 0 {
+            return None;
+        }
+        let m = match self.mapping(pid, addr) {
+            Some(m) => m,
+            None => {
+                if !self.refresh(pid) {
+                    return None;
+                }
+                self.mapping(pid, addr)?
+            }
+        };
+        let binary = basename(&m.path);
+        if !m.path.starts_with('/') {
+            return Some(UserFrame { binary, sym: None });
+        }
+        let sym = self.binary(pid, &m).and_then(|b| {
+            let vaddr = b.vaddr(addr - m.start + m.offset)?;
+            b.symbolize(vaddr)
+        });
+        Some(UserFrame { binary, sym })
+    }
+
+    fn mapping(&self, pid: u32, addr: u64) -> Option<Mapping> {
+        let maps = &self.procs.get(&pid)?.maps;
+        let i = maps.partition_point(|m| m.start <= addr).checked_sub(1)?;
+        let m = &maps[i];
+        (addr < m.end).then(|| m.clone())
+    }
+
+    /// Re-reads a process's maps, unless it was read very recently; a process that has exited keeps what
+    /// was learned. Returns whether anything new was read.
+    fn refresh(&mut self, pid: u32) -> bool {
+        let p = self.procs.entry(pid).or_default();
+        if p.read_at.is_some_and(|t| t.elapsed() < REFRESH_EVERY) {
+            return false;
+        }
+        p.read_at = Some(Instant::now());
+        match std::fs::read_to_string(self.proc_root.join(format!("{pid}/maps"))) {
+            Ok(text) => {
+                p.maps = parse_maps(&text);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The binary behind a mapping, loaded on first use. The file is opened through the process's
+    /// `map_files` link when possible: that works for a deleted file and across mount namespaces.
+    fn binary(&mut self, pid: u32, m: &Mapping) -> Option<Arc<Binary>> {
+        let via_map = self
+            .proc_root
+            .join(format!("{pid}/map_files/{:x}-{:x}", m.start, m.end));
+        let via_root = self.proc_root.join(format!(
+            "{pid}/root{}",
+            m.path.trim_end_matches(" (deleted)")
+        ));
+        let candidates = [via_map, via_root, PathBuf::from(&m.path)];
+        let (file, meta) = candidates
+            .iter()
+            .find_map(|p| std::fs::metadata(p).ok().map(|md| (p, md)))?;
+        let key = BinKey {
+            dev: m.dev.clone(),
+            inode: m.inode,
+            path: m.path.clone(),
+            mtime: meta.modified().ok(),
+        };
+        if let Some(b) = self.binaries.get(&key) {
+            return b.clone();
+        }
+        let loaded = std::fs::read(file)
+            .ok()
+            .and_then(|bytes| Binary::parse(&bytes))
+            .map(Arc::new);
+        self.binaries.insert(key, loaded.clone());
+        loaded
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demangles_rust_and_cpp() {
+        assert_eq!(
+            demangle("_ZN4core3fmt5write17h0123456789abcdefE"),
+            "core::fmt::write"
+        );
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
+        assert_eq!(demangle("main"), "main");
+    }
+
+    #[test]
+    fn parses_maps_lines() {
+        let maps = parse_maps(
+            "55d0c0000000-55d0c0001000 r--p 00000000 fd:01 1234 /usr/bin/my prog\n\
+             55d0c0001000-55d0c0002000 r-xp 00001000 fd:01 1234 /usr/bin/my prog\n\
+             7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n\
+             7f0000000000-7f0000001000 rw-p 00000000 00:00 0\n",
+        );
+        assert_eq!(maps.len(), 3);
+        assert_eq!(maps[1].offset, 0x1000);
+        assert_eq!(maps[1].path, "/usr/bin/my prog");
+        assert_eq!(basename(&maps[1].path), "my prog");
+        assert_eq!(basename("/tmp/a.out (deleted)"), "a.out");
+    }
+
+    /// This test binary, "mapped" PIE-style at a made-up base through a fixture /proc: a function's runtime
+    /// address must come back as that function, through the file offset and PT_LOAD translation.
+    #[test]
+    fn names_a_function_of_a_mapped_pie_through_a_fixture_proc() {
+        let exe = std::env::current_exe().unwrap();
+        let bytes = std::fs::read(&exe).unwrap();
+        let elf = Elf::parse(&bytes).unwrap();
+        let bin = Binary::parse(&bytes).unwrap();
+        let text = elf
+            .program_headers
+            .iter()
+            .find(|p| p.p_type == PT_LOAD && p.is_executable())
+            .unwrap();
+        // A sized function inside the executable segment.
+        let f = bin
+            .syms
+            .iter()
+            .find(|s| {
+                s.size > 16
+                    && s.addr >= text.p_vaddr
+                    && s.addr + s.size <= text.p_vaddr + text.p_filesz
+            })
+            .unwrap();
+        let base = 0x5555_0000_0000u64;
+        let page = 0xfff;
+        let start = base + (text.p_vaddr & !page);
+        let end = base + ((text.p_vaddr + text.p_memsz + page) & !page);
+        let dir = std::env::temp_dir().join(format!("ksymwatch-usersym-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("42")).unwrap();
+        std::fs::write(
+            dir.join("42/maps"),
+            format!(
+                "{start:x}-{end:x} r-xp {:08x} fd:01 99 {}\n",
+                text.p_offset & !page,
+                exe.display()
+            ),
+        )
+        .unwrap();
+        let mut u = UserSymbols::new(&dir);
+        let runtime = base + f.addr + 5;
+        let got = u.lookup(42, runtime).unwrap();
+        assert_eq!(got.binary, exe.file_name().unwrap().to_string_lossy());
+        assert_eq!(got.sym, Some((f.name.clone(), 5, Some(f.size))));
+        // The process "exits": what was learned stays.
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(u.lookup(42, runtime).unwrap().sym.unwrap().0, f.name);
+        assert_eq!(u.lookup(42, 0x10), None);
+        assert_eq!(u.lookup(0, runtime), None);
+    }
+}

@@ -1,0 +1,825 @@
+//! Tests of the output modes (`--json`, `--summary`, `--folded`, `--flamegraph`, filters, user-space
+//! symbols, several targets) against real hits on this machine, plus the JSON schema checked line by line
+//! with `deny_unknown_fields`. Live tests hold `common::live()` and match hits by the helper's tid.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use common::{parse_hits, run, Writer, BIN};
+
+const KERNEL_TARGET: &str = "__start_init_stack+0x3e00";
+
+/// The README's JSON schema as types that refuse any field they do not name. Fields exist to be checked by
+/// deserialization; not every test reads every one.
+#[allow(dead_code)]
+mod schema {
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    pub enum Line {
+        Header(Header),
+        Armed(Armed),
+        Hit(Hit),
+        Lost(Lost),
+        CpuOffline(Cpu),
+        CpuOnline(CpuOnline),
+        CpuArmFailed(ArmFailed),
+        Summary(Summary),
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Header {
+        pub version: u32,
+        pub targets: Vec<Target>,
+        pub cpus: Vec<u32>,
+        pub symbols: String,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Target {
+        pub name: String,
+        pub addr: String,
+        pub len: u8,
+        pub access: String,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct CpuOnline {
+        pub time_ns: u64,
+        pub cpu: u32,
+        pub after_uevent_ns: Option<u64>,
+        pub open_ns: u64,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Armed {
+        pub time_ns: u64,
+        pub events: usize,
+        pub cpus: Vec<u32>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Hit {
+        pub time_ns: u64,
+        pub cpu: u32,
+        pub pid: u32,
+        pub tid: u32,
+        pub comm: String,
+        pub target: String,
+        pub target_index: usize,
+        pub addr: String,
+        pub len: u8,
+        pub access: String,
+        pub in_kernel: bool,
+        pub ip: Frame,
+        pub chain: Vec<Frame>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Frame {
+        pub addr: String,
+        pub kernel: bool,
+        pub sym: Option<String>,
+        pub off: u64,
+        pub size: Option<u64>,
+        pub module: Option<String>,
+        pub binary: Option<String>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Lost {
+        pub time_ns: u64,
+        pub cpu: u32,
+        pub count: u64,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Cpu {
+        pub time_ns: u64,
+        pub cpu: u32,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ArmFailed {
+        pub time_ns: u64,
+        pub cpu: u32,
+        pub reason: String,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct CpuCount {
+        pub cpu: u32,
+        pub count: u64,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Summary {
+        pub hits: u64,
+        pub lost: u64,
+        pub filtered: u64,
+        pub elapsed_s: f64,
+        pub stop: String,
+        pub signal: Option<String>,
+        pub hits_by_cpu: Vec<CpuCount>,
+        pub lost_by_cpu: Vec<CpuCount>,
+        pub chains: Option<Vec<Chain>>,
+        pub by_ip: Option<Vec<IpCount>>,
+        pub by_comm: Option<Vec<CommCount>>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Chain {
+        pub count: u64,
+        pub target: String,
+        pub target_index: usize,
+        pub comms: Vec<CommCount>,
+        pub chain: Vec<Frame>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct IpCount {
+        pub count: u64,
+        pub ip: Frame,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct CommCount {
+        pub comm: String,
+        pub count: u64,
+    }
+
+    /// Parses every line; panics naming the first line that does not fit the schema.
+    pub fn parse(out: &str) -> Vec<Line> {
+        out.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    }
+}
+
+/// A running ksymwatch whose stdout and stderr are collected in the background.
+struct Traced {
+    child: Child,
+    out: JoinHandle<String>,
+    err: JoinHandle<String>,
+}
+
+/// Which stream says the breakpoints are armed: stdout in stream modes, stderr under --quiet/--folded.
+#[derive(Clone, Copy)]
+enum Ready {
+    Stdout(&'static str),
+    Stderr(&'static str),
+}
+
+fn collect(
+    r: impl Read + Send + 'static,
+    want: Option<&'static str>,
+    tx: mpsc::Sender<()>,
+) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let mut r = BufReader::new(r);
+        let mut want = want;
+        loop {
+            let mut line = String::new();
+            match r.read_line(&mut line) {
+                Ok(0) | Err(_) => return text,
+                Ok(_) => {}
+            }
+            if want.is_some_and(|w| line.contains(w)) {
+                want = None;
+                let _ = tx.send(());
+            }
+            text.push_str(&line);
+        }
+    })
+}
+
+impl Traced {
+    /// Starts ksymwatch and waits until it says it is armed (panics with its output if it exits first).
+    fn start(args: &[&str], ready: Ready) -> Traced {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start ksymwatch");
+        let (tx, rx) = mpsc::channel();
+        let (on_out, on_err) = match ready {
+            Ready::Stdout(w) => (Some(w), None),
+            Ready::Stderr(w) => (None, Some(w)),
+        };
+        let out = collect(child.stdout.take().unwrap(), on_out, tx.clone());
+        let err = collect(child.stderr.take().unwrap(), on_err, tx);
+        let t = Traced { child, out, err };
+        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            let (code, out, err) = t.wait(Duration::from_secs(5));
+            panic!("ksymwatch {args:?} never armed (exit {code}):\n{out}\nstderr: {err}");
+        }
+        t
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child.
+        unsafe {
+            libc::kill(self.child.id() as i32, sig);
+        }
+    }
+
+    /// Waits (bounded) for exit; returns (exit code, stdout, stderr).
+    fn wait(mut self, limit: Duration) -> (i32, String, String) {
+        let pid = self.child.id() as i32;
+        let deadline = std::time::Instant::now() + limit;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if std::time::Instant::now() > deadline {
+                // SAFETY: kill our own hung child so the test fails visibly instead of hanging.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let out = self.out.join().unwrap();
+        let err = self.err.join().unwrap();
+        (status.code().unwrap_or(-1), out, err)
+    }
+}
+
+/// Runs the helper's work under ksymwatch `args`, then SIGINT; returns (tid, exit code, stdout, stderr).
+fn trace_helper(helper: &[&str], args: &[String], ready: Ready) -> (u32, i32, String, String) {
+    let mut w = Writer::start(helper);
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| {
+            a.replace("{addr}", &format!("0x{:x}", w.addr))
+                .replace("{tid}", &w.tid.to_string())
+        })
+        .collect();
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let t = Traced::start(&argv, ready);
+    w.go();
+    let tid = w.tid;
+    w.finish();
+    // Everything the helper wrote is in the rings; give the loop a tick, then stop.
+    std::thread::sleep(Duration::from_millis(50));
+    t.signal(libc::SIGINT);
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    (tid, code, out, err)
+}
+
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+fn first_cpu() -> String {
+    common::online_cpus()[0].to_string()
+}
+
+const ARMED_JSON: Ready = Ready::Stdout("\"type\":\"armed\"");
+
+#[test]
+fn json_lines_fit_the_schema_and_carry_the_helpers_writes() {
+    let Some(_lock) = common::live() else { return };
+    const N: usize = 200;
+    let cpu = first_cpu();
+    let (tid, code, out, err) = trace_helper(
+        &["write", &N.to_string(), &cpu],
+        &owned(&["write", "{addr}/8", "--json"]),
+        ARMED_JSON,
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines = schema::parse(&out);
+    assert!(
+        matches!(lines.first(), Some(schema::Line::Header(h)) if h.version == 1 && h.targets.len() == 1)
+    );
+    assert!(matches!(lines.get(1), Some(schema::Line::Armed(_))));
+    let Some(schema::Line::Summary(summary)) = lines.last() else {
+        panic!("the last line is the summary: {out}")
+    };
+    let hits: Vec<&schema::Hit> = lines
+        .iter()
+        .filter_map(|l| match l {
+            schema::Line::Hit(h) => Some(h),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(summary.hits as usize, hits.len());
+    assert_eq!(summary.stop, "signal");
+    assert_eq!(summary.signal.as_deref(), Some("SIGINT"));
+    let mine: Vec<&&schema::Hit> = hits.iter().filter(|h| h.tid == tid).collect();
+    assert_eq!(mine.len(), N, "stderr: {err}");
+    for h in &mine {
+        assert_eq!(h.comm, "writer");
+        assert_eq!(h.cpu.to_string(), cpu);
+        assert!(h.target.starts_with("0x") && h.addr == h.target, "{h:?}");
+        assert_eq!((h.len, h.access.as_str(), h.target_index), (8, "W", 0));
+        assert!(!h.in_kernel && !h.ip.kernel);
+        assert!(
+            !h.chain.is_empty()
+                && h.chain
+                    .iter()
+                    .all(|f| !f.kernel && f.addr.starts_with("0x"))
+        );
+    }
+    assert!(
+        err.contains(&format!("ksymwatch: {} hits", hits.len())),
+        "stderr keeps the one-line summary: {err}"
+    );
+}
+
+fn json_hits(lines: &[schema::Line]) -> Vec<&schema::Hit> {
+    lines
+        .iter()
+        .filter_map(|l| match l {
+            schema::Line::Hit(h) => Some(h),
+            _ => None,
+        })
+        .collect()
+}
+
+fn json_summary(lines: &[schema::Line]) -> &schema::Summary {
+    match lines.last() {
+        Some(schema::Line::Summary(s)) => s,
+        other => panic!("the last line is not the summary: {other:?}"),
+    }
+}
+
+#[test]
+fn filters_drop_hits_before_printing_and_counting() {
+    let Some(_lock) = common::live() else { return };
+    const N: usize = 100;
+    let cpu = first_cpu();
+    let helper = ["write", "100", cpu.as_str()];
+    // The helper's stores run in user space: --user-only with its comm keeps every one of them.
+    let (tid, code, out, err) = trace_helper(
+        &helper,
+        &owned(&[
+            "write",
+            "{addr}",
+            "--json",
+            "--user-only",
+            "--comm",
+            "writer",
+        ]),
+        ARMED_JSON,
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines = schema::parse(&out);
+    let hits = json_hits(&lines);
+    assert!(
+        hits.iter().all(|h| h.comm == "writer" && !h.in_kernel),
+        "{out}"
+    );
+    assert_eq!(hits.iter().filter(|h| h.tid == tid).count(), N);
+    assert_eq!(json_summary(&lines).hits as usize, hits.len());
+
+    // --kernel-only drops all of them; they are reported as filtered, not as hits.
+    let (_, code, out, err) = trace_helper(
+        &helper,
+        &owned(&[
+            "write",
+            "{addr}",
+            "--json",
+            "--kernel-only",
+            "--tid",
+            "{tid}",
+        ]),
+        ARMED_JSON,
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines = schema::parse(&out);
+    assert!(json_hits(&lines).is_empty(), "{out}");
+    let summary = json_summary(&lines);
+    assert_eq!(summary.hits, 0);
+    assert!(summary.filtered >= N as u64, "{summary:?}");
+    assert!(err.contains(" filtered,"), "{err}");
+}
+
+#[test]
+fn filtered_hits_do_not_count_toward_count() {
+    let Some(_lock) = common::live() else { return };
+    // The helper's 100 stores all run in user space: with --kernel-only, --count 1 is never met.
+    let cpu = first_cpu();
+    let (_, code, out, err) = trace_helper(
+        &["write", "100", &cpu],
+        &owned(&["write", "{addr}", "--kernel-only", "--count", "1"]),
+        Ready::Stdout("# armed"),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(parse_hits(&out).is_empty(), "{out}");
+    assert!(err.contains("ksymwatch: 0 hits"), "{err}");
+    assert!(
+        err.contains("stopped: signal SIGINT"),
+        "the count was never met: {err}"
+    );
+    let filtered: u64 = err
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" filtered"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no filtered count: {err}"));
+    assert!(filtered >= 100, "{err}");
+}
+
+#[test]
+fn contradictory_flags_are_a_one_line_usage_error() {
+    let (code, out, err) = run(&["write", KERNEL_TARGET, "--kernel-only", "--user-only"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--kernel-only and --user-only"), "{err}");
+}
+
+const ARMED_STDERR: Ready = Ready::Stderr("ksymwatch: armed ");
+
+#[test]
+fn quiet_prints_only_the_summary_of_the_helpers_kernel_writes() {
+    let Some(_lock) = common::live() else { return };
+    const N: u64 = 40;
+    let cpu = first_cpu();
+    // read() from /dev/zero: the kernel writes the watched global on the helper's behalf, N times.
+    let (_, code, out, err) = trace_helper(
+        &["read", &N.to_string(), &cpu],
+        &owned(&["write", "{addr}", "--quiet", "--tid", "{tid}", "--top", "0"]),
+        ARMED_STDERR,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines().all(|l| l.starts_with('#')),
+        "only the report: {out}"
+    );
+    // The kernel clears the 8 bytes with `rep stosb`: a trap per byte stored, so N reads give N*k hits.
+    let hits: u64 = out
+        .strip_prefix("# summary: ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no summary first: {out}"));
+    assert!(
+        hits >= N && hits.is_multiple_of(N),
+        "{hits} hits for {N} reads: {out}"
+    );
+    assert!(
+        out.contains("stopped: signal SIGINT"),
+        "written on Ctrl-C: {out}"
+    );
+    assert!(out.contains("comm: writer "), "{out}");
+    assert!(out.contains("#  => read_zero+0x"), "{out}");
+    assert!(out.contains("#  => vfs_read+0x"), "{out}");
+    assert!(
+        out.contains(&format!("# hits by comm:\n# {hits:>8} 100.0%  writer\n")),
+        "{out}"
+    );
+    assert!(out.contains(&format!("100.0%  cpu{cpu}\n")), "{out}");
+    assert!(err.contains(&format!("ksymwatch: {hits} hits")), "{err}");
+}
+
+#[test]
+fn json_summary_record_counts_chains_ips_and_comms() {
+    let Some(_lock) = common::live() else { return };
+    const N: u64 = 60;
+    let cpu = first_cpu();
+    let (_, code, out, err) = trace_helper(
+        &["write", &N.to_string(), &cpu],
+        &owned(&["write", "{addr}", "--json", "--summary", "--tid", "{tid}"]),
+        ARMED_JSON,
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines = schema::parse(&out);
+    assert_eq!(
+        json_hits(&lines).len() as u64,
+        N,
+        "the stream is still there"
+    );
+    let s = json_summary(&lines);
+    assert_eq!(s.hits, N);
+    let chains = s.chains.as_ref().expect("--summary adds chains");
+    // One store in one loop: every hit has the same call path.
+    assert_eq!(chains.len(), 1, "{chains:?}");
+    assert_eq!(chains[0].count, N);
+    assert_eq!(chains[0].comms[0].comm, "writer");
+    assert!(chains[0].target.starts_with("0x"));
+    let by_ip = s.by_ip.as_ref().expect("by_ip");
+    assert_eq!(by_ip.iter().map(|i| i.count).sum::<u64>(), N);
+    assert!(!by_ip[0].ip.kernel);
+    let by_comm = s.by_comm.as_ref().expect("by_comm");
+    assert_eq!((by_comm[0].comm.as_str(), by_comm[0].count), ("writer", N));
+}
+
+#[test]
+fn folded_stacks_feed_inferno_and_flamegraph_writes_an_svg() {
+    let Some(_lock) = common::live() else { return };
+    let cpu = first_cpu();
+    let (_, code, out, err) = trace_helper(
+        &["read", "20", &cpu],
+        &owned(&["write", "{addr}", "--folded", "--tid", "{tid}"]),
+        ARMED_STDERR,
+    );
+    assert_eq!(code, 0, "{err}");
+    let mut total = 0u64;
+    for line in out.lines() {
+        let (stack, count) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line:?}"));
+        total += count.parse::<u64>().unwrap_or_else(|_| panic!("{line:?}"));
+        let frames: Vec<&str> = stack.split(';').collect();
+        assert_eq!(frames[0], "writer", "comm is the root: {line}");
+        assert_eq!(
+            frames.last(),
+            Some(&"read_zero"),
+            "the writer is the leaf: {line}"
+        );
+        assert!(frames.contains(&"vfs_read"), "{line}");
+    }
+    assert!(err.contains(&format!("ksymwatch: {total} hits")), "{err}");
+    // inferno's own folded-stack reader takes it.
+    let mut svg = Vec::new();
+    inferno::flamegraph::from_lines(
+        &mut inferno::flamegraph::Options::default(),
+        out.lines(),
+        &mut svg,
+    )
+    .expect("inferno reads --folded output");
+    assert!(String::from_utf8_lossy(&svg).contains("vfs_read"));
+
+    let path = std::env::temp_dir().join(format!("ksymwatch-flame-{}.svg", std::process::id()));
+    let path_arg = path.display().to_string();
+    let (_, code, out, err) = trace_helper(
+        &["read", "20", &cpu],
+        &owned(&[
+            "write",
+            "{addr}",
+            "--tid",
+            "{tid}",
+            "--flamegraph",
+            &path_arg,
+        ]),
+        Ready::Stdout("# armed"),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !parse_hits(&out).is_empty(),
+        "the stream goes on beside the flame graph"
+    );
+    let svg = std::fs::read_to_string(&path).expect("flame graph written");
+    let _ = std::fs::remove_file(&path);
+    assert!(svg.contains("<svg") && svg.contains("read_zero") && svg.contains("writer"));
+}
+
+#[test]
+fn stdout_has_one_product() {
+    for extra in ["--json", "--summary", "--quiet"] {
+        let (code, out, err) = run(&["write", KERNEL_TARGET, "--folded", extra]);
+        assert_eq!(code, 2, "{extra}: {err}");
+        assert!(out.is_empty());
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("use --folded=FILE"), "{err}");
+    }
+    let (code, _, err) = run(&[
+        "write",
+        KERNEL_TARGET,
+        "--flamegraph",
+        "/nonexistent/dir/x.svg",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--flamegraph: cannot create"), "{err}");
+}
+
+#[test]
+fn user_frames_are_named_from_the_writers_elf_symbols() {
+    let Some(_lock) = common::live() else { return };
+    let cpu = first_cpu();
+    let (tid, code, out, err) = trace_helper(
+        &["write", "5", &cpu],
+        &owned(&["write", "{addr}", "--json", "--tid", "{tid}"]),
+        ARMED_JSON,
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines = schema::parse(&out);
+    let hits = json_hits(&lines);
+    assert_eq!(hits.len(), 5, "{out}");
+    for h in hits {
+        assert_eq!(h.tid, tid);
+        // The store is in the helper's main(), a PIE: named through its mapping and PT_LOAD segments.
+        assert_eq!(h.ip.sym.as_deref(), Some("main"), "{h:?}");
+        assert_eq!(h.ip.binary.as_deref(), Some("writer"));
+        assert!(
+            h.ip.off > 0 && h.ip.size.is_some_and(|s| h.ip.off < s),
+            "{h:?}"
+        );
+        // Its caller is in libc: the binary is known even where a stripped libc has no name for it.
+        assert!(
+            h.chain
+                .iter()
+                .any(|f| f.binary.as_deref().is_some_and(|b| b.starts_with("libc"))),
+            "{h:?}"
+        );
+    }
+    // The same names in ftrace form: ` => main+0xOFF [writer]`.
+    let (_, code, out, err) = trace_helper(
+        &["write", "2", &cpu],
+        &owned(&["write", "{addr}", "--tid", "{tid}"]),
+        Ready::Stdout("# armed"),
+    );
+    assert_eq!(code, 0, "{err}");
+    let hits = parse_hits(&out);
+    assert_eq!(hits.len(), 2, "{out}");
+    for h in &hits {
+        assert!(h.ip.starts_with("main+0x"), "{h:?}");
+        assert!(
+            h.chain[0].starts_with("main+0x") && h.chain[0].ends_with(" [writer]"),
+            "{h:?}"
+        );
+    }
+}
+
+/// The helper in `write2` mode, started by hand: common::Writer knows only the first global's address.
+struct TwoGlobals {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+    addrs: [String; 2],
+    tid: u32,
+}
+
+impl TwoGlobals {
+    fn start(n: usize, cpu: &str) -> TwoGlobals {
+        let mut child = Command::new(common::helper("writer"))
+            .args(["write2", &n.to_string(), cpu])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start writer");
+        let stdin = child.stdin.take();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut banner = String::new();
+        stdout.read_line(&mut banner).unwrap();
+        let field = |k: &str| {
+            banner
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix(k))
+                .unwrap_or_else(|| panic!("no {k} in {banner:?}"))
+                .to_string()
+        };
+        let addrs = [field("addr="), field("addr2=")];
+        let tid = field("tid=").parse().unwrap();
+        TwoGlobals {
+            child,
+            stdin,
+            stdout,
+            addrs,
+            tid,
+        }
+    }
+
+    fn go_and_finish(mut self) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "go").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        while self.stdout.read_line(&mut line).unwrap() > 0 && line.trim_end() != "done" {
+            line.clear();
+        }
+        self.stdin.take();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for TwoGlobals {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn two_targets_armed_together_and_named_in_every_mode() {
+    let Some(_lock) = common::live() else { return };
+    const N: usize = 50;
+    let cpu = first_cpu();
+    let folded_path =
+        std::env::temp_dir().join(format!("ksymwatch-two-{}.folded", std::process::id()));
+    let folded_arg = format!("--folded={}", folded_path.display());
+    for json in [true, false] {
+        let w = TwoGlobals::start(N, &cpu);
+        let tid = w.tid.to_string();
+        let [a, b] = w.addrs.clone();
+        let mut args = vec!["write", &a, &b, "--tid", &tid, "--summary", &folded_arg];
+        if json {
+            args.push("--json");
+        }
+        let ready = if json {
+            ARMED_JSON
+        } else {
+            Ready::Stdout("# armed")
+        };
+        let t = Traced::start(&args, ready);
+        w.go_and_finish();
+        std::thread::sleep(Duration::from_millis(50));
+        t.signal(libc::SIGINT);
+        let (code, out, err) = t.wait(Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
+        if json {
+            let lines = schema::parse(&out);
+            let schema::Line::Header(h) = &lines[0] else {
+                panic!("{out}")
+            };
+            assert_eq!(
+                h.targets
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>(),
+                [a.as_str(), b.as_str()]
+            );
+            let hits = json_hits(&lines);
+            for (i, name) in [&a, &b].into_iter().enumerate() {
+                let of: Vec<_> = hits.iter().filter(|h| h.target_index == i).collect();
+                assert_eq!(of.len(), N, "target {name}: {err}");
+                assert!(of.iter().all(|h| &h.target == name && &h.addr == name));
+            }
+            let chains = json_summary(&lines).chains.as_ref().unwrap();
+            assert_eq!(chains.len(), 2, "one chain per target: {chains:?}");
+            assert!(chains
+                .iter()
+                .all(|c| c.count == N as u64 && c.target == [&a, &b][c.target_index].as_str()));
+        } else {
+            assert!(
+                out.contains(&format!("# target: {a} addr={a} len=8"))
+                    && out.contains(&format!("# target: {b} "))
+            );
+            let hits = parse_hits(&out);
+            assert_eq!(hits.iter().filter(|h| h.target == a).count(), N, "{err}");
+            assert_eq!(hits.iter().filter(|h| h.target == b).count(), N, "{err}");
+            assert!(out.contains(&format!("hits  50.0%  target={a}")), "{out}");
+            assert!(out.contains(&format!("hits  50.0%  target={b}")), "{out}");
+        }
+        let folded = std::fs::read_to_string(&folded_path).expect("folded file");
+        assert!(
+            folded
+                .lines()
+                .any(|l| l.starts_with(&format!("{a};writer;"))),
+            "{folded}"
+        );
+        assert!(
+            folded
+                .lines()
+                .any(|l| l.starts_with(&format!("{b};writer;"))),
+            "{folded}"
+        );
+    }
+    let _ = std::fs::remove_file(&folded_path);
+}
+
+#[test]
+fn status_line_only_on_a_terminal_and_cleared_before_the_report() {
+    let Some(_lock) = common::live() else { return };
+    // Not a terminal: not a byte of it.
+    let (code, out, err) = run(&["write", KERNEL_TARGET, "--quiet", "--duration", "600ms"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !err.contains('\r') && !err.contains('\x1b') && !err.contains("cpus armed"),
+        "{err:?}"
+    );
+    assert!(!out.contains("cpus armed"));
+    // A terminal (script(1) gives the command a pty for stdout and stderr; --quiet keeps stdout free).
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIP: no script(1) to give ksymwatch a terminal");
+        return;
+    }
+    let cmd = format!("{BIN} write {KERNEL_TARGET} --quiet --duration 1500ms --top 1");
+    let tty = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .expect("script");
+    let text = String::from_utf8_lossy(&tty.stdout);
+    assert!(tty.status.success(), "{text}");
+    let last_status = text
+        .rfind("cpus armed")
+        .unwrap_or_else(|| panic!("no status line: {text:?}"));
+    let report = text.find("# summary: ").expect("report");
+    assert!(
+        last_status < report,
+        "status drawn after the report: {text:?}"
+    );
+    // Cleared (erase-line) between the last draw and the report.
+    assert!(text[last_status..report].contains("\x1b[2K"), "{text:?}");
+}

@@ -47,6 +47,9 @@ struct Mapping {
     path: String,
     dev: String,
     inode: u64,
+    /// The loaded binary, once looked up: the lookup stats the file, far too slow to repeat for every frame
+    /// of every hit (it was most of the tracer's CPU time at 60k hits/s).
+    bin: Option<Option<Arc<Binary>>>,
 }
 
 #[derive(Debug, Default)]
@@ -174,6 +177,7 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
                 path,
                 dev: dev.to_string(),
                 inode: inode.parse().ok()?,
+                bin: None,
             })
         })
         .filter(|m| !m.path.is_empty())
@@ -232,8 +236,8 @@ impl UserSymbols {
         if pid == 0 {
             return None;
         }
-        let m = match self.mapping(pid, addr) {
-            Some(m) => m,
+        let i = match self.mapping(pid, addr) {
+            Some(i) => i,
             None => {
                 if !self.refresh(pid) {
                     return None;
@@ -241,22 +245,35 @@ impl UserSymbols {
                 self.mapping(pid, addr)?
             }
         };
+        let m = &self.procs.get(&pid)?.maps[i];
         let binary = basename(&m.path);
         if !m.path.starts_with('/') {
             return Some(UserFrame { binary, sym: None });
         }
-        let sym = self.binary(pid, &m).and_then(|b| {
-            let vaddr = b.vaddr(addr - m.start + m.offset)?;
+        let (start, offset) = (m.start, m.offset);
+        let bin = match &m.bin {
+            Some(b) => b.clone(),
+            None => {
+                let m = m.clone();
+                let b = self.binary(pid, &m);
+                if let Some(slot) = self.procs.get_mut(&pid).and_then(|p| p.maps.get_mut(i)) {
+                    slot.bin = Some(b.clone());
+                }
+                b
+            }
+        };
+        let sym = bin.and_then(|b| {
+            let vaddr = b.vaddr(addr - start + offset)?;
             b.symbolize(vaddr)
         });
         Some(UserFrame { binary, sym })
     }
 
-    fn mapping(&self, pid: u32, addr: u64) -> Option<Mapping> {
+    /// Index of the mapping of `pid` that contains `addr`.
+    fn mapping(&self, pid: u32, addr: u64) -> Option<usize> {
         let maps = &self.procs.get(&pid)?.maps;
         let i = maps.partition_point(|m| m.start <= addr).checked_sub(1)?;
-        let m = &maps[i];
-        (addr < m.end).then(|| m.clone())
+        (addr < maps[i].end).then_some(i)
     }
 
     /// Re-reads a process's maps, unless it was read very recently; a process that has exited keeps what

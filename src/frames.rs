@@ -2,7 +2,7 @@
 //! without knowing where the lines come from.
 //!
 //! A printer holds an `Option<&dyn LineSource>`; for each kernel frame it has already printed as
-//! `func+0xOFF/0xSIZE`, [`annotate`] gives the ` (file:line)` suffix for that frame and the inlined frames
+//! `func+0xOFF/0xSIZE`, [`annotate`] gives the `file:line` printed after it and the inlined frames
 //! to print before it, innermost first, the way a call chain reads:
 //!
 //! ```text
@@ -48,8 +48,8 @@ pub trait LineSource {
 /// What a printer adds to one chain frame.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Annotation {
-    /// ` (file:line)` to append to the frame's `func+0xOFF/0xSIZE`; empty when unknown.
-    pub suffix: String,
+    /// `file:line` of the frame's `func+0xOFF/0xSIZE`; empty when unknown.
+    pub location: String,
     /// Whole frames (`helper (a.c:44) [inlined]`) to print as ` => ` lines before this frame, innermost first.
     pub inlined: Vec<String>,
 }
@@ -61,7 +61,7 @@ pub fn annotate(source: &dyn LineSource, addr: u64) -> Annotation {
         return Annotation::default();
     };
     Annotation {
-        suffix: format!(" ({})", outer.location()),
+        location: outer.location(),
         inlined: inner
             .iter()
             .map(|f| {

@@ -13,6 +13,7 @@ use crate::breakpoint::{CpuEvent, EventConfig};
 use crate::comm::Comms;
 use crate::error::{Error, Result};
 use crate::filter::Filter;
+use crate::frames::LineSource;
 use crate::hotplug::Hotplug;
 use crate::output::{Hit, Output, ResolvedFrame, StopReason, StreamEvent, Summary, Symbolizer};
 use crate::record::{self, Record, Sample, SAMPLE_TYPE};
@@ -36,6 +37,8 @@ pub struct Plan<'a> {
     pub filter: Filter,
     /// Keep the `--summary` counts (by chain, ip, comm).
     pub tally: bool,
+    /// `--lines`: file:line (and inlined frames) for kernel frames.
+    pub lines: Option<&'a dyn LineSource>,
 }
 
 const TOKEN_SIGNAL: u64 = 0;
@@ -84,6 +87,7 @@ impl<'a, O: Output> Session<'a, O> {
             limits,
             filter,
             tally,
+            lines,
         } = plan;
         let epoll = Epoll::new().map_err(|e| Error::runtime(format!("epoll_create: {e}")))?;
         epoll
@@ -107,7 +111,7 @@ impl<'a, O: Output> Session<'a, O> {
         user.scan_all();
         Ok(Session {
             watches,
-            symbolizer: Symbolizer::with_user(symbols, user),
+            symbolizer: Symbolizer::with_user(symbols, user).with_lines(lines),
             chain: Vec::new(),
             out,
             cfg,

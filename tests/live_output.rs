@@ -96,6 +96,9 @@ mod schema {
         pub size: Option<u64>,
         pub module: Option<String>,
         pub binary: Option<String>,
+        /// Only with --lines.
+        pub line: Option<String>,
+        pub inlined: Option<Vec<String>>,
     }
 
     #[derive(Debug, Deserialize)]

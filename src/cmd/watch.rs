@@ -13,6 +13,7 @@ use crate::cli::{SymbolArgs, WatchArgs};
 use crate::cpulist;
 use crate::error::{Error, Result};
 use crate::filter::{Filter, Place};
+use crate::frames::LineSource;
 use crate::hotplug::Hotplug;
 use crate::output::folded::{Folded, Sink};
 use crate::output::ftrace::Ftrace;
@@ -203,12 +204,6 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
         }
         (file_symbols.chains()?, file_symbols.header(), resolved)
     };
-    if line_source.is_some() {
-        // The line table is built and checked before arming so a bad vmlinux fails now, not at the first hit.
-        eprintln!(
-            "ksymwatch: warning: --lines: file:line frames are resolved but this printer does not show them yet"
-        );
-    }
     let mut watches: Vec<Watch> = Vec::new();
     for r in resolved {
         for w in &r.warnings {
@@ -252,6 +247,8 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
         limits,
         filter,
         tally: args.output.summary || args.output.quiet,
+        // Built (and checked) before arming, so a vmlinux without usable line tables fails before any hit.
+        lines: line_source.as_ref().map(|l| l as &dyn LineSource),
     };
     // The session learns every live task's name before `armed` goes out: a script starts its workload on that
     // line, and a task that exits before we looked would print as `<...>`.

@@ -94,7 +94,17 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
         )?;
         writeln!(self.out, "{}", hit.ip.display(hit.comm))?;
         for f in hit.chain {
-            writeln!(self.out, " => {}", f.display(hit.comm))?;
+            // --lines: inlined functions first, innermost first, as the chain reads from the trap outwards.
+            if let Some(l) = &f.line {
+                for inlined in &l.inlined {
+                    writeln!(self.out, " => {inlined}")?;
+                }
+            }
+            write!(self.out, " => {}", f.display(hit.comm))?;
+            match &f.line {
+                Some(l) => writeln!(self.out, " ({})", l.location)?,
+                None => writeln!(self.out)?,
+            }
         }
         Ok(())
     }

@@ -36,8 +36,12 @@ pub struct Frame<'a> {
     pub size: Option<u64>,
     pub module: Option<&'a str>,
     pub binary: Option<&'a str>,
+    /// `--lines`: `file:line` of the frame.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub line: Option<String>,
+    pub line: Option<&'a str>,
+    /// `--lines`: functions inlined at this frame, innermost first, as `func (file:line) [inlined]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inlined: Option<&'a [String]>,
 }
 
 impl<'a> From<&'a ResolvedFrame> for Frame<'a> {
@@ -50,7 +54,12 @@ impl<'a> From<&'a ResolvedFrame> for Frame<'a> {
             size: f.size,
             module: f.module.as_deref(),
             binary: f.binary.as_deref(),
-            line: f.line.as_ref().map(|l| format!("{}:{}", l.file, l.line)),
+            line: f.line.as_ref().map(|l| l.location.as_str()),
+            inlined: f
+                .line
+                .as_ref()
+                .map(|l| l.inlined.as_slice())
+                .filter(|i| !i.is_empty()),
         }
     }
 }

@@ -4,17 +4,22 @@
 
 use std::fmt;
 
+use std::collections::HashMap;
+
 use ksymwatch_symbols::SymbolTable;
+
+use crate::frames::{annotate, LineSource};
 
 use crate::record::{Context, Sample};
 use crate::usersym::UserSymbols;
 
-/// A source position for a kernel frame. Reserved for a `--lines` source (DWARF line tables): nothing fills
-/// it yet, and printers print it only when it is there.
+/// Where a kernel frame is in the source (`--lines`, from DWARF line tables): its `file:line` and the
+/// functions inlined at that point, innermost first, each as `func (file:line)`. Printers print it only when
+/// it is there.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SourceLine {
-    pub file: String,
-    pub line: u32,
+    pub location: String,
+    pub inlined: Vec<String>,
 }
 
 /// One frame with whatever is known about it.
@@ -104,20 +109,48 @@ impl fmt::Display for Display<'_> {
 pub struct Symbolizer<'a> {
     kernel: &'a SymbolTable,
     user: Option<UserSymbols>,
+    lines: Option<&'a dyn LineSource>,
+    /// DWARF line lookups are far slower than a symbol search and hot paths repeat the same few addresses.
+    line_cache: HashMap<u64, Option<SourceLine>>,
 }
 
 impl<'a> Symbolizer<'a> {
     /// Kernel frames only; user frames stay addresses.
     pub fn new(kernel: &'a SymbolTable) -> Symbolizer<'a> {
-        Symbolizer { kernel, user: None }
+        Symbolizer {
+            kernel,
+            user: None,
+            lines: None,
+            line_cache: HashMap::new(),
+        }
     }
 
     /// Also names user frames from each writer's mappings.
     pub fn with_user(kernel: &'a SymbolTable, user: UserSymbols) -> Symbolizer<'a> {
         Symbolizer {
-            kernel,
             user: Some(user),
+            ..Symbolizer::new(kernel)
         }
+    }
+
+    /// Also gives kernel frames their file:line (`--lines`).
+    pub fn with_lines(mut self, lines: Option<&'a dyn LineSource>) -> Symbolizer<'a> {
+        self.lines = lines;
+        self
+    }
+
+    fn line(&mut self, addr: u64) -> Option<SourceLine> {
+        let source = self.lines?;
+        self.line_cache
+            .entry(addr)
+            .or_insert_with(|| {
+                let a = annotate(source, addr);
+                (!a.location.is_empty()).then_some(SourceLine {
+                    location: a.location,
+                    inlined: a.inlined,
+                })
+            })
+            .clone()
     }
 
     /// Names the writer's ip and every frame of its chain, into `chain` (cleared first).
@@ -138,6 +171,7 @@ impl<'a> Symbolizer<'a> {
                 fr.size = s.symbol.size;
                 fr.module = s.symbol.module.clone();
             }
+            fr.line = self.line(addr);
         } else if let Some(user) = &mut self.user {
             if let Some(u) = user.lookup(pid, addr) {
                 fr.binary = Some(u.binary);
@@ -176,6 +210,94 @@ mod tests {
         assert_eq!(unknown.flame_name(), "[unknown]");
         let user = s.frame(1, 0x401000, false);
         assert_eq!(user.display("writer").to_string(), "0x401000 [writer]");
+    }
+
+    /// A line table with one inlined call at 0x...10 (looked up at addr-1, as return addresses need).
+    struct FakeLines;
+
+    impl LineSource for FakeLines {
+        fn lines(&self, addr: u64) -> Vec<crate::frames::LineFrame> {
+            let f = |function: &str, line, inlined| crate::frames::LineFrame {
+                function: Some(function.into()),
+                file: Some("fs/read_write.c".into()),
+                line: Some(line),
+                inlined,
+            };
+            match addr {
+                0xffffffff8100000f => {
+                    vec![f("rw_verify_area", 450, true), f("read_zero", 12, false)]
+                }
+                0xffffffff81000076 => vec![f("read_zero", 30, false)],
+                _ => vec![],
+            }
+        }
+    }
+
+    #[test]
+    fn lines_annotate_kernel_frames_and_are_printed() {
+        use crate::output::{ftrace::Ftrace, Hit, Output};
+        use crate::record::{decode, encode, Record, SAMPLE_TYPE};
+        use crate::watch::{Access, Watch};
+        let table = kallsyms::from_text(
+            "ffffffff81000000 T read_zero\nffffffff81000100 T end\n",
+            Path::new("f"),
+        )
+        .unwrap();
+        let lines = FakeLines;
+        let mut s = Symbolizer::new(&table).with_lines(Some(&lines));
+        let f = s.frame(1, 0xffffffff81000010, true);
+        let l = f.line.clone().unwrap();
+        assert_eq!(l.location, "fs/read_write.c:12");
+        assert_eq!(
+            l.inlined,
+            vec!["rw_verify_area (fs/read_write.c:450) [inlined]".to_string()]
+        );
+        assert!(
+            s.frame(1, 0xffffffff81000050, true).line.is_none(),
+            "no line info: no annotation"
+        );
+        assert!(
+            s.frame(1, 0x401000, false).line.is_none(),
+            "user frames are not looked up"
+        );
+
+        let bytes = encode::sample(
+            0xffffffff81000077,
+            5,
+            5,
+            1_000_000,
+            0x1000,
+            0,
+            &[encode::KERNEL, 0xffffffff81000077, 0xffffffff81000010],
+        );
+        let Record::Sample(sample) = decode(&bytes, SAMPLE_TYPE).unwrap() else {
+            panic!()
+        };
+        let mut chain = Vec::new();
+        let ip = s.resolve(&sample, &mut chain);
+        let watch = Watch {
+            label: "x".into(),
+            addr: 0x1000,
+            len: 8,
+            access: Access::Write,
+        };
+        let mut p = Ftrace::new(Vec::new(), Vec::new());
+        p.hit(&Hit {
+            sample: &sample,
+            watch: &watch,
+            watch_index: 0,
+            comm: "w",
+            ip: &ip,
+            chain: &chain,
+        })
+        .unwrap();
+        let text = String::from_utf8(p.into_inner().0).unwrap();
+        let want = concat!(
+            " => read_zero+0x77/0x100 (fs/read_write.c:30)\n",
+            " => rw_verify_area (fs/read_write.c:450) [inlined]\n",
+            " => read_zero+0x10/0x100 (fs/read_write.c:12)\n",
+        );
+        assert!(text.ends_with(want), "{text}");
     }
 
     #[test]

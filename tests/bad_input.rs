@@ -234,19 +234,17 @@ fn offline_cpu_in_the_list_is_refused() {
 #[test]
 fn unprivileged_user_gets_exit_4_with_the_paranoid_level() {
     if !std::path::Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("SKIP: setpriv is not installed");
+        skip!("SKIP: setpriv is not installed");
         return;
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP: dropping privileges needs root");
+        skip!("SKIP: dropping privileges needs root");
         return;
     }
     let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap();
     if paranoid.trim().parse::<i32>().unwrap() < 0 {
-        eprintln!(
-            "SKIP: perf_event_paranoid is -1: unprivileged system-wide events are allowed here"
-        );
+        skip!("SKIP: perf_event_paranoid is -1: unprivileged system-wide events are allowed here");
         return;
     }
     let out = std::process::Command::new("setpriv")

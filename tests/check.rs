@@ -78,7 +78,7 @@ fn sees_registers_taken_by_someone_else() {
 fn unprivileged_check_exits_4_with_the_reason() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("SKIP: needs root and setpriv to drop privileges");
+        skip!("SKIP: needs root and setpriv to drop privileges");
         return;
     }
     let out = Command::new("setpriv")

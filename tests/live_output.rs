@@ -805,7 +805,7 @@ fn status_line_only_on_a_terminal_and_cleared_before_the_report() {
     assert!(!out.contains("cpus armed"));
     // A terminal (script(1) gives the command a pty for stdout and stderr; --quiet keeps stdout free).
     if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("SKIP: no script(1) to give ksymwatch a terminal");
+        skip!("SKIP: no script(1) to give ksymwatch a terminal");
         return;
     }
     let cmd = format!("{BIN} write {KERNEL_TARGET} --quiet --duration 1500ms --top 1");

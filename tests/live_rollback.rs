@@ -114,7 +114,7 @@ fn failure_in_the_middle_or_at_the_last_event_rolls_back_too() {
         assert_all_slots_free(&format!("after two targets failed on cpu {busy}"));
     }
     if cpus.len() < 3 {
-        eprintln!(
+        skip!(
             "SKIP: a failure on a middle CPU needs 3 or more online CPUs; this machine has {}",
             cpus.len()
         );
@@ -133,7 +133,7 @@ fn a_cpu_not_in_the_list_does_not_matter() {
     let Some(_lock) = common::live() else { return };
     let cpus = common::online_cpus();
     if cpus.len() < 2 {
-        eprintln!("SKIP: needs two online CPUs");
+        skip!("SKIP: needs two online CPUs");
         return;
     }
     let _h = Holder::start(cpus[1], 4);

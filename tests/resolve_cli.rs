@@ -60,7 +60,7 @@ fn fixture() -> Option<&'static Fixture> {
     F.get_or_init(|| {
         for t in ["gcc", "nm", "objcopy"] {
             if !have(t) {
-                eprintln!("SKIP: {t} not found; the vmlinux fixture cannot be built");
+                skip!("SKIP: {t} not found; the vmlinux fixture cannot be built");
                 return None;
             }
         }
@@ -223,7 +223,7 @@ fn resolve_text_matches_nm() {
 fn resolve_json_field_paths_match_gdb() {
     let f = need_fixture!();
     if !have("gdb") {
-        eprintln!("SKIP: gdb not found");
+        skip!("SKIP: gdb not found");
         return;
     }
     for t in [
@@ -521,7 +521,7 @@ fn lines_needs_a_vmlinux_with_debug_info() {
     ]);
     assert!(err.contains("--vmlinux"), "{err}");
     if !have("strip") {
-        eprintln!("SKIP: strip not found");
+        skip!("SKIP: strip not found");
         return;
     }
     let stripped = f.dir.join("vmlinux-nodebug");
@@ -628,7 +628,7 @@ fn misaligned_length_on_a_field_is_refused() {
 fn line_source_matches_addr2line() {
     let f = need_fixture!();
     if !have("addr2line") {
-        eprintln!("SKIP: addr2line not found");
+        skip!("SKIP: addr2line not found");
         return;
     }
     let mut search = SourceSearch::with_root(&f.dir, None);

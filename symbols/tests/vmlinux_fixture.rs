@@ -2,6 +2,15 @@
 //! kernel base with a build-id), checked against what `nm -S`, `readelf -n` and `gdb` say about the same
 //! file. Without gcc the tests print SKIP and pass; gdb-only checks skip the same way.
 
+/// Says why a test is skipped, on stderr directly (past libtest's capture), so every skip is visible in
+/// a plain `cargo test` run.
+macro_rules! skip {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use ksymwatch_symbols::{
     dwarf, BuildId, Error, FieldError, KernelMatch, LookupError, MismatchPolicy, PathElem,
     ResolveError, ResolveOptions, Resolver, Source, SourceSearch, VariableQuery, Vmlinux,
@@ -27,7 +36,7 @@ fn fixture() -> Option<&'static Fixture> {
     static F: OnceLock<Option<Fixture>> = OnceLock::new();
     F.get_or_init(|| {
         if !have("gcc") {
-            eprintln!("SKIP: gcc not found; the vmlinux fixture cannot be built");
+            skip!("SKIP: gcc not found; the vmlinux fixture cannot be built");
             return None;
         }
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixture");
@@ -158,7 +167,7 @@ fn build_id(f: &Fixture) -> BuildId {
 fn symbols_match_nm() {
     let f = need_fixture!();
     if !have("nm") {
-        eprintln!("SKIP: nm not found");
+        skip!("SKIP: nm not found");
         return;
     }
     let vm = Vmlinux::open(&f.vmlinux).unwrap();
@@ -184,7 +193,7 @@ fn symbols_match_nm() {
 fn build_id_matches_readelf() {
     let f = need_fixture!();
     if !have("readelf") {
-        eprintln!("SKIP: readelf not found");
+        skip!("SKIP: readelf not found");
         return;
     }
     let out = run("readelf", &["-n", f.vmlinux.to_str().unwrap()]);
@@ -199,7 +208,7 @@ fn build_id_matches_readelf() {
 fn member_paths_match_gdb() {
     let f = need_fixture!();
     if !have("gdb") {
-        eprintln!("SKIP: gdb not found; member paths are checked only for shape");
+        skip!("SKIP: gdb not found; member paths are checked only for shape");
         return;
     }
     let vm = Vmlinux::open(&f.vmlinux).unwrap();
@@ -426,7 +435,7 @@ fn build_id_mismatch_is_refused_but_still_resolves_link_time() {
 fn system_map_relocates_and_cross_checks_with_kallsyms() {
     let f = need_fixture!();
     if !have("nm") {
-        eprintln!("SKIP: nm not found");
+        skip!("SKIP: nm not found");
         return;
     }
     let map = f.dir.join("System.map");
@@ -583,7 +592,7 @@ fn truncated_and_corrupt_elf_are_errors_not_panics() {
 fn stripped_vmlinux_says_what_to_install() {
     let f = need_fixture!();
     if !have("objcopy") {
-        eprintln!("SKIP: objcopy not found");
+        skip!("SKIP: objcopy not found");
         return;
     }
     let stripped = f.dir.join("vmlinux.stripped");

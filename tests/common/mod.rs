@@ -4,6 +4,16 @@
 
 #![allow(dead_code)]
 
+/// Says why a test is skipped, on stderr directly (past libtest's capture), so every skip is visible in
+/// a plain `cargo test` run.
+#[macro_export]
+macro_rules! skip {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
@@ -21,7 +31,7 @@ pub struct LiveLock(File);
 /// run live breakpoint tests at all.
 pub fn live() -> Option<LiveLock> {
     if let Some(why) = cannot_run_live() {
-        eprintln!("SKIP: {why}");
+        skip!("SKIP: {why}");
         return None;
     }
     let f = File::create("/tmp/ksymwatch-live-tests.lock").expect("create lock file");
@@ -365,7 +375,7 @@ pub fn can_hotplug_cpu1() -> bool {
         .open(CPU1_ONLINE)
         .is_ok();
     if !ok {
-        eprintln!("SKIP: {CPU1_ONLINE} is not writable: no CPU hotplug here");
+        skip!("SKIP: {CPU1_ONLINE} is not writable: no CPU hotplug here");
     }
     ok
 }
@@ -385,9 +395,19 @@ impl Drop for OnlineGuard {
     }
 }
 
-/// Number of open descriptors of a process.
-pub fn fd_count(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count())
-        .unwrap_or(0)
+/// Number of open descriptors of a process, and how many of them are perf events.
+pub fn fd_count(pid: u32) -> (usize, usize) {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return (0, 0);
+    };
+    let links: Vec<String> = dir
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|l| l.to_string_lossy().into_owned())
+        .collect();
+    let perf = links
+        .iter()
+        .filter(|l| l.as_str() == "anon_inode:[perf_event]")
+        .count();
+    (links.len(), perf)
 }

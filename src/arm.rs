@@ -37,10 +37,20 @@ pub fn open_cpu(
 
 /// Arms `watches` on every CPU in `cpus`, or on none.
 pub fn arm(watches: &[Watch], cpus: &BTreeSet<u32>, cfg: &EventConfig) -> Result<Armed, Error> {
+    arm_with(watches, cpus, cfg, open_cpu)
+}
+
+/// [`arm`] with the per-CPU open step supplied, so tests can make a chosen CPU fail or vanish mid-transaction.
+pub fn arm_with(
+    watches: &[Watch],
+    cpus: &BTreeSet<u32>,
+    cfg: &EventConfig,
+    mut open: impl FnMut(&[Watch], u32, &EventConfig) -> Result<Vec<CpuEvent>, OpenError>,
+) -> Result<Armed, Error> {
     let mut events = Vec::with_capacity(cpus.len() * watches.len());
     let mut went_offline = Vec::new();
     for &cpu in cpus {
-        match open_cpu(watches, cpu, cfg) {
+        match open(watches, cpu, cfg) {
             Ok(evs) => events.extend(evs),
             Err(e) if e.stage == Stage::Open && e.err.raw_os_error() == Some(libc::ENODEV) => {
                 went_offline.push(cpu)

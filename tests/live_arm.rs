@@ -1,0 +1,108 @@
+//! The arming transaction driven directly, with a CPU made to fail or to vanish (ENODEV) at a chosen point:
+//! a vanished CPU is not a failure (it is covered when it returns), a failure closes everything opened.
+
+mod common;
+
+use ksymwatch::arm::{arm_with, open_cpu};
+use ksymwatch::breakpoint::{EventConfig, OpenError, Stage};
+use ksymwatch::watch::{Access, Watch};
+use std::collections::BTreeSet;
+use std::io;
+
+fn watch() -> Watch {
+    Watch {
+        label: "0x10000".into(),
+        addr: 0x10000,
+        len: 8,
+        access: Access::Write,
+    }
+}
+
+const CFG: EventConfig = EventConfig {
+    ring_pages: 8,
+    track_tasks: false,
+};
+
+fn fail(cpu: u32, errno: i32) -> OpenError {
+    OpenError {
+        cpu,
+        stage: Stage::Open,
+        err: io::Error::from_raw_os_error(errno),
+    }
+}
+
+fn perf_fds() -> usize {
+    common::fd_count(std::process::id()).1
+}
+
+#[test]
+fn a_cpu_that_vanishes_while_arming_is_not_a_failure() {
+    let Some(_lock) = common::live() else { return };
+    let cpus: BTreeSet<u32> = common::online_cpus().into_iter().collect();
+    let last = *cpus.iter().last().unwrap();
+    let before = perf_fds();
+    let armed = arm_with(&[watch()], &cpus, &CFG, |w, cpu, cfg| {
+        if cpu == last && cpus.len() > 1 {
+            Err(fail(cpu, libc::ENODEV))
+        } else {
+            open_cpu(w, cpu, cfg)
+        }
+    })
+    .expect("ENODEV on one CPU must not fail the arm");
+    if cpus.len() > 1 {
+        assert_eq!(armed.went_offline, vec![last]);
+        assert_eq!(armed.events.len(), cpus.len() - 1);
+    }
+    assert!(armed
+        .events
+        .iter()
+        .all(|e| e.cpu != last || cpus.len() == 1));
+    drop(armed);
+    assert_eq!(perf_fds(), before, "every event closed on drop");
+}
+
+#[test]
+fn a_failure_after_other_cpus_opened_closes_them_all() {
+    let Some(_lock) = common::live() else { return };
+    let cpus: BTreeSet<u32> = common::online_cpus().into_iter().collect();
+    let last = *cpus.iter().last().unwrap();
+    let before = perf_fds();
+    let mut opened_before_failure = 0;
+    let err = arm_with(&[watch(), watch()], &cpus, &CFG, |w, cpu, cfg| {
+        if cpu == last {
+            // Both watches of every earlier CPU are open at this point.
+            opened_before_failure = perf_fds() - before;
+            Err(fail(cpu, libc::ENOSPC))
+        } else {
+            open_cpu(w, cpu, cfg)
+        }
+    })
+    .err()
+    .expect("ENOSPC must fail the arm");
+    assert_eq!(opened_before_failure, 2 * (cpus.len() - 1));
+    assert_eq!(err.code, ksymwatch::error::ExitCode::Arm);
+    assert!(
+        err.message
+            .contains(&format!("all debug registers on cpu {last} are in use")),
+        "{}",
+        err.message
+    );
+    assert_eq!(
+        perf_fds(),
+        before,
+        "the transaction closed what it had opened"
+    );
+}
+
+#[test]
+fn every_cpu_vanishing_is_an_arm_failure() {
+    let Some(_lock) = common::live() else { return };
+    let cpus: BTreeSet<u32> = common::online_cpus().into_iter().collect();
+    let err = arm_with(&[watch()], &cpus, &CFG, |_, cpu, _| {
+        Err(fail(cpu, libc::ENODEV))
+    })
+    .err()
+    .expect("nothing armed is a failure");
+    assert_eq!(err.code, ksymwatch::error::ExitCode::Arm);
+    assert!(err.message.contains("went offline"), "{}", err.message);
+}

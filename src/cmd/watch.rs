@@ -18,7 +18,7 @@ use crate::hotplug::Hotplug;
 use crate::output::folded::{Folded, Sink};
 use crate::output::ftrace::Ftrace;
 use crate::output::json::Json;
-use crate::output::{Header, Output, Quiet, Tee};
+use crate::output::{Header, Output, Quiet, StreamEvent, Tee};
 use crate::session::{Limits, Plan, Session};
 use crate::status::Status;
 use crate::symsource::{self, FileSymbols};
@@ -231,6 +231,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     let armed = arm::arm(&watches, &cpus, &cfg)?;
     let armed_cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();
     let n_events = armed.events.len();
+    let went_offline = armed.went_offline.clone();
     let header = Header {
         watches: &watches,
         cpus: &cpus,
@@ -253,11 +254,24 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     // The session learns every live task's name before `armed` goes out: a script starts its workload on that
     // line, and a task that exits before we looked would print as `<...>`.
     let mut session = Session::new(plan, out, armed, signals, Some(hotplug))?;
-    match session.out.header(&header).and_then(|_| {
-        session
-            .out
-            .armed(n_events, &armed_cpus, sys::monotonic_ns())
-    }) {
+    let announced = session
+        .out
+        .header(&header)
+        .and_then(|_| {
+            session
+                .out
+                .armed(n_events, &armed_cpus, sys::monotonic_ns())
+        })
+        .and_then(|_| {
+            // A CPU that went offline while arming is not a failure, but the reader must know it is not
+            // covered until it returns (the loop arms it then).
+            went_offline.iter().try_for_each(|&cpu| {
+                session
+                    .out
+                    .event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns())
+            })
+        });
+    match announced {
         Ok(()) => {}
         // stdout is already closed: a normal, quiet end. Dropping the session releases every breakpoint.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),

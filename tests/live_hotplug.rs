@@ -219,3 +219,24 @@ fn json_stream_marks_cpus_going_and_coming() {
     );
     assert_eq!(records.last().unwrap()["type"], "summary");
 }
+
+#[test]
+fn cpus_outside_the_list_are_not_followed() {
+    let Some((_lock, _guard)) = setup() else {
+        return;
+    };
+    let t = Tracer::start(&["write", "0x10000/8", "--cpus", "0"]);
+    assert!(
+        t.header.contains("# armed 1 breakpoint on cpus 0 "),
+        "{}",
+        t.header
+    );
+    set_online(1, false);
+    set_online(1, true);
+    // Give the uevents and a reconcile time to be (not) acted on.
+    std::thread::sleep(Duration::from_millis(1500));
+    t.signal(libc::SIGINT);
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("# cpu 1"), "cpu 1 is not in --cpus: {out}");
+}

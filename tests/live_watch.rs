@@ -218,3 +218,43 @@ fn rw_reports_reads_too() {
     assert!(hits.iter().all(|h| h.access == "RW"));
     assert!(out.contains("access=RW (read-write)"));
 }
+
+#[test]
+fn a_full_ring_loses_records_loudly() {
+    let Some(_lock) = common::live() else { return };
+    // One data page per CPU cannot hold 10 ms of a writer at full speed: the kernel must drop records, and
+    // ksymwatch must say so in the stream and the summary, never silently.
+    const N: usize = 100_000;
+    let mut w = Writer::start(&["write", &N.to_string(), "0"]);
+    let target = format!("0x{:x}/8", w.addr);
+    let t = Tracer::start(&["write", &target, "--buffer-pages", "1"]);
+    w.go();
+    let tid = w.tid;
+    w.finish();
+    std::thread::sleep(Duration::from_millis(100));
+    t.signal(libc::SIGINT);
+    let (code, out, err) = t.wait(Duration::from_secs(60));
+    assert_eq!(code, 0, "{err}");
+    let mine = parse_hits(&out).iter().filter(|h| h.tid == tid).count();
+    let lost_in_stream: u64 = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("# lost "))
+        .map(|l| l.split(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    let lost_in_summary: u64 = err
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" lost"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no lost count in {err}"));
+    assert!(mine < N, "a one-page ring kept up with {N} hits? {err}");
+    assert!(lost_in_stream > 0, "no `# lost` line in the stream");
+    assert_eq!(lost_in_stream, lost_in_summary, "{err}");
+    assert!(
+        mine as u64 + lost_in_summary >= N as u64,
+        "{mine} printed + {lost_in_summary} lost < {N}: a silent loss"
+    );
+    assert!(
+        err.contains("WARNING") && err.contains("--buffer-pages"),
+        "{err}"
+    );
+}

@@ -5,12 +5,14 @@
 //! kernel that *is* the fixture, to check relocation. Without gcc (or gdb for its checks) tests print SKIP.
 
 mod common;
+#[path = "../symbols/tests/support/fixture.rs"]
+mod fixture;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use common::run;
+use fixture::{have, tool};
 use ksymwatch::frames::{self, LineSource, VmlinuxLines};
 use ksymwatch_symbols::{Resolver, Source, SourceSearch};
 
@@ -29,23 +31,6 @@ struct Fixture {
     kallsyms: PathBuf,
 }
 
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn tool(cmd: &str, args: &[&str]) -> String {
-    let out = Command::new(cmd).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 fn nm_addr(nm: &str, name: &str) -> u64 {
     let line = nm
         .lines()
@@ -54,56 +39,19 @@ fn nm_addr(nm: &str, name: &str) -> u64 {
     u64::from_str_radix(line.split_whitespace().next().unwrap(), 16).unwrap()
 }
 
-/// Builds the fixture once per test binary, exactly as symbols/tests/vmlinux_fixture.rs does.
+/// The symbols crate's fixture (built once per test binary) and what nm and objcopy make of it; `None`
+/// (after a SKIP line) when a tool is missing.
 fn fixture() -> Option<&'static Fixture> {
     static F: OnceLock<Option<Fixture>> = OnceLock::new();
     F.get_or_init(|| {
-        for t in ["gcc", "nm", "objcopy"] {
+        let built = fixture::build()?;
+        for t in ["nm", "objcopy"] {
             if !have(t) {
                 skip!("SKIP: {t} not found; the vmlinux fixture cannot be built");
                 return None;
             }
         }
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("symbols/tests/fixture");
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("resolve-cli-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        for f in ["a", "b"] {
-            let st = Command::new("gcc")
-                .args([
-                    "-g",
-                    "-O0",
-                    "-mcmodel=kernel",
-                    "-fno-pie",
-                    "-fno-asynchronous-unwind-tables",
-                    "-fcf-protection=none",
-                    "-fno-stack-protector",
-                    "-c",
-                ])
-                .arg(src.join(format!("{f}.c")))
-                .arg("-o")
-                .arg(dir.join(format!("{f}.o")))
-                .status()
-                .unwrap();
-            assert!(st.success(), "gcc -c {f}.c failed");
-        }
-        let vmlinux = dir.join("vmlinux");
-        let st = Command::new("gcc")
-            .args([
-                "-nostdlib",
-                "-static",
-                "-no-pie",
-                "-Wl,--build-id=sha1",
-                "-Wl,--no-warn-rwx-segments",
-            ])
-            .arg(format!("-Wl,-T,{}", src.join("vmlinux.ld").display()))
-            .arg(dir.join("a.o"))
-            .arg(dir.join("b.o"))
-            .arg("-o")
-            .arg(&vmlinux)
-            .status()
-            .unwrap();
-        assert!(st.success(), "linking the fixture failed");
+        let (dir, vmlinux) = (built.dir.clone(), built.vmlinux.clone());
         let v = vmlinux.to_str().unwrap();
         let nm = tool("nm", &["-n", v]);
         let system_map = dir.join("System.map");

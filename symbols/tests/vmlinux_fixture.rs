@@ -11,97 +11,22 @@ macro_rules! skip {
     }};
 }
 
+#[path = "support/fixture.rs"]
+mod fixture;
+
+use fixture::{have, tool, Fixture};
 use ksymwatch_symbols::{
-    dwarf, BuildId, Error, FieldError, KernelMatch, LookupError, MismatchPolicy, PathElem,
-    ResolveError, ResolveOptions, Resolver, Source, SourceSearch, VariableQuery, Vmlinux,
+    dwarf, BuildId, Error, FieldError, KernelMatch, LookupError, MemberInfo, MismatchPolicy,
+    PathElem, ResolveError, ResolveOptions, Resolver, Source, SourceSearch, VariableQuery, Vmlinux,
 };
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
-
-struct Fixture {
-    dir: PathBuf,
-    vmlinux: PathBuf,
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Builds the fixture once per test binary; `None` (after a SKIP line) when gcc is missing.
-fn fixture() -> Option<&'static Fixture> {
-    static F: OnceLock<Option<Fixture>> = OnceLock::new();
-    F.get_or_init(|| {
-        if !have("gcc") {
-            skip!("SKIP: gcc not found; the vmlinux fixture cannot be built");
-            return None;
-        }
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixture");
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("vmlinux-fixture-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let cflags = [
-            "-g",
-            "-O0",
-            "-mcmodel=kernel",
-            "-fno-pie",
-            "-fno-asynchronous-unwind-tables",
-            "-fcf-protection=none",
-            "-fno-stack-protector",
-            "-c",
-        ];
-        for f in ["a", "b"] {
-            let st = Command::new("gcc")
-                .args(cflags)
-                .arg(src.join(format!("{f}.c")))
-                .arg("-o")
-                .arg(dir.join(format!("{f}.o")))
-                .status()
-                .unwrap();
-            assert!(st.success(), "gcc -c {f}.c failed");
-        }
-        let vmlinux = dir.join("vmlinux");
-        let st = Command::new("gcc")
-            .args([
-                "-nostdlib",
-                "-static",
-                "-no-pie",
-                "-Wl,--build-id=sha1",
-                "-Wl,--no-warn-rwx-segments",
-            ])
-            .arg(format!("-Wl,-T,{}", src.join("vmlinux.ld").display()))
-            .arg(dir.join("a.o"))
-            .arg(dir.join("b.o"))
-            .arg("-o")
-            .arg(&vmlinux)
-            .status()
-            .unwrap();
-        assert!(st.success(), "linking the fixture failed");
-        Some(Fixture { dir, vmlinux })
-    })
-    .as_ref()
-}
 
 macro_rules! need_fixture {
     () => {
-        match fixture() {
+        match fixture::build() {
             Some(f) => f,
             None => return,
         }
     };
-}
-
-fn run(cmd: &str, args: &[&str]) -> String {
-    let out = Command::new(cmd).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn field(s: &str) -> PathElem {
@@ -127,6 +52,18 @@ fn target(t: &str) -> (String, Vec<PathElem>) {
         }
     }
     (name, path)
+}
+
+/// Resolves `t` (as [`target`] parses it) through DWARF, from the first symbol of that name.
+fn member(vm: &Vmlinux, t: &str) -> Result<MemberInfo, FieldError> {
+    let (name, path) = target(t);
+    let addr = vm.symbols_named(&name).unwrap()[0].addr;
+    let q = VariableQuery {
+        name: &name,
+        addr: Some(addr),
+        accept_declaration: true,
+    };
+    dwarf::resolve_path(vm, &q, &path, false)
 }
 
 /// A search rooted in a temp dir: no distro files, and the given kallsyms and notes.
@@ -180,7 +117,7 @@ fn symbols_match_nm() {
             _ => format!("{:016x} {} {}", s.addr, s.type_char, s.name),
         })
         .collect();
-    let mut theirs: Vec<String> = run("nm", &["-S", f.vmlinux.to_str().unwrap()])
+    let mut theirs: Vec<String> = tool("nm", &["-S", f.vmlinux.to_str().unwrap()])
         .lines()
         .map(String::from)
         .collect();
@@ -196,7 +133,7 @@ fn build_id_matches_readelf() {
         skip!("SKIP: readelf not found");
         return;
     }
-    let out = run("readelf", &["-n", f.vmlinux.to_str().unwrap()]);
+    let out = tool("readelf", &["-n", f.vmlinux.to_str().unwrap()]);
     let id = out
         .lines()
         .find_map(|l| l.trim().strip_prefix("Build ID: "))
@@ -230,15 +167,10 @@ fn member_paths_match_gdb() {
         "ro_value",
     ];
     for t in targets {
-        let (name, path) = target(t);
+        let (name, _) = target(t);
         let symbols = vm.symbols_named(&name).unwrap();
-        let q = VariableQuery {
-            name: &name,
-            addr: Some(symbols[0].addr),
-            accept_declaration: true,
-        };
-        let m = dwarf::resolve_path(&vm, &q, &path, false).unwrap_or_else(|e| panic!("{t}: {e}"));
-        let out = run(
+        let m = member(&vm, t).unwrap_or_else(|e| panic!("{t}: {e}"));
+        let out = tool(
             "gdb",
             &[
                 "-nx",
@@ -263,18 +195,7 @@ fn member_paths_match_gdb() {
 fn type_names_read_like_c() {
     let f = need_fixture!();
     let vm = Vmlinux::open(&f.vmlinux).unwrap();
-    let ty = |t: &str| {
-        let (name, path) = target(t);
-        let addr = vm.symbols_named(&name).unwrap()[0].addr;
-        let q = VariableQuery {
-            name: &name,
-            addr: Some(addr),
-            accept_declaration: true,
-        };
-        dwarf::resolve_path(&vm, &q, &path, false)
-            .unwrap()
-            .type_name
-    };
+    let ty = |t: &str| member(&vm, t).unwrap().type_name;
     assert_eq!(ty("banner"), "char[65]");
     assert_eq!(ty("sym"), "struct outer");
     assert_eq!(ty("sym.field"), "struct inner[5]");
@@ -294,16 +215,7 @@ fn type_names_read_like_c() {
 fn path_errors_say_what_is_there() {
     let f = need_fixture!();
     let vm = Vmlinux::open(&f.vmlinux).unwrap();
-    let err = |t: &str| {
-        let (name, path) = target(t);
-        let addr = vm.symbols_named(&name).unwrap()[0].addr;
-        let q = VariableQuery {
-            name: &name,
-            addr: Some(addr),
-            accept_declaration: true,
-        };
-        dwarf::resolve_path(&vm, &q, &path, false).unwrap_err()
-    };
+    let err = |t: &str| member(&vm, t).unwrap_err();
     match err("sym.nope") {
         FieldError::NoSuchField { available, .. } => {
             // Members of anonymous unions/structs are listed as the user would write them.
@@ -439,7 +351,7 @@ fn system_map_relocates_and_cross_checks_with_kallsyms() {
         return;
     }
     let map = f.dir.join("System.map");
-    std::fs::write(&map, run("nm", &["-n", f.vmlinux.to_str().unwrap()])).unwrap();
+    std::fs::write(&map, tool("nm", &["-n", f.vmlinux.to_str().unwrap()])).unwrap();
     let kallsyms =
         "ffffffff9a000000 T _text\nffffffff9a000000 T use_a\nffffffff9a000014 T use_inline\n\
                     ffffffff9a000037 T use_b\n";
@@ -596,7 +508,7 @@ fn stripped_vmlinux_says_what_to_install() {
         return;
     }
     let stripped = f.dir.join("vmlinux.stripped");
-    run(
+    tool(
         "objcopy",
         &[
             "--strip-all",
@@ -611,7 +523,7 @@ fn stripped_vmlinux_says_what_to_install() {
         "{e}"
     );
     let nodebug = f.dir.join("vmlinux.nodebug");
-    run(
+    tool(
         "objcopy",
         &[
             "--strip-debug",

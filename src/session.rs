@@ -136,10 +136,6 @@ impl<'a, O: Output> Session<'a, O> {
         self.events.keys().copied().collect()
     }
 
-    pub fn event_count(&self) -> usize {
-        self.events.values().map(Vec::len).sum()
-    }
-
     /// Runs until a limit, a signal or a closed stdout; returns the summary. Every event is disabled and
     /// closed before this returns, on every path.
     pub fn run(mut self) -> Result<Summary> {
@@ -224,12 +220,8 @@ impl<'a, O: Output> Session<'a, O> {
                 drain_event(ev, cpu, &mut self.batch, &mut lost, &mut self.comms);
             }
         }
-        let now = sys::monotonic_ns();
-        for (cpu, count) in lost {
-            *self.summary.lost_by_cpu.entry(cpu).or_default() += count;
-            if let Some(stop) = self.emit_event(&StreamEvent::Lost { cpu, count }, now) {
-                return Some(stop);
-            }
+        if let Some(stop) = self.report_lost(lost) {
+            return Some(stop);
         }
         let mut stop = self.print_pending();
         if stop.is_none() && self.limits.count.is_some_and(|n| self.summary.hits() >= n) {
@@ -239,6 +231,19 @@ impl<'a, O: Output> Session<'a, O> {
             return Some(self.write_failed(e));
         }
         stop
+    }
+
+    /// Counts lost records in the summary and marks each in the stream: a loss is never silent, also not
+    /// when it is found in the ring of a CPU that just went offline.
+    fn report_lost(&mut self, lost: Vec<(u32, u64)>) -> Option<StopReason> {
+        let now = sys::monotonic_ns();
+        for (cpu, count) in lost {
+            *self.summary.lost_by_cpu.entry(cpu).or_default() += count;
+            if let Some(stop) = self.emit_event(&StreamEvent::Lost { cpu, count }, now) {
+                return Some(stop);
+            }
+        }
+        None
     }
 
     fn emit_event(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
@@ -276,15 +281,15 @@ impl<'a, O: Output> Session<'a, O> {
         for &cpu in &changes.offline {
             if let Some(mut evs) = self.events.remove(&cpu) {
                 // Whatever the CPU wrote before it left is still in its ring.
+                let mut lost = Vec::new();
                 for ev in evs.iter_mut() {
-                    let mut lost = Vec::new();
                     drain_event(ev, cpu, &mut self.batch, &mut lost, &mut self.comms);
-                    for (c, n) in lost {
-                        *self.summary.lost_by_cpu.entry(c).or_default() += n;
-                    }
                     let _ = self.epoll.delete(ev.fd());
                 }
                 drop(evs);
+                if let Some(stop) = self.report_lost(lost) {
+                    return Ok(Some(stop));
+                }
                 let stop = self.print_pending();
                 if stop.is_some() {
                     return Ok(stop);

@@ -83,11 +83,6 @@ impl Comms {
             self.names.insert(tid, name);
         }
     }
-
-    /// Forget a task's cached name when its tid may be reused (after its last hit has been printed).
-    pub fn forget(&mut self, tid: u32) {
-        self.names.remove(&tid);
-    }
 }
 
 #[cfg(test)]

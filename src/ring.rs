@@ -50,11 +50,6 @@ impl Ring {
         })
     }
 
-    /// Bytes written by the kernel and not yet consumed.
-    pub fn pending(&self) -> u64 {
-        self.head().wrapping_sub(self.tail())
-    }
-
     fn head(&self) -> u64 {
         // Acquire pairs with the kernel's store of data_head after it wrote the records.
         self.control(DATA_HEAD).load(Ordering::Acquire)

@@ -52,21 +52,31 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Symbol>, Error> {
 
 /// Loads a kallsyms file into a table, refusing empty files and kptr_restrict-zeroed addresses.
 pub fn load(path: &Path) -> Result<SymbolTable, Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    from_text(&text, path)
+    from_text(&read(path)?, path)
 }
 
-/// Like [`load`], on text already in memory (tests, fixtures).
-pub fn from_text(text: &str, path: &Path) -> Result<SymbolTable, Error> {
-    let symbols = parse(text, path)?;
+/// Reads a symbol text file (kallsyms or System.map), naming the file on failure.
+pub(crate) fn read(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Refuses a file that parsed to no symbols at all.
+pub(crate) fn non_empty(symbols: &[Symbol], path: &Path) -> Result<(), Error> {
     if symbols.is_empty() {
         return Err(Error::Empty {
             path: path.to_path_buf(),
         });
     }
+    Ok(())
+}
+
+/// Like [`load`], on text already in memory (tests, fixtures).
+pub fn from_text(text: &str, path: &Path) -> Result<SymbolTable, Error> {
+    let symbols = parse(text, path)?;
+    non_empty(&symbols, path)?;
     if symbols.iter().all(|s| s.addr == 0) {
         return Err(Error::ZeroedAddresses {
             path: path.to_path_buf(),

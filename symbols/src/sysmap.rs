@@ -36,21 +36,13 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Symbol>, Error> {
 
 /// Loads a System.map file into a table (link-time addresses).
 pub fn load(path: &Path) -> Result<SymbolTable, Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    from_text(&text, path)
+    from_text(&kallsyms::read(path)?, path)
 }
 
 /// Like [`load`], on text already in memory.
 pub fn from_text(text: &str, path: &Path) -> Result<SymbolTable, Error> {
     let symbols = parse(text, path)?;
-    if symbols.is_empty() {
-        return Err(Error::Empty {
-            path: path.to_path_buf(),
-        });
-    }
+    kallsyms::non_empty(&symbols, path)?;
     Ok(SymbolTable::new(symbols, true))
 }
 

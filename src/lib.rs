@@ -1,32 +1,21 @@
 //! ksymwatch: *which code path wrote this variable?*
 //!
-//! The pipeline, one module a step: a [`target`] is parsed and resolved to a [`watch`] (address, length,
-//! access) with the `ksymwatch-symbols` crate; [`arm`] opens one pinned [`breakpoint`] per CPU as a single
-//! transaction; the [`session`] loop drains each CPU's [`ring`], decodes [`record`]s and hands them to an
-//! [`output`] printer (after the [`filter`]), while [`hotplug`] keeps the armed set equal to the online CPUs.
-//! Raw system calls live in [`sys`] only. [`symsource`] picks which file answers symbol questions (vmlinux,
-//! System.map, kallsyms), [`usersym`] names user-space frames and [`frames`] maps kernel code addresses to
-//! file:line for `--lines`.
+//! One layer a folder, each allowed to use only the ones below it:
+//!
+//! - [`cli`]: clap types, their conversion into typed configs, one module per subcommand, exit codes.
+//! - [`target`]: the TARGET grammar and its resolution to a [`target::watch::Watch`] (address, length,
+//!   access) through the `ksymwatch-symbols` crate.
+//! - [`trace`]: the running session: event loop, hotplug following, task names, filters, symbolized hits.
+//! - [`perf`]: the raw kernel interface: system calls, breakpoint events, rings, record decoding, arming.
+//! - [`report`]: printers and summaries, fed already-symbolized hits; no perf or /proc access.
+//!
+//! [`error`] (the error type and exit codes) and [`cpulist`] (the kernel's CPU-list text) are shared
+//! leaves. All symbol-table code lives in the `ksymwatch-symbols` crate.
 
-pub mod arm;
-pub mod breakpoint;
 pub mod cli;
-pub mod cmd;
-pub mod comm;
 pub mod cpulist;
-pub mod duration;
 pub mod error;
-pub mod filter;
-pub mod frames;
-pub mod hotplug;
-pub mod output;
-pub mod privilege;
-pub mod record;
-pub mod ring;
-pub mod session;
-pub mod status;
-pub mod symsource;
-pub mod sys;
+pub mod perf;
+pub mod report;
 pub mod target;
-pub mod usersym;
-pub mod watch;
+pub mod trace;

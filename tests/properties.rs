@@ -2,7 +2,9 @@
 //! any input, and what the encoders write must decode to the same values. CI runs the default number of
 //! cases; `scripts/fuzz.sh` runs many more.
 
-use ksymwatch::{cpulist, hotplug, record, target};
+use ksymwatch::perf::record;
+use ksymwatch::trace::hotplug;
+use ksymwatch::{cpulist, target};
 use ksymwatch_symbols::kallsyms;
 use proptest::prelude::*;
 use std::path::Path;

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use common::run;
 use fixture::{have, tool};
-use ksymwatch::frames::{self, LineSource, VmlinuxLines};
+use ksymwatch::trace::lines::{self, LineSource, VmlinuxLines};
 use ksymwatch_symbols::{Resolver, Source, SourceSearch};
 
 /// Where the fixture pretends the running kernel put `_text` (a KASLR offset of 0x19000000).
@@ -612,13 +612,13 @@ fn line_source_matches_addr2line() {
     assert_eq!(got[1].function.as_deref(), Some(expect[2]));
     assert_eq!(got[1].location(), expect[3]);
     // annotate() takes the address after the instruction, as chains report it.
-    let a = frames::annotate(&lines, runtime + 1);
+    let a = lines::annotate(&lines, runtime + 1);
     assert_eq!(a.location, expect[3]);
     assert_eq!(a.inlined, vec![format!("helper ({}) [inlined]", expect[1])]);
     // Outside the vmlinux: nothing, and no error.
     assert!(lines.lines(0x1000).is_empty());
     assert_eq!(
-        frames::annotate(&lines, 0x1000),
-        frames::Annotation::default()
+        lines::annotate(&lines, 0x1000),
+        lines::Annotation::default()
     );
 }

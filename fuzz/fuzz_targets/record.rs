@@ -3,9 +3,9 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = ksymwatch::record::decode(data, ksymwatch::record::SAMPLE_TYPE);
+    let _ = ksymwatch::perf::record::decode(data, ksymwatch::perf::record::SAMPLE_TYPE);
     if data.len() >= 8 {
         let st = u64::from_ne_bytes([data[0], data[1], data[2], data[3], data[4], data[5], data[6], data[7]]);
-        let _ = ksymwatch::record::decode(&data[8..], st);
+        let _ = ksymwatch::perf::record::decode(&data[8..], st);
     }
 });

@@ -1,15 +1,15 @@
 //! One CPU-bound hardware breakpoint event: its perf attributes, its descriptor and its ring buffer.
-//! A thin typed wrapper; the all-or-nothing arming across CPUs is [`crate::arm`]'s job.
+//! A thin typed wrapper; the all-or-nothing arming across CPUs is [`crate::perf::arm`]'s job.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use perf_event_open_sys::bindings as pb;
 
-use crate::record::SAMPLE_TYPE;
-use crate::ring::Ring;
-use crate::sys;
-use crate::watch::{Access, Watch};
+use crate::perf::record::SAMPLE_TYPE;
+use crate::perf::ring::Ring;
+use crate::perf::sys;
+use crate::target::watch::{Access, Watch};
 
 /// How an event is sampled and buffered.
 #[derive(Debug, Clone, Copy)]
@@ -119,4 +119,34 @@ impl CpuEvent {
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
+}
+
+/// An address in our own data for the probe breakpoints; they are never enabled.
+static PROBE: [u64; 8] = [0; 8];
+
+/// The most breakpoints probed per CPU; x86 has four debug registers.
+const PROBE_MAX: u32 = 8;
+
+/// Opens disabled pinned breakpoints on `cpu` until the kernel says no; all are closed on return.
+pub fn free_slots(cpu: u32) -> std::result::Result<u32, String> {
+    let cfg = EventConfig {
+        ring_pages: 1,
+        track_tasks: false,
+    };
+    let mut held = Vec::new();
+    for i in 0..PROBE_MAX {
+        let w = Watch {
+            label: "probe".into(),
+            addr: &PROBE[i as usize] as *const u64 as u64,
+            len: 8,
+            access: Access::Write,
+        };
+        match sys::perf_event_open(&attr(&w, &cfg), -1, cpu as i32) {
+            Ok(fd) => held.push(fd),
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+            Err(e) if held.is_empty() => return Err(e.to_string()),
+            Err(_) => break,
+        }
+    }
+    Ok(held.len() as u32)
 }

@@ -6,18 +6,10 @@ use std::path::Path;
 use ksymwatch_symbols::{kallsyms, Resolver, Source, SourceSearch};
 use serde::Serialize;
 
-use crate::breakpoint::{self, EventConfig};
 use crate::cpulist;
 use crate::error::{Error, ExitCode, Result};
-use crate::privilege::Privilege;
-use crate::sys;
-use crate::watch::{Access, Watch};
-
-/// An address in our own data for the probe breakpoints; they are never enabled.
-static PROBE: [u64; 8] = [0; 8];
-
-/// The most breakpoints probed per CPU; x86 has four debug registers.
-const PROBE_MAX: u32 = 8;
+use crate::perf::event;
+use crate::perf::privilege::Privilege;
 
 #[derive(Debug, Serialize)]
 pub struct CpuSlots {
@@ -56,30 +48,6 @@ fn read_i32(path: &str) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// Opens disabled pinned breakpoints on `cpu` until the kernel says no; all are closed on return.
-fn free_slots(cpu: u32) -> std::result::Result<u32, String> {
-    let cfg = EventConfig {
-        ring_pages: 1,
-        track_tasks: false,
-    };
-    let mut held = Vec::new();
-    for i in 0..PROBE_MAX {
-        let w = Watch {
-            label: "probe".into(),
-            addr: &PROBE[i as usize] as *const u64 as u64,
-            len: 8,
-            access: Access::Write,
-        };
-        match sys::perf_event_open(&breakpoint::attr(&w, &cfg), -1, cpu as i32) {
-            Ok(fd) => held.push(fd),
-            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
-            Err(e) if held.is_empty() => return Err(e.to_string()),
-            Err(_) => break,
-        }
-    }
-    Ok(held.len() as u32)
-}
-
 pub fn gather() -> Report {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
@@ -103,7 +71,7 @@ pub fn gather() -> Report {
     let free: Vec<CpuSlots> = if breakpoint_pmu {
         online
             .iter()
-            .map(|&cpu| match free_slots(cpu) {
+            .map(|&cpu| match event::free_slots(cpu) {
                 Ok(n) => CpuSlots {
                     cpu,
                     free: Some(n),
@@ -130,7 +98,7 @@ pub fn gather() -> Report {
                 .is_ok()
         })
         .collect();
-    let uevents = sys::uevent_socket().is_ok();
+    let uevents = crate::trace::hotplug::uevents_work();
     let reason = if !breakpoint_pmu {
         Some(
             "no hardware breakpoint PMU (/sys/bus/event_source/devices/breakpoint is missing)"

@@ -4,19 +4,20 @@
 //! once through a [`Tee`]; [`Quiet`] keeps one to its end-of-session report.
 
 pub mod folded;
+pub mod frame;
 pub mod ftrace;
 pub mod json;
+pub mod status;
 pub mod summary;
-pub mod symbolize;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use std::time::Duration;
 
-use crate::record::Sample;
-use crate::watch::Watch;
+use crate::perf::record::Sample;
+use crate::target::watch::Watch;
 
-pub use symbolize::{ResolvedFrame, Symbolizer};
+pub use frame::{ResolvedFrame, SourceLine};
 
 /// What the header says about the session.
 pub struct Header<'a> {
@@ -26,7 +27,7 @@ pub struct Header<'a> {
     pub source: &'a str,
 }
 
-/// One hit, ready to print: the raw sample plus its frames, already named by the [`Symbolizer`].
+/// One hit, ready to print: the raw sample plus its frames, already named by the tracer.
 pub struct Hit<'a> {
     pub sample: &'a Sample,
     pub watch: &'a Watch,

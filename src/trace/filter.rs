@@ -2,7 +2,7 @@
 //! before anything is named or printed; a dropped hit is only counted (as filtered), never printed,
 //! summarized nor counted toward `--count`.
 
-use crate::record::Sample;
+use crate::perf::record::Sample;
 
 /// Where the writer ran when it touched the target.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -44,7 +44,7 @@ impl Filter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{decode, encode, Record, SAMPLE_TYPE};
+    use crate::perf::record::{decode, encode, Record, SAMPLE_TYPE};
 
     fn sample(tid: u32, kernel: bool) -> Sample {
         let chain: Vec<u64> = if kernel {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::output::{Header, Hit, Output, StreamEvent, Summary};
+use crate::report::{Header, Hit, Output, StreamEvent, Summary};
 
 const EVERY: Duration = Duration::from_millis(250);
 

@@ -184,9 +184,9 @@ pub fn write_text(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::Symbolizer;
-    use crate::record::{decode, encode, Record, Sample, SAMPLE_TYPE};
-    use crate::watch::{Access, Watch};
+    use crate::perf::record::{decode, encode, Record, Sample, SAMPLE_TYPE};
+    use crate::target::watch::{Access, Watch};
+    use crate::trace::symbolize::Symbolizer;
     use ksymwatch_symbols::{kallsyms, SymbolTable};
     use std::path::Path;
 

@@ -180,7 +180,7 @@ impl Cursor<'_> {
     }
 }
 
-/// Decodes one record, header included, as [`crate::ring::Ring::drain`] hands it out.
+/// Decodes one record, header included, as [`crate::perf::ring::Ring::drain`] hands it out.
 pub fn decode(bytes: &[u8], sample_type: u64) -> Result<Record, DecodeError> {
     if bytes.len() < 8 {
         return Err(DecodeError::Truncated {

@@ -24,7 +24,7 @@ impl Privilege {
             .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
             .unwrap_or(0);
         Privilege {
-            euid: crate::sys::geteuid(),
+            euid: crate::perf::sys::geteuid(),
             cap_perfmon: cap_eff & (1 << CAP_PERFMON) != 0,
             cap_sys_admin: cap_eff & (1 << CAP_SYS_ADMIN) != 0,
             paranoid: std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")

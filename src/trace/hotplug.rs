@@ -10,7 +10,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::{cpulist, sys};
+use crate::cpulist;
+use crate::perf::sys;
 
 /// A CPU state change as a uevent reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +167,11 @@ impl Hotplug {
             },
         }
     }
+}
+
+/// Whether this process can listen to hotplug uevents at all (`check` reports it).
+pub fn uevents_work() -> bool {
+    sys::uevent_socket().is_ok()
 }
 
 #[cfg(test)]

@@ -8,18 +8,19 @@ use std::time::{Duration, Instant};
 
 use ksymwatch_symbols::SymbolTable;
 
-use crate::arm::Armed;
-use crate::breakpoint::{CpuEvent, EventConfig};
-use crate::comm::Comms;
 use crate::error::{Error, Result};
-use crate::filter::Filter;
-use crate::frames::LineSource;
-use crate::hotplug::Hotplug;
-use crate::output::{Hit, Output, ResolvedFrame, StopReason, StreamEvent, Summary, Symbolizer};
-use crate::record::{self, Record, Sample, SAMPLE_TYPE};
-use crate::sys::{self, Epoll, SignalFd};
-use crate::usersym::UserSymbols;
-use crate::watch::Watch;
+use crate::perf::arm::Armed;
+use crate::perf::event::{CpuEvent, EventConfig};
+use crate::perf::record::{self, Record, Sample, SAMPLE_TYPE};
+use crate::perf::sys::{self, Epoll, SignalFd};
+use crate::report::{Hit, Output, ResolvedFrame, StopReason, StreamEvent, Summary};
+use crate::target::watch::Watch;
+use crate::trace::comm::Comms;
+use crate::trace::filter::Filter;
+use crate::trace::hotplug::Hotplug;
+use crate::trace::lines::LineSource;
+use crate::trace::symbolize::Symbolizer;
+use crate::trace::usersym::UserSymbols;
 
 /// When to stop, besides a signal.
 #[derive(Debug, Clone, Copy, Default)]
@@ -277,7 +278,7 @@ impl<'a, O: Output> Session<'a, O> {
 
     /// Brings the armed set in line with what hotplug reports: drains and closes the events of CPUs that went
     /// away, opens fresh ones on CPUs that came (a dead CPU-bound event never revives, see kernel-facts).
-    fn apply(&mut self, changes: crate::hotplug::Changes) -> Result<Option<StopReason>> {
+    fn apply(&mut self, changes: crate::trace::hotplug::Changes) -> Result<Option<StopReason>> {
         for &cpu in &changes.offline {
             if let Some(mut evs) = self.events.remove(&cpu) {
                 // Whatever the CPU wrote before it left is still in its ring.
@@ -306,7 +307,7 @@ impl<'a, O: Output> Session<'a, O> {
                 continue;
             }
             let open_start = sys::monotonic_ns();
-            let opened = crate::arm::open_cpu(self.watches, cpu, &self.cfg);
+            let opened = crate::perf::arm::open_cpu(self.watches, cpu, &self.cfg);
             let open_ns = sys::monotonic_ns().saturating_sub(open_start);
             let event = match opened {
                 Ok(evs) => match evs.iter().try_for_each(|e| e.enable()) {
@@ -354,9 +355,9 @@ impl<'a, O: Output> Session<'a, O> {
     fn arm_failed(
         &mut self,
         cpu: u32,
-        e: &crate::breakpoint::OpenError,
+        e: &crate::perf::event::OpenError,
     ) -> Result<Option<StreamEvent>> {
-        let reason = crate::arm::explain(e, self.watches).message;
+        let reason = crate::perf::arm::explain(e, self.watches).message;
         if self.hotplug.as_ref().is_some_and(|h| h.strict) {
             return Err(Error::arm(format!("--strict-hotplug: {reason}")));
         }

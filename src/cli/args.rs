@@ -1,13 +1,9 @@
-//! Command-line interface: argument definitions and dispatch to [`crate::cmd`]. Every error ends here as one
-//! line on stderr and a documented exit code.
+//! The clap argument types. Nothing outside `cli/` sees them: each command turns them into the typed
+//! configs of the layers below.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-
-use crate::cmd;
-use crate::error::Result;
-use crate::watch::Access;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -44,7 +40,7 @@ pub enum Command {
 #[derive(Args, Debug)]
 pub struct SymbolArgs {
     /// kallsyms-format file to resolve symbols and call chains with.
-    #[arg(long, value_name = "FILE", default_value = crate::symsource::DEFAULT_KALLSYMS)]
+    #[arg(long, value_name = "FILE", default_value = crate::target::source::DEFAULT_KALLSYMS)]
     pub kallsyms: PathBuf,
     /// vmlinux ELF to resolve symbols, struct fields and sizes with (tried first).
     #[arg(long, value_name = "FILE")]
@@ -59,7 +55,7 @@ pub struct SymbolArgs {
     #[arg(long)]
     pub lines: bool,
     /// ELF notes of the running kernel, for its build-id (tests point this at a made-up kernel).
-    #[arg(long, value_name = "FILE", default_value = crate::symsource::DEFAULT_NOTES, hide = true)]
+    #[arg(long, value_name = "FILE", default_value = crate::target::source::DEFAULT_NOTES, hide = true)]
     pub kernel_notes: PathBuf,
 }
 
@@ -72,7 +68,7 @@ pub struct ResolveArgs {
     #[arg(long)]
     pub json: bool,
     /// kallsyms-format file (the last resort, and the running kernel to compare a file with).
-    #[arg(long, value_name = "FILE", default_value = crate::symsource::DEFAULT_KALLSYMS)]
+    #[arg(long, value_name = "FILE", default_value = crate::target::source::DEFAULT_KALLSYMS)]
     pub kallsyms: PathBuf,
     /// vmlinux ELF to resolve with (tried first).
     #[arg(long, value_name = "FILE")]
@@ -81,7 +77,7 @@ pub struct ResolveArgs {
     #[arg(long, value_name = "FILE")]
     pub system_map: Option<PathBuf>,
     /// ELF notes of the running kernel, for its build-id (tests point this at a made-up kernel).
-    #[arg(long, value_name = "FILE", default_value = crate::symsource::DEFAULT_NOTES, hide = true)]
+    #[arg(long, value_name = "FILE", default_value = crate::target::source::DEFAULT_NOTES, hide = true)]
     pub kernel_notes: PathBuf,
 }
 
@@ -91,7 +87,7 @@ pub struct WatchArgs {
     #[arg(required = true, value_name = "TARGET")]
     pub targets: Vec<String>,
     /// Stop after this long (500ms, 3s, 2m).
-    #[arg(long, value_name = "DUR", value_parser = crate::duration::parse)]
+    #[arg(long, value_name = "DUR", value_parser = crate::cli::duration::parse)]
     pub duration: Option<std::time::Duration>,
     /// Stop after exactly N hits.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -155,46 +151,14 @@ pub struct OutputArgs {
     pub user_only: bool,
 }
 
-/// Parses arguments, runs, and returns the process exit code.
-pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) if e.use_stderr() => {
-            // One line, like every other error, so scripts can log it as is: clap's message up to its first
-            // blank line, folded.
-            let text = e.render().to_string();
-            let message: Vec<&str> = text
-                .lines()
-                .take_while(|l| !l.trim().is_empty())
-                .map(str::trim)
-                .collect();
-            let message = message.join(" ");
-            eprintln!(
-                "ksymwatch: {}; see `ksymwatch --help`",
-                message.trim_end_matches('.')
-            );
-            return crate::error::ExitCode::Usage as i32;
+impl SymbolArgs {
+    /// The symbol files named on the command line, as the target layer takes them.
+    pub fn files(&self) -> crate::target::source::Files<'_> {
+        crate::target::source::Files {
+            kallsyms: &self.kallsyms,
+            vmlinux: self.vmlinux.as_deref(),
+            system_map: self.system_map.as_deref(),
+            notes: &self.kernel_notes,
         }
-        Err(e) => {
-            // --help and --version go to stdout and are not errors.
-            let _ = e.print();
-            return 0;
-        }
-    };
-    match run(cli) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("ksymwatch: error: {e}");
-            e.code as i32
-        }
-    }
-}
-
-pub fn run(cli: Cli) -> Result<()> {
-    match cli.command {
-        Command::Write(args) => cmd::watch::run(args, Access::Write),
-        Command::Rw(args) => cmd::watch::run(args, Access::ReadWrite),
-        Command::Resolve(args) => cmd::resolve::run(args),
-        Command::Check { json } => cmd::check::run(json),
     }
 }

@@ -3,10 +3,10 @@
 
 use std::io::Write;
 
-use crate::cli::ResolveArgs;
+use crate::cli::args::ResolveArgs;
 use crate::error::{Error, Result};
-use crate::symsource::{self, Files};
 use crate::target;
+use crate::target::source::{self, Files};
 
 pub fn run(args: ResolveArgs) -> Result<()> {
     let target = target::parse(&args.target).map_err(|e| Error::usage(e.to_string()))?;
@@ -16,14 +16,14 @@ pub fn run(args: ResolveArgs) -> Result<()> {
             target.text
         )));
     }
-    let search = symsource::search(Files {
+    let search = source::search(Files {
         kallsyms: &args.kallsyms,
         vmlinux: args.vmlinux.as_deref(),
         system_map: args.system_map.as_deref(),
         notes: &args.kernel_notes,
     });
-    let resolver = symsource::open(search.pick(), &search)?;
-    let r = symsource::resolve(&resolver, &target, true)?;
+    let resolver = source::open(search.pick(), &search)?;
+    let r = source::resolve(&resolver, &target, true)?;
     let text = if args.json {
         r.to_json()
     } else {

@@ -13,10 +13,9 @@ use ksymwatch_symbols::{
     Resolver, Source, SourceSearch, SymbolTable,
 };
 
-use crate::cli::SymbolArgs;
 use crate::error::{Error, Result};
-use crate::target::{Base, Target};
-use crate::watch::{self, Access};
+use crate::target::grammar::{Base, Target};
+use crate::target::watch::{self, Access};
 
 pub const DEFAULT_KALLSYMS: &str = "/proc/kallsyms";
 pub const DEFAULT_NOTES: &str = "/sys/kernel/notes";
@@ -179,17 +178,6 @@ pub fn describe(source: &Source, km: &KernelMatch, forced: bool) -> String {
     s
 }
 
-impl<'a> Files<'a> {
-    pub fn of_watch(args: &'a SymbolArgs) -> Files<'a> {
-        Files {
-            kallsyms: &args.kallsyms,
-            vmlinux: args.vmlinux.as_deref(),
-            system_map: args.system_map.as_deref(),
-            notes: &args.kernel_notes,
-        }
-    }
-}
-
 /// `write|rw` on a vmlinux or System.map: the resolver for targets, and the running kernel's kallsyms for
 /// call chains (its text addresses are the ones the kernel reports, whatever the file says).
 pub struct FileSymbols {
@@ -316,8 +304,8 @@ impl FileSymbols {
     }
 
     /// `--lines`: the vmlinux's line tables, built now so a file without them fails before arming.
-    pub fn line_source(&self) -> Result<crate::frames::VmlinuxLines<'_>> {
-        let lines = crate::frames::VmlinuxLines::new(&self.resolver)
+    pub fn line_source(&self) -> Result<crate::trace::lines::VmlinuxLines<'_>> {
+        let lines = crate::trace::lines::VmlinuxLines::new(&self.resolver)
             .map_err(|e| Error::usage(e.to_string()))?;
         if self.resolver.kernel_match().is_mismatch() {
             eprintln!(

@@ -6,25 +6,25 @@ use std::path::Path;
 
 use ksymwatch_symbols::{kallsyms, Source, SymbolTable};
 
-use crate::arm;
-use crate::breakpoint::EventConfig;
-use crate::cli::OutputArgs;
-use crate::cli::{SymbolArgs, WatchArgs};
+use crate::cli::args::OutputArgs;
+use crate::cli::args::{SymbolArgs, WatchArgs};
 use crate::cpulist;
 use crate::error::{Error, Result};
-use crate::filter::{Filter, Place};
-use crate::frames::LineSource;
-use crate::hotplug::Hotplug;
-use crate::output::folded::{Folded, Sink};
-use crate::output::ftrace::Ftrace;
-use crate::output::json::Json;
-use crate::output::{Header, Output, Quiet, StreamEvent, Tee};
-use crate::session::{Limits, Plan, Session};
-use crate::status::Status;
-use crate::symsource::{self, FileSymbols};
-use crate::sys::{self, SignalFd};
+use crate::perf::arm;
+use crate::perf::event::EventConfig;
+use crate::perf::sys::{self, SignalFd};
+use crate::report::folded::{Folded, Sink};
+use crate::report::ftrace::Ftrace;
+use crate::report::json::Json;
+use crate::report::status::Status;
+use crate::report::{Header, Output, Quiet, StreamEvent, Tee};
 use crate::target;
-use crate::watch::{self, Access, Watch};
+use crate::target::source::{self, FileSymbols};
+use crate::target::watch::{self, Access, Watch};
+use crate::trace::filter::{Filter, Place};
+use crate::trace::hotplug::Hotplug;
+use crate::trace::lines::LineSource;
+use crate::trace::session::{Limits, Plan, Session};
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;
@@ -174,10 +174,10 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
             targets.len()
         )));
     }
-    crate::privilege::Privilege::current()
+    crate::perf::privilege::Privilege::current()
         .system_wide()
         .map_err(Error::not_permitted)?;
-    let search = symsource::search(symsource::Files::of_watch(&args.symbols));
+    let search = source::search(args.symbols.files());
     let picked = search.pick();
     if args.symbols.lines && !matches!(picked, Source::Vmlinux(_)) {
         return Err(Error::usage(format!(

@@ -1,12 +1,12 @@
 //! Reading a perf ring buffer: the mmap'd control page plus a power-of-two data area that the kernel fills
 //! and we consume. This module hands out raw record bytes and advances the tail; what the bytes mean is
-//! [`crate::record`]'s job, so decoding can be tested without a kernel.
+//! [`crate::perf::record`]'s job, so decoding can be tested without a kernel.
 
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::sys::{self, Mmap};
+use crate::perf::sys::{self, Mmap};
 
 /// Offsets in `struct perf_event_mmap_page` (include/uapi/linux/perf_event.h); stable ABI.
 const DATA_HEAD: usize = 1024;

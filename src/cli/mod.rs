@@ -1,0 +1,62 @@
+//! The command-line layer: clap argument types ([`args`]), their conversion into the typed configs the
+//! layers below take, one module per subcommand, and the one place an error becomes a line on stderr and a
+//! documented exit code.
+//!
+//! May use every other layer; nothing outside `cli/` imports it.
+
+pub mod args;
+mod check;
+pub mod duration;
+mod resolve;
+mod watch;
+
+use clap::Parser;
+
+pub use args::{Cli, Command};
+
+use crate::error::Result;
+use crate::target::watch::Access;
+
+/// Parses arguments, runs, and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            // One line, like every other error, so scripts can log it as is: clap's message up to its first
+            // blank line, folded.
+            let text = e.render().to_string();
+            let message: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let message = message.join(" ");
+            eprintln!(
+                "ksymwatch: {}; see `ksymwatch --help`",
+                message.trim_end_matches('.')
+            );
+            return crate::error::ExitCode::Usage as i32;
+        }
+        Err(e) => {
+            // --help and --version go to stdout and are not errors.
+            let _ = e.print();
+            return 0;
+        }
+    };
+    match run(cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("ksymwatch: error: {e}");
+            e.code as i32
+        }
+    }
+}
+
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Write(args) => watch::run(args, Access::Write),
+        Command::Rw(args) => watch::run(args, Access::ReadWrite),
+        Command::Resolve(args) => resolve::run(args),
+        Command::Check { json } => check::run(json),
+    }
+}

@@ -1,0 +1,14 @@
+//! The kernel interface and nothing else: raw system calls ([`sys`], the only module with `unsafe`), the
+//! typed breakpoint event ([`event`]), the ring-buffer reader ([`ring`]), the pure record decoder
+//! ([`record`]), the all-or-nothing arming of a set of events ([`arm`]) and the privilege check
+//! ([`privilege`]).
+//!
+//! Uses only the watch it is asked to arm ([`crate::target::watch::Watch`]) and the shared error type; it
+//! knows nothing of symbols, printing or the CLI.
+
+pub mod arm;
+pub mod event;
+pub mod privilege;
+pub mod record;
+pub mod ring;
+pub mod sys;

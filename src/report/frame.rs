@@ -1,0 +1,119 @@
+//! A named frame, as every printer formats it. Frames are named once per hit by the tracer's symbolizer;
+//! printers only format a [`ResolvedFrame`], so all of them agree on every name.
+
+use std::fmt;
+
+/// Where a kernel frame is in the source (`--lines`, from DWARF line tables): its `file:line` and the
+/// functions inlined at that point, innermost first, each as `func (file:line)`. Printers print it only when
+/// it is there.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SourceLine {
+    pub location: String,
+    pub inlined: Vec<String>,
+}
+
+/// One frame with whatever is known about it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ResolvedFrame {
+    pub addr: u64,
+    /// The frame ran in the kernel (otherwise user space; hypervisor and guest frames count as user, and
+    /// stay unnamed).
+    pub kernel: bool,
+    /// Function name, demangled for user code; `None` when unknown.
+    pub sym: Option<String>,
+    /// Offset of `addr` into `sym` (0 when `sym` is unknown).
+    pub off: u64,
+    pub size: Option<u64>,
+    /// Kernel module for kernel frames outside vmlinux.
+    pub module: Option<String>,
+    /// Basename of the mapped file a user frame is in, when its mapping is known.
+    pub binary: Option<String>,
+    pub line: Option<SourceLine>,
+}
+
+impl ResolvedFrame {
+    pub fn unknown(addr: u64, kernel: bool) -> ResolvedFrame {
+        ResolvedFrame {
+            addr,
+            kernel,
+            sym: None,
+            off: 0,
+            size: None,
+            module: None,
+            binary: None,
+            line: None,
+        }
+    }
+
+    /// The ftrace form: `func+0xOFF/0xSIZE [module]` for the kernel, `func+0xOFF [binary]` for user code,
+    /// `0xADDR` for an unknown kernel frame and `0xADDR [comm]` for an unknown user one.
+    pub fn display<'a>(&'a self, comm: &'a str) -> Display<'a> {
+        Display { frame: self, comm }
+    }
+
+    /// The name a flame graph groups by: the function without offset, `[binary]` when only the mapping is
+    /// known, `[unknown]` otherwise (the convention of `stackcollapse-perf.pl`).
+    pub fn flame_name(&self) -> String {
+        match (&self.sym, &self.binary) {
+            (Some(s), _) => s.clone(),
+            (None, Some(b)) => format!("[{b}]"),
+            (None, None) => "[unknown]".to_string(),
+        }
+    }
+}
+
+pub struct Display<'a> {
+    frame: &'a ResolvedFrame,
+    comm: &'a str,
+}
+
+impl fmt::Display for Display<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fr = self.frame;
+        match &fr.sym {
+            Some(sym) => {
+                write!(f, "{sym}+0x{:x}", fr.off)?;
+                if fr.kernel {
+                    if let Some(size) = fr.size {
+                        write!(f, "/0x{size:x}")?;
+                    }
+                    if let Some(m) = &fr.module {
+                        write!(f, " [{m}]")?;
+                    }
+                } else if let Some(b) = &fr.binary {
+                    write!(f, " [{b}]")?;
+                }
+            }
+            None => {
+                write!(f, "0x{:x}", fr.addr)?;
+                if !fr.kernel {
+                    write!(f, " [{}]", self.comm)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_frames_print_with_their_binary() {
+        let f = ResolvedFrame {
+            sym: Some("main".into()),
+            off: 0x1c,
+            size: Some(0x40),
+            binary: Some("writer".into()),
+            ..ResolvedFrame::unknown(0x401c, false)
+        };
+        assert_eq!(f.display("comm").to_string(), "main+0x1c [writer]");
+        let b = ResolvedFrame {
+            binary: Some("libc.so.6".into()),
+            ..ResolvedFrame::unknown(0x7f00, false)
+        };
+        assert_eq!(b.display("comm").to_string(), "0x7f00 [comm]");
+        assert_eq!(b.flame_name(), "[libc.so.6]");
+    }
+}

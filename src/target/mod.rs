@@ -1,0 +1,11 @@
+//! What to watch: the TARGET grammar ([`grammar`]), which symbol file answers for it ([`source`]), and the
+//! resolved watch itself, an address, length and access ([`watch`]).
+//!
+//! Uses the `ksymwatch-symbols` crate and nothing of perf, the tracer or the CLI: the command line hands it
+//! plain paths ([`source::Files`]), not clap types.
+
+pub mod grammar;
+pub mod source;
+pub mod watch;
+
+pub use grammar::{parse, Base, Target, TargetError};

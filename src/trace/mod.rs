@@ -1,0 +1,15 @@
+//! The running session: the loop that ties the armed events' rings to signals, the deadline and CPU
+//! hotplug ([`session`]), following CPUs as they come and go ([`hotplug`]), naming tasks ([`comm`]),
+//! filtering hits ([`filter`]) and naming frames ([`symbolize`], with user-space maps in [`usersym`] and
+//! source lines in [`lines`]).
+//!
+//! Uses [`crate::perf`] for events and records and hands symbolized hits to a [`crate::report::Output`];
+//! it never prints itself.
+
+pub mod comm;
+pub mod filter;
+pub mod hotplug;
+pub mod lines;
+pub mod session;
+pub mod symbolize;
+pub mod usersym;

@@ -82,10 +82,10 @@ fn a_failure_after_other_cpus_opened_closes_them_all() {
     assert_eq!(opened_before_failure, 2 * (cpus.len() - 1));
     assert_eq!(err.code, ksymwatch::error::ExitCode::Arm);
     assert!(
-        err.message
+        err.to_string()
             .contains(&format!("all debug registers on cpu {last} are in use")),
         "{}",
-        err.message
+        err.to_string()
     );
     assert_eq!(
         perf_fds(),
@@ -104,5 +104,9 @@ fn every_cpu_vanishing_is_an_arm_failure() {
     .err()
     .expect("nothing armed is a failure");
     assert_eq!(err.code, ksymwatch::error::ExitCode::Arm);
-    assert!(err.message.contains("went offline"), "{}", err.message);
+    assert!(
+        err.to_string().contains("went offline"),
+        "{}",
+        err.to_string()
+    );
 }

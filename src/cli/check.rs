@@ -7,7 +7,7 @@ use ksymwatch_symbols::{kallsyms, Resolver, Source, SourceSearch};
 use serde::Serialize;
 
 use crate::cpulist;
-use crate::error::{Error, ExitCode, Result};
+use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::event;
 use crate::perf::privilege::Privilege;
 
@@ -225,7 +225,7 @@ pub fn render(r: &Report) -> String {
 pub fn run(json: bool) -> Result<()> {
     let report = gather();
     let text = if json {
-        serde_json::to_string(&report).map_err(|e| Error::runtime(format!("json: {e}")))? + "\n"
+        serde_json::to_string(&report).or_exit(ExitCode::Runtime, "json")? + "\n"
     } else {
         render(&report)
     };

@@ -4,12 +4,12 @@
 use std::io::Write;
 
 use crate::cli::args::ResolveArgs;
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::target;
 use crate::target::source::{self, Files};
 
 pub fn run(args: ResolveArgs) -> Result<()> {
-    let target = target::parse(&args.target).map_err(|e| Error::usage(e.to_string()))?;
+    let target = target::parse(&args.target).bad_input()?;
     if target.len.is_some() {
         return Err(Error::usage(format!(
             "`{}`: /LEN chooses what `write` watches; `resolve` prints the whole object, so drop the /LEN",

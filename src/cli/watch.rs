@@ -9,7 +9,7 @@ use ksymwatch_symbols::{kallsyms, Source, SymbolTable};
 use crate::cli::args::OutputArgs;
 use crate::cli::args::{SymbolArgs, WatchArgs};
 use crate::cpulist;
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm;
 use crate::perf::event::EventConfig;
 use crate::perf::sys::{self, SignalFd};
@@ -30,14 +30,14 @@ use crate::trace::session::{Limits, Plan, Session};
 pub const MAX_WATCHES: usize = 4;
 
 fn load_symbols(args: &SymbolArgs) -> Result<(SymbolTable, Source)> {
-    let table = kallsyms::load(&args.kallsyms).map_err(|e| Error::usage(e.to_string()))?;
+    let table = kallsyms::load(&args.kallsyms).bad_input()?;
     Ok((table, Source::Kallsyms(args.kallsyms.clone())))
 }
 
 /// The CPUs to arm now and the set to follow through hotplug (`None`: every CPU that comes online).
 fn select_cpus(list: Option<&str>) -> Result<(BTreeSet<u32>, Option<BTreeSet<u32>>)> {
     let online = cpulist::read(Path::new(cpulist::ONLINE))
-        .map_err(|e| Error::runtime(format!("cannot read the online CPU list: {e}")))?;
+        .or_exit(ExitCode::Runtime, "cannot read the online CPU list")?;
     let Some(list) = list else {
         return Ok((online, None));
     };
@@ -111,8 +111,10 @@ fn check_outputs(args: &OutputArgs) -> Result<()> {
 }
 
 fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {
-    let f = std::fs::File::create(path)
-        .map_err(|e| Error::usage(format!("{flag}: cannot create {}: {e}", path.display())))?;
+    let f = std::fs::File::create(path).or_exit(
+        ExitCode::Usage,
+        &format!("{flag}: cannot create {}", path.display()),
+    )?;
     Ok(Box::new(BufWriter::new(f)))
 }
 
@@ -166,7 +168,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     let targets = args
         .targets
         .iter()
-        .map(|t| target::parse(t).map_err(|e| Error::usage(e.to_string())))
+        .map(|t| target::parse(t).bad_input())
         .collect::<Result<Vec<_>>>()?;
     if targets.len() > MAX_WATCHES {
         return Err(Error::usage(format!(
@@ -218,7 +220,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     };
     // Block the stop signals before arming: a Ctrl-C from here on is read by the loop, which releases the
     // breakpoints, instead of killing us with events half-set-up.
-    let signals = SignalFd::stop_signals().map_err(|e| Error::runtime(format!("signalfd: {e}")))?;
+    let signals = SignalFd::stop_signals().or_exit(ExitCode::Runtime, "signalfd")?;
     let (hotplug, warning) = Hotplug::new(follow, args.strict_hotplug);
     if let Some(w) = warning {
         eprintln!("ksymwatch: warning: {w}");
@@ -275,7 +277,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
         Ok(()) => {}
         // stdout is already closed: a normal, quiet end. Dropping the session releases every breakpoint.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-        Err(e) => return Err(Error::runtime(format!("writing output: {e}"))),
+        Err(e) => return Err(Error::runtime("writing output").caused_by(e)),
     }
     session.run()?;
     let _ = io::stdout().flush();

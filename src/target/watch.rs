@@ -206,7 +206,7 @@ fn checked(
 }
 
 fn lookup_error(e: LookupError) -> Error {
-    Error::usage(e.to_string())
+    Error::from_cause(crate::error::ExitCode::Usage, e)
 }
 
 #[cfg(test)]
@@ -259,24 +259,24 @@ ffffffff83100000 D __stop_once
     fn refusals() {
         assert!(go("tiny_thing+2")
             .unwrap_err()
-            .message
+            .to_string()
             .contains("past the end"));
         assert!(go("0x1001/8")
             .unwrap_err()
-            .message
+            .to_string()
             .contains("naturally aligned"));
-        assert!(go("0x1001").unwrap_err().message.contains("/1"));
-        assert!(go("0x0").unwrap_err().message.contains("address 0"));
+        assert!(go("0x1001").unwrap_err().to_string().contains("/1"));
+        assert!(go("0x0").unwrap_err().to_string().contains("address 0"));
         assert!(go("0x0000900000000000")
             .unwrap_err()
-            .message
+            .to_string()
             .contains("canonical"));
         let e = go("jiffies").unwrap_err();
         assert_eq!(e.code, crate::error::ExitCode::Usage);
-        assert!(e.message.contains("CONFIG_KALLSYMS_ALL"));
+        assert!(e.to_string().contains("CONFIG_KALLSYMS_ALL"));
         assert!(go("init_uts_ns.name.nodename")
             .unwrap_err()
-            .message
+            .to_string()
             .contains("--vmlinux"));
     }
 
@@ -321,7 +321,7 @@ ffffffff83100000 D __stop_once
         assert_eq!((r.watch.len, r.warnings.len()), (8, 1));
         assert!(w("v.f/8", base + 2, Some(2))
             .unwrap_err()
-            .message
+            .to_string()
             .contains("naturally aligned"));
         assert_eq!(w("v.f", base, Some(4)).unwrap().watch.label, "v.f");
     }

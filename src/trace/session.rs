@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use ksymwatch_symbols::SymbolTable;
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm::Armed;
 use crate::perf::event::{CpuEvent, EventConfig};
 use crate::perf::record::{self, Record, Sample, SAMPLE_TYPE};
@@ -90,21 +90,21 @@ impl<'a, O: Output> Session<'a, O> {
             tally,
             lines,
         } = plan;
-        let epoll = Epoll::new().map_err(|e| Error::runtime(format!("epoll_create: {e}")))?;
+        let epoll = Epoll::new().or_exit(ExitCode::Runtime, "epoll_create")?;
         epoll
             .add(signals.fd(), TOKEN_SIGNAL)
-            .map_err(|e| Error::runtime(format!("epoll: {e}")))?;
+            .or_exit(ExitCode::Runtime, "epoll")?;
         let mut events: BTreeMap<u32, Vec<CpuEvent>> = BTreeMap::new();
         for ev in armed.events {
             epoll
                 .add(ev.fd(), TOKEN_RING)
-                .map_err(|e| Error::runtime(format!("epoll: {e}")))?;
+                .or_exit(ExitCode::Runtime, "epoll")?;
             events.entry(ev.cpu).or_default().push(ev);
         }
         if let Some(fd) = hotplug.as_ref().and_then(Hotplug::fd) {
             epoll
                 .add(fd, TOKEN_UEVENT)
-                .map_err(|e| Error::runtime(format!("epoll: {e}")))?;
+                .or_exit(ExitCode::Runtime, "epoll")?;
         }
         let mut comms = Comms::default();
         comms.scan_all();
@@ -162,14 +162,14 @@ impl<'a, O: Output> Session<'a, O> {
         };
         self.events.clear();
         if let Some(e) = self.output_error.take() {
-            return Err(Error::runtime(format!("writing output: {e}")));
+            return Err(Error::runtime("writing output").caused_by(e));
         }
         self.summary.elapsed = start.elapsed();
         self.summary.stop = Some(stop);
         match self.out.finish(&self.summary) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-            Err(e) => return Err(Error::runtime(format!("writing output: {e}"))),
+            Err(e) => return Err(Error::runtime("writing output").caused_by(e)),
         }
         Ok(self.summary)
     }
@@ -187,7 +187,7 @@ impl<'a, O: Output> Session<'a, O> {
             let ms = timeout.as_millis().max(1) as i32;
             self.epoll
                 .wait(tokens, ms)
-                .map_err(|e| Error::runtime(format!("epoll_wait: {e}")))?;
+                .or_exit(ExitCode::Runtime, "epoll_wait")?;
             for &t in tokens.iter() {
                 match t {
                     TOKEN_SIGNAL => {
@@ -315,7 +315,7 @@ impl<'a, O: Output> Session<'a, O> {
                         for ev in &evs {
                             self.epoll
                                 .add(ev.fd(), TOKEN_RING)
-                                .map_err(|e| Error::runtime(format!("epoll: {e}")))?;
+                                .or_exit(ExitCode::Runtime, "epoll")?;
                         }
                         self.events.insert(cpu, evs);
                         self.unarmable.remove(&cpu);
@@ -357,7 +357,7 @@ impl<'a, O: Output> Session<'a, O> {
         cpu: u32,
         e: &crate::perf::event::OpenError,
     ) -> Result<Option<StreamEvent>> {
-        let reason = crate::perf::arm::explain(e, self.watches).message;
+        let reason = crate::perf::arm::explain(e, self.watches).to_string();
         if self.hotplug.as_ref().is_some_and(|h| h.strict) {
             return Err(Error::arm(format!("--strict-hotplug: {reason}")));
         }

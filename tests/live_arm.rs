@@ -21,6 +21,7 @@ fn watch() -> Watch {
 const CFG: EventConfig = EventConfig {
     ring_pages: 8,
     track_tasks: false,
+    count_lost: false,
 };
 
 fn fail(cpu: u32, errno: i32) -> OpenError {

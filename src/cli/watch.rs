@@ -217,6 +217,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     let cfg = EventConfig {
         ring_pages: args.buffer_pages,
         track_tasks: true,
+        count_lost: true,
     };
     // Block the stop signals before arming: a Ctrl-C from here on is read by the loop, which releases the
     // breakpoints, instead of killing us with events half-set-up.

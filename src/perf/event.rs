@@ -18,6 +18,9 @@ pub struct EventConfig {
     pub ring_pages: usize,
     /// Also emit COMM and FORK records (one event per CPU needs them; more would duplicate).
     pub track_tasks: bool,
+    /// Ask the kernel to count the samples it dropped (`PERF_FORMAT_LOST`, Linux 6.0+): the only way to
+    /// see a loss at the end of a burst, which the kernel never writes a LOST record for.
+    pub count_lost: bool,
 }
 
 /// The attributes of a pinned, disabled, every-hit breakpoint on `watch`.
@@ -34,6 +37,12 @@ pub fn attr(watch: &Watch, cfg: &EventConfig) -> pb::perf_event_attr {
     a.bp_len = u64::from(watch.len);
     a.sample_period = 1;
     a.sample_type = SAMPLE_TYPE;
+    // Every record carries the TID/TIME/CPU trailer, so COMM, FORK and LOST records are merged in time
+    // order with the samples: a hit is named as its task was named when it wrote.
+    a.set_sample_id_all(1);
+    if cfg.count_lost {
+        a.read_format = u64::from(pb::PERF_FORMAT_LOST);
+    }
     a.set_disabled(1);
     // Pinned: if the debug register cannot be had the open fails now, instead of the event silently never
     // being scheduled.
@@ -57,6 +66,8 @@ pub struct CpuEvent {
     pub cpu: u32,
     /// Index of the watch in the session's list.
     pub watch: usize,
+    /// The kernel counts this event's dropped samples (`PERF_FORMAT_LOST` was accepted).
+    pub counts_lost: bool,
     pub ring: Ring,
     // Declared after `ring` so the mapping is gone before the descriptor closes.
     fd: OwnedFd,
@@ -85,12 +96,24 @@ impl CpuEvent {
         cpu: u32,
         cfg: &EventConfig,
     ) -> Result<CpuEvent, OpenError> {
-        let fd =
-            sys::perf_event_open(&attr(watch, cfg), -1, cpu as i32).map_err(|err| OpenError {
-                cpu,
-                stage: Stage::Open,
-                err,
-            })?;
+        let mut counts_lost = cfg.count_lost;
+        let opened = match sys::perf_event_open(&attr(watch, cfg), -1, cpu as i32) {
+            // A kernel before 6.0 rejects the unknown read_format bit: arm without the lost counter.
+            Err(e) if counts_lost && e.raw_os_error() == Some(libc::EINVAL) => {
+                counts_lost = false;
+                let cfg = EventConfig {
+                    count_lost: false,
+                    ..*cfg
+                };
+                sys::perf_event_open(&attr(watch, &cfg), -1, cpu as i32)
+            }
+            other => other,
+        };
+        let fd = opened.map_err(|err| OpenError {
+            cpu,
+            stage: Stage::Open,
+            err,
+        })?;
         let ring = Ring::map(fd.as_fd(), cfg.ring_pages).map_err(|err| OpenError {
             cpu,
             stage: Stage::Mmap,
@@ -99,6 +122,7 @@ impl CpuEvent {
         Ok(CpuEvent {
             cpu,
             watch: index,
+            counts_lost,
             ring,
             fd,
         })
@@ -119,6 +143,32 @@ impl CpuEvent {
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
+
+    /// What the kernel counted for this event: every hit while enabled, and the samples it dropped (when
+    /// [`CpuEvent::counts_lost`]). Readable after the event's CPU went offline (the values freeze there).
+    pub fn counts(&self) -> io::Result<Counts> {
+        let mut buf = [0u64; 2];
+        let want = if self.counts_lost { 16 } else { 8 };
+        let n = sys::perf_read(self.fd.as_fd(), &mut buf[..want / 8])?;
+        if n != want {
+            return Err(io::Error::other(format!(
+                "perf counter read gave {n} bytes, expected {want}"
+            )));
+        }
+        Ok(Counts {
+            hits: buf[0],
+            lost: self.counts_lost.then_some(buf[1]),
+        })
+    }
+}
+
+/// An event's kernel-side totals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Every time the breakpoint fired while enabled.
+    pub hits: u64,
+    /// Samples the kernel could not write to the ring; `None` on kernels without `PERF_FORMAT_LOST`.
+    pub lost: Option<u64>,
 }
 
 /// An address in our own data for the probe breakpoints; they are never enabled.
@@ -132,6 +182,7 @@ pub fn free_slots(cpu: u32) -> std::result::Result<u32, String> {
     let cfg = EventConfig {
         ring_pages: 1,
         track_tasks: false,
+        count_lost: false,
     };
     let mut held = Vec::new();
     for i in 0..PROBE_MAX {

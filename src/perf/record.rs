@@ -238,6 +238,39 @@ pub fn decode(bytes: &[u8], sample_type: u64) -> Result<Record, DecodeError> {
     }
 }
 
+/// The timestamp in the `sample_id` trailer that every non-sample record carries when the event was opened
+/// with `sample_id_all` (its fields follow `sample_type`'s order: TID, TIME, ID, STREAM_ID, CPU,
+/// IDENTIFIER). `None` for a sample, a record too short to hold the trailer, or no TIME bit.
+pub fn trailer_time(bytes: &[u8], sample_type: u64) -> Option<u64> {
+    if bytes.len() < 8 || sample_type & SAMPLE_TIME == 0 || sample_type & !SUPPORTED != 0 {
+        return None;
+    }
+    let kind = u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let size = u16::from_ne_bytes([bytes[6], bytes[7]]) as usize;
+    if kind == RECORD_SAMPLE || size > bytes.len() {
+        return None;
+    }
+    // Bytes between TIME and the end of the record.
+    let after: usize = [
+        (SAMPLE_ID, 8),
+        (SAMPLE_STREAM_ID, 8),
+        (SAMPLE_CPU, 8),
+        (SAMPLE_IDENTIFIER, 8),
+    ]
+    .iter()
+    .filter(|(bit, _)| sample_type & bit != 0)
+    .map(|(_, n)| n)
+    .sum();
+    let end = size.checked_sub(after)?;
+    let start = end.checked_sub(8)?;
+    // The trailer sits after the record's own body, never inside the 8-byte header.
+    if start < 8 {
+        return None;
+    }
+    let b: [u8; 8] = bytes[start..end].try_into().ok()?;
+    Some(u64::from_ne_bytes(b))
+}
+
 fn decode_sample(c: &mut Cursor<'_>, st: u64) -> Result<Sample, DecodeError> {
     if st & !SUPPORTED != 0 {
         return Err(DecodeError::UnsupportedSampleType(st & !SUPPORTED));
@@ -357,6 +390,11 @@ pub mod encode {
         header(RECORD_SAMPLE, pb::PERF_RECORD_MISC_KERNEL as u16, &b)
     }
 
+    /// A bare 8-byte header of an unused record type.
+    pub fn header_only() -> Vec<u8> {
+        header(pb::PERF_RECORD_THROTTLE, 0, &[])
+    }
+
     pub fn lost(id: u64, lost: u64) -> Vec<u8> {
         let mut b = id.to_ne_bytes().to_vec();
         b.extend_from_slice(&lost.to_ne_bytes());
@@ -377,6 +415,28 @@ pub mod encode {
         header(RECORD_COMM, misc, &b)
     }
 
+    pub fn fork(pid: u32, ppid: u32, tid: u32, ptid: u32, time: u64) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [pid, ppid, tid, ptid] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        b.extend_from_slice(&time.to_ne_bytes());
+        header(RECORD_FORK, 0, &b)
+    }
+
+    /// Appends the `sample_id_all` trailer in [`SAMPLE_TYPE`] layout (TID, TIME, CPU) to a non-sample
+    /// record and fixes its size.
+    pub fn with_trailer(mut rec: Vec<u8>, pid: u32, tid: u32, time: u64, cpu: u32) -> Vec<u8> {
+        rec.extend_from_slice(&pid.to_ne_bytes());
+        rec.extend_from_slice(&tid.to_ne_bytes());
+        rec.extend_from_slice(&time.to_ne_bytes());
+        rec.extend_from_slice(&cpu.to_ne_bytes());
+        rec.extend_from_slice(&0u32.to_ne_bytes());
+        let size = (rec.len() as u16).to_ne_bytes();
+        rec[6..8].copy_from_slice(&size);
+        rec
+    }
+
     pub const KERNEL: u64 = CONTEXT_KERNEL;
     pub const USER: u64 = CONTEXT_USER;
 }
@@ -385,6 +445,29 @@ pub mod encode {
 mod tests {
     use super::encode::{self, KERNEL, USER};
     use super::*;
+
+    #[test]
+    fn non_sample_records_carry_their_time_in_the_trailer() {
+        let comm = encode::with_trailer(encode::comm(7, 8, "writer", true), 7, 8, 12_345, 1);
+        assert_eq!(trailer_time(&comm, SAMPLE_TYPE), Some(12_345));
+        match decode(&comm, SAMPLE_TYPE).unwrap() {
+            Record::Comm { tid, comm, .. } => assert_eq!((tid, comm.as_str()), (8, "writer")),
+            other => panic!("{other:?}"),
+        }
+        let lost = encode::with_trailer(encode::lost(1, 9), 0, 0, 777, 0);
+        assert_eq!(trailer_time(&lost, SAMPLE_TYPE), Some(777));
+        assert_eq!(
+            decode(&lost, SAMPLE_TYPE).unwrap(),
+            Record::Lost { id: 1, lost: 9 }
+        );
+        let fork = encode::with_trailer(encode::fork(3, 2, 3, 2, 55), 3, 3, 56, 0);
+        assert_eq!(trailer_time(&fork, SAMPLE_TYPE), Some(56));
+        // A sample has its time in its body; a record without a trailer has no room for one.
+        let sample = encode::sample(0x1000, 1, 1, 99, 0x2000, 0, &[]);
+        assert_eq!(trailer_time(&sample, SAMPLE_TYPE), None);
+        assert_eq!(trailer_time(&encode::header_only(), SAMPLE_TYPE), None);
+        assert_eq!(trailer_time(&comm[..4], SAMPLE_TYPE), None);
+    }
 
     #[test]
     fn decodes_a_sample_with_kernel_and_user_frames() {

@@ -43,6 +43,24 @@ pub fn perf_disable(fd: BorrowedFd<'_>) -> io::Result<()> {
     cvt(unsafe { perf::ioctls::DISABLE(fd.as_raw_fd(), 0) })
 }
 
+/// `read(2)` of a perf event's counter into `buf` (its layout is the event's `read_format`); returns how
+/// many bytes the kernel wrote.
+pub fn perf_read(fd: BorrowedFd<'_>, buf: &mut [u64]) -> io::Result<usize> {
+    // SAFETY: `buf` is a live, writable buffer of exactly `size_of_val(buf)` bytes for the duration of the
+    // call; the kernel writes at most that many.
+    let n = unsafe {
+        libc::read(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            std::mem::size_of_val(buf),
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
 fn cvt(ret: libc::c_int) -> io::Result<()> {
     if ret < 0 {
         Err(io::Error::last_os_error())

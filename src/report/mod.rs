@@ -106,6 +106,8 @@ pub struct Summary {
     pub tally: Option<summary::Tally>,
     pub elapsed: Duration,
     pub stop: Option<StopReason>,
+    /// Things the reader must know about the counts (hits the kernel counted that never arrived).
+    pub warnings: Vec<String>,
 }
 
 impl Summary {
@@ -263,6 +265,9 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
             summary.lost(),
             lost.join(", ")
         )?;
+    }
+    for w in &summary.warnings {
+        writeln!(err, "ksymwatch: WARNING: {w}")?;
     }
     err.flush()
 }

@@ -7,9 +7,11 @@
 //! it never prints itself.
 
 pub mod comm;
+pub mod events;
 pub mod filter;
 pub mod hotplug;
 pub mod lines;
 pub mod session;
+pub mod sorter;
 pub mod symbolize;
 pub mod usersym;

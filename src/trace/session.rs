@@ -1,8 +1,10 @@
-//! The event loop: one epoll set holding every CPU's ring, the stop signals and (when following hotplug) the
-//! uevent socket. Each wake drains every ring, orders the batch by timestamp across CPUs the way ftrace merges
-//! its per-CPU buffers, and hands records to the [`Output`].
+//! The event loop: one epoll set holding every armed event's ring, the stop signals and (when following
+//! hotplug) the uevent socket. Each wake drains the [`EventSet`] into the [`Sorter`], which releases records
+//! in timestamp order across rings (a record waits until every other ring has been read past its time);
+//! task names are updated from COMM/FORK records in that same order, so a hit is named as its task was named
+//! when it wrote; hits are filtered, symbolized and handed to the [`Output`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -10,15 +12,17 @@ use ksymwatch_symbols::SymbolTable;
 
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm::Armed;
-use crate::perf::event::{CpuEvent, EventConfig};
-use crate::perf::record::{self, Record, Sample, SAMPLE_TYPE};
+use crate::perf::event::EventConfig;
+use crate::perf::record::Sample;
 use crate::perf::sys::{self, Epoll, SignalFd};
 use crate::report::{Hit, Output, ResolvedFrame, StopReason, StreamEvent, Summary};
 use crate::target::watch::Watch;
 use crate::trace::comm::Comms;
+use crate::trace::events::{Audit, EventSet, Item};
 use crate::trace::filter::Filter;
-use crate::trace::hotplug::Hotplug;
+use crate::trace::hotplug::{Changes, Hotplug};
 use crate::trace::lines::LineSource;
+use crate::trace::sorter::Sorter;
 use crate::trace::symbolize::Symbolizer;
 use crate::trace::usersym::UserSymbols;
 
@@ -49,14 +53,17 @@ const TOKEN_UEVENT: u64 = 2;
 /// The loop drains at least this often even without a wake-up, bounding how long a lone hit waits.
 const TICK: Duration = Duration::from_millis(10);
 
+/// How long after its timestamp a record may still be on its way into a ring (the writer is inside the
+/// debug exception between the two); records this close to a read are held for the next one.
+const SORT_SLACK_NS: u64 = 1_000_000;
+
 pub struct Session<'a, O: Output> {
-    watches: &'a [Watch],
     symbolizer: Symbolizer<'a>,
     /// The current hit's chain, reused across hits.
     chain: Vec<ResolvedFrame>,
     pub out: O,
-    cfg: EventConfig,
-    events: BTreeMap<u32, Vec<CpuEvent>>,
+    events: EventSet<'a>,
+    sorter: Sorter<Item>,
     epoll: Epoll,
     signals: SignalFd,
     hotplug: Option<Hotplug>,
@@ -64,9 +71,10 @@ pub struct Session<'a, O: Output> {
     summary: Summary,
     limits: Limits,
     filter: Filter,
-    batch: Vec<(Sample, usize)>,
     /// CPUs online but not armable (debug registers taken); already reported, retried on reconcile.
     unarmable: BTreeSet<u32>,
+    /// Every event closed so far, audited against the kernel's counters.
+    audits: Vec<Audit>,
     /// The first output error that was not a closed pipe.
     output_error: Option<io::Error>,
 }
@@ -94,13 +102,9 @@ impl<'a, O: Output> Session<'a, O> {
         epoll
             .add(signals.fd(), TOKEN_SIGNAL)
             .or_exit(ExitCode::Runtime, "epoll")?;
-        let mut events: BTreeMap<u32, Vec<CpuEvent>> = BTreeMap::new();
-        for ev in armed.events {
-            epoll
-                .add(ev.fd(), TOKEN_RING)
-                .or_exit(ExitCode::Runtime, "epoll")?;
-            events.entry(ev.cpu).or_default().push(ev);
-        }
+        let mut sorter = Sorter::new(SORT_SLACK_NS);
+        let events = EventSet::new(watches, cfg, armed.events, &epoll, TOKEN_RING, &mut sorter)
+            .or_exit(ExitCode::Runtime, "epoll")?;
         if let Some(fd) = hotplug.as_ref().and_then(Hotplug::fd) {
             epoll
                 .add(fd, TOKEN_UEVENT)
@@ -111,12 +115,11 @@ impl<'a, O: Output> Session<'a, O> {
         let mut user = UserSymbols::default();
         user.scan_all();
         Ok(Session {
-            watches,
             symbolizer: Symbolizer::with_user(symbols, user).with_lines(lines),
             chain: Vec::new(),
             out,
-            cfg,
             events,
+            sorter,
             epoll,
             signals,
             hotplug,
@@ -127,14 +130,14 @@ impl<'a, O: Output> Session<'a, O> {
             },
             limits,
             filter,
-            batch: Vec::new(),
             unarmable: BTreeSet::new(),
+            audits: Vec::new(),
             output_error: None,
         })
     }
 
     pub fn armed_cpus(&self) -> BTreeSet<u32> {
-        self.events.keys().copied().collect()
+        self.events.cpus()
     }
 
     /// Runs until a limit, a signal or a closed stdout; returns the summary. Every event is disabled and
@@ -144,23 +147,31 @@ impl<'a, O: Output> Session<'a, O> {
         let deadline = self.limits.duration.map(|d| start + d);
         let mut tokens = Vec::new();
         let result = self.run_loop(deadline, &mut tokens);
-        for ev in self.events.values().flatten() {
-            let _ = ev.disable();
-        }
+        self.events.disable_all();
         let stop = match result {
             Ok(stop) => stop,
             Err(e) => {
-                self.events.clear();
+                self.events.close_all();
                 return Err(e);
             }
         };
         // Records written before the disable are still in the rings: print them, unless the reader is gone or
-        // the count is already met.
+        // the count is already met. Only then do the kernel's counters tell the whole story.
         let stop = match stop {
-            StopReason::Duration | StopReason::Signal(_) => self.drain().unwrap_or(stop),
+            StopReason::Duration | StopReason::Signal(_) => {
+                self.events.drain(&mut self.sorter);
+                let stop = self.release(true).unwrap_or(stop);
+                self.audits.extend(self.events.close_all());
+                match stop {
+                    StopReason::Duration | StopReason::Signal(_) => {
+                        self.settle_audits().unwrap_or(stop)
+                    }
+                    other => other,
+                }
+            }
             other => other,
         };
-        self.events.clear();
+        self.events.close_all();
         if let Some(e) = self.output_error.take() {
             return Err(Error::runtime("writing output").caused_by(e));
         }
@@ -203,7 +214,8 @@ impl<'a, O: Output> Session<'a, O> {
                     _ => {}
                 }
             }
-            if let Some(stop) = self.drain() {
+            self.events.drain(&mut self.sorter);
+            if let Some(stop) = self.release(false) {
                 return Ok(stop);
             }
             if let Some(stop) = self.reconcile_if_due()? {
@@ -212,19 +224,22 @@ impl<'a, O: Output> Session<'a, O> {
         }
     }
 
-    /// Empties every ring and prints what was in it, in time order. Returns a stop reason when the count is
-    /// met or stdout closed.
-    fn drain(&mut self) -> Option<StopReason> {
-        let mut lost: Vec<(u32, u64)> = Vec::new();
-        for (&cpu, evs) in self.events.iter_mut() {
-            for ev in evs.iter_mut() {
-                drain_event(ev, cpu, &mut self.batch, &mut lost, &mut self.comms);
+    /// Hands every record the sorter releases (all of them when `all`) to the output, in time order, and
+    /// flushes. Returns a stop reason when the count is met or stdout closed.
+    fn release(&mut self, all: bool) -> Option<StopReason> {
+        let mut stop = None;
+        loop {
+            let next = if all {
+                self.sorter.pop_any()
+            } else {
+                self.sorter.pop_ready()
+            };
+            let Some((time, item)) = next else { break };
+            stop = self.apply(time, item);
+            if stop.is_some() {
+                break;
             }
         }
-        if let Some(stop) = self.report_lost(lost) {
-            return Some(stop);
-        }
-        let mut stop = self.print_pending();
         if stop.is_none() && self.limits.count.is_some_and(|n| self.summary.hits() >= n) {
             stop = Some(StopReason::Count);
         }
@@ -234,17 +249,68 @@ impl<'a, O: Output> Session<'a, O> {
         stop
     }
 
+    /// One released record: task names change, losses are marked, hits are printed.
+    fn apply(&mut self, time: u64, item: Item) -> Option<StopReason> {
+        match item {
+            Item::Sample(sample, watch) => self.hit(&sample, watch),
+            Item::Comm { tid, comm } => {
+                self.comms.set(tid, &comm);
+                None
+            }
+            Item::Fork {
+                pid: _,
+                ppid,
+                tid,
+                ptid,
+            } => {
+                self.comms.fork(ptid, ppid, tid);
+                None
+            }
+            Item::Lost { cpu, count } => self.lost(cpu, count, time),
+        }
+    }
+
     /// Counts lost records in the summary and marks each in the stream: a loss is never silent, also not
     /// when it is found in the ring of a CPU that just went offline.
-    fn report_lost(&mut self, lost: Vec<(u32, u64)>) -> Option<StopReason> {
+    fn lost(&mut self, cpu: u32, count: u64, time_ns: u64) -> Option<StopReason> {
+        *self.summary.lost_by_cpu.entry(cpu).or_default() += count;
+        self.emit_event(&StreamEvent::Lost { cpu, count }, time_ns)
+    }
+
+    /// Turns the audits of closed events into the losses the rings never reported, and warnings for hits
+    /// that neither arrived nor were reported lost.
+    fn settle_audits(&mut self) -> Option<StopReason> {
         let now = sys::monotonic_ns();
-        for (cpu, count) in lost {
-            *self.summary.lost_by_cpu.entry(cpu).or_default() += count;
-            if let Some(stop) = self.emit_event(&StreamEvent::Lost { cpu, count }, now) {
-                return Some(stop);
+        let audits = std::mem::take(&mut self.audits);
+        let mut stop = None;
+        for a in &audits {
+            let tail = a.unreported_lost();
+            if tail > 0 && stop.is_none() {
+                stop = self.lost(a.cpu, tail, now);
+            }
+            if let Some(n) = a.unaccounted().filter(|&n| n > 0) {
+                self.summary.warnings.push(format!(
+                    "cpu {} target {}: the kernel counted {} hits, {} arrived and {} were reported lost; {n} \
+                     unaccounted for (throttled by kernel.perf_event_max_sample_rate?)",
+                    a.cpu,
+                    a.watch,
+                    a.kernel_hits.unwrap_or(0),
+                    a.samples,
+                    a.lost_records.max(a.kernel_lost.unwrap_or(0)),
+                ));
             }
         }
-        None
+        if audits.iter().any(|a| a.kernel_lost.is_none()) {
+            self.summary.warnings.push(
+                "this kernel cannot count dropped samples (PERF_FORMAT_LOST needs Linux 6.0): records lost \
+                 at the very end of a burst cannot be ruled out"
+                    .to_string(),
+            );
+        }
+        if let Err(e) = self.out.flush() {
+            return Some(self.write_failed(e));
+        }
+        stop
     }
 
     fn emit_event(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
@@ -264,7 +330,7 @@ impl<'a, O: Output> Session<'a, O> {
             Some(h) => h.on_readable(&armed),
             None => return Ok(None),
         };
-        self.apply(changes)
+        self.follow(changes)
     }
 
     fn reconcile_if_due(&mut self) -> Result<Option<StopReason>> {
@@ -273,75 +339,56 @@ impl<'a, O: Output> Session<'a, O> {
             Some(h) if h.reconcile_due() => h.reconcile(&armed),
             _ => return Ok(None),
         };
-        self.apply(changes)
+        self.follow(changes)
     }
 
     /// Brings the armed set in line with what hotplug reports: drains and closes the events of CPUs that went
     /// away, opens fresh ones on CPUs that came (a dead CPU-bound event never revives, see kernel-facts).
-    fn apply(&mut self, changes: crate::trace::hotplug::Changes) -> Result<Option<StopReason>> {
+    fn follow(&mut self, changes: Changes) -> Result<Option<StopReason>> {
         for &cpu in &changes.offline {
-            if let Some(mut evs) = self.events.remove(&cpu) {
-                // Whatever the CPU wrote before it left is still in its ring.
-                let mut lost = Vec::new();
-                for ev in evs.iter_mut() {
-                    drain_event(ev, cpu, &mut self.batch, &mut lost, &mut self.comms);
-                    let _ = self.epoll.delete(ev.fd());
-                }
-                drop(evs);
-                if let Some(stop) = self.report_lost(lost) {
-                    return Ok(Some(stop));
-                }
-                let stop = self.print_pending();
-                if stop.is_some() {
-                    return Ok(stop);
-                }
-                if let Some(stop) =
-                    self.emit_event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns())
-                {
-                    return Ok(Some(stop));
-                }
+            // Whatever the CPU wrote before it left is still in its ring; its counters freeze where they were.
+            let Some(audits) = self.events.close_cpu(cpu, &self.epoll, &mut self.sorter) else {
+                continue;
+            };
+            self.audits.extend(audits);
+            if let Some(stop) = self.release(false) {
+                return Ok(Some(stop));
+            }
+            if let Some(stop) =
+                self.emit_event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns())
+            {
+                return Ok(Some(stop));
             }
         }
         for &cpu in &changes.online {
-            if self.events.contains_key(&cpu) {
+            if self.events.cpus().contains(&cpu) {
                 continue;
             }
             let open_start = sys::monotonic_ns();
-            let opened = crate::perf::arm::open_cpu(self.watches, cpu, &self.cfg);
-            let open_ns = sys::monotonic_ns().saturating_sub(open_start);
+            let opened = self
+                .events
+                .open_cpu(cpu, &self.epoll, TOKEN_RING, &mut self.sorter);
             let event = match opened {
-                Ok(evs) => match evs.iter().try_for_each(|e| e.enable()) {
-                    Ok(()) => {
-                        for ev in &evs {
-                            self.epoll
-                                .add(ev.fd(), TOKEN_RING)
-                                .or_exit(ExitCode::Runtime, "epoll")?;
-                        }
-                        self.events.insert(cpu, evs);
-                        self.unarmable.remove(&cpu);
-                        StreamEvent::CpuOnline {
-                            cpu,
-                            after_uevent_ns: changes
-                                .uevent_ns
-                                .map(|t| sys::monotonic_ns().saturating_sub(t)),
-                            open_ns,
-                        }
-                    }
-                    Err(e) => match self.arm_failed(cpu, &e)? {
-                        Some(ev) => ev,
-                        None => continue,
-                    },
-                },
-                Err(e) => {
-                    // ENODEV: it went away again before we got to it; the next uevent or reconcile sorts it out.
-                    if e.err.raw_os_error() == Some(libc::ENODEV) {
-                        continue;
-                    }
-                    match self.arm_failed(cpu, &e)? {
-                        Some(ev) => ev,
-                        None => continue,
+                Ok(()) => {
+                    let now = sys::monotonic_ns();
+                    self.unarmable.remove(&cpu);
+                    StreamEvent::CpuOnline {
+                        cpu,
+                        after_uevent_ns: changes.uevent_ns.map(|t| now.saturating_sub(t)),
+                        open_ns: now.saturating_sub(open_start),
                     }
                 }
+                // ENODEV: it went away again before we got to it; the next uevent or reconcile sorts it out.
+                Err(e)
+                    if e.stage == crate::perf::event::Stage::Open
+                        && e.err.raw_os_error() == Some(libc::ENODEV) =>
+                {
+                    continue
+                }
+                Err(e) => match self.arm_failed(cpu, &e)? {
+                    Some(ev) => ev,
+                    None => continue,
+                },
             };
             if let Some(stop) = self.emit_event(&event, sys::monotonic_ns()) {
                 return Ok(Some(stop));
@@ -357,7 +404,7 @@ impl<'a, O: Output> Session<'a, O> {
         cpu: u32,
         e: &crate::perf::event::OpenError,
     ) -> Result<Option<StreamEvent>> {
-        let reason = crate::perf::arm::explain(e, self.watches).to_string();
+        let reason = crate::perf::arm::explain(e, self.events.watches()).to_string();
         if self.hotplug.as_ref().is_some_and(|h| h.strict) {
             return Err(Error::arm(format!("--strict-hotplug: {reason}")));
         }
@@ -376,72 +423,33 @@ impl<'a, O: Output> Session<'a, O> {
         StopReason::BrokenPipe
     }
 
-    /// Prints the collected samples in time order, honouring --count.
-    fn print_pending(&mut self) -> Option<StopReason> {
-        self.batch.sort_by_key(|(s, _)| s.time);
-        let batch = std::mem::take(&mut self.batch);
-        let mut stop = None;
-        for (sample, watch) in &batch {
-            if self.limits.count.is_some_and(|n| self.summary.hits() >= n) {
-                stop = Some(StopReason::Count);
-                break;
-            }
-            let comm = self.comms.name(sample.pid, sample.tid);
-            if !self.filter.admits(sample, comm) {
-                self.summary.filtered += 1;
-                continue;
-            }
-            *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
-            let ip = self.symbolizer.resolve(sample, &mut self.chain);
-            let hit = Hit {
-                sample,
-                watch: &self.watches[*watch],
-                watch_index: *watch,
-                comm,
-                ip: &ip,
-                chain: &self.chain,
-            };
-            if let Some(t) = &mut self.summary.tally {
-                t.add(&hit);
-            }
-            if let Err(e) = self.out.hit(&hit) {
-                stop = Some(self.write_failed(e));
-                break;
-            }
+    /// Filters, names and prints one hit, honouring --count.
+    fn hit(&mut self, sample: &Sample, watch: usize) -> Option<StopReason> {
+        if self.limits.count.is_some_and(|n| self.summary.hits() >= n) {
+            return Some(StopReason::Count);
         }
-        // Keep the allocation for the next batch.
-        self.batch = batch;
-        self.batch.clear();
-        stop
+        let comm = self.comms.name(sample.pid, sample.tid);
+        if !self.filter.admits(sample, comm) {
+            self.summary.filtered += 1;
+            return None;
+        }
+        *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
+        let ip = self.symbolizer.resolve(sample, &mut self.chain);
+        let watches = self.events.watches();
+        let hit = Hit {
+            sample,
+            watch: &watches[watch],
+            watch_index: watch,
+            comm,
+            ip: &ip,
+            chain: &self.chain,
+        };
+        if let Some(t) = &mut self.summary.tally {
+            t.add(&hit);
+        }
+        if let Err(e) = self.out.hit(&hit) {
+            return Some(self.write_failed(e));
+        }
+        None
     }
-}
-
-fn drain_event(
-    ev: &mut CpuEvent,
-    cpu: u32,
-    batch: &mut Vec<(Sample, usize)>,
-    lost: &mut Vec<(u32, u64)>,
-    comms: &mut Comms,
-) {
-    let watch = ev.watch;
-    ev.ring.drain(|bytes| {
-        match record::decode(bytes, SAMPLE_TYPE) {
-            Ok(Record::Sample(s)) => batch.push((s, watch)),
-            Ok(Record::Lost { lost: n, .. }) => lost.push((cpu, n)),
-            Ok(Record::Comm { tid, comm, .. }) => comms.set(tid, &comm),
-            Ok(Record::Fork {
-                pid,
-                ppid,
-                tid,
-                ptid,
-            }) => {
-                let _ = pid;
-                comms.fork(ptid, ppid, tid)
-            }
-            Ok(_) => {}
-            // A record we cannot decode is counted as lost: a loss is never silent.
-            Err(_) => lost.push((cpu, 1)),
-        }
-        true
-    });
 }

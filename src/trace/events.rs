@@ -1,0 +1,261 @@
+//! The session's armed events: today one CPU-bound event per CPU and target. The set owns every descriptor
+//! and ring, drains them into a [`Sorter`], opens and closes a CPU's events as hotplug asks, and at the end
+//! audits each event against the kernel's own counters, so a loss the ring never reported is found.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::perf::arm;
+use crate::perf::event::{CpuEvent, EventConfig, OpenError};
+use crate::perf::record::{self, Record, Sample, SAMPLE_TYPE};
+use crate::perf::sys::{self, Epoll};
+use crate::target::watch::Watch;
+use crate::trace::sorter::{RingKey, Sorter};
+
+/// What a ring gave, in the order the sorter releases it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    /// A hit on the session's watch with this index.
+    Sample(Sample, usize),
+    Comm {
+        tid: u32,
+        comm: String,
+    },
+    Fork {
+        pid: u32,
+        ppid: u32,
+        tid: u32,
+        ptid: u32,
+    },
+    /// Records the kernel dropped, or one we could not decode: never silent.
+    Lost {
+        cpu: u32,
+        count: u64,
+    },
+}
+
+struct Tracked {
+    ev: CpuEvent,
+    /// Samples decoded from this event's ring.
+    samples: u64,
+    /// Losses the ring itself reported (LOST records).
+    lost_records: u64,
+    /// Records that could not be decoded (reported as lost one each).
+    undecodable: u64,
+    /// The newest time read from the ring; dates records that carry none.
+    last_time: u64,
+}
+
+/// One event's books at the end: what the kernel counted against what reached us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Audit {
+    pub cpu: u32,
+    pub watch: usize,
+    /// Hits the kernel counted; `None` if the counter could not be read.
+    pub kernel_hits: Option<u64>,
+    /// Samples the kernel dropped; `None` on kernels without `PERF_FORMAT_LOST`.
+    pub kernel_lost: Option<u64>,
+    pub samples: u64,
+    pub lost_records: u64,
+    pub undecodable: u64,
+}
+
+impl Audit {
+    /// Losses the kernel counted but never wrote a LOST record for (the tail of a burst that ended with the
+    /// ring full).
+    pub fn unreported_lost(&self) -> u64 {
+        self.kernel_lost
+            .map_or(0, |k| k.saturating_sub(self.lost_records))
+    }
+
+    /// Hits the kernel counted that neither arrived nor were reported lost (throttled samples, or a
+    /// counter the kernel cannot give).
+    pub fn unaccounted(&self) -> Option<u64> {
+        let lost = self.lost_records.max(self.kernel_lost.unwrap_or(0));
+        let hits = self.kernel_hits?;
+        Some(hits.saturating_sub(self.samples + self.undecodable + lost))
+    }
+}
+
+pub struct EventSet<'w> {
+    watches: &'w [Watch],
+    cfg: EventConfig,
+    by_cpu: BTreeMap<u32, Vec<Tracked>>,
+}
+
+impl<'w> EventSet<'w> {
+    /// Takes the armed events; each is registered with `epoll` under `token`, and its ring with `sorter`.
+    pub fn new(
+        watches: &'w [Watch],
+        cfg: EventConfig,
+        armed: Vec<CpuEvent>,
+        epoll: &Epoll,
+        token: u64,
+        sorter: &mut Sorter<Item>,
+    ) -> std::io::Result<EventSet<'w>> {
+        let mut set = EventSet {
+            watches,
+            cfg,
+            by_cpu: BTreeMap::new(),
+        };
+        let now = sys::monotonic_ns();
+        for ev in armed {
+            epoll.add(ev.fd(), token)?;
+            sorter.add_ring((ev.cpu, ev.watch), now);
+            set.by_cpu.entry(ev.cpu).or_default().push(Tracked {
+                ev,
+                samples: 0,
+                lost_records: 0,
+                undecodable: 0,
+                last_time: now,
+            });
+        }
+        Ok(set)
+    }
+
+    pub fn cpus(&self) -> BTreeSet<u32> {
+        self.by_cpu.keys().copied().collect()
+    }
+
+    pub fn watches(&self) -> &'w [Watch] {
+        self.watches
+    }
+
+    /// Reads every ring empty into `sorter`.
+    pub fn drain(&mut self, sorter: &mut Sorter<Item>) {
+        let started = sys::monotonic_ns();
+        for t in self.by_cpu.values_mut().flatten() {
+            drain_one(t, sorter, started);
+        }
+    }
+
+    pub fn disable_all(&self) {
+        for t in self.by_cpu.values().flatten() {
+            let _ = t.ev.disable();
+        }
+    }
+
+    /// Opens and enables `cpu`'s events (all or none), registered with `epoll` and `sorter`.
+    pub fn open_cpu(
+        &mut self,
+        cpu: u32,
+        epoll: &Epoll,
+        token: u64,
+        sorter: &mut Sorter<Item>,
+    ) -> Result<(), OpenError> {
+        let evs = arm::open_cpu(self.watches, cpu, &self.cfg)?;
+        evs.iter().try_for_each(|e| e.enable())?;
+        let now = sys::monotonic_ns();
+        let mut tracked = Vec::with_capacity(evs.len());
+        for ev in evs {
+            epoll.add(ev.fd(), token).map_err(|err| OpenError {
+                cpu,
+                stage: crate::perf::event::Stage::Enable,
+                err,
+            })?;
+            sorter.add_ring((cpu, ev.watch), now);
+            tracked.push(Tracked {
+                ev,
+                samples: 0,
+                lost_records: 0,
+                undecodable: 0,
+                last_time: now,
+            });
+        }
+        self.by_cpu.insert(cpu, tracked);
+        Ok(())
+    }
+
+    /// Drains `cpu`'s rings into `sorter`, audits and closes its events (a CPU-bound event whose CPU went
+    /// offline is dead for good). `None` when the CPU was not armed.
+    pub fn close_cpu(
+        &mut self,
+        cpu: u32,
+        epoll: &Epoll,
+        sorter: &mut Sorter<Item>,
+    ) -> Option<Vec<Audit>> {
+        let mut evs = self.by_cpu.remove(&cpu)?;
+        let started = sys::monotonic_ns();
+        let mut audits = Vec::with_capacity(evs.len());
+        for t in evs.iter_mut() {
+            drain_one(t, sorter, started);
+            let _ = epoll.delete(t.ev.fd());
+            sorter.remove_ring((cpu, t.ev.watch));
+            audits.push(audit(t));
+        }
+        Some(audits)
+    }
+
+    /// Audits every event still open (after the final drain) and closes them all.
+    pub fn close_all(&mut self) -> Vec<Audit> {
+        let audits = self.by_cpu.values().flatten().map(audit).collect();
+        self.by_cpu.clear();
+        audits
+    }
+
+    /// Whether every open event can count its dropped samples.
+    pub fn counts_lost(&self) -> bool {
+        self.by_cpu.values().flatten().all(|t| t.ev.counts_lost)
+    }
+}
+
+fn audit(t: &Tracked) -> Audit {
+    let counts = t.ev.counts().ok();
+    Audit {
+        cpu: t.ev.cpu,
+        watch: t.ev.watch,
+        kernel_hits: counts.map(|c| c.hits),
+        kernel_lost: counts.and_then(|c| c.lost),
+        samples: t.samples,
+        lost_records: t.lost_records,
+        undecodable: t.undecodable,
+    }
+}
+
+fn drain_one(t: &mut Tracked, sorter: &mut Sorter<Item>, started: u64) {
+    let key: RingKey = (t.ev.cpu, t.ev.watch);
+    let (cpu, watch) = key;
+    let Tracked {
+        ev,
+        samples,
+        lost_records,
+        undecodable,
+        last_time,
+    } = t;
+    ev.ring.drain(|bytes| {
+        let time = record::trailer_time(bytes, SAMPLE_TYPE).unwrap_or(*last_time);
+        let item = match record::decode(bytes, SAMPLE_TYPE) {
+            Ok(Record::Sample(s)) => {
+                *samples += 1;
+                *last_time = s.time;
+                sorter.push(key, s.time, Item::Sample(s, watch));
+                return true;
+            }
+            Ok(Record::Lost { lost, .. }) => {
+                *lost_records += lost;
+                Item::Lost { cpu, count: lost }
+            }
+            Ok(Record::Comm { tid, comm, .. }) => Item::Comm { tid, comm },
+            Ok(Record::Fork {
+                pid,
+                ppid,
+                tid,
+                ptid,
+            }) => Item::Fork {
+                pid,
+                ppid,
+                tid,
+                ptid,
+            },
+            Ok(_) => return true,
+            // A record we cannot decode is counted as lost: a loss is never silent.
+            Err(_) => {
+                *undecodable += 1;
+                Item::Lost { cpu, count: 1 }
+            }
+        };
+        *last_time = (*last_time).max(time);
+        sorter.push(key, time, item);
+        true
+    });
+    sorter.read_empty(key, started);
+}

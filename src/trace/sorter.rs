@@ -1,0 +1,193 @@
+//! Merging records from many rings into one stream in timestamp order, the way ftrace merges its per-CPU
+//! buffers and perf's ordered events do.
+//!
+//! Each ring is in time order by itself, but the rings are read one after another: a record that lands in
+//! ring B just after B was read belongs before a later one already read from ring A. So a record is only
+//! released once every other ring has been *read past its time*: either a later record came out of that ring,
+//! or that ring was read empty at a moment after the record's time (less [`Sorter::new`]'s `slack`, the time
+//! a record may take from its timestamp to being visible in the ring). A ring that is never read again
+//! (its CPU went away) stops holding others back once it is removed. At the end, [`Sorter::pop_any`] empties
+//! everything in order.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BinaryHeap};
+
+/// A ring as the session names it.
+pub type RingKey = (u32, usize);
+
+struct Entry<T> {
+    time: u64,
+    /// Arrival order: equal times keep the order they were read in.
+    seq: u64,
+    item: T,
+}
+
+impl<T> PartialEq for Entry<T> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.time, self.seq) == (other.time, other.seq)
+    }
+}
+
+impl<T> Eq for Entry<T> {}
+
+impl<T> PartialOrd for Entry<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T> Ord for Entry<T> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.time, self.seq).cmp(&(other.time, other.seq))
+    }
+}
+
+pub struct Sorter<T> {
+    held: BinaryHeap<Reverse<Entry<T>>>,
+    /// Per ring: every record it holds with a time below this has been read.
+    read_past: BTreeMap<RingKey, u64>,
+    slack: u64,
+    seq: u64,
+}
+
+impl<T> Sorter<T> {
+    /// `slack_ns`: how long after its timestamp a record may still become visible in its ring.
+    pub fn new(slack_ns: u64) -> Sorter<T> {
+        Sorter {
+            held: BinaryHeap::new(),
+            read_past: BTreeMap::new(),
+            slack: slack_ns,
+            seq: 0,
+        }
+    }
+
+    /// A ring starts being read at `now`: nothing in it is older.
+    pub fn add_ring(&mut self, ring: RingKey, now: u64) {
+        self.read_past.entry(ring).or_insert(now);
+    }
+
+    /// The ring will not be read again (its events are closed); it no longer holds others back.
+    pub fn remove_ring(&mut self, ring: RingKey) {
+        self.read_past.remove(&ring);
+    }
+
+    /// A record read from `ring`, which is in time order by itself.
+    pub fn push(&mut self, ring: RingKey, time: u64, item: T) {
+        let past = self.read_past.entry(ring).or_insert(0);
+        *past = (*past).max(time);
+        self.seq += 1;
+        self.held.push(Reverse(Entry {
+            time,
+            seq: self.seq,
+            item,
+        }));
+    }
+
+    /// `ring` was read empty by a read that started at `started`.
+    pub fn read_empty(&mut self, ring: RingKey, started: u64) {
+        let t = started.saturating_sub(self.slack);
+        let past = self.read_past.entry(ring).or_insert(0);
+        *past = (*past).max(t);
+    }
+
+    /// Below this time, every ring has been read.
+    fn watermark(&self) -> u64 {
+        self.read_past.values().copied().min().unwrap_or(u64::MAX)
+    }
+
+    /// The oldest held record, if every ring has been read past its time.
+    pub fn pop_ready(&mut self) -> Option<(u64, T)> {
+        let mark = self.watermark();
+        if self.held.peek().is_some_and(|Reverse(e)| e.time < mark) {
+            return self.pop_any();
+        }
+        None
+    }
+
+    /// The oldest held record, ready or not (the session is ending).
+    pub fn pop_any(&mut self) -> Option<(u64, T)> {
+        self.held.pop().map(|Reverse(e)| (e.time, e.item))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ready(s: &mut Sorter<&'static str>) -> Vec<(u64, &'static str)> {
+        std::iter::from_fn(|| s.pop_ready()).collect()
+    }
+
+    /// Ring B's record at t=15 is only read in the second pass, after ring A's t=20 was read in the first:
+    /// it must still come out first.
+    #[test]
+    fn two_rings_read_out_of_order_come_out_in_time_order() {
+        let (a, b) = ((0, 0), (1, 0));
+        let mut s = Sorter::new(0);
+        s.add_ring(a, 0);
+        s.add_ring(b, 0);
+        // Pass 1 starts at 12: B is empty, then A has 10 and 20.
+        s.read_empty(b, 12);
+        s.push(a, 10, "a10");
+        s.push(a, 20, "a20");
+        s.read_empty(a, 12);
+        assert_eq!(
+            ready(&mut s),
+            vec![(10, "a10")],
+            "a20 waits: B was read at 12"
+        );
+        // Pass 2 starts at 30: B has 15 and 25, A is empty.
+        s.push(b, 15, "b15");
+        s.push(b, 25, "b25");
+        s.read_empty(b, 30);
+        s.read_empty(a, 30);
+        assert_eq!(
+            ready(&mut s),
+            vec![(15, "b15"), (20, "a20"), (25, "b25")],
+            "merged across passes"
+        );
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn slack_holds_records_a_ring_may_not_show_yet() {
+        let (a, b) = ((0, 0), (1, 0));
+        let mut s = Sorter::new(5);
+        s.push(a, 98, "a98");
+        s.read_empty(a, 100);
+        s.read_empty(b, 100);
+        assert!(
+            ready(&mut s).is_empty(),
+            "98 is within the slack of a read at 100"
+        );
+        s.read_empty(a, 104);
+        s.read_empty(b, 104);
+        assert_eq!(ready(&mut s), vec![(98, "a98")]);
+    }
+
+    #[test]
+    fn a_removed_ring_holds_nothing_back_and_the_end_flushes_all() {
+        let (a, b) = ((0, 0), (1, 0));
+        let mut s = Sorter::new(0);
+        s.add_ring(b, 0);
+        s.push(a, 50, "a50");
+        s.push(a, 40, "a40-equal-order");
+        s.read_empty(a, 60);
+        assert!(ready(&mut s).is_empty(), "b was never read past 0");
+        s.remove_ring(b);
+        assert_eq!(ready(&mut s), vec![(40, "a40-equal-order"), (50, "a50")]);
+        s.push(a, 70, "a70");
+        s.push(a, 70, "a70-second");
+        assert_eq!(s.pop_any(), Some((70, "a70")));
+        assert_eq!(
+            s.pop_any(),
+            Some((70, "a70-second")),
+            "ties keep read order"
+        );
+        assert_eq!(s.pop_any(), None);
+    }
+}

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::{
     Kaslr, KernelMatch, LookupError, MismatchPolicy, ResolveError, ResolveOptions, Resolved,
-    Resolver, Source, SourceSearch, SymbolTable,
+    Resolver, Source, SourceSearch, SymbolTable, VmlinuxLines,
 };
 
 use crate::error::{Context, Error, ExitCode, Result};
@@ -300,8 +300,8 @@ impl FileSymbols {
     }
 
     /// `--lines`: the vmlinux's line tables, built now so a file without them fails before arming.
-    pub fn line_source(&self) -> Result<crate::trace::lines::VmlinuxLines<'_>> {
-        let lines = crate::trace::lines::VmlinuxLines::new(&self.resolver).bad_input()?;
+    pub fn line_source(&self) -> Result<VmlinuxLines<'_>> {
+        let lines = VmlinuxLines::new(&self.resolver).bad_input()?;
         if self.resolver.kernel_match().is_mismatch() {
             eprintln!(
                 "ksymwatch: warning: --lines with a vmlinux that is not the running kernel: file:line will be wrong"

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::time::{Duration, Instant};
 
-use ksymwatch_symbols::SymbolTable;
+use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols};
 
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm::Armed;
@@ -18,9 +18,7 @@ use crate::target::watch::Watch;
 use crate::trace::comm::Comms;
 use crate::trace::filter::Filter;
 use crate::trace::hotplug::Hotplug;
-use crate::trace::lines::LineSource;
 use crate::trace::symbolize::Symbolizer;
-use crate::trace::usersym::UserSymbols;
 
 /// When to stop, besides a signal.
 #[derive(Debug, Clone, Copy, Default)]

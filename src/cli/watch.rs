@@ -19,6 +19,7 @@ use crate::report::json::Json;
 use crate::report::status::Status;
 use crate::report::{Header, Output, Quiet, StreamEvent, Tee};
 use crate::target;
+use crate::target::advice::SymbolsContext;
 use crate::target::source::{self, FileSymbols};
 use crate::target::watch::{self, Access, Watch};
 use crate::trace::filter::{Filter, Place};
@@ -29,7 +30,7 @@ use crate::trace::session::{Limits, Plan, Session};
 pub const MAX_WATCHES: usize = 4;
 
 fn load_symbols(args: &SymbolArgs) -> Result<(SymbolTable, Source)> {
-    let table = kallsyms::load(&args.kallsyms).bad_input()?;
+    let table = kallsyms::load(&args.kallsyms).bad_symbols()?;
     Ok((table, Source::Kallsyms(args.kallsyms.clone())))
 }
 

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use common::run;
 use fixture::{have, tool};
-use ksymwatch::trace::lines::{self, LineSource, VmlinuxLines};
+use ksymwatch_symbols::annotate::{self as lines, LineSource, VmlinuxLines};
 use ksymwatch_symbols::{Resolver, Source, SourceSearch};
 
 /// Where the fixture pretends the running kernel put `_text` (a KASLR offset of 0x19000000).

@@ -10,6 +10,7 @@ use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::event;
 use crate::perf::privilege::Privilege;
+use crate::target::advice::Advised;
 
 #[derive(Debug, Serialize)]
 pub struct CpuSlots {
@@ -64,7 +65,7 @@ pub fn gather() -> Report {
         Source::Kallsyms(_) => "running kernel".to_string(),
         other => match Resolver::open_source(other.clone(), &search) {
             Ok(r) => r.kernel_match().to_string(),
-            Err(e) => format!("unreadable: {e}"),
+            Err(e) => format!("unreadable: {}", Advised(e)),
         },
     };
     let online = cpulist::read(Path::new(cpulist::ONLINE)).unwrap_or_default();

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 
-use ksymwatch_symbols::{kallsyms, Source, SymbolTable};
+use ksymwatch_symbols::{kallsyms, LineSource, Source, SymbolTable};
 
 use crate::cli::args::OutputArgs;
 use crate::cli::args::{SymbolArgs, WatchArgs};
@@ -19,18 +19,18 @@ use crate::report::json::Json;
 use crate::report::status::Status;
 use crate::report::{Header, Output, Quiet, StreamEvent, Tee};
 use crate::target;
+use crate::target::advice::SymbolsContext;
 use crate::target::source::{self, FileSymbols};
 use crate::target::watch::{self, Access, Watch};
 use crate::trace::filter::{Filter, Place};
 use crate::trace::hotplug::Hotplug;
-use crate::trace::lines::LineSource;
 use crate::trace::session::{Limits, Plan, Session};
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;
 
 fn load_symbols(args: &SymbolArgs) -> Result<(SymbolTable, Source)> {
-    let table = kallsyms::load(&args.kallsyms).bad_input()?;
+    let table = kallsyms::load(&args.kallsyms).bad_symbols()?;
     Ok((table, Source::Kallsyms(args.kallsyms.clone())))
 }
 

@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::{
     Kaslr, KernelMatch, LookupError, MismatchPolicy, ResolveError, ResolveOptions, Resolved,
-    Resolver, Source, SourceSearch, SymbolTable,
+    Resolver, Source, SourceSearch, SymbolTable, VmlinuxLines,
 };
 
-use crate::error::{Context, Error, ExitCode, Result};
+use crate::error::{Error, ExitCode, Result};
+use crate::target::advice::{Advised, SymbolsContext};
 use crate::target::grammar::{Base, Target};
 use crate::target::watch::{self, Access};
 
@@ -45,7 +46,7 @@ pub fn search(files: Files<'_>) -> SourceSearch {
 
 /// Opens a picked source; a file that cannot serve is bad input (exit 2).
 pub fn open(source: Source, search: &SourceSearch) -> Result<Resolver> {
-    Resolver::open_source(source, search).bad_input()
+    Resolver::open_source(source, search).bad_symbols()
 }
 
 /// Whether `name` is a symbol of this source, without building a vmlinux's whole table.
@@ -54,7 +55,7 @@ fn has_symbol(resolver: &Resolver, name: &str) -> Result<bool> {
         Some(vm) => vm.symbols_named(name).map(|v| !v.is_empty()),
         None => resolver.table().map(|t| t.by_name(name).next().is_some()),
     };
-    found.bad_input()
+    found.bad_symbols()
 }
 
 /// Resolves a symbol TARGET (name, `@N`, member path, `+OFF`) in `resolver`. `/LEN` is left to the caller.
@@ -98,7 +99,7 @@ pub fn resolve(resolver: &Resolver, target: &Target, progress: bool) -> Result<R
 fn resolve_error(e: ResolveError, text: &str, source: &Source) -> Error {
     match e {
         // Lookup and load messages already name the symbol or the file; a member-path one needs the target.
-        ResolveError::Field(e) => Error::usage(format!("`{text}`")).caused_by(e),
+        ResolveError::Field(e) => Error::usage(format!("`{text}`")).caused_by(Advised(e)),
         // "kallsyms has no data symbols" is kallsyms' problem; a small vmlinux or System.map that lacks the
         // name simply does not have it.
         ResolveError::Lookup(LookupError::NoDataSymbols { name, suggestions })
@@ -110,7 +111,7 @@ fn resolve_error(e: ResolveError, text: &str, source: &Source) -> Error {
             }
             Error::usage(m)
         }
-        e => Error::from_cause(ExitCode::Usage, e),
+        e => Error::from_cause(ExitCode::Usage, Advised(e)),
     }
 }
 
@@ -194,10 +195,10 @@ impl FileSymbols {
     pub fn open(source: Source, search: &SourceSearch, force: bool) -> Result<FileSymbols> {
         let resolver = open(source, search)?;
         if !force {
-            resolver.check(MismatchPolicy::Refuse).bad_input()?;
+            resolver.check(MismatchPolicy::Refuse).bad_symbols()?;
         }
         let running =
-            ksymwatch_symbols::kallsyms::load(&search.kallsyms).map_err(|e| e.to_string());
+            ksymwatch_symbols::kallsyms::load(&search.kallsyms).map_err(|e| Advised(e).to_string());
         Ok(FileSymbols {
             resolver,
             running,
@@ -278,7 +279,7 @@ impl FileSymbols {
                     "ksymwatch: warning: call chains from {} instead of kallsyms ({why})",
                     self.resolver.source()
                 );
-                self.resolver.table().bad_input()
+                self.resolver.table().bad_symbols()
             }
         }
     }
@@ -300,8 +301,8 @@ impl FileSymbols {
     }
 
     /// `--lines`: the vmlinux's line tables, built now so a file without them fails before arming.
-    pub fn line_source(&self) -> Result<crate::trace::lines::VmlinuxLines<'_>> {
-        let lines = crate::trace::lines::VmlinuxLines::new(&self.resolver).bad_input()?;
+    pub fn line_source(&self) -> Result<VmlinuxLines<'_>> {
+        let lines = VmlinuxLines::new(&self.resolver).bad_symbols()?;
         if self.resolver.kernel_match().is_mismatch() {
             eprintln!(
                 "ksymwatch: warning: --lines with a vmlinux that is not the running kernel: file:line will be wrong"

@@ -2,6 +2,7 @@
 //! can hold. Every rule about what is watchable lives here, so the tracer below never sees a bad range.
 
 use crate::error::{Error, Result};
+use crate::target::advice::Advised;
 use crate::target::grammar::{Base, Target};
 use ksymwatch_symbols::{LookupError, SymbolKind, SymbolTable};
 
@@ -206,7 +207,7 @@ fn checked(
 }
 
 fn lookup_error(e: LookupError) -> Error {
-    Error::from_cause(crate::error::ExitCode::Usage, e)
+    Error::from_cause(crate::error::ExitCode::Usage, Advised(e))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::io;
 use std::time::{Duration, Instant};
 
-use ksymwatch_symbols::SymbolTable;
+use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols};
 
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm::Armed;
@@ -21,10 +21,8 @@ use crate::trace::comm::Comms;
 use crate::trace::events::{Audit, EventSet, Item};
 use crate::trace::filter::Filter;
 use crate::trace::hotplug::{Changes, Hotplug};
-use crate::trace::lines::LineSource;
 use crate::trace::sorter::Sorter;
 use crate::trace::symbolize::Symbolizer;
-use crate::trace::usersym::UserSymbols;
 
 /// When to stop, besides a signal.
 #[derive(Debug, Clone, Copy, Default)]

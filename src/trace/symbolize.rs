@@ -1,15 +1,14 @@
 //! Turning a sample's raw addresses into named frames, once per hit, for every printer. Kernel frames come
-//! from the symbol table; user frames from the writer's own mappings. Printers only format the
+//! from the symbol table and, with `--lines`, their source lines; user frames from the writer's own
+//! mappings; all three through the `ksymwatch-symbols` crate's API. Printers only format the
 //! [`ResolvedFrame`]s made here; none looks an address up itself, so all of them agree on every name.
 
 use std::collections::HashMap;
 
-use ksymwatch_symbols::SymbolTable;
+use ksymwatch_symbols::{annotate, LineSource, SymbolTable, UserSymbols};
 
 use crate::perf::record::{Context, Sample};
 use crate::report::{ResolvedFrame, SourceLine};
-use crate::trace::lines::{annotate, LineSource};
-use crate::trace::usersym::UserSymbols;
 
 /// The one place addresses become names.
 pub struct Symbolizer<'a> {
@@ -122,8 +121,8 @@ mod tests {
     struct FakeLines;
 
     impl LineSource for FakeLines {
-        fn lines(&self, addr: u64) -> Vec<crate::trace::lines::LineFrame> {
-            let f = |function: &str, line, inlined| crate::trace::lines::LineFrame {
+        fn lines(&self, addr: u64) -> Vec<ksymwatch_symbols::LineFrame> {
+            let f = |function: &str, line, inlined| ksymwatch_symbols::LineFrame {
                 function: Some(function.into()),
                 file: Some("fs/read_write.c".into()),
                 line: Some(line),

@@ -158,12 +158,12 @@ pub enum MismatchPolicy {
     /// Refuse (the default: a watchpoint on the wrong address watches some other variable).
     #[default]
     Refuse,
-    /// Go on anyway (`--force`).
+    /// Go on anyway (the user insists).
     Allow,
 }
 
 impl MismatchPolicy {
-    /// `Err` when the policy refuses this match status; the error says how to override.
+    /// `Err` ([`crate::Error::KernelMismatch`]) when the policy refuses this match status.
     pub fn check(self, status: &KernelMatch, source: &crate::Source) -> Result<(), crate::Error> {
         if self == MismatchPolicy::Refuse && status.is_mismatch() {
             return Err(crate::Error::KernelMismatch {
@@ -225,7 +225,16 @@ mod tests {
         assert!(mis.is_mismatch());
         assert_eq!(mis.status(), "mismatch");
         let err = MismatchPolicy::Refuse.check(&mis, &src).unwrap_err();
-        assert!(err.to_string().contains("--force"), "{err}");
+        assert!(
+            matches!(&err, crate::Error::KernelMismatch { status, .. } if *status == mis),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("is not the running kernel: MISMATCH (file build-id 0101"),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("--"), "no CLI flags: {err}");
         assert!(MismatchPolicy::Allow.check(&mis, &src).is_ok());
         assert_eq!(KernelMatch::compare(None, Some(&b)).status(), "unknown");
         assert!(MismatchPolicy::Refuse

@@ -1,4 +1,6 @@
-//! Errors of this crate, worded for the person at the terminal: each names the problem and the way out.
+//! Errors of this crate, worded for the person at the terminal: each names the problem and, where there is
+//! one, a way out that needs no particular front end. None names a command-line flag: which flag gets past
+//! an error is for the front end to add, by matching on these variants.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -17,6 +19,8 @@ pub enum Error {
         line: usize,
         message: String,
     },
+    /// Debian's one-line stand-in for System.map, which points at the -dbg package instead of listing symbols.
+    Placeholder { path: PathBuf },
     /// The file parsed but holds no symbols.
     Empty { path: PathBuf },
     /// Every address is zero: kptr_restrict hides them from this user.
@@ -43,11 +47,17 @@ impl fmt::Display for Error {
             Error::Parse { path, line, message } => {
                 write!(f, "{}:{line}: not an `ADDRESS TYPE NAME` symbol line: {message}", path.display())
             }
+            Error::Placeholder { path } => write!(
+                f,
+                "{}:1: not an `ADDRESS TYPE NAME` symbol line: this is Debian's placeholder; the real System.map is \
+                 in the linux-image-$(uname -r)-dbg package: install it",
+                path.display()
+            ),
             Error::Empty { path } => write!(f, "{} holds no symbols", path.display()),
             Error::ZeroedAddresses { path } => write!(
                 f,
                 "{} shows every address as 0: kernel pointers are hidden (kptr_restrict); \
-                 run as root with CAP_SYSLOG, or set /proc/sys/kernel/kptr_restrict to 0, or pass --system-map/--vmlinux",
+                 run as root with CAP_SYSLOG, or set /proc/sys/kernel/kptr_restrict to 0",
                 path.display()
             ),
             Error::Elf { path, message } => write!(
@@ -64,7 +74,7 @@ impl fmt::Display for Error {
             ),
             Error::NoDebugInfo { path } => write!(
                 f,
-                "{} has no DWARF debug info (.debug_info): member paths, types and --lines need a vmlinux with \
+                "{} has no DWARF debug info (.debug_info): member paths, types and source lines need a vmlinux with \
                  debug info, e.g. Debian's linux-image-$(uname -r)-dbg (/usr/lib/debug/boot/vmlinux-$(uname -r))",
                 path.display()
             ),
@@ -76,7 +86,7 @@ impl fmt::Display for Error {
             Error::KernelMismatch { source, status } => write!(
                 f,
                 "{source} is not the running kernel: {status}; its addresses would watch the wrong memory. \
-                 Use the vmlinux/System.map of $(uname -r), or pass --force to arm anyway"
+                 Use the vmlinux/System.map of $(uname -r)"
             ),
         }
     }
@@ -133,7 +143,7 @@ impl fmt::Display for LookupError {
                 write!(
                     f,
                     "symbol `{name}` not found: this kernel's kallsyms has no data symbols (CONFIG_KALLSYMS_ALL is off); \
-                     pass --vmlinux FILE or --system-map FILE for this kernel, or give the address as 0xADDR"
+                     use a vmlinux or System.map of this kernel, or give the address as 0xADDR"
                 )?;
                 if !suggestions.is_empty() {
                     write!(

@@ -1,10 +1,13 @@
 //! Kernel symbol resolution and address symbolization for ksymwatch.
 //!
-//! This crate answers three questions and knows nothing about perf:
+//! This crate answers four questions and knows nothing about perf or the command line:
 //! - *where is this variable?* ([`Resolver::resolve`]: a name and member path to runtime and link-time
 //!   addresses, size, section and C type),
-//! - *what code is at this address?* ([`SymbolTable::symbolize`]: an address to `func+0xOFF/0xSIZE`), and
-//! - *which source line is that?* ([`Resolver::frames`]: file:line frames, inlined calls included).
+//! - *what code is at this address?* ([`SymbolTable::symbolize`]: an address to `func+0xOFF/0xSIZE`),
+//! - *which source line is that?* ([`Resolver::frames`]: file:line frames, inlined calls included;
+//!   [`annotate()`] turns them into what a call-chain printer adds to a frame), and
+//! - *which function of which binary is this user address in?* ([`UserSymbols::lookup`]: a process's
+//!   mappings and the mapped ELF's function symbols, demangled).
 //!
 //! Symbols come from a [`Source`] picked by [`SourceSearch`]: an explicit vmlinux or System.map, the
 //! distribution's files for the running kernel, or `/proc/kallsyms`. Link-time addresses are moved by the
@@ -12,9 +15,14 @@
 //! not still answers with link-time addresses, and [`MismatchPolicy`] decides whether to arm on it.
 //!
 //! Modules, one job each: [`kallsyms`] and [`sysmap`] parse the text formats, [`vmlinux`] the ELF,
-//! [`buildid`] the notes, [`kaslr`] the relocation, [`dwarf`] member paths and types, [`lines`] file:line;
-//! the table, the source search and the resolver tie them together.
+//! [`buildid`] the notes, [`kaslr`] the relocation, [`dwarf`] member paths and types, [`lines`] file:line,
+//! [`annotate`](mod@annotate) a chain frame's file:line and inlined calls, [`user`] user-space frames; the table, the
+//! source search and the resolver tie the kernel ones together.
+//!
+//! Errors describe what is wrong and, where there is one, a way out that needs no particular front end;
+//! which command-line flag to pass is for the caller to add.
 
+pub mod annotate;
 pub mod buildid;
 pub mod dwarf;
 mod error;
@@ -27,8 +35,10 @@ mod source;
 mod symbol;
 pub mod sysmap;
 mod table;
+pub mod user;
 pub mod vmlinux;
 
+pub use annotate::{annotate, Annotation, LineFrame, LineSource, VmlinuxLines};
 pub use buildid::{BuildId, KernelMatch, MismatchPolicy};
 pub use dwarf::{FieldError, MemberInfo, VariableQuery};
 pub use error::{Error, LookupError};
@@ -39,4 +49,5 @@ pub use resolve::{ResolveError, ResolveOptions, Resolved, Resolver};
 pub use source::{Source, SourceSearch};
 pub use symbol::{Symbol, SymbolKind};
 pub use table::{SymbolTable, Symbolized};
+pub use user::{demangle, Binary, UserFrame, UserSymbols};
 pub use vmlinux::{Section, Vmlinux};

@@ -1,7 +1,7 @@
 //! Code addresses to source lines: `addr -> [Frame { function, file, line, inlined }]` from the vmlinux
 //! line tables and inline-call records, via `addr2line`.
 //!
-//! Building this reads line programs across the whole DWARF, so it is done only when asked (`--lines`):
+//! Building this reads line programs across the whole DWARF, so it is done only when asked:
 //! [`crate::Resolver::lines`] builds it on first use. It reads straight from the shared mapping, so the
 //! symbolizer can live beside the [`Vmlinux`] without borrowing it.
 

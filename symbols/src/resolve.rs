@@ -1,9 +1,9 @@
-//! The front door for the CLI: open the right source for the running kernel, relocate it, and answer
+//! The front door for a front end: open the right source for the running kernel, relocate it, and answer
 //! `resolve TARGET` with everything a person needs to trust the address (both addresses, size, section,
 //! type, which file answered and whether it is this kernel).
 //!
 //! Work is deferred until a question needs it: a vmlinux's full symbol table is built only for
-//! symbolization or suggestions (a name lookup scans the raw table), and the line table only for `--lines`.
+//! symbolization or suggestions (a name lookup scans the raw table), and the line table only for file:line questions.
 
 use crate::lines::{Frame, LineSymbolizer};
 use crate::{
@@ -309,7 +309,7 @@ impl Resolver {
         self.vmlinux.as_ref()
     }
 
-    /// Applies the mismatch policy: `Err` (naming `--force`) when the file is proven not this kernel.
+    /// Applies the mismatch policy: `Err` ([`Error::KernelMismatch`]) when the file is proven not this kernel.
     pub fn check(&self, policy: MismatchPolicy) -> Result<(), Error> {
         policy.check(&self.kernel_match, &self.source)
     }

@@ -25,7 +25,7 @@ impl Source {
         }
     }
 
-    /// A short word for the kind of file, for `--json` and headers.
+    /// A short word for the kind of file, for machine-readable output and headers.
     pub fn kind(&self) -> &'static str {
         match self {
             Source::Kallsyms(_) => "kallsyms",
@@ -53,9 +53,9 @@ impl std::fmt::Display for Source {
 /// The inputs of the source search; [`SourceSearch::system`] fills them for this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceSearch {
-    /// `--vmlinux FILE`: used as is, never second-guessed.
+    /// A vmlinux the user named: used as is, never second-guessed.
     pub vmlinux: Option<PathBuf>,
-    /// `--system-map FILE`.
+    /// A System.map the user named.
     pub system_map: Option<PathBuf>,
     /// Prefix of the distribution paths (`/` on a real system).
     pub root: PathBuf,
@@ -106,8 +106,8 @@ impl SourceSearch {
         ]
     }
 
-    /// Picks the source: `--vmlinux`, then `--system-map`, then the first usable distribution file, then
-    /// kallsyms. Distribution files that cannot serve (a compressed `/boot/vmlinux-*`, Debian's one-line
+    /// Picks the source: the named vmlinux, then the named System.map, then the first usable distribution
+    /// file, then kallsyms. Distribution files that cannot serve (a compressed `/boot/vmlinux-*`, Debian's one-line
     /// placeholder System.map) are passed over, since the user did not ask for them by name.
     pub fn pick(&self) -> Source {
         if let Some(p) = &self.vmlinux {

@@ -1,5 +1,6 @@
-//! `--lines`: source locations for kernel call-chain frames, behind a small interface a printer can call
-//! without knowing where the lines come from.
+//! What a call-chain printer adds to a kernel frame: the `file:line` after it and the inlined calls before
+//! it, behind a small interface ([`LineSource`]) the printer can call without knowing where the lines come
+//! from.
 //!
 //! A printer holds an `Option<&dyn LineSource>`; for each kernel frame it has already printed as
 //! `func+0xOFF/0xSIZE`, [`annotate`] gives the `file:line` printed after it and the inlined frames
@@ -14,8 +15,10 @@
 //! once the writing instruction has retired, and the frames above it are return addresses. [`annotate`]
 //! therefore looks up `addr - 1`, which lies inside the write or the call; [`LineSource::lines`] itself
 //! looks up exactly the address it is given.
+//!
+//! [`VmlinuxLines`] is the [`LineSource`] over a vmlinux; the DWARF lookups behind it are [`crate::lines`].
 
-use ksymwatch_symbols::{Error, Resolver};
+use crate::{Error, Resolver};
 
 /// One source-level frame at a code address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,5 +107,43 @@ impl LineSource for VmlinuxLines<'_> {
                 inlined: f.inlined,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One inlined call at 0x100, looked up one byte before the chain's address.
+    struct Fake;
+
+    impl LineSource for Fake {
+        fn lines(&self, addr: u64) -> Vec<LineFrame> {
+            let f = |function: &str, file: Option<&str>, line, inlined| LineFrame {
+                function: Some(function.into()),
+                file: file.map(str::to_string),
+                line,
+                inlined,
+            };
+            match addr {
+                0xff => vec![
+                    f("helper", Some("a.c"), Some(44), true),
+                    f("use_inline", Some("a.c"), Some(49), false),
+                ],
+                0x1ff => vec![f("asm_entry", Some("entry.S"), None, false)],
+                0x2ff => vec![f("mystery", None, None, false)],
+                _ => vec![],
+            }
+        }
+    }
+
+    #[test]
+    fn annotates_the_instruction_before_the_address() {
+        let a = annotate(&Fake, 0x100);
+        assert_eq!(a.location, "a.c:49");
+        assert_eq!(a.inlined, vec!["helper (a.c:44) [inlined]".to_string()]);
+        assert_eq!(annotate(&Fake, 0x200).location, "entry.S");
+        assert_eq!(annotate(&Fake, 0x300).location, "??");
+        assert_eq!(annotate(&Fake, 0x0), Annotation::default());
     }
 }

@@ -381,7 +381,7 @@ mod tests {
         let page = 0xfff;
         let start = base + (text.p_vaddr & !page);
         let end = base + ((text.p_vaddr + text.p_memsz + page) & !page);
-        let dir = std::env::temp_dir().join(format!("ksymwatch-usersym-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("ksymwatch-user-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("42")).unwrap();
         std::fs::write(
             dir.join("42/maps"),

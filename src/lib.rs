@@ -1,21 +1,24 @@
 //! ksymwatch: *which code path wrote this variable?*
 //!
-//! One layer a folder, each allowed to use only the ones below it:
+//! One layer a folder; each uses only the layers listed after it (the import graph has no circle):
 //!
-//! - [`cli`]: clap types, their conversion into typed configs, one module per subcommand, exit codes.
-//! - [`target`]: the TARGET grammar and its resolution to a [`target::watch::Watch`] (address, length,
-//!   access) through the `ksymwatch-symbols` crate.
-//! - [`trace`]: the running session: event loop, hotplug following, task names, filters, symbolized hits.
+//! - [`cli`]: clap types, their conversion into the typed configs below, one module per subcommand, and
+//!   the one place errors become exit codes. Nothing imports it.
+//! - [`trace`]: the running session: the event loop, the armed event set, the time-ordered merge of all
+//!   rings, hotplug following, task names, symbolized hits handed to a [`report::Output`].
+//! - [`report`]: printers and summaries, fed already-symbolized hits; no system calls, no /proc (it reads
+//!   the decoded [`perf::record::Sample`] type, nothing else of perf).
 //! - [`perf`]: the raw kernel interface: system calls, breakpoint events, rings, record decoding, arming.
-//! - [`report`]: printers and summaries, fed already-symbolized hits; no perf or /proc access.
+//! - [`config`]: what to watch (TARGET grammar, resolution to an address through the `ksymwatch-symbols`
+//!   crate), which symbol file answers, filters and limits.
 //!
 //! [`error`] (the error type and exit codes) and [`cpulist`] (the kernel's CPU-list text) are shared
-//! leaves. All symbol-table code lives in the `ksymwatch-symbols` crate.
+//! leaves. All symbol-table code, kernel and user space, lives in the `ksymwatch-symbols` crate.
 
 pub mod cli;
+pub mod config;
 pub mod cpulist;
 pub mod error;
 pub mod perf;
 pub mod report;
-pub mod target;
 pub mod trace;

@@ -3,9 +3,9 @@
 
 mod common;
 
+use ksymwatch::config::watch::{Access, Watch};
 use ksymwatch::perf::arm::{arm_with, open_cpu};
 use ksymwatch::perf::event::{EventConfig, OpenError, Stage};
-use ksymwatch::target::watch::{Access, Watch};
 use std::collections::BTreeSet;
 use std::io;
 

@@ -2,9 +2,10 @@
 //! any input, and what the encoders write must decode to the same values. CI runs the default number of
 //! cases; `scripts/fuzz.sh` runs many more.
 
+use ksymwatch::config::target;
+use ksymwatch::cpulist;
 use ksymwatch::perf::record;
 use ksymwatch::trace::hotplug;
-use ksymwatch::{cpulist, target};
 use ksymwatch_symbols::kallsyms;
 use proptest::prelude::*;
 use std::path::Path;

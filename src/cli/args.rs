@@ -40,7 +40,7 @@ pub enum Command {
 #[derive(Args, Debug)]
 pub struct SymbolArgs {
     /// kallsyms-format file to resolve symbols and call chains with.
-    #[arg(long, value_name = "FILE", default_value = crate::target::source::DEFAULT_KALLSYMS)]
+    #[arg(long, value_name = "FILE", default_value = crate::config::symbols::DEFAULT_KALLSYMS)]
     pub kallsyms: PathBuf,
     /// vmlinux ELF to resolve symbols, struct fields and sizes with (tried first).
     #[arg(long, value_name = "FILE")]
@@ -55,7 +55,7 @@ pub struct SymbolArgs {
     #[arg(long)]
     pub lines: bool,
     /// ELF notes of the running kernel, for its build-id (tests point this at a made-up kernel).
-    #[arg(long, value_name = "FILE", default_value = crate::target::source::DEFAULT_NOTES, hide = true)]
+    #[arg(long, value_name = "FILE", default_value = crate::config::symbols::DEFAULT_NOTES, hide = true)]
     pub kernel_notes: PathBuf,
 }
 
@@ -68,7 +68,7 @@ pub struct ResolveArgs {
     #[arg(long)]
     pub json: bool,
     /// kallsyms-format file (the last resort, and the running kernel to compare a file with).
-    #[arg(long, value_name = "FILE", default_value = crate::target::source::DEFAULT_KALLSYMS)]
+    #[arg(long, value_name = "FILE", default_value = crate::config::symbols::DEFAULT_KALLSYMS)]
     pub kallsyms: PathBuf,
     /// vmlinux ELF to resolve with (tried first).
     #[arg(long, value_name = "FILE")]
@@ -77,7 +77,7 @@ pub struct ResolveArgs {
     #[arg(long, value_name = "FILE")]
     pub system_map: Option<PathBuf>,
     /// ELF notes of the running kernel, for its build-id (tests point this at a made-up kernel).
-    #[arg(long, value_name = "FILE", default_value = crate::target::source::DEFAULT_NOTES, hide = true)]
+    #[arg(long, value_name = "FILE", default_value = crate::config::symbols::DEFAULT_NOTES, hide = true)]
     pub kernel_notes: PathBuf,
 }
 
@@ -153,8 +153,8 @@ pub struct OutputArgs {
 
 impl SymbolArgs {
     /// The symbol files named on the command line, as the target layer takes them.
-    pub fn files(&self) -> crate::target::source::Files<'_> {
-        crate::target::source::Files {
+    pub fn files(&self) -> crate::config::symbols::Files<'_> {
+        crate::config::symbols::Files {
             kallsyms: &self.kallsyms,
             vmlinux: self.vmlinux.as_deref(),
             system_map: self.system_map.as_deref(),

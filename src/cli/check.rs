@@ -6,11 +6,11 @@ use std::path::Path;
 use ksymwatch_symbols::{kallsyms, Resolver, Source, SourceSearch};
 use serde::Serialize;
 
+use crate::config::advice::Advised;
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::event;
 use crate::perf::privilege::Privilege;
-use crate::target::advice::Advised;
 
 #[derive(Debug, Serialize)]
 pub struct CpuSlots {

@@ -14,8 +14,8 @@ use clap::Parser;
 
 pub use args::{Cli, Command};
 
+use crate::config::watch::Access;
 use crate::error::Result;
-use crate::target::watch::Access;
 
 /// Parses arguments, runs, and returns the process exit code.
 pub fn main() -> i32 {

@@ -4,9 +4,9 @@
 use std::io::Write;
 
 use crate::cli::args::ResolveArgs;
+use crate::config::symbols::{self, Files};
+use crate::config::target;
 use crate::error::{Context, Error, Result};
-use crate::target;
-use crate::target::source::{self, Files};
 
 pub fn run(args: ResolveArgs) -> Result<()> {
     let target = target::parse(&args.target).bad_input()?;
@@ -16,14 +16,14 @@ pub fn run(args: ResolveArgs) -> Result<()> {
             target.text
         )));
     }
-    let search = source::search(Files {
+    let search = symbols::search(Files {
         kallsyms: &args.kallsyms,
         vmlinux: args.vmlinux.as_deref(),
         system_map: args.system_map.as_deref(),
         notes: &args.kernel_notes,
     });
-    let resolver = source::open(search.pick(), &search)?;
-    let r = source::resolve(&resolver, &target, true)?;
+    let resolver = symbols::open(search.pick(), &search)?;
+    let r = symbols::resolve(&resolver, &target, true)?;
     let text = if args.json {
         r.to_json()
     } else {

@@ -8,6 +8,12 @@ use ksymwatch_symbols::{kallsyms, LineSource, Source, SymbolTable};
 
 use crate::cli::args::OutputArgs;
 use crate::cli::args::{SymbolArgs, WatchArgs};
+use crate::config::advice::SymbolsContext;
+use crate::config::filter::{Filter, Place};
+use crate::config::symbols::{self, FileSymbols};
+use crate::config::target;
+use crate::config::watch::{self, Access, Watch};
+use crate::config::Limits;
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm;
@@ -18,13 +24,8 @@ use crate::report::ftrace::Ftrace;
 use crate::report::json::Json;
 use crate::report::status::Status;
 use crate::report::{Header, Output, Quiet, StreamEvent, Tee};
-use crate::target;
-use crate::target::advice::SymbolsContext;
-use crate::target::source::{self, FileSymbols};
-use crate::target::watch::{self, Access, Watch};
-use crate::trace::filter::{Filter, Place};
 use crate::trace::hotplug::Hotplug;
-use crate::trace::session::{Limits, Plan, Session};
+use crate::trace::session::{Plan, Session};
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;
@@ -179,7 +180,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     crate::perf::privilege::Privilege::current()
         .system_wide()
         .map_err(Error::not_permitted)?;
-    let search = source::search(args.symbols.files());
+    let search = symbols::search(args.symbols.files());
     let picked = search.pick();
     if args.symbols.lines && !matches!(picked, Source::Vmlinux(_)) {
         return Err(Error::usage(format!(

@@ -5,9 +5,9 @@
 use std::collections::BTreeSet;
 use std::io;
 
+use crate::config::watch::Watch;
 use crate::error::Error;
 use crate::perf::event::{CpuEvent, EventConfig, OpenError, Stage};
-use crate::target::watch::Watch;
 
 /// Events armed and enabled, in CPU then watch order.
 pub struct Armed {

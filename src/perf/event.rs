@@ -6,10 +6,10 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use perf_event_open_sys::bindings as pb;
 
+use crate::config::watch::{Access, Watch};
 use crate::perf::record::SAMPLE_TYPE;
 use crate::perf::ring::Ring;
 use crate::perf::sys;
-use crate::target::watch::{Access, Watch};
 
 /// How an event is sampled and buffered.
 #[derive(Debug, Clone, Copy)]

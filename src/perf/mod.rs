@@ -1,9 +1,9 @@
-//! The kernel interface and nothing else: raw system calls ([`sys`], the only module with `unsafe`), the
+//! The kernel interface and nothing else: every raw system call ([`sys`]; the only other `unsafe` reads the mapped ring), the
 //! typed breakpoint event ([`event`]), the ring-buffer reader ([`ring`]), the pure record decoder
 //! ([`record`]), the all-or-nothing arming of a set of events ([`arm`]) and the privilege check
 //! ([`privilege`]).
 //!
-//! Uses only the watch it is asked to arm ([`crate::target::watch::Watch`]) and the shared error type; it
+//! Uses only the watch it is asked to arm ([`crate::config::watch::Watch`]) and the shared error type; it
 //! knows nothing of symbols, printing or the CLI.
 
 pub mod arm;

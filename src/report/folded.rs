@@ -126,8 +126,8 @@ fn xml_escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::watch::{Access, Watch};
     use crate::perf::record::{decode, encode, Record, Sample, SAMPLE_TYPE};
-    use crate::target::watch::{Access, Watch};
     use crate::trace::symbolize::Symbolizer;
     use ksymwatch_symbols::kallsyms;
     use std::cell::RefCell;

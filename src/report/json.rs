@@ -370,8 +370,8 @@ impl<W: Write, E: Write> Output for Json<W, E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::watch::{Access, Watch};
     use crate::perf::record::{decode, encode, Record as PerfRecord, SAMPLE_TYPE};
-    use crate::target::watch::{Access, Watch};
     use crate::trace::symbolize::Symbolizer;
     use ksymwatch_symbols::kallsyms;
     use serde_json::Value;

@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use std::time::Duration;
 
+use crate::config::watch::Watch;
 use crate::perf::record::Sample;
-use crate::target::watch::Watch;
 
 pub use frame::{ResolvedFrame, SourceLine};
 

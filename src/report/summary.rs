@@ -184,8 +184,8 @@ pub fn write_text(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::watch::{Access, Watch};
     use crate::perf::record::{decode, encode, Record, Sample, SAMPLE_TYPE};
-    use crate::target::watch::{Access, Watch};
     use crate::trace::symbolize::Symbolizer;
     use ksymwatch_symbols::{kallsyms, SymbolTable};
     use std::path::Path;

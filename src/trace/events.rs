@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::config::watch::Watch;
 use crate::perf::arm;
 use crate::perf::event::{CpuEvent, EventConfig, OpenError};
 use crate::perf::record::{self, Record, Sample, SAMPLE_TYPE};
 use crate::perf::sys::{self, Epoll};
-use crate::target::watch::Watch;
 use crate::trace::sorter::{RingKey, Sorter};
 
 /// What a ring gave, in the order the sorter releases it.

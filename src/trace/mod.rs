@@ -1,14 +1,15 @@
 //! The running session: the loop that ties the armed events' rings to signals, the deadline and CPU
-//! hotplug ([`session`]), following CPUs as they come and go ([`hotplug`]), naming tasks ([`comm`]),
-//! filtering hits ([`filter`]) and naming frames ([`symbolize`]).
+//! hotplug ([`session`]); the armed event set that owns every descriptor and ring ([`events`]); the merge
+//! of records from all rings in timestamp order ([`sorter`]); following CPUs as they come and go
+//! ([`hotplug`]); naming tasks ([`comm`]) and frames ([`symbolize`]).
 //!
-//! Uses [`crate::perf`] for events and records and hands symbolized hits to a [`crate::report::Output`];
-//! it never prints itself. Every name comes from the `ksymwatch-symbols` crate (kernel tables, user-space
-//! maps and ELF symbols, source lines); [`symbolize`] only applies them to a sample.
+//! Uses [`crate::perf`] for events and records and [`crate::config`] for what to watch, keep and stop on;
+//! hands symbolized hits to a [`crate::report::Output`] and never prints itself. Every name comes from the
+//! `ksymwatch-symbols` crate (kernel tables, user-space maps and ELF symbols, source lines); [`symbolize`]
+//! only applies them to a sample.
 
 pub mod comm;
 pub mod events;
-pub mod filter;
 pub mod hotplug;
 pub mod session;
 pub mod sorter;

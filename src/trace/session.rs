@@ -10,26 +10,20 @@ use std::time::{Duration, Instant};
 
 use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols};
 
+use crate::config::filter::Filter;
+use crate::config::watch::Watch;
+use crate::config::Limits;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm::Armed;
 use crate::perf::event::EventConfig;
 use crate::perf::record::Sample;
 use crate::perf::sys::{self, Epoll, SignalFd};
 use crate::report::{Hit, Output, ResolvedFrame, StopReason, StreamEvent, Summary};
-use crate::target::watch::Watch;
 use crate::trace::comm::Comms;
 use crate::trace::events::{Audit, EventSet, Item};
-use crate::trace::filter::Filter;
 use crate::trace::hotplug::{Changes, Hotplug};
 use crate::trace::sorter::Sorter;
 use crate::trace::symbolize::Symbolizer;
-
-/// When to stop, besides a signal.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Limits {
-    pub duration: Option<Duration>,
-    pub count: Option<u64>,
-}
 
 /// What a session watches and how: fixed for its lifetime.
 pub struct Plan<'a> {

@@ -140,9 +140,9 @@ mod tests {
 
     #[test]
     fn lines_annotate_kernel_frames_and_are_printed() {
+        use crate::config::watch::{Access, Watch};
         use crate::perf::record::{decode, encode, Record, SAMPLE_TYPE};
         use crate::report::{ftrace::Ftrace, Hit, Output};
-        use crate::target::watch::{Access, Watch};
         let table = kallsyms::from_text(
             "ffffffff81000000 T read_zero\nffffffff81000100 T end\n",
             Path::new("f"),

@@ -1,9 +1,9 @@
 //! Turning a parsed [`Target`] into a [`Watch`]: an address, a length and an access type a debug register
 //! can hold. Every rule about what is watchable lives here, so the tracer below never sees a bad range.
 
+use crate::config::advice::Advised;
+use crate::config::target::{Base, Target};
 use crate::error::{Error, Result};
-use crate::target::advice::Advised;
-use crate::target::grammar::{Base, Target};
 use ksymwatch_symbols::{LookupError, SymbolKind, SymbolTable};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +135,7 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
     checked(target, access, addr, len, label, warnings)
 }
 
-/// A watch on what a vmlinux or System.map resolved (`crate::target::source::resolve`): `addr` is where to arm,
+/// A watch on what a vmlinux or System.map resolved (`crate::config::symbols::resolve`): `addr` is where to arm,
 /// and `r.size` the bytes from there to the end of the object (a member's DWARF size, or the symbol's).
 pub fn from_resolved(
     target: &Target,
@@ -213,7 +213,7 @@ fn lookup_error(e: LookupError) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::grammar::parse;
+    use crate::config::target::parse;
     use ksymwatch_symbols::kallsyms;
     use std::path::Path;
 

@@ -13,10 +13,10 @@ use ksymwatch_symbols::{
     Resolver, Source, SourceSearch, SymbolTable, VmlinuxLines,
 };
 
+use crate::config::advice::{Advised, SymbolsContext};
+use crate::config::target::{Base, Target};
+use crate::config::watch::{self, Access};
 use crate::error::{Error, ExitCode, Result};
-use crate::target::advice::{Advised, SymbolsContext};
-use crate::target::grammar::{Base, Target};
-use crate::target::watch::{self, Access};
 
 pub const DEFAULT_KALLSYMS: &str = "/proc/kallsyms";
 pub const DEFAULT_NOTES: &str = "/sys/kernel/notes";

@@ -1,0 +1,24 @@
+//! The typed configuration of a run, built by `cli` from the command line and read by the layers below:
+//! what to watch (the TARGET grammar in [`target`], resolved to a [`watch::Watch`]: address, length,
+//! access), which symbol file answers for it ([`symbols`], with [`advice`] wording the symbols crate's
+//! errors for this command line), which hits to keep ([`filter`]) and when to stop ([`Limits`]).
+//!
+//! Uses the `ksymwatch-symbols` crate and nothing of perf, the tracer or the CLI: the command line hands it
+//! plain values ([`symbols::Files`]), never clap types.
+
+pub mod advice;
+pub mod filter;
+pub mod symbols;
+pub mod target;
+pub mod watch;
+
+use std::time::Duration;
+
+pub use target::{parse, Base, Target, TargetError};
+
+/// When to stop, besides a signal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    pub duration: Option<Duration>,
+    pub count: Option<u64>,
+}

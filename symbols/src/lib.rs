@@ -27,6 +27,8 @@ mod source;
 mod symbol;
 pub mod sysmap;
 mod table;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod vmlinux;
 
 pub use buildid::{BuildId, KernelMatch, MismatchPolicy};

@@ -1,18 +1,10 @@
-//! Shared support for the live tests: a machine-wide lock (debug registers and CPU hotplug are shared by
-//! every test process, including other checkouts' test runs), C helpers built with gcc, and a handle on a
-//! running ksymwatch that parses its ftrace-style output.
+//! Shared support for every module of the suite: a machine-wide lock for the live tests (debug registers
+//! and CPU hotplug are shared by every test process, including other checkouts' test runs), C helpers built
+//! with gcc, a handle on a running ksymwatch that parses its ftrace-style output, and the skip helper.
 
-#![allow(dead_code)]
-
-/// Says why a test is skipped, on stderr directly (past libtest's capture), so every skip is visible in
-/// a plain `cargo test` run.
-#[macro_export]
-macro_rules! skip {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
+/// `skip(why)` prints `SKIP: <test>: <why>` past libtest's capture (counted by `scripts/test`); `require`
+/// skips when a tool is missing. Shared with the symbols crate's tests, as is the vmlinux fixture.
+pub use ksymwatch_symbols::testing::{fixture, have, require, skip, tool};
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -25,13 +17,15 @@ use std::time::Duration;
 pub const BIN: &str = env!("CARGO_BIN_EXE_ksymwatch");
 
 /// Held for the whole of a live test: only one test on this machine may arm breakpoints or touch hotplug.
-pub struct LiveLock(File);
+pub struct LiveLock(
+    #[allow(dead_code, reason = "held, never read: the flock lasts until drop")] File,
+);
 
 /// Takes the machine-wide live-test lock, or returns `None` (after printing why) when this machine cannot
 /// run live breakpoint tests at all.
 pub fn live() -> Option<LiveLock> {
     if let Some(why) = cannot_run_live() {
-        skip!("SKIP: {why}");
+        skip(why);
         return None;
     }
     let f = File::create("/tmp/ksymwatch-live-tests.lock").expect("create lock file");
@@ -94,6 +88,7 @@ pub struct Writer {
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     pub addr: u64,
+    #[allow(dead_code, reason = "parsed from the banner; no test needs it yet")]
     pub pid: u32,
     pub tid: u32,
 }
@@ -175,6 +170,7 @@ pub struct HitLine {
     pub comm: String,
     pub tid: u32,
     pub cpu: u32,
+    #[allow(dead_code, reason = "parsed to check the column; no test compares it")]
     pub time: String,
     pub target: String,
     pub access: String,
@@ -375,7 +371,9 @@ pub fn can_hotplug_cpu1() -> bool {
         .open(CPU1_ONLINE)
         .is_ok();
     if !ok {
-        skip!("SKIP: {CPU1_ONLINE} is not writable: no CPU hotplug here");
+        skip(format_args!(
+            "{CPU1_ONLINE} is not writable: no CPU hotplug here"
+        ));
     }
     ok
 }

@@ -2,15 +2,15 @@
 //! dead event, churn loses nothing. cpu1 is always brought back online by a guard, and the machine-wide live
 //! lock keeps every other live test (which needs both CPUs and free debug registers) out meanwhile.
 
-mod common;
+use crate::util;
 
-use common::{parse_hits, set_online, OnlineGuard, Tracer, Writer};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use util::{parse_hits, set_online, OnlineGuard, Tracer, Writer};
 
-fn setup() -> Option<(common::LiveLock, OnlineGuard)> {
-    let lock = common::live()?;
-    if !common::can_hotplug_cpu1() {
+fn setup() -> Option<(util::LiveLock, OnlineGuard)> {
+    let lock = util::live()?;
+    if !util::can_hotplug_cpu1() {
         return None;
     }
     let guard = OnlineGuard(1);
@@ -64,7 +64,7 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
     for i in 0..CYCLES {
         if i == 1 {
             // Measured once a full cycle has run, so start-up's transient descriptors are gone.
-            fds_before = common::fd_count(t.child.id());
+            fds_before = util::fd_count(t.child.id());
         }
         set_online(1, false);
         stream += &t.read_until(|l| l.starts_with("# cpu 1 offline"));
@@ -76,7 +76,7 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
             stream.lines().last().unwrap()
         );
     }
-    let fds_after = common::fd_count(t.child.id());
+    let fds_after = util::fd_count(t.child.id());
     w.send("stop");
     let stores: usize = w.read_until("done")[0]
         .trim_start_matches("stores=")
@@ -107,7 +107,7 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
     // Perf events exactly one per online CPU; other descriptors may be mid-use (a sysfs read), never more.
     assert_eq!(
         fds_after.1,
-        common::online_cpus().len(),
+        util::online_cpus().len(),
         "descriptors of dead events are closed: {fds_after:?}"
     );
     assert!(
@@ -121,7 +121,7 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
 /// Takes every debug register of cpu1 with a helper, then takes cpu1 offline: the helper's dead events keep
 /// their slots, so when cpu1 returns ksymwatch cannot arm it.
 fn hold_cpu1_then_offline() -> std::process::Child {
-    let mut holder = Command::new(common::helper("holder"))
+    let mut holder = Command::new(util::helper("holder"))
         .args(["1", "4"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1,12 +1,12 @@
 //! Live tests of `ksymwatch write|rw`: real breakpoints on this machine, assertions on what the kernel
-//! reported. Serialized machine-wide by `common::live()`; hits are matched by the helper's tid because a
+//! reported. Serialized machine-wide by `util::live()`; hits are matched by the helper's tid because a
 //! system-wide watch also sees every other process that touches the address.
 
-mod common;
+use crate::util;
 
-use common::{parse_hits, run, HitLine, Tracer, Writer};
 use std::collections::HashSet;
 use std::time::Duration;
+use util::{parse_hits, run, HitLine, Tracer, Writer};
 
 const KERNEL_TARGET: &str = "__start_init_stack+0x3e00";
 
@@ -28,7 +28,7 @@ fn frame_name(frame: &str) -> &str {
 
 #[test]
 fn kernel_writer_chains_symbolize_to_kallsyms_functions() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     let (code, out, err) = run(&["write", KERNEL_TARGET, "--duration", "2s"]);
     assert_eq!(code, 0, "stderr: {err}");
     assert!(out.starts_with("# tracer: ksymwatch\n"), "{out}");
@@ -73,9 +73,9 @@ fn hits_of(hits: &[HitLine], tid: u32) -> Vec<&HitLine> {
 
 #[test]
 fn every_online_cpu_reports_exactly_the_helpers_writes() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     const N: usize = 1000;
-    for cpu in common::online_cpus() {
+    for cpu in util::online_cpus() {
         let mut w = Writer::start(&["write", &N.to_string(), &cpu.to_string()]);
         let target = format!("0x{:x}/8", w.addr);
         let t = Tracer::start(&["write", &target]);
@@ -116,7 +116,7 @@ fn every_online_cpu_reports_exactly_the_helpers_writes() {
 
 #[test]
 fn kernel_write_into_watched_user_buffer_shows_the_read_path() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     let mut w = Writer::start(&["read", "3", "0"]);
     let target = format!("0x{:x}", w.addr);
     let t = Tracer::start(&["write", &target]);
@@ -154,7 +154,7 @@ fn kernel_write_into_watched_user_buffer_shows_the_read_path() {
 
 #[test]
 fn count_prints_exactly_that_many_hits() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     let (code, out, err) = run(&["write", KERNEL_TARGET, "--count", "5", "--duration", "60s"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(parse_hits(&out).len(), 5, "{out}");
@@ -166,7 +166,7 @@ fn count_prints_exactly_that_many_hits() {
 
 #[test]
 fn duration_stops_on_time() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     let t = Tracer::start(&["write", KERNEL_TARGET, "--duration", "500ms"]);
     let (code, _out, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
@@ -175,7 +175,7 @@ fn duration_stops_on_time() {
 
 #[test]
 fn sigint_and_sigterm_stop_cleanly_with_summary() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
         let t = Tracer::start(&["write", KERNEL_TARGET]);
         std::thread::sleep(Duration::from_millis(300));
@@ -195,7 +195,7 @@ fn sigint_and_sigterm_stop_cleanly_with_summary() {
 
 #[test]
 fn closed_stdout_is_a_quiet_normal_end() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     let mut t = Tracer::start(&["write", KERNEL_TARGET]);
     // Read one hit, then hang up like `| head -n 20` does: ksymwatch's next write gets EPIPE.
     t.read_until(|l| !l.starts_with('#'));
@@ -208,7 +208,7 @@ fn closed_stdout_is_a_quiet_normal_end() {
 
 #[test]
 fn rw_reports_reads_too() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     // The read path of the helper's own variable: the store loop also loads nothing, so use the kernel
     // target, which is read and written; rw must report RW hits.
     let (code, out, err) = run(&["rw", KERNEL_TARGET, "--count", "3", "--duration", "60s"]);
@@ -221,7 +221,7 @@ fn rw_reports_reads_too() {
 
 #[test]
 fn a_full_ring_loses_records_loudly() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     // One data page per CPU cannot hold 10 ms of a writer at full speed: the kernel must drop records, and
     // ksymwatch must say so in the stream and the summary, never silently.
     const N: usize = 100_000;

@@ -1,20 +1,10 @@
 //! End-to-end tests on a small "vmlinux" built with gcc at test time (tests/fixture/*.c, linked at the
-//! kernel base with a build-id), checked against what `nm -S`, `readelf -n` and `gdb` say about the same
-//! file. Without gcc the tests print SKIP and pass; gdb-only checks skip the same way.
+//! kernel base with a build-id; `ksymwatch_symbols::testing::fixture`), checked against what `nm -S`,
+//! `readelf -n` and `gdb` say about the same file. Without gcc the tests print `SKIP: <test>: <reason>`
+//! and pass; checks needing nm, readelf or gdb skip the same way.
 
-/// Says why a test is skipped, on stderr directly (past libtest's capture), so every skip is visible in
-/// a plain `cargo test` run.
-macro_rules! skip {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
-
-#[path = "support/fixture.rs"]
-mod fixture;
-
-use fixture::{have, tool, Fixture};
+use ksymwatch_symbols::testing::fixture::{self, Fixture};
+use ksymwatch_symbols::testing::{require, tool};
 use ksymwatch_symbols::{
     dwarf, BuildId, Error, FieldError, KernelMatch, LookupError, MemberInfo, MismatchPolicy,
     PathElem, ResolveError, ResolveOptions, Resolver, Source, SourceSearch, VariableQuery, Vmlinux,
@@ -103,8 +93,7 @@ fn build_id(f: &Fixture) -> BuildId {
 #[test]
 fn symbols_match_nm() {
     let f = need_fixture!();
-    if !have("nm") {
-        skip!("SKIP: nm not found");
+    if !require("nm") {
         return;
     }
     let vm = Vmlinux::open(&f.vmlinux).unwrap();
@@ -129,8 +118,7 @@ fn symbols_match_nm() {
 #[test]
 fn build_id_matches_readelf() {
     let f = need_fixture!();
-    if !have("readelf") {
-        skip!("SKIP: readelf not found");
+    if !require("readelf") {
         return;
     }
     let out = tool("readelf", &["-n", f.vmlinux.to_str().unwrap()]);
@@ -144,8 +132,7 @@ fn build_id_matches_readelf() {
 #[test]
 fn member_paths_match_gdb() {
     let f = need_fixture!();
-    if !have("gdb") {
-        skip!("SKIP: gdb not found; member paths are checked only for shape");
+    if !require("gdb") {
         return;
     }
     let vm = Vmlinux::open(&f.vmlinux).unwrap();
@@ -346,8 +333,7 @@ fn build_id_mismatch_is_refused_but_still_resolves_link_time() {
 #[test]
 fn system_map_relocates_and_cross_checks_with_kallsyms() {
     let f = need_fixture!();
-    if !have("nm") {
-        skip!("SKIP: nm not found");
+    if !require("nm") {
         return;
     }
     let map = f.dir.join("System.map");
@@ -503,8 +489,7 @@ fn truncated_and_corrupt_elf_are_errors_not_panics() {
 #[test]
 fn stripped_vmlinux_says_what_to_install() {
     let f = need_fixture!();
-    if !have("objcopy") {
-        skip!("SKIP: objcopy not found");
+    if !require("objcopy") {
         return;
     }
     let stripped = f.dir.join("vmlinux.stripped");

@@ -27,7 +27,7 @@ mod source;
 mod symbol;
 pub mod sysmap;
 mod table;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod vmlinux;
 

@@ -3,8 +3,7 @@
 
 use crate::util;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn check_json() -> (i32, serde_json::Value) {
     let (code, out, err) = util::run(&["check", "--json"]);
@@ -50,19 +49,9 @@ fn sees_registers_taken_by_someone_else() {
     let Some(_lock) = util::live() else { return };
     let cpus = util::online_cpus();
     let busy = *cpus.last().unwrap();
-    let mut holder = Command::new(util::helper("holder"))
-        .args([busy.to_string(), "3".into()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(holder.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let holder = util::Holder::start(busy, 3);
     let (code, v) = check_json();
-    drop(holder.stdin.take());
-    let _ = holder.wait();
+    drop(holder);
     assert_eq!(code, 0);
     let r = v["debug_registers"]
         .as_array()

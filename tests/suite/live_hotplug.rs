@@ -4,7 +4,6 @@
 
 use crate::util;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 use util::{parse_hits, set_online, OnlineGuard, Tracer, Writer};
 
@@ -25,7 +24,7 @@ fn cpu_that_comes_online_after_arming_is_covered() {
     };
     const N: usize = 500;
     set_online(1, false);
-    let mut w = Writer::start(&["write", &N.to_string(), "1"]);
+    let w = Writer::start(&["write", &N.to_string(), "1"]);
     let mut t = Tracer::start(&["write", &format!("0x{:x}", w.addr)]);
     assert!(
         t.header.contains("# armed 1 breakpoint on cpus 0 "),
@@ -35,12 +34,8 @@ fn cpu_that_comes_online_after_arming_is_covered() {
     set_online(1, true);
     let marks = t.read_until(|l| l.starts_with("# cpu 1 online"));
     assert!(marks.contains("# cpu 1 online: armed at"), "{marks}");
-    w.go();
-    let tid = w.tid;
-    w.finish();
-    std::thread::sleep(Duration::from_millis(50));
-    t.signal(libc::SIGINT);
-    let (code, out, err) = t.wait(Duration::from_secs(30));
+    let tid = w.go_and_finish();
+    let (code, out, err) = t.interrupt(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
     let mine: Vec<_> = parse_hits(&(marks + &out))
         .into_iter()
@@ -86,9 +81,7 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
     w.send("burst 100 1");
     w.read_until("done");
     let tid = w.tid;
-    std::thread::sleep(Duration::from_millis(50));
-    t.signal(libc::SIGINT);
-    let (code, out, err) = t.wait(Duration::from_secs(60));
+    let (code, out, err) = t.interrupt(Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
     stream += &out;
     let mine: Vec<_> = parse_hits(&stream)
@@ -120,20 +113,9 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
 
 /// Takes every debug register of cpu1 with a helper, then takes cpu1 offline: the helper's dead events keep
 /// their slots, so when cpu1 returns ksymwatch cannot arm it.
-fn hold_cpu1_then_offline() -> std::process::Child {
-    let mut holder = Command::new(util::helper("holder"))
-        .args(["1", "4"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("holder");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line.trim(), "held 4");
+fn hold_cpu1_then_offline() -> util::Holder {
+    let holder = util::Holder::start(1, 4);
+    assert_eq!(holder.held, 4);
     set_online(1, false);
     holder
 }
@@ -143,7 +125,7 @@ fn unarmable_cpu_is_reported_and_retried() {
     let Some((_lock, _guard)) = setup() else {
         return;
     };
-    let mut holder = hold_cpu1_then_offline();
+    let holder = hold_cpu1_then_offline();
     let mut t = Tracer::start(&["write", "__start_init_stack+0x3e00"]);
     set_online(1, true);
     let marks = t.read_until(|l| l.starts_with("# cpu 1 online"));
@@ -153,8 +135,7 @@ fn unarmable_cpu_is_reported_and_retried() {
         "{marks}"
     );
     // Free the registers: the next reconcile arms cpu1.
-    drop(holder.stdin.take());
-    let _ = holder.wait();
+    drop(holder);
     let marks = t.read_until(|l| l.starts_with("# cpu 1 online"));
     assert!(marks.contains("# cpu 1 online: armed at"), "{marks}");
     t.signal(libc::SIGINT);
@@ -171,12 +152,11 @@ fn strict_hotplug_makes_an_unarmable_cpu_fatal() {
     let Some((_lock, _guard)) = setup() else {
         return;
     };
-    let mut holder = hold_cpu1_then_offline();
+    let holder = hold_cpu1_then_offline();
     let t = Tracer::start(&["write", "__start_init_stack+0x3e00", "--strict-hotplug"]);
     set_online(1, true);
     let (code, _out, err) = t.wait(Duration::from_secs(30));
-    drop(holder.stdin.take());
-    let _ = holder.wait();
+    drop(holder);
     assert_eq!(code, 3, "{err}");
     assert!(
         err.contains("--strict-hotplug") && err.contains("cpu 1"),

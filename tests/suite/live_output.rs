@@ -220,12 +220,7 @@ fn collect(
 impl Traced {
     /// Starts ksymwatch and waits until it says it is armed (panics with its output if it exits first).
     fn start(args: &[&str], ready: Ready) -> Traced {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start ksymwatch");
+        let mut child = util::spawn(args);
         let (tx, rx) = mpsc::channel();
         let (on_out, on_err) = match ready {
             Ready::Stdout(w) => (Some(w), None),
@@ -249,6 +244,13 @@ impl Traced {
     }
 
     /// Waits (bounded) for exit; returns (exit code, stdout, stderr).
+    /// Ctrl-C once the helper's writes are in the rings (a tick for the loop), then [`Traced::wait`].
+    fn interrupt(self, limit: Duration) -> (i32, String, String) {
+        std::thread::sleep(Duration::from_millis(50));
+        self.signal(libc::SIGINT);
+        self.wait(limit)
+    }
+
     fn wait(mut self, limit: Duration) -> (i32, String, String) {
         let pid = self.child.id() as i32;
         let deadline = std::time::Instant::now() + limit;
@@ -272,7 +274,7 @@ impl Traced {
 
 /// Runs the helper's work under ksymwatch `args`, then SIGINT; returns (tid, exit code, stdout, stderr).
 fn trace_helper(helper: &[&str], args: &[String], ready: Ready) -> (u32, i32, String, String) {
-    let mut w = Writer::start(helper);
+    let w = Writer::start(helper);
     let args: Vec<String> = args
         .iter()
         .map(|a| {
@@ -282,13 +284,8 @@ fn trace_helper(helper: &[&str], args: &[String], ready: Ready) -> (u32, i32, St
         .collect();
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let t = Traced::start(&argv, ready);
-    w.go();
-    let tid = w.tid;
-    w.finish();
-    // Everything the helper wrote is in the rings; give the loop a tick, then stop.
-    std::thread::sleep(Duration::from_millis(50));
-    t.signal(libc::SIGINT);
-    let (code, out, err) = t.wait(Duration::from_secs(30));
+    let tid = w.go_and_finish();
+    let (code, out, err) = t.interrupt(Duration::from_secs(30));
     (tid, code, out, err)
 }
 
@@ -737,9 +734,7 @@ fn two_targets_armed_together_and_named_in_every_mode() {
         };
         let t = Traced::start(&args, ready);
         w.go_and_finish();
-        std::thread::sleep(Duration::from_millis(50));
-        t.signal(libc::SIGINT);
-        let (code, out, err) = t.wait(Duration::from_secs(30));
+        let (code, out, err) = t.interrupt(Duration::from_secs(30));
         assert_eq!(code, 0, "{err}");
         if json {
             let lines = schema::parse(&out);

@@ -2,44 +2,14 @@
 //! a helper, `ksymwatch write` on all CPUs exits 3 naming that CPU, prints no hit, and leaves every slot it
 //! took on the other CPUs free again (checked by re-opening the full count there).
 
-use crate::util;
-
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
-/// Holds `k` pinned breakpoints on `cpu` until dropped.
-struct Holder(Child, u32);
-
-impl Holder {
-    fn start(cpu: u32, k: u32) -> Holder {
-        let mut child = Command::new(util::helper("holder"))
-            .args([cpu.to_string(), k.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("holder");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let held: u32 = line.trim().trim_start_matches("held ").parse().unwrap();
-        Holder(child, held)
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        drop(self.0.stdin.take());
-        let _ = self.0.wait();
-    }
-}
+use crate::util::{self, Holder};
 
 /// Every debug register of every online CPU is free: a holder gets all four on each.
 fn assert_all_slots_free(context: &str) {
     for cpu in util::online_cpus() {
         let h = Holder::start(cpu, 4);
         assert_eq!(
-            h.1, 4,
+            h.held, 4,
             "{context}: cpu {cpu} still has a slot taken after the failed arm"
         );
     }
@@ -70,7 +40,7 @@ fn a_full_cpu_fails_the_whole_arm_and_rolls_back() {
         {
             let h = Holder::start(busy, 4);
             assert_eq!(
-                h.1, 4,
+                h.held, 4,
                 "the helper could not take cpu {busy}'s registers: is something else holding them?"
             );
             assert_refused(
@@ -104,7 +74,7 @@ fn failure_in_the_middle_or_at_the_last_event_rolls_back_too() {
     for &busy in &[cpus[0], *cpus.last().unwrap()] {
         {
             let h = Holder::start(busy, 3);
-            assert_eq!(h.1, 3);
+            assert_eq!(h.held, 3);
             assert_refused(
                 &["write", "0x10000", "0x10008"],
                 busy,

@@ -76,20 +76,16 @@ fn every_online_cpu_reports_exactly_the_helpers_writes() {
     let Some(_lock) = util::live() else { return };
     const N: usize = 1000;
     for cpu in util::online_cpus() {
-        let mut w = Writer::start(&["write", &N.to_string(), &cpu.to_string()]);
+        let w = Writer::start(&["write", &N.to_string(), &cpu.to_string()]);
         let target = format!("0x{:x}/8", w.addr);
         let t = Tracer::start(&["write", &target]);
         assert!(t.header.contains(&format!(
             "# target: 0x{:x} addr=0x{:x} len=8 access=W",
             w.addr, w.addr
         )));
-        w.go();
-        let tid = w.tid;
-        w.finish();
         // The helper is done; everything it wrote is in the rings. Stop and collect.
-        std::thread::sleep(Duration::from_millis(50));
-        t.signal(libc::SIGINT);
-        let (code, out, err) = t.wait(Duration::from_secs(20));
+        let tid = w.go_and_finish();
+        let (code, out, err) = t.interrupt(Duration::from_secs(20));
         assert_eq!(code, 0, "{err}");
         let hits = parse_hits(&out);
         let mine = hits_of(&hits, tid);
@@ -117,15 +113,11 @@ fn every_online_cpu_reports_exactly_the_helpers_writes() {
 #[test]
 fn kernel_write_into_watched_user_buffer_shows_the_read_path() {
     let Some(_lock) = util::live() else { return };
-    let mut w = Writer::start(&["read", "3", "0"]);
+    let w = Writer::start(&["read", "3", "0"]);
     let target = format!("0x{:x}", w.addr);
     let t = Tracer::start(&["write", &target]);
-    w.go();
-    let tid = w.tid;
-    w.finish();
-    std::thread::sleep(Duration::from_millis(50));
-    t.signal(libc::SIGINT);
-    let (code, out, err) = t.wait(Duration::from_secs(20));
+    let tid = w.go_and_finish();
+    let (code, out, err) = t.interrupt(Duration::from_secs(20));
     assert_eq!(code, 0, "{err}");
     let hits = parse_hits(&out);
     let mine = hits_of(&hits, tid);

@@ -154,6 +154,14 @@ impl Writer {
         self.stdin.take();
         let _ = self.child.wait();
     }
+
+    /// [`Writer::go`], then [`Writer::finish`]: the helper did all its work and exited. Returns its tid.
+    pub fn go_and_finish(mut self) -> u32 {
+        self.go();
+        let tid = self.tid;
+        self.finish();
+        tid
+    }
 }
 
 impl Drop for Writer {
@@ -242,12 +250,7 @@ impl Tracer {
     }
 
     fn start_until(args: &[&str], armed: impl Fn(&str) -> bool) -> Tracer {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start ksymwatch");
+        let mut child = spawn(args);
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut header = String::new();
         loop {
@@ -300,6 +303,14 @@ impl Tracer {
         }
     }
 
+    /// Stops ksymwatch as Ctrl-C does, once what the helper wrote is in the rings (after a tick for the
+    /// loop to drain them), and waits for it like [`Tracer::wait`].
+    pub fn interrupt(self, limit: Duration) -> (i32, String, String) {
+        std::thread::sleep(Duration::from_millis(50));
+        self.signal(libc::SIGINT);
+        self.wait(limit)
+    }
+
     /// Waits for exit (bounded, so a hung tracer fails the test instead of hanging it); returns
     /// (exit code, rest of stdout, stderr).
     pub fn wait(mut self, limit: Duration) -> (i32, String, String) {
@@ -333,6 +344,16 @@ impl Drop for Tracer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Starts ksymwatch with `args`, its stdout and stderr piped to us.
+pub fn spawn(args: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ksymwatch")
 }
 
 /// Runs ksymwatch to completion; returns (exit code, stdout, stderr).
@@ -408,4 +429,35 @@ pub fn fd_count(pid: u32) -> (usize, usize) {
         .filter(|l| l.as_str() == "anon_inode:[perf_event]")
         .count();
     (links.len(), perf)
+}
+
+/// The holder helper keeping `held` pinned breakpoints on one CPU until dropped.
+pub struct Holder {
+    child: Child,
+    pub held: u32,
+}
+
+impl Holder {
+    /// Asks for `k` breakpoints on `cpu`; returns once the helper says how many it got.
+    pub fn start(cpu: u32, k: u32) -> Holder {
+        let mut child = Command::new(helper("holder"))
+            .args([cpu.to_string(), k.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("holder");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let held: u32 = line.trim().trim_start_matches("held ").parse().unwrap();
+        Holder { child, held }
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
 }

@@ -36,6 +36,20 @@ pub fn require(tool: &str) -> bool {
     ok
 }
 
+/// One little-endian ELF note (as in `/sys/kernel/notes` or a `.notes` section on x86-64): namesz,
+/// descsz, type, then the name and the descriptor, each padded to 4 bytes.
+pub fn note(name: &[u8], ntype: u32, desc: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    v.extend_from_slice(&(name.len() as u32).to_le_bytes());
+    v.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+    v.extend_from_slice(&ntype.to_le_bytes());
+    v.extend_from_slice(name);
+    v.resize(v.len().next_multiple_of(4), 0);
+    v.extend_from_slice(desc);
+    v.resize(v.len().next_multiple_of(4), 0);
+    v
+}
+
 /// Runs `cmd args`, panicking with its stderr if it fails; returns its stdout.
 pub fn tool(cmd: &str, args: &[&str]) -> String {
     let out = Command::new(cmd).args(args).output().unwrap();

@@ -4,7 +4,7 @@
 //! and pass; checks needing nm, readelf or gdb skip the same way.
 
 use ksymwatch_symbols::testing::fixture::{self, Fixture};
-use ksymwatch_symbols::testing::{require, tool};
+use ksymwatch_symbols::testing::{note, require, tool};
 use ksymwatch_symbols::{
     dwarf, BuildId, Error, FieldError, KernelMatch, LookupError, MemberInfo, MismatchPolicy,
     PathElem, ResolveError, ResolveOptions, Resolver, Source, SourceSearch, VariableQuery, Vmlinux,
@@ -68,17 +68,10 @@ fn search_with(f: &Fixture, tag: &str, kallsyms: &str, notes: Option<&[u8]>) -> 
     SourceSearch::with_root(root, Some("6.99.0-test".into()))
 }
 
+/// What `/sys/kernel/notes` of a running kernel with build-id `id` holds (x86-64: little-endian).
 fn notes_blob(id: &[u8]) -> Vec<u8> {
-    let mut v = Vec::new();
-    for (name, ty, desc) in [(&b"Linux\0"[..], 1u32, &b"6.99\0"[..]), (b"GNU\0", 3, id)] {
-        v.extend_from_slice(&(name.len() as u32).to_ne_bytes());
-        v.extend_from_slice(&(desc.len() as u32).to_ne_bytes());
-        v.extend_from_slice(&ty.to_ne_bytes());
-        v.extend_from_slice(name);
-        v.resize(v.len().next_multiple_of(4), 0);
-        v.extend_from_slice(desc);
-        v.resize(v.len().next_multiple_of(4), 0);
-    }
+    let mut v = note(b"Linux\0", 1, b"6.99\0");
+    v.extend(note(b"GNU\0", 3, id));
     v
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Short fuzz run of every parser that takes outside input: the TARGET grammar, kallsyms/System.map text and
 # the perf record decoder. Two layers:
-#   1. the property tests (tests/properties.rs) with many more cases than CI's default;
+#   1. the property tests (tests/suite/properties.rs) with many more cases than CI's default;
 #   2. cargo-fuzz (libFuzzer) targets in fuzz/, SECONDS each (default 30), if cargo-fuzz is installed.
 # cargo-fuzz needs nightly flags; on a stable-only machine RUSTC_BOOTSTRAP=1 lets stable rustc accept them.
 #   scripts/fuzz.sh [SECONDS]
@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-30}
 
-PROPTEST_CASES=${PROPTEST_CASES:-20000} cargo test --release --test properties
+PROPTEST_CASES=${PROPTEST_CASES:-20000} cargo test --release --test suite properties::
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "cargo-fuzz not installed (cargo install cargo-fuzz): skipping the libFuzzer runs" >&2

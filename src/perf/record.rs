@@ -352,7 +352,8 @@ fn decode_sample(c: &mut Cursor<'_>, st: u64) -> Result<Sample, DecodeError> {
     Ok(s)
 }
 
-/// Builds record bytes the way the kernel lays them out; for tests and fuzz seeds.
+/// Builds record bytes the way the kernel lays them out; for tests only (feature `testing`).
+#[cfg(any(test, feature = "testing"))]
 pub mod encode {
     use super::*;
 

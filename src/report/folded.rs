@@ -127,11 +127,9 @@ fn xml_escape(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::config::watch::{Access, Watch};
-    use crate::perf::record::{decode, encode, Record, Sample, SAMPLE_TYPE};
-    use crate::trace::symbolize::Symbolizer;
-    use ksymwatch_symbols::kallsyms;
+    use crate::perf::record::{encode, Sample};
+    use crate::report::testutil::{self, each_hit, table};
     use std::cell::RefCell;
-    use std::path::Path;
     use std::rc::Rc;
 
     /// A writer the test can read back after the printer took ownership of it.
@@ -149,23 +147,10 @@ mod tests {
     }
 
     fn sample(chain: &[u64]) -> Sample {
-        let Record::Sample(s) = decode(
-            &encode::sample(chain[1], 9, 9, 1, 0x1000, 0, chain),
-            SAMPLE_TYPE,
-        )
-        .unwrap() else {
-            panic!()
-        };
-        s
+        testutil::sample(chain[1], 9, 9, 1, 0x1000, 0, chain)
     }
 
     fn run(sink: Sink, watches: &[Watch], hits: &[(Sample, &str, usize)]) {
-        let table = kallsyms::from_text(
-            "ffffffff81000000 T read_zero\nffffffff81000100 T vfs_read\nffffffff81000200 T end\n",
-            Path::new("fixture"),
-        )
-        .unwrap();
-        let mut sym = Symbolizer::new(&table);
         let mut f = Folded::new(sink);
         let cpus = BTreeSet::from([0]);
         f.header(&Header {
@@ -174,29 +159,12 @@ mod tests {
             source: "fixture",
         })
         .unwrap();
-        for (s, comm, w) in hits {
-            let mut chain = Vec::new();
-            let ip = sym.resolve(s, &mut chain);
-            f.hit(&Hit {
-                sample: s,
-                watch: &watches[*w],
-                watch_index: *w,
-                comm,
-                ip: &ip,
-                chain: &chain,
-            })
-            .unwrap();
-        }
+        each_hit(&table(), watches, hits, |hit| f.hit(hit).unwrap());
         f.finish(&Summary::default()).unwrap();
     }
 
     fn watch(label: &str) -> Watch {
-        Watch {
-            label: label.into(),
-            addr: 0x1000,
-            len: 8,
-            access: Access::Write,
-        }
+        testutil::watch(label, 0x1000, Access::Write)
     }
 
     #[test]

@@ -158,23 +158,13 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::watch::{Access, Watch};
-    use crate::perf::record::{decode, encode, Record, SAMPLE_TYPE};
-    use crate::trace::symbolize::Symbolizer;
-    use ksymwatch_symbols::kallsyms;
-    use std::path::Path;
-
-    const SYMS: &str = "\
-ffffffff81000000 T read_zero
-ffffffff81000100 T vfs_read
-ffffffff81000200 T ksys_read
-ffffffff81000300 T end_marker
-";
+    use crate::config::watch::Access;
+    use crate::perf::record::encode;
+    use crate::report::testutil::{each_hit, sample, table, watch};
 
     #[test]
     fn formats_a_hit_from_record_bytes() {
-        let table = kallsyms::from_text(SYMS, Path::new("fixture")).unwrap();
-        let bytes = encode::sample(
+        let sample = sample(
             0xffffffff81000077,
             1234,
             1235,
@@ -190,28 +180,11 @@ ffffffff81000300 T end_marker
                 0x401000,
             ],
         );
-        let Record::Sample(sample) = decode(&bytes, SAMPLE_TYPE).unwrap() else {
-            panic!()
-        };
-        let watch = Watch {
-            label: "0x7ffd0000".into(),
-            addr: 0x7ffd0000,
-            len: 8,
-            access: Access::Write,
-        };
-        let mut sym = Symbolizer::new(&table);
-        let mut chain = Vec::new();
-        let ip = sym.resolve(&sample, &mut chain);
+        let watches = [watch("0x7ffd0000", 0x7ffd0000, Access::Write)];
         let mut p = Ftrace::new(Vec::new(), Vec::new());
-        p.hit(&Hit {
-            sample: &sample,
-            watch: &watch,
-            watch_index: 0,
-            comm: "reader",
-            ip: &ip,
-            chain: &chain,
-        })
-        .unwrap();
+        each_hit(&table(), &watches, &[(sample, "reader", 0)], |hit| {
+            p.hit(hit).unwrap()
+        });
         let (out, _) = p.into_inner();
         let text = String::from_utf8(out).unwrap();
         let expected = concat!(
@@ -226,12 +199,7 @@ ffffffff81000300 T end_marker
 
     #[test]
     fn header_armed_events_and_summary() {
-        let watch = Watch {
-            label: "x".into(),
-            addr: 0xffffffff83003e00,
-            len: 8,
-            access: Access::ReadWrite,
-        };
+        let watch = watch("x", 0xffffffff83003e00, Access::ReadWrite);
         let cpus: BTreeSet<u32> = [0, 1].into();
         let mut p = Ftrace::new(Vec::new(), Vec::new());
         p.header(&Header {

@@ -370,12 +370,10 @@ impl<W: Write, E: Write> Output for Json<W, E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::watch::{Access, Watch};
-    use crate::perf::record::{decode, encode, Record as PerfRecord, SAMPLE_TYPE};
-    use crate::trace::symbolize::Symbolizer;
-    use ksymwatch_symbols::kallsyms;
+    use crate::config::watch::Access;
+    use crate::perf::record::encode;
+    use crate::report::testutil::{each_hit, sample, table, watch};
     use serde_json::Value;
-    use std::path::Path;
 
     fn lines(bytes: Vec<u8>) -> Vec<Value> {
         String::from_utf8(bytes)
@@ -387,12 +385,7 @@ mod tests {
 
     #[test]
     fn every_record_is_one_tagged_line() {
-        let table = kallsyms::from_text(
-            "ffffffff81000000 T read_zero\nffffffff81000100 T vfs_read\nffffffff81000200 T end\n",
-            Path::new("fixture"),
-        )
-        .unwrap();
-        let bytes = encode::sample(
+        let sample = sample(
             0xffffffff81000077,
             1234,
             1235,
@@ -407,36 +400,19 @@ mod tests {
                 0x401000,
             ],
         );
-        let PerfRecord::Sample(sample) = decode(&bytes, SAMPLE_TYPE).unwrap() else {
-            panic!()
-        };
-        let watch = Watch {
-            label: "target_var".into(),
-            addr: 0x7ffd0000,
-            len: 8,
-            access: Access::Write,
-        };
+        let watches = [watch("target_var", 0x7ffd0000, Access::Write)];
         let cpus: BTreeSet<u32> = [0, 1].into();
-        let mut sym = Symbolizer::new(&table);
-        let mut chain = Vec::new();
-        let ip = sym.resolve(&sample, &mut chain);
         let mut p = Json::new(Vec::new(), Vec::new());
         p.header(&Header {
-            watches: std::slice::from_ref(&watch),
+            watches: &watches,
             cpus: &cpus,
             source: "kallsyms fixture",
         })
         .unwrap();
         p.armed(2, &cpus, 5).unwrap();
-        p.hit(&Hit {
-            sample: &sample,
-            watch: &watch,
-            watch_index: 0,
-            comm: "reader",
-            ip: &ip,
-            chain: &chain,
-        })
-        .unwrap();
+        each_hit(&table(), &watches, &[(sample, "reader", 0)], |hit| {
+            p.hit(hit).unwrap()
+        });
         p.event(&StreamEvent::Lost { cpu: 1, count: 3 }, 6).unwrap();
         p.event(
             &StreamEvent::CpuArmFailed {

@@ -9,6 +9,8 @@ pub mod ftrace;
 pub mod json;
 pub mod status;
 pub mod summary;
+#[cfg(test)]
+mod testutil;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};

@@ -185,59 +185,32 @@ pub fn write_text(
 mod tests {
     use super::*;
     use crate::config::watch::{Access, Watch};
-    use crate::perf::record::{decode, encode, Record, Sample, SAMPLE_TYPE};
-    use crate::trace::symbolize::Symbolizer;
-    use ksymwatch_symbols::{kallsyms, SymbolTable};
-    use std::path::Path;
-
-    const SYMS: &str = "\
-ffffffff81000000 T read_zero
-ffffffff81000100 T vfs_read
-ffffffff81000200 T ksys_read
-ffffffff81000300 T end_marker
-";
+    use crate::perf::record::{encode, Sample};
+    use crate::report::testutil::{self, each_hit, table, watch};
+    use ksymwatch_symbols::SymbolTable;
 
     fn sample(tid: u32, cpu: u32, chain: &[u64]) -> Sample {
-        let bytes = encode::sample(chain[1], tid, tid, 1, 0x1000, cpu, chain);
-        let Record::Sample(s) = decode(&bytes, SAMPLE_TYPE).unwrap() else {
-            panic!()
-        };
-        s
+        testutil::sample(chain[1], tid, tid, 1, 0x1000, cpu, chain)
     }
 
-    pub(crate) fn tally_of(
+    fn tally_of(
         table: &SymbolTable,
         hits: &[(Sample, &str, usize)],
         watches: &[Watch],
     ) -> (Tally, Summary) {
-        let mut sym = Symbolizer::new(table);
         let mut tally = Tally::default();
         let mut summary = Summary::default();
-        for (s, comm, w) in hits {
-            let mut chain = Vec::new();
-            let ip = sym.resolve(s, &mut chain);
-            tally.add(&Hit {
-                sample: s,
-                watch: &watches[*w],
-                watch_index: *w,
-                comm,
-                ip: &ip,
-                chain: &chain,
-            });
-            *summary.hits_by_cpu.entry(s.cpu).or_default() += 1;
-        }
+        each_hit(table, watches, hits, |hit| {
+            tally.add(hit);
+            *summary.hits_by_cpu.entry(hit.sample.cpu).or_default() += 1;
+        });
         (tally, summary)
     }
 
     #[test]
     fn chains_most_frequent_first_with_totals() {
-        let table = kallsyms::from_text(SYMS, Path::new("fixture")).unwrap();
-        let watches = [Watch {
-            label: "target_var".into(),
-            addr: 0x1000,
-            len: 8,
-            access: Access::Write,
-        }];
+        let table = table();
+        let watches = [watch("target_var", 0x1000, Access::Write)];
         let read = [encode::KERNEL, 0xffffffff81000010, 0xffffffff81000110];
         let ksys = [encode::KERNEL, 0xffffffff81000010, 0xffffffff81000210];
         let hits = vec![

@@ -178,18 +178,7 @@ impl MismatchPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn note(name: &[u8], ntype: u32, desc: &[u8]) -> Vec<u8> {
-        let mut v = Vec::new();
-        v.extend_from_slice(&(name.len() as u32).to_le_bytes());
-        v.extend_from_slice(&(desc.len() as u32).to_le_bytes());
-        v.extend_from_slice(&ntype.to_le_bytes());
-        v.extend_from_slice(name);
-        v.resize(v.len().next_multiple_of(4), 0);
-        v.extend_from_slice(desc);
-        v.resize(v.len().next_multiple_of(4), 0);
-        v
-    }
+    use crate::testing::note;
 
     #[test]
     fn finds_build_id_after_other_notes() {

@@ -35,6 +35,8 @@ mod source;
 mod symbol;
 pub mod sysmap;
 mod table;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod user;
 pub mod vmlinux;
 

@@ -1,13 +1,12 @@
 //! `ksymwatch check`: the table and the JSON agree with the machine, and the exit code says whether a
 //! watch can work.
 
-mod common;
+use crate::util;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn check_json() -> (i32, serde_json::Value) {
-    let (code, out, err) = common::run(&["check", "--json"]);
+    let (code, out, err) = util::run(&["check", "--json"]);
     let v: serde_json::Value =
         serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
     (code, v)
@@ -15,7 +14,7 @@ fn check_json() -> (i32, serde_json::Value) {
 
 #[test]
 fn reports_this_machine_and_free_registers() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     let (code, v) = check_json();
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["can_watch"], true);
@@ -23,7 +22,7 @@ fn reports_this_machine_and_free_registers() {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     assert_eq!(v["kernel"], release.trim());
     let regs = v["debug_registers"].as_array().unwrap();
-    assert_eq!(regs.len(), common::online_cpus().len());
+    assert_eq!(regs.len(), util::online_cpus().len());
     for r in regs {
         assert_eq!(
             r["free"], 4,
@@ -36,7 +35,7 @@ fn reports_this_machine_and_free_registers() {
         .lines()
         .any(|l| l.contains(" D jiffies"));
     assert_eq!(v["kallsyms_data_symbols"], has_data);
-    let (code, out, _) = common::run(&["check"]);
+    let (code, out, _) = util::run(&["check"]);
     assert_eq!(code, 0);
     assert!(
         out.starts_with("ksymwatch check: a watch can work here\n"),
@@ -47,22 +46,12 @@ fn reports_this_machine_and_free_registers() {
 
 #[test]
 fn sees_registers_taken_by_someone_else() {
-    let Some(_lock) = common::live() else { return };
-    let cpus = common::online_cpus();
+    let Some(_lock) = util::live() else { return };
+    let cpus = util::online_cpus();
     let busy = *cpus.last().unwrap();
-    let mut holder = Command::new(common::helper("holder"))
-        .args([busy.to_string(), "3".into()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(holder.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let holder = util::Holder::start(busy, 3);
     let (code, v) = check_json();
-    drop(holder.stdin.take());
-    let _ = holder.wait();
+    drop(holder);
     assert_eq!(code, 0);
     let r = v["debug_registers"]
         .as_array()
@@ -78,7 +67,7 @@ fn sees_registers_taken_by_someone_else() {
 fn unprivileged_check_exits_4_with_the_reason() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/usr/bin/setpriv").exists() {
-        skip!("SKIP: needs root and setpriv to drop privileges");
+        util::skip("needs root and setpriv to drop privileges");
         return;
     }
     let out = Command::new("setpriv")
@@ -89,7 +78,7 @@ fn unprivileged_check_exits_4_with_the_reason() {
             "nogroup",
             "--clear-groups",
             "--inh-caps=-all",
-            common::BIN,
+            util::BIN,
             "check",
             "--json",
         ])

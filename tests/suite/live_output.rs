@@ -1,8 +1,8 @@
 //! Tests of the output modes (`--json`, `--summary`, `--folded`, `--flamegraph`, filters, user-space
 //! symbols, several targets) against real hits on this machine, plus the JSON schema checked line by line
-//! with `deny_unknown_fields`. Live tests hold `common::live()` and match hits by the helper's tid.
+//! with `deny_unknown_fields`. Live tests hold `util::live()` and match hits by the helper's tid.
 
-mod common;
+use crate::util;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use common::{parse_hits, run, Writer, BIN};
+use util::{parse_hits, run, Writer, BIN};
 
 const KERNEL_TARGET: &str = "__start_init_stack+0x3e00";
 
@@ -220,12 +220,7 @@ fn collect(
 impl Traced {
     /// Starts ksymwatch and waits until it says it is armed (panics with its output if it exits first).
     fn start(args: &[&str], ready: Ready) -> Traced {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start ksymwatch");
+        let mut child = util::spawn(args);
         let (tx, rx) = mpsc::channel();
         let (on_out, on_err) = match ready {
             Ready::Stdout(w) => (Some(w), None),
@@ -249,6 +244,13 @@ impl Traced {
     }
 
     /// Waits (bounded) for exit; returns (exit code, stdout, stderr).
+    /// Ctrl-C once the helper's writes are in the rings (a tick for the loop), then [`Traced::wait`].
+    fn interrupt(self, limit: Duration) -> (i32, String, String) {
+        std::thread::sleep(Duration::from_millis(50));
+        self.signal(libc::SIGINT);
+        self.wait(limit)
+    }
+
     fn wait(mut self, limit: Duration) -> (i32, String, String) {
         let pid = self.child.id() as i32;
         let deadline = std::time::Instant::now() + limit;
@@ -272,7 +274,7 @@ impl Traced {
 
 /// Runs the helper's work under ksymwatch `args`, then SIGINT; returns (tid, exit code, stdout, stderr).
 fn trace_helper(helper: &[&str], args: &[String], ready: Ready) -> (u32, i32, String, String) {
-    let mut w = Writer::start(helper);
+    let w = Writer::start(helper);
     let args: Vec<String> = args
         .iter()
         .map(|a| {
@@ -282,13 +284,8 @@ fn trace_helper(helper: &[&str], args: &[String], ready: Ready) -> (u32, i32, St
         .collect();
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let t = Traced::start(&argv, ready);
-    w.go();
-    let tid = w.tid;
-    w.finish();
-    // Everything the helper wrote is in the rings; give the loop a tick, then stop.
-    std::thread::sleep(Duration::from_millis(50));
-    t.signal(libc::SIGINT);
-    let (code, out, err) = t.wait(Duration::from_secs(30));
+    let tid = w.go_and_finish();
+    let (code, out, err) = t.interrupt(Duration::from_secs(30));
     (tid, code, out, err)
 }
 
@@ -297,14 +294,14 @@ fn owned(args: &[&str]) -> Vec<String> {
 }
 
 fn first_cpu() -> String {
-    common::online_cpus()[0].to_string()
+    util::online_cpus()[0].to_string()
 }
 
 const ARMED_JSON: Ready = Ready::Stdout("\"type\":\"armed\"");
 
 #[test]
 fn json_lines_fit_the_schema_and_carry_the_helpers_writes() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     const N: usize = 200;
     let cpu = first_cpu();
     let (tid, code, out, err) = trace_helper(
@@ -371,7 +368,7 @@ fn json_summary(lines: &[schema::Line]) -> &schema::Summary {
 
 #[test]
 fn filters_drop_hits_before_printing_and_counting() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     const N: usize = 100;
     let cpu = first_cpu();
     let helper = ["write", "100", cpu.as_str()];
@@ -422,7 +419,7 @@ fn filters_drop_hits_before_printing_and_counting() {
 
 #[test]
 fn filtered_hits_do_not_count_toward_count() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     // The helper's 100 stores all run in user space: with --kernel-only, --count 1 is never met.
     let cpu = first_cpu();
     let (_, code, out, err) = trace_helper(
@@ -458,7 +455,7 @@ const ARMED_STDERR: Ready = Ready::Stderr("ksymwatch: armed ");
 
 #[test]
 fn quiet_prints_only_the_summary_of_the_helpers_kernel_writes() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     const N: u64 = 40;
     let cpu = first_cpu();
     // read() from /dev/zero: the kernel writes the watched global on the helper's behalf, N times.
@@ -499,7 +496,7 @@ fn quiet_prints_only_the_summary_of_the_helpers_kernel_writes() {
 
 #[test]
 fn json_summary_record_counts_chains_ips_and_comms() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     const N: u64 = 60;
     let cpu = first_cpu();
     let (_, code, out, err) = trace_helper(
@@ -531,7 +528,7 @@ fn json_summary_record_counts_chains_ips_and_comms() {
 
 #[test]
 fn folded_stacks_feed_inferno_and_flamegraph_writes_an_svg() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     let cpu = first_cpu();
     let (_, code, out, err) = trace_helper(
         &["read", "20", &cpu],
@@ -608,7 +605,7 @@ fn stdout_has_one_product() {
 
 #[test]
 fn user_frames_are_named_from_the_writers_elf_symbols() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     let cpu = first_cpu();
     let (tid, code, out, err) = trace_helper(
         &["write", "5", &cpu],
@@ -654,7 +651,7 @@ fn user_frames_are_named_from_the_writers_elf_symbols() {
     }
 }
 
-/// The helper in `write2` mode, started by hand: common::Writer knows only the first global's address.
+/// The helper in `write2` mode, started by hand: util::Writer knows only the first global's address.
 struct TwoGlobals {
     child: Child,
     stdin: Option<std::process::ChildStdin>,
@@ -665,7 +662,7 @@ struct TwoGlobals {
 
 impl TwoGlobals {
     fn start(n: usize, cpu: &str) -> TwoGlobals {
-        let mut child = Command::new(common::helper("writer"))
+        let mut child = Command::new(util::helper("writer"))
             .args(["write2", &n.to_string(), cpu])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -716,7 +713,7 @@ impl Drop for TwoGlobals {
 
 #[test]
 fn two_targets_armed_together_and_named_in_every_mode() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     const N: usize = 50;
     let cpu = first_cpu();
     let folded_path =
@@ -737,9 +734,7 @@ fn two_targets_armed_together_and_named_in_every_mode() {
         };
         let t = Traced::start(&args, ready);
         w.go_and_finish();
-        std::thread::sleep(Duration::from_millis(50));
-        t.signal(libc::SIGINT);
-        let (code, out, err) = t.wait(Duration::from_secs(30));
+        let (code, out, err) = t.interrupt(Duration::from_secs(30));
         assert_eq!(code, 0, "{err}");
         if json {
             let lines = schema::parse(&out);
@@ -794,7 +789,7 @@ fn two_targets_armed_together_and_named_in_every_mode() {
 
 #[test]
 fn status_line_only_on_a_terminal_and_cleared_before_the_report() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     // Not a terminal: not a byte of it.
     let (code, out, err) = run(&["write", KERNEL_TARGET, "--quiet", "--duration", "600ms"]);
     assert_eq!(code, 0, "{err}");
@@ -805,7 +800,7 @@ fn status_line_only_on_a_terminal_and_cleared_before_the_report() {
     assert!(!out.contains("cpus armed"));
     // A terminal (script(1) gives the command a pty for stdout and stderr; --quiet keeps stdout free).
     if Command::new("script").arg("--version").output().is_err() {
-        skip!("SKIP: no script(1) to give ksymwatch a terminal");
+        util::skip("no script(1) to give ksymwatch a terminal");
         return;
     }
     let cmd = format!("{BIN} write {KERNEL_TARGET} --quiet --duration 1500ms --top 1");

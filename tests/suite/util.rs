@@ -1,18 +1,10 @@
-//! Shared support for the live tests: a machine-wide lock (debug registers and CPU hotplug are shared by
-//! every test process, including other checkouts' test runs), C helpers built with gcc, and a handle on a
-//! running ksymwatch that parses its ftrace-style output.
+//! Shared support for every module of the suite: a machine-wide lock for the live tests (debug registers
+//! and CPU hotplug are shared by every test process, including other checkouts' test runs), C helpers built
+//! with gcc, a handle on a running ksymwatch that parses its ftrace-style output, and the skip helper.
 
-#![allow(dead_code)]
-
-/// Says why a test is skipped, on stderr directly (past libtest's capture), so every skip is visible in
-/// a plain `cargo test` run.
-#[macro_export]
-macro_rules! skip {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
+/// `skip(why)` prints `SKIP: <test>: <why>` past libtest's capture (counted by `scripts/test`); `require`
+/// skips when a tool is missing. Shared with the symbols crate's tests, as is the vmlinux fixture.
+pub use ksymwatch_symbols::testing::{fixture, have, require, skip, tool};
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -25,13 +17,15 @@ use std::time::Duration;
 pub const BIN: &str = env!("CARGO_BIN_EXE_ksymwatch");
 
 /// Held for the whole of a live test: only one test on this machine may arm breakpoints or touch hotplug.
-pub struct LiveLock(File);
+pub struct LiveLock(
+    #[allow(dead_code, reason = "held, never read: the flock lasts until drop")] File,
+);
 
 /// Takes the machine-wide live-test lock, or returns `None` (after printing why) when this machine cannot
 /// run live breakpoint tests at all.
 pub fn live() -> Option<LiveLock> {
     if let Some(why) = cannot_run_live() {
-        skip!("SKIP: {why}");
+        skip(why);
         return None;
     }
     let f = File::create("/tmp/ksymwatch-live-tests.lock").expect("create lock file");
@@ -94,6 +88,7 @@ pub struct Writer {
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     pub addr: u64,
+    #[allow(dead_code, reason = "parsed from the banner; no test needs it yet")]
     pub pid: u32,
     pub tid: u32,
 }
@@ -159,6 +154,14 @@ impl Writer {
         self.stdin.take();
         let _ = self.child.wait();
     }
+
+    /// [`Writer::go`], then [`Writer::finish`]: the helper did all its work and exited. Returns its tid.
+    pub fn go_and_finish(mut self) -> u32 {
+        self.go();
+        let tid = self.tid;
+        self.finish();
+        tid
+    }
 }
 
 impl Drop for Writer {
@@ -175,6 +178,7 @@ pub struct HitLine {
     pub comm: String,
     pub tid: u32,
     pub cpu: u32,
+    #[allow(dead_code, reason = "parsed to check the column; no test compares it")]
     pub time: String,
     pub target: String,
     pub access: String,
@@ -246,12 +250,7 @@ impl Tracer {
     }
 
     fn start_until(args: &[&str], armed: impl Fn(&str) -> bool) -> Tracer {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start ksymwatch");
+        let mut child = spawn(args);
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut header = String::new();
         loop {
@@ -304,6 +303,14 @@ impl Tracer {
         }
     }
 
+    /// Stops ksymwatch as Ctrl-C does, once what the helper wrote is in the rings (after a tick for the
+    /// loop to drain them), and waits for it like [`Tracer::wait`].
+    pub fn interrupt(self, limit: Duration) -> (i32, String, String) {
+        std::thread::sleep(Duration::from_millis(50));
+        self.signal(libc::SIGINT);
+        self.wait(limit)
+    }
+
     /// Waits for exit (bounded, so a hung tracer fails the test instead of hanging it); returns
     /// (exit code, rest of stdout, stderr).
     pub fn wait(mut self, limit: Duration) -> (i32, String, String) {
@@ -337,6 +344,16 @@ impl Drop for Tracer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Starts ksymwatch with `args`, its stdout and stderr piped to us.
+pub fn spawn(args: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ksymwatch")
 }
 
 /// Runs ksymwatch to completion; returns (exit code, stdout, stderr).
@@ -375,7 +392,9 @@ pub fn can_hotplug_cpu1() -> bool {
         .open(CPU1_ONLINE)
         .is_ok();
     if !ok {
-        skip!("SKIP: {CPU1_ONLINE} is not writable: no CPU hotplug here");
+        skip(format_args!(
+            "{CPU1_ONLINE} is not writable: no CPU hotplug here"
+        ));
     }
     ok
 }
@@ -410,4 +429,35 @@ pub fn fd_count(pid: u32) -> (usize, usize) {
         .filter(|l| l.as_str() == "anon_inode:[perf_event]")
         .count();
     (links.len(), perf)
+}
+
+/// The holder helper keeping `held` pinned breakpoints on one CPU until dropped.
+pub struct Holder {
+    child: Child,
+    pub held: u32,
+}
+
+impl Holder {
+    /// Asks for `k` breakpoints on `cpu`; returns once the helper says how many it got.
+    pub fn start(cpu: u32, k: u32) -> Holder {
+        let mut child = Command::new(helper("holder"))
+            .args([cpu.to_string(), k.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("holder");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let held: u32 = line.trim().trim_start_matches("held ").parse().unwrap();
+        Holder { child, held }
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
 }

@@ -1,20 +1,10 @@
 //! End-to-end tests on a small "vmlinux" built with gcc at test time (tests/fixture/*.c, linked at the
-//! kernel base with a build-id), checked against what `nm -S`, `readelf -n` and `gdb` say about the same
-//! file. Without gcc the tests print SKIP and pass; gdb-only checks skip the same way.
+//! kernel base with a build-id; `ksymwatch_symbols::testing::fixture`), checked against what `nm -S`,
+//! `readelf -n` and `gdb` say about the same file. Without gcc the tests print `SKIP: <test>: <reason>`
+//! and pass; checks needing nm, readelf or gdb skip the same way.
 
-/// Says why a test is skipped, on stderr directly (past libtest's capture), so every skip is visible in
-/// a plain `cargo test` run.
-macro_rules! skip {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
-
-#[path = "support/fixture.rs"]
-mod fixture;
-
-use fixture::{have, tool, Fixture};
+use ksymwatch_symbols::testing::fixture::{self, Fixture};
+use ksymwatch_symbols::testing::{note, require, tool};
 use ksymwatch_symbols::{
     dwarf, BuildId, Error, FieldError, KernelMatch, LookupError, MemberInfo, MismatchPolicy,
     PathElem, ResolveError, ResolveOptions, Resolver, Source, SourceSearch, VariableQuery, Vmlinux,
@@ -78,17 +68,10 @@ fn search_with(f: &Fixture, tag: &str, kallsyms: &str, notes: Option<&[u8]>) -> 
     SourceSearch::with_root(root, Some("6.99.0-test".into()))
 }
 
+/// What `/sys/kernel/notes` of a running kernel with build-id `id` holds (x86-64: little-endian).
 fn notes_blob(id: &[u8]) -> Vec<u8> {
-    let mut v = Vec::new();
-    for (name, ty, desc) in [(&b"Linux\0"[..], 1u32, &b"6.99\0"[..]), (b"GNU\0", 3, id)] {
-        v.extend_from_slice(&(name.len() as u32).to_ne_bytes());
-        v.extend_from_slice(&(desc.len() as u32).to_ne_bytes());
-        v.extend_from_slice(&ty.to_ne_bytes());
-        v.extend_from_slice(name);
-        v.resize(v.len().next_multiple_of(4), 0);
-        v.extend_from_slice(desc);
-        v.resize(v.len().next_multiple_of(4), 0);
-    }
+    let mut v = note(b"Linux\0", 1, b"6.99\0");
+    v.extend(note(b"GNU\0", 3, id));
     v
 }
 
@@ -103,8 +86,7 @@ fn build_id(f: &Fixture) -> BuildId {
 #[test]
 fn symbols_match_nm() {
     let f = need_fixture!();
-    if !have("nm") {
-        skip!("SKIP: nm not found");
+    if !require("nm") {
         return;
     }
     let vm = Vmlinux::open(&f.vmlinux).unwrap();
@@ -129,8 +111,7 @@ fn symbols_match_nm() {
 #[test]
 fn build_id_matches_readelf() {
     let f = need_fixture!();
-    if !have("readelf") {
-        skip!("SKIP: readelf not found");
+    if !require("readelf") {
         return;
     }
     let out = tool("readelf", &["-n", f.vmlinux.to_str().unwrap()]);
@@ -144,8 +125,7 @@ fn build_id_matches_readelf() {
 #[test]
 fn member_paths_match_gdb() {
     let f = need_fixture!();
-    if !have("gdb") {
-        skip!("SKIP: gdb not found; member paths are checked only for shape");
+    if !require("gdb") {
         return;
     }
     let vm = Vmlinux::open(&f.vmlinux).unwrap();
@@ -350,8 +330,7 @@ fn build_id_mismatch_is_refused_but_still_resolves_link_time() {
 #[test]
 fn system_map_relocates_and_cross_checks_with_kallsyms() {
     let f = need_fixture!();
-    if !have("nm") {
-        skip!("SKIP: nm not found");
+    if !require("nm") {
         return;
     }
     let map = f.dir.join("System.map");
@@ -507,8 +486,7 @@ fn truncated_and_corrupt_elf_are_errors_not_panics() {
 #[test]
 fn stripped_vmlinux_says_what_to_install() {
     let f = need_fixture!();
-    if !have("objcopy") {
-        skip!("SKIP: objcopy not found");
+    if !require("objcopy") {
         return;
     }
     let stripped = f.dir.join("vmlinux.stripped");

@@ -1,7 +1,7 @@
 //! The arming transaction driven directly, with a CPU made to fail or to vanish (ENODEV) at a chosen point:
 //! a vanished CPU is not a failure (it is covered when it returns), a failure closes everything opened.
 
-mod common;
+use crate::util;
 
 use ksymwatch::config::watch::{Access, Watch};
 use ksymwatch::perf::arm::{arm_with, open_cpu};
@@ -33,13 +33,13 @@ fn fail(cpu: u32, errno: i32) -> OpenError {
 }
 
 fn perf_fds() -> usize {
-    common::fd_count(std::process::id()).1
+    util::fd_count(std::process::id()).1
 }
 
 #[test]
 fn a_cpu_that_vanishes_while_arming_is_not_a_failure() {
-    let Some(_lock) = common::live() else { return };
-    let cpus: BTreeSet<u32> = common::online_cpus().into_iter().collect();
+    let Some(_lock) = util::live() else { return };
+    let cpus: BTreeSet<u32> = util::online_cpus().into_iter().collect();
     let last = *cpus.iter().last().unwrap();
     let before = perf_fds();
     let armed = arm_with(&[watch()], &cpus, &CFG, |w, cpu, cfg| {
@@ -64,8 +64,8 @@ fn a_cpu_that_vanishes_while_arming_is_not_a_failure() {
 
 #[test]
 fn a_failure_after_other_cpus_opened_closes_them_all() {
-    let Some(_lock) = common::live() else { return };
-    let cpus: BTreeSet<u32> = common::online_cpus().into_iter().collect();
+    let Some(_lock) = util::live() else { return };
+    let cpus: BTreeSet<u32> = util::online_cpus().into_iter().collect();
     let last = *cpus.iter().last().unwrap();
     let before = perf_fds();
     let mut opened_before_failure = 0;
@@ -97,8 +97,8 @@ fn a_failure_after_other_cpus_opened_closes_them_all() {
 
 #[test]
 fn every_cpu_vanishing_is_an_arm_failure() {
-    let Some(_lock) = common::live() else { return };
-    let cpus: BTreeSet<u32> = common::online_cpus().into_iter().collect();
+    let Some(_lock) = util::live() else { return };
+    let cpus: BTreeSet<u32> = util::online_cpus().into_iter().collect();
     let err = arm_with(&[watch()], &cpus, &CFG, |_, cpu, _| {
         Err(fail(cpu, libc::ENODEV))
     })

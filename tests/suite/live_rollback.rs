@@ -2,51 +2,21 @@
 //! a helper, `ksymwatch write` on all CPUs exits 3 naming that CPU, prints no hit, and leaves every slot it
 //! took on the other CPUs free again (checked by re-opening the full count there).
 
-mod common;
-
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
-/// Holds `k` pinned breakpoints on `cpu` until dropped.
-struct Holder(Child, u32);
-
-impl Holder {
-    fn start(cpu: u32, k: u32) -> Holder {
-        let mut child = Command::new(common::helper("holder"))
-            .args([cpu.to_string(), k.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("holder");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let held: u32 = line.trim().trim_start_matches("held ").parse().unwrap();
-        Holder(child, held)
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        drop(self.0.stdin.take());
-        let _ = self.0.wait();
-    }
-}
+use crate::util::{self, Holder};
 
 /// Every debug register of every online CPU is free: a holder gets all four on each.
 fn assert_all_slots_free(context: &str) {
-    for cpu in common::online_cpus() {
+    for cpu in util::online_cpus() {
         let h = Holder::start(cpu, 4);
         assert_eq!(
-            h.1, 4,
+            h.held, 4,
             "{context}: cpu {cpu} still has a slot taken after the failed arm"
         );
     }
 }
 
 fn assert_refused(args: &[&str], cpu: u32, context: &str) {
-    let (code, out, err) = common::run(args);
+    let (code, out, err) = util::run(args);
     assert_eq!(code, 3, "{context}: {err}");
     assert!(
         err.contains(&format!(
@@ -63,14 +33,14 @@ fn assert_refused(args: &[&str], cpu: u32, context: &str) {
 
 #[test]
 fn a_full_cpu_fails_the_whole_arm_and_rolls_back() {
-    let Some(_lock) = common::live() else { return };
-    let cpus = common::online_cpus();
+    let Some(_lock) = util::live() else { return };
+    let cpus = util::online_cpus();
     let last = *cpus.last().unwrap();
     for &busy in &[cpus[0], last] {
         {
             let h = Holder::start(busy, 4);
             assert_eq!(
-                h.1, 4,
+                h.held, 4,
                 "the helper could not take cpu {busy}'s registers: is something else holding them?"
             );
             assert_refused(
@@ -78,7 +48,7 @@ fn a_full_cpu_fails_the_whole_arm_and_rolls_back() {
                 busy,
                 &format!("all CPUs, cpu {busy} full"),
             );
-            let list = common::online_cpus()
+            let list = util::online_cpus()
                 .iter()
                 .map(|c| c.to_string())
                 .collect::<Vec<_>>()
@@ -99,12 +69,12 @@ fn a_full_cpu_fails_the_whole_arm_and_rolls_back() {
 /// that very CPU succeeded); the last CPU with one free makes it the very last open.
 #[test]
 fn failure_in_the_middle_or_at_the_last_event_rolls_back_too() {
-    let Some(_lock) = common::live() else { return };
-    let cpus = common::online_cpus();
+    let Some(_lock) = util::live() else { return };
+    let cpus = util::online_cpus();
     for &busy in &[cpus[0], *cpus.last().unwrap()] {
         {
             let h = Holder::start(busy, 3);
-            assert_eq!(h.1, 3);
+            assert_eq!(h.held, 3);
             assert_refused(
                 &["write", "0x10000", "0x10008"],
                 busy,
@@ -113,31 +83,38 @@ fn failure_in_the_middle_or_at_the_last_event_rolls_back_too() {
         }
         assert_all_slots_free(&format!("after two targets failed on cpu {busy}"));
     }
+}
+
+/// A full CPU that is neither the first nor the last to be armed: the failure lands between CPUs.
+#[test]
+fn failure_on_a_middle_cpu_rolls_back_too() {
+    let Some(_lock) = util::live() else { return };
+    let cpus = util::online_cpus();
     if cpus.len() < 3 {
-        skip!(
-            "SKIP: a failure on a middle CPU needs 3 or more online CPUs; this machine has {}",
+        util::skip(format_args!(
+            "a failure on a middle CPU needs 3 or more online CPUs; this machine has {}",
             cpus.len()
-        );
-    } else {
-        let middle = cpus[cpus.len() / 2];
-        {
-            let _h = Holder::start(middle, 4);
-            assert_refused(&["write", "0x10000"], middle, "middle CPU full");
-        }
-        assert_all_slots_free("after the middle CPU was full");
+        ));
+        return;
     }
+    let middle = cpus[cpus.len() / 2];
+    {
+        let _h = Holder::start(middle, 4);
+        assert_refused(&["write", "0x10000"], middle, "middle CPU full");
+    }
+    assert_all_slots_free("after the middle CPU was full");
 }
 
 #[test]
 fn a_cpu_not_in_the_list_does_not_matter() {
-    let Some(_lock) = common::live() else { return };
-    let cpus = common::online_cpus();
+    let Some(_lock) = util::live() else { return };
+    let cpus = util::online_cpus();
     if cpus.len() < 2 {
-        skip!("SKIP: needs two online CPUs");
+        util::skip("needs two online CPUs");
         return;
     }
     let _h = Holder::start(cpus[1], 4);
-    let (code, out, err) = common::run(&[
+    let (code, out, err) = util::run(&[
         "write",
         "0x10000",
         "--cpus",

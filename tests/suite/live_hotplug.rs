@@ -2,15 +2,14 @@
 //! dead event, churn loses nothing. cpu1 is always brought back online by a guard, and the machine-wide live
 //! lock keeps every other live test (which needs both CPUs and free debug registers) out meanwhile.
 
-mod common;
+use crate::util;
 
-use common::{parse_hits, set_online, OnlineGuard, Tracer, Writer};
-use std::process::{Command, Stdio};
 use std::time::Duration;
+use util::{parse_hits, set_online, OnlineGuard, Tracer, Writer};
 
-fn setup() -> Option<(common::LiveLock, OnlineGuard)> {
-    let lock = common::live()?;
-    if !common::can_hotplug_cpu1() {
+fn setup() -> Option<(util::LiveLock, OnlineGuard)> {
+    let lock = util::live()?;
+    if !util::can_hotplug_cpu1() {
         return None;
     }
     let guard = OnlineGuard(1);
@@ -25,7 +24,7 @@ fn cpu_that_comes_online_after_arming_is_covered() {
     };
     const N: usize = 500;
     set_online(1, false);
-    let mut w = Writer::start(&["write", &N.to_string(), "1"]);
+    let w = Writer::start(&["write", &N.to_string(), "1"]);
     let mut t = Tracer::start(&["write", &format!("0x{:x}", w.addr)]);
     assert!(
         t.header.contains("# armed 1 breakpoint on cpus 0 "),
@@ -35,12 +34,8 @@ fn cpu_that_comes_online_after_arming_is_covered() {
     set_online(1, true);
     let marks = t.read_until(|l| l.starts_with("# cpu 1 online"));
     assert!(marks.contains("# cpu 1 online: armed at"), "{marks}");
-    w.go();
-    let tid = w.tid;
-    w.finish();
-    std::thread::sleep(Duration::from_millis(50));
-    t.signal(libc::SIGINT);
-    let (code, out, err) = t.wait(Duration::from_secs(30));
+    let tid = w.go_and_finish();
+    let (code, out, err) = t.interrupt(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
     let mine: Vec<_> = parse_hits(&(marks + &out))
         .into_iter()
@@ -64,7 +59,7 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
     for i in 0..CYCLES {
         if i == 1 {
             // Measured once a full cycle has run, so start-up's transient descriptors are gone.
-            fds_before = common::fd_count(t.child.id());
+            fds_before = util::fd_count(t.child.id());
         }
         set_online(1, false);
         stream += &t.read_until(|l| l.starts_with("# cpu 1 offline"));
@@ -76,7 +71,7 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
             stream.lines().last().unwrap()
         );
     }
-    let fds_after = common::fd_count(t.child.id());
+    let fds_after = util::fd_count(t.child.id());
     w.send("stop");
     let stores: usize = w.read_until("done")[0]
         .trim_start_matches("stores=")
@@ -86,9 +81,7 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
     w.send("burst 100 1");
     w.read_until("done");
     let tid = w.tid;
-    std::thread::sleep(Duration::from_millis(50));
-    t.signal(libc::SIGINT);
-    let (code, out, err) = t.wait(Duration::from_secs(60));
+    let (code, out, err) = t.interrupt(Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
     stream += &out;
     let mine: Vec<_> = parse_hits(&stream)
@@ -107,7 +100,7 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
     // Perf events exactly one per online CPU; other descriptors may be mid-use (a sysfs read), never more.
     assert_eq!(
         fds_after.1,
-        common::online_cpus().len(),
+        util::online_cpus().len(),
         "descriptors of dead events are closed: {fds_after:?}"
     );
     assert!(
@@ -120,20 +113,9 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
 
 /// Takes every debug register of cpu1 with a helper, then takes cpu1 offline: the helper's dead events keep
 /// their slots, so when cpu1 returns ksymwatch cannot arm it.
-fn hold_cpu1_then_offline() -> std::process::Child {
-    let mut holder = Command::new(common::helper("holder"))
-        .args(["1", "4"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("holder");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line.trim(), "held 4");
+fn hold_cpu1_then_offline() -> util::Holder {
+    let holder = util::Holder::start(1, 4);
+    assert_eq!(holder.held, 4);
     set_online(1, false);
     holder
 }
@@ -143,7 +125,7 @@ fn unarmable_cpu_is_reported_and_retried() {
     let Some((_lock, _guard)) = setup() else {
         return;
     };
-    let mut holder = hold_cpu1_then_offline();
+    let holder = hold_cpu1_then_offline();
     let mut t = Tracer::start(&["write", "__start_init_stack+0x3e00"]);
     set_online(1, true);
     let marks = t.read_until(|l| l.starts_with("# cpu 1 online"));
@@ -153,8 +135,7 @@ fn unarmable_cpu_is_reported_and_retried() {
         "{marks}"
     );
     // Free the registers: the next reconcile arms cpu1.
-    drop(holder.stdin.take());
-    let _ = holder.wait();
+    drop(holder);
     let marks = t.read_until(|l| l.starts_with("# cpu 1 online"));
     assert!(marks.contains("# cpu 1 online: armed at"), "{marks}");
     t.signal(libc::SIGINT);
@@ -171,12 +152,11 @@ fn strict_hotplug_makes_an_unarmable_cpu_fatal() {
     let Some((_lock, _guard)) = setup() else {
         return;
     };
-    let mut holder = hold_cpu1_then_offline();
+    let holder = hold_cpu1_then_offline();
     let t = Tracer::start(&["write", "__start_init_stack+0x3e00", "--strict-hotplug"]);
     set_online(1, true);
     let (code, _out, err) = t.wait(Duration::from_secs(30));
-    drop(holder.stdin.take());
-    let _ = holder.wait();
+    drop(holder);
     assert_eq!(code, 3, "{err}");
     assert!(
         err.contains("--strict-hotplug") && err.contains("cpu 1"),

@@ -1,12 +1,12 @@
 //! Live tests of `ksymwatch write|rw`: real breakpoints on this machine, assertions on what the kernel
-//! reported. Serialized machine-wide by `common::live()`; hits are matched by the helper's tid because a
+//! reported. Serialized machine-wide by `util::live()`; hits are matched by the helper's tid because a
 //! system-wide watch also sees every other process that touches the address.
 
-mod common;
+use crate::util;
 
-use common::{parse_hits, run, HitLine, Tracer, Writer};
 use std::collections::HashSet;
 use std::time::Duration;
+use util::{parse_hits, run, HitLine, Tracer, Writer};
 
 const KERNEL_TARGET: &str = "__start_init_stack+0x3e00";
 
@@ -28,7 +28,7 @@ fn frame_name(frame: &str) -> &str {
 
 #[test]
 fn kernel_writer_chains_symbolize_to_kallsyms_functions() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     let (code, out, err) = run(&["write", KERNEL_TARGET, "--duration", "2s"]);
     assert_eq!(code, 0, "stderr: {err}");
     assert!(out.starts_with("# tracer: ksymwatch\n"), "{out}");
@@ -73,23 +73,19 @@ fn hits_of(hits: &[HitLine], tid: u32) -> Vec<&HitLine> {
 
 #[test]
 fn every_online_cpu_reports_exactly_the_helpers_writes() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     const N: usize = 1000;
-    for cpu in common::online_cpus() {
-        let mut w = Writer::start(&["write", &N.to_string(), &cpu.to_string()]);
+    for cpu in util::online_cpus() {
+        let w = Writer::start(&["write", &N.to_string(), &cpu.to_string()]);
         let target = format!("0x{:x}/8", w.addr);
         let t = Tracer::start(&["write", &target]);
         assert!(t.header.contains(&format!(
             "# target: 0x{:x} addr=0x{:x} len=8 access=W",
             w.addr, w.addr
         )));
-        w.go();
-        let tid = w.tid;
-        w.finish();
         // The helper is done; everything it wrote is in the rings. Stop and collect.
-        std::thread::sleep(Duration::from_millis(50));
-        t.signal(libc::SIGINT);
-        let (code, out, err) = t.wait(Duration::from_secs(20));
+        let tid = w.go_and_finish();
+        let (code, out, err) = t.interrupt(Duration::from_secs(20));
         assert_eq!(code, 0, "{err}");
         let hits = parse_hits(&out);
         let mine = hits_of(&hits, tid);
@@ -116,16 +112,12 @@ fn every_online_cpu_reports_exactly_the_helpers_writes() {
 
 #[test]
 fn kernel_write_into_watched_user_buffer_shows_the_read_path() {
-    let Some(_lock) = common::live() else { return };
-    let mut w = Writer::start(&["read", "3", "0"]);
+    let Some(_lock) = util::live() else { return };
+    let w = Writer::start(&["read", "3", "0"]);
     let target = format!("0x{:x}", w.addr);
     let t = Tracer::start(&["write", &target]);
-    w.go();
-    let tid = w.tid;
-    w.finish();
-    std::thread::sleep(Duration::from_millis(50));
-    t.signal(libc::SIGINT);
-    let (code, out, err) = t.wait(Duration::from_secs(20));
+    let tid = w.go_and_finish();
+    let (code, out, err) = t.interrupt(Duration::from_secs(20));
     assert_eq!(code, 0, "{err}");
     let hits = parse_hits(&out);
     let mine = hits_of(&hits, tid);
@@ -154,7 +146,7 @@ fn kernel_write_into_watched_user_buffer_shows_the_read_path() {
 
 #[test]
 fn count_prints_exactly_that_many_hits() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     let (code, out, err) = run(&["write", KERNEL_TARGET, "--count", "5", "--duration", "60s"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(parse_hits(&out).len(), 5, "{out}");
@@ -166,7 +158,7 @@ fn count_prints_exactly_that_many_hits() {
 
 #[test]
 fn duration_stops_on_time() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     let t = Tracer::start(&["write", KERNEL_TARGET, "--duration", "500ms"]);
     let (code, _out, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
@@ -175,7 +167,7 @@ fn duration_stops_on_time() {
 
 #[test]
 fn sigint_and_sigterm_stop_cleanly_with_summary() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
         let t = Tracer::start(&["write", KERNEL_TARGET]);
         std::thread::sleep(Duration::from_millis(300));
@@ -195,7 +187,7 @@ fn sigint_and_sigterm_stop_cleanly_with_summary() {
 
 #[test]
 fn closed_stdout_is_a_quiet_normal_end() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     let mut t = Tracer::start(&["write", KERNEL_TARGET]);
     // Read one hit, then hang up like `| head -n 20` does: ksymwatch's next write gets EPIPE.
     t.read_until(|l| !l.starts_with('#'));
@@ -208,7 +200,7 @@ fn closed_stdout_is_a_quiet_normal_end() {
 
 #[test]
 fn rw_reports_reads_too() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     // The read path of the helper's own variable: the store loop also loads nothing, so use the kernel
     // target, which is read and written; rw must report RW hits.
     let (code, out, err) = run(&["rw", KERNEL_TARGET, "--count", "3", "--duration", "60s"]);
@@ -221,7 +213,7 @@ fn rw_reports_reads_too() {
 
 #[test]
 fn a_full_ring_loses_records_loudly() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     // One data page per CPU cannot hold 10 ms of a writer at full speed: the kernel must drop records, and
     // ksymwatch must say so in the stream and the summary, never silently.
     const N: usize = 100_000;
@@ -257,4 +249,95 @@ fn a_full_ring_loses_records_loudly() {
         err.contains("WARNING") && err.contains("--buffer-pages"),
         "{err}"
     );
+}
+
+#[test]
+fn a_loss_at_the_end_of_a_burst_is_counted_by_the_kernel_and_reported() {
+    let Some(_lock) = util::live() else { return };
+    // The tracer is stopped while a one-page ring overflows and the writer exits: the kernel writes a LOST
+    // record only at the next sample that fits, and there is none. Only the event's own lost counter
+    // (PERF_FORMAT_LOST) knows; the stream and the summary must say it.
+    const N: u64 = 20_000;
+    let mut w = Writer::start(&["write", &N.to_string(), "0"]);
+    let target = format!("0x{:x}/8", w.addr);
+    let t = Tracer::start(&["write", &target, "--buffer-pages", "1"]);
+    t.signal(libc::SIGSTOP);
+    w.go();
+    let tid = w.tid;
+    w.finish();
+    t.signal(libc::SIGCONT);
+    std::thread::sleep(Duration::from_millis(200));
+    t.signal(libc::SIGINT);
+    let (code, out, err) = t.wait(Duration::from_secs(60));
+    assert_eq!(code, 0, "{err}");
+    let mine = parse_hits(&out).iter().filter(|h| h.tid == tid).count() as u64;
+    let lost_in_stream: u64 = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("# lost "))
+        .map(|l| l.split(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    let lost_in_summary: u64 = err
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" lost"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no lost count in {err}"));
+    assert!(mine < N, "a one-page ring held {N} hits? {err}");
+    assert_eq!(lost_in_stream, lost_in_summary, "{err}");
+    assert!(
+        mine + lost_in_summary >= N,
+        "{mine} printed + {lost_in_summary} lost < {N}: a silent tail loss\n{err}"
+    );
+    assert!(!err.contains("unaccounted"), "{err}");
+}
+
+#[test]
+fn timestamps_never_go_backwards_in_a_two_cpu_flood() {
+    let Some(_lock) = util::live() else { return };
+    let cpus = util::online_cpus();
+    if cpus.len() < 2 {
+        util::skip("needs 2 online CPUs");
+        return;
+    }
+    // Two copies of the non-PIE helper share the global's address; a system-wide watch sees both, one
+    // pinned to each CPU, so two rings fill at once and every drain has records from both.
+    const N: usize = 30_000;
+    let mut a = Writer::start(&["write", &N.to_string(), &cpus[0].to_string()]);
+    let mut b = Writer::start(&["write", &N.to_string(), &cpus[1].to_string()]);
+    assert_eq!(a.addr, b.addr, "the helper must be non-PIE for this test");
+    let target = format!("0x{:x}/8", a.addr);
+    let t = Tracer::start_json(&["write", &target, "--json"]);
+    let (ta, tb) = (a.tid, b.tid);
+    let ga = std::thread::spawn(move || {
+        a.go();
+        a.finish();
+    });
+    b.go();
+    b.finish();
+    ga.join().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    t.signal(libc::SIGINT);
+    let (code, out, err) = t.wait(Duration::from_secs(120));
+    assert_eq!(code, 0, "{err}");
+    let mut last = 0u64;
+    let mut by_cpu = std::collections::BTreeMap::<u64, usize>::new();
+    let mut hits = 0;
+    for line in out.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v["type"] != "hit" {
+            continue;
+        }
+        let time = v["time_ns"].as_u64().unwrap();
+        assert!(
+            time >= last,
+            "time went backwards: {time} after {last}\n{line}"
+        );
+        last = time;
+        let tid = v["tid"].as_u64().unwrap() as u32;
+        if tid == ta || tid == tb {
+            hits += 1;
+            *by_cpu.entry(v["cpu"].as_u64().unwrap()).or_default() += 1;
+        }
+    }
+    assert!(hits >= 2 * N, "{hits} hits from the two writers: {err}");
+    assert_eq!(by_cpu.len(), 2, "both CPUs flooded: {by_cpu:?}");
 }

@@ -1,10 +1,10 @@
 //! Every row of the README's bad-input table: a one-line error naming the problem and the fix, the
 //! documented exit code, and nothing armed. Rows that need no breakpoint run without the live lock.
 
-mod common;
+use crate::util;
 
-use common::run;
 use std::path::PathBuf;
+use util::run;
 
 /// A kallsyms-format fixture with real data symbols, duplicates and a tiny variable.
 const FIXTURE: &str = "\
@@ -218,12 +218,12 @@ fn bad_options() {
 
 #[test]
 fn offline_cpu_in_the_list_is_refused() {
-    let Some(_lock) = common::live() else { return };
-    if !common::can_hotplug_cpu1() {
+    let Some(_lock) = util::live() else { return };
+    if !util::can_hotplug_cpu1() {
         return;
     }
-    let _guard = common::OnlineGuard(1);
-    common::set_online(1, false);
+    let _guard = util::OnlineGuard(1);
+    util::set_online(1, false);
     rejects(
         &["write", "0x10000", "--cpus", "0-1"],
         2,
@@ -234,17 +234,17 @@ fn offline_cpu_in_the_list_is_refused() {
 #[test]
 fn unprivileged_user_gets_exit_4_with_the_paranoid_level() {
     if !std::path::Path::new("/usr/bin/setpriv").exists() {
-        skip!("SKIP: setpriv is not installed");
+        util::skip("setpriv is not installed");
         return;
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        skip!("SKIP: dropping privileges needs root");
+        util::skip("dropping privileges needs root");
         return;
     }
     let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap();
     if paranoid.trim().parse::<i32>().unwrap() < 0 {
-        skip!("SKIP: perf_event_paranoid is -1: unprivileged system-wide events are allowed here");
+        util::skip("perf_event_paranoid is -1: unprivileged system-wide events are allowed here");
         return;
     }
     let out = std::process::Command::new("setpriv")
@@ -255,7 +255,7 @@ fn unprivileged_user_gets_exit_4_with_the_paranoid_level() {
             "nogroup",
             "--clear-groups",
             "--inh-caps=-all",
-            common::BIN,
+            util::BIN,
         ])
         .args(["write", "0x10000"])
         .output()
@@ -272,7 +272,7 @@ fn unprivileged_user_gets_exit_4_with_the_paranoid_level() {
 
 #[test]
 fn text_symbol_watched_for_writes_warns_and_still_runs() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     let (code, out, err) = run(&["write", "vfs_read", "--duration", "200ms"]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -284,12 +284,12 @@ fn text_symbol_watched_for_writes_warns_and_still_runs() {
 
 #[test]
 fn output_that_cannot_be_written_is_a_runtime_error() {
-    let Some(_lock) = common::live() else { return };
+    let Some(_lock) = util::live() else { return };
     let full = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/full")
         .unwrap();
-    let out = std::process::Command::new(common::BIN)
+    let out = std::process::Command::new(util::BIN)
         .args(["write", "__start_init_stack+0x3e00", "--duration", "2s"])
         .stdout(full)
         .output()

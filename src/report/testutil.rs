@@ -1,0 +1,69 @@
+//! Builders shared by the printers' unit tests: one kallsyms table, samples decoded from record bytes the
+//! way the session gets them, watches, and hits symbolized the way the session makes them.
+
+use super::Hit;
+use crate::config::watch::{Access, Watch};
+use crate::perf::record::{decode, encode, Record, Sample, SAMPLE_TYPE};
+use crate::trace::symbolize::Symbolizer;
+use ksymwatch_symbols::{kallsyms, SymbolTable};
+use std::path::Path;
+
+/// Four kernel functions, 0x100 bytes each.
+pub const SYMS: &str = "\
+ffffffff81000000 T read_zero
+ffffffff81000100 T vfs_read
+ffffffff81000200 T ksys_read
+ffffffff81000300 T end_marker
+";
+
+pub fn table() -> SymbolTable {
+    kallsyms::from_text(SYMS, Path::new("fixture")).unwrap()
+}
+
+/// A sample record (see [`encode::sample`] for the fields), encoded and decoded again.
+pub fn sample(
+    ip: u64,
+    pid: u32,
+    tid: u32,
+    time: u64,
+    addr: u64,
+    cpu: u32,
+    chain: &[u64],
+) -> Sample {
+    let bytes = encode::sample(ip, pid, tid, time, addr, cpu, chain);
+    let Record::Sample(s) = decode(&bytes, SAMPLE_TYPE).unwrap() else {
+        panic!("not a sample")
+    };
+    s
+}
+
+pub fn watch(label: &str, addr: u64, access: Access) -> Watch {
+    Watch {
+        label: label.into(),
+        addr,
+        len: 8,
+        access,
+    }
+}
+
+/// Symbolizes each `(sample, comm, watch index)` with `table` and hands `f` the hit.
+pub fn each_hit(
+    table: &SymbolTable,
+    watches: &[Watch],
+    hits: &[(Sample, &str, usize)],
+    mut f: impl FnMut(&Hit<'_>),
+) {
+    let mut sym = Symbolizer::new(table);
+    for (s, comm, w) in hits {
+        let mut chain = Vec::new();
+        let ip = sym.resolve(s, &mut chain);
+        f(&Hit {
+            sample: s,
+            watch: &watches[*w],
+            watch_index: *w,
+            comm,
+            ip: &ip,
+            chain: &chain,
+        });
+    }
+}

@@ -1,0 +1,62 @@
+//! Test support shared by the test suites of both crates of the workspace (behind the `testing` feature,
+//! which only dev-dependencies enable, so none of it is in a release build of the tool): the gcc-built
+//! "vmlinux" [`fixture`], and the one way a test says it is skipped.
+
+pub mod fixture;
+
+use std::fmt::Display;
+use std::io::Write as _;
+use std::process::Command;
+
+/// Says that the running test is skipped and why, as one `SKIP: <test>: <why>` line on stderr directly
+/// (past libtest's capture), so every skip shows in a plain `cargo test` run and `scripts/test` can count
+/// them. The test's name is the one libtest gave the thread it runs the test on.
+pub fn skip(why: impl Display) {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("<unnamed test>");
+    // One write of the whole line, so a concurrent test's output cannot split it.
+    let line = format!("SKIP: {test}: {why}\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
+}
+
+/// Whether `tool --version` runs and succeeds.
+pub fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Whether `tool` is installed; if not, the running test is [`skip`]ped with "`tool` not found".
+pub fn require(tool: &str) -> bool {
+    let ok = have(tool);
+    if !ok {
+        skip(format_args!("{tool} not found"));
+    }
+    ok
+}
+
+/// One little-endian ELF note (as in `/sys/kernel/notes` or a `.notes` section on x86-64): namesz,
+/// descsz, type, then the name and the descriptor, each padded to 4 bytes.
+pub fn note(name: &[u8], ntype: u32, desc: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    v.extend_from_slice(&(name.len() as u32).to_le_bytes());
+    v.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+    v.extend_from_slice(&ntype.to_le_bytes());
+    v.extend_from_slice(name);
+    v.resize(v.len().next_multiple_of(4), 0);
+    v.extend_from_slice(desc);
+    v.resize(v.len().next_multiple_of(4), 0);
+    v
+}
+
+/// Runs `cmd args`, panicking with its stderr if it fails; returns its stdout.
+pub fn tool(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}

@@ -1,0 +1,17 @@
+//! The root crate's one integration-test binary: one module per area, sharing [`util`].
+//!
+//! Live modules (`live_*`, `check`, parts of `bad_input` and `resolve_cli`) arm real breakpoints and take
+//! CPU 1 offline and back; they are serialized machine-wide by `util::live()`. A test that cannot run here
+//! prints `SKIP: <test>: <reason>` (see `util::skip`), which `scripts/test` counts.
+
+mod util;
+
+mod bad_input;
+mod check;
+mod live_arm;
+mod live_hotplug;
+mod live_output;
+mod live_rollback;
+mod live_watch;
+mod properties;
+mod resolve_cli;

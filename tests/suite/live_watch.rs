@@ -298,12 +298,13 @@ fn timestamps_never_go_backwards_in_a_two_cpu_flood() {
         util::skip("needs 2 online CPUs");
         return;
     }
-    // Two copies of the non-PIE helper share the global's address; a system-wide watch sees both, one
-    // pinned to each CPU, so two rings fill at once and every drain has records from both.
+    // Two helpers started without address-space randomization share the global's address; a system-wide
+    // watch sees both, one pinned to each CPU, so two rings fill at once and every drain has records from
+    // both.
     const N: usize = 30_000;
-    let mut a = Writer::start(&["write", &N.to_string(), &cpus[0].to_string()]);
-    let mut b = Writer::start(&["write", &N.to_string(), &cpus[1].to_string()]);
-    assert_eq!(a.addr, b.addr, "the helper must be non-PIE for this test");
+    let mut a = Writer::start_fixed(&["write", &N.to_string(), &cpus[0].to_string()]);
+    let mut b = Writer::start_fixed(&["write", &N.to_string(), &cpus[1].to_string()]);
+    assert_eq!(a.addr, b.addr, "setarch -R must place both globals alike");
     let target = format!("0x{:x}/8", a.addr);
     let t = Tracer::start_json(&["write", &target, "--json"]);
     let (ta, tb) = (a.tid, b.tid);
@@ -321,8 +322,12 @@ fn timestamps_never_go_backwards_in_a_two_cpu_flood() {
     let mut last = 0u64;
     let mut by_cpu = std::collections::BTreeMap::<u64, usize>::new();
     let mut hits = 0;
+    let mut lost = None;
     for line in out.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v["type"] == "summary" {
+            lost = v["lost"].as_u64();
+        }
         if v["type"] != "hit" {
             continue;
         }
@@ -338,6 +343,12 @@ fn timestamps_never_go_backwards_in_a_two_cpu_flood() {
             *by_cpu.entry(v["cpu"].as_u64().unwrap()).or_default() += 1;
         }
     }
-    assert!(hits >= 2 * N, "{hits} hits from the two writers: {err}");
+    // A debug build falls behind two flooding CPUs and loses records (reported); what matters here is the
+    // order of what arrived from both rings.
+    let lost = lost.expect("summary record") as usize;
+    assert!(
+        hits + lost >= 2 * N,
+        "{hits} hits + {lost} lost from the two writers: {err}"
+    );
     assert_eq!(by_cpu.len(), 2, "both CPUs flooded: {by_cpu:?}");
 }

@@ -95,8 +95,22 @@ pub struct Writer {
 
 impl Writer {
     pub fn start(args: &[&str]) -> Writer {
-        let mut child = Command::new(helper("writer"))
-            .args(args)
+        Writer::spawn(Command::new(helper("writer")).args(args))
+    }
+
+    /// Like [`Writer::start`] with address-space randomization off (`setarch -R`): every helper started
+    /// this way has its global at the same address, so one system-wide watch sees them all.
+    pub fn start_fixed(args: &[&str]) -> Writer {
+        Writer::spawn(
+            Command::new("setarch")
+                .arg("-R")
+                .arg(helper("writer"))
+                .args(args),
+        )
+    }
+
+    fn spawn(cmd: &mut Command) -> Writer {
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

@@ -20,5 +20,5 @@ pub mod config;
 pub mod cpulist;
 pub mod error;
 pub mod perf;
-pub mod report;
+pub(crate) mod report;
 pub mod trace;

@@ -4,9 +4,9 @@
 //!
 //! May use every other layer; nothing outside `cli/` imports it.
 
-pub mod args;
+pub(crate) mod args;
 mod check;
-pub mod duration;
+pub(crate) mod duration;
 mod resolve;
 mod watch;
 

@@ -13,11 +13,12 @@ use crate::error::{Error, ExitCode, Result};
 
 /// A symbols-crate error as ksymwatch words it: the crate's own text, with the flag that fixes it where
 /// there is one. Transparent otherwise: [`std::error::Error::source`] is the wrapped error's own, and
-/// [`Advised::get_ref`] gives the structured error back.
+/// tests reach the structured error with `get_ref`.
 #[derive(Debug)]
 pub struct Advised<E>(pub E);
 
 impl<E> Advised<E> {
+    #[cfg(test)]
     pub fn get_ref(&self) -> &E {
         &self.0
     }

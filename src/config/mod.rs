@@ -6,9 +6,9 @@
 //! Uses the `ksymwatch-symbols` crate and nothing of perf, the tracer or the CLI: the command line hands it
 //! plain values ([`symbols::Files`]), never clap types.
 
-pub mod advice;
-pub mod filter;
-pub mod symbols;
+pub(crate) mod advice;
+pub(crate) mod filter;
+pub(crate) mod symbols;
 pub mod target;
 pub mod watch;
 

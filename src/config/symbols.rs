@@ -207,10 +207,6 @@ impl FileSymbols {
         })
     }
 
-    pub fn resolver(&self) -> &Resolver {
-        &self.resolver
-    }
-
     /// Resolves every target to a watch at a runtime address. When the file's addresses are not provably
     /// the running kernel's, they are moved by kallsyms' `_text` and a warning says so.
     pub fn watches(&self, targets: &[Target], access: Access) -> Result<Vec<watch::Resolved>> {

@@ -8,7 +8,7 @@
 
 pub mod arm;
 pub mod event;
-pub mod privilege;
+pub(crate) mod privilege;
 pub mod record;
-pub mod ring;
-pub mod sys;
+pub(crate) mod ring;
+pub(crate) mod sys;

@@ -35,6 +35,7 @@ impl<W: Write, E: Write> Ftrace<W, E> {
         self
     }
 
+    #[cfg(test)]
     pub fn into_inner(self) -> (W, E) {
         (self.out, self.err)
     }

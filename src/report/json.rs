@@ -303,6 +303,7 @@ impl<W: Write, E: Write> Json<W, E> {
         Json { out, err }
     }
 
+    #[cfg(test)]
     pub fn into_inner(self) -> (W, E) {
         (self.out, self.err)
     }

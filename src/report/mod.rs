@@ -183,10 +183,6 @@ impl<O: Output, E: Write> Quiet<O, E> {
     pub fn new(inner: O, err: E) -> Self {
         Quiet { inner, err }
     }
-
-    pub fn into_inner(self) -> (O, E) {
-        (self.inner, self.err)
-    }
 }
 
 impl<O: Output, E: Write> Output for Quiet<O, E> {

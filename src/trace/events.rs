@@ -191,11 +191,6 @@ impl<'w> EventSet<'w> {
         self.by_cpu.clear();
         audits
     }
-
-    /// Whether every open event can count its dropped samples.
-    pub fn counts_lost(&self) -> bool {
-        self.by_cpu.values().flatten().all(|t| t.ev.counts_lost)
-    }
 }
 
 fn audit(t: &Tracked) -> Audit {

@@ -8,9 +8,9 @@
 //! `ksymwatch-symbols` crate (kernel tables, user-space maps and ELF symbols, source lines); [`symbolize`]
 //! only applies them to a sample.
 
-pub mod comm;
-pub mod events;
+pub(crate) mod comm;
+pub(crate) mod events;
 pub mod hotplug;
-pub mod session;
-pub mod sorter;
-pub mod symbolize;
+pub(crate) mod session;
+pub(crate) mod sorter;
+pub(crate) mod symbolize;

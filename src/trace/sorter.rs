@@ -109,6 +109,7 @@ impl<T> Sorter<T> {
         self.held.pop().map(|Reverse(e)| (e.time, e.item))
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.held.is_empty()
     }

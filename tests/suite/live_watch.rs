@@ -211,6 +211,21 @@ fn rw_reports_reads_too() {
     assert!(out.contains("access=RW (read-write)"));
 }
 
+/// Records lost as the stream's `# lost N ...` lines add them up, and as the stderr summary counts them.
+fn lost_counts(out: &str, err: &str) -> (u64, u64) {
+    let in_stream = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("# lost "))
+        .map(|l| l.split(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    let in_summary = err
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" lost"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no lost count in {err}"));
+    (in_stream, in_summary)
+}
+
 #[test]
 fn a_full_ring_loses_records_loudly() {
     let Some(_lock) = util::live() else { return };
@@ -228,16 +243,7 @@ fn a_full_ring_loses_records_loudly() {
     let (code, out, err) = t.wait(Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
     let mine = parse_hits(&out).iter().filter(|h| h.tid == tid).count();
-    let lost_in_stream: u64 = out
-        .lines()
-        .filter_map(|l| l.strip_prefix("# lost "))
-        .map(|l| l.split(' ').next().unwrap().parse::<u64>().unwrap())
-        .sum();
-    let lost_in_summary: u64 = err
-        .split(", ")
-        .find_map(|p| p.strip_suffix(" lost"))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no lost count in {err}"));
+    let (lost_in_stream, lost_in_summary) = lost_counts(&out, &err);
     assert!(mine < N, "a one-page ring kept up with {N} hits? {err}");
     assert!(lost_in_stream > 0, "no `# lost` line in the stream");
     assert_eq!(lost_in_stream, lost_in_summary, "{err}");
@@ -271,16 +277,7 @@ fn a_loss_at_the_end_of_a_burst_is_counted_by_the_kernel_and_reported() {
     let (code, out, err) = t.wait(Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
     let mine = parse_hits(&out).iter().filter(|h| h.tid == tid).count() as u64;
-    let lost_in_stream: u64 = out
-        .lines()
-        .filter_map(|l| l.strip_prefix("# lost "))
-        .map(|l| l.split(' ').next().unwrap().parse::<u64>().unwrap())
-        .sum();
-    let lost_in_summary: u64 = err
-        .split(", ")
-        .find_map(|p| p.strip_suffix(" lost"))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no lost count in {err}"));
+    let (lost_in_stream, lost_in_summary) = lost_counts(&out, &err);
     assert!(mine < N, "a one-page ring held {N} hits? {err}");
     assert_eq!(lost_in_stream, lost_in_summary, "{err}");
     assert!(

@@ -144,14 +144,18 @@ impl<'w> EventSet<'w> {
     ) -> Result<(), OpenError> {
         let evs = arm::open_cpu(self.watches, cpu, &self.cfg)?;
         evs.iter().try_for_each(|e| e.enable())?;
-        let now = sys::monotonic_ns();
-        let mut tracked = Vec::with_capacity(evs.len());
-        for ev in evs {
+        // Every descriptor is registered before any ring joins the sorter: a ring registered there but
+        // never read would hold every other ring's records back for good.
+        for ev in &evs {
             epoll.add(ev.fd(), token).map_err(|err| OpenError {
                 cpu,
                 stage: crate::perf::event::Stage::Enable,
                 err,
             })?;
+        }
+        let now = sys::monotonic_ns();
+        let mut tracked = Vec::with_capacity(evs.len());
+        for ev in evs {
             sorter.add_ring((cpu, ev.watch), now);
             tracked.push(Tracked {
                 ev,
@@ -217,7 +221,6 @@ fn drain_one(t: &mut Tracked, sorter: &mut Sorter<Item>, started: u64) {
         last_time,
     } = t;
     ev.ring.drain(|bytes| {
-        let time = record::trailer_time(bytes, SAMPLE_TYPE).unwrap_or(*last_time);
         let item = match record::decode(bytes, SAMPLE_TYPE) {
             Ok(Record::Sample(s)) => {
                 *samples += 1;
@@ -248,6 +251,8 @@ fn drain_one(t: &mut Tracked, sorter: &mut Sorter<Item>, started: u64) {
                 Item::Lost { cpu, count: 1 }
             }
         };
+        // Only non-sample records get here; a sample's time is in its body.
+        let time = record::trailer_time(bytes, SAMPLE_TYPE).unwrap_or(*last_time);
         *last_time = (*last_time).max(time);
         sorter.push(key, time, item);
         true

@@ -182,6 +182,16 @@ impl Cursor<'_> {
 
 /// Decodes one record, header included, as [`crate::perf::ring::Ring::drain`] hands it out.
 pub fn decode(bytes: &[u8], sample_type: u64) -> Result<Record, DecodeError> {
+    decode_reusing(bytes, sample_type, Vec::new())
+}
+
+/// [`decode`], with a sample's call chain stored in `frames` (cleared first) instead of a new vector: the
+/// tracer hands back the chains of printed hits, so a steady stream allocates nothing per sample.
+pub fn decode_reusing(
+    bytes: &[u8],
+    sample_type: u64,
+    frames: Vec<Frame>,
+) -> Result<Record, DecodeError> {
     if bytes.len() < 8 {
         return Err(DecodeError::Truncated {
             kind: 0,
@@ -204,7 +214,7 @@ pub fn decode(bytes: &[u8], sample_type: u64) -> Result<Record, DecodeError> {
         kind,
     };
     match kind {
-        RECORD_SAMPLE => decode_sample(&mut c, sample_type).map(Record::Sample),
+        RECORD_SAMPLE => decode_sample(&mut c, sample_type, frames).map(Record::Sample),
         RECORD_LOST => Ok(Record::Lost {
             id: c.u64()?,
             lost: c.u64()?,
@@ -271,7 +281,11 @@ pub fn trailer_time(bytes: &[u8], sample_type: u64) -> Option<u64> {
     Some(u64::from_ne_bytes(b))
 }
 
-fn decode_sample(c: &mut Cursor<'_>, st: u64) -> Result<Sample, DecodeError> {
+fn decode_sample(
+    c: &mut Cursor<'_>,
+    st: u64,
+    mut frames: Vec<Frame>,
+) -> Result<Sample, DecodeError> {
     if st & !SUPPORTED != 0 {
         return Err(DecodeError::UnsupportedSampleType(st & !SUPPORTED));
     }
@@ -282,7 +296,10 @@ fn decode_sample(c: &mut Cursor<'_>, st: u64) -> Result<Sample, DecodeError> {
         time: 0,
         addr: 0,
         cpu: 0,
-        frames: Vec::new(),
+        frames: {
+            frames.clear();
+            frames
+        },
     };
     if st & SAMPLE_IDENTIFIER != 0 {
         c.u64()?;
@@ -326,6 +343,8 @@ fn decode_sample(c: &mut Cursor<'_>, st: u64) -> Result<Sample, DecodeError> {
                 have: c.buf.len(),
             });
         }
+        // One allocation per sample, not one per doubling; `nr` fits in the record (checked above).
+        s.frames.reserve_exact(nr as usize);
         let mut ctx = if s.ip >= 0xffff_8000_0000_0000 {
             Context::Kernel
         } else {

@@ -2,6 +2,9 @@
 //! printers only format a [`ResolvedFrame`], so all of them agree on every name.
 
 use std::fmt;
+use std::sync::Arc;
+
+use super::numbers::push_hex;
 
 /// Where a kernel frame is in the source (`--lines`, from DWARF line tables): its `file:line` and the
 /// functions inlined at that point, innermost first, each as `func (file:line)`. Printers print it only when
@@ -12,7 +15,8 @@ pub struct SourceLine {
     pub inlined: Vec<String>,
 }
 
-/// One frame with whatever is known about it.
+/// One frame with whatever is known about it. Names are shared (`Arc`): the symbolizer hands out the same
+/// few names for every hit of a flood, and cloning a frame must not copy them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ResolvedFrame {
     pub addr: u64,
@@ -20,15 +24,15 @@ pub struct ResolvedFrame {
     /// stay unnamed).
     pub kernel: bool,
     /// Function name, demangled for user code; `None` when unknown.
-    pub sym: Option<String>,
+    pub sym: Option<Arc<str>>,
     /// Offset of `addr` into `sym` (0 when `sym` is unknown).
     pub off: u64,
     pub size: Option<u64>,
     /// Kernel module for kernel frames outside vmlinux.
-    pub module: Option<String>,
+    pub module: Option<Arc<str>>,
     /// Basename of the mapped file a user frame is in, when its mapping is known.
-    pub binary: Option<String>,
-    pub line: Option<SourceLine>,
+    pub binary: Option<Arc<str>>,
+    pub line: Option<Arc<SourceLine>>,
 }
 
 impl ResolvedFrame {
@@ -55,7 +59,7 @@ impl ResolvedFrame {
     /// known, `[unknown]` otherwise (the convention of `stackcollapse-perf.pl`).
     pub fn flame_name(&self) -> String {
         match (&self.sym, &self.binary) {
-            (Some(s), _) => s.clone(),
+            (Some(s), _) => s.to_string(),
             (None, Some(b)) => format!("[{b}]"),
             (None, None) => "[unknown]".to_string(),
         }
@@ -69,30 +73,48 @@ pub struct Display<'a> {
 
 impl fmt::Display for Display<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let fr = self.frame;
-        match &fr.sym {
+        let mut s = String::new();
+        self.frame.push_text(&mut s, self.comm);
+        f.write_str(&s)
+    }
+}
+
+impl ResolvedFrame {
+    /// Appends the [`ResolvedFrame::display`] form to `out`: the one spelling of a frame, fast enough for
+    /// the per-hit path.
+    pub fn push_text(&self, out: &mut String, comm: &str) {
+        match &self.sym {
             Some(sym) => {
-                write!(f, "{sym}+0x{:x}", fr.off)?;
-                if fr.kernel {
-                    if let Some(size) = fr.size {
-                        write!(f, "/0x{size:x}")?;
+                out.push_str(sym);
+                out.push_str("+0x");
+                push_hex(out, self.off);
+                if self.kernel {
+                    if let Some(size) = self.size {
+                        out.push_str("/0x");
+                        push_hex(out, size);
                     }
-                    if let Some(m) = &fr.module {
-                        write!(f, " [{m}]")?;
+                    if let Some(m) = &self.module {
+                        bracketed(out, m);
                     }
-                } else if let Some(b) = &fr.binary {
-                    write!(f, " [{b}]")?;
+                } else if let Some(b) = &self.binary {
+                    bracketed(out, b);
                 }
             }
             None => {
-                write!(f, "0x{:x}", fr.addr)?;
-                if !fr.kernel {
-                    write!(f, " [{}]", self.comm)?;
+                out.push_str("0x");
+                push_hex(out, self.addr);
+                if !self.kernel {
+                    bracketed(out, comm);
                 }
             }
         }
-        Ok(())
     }
+}
+
+fn bracketed(out: &mut String, name: &str) {
+    out.push_str(" [");
+    out.push_str(name);
+    out.push(']');
 }
 
 #[cfg(test)]

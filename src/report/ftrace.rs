@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
+use super::numbers::{push_dec_zero, push_left, push_right, push_time};
 use super::summary::write_text;
 use super::{
     arm_failed_note, format_time, summary_line, Header, Hit, Output, StreamEvent, Summary,
@@ -20,13 +21,20 @@ pub struct Ftrace<W: Write, E: Write> {
     out: W,
     err: E,
     top: usize,
+    /// One hit's text, built here and written at once; reused so a hit allocates nothing.
+    line: String,
 }
 
 impl<W: Write, E: Write> Ftrace<W, E> {
     /// Hits, marks and the `--summary` report (as `#` lines) go to `out`; the one-line summary goes to `err`
     /// so that stdout stays a clean trace.
     pub fn new(out: W, err: E) -> Self {
-        Ftrace { out, err, top: 20 }
+        Ftrace {
+            out,
+            err,
+            top: 20,
+            line: String::new(),
+        }
     }
 
     /// How many call chains the `--summary` report lists (0: all).
@@ -83,31 +91,48 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
 
     fn hit(&mut self, hit: &Hit<'_>) -> io::Result<()> {
         let s = hit.sample;
-        write!(
-            self.out,
-            "{:>16}-{:<7} [{:03}] {:>12}: {} {} ip=",
-            hit.comm,
-            s.tid,
-            s.cpu,
-            format_time(s.time),
-            hit.watch.label,
-            hit.watch.access.letters()
-        )?;
-        writeln!(self.out, "{}", hit.ip.display(hit.comm))?;
+        let l = &mut self.line;
+        l.clear();
+        // `{comm:>16}-{tid:<7} [{cpu:03}] {time:>12}: {label} {access} ip={ip}`
+        push_right(l, hit.comm, 16);
+        l.push('-');
+        let mut tid = itoa::Buffer::new();
+        push_left(l, tid.format(s.tid), 7);
+        l.push_str(" [");
+        push_dec_zero(l, u64::from(s.cpu), 3);
+        l.push_str("] ");
+        let start = l.len();
+        push_time(l, s.time);
+        let width = l.len() - start;
+        if width < 12 {
+            l.insert_str(start, &"            "[..12 - width]);
+        }
+        l.push_str(": ");
+        l.push_str(&hit.watch.label);
+        l.push(' ');
+        l.push_str(hit.watch.access.letters());
+        l.push_str(" ip=");
+        hit.ip.push_text(l, hit.comm);
+        l.push('\n');
         for f in hit.chain {
             // --lines: inlined functions first, innermost first, as the chain reads from the trap outwards.
-            if let Some(l) = &f.line {
-                for inlined in &l.inlined {
-                    writeln!(self.out, " => {inlined}")?;
+            if let Some(line) = &f.line {
+                for inlined in &line.inlined {
+                    l.push_str(" => ");
+                    l.push_str(inlined);
+                    l.push('\n');
                 }
             }
-            write!(self.out, " => {}", f.display(hit.comm))?;
-            match &f.line {
-                Some(l) => writeln!(self.out, " ({})", l.location)?,
-                None => writeln!(self.out)?,
+            l.push_str(" => ");
+            f.push_text(l, hit.comm);
+            if let Some(line) = &f.line {
+                l.push_str(" (");
+                l.push_str(&line.location);
+                l.push(')');
             }
+            l.push('\n');
         }
-        Ok(())
+        self.out.write_all(l.as_bytes())
     }
 
     fn event(&mut self, event: &StreamEvent, time_ns: u64) -> io::Result<()> {

@@ -7,6 +7,7 @@ pub mod folded;
 pub mod frame;
 pub mod ftrace;
 pub mod json;
+pub mod numbers;
 pub mod status;
 pub mod summary;
 #[cfg(test)]
@@ -272,5 +273,7 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
 
 /// `secs.usecs`, ftrace's timestamp form.
 pub fn format_time(ns: u64) -> String {
-    format!("{}.{:06}", ns / 1_000_000_000, (ns % 1_000_000_000) / 1000)
+    let mut s = String::new();
+    numbers::push_time(&mut s, ns);
+    s
 }

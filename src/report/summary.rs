@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 
+use rustc_hash::FxHashMap;
+
 use super::{Hit, ResolvedFrame, Summary};
 
 /// One unique call chain of one target.
@@ -34,54 +36,139 @@ pub struct IpCount {
 }
 
 /// Counts by chain, ip and comm.
+///
+/// Hits are grouped by what they print as (the display key), so one path through the same functions is one
+/// chain even when ASLR moved a user binary between processes. Spelling every frame out for every hit was
+/// most of `--quiet`'s CPU, so the printed key is made once per *raw* chain (target, addresses, and the
+/// writer's pid and comm when a user frame is involved) and the raw key then leads straight to its group.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tally {
-    /// Keyed by target and the printed frames, so one path through the same functions is one chain even when
-    /// ASLR moved a user binary between processes.
-    chains: HashMap<(usize, Vec<String>), Chain>,
-    by_ip: HashMap<String, IpCount>,
+    /// Groups in first-seen order, with their display keys.
+    chains: Vec<((usize, Vec<String>), Chain)>,
+    chain_index: HashMap<(usize, Vec<String>), usize>,
+    raw_chains: FxHashMap<Vec<u64>, usize>,
+    ips: Vec<(String, IpCount)>,
+    ip_index: HashMap<String, usize>,
+    raw_ips: FxHashMap<[u64; 4], usize>,
     by_comm: HashMap<String, u64>,
+    /// Small ids for comms, so a raw key stays a list of integers.
+    comm_ids: FxHashMap<String, u64>,
+    scratch: Vec<u64>,
 }
+
+/// Raw keys remembered before the caches start over: each new process adds keys of its own.
+const RAW_KEYS_MAX: usize = 1 << 16;
 
 impl Tally {
     pub fn add(&mut self, hit: &Hit<'_>) {
+        let comm = self.comm_id(hit.comm);
+        let pid = u64::from(hit.sample.pid);
+
+        // The chain: [target, pid, comm, (addr, kernel)...]; pid and comm only matter for user frames.
+        let user = hit.chain.iter().any(|f| !f.kernel);
+        let mut raw = std::mem::take(&mut self.scratch);
+        raw.clear();
+        raw.push(hit.watch_index as u64);
+        raw.push(if user { pid } else { u64::MAX });
+        raw.push(if user { comm } else { u64::MAX });
+        for f in hit.chain {
+            raw.push(f.addr);
+            raw.push(u64::from(f.kernel));
+        }
+        let i = match self.raw_chains.get(raw.as_slice()) {
+            Some(&i) => i,
+            None => {
+                let i = self.chain_slot(hit);
+                if self.raw_chains.len() >= RAW_KEYS_MAX {
+                    self.raw_chains.clear();
+                }
+                self.raw_chains.insert(raw.clone(), i);
+                i
+            }
+        };
+        self.scratch = raw;
+        let chain = &mut self.chains[i].1;
+        chain.count += 1;
+        bump(&mut chain.comms, hit.comm);
+
+        let ip = hit.ip;
+        let raw_ip = if ip.kernel {
+            [ip.addr, 1, u64::MAX, u64::MAX]
+        } else {
+            [ip.addr, 0, pid, comm]
+        };
+        let i = match self.raw_ips.get(&raw_ip) {
+            Some(&i) => i,
+            None => {
+                let name = ip.display(hit.comm).to_string();
+                let i = match self.ip_index.get(&name) {
+                    Some(&i) => i,
+                    None => {
+                        self.ips.push((
+                            name.clone(),
+                            IpCount {
+                                count: 0,
+                                ip: ip.clone(),
+                            },
+                        ));
+                        self.ip_index.insert(name, self.ips.len() - 1);
+                        self.ips.len() - 1
+                    }
+                };
+                if self.raw_ips.len() >= RAW_KEYS_MAX {
+                    self.raw_ips.clear();
+                }
+                self.raw_ips.insert(raw_ip, i);
+                i
+            }
+        };
+        self.ips[i].1.count += 1;
+        bump_hash(&mut self.by_comm, hit.comm);
+    }
+
+    fn comm_id(&mut self, comm: &str) -> u64 {
+        if let Some(&id) = self.comm_ids.get(comm) {
+            return id;
+        }
+        let id = self.comm_ids.len() as u64;
+        self.comm_ids.insert(comm.to_string(), id);
+        id
+    }
+
+    /// The group of a chain seen for the first time under this raw key, found or made by its display key.
+    fn chain_slot(&mut self, hit: &Hit<'_>) -> usize {
         let key: Vec<String> = hit
             .chain
             .iter()
             .map(|f| f.display(hit.comm).to_string())
             .collect();
-        let chain = self
-            .chains
-            .entry((hit.watch_index, key))
-            .or_insert_with(|| Chain {
+        let key = (hit.watch_index, key);
+        if let Some(&i) = self.chain_index.get(&key) {
+            return i;
+        }
+        self.chains.push((
+            key.clone(),
+            Chain {
                 count: 0,
                 target: hit.watch_index,
                 target_name: hit.watch.label.clone(),
                 frames: hit.chain.to_vec(),
                 comms: BTreeMap::new(),
-            });
-        chain.count += 1;
-        *chain.comms.entry(hit.comm.to_string()).or_default() += 1;
-        self.by_ip
-            .entry(hit.ip.display(hit.comm).to_string())
-            .or_insert_with(|| IpCount {
-                count: 0,
-                ip: hit.ip.clone(),
-            })
-            .count += 1;
-        *self.by_comm.entry(hit.comm.to_string()).or_default() += 1;
+            },
+        ));
+        self.chain_index.insert(key, self.chains.len() - 1);
+        self.chains.len() - 1
     }
 
     /// Unique chains, most frequent first (ties in a stable order).
     pub fn chains(&self) -> Vec<&Chain> {
-        let mut v: Vec<(&(usize, Vec<String>), &Chain)> = self.chains.iter().collect();
-        v.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(b.0)));
+        let mut v: Vec<&((usize, Vec<String>), Chain)> = self.chains.iter().collect();
+        v.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(&b.0)));
         v.into_iter().map(|(_, c)| c).collect()
     }
 
     pub fn by_ip(&self) -> Vec<(&str, &IpCount)> {
-        let mut v: Vec<(&str, &IpCount)> =
-            self.by_ip.iter().map(|(k, c)| (k.as_str(), c)).collect();
+        let mut v: Vec<(&str, &IpCount)> = self.ips.iter().map(|(k, c)| (k.as_str(), c)).collect();
         v.sort_by(|a, b| b.1.count.cmp(&a.1.count).then(a.0.cmp(b.0)));
         v
     }
@@ -90,6 +177,25 @@ impl Tally {
         let mut v: Vec<(&str, u64)> = self.by_comm.iter().map(|(k, &n)| (k.as_str(), n)).collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         v
+    }
+}
+
+/// Counts one more for `name` without allocating once it is known.
+fn bump(map: &mut BTreeMap<String, u64>, name: &str) {
+    match map.get_mut(name) {
+        Some(n) => *n += 1,
+        None => {
+            map.insert(name.to_string(), 1);
+        }
+    }
+}
+
+fn bump_hash(map: &mut HashMap<String, u64>, name: &str) {
+    match map.get_mut(name) {
+        Some(n) => *n += 1,
+        None => {
+            map.insert(name.to_string(), 1);
+        }
     }
 }
 

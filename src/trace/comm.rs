@@ -2,11 +2,12 @@
 //! name learned from PERF_RECORD_COMM/FORK or an earlier hit; one never seen alive prints as `<...>`, as
 //! ftrace does.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::path::PathBuf;
 
 pub struct Comms {
-    names: HashMap<u32, String>,
+    /// Looked up for every hit: FxHash, not SipHash (tids come from the kernel).
+    names: FxHashMap<u32, String>,
     proc_root: PathBuf,
 }
 
@@ -19,7 +20,7 @@ impl Default for Comms {
 impl Comms {
     pub fn new(proc_root: impl Into<PathBuf>) -> Comms {
         Comms {
-            names: HashMap::new(),
+            names: FxHashMap::default(),
             proc_root: proc_root.into(),
         }
     }

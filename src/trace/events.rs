@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::config::watch::Watch;
 use crate::perf::arm;
 use crate::perf::event::{CpuEvent, EventConfig, OpenError};
-use crate::perf::record::{self, Record, Sample, SAMPLE_TYPE};
+use crate::perf::record::{self, Frame, Record, Sample, SAMPLE_TYPE};
 use crate::perf::sys::{self, Epoll};
 use crate::trace::sorter::{RingKey, Sorter};
 
@@ -80,7 +80,12 @@ pub struct EventSet<'w> {
     watches: &'w [Watch],
     cfg: EventConfig,
     by_cpu: BTreeMap<u32, Vec<Tracked>>,
+    /// Call-chain vectors of handled samples, reused by the next ones decoded.
+    spare: Vec<Vec<Frame>>,
 }
+
+/// Spare vectors kept: enough for the records a drain holds in the sorter, not more.
+const SPARE_MAX: usize = 4096;
 
 impl<'w> EventSet<'w> {
     /// Takes the armed events; each is registered with `epoll` under `token`, and its ring with `sorter`.
@@ -96,6 +101,7 @@ impl<'w> EventSet<'w> {
             watches,
             cfg,
             by_cpu: BTreeMap::new(),
+            spare: Vec::new(),
         };
         let now = sys::monotonic_ns();
         for ev in armed {
@@ -124,7 +130,15 @@ impl<'w> EventSet<'w> {
     pub fn drain(&mut self, sorter: &mut Sorter<Item>) {
         let started = sys::monotonic_ns();
         for t in self.by_cpu.values_mut().flatten() {
-            drain_one(t, sorter, started);
+            drain_one(t, sorter, started, &mut self.spare);
+        }
+    }
+
+    /// Takes back a handled sample's call-chain vector for the next decoded sample.
+    pub fn recycle(&mut self, mut frames: Vec<Frame>) {
+        if self.spare.len() < SPARE_MAX {
+            frames.clear();
+            self.spare.push(frames);
         }
     }
 
@@ -181,7 +195,7 @@ impl<'w> EventSet<'w> {
         let started = sys::monotonic_ns();
         let mut audits = Vec::with_capacity(evs.len());
         for t in evs.iter_mut() {
-            drain_one(t, sorter, started);
+            drain_one(t, sorter, started, &mut self.spare);
             let _ = epoll.delete(t.ev.fd());
             sorter.remove_ring((cpu, t.ev.watch));
             audits.push(audit(t));
@@ -210,7 +224,12 @@ fn audit(t: &Tracked) -> Audit {
     }
 }
 
-fn drain_one(t: &mut Tracked, sorter: &mut Sorter<Item>, started: u64) {
+fn drain_one(
+    t: &mut Tracked,
+    sorter: &mut Sorter<Item>,
+    started: u64,
+    spare: &mut Vec<Vec<Frame>>,
+) {
     let key: RingKey = (t.ev.cpu, t.ev.watch);
     let (cpu, watch) = key;
     let Tracked {
@@ -221,7 +240,8 @@ fn drain_one(t: &mut Tracked, sorter: &mut Sorter<Item>, started: u64) {
         last_time,
     } = t;
     ev.ring.drain(|bytes| {
-        let item = match record::decode(bytes, SAMPLE_TYPE) {
+        let frames = spare.pop().unwrap_or_default();
+        let item = match record::decode_reusing(bytes, SAMPLE_TYPE, frames) {
             Ok(Record::Sample(s)) => {
                 *samples += 1;
                 *last_time = s.time;

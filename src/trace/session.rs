@@ -169,6 +169,7 @@ impl<'a, O: Output> Session<'a, O> {
         }
         self.summary.elapsed = start.elapsed();
         self.summary.stop = Some(stop);
+        self.summary.warnings.extend(self.symbolizer.take_notes());
         match self.out.finish(&self.summary) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
@@ -244,9 +245,15 @@ impl<'a, O: Output> Session<'a, O> {
     /// One released record: task names change, losses are marked, hits are printed.
     fn apply(&mut self, time: u64, item: Item) -> Option<StopReason> {
         match item {
-            Item::Sample(sample, watch) => self.hit(&sample, watch),
+            Item::Sample(sample, watch) => {
+                let stop = self.hit(&sample, watch);
+                self.events.recycle(sample.frames);
+                stop
+            }
             Item::Comm { tid, comm } => {
                 self.comms.set(tid, &comm);
+                // A rename is usually an exec, after which the thread group leader's tid is the pid.
+                self.symbolizer.forget_process(tid);
                 None
             }
             Item::Fork {

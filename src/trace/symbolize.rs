@@ -4,8 +4,10 @@
 //! [`ResolvedFrame`]s made here; none looks an address up itself, so all of them agree on every name.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use ksymwatch_symbols::{annotate, LineSource, SymbolTable, UserSymbols};
+use rustc_hash::FxHashMap;
 
 use crate::perf::record::{Context, Sample};
 use crate::report::{ResolvedFrame, SourceLine};
@@ -16,8 +18,21 @@ pub struct Symbolizer<'a> {
     user: Option<UserSymbols>,
     lines: Option<&'a dyn LineSource>,
     /// DWARF line lookups are far slower than a symbol search and hot paths repeat the same few addresses.
-    line_cache: HashMap<u64, Option<SourceLine>>,
+    line_cache: HashMap<u64, Option<Arc<SourceLine>>>,
+    /// Kernel frames already named, by address: a flood repeats a few chains, and a cached frame is cloned
+    /// by bumping reference counts instead of searching the table and copying names. Cleared when full, so a
+    /// day-long run that walks the whole kernel stays bounded.
+    kernel_cache: FxHashMap<u64, ResolvedFrame>,
+    /// The same for user frames, per process (a process's addresses mean nothing in another one).
+    user_cache: FxHashMap<u32, FxHashMap<u64, ResolvedFrame>>,
+    user_cached: usize,
 }
+
+/// Distinct user (process, address) pairs remembered before that cache starts over.
+const USER_CACHE_MAX: usize = 1 << 16;
+
+/// Distinct kernel addresses remembered before the cache starts over.
+const KERNEL_CACHE_MAX: usize = 1 << 16;
 
 impl<'a> Symbolizer<'a> {
     /// Kernel frames only; user frames stay addresses.
@@ -27,6 +42,9 @@ impl<'a> Symbolizer<'a> {
             user: None,
             lines: None,
             line_cache: HashMap::new(),
+            kernel_cache: FxHashMap::default(),
+            user_cache: FxHashMap::default(),
+            user_cached: 0,
         }
     }
 
@@ -44,15 +62,17 @@ impl<'a> Symbolizer<'a> {
         self
     }
 
-    fn line(&mut self, addr: u64) -> Option<SourceLine> {
+    fn line(&mut self, addr: u64) -> Option<Arc<SourceLine>> {
         let source = self.lines?;
         self.line_cache
             .entry(addr)
             .or_insert_with(|| {
                 let a = annotate(source, addr);
-                (!a.location.is_empty()).then_some(SourceLine {
-                    location: a.location,
-                    inlined: a.inlined,
+                (!a.location.is_empty()).then(|| {
+                    Arc::new(SourceLine {
+                        location: a.location,
+                        inlined: a.inlined,
+                    })
                 })
             })
             .clone()
@@ -68,16 +88,29 @@ impl<'a> Symbolizer<'a> {
     }
 
     pub fn frame(&mut self, pid: u32, addr: u64, kernel: bool) -> ResolvedFrame {
-        let mut fr = ResolvedFrame::unknown(addr, kernel);
         if kernel {
+            if let Some(f) = self.kernel_cache.get(&addr) {
+                return f.clone();
+            }
+            let mut fr = ResolvedFrame::unknown(addr, kernel);
             if let Some(s) = self.kernel.symbolize(addr) {
-                fr.sym = Some(s.symbol.name.clone());
+                fr.sym = Some(s.symbol.name.as_str().into());
                 fr.off = s.offset;
                 fr.size = s.symbol.size;
-                fr.module = s.symbol.module.clone();
+                fr.module = s.symbol.module.as_deref().map(Arc::from);
             }
             fr.line = self.line(addr);
-        } else if let Some(user) = &mut self.user {
+            if self.kernel_cache.len() >= KERNEL_CACHE_MAX {
+                self.kernel_cache.clear();
+            }
+            self.kernel_cache.insert(addr, fr.clone());
+            return fr;
+        }
+        if let Some(f) = self.user_cache.get(&pid).and_then(|p| p.get(&addr)) {
+            return f.clone();
+        }
+        let mut fr = ResolvedFrame::unknown(addr, kernel);
+        if let Some(user) = &mut self.user {
             if let Some(u) = user.lookup(pid, addr) {
                 fr.binary = Some(u.binary);
                 if let Some((sym, off, size)) = u.sym {
@@ -85,9 +118,35 @@ impl<'a> Symbolizer<'a> {
                     fr.off = off;
                     fr.size = size;
                 }
+                // Only what a mapping answered is kept: an address not found yet is asked again (the user
+                // symbols retry a process's maps on a miss, at a bounded rate).
+                if self.user_cached >= USER_CACHE_MAX {
+                    self.user_cache.clear();
+                    self.user_cached = 0;
+                }
+                self.user_cache
+                    .entry(pid)
+                    .or_default()
+                    .insert(addr, fr.clone());
+                self.user_cached += 1;
             }
         }
         fr
+    }
+
+    /// What symbol loading left out (user binaries with oversized tables), for the summary's warnings.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        self.user
+            .as_mut()
+            .map(UserSymbols::take_notes)
+            .unwrap_or_default()
+    }
+
+    /// `pid` ran exec (its name changed): its addresses now belong to another program.
+    pub fn forget_process(&mut self, pid: u32) {
+        if let Some(p) = self.user_cache.remove(&pid) {
+            self.user_cached -= p.len();
+        }
     }
 }
 

@@ -51,5 +51,5 @@ pub use resolve::{ResolveError, ResolveOptions, Resolved, Resolver};
 pub use source::{Source, SourceSearch};
 pub use symbol::{Symbol, SymbolKind};
 pub use table::{SymbolTable, Symbolized};
-pub use user::{demangle, Binary, UserFrame, UserSymbols};
+pub use user::{demangle, Binary, Skipped, UserFrame, UserSymbols, MAX_TABLE};
 pub use vmlinux::{Section, Vmlinux};

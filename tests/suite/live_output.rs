@@ -651,6 +651,48 @@ fn user_frames_are_named_from_the_writers_elf_symbols() {
     }
 }
 
+/// A watched process chooses which files the root tracer opens: one running from a 4 GiB sparse copy of the
+/// helper still gets named frames, and the tracer reads the headers and tables it needs, not the file.
+#[test]
+fn a_writer_running_from_a_huge_sparse_file_is_named_without_reading_the_file() {
+    let Some(_lock) = util::live() else { return };
+    let dir = std::env::temp_dir().join(format!("ksymwatch-sparse-writer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("writer");
+    std::fs::copy(util::helper("writer"), &exe).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&exe)
+        .unwrap()
+        .set_len(4 << 30)
+        .unwrap();
+    let w = Writer::start_binary(&exe, &["write", "3", &first_cpu()]);
+    let mut t = util::Tracer::start(&[
+        "write",
+        &format!("0x{:x}", w.addr),
+        "--tid",
+        &w.tid.to_string(),
+    ]);
+    w.go_and_finish();
+    let mut out = t.read_until(|l| l.contains(" [writer]"));
+    let peak_kib = util::peak_rss_kib(t.child.id());
+    let (code, rest, err) = t.interrupt(Duration::from_secs(30));
+    out.push_str(&rest);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, 0, "{err}");
+    let hits = parse_hits(&out);
+    assert_eq!(hits.len(), 3, "{out}");
+    for h in &hits {
+        assert!(h.ip.starts_with("main+0x"), "{h:?}");
+        assert!(h.chain[0].ends_with(" [writer]"), "{h:?}");
+    }
+    // Reading the file would take 4 GiB; the tracer itself needs a few MB.
+    assert!(
+        peak_kib < 256 * 1024,
+        "peak RSS {peak_kib} KiB: the file was read, not its tables"
+    );
+}
+
 /// The helper in `write2` mode, started by hand: util::Writer knows only the first global's address.
 struct TwoGlobals {
     child: Child,

@@ -46,6 +46,16 @@ fn cannot_run_live() -> Option<String> {
     None
 }
 
+/// Peak resident memory of a live process (VmHWM), in KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
+
 /// A C helper from tests/helpers, compiled once per test binary.
 pub fn helper(name: &str) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -107,6 +117,11 @@ impl Writer {
                 .arg(helper("writer"))
                 .args(args),
         )
+    }
+
+    /// Like [`Writer::start`] with the helper's binary at `path` (a copy the test prepared).
+    pub fn start_binary(path: &Path, args: &[&str]) -> Writer {
+        Writer::spawn(Command::new(path).args(args))
     }
 
     fn spawn(cmd: &mut Command) -> Writer {

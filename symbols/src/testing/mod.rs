@@ -1,7 +1,8 @@
 //! Test support shared by the test suites of both crates of the workspace (behind the `testing` feature,
 //! which only dev-dependencies enable, so none of it is in a release build of the tool): the gcc-built
-//! "vmlinux" [`fixture`], and the one way a test says it is skipped.
+//! "vmlinux" [`fixture`], a tiny hand-laid user ELF file ([`elf`]), and the one way a test says it is skipped.
 
+pub mod elf;
 pub mod fixture;
 
 use std::fmt::Display;

@@ -11,9 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use goblin::elf::program_header::PT_LOAD;
-use goblin::elf::sym::{STT_FUNC, STT_GNU_IFUNC};
-use goblin::elf::Elf;
+use rustc_hash::FxHashMap;
+
+mod elf;
+
+pub use elf::{Binary, Skipped, MAX_TABLE};
 
 /// A miss re-reads the maps at most this often per process: a JIT or a corrupt frame would otherwise re-read
 /// them on every hit.
@@ -23,9 +25,10 @@ const REFRESH_EVERY: Duration = Duration::from_millis(100);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserFrame {
     /// Basename of the mapped file (`writer`, `libc.so.6`) or the kernel's name for it (`[vdso]`).
-    pub binary: String,
-    /// Function, offset into it, and its size.
-    pub sym: Option<(String, u64, Option<u64>)>,
+    pub binary: Arc<str>,
+    /// Function, offset into it, and its size. Names are shared, not copied: a flood of hits names the same
+    /// few functions again and again.
+    pub sym: Option<(Arc<str>, u64, Option<u64>)>,
 }
 
 /// Identity of a mapped file: the same file mapped by many processes is loaded once; a file replaced at the
@@ -45,6 +48,8 @@ struct Mapping {
     offset: u64,
     /// The file's path as maps gives it, or `[vdso]`-style names for kernel-provided ones.
     path: String,
+    /// What frames in this mapping print as: the path's basename.
+    name: Arc<str>,
     dev: String,
     inode: u64,
     /// The loaded binary, once looked up: the lookup stats the file, far too slow to repeat for every frame
@@ -56,91 +61,6 @@ struct Mapping {
 struct Proc {
     maps: Vec<Mapping>,
     read_at: Option<Instant>,
-}
-
-#[derive(Debug)]
-struct Sym {
-    addr: u64,
-    size: u64,
-    name: String,
-}
-
-/// One ELF file's function symbols and load segments.
-#[derive(Debug, Default)]
-pub struct Binary {
-    /// (file offset, file size, virtual address) of each PT_LOAD segment.
-    loads: Vec<(u64, u64, u64)>,
-    /// Sorted by address.
-    syms: Vec<Sym>,
-}
-
-impl Binary {
-    /// Reads `bytes` as ELF; `None` when it is not one.
-    pub fn parse(bytes: &[u8]) -> Option<Binary> {
-        let elf = Elf::parse(bytes).ok()?;
-        let loads = elf
-            .program_headers
-            .iter()
-            .filter(|p| p.p_type == PT_LOAD)
-            .map(|p| (p.p_offset, p.p_filesz, p.p_vaddr))
-            .collect();
-        let funcs =
-            |syms: &goblin::elf::Symtab<'_>, strs: &goblin::strtab::Strtab<'_>| -> Vec<Sym> {
-                syms.iter()
-                    .filter(|s| {
-                        matches!(s.st_type(), STT_FUNC | STT_GNU_IFUNC)
-                            && s.st_value != 0
-                            && s.st_shndx != 0
-                    })
-                    .filter_map(|s| {
-                        let name = strs.get_at(s.st_name)?;
-                        (!name.is_empty()).then(|| Sym {
-                            addr: s.st_value,
-                            size: s.st_size,
-                            name: demangle(name),
-                        })
-                    })
-                    .collect()
-            };
-        let mut syms = funcs(&elf.syms, &elf.strtab);
-        if syms.is_empty() {
-            syms = funcs(&elf.dynsyms, &elf.dynstrtab);
-        }
-        // Aliases share an address: keep the sized one, then the first by name, so the pick is stable.
-        syms.sort_by(|a, b| {
-            a.addr
-                .cmp(&b.addr)
-                .then(b.size.cmp(&a.size))
-                .then_with(|| a.name.cmp(&b.name))
-        });
-        syms.dedup_by_key(|s| s.addr);
-        Some(Binary { loads, syms })
-    }
-
-    /// The ELF virtual address of a file offset, through the PT_LOAD segment that holds it.
-    pub fn vaddr(&self, file_off: u64) -> Option<u64> {
-        self.loads
-            .iter()
-            .find(|&&(off, size, _)| file_off >= off && file_off - off < size.max(1))
-            .map(|&(off, _, vaddr)| vaddr + (file_off - off))
-    }
-
-    /// The function containing `vaddr`: (name, offset, size).
-    pub fn symbolize(&self, vaddr: u64) -> Option<(String, u64, Option<u64>)> {
-        let i = self
-            .syms
-            .partition_point(|s| s.addr <= vaddr)
-            .checked_sub(1)?;
-        let s = &self.syms[i];
-        let off = vaddr - s.addr;
-        // An unsized symbol (hand-written assembly) is believed only up to the next symbol.
-        let fits = if s.size > 0 {
-            off < s.size
-        } else {
-            self.syms.get(i + 1).is_some_and(|n| vaddr < n.addr)
-        };
-        fits.then(|| (s.name.clone(), off, (s.size > 0).then_some(s.size)))
-    }
 }
 
 /// Rust (legacy and v0) and Itanium C++ names demangled; anything else as it is.
@@ -174,6 +94,7 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
                 start: u64::from_str_radix(start, 16).ok()?,
                 end: u64::from_str_radix(end, 16).ok()?,
                 offset: u64::from_str_radix(offset, 16).ok()?,
+                name: basename(&path).into(),
                 path,
                 dev: dev.to_string(),
                 inode: inode.parse().ok()?,
@@ -196,8 +117,10 @@ fn basename(path: &str) -> String {
 /// Per-process maps and per-binary symbols, learned as hits arrive.
 pub struct UserSymbols {
     proc_root: PathBuf,
-    procs: HashMap<u32, Proc>,
+    // Looked up for every user frame of every hit: a fast integer hash, not SipHash.
+    procs: FxHashMap<u32, Proc>,
     binaries: HashMap<BinKey, Option<Arc<Binary>>>,
+    notes: Vec<String>,
 }
 
 impl Default for UserSymbols {
@@ -210,8 +133,9 @@ impl UserSymbols {
     pub fn new(proc_root: impl Into<PathBuf>) -> UserSymbols {
         UserSymbols {
             proc_root: proc_root.into(),
-            procs: HashMap::new(),
+            procs: FxHashMap::default(),
             binaries: HashMap::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -246,7 +170,7 @@ impl UserSymbols {
             }
         };
         let m = &self.procs.get(&pid)?.maps[i];
-        let binary = basename(&m.path);
+        let binary = m.name.clone();
         if !m.path.starts_with('/') {
             return Some(UserFrame { binary, sym: None });
         }
@@ -294,8 +218,11 @@ impl UserSymbols {
     }
 
     /// The binary behind a mapping, loaded on first use. The file is opened through the process's
-    /// `map_files` link when possible: that works for a deleted file and across mount namespaces.
+    /// `map_files` link when possible: that works for a deleted file and across mount namespaces. Whatever
+    /// path is used, the opened file must be a regular file with the mapping's inode: a path can be replaced
+    /// (by a FIFO, a device, another file) between the mapping and our open, and the open never blocks.
     fn binary(&mut self, pid: u32, m: &Mapping) -> Option<Arc<Binary>> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let via_map = self
             .proc_root
             .join(format!("{pid}/map_files/{:x}-{:x}", m.start, m.end));
@@ -304,9 +231,15 @@ impl UserSymbols {
             m.path.trim_end_matches(" (deleted)")
         ));
         let candidates = [via_map, via_root, PathBuf::from(&m.path)];
-        let (file, meta) = candidates
-            .iter()
-            .find_map(|p| std::fs::metadata(p).ok().map(|md| (p, md)))?;
+        let (file, meta) = candidates.iter().find_map(|p| {
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                .open(p)
+                .ok()?;
+            let md = f.metadata().ok()?;
+            (md.is_file() && md.ino() == m.inode).then_some((f, md))
+        })?;
         let key = BinKey {
             dev: m.dev.clone(),
             inode: m.inode,
@@ -316,12 +249,20 @@ impl UserSymbols {
         if let Some(b) = self.binaries.get(&key) {
             return b.clone();
         }
-        let loaded = std::fs::read(file)
-            .ok()
-            .and_then(|bytes| Binary::parse(&bytes))
-            .map(Arc::new);
+        let (loaded, skipped) = Binary::load(&file);
+        if let Some(Skipped(why)) = skipped {
+            self.notes
+                .push(format!("symbols of {} left out: {why}", m.path));
+        }
+        let loaded = loaded.map(Arc::new);
         self.binaries.insert(key, loaded.clone());
         loaded
+    }
+
+    /// What was left out since the last call (binaries whose symbol tables were too large), for the
+    /// session's summary.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
     }
 }
 
@@ -360,23 +301,21 @@ mod tests {
     fn names_a_function_of_a_mapped_pie_through_a_fixture_proc() {
         let exe = std::env::current_exe().unwrap();
         let bytes = std::fs::read(&exe).unwrap();
-        let elf = Elf::parse(&bytes).unwrap();
-        let bin = Binary::parse(&bytes).unwrap();
+        let elf = goblin::elf::Elf::parse(&bytes).unwrap();
+        let bin = Binary::parse(&bytes).0.unwrap();
         let text = elf
             .program_headers
             .iter()
-            .find(|p| p.p_type == PT_LOAD && p.is_executable())
+            .find(|p| p.p_type == goblin::elf::program_header::PT_LOAD && p.is_executable())
             .unwrap();
         // A sized function inside the executable segment.
-        let f = bin
-            .syms
-            .iter()
-            .find(|s| {
-                s.size > 16
-                    && s.addr >= text.p_vaddr
-                    && s.addr + s.size <= text.p_vaddr + text.p_filesz
+        let (addr, size, name) = bin
+            .functions()
+            .find(|&(addr, size, _)| {
+                size > 16 && addr >= text.p_vaddr && addr + size <= text.p_vaddr + text.p_filesz
             })
             .unwrap();
+        let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&exe).unwrap());
         let base = 0x5555_0000_0000u64;
         let page = 0xfff;
         let start = base + (text.p_vaddr & !page);
@@ -386,20 +325,20 @@ mod tests {
         std::fs::write(
             dir.join("42/maps"),
             format!(
-                "{start:x}-{end:x} r-xp {:08x} fd:01 99 {}\n",
+                "{start:x}-{end:x} r-xp {:08x} fd:01 {inode} {}\n",
                 text.p_offset & !page,
                 exe.display()
             ),
         )
         .unwrap();
         let mut u = UserSymbols::new(&dir);
-        let runtime = base + f.addr + 5;
+        let runtime = base + addr + 5;
         let got = u.lookup(42, runtime).unwrap();
-        assert_eq!(got.binary, exe.file_name().unwrap().to_string_lossy());
-        assert_eq!(got.sym, Some((f.name.clone(), 5, Some(f.size))));
+        assert_eq!(*got.binary, *exe.file_name().unwrap().to_string_lossy());
+        assert_eq!(got.sym, Some((name.as_str().into(), 5, Some(size))));
         // The process "exits": what was learned stays.
         std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(u.lookup(42, runtime).unwrap().sym.unwrap().0, f.name);
+        assert_eq!(&*u.lookup(42, runtime).unwrap().sym.unwrap().0, name);
         assert_eq!(u.lookup(42, 0x10), None);
         assert_eq!(u.lookup(0, runtime), None);
     }

@@ -9,6 +9,7 @@
 //
 // The helper pins itself only after "go", so a test may name a CPU that is offline when the helper starts.
 //   writer write2 N CPU  store N times into each of two globals, alternating (several-target tests)
+//   writer now N CPU     store N times right away, no "go" and no "done": a short-lived writer for loops
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sched.h>
@@ -44,11 +45,17 @@ int main(int argc, char **argv) {
     }
     const char *mode = argv[1];
     int spin = strcmp(mode, "spin") == 0;
+    int now = strcmp(mode, "now") == 0;
     long n = spin ? 0 : atol(argv[2]);
     int cpu = atoi(spin ? argv[2] : argv[3]);
     printf("addr=%p pid=%d tid=%ld addr2=%p\n", (void *)&target_var, getpid(), (long)syscall(SYS_gettid),
            (void *)&target_var2);
     fflush(stdout);
+    if (now) {
+        pin(cpu);
+        for (long i = 0; i < n; i++) target_var = i;
+        return 0;
+    }
     wait_line();
     pin(cpu);
     if (strcmp(mode, "write") == 0) {

@@ -526,6 +526,73 @@ fn json_summary_record_counts_chains_ips_and_comms() {
     assert_eq!((by_comm[0].comm.as_str(), by_comm[0].count), ("writer", N));
 }
 
+/// "Who wrote" names the task as it was named when it wrote. 100 short-lived writers, each started by a
+/// bash loop on one CPU through `taskset` and `setarch` onto the other: every new task is first named after
+/// its parent (FORK), then renamed by each exec (COMM). Applied out of order with the samples, hits were
+/// credited to `taskset` or `bash`, and `--comm writer` dropped most of them.
+#[test]
+fn short_lived_writers_are_named_as_they_were_when_they_wrote() {
+    let Some(_lock) = util::live() else { return };
+    let cpus = util::online_cpus();
+    if cpus.len() < 2 {
+        return util::skip("needs two online CPUs");
+    }
+    for tool in ["taskset", "setarch", "bash"] {
+        if !ksymwatch_symbols::testing::have(tool) {
+            return util::skip(format!("needs {tool}"));
+        }
+    }
+    const RUNS: usize = 100;
+    const STORES: usize = 5;
+    let writer = util::helper("writer");
+    // With ASLR off every run has its global at the same address: one system-wide watch sees them all.
+    let banner = Command::new("setarch")
+        .arg("-R")
+        .arg(&writer)
+        .args(["now", "0", "0"])
+        .output()
+        .expect("run writer");
+    let banner = String::from_utf8_lossy(&banner.stdout);
+    let addr = banner
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("addr="))
+        .expect("addr")
+        .to_string();
+    let script = format!(
+        "for i in $(seq {RUNS}); do taskset -c {} setarch -R {} now {STORES} {} >/dev/null; done",
+        cpus[0],
+        writer.display(),
+        cpus[0]
+    );
+    for filter in [&[][..], &["--comm", "writer"][..]] {
+        let mut args = vec!["write", addr.as_str(), "--json", "--summary"];
+        args.extend_from_slice(filter);
+        let t = util::Tracer::start_json(&args);
+        let status = Command::new("taskset")
+            .args(["-c", &cpus[1].to_string(), "bash", "-c", &script])
+            .status()
+            .expect("run the loop");
+        assert!(status.success());
+        let (code, out, err) = t.interrupt(Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
+        let lines = schema::parse(&out);
+        let hits = json_hits(&lines);
+        let s = json_summary(&lines);
+        let wrong: Vec<_> = hits.iter().filter(|h| h.comm != "writer").collect();
+        assert!(wrong.is_empty(), "{filter:?}: named wrong: {wrong:?}");
+        assert_eq!(
+            s.filtered, 0,
+            "{filter:?}: no hit is filtered out as another task"
+        );
+        // Each run: its own stores from user space, plus the kernel's when exec clears its .bss.
+        let user = hits.iter().filter(|h| !h.ip.kernel).count();
+        assert_eq!(user, RUNS * STORES, "{filter:?}: {err}");
+        let by_comm = s.by_comm.as_ref().expect("by_comm");
+        assert_eq!(by_comm.len(), 1, "{by_comm:?}");
+        assert_eq!(by_comm[0].comm, "writer");
+    }
+}
+
 #[test]
 fn folded_stacks_feed_inferno_and_flamegraph_writes_an_svg() {
     let Some(_lock) = util::live() else { return };

@@ -42,10 +42,16 @@ pub struct TargetError {
 
 impl fmt::Display for TargetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // An empty input is said in words: a quoted empty token (``) reads as a formatting bug.
+        if self.input.is_empty() {
+            f.write_str("bad target: ")?;
+        } else {
+            write!(f, "bad target `{}`: ", self.input)?;
+        }
         write!(
             f,
-            "bad target `{}`: {}; expected SYMBOL[.FIELD][+OFF][/LEN] or 0xADDR[/LEN], LEN one of 1, 2, 4, 8",
-            self.input, self.message
+            "{}; expected SYMBOL[.FIELD][+OFF][/LEN] or 0xADDR[/LEN], LEN one of 1, 2, 4, 8",
+            self.message
         )
     }
 }
@@ -113,28 +119,74 @@ impl Parser<'_> {
         &self.input[start..self.pos]
     }
 
-    fn number(&mut self, what: &str) -> Result<u64, TargetError> {
-        let text = self.take_while(|c| c.is_ascii_alphanumeric()).to_string();
-        parse_number(&text).ok_or_else(|| {
-            self.err(format!(
-                "{what} `{text}` is not a number (decimal or 0xHEX)"
-            ))
-        })
+    /// The character at the cursor, whole (the input may hold multi-byte UTF-8).
+    fn peek_char(&self) -> Option<char> {
+        self.input[self.pos..].chars().next()
+    }
+
+    /// A number after the grammar's `after` character (`/`, `+`, `@`, `[`; `None` for an address). The
+    /// token taken includes a leading sign, so `/-8` is refused as `-8`, the text the user typed, rather
+    /// than as an empty token in front of an unexpected `-`.
+    fn number(&mut self, what: &str, after: Option<char>) -> Result<u64, TargetError> {
+        let start = self.pos;
+        if matches!(self.peek(), Some(b'+' | b'-')) {
+            self.pos += 1;
+        }
+        self.take_while(|c| c.is_ascii_alphanumeric());
+        let text = &self.input[start..self.pos];
+        if text.is_empty() {
+            let article = if what.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                "an"
+            } else {
+                "a"
+            };
+            let message = match (after, self.peek_char()) {
+                (Some(a), Some(c)) => {
+                    format!("`{a}` must be followed by {article} {what}, not `{c}`")
+                }
+                (Some(a), None) => format!("`{a}` must be followed by {article} {what}"),
+                (None, _) => format!("missing {what}"),
+            };
+            return Err(self.err(message));
+        }
+        let (sign, digits) = match text.as_bytes()[0] {
+            s @ (b'+' | b'-') => (Some(s), &text[1..]),
+            _ => (None, text),
+        };
+        let message = match (parse_number(digits), sign) {
+            (Ok(n), None) => return Ok(n),
+            (Err(NumberError::Invalid), _) => {
+                format!("{what} `{text}` is not a number (decimal or 0xHEX)")
+            }
+            (Err(NumberError::Overflow), _) => format!("{what} `{text}` overflows 64 bits"),
+            (Ok(_), Some(b'-')) => format!("{what} `{text}` cannot be negative"),
+            (Ok(_), Some(_)) => format!("{what} `{text}` takes no sign"),
+        };
+        Err(self.err(message))
     }
 }
 
-/// `0x1f` or `31`; `None` if neither (or out of range).
-pub fn parse_number(text: &str) -> Option<u64> {
-    if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        if hex.is_empty() {
-            return None;
-        }
-        u64::from_str_radix(hex, 16).ok()
-    } else if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        text.parse().ok()
-    } else {
-        None
+/// Why a token is not a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NumberError {
+    /// Neither `0xHEX` nor decimal digits (a sign counts as neither).
+    Invalid,
+    /// Well-formed, but more than 64 bits.
+    Overflow,
+}
+
+/// `0x1f` or `31`.
+pub fn parse_number(text: &str) -> Result<u64, NumberError> {
+    let (digits, radix) = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None => (text, 10),
+    };
+    // Checked here because from_str_radix would also take a leading `+`.
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return Err(NumberError::Invalid);
     }
+    // Only digits of the radix remain, so the one way left to fail is a value past u64::MAX.
+    u64::from_str_radix(digits, radix).map_err(|_| NumberError::Overflow)
 }
 
 fn is_name_byte(c: u8) -> bool {
@@ -148,10 +200,10 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
         input,
     };
     if input.is_empty() {
-        return Err(p.err("it is empty"));
+        return Err(p.err("the TARGET argument is empty"));
     }
     let base = if input.starts_with("0x") || input.starts_with("0X") {
-        Base::Address(p.number("address")?)
+        Base::Address(p.number("address", None)?)
     } else {
         let first = p.peek().unwrap_or(0);
         if !(first.is_ascii_alphabetic() || first == b'_') {
@@ -175,7 +227,7 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
             if matches!(base, Base::Address(_)) {
                 return Err(p.err("a raw address has no elements"));
             }
-            let i = p.number("index")?;
+            let i = p.number("index", Some('['))?;
             if !p.eat(b']') {
                 return Err(p.err("`[` without a closing `]`"));
             }
@@ -189,16 +241,16 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
         let Base::Symbol { index, .. } = &mut base else {
             return Err(p.err("`@N` picks among same-named symbols; an address needs none"));
         };
-        let n = p.number("symbol index")?;
+        let n = p.number("symbol index", Some('@'))?;
         *index = Some(usize::try_from(n).map_err(|_| p.err("symbol index too large"))?);
     }
     let mut offset = 0;
     if p.eat(b'+') {
-        offset = p.number("offset")?;
+        offset = p.number("offset", Some('+'))?;
     }
     let mut len = None;
     if p.eat(b'/') {
-        let n = p.number("length")?;
+        let n = p.number("length", Some('/'))?;
         match n {
             1 | 2 | 4 | 8 => len = Some(n as u8),
             _ => {
@@ -208,11 +260,10 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
             }
         }
     }
-    if let Some(c) = p.peek() {
+    if let Some(c) = p.peek_char() {
         return Err(p.err(format!(
-            "unexpected `{}` at position {}",
-            c as char,
-            p.pos + 1
+            "unexpected `{c}` at position {}",
+            p.input[..p.pos].chars().count() + 1
         )));
     }
     if let Base::Address(a) = base {
@@ -320,5 +371,69 @@ mod tests {
             .unwrap_err()
             .message
             .contains("1, 2, 4 or 8"));
+    }
+
+    fn message(input: &str) -> String {
+        parse(input).unwrap_err().message
+    }
+
+    #[test]
+    fn a_signed_number_is_quoted_with_its_sign() {
+        assert_eq!(message("x/-8"), "length `-8` cannot be negative");
+        assert_eq!(message("x/+8"), "length `+8` takes no sign");
+        assert_eq!(message("x@-1"), "symbol index `-1` cannot be negative");
+        assert_eq!(message("x+-1"), "offset `-1` cannot be negative");
+        assert_eq!(message("x[-1]"), "index `-1` cannot be negative");
+        assert_eq!(
+            message("x/-zz"),
+            "length `-zz` is not a number (decimal or 0xHEX)"
+        );
+        assert_eq!(
+            message("x/-"),
+            "length `-` is not a number (decimal or 0xHEX)"
+        );
+    }
+
+    #[test]
+    fn a_missing_number_names_the_character_it_should_follow() {
+        assert_eq!(message("x+"), "`+` must be followed by an offset");
+        assert_eq!(message("x/"), "`/` must be followed by a length");
+        assert_eq!(message("x@"), "`@` must be followed by a symbol index");
+        assert_eq!(message("x["), "`[` must be followed by an index");
+        assert_eq!(message("x/ 8"), "`/` must be followed by a length, not ` `");
+        assert_eq!(
+            parse("").unwrap_err().to_string(),
+            "bad target: the TARGET argument is empty; expected SYMBOL[.FIELD][+OFF][/LEN] or \
+             0xADDR[/LEN], LEN one of 1, 2, 4, 8"
+        );
+    }
+
+    #[test]
+    fn more_than_64_bits_is_an_overflow_not_garbage() {
+        assert_eq!(
+            message("0xffffffffffffffffff"),
+            "address `0xffffffffffffffffff` overflows 64 bits"
+        );
+        assert_eq!(
+            message("x+18446744073709551616"),
+            "offset `18446744073709551616` overflows 64 bits"
+        );
+        assert_eq!(
+            message("x@0x10000000000000000"),
+            "symbol index `0x10000000000000000` overflows 64 bits"
+        );
+        // The largest value still fits.
+        assert_eq!(
+            parse("0xffffffffffffffff").unwrap().base,
+            Base::Address(u64::MAX)
+        );
+        assert_eq!(parse_number("18446744073709551615"), Ok(u64::MAX));
+        assert_eq!(parse_number("+5"), Err(NumberError::Invalid));
+        assert_eq!(parse_number("0x+5"), Err(NumberError::Invalid));
+    }
+
+    #[test]
+    fn a_multibyte_character_is_quoted_whole() {
+        assert_eq!(message("xé"), "unexpected `é` at position 2");
     }
 }

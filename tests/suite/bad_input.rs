@@ -148,6 +148,30 @@ fn bad_ranges() {
 }
 
 #[test]
+fn target_numbers_are_quoted_as_typed() {
+    for (target, says) in [
+        ("x/-8", "length `-8` cannot be negative"),
+        ("x/+8", "length `+8` takes no sign"),
+        ("x@-1", "symbol index `-1` cannot be negative"),
+        ("x+-1", "offset `-1` cannot be negative"),
+        ("x+", "`+` must be followed by an offset"),
+        (
+            "0xffffffffffffffffff",
+            "address `0xffffffffffffffffff` overflows 64 bits",
+        ),
+    ] {
+        let line = rejects(
+            &["write", target],
+            2,
+            &[&format!("bad target `{target}`: {says}")],
+        );
+        assert!(!line.contains("``"), "an empty token is quoted: {line}");
+        // `resolve` parses the same grammar with the same words.
+        rejects(&["resolve", target], 2, &[says]);
+    }
+}
+
+#[test]
 fn bad_kallsyms_files() {
     let empty = fixture("empty", "");
     rejects(

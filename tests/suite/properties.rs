@@ -22,6 +22,14 @@ proptest! {
     }
 
     #[test]
+    fn target_errors_never_quote_an_empty_token(s in "[a-z_0-9x.+/@\\[\\]-]{0,40}") {
+        if let Err(e) = target::parse(&s) {
+            let text = e.to_string();
+            prop_assert!(!text.contains("``"), "{}", text);
+        }
+    }
+
+    #[test]
     fn symbol_plus_offset_len_round_trips(
         name in "[a-z_][a-z0-9_]{0,20}",
         off in any::<u32>(),

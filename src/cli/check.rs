@@ -1,6 +1,7 @@
 //! `ksymwatch check`: what this machine allows, before anyone waits on a watch that cannot work. Every probe
 //! is read-only except the debug-register probe, which opens disabled breakpoints and closes them at once.
 
+use std::io::Write;
 use std::path::Path;
 
 use ksymwatch_symbols::{kallsyms, Resolver, Source, SourceSearch};
@@ -230,7 +231,13 @@ pub fn run(json: bool) -> Result<()> {
     } else {
         render(&report)
     };
-    print!("{text}");
+    // `print!` would panic on a full disk; a closed pipe (`| head -1`) is a normal end, as in `write`.
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => return Err(Error::runtime("writing output").caused_by(e)),
+    }
     match report.reason {
         None => Ok(()),
         Some(why) => Err(Error::new(ExitCode::NotPermitted, why)),

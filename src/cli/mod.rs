@@ -16,6 +16,7 @@ pub use args::{Cli, Command};
 
 use crate::config::watch::Access;
 use crate::error::Result;
+use crate::stderr;
 
 /// Parses arguments, runs, and returns the process exit code.
 pub fn main() -> i32 {
@@ -31,10 +32,10 @@ pub fn main() -> i32 {
                 .map(str::trim)
                 .collect();
             let message = message.join(" ");
-            eprintln!(
+            stderr::line(format_args!(
                 "ksymwatch: {}; see `ksymwatch --help`",
                 message.trim_end_matches('.')
-            );
+            ));
             return crate::error::ExitCode::Usage as i32;
         }
         Err(e) => {
@@ -46,7 +47,7 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("ksymwatch: error: {e}");
+            stderr::line(format_args!("ksymwatch: error: {e}"));
             e.code as i32
         }
     }

@@ -24,6 +24,7 @@ use crate::report::ftrace::Ftrace;
 use crate::report::json::Json;
 use crate::report::status::Status;
 use crate::report::{Header, Output, Quiet, StreamEvent, Tee};
+use crate::stderr::{self, Stderr};
 use crate::trace::hotplug::Hotplug;
 use crate::trace::session::{Plan, Session};
 
@@ -123,14 +124,15 @@ fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {
 /// bad path fails at once instead of after a long session.
 fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
     let stdout = || BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    // stderr carries messages, never the product: its failure must not end the session (crate::stderr).
     let quiet = args.quiet || folded_to_stdout(args);
     let stream: Box<dyn Output> = match (args.json, quiet) {
-        (true, false) => Box::new(Json::new(stdout(), io::stderr())),
-        (true, true) => Box::new(Quiet::new(Json::new(stdout(), io::stderr()), io::stderr())),
-        (false, false) => Box::new(Ftrace::new(stdout(), io::stderr()).with_top(args.top)),
+        (true, false) => Box::new(Json::new(stdout(), Stderr)),
+        (true, true) => Box::new(Quiet::new(Json::new(stdout(), Stderr), Stderr)),
+        (false, false) => Box::new(Ftrace::new(stdout(), Stderr).with_top(args.top)),
         (false, true) => Box::new(Quiet::new(
-            Ftrace::new(stdout(), io::stderr()).with_top(args.top),
-            io::stderr(),
+            Ftrace::new(stdout(), Stderr).with_top(args.top),
+            Stderr,
         )),
     };
     // The status line shares the terminal with a stream on stdout only if stdout is elsewhere; first in the
@@ -210,7 +212,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     let mut watches: Vec<Watch> = Vec::new();
     for r in resolved {
         for w in &r.warnings {
-            eprintln!("ksymwatch: warning: {w}");
+            stderr::line(format_args!("ksymwatch: warning: {w}"));
         }
         watches.push(r.watch);
     }
@@ -225,7 +227,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     let signals = SignalFd::stop_signals().or_exit(ExitCode::Runtime, "signalfd")?;
     let (hotplug, warning) = Hotplug::new(follow, args.strict_hotplug);
     if let Some(w) = warning {
-        eprintln!("ksymwatch: warning: {w}");
+        stderr::line(format_args!("ksymwatch: warning: {w}"));
     }
     let labels: Vec<&str> = watches.iter().map(|w| w.label.as_str()).collect();
     let out = outputs(

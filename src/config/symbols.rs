@@ -271,10 +271,10 @@ impl FileSymbols {
         match &self.running {
             Ok(t) => Ok(t),
             Err(why) => {
-                eprintln!(
+                crate::stderr::line(format_args!(
                     "ksymwatch: warning: call chains from {} instead of kallsyms ({why})",
                     self.resolver.source()
-                );
+                ));
                 self.resolver.table().bad_symbols()
             }
         }
@@ -300,9 +300,9 @@ impl FileSymbols {
     pub fn line_source(&self) -> Result<VmlinuxLines<'_>> {
         let lines = VmlinuxLines::new(&self.resolver).bad_symbols()?;
         if self.resolver.kernel_match().is_mismatch() {
-            eprintln!(
+            crate::stderr::line(format_args!(
                 "ksymwatch: warning: --lines with a vmlinux that is not the running kernel: file:line will be wrong"
-            );
+            ));
         }
         Ok(lines)
     }

@@ -325,3 +325,84 @@ fn output_that_cannot_be_written_is_a_runtime_error() {
         "{err}"
     );
 }
+
+/// Runs ksymwatch with stderr on a full disk (`2>/dev/full`) and stdout discarded; returns the exit code.
+fn exit_with_full_stderr(args: &[&str]) -> i32 {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let status = std::process::Command::new(util::BIN)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(full)
+        .status()
+        .unwrap();
+    // 101 is Rust's panic exit: `eprintln!` panics when stderr cannot be written.
+    status.code().unwrap_or(-1)
+}
+
+#[test]
+fn stderr_that_cannot_be_written_does_not_change_the_exit_code() {
+    let k = fixture("k-full", FIXTURE);
+    let k = k.to_str().unwrap();
+    // A clean run that writes nothing to stderr, then ones whose error line is lost.
+    assert_eq!(
+        exit_with_full_stderr(&["resolve", "tiny", "--kallsyms", k]),
+        0
+    );
+    assert_eq!(exit_with_full_stderr(&["write", "x/-8"]), 2);
+    assert_eq!(
+        exit_with_full_stderr(&["resolve", "jiffes", "--kallsyms", k]),
+        2
+    );
+    // clap's usage errors are printed by us, through the same non-panicking path.
+    assert_eq!(exit_with_full_stderr(&["frobnicate"]), 2);
+    assert_eq!(exit_with_full_stderr(&["write"]), 2);
+    assert_eq!(exit_with_full_stderr(&["write", "0x10000", "--bogus"]), 2);
+}
+
+#[test]
+fn stderr_that_cannot_be_written_does_not_change_a_watch_exit_code() {
+    let Some(_lock) = util::live() else { return };
+    // The summary line (and, with --quiet, the `armed` note) go to stderr; losing them is not an error.
+    for extra in [&[][..], &["--json"], &["--quiet"]] {
+        let mut args = vec!["write", "__start_init_stack+0x3e00", "--duration", "300ms"];
+        args.extend(extra);
+        assert_eq!(exit_with_full_stderr(&args), 0, "{args:?}");
+    }
+    // A warning on the way (a text symbol watched for writes), then a clean stop.
+    assert_eq!(
+        exit_with_full_stderr(&["write", "vfs_read", "--duration", "200ms"]),
+        0
+    );
+    // A run that fails to arm keeps its own code: the holder takes what is left of cpu0 (it stops at the
+    // first refusal, so cpu0 is full even if something outside the live lock holds a register too).
+    let holder = util::Holder::start(0, 4);
+    assert_eq!(
+        exit_with_full_stderr(&["write", "0x10000", "--duration", "300ms"]),
+        3
+    );
+    drop(holder);
+    assert_eq!(exit_with_full_stderr(&["check"]), 0);
+}
+
+#[test]
+fn check_on_a_full_stdout_is_a_runtime_error_not_a_panic() {
+    let Some(_lock) = util::live() else { return };
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = std::process::Command::new(util::BIN)
+        .arg("check")
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("writing output") && err.contains("No space left"),
+        "{err}"
+    );
+}

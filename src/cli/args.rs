@@ -29,7 +29,8 @@ pub enum Command {
     /// Print where TARGET is (addresses, size, section, type, which file answered) without arming anything.
     Resolve(ResolveArgs),
     /// Show what this machine allows: breakpoint PMU, privileges, free debug registers, symbols, hotplug.
-    /// Exit 0 when a watch can work here, 4 when it cannot.
+    /// Exit 0 when a watch on every online CPU can be armed, 3 when a CPU has no free debug register (as
+    /// `write` would), 4 when not permitted or not supported.
     Check {
         /// One JSON object instead of the table.
         #[arg(long)]

@@ -1,6 +1,9 @@
 //! `ksymwatch check`: what this machine allows, before anyone waits on a watch that cannot work. Every probe
 //! is read-only except the debug-register probe, which opens disabled breakpoints and closes them at once.
+//! It exits with the code a default `write` (every online CPU) would: 4 not permitted or not supported, 3 a
+//! CPU that cannot be armed (no free debug register), 0 otherwise.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
 
@@ -10,8 +13,8 @@ use serde::Serialize;
 use crate::config::advice::Advised;
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
-use crate::perf::event;
 use crate::perf::privilege::Privilege;
+use crate::perf::{arm, event};
 
 #[derive(Debug, Serialize)]
 pub struct CpuSlots {
@@ -19,6 +22,10 @@ pub struct CpuSlots {
     /// How many breakpoints could be opened before the kernel said ENOSPC; `None` if the probe failed.
     pub free: Option<u32>,
     pub error: Option<String>,
+    /// The exit code a `write` arming this CPU would get from the probe's failure (`None`: it can be
+    /// armed, or it went offline while probed, which arming skips too).
+    #[serde(skip)]
+    pub refused: Option<ExitCode>,
 }
 
 #[derive(Debug, Serialize)]
@@ -26,6 +33,12 @@ pub struct Report {
     /// Whether `ksymwatch write` can arm here, and if not why.
     pub can_watch: bool,
     pub reason: Option<String>,
+    /// The exit code `check` ends with: the one a default `write` (every online CPU) would end with.
+    #[serde(skip)]
+    pub code: Option<ExitCode>,
+    /// Online CPUs where a watch cannot be armed (no free debug register, or the probe was refused), in
+    /// the order `write` arms them.
+    pub unarmable_cpus: Vec<u32>,
     pub kernel: String,
     pub breakpoint_pmu: bool,
     pub uid: u32,
@@ -78,11 +91,17 @@ pub fn gather() -> Report {
                     cpu,
                     free: Some(n),
                     error: None,
+                    // A full CPU is what `write` reports as ENOSPC: could not arm.
+                    refused: (n == 0).then_some(ExitCode::Arm),
                 },
                 Err(e) => CpuSlots {
                     cpu,
                     free: None,
-                    error: Some(e),
+                    error: Some(e.err.to_string()),
+                    // ENODEV: it went offline between the online list and the probe; `write` skips such a
+                    // CPU and arms it when it returns.
+                    refused: (e.err.raw_os_error() != Some(libc::ENODEV))
+                        .then(|| arm::explain(&e, &[]).code),
                 },
             })
             .collect()
@@ -101,21 +120,33 @@ pub fn gather() -> Report {
         })
         .collect();
     let uevents = crate::trace::hotplug::uevents_work();
-    let reason = if !breakpoint_pmu {
-        Some(
+    let unarmable: Vec<&CpuSlots> = free.iter().filter(|s| s.refused.is_some()).collect();
+    let verdict = if !breakpoint_pmu {
+        Some((
+            ExitCode::NotPermitted,
             "no hardware breakpoint PMU (/sys/bus/event_source/devices/breakpoint is missing)"
                 .to_string(),
-        )
+        ))
     } else if let Err(e) = privilege.system_wide() {
-        Some(e)
-    } else if !free.iter().any(|s| s.free.is_some_and(|n| n > 0)) {
-        Some("no online CPU has a free debug register".to_string())
+        Some((ExitCode::NotPermitted, e))
+    } else if let Some(first) = unarmable.first() {
+        // `write` arms CPUs in order and stops at the first refusal: its code is the first CPU's.
+        let code = first.refused.unwrap_or(ExitCode::Arm);
+        Some((code, registers_verdict(&free, &unarmable)))
+    } else if free.iter().all(|s| s.free.is_none()) {
+        Some((
+            ExitCode::Arm,
+            "no online CPU could be probed for a free debug register".to_string(),
+        ))
     } else {
         None
     };
+    let (code, reason) = verdict.unzip();
     Report {
         can_watch: reason.is_none(),
         reason,
+        code,
+        unarmable_cpus: unarmable.iter().map(|s| s.cpu).collect(),
         kernel,
         breakpoint_pmu,
         uid: privilege.euid,
@@ -134,6 +165,52 @@ pub fn gather() -> Report {
         hotplug_writable,
         uevents,
     }
+}
+
+/// `cpu 0`, `cpus 0-1`: the kernel's list form after the word in the right number; empty for no CPU.
+fn cpus_phrase(cpus: impl IntoIterator<Item = u32>) -> String {
+    let set: BTreeSet<u32> = cpus.into_iter().collect();
+    match set.len() {
+        0 => String::new(),
+        1 => format!("cpu {}", cpulist::format(&set)),
+        _ => format!("cpus {}", cpulist::format(&set)),
+    }
+}
+
+/// Why a default watch (every online CPU, one register each) cannot be armed: which CPUs refuse, and which
+/// could still be watched with `--cpus`.
+fn registers_verdict(all: &[CpuSlots], unarmable: &[&CpuSlots]) -> String {
+    let full = cpus_phrase(
+        unarmable
+            .iter()
+            .filter(|s| s.free == Some(0))
+            .map(|s| s.cpu),
+    );
+    let refused = cpus_phrase(unarmable.iter().filter(|s| s.free.is_none()).map(|s| s.cpu));
+    let armable: BTreeSet<u32> = all
+        .iter()
+        .filter(|s| s.free.is_some_and(|n| n > 0))
+        .map(|s| s.cpu)
+        .collect();
+    let mut parts = Vec::new();
+    if !full.is_empty() {
+        parts.push(format!(
+            "no free debug register on {full} (all in use by perf, a debugger, another ksymwatch, or a \
+             task-bound watchpoint)"
+        ));
+    }
+    if !refused.is_empty() {
+        parts.push(format!("the register probe was refused on {refused}"));
+    }
+    if armable.is_empty() {
+        parts.push("a watch cannot be armed on any online CPU".to_string());
+    } else {
+        parts.push(format!(
+            "a watch on every online CPU cannot be armed, one with `--cpus {}` can",
+            cpulist::format(&armable)
+        ));
+    }
+    parts.join("; ")
 }
 
 fn yes(b: bool) -> &'static str {
@@ -189,6 +266,7 @@ pub fn render(r: &Report) -> String {
             r.debug_registers
                 .iter()
                 .map(|s| match (s.free, &s.error) {
+                    (Some(0), _) => format!("cpu{} 0 free (cannot arm)", s.cpu),
                     (Some(n), _) => format!("cpu{} {n} free", s.cpu),
                     (None, e) => {
                         format!("cpu{} probe failed: {}", s.cpu, e.as_deref().unwrap_or("?"))
@@ -238,8 +316,52 @@ pub fn run(json: bool) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
         Err(e) => return Err(Error::runtime("writing output").caused_by(e)),
     }
-    match report.reason {
-        None => Ok(()),
-        Some(why) => Err(Error::new(ExitCode::NotPermitted, why)),
+    match (report.code, report.reason) {
+        (Some(code), Some(why)) => Err(Error::new(code, why)),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slots(cpu: u32, free: Option<u32>) -> CpuSlots {
+        CpuSlots {
+            cpu,
+            free,
+            error: free
+                .is_none()
+                .then(|| "Operation not supported".to_string()),
+            refused: match free {
+                Some(0) => Some(ExitCode::Arm),
+                Some(_) => None,
+                None => Some(ExitCode::NotPermitted),
+            },
+        }
+    }
+
+    fn verdict(all: &[CpuSlots]) -> String {
+        let unarmable: Vec<&CpuSlots> = all.iter().filter(|s| s.refused.is_some()).collect();
+        registers_verdict(all, &unarmable)
+    }
+
+    #[test]
+    fn names_the_full_cpus_and_the_ones_still_armable() {
+        assert_eq!(
+            verdict(&[slots(0, Some(0)), slots(1, Some(4)), slots(2, Some(1))]),
+            "no free debug register on cpu 0 (all in use by perf, a debugger, another ksymwatch, or a \
+             task-bound watchpoint); a watch on every online CPU cannot be armed, one with `--cpus 1-2` can"
+        );
+        assert_eq!(
+            verdict(&[slots(0, Some(0)), slots(1, Some(0))]),
+            "no free debug register on cpus 0-1 (all in use by perf, a debugger, another ksymwatch, or a \
+             task-bound watchpoint); a watch cannot be armed on any online CPU"
+        );
+        assert_eq!(
+            verdict(&[slots(0, Some(2)), slots(1, None)]),
+            "the register probe was refused on cpu 1; a watch on every online CPU cannot be armed, one \
+             with `--cpus 0` can"
+        );
     }
 }

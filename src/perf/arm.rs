@@ -91,6 +91,8 @@ pub fn paranoid() -> String {
 pub fn explain(e: &OpenError, watches: &[Watch]) -> Error {
     let cpu = e.cpu;
     let what = match watches {
+        // `check`'s register probe, which arms no watch of the user's.
+        [] => "a probe breakpoint".to_string(),
         [w] => format!("0x{:x}/{}", w.addr, w.len),
         _ => format!("{} watches", watches.len()),
     };

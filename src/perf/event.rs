@@ -177,8 +177,10 @@ static PROBE: [u64; 8] = [0; 8];
 /// The most breakpoints probed per CPU; x86 has four debug registers.
 const PROBE_MAX: u32 = 8;
 
-/// Opens disabled pinned breakpoints on `cpu` until the kernel says no; all are closed on return.
-pub fn free_slots(cpu: u32) -> std::result::Result<u32, String> {
+/// Opens disabled pinned breakpoints on `cpu` until the kernel says no; all are closed on return. ENOSPC
+/// at the first open is `Ok(0)`; any other refusal of the first open is returned as is, so the caller can
+/// word it as an arming failure would be ([`crate::perf::arm::explain`]).
+pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
     let cfg = EventConfig {
         ring_pages: 1,
         track_tasks: false,
@@ -195,7 +197,13 @@ pub fn free_slots(cpu: u32) -> std::result::Result<u32, String> {
         match sys::perf_event_open(&attr(&w, &cfg), -1, cpu as i32) {
             Ok(fd) => held.push(fd),
             Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
-            Err(e) if held.is_empty() => return Err(e.to_string()),
+            Err(err) if held.is_empty() => {
+                return Err(OpenError {
+                    cpu,
+                    stage: Stage::Open,
+                    err,
+                })
+            }
             Err(_) => break,
         }
     }

@@ -1,7 +1,11 @@
-// Test helper: occupies debug registers by holding K pinned CPU-bound write breakpoints on one CPU (on its
-// own variables), so tests can prove that ksymwatch never half-arms. Prints "held K" and waits for EOF.
+// Test helper: occupies debug registers by holding K pinned write breakpoints (on its own variables), so
+// tests can prove that ksymwatch never half-arms and that `check` sees the registers taken. Prints
+// "held K" (how many the kernel granted; it stops at the first refusal) and waits for EOF on stdin.
 //
-//   holder CPU K
+//   holder CPU K     K CPU-bound events on CPU (pid -1): they take K registers of that CPU only
+//   holder task K    K events bound to this task (pid 0, cpu -1), as a debugger's watchpoints are: the
+//                    kernel reserves a task-bound breakpoint's register on every CPU, so K=4 leaves no
+//                    CPU-bound breakpoint anywhere
 #include <linux/hw_breakpoint.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
@@ -17,7 +21,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: holder CPU K\n");
         return 2;
     }
-    int cpu = atoi(argv[1]), k = atoi(argv[2]), held = 0;
+    int task = strcmp(argv[1], "task") == 0;
+    int cpu = task ? -1 : atoi(argv[1]), k = atoi(argv[2]), held = 0;
     for (int i = 0; i < k; i++) {
         struct perf_event_attr a;
         memset(&a, 0, sizeof a);
@@ -29,7 +34,7 @@ int main(int argc, char **argv) {
         a.sample_period = 1;
         a.pinned = 1;
         a.disabled = 1;
-        int fd = syscall(SYS_perf_event_open, &a, -1, cpu, -1, 0);
+        int fd = syscall(SYS_perf_event_open, &a, task ? 0 : -1, cpu, -1, 0);
         if (fd < 0) {
             perror("perf_event_open");
             break;

@@ -460,7 +460,8 @@ pub fn fd_count(pid: u32) -> (usize, usize) {
     (links.len(), perf)
 }
 
-/// The holder helper keeping `held` pinned breakpoints on one CPU until dropped.
+/// The holder helper keeping `held` pinned breakpoints until dropped; it stops asking at the first refusal,
+/// so the CPU (or, task-bound, every CPU) is full afterwards even when `held` is less than asked.
 pub struct Holder {
     child: Child,
     pub held: u32,
@@ -469,24 +470,43 @@ pub struct Holder {
 impl Holder {
     /// Asks for `k` breakpoints on `cpu`; returns once the helper says how many it got.
     pub fn start(cpu: u32, k: u32) -> Holder {
-        let mut child = Command::new(helper("holder"))
-            .args([cpu.to_string(), k.to_string()])
+        Holder::spawn(&cpu.to_string(), k)
+    }
+
+    /// Asks for `k` breakpoints bound to the helper's own task (as a debugger's watchpoints are): the
+    /// kernel reserves each one's register on every CPU, so `k` = 4 leaves no CPU-bound breakpoint anywhere.
+    pub fn start_task(k: u32) -> Holder {
+        Holder::spawn("task", k)
+    }
+
+    fn spawn(which: &str, k: u32) -> Holder {
+        let child = Command::new(helper("holder"))
+            .args([which, &k.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .expect("holder");
+        // Owned by the guard before anything can panic: a failed test still frees the registers.
+        let mut holder = Holder { child, held: 0 };
         let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
+        BufReader::new(holder.child.stdout.as_mut().expect("holder stdout"))
             .read_line(&mut line)
-            .unwrap();
-        let held: u32 = line.trim().trim_start_matches("held ").parse().unwrap();
-        Holder { child, held }
+            .expect("holder banner");
+        holder.held = line
+            .trim()
+            .trim_start_matches("held ")
+            .parse()
+            .unwrap_or_else(|e| panic!("holder banner {line:?}: {e}"));
+        holder
     }
 }
 
 impl Drop for Holder {
+    /// Kills the helper and reaps it: its descriptors, and with them the registers, are released before
+    /// `wait` returns.
     fn drop(&mut self) {
         drop(self.child.stdin.take());
+        let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }

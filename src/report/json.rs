@@ -85,6 +85,7 @@ fn stop_word(stop: Option<StopReason>) -> (&'static str, Option<&'static str>) {
         Some(StopReason::Count) => ("count", None),
         Some(StopReason::Signal(n)) => ("signal", Some(super::signal_name(n))),
         Some(StopReason::BrokenPipe) => ("output_closed", None),
+        Some(StopReason::StrictHotplug(_)) => ("strict_hotplug", None),
         None => ("unknown", None),
     }
 }
@@ -461,5 +462,26 @@ mod tests {
         let err = String::from_utf8(err).unwrap();
         assert!(err.contains("could not be armed: busy"), "{err}");
         assert!(err.contains("ksymwatch: 1 hits (cpu1 1)"), "{err}");
+    }
+
+    #[test]
+    fn a_strict_hotplug_stop_is_named_in_both_summaries() {
+        let mut p = Json::new(Vec::new(), Vec::new());
+        let summary = Summary {
+            stop: Some(StopReason::StrictHotplug(1)),
+            ..Summary::default()
+        };
+        p.finish(&summary).unwrap();
+        let (out, err) = p.into_inner();
+        let v = lines(out);
+        assert_eq!(
+            (&v[0]["stop"], &v[0]["signal"]),
+            (&"strict_hotplug".into(), &Value::Null)
+        );
+        let err = String::from_utf8(err).unwrap();
+        assert!(
+            err.ends_with(", stopped: cpu 1 could not be armed (--strict-hotplug)\n"),
+            "{err}"
+        );
     }
 }

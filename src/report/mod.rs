@@ -76,6 +76,8 @@ pub enum StopReason {
     Count,
     Signal(u32),
     BrokenPipe,
+    /// `--strict-hotplug`: this CPU came online and could not be armed. The run exits 3 after the summary.
+    StrictHotplug(u32),
 }
 
 impl std::fmt::Display for StopReason {
@@ -85,6 +87,9 @@ impl std::fmt::Display for StopReason {
             StopReason::Count => f.write_str("count reached"),
             StopReason::Signal(n) => write!(f, "signal {}", signal_name(*n)),
             StopReason::BrokenPipe => f.write_str("output closed"),
+            StopReason::StrictHotplug(cpu) => {
+                write!(f, "cpu {cpu} could not be armed (--strict-hotplug)")
+            }
         }
     }
 }

@@ -69,6 +69,8 @@ pub struct Session<'a, O: Output> {
     audits: Vec<Audit>,
     /// The first output error that was not a closed pipe.
     output_error: Option<io::Error>,
+    /// `--strict-hotplug` failed: returned once the summary is out, so the exit code is 3.
+    fatal: Option<Error>,
 }
 
 impl<'a, O: Output> Session<'a, O> {
@@ -125,6 +127,7 @@ impl<'a, O: Output> Session<'a, O> {
             unarmable: BTreeSet::new(),
             audits: Vec::new(),
             output_error: None,
+            fatal: None,
         })
     }
 
@@ -133,7 +136,8 @@ impl<'a, O: Output> Session<'a, O> {
     }
 
     /// Runs until a limit, a signal or a closed stdout; returns the summary. Every event is disabled and
-    /// closed before this returns, on every path.
+    /// closed before this returns, on every path. A `--strict-hotplug` failure ends the session like a
+    /// signal (the rings drained, the summary printed) and is then returned as the error.
     pub fn run(mut self) -> Result<Summary> {
         let start = Instant::now();
         let deadline = self.limits.duration.map(|d| start + d);
@@ -150,15 +154,15 @@ impl<'a, O: Output> Session<'a, O> {
         // Records written before the disable are still in the rings: print them, unless the reader is gone or
         // the count is already met. Only then do the kernel's counters tell the whole story.
         let stop = match stop {
-            StopReason::Duration | StopReason::Signal(_) => {
+            StopReason::Duration | StopReason::Signal(_) | StopReason::StrictHotplug(_) => {
                 self.events.drain(&mut self.sorter);
-                let stop = self.release(true).unwrap_or(stop);
+                let ended = self.release(true);
                 self.audits.extend(self.events.close_all());
+                let ended = ended.or_else(|| self.settle_audits());
                 match stop {
-                    StopReason::Duration | StopReason::Signal(_) => {
-                        self.settle_audits().unwrap_or(stop)
-                    }
-                    other => other,
+                    // What --strict-hotplug ended stays the reason, whatever printing the rest met.
+                    StopReason::StrictHotplug(_) => stop,
+                    _ => ended.unwrap_or(stop),
                 }
             }
             other => other,
@@ -174,6 +178,9 @@ impl<'a, O: Output> Session<'a, O> {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
             Err(e) => return Err(Error::runtime("writing output").caused_by(e)),
+        }
+        if let Some(e) = self.fatal.take() {
+            return Err(e);
         }
         Ok(self.summary)
     }
@@ -384,7 +391,7 @@ impl<'a, O: Output> Session<'a, O> {
                 {
                     continue
                 }
-                Err(e) => match self.arm_failed(cpu, &e)? {
+                Err(e) => match self.arm_failed(cpu, &e) {
                     Some(ev) => ev,
                     None => continue,
                 },
@@ -392,25 +399,25 @@ impl<'a, O: Output> Session<'a, O> {
             if let Some(stop) = self.emit_event(&event, sys::monotonic_ns()) {
                 return Ok(Some(stop));
             }
+            // The `NOT armed` mark is out; the session ends like a signal ends it (summary, then exit 3).
+            if self.fatal.is_some() {
+                return Ok(Some(StopReason::StrictHotplug(cpu)));
+            }
         }
         Ok(None)
     }
 
-    /// A CPU came online and could not be armed: fatal with --strict-hotplug, otherwise marked once in the
-    /// stream (and on stderr) and retried on every reconcile. `None` when it was already marked.
-    fn arm_failed(
-        &mut self,
-        cpu: u32,
-        e: &crate::perf::event::OpenError,
-    ) -> Result<Option<StreamEvent>> {
+    /// A CPU came online and could not be armed: marked once in the stream (and on stderr) and retried on
+    /// every reconcile; `None` when it was already marked. With --strict-hotplug the mark is also the end:
+    /// the failure is kept for [`Session::run`] to return after the summary.
+    fn arm_failed(&mut self, cpu: u32, e: &crate::perf::event::OpenError) -> Option<StreamEvent> {
         let reason = crate::perf::arm::explain(e, self.events.watches()).to_string();
         if self.hotplug.as_ref().is_some_and(|h| h.strict) {
-            return Err(Error::arm(format!("--strict-hotplug: {reason}")));
+            self.fatal = Some(Error::arm(format!("--strict-hotplug: {reason}")));
+        } else if !self.unarmable.insert(cpu) {
+            return None;
         }
-        if !self.unarmable.insert(cpu) {
-            return Ok(None);
-        }
-        Ok(Some(StreamEvent::CpuArmFailed { cpu, reason }))
+        Some(StreamEvent::CpuArmFailed { cpu, reason })
     }
 
     /// A write error on the output ends the session. A closed pipe (`| head`) is a normal end; anything else

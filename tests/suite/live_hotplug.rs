@@ -155,11 +155,59 @@ fn strict_hotplug_makes_an_unarmable_cpu_fatal() {
     let holder = hold_cpu1_then_offline();
     let t = Tracer::start(&["write", "__start_init_stack+0x3e00", "--strict-hotplug"]);
     set_online(1, true);
-    let (code, _out, err) = t.wait(Duration::from_secs(30));
+    let (code, out, err) = t.wait(Duration::from_secs(30));
     drop(holder);
     assert_eq!(code, 3, "{err}");
+    // The stream marks the CPU as every unarmable CPU is marked, and the session ends as a signal ends it:
+    // summary, then the one error line that explains the exit code.
     assert!(
-        err.contains("--strict-hotplug") && err.contains("cpu 1"),
+        out.contains("# cpu 1 online: NOT armed at")
+            && out.contains("debug registers on cpu 1 are in use"),
+        "{out}"
+    );
+    let lines: Vec<&str> = err.lines().collect();
+    let summary = lines
+        .iter()
+        .position(|l| l.ends_with("stopped: cpu 1 could not be armed (--strict-hotplug)"))
+        .unwrap_or_else(|| panic!("no summary line: {err}"));
+    assert!(
+        lines[summary].starts_with("ksymwatch: ") && lines[summary].contains(" hits ("),
+        "{err}"
+    );
+    let last = lines.last().unwrap();
+    assert!(
+        summary < lines.len() - 1
+            && last.starts_with("ksymwatch: error: --strict-hotplug: cpu 1:")
+            && last.contains("debug registers on cpu 1 are in use"),
+        "the error line comes last: {err}"
+    );
+}
+
+#[test]
+fn strict_hotplug_json_ends_with_the_failure_and_the_summary_record() {
+    let Some((_lock, _guard)) = setup() else {
+        return;
+    };
+    let holder = hold_cpu1_then_offline();
+    let t = Tracer::start_json(&["write", "0x10000/8", "--json", "--strict-hotplug"]);
+    set_online(1, true);
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    drop(holder);
+    assert_eq!(code, 3, "{err}");
+    let records: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let failed = records
+        .iter()
+        .find(|r| r["type"] == "cpu_arm_failed")
+        .unwrap_or_else(|| panic!("no cpu_arm_failed record: {out}"));
+    assert_eq!(failed["cpu"], 1);
+    let last = records.last().unwrap();
+    assert_eq!(last["type"], "summary", "{out}");
+    assert_eq!(last["stop"], "strict_hotplug", "{last}");
+    assert!(
+        err.contains("ksymwatch: error: --strict-hotplug: cpu 1:"),
         "{err}"
     );
 }

@@ -47,6 +47,12 @@ impl Error {
         }
     }
 
+    /// Adds what the caller knows to the end of the message (`; nothing was armed`).
+    pub fn then(mut self, more: &str) -> Error {
+        self.message.push_str(more);
+        self
+    }
+
     /// Keeps `cause` as this error's source; it is printed after the message, `message: cause`.
     pub fn caused_by(mut self, cause: impl Into<Cause>) -> Error {
         self.cause = Some(cause.into());

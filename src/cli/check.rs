@@ -4,7 +4,6 @@
 //! CPU that cannot be armed (no free debug register), 0 otherwise.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::Path;
 
 use ksymwatch_symbols::{kallsyms, Resolver, Source, SourceSearch};
@@ -309,13 +308,7 @@ pub fn run(json: bool) -> Result<()> {
     } else {
         render(&report)
     };
-    // `print!` would panic on a full disk; a closed pipe (`| head -1`) is a normal end, as in `write`.
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(e) => return Err(Error::runtime("writing output").caused_by(e)),
-    }
+    super::print_answer(&text)?;
     match (report.code, report.reason) {
         (Some(code), Some(why)) => Err(Error::new(code, why)),
         _ => Ok(()),

@@ -61,3 +61,15 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Check { json } => check::run(json),
     }
 }
+
+/// Writes a command's whole answer to stdout. A full disk is an error (exit 1) like any failed output; a
+/// closed pipe (`| head -1`) is a normal end, as in `write`.
+fn print_answer(text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(crate::error::Error::runtime("writing output").caused_by(e)),
+    }
+}

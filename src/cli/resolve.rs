@@ -1,8 +1,6 @@
 //! `ksymwatch resolve TARGET`: where a target is, according to which file, and whether that file is the
 //! running kernel. Arms nothing, so it also answers for another machine's vmlinux (link-time addresses).
 
-use std::io::Write;
-
 use crate::cli::args::ResolveArgs;
 use crate::config::symbols::{self, Files};
 use crate::config::target;
@@ -29,8 +27,5 @@ pub fn run(args: ResolveArgs) -> Result<()> {
     } else {
         r.to_string()
     };
-    let mut out = std::io::stdout().lock();
-    // A closed stdout (`| head -1`) is not an error worth reporting.
-    let _ = writeln!(out, "{text}").and_then(|_| out.flush());
-    Ok(())
+    super::print_answer(&(text + "\n"))
 }

@@ -56,7 +56,7 @@ pub fn arm_with(
                 went_offline.push(cpu)
             }
             // Returning drops `events`: every descriptor opened so far is closed, freeing its debug register.
-            Err(e) => return Err(explain(&e, watches)),
+            Err(e) => return Err(explain(&e, watches).then(NOTHING_ARMED)),
         }
     }
     if events.is_empty() {
@@ -70,7 +70,7 @@ pub fn arm_with(
             for ev in &events {
                 let _ = ev.disable();
             }
-            return Err(explain(&e, watches));
+            return Err(explain(&e, watches).then(NOTHING_ARMED));
         }
     }
     Ok(Armed {
@@ -85,6 +85,10 @@ pub fn paranoid() -> String {
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into())
 }
+
+/// What an all-or-nothing arming failure adds: the explanation alone is also used for a CPU that came
+/// online later and could not be armed while the others stay armed.
+const NOTHING_ARMED: &str = "; nothing was armed";
 
 /// Words an open failure the way a kernel developer needs it: which CPU, what the errno means here, and what
 /// to do about it.
@@ -104,7 +108,7 @@ pub fn explain(e: &OpenError, watches: &[Watch]) -> Error {
         )),
         (_, libc::ENOSPC) => Error::arm(format!(
             "cpu {cpu}: all debug registers on cpu {cpu} are in use (by perf, a debugger, another ksymwatch, or a \
-             task-bound watchpoint); free one and retry; nothing was armed"
+             task-bound watchpoint); free one and retry"
         )),
         (_, libc::EACCES | libc::EPERM) => Error::not_permitted(format!(
             "cpu {cpu}: not permitted to open a system-wide breakpoint ({}): run as root or grant CAP_PERFMON \
@@ -112,7 +116,7 @@ pub fn explain(e: &OpenError, watches: &[Watch]) -> Error {
             e.err,
             paranoid()
         )),
-        (_, libc::ENODEV) => Error::arm(format!("cpu {cpu} went offline while arming; nothing was armed")),
+        (_, libc::ENODEV) => Error::arm(format!("cpu {cpu} went offline while arming")),
         (_, libc::ENOENT | libc::EOPNOTSUPP) => Error::not_permitted(format!(
             "cpu {cpu}: this kernel has no hardware breakpoint PMU ({}): it needs CONFIG_HAVE_HW_BREAKPOINT and \
              /sys/bus/event_source/devices/breakpoint",

@@ -1,12 +1,13 @@
 //! The command-line layer: clap argument types ([`args`]), their conversion into the typed configs the
-//! layers below take, one module per subcommand, and the one place an error becomes a line on stderr and a
-//! documented exit code.
+//! layers below take, one module per subcommand, opening the files named for output (`output_file`), and
+//! the one place an error becomes a line on stderr and a documented exit code.
 //!
 //! May use every other layer; nothing outside `cli/` imports it.
 
 pub(crate) mod args;
 mod check;
 pub(crate) mod duration;
+mod output_file;
 mod resolve;
 mod watch;
 

@@ -8,6 +8,7 @@ use ksymwatch_symbols::{kallsyms, LineSource, Source, SymbolTable};
 
 use crate::cli::args::OutputArgs;
 use crate::cli::args::{SymbolArgs, WatchArgs};
+use crate::cli::output_file;
 use crate::config::advice::SymbolsContext;
 use crate::config::filter::{Filter, Place};
 use crate::config::symbols::{self, FileSymbols};
@@ -113,15 +114,12 @@ fn check_outputs(args: &OutputArgs) -> Result<()> {
 }
 
 fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {
-    let f = std::fs::File::create(path).or_exit(
-        ExitCode::Usage,
-        &format!("{flag}: cannot create {}", path.display()),
-    )?;
-    Ok(Box::new(BufWriter::new(f)))
+    Ok(Box::new(BufWriter::new(output_file::create(path, flag)?)))
 }
 
-/// The printers `args` ask for, in the order they run. Files are created now, before anything is armed, so a
-/// bad path fails at once instead of after a long session.
+/// The printers `args` ask for, in the order they run. Files are created now, before anything is armed and
+/// before the stop signals are blocked, so a bad path fails at once instead of after a long session (and
+/// an open that did block could still be interrupted; see `output_file` for why none does).
 fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
     let stdout = || BufWriter::with_capacity(1 << 16, io::stdout().lock());
     // stderr carries messages, never the product: its failure must not end the session (crate::stderr).
@@ -222,6 +220,11 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
         track_tasks: true,
         count_lost: true,
     };
+    let labels: Vec<&str> = watches.iter().map(|w| w.label.as_str()).collect();
+    let out = outputs(
+        &args.output,
+        &format!("ksymwatch {} {}", access.word(), labels.join(" ")),
+    )?;
     // Block the stop signals before arming: a Ctrl-C from here on is read by the loop, which releases the
     // breakpoints, instead of killing us with events half-set-up.
     let signals = SignalFd::stop_signals().or_exit(ExitCode::Runtime, "signalfd")?;
@@ -229,11 +232,6 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     if let Some(w) = warning {
         stderr::line(format_args!("ksymwatch: warning: {w}"));
     }
-    let labels: Vec<&str> = watches.iter().map(|w| w.label.as_str()).collect();
-    let out = outputs(
-        &args.output,
-        &format!("ksymwatch {} {}", access.word(), labels.join(" ")),
-    )?;
     let armed = arm::arm(&watches, &cpus, &cfg)?;
     let armed_cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();
     let n_events = armed.events.len();

@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use ksymwatch_symbols::file::Role;
 use ksymwatch_symbols::{Error as SymbolsError, FieldError, LookupError, ResolveError};
 
 use crate::error::{Error, ExitCode, Result};
@@ -24,10 +25,24 @@ impl<E> Advised<E> {
     }
 }
 
+/// The option that names a file of this role.
+fn flag(role: Role) -> &'static str {
+    match role {
+        Role::Kallsyms => "--kallsyms",
+        Role::SystemMap => "--system-map",
+        Role::Vmlinux => "--vmlinux",
+        Role::KernelNotes => "--kernel-notes",
+    }
+}
+
 fn load(e: &SymbolsError, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     // Where the crate's sentence ends at the spot the flag belongs, the flag is appended; the tests below
     // pin each whole sentence, so a rewording in the crate shows up here.
     match e {
+        // `PATH: not a regular file ...` starts with the path: the option that named it goes before it.
+        SymbolsError::NotRegular { role, .. } | SymbolsError::TooLarge { role, .. } => {
+            write!(f, "{} {e}", flag(*role))
+        }
         SymbolsError::ZeroedAddresses { .. } => write!(f, "{e}, or pass --system-map/--vmlinux"),
         SymbolsError::KernelMismatch { .. } => write!(f, "{e}, or pass --force to arm anyway"),
         SymbolsError::Placeholder { .. } => write!(
@@ -230,6 +245,17 @@ mod tests {
             path: PathBuf::from("vmlinux"),
         };
         assert_eq!(shown::<()>(Err(no_dwarf)), want);
+        // A path that is no input names the option it came from (the crate knows the file's role only).
+        assert_eq!(
+            shown(kallsyms::load(Path::new("/dev/zero"))),
+            "--kallsyms /dev/zero: not a regular file (a character device); give a kallsyms text file, such \
+             as /proc/kallsyms or a copy of it"
+        );
+        assert_eq!(
+            shown(sysmap::load(Path::new("/dev/urandom"))),
+            "--system-map /dev/urandom: not a regular file (a character device); give a System.map text file, \
+             such as /boot/System.map-$(uname -r)"
+        );
         // Errors with no flag to suggest are the crate's own words.
         let empty = SymbolsError::Empty {
             path: PathBuf::from("m"),

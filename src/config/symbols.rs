@@ -197,8 +197,12 @@ impl FileSymbols {
         if !force {
             resolver.check(MismatchPolicy::Refuse).bad_symbols()?;
         }
-        let running =
-            ksymwatch_symbols::kallsyms::load(&search.kallsyms).map_err(|e| Advised(e).to_string());
+        let running = match ksymwatch_symbols::kallsyms::load(&search.kallsyms) {
+            // Unreadable kallsyms costs only call-chain names (see `chains`); a device or FIFO named as
+            // kallsyms is a mistake on the command line.
+            Err(e) if e.is_wrong_file() => return Err(e).bad_symbols(),
+            r => r.map_err(|e| Advised(e).to_string()),
+        };
         Ok(FileSymbols {
             resolver,
             running,

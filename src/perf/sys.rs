@@ -1,5 +1,5 @@
 //! Every raw system call ksymwatch makes, and nothing else: perf_event_open, its ioctls, mmap, epoll,
-//! signalfd and the uevent netlink socket. Each returns owned file descriptors and `io::Error`s so callers
+//! signalfd, the uevent netlink socket, and fcntl for an output file's O_NONBLOCK. Each returns owned file descriptors and `io::Error`s so callers
 //! never touch a raw fd or errno, and everything they open is closed on drop.
 
 use std::io;
@@ -336,6 +336,18 @@ pub fn monotonic_ns() -> u64 {
         libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
     }
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Clears `O_NONBLOCK` on an open file: outputs are opened non-blocking so a FIFO with no reader fails at
+/// once (ENXIO) instead of hanging, then written blocking so a slow reader is waited for, not an EAGAIN.
+pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: F_GETFL on a live descriptor borrowed for the call; no pointer arguments.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above; F_SETFL takes the flag word by value.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) })
 }
 
 /// The effective user id.

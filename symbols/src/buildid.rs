@@ -56,9 +56,10 @@ pub fn from_notes(blob: &[u8], little_endian: bool) -> Option<BuildId> {
 }
 
 /// The running kernel's build-id from `/sys/kernel/notes` (or a file in that format). The blob is in the
-/// machine's own byte order, as the kernel writes its own memory out.
-pub fn running(notes_path: &Path) -> Result<Option<BuildId>, std::io::Error> {
-    let blob = std::fs::read(notes_path)?;
+/// machine's own byte order, as the kernel writes its own memory out. Only a regular file of at most
+/// [`crate::file::NOTES_LIMIT`] bytes is read.
+pub fn running(notes_path: &Path) -> Result<Option<BuildId>, crate::Error> {
+    let blob = crate::file::read(notes_path, crate::file::Role::KernelNotes)?;
     Ok(from_notes(&blob, cfg!(target_endian = "little")))
 }
 

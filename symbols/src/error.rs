@@ -5,6 +5,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::file::{FileKind, Role};
+
 /// A symbol source could not be loaded.
 #[derive(Debug)]
 pub enum Error {
@@ -12,6 +14,19 @@ pub enum Error {
     Io {
         path: PathBuf,
         source: std::io::Error,
+    },
+    /// The path names no file to read as `role`: a device, FIFO, socket or directory ([`crate::file`]).
+    /// Nothing was read from it.
+    NotRegular {
+        path: PathBuf,
+        kind: FileKind,
+        role: Role,
+    },
+    /// The file holds more than any file of its role: reading stopped at `limit` bytes ([`Role::limit`]).
+    TooLarge {
+        path: PathBuf,
+        role: Role,
+        limit: u64,
     },
     /// The file is not in the expected format.
     Parse {
@@ -44,6 +59,20 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io { path, source } => write!(f, "cannot read {}: {source}", path.display()),
+            Error::NotRegular { path, kind, role } => write!(
+                f,
+                "{}: not a regular file ({kind}); {}",
+                path.display(),
+                role.advice(path, *kind)
+            ),
+            Error::TooLarge { path, role, limit } => write!(
+                f,
+                "{}: reading stopped at {}, more than any {} holds; {}",
+                path.display(),
+                bytes(*limit),
+                role.noun(),
+                role.advice(path, FileKind::Regular)
+            ),
             Error::Parse { path, line, message } => {
                 write!(f, "{}:{line}: not an `ADDRESS TYPE NAME` symbol line: {message}", path.display())
             }
@@ -89,6 +118,26 @@ impl fmt::Display for Error {
                  Use the vmlinux/System.map of $(uname -r)"
             ),
         }
+    }
+}
+
+impl Error {
+    /// Whether the path names the wrong kind of file (a device, FIFO, directory, or one far too large),
+    /// as opposed to a file that is missing or unreadable. A caller that falls back on a missing file
+    /// (kallsyms, to compare a System.map with) must not fall back on this: the user named something that
+    /// is no input at all.
+    pub fn is_wrong_file(&self) -> bool {
+        matches!(self, Error::NotRegular { .. } | Error::TooLarge { .. })
+    }
+}
+
+/// `256 MiB`, or `10 bytes` for a bound that is not a whole number of MiB.
+fn bytes(n: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{} MiB", n / MIB)
+    } else {
+        format!("{n} bytes")
     }
 }
 

@@ -2,6 +2,7 @@
 //!
 //! kallsyms carries no sizes; [`crate::SymbolTable`] infers them from the next symbol's address.
 
+use crate::file::{self, Role};
 use crate::{Error, Symbol, SymbolTable};
 use std::path::Path;
 
@@ -50,17 +51,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Symbol>, Error> {
     Ok(symbols)
 }
 
-/// Loads a kallsyms file into a table, refusing empty files and kptr_restrict-zeroed addresses.
+/// Loads a kallsyms file into a table, refusing empty files and kptr_restrict-zeroed addresses. Only a
+/// regular file of at most [`crate::file::TEXT_LIMIT`] bytes is read ([`crate::file`]).
 pub fn load(path: &Path) -> Result<SymbolTable, Error> {
-    from_text(&read(path)?, path)
-}
-
-/// Reads a symbol text file (kallsyms or System.map), naming the file on failure.
-pub(crate) fn read(path: &Path) -> Result<String, Error> {
-    std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    from_text(&file::read_text(path, Role::Kallsyms)?, path)
 }
 
 /// Refuses a file that parsed to no symbols at all.

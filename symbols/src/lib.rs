@@ -14,7 +14,8 @@
 //! KASLR offset ([`kaslr`]) once the file is shown to be the running kernel ([`buildid`]); a file that is
 //! not still answers with link-time addresses, and [`MismatchPolicy`] decides whether to arm on it.
 //!
-//! Modules, one job each: [`kallsyms`] and [`sysmap`] parse the text formats, [`vmlinux`] the ELF,
+//! Modules, one job each: [`file`] opens every file the crate reads (regular files only, reads bounded),
+//! [`kallsyms`] and [`sysmap`] parse the text formats, [`vmlinux`] the ELF,
 //! [`buildid`] the notes, [`kaslr`] the relocation, [`dwarf`] member paths and types, [`lines`] file:line,
 //! [`annotate`](mod@annotate) a chain frame's file:line and inlined calls, [`user`] user-space frames; the table, the
 //! source search and the resolver tie the kernel ones together.
@@ -26,6 +27,7 @@ pub mod annotate;
 pub mod buildid;
 pub mod dwarf;
 mod error;
+pub mod file;
 pub mod kallsyms;
 pub mod kaslr;
 pub mod lines;

@@ -7,12 +7,12 @@
 
 use crate::lines::{Frame, LineSymbolizer};
 use crate::{
-    buildid, dwarf, kallsyms, kaslr, sysmap, Error, FieldError, Kaslr, KernelMatch, LookupError,
-    MismatchPolicy, PathElem, Source, SourceSearch, Symbol, SymbolTable, Symbolized, VariableQuery,
-    Vmlinux,
+    buildid, dwarf, file, kallsyms, kaslr, sysmap, Error, FieldError, Kaslr, KernelMatch,
+    LookupError, MismatchPolicy, PathElem, Source, SourceSearch, Symbol, SymbolTable, Symbolized,
+    VariableQuery, Vmlinux,
 };
 use std::fmt;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -223,6 +223,9 @@ impl Resolver {
             Source::SystemMap(p) => {
                 let mut table = sysmap::load(p)?;
                 let (kaslr, km) = match kallsyms::load(&search.kallsyms) {
+                    // A missing kallsyms leaves the match unknown; a device or FIFO named as kallsyms is
+                    // a mistake to report, not a file to do without.
+                    Err(e) if e.is_wrong_file() => return Err(e),
                     Ok(running) => match Kaslr::between(&table, &running) {
                         Some(k) => (Some(k), kaslr::verify(&table, &running, k, VERIFY_SAMPLES)),
                         None => (
@@ -245,7 +248,10 @@ impl Resolver {
             }
             Source::Vmlinux(p) => {
                 let vm = Vmlinux::open(p)?;
-                let running = buildid::running(&search.notes).ok().flatten();
+                let running = match buildid::running(&search.notes) {
+                    Err(e) if e.is_wrong_file() => return Err(e),
+                    r => r.ok().flatten(),
+                };
                 let mut km = KernelMatch::compare(vm.build_id(), running.as_ref());
                 let mut kaslr = None;
                 if !km.is_mismatch() {
@@ -450,7 +456,7 @@ impl Resolver {
 /// The relocation of a vmlinux: its `_text` against the running kernel's, reading kallsyms only as far as
 /// the marker (it comes first, and the whole file is slow to generate).
 fn vmlinux_kaslr(vm: &Vmlinux, kallsyms_path: &Path) -> Result<Option<Kaslr>, Error> {
-    let Some(runtime) = kallsyms_markers(kallsyms_path) else {
+    let Some(runtime) = kallsyms_markers(kallsyms_path)? else {
         return Ok(None);
     };
     for (name, runtime_text) in kaslr::TEXT_MARKERS.iter().zip(runtime) {
@@ -467,12 +473,19 @@ fn vmlinux_kaslr(vm: &Vmlinux, kallsyms_path: &Path) -> Result<Option<Kaslr>, Er
     Ok(None)
 }
 
-/// Runtime addresses of [`kaslr::TEXT_MARKERS`] from kallsyms; `None` if it is unreadable or zeroed.
-fn kallsyms_markers(path: &Path) -> Option<[Option<u64>; 2]> {
-    let file = std::fs::File::open(path).ok()?;
+/// Runtime addresses of [`kaslr::TEXT_MARKERS`] from kallsyms; `None` if it is unreadable or zeroed, an
+/// error if the path names no kallsyms file at all (a device, a FIFO: [`Error::is_wrong_file`]).
+fn kallsyms_markers(path: &Path) -> Result<Option<[Option<u64>; 2]>, Error> {
+    let file = match file::open_regular(path, file::Role::Kallsyms) {
+        Ok(f) => f,
+        Err(e) if e.is_wrong_file() => return Err(e),
+        Err(_) => return Ok(None),
+    };
     let mut found = [None, None];
-    for line in std::io::BufReader::new(file).lines() {
-        let line = line.ok()?;
+    for line in std::io::BufReader::new(file.take(file::TEXT_LIMIT)).lines() {
+        let Ok(line) = line else {
+            return Ok(None);
+        };
         let mut f = line.split_whitespace();
         let (Some(addr), Some(_), Some(name), None) = (f.next(), f.next(), f.next(), f.next())
         else {
@@ -485,5 +498,5 @@ fn kallsyms_markers(path: &Path) -> Option<[Option<u64>; 2]> {
             break;
         }
     }
-    Some(found)
+    Ok(Some(found))
 }

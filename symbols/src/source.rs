@@ -5,6 +5,8 @@
 //! Every path is derived from [`SourceSearch`], so tests point it at a temp dir and a made-up release.
 
 use std::io::Read;
+
+use crate::file::Role;
 use std::path::{Path, PathBuf};
 
 /// Where a [`crate::SymbolTable`] came from; printed in the trace header so a reader knows which file answered.
@@ -31,6 +33,15 @@ impl Source {
             Source::Kallsyms(_) => "kallsyms",
             Source::SystemMap(_) => "system-map",
             Source::Vmlinux(_) => "vmlinux",
+        }
+    }
+
+    /// What the file is read as ([`crate::file`]: its size bound, and the advice when it is no such file).
+    pub fn role(&self) -> Role {
+        match self {
+            Source::Kallsyms(_) => Role::Kallsyms,
+            Source::SystemMap(_) => Role::SystemMap,
+            Source::Vmlinux(_) => Role::Vmlinux,
         }
     }
 
@@ -126,7 +137,8 @@ impl SourceSearch {
 /// Cheap checks on a distribution file: an ELF magic for vmlinux, a real first line for System.map.
 fn usable(source: &Source) -> bool {
     let mut head = [0u8; 256];
-    let Ok(mut file) = std::fs::File::open(source.path()) else {
+    // A device or FIFO at a distribution path is passed over like a missing file, without blocking.
+    let Ok(mut file) = crate::file::open_regular(source.path(), source.role()) else {
         return false;
     };
     let n = file.read(&mut head).unwrap_or(0);

@@ -3,6 +3,7 @@
 //! Same `ADDR TYPE NAME` lines as kallsyms but link-time addresses (KASLR not applied), no modules and
 //! no sizes; sizes are inferred from the next symbol as for kallsyms.
 
+use crate::file::{self, Role};
 use crate::{kallsyms, Error, Symbol, SymbolTable};
 use std::path::Path;
 
@@ -30,9 +31,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Symbol>, Error> {
     Ok(symbols)
 }
 
-/// Loads a System.map file into a table (link-time addresses).
+/// Loads a System.map file into a table (link-time addresses). Only a regular file of at most
+/// [`crate::file::TEXT_LIMIT`] bytes is read ([`crate::file`]).
 pub fn load(path: &Path) -> Result<SymbolTable, Error> {
-    from_text(&kallsyms::read(path)?, path)
+    from_text(&file::read_text(path, Role::SystemMap)?, path)
 }
 
 /// Like [`load`], on text already in memory.

@@ -5,6 +5,7 @@
 //! instead of reading it means a name lookup touches only the symbol and string tables, and peak memory
 //! stays a small fraction of the file.
 
+use crate::file::{self, Role};
 use crate::{buildid, BuildId, Error, Symbol, SymbolTable};
 use goblin::elf::section_header::{
     SHF_ALLOC, SHF_COMPRESSED, SHF_EXECINSTR, SHF_WRITE, SHN_ABS, SHN_COMMON, SHN_UNDEF,
@@ -57,10 +58,15 @@ impl Vmlinux {
     /// Maps and checks the file: a valid ELF whose every section lies inside the file (a truncated
     /// download fails here, with the section it cuts, rather than later inside a DWARF walk).
     pub fn open(path: &Path) -> Result<Vmlinux, Error> {
-        let file = std::fs::File::open(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        // A regular file only: a directory would fail the mmap with a bare ENODEV, a FIFO would hang.
+        let file = file::open_regular(path, Role::Vmlinux)?;
+        // An empty file (or a procfs one, which reports size 0 and cannot be mapped) has no ELF header.
+        if file.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
+            return Err(Error::Elf {
+                path: path.to_path_buf(),
+                message: "the file is empty (0 bytes)".into(),
+            });
+        }
         // SAFETY: the mapping is read-only and private to this process. The one hazard is another process
         // truncating the file while it is mapped (reads then fault with SIGBUS); vmlinux files are build
         // artifacts that nothing rewrites in place, which is the same trust every debugger puts in them.

@@ -3,8 +3,15 @@
 
 use crate::util;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use util::run;
+use std::time::Duration;
+use util::{run, run_within};
+
+/// How long a rejection may take before the run is killed and the test fails: every row here is refused
+/// before anything is armed, in well under a second; a regression that hangs (a FIFO) or reads forever
+/// (/dev/zero) fails instead of hanging the suite.
+const LIMIT: Duration = Duration::from_secs(10);
 
 /// A kallsyms-format fixture with real data symbols, duplicates and a tiny variable.
 const FIXTURE: &str = "\
@@ -33,18 +40,31 @@ ffffffff83000178 d var_m
 ffffffff83000180 D __start_once
 ";
 
-fn fixture(name: &str, text: &str) -> PathBuf {
+/// This test binary's scratch directory.
+fn scratch() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("ksymwatch-bad-input-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
+    dir
+}
+
+fn fixture(name: &str, text: &str) -> PathBuf {
+    let p = scratch().join(name);
     std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A FIFO nobody opens.
+fn fifo(name: &str) -> PathBuf {
+    let p = scratch().join(name);
+    let _ = std::fs::remove_file(&p);
+    util::mkfifo(&p);
     p
 }
 
 /// Runs and checks: exit code, a single `ksymwatch: error:` line on stderr containing every `needle`, and no
 /// trace on stdout.
 fn rejects(args: &[&str], code: i32, needles: &[&str]) -> String {
-    let (got, out, err) = run(args);
+    let (got, out, err) = run_within(args, LIMIT);
     assert_eq!(
         got, code,
         "{args:?}: expected exit {code}, got {got}; stderr: {err}"
@@ -414,4 +434,250 @@ fn check_on_a_full_stdout_is_a_runtime_error_not_a_panic() {
         err.contains("writing output") && err.contains("No space left"),
         "{err}"
     );
+}
+
+#[test]
+fn special_files_as_symbol_inputs_are_refused_at_once() {
+    for dev in ["/dev/zero", "/dev/urandom"] {
+        rejects(
+            &["write", "jiffies", "--kallsyms", dev],
+            2,
+            &[
+                &format!("--kallsyms {dev}: not a regular file (a character device)"),
+                "give a kallsyms text file",
+            ],
+        );
+    }
+    rejects(
+        &["write", "jiffies", "--system-map", "/dev/zero"],
+        2,
+        &[
+            "--system-map /dev/zero: not a regular file (a character device)",
+            "give a System.map text file",
+        ],
+    );
+    // A FIFO with no writer: nothing would ever arrive, and a blocking open would never return.
+    let k = fifo("kallsyms-fifo");
+    let k = k.to_str().unwrap();
+    rejects(
+        &["write", "jiffies", "--kallsyms", k],
+        2,
+        &[&format!("--kallsyms {k}: not a regular file (a FIFO)")],
+    );
+    let v = fifo("vmlinux-fifo");
+    let v = v.to_str().unwrap();
+    rejects(
+        &["write", "jiffies", "--vmlinux", v],
+        2,
+        &[&format!("--vmlinux {v}: not a regular file (a FIFO)")],
+    );
+    // Beside a good System.map, kallsyms is read only to compare with; a FIFO there is still refused.
+    let map = fixture(
+        "map",
+        "ffffffff81000000 T _text\nffffffff83000104 D jiffies\n",
+    );
+    rejects(
+        &[
+            "write",
+            "jiffies",
+            "--system-map",
+            map.to_str().unwrap(),
+            "--kallsyms",
+            k,
+        ],
+        2,
+        &[&format!("--kallsyms {k}: not a regular file (a FIFO)")],
+    );
+    // `resolve` reads through the same loaders.
+    rejects(
+        &["resolve", "jiffies", "--kallsyms", "/dev/zero"],
+        2,
+        &["--kallsyms /dev/zero: not a regular file (a character device)"],
+    );
+}
+
+#[test]
+fn a_directory_is_not_a_vmlinux() {
+    for cmd in ["write", "resolve"] {
+        rejects(
+            &[cmd, "jiffies", "--vmlinux", "/tmp"],
+            2,
+            &[
+                "--vmlinux /tmp: not a regular file (a directory)",
+                "name the vmlinux ELF file itself",
+                "/tmp/vmlinux",
+            ],
+        );
+    }
+}
+
+#[test]
+fn output_fifo_without_a_reader_is_refused_at_once() {
+    let f = fifo("out-fifo");
+    let f = f.to_str().unwrap();
+    rejects(
+        &[
+            "write",
+            "0x10000",
+            "--duration",
+            "1s",
+            &format!("--folded={f}"),
+        ],
+        2,
+        &[
+            &format!("--folded {f}: a FIFO with no reader"),
+            "start its reader first",
+        ],
+    );
+    rejects(
+        &["write", "0x10000", "--duration", "1s", "--flamegraph", f],
+        2,
+        &[&format!("--flamegraph {f}: a FIFO with no reader")],
+    );
+}
+
+#[test]
+fn outputs_that_are_no_files_are_refused() {
+    rejects(
+        &[
+            "write",
+            "0x10000",
+            "--duration",
+            "1s",
+            "--flamegraph",
+            "/tmp",
+        ],
+        2,
+        &["--flamegraph /tmp: not a file to write (a directory)"],
+    );
+    // A block device would be overwritten: refused without being opened (if this machine has one).
+    let block = std::fs::read_dir("/dev").ok().and_then(|d| {
+        d.flatten().map(|e| e.path()).find(|p| {
+            use std::os::unix::fs::FileTypeExt;
+            std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_block_device())
+        })
+    });
+    if let Some(b) = block {
+        let b = b.to_str().unwrap();
+        rejects(
+            &[
+                "write",
+                "0x10000",
+                "--duration",
+                "1s",
+                &format!("--folded={b}"),
+            ],
+            2,
+            &[&format!(
+                "--folded {b}: not a file to write (a block device)"
+            )],
+        );
+    }
+}
+
+/// A directory like /tmp (mode 1777, root's) of the test's own, and `path` in it for the test to plant
+/// something at; removed on drop.
+struct Planted {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl Planted {
+    fn new(tag: &str) -> Planted {
+        let dir =
+            std::env::temp_dir().join(format!("ksymwatch-sticky-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let path = dir.join("out");
+        Planted { dir, path }
+    }
+}
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        util::skip("planting a file owned by another user needs root");
+    }
+    root
+}
+
+#[test]
+fn a_symlink_planted_in_a_sticky_directory_is_not_followed() {
+    if !running_as_root() {
+        return;
+    }
+    let victim = fixture("victim", "untouched\n");
+    let planted = Planted::new("link");
+    std::os::unix::fs::symlink(&victim, &planted.path).unwrap();
+    util::give_to_nobody(&planted.path);
+    let p = planted.path.to_str().unwrap();
+    for (flag, args) in [
+        ("--folded", vec![format!("--folded={p}")]),
+        (
+            "--flamegraph",
+            vec!["--flamegraph".to_string(), p.to_string()],
+        ),
+    ] {
+        let mut argv = vec!["write", "0x10000", "--duration", "1s"];
+        argv.extend(args.iter().map(String::as_str));
+        rejects(
+            &argv,
+            2,
+            &[
+                &format!("{flag} {p}: refusing to follow a symbolic link owned by uid 65534"),
+                "sticky world-writable directory",
+                "protected_symlinks",
+            ],
+        );
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "untouched\n",
+            "{flag}: the symlink's target must not be written"
+        );
+    }
+    // A symlink one level up is followed no more than the last one.
+    let deeper = format!("--folded={p}/x");
+    std::fs::remove_file(&planted.path).unwrap();
+    std::os::unix::fs::symlink(scratch(), &planted.path).unwrap();
+    util::give_to_nobody(&planted.path);
+    rejects(
+        &["write", "0x10000", "--duration", "1s", &deeper],
+        2,
+        &["refusing to follow a symbolic link owned by uid 65534"],
+    );
+    assert!(!scratch().join("x").exists());
+}
+
+#[test]
+fn a_file_planted_in_a_sticky_directory_is_not_written() {
+    if !running_as_root() {
+        return;
+    }
+    let planted = Planted::new("file");
+    std::fs::write(&planted.path, "theirs\n").unwrap();
+    util::give_to_nobody(&planted.path);
+    let p = planted.path.to_str().unwrap();
+    rejects(
+        &[
+            "write",
+            "0x10000",
+            "--duration",
+            "1s",
+            &format!("--folded={p}"),
+        ],
+        2,
+        &[
+            &format!("--folded {p}: refusing to write to a regular file owned by uid 65534"),
+            "protected_regular",
+        ],
+    );
+    assert_eq!(std::fs::read_to_string(&planted.path).unwrap(), "theirs\n");
 }

@@ -252,20 +252,7 @@ impl Traced {
     }
 
     fn wait(mut self, limit: Duration) -> (i32, String, String) {
-        let pid = self.child.id() as i32;
-        let deadline = std::time::Instant::now() + limit;
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            if std::time::Instant::now() > deadline {
-                // SAFETY: kill our own hung child so the test fails visibly instead of hanging.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = util::wait_within(&mut self.child, limit);
         let out = self.out.join().unwrap();
         let err = self.err.join().unwrap();
         (status.code().unwrap_or(-1), out, err)
@@ -649,6 +636,84 @@ fn folded_stacks_feed_inferno_and_flamegraph_writes_an_svg() {
     let svg = std::fs::read_to_string(&path).expect("flame graph written");
     let _ = std::fs::remove_file(&path);
     assert!(svg.contains("<svg") && svg.contains("read_zero") && svg.contains("writer"));
+}
+
+/// The total of a folded file's counts.
+fn folded_total(text: &str) -> u64 {
+    text.lines()
+        .map(|l| {
+            let (_, n) = l.rsplit_once(' ').unwrap_or_else(|| panic!("{l:?}"));
+            n.parse::<u64>().unwrap_or_else(|_| panic!("{l:?}"))
+        })
+        .sum()
+}
+
+/// Outputs opened non-blocking and checked (see `bad_input` for the refusals) still take every ordinary
+/// destination: /dev/null, a FIFO with a reader, an existing longer file (truncated), and a symlink in a
+/// directory that is not shared with other users, whoever owns it.
+#[test]
+fn outputs_other_than_a_new_file_still_work() {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let Some(_lock) = util::live() else { return };
+    let limit = Duration::from_secs(30);
+    let dir = std::env::temp_dir().join(format!("ksymwatch-outputs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let traced = |out: &str| {
+        let (code, _, err) = util::run_within(
+            &[
+                "write",
+                KERNEL_TARGET,
+                "--duration",
+                "300ms",
+                &format!("--folded={out}"),
+            ],
+            limit,
+        );
+        assert_eq!(code, 0, "--folded={out}: {err}");
+        let hits: u64 = err
+            .split("ksymwatch: ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no summary: {err}"));
+        hits
+    };
+
+    traced("/dev/null");
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+
+    // The reader is there first (a non-blocking open for reading needs no writer); after ksymwatch closes
+    // its end, everything it wrote is in the pipe, then end-of-file.
+    let fifo = dir.join("fifo");
+    util::mkfifo(&fifo);
+    let mut reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    let hits = traced(fifo.to_str().unwrap());
+    let mut text = String::new();
+    reader.read_to_string(&mut text).unwrap();
+    assert_eq!(folded_total(&text), hits, "through the FIFO: {text}");
+
+    let file = dir.join("stacks.folded");
+    std::fs::write(&file, "stale ".repeat(100_000)).unwrap();
+    let hits = traced(file.to_str().unwrap());
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains("stale"), "truncated before writing");
+    assert_eq!(folded_total(&text), hits);
+
+    // Someone else's symlink in a directory only root can write to is root's to follow.
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    util::give_to_nobody(&link);
+    let hits = traced(link.to_str().unwrap());
+    assert_eq!(folded_total(&std::fs::read_to_string(&file).unwrap()), hits);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -10,9 +10,9 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_ksymwatch");
 
@@ -383,6 +383,74 @@ pub fn spawn(args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start ksymwatch")
+}
+
+/// Waits for `child` to exit, killing it (SIGKILL) once `limit` has passed: a hung ksymwatch then fails
+/// its test (no exit code) instead of hanging the suite.
+pub fn wait_within(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for ksymwatch") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Like [`run`], bounded by [`wait_within`]: after `limit` ksymwatch is killed and the exit code is -1.
+pub fn run_within(args: &[&str], limit: Duration) -> (i32, String, String) {
+    let mut child = spawn(args);
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut bytes);
+            }
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let out = drain(child.stdout.take().map(|s| Box::new(s) as _));
+    let err = drain(child.stderr.take().map(|s| Box::new(s) as _));
+    let status = wait_within(&mut child, limit);
+    (
+        status.code().unwrap_or(-1),
+        out.join().expect("stdout reader"),
+        err.join().expect("stderr reader"),
+    )
+}
+
+/// Makes a FIFO at `path` (mode 0600).
+pub fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL in path");
+    // SAFETY: mkfifo reads a NUL-terminated path that outlives the call.
+    let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(
+        rc,
+        0,
+        "mkfifo {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+}
+
+/// The uid and gid of `nobody`, a user other than the one running the tests.
+pub const NOBODY: u32 = 65534;
+
+/// Gives `path` to [`NOBODY`] without following it if it is a symlink (lchown; needs root).
+pub fn give_to_nobody(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL in path");
+    // SAFETY: lchown reads a NUL-terminated path that outlives the call.
+    let rc = unsafe { libc::lchown(c.as_ptr(), NOBODY, NOBODY) };
+    assert_eq!(
+        rc,
+        0,
+        "lchown {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
 }
 
 /// Runs ksymwatch to completion; returns (exit code, stdout, stderr).

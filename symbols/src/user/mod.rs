@@ -232,6 +232,10 @@ impl UserSymbols {
         ));
         let candidates = [via_map, via_root, PathBuf::from(&m.path)];
         let (file, meta) = candidates.iter().find_map(|p| {
+            // Opening a device can have effects of its own: look before opening, check again after.
+            if !std::fs::metadata(p).ok()?.is_file() {
+                return None;
+            }
             let f = std::fs::OpenOptions::new()
                 .read(true)
                 .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)

@@ -326,8 +326,9 @@ fn text_symbol_watched_for_writes_warns_and_still_runs() {
     assert!(out.contains("# armed"), "{out}");
 }
 
-/// Runs ksymwatch with stdout on a full disk (`>/dev/full`); returns the exit code and stderr.
-fn exit_with_full_stdout(args: &[&str]) -> (i32, String) {
+/// Runs ksymwatch with stdout on a full disk (`>/dev/full`) and checks it says so and exits 1, as any
+/// lost output does.
+fn fails_on_a_full_stdout(args: &[&str]) {
     let full = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/full")
@@ -337,31 +338,24 @@ fn exit_with_full_stdout(args: &[&str]) -> (i32, String) {
         .stdout(full)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    (out.status.code().unwrap_or(-1), err)
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert!(
+        err.contains("writing output") && err.contains("No space left"),
+        "{args:?}: {err}"
+    );
 }
 
 #[test]
 fn output_that_cannot_be_written_is_a_runtime_error() {
     let Some(_lock) = util::live() else { return };
-    let (code, err) =
-        exit_with_full_stdout(&["write", "__start_init_stack+0x3e00", "--duration", "2s"]);
-    assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains("writing output") && err.contains("No space left"),
-        "{err}"
-    );
+    fails_on_a_full_stdout(&["write", "__start_init_stack+0x3e00", "--duration", "2s"]);
 }
 
 /// `resolve`'s answer lost to a full disk is an error too, not a silent exit 0.
 #[test]
 fn resolve_on_a_full_stdout_is_a_runtime_error() {
-    let (code, err) = exit_with_full_stdout(&["resolve", "vfs_read"]);
-    assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains("writing output") && err.contains("No space left"),
-        "{err}"
-    );
+    fails_on_a_full_stdout(&["resolve", "vfs_read"]);
 }
 
 /// Runs ksymwatch with stderr on a full disk (`2>/dev/full`) and stdout discarded; returns the exit code.
@@ -428,12 +422,7 @@ fn stderr_that_cannot_be_written_does_not_change_a_watch_exit_code() {
 #[test]
 fn check_on_a_full_stdout_is_a_runtime_error_not_a_panic() {
     let Some(_lock) = util::live() else { return };
-    let (code, err) = exit_with_full_stdout(&["check"]);
-    assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains("writing output") && err.contains("No space left"),
-        "{err}"
-    );
+    fails_on_a_full_stdout(&["check"]);
 }
 
 #[test]

@@ -435,7 +435,7 @@ impl<'a, O: Output> Session<'a, O> {
             return Some(StopReason::Count);
         }
         let comm = self.comms.name(sample.pid, sample.tid);
-        if !self.filter.admits(sample, comm) {
+        if !self.filter.admits(sample.tid, sample.in_kernel(), comm) {
             self.summary.filtered += 1;
             return None;
         }

@@ -102,6 +102,14 @@ pub struct WatchArgs {
     /// A CPU that comes online and cannot be armed is fatal (exit 3) instead of reported and retried.
     #[arg(long)]
     pub strict_hotplug: bool,
+    /// Watch only this process: every thread it has and creates (TARGET may name its own symbols, or
+    /// `LIB:SYMBOL`). Repeatable; the run ends when every process has exited.
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// Run CMD ARGS with the watch armed before its first instruction, on every thread it starts; exit
+    /// with its exit status.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
     #[command(flatten)]
     pub symbols: SymbolArgs,
     #[command(flatten)]
@@ -114,6 +122,9 @@ pub struct OutputArgs {
     /// One JSON object per line (NDJSON) on stdout for every hit and stream event; schema in the README.
     #[arg(long)]
     pub json: bool,
+    /// Write the stream (text or JSON) to FILE instead of stdout (with `-- CMD`, stdout is the command's).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub stream_file: Option<PathBuf>,
     /// At exit (also on Ctrl-C), unique call chains with counts, most frequent first, and totals by writer
     /// ip, comm and CPU; with --json, as the summary record's extra fields.
     #[arg(long)]

@@ -46,7 +46,7 @@ pub fn main() -> i32 {
         }
     };
     match run(cli) {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(e) => {
             stderr::line(format_args!("ksymwatch: error: {e}"));
             e.code as i32
@@ -54,12 +54,13 @@ pub fn main() -> i32 {
     }
 }
 
-pub fn run(cli: Cli) -> Result<()> {
+/// Runs a command; the exit status on success is 0, except for a launched command's own.
+pub fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Write(args) => watch::run(args, Access::Write),
         Command::Rw(args) => watch::run(args, Access::ReadWrite),
-        Command::Resolve(args) => resolve::run(args),
-        Command::Check { json } => check::run(json),
+        Command::Resolve(args) => resolve::run(args).map(|()| 0),
+        Command::Check { json } => check::run(json).map(|()| 0),
     }
 }
 

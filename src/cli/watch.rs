@@ -12,12 +12,12 @@ use crate::cli::output_file;
 use crate::config::advice::SymbolsContext;
 use crate::config::filter::{Filter, Place};
 use crate::config::symbols::{self, FileSymbols};
-use crate::config::target;
-use crate::config::watch::{self, Access, Watch};
+use crate::config::target::{self, Base, Target};
+use crate::config::watch::{self, Access, Resolved, Watch};
 use crate::config::Limits;
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
-use crate::perf::arm;
+use crate::perf::arm::{self, Scope};
 use crate::perf::event::EventConfig;
 use crate::perf::sys::{self, SignalFd};
 use crate::report::folded::{Folded, Sink};
@@ -27,6 +27,7 @@ use crate::report::status::Status;
 use crate::report::{Header, Output, Quiet, StreamEvent, Tee};
 use crate::stderr::{self, Stderr};
 use crate::trace::hotplug::Hotplug;
+use crate::trace::launch::Launched;
 use crate::trace::session::{Plan, Session};
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
@@ -122,21 +123,31 @@ fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {
 /// an open that did block could still be interrupted; see `output_file` for why none does).
 fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
     let stdout = || BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    let stream_sink = || -> Result<Box<dyn Write>> {
+        match &args.stream_file {
+            Some(path) => Ok(Box::new(BufWriter::with_capacity(
+                1 << 16,
+                output_file::create(path, "--output")?,
+            ))),
+            None => Ok(Box::new(stdout())),
+        }
+    };
     // stderr carries messages, never the product: its failure must not end the session (crate::stderr).
     let quiet = args.quiet || folded_to_stdout(args);
     let stream: Box<dyn Output> = match (args.json, quiet) {
-        (true, false) => Box::new(Json::new(stdout(), Stderr)),
-        (true, true) => Box::new(Quiet::new(Json::new(stdout(), Stderr), Stderr)),
-        (false, false) => Box::new(Ftrace::new(stdout(), Stderr).with_top(args.top)),
+        (true, false) => Box::new(Json::new(stream_sink()?, Stderr)),
+        (true, true) => Box::new(Quiet::new(Json::new(stream_sink()?, Stderr), Stderr)),
+        (false, false) => Box::new(Ftrace::new(stream_sink()?, Stderr).with_top(args.top)),
         (false, true) => Box::new(Quiet::new(
-            Ftrace::new(stdout(), Stderr).with_top(args.top),
+            Ftrace::new(stream_sink()?, Stderr).with_top(args.top),
             Stderr,
         )),
     };
     // The status line shares the terminal with a stream on stdout only if stdout is elsewhere; first in the
     // tee so it is cleared before any end-of-session report.
-    let status =
-        !args.no_status && io::stderr().is_terminal() && (quiet || !io::stdout().is_terminal());
+    let status = !args.no_status
+        && io::stderr().is_terminal()
+        && (quiet || args.stream_file.is_some() || !io::stdout().is_terminal());
     let mut outs: Vec<Box<dyn Output>> = Vec::new();
     if status {
         outs.push(Box::new(Status::new()));
@@ -157,7 +168,50 @@ fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
     Ok(Tee(outs))
 }
 
-pub fn run(args: WatchArgs, access: Access) -> Result<()> {
+/// Who the watch covers, from `-p` and `-- CMD`.
+enum Mode {
+    System,
+    Attach(Vec<u32>),
+    Launch(Vec<String>),
+}
+
+impl Mode {
+    fn of(args: &WatchArgs) -> Result<Mode> {
+        match (args.pids.is_empty(), args.command.is_empty()) {
+            (true, true) => Ok(Mode::System),
+            (false, true) => {
+                for &pid in &args.pids {
+                    if !Path::new(&format!("/proc/{pid}")).exists() || pid == 0 {
+                        return Err(Error::usage(format!(
+                            "-p {pid}: no such process; give the pid of a running process (pgrep NAME)"
+                        )));
+                    }
+                }
+                Ok(Mode::Attach(args.pids.clone()))
+            }
+            (true, false) => Ok(Mode::Launch(args.command.clone())),
+            (false, false) => Err(Error::usage(
+                "-p watches a running process and `-- CMD` starts one: give one of them",
+            )),
+        }
+    }
+}
+
+/// Resolves `targets` in process `pid`'s own address space.
+fn process_watches(pid: u32, targets: &[Target], access: Access) -> Result<Vec<Resolved>> {
+    let empty = SymbolTable::default();
+    targets
+        .iter()
+        .map(|t| match t.base {
+            Base::Address(_) => watch::resolve(t, access, &empty),
+            Base::Symbol { .. } => watch::resolve_in_process(pid, t, access),
+        })
+        .collect()
+}
+
+/// Exit status of the run: 0, or with `-- CMD` the command's own.
+pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
+    let mode = Mode::of(&args)?;
     if !args.buffer_pages.is_power_of_two() || args.buffer_pages > 1 << 16 {
         return Err(Error::usage(format!(
             "--buffer-pages {} must be a power of two up to 65536 (e.g. 64, 128, 256)",
@@ -177,9 +231,14 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
             targets.len()
         )));
     }
-    crate::perf::privilege::Privilege::current()
-        .system_wide()
-        .map_err(Error::not_permitted)?;
+    if let Mode::System = mode {
+        crate::perf::privilege::Privilege::current()
+            .system_wide()
+            .map_err(Error::not_permitted)?;
+    } else {
+        // One descriptor per thread, CPU and target.
+        let _ = sys::raise_fd_limit();
+    }
     let search = symbols::search(args.symbols.files());
     let picked = search.pick();
     if args.symbols.lines && !matches!(picked, Source::Vmlinux(_)) {
@@ -191,21 +250,55 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
     let kallsyms_table;
     let file_symbols;
     let mut line_source = None;
-    let (symbols, source_text, resolved) = if let Source::Kallsyms(_) = picked {
+    let system = matches!(mode, Mode::System);
+    let (symbols, source_text, kernel_resolved) = if let Source::Kallsyms(_) = picked {
         let (table, source) = load_symbols(&args.symbols)?;
         kallsyms_table = table;
-        let resolved = targets
-            .iter()
-            .map(|t| watch::resolve(t, access, &kallsyms_table))
-            .collect::<Result<Vec<_>>>()?;
+        let resolved = if system {
+            targets
+                .iter()
+                .map(|t| watch::resolve(t, access, &kallsyms_table))
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            Vec::new()
+        };
         (&kallsyms_table, source.to_string(), resolved)
     } else {
         file_symbols = FileSymbols::open(picked, &search, args.symbols.force)?;
-        let resolved = file_symbols.watches(&targets, access)?;
+        let resolved = if system {
+            file_symbols.watches(&targets, access)?
+        } else {
+            Vec::new()
+        };
         if args.symbols.lines {
             line_source = Some(file_symbols.line_source()?);
         }
         (file_symbols.chains()?, file_symbols.header(), resolved)
+    };
+    let (cpus, follow) = select_cpus(args.cpus.as_deref())?;
+    let cfg = EventConfig {
+        ring_pages: args.buffer_pages,
+        track_tasks: true,
+        count_lost: true,
+    };
+    // Launch mode: the command starts now, stopped at its exec, so its own symbols can be resolved.
+    let mut launched = match &mode {
+        Mode::Launch(argv) => Some(Launched::start(argv)?),
+        _ => None,
+    };
+    let (scope, resolved) = match &mode {
+        Mode::System => (Scope::System, kernel_resolved),
+        Mode::Attach(pids) => (
+            Scope::Processes(pids.clone()),
+            process_watches(pids[0], &targets, access)?,
+        ),
+        Mode::Launch(_) => {
+            let child = launched.as_mut().map_or(0, |l| l.pid);
+            (
+                Scope::Launched(child),
+                launch_watches(&mut launched, &targets, access)?,
+            )
+        }
     };
     let mut watches: Vec<Watch> = Vec::new();
     for r in resolved {
@@ -214,32 +307,33 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
         }
         watches.push(r.watch);
     }
-    let (cpus, follow) = select_cpus(args.cpus.as_deref())?;
-    let cfg = EventConfig {
-        ring_pages: args.buffer_pages,
-        track_tasks: true,
-        count_lost: true,
-    };
     let labels: Vec<&str> = watches.iter().map(|w| w.label.as_str()).collect();
     let out = outputs(
         &args.output,
         &format!("ksymwatch {} {}", access.word(), labels.join(" ")),
     )?;
     // Block the stop signals before arming: a Ctrl-C from here on is read by the loop, which releases the
-    // breakpoints, instead of killing us with events half-set-up.
+    // breakpoints, instead of killing us with events half-set-up. (A launched command was started before:
+    // it must not inherit the blocked signals.)
     let signals = SignalFd::stop_signals().or_exit(ExitCode::Runtime, "signalfd")?;
     let (hotplug, warning) = Hotplug::new(follow, args.strict_hotplug);
     if let Some(w) = warning {
         stderr::line(format_args!("ksymwatch: warning: {w}"));
     }
-    let armed = arm::arm(&watches, &cpus, &cfg)?;
+    let arm_started = std::time::Instant::now();
+    let armed = arm::arm_in(&watches, &cpus, &scope, &cfg)?;
+    let arm_time = arm_started.elapsed();
     let armed_cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();
     let n_events = armed.events.len();
+    let threads: BTreeSet<u32> = armed.events.iter().flat_map(|e| e.tids()).collect();
     let went_offline = armed.went_offline.clone();
+    let processes = watched_processes(&scope);
     let header = Header {
         watches: &watches,
         cpus: &cpus,
         source: &source_text,
+        processes: &processes,
+        threads: threads.len(),
     };
     let limits = Limits {
         duration: args.duration,
@@ -254,6 +348,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
         tally: args.output.summary || args.output.quiet,
         // Built (and checked) before arming, so a vmlinux without usable line tables fails before any hit.
         lines: line_source.as_ref().map(|l| l as &dyn LineSource),
+        scope,
     };
     // The session learns every live task's name before `armed` goes out: a script starts its workload on that
     // line, and a task that exits before we looked would print as `<...>`.
@@ -275,13 +370,63 @@ pub fn run(args: WatchArgs, access: Access) -> Result<()> {
                     .event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns())
             })
         });
+    let _ = arm_time;
     match announced {
         Ok(()) => {}
         // stdout is already closed: a normal, quiet end. Dropping the session releases every breakpoint.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(0),
         Err(e) => return Err(Error::runtime("writing output").caused_by(e)),
+    }
+    if let Some(l) = launched.as_mut() {
+        l.release()?;
     }
     session.run()?;
     let _ = io::stdout().flush();
-    Ok(())
+    // The command's status if it has ended; a run stopped first (signal, --duration, --count) leaves it
+    // running unwatched and ends as a watch of a running process does.
+    Ok(launched.as_mut().and_then(Launched::status).unwrap_or(0))
+}
+
+/// The header's processes: (pid, comm).
+fn watched_processes(scope: &Scope) -> Vec<(u32, String)> {
+    let pids = match scope {
+        Scope::System => return Vec::new(),
+        Scope::Processes(pids) => pids.clone(),
+        Scope::Launched(pid) => vec![*pid],
+    };
+    pids.into_iter()
+        .map(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|s| s.trim_end().to_string())
+                .unwrap_or_else(|_| "?".into());
+            (pid, comm)
+        })
+        .collect()
+}
+
+/// Resolves `targets` in a launched command stopped at its exec; a library symbol is resolved once ld.so
+/// has mapped the library, the command stepped one system call at a time until then.
+fn launch_watches(
+    launched: &mut Option<Launched>,
+    targets: &[Target],
+    access: Access,
+) -> Result<Vec<Resolved>> {
+    let Some(l) = launched.as_mut() else {
+        return Ok(Vec::new());
+    };
+    for _ in 0..crate::trace::launch::MAX_SYSCALL_STEPS {
+        match process_watches(l.pid, targets, access) {
+            Err(e) if watch::is_not_mapped_yet(&e) => {
+                if !l.step_syscall()? {
+                    return Err(Error::runtime(
+                        "the command ended before the library holding the target was mapped",
+                    ));
+                }
+            }
+            other => return other,
+        }
+    }
+    Err(Error::usage(
+        "the library holding the target was never mapped by the command; check `LIB:` in the target",
+    ))
 }

@@ -210,6 +210,19 @@ fn lookup_error(e: LookupError) -> Error {
     Error::from_cause(crate::error::ExitCode::Usage, Advised(e))
 }
 
+/// A symbol target in process `pid`'s own binaries.
+pub fn resolve_in_process(_pid: u32, target: &Target, _access: Access) -> Result<Resolved> {
+    Err(Error::usage(format!(
+        "`{}`: symbols in a process are not resolved yet; give the address as 0xADDR",
+        target.text
+    )))
+}
+
+/// The error [`resolve_in_process`] gives for a `LIB:SYMBOL` whose library is not mapped yet.
+pub fn is_not_mapped_yet(_e: &Error) -> bool {
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,3 +347,4 @@ ffffffff83100000 D __stop_once
         assert!(r.warnings[0].contains("text symbol"));
     }
 }
+

@@ -1,13 +1,35 @@
-//! Arming every requested CPU as one transaction (the 2009 hw-breakpoint thread's point): every event is
-//! opened and mapped disabled first; only when all succeeded are they enabled. If any step fails on any CPU,
-//! every event already opened is closed and nothing has produced a single hit.
+//! Arming every requested CPU (and, for a process watch, every thread) as one transaction (the 2009
+//! hw-breakpoint thread's point): every event is opened and mapped disabled first; only when all succeeded
+//! are they enabled. If any step fails on any CPU or thread, every event already opened is closed and
+//! nothing has produced a single hit.
+//!
+//! A process watch ([`Scope::Processes`]) opens, per CPU and watch, one event per thread, each `inherit` +
+//! `inherit_thread` so the threads a thread creates later are covered by the kernel, all redirected into one
+//! ring per CPU and watch; the thread list is read again until a reading finds no thread left to arm. A
+//! launched command ([`Scope::Launched`]) is armed while it is stopped at its exec, before any thread
+//! exists: one inherited event per CPU and watch, no thread list at all.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io;
 
 use crate::config::watch::Watch;
 use crate::error::Error;
-use crate::perf::event::{CpuEvent, EventConfig, OpenError, Stage};
+use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError, Stage};
+
+/// Who a watch covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Every task on each CPU.
+    System,
+    /// Every thread of these processes, and the threads they create later.
+    Processes(Vec<u32>),
+    /// A command stopped at its exec: its events are inherited by every thread it starts.
+    Launched(u32),
+}
+
+/// Readings of a process's thread list before arming gives up waiting for it to stop growing (threads
+/// created by an armed thread are covered anyway; only ones created by a not-yet-armed one need a reading).
+const MAX_THREAD_READINGS: usize = 100;
 
 /// Events armed and enabled, in CPU then watch order.
 pub struct Armed {
@@ -35,9 +57,112 @@ pub fn open_cpu(
         .collect()
 }
 
+/// Opens `watches` on one CPU for `scope`: all or none. Threads that exit meanwhile are skipped.
+pub fn open_cpu_in(
+    watches: &[Watch],
+    cpu: u32,
+    scope: &Scope,
+    cfg: &EventConfig,
+) -> Result<Vec<CpuEvent>, OpenError> {
+    match scope {
+        Scope::System => open_cpu(watches, cpu, cfg),
+        Scope::Launched(pid) => watches
+            .iter()
+            .enumerate()
+            .map(|(i, w)| CpuEvent::open_bound(w, i, cpu, Bind::Task(*pid), &task_cfg(cfg, i)))
+            .collect(),
+        Scope::Processes(pids) => open_threads(watches, &BTreeSet::from([cpu]), pids, cfg),
+    }
+}
+
 /// Arms `watches` on every CPU in `cpus`, or on none.
 pub fn arm(watches: &[Watch], cpus: &BTreeSet<u32>, cfg: &EventConfig) -> Result<Armed, Error> {
     arm_with(watches, cpus, cfg, open_cpu)
+}
+
+/// [`arm`] for any [`Scope`].
+pub fn arm_in(
+    watches: &[Watch],
+    cpus: &BTreeSet<u32>,
+    scope: &Scope,
+    cfg: &EventConfig,
+) -> Result<Armed, Error> {
+    match scope {
+        Scope::System => arm(watches, cpus, cfg),
+        Scope::Launched(_) => arm_with(watches, cpus, cfg, |w, cpu, cfg| {
+            open_cpu_in(w, cpu, scope, cfg)
+        }),
+        Scope::Processes(pids) => {
+            let events = open_threads(watches, cpus, pids, cfg)
+                .map_err(|e| explain(&e, watches).then(NOTHING_ARMED))?;
+            enable_all(events, Vec::new(), watches)
+        }
+    }
+}
+
+/// Only the first watch's events report task names and forks: more would repeat them.
+fn task_cfg(cfg: &EventConfig, watch: usize) -> EventConfig {
+    EventConfig {
+        track_tasks: cfg.track_tasks && watch == 0,
+        ..*cfg
+    }
+}
+
+/// The threads of `pids` now (a process that has gone has none).
+pub fn threads(pids: &[u32]) -> Vec<u32> {
+    let mut tids = Vec::new();
+    for pid in pids {
+        if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+            tids.extend(
+                dir.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()),
+            );
+        }
+    }
+    tids.sort_unstable();
+    tids
+}
+
+/// One ring per CPU and watch, fed by every thread of `pids` on that CPU; the thread list is read again
+/// until a reading has no thread left to arm.
+fn open_threads(
+    watches: &[Watch],
+    cpus: &BTreeSet<u32>,
+    pids: &[u32],
+    cfg: &EventConfig,
+) -> Result<Vec<CpuEvent>, OpenError> {
+    let mut rings: BTreeMap<(u32, usize), CpuEvent> = BTreeMap::new();
+    let mut done = HashSet::new();
+    for _ in 0..MAX_THREAD_READINGS {
+        let fresh: Vec<u32> = threads(pids)
+            .into_iter()
+            .filter(|t| !done.contains(t))
+            .collect();
+        if fresh.is_empty() {
+            break;
+        }
+        for tid in fresh {
+            done.insert(tid);
+            'cpus: for &cpu in cpus {
+                for (i, w) in watches.iter().enumerate() {
+                    let cfg = task_cfg(cfg, i);
+                    let opened = match rings.get_mut(&(cpu, i)) {
+                        Some(ring) => ring.attach(w, tid, &cfg),
+                        None => CpuEvent::open_bound(w, i, cpu, Bind::Task(tid), &cfg).map(|ev| {
+                            rings.insert((cpu, i), ev);
+                        }),
+                    };
+                    match opened {
+                        Ok(()) => {}
+                        // Exited while being armed: its events, if any, can never fire.
+                        Err(e) if e.thread_gone() => break 'cpus,
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+    }
+    Ok(rings.into_values().collect())
 }
 
 /// [`arm`] with the per-CPU open step supplied, so tests can make a chosen CPU fail or vanish mid-transaction.
@@ -64,6 +189,20 @@ pub fn arm_with(
             "no CPU could be armed: every requested CPU ({}) went offline",
             crate::cpulist::format(cpus)
         )));
+    }
+    enable_all(events, went_offline, watches)
+}
+
+/// The second half of the transaction: enable everything opened, or disable it all again.
+fn enable_all(
+    events: Vec<CpuEvent>,
+    went_offline: Vec<u32>,
+    watches: &[Watch],
+) -> Result<Armed, Error> {
+    if events.is_empty() {
+        return Err(Error::arm(
+            "no thread could be armed: every watched process exited while arming",
+        ));
     }
     for ev in &events {
         if let Err(e) = ev.enable() {
@@ -93,6 +232,9 @@ const NOTHING_ARMED: &str = "; nothing was armed";
 /// Words an open failure the way a kernel developer needs it: which CPU, what the errno means here, and what
 /// to do about it.
 pub fn explain(e: &OpenError, watches: &[Watch]) -> Error {
+    if let Some(tid) = e.tid {
+        return explain_thread(e, tid, watches);
+    }
     let cpu = e.cpu;
     let what = match watches {
         // `check`'s register probe, which arms no watch of the user's.
@@ -128,5 +270,48 @@ pub fn explain(e: &OpenError, watches: &[Watch]) -> Error {
         )),
         (_, libc::EBUSY) => Error::arm(format!("cpu {cpu}: breakpoint PMU busy ({}): retry", e.err)),
         _ => Error::arm(format!("cpu {cpu}: cannot arm {what}: {}", io::Error::from_raw_os_error(errno))),
+    }
+}
+
+/// [`explain`] for one thread's event of a process watch: the thread is named, since its own debug
+/// registers (not the CPU's) are what ran out.
+fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch]) -> Error {
+    let comm = std::fs::read_to_string(format!("/proc/{tid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_else(|_| "?".into());
+    let who = format!("tid {tid} ({comm})");
+    match (e.stage, e.err.raw_os_error().unwrap_or(0)) {
+        (Stage::Mmap, _) => Error::arm(format!(
+            "{who}, cpu {}: cannot map or join the perf ring buffer: {}; try a smaller --buffer-pages, or \
+             raise RLIMIT_MEMLOCK / perf_event_mlock_kb",
+            e.cpu, e.err
+        )),
+        (_, libc::ENOSPC) => Error::arm(format!(
+            "{who}: all debug registers of this thread are in use (its own watchpoints, a debugger's, or \
+             another ksymwatch's); free one or watch fewer targets"
+        )),
+        (_, libc::EACCES | libc::EPERM) => Error::not_permitted(format!(
+            "{who}: not permitted to watch this thread ({}): run as root or grant CAP_PERFMON, and check \
+             kernel.yama.ptrace_scope",
+            e.err
+        )),
+        (_, libc::EMFILE | libc::ENFILE) => Error::arm(format!(
+            "{who}: out of file descriptors ({}): a process watch needs one per thread, CPU and target; \
+             raise the limit (ulimit -n)",
+            e.err
+        )),
+        _ => {
+            let mut cpu_error = explain(
+                &OpenError {
+                    cpu: e.cpu,
+                    tid: None,
+                    stage: e.stage,
+                    err: io::Error::from_raw_os_error(e.err.raw_os_error().unwrap_or(0)),
+                },
+                watches,
+            );
+            cpu_error = Error::new(cpu_error.code, format!("{who}: {cpu_error}"));
+            cpu_error
+        }
     }
 }

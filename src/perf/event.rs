@@ -1,5 +1,6 @@
-//! One CPU-bound hardware breakpoint event: its perf attributes, its descriptor and its ring buffer.
-//! A thin typed wrapper; the all-or-nothing arming across CPUs is [`crate::perf::arm`]'s job.
+//! One hardware breakpoint ring on one CPU: its perf attributes, its descriptor and its ring buffer, and for
+//! a process watch the other threads' events whose records go to the same ring (`SET_OUTPUT`). A thin typed
+//! wrapper; the all-or-nothing arming across CPUs and threads is [`crate::perf::arm`]'s job.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -7,7 +8,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use perf_event_open_sys::bindings as pb;
 
 use crate::config::watch::{Access, Watch};
-use crate::perf::record::SAMPLE_TYPE;
+use crate::perf::record::{SAMPLE_TYPE, SAMPLE_TYPE_TASK};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
 
@@ -23,8 +24,18 @@ pub struct EventConfig {
     pub count_lost: bool,
 }
 
+/// What an event watches on its CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bind {
+    /// Every task (`pid = -1`).
+    Cpu,
+    /// One thread, and the threads it creates later (`inherit` + `inherit_thread`: their copies of the event
+    /// write into this event's ring, and fork children, other programs, are not followed).
+    Task(u32),
+}
+
 /// The attributes of a pinned, disabled, every-hit breakpoint on `watch`.
-pub fn attr(watch: &Watch, cfg: &EventConfig) -> pb::perf_event_attr {
+pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr {
     // SAFETY: perf_event_attr is plain data for which all-zero is the documented "nothing set" value.
     let mut a: pb::perf_event_attr = unsafe { std::mem::zeroed() };
     a.type_ = pb::PERF_TYPE_BREAKPOINT;
@@ -37,6 +48,11 @@ pub fn attr(watch: &Watch, cfg: &EventConfig) -> pb::perf_event_attr {
     a.bp_len = u64::from(watch.len);
     a.sample_period = 1;
     a.sample_type = SAMPLE_TYPE;
+    if let Bind::Task(_) = bind {
+        a.set_inherit(1);
+        a.set_inherit_thread(1);
+        a.sample_type = SAMPLE_TYPE_TASK;
+    }
     // Every record carries the TID/TIME/CPU trailer, so COMM, FORK and LOST records are merged in time
     // order with the samples: a hit is named as its task was named when it wrote.
     a.set_sample_id_all(1);
@@ -61,14 +77,18 @@ pub fn attr(watch: &Watch, cfg: &EventConfig) -> pb::perf_event_attr {
     a
 }
 
-/// An open breakpoint on one CPU.
+/// An open breakpoint ring on one CPU: its own event and, for a process watch, other threads' events whose
+/// records it receives.
 pub struct CpuEvent {
     pub cpu: u32,
     /// Index of the watch in the session's list.
     pub watch: usize,
+    pub bind: Bind,
     /// The kernel counts this event's dropped samples (`PERF_FORMAT_LOST` was accepted).
     pub counts_lost: bool,
     pub ring: Ring,
+    /// Other threads' events redirected into `ring`, with their tids.
+    members: Vec<(u32, OwnedFd)>,
     // Declared after `ring` so the mapping is gone before the descriptor closes.
     fd: OwnedFd,
 }
@@ -84,8 +104,61 @@ pub enum Stage {
 #[derive(Debug)]
 pub struct OpenError {
     pub cpu: u32,
+    /// The thread whose event failed, for a process watch.
+    pub tid: Option<u32>,
     pub stage: Stage,
     pub err: io::Error,
+}
+
+impl OpenError {
+    fn new(cpu: u32, bind: Bind, stage: Stage, err: io::Error) -> OpenError {
+        let tid = match bind {
+            Bind::Cpu => None,
+            Bind::Task(t) => Some(t),
+        };
+        OpenError {
+            cpu,
+            tid,
+            stage,
+            err,
+        }
+    }
+
+    /// The thread went away while being armed: not an error for a process watch.
+    pub fn thread_gone(&self) -> bool {
+        self.tid.is_some()
+            && self.stage == Stage::Open
+            && self.err.raw_os_error() == Some(libc::ESRCH)
+    }
+}
+
+/// Opens `watch`'s event on `cpu` for `bind`, disabled, falling back to no lost counter on a kernel before
+/// 6.0 (it rejects the unknown read_format bit). Returns the descriptor and whether the counter is on.
+fn open_fd(
+    watch: &Watch,
+    cpu: u32,
+    bind: Bind,
+    cfg: &EventConfig,
+) -> Result<(OwnedFd, bool), OpenError> {
+    let pid = match bind {
+        Bind::Cpu => -1,
+        Bind::Task(t) => t as i32,
+    };
+    let mut counts_lost = cfg.count_lost;
+    let opened = match sys::perf_event_open(&attr(watch, cfg, bind), pid, cpu as i32) {
+        Err(e) if counts_lost && e.raw_os_error() == Some(libc::EINVAL) => {
+            counts_lost = false;
+            let cfg = EventConfig {
+                count_lost: false,
+                ..*cfg
+            };
+            sys::perf_event_open(&attr(watch, &cfg, bind), pid, cpu as i32)
+        }
+        other => other,
+    };
+    opened
+        .map(|fd| (fd, counts_lost))
+        .map_err(|err| OpenError::new(cpu, bind, Stage::Open, err))
 }
 
 impl CpuEvent {
@@ -96,70 +169,146 @@ impl CpuEvent {
         cpu: u32,
         cfg: &EventConfig,
     ) -> Result<CpuEvent, OpenError> {
-        let mut counts_lost = cfg.count_lost;
-        let opened = match sys::perf_event_open(&attr(watch, cfg), -1, cpu as i32) {
-            // A kernel before 6.0 rejects the unknown read_format bit: arm without the lost counter.
-            Err(e) if counts_lost && e.raw_os_error() == Some(libc::EINVAL) => {
-                counts_lost = false;
-                let cfg = EventConfig {
-                    count_lost: false,
-                    ..*cfg
-                };
-                sys::perf_event_open(&attr(watch, &cfg), -1, cpu as i32)
-            }
-            other => other,
-        };
-        let fd = opened.map_err(|err| OpenError {
-            cpu,
-            stage: Stage::Open,
-            err,
-        })?;
-        let ring = Ring::map(fd.as_fd(), cfg.ring_pages).map_err(|err| OpenError {
-            cpu,
-            stage: Stage::Mmap,
-            err,
-        })?;
+        CpuEvent::open_bound(watch, index, cpu, Bind::Cpu, cfg)
+    }
+
+    /// [`CpuEvent::open`] for one thread (and its later threads) instead of every task.
+    pub fn open_bound(
+        watch: &Watch,
+        index: usize,
+        cpu: u32,
+        bind: Bind,
+        cfg: &EventConfig,
+    ) -> Result<CpuEvent, OpenError> {
+        let (fd, counts_lost) = open_fd(watch, cpu, bind, cfg)?;
+        let ring = Ring::map(fd.as_fd(), cfg.ring_pages)
+            .map_err(|err| OpenError::new(cpu, bind, Stage::Mmap, err))?;
         Ok(CpuEvent {
             cpu,
             watch: index,
+            bind,
             counts_lost,
             ring,
+            members: Vec::new(),
             fd,
         })
     }
 
+    /// Adds thread `tid`'s event for `watch` on this CPU, disabled, writing into this ring. The kernel's lost
+    /// counter is asked for only if this ring's own event has it, so all members add up the same way.
+    pub fn attach(&mut self, watch: &Watch, tid: u32, cfg: &EventConfig) -> Result<(), OpenError> {
+        let bind = Bind::Task(tid);
+        let cfg = EventConfig {
+            count_lost: self.counts_lost,
+            ..*cfg
+        };
+        let (fd, counts_lost) = open_fd(watch, self.cpu, bind, &cfg)?;
+        if counts_lost != self.counts_lost {
+            return Err(OpenError::new(
+                self.cpu,
+                bind,
+                Stage::Open,
+                io::Error::other(
+                    "the kernel took the lost-sample counter for one thread but not another",
+                ),
+            ));
+        }
+        sys::perf_set_output(fd.as_fd(), self.fd.as_fd())
+            .map_err(|err| OpenError::new(self.cpu, bind, Stage::Mmap, err))?;
+        self.members.push((tid, fd));
+        Ok(())
+    }
+
+    /// Threads whose events write into this ring, its own first.
+    pub fn tids(&self) -> impl Iterator<Item = u32> + '_ {
+        let own = match self.bind {
+            Bind::Cpu => None,
+            Bind::Task(t) => Some(t),
+        };
+        own.into_iter().chain(self.members.iter().map(|(t, _)| *t))
+    }
+
+    fn fds(&self) -> impl Iterator<Item = (Bind, BorrowedFd<'_>)> {
+        std::iter::once((self.bind, self.fd.as_fd())).chain(
+            self.members
+                .iter()
+                .map(|(t, fd)| (Bind::Task(*t), fd.as_fd())),
+        )
+    }
+
+    /// Enables this ring's events. A thread that has exited since it was armed is skipped: its event can
+    /// no longer fire.
     pub fn enable(&self) -> Result<(), OpenError> {
-        sys::perf_enable(self.fd.as_fd()).map_err(|err| OpenError {
-            cpu: self.cpu,
-            stage: Stage::Enable,
-            err,
-        })
+        for (bind, fd) in self.fds() {
+            match sys::perf_enable(fd) {
+                Ok(()) => {}
+                Err(e) if bind != Bind::Cpu && e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(err) => return Err(OpenError::new(self.cpu, bind, Stage::Enable, err)),
+            }
+        }
+        Ok(())
     }
 
     pub fn disable(&self) -> io::Result<()> {
-        sys::perf_disable(self.fd.as_fd())
+        let mut result = Ok(());
+        for (_, fd) in self.fds() {
+            if let Err(e) = sys::perf_disable(fd) {
+                result = Err(e);
+            }
+        }
+        result
+    }
+
+    /// Moves every event of this ring to `watch` in place (address, length, access), keeping their debug
+    /// registers, inherited children included.
+    pub fn modify(&self, watch: &Watch, cfg: &EventConfig) -> io::Result<()> {
+        for (bind, fd) in self.fds() {
+            let mut a = attr(watch, cfg, bind);
+            // MODIFY_ATTRIBUTES applies `disabled` too: left set, the event and its children would stay off.
+            a.set_disabled(0);
+            match sys::perf_modify_attributes(fd, &a) {
+                Ok(()) => {}
+                Err(e) if bind != Bind::Cpu && e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
-    /// What the kernel counted for this event: every hit while enabled, and the samples it dropped (when
-    /// [`CpuEvent::counts_lost`]). Readable after the event's CPU went offline (the values freeze there).
+    /// What the kernel counted for this ring's events together: every hit while enabled (inherited
+    /// children's included), and the samples it dropped (when [`CpuEvent::counts_lost`]). Readable after
+    /// the event's CPU went offline (the values freeze there).
     pub fn counts(&self) -> io::Result<Counts> {
-        let mut buf = [0u64; 2];
-        let want = if self.counts_lost { 16 } else { 8 };
-        let n = sys::perf_read(self.fd.as_fd(), &mut buf[..want / 8])?;
-        if n != want {
-            return Err(io::Error::other(format!(
-                "perf counter read gave {n} bytes, expected {want}"
-            )));
+        let mut total = Counts {
+            hits: 0,
+            lost: self.counts_lost.then_some(0),
+        };
+        for (_, fd) in self.fds() {
+            let c = read_counts(fd, self.counts_lost)?;
+            total.hits += c.hits;
+            total.lost = total.lost.zip(c.lost).map(|(a, b)| a + b);
         }
-        Ok(Counts {
-            hits: buf[0],
-            lost: self.counts_lost.then_some(buf[1]),
-        })
+        Ok(total)
     }
+}
+
+fn read_counts(fd: BorrowedFd<'_>, counts_lost: bool) -> io::Result<Counts> {
+    let mut buf = [0u64; 2];
+    let want = if counts_lost { 16 } else { 8 };
+    let n = sys::perf_read(fd, &mut buf[..want / 8])?;
+    if n != want {
+        return Err(io::Error::other(format!(
+            "perf counter read gave {n} bytes, expected {want}"
+        )));
+    }
+    Ok(Counts {
+        hits: buf[0],
+        lost: counts_lost.then_some(buf[1]),
+    })
 }
 
 /// An event's kernel-side totals.
@@ -194,15 +343,11 @@ pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
             len: 8,
             access: Access::Write,
         };
-        match sys::perf_event_open(&attr(&w, &cfg), -1, cpu as i32) {
+        match sys::perf_event_open(&attr(&w, &cfg, Bind::Cpu), -1, cpu as i32) {
             Ok(fd) => held.push(fd),
             Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
             Err(err) if held.is_empty() => {
-                return Err(OpenError {
-                    cpu,
-                    stage: Stage::Open,
-                    err,
-                })
+                return Err(OpenError::new(cpu, Bind::Cpu, Stage::Open, err))
             }
             Err(_) => break,
         }

@@ -19,6 +19,11 @@ pub const SAMPLE_IDENTIFIER: u64 = pb::PERF_SAMPLE_IDENTIFIER as u64;
 pub const SAMPLE_TYPE: u64 =
     SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_ADDR | SAMPLE_CPU | SAMPLE_CALLCHAIN;
 
+/// Task-bound events (a process watch) also carry the id of the event that wrote each record: a thread
+/// can be covered by two events (its own, and one inherited from the thread that created it while the
+/// watch was being armed), and the id tells the two copies of one store apart.
+pub const SAMPLE_TYPE_TASK: u64 = SAMPLE_TYPE | SAMPLE_IDENTIFIER;
+
 /// The bits this decoder understands; anything else changes the layout in ways it cannot follow.
 const SUPPORTED: u64 = SAMPLE_IDENTIFIER
     | SAMPLE_IP
@@ -68,6 +73,9 @@ pub struct Sample {
     pub time: u64,
     pub addr: u64,
     pub cpu: u32,
+    /// The id of the event that wrote the sample (its parent's for an inherited event); 0 when the sample
+    /// type has no identifier.
+    pub id: u64,
     pub frames: Vec<Frame>,
 }
 
@@ -296,13 +304,14 @@ fn decode_sample(
         time: 0,
         addr: 0,
         cpu: 0,
+        id: 0,
         frames: {
             frames.clear();
             frames
         },
     };
     if st & SAMPLE_IDENTIFIER != 0 {
-        c.u64()?;
+        s.id = c.u64()?;
     }
     if st & SAMPLE_IP != 0 {
         s.ip = c.u64()?;

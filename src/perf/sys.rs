@@ -1,5 +1,6 @@
 //! Every raw system call ksymwatch makes, and nothing else: perf_event_open, its ioctls, mmap, epoll,
-//! signalfd, the uevent netlink socket, and fcntl for an output file's O_NONBLOCK. Each returns owned file descriptors and `io::Error`s so callers
+//! signalfd, the uevent netlink socket, fcntl for an output file's O_NONBLOCK, and for a process watch pidfds,
+//! ptrace (a launched command stops at its exec) and waitpid. Each returns owned file descriptors and `io::Error`s so callers
 //! never touch a raw fd or errno, and everything they open is closed on drop.
 
 use std::io;
@@ -354,4 +355,120 @@ pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
 pub fn geteuid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
+}
+
+/// PERF_EVENT_IOC_SET_OUTPUT: `fd`'s records go to `target`'s ring (both bound to the same CPU).
+pub fn perf_set_output(fd: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: both are live perf event descriptors; SET_OUTPUT takes the target descriptor by value.
+    cvt(unsafe { perf::ioctls::SET_OUTPUT(fd.as_raw_fd(), target.as_raw_fd()) })
+}
+
+/// PERF_EVENT_IOC_MODIFY_ATTRIBUTES: a breakpoint's address, length and type, changed in place (and in
+/// every inherited child), keeping its debug register.
+pub fn perf_modify_attributes(fd: BorrowedFd<'_>, attr: &perf_event_attr) -> io::Result<()> {
+    let mut attr = *attr;
+    // SAFETY: `attr` is a fully initialised perf_event_attr with a matching `size`, live for the call; the
+    // kernel copies it in.
+    cvt(unsafe { perf::ioctls::MODIFY_ATTRIBUTES(fd.as_raw_fd(), &mut attr) })
+}
+
+/// `pidfd_open(2)`: a descriptor that polls readable when the process exits.
+pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+    // SAFETY: a plain syscall with integer arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// `PTRACE_TRACEME`, for a child between fork and exec: it then stops (SIGTRAP) right after its exec, before
+/// the new program's first instruction. Only async-signal-safe work: a raw syscall.
+pub fn ptrace_traceme() -> io::Result<()> {
+    // SAFETY: PTRACE_TRACEME takes no pointers.
+    let r = unsafe {
+        libc::ptrace(
+            libc::PTRACE_TRACEME,
+            0,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_void>(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Resumes a stopped tracee up to its next system call entry or exit (`PTRACE_SYSCALL`), or for good
+/// (`PTRACE_DETACH`), delivering no signal.
+pub fn ptrace_resume(pid: u32, detach: bool) -> io::Result<()> {
+    let req = if detach {
+        libc::PTRACE_DETACH
+    } else {
+        libc::PTRACE_SYSCALL
+    };
+    // SAFETY: no pointers; the data argument 0 means "no signal".
+    let r = unsafe {
+        libc::ptrace(
+            req,
+            pid as libc::pid_t,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_void>(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// How a child changed state, from `waitpid`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildState {
+    Stopped(i32),
+    Exited(i32),
+    Signaled(i32),
+}
+
+/// `waitpid(pid, 0)` for one child (blocking).
+pub fn wait_child(pid: u32) -> io::Result<ChildState> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid int to write into.
+        let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        break;
+    }
+    Ok(if libc::WIFSTOPPED(status) {
+        ChildState::Stopped(libc::WSTOPSIG(status))
+    } else if libc::WIFSIGNALED(status) {
+        ChildState::Signaled(libc::WTERMSIG(status))
+    } else {
+        ChildState::Exited(libc::WEXITSTATUS(status))
+    })
+}
+
+/// Raises the soft open-file limit to the hard one: a process watch holds one descriptor per thread, CPU
+/// and target. Returns the new soft limit.
+pub fn raise_fd_limit() -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit to write into.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) })?;
+    if lim.rlim_cur < lim.rlim_max {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: `lim` is a valid rlimit to read from.
+        cvt(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) })?;
+    }
+    Ok(lim.rlim_cur)
 }

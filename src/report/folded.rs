@@ -157,6 +157,8 @@ mod tests {
             watches,
             cpus: &cpus,
             source: "fixture",
+            processes: &[],
+            threads: 0,
         })
         .unwrap();
         each_hit(&table(), watches, hits, |hit| f.hit(hit).unwrap());

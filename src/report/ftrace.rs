@@ -64,6 +64,20 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 w.access.word()
             )?;
         }
+        if !h.processes.is_empty() {
+            let names: Vec<String> = h
+                .processes
+                .iter()
+                .map(|(pid, comm)| format!("{pid} ({comm})"))
+                .collect();
+            writeln!(
+                self.out,
+                "# process: {}, {} thread{}",
+                names.join(", "),
+                h.threads,
+                if h.threads == 1 { "" } else { "s" }
+            )?;
+        }
         writeln!(self.out, "# symbols: {}", h.source)?;
         writeln!(self.out, "# cpus: {}", cpulist::format(h.cpus))?;
         Ok(())
@@ -232,6 +246,8 @@ mod tests {
             watches: std::slice::from_ref(&watch),
             cpus: &cpus,
             source: "kallsyms /proc/kallsyms",
+            processes: &[],
+            threads: 0,
         })
         .unwrap();
         p.armed(2, &cpus, 5_000_001_000).unwrap();

@@ -86,6 +86,7 @@ fn stop_word(stop: Option<StopReason>) -> (&'static str, Option<&'static str>) {
         Some(StopReason::Signal(n)) => ("signal", Some(super::signal_name(n))),
         Some(StopReason::BrokenPipe) => ("output_closed", None),
         Some(StopReason::StrictHotplug(_)) => ("strict_hotplug", None),
+        Some(StopReason::Exited) => ("exited", None),
         None => ("unknown", None),
     }
 }
@@ -191,6 +192,11 @@ pub enum Record<'a> {
         targets: Vec<Target<'a>>,
         cpus: Vec<u32>,
         symbols: &'a str,
+        /// A process watch: the watched processes and the threads armed at the start.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pids: Vec<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        threads: Option<usize>,
     },
     Armed {
         time_ns: u64,
@@ -329,6 +335,8 @@ impl<W: Write, E: Write> Output for Json<W, E> {
                 targets,
                 cpus: h.cpus.iter().copied().collect(),
                 symbols: h.source,
+                pids: h.processes.iter().map(|(pid, _)| *pid).collect(),
+                threads: (!h.processes.is_empty()).then_some(h.threads),
             },
         )
     }
@@ -409,6 +417,8 @@ mod tests {
             watches: &watches,
             cpus: &cpus,
             source: "kallsyms fixture",
+            processes: &[],
+            threads: 0,
         })
         .unwrap();
         p.armed(2, &cpus, 5).unwrap();

@@ -28,6 +28,10 @@ pub struct Header<'a> {
     pub cpus: &'a BTreeSet<u32>,
     /// Which symbol source answered (`kallsyms /proc/kallsyms`).
     pub source: &'a str,
+    /// A process watch: the processes (pid, comm) and how many threads were armed; empty for a system-wide
+    /// watch.
+    pub processes: &'a [(u32, String)],
+    pub threads: usize,
 }
 
 /// One hit, ready to print: the raw sample plus its frames, already named by the tracer.
@@ -78,6 +82,8 @@ pub enum StopReason {
     BrokenPipe,
     /// `--strict-hotplug`: this CPU came online and could not be armed. The run exits 3 after the summary.
     StrictHotplug(u32),
+    /// A process watch: every watched process has exited.
+    Exited,
 }
 
 impl std::fmt::Display for StopReason {
@@ -90,6 +96,7 @@ impl std::fmt::Display for StopReason {
             StopReason::StrictHotplug(cpu) => {
                 write!(f, "cpu {cpu} could not be armed (--strict-hotplug)")
             }
+            StopReason::Exited => f.write_str("watched process exited"),
         }
     }
 }

@@ -5,9 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::watch::Watch;
-use crate::perf::arm;
-use crate::perf::event::{CpuEvent, EventConfig, OpenError};
-use crate::perf::record::{self, Frame, Record, Sample, SAMPLE_TYPE};
+use crate::perf::arm::{self, Scope};
+use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError};
+use crate::perf::record::{self, Frame, Record, Sample, SAMPLE_TYPE, SAMPLE_TYPE_TASK};
 use crate::perf::sys::{self, Epoll};
 use crate::trace::sorter::{RingKey, Sorter};
 
@@ -43,6 +43,36 @@ struct Tracked {
     undecodable: u64,
     /// The newest time read from the ring; dates records that carry none.
     last_time: u64,
+    /// The store the last sample reported, for a process watch: (tid, ip, ids of the events that reported
+    /// it). A thread created while the watch was being armed can be covered twice (by its own event and by
+    /// one inherited from its creator); both report the same store, from different event ids.
+    store: Option<(u32, u64, Vec<u64>)>,
+}
+
+impl Tracked {
+    fn new(ev: CpuEvent, now: u64) -> Tracked {
+        Tracked {
+            ev,
+            samples: 0,
+            lost_records: 0,
+            undecodable: 0,
+            last_time: now,
+            store: None,
+        }
+    }
+}
+
+/// Whether `s` is a second event's report of the store that `store` (the previous sample of a process
+/// ring) recorded; otherwise `s` becomes that store.
+fn repeats_store(store: &mut Option<(u32, u64, Vec<u64>)>, s: &Sample) -> bool {
+    if let Some((tid, ip, ids)) = store {
+        if *tid == s.tid && *ip == s.ip && !ids.contains(&s.id) {
+            ids.push(s.id);
+            return true;
+        }
+    }
+    *store = Some((s.tid, s.ip, vec![s.id]));
+    false
 }
 
 /// One event's books at the end: what the kernel counted against what reached us.
@@ -79,6 +109,8 @@ impl Audit {
 pub struct EventSet<'w> {
     watches: &'w [Watch],
     cfg: EventConfig,
+    /// Who a CPU that comes online is armed for.
+    scope: Scope,
     by_cpu: BTreeMap<u32, Vec<Tracked>>,
     /// Call-chain vectors of handled samples, reused by the next ones decoded.
     spare: Vec<Vec<Frame>>,
@@ -92,6 +124,7 @@ impl<'w> EventSet<'w> {
     pub fn new(
         watches: &'w [Watch],
         cfg: EventConfig,
+        scope: Scope,
         armed: Vec<CpuEvent>,
         epoll: &Epoll,
         token: u64,
@@ -100,6 +133,7 @@ impl<'w> EventSet<'w> {
         let mut set = EventSet {
             watches,
             cfg,
+            scope,
             by_cpu: BTreeMap::new(),
             spare: Vec::new(),
         };
@@ -107,13 +141,10 @@ impl<'w> EventSet<'w> {
         for ev in armed {
             epoll.add(ev.fd(), token)?;
             sorter.add_ring((ev.cpu, ev.watch), now);
-            set.by_cpu.entry(ev.cpu).or_default().push(Tracked {
-                ev,
-                samples: 0,
-                lost_records: 0,
-                undecodable: 0,
-                last_time: now,
-            });
+            set.by_cpu
+                .entry(ev.cpu)
+                .or_default()
+                .push(Tracked::new(ev, now));
         }
         Ok(set)
     }
@@ -133,6 +164,7 @@ impl<'w> EventSet<'w> {
             drain_one(t, sorter, started, &mut self.spare);
         }
     }
+
 
     /// Takes back a handled sample's call-chain vector for the next decoded sample.
     pub fn recycle(&mut self, mut frames: Vec<Frame>) {
@@ -156,13 +188,20 @@ impl<'w> EventSet<'w> {
         token: u64,
         sorter: &mut Sorter<Item>,
     ) -> Result<(), OpenError> {
-        let evs = arm::open_cpu(self.watches, cpu, &self.cfg)?;
+        // A process scope is armed thread by thread on the new CPU: events inherited from before only
+        // exist on the CPUs armed then.
+        let scope = match &self.scope {
+            Scope::Launched(pid) => Scope::Processes(vec![*pid]),
+            other => other.clone(),
+        };
+        let evs = arm::open_cpu_in(self.watches, cpu, &scope, &self.cfg)?;
         evs.iter().try_for_each(|e| e.enable())?;
         // Every descriptor is registered before any ring joins the sorter: a ring registered there but
         // never read would hold every other ring's records back for good.
         for ev in &evs {
             epoll.add(ev.fd(), token).map_err(|err| OpenError {
                 cpu,
+                tid: None,
                 stage: crate::perf::event::Stage::Enable,
                 err,
             })?;
@@ -171,13 +210,7 @@ impl<'w> EventSet<'w> {
         let mut tracked = Vec::with_capacity(evs.len());
         for ev in evs {
             sorter.add_ring((cpu, ev.watch), now);
-            tracked.push(Tracked {
-                ev,
-                samples: 0,
-                lost_records: 0,
-                undecodable: 0,
-                last_time: now,
-            });
+            tracked.push(Tracked::new(ev, now));
         }
         self.by_cpu.insert(cpu, tracked);
         Ok(())
@@ -224,6 +257,8 @@ fn audit(t: &Tracked) -> Audit {
     }
 }
 
+/// Reads one ring empty into `sorter`. Second reports of one store (see [`repeats_store`]) are dropped
+/// but still counted as samples, since the kernel counted them as hits too.
 fn drain_one(
     t: &mut Tracked,
     sorter: &mut Sorter<Item>,
@@ -232,19 +267,29 @@ fn drain_one(
 ) {
     let key: RingKey = (t.ev.cpu, t.ev.watch);
     let (cpu, watch) = key;
+    let sample_type = match t.ev.bind {
+        Bind::Cpu => SAMPLE_TYPE,
+        Bind::Task(_) => SAMPLE_TYPE_TASK,
+    };
     let Tracked {
         ev,
         samples,
         lost_records,
         undecodable,
         last_time,
+        store,
     } = t;
+    let process = ev.bind != Bind::Cpu;
     ev.ring.drain(|bytes| {
         let frames = spare.pop().unwrap_or_default();
-        let item = match record::decode_reusing(bytes, SAMPLE_TYPE, frames) {
+        let item = match record::decode_reusing(bytes, sample_type, frames) {
             Ok(Record::Sample(s)) => {
                 *samples += 1;
                 *last_time = s.time;
+                if process && repeats_store(store, &s) {
+                    spare.push(s.frames);
+                    return true;
+                }
                 sorter.push(key, s.time, Item::Sample(s, watch));
                 return true;
             }
@@ -272,10 +317,50 @@ fn drain_one(
             }
         };
         // Only non-sample records get here; a sample's time is in its body.
-        let time = record::trailer_time(bytes, SAMPLE_TYPE).unwrap_or(*last_time);
+        let time = record::trailer_time(bytes, sample_type).unwrap_or(*last_time);
         *last_time = (*last_time).max(time);
         sorter.push(key, time, item);
         true
     });
     sorter.read_empty(key, started);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(tid: u32, ip: u64, id: u64) -> Sample {
+        Sample {
+            ip,
+            pid: tid,
+            tid,
+            time: 0,
+            addr: 0,
+            cpu: 0,
+            id,
+            frames: Vec::new(),
+        }
+    }
+
+    /// A thread covered by its own event (id 7) and one inherited from its creator (id 3): each store is
+    /// reported once per event, back to back. One report per store is kept, and a loop's next store (the
+    /// same ip, an id seen again) is a new store.
+    #[test]
+    fn second_reports_of_one_store_are_dropped() {
+        let mut store = None;
+        let reports = [
+            (10, 0x40, 7),
+            (10, 0x40, 3),
+            (10, 0x40, 7),
+            (10, 0x40, 3),
+            (11, 0x40, 3),
+            (10, 0x44, 7),
+            (10, 0x44, 7),
+        ];
+        let kept: Vec<bool> = reports
+            .iter()
+            .map(|&(tid, ip, id)| !repeats_store(&mut store, &sample(tid, ip, id)))
+            .collect();
+        assert_eq!(kept, [true, false, true, false, true, true, true]);
+    }
 }

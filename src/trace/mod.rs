@@ -1,7 +1,8 @@
 //! The running session: the loop that ties the armed events' rings to signals, the deadline and CPU
 //! hotplug ([`session`]); the armed event set that owns every descriptor and ring ([`events`]); the merge
 //! of records from all rings in timestamp order ([`sorter`]); following CPUs as they come and go
-//! ([`hotplug`]); naming tasks ([`comm`]) and frames ([`symbolize`]).
+//! ([`hotplug`]); naming tasks ([`comm`]) and frames ([`symbolize`]); starting a command stopped at its exec
+//! for launch mode ([`launch`]).
 //!
 //! Uses [`crate::perf`] for events and records and [`crate::config`] for what to watch, keep and stop on;
 //! hands symbolized hits to a [`crate::report::Output`] and never prints itself. Every name comes from the
@@ -11,6 +12,7 @@
 pub(crate) mod comm;
 pub(crate) mod events;
 pub mod hotplug;
+pub(crate) mod launch;
 pub(crate) mod session;
 pub(crate) mod sorter;
 pub(crate) mod symbolize;

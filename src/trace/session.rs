@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols};
@@ -14,7 +15,7 @@ use crate::config::filter::Filter;
 use crate::config::watch::Watch;
 use crate::config::Limits;
 use crate::error::{Context, Error, ExitCode, Result};
-use crate::perf::arm::Armed;
+use crate::perf::arm::{Armed, Scope};
 use crate::perf::event::EventConfig;
 use crate::perf::record::Sample;
 use crate::perf::sys::{self, Epoll, SignalFd};
@@ -36,11 +37,15 @@ pub struct Plan<'a> {
     pub tally: bool,
     /// `--lines`: file:line (and inlined frames) for kernel frames.
     pub lines: Option<&'a dyn LineSource>,
+    /// Who the events cover; CPUs that come online are armed for the same.
+    pub scope: Scope,
 }
 
 const TOKEN_SIGNAL: u64 = 0;
 const TOKEN_RING: u64 = 1;
 const TOKEN_UEVENT: u64 = 2;
+/// A watched process's pidfd: `TOKEN_PROCESS + i` for the i-th.
+const TOKEN_PROCESS: u64 = 16;
 
 /// The loop drains at least this often even without a wake-up, bounding how long a lone hit waits.
 const TICK: Duration = Duration::from_millis(10);
@@ -71,6 +76,8 @@ pub struct Session<'a, O: Output> {
     output_error: Option<io::Error>,
     /// `--strict-hotplug` failed: returned once the summary is out, so the exit code is 3.
     fatal: Option<Error>,
+    /// A process watch: each process's pidfd, until it exits. The run ends when none is left.
+    processes: Vec<Option<OwnedFd>>,
 }
 
 impl<'a, O: Output> Session<'a, O> {
@@ -91,14 +98,40 @@ impl<'a, O: Output> Session<'a, O> {
             filter,
             tally,
             lines,
+            scope,
         } = plan;
         let epoll = Epoll::new().or_exit(ExitCode::Runtime, "epoll_create")?;
         epoll
             .add(signals.fd(), TOKEN_SIGNAL)
             .or_exit(ExitCode::Runtime, "epoll")?;
         let mut sorter = Sorter::new(SORT_SLACK_NS);
-        let events = EventSet::new(watches, cfg, armed.events, &epoll, TOKEN_RING, &mut sorter)
-            .or_exit(ExitCode::Runtime, "epoll")?;
+        // A process already gone is not waited for (its pidfd cannot be had); one that exits later is.
+        let pids = match &scope {
+            Scope::System => Vec::new(),
+            Scope::Processes(pids) => pids.clone(),
+            Scope::Launched(pid) => vec![*pid],
+        };
+        let mut processes = Vec::with_capacity(pids.len());
+        for (i, pid) in pids.iter().enumerate() {
+            if let Ok(fd) = sys::pidfd_open(*pid) {
+                epoll
+                    .add(fd.as_fd(), TOKEN_PROCESS + i as u64)
+                    .or_exit(ExitCode::Runtime, "epoll")?;
+                processes.push(Some(fd));
+            } else {
+                processes.push(None);
+            }
+        }
+        let events = EventSet::new(
+            watches,
+            cfg,
+            scope,
+            armed.events,
+            &epoll,
+            TOKEN_RING,
+            &mut sorter,
+        )
+        .or_exit(ExitCode::Runtime, "epoll")?;
         if let Some(fd) = hotplug.as_ref().and_then(Hotplug::fd) {
             epoll
                 .add(fd, TOKEN_UEVENT)
@@ -128,6 +161,7 @@ impl<'a, O: Output> Session<'a, O> {
             audits: Vec::new(),
             output_error: None,
             fatal: None,
+            processes,
         })
     }
 
@@ -154,7 +188,10 @@ impl<'a, O: Output> Session<'a, O> {
         // Records written before the disable are still in the rings: print them, unless the reader is gone or
         // the count is already met. Only then do the kernel's counters tell the whole story.
         let stop = match stop {
-            StopReason::Duration | StopReason::Signal(_) | StopReason::StrictHotplug(_) => {
+            StopReason::Duration
+            | StopReason::Signal(_)
+            | StopReason::StrictHotplug(_)
+            | StopReason::Exited => {
                 self.events.drain(&mut self.sorter);
                 let ended = self.release(true);
                 self.audits.extend(self.events.close_all());
@@ -209,6 +246,15 @@ impl<'a, O: Output> Session<'a, O> {
                     TOKEN_UEVENT => {
                         if let Some(stop) = self.on_uevent()? {
                             return Ok(stop);
+                        }
+                    }
+                    t if t >= TOKEN_PROCESS => {
+                        let i = (t - TOKEN_PROCESS) as usize;
+                        if let Some(fd) = self.processes.get_mut(i).and_then(Option::take) {
+                            let _ = self.epoll.delete(fd.as_fd());
+                        }
+                        if self.processes.iter().all(Option::is_none) {
+                            return Ok(StopReason::Exited);
                         }
                     }
                     _ => {}

@@ -27,6 +27,7 @@ const CFG: EventConfig = EventConfig {
 fn fail(cpu: u32, errno: i32) -> OpenError {
     OpenError {
         cpu,
+        tid: None,
         stage: Stage::Open,
         err: io::Error::from_raw_os_error(errno),
     }

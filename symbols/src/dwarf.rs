@@ -1,5 +1,7 @@
-//! Member paths below a variable (`init_uts_ns.name.nodename`, `tbl[3].x`) resolved against vmlinux DWARF:
-//! the byte offset from the variable's start, the size, and the C type name.
+//! Member paths below a variable (`init_uts_ns.name.nodename`, `tbl[3].x`) resolved against DWARF: the byte
+//! offset from the variable's start, the size, and the C type name. The DWARF comes from any ELF file through
+//! [`DebugSections`]: a mapped vmlinux, or a user binary's sections read with bounded reads
+//! ([`crate::process`]).
 //!
 //! A debug vmlinux holds thousands of compilation units; parsing them all is what makes `gdb` slow to
 //! start. The variable's DIE is found instead from `.debug_names` when the file has one, else by walking only
@@ -11,6 +13,7 @@
 use crate::{Error, PathElem, Vmlinux};
 use gimli::{AttributeValue, DwTag, EndianSlice, Operation, RunTimeEndian, UnitOffset};
 use std::fmt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 type R<'a> = EndianSlice<'a, RunTimeEndian>;
@@ -144,37 +147,65 @@ pub struct VariableQuery<'q> {
     pub accept_declaration: bool,
 }
 
-/// Loads the sections gimli needs straight from the mapping, without copying.
-fn load(vm: &Vmlinux) -> Result<Dwarf<'_>, Error> {
-    if !vm.has_debug_info() {
+/// The DWARF sections of one ELF file, wherever its bytes are: the walk below borrows them, never copies.
+pub trait DebugSections {
+    /// The file, for error messages.
+    fn path(&self) -> &Path;
+    fn little_endian(&self) -> bool;
+    /// A named section's bytes (`.debug_info`); `None` when the file has no such section.
+    fn debug_section(&self, name: &str) -> Result<Option<&[u8]>, Error>;
+}
+
+impl DebugSections for Vmlinux {
+    fn path(&self) -> &Path {
+        Vmlinux::path(self)
+    }
+    fn little_endian(&self) -> bool {
+        Vmlinux::little_endian(self)
+    }
+    fn debug_section(&self, name: &str) -> Result<Option<&[u8]>, Error> {
+        Vmlinux::debug_section(self, name)
+    }
+}
+
+/// Whether the file has any `.debug_info` to walk.
+pub fn has_debug_info(src: &dyn DebugSections) -> bool {
+    src.debug_section(".debug_info")
+        .is_ok_and(|s| s.is_some_and(|s| !s.is_empty()))
+}
+
+/// Loads the sections gimli needs from `src`, without copying.
+fn load(src: &dyn DebugSections) -> Result<Dwarf<'_>, Error> {
+    if !has_debug_info(src) {
         return Err(Error::NoDebugInfo {
-            path: vm.path().to_path_buf(),
+            path: src.path().to_path_buf(),
         });
     }
-    let endian = if vm.little_endian() {
+    let endian = if src.little_endian() {
         RunTimeEndian::Little
     } else {
         RunTimeEndian::Big
     };
     gimli::Dwarf::load(|id| -> Result<R<'_>, Error> {
         Ok(EndianSlice::new(
-            vm.debug_section(id.name())?.unwrap_or(&[]),
+            src.debug_section(id.name())?.unwrap_or(&[]),
             endian,
         ))
     })
 }
 
-fn dwarf_err(vm: &Vmlinux, e: gimli::Error) -> FieldError {
+fn dwarf_err(src: &dyn DebugSections, e: gimli::Error) -> FieldError {
     FieldError::Load(Error::Dwarf {
-        path: vm.path().to_path_buf(),
+        path: src.path().to_path_buf(),
         message: e.to_string(),
     })
 }
 
-/// Resolves `var` + `path` in `vm`'s DWARF. `progress` allows a progress bar on stderr when the scan is
-/// slow and stderr is a terminal; library callers and tests pass `false`.
+/// Resolves `var` + `path` in `vm`'s DWARF (a [`Vmlinux`], or any other [`DebugSections`]). `progress`
+/// allows a progress bar on stderr when the scan is slow and stderr is a terminal; library callers and tests
+/// pass `false`.
 pub fn resolve_path(
-    vm: &Vmlinux,
+    vm: &dyn DebugSections,
     var: &VariableQuery<'_>,
     path: &[PathElem],
     progress: bool,
@@ -189,7 +220,7 @@ pub fn resolve_path(
 /// One pass over the units, remembering the best failure in case nothing better turns up.
 struct Scan<'d, 'a> {
     dwarf: &'d Dwarf<'a>,
-    vm: &'a Vmlinux,
+    vm: &'a dyn DebugSections,
     progress: Option<Progress>,
 }
 
@@ -200,8 +231,12 @@ struct Progress {
 }
 
 impl<'d, 'a> Scan<'d, 'a> {
-    fn new(dwarf: &'d Dwarf<'a>, vm: &'a Vmlinux, progress: bool) -> Scan<'d, 'a> {
-        let total = vm.section(".debug_info").map_or(0, |s| s.size);
+    fn new(dwarf: &'d Dwarf<'a>, vm: &'a dyn DebugSections, progress: bool) -> Scan<'d, 'a> {
+        let total = vm
+            .debug_section(".debug_info")
+            .ok()
+            .flatten()
+            .map_or(0, |s| s.len() as u64);
         Scan {
             dwarf,
             vm,
@@ -390,7 +425,7 @@ enum Ty {
 struct Types<'d, 'u, 'a> {
     dwarf: &'d Dwarf<'a>,
     unit: &'u Unit<'a>,
-    vm: &'a Vmlinux,
+    vm: &'a dyn DebugSections,
 }
 
 const QUALIFIERS: [DwTag; 5] = [

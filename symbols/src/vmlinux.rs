@@ -311,45 +311,51 @@ impl Vmlinux {
 
     /// The type letter `nm` prints, from binding, symbol type and the flags of the symbol's section.
     fn nm_type(&self, sym: &goblin::elf::Sym) -> char {
-        let bind = sym.st_bind();
-        let shndx = sym.st_shndx as u32;
-        let local = bind == STB_LOCAL;
-        let case = |c: char| if local { c.to_ascii_lowercase() } else { c };
-        if bind == STB_GNU_UNIQUE {
-            return 'u';
-        }
-        if bind == STB_WEAK {
-            let object = sym.st_type() == STT_OBJECT;
-            return match (shndx == SHN_UNDEF, object) {
-                (true, true) => 'v',
-                (true, false) => 'w',
-                (false, true) => 'V',
-                (false, false) => 'W',
-            };
-        }
-        match shndx {
-            SHN_UNDEF => return 'U',
-            SHN_ABS => return case('A'),
-            SHN_COMMON => return 'C',
-            _ => {}
-        }
-        let Some(sec) = self.sections.get(sym.st_shndx) else {
-            return '?';
-        };
-        let flags = sec.flags;
-        let c = if !sec.is_alloc() {
-            'N'
-        } else if flags & u64::from(SHF_EXECINSTR) != 0 {
-            'T'
-        } else if sec.kind == SHT_NOBITS {
-            'B'
-        } else if flags & u64::from(SHF_WRITE) != 0 {
-            'D'
-        } else {
-            'R'
-        };
-        case(c)
+        let section = self.sections.get(sym.st_shndx).map(|s| (s.flags, s.kind));
+        nm_letter(sym, section)
     }
+}
+
+/// The type letter `nm` prints for an ELF symbol, given the (flags, type) of the section it is defined
+/// in (`None` when its section index names no section).
+pub(crate) fn nm_letter(sym: &goblin::elf::Sym, section: Option<(u64, u32)>) -> char {
+    let bind = sym.st_bind();
+    let shndx = sym.st_shndx as u32;
+    let local = bind == STB_LOCAL;
+    let case = |c: char| if local { c.to_ascii_lowercase() } else { c };
+    if bind == STB_GNU_UNIQUE {
+        return 'u';
+    }
+    if bind == STB_WEAK {
+        let object = sym.st_type() == STT_OBJECT;
+        return match (shndx == SHN_UNDEF, object) {
+            (true, true) => 'v',
+            (true, false) => 'w',
+            (false, true) => 'V',
+            (false, false) => 'W',
+        };
+    }
+    match shndx {
+        SHN_UNDEF => return 'U',
+        SHN_ABS => return case('A'),
+        SHN_COMMON => return 'C',
+        _ => {}
+    }
+    let Some((flags, kind)) = section else {
+        return '?';
+    };
+    let c = if flags & u64::from(SHF_ALLOC) == 0 {
+        'N'
+    } else if flags & u64::from(SHF_EXECINSTR) != 0 {
+        'T'
+    } else if kind == SHT_NOBITS {
+        'B'
+    } else if flags & u64::from(SHF_WRITE) != 0 {
+        'D'
+    } else {
+        'R'
+    };
+    case(c)
 }
 
 /// The name of a symbol `nm` lists, or `None` for the ones it hides (file and section symbols, unnamed).

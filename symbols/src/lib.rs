@@ -1,13 +1,15 @@
 //! Kernel symbol resolution and address symbolization for ksymwatch.
 //!
-//! This crate answers four questions and knows nothing about perf or the command line:
+//! This crate answers five questions and knows nothing about perf or the command line:
 //! - *where is this variable?* ([`Resolver::resolve`]: a name and member path to runtime and link-time
 //!   addresses, size, section and C type),
 //! - *what code is at this address?* ([`SymbolTable::symbolize`]: an address to `func+0xOFF/0xSIZE`),
 //! - *which source line is that?* ([`Resolver::frames`]: file:line frames, inlined calls included;
 //!   [`annotate()`] turns them into what a call-chain printer adds to a frame), and
 //! - *which function of which binary is this user address in?* ([`UserSymbols::lookup`]: a process's
-//!   mappings and the mapped ELF's function symbols, demangled).
+//!   mappings and the mapped ELF's function symbols, demangled), and
+//! - *where is this variable in that process?* ([`process::resolve`]: a symbol of the process's executable
+//!   or of one of its libraries, moved by the load bias, and member paths through the binary's DWARF).
 //!
 //! Symbols come from a [`Source`] picked by [`SourceSearch`]: an explicit vmlinux or System.map, the
 //! distribution's files for the running kernel, or `/proc/kallsyms`. Link-time addresses are moved by the
@@ -17,7 +19,8 @@
 //! Modules, one job each: [`file`] opens every file the crate reads (regular files only, reads bounded),
 //! [`kallsyms`] and [`sysmap`] parse the text formats, [`vmlinux`] the ELF,
 //! [`buildid`] the notes, [`kaslr`] the relocation, [`dwarf`] member paths and types, [`lines`] file:line,
-//! [`annotate`](mod@annotate) a chain frame's file:line and inlined calls, [`user`] user-space frames; the table, the
+//! [`annotate`](mod@annotate) a chain frame's file:line and inlined calls, [`user`] user-space frames,
+//! [`process`] variables in a process; the table, the
 //! source search and the resolver tie the kernel ones together.
 //!
 //! Errors describe what is wrong and, where there is one, a way out that needs no particular front end;
@@ -32,6 +35,7 @@ pub mod kallsyms;
 pub mod kaslr;
 pub mod lines;
 mod path;
+pub mod process;
 mod resolve;
 mod source;
 mod symbol;

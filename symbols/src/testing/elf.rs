@@ -1,13 +1,15 @@
-//! A tiny 64-bit little-endian ELF file built in memory: one PT_LOAD segment and function symbols in a
-//! `.symtab` (and optionally a `.dynsym`), laid out so that tests can corrupt any field on purpose. The
-//! user-symbol loader's property tests start from it; no compiler needed.
+//! Tiny 64-bit little-endian ELF files built in memory, laid out so that tests can corrupt any field on
+//! purpose or map them into a made-up process: [`tiny`] is one PT_LOAD segment and function symbols in a
+//! `.symtab` (and optionally a `.dynsym`), the start of the user-symbol loader's property tests; a
+//! [`Layout`] chooses the file type, the segments, the symbols' types and bindings, and named sections, as
+//! the process resolver's tests need. No compiler needed.
 
 /// Where things are in [`Tiny::bytes`].
 #[derive(Debug, Clone)]
 pub struct Tiny {
     pub bytes: Vec<u8>,
     /// Offset of the section header table (entries of 64 bytes: null, .symtab, .strtab, then .dynsym and
-    /// .dynstr when asked for).
+    /// .dynstr when asked for, then a [`Layout`]'s own sections and `.shstrtab`).
     pub shoff: usize,
     /// Offset of the `.symtab` entries (24 bytes each, the null symbol first).
     pub symtab: usize,
@@ -15,93 +17,276 @@ pub struct Tiny {
     pub strtab: usize,
 }
 
-/// Virtual address of file offset 0.
+/// Virtual address of file offset 0 in [`tiny`].
 pub const BASE: u64 = 0x40_0000;
 
+/// `e_type` of an executable linked at a fixed address (`-no-pie`).
+pub const ET_EXEC: u16 = 2;
+/// `e_type` of a shared library or a position-independent executable.
+pub const ET_DYN: u16 = 3;
+
+/// `st_info` values: binding in the high nibble, type in the low one.
+pub const GLOBAL_FUNC: u8 = 0x12;
+pub const GLOBAL_OBJECT: u8 = 0x11;
+pub const LOCAL_OBJECT: u8 = 0x01;
+pub const GLOBAL_TLS: u8 = 0x16;
+
+/// One symbol table entry.
+#[derive(Debug, Clone, Copy)]
+pub struct Sym<'a> {
+    pub name: &'a str,
+    pub value: u64,
+    pub size: u64,
+    pub info: u8,
+    /// Section index: 1 (`.symtab`) stands for "some real section" where the section does not matter;
+    /// [`Layout::section_index`] gives a [`Layout`]'s own sections' indices.
+    pub shndx: u16,
+}
+
+impl<'a> Sym<'a> {
+    /// A global function, as [`tiny`] writes them.
+    pub fn func(name: &'a str, value: u64, size: u64) -> Sym<'a> {
+        Sym {
+            name,
+            value,
+            size,
+            info: GLOBAL_FUNC,
+            shndx: 1,
+        }
+    }
+}
+
+/// One PT_LOAD program header.
+#[derive(Debug, Clone, Copy)]
+pub struct Segment {
+    pub offset: u64,
+    pub vaddr: u64,
+    pub filesz: u64,
+    pub memsz: u64,
+    /// `PF_X` 1, `PF_W` 2, `PF_R` 4.
+    pub flags: u32,
+}
+
+/// A section header with no contents of its own in the file (the resolver reads only names and flags).
+#[derive(Debug, Clone, Copy)]
+pub struct Section<'a> {
+    pub name: &'a str,
+    /// `SHT_PROGBITS` 1, `SHT_NOBITS` 8.
+    pub kind: u32,
+    /// `SHF_WRITE` 1, `SHF_ALLOC` 2, `SHF_EXECINSTR` 4, `SHF_TLS` 0x400.
+    pub flags: u64,
+    pub addr: u64,
+    pub size: u64,
+}
+
+/// What to lay out. `Layout::default()` is [`tiny`]'s file without symbols.
+#[derive(Debug, Clone)]
+pub struct Layout<'a> {
+    pub e_type: u16,
+    /// PT_LOAD segments; none stands for one R+X segment covering the whole file at [`BASE`].
+    pub segments: Vec<Segment>,
+    pub symtab: Vec<Sym<'a>>,
+    /// No `.dynsym` (nor `.dynstr`) when empty.
+    pub dynsym: Vec<Sym<'a>>,
+    /// Sections after the symbol tables; when there are any, every section is named (`.shstrtab` last).
+    pub sections: Vec<Section<'a>>,
+}
+
+impl Default for Layout<'_> {
+    fn default() -> Self {
+        Layout {
+            e_type: ET_DYN,
+            segments: Vec::new(),
+            symtab: Vec::new(),
+            dynsym: Vec::new(),
+            sections: Vec::new(),
+        }
+    }
+}
+
 /// Builds the file: `funcs` are (name, address, size) in `.symtab`; `dynamic` ones in `.dynsym`.
-pub fn tiny(funcs: &[(&str, u64, u64)], dynamic: &[(&str, u64, u64)]) -> Tiny {
-    let mut b = vec![0u8; 64 + 56];
-    let (symtab, strtab, symtab_len, strtab_len) = table(&mut b, funcs);
-    let dyns = (!dynamic.is_empty()).then(|| table(&mut b, dynamic));
-    while !b.len().is_multiple_of(8) {
-        b.push(0);
-    }
-    let shoff = b.len();
-    let mut section = |kind: u32, off: usize, size: usize, link: u32, entsize: u64| {
-        let mut s = Vec::with_capacity(64);
-        s.extend_from_slice(&0u32.to_le_bytes()); // sh_name
-        s.extend_from_slice(&kind.to_le_bytes());
-        s.extend_from_slice(&0u64.to_le_bytes()); // flags
-        s.extend_from_slice(&0u64.to_le_bytes()); // addr
-        s.extend_from_slice(&(off as u64).to_le_bytes());
-        s.extend_from_slice(&(size as u64).to_le_bytes());
-        s.extend_from_slice(&link.to_le_bytes());
-        s.extend_from_slice(&0u32.to_le_bytes()); // info
-        s.extend_from_slice(&8u64.to_le_bytes()); // addralign
-        s.extend_from_slice(&entsize.to_le_bytes());
-        b.extend_from_slice(&s);
+pub fn tiny<'a>(funcs: &[(&'a str, u64, u64)], dynamic: &[(&'a str, u64, u64)]) -> Tiny {
+    let syms = |v: &[(&'a str, u64, u64)]| -> Vec<Sym<'a>> {
+        v.iter()
+            .map(|&(name, addr, size)| Sym::func(name, addr, size))
+            .collect()
     };
-    section(0, 0, 0, 0, 0);
-    section(2, symtab, symtab_len, 2, 24); // SHT_SYMTAB
-    section(3, strtab, strtab_len, 0, 0); // SHT_STRTAB
-    let mut shnum = 3u16;
-    if let Some((d, ds, dl, dsl)) = dyns {
-        section(11, d, dl, 4, 24); // SHT_DYNSYM
-        section(3, ds, dsl, 0, 0);
-        shnum = 5;
+    Layout {
+        symtab: syms(funcs),
+        dynsym: syms(dynamic),
+        ..Layout::default()
     }
-    let len = b.len() as u64;
-    // ELF header.
-    let mut h = Vec::with_capacity(64);
-    h.extend_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1, 1, 0]);
-    h.extend_from_slice(&[0; 8]);
-    h.extend_from_slice(&3u16.to_le_bytes()); // ET_DYN
-    h.extend_from_slice(&62u16.to_le_bytes()); // x86-64
-    h.extend_from_slice(&1u32.to_le_bytes());
-    h.extend_from_slice(&BASE.to_le_bytes()); // entry
-    h.extend_from_slice(&64u64.to_le_bytes()); // phoff
-    h.extend_from_slice(&(shoff as u64).to_le_bytes());
-    h.extend_from_slice(&0u32.to_le_bytes());
-    h.extend_from_slice(&64u16.to_le_bytes());
-    h.extend_from_slice(&56u16.to_le_bytes());
-    h.extend_from_slice(&1u16.to_le_bytes()); // phnum
-    h.extend_from_slice(&64u16.to_le_bytes());
-    h.extend_from_slice(&shnum.to_le_bytes());
-    h.extend_from_slice(&0u16.to_le_bytes()); // shstrndx
-    b[..64].copy_from_slice(&h);
-    // PT_LOAD covering the whole file at BASE.
-    let mut p = Vec::with_capacity(56);
-    p.extend_from_slice(&1u32.to_le_bytes());
-    p.extend_from_slice(&5u32.to_le_bytes()); // R+X
-    p.extend_from_slice(&0u64.to_le_bytes());
-    p.extend_from_slice(&BASE.to_le_bytes());
-    p.extend_from_slice(&BASE.to_le_bytes());
-    p.extend_from_slice(&len.to_le_bytes());
-    p.extend_from_slice(&len.to_le_bytes());
-    p.extend_from_slice(&0x1000u64.to_le_bytes());
-    b[64..120].copy_from_slice(&p);
-    Tiny {
-        bytes: b,
-        shoff,
-        symtab,
-        strtab,
+    .build()
+}
+
+impl Layout<'_> {
+    /// The section index of `self.sections[i]`.
+    pub fn section_index(&self, i: usize) -> u16 {
+        let first = if self.dynsym.is_empty() { 3 } else { 5 };
+        (first + i) as u16
+    }
+
+    pub fn build(&self) -> Tiny {
+        let phnum = self.segments.len().max(1);
+        let mut b = vec![0u8; 64 + 56 * phnum];
+        let (symtab, strtab, symtab_len, strtab_len) = table(&mut b, &self.symtab);
+        let dyns = (!self.dynsym.is_empty()).then(|| table(&mut b, &self.dynsym));
+        // Section names, when there are sections worth naming.
+        let named = !self.sections.is_empty();
+        let mut shstrtab = vec![0u8];
+        let mut name = |n: &str| -> u32 {
+            if !named {
+                return 0;
+            }
+            let at = shstrtab.len() as u32;
+            shstrtab.extend_from_slice(n.as_bytes());
+            shstrtab.push(0);
+            at
+        };
+        let mut headers: Vec<[u64; 7]> = Vec::new(); // name, kind, flags, addr, offset, size, link|entsize
+        let mut push = |h: [u64; 7]| headers.push(h);
+        push([0; 7]);
+        push([
+            u64::from(name(".symtab")),
+            2,
+            0,
+            0,
+            symtab as u64,
+            symtab_len as u64,
+            2 | 24 << 32,
+        ]);
+        push([
+            u64::from(name(".strtab")),
+            3,
+            0,
+            0,
+            strtab as u64,
+            strtab_len as u64,
+            0,
+        ]);
+        if let Some((d, ds, dl, dsl)) = dyns {
+            push([
+                u64::from(name(".dynsym")),
+                11,
+                0,
+                0,
+                d as u64,
+                dl as u64,
+                4 | 24 << 32,
+            ]);
+            push([
+                u64::from(name(".dynstr")),
+                3,
+                0,
+                0,
+                ds as u64,
+                dsl as u64,
+                0,
+            ]);
+        }
+        for s in &self.sections {
+            push([
+                u64::from(name(s.name)),
+                u64::from(s.kind),
+                s.flags,
+                s.addr,
+                0,
+                s.size,
+                0,
+            ]);
+        }
+        let mut shstrndx = 0u16;
+        if named {
+            let at = name(".shstrtab");
+            shstrndx = headers.len() as u16;
+            let off = b.len();
+            b.extend_from_slice(&shstrtab);
+            headers.push([u64::from(at), 3, 0, 0, off as u64, shstrtab.len() as u64, 0]);
+        }
+        while !b.len().is_multiple_of(8) {
+            b.push(0);
+        }
+        let shoff = b.len();
+        for [name, kind, flags, addr, off, size, link_entsize] in &headers {
+            b.extend_from_slice(&(*name as u32).to_le_bytes());
+            b.extend_from_slice(&(*kind as u32).to_le_bytes());
+            b.extend_from_slice(&flags.to_le_bytes());
+            b.extend_from_slice(&addr.to_le_bytes());
+            b.extend_from_slice(&off.to_le_bytes());
+            b.extend_from_slice(&size.to_le_bytes());
+            b.extend_from_slice(&((*link_entsize & 0xffff_ffff) as u32).to_le_bytes()); // link
+            b.extend_from_slice(&0u32.to_le_bytes()); // info
+            b.extend_from_slice(&8u64.to_le_bytes()); // addralign
+            b.extend_from_slice(&(link_entsize >> 32).to_le_bytes()); // entsize
+        }
+        let len = b.len() as u64;
+        let entry = self.segments.first().map_or(BASE, |s| s.vaddr);
+        // ELF header.
+        let mut h = Vec::with_capacity(64);
+        h.extend_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1, 1, 0]);
+        h.extend_from_slice(&[0; 8]);
+        h.extend_from_slice(&self.e_type.to_le_bytes());
+        h.extend_from_slice(&62u16.to_le_bytes()); // x86-64
+        h.extend_from_slice(&1u32.to_le_bytes());
+        h.extend_from_slice(&entry.to_le_bytes());
+        h.extend_from_slice(&64u64.to_le_bytes()); // phoff
+        h.extend_from_slice(&(shoff as u64).to_le_bytes());
+        h.extend_from_slice(&0u32.to_le_bytes());
+        h.extend_from_slice(&64u16.to_le_bytes());
+        h.extend_from_slice(&56u16.to_le_bytes());
+        h.extend_from_slice(&(phnum as u16).to_le_bytes());
+        h.extend_from_slice(&64u16.to_le_bytes());
+        h.extend_from_slice(&(headers.len() as u16).to_le_bytes());
+        h.extend_from_slice(&shstrndx.to_le_bytes());
+        b[..64].copy_from_slice(&h);
+        // By default one PT_LOAD covering the whole file at BASE.
+        let whole = [Segment {
+            offset: 0,
+            vaddr: BASE,
+            filesz: len,
+            memsz: len,
+            flags: 5, // R+X
+        }];
+        let segments = if self.segments.is_empty() {
+            &whole[..]
+        } else {
+            &self.segments
+        };
+        for (i, s) in segments.iter().enumerate() {
+            let mut p = Vec::with_capacity(56);
+            p.extend_from_slice(&1u32.to_le_bytes());
+            p.extend_from_slice(&s.flags.to_le_bytes());
+            p.extend_from_slice(&s.offset.to_le_bytes());
+            p.extend_from_slice(&s.vaddr.to_le_bytes());
+            p.extend_from_slice(&s.vaddr.to_le_bytes());
+            p.extend_from_slice(&s.filesz.to_le_bytes());
+            p.extend_from_slice(&s.memsz.to_le_bytes());
+            p.extend_from_slice(&0x1000u64.to_le_bytes());
+            b[64 + 56 * i..64 + 56 * (i + 1)].copy_from_slice(&p);
+        }
+        Tiny {
+            bytes: b,
+            shoff,
+            symtab,
+            strtab,
+        }
     }
 }
 
 /// Appends a symbol table and its strings; returns (table offset, strings offset, their lengths).
-fn table(b: &mut Vec<u8>, funcs: &[(&str, u64, u64)]) -> (usize, usize, usize, usize) {
+fn table(b: &mut Vec<u8>, syms_in: &[Sym<'_>]) -> (usize, usize, usize, usize) {
     let mut strings = vec![0u8];
     let mut syms = vec![0u8; 24];
-    for &(name, addr, size) in funcs {
+    for s in syms_in {
         let at = strings.len() as u32;
-        strings.extend_from_slice(name.as_bytes());
+        strings.extend_from_slice(s.name.as_bytes());
         strings.push(0);
         syms.extend_from_slice(&at.to_le_bytes());
-        syms.push(0x12); // STB_GLOBAL, STT_FUNC
+        syms.push(s.info);
         syms.push(0);
-        syms.extend_from_slice(&1u16.to_le_bytes()); // a real section index
-        syms.extend_from_slice(&addr.to_le_bytes());
-        syms.extend_from_slice(&size.to_le_bytes());
+        syms.extend_from_slice(&s.shndx.to_le_bytes());
+        syms.extend_from_slice(&s.value.to_le_bytes());
+        syms.extend_from_slice(&s.size.to_le_bytes());
     }
     while !b.len().is_multiple_of(8) {
         b.push(0);

@@ -48,12 +48,12 @@ pub struct Binary {
 pub struct Skipped(pub String);
 
 /// Where the bytes come from: a file read with bounded positioned reads, or bytes in memory (tests).
-trait Source {
+pub(crate) trait ReadAt {
     fn len(&self) -> u64;
     fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()>;
 }
 
-impl Source for File {
+impl ReadAt for File {
     fn len(&self) -> u64 {
         self.metadata().map_or(0, |m| m.len())
     }
@@ -62,7 +62,7 @@ impl Source for File {
     }
 }
 
-impl Source for &[u8] {
+impl ReadAt for &[u8] {
     fn len(&self) -> u64 {
         <[u8]>::len(self) as u64
     }
@@ -78,7 +78,7 @@ impl Source for &[u8] {
 }
 
 /// `len` bytes at `off`, if they are inside the file and within `limit`.
-fn read(src: &dyn Source, off: u64, len: u64, limit: u64) -> Option<Vec<u8>> {
+pub(crate) fn read(src: &dyn ReadAt, off: u64, len: u64, limit: u64) -> Option<Vec<u8>> {
     if len > limit || off.checked_add(len)? > src.len() {
         return None;
     }
@@ -147,60 +147,174 @@ impl Binary {
     }
 
     fn raw_name(&self, s: &Sym) -> &[u8] {
-        let rest = self.names.get(s.name as usize..).unwrap_or_default();
-        rest.split(|&b| b == 0).next().unwrap_or_default()
+        c_string(&self.names, s.name as usize).unwrap_or_default()
     }
 }
 
-fn load(src: &dyn Source) -> (Option<Binary>, Option<Skipped>) {
-    // The 64-bit header is the larger; a 32-bit file only needs its first 52 bytes.
-    let Some(hbytes) = read(src, 0, 64.min(src.len()), 64) else {
+/// An ELF file's header, program headers and section headers, each read with one bounded read.
+pub(crate) struct Headers {
+    pub header: goblin::elf::Header,
+    pub ctx: Ctx,
+    pub program: Vec<ProgramHeader>,
+    pub sections: Vec<SectionHeader>,
+}
+
+impl Headers {
+    /// Reads the headers; `None` when `src` is not an ELF file. Header tables that lie outside the file
+    /// are left empty: what can still be read is worth having from a damaged file.
+    pub fn read(src: &dyn ReadAt) -> Option<Headers> {
+        // The 64-bit header is the larger; a 32-bit file only needs its first 52 bytes.
+        let hbytes = read(src, 0, 64.min(src.len()), 64)?;
+        let header = Elf::parse_header(&hbytes).ok()?;
+        let ctx = Ctx::new(header.container().ok()?, header.endianness().ok()?);
+        // Counts are 16-bit, so both header tables are at most a few MB.
+        let ph_size = ProgramHeader::size(ctx) as u64;
+        let program = read(
+            src,
+            header.e_phoff,
+            ph_size * u64::from(header.e_phnum),
+            u64::MAX,
+        )
+        .and_then(|b| ProgramHeader::parse(&b, 0, usize::from(header.e_phnum), ctx).ok())
+        .unwrap_or_default();
+        let sh_size = SectionHeader::size(ctx) as u64;
+        let sections = read(
+            src,
+            header.e_shoff,
+            sh_size * u64::from(header.e_shnum),
+            u64::MAX,
+        )
+        .and_then(|b| SectionHeader::parse_from(&b, 0, usize::from(header.e_shnum), ctx).ok())
+        .unwrap_or_default();
+        Some(Headers {
+            header,
+            ctx,
+            program,
+            sections,
+        })
+    }
+
+    /// The PT_LOAD segments, in file order (which the ELF specification makes ascending `p_vaddr`).
+    pub fn loads(&self) -> impl Iterator<Item = &ProgramHeader> {
+        self.program.iter().filter(|p| p.p_type == PT_LOAD)
+    }
+
+    /// The first section of type `kind` (`SHT_SYMTAB`, `SHT_DYNSYM`).
+    pub fn section_of_type(&self, kind: u32) -> Option<&SectionHeader> {
+        self.sections.iter().find(|s| s.sh_type == kind)
+    }
+
+    /// The section names (`.shstrtab`), at most [`MAX_TABLE`]; `None` when the file has none readable.
+    pub fn section_names(&self, src: &dyn ReadAt) -> Option<Vec<u8>> {
+        let names = self.sections.get(usize::from(self.header.e_shstrndx))?;
+        read(src, names.sh_offset, names.sh_size, MAX_TABLE)
+    }
+
+    /// One symbol table and its string table, each read whole if within [`MAX_TABLE`]. `Ok(None)` when the
+    /// table is unusable (a wrong entry size, a link to no section, bytes outside the file); `Err` when it is
+    /// over the bound, with the note the tracer prints.
+    pub fn symbols(
+        &self,
+        src: &dyn ReadAt,
+        table: &SectionHeader,
+    ) -> Result<Option<SymbolTable>, Skipped> {
+        let entsize = ElfSym::size(self.ctx.container) as u64;
+        let which = if table.sh_type == SHT_SYMTAB {
+            ".symtab"
+        } else {
+            ".dynsym"
+        };
+        if table.sh_entsize != entsize {
+            return Ok(None);
+        }
+        let Some(strings) = self.sections.get(table.sh_link as usize) else {
+            return Ok(None);
+        };
+        for (what, size) in [
+            (which, table.sh_size),
+            ("its string table", strings.sh_size),
+        ] {
+            if size > MAX_TABLE {
+                return Err(Skipped(format!(
+                    "{what} is {size} bytes, over the {} MiB limit",
+                    MAX_TABLE >> 20
+                )));
+            }
+        }
+        let Some(raw) = read(src, table.sh_offset, table.sh_size, MAX_TABLE) else {
+            return Ok(None);
+        };
+        let Some(names) = read(src, strings.sh_offset, strings.sh_size, MAX_TABLE) else {
+            return Ok(None);
+        };
+        let count = (table.sh_size / entsize) as usize;
+        Ok(Some(SymbolTable {
+            raw,
+            names,
+            count,
+            ctx: self.ctx,
+        }))
+    }
+}
+
+/// The bytes of one symbol table and of its string table, decoded entry by entry as they are walked: a
+/// table of millions of symbols is never turned into a vector of parsed ones.
+pub(crate) struct SymbolTable {
+    raw: Vec<u8>,
+    pub names: Vec<u8>,
+    count: usize,
+    ctx: Ctx,
+}
+
+impl SymbolTable {
+    /// Number of entries, the null symbol included.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Every entry, the null symbol included.
+    pub fn iter(&self) -> impl Iterator<Item = ElfSym> + '_ {
+        goblin::elf::Symtab::parse(&self.raw, 0, self.count, self.ctx)
+            .ok()
+            .into_iter()
+            .flat_map(|t| t.iter())
+    }
+
+    /// The (mangled) name of a symbol: `None` when it does not start inside the string table or is empty.
+    pub fn name(&self, sym: &ElfSym) -> Option<&[u8]> {
+        c_string(&self.names, sym.st_name)
+    }
+}
+
+/// The NUL-terminated string at `at` of a string table, if it starts inside it and is not empty.
+pub(crate) fn c_string(table: &[u8], at: usize) -> Option<&[u8]> {
+    let rest = table.get(at..)?;
+    let s = rest.split(|&b| b == 0).next().unwrap_or_default();
+    (!s.is_empty()).then_some(s)
+}
+
+fn load(src: &dyn ReadAt) -> (Option<Binary>, Option<Skipped>) {
+    let Some(headers) = Headers::read(src) else {
         return (None, None);
     };
-    let Ok(header) = Elf::parse_header(&hbytes) else {
-        return (None, None);
-    };
-    let (Ok(container), Ok(endian)) = (header.container(), header.endianness()) else {
-        return (None, None);
-    };
-    let ctx = Ctx::new(container, endian);
-
-    // Counts are 16-bit, so both header tables are at most a few MB.
-    let ph_size = ProgramHeader::size(ctx) as u64;
-    let loads = read(
-        src,
-        header.e_phoff,
-        ph_size * u64::from(header.e_phnum),
-        u64::MAX,
-    )
-    .and_then(|b| ProgramHeader::parse(&b, 0, usize::from(header.e_phnum), ctx).ok())
-    .unwrap_or_default()
-    .into_iter()
-    .filter(|p| p.p_type == PT_LOAD)
-    .map(|p| (p.p_offset, p.p_filesz, p.p_vaddr))
-    .collect();
-
-    let sh_size = SectionHeader::size(ctx) as u64;
-    let sections = read(
-        src,
-        header.e_shoff,
-        sh_size * u64::from(header.e_shnum),
-        u64::MAX,
-    )
-    .and_then(|b| SectionHeader::parse_from(&b, 0, usize::from(header.e_shnum), ctx).ok())
-    .unwrap_or_default();
-
+    let loads = headers
+        .loads()
+        .map(|p| (p.p_offset, p.p_filesz, p.p_vaddr))
+        .collect();
     // `.symtab` has every function; a stripped file still has `.dynsym` for its exports.
     let mut skipped = None;
     for kind in [SHT_SYMTAB, SHT_DYNSYM] {
-        let Some(table) = sections.iter().find(|s| s.sh_type == kind) else {
+        let Some(table) = headers.section_of_type(kind) else {
             continue;
         };
-        match functions(src, &sections, table, ctx) {
-            Ok(Some((syms, names))) if !syms.is_empty() => {
-                return (Some(Binary { loads, syms, names }), skipped);
+        match headers.symbols(src, table) {
+            Ok(Some(table)) => {
+                let (syms, names) = functions(table);
+                if !syms.is_empty() {
+                    return (Some(Binary { loads, syms, names }), skipped);
+                }
             }
-            Ok(_) => {}
+            Ok(None) => {}
             Err(note) => skipped = Some(note),
         }
     }
@@ -213,50 +327,10 @@ fn load(src: &dyn Source) -> (Option<Binary>, Option<Skipped>) {
     )
 }
 
-/// Function symbols, sorted and one per address, and the string table their names are in.
-type Functions = (Vec<Sym>, Vec<u8>);
-
-/// The function symbols of one symbol table, sorted and one per address, with its string table.
-fn functions(
-    src: &dyn Source,
-    sections: &[SectionHeader],
-    table: &SectionHeader,
-    ctx: Ctx,
-) -> Result<Option<Functions>, Skipped> {
-    let entsize = ElfSym::size(ctx.container) as u64;
-    let which = if table.sh_type == SHT_SYMTAB {
-        ".symtab"
-    } else {
-        ".dynsym"
-    };
-    if table.sh_entsize != entsize {
-        return Ok(None);
-    }
-    let Some(strings) = sections.get(table.sh_link as usize) else {
-        return Ok(None);
-    };
-    for (what, size) in [
-        (which, table.sh_size),
-        ("its string table", strings.sh_size),
-    ] {
-        if size > MAX_TABLE {
-            return Err(Skipped(format!(
-                "{what} is {size} bytes, over the {} MiB limit",
-                MAX_TABLE >> 20
-            )));
-        }
-    }
-    let Some(raw) = read(src, table.sh_offset, table.sh_size, MAX_TABLE) else {
-        return Ok(None);
-    };
-    let Some(names) = read(src, strings.sh_offset, strings.sh_size, MAX_TABLE) else {
-        return Ok(None);
-    };
-    let count = (table.sh_size / entsize) as usize;
-    let Ok(symtab) = goblin::elf::Symtab::parse(&raw, 0, count, ctx) else {
-        return Ok(None);
-    };
-    let mut syms: Vec<Sym> = symtab
+/// The function symbols of one symbol table, sorted and one per address, with the string table their names
+/// are in.
+fn functions(table: SymbolTable) -> (Vec<Sym>, Vec<u8>) {
+    let mut syms: Vec<Sym> = table
         .iter()
         .filter(|s| {
             matches!(s.st_type(), STT_FUNC | STT_GNU_IFUNC) && s.st_value != 0 && s.st_shndx != 0
@@ -264,18 +338,16 @@ fn functions(
         .filter_map(|s| {
             // A name must start inside the table and not be empty.
             let name = u32::try_from(s.st_name).ok()?;
-            (names.get(s.st_name).is_some_and(|&b| b != 0)).then_some(Sym {
+            table.name(&s).is_some().then_some(Sym {
                 addr: s.st_value,
                 size: s.st_size,
                 name,
             })
         })
         .collect();
+    let names = table.names;
     // Aliases share an address: keep the sized one, then the first by (mangled) name, so the pick is stable.
-    let name_of = |s: &Sym| {
-        let rest = names.get(s.name as usize..).unwrap_or_default();
-        rest.split(|&b| b == 0).next().unwrap_or_default()
-    };
+    let name_of = |s: &Sym| c_string(&names, s.name as usize).unwrap_or_default();
     syms.sort_by(|a, b| {
         a.addr
             .cmp(&b.addr)
@@ -283,7 +355,7 @@ fn functions(
             .then_with(|| name_of(a).cmp(name_of(b)))
     });
     syms.dedup_by_key(|s| s.addr);
-    Ok(Some((syms, names)))
+    (syms, names)
 }
 
 #[cfg(test)]

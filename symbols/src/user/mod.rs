@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use rustc_hash::FxHashMap;
 
-mod elf;
+pub(crate) mod elf;
 
 pub use elf::{Binary, Skipped, MAX_TABLE};
 
@@ -42,16 +42,16 @@ struct BinKey {
 }
 
 #[derive(Debug, Clone)]
-struct Mapping {
-    start: u64,
-    end: u64,
-    offset: u64,
+pub(crate) struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    pub offset: u64,
     /// The file's path as maps gives it, or `[vdso]`-style names for kernel-provided ones.
-    path: String,
+    pub path: String,
     /// What frames in this mapping print as: the path's basename.
-    name: Arc<str>,
-    dev: String,
-    inode: u64,
+    pub name: Arc<str>,
+    pub dev: String,
+    pub inode: u64,
     /// The loaded binary, once looked up: the lookup stats the file, far too slow to repeat for every frame
     /// of every hit (it was most of the tracer's CPU time at 60k hits/s).
     bin: Option<Option<Arc<Binary>>>,
@@ -80,7 +80,7 @@ pub fn demangle(name: &str) -> String {
 }
 
 /// Parses `/proc/PID/maps` text; lines it does not understand are skipped.
-fn parse_maps(text: &str) -> Vec<Mapping> {
+pub(crate) fn parse_maps(text: &str) -> Vec<Mapping> {
     let mut maps: Vec<Mapping> = text
         .lines()
         .filter_map(|l| {
@@ -107,7 +107,8 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
     maps
 }
 
-fn basename(path: &str) -> String {
+/// The last component of a mapped path, without the ` (deleted)` maps adds to a removed file.
+pub(crate) fn basename(path: &str) -> String {
     let p = path.strip_suffix(" (deleted)").unwrap_or(path);
     Path::new(p)
         .file_name()
@@ -217,33 +218,9 @@ impl UserSymbols {
         }
     }
 
-    /// The binary behind a mapping, loaded on first use. The file is opened through the process's
-    /// `map_files` link when possible: that works for a deleted file and across mount namespaces. Whatever
-    /// path is used, the opened file must be a regular file with the mapping's inode: a path can be replaced
-    /// (by a FIFO, a device, another file) between the mapping and our open, and the open never blocks.
+    /// The binary behind a mapping, loaded on first use (see [`open_mapped`] for how it is opened).
     fn binary(&mut self, pid: u32, m: &Mapping) -> Option<Arc<Binary>> {
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-        let via_map = self
-            .proc_root
-            .join(format!("{pid}/map_files/{:x}-{:x}", m.start, m.end));
-        let via_root = self.proc_root.join(format!(
-            "{pid}/root{}",
-            m.path.trim_end_matches(" (deleted)")
-        ));
-        let candidates = [via_map, via_root, PathBuf::from(&m.path)];
-        let (file, meta) = candidates.iter().find_map(|p| {
-            // Opening a device can have effects of its own: look before opening, check again after.
-            if !std::fs::metadata(p).ok()?.is_file() {
-                return None;
-            }
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-                .open(p)
-                .ok()?;
-            let md = f.metadata().ok()?;
-            (md.is_file() && md.ino() == m.inode).then_some((f, md))
-        })?;
+        let (file, meta) = open_mapped(&self.proc_root, pid, m)?;
         let key = BinKey {
             dev: m.dev.clone(),
             inode: m.inode,
@@ -268,6 +245,45 @@ impl UserSymbols {
     pub fn take_notes(&mut self) -> Vec<String> {
         std::mem::take(&mut self.notes)
     }
+}
+
+/// Opens the file behind mapping `m` of process `pid`, through the process's `map_files` link when possible:
+/// that works for a deleted file and across mount namespaces; then through its root, then the path as it
+/// is. Whatever path is used, the opened file must be a regular file with the mapping's inode: a path can
+/// be replaced (by a FIFO, a device, another file) between the mapping and our open, and the open never
+/// blocks.
+pub(crate) fn open_mapped(
+    proc_root: &Path,
+    pid: u32,
+    m: &Mapping,
+) -> Option<(std::fs::File, std::fs::Metadata)> {
+    use std::os::unix::fs::MetadataExt;
+    let via_map = proc_root.join(format!("{pid}/map_files/{:x}-{:x}", m.start, m.end));
+    let via_root = proc_root.join(format!(
+        "{pid}/root{}",
+        m.path.trim_end_matches(" (deleted)")
+    ));
+    let candidates = [via_map, via_root, PathBuf::from(&m.path)];
+    candidates.iter().find_map(|p| {
+        let (f, md) = open_if_regular(p)?;
+        (md.ino() == m.inode).then_some((f, md))
+    })
+}
+
+/// Opens `path` for reading if it is a regular file, without blocking and without ever opening a device
+/// (opening one can have effects of its own): looks before opening, checks again what was opened.
+pub(crate) fn open_if_regular(path: &Path) -> Option<(std::fs::File, std::fs::Metadata)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    let md = f.metadata().ok()?;
+    md.is_file().then_some((f, md))
 }
 
 #[cfg(test)]

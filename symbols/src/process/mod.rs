@@ -1,0 +1,835 @@
+//! Where a variable is in one running process: a symbol looked up in the process's own binaries (the
+//! executable first, then each mapped file in `/proc/PID/maps` order, or the one `OBJECT:` names), moved by
+//! the load bias those maps show, and walked into struct fields and array elements with the binary's DWARF
+//! ([`crate::dwarf`], the same walk as for a vmlinux).
+//!
+//! The files are the process's, so they are hostile input to a tracer running as root, as in [`crate::user`]:
+//! each is opened through `/proc/PID/map_files` (or the process's root), must be a regular file with the
+//! mapping's inode, and is read with bounded positioned reads, never mapped.
+//!
+//! The load bias is what the loader added to the file's addresses: 0 for a non-PIE executable (`ET_EXEC`),
+//! the mapping address for a PIE executable or a library. Every mapping of one segment satisfies
+//! `start - offset = bias + p_vaddr - p_offset`. Only the first PT_LOAD segment's mapping is unambiguous:
+//! the page a segment's file offset falls in can be mapped twice (a RELRO data segment shares its first
+//! file page with the read-only segment before it, mapped at another address), so the bias is taken from
+//! the mapping holding the first segment, and a symbol's runtime address is its `st_value` plus the bias.
+//! That holds for `.bss` too, which lies past the file in an anonymous mapping.
+//!
+//! No perf code: the tracer arms what [`resolve`] returns.
+
+mod debug;
+
+use std::fmt;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use goblin::elf::section_header::{SHN_ABS, SHN_UNDEF, SHT_DYNSYM, SHT_SYMTAB};
+use goblin::elf::sym::{
+    Sym as ElfSym, STB_GLOBAL, STB_WEAK, STT_FILE, STT_OBJECT, STT_SECTION, STT_TLS,
+};
+
+use crate::dwarf::{self, DebugSections, FieldError, VariableQuery};
+use crate::user::elf::{c_string, Headers};
+use crate::user::{basename, open_mapped, parse_maps, Mapping};
+use crate::vmlinux::nm_letter;
+use crate::{LookupError, PathElem, Symbol, SymbolTable};
+
+/// The most of `/proc/PID/maps` read: a process at the kernel's default limit of 65530 mappings has about
+/// 7 MiB of it.
+const MAPS_LIMIT: u64 = 64 << 20;
+
+/// What a target in a process resolved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessTarget {
+    /// The symbol the target starts from (`counters`, `environ`).
+    pub symbol: String,
+    /// The mapped file holding it, as `/proc/PID/maps` names it.
+    pub object: PathBuf,
+    /// Whether that file is the process's executable.
+    pub is_exe: bool,
+    /// The symbol's address in the file (`st_value`, what `nm` prints).
+    pub file_vaddr: u64,
+    /// What the loader added to the file's addresses: 0 for a non-PIE executable.
+    pub bias: u64,
+    /// Where the target is in the process: the symbol's runtime address plus the member's offset.
+    pub addr: u64,
+    /// Bytes at `addr`: the member's DWARF size, else the symbol's (`st_size`); `None` when unknown.
+    pub size: Option<u64>,
+    /// The symbol's own `st_size`; `None` when 0.
+    pub symbol_size: Option<u64>,
+    /// `nm`'s letter for the symbol (`D`, `b`, `T`...).
+    pub type_char: char,
+    /// The ELF section the symbol is defined in (`.bss`), when the file names its sections.
+    pub section: Option<String>,
+    /// The C type of what is at `addr`, when there is DWARF.
+    pub type_name: Option<String>,
+    /// The member path below the symbol, when the target has one.
+    pub member: Option<Member>,
+    /// The file the DWARF came from: the object itself, or its separate debug file.
+    pub debug_file: Option<PathBuf>,
+    /// What the user should know about the answer (a copy relocation that makes another copy the live one).
+    pub notes: Vec<String>,
+}
+
+impl ProcessTarget {
+    /// The symbol's runtime address.
+    pub fn symbol_addr(&self) -> u64 {
+        self.file_vaddr.wrapping_add(self.bias)
+    }
+
+    /// Basename of the object: `libc.so.6`.
+    pub fn object_name(&self) -> String {
+        basename(&self.object.to_string_lossy())
+    }
+
+    /// Whether the symbol is code (a function) rather than data.
+    pub fn is_code(&self) -> bool {
+        matches!(self.type_char, 'T' | 't' | 'i' | 'W' | 'w')
+    }
+}
+
+/// A member path and where it lands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// As written back: `.pts[2].y`.
+    pub path: String,
+    /// Bytes from the symbol's start.
+    pub offset: u64,
+}
+
+/// Why a target did not resolve in a process. Each names the process or file and, where there is one, the
+/// way out.
+#[derive(Debug)]
+pub enum ProcessError {
+    /// No process has this pid (or it exited while being read).
+    NoProcess { pid: u32 },
+    /// Its maps may not be read by this user (ptrace access mode read: another user's process, or a
+    /// non-dumpable one).
+    NotPermitted {
+        pid: u32,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Its maps could not be read for another reason.
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The process maps no file: a kernel thread, or a process on its way out.
+    NoMappings { pid: u32 },
+    /// `OBJECT:` names no file the process has mapped, yet: [`ProcessError::is_not_mapped_yet`].
+    NotMapped {
+        pid: u32,
+        object: String,
+        /// Basenames of the files that are mapped.
+        mapped: Vec<String>,
+    },
+    /// `OBJECT:` matches several mapped files.
+    AmbiguousObject {
+        object: String,
+        matches: Vec<String>,
+    },
+    /// No searched file defines the symbol.
+    Unknown {
+        pid: u32,
+        name: String,
+        /// Basenames of the files searched, in order.
+        searched: Vec<String>,
+        /// Those of them searched only through `.dynsym` (stripped: exported symbols only).
+        exports_only: Vec<String>,
+        /// Files that could not be read, with why.
+        unreadable: Vec<String>,
+    },
+    /// Within one file: several same-named symbols (choose with `@N`), or `@N` past their count.
+    Lookup { object: String, error: LookupError },
+    /// Several mapped files (none the executable) define the symbol.
+    Ambiguous {
+        name: String,
+        /// (basename, runtime address) of each.
+        candidates: Vec<(String, u64)>,
+    },
+    /// A thread-local variable has one address per thread.
+    ThreadLocal { name: String, object: String },
+    /// The file `OBJECT:` named could not be opened or is not ELF.
+    Unreadable { object: PathBuf, why: String },
+    /// Its mappings do not show where it was loaded.
+    Layout { object: PathBuf, why: String },
+    /// A member path needs DWARF, and neither the file nor a debug file for it has any.
+    NoDebugInfo { object: PathBuf, target: String },
+    /// The DWARF is there but cannot be used (compressed, over the size bound, corrupt).
+    DebugInfo { object: PathBuf, why: String },
+    /// The member path does not fit the variable's type.
+    Field(FieldError),
+}
+
+impl ProcessError {
+    /// Whether `OBJECT:` names a file the process has not mapped: a command being started may still map it,
+    /// so a caller waiting for its libraries asks again later (this costs one read of the maps, no file).
+    pub fn is_not_mapped_yet(&self) -> bool {
+        matches!(self, ProcessError::NotMapped { .. })
+    }
+}
+
+/// `a, b and c`.
+fn list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+impl fmt::Display for ProcessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProcessError::NoProcess { pid } => write!(
+                f,
+                "no process {pid}; give the pid of a running process (pgrep NAME)"
+            ),
+            ProcessError::NotPermitted { pid, path, source } => write!(
+                f,
+                "cannot read {} ({source}): reading the memory map of process {pid} needs the right to \
+                 trace it: run as its user or as root (CAP_SYS_PTRACE)",
+                path.display()
+            ),
+            ProcessError::Io { path, source } => {
+                write!(f, "cannot read {}: {source}", path.display())
+            }
+            ProcessError::NoMappings { pid } => write!(
+                f,
+                "process {pid} maps no file (a kernel thread, or a process that is exiting); give the pid of a \
+                 user program"
+            ),
+            ProcessError::NotMapped {
+                pid,
+                object,
+                mapped,
+            } => write!(
+                f,
+                "process {pid} has no file `{object}` mapped (it maps {}); name one of them, by its name or \
+                 a prefix of it, or by its path",
+                list(mapped)
+            ),
+            ProcessError::AmbiguousObject { object, matches } => write!(
+                f,
+                "`{object}` matches {} mapped files: {}; name one by its full name or its path",
+                matches.len(),
+                matches.join(", ")
+            ),
+            ProcessError::Unknown {
+                pid,
+                name,
+                searched,
+                exports_only,
+                unreadable,
+            } => {
+                write!(
+                    f,
+                    "unknown symbol `{name}` in process {pid}: not in {}",
+                    list(searched)
+                )?;
+                if !exports_only.is_empty() {
+                    write!(
+                        f,
+                        " ({} stripped: only exported symbols are known)",
+                        if exports_only.len() == 1 {
+                            format!("{} is", exports_only[0])
+                        } else {
+                            format!("{} are", list(exports_only))
+                        }
+                    )?;
+                }
+                if !unreadable.is_empty() {
+                    write!(f, " (not searched: {})", unreadable.join("; "))?;
+                }
+                write!(
+                    f,
+                    "; check the name with nm FILE, name a library that is not mapped yet as LIB:{name}, or \
+                     give the address as 0xADDR"
+                )
+            }
+            ProcessError::Lookup { object, error } => write!(f, "{object}: {error}"),
+            ProcessError::Ambiguous { name, candidates } => {
+                write!(
+                    f,
+                    "symbol `{name}` is defined in {} mapped files:",
+                    candidates.len()
+                )?;
+                for (object, addr) in candidates {
+                    write!(f, " {object}:{name}=0x{addr:x}")?;
+                }
+                write!(f, "; choose one with OBJECT:{name}")
+            }
+            ProcessError::ThreadLocal { name, object } => write!(
+                f,
+                "`{name}` in {object} is thread-local (STT_TLS): every thread has its own copy at its own \
+                 address; give the address of one thread's copy as 0xADDR (gdb: thread N, then p &{name})"
+            ),
+            ProcessError::Unreadable { object, why } => {
+                write!(f, "cannot read {}: {why}", object.display())
+            }
+            ProcessError::Layout { object, why } => write!(
+                f,
+                "cannot tell where {} is loaded: {why}; give the address as 0xADDR",
+                object.display()
+            ),
+            ProcessError::NoDebugInfo { object, target } => write!(
+                f,
+                "`{target}`: struct fields and array elements need DWARF debug info, and {} has none (nor a \
+                 debug file under /usr/lib/debug/.build-id); rebuild it with -g, install its debug symbols, \
+                 or give the address as 0xADDR",
+                object.display()
+            ),
+            ProcessError::DebugInfo { object, why } => write!(
+                f,
+                "the debug info of {} cannot be used: {why}",
+                object.display()
+            ),
+            ProcessError::Field(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ProcessError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ProcessError::NotPermitted { source, .. } | ProcessError::Io { source, .. } => {
+                Some(source)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Resolves `[object:]name[@index]path` in process `pid`, with `/proc` at `proc_root`.
+///
+/// `object` is a mapped file's basename (`libc.so.6`), a prefix of it up to a `.` or `-` (`libc`), or
+/// its path; without it the executable is searched first, then every other mapped file, and a symbol in
+/// several of them (none the executable) is [`ProcessError::Ambiguous`]. In each file `.symtab` is
+/// searched, else `.dynsym`.
+pub fn resolve(
+    proc_root: &Path,
+    pid: u32,
+    object: Option<&str>,
+    name: &str,
+    index: Option<usize>,
+    path: &[PathElem],
+) -> Result<ProcessTarget, ProcessError> {
+    let process = Process::read(proc_root, pid)?;
+    let objects = process.objects();
+    let chosen: Vec<&Object> = match object {
+        Some(o) => vec![process.find(&objects, o)?],
+        None => objects.iter().collect(),
+    };
+    let mut found: Vec<(&Object, Loaded, Vec<ElfSym>)> = Vec::new();
+    let (mut searched, mut exports_only, mut unreadable) = (Vec::new(), Vec::new(), Vec::new());
+    for obj in chosen {
+        let loaded = match Loaded::open(proc_root, pid, obj) {
+            Ok(l) => l,
+            Err(why) if object.is_some() => {
+                return Err(ProcessError::Unreadable {
+                    object: obj.path.into(),
+                    why,
+                })
+            }
+            Err(why) => {
+                unreadable.push(format!("{}: {why}", obj.name()));
+                continue;
+            }
+        };
+        let (syms, dynamic) = loaded.named(name);
+        searched.push(obj.name());
+        if dynamic {
+            exports_only.push(obj.name());
+        }
+        if !syms.is_empty() {
+            found.push((obj, loaded, syms));
+            // The executable's definition is the one the program uses (it interposes on every library's).
+            if obj.is_exe {
+                break;
+            }
+        }
+    }
+    let (obj, loaded, syms) = match found.len() {
+        0 => {
+            return Err(ProcessError::Unknown {
+                pid,
+                name: name.to_string(),
+                searched,
+                exports_only,
+                unreadable,
+            })
+        }
+        // The executable is searched first and ends the search, so several are all libraries.
+        1 => found.remove(0),
+        _ => {
+            let candidates = found
+                .iter()
+                .flat_map(|(o, l, syms)| {
+                    let bias = l.bias(o).unwrap_or(0);
+                    syms.iter()
+                        .map(move |s| (o.name(), s.st_value.wrapping_add(bias)))
+                })
+                .collect();
+            return Err(ProcessError::Ambiguous {
+                name: name.to_string(),
+                candidates,
+            });
+        }
+    };
+    let bias = loaded.bias(obj)?;
+    let sym = pick(obj, &loaded, &syms, name, index, bias)?;
+    if sym.st_type() == STT_TLS {
+        return Err(ProcessError::ThreadLocal {
+            name: name.to_string(),
+            object: obj.name(),
+        });
+    }
+    let section_names = loaded.headers.section_names(&loaded.file);
+    let section = loaded.headers.sections.get(sym.st_shndx);
+    let mut target = ProcessTarget {
+        symbol: name.to_string(),
+        object: obj.path.into(),
+        is_exe: obj.is_exe,
+        file_vaddr: sym.st_value,
+        bias,
+        addr: sym.st_value.wrapping_add(bias),
+        size: (sym.st_size > 0).then_some(sym.st_size),
+        symbol_size: (sym.st_size > 0).then_some(sym.st_size),
+        type_char: nm_letter(&sym, section.map(|s| (s.sh_flags, s.sh_type))),
+        section: section
+            .zip(section_names.as_deref())
+            .and_then(|(s, names)| c_string(names, s.sh_name))
+            .map(|n| String::from_utf8_lossy(n).into_owned()),
+        type_name: None,
+        member: None,
+        debug_file: None,
+        notes: Vec::new(),
+    };
+    if object.is_some() && !obj.is_exe && matches!(sym.st_bind(), STB_GLOBAL | STB_WEAK) {
+        target.notes.extend(copy_relocation_note(
+            proc_root, pid, &objects, name, &target,
+        ));
+    }
+    add_member(
+        proc_root,
+        pid,
+        obj,
+        &loaded,
+        &sym,
+        name,
+        index,
+        path,
+        &mut target,
+    )?;
+    Ok(target)
+}
+
+/// One of the same-named symbols of one file, by `@N` as on the kernel side ([`SymbolTable::lookup`]):
+/// several at different addresses and no `@N` is an ambiguity, listed with their runtime addresses.
+fn pick(
+    obj: &Object,
+    loaded: &Loaded,
+    syms: &[ElfSym],
+    name: &str,
+    index: Option<usize>,
+    bias: u64,
+) -> Result<ElfSym, ProcessError> {
+    let as_symbols = syms
+        .iter()
+        .map(|s| {
+            let section = loaded.headers.sections.get(s.st_shndx);
+            Symbol {
+                name: name.to_string(),
+                addr: s.st_value.wrapping_add(bias),
+                size: Some(s.st_size),
+                type_char: nm_letter(s, section.map(|s| (s.sh_flags, s.sh_type))),
+                module: None,
+            }
+        })
+        .collect();
+    let table = SymbolTable::new(as_symbols, false);
+    let chosen = table
+        .lookup(name, index)
+        .map_err(|error| ProcessError::Lookup {
+            object: obj.name(),
+            error,
+        })?;
+    syms.iter()
+        .find(|s| s.st_value.wrapping_add(bias) == chosen.addr)
+        .copied()
+        .ok_or_else(|| ProcessError::Layout {
+            object: obj.path.into(),
+            why: "a symbol changed while it was read".into(),
+        })
+}
+
+/// A global picked in a library by `OBJECT:` while the executable defines its own copy too (a copy
+/// relocation: a non-PIC executable that refers to a library's variable gets the variable in its own
+/// `.bss`, and the library's code uses that copy): the library's is then not the one that changes.
+fn copy_relocation_note(
+    proc_root: &Path,
+    pid: u32,
+    objects: &[Object],
+    name: &str,
+    target: &ProcessTarget,
+) -> Option<String> {
+    let exe = objects.iter().find(|o| o.is_exe)?;
+    let loaded = Loaded::open(proc_root, pid, exe).ok()?;
+    let table = loaded
+        .headers
+        .section_of_type(SHT_DYNSYM)
+        .and_then(|t| loaded.headers.symbols(&loaded.file, t).ok().flatten())?;
+    let own = table.iter().find(|s| {
+        table.name(s) == Some(name.as_bytes()) && is_definition(s) && s.st_type() == STT_OBJECT
+    })?;
+    let bias = loaded.bias(exe).ok()?;
+    Some(format!(
+        "the executable {} defines its own `{name}` at 0x{:x} (a copy relocation): that copy is the one the \
+         program and {} use, not this one; watch `{name}` without `{}:` for it",
+        exe.name(),
+        own.st_value.wrapping_add(bias),
+        target.object_name(),
+        target.object_name(),
+    ))
+}
+
+/// Walks the member path (and looks up the C type) with the DWARF of the object or of its debug file.
+#[allow(clippy::too_many_arguments)]
+fn add_member(
+    proc_root: &Path,
+    pid: u32,
+    obj: &Object,
+    loaded: &Loaded,
+    sym: &ElfSym,
+    name: &str,
+    index: Option<usize>,
+    path: &[PathElem],
+    target: &mut ProcessTarget,
+) -> Result<(), ProcessError> {
+    let written = || {
+        let mut t = name.to_string();
+        if let Some(i) = index {
+            t.push_str(&format!("@{i}"));
+        }
+        t.extend(path.iter().map(|e| e.to_string()));
+        t
+    };
+    let debug = match debug::find(proc_root, pid, &loaded.file, &loaded.headers, obj.path) {
+        Ok(Some(d)) => d,
+        // A bare name needs no type to be watched; only a member path depends on DWARF.
+        _ if path.is_empty() => return Ok(()),
+        Ok(None) => {
+            return Err(ProcessError::NoDebugInfo {
+                object: obj.path.into(),
+                target: written(),
+            })
+        }
+        Err(why) => {
+            return Err(ProcessError::DebugInfo {
+                object: obj.path.into(),
+                why,
+            })
+        }
+    };
+    let query = VariableQuery {
+        name,
+        addr: Some(sym.st_value),
+        accept_declaration: sym.st_bind() == STB_GLOBAL,
+    };
+    match dwarf::resolve_path(&debug, &query, path, false) {
+        Ok(m) => {
+            target.addr =
+                target
+                    .symbol_addr()
+                    .checked_add(m.offset)
+                    .ok_or_else(|| ProcessError::Layout {
+                        object: obj.path.into(),
+                        why: format!("`{}` is past the end of the address space", written()),
+                    })?;
+            target.size = m.size.or(if path.is_empty() { target.size } else { None });
+            target.type_name = Some(m.type_name);
+            target.debug_file = Some(debug.path().to_path_buf());
+            if !path.is_empty() {
+                target.member = Some(Member {
+                    path: path.iter().map(|e| e.to_string()).collect(),
+                    offset: m.offset,
+                });
+            }
+            Ok(())
+        }
+        Err(_) if path.is_empty() => Ok(()),
+        Err(FieldError::Load(e)) => Err(ProcessError::DebugInfo {
+            object: obj.path.into(),
+            why: e.to_string(),
+        }),
+        Err(e) => Err(ProcessError::Field(e)),
+    }
+}
+
+/// A defined symbol with an address in the file: not undefined, not absolute, not a section or file name.
+fn is_definition(s: &ElfSym) -> bool {
+    let shndx = s.st_shndx as u32;
+    !matches!(s.st_type(), STT_SECTION | STT_FILE)
+        && shndx != SHN_UNDEF
+        && shndx != SHN_ABS
+        // A thread-local's value is an offset into the TLS block, so 0 is a real one.
+        && (s.st_value != 0 || s.st_type() == STT_TLS)
+}
+
+/// A process's mappings and which file is its executable.
+struct Process {
+    /// Its `/proc/PID` directory.
+    dir: PathBuf,
+    pid: u32,
+    maps: Vec<Mapping>,
+    /// The executable's path as `/proc/PID/exe` links to it; `None` when the link cannot be read.
+    exe: Option<String>,
+}
+
+/// One mapped file and its mappings, in maps order.
+struct Object<'p> {
+    path: &'p str,
+    dev: &'p str,
+    inode: u64,
+    maps: Vec<&'p Mapping>,
+    is_exe: bool,
+}
+
+impl Object<'_> {
+    fn name(&self) -> String {
+        basename(self.path)
+    }
+}
+
+impl Process {
+    fn read(proc_root: &Path, pid: u32) -> Result<Process, ProcessError> {
+        if pid == 0 {
+            return Err(ProcessError::NoProcess { pid });
+        }
+        let dir = proc_root.join(pid.to_string());
+        let path = dir.join("maps");
+        let mut text = String::new();
+        let read = File::open(&path).and_then(|f| f.take(MAPS_LIMIT).read_to_string(&mut text));
+        if let Err(source) = read {
+            return Err(match source.kind() {
+                std::io::ErrorKind::NotFound => ProcessError::NoProcess { pid },
+                std::io::ErrorKind::PermissionDenied => {
+                    ProcessError::NotPermitted { pid, path, source }
+                }
+                // A process that exits while its maps are read.
+                _ if source.raw_os_error() == Some(libc::ESRCH) => ProcessError::NoProcess { pid },
+                _ => ProcessError::Io { path, source },
+            });
+        }
+        let maps: Vec<Mapping> = parse_maps(&text)
+            .into_iter()
+            .filter(|m| m.path.starts_with('/'))
+            .collect();
+        if maps.is_empty() {
+            return Err(ProcessError::NoMappings { pid });
+        }
+        let exe = std::fs::read_link(dir.join("exe"))
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned());
+        Ok(Process {
+            dir,
+            pid,
+            maps,
+            exe,
+        })
+    }
+
+    /// The mapped files, the executable first, then the others in maps (address) order.
+    fn objects(&self) -> Vec<Object<'_>> {
+        let mut out: Vec<Object> = Vec::new();
+        for m in &self.maps {
+            match out
+                .iter_mut()
+                .find(|o| o.inode == m.inode && o.dev == m.dev && o.path == m.path)
+            {
+                Some(o) => o.maps.push(m),
+                None => out.push(Object {
+                    path: &m.path,
+                    dev: &m.dev,
+                    inode: m.inode,
+                    maps: vec![m],
+                    is_exe: self.exe.as_deref() == Some(m.path.as_str()),
+                }),
+            }
+        }
+        // Stable: the other files keep maps order.
+        out.sort_by_key(|o| !o.is_exe);
+        out
+    }
+
+    /// The mapped file `OBJECT:` names (see [`resolve`]).
+    fn find<'o, 'p>(
+        &self,
+        objects: &'o [Object<'p>],
+        object: &str,
+    ) -> Result<&'o Object<'p>, ProcessError> {
+        let matches: Vec<&Object> = if object.contains('/') {
+            let same_file = same_file_as(&self.dir.join("root"), object);
+            objects
+                .iter()
+                .filter(|o| {
+                    o.path.trim_end_matches(" (deleted)") == object
+                        || same_file.is_some_and(|(dev, ino)| {
+                            o.inode == ino && parse_dev(o.dev) == Some(dev)
+                        })
+                })
+                .collect()
+        } else {
+            let exact: Vec<&Object> = objects.iter().filter(|o| o.name() == object).collect();
+            if exact.is_empty() {
+                // `libc` for libc.so.6 or libc-2.31.so, but not for libcrypto.so.3.
+                objects
+                    .iter()
+                    .filter(|o| {
+                        o.name()
+                            .strip_prefix(object)
+                            .is_some_and(|rest| rest.starts_with(['.', '-']))
+                    })
+                    .collect()
+            } else {
+                exact
+            }
+        };
+        match matches[..] {
+            [one] => Ok(one),
+            [] => Err(ProcessError::NotMapped {
+                pid: self.pid,
+                object: object.to_string(),
+                mapped: objects.iter().map(Object::name).collect(),
+            }),
+            _ => Err(ProcessError::AmbiguousObject {
+                object: object.to_string(),
+                matches: matches.iter().map(|o| o.path.to_string()).collect(),
+            }),
+        }
+    }
+}
+
+/// The ((major, minor) device, inode) of `path` as the process sees it (through its root) or, failing
+/// that, as we do: `/lib/x86_64-linux-gnu/libc.so.6` is the mapped `/usr/lib/...` file on a merged-/usr
+/// system.
+fn same_file_as(root: &Path, path: &str) -> Option<((u32, u32), u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let md = std::fs::metadata(root.join(path.trim_start_matches('/')))
+        .or_else(|_| std::fs::metadata(path))
+        .ok()?;
+    Some(((libc::major(md.dev()), libc::minor(md.dev())), md.ino()))
+}
+
+/// A maps device column, `fd:01`: (major, minor).
+fn parse_dev(dev: &str) -> Option<(u32, u32)> {
+    let (major, minor) = dev.split_once(':')?;
+    Some((
+        u32::from_str_radix(major, 16).ok()?,
+        u32::from_str_radix(minor, 16).ok()?,
+    ))
+}
+
+/// One mapped file, opened, with its headers read.
+struct Loaded {
+    file: File,
+    headers: Headers,
+}
+
+impl Loaded {
+    fn open(proc_root: &Path, pid: u32, obj: &Object) -> Result<Loaded, String> {
+        let m = obj.maps[0];
+        let (file, _) = open_mapped(proc_root, pid, m).ok_or_else(|| {
+            "it cannot be opened as the regular file the process mapped".to_string()
+        })?;
+        let headers = Headers::read(&file).ok_or_else(|| "it is not an ELF file".to_string())?;
+        Ok(Loaded { file, headers })
+    }
+
+    /// The definitions named `name` in `.symtab`, else in `.dynsym`; the flag says whether `.dynsym` was
+    /// all there was to search (a stripped file).
+    fn named(&self, name: &str) -> (Vec<ElfSym>, bool) {
+        let mut dynamic_only = true;
+        for kind in [SHT_SYMTAB, SHT_DYNSYM] {
+            let Some(table) = self
+                .headers
+                .section_of_type(kind)
+                .and_then(|t| self.headers.symbols(&self.file, t).ok().flatten())
+            else {
+                continue;
+            };
+            // A `.symtab` holding only the null symbol is as stripped as none.
+            if kind == SHT_SYMTAB && table.len() > 1 {
+                dynamic_only = false;
+            }
+            // Data, code and untyped labels alike: each is an address a store can hit (or, for code, a
+            // mistake the caller warns about).
+            let syms: Vec<ElfSym> = table
+                .iter()
+                .filter(|s| is_definition(s) && table.name(s) == Some(name.as_bytes()))
+                .collect();
+            if !syms.is_empty() {
+                return (syms, kind == SHT_DYNSYM && dynamic_only);
+            }
+        }
+        (Vec::new(), dynamic_only)
+    }
+
+    /// The load bias of `obj` (see the module documentation).
+    fn bias(&self, obj: &Object) -> Result<u64, ProcessError> {
+        load_bias(&self.headers, &obj.maps).map_err(|why| ProcessError::Layout {
+            object: obj.path.into(),
+            why,
+        })
+    }
+}
+
+/// The bias from the mapping that holds the first PT_LOAD segment's file offset. A file mapped at more
+/// than one place (a program that also maps its own binary to read it) is told apart by which placement
+/// has the last segment mapped where that bias puts it.
+fn load_bias(headers: &Headers, maps: &[&Mapping]) -> Result<u64, String> {
+    let mut loads = headers.loads();
+    let first = loads
+        .next()
+        .ok_or_else(|| "it has no loadable segment (PT_LOAD)".to_string())?;
+    let last = loads.last().unwrap_or(first);
+    // start - offset of a mapping of segment `p`, for a bias.
+    let delta = |p: &goblin::elf::ProgramHeader| p.p_vaddr.wrapping_sub(p.p_offset);
+    let holds = |m: &Mapping, off: u64| off >= m.offset && off - m.offset < m.end - m.start;
+    let mut biases: Vec<u64> = maps
+        .iter()
+        .filter(|m| holds(m, first.p_offset))
+        .map(|m| m.start.wrapping_sub(m.offset).wrapping_sub(delta(first)))
+        .collect();
+    biases.sort_unstable();
+    biases.dedup();
+    if biases.len() > 1 {
+        biases.retain(|&b| {
+            maps.iter().any(|m| {
+                holds(m, last.p_offset)
+                    && m.start.wrapping_sub(m.offset) == b.wrapping_add(delta(last))
+            })
+        });
+    }
+    match biases[..] {
+        [bias] => Ok(bias),
+        [] => Err(format!(
+            "no mapping holds its first loadable segment (file offset 0x{:x})",
+            first.p_offset
+        )),
+        _ => Err(format!(
+            "it is mapped {} times, at {}",
+            biases.len(),
+            biases
+                .iter()
+                .map(|b| format!("0x{:x}", b.wrapping_add(first.p_vaddr)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -165,7 +165,6 @@ impl<'w> EventSet<'w> {
         }
     }
 
-
     /// Takes back a handled sample's call-chain vector for the next decoded sample.
     pub fn recycle(&mut self, mut frames: Vec<Frame>) {
         if self.spare.len() < SPARE_MAX {

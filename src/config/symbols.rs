@@ -66,6 +66,9 @@ pub fn resolve(resolver: &Resolver, target: &Target, progress: bool) -> Result<R
             target.text
         )));
     };
+    if let Some(e) = target.kernel_object_error() {
+        return Err(Error::usage(e));
+    }
     let splits = target.symbol_splits();
     let mut chosen = None;
     for (name, rest) in &splits {

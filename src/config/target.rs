@@ -2,12 +2,16 @@
 //!
 //! ```text
 //! TARGET := BASE [PATH] ['+' NUM] ['/' LEN]
-//! BASE   := SYMBOL ['@' N]  |  0xADDR
-//! PATH   := ('.' FIELD | '[' NUM ']')*      (needs DWARF: --vmlinux)
+//! BASE   := [OBJECT ':'] SYMBOL ['@' N]  |  0xADDR
+//! PATH   := ('.' FIELD | '[' NUM ']')*      (needs DWARF: --vmlinux, or a process binary built with -g)
 //! NUM    := 0xHEX | DECIMAL                  LEN := 1 | 2 | 4 | 8
 //! ```
 //! Kernel symbol names may contain dots (`foo.isra.0`, `__key.12`), so a dotted name is kept whole here
 //! and split into symbol and field path only when resolving, longest existing symbol first.
+//!
+//! `OBJECT:` names a file mapped by the watched process (`libc.so.6:environ`, `libc:environ`, a path):
+//! everything before the last `:` (a path may hold one; a symbol never does). Only process watches take
+//! it; [`Target::kernel_object_error`] is what a kernel watch says about it.
 
 use ksymwatch_symbols::PathElem;
 use std::fmt;
@@ -15,6 +19,8 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Base {
     Symbol {
+        /// `OBJECT:`, the mapped file of a process to look in (see the module docs).
+        object: Option<String>,
         /// The part before the first `.` or `[`.
         name: String,
         /// `name@N`: which of several same-named symbols.
@@ -50,7 +56,7 @@ impl fmt::Display for TargetError {
         }
         write!(
             f,
-            "{}; expected SYMBOL[.FIELD][+OFF][/LEN] or 0xADDR[/LEN], LEN one of 1, 2, 4, 8",
+            "{}; expected [OBJECT:]SYMBOL[.FIELD][+OFF][/LEN] or 0xADDR[/LEN], LEN one of 1, 2, 4, 8",
             self.message
         )
     }
@@ -59,6 +65,25 @@ impl fmt::Display for TargetError {
 impl std::error::Error for TargetError {}
 
 impl Target {
+    /// `OBJECT:`, when the target names one.
+    pub fn object(&self) -> Option<&str> {
+        match &self.base {
+            Base::Symbol { object, .. } => object.as_deref(),
+            Base::Address(_) => None,
+        }
+    }
+
+    /// The usage error for an `OBJECT:` target on a kernel watch, which has no files to choose among;
+    /// `None` when the target has no `OBJECT:`.
+    pub fn kernel_object_error(&self) -> Option<String> {
+        let object = self.object()?;
+        Some(format!(
+            "`{}`: `{object}:` names a file of a process, but this is a kernel watch; watch a process \
+             (-p PID, or -- CMD ARGS; `resolve --pid PID`), or drop the `{object}:`",
+            self.text
+        ))
+    }
+
     /// Candidate (symbol name, remaining path) splits, longest symbol name first: `a.b.c` tries `a.b.c`,
     /// then `a.b` + `.c`, then `a` + `.b.c`.
     pub fn symbol_splits(&self) -> Vec<(String, Vec<PathElem>)> {
@@ -202,15 +227,35 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
     if input.is_empty() {
         return Err(p.err("the TARGET argument is empty"));
     }
-    let base = if input.starts_with("0x") || input.starts_with("0X") {
+    // Everything before the last `:` is the object; the rest is parsed as it would be alone.
+    let object = match input.rfind(':') {
+        Some(0) => return Err(p.err("`:` must follow an OBJECT (a mapped file such as libc.so.6)")),
+        Some(colon) => {
+            p.pos = colon + 1;
+            Some(input[..colon].to_string())
+        }
+        None => None,
+    };
+    let rest = &input[p.pos..];
+    let base = if rest.starts_with("0x") || rest.starts_with("0X") {
+        if object.is_some() {
+            return Err(p.err("an address needs no OBJECT:; give it alone as 0xADDR"));
+        }
         Base::Address(p.number("address", None)?)
     } else {
         let first = p.peek().unwrap_or(0);
+        if object.is_some() && p.peek().is_none() {
+            return Err(p.err("`:` must be followed by a symbol"));
+        }
         if !(first.is_ascii_alphabetic() || first == b'_') {
             return Err(p.err("a symbol starts with a letter or `_`, an address with 0x"));
         }
         let name = p.take_while(is_name_byte).to_string();
-        Base::Symbol { name, index: None }
+        Base::Symbol {
+            object,
+            name,
+            index: None,
+        }
     };
     let mut path = Vec::new();
     loop {
@@ -290,6 +335,7 @@ mod tests {
 
     fn sym(name: &str) -> Base {
         Base::Symbol {
+            object: None,
             name: name.into(),
             index: None,
         }
@@ -330,6 +376,7 @@ mod tests {
         assert_eq!(
             t.base,
             Base::Symbol {
+                object: None,
                 name: "dup_static".into(),
                 index: Some(1)
             }
@@ -403,7 +450,7 @@ mod tests {
         assert_eq!(message("x/ 8"), "`/` must be followed by a length, not ` `");
         assert_eq!(
             parse("").unwrap_err().to_string(),
-            "bad target: the TARGET argument is empty; expected SYMBOL[.FIELD][+OFF][/LEN] or \
+            "bad target: the TARGET argument is empty; expected [OBJECT:]SYMBOL[.FIELD][+OFF][/LEN] or \
              0xADDR[/LEN], LEN one of 1, 2, 4, 8"
         );
     }
@@ -430,6 +477,62 @@ mod tests {
         assert_eq!(parse_number("18446744073709551615"), Ok(u64::MAX));
         assert_eq!(parse_number("+5"), Err(NumberError::Invalid));
         assert_eq!(parse_number("0x+5"), Err(NumberError::Invalid));
+    }
+
+    #[test]
+    fn an_object_prefix_names_a_mapped_file() {
+        let t = parse("libc.so.6:environ").unwrap();
+        assert_eq!(
+            t.base,
+            Base::Symbol {
+                object: Some("libc.so.6".into()),
+                name: "environ".into(),
+                index: None
+            }
+        );
+        assert_eq!(t.object(), Some("libc.so.6"));
+        let t = parse("libc:counters.pts[2].y@1+4/4").unwrap();
+        assert_eq!(t.object(), Some("libc"));
+        assert_eq!(t.path.len(), 3);
+        assert_eq!((t.offset, t.len), (4, Some(4)));
+        // A path may hold a `:` of its own; the symbol never does.
+        let t = parse("/opt/a:b/libx.so:var").unwrap();
+        assert_eq!(
+            (t.object(), t.symbol_splits()[0].0.as_str()),
+            (Some("/opt/a:b/libx.so"), "var")
+        );
+        assert_eq!(parse("jiffies").unwrap().object(), None);
+        assert_eq!(parse("0x1000").unwrap().object(), None);
+    }
+
+    #[test]
+    fn an_object_prefix_needs_both_sides_and_a_symbol() {
+        assert_eq!(
+            message(":environ"),
+            "`:` must follow an OBJECT (a mapped file such as libc.so.6)"
+        );
+        assert_eq!(message("libc:"), "`:` must be followed by a symbol");
+        assert_eq!(
+            message("libc:0x1000"),
+            "an address needs no OBJECT:; give it alone as 0xADDR"
+        );
+        assert_eq!(
+            message("libc:9x"),
+            "a symbol starts with a letter or `_`, an address with 0x"
+        );
+        // Positions count from the start of the whole target.
+        assert_eq!(message("libc:x y"), "unexpected ` ` at position 7");
+    }
+
+    #[test]
+    fn a_kernel_watch_refuses_an_object_prefix() {
+        let t = parse("libc.so.6:environ").unwrap();
+        assert_eq!(
+            t.kernel_object_error().unwrap(),
+            "`libc.so.6:environ`: `libc.so.6:` names a file of a process, but this is a kernel watch; \
+             watch a process (-p PID, or -- CMD ARGS; `resolve --pid PID`), or drop the `libc.so.6:`"
+        );
+        assert_eq!(parse("jiffies").unwrap().kernel_object_error(), None);
     }
 
     #[test]

@@ -38,9 +38,40 @@ proptest! {
     ) {
         let off_text = if hex { format!("0x{off:x}") } else { off.to_string() };
         let t = target::parse(&format!("{name}+{off_text}/{len}")).unwrap();
-        prop_assert_eq!(t.base, target::Base::Symbol { name: name.clone(), index: None });
+        prop_assert_eq!(t.base, target::Base::Symbol { object: None, name: name.clone(), index: None });
         prop_assert_eq!(t.offset, u64::from(off));
         prop_assert_eq!(t.len, Some(len));
+    }
+
+    #[test]
+    fn target_parser_never_panics_on_object_soup(s in "[a-z_0-9x.+/@:\\[\\]-]{0,40}") {
+        if let Err(e) = target::parse(&s) {
+            let text = e.to_string();
+            prop_assert!(!text.contains("``"), "{}", text);
+        }
+    }
+
+    #[test]
+    fn object_prefix_round_trips(
+        object in "(/[a-z0-9_.:-]{1,12}){0,3}[a-z][a-z0-9_.+-]{0,15}",
+        name in "[a-z_][a-z0-9_]{0,20}",
+        index in proptest::option::of(0usize..64),
+        off in any::<u32>(),
+        len in proptest::option::of(prop::sample::select(vec![1u8, 2, 4, 8])),
+    ) {
+        let mut text = format!("{object}:{name}");
+        if let Some(i) = index {
+            text.push_str(&format!("@{i}"));
+        }
+        text.push_str(&format!("+{off}"));
+        if let Some(l) = len {
+            text.push_str(&format!("/{l}"));
+        }
+        let t = target::parse(&text).unwrap();
+        prop_assert_eq!(&t.base, &target::Base::Symbol { object: Some(object.clone()), name, index });
+        prop_assert_eq!((t.offset, t.len), (u64::from(off), len));
+        let quoted = format!("`{object}:`");
+        prop_assert!(t.kernel_object_error().is_some_and(|e| e.contains(&quoted)));
     }
 
     #[test]

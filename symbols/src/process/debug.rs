@@ -28,13 +28,15 @@ pub(crate) const MAX_SECTION: u64 = 256 << 20;
 /// The most read of one note section or segment, where the build-id is.
 const MAX_NOTES: u64 = 64 << 10;
 
-/// The sections [`crate::dwarf`]'s member walk reads.
-const WANTED: [&str; 7] = [
+/// The sections [`crate::dwarf`]'s member walk reads (gimli parses a unit's line-program header with the
+/// unit, so `.debug_line` too).
+const WANTED: [&str; 8] = [
     ".debug_info",
     ".debug_abbrev",
     ".debug_str",
     ".debug_str_offsets",
     ".debug_addr",
+    ".debug_line",
     ".debug_line_str",
     ".debug_names",
 ];

@@ -12,6 +12,8 @@ use clap::{Args, Parser, Subcommand};
     about = "Who wrote this variable? Arms a hardware watchpoint on every CPU and streams each writer's call chain.",
     after_help = "TARGET: SYMBOL[+OFF][/LEN], SYMBOL@N (Nth of same-named symbols) or 0xADDR[/LEN]; LEN is 1, 2, 4 or 8.\n\
                   With a vmlinux: SYMBOL.FIELD[N].FIELD... (struct fields and array elements).\n\
+                  In a process (-p PID, -- CMD, resolve --pid): [OBJECT:]SYMBOL..., OBJECT a mapped file (libc.so.6, libc, a path);\n\
+                  fields need the binary built with -g.\n\
                   Symbols come from --vmlinux, --system-map, the distribution's files for the running kernel, then kallsyms.\n\
                   Exit codes: 0 ok, 1 runtime error, 2 bad input, 3 could not arm, 4 not permitted or not supported."
 )]
@@ -26,7 +28,8 @@ pub enum Command {
     Write(WatchArgs),
     /// Report every read or write of TARGET (x86 has no read-only watchpoints).
     Rw(WatchArgs),
-    /// Print where TARGET is (addresses, size, section, type, which file answered) without arming anything.
+    /// Print where TARGET is (addresses, size, section, type, which file answered) without arming anything;
+    /// with --pid, where it is in that process.
     Resolve(ResolveArgs),
     /// Show what this machine allows: breakpoint PMU, privileges, free debug registers, symbols, hotplug.
     /// Exit 0 when a watch on every online CPU can be armed, 3 when a CPU has no free debug register (as
@@ -62,12 +65,16 @@ pub struct SymbolArgs {
 
 #[derive(Args, Debug)]
 pub struct ResolveArgs {
-    /// What to look up: SYMBOL[@N][.FIELD|[N]]...[+OFF].
+    /// What to look up: SYMBOL[.FIELD|[N]]...[@N][+OFF]; with --pid, [OBJECT:] first.
     #[arg(value_name = "TARGET")]
     pub target: String,
     /// Print one JSON object instead of `key: value` lines.
     #[arg(long)]
     pub json: bool,
+    /// Look TARGET up in this process's executable and libraries instead of the kernel: its object file,
+    /// file address, load bias and runtime address.
+    #[arg(long, value_name = "PID", conflicts_with_all = ["kallsyms", "vmlinux", "system_map"])]
+    pub pid: Option<u32>,
     /// kallsyms-format file (the last resort, and the running kernel to compare a file with).
     #[arg(long, value_name = "FILE", default_value = crate::config::symbols::DEFAULT_KALLSYMS)]
     pub kallsyms: PathBuf,

@@ -1,9 +1,12 @@
 //! `ksymwatch resolve TARGET`: where a target is, according to which file, and whether that file is the
 //! running kernel. Arms nothing, so it also answers for another machine's vmlinux (link-time addresses).
+//! `resolve --pid PID TARGET`: where it is in that process (which binary, file address, load bias).
+
+use std::path::Path;
 
 use crate::cli::args::ResolveArgs;
 use crate::config::symbols::{self, Files};
-use crate::config::target;
+use crate::config::{process, target};
 use crate::error::{Context, Error, Result};
 
 pub fn run(args: ResolveArgs) -> Result<()> {
@@ -13,6 +16,15 @@ pub fn run(args: ResolveArgs) -> Result<()> {
             "`{}`: /LEN chooses what `write` watches; `resolve` prints the whole object, so drop the /LEN",
             target.text
         )));
+    }
+    if let Some(pid) = args.pid {
+        let r = process::resolve(Path::new(process::PROC), pid, &target)?;
+        let text = if args.json {
+            r.to_json()
+        } else {
+            r.to_string()
+        };
+        return super::print_answer(&(text + "\n"));
     }
     let search = symbols::search(Files {
         kallsyms: &args.kallsyms,

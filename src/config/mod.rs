@@ -1,13 +1,15 @@
 //! The typed configuration of a run, built by `cli` from the command line and read by the layers below:
 //! what to watch (the TARGET grammar in [`target`], resolved to a [`watch::Watch`]: address, length,
 //! access), which symbol file answers for it ([`symbols`], with [`advice`] wording the symbols crate's
-//! errors for this command line), which hits to keep ([`filter`]) and when to stop ([`Limits`]).
+//! errors for this command line) or, in a process, which of its binaries ([`process`]), which hits to keep
+//! ([`filter`]) and when to stop ([`Limits`]).
 //!
 //! Uses the `ksymwatch-symbols` crate and nothing of perf, the tracer or the CLI: the command line hands it
 //! plain values ([`symbols::Files`]), never clap types.
 
 pub(crate) mod advice;
 pub(crate) mod filter;
+pub mod process;
 pub(crate) mod symbols;
 pub mod target;
 pub mod watch;

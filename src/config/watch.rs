@@ -2,6 +2,7 @@
 //! can hold. Every rule about what is watchable lives here, so the tracer below never sees a bad range.
 
 use crate::config::advice::Advised;
+use crate::config::process;
 use crate::config::target::{Base, Target};
 use crate::error::{Error, Result};
 use ksymwatch_symbols::{LookupError, SymbolKind, SymbolTable};
@@ -66,6 +67,9 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
     let (addr, len, label) = match &target.base {
         Base::Address(addr) => (*addr, target.len.unwrap_or(8), format!("0x{addr:x}")),
         Base::Symbol { index, .. } => {
+            if let Some(e) = target.kernel_object_error() {
+                return Err(Error::usage(e));
+            }
             if !target.path.is_empty()
                 && target
                     .symbol_splits()
@@ -145,25 +149,42 @@ pub fn from_resolved(
 ) -> Result<Resolved> {
     let mut warnings = Vec::new();
     if r.symbol.kind() == SymbolKind::Text && access == Access::Write {
-        warnings.push(format!(
-            "`{}` is a text symbol ({}): nothing writes to code, so expect no hits; data symbols have type D/d, B/b or R/r",
-            r.symbol.name, r.type_char
-        ));
+        warnings.push(text_warning(&r.symbol.name, r.type_char));
     }
-    let room = r.size.filter(|&s| s > 0).map_or(8, |s| s.min(8));
+    sized(target, access, addr, r.size, r.target.clone(), warnings)
+}
+
+/// A write watch on code: allowed (it is a valid address), but said.
+fn text_warning(name: &str, type_char: char) -> String {
+    format!(
+        "`{name}` is a text symbol ({type_char}): nothing writes to code, so expect no hits; data symbols have type D/d, B/b or R/r"
+    )
+}
+
+/// A watch at `addr` on an object `size` bytes long (from there to its end; `None` when unknown): `/LEN`
+/// when given (a warning when it reaches past the object), else the widest aligned length that fits, at
+/// most 8.
+fn sized(
+    target: &Target,
+    access: Access,
+    addr: u64,
+    size: Option<u64>,
+    label: String,
+    mut warnings: Vec<String>,
+) -> Result<Resolved> {
+    let room = size.filter(|&s| s > 0).map_or(8, |s| s.min(8));
     let len = match target.len {
         Some(len) => {
             if u64::from(len) > room {
                 warnings.push(format!(
-                    "`{}` is {room} bytes but /{len} watches {len}: accesses to the bytes after it hit too",
-                    r.target
+                    "`{label}` is {room} bytes but /{len} watches {len}: accesses to the bytes after it hit too"
                 ));
             }
             len
         }
         None => natural_len(addr, room),
     };
-    checked(target, access, addr, len, r.target.clone(), warnings)
+    checked(target, access, addr, len, label, warnings)
 }
 
 /// The checks every watch passes, however it was resolved: a debug register can hold it.
@@ -210,17 +231,41 @@ fn lookup_error(e: LookupError) -> Error {
     Error::from_cause(crate::error::ExitCode::Usage, Advised(e))
 }
 
-/// A symbol target in process `pid`'s own binaries.
-pub fn resolve_in_process(_pid: u32, target: &Target, _access: Access) -> Result<Resolved> {
-    Err(Error::usage(format!(
-        "`{}`: symbols in a process are not resolved yet; give the address as 0xADDR",
-        target.text
-    )))
+/// A target in process `pid`'s own binaries (`[OBJECT:]SYMBOL...`, see [`process::resolve`]), or a raw
+/// address. The label is the target as given; the default length follows the symbol's (or member's)
+/// size as for a kernel target.
+pub fn resolve_in_process(pid: u32, target: &Target, access: Access) -> Result<Resolved> {
+    resolve_in_process_at(std::path::Path::new(process::PROC), pid, target, access)
+}
+
+/// [`resolve_in_process`] with `/proc` at `proc_root`.
+pub fn resolve_in_process_at(
+    proc_root: &std::path::Path,
+    pid: u32,
+    target: &Target,
+    access: Access,
+) -> Result<Resolved> {
+    if let Base::Address(_) = target.base {
+        return resolve(target, access, &SymbolTable::default());
+    }
+    let p = process::resolve(proc_root, pid, target)?;
+    let mut warnings = p.found.notes.clone();
+    if p.found.is_code() && access == Access::Write {
+        warnings.push(text_warning(&p.found.symbol, p.found.type_char));
+    }
+    sized(
+        target,
+        access,
+        p.addr,
+        p.size,
+        target.text.clone(),
+        warnings,
+    )
 }
 
 /// The error [`resolve_in_process`] gives for a `LIB:SYMBOL` whose library is not mapped yet.
-pub fn is_not_mapped_yet(_e: &Error) -> bool {
-    false
+pub fn is_not_mapped_yet(e: &Error) -> bool {
+    process::is_not_mapped_yet(e)
 }
 
 #[cfg(test)]
@@ -347,4 +392,3 @@ ffffffff83100000 D __stop_once
         assert!(r.warnings[0].contains("text symbol"));
     }
 }
-

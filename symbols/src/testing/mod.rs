@@ -1,8 +1,10 @@
 //! Test support shared by the test suites of both crates of the workspace (behind the `testing` feature,
 //! which only dev-dependencies enable, so none of it is in a release build of the tool): the gcc-built
-//! "vmlinux" [`fixture`], a tiny hand-laid user ELF file ([`elf`]), and the one way a test says it is skipped.
+//! "vmlinux" [`fixture`], tiny hand-laid user ELF files ([`elf`]) and a made-up `/proc` to map them in
+//! ([`fake_proc`]), and the one way a test says it is skipped.
 
 pub mod elf;
+pub mod fake_proc;
 pub mod fixture;
 
 use std::fmt::Display;

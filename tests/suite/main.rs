@@ -15,3 +15,4 @@ mod live_rollback;
 mod live_watch;
 mod properties;
 mod resolve_cli;
+mod resolve_pid;

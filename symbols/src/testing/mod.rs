@@ -1,11 +1,13 @@
 //! Test support shared by the test suites of both crates of the workspace (behind the `testing` feature,
 //! which only dev-dependencies enable, so none of it is in a release build of the tool): the gcc-built
 //! "vmlinux" [`fixture`], tiny hand-laid user ELF files ([`elf`]) and a made-up `/proc` to map them in
-//! ([`fake_proc`]), and the one way a test says it is skipped.
+//! ([`fake_proc`]), the gcc-built user program whose variables tests look up in a live process
+//! ([`procsym`]), and the one way a test says it is skipped.
 
 pub mod elf;
 pub mod fake_proc;
 pub mod fixture;
+pub mod procsym;
 
 use std::fmt::Display;
 use std::io::Write as _;

@@ -1,0 +1,316 @@
+//! `ksymwatch resolve --pid PID TARGET` run as the real binary on live gcc-built programs
+//! (`ksymwatch_symbols::testing::procsym`: PIE, non-PIE, with and without DWARF, with a copy relocation),
+//! checked against what each program prints about its own variables, `nm` (file addresses) and `gdb -p`
+//! (runtime addresses and sizes). Arms nothing. Without gcc (or nm, gdb for their checks) tests print SKIP.
+
+use crate::util;
+
+use std::path::Path;
+
+use ksymwatch_symbols::testing::procsym::{self, Running};
+use util::{require, run, tool};
+
+/// The `key: value` lines of `resolve`'s text output.
+fn field<'a>(out: &'a str, key: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .unwrap_or_else(|| panic!("no `{key}:` in {out}"))
+        .trim()
+}
+
+fn hex(text: &str) -> u64 {
+    u64::from_str_radix(text.trim_start_matches("0x"), 16)
+        .unwrap_or_else(|e| panic!("not hex ({e}): {text}"))
+}
+
+/// `resolve --pid PID TARGET --json`, which must succeed.
+fn resolve_json(pid: u32, target: &str) -> serde_json::Value {
+    let (code, out, err) = run(&["resolve", "--pid", &pid.to_string(), target, "--json"]);
+    assert_eq!(code, 0, "{target}: {err}");
+    assert_eq!(out.lines().count(), 1, "one JSON object on one line: {out}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+fn addr(j: &serde_json::Value, key: &str) -> u64 {
+    hex(j[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{key} is not a string: {j}")))
+}
+
+/// The address `nm` gives `name` in `file`.
+fn nm_addr(file: &Path, name: &str) -> u64 {
+    let nm = tool("nm", &[file.to_str().unwrap()]);
+    let line = nm
+        .lines()
+        .find(|l| l.split_whitespace().last() == Some(name))
+        .unwrap_or_else(|| panic!("{name} not in nm {}", file.display()));
+    hex(line.split_whitespace().next().unwrap())
+}
+
+/// `gdb -p PID` evaluating `p &EXPR` and `p sizeof(EXPR)`: (address, size).
+fn gdb(pid: u32, expr: &str) -> (u64, u64) {
+    let out = tool(
+        "gdb",
+        &[
+            "-nx",
+            "-batch",
+            "-p",
+            &pid.to_string(),
+            "-ex",
+            &format!("p &{expr}"),
+            "-ex",
+            &format!("p sizeof({expr})"),
+        ],
+    );
+    let vals: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with('$'))
+        .filter_map(|l| l.split(" = ").nth(1))
+        .collect();
+    assert_eq!(vals.len(), 2, "gdb: {out}");
+    // `(struct point *) 0x5555... <counters+16>`: the first 0x word.
+    let a = vals[0]
+        .split_whitespace()
+        .find(|w| w.starts_with("0x"))
+        .unwrap_or_else(|| panic!("no address in gdb's {}", vals[0]));
+    (hex(a), vals[1].trim().parse().unwrap())
+}
+
+/// An error run: `code` and exactly one `ksymwatch: error:` line on stderr.
+fn error(args: &[&str], code: i32) -> String {
+    let (got, out, err) = run(args);
+    assert_eq!(got, code, "{args:?}: stdout {out} stderr {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{args:?}: one line: {err}");
+    assert!(lines[0].starts_with("ksymwatch: error: "), "{err}");
+    err
+}
+
+#[test]
+fn a_pie_global_is_nm_s_address_plus_the_load_bias() {
+    let Some(prog) = procsym::build("pie", procsym::PIE) else {
+        return;
+    };
+    if !require("nm") {
+        return;
+    }
+    let p = Running::start(&prog, &[]);
+    let j = resolve_json(p.pid, "counters");
+    let runtime = addr(&j, "runtime_addr");
+    assert_eq!(runtime, p.addr("counters"));
+    assert_eq!(addr(&j, "file_vaddr"), nm_addr(&prog, "counters"));
+    assert_eq!(addr(&j, "load_bias"), runtime - nm_addr(&prog, "counters"));
+    assert_ne!(addr(&j, "load_bias"), 0, "a PIE is moved: {j}");
+    assert_eq!(j["object"], prog.to_str().unwrap());
+    assert_eq!(
+        (j["is_exe"].as_bool(), j["pid"].as_u64()),
+        (Some(true), Some(u64::from(p.pid)))
+    );
+    assert_eq!(
+        (j["symbol"].as_str(), j["type_char"].as_str()),
+        (Some("counters"), Some("D"))
+    );
+    assert_eq!(
+        (j["size"].as_u64(), j["type"].as_str()),
+        (Some(56), Some("struct counters"))
+    );
+    assert_eq!(j["section"], ".data");
+    let j = resolve_json(p.pid, "plain_global");
+    assert_eq!(addr(&j, "runtime_addr"), p.addr("plain_global"));
+    assert_eq!(
+        (j["section"].as_str(), j["type_char"].as_str()),
+        (Some(".bss"), Some("B"))
+    );
+}
+
+#[test]
+fn a_non_pie_global_has_bias_zero() {
+    let Some(prog) = procsym::build("no-pie", procsym::NO_PIE) else {
+        return;
+    };
+    if !require("nm") {
+        return;
+    }
+    let p = Running::start(&prog, &[]);
+    let (code, out, err) = run(&["resolve", "--pid", &p.pid.to_string(), "plain_global"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(field(&out, "load bias"), "0x0000000000000000");
+    let nm = nm_addr(&prog, "plain_global");
+    assert_eq!(field(&out, "file vaddr"), format!("0x{nm:016x}"));
+    assert_eq!(field(&out, "runtime addr"), format!("0x{nm:016x}"));
+    assert_eq!(nm, p.addr("plain_global"));
+    assert_eq!(field(&out, "type"), "long int (B)");
+}
+
+#[test]
+fn fields_and_libc_environ_match_gdb() {
+    let Some(prog) = procsym::build("pie", procsym::PIE) else {
+        return;
+    };
+    if !require("gdb") {
+        return;
+    }
+    let p = Running::start(&prog, &[]);
+    for expr in [
+        "counters.pts[2].y",
+        "counters.name",
+        "counters.flags[3]",
+        "counters",
+    ] {
+        let j = resolve_json(p.pid, expr);
+        let (gdb_addr, gdb_size) = gdb(p.pid, expr);
+        assert_eq!(addr(&j, "runtime_addr"), gdb_addr, "{expr}: {j}");
+        assert_eq!(j["size"].as_u64(), Some(gdb_size), "{expr}: {j}");
+        assert_eq!(j["debug_info"], prog.to_str().unwrap());
+    }
+    // The whole text form of a member.
+    let (code, out, err) = run(&["resolve", "--pid", &p.pid.to_string(), "counters.pts[2].y"]);
+    assert_eq!(code, 0, "{err}");
+    let symbol = p.addr("counters");
+    let nm = tool("nm", &[prog.to_str().unwrap()]);
+    let file = nm
+        .lines()
+        .find(|l| l.ends_with(" counters"))
+        .map(|l| hex(l.split_whitespace().next().unwrap()))
+        .unwrap();
+    assert_eq!(
+        out,
+        format!(
+            "target:       counters.pts[2].y\nprocess:      {pid} (procsym-pie)\nobject:       {prog} (executable)\n\
+             symbol:       counters\nsection:      .data\nfile vaddr:   0x{file:016x}\nload bias:    0x{bias:016x}\n\
+             runtime addr: 0x{y:016x}\noffset:       0x24\nsize:         4\ntype:         int (D)\n\
+             member:       .pts[2].y at offset 0x24\ndebug info:   {prog}\n",
+            pid = p.pid,
+            prog = prog.display(),
+            bias = symbol - file,
+            y = p.addr("counters.pts[2].y"),
+        )
+    );
+    // libc's environ: what gdb says, and what dlsym finds in the program.
+    let (gdb_environ, _) = gdb(p.pid, "environ");
+    for target in ["libc.so.6:environ", "libc:environ", "environ"] {
+        let j = resolve_json(p.pid, target);
+        assert_eq!(addr(&j, "runtime_addr"), gdb_environ, "{target}: {j}");
+        assert_eq!(addr(&j, "runtime_addr"), p.addr("dl_environ"), "{target}");
+        assert_eq!(j["object_name"], "libc.so.6");
+        assert_eq!(j["is_exe"], false);
+        assert!(j["notes"].as_array().unwrap().is_empty(), "{j}");
+    }
+}
+
+#[test]
+fn a_copy_relocation_makes_the_executable_s_environ_the_live_one() {
+    let Some(prog) = procsym::build("copy-reloc", procsym::COPY_RELOC) else {
+        return;
+    };
+    let p = Running::start(&prog, &[]);
+    let j = resolve_json(p.pid, "environ");
+    assert_eq!(addr(&j, "runtime_addr"), p.addr("environ"));
+    assert_eq!(addr(&j, "runtime_addr"), p.addr("dl_environ"));
+    assert_eq!(j["is_exe"], true);
+    // libc's own copy resolves, with a note that it is not the one in use.
+    let (code, out, err) = run(&["resolve", "--pid", &p.pid.to_string(), "libc.so.6:environ"]);
+    assert_eq!(code, 0, "{err}");
+    assert_ne!(hex(field(&out, "runtime addr")), p.addr("environ"));
+    let note = field(&out, "note");
+    assert!(
+        note.contains("copy relocation")
+            && note.contains(&format!("0x{:x}", p.addr("environ")))
+            && note.contains("without `libc.so.6:`"),
+        "{note}"
+    );
+}
+
+#[test]
+fn refusals_are_one_line_with_their_exit_codes() {
+    let Some(prog) = procsym::build("pie", procsym::PIE) else {
+        return;
+    };
+    let Some(nodebug) = procsym::build("no-debug", procsym::NO_DEBUG) else {
+        return;
+    };
+    let p = Running::start(&prog, &[]);
+    let pid = p.pid.to_string();
+    // A pid the kernel never hands out.
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap();
+    let gone = pid_max.trim();
+    let err = error(&["resolve", "--pid", gone, "counters"], 2);
+    assert!(err.contains(&format!("no process {gone}")), "{err}");
+    let err = error(&["resolve", "--pid", &pid, "nosuch"], 2);
+    assert!(
+        err.contains(&format!(
+            "unknown symbol `nosuch` in process {pid}: not in procsym-pie, "
+        )) && err.contains("libc.so.6"),
+        "{err}"
+    );
+    let err = error(&["resolve", "--pid", &pid, "libnothere:x"], 2);
+    assert!(
+        err.contains("no file `libnothere` mapped") && err.contains("procsym-pie"),
+        "{err}"
+    );
+    let err = error(&["resolve", "--pid", &pid, "tls_var"], 2);
+    assert!(err.contains("thread-local"), "{err}");
+    let err = error(&["resolve", "--pid", &pid, "counters.nope"], 2);
+    assert!(
+        err.contains("no field `nope`") && err.contains("pts"),
+        "{err}"
+    );
+    let err = error(&["resolve", "--pid", &pid, "counters+56"], 2);
+    assert!(err.contains("past the end of `counters`"), "{err}");
+    let err = error(&["resolve", "--pid", &pid, "counters/8"], 2);
+    assert!(err.contains("drop the /LEN"), "{err}");
+    // A kernel target takes no OBJECT:, and --pid no kernel symbol file.
+    let err = error(&["resolve", "libc:environ"], 2);
+    assert!(
+        err.contains("kernel watch") && err.contains("--pid"),
+        "{err}"
+    );
+    let err = error(&["resolve", "--pid", &pid, "x", "--vmlinux", "/tmp"], 2);
+    assert!(err.contains("--vmlinux"), "{err}");
+    // Fields need -g.
+    let q = Running::start(&nodebug, &[]);
+    let err = error(
+        &["resolve", "--pid", &q.pid.to_string(), "counters.hits"],
+        2,
+    );
+    assert!(err.contains("rebuild it with -g"), "{err}");
+    let (code, _, err) = run(&["resolve", "--pid", &q.pid.to_string(), "counters"]);
+    assert_eq!(code, 0, "a bare name needs no DWARF: {err}");
+}
+
+#[test]
+fn another_user_s_process_is_not_permitted() {
+    let Some(prog) = procsym::build("pie", procsym::PIE) else {
+        return;
+    };
+    if !Path::new("/usr/bin/setpriv").exists() {
+        util::skip("setpriv is not installed");
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        util::skip("dropping privileges needs root");
+        return;
+    }
+    let p = Running::start(&prog, &[]);
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid",
+            "nobody",
+            "--regid",
+            "nogroup",
+            "--clear-groups",
+            "--inh-caps=-all",
+            util::BIN,
+        ])
+        .args(["resolve", "--pid", &p.pid.to_string(), "counters"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains(&format!("/proc/{}/maps", p.pid)) && err.contains("CAP_SYS_PTRACE"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -5,13 +5,7 @@ use crate::util;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::time::Duration;
-use util::{run, run_within};
-
-/// How long a rejection may take before the run is killed and the test fails: every row here is refused
-/// before anything is armed, in well under a second; a regression that hangs (a FIFO) or reads forever
-/// (/dev/zero) fails instead of hanging the suite.
-const LIMIT: Duration = Duration::from_secs(10);
+use util::{rejects, run};
 
 /// A kallsyms-format fixture with real data symbols, duplicates and a tiny variable.
 const FIXTURE: &str = "\
@@ -59,38 +53,6 @@ fn fifo(name: &str) -> PathBuf {
     let _ = std::fs::remove_file(&p);
     util::mkfifo(&p);
     p
-}
-
-/// Runs and checks: exit code, a single `ksymwatch: error:` line on stderr containing every `needle`, and no
-/// trace on stdout.
-fn rejects(args: &[&str], code: i32, needles: &[&str]) -> String {
-    let (got, out, err) = run_within(args, LIMIT);
-    assert_eq!(
-        got, code,
-        "{args:?}: expected exit {code}, got {got}; stderr: {err}"
-    );
-    let errors: Vec<&str> = err
-        .lines()
-        .filter(|l| l.starts_with("ksymwatch: error:"))
-        .collect();
-    assert_eq!(errors.len(), 1, "{args:?}: one error line expected: {err}");
-    assert_eq!(
-        err.lines().count(),
-        1,
-        "{args:?}: nothing but the error line: {err}"
-    );
-    for n in needles {
-        assert!(
-            errors[0].contains(n),
-            "{args:?}: `{n}` missing from: {}",
-            errors[0]
-        );
-    }
-    assert!(
-        !out.contains("# armed"),
-        "{args:?}: nothing may be armed: {out}"
-    );
-    errors[0].to_string()
 }
 
 fn with_fixture<'a>(k: &'a str, args: &[&'a str]) -> Vec<&'a str> {
@@ -277,35 +239,15 @@ fn offline_cpu_in_the_list_is_refused() {
 
 #[test]
 fn unprivileged_user_gets_exit_4_with_the_paranoid_level() {
-    if !std::path::Path::new("/usr/bin/setpriv").exists() {
-        util::skip("setpriv is not installed");
-        return;
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        util::skip("dropping privileges needs root");
-        return;
-    }
     let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap();
     if paranoid.trim().parse::<i32>().unwrap() < 0 {
         util::skip("perf_event_paranoid is -1: unprivileged system-wide events are allowed here");
         return;
     }
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid",
-            "nobody",
-            "--regid",
-            "nogroup",
-            "--clear-groups",
-            "--inh-caps=-all",
-            util::BIN,
-        ])
-        .args(["write", "0x10000"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    let Some((code, _, err)) = util::run_as_nobody(&["write", "0x10000"]) else {
+        return;
+    };
+    assert_eq!(code, 4, "{err}");
     assert!(
         err.contains("root or CAP_PERFMON")
             && err.contains(&format!("perf_event_paranoid is {}", paranoid.trim())),

@@ -3,8 +3,6 @@
 
 use crate::util;
 
-use std::process::Command;
-
 fn check_json() -> (i32, serde_json::Value) {
     let (code, out, err) = util::run(&["check", "--json"]);
     let v: serde_json::Value =
@@ -143,27 +141,11 @@ fn every_register_held_exits_3_not_4() {
 
 #[test]
 fn unprivileged_check_exits_4_with_the_reason() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/usr/bin/setpriv").exists() {
-        util::skip("needs root and setpriv to drop privileges");
+    let Some((code, out, _)) = util::run_as_nobody(&["check", "--json"]) else {
         return;
-    }
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid",
-            "nobody",
-            "--regid",
-            "nogroup",
-            "--clear-groups",
-            "--inh-caps=-all",
-            util::BIN,
-            "check",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(4));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    };
+    assert_eq!(code, 4);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["can_watch"], false);
     assert!(v["reason"].as_str().unwrap().contains("CAP_PERFMON"), "{v}");
 }

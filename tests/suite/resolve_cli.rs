@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use ksymwatch_symbols::annotate::{self as lines, LineSource, VmlinuxLines};
 use ksymwatch_symbols::{Resolver, Source, SourceSearch};
-use util::{fixture, have, require, run, tool};
+use util::{field, fixture, have, require, run, tool};
 
 /// Where the fixture pretends the running kernel put `_text` (a KASLR offset of 0x19000000).
 const RUNTIME_TEXT: u64 = 0xffff_ffff_9a00_0000;
@@ -97,14 +97,6 @@ fn p(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
-/// The `key: value` lines of `resolve`'s text output.
-fn field<'a>(out: &'a str, key: &str) -> &'a str {
-    out.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}:")))
-        .unwrap_or_else(|| panic!("no `{key}:` in {out}"))
-        .trim()
-}
-
 fn json(out: &str) -> serde_json::Value {
     assert_eq!(out.lines().count(), 1, "one JSON object on one line: {out}");
     serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
@@ -117,12 +109,7 @@ fn hex(v: &serde_json::Value) -> u64 {
 
 /// An error run: exit 2 and exactly one `ksymwatch: error:` line on stderr.
 fn usage_error(args: &[&str]) -> String {
-    let (code, out, err) = run(args);
-    assert_eq!(code, 2, "{args:?}: stdout {out} stderr {err}");
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "{args:?}: one line: {err}");
-    assert!(lines[0].starts_with("ksymwatch: error: "), "{err}");
-    err
+    util::rejects(args, 2, &[])
 }
 
 #[test]

@@ -8,15 +8,7 @@ use crate::util;
 use std::path::Path;
 
 use ksymwatch_symbols::testing::procsym::{self, Running};
-use util::{require, run, tool};
-
-/// The `key: value` lines of `resolve`'s text output.
-fn field<'a>(out: &'a str, key: &str) -> &'a str {
-    out.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}:")))
-        .unwrap_or_else(|| panic!("no `{key}:` in {out}"))
-        .trim()
-}
+use util::{field, rejects, require, run, tool};
 
 fn hex(text: &str) -> u64 {
     u64::from_str_radix(text.trim_start_matches("0x"), 16)
@@ -74,16 +66,6 @@ fn gdb(pid: u32, expr: &str) -> (u64, u64) {
         .find(|w| w.starts_with("0x"))
         .unwrap_or_else(|| panic!("no address in gdb's {}", vals[0]));
     (hex(a), vals[1].trim().parse().unwrap())
-}
-
-/// An error run: `code` and exactly one `ksymwatch: error:` line on stderr.
-fn error(args: &[&str], code: i32) -> String {
-    let (got, out, err) = run(args);
-    assert_eq!(got, code, "{args:?}: stdout {out} stderr {err}");
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "{args:?}: one line: {err}");
-    assert!(lines[0].starts_with("ksymwatch: error: "), "{err}");
-    err
 }
 
 #[test]
@@ -234,46 +216,37 @@ fn refusals_are_one_line_with_their_exit_codes() {
     // A pid the kernel never hands out.
     let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap();
     let gone = pid_max.trim();
-    let err = error(&["resolve", "--pid", gone, "counters"], 2);
-    assert!(err.contains(&format!("no process {gone}")), "{err}");
-    let err = error(&["resolve", "--pid", &pid, "nosuch"], 2);
-    assert!(
-        err.contains(&format!(
-            "unknown symbol `nosuch` in process {pid}: not in procsym-pie, "
-        )) && err.contains("libc.so.6"),
-        "{err}"
+    rejects(
+        &["resolve", "--pid", gone, "counters"],
+        2,
+        &[&format!("no process {gone}")],
     );
-    let err = error(&["resolve", "--pid", &pid, "libnothere:x"], 2);
-    assert!(
-        err.contains("no file `libnothere` mapped") && err.contains("procsym-pie"),
-        "{err}"
+    let searched = format!("unknown symbol `nosuch` in process {pid}: not in procsym-pie, ");
+    let at = |target| ["resolve", "--pid", pid.as_str(), target];
+    rejects(&at("nosuch"), 2, &[&searched, "libc.so.6"]);
+    rejects(
+        &at("libnothere:x"),
+        2,
+        &["no file `libnothere` mapped", "procsym-pie"],
     );
-    let err = error(&["resolve", "--pid", &pid, "tls_var"], 2);
-    assert!(err.contains("thread-local"), "{err}");
-    let err = error(&["resolve", "--pid", &pid, "counters.nope"], 2);
-    assert!(
-        err.contains("no field `nope`") && err.contains("pts"),
-        "{err}"
-    );
-    let err = error(&["resolve", "--pid", &pid, "counters+56"], 2);
-    assert!(err.contains("past the end of `counters`"), "{err}");
-    let err = error(&["resolve", "--pid", &pid, "counters/8"], 2);
-    assert!(err.contains("drop the /LEN"), "{err}");
+    rejects(&at("tls_var"), 2, &["thread-local"]);
+    rejects(&at("counters.nope"), 2, &["no field `nope`", "pts"]);
+    rejects(&at("counters+56"), 2, &["past the end of `counters`"]);
+    rejects(&at("counters/8"), 2, &["drop the /LEN"]);
     // A kernel target takes no OBJECT:, and --pid no kernel symbol file.
-    let err = error(&["resolve", "libc:environ"], 2);
-    assert!(
-        err.contains("kernel watch") && err.contains("--pid"),
-        "{err}"
+    rejects(&["resolve", "libc:environ"], 2, &["kernel watch", "--pid"]);
+    rejects(
+        &["resolve", "--pid", &pid, "x", "--vmlinux", "/tmp"],
+        2,
+        &["--vmlinux"],
     );
-    let err = error(&["resolve", "--pid", &pid, "x", "--vmlinux", "/tmp"], 2);
-    assert!(err.contains("--vmlinux"), "{err}");
     // Fields need -g.
     let q = Running::start(&nodebug, &[]);
-    let err = error(
+    rejects(
         &["resolve", "--pid", &q.pid.to_string(), "counters.hits"],
         2,
+        &["rebuild it with -g"],
     );
-    assert!(err.contains("rebuild it with -g"), "{err}");
     let (code, _, err) = run(&["resolve", "--pid", &q.pid.to_string(), "counters"]);
     assert_eq!(code, 0, "a bare name needs no DWARF: {err}");
 }
@@ -283,33 +256,14 @@ fn another_user_s_process_is_not_permitted() {
     let Some(prog) = procsym::build("pie", procsym::PIE) else {
         return;
     };
-    if !Path::new("/usr/bin/setpriv").exists() {
-        util::skip("setpriv is not installed");
-        return;
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        util::skip("dropping privileges needs root");
-        return;
-    }
     let p = Running::start(&prog, &[]);
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid",
-            "nobody",
-            "--regid",
-            "nogroup",
-            "--clear-groups",
-            "--inh-caps=-all",
-            util::BIN,
-        ])
-        .args(["resolve", "--pid", &p.pid.to_string(), "counters"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    let pid = p.pid.to_string();
+    let Some((code, _, err)) = util::run_as_nobody(&["resolve", "--pid", &pid, "counters"]) else {
+        return;
+    };
+    assert_eq!(code, 4, "{err}");
     assert!(
-        err.contains(&format!("/proc/{}/maps", p.pid)) && err.contains("CAP_SYS_PTRACE"),
+        err.contains(&format!("/proc/{pid}/maps")) && err.contains("CAP_SYS_PTRACE"),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");

@@ -578,3 +578,80 @@ impl Drop for Holder {
         let _ = self.child.wait();
     }
 }
+
+/// How long a rejected run may take before it is killed and its test fails: bad input is refused before
+/// anything is armed, in well under a second; a regression that hangs (a FIFO) or reads forever
+/// (/dev/zero) fails instead of hanging the suite.
+const REJECT_LIMIT: Duration = Duration::from_secs(10);
+
+/// Runs ksymwatch `args`, which must fail with exit `code` and exactly one `ksymwatch: error:` line on
+/// stderr (nothing else there, nothing armed), containing every one of `needles`; returns that line.
+pub fn rejects(args: &[&str], code: i32, needles: &[&str]) -> String {
+    let (got, out, err) = run_within(args, REJECT_LIMIT);
+    assert_eq!(
+        got, code,
+        "{args:?}: expected exit {code}, got {got}; stderr: {err}"
+    );
+    let errors: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("ksymwatch: error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{args:?}: one error line expected: {err}");
+    assert_eq!(
+        err.lines().count(),
+        1,
+        "{args:?}: nothing but the error line: {err}"
+    );
+    for n in needles {
+        assert!(
+            errors[0].contains(n),
+            "{args:?}: `{n}` missing from: {}",
+            errors[0]
+        );
+    }
+    assert!(
+        !out.contains("# armed"),
+        "{args:?}: nothing may be armed: {out}"
+    );
+    errors[0].to_string()
+}
+
+/// The value of a `key: value` line of `resolve`'s text output.
+pub fn field<'a>(out: &'a str, key: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .unwrap_or_else(|| panic!("no `{key}:` in {out}"))
+        .trim()
+}
+
+/// Runs ksymwatch `args` as `nobody`, with no capabilities (setpriv); returns (exit code, stdout, stderr),
+/// or `None` after a SKIP line when this test process cannot drop to it (not root, or no setpriv).
+pub fn run_as_nobody(args: &[&str]) -> Option<(i32, String, String)> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        skip("dropping privileges needs root");
+        return None;
+    }
+    if !Path::new("/usr/bin/setpriv").exists() {
+        skip("setpriv is not installed");
+        return None;
+    }
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "nobody",
+            "--regid",
+            "nogroup",
+            "--clear-groups",
+            "--inh-caps=-all",
+            BIN,
+        ])
+        .args(args)
+        .output()
+        .expect("run setpriv");
+    Some((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}

@@ -171,11 +171,19 @@ impl ProcessError {
     }
 }
 
-/// `a, b and c`.
+/// How many file names a message lists before it says how many more there are: a browser maps hundreds.
+const LISTED: usize = 12;
+
+/// `a, b and c`; past [`LISTED`] names, `a, b, ... and 140 more`.
 fn list(items: &[String]) -> String {
     match items {
         [] => String::new(),
         [one] => one.clone(),
+        _ if items.len() > LISTED => format!(
+            "{} and {} more",
+            items[..LISTED].join(", "),
+            items.len() - LISTED
+        ),
         [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     }
 }

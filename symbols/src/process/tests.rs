@@ -267,3 +267,15 @@ fn a_file_that_is_no_longer_the_mapped_one_is_not_read() {
         "{e}"
     );
 }
+
+#[test]
+fn long_lists_of_files_are_cut() {
+    let names: Vec<String> = (0..15).map(|i| format!("lib{i}.so")).collect();
+    assert_eq!(list(&names[..2]), "lib0.so and lib1.so");
+    assert_eq!(list(&names[..12]).matches(", ").count(), 10);
+    assert_eq!(
+        list(&names),
+        "lib0.so, lib1.so, lib2.so, lib3.so, lib4.so, lib5.so, lib6.so, lib7.so, lib8.so, lib9.so, \
+         lib10.so, lib11.so and 3 more"
+    );
+}

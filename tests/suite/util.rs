@@ -58,19 +58,43 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
 
 /// A C helper from tests/helpers, compiled once per test binary.
 pub fn helper(name: &str) -> PathBuf {
+    helper_with(name, &[])
+}
+
+/// gcc flags a helper needs beyond `-O1 -fno-omit-frame-pointer`.
+fn helper_flags(name: &str) -> &'static [&'static str] {
+    match name {
+        "threads" => &["-pthread"],
+        _ => &[],
+    }
+}
+
+/// Like [`helper`], built with `extra` gcc flags as well (e.g. `-no-pie`); each set of flags gets its own
+/// binary, named after the helper and the flags.
+pub fn helper_with(name: &str, extra: &[&str]) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
+    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let dir = DIR.get_or_init(|| {
         let d = std::env::temp_dir().join(format!("ksymwatch-helpers-{}", std::process::id()));
         std::fs::create_dir_all(&d).expect("helper dir");
         d
     });
-    let out = dir.join(name);
+    let mut file = name.to_string();
+    for flag in extra {
+        file.push_str(flag);
+    }
+    let out = dir.join(file);
+    // One build at a time: a test must not run a binary another test's gcc is still writing.
+    let _build = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     if !out.exists() {
         let src = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/helpers")
             .join(format!("{name}.c"));
         let status = Command::new("gcc")
-            .args(["-O1", "-fno-omit-frame-pointer", "-o"])
+            .args(["-O1", "-fno-omit-frame-pointer"])
+            .args(helper_flags(name))
+            .args(extra)
+            .arg("-o")
             .arg(&out)
             .arg(&src)
             .status()

@@ -1,0 +1,256 @@
+// Test and benchmark helper for process-wide watches (`ksymwatch write -p PID`, launch mode, `--control`):
+// a process with many threads whose user-space stores land on the globals a test watches. Every store goes
+// through the noinline `ksw_thread_store()`, so a test counts user stores by the hit's ip symbol (the
+// kernel's own writes, e.g. exec zeroing .bss, have kernel ips). Built with -pthread; works PIE or not.
+// Banner first: `addr=0x... addr2=0x... pid=N tid=N` (tid: the main thread), then lines on stdin/stdout:
+//
+//   threads threads N LATE  start N threads blocked on a condition; print "ready" once all N exist. On "go"
+//                           each stores once into target_var and exits; then the main thread creates LATE
+//                           threads that store once each and exit; print "done tids=K" (K = distinct tids
+//                           that stored, N+LATE unless tids were reused); exit on EOF
+//   threads alternate N [US]  N threads store a rising per-thread counter into target_var, then target_var2,
+//                           then again, pausing US microseconds (default 200, 0 = none) after each pair;
+//                           "ready" once all N run; on a "stop" line print "stores=S" (total stores, both
+//                           globals) and "done"; exit on EOF
+//   threads hog N           like `threads N 0`, but the last thread first opens 4 pinned, disabled write
+//                           breakpoints bound to itself (pid 0, cpu -1) on private variables and keeps them:
+//                           a task holds at most 4, so attaching a watch to that thread fails (ENOSPC).
+//                           Prints "hog tid=T held=K" (K: how many the kernel granted) before "ready"
+//   threads count N         N threads asleep on a condition (64 KiB stacks, so 10,000 fit); "ready" once all
+//                           exist; exit on EOF (the arming-cost benchmark's target)
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/hw_breakpoint.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+volatile unsigned long target_var __attribute__((aligned(64)));
+volatile unsigned long target_var2 __attribute__((aligned(64)));
+
+// The hog thread's own breakpoints watch these; nobody writes them.
+static volatile unsigned long hog_vars[4] __attribute__((aligned(64)));
+
+// The one place user space stores into a watched global: hits of these stores have their ip in here. The
+// empty asm takes the frame address, which makes gcc set up a frame even in this leaf (it leaves one out
+// despite -fno-omit-frame-pointer), so a frame-pointer unwind of a hit shows its caller too.
+__attribute__((noipa)) void ksw_thread_store(volatile unsigned long *p, unsigned long v) {
+    __asm__ volatile("" ::"r"(__builtin_frame_address(0)));
+    *p = v;
+}
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static long started, stored;     // threads that exist / threads that did their store, under mu
+static int go, stop;             // set under mu; stop is also polled unlocked by alternate threads
+static pid_t *tids;              // tid of each storing thread, by index
+static pid_t hog_tid;
+static int hog_held;
+
+struct job {
+    long index;
+    int hog;                     // this thread holds 4 breakpoints on itself first
+    int wait_go;                 // block until "go" before storing (threads/hog); late threads store at once
+};
+
+static pid_t gettid_(void) { return (pid_t)syscall(SYS_gettid); }
+
+static void die(const char *what, int err) {
+    fprintf(stderr, "threads: %s: %s\n", what, strerror(err));
+    exit(2);
+}
+
+static int hold_breakpoints(void) {
+    int held = 0;
+    for (int i = 0; i < 4; i++) {
+        struct perf_event_attr a;
+        memset(&a, 0, sizeof a);
+        a.type = PERF_TYPE_BREAKPOINT;
+        a.size = sizeof a;
+        a.bp_type = HW_BREAKPOINT_W;
+        a.bp_addr = (unsigned long)&hog_vars[i];
+        a.bp_len = HW_BREAKPOINT_LEN_8;
+        a.sample_period = 1;
+        a.pinned = 1;
+        a.disabled = 1;  // a disabled event still holds its slot until closed
+        if (syscall(SYS_perf_event_open, &a, 0, -1, -1, 0) < 0) {
+            fprintf(stderr, "threads: hog perf_event_open %d: %s\n", i, strerror(errno));
+            break;
+        }
+        held++;
+    }
+    return held;
+}
+
+// threads/hog/late: (hold breakpoints,) say it exists, wait for "go" if asked, store once, exit.
+static void *store_once(void *arg) {
+    struct job *j = arg;
+    if (j->hog) {
+        hog_held = hold_breakpoints();
+        hog_tid = gettid_();
+    }
+    pthread_mutex_lock(&mu);
+    started++;
+    pthread_cond_broadcast(&cv);
+    while (j->wait_go && !go) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    ksw_thread_store(&target_var, (unsigned long)j->index + 1);
+    pthread_mutex_lock(&mu);
+    tids[j->index] = gettid_();
+    stored++;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+static unsigned long pause_us;
+
+static void *alternate(void *arg) {
+    unsigned long i = 0, *total = arg;
+    pthread_mutex_lock(&mu);
+    started++;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+        ksw_thread_store(&target_var, ++i);
+        ksw_thread_store(&target_var2, ++i);
+        if (pause_us) usleep(pause_us);
+    }
+    *total = i;
+    return NULL;
+}
+
+// count: exists, then sleeps until the process exits.
+static void *sleeper(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&mu);
+    started++;
+    pthread_cond_broadcast(&cv);
+    for (;;) pthread_cond_wait(&cv, &mu);
+    return NULL;
+}
+
+static pthread_attr_t attr;
+
+static void spawn(pthread_t *t, void *(*fn)(void *), void *arg) {
+    int err = pthread_create(t, &attr, fn, arg);
+    if (err) die("pthread_create", err);
+}
+
+static void wait_count(long *counter, long n) {
+    pthread_mutex_lock(&mu);
+    while (*counter < n) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+}
+
+static void say(const char *line) {
+    fputs(line, stdout);
+    fflush(stdout);
+}
+
+// Reads stdin until a line equal to `want` (returns 1) or EOF (returns 0).
+static int wait_for(const char *want) {
+    char line[64];
+    while (fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\n")] = 0;
+        if (strcmp(line, want) == 0) return 1;
+    }
+    return 0;
+}
+
+static void wait_eof(void) {
+    char line[64];
+    while (fgets(line, sizeof line, stdin)) {
+    }
+}
+
+static int cmp_pid(const void *a, const void *b) {
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
+static long distinct(pid_t *v, long n) {
+    qsort(v, n, sizeof *v, cmp_pid);
+    long k = 0;
+    for (long i = 0; i < n; i++)
+        if (i == 0 || v[i] != v[i - 1]) k++;
+    return k;
+}
+
+static void run_store_once(long n, long late, int hog) {
+    pthread_t *t = calloc(n + late, sizeof *t);
+    struct job *jobs = calloc(n + late, sizeof *jobs);
+    tids = calloc(n + late, sizeof *tids);
+    if (!t || !jobs || !tids) die("calloc", ENOMEM);
+    for (long i = 0; i < n; i++) {
+        jobs[i] = (struct job){ .index = i, .hog = hog && i == n - 1, .wait_go = 1 };
+        spawn(&t[i], store_once, &jobs[i]);
+    }
+    wait_count(&started, n);
+    if (hog) printf("hog tid=%d held=%d\n", (int)hog_tid, hog_held);
+    say("ready\n");
+    if (!wait_for("go")) exit(0);
+    pthread_mutex_lock(&mu);
+    go = 1;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    wait_count(&stored, n);
+    for (long i = n; i < n + late; i++) {
+        jobs[i] = (struct job){ .index = i };
+        spawn(&t[i], store_once, &jobs[i]);
+    }
+    for (long i = 0; i < n + late; i++) pthread_join(t[i], NULL);
+    printf("done tids=%ld\n", distinct(tids, n + late));
+    fflush(stdout);
+    wait_eof();
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 2 ? argv[1] : "";
+    long n = argc > 2 ? atol(argv[2]) : 0;
+    if (n <= 0 || (strcmp(mode, "threads") == 0 && argc < 4)) {
+        fprintf(stderr, "usage: threads threads N LATE | alternate N [US] | hog N | count N\n");
+        return 2;
+    }
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    printf("addr=%p addr2=%p pid=%d tid=%d\n", (void *)&target_var, (void *)&target_var2, (int)getpid(),
+           (int)gettid_());
+    fflush(stdout);
+    if (strcmp(mode, "threads") == 0) {
+        run_store_once(n, atol(argv[3]), 0);
+    } else if (strcmp(mode, "hog") == 0) {
+        run_store_once(n, 0, 1);
+    } else if (strcmp(mode, "alternate") == 0) {
+        pause_us = argc > 3 ? strtoul(argv[3], NULL, 10) : 200;
+        pthread_t *t = calloc(n, sizeof *t);
+        unsigned long *totals = calloc(n, sizeof *totals), sum = 0;
+        if (!t || !totals) die("calloc", ENOMEM);
+        for (long i = 0; i < n; i++) spawn(&t[i], alternate, &totals[i]);
+        wait_count(&started, n);
+        say("ready\n");
+        wait_for("stop");  // EOF stops them as well
+        __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+        for (long i = 0; i < n; i++) {
+            pthread_join(t[i], NULL);
+            sum += totals[i];
+        }
+        printf("stores=%lu\ndone\n", sum);
+        fflush(stdout);
+        wait_eof();
+    } else if (strcmp(mode, "count") == 0) {
+        pthread_t t;
+        for (long i = 0; i < n; i++) spawn(&t, sleeper, NULL);
+        wait_count(&started, n);
+        say("ready\n");
+        wait_eof();  // returning from main ends every thread
+    } else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        return 2;
+    }
+    return 0;
+}

@@ -320,9 +320,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     if let Some(w) = warning {
         stderr::line(format_args!("ksymwatch: warning: {w}"));
     }
-    let arm_started = std::time::Instant::now();
     let armed = arm::arm_in(&watches, &cpus, &scope, &cfg)?;
-    let arm_time = arm_started.elapsed();
     let armed_cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();
     let n_events = armed.events.len();
     let threads: BTreeSet<u32> = armed.events.iter().flat_map(|e| e.tids()).collect();
@@ -370,7 +368,6 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
                     .event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns())
             })
         });
-    let _ = arm_time;
     match announced {
         Ok(()) => {}
         // stdout is already closed: a normal, quiet end. Dropping the session releases every breakpoint.

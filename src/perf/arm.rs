@@ -301,17 +301,14 @@ fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch]) -> Error {
             e.err
         )),
         _ => {
-            let mut cpu_error = explain(
-                &OpenError {
-                    cpu: e.cpu,
-                    tid: None,
-                    stage: e.stage,
-                    err: io::Error::from_raw_os_error(e.err.raw_os_error().unwrap_or(0)),
-                },
-                watches,
-            );
-            cpu_error = Error::new(cpu_error.code, format!("{who}: {cpu_error}"));
-            cpu_error
+            // Any other refusal reads as it would for the CPU, with the thread named first.
+            let on_cpu = OpenError {
+                tid: None,
+                err: io::Error::from_raw_os_error(e.err.raw_os_error().unwrap_or(0)),
+                ..*e
+            };
+            let cpu_error = explain(&on_cpu, watches);
+            Error::new(cpu_error.code, format!("{who}: {cpu_error}"))
         }
     }
 }

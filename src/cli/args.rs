@@ -117,6 +117,10 @@ pub struct WatchArgs {
     /// with its exit status.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+    /// Read commands that move or pause the watch while it runs, one a line, from FIFO (created if
+    /// absent) or `-` (stdin): `watch TARGET[/LEN] [w|rw]`, `off`, `on`. Each is acknowledged in the stream.
+    #[arg(long, value_name = "FIFO")]
+    pub control: Option<PathBuf>,
     #[command(flatten)]
     pub symbols: SymbolArgs,
     #[command(flatten)]

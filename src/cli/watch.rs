@@ -26,9 +26,10 @@ use crate::report::json::Json;
 use crate::report::status::Status;
 use crate::report::{Header, Output, Quiet, StreamEvent, Tee};
 use crate::stderr::{self, Stderr};
+use crate::trace::control::Control;
 use crate::trace::hotplug::Hotplug;
 use crate::trace::launch::Launched;
-use crate::trace::session::{Plan, Session};
+use crate::trace::session::{Controller, Plan, Resolve, Session};
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;
@@ -225,6 +226,17 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         .iter()
         .map(|t| target::parse(t).bad_input())
         .collect::<Result<Vec<_>>>()?;
+    if args.control.is_some() && targets.len() > 1 {
+        return Err(Error::usage(format!(
+            "--control moves one watch, but {} targets were given; give one TARGET",
+            targets.len()
+        )));
+    }
+    if args.control.as_deref() == Some(Path::new("-")) && matches!(mode, Mode::Launch(_)) {
+        return Err(Error::usage(
+            "--control - reads stdin, which `-- CMD` leaves to the command; give a FIFO path instead",
+        ));
+    }
     if targets.len() > MAX_WATCHES {
         return Err(Error::usage(format!(
             "{} targets given, but a CPU has only {MAX_WATCHES} debug registers; watch at most {MAX_WATCHES} at once",
@@ -248,10 +260,27 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         )));
     }
     let kallsyms_table;
-    let file_symbols;
+    let file_symbols = match picked {
+        Source::Kallsyms(_) => None,
+        _ => Some(FileSymbols::open(
+            picked.clone(),
+            &search,
+            args.symbols.force,
+        )?),
+    };
     let mut line_source = None;
     let system = matches!(mode, Mode::System);
-    let (symbols, source_text, kernel_resolved) = if let Source::Kallsyms(_) = picked {
+    let (symbols, source_text, kernel_resolved) = if let Some(files) = &file_symbols {
+        let resolved = if system {
+            files.watches(&targets, access)?
+        } else {
+            Vec::new()
+        };
+        if args.symbols.lines {
+            line_source = Some(files.line_source()?);
+        }
+        (files.chains()?, files.header(), resolved)
+    } else {
         let (table, source) = load_symbols(&args.symbols)?;
         kallsyms_table = table;
         let resolved = if system {
@@ -263,17 +292,6 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             Vec::new()
         };
         (&kallsyms_table, source.to_string(), resolved)
-    } else {
-        file_symbols = FileSymbols::open(picked, &search, args.symbols.force)?;
-        let resolved = if system {
-            file_symbols.watches(&targets, access)?
-        } else {
-            Vec::new()
-        };
-        if args.symbols.lines {
-            line_source = Some(file_symbols.line_source()?);
-        }
-        (file_symbols.chains()?, file_symbols.header(), resolved)
     };
     let (cpus, follow) = select_cpus(args.cpus.as_deref())?;
     let cfg = EventConfig {
@@ -312,6 +330,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         &args.output,
         &format!("ksymwatch {} {}", access.word(), labels.join(" ")),
     )?;
+    let control_source = args.control.as_deref().map(Control::open).transpose()?;
     // Block the stop signals before arming: a Ctrl-C from here on is read by the loop, which releases the
     // breakpoints, instead of killing us with events half-set-up. (A launched command was started before:
     // it must not inherit the blocked signals.)
@@ -346,6 +365,11 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         tally: args.output.summary || args.output.quiet,
         // Built (and checked) before arming, so a vmlinux without usable line tables fails before any hit.
         lines: line_source.as_ref().map(|l| l as &dyn LineSource),
+        control: control_source.map(|source| Controller {
+            source,
+            resolve: resolver(&scope, symbols, file_symbols.as_ref()),
+            access,
+        }),
         scope,
     };
     // The session learns every live task's name before `armed` goes out: a script starts its workload on that
@@ -382,6 +406,38 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     // The command's status if it has ended; a run stopped first (signal, --duration, --count) leaves it
     // running unwatched and ends as a watch of a running process does.
     Ok(launched.as_mut().and_then(Launched::status).unwrap_or(0))
+}
+
+/// How a `--control watch` target is resolved: as the command line's were, in the same symbols or process.
+fn resolver<'a>(
+    scope: &Scope,
+    kernel: &'a SymbolTable,
+    files: Option<&'a FileSymbols>,
+) -> Resolve<'a> {
+    let first = |r: Vec<Resolved>| {
+        r.into_iter()
+            .next()
+            .map(|r| r.watch)
+            .ok_or_else(|| Error::usage("the target resolved to nothing"))
+    };
+    match scope {
+        Scope::System => Box::new(move |t: &Target, access| match files {
+            Some(f) => first(f.watches(std::slice::from_ref(t), access)?),
+            None => watch::resolve(t, access, kernel).map(|r| r.watch),
+        }),
+        Scope::Processes(pids) => {
+            let pid = pids[0];
+            Box::new(move |t: &Target, access| {
+                first(process_watches(pid, std::slice::from_ref(t), access)?)
+            })
+        }
+        Scope::Launched(pid) => {
+            let pid = *pid;
+            Box::new(move |t: &Target, access| {
+                first(process_watches(pid, std::slice::from_ref(t), access)?)
+            })
+        }
+    }
 }
 
 /// The header's processes: (pid, comm).

@@ -101,7 +101,7 @@ pub fn arm_in(
 }
 
 /// Only the first watch's events report task names and forks: more would repeat them.
-fn task_cfg(cfg: &EventConfig, watch: usize) -> EventConfig {
+pub fn task_cfg(cfg: &EventConfig, watch: usize) -> EventConfig {
     EventConfig {
         track_tasks: cfg.track_tasks && watch == 0,
         ..*cfg

@@ -260,12 +260,18 @@ impl CpuEvent {
     }
 
     /// Moves every event of this ring to `watch` in place (address, length, access), keeping their debug
-    /// registers, inherited children included.
-    pub fn modify(&self, watch: &Watch, cfg: &EventConfig) -> io::Result<()> {
+    /// registers, inherited children included. The attributes must equal those the events were opened with
+    /// in everything else (the kernel refuses any other change), so `cfg` is the one they were opened with.
+    /// `disabled` is applied too: the kernel re-enables a modified breakpoint unless it is set, so a
+    /// retarget that must not report hits before it is acknowledged leaves them disabled and enables later.
+    pub fn modify(&self, watch: &Watch, cfg: &EventConfig, disabled: bool) -> io::Result<()> {
+        let cfg = EventConfig {
+            count_lost: self.counts_lost,
+            ..*cfg
+        };
         for (bind, fd) in self.fds() {
-            let mut a = attr(watch, cfg, bind);
-            // MODIFY_ATTRIBUTES applies `disabled` too: left set, the event and its children would stay off.
-            a.set_disabled(0);
+            let mut a = attr(watch, &cfg, bind);
+            a.set_disabled(u64::from(disabled));
             match sys::perf_modify_attributes(fd, &a) {
                 Ok(()) => {}
                 Err(e) if bind != Bind::Cpu && e.raw_os_error() == Some(libc::ESRCH) => {}

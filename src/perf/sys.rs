@@ -472,3 +472,12 @@ pub fn raise_fd_limit() -> io::Result<u64> {
     }
     Ok(lim.rlim_cur)
 }
+
+/// `mkfifo(3)`: a named pipe at `path`, for `--control`.
+pub fn mkfifo(path: &std::path::Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+    // SAFETY: `c` is a NUL-terminated path live for the call.
+    cvt(unsafe { libc::mkfifo(c.as_ptr(), mode as libc::mode_t) })
+}

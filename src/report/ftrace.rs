@@ -176,6 +176,17 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 writeln!(self.out, "# cpu {cpu} online: NOT armed at {t}: {reason}")?;
                 arm_failed_note(&mut self.err, *cpu, reason)
             }
+            StreamEvent::ControlRefused { .. } => {
+                let text = event.control_text().unwrap_or_default();
+                writeln!(self.out, "# {text} at {t}")?;
+                writeln!(self.err, "ksymwatch: {text}")
+            }
+            StreamEvent::Retargeted { .. } | StreamEvent::Switched { .. } => {
+                let text = event.control_text().unwrap_or_default();
+                // Flushed at once: a script waits for the acknowledgement before its next step.
+                writeln!(self.out, "# {text} at {t}")?;
+                self.out.flush()
+            }
         }
     }
 
@@ -266,5 +277,47 @@ mod tests {
         let err = String::from_utf8(err).unwrap();
         assert!(err.contains("5 hits (cpu0 5), 3 lost"), "{err}");
         assert!(err.contains("WARNING"));
+    }
+
+    /// The control marks: a reader splits hits before and after a move at the `# watch` line; a refusal is
+    /// also on stderr, since the script that sent it may not read the stream.
+    #[test]
+    fn control_acknowledgements() {
+        let mut p = Ftrace::new(Vec::new(), Vec::new());
+        let moved = StreamEvent::Retargeted {
+            index: 0,
+            watch: watch("target_var2", 0x5555_0040, Access::Write),
+            covered: crate::report::Covered::Threads(1020),
+            took_ns: 1_800_000,
+        };
+        p.event(&moved, 7_000_000_000).unwrap();
+        p.event(&StreamEvent::Switched { on: false }, 7_100_000_000)
+            .unwrap();
+        p.event(
+            &StreamEvent::ControlRefused {
+                command: "watch nope".into(),
+                reason: "unknown symbol `nope`".into(),
+                watching: "target_var2 (0x55550040/8)".into(),
+            },
+            7_200_000_000,
+        )
+        .unwrap();
+        let (out, err) = p.into_inner();
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(
+            out,
+            concat!(
+                "# watch target_var2 (0x55550040/8 W) armed on 1020 threads in 1.800 ms at 7.000000\n",
+                "# watch off at 7.100000\n",
+                "# control `watch nope` refused: unknown symbol `nope`; still watching target_var2 \
+                 (0x55550040/8) at 7.200000\n",
+            )
+        );
+        let err = String::from_utf8(err).unwrap();
+        assert_eq!(
+            err,
+            "ksymwatch: control `watch nope` refused: unknown symbol `nope`; still watching target_var2 \
+             (0x55550040/8)\n"
+        );
     }
 }

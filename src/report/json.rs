@@ -10,8 +10,8 @@ use std::io::{self, Write};
 use serde::{Serialize, Serializer};
 
 use super::{
-    arm_failed_note, summary_line, Header, Hit, Output, ResolvedFrame, StopReason, StreamEvent,
-    Summary,
+    arm_failed_note, summary_line, Covered, Header, Hit, Output, ResolvedFrame, StopReason,
+    StreamEvent, Summary,
 };
 
 /// Bumped when a field changes meaning or goes away; new fields do not bump it.
@@ -242,6 +242,31 @@ pub enum Record<'a> {
         cpu: u32,
         reason: &'a str,
     },
+    /// `--control` moved a target: hits before this record are of the old watch, after it of `target`.
+    Watch {
+        time_ns: u64,
+        target: Target<'a>,
+        target_index: usize,
+        /// Threads (a process watch) or CPUs (system-wide) the watch now covers.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        threads: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cpus: Option<usize>,
+        took_ns: u64,
+    },
+    WatchOff {
+        time_ns: u64,
+    },
+    WatchOn {
+        time_ns: u64,
+    },
+    /// A `--control` line that was not applied; the watch is unchanged.
+    ControlRefused {
+        time_ns: u64,
+        command: &'a str,
+        reason: &'a str,
+        watching: &'a str,
+    },
     Summary(SummaryRecord<'a>),
 }
 
@@ -287,6 +312,42 @@ impl<'a> Record<'a> {
                 time_ns,
                 cpu: *cpu,
                 reason,
+            },
+            StreamEvent::Retargeted {
+                index,
+                watch,
+                covered,
+                took_ns,
+            } => Record::Watch {
+                time_ns,
+                target: Target {
+                    name: &watch.label,
+                    addr: Hex(watch.addr),
+                    len: watch.len,
+                    access: watch.access.letters(),
+                },
+                target_index: *index,
+                threads: match covered {
+                    Covered::Threads(n) => Some(*n),
+                    Covered::Cpus(_) => None,
+                },
+                cpus: match covered {
+                    Covered::Cpus(n) => Some(*n),
+                    Covered::Threads(_) => None,
+                },
+                took_ns: *took_ns,
+            },
+            StreamEvent::Switched { on: true } => Record::WatchOn { time_ns },
+            StreamEvent::Switched { on: false } => Record::WatchOff { time_ns },
+            StreamEvent::ControlRefused {
+                command,
+                reason,
+                watching,
+            } => Record::ControlRefused {
+                time_ns,
+                command,
+                reason,
+                watching,
             },
         }
     }
@@ -359,10 +420,18 @@ impl<W: Write, E: Write> Output for Json<W, E> {
 
     fn event(&mut self, event: &StreamEvent, time_ns: u64) -> io::Result<()> {
         write_record(&mut self.out, &Record::event(event, time_ns))?;
-        if let StreamEvent::CpuArmFailed { cpu, reason } = event {
-            arm_failed_note(&mut self.err, *cpu, reason)?;
+        match event {
+            StreamEvent::CpuArmFailed { cpu, reason } => {
+                arm_failed_note(&mut self.err, *cpu, reason)
+            }
+            StreamEvent::ControlRefused { .. } => {
+                let text = event.control_text().unwrap_or_default();
+                writeln!(self.err, "ksymwatch: {text}")
+            }
+            // A script waits for the acknowledgement before its next step.
+            StreamEvent::Retargeted { .. } | StreamEvent::Switched { .. } => self.out.flush(),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -493,5 +562,46 @@ mod tests {
             err.ends_with(", stopped: cpu 1 could not be armed (--strict-hotplug)\n"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn control_records() {
+        let mut p = Json::new(Vec::new(), Vec::new());
+        let events = [
+            StreamEvent::Retargeted {
+                index: 0,
+                watch: watch("target_var2", 0x5555_0040, Access::ReadWrite),
+                covered: Covered::Cpus(2),
+                took_ns: 41_000,
+            },
+            StreamEvent::Switched { on: false },
+            StreamEvent::Switched { on: true },
+            StreamEvent::ControlRefused {
+                command: "stop".into(),
+                reason: "unknown command `stop`".into(),
+                watching: "x".into(),
+            },
+        ];
+        for (i, e) in events.iter().enumerate() {
+            p.event(e, 10 + i as u64).unwrap();
+        }
+        let (out, err) = p.into_inner();
+        let v = lines(out);
+        assert_eq!(v[0]["type"], "watch");
+        assert_eq!(v[0]["time_ns"], 10);
+        assert_eq!(v[0]["target"]["name"], "target_var2");
+        assert_eq!(v[0]["target"]["addr"], "0x55550040");
+        assert_eq!(v[0]["target"]["access"], "RW");
+        assert_eq!(v[0]["cpus"], 2);
+        assert!(v[0].get("threads").is_none());
+        assert_eq!(v[0]["took_ns"], 41_000);
+        assert_eq!(v[1]["type"], "watch_off");
+        assert_eq!(v[2]["type"], "watch_on");
+        assert_eq!(v[3]["type"], "control_refused");
+        assert_eq!(v[3]["command"], "stop");
+        assert_eq!(v[3]["watching"], "x");
+        assert!(String::from_utf8(err)
+            .unwrap()
+            .contains("control `stop` refused"));
     }
 }

@@ -71,6 +71,77 @@ pub enum StreamEvent {
         cpu: u32,
         reason: String,
     },
+    /// `--control` moved target `index` to `watch`: hits before this mark are of the old watch, hits after
+    /// it of the new one. `covered` counts `unit`s (threads or CPUs); `took_ns` is from the first ioctl to
+    /// the last.
+    Retargeted {
+        index: usize,
+        watch: Watch,
+        covered: Covered,
+        took_ns: u64,
+    },
+    /// `--control off` (every event disabled, registers kept) or `on`.
+    Switched {
+        on: bool,
+    },
+    /// A control line that was not applied; the watch is what it was.
+    ControlRefused {
+        command: String,
+        reason: String,
+        watching: String,
+    },
+}
+
+impl StreamEvent {
+    /// The one-line text of a control acknowledgement or refusal, shared by the text stream and the
+    /// stderr note of modes without one; `None` for other events.
+    pub fn control_text(&self) -> Option<String> {
+        match self {
+            StreamEvent::Retargeted {
+                watch,
+                covered,
+                took_ns,
+                ..
+            } => Some(format!(
+                "watch {} (0x{:x}/{} {}) armed on {covered} in {:.3} ms",
+                watch.label,
+                watch.addr,
+                watch.len,
+                watch.access.letters(),
+                *took_ns as f64 / 1e6
+            )),
+            StreamEvent::Switched { on } => {
+                Some(format!("watch {}", if *on { "on" } else { "off" }))
+            }
+            StreamEvent::ControlRefused {
+                command,
+                reason,
+                watching,
+            } => Some(format!(
+                "control `{command}` refused: {reason}; still watching {watching}"
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// What a watch covers after a retarget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Covered {
+    /// A process watch: the watched processes' threads.
+    Threads(usize),
+    /// A system-wide watch: the armed CPUs.
+    Cpus(usize),
+}
+
+impl std::fmt::Display for Covered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (n, unit) = match self {
+            Covered::Threads(n) => (n, "thread"),
+            Covered::Cpus(n) => (n, "CPU"),
+        };
+        write!(f, "{n} {unit}{}", if *n == 1 { "" } else { "s" })
+    }
 }
 
 /// Why the session ended.
@@ -219,7 +290,14 @@ impl<O: Output, E: Write> Output for Quiet<O, E> {
             StreamEvent::CpuArmFailed { cpu, reason } => {
                 arm_failed_note(&mut self.err, *cpu, reason)
             }
-            _ => Ok(()),
+            // A script driving --control waits for the acknowledgement; with no stream it is on stderr.
+            _ => match event.control_text() {
+                Some(text) => {
+                    writeln!(self.err, "ksymwatch: {text}")?;
+                    self.err.flush()
+                }
+                None => Ok(()),
+            },
         }
     }
     fn flush(&mut self) -> io::Result<()> {

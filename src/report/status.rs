@@ -89,7 +89,10 @@ impl Output for Status {
             StreamEvent::CpuOnline { cpu, .. } => {
                 self.cpus.insert(*cpu);
             }
-            StreamEvent::CpuArmFailed { .. } => {}
+            StreamEvent::CpuArmFailed { .. }
+            | StreamEvent::Retargeted { .. }
+            | StreamEvent::Switched { .. }
+            | StreamEvent::ControlRefused { .. } => {}
         }
         Ok(())
     }

@@ -1,5 +1,6 @@
-//! The session's armed events: today one CPU-bound event per CPU and target. The set owns every descriptor
-//! and ring, drains them into a [`Sorter`], opens and closes a CPU's events as hotplug asks, and at the end
+//! The session's armed events: one ring per CPU and target (for a process watch fed by every thread's
+//! event on that CPU). The set owns every descriptor and ring, drains them into a [`Sorter`], opens and
+//! closes a CPU's events as hotplug asks, moves or pauses the watch in place for `--control`, and at the end
 //! audits each event against the kernel's own counters, so a loss the ring never reported is found.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -9,6 +10,7 @@ use crate::perf::arm::{self, Scope};
 use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError};
 use crate::perf::record::{self, Frame, Record, Sample, SAMPLE_TYPE, SAMPLE_TYPE_TASK};
 use crate::perf::sys::{self, Epoll};
+use crate::report::Covered;
 use crate::trace::sorter::{RingKey, Sorter};
 
 /// What a ring gave, in the order the sorter releases it.
@@ -106,8 +108,13 @@ impl Audit {
     }
 }
 
-pub struct EventSet<'w> {
-    watches: &'w [Watch],
+pub struct EventSet {
+    /// What each target index watches now (`--control` moves them).
+    watches: Vec<Watch>,
+    /// Watches moved away from, newest last: a hit recorded before a move names the watch it hit.
+    retired: Vec<Watch>,
+    /// `--control off` disabled every event; CPUs that come online meanwhile are armed disabled too.
+    enabled: bool,
     cfg: EventConfig,
     /// Who a CPU that comes online is armed for.
     scope: Scope,
@@ -116,22 +123,27 @@ pub struct EventSet<'w> {
     spare: Vec<Vec<Frame>>,
 }
 
+/// Retired watches remembered by [`EventSet::watch_of`].
+const RETIRED_MAX: usize = 8;
+
 /// Spare vectors kept: enough for the records a drain holds in the sorter, not more.
 const SPARE_MAX: usize = 4096;
 
-impl<'w> EventSet<'w> {
+impl EventSet {
     /// Takes the armed events; each is registered with `epoll` under `token`, and its ring with `sorter`.
     pub fn new(
-        watches: &'w [Watch],
+        watches: &[Watch],
         cfg: EventConfig,
         scope: Scope,
         armed: Vec<CpuEvent>,
         epoll: &Epoll,
         token: u64,
         sorter: &mut Sorter<Item>,
-    ) -> std::io::Result<EventSet<'w>> {
+    ) -> std::io::Result<EventSet> {
         let mut set = EventSet {
-            watches,
+            watches: watches.to_vec(),
+            retired: Vec::new(),
+            enabled: true,
             cfg,
             scope,
             by_cpu: BTreeMap::new(),
@@ -153,8 +165,89 @@ impl<'w> EventSet<'w> {
         self.by_cpu.keys().copied().collect()
     }
 
-    pub fn watches(&self) -> &'w [Watch] {
-        self.watches
+    pub fn watches(&self) -> &[Watch] {
+        &self.watches
+    }
+
+    /// The watch a hit of target `index` at data address `addr` was recorded on: the current one, or one
+    /// `--control` moved away from whose hits were still in a ring (the kernel reports the breakpoint's
+    /// address with each hit).
+    pub fn watch_of(&self, index: usize, addr: u64) -> &Watch {
+        let now = &self.watches[index];
+        if now.addr == addr {
+            return now;
+        }
+        self.retired
+            .iter()
+            .rev()
+            .find(|w| w.addr == addr)
+            .unwrap_or(now)
+    }
+
+    /// How many threads a process watch covers now, or CPUs for a system-wide one (for acknowledgements).
+    pub fn coverage(&self) -> Covered {
+        match &self.scope {
+            Scope::System => Covered::Cpus(self.by_cpu.len()),
+            Scope::Processes(pids) => Covered::Threads(arm::threads(pids).len()),
+            Scope::Launched(pid) => Covered::Threads(arm::threads(&[*pid]).len()),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Moves target `index` to `new` in place with MODIFY_ATTRIBUTES, inherited children included: no
+    /// event is closed, so no thread loses its debug register. Every event of the target is left disabled
+    /// (the caller drains what the old watch recorded, then calls [`EventSet::enable`]). On a refusal every
+    /// event goes back to the old watch and the error is returned.
+    pub fn retarget(&mut self, index: usize, new: Watch) -> std::io::Result<()> {
+        let cfg = arm::task_cfg(&self.cfg, index);
+        let old = self.watches[index].clone();
+        let result = self
+            .target_events(index)
+            .try_for_each(|ev| ev.modify(&new, &cfg, true));
+        if let Err(e) = result {
+            for ev in self.target_events(index) {
+                let _ = ev.modify(&old, &cfg, true);
+            }
+            if self.enabled {
+                let _ = self.enable();
+            }
+            return Err(e);
+        }
+        // Each retarget drains the old watch's hits before enabling the new one, so only the newest few
+        // can ever be asked for.
+        self.retired.retain(|w| *w != old);
+        if self.retired.len() == RETIRED_MAX {
+            self.retired.remove(0);
+        }
+        self.retired.push(old);
+        self.watches[index] = new;
+        Ok(())
+    }
+
+    fn target_events(&self, index: usize) -> impl Iterator<Item = &CpuEvent> {
+        self.by_cpu
+            .values()
+            .flatten()
+            .map(|t| &t.ev)
+            .filter(move |ev| ev.watch == index)
+    }
+
+    /// Enables every event (`--control on`, or after a retarget when the watch is on).
+    pub fn enable(&mut self) -> Result<(), OpenError> {
+        self.enabled = true;
+        self.by_cpu
+            .values()
+            .flatten()
+            .try_for_each(|t| t.ev.enable())
+    }
+
+    /// `--control off`: every event disabled, each keeping its debug register.
+    pub fn pause(&mut self) {
+        self.enabled = false;
+        self.disable_all();
     }
 
     /// Reads every ring empty into `sorter`.
@@ -193,8 +286,10 @@ impl<'w> EventSet<'w> {
             Scope::Launched(pid) => Scope::Processes(vec![*pid]),
             other => other.clone(),
         };
-        let evs = arm::open_cpu_in(self.watches, cpu, &scope, &self.cfg)?;
-        evs.iter().try_for_each(|e| e.enable())?;
+        let evs = arm::open_cpu_in(&self.watches, cpu, &scope, &self.cfg)?;
+        if self.enabled {
+            evs.iter().try_for_each(|e| e.enable())?;
+        }
         // Every descriptor is registered before any ring joins the sorter: a ring registered there but
         // never read would hold every other ring's records back for good.
         for ev in &evs {

@@ -2,7 +2,7 @@
 //! hotplug ([`session`]); the armed event set that owns every descriptor and ring ([`events`]); the merge
 //! of records from all rings in timestamp order ([`sorter`]); following CPUs as they come and go
 //! ([`hotplug`]); naming tasks ([`comm`]) and frames ([`symbolize`]); starting a command stopped at its exec
-//! for launch mode ([`launch`]).
+//! for launch mode ([`launch`]); reading `--control` commands ([`control`]).
 //!
 //! Uses [`crate::perf`] for events and records and [`crate::config`] for what to watch, keep and stop on;
 //! hands symbolized hits to a [`crate::report::Output`] and never prints itself. Every name comes from the
@@ -10,6 +10,7 @@
 //! only applies them to a sample.
 
 pub(crate) mod comm;
+pub(crate) mod control;
 pub(crate) mod events;
 pub mod hotplug;
 pub(crate) mod launch;

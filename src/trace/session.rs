@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols};
 
 use crate::config::filter::Filter;
+use crate::config::target::Target;
+use crate::config::watch::Access;
 use crate::config::watch::Watch;
 use crate::config::Limits;
 use crate::error::{Context, Error, ExitCode, Result};
@@ -21,6 +23,7 @@ use crate::perf::record::Sample;
 use crate::perf::sys::{self, Epoll, SignalFd};
 use crate::report::{Hit, Output, ResolvedFrame, StopReason, StreamEvent, Summary};
 use crate::trace::comm::Comms;
+use crate::trace::control::{self, Command, Control};
 use crate::trace::events::{Audit, EventSet, Item};
 use crate::trace::hotplug::{Changes, Hotplug};
 use crate::trace::sorter::Sorter;
@@ -39,11 +42,25 @@ pub struct Plan<'a> {
     pub lines: Option<&'a dyn LineSource>,
     /// Who the events cover; CPUs that come online are armed for the same.
     pub scope: Scope,
+    /// `--control`: where commands come from and how their targets are resolved.
+    pub control: Option<Controller<'a>>,
+}
+
+/// Resolves a `--control watch` target the way the command line's targets were resolved.
+pub type Resolve<'a> = Box<dyn FnMut(&Target, Access) -> Result<Watch> + 'a>;
+
+/// `--control`'s line source and target resolver.
+pub struct Controller<'a> {
+    pub source: Control,
+    pub resolve: Resolve<'a>,
+    /// The access a `watch` line without `w`/`rw` gets: the command's (`write` or `rw`).
+    pub access: Access,
 }
 
 const TOKEN_SIGNAL: u64 = 0;
 const TOKEN_RING: u64 = 1;
 const TOKEN_UEVENT: u64 = 2;
+const TOKEN_CONTROL: u64 = 3;
 /// A watched process's pidfd: `TOKEN_PROCESS + i` for the i-th.
 const TOKEN_PROCESS: u64 = 16;
 
@@ -59,7 +76,10 @@ pub struct Session<'a, O: Output> {
     /// The current hit's chain, reused across hits.
     chain: Vec<ResolvedFrame>,
     pub out: O,
-    events: EventSet<'a>,
+    events: EventSet,
+    control: Option<Controller<'a>>,
+    /// Control lines read, not yet applied (reused).
+    control_lines: Vec<String>,
     sorter: Sorter<Item>,
     epoll: Epoll,
     signals: SignalFd,
@@ -99,6 +119,7 @@ impl<'a, O: Output> Session<'a, O> {
             tally,
             lines,
             scope,
+            control,
         } = plan;
         let epoll = Epoll::new().or_exit(ExitCode::Runtime, "epoll_create")?;
         epoll
@@ -137,6 +158,11 @@ impl<'a, O: Output> Session<'a, O> {
                 .add(fd, TOKEN_UEVENT)
                 .or_exit(ExitCode::Runtime, "epoll")?;
         }
+        if let Some(c) = &control {
+            epoll
+                .add(c.source.fd(), TOKEN_CONTROL)
+                .or_exit(ExitCode::Runtime, "epoll")?;
+        }
         let mut comms = Comms::default();
         comms.scan_all();
         let mut user = UserSymbols::default();
@@ -146,6 +172,8 @@ impl<'a, O: Output> Session<'a, O> {
             chain: Vec::new(),
             out,
             events,
+            control,
+            control_lines: Vec::new(),
             sorter,
             epoll,
             signals,
@@ -245,6 +273,11 @@ impl<'a, O: Output> Session<'a, O> {
                     }
                     TOKEN_UEVENT => {
                         if let Some(stop) = self.on_uevent()? {
+                            return Ok(stop);
+                        }
+                    }
+                    TOKEN_CONTROL => {
+                        if let Some(stop) = self.on_control()? {
                             return Ok(stop);
                         }
                     }
@@ -376,6 +409,115 @@ impl<'a, O: Output> Session<'a, O> {
         }
     }
 
+    /// Reads the control source and applies each complete line in order.
+    fn on_control(&mut self) -> Result<Option<StopReason>> {
+        let Some(c) = self.control.as_mut() else {
+            return Ok(None);
+        };
+        let mut lines = std::mem::take(&mut self.control_lines);
+        let read = c.source.read_lines(&mut lines);
+        if c.source.ended || read.is_err() {
+            // Stdin closed (or failed): the watch goes on as it is, with no more commands.
+            let _ = self.epoll.delete(c.source.fd());
+        }
+        let mut stop = None;
+        for line in lines.drain(..) {
+            stop = self.apply_control(&line);
+            if stop.is_some() {
+                break;
+            }
+        }
+        self.control_lines = lines;
+        if let Err(e) = read {
+            return Err(Error::runtime("reading --control").caused_by(e));
+        }
+        Ok(stop)
+    }
+
+    /// One control line. A move or an `off` disables the events first, then drains and prints everything
+    /// they recorded, and only then acknowledges: every hit printed before the mark is of the old state,
+    /// every hit after it of the new one.
+    fn apply_control(&mut self, line: &str) -> Option<StopReason> {
+        let command = match control::parse(line) {
+            Ok(None) => return None,
+            Ok(Some(c)) => c,
+            Err(reason) => return self.refuse(line, reason),
+        };
+        match command {
+            Command::Off => {
+                self.events.pause();
+                if let Some(stop) = self.flush_rings() {
+                    return Some(stop);
+                }
+                self.emit_event(&StreamEvent::Switched { on: false }, sys::monotonic_ns())
+            }
+            Command::On => {
+                let now = sys::monotonic_ns();
+                if let Err(e) = self.events.enable() {
+                    self.events.pause();
+                    let reason = crate::perf::arm::explain(&e, self.events.watches()).to_string();
+                    return self.refuse(line, format!("{reason}; the watch stays off"));
+                }
+                self.emit_event(&StreamEvent::Switched { on: true }, now)
+            }
+            Command::Watch { target, access } => {
+                let c = self.control.as_mut()?;
+                let access = access.unwrap_or(c.access);
+                let watch = match (c.resolve)(&target, access) {
+                    Ok(w) => w,
+                    Err(e) => return self.refuse(line, e.to_string()),
+                };
+                let started = sys::monotonic_ns();
+                if let Err(e) = self.events.retarget(0, watch.clone()) {
+                    return self
+                        .refuse(line, format!("the kernel refused the new breakpoint: {e}"));
+                }
+                if let Some(stop) = self.flush_rings() {
+                    return Some(stop);
+                }
+                let acked = sys::monotonic_ns();
+                if self.events.enabled() {
+                    if let Err(e) = self.events.enable() {
+                        // Everything is already moved; what cannot be enabled is off, and the reader must know.
+                        self.events.pause();
+                        let reason =
+                            crate::perf::arm::explain(&e, self.events.watches()).to_string();
+                        return self.refuse(line, format!("{reason}; the watch is now off"));
+                    }
+                }
+                let event = StreamEvent::Retargeted {
+                    index: 0,
+                    watch,
+                    covered: self.events.coverage(),
+                    took_ns: sys::monotonic_ns().saturating_sub(started),
+                };
+                self.emit_event(&event, acked)
+            }
+        }
+    }
+
+    /// Drains every ring and prints every record held, in time order (the events are disabled, so nothing
+    /// older can still arrive).
+    fn flush_rings(&mut self) -> Option<StopReason> {
+        self.events.drain(&mut self.sorter);
+        self.release(true)
+    }
+
+    fn refuse(&mut self, line: &str, reason: String) -> Option<StopReason> {
+        let watching = self
+            .events
+            .watches()
+            .first()
+            .map(|w| format!("{} (0x{:x}/{})", w.label, w.addr, w.len))
+            .unwrap_or_default();
+        let event = StreamEvent::ControlRefused {
+            command: line.trim().to_string(),
+            reason,
+            watching,
+        };
+        self.emit_event(&event, sys::monotonic_ns())
+    }
+
     fn on_uevent(&mut self) -> Result<Option<StopReason>> {
         let armed = self.armed_cpus();
         let changes = match &mut self.hotplug {
@@ -487,10 +629,9 @@ impl<'a, O: Output> Session<'a, O> {
         }
         *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
         let ip = self.symbolizer.resolve(sample, &mut self.chain);
-        let watches = self.events.watches();
         let hit = Hit {
             sample,
-            watch: &watches[watch],
+            watch: self.events.watch_of(watch, sample.addr),
             watch_index: watch,
             comm,
             ip: &ip,

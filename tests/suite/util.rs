@@ -122,6 +122,8 @@ pub struct Writer {
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     pub addr: u64,
+    /// The banner's `addr2=`, for helpers with a second global (threads).
+    pub addr2: Option<u64>,
     #[allow(dead_code, reason = "parsed from the banner; no test needs it yet")]
     pub pid: u32,
     pub tid: u32,
@@ -165,6 +167,10 @@ impl Writer {
                 .to_string()
         };
         let addr = u64::from_str_radix(field("addr=").trim_start_matches("0x"), 16).unwrap();
+        let addr2 = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("addr2=0x"))
+            .and_then(|a| u64::from_str_radix(a, 16).ok());
         let pid = field("pid=").parse().unwrap();
         let tid = field("tid=").parse().unwrap();
         Writer {
@@ -172,6 +178,7 @@ impl Writer {
             stdin,
             stdout,
             addr,
+            addr2,
             pid,
             tid,
         }

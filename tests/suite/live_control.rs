@@ -1,0 +1,165 @@
+//! `--control`: moving a running watch in place and pausing it, acknowledged in the stream.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::util::{self, helper, parse_hits, Tracer, Writer, BIN};
+
+/// The retarget test: threads alternate stores to two globals; `watch target_var2` over a FIFO
+/// moves the watch. Every hit before the acknowledgement is of target_var, every hit after it of
+/// target_var2, and nothing is reported lost on the way.
+#[test]
+fn a_retarget_splits_the_stream_at_its_acknowledgement() {
+    let Some(_live) = util::live() else { return };
+    let mut h = Writer::start_binary(&helper("threads"), &["alternate", "4", "300"]);
+    h.read_until("ready");
+    let dir = std::env::temp_dir().join(format!("ksw-control-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let fifo = dir.join("ctl");
+    let pid = h.pid.to_string();
+    let mut t = Tracer::start(&[
+        "write",
+        "-p",
+        &pid,
+        "target_var",
+        "--control",
+        fifo.to_str().expect("utf-8 path"),
+        "--no-status",
+    ]);
+    assert!(fifo.exists(), "ksymwatch creates the FIFO");
+    let mut before = t.read_until(|l| l.contains(" target_var W "));
+    let mut ctl = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .expect("open the control FIFO");
+    writeln!(ctl, "watch target_var2").expect("write to the FIFO");
+    drop(ctl);
+    before.push_str(&t.read_until(|l| l.starts_with("# watch ")));
+    let (before, ack) = before.rsplit_once("# watch ").expect("acknowledgement");
+    let ack = ack.trim_end().to_string();
+    let before = before.to_string();
+    let mut after = String::new();
+    while parse_hits(&after).len() < 50 {
+        let more = t.read_until(|l| l.contains(" target_var2 W "));
+        assert!(!more.is_empty(), "the stream ended early:\n{after}");
+        after.push_str(&more);
+    }
+    let (code, rest, err) = t.interrupt(Duration::from_secs(10));
+    h.send("stop");
+    h.read_until("done");
+    h.finish();
+    assert_eq!(code, 0, "{err}");
+    after.push_str(&rest);
+    let hits_before = parse_hits(&before);
+    let hits_after = parse_hits(&after);
+    assert!(!hits_before.is_empty());
+    assert!(
+        hits_before.iter().all(|h| h.target == "target_var"),
+        "{before}"
+    );
+    assert!(
+        hits_after.iter().all(|h| h.target == "target_var2"),
+        "a hit of the old watch after the acknowledgement:\n{after}"
+    );
+    assert!(hits_after.len() >= 50);
+    assert!(
+        ack.starts_with("target_var2 (0x")
+            && ack.contains("armed on ")
+            && ack.contains(" threads in "),
+        "{ack}"
+    );
+    assert!(
+        !after.contains("# lost") && !before.contains("# lost"),
+        "{after}"
+    );
+    assert!(
+        !fifo.exists(),
+        "the FIFO ksymwatch made is removed at the end"
+    );
+    let _ = std::fs::remove_dir(&dir);
+}
+
+/// `--control -` on a system-wide watch of a user address, NDJSON: a bad line is refused and the watch
+/// kept; `watch ADDR2` moves both CPUs' events; `off` stops hits until `on`.
+#[test]
+fn stdin_control_refuses_moves_and_pauses_a_system_wide_watch() {
+    let Some(_live) = util::live() else { return };
+    let mut h = Writer::start_binary(&helper("threads"), &["alternate", "2", "300"]);
+    h.read_until("ready");
+    let a = format!("0x{:x}", h.addr);
+    let b = format!("0x{:x}", h.addr2.expect("the threads helper prints addr2="));
+    let mut child = Command::new(BIN)
+        .args(["write", "--json", "--no-status", &a, "--control", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ksymwatch");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut records: Vec<serde_json::Value> = Vec::new();
+    let mut read_until = |records: &mut Vec<serde_json::Value>,
+                          want: &dyn Fn(&serde_json::Value) -> bool| {
+        use std::io::BufRead;
+        loop {
+            let mut line = String::new();
+            let n = out.read_line(&mut line).expect("read stream");
+            assert!(n > 0, "the stream ended early: {records:?}");
+            let v: serde_json::Value = serde_json::from_str(&line).expect("one JSON record a line");
+            let done = want(&v);
+            records.push(v);
+            if done {
+                return;
+            }
+        }
+    };
+    let pid = h.pid;
+    let mine = |v: &serde_json::Value| v["type"] == "hit" && v["pid"] == pid;
+    read_until(&mut records, &|v| v["type"] == "armed");
+    read_until(&mut records, &mine);
+    writeln!(stdin, "frobnicate\nwatch {b}").expect("send commands");
+    read_until(&mut records, &|v| v["type"] == "watch");
+    read_until(&mut records, &|v| {
+        v["type"] == "hit" && v["target"] == b.as_str()
+    });
+    writeln!(stdin, "off").expect("send off");
+    read_until(&mut records, &|v| v["type"] == "watch_off");
+    std::thread::sleep(Duration::from_millis(100));
+    writeln!(stdin, "on").expect("send on");
+    read_until(&mut records, &|v| v["type"] == "watch_on");
+    read_until(&mut records, &|v| {
+        v["type"] == "hit" && v["target"] == b.as_str()
+    });
+    drop(stdin);
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = util::wait_within(&mut child, Duration::from_secs(10));
+    h.send("stop");
+    h.read_until("done");
+    h.finish();
+    assert_eq!(status.code(), Some(0));
+
+    let at = |ty: &str| {
+        records
+            .iter()
+            .position(|v| v["type"] == ty)
+            .unwrap_or_else(|| panic!("no {ty}"))
+    };
+    let refused = &records[at("control_refused")];
+    assert_eq!(refused["command"], "frobnicate");
+    assert!(refused["reason"]
+        .as_str()
+        .unwrap_or("")
+        .contains("unknown command"));
+    let moved = &records[at("watch")];
+    assert_eq!(moved["target"]["addr"], b.as_str());
+    assert_eq!(moved["cpus"], util::online_cpus().len());
+    let (w, off, on) = (at("watch"), at("watch_off"), at("watch_on"));
+    for (i, v) in records.iter().enumerate().filter(|(_, v)| mine(v)) {
+        let want = if i < w { a.as_str() } else { b.as_str() };
+        assert_eq!(v["target"], want, "hit {i} of {records:?}");
+        assert!(!(off..on).contains(&i), "a hit while the watch was off");
+    }
+    assert!(records.iter().all(|v| v["type"] != "lost"));
+}

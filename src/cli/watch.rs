@@ -247,9 +247,6 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         crate::perf::privilege::Privilege::current()
             .system_wide()
             .map_err(Error::not_permitted)?;
-    } else {
-        // One descriptor per thread, CPU and target.
-        let _ = sys::raise_fd_limit();
     }
     let search = symbols::search(args.symbols.files());
     let picked = search.pick();
@@ -294,6 +291,9 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         (&kallsyms_table, source.to_string(), resolved)
     };
     let (cpus, follow) = select_cpus(args.cpus.as_deref())?;
+    if let Mode::Attach(pids) = &mode {
+        check_fd_budget(pids, cpus.len(), targets.len())?;
+    }
     let cfg = EventConfig {
         ring_pages: args.buffer_pages,
         track_tasks: true,
@@ -406,6 +406,30 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     // The command's status if it has ended; a run stopped first (signal, --duration, --count) leaves it
     // running unwatched and ends as a watch of a running process does.
     Ok(launched.as_mut().and_then(Launched::status).unwrap_or(0))
+}
+
+/// Descriptors kept free for everything else a session opens (epoll, signalfd, files, /proc reads).
+const FD_RESERVE: u64 = 64;
+
+/// A watch of running processes takes one descriptor per thread, CPU and target (an inherited event cannot
+/// be mapped per thread, so each thread's event is bound to each CPU and joins that CPU's ring). Checked
+/// before anything is opened, so a process too big for this limit fails with a way out instead of EMFILE
+/// half-way through its threads.
+fn check_fd_budget(pids: &[u32], cpus: usize, targets: usize) -> Result<()> {
+    let Ok(limit) = sys::raise_fd_limit() else {
+        return Ok(());
+    };
+    let threads = arm::threads(pids).len();
+    let need = (threads * cpus * targets) as u64;
+    if need + FD_RESERVE <= limit {
+        return Ok(());
+    }
+    Err(Error::arm(format!(
+        "watching {threads} threads on {cpus} CPUs takes {need} file descriptors (one per thread, CPU and \
+         target), over this process's limit of {limit}; raise the hard limit (ulimit -Hn) or start the program \
+         under ksymwatch instead (`ksymwatch write TARGET -- CMD`), where every thread inherits {} events",
+        cpus * targets
+    )))
 }
 
 /// How a `--control watch` target is resolved: as the command line's were, in the same symbols or process.

@@ -612,3 +612,40 @@ fn a_file_planted_in_a_sticky_directory_is_not_written() {
     );
     assert_eq!(std::fs::read_to_string(&planted.path).unwrap(), "theirs\n");
 }
+
+/// A process with more threads than the descriptor limit leaves room for (one per thread, CPU and
+/// target) is refused before a single event is opened, with launch mode named as the way out.
+#[test]
+fn a_process_too_big_for_the_descriptor_limit_is_refused_up_front() {
+    if !util::require("prlimit") {
+        return;
+    }
+    let mut h = util::Writer::start_binary(&util::helper("threads"), &["count", "100"]);
+    h.read_until("ready");
+    let pid = h.pid.to_string();
+    let out = std::process::Command::new("prlimit")
+        .args([
+            "--nofile=128:128",
+            util::BIN,
+            "write",
+            "-p",
+            &pid,
+            "target_var",
+        ])
+        .output()
+        .expect("run prlimit");
+    h.finish();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let need = 101 * util::online_cpus().len();
+    assert!(
+        err.contains("watching 101 threads on ")
+            && err.contains(&format!("takes {need} file descriptors")),
+        "{err}"
+    );
+    assert!(
+        err.contains("limit of 128") && err.contains("-- CMD"),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("# armed"));
+}

@@ -12,6 +12,7 @@ mod live_arm;
 mod live_control;
 mod live_hotplug;
 mod live_output;
+mod live_process;
 mod live_rollback;
 mod live_watch;
 mod properties;

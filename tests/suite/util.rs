@@ -210,9 +210,32 @@ impl Writer {
         }
     }
 
+    /// Like [`Writer::read_until`] for a line starting with `prefix`; returns every line read, that one last.
+    pub fn read_until_prefix(&mut self, prefix: &str) -> Vec<String> {
+        let mut lines = Vec::new();
+        loop {
+            let mut line = String::new();
+            let n = self.stdout.read_line(&mut line).unwrap();
+            assert!(n > 0, "helper exited before `{prefix}...`; got {lines:?}");
+            let line = line.trim_end().to_string();
+            let done = line.starts_with(prefix);
+            lines.push(line);
+            if done {
+                return lines;
+            }
+        }
+    }
+
     pub fn finish(mut self) {
         self.stdin.take();
         let _ = self.child.wait();
+    }
+
+    /// Closes the helper's stdin (it exits on EOF) and waits for its process, bounded: the exit status of
+    /// what was started (ksymwatch itself, when it launched the helper with `-- CMD`).
+    pub fn close_and_wait(mut self, limit: Duration) -> ExitStatus {
+        self.stdin.take();
+        wait_within(&mut self.child, limit)
     }
 
     /// [`Writer::go`], then [`Writer::finish`]: the helper did all its work and exited. Returns its tid.

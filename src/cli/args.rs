@@ -121,6 +121,10 @@ pub struct WatchArgs {
     /// absent) or `-` (stdin): `watch TARGET[/LEN] [w|rw]`, `off`, `on`. Each is acknowledged in the stream.
     #[arg(long, value_name = "FIFO")]
     pub control: Option<PathBuf>,
+    /// With -p or -- CMD: a thread that execs another program stops being watched (the address means
+    /// something else there). Default: the watch stays, as the kernel keeps it.
+    #[arg(long)]
+    pub remove_on_exec: bool,
     #[command(flatten)]
     pub symbols: SymbolArgs,
     #[command(flatten)]

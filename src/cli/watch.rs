@@ -226,6 +226,11 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         .iter()
         .map(|t| target::parse(t).bad_input())
         .collect::<Result<Vec<_>>>()?;
+    if args.remove_on_exec && matches!(mode, Mode::System) {
+        return Err(Error::usage(
+            "--remove-on-exec is for a process watch (-p PID or -- CMD): a system-wide watch is not tied to a program",
+        ));
+    }
     if args.control.is_some() && targets.len() > 1 {
         return Err(Error::usage(format!(
             "--control moves one watch, but {} targets were given; give one TARGET",
@@ -298,6 +303,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         ring_pages: args.buffer_pages,
         track_tasks: true,
         count_lost: true,
+        remove_on_exec: args.remove_on_exec,
     };
     // Launch mode: the command starts now, stopped at its exec, so its own symbols can be resolved.
     let mut launched = match &mode {

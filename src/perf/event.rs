@@ -22,6 +22,9 @@ pub struct EventConfig {
     /// Ask the kernel to count the samples it dropped (`PERF_FORMAT_LOST`, Linux 6.0+): the only way to
     /// see a loss at the end of a burst, which the kernel never writes a LOST record for.
     pub count_lost: bool,
+    /// A process watch: a thread that execs another program drops its event (`remove_on_exec`, Linux
+    /// 5.13+), since the watched address means something else there.
+    pub remove_on_exec: bool,
 }
 
 /// What an event watches on its CPU.
@@ -52,6 +55,9 @@ pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr
         a.set_inherit(1);
         a.set_inherit_thread(1);
         a.sample_type = SAMPLE_TYPE_TASK;
+        if cfg.remove_on_exec {
+            a.set_remove_on_exec(1);
+        }
     }
     // Every record carries the TID/TIME/CPU trailer, so COMM, FORK and LOST records are merged in time
     // order with the samples: a hit is named as its task was named when it wrote.
@@ -340,6 +346,7 @@ pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
         ring_pages: 1,
         track_tasks: false,
         count_lost: false,
+        remove_on_exec: false,
     };
     let mut held = Vec::new();
     for i in 0..PROBE_MAX {

@@ -22,6 +22,7 @@ const CFG: EventConfig = EventConfig {
     ring_pages: 8,
     track_tasks: false,
     count_lost: false,
+    remove_on_exec: false,
 };
 
 fn fail(cpu: u32, errno: i32) -> OpenError {

@@ -201,3 +201,47 @@ fn launch_mode_exits_with_the_commands_status() {
         assert_eq!(status.code(), Some(want), "sh -c '{script}'");
     }
 }
+
+/// A launched shell that execs the helper: the watch follows the exec by default (the kernel keeps a
+/// task's events), and `--remove-on-exec` drops it there.
+#[test]
+fn remove_on_exec_drops_the_watch_at_a_later_exec() {
+    let Some(_live) = util::live() else { return };
+    if !util::require("nm") {
+        return;
+    }
+    // Non-PIE: the global's address is the same before the exec as after it.
+    let bin = helper_with("threads", &["-no-pie"]);
+    let nm = Command::new("nm").arg(&bin).output().expect("run nm");
+    let addr = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .find_map(|l| {
+            l.strip_suffix(" B target_var")
+                .map(|a| format!("0x{}", a.trim_start_matches('0')))
+        })
+        .expect("target_var in nm output");
+    let script = format!("exec {} threads 3 0", bin.display());
+    let stream = std::env::temp_dir().join(format!("ksw-remove-on-exec-{}", std::process::id()));
+    let stream_arg = stream.to_str().expect("utf-8 path");
+    for (flag, want_user) in [(None, 3), (Some("--remove-on-exec"), 0)] {
+        let mut args = vec!["write", "--json", "--no-status", "-o", stream_arg];
+        args.extend(flag);
+        args.extend([addr.as_str(), "--", "sh", "-c", &script]);
+        let mut h = Writer::start_binary(Path::new(BIN), &args);
+        h.read_until("ready");
+        h.send("go");
+        h.read_until_prefix("done tids=");
+        let pid = h.pid;
+        let status = h.close_and_wait(Duration::from_secs(30));
+        assert_eq!(status.code(), Some(0));
+        let records = parse_ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
+        // Counted by where they ran, not by name: the helper exits as soon as it is done, and a process
+        // gone before its first hit was drained keeps unnamed user frames (the MMAP2 item of #12).
+        let user = records
+            .iter()
+            .filter(|v| v["type"] == "hit" && v["pid"] == pid && v["in_kernel"] == false)
+            .count();
+        assert_eq!(user, want_user, "{flag:?}");
+    }
+    let _ = std::fs::remove_file(&stream);
+}

@@ -289,8 +289,14 @@ mod tests {
             watch: watch("target_var2", 0x5555_0040, Access::Write),
             covered: crate::report::Covered::Threads(1020),
             took_ns: 1_800_000,
+            enabled: true,
         };
         p.event(&moved, 7_000_000_000).unwrap();
+        let mut paused = moved.clone();
+        if let StreamEvent::Retargeted { enabled, .. } = &mut paused {
+            *enabled = false;
+        }
+        p.event(&paused, 7_050_000_000).unwrap();
         p.event(&StreamEvent::Switched { on: false }, 7_100_000_000)
             .unwrap();
         p.event(
@@ -308,6 +314,8 @@ mod tests {
             out,
             concat!(
                 "# watch target_var2 (0x55550040/8 W) armed on 1020 threads in 1.800 ms at 7.000000\n",
+                "# watch target_var2 (0x55550040/8 W) armed on 1020 threads in 1.800 ms, off until `on` at \
+                 7.050000\n",
                 "# watch off at 7.100000\n",
                 "# control `watch nope` refused: unknown symbol `nope`; still watching target_var2 \
                  (0x55550040/8) at 7.200000\n",

@@ -253,6 +253,8 @@ pub enum Record<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         cpus: Option<usize>,
         took_ns: u64,
+        /// False when moved while off: the watch stays off until `on`.
+        enabled: bool,
     },
     WatchOff {
         time_ns: u64,
@@ -318,6 +320,7 @@ impl<'a> Record<'a> {
                 watch,
                 covered,
                 took_ns,
+                enabled,
             } => Record::Watch {
                 time_ns,
                 target: Target {
@@ -336,6 +339,7 @@ impl<'a> Record<'a> {
                     Covered::Threads(_) => None,
                 },
                 took_ns: *took_ns,
+                enabled: *enabled,
             },
             StreamEvent::Switched { on: true } => Record::WatchOn { time_ns },
             StreamEvent::Switched { on: false } => Record::WatchOff { time_ns },
@@ -573,6 +577,7 @@ mod tests {
                 watch: watch("target_var2", 0x5555_0040, Access::ReadWrite),
                 covered: Covered::Cpus(2),
                 took_ns: 41_000,
+                enabled: true,
             },
             StreamEvent::Switched { on: false },
             StreamEvent::Switched { on: true },
@@ -595,6 +600,7 @@ mod tests {
         assert_eq!(v[0]["cpus"], 2);
         assert!(v[0].get("threads").is_none());
         assert_eq!(v[0]["took_ns"], 41_000);
+        assert_eq!(v[0]["enabled"], true);
         assert_eq!(v[1]["type"], "watch_off");
         assert_eq!(v[2]["type"], "watch_on");
         assert_eq!(v[3]["type"], "control_refused");

@@ -79,6 +79,8 @@ pub enum StreamEvent {
         watch: Watch,
         covered: Covered,
         took_ns: u64,
+        /// False when the move was made while `--control off` had the watch disabled: it stays off.
+        enabled: bool,
     },
     /// `--control off` (every event disabled, registers kept) or `on`.
     Switched {
@@ -101,14 +103,16 @@ impl StreamEvent {
                 watch,
                 covered,
                 took_ns,
+                enabled,
                 ..
             } => Some(format!(
-                "watch {} (0x{:x}/{} {}) armed on {covered} in {:.3} ms",
+                "watch {} (0x{:x}/{} {}) armed on {covered} in {:.3} ms{}",
                 watch.label,
                 watch.addr,
                 watch.len,
                 watch.access.letters(),
-                *took_ns as f64 / 1e6
+                *took_ns as f64 / 1e6,
+                if *enabled { "" } else { ", off until `on`" }
             )),
             StreamEvent::Switched { on } => {
                 Some(format!("watch {}", if *on { "on" } else { "off" }))

@@ -490,6 +490,7 @@ impl<'a, O: Output> Session<'a, O> {
                     watch,
                     covered: self.events.coverage(),
                     took_ns: sys::monotonic_ns().saturating_sub(started),
+                    enabled: self.events.enabled(),
                 };
                 self.emit_event(&event, acked)
             }

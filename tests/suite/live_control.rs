@@ -81,7 +81,8 @@ fn a_retarget_splits_the_stream_at_its_acknowledgement() {
 }
 
 /// `--control -` on a system-wide watch of a user address, NDJSON: a bad line is refused and the watch
-/// kept; `watch ADDR2` moves both CPUs' events; `off` stops hits until `on`.
+/// kept; `watch ADDR2` moves both CPUs' events; `off` stops hits until `on`, also across a move made
+/// while off.
 #[test]
 fn stdin_control_refuses_moves_and_pauses_a_system_wide_watch() {
     let Some(_live) = util::live() else { return };
@@ -125,11 +126,16 @@ fn stdin_control_refuses_moves_and_pauses_a_system_wide_watch() {
     });
     writeln!(stdin, "off").expect("send off");
     read_until(&mut records, &|v| v["type"] == "watch_off");
+    // A move while off stays off until `on`.
+    writeln!(stdin, "watch {a}").expect("send watch");
+    read_until(&mut records, &|v| {
+        v["type"] == "watch" && v["enabled"] == false
+    });
     std::thread::sleep(Duration::from_millis(100));
     writeln!(stdin, "on").expect("send on");
     read_until(&mut records, &|v| v["type"] == "watch_on");
     read_until(&mut records, &|v| {
-        v["type"] == "hit" && v["target"] == b.as_str()
+        v["type"] == "hit" && v["target"] == a.as_str()
     });
     drop(stdin);
     // SAFETY: kill(2) on our own child.
@@ -155,10 +161,15 @@ fn stdin_control_refuses_moves_and_pauses_a_system_wide_watch() {
     let moved = &records[at("watch")];
     assert_eq!(moved["target"]["addr"], b.as_str());
     assert_eq!(moved["cpus"], util::online_cpus().len());
+    assert_eq!(moved["enabled"], true);
     let (w, off, on) = (at("watch"), at("watch_off"), at("watch_on"));
     for (i, v) in records.iter().enumerate().filter(|(_, v)| mine(v)) {
-        let want = if i < w { a.as_str() } else { b.as_str() };
-        assert_eq!(v["target"], want, "hit {i} of {records:?}");
+        let want = if i < w || i > on {
+            a.as_str()
+        } else {
+            b.as_str()
+        };
+        assert_eq!(v["target"], want, "hit {i}");
         assert!(!(off..on).contains(&i), "a hit while the watch was off");
     }
     assert!(records.iter().all(|v| v["type"] != "lost"));

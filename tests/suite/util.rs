@@ -196,29 +196,26 @@ impl Writer {
         stdin.flush().unwrap();
     }
 
+    /// Reads lines up to `want`; returns the lines before it.
     pub fn read_until(&mut self, want: &str) -> Vec<String> {
-        let mut lines = Vec::new();
-        loop {
-            let mut line = String::new();
-            let n = self.stdout.read_line(&mut line).unwrap();
-            assert!(n > 0, "writer exited before `{want}`; got {lines:?}");
-            let line = line.trim_end().to_string();
-            if line == want {
-                return lines;
-            }
-            lines.push(line);
-        }
+        let mut lines = self.read_through(want, |l| l == want);
+        lines.pop();
+        lines
     }
 
     /// Like [`Writer::read_until`] for a line starting with `prefix`; returns every line read, that one last.
     pub fn read_until_prefix(&mut self, prefix: &str) -> Vec<String> {
+        self.read_through(prefix, |l| l.starts_with(prefix))
+    }
+
+    fn read_through(&mut self, what: &str, last: impl Fn(&str) -> bool) -> Vec<String> {
         let mut lines = Vec::new();
         loop {
             let mut line = String::new();
             let n = self.stdout.read_line(&mut line).unwrap();
-            assert!(n > 0, "helper exited before `{prefix}...`; got {lines:?}");
+            assert!(n > 0, "helper exited before `{what}`; got {lines:?}");
             let line = line.trim_end().to_string();
-            let done = line.starts_with(prefix);
+            let done = last(&line);
             lines.push(line);
             if done {
                 return lines;

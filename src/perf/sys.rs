@@ -1,7 +1,8 @@
 //! Every raw system call ksymwatch makes, and nothing else: perf_event_open, its ioctls, mmap, epoll,
 //! signalfd, the uevent netlink socket, fcntl for an output file's O_NONBLOCK, and for a process watch pidfds,
-//! ptrace (a launched command stops at its exec) and waitpid. Each returns owned file descriptors and `io::Error`s so callers
-//! never touch a raw fd or errno, and everything they open is closed on drop.
+//! ptrace (a launched command stops at its exec), waitpid and process_vm_readv (a hit's value). Each returns
+//! owned file descriptors and `io::Error`s so callers never touch a raw fd or errno, and everything they
+//! open is closed on drop.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -480,4 +481,27 @@ pub fn mkfifo(path: &std::path::Path, mode: u32) -> io::Result<()> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
     // SAFETY: `c` is a NUL-terminated path live for the call.
     cvt(unsafe { libc::mkfifo(c.as_ptr(), mode as libc::mode_t) })
+}
+
+/// `process_vm_readv(2)` of `buf.len()` bytes at `addr` in process `pid` into `buf`: one iovec each side,
+/// no page pinning of our own. Returns how many bytes were read (fewer than asked when the range crosses
+/// into an unmapped page); ESRCH when the process is gone, EFAULT when `addr` is not mapped there.
+pub fn process_vm_read(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // The remote address is only a number to us; the kernel checks it against the other process's mappings.
+    let remote = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` describes `buf`, writable for its whole length and live for the call; the kernel
+    // writes at most that many bytes there. `remote` is never dereferenced by us, only by the kernel in the
+    // other address space, where a bad address is an EFAULT, not undefined behaviour.
+    let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }

@@ -6,14 +6,17 @@
 //!  => asm_sysvec_apic_timer_interrupt+0x1a/0x20
 //!  => pv_native_safe_halt+0xf/0x20
 //! ```
+//!
+//! A process watch ends each hit line with the watched value as read when the hit was drained,
+//! `value=0x2a` (`value=?` when the process could not be read any more); a system-wide one has no value.
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
-use super::numbers::{push_dec_zero, push_left, push_right, push_time};
+use super::numbers::{push_dec_zero, push_hex, push_left, push_right, push_time};
 use super::summary::write_text;
 use super::{
-    arm_failed_note, format_time, summary_line, Header, Hit, Output, StreamEvent, Summary,
+    arm_failed_note, format_time, summary_line, Header, Hit, Output, StreamEvent, Summary, Value,
 };
 use crate::cpulist;
 
@@ -107,7 +110,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
         let s = hit.sample;
         let l = &mut self.line;
         l.clear();
-        // `{comm:>16}-{tid:<7} [{cpu:03}] {time:>12}: {label} {access} ip={ip}`
+        // `{comm:>16}-{tid:<7} [{cpu:03}] {time:>12}: {label} {access} ip={ip}[ value=0x{value:x}]`
         push_right(l, hit.comm, 16);
         l.push('-');
         let mut tid = itoa::Buffer::new();
@@ -127,6 +130,16 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
         l.push_str(hit.watch.access.letters());
         l.push_str(" ip=");
         hit.ip.push_text(l, hit.comm);
+        // Last on the line: the ip's ` [binary]` already has a space in it, and readers split on the first
+        // fields.
+        match hit.value {
+            Value::NotRead => {}
+            Value::Unreadable => l.push_str(" value=?"),
+            Value::Read(v) => {
+                l.push_str(" value=0x");
+                push_hex(l, v);
+            }
+        }
         l.push('\n');
         for f in hit.chain {
             // --lines: inlined functions first, innermost first, as the chain reads from the trap outwards.
@@ -246,6 +259,52 @@ mod tests {
             " => 0x401000 [reader]\n",
         );
         assert_eq!(text, expected);
+    }
+
+    /// A process watch's hits end with the value read when they were drained: the hex of the watched
+    /// integer, `?` when the process could not be read; a system-wide hit (above) has none.
+    #[test]
+    fn a_process_hit_ends_with_its_value() {
+        let sample = sample(
+            0x401136,
+            4321,
+            4322,
+            5_000_000_000,
+            0x404028,
+            0,
+            &[encode::USER, 0x401136],
+        );
+        let watches = [watch("counter", 0x404028, Access::Write)];
+        let mut p = Ftrace::new(Vec::new(), Vec::new());
+        each_hit(&table(), &watches, &[(sample, "writer", 0)], |hit| {
+            for value in [
+                Value::Read(0x2a),
+                Value::Read(u64::MAX),
+                Value::Read(0),
+                Value::Unreadable,
+            ] {
+                p.hit(&Hit { value, ..*hit }).unwrap();
+            }
+        });
+        let (out, _) = p.into_inner();
+        let text = String::from_utf8(out).unwrap();
+        let first: Vec<&str> = text.lines().filter(|l| !l.starts_with(" => ")).collect();
+        let line = "          writer-4322    [000]     5.000000: counter W ip=0x401136 [writer]";
+        assert_eq!(
+            first,
+            [
+                format!("{line} value=0x2a"),
+                format!("{line} value=0xffffffffffffffff"),
+                format!("{line} value=0x0"),
+                format!("{line} value=?"),
+            ]
+        );
+        assert_eq!(
+            text.lines()
+                .filter(|l| *l == " => 0x401136 [writer]")
+                .count(),
+            4
+        );
     }
 
     #[test]

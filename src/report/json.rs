@@ -2,7 +2,9 @@
 //! stream event and the final summary, each tagged with `type`. The schema is this file's record types and
 //! is documented in the README; addresses are `"0x…"` strings because 64-bit kernel addresses do not survive
 //! a trip through an IEEE double (jq, JavaScript). Times are `time_ns`, CLOCK_MONOTONIC nanoseconds (time
-//! since boot, not counting suspend), the clock the kernel stamps samples with.
+//! since boot, not counting suspend), the clock the kernel stamps samples with. A process watch's hits carry
+//! `value` (the watched bytes when the hit was drained, `"0x2a"`, or `null` when unreadable); a system-wide
+//! watch's hits have no such field.
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -11,7 +13,7 @@ use serde::{Serialize, Serializer};
 
 use super::{
     arm_failed_note, summary_line, Covered, Header, Hit, Output, ResolvedFrame, StopReason,
-    StreamEvent, Summary,
+    StreamEvent, Summary, Value,
 };
 
 /// Bumped when a field changes meaning or goes away; new fields do not bump it.
@@ -219,6 +221,11 @@ pub enum Record<'a> {
         in_kernel: bool,
         ip: Frame<'a>,
         chain: Vec<Frame<'a>>,
+        /// A process watch: the watched range as read when the hit was drained, the `len`-byte
+        /// little-endian integer as a hex string (64-bit values do not survive a double either), `null`
+        /// when the process could not be read. Absent for a system-wide watch.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        value: Option<Option<Hex>>,
     },
     Lost {
         time_ns: u64,
@@ -289,6 +296,11 @@ impl<'a> Record<'a> {
             in_kernel: s.in_kernel(),
             ip: h.ip.into(),
             chain: h.chain.iter().map(Frame::from).collect(),
+            value: match h.value {
+                Value::NotRead => None,
+                Value::Unreadable => Some(None),
+                Value::Read(v) => Some(Some(Hex(v))),
+            },
         }
     }
 
@@ -456,6 +468,7 @@ mod tests {
     use crate::config::watch::Access;
     use crate::perf::record::encode;
     use crate::report::testutil::{each_hit, sample, table, watch};
+    use crate::report::Value as HitValue;
     use serde_json::Value;
 
     fn lines(bytes: Vec<u8>) -> Vec<Value> {
@@ -545,6 +558,41 @@ mod tests {
         let err = String::from_utf8(err).unwrap();
         assert!(err.contains("could not be armed: busy"), "{err}");
         assert!(err.contains("ksymwatch: 1 hits (cpu1 1)"), "{err}");
+    }
+
+    /// `value`: a hex string of the watched integer (64-bit values intact), `null` when the process could
+    /// not be read, absent for a system-wide watch's hit.
+    #[test]
+    fn a_process_hit_carries_its_value() {
+        let sample = sample(
+            0x401136,
+            4321,
+            4322,
+            5_000_000_000,
+            0x404028,
+            0,
+            &[encode::USER, 0x401136],
+        );
+        let watches = [watch("counter", 0x404028, Access::Write)];
+        let mut p = Json::new(Vec::new(), Vec::new());
+        each_hit(&table(), &watches, &[(sample, "writer", 0)], |hit| {
+            for value in [
+                HitValue::Read(0x2a),
+                HitValue::Read(0xfedc_ba98_7654_3210),
+                HitValue::Unreadable,
+                HitValue::NotRead,
+            ] {
+                p.hit(&Hit { value, ..*hit }).unwrap();
+            }
+        });
+        let (out, _) = p.into_inner();
+        let v = lines(out);
+        assert_eq!(v[0]["value"], "0x2a");
+        assert_eq!(v[1]["value"], "0xfedcba9876543210");
+        assert_eq!(v[2]["value"], Value::Null);
+        assert!(v[2].as_object().unwrap().contains_key("value"), "{}", v[2]);
+        assert!(!v[3].as_object().unwrap().contains_key("value"), "{}", v[3]);
+        assert!(v.iter().all(|h| h["type"] == "hit" && h["len"] == 8));
     }
 
     #[test]

@@ -45,6 +45,21 @@ pub struct Hit<'a> {
     pub ip: &'a ResolvedFrame,
     /// The call chain, innermost first, as the kernel recorded it.
     pub chain: &'a [ResolvedFrame],
+    /// The watched bytes as read right after the hit (process watches only).
+    pub value: Value,
+}
+
+/// What the watched range held when the tracer took the hit out of its ring: one `process_vm_readv` of the
+/// hit's process, for a process watch. Not necessarily what this store wrote: a later store may have landed
+/// in between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    /// Not read: a system-wide watch (its addresses are the kernel's, or any process's). Printed as nothing.
+    NotRead,
+    /// The read failed: the process had exited, or the page was gone (text `value=?`, JSON `null`).
+    Unreadable,
+    /// The watched range's `len` bytes as a little-endian integer (text `value=0x2a`, JSON `"0x2a"`).
+    Read(u64),
 }
 
 /// Things that happen to the stream itself.

@@ -1,7 +1,7 @@
 //! Builders shared by the printers' unit tests: one kallsyms table, samples decoded from record bytes the
 //! way the session gets them, watches, and hits symbolized the way the session makes them.
 
-use super::Hit;
+use super::{Hit, Value};
 use crate::config::watch::{Access, Watch};
 use crate::perf::record::{decode, encode, Record, Sample, SAMPLE_TYPE};
 use crate::trace::symbolize::Symbolizer;
@@ -46,7 +46,8 @@ pub fn watch(label: &str, addr: u64, access: Access) -> Watch {
     }
 }
 
-/// Symbolizes each `(sample, comm, watch index)` with `table` and hands `f` the hit.
+/// Symbolizes each `(sample, comm, watch index)` with `table` and hands `f` the hit, with no value (as a
+/// system-wide watch has; a test wants one with `Hit { value, ..*hit }`).
 pub fn each_hit(
     table: &SymbolTable,
     watches: &[Watch],
@@ -64,6 +65,7 @@ pub fn each_hit(
             comm,
             ip: &ip,
             chain: &chain,
+            value: Value::NotRead,
         });
     }
 }

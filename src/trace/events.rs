@@ -1,7 +1,8 @@
 //! The session's armed events: one ring per CPU and target (for a process watch fed by every thread's
 //! event on that CPU). The set owns every descriptor and ring, drains them into a [`Sorter`], opens and
 //! closes a CPU's events as hotplug asks, moves or pauses the watch in place for `--control`, and at the end
-//! audits each event against the kernel's own counters, so a loss the ring never reported is found.
+//! audits each event against the kernel's own counters, so a loss the ring never reported is found. A
+//! process watch's hits also get the watched value, read from the writer's process as each is drained.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,14 +11,15 @@ use crate::perf::arm::{self, Scope};
 use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError};
 use crate::perf::record::{self, Frame, Record, Sample, SAMPLE_TYPE, SAMPLE_TYPE_TASK};
 use crate::perf::sys::{self, Epoll};
-use crate::report::Covered;
+use crate::report::{Covered, Value};
 use crate::trace::sorter::{RingKey, Sorter};
 
 /// What a ring gave, in the order the sorter releases it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
-    /// A hit on the session's watch with this index.
-    Sample(Sample, usize),
+    /// A hit on the session's watch with this index, and what the watched range held when it was drained
+    /// (process watches; [`Value::NotRead`] for a system-wide one).
+    Sample(Sample, usize, Value),
     Comm {
         tid: u32,
         comm: String,
@@ -123,6 +125,16 @@ pub struct EventSet {
     spare: Vec<Vec<Frame>>,
 }
 
+/// [`EventSet::watch_of`] over the current and retired watches (a free function so that a drain, which
+/// holds the rings mutably, can ask too).
+fn watch_at<'a>(watches: &'a [Watch], retired: &'a [Watch], index: usize, addr: u64) -> &'a Watch {
+    let now = &watches[index];
+    if now.addr == addr {
+        return now;
+    }
+    retired.iter().rev().find(|w| w.addr == addr).unwrap_or(now)
+}
+
 /// Retired watches remembered by [`EventSet::watch_of`].
 const RETIRED_MAX: usize = 8;
 
@@ -173,15 +185,7 @@ impl EventSet {
     /// `--control` moved away from whose hits were still in a ring (the kernel reports the breakpoint's
     /// address with each hit).
     pub fn watch_of(&self, index: usize, addr: u64) -> &Watch {
-        let now = &self.watches[index];
-        if now.addr == addr {
-            return now;
-        }
-        self.retired
-            .iter()
-            .rev()
-            .find(|w| w.addr == addr)
-            .unwrap_or(now)
+        watch_at(&self.watches, &self.retired, index, addr)
     }
 
     /// How many threads a process watch covers now, or CPUs for a system-wide one (for acknowledgements).
@@ -253,8 +257,9 @@ impl EventSet {
     /// Reads every ring empty into `sorter`.
     pub fn drain(&mut self, sorter: &mut Sorter<Item>) {
         let started = sys::monotonic_ns();
+        let watches = (self.watches.as_slice(), self.retired.as_slice());
         for t in self.by_cpu.values_mut().flatten() {
-            drain_one(t, sorter, started, &mut self.spare);
+            drain_one(t, sorter, started, &mut self.spare, watches);
         }
     }
 
@@ -321,8 +326,9 @@ impl EventSet {
         let mut evs = self.by_cpu.remove(&cpu)?;
         let started = sys::monotonic_ns();
         let mut audits = Vec::with_capacity(evs.len());
+        let watches = (self.watches.as_slice(), self.retired.as_slice());
         for t in evs.iter_mut() {
-            drain_one(t, sorter, started, &mut self.spare);
+            drain_one(t, sorter, started, &mut self.spare, watches);
             let _ = epoll.delete(t.ev.fd());
             sorter.remove_ring((cpu, t.ev.watch));
             audits.push(audit(t));
@@ -351,13 +357,28 @@ fn audit(t: &Tracked) -> Audit {
     }
 }
 
+/// The watched range in process `pid` now: `len` (1, 2, 4 or 8) bytes at `addr` as a little-endian
+/// integer, with one `process_vm_readv`. A short read or an error (ESRCH: the process is gone; EFAULT: the
+/// page is) is [`Value::Unreadable`], never an error of the session.
+fn read_value(pid: u32, addr: u64, len: u8) -> Value {
+    let mut buf = [0u8; 8];
+    let len = usize::from(len).min(buf.len());
+    match sys::process_vm_read(pid, addr, &mut buf[..len]) {
+        Ok(n) if n == len => Value::Read(u64::from_le_bytes(buf)),
+        _ => Value::Unreadable,
+    }
+}
+
 /// Reads one ring empty into `sorter`. Second reports of one store (see [`repeats_store`]) are dropped
-/// but still counted as samples, since the kernel counted them as hits too.
+/// but still counted as samples, since the kernel counted them as hits too. A task-bound event's sample
+/// gets the watched value read from its process here, as it leaves the ring, not when it is printed (the
+/// sorter may hold it for a tick): `watches` is (current, retired), to find the hit watch's length.
 fn drain_one(
     t: &mut Tracked,
     sorter: &mut Sorter<Item>,
     started: u64,
     spare: &mut Vec<Vec<Frame>>,
+    (watches, retired): (&[Watch], &[Watch]),
 ) {
     let key: RingKey = (t.ev.cpu, t.ev.watch);
     let (cpu, watch) = key;
@@ -384,7 +405,15 @@ fn drain_one(
                     spare.push(s.frames);
                     return true;
                 }
-                sorter.push(key, s.time, Item::Sample(s, watch));
+                // The kernel reports the breakpoint's own address with each hit: that is the watch hit,
+                // also when --control has moved it since.
+                let value = if process {
+                    let len = watch_at(watches, retired, watch, s.addr).len;
+                    read_value(s.pid, s.addr, len)
+                } else {
+                    Value::NotRead
+                };
+                sorter.push(key, s.time, Item::Sample(s, watch, value));
                 return true;
             }
             Ok(Record::Lost { lost, .. }) => {
@@ -434,6 +463,34 @@ mod tests {
             id,
             frames: Vec::new(),
         }
+    }
+
+    /// The value is the watched width's little-endian integer, read from the process by pid; an address
+    /// not mapped there (EFAULT) or a process that does not exist (ESRCH) gives no value, not an error.
+    #[test]
+    fn reads_the_watched_width_from_the_process() {
+        let word: u64 = 0x1122_3344_5566_7788;
+        let word = std::hint::black_box(&word);
+        let addr = word as *const u64 as u64;
+        let pid = std::process::id();
+        // A sandbox's seccomp filter may refuse the call for every address: that is the environment.
+        if let Err(e) = sys::process_vm_read(pid, addr, &mut [0u8; 8]) {
+            ksymwatch_symbols::testing::skip(format_args!("process_vm_readv of ourselves: {e}"));
+            return;
+        }
+        let widths = [
+            (8, 0x1122_3344_5566_7788),
+            (4, 0x5566_7788),
+            (2, 0x7788),
+            (1, 0x88),
+        ];
+        for (len, want) in widths {
+            assert_eq!(read_value(pid, addr, len), Value::Read(want), "len {len}");
+        }
+        // Page 0 is never mapped.
+        assert_eq!(read_value(pid, 8, 8), Value::Unreadable);
+        // Above any pid_max (at most 2^22).
+        assert_eq!(read_value(0x7fff_fff0, addr, 8), Value::Unreadable);
     }
 
     /// A thread covered by its own event (id 7) and one inherited from its creator (id 3): each store is

@@ -21,7 +21,7 @@ use crate::perf::arm::{Armed, Scope};
 use crate::perf::event::EventConfig;
 use crate::perf::record::Sample;
 use crate::perf::sys::{self, Epoll, SignalFd};
-use crate::report::{Hit, Output, ResolvedFrame, StopReason, StreamEvent, Summary};
+use crate::report::{Hit, Output, ResolvedFrame, StopReason, StreamEvent, Summary, Value};
 use crate::trace::comm::Comms;
 use crate::trace::control::{self, Command, Control};
 use crate::trace::events::{Audit, EventSet, Item};
@@ -331,8 +331,8 @@ impl<'a, O: Output> Session<'a, O> {
     /// One released record: task names change, losses are marked, hits are printed.
     fn apply(&mut self, time: u64, item: Item) -> Option<StopReason> {
         match item {
-            Item::Sample(sample, watch) => {
-                let stop = self.hit(&sample, watch);
+            Item::Sample(sample, watch, value) => {
+                let stop = self.hit(&sample, watch, value);
                 self.events.recycle(sample.frames);
                 stop
             }
@@ -618,8 +618,8 @@ impl<'a, O: Output> Session<'a, O> {
         StopReason::BrokenPipe
     }
 
-    /// Filters, names and prints one hit, honouring --count.
-    fn hit(&mut self, sample: &Sample, watch: usize) -> Option<StopReason> {
+    /// Filters, names and prints one hit (with the value read when it was drained), honouring --count.
+    fn hit(&mut self, sample: &Sample, watch: usize, value: Value) -> Option<StopReason> {
         if self.limits.count.is_some_and(|n| self.summary.hits() >= n) {
             return Some(StopReason::Count);
         }
@@ -637,6 +637,7 @@ impl<'a, O: Output> Session<'a, O> {
             comm,
             ip: &ip,
             chain: &self.chain,
+            value,
         };
         if let Some(t) = &mut self.summary.tally {
             t.add(&hit);

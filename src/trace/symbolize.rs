@@ -253,6 +253,7 @@ mod tests {
             comm: "w",
             ip: &ip,
             chain: &chain,
+            value: crate::report::Value::NotRead,
         })
         .unwrap();
         let text = String::from_utf8(p.into_inner().0).unwrap();

@@ -10,6 +10,8 @@
 // The helper pins itself only after "go", so a test may name a CPU that is offline when the helper starts.
 //   writer write2 N CPU  store N times into each of two globals, alternating (several-target tests)
 //   writer now N CPU     store N times right away, no "go" and no "done": a short-lived writer for loops
+//   writer set CPU       no "go": each "set V" line (decimal or 0x hex, up to 64 bits) stores V into the global
+//                        once, pinned to CPU, and prints "done"; exits on EOF (known values, one store a step)
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sched.h>
@@ -40,20 +42,32 @@ static void wait_line(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: writer write|read N CPU | spin CPU\n");
+        fprintf(stderr, "usage: writer write|read|write2|now N CPU | spin|set CPU\n");
         return 2;
     }
     const char *mode = argv[1];
     int spin = strcmp(mode, "spin") == 0;
     int now = strcmp(mode, "now") == 0;
-    long n = spin ? 0 : atol(argv[2]);
-    int cpu = atoi(spin ? argv[2] : argv[3]);
+    int set = strcmp(mode, "set") == 0;
+    long n = spin || set ? 0 : atol(argv[2]);
+    int cpu = atoi(spin || set ? argv[2] : argv[3]);
     printf("addr=%p pid=%d tid=%ld addr2=%p\n", (void *)&target_var, getpid(), (long)syscall(SYS_gettid),
            (void *)&target_var2);
     fflush(stdout);
     if (now) {
         pin(cpu);
         for (long i = 0; i < n; i++) target_var = i;
+        return 0;
+    }
+    if (set) {
+        char line[64];
+        pin(cpu);
+        while (fgets(line, sizeof line, stdin)) {
+            if (strncmp(line, "set ", 4) != 0) continue;
+            target_var = strtoul(line + 4, NULL, 0);
+            printf("done\n");
+            fflush(stdout);
+        }
         return 0;
     }
     wait_line();

@@ -68,6 +68,8 @@ mod schema {
         pub cpus: Vec<u32>,
     }
 
+    /// A system-wide watch's hit: no `value` (only a process watch reads one), which
+    /// `deny_unknown_fields` checks too.
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct Hit {

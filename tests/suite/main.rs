@@ -14,6 +14,7 @@ mod live_hotplug;
 mod live_output;
 mod live_process;
 mod live_rollback;
+mod live_value;
 mod live_watch;
 mod properties;
 mod resolve_cli;

@@ -263,10 +263,13 @@ pub struct HitLine {
     pub target: String,
     pub access: String,
     pub ip: String,
+    /// A process watch's ` value=0x...` (or `?`) at the end of the line, without `value=`.
+    pub value: Option<String>,
     pub chain: Vec<String>,
 }
 
-/// Parses `<comm>-<tid> [<cpu>] <time>: <target> <W|RW> ip=<...>` lines and their ` => ` frames.
+/// Parses `<comm>-<tid> [<cpu>] <time>: <target> <W|RW> ip=<...>[ value=<...>]` lines and their ` => `
+/// frames.
 pub fn parse_hits(out: &str) -> Vec<HitLine> {
     let mut hits: Vec<HitLine> = Vec::new();
     for line in out.lines() {
@@ -297,6 +300,7 @@ pub fn parse_hits(out: &str) -> Vec<HitLine> {
             .expect("ip")
             .trim_start_matches("ip=")
             .to_string();
+        let value = rest.rsplit_once(" value=").map(|(_, v)| v.to_string());
         hits.push(HitLine {
             comm: comm.to_string(),
             tid: tid.parse().expect("tid"),
@@ -305,6 +309,7 @@ pub fn parse_hits(out: &str) -> Vec<HitLine> {
             target,
             access,
             ip,
+            value,
             chain: Vec::new(),
         });
     }

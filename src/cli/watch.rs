@@ -210,6 +210,44 @@ fn process_watches(pid: u32, targets: &[Target], access: Access) -> Result<Vec<R
         .collect()
 }
 
+/// Resolves `targets` in every process of a `-p` watch. A watch has one address in every process it
+/// covers, so each symbol must resolve to the same address in all of them: two runs of a PIE, or a library
+/// under ASLR, usually do not, and arming the first process's address in the others would silently watch
+/// some other byte there. A process that has exited meanwhile (a `--control` move late in a run) is skipped.
+fn processes_watches(pids: &[u32], targets: &[Target], access: Access) -> Result<Vec<Resolved>> {
+    let mut first: Option<(u32, Vec<Resolved>)> = None;
+    let mut gone = None;
+    for &pid in pids {
+        let resolved = match process_watches(pid, targets, access) {
+            Ok(r) => r,
+            Err(e) if !Path::new(&format!("/proc/{pid}")).exists() => {
+                gone.get_or_insert(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let Some((p0, r0)) = &first else {
+            first = Some((pid, resolved));
+            continue;
+        };
+        for (t, (a, b)) in targets.iter().zip(r0.iter().zip(&resolved)) {
+            if (a.watch.addr, a.watch.len) != (b.watch.addr, b.watch.len) {
+                return Err(Error::usage(format!(
+                    "`{}` is at 0x{:x}/{} in pid {p0} but at 0x{:x}/{} in pid {pid} (each loaded at its own \
+                     address); one watch has one address in every process: watch them in separate runs, or \
+                     start them with address randomization off (setarch -R)",
+                    t.text, a.watch.addr, a.watch.len, b.watch.addr, b.watch.len
+                )));
+            }
+        }
+    }
+    match (first, gone) {
+        (Some((_, r)), _) => Ok(r),
+        (None, Some(e)) => Err(e),
+        (None, None) => Err(Error::usage("no process to resolve the target in")),
+    }
+}
+
 /// Exit status of the run: 0, or with `-- CMD` the command's own.
 pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     let mode = Mode::of(&args)?;
@@ -314,7 +352,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         Mode::System => (Scope::System, kernel_resolved),
         Mode::Attach(pids) => (
             Scope::Processes(pids.clone()),
-            process_watches(pids[0], &targets, access)?,
+            processes_watches(pids, &targets, access)?,
         ),
         Mode::Launch(_) => {
             let child = launched.as_mut().map_or(0, |l| l.pid);
@@ -456,9 +494,9 @@ fn resolver<'a>(
             None => watch::resolve(t, access, kernel).map(|r| r.watch),
         }),
         Scope::Processes(pids) => {
-            let pid = pids[0];
+            let pids = pids.clone();
             Box::new(move |t: &Target, access| {
-                first(process_watches(pid, std::slice::from_ref(t), access)?)
+                first(processes_watches(&pids, std::slice::from_ref(t), access)?)
             })
         }
         Scope::Launched(pid) => {

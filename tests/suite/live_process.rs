@@ -245,3 +245,30 @@ fn remove_on_exec_drops_the_watch_at_a_later_exec() {
     }
     let _ = std::fs::remove_file(&stream);
 }
+
+/// `-p A -p B SYMBOL` where the symbol is at different addresses in A and B (two runs of a PIE): one
+/// watch has one address, so the run is refused before anything is armed, naming both pids.
+#[test]
+fn two_pids_with_the_symbol_at_different_addresses_are_refused() {
+    let bin = helper_with("threads", &["-pie", "-fPIE"]);
+    let mut a = Writer::start_binary(&bin, &["threads", "1", "0"]);
+    let mut b = Writer::start_binary(&bin, &["threads", "1", "0"]);
+    a.read_until("ready");
+    b.read_until("ready");
+    if a.addr == b.addr {
+        util::skip("address randomization is off: both runs loaded target_var at one address");
+        return;
+    }
+    let (pa, pb) = (a.pid.to_string(), b.pid.to_string());
+    util::rejects(
+        &["write", "-p", &pa, "-p", &pb, "target_var"],
+        2,
+        &[
+            &format!("in pid {pa}"),
+            &format!("in pid {pb}"),
+            "setarch -R",
+        ],
+    );
+    a.finish();
+    b.finish();
+}

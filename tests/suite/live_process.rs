@@ -1,15 +1,19 @@
 //! Process-wide watches: `-p PID` (every thread, including ones created after arming) and launch mode
 //! (`-- CMD`, armed at the command's exec), with the issue's thread counts, a thread whose debug registers
-//! are full, and the exit status of a launched command.
+//! are full (from the command line, and the arming transaction's own rollback), several `-p` processes,
+//! and the exit status of a launched command.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use ksymwatch::config::watch::{Access, Watch};
+use ksymwatch::perf::arm::{arm_in, Scope};
+use ksymwatch::perf::event::EventConfig;
 use serde_json::Value;
 
-use crate::util::{self, helper, helper_with, Tracer, Writer, BIN};
+use crate::util::{self, helper, helper_with, parse_hits, Tracer, Writer, BIN};
 
 /// The helper's own stores: the kernel's writes (exec zeroing .bss) have kernel ips.
 fn user_stores(records: &[Value], pid: u32) -> Vec<&Value> {
@@ -18,6 +22,27 @@ fn user_stores(records: &[Value], pid: u32) -> Vec<&Value> {
         .filter(|v| v["type"] == "hit" && v["pid"] == pid)
         .filter(|v| v["ip"]["sym"] == "ksw_thread_store")
         .collect()
+}
+
+/// Hits of any process but `pid`: a process watch must never report one (another test's helper may well
+/// store to the same virtual address in its own address space).
+fn foreign_hits(records: &[Value], pid: u32) -> Vec<&Value> {
+    records
+        .iter()
+        .filter(|v| v["type"] == "hit" && v["pid"] != pid)
+        .collect()
+}
+
+/// Whether the ELF file at `path` is position-independent (`e_type` ET_DYN), i.e. loaded at a random base.
+fn is_pie(path: &Path) -> bool {
+    let bytes = std::fs::read(path).expect("read the helper binary");
+    assert_eq!(
+        &bytes[..4],
+        b"\x7fELF",
+        "{} is not an ELF file",
+        path.display()
+    );
+    u16::from_le_bytes([bytes[16], bytes[17]]) == 3
 }
 
 fn parse_ndjson(text: &str) -> Vec<Value> {
@@ -71,9 +96,13 @@ fn attach_sees_every_thread_including_later_ones() {
     let tids: BTreeSet<u64> = stores.iter().filter_map(|v| v["tid"].as_u64()).collect();
     assert_eq!(stores.len(), 1020, "user-space hits");
     assert_eq!(tids.len(), distinct, "distinct tids that stored");
+    assert_eq!(distinct, 1020, "the helper's own count of distinct tids");
+    let foreign = foreign_hits(&records, pid);
+    assert!(foreign.is_empty(), "hits of other processes: {foreign:?}");
     assert!(records.iter().all(|v| v["type"] != "lost"));
     let summary = records.last().expect("summary");
     assert_eq!(summary["stop"], "exited");
+    assert_eq!(summary["lost"], 0, "{summary}");
 }
 
 /// Launch mode on a PIE build: the symbol is resolved once the load bias is known (at the exec stop), the
@@ -82,6 +111,7 @@ fn attach_sees_every_thread_including_later_ones() {
 fn launch_mode_covers_every_thread_of_a_pie() {
     let Some(_live) = util::live() else { return };
     let bin = helper_with("threads", &["-pie", "-fPIE"]);
+    assert!(is_pie(&bin), "{} must be a PIE (ET_DYN)", bin.display());
     let dir = std::env::temp_dir().join(format!("ksw-launch-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let stream = dir.join("stream.ndjson");
@@ -133,6 +163,10 @@ fn launch_mode_covers_every_thread_of_a_pie() {
     let tids: BTreeSet<u64> = stores.iter().filter_map(|v| v["tid"].as_u64()).collect();
     assert_eq!(stores.len(), 1020, "user-space hits");
     assert_eq!(tids.len(), distinct);
+    assert_eq!(distinct, 1020, "the helper's own count of distinct tids");
+    let foreign = foreign_hits(&records, pid);
+    assert!(foreign.is_empty(), "hits of other processes: {foreign:?}");
+    assert!(records.iter().all(|v| v["type"] != "lost"));
     assert_eq!(records.last().expect("summary")["stop"], "exited");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -143,15 +177,7 @@ fn launch_mode_covers_every_thread_of_a_pie() {
 fn a_thread_with_full_debug_registers_fails_the_whole_attach() {
     let Some(_live) = util::live() else { return };
     let mut h = Writer::start_binary(&helper("threads"), &["hog", "8"]);
-    let lines = h.read_until("ready");
-    let (tid, held) = lines
-        .iter()
-        .find_map(|l| {
-            let rest = l.strip_prefix("hog tid=")?;
-            let (t, k) = rest.split_once(" held=")?;
-            Some((t.to_string(), k.parse::<u32>().ok()?))
-        })
-        .unwrap_or_else(|| panic!("no hog line in {lines:?}"));
+    let (tid, held) = hog_line(&h.read_until("ready"));
     if held < 4 {
         util::skip(format!("the hog thread got only {held} of 4 breakpoints"));
         return;
@@ -163,10 +189,8 @@ fn a_thread_with_full_debug_registers_fails_the_whole_attach() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains(&format!("tid {tid} (")), "{err}");
     assert!(err.contains("nothing was armed"), "{err}");
-    assert!(
-        !out.contains("# armed") && !out.contains("target_var W"),
-        "{out}"
-    );
+    // Refused before the header: not one line, let alone a hit.
+    assert!(out.is_empty(), "stdout of a refused attach: {out}");
     h.send("go");
     h.read_until_prefix("done tids=");
     h.finish();
@@ -183,6 +207,7 @@ fn launch_mode_exits_with_the_commands_status() {
         ("exit 7", 7),
         ("exit 0", 0),
         ("kill -TERM $$", 128 + libc::SIGTERM),
+        ("kill -KILL $$", 128 + libc::SIGKILL),
     ] {
         let status = Command::new(BIN)
             .args([
@@ -246,17 +271,186 @@ fn remove_on_exec_drops_the_watch_at_a_later_exec() {
     let _ = std::fs::remove_file(&stream);
 }
 
-/// `-p A -p B SYMBOL` where the symbol is at different addresses in A and B (two runs of a PIE): one
-/// watch has one address, so the run is refused before anything is armed, naming both pids.
+/// `hog tid=T held=K` from the hog helper's lines.
+fn hog_line(lines: &[String]) -> (u32, u32) {
+    lines
+        .iter()
+        .find_map(|l| {
+            let rest = l.strip_prefix("hog tid=")?;
+            let (t, k) = rest.split_once(" held=")?;
+            Some((t.parse().ok()?, k.parse().ok()?))
+        })
+        .unwrap_or_else(|| panic!("no `hog tid=T held=K` in {lines:?}"))
+}
+
+/// This test process's perf events: open descriptors, and mapped rings (a mapping keeps its event alive
+/// after the descriptor is closed, so both must be gone).
+fn own_perf_events() -> (usize, usize) {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps");
+    let mapped = maps.lines().filter(|l| l.contains("[perf_event]")).count();
+    (util::fd_count(std::process::id()).1, mapped)
+}
+
+/// The arming transaction itself, on the process with the full thread: `open_threads` arms the threads in
+/// tid order, so every thread before the hog had its events open (one per CPU, the first thread's with the
+/// CPU's mapped ring, the others redirected into it) when the hog's refusal came. The refusal names the hog,
+/// and every one of those events is closed, and every ring unmapped, again.
+#[test]
+fn a_refused_thread_closes_every_event_already_opened_for_the_others() {
+    let Some(_live) = util::live() else { return };
+    let mut h = Writer::start_binary(&helper("threads"), &["hog", "8"]);
+    let (hog, held) = hog_line(&h.read_until("ready"));
+    if held < 4 {
+        util::skip(format!("the hog thread got only {held} of 4 breakpoints"));
+        return;
+    }
+    let tids: Vec<u32> = std::fs::read_dir(format!("/proc/{}/task", h.pid))
+        .expect("the helper's task list")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    assert_eq!(tids.len(), 9, "main thread and 8 workers: {tids:?}");
+    let armed_first = tids.iter().filter(|&&t| t < hog).count();
+    if armed_first == 0 {
+        util::skip("the hog thread has the lowest tid (tids wrapped): nothing is armed before it");
+        return;
+    }
+    let cpus: BTreeSet<u32> = util::online_cpus().into_iter().collect();
+    let watch = Watch {
+        label: "target_var".into(),
+        addr: h.addr,
+        len: 8,
+        access: Access::Write,
+    };
+    let cfg = EventConfig {
+        ring_pages: 8,
+        track_tasks: true,
+        count_lost: true,
+        remove_on_exec: false,
+    };
+    let before = own_perf_events();
+    let err = arm_in(&[watch], &cpus, &Scope::Processes(vec![h.pid]), &cfg)
+        .err()
+        .expect("a thread with 4 breakpoints of its own cannot be armed");
+    assert_eq!(err.code, ksymwatch::error::ExitCode::Arm, "{err}");
+    let text = err.to_string();
+    assert!(text.contains(&format!("tid {hog} (")), "{text}");
+    assert!(text.contains("nothing was armed"), "{text}");
+    assert_eq!(
+        own_perf_events(),
+        before,
+        "(descriptors, mapped rings) after the refusal: the events of the {armed_first} threads armed \
+         before tid {hog} on {} CPUs must all be gone",
+        cpus.len()
+    );
+    h.send("go");
+    h.read_until_prefix("done tids=");
+}
+
+/// Two processes of one non-PIE program (the global at the same address in both): `-p A -p B` arms every
+/// thread of both, the header names both, each one's stores are reported under its own pid, the run goes on
+/// after the first exits (the second's stores are still caught) and ends by itself after the second.
+#[test]
+fn two_pids_are_watched_until_both_have_exited() {
+    let Some(_live) = util::live() else { return };
+    let bin = helper_with("threads", &["-no-pie"]);
+    let mut a = Writer::start_binary(&bin, &["threads", "3", "0"]);
+    let mut b = Writer::start_binary(&bin, &["threads", "3", "0"]);
+    a.read_until("ready");
+    b.read_until("ready");
+    assert_eq!(a.addr, b.addr, "a non-PIE's global has one address");
+    let (pid_a, pid_b) = (a.pid, b.pid);
+    let (pa, pb) = (pid_a.to_string(), pid_b.to_string());
+    // The text header: both processes by pid and name (the kernel's comm: the binary's name, at most 15
+    // bytes), and every thread armed (main + 3 workers each).
+    let comm: String = bin
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("helper file name")
+        .chars()
+        .take(15)
+        .collect();
+    let t = Tracer::start(&["write", "--no-status", "-p", &pa, "-p", &pb, "target_var"]);
+    assert!(
+        t.header
+            .lines()
+            .any(|l| l == format!("# process: {pa} ({comm}), {pb} ({comm}), 8 threads")),
+        "{}",
+        t.header
+    );
+    t.signal(libc::SIGINT);
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    assert!(parse_hits(&out).is_empty(), "no store yet: {out}");
+
+    let mut t = Tracer::start_json(&[
+        "write",
+        "--json",
+        "--no-status",
+        "-p",
+        &pa,
+        "-p",
+        &pb,
+        "target_var",
+    ]);
+    a.send("go");
+    a.read_until_prefix("done tids=");
+    a.finish();
+    // The first process is gone; the watch of the second must go on (nothing to await: a wrong stop would
+    // show within this window, and the second's stores below would then be missing as well).
+    let deadline = std::time::Instant::now() + Duration::from_millis(300);
+    while std::time::Instant::now() < deadline {
+        let status = t.child.try_wait().expect("poll ksymwatch");
+        assert!(
+            status.is_none(),
+            "ksymwatch ended with one watched process left: {status:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    b.send("go");
+    b.read_until_prefix("done tids=");
+    b.finish();
+    // The header and armed records were read by start_json; the rest comes now.
+    let header = t.header.clone();
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let records = parse_ndjson(&(header + &out));
+    let head = records
+        .iter()
+        .find(|v| v["type"] == "header")
+        .expect("header");
+    assert_eq!(head["pids"], serde_json::json!([pid_a, pid_b]));
+    assert_eq!(head["threads"], 8, "{head}");
+    let mut by_pid: BTreeMap<u64, usize> = BTreeMap::new();
+    for v in records.iter().filter(|v| v["type"] == "hit") {
+        assert_eq!(v["ip"]["sym"], "ksw_thread_store", "{v}");
+        *by_pid
+            .entry(v["pid"].as_u64().expect("hit pid"))
+            .or_default() += 1;
+    }
+    assert_eq!(
+        by_pid,
+        BTreeMap::from([(u64::from(pid_a), 3), (u64::from(pid_b), 3)]),
+        "user stores by pid"
+    );
+    assert_eq!(records.last().expect("summary")["stop"], "exited");
+}
+
+/// Two runs of one PIE load it at two addresses: one watch cannot have both. `-p A -p B SYMBOL` used to arm
+/// A's address in B too, silently watching some other byte there and missing every store of B; it is
+/// refused (exit 2) naming both addresses, before anything is armed.
 #[test]
 fn two_pids_with_the_symbol_at_different_addresses_are_refused() {
+    let Some(_live) = util::live() else { return };
     let bin = helper_with("threads", &["-pie", "-fPIE"]);
     let mut a = Writer::start_binary(&bin, &["threads", "1", "0"]);
     let mut b = Writer::start_binary(&bin, &["threads", "1", "0"]);
     a.read_until("ready");
     b.read_until("ready");
     if a.addr == b.addr {
-        util::skip("address randomization is off: both runs loaded target_var at one address");
+        util::skip(format!(
+            "both PIE runs loaded at the same address 0x{:x} (address randomization off?)",
+            a.addr
+        ));
         return;
     }
     let (pa, pb) = (a.pid.to_string(), b.pid.to_string());
@@ -264,11 +458,24 @@ fn two_pids_with_the_symbol_at_different_addresses_are_refused() {
         &["write", "-p", &pa, "-p", &pb, "target_var"],
         2,
         &[
-            &format!("in pid {pa}"),
-            &format!("in pid {pb}"),
-            "setarch -R",
+            "`target_var`",
+            &format!("0x{:x}/8 in pid {pa}", a.addr),
+            &format!("0x{:x}/8 in pid {pb}", b.addr),
         ],
     );
-    a.finish();
-    b.finish();
+    // An address means the same number in both: allowed (it is the user's to choose).
+    let addr = format!("0x{:x}", a.addr);
+    let t = Tracer::start_json(&[
+        "write",
+        "--json",
+        "--no-status",
+        "-p",
+        &pa,
+        "-p",
+        &pb,
+        &addr,
+    ]);
+    t.signal(libc::SIGINT);
+    let (code, _, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
 }

@@ -493,16 +493,10 @@ fn resolver<'a>(
             Some(f) => first(f.watches(std::slice::from_ref(t), access)?),
             None => watch::resolve(t, access, kernel).map(|r| r.watch),
         }),
-        Scope::Processes(pids) => {
-            let pids = pids.clone();
+        Scope::Processes(_) | Scope::Launched(_) => {
+            let pids = scope.pids();
             Box::new(move |t: &Target, access| {
                 first(processes_watches(&pids, std::slice::from_ref(t), access)?)
-            })
-        }
-        Scope::Launched(pid) => {
-            let pid = *pid;
-            Box::new(move |t: &Target, access| {
-                first(process_watches(pid, std::slice::from_ref(t), access)?)
             })
         }
     }
@@ -510,12 +504,9 @@ fn resolver<'a>(
 
 /// The header's processes: (pid, comm).
 fn watched_processes(scope: &Scope) -> Vec<(u32, String)> {
-    let pids = match scope {
-        Scope::System => return Vec::new(),
-        Scope::Processes(pids) => pids.clone(),
-        Scope::Launched(pid) => vec![*pid],
-    };
-    pids.into_iter()
+    scope
+        .pids()
+        .into_iter()
         .map(|pid| {
             let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
                 .map(|s| s.trim_end().to_string())

@@ -27,6 +27,17 @@ pub enum Scope {
     Launched(u32),
 }
 
+impl Scope {
+    /// The watched processes: none for a system-wide watch.
+    pub fn pids(&self) -> Vec<u32> {
+        match self {
+            Scope::System => Vec::new(),
+            Scope::Processes(pids) => pids.clone(),
+            Scope::Launched(pid) => vec![*pid],
+        }
+    }
+}
+
 /// Readings of a process's thread list before arming gives up waiting for it to stop growing (threads
 /// created by an armed thread are covered anyway; only ones created by a not-yet-armed one need a reading).
 const MAX_THREAD_READINGS: usize = 100;

@@ -192,8 +192,7 @@ impl EventSet {
     pub fn coverage(&self) -> Covered {
         match &self.scope {
             Scope::System => Covered::Cpus(self.by_cpu.len()),
-            Scope::Processes(pids) => Covered::Threads(arm::threads(pids).len()),
-            Scope::Launched(pid) => Covered::Threads(arm::threads(&[*pid]).len()),
+            scope => Covered::Threads(arm::threads(&scope.pids()).len()),
         }
     }
 

@@ -127,11 +127,7 @@ impl<'a, O: Output> Session<'a, O> {
             .or_exit(ExitCode::Runtime, "epoll")?;
         let mut sorter = Sorter::new(SORT_SLACK_NS);
         // A process already gone is not waited for (its pidfd cannot be had); one that exits later is.
-        let pids = match &scope {
-            Scope::System => Vec::new(),
-            Scope::Processes(pids) => pids.clone(),
-            Scope::Launched(pid) => vec![*pid],
-        };
+        let pids = scope.pids();
         let mut processes = Vec::with_capacity(pids.len());
         for (i, pid) in pids.iter().enumerate() {
             if let Ok(fd) = sys::pidfd_open(*pid) {

@@ -224,7 +224,7 @@ mod tests {
     use super::*;
     use crate::config::watch::Access;
     use crate::perf::record::encode;
-    use crate::report::testutil::{each_hit, sample, table, watch};
+    use crate::report::testutil::{each_hit, each_value_of_a_user_store, sample, table, watch};
 
     #[test]
     fn formats_a_hit_from_record_bytes() {
@@ -265,27 +265,14 @@ mod tests {
     /// integer, `?` when the process could not be read; a system-wide hit (above) has none.
     #[test]
     fn a_process_hit_ends_with_its_value() {
-        let sample = sample(
-            0x401136,
-            4321,
-            4322,
-            5_000_000_000,
-            0x404028,
-            0,
-            &[encode::USER, 0x401136],
-        );
-        let watches = [watch("counter", 0x404028, Access::Write)];
         let mut p = Ftrace::new(Vec::new(), Vec::new());
-        each_hit(&table(), &watches, &[(sample, "writer", 0)], |hit| {
-            for value in [
-                Value::Read(0x2a),
-                Value::Read(u64::MAX),
-                Value::Read(0),
-                Value::Unreadable,
-            ] {
-                p.hit(&Hit { value, ..*hit }).unwrap();
-            }
-        });
+        let values = [
+            Value::Read(0x2a),
+            Value::Read(u64::MAX),
+            Value::Read(0),
+            Value::Unreadable,
+        ];
+        each_value_of_a_user_store(&values, |hit| p.hit(hit).unwrap());
         let (out, _) = p.into_inner();
         let text = String::from_utf8(out).unwrap();
         let first: Vec<&str> = text.lines().filter(|l| !l.starts_with(" => ")).collect();

@@ -467,7 +467,7 @@ mod tests {
     use super::*;
     use crate::config::watch::Access;
     use crate::perf::record::encode;
-    use crate::report::testutil::{each_hit, sample, table, watch};
+    use crate::report::testutil::{each_hit, each_value_of_a_user_store, sample, table, watch};
     use crate::report::Value as HitValue;
     use serde_json::Value;
 
@@ -564,27 +564,14 @@ mod tests {
     /// not be read, absent for a system-wide watch's hit.
     #[test]
     fn a_process_hit_carries_its_value() {
-        let sample = sample(
-            0x401136,
-            4321,
-            4322,
-            5_000_000_000,
-            0x404028,
-            0,
-            &[encode::USER, 0x401136],
-        );
-        let watches = [watch("counter", 0x404028, Access::Write)];
         let mut p = Json::new(Vec::new(), Vec::new());
-        each_hit(&table(), &watches, &[(sample, "writer", 0)], |hit| {
-            for value in [
-                HitValue::Read(0x2a),
-                HitValue::Read(0xfedc_ba98_7654_3210),
-                HitValue::Unreadable,
-                HitValue::NotRead,
-            ] {
-                p.hit(&Hit { value, ..*hit }).unwrap();
-            }
-        });
+        let values = [
+            HitValue::Read(0x2a),
+            HitValue::Read(0xfedc_ba98_7654_3210),
+            HitValue::Unreadable,
+            HitValue::NotRead,
+        ];
+        each_value_of_a_user_store(&values, |hit| p.hit(hit).unwrap());
         let (out, _) = p.into_inner();
         let v = lines(out);
         assert_eq!(v[0]["value"], "0x2a");

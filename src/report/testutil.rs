@@ -46,6 +46,26 @@ pub fn watch(label: &str, addr: u64, access: Access) -> Watch {
     }
 }
 
+/// Hands `f` one process watch's hit with each of `values`: a user-space store by `writer` (pid 4321,
+/// tid 4322, cpu 0, at 5 s) into `counter` at 0x404028, from ip 0x401136.
+pub fn each_value_of_a_user_store(values: &[Value], mut f: impl FnMut(&Hit<'_>)) {
+    let s = sample(
+        0x401136,
+        4321,
+        4322,
+        5_000_000_000,
+        0x404028,
+        0,
+        &[encode::USER, 0x401136],
+    );
+    let watches = [watch("counter", 0x404028, Access::Write)];
+    each_hit(&table(), &watches, &[(s, "writer", 0)], |hit| {
+        for &value in values {
+            f(&Hit { value, ..*hit });
+        }
+    });
+}
+
 /// Symbolizes each `(sample, comm, watch index)` with `table` and hands `f` the hit, with no value (as a
 /// system-wide watch has; a test wants one with `Hit { value, ..*hit }`).
 pub fn each_hit(

@@ -152,8 +152,8 @@ impl Control {
     }
 
     /// Reads what is there (one read: called when the descriptor polls readable, so it never blocks) and
-    /// appends each complete line to `lines`. A line over [`MAX_LINE`] bytes becomes an empty marker line
-    /// `\u{0}` the session refuses.
+    /// appends each complete line to `lines`. A line over [`MAX_LINE`] bytes becomes the marker line
+    /// [`TOO_LONG`], which the session refuses.
     pub fn read_lines(&mut self, lines: &mut Vec<String>) -> io::Result<()> {
         let mut buf = [0u8; 4096];
         let n = match self.file.read(&mut buf) {

@@ -761,8 +761,11 @@ def main():
     work = tempfile.mkdtemp(prefix="ksymwatch-bench-")
     try:
         writer = os.path.join(work, "writer")
-        subprocess.run(["gcc", "-O1", "-fno-omit-frame-pointer", "-no-pie", "-o", writer,
-                        os.path.join(ROOT, "tests/helpers/writer.c")], check=True)
+        # Non-PIE so every writer has its global at one address; loaded away from the default 0x400000 so
+        # that address is not the one other non-PIE test helpers on the machine use (a tracer left running
+        # on theirs would otherwise take hits from this flood, and its writers would land in our counts).
+        subprocess.run(["gcc", "-O1", "-fno-omit-frame-pointer", "-no-pie", "-Wl,-Ttext-segment=0x7e00000",
+                        "-o", writer, os.path.join(ROOT, "tests/helpers/writer.c")], check=True)
         commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True,
                                 text=True).stdout.strip() or "?"
         if os.path.realpath(args.binary) != os.path.realpath(os.path.join(ROOT, "target/release/ksymwatch")):

@@ -449,6 +449,24 @@ def result(label, **kw):
     return dict(label=label, **kw)
 
 
+def under_flood(argv, ws, stdout, err, armed):
+    """Runs tracer argv under the live-test lock (stdout to the file stdout, or nowhere; stderr to err): once
+    armed(p) says it is armed, floods, waits until it has drained, and stops it. Returns (rusage, its CPU
+    seconds at the armed mark, the writers' wall time), or None if it never said it was armed."""
+    try:
+        with Locked(), open(stdout or os.devnull, "w") as o, open(err, "w") as e:
+            p = spawn(argv, stdout=o, stderr=e, stdin=subprocess.DEVNULL)
+            if not armed(p):
+                stop(p)
+                return None
+            at_armed = proc_cpu(p.pid)
+            wall = ws.flood()
+            wait_idle(p)
+            return stop(p), at_armed, wall
+    finally:
+        ws.end()
+
+
 def run_ksymwatch(binary, mode, work, writer, n, cpus):
     label = {"text": "`ksymwatch write ADDR/8 -o FILE` (ftrace text)",
              "json": "`ksymwatch write ADDR/8 --json -o FILE`",
@@ -458,18 +476,11 @@ def run_ksymwatch(binary, mode, work, writer, n, cpus):
     argv = [binary, "write", f"{ws.addr}/8", "--no-status"]
     argv += {"text": ["-o", out], "json": ["--json", "-o", out], "quiet": ["--quiet"]}[mode]
     marker, marker_file = {"text": ("\n# armed", out), "json": ('"type":"armed"', out), "quiet": ("armed", err)}[mode]
-    try:
-        with Locked(), open(out if mode == "quiet" else os.devnull, "w") as o, open(err, "w") as e:
-            p = spawn(argv, stdout=o, stderr=e, stdin=subprocess.DEVNULL)
-            if not wait_marker(p, marker_file, marker):
-                stop(p)
-                return result(label, error=f"not armed: {first_line(err)}")
-            at_armed = proc_cpu(p.pid)
-            wall = ws.flood()
-            wait_idle(p)
-            ru = stop(p)
-    finally:
-        ws.end()
+    ran = under_flood(argv, ws, out if mode == "quiet" else None, err,
+                      lambda p: wait_marker(p, marker_file, marker))
+    if ran is None:
+        return result(label, error=f"not armed: {first_line(err)}")
+    ru, at_armed, wall = ran
     hits, lost = ksw_summary(err)
     if mode == "text":
         written = count_tids(out, TEXT_HIT, ws.tids)
@@ -477,12 +488,11 @@ def run_ksymwatch(binary, mode, work, writer, n, cpus):
         written = count_tids(out, JSON_TID, ws.tids, prefix='{"type":"hit"')
     else:
         written = None
-    for path in (out,):
-        if os.path.exists(path):
-            os.unlink(path)
+    if os.path.exists(out):
+        os.unlink(out)
     captured = written if written is not None else hits
-    return result(label, stores=ws.stores, captured=captured, reported=hits, lost=lost, cpu=cpu_s(ru), at_armed=at_armed,
-                  rss_mb=ru.ru_maxrss / 1024, wall=wall, streamed=mode != "quiet",
+    return result(label, stores=ws.stores, captured=captured, reported=hits, lost=lost, cpu=cpu_s(ru),
+                  at_armed=at_armed, rss_mb=ru.ru_maxrss / 1024, wall=wall,
                   captured_note="lines for the writers' tids" if written is not None else "its summary")
 
 
@@ -497,18 +507,10 @@ def run_perf(work, writer, n, cpus):
     ws = Writers(writer, n, cpus)
     argv = ["perf", "record", "-q", "-D", "-1", "--control", f"fifo:{ctl},{ack}", "-e", f"mem:{ws.addr}/8:w",
             "-a", "-g", "-o", data]
-    try:
-        with Locked(), open(err, "w") as e:
-            p = spawn(argv, stdout=subprocess.DEVNULL, stderr=e, stdin=subprocess.DEVNULL)
-            if not perf_enable(p, ctl, ack):
-                stop(p)
-                return result(label, error=f"events not enabled: {first_line(err)}")
-            at_armed = proc_cpu(p.pid)
-            wall = ws.flood()
-            wait_idle(p)
-            ru_rec = stop(p)
-    finally:
-        ws.end()
+    ran = under_flood(argv, ws, None, err, lambda p: perf_enable(p, ctl, ack))
+    if ran is None:
+        return result(label, error=f"events not enabled: {first_line(err)}")
+    ru_rec, at_armed, wall = ran
     out = os.path.join(work, "perf.script")
     with open(out, "w") as o, open(os.path.join(work, "perf-script.err"), "w") as e:
         s = spawn(["perf", "script", "-i", data], stdout=o, stderr=e, stdin=subprocess.DEVNULL)
@@ -519,8 +521,9 @@ def run_perf(work, writer, n, cpus):
     for path in (out, data):
         os.unlink(path)
     return result(label, stores=ws.stores, captured=captured, reported=None, lost=int(m.group(1)) if m else 0,
-                  cpu=cpu_s(ru_rec) + cpu_s(ru_script), at_armed=at_armed, rss_mb=max(ru_rec.ru_maxrss, ru_script.ru_maxrss) / 1024,
-                  wall=wall, streamed=True, captured_note="`perf script` samples for the writers' tids",
+                  cpu=cpu_s(ru_rec) + cpu_s(ru_script), at_armed=at_armed,
+                  rss_mb=max(ru_rec.ru_maxrss, ru_script.ru_maxrss) / 1024, wall=wall,
+                  captured_note="`perf script` samples for the writers' tids",
                   cpu_note=f"record {cpu_s(ru_rec):.2f} + script {cpu_s(ru_script):.2f}",
                   rss_note=f"record {ru_rec.ru_maxrss / 1024:.0f}, script {ru_script.ru_maxrss / 1024:.0f}")
 
@@ -560,22 +563,14 @@ def run_bpftrace(work, writer, n, cpus):
     out, err = os.path.join(work, "bpftrace.out"), os.path.join(work, "bpftrace.err")
     ws = Writers(writer, n, cpus)
     prog = f'watchpoint:{ws.addr}:8:w {{ @[kstack, ustack] = count(); }} BEGIN {{ printf("armed\\n"); }}'
-    try:
-        with Locked(), open(out, "w") as o, open(err, "w") as e:
-            p = spawn(["bpftrace", "-e", prog], stdout=o, stderr=e, stdin=subprocess.DEVNULL)
-            if not wait_marker(p, out, "armed\n"):
-                stop(p)
-                return result(label, error=f"not attached: {first_line(err)}")
-            at_armed = proc_cpu(p.pid)
-            wall = ws.flood()
-            wait_idle(p)
-            ru = stop(p)
-    finally:
-        ws.end()
+    ran = under_flood(["bpftrace", "-e", prog], ws, out, err, lambda p: wait_marker(p, out, "armed\n"))
+    if ran is None:
+        return result(label, error=f"not attached: {first_line(err)}")
+    ru, at_armed, wall = ran
     with open(out, errors="replace") as f:
         captured = sum(int(m.group(1)) for m in re.finditer(r"\]: (\d+)$", f.read(), re.M))
-    return result(label, stores=ws.stores, captured=captured, reported=None, lost=None, cpu=cpu_s(ru), at_armed=at_armed,
-                  rss_mb=ru.ru_maxrss / 1024, wall=wall, streamed=False,
+    return result(label, stores=ws.stores, captured=captured, reported=None, lost=None, cpu=cpu_s(ru),
+                  at_armed=at_armed, rss_mb=ru.ru_maxrss / 1024, wall=wall,
                   captured_note="sum of the map's counts (every hit on ADDR)")
 
 

@@ -34,7 +34,8 @@ with the targets of issue #12 next to the results.
 Every run that arms breakpoints holds /tmp/ksymwatch-live-tests.lock (as the live tests do), taken around
 each run by this script, so waiting for it is not measured. Each child runs in its own session (Ctrl-C on
 the terminal reaches only this script, which stops the tracers with SIGINT so they disarm, then SIGKILLs
-whatever is left); their ids go to $BENCH_PIDFILE for bench.sh's trap in case this script itself is killed.
+whatever is left); their ids go to $BENCH_PIDFILE for bench.sh's trap in case this script itself is killed,
+and its files to $BENCH_WORKDIR, which bench.sh removes (without it: a temporary directory of its own).
 """
 import argparse
 import datetime
@@ -753,7 +754,7 @@ def main():
         sys.exit(f"bench: {args.binary} is missing: build it with `cargo build --release`")
     have = {t: shutil.which(t) is not None for t in ("perf", "bpftrace")}
     cpus = sorted(os.sched_getaffinity(0))
-    work = tempfile.mkdtemp(prefix="ksymwatch-bench-")
+    work = os.environ.get("BENCH_WORKDIR") or tempfile.mkdtemp(prefix="ksymwatch-bench-")
     try:
         writer = os.path.join(work, "writer")
         # Non-PIE so every writer has its global at one address; loaded away from the default 0x400000 so
@@ -789,7 +790,8 @@ def main():
         print(left)
     finally:
         cleanup()
-        shutil.rmtree(work, ignore_errors=True)
+        if not os.environ.get("BENCH_WORKDIR"):
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,10 @@ done
 
 cargo build --release --quiet
 
-BENCH_PIDFILE=$(mktemp /tmp/ksymwatch-bench-pids.XXXXXX)
-export BENCH_PIDFILE
+BENCH_WORKDIR=$(mktemp -d /tmp/ksymwatch-bench.XXXXXX)
+BENCH_PIDFILE=$BENCH_WORKDIR/children
+touch "$BENCH_PIDFILE"
+export BENCH_WORKDIR BENCH_PIDFILE
 driver=
 
 # Each child of the driver leads its own session; the driver stops them itself. If it could not (it was
@@ -42,7 +44,7 @@ cleanup() {
             kill -KILL -- "-$pid" 2>/dev/null || true
         fi
     done <"$BENCH_PIDFILE"
-    rm -f "$BENCH_PIDFILE"
+    rm -rf "$BENCH_WORKDIR"
 }
 trap cleanup EXIT
 trap 'exit 130' INT

@@ -5,7 +5,9 @@
 # issue #12's targets next to the results. The measuring is scripts/bench-peers.py (see its doc); this wrapper
 # builds the release binary, and on exit or Ctrl-C kills whatever child that script could not stop itself.
 #
-#   sudo scripts/bench.sh [--stores N] [--first-hit K] [--flood-runs K] [--memory N]
+#   sudo scripts/bench.sh [--stores N] [--first-hit K] [--flood-runs K] [--memory N] [path/to/ksymwatch]
+#   (defaults: 150000 stores per writer, 7 first-hit rounds, 1 flood per tracer, 10000 short-lived writers;
+#   0 skips a part; the binary defaults to target/release/ksymwatch, built here)
 #
 # Needs root, cargo and gcc; perf and bpftrace are optional (their rows then say "not installed"). Progress
 # goes to stderr, the tables to stdout: `sudo scripts/bench.sh > bench.md`.

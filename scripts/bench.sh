@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# ksymwatch against perf and bpftrace on this machine, in one run: start to first hit (cold and warm kallsyms
+# cache), a flood of one writer per CPU (hits, lost, tracer CPU per hit, peak RSS), and the RSS of a long run
+# over short-lived processes (scripts/bench-memory.py, when present). Prints markdown for BENCHMARKS.md with
+# issue #12's targets next to the results. The measuring is scripts/bench-peers.py (see its doc); this wrapper
+# builds the release binary, and on exit or Ctrl-C kills whatever child that script could not stop itself.
+#
+#   sudo scripts/bench.sh [--stores N] [--first-hit K] [--flood-runs K] [--memory N] [path/to/ksymwatch]
+#   (defaults: 150000 stores per writer, 7 first-hit rounds, 1 flood per tracer, 10000 short-lived writers;
+#   0 skips a part; the binary defaults to target/release/ksymwatch, built here)
+#
+# Needs root, cargo and gcc; perf and bpftrace are optional (their rows then say "not installed"). Progress
+# goes to stderr, the tables to stdout: `sudo scripts/bench.sh > bench.md`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "bench.sh: needs root (it arms hardware breakpoints): sudo scripts/bench.sh" >&2
+    exit 1
+fi
+for tool in cargo gcc python3; do
+    command -v "$tool" >/dev/null || { echo "bench.sh: $tool is missing" >&2; exit 1; }
+done
+
+cargo build --release --quiet
+
+BENCH_WORKDIR=$(mktemp -d /tmp/ksymwatch-bench.XXXXXX)
+BENCH_PIDFILE=$BENCH_WORKDIR/children
+touch "$BENCH_PIDFILE"
+export BENCH_WORKDIR BENCH_PIDFILE
+driver=
+
+# Each child of the driver leads its own session; the driver stops them itself. If it could not (it was
+# killed), stop every session it recorded that still exists, checked by session id so a reused pid is left
+# alone.
+cleanup() {
+    trap - EXIT INT TERM HUP
+    if [ -n "$driver" ] && kill -0 "$driver" 2>/dev/null; then
+        kill -TERM "$driver" 2>/dev/null || true
+        wait "$driver" 2>/dev/null || true
+    fi
+    while read -r pid; do
+        if [ "$(ps -o sid= -p "$pid" 2>/dev/null | tr -d ' ')" = "$pid" ]; then
+            kill -INT -- "-$pid" 2>/dev/null || true
+            sleep 0.5
+            kill -KILL -- "-$pid" 2>/dev/null || true
+        fi
+    done <"$BENCH_PIDFILE"
+    rm -rf "$BENCH_WORKDIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+python3 scripts/bench-peers.py "$@" &
+driver=$!
+status=0
+wait "$driver" || status=$?
+driver=
+exit "$status"

@@ -1,6 +1,7 @@
 //! A named frame, as every printer formats it. Frames are named once per hit by the tracer's symbolizer;
 //! printers only format a [`ResolvedFrame`], so all of them agree on every name.
 
+use std::cell::OnceCell;
 use std::fmt;
 use std::sync::Arc;
 
@@ -17,7 +18,7 @@ pub struct SourceLine {
 
 /// One frame with whatever is known about it. Names are shared (`Arc`): the symbolizer hands out the same
 /// few names for every hit of a flood, and cloning a frame must not copy them.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ResolvedFrame {
     pub addr: u64,
     /// The frame ran in the kernel (otherwise user space; hypervisor and guest frames count as user, and
@@ -63,6 +64,30 @@ impl ResolvedFrame {
             (None, Some(b)) => format!("[{b}]"),
             (None, None) => "[unknown]".to_string(),
         }
+    }
+}
+
+/// A call chain's frames as the printers spell them, made by the first hit on that chain and reused by
+/// every later one: a flood repeats a handful of chains, and re-spelling a dozen frames per hit (hex
+/// digits, names, JSON escapes) was most of a printer's work. The tracer keeps one per distinct raw chain
+/// (see the symbolizer's chain cache) and hands it with each hit; a hit without one is spelled afresh.
+///
+/// Only chains whose spelling depends on nothing but their frames get one: an unnamed user frame prints
+/// the hit's comm (`0x401000 [writer]`), which differs between threads of one chain.
+#[derive(Debug, Default)]
+pub struct Rendered {
+    /// ftrace: the ip's text, and the chain's ` => ` lines.
+    pub(crate) text: OnceCell<(String, String)>,
+    /// `--json`: `"ip":{...},"chain":[...]`.
+    pub(crate) json: OnceCell<String>,
+}
+
+impl Rendered {
+    /// Whether the chain of `ip` and `frames` spells the same for every hit on it (see [`Rendered`]).
+    pub fn reusable(ip: &ResolvedFrame, frames: &[ResolvedFrame]) -> bool {
+        std::iter::once(ip)
+            .chain(frames)
+            .all(|f| f.kernel || f.sym.is_some())
     }
 }
 

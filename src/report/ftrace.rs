@@ -52,6 +52,28 @@ impl<W: Write, E: Write> Ftrace<W, E> {
     }
 }
 
+/// The ` => frame` lines of a hit's chain, innermost first.
+fn push_chain(l: &mut String, hit: &Hit<'_>) {
+    for f in hit.chain {
+        // --lines: inlined functions first, innermost first, as the chain reads from the trap outwards.
+        if let Some(line) = &f.line {
+            for inlined in &line.inlined {
+                l.push_str(" => ");
+                l.push_str(inlined);
+                l.push('\n');
+            }
+        }
+        l.push_str(" => ");
+        f.push_text(l, hit.comm);
+        if let Some(line) = &f.line {
+            l.push_str(" (");
+            l.push_str(&line.location);
+            l.push(')');
+        }
+        l.push('\n');
+    }
+}
+
 impl<W: Write, E: Write> Output for Ftrace<W, E> {
     fn header(&mut self, h: &Header<'_>) -> io::Result<()> {
         writeln!(self.out, "# tracer: ksymwatch")?;
@@ -129,7 +151,23 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
         l.push(' ');
         l.push_str(hit.watch.access.letters());
         l.push_str(" ip=");
-        hit.ip.push_text(l, hit.comm);
+        // A chain seen before is copied as it was spelled the first time.
+        let lines = match hit.rendered {
+            Some(r) => {
+                let (ip, lines) = r.text.get_or_init(|| {
+                    let (mut ip, mut lines) = (String::new(), String::new());
+                    hit.ip.push_text(&mut ip, hit.comm);
+                    push_chain(&mut lines, hit);
+                    (ip, lines)
+                });
+                l.push_str(ip);
+                Some(lines)
+            }
+            None => {
+                hit.ip.push_text(l, hit.comm);
+                None
+            }
+        };
         // Last on the line: the ip's ` [binary]` already has a space in it, and readers split on the first
         // fields.
         match hit.value {
@@ -141,23 +179,9 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
             }
         }
         l.push('\n');
-        for f in hit.chain {
-            // --lines: inlined functions first, innermost first, as the chain reads from the trap outwards.
-            if let Some(line) = &f.line {
-                for inlined in &line.inlined {
-                    l.push_str(" => ");
-                    l.push_str(inlined);
-                    l.push('\n');
-                }
-            }
-            l.push_str(" => ");
-            f.push_text(l, hit.comm);
-            if let Some(line) = &f.line {
-                l.push_str(" (");
-                l.push_str(&line.location);
-                l.push(')');
-            }
-            l.push('\n');
+        match lines {
+            Some(lines) => l.push_str(lines),
+            None => push_chain(l, hit),
         }
         self.out.write_all(l.as_bytes())
     }
@@ -259,6 +283,54 @@ mod tests {
             " => 0x401000 [reader]\n",
         );
         assert_eq!(text, expected);
+    }
+
+    /// A chain seen before is printed from its cached spelling: the same bytes as a hit spelled afresh,
+    /// with each hit's own comm, time and value around it.
+    #[test]
+    fn a_repeated_chain_prints_the_same() {
+        let chain = [
+            encode::KERNEL,
+            0xffffffff81000077,
+            0xffffffff810001bb,
+            0xffffffffdead0000,
+        ];
+        let hits: Vec<_> = (0..3)
+            .map(|i| {
+                let s = sample(
+                    0xffffffff81000077,
+                    10 + i,
+                    10 + i,
+                    1_000 * u64::from(i),
+                    0x10,
+                    i,
+                    &chain,
+                );
+                (s, ["a", "bb", "a"][i as usize], 0)
+            })
+            .collect();
+        let watches = [watch("x", 0x10, Access::Write)];
+        let (mut cached, mut fresh) = (
+            Ftrace::new(Vec::new(), Vec::new()),
+            Ftrace::new(Vec::new(), Vec::new()),
+        );
+        let mut reused = 0;
+        each_hit(&table(), &watches, &hits, |hit| {
+            reused += usize::from(hit.rendered.is_some_and(|r| r.text.get().is_some()));
+            cached.hit(hit).unwrap();
+            fresh
+                .hit(&Hit {
+                    rendered: None,
+                    ..*hit
+                })
+                .unwrap();
+        });
+        assert_eq!(reused, 2, "the 2nd and 3rd hits reuse the 1st's spelling");
+        let (cached, fresh) = (cached.into_inner().0, fresh.into_inner().0);
+        assert_eq!(
+            String::from_utf8(cached).unwrap(),
+            String::from_utf8(fresh).unwrap()
+        );
     }
 
     /// A process watch's hits end with the value read when they were drained: the hex of the watched

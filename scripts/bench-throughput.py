@@ -28,7 +28,9 @@ the start-up (kallsyms, process scans) and the idle loop taken out. `--runs K` r
 alternating, and prints the median. `--jsonl` prints one JSON object per measurement on stdout instead of
 the table (fields: mode, run, stores, hits, lost, cpu_s, user_s, sys_s, us_per_hit, rss_mb, nvcsw,
 syscw, wchar, writer_s; idle runs have mode "idle-MODE"; a final object has type "median").
-`--profile DIR` records `perf record -e cpu-clock -g` of the tracer for each ksymwatch run into
+`--allocs` counts the tracer's malloc, calloc and realloc calls over its whole run with an LD_PRELOAD
+shim (field allocs; the idle run's count is the start-up's, and the summary line gives the difference
+per hit). `--profile DIR` records `perf record -e cpu-clock -g` of the tracer for each ksymwatch run into
 DIR/MODE-RUN.data. `--binary` runs another ksymwatch build (default: this tree's release build).
 
 Every run holds /tmp/ksymwatch-live-tests.lock (the debug registers are shared with the live tests).
@@ -132,7 +134,32 @@ def count_hits(mode, out, err, tids):
     return n
 
 
-def ksymwatch(binary, mode, writers, work, label, hold_s=None, profile=None):
+# LD_PRELOAD shim for --allocs: counts malloc/calloc/realloc calls, printed on stderr at exit (uprobes need
+# tracefs, which is not mounted here).
+ALLOC_SHIM = r"""
+#include <stddef.h>
+#include <unistd.h>
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+static unsigned long n;
+void *malloc(size_t s) { __atomic_add_fetch(&n, 1, __ATOMIC_RELAXED); return __libc_malloc(s); }
+void *calloc(size_t a, size_t b) { __atomic_add_fetch(&n, 1, __ATOMIC_RELAXED); return __libc_calloc(a, b); }
+void *realloc(void *p, size_t s) { __atomic_add_fetch(&n, 1, __ATOMIC_RELAXED); return __libc_realloc(p, s); }
+__attribute__((destructor)) static void report(void) {
+    char buf[48] = "ksw-allocs ";
+    char digits[24];
+    int i = 0, k = 11;
+    unsigned long v = n;
+    do { digits[i++] = '0' + v % 10; v /= 10; } while (v);
+    while (i) buf[k++] = digits[--i];
+    buf[k++] = '\n';
+    (void)!write(2, buf, k);
+}
+"""
+
+
+def ksymwatch(binary, mode, writers, work, label, hold_s=None, profile=None, allocs=False):
     """One tracer run over one flood (or, with `hold_s`, over that many idle seconds)."""
     argv = [binary, "write"]
     if mode == "process":
@@ -141,8 +168,9 @@ def ksymwatch(binary, mode, writers, work, label, hold_s=None, profile=None):
     argv.append(f"{writers.addr}/8")
     argv += {"json": ["--json"], "quiet": ["--quiet"]}.get(mode, [])
     out, err = os.path.join(work, f"{label}.out"), os.path.join(work, f"{label}.err")
+    env = dict(os.environ, LD_PRELOAD=os.path.join(work, "alloc-count.so")) if allocs else None
     with open(out, "w") as o, open(err, "w") as e:
-        p = subprocess.Popen(argv, stdout=o, stderr=e)
+        p = subprocess.Popen(argv, stdout=o, stderr=e, env=env)
         marker_file, marker = (err, "armed") if mode == "quiet" else (out, "armed")
         if not wait_for(marker_file, marker, time.monotonic() + 30):
             p.kill()
@@ -166,10 +194,12 @@ def ksymwatch(binary, mode, writers, work, label, hold_s=None, profile=None):
         p.send_signal(2)
         _, status, ru = os.wait4(p.pid, 0)
     lost = re.search(r"(\d+) lost", open(err).read())
+    n_allocs = re.search(r"ksw-allocs (\d+)", open(err).read())
+    n_allocs = int(n_allocs.group(1)) if n_allocs else None
     hits = None if hold_s is not None else count_hits(mode, out, err, writers.tids)
     return {"writer_s": writer_s, "user_s": ru.ru_utime, "sys_s": ru.ru_stime, "cpu_s": ru.ru_utime + ru.ru_stime,
             "rss_mb": ru.ru_maxrss // 1024, "nvcsw": ru.ru_nvcsw, "syscw": io.get("syscw"), "wchar": io.get("wchar"),
-            "hits": hits, "lost": int(lost.group(1)) if lost else None, "status": status}
+            "hits": hits, "lost": int(lost.group(1)) if lost else None, "status": status, "allocs": n_allocs}
 
 
 def perf_run(writers, work):
@@ -205,6 +235,8 @@ def main():
     ap.add_argument("--jsonl", action="store_true", help="one JSON object per measurement on stdout")
     ap.add_argument("--no-perf", action="store_true")
     ap.add_argument("--profile", metavar="DIR", help="cpu-clock profile of each ksymwatch run into DIR")
+    ap.add_argument("--allocs", action="store_true",
+                    help="count the tracer's malloc/calloc/realloc calls (LD_PRELOAD shim)")
     ap.add_argument("--binary", help="ksymwatch binary (default: this tree's release build)")
     a = ap.parse_args()
     if a.modes:
@@ -227,6 +259,11 @@ def main():
         writer = os.path.join(work, "writer")
         subprocess.run(["gcc", "-O1", "-fno-omit-frame-pointer", "-no-pie", "-o", writer,
                         os.path.join(ROOT, "tests/helpers/writer.c")], check=True)
+        if a.allocs:
+            shim = os.path.join(work, "alloc-count.c")
+            open(shim, "w").write(ALLOC_SHIM)
+            subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", os.path.join(work, "alloc-count.so"), shim],
+                           check=True)
         total = a.n * len(cpus)
         if not a.jsonl:
             print(f"throughput: {a.n} stores by each of {len(cpus)} writer(s) on cpus {','.join(map(str, cpus))}, "
@@ -243,7 +280,8 @@ def main():
                         if mode == "perf":
                             r = perf_run(w, work)
                         else:
-                            r = ksymwatch(binary, mode, w, work, f"{mode}-{run}", profile=a.profile)
+                            r = ksymwatch(binary, mode, w, work, f"{mode}-{run}", profile=a.profile,
+                                          allocs=a.allocs)
                     finally:
                         w.close()
                     r.update(mode=mode, run=run, stores=total,
@@ -257,7 +295,7 @@ def main():
                         w = Writers(writer, 0, cpus)
                         try:
                             hold = statistics.median(x["writer_s"] for x in results[mode])
-                            r = ksymwatch(binary, mode, w, work, f"idle-{mode}", hold_s=hold)
+                            r = ksymwatch(binary, mode, w, work, f"idle-{mode}", hold_s=hold, allocs=a.allocs)
                         finally:
                             w.close()
                         r.update(mode=f"idle-{mode}", run=0, stores=0, us_per_hit=None)
@@ -272,6 +310,10 @@ def main():
             m = {"type": "median", "mode": mode, "runs": len(rs), "us_per_hit": statistics.median(per) if per else None,
                  "us_per_hit_all": per, "lost": [r["lost"] for r in rs], "hits": [r["hits"] for r in rs],
                  "stores": total, **med}
+            if mode in idle and idle[mode].get("allocs") is not None:
+                extra_allocs = [(r["allocs"] - idle[mode]["allocs"]) / r["hits"] for r in rs
+                                if r["hits"] and r["allocs"] is not None]
+                m["allocs_per_hit"] = statistics.median(extra_allocs) if extra_allocs else None
             if mode in idle:
                 marg = sorted((r["cpu_s"] - idle[mode]["cpu_s"]) * 1e6 / r["hits"] for r in rs if r["hits"])
                 m["idle_cpu_s"] = idle[mode]["cpu_s"]
@@ -281,6 +323,8 @@ def main():
             else:
                 extra = (f", marginal {m['marginal_us_per_hit']:.2f} us/hit (idle run {m['idle_cpu_s']:.2f} s)"
                          if m.get("marginal_us_per_hit") is not None else "")
+                if m.get("allocs_per_hit") is not None:
+                    extra += f", {m['allocs_per_hit']:.4f} mallocs/hit over the idle run's"
                 print(f"  median {mode:<8} {m['us_per_hit'] or 0:.2f} us/hit over {len(rs)} run(s) "
                       f"[{' '.join(f'{x:.2f}' for x in per)}]{extra}")
     finally:
@@ -295,7 +339,8 @@ def report(jsonl, r):
     hits = "-" if r["hits"] is None else f"{r['hits']}/{r['stores']}"
     print(f"  {r['mode']:<13} writers {r['writer_s']:6.2f}s  hits {hits}  lost {r['lost']}  tracer CPU "
           f"{r['cpu_s']:6.2f}s (user {r['user_s']:.2f} sys {r['sys_s']:.2f}; {per})  peak RSS {r['rss_mb']} MB  "
-          f"wakeups {r['nvcsw']}  writes {r['syscw']}", flush=True)
+          f"wakeups {r['nvcsw']}  writes {r['syscw']}"
+          + (f"  mallocs {r['allocs']}" if r.get("allocs") is not None else ""), flush=True)
 
 
 if __name__ == "__main__":

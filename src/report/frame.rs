@@ -1,7 +1,7 @@
 //! A named frame, as every printer formats it. Frames are named once per hit by the tracer's symbolizer;
 //! printers only format a [`ResolvedFrame`], so all of them agree on every name.
 
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::fmt;
 use std::sync::Arc;
 
@@ -72,22 +72,38 @@ impl ResolvedFrame {
 /// digits, names, JSON escapes) was most of a printer's work. The tracer keeps one per distinct raw chain
 /// (see the symbolizer's chain cache) and hands it with each hit; a hit without one is spelled afresh.
 ///
-/// Only chains whose spelling depends on nothing but their frames get one: an unnamed user frame prints
-/// the hit's comm (`0x401000 [writer]`), which differs between threads of one chain.
+/// An unnamed user frame prints the hit's comm (`0x7f00 [writer]`, libc's static functions are such
+/// frames), and threads on one chain can have different comms: such a chain's text is kept with the comm
+/// it was spelled for, and spelled again for another.
 #[derive(Debug, Default)]
 pub struct Rendered {
-    /// ftrace: the ip's text, and the chain's ` => ` lines.
-    pub(crate) text: OnceCell<(String, String)>,
-    /// `--json`: `"ip":{...},"chain":[...]`.
+    /// Some frame's text has the comm in it.
+    pub(crate) needs_comm: bool,
+    /// ftrace: the ip's text and the chain's ` => ` lines.
+    pub(crate) text: RefCell<Text>,
+    /// `--json`: `"ip":{...},"chain":[...]` (JSON frames never carry the comm).
     pub(crate) json: OnceCell<String>,
 }
 
+/// [`Rendered::text`].
+#[derive(Debug, Default)]
+pub(crate) struct Text {
+    pub made: bool,
+    /// The comm it was spelled for, when [`Rendered::needs_comm`].
+    pub comm: String,
+    pub ip: String,
+    pub lines: String,
+}
+
 impl Rendered {
-    /// Whether the chain of `ip` and `frames` spells the same for every hit on it (see [`Rendered`]).
-    pub fn reusable(ip: &ResolvedFrame, frames: &[ResolvedFrame]) -> bool {
-        std::iter::once(ip)
-            .chain(frames)
-            .all(|f| f.kernel || f.sym.is_some())
+    /// An empty one for the chain of `ip` and `frames`.
+    pub fn new(ip: &ResolvedFrame, frames: &[ResolvedFrame]) -> Rendered {
+        Rendered {
+            needs_comm: std::iter::once(ip)
+                .chain(frames)
+                .any(|f| !f.kernel && f.sym.is_none()),
+            ..Rendered::default()
+        }
     }
 }
 

@@ -522,10 +522,14 @@ impl<'a, O: Output> Session<'a, O> {
     }
 
     fn reconcile_if_due(&mut self) -> Result<Option<StopReason>> {
+        // Asked after every drain: the armed set is only built (allocated) when a reconcile is due.
+        if !self.hotplug.as_ref().is_some_and(Hotplug::reconcile_due) {
+            return Ok(None);
+        }
         let armed = self.armed_cpus();
         let changes = match &mut self.hotplug {
-            Some(h) if h.reconcile_due() => h.reconcile(&armed),
-            _ => return Ok(None),
+            Some(h) => h.reconcile(&armed),
+            None => return Ok(None),
         };
         self.follow(changes)
     }

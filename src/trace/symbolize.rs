@@ -50,14 +50,14 @@ pub struct NamedChain {
     /// Innermost first.
     pub frames: Vec<ResolvedFrame>,
     rendered: Rendered,
-    /// Its spelling is the same for every hit on it (and it is cached): printers may reuse `rendered`.
-    reusable: bool,
+    /// It is in the cache: later hits on it may reuse `rendered`.
+    cached: bool,
 }
 
 impl NamedChain {
-    /// The printers' spellings, when they may be shared by every hit on this chain.
+    /// The printers' spellings, shared by every hit on this chain; `None` for a chain named for one hit.
     pub fn rendered(&self) -> Option<&Rendered> {
-        self.reusable.then_some(&self.rendered)
+        self.cached.then_some(&self.rendered)
     }
 }
 
@@ -142,7 +142,7 @@ impl<'a> Symbolizer<'a> {
                     .chain(&c.frames)
                     .all(|f| f.kernel || f.binary.is_some());
             if !known {
-                c.reusable = false;
+                c.cached = false;
                 self.uncached = c;
                 return &self.uncached;
             }
@@ -153,10 +153,10 @@ impl<'a> Symbolizer<'a> {
                 self.chain_key(sample);
             }
             let cached = NamedChain {
-                reusable: Rendered::reusable(&c.ip, &c.frames),
+                rendered: Rendered::new(&c.ip, &c.frames),
                 ip: c.ip.clone(),
                 frames: c.frames.clone(),
-                rendered: Rendered::default(),
+                cached: true,
             };
             self.uncached = c;
             self.chains.insert(self.key.as_slice().into(), cached);
@@ -319,7 +319,7 @@ mod tests {
             let named = s.named(&chain_sample(pid, &kernel));
             assert_eq!(named.ip.sym.as_deref(), Some("read_zero"));
             assert_eq!(named.frames.len(), 2);
-            assert!(named.rendered().is_some(), "every frame named: reusable");
+            assert!(named.rendered().is_some_and(|r| !r.needs_comm));
             s.named(&chain_sample(pid, &user));
         }
         assert_eq!(
@@ -328,8 +328,10 @@ mod tests {
             "1 kernel chain, 1 user chain for each of 2 pids"
         );
         assert!(
-            s.named(&chain_sample(1, &user)).rendered().is_none(),
-            "an unnamed user frame prints the comm: not reusable"
+            s.named(&chain_sample(1, &user))
+                .rendered()
+                .is_some_and(|r| r.needs_comm),
+            "an unnamed user frame prints the comm"
         );
         s.forget_process(1);
         assert_eq!(s.chains.len(), 2);

@@ -22,4 +22,6 @@ pub mod error;
 pub mod perf;
 pub(crate) mod report;
 pub(crate) mod stderr;
+#[cfg(test)]
+mod testalloc;
 pub mod trace;

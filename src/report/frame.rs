@@ -1,6 +1,7 @@
 //! A named frame, as every printer formats it. Frames are named once per hit by the tracer's symbolizer;
 //! printers only format a [`ResolvedFrame`], so all of them agree on every name.
 
+use std::cell::{OnceCell, RefCell};
 use std::fmt;
 use std::sync::Arc;
 
@@ -17,7 +18,7 @@ pub struct SourceLine {
 
 /// One frame with whatever is known about it. Names are shared (`Arc`): the symbolizer hands out the same
 /// few names for every hit of a flood, and cloning a frame must not copy them.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ResolvedFrame {
     pub addr: u64,
     /// The frame ran in the kernel (otherwise user space; hypervisor and guest frames count as user, and
@@ -62,6 +63,46 @@ impl ResolvedFrame {
             (Some(s), _) => s.to_string(),
             (None, Some(b)) => format!("[{b}]"),
             (None, None) => "[unknown]".to_string(),
+        }
+    }
+}
+
+/// A call chain's frames as the printers spell them, made by the first hit on that chain and reused by
+/// every later one: a flood repeats a handful of chains, and re-spelling a dozen frames per hit (hex
+/// digits, names, JSON escapes) was most of a printer's work. The tracer keeps one per distinct raw chain
+/// (see the symbolizer's chain cache) and hands it with each hit; a hit without one is spelled afresh.
+///
+/// An unnamed user frame prints the hit's comm (`0x7f00 [writer]`, libc's static functions are such
+/// frames), and threads on one chain can have different comms: such a chain's text is kept with the comm
+/// it was spelled for, and spelled again for another.
+#[derive(Debug, Default)]
+pub struct Rendered {
+    /// Some frame's text has the comm in it.
+    pub(crate) needs_comm: bool,
+    /// ftrace: the ip's text and the chain's ` => ` lines.
+    pub(crate) text: RefCell<Text>,
+    /// `--json`: `"ip":{...},"chain":[...]` (JSON frames never carry the comm).
+    pub(crate) json: OnceCell<String>,
+}
+
+/// [`Rendered::text`].
+#[derive(Debug, Default)]
+pub(crate) struct Text {
+    pub made: bool,
+    /// The comm it was spelled for, when [`Rendered::needs_comm`].
+    pub comm: String,
+    pub ip: String,
+    pub lines: String,
+}
+
+impl Rendered {
+    /// An empty one for the chain of `ip` and `frames`.
+    pub fn new(ip: &ResolvedFrame, frames: &[ResolvedFrame]) -> Rendered {
+        Rendered {
+            needs_comm: std::iter::once(ip)
+                .chain(frames)
+                .any(|f| !f.kernel && f.sym.is_none()),
+            ..Rendered::default()
         }
     }
 }

@@ -13,6 +13,7 @@
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
+use super::frame::Text;
 use super::numbers::{push_dec_zero, push_hex, push_left, push_right, push_time};
 use super::summary::write_text;
 use super::{
@@ -49,6 +50,28 @@ impl<W: Write, E: Write> Ftrace<W, E> {
     #[cfg(test)]
     pub fn into_inner(self) -> (W, E) {
         (self.out, self.err)
+    }
+}
+
+/// The ` => frame` lines of a hit's chain, innermost first.
+fn push_chain(l: &mut String, hit: &Hit<'_>) {
+    for f in hit.chain {
+        // --lines: inlined functions first, innermost first, as the chain reads from the trap outwards.
+        if let Some(line) = &f.line {
+            for inlined in &line.inlined {
+                l.push_str(" => ");
+                l.push_str(inlined);
+                l.push('\n');
+            }
+        }
+        l.push_str(" => ");
+        f.push_text(l, hit.comm);
+        if let Some(line) = &f.line {
+            l.push_str(" (");
+            l.push_str(&line.location);
+            l.push(')');
+        }
+        l.push('\n');
     }
 }
 
@@ -129,7 +152,29 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
         l.push(' ');
         l.push_str(hit.watch.access.letters());
         l.push_str(" ip=");
-        hit.ip.push_text(l, hit.comm);
+        // A chain seen before is copied as it was spelled the first time (for this comm, if it matters).
+        let cached = hit.rendered.map(|r| {
+            let mut t = r.text.borrow_mut();
+            if !t.made || (r.needs_comm && t.comm != hit.comm) {
+                let Text {
+                    comm, ip, lines, ..
+                } = &mut *t;
+                ip.clear();
+                lines.clear();
+                comm.clear();
+                hit.ip.push_text(ip, hit.comm);
+                push_chain(lines, hit);
+                if r.needs_comm {
+                    comm.push_str(hit.comm);
+                }
+                t.made = true;
+            }
+            t
+        });
+        match &cached {
+            Some(t) => l.push_str(&t.ip),
+            None => hit.ip.push_text(l, hit.comm),
+        }
         // Last on the line: the ip's ` [binary]` already has a space in it, and readers split on the first
         // fields.
         match hit.value {
@@ -141,23 +186,9 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
             }
         }
         l.push('\n');
-        for f in hit.chain {
-            // --lines: inlined functions first, innermost first, as the chain reads from the trap outwards.
-            if let Some(line) = &f.line {
-                for inlined in &line.inlined {
-                    l.push_str(" => ");
-                    l.push_str(inlined);
-                    l.push('\n');
-                }
-            }
-            l.push_str(" => ");
-            f.push_text(l, hit.comm);
-            if let Some(line) = &f.line {
-                l.push_str(" (");
-                l.push_str(&line.location);
-                l.push(')');
-            }
-            l.push('\n');
+        match &cached {
+            Some(t) => l.push_str(&t.lines),
+            None => push_chain(l, hit),
         }
         self.out.write_all(l.as_bytes())
     }
@@ -259,6 +290,62 @@ mod tests {
             " => 0x401000 [reader]\n",
         );
         assert_eq!(text, expected);
+    }
+
+    /// A chain seen before is printed from its cached spelling: the same bytes as a hit spelled afresh,
+    /// with each hit's own comm, time and value around it, and its own comm in an unnamed user frame.
+    #[test]
+    fn a_repeated_chain_prints_the_same() {
+        let kernel = [
+            encode::KERNEL,
+            0xffffffff81000077,
+            0xffffffff810001bb,
+            0xffffffffdead0000,
+        ];
+        let user = [encode::KERNEL, 0xffffffff81000077, encode::USER, 0x401000];
+        let hits: Vec<_> = (0..6u32)
+            .map(|i| {
+                let chain: &[u64] = if i < 3 { &kernel } else { &user };
+                let s = sample(
+                    0xffffffff81000077,
+                    10,
+                    10 + i,
+                    1_000 * u64::from(i),
+                    0x10,
+                    i % 2,
+                    chain,
+                );
+                (s, ["a", "bb", "a"][i as usize % 3], 0)
+            })
+            .collect();
+        let watches = [watch("x", 0x10, Access::Write)];
+        let (mut cached, mut fresh) = (
+            Ftrace::new(Vec::new(), Vec::new()),
+            Ftrace::new(Vec::new(), Vec::new()),
+        );
+        let mut reused = 0;
+        each_hit(&table(), &watches, &hits, |hit| {
+            reused += usize::from(hit.rendered.is_some_and(|r| r.text.borrow().made));
+            cached.hit(hit).unwrap();
+            fresh
+                .hit(&Hit {
+                    rendered: None,
+                    ..*hit
+                })
+                .unwrap();
+        });
+        assert_eq!(
+            reused, 4,
+            "every hit but the first of each chain finds it spelled"
+        );
+        let (cached, fresh) = (cached.into_inner().0, fresh.into_inner().0);
+        let (cached, fresh) = (
+            String::from_utf8(cached).unwrap(),
+            String::from_utf8(fresh).unwrap(),
+        );
+        assert_eq!(cached, fresh);
+        assert_eq!(cached.matches(" => 0x401000 [bb]\n").count(), 1, "{cached}");
+        assert_eq!(cached.matches(" => 0x401000 [a]\n").count(), 2, "{cached}");
     }
 
     /// A process watch's hits end with the value read when they were drained: the hex of the watched

@@ -11,6 +11,7 @@ use std::io::{self, Write};
 
 use serde::{Serialize, Serializer};
 
+use super::numbers::{push_dec, push_hex};
 use super::{
     arm_failed_note, summary_line, Covered, Header, Hit, Output, ResolvedFrame, StopReason,
     StreamEvent, Summary, Value,
@@ -205,6 +206,9 @@ pub enum Record<'a> {
         events: usize,
         cpus: Vec<u32>,
     },
+    /// The schema of a hit; the per-hit path writes it with [`push_hit`] instead, which the tests hold to
+    /// exactly serde's bytes for this variant.
+    #[cfg_attr(not(test), allow(dead_code))]
     Hit {
         time_ns: u64,
         cpu: u32,
@@ -280,6 +284,7 @@ pub enum Record<'a> {
 }
 
 impl<'a> Record<'a> {
+    #[cfg(test)]
     pub fn hit(h: &'a Hit<'a>) -> Record<'a> {
         let s = h.sample;
         Record::Hit {
@@ -375,16 +380,168 @@ pub fn write_record(w: &mut impl Write, r: &Record<'_>) -> io::Result<()> {
     w.write_all(b"\n")
 }
 
+/// Appends `s` as a JSON string, escaped byte for byte as serde_json escapes it (`"`, `\\` and the
+/// control characters; everything else, non-ASCII included, as is).
+fn push_string(out: &mut String, s: &str) {
+    out.push('"');
+    let mut plain = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escaped = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[plain..i]);
+        plain = i + 1;
+        if escaped.is_empty() {
+            out.push_str("\\u00");
+            out.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+            out.push(char::from(b"0123456789abcdef"[usize::from(b & 0xf)]));
+        } else {
+            out.push_str(escaped);
+        }
+    }
+    out.push_str(&s[plain..]);
+    out.push('"');
+}
+
+fn push_opt_string(out: &mut String, s: Option<&str>) {
+    match s {
+        Some(s) => push_string(out, s),
+        None => out.push_str("null"),
+    }
+}
+
+/// A [`Hex`] as JSON.
+fn push_hex_string(out: &mut String, v: u64) {
+    out.push_str("\"0x");
+    push_hex(out, v);
+    out.push('"');
+}
+
+/// A [`Frame`] as serde writes it.
+fn push_frame(out: &mut String, f: &ResolvedFrame) {
+    out.push_str("{\"addr\":");
+    push_hex_string(out, f.addr);
+    out.push_str(if f.kernel {
+        ",\"kernel\":true,\"sym\":"
+    } else {
+        ",\"kernel\":false,\"sym\":"
+    });
+    push_opt_string(out, f.sym.as_deref());
+    out.push_str(",\"off\":");
+    push_dec(out, f.off);
+    out.push_str(",\"size\":");
+    match f.size {
+        Some(n) => push_dec(out, n),
+        None => out.push_str("null"),
+    }
+    out.push_str(",\"module\":");
+    push_opt_string(out, f.module.as_deref());
+    out.push_str(",\"binary\":");
+    push_opt_string(out, f.binary.as_deref());
+    if let Some(line) = &f.line {
+        out.push_str(",\"line\":");
+        push_string(out, &line.location);
+        if !line.inlined.is_empty() {
+            out.push_str(",\"inlined\":[");
+            for (i, s) in line.inlined.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_string(out, s);
+            }
+            out.push(']');
+        }
+    }
+    out.push('}');
+}
+
+/// `"ip":{...},"chain":[...]` of a hit.
+fn push_ip_chain(out: &mut String, hit: &Hit<'_>) {
+    out.push_str("\"ip\":");
+    push_frame(out, hit.ip);
+    out.push_str(",\"chain\":[");
+    for (i, f) in hit.chain.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_frame(out, f);
+    }
+    out.push(']');
+}
+
+/// A hit record ([`Record::Hit`]) without its newline, the bytes serde_json gives for it, written without
+/// serde or `core::fmt`: a hit is the one record written at flood rates. A chain seen before (`rendered`)
+/// is copied as it was spelled the first time.
+pub fn push_hit(out: &mut String, hit: &Hit<'_>) {
+    let s = hit.sample;
+    out.push_str("{\"type\":\"hit\",\"time_ns\":");
+    push_dec(out, s.time);
+    out.push_str(",\"cpu\":");
+    push_dec(out, u64::from(s.cpu));
+    out.push_str(",\"pid\":");
+    push_dec(out, u64::from(s.pid));
+    out.push_str(",\"tid\":");
+    push_dec(out, u64::from(s.tid));
+    out.push_str(",\"comm\":");
+    push_string(out, hit.comm);
+    out.push_str(",\"target\":");
+    push_string(out, &hit.watch.label);
+    out.push_str(",\"target_index\":");
+    push_dec(out, hit.watch_index as u64);
+    out.push_str(",\"addr\":");
+    push_hex_string(out, s.addr);
+    out.push_str(",\"len\":");
+    push_dec(out, u64::from(hit.watch.len));
+    out.push_str(",\"access\":");
+    push_string(out, hit.watch.access.letters());
+    out.push_str(if s.in_kernel() {
+        ",\"in_kernel\":true,"
+    } else {
+        ",\"in_kernel\":false,"
+    });
+    match hit.rendered {
+        Some(r) => out.push_str(r.json.get_or_init(|| {
+            let mut text = String::new();
+            push_ip_chain(&mut text, hit);
+            text
+        })),
+        None => push_ip_chain(out, hit),
+    }
+    match hit.value {
+        Value::NotRead => {}
+        Value::Unreadable => out.push_str(",\"value\":null"),
+        Value::Read(v) => {
+            out.push_str(",\"value\":");
+            push_hex_string(out, v);
+        }
+    }
+    out.push('}');
+}
+
 pub struct Json<W: Write, E: Write> {
     out: W,
     err: E,
+    /// One hit's line, built here and written at once; reused so a hit allocates nothing.
+    line: String,
 }
 
 impl<W: Write, E: Write> Json<W, E> {
     /// Records go to `out`. `err` gets what a person watching should see: a CPU that could not be armed,
     /// and the same one-line summary as in text mode, so stdout stays pure NDJSON.
     pub fn new(out: W, err: E) -> Self {
-        Json { out, err }
+        Json {
+            out,
+            err,
+            line: String::new(),
+        }
     }
 
     #[cfg(test)]
@@ -431,7 +588,10 @@ impl<W: Write, E: Write> Output for Json<W, E> {
     }
 
     fn hit(&mut self, hit: &Hit<'_>) -> io::Result<()> {
-        write_record(&mut self.out, &Record::hit(hit))
+        self.line.clear();
+        push_hit(&mut self.line, hit);
+        self.line.push('\n');
+        self.out.write_all(self.line.as_bytes())
     }
 
     fn event(&mut self, event: &StreamEvent, time_ns: u64) -> io::Result<()> {
@@ -601,6 +761,96 @@ mod tests {
             err.ends_with(", stopped: cpu 1 could not be armed (--strict-hotplug)\n"),
             "{err}"
         );
+    }
+
+    /// The hand-written strings escape exactly as serde_json does: every ASCII character, and non-ASCII
+    /// text left as it is.
+    #[test]
+    fn strings_escape_like_serde() {
+        let mut all: String = (0u8..0x80).map(char::from).collect();
+        all.push_str("ümlaut-ß \u{2028} 日本");
+        for text in [all.as_str(), "", "plain", "\"", "a\\b", "\u{7f}x\u{1f}"] {
+            let mut s = String::new();
+            push_string(&mut s, text);
+            assert_eq!(s, serde_json::to_string(text).unwrap(), "{text:?}");
+        }
+    }
+
+    /// A hit record written by hand is serde's [`Record::Hit`] byte for byte: kernel and user frames,
+    /// unknown ones, `--lines` annotations, every kind of value, a comm that needs escaping; spelled afresh
+    /// and from a chain's cached spelling, the first time and again.
+    #[test]
+    fn hits_are_serdes_bytes() {
+        use crate::report::{Rendered, SourceLine};
+        use std::sync::Arc;
+        let s = sample(
+            0xffffffff81000077,
+            1234,
+            1235,
+            412_123_456_789,
+            0x7ffd0000,
+            1,
+            &[encode::KERNEL, 0xffffffff81000077, encode::USER, 0x401000],
+        );
+        let named = ResolvedFrame {
+            sym: Some("read_zero".into()),
+            off: 0x77,
+            size: Some(0x100),
+            module: Some("mod\"x".into()),
+            line: Some(Arc::new(SourceLine {
+                location: "fs/read_write.c:30".into(),
+                inlined: vec!["rw_verify_area (fs/read_write.c:450) [inlined]".into()],
+            })),
+            ..ResolvedFrame::unknown(0xffffffff81000077, true)
+        };
+        let no_inlined = ResolvedFrame {
+            line: Some(Arc::new(SourceLine {
+                location: "x.c:1".into(),
+                inlined: vec![],
+            })),
+            ..ResolvedFrame::unknown(0xffffffff81000010, true)
+        };
+        let user = ResolvedFrame {
+            sym: Some("main".into()),
+            off: 0x1c,
+            binary: Some("writer".into()),
+            ..ResolvedFrame::unknown(0x401000, false)
+        };
+        let chain = [
+            named.clone(),
+            no_inlined,
+            user,
+            ResolvedFrame::unknown(0x7f00, false),
+        ];
+        let watches = [
+            watch("target_var", 0x7ffd0000, Access::Write),
+            watch("t\tab", 0x10, Access::ReadWrite),
+        ];
+        let rendered = Rendered::default();
+        for value in [
+            HitValue::NotRead,
+            HitValue::Unreadable,
+            HitValue::Read(0),
+            HitValue::Read(u64::MAX),
+        ] {
+            for (w, comm) in [(0, "writer"), (1, "we\"ird\n\u{1}ü")] {
+                for r in [None, Some(&rendered), Some(&rendered)] {
+                    let hit = Hit {
+                        sample: &s,
+                        watch: &watches[w],
+                        watch_index: w,
+                        comm,
+                        ip: &named,
+                        chain: &chain,
+                        value,
+                        rendered: r,
+                    };
+                    let mut line = String::new();
+                    push_hit(&mut line, &hit);
+                    assert_eq!(line, serde_json::to_string(&Record::hit(&hit)).unwrap());
+                }
+            }
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ pub mod numbers;
 pub mod status;
 pub mod summary;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
@@ -20,7 +20,7 @@ use std::time::Duration;
 use crate::config::watch::Watch;
 use crate::perf::record::Sample;
 
-pub use frame::{ResolvedFrame, SourceLine};
+pub use frame::{Rendered, ResolvedFrame, SourceLine};
 
 /// What the header says about the session.
 pub struct Header<'a> {
@@ -47,11 +47,14 @@ pub struct Hit<'a> {
     pub chain: &'a [ResolvedFrame],
     /// The watched bytes as read right after the hit (process watches only).
     pub value: Value,
+    /// The printers' spellings of `ip` and `chain`, shared by every hit on the same raw chain; `None`
+    /// spells them for this hit only.
+    pub rendered: Option<&'a Rendered>,
 }
 
 /// What the watched range held when the tracer took the hit out of its ring: one `process_vm_readv` of the
-/// hit's process, for a process watch. Not necessarily what this store wrote: a later store may have landed
-/// in between.
+/// hit's process per drain of that ring, for a process watch. Not necessarily what this store wrote: a later
+/// store may have landed in between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Value {
     /// Not read: a system-wide watch (its addresses are the kernel's, or any process's). Printed as nothing.

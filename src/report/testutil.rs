@@ -67,7 +67,8 @@ pub fn each_value_of_a_user_store(values: &[Value], mut f: impl FnMut(&Hit<'_>))
 }
 
 /// Symbolizes each `(sample, comm, watch index)` with `table` and hands `f` the hit, with no value (as a
-/// system-wide watch has; a test wants one with `Hit { value, ..*hit }`).
+/// system-wide watch has; a test wants one with `Hit { value, ..*hit }`). Hits come from the symbolizer's
+/// chain cache, as in the session: a chain repeated in `hits` is spelled once and reused.
 pub fn each_hit(
     table: &SymbolTable,
     watches: &[Watch],
@@ -76,16 +77,16 @@ pub fn each_hit(
 ) {
     let mut sym = Symbolizer::new(table);
     for (s, comm, w) in hits {
-        let mut chain = Vec::new();
-        let ip = sym.resolve(s, &mut chain);
+        let named = sym.named(s);
         f(&Hit {
             sample: s,
             watch: &watches[*w],
             watch_index: *w,
             comm,
-            ip: &ip,
-            chain: &chain,
+            ip: &named.ip,
+            chain: &named.frames,
             value: Value::NotRead,
+            rendered: named.rendered(),
         });
     }
 }

@@ -69,13 +69,19 @@ impl Tracked {
 /// Whether `s` is a second event's report of the store that `store` (the previous sample of a process
 /// ring) recorded; otherwise `s` becomes that store.
 fn repeats_store(store: &mut Option<(u32, u64, Vec<u64>)>, s: &Sample) -> bool {
-    if let Some((tid, ip, ids)) = store {
-        if *tid == s.tid && *ip == s.ip && !ids.contains(&s.id) {
+    match store {
+        Some((tid, ip, ids)) => {
+            if *tid == s.tid && *ip == s.ip && !ids.contains(&s.id) {
+                ids.push(s.id);
+                return true;
+            }
+            // The ids' vector is kept: a steady stream of stores allocates nothing.
+            (*tid, *ip) = (s.tid, s.ip);
+            ids.clear();
             ids.push(s.id);
-            return true;
         }
+        None => *store = Some((s.tid, s.ip, vec![s.id])),
     }
-    *store = Some((s.tid, s.ip, vec![s.id]));
     false
 }
 
@@ -371,7 +377,8 @@ fn read_value(pid: u32, addr: u64, len: u8) -> Value {
 /// Reads one ring empty into `sorter`. Second reports of one store (see [`repeats_store`]) are dropped
 /// but still counted as samples, since the kernel counted them as hits too. A task-bound event's sample
 /// gets the watched value read from its process here, as it leaves the ring, not when it is printed (the
-/// sorter may hold it for a tick): `watches` is (current, retired), to find the hit watch's length.
+/// sorter may hold it for a tick), once per pass and process: `watches` is (current, retired), to find
+/// the hit watch's length.
 fn drain_one(
     t: &mut Tracked,
     sorter: &mut Sorter<Item>,
@@ -394,6 +401,10 @@ fn drain_one(
         store,
     } = t;
     let process = ev.bind != Bind::Cpu;
+    // One read per process and watched range per pass: every hit taken out of the ring in this pass gets
+    // what the range held at this pass (a flood drains hundreds of hits a pass, and a `process_vm_readv`
+    // costs more than everything else a hit needs).
+    let mut read: Option<((u32, u64, u8), Value)> = None;
     ev.ring.drain(|bytes| {
         let frames = spare.pop().unwrap_or_default();
         let item = match record::decode_reusing(bytes, sample_type, frames) {
@@ -408,7 +419,15 @@ fn drain_one(
                 // also when --control has moved it since.
                 let value = if process {
                     let len = watch_at(watches, retired, watch, s.addr).len;
-                    read_value(s.pid, s.addr, len)
+                    let what = (s.pid, s.addr, len);
+                    match read {
+                        Some((w, v)) if w == what => v,
+                        _ => {
+                            let v = read_value(s.pid, s.addr, len);
+                            read = Some((what, v));
+                            v
+                        }
+                    }
                 } else {
                     Value::NotRead
                 };

@@ -17,3 +17,6 @@ pub(crate) mod launch;
 pub(crate) mod session;
 pub(crate) mod sorter;
 pub(crate) mod symbolize;
+
+#[cfg(test)]
+mod hit_path_tests;

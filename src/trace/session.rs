@@ -21,7 +21,7 @@ use crate::perf::arm::{Armed, Scope};
 use crate::perf::event::EventConfig;
 use crate::perf::record::Sample;
 use crate::perf::sys::{self, Epoll, SignalFd};
-use crate::report::{Hit, Output, ResolvedFrame, StopReason, StreamEvent, Summary, Value};
+use crate::report::{Hit, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::comm::Comms;
 use crate::trace::control::{self, Command, Control};
 use crate::trace::events::{Audit, EventSet, Item};
@@ -73,8 +73,6 @@ const SORT_SLACK_NS: u64 = 1_000_000;
 
 pub struct Session<'a, O: Output> {
     symbolizer: Symbolizer<'a>,
-    /// The current hit's chain, reused across hits.
-    chain: Vec<ResolvedFrame>,
     pub out: O,
     events: EventSet,
     control: Option<Controller<'a>>,
@@ -165,7 +163,6 @@ impl<'a, O: Output> Session<'a, O> {
         user.scan_all();
         Ok(Session {
             symbolizer: Symbolizer::with_user(symbols, user).with_lines(lines),
-            chain: Vec::new(),
             out,
             events,
             control,
@@ -525,10 +522,14 @@ impl<'a, O: Output> Session<'a, O> {
     }
 
     fn reconcile_if_due(&mut self) -> Result<Option<StopReason>> {
+        // Asked after every drain: the armed set is only built (allocated) when a reconcile is due.
+        if !self.hotplug.as_ref().is_some_and(Hotplug::reconcile_due) {
+            return Ok(None);
+        }
         let armed = self.armed_cpus();
         let changes = match &mut self.hotplug {
-            Some(h) if h.reconcile_due() => h.reconcile(&armed),
-            _ => return Ok(None),
+            Some(h) => h.reconcile(&armed),
+            None => return Ok(None),
         };
         self.follow(changes)
     }
@@ -625,15 +626,16 @@ impl<'a, O: Output> Session<'a, O> {
             return None;
         }
         *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
-        let ip = self.symbolizer.resolve(sample, &mut self.chain);
+        let named = self.symbolizer.named(sample);
         let hit = Hit {
             sample,
             watch: self.events.watch_of(watch, sample.addr),
             watch_index: watch,
             comm,
-            ip: &ip,
-            chain: &self.chain,
+            ip: &named.ip,
+            chain: &named.frames,
             value,
+            rendered: named.rendered(),
         };
         if let Some(t) = &mut self.summary.tally {
             t.add(&hit);

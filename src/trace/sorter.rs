@@ -9,7 +9,7 @@
 //! (its CPU went away) stops holding others back once it is removed. At the end, [`Sorter::pop_any`] empties
 //! everything in order.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 /// A ring as the session names it.
 pub type RingKey = (u32, usize);
@@ -27,7 +27,9 @@ struct Queue<T> {
 /// moved once in and once out (a heap over all held records cost a tenth of the tracer's CPU at 140k
 /// hits/s).
 pub struct Sorter<T> {
-    rings: BTreeMap<RingKey, Queue<T>>,
+    /// By key. A vector, not a map: there are a few rings (CPUs times targets), every push finds its
+    /// ring and every release walks them all, and rings come and go only with hotplug.
+    rings: Vec<(RingKey, Queue<T>)>,
     slack: u64,
 }
 
@@ -35,17 +37,29 @@ impl<T> Sorter<T> {
     /// `slack_ns`: how long after its timestamp a record may still become visible in its ring.
     pub fn new(slack_ns: u64) -> Sorter<T> {
         Sorter {
-            rings: BTreeMap::new(),
+            rings: Vec::new(),
             slack: slack_ns,
         }
     }
 
+    fn position(&self, ring: RingKey) -> Result<usize, usize> {
+        self.rings.binary_search_by_key(&ring, |(k, _)| *k)
+    }
+
     fn queue(&mut self, ring: RingKey, read_past: u64) -> &mut Queue<T> {
-        let q = self.rings.entry(ring).or_insert(Queue {
-            held: VecDeque::new(),
-            read_past,
-            live: true,
-        });
+        let i = match self.position(ring) {
+            Ok(i) => i,
+            Err(i) => {
+                let q = Queue {
+                    held: VecDeque::new(),
+                    read_past,
+                    live: true,
+                };
+                self.rings.insert(i, (ring, q));
+                i
+            }
+        };
+        let q = &mut self.rings[i].1;
         q.live = true;
         q
     }
@@ -57,10 +71,11 @@ impl<T> Sorter<T> {
 
     /// The ring will not be read again (its events are closed); it no longer holds others back.
     pub fn remove_ring(&mut self, ring: RingKey) {
-        if let Some(q) = self.rings.get_mut(&ring) {
+        if let Ok(i) = self.position(ring) {
+            let q = &mut self.rings[i].1;
             q.live = false;
             if q.held.is_empty() {
-                self.rings.remove(&ring);
+                self.rings.remove(i);
             }
         }
     }
@@ -82,48 +97,50 @@ impl<T> Sorter<T> {
     /// Below this time, every ring still read has been read.
     fn watermark(&self) -> u64 {
         self.rings
-            .values()
-            .filter(|q| q.live)
-            .map(|q| q.read_past)
+            .iter()
+            .filter(|(_, q)| q.live)
+            .map(|(_, q)| q.read_past)
             .min()
             .unwrap_or(u64::MAX)
     }
 
     /// The ring whose oldest held record is the oldest of all; ties go to the ring first in key order.
-    fn oldest(&self) -> Option<(RingKey, u64)> {
+    fn oldest(&self) -> Option<(usize, u64)> {
         self.rings
             .iter()
-            .filter_map(|(k, q)| q.held.front().map(|(t, _)| (*k, *t)))
+            .enumerate()
+            .filter_map(|(i, (_, q))| q.held.front().map(|(t, _)| (i, *t)))
             .min_by_key(|&(_, t)| t)
     }
 
-    fn take(&mut self, ring: RingKey) -> Option<(u64, T)> {
-        let q = self.rings.get_mut(&ring)?;
+    /// The oldest record of the ring at `i`.
+    fn take(&mut self, i: usize) -> Option<(u64, T)> {
+        let q = &mut self.rings.get_mut(i)?.1;
         let out = q.held.pop_front();
         if !q.live && q.held.is_empty() {
-            self.rings.remove(&ring);
+            self.rings.remove(i);
         }
         out
     }
 
     /// The oldest held record, if every ring has been read past its time.
     pub fn pop_ready(&mut self) -> Option<(u64, T)> {
-        let (ring, time) = self.oldest()?;
+        let (i, time) = self.oldest()?;
         if time < self.watermark() {
-            return self.take(ring);
+            return self.take(i);
         }
         None
     }
 
     /// The oldest held record, ready or not (the session is ending).
     pub fn pop_any(&mut self) -> Option<(u64, T)> {
-        let (ring, _) = self.oldest()?;
-        self.take(ring)
+        let (i, _) = self.oldest()?;
+        self.take(i)
     }
 
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.rings.values().all(|q| q.held.is_empty())
+        self.rings.iter().all(|(_, q)| q.held.is_empty())
     }
 }
 

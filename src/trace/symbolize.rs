@@ -2,6 +2,10 @@
 //! from the symbol table and, with `--lines`, their source lines; user frames from the writer's own
 //! mappings; all three through the `ksymwatch-symbols` crate's API. Printers only format the
 //! [`ResolvedFrame`]s made here; none looks an address up itself, so all of them agree on every name.
+//!
+//! A flood repeats a handful of call chains, so whole chains are cached too ([`Symbolizer::named`]), by
+//! their raw addresses (and, when user frames are involved, the writer's address space): a hit on a known
+//! chain costs one hash lookup, and its [`Rendered`] spellings are reused by the printers.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,7 +14,7 @@ use ksymwatch_symbols::{annotate, LineSource, SymbolTable, UserSymbols};
 use rustc_hash::FxHashMap;
 
 use crate::perf::record::{Context, Sample};
-use crate::report::{ResolvedFrame, SourceLine};
+use crate::report::{Rendered, ResolvedFrame, SourceLine};
 
 /// The one place addresses become names.
 pub struct Symbolizer<'a> {
@@ -26,7 +30,40 @@ pub struct Symbolizer<'a> {
     /// The same for user frames, per process (a process's addresses mean nothing in another one).
     user_cache: FxHashMap<u32, FxHashMap<u64, ResolvedFrame>>,
     user_cached: usize,
+    /// Whole chains by raw key (see [`Symbolizer::named`]); cleared when full.
+    chains: FxHashMap<Box<[u64]>, NamedChain>,
+    /// The key of the sample being named (reused).
+    key: Vec<u64>,
+    /// Address-space ids of processes whose chains are cached: a pid that runs exec or exits is
+    /// forgotten, and the same pid later gets a fresh id, so no chain of the old program is reused.
+    spaces: FxHashMap<u32, u64>,
+    next_space: u64,
+    /// A chain that cannot be cached (a user frame outside every known mapping), named for one hit.
+    uncached: NamedChain,
 }
+
+/// A sample's frames, named: what a printer needs besides the raw sample.
+#[derive(Debug, Default)]
+pub struct NamedChain {
+    /// The writer's instruction pointer.
+    pub ip: ResolvedFrame,
+    /// Innermost first.
+    pub frames: Vec<ResolvedFrame>,
+    rendered: Rendered,
+    /// It is in the cache: later hits on it may reuse `rendered`.
+    cached: bool,
+}
+
+impl NamedChain {
+    /// The printers' spellings, shared by every hit on this chain; `None` for a chain named for one hit.
+    pub fn rendered(&self) -> Option<&Rendered> {
+        self.cached.then_some(&self.rendered)
+    }
+}
+
+/// Distinct chains remembered before that cache starts over: a flood has a few; each entry holds its
+/// frames and one printer's spelling (~2 KB), so the bound is ~2 MB.
+const CHAINS_MAX: usize = 1024;
 
 /// Distinct user (process, address) pairs remembered before that cache starts over.
 const USER_CACHE_MAX: usize = 1 << 16;
@@ -45,6 +82,11 @@ impl<'a> Symbolizer<'a> {
             kernel_cache: FxHashMap::default(),
             user_cache: FxHashMap::default(),
             user_cached: 0,
+            chains: FxHashMap::default(),
+            key: Vec::new(),
+            spaces: FxHashMap::default(),
+            next_space: 0,
+            uncached: NamedChain::default(),
         }
     }
 
@@ -85,6 +127,75 @@ impl<'a> Symbolizer<'a> {
             chain.push(self.frame(sample.pid, f.addr, f.context == Context::Kernel));
         }
         self.frame(sample.pid, sample.ip, sample.in_kernel())
+    }
+
+    /// Names the writer's ip and chain, from the chain cache when this raw chain was named before. Only
+    /// chains whose user frames all fell in a known mapping are cached: one that did not is asked again
+    /// next time (its process's maps may since have been read).
+    pub fn named(&mut self, sample: &Sample) -> &NamedChain {
+        self.chain_key(sample);
+        if !self.chains.contains_key(self.key.as_slice()) {
+            let mut c = std::mem::take(&mut self.uncached);
+            c.ip = self.resolve(sample, &mut c.frames);
+            let known = self.user.is_none()
+                || std::iter::once(&c.ip)
+                    .chain(&c.frames)
+                    .all(|f| f.kernel || f.binary.is_some());
+            if !known {
+                c.cached = false;
+                self.uncached = c;
+                return &self.uncached;
+            }
+            if self.chains.len() >= CHAINS_MAX {
+                self.chains.clear();
+                self.spaces.clear();
+                // The key may hold an address-space id just dropped; it is made again for the new map.
+                self.chain_key(sample);
+            }
+            let cached = NamedChain {
+                rendered: Rendered::new(&c.ip, &c.frames),
+                ip: c.ip.clone(),
+                frames: c.frames.clone(),
+                cached: true,
+            };
+            self.uncached = c;
+            self.chains.insert(self.key.as_slice().into(), cached);
+        }
+        &self.chains[self.key.as_slice()]
+    }
+
+    /// The cache key of `sample`'s chain: ip, address space (`u64::MAX` when every frame is the
+    /// kernel's), whether it ran in the kernel, the frame count, the frames' addresses, then one bit per
+    /// frame for kernel context.
+    fn chain_key(&mut self, sample: &Sample) {
+        let in_kernel = sample.in_kernel();
+        let user = !in_kernel || sample.frames.iter().any(|f| f.context != Context::Kernel);
+        let space = if user {
+            let next = &mut self.next_space;
+            *self.spaces.entry(sample.pid).or_insert_with(|| {
+                *next += 1;
+                *next
+            })
+        } else {
+            u64::MAX
+        };
+        let key = &mut self.key;
+        key.clear();
+        key.extend([
+            sample.ip,
+            space,
+            u64::from(in_kernel),
+            sample.frames.len() as u64,
+        ]);
+        key.extend(sample.frames.iter().map(|f| f.addr));
+        for word in sample.frames.chunks(64) {
+            let bits = word
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.context == Context::Kernel)
+                .fold(0u64, |b, (i, _)| b | 1 << i);
+            key.push(bits);
+        }
     }
 
     pub fn frame(&mut self, pid: u32, addr: u64, kernel: bool) -> ResolvedFrame {
@@ -142,10 +253,15 @@ impl<'a> Symbolizer<'a> {
             .unwrap_or_default()
     }
 
-    /// `pid` ran exec (its name changed): its addresses now belong to another program.
+    /// `pid` ran exec (its name changed) or exited: its addresses now belong to another program, or to
+    /// none. Its frames and chains are dropped (so a long run over many short-lived processes keeps only
+    /// the live ones').
     pub fn forget_process(&mut self, pid: u32) {
         if let Some(p) = self.user_cache.remove(&pid) {
             self.user_cached -= p.len();
+        }
+        if let Some(space) = self.spaces.remove(&pid) {
+            self.chains.retain(|k, _| k[1] != space);
         }
     }
 }
@@ -174,6 +290,67 @@ mod tests {
         assert_eq!(unknown.flame_name(), "[unknown]");
         let user = s.frame(1, 0x401000, false);
         assert_eq!(user.display("writer").to_string(), "0x401000 [writer]");
+    }
+
+    fn chain_sample(pid: u32, chain: &[u64]) -> Sample {
+        use crate::perf::record::{decode, encode, Record, SAMPLE_TYPE};
+        let bytes = encode::sample(chain[1], pid, pid, 1, 0x1000, 0, chain);
+        let Ok(Record::Sample(s)) = decode(&bytes, SAMPLE_TYPE) else {
+            panic!("not a sample")
+        };
+        s
+    }
+
+    /// Chains are cached by raw addresses: a kernel chain once for every process, one with user frames
+    /// once per process; forgetting a process drops its chains (and only its); a chain whose user frame
+    /// no mapping knows is named for its hit only, and asked again next time.
+    #[test]
+    fn whole_chains_are_cached_per_address_space() {
+        use crate::perf::record::encode::{KERNEL, USER};
+        let table = kallsyms::from_text(
+            "ffffffff81000000 T read_zero\nffffffff81000100 T end\n",
+            Path::new("f"),
+        )
+        .unwrap();
+        let kernel = [KERNEL, 0xffffffff81000077, 0xffffffff81000010];
+        let user = [KERNEL, 0xffffffff81000077, USER, 0x401000];
+        let mut s = Symbolizer::new(&table);
+        for pid in [1, 2, 1] {
+            let named = s.named(&chain_sample(pid, &kernel));
+            assert_eq!(named.ip.sym.as_deref(), Some("read_zero"));
+            assert_eq!(named.frames.len(), 2);
+            assert!(named.rendered().is_some_and(|r| !r.needs_comm));
+            s.named(&chain_sample(pid, &user));
+        }
+        assert_eq!(
+            s.chains.len(),
+            3,
+            "1 kernel chain, 1 user chain for each of 2 pids"
+        );
+        assert!(
+            s.named(&chain_sample(1, &user))
+                .rendered()
+                .is_some_and(|r| r.needs_comm),
+            "an unnamed user frame prints the comm"
+        );
+        s.forget_process(1);
+        assert_eq!(s.chains.len(), 2);
+        s.named(&chain_sample(1, &user));
+        assert_eq!(
+            s.chains.len(),
+            3,
+            "pid 1's new program gets chains of its own"
+        );
+
+        // No process has this pid: its user frame is in no mapping.
+        let mut s = Symbolizer::with_user(&table, UserSymbols::default());
+        let named = s.named(&chain_sample(0x7fff_fff0, &user));
+        assert_eq!(named.frames[1].binary, None);
+        assert!(named.rendered().is_none());
+        assert!(
+            s.chains.is_empty(),
+            "not cached: the maps are read again next time"
+        );
     }
 
     /// A line table with one inlined call at 0x...10 (looked up at addr-1, as return addresses need).
@@ -254,6 +431,7 @@ mod tests {
             ip: &ip,
             chain: &chain,
             value: crate::report::Value::NotRead,
+            rendered: None,
         })
         .unwrap();
         let text = String::from_utf8(p.into_inner().0).unwrap();

@@ -142,7 +142,13 @@ impl<'a> Symbolizer<'a> {
             .unwrap_or_default()
     }
 
-    /// `pid` ran exec (its name changed): its addresses now belong to another program.
+    /// The user-space symbols, for the session to hand them the kernel's task records (mappings, forks,
+    /// execs, exits).
+    pub fn user_mut(&mut self) -> Option<&mut UserSymbols> {
+        self.user.as_mut()
+    }
+
+    /// `pid` ran exec, or exited and is done with: its addresses now belong to another program, or none.
     pub fn forget_process(&mut self, pid: u32) {
         if let Some(p) = self.user_cache.remove(&pid) {
             self.user_cached -= p.len();

@@ -278,8 +278,14 @@ impl UserSymbols {
         }
         p.read_at = Some(Instant::now());
         match std::fs::read_to_string(self.proc_root.join(format!("{pid}/maps"))) {
+            // An exited process not yet reaped (a zombie) reads as no mappings at all: that is not news,
+            // and must not wipe what the kernel's records taught.
             Ok(text) => {
-                p.maps = parse_maps(&text);
+                let maps = parse_maps(&text);
+                if maps.is_empty() {
+                    return false;
+                }
+                p.maps = maps;
                 true
             }
             Err(_) => false,
@@ -575,7 +581,16 @@ mod tests {
         let runtime = base + addr + 5;
         let want = Some((name.as_str().into(), 5, Some(size)));
         assert_eq!(u.lookup(42, runtime).unwrap().sym, want);
+        // Exited but not reaped yet: /proc has the process, with no mappings. A miss reads them, and that
+        // must not wipe what the kernel reported.
+        std::fs::create_dir_all(empty.join("42")).unwrap();
+        std::fs::write(empty.join("42/maps"), "").unwrap();
         assert_eq!(u.lookup(42, 0x1800), None);
+        assert_eq!(
+            u.lookup(42, runtime).unwrap().sym,
+            want,
+            "a zombie's empty maps"
+        );
         u.fork(42, 43);
         assert_eq!(u.lookup(43, runtime).unwrap().sym, want, "a fork child");
         u.exec(43);

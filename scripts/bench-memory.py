@@ -5,7 +5,8 @@ ksymwatch watches a writer helper's global system-wide (`write ADDR/8 -o FILE`, 
 The helper (tests/helpers/writer.c, built non-PIE so every run has its global at the same address) is run
 N times, each run storing once into the global and exiting at once (`writer now 1 CPU`, alternating CPUs):
 every run is a new process that starts after arming, hits, and is gone. The tracer's VmRSS is read after
-the first 100 runs and after all N (each time once the tracer has had a moment to print what is pending),
+the first 100 runs, after N/2 (printed, to show the slope) and after all N (each time once the tracer has
+printed what was pending),
 and the hits in the file are counted: those whose ip is named (`ip=main+0x..`) and those printed as a bare
 address (`ip=0x...`, a process whose maps were gone before its hit was named).
 
@@ -110,10 +111,10 @@ def main():
         for i in range(n):
             cpu = str(cpus[i % len(cpus)])
             subprocess.run([writer, "now", "1", cpu], stdout=subprocess.DEVNULL, check=True)
-            if i + 1 == FIRST:
+            if i + 1 in (FIRST, n // 2) and i + 1 not in rss:
                 settle(out_path, tracer.pid)
-                rss[FIRST] = vm_rss_kb(tracer.pid)
-                print(f"after {FIRST:>6} writers: VmRSS {rss[FIRST]} kB", flush=True)
+                rss[i + 1] = vm_rss_kb(tracer.pid)
+                print(f"after {i + 1:>6} writers: VmRSS {rss[i + 1]} kB", flush=True)
         settle(out_path, tracer.pid)
         rss[n] = vm_rss_kb(tracer.pid)
         took = time.time() - started

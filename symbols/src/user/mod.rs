@@ -70,7 +70,9 @@ pub(crate) struct Mapping {
 
 #[derive(Debug, Default, Clone)]
 struct Proc {
-    maps: Vec<Mapping>,
+    /// Shared between a parent and a fork child until either changes them: nearly every fork is followed
+    /// by an exec that drops the copy, so a fork copies nothing.
+    maps: Arc<Vec<Mapping>>,
     read_at: Option<Instant>,
 }
 
@@ -79,7 +81,7 @@ impl Proc {
     /// replaces what was there).
     fn insert(&mut self, new: Mapping) {
         let mut kept = Vec::with_capacity(self.maps.len() + 2);
-        for m in self.maps.drain(..) {
+        for m in Arc::make_mut(&mut self.maps).drain(..) {
             if m.end <= new.start || m.start >= new.end {
                 kept.push(m);
                 continue;
@@ -101,7 +103,7 @@ impl Proc {
         }
         let at = kept.partition_point(|m| m.start < new.start);
         kept.insert(at, new);
-        self.maps = kept;
+        self.maps = Arc::new(kept);
     }
 }
 
@@ -249,7 +251,11 @@ impl UserSymbols {
             None => {
                 let m = m.clone();
                 let b = self.binary(pid, &m);
-                if let Some(slot) = self.procs.get_mut(&pid).and_then(|p| p.maps.get_mut(i)) {
+                let slot = self
+                    .procs
+                    .get_mut(&pid)
+                    .and_then(|p| Arc::make_mut(&mut p.maps).get_mut(i));
+                if let Some(slot) = slot {
                     slot.bin = Some(b.clone());
                 }
                 b
@@ -285,7 +291,7 @@ impl UserSymbols {
                 if maps.is_empty() {
                     return false;
                 }
-                p.maps = maps;
+                p.maps = Arc::new(maps);
                 true
             }
             Err(_) => false,
@@ -340,7 +346,7 @@ impl UserSymbols {
     /// (or /proc on a miss).
     pub fn exec(&mut self, pid: u32) {
         if let Some(p) = self.procs.get_mut(&pid) {
-            p.maps.clear();
+            p.maps = Arc::default();
             p.read_at = None;
         }
     }
@@ -593,6 +599,10 @@ mod tests {
         );
         u.fork(42, 43);
         assert_eq!(u.lookup(43, runtime).unwrap().sym, want, "a fork child");
+        assert!(
+            Arc::ptr_eq(&u.procs[&42].maps, &u.procs[&43].maps),
+            "the fork copied nothing"
+        );
         u.exec(43);
         assert_eq!(u.lookup(43, runtime), None, "exec dropped the old program");
         assert_eq!(u.binaries(), 1);

@@ -6,7 +6,12 @@
 //! forgotten when a newer one comes in, so a run over millions of processes stays flat.
 //!
 //! Ids are reused (pid_max is 32768 here), and exec moves a thread to its leader's pid: an id seen alive
-//! again (FORK, exec) leaves the FIFO without being forgotten later.
+//! again (FORK, exec, a new mapping) leaves the FIFO without being forgotten later.
+//!
+//! A process counts as exited when its leader's EXIT is applied (exit_group takes the other threads with
+//! it). A leader that calls pthread_exit while other threads run on is the exception: its process's
+//! mappings are forgotten once that exit leaves the FIFO, and a later hit of it is named from
+//! `/proc/PID/maps` again, which for such a process reads empty (its frames are then bare addresses).
 
 use std::collections::VecDeque;
 

@@ -533,11 +533,21 @@ mod tests {
         assert_eq!(p.maps.len(), 1);
     }
 
-    /// A process learned only from the kernel's records, never from /proc (the fixture /proc is empty, as
-    /// for a writer that exited before its hit was named): its mapping names frames, a forked child
-    /// inherits it, an exec drops it, and forgetting the process lets go of everything.
-    #[test]
-    fn mappings_from_the_kernel_name_a_process_that_is_gone_from_proc() {
+    /// This test binary's executable segment "mapped" PIE-style at a made-up base, and a sized function
+    /// in it: what a fixture process maps.
+    struct Text {
+        exe: PathBuf,
+        inode: u64,
+        start: u64,
+        end: u64,
+        offset: u64,
+        /// A runtime address 5 bytes into `name`.
+        runtime: u64,
+        name: String,
+        size: u64,
+    }
+
+    fn this_binarys_text() -> Text {
         let exe = std::env::current_exe().unwrap();
         let bytes = std::fs::read(&exe).unwrap();
         let elf = goblin::elf::Elf::parse(&bytes).unwrap();
@@ -547,6 +557,7 @@ mod tests {
             .iter()
             .find(|p| p.p_type == goblin::elf::program_header::PT_LOAD && p.is_executable())
             .unwrap();
+        // A sized function inside the executable segment.
         let (addr, size, name) = bin
             .functions()
             .find(|&(addr, size, _)| {
@@ -554,21 +565,38 @@ mod tests {
             })
             .unwrap();
         let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&exe).unwrap());
-        let page = 0xfff;
         let base = 0x5555_0000_0000u64;
-        let start = base + (text.p_vaddr & !page);
+        let page = 0xfff;
+        Text {
+            exe,
+            inode,
+            start: base + (text.p_vaddr & !page),
+            end: base + ((text.p_vaddr + text.p_memsz + page) & !page),
+            offset: text.p_offset & !page,
+            runtime: base + addr + 5,
+            name,
+            size,
+        }
+    }
+
+    /// A process learned only from the kernel's records, never from /proc (the fixture /proc is empty, as
+    /// for a writer that exited before its hit was named): its mapping names frames, a forked child
+    /// inherits it, an exec drops it, and forgetting the process lets go of everything.
+    #[test]
+    fn mappings_from_the_kernel_name_a_process_that_is_gone_from_proc() {
+        let t = this_binarys_text();
         let empty = std::env::temp_dir().join(format!("ksymwatch-noproc-{}", std::process::id()));
         std::fs::create_dir_all(&empty).unwrap();
         let mut u = UserSymbols::new(&empty);
-        let path = exe.to_string_lossy();
+        let path = t.exe.to_string_lossy();
         u.map(
             42,
             &MappedFile {
-                start,
-                len: ((text.p_vaddr + text.p_memsz + page) & !page) - (text.p_vaddr & !page),
-                offset: text.p_offset & !page,
+                start: t.start,
+                len: t.end - t.start,
+                offset: t.offset,
                 dev: (0xfd, 1),
-                inode,
+                inode: t.inode,
                 path: &path,
             },
         );
@@ -584,8 +612,8 @@ mod tests {
                 path: "//anon",
             },
         );
-        let runtime = base + addr + 5;
-        let want = Some((name.as_str().into(), 5, Some(size)));
+        let runtime = t.runtime;
+        let want = Some((t.name.as_str().into(), 5, Some(t.size)));
         assert_eq!(u.lookup(42, runtime).unwrap().sym, want);
         // Exited but not reaped yet: /proc has the process, with no mappings. A miss reads them, and that
         // must not wipe what the kernel reported.
@@ -663,40 +691,27 @@ mod tests {
     /// address must come back as that function, through the file offset and PT_LOAD translation.
     #[test]
     fn names_a_function_of_a_mapped_pie_through_a_fixture_proc() {
-        let exe = std::env::current_exe().unwrap();
-        let bytes = std::fs::read(&exe).unwrap();
-        let elf = goblin::elf::Elf::parse(&bytes).unwrap();
-        let bin = Binary::parse(&bytes).0.unwrap();
-        let text = elf
-            .program_headers
-            .iter()
-            .find(|p| p.p_type == goblin::elf::program_header::PT_LOAD && p.is_executable())
-            .unwrap();
-        // A sized function inside the executable segment.
-        let (addr, size, name) = bin
-            .functions()
-            .find(|&(addr, size, _)| {
-                size > 16 && addr >= text.p_vaddr && addr + size <= text.p_vaddr + text.p_filesz
-            })
-            .unwrap();
-        let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&exe).unwrap());
-        let base = 0x5555_0000_0000u64;
-        let page = 0xfff;
-        let start = base + (text.p_vaddr & !page);
-        let end = base + ((text.p_vaddr + text.p_memsz + page) & !page);
+        let Text {
+            exe,
+            inode,
+            start,
+            end,
+            offset,
+            runtime,
+            name,
+            size,
+        } = this_binarys_text();
         let dir = std::env::temp_dir().join(format!("ksymwatch-user-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("42")).unwrap();
         std::fs::write(
             dir.join("42/maps"),
             format!(
-                "{start:x}-{end:x} r-xp {:08x} fd:01 {inode} {}\n",
-                text.p_offset & !page,
+                "{start:x}-{end:x} r-xp {offset:08x} fd:01 {inode} {}\n",
                 exe.display()
             ),
         )
         .unwrap();
         let mut u = UserSymbols::new(&dir);
-        let runtime = base + addr + 5;
         let got = u.lookup(42, runtime).unwrap();
         assert_eq!(*got.binary, *exe.file_name().unwrap().to_string_lossy());
         assert_eq!(got.sym, Some((name.as_str().into(), 5, Some(size))));

@@ -80,8 +80,9 @@ impl Proc {
     /// Adds `new`, cutting away whatever part of older mappings it covers (a `MAP_FIXED` mapping
     /// replaces what was there).
     fn insert(&mut self, new: Mapping) {
-        let mut kept = Vec::with_capacity(self.maps.len() + 2);
-        for m in Arc::make_mut(&mut self.maps).drain(..) {
+        let old = Arc::unwrap_or_clone(std::mem::take(&mut self.maps));
+        let mut kept = Vec::with_capacity(old.len() + 2);
+        for m in old {
             if m.end <= new.start || m.start >= new.end {
                 kept.push(m);
                 continue;
@@ -89,7 +90,6 @@ impl Proc {
             if m.start < new.start {
                 kept.push(Mapping {
                     end: new.start,
-                    bin: m.bin.clone(),
                     ..m.clone()
                 });
             }

@@ -80,30 +80,44 @@ impl Proc {
     /// Adds `new`, cutting away whatever part of older mappings it covers (a `MAP_FIXED` mapping
     /// replaces what was there).
     fn insert(&mut self, new: Mapping) {
+        self.merge(vec![new]);
+    }
+
+    /// Takes in `fresh` mappings (sorted, not overlapping: a /proc snapshot or one new mapping): each
+    /// replaces whatever it overlaps, and what it does not cover stays. A snapshot of /proc can lack what the
+    /// kernel has reported (read mid-exec or mid-exit, it can hold a single line), so it only ever adds. A
+    /// mapping that is still the same keeps the binary already loaded for it.
+    fn merge(&mut self, mut fresh: Vec<Mapping>) {
         let old = Arc::unwrap_or_clone(std::mem::take(&mut self.maps));
-        let mut kept = Vec::with_capacity(old.len() + 2);
+        let mut out = Vec::with_capacity(old.len() + fresh.len());
+        let piece = |m: &Mapping, start: u64, end: u64| Mapping {
+            start,
+            end,
+            offset: m.offset + (start - m.start),
+            ..m.clone()
+        };
         for m in old {
-            if m.end <= new.start || m.start >= new.end {
-                kept.push(m);
-                continue;
+            let mut from = m.start;
+            let mut i = fresh.partition_point(|f| f.end <= m.start);
+            while let Some(f) = fresh.get_mut(i).filter(|f| f.start < m.end) {
+                let same =
+                    (f.start, f.end, f.offset, f.inode) == (m.start, m.end, m.offset, m.inode);
+                if same && f.path == m.path && f.bin.is_none() {
+                    f.bin = m.bin.clone();
+                }
+                if f.start > from {
+                    out.push(piece(&m, from, f.start));
+                }
+                from = from.max(f.end);
+                i += 1;
             }
-            if m.start < new.start {
-                kept.push(Mapping {
-                    end: new.start,
-                    ..m.clone()
-                });
-            }
-            if m.end > new.end {
-                kept.push(Mapping {
-                    offset: m.offset + (new.end - m.start),
-                    start: new.end,
-                    ..m
-                });
+            if from < m.end {
+                out.push(piece(&m, from, m.end));
             }
         }
-        let at = kept.partition_point(|m| m.start < new.start);
-        kept.insert(at, new);
-        self.maps = Arc::new(kept);
+        out.append(&mut fresh);
+        out.sort_by_key(|m| m.start);
+        self.maps = Arc::new(out);
     }
 }
 
@@ -284,14 +298,14 @@ impl UserSymbols {
         }
         p.read_at = Some(Instant::now());
         match std::fs::read_to_string(self.proc_root.join(format!("{pid}/maps"))) {
-            // An exited process not yet reaped (a zombie) reads as no mappings at all: that is not news,
-            // and must not wipe what the kernel's records taught.
+            // What the kernel's records taught stays (see `Proc::merge`): an exited process not yet
+            // reaped reads as no mappings at all, one in the middle of exec as a few.
             Ok(text) => {
                 let maps = parse_maps(&text);
                 if maps.is_empty() {
                     return false;
                 }
-                p.maps = Arc::new(maps);
+                p.merge(maps);
                 true
             }
             Err(_) => false,
@@ -527,6 +541,30 @@ mod tests {
                 (0x8000, 0x9000, 0, "/c"),
             ]
         );
+        // A snapshot lacking a mapping keeps it; one still the same keeps its loaded binary.
+        let mut p = Proc::default();
+        p.insert(mapping(0x1000, 0x2000, 0, "/a"));
+        p.insert(Mapping {
+            bin: Some(None),
+            ..mapping(0x4000, 0x5000, 0, "/b")
+        });
+        p.merge(vec![
+            mapping(0x4000, 0x5000, 0, "/b"),
+            mapping(0x7000, 0x8000, 0, "/e"),
+        ]);
+        let got: Vec<(u64, &str, bool)> = p
+            .maps
+            .iter()
+            .map(|m| (m.start, m.path.as_str(), m.bin.is_some()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0x1000, "/a", false),
+                (0x4000, "/b", true),
+                (0x7000, "/e", false)
+            ]
+        );
         // The same mapping reported twice (two events covering one thread) is one mapping.
         p.insert(mapping(0x8000, 0x9000, 0, "/c"));
         p.insert(mapping(0x0, 0x10000, 0, "/d"));
@@ -615,16 +653,18 @@ mod tests {
         let runtime = t.runtime;
         let want = Some((t.name.as_str().into(), 5, Some(t.size)));
         assert_eq!(u.lookup(42, runtime).unwrap().sym, want);
-        // Exited but not reaped yet: /proc has the process, with no mappings. A miss reads them, and that
-        // must not wipe what the kernel reported.
+        // Exited but not reaped yet, /proc has the process with no mappings; in the middle of exec, with
+        // only its stack. A miss reads them, and that must not wipe what the kernel reported.
         std::fs::create_dir_all(empty.join("42")).unwrap();
-        std::fs::write(empty.join("42/maps"), "").unwrap();
-        assert_eq!(u.lookup(42, 0x1800), None);
-        assert_eq!(
-            u.lookup(42, runtime).unwrap().sym,
-            want,
-            "a zombie's empty maps"
-        );
+        for maps in [
+            "",
+            "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n",
+        ] {
+            std::fs::write(empty.join("42/maps"), maps).unwrap();
+            u.procs.get_mut(&42).unwrap().read_at = None;
+            assert_eq!(u.lookup(42, 0x1800), None);
+            assert_eq!(u.lookup(42, runtime).unwrap().sym, want, "maps {maps:?}");
+        }
         u.fork(42, 43);
         assert_eq!(u.lookup(43, runtime).unwrap().sym, want, "a fork child");
         assert!(

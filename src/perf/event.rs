@@ -17,7 +17,8 @@ use crate::perf::sys;
 pub struct EventConfig {
     /// Data pages per ring (a power of two).
     pub ring_pages: usize,
-    /// Also emit COMM and FORK records (one event per CPU needs them; more would duplicate).
+    /// Also emit COMM, FORK, EXIT and executable-mapping (MMAP2) records (one event per CPU needs them;
+    /// more would duplicate).
     pub track_tasks: bool,
     /// Ask the kernel to count the samples it dropped (`PERF_FORMAT_LOST`, Linux 6.0+): the only way to
     /// see a loss at the end of a burst, which the kernel never writes a LOST record for.
@@ -59,8 +60,8 @@ pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr
             a.set_remove_on_exec(1);
         }
     }
-    // Every record carries the TID/TIME/CPU trailer, so COMM, FORK and LOST records are merged in time
-    // order with the samples: a hit is named as its task was named when it wrote.
+    // Every record carries the TID/TIME/CPU trailer, so COMM, FORK, EXIT, MMAP2 and LOST records are merged
+    // in time order with the samples: a hit is named as its task was named, and mapped, when it wrote.
     a.set_sample_id_all(1);
     if cfg.count_lost {
         a.read_format = u64::from(pb::PERF_FORMAT_LOST);
@@ -79,6 +80,10 @@ pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr
         a.set_comm(1);
         a.set_comm_exec(1);
         a.set_task(1);
+        // Executable mappings only (no `mmap_data`): they are what names user frames, and a process that
+        // starts after arming and exits right after its hit is gone from /proc before its hit is named.
+        a.set_mmap(1);
+        a.set_mmap2(1);
     }
     a
 }

@@ -41,6 +41,7 @@ pub const RECORD_COMM: u32 = pb::PERF_RECORD_COMM;
 pub const RECORD_EXIT: u32 = pb::PERF_RECORD_EXIT;
 pub const RECORD_FORK: u32 = pb::PERF_RECORD_FORK;
 pub const RECORD_SAMPLE: u32 = pb::PERF_RECORD_SAMPLE;
+pub const RECORD_MMAP2: u32 = pb::PERF_RECORD_MMAP2;
 
 const CONTEXT_HV: u64 = pb::PERF_CONTEXT_HV;
 const CONTEXT_KERNEL: u64 = pb::PERF_CONTEXT_KERNEL;
@@ -115,10 +116,30 @@ pub enum Record {
         pid: u32,
         tid: u32,
     },
+    /// A process mapped a file (or the kernel mapped one for it at exec) executable.
+    Mmap(Mmap),
     /// A record type we do not use.
     Other {
         kind: u32,
     },
+}
+
+/// A PERF_RECORD_MMAP2: one executable mapping (`attr.mmap` without `mmap_data` reports no others).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mmap {
+    pub pid: u32,
+    pub tid: u32,
+    pub addr: u64,
+    pub len: u64,
+    /// File offset of `addr`, in bytes (the kernel's `pgoff` field holds bytes, despite its name).
+    pub pgoff: u64,
+    /// The file's device (major, minor) and inode; `None` when the record carries a build id instead
+    /// (`PERF_RECORD_MISC_MMAP_BUILD_ID`, only when the event asked for build ids).
+    pub file: Option<((u32, u32), u64)>,
+    pub prot: u32,
+    /// The kernel's path of the file (` (deleted)` appended when it was removed), or a name of its own for
+    /// memory with no file: `[vdso]`, `//anon`.
+    pub filename: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,8 +273,33 @@ pub fn decode_reusing(
                 c.u32()?
             },
         }),
+        RECORD_MMAP2 => decode_mmap2(&mut c, misc).map(Record::Mmap),
         other => Ok(Record::Other { kind: other }),
     }
+}
+
+fn decode_mmap2(c: &mut Cursor<'_>, misc: u16) -> Result<Mmap, DecodeError> {
+    let (pid, tid) = (c.u32()?, c.u32()?);
+    let (addr, len, pgoff) = (c.u64()?, c.u64()?, c.u64()?);
+    // 24 bytes: maj, min, ino, ino_generation; or a build id's size, two reserved fields and 20 bytes.
+    let (maj, min, ino) = (c.u32()?, c.u32()?, c.u64()?);
+    c.u64()?;
+    let file = (misc & pb::PERF_RECORD_MISC_MMAP_BUILD_ID as u16 == 0).then_some(((maj, min), ino));
+    let prot = c.u32()?;
+    c.u32()?;
+    // The name is NUL-padded to 8 bytes; the `sample_id` trailer follows it.
+    let rest = &c.buf[c.pos..];
+    let name = rest.split(|&b| b == 0).next().unwrap_or_default();
+    Ok(Mmap {
+        pid,
+        tid,
+        addr,
+        len,
+        pgoff,
+        file,
+        prot,
+        filename: String::from_utf8_lossy(name).into_owned(),
+    })
 }
 
 /// The timestamp in the `sample_id` trailer that every non-sample record carries when the event was opened
@@ -453,6 +499,44 @@ pub mod encode {
         header(RECORD_FORK, 0, &b)
     }
 
+    pub fn exit(pid: u32, ppid: u32, tid: u32, ptid: u32, time: u64) -> Vec<u8> {
+        let mut rec = fork(pid, ppid, tid, ptid, time);
+        rec[0..4].copy_from_slice(&RECORD_EXIT.to_ne_bytes());
+        rec
+    }
+
+    /// A PERF_RECORD_MMAP2 with a device and inode (no build id); `prot` 5 is `PROT_READ | PROT_EXEC`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn mmap2(
+        pid: u32,
+        tid: u32,
+        addr: u64,
+        len: u64,
+        pgoff: u64,
+        dev: (u32, u32),
+        ino: u64,
+        filename: &str,
+    ) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [pid, tid] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        for v in [addr, len, pgoff] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        b.extend_from_slice(&dev.0.to_ne_bytes());
+        b.extend_from_slice(&dev.1.to_ne_bytes());
+        b.extend_from_slice(&ino.to_ne_bytes());
+        b.extend_from_slice(&0u64.to_ne_bytes());
+        b.extend_from_slice(&5u32.to_ne_bytes());
+        b.extend_from_slice(&2u32.to_ne_bytes());
+        let padded = (filename.len() + 1).div_ceil(8) * 8;
+        let at = b.len();
+        b.extend_from_slice(filename.as_bytes());
+        b.resize(at + padded, 0);
+        header(RECORD_MMAP2, pb::PERF_RECORD_MISC_USER as u16, &b)
+    }
+
     /// Appends the `sample_id_all` trailer in [`SAMPLE_TYPE`] layout (TID, TIME, CPU) to a non-sample
     /// record and fixes its size.
     pub fn with_trailer(mut rec: Vec<u8>, pid: u32, tid: u32, time: u64, cpu: u32) -> Vec<u8> {
@@ -496,6 +580,81 @@ mod tests {
         assert_eq!(trailer_time(&sample, SAMPLE_TYPE), None);
         assert_eq!(trailer_time(&encode::header_only(), SAMPLE_TYPE), None);
         assert_eq!(trailer_time(&comm[..4], SAMPLE_TYPE), None);
+    }
+
+    /// An MMAP2 as the kernel writes it for a process watch's event (trailer with the IDENTIFIER last), and
+    /// as a system-wide event's; the name stops at its NUL padding, not at the trailer.
+    #[test]
+    fn decodes_mmap2_and_exit_with_their_trailers() {
+        let rec = encode::mmap2(
+            40,
+            41,
+            0x40_1000,
+            0x2000,
+            0x1000,
+            (0xfd, 1),
+            1234,
+            "/usr/bin/writer",
+        );
+        let plain = encode::with_trailer(rec.clone(), 40, 41, 999, 1);
+        let want = Mmap {
+            pid: 40,
+            tid: 41,
+            addr: 0x40_1000,
+            len: 0x2000,
+            pgoff: 0x1000,
+            file: Some(((0xfd, 1), 1234)),
+            prot: 5,
+            filename: "/usr/bin/writer".into(),
+        };
+        assert_eq!(
+            decode(&plain, SAMPLE_TYPE).unwrap(),
+            Record::Mmap(want.clone())
+        );
+        assert_eq!(trailer_time(&plain, SAMPLE_TYPE), Some(999));
+        let mut task = encode::with_trailer(rec.clone(), 40, 41, 1_001, 0);
+        task.extend_from_slice(&77u64.to_ne_bytes());
+        let size = (task.len() as u16).to_ne_bytes();
+        task[6..8].copy_from_slice(&size);
+        assert_eq!(
+            decode(&task, SAMPLE_TYPE_TASK).unwrap(),
+            Record::Mmap(want.clone())
+        );
+        assert_eq!(trailer_time(&task, SAMPLE_TYPE_TASK), Some(1_001));
+        // A name of 8 bytes gets a whole 8-byte slot of NULs after it (ALIGN(strlen + 1, 8)).
+        let exact = encode::with_trailer(
+            encode::mmap2(1, 1, 0, 1, 0, (0, 0), 0, "/bin/ab1"),
+            1,
+            1,
+            2,
+            0,
+        );
+        assert_eq!(exact.len(), 8 + 64 + 16 + 24);
+        match decode(&exact, SAMPLE_TYPE).unwrap() {
+            Record::Mmap(m) => assert_eq!(m.filename, "/bin/ab1"),
+            other => panic!("{other:?}"),
+        }
+        // With a build id in place of the device and inode, there is no inode to check a file against.
+        let mut with_id = rec.clone();
+        let misc = (pb::PERF_RECORD_MISC_USER | pb::PERF_RECORD_MISC_MMAP_BUILD_ID) as u16;
+        with_id[4..6].copy_from_slice(&misc.to_ne_bytes());
+        match decode(&with_id, SAMPLE_TYPE).unwrap() {
+            Record::Mmap(m) => assert_eq!((m.file, m.filename.as_str()), (None, "/usr/bin/writer")),
+            other => panic!("{other:?}"),
+        }
+        // A record whose size stops inside the fixed fields (72 bytes with the header) is an error.
+        for cut in 8..72 {
+            let mut short = rec[..cut].to_vec();
+            let size = (cut as u16).to_ne_bytes();
+            short[6..8].copy_from_slice(&size);
+            assert!(decode(&short, SAMPLE_TYPE).is_err(), "cut at {cut}");
+        }
+        let exit = encode::with_trailer(encode::exit(40, 1, 41, 1, 5), 40, 41, 6, 0);
+        assert_eq!(
+            decode(&exit, SAMPLE_TYPE).unwrap(),
+            Record::Exit { pid: 40, tid: 41 }
+        );
+        assert_eq!(trailer_time(&exit, SAMPLE_TYPE), Some(6));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Task names for hits, cached by tid. A process that has exited by the time its hit is printed keeps the
 //! name learned from PERF_RECORD_COMM/FORK or an earlier hit; one never seen alive prints as `<...>`, as
-//! ftrace does.
+//! ftrace does. The session forgets a task's name once its exit has left the
+//! [`crate::trace::exited::Graveyard`], so the cache holds the tasks alive and a bounded few that exited.
 
 use rustc_hash::FxHashMap;
 use std::path::PathBuf;
@@ -74,6 +75,17 @@ impl Comms {
         self.names.insert(tid, comm.to_string());
     }
 
+    /// `tid` exited and no hit of it is left to print.
+    pub fn forget(&mut self, tid: u32) {
+        self.names.remove(&tid);
+    }
+
+    /// Tasks named.
+    #[cfg(test)]
+    pub fn tasks(&self) -> usize {
+        self.names.len()
+    }
+
     /// A new task starts with its parent's name; remember it now in case it dies before its hits are printed.
     pub fn fork(&mut self, parent_tid: u32, parent_pid: u32, tid: u32) {
         let name = match self.names.get(&parent_tid) {
@@ -107,5 +119,9 @@ mod tests {
         c.set(12, "renamed");
         c.fork(12, 12, 13);
         assert_eq!(c.name(13, 13), "renamed");
+        let before = c.tasks();
+        c.forget(13);
+        assert_eq!(c.tasks(), before - 1);
+        assert_eq!(c.name(13, 13), "<...>", "forgotten, and gone from /proc");
     }
 }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::config::watch::Watch;
 use crate::perf::arm::{self, Scope};
 use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError};
-use crate::perf::record::{self, Frame, Record, Sample, SAMPLE_TYPE, SAMPLE_TYPE_TASK};
+use crate::perf::record::{self, Frame, Mmap, Record, Sample, SAMPLE_TYPE, SAMPLE_TYPE_TASK};
 use crate::perf::sys::{self, Epoll};
 use crate::report::{Covered, Value};
 use crate::trace::sorter::{RingKey, Sorter};
@@ -20,9 +20,12 @@ pub enum Item {
     /// A hit on the session's watch with this index, and what the watched range held when it was drained
     /// (process watches; [`Value::NotRead`] for a system-wide one).
     Sample(Sample, usize, Value),
+    /// A task renamed itself, or ran exec (`exec`).
     Comm {
+        pid: u32,
         tid: u32,
         comm: String,
+        exec: bool,
     },
     Fork {
         pid: u32,
@@ -30,6 +33,12 @@ pub enum Item {
         tid: u32,
         ptid: u32,
     },
+    Exit {
+        pid: u32,
+        tid: u32,
+    },
+    /// A process mapped a file executable.
+    Mmap(Mmap),
     /// Records the kernel dropped, or one we could not decode: never silent.
     Lost {
         cpu: u32,
@@ -438,7 +447,19 @@ fn drain_one(
                 *lost_records += lost;
                 Item::Lost { cpu, count: lost }
             }
-            Ok(Record::Comm { tid, comm, .. }) => Item::Comm { tid, comm },
+            Ok(Record::Comm {
+                pid,
+                tid,
+                comm,
+                exec,
+            }) => Item::Comm {
+                pid,
+                tid,
+                comm,
+                exec,
+            },
+            Ok(Record::Exit { pid, tid }) => Item::Exit { pid, tid },
+            Ok(Record::Mmap(m)) => Item::Mmap(m),
             Ok(Record::Fork {
                 pid,
                 ppid,

@@ -1,7 +1,8 @@
 //! The running session: the loop that ties the armed events' rings to signals, the deadline and CPU
 //! hotplug ([`session`]); the armed event set that owns every descriptor and ring ([`events`]); the merge
 //! of records from all rings in timestamp order ([`sorter`]); following CPUs as they come and go
-//! ([`hotplug`]); naming tasks ([`comm`]) and frames ([`symbolize`]); starting a command stopped at its exec
+//! ([`hotplug`]); naming tasks ([`comm`]) and frames ([`symbolize`]), and letting go of what exited tasks
+//! left behind ([`exited`]); starting a command stopped at its exec
 //! for launch mode ([`launch`]); reading `--control` commands ([`control`]).
 //!
 //! Uses [`crate::perf`] for events and records and [`crate::config`] for what to watch, keep and stop on;
@@ -12,6 +13,7 @@
 pub(crate) mod comm;
 pub(crate) mod control;
 pub(crate) mod events;
+pub(crate) mod exited;
 pub mod hotplug;
 pub(crate) mod launch;
 pub(crate) mod session;

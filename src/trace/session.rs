@@ -1,15 +1,17 @@
 //! The event loop: one epoll set holding every armed event's ring, the stop signals and (when following
 //! hotplug) the uevent socket. Each wake drains the [`EventSet`] into the [`Sorter`], which releases records
 //! in timestamp order across rings (a record waits until every other ring has been read past its time);
-//! task names are updated from COMM/FORK records in that same order, so a hit is named as its task was named
-//! when it wrote; hits are filtered, symbolized and handed to the [`Output`].
+//! task names and processes' executable mappings are updated from COMM/FORK/MMAP2 records in that same
+//! order, so a hit is named as its task was named, and mapped, when it wrote; EXIT records let go of what an
+//! exited task left behind (see [`crate::trace::exited`]); hits are filtered, symbolized and handed to the
+//! [`Output`].
 
 use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols};
+use ksymwatch_symbols::{LineSource, MappedFile, SymbolTable, UserSymbols};
 
 use crate::config::filter::Filter;
 use crate::config::target::Target;
@@ -25,6 +27,7 @@ use crate::report::{Hit, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::comm::Comms;
 use crate::trace::control::{self, Command, Control};
 use crate::trace::events::{Audit, EventSet, Item};
+use crate::trace::exited::Graveyard;
 use crate::trace::hotplug::{Changes, Hotplug};
 use crate::trace::sorter::Sorter;
 use crate::trace::symbolize::Symbolizer;
@@ -71,6 +74,11 @@ const TICK: Duration = Duration::from_millis(10);
 /// debug exception between the two); records this close to a read are held for the next one.
 const SORT_SLACK_NS: u64 = 1_000_000;
 
+/// Exited tasks whose names are kept after their exit is applied, and exited processes whose mappings are:
+/// a margin only (see [`crate::trace::exited`]), so small; a process's mappings are a few KB.
+const EXITED_TASKS_KEPT: usize = 1024;
+const EXITED_PROCESSES_KEPT: usize = 128;
+
 pub struct Session<'a, O: Output> {
     symbolizer: Symbolizer<'a>,
     pub out: O,
@@ -83,6 +91,9 @@ pub struct Session<'a, O: Output> {
     signals: SignalFd,
     hotplug: Option<Hotplug>,
     comms: Comms,
+    /// Exited tasks (by tid) whose names are still kept, and processes (by pid) whose mappings are.
+    exited_tasks: Graveyard,
+    exited_processes: Graveyard,
     summary: Summary,
     limits: Limits,
     filter: Filter,
@@ -172,6 +183,8 @@ impl<'a, O: Output> Session<'a, O> {
             signals,
             hotplug,
             comms,
+            exited_tasks: Graveyard::new(EXITED_TASKS_KEPT),
+            exited_processes: Graveyard::new(EXITED_PROCESSES_KEPT),
             summary: Summary {
                 tally: tally.then(Default::default),
                 ..Summary::default()
@@ -329,19 +342,76 @@ impl<'a, O: Output> Session<'a, O> {
                 self.events.recycle(sample.frames);
                 stop
             }
-            Item::Comm { tid, comm } => {
+            Item::Comm {
+                pid,
+                tid,
+                comm,
+                exec,
+            } => {
+                self.exited_tasks.revive(tid);
                 self.comms.set(tid, &comm);
-                // A rename is usually an exec, after which the thread group leader's tid is the pid.
-                self.symbolizer.forget_process(tid);
+                if exec {
+                    // After exec the thread is its process's leader (tid == pid), running another program.
+                    self.exited_processes.revive(pid);
+                    self.symbolizer.forget_process(pid);
+                    if let Some(u) = self.symbolizer.user_mut() {
+                        u.exec(pid);
+                    }
+                }
                 None
             }
             Item::Fork {
-                pid: _,
+                pid,
                 ppid,
                 tid,
                 ptid,
             } => {
+                self.exited_tasks.revive(tid);
                 self.comms.fork(ptid, ppid, tid);
+                if pid != ppid {
+                    // A new process, perhaps under a pid an exited one had: nothing cached for it holds.
+                    self.exited_processes.revive(pid);
+                    self.symbolizer.forget_process(pid);
+                    if let Some(u) = self.symbolizer.user_mut() {
+                        u.fork(ppid, pid);
+                    }
+                }
+                None
+            }
+            Item::Exit { pid, tid } => {
+                if let Some(gone) = self.exited_tasks.bury(tid) {
+                    self.comms.forget(gone);
+                }
+                // The leader's exit stands for the process's: with exit_group the others die with it.
+                if pid == tid {
+                    if let Some(gone) = self.exited_processes.bury(pid) {
+                        self.symbolizer.forget_process(gone);
+                        if let Some(u) = self.symbolizer.user_mut() {
+                            u.forget(gone);
+                        }
+                    }
+                }
+                None
+            }
+            Item::Mmap(m) => {
+                if let Some((dev, inode)) = m.file {
+                    // A process whose leader exited early (pthread_exit) still maps: it is alive.
+                    self.exited_processes.revive(m.pid);
+                    let file = MappedFile {
+                        start: m.addr,
+                        len: m.len,
+                        offset: m.pgoff,
+                        dev,
+                        inode,
+                        path: &m.filename,
+                    };
+                    if let Some(u) = self.symbolizer.user_mut() {
+                        u.map(m.pid, &file);
+                    }
+                    // The new mapping may cover addresses whose frames or chains were cached under an
+                    // older one (dlclose, then dlopen at the same place).
+                    self.symbolizer.forget_process(m.pid);
+                }
                 None
             }
             Item::Lost { cpu, count } => self.lost(cpu, count, time),

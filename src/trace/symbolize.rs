@@ -253,7 +253,13 @@ impl<'a> Symbolizer<'a> {
             .unwrap_or_default()
     }
 
-    /// `pid` ran exec (its name changed) or exited: its addresses now belong to another program, or to
+    /// The user-space symbols, for the session to hand them the kernel's task records (mappings, forks,
+    /// execs, exits).
+    pub fn user_mut(&mut self) -> Option<&mut UserSymbols> {
+        self.user.as_mut()
+    }
+
+    /// `pid` ran exec, or exited and is done with: its addresses now belong to another program, or to
     /// none. Its frames and chains are dropped (so a long run over many short-lived processes keeps only
     /// the live ones').
     pub fn forget_process(&mut self, pid: u32) {

@@ -57,5 +57,5 @@ pub use resolve::{ResolveError, ResolveOptions, Resolved, Resolver};
 pub use source::{Source, SourceSearch};
 pub use symbol::{Symbol, SymbolKind};
 pub use table::{SymbolTable, Symbolized};
-pub use user::{demangle, Binary, Skipped, UserFrame, UserSymbols, MAX_TABLE};
+pub use user::{demangle, Binary, MappedFile, Skipped, UserFrame, UserSymbols, MAX_TABLE};
 pub use vmlinux::{Section, Vmlinux};

@@ -10,6 +10,7 @@ mod bad_input;
 mod check;
 mod live_arm;
 mod live_control;
+mod live_exited;
 mod live_hotplug;
 mod live_output;
 mod live_process;

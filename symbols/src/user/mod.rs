@@ -1,10 +1,18 @@
-//! Naming user-space frames: a process's `/proc/PID/maps` says which file an address is in and where; that
-//! file's ELF symbols (`.symtab`, else `.dynsym`) say which function. Each binary is read once and cached by
-//! device, inode, path and mtime, whichever process maps it; each process's maps are read on its first hit
-//! and again when an address falls outside every known mapping (a library loaded later), and are kept after
-//! the process exits, so a short-lived writer still gets names for hits printed after it is gone. Every
-//! process alive at the start is read up front ([`UserSymbols::scan_all`]); one that starts later and exits
-//! within a drain tick of its first hit keeps its frames unnamed (PERF_RECORD_MMAP2 would close that gap).
+//! Naming user-space frames: a process's mappings say which file an address is in and where; that file's ELF
+//! symbols (`.symtab`, else `.dynsym`) say which function. Each binary is read once and cached by device,
+//! inode, path and mtime, whichever process maps it.
+//!
+//! A process's mappings come from two places. Every process alive at the start is read from
+//! `/proc/PID/maps` ([`UserSymbols::scan_all`]), and any process is read again when an address falls
+//! outside every known mapping. A tracer that sees the kernel's task records also hands them over as they
+//! happen, in time order: each executable mapping ([`UserSymbols::map`], from PERF_RECORD_MMAP2), a fork
+//! (the child starts with its parent's mappings), an exec (the old ones are dropped). So a process that
+//! starts after arming and exits right after its hit, gone from /proc by the time the hit is named, still
+//! gets named frames.
+//!
+//! What a process leaves behind is dropped when the tracer says it is done with it ([`UserSymbols::forget`],
+//! after the process exited and its last hits were named); a binary no process's mapping still uses is kept
+//! only among the [`BINARIES_KEPT`] most recently used. A day-long run over millions of processes stays flat.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,6 +24,9 @@ use rustc_hash::FxHashMap;
 pub(crate) mod elf;
 
 pub use elf::{Binary, Skipped, MAX_TABLE};
+
+/// Binaries no remembered mapping uses, kept for the next process that maps them (the cache's bound).
+pub const BINARIES_KEPT: usize = 32;
 
 /// A miss re-reads the maps at most this often per process: a JIT or a corrupt frame would otherwise re-read
 /// them on every hit.
@@ -57,10 +68,79 @@ pub(crate) struct Mapping {
     bin: Option<Option<Arc<Binary>>>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Proc {
-    maps: Vec<Mapping>,
+    /// Shared between a parent and a fork child until either changes them: nearly every fork is followed
+    /// by an exec that drops the copy, so a fork copies nothing.
+    maps: Arc<Vec<Mapping>>,
     read_at: Option<Instant>,
+}
+
+impl Proc {
+    /// Adds `new`, cutting away whatever part of older mappings it covers (a `MAP_FIXED` mapping
+    /// replaces what was there).
+    fn insert(&mut self, new: Mapping) {
+        self.merge(vec![new]);
+    }
+
+    /// Takes in `fresh` mappings (sorted, not overlapping: a /proc snapshot or one new mapping): each
+    /// replaces whatever it overlaps, and what it does not cover stays. A snapshot of /proc can lack what the
+    /// kernel has reported (read mid-exec or mid-exit, it can hold a single line), so it only ever adds. A
+    /// mapping that is still the same keeps the binary already loaded for it.
+    fn merge(&mut self, mut fresh: Vec<Mapping>) {
+        let old = Arc::unwrap_or_clone(std::mem::take(&mut self.maps));
+        let mut out = Vec::with_capacity(old.len() + fresh.len());
+        let piece = |m: &Mapping, start: u64, end: u64| Mapping {
+            start,
+            end,
+            offset: m.offset + (start - m.start),
+            ..m.clone()
+        };
+        for m in old {
+            let mut from = m.start;
+            let mut i = fresh.partition_point(|f| f.end <= m.start);
+            while let Some(f) = fresh.get_mut(i).filter(|f| f.start < m.end) {
+                let same =
+                    (f.start, f.end, f.offset, f.inode) == (m.start, m.end, m.offset, m.inode);
+                if same && f.path == m.path && f.bin.is_none() {
+                    f.bin = m.bin.clone();
+                }
+                if f.start > from {
+                    out.push(piece(&m, from, f.start));
+                }
+                from = from.max(f.end);
+                i += 1;
+            }
+            if from < m.end {
+                out.push(piece(&m, from, m.end));
+            }
+        }
+        out.append(&mut fresh);
+        out.sort_by_key(|m| m.start);
+        self.maps = Arc::new(out);
+    }
+}
+
+/// One executable mapping as the kernel reports it when it is made (PERF_RECORD_MMAP2), for
+/// [`UserSymbols::map`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MappedFile<'a> {
+    pub start: u64,
+    pub len: u64,
+    /// File offset of `start`.
+    pub offset: u64,
+    /// Device (major, minor) and inode of the file.
+    pub dev: (u32, u32),
+    pub inode: u64,
+    /// The kernel's path of the file, or its name for memory without one (`[vdso]`, `//anon`).
+    pub path: &'a str,
+}
+
+/// A cached binary and when it was last asked for.
+#[derive(Debug)]
+struct Cached {
+    bin: Option<Arc<Binary>>,
+    used: u64,
 }
 
 /// Rust (legacy and v0) and Itanium C++ names demangled; anything else as it is.
@@ -120,7 +200,9 @@ pub struct UserSymbols {
     proc_root: PathBuf,
     // Looked up for every user frame of every hit: a fast integer hash, not SipHash.
     procs: FxHashMap<u32, Proc>,
-    binaries: HashMap<BinKey, Option<Arc<Binary>>>,
+    binaries: HashMap<BinKey, Cached>,
+    /// Counts binary lookups: the age of a cached binary for eviction.
+    clock: u64,
     notes: Vec<String>,
 }
 
@@ -136,13 +218,15 @@ impl UserSymbols {
             proc_root: proc_root.into(),
             procs: FxHashMap::default(),
             binaries: HashMap::new(),
+            clock: 0,
             notes: Vec::new(),
         }
     }
 
     /// Reads the maps of every process alive now. Run at the start of a session, with the comm scan: a
     /// writer that exits within a tick of its hits would otherwise be gone before its first hit is named.
-    /// (Processes started later are read on their first hit.)
+    /// (Processes started later are learned from [`UserSymbols::fork`] and [`UserSymbols::map`], or read on
+    /// their first hit.)
     pub fn scan_all(&mut self) {
         let Ok(dir) = std::fs::read_dir(&self.proc_root) else {
             return;
@@ -181,7 +265,11 @@ impl UserSymbols {
             None => {
                 let m = m.clone();
                 let b = self.binary(pid, &m);
-                if let Some(slot) = self.procs.get_mut(&pid).and_then(|p| p.maps.get_mut(i)) {
+                let slot = self
+                    .procs
+                    .get_mut(&pid)
+                    .and_then(|p| Arc::make_mut(&mut p.maps).get_mut(i));
+                if let Some(slot) = slot {
                     slot.bin = Some(b.clone());
                 }
                 b
@@ -210,12 +298,87 @@ impl UserSymbols {
         }
         p.read_at = Some(Instant::now());
         match std::fs::read_to_string(self.proc_root.join(format!("{pid}/maps"))) {
+            // What the kernel's records taught stays (see `Proc::merge`): an exited process not yet
+            // reaped reads as no mappings at all, one in the middle of exec as a few.
             Ok(text) => {
-                p.maps = parse_maps(&text);
+                let maps = parse_maps(&text);
+                if maps.is_empty() {
+                    return false;
+                }
+                p.merge(maps);
                 true
             }
             Err(_) => false,
         }
+    }
+
+    /// `pid` mapped `file` executable. Memory with no file behind it (`//anon`, a JIT's code) names nothing
+    /// and is left out.
+    pub fn map(&mut self, pid: u32, file: &MappedFile<'_>) {
+        if pid == 0 || file.path.starts_with("//") || file.path.is_empty() {
+            return;
+        }
+        let Some(end) = file.start.checked_add(file.len).filter(|&e| e > file.start) else {
+            return;
+        };
+        self.procs.entry(pid).or_default().insert(Mapping {
+            start: file.start,
+            end,
+            offset: file.offset,
+            path: file.path.to_string(),
+            name: basename(file.path).into(),
+            dev: format!("{:02x}:{:02x}", file.dev.0, file.dev.1),
+            inode: file.inode,
+            bin: None,
+        });
+    }
+
+    /// `child` was forked from `parent`: it starts with a copy of the parent's mappings (read from /proc if
+    /// the parent was not known yet).
+    pub fn fork(&mut self, parent: u32, child: u32) {
+        if parent == 0 || child == 0 || parent == child {
+            return;
+        }
+        if !self.procs.contains_key(&parent) {
+            self.refresh(parent);
+        }
+        match self.procs.get(&parent) {
+            Some(p) => {
+                let copy = Proc {
+                    maps: p.maps.clone(),
+                    read_at: None,
+                };
+                self.procs.insert(child, copy);
+            }
+            None => {
+                self.procs.remove(&child);
+            }
+        }
+    }
+
+    /// `pid` ran exec: its old mappings are gone; the new program's arrive through [`UserSymbols::map`]
+    /// (or /proc on a miss).
+    pub fn exec(&mut self, pid: u32) {
+        if let Some(p) = self.procs.get_mut(&pid) {
+            p.maps = Arc::default();
+            p.read_at = None;
+        }
+    }
+
+    /// `pid` exited and none of its hits is left to name: everything learned about it goes, and the
+    /// binaries only it used become evictable.
+    pub fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+    }
+
+    /// Processes whose mappings are remembered.
+    pub fn processes(&self) -> usize {
+        self.procs.len()
+    }
+
+    /// Binaries cached, in use or not.
+    pub fn binaries(&self) -> usize {
+        self.binaries.len()
     }
 
     /// The binary behind a mapping, loaded on first use (see [`open_mapped`] for how it is opened).
@@ -227,8 +390,10 @@ impl UserSymbols {
             path: m.path.clone(),
             mtime: meta.modified().ok(),
         };
-        if let Some(b) = self.binaries.get(&key) {
-            return b.clone();
+        self.clock += 1;
+        if let Some(c) = self.binaries.get_mut(&key) {
+            c.used = self.clock;
+            return c.bin.clone();
         }
         let (loaded, skipped) = Binary::load(&file);
         if let Some(Skipped(why)) = skipped {
@@ -236,8 +401,35 @@ impl UserSymbols {
                 .push(format!("symbols of {} left out: {why}", m.path));
         }
         let loaded = loaded.map(Arc::new);
-        self.binaries.insert(key, loaded.clone());
+        self.binaries.insert(
+            key,
+            Cached {
+                bin: loaded.clone(),
+                used: self.clock,
+            },
+        );
+        self.evict_binaries();
         loaded
+    }
+
+    /// Drops the least recently used binaries that no remembered mapping holds, down to [`BINARIES_KEPT`]
+    /// of those. One still mapped by a process stays whatever its age: its next hit would load it again.
+    fn evict_binaries(&mut self) {
+        let unused = |c: &Cached| c.bin.as_ref().is_none_or(|b| Arc::strong_count(b) == 1);
+        let spare = self.binaries.values().filter(|c| unused(c)).count();
+        if spare <= BINARIES_KEPT {
+            return;
+        }
+        let mut ages: Vec<u64> = self
+            .binaries
+            .values()
+            .filter(|c| unused(c))
+            .map(|c| c.used)
+            .collect();
+        ages.sort_unstable();
+        // Down to half the bound, so eviction runs once per many loads, not on every one.
+        let cutoff = ages[spare - BINARIES_KEPT / 2 - 1];
+        self.binaries.retain(|_, c| !unused(c) || c.used > cutoff);
     }
 
     /// What was left out since the last call (binaries whose symbol tables were too large), for the
@@ -315,10 +507,85 @@ mod tests {
         assert_eq!(basename("/tmp/a.out (deleted)"), "a.out");
     }
 
-    /// This test binary, "mapped" PIE-style at a made-up base through a fixture /proc: a function's runtime
-    /// address must come back as that function, through the file offset and PT_LOAD translation.
+    fn mapping(start: u64, end: u64, offset: u64, path: &str) -> Mapping {
+        Mapping {
+            start,
+            end,
+            offset,
+            path: path.into(),
+            name: basename(path).into(),
+            dev: "fd:01".into(),
+            inode: 1,
+            bin: None,
+        }
+    }
+
+    /// A `MAP_FIXED` mapping over part of older ones cuts them, keeping the file offsets of what is left.
     #[test]
-    fn names_a_function_of_a_mapped_pie_through_a_fixture_proc() {
+    fn a_new_mapping_replaces_what_it_covers() {
+        let mut p = Proc::default();
+        p.insert(mapping(0x1000, 0x5000, 0, "/a"));
+        p.insert(mapping(0x8000, 0x9000, 0, "/c"));
+        p.insert(mapping(0x2000, 0x3000, 0x7000, "/b"));
+        let got: Vec<(u64, u64, u64, &str)> = p
+            .maps
+            .iter()
+            .map(|m| (m.start, m.end, m.offset, m.path.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0x1000, 0x2000, 0, "/a"),
+                (0x2000, 0x3000, 0x7000, "/b"),
+                (0x3000, 0x5000, 0x2000, "/a"),
+                (0x8000, 0x9000, 0, "/c"),
+            ]
+        );
+        // A snapshot lacking a mapping keeps it; one still the same keeps its loaded binary.
+        let mut p = Proc::default();
+        p.insert(mapping(0x1000, 0x2000, 0, "/a"));
+        p.insert(Mapping {
+            bin: Some(None),
+            ..mapping(0x4000, 0x5000, 0, "/b")
+        });
+        p.merge(vec![
+            mapping(0x4000, 0x5000, 0, "/b"),
+            mapping(0x7000, 0x8000, 0, "/e"),
+        ]);
+        let got: Vec<(u64, &str, bool)> = p
+            .maps
+            .iter()
+            .map(|m| (m.start, m.path.as_str(), m.bin.is_some()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0x1000, "/a", false),
+                (0x4000, "/b", true),
+                (0x7000, "/e", false)
+            ]
+        );
+        // The same mapping reported twice (two events covering one thread) is one mapping.
+        p.insert(mapping(0x8000, 0x9000, 0, "/c"));
+        p.insert(mapping(0x0, 0x10000, 0, "/d"));
+        assert_eq!(p.maps.len(), 1);
+    }
+
+    /// This test binary's executable segment "mapped" PIE-style at a made-up base, and a sized function
+    /// in it: what a fixture process maps.
+    struct Text {
+        exe: PathBuf,
+        inode: u64,
+        start: u64,
+        end: u64,
+        offset: u64,
+        /// A runtime address 5 bytes into `name`.
+        runtime: u64,
+        name: String,
+        size: u64,
+    }
+
+    fn this_binarys_text() -> Text {
         let exe = std::env::current_exe().unwrap();
         let bytes = std::fs::read(&exe).unwrap();
         let elf = goblin::elf::Elf::parse(&bytes).unwrap();
@@ -338,21 +605,153 @@ mod tests {
         let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&exe).unwrap());
         let base = 0x5555_0000_0000u64;
         let page = 0xfff;
-        let start = base + (text.p_vaddr & !page);
-        let end = base + ((text.p_vaddr + text.p_memsz + page) & !page);
+        Text {
+            exe,
+            inode,
+            start: base + (text.p_vaddr & !page),
+            end: base + ((text.p_vaddr + text.p_memsz + page) & !page),
+            offset: text.p_offset & !page,
+            runtime: base + addr + 5,
+            name,
+            size,
+        }
+    }
+
+    /// A process learned only from the kernel's records, never from /proc (the fixture /proc is empty, as
+    /// for a writer that exited before its hit was named): its mapping names frames, a forked child
+    /// inherits it, an exec drops it, and forgetting the process lets go of everything.
+    #[test]
+    fn mappings_from_the_kernel_name_a_process_that_is_gone_from_proc() {
+        let t = this_binarys_text();
+        let empty = std::env::temp_dir().join(format!("ksymwatch-noproc-{}", std::process::id()));
+        std::fs::create_dir_all(&empty).unwrap();
+        let mut u = UserSymbols::new(&empty);
+        let path = t.exe.to_string_lossy();
+        u.map(
+            42,
+            &MappedFile {
+                start: t.start,
+                len: t.end - t.start,
+                offset: t.offset,
+                dev: (0xfd, 1),
+                inode: t.inode,
+                path: &path,
+            },
+        );
+        // Memory with no file is not a mapping to name frames by.
+        u.map(
+            42,
+            &MappedFile {
+                start: 0x1000,
+                len: 0x1000,
+                offset: 0,
+                dev: (0, 0),
+                inode: 0,
+                path: "//anon",
+            },
+        );
+        let runtime = t.runtime;
+        let want = Some((t.name.as_str().into(), 5, Some(t.size)));
+        assert_eq!(u.lookup(42, runtime).unwrap().sym, want);
+        // Exited but not reaped yet, /proc has the process with no mappings; in the middle of exec, with
+        // only its stack. A miss reads them, and that must not wipe what the kernel reported.
+        std::fs::create_dir_all(empty.join("42")).unwrap();
+        for maps in [
+            "",
+            "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n",
+        ] {
+            std::fs::write(empty.join("42/maps"), maps).unwrap();
+            u.procs.get_mut(&42).unwrap().read_at = None;
+            assert_eq!(u.lookup(42, 0x1800), None);
+            assert_eq!(u.lookup(42, runtime).unwrap().sym, want, "maps {maps:?}");
+        }
+        u.fork(42, 43);
+        assert_eq!(u.lookup(43, runtime).unwrap().sym, want, "a fork child");
+        assert!(
+            Arc::ptr_eq(&u.procs[&42].maps, &u.procs[&43].maps),
+            "the fork copied nothing"
+        );
+        u.exec(43);
+        assert_eq!(u.lookup(43, runtime), None, "exec dropped the old program");
+        assert_eq!(u.binaries(), 1);
+        u.forget(42);
+        u.forget(43);
+        assert_eq!(u.processes(), 0);
+        assert_eq!(u.lookup(42, runtime), None);
+        std::fs::remove_dir_all(&empty).unwrap();
+    }
+
+    /// Binaries no remembered process maps are kept only up to the bound, the least recently used going
+    /// first; one a process still maps stays until that process is forgotten.
+    #[test]
+    fn the_binary_cache_is_bounded_by_what_processes_still_map() {
+        let dir = std::env::temp_dir().join(format!("ksymwatch-bins-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut u = UserSymbols::new(dir.join("proc"));
+        let map_file = |u: &mut UserSymbols, pid: u32, path: &Path| {
+            let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(path).unwrap());
+            u.map(
+                pid,
+                &MappedFile {
+                    start: 0x10_0000,
+                    len: 0x1000,
+                    offset: 0,
+                    dev: (0xfd, 1),
+                    inode,
+                    path: &path.to_string_lossy(),
+                },
+            );
+            assert!(u.lookup(pid, 0x10_0010).is_some());
+        };
+        // A process that stays: the ELF file it maps (this test binary) is held by its mapping, kept
+        // however many other files come and go.
+        let exe = std::env::current_exe().unwrap();
+        map_file(&mut u, 2, &exe);
+        for i in 0..3 * BINARIES_KEPT as u32 {
+            let f = dir.join(format!("bin{i}"));
+            std::fs::write(&f, b"not elf either").unwrap();
+            map_file(&mut u, 100 + i, &f);
+            u.forget(100 + i);
+            assert!(u.binaries() <= BINARIES_KEPT + 1, "{} cached", u.binaries());
+        }
+        let has = |u: &UserSymbols, p: &Path| u.binaries.keys().any(|k| Path::new(&k.path) == p);
+        assert!(has(&u, &exe), "still mapped by process 2");
+        u.forget(2);
+        for i in 0..BINARIES_KEPT as u32 {
+            let f = dir.join(format!("later{i}"));
+            std::fs::write(&f, b"x").unwrap();
+            map_file(&mut u, 1000 + i, &f);
+            u.forget(1000 + i);
+        }
+        assert!(!has(&u, &exe), "evicted once nothing maps it");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// This test binary, "mapped" PIE-style at a made-up base through a fixture /proc: a function's runtime
+    /// address must come back as that function, through the file offset and PT_LOAD translation.
+    #[test]
+    fn names_a_function_of_a_mapped_pie_through_a_fixture_proc() {
+        let Text {
+            exe,
+            inode,
+            start,
+            end,
+            offset,
+            runtime,
+            name,
+            size,
+        } = this_binarys_text();
         let dir = std::env::temp_dir().join(format!("ksymwatch-user-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("42")).unwrap();
         std::fs::write(
             dir.join("42/maps"),
             format!(
-                "{start:x}-{end:x} r-xp {:08x} fd:01 {inode} {}\n",
-                text.p_offset & !page,
+                "{start:x}-{end:x} r-xp {offset:08x} fd:01 {inode} {}\n",
                 exe.display()
             ),
         )
         .unwrap();
         let mut u = UserSymbols::new(&dir);
-        let runtime = base + addr + 5;
         let got = u.lookup(42, runtime).unwrap();
         assert_eq!(*got.binary, *exe.file_name().unwrap().to_string_lossy());
         assert_eq!(got.sym, Some((name.as_str().into(), 5, Some(size))));

@@ -56,6 +56,6 @@ pub use path::PathElem;
 pub use resolve::{ResolveError, ResolveOptions, Resolved, Resolver};
 pub use source::{Source, SourceSearch};
 pub use symbol::{Symbol, SymbolKind};
-pub use table::{SymbolTable, Symbolized};
+pub use table::{Named, SymbolTable, Symbolized};
 pub use user::{demangle, Binary, Skipped, UserFrame, UserSymbols, MAX_TABLE};
 pub use vmlinux::{Section, Vmlinux};

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 
-use ksymwatch_symbols::{kallsyms, LineSource, Source, SymbolTable};
+use ksymwatch_symbols::{LineSource, Source, SymbolTable};
 
 use crate::cli::args::OutputArgs;
 use crate::cli::args::{SymbolArgs, WatchArgs};
@@ -35,7 +35,9 @@ use crate::trace::session::{Controller, Plan, Resolve, Session};
 pub const MAX_WATCHES: usize = 4;
 
 fn load_symbols(args: &SymbolArgs) -> Result<(SymbolTable, Source)> {
-    let table = kallsyms::load(&args.kallsyms).bad_symbols()?;
+    let table =
+        symbols::running_kallsyms(&args.kallsyms, &args.kernel_notes, !args.no_symbol_cache)
+            .bad_symbols()?;
     Ok((table, Source::Kallsyms(args.kallsyms.clone())))
 }
 
@@ -306,6 +308,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             picked.clone(),
             &search,
             args.symbols.force,
+            !args.symbols.no_symbol_cache,
         )?),
     };
     let mut line_source = None;

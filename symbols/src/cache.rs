@@ -72,11 +72,17 @@ impl CacheKey {
             .flatten()
             .map(|b| b.to_string())
             .unwrap_or_default();
+        // A kernel built without module support has no /proc/modules: its module set never changes.
+        let modules = match fs::read_to_string(proc_root.join("modules")) {
+            Ok(text) => modules_hash(&text),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => modules_hash(""),
+            Err(_) => return None,
+        };
         Some(CacheKey {
             boot_id: line("sys/kernel/random/boot_id")?,
             release: line("sys/kernel/osrelease")?,
             build_id,
-            modules: modules_hash(&fs::read_to_string(proc_root.join("modules")).ok()?),
+            modules,
         })
     }
 }
@@ -420,8 +426,7 @@ ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
     }
 
     fn temp_dir(name: &str) -> PathBuf {
-        let d =
-            std::env::temp_dir().join(format!("ksymwatch-cache-{name}-{}", std::process::id()));
+        let d = std::env::temp_dir().join(format!("ksymwatch-cache-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         d
     }

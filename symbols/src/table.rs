@@ -451,9 +451,16 @@ ffffffff83100000 D __start_once
         for _ in 0..LINEAR_LOOKUPS {
             t.by_name("vfs_read").count();
         }
-        assert!(t.names.get().is_some(), "the index is built after the scans");
+        assert!(
+            t.names.get().is_some(),
+            "the index is built after the scans"
+        );
         for (n, want) in names.iter().zip(&scanned) {
-            assert_eq!(&t.by_name(n).map(|s| s.addr).collect::<Vec<_>>(), want, "{n}");
+            assert_eq!(
+                &t.by_name(n).map(|s| s.addr).collect::<Vec<_>>(),
+                want,
+                "{n}"
+            );
         }
         assert_eq!(scanned[0], [0xffffffff81000180, 0xffffffff81000200]);
         assert!(scanned[3].is_empty());

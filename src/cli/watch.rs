@@ -419,8 +419,10 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         }),
         scope,
     };
-    // The session learns every live task's name before `armed` goes out: a script starts its workload on that
-    // line, and a task that exits before we looked would print as `<...>`.
+    // `armed` goes out the moment every breakpoint is enabled; the session learns every live task's name
+    // right after (a script starts its workload on that line: a task the scan misses is one that started
+    // after arming, and the FORK/COMM records name it), and the processes' maps once the loop has had its
+    // first chance to print.
     let mut session = Session::new(plan, out, armed, signals, Some(hotplug))?;
     let announced = session
         .out
@@ -439,6 +441,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
                     .event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns())
             })
         });
+    session.learn_tasks();
     match announced {
         Ok(()) => {}
         // stdout is already closed: a normal, quiet end. Dropping the session releases every breakpoint.

@@ -98,6 +98,10 @@ pub struct Session<'a, O: Output> {
     fatal: Option<Error>,
     /// A process watch: each process's pidfd, until it exits. The run ends when none is left.
     processes: Vec<Option<OwnedFd>>,
+    /// The maps of the processes alive at the start are still to be read. The loop reads them as soon as
+    /// nothing is waiting to be printed, so neither `armed` nor the first hit waits for a walk of every
+    /// process; a process first seen in a hit meanwhile has its maps read then, as any later one does.
+    maps_pending: bool,
 }
 
 impl<'a, O: Output> Session<'a, O> {
@@ -159,12 +163,10 @@ impl<'a, O: Output> Session<'a, O> {
                 .add(c.source.fd(), TOKEN_CONTROL)
                 .or_exit(ExitCode::Runtime, "epoll")?;
         }
-        let mut comms = Comms::default();
-        comms.scan_all();
-        let mut user = UserSymbols::default();
-        user.scan_all();
+        // No process is scanned here: `armed` goes out first (see `learn_tasks` and `maps_pending`).
         Ok(Session {
-            symbolizer: Symbolizer::with_user(symbols, user).with_lines(lines),
+            symbolizer: Symbolizer::with_user(symbols, UserSymbols::default()).with_lines(lines),
+            maps_pending: true,
             chain: Vec::new(),
             out,
             events,
@@ -174,7 +176,7 @@ impl<'a, O: Output> Session<'a, O> {
             epoll,
             signals,
             hotplug,
-            comms,
+            comms: Comms::default(),
             summary: Summary {
                 tally: tally.then(Default::default),
                 ..Summary::default()
@@ -187,6 +189,13 @@ impl<'a, O: Output> Session<'a, O> {
             fatal: None,
             processes,
         })
+    }
+
+    /// Learns the name of every task alive now. Called right after `armed` is printed (a listing of every
+    /// task, a few milliseconds, is not worth delaying that line for): with the FORK and COMM records
+    /// that follow, every task that can hit has a name even if it exits before its hit is printed.
+    pub fn learn_tasks(&mut self) {
+        self.comms.scan_all();
     }
 
     pub fn armed_cpus(&self) -> BTreeSet<u32> {
@@ -295,6 +304,10 @@ impl<'a, O: Output> Session<'a, O> {
             }
             if let Some(stop) = self.reconcile_if_due()? {
                 return Ok(stop);
+            }
+            if self.maps_pending && self.sorter.is_empty() {
+                self.maps_pending = false;
+                self.symbolizer.scan_processes();
             }
         }
     }

@@ -20,6 +20,7 @@ use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm::{self, Scope};
 use crate::perf::event::EventConfig;
 use crate::perf::sys::{self, SignalFd};
+use crate::perf::warmup::Warmup;
 use crate::report::folded::{Folded, Sink};
 use crate::report::ftrace::Ftrace;
 use crate::report::json::Json;
@@ -288,10 +289,17 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             targets.len()
         )));
     }
+    let mut warmup = None;
     if let Mode::System = mode {
         crate::perf::privilege::Privilege::current()
             .system_wide()
             .map_err(Error::not_permitted)?;
+        // The first CPU-bound breakpoint open waits out an RCU grace period: let it wait while the symbols
+        // load, not after.
+        warmup = cpulist::read(Path::new(cpulist::ONLINE))
+            .ok()
+            .and_then(|cpus| cpus.first().copied())
+            .map(Warmup::start);
     }
     let search = symbols::search(args.symbols.files());
     let picked = search.pick();
@@ -385,6 +393,9 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     let (hotplug, warning) = Hotplug::new(follow, args.strict_hotplug);
     if let Some(w) = warning {
         stderr::line(format_args!("ksymwatch: warning: {w}"));
+    }
+    if let Some(w) = warmup.take() {
+        w.finish();
     }
     let armed = arm::arm_in(&watches, &cpus, &scope, &cfg)?;
     let armed_cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();

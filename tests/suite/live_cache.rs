@@ -5,7 +5,6 @@
 
 use crate::util;
 
-use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -54,15 +53,7 @@ fn watch(dir: &Path, extra: &[&str]) -> (String, Vec<Vec<String>>, String) {
 /// Every frame is `func+0xOFF/0xSIZE` with `func` a kallsyms text symbol: what the table said, not an
 /// address the cache failed to name.
 fn assert_named(frames: &[Vec<String>], what: &str) {
-    let names: HashSet<String> = std::fs::read_to_string("/proc/kallsyms")
-        .unwrap()
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let (_, ty, name) = (f.next()?, f.next()?, f.next()?);
-            matches!(ty, "T" | "t" | "W" | "w").then(|| name.to_string())
-        })
-        .collect();
+    let names = crate::live_watch::kallsyms_text_names();
     for f in frames.iter().flatten() {
         let name = f.split('+').next().unwrap_or(f);
         assert!(

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 
-use ksymwatch_symbols::{LineSource, Source, SymbolTable};
+use ksymwatch_symbols::{LineSource, Source, SymbolTable, UserSymbols};
 
 use crate::cli::args::OutputArgs;
 use crate::cli::args::{SymbolArgs, WatchArgs};
@@ -27,6 +27,7 @@ use crate::report::json::Json;
 use crate::report::status::Status;
 use crate::report::{Header, Output, Quiet, StreamEvent, Tee};
 use crate::stderr::{self, Stderr};
+use crate::trace::comm::Comms;
 use crate::trace::control::Control;
 use crate::trace::hotplug::Hotplug;
 use crate::trace::launch::Launched;
@@ -289,6 +290,18 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             targets.len()
         )));
     }
+    // Every live task's name and process's maps, read on a thread while the symbols load: a writer
+    // already running that exits right after its hits must have had them read, and a read after `armed`
+    // would race with a script that starts it on that line.
+    let task_scan = std::thread::Builder::new()
+        .name("ksymwatch-tasks".into())
+        .spawn(|| {
+            let (mut comms, mut user) = (Comms::default(), UserSymbols::default());
+            comms.scan_all();
+            user.scan_all();
+            (comms, user)
+        })
+        .ok();
     let mut warmup = None;
     if let Mode::System = mode {
         crate::perf::privilege::Privilege::current()
@@ -414,6 +427,8 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         duration: args.duration,
         count: args.count,
     };
+    // Joined before `armed`: the scan is long over by now (a few ms, against the symbol load's tens).
+    let (comms, user) = task_scan.and_then(|t| t.join().ok()).unwrap_or_default();
     let plan = Plan {
         watches: &watches,
         symbols,
@@ -429,11 +444,13 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             access,
         }),
         scope,
+        comms,
+        user,
     };
     // `armed` goes out the moment every breakpoint is enabled; the session learns every live task's name
     // right after (a script starts its workload on that line: a task the scan misses is one that started
-    // after arming, and the FORK/COMM records name it), and the processes' maps once the loop has had its
-    // first chance to print.
+    // after arming, and the FORK/COMM records name it). Those alive before were named, and their maps
+    // read, while the symbols loaded (`task_scan`).
     let mut session = Session::new(plan, out, armed, signals, Some(hotplug))?;
     let announced = session
         .out

@@ -44,6 +44,12 @@ pub struct Plan<'a> {
     pub scope: Scope,
     /// `--control`: where commands come from and how their targets are resolved.
     pub control: Option<Controller<'a>>,
+    /// Task names and user-space symbols, with the names and maps of the processes alive at the start
+    /// already read: a writer that exits right after its hits is gone before they are printed, so they
+    /// must be read before. The caller reads them while it loads kernel symbols, not after arming (see
+    /// `cli::watch`); [`Session::learn_tasks`] adds the tasks born meanwhile.
+    pub comms: Comms,
+    pub user: UserSymbols,
 }
 
 /// Resolves a `--control watch` target the way the command line's targets were resolved.
@@ -98,10 +104,6 @@ pub struct Session<'a, O: Output> {
     fatal: Option<Error>,
     /// A process watch: each process's pidfd, until it exits. The run ends when none is left.
     processes: Vec<Option<OwnedFd>>,
-    /// The maps of the processes alive at the start are still to be read. The loop reads them as soon as
-    /// nothing is waiting to be printed, so neither `armed` nor the first hit waits for a walk of every
-    /// process; a process first seen in a hit meanwhile has its maps read then, as any later one does.
-    maps_pending: bool,
 }
 
 impl<'a, O: Output> Session<'a, O> {
@@ -124,6 +126,8 @@ impl<'a, O: Output> Session<'a, O> {
             lines,
             scope,
             control,
+            comms,
+            user,
         } = plan;
         let epoll = Epoll::new().or_exit(ExitCode::Runtime, "epoll_create")?;
         epoll
@@ -163,10 +167,9 @@ impl<'a, O: Output> Session<'a, O> {
                 .add(c.source.fd(), TOKEN_CONTROL)
                 .or_exit(ExitCode::Runtime, "epoll")?;
         }
-        // No process is scanned here: `armed` goes out first (see `learn_tasks` and `maps_pending`).
+        // No process is scanned here: `armed` goes out first (see `learn_tasks` and `Plan::user`).
         Ok(Session {
-            symbolizer: Symbolizer::with_user(symbols, UserSymbols::default()).with_lines(lines),
-            maps_pending: true,
+            symbolizer: Symbolizer::with_user(symbols, user).with_lines(lines),
             chain: Vec::new(),
             out,
             events,
@@ -176,7 +179,7 @@ impl<'a, O: Output> Session<'a, O> {
             epoll,
             signals,
             hotplug,
-            comms: Comms::default(),
+            comms,
             summary: Summary {
                 tally: tally.then(Default::default),
                 ..Summary::default()
@@ -192,8 +195,9 @@ impl<'a, O: Output> Session<'a, O> {
     }
 
     /// Learns the name of every task alive now. Called right after `armed` is printed (a listing of every
-    /// task, a few milliseconds, is not worth delaying that line for): with the FORK and COMM records
-    /// that follow, every task that can hit has a name even if it exits before its hit is printed.
+    /// task, a few milliseconds, is not worth delaying that line for), for the tasks born since the
+    /// caller's own scan ([`Plan::comms`]): with the FORK and COMM records that follow, every task that
+    /// can hit has a name even if it exits before its hit is printed.
     pub fn learn_tasks(&mut self) {
         self.comms.scan_all();
     }
@@ -304,10 +308,6 @@ impl<'a, O: Output> Session<'a, O> {
             }
             if let Some(stop) = self.reconcile_if_due()? {
                 return Ok(stop);
-            }
-            if self.maps_pending && self.sorter.is_empty() {
-                self.maps_pending = false;
-                self.symbolizer.scan_processes();
             }
         }
     }

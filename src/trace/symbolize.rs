@@ -134,13 +134,6 @@ impl<'a> Symbolizer<'a> {
         fr
     }
 
-    /// Reads the maps of every process alive now ([`UserSymbols::scan_all`]).
-    pub fn scan_processes(&mut self) {
-        if let Some(user) = &mut self.user {
-            user.scan_all();
-        }
-    }
-
     /// What symbol loading left out (user binaries with oversized tables), for the summary's warnings.
     pub fn take_notes(&mut self) -> Vec<String> {
         self.user

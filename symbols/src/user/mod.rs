@@ -3,7 +3,7 @@
 //! device, inode, path and mtime, whichever process maps it; each process's maps are read on its first hit
 //! and again when an address falls outside every known mapping (a library loaded later), and are kept after
 //! the process exits, so a short-lived writer still gets names for hits printed after it is gone. Every
-//! process alive at the start is read early in a session ([`UserSymbols::scan_all`]); one that starts later and exits
+//! process alive at the start is read while the tracer starts ([`UserSymbols::scan_all`]); one that starts later and exits
 //! within a drain tick of its first hit keeps its frames unnamed (PERF_RECORD_MMAP2 would close that gap).
 
 use std::collections::HashMap;
@@ -140,7 +140,7 @@ impl UserSymbols {
         }
     }
 
-    /// Reads the maps of every process alive now. Run early in a session (after it is armed): a
+    /// Reads the maps of every process alive now. Run while a session starts: a
     /// writer that exits within a tick of its hits would otherwise be gone before its first hit is named.
     /// (Processes started later are read on their first hit.)
     pub fn scan_all(&mut self) {

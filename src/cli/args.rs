@@ -61,6 +61,10 @@ pub struct SymbolArgs {
     /// ELF notes of the running kernel, for its build-id (tests point this at a made-up kernel).
     #[arg(long, value_name = "FILE", default_value = crate::config::symbols::DEFAULT_NOTES, hide = true)]
     pub kernel_notes: PathBuf,
+    /// Parse /proc/kallsyms afresh instead of using the parsed copy kept for this boot and module set in
+    /// /var/cache/ksymwatch ($KSYMWATCH_CACHE_DIR), and do not write that copy.
+    #[arg(long)]
+    pub no_symbol_cache: bool,
 }
 
 #[derive(Args, Debug)]

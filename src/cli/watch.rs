@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 
-use ksymwatch_symbols::{kallsyms, LineSource, Source, SymbolTable};
+use ksymwatch_symbols::{LineSource, Source, SymbolTable, UserSymbols};
 
 use crate::cli::args::OutputArgs;
 use crate::cli::args::{SymbolArgs, WatchArgs};
@@ -20,12 +20,14 @@ use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm::{self, Scope};
 use crate::perf::event::EventConfig;
 use crate::perf::sys::{self, SignalFd};
+use crate::perf::warmup::Warmup;
 use crate::report::folded::{Folded, Sink};
 use crate::report::ftrace::Ftrace;
 use crate::report::json::Json;
 use crate::report::status::Status;
 use crate::report::{Header, Output, Quiet, StreamEvent, Tee};
 use crate::stderr::{self, Stderr};
+use crate::trace::comm::Comms;
 use crate::trace::control::Control;
 use crate::trace::hotplug::Hotplug;
 use crate::trace::launch::Launched;
@@ -35,7 +37,9 @@ use crate::trace::session::{Controller, Plan, Resolve, Session};
 pub const MAX_WATCHES: usize = 4;
 
 fn load_symbols(args: &SymbolArgs) -> Result<(SymbolTable, Source)> {
-    let table = kallsyms::load(&args.kallsyms).bad_symbols()?;
+    let table =
+        symbols::running_kallsyms(&args.kallsyms, &args.kernel_notes, !args.no_symbol_cache)
+            .bad_symbols()?;
     Ok((table, Source::Kallsyms(args.kallsyms.clone())))
 }
 
@@ -286,10 +290,29 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             targets.len()
         )));
     }
+    // Every live task's name and process's maps, read on a thread while the symbols load: a writer
+    // already running that exits right after its hits must have had them read, and a read after `armed`
+    // would race with a script that starts it on that line.
+    let task_scan = std::thread::Builder::new()
+        .name("ksymwatch-tasks".into())
+        .spawn(|| {
+            let (mut comms, mut user) = (Comms::default(), UserSymbols::default());
+            comms.scan_all();
+            user.scan_all();
+            (comms, user)
+        })
+        .ok();
+    let mut warmup = None;
     if let Mode::System = mode {
         crate::perf::privilege::Privilege::current()
             .system_wide()
             .map_err(Error::not_permitted)?;
+        // The first CPU-bound breakpoint open waits out an RCU grace period: let it wait while the symbols
+        // load, not after.
+        warmup = cpulist::read(Path::new(cpulist::ONLINE))
+            .ok()
+            .and_then(|cpus| cpus.first().copied())
+            .map(Warmup::start);
     }
     let search = symbols::search(args.symbols.files());
     let picked = search.pick();
@@ -306,6 +329,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             picked.clone(),
             &search,
             args.symbols.force,
+            !args.symbols.no_symbol_cache,
         )?),
     };
     let mut line_source = None;
@@ -383,6 +407,9 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     if let Some(w) = warning {
         stderr::line(format_args!("ksymwatch: warning: {w}"));
     }
+    if let Some(w) = warmup.take() {
+        w.finish();
+    }
     let armed = arm::arm_in(&watches, &cpus, &scope, &cfg)?;
     let armed_cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();
     let n_events = armed.events.len();
@@ -400,6 +427,8 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         duration: args.duration,
         count: args.count,
     };
+    // Joined before `armed`: the scan is long over by now (a few ms, against the symbol load's tens).
+    let (comms, user) = task_scan.and_then(|t| t.join().ok()).unwrap_or_default();
     let plan = Plan {
         watches: &watches,
         symbols,
@@ -415,9 +444,13 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             access,
         }),
         scope,
+        comms,
+        user,
     };
-    // The session learns every live task's name before `armed` goes out: a script starts its workload on that
-    // line, and a task that exits before we looked would print as `<...>`.
+    // `armed` goes out the moment every breakpoint is enabled; the session learns every live task's name
+    // right after (a script starts its workload on that line: a task the scan misses is one that started
+    // after arming, and the FORK/COMM records name it). Those alive before were named, and their maps
+    // read, while the symbols loaded (`task_scan`).
     let mut session = Session::new(plan, out, armed, signals, Some(hotplug))?;
     let announced = session
         .out
@@ -436,6 +469,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
                     .event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns())
             })
         });
+    session.learn_tasks();
     match announced {
         Ok(()) => {}
         // stdout is already closed: a normal, quiet end. Dropping the session releases every breakpoint.

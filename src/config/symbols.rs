@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::{
-    Kaslr, KernelMatch, LookupError, MismatchPolicy, ResolveError, ResolveOptions, Resolved,
-    Resolver, Source, SourceSearch, SymbolTable, VmlinuxLines,
+    cache, Kaslr, KernelMatch, LookupError, MismatchPolicy, ResolveError, ResolveOptions, Resolved,
+    Resolver, Source, SourceSearch, SymbolCache, SymbolTable, VmlinuxLines,
 };
 
 use crate::config::advice::{Advised, SymbolsContext};
@@ -20,6 +20,26 @@ use crate::error::{Error, ExitCode, Result};
 
 pub const DEFAULT_KALLSYMS: &str = "/proc/kallsyms";
 pub const DEFAULT_NOTES: &str = "/sys/kernel/notes";
+/// Overrides where the parsed kallsyms is cached (tests and benchmarks point it at a directory of their own).
+pub const CACHE_DIR_ENV: &str = "KSYMWATCH_CACHE_DIR";
+
+/// The running kernel's symbols from `kallsyms`. With `cache`, and only when `kallsyms` and `notes` are the
+/// real files (a made-up kernel must neither use nor overwrite the real one's cache), through the cache
+/// of [`ksymwatch_symbols::cache`], in `$KSYMWATCH_CACHE_DIR` or its default directory.
+pub fn running_kallsyms(
+    kallsyms: &Path,
+    notes: &Path,
+    cache: bool,
+) -> std::result::Result<SymbolTable, ksymwatch_symbols::Error> {
+    let real = kallsyms == Path::new(DEFAULT_KALLSYMS) && notes == Path::new(DEFAULT_NOTES);
+    let cache = (cache && real).then(|| {
+        let dir = std::env::var_os(CACHE_DIR_ENV)
+            .filter(|d| !d.is_empty())
+            .map_or_else(|| PathBuf::from(cache::DEFAULT_DIR), PathBuf::from);
+        SymbolCache::new(dir)
+    });
+    cache::load_kallsyms(kallsyms, notes, cache.as_ref())
+}
 
 /// The files named on the command line.
 #[derive(Debug, Clone, Copy)]
@@ -194,13 +214,18 @@ pub struct FileSymbols {
 
 impl FileSymbols {
     /// Opens the file and applies the mismatch policy: a file proven not to be this kernel is refused
-    /// (exit 2) unless `force`.
-    pub fn open(source: Source, search: &SourceSearch, force: bool) -> Result<FileSymbols> {
+    /// (exit 2) unless `force`. `cache`: the running kernel's kallsyms may come from the symbol cache.
+    pub fn open(
+        source: Source,
+        search: &SourceSearch,
+        force: bool,
+        cache: bool,
+    ) -> Result<FileSymbols> {
         let resolver = open(source, search)?;
         if !force {
             resolver.check(MismatchPolicy::Refuse).bad_symbols()?;
         }
-        let running = match ksymwatch_symbols::kallsyms::load(&search.kallsyms) {
+        let running = match running_kallsyms(&search.kallsyms, &search.notes, cache) {
             // Unreadable kallsyms costs only call-chain names (see `chains`); a device or FIFO named as
             // kallsyms is a mistake on the command line.
             Err(e) if e.is_wrong_file() => return Err(e).bad_symbols(),

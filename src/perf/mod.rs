@@ -1,7 +1,7 @@
 //! The kernel interface and nothing else: every raw system call ([`sys`]; the only other `unsafe` reads the mapped ring), the
 //! typed breakpoint event ([`event`]), the ring-buffer reader ([`ring`]), the pure record decoder
-//! ([`record`]), the all-or-nothing arming of a set of events ([`arm`]) and the privilege check
-//! ([`privilege`]).
+//! ([`record`]), the all-or-nothing arming of a set of events ([`arm`]), the privilege check
+//! ([`privilege`]) and the warm-up that overlaps the first open's RCU wait with start-up ([`warmup`]).
 //!
 //! Uses only the watch it is asked to arm ([`crate::config::watch::Watch`]) and the shared error type; it
 //! knows nothing of symbols, printing or the CLI.
@@ -12,3 +12,4 @@ pub(crate) mod privilege;
 pub mod record;
 pub(crate) mod ring;
 pub(crate) mod sys;
+pub mod warmup;

@@ -47,6 +47,12 @@ pub struct Plan<'a> {
     pub scope: Scope,
     /// `--control`: where commands come from and how their targets are resolved.
     pub control: Option<Controller<'a>>,
+    /// Task names and user-space symbols, with the names and maps of the processes alive at the start
+    /// already read: a writer that exits right after its hits is gone before they are printed, so they
+    /// must be read before. The caller reads them while it loads kernel symbols, not after arming (see
+    /// `cli::watch`); [`Session::learn_tasks`] adds the tasks born meanwhile.
+    pub comms: Comms,
+    pub user: UserSymbols,
 }
 
 /// Resolves a `--control watch` target the way the command line's targets were resolved.
@@ -129,6 +135,8 @@ impl<'a, O: Output> Session<'a, O> {
             lines,
             scope,
             control,
+            comms,
+            user,
         } = plan;
         let epoll = Epoll::new().or_exit(ExitCode::Runtime, "epoll_create")?;
         epoll
@@ -168,10 +176,7 @@ impl<'a, O: Output> Session<'a, O> {
                 .add(c.source.fd(), TOKEN_CONTROL)
                 .or_exit(ExitCode::Runtime, "epoll")?;
         }
-        let mut comms = Comms::default();
-        comms.scan_all();
-        let mut user = UserSymbols::default();
-        user.scan_all();
+        // No process is scanned here: `armed` goes out first (see `learn_tasks` and `Plan::user`).
         Ok(Session {
             symbolizer: Symbolizer::with_user(symbols, user).with_lines(lines),
             out,
@@ -197,6 +202,14 @@ impl<'a, O: Output> Session<'a, O> {
             fatal: None,
             processes,
         })
+    }
+
+    /// Learns the name of every task alive now. Called right after `armed` is printed (a listing of every
+    /// task, a few milliseconds, is not worth delaying that line for), for the tasks born since the
+    /// caller's own scan ([`Plan::comms`]): with the FORK and COMM records that follow, every task that
+    /// can hit has a name even if it exits before its hit is printed.
+    pub fn learn_tasks(&mut self) {
+        self.comms.scan_all();
     }
 
     pub fn armed_cpus(&self) -> BTreeSet<u32> {

@@ -17,7 +17,7 @@
 //! not still answers with link-time addresses, and [`MismatchPolicy`] decides whether to arm on it.
 //!
 //! Modules, one job each: [`file`] opens every file the crate reads (regular files only, reads bounded),
-//! [`kallsyms`] and [`sysmap`] parse the text formats, [`vmlinux`] the ELF,
+//! [`kallsyms`] and [`sysmap`] parse the text formats, [`cache`] keeps the running kernel's parsed kallsyms, [`vmlinux`] the ELF,
 //! [`buildid`] the notes, [`kaslr`] the relocation, [`dwarf`] member paths and types, [`lines`] file:line,
 //! [`annotate`](mod@annotate) a chain frame's file:line and inlined calls, [`user`] user-space frames,
 //! [`process`] variables in a process; the table, the
@@ -28,6 +28,7 @@
 
 pub mod annotate;
 pub mod buildid;
+pub mod cache;
 pub mod dwarf;
 mod error;
 pub mod file;
@@ -48,6 +49,7 @@ pub mod vmlinux;
 
 pub use annotate::{annotate, Annotation, LineFrame, LineSource, VmlinuxLines};
 pub use buildid::{BuildId, KernelMatch, MismatchPolicy};
+pub use cache::{CacheKey, SymbolCache};
 pub use dwarf::{FieldError, MemberInfo, VariableQuery};
 pub use error::{Error, LookupError};
 pub use kaslr::Kaslr;
@@ -56,6 +58,6 @@ pub use path::PathElem;
 pub use resolve::{ResolveError, ResolveOptions, Resolved, Resolver};
 pub use source::{Source, SourceSearch};
 pub use symbol::{Symbol, SymbolKind};
-pub use table::{SymbolTable, Symbolized};
+pub use table::{Named, SymbolTable, Symbolized};
 pub use user::{demangle, Binary, MappedFile, Skipped, UserFrame, UserSymbols, MAX_TABLE};
 pub use vmlinux::{Section, Vmlinux};

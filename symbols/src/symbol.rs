@@ -1,5 +1,7 @@
 //! One symbol: a name, an address, an optional size and the `nm`-style type letter.
 
+use std::sync::Arc;
+
 /// What kind of memory a symbol names, from its `nm` type letter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SymbolKind {
@@ -46,8 +48,9 @@ pub struct Symbol {
     pub size: Option<u64>,
     /// The `nm` type letter as the source gave it (lower case = file-local).
     pub type_char: char,
-    /// The module for `[module]`-suffixed kallsyms lines; `None` for vmlinux.
-    pub module: Option<String>,
+    /// The module for `[module]`-suffixed kallsyms lines; `None` for vmlinux. Shared: a module's thousands
+    /// of symbols hold one name, and a frame naming it takes a reference, not a copy.
+    pub module: Option<Arc<str>>,
 }
 
 impl Symbol {

@@ -1,7 +1,10 @@
 //! The loaded symbol table: sorted by address for symbolization, indexed by name for lookup.
 
 use crate::{Kaslr, LookupError, Symbol, SymbolKind};
-use std::collections::HashMap;
+use rustc_hash::FxHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 
 /// An address resolved to the symbol that contains it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,12 +28,63 @@ impl std::fmt::Display for Symbolized<'_> {
 }
 
 /// Symbols sorted by address, with a name index. Built once; lookups never allocate.
+///
+/// The name index is built on demand: most runs look up one or two names (the targets), which a scan of the
+/// table answers in well under a millisecond, while building any index over 100k+ names costs more than
+/// that. After [`LINEAR_LOOKUPS`] scans (a KASLR cross-check looks up dozens) the index is built once: name
+/// hashes sorted with their positions, so building it hashes each name once and copies none.
 #[derive(Debug, Default)]
 pub struct SymbolTable {
     symbols: Vec<Symbol>,
-    by_name: HashMap<String, Vec<u32>>,
+    /// `(hash of name, position)`, sorted; same-named symbols are adjacent and in address order.
+    names: OnceLock<Vec<(u64, u32)>>,
+    /// Lookups answered by scanning so far.
+    scans: AtomicU32,
     /// Set by [`SymbolTable::relocate`]: `symbols` then hold runtime addresses.
     kaslr: Option<Kaslr>,
+}
+
+/// Lookups answered by a linear scan before the name index is built.
+const LINEAR_LOOKUPS: u32 = 8;
+
+fn name_hash(name: &str) -> u64 {
+    let mut h = FxHasher::default();
+    name.hash(&mut h);
+    h.finish()
+}
+
+/// The symbols of one name, in address order ([`SymbolTable::by_name`]).
+pub struct Named<'a, 'n> {
+    symbols: &'a [Symbol],
+    name: &'n str,
+    how: NamedBy<'a>,
+}
+
+enum NamedBy<'a> {
+    /// The index entries with the name's hash (a hash collision is filtered out by comparing names).
+    Index(std::slice::Iter<'a, (u64, u32)>),
+    /// Scanning the table from this position.
+    Scan(usize),
+}
+
+impl<'a> Iterator for Named<'a, '_> {
+    type Item = &'a Symbol;
+
+    fn next(&mut self) -> Option<&'a Symbol> {
+        match &mut self.how {
+            NamedBy::Index(entries) => entries
+                .map(|&(_, i)| &self.symbols[i as usize])
+                .find(|s| s.name == self.name),
+            NamedBy::Scan(from) => {
+                let found = self.symbols[*from..]
+                    .iter()
+                    .position(|s| s.name == self.name)?;
+                let i = *from + found;
+                *from = i + 1;
+                Some(&self.symbols[i])
+            }
+        }
+    }
 }
 
 /// Section markers that kallsyms lists even without CONFIG_KALLSYMS_ALL; they say nothing about whether the
@@ -55,32 +109,33 @@ impl SymbolTable {
     /// Builds the table. With `infer_sizes`, a symbol without a size gets the distance to the next higher
     /// address in the same module (kallsyms and System.map carry no sizes).
     pub fn new(mut symbols: Vec<Symbol>, infer_sizes: bool) -> SymbolTable {
-        symbols.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.name.cmp(&b.name)));
+        let order = |a: &Symbol, b: &Symbol| a.addr.cmp(&b.addr).then_with(|| a.name.cmp(&b.name));
+        // kallsyms and a cached table arrive sorted: checking is one pass, sorting would be many.
+        if !symbols.is_sorted_by(|a, b| order(a, b).is_le()) {
+            symbols.sort_by(order);
+        }
         if infer_sizes {
             // Walk backwards remembering the next distinct address, so each symbol is sized in O(1).
-            let mut next: Option<(u64, Option<String>)> = None;
+            let mut next: Option<usize> = None;
             for i in (0..symbols.len()).rev() {
-                let (addr, module) = (symbols[i].addr, symbols[i].module.clone());
                 if symbols[i].size.is_none() {
-                    if let Some((next_addr, next_module)) = &next {
-                        if *next_module == module && *next_addr > addr {
+                    if let Some(n) = next {
+                        let (next_addr, addr) = (symbols[n].addr, symbols[i].addr);
+                        if symbols[n].module == symbols[i].module && next_addr > addr {
                             symbols[i].size = Some(next_addr - addr);
                         }
                     }
                 }
-                match &next {
-                    Some((a, _)) if *a == addr => {}
-                    _ => next = Some((addr, module)),
+                match next {
+                    Some(n) if symbols[n].addr == symbols[i].addr => {}
+                    _ => next = Some(i),
                 }
             }
         }
-        let mut by_name: HashMap<String, Vec<u32>> = HashMap::with_capacity(symbols.len());
-        for (i, s) in symbols.iter().enumerate() {
-            by_name.entry(s.name.clone()).or_default().push(i as u32);
-        }
         SymbolTable {
             symbols,
-            by_name,
+            names: OnceLock::new(),
+            scans: AtomicU32::new(0),
             kaslr: None,
         }
     }
@@ -129,12 +184,31 @@ impl SymbolTable {
     }
 
     /// Every symbol of that name, in address order.
-    pub fn by_name(&self, name: &str) -> impl Iterator<Item = &Symbol> {
-        self.by_name
-            .get(name)
-            .into_iter()
-            .flatten()
-            .map(move |&i| &self.symbols[i as usize])
+    pub fn by_name<'a, 'n>(&'a self, name: &'n str) -> Named<'a, 'n> {
+        let how = match self.names.get() {
+            Some(index) => NamedBy::Index(hashed(index, name_hash(name)).iter()),
+            None if self.scans.fetch_add(1, Ordering::Relaxed) < LINEAR_LOOKUPS => NamedBy::Scan(0),
+            None => {
+                let index = self.names.get_or_init(|| self.name_index());
+                NamedBy::Index(hashed(index, name_hash(name)).iter())
+            }
+        };
+        Named {
+            symbols: &self.symbols,
+            name,
+            how,
+        }
+    }
+
+    fn name_index(&self) -> Vec<(u64, u32)> {
+        let mut index: Vec<(u64, u32)> = self
+            .symbols
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (name_hash(&s.name), i as u32))
+            .collect();
+        index.sort_unstable();
+        index
     }
 
     /// Whether the table holds real data symbols (beyond the section markers every kallsyms shows).
@@ -182,7 +256,7 @@ impl SymbolTable {
     pub fn suggest(&self, name: &str, max: usize) -> Vec<String> {
         let limit = (name.chars().count() / 3).clamp(1, 3);
         let mut scored: Vec<(usize, &str)> = Vec::new();
-        for candidate in self.by_name.keys() {
+        for candidate in self.symbols.iter().map(|s| s.name.as_str()) {
             let len_gap = candidate.len().abs_diff(name.len());
             let score = if len_gap <= limit {
                 match bounded_edit_distance(name, candidate, limit) {
@@ -197,7 +271,9 @@ impl SymbolTable {
             };
             scored.push((score, candidate));
         }
+        // Same-named symbols are scored once each; one suggestion is enough.
         scored.sort();
+        scored.dedup();
         scored
             .into_iter()
             .take(max)
@@ -232,6 +308,13 @@ impl SymbolTable {
             _ => Some(Symbolized { symbol, offset }),
         }
     }
+}
+
+/// The entries of `index` with hash `h`.
+fn hashed(index: &[(u64, u32)], h: u64) -> &[(u64, u32)] {
+    let start = index.partition_point(|&(x, _)| x < h);
+    let len = index[start..].partition_point(|&(x, _)| x == h);
+    &index[start..start + len]
 }
 
 /// How far past an unsized symbol an address may lie and still be attributed to it.
@@ -355,6 +438,32 @@ ffffffff83100000 D __start_once
             e => panic!("unexpected {e:?}"),
         }
         assert_eq!(t.lookup("jiffies", None).unwrap().size, Some(8));
+    }
+
+    #[test]
+    fn scanned_and_indexed_lookups_agree() {
+        let t = table();
+        let names = ["dup_static", "_text", "vfs_write", "nope", "__start_once"];
+        let scanned: Vec<Vec<u64>> = names
+            .iter()
+            .map(|n| t.by_name(n).map(|s| s.addr).collect())
+            .collect();
+        for _ in 0..LINEAR_LOOKUPS {
+            t.by_name("vfs_read").count();
+        }
+        assert!(
+            t.names.get().is_some(),
+            "the index is built after the scans"
+        );
+        for (n, want) in names.iter().zip(&scanned) {
+            assert_eq!(
+                &t.by_name(n).map(|s| s.addr).collect::<Vec<_>>(),
+                want,
+                "{n}"
+            );
+        }
+        assert_eq!(scanned[0], [0xffffffff81000180, 0xffffffff81000200]);
+        assert!(scanned[3].is_empty());
     }
 
     #[test]

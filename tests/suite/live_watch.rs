@@ -10,7 +10,8 @@ use util::{parse_hits, run, HitLine, Tracer, Writer};
 
 const KERNEL_TARGET: &str = "__start_init_stack+0x3e00";
 
-fn kallsyms_text_names() -> HashSet<String> {
+/// Every text symbol name of the running kernel's kallsyms (also used by `live_cache`).
+pub(crate) fn kallsyms_text_names() -> HashSet<String> {
     std::fs::read_to_string("/proc/kallsyms")
         .unwrap()
         .lines()

@@ -9,6 +9,7 @@ mod util;
 mod bad_input;
 mod check;
 mod live_arm;
+mod live_cache;
 mod live_control;
 mod live_exited;
 mod live_hotplug;

@@ -3,8 +3,8 @@
 //! inode, path and mtime, whichever process maps it.
 //!
 //! A process's mappings come from two places. Every process alive at the start is read from
-//! `/proc/PID/maps` ([`UserSymbols::scan_all`]), and any process is read again when an address falls
-//! outside every known mapping. A tracer that sees the kernel's task records also hands them over as they
+//! `/proc/PID/maps` while the tracer starts ([`UserSymbols::scan_all`]), and any process is read again
+//! when an address falls outside every known mapping. A tracer that sees the kernel's task records also hands them over as they
 //! happen, in time order: each executable mapping ([`UserSymbols::map`], from PERF_RECORD_MMAP2), a fork
 //! (the child starts with its parent's mappings), an exec (the old ones are dropped). So a process that
 //! starts after arming and exits right after its hit, gone from /proc by the time the hit is named, still
@@ -223,7 +223,7 @@ impl UserSymbols {
         }
     }
 
-    /// Reads the maps of every process alive now. Run at the start of a session, with the comm scan: a
+    /// Reads the maps of every process alive now. Run while a session starts: a
     /// writer that exits within a tick of its hits would otherwise be gone before its first hit is named.
     /// (Processes started later are learned from [`UserSymbols::fork`] and [`UserSymbols::map`], or read on
     /// their first hit.)

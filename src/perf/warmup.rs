@@ -1,0 +1,84 @@
+//! Overlapping the first breakpoint open's wait with start-up work.
+//!
+//! Opening (or closing) a CPU-bound breakpoint takes the kernel's hw_breakpoint constraint lock for writing,
+//! a percpu rwsem: the first writer after a quiet spell waits for an RCU grace period (8-15 ms on the
+//! reference VM, see BENCHMARKS.md "Hotplug"), and one within a grace period of the last does not. A
+//! [`Warmup`] opens and closes a disabled breakpoint from a thread, again every millisecond, while the
+//! main thread loads symbols; when it is finished the real opens find the lock warm. The probe is never
+//! enabled (it never takes a debug register's place in the hardware), and it is gone before arming starts,
+//! so it never takes a slot arming needs. Task-bound breakpoints (a process watch) take that lock only
+//! for reading, so only a system-wide watch gains from this.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::config::watch::{Access, Watch};
+use crate::perf::event::{attr, Bind, EventConfig};
+use crate::perf::sys;
+
+/// An address in our own data for the probe; it is never enabled.
+static PROBE: u64 = 0;
+
+/// How often the lock is taken again: well inside a grace period.
+const EVERY: Duration = Duration::from_millis(1);
+
+/// A thread keeping the constraint lock warm until [`Warmup::finish`] (or drop).
+pub struct Warmup {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Warmup {
+    /// Starts the thread, probing on `cpu` (the lock is one for all CPUs). If the kernel refuses the
+    /// probe (no permission, no free debug register) the thread just ends: arming will say why.
+    pub fn start(cpu: u32) -> Warmup {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("ksymwatch-warmup".into())
+            .spawn(move || {
+                let cfg = EventConfig {
+                    ring_pages: 1,
+                    track_tasks: false,
+                    count_lost: false,
+                    remove_on_exec: false,
+                };
+                let w = Watch {
+                    label: "warmup".into(),
+                    addr: &PROBE as *const u64 as u64,
+                    len: 8,
+                    access: Access::Write,
+                };
+                let a = attr(&w, &cfg, Bind::Cpu);
+                while !flag.load(Ordering::Relaxed) {
+                    // Closing the descriptor right away is the point: open and close each take the lock.
+                    if sys::perf_event_open(&a, -1, cpu as i32).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(EVERY);
+                }
+            })
+            .ok();
+        Warmup { stop, thread }
+    }
+
+    /// Stops the thread and waits for its last probe to be closed.
+    pub fn finish(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Warmup {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}

@@ -1,0 +1,643 @@
+//! A cache of the running kernel's parsed kallsyms, so a start-up does not wait for the kernel to print
+//! 100k+ symbols and for us to parse them (most of a watch's start-up time).
+//!
+//! **Key.** A cached table is used only for the kernel and module set it was read from: the boot id
+//! (`/proc/sys/kernel/random/boot_id`, new on every boot, so a new KASLR layout never meets an old table),
+//! the release and build-id, and a hash of `/proc/modules`' names, sizes and load addresses (loading or
+//! unloading a module changes kallsyms; reference counts, which change all the time, are left out). The key
+//! is read *before* kallsyms, so a module loaded meanwhile makes the stored key older than the content and
+//! the next run re-reads, never the other way round.
+//!
+//! **Secrecy and trust.** kallsyms addresses defeat KASLR, so the file is written 0600 in a directory we
+//! create 0700, atomically (a temporary file renamed over the old one); a directory or file owned by another
+//! user or writable by group or others is not used (nor written). Every load checks the magic, the format
+//! version, the length, a checksum and the key, and decodes strictly; on any doubt the caller re-parses
+//! kallsyms, silently: the cache can make a start slower, never wrong.
+//!
+//! **What it does not see.** kallsyms also lists symbols the kernel creates at run time (BPF programs and
+//! trampolines as `[bpf]`, ftrace and kprobe trampolines). A cached table holds those that existed when it
+//! was written; one loaded later is not named (its frames print as addresses) until the key changes or the
+//! cache is bypassed (`--no-symbol-cache` on the command line).
+//!
+//! **Format** (little-endian): `KSWSYMS\0`, version `u32`, body length `u64`, checksum `u64`, then the body:
+//! the key, the module names, and each symbol as LEB128 varints (address delta from the previous symbol,
+//! size + 1 or 0 for none, module index + 1 or 0, name length) plus its type letter and name bytes.
+
+use std::fs::{self, OpenOptions};
+use std::hash::{Hash, Hasher};
+use std::io::{self, Write};
+
+use memmap2::MmapOptions;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::{buildid, kallsyms, Error, Symbol, SymbolTable};
+
+const MAGIC: &[u8; 8] = b"KSWSYMS\0";
+const VERSION: u32 = 1;
+const HEADER: usize = 8 + 4 + 8 + 8;
+/// A cache file larger than this is not ours (a 200k-symbol kallsyms encodes to about 5 MiB).
+const MAX_FILE: u64 = 256 << 20;
+const FILE_NAME: &str = "kallsyms.bin";
+
+/// The directory used when no other is configured.
+pub const DEFAULT_DIR: &str = "/var/cache/ksymwatch";
+
+/// Which kernel, boot and module set a table belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheKey {
+    pub boot_id: String,
+    pub release: String,
+    /// The kernel's build-id in hex, empty when it has none.
+    pub build_id: String,
+    /// Hash of every loaded module's name, size and address.
+    pub modules: u64,
+}
+
+impl CacheKey {
+    /// The running kernel's key; `None` when any part of it cannot be read (then nothing is cached).
+    pub fn running(notes: &Path) -> Option<CacheKey> {
+        CacheKey::read(Path::new("/proc"), notes)
+    }
+
+    /// The key from a `/proc`-like tree (tests use a made-up one).
+    pub fn read(proc_root: &Path, notes: &Path) -> Option<CacheKey> {
+        let line = |p: &str| {
+            fs::read_to_string(proc_root.join(p))
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        };
+        let build_id = buildid::running(notes)
+            .ok()
+            .flatten()
+            .map(|b| b.to_string())
+            .unwrap_or_default();
+        // A kernel built without module support has no /proc/modules: its module set never changes.
+        let modules = match fs::read_to_string(proc_root.join("modules")) {
+            Ok(text) => modules_hash(&text),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => modules_hash(""),
+            Err(_) => return None,
+        };
+        Some(CacheKey {
+            boot_id: line("sys/kernel/random/boot_id")?,
+            release: line("sys/kernel/osrelease")?,
+            build_id,
+            modules,
+        })
+    }
+}
+
+/// `/proc/modules` lines are `name size refcount deps state address`: the reference count and users
+/// change while a module stays where it is, so only name, size, state and address are hashed.
+pub fn modules_hash(text: &str) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_ascii_whitespace().collect();
+        for i in [0, 1, 4, 5] {
+            f.get(i).copied().unwrap_or("").hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+/// A cache directory. Nothing is touched until [`SymbolCache::load`] or [`SymbolCache::store`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SymbolCache {
+    dir: PathBuf,
+}
+
+impl SymbolCache {
+    pub fn new(dir: impl Into<PathBuf>) -> SymbolCache {
+        SymbolCache { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn file(&self) -> PathBuf {
+        self.dir.join(FILE_NAME)
+    }
+
+    /// The cached table for `key`, or `None` if there is none, it is for another key, or anything about
+    /// it is in doubt (ownership, permissions, length, checksum, encoding).
+    pub fn load(&self, key: &CacheKey) -> Option<SymbolTable> {
+        trusted(&fs::symlink_metadata(&self.dir).ok()?, true)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(self.file())
+            .ok()?;
+        let meta = file.metadata().ok()?;
+        trusted(&meta, false)?;
+        if meta.len() > MAX_FILE || meta.len() < HEADER as u64 {
+            return None;
+        }
+        // Mapped, not read: a copy would fault in and zero as many fresh pages again, a large part of a warm
+        // start. `populate` maps the (page-cached) file in one go instead of one fault per page.
+        // SAFETY: the mapping is read-only and private. The hazard is the file being truncated while mapped
+        // (SIGBUS); it is checked above to be ours and writable by nobody else, and the cache only ever
+        // replaces it by renaming a new file over it, which leaves this one's pages alone.
+        let map = unsafe { MmapOptions::new().populate().map(&file) }.ok()?;
+        decode(&map, key)
+    }
+
+    /// Writes `table` for `key`: the directory is created 0700 if missing, the file 0600 under a temporary
+    /// name and renamed into place, so a reader sees the old file or the new one, never half of one.
+    pub fn store(&self, key: &CacheKey, table: &SymbolTable) -> io::Result<()> {
+        let refused = || io::Error::new(io::ErrorKind::PermissionDenied, "untrusted cache dir");
+        match fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+        {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        trusted(&fs::symlink_metadata(&self.dir)?, true).ok_or_else(refused)?;
+        let bytes = encode(key, table);
+        let tmp = self
+            .dir
+            .join(format!(".{FILE_NAME}.{}.tmp", std::process::id()));
+        let _ = fs::remove_file(&tmp);
+        let written = (|| {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&tmp)?;
+            f.write_all(&bytes)?;
+            fs::rename(&tmp, self.file())
+        })();
+        if written.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        written
+    }
+
+    /// Removes the cached table, if any.
+    pub fn clear(&self) -> io::Result<()> {
+        match fs::remove_file(self.file()) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Owned by us and writable by nobody else; a directory must be a real one (no symlink), a file regular.
+fn trusted(meta: &fs::Metadata, dir: bool) -> Option<()> {
+    // SAFETY: geteuid takes no arguments, touches no memory and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let kind_ok = if dir {
+        meta.file_type().is_dir()
+    } else {
+        meta.file_type().is_file()
+    };
+    (kind_ok && meta.uid() == euid && meta.mode() & 0o022 == 0).then_some(())
+}
+
+/// The running kernel's symbol table from `kallsyms`, through `cache` when one is given: a cached table
+/// for the running kernel's key is used as it is; otherwise kallsyms is parsed and the cache rewritten
+/// (failing to write it costs only the next start-up). Pass a cache only for the real `/proc/kallsyms`.
+pub fn load_kallsyms(
+    kallsyms_path: &Path,
+    notes: &Path,
+    cache: Option<&SymbolCache>,
+) -> Result<SymbolTable, Error> {
+    let Some(cache) = cache else {
+        return kallsyms::load(kallsyms_path);
+    };
+    // Read before kallsyms: see the module docs.
+    let key = CacheKey::running(notes);
+    if let Some(t) = key.as_ref().and_then(|k| cache.load(k)) {
+        return Ok(t);
+    }
+    let table = kallsyms::load(kallsyms_path)?;
+    if let Some(k) = &key {
+        let _ = cache.store(k, &table);
+    }
+    Ok(table)
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_varint(out, s.len() as u64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Detects a torn or flipped file (the file is ours and private: this guards against accidents, not
+/// attackers). Eight bytes a step, so checking 5 MiB costs about a millisecond.
+fn checksum(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = K ^ bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K).rotate_left(29);
+    }
+    for &b in chunks.remainder() {
+        h = (h ^ u64::from(b)).wrapping_mul(K).rotate_left(29);
+    }
+    h
+}
+
+fn encode(key: &CacheKey, table: &SymbolTable) -> Vec<u8> {
+    let symbols = table.symbols();
+    let mut modules: Vec<&Arc<str>> = Vec::new();
+    let mut body = Vec::with_capacity(symbols.len() * 32);
+    put_str(&mut body, &key.boot_id);
+    put_str(&mut body, &key.release);
+    put_str(&mut body, &key.build_id);
+    body.extend_from_slice(&key.modules.to_le_bytes());
+    // Module names first, so a symbol refers to its module by index.
+    // A module's symbols are adjacent and share one `Arc`: the last one found answers almost every symbol.
+    let mut last: Option<usize> = None;
+    let mut indices: Vec<u64> = Vec::with_capacity(symbols.len());
+    for s in symbols {
+        let Some(m) = &s.module else {
+            indices.push(0);
+            continue;
+        };
+        let i = match last.filter(|&i| Arc::ptr_eq(modules[i], m)) {
+            Some(i) => i,
+            None => match modules.iter().position(|x| **x == *m) {
+                Some(i) => i,
+                None => {
+                    modules.push(m);
+                    modules.len() - 1
+                }
+            },
+        };
+        last = Some(i);
+        indices.push(i as u64 + 1);
+    }
+    put_varint(&mut body, modules.len() as u64);
+    for m in &modules {
+        put_str(&mut body, m);
+    }
+    put_varint(&mut body, symbols.len() as u64);
+    let mut prev = 0u64;
+    for (s, module) in symbols.iter().zip(indices) {
+        put_varint(&mut body, s.addr.wrapping_sub(prev));
+        prev = s.addr;
+        put_varint(&mut body, s.size.map_or(0, |n| n.saturating_add(1)));
+        put_varint(&mut body, module);
+        body.push(s.type_char as u8);
+        put_str(&mut body, &s.name);
+    }
+    let mut out = Vec::with_capacity(HEADER + body.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&checksum(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Reads the body front to back; every read is bounds-checked.
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if n > self.bytes.len() {
+            return None;
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Some(head)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn varint(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = *self.take(1)?.first()?;
+            v |= u64::from(b & 0x7f).checked_shl(shift)?;
+            if b & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    fn str(&mut self) -> Option<&'a str> {
+        let n = usize::try_from(self.varint()?).ok()?;
+        std::str::from_utf8(self.take(n)?).ok()
+    }
+}
+
+fn decode(bytes: &[u8], key: &CacheKey) -> Option<SymbolTable> {
+    let mut r = Reader { bytes };
+    if r.take(8)? != MAGIC || r.take(4)? != VERSION.to_le_bytes() {
+        return None;
+    }
+    let len = r.u64()?;
+    let sum = r.u64()?;
+    if len != r.bytes.len() as u64 || checksum(r.bytes) != sum {
+        return None;
+    }
+    let stored = CacheKey {
+        boot_id: r.str()?.to_string(),
+        release: r.str()?.to_string(),
+        build_id: r.str()?.to_string(),
+        modules: r.u64()?,
+    };
+    if &stored != key {
+        return None;
+    }
+    let n_modules = r.varint()?;
+    // Each entry takes at least one byte: a count larger than what is left is corrupt, not a reason to
+    // reserve gigabytes.
+    if n_modules > r.bytes.len() as u64 {
+        return None;
+    }
+    let modules: Vec<Arc<str>> = (0..n_modules)
+        .map(|_| r.str().map(Arc::from))
+        .collect::<Option<_>>()?;
+    let count = r.varint()?;
+    if count > r.bytes.len() as u64 / 5 {
+        return None;
+    }
+    let mut symbols = Vec::with_capacity(count as usize);
+    let mut addr = 0u64;
+    for _ in 0..count {
+        addr = addr.checked_add(r.varint()?)?;
+        let size = r.varint()?.checked_sub(1);
+        let module = match r.varint()? {
+            0 => None,
+            i => Some(modules.get(usize::try_from(i - 1).ok()?)?.clone()),
+        };
+        let type_char = char::from(*r.take(1)?.first()?);
+        if !type_char.is_ascii_graphic() {
+            return None;
+        }
+        symbols.push(Symbol {
+            name: r.str()?.to_string(),
+            addr,
+            size,
+            type_char,
+            module,
+        });
+    }
+    if !r.bytes.is_empty() || symbols.is_empty() {
+        return None;
+    }
+    Some(SymbolTable::new(symbols, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    const TEXT: &str = "\
+ffffffff81000000 T _text
+ffffffff81000040 T do_thing
+ffffffff81000100 t local_helper
+ffffffff83000000 D __start_init_stack
+ffffffffc0001000 t foo_init\t[foo]
+ffffffffc0001080 t foo_exit\t[foo]
+ffffffffc0002000 t bar_fn\t[bar]
+ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
+";
+
+    fn key() -> CacheKey {
+        CacheKey {
+            boot_id: "b00t".into(),
+            release: "6.18.0-test".into(),
+            build_id: "abcd".into(),
+            modules: modules_hash("foo 16384 0 - Live 0xffffffffc0001000\n"),
+        }
+    }
+
+    fn table() -> SymbolTable {
+        kallsyms::from_text(TEXT, Path::new("fixture")).unwrap()
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("ksymwatch-cache-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn round_trip_keeps_every_field_and_shares_module_names() {
+        let d = temp_dir("round");
+        let c = SymbolCache::new(d.join("sub"));
+        let t = table();
+        c.store(&key(), &t).unwrap();
+        let meta = fs::metadata(c.dir()).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        let meta = fs::metadata(c.file()).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let back = c.load(&key()).expect("the cached table loads");
+        assert_eq!(back.symbols(), t.symbols());
+        let foo: Vec<&Symbol> = back
+            .symbols()
+            .iter()
+            .filter(|s| s.module.as_deref() == Some("foo"))
+            .collect();
+        assert_eq!(foo.len(), 2);
+        assert!(Arc::ptr_eq(
+            foo[0].module.as_ref().unwrap(),
+            foo[1].module.as_ref().unwrap()
+        ));
+        assert_eq!(
+            back.symbolize(0xffffffff81000050).unwrap().to_string(),
+            "do_thing+0x10/0xc0"
+        );
+        assert_eq!(
+            back.lookup("__start_init_stack", None).unwrap().addr,
+            0xffffffff83000000
+        );
+        // No temporary file is left behind.
+        assert_eq!(fs::read_dir(c.dir()).unwrap().count(), 1);
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn another_key_is_a_miss() {
+        let d = temp_dir("key");
+        let c = SymbolCache::new(&d);
+        c.store(&key(), &table()).unwrap();
+        let mut k = key();
+        k.boot_id = "other boot".into();
+        assert!(c.load(&k).is_none());
+        let mut k = key();
+        k.modules = modules_hash(
+            "foo 16384 0 - Live 0xffffffffc0001000\nbar 8192 0 - Live 0xffffffffc0002000\n",
+        );
+        assert!(c.load(&k).is_none(), "a module loaded since");
+        let mut k = key();
+        k.build_id = "ef01".into();
+        assert!(c.load(&k).is_none());
+        assert!(c.load(&key()).is_some());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn module_refcounts_do_not_change_the_key() {
+        assert_eq!(
+            modules_hash("foo 16384 0 - Live 0xffffffffc0001000\n"),
+            modules_hash("foo 16384 3 bar, Live 0xffffffffc0001000\n")
+        );
+        assert_ne!(
+            modules_hash("foo 16384 0 - Live 0xffffffffc0001000\n"),
+            modules_hash("foo 16384 0 - Live 0xffffffffc0009000\n")
+        );
+    }
+
+    #[test]
+    fn writable_by_others_is_refused_for_reading_and_writing() {
+        let d = temp_dir("perms");
+        let c = SymbolCache::new(&d);
+        c.store(&key(), &table()).unwrap();
+        fs::set_permissions(c.file(), fs::Permissions::from_mode(0o622)).unwrap();
+        assert!(c.load(&key()).is_none(), "group/other-writable file");
+        fs::set_permissions(c.file(), fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(c.load(&key()).is_some());
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(c.load(&key()).is_none(), "world-writable directory");
+        assert!(c.store(&key(), &table()).is_err());
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).unwrap();
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn another_owner_is_refused() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: changing a file's owner needs root");
+            return;
+        }
+        let d = temp_dir("owner");
+        let c = SymbolCache::new(&d);
+        c.store(&key(), &table()).unwrap();
+        std::os::unix::fs::chown(c.file(), Some(65534), None).unwrap();
+        assert!(c.load(&key()).is_none(), "file owned by nobody");
+        std::os::unix::fs::chown(c.file(), Some(0), None).unwrap();
+        assert!(c.load(&key()).is_some());
+        std::os::unix::fs::chown(&d, Some(65534), None).unwrap();
+        assert!(c.load(&key()).is_none(), "directory owned by nobody");
+        assert!(c.store(&key(), &table()).is_err());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_symlinked_file_is_not_followed() {
+        let d = temp_dir("link");
+        let c = SymbolCache::new(&d);
+        c.store(&key(), &table()).unwrap();
+        fs::rename(c.file(), d.join("real")).unwrap();
+        std::os::unix::fs::symlink(d.join("real"), c.file()).unwrap();
+        assert!(c.load(&key()).is_none());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn truncated_or_corrupt_files_are_misses() {
+        let d = temp_dir("corrupt");
+        let c = SymbolCache::new(&d);
+        c.store(&key(), &table()).unwrap();
+        let good = fs::read(c.file()).unwrap();
+        let write = |bytes: &[u8]| {
+            fs::remove_file(c.file()).unwrap();
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(c.file())
+                .unwrap();
+            f.write_all(bytes).unwrap();
+        };
+        for cut in [0, 5, HEADER, good.len() / 2, good.len() - 1] {
+            write(&good[..cut]);
+            assert!(c.load(&key()).is_none(), "truncated at {cut}");
+        }
+        for at in [0, 9, HEADER + 3, good.len() - 2] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x40;
+            write(&bad);
+            assert!(c.load(&key()).is_none(), "byte {at} flipped");
+        }
+        let mut longer = good.clone();
+        longer.push(0);
+        write(&longer);
+        assert!(c.load(&key()).is_none(), "trailing byte");
+        write(&good);
+        assert!(c.load(&key()).is_some());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn decode_survives_any_body_with_a_valid_checksum() {
+        // A body that passes the checksum but is garbage (a bug, not an accident) must still not panic.
+        let mut rng = 0x1234_5678u64;
+        let k = key();
+        for len in 0..600 {
+            // The key first (half of the time), so the garbage reaches the symbol decoder.
+            let mut body = Vec::new();
+            if len % 2 == 0 {
+                put_str(&mut body, &k.boot_id);
+                put_str(&mut body, &k.release);
+                put_str(&mut body, &k.build_id);
+                body.extend_from_slice(&k.modules.to_le_bytes());
+            }
+            body.extend((0..len / 2).map(|_| {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1);
+                // Small values, so counts and lengths are often plausible.
+                ((rng >> 33) as u8) & if len % 4 == 0 { 0x0f } else { 0xff }
+            }));
+            let mut file = Vec::new();
+            file.extend_from_slice(MAGIC);
+            file.extend_from_slice(&VERSION.to_le_bytes());
+            file.extend_from_slice(&(body.len() as u64).to_le_bytes());
+            file.extend_from_slice(&checksum(&body).to_le_bytes());
+            file.extend_from_slice(&body);
+            // Garbage may decode to a table by chance; it must not panic or allocate without bound.
+            let _ = decode(&file, &k);
+        }
+    }
+
+    #[test]
+    fn load_kallsyms_fills_then_uses_the_cache() {
+        let d = temp_dir("load");
+        let ks = d.join("kallsyms");
+        fs::create_dir_all(&d).unwrap();
+        fs::write(&ks, TEXT).unwrap();
+        let c = SymbolCache::new(d.join("cache"));
+        let notes = d.join("no-notes");
+        let running = CacheKey::running(&notes);
+        let first = load_kallsyms(&ks, &notes, Some(&c)).unwrap();
+        assert_eq!(first.len(), 8);
+        let Some(k) = running else {
+            eprintln!("skipped the warm half: this machine's cache key is unreadable");
+            return;
+        };
+        // A cached table is used as it is: prove it by caching a different one under the running key.
+        let other = kallsyms::from_text("ffffffff81000000 T only_one\n", Path::new("x")).unwrap();
+        c.store(&k, &other).unwrap();
+        let warm = load_kallsyms(&ks, &notes, Some(&c)).unwrap();
+        assert_eq!(warm.len(), 1);
+        let bypassed = load_kallsyms(&ks, &notes, None).unwrap();
+        assert_eq!(bypassed.len(), 8);
+        fs::remove_dir_all(&d).unwrap();
+    }
+}

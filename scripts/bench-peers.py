@@ -6,7 +6,7 @@ with the targets of issue #12 next to the results.
 1. Start to first hit on `__start_init_stack+0x3e00` (CPU0's idle stack, written hundreds of times a second
    while CPU0 idles; its address from `ksymwatch resolve`), median of K rounds, the tools interleaved:
    - `ksymwatch write __start_init_stack+0x3e00 --count 1`, cold (the kallsyms cache directory,
-     $KSYMWATCH_CACHE_DIR or /var/cache/ksymwatch, removed first) and warm (right after the cold run). A
+     $KSYMWATCH_CACHE_DIR or a private temporary one, removed first) and warm (right after the cold run). A
      build without the cache ignores the variable: then cold and warm are the same thing;
    - `bpftrace -e 'watchpoint:0xADDR:8:w { printf("hit\\n"); exit(); }'`: start to its `hit` line;
    - `perf record --no-buffering -e mem:0xADDR/8:w -a -g -o -`: start to the first sample record on its
@@ -314,7 +314,8 @@ def median(xs):
 def first_hit_table(binary, k, have):
     kaddr = json.loads(subprocess.run([binary, "resolve", "--json", KERNEL_TARGET], capture_output=True,
                                       text=True, check=True).stdout)["runtime_addr"]
-    cache_dir = os.environ.get("KSYMWATCH_CACHE_DIR") or "/var/cache/ksymwatch"
+    # A private cache directory: the cold runs remove it, and the machine's own cache must survive that.
+    cache_dir = os.environ.get("KSYMWATCH_CACHE_DIR") or tempfile.mkdtemp(prefix="ksymwatch-bench-cache-")
     runs = {"cold": [], "warm": [], "bpftrace": [], "perf": []}
     for i in range(k):
         runs["cold"].append(ksymwatch_first_hit(binary, cache_dir, cold=True))
@@ -325,6 +326,8 @@ def first_hit_table(binary, k, have):
             runs["perf"].append(perf_first_hit(kaddr))
         print(f"  first hit, round {i + 1}/{k}: " + ", ".join(
             f"{name} {fmt_ms(r[-1].get('hit'))}" for name, r in runs.items() if r), file=sys.stderr, flush=True)
+    if "KSYMWATCH_CACHE_DIR" not in os.environ:
+        shutil.rmtree(cache_dir, ignore_errors=True)
 
     def stats(rs, mark="hit"):
         xs = [r.get(mark) for r in rs]

@@ -39,7 +39,6 @@ and its files to $BENCH_WORKDIR, which bench.sh removes (without it: a temporary
 """
 import argparse
 import datetime
-import fcntl
 import json
 import os
 import queue
@@ -55,8 +54,8 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LOCK = "/tmp/ksymwatch-live-tests.lock"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import LOCK, ROOT, Locked  # noqa: E402
 KERNEL_TARGET = "__start_init_stack+0x3e00"
 FIRST_HIT_TIMEOUT = 30.0
 NOT_INSTALLED = "not installed"
@@ -139,16 +138,6 @@ def cleanup():
         p.poll()
 
 
-class Locked:
-    """The machine-wide live-test lock, held for one run that arms breakpoints (not inherited by children)."""
-
-    def __enter__(self):
-        self.f = open(LOCK, "a")
-        fcntl.flock(self.f, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc):
-        fcntl.flock(self.f, fcntl.LOCK_UN)
-        self.f.close()
 
 
 def cpu_s(ru):

@@ -30,7 +30,6 @@ Needs root and gcc; bpftrace is optional (apt-get install bpftrace). Every run t
 so the time spent waiting for it is not measured: do not start the script itself under flock.
 """
 import argparse
-import fcntl
 import os
 import queue
 import re
@@ -43,21 +42,11 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LOCK = "/tmp/ksymwatch-live-tests.lock"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import LOCK, ROOT, Locked  # noqa: E402
 UNSUPPORTED = "ksymwatch: not supported by this build"
 
 
-class Locked:
-    """The machine-wide live-test lock, held for one run that arms breakpoints."""
-
-    def __enter__(self):
-        self.f = open(LOCK, "a")
-        fcntl.flock(self.f, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc):
-        fcntl.flock(self.f, fcntl.LOCK_UN)
-        self.f.close()
 
 
 class Lines:

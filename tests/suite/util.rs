@@ -151,11 +151,19 @@ impl Writer {
     }
 
     fn spawn(cmd: &mut Command) -> Writer {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start writer");
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+        // A binary the test just wrote can be briefly "busy": another test thread's fork, between its
+        // fork and exec, holds a copy of the descriptor the file was written through (ETXTBSY).
+        let mut tries = 0;
+        let mut child = loop {
+            match cmd.spawn() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => break other.expect("start writer"),
+            }
+        };
         let stdin = child.stdin.take();
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut line = String::new();

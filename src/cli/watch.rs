@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 
-use ksymwatch_symbols::{LineSource, Source, SymbolTable, UserSymbols};
+use ksymwatch_symbols::{LineSource, Origin, Source, SymbolTable, UserSymbols};
 
 use crate::cli::args::OutputArgs;
 use crate::cli::args::{SymbolArgs, WatchArgs};
@@ -36,11 +36,11 @@ use crate::trace::session::{Controller, Plan, Resolve, Session};
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;
 
-fn load_symbols(args: &SymbolArgs) -> Result<(SymbolTable, Source)> {
-    let table =
+fn load_symbols(args: &SymbolArgs) -> Result<(SymbolTable, Origin, Source)> {
+    let (table, origin) =
         symbols::running_kallsyms(&args.kallsyms, &args.kernel_notes, !args.no_symbol_cache)
             .bad_symbols()?;
-    Ok((table, Source::Kallsyms(args.kallsyms.clone())))
+    Ok((table, origin, Source::Kallsyms(args.kallsyms.clone())))
 }
 
 /// The CPUs to arm now and the set to follow through hotplug (`None`: every CPU that comes online).
@@ -323,6 +323,8 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         )));
     }
     let kallsyms_table;
+    // Chains named from a vmlinux or System.map never come from the kallsyms cache.
+    let mut symbols_origin = Origin::Parsed;
     let file_symbols = match picked {
         Source::Kallsyms(_) => None,
         _ => Some(FileSymbols::open(
@@ -345,8 +347,9 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         }
         (files.chains()?, files.header(), resolved)
     } else {
-        let (table, source) = load_symbols(&args.symbols)?;
+        let (table, origin, source) = load_symbols(&args.symbols)?;
         kallsyms_table = table;
+        symbols_origin = origin;
         let resolved = if system {
             targets
                 .iter()
@@ -446,6 +449,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         scope,
         comms,
         user,
+        symbols_origin,
     };
     // `armed` goes out the moment every breakpoint is enabled; the session learns every live task's name
     // right after (a script starts its workload on that line: a task the scan misses is one that started

@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::{
-    cache, Kaslr, KernelMatch, LookupError, MismatchPolicy, ResolveError, ResolveOptions, Resolved,
-    Resolver, Source, SourceSearch, SymbolCache, SymbolTable, VmlinuxLines,
+    cache, Kaslr, KernelMatch, LookupError, MismatchPolicy, Origin, ResolveError, ResolveOptions,
+    Resolved, Resolver, Source, SourceSearch, SymbolCache, SymbolTable, VmlinuxLines,
 };
 
 use crate::config::advice::{Advised, SymbolsContext};
@@ -30,7 +30,7 @@ pub fn running_kallsyms(
     kallsyms: &Path,
     notes: &Path,
     cache: bool,
-) -> std::result::Result<SymbolTable, ksymwatch_symbols::Error> {
+) -> std::result::Result<(SymbolTable, Origin), ksymwatch_symbols::Error> {
     let real = kallsyms == Path::new(DEFAULT_KALLSYMS) && notes == Path::new(DEFAULT_NOTES);
     let cache = (cache && real).then(|| {
         let dir = std::env::var_os(CACHE_DIR_ENV)
@@ -229,7 +229,7 @@ impl FileSymbols {
             // Unreadable kallsyms costs only call-chain names (see `chains`); a device or FIFO named as
             // kallsyms is a mistake on the command line.
             Err(e) if e.is_wrong_file() => return Err(e).bad_symbols(),
-            r => r.map_err(|e| Advised(e).to_string()),
+            r => r.map(|(t, _)| t).map_err(|e| Advised(e).to_string()),
         };
         Ok(FileSymbols {
             resolver,

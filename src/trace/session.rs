@@ -11,7 +11,7 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use ksymwatch_symbols::{LineSource, MappedFile, SymbolTable, UserSymbols};
+use ksymwatch_symbols::{LineSource, MappedFile, Origin, SymbolTable, UserSymbols};
 
 use crate::config::filter::Filter;
 use crate::config::target::Target;
@@ -53,6 +53,8 @@ pub struct Plan<'a> {
     /// `cli::watch`); [`Session::learn_tasks`] adds the tasks born meanwhile.
     pub comms: Comms,
     pub user: UserSymbols,
+    /// Whether `symbols` came from the kallsyms cache (unnamed kernel frames then get a hint).
+    pub symbols_origin: Origin,
 }
 
 /// Resolves a `--control watch` target the way the command line's targets were resolved.
@@ -137,6 +139,7 @@ impl<'a, O: Output> Session<'a, O> {
             control,
             comms,
             user,
+            symbols_origin,
         } = plan;
         let epoll = Epoll::new().or_exit(ExitCode::Runtime, "epoll_create")?;
         epoll
@@ -178,7 +181,9 @@ impl<'a, O: Output> Session<'a, O> {
         }
         // No process is scanned here: `armed` goes out first (see `learn_tasks` and `Plan::user`).
         Ok(Session {
-            symbolizer: Symbolizer::with_user(symbols, user).with_lines(lines),
+            symbolizer: Symbolizer::with_user(symbols, user)
+                .with_lines(lines)
+                .with_origin(symbols_origin),
             out,
             events,
             control,

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ksymwatch_symbols::{annotate, LineSource, SymbolTable, UserSymbols};
+use ksymwatch_symbols::{annotate, LineSource, Origin, SymbolTable, UserSymbols};
 use rustc_hash::FxHashMap;
 
 use crate::perf::record::{Context, Sample};
@@ -19,6 +19,10 @@ use crate::report::{Rendered, ResolvedFrame, SourceLine};
 /// The one place addresses become names.
 pub struct Symbolizer<'a> {
     kernel: &'a SymbolTable,
+    /// Where `kernel` came from: a cached kallsyms table lacks code the kernel created since.
+    origin: Origin,
+    /// Distinct kernel addresses no symbol covered.
+    kernel_misses: u64,
     user: Option<UserSymbols>,
     lines: Option<&'a dyn LineSource>,
     /// DWARF line lookups are far slower than a symbol search and hot paths repeat the same few addresses.
@@ -76,6 +80,8 @@ impl<'a> Symbolizer<'a> {
     pub fn new(kernel: &'a SymbolTable) -> Symbolizer<'a> {
         Symbolizer {
             kernel,
+            origin: Origin::Parsed,
+            kernel_misses: 0,
             user: None,
             lines: None,
             line_cache: HashMap::new(),
@@ -101,6 +107,12 @@ impl<'a> Symbolizer<'a> {
     /// Also gives kernel frames their file:line (`--lines`).
     pub fn with_lines(mut self, lines: Option<&'a dyn LineSource>) -> Symbolizer<'a> {
         self.lines = lines;
+        self
+    }
+
+    /// Says the kernel table came from the kallsyms cache.
+    pub fn with_origin(mut self, origin: Origin) -> Symbolizer<'a> {
+        self.origin = origin;
         self
     }
 
@@ -209,6 +221,8 @@ impl<'a> Symbolizer<'a> {
                 fr.off = s.offset;
                 fr.size = s.symbol.size;
                 fr.module = s.symbol.module.as_deref().map(Arc::from);
+            } else {
+                self.kernel_misses += 1;
             }
             fr.line = self.line(addr);
             if self.kernel_cache.len() >= KERNEL_CACHE_MAX {
@@ -245,12 +259,24 @@ impl<'a> Symbolizer<'a> {
         fr
     }
 
-    /// What symbol loading left out (user binaries with oversized tables), for the summary's warnings.
+    /// What symbol loading left out, for the summary's warnings: user binaries with oversized tables, and
+    /// kernel frames a cached table could not name.
     pub fn take_notes(&mut self) -> Vec<String> {
-        self.user
+        let mut notes = self
+            .user
             .as_mut()
             .map(UserSymbols::take_notes)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if self.origin == Origin::Cached && self.kernel_misses > 0 {
+            notes.push(format!(
+                "{} kernel address(es) in call chains had no symbol in the cached kallsyms table; code the \
+                 kernel created after the cache was written (BPF programs, trampolines) is not in it: run \
+                 with --no-symbol-cache to read kallsyms afresh",
+                self.kernel_misses
+            ));
+            self.kernel_misses = 0;
+        }
+        notes
     }
 
     /// The user-space symbols, for the session to hand them the kernel's task records (mappings, forks,
@@ -277,6 +303,28 @@ mod tests {
     use super::*;
     use ksymwatch_symbols::kallsyms;
     use std::path::Path;
+
+    #[test]
+    fn unnamed_kernel_frames_of_a_cached_table_point_at_no_symbol_cache() {
+        let table = kallsyms::from_text(
+            "ffffffff81000000 T read_zero\nffffffff81000100 T end\n",
+            Path::new("fixture"),
+        )
+        .unwrap();
+        let mut parsed = Symbolizer::new(&table);
+        parsed.frame(1, 0xffffffffa0000000, true);
+        assert!(parsed.take_notes().is_empty());
+        let mut cached = Symbolizer::new(&table).with_origin(Origin::Cached);
+        cached.frame(1, 0xffffffff81000010, true);
+        assert!(cached.take_notes().is_empty(), "every frame was named");
+        // Twice the same address: one miss (frames are cached by address).
+        cached.frame(1, 0xffffffffa0000000, true);
+        cached.frame(1, 0xffffffffa0000000, true);
+        let notes = cached.take_notes();
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].starts_with("1 kernel address(es)"), "{notes:?}");
+        assert!(notes[0].contains("--no-symbol-cache"), "{notes:?}");
+    }
 
     #[test]
     fn kernel_frames_print_like_kallsyms_symbolize() {

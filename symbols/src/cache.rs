@@ -207,20 +207,30 @@ pub fn load_kallsyms(
     kallsyms_path: &Path,
     notes: &Path,
     cache: Option<&SymbolCache>,
-) -> Result<SymbolTable, Error> {
+) -> Result<(SymbolTable, Origin), Error> {
     let Some(cache) = cache else {
-        return kallsyms::load(kallsyms_path);
+        return Ok((kallsyms::load(kallsyms_path)?, Origin::Parsed));
     };
     // Read before kallsyms: see the module docs.
     let key = CacheKey::running(notes);
     if let Some(t) = key.as_ref().and_then(|k| cache.load(k)) {
-        return Ok(t);
+        return Ok((t, Origin::Cached));
     }
     let table = kallsyms::load(kallsyms_path)?;
     if let Some(k) = &key {
         let _ = cache.store(k, &table);
     }
-    Ok(table)
+    Ok((table, Origin::Parsed))
+}
+
+/// Where [`load_kallsyms`] got its table: a cached one lacks the code the kernel created since it was
+/// written (BPF programs, trampolines), which a reader of unnamed frames should be told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Parsed from kallsyms just now.
+    Parsed,
+    /// Read from the cache.
+    Cached,
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -625,8 +635,9 @@ ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
         let c = SymbolCache::new(d.join("cache"));
         let notes = d.join("no-notes");
         let running = CacheKey::running(&notes);
-        let first = load_kallsyms(&ks, &notes, Some(&c)).unwrap();
+        let (first, origin) = load_kallsyms(&ks, &notes, Some(&c)).unwrap();
         assert_eq!(first.len(), 8);
+        assert_eq!(origin, Origin::Parsed);
         let Some(k) = running else {
             eprintln!("skipped the warm half: this machine's cache key is unreadable");
             return;
@@ -634,10 +645,12 @@ ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
         // A cached table is used as it is: prove it by caching a different one under the running key.
         let other = kallsyms::from_text("ffffffff81000000 T only_one\n", Path::new("x")).unwrap();
         c.store(&k, &other).unwrap();
-        let warm = load_kallsyms(&ks, &notes, Some(&c)).unwrap();
+        let (warm, origin) = load_kallsyms(&ks, &notes, Some(&c)).unwrap();
         assert_eq!(warm.len(), 1);
-        let bypassed = load_kallsyms(&ks, &notes, None).unwrap();
+        assert_eq!(origin, Origin::Cached);
+        let (bypassed, origin) = load_kallsyms(&ks, &notes, None).unwrap();
         assert_eq!(bypassed.len(), 8);
+        assert_eq!(origin, Origin::Parsed);
         fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -49,7 +49,7 @@ pub mod vmlinux;
 
 pub use annotate::{annotate, Annotation, LineFrame, LineSource, VmlinuxLines};
 pub use buildid::{BuildId, KernelMatch, MismatchPolicy};
-pub use cache::{CacheKey, SymbolCache};
+pub use cache::{CacheKey, Origin, SymbolCache};
 pub use dwarf::{FieldError, MemberInfo, VariableQuery};
 pub use error::{Error, LookupError};
 pub use kaslr::Kaslr;

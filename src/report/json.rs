@@ -450,14 +450,8 @@ fn push_frame(out: &mut String, f: &ResolvedFrame) {
         out.push_str(",\"line\":");
         push_string(out, &line.location);
         if !line.inlined.is_empty() {
-            out.push_str(",\"inlined\":[");
-            for (i, s) in line.inlined.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                push_string(out, s);
-            }
-            out.push(']');
+            out.push_str(",\"inlined\":");
+            push_array(out, &line.inlined, |out, s| push_string(out, s));
         }
     }
     out.push('}');
@@ -467,12 +461,18 @@ fn push_frame(out: &mut String, f: &ResolvedFrame) {
 fn push_ip_chain(out: &mut String, hit: &Hit<'_>) {
     out.push_str("\"ip\":");
     push_frame(out, hit.ip);
-    out.push_str(",\"chain\":[");
-    for (i, f) in hit.chain.iter().enumerate() {
+    out.push_str(",\"chain\":");
+    push_array(out, hit.chain, push_frame);
+}
+
+/// `[a,b,...]`, each item written by `item`.
+fn push_array<T>(out: &mut String, items: &[T], mut item: impl FnMut(&mut String, &T)) {
+    out.push('[');
+    for (i, x) in items.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        push_frame(out, f);
+        item(out, x);
     }
     out.push(']');
 }

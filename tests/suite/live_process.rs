@@ -176,12 +176,9 @@ fn launch_mode_covers_every_thread_of_a_pie() {
 #[test]
 fn a_thread_with_full_debug_registers_fails_the_whole_attach() {
     let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["hog", "8"]);
-    let (tid, held) = hog_line(&h.read_until("ready"));
-    if held < 4 {
-        util::skip(format!("the hog thread got only {held} of 4 breakpoints"));
+    let Some((mut h, tid)) = start_hog() else {
         return;
-    }
+    };
     let (code, out, err) = util::run_within(
         &["write", "-p", &h.pid.to_string(), "target_var"],
         Duration::from_secs(30),
@@ -272,6 +269,18 @@ fn remove_on_exec_drops_the_watch_at_a_later_exec() {
 }
 
 /// `hog tid=T held=K` from the hog helper's lines.
+/// Starts the `threads hog` helper: 8 threads, one of which holds all 4 of its own breakpoints. Returns
+/// the helper and the hog's tid, or `None` (skipped visibly) when the hog could not take all 4.
+fn start_hog() -> Option<(Writer, u32)> {
+    let mut h = Writer::start_binary(&helper("threads"), &["hog", "8"]);
+    let (tid, held) = hog_line(&h.read_until("ready"));
+    if held < 4 {
+        util::skip(format!("the hog thread got only {held} of 4 breakpoints"));
+        return None;
+    }
+    Some((h, tid))
+}
+
 fn hog_line(lines: &[String]) -> (u32, u32) {
     lines
         .iter()
@@ -298,12 +307,9 @@ fn own_perf_events() -> (usize, usize) {
 #[test]
 fn a_refused_thread_closes_every_event_already_opened_for_the_others() {
     let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["hog", "8"]);
-    let (hog, held) = hog_line(&h.read_until("ready"));
-    if held < 4 {
-        util::skip(format!("the hog thread got only {held} of 4 breakpoints"));
+    let Some((mut h, hog)) = start_hog() else {
         return;
-    }
+    };
     let tids: Vec<u32> = std::fs::read_dir(format!("/proc/{}/task", h.pid))
         .expect("the helper's task list")
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())

@@ -323,8 +323,6 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         )));
     }
     let kallsyms_table;
-    // Chains named from a vmlinux or System.map never come from the kallsyms cache.
-    let mut symbols_origin = Origin::Parsed;
     let file_symbols = match picked {
         Source::Kallsyms(_) => None,
         _ => Some(FileSymbols::open(
@@ -336,7 +334,8 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     };
     let mut line_source = None;
     let system = matches!(mode, Mode::System);
-    let (symbols, source_text, kernel_resolved) = if let Some(files) = &file_symbols {
+    let (symbols, symbols_origin, source_text, kernel_resolved) = if let Some(files) = &file_symbols
+    {
         let resolved = if system {
             files.watches(&targets, access)?
         } else {
@@ -345,11 +344,11 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         if args.symbols.lines {
             line_source = Some(files.line_source()?);
         }
-        (files.chains()?, files.header(), resolved)
+        // Chains named from a vmlinux or System.map never come from the kallsyms cache.
+        (files.chains()?, Origin::Parsed, files.header(), resolved)
     } else {
         let (table, origin, source) = load_symbols(&args.symbols)?;
         kallsyms_table = table;
-        symbols_origin = origin;
         let resolved = if system {
             targets
                 .iter()
@@ -358,7 +357,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         } else {
             Vec::new()
         };
-        (&kallsyms_table, source.to_string(), resolved)
+        (&kallsyms_table, origin, source.to_string(), resolved)
     };
     let (cpus, follow) = select_cpus(args.cpus.as_deref())?;
     if let Mode::Attach(pids) = &mode {

@@ -184,6 +184,18 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 l.push_str(" value=0x");
                 push_hex(l, v);
             }
+            Value::Written { value, old } => {
+                for (key, v) in [(" value=", value), (" old=", old)] {
+                    l.push_str(key);
+                    match v {
+                        Some(v) => {
+                            l.push_str("0x");
+                            push_hex(l, v);
+                        }
+                        None => l.push('?'),
+                    }
+                }
+            }
         }
         l.push('\n');
         match &cached {

@@ -230,6 +230,10 @@ pub enum Record<'a> {
         /// when the process could not be read. Absent for a system-wide watch.
         #[serde(skip_serializing_if = "Option::is_none")]
         value: Option<Option<Hex>>,
+        /// `--value`/`--if`: what the range held before this store (the previous hit's value), `null` when
+        /// unknown (the first hit). Absent without `--value`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        old: Option<Option<Hex>>,
     },
     Lost {
         time_ns: u64,
@@ -305,6 +309,11 @@ impl<'a> Record<'a> {
                 Value::NotRead => None,
                 Value::Unreadable => Some(None),
                 Value::Read(v) => Some(Some(Hex(v))),
+                Value::Written { value, .. } => Some(value.map(Hex)),
+            },
+            old: match h.value {
+                Value::Written { old, .. } => Some(old.map(Hex)),
+                _ => None,
             },
         }
     }
@@ -521,6 +530,15 @@ pub fn push_hit(out: &mut String, hit: &Hit<'_>) {
         Value::Read(v) => {
             out.push_str(",\"value\":");
             push_hex_string(out, v);
+        }
+        Value::Written { value, old } => {
+            for (key, v) in [(",\"value\":", value), (",\"old\":", old)] {
+                out.push_str(key);
+                match v {
+                    Some(v) => push_hex_string(out, v),
+                    None => out.push_str("null"),
+                }
+            }
         }
     }
     out.push('}');

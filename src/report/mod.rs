@@ -63,6 +63,14 @@ pub enum Value {
     Unreadable,
     /// The watched range's `len` bytes as a little-endian integer (text `value=0x2a`, JSON `"0x2a"`).
     Read(u64),
+    /// `--value`/`--if`: the store itself, read in the kernel at the trap (x86 data breakpoints trap after
+    /// the store): exactly what this store wrote, and what the range held before it (the value the previous
+    /// hit on this target wrote, in this process for a user address). `None` is unknown: `value` when its
+    /// record was lost or the read failed, `old` for the first hit (text `value=? old=?`, JSON `null`).
+    Written {
+        value: Option<u64>,
+        old: Option<u64>,
+    },
 }
 
 /// Things that happen to the stream itself.

@@ -129,6 +129,18 @@ pub struct WatchArgs {
     /// something else there). Default: the watch stays, as the kernel keeps it.
     #[arg(long)]
     pub remove_on_exec: bool,
+    /// Report the value each hit stored, exactly, and the one before it (`value=0x1f4 old=0x1f3`): read in
+    /// the kernel at the trap by a BPF program on each breakpoint. Needs BPF (root, or CAP_BPF and
+    /// CAP_PERFMON).
+    #[arg(long)]
+    pub value: bool,
+    /// Report only hits whose stored value matches EXPR, evaluated in the kernel (a hit that does not match
+    /// costs no sample and no tracer time); implies --value. EXPR compares `value` (this store) or `old`
+    /// (the one before) with a number or each other: `== != < <= > >=`, `&` (any bit set), `changed`,
+    /// joined with `&&`, `||` and parentheses; unsigned unless an operand is prefixed `(s)`, e.g.
+    /// `value == 0`, `(s)value < 0 && changed`, `value & 0x4`.
+    #[arg(long = "if", value_name = "EXPR")]
+    pub condition: Option<String>,
     #[command(flatten)]
     pub symbols: SymbolArgs,
     #[command(flatten)]

@@ -56,6 +56,10 @@ pub struct Report {
     pub debug_registers: Vec<CpuSlots>,
     pub hotplug_writable: Vec<u32>,
     pub uevents: bool,
+    /// Whether `--value`/`--if` can work: a BPF perf-event program loads.
+    pub bpf: bool,
+    /// Why not, as `--value` would say it.
+    pub bpf_error: Option<String>,
 }
 
 fn read_i32(path: &str) -> Option<i32> {
@@ -119,6 +123,9 @@ pub fn gather() -> Report {
         })
         .collect();
     let uevents = crate::trace::hotplug::uevents_work();
+    let bpf_error = crate::perf::bpf::probe()
+        .err()
+        .map(|e| crate::perf::bpf::unavailable(&e).to_string());
     let unarmable: Vec<&CpuSlots> = free.iter().filter(|s| s.refused.is_some()).collect();
     let verdict = if !breakpoint_pmu {
         Some((
@@ -163,6 +170,8 @@ pub fn gather() -> Report {
         debug_registers: free,
         hotplug_writable,
         uevents,
+        bpf: bpf_error.is_none(),
+        bpf_error,
     }
 }
 
@@ -292,6 +301,13 @@ pub fn render(r: &Report) -> String {
                 "listening works".into()
             } else {
                 "cannot listen".into()
+            },
+        ),
+        (
+            "bpf (--value)",
+            match &r.bpf_error {
+                None => "a perf-event program loads: --value and --if work".into(),
+                Some(e) => format!("unusable: {e}"),
             },
         ),
     ];

@@ -10,6 +10,7 @@ use crate::cli::args::OutputArgs;
 use crate::cli::args::{SymbolArgs, WatchArgs};
 use crate::cli::output_file;
 use crate::config::advice::SymbolsContext;
+use crate::config::condition::{self, Condition};
 use crate::config::filter::{Filter, Place};
 use crate::config::symbols::{self, FileSymbols};
 use crate::config::target::{self, Base, Target};
@@ -18,6 +19,7 @@ use crate::config::Limits;
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm::{self, Scope};
+use crate::perf::bpf::{self, Values};
 use crate::perf::event::EventConfig;
 use crate::perf::sys::{self, SignalFd};
 use crate::perf::warmup::Warmup;
@@ -94,6 +96,27 @@ fn filter(args: &OutputArgs) -> Result<Filter> {
         exclude_idle: args.exclude_idle,
         place,
     })
+}
+
+/// The `--if` condition, parsed; a bad one is a usage error that points at the column.
+fn parse_condition(text: Option<&str>) -> Result<Option<Condition>> {
+    text.map(|t| condition::parse(t).map_err(|e| Error::usage(format!("--if '{t}': {e}"))))
+        .transpose()
+}
+
+/// Every watch's length can hold the condition's constants.
+fn check_condition_widths(text: &str, cond: &Condition, watches: &[Watch]) -> Result<()> {
+    for w in watches {
+        cond.check_width(w.len).map_err(|e| {
+            Error::usage(format!(
+                "--if '{text}': {e} (`{}` is watched {} byte{} wide; give TARGET/LEN to watch more)",
+                w.label,
+                w.len,
+                if w.len == 1 { "" } else { "s" }
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 /// `--folded` without a file: the stacks are stdout's only content.
@@ -263,6 +286,8 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     }
     let filter = filter(&args.output)?;
     check_outputs(&args.output)?;
+    let condition = parse_condition(args.condition.as_deref())?;
+    let values = args.value || condition.is_some();
     let targets = args
         .targets
         .iter()
@@ -302,6 +327,10 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             (comms, user)
         })
         .ok();
+    // Before any symbol is loaded or anything armed: without BPF, --value cannot work at all.
+    if values {
+        bpf::probe().map_err(|e| bpf::unavailable(&e))?;
+    }
     let mut warmup = None;
     if let Mode::System = mode {
         crate::perf::privilege::Privilege::current()
@@ -363,11 +392,12 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     if let Mode::Attach(pids) = &mode {
         check_fd_budget(pids, cpus.len(), targets.len())?;
     }
-    let cfg = EventConfig {
+    let mut cfg = EventConfig {
         ring_pages: args.buffer_pages,
         track_tasks: true,
         count_lost: true,
         remove_on_exec: args.remove_on_exec,
+        values: None,
     };
     // Launch mode: the command starts now, stopped at its exec, so its own symbols can be resolved.
     let mut launched = match &mode {
@@ -394,6 +424,16 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             stderr::line(format_args!("ksymwatch: warning: {w}"));
         }
         watches.push(r.watch);
+    }
+    if let (Some(cond), Some(text)) = (&condition, &args.condition) {
+        check_condition_widths(text, cond, &watches)?;
+    }
+    if values {
+        cfg.values = Some(std::sync::Arc::new(Values::load(
+            &watches,
+            condition.as_ref(),
+            &filter,
+        )?));
     }
     let labels: Vec<&str> = watches.iter().map(|w| w.label.as_str()).collect();
     let out = outputs(

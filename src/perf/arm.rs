@@ -61,7 +61,7 @@ pub fn open_cpu(
         .map(|(i, w)| {
             let cfg = EventConfig {
                 track_tasks: cfg.track_tasks && i == 0,
-                ..*cfg
+                ..cfg.clone()
             };
             CpuEvent::open(w, i, cpu, &cfg)
         })
@@ -115,7 +115,7 @@ pub fn arm_in(
 pub fn task_cfg(cfg: &EventConfig, watch: usize) -> EventConfig {
     EventConfig {
         track_tasks: cfg.track_tasks && watch == 0,
-        ..*cfg
+        ..cfg.clone()
     }
 }
 
@@ -255,6 +255,11 @@ pub fn explain(e: &OpenError, watches: &[Watch]) -> Error {
     };
     let errno = e.err.raw_os_error().unwrap_or(0);
     match (e.stage, errno) {
+        (Stage::Bpf, _) => Error::arm(format!(
+            "cpu {cpu}: cannot attach the --value program to the breakpoint: {}; a watch without --value/--if \
+             still works",
+            e.err
+        )),
         (Stage::Mmap, _) => Error::arm(format!(
             "cpu {cpu}: cannot map the perf ring buffer: {}; try a smaller --buffer-pages, or raise RLIMIT_MEMLOCK / perf_event_mlock_kb",
             e.err
@@ -292,6 +297,10 @@ fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch]) -> Error {
         .unwrap_or_else(|_| "?".into());
     let who = format!("tid {tid} ({comm})");
     match (e.stage, e.err.raw_os_error().unwrap_or(0)) {
+        (Stage::Bpf, _) => Error::arm(format!(
+            "{who}, cpu {}: cannot attach the --value program to the breakpoint: {}",
+            e.cpu, e.err
+        )),
         (Stage::Mmap, _) => Error::arm(format!(
             "{who}, cpu {}: cannot map or join the perf ring buffer: {}; try a smaller --buffer-pages, or \
              raise RLIMIT_MEMLOCK / perf_event_mlock_kb",

@@ -4,16 +4,18 @@
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
 
 use perf_event_open_sys::bindings as pb;
 
 use crate::config::watch::{Access, Watch};
+use crate::perf::bpf::Values;
 use crate::perf::record::{SAMPLE_TYPE, SAMPLE_TYPE_TASK};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
 
 /// How an event is sampled and buffered.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct EventConfig {
     /// Data pages per ring (a power of two).
     pub ring_pages: usize,
@@ -26,6 +28,20 @@ pub struct EventConfig {
     /// A process watch: a thread that execs another program drops its event (`remove_on_exec`, Linux
     /// 5.13+), since the watched address means something else there.
     pub remove_on_exec: bool,
+    /// `--value`/`--if`: each watch's program, attached to every event, with the value events it writes
+    /// into each ring.
+    pub values: Option<Arc<Values>>,
+}
+
+impl EventConfig {
+    /// The sample layout of a ring's breakpoint events: a process watch's, and every ring shared with
+    /// value events, lead with the identifier of the event that wrote each record.
+    pub fn sample_type(&self, bind: Bind) -> u64 {
+        match bind {
+            Bind::Cpu if self.values.is_none() => SAMPLE_TYPE,
+            _ => SAMPLE_TYPE_TASK,
+        }
+    }
 }
 
 /// What an event watches on its CPU.
@@ -51,11 +67,10 @@ pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr
     a.bp_addr = watch.addr;
     a.bp_len = u64::from(watch.len);
     a.sample_period = 1;
-    a.sample_type = SAMPLE_TYPE;
+    a.sample_type = cfg.sample_type(bind);
     if let Bind::Task(_) = bind {
         a.set_inherit(1);
         a.set_inherit_thread(1);
-        a.sample_type = SAMPLE_TYPE_TASK;
         if cfg.remove_on_exec {
             a.set_remove_on_exec(1);
         }
@@ -98,6 +113,10 @@ pub struct CpuEvent {
     /// The kernel counts this event's dropped samples (`PERF_FORMAT_LOST` was accepted).
     pub counts_lost: bool,
     pub ring: Ring,
+    /// How this ring's breakpoint samples are laid out.
+    pub sample_type: u64,
+    /// `--value`: the value event writing into `ring`, and the id that leads its records.
+    value_event: Option<(OwnedFd, u64)>,
     /// Other threads' events redirected into `ring`, with their tids.
     members: Vec<(u32, OwnedFd)>,
     // Declared after `ring` so the mapping is gone before the descriptor closes.
@@ -109,6 +128,8 @@ pub struct CpuEvent {
 pub enum Stage {
     Open,
     Mmap,
+    /// Wiring the `--value` program and its value event.
+    Bpf,
     Enable,
 }
 
@@ -161,7 +182,7 @@ fn open_fd(
             counts_lost = false;
             let cfg = EventConfig {
                 count_lost: false,
-                ..*cfg
+                ..cfg.clone()
             };
             sys::perf_event_open(&attr(watch, &cfg, bind), pid, cpu as i32)
         }
@@ -194,12 +215,21 @@ impl CpuEvent {
         let (fd, counts_lost) = open_fd(watch, cpu, bind, cfg)?;
         let ring = Ring::map(fd.as_fd(), cfg.ring_pages)
             .map_err(|err| OpenError::new(cpu, bind, Stage::Mmap, err))?;
+        let value_event = match &cfg.values {
+            Some(v) => Some(
+                v.attach(index, cpu, fd.as_fd())
+                    .map_err(|err| OpenError::new(cpu, bind, Stage::Bpf, err))?,
+            ),
+            None => None,
+        };
         Ok(CpuEvent {
             cpu,
             watch: index,
             bind,
             counts_lost,
             ring,
+            sample_type: cfg.sample_type(bind),
+            value_event,
             members: Vec::new(),
             fd,
         })
@@ -211,7 +241,7 @@ impl CpuEvent {
         let bind = Bind::Task(tid);
         let cfg = EventConfig {
             count_lost: self.counts_lost,
-            ..*cfg
+            ..cfg.clone()
         };
         let (fd, counts_lost) = open_fd(watch, self.cpu, bind, &cfg)?;
         if counts_lost != self.counts_lost {
@@ -226,6 +256,10 @@ impl CpuEvent {
         }
         sys::perf_set_output(fd.as_fd(), self.fd.as_fd())
             .map_err(|err| OpenError::new(self.cpu, bind, Stage::Mmap, err))?;
+        if let Some(v) = &cfg.values {
+            v.attach_member(self.watch, fd.as_fd())
+                .map_err(|err| OpenError::new(self.cpu, bind, Stage::Bpf, err))?;
+        }
         self.members.push((tid, fd));
         Ok(())
     }
@@ -278,7 +312,7 @@ impl CpuEvent {
     pub fn modify(&self, watch: &Watch, cfg: &EventConfig, disabled: bool) -> io::Result<()> {
         let cfg = EventConfig {
             count_lost: self.counts_lost,
-            ..*cfg
+            ..cfg.clone()
         };
         for (bind, fd) in self.fds() {
             let mut a = attr(watch, &cfg, bind);
@@ -294,6 +328,11 @@ impl CpuEvent {
 
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// The id leading this ring's value records (`--value`).
+    pub fn value_id(&self) -> Option<u64> {
+        self.value_event.as_ref().map(|(_, id)| *id)
     }
 
     /// What the kernel counted for this ring's events together: every hit while enabled (inherited
@@ -352,6 +391,7 @@ pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
         track_tasks: false,
         count_lost: false,
         remove_on_exec: false,
+        values: None,
     };
     let mut held = Vec::new();
     for i in 0..PROBE_MAX {

@@ -7,6 +7,7 @@
 //! knows nothing of symbols, printing or the CLI.
 
 pub mod arm;
+pub mod bpf;
 pub mod event;
 pub(crate) mod privilege;
 pub mod record;

@@ -14,6 +14,7 @@ pub const SAMPLE_CPU: u64 = pb::PERF_SAMPLE_CPU as u64;
 pub const SAMPLE_PERIOD: u64 = pb::PERF_SAMPLE_PERIOD as u64;
 pub const SAMPLE_CALLCHAIN: u64 = pb::PERF_SAMPLE_CALLCHAIN as u64;
 pub const SAMPLE_IDENTIFIER: u64 = pb::PERF_SAMPLE_IDENTIFIER as u64;
+pub const SAMPLE_RAW: u64 = pb::PERF_SAMPLE_RAW as u64;
 
 /// The fields ksymwatch asks for on every breakpoint event.
 pub const SAMPLE_TYPE: u64 =
@@ -23,6 +24,101 @@ pub const SAMPLE_TYPE: u64 =
 /// can be covered by two events (its own, and one inherited from the thread that created it while the
 /// watch was being armed), and the id tells the two copies of one store apart.
 pub const SAMPLE_TYPE_TASK: u64 = SAMPLE_TYPE | SAMPLE_IDENTIFIER;
+
+/// `--value`'s value events (`BPF_OUTPUT`, see [`crate::perf::bpf`]): the program's record as raw data.
+/// Their `sample_id_all` trailer fields (TID, TIME, CPU, IDENTIFIER) are those of [`SAMPLE_TYPE_TASK`],
+/// which the breakpoints sharing their ring use with `--value`: a LOST record either writes reads alike,
+/// and the leading identifier tells a value record from a sample.
+pub const VALUE_SAMPLE_TYPE: u64 =
+    SAMPLE_IDENTIFIER | SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW;
+
+/// The value program's record: value, old value, breakpoint address, flags; native-endian u64s.
+pub const VALUE_RAW_LEN: usize = 32;
+/// Flag: the value was read (else the read failed and `value` is unknown).
+pub const VALUE_KNOWN: u64 = 1;
+/// Flag: there was an old value (else this is the first hit the program saw here).
+pub const OLD_KNOWN: u64 = 2;
+
+/// One value record: what a hit stored, read in the kernel at the trap, and what it replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueRecord {
+    pub ip: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub time: u64,
+    pub cpu: u32,
+    /// The breakpoint's address.
+    pub addr: u64,
+    pub value: Option<u64>,
+    pub old: Option<u64>,
+}
+
+impl ValueRecord {
+    /// Whether `s` is the sample of the hit this value was read at: the kernel writes both from the same
+    /// trap, so they share the thread, the ip (the same registers), the CPU and the breakpoint address.
+    pub fn matches(&self, s: &Sample) -> bool {
+        (self.tid, self.pid, self.ip, self.cpu, self.addr) == (s.tid, s.pid, s.ip, s.cpu, s.addr)
+    }
+}
+
+/// The leading identifier of a sample written with `PERF_SAMPLE_IDENTIFIER` (which event wrote it);
+/// `None` for any other record, or one too short.
+pub fn sample_identifier(bytes: &[u8]) -> Option<u64> {
+    let kind = u32::from_ne_bytes(bytes.get(0..4)?.try_into().ok()?);
+    let size = u16::from_ne_bytes(bytes.get(6..8)?.try_into().ok()?) as usize;
+    if kind != RECORD_SAMPLE || size < 16 {
+        return None;
+    }
+    Some(u64::from_ne_bytes(bytes.get(8..16)?.try_into().ok()?))
+}
+
+/// Decodes a value event's sample ([`VALUE_SAMPLE_TYPE`]).
+pub fn decode_value(bytes: &[u8]) -> Result<ValueRecord, DecodeError> {
+    if bytes.len() < 8 {
+        return Err(DecodeError::Truncated {
+            kind: 0,
+            need: 8,
+            have: bytes.len(),
+        });
+    }
+    let size = u16::from_ne_bytes([bytes[6], bytes[7]]) as usize;
+    if size < 8 || size > bytes.len() {
+        return Err(DecodeError::BadSize {
+            size,
+            have: bytes.len(),
+        });
+    }
+    let mut c = Cursor {
+        buf: &bytes[..size],
+        pos: 8,
+        kind: RECORD_SAMPLE,
+    };
+    let _id = c.u64()?;
+    let ip = c.u64()?;
+    let (pid, tid) = (c.u32()?, c.u32()?);
+    let time = c.u64()?;
+    let cpu = c.u32()?;
+    c.u32()?;
+    let raw_len = c.u32()? as usize;
+    if raw_len < VALUE_RAW_LEN {
+        return Err(DecodeError::Truncated {
+            kind: RECORD_SAMPLE,
+            need: c.pos + VALUE_RAW_LEN,
+            have: c.pos + raw_len,
+        });
+    }
+    let (value, old, addr, flags) = (c.u64()?, c.u64()?, c.u64()?, c.u64()?);
+    Ok(ValueRecord {
+        ip,
+        pid,
+        tid,
+        time,
+        cpu,
+        addr,
+        value: (flags & VALUE_KNOWN != 0).then_some(value),
+        old: (flags & OLD_KNOWN != 0).then_some(old),
+    })
+}
 
 /// The bits this decoder understands; anything else changes the layout in ways it cannot follow.
 const SUPPORTED: u64 = SAMPLE_IDENTIFIER
@@ -550,6 +646,45 @@ pub mod encode {
         rec
     }
 
+    /// A sample in [`SAMPLE_TYPE_TASK`] layout: [`sample`] with the writing event's id first.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sample_with_id(
+        id: u64,
+        ip: u64,
+        pid: u32,
+        tid: u32,
+        time: u64,
+        addr: u64,
+        cpu: u32,
+        chain: &[u64],
+    ) -> Vec<u8> {
+        let plain = sample(ip, pid, tid, time, addr, cpu, chain);
+        let mut b = id.to_ne_bytes().to_vec();
+        b.extend_from_slice(&plain[8..]);
+        header(RECORD_SAMPLE, pb::PERF_RECORD_MISC_KERNEL as u16, &b)
+    }
+
+    /// A value event's sample as the kernel writes it: the raw data's size is padded so the record stays
+    /// 8-byte aligned (4 bytes of size, 32 of data, 4 of padding).
+    pub fn value(id: u64, v: &ValueRecord) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&id.to_ne_bytes());
+        b.extend_from_slice(&v.ip.to_ne_bytes());
+        b.extend_from_slice(&v.pid.to_ne_bytes());
+        b.extend_from_slice(&v.tid.to_ne_bytes());
+        b.extend_from_slice(&v.time.to_ne_bytes());
+        b.extend_from_slice(&v.cpu.to_ne_bytes());
+        b.extend_from_slice(&0u32.to_ne_bytes());
+        b.extend_from_slice(&36u32.to_ne_bytes());
+        let flags =
+            (u64::from(v.value.is_some()) * VALUE_KNOWN) | (u64::from(v.old.is_some()) * OLD_KNOWN);
+        for w in [v.value.unwrap_or(0), v.old.unwrap_or(0), v.addr, flags] {
+            b.extend_from_slice(&w.to_ne_bytes());
+        }
+        b.extend_from_slice(&[0; 4]);
+        header(RECORD_SAMPLE, pb::PERF_RECORD_MISC_KERNEL as u16, &b)
+    }
+
     pub const KERNEL: u64 = CONTEXT_KERNEL;
     pub const USER: u64 = CONTEXT_USER;
 }
@@ -746,6 +881,57 @@ mod tests {
             decode(&bytes, SAMPLE_TYPE | pb::PERF_SAMPLE_READ as u64),
             Err(DecodeError::UnsupportedSampleType(_))
         ));
+    }
+
+    /// A value record decodes to what the program wrote, tells itself from a sample by its leading id, and
+    /// pairs only with the sample of the same trap.
+    #[test]
+    fn decodes_value_records_and_pairs_them() {
+        let v = ValueRecord {
+            ip: 0x40_1234,
+            pid: 7,
+            tid: 8,
+            time: 99,
+            cpu: 1,
+            addr: 0x60_1000,
+            value: Some(0x1f4),
+            old: None,
+        };
+        let bytes = encode::value(42, &v);
+        assert_eq!(bytes.len() % 8, 0);
+        assert_eq!(sample_identifier(&bytes), Some(42));
+        assert_eq!(decode_value(&bytes), Ok(v));
+        let unknown = ValueRecord {
+            value: None,
+            old: Some(3),
+            ..v
+        };
+        assert_eq!(decode_value(&encode::value(42, &unknown)), Ok(unknown));
+        for cut in 0..bytes.len() - 4 {
+            let mut short = bytes[..cut].to_vec();
+            if cut >= 8 {
+                short[6..8].copy_from_slice(&(cut as u16).to_ne_bytes());
+            }
+            assert!(decode_value(&short).is_err(), "cut at {cut}");
+        }
+        let s = encode::sample_with_id(5, 0x40_1234, 7, 8, 100, 0x60_1000, 1, &[USER, 0x40_1234]);
+        assert_eq!(sample_identifier(&s), Some(5));
+        let Record::Sample(sample) = decode(&s, SAMPLE_TYPE_TASK).unwrap() else {
+            panic!("not a sample")
+        };
+        assert!(v.matches(&sample));
+        for other in [
+            ValueRecord { tid: 9, ..v },
+            ValueRecord { ip: 0x40_1238, ..v },
+            ValueRecord { cpu: 0, ..v },
+            ValueRecord {
+                addr: 0x60_1008,
+                ..v
+            },
+        ] {
+            assert!(!other.matches(&sample), "{other:?}");
+        }
+        assert_eq!(sample_identifier(&encode::lost(1, 1)), None);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Every raw system call ksymwatch makes, and nothing else: perf_event_open, its ioctls, mmap, epoll,
-//! signalfd, the uevent netlink socket, fcntl for an output file's O_NONBLOCK, and for a process watch pidfds,
+//! signalfd, bpf (programs and maps for `--value`), the uevent netlink socket, fcntl for an output file's O_NONBLOCK, and for a process watch pidfds,
 //! ptrace (a launched command stops at its exec), waitpid and process_vm_readv (a hit's value). Each returns
 //! owned file descriptors and `io::Error`s so callers never touch a raw fd or errno, and everything they
 //! open is closed on drop.
@@ -504,4 +504,192 @@ pub fn process_vm_read(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize>
         return Err(io::Error::last_os_error());
     }
     Ok(n as usize)
+}
+
+/// PERF_EVENT_IOC_ID: the id the kernel writes into this event's records (`PERF_SAMPLE_IDENTIFIER`).
+pub fn perf_event_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let mut id = 0u64;
+    // SAFETY: `fd` is a live perf event descriptor; ID writes one u64 through the pointer, which is valid
+    // for the call.
+    cvt(unsafe { perf::ioctls::ID(fd.as_raw_fd(), &mut id) })?;
+    Ok(id)
+}
+
+/// PERF_EVENT_IOC_SET_BPF: runs the `BPF_PROG_TYPE_PERF_EVENT` program `prog` at every overflow of `fd`
+/// (every hit of a breakpoint); a return of 0 drops the sample. Copied into inherited children.
+pub fn perf_set_bpf(fd: BorrowedFd<'_>, prog: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: both are live descriptors; SET_BPF takes the program descriptor by value.
+    cvt(unsafe { perf::ioctls::SET_BPF(fd.as_raw_fd(), prog.as_raw_fd() as u32) })
+}
+
+/// `bpf(2)` commands used.
+const BPF_MAP_CREATE: libc::c_int = 0;
+const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
+const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+const BPF_PROG_LOAD: libc::c_int = 5;
+
+/// `union bpf_attr` for BPF_PROG_LOAD, up to `expected_attach_type`.
+#[repr(C)]
+#[derive(Default)]
+struct ProgLoadAttr {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
+}
+
+/// `union bpf_attr` for BPF_MAP_CREATE, up to `map_name`.
+#[repr(C)]
+#[derive(Default)]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    inner_map_fd: u32,
+    numa_node: u32,
+    map_name: [u8; 16],
+}
+
+/// `union bpf_attr` for the BPF_MAP_*_ELEM commands.
+#[repr(C)]
+#[derive(Default)]
+struct MapElemAttr {
+    map_fd: u32,
+    pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// `bpf(cmd, attr, sizeof attr)`; a descriptor-returning command's result is the descriptor.
+///
+/// # Safety
+/// Every pointer inside `attr` must be valid for what `cmd` does with it for the duration of the call.
+unsafe fn bpf<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<libc::c_long> {
+    // SAFETY: `attr` is a live, initialised `union bpf_attr` prefix of exactly `size_of::<T>()` bytes; the
+    // pointers it holds are the caller's to vouch for.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr as *mut T as *mut libc::c_void,
+            std::mem::size_of::<T>() as libc::c_uint,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ret)
+}
+
+fn object_name(name: &str) -> [u8; 16] {
+    // The kernel allows [A-Za-z0-9_.] and a NUL within 16 bytes.
+    let mut out = [0u8; 16];
+    for (o, c) in out.iter_mut().zip(name.bytes().take(15)) {
+        *o = if c.is_ascii_alphanumeric() || c == b'.' {
+            c
+        } else {
+            b'_'
+        };
+    }
+    out
+}
+
+/// BPF_PROG_LOAD of `insns` (raw `struct bpf_insn`s) as a program of `prog_type`, licensed GPL (the probe
+/// read helpers require it), with close-on-exec (the kernel always sets it). The verifier's log is written
+/// into `log` (cleared first) on failure: what it refused, and where.
+pub fn bpf_prog_load(
+    prog_type: u32,
+    insns: &[u64],
+    name: &str,
+    log: &mut Vec<u8>,
+) -> io::Result<OwnedFd> {
+    const LICENSE: &[u8] = b"GPL\0";
+    log.clear();
+    log.resize(64 * 1024, 0);
+    let mut attr = ProgLoadAttr {
+        prog_type,
+        insn_cnt: insns.len() as u32,
+        insns: insns.as_ptr() as u64,
+        license: LICENSE.as_ptr() as u64,
+        log_level: 1,
+        log_size: log.len() as u32,
+        log_buf: log.as_mut_ptr() as u64,
+        prog_name: object_name(name),
+        ..ProgLoadAttr::default()
+    };
+    // SAFETY: `insns`, the license and `log` outlive the call; the kernel reads `insn_cnt` instructions
+    // and the NUL-terminated license, and writes at most `log_size` bytes of log.
+    let loaded = unsafe { bpf(BPF_PROG_LOAD, &mut attr) };
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    log.truncate(end);
+    let fd = loaded?;
+    // SAFETY: BPF_PROG_LOAD returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// BPF_MAP_CREATE.
+pub fn bpf_map_create(
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    name: &str,
+) -> io::Result<OwnedFd> {
+    let mut attr = MapCreateAttr {
+        map_type,
+        key_size,
+        value_size,
+        max_entries,
+        map_name: object_name(name),
+        ..MapCreateAttr::default()
+    };
+    // SAFETY: the attribute holds no pointers.
+    let fd = unsafe { bpf(BPF_MAP_CREATE, &mut attr) }?;
+    // SAFETY: BPF_MAP_CREATE returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// BPF_MAP_UPDATE_ELEM (`BPF_ANY`): `key` and `value` must be the map's key and value sizes.
+pub fn bpf_map_update(map: BorrowedFd<'_>, key: &[u8], value: &[u8]) -> io::Result<()> {
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: key.as_ptr() as u64,
+        value: value.as_ptr() as u64,
+        ..MapElemAttr::default()
+    };
+    // SAFETY: `key` and `value` are live for the call and as long as the map's sizes (the caller's
+    // contract); the kernel only reads them.
+    unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }.map(|_| ())
+}
+
+/// The most CPUs a kernel can be built for (`NR_CPUS` tops out at 8192): a per-CPU lookup's buffer this
+/// large always holds every possible CPU's slot.
+const NR_CPUS_MAX: usize = 8192;
+
+/// BPF_MAP_LOOKUP_ELEM of a `BPF_MAP_TYPE_PERCPU_ARRAY` of u64 values with a u32 key: each possible CPU's
+/// value, by CPU number.
+pub fn bpf_map_lookup_percpu_u64(map: BorrowedFd<'_>, key: u32) -> io::Result<Vec<u64>> {
+    let key = key.to_ne_bytes();
+    let mut values = vec![0u64; NR_CPUS_MAX];
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: key.as_ptr() as u64,
+        value: values.as_mut_ptr() as u64,
+        ..MapElemAttr::default()
+    };
+    // SAFETY: the key is the u32 the map was created with; the kernel writes 8 bytes per possible CPU
+    // (a u64 value needs no rounding), at most NR_CPUS_MAX of them, into `values`, live for the call.
+    unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }?;
+    Ok(values)
 }

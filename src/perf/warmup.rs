@@ -44,6 +44,7 @@ impl Warmup {
                     track_tasks: false,
                     count_lost: false,
                     remove_on_exec: false,
+                    values: None,
                 };
                 let w = Watch {
                     label: "warmup".into(),

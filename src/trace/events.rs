@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::config::watch::Watch;
 use crate::perf::arm::{self, Scope};
 use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError};
-use crate::perf::record::{self, Frame, Mmap, Record, Sample, SAMPLE_TYPE, SAMPLE_TYPE_TASK};
+use crate::perf::record::{self, Frame, Mmap, Record, Sample, ValueRecord};
 use crate::perf::sys::{self, Epoll};
 use crate::report::{Covered, Value};
 use crate::trace::sorter::{RingKey, Sorter};
@@ -56,6 +56,13 @@ struct Tracked {
     undecodable: u64,
     /// The newest time read from the ring; dates records that carry none.
     last_time: u64,
+    /// `--value`: a value record waiting for the record after it (its hit's sample, unless one of the two
+    /// was lost); kept across drains, since the reader can see the ring between the two writes.
+    pending: Option<ValueRecord>,
+    /// Value records whose sample never came (it was lost): counted, never shown.
+    unpaired: u64,
+    /// `--value`: the in-kernel drop counter of this ring's CPU and watch when it was opened.
+    dropped_base: u64,
     /// The store the last sample reported, for a process watch: (tid, ip, ids of the events that reported
     /// it). A thread created while the watch was being armed can be covered twice (by its own event and by
     /// one inherited from its creator); both report the same store, from different event ids.
@@ -63,16 +70,30 @@ struct Tracked {
 }
 
 impl Tracked {
-    fn new(ev: CpuEvent, now: u64) -> Tracked {
+    fn new(ev: CpuEvent, now: u64, cfg: &EventConfig) -> Tracked {
+        let dropped_base = dropped(cfg, &ev);
         Tracked {
             ev,
             samples: 0,
             lost_records: 0,
             undecodable: 0,
             last_time: now,
+            pending: None,
+            unpaired: 0,
+            dropped_base,
             store: None,
         }
     }
+}
+
+/// The hits `ev`'s CPU and watch had dropped by the `--value` program so far (0 without one, or if the
+/// counter cannot be read).
+fn dropped(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
+    cfg.values
+        .as_ref()
+        .and_then(|v| v.dropped(ev.watch).ok())
+        .and_then(|by_cpu| by_cpu.get(ev.cpu as usize).copied())
+        .unwrap_or(0)
 }
 
 /// Whether `s` is a second event's report of the store that `store` (the previous sample of a process
@@ -106,6 +127,10 @@ pub struct Audit {
     pub samples: u64,
     pub lost_records: u64,
     pub undecodable: u64,
+    /// `--value`/`--if`: hits the program dropped in the kernel (filters or condition).
+    pub filtered: u64,
+    /// `--value`: value records whose sample was lost.
+    pub unpaired: u64,
 }
 
 impl Audit {
@@ -121,7 +146,7 @@ impl Audit {
     pub fn unaccounted(&self) -> Option<u64> {
         let lost = self.lost_records.max(self.kernel_lost.unwrap_or(0));
         let hits = self.kernel_hits?;
-        Some(hits.saturating_sub(self.samples + self.undecodable + lost))
+        Some(hits.saturating_sub(self.samples + self.undecodable + lost + self.filtered))
     }
 }
 
@@ -180,10 +205,8 @@ impl EventSet {
         for ev in armed {
             epoll.add(ev.fd(), token)?;
             sorter.add_ring((ev.cpu, ev.watch), now);
-            set.by_cpu
-                .entry(ev.cpu)
-                .or_default()
-                .push(Tracked::new(ev, now));
+            let t = Tracked::new(ev, now, &set.cfg);
+            set.by_cpu.entry(t.ev.cpu).or_default().push(t);
         }
         Ok(set)
     }
@@ -243,6 +266,18 @@ impl EventSet {
         self.retired.push(old);
         self.watches[index] = new;
         Ok(())
+    }
+
+    /// Why target `index` cannot move to `new` in place: `--value`'s program reads the length it was
+    /// built for (and `--if` was checked against it).
+    pub fn cannot_move(&self, index: usize, new: &Watch) -> Option<String> {
+        let now = &self.watches[index];
+        (self.cfg.values.is_some() && new.len != now.len).then(|| {
+            format!(
+                "--value reads {} bytes at each hit and cannot change that while running; move to a                  {}-byte target (TARGET/{}), or start a new run",
+                now.len, now.len, now.len
+            )
+        })
     }
 
     fn target_events(&self, index: usize) -> impl Iterator<Item = &CpuEvent> {
@@ -323,7 +358,7 @@ impl EventSet {
         let mut tracked = Vec::with_capacity(evs.len());
         for ev in evs {
             sorter.add_ring((cpu, ev.watch), now);
-            tracked.push(Tracked::new(ev, now));
+            tracked.push(Tracked::new(ev, now, &self.cfg));
         }
         self.by_cpu.insert(cpu, tracked);
         Ok(())
@@ -345,22 +380,29 @@ impl EventSet {
             drain_one(t, sorter, started, &mut self.spare, watches);
             let _ = epoll.delete(t.ev.fd());
             sorter.remove_ring((cpu, t.ev.watch));
-            audits.push(audit(t));
+            audits.push(audit(t, &self.cfg));
         }
         Some(audits)
     }
 
     /// Audits every event still open (after the final drain) and closes them all.
     pub fn close_all(&mut self) -> Vec<Audit> {
-        let audits = self.by_cpu.values().flatten().map(audit).collect();
+        let audits = self
+            .by_cpu
+            .values()
+            .flatten()
+            .map(|t| audit(t, &self.cfg))
+            .collect();
         self.by_cpu.clear();
         audits
     }
 }
 
-fn audit(t: &Tracked) -> Audit {
+fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
     let counts = t.ev.counts().ok();
     Audit {
+        filtered: dropped(cfg, &t.ev).saturating_sub(t.dropped_base),
+        unpaired: t.unpaired + u64::from(t.pending.is_some()),
         cpu: t.ev.cpu,
         watch: t.ev.watch,
         kernel_hits: counts.map(|c| c.hits),
@@ -397,17 +439,18 @@ fn drain_one(
 ) {
     let key: RingKey = (t.ev.cpu, t.ev.watch);
     let (cpu, watch) = key;
-    let sample_type = match t.ev.bind {
-        Bind::Cpu => SAMPLE_TYPE,
-        Bind::Task(_) => SAMPLE_TYPE_TASK,
-    };
+    let sample_type = t.ev.sample_type;
+    let value_id = t.ev.value_id();
     let Tracked {
         ev,
         samples,
         lost_records,
         undecodable,
         last_time,
+        pending,
+        unpaired,
         store,
+        ..
     } = t;
     let process = ev.bind != Bind::Cpu;
     // One read per process and watched range per pass: every hit taken out of the ring in this pass gets
@@ -415,18 +458,37 @@ fn drain_one(
     // costs more than everything else a hit needs).
     let mut read: Option<((u32, u64, u8), Value)> = None;
     ev.ring.drain(|bytes| {
+        if value_id.is_some() && record::sample_identifier(bytes) == value_id {
+            match record::decode_value(bytes) {
+                Ok(v) => *unpaired += u64::from(pending.replace(v).is_some()),
+                Err(_) => {
+                    *undecodable += 1;
+                    sorter.push(key, *last_time, Item::Lost { cpu, count: 1 });
+                }
+            }
+            return true;
+        }
+        // A value pairs with the very next record only (see crate::perf::bpf).
+        let paired = pending.take();
         let frames = spare.pop().unwrap_or_default();
         let item = match record::decode_reusing(bytes, sample_type, frames) {
             Ok(Record::Sample(s)) => {
                 *samples += 1;
                 *last_time = s.time;
+                let written = paired.filter(|v| v.matches(&s));
+                *unpaired += u64::from(paired.is_some() && written.is_none());
                 if process && repeats_store(store, &s) {
                     spare.push(s.frames);
                     return true;
                 }
                 // The kernel reports the breakpoint's own address with each hit: that is the watch hit,
                 // also when --control has moved it since.
-                let value = if process {
+                let value = if value_id.is_some() {
+                    Value::Written {
+                        value: written.and_then(|v| v.value),
+                        old: written.and_then(|v| v.old),
+                    }
+                } else if process {
                     let len = watch_at(watches, retired, watch, s.addr).len;
                     let what = (s.pid, s.addr, len);
                     match read {
@@ -471,13 +533,17 @@ fn drain_one(
                 tid,
                 ptid,
             },
-            Ok(_) => return true,
+            Ok(_) => {
+                *unpaired += u64::from(paired.is_some());
+                return true;
+            }
             // A record we cannot decode is counted as lost: a loss is never silent.
             Err(_) => {
                 *undecodable += 1;
                 Item::Lost { cpu, count: 1 }
             }
         };
+        *unpaired += u64::from(paired.is_some());
         // Only non-sample records get here; a sample's time is in its body.
         let time = record::trailer_time(bytes, sample_type).unwrap_or(*last_time);
         *last_time = (*last_time).max(time);

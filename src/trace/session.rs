@@ -449,7 +449,15 @@ impl<'a, O: Output> Session<'a, O> {
         let now = sys::monotonic_ns();
         let audits = std::mem::take(&mut self.audits);
         let mut stop = None;
+        let unpaired: u64 = audits.iter().map(|a| a.unpaired).sum();
+        if unpaired > 0 {
+            self.summary.warnings.push(format!(
+                "{unpaired} value records arrived without their hit's sample (lost with a full ring): those \
+                 hits are in the lost count; use a larger --buffer-pages"
+            ));
+        }
         for a in &audits {
+            self.summary.filtered += a.filtered;
             let tail = a.unreported_lost();
             if tail > 0 && stop.is_none() {
                 stop = self.lost(a.cpu, tail, now);
@@ -548,6 +556,9 @@ impl<'a, O: Output> Session<'a, O> {
                     Ok(w) => w,
                     Err(e) => return self.refuse(line, e.to_string()),
                 };
+                if let Some(reason) = self.events.cannot_move(0, &watch) {
+                    return self.refuse(line, reason);
+                }
                 let started = sys::monotonic_ns();
                 if let Err(e) = self.events.retarget(0, watch.clone()) {
                     return self

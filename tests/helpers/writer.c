@@ -10,6 +10,10 @@
 // The helper pins itself only after "go", so a test may name a CPU that is offline when the helper starts.
 //   writer write2 N CPU  store N times into each of two globals, alternating (several-target tests)
 //   writer now N CPU     store N times right away, no "go" and no "done": a short-lived writer for loops
+//   writer same N CPU    store 1 once, then 7 N times (`--if changed`: two changes)
+//   writer fill N CPU    N times: store ~0 into the global, then read() 8 bytes of /dev/zero over it
+//   writer sites N CPU   store 0..N-1, each from one of two store sites (ksw_site_a/ksw_site_b) chosen by a
+//                        hash of the value, so a value shown on the wrong hit shows at the wrong site
 //   writer set CPU       no "go": each "set V" line (decimal or 0x hex, up to 64 bits) stores V into the global
 //                        once, pinned to CPU, and prints "done"; exits on EOF (known values, one store a step)
 #define _GNU_SOURCE
@@ -24,6 +28,18 @@
 
 volatile unsigned long target_var __attribute__((aligned(64)));
 volatile unsigned long target_var2 __attribute__((aligned(64)));
+
+// Two store sites the compiler must keep apart, each its own function.
+__attribute__((noinline)) void ksw_site_a(unsigned long v) { target_var = v; __asm__ volatile("" ::: "memory"); }
+__attribute__((noinline)) void ksw_site_b(unsigned long v) { target_var = v; __asm__ volatile("nop" ::: "memory"); }
+
+// Which site stores `v`: a mixing hash's low bit, so neighbouring values land at unrelated sites.
+static int site_of(unsigned long v) {
+    v ^= v >> 33;
+    v *= 0xff51afd7ed558ccdUL;
+    v ^= v >> 33;
+    return (int)(v & 1);
+}
 
 static void pin(int cpu) {
     cpu_set_t set;
@@ -74,6 +90,21 @@ int main(int argc, char **argv) {
     pin(cpu);
     if (strcmp(mode, "write") == 0) {
         for (long i = 0; i < n; i++) target_var = i;
+    } else if (strcmp(mode, "same") == 0) {
+        target_var = 1;
+        for (long i = 0; i < n; i++) target_var = 7;
+    } else if (strcmp(mode, "fill") == 0) {
+        int fd = open("/dev/zero", O_RDONLY);
+        if (fd < 0) { perror("open"); return 2; }
+        for (long i = 0; i < n; i++) {
+            target_var = ~0UL;
+            if (read(fd, (void *)&target_var, sizeof target_var) != sizeof target_var) { perror("read"); return 2; }
+        }
+        close(fd);
+    } else if (strcmp(mode, "sites") == 0) {
+        for (long i = 0; i < n; i++) {
+            if (site_of((unsigned long)i)) ksw_site_b((unsigned long)i); else ksw_site_a((unsigned long)i);
+        }
     } else if (strcmp(mode, "write2") == 0) {
         for (long i = 0; i < n; i++) {
             target_var = i;

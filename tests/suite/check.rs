@@ -40,6 +40,13 @@ fn reports_this_machine_and_free_registers() {
         "{out}"
     );
     assert!(out.contains("debug registers  cpu0 4 free"), "{out}");
+    // Root here can load BPF (bpftrace runs), so --value works and check says so.
+    assert_eq!(v["bpf"], true, "{v}");
+    assert_eq!(v["bpf_error"], serde_json::Value::Null);
+    assert!(
+        out.contains("bpf (--value)    a perf-event program loads"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -148,4 +155,8 @@ fn unprivileged_check_exits_4_with_the_reason() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["can_watch"], false);
     assert!(v["reason"].as_str().unwrap().contains("CAP_PERFMON"), "{v}");
+    // kernel.unprivileged_bpf_disabled is set here: no BPF for nobody, named with the setting.
+    assert_eq!(v["bpf"], false, "{v}");
+    let why = v["bpf_error"].as_str().unwrap();
+    assert!(why.contains("unprivileged_bpf_disabled"), "{why}");
 }

@@ -23,6 +23,7 @@ const CFG: EventConfig = EventConfig {
     track_tasks: false,
     count_lost: false,
     remove_on_exec: false,
+    values: None,
 };
 
 fn fail(cpu: u32, errno: i32) -> OpenError {

@@ -332,6 +332,7 @@ fn a_refused_thread_closes_every_event_already_opened_for_the_others() {
         track_tasks: true,
         count_lost: true,
         remove_on_exec: false,
+        values: None,
     };
     let before = own_perf_events();
     let err = arm_in(&[watch], &cpus, &Scope::Processes(vec![h.pid]), &cfg)

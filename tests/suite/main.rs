@@ -11,6 +11,7 @@ mod check;
 mod live_arm;
 mod live_cache;
 mod live_control;
+mod live_exact;
 mod live_exited;
 mod live_hotplug;
 mod live_output;

@@ -1,0 +1,218 @@
+//! `--value` and `--if`: a BPF program on every breakpoint event reads the stored value at the trap,
+//! evaluates the condition there, and drops non-matching hits before the kernel writes a sample. This
+//! module loads the programs and their maps ([`Values`]) and wires them to the events; the program itself is
+//! [`program`], built with [`insn`].
+//!
+//! # How a value finds its hit
+//! Per CPU and watch, a `PERF_COUNT_SW_BPF_OUTPUT` event is opened and redirected (`SET_OUTPUT`) into that
+//! CPU's breakpoint ring, and entered in the watch's `outputs` map at the CPU's index. The program runs in
+//! the breakpoint's overflow handler, before the kernel writes the sample: its value record therefore lands
+//! in the same ring right before the sample of the same hit. The tracer pairs a value record only with the
+//! record right after it, and only if that is a sample of the same thread, ip, CPU and breakpoint address
+//! ([`crate::perf::record::ValueRecord::matches`]). When the ring is full either record may be dropped, but
+//! the kernel then writes a LOST record before the next record that fits, so a value record is never
+//! followed directly by a sample of another hit: a lost value leaves its hit's value unknown, a lost sample
+//! leaves its value unpaired (counted, never shown), and no value is ever shown on the wrong hit.
+//!
+//! # Costs and limits
+//! A hit the program drops costs the writer the trap and the program (the kernel has already unwound the
+//! call chain by then), and the tracer nothing: no sample, no ring space, no wake-up. The kernel skips
+//! programs while another BPF program runs on the same CPU (`bpf_prog_active`): a store made from inside a
+//! BPF program, or while one runs there, is not reported with `--value`.
+
+pub mod insn;
+#[cfg(test)]
+mod interp;
+pub mod program;
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+
+use perf_event_open_sys::bindings as pb;
+
+use crate::config::condition::Condition;
+use crate::config::filter::Filter;
+use crate::config::watch::Watch;
+use crate::error::Error;
+use crate::perf::record::VALUE_SAMPLE_TYPE;
+use crate::perf::sys;
+use program::{Maps, Spec};
+
+const PROG_TYPE_PERF_EVENT: u32 = 7;
+const MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
+const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+const MAP_TYPE_LRU_HASH: u32 = 9;
+
+/// Processes whose last value is kept per watch (a system-wide watch of a user address has one per
+/// process); the least recently written is forgotten first, its next hit then has no `old`.
+const OLDS_MAX: u32 = 4096;
+
+/// One watch's program and maps.
+struct WatchProgram {
+    prog: OwnedFd,
+    outputs: OwnedFd,
+    #[allow(dead_code)] // Held for the program's lifetime; the program reaches it by reference.
+    olds: OwnedFd,
+    stats: OwnedFd,
+}
+
+/// The loaded programs, one per watch (same order as the session's watches).
+pub struct Values {
+    programs: Vec<WatchProgram>,
+}
+
+impl std::fmt::Debug for Values {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Values({} programs)", self.programs.len())
+    }
+}
+
+/// The number of possible CPUs: the `outputs` maps need an index for each.
+fn possible_cpus() -> u32 {
+    crate::cpulist::read(Path::new(crate::cpulist::POSSIBLE))
+        .ok()
+        .and_then(|s| s.last().copied())
+        .map_or(1024, |last| last + 1)
+}
+
+/// Why BPF cannot be used here, worded for `--value`, `--if` and `check`; always exit 4 (not permitted or
+/// not supported), since a plain watch still works.
+pub fn unavailable(err: &io::Error) -> Error {
+    let setting = std::fs::read_to_string("/proc/sys/kernel/unprivileged_bpf_disabled")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let why = match err.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => format!(
+            "loading a BPF program was refused ({err}): run as root, or grant CAP_BPF and CAP_PERFMON \
+             (kernel.unprivileged_bpf_disabled is {setting})"
+        ),
+        Some(libc::ENOSYS) => {
+            "this kernel has no bpf() system call (CONFIG_BPF_SYSCALL is off)".to_string()
+        }
+        _ => format!("this kernel would not load a BPF perf-event program ({err})"),
+    };
+    Error::not_permitted(format!(
+        "--value and --if read the value in the kernel with BPF, but {why}; a watch without them works"
+    ))
+}
+
+/// Loads the smallest perf-event program: whether `--value` can work here (`check`, and before anything is
+/// armed).
+pub fn probe() -> io::Result<()> {
+    let insns: Vec<u64> = program::probe().iter().map(|i| i.raw()).collect();
+    let mut log = Vec::new();
+    sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "ksw_probe", &mut log).map(|_| ())
+}
+
+impl Values {
+    /// Creates the maps and loads one program per watch (the condition already checked against each
+    /// watch's length). A refusal by the kernel is [`unavailable`], or an error with the verifier's log (a
+    /// bug here, not the user's).
+    pub fn load(
+        watches: &[Watch],
+        condition: Option<&Condition>,
+        filter: &Filter,
+    ) -> Result<Values, Error> {
+        let cpus = possible_cpus();
+        let mut programs = Vec::with_capacity(watches.len());
+        for w in watches {
+            let map = |kind, key, value, max, name| {
+                sys::bpf_map_create(kind, key, value, max, name).map_err(|e| unavailable(&e))
+            };
+            let outputs = map(MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, cpus, "ksw_outputs")?;
+            let olds = map(MAP_TYPE_LRU_HASH, 8, 8, OLDS_MAX, "ksw_olds")?;
+            let stats = map(MAP_TYPE_PERCPU_ARRAY, 4, 8, 1, "ksw_stats")?;
+            let maps = Maps {
+                outputs: raw(outputs.as_fd()),
+                olds: raw(olds.as_fd()),
+                stats: raw(stats.as_fd()),
+            };
+            let spec = Spec {
+                len: w.len,
+                condition,
+                filter,
+            };
+            let insns: Vec<u64> = program::generate(&spec, &maps)
+                .map_err(|e| Error::runtime("building the --value program").caused_by(e))?
+                .iter()
+                .map(|i| i.raw())
+                .collect();
+            let mut log = Vec::new();
+            let prog = sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "ksw_value", &mut log)
+                .map_err(|e| match e.raw_os_error() {
+                    Some(libc::EPERM | libc::EACCES | libc::ENOSYS) => unavailable(&e),
+                    _ => Error::runtime(format!(
+                        "the kernel's verifier refused the --value program ({e}); please report this with \
+                         its log: {}",
+                        String::from_utf8_lossy(&log).trim().replace('\n', " | ")
+                    )),
+                })?;
+            programs.push(WatchProgram {
+                prog,
+                outputs,
+                olds,
+                stats,
+            });
+        }
+        Ok(Values { programs })
+    }
+
+    /// Wires watch `watch`'s program to the breakpoint event `bp` on `cpu`: opens the CPU's value event
+    /// into `bp`'s ring, enters it in the `outputs` map (replacing the one of an earlier time this CPU was
+    /// online), and attaches the program. Returns the value event and its record id.
+    pub fn attach(&self, watch: usize, cpu: u32, bp: BorrowedFd<'_>) -> io::Result<(OwnedFd, u64)> {
+        let p = self.program(watch)?;
+        let out = sys::perf_event_open(&output_attr(), -1, cpu as i32)?;
+        sys::perf_set_output(out.as_fd(), bp)?;
+        let id = sys::perf_event_id(out.as_fd())?;
+        let fd = raw(out.as_fd()) as u32;
+        sys::bpf_map_update(p.outputs.as_fd(), &cpu.to_ne_bytes(), &fd.to_ne_bytes())?;
+        sys::perf_set_bpf(bp, p.prog.as_fd())?;
+        Ok((out, id))
+    }
+
+    /// Attaches watch `watch`'s program to another thread's breakpoint event `bp`, whose records go to a
+    /// ring [`Values::attach`] already wired.
+    pub fn attach_member(&self, watch: usize, bp: BorrowedFd<'_>) -> io::Result<()> {
+        sys::perf_set_bpf(bp, self.program(watch)?.prog.as_fd())
+    }
+
+    /// Hits of watch `watch` the program dropped (filters or condition) on each CPU so far, by CPU number.
+    pub fn dropped(&self, watch: usize) -> io::Result<Vec<u64>> {
+        sys::bpf_map_lookup_percpu_u64(self.program(watch)?.stats.as_fd(), 0)
+    }
+
+    fn program(&self, watch: usize) -> io::Result<&WatchProgram> {
+        self.programs
+            .get(watch)
+            .ok_or_else(|| io::Error::other(format!("no --value program for target {watch}")))
+    }
+}
+
+fn raw(fd: BorrowedFd<'_>) -> i32 {
+    use std::os::fd::AsRawFd;
+    fd.as_raw_fd()
+}
+
+/// The value event: a software event the program writes into, with the same trailer fields and clock as the
+/// breakpoint events whose ring it shares (the kernel refuses to mix clocks in one ring, and a LOST record
+/// it writes must read like theirs).
+fn output_attr() -> pb::perf_event_attr {
+    // SAFETY: perf_event_attr is plain data for which all-zero is the documented "nothing set" value.
+    let mut a: pb::perf_event_attr = unsafe { std::mem::zeroed() };
+    a.type_ = pb::PERF_TYPE_SOFTWARE;
+    a.size = std::mem::size_of::<pb::perf_event_attr>() as u32;
+    a.config = u64::from(pb::PERF_COUNT_SW_BPF_OUTPUT);
+    a.sample_period = 1;
+    a.sample_type = VALUE_SAMPLE_TYPE;
+    a.set_sample_id_all(1);
+    a.set_use_clockid(1);
+    a.clockid = libc::CLOCK_MONOTONIC;
+    // Enabled from the start: it writes only what the program gives it, and the program runs only on
+    // enabled breakpoints.
+    a
+}
+
+#[cfg(test)]
+mod tests;

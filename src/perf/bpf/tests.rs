@@ -1,0 +1,343 @@
+//! The generated value program, run offline in [`super::interp`]: what it reports, what it drops, and
+//! that every condition means what a plain Rust reading of it says, at every width and sign.
+
+use super::interp::Machine;
+use super::program::{generate, helper, Maps, Spec};
+use crate::config::condition::{Compare, Condition, Op, Rhs, Side};
+use crate::config::filter::{Filter, Place};
+use crate::perf::record::{OLD_KNOWN, VALUE_KNOWN};
+
+const MAPS: Maps = Maps {
+    outputs: 3,
+    olds: 4,
+    stats: 5,
+};
+const USER_ADDR: u64 = 0x60_1000;
+const KERNEL_ADDR: u64 = 0xffff_ffff_8300_3e00;
+
+fn program(len: u8, condition: Option<&Condition>, filter: &Filter) -> Vec<super::insn::Insn> {
+    let spec = Spec {
+        len,
+        condition,
+        filter,
+    };
+    generate(&spec, &MAPS).expect("assembles")
+}
+
+/// The record's four words: value, old, address, flags.
+fn words(rec: &[u8]) -> [u64; 4] {
+    let w = |i: usize| u64::from_le_bytes(rec[i * 8..i * 8 + 8].try_into().unwrap());
+    [w(0), w(1), w(2), w(3)]
+}
+
+/// Stores `value` (as the memory holds it after the store) and runs the program: whether the hit is
+/// reported, and its record.
+fn store(m: &mut Machine, prog: &[super::insn::Insn], value: Option<u64>) -> Option<[u64; 4]> {
+    m.memory = value;
+    let before = m.output.len();
+    let r0 = m.run(prog);
+    assert!(r0 == 0 || r0 == 1, "returns 0 or 1");
+    assert_eq!(
+        m.output.len() - before,
+        r0 as usize,
+        "a record exactly when the sample is kept"
+    );
+    (r0 == 1).then(|| words(m.output.last().unwrap()))
+}
+
+#[test]
+fn reports_value_and_old_for_each_store() {
+    let f = Filter::default();
+    let prog = program(4, None, &f);
+    let mut m = Machine::new(MAPS, USER_ADDR);
+    let first = store(&mut m, &prog, Some(0x1f3)).unwrap();
+    assert_eq!(first, [0x1f3, 0, USER_ADDR, VALUE_KNOWN]);
+    let second = store(&mut m, &prog, Some(0x1f4)).unwrap();
+    assert_eq!(second, [0x1f4, 0x1f3, USER_ADDR, VALUE_KNOWN | OLD_KNOWN]);
+    assert_eq!(m.read_with, Some(helper::PROBE_READ_USER));
+    // A user address keeps its old value per process (tgid 100 in the machine).
+    assert_eq!(m.old(100), Some(0x1f4));
+    // Only the watch's 4 bytes are read: the upper half of the word is not part of the value.
+    let third = store(&mut m, &prog, Some(0xdead_0000_0000_0005)).unwrap();
+    assert_eq!(third[0], 5);
+    assert_eq!(m.dropped(), 0);
+}
+
+#[test]
+fn a_kernel_address_is_read_as_kernel_memory_with_one_old_value() {
+    let f = Filter::default();
+    let prog = program(8, None, &f);
+    let mut m = Machine::new(MAPS, KERNEL_ADDR);
+    store(&mut m, &prog, Some(7));
+    m.pid_tgid = (200 << 32) | 201;
+    let rec = store(&mut m, &prog, Some(8)).unwrap();
+    assert_eq!(m.read_with, Some(helper::PROBE_READ_KERNEL));
+    assert_eq!(
+        rec[..2],
+        [8, 7],
+        "another process sees the same kernel variable's history"
+    );
+    assert_eq!(m.old(0), Some(8));
+}
+
+#[test]
+fn separate_processes_have_separate_old_values_at_a_user_address() {
+    let f = Filter::default();
+    let prog = program(8, None, &f);
+    let mut m = Machine::new(MAPS, USER_ADDR);
+    store(&mut m, &prog, Some(1));
+    m.pid_tgid = (300 << 32) | 300;
+    let rec = store(&mut m, &prog, Some(2)).unwrap();
+    assert_eq!(
+        rec[3], VALUE_KNOWN,
+        "no old value in a process not seen before"
+    );
+}
+
+/// A value that cannot be read is reported as unknown whatever the condition, and leaves the old value.
+#[test]
+fn an_unreadable_value_is_reported_not_filtered() {
+    let f = Filter::default();
+    let never = cmp(Side::Value, Op::Eq, 12345, false);
+    let prog = program(8, Some(&never), &f);
+    let mut m = Machine::new(MAPS, USER_ADDR);
+    assert_eq!(store(&mut m, &prog, Some(1)), None);
+    assert_eq!(m.dropped(), 1);
+    let rec = store(&mut m, &prog, None).unwrap();
+    assert_eq!(rec[3], 0, "neither value nor old known");
+    assert_eq!(m.old(100), Some(1));
+}
+
+fn cmp(left: Side, op: Op, value: i128, signed: bool) -> Condition {
+    Condition::Compare(Compare {
+        left,
+        op,
+        right: Rhs::Const { value, column: 1 },
+        signed,
+        column: 1,
+    })
+}
+
+fn extend(v: u64, len: u8, signed: bool) -> u64 {
+    if !signed || len == 8 {
+        return v;
+    }
+    let shift = 64 - 8 * u32::from(len);
+    (((v << shift) as i64) >> shift) as u64
+}
+
+/// The condition read plainly: what the program must do.
+fn eval(c: &Condition, value: u64, old: Option<u64>, len: u8) -> bool {
+    match c {
+        Condition::Changed => old != Some(value),
+        Condition::And(a, b) => eval(a, value, old, len) && eval(b, value, old, len),
+        Condition::Or(a, b) => eval(a, value, old, len) || eval(b, value, old, len),
+        Condition::Compare(c) => {
+            let side = |s: Side| match s {
+                Side::Value => Some(value),
+                Side::Old => old,
+            };
+            let (Some(l), Some(r)) = (
+                side(c.left),
+                match c.right {
+                    Rhs::Const { value, .. } => {
+                        Some(Condition::constant_bits(value, len, c.signed))
+                    }
+                    Rhs::Side(s) => side(s).map(|v| extend(v, len, c.signed)),
+                },
+            ) else {
+                return false;
+            };
+            let l = extend(l, len, c.signed);
+            let (sl, sr) = (l as i64, r as i64);
+            match (c.op, c.signed) {
+                (Op::Eq, _) => l == r,
+                (Op::Ne, _) => l != r,
+                (Op::BitAnd, _) => l & r != 0,
+                (Op::Lt, false) => l < r,
+                (Op::Le, false) => l <= r,
+                (Op::Gt, false) => l > r,
+                (Op::Ge, false) => l >= r,
+                (Op::Lt, true) => sl < sr,
+                (Op::Le, true) => sl <= sr,
+                (Op::Gt, true) => sl > sr,
+                (Op::Ge, true) => sl >= sr,
+            }
+        }
+    }
+}
+
+/// Runs `cond` on (old, value) pairs at width `len`: the program keeps exactly the hits [`eval`] keeps.
+fn agrees(cond: &Condition, len: u8, samples: &[u64]) {
+    let f = Filter::default();
+    let prog = program(len, Some(cond), &f);
+    let mask = if len == 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * len)) - 1
+    };
+    for &value in samples {
+        let value = value & mask;
+        // The first hit: no old value.
+        let mut fresh = Machine::new(MAPS, USER_ADDR);
+        let kept = store(&mut fresh, &prog, Some(value)).is_some();
+        assert_eq!(
+            kept,
+            eval(cond, value, None, len),
+            "{cond:?} len {len} value {value:#x} old ?"
+        );
+        for &old in samples {
+            let old = old & mask;
+            let mut m = Machine::new(MAPS, USER_ADDR);
+            store(&mut m, &prog, Some(old));
+            let got = store(&mut m, &prog, Some(value));
+            assert_eq!(
+                got.is_some(),
+                eval(cond, value, Some(old), len),
+                "{cond:?} len {len} value {value:#x} old {old:#x}"
+            );
+            if let Some(rec) = got {
+                assert_eq!(rec, [value, old, USER_ADDR, VALUE_KNOWN | OLD_KNOWN]);
+            }
+        }
+    }
+}
+
+const SAMPLES: [u64; 9] = [
+    0,
+    1,
+    2,
+    0x7f,
+    0x80,
+    0xff,
+    0x7fff_ffff,
+    0x8000_0000_0000_0000,
+    u64::MAX,
+];
+
+#[test]
+fn every_comparison_at_every_width_and_sign_agrees_with_its_reading() {
+    let ops = [Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge, Op::BitAnd];
+    for len in [1u8, 2, 4, 8] {
+        for op in ops {
+            for signed in [false, true] {
+                for k in [0i128, 1, 0x7f, -1, -128] {
+                    agrees(&cmp(Side::Value, op, k, signed), len, &SAMPLES);
+                    agrees(&cmp(Side::Old, op, k, signed), len, &SAMPLES);
+                }
+                let vs_old = Condition::Compare(Compare {
+                    left: Side::Value,
+                    op,
+                    right: Rhs::Side(Side::Old),
+                    signed,
+                    column: 1,
+                });
+                agrees(&vs_old, len, &SAMPLES);
+            }
+        }
+    }
+}
+
+#[test]
+fn changed_and_the_connectives_agree_with_their_reading() {
+    let changed = Condition::Changed;
+    let big = cmp(Side::Value, Op::Gt, 0x7f, false);
+    let neg = cmp(Side::Value, Op::Lt, 0, true);
+    let and = Condition::And(Box::new(changed.clone()), Box::new(big.clone()));
+    let or = Condition::Or(
+        Box::new(neg.clone()),
+        Box::new(cmp(Side::Old, Op::Eq, 2, false)),
+    );
+    let nested = Condition::Or(
+        Box::new(and.clone()),
+        Box::new(Condition::And(Box::new(neg), Box::new(or.clone()))),
+    );
+    for len in [1u8, 8] {
+        for c in [&changed, &and, &or, &nested] {
+            agrees(c, len, &SAMPLES);
+        }
+    }
+}
+
+/// Filters drop in the kernel and count what they dropped.
+#[test]
+fn filters_drop_in_the_kernel() {
+    let tids = Filter {
+        tids: vec![101, 7],
+        ..Filter::default()
+    };
+    let prog = program(8, None, &tids);
+    let mut m = Machine::new(MAPS, USER_ADDR);
+    assert!(store(&mut m, &prog, Some(1)).is_some());
+    m.pid_tgid = (100 << 32) | 102;
+    assert!(store(&mut m, &prog, Some(2)).is_none());
+    assert_eq!(m.dropped(), 1);
+    // The old value still follows the dropped store.
+    m.pid_tgid = (100 << 32) | 101;
+    assert_eq!(store(&mut m, &prog, Some(3)).unwrap()[1], 2);
+
+    let comms = Filter {
+        comms: vec!["bash".into(), "writer".into()],
+        ..Filter::default()
+    };
+    let prog = program(8, None, &comms);
+    let mut m = Machine::new(MAPS, USER_ADDR);
+    assert!(store(&mut m, &prog, Some(1)).is_some());
+    m.comm = *b"writer2\0\0\0\0\0\0\0\0\0";
+    assert!(store(&mut m, &prog, Some(1)).is_none());
+    m.comm = *b"bash\0\0\0\0\0\0\0\0\0\0\0\0";
+    assert!(store(&mut m, &prog, Some(1)).is_some());
+    // The idle task is `<idle>` to the tracer and `swapper/N` to the kernel.
+    let idle = Filter {
+        comms: vec!["<idle>".into()],
+        ..Filter::default()
+    };
+    let prog = program(8, None, &idle);
+    let mut m = Machine::new(MAPS, KERNEL_ADDR);
+    m.comm = *b"swapper/0\0\0\0\0\0\0\0";
+    m.pid_tgid = 0;
+    assert!(store(&mut m, &prog, Some(1)).is_some());
+    m.pid_tgid = (5 << 32) | 5;
+    assert!(store(&mut m, &prog, Some(1)).is_none());
+    let no_idle = Filter {
+        exclude_idle: true,
+        ..Filter::default()
+    };
+    let prog = program(8, None, &no_idle);
+    let mut m = Machine::new(MAPS, KERNEL_ADDR);
+    m.pid_tgid = 0;
+    assert!(store(&mut m, &prog, Some(1)).is_none());
+
+    for (place, user_mode, kept) in [
+        (Place::Kernel, false, true),
+        (Place::Kernel, true, false),
+        (Place::User, true, true),
+        (Place::User, false, false),
+    ] {
+        let f = Filter {
+            place,
+            ..Filter::default()
+        };
+        let prog = program(8, None, &f);
+        let mut m = Machine::new(MAPS, USER_ADDR);
+        m.user_mode = user_mode;
+        assert_eq!(
+            store(&mut m, &prog, Some(1)).is_some(),
+            kept,
+            "{place:?} user {user_mode}"
+        );
+    }
+}
+
+/// A name the tracer makes up (`<...>` for a task it never saw named) cannot be checked in the kernel: the
+/// program lets every hit through and the tracer decides.
+#[test]
+fn made_up_names_are_left_to_the_tracer() {
+    let f = Filter {
+        comms: vec!["<...>".into()],
+        ..Filter::default()
+    };
+    let prog = program(8, None, &f);
+    let mut m = Machine::new(MAPS, USER_ADDR);
+    assert!(store(&mut m, &prog, Some(1)).is_some());
+}

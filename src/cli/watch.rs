@@ -470,7 +470,13 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         count: args.count,
     };
     // Joined before `armed`: the scan is long over by now (a few ms, against the symbol load's tens).
-    let (comms, user) = task_scan.and_then(|t| t.join().ok()).unwrap_or_default();
+    let (comms, mut user) = task_scan.and_then(|t| t.join().ok()).unwrap_or_default();
+    // A launched command started after the scan, and the kernel mapped its executable at its exec, before
+    // any event existed to report it: read it while the command is stopped there, or a command that exits
+    // right after its hits leaves them unnamed.
+    if let Some(l) = &launched {
+        user.read_process(l.pid);
+    }
     let plan = Plan {
         watches: &watches,
         symbols,

@@ -171,6 +171,47 @@ fn launch_mode_covers_every_thread_of_a_pie() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A launched command that stores and exits at once, before the tracer has named a single hit: its stores
+/// are still named in its own code, since its executable was mapped before the watch existed and no
+/// record reports it.
+#[test]
+fn a_launched_command_that_exits_at_once_has_its_stores_named() {
+    let Some(_live) = util::live() else { return };
+    let bin = util::helper("writer");
+    let bin_arg = bin.to_str().expect("utf-8 path");
+    let (code, out, err) = util::run_within(
+        &[
+            "write",
+            "--json",
+            "--no-status",
+            "target_var",
+            "--",
+            bin_arg,
+            "now",
+            "5",
+            "0",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(code, 0, "{err}");
+    // The command's own banner shares stdout with the stream.
+    let stream: String = out
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let records = parse_ndjson(&stream);
+    let user: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|v| v["type"] == "hit" && v["in_kernel"] == false)
+        .collect();
+    assert_eq!(user.len(), 5, "{out}");
+    for h in user {
+        assert_eq!(h["ip"]["sym"], "main", "{h}");
+        assert_eq!(h["ip"]["binary"], "writer", "{h}");
+    }
+}
+
 /// A thread that holds 4 task-bound breakpoints of its own cannot be armed: the run fails with exit 3,
 /// names the thread, prints no hit, and leaves every register free again.
 #[test]

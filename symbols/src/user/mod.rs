@@ -289,6 +289,12 @@ impl UserSymbols {
         (addr < maps[i].end).then_some(i)
     }
 
+    /// Reads process `pid`'s maps now: a command launched after the start-up scan, stopped at its exec,
+    /// whose executable was mapped before any event could report it. Returns whether any were read.
+    pub fn read_process(&mut self, pid: u32) -> bool {
+        self.refresh(pid)
+    }
+
     /// Re-reads a process's maps, unless it was read very recently; a process that has exited keeps what
     /// was learned. Returns whether anything new was read.
     fn refresh(&mut self, pid: u32) -> bool {

@@ -249,8 +249,8 @@ fn write_constant(f: &mut fmt::Formatter<'_>, value: i128) -> fmt::Result {
     }
 }
 
-/// Canonical spelling: one space around operators, `(s)` on the left operand, constants as in
-/// [`write_constant`], parentheses only where the tree needs them to parse back the same (an `||` under
+/// Canonical spelling: one space around operators, `(s)` on the left operand, constants in hex from 10
+/// up and in decimal below (negative ones too), parentheses only where the tree needs them to parse back the same (an `||` under
 /// an `&&`, and a right operand of the same operator, since both associate to the left).
 impl fmt::Display for Condition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

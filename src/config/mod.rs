@@ -2,12 +2,14 @@
 //! what to watch (the TARGET grammar in [`target`], resolved to a [`watch::Watch`]: address, length,
 //! access), which symbol file answers for it ([`symbols`], with [`advice`] wording the symbols crate's
 //! errors for this command line) or, in a process, which of its binaries ([`process`]), which hits to keep
-//! ([`filter`]) and when to stop ([`Limits`]).
+//! ([`filter`]), which of those are worth a sample by the value stored (the `--if` language of
+//! [`condition`], evaluated in the kernel) and when to stop ([`Limits`]).
 //!
 //! Uses the `ksymwatch-symbols` crate and nothing of perf, the tracer or the CLI: the command line hands it
 //! plain values ([`symbols::Files`]), never clap types.
 
 pub(crate) mod advice;
+pub mod condition;
 pub(crate) mod filter;
 pub mod process;
 pub(crate) mod symbols;

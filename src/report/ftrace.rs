@@ -393,6 +393,51 @@ mod tests {
         );
     }
 
+    /// `--value`: the store's own value and the one before it, `?` for either when unknown (the first hit
+    /// has no `old`; a lost value record or a failed read has no `value`), still last on the line.
+    #[test]
+    fn a_value_hit_ends_with_value_and_old() {
+        let mut p = Ftrace::new(Vec::new(), Vec::new());
+        let values = [
+            Value::Written {
+                value: Some(0x1f4),
+                old: Some(0x1f3),
+            },
+            Value::Written {
+                value: Some(0),
+                old: None,
+            },
+            Value::Written {
+                value: None,
+                old: Some(u64::MAX),
+            },
+            Value::Written {
+                value: None,
+                old: None,
+            },
+        ];
+        each_value_of_a_user_store(&values, |hit| p.hit(hit).unwrap());
+        let (out, _) = p.into_inner();
+        let text = String::from_utf8(out).unwrap();
+        let first: Vec<&str> = text.lines().filter(|l| !l.starts_with(" => ")).collect();
+        let line = "          writer-4322    [000]     5.000000: counter W ip=0x401136 [writer]";
+        assert_eq!(
+            first,
+            [
+                format!("{line} value=0x1f4 old=0x1f3"),
+                format!("{line} value=0x0 old=?"),
+                format!("{line} value=? old=0xffffffffffffffff"),
+                format!("{line} value=? old=?"),
+            ]
+        );
+        assert_eq!(
+            text.lines()
+                .filter(|l| *l == " => 0x401136 [writer]")
+                .count(),
+            4
+        );
+    }
+
     #[test]
     fn header_armed_events_and_summary() {
         let watch = watch("x", 0xffffffff83003e00, Access::ReadWrite);

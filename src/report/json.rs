@@ -760,6 +760,59 @@ mod tests {
         assert!(v.iter().all(|h| h["type"] == "hit" && h["len"] == 8));
     }
 
+    /// `--value`: `value` and `old` as hex strings, each `null` when unknown and never left out.
+    #[test]
+    fn a_value_hit_carries_value_and_old() {
+        let mut p = Json::new(Vec::new(), Vec::new());
+        let values = [
+            HitValue::Written {
+                value: Some(0x1f4),
+                old: Some(0x1f3),
+            },
+            HitValue::Written {
+                value: Some(0xfedc_ba98_7654_3210),
+                old: None,
+            },
+            HitValue::Written {
+                value: None,
+                old: Some(0),
+            },
+            HitValue::Written {
+                value: None,
+                old: None,
+            },
+        ];
+        each_value_of_a_user_store(&values, |hit| p.hit(hit).unwrap());
+        let (out, _) = p.into_inner();
+        let v = lines(out);
+        let pairs: Vec<(&Value, &Value)> = v.iter().map(|h| (&h["value"], &h["old"])).collect();
+        assert_eq!(
+            pairs,
+            [
+                (&"0x1f4".into(), &"0x1f3".into()),
+                (&"0xfedcba9876543210".into(), &Value::Null),
+                (&Value::Null, &"0x0".into()),
+                (&Value::Null, &Value::Null),
+            ]
+        );
+        for h in &v {
+            let h = h.as_object().unwrap();
+            assert!(h.contains_key("value") && h.contains_key("old"), "{h:?}");
+        }
+    }
+
+    /// A plain process watch's hit has no `old`: only `--value` knows it.
+    #[test]
+    fn only_a_value_hit_has_old() {
+        let mut p = Json::new(Vec::new(), Vec::new());
+        let values = [HitValue::Read(1), HitValue::Unreadable, HitValue::NotRead];
+        each_value_of_a_user_store(&values, |hit| p.hit(hit).unwrap());
+        let (out, _) = p.into_inner();
+        assert!(lines(out)
+            .iter()
+            .all(|h| !h.as_object().unwrap().contains_key("old")));
+    }
+
     #[test]
     fn a_strict_hotplug_stop_is_named_in_both_summaries() {
         let mut p = Json::new(Vec::new(), Vec::new());
@@ -845,12 +898,19 @@ mod tests {
             watch("t\tab", 0x10, Access::ReadWrite),
         ];
         let rendered = Rendered::default();
+        let known = [None, Some(0), Some(0x1f4), Some(u64::MAX)];
+        let written = known
+            .iter()
+            .flat_map(|&value| known.iter().map(move |&old| HitValue::Written { value, old }));
         for value in [
             HitValue::NotRead,
             HitValue::Unreadable,
             HitValue::Read(0),
             HitValue::Read(u64::MAX),
-        ] {
+        ]
+        .into_iter()
+        .chain(written)
+        {
             for (w, comm) in [(0, "writer"), (1, "we\"ird\n\u{1}ü")] {
                 for r in [None, Some(&rendered), Some(&rendered)] {
                     let hit = Hit {

@@ -115,6 +115,23 @@ pub struct IpRecord<'a> {
     pub ip: Frame<'a>,
 }
 
+/// `--value`: one target's values written, most frequent first.
+#[derive(Serialize)]
+pub struct ValuesRecord<'a> {
+    pub target: &'a str,
+    pub target_index: usize,
+    /// Empty when `overflowed`.
+    pub values: Vec<ValueCount>,
+    /// More than [`super::summary::VALUES_MAX`] distinct values were written: they were not counted.
+    pub overflowed: bool,
+}
+
+#[derive(Serialize)]
+pub struct ValueCount {
+    pub value: Hex,
+    pub count: u64,
+}
+
 #[derive(Serialize)]
 pub struct SummaryRecord<'a> {
     pub hits: u64,
@@ -132,6 +149,9 @@ pub struct SummaryRecord<'a> {
     pub by_ip: Option<Vec<IpRecord<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub by_comm: Option<Vec<CommCount<'a>>>,
+    /// `--summary` with `--value`: the values written, per target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_value: Option<Vec<ValuesRecord<'a>>>,
 }
 
 impl<'a> SummaryRecord<'a> {
@@ -182,6 +202,29 @@ impl<'a> SummaryRecord<'a> {
                     .map(|(comm, count)| CommCount { comm, count })
                     .collect()
             }),
+            by_value: s
+                .tally
+                .as_ref()
+                .map(|t| t.by_value())
+                .filter(|v| !v.is_empty())
+                .map(|tables| {
+                    tables
+                        .into_iter()
+                        .map(|t| ValuesRecord {
+                            target: &t.target_name,
+                            target_index: t.target,
+                            values: t
+                                .values()
+                                .into_iter()
+                                .map(|(value, count)| ValueCount {
+                                    value: Hex(value),
+                                    count,
+                                })
+                                .collect(),
+                            overflowed: t.overflowed(),
+                        })
+                        .collect()
+                }),
         }
     }
 }
@@ -813,6 +856,42 @@ mod tests {
             .all(|h| !h.as_object().unwrap().contains_key("old")));
     }
 
+    /// `--summary` with `--value`: `by_value`, one entry per target, most frequent first; absent without
+    /// `--value`.
+    #[test]
+    fn the_summary_counts_values_written() {
+        let record = |values: &[HitValue]| {
+            let mut tally = crate::report::summary::Tally::default();
+            each_value_of_a_user_store(values, |hit| tally.add(hit));
+            let summary = Summary {
+                tally: Some(tally),
+                ..Summary::default()
+            };
+            let mut p = Json::new(Vec::new(), Vec::new());
+            p.finish(&summary).unwrap();
+            lines(p.into_inner().0).remove(0)
+        };
+        let w = |v| HitValue::Written {
+            value: Some(v),
+            old: None,
+        };
+        let v = record(&[w(0x1f3), w(0x1f4), w(0x1f4), HitValue::Read(9)]);
+        assert_eq!(
+            v["by_value"],
+            serde_json::json!([{"target": "counter", "target_index": 0, "values": [
+                {"value": "0x1f4", "count": 2}, {"value": "0x1f3", "count": 1}], "overflowed": false}])
+        );
+        let many: Vec<HitValue> = (0..=crate::report::summary::VALUES_MAX as u64)
+            .map(w)
+            .collect();
+        let v = record(&many);
+        assert_eq!(v["by_value"][0]["values"], serde_json::json!([]));
+        assert_eq!(v["by_value"][0]["overflowed"], true);
+        let v = record(&[HitValue::Read(9)]);
+        assert!(v.get("by_value").is_none(), "{v}");
+        assert!(v.get("by_comm").is_some(), "{v}");
+    }
+
     #[test]
     fn a_strict_hotplug_stop_is_named_in_both_summaries() {
         let mut p = Json::new(Vec::new(), Vec::new());
@@ -899,9 +978,11 @@ mod tests {
         ];
         let rendered = Rendered::default();
         let known = [None, Some(0), Some(0x1f4), Some(u64::MAX)];
-        let written = known
-            .iter()
-            .flat_map(|&value| known.iter().map(move |&old| HitValue::Written { value, old }));
+        let written = known.iter().flat_map(|&value| {
+            known
+                .iter()
+                .map(move |&old| HitValue::Written { value, old })
+        });
         for value in [
             HitValue::NotRead,
             HitValue::Unreadable,

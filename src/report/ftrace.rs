@@ -9,6 +9,8 @@
 //!
 //! A process watch ends each hit line with the watched value as read when the hit was drained,
 //! `value=0x2a` (`value=?` when the process could not be read any more); a system-wide one has no value.
+//! With `--value` each hit line ends with the store's own value and the one before it, `value=0x1f4
+//! old=0x1f3` (`?` for either when unknown).
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};

@@ -9,6 +9,8 @@
 //!
 //! A process watch ends each hit line with the watched value as read when the hit was drained,
 //! `value=0x2a` (`value=?` when the process could not be read any more); a system-wide one has no value.
+//! With `--value` each hit line ends with the store's own value and the one before it, `value=0x1f4
+//! old=0x1f3` (`?` for either when unknown).
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -360,24 +362,33 @@ mod tests {
         assert_eq!(cached.matches(" => 0x401000 [a]\n").count(), 2, "{cached}");
     }
 
+    /// The hit lines (not the chains) of a user store printed with each of `values`; every hit has its
+    /// one-frame chain.
+    fn hit_lines(values: &[Value]) -> Vec<String> {
+        let mut p = Ftrace::new(Vec::new(), Vec::new());
+        each_value_of_a_user_store(values, |hit| p.hit(hit).unwrap());
+        let text = String::from_utf8(p.into_inner().0).unwrap();
+        let chains = text.lines().filter(|l| *l == " => 0x401136 [writer]");
+        assert_eq!(chains.count(), values.len(), "{text}");
+        text.lines()
+            .filter(|l| !l.starts_with(" => "))
+            .map(str::to_string)
+            .collect()
+    }
+
     /// A process watch's hits end with the value read when they were drained: the hex of the watched
     /// integer, `?` when the process could not be read; a system-wide hit (above) has none.
     #[test]
     fn a_process_hit_ends_with_its_value() {
-        let mut p = Ftrace::new(Vec::new(), Vec::new());
         let values = [
             Value::Read(0x2a),
             Value::Read(u64::MAX),
             Value::Read(0),
             Value::Unreadable,
         ];
-        each_value_of_a_user_store(&values, |hit| p.hit(hit).unwrap());
-        let (out, _) = p.into_inner();
-        let text = String::from_utf8(out).unwrap();
-        let first: Vec<&str> = text.lines().filter(|l| !l.starts_with(" => ")).collect();
         let line = "          writer-4322    [000]     5.000000: counter W ip=0x401136 [writer]";
         assert_eq!(
-            first,
+            hit_lines(&values),
             [
                 format!("{line} value=0x2a"),
                 format!("{line} value=0xffffffffffffffff"),
@@ -385,11 +396,39 @@ mod tests {
                 format!("{line} value=?"),
             ]
         );
+    }
+
+    /// `--value`: the store's own value and the one before it, `?` for either when unknown (the first hit
+    /// has no `old`; a lost value record or a failed read has no `value`), still last on the line.
+    #[test]
+    fn a_value_hit_ends_with_value_and_old() {
+        let values = [
+            Value::Written {
+                value: Some(0x1f4),
+                old: Some(0x1f3),
+            },
+            Value::Written {
+                value: Some(0),
+                old: None,
+            },
+            Value::Written {
+                value: None,
+                old: Some(u64::MAX),
+            },
+            Value::Written {
+                value: None,
+                old: None,
+            },
+        ];
+        let line = "          writer-4322    [000]     5.000000: counter W ip=0x401136 [writer]";
         assert_eq!(
-            text.lines()
-                .filter(|l| *l == " => 0x401136 [writer]")
-                .count(),
-            4
+            hit_lines(&values),
+            [
+                format!("{line} value=0x1f4 old=0x1f3"),
+                format!("{line} value=0x0 old=?"),
+                format!("{line} value=? old=0xffffffffffffffff"),
+                format!("{line} value=? old=?"),
+            ]
         );
     }
 

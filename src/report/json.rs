@@ -4,7 +4,8 @@
 //! a trip through an IEEE double (jq, JavaScript). Times are `time_ns`, CLOCK_MONOTONIC nanoseconds (time
 //! since boot, not counting suspend), the clock the kernel stamps samples with. A process watch's hits carry
 //! `value` (the watched bytes when the hit was drained, `"0x2a"`, or `null` when unreadable); a system-wide
-//! watch's hits have no such field.
+//! watch's hits have no such field. With `--value` every hit has `value` and `old` (the store's own value and
+//! the one before it, `null` when unknown), and the `--summary` record `by_value`.
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -115,6 +116,23 @@ pub struct IpRecord<'a> {
     pub ip: Frame<'a>,
 }
 
+/// `--value`: one target's values written, most frequent first.
+#[derive(Serialize)]
+pub struct ValuesRecord<'a> {
+    pub target: &'a str,
+    pub target_index: usize,
+    /// Empty when `overflowed`.
+    pub values: Vec<ValueCount>,
+    /// More than [`super::summary::VALUES_MAX`] distinct values were written: they were not counted.
+    pub overflowed: bool,
+}
+
+#[derive(Serialize)]
+pub struct ValueCount {
+    pub value: Hex,
+    pub count: u64,
+}
+
 #[derive(Serialize)]
 pub struct SummaryRecord<'a> {
     pub hits: u64,
@@ -132,6 +150,9 @@ pub struct SummaryRecord<'a> {
     pub by_ip: Option<Vec<IpRecord<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub by_comm: Option<Vec<CommCount<'a>>>,
+    /// `--summary` with `--value`: the values written, per target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_value: Option<Vec<ValuesRecord<'a>>>,
 }
 
 impl<'a> SummaryRecord<'a> {
@@ -182,6 +203,29 @@ impl<'a> SummaryRecord<'a> {
                     .map(|(comm, count)| CommCount { comm, count })
                     .collect()
             }),
+            by_value: s
+                .tally
+                .as_ref()
+                .map(|t| t.by_value())
+                .filter(|v| !v.is_empty())
+                .map(|tables| {
+                    tables
+                        .into_iter()
+                        .map(|t| ValuesRecord {
+                            target: &t.target_name,
+                            target_index: t.target,
+                            values: t
+                                .values()
+                                .into_iter()
+                                .map(|(value, count)| ValueCount {
+                                    value: Hex(value),
+                                    count,
+                                })
+                                .collect(),
+                            overflowed: t.overflowed(),
+                        })
+                        .collect()
+                }),
         }
     }
 }
@@ -760,6 +804,95 @@ mod tests {
         assert!(v.iter().all(|h| h["type"] == "hit" && h["len"] == 8));
     }
 
+    /// `--value`: `value` and `old` as hex strings, each `null` when unknown and never left out.
+    #[test]
+    fn a_value_hit_carries_value_and_old() {
+        let mut p = Json::new(Vec::new(), Vec::new());
+        let values = [
+            HitValue::Written {
+                value: Some(0x1f4),
+                old: Some(0x1f3),
+            },
+            HitValue::Written {
+                value: Some(0xfedc_ba98_7654_3210),
+                old: None,
+            },
+            HitValue::Written {
+                value: None,
+                old: Some(0),
+            },
+            HitValue::Written {
+                value: None,
+                old: None,
+            },
+        ];
+        each_value_of_a_user_store(&values, |hit| p.hit(hit).unwrap());
+        let (out, _) = p.into_inner();
+        let v = lines(out);
+        let pairs: Vec<(&Value, &Value)> = v.iter().map(|h| (&h["value"], &h["old"])).collect();
+        assert_eq!(
+            pairs,
+            [
+                (&"0x1f4".into(), &"0x1f3".into()),
+                (&"0xfedcba9876543210".into(), &Value::Null),
+                (&Value::Null, &"0x0".into()),
+                (&Value::Null, &Value::Null),
+            ]
+        );
+        for h in &v {
+            let h = h.as_object().unwrap();
+            assert!(h.contains_key("value") && h.contains_key("old"), "{h:?}");
+        }
+    }
+
+    /// A plain process watch's hit has no `old`: only `--value` knows it.
+    #[test]
+    fn only_a_value_hit_has_old() {
+        let mut p = Json::new(Vec::new(), Vec::new());
+        let values = [HitValue::Read(1), HitValue::Unreadable, HitValue::NotRead];
+        each_value_of_a_user_store(&values, |hit| p.hit(hit).unwrap());
+        let (out, _) = p.into_inner();
+        assert!(lines(out)
+            .iter()
+            .all(|h| !h.as_object().unwrap().contains_key("old")));
+    }
+
+    /// `--summary` with `--value`: `by_value`, one entry per target, most frequent first; absent without
+    /// `--value`.
+    #[test]
+    fn the_summary_counts_values_written() {
+        let record = |values: &[HitValue]| {
+            let mut tally = crate::report::summary::Tally::default();
+            each_value_of_a_user_store(values, |hit| tally.add(hit));
+            let summary = Summary {
+                tally: Some(tally),
+                ..Summary::default()
+            };
+            let mut p = Json::new(Vec::new(), Vec::new());
+            p.finish(&summary).unwrap();
+            lines(p.into_inner().0).remove(0)
+        };
+        let w = |v| HitValue::Written {
+            value: Some(v),
+            old: None,
+        };
+        let v = record(&[w(0x1f3), w(0x1f4), w(0x1f4), HitValue::Read(9)]);
+        assert_eq!(
+            v["by_value"],
+            serde_json::json!([{"target": "counter", "target_index": 0, "values": [
+                {"value": "0x1f4", "count": 2}, {"value": "0x1f3", "count": 1}], "overflowed": false}])
+        );
+        let many: Vec<HitValue> = (0..=crate::report::summary::VALUES_MAX as u64)
+            .map(w)
+            .collect();
+        let v = record(&many);
+        assert_eq!(v["by_value"][0]["values"], serde_json::json!([]));
+        assert_eq!(v["by_value"][0]["overflowed"], true);
+        let v = record(&[HitValue::Read(9)]);
+        assert!(v.get("by_value").is_none(), "{v}");
+        assert!(v.get("by_comm").is_some(), "{v}");
+    }
+
     #[test]
     fn a_strict_hotplug_stop_is_named_in_both_summaries() {
         let mut p = Json::new(Vec::new(), Vec::new());
@@ -845,12 +978,21 @@ mod tests {
             watch("t\tab", 0x10, Access::ReadWrite),
         ];
         let rendered = Rendered::default();
+        let known = [None, Some(0), Some(0x1f4), Some(u64::MAX)];
+        let written = known.iter().flat_map(|&value| {
+            known
+                .iter()
+                .map(move |&old| HitValue::Written { value, old })
+        });
         for value in [
             HitValue::NotRead,
             HitValue::Unreadable,
             HitValue::Read(0),
             HitValue::Read(u64::MAX),
-        ] {
+        ]
+        .into_iter()
+        .chain(written)
+        {
             for (w, comm) in [(0, "writer"), (1, "we\"ird\n\u{1}ü")] {
                 for r in [None, Some(&rendered), Some(&rendered)] {
                     let hit = Hit {

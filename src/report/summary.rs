@@ -1,13 +1,14 @@
 //! `--summary`: the answer for a noisy variable. [`Tally`] counts reported hits by unique call chain, by
-//! writer ip and by comm (by CPU is already in [`Summary`]); [`write_text`] prints it, most frequent first,
-//! as `#` lines so an ftrace parser still skips it. The JSON form is in [`super::json`].
+//! writer ip and by comm (by CPU is already in [`Summary`]), and with `--value` by the value each store
+//! wrote, while a target has few distinct ones ([`VALUES_MAX`]); [`write_text`] prints it, most frequent
+//! first, as `#` lines so an ftrace parser still skips it. The JSON form is in [`super::json`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 
 use rustc_hash::FxHashMap;
 
-use super::{Hit, ResolvedFrame, Summary};
+use super::{Hit, ResolvedFrame, Summary, Value};
 
 /// One unique call chain of one target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +36,62 @@ pub struct IpCount {
     pub ip: ResolvedFrame,
 }
 
-/// Counts by chain, ip and comm.
+/// Distinct values written counted per target: "which values does this variable take" is a question for a
+/// flag, a state or a refcount; a counter or a pointer takes too many for a table to say anything.
+pub const VALUES_MAX: usize = 32;
+
+/// `--value`: how often each value was written to one target, kept while it has at most [`VALUES_MAX`]
+/// distinct ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueCounts {
+    pub target: usize,
+    /// The target's name when its first hit with `--value` was counted.
+    pub target_name: String,
+    /// `(value, count)` in first-seen order; emptied for good once it would pass [`VALUES_MAX`].
+    counts: Vec<(u64, u64)>,
+    overflowed: bool,
+}
+
+impl ValueCounts {
+    fn new(target: usize, target_name: &str) -> Self {
+        ValueCounts {
+            target,
+            target_name: target_name.to_string(),
+            // Full size at once: a new value then never reallocates.
+            counts: Vec::with_capacity(VALUES_MAX),
+            overflowed: false,
+        }
+    }
+
+    fn add(&mut self, value: u64) {
+        if self.overflowed {
+            return;
+        }
+        // At most 32 entries: a scan is as quick as a hash and needs no allocation.
+        if let Some((_, n)) = self.counts.iter_mut().find(|(v, _)| *v == value) {
+            *n += 1;
+        } else if self.counts.len() < VALUES_MAX {
+            self.counts.push((value, 1));
+        } else {
+            self.overflowed = true;
+            self.counts = Vec::new();
+        }
+    }
+
+    /// `(value, count)`, most frequent first, then by value; empty when [`Self::overflowed`].
+    pub fn values(&self) -> Vec<(u64, u64)> {
+        let mut v = self.counts.clone();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v
+    }
+
+    /// The target was written more than [`VALUES_MAX`] distinct values: its counts were dropped.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+}
+
+/// Counts by chain, ip, comm and (with `--value`) value written.
 ///
 /// Hits are grouped by what they print as (the display key), so one path through the same functions is one
 /// chain even when ASLR moved a user binary between processes. Spelling every frame out for every hit was
@@ -54,6 +110,8 @@ pub struct Tally {
     /// Small ids for comms, so a raw key stays a list of integers.
     comm_ids: FxHashMap<String, u64>,
     scratch: Vec<u64>,
+    /// One per target that had a hit with a value written, in first-seen order.
+    values: Vec<ValueCounts>,
 }
 
 /// Raw keys remembered before the caches start over: each new process adds keys of its own.
@@ -124,6 +182,22 @@ impl Tally {
         };
         self.ips[i].1.count += 1;
         bump_hash(&mut self.by_comm, hit.comm);
+
+        if let Value::Written { value, .. } = hit.value {
+            // The table is made by the first hit of `--value`, known value or not, so a target whose values
+            // were all lost still has its (empty) section.
+            let i = match self.values.iter().position(|t| t.target == hit.watch_index) {
+                Some(i) => i,
+                None => {
+                    self.values
+                        .push(ValueCounts::new(hit.watch_index, &hit.watch.label));
+                    self.values.len() - 1
+                }
+            };
+            if let Some(v) = value {
+                self.values[i].add(v);
+            }
+        }
     }
 
     fn comm_id(&mut self, comm: &str) -> u64 {
@@ -176,6 +250,14 @@ impl Tally {
     pub fn by_comm(&self) -> Vec<(&str, u64)> {
         let mut v: Vec<(&str, u64)> = self.by_comm.iter().map(|(k, &n)| (k.as_str(), n)).collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        v
+    }
+
+    /// `--value`: the values written, one table per target in target order; empty when no hit had
+    /// [`Value::Written`] (no `--value`).
+    pub fn by_value(&self) -> Vec<&ValueCounts> {
+        let mut v: Vec<&ValueCounts> = self.values.iter().collect();
+        v.sort_by_key(|t| t.target);
         v
     }
 }
@@ -284,6 +366,26 @@ pub fn write_text(
     for (cpu, &n) in &summary.hits_by_cpu {
         writeln!(w, "# {n:>8} {:>5.1}%  cpu{cpu}", pct(n, total))?;
     }
+    for t in tally.by_value() {
+        let name = &t.target_name;
+        writeln!(w, "#")?;
+        if t.overflowed() {
+            writeln!(
+                w,
+                "# by value written (target {name}): more than {VALUES_MAX} distinct values"
+            )?;
+            continue;
+        }
+        let values = t.values();
+        if values.is_empty() {
+            writeln!(w, "# by value written (target {name}): none known")?;
+        } else {
+            writeln!(w, "# by value written (target {name}):")?;
+        }
+        for (v, n) in values {
+            writeln!(w, "# {n:>8} {:>5.1}%  0x{v:x}", pct(n, total))?;
+        }
+    }
     Ok(())
 }
 
@@ -356,5 +458,148 @@ mod tests {
         );
         assert!(text.contains("#        2  50.0%  cpu1"), "{text}");
         assert!(text.lines().all(|l| l.starts_with('#')));
+    }
+
+    fn written(value: Option<u64>) -> Value {
+        Value::Written { value, old: None }
+    }
+
+    /// A tally of one user store hit once with each of `values`.
+    fn tally_of_values(values: &[Value]) -> (Tally, Summary) {
+        let mut tally = Tally::default();
+        let mut summary = Summary::default();
+        testutil::each_value_of_a_user_store(values, |hit| {
+            tally.add(hit);
+            *summary.hits_by_cpu.entry(hit.sample.cpu).or_default() += 1;
+        });
+        (tally, summary)
+    }
+
+    /// Values written are counted per target, most frequent first then by value; only a known written
+    /// value counts, and a target with `--value` hits but no known value still has its (empty) table.
+    #[test]
+    fn values_written_most_frequent_first() {
+        let mut values: Vec<Value> = [3, 1, 2, 1, 3, 2, 7]
+            .into_iter()
+            .map(|v| written(Some(v)))
+            .collect();
+        values.extend([
+            written(Some(1)),
+            written(None),
+            Value::Read(1),
+            Value::Unreadable,
+            Value::NotRead,
+        ]);
+        let (tally, summary) = tally_of_values(&values);
+        let t = tally.by_value();
+        assert_eq!(t.len(), 1);
+        assert_eq!((t[0].target, t[0].target_name.as_str()), (0, "counter"));
+        assert_eq!(t[0].values(), [(1, 3), (2, 2), (3, 2), (7, 1)]);
+        assert!(!t[0].overflowed());
+        let mut out = Vec::new();
+        write_text(&mut out, &summary, &tally, 0).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.ends_with(concat!(
+                "#\n",
+                "# by value written (target counter):\n",
+                "#        3  25.0%  0x1\n",
+                "#        2  16.7%  0x2\n",
+                "#        2  16.7%  0x3\n",
+                "#        1   8.3%  0x7\n",
+            )),
+            "{text}"
+        );
+
+        let (tally, summary) = tally_of_values(&[written(None)]);
+        assert_eq!(tally.by_value()[0].values(), []);
+        let mut out = Vec::new();
+        write_text(&mut out, &summary, &tally, 0).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.ends_with("#\n# by value written (target counter): none known\n"),
+            "{text}"
+        );
+    }
+
+    /// Without `--value` there is no table and no section.
+    #[test]
+    fn no_values_without_written() {
+        let (tally, summary) =
+            tally_of_values(&[Value::Read(1), Value::Unreadable, Value::NotRead]);
+        assert!(tally.by_value().is_empty());
+        let mut out = Vec::new();
+        write_text(&mut out, &summary, &tally, 0).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("by value"));
+    }
+
+    /// 32 distinct values are counted; the 33rd drops the target's table for good.
+    #[test]
+    fn values_overflow_at_33_distinct() {
+        let values: Vec<Value> = (0..VALUES_MAX as u64)
+            .chain([0, 0])
+            .map(|v| written(Some(v)))
+            .collect();
+        let (tally, _) = tally_of_values(&values);
+        let t = tally.by_value();
+        assert!(!t[0].overflowed());
+        assert_eq!(t[0].values().len(), VALUES_MAX);
+        assert_eq!(t[0].values()[0], (0, 3));
+
+        let more: Vec<Value> = values
+            .iter()
+            .copied()
+            .chain([written(Some(1000)), written(Some(0))])
+            .collect();
+        let (tally, summary) = tally_of_values(&more);
+        let t = tally.by_value();
+        assert!(t[0].overflowed());
+        assert_eq!(t[0].values(), []);
+        let mut out = Vec::new();
+        write_text(&mut out, &summary, &tally, 0).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.ends_with(
+                "#\n# by value written (target counter): more than 32 distinct values\n"
+            ),
+            "{text}"
+        );
+    }
+
+    /// Counting a value already in its table, or on a target past its limit, allocates nothing.
+    #[test]
+    fn counting_a_known_value_allocates_nothing() {
+        let mut tally = Tally::default();
+        let values: Vec<Value> = (0..VALUES_MAX as u64 + 1)
+            .map(|v| written(Some(v)))
+            .collect();
+        let watches = [
+            watch("a", 0x1000, Access::Write),
+            watch("b", 0x2000, Access::Write),
+        ];
+        let s = sample(5, 0, &[encode::KERNEL, 0xffffffff81000010]);
+        let hits = [(s.clone(), "w", 0), (s, "w", 1)];
+        each_hit(&table(), &watches, &hits, |hit| {
+            // Target 0 keeps its table; target 1 overflows.
+            let seen = if hit.watch_index == 0 {
+                3
+            } else {
+                values.len()
+            };
+            for &value in &values[..seen] {
+                tally.add(&Hit { value, ..*hit });
+            }
+            let before = crate::testalloc::allocations();
+            for round in 0..1000 {
+                tally.add(&Hit {
+                    value: values[round % 3],
+                    ..*hit
+                });
+            }
+            assert_eq!(crate::testalloc::allocations() - before, 0);
+        });
+        let t = tally.by_value();
+        assert_eq!(t[0].values().len(), 3);
+        assert!(t[1].overflowed());
     }
 }

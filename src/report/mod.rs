@@ -67,8 +67,6 @@ pub enum Value {
     /// the store): exactly what this store wrote, and what the range held before it (the value the previous
     /// hit on this target wrote, in this process for a user address). `None` is unknown: `value` when its
     /// record was lost or the read failed, `old` for the first hit (text `value=? old=?`, JSON `null`).
-    // Until the tracer makes it (#13); remove then.
-    #[cfg_attr(not(test), allow(dead_code))]
     Written {
         value: Option<u64>,
         old: Option<u64>,

@@ -288,6 +288,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     check_outputs(&args.output)?;
     let condition = parse_condition(args.condition.as_deref())?;
     let values = args.value || condition.is_some();
+    let condition_text = condition.as_ref().map(|c| c.to_string());
     let targets = args
         .targets
         .iter()
@@ -464,6 +465,8 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         source: &source_text,
         processes: &processes,
         threads: threads.len(),
+        values,
+        condition: condition_text.as_deref(),
     };
     let limits = Limits {
         duration: args.duration,

@@ -159,6 +159,8 @@ mod tests {
             source: "fixture",
             processes: &[],
             threads: 0,
+            values: false,
+            condition: None,
         })
         .unwrap();
         each_hit(&table(), watches, hits, |hit| f.hit(hit).unwrap());

@@ -106,6 +106,15 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 if h.threads == 1 { "" } else { "s" }
             )?;
         }
+        if h.values {
+            writeln!(
+                self.out,
+                "# value: read in the kernel at each hit (BPF); old: the value before it"
+            )?;
+        }
+        if let Some(c) = h.condition {
+            writeln!(self.out, "# if: {c} (decided in the kernel)")?;
+        }
         writeln!(self.out, "# symbols: {}", h.source)?;
         writeln!(self.out, "# cpus: {}", cpulist::format(h.cpus))?;
         Ok(())
@@ -443,6 +452,8 @@ mod tests {
             source: "kallsyms /proc/kallsyms",
             processes: &[],
             threads: 0,
+            values: false,
+            condition: None,
         })
         .unwrap();
         p.armed(2, &cpus, 5_000_001_000).unwrap();

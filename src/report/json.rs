@@ -244,6 +244,12 @@ pub enum Record<'a> {
         pids: Vec<u32>,
         #[serde(skip_serializing_if = "Option::is_none")]
         threads: Option<usize>,
+        /// `--value`/`--if`: hits carry `value` and `old`, read in the kernel. Absent otherwise.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        value: bool,
+        /// `--if`: the condition, as the parser spells it back. Absent otherwise.
+        #[serde(rename = "if", skip_serializing_if = "Option::is_none")]
+        condition: Option<&'a str>,
     },
     Armed {
         time_ns: u64,
@@ -633,6 +639,8 @@ impl<W: Write, E: Write> Output for Json<W, E> {
                 symbols: h.source,
                 pids: h.processes.iter().map(|(pid, _)| *pid).collect(),
                 threads: (!h.processes.is_empty()).then_some(h.threads),
+                value: h.values,
+                condition: h.condition,
             },
         )
     }
@@ -727,6 +735,8 @@ mod tests {
             source: "kallsyms fixture",
             processes: &[],
             threads: 0,
+            values: false,
+            condition: None,
         })
         .unwrap();
         p.armed(2, &cpus, 5).unwrap();

@@ -32,6 +32,10 @@ pub struct Header<'a> {
     /// watch.
     pub processes: &'a [(u32, String)],
     pub threads: usize,
+    /// `--value`/`--if`: each hit's value is read in the kernel.
+    pub values: bool,
+    /// `--if`: the condition, as the parser spells it back.
+    pub condition: Option<&'a str>,
 }
 
 /// One hit, ready to print: the raw sample plus its frames, already named by the tracer.

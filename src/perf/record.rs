@@ -74,25 +74,7 @@ pub fn sample_identifier(bytes: &[u8]) -> Option<u64> {
 
 /// Decodes a value event's sample ([`VALUE_SAMPLE_TYPE`]).
 pub fn decode_value(bytes: &[u8]) -> Result<ValueRecord, DecodeError> {
-    if bytes.len() < 8 {
-        return Err(DecodeError::Truncated {
-            kind: 0,
-            need: 8,
-            have: bytes.len(),
-        });
-    }
-    let size = u16::from_ne_bytes([bytes[6], bytes[7]]) as usize;
-    if size < 8 || size > bytes.len() {
-        return Err(DecodeError::BadSize {
-            size,
-            have: bytes.len(),
-        });
-    }
-    let mut c = Cursor {
-        buf: &bytes[..size],
-        pos: 8,
-        kind: RECORD_SAMPLE,
-    };
+    let (_, mut c) = record_cursor(bytes)?;
     let _id = c.u64()?;
     let ip = c.u64()?;
     let (pid, tid) = (c.u32()?, c.u32()?);
@@ -305,18 +287,9 @@ impl Cursor<'_> {
     }
 }
 
-/// Decodes one record, header included, as [`crate::perf::ring::Ring::drain`] hands it out.
-pub fn decode(bytes: &[u8], sample_type: u64) -> Result<Record, DecodeError> {
-    decode_reusing(bytes, sample_type, Vec::new())
-}
-
-/// [`decode`], with a sample's call chain stored in `frames` (cleared first) instead of a new vector: the
-/// tracer hands back the chains of printed hits, so a steady stream allocates nothing per sample.
-pub fn decode_reusing(
-    bytes: &[u8],
-    sample_type: u64,
-    frames: Vec<Frame>,
-) -> Result<Record, DecodeError> {
+/// The header's `misc`, and a cursor over the record's body (its `kind` the record type): the record's own
+/// size checked against the bytes there.
+fn record_cursor(bytes: &[u8]) -> Result<(u16, Cursor<'_>), DecodeError> {
     if bytes.len() < 8 {
         return Err(DecodeError::Truncated {
             kind: 0,
@@ -333,11 +306,28 @@ pub fn decode_reusing(
             have: bytes.len(),
         });
     }
-    let mut c = Cursor {
+    let cursor = Cursor {
         buf: &bytes[..size],
         pos: 8,
         kind,
     };
+    Ok((misc, cursor))
+}
+
+/// Decodes one record, header included, as [`crate::perf::ring::Ring::drain`] hands it out.
+pub fn decode(bytes: &[u8], sample_type: u64) -> Result<Record, DecodeError> {
+    decode_reusing(bytes, sample_type, Vec::new())
+}
+
+/// [`decode`], with a sample's call chain stored in `frames` (cleared first) instead of a new vector: the
+/// tracer hands back the chains of printed hits, so a steady stream allocates nothing per sample.
+pub fn decode_reusing(
+    bytes: &[u8],
+    sample_type: u64,
+    frames: Vec<Frame>,
+) -> Result<Record, DecodeError> {
+    let (misc, mut c) = record_cursor(bytes)?;
+    let kind = c.kind;
     match kind {
         RECORD_SAMPLE => decode_sample(&mut c, sample_type, frames).map(Record::Sample),
         RECORD_LOST => Ok(Record::Lost {

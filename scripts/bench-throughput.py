@@ -17,6 +17,10 @@ Modes (`--modes`, comma-separated, in this order each run; default `text,quiet` 
     json      ksymwatch write ADDR/8 --json       (NDJSON to a file)
     quiet     ksymwatch write ADDR/8 --quiet      (summary only)
     process   ksymwatch write -p PID... ADDR/8    (text, task-bound events, `value=` read per hit)
+    value     ksymwatch write ADDR/8 --quiet --value   (every hit sampled, the BPF program attached)
+    if        ksymwatch write ADDR/8 --quiet --if 'value < K', K = N // 1000: the writers store 0..N-1, so
+              one store in 1000 matches (K hits per writer); the rest are dropped in the kernel
+    none      no tracer at all: the writers' own cost per store, the baseline for writer_s
     perf      perf record -e mem:ADDR/8:w -a -g + perf script (also added by default unless --no-perf)
 
 For each run and mode: hits captured (counted in the output by the writers' tids, or the summary for
@@ -27,7 +31,10 @@ for as long as the flood took, and reports the marginal CPU per hit (flood CPU m
 the start-up (kallsyms, process scans) and the idle loop taken out. `--runs K` repeats every mode K times,
 alternating, and prints the median. `--jsonl` prints one JSON object per measurement on stdout instead of
 the table (fields: mode, run, stores, hits, lost, cpu_s, user_s, sys_s, us_per_hit, rss_mb, nvcsw,
-syscw, wchar, writer_s; idle runs have mode "idle-MODE"; a final object has type "median").
+syscw, wchar, writer_s, filtered; idle runs have mode "idle-MODE"; a final object has type "median").
+The medians end with a per-store table (mode, stores, hits, lost, filtered, tracer CPU us per store, with
+--idle also at the margin, and the writer's wall time per store, writer_s / N: the writers run in
+parallel, so that is what one store cost its writer, trap and BPF program included).
 `--allocs` counts the tracer's malloc, calloc and realloc calls over its whole run with an LD_PRELOAD
 shim (field allocs; the idle run's count is the start-up's, and the summary line gives the difference
 per hit). `--profile DIR` records `perf record -e cpu-clock -g` of the tracer for each ksymwatch run into
@@ -51,7 +58,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCK = "/tmp/ksymwatch-live-tests.lock"
-KSYM_MODES = ("text", "json", "quiet", "process")
+KSYM_MODES = ("text", "json", "quiet", "process", "value", "if")
+SUMMARY_MODES = ("quiet", "value", "if")  # print only the summary: hits counted from it, armed mark on stderr
 
 
 def online_cpus():
@@ -117,7 +125,7 @@ def wait_for(path, marker, deadline):
 
 
 def count_hits(mode, out, err, tids):
-    if mode == "quiet":
+    if mode in SUMMARY_MODES:
         m = re.search(r"(\d+) hits", open(err).read())
         return int(m.group(1)) if m else None
     n = 0
@@ -159,19 +167,20 @@ __attribute__((destructor)) static void report(void) {
 """
 
 
-def ksymwatch(binary, mode, writers, work, label, hold_s=None, profile=None, allocs=False):
+def ksymwatch(binary, mode, writers, work, label, hold_s=None, profile=None, allocs=False, cond=None):
     """One tracer run over one flood (or, with `hold_s`, over that many idle seconds)."""
     argv = [binary, "write"]
     if mode == "process":
         for pid in writers.pids:
             argv += ["-p", str(pid)]
     argv.append(f"{writers.addr}/8")
-    argv += {"json": ["--json"], "quiet": ["--quiet"]}.get(mode, [])
+    argv += {"json": ["--json"], "quiet": ["--quiet"], "value": ["--quiet", "--value"],
+             "if": ["--quiet", "--if", cond]}.get(mode, [])
     out, err = os.path.join(work, f"{label}.out"), os.path.join(work, f"{label}.err")
     env = dict(os.environ, LD_PRELOAD=os.path.join(work, "alloc-count.so")) if allocs else None
     with open(out, "w") as o, open(err, "w") as e:
         p = subprocess.Popen(argv, stdout=o, stderr=e, env=env)
-        marker_file, marker = (err, "armed") if mode == "quiet" else (out, "armed")
+        marker_file, marker = (err, "armed") if mode in SUMMARY_MODES else (out, "armed")
         if not wait_for(marker_file, marker, time.monotonic() + 30):
             p.kill()
             raise SystemExit(f"{label}: no armed mark in 30 s: {open(err).read()}")
@@ -194,12 +203,22 @@ def ksymwatch(binary, mode, writers, work, label, hold_s=None, profile=None, all
         p.send_signal(2)
         _, status, ru = os.wait4(p.pid, 0)
     lost = re.search(r"(\d+) lost", open(err).read())
+    filtered = re.search(r"(\d+) filtered", open(err).read())
+    if status != 0:
+        print(f"{label}: tracer exit status {status}: {open(err).read()[-500:]}", file=sys.stderr)
     n_allocs = re.search(r"ksw-allocs (\d+)", open(err).read())
     n_allocs = int(n_allocs.group(1)) if n_allocs else None
     hits = None if hold_s is not None else count_hits(mode, out, err, writers.tids)
     return {"writer_s": writer_s, "user_s": ru.ru_utime, "sys_s": ru.ru_stime, "cpu_s": ru.ru_utime + ru.ru_stime,
             "rss_mb": ru.ru_maxrss // 1024, "nvcsw": ru.ru_nvcsw, "syscw": io.get("syscw"), "wchar": io.get("wchar"),
-            "hits": hits, "lost": int(lost.group(1)) if lost else None, "status": status, "allocs": n_allocs}
+            "hits": hits, "lost": int(lost.group(1)) if lost else None, "status": status, "allocs": n_allocs,
+            "filtered": int(filtered.group(1)) if filtered else 0}
+
+
+def bare_run(writers):
+    """The writers alone, no tracer: their own cost per store."""
+    return {"writer_s": writers.run(), "user_s": 0.0, "sys_s": 0.0, "cpu_s": 0.0, "rss_mb": 0, "nvcsw": 0,
+            "syscw": None, "wchar": None, "hits": 0, "lost": 0, "filtered": 0}
 
 
 def perf_run(writers, work):
@@ -229,7 +248,7 @@ def main():
     ap.add_argument("n", nargs="?", type=int, default=500000, help="stores per writer")
     ap.add_argument("--quiet", action="store_true", help="also measure --quiet (single-CPU form)")
     ap.add_argument("--flood", action="store_true", help="one writer per online CPU, all at once")
-    ap.add_argument("--modes", help="comma-separated: text,json,quiet,process,perf")
+    ap.add_argument("--modes", help="comma-separated: text,json,quiet,process,value,if,none,perf")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--idle", action="store_true", help="also measure idle runs; report marginal CPU per hit")
     ap.add_argument("--jsonl", action="store_true", help="one JSON object per measurement on stdout")
@@ -246,8 +265,9 @@ def main():
         if not a.no_perf and shutil.which("perf"):
             modes.append("perf")
     for m in modes:
-        if m not in KSYM_MODES + ("perf",):
-            raise SystemExit(f"unknown mode {m}; modes are {', '.join(KSYM_MODES)}, perf")
+        if m not in KSYM_MODES + ("perf", "none"):
+            raise SystemExit(f"unknown mode {m}; modes are {', '.join(KSYM_MODES)}, none, perf")
+    cond = f"value < {a.n // 1000}"
     cpus = online_cpus() if a.flood else [0]
     work = tempfile.mkdtemp(prefix="ksymwatch-bench-")
     if a.profile:
@@ -279,9 +299,11 @@ def main():
                     try:
                         if mode == "perf":
                             r = perf_run(w, work)
+                        elif mode == "none":
+                            r = bare_run(w)
                         else:
                             r = ksymwatch(binary, mode, w, work, f"{mode}-{run}", profile=a.profile,
-                                          allocs=a.allocs)
+                                          allocs=a.allocs, cond=cond)
                     finally:
                         w.close()
                     r.update(mode=mode, run=run, stores=total,
@@ -290,12 +312,13 @@ def main():
                     report(a.jsonl, r)
                 if a.idle and run == 0:
                     for mode in modes:
-                        if mode == "perf":
+                        if mode in ("perf", "none"):
                             continue
                         w = Writers(writer, 0, cpus)
                         try:
                             hold = statistics.median(x["writer_s"] for x in results[mode])
-                            r = ksymwatch(binary, mode, w, work, f"idle-{mode}", hold_s=hold, allocs=a.allocs)
+                            r = ksymwatch(binary, mode, w, work, f"idle-{mode}", hold_s=hold, allocs=a.allocs,
+                                          cond=cond)
                         finally:
                             w.close()
                         r.update(mode=f"idle-{mode}", run=0, stores=0, us_per_hit=None)
@@ -303,6 +326,7 @@ def main():
                         report(a.jsonl, r)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+        table = []
         for mode in modes:
             rs = results[mode]
             med = {k: statistics.median(r[k] for r in rs) for k in ("cpu_s", "user_s", "sys_s", "writer_s")}
@@ -327,6 +351,31 @@ def main():
                     extra += f", {m['allocs_per_hit']:.4f} mallocs/hit over the idle run's"
                 print(f"  median {mode:<8} {m['us_per_hit'] or 0:.2f} us/hit over {len(rs)} run(s) "
                       f"[{' '.join(f'{x:.2f}' for x in per)}]{extra}")
+            # Per store: the tracer's CPU over every store of every writer; the writer's wall time over its
+            # own N stores (the writers run side by side, one per CPU).
+            tracer = sorted(r["cpu_s"] * 1e6 / total for r in rs)
+            writer_us = sorted(r["writer_s"] * 1e6 / a.n for r in rs)
+            row = {"type": "per_store", "mode": mode, "runs": len(rs), "stores": total,
+                   "hits": statistics.median(r["hits"] or 0 for r in rs),
+                   "lost": max((r["lost"] or 0) for r in rs),
+                   "filtered": statistics.median(r.get("filtered") or 0 for r in rs),
+                   "tracer_us_per_store": statistics.median(tracer), "tracer_us_per_store_all": tracer,
+                   "writer_us_per_store": statistics.median(writer_us), "writer_us_per_store_all": writer_us}
+            if mode in idle:
+                marg = sorted((r["cpu_s"] - idle[mode]["cpu_s"]) * 1e6 / total for r in rs)
+                row["tracer_us_per_store_marginal"] = statistics.median(marg)
+            table.append(row)
+        if a.jsonl:
+            for row in table:
+                print(json.dumps(row), flush=True)
+        else:
+            print("\n  mode      stores     hits  lost  filtered  tracer us/store (margin)  writer us/store")
+            for row in table:
+                marg = row.get("tracer_us_per_store_marginal")
+                marg = f"({marg:.3f})" if marg is not None else ""
+                print(f"  {row['mode']:<8} {row['stores']:>7} {row['hits']:>8.0f} {row['lost']:>5} "
+                      f"{row['filtered']:>9.0f}  {row['tracer_us_per_store']:>8.3f} {marg:<15}  "
+                      f"{row['writer_us_per_store']:>8.3f}  [{' '.join(f'{x:.3f}' for x in row['writer_us_per_store_all'])}]")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

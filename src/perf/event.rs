@@ -54,19 +54,34 @@ pub enum Bind {
     Task(u32),
 }
 
+/// The attributes every event writing into a breakpoint ring shares: the breakpoint's own and `--value`'s
+/// value event ([`crate::perf::bpf`]). The kernel refuses to redirect an event into a ring of another clock,
+/// and the LOST records either event writes must carry the same trailer.
+pub(crate) fn ring_attr(type_: u32) -> pb::perf_event_attr {
+    // All zero is the documented "nothing set" value; the bindings' Default is exactly that.
+    let mut a = pb::perf_event_attr {
+        type_,
+        size: std::mem::size_of::<pb::perf_event_attr>() as u32,
+        ..Default::default()
+    };
+    a.sample_period = 1;
+    // Every record carries the TID/TIME/CPU trailer, so COMM, FORK, EXIT, MMAP2 and LOST records are merged
+    // in time order with the samples: a hit is named as its task was named, and mapped, when it wrote.
+    a.set_sample_id_all(1);
+    a.set_use_clockid(1);
+    a.clockid = libc::CLOCK_MONOTONIC;
+    a
+}
+
 /// The attributes of a pinned, disabled, every-hit breakpoint on `watch`.
 pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr {
-    // SAFETY: perf_event_attr is plain data for which all-zero is the documented "nothing set" value.
-    let mut a: pb::perf_event_attr = unsafe { std::mem::zeroed() };
-    a.type_ = pb::PERF_TYPE_BREAKPOINT;
-    a.size = std::mem::size_of::<pb::perf_event_attr>() as u32;
+    let mut a = ring_attr(pb::PERF_TYPE_BREAKPOINT);
     a.bp_type = match watch.access {
         Access::Write => pb::HW_BREAKPOINT_W,
         Access::ReadWrite => pb::HW_BREAKPOINT_RW,
     };
     a.bp_addr = watch.addr;
     a.bp_len = u64::from(watch.len);
-    a.sample_period = 1;
     a.sample_type = cfg.sample_type(bind);
     if let Bind::Task(_) = bind {
         a.set_inherit(1);
@@ -75,9 +90,6 @@ pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr
             a.set_remove_on_exec(1);
         }
     }
-    // Every record carries the TID/TIME/CPU trailer, so COMM, FORK, EXIT, MMAP2 and LOST records are merged
-    // in time order with the samples: a hit is named as its task was named, and mapped, when it wrote.
-    a.set_sample_id_all(1);
     if cfg.count_lost {
         a.read_format = u64::from(pb::PERF_FORMAT_LOST);
     }
@@ -85,8 +97,6 @@ pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr
     // Pinned: if the debug register cannot be had the open fails now, instead of the event silently never
     // being scheduled.
     a.set_pinned(1);
-    a.set_use_clockid(1);
-    a.clockid = libc::CLOCK_MONOTONIC;
     // Wake the reader a quarter of the way into the ring; the event loop also drains on a 10 ms tick, so a
     // single hit is never held back for long.
     a.set_watermark(1);

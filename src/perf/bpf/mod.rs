@@ -35,6 +35,7 @@ use crate::config::condition::Condition;
 use crate::config::filter::Filter;
 use crate::config::watch::Watch;
 use crate::error::Error;
+use crate::perf::event::ring_attr;
 use crate::perf::record::VALUE_SAMPLE_TYPE;
 use crate::perf::sys;
 use program::{Maps, Spec};
@@ -195,20 +196,12 @@ fn raw(fd: BorrowedFd<'_>) -> i32 {
     fd.as_raw_fd()
 }
 
-/// The value event: a software event the program writes into, with the same trailer fields and clock as the
-/// breakpoint events whose ring it shares (the kernel refuses to mix clocks in one ring, and a LOST record
-/// it writes must read like theirs).
+/// The value event: a software event the program writes into, sharing the breakpoint ring's clock and
+/// trailer ([`ring_attr`]).
 fn output_attr() -> pb::perf_event_attr {
-    // SAFETY: perf_event_attr is plain data for which all-zero is the documented "nothing set" value.
-    let mut a: pb::perf_event_attr = unsafe { std::mem::zeroed() };
-    a.type_ = pb::PERF_TYPE_SOFTWARE;
-    a.size = std::mem::size_of::<pb::perf_event_attr>() as u32;
+    let mut a = ring_attr(pb::PERF_TYPE_SOFTWARE);
     a.config = u64::from(pb::PERF_COUNT_SW_BPF_OUTPUT);
-    a.sample_period = 1;
     a.sample_type = VALUE_SAMPLE_TYPE;
-    a.set_sample_id_all(1);
-    a.set_use_clockid(1);
-    a.clockid = libc::CLOCK_MONOTONIC;
     // Enabled from the start: it writes only what the program gives it, and the program runs only on
     // enabled breakpoints.
     a

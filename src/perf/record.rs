@@ -636,21 +636,10 @@ pub mod encode {
         rec
     }
 
-    /// A sample in [`SAMPLE_TYPE_TASK`] layout: [`sample`] with the writing event's id first.
-    #[allow(clippy::too_many_arguments)]
-    pub fn sample_with_id(
-        id: u64,
-        ip: u64,
-        pid: u32,
-        tid: u32,
-        time: u64,
-        addr: u64,
-        cpu: u32,
-        chain: &[u64],
-    ) -> Vec<u8> {
-        let plain = sample(ip, pid, tid, time, addr, cpu, chain);
+    /// `sample` (from [`sample`]) in [`SAMPLE_TYPE_TASK`] layout: the writing event's id first.
+    pub fn with_id(id: u64, sample: &[u8]) -> Vec<u8> {
         let mut b = id.to_ne_bytes().to_vec();
-        b.extend_from_slice(&plain[8..]);
+        b.extend_from_slice(&sample[8..]);
         header(RECORD_SAMPLE, pb::PERF_RECORD_MISC_KERNEL as u16, &b)
     }
 
@@ -904,7 +893,10 @@ mod tests {
             }
             assert!(decode_value(&short).is_err(), "cut at {cut}");
         }
-        let s = encode::sample_with_id(5, 0x40_1234, 7, 8, 100, 0x60_1000, 1, &[USER, 0x40_1234]);
+        let s = encode::with_id(
+            5,
+            &encode::sample(0x40_1234, 7, 8, 100, 0x60_1000, 1, &[USER, 0x40_1234]),
+        );
         assert_eq!(sample_identifier(&s), Some(5));
         let Record::Sample(sample) = decode(&s, SAMPLE_TYPE_TASK).unwrap() else {
             panic!("not a sample")

@@ -12,6 +12,7 @@ use clap::{Args, Parser, Subcommand};
     about = "Who wrote this variable? Arms a hardware watchpoint on every CPU and streams each writer's call chain.",
     after_help = "TARGET: SYMBOL[+OFF][/LEN], SYMBOL@N (Nth of same-named symbols) or 0xADDR[/LEN]; LEN is 1, 2, 4 or 8.\n\
                   With a vmlinux: SYMBOL.FIELD[N].FIELD... (struct fields and array elements).\n\
+                  Typed, from the kernel's BTF: '(struct TYPE)0xADDR.FIELD[N]...' or '(struct TYPE)SYMBOL.FIELD...' (quote it).\n\
                   In a process (-p PID, -- CMD, resolve --pid): [OBJECT:]SYMBOL..., OBJECT a mapped file (libc.so.6, libc, a path);\n\
                   fields need the binary built with -g.\n\
                   Symbols come from --vmlinux, --system-map, the distribution's files for the running kernel, then kallsyms.\n\
@@ -52,6 +53,9 @@ pub struct SymbolArgs {
     /// System.map to resolve symbols with (tried after --vmlinux).
     #[arg(long, value_name = "FILE")]
     pub system_map: Option<PathBuf>,
+    /// BTF to take the types of '(TYPE)BASE.FIELD' targets from (modules' BTF is looked for next to it).
+    #[arg(long, value_name = "FILE", default_value = crate::config::typed::DEFAULT_BTF)]
+    pub btf: PathBuf,
     /// Arm even if the vmlinux/System.map is proven not to be the running kernel (build-id mismatch).
     #[arg(long)]
     pub force: bool,
@@ -69,7 +73,8 @@ pub struct SymbolArgs {
 
 #[derive(Args, Debug)]
 pub struct ResolveArgs {
-    /// What to look up: SYMBOL[.FIELD|[N]]...[@N][+OFF]; with --pid, [OBJECT:] first.
+    /// What to look up: SYMBOL[.FIELD|[N]]...[@N][+OFF]; with --pid, [OBJECT:] first; '(TYPE)' first for a
+    /// BTF-typed object.
     #[arg(value_name = "TARGET")]
     pub target: String,
     /// Print one JSON object instead of `key: value` lines.
@@ -91,11 +96,14 @@ pub struct ResolveArgs {
     /// ELF notes of the running kernel, for its build-id (tests point this at a made-up kernel).
     #[arg(long, value_name = "FILE", default_value = crate::config::symbols::DEFAULT_NOTES, hide = true)]
     pub kernel_notes: PathBuf,
+    /// BTF to take the types of '(TYPE)BASE.FIELD' targets from (modules' BTF is looked for next to it).
+    #[arg(long, value_name = "FILE", default_value = crate::config::typed::DEFAULT_BTF)]
+    pub btf: PathBuf,
 }
 
 #[derive(Args, Debug)]
 pub struct WatchArgs {
-    /// What to watch: SYMBOL, SYMBOL+OFF, 0xADDR, each with an optional /LEN. Up to four.
+    /// What to watch: SYMBOL, SYMBOL+OFF, 0xADDR, '(TYPE)0xADDR.FIELD', each with an optional /LEN. Up to four.
     #[arg(required = true, value_name = "TARGET")]
     pub targets: Vec<String>,
     /// Stop after this long (500ms, 3s, 2m).

@@ -1,12 +1,16 @@
 //! `ksymwatch resolve TARGET`: where a target is, according to which file, and whether that file is the
 //! running kernel. Arms nothing, so it also answers for another machine's vmlinux (link-time addresses).
 //! `resolve --pid PID TARGET`: where it is in that process (which binary, file address, load bias).
+//! `resolve '(TYPE)BASE.FIELD'`: the member BTF names at that base, its type and size.
 
 use std::path::Path;
 
+use ksymwatch_symbols::Source;
+
 use crate::cli::args::ResolveArgs;
 use crate::config::symbols::{self, Files};
-use crate::config::{process, target};
+use crate::config::target::{Base, Target};
+use crate::config::{process, target, typed};
 use crate::error::{Context, Error, Result};
 
 pub fn run(args: ResolveArgs) -> Result<()> {
@@ -16,6 +20,10 @@ pub fn run(args: ResolveArgs) -> Result<()> {
             "`{}`: /LEN chooses what `write` watches; `resolve` prints the whole object, so drop the /LEN",
             target.text
         )));
+    }
+    let types = typed::Types::new(&args.btf);
+    if target.cast.is_some() {
+        return typed(&args, &target, &types);
     }
     if let Some(pid) = args.pid {
         let r = process::resolve(Path::new(process::PROC), pid, &target)?;
@@ -32,12 +40,50 @@ pub fn run(args: ResolveArgs) -> Result<()> {
         system_map: args.system_map.as_deref(),
         notes: &args.kernel_notes,
     });
-    let resolver = symbols::open(search.pick(), &search)?;
+    let picked = search.pick();
+    // Without DWARF, BTF may still know the variable's type: `SYMBOL.FIELD` as a typed target.
+    if !matches!(picked, Source::Vmlinux(_)) {
+        if let Some(t) = typed::btf_variable(&types, &target)? {
+            return typed(&args, &t, &types);
+        }
+    }
+    let resolver = symbols::open(picked, &search)?;
     let r = symbols::resolve(&resolver, &target, true)?;
     let text = if args.json {
         r.to_json()
     } else {
         r.to_string()
+    };
+    super::print_answer(&(text + "\n"))
+}
+
+/// A typed target: its base resolved as a plain target would be (in the process with `--pid`), then
+/// the member from BTF.
+fn typed(args: &ResolveArgs, target: &Target, types: &typed::Types) -> Result<()> {
+    let base = typed::base_target(target);
+    let (addr, label) = match (&base.base, args.pid) {
+        (Base::Address(a), _) => (*a, base.text.clone()),
+        (Base::Symbol { .. }, Some(pid)) => {
+            let r = process::resolve(Path::new(process::PROC), pid, &base)?;
+            (r.addr, base.text.clone())
+        }
+        (Base::Symbol { .. }, None) => {
+            let search = symbols::search(Files {
+                kallsyms: &args.kallsyms,
+                vmlinux: args.vmlinux.as_deref(),
+                system_map: args.system_map.as_deref(),
+                notes: &args.kernel_notes,
+            });
+            let resolver = symbols::open(search.pick(), &search)?;
+            let r = symbols::resolve(&resolver, &base, true)?;
+            (r.watch_addr(), r.target)
+        }
+    };
+    let t = typed::resolve(types, target, addr, &label)?;
+    let text = if args.json {
+        t.to_json()
+    } else {
+        t.to_string()
     };
     super::print_answer(&(text + "\n"))
 }

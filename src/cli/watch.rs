@@ -14,6 +14,7 @@ use crate::config::condition::{self, Condition};
 use crate::config::filter::{Filter, Place};
 use crate::config::symbols::{self, FileSymbols};
 use crate::config::target::{self, Base, Target};
+use crate::config::typed;
 use crate::config::watch::{self, Access, Resolved, Watch};
 use crate::config::Limits;
 use crate::cpulist;
@@ -346,6 +347,18 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     }
     let search = symbols::search(args.symbols.files());
     let picked = search.pick();
+    let types = typed::Types::new(&args.symbols.btf);
+    // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
+    let targets: Vec<Target> = if matches!(mode, Mode::System) && !matches!(picked, Source::Vmlinux(_)) {
+        targets
+            .into_iter()
+            .map(|t| Ok(typed::btf_variable(&types, &t)?.unwrap_or(t)))
+            .collect::<Result<_>>()?
+    } else {
+        targets
+    };
+    // A `(TYPE)` target resolves its base like any other target, then moves onto the member (`typed`).
+    let bases: Vec<Target> = targets.iter().map(typed::base_target).collect();
     if args.symbols.lines && !matches!(picked, Source::Vmlinux(_)) {
         return Err(Error::usage(format!(
             "--lines reads file:line from vmlinux DWARF, but the symbols come from {picked}; pass --vmlinux FILE \
@@ -367,7 +380,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     let (symbols, symbols_origin, source_text, kernel_resolved) = if let Some(files) = &file_symbols
     {
         let resolved = if system {
-            files.watches(&targets, access)?
+            files.watches(&bases, access)?
         } else {
             Vec::new()
         };
@@ -380,7 +393,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         let (table, origin, source) = load_symbols(&args.symbols)?;
         kallsyms_table = table;
         let resolved = if system {
-            targets
+            bases
                 .iter()
                 .map(|t| watch::resolve(t, access, &kallsyms_table))
                 .collect::<Result<Vec<_>>>()?
@@ -409,16 +422,21 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         Mode::System => (Scope::System, kernel_resolved),
         Mode::Attach(pids) => (
             Scope::Processes(pids.clone()),
-            processes_watches(pids, &targets, access)?,
+            processes_watches(pids, &bases, access)?,
         ),
         Mode::Launch(_) => {
             let child = launched.as_mut().map_or(0, |l| l.pid);
             (
                 Scope::Launched(child),
-                launch_watches(&mut launched, &targets, access)?,
+                launch_watches(&mut launched, &bases, access)?,
             )
         }
     };
+    let resolved = targets
+        .iter()
+        .zip(resolved)
+        .map(|(t, r)| typed::apply(&types, t, r, access))
+        .collect::<Result<Vec<_>>>()?;
     let mut watches: Vec<Watch> = Vec::new();
     for r in resolved {
         for w in &r.warnings {
@@ -491,7 +509,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         lines: line_source.as_ref().map(|l| l as &dyn LineSource),
         control: control_source.map(|source| Controller {
             source,
-            resolve: resolver(&scope, symbols, file_symbols.as_ref()),
+            resolve: resolver(&scope, symbols, file_symbols.as_ref(), &types),
             access,
         }),
         scope,
@@ -562,8 +580,26 @@ fn check_fd_budget(pids: &[u32], cpus: usize, targets: usize) -> Result<()> {
     )))
 }
 
-/// How a `--control watch` target is resolved: as the command line's were, in the same symbols or process.
+/// How a `--control watch` target is resolved: as the command line's were, in the same symbols or process,
+/// a `(TYPE)` cast included.
 fn resolver<'a>(
+    scope: &Scope,
+    kernel: &'a SymbolTable,
+    files: Option<&'a FileSymbols>,
+    types: &'a typed::Types,
+) -> Resolve<'a> {
+    let mut base = base_resolver(scope, kernel, files);
+    Box::new(move |t: &Target, access| {
+        let w = base(&typed::base_target(t), access)?;
+        let resolved = Resolved {
+            watch: w,
+            warnings: Vec::new(),
+        };
+        Ok(typed::apply(types, t, resolved, access)?.watch)
+    })
+}
+
+fn base_resolver<'a>(
     scope: &Scope,
     kernel: &'a SymbolTable,
     files: Option<&'a FileSymbols>,

@@ -1,19 +1,27 @@
 //! The TARGET grammar: what the user asked to watch, parsed without looking anything up.
 //!
 //! ```text
-//! TARGET := BASE [PATH] ['+' NUM] ['/' LEN]
+//! TARGET := ['(' TYPE ')'] BASE [PATH] ['+' NUM] ['/' LEN]
+//! TYPE   := ['struct' | 'union' | 'enum'] NAME ['*']
 //! BASE   := [OBJECT ':'] SYMBOL ['@' N]  |  0xADDR
-//! PATH   := ('.' FIELD | '[' NUM ']')*      (needs DWARF: --vmlinux, or a process binary built with -g)
+//! PATH   := ('.' FIELD | '[' NUM ']')*      (needs DWARF: --vmlinux, or a process binary built with -g;
+//!                                             after a cast, the kernel's BTF)
 //! NUM    := 0xHEX | DECIMAL                  LEN := 1 | 2 | 4 | 8
 //! ```
 //! Kernel symbol names may contain dots (`foo.isra.0`, `__key.12`), so a dotted name is kept whole here
 //! and split into symbol and field path only when resolving, longest existing symbol first.
 //!
+//! `(TYPE)` casts the object at BASE to a type the kernel's BTF knows, so a heap object known only by its
+//! address (`'(struct task_struct)0xffff888103a4c000.pid'`) has fields. The cast names the type *of the
+//! object at BASE*, so a trailing `*` (`(struct sk_buff *)0x...`, as C would spell the pointer) changes
+//! nothing, and `struct`/`union` may be left out. It comes first and holds no `:`, so it never collides with
+//! `OBJECT:`.
+//!
 //! `OBJECT:` names a file mapped by the watched process (`libc.so.6:environ`, `libc:environ`, a path):
 //! everything before the last `:` (a path may hold one; a symbol never does). Only process watches take
 //! it; [`Target::kernel_object_error`] is what a kernel watch says about it.
 
-use ksymwatch_symbols::PathElem;
+use ksymwatch_symbols::{CastKind, CastType, PathElem};
 use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +39,8 @@ pub enum Base {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
+    /// `(TYPE)`: the type of the object at the base, whose members the path names (from BTF).
+    pub cast: Option<CastType>,
     pub base: Base,
     /// `.field` and `[N]` steps after the name (a dotted symbol name shows up here too; see module docs).
     pub path: Vec<PathElem>,
@@ -56,7 +66,7 @@ impl fmt::Display for TargetError {
         }
         write!(
             f,
-            "{}; expected [OBJECT:]SYMBOL[.FIELD][+OFF][/LEN] or 0xADDR[/LEN], LEN one of 1, 2, 4, 8",
+            "{}; expected [OBJECT:]SYMBOL[.FIELD][+OFF][/LEN], 0xADDR[/LEN] or '(TYPE)BASE.FIELD', LEN one of 1, 2, 4, 8",
             self.message
         )
     }
@@ -227,12 +237,16 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
     if input.is_empty() {
         return Err(p.err("the TARGET argument is empty"));
     }
+    let cast = if p.eat(b'(') { Some(cast(&mut p)?) } else { None };
+    let start = p.pos;
     // Everything before the last `:` is the object; the rest is parsed as it would be alone.
-    let object = match input.rfind(':') {
-        Some(0) => return Err(p.err("`:` must follow an OBJECT (a mapped file such as libc.so.6)")),
+    let object = match input[start..].rfind(':').map(|c| c + start) {
+        Some(c) if c == start => {
+            return Err(p.err("`:` must follow an OBJECT (a mapped file such as libc.so.6)"))
+        }
         Some(colon) => {
             p.pos = colon + 1;
-            Some(input[..colon].to_string())
+            Some(input[start..colon].to_string())
         }
         None => None,
     };
@@ -260,8 +274,10 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
     let mut path = Vec::new();
     loop {
         if p.eat(b'.') {
-            if matches!(base, Base::Address(_)) {
-                return Err(p.err("a raw address has no fields"));
+            if matches!(base, Base::Address(_)) && cast.is_none() {
+                return Err(p.err(
+                    "a raw address has no fields; name its type first: '(struct TYPE)0xADDR.FIELD'",
+                ));
             }
             let field = p.take_while(is_name_byte).to_string();
             if field.is_empty() {
@@ -269,8 +285,10 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
             }
             path.push(PathElem::Field(field));
         } else if p.eat(b'[') {
-            if matches!(base, Base::Address(_)) {
-                return Err(p.err("a raw address has no elements"));
+            if matches!(base, Base::Address(_)) && cast.is_none() {
+                return Err(p.err(
+                    "a raw address has no elements; name its type first: '(TYPE)0xADDR[N]'",
+                ));
             }
             let i = p.number("index", Some('['))?;
             if !p.eat(b']') {
@@ -311,7 +329,9 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
             p.input[..p.pos].chars().count() + 1
         )));
     }
-    if let Base::Address(a) = base {
+    // A typed address keeps `+OFF` for after its member path.
+    if let (Base::Address(a), None) = (&base, &cast) {
+        let a = *a;
         if offset != 0 {
             base = Base::Address(
                 a.checked_add(offset)
@@ -321,11 +341,57 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
         }
     }
     Ok(Target {
+        cast,
         base,
         path,
         offset,
         len,
         text: input.to_string(),
+    })
+}
+
+/// `TYPE)` after the opening `(`: an optional `struct`/`union`/`enum`, a name, an optional `*`.
+fn cast(p: &mut Parser<'_>) -> Result<CastType, TargetError> {
+    let close = p.input[p.pos..]
+        .find(')')
+        .ok_or_else(|| p.err("`(` opens a type cast without a closing `)`"))?;
+    let inner = &p.input[p.pos..p.pos + close];
+    p.pos += close + 1;
+    let inner = inner.trim();
+    let inner = match inner.strip_suffix('*') {
+        Some(rest) if rest.trim_end().ends_with('*') => {
+            return Err(p.err(format!(
+                "`({inner})` is a pointer to a pointer; the cast names the type of the object at the address, \
+                 so read the pointer and give its value as the address"
+            )))
+        }
+        Some(rest) => rest.trim_end(),
+        None => inner,
+    };
+    let mut words = inner.split_whitespace();
+    let (kind, name) = match (words.next(), words.next(), words.next()) {
+        (Some("struct"), Some(n), None) => (Some(CastKind::Struct), n),
+        (Some("union"), Some(n), None) => (Some(CastKind::Union), n),
+        (Some("enum"), Some(n), None) => (Some(CastKind::Enum), n),
+        (Some(n), None, None) => (None, n),
+        (None, ..) => return Err(p.err("`()` names no type; write '(struct TYPE)BASE.FIELD'")),
+        _ => {
+            return Err(p.err(format!(
+                "`({inner})` is not a type name; write one name, with struct, union or enum when it is one \
+                 (`(struct task_struct)`, `(spinlock_t)`)"
+            )))
+        }
+    };
+    let first = name.as_bytes()[0];
+    if !(first.is_ascii_alphabetic() || first == b'_') || !name.bytes().all(is_name_byte) {
+        return Err(p.err(format!("`{name}` in the cast is not a C type name")));
+    }
+    if p.peek().is_none() {
+        return Err(p.err("the cast must be followed by the object's address or symbol"));
+    }
+    Ok(CastType {
+        kind,
+        name: name.to_string(),
     })
 }
 
@@ -450,8 +516,8 @@ mod tests {
         assert_eq!(message("x/ 8"), "`/` must be followed by a length, not ` `");
         assert_eq!(
             parse("").unwrap_err().to_string(),
-            "bad target: the TARGET argument is empty; expected [OBJECT:]SYMBOL[.FIELD][+OFF][/LEN] or \
-             0xADDR[/LEN], LEN one of 1, 2, 4, 8"
+            "bad target: the TARGET argument is empty; expected [OBJECT:]SYMBOL[.FIELD][+OFF][/LEN], \
+             0xADDR[/LEN] or '(TYPE)BASE.FIELD', LEN one of 1, 2, 4, 8"
         );
     }
 
@@ -538,5 +604,83 @@ mod tests {
     #[test]
     fn a_multibyte_character_is_quoted_whole() {
         assert_eq!(message("xé"), "unexpected `é` at position 2");
+    }
+
+    fn cast_of(input: &str) -> CastType {
+        parse(input).unwrap().cast.unwrap()
+    }
+
+    #[test]
+    fn a_cast_names_the_type_of_the_object_at_the_base() {
+        let t = parse("(struct task_struct)0xffff888103a4c000.se.vruntime").unwrap();
+        assert_eq!(
+            t.cast,
+            Some(CastType {
+                kind: Some(CastKind::Struct),
+                name: "task_struct".into()
+            })
+        );
+        assert_eq!(t.base, Base::Address(0xffff888103a4c000));
+        assert_eq!(
+            t.path,
+            vec![
+                PathElem::Field("se".into()),
+                PathElem::Field("vruntime".into())
+            ]
+        );
+        // struct/union are optional, and a trailing `*` is the C spelling of the same object's pointer.
+        assert_eq!(cast_of("(task_struct)0x1000.pid").kind, None);
+        assert_eq!(cast_of("(struct sk_buff *)0x1000.len").name, "sk_buff");
+        assert_eq!(cast_of("( struct sk_buff* )0x1000.len").name, "sk_buff");
+        assert_eq!(
+            cast_of("(union bpf_attr)0x1000").kind,
+            Some(CastKind::Union)
+        );
+        assert_eq!(cast_of("(spinlock_t)0x1000").name, "spinlock_t");
+        // A symbol base, with an index, an element, an offset and a length after the path.
+        let t = parse("(struct task_struct)init_task.comm[2]+1/1").unwrap();
+        assert_eq!(t.base, sym("init_task"));
+        assert_eq!(t.path[1], PathElem::Index(2));
+        assert_eq!((t.offset, t.len), (1, Some(1)));
+        // A typed address keeps its `+OFF` for after the path instead of folding it into the address.
+        let t = parse("(task_struct)0x1000.pid+2/2").unwrap();
+        assert_eq!((t.base, t.offset), (Base::Address(0x1000), 2));
+        assert_eq!(parse("(task_struct)0x1000").unwrap().path, vec![]);
+    }
+
+    #[test]
+    fn a_cast_does_not_collide_with_an_object_prefix() {
+        let t = parse("(struct foo)libc.so.6:counters.x").unwrap();
+        assert_eq!(t.cast.as_ref().map(|c| c.name.as_str()), Some("foo"));
+        assert_eq!(t.object(), Some("libc.so.6"));
+        assert_eq!(
+            message("(struct foo):x"),
+            "`:` must follow an OBJECT (a mapped file such as libc.so.6)"
+        );
+        assert_eq!(parse("libc:x").unwrap().cast, None);
+    }
+
+    #[test]
+    fn a_bad_cast_says_what_is_wrong() {
+        assert_eq!(
+            message("(struct task_struct 0x10"),
+            "`(` opens a type cast without a closing `)`"
+        );
+        assert_eq!(
+            message("()0x10"),
+            "`()` names no type; write '(struct TYPE)BASE.FIELD'"
+        );
+        assert!(message("(struct sk_buff **)0x10").contains("pointer to a pointer"));
+        assert!(message("(unsigned long)0x10").contains("is not a type name"));
+        assert_eq!(
+            message("(struct 9x)0x10"),
+            "`9x` in the cast is not a C type name"
+        );
+        assert_eq!(
+            message("(struct x)"),
+            "the cast must be followed by the object's address or symbol"
+        );
+        assert!(message("0x10.x").contains("name its type first"));
+        assert!(message("0x10[1]").contains("name its type first"));
     }
 }

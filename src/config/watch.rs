@@ -164,7 +164,7 @@ fn text_warning(name: &str, type_char: char) -> String {
 /// A watch at `addr` on an object `size` bytes long (from there to its end; `None` when unknown): `/LEN`
 /// when given (a warning when it reaches past the object), else the widest aligned length that fits, at
 /// most 8.
-fn sized(
+pub(crate) fn sized(
     target: &Target,
     access: Access,
     addr: u64,

@@ -16,6 +16,10 @@
 //                        hash of the value, so a value shown on the wrong hit shows at the wrong site
 //   writer set CPU       no "go": each "set V" line (decimal or 0x hex, up to 64 bits) stores V into the global
 //                        once, pinned to CPU, and prints "done"; exits on EOF (known values, one store a step)
+//   writer sysinfo N CPU N times: sysinfo() into the global `ksw_sysinfo` (the kernel's copy_to_user fills a
+//                        struct sysinfo, its layout the kernel's BTF knows), then store 0 into its `procs`
+//   writer naps CPU      no "go": sleep 2 ms at a time (a voluntary context switch each: the kernel writes
+//                        this task's task_struct.nvcsw) until a line arrives, then print "naps=N" and "done"
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sched.h>
@@ -25,9 +29,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <poll.h>
+#include <sys/sysinfo.h>
 
 volatile unsigned long target_var __attribute__((aligned(64)));
 volatile unsigned long target_var2 __attribute__((aligned(64)));
+struct sysinfo ksw_sysinfo __attribute__((aligned(64)));
 
 // Two store sites the compiler must keep apart, each its own function.
 __attribute__((noinline)) void ksw_site_a(unsigned long v) { target_var = v; __asm__ volatile("" ::: "memory"); }
@@ -65,14 +71,25 @@ int main(int argc, char **argv) {
     int spin = strcmp(mode, "spin") == 0;
     int now = strcmp(mode, "now") == 0;
     int set = strcmp(mode, "set") == 0;
-    long n = spin || set ? 0 : atol(argv[2]);
-    int cpu = atoi(spin || set ? argv[2] : argv[3]);
+    int naps = strcmp(mode, "naps") == 0;
+    long n = spin || set || naps ? 0 : atol(argv[2]);
+    int cpu = atoi(spin || set || naps ? argv[2] : argv[3]);
     printf("addr=%p pid=%d tid=%ld addr2=%p\n", (void *)&target_var, getpid(), (long)syscall(SYS_gettid),
            (void *)&target_var2);
     fflush(stdout);
     if (now) {
         pin(cpu);
         for (long i = 0; i < n; i++) target_var = i;
+        return 0;
+    }
+    if (naps) {
+        struct pollfd p = { .fd = 0, .events = POLLIN };
+        unsigned long i = 0;
+        pin(cpu);
+        while (poll(&p, 1, 2) == 0) i++;
+        printf("naps=%lu\ndone\n", i);
+        fflush(stdout);
+        wait_line();
         return 0;
     }
     if (set) {
@@ -104,6 +121,11 @@ int main(int argc, char **argv) {
     } else if (strcmp(mode, "sites") == 0) {
         for (long i = 0; i < n; i++) {
             if (site_of((unsigned long)i)) ksw_site_b((unsigned long)i); else ksw_site_a((unsigned long)i);
+        }
+    } else if (strcmp(mode, "sysinfo") == 0) {
+        for (long i = 0; i < n; i++) {
+            if (sysinfo(&ksw_sysinfo) != 0) { perror("sysinfo"); return 2; }
+            *(volatile unsigned short *)&ksw_sysinfo.procs = 0;
         }
     } else if (strcmp(mode, "write2") == 0) {
         for (long i = 0; i < n; i++) {

@@ -18,6 +18,7 @@ mod live_output;
 mod live_process;
 mod live_rollback;
 mod live_value;
+mod live_typed;
 mod live_watch;
 mod properties;
 mod resolve_cli;

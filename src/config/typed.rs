@@ -1,0 +1,339 @@
+//! Typed targets, `'(struct task_struct)0xffff888103a4c000.se.vruntime'`: a cast names the type of the
+//! object at the base, and the kernel's BTF (`/sys/kernel/btf/vmlinux`, 5 MB, always the running kernel's)
+//! gives the member's offset, size and C type. No debug package is needed, and the base may be any
+//! address: a heap object from a crash log, a `%px`, a bpftrace map, a user buffer the kernel fills.
+//!
+//! Resolution is two steps so every base keeps its own rules: the base alone ([`base_target`]: a symbol
+//! by whatever source answers symbols, or an address) resolves as a plain target would, then [`apply`]
+//! moves it by the member path. Module types are looked for in `/sys/kernel/btf/MODULE` (split BTF on
+//! top of vmlinux's) when vmlinux's BTF has no type of that name.
+
+use std::cell::OnceCell;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ksymwatch_symbols::{Btf, CastKind, CastType, FieldError, MemberInfo, PathElem};
+
+use crate::config::advice::Advised;
+use crate::config::target::{Base, Target};
+use crate::config::watch::{self, Access};
+use crate::error::{Error, Result};
+
+/// Where the running kernel publishes its BTF.
+pub const DEFAULT_BTF: &str = Btf::VMLINUX;
+
+/// The BTF that casts are resolved in, opened on first use (a run without casts never reads it).
+pub struct Types {
+    path: PathBuf,
+    vmlinux: OnceCell<std::result::Result<Arc<Btf>, String>>,
+    modules: OnceCell<Vec<Btf>>,
+}
+
+impl Types {
+    pub fn new(path: &Path) -> Types {
+        Types {
+            path: path.to_path_buf(),
+            vmlinux: OnceCell::new(),
+            modules: OnceCell::new(),
+        }
+    }
+
+    fn vmlinux(&self) -> Result<&Arc<Btf>> {
+        let opened = self.vmlinux.get_or_init(|| {
+            Btf::open(&self.path)
+                .map(Arc::new)
+                .map_err(|e| Advised(e).to_string())
+        });
+        opened.as_ref().map_err(|e| {
+            let missing = !self.path.exists();
+            if missing && self.path == Path::new(DEFAULT_BTF) {
+                Error::usage(format!(
+                    "a typed target needs the kernel's BTF, and this kernel publishes none at {DEFAULT_BTF} \
+                     (built without CONFIG_DEBUG_INFO_BTF); pass --btf FILE with its raw BTF, or use \
+                     --vmlinux FILE (with DWARF) and SYMBOL.FIELD"
+                ))
+            } else {
+                Error::usage(format!("{e}; pass --btf FILE with the kernel's raw BTF"))
+            }
+        })
+    }
+
+    /// Split BTF of loaded modules, next to vmlinux's (`/sys/kernel/btf/MODULE`); unreadable ones are
+    /// passed over, since a type found elsewhere does not need them.
+    fn modules(&self, base: &Arc<Btf>) -> &[Btf] {
+        self.modules.get_or_init(|| {
+            let Some(dir) = self.path.parent() else {
+                return Vec::new();
+            };
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return Vec::new();
+            };
+            let mut paths: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| *p != self.path && p.is_file())
+                .collect();
+            paths.sort();
+            paths
+                .iter()
+                .filter_map(|p| Btf::open_split(p, Arc::clone(base)).ok())
+                .collect()
+        })
+    }
+
+    /// The member `path` of an object of type `cast` (`text`: the target, for messages), and the BTF
+    /// file that described it.
+    pub fn member(&self, cast: &CastType, path: &[PathElem], text: &str) -> Result<(MemberInfo, PathBuf)> {
+        let vmlinux = self.vmlinux()?;
+        let mut found = vmlinux
+            .member(cast, path)
+            .map(|info| (info, self.path.clone()));
+        if let Err(FieldError::NoType { .. }) = found {
+            for m in self.modules(vmlinux) {
+                match m.member(cast, path) {
+                    Err(FieldError::NoType { .. }) => continue,
+                    r => {
+                        found = r.map(|info| (info, m.path().to_path_buf()));
+                        break;
+                    }
+                }
+            }
+        }
+        found.map_err(|e| match e {
+            FieldError::Load(e) => Error::usage(Advised(e).to_string()),
+            e => Error::usage(format!("`{text}`")).caused_by(Advised(e)),
+        })
+    }
+}
+
+/// The base of a typed target as a target of its own: `(T)init_task.se.x+8/4` resolves `init_task`, and
+/// `(T)0xADDR.f` the address. `/1` keeps a base that is only 4-aligned from being refused as an 8-byte watch:
+/// the length watched is the member's, chosen in [`apply`].
+pub fn base_target(t: &Target) -> Target {
+    if t.cast.is_none() {
+        return t.clone();
+    }
+    let text = match &t.base {
+        Base::Address(a) => format!("0x{a:x}"),
+        Base::Symbol {
+            object,
+            name,
+            index,
+        } => {
+            let mut s = object.as_ref().map_or(String::new(), |o| format!("{o}:"));
+            s.push_str(name);
+            if let Some(i) = index {
+                s.push_str(&format!("@{i}"));
+            }
+            s
+        }
+    };
+    Target {
+        cast: None,
+        base: t.base.clone(),
+        path: Vec::new(),
+        offset: 0,
+        len: Some(1),
+        text,
+    }
+}
+
+/// `SYMBOL.PATH` without DWARF, for a variable whose type BTF knows (per-CPU variables; every global on
+/// kernels built with pahole's global-variable encoding): the same target with its type as a cast, so it
+/// resolves like `'(TYPE)SYMBOL.PATH'`. `None` when BTF does not know the variable (or there is no BTF):
+/// the caller's own "needs DWARF" error stands. A per-CPU variable is refused: the symbol is one CPU's
+/// copy's offset from its per-CPU base, not an address.
+pub fn btf_variable(types: &Types, target: &Target) -> Result<Option<Target>> {
+    if target.cast.is_some() || target.path.is_empty() || target.object().is_some() {
+        return Ok(None);
+    }
+    let Ok(btf) = types.vmlinux() else {
+        return Ok(None);
+    };
+    for (name, rest) in target.symbol_splits() {
+        if rest.is_empty() {
+            continue;
+        }
+        let Some(v) = btf.variable(&name) else {
+            continue;
+        };
+        let path: String = rest.iter().map(|e| e.to_string()).collect();
+        let Some(cast) = cast_of(&v.type_name) else {
+            return Err(Error::usage(format!(
+                "`{}`: BTF knows `{name}` as a {}, which has no name to cast to; pass --vmlinux FILE \
+                 with DWARF",
+                target.text, v.type_name
+            )));
+        };
+        if v.section == PERCPU_SECTION {
+            return Err(Error::usage(format!(
+                "`{}`: `{name}` is a per-CPU variable ({}): every CPU has its own copy, and the symbol is \
+                 only its offset in the per-CPU area; watch one CPU's copy by its address: \
+                 '({cast})0xADDR{path}'",
+                target.text, v.type_name
+            )));
+        }
+        let Base::Symbol { index, .. } = &target.base else {
+            return Ok(None);
+        };
+        return Ok(Some(Target {
+            cast: Some(cast),
+            base: Base::Symbol {
+                object: None,
+                name,
+                index: *index,
+            },
+            path: rest,
+            offset: target.offset,
+            len: target.len,
+            text: target.text.clone(),
+        }));
+    }
+    Ok(None)
+}
+
+/// The section BTF puts per-CPU variables in.
+const PERCPU_SECTION: &str = ".data..percpu";
+
+/// A C type name as BTF prints it (`struct cpu_hw_events`, `u64`) as a cast; `None` for a type with no
+/// name of its own (`int[4]`, `struct list_head *`).
+fn cast_of(type_name: &str) -> Option<CastType> {
+    let (kind, name) = match type_name.split_once(' ') {
+        Some(("struct", n)) => (Some(CastKind::Struct), n),
+        Some(("union", n)) => (Some(CastKind::Union), n),
+        Some(("enum", n)) => (Some(CastKind::Enum), n),
+        Some(_) => return None,
+        None => (None, type_name),
+    };
+    let named = name
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || c == b'_');
+    named.then(|| CastType {
+        kind,
+        name: name.to_string(),
+    })
+}
+
+/// A typed target resolved: the base, the member, and where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Typed {
+    /// The target as given, without `/LEN`: the label of its hits.
+    pub label: String,
+    pub cast: CastType,
+    /// The base as resolved: `0xffff888103a4c000`, or the symbol's name.
+    pub base: String,
+    pub base_addr: u64,
+    /// `.se.vruntime[2]`, empty for the whole object.
+    pub path: String,
+    /// Bytes from the base to the watched address: the member's offset plus `+OFF`.
+    pub offset: u64,
+    pub addr: u64,
+    /// Bytes from the watched address to the end of the member (`None`: BTF does not know, `T[]`).
+    pub size: Option<u64>,
+    /// The member's C type; `None` after `+OFF`, which lands inside it.
+    pub type_name: Option<String>,
+    pub btf: PathBuf,
+}
+
+/// Resolves `target`'s cast and path at `base_addr` (where its base resolved).
+pub fn resolve(types: &Types, target: &Target, base_addr: u64, base: &str) -> Result<Typed> {
+    let Some(cast) = &target.cast else {
+        return Err(Error::usage(format!(
+            "`{}` has no (TYPE) cast",
+            target.text
+        )));
+    };
+    let (m, btf) = types.member(cast, &target.path, &target.text)?;
+    let off = target.offset;
+    if let Some(size) = m.size.filter(|_| off > 0) {
+        if off >= size {
+            return Err(Error::usage(format!(
+                "`{}`: offset 0x{off:x} is past the end of the member ({size} bytes, {})",
+                target.text, m.type_name
+            )));
+        }
+    }
+    let overflow = || Error::usage(format!("`{}`: address overflows", target.text));
+    let offset = m.offset.checked_add(off).ok_or_else(overflow)?;
+    let addr = base_addr.checked_add(offset).ok_or_else(overflow)?;
+    let path: String = target.path.iter().map(|e| e.to_string()).collect();
+    let mut label = format!("({cast}){base}{path}");
+    if off > 0 {
+        label.push_str(&format!("+0x{off:x}"));
+    }
+    Ok(Typed {
+        label,
+        cast: cast.clone(),
+        base: base.to_string(),
+        base_addr,
+        path,
+        offset,
+        addr,
+        size: m.size.map(|s| s - off),
+        type_name: (off == 0).then_some(m.type_name),
+        btf,
+    })
+}
+
+/// Moves the watch its base resolved to (`base`, from [`base_target`]) onto the member, with the member's
+/// length unless `/LEN` says otherwise. Targets without a cast pass through.
+pub fn apply(
+    types: &Types,
+    target: &Target,
+    base: watch::Resolved,
+    access: Access,
+) -> Result<watch::Resolved> {
+    if target.cast.is_none() {
+        return Ok(base);
+    }
+    let t = resolve(types, target, base.watch.addr, &base.watch.label)?;
+    watch::sized(target, access, t.addr, t.size, t.label, base.warnings)
+}
+
+impl Typed {
+    /// `resolve --json`: one object; addresses as `"0x..."` strings like the other forms.
+    pub fn to_json(&self) -> String {
+        serde_json::json!({
+            "target": self.label,
+            "cast": self.cast.to_string(),
+            "base": self.base,
+            "base_addr": format!("0x{:x}", self.base_addr),
+            "member": self.path,
+            "offset": self.offset,
+            "runtime_addr": format!("0x{:x}", self.addr),
+            "size": self.size,
+            "type": self.type_name,
+            "btf": self.btf.to_string_lossy(),
+        })
+        .to_string()
+    }
+}
+
+impl fmt::Display for Typed {
+    /// `resolve`'s `key: value` lines, with the same keys as a symbol's where they mean the same.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "target:       {}", self.label)?;
+        writeln!(f, "object:       {} at 0x{:016x}", self.cast, self.base_addr)?;
+        if !self.base.starts_with("0x") {
+            writeln!(f, "base symbol:  {}", self.base)?;
+        }
+        let member = if self.path.is_empty() {
+            "(the whole object)"
+        } else {
+            &self.path
+        };
+        writeln!(f, "member:       {member} at offset 0x{:x}", self.offset)?;
+        writeln!(f, "runtime addr: 0x{:016x}", self.addr)?;
+        writeln!(
+            f,
+            "size:         {}",
+            self.size.map_or("unknown".to_string(), |n| n.to_string())
+        )?;
+        writeln!(
+            f,
+            "type:         {}",
+            self.type_name.as_deref().unwrap_or("unknown (inside the member)")
+        )?;
+        write!(f, "types:        BTF {}", self.btf.display())
+    }
+}

@@ -1,0 +1,294 @@
+//! Typed targets, `'(struct TYPE)BASE.FIELD'`, with the running kernel's BTF: member offsets as
+//! `bpftool` reads them from the same BTF, live watches on a kernel object found by its address, and on a
+//! user buffer laid out as a kernel struct that the kernel fills.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{self, Tracer, Writer};
+
+const BTF: &str = "/sys/kernel/btf/vmlinux";
+
+/// `bpftool btf dump` of the running kernel's BTF, raw format: per type id, its line and member lines.
+struct Dump {
+    types: HashMap<u64, (String, Vec<String>)>,
+}
+
+impl Dump {
+    fn load() -> Option<Dump> {
+        if !Path::new(BTF).exists() {
+            util::skip(format_args!("{BTF} is missing: this kernel has no BTF"));
+            return None;
+        }
+        let bpftool = ["bpftool", "/usr/sbin/bpftool"]
+            .into_iter()
+            .find(|b| Command::new(b).arg("version").output().is_ok());
+        let Some(bpftool) = bpftool else {
+            util::skip("bpftool not found (Debian package bpftool)");
+            return None;
+        };
+        let out = util::tool(bpftool, &["btf", "dump", "file", BTF, "format", "raw"]);
+        let mut types = HashMap::new();
+        let mut current: Option<(u64, String, Vec<String>)> = None;
+        for line in out.lines() {
+            if let Some(rest) = line.strip_prefix('[') {
+                if let Some((id, t, m)) = current.take() {
+                    types.insert(id, (t, m));
+                }
+                let (id, text) = rest.split_once("] ").expect("type line");
+                current = Some((id.parse().expect("type id"), text.to_string(), Vec::new()));
+            } else if let Some((_, _, members)) = &mut current {
+                members.push(line.trim().to_string());
+            }
+        }
+        if let Some((id, t, m)) = current {
+            types.insert(id, (t, m));
+        }
+        Some(Dump { types })
+    }
+
+    /// The id of `STRUCT 'name'`.
+    fn struct_id(&self, name: &str) -> u64 {
+        let want = format!("STRUCT '{name}' ");
+        *self
+            .types
+            .iter()
+            .find(|(_, (t, _))| t.starts_with(&want))
+            .unwrap_or_else(|| panic!("no struct {name} in the dump"))
+            .0
+    }
+
+    /// (byte offset, type id) of member `name` of type `id`.
+    fn member(&self, id: u64, name: &str) -> (u64, u64) {
+        let want = format!("'{name}' ");
+        let line = self.types[&id]
+            .1
+            .iter()
+            .find(|l| l.starts_with(&want))
+            .unwrap_or_else(|| panic!("no member {name} in type {id}"));
+        let num = |k: &str| -> u64 {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(k))
+                .expect(k)
+                .parse()
+                .expect(k)
+        };
+        (num("bits_offset=") / 8, num("type_id="))
+    }
+
+    /// Byte offset of a dotted member path below `STRUCT 'ty'`, every step a named member.
+    fn offset(&self, ty: &str, path: &[&str]) -> u64 {
+        let mut id = self.struct_id(ty);
+        let mut off = 0;
+        for name in path {
+            let (o, next) = self.member(id, name);
+            off += o;
+            id = next;
+        }
+        off
+    }
+}
+
+fn resolve_json(target: &str) -> Value {
+    let (code, out, err) = util::run(&["resolve", "--json", target]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn resolve_reads_member_offsets_from_the_kernels_btf() {
+    let Some(dump) = Dump::load() else { return };
+    let base = 0xffff_8881_0000_0000u64;
+    for (ty, path, size, type_name) in [
+        ("task_struct", vec!["nvcsw"], 8, "unsigned long"),
+        ("task_struct", vec!["se", "vruntime"], 8, "u64"),
+        ("task_struct", vec!["pid"], 4, "pid_t"),
+        ("new_utsname", vec!["nodename"], 65, "char[65]"),
+    ] {
+        let target = format!("(struct {ty})0x{base:x}.{}", path.join("."));
+        let v = resolve_json(&target);
+        let offset = dump.offset(ty, &path);
+        assert_eq!(v["offset"], offset, "{target}: {v}");
+        assert_eq!(v["runtime_addr"], format!("0x{:x}", base + offset), "{v}");
+        assert_eq!(v["size"], size, "{target}: {v}");
+        assert_eq!(v["type"], type_name, "{target}: {v}");
+        assert_eq!(v["btf"], BTF);
+    }
+    // An element, an offset inside it, the text form.
+    let nodename = dump.offset("new_utsname", &["nodename"]);
+    let v = resolve_json(&format!("(new_utsname)0x{base:x}.nodename[3]"));
+    assert_eq!((&v["offset"], &v["size"]), (&(nodename + 3).into(), &1.into()));
+    assert_eq!(v["type"], "char");
+    let v = resolve_json(&format!("(new_utsname)0x{base:x}.nodename+1"));
+    assert_eq!((&v["offset"], &v["size"]), (&(nodename + 1).into(), &64.into()));
+    assert_eq!(v["type"], Value::Null);
+    let (code, out, err) = util::run(&[
+        "resolve",
+        &format!("(struct task_struct *)0x{base:x}.se.vruntime"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("member:       .se.vruntime at offset 0x"), "{out}");
+    assert!(out.contains("type:         u64\n"), "{out}");
+    assert!(out.contains("object:       struct task_struct at 0xffff888100000000"), "{out}");
+}
+
+#[test]
+fn a_typed_target_that_does_not_fit_its_type_is_refused_with_the_way_out() {
+    if !Path::new(BTF).exists() {
+        util::skip(format_args!("{BTF} is missing: this kernel has no BTF"));
+        return;
+    }
+    let t = "(struct task_struct)0xffff888100000000";
+    util::rejects(
+        &["resolve", &format!("{t}.no_such_field")],
+        2,
+        &["no field `no_such_field`", "its fields are"],
+    );
+    util::rejects(
+        &["resolve", "(struct no_such_type_ksw)0xffff888100000000.x"],
+        2,
+        &["no_such_type_ksw"],
+    );
+    util::rejects(&["resolve", &format!("{t}.pid[2]")], 2, &["not an array"]);
+    util::rejects(
+        &["resolve", &format!("{t}.pid"), "--btf", "/nonexistent/btf"],
+        2,
+        &["/nonexistent/btf", "--btf FILE"],
+    );
+    util::rejects(
+        &["write", "0xffff888100000000.pid"],
+        2,
+        &["name its type first"],
+    );
+    // BTF knows a per-CPU variable's type, but its symbol is an offset in the per-CPU area, not an address.
+    util::rejects(
+        &["resolve", "cpu_hw_events.enabled"],
+        2,
+        &[
+            "per-CPU variable (struct cpu_hw_events)",
+            "'(struct cpu_hw_events)0xADDR.enabled'",
+        ],
+    );
+}
+
+/// The JSON hit records of a stream.
+fn hits(out: &str) -> Vec<Value> {
+    out.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .filter(|v| v["type"] == "hit")
+        .collect()
+}
+
+fn chain_has(hit: &Value, sym: &str) -> bool {
+    hit["chain"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|f| f["sym"].as_str() == Some(sym)))
+}
+
+/// A kernel object known only by its address: bpftrace prints the helper's `task_struct` (`curtask`) as it
+/// switches out, and a watch on its `nvcsw` sees `__schedule` count each of the helper's naps.
+#[test]
+fn the_kernel_writes_a_task_structs_switch_count_at_the_address_bpftrace_gave() {
+    let Some(_live) = util::live() else { return };
+    if !util::require("bpftrace") {
+        return;
+    }
+    // bpftrace reads tracepoints from tracefs; a minimal VM may not have mounted it.
+    if !Path::new("/sys/kernel/tracing/events").exists() {
+        let _ = Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .status();
+    }
+    let mut h = Writer::start(&["naps", "0"]);
+    let program = format!(
+        "tracepoint:sched:sched_switch /args->prev_pid == {}/ {{ printf(\"task=%p\\n\", curtask); exit(); }}",
+        h.pid
+    );
+    let mut bpftrace = Command::new("bpftrace")
+        .args(["-q", "-e", &program])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start bpftrace");
+    util::wait_within(&mut bpftrace, Duration::from_secs(60));
+    let mut out = String::new();
+    let mut err = String::new();
+    if let Some(mut o) = bpftrace.stdout.take() {
+        o.read_to_string(&mut out).expect("bpftrace output");
+    }
+    if let Some(mut e) = bpftrace.stderr.take() {
+        e.read_to_string(&mut err).expect("bpftrace errors");
+    }
+    let Some(task) = out
+        .lines()
+        .find_map(|l| l.strip_prefix("task=0x"))
+        .and_then(|a| u64::from_str_radix(a.trim(), 16).ok())
+    else {
+        util::skip(format_args!("bpftrace gave no task address: {out} {err}"));
+        return;
+    };
+    let target = format!("(struct task_struct)0x{task:x}.nvcsw");
+    let t = Tracer::start_json(&["write", "--json", "--no-status", "--count", "20", &target]);
+    let (code, out, err) = t.wait(Duration::from_secs(60));
+    h.send("stop");
+    h.read_until("done");
+    assert_eq!(code, 0, "{err}");
+    let hits = hits(&out);
+    assert_eq!(hits.len(), 20, "{out}");
+    for hit in &hits {
+        // Only the task itself counts its voluntary switches, in __schedule, as it goes to sleep.
+        assert_eq!(hit["tid"], h.tid, "{hit}");
+        assert_eq!(hit["target"], target.as_str(), "{hit}");
+        assert_eq!(hit["ip"]["kernel"], true, "{hit}");
+        assert!(chain_has(hit, "__schedule"), "{hit}");
+    }
+}
+
+/// A user buffer with a kernel struct's layout: `sysinfo()` fills the helper's `struct sysinfo` with
+/// copy_to_user, and the typed watch on its `procs` sees that kernel write and the helper's own store, once
+/// per call each.
+#[test]
+fn a_user_buffer_typed_as_a_kernel_struct_is_watched_on_its_member() {
+    let Some(_live) = util::live() else { return };
+    if !Path::new(BTF).exists() {
+        util::skip(format_args!("{BTF} is missing: this kernel has no BTF"));
+        return;
+    }
+    let n = 25;
+    let h = Writer::start(&["sysinfo", &n.to_string(), "0"]);
+    let pid = h.pid.to_string();
+    let target = "(struct sysinfo)ksw_sysinfo.procs";
+    let t = Tracer::start_json(&["write", "--json", "--no-status", "-p", &pid, target]);
+    assert!(
+        t.header.contains("(struct sysinfo)ksw_sysinfo.procs"),
+        "{}",
+        t.header
+    );
+    let tid = h.go_and_finish();
+    let (code, out, err) = t.wait(Duration::from_secs(60));
+    assert_eq!(code, 0, "{err}");
+    let mine: Vec<Value> = hits(&out)
+        .into_iter()
+        .filter(|v| v["tid"] == tid)
+        .collect();
+    let kernel = mine
+        .iter()
+        .filter(|v| v["ip"]["kernel"] == true && chain_has(v, "__do_sys_sysinfo"))
+        .count();
+    let user = mine
+        .iter()
+        .filter(|v| v["ip"]["kernel"] == false && v["ip"]["sym"] == "main")
+        .count();
+    assert_eq!((kernel, user), (n, n), "{out}");
+    // `procs` is a 2-byte `__u16`, so the watch takes BTF's size for its length.
+    let header: Value = out
+        .lines()
+        .find_map(|l| serde_json::from_str::<Value>(l).ok().filter(|v| v["type"] == "header"))
+        .unwrap_or(Value::Null);
+    assert_eq!(header["targets"][0]["len"], 2, "{header}");
+}

@@ -15,6 +15,8 @@
 //! go through an index built on first use: the vmlinux BTF holds ~130k types.
 
 mod reader;
+#[cfg(test)]
+mod tests;
 
 use std::fmt;
 use std::hash::Hasher;
@@ -422,7 +424,8 @@ impl Btf {
                     Some(0)
                 } else if diff <= 2 && want.len() <= 64 {
                     let d = edit_distance(name.as_bytes(), want.as_bytes());
-                    (d <= 2 && d < want.len()).then_some(d)
+                    // One typo in four letters; two in six or more.
+                    (d <= 2 && d * 3 <= want.len()).then_some(d)
                 } else {
                     None
                 };
@@ -800,16 +803,24 @@ fn qualify(q: &str, inner: String) -> String {
     }
 }
 
-/// Levenshtein distance, for names of at most a few dozen bytes.
+/// Edit distance counting a swap of neighbours as one edit (`tsak` is one from `task`), for names of at
+/// most a few dozen bytes.
 fn edit_distance(a: &[u8], b: &[u8]) -> usize {
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     let mut cur = vec![0; b.len() + 1];
-    for (i, &ca) in a.iter().enumerate() {
+    for i in 0..a.len() {
         cur[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        for j in 0..b.len() {
+            let mut d = (prev[j] + usize::from(a[i] != b[j]))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+            if i > 0 && j > 0 && a[i] == b[j - 1] && a[i - 1] == b[j] {
+                d = d.min(before[j - 1] + 1);
+            }
+            cur[j + 1] = d;
         }
+        std::mem::swap(&mut before, &mut prev);
         std::mem::swap(&mut prev, &mut cur);
     }
     prev[b.len()]

@@ -145,10 +145,12 @@ impl Raw {
                 | kind::FUNC
                 | kind::FLOAT
                 | kind::TYPE_TAG => Some(0),
-                k => return Err(format!(
+                k => {
+                    return Err(format!(
                     "type {} has kind {k}, which this reader does not know (BTF newer than it?)",
                     raw.records.len() + 1
-                )),
+                ))
+                }
             };
             let end = trailer.and_then(|t| (at + 12).checked_add(t));
             match end {
@@ -156,12 +158,14 @@ impl Raw {
                     raw.records.push(at as u32);
                     at = end;
                 }
-                _ => return Err(format!(
+                _ => {
+                    return Err(format!(
                     "type record {} (kind {}, {} members) runs past the end of the type section",
                     raw.records.len() + 1,
                     r.kind,
                     r.vlen
-                )),
+                ))
+                }
             }
         }
         if u32::try_from(raw.data.len()).is_err() {

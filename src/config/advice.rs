@@ -32,6 +32,7 @@ fn flag(role: Role) -> &'static str {
         Role::SystemMap => "--system-map",
         Role::Vmlinux => "--vmlinux",
         Role::KernelNotes => "--kernel-notes",
+        Role::Btf => "--btf",
     }
 }
 

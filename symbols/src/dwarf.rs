@@ -70,6 +70,22 @@ pub enum FieldError {
     },
     /// Only declarations without a full type were found (a struct only forward-declared everywhere).
     Incomplete { at: String, type_name: String },
+    /// BTF has no type of that name (`name` as the cast spelled it: `struct task_strct`); `suggestions`
+    /// are close names of the same kind, best first.
+    NoType {
+        name: String,
+        suggestions: Vec<String>,
+    },
+    /// The path ends at a bitfield, which a breakpoint cannot watch: `bits` wide at `bit_offset` bits from
+    /// the object's start. The smallest naturally aligned 1/2/4/8-byte word holding it is `word_size`
+    /// bytes at `word_offset` bytes from the object's start.
+    Bitfield {
+        at: String,
+        bits: u32,
+        bit_offset: u64,
+        word_offset: u64,
+        word_size: u64,
+    },
 }
 
 impl fmt::Display for FieldError {
@@ -122,6 +138,29 @@ impl fmt::Display for FieldError {
                 f,
                 "`{at}` has type {type_name}, which the debug info only declares (no layout); \
                  the defining unit may have been built without -g"
+            ),
+            FieldError::NoType { name, suggestions } => {
+                write!(f, "BTF has no type `{name}`")?;
+                if suggestions.is_empty() {
+                    write!(
+                        f,
+                        ": check the spelling (a module's types are in /sys/kernel/btf/MODULE)"
+                    )
+                } else {
+                    write!(f, "; did you mean {}?", suggestions.join(", "))
+                }
+            }
+            FieldError::Bitfield {
+                at,
+                bits,
+                bit_offset,
+                word_offset,
+                word_size,
+            } => write!(
+                f,
+                "`{at}` is a {bits}-bit bitfield (bit {bit_offset} of the object) and a breakpoint cannot watch \
+                 single bits: watch the {word_size}-byte word holding it instead, at offset {word_offset} \
+                 (0x{word_offset:x}) from the object's start"
             ),
         }
     }

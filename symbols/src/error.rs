@@ -48,6 +48,8 @@ pub enum Error {
     NoDebugInfo { path: PathBuf },
     /// The DWARF is present but could not be read.
     Dwarf { path: PathBuf, message: String },
+    /// The BTF type information is not usable (bad magic, a section cut short, a type id out of range).
+    Btf { path: PathBuf, message: String },
     /// The symbol file is proven not to be the running kernel and the policy refuses it.
     KernelMismatch {
         source: crate::Source,
@@ -111,6 +113,13 @@ impl fmt::Display for Error {
                 f,
                 "{}: cannot read its DWARF debug info: {message}; the file may be corrupt or truncated, fetch it again",
                 path.display()
+            ),
+            Error::Btf { path, message } => write!(
+                f,
+                "{} is not usable BTF type information: {message}; give the kernel's own {} (or a module's \
+                 /sys/kernel/btf/MODULE), or a copy of it that was not cut short",
+                path.display(),
+                crate::Btf::VMLINUX
             ),
             Error::KernelMismatch { source, status } => write!(
                 f,

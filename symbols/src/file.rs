@@ -1,5 +1,5 @@
 //! Opening the files this crate reads, in one place, so that no path can hang or exhaust the process:
-//! every loader of a kernel symbol file (kallsyms, System.map, vmlinux, the kernel's notes) goes through
+//! every loader of a kernel symbol file (kallsyms, System.map, vmlinux, the kernel's notes, BTF) goes through
 //! [`open_regular`], and the text ones through [`read_text`]. (User-space binaries, which the user does not
 //! name, are opened by [`crate::user`] with the same precautions plus an inode check.)
 //!
@@ -32,6 +32,9 @@ pub const TEXT_LIMIT: u64 = 256 << 20;
 
 /// The most a copy of `/sys/kernel/notes` may hold (the real one is well under a page).
 pub const NOTES_LIMIT: u64 = 1 << 20;
+
+/// The most a BTF file may hold: the vmlinux BTF of a distribution kernel is 5-6 MiB, a module's far less.
+pub const BTF_LIMIT: u64 = 64 << 20;
 
 /// What a path names, as far as reading it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +100,8 @@ pub enum Role {
     Vmlinux,
     /// `/sys/kernel/notes` or a copy of it.
     KernelNotes,
+    /// BTF type information: `/sys/kernel/btf/vmlinux`, a module's, or a copy.
+    Btf,
 }
 
 impl Role {
@@ -105,6 +110,7 @@ impl Role {
         match self {
             Role::Kallsyms | Role::SystemMap => Some(TEXT_LIMIT),
             Role::KernelNotes => Some(NOTES_LIMIT),
+            Role::Btf => Some(BTF_LIMIT),
             Role::Vmlinux => None,
         }
     }
@@ -116,6 +122,7 @@ impl Role {
             Role::SystemMap => "System.map",
             Role::Vmlinux => "vmlinux",
             Role::KernelNotes => "kernel notes file",
+            Role::Btf => "BTF file",
         }
     }
 
@@ -135,6 +142,10 @@ impl Role {
                                    /usr/lib/debug/boot/vmlinux-$(uname -r)"
                 .into(),
             (Role::KernelNotes, _) => "give a copy of /sys/kernel/notes".into(),
+            (Role::Btf, _) => format!(
+                "give a BTF file, such as {} or /sys/kernel/btf/MODULE",
+                crate::Btf::VMLINUX
+            ),
         }
     }
 }

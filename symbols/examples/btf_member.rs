@@ -1,0 +1,67 @@
+//! Resolves `(TYPE).path` or `VARIABLE.path` against a BTF file and prints offset, size and type, with
+//! the time taken to open the file and look up the member (the number BENCHMARKS.md quotes).
+//!
+//! `cargo run --release -p ksymwatch-symbols --example btf_member -- [--var] task_struct se.vruntime [BTF]`
+
+use std::path::Path;
+use std::time::Instant;
+
+use ksymwatch_symbols::{Btf, CastType, PathElem};
+
+fn parse_path(s: &str) -> Vec<PathElem> {
+    let mut out = Vec::new();
+    for part in s.split('.').filter(|p| !p.is_empty()) {
+        let (name, rest) = part.split_once('[').unwrap_or((part, ""));
+        if !name.is_empty() {
+            out.push(PathElem::Field(name.into()));
+        }
+        for idx in rest.split('[') {
+            if let Ok(i) = idx.trim_end_matches(']').parse() {
+                out.push(PathElem::Index(i));
+            }
+        }
+    }
+    out
+}
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let var = args.first().is_some_and(|a| a == "--var");
+    if var {
+        args.remove(0);
+    }
+    let (Some(name), path) = (args.first(), args.get(1).map_or("", String::as_str)) else {
+        eprintln!("usage: btf_member [--var] TYPE|VARIABLE [PATH] [BTF]");
+        std::process::exit(2);
+    };
+    let file = args.get(2).map_or(Btf::VMLINUX, String::as_str);
+    let t0 = Instant::now();
+    let btf = match Btf::open(Path::new(file)) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
+    let t1 = Instant::now();
+    let path = parse_path(path);
+    let result = if var {
+        btf.variable_member(name, &path)
+    } else {
+        let cast = CastType {
+            kind: None,
+            name: name.clone(),
+        };
+        btf.member(&cast, &path)
+    };
+    let t2 = Instant::now();
+    match result {
+        Ok(m) => println!("offset {} size {:?} type {}", m.offset, m.size, m.type_name),
+        Err(e) => println!("{e}"),
+    }
+    eprintln!(
+        "open {:.1} ms, first lookup {:.1} ms",
+        (t1 - t0).as_secs_f64() * 1e3,
+        (t2 - t1).as_secs_f64() * 1e3
+    );
+}

@@ -1,0 +1,225 @@
+//! The raw BTF format: the header, the type records and the string section, checked once when a blob is
+//! loaded, so that everything after can index into it without re-checking extents.
+//!
+//! Layout (`include/uapi/linux/btf.h`): a header (magic `0xeB9F` in the blob's byte order, version 1,
+//! `hdr_len`, then the type and string sections as offset/length pairs counted from the header's end);
+//! the type section is a run of 12-byte `btf_type` records, each followed by kind-specific data whose
+//! length follows from the kind and `vlen`; the string section is NUL-terminated names, offset 0 being "".
+//! Type id 0 is `void`; ids count from 1 (or, in split BTF, on from the base's last id).
+
+use std::ops::Range;
+
+pub(super) const MAGIC: u16 = 0xeb9f;
+pub(super) const HEADER_LEN: usize = 24;
+
+/// `BTF_KIND_*`.
+pub(super) mod kind {
+    pub const INT: u32 = 1;
+    pub const PTR: u32 = 2;
+    pub const ARRAY: u32 = 3;
+    pub const STRUCT: u32 = 4;
+    pub const UNION: u32 = 5;
+    pub const ENUM: u32 = 6;
+    pub const FWD: u32 = 7;
+    pub const TYPEDEF: u32 = 8;
+    pub const VOLATILE: u32 = 9;
+    pub const CONST: u32 = 10;
+    pub const RESTRICT: u32 = 11;
+    pub const FUNC: u32 = 12;
+    pub const FUNC_PROTO: u32 = 13;
+    pub const VAR: u32 = 14;
+    pub const DATASEC: u32 = 15;
+    pub const FLOAT: u32 = 16;
+    pub const DECL_TAG: u32 = 17;
+    pub const TYPE_TAG: u32 = 18;
+    pub const ENUM64: u32 = 19;
+}
+
+/// One type record as stored: `data` is where its kind-specific trailer starts in the blob.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Record {
+    pub name_off: u32,
+    pub kind: u32,
+    pub vlen: u32,
+    pub kflag: bool,
+    /// `size` for INT, STRUCT, UNION, ENUM, ENUM64, FLOAT, DATASEC; the referenced type id otherwise.
+    pub size_or_type: u32,
+    pub data: usize,
+}
+
+/// A blob whose header and type records have been checked.
+#[derive(Debug)]
+pub(super) struct Raw {
+    pub data: Vec<u8>,
+    pub big_endian: bool,
+    /// The string section, within `data`.
+    pub strs: Range<usize>,
+    /// Where each type record starts in `data`, in id order.
+    pub records: Vec<u32>,
+}
+
+impl Raw {
+    /// Checks the header and walks the type records once. `split` is whether this blob continues a base
+    /// (whose string section then owns offset 0, so this one need not start with a NUL).
+    pub fn parse(data: Vec<u8>, split: bool) -> Result<Raw, String> {
+        if data.len() < HEADER_LEN {
+            return Err(format!(
+                "{} bytes is shorter than a BTF header ({HEADER_LEN} bytes)",
+                data.len()
+            ));
+        }
+        let big_endian = match [data[0], data[1]] {
+            m if u16::from_le_bytes(m) == MAGIC => false,
+            m if u16::from_be_bytes(m) == MAGIC => true,
+            m => {
+                return Err(format!(
+                    "bad magic 0x{:02x}{:02x} (BTF starts with 0xeb9f)",
+                    m[0], m[1]
+                ))
+            }
+        };
+        if data[2] != 1 {
+            return Err(format!(
+                "BTF version {} (this reader knows version 1)",
+                data[2]
+            ));
+        }
+        let mut raw = Raw {
+            data,
+            big_endian,
+            strs: 0..0,
+            records: Vec::new(),
+        };
+        let field = |i: usize| raw.u32(4 + 4 * i) as usize;
+        let (hdr_len, type_off, type_len, str_off, str_len) =
+            (field(0), field(1), field(2), field(3), field(4));
+        let len = raw.data.len();
+        if hdr_len < HEADER_LEN || hdr_len > len {
+            return Err(format!(
+                "header length {hdr_len} is outside 24..={len} (the file is {len} bytes)"
+            ));
+        }
+        let section = |name: &str, off: usize, n: usize| -> Result<Range<usize>, String> {
+            let start = hdr_len.checked_add(off);
+            match start.and_then(|s| s.checked_add(n).map(|e| s..e)) {
+                Some(r) if r.end <= len => Ok(r),
+                _ => Err(format!(
+                    "the {name} section ({n} bytes at {off} past the header) runs past the end of the \
+                     {len}-byte file: it was cut short"
+                )),
+            }
+        };
+        let types = section("type", type_off, type_len)?;
+        let strs = section("string", str_off, str_len)?;
+        if !strs.is_empty() {
+            if raw.data[strs.end - 1] != 0 {
+                return Err("the string section does not end with a NUL".into());
+            }
+            if !split && raw.data[strs.start] != 0 {
+                return Err("the string section does not start with the empty string".into());
+            }
+        }
+        raw.strs = strs;
+        let mut at = types.start;
+        while at < types.end {
+            if types.end - at < 12 {
+                return Err(format!(
+                    "type record {} is cut short at the end of the type section",
+                    raw.records.len() + 1
+                ));
+            }
+            let r = raw.record_at(at);
+            let trailer = match r.kind {
+                kind::INT | kind::VAR | kind::DECL_TAG => Some(4),
+                kind::ARRAY => Some(12),
+                kind::STRUCT | kind::UNION | kind::DATASEC | kind::ENUM64 => {
+                    (r.vlen as usize).checked_mul(12)
+                }
+                kind::ENUM | kind::FUNC_PROTO => (r.vlen as usize).checked_mul(8),
+                kind::PTR
+                | kind::FWD
+                | kind::TYPEDEF
+                | kind::VOLATILE
+                | kind::CONST
+                | kind::RESTRICT
+                | kind::FUNC
+                | kind::FLOAT
+                | kind::TYPE_TAG => Some(0),
+                k => {
+                    return Err(format!(
+                    "type {} has kind {k}, which this reader does not know (BTF newer than it?)",
+                    raw.records.len() + 1
+                ))
+                }
+            };
+            let end = trailer.and_then(|t| (at + 12).checked_add(t));
+            match end {
+                Some(end) if end <= types.end => {
+                    raw.records.push(at as u32);
+                    at = end;
+                }
+                _ => {
+                    return Err(format!(
+                    "type record {} (kind {}, {} members) runs past the end of the type section",
+                    raw.records.len() + 1,
+                    r.kind,
+                    r.vlen
+                ))
+                }
+            }
+        }
+        if u32::try_from(raw.data.len()).is_err() {
+            return Err("the file is larger than 4 GiB".into());
+        }
+        Ok(raw)
+    }
+
+    /// A u32 at `off`; every caller reads within extents `parse` checked, so the 0 for "past the end" is
+    /// never seen on a blob that parsed, and keeps a slip from panicking.
+    pub fn u32(&self, off: usize) -> u32 {
+        match off
+            .checked_add(4)
+            .and_then(|end| self.data.get(off..end))
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        {
+            Some(b) if self.big_endian => u32::from_be_bytes(b),
+            Some(b) => u32::from_le_bytes(b),
+            None => 0,
+        }
+    }
+
+    fn record_at(&self, at: usize) -> Record {
+        let info = self.u32(at + 4);
+        Record {
+            name_off: self.u32(at),
+            kind: (info >> 24) & 0x1f,
+            vlen: info & 0xffff,
+            kflag: info >> 31 != 0,
+            size_or_type: self.u32(at + 8),
+            data: at + 12,
+        }
+    }
+
+    /// The record of the `i`th type of this blob (0-based), if there is one.
+    pub fn record(&self, i: usize) -> Option<Record> {
+        self.records.get(i).map(|&at| self.record_at(at as usize))
+    }
+
+    /// The `j`th u32 of a record's trailer.
+    pub fn word(&self, r: &Record, j: usize) -> u32 {
+        self.u32(r.data + 4 * j)
+    }
+
+    /// The string at `off` within this blob's own string section: `None` when out of range.
+    pub fn string(&self, off: usize) -> Option<&[u8]> {
+        let start = self.strs.start.checked_add(off)?;
+        let rest = self.data.get(start..self.strs.end)?;
+        // The section ends with a NUL (checked in `parse`), so a terminator is always found.
+        let end = rest.iter().position(|&b| b == 0)?;
+        Some(&rest[..end])
+    }
+
+    pub fn strs_len(&self) -> usize {
+        self.strs.len()
+    }
+}

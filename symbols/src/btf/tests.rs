@@ -1,0 +1,743 @@
+//! The reader on hand-built BTF blobs: one feature per test, and corrupt blobs that must end in errors.
+
+use super::reader::{kind, HEADER_LEN, MAGIC};
+use super::*;
+use proptest::prelude::*;
+
+/// Lays out a BTF blob type by type; ids and string offsets continue a base's when built with `split`.
+struct Builder {
+    types: Vec<u8>,
+    strs: Vec<u8>,
+    next_id: u32,
+    str_base: u32,
+}
+
+impl Builder {
+    fn new() -> Builder {
+        Builder {
+            types: Vec::new(),
+            strs: vec![0],
+            next_id: 1,
+            str_base: 0,
+        }
+    }
+
+    fn split(base: &Builder) -> Builder {
+        Builder {
+            types: Vec::new(),
+            strs: Vec::new(),
+            next_id: base.next_id,
+            str_base: base.str_base + base.strs.len() as u32,
+        }
+    }
+
+    fn s(&mut self, name: &str) -> u32 {
+        if name.is_empty() {
+            return 0;
+        }
+        let off = self.str_base + self.strs.len() as u32;
+        self.strs.extend_from_slice(name.as_bytes());
+        self.strs.push(0);
+        off
+    }
+
+    fn add(
+        &mut self,
+        k: u32,
+        name: &str,
+        kflag: bool,
+        vlen: u32,
+        size_or_type: u32,
+        extra: &[u32],
+    ) -> u32 {
+        let name = self.s(name);
+        let info = (u32::from(kflag) << 31) | (k << 24) | vlen;
+        for w in [name, info, size_or_type].iter().chain(extra) {
+            self.types.extend_from_slice(&w.to_le_bytes());
+        }
+        self.next_id += 1;
+        self.next_id - 1
+    }
+
+    fn int(&mut self, name: &str, size: u32) -> u32 {
+        self.int_bits(name, size, 0, size * 8)
+    }
+
+    fn int_bits(&mut self, name: &str, size: u32, offset: u32, bits: u32) -> u32 {
+        self.add(kind::INT, name, false, 0, size, &[(offset << 16) | bits])
+    }
+
+    fn ptr(&mut self, to: u32) -> u32 {
+        self.add(kind::PTR, "", false, 0, to, &[])
+    }
+
+    fn array(&mut self, elem: u32, index: u32, n: u32) -> u32 {
+        self.add(kind::ARRAY, "", false, 0, 0, &[elem, index, n])
+    }
+
+    fn typedef(&mut self, name: &str, to: u32) -> u32 {
+        self.add(kind::TYPEDEF, name, false, 0, to, &[])
+    }
+
+    /// A struct or union; members are `(name, type, offset word)` (bits, or with `kflag` width << 24 | bits).
+    fn aggregate(
+        &mut self,
+        k: u32,
+        name: &str,
+        kflag: bool,
+        size: u32,
+        members: &[(&str, u32, u32)],
+    ) -> u32 {
+        let mut extra = Vec::new();
+        for (n, t, off) in members {
+            extra.extend([self.s(n), *t, *off]);
+        }
+        self.add(k, name, kflag, members.len() as u32, size, &extra)
+    }
+
+    fn strukt(&mut self, name: &str, size: u32, members: &[(&str, u32, u32)]) -> u32 {
+        self.aggregate(kind::STRUCT, name, false, size, members)
+    }
+
+    fn union(&mut self, name: &str, size: u32, members: &[(&str, u32, u32)]) -> u32 {
+        self.aggregate(kind::UNION, name, false, size, members)
+    }
+
+    fn build(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&MAGIC.to_le_bytes());
+        v.extend_from_slice(&[1, 0]);
+        let types = self.types.len() as u32;
+        for w in [HEADER_LEN as u32, 0, types, types, self.strs.len() as u32] {
+            v.extend_from_slice(&w.to_le_bytes());
+        }
+        v.extend_from_slice(&self.types);
+        v.extend_from_slice(&self.strs);
+        v
+    }
+}
+
+fn load(b: &Builder) -> Btf {
+    Btf::from_bytes(b.build(), Path::new("test.btf"), None).unwrap()
+}
+
+fn cast(name: &str) -> CastType {
+    CastType {
+        kind: None,
+        name: name.into(),
+    }
+}
+
+fn strukt(name: &str) -> CastType {
+    CastType {
+        kind: Some(CastKind::Struct),
+        name: name.into(),
+    }
+}
+
+/// `a.b[3].c` as path elements.
+fn path(s: &str) -> Vec<PathElem> {
+    let mut out = Vec::new();
+    for part in s.split('.').filter(|p| !p.is_empty()) {
+        let (name, rest) = part.split_once('[').unwrap_or((part, ""));
+        if !name.is_empty() {
+            out.push(PathElem::Field(name.into()));
+        }
+        for i in rest.split('[').filter(|i| !i.is_empty()) {
+            out.push(PathElem::Index(i.trim_end_matches(']').parse().unwrap()));
+        }
+    }
+    out
+}
+
+fn info(offset: u64, size: Option<u64>, type_name: &str) -> MemberInfo {
+    MemberInfo {
+        offset,
+        size,
+        type_name: type_name.into(),
+    }
+}
+
+/// A small kernel: `struct list_head`, `struct inner`, `struct task` with a nested struct, an anonymous
+/// union, arrays, typedefs, qualifiers and a pointer.
+fn kernel() -> Builder {
+    let mut b = Builder::new();
+    let int = b.int("int", 4); // 1
+    let ulong = b.int("long unsigned int", 8); // 2
+    let chr = b.int("char", 1); // 3
+    let pid_t = b.typedef("pid_t", int); // 4
+                                         // 5: struct list_head { struct list_head *next, *prev; }, its pointer is 6.
+    let list_head = b.strukt("list_head", 16, &[("next", 6, 0), ("prev", 6, 64)]);
+    let lh_ptr = b.ptr(list_head);
+    assert_eq!(lh_ptr, 6);
+    let inner = b.strukt("inner", 16, &[("a", int, 0), ("b", ulong, 64)]);
+    let name = b.array(chr, int, 65);
+    let matrix_row = b.array(int, int, 3);
+    let matrix = b.array(matrix_row, int, 2);
+    let anon = b.union("", 8, &[("i", int, 0), ("l", ulong, 0)]);
+    let cint = b.add(kind::CONST, "", false, 0, int, &[]);
+    let vcint = b.add(kind::VOLATILE, "", false, 0, cint, &[]);
+    let tagged = b.add(kind::TYPE_TAG, "rcu", false, 0, lh_ptr, &[]);
+    let inner_t = b.typedef("inner_t", inner);
+    b.strukt(
+        "task",
+        184,
+        &[
+            ("pid", pid_t, 0),
+            ("in", inner, 64),
+            ("", anon, 192),
+            ("name", name, 256),
+            ("m", matrix, 800),
+            ("tasks", list_head, 1024),
+            ("cv", vcint, 1152),
+            ("rcu_head", tagged, 1216),
+            ("it", inner_t, 1280),
+        ],
+    );
+    b.add(kind::DECL_TAG, "noinline", false, 0, 1, &[u32::MAX]);
+    b
+}
+
+#[test]
+fn nested_members_typedefs_and_qualifiers() {
+    let btf = load(&kernel());
+    let t = strukt("task");
+    assert_eq!(
+        btf.member(&t, &[]).unwrap(),
+        info(0, Some(184), "struct task")
+    );
+    assert_eq!(
+        btf.member(&t, &path("pid")).unwrap(),
+        info(0, Some(4), "pid_t")
+    );
+    assert_eq!(
+        btf.member(&t, &path("in")).unwrap(),
+        info(8, Some(16), "struct inner")
+    );
+    assert_eq!(
+        btf.member(&t, &path("in.b")).unwrap(),
+        info(16, Some(8), "long unsigned int")
+    );
+    // Through a typedef'd struct: the typedef is looked through for the walk, kept in the name.
+    assert_eq!(
+        btf.member(&t, &path("it")).unwrap(),
+        info(160, Some(16), "inner_t")
+    );
+    assert_eq!(
+        btf.member(&t, &path("it.b")).unwrap(),
+        info(168, Some(8), "long unsigned int")
+    );
+    assert_eq!(
+        btf.member(&t, &path("cv")).unwrap(),
+        info(144, Some(4), "volatile const int")
+    );
+    assert_eq!(
+        btf.member(&t, &path("tasks.next")).unwrap(),
+        info(128, Some(8), "struct list_head *")
+    );
+    // A type tag (`__rcu`) is not part of the C type.
+    assert_eq!(
+        btf.member(&t, &path("rcu_head")).unwrap(),
+        info(152, Some(8), "struct list_head *")
+    );
+    // A typedef can be cast to, and so can a plain int.
+    assert_eq!(
+        btf.member(&cast("pid_t"), &[]).unwrap(),
+        info(0, Some(4), "pid_t")
+    );
+    assert_eq!(
+        btf.member(&cast("inner_t"), &path("a")).unwrap(),
+        info(0, Some(4), "int")
+    );
+    assert_eq!(
+        btf.member(&cast("int"), &[]).unwrap(),
+        info(0, Some(4), "int")
+    );
+}
+
+#[test]
+fn anonymous_union_members_are_searched_through() {
+    let btf = load(&kernel());
+    let t = cast("task");
+    assert_eq!(
+        btf.member(&t, &path("l")).unwrap(),
+        info(24, Some(8), "long unsigned int")
+    );
+    assert_eq!(
+        btf.member(&t, &path("i")).unwrap(),
+        info(24, Some(4), "int")
+    );
+    match btf.member(&t, &path("nope")) {
+        Err(FieldError::NoSuchField {
+            at,
+            field,
+            type_name,
+            available,
+        }) => {
+            assert_eq!(
+                (at.as_str(), field.as_str(), type_name.as_str()),
+                ("(task)", "nope", "struct task")
+            );
+            assert_eq!(
+                available,
+                ["pid", "in", "i", "l", "name", "m", "tasks", "cv", "rcu_head", "it"]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn array_elements_bounds_and_nested_arrays() {
+    let btf = load(&kernel());
+    let t = strukt("task");
+    assert_eq!(
+        btf.member(&t, &path("name")).unwrap(),
+        info(32, Some(65), "char[65]")
+    );
+    assert_eq!(
+        btf.member(&t, &path("name[3]")).unwrap(),
+        info(35, Some(1), "char")
+    );
+    assert_eq!(
+        btf.member(&t, &path("m")).unwrap(),
+        info(100, Some(24), "int[2][3]")
+    );
+    assert_eq!(
+        btf.member(&t, &path("m[1]")).unwrap(),
+        info(112, Some(12), "int[3]")
+    );
+    assert_eq!(
+        btf.member(&t, &path("m[1][2]")).unwrap(),
+        info(120, Some(4), "int")
+    );
+    match btf.member(&t, &path("name[65]")) {
+        Err(e @ FieldError::IndexOutOfRange { len: 65, .. }) => {
+            assert_eq!(
+                e.to_string(),
+                "`(struct task).name[65]` is out of range: `(struct task).name` is a char[65] with 65 elements \
+                 (valid: 0..=64)"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        btf.member(&t, &path("m[2]")),
+        Err(FieldError::IndexOutOfRange { len: 2, .. })
+    ));
+    // `[N]` on a pointer, `.f` on an int and on a pointer are refused, with the pointer hint.
+    let e = btf.member(&t, &path("tasks.next[1]")).unwrap_err();
+    assert!(matches!(e, FieldError::NotAnArray { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .ends_with("pointers are not followed: watch the pointee by its address"),
+        "{e}"
+    );
+    let e = btf.member(&t, &path("tasks.next.prev")).unwrap_err();
+    assert!(
+        matches!(e, FieldError::NotAStruct { ref type_name, .. } if type_name == "struct list_head *")
+    );
+    let e = btf.member(&t, &path("pid.x")).unwrap_err();
+    assert!(
+        matches!(e, FieldError::NotAStruct { ref at, ref type_name, .. } if at == "(struct task).pid" && type_name == "pid_t")
+    );
+}
+
+#[test]
+fn flexible_arrays_have_no_bound_and_no_size() {
+    let mut b = Builder::new();
+    let int = b.int("int", 4);
+    let flex = b.array(int, int, 0);
+    b.strukt("msg", 4, &[("len", int, 0), ("data", flex, 32)]);
+    let btf = load(&b);
+    assert_eq!(
+        btf.member(&cast("msg"), &path("data")).unwrap(),
+        info(4, None, "int[]")
+    );
+    assert_eq!(
+        btf.member(&cast("msg"), &path("data[100]")).unwrap(),
+        info(404, Some(4), "int")
+    );
+}
+
+/// The containing word offered for a bitfield at `bit`, `bits` wide.
+fn refused(btf: &Btf, field: &str) -> (u32, u64, u64, u64) {
+    match btf.member(&cast("flags"), &path(field)) {
+        Err(FieldError::Bitfield {
+            bits,
+            bit_offset,
+            word_offset,
+            word_size,
+            ..
+        }) => (bits, bit_offset, word_offset, word_size),
+        other => panic!("{field}: {other:?}"),
+    }
+}
+
+#[test]
+fn bitfields_are_refused_with_the_containing_word_in_both_encodings() {
+    // kind_flag: width << 24 | bit offset.
+    let mut b = Builder::new();
+    let uint = b.int("unsigned int", 4);
+    let ulong = b.int("long unsigned int", 8);
+    b.aggregate(
+        kind::STRUCT,
+        "flags",
+        true,
+        24,
+        &[
+            ("x", uint, 0),
+            ("a", uint, (1 << 24) | 32),
+            ("b", uint, (3 << 24) | 39),
+            ("c", ulong, (20 << 24) | 60),
+            ("d", ulong, (2 << 24) | 160),
+        ],
+    );
+    let btf = load(&b);
+    assert_eq!(
+        btf.member(&cast("flags"), &path("x")).unwrap(),
+        info(0, Some(4), "unsigned int")
+    );
+    assert_eq!(refused(&btf, "a"), (1, 32, 4, 1));
+    // Bits 39..42 cross a byte: the aligned 2 bytes at 4 hold them.
+    assert_eq!(refused(&btf, "b"), (3, 39, 4, 2));
+    // Bits 60..80 cross the 4-byte word at 4 and the one at 8: the 8-byte word at 8 does not start early
+    // enough, so the 8 bytes at 0 would not reach: the bytes spanned (7..10) are offered.
+    assert_eq!(refused(&btf, "c"), (20, 60, 7, 3));
+    assert_eq!(refused(&btf, "d"), (2, 160, 20, 1));
+    let e = btf.member(&cast("flags"), &path("a")).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "`(flags).a` is a 1-bit bitfield (bit 32 of the object) and a breakpoint cannot watch single bits: \
+         watch the 1-byte word holding it instead, at offset 4 (0x4) from the object's start"
+    );
+
+    // Without kind_flag: the member's INT type carries the width (and maybe a bit offset of its own).
+    let mut b = Builder::new();
+    let uint = b.int("unsigned int", 4);
+    let two = b.int_bits("unsigned int", 4, 0, 2);
+    let shifted = b.int_bits("unsigned int", 4, 3, 5);
+    b.strukt(
+        "flags",
+        8,
+        &[("x", uint, 0), ("a", two, 32), ("b", shifted, 34)],
+    );
+    let btf = load(&b);
+    assert_eq!(refused(&btf, "a"), (2, 32, 4, 1));
+    assert_eq!(refused(&btf, "b"), (5, 37, 4, 2));
+    // A bitfield is an int: nothing below it either.
+    assert!(matches!(
+        btf.member(&cast("flags"), &path("a.z")),
+        Err(FieldError::NotAStruct { .. })
+    ));
+}
+
+#[test]
+fn forward_declarations_are_incomplete_and_unknown_names_get_suggestions() {
+    let mut b = kernel();
+    b.add(kind::FWD, "opaque", false, 0, 0, &[]);
+    b.add(kind::FWD, "opaque_u", true, 0, 0, &[]);
+    let opaque = 18;
+    b.typedef("opaque_t", opaque);
+    b.strukt("holder", 8, &[("o", opaque, 0)]);
+    let btf = load(&b);
+    let e = btf.member(&strukt("opaque"), &path("x")).unwrap_err();
+    assert!(
+        matches!(e, FieldError::Incomplete { ref at, ref type_name } if at == "(struct opaque)" && type_name == "struct opaque"),
+        "{e:?}"
+    );
+    let e = btf.member(&cast("opaque_u"), &[]).unwrap_err();
+    assert!(
+        matches!(e, FieldError::Incomplete { ref type_name, .. } if type_name == "union opaque_u"),
+        "{e:?}"
+    );
+    // A union cast does not take the struct declaration.
+    let union = CastType {
+        kind: Some(CastKind::Union),
+        name: "opaque".into(),
+    };
+    assert!(matches!(
+        btf.member(&union, &[]),
+        Err(FieldError::NoType { .. })
+    ));
+
+    match btf.member(&strukt("tsak"), &[]) {
+        Err(e @ FieldError::NoType { .. }) => {
+            assert_eq!(
+                e.to_string(),
+                "BTF has no type `struct tsak`; did you mean task?"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match btf.member(&cast("list"), &[]) {
+        Err(FieldError::NoType { suggestions, .. }) => assert_eq!(suggestions, ["list_head"]),
+        other => panic!("{other:?}"),
+    }
+    let e = btf.member(&cast("zzzzzz"), &[]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "BTF has no type `zzzzzz`: check the spelling (a module's types are in /sys/kernel/btf/MODULE)"
+    );
+}
+
+#[test]
+fn variables_in_data_sections() {
+    let mut b = kernel();
+    let task = 16;
+    assert_eq!(b.next_id, 18, "the kernel builder's type ids moved");
+    let var = b.add(kind::VAR, "runqueue", false, 0, task, &[1]);
+    let other = b.add(kind::VAR, "orphan", false, 0, 1, &[1]);
+    let _ = other;
+    b.add(
+        kind::DATASEC,
+        ".data..percpu",
+        false,
+        1,
+        0,
+        &[var, 0x40, 184],
+    );
+    let btf = load(&b);
+    assert_eq!(
+        btf.variable("runqueue").unwrap(),
+        BtfVariable {
+            name: "runqueue".into(),
+            section: ".data..percpu".into(),
+            offset_in_section: 0x40,
+            size: 184,
+            type_name: "struct task".into(),
+        }
+    );
+    assert_eq!(
+        btf.variable_member("runqueue", &path("in.b")).unwrap(),
+        info(16, Some(8), "long unsigned int")
+    );
+    let e = btf.variable_member("runqueue", &path("in.zz")).unwrap_err();
+    assert!(
+        matches!(e, FieldError::NoSuchField { ref at, .. } if at == "runqueue.in"),
+        "{e:?}"
+    );
+    // A VAR in no DATASEC, and a name that is a type, not a variable.
+    assert_eq!(btf.variable("orphan"), None);
+    assert!(matches!(
+        btf.variable_member("task", &[]),
+        Err(FieldError::NoVariable { .. })
+    ));
+}
+
+#[test]
+fn split_btf_continues_the_base_ids_and_strings() {
+    let base = kernel();
+    let base_btf = Arc::new(load(&base));
+    let mut m = Builder::split(&base);
+    let first = m.next_id;
+    // struct mod_state { struct list_head list; pid_t owner; u8 buf[4]; } with u8 new in the module.
+    let u8t = m.int("unsigned char", 1);
+    let buf = m.array(u8t, 1, 4);
+    let st = m.strukt(
+        "mod_state",
+        24,
+        &[("list", 5, 0), ("owner", 4, 128), ("buf", buf, 160)],
+    );
+    assert_eq!((u8t, st), (first, first + 2));
+    let btf = Btf::from_bytes(m.build(), Path::new("mod.btf"), Some(base_btf.clone())).unwrap();
+    let s = strukt("mod_state");
+    assert_eq!(
+        btf.member(&s, &path("list.prev")).unwrap(),
+        info(8, Some(8), "struct list_head *")
+    );
+    assert_eq!(
+        btf.member(&s, &path("owner")).unwrap(),
+        info(16, Some(4), "pid_t")
+    );
+    assert_eq!(
+        btf.member(&s, &path("buf[3]")).unwrap(),
+        info(23, Some(1), "unsigned char")
+    );
+    // Base types are found through the split one; the base alone does not know the module's.
+    assert_eq!(
+        btf.member(&strukt("inner"), &path("b")).unwrap(),
+        info(8, Some(8), "long unsigned int")
+    );
+    assert!(matches!(
+        base_btf.member(&s, &[]),
+        Err(FieldError::NoType { .. })
+    ));
+    // A split blob referring past its own ids is corrupt, not a panic.
+    let mut bad = Builder::split(&base);
+    bad.strukt("bad", 4, &[("x", 999, 0)]);
+    let btf = Btf::from_bytes(bad.build(), Path::new("bad.btf"), Some(base_btf)).unwrap();
+    let e = btf.member(&cast("bad"), &path("x")).unwrap_err();
+    assert!(matches!(e, FieldError::Load(Error::Btf { .. })), "{e:?}");
+    assert!(e.to_string().contains("type id 999"), "{e}");
+}
+
+#[test]
+fn type_cycles_end_in_errors() {
+    let mut b = Builder::new();
+    // typedef a -> typedef b -> typedef a.
+    b.typedef("a", 2);
+    b.typedef("b", 1);
+    // A struct whose anonymous member is itself, and an array of itself.
+    b.strukt("loop", 4, &[("", 3, 0)]);
+    b.array(4, 4, 2);
+    b.strukt("holder", 8, &[("arr", 4, 0)]);
+    let btf = load(&b);
+    let e = btf.member(&cast("a"), &path("x")).unwrap_err();
+    assert!(e.to_string().contains("a cycle?"), "{e}");
+    assert!(matches!(
+        btf.member(&cast("loop"), &path("x")),
+        Err(FieldError::NoSuchField { .. })
+    ));
+    let _ = btf.member(&cast("holder"), &path("arr"));
+    let _ = btf.member(&cast("holder"), &path("arr[1][1][1]"));
+}
+
+fn corrupt(data: Vec<u8>) -> String {
+    match Btf::from_bytes(data, Path::new("bad.btf"), None) {
+        Err(e @ Error::Btf { .. }) => e.to_string(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn corrupt_headers_and_truncated_sections_are_errors() {
+    let good = kernel().build();
+    assert!(corrupt(good[..10].to_vec()).contains("shorter than a BTF header"));
+    let mut bad = good.clone();
+    bad[0] = 0;
+    assert!(corrupt(bad).contains("bad magic"));
+    let mut bad = good.clone();
+    bad[2] = 2;
+    assert!(corrupt(bad).contains("BTF version 2"));
+    let mut bad = good.clone();
+    bad[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(corrupt(bad).contains("header length"));
+    // Cut anywhere inside the sections.
+    for cut in [good.len() - 1, good.len() - 30, HEADER_LEN + 5] {
+        let msg = corrupt(good[..cut].to_vec());
+        assert!(msg.contains("cut short"), "{cut}: {msg}");
+    }
+    // A type length that cuts a record short.
+    let mut bad = good.clone();
+    bad[12..16].copy_from_slice(&17u32.to_le_bytes());
+    assert!(corrupt(bad).contains("type record 2 is cut short"));
+    // A member count running past the type section.
+    let mut b = Builder::new();
+    b.add(kind::STRUCT, "s", false, 0xffff, 4, &[]);
+    assert!(corrupt(b.build()).contains("runs past the end of the type section"));
+    // An unknown kind.
+    let mut b = Builder::new();
+    b.add(25, "s", false, 0, 4, &[]);
+    assert!(corrupt(b.build()).contains("kind 25"));
+    let msg = Error::Btf {
+        path: "x".into(),
+        message: "m".into(),
+    }
+    .to_string();
+    assert_eq!(
+        msg,
+        "x is not usable BTF type information: m; give the kernel's own /sys/kernel/btf/vmlinux (or a module's \
+         /sys/kernel/btf/MODULE), or a copy of it that was not cut short"
+    );
+}
+
+#[test]
+fn open_reads_only_regular_files_within_the_bound() {
+    let e = Btf::open(Path::new("/dev/zero")).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::NotRegular {
+                role: Role::Btf,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string()
+            .contains("give a BTF file, such as /sys/kernel/btf/vmlinux"),
+        "{e}"
+    );
+    let dir = std::env::temp_dir().join(format!("ksymwatch-btf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("k.btf");
+    std::fs::write(&p, kernel().build()).unwrap();
+    let btf = Btf::open(&p).unwrap();
+    assert_eq!(btf.path(), p);
+    assert_eq!(btf.member(&cast("task"), &path("pid")).unwrap().offset, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn cast_types_print_as_written() {
+    assert_eq!(strukt("task_struct").to_string(), "struct task_struct");
+    assert_eq!(cast("spinlock_t").to_string(), "spinlock_t");
+    let u = CastType {
+        kind: Some(CastKind::Union),
+        name: "u".into(),
+    };
+    let e = CastType {
+        kind: Some(CastKind::Enum),
+        name: "e".into(),
+    };
+    assert_eq!(
+        (u.to_string(), e.to_string()),
+        ("union u".into(), "enum e".into())
+    );
+}
+
+/// Every query a fuzzed blob gets.
+fn poke(btf: &Btf) {
+    for name in ["task", "inner", "list_head", "pid_t", "int", "inner_t", "a"] {
+        for p in [
+            "",
+            "pid",
+            "in.b",
+            "l",
+            "name[3]",
+            "m[1][2]",
+            "tasks.next",
+            "cv",
+            "it.a",
+            "zz",
+        ] {
+            let _ = btf.member(&cast(name), &path(p)).map_err(|e| e.to_string());
+        }
+    }
+    let _ = btf.variable("runqueue");
+    let _ = btf.member(&cast("tsak"), &[]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Any bytes changed anywhere in a valid blob: loading and every lookup return, without panicking.
+    #[test]
+    fn mutated_blobs_never_panic(edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
+        let mut data = kernel().build();
+        for (at, byte) in edits {
+            let at = at % data.len();
+            data[at] = byte;
+        }
+        if let Ok(btf) = Btf::from_bytes(data, Path::new("fuzz.btf"), None) {
+            poke(&btf);
+        }
+    }
+
+    /// Words of the type section replaced by small or extreme values, which reach type ids and counts.
+    #[test]
+    fn mutated_type_words_never_panic(edits in proptest::collection::vec((any::<usize>(), prop_oneof![0u32..40, Just(u32::MAX), Just(0xffff), any::<u32>()]), 1..6)) {
+        let b = kernel();
+        let mut data = b.build();
+        let words = b.types.len() / 4;
+        for (at, w) in edits {
+            let off = HEADER_LEN + 4 * (at % words);
+            data[off..off + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        if let Ok(btf) = Btf::from_bytes(data, Path::new("fuzz.btf"), None) {
+            poke(&btf);
+        }
+    }
+}

@@ -105,7 +105,7 @@ fn resolve_reads_member_offsets_from_the_kernels_btf() {
     let Some(dump) = Dump::load() else { return };
     let base = 0xffff_8881_0000_0000u64;
     for (ty, path, size, type_name) in [
-        ("task_struct", vec!["nvcsw"], 8, "unsigned long"),
+        ("task_struct", vec!["nvcsw"], 8, "long unsigned int"),
         ("task_struct", vec!["se", "vruntime"], 8, "u64"),
         ("task_struct", vec!["pid"], 4, "pid_t"),
         ("new_utsname", vec!["nodename"], 65, "char[65]"),
@@ -264,11 +264,14 @@ fn a_user_buffer_typed_as_a_kernel_struct_is_watched_on_its_member() {
     let pid = h.pid.to_string();
     let target = "(struct sysinfo)ksw_sysinfo.procs";
     let t = Tracer::start_json(&["write", "--json", "--no-status", "-p", &pid, target]);
-    assert!(
-        t.header.contains("(struct sysinfo)ksw_sysinfo.procs"),
-        "{}",
-        t.header
-    );
+    // `procs` is a 2-byte `__u16`, so the watch takes BTF's size for its length.
+    let header: Value = t
+        .header
+        .lines()
+        .find_map(|l| serde_json::from_str::<Value>(l).ok().filter(|v| v["type"] == "header"))
+        .unwrap_or(Value::Null);
+    assert_eq!(header["targets"][0]["name"], target, "{}", t.header);
+    assert_eq!(header["targets"][0]["len"], 2, "{}", t.header);
     let tid = h.go_and_finish();
     let (code, out, err) = t.wait(Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
@@ -284,11 +287,8 @@ fn a_user_buffer_typed_as_a_kernel_struct_is_watched_on_its_member() {
         .iter()
         .filter(|v| v["ip"]["kernel"] == false && v["ip"]["sym"] == "main")
         .count();
-    assert_eq!((kernel, user), (n, n), "{out}");
-    // `procs` is a 2-byte `__u16`, so the watch takes BTF's size for its length.
-    let header: Value = out
-        .lines()
-        .find_map(|l| serde_json::from_str::<Value>(l).ok().filter(|v| v["type"] == "header"))
-        .unwrap_or(Value::Null);
-    assert_eq!(header["targets"][0]["len"], 2, "{header}");
+    // A `rep movsb` copy traps once per watched byte it writes, so each call's copy is one hit or (here)
+    // two, never none; the helper's 2-byte store is one.
+    assert!((n..=2 * n).contains(&kernel), "{kernel} kernel hits: {out}");
+    assert_eq!(user, n, "{out}");
 }

@@ -349,14 +349,15 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     let picked = search.pick();
     let types = typed::Types::new(&args.symbols.btf);
     // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
-    let targets: Vec<Target> = if matches!(mode, Mode::System) && !matches!(picked, Source::Vmlinux(_)) {
-        targets
-            .into_iter()
-            .map(|t| Ok(typed::btf_variable(&types, &t)?.unwrap_or(t)))
-            .collect::<Result<_>>()?
-    } else {
-        targets
-    };
+    let targets: Vec<Target> =
+        if matches!(mode, Mode::System) && !matches!(picked, Source::Vmlinux(_)) {
+            targets
+                .into_iter()
+                .map(|t| Ok(typed::btf_variable(&types, &t)?.unwrap_or(t)))
+                .collect::<Result<_>>()?
+        } else {
+            targets
+        };
     // A `(TYPE)` target resolves its base like any other target, then moves onto the member (`typed`).
     let bases: Vec<Target> = targets.iter().map(typed::base_target).collect();
     if args.symbols.lines && !matches!(picked, Source::Vmlinux(_)) {

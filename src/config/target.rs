@@ -237,7 +237,11 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
     if input.is_empty() {
         return Err(p.err("the TARGET argument is empty"));
     }
-    let cast = if p.eat(b'(') { Some(cast(&mut p)?) } else { None };
+    let cast = if p.eat(b'(') {
+        Some(cast(&mut p)?)
+    } else {
+        None
+    };
     let start = p.pos;
     // Everything before the last `:` is the object; the rest is parsed as it would be alone.
     let object = match input[start..].rfind(':').map(|c| c + start) {
@@ -286,9 +290,9 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
             path.push(PathElem::Field(field));
         } else if p.eat(b'[') {
             if matches!(base, Base::Address(_)) && cast.is_none() {
-                return Err(p.err(
-                    "a raw address has no elements; name its type first: '(TYPE)0xADDR[N]'",
-                ));
+                return Err(
+                    p.err("a raw address has no elements; name its type first: '(TYPE)0xADDR[N]'")
+                );
             }
             let i = p.number("index", Some('['))?;
             if !p.eat(b']') {

@@ -81,9 +81,13 @@ impl Types {
         })
     }
 
-    /// The member `path` of an object of type `cast` (`text`: the target, for messages), and the BTF
-    /// file that described it.
-    pub fn member(&self, cast: &CastType, path: &[PathElem], text: &str) -> Result<(MemberInfo, PathBuf)> {
+    /// The member `path` of an object of type `cast`, and the BTF file that described it. The outer error:
+    /// no BTF to look in.
+    pub fn member(
+        &self,
+        cast: &CastType,
+        path: &[PathElem],
+    ) -> Result<std::result::Result<(MemberInfo, PathBuf), FieldError>> {
         let vmlinux = self.vmlinux()?;
         let mut found = vmlinux
             .member(cast, path)
@@ -99,10 +103,7 @@ impl Types {
                 }
             }
         }
-        found.map_err(|e| match e {
-            FieldError::Load(e) => Error::usage(Advised(e).to_string()),
-            e => Error::usage(format!("`{text}`")).caused_by(Advised(e)),
-        })
+        Ok(found)
     }
 }
 
@@ -205,9 +206,7 @@ fn cast_of(type_name: &str) -> Option<CastType> {
         Some(_) => return None,
         None => (None, type_name),
     };
-    let named = name
-        .bytes()
-        .all(|c| c.is_ascii_alphanumeric() || c == b'_');
+    let named = name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_');
     named.then(|| CastType {
         kind,
         name: name.to_string(),
@@ -243,7 +242,28 @@ pub fn resolve(types: &Types, target: &Target, base_addr: u64, base: &str) -> Re
             target.text
         )));
     };
-    let (m, btf) = types.member(cast, &target.path, &target.text)?;
+    let (m, btf) = match types.member(cast, &target.path)? {
+        Ok(found) => found,
+        Err(FieldError::Load(e)) => return Err(Error::usage(Advised(e).to_string())),
+        // A bitfield: the message offers the word that holds it, spelled as a target of this base.
+        Err(e) => {
+            let word = match &e {
+                FieldError::Bitfield {
+                    word_offset,
+                    word_size,
+                    ..
+                } => format!(
+                    "; the word as a target: '({cast}){base}+0x{word_offset:x}/{word_size}'"
+                ),
+                _ => String::new(),
+            };
+            return Err(Error::usage(format!(
+                "`{}`: {}{word}",
+                target.text,
+                Advised(e)
+            )));
+        }
+    };
     let off = target.offset;
     if let Some(size) = m.size.filter(|_| off > 0) {
         if off >= size {
@@ -313,7 +333,11 @@ impl fmt::Display for Typed {
     /// `resolve`'s `key: value` lines, with the same keys as a symbol's where they mean the same.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "target:       {}", self.label)?;
-        writeln!(f, "object:       {} at 0x{:016x}", self.cast, self.base_addr)?;
+        writeln!(
+            f,
+            "object:       {} at 0x{:016x}",
+            self.cast, self.base_addr
+        )?;
         if !self.base.starts_with("0x") {
             writeln!(f, "base symbol:  {}", self.base)?;
         }
@@ -332,7 +356,9 @@ impl fmt::Display for Typed {
         writeln!(
             f,
             "type:         {}",
-            self.type_name.as_deref().unwrap_or("unknown (inside the member)")
+            self.type_name
+                .as_deref()
+                .unwrap_or("unknown (inside the member)")
         )?;
         write!(f, "types:        BTF {}", self.btf.display())
     }

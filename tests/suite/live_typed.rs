@@ -81,6 +81,22 @@ impl Dump {
         (num("bits_offset=") / 8, num("type_id="))
     }
 
+    /// A bitfield member of `STRUCT 'ty'`: its name and bit offset.
+    fn bitfield(&self, ty: &str) -> Option<(String, u64)> {
+        let id = self.struct_id(ty);
+        self.types[&id].1.iter().find_map(|l| {
+            l.contains("bitfield_size=").then(|| {
+                let name = l.split('\'').nth(1).expect("member name").to_string();
+                let bits = l
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("bits_offset="))
+                    .and_then(|b| b.parse().ok())
+                    .expect("bits_offset");
+                (name, bits)
+            })
+        })
+    }
+
     /// Byte offset of a dotted member path below `STRUCT 'ty'`, every step a named member.
     fn offset(&self, ty: &str, path: &[&str]) -> u64 {
         let mut id = self.struct_id(ty);
@@ -122,19 +138,41 @@ fn resolve_reads_member_offsets_from_the_kernels_btf() {
     // An element, an offset inside it, the text form.
     let nodename = dump.offset("new_utsname", &["nodename"]);
     let v = resolve_json(&format!("(new_utsname)0x{base:x}.nodename[3]"));
-    assert_eq!((&v["offset"], &v["size"]), (&(nodename + 3).into(), &1.into()));
+    assert_eq!(
+        (&v["offset"], &v["size"]),
+        (&(nodename + 3).into(), &1.into())
+    );
     assert_eq!(v["type"], "char");
     let v = resolve_json(&format!("(new_utsname)0x{base:x}.nodename+1"));
-    assert_eq!((&v["offset"], &v["size"]), (&(nodename + 1).into(), &64.into()));
+    assert_eq!(
+        (&v["offset"], &v["size"]),
+        (&(nodename + 1).into(), &64.into())
+    );
     assert_eq!(v["type"], Value::Null);
     let (code, out, err) = util::run(&[
         "resolve",
         &format!("(struct task_struct *)0x{base:x}.se.vruntime"),
     ]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("member:       .se.vruntime at offset 0x"), "{out}");
+    assert!(
+        out.contains("member:       .se.vruntime at offset 0x"),
+        "{out}"
+    );
     assert!(out.contains("type:         u64\n"), "{out}");
-    assert!(out.contains("object:       struct task_struct at 0xffff888100000000"), "{out}");
+    assert!(
+        out.contains("object:       struct task_struct at 0xffff888100000000"),
+        "{out}"
+    );
+    // A bitfield is refused, with the byte that holds it as a target of the same base.
+    let (name, bits) = dump
+        .bitfield("task_struct")
+        .expect("task_struct has bitfields");
+    let word = format!("(struct task_struct)0x{base:x}+0x{:x}/", bits / 8);
+    util::rejects(
+        &["resolve", &format!("(struct task_struct)0x{base:x}.{name}")],
+        2,
+        &["bitfield", "cannot watch single bits", &word],
+    );
 }
 
 #[test]
@@ -268,17 +306,18 @@ fn a_user_buffer_typed_as_a_kernel_struct_is_watched_on_its_member() {
     let header: Value = t
         .header
         .lines()
-        .find_map(|l| serde_json::from_str::<Value>(l).ok().filter(|v| v["type"] == "header"))
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .filter(|v| v["type"] == "header")
+        })
         .unwrap_or(Value::Null);
     assert_eq!(header["targets"][0]["name"], target, "{}", t.header);
     assert_eq!(header["targets"][0]["len"], 2, "{}", t.header);
     let tid = h.go_and_finish();
     let (code, out, err) = t.wait(Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
-    let mine: Vec<Value> = hits(&out)
-        .into_iter()
-        .filter(|v| v["tid"] == tid)
-        .collect();
+    let mine: Vec<Value> = hits(&out).into_iter().filter(|v| v["tid"] == tid).collect();
     let kernel = mine
         .iter()
         .filter(|v| v["ip"]["kernel"] == true && chain_has(v, "__do_sys_sysinfo"))

@@ -34,6 +34,9 @@ use reader::{kind, Raw, Record};
 const MAX_CHAIN: usize = 32;
 /// How deep anonymous members, nested arrays and type names are followed.
 const MAX_NEST: u32 = 16;
+/// The most members one search through anonymous members visits. Depth alone does not bound it: corrupt
+/// BTF can give a struct thousands of anonymous members that are each that struct again.
+const MAX_VISITS: u32 = 1 << 20;
 /// The most close names a [`FieldError::NoType`] suggests.
 const MAX_SUGGESTIONS: usize = 3;
 
@@ -458,32 +461,39 @@ impl Btf {
         out
     }
 
-    /// A VAR of that name and the DATASEC entry that places it.
+    /// A VAR of that name and the DATASEC entry that places it: the first in the data sections' order.
     fn find_variable(&self, name: &str) -> Option<(BtfVariable, Ty<'_>)> {
-        for var in self.named(name) {
-            if var.kind() != kind::VAR {
-                continue;
-            }
-            for btf in self.chain() {
-                for &sec in &btf.datasecs {
-                    let Ok(sec) = btf.get(sec) else { continue };
-                    for j in 0..sec.rec.vlen as usize {
-                        if sec.word(3 * j) != var.id {
-                            continue;
-                        }
-                        let type_name = self
-                            .get(var.target())
-                            .and_then(|t| self.type_name(t))
-                            .unwrap_or_else(|_| "<corrupt type>".into());
-                        let found = BtfVariable {
-                            name: name.to_string(),
-                            section: sec.name().to_string(),
-                            offset_in_section: u64::from(sec.word(3 * j + 1)),
-                            size: u64::from(sec.word(3 * j + 2)),
-                            type_name,
-                        };
-                        return Some((found, var));
-                    }
+        let mut vars: Vec<Ty<'_>> = self
+            .named(name)
+            .into_iter()
+            .filter(|t| t.kind() == kind::VAR)
+            .collect();
+        vars.sort_by_key(|v| v.id);
+        if vars.is_empty() {
+            return None;
+        }
+        // One pass over every section's entries, however many same-named VARs corrupt BTF holds.
+        for btf in self.chain() {
+            for &sec in &btf.datasecs {
+                let Ok(sec) = btf.get(sec) else { continue };
+                for j in 0..sec.rec.vlen as usize {
+                    let id = sec.word(3 * j);
+                    let Ok(at) = vars.binary_search_by_key(&id, |v| v.id) else {
+                        continue;
+                    };
+                    let var = vars[at];
+                    let type_name = self
+                        .get(var.target())
+                        .and_then(|t| self.type_name(t))
+                        .unwrap_or_else(|_| "<corrupt type>".into());
+                    let found = BtfVariable {
+                        name: name.to_string(),
+                        section: sec.name().to_string(),
+                        offset_in_section: u64::from(sec.word(3 * j + 1)),
+                        size: u64::from(sec.word(3 * j + 2)),
+                        type_name,
+                    };
+                    return Some((found, var));
                 }
             }
         }
@@ -615,8 +625,10 @@ impl Btf {
         s: Ty<'a>,
         field: &str,
         depth: u32,
+        visits: &mut u32,
     ) -> Result<Option<Found<'a>>, FieldError> {
         for j in 0..s.rec.vlen as usize {
+            self.visit(s, visits)?;
             let (name, ty, off) = s.member(j);
             // With kind_flag, the top 8 bits are the bitfield width and the rest the bit offset.
             let (bit_offset, width) = if s.rec.kflag {
@@ -636,7 +648,7 @@ impl Btf {
             if name.is_empty() && depth < MAX_NEST {
                 let inner = self.strip(self.get(ty)?)?;
                 if matches!(inner.kind(), kind::STRUCT | kind::UNION) {
-                    if let Some(f) = self.find_member(inner, field, depth + 1)? {
+                    if let Some(f) = self.find_member(inner, field, depth + 1, visits)? {
                         return Ok(Some(Found {
                             bit_offset: bit_offset.saturating_add(f.bit_offset),
                             ..f
@@ -646,6 +658,18 @@ impl Btf {
             }
         }
         Ok(None)
+    }
+
+    /// Counts one member visited by a search, failing once a search has visited [`MAX_VISITS`].
+    fn visit(&self, s: Ty<'_>, visits: &mut u32) -> Result<(), FieldError> {
+        *visits += 1;
+        if *visits > MAX_VISITS {
+            return Err(self.corrupt(format!(
+                "searching type {} visits more than {MAX_VISITS} members through anonymous ones (a cycle?)",
+                s.id
+            )));
+        }
+        Ok(())
     }
 
     /// Whether a member at `bit_offset` with kind_flag width `width` (0: none) is a bitfield: a width, or
@@ -675,15 +699,22 @@ impl Btf {
     }
 
     /// Every field name reachable from a struct or union, through anonymous members.
-    fn member_names(&self, s: Ty<'_>, out: &mut Vec<String>, depth: u32) -> Result<(), FieldError> {
+    fn member_names(
+        &self,
+        s: Ty<'_>,
+        out: &mut Vec<String>,
+        depth: u32,
+        visits: &mut u32,
+    ) -> Result<(), FieldError> {
         for j in 0..s.rec.vlen as usize {
+            self.visit(s, visits)?;
             let (name, ty, _) = s.member(j);
             if !name.is_empty() {
                 out.push(name.to_string());
             } else if depth < MAX_NEST {
                 let inner = self.strip(self.get(ty)?)?;
                 if matches!(inner.kind(), kind::STRUCT | kind::UNION) {
-                    self.member_names(inner, out, depth + 1)?;
+                    self.member_names(inner, out, depth + 1, visits)?;
                 }
             }
         }
@@ -715,9 +746,9 @@ impl Btf {
                             })
                         }
                     }
-                    let Some(m) = self.find_member(s, field, 0)? else {
+                    let Some(m) = self.find_member(s, field, 0, &mut 0)? else {
                         let mut available = Vec::new();
-                        self.member_names(s, &mut available, 0)?;
+                        self.member_names(s, &mut available, 0, &mut 0)?;
                         return Err(FieldError::NoSuchField {
                             at,
                             field: field.clone(),

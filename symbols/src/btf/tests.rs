@@ -103,6 +103,17 @@ impl Builder {
         self.aggregate(kind::UNION, name, false, size, members)
     }
 
+    /// The same blob in big-endian byte order (every header and type-section field is a u32).
+    fn build_big_endian(&self) -> Vec<u8> {
+        let mut v = self.build();
+        v[..2].copy_from_slice(&MAGIC.to_be_bytes());
+        let end = HEADER_LEN + self.types.len();
+        for w in v[4..end].chunks_exact_mut(4) {
+            w.reverse();
+        }
+        v
+    }
+
     fn build(&self) -> Vec<u8> {
         let mut v = Vec::new();
         v.extend_from_slice(&MAGIC.to_le_bytes());
@@ -252,6 +263,21 @@ fn nested_members_typedefs_and_qualifiers() {
     assert_eq!(
         btf.member(&cast("int"), &[]).unwrap(),
         info(0, Some(4), "int")
+    );
+}
+
+#[test]
+fn big_endian_blobs_read_the_same() {
+    let b = kernel();
+    let btf = Btf::from_bytes(b.build_big_endian(), Path::new("be.btf"), None).unwrap();
+    let t = cast("task");
+    assert_eq!(
+        btf.member(&t, &path("m[1][2]")).unwrap(),
+        info(120, Some(4), "int")
+    );
+    assert_eq!(
+        btf.member(&t, &path("tasks.next")).unwrap(),
+        info(128, Some(8), "struct list_head *")
     );
 }
 
@@ -589,6 +615,13 @@ fn type_cycles_end_in_errors() {
         btf.member(&cast("loop"), &path("x")),
         Err(FieldError::NoSuchField { .. })
     ));
+    // Thousands of anonymous members that are each the struct again: bounded by visits, not depth.
+    let mut b = Builder::new();
+    let members: Vec<(&str, u32, u32)> = (0..2000).map(|_| ("", 1, 0)).collect();
+    b.strukt("wide", 4, &members);
+    let wide = load(&b);
+    let e = wide.member(&cast("wide"), &path("x")).unwrap_err();
+    assert!(e.to_string().contains("visits more than"), "{e}");
     let _ = btf.member(&cast("holder"), &path("arr"));
     let _ = btf.member(&cast("holder"), &path("arr[1][1][1]"));
 }

@@ -263,7 +263,8 @@ impl Btf {
         })
     }
 
-    /// The string at `off` of the combined string space; a bad offset reads as a name no C type has.
+    /// The string at `off` of the combined string space; a bad offset or an overlong name reads as a name
+    /// no C type has.
     fn string(&self, off: u32) -> &str {
         let bytes = if off < self.first_str {
             self.base.as_deref().map(|b| b.string(off))
@@ -272,7 +273,7 @@ impl Btf {
                 .string((off - self.first_str) as usize)
                 .map(|b| std::str::from_utf8(b).unwrap_or("<non-UTF-8 name>"))
         };
-        bytes.unwrap_or("<bad name offset>")
+        bytes.unwrap_or("<unreadable name>")
     }
 
     fn get(&self, id: u32) -> Result<Ty<'_>, FieldError> {

@@ -676,6 +676,24 @@ fn corrupt_headers_and_truncated_sections_are_errors() {
 }
 
 #[test]
+fn overlong_names_read_as_bad_names() {
+    let mut b = Builder::new();
+    let long = "x".repeat(5000);
+    let int = b.int(&long, 4);
+    b.strukt("s", 4, &[(&long, int, 0)]);
+    let btf = load(&b);
+    let e = btf.member(&cast("s"), &path("y")).unwrap_err();
+    assert!(
+        matches!(e, FieldError::NoSuchField { ref available, .. } if available == &["<unreadable name>"]),
+        "{e:?}"
+    );
+    assert_eq!(
+        btf.member(&cast("s"), &[]).unwrap(),
+        info(0, Some(4), "struct s")
+    );
+}
+
+#[test]
 fn open_reads_only_regular_files_within_the_bound() {
     let e = Btf::open(Path::new("/dev/zero")).unwrap_err();
     assert!(

@@ -114,6 +114,19 @@ struct NameIndex {
 
 const NONE: u32 = u32::MAX;
 
+/// The kinds looked up by name.
+const INDEXED: [u32; 9] = [
+    kind::STRUCT,
+    kind::UNION,
+    kind::ENUM,
+    kind::ENUM64,
+    kind::FWD,
+    kind::TYPEDEF,
+    kind::INT,
+    kind::FLOAT,
+    kind::VAR,
+];
+
 fn hash(name: &[u8]) -> u64 {
     let mut h = FxHasher::default();
     h.write(name);
@@ -313,10 +326,11 @@ impl Btf {
             let mut next = vec![NONE; n];
             for (i, link) in next.iter_mut().enumerate() {
                 let Some(rec) = self.raw.record(i) else { break };
-                let name = self.string(rec.name_off);
-                if name.is_empty() {
+                // Only what a cast or a variable names: the 56k FUNCs of a vmlinux are half its names.
+                if !INDEXED.contains(&rec.kind) || rec.name_off == 0 {
                     continue;
                 }
+                let name = self.string(rec.name_off);
                 *link = heads
                     .insert(hash(name.as_bytes()), i as u32)
                     .unwrap_or(NONE);

@@ -402,9 +402,20 @@ impl Btf {
                 type_name: self.type_name(*t)?,
             });
         }
+        // `(struct spinlock_t)`, `(union rq)`: the name is right, the keyword is not.
+        let other = candidates.iter().find(|t| {
+            matches!(
+                t.kind(),
+                kind::STRUCT | kind::UNION | kind::ENUM | kind::ENUM64 | kind::TYPEDEF | kind::INT
+            )
+        });
+        let suggestions = match other {
+            Some(t) => vec![self.type_name(*t)?],
+            None => self.suggest(cast),
+        };
         Err(FieldError::NoType {
             name: cast.to_string(),
-            suggestions: self.suggest(cast),
+            suggestions,
         })
     }
 

@@ -370,6 +370,47 @@ fn array_elements_bounds_and_nested_arrays() {
 }
 
 #[test]
+fn enums_floats_and_other_named_types_can_be_cast_to() {
+    let mut b = Builder::new();
+    let int = b.int("int", 4);
+    b.add(
+        kind::ENUM,
+        "state",
+        false,
+        2,
+        4,
+        &[b.strs.len() as u32, 0, 0, 1],
+    );
+    b.add(kind::ENUM64, "wide", false, 1, 8, &[0, 1, 2]);
+    b.add(kind::FLOAT, "double", false, 0, 8, &[]);
+    b.strukt("state", 8, &[("n", int, 0)]);
+    let btf = load(&b);
+    // Without a keyword the struct wins over the enum of the same name; `enum` picks the enum.
+    assert_eq!(
+        btf.member(&cast("state"), &[]).unwrap(),
+        info(0, Some(8), "struct state")
+    );
+    let e = CastType {
+        kind: Some(CastKind::Enum),
+        name: "state".into(),
+    };
+    assert_eq!(btf.member(&e, &[]).unwrap(), info(0, Some(4), "enum state"));
+    assert_eq!(
+        btf.member(&cast("wide"), &[]).unwrap(),
+        info(0, Some(8), "enum wide")
+    );
+    assert_eq!(
+        btf.member(&cast("double"), &[]).unwrap(),
+        info(0, Some(8), "double")
+    );
+    let e = btf.member(&cast("wide"), &path("x")).unwrap_err();
+    assert!(
+        matches!(e, FieldError::NotAStruct { ref type_name, .. } if type_name == "enum wide"),
+        "{e:?}"
+    );
+}
+
+#[test]
 fn flexible_arrays_have_no_bound_and_no_size() {
     let mut b = Builder::new();
     let int = b.int("int", 4);
@@ -494,6 +535,26 @@ fn forward_declarations_are_incomplete_and_unknown_names_get_suggestions() {
                 "BTF has no type `struct tsak`; did you mean task?"
             );
         }
+        other => panic!("{other:?}"),
+    }
+    // The right name with the wrong keyword: the spelling that works.
+    match btf.member(&strukt("pid_t"), &[]) {
+        Err(FieldError::NoType { name, suggestions }) => {
+            assert_eq!(
+                (name.as_str(), suggestions.as_slice()),
+                ("struct pid_t", &["pid_t".to_string()][..])
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    match btf.member(
+        &CastType {
+            kind: Some(CastKind::Union),
+            name: "task".into(),
+        },
+        &[],
+    ) {
+        Err(FieldError::NoType { suggestions, .. }) => assert_eq!(suggestions, ["struct task"]),
         other => panic!("{other:?}"),
     }
     match btf.member(&cast("list"), &[]) {

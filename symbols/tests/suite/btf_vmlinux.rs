@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use ksymwatch_symbols::testing::skip;
+use ksymwatch_symbols::testing::{member_path as path, skip};
 use ksymwatch_symbols::{Btf, CastKind, CastType, FieldError, PathElem};
 
 /// One type of bpftool's raw dump.
@@ -181,21 +181,6 @@ impl Dump {
         }
         Some((bits / 8, self.size(ty), bitfield))
     }
-}
-
-/// `a.b[3].c` as path elements.
-fn path(s: &str) -> Vec<PathElem> {
-    let mut out = Vec::new();
-    for part in s.split('.').filter(|p| !p.is_empty()) {
-        let (name, rest) = part.split_once('[').unwrap_or((part, ""));
-        if !name.is_empty() {
-            out.push(PathElem::Field(name.into()));
-        }
-        for i in rest.split('[').filter(|i| !i.is_empty()) {
-            out.push(PathElem::Index(i.trim_end_matches(']').parse().unwrap()));
-        }
-    }
-    out
 }
 
 /// The running kernel's BTF and bpftool's dump of it, read once for all the tests here; `None` (and the

@@ -176,7 +176,7 @@ struct Found<'a> {
 }
 
 impl Btf {
-    pub const VMLINUX: &'static str = "/sys/kernel/btf/vmlinux";
+    pub const VMLINUX: &'static str = file::VMLINUX_BTF;
 
     /// Reads and checks a BTF file (`/sys/kernel/btf/vmlinux`, or a copy): regular files only, at most
     /// [`Role::Btf`]'s bound.

@@ -4,7 +4,7 @@
 //! ones). This is what lets `(struct task_struct)ADDR.se.vruntime` name a field without a 500 MB debug
 //! vmlinux on disk.
 //!
-//! A small reader of our own ([`reader`] checks the blob once; this module walks it): `aya-obj` would pull
+//! A small reader of our own (`reader` checks the blob once; this module walks it): `aya-obj` would pull
 //! in a whole eBPF loader for it and `btf-rs` is LGPL. It answers the same questions as [`crate::dwarf`]
 //! does for DWARF, with the same [`MemberInfo`] and [`FieldError`], and spells C types the same way
 //! (`struct new_utsname`, `char[65]`, `pid_t`, `struct list_head *`).
@@ -369,7 +369,13 @@ impl Btf {
 
     /// The type a cast names, by the kind preference [`Btf::member`] documents.
     fn find_type(&self, cast: &CastType) -> Result<Ty<'_>, FieldError> {
-        let candidates = self.named(&cast.name);
+        let mut candidates = self.named(&cast.name);
+        if candidates.is_empty() && cast.kind.is_none() {
+            // `unsigned long` as C allows it; BTF has the compiler's one spelling, `long unsigned int`.
+            if let Some(gcc) = gcc_int_name(&cast.name) {
+                candidates = self.named(&gcc);
+            }
+        }
         let order: &[&[u32]] = match cast.kind {
             Some(CastKind::Struct) => &[&[kind::STRUCT]],
             Some(CastKind::Union) => &[&[kind::UNION]],
@@ -849,6 +855,45 @@ fn containing_word(bit: u64, bits: u32) -> (u64, u64) {
         }
     }
     (bit / 8, end.div_ceil(8) - bit / 8)
+}
+
+/// The spelling GCC (and so DWARF and BTF) gives an integer type that C lets one write several ways:
+/// `unsigned long` and `long unsigned` are `long unsigned int`, `signed` is `int`. `None` for anything
+/// but a combination of the integer keywords.
+fn gcc_int_name(name: &str) -> Option<String> {
+    let (mut longs, mut short, mut unsigned, mut signed, mut char) =
+        (0, false, false, false, false);
+    for word in name.split_whitespace() {
+        match word {
+            "long" => longs += 1,
+            "short" => short = true,
+            "unsigned" => unsigned = true,
+            "signed" => signed = true,
+            "char" => char = true,
+            "int" => {}
+            _ => return None,
+        }
+    }
+    if longs > 2 || (unsigned && signed) || (short && (longs > 0 || char)) || (char && longs > 0) {
+        return None;
+    }
+    if char {
+        return Some(match (unsigned, signed) {
+            (true, _) => "unsigned char".into(),
+            (_, true) => "signed char".into(),
+            _ => "char".into(),
+        });
+    }
+    let size = match (longs, short) {
+        (2, _) => "long long ",
+        (1, _) => "long ",
+        (_, true) => "short ",
+        _ => "",
+    };
+    Some(format!(
+        "{size}{}int",
+        if unsigned { "unsigned " } else { "" }
+    ))
 }
 
 /// `const int`, but `char * const`: a qualifier of a pointer goes after the star.

@@ -335,6 +335,57 @@ fn enums_floats_and_other_named_types_can_be_cast_to() {
 }
 
 #[test]
+fn integer_types_are_found_however_c_spells_them() {
+    let mut b = Builder::new();
+    for (name, size) in [
+        ("long unsigned int", 8),
+        ("long int", 8),
+        ("long long unsigned int", 8),
+        ("short int", 2),
+        ("unsigned int", 4),
+        ("int", 4),
+        ("unsigned char", 1),
+        ("char", 1),
+    ] {
+        b.int(name, size);
+    }
+    let btf = load(&b);
+    for (written, gcc) in [
+        ("unsigned long", "long unsigned int"),
+        ("long unsigned", "long unsigned int"),
+        ("unsigned long int", "long unsigned int"),
+        ("long", "long int"),
+        ("signed long", "long int"),
+        ("unsigned long long", "long long unsigned int"),
+        ("short", "short int"),
+        ("unsigned", "unsigned int"),
+        ("signed", "int"),
+        ("char unsigned", "unsigned char"),
+    ] {
+        assert_eq!(
+            btf.member(&cast(written), &[]).unwrap().type_name,
+            gcc,
+            "{written}"
+        );
+    }
+    for nonsense in [
+        "long long long",
+        "short long",
+        "unsigned signed",
+        "long char",
+        "unsigned foo",
+    ] {
+        assert!(
+            matches!(
+                btf.member(&cast(nonsense), &[]),
+                Err(FieldError::NoType { .. })
+            ),
+            "{nonsense}"
+        );
+    }
+}
+
+#[test]
 fn flexible_arrays_have_no_bound_and_no_size() {
     let mut b = Builder::new();
     let int = b.int("int", 4);

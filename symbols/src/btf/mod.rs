@@ -874,7 +874,12 @@ fn gcc_int_name(name: &str) -> Option<String> {
             _ => return None,
         }
     }
-    if longs > 2 || (unsigned && signed) || (short && (longs > 0 || char)) || (char && longs > 0) {
+    if name.trim().is_empty()
+        || longs > 2
+        || (unsigned && signed)
+        || (short && (longs > 0 || char))
+        || (char && longs > 0)
+    {
         return None;
     }
     if char {

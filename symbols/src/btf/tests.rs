@@ -369,6 +369,8 @@ fn integer_types_are_found_however_c_spells_them() {
         );
     }
     for nonsense in [
+        "",
+        " ",
         "long long long",
         "short long",
         "unsigned signed",

@@ -806,3 +806,10 @@ proptest! {
         }
     }
 }
+
+/// A loaded BTF is shared between threads behind an `Arc` (the vmlinux base of every module's).
+#[test]
+fn btf_is_send_and_sync() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Btf>();
+}

@@ -119,7 +119,7 @@ impl fmt::Display for Error {
                 "{} is not usable BTF type information: {message}; give the kernel's own {} (or a module's \
                  /sys/kernel/btf/MODULE), or a copy of it that was not cut short",
                 path.display(),
-                crate::Btf::VMLINUX
+                crate::file::VMLINUX_BTF
             ),
             Error::KernelMismatch { source, status } => write!(
                 f,

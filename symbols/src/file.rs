@@ -33,6 +33,9 @@ pub const TEXT_LIMIT: u64 = 256 << 20;
 /// The most a copy of `/sys/kernel/notes` may hold (the real one is well under a page).
 pub const NOTES_LIMIT: u64 = 1 << 20;
 
+/// The running kernel's BTF, which every BTF message offers ([`crate::Btf::VMLINUX`]).
+pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+
 /// The most a BTF file may hold: the vmlinux BTF of a distribution kernel is 5-6 MiB, a module's far less.
 pub const BTF_LIMIT: u64 = 64 << 20;
 
@@ -144,7 +147,7 @@ impl Role {
             (Role::KernelNotes, _) => "give a copy of /sys/kernel/notes".into(),
             (Role::Btf, _) => format!(
                 "give a BTF file, such as {} or /sys/kernel/btf/MODULE",
-                crate::Btf::VMLINUX
+                VMLINUX_BTF
             ),
         }
     }

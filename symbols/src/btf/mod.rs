@@ -4,7 +4,7 @@
 //! ones). This is what lets `(struct task_struct)ADDR.se.vruntime` name a field without a 500 MB debug
 //! vmlinux on disk.
 //!
-//! A small reader of our own ([`reader`] checks the blob once; this module walks it): `aya-obj` would pull
+//! A small reader of our own (`reader` checks the blob once; this module walks it): `aya-obj` would pull
 //! in a whole eBPF loader for it and `btf-rs` is LGPL. It answers the same questions as [`crate::dwarf`]
 //! does for DWARF, with the same [`MemberInfo`] and [`FieldError`], and spells C types the same way
 //! (`struct new_utsname`, `char[65]`, `pid_t`, `struct list_head *`).
@@ -34,6 +34,9 @@ use reader::{kind, Raw, Record};
 const MAX_CHAIN: usize = 32;
 /// How deep anonymous members, nested arrays and type names are followed.
 const MAX_NEST: u32 = 16;
+/// The most members one search through anonymous members visits. Depth alone does not bound it: corrupt
+/// BTF can give a struct thousands of anonymous members that are each that struct again.
+const MAX_VISITS: u32 = 1 << 20;
 /// The most close names a [`FieldError::NoType`] suggests.
 const MAX_SUGGESTIONS: usize = 3;
 
@@ -111,6 +114,19 @@ struct NameIndex {
 
 const NONE: u32 = u32::MAX;
 
+/// The kinds looked up by name.
+const INDEXED: [u32; 9] = [
+    kind::STRUCT,
+    kind::UNION,
+    kind::ENUM,
+    kind::ENUM64,
+    kind::FWD,
+    kind::TYPEDEF,
+    kind::INT,
+    kind::FLOAT,
+    kind::VAR,
+];
+
 fn hash(name: &[u8]) -> u64 {
     let mut h = FxHasher::default();
     h.write(name);
@@ -160,7 +176,7 @@ struct Found<'a> {
 }
 
 impl Btf {
-    pub const VMLINUX: &'static str = "/sys/kernel/btf/vmlinux";
+    pub const VMLINUX: &'static str = file::VMLINUX_BTF;
 
     /// Reads and checks a BTF file (`/sys/kernel/btf/vmlinux`, or a copy): regular files only, at most
     /// [`Role::Btf`]'s bound.
@@ -260,7 +276,8 @@ impl Btf {
         })
     }
 
-    /// The string at `off` of the combined string space; a bad offset reads as a name no C type has.
+    /// The string at `off` of the combined string space; a bad offset or an overlong name reads as a name
+    /// no C type has.
     fn string(&self, off: u32) -> &str {
         let bytes = if off < self.first_str {
             self.base.as_deref().map(|b| b.string(off))
@@ -269,7 +286,7 @@ impl Btf {
                 .string((off - self.first_str) as usize)
                 .map(|b| std::str::from_utf8(b).unwrap_or("<non-UTF-8 name>"))
         };
-        bytes.unwrap_or("<bad name offset>")
+        bytes.unwrap_or("<unreadable name>")
     }
 
     fn get(&self, id: u32) -> Result<Ty<'_>, FieldError> {
@@ -309,10 +326,11 @@ impl Btf {
             let mut next = vec![NONE; n];
             for (i, link) in next.iter_mut().enumerate() {
                 let Some(rec) = self.raw.record(i) else { break };
-                let name = self.string(rec.name_off);
-                if name.is_empty() {
+                // Only what a cast or a variable names: the 56k FUNCs of a vmlinux are half its names.
+                if !INDEXED.contains(&rec.kind) || rec.name_off == 0 {
                     continue;
                 }
+                let name = self.string(rec.name_off);
                 *link = heads
                     .insert(hash(name.as_bytes()), i as u32)
                     .unwrap_or(NONE);
@@ -351,7 +369,13 @@ impl Btf {
 
     /// The type a cast names, by the kind preference [`Btf::member`] documents.
     fn find_type(&self, cast: &CastType) -> Result<Ty<'_>, FieldError> {
-        let candidates = self.named(&cast.name);
+        let mut candidates = self.named(&cast.name);
+        if candidates.is_empty() && cast.kind.is_none() {
+            // `unsigned long` as C allows it; BTF has the compiler's one spelling, `long unsigned int`.
+            if let Some(gcc) = gcc_int_name(&cast.name) {
+                candidates = self.named(&gcc);
+            }
+        }
         let order: &[&[u32]] = match cast.kind {
             Some(CastKind::Struct) => &[&[kind::STRUCT]],
             Some(CastKind::Union) => &[&[kind::UNION]],
@@ -384,9 +408,20 @@ impl Btf {
                 type_name: self.type_name(*t)?,
             });
         }
+        // `(struct spinlock_t)`, `(union rq)`: the name is right, the keyword is not.
+        let other = candidates.iter().find(|t| {
+            matches!(
+                t.kind(),
+                kind::STRUCT | kind::UNION | kind::ENUM | kind::ENUM64 | kind::TYPEDEF | kind::INT
+            )
+        });
+        let suggestions = match other {
+            Some(t) => vec![self.type_name(*t)?],
+            None => self.suggest(cast),
+        };
         Err(FieldError::NoType {
             name: cast.to_string(),
-            suggestions: self.suggest(cast),
+            suggestions,
         })
     }
 
@@ -458,32 +493,39 @@ impl Btf {
         out
     }
 
-    /// A VAR of that name and the DATASEC entry that places it.
+    /// A VAR of that name and the DATASEC entry that places it: the first in the data sections' order.
     fn find_variable(&self, name: &str) -> Option<(BtfVariable, Ty<'_>)> {
-        for var in self.named(name) {
-            if var.kind() != kind::VAR {
-                continue;
-            }
-            for btf in self.chain() {
-                for &sec in &btf.datasecs {
-                    let Ok(sec) = btf.get(sec) else { continue };
-                    for j in 0..sec.rec.vlen as usize {
-                        if sec.word(3 * j) != var.id {
-                            continue;
-                        }
-                        let type_name = self
-                            .get(var.target())
-                            .and_then(|t| self.type_name(t))
-                            .unwrap_or_else(|_| "<corrupt type>".into());
-                        let found = BtfVariable {
-                            name: name.to_string(),
-                            section: sec.name().to_string(),
-                            offset_in_section: u64::from(sec.word(3 * j + 1)),
-                            size: u64::from(sec.word(3 * j + 2)),
-                            type_name,
-                        };
-                        return Some((found, var));
-                    }
+        let mut vars: Vec<Ty<'_>> = self
+            .named(name)
+            .into_iter()
+            .filter(|t| t.kind() == kind::VAR)
+            .collect();
+        vars.sort_by_key(|v| v.id);
+        if vars.is_empty() {
+            return None;
+        }
+        // One pass over every section's entries, however many same-named VARs corrupt BTF holds.
+        for btf in self.chain() {
+            for &sec in &btf.datasecs {
+                let Ok(sec) = btf.get(sec) else { continue };
+                for j in 0..sec.rec.vlen as usize {
+                    let id = sec.word(3 * j);
+                    let Ok(at) = vars.binary_search_by_key(&id, |v| v.id) else {
+                        continue;
+                    };
+                    let var = vars[at];
+                    let type_name = self
+                        .get(var.target())
+                        .and_then(|t| self.type_name(t))
+                        .unwrap_or_else(|_| "<corrupt type>".into());
+                    let found = BtfVariable {
+                        name: name.to_string(),
+                        section: sec.name().to_string(),
+                        offset_in_section: u64::from(sec.word(3 * j + 1)),
+                        size: u64::from(sec.word(3 * j + 2)),
+                        type_name,
+                    };
+                    return Some((found, var));
                 }
             }
         }
@@ -615,8 +657,10 @@ impl Btf {
         s: Ty<'a>,
         field: &str,
         depth: u32,
+        visits: &mut u32,
     ) -> Result<Option<Found<'a>>, FieldError> {
         for j in 0..s.rec.vlen as usize {
+            self.visit(s, visits)?;
             let (name, ty, off) = s.member(j);
             // With kind_flag, the top 8 bits are the bitfield width and the rest the bit offset.
             let (bit_offset, width) = if s.rec.kflag {
@@ -636,7 +680,7 @@ impl Btf {
             if name.is_empty() && depth < MAX_NEST {
                 let inner = self.strip(self.get(ty)?)?;
                 if matches!(inner.kind(), kind::STRUCT | kind::UNION) {
-                    if let Some(f) = self.find_member(inner, field, depth + 1)? {
+                    if let Some(f) = self.find_member(inner, field, depth + 1, visits)? {
                         return Ok(Some(Found {
                             bit_offset: bit_offset.saturating_add(f.bit_offset),
                             ..f
@@ -646,6 +690,18 @@ impl Btf {
             }
         }
         Ok(None)
+    }
+
+    /// Counts one member visited by a search, failing once a search has visited [`MAX_VISITS`].
+    fn visit(&self, s: Ty<'_>, visits: &mut u32) -> Result<(), FieldError> {
+        *visits += 1;
+        if *visits > MAX_VISITS {
+            return Err(self.corrupt(format!(
+                "searching type {} visits more than {MAX_VISITS} members through anonymous ones (a cycle?)",
+                s.id
+            )));
+        }
+        Ok(())
     }
 
     /// Whether a member at `bit_offset` with kind_flag width `width` (0: none) is a bitfield: a width, or
@@ -675,15 +731,22 @@ impl Btf {
     }
 
     /// Every field name reachable from a struct or union, through anonymous members.
-    fn member_names(&self, s: Ty<'_>, out: &mut Vec<String>, depth: u32) -> Result<(), FieldError> {
+    fn member_names(
+        &self,
+        s: Ty<'_>,
+        out: &mut Vec<String>,
+        depth: u32,
+        visits: &mut u32,
+    ) -> Result<(), FieldError> {
         for j in 0..s.rec.vlen as usize {
+            self.visit(s, visits)?;
             let (name, ty, _) = s.member(j);
             if !name.is_empty() {
                 out.push(name.to_string());
             } else if depth < MAX_NEST {
                 let inner = self.strip(self.get(ty)?)?;
                 if matches!(inner.kind(), kind::STRUCT | kind::UNION) {
-                    self.member_names(inner, out, depth + 1)?;
+                    self.member_names(inner, out, depth + 1, visits)?;
                 }
             }
         }
@@ -715,9 +778,9 @@ impl Btf {
                             })
                         }
                     }
-                    let Some(m) = self.find_member(s, field, 0)? else {
+                    let Some(m) = self.find_member(s, field, 0, &mut 0)? else {
                         let mut available = Vec::new();
-                        self.member_names(s, &mut available, 0)?;
+                        self.member_names(s, &mut available, 0, &mut 0)?;
                         return Err(FieldError::NoSuchField {
                             at,
                             field: field.clone(),
@@ -792,6 +855,50 @@ fn containing_word(bit: u64, bits: u32) -> (u64, u64) {
         }
     }
     (bit / 8, end.div_ceil(8) - bit / 8)
+}
+
+/// The spelling GCC (and so DWARF and BTF) gives an integer type that C lets one write several ways:
+/// `unsigned long` and `long unsigned` are `long unsigned int`, `signed` is `int`. `None` for anything
+/// but a combination of the integer keywords.
+fn gcc_int_name(name: &str) -> Option<String> {
+    let (mut longs, mut short, mut unsigned, mut signed, mut char) =
+        (0, false, false, false, false);
+    for word in name.split_whitespace() {
+        match word {
+            "long" => longs += 1,
+            "short" => short = true,
+            "unsigned" => unsigned = true,
+            "signed" => signed = true,
+            "char" => char = true,
+            "int" => {}
+            _ => return None,
+        }
+    }
+    if name.trim().is_empty()
+        || longs > 2
+        || (unsigned && signed)
+        || (short && (longs > 0 || char))
+        || (char && longs > 0)
+    {
+        return None;
+    }
+    if char {
+        return Some(match (unsigned, signed) {
+            (true, _) => "unsigned char".into(),
+            (_, true) => "signed char".into(),
+            _ => "char".into(),
+        });
+    }
+    let size = match (longs, short) {
+        (2, _) => "long long ",
+        (1, _) => "long ",
+        (_, true) => "short ",
+        _ => "",
+    };
+    Some(format!(
+        "{size}{}int",
+        if unsigned { "unsigned " } else { "" }
+    ))
 }
 
 /// `const int`, but `char * const`: a qualifier of a pointer goes after the star.

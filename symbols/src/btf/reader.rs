@@ -11,6 +11,8 @@ use std::ops::Range;
 
 pub(super) const MAGIC: u16 = 0xeb9f;
 pub(super) const HEADER_LEN: usize = 24;
+/// The longest name read: twice the kernel's own limit.
+const MAX_NAME: usize = 1024;
 
 /// `BTF_KIND_*`.
 pub(super) mod kind {
@@ -83,6 +85,9 @@ impl Raw {
                 "BTF version {} (this reader knows version 1)",
                 data[2]
             ));
+        }
+        if u32::try_from(data.len()).is_err() {
+            return Err("the file is larger than 4 GiB".into());
         }
         let mut raw = Raw {
             data,
@@ -168,9 +173,6 @@ impl Raw {
                 }
             }
         }
-        if u32::try_from(raw.data.len()).is_err() {
-            return Err("the file is larger than 4 GiB".into());
-        }
         Ok(raw)
     }
 
@@ -214,8 +216,9 @@ impl Raw {
     pub fn string(&self, off: usize) -> Option<&[u8]> {
         let start = self.strs.start.checked_add(off)?;
         let rest = self.data.get(start..self.strs.end)?;
-        // The section ends with a NUL (checked in `parse`), so a terminator is always found.
-        let end = rest.iter().position(|&b| b == 0)?;
+        // A name is far shorter (the kernel refuses names of KSYM_NAME_LEN, 512, or more); looking no
+        // further keeps a NUL-less string section from making every name a scan of the whole section.
+        let end = rest.iter().take(MAX_NAME + 1).position(|&b| b == 0)?;
         Some(&rest[..end])
     }
 

@@ -2,6 +2,7 @@
 
 use super::reader::{kind, HEADER_LEN, MAGIC};
 use super::*;
+use crate::testing::member_path as path;
 use proptest::prelude::*;
 
 /// Lays out a BTF blob type by type; ids and string offsets continue a base's when built with `split`.
@@ -103,6 +104,17 @@ impl Builder {
         self.aggregate(kind::UNION, name, false, size, members)
     }
 
+    /// The same blob in big-endian byte order (every header and type-section field is a u32).
+    fn build_big_endian(&self) -> Vec<u8> {
+        let mut v = self.build();
+        v[..2].copy_from_slice(&MAGIC.to_be_bytes());
+        let end = HEADER_LEN + self.types.len();
+        for w in v[4..end].chunks_exact_mut(4) {
+            w.reverse();
+        }
+        v
+    }
+
     fn build(&self) -> Vec<u8> {
         let mut v = Vec::new();
         v.extend_from_slice(&MAGIC.to_le_bytes());
@@ -135,19 +147,14 @@ fn strukt(name: &str) -> CastType {
     }
 }
 
-/// `a.b[3].c` as path elements.
-fn path(s: &str) -> Vec<PathElem> {
-    let mut out = Vec::new();
-    for part in s.split('.').filter(|p| !p.is_empty()) {
-        let (name, rest) = part.split_once('[').unwrap_or((part, ""));
-        if !name.is_empty() {
-            out.push(PathElem::Field(name.into()));
-        }
-        for i in rest.split('[').filter(|i| !i.is_empty()) {
-            out.push(PathElem::Index(i.trim_end_matches(']').parse().unwrap()));
-        }
-    }
-    out
+/// Asserts what `path` below `cast` resolves to.
+#[track_caller]
+fn expect(btf: &Btf, cast: &CastType, p: &str, offset: u64, size: Option<u64>, type_name: &str) {
+    assert_eq!(
+        btf.member(cast, &path(p)).unwrap(),
+        info(offset, size, type_name),
+        "({cast}) {p}"
+    );
 }
 
 fn info(offset: u64, size: Option<u64>, type_name: &str) -> MemberInfo {
@@ -202,71 +209,38 @@ fn kernel() -> Builder {
 fn nested_members_typedefs_and_qualifiers() {
     let btf = load(&kernel());
     let t = strukt("task");
-    assert_eq!(
-        btf.member(&t, &[]).unwrap(),
-        info(0, Some(184), "struct task")
-    );
-    assert_eq!(
-        btf.member(&t, &path("pid")).unwrap(),
-        info(0, Some(4), "pid_t")
-    );
-    assert_eq!(
-        btf.member(&t, &path("in")).unwrap(),
-        info(8, Some(16), "struct inner")
-    );
-    assert_eq!(
-        btf.member(&t, &path("in.b")).unwrap(),
-        info(16, Some(8), "long unsigned int")
-    );
+    expect(&btf, &t, "", 0, Some(184), "struct task");
+    expect(&btf, &t, "pid", 0, Some(4), "pid_t");
+    expect(&btf, &t, "in", 8, Some(16), "struct inner");
+    expect(&btf, &t, "in.b", 16, Some(8), "long unsigned int");
     // Through a typedef'd struct: the typedef is looked through for the walk, kept in the name.
-    assert_eq!(
-        btf.member(&t, &path("it")).unwrap(),
-        info(160, Some(16), "inner_t")
-    );
-    assert_eq!(
-        btf.member(&t, &path("it.b")).unwrap(),
-        info(168, Some(8), "long unsigned int")
-    );
-    assert_eq!(
-        btf.member(&t, &path("cv")).unwrap(),
-        info(144, Some(4), "volatile const int")
-    );
-    assert_eq!(
-        btf.member(&t, &path("tasks.next")).unwrap(),
-        info(128, Some(8), "struct list_head *")
-    );
+    expect(&btf, &t, "it", 160, Some(16), "inner_t");
+    expect(&btf, &t, "it.b", 168, Some(8), "long unsigned int");
+    expect(&btf, &t, "cv", 144, Some(4), "volatile const int");
+    expect(&btf, &t, "tasks.next", 128, Some(8), "struct list_head *");
     // A type tag (`__rcu`) is not part of the C type.
-    assert_eq!(
-        btf.member(&t, &path("rcu_head")).unwrap(),
-        info(152, Some(8), "struct list_head *")
-    );
+    expect(&btf, &t, "rcu_head", 152, Some(8), "struct list_head *");
     // A typedef can be cast to, and so can a plain int.
-    assert_eq!(
-        btf.member(&cast("pid_t"), &[]).unwrap(),
-        info(0, Some(4), "pid_t")
-    );
-    assert_eq!(
-        btf.member(&cast("inner_t"), &path("a")).unwrap(),
-        info(0, Some(4), "int")
-    );
-    assert_eq!(
-        btf.member(&cast("int"), &[]).unwrap(),
-        info(0, Some(4), "int")
-    );
+    expect(&btf, &cast("pid_t"), "", 0, Some(4), "pid_t");
+    expect(&btf, &cast("inner_t"), "a", 0, Some(4), "int");
+    expect(&btf, &cast("int"), "", 0, Some(4), "int");
+}
+
+#[test]
+fn big_endian_blobs_read_the_same() {
+    let b = kernel();
+    let btf = Btf::from_bytes(b.build_big_endian(), Path::new("be.btf"), None).unwrap();
+    let t = cast("task");
+    expect(&btf, &t, "m[1][2]", 120, Some(4), "int");
+    expect(&btf, &t, "tasks.next", 128, Some(8), "struct list_head *");
 }
 
 #[test]
 fn anonymous_union_members_are_searched_through() {
     let btf = load(&kernel());
     let t = cast("task");
-    assert_eq!(
-        btf.member(&t, &path("l")).unwrap(),
-        info(24, Some(8), "long unsigned int")
-    );
-    assert_eq!(
-        btf.member(&t, &path("i")).unwrap(),
-        info(24, Some(4), "int")
-    );
+    expect(&btf, &t, "l", 24, Some(8), "long unsigned int");
+    expect(&btf, &t, "i", 24, Some(4), "int");
     match btf.member(&t, &path("nope")) {
         Err(FieldError::NoSuchField {
             at,
@@ -291,26 +265,11 @@ fn anonymous_union_members_are_searched_through() {
 fn array_elements_bounds_and_nested_arrays() {
     let btf = load(&kernel());
     let t = strukt("task");
-    assert_eq!(
-        btf.member(&t, &path("name")).unwrap(),
-        info(32, Some(65), "char[65]")
-    );
-    assert_eq!(
-        btf.member(&t, &path("name[3]")).unwrap(),
-        info(35, Some(1), "char")
-    );
-    assert_eq!(
-        btf.member(&t, &path("m")).unwrap(),
-        info(100, Some(24), "int[2][3]")
-    );
-    assert_eq!(
-        btf.member(&t, &path("m[1]")).unwrap(),
-        info(112, Some(12), "int[3]")
-    );
-    assert_eq!(
-        btf.member(&t, &path("m[1][2]")).unwrap(),
-        info(120, Some(4), "int")
-    );
+    expect(&btf, &t, "name", 32, Some(65), "char[65]");
+    expect(&btf, &t, "name[3]", 35, Some(1), "char");
+    expect(&btf, &t, "m", 100, Some(24), "int[2][3]");
+    expect(&btf, &t, "m[1]", 112, Some(12), "int[3]");
+    expect(&btf, &t, "m[1][2]", 120, Some(4), "int");
     match btf.member(&t, &path("name[65]")) {
         Err(e @ FieldError::IndexOutOfRange { len: 65, .. }) => {
             assert_eq!(
@@ -344,20 +303,99 @@ fn array_elements_bounds_and_nested_arrays() {
 }
 
 #[test]
+fn enums_floats_and_other_named_types_can_be_cast_to() {
+    let mut b = Builder::new();
+    let int = b.int("int", 4);
+    b.add(
+        kind::ENUM,
+        "state",
+        false,
+        2,
+        4,
+        &[b.strs.len() as u32, 0, 0, 1],
+    );
+    b.add(kind::ENUM64, "wide", false, 1, 8, &[0, 1, 2]);
+    b.add(kind::FLOAT, "double", false, 0, 8, &[]);
+    b.strukt("state", 8, &[("n", int, 0)]);
+    let btf = load(&b);
+    // Without a keyword the struct wins over the enum of the same name; `enum` picks the enum.
+    expect(&btf, &cast("state"), "", 0, Some(8), "struct state");
+    let e = CastType {
+        kind: Some(CastKind::Enum),
+        name: "state".into(),
+    };
+    expect(&btf, &e, "", 0, Some(4), "enum state");
+    expect(&btf, &cast("wide"), "", 0, Some(8), "enum wide");
+    expect(&btf, &cast("double"), "", 0, Some(8), "double");
+    let e = btf.member(&cast("wide"), &path("x")).unwrap_err();
+    assert!(
+        matches!(e, FieldError::NotAStruct { ref type_name, .. } if type_name == "enum wide"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn integer_types_are_found_however_c_spells_them() {
+    let mut b = Builder::new();
+    for (name, size) in [
+        ("long unsigned int", 8),
+        ("long int", 8),
+        ("long long unsigned int", 8),
+        ("short int", 2),
+        ("unsigned int", 4),
+        ("int", 4),
+        ("unsigned char", 1),
+        ("char", 1),
+    ] {
+        b.int(name, size);
+    }
+    let btf = load(&b);
+    for (written, gcc) in [
+        ("unsigned long", "long unsigned int"),
+        ("long unsigned", "long unsigned int"),
+        ("unsigned long int", "long unsigned int"),
+        ("long", "long int"),
+        ("signed long", "long int"),
+        ("unsigned long long", "long long unsigned int"),
+        ("short", "short int"),
+        ("unsigned", "unsigned int"),
+        ("signed", "int"),
+        ("char unsigned", "unsigned char"),
+    ] {
+        assert_eq!(
+            btf.member(&cast(written), &[]).unwrap().type_name,
+            gcc,
+            "{written}"
+        );
+    }
+    for nonsense in [
+        "",
+        " ",
+        "long long long",
+        "short long",
+        "unsigned signed",
+        "long char",
+        "unsigned foo",
+    ] {
+        assert!(
+            matches!(
+                btf.member(&cast(nonsense), &[]),
+                Err(FieldError::NoType { .. })
+            ),
+            "{nonsense}"
+        );
+    }
+}
+
+#[test]
 fn flexible_arrays_have_no_bound_and_no_size() {
     let mut b = Builder::new();
     let int = b.int("int", 4);
     let flex = b.array(int, int, 0);
     b.strukt("msg", 4, &[("len", int, 0), ("data", flex, 32)]);
     let btf = load(&b);
-    assert_eq!(
-        btf.member(&cast("msg"), &path("data")).unwrap(),
-        info(4, None, "int[]")
-    );
-    assert_eq!(
-        btf.member(&cast("msg"), &path("data[100]")).unwrap(),
-        info(404, Some(4), "int")
-    );
+    expect(&btf, &cast("msg"), "data", 4, None, "int[]");
+    expect(&btf, &cast("msg"), "data[100]", 404, Some(4), "int");
 }
 
 /// The containing word offered for a bitfield at `bit`, `bits` wide.
@@ -394,10 +432,7 @@ fn bitfields_are_refused_with_the_containing_word_in_both_encodings() {
         ],
     );
     let btf = load(&b);
-    assert_eq!(
-        btf.member(&cast("flags"), &path("x")).unwrap(),
-        info(0, Some(4), "unsigned int")
-    );
+    expect(&btf, &cast("flags"), "x", 0, Some(4), "unsigned int");
     assert_eq!(refused(&btf, "a"), (1, 32, 4, 1));
     // Bits 39..42 cross a byte: the aligned 2 bytes at 4 hold them.
     assert_eq!(refused(&btf, "b"), (3, 39, 4, 2));
@@ -468,6 +503,26 @@ fn forward_declarations_are_incomplete_and_unknown_names_get_suggestions() {
                 "BTF has no type `struct tsak`; did you mean task?"
             );
         }
+        other => panic!("{other:?}"),
+    }
+    // The right name with the wrong keyword: the spelling that works.
+    match btf.member(&strukt("pid_t"), &[]) {
+        Err(FieldError::NoType { name, suggestions }) => {
+            assert_eq!(
+                (name.as_str(), suggestions.as_slice()),
+                ("struct pid_t", &["pid_t".to_string()][..])
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    match btf.member(
+        &CastType {
+            kind: Some(CastKind::Union),
+            name: "task".into(),
+        },
+        &[],
+    ) {
+        Err(FieldError::NoType { suggestions, .. }) => assert_eq!(suggestions, ["struct task"]),
         other => panic!("{other:?}"),
     }
     match btf.member(&cast("list"), &[]) {
@@ -542,23 +597,11 @@ fn split_btf_continues_the_base_ids_and_strings() {
     assert_eq!((u8t, st), (first, first + 2));
     let btf = Btf::from_bytes(m.build(), Path::new("mod.btf"), Some(base_btf.clone())).unwrap();
     let s = strukt("mod_state");
-    assert_eq!(
-        btf.member(&s, &path("list.prev")).unwrap(),
-        info(8, Some(8), "struct list_head *")
-    );
-    assert_eq!(
-        btf.member(&s, &path("owner")).unwrap(),
-        info(16, Some(4), "pid_t")
-    );
-    assert_eq!(
-        btf.member(&s, &path("buf[3]")).unwrap(),
-        info(23, Some(1), "unsigned char")
-    );
+    expect(&btf, &s, "list.prev", 8, Some(8), "struct list_head *");
+    expect(&btf, &s, "owner", 16, Some(4), "pid_t");
+    expect(&btf, &s, "buf[3]", 23, Some(1), "unsigned char");
     // Base types are found through the split one; the base alone does not know the module's.
-    assert_eq!(
-        btf.member(&strukt("inner"), &path("b")).unwrap(),
-        info(8, Some(8), "long unsigned int")
-    );
+    expect(&btf, &strukt("inner"), "b", 8, Some(8), "long unsigned int");
     assert!(matches!(
         base_btf.member(&s, &[]),
         Err(FieldError::NoType { .. })
@@ -589,6 +632,13 @@ fn type_cycles_end_in_errors() {
         btf.member(&cast("loop"), &path("x")),
         Err(FieldError::NoSuchField { .. })
     ));
+    // Thousands of anonymous members that are each the struct again: bounded by visits, not depth.
+    let mut b = Builder::new();
+    let members: Vec<(&str, u32, u32)> = (0..2000).map(|_| ("", 1, 0)).collect();
+    b.strukt("wide", 4, &members);
+    let wide = load(&b);
+    let e = wide.member(&cast("wide"), &path("x")).unwrap_err();
+    assert!(e.to_string().contains("visits more than"), "{e}");
     let _ = btf.member(&cast("holder"), &path("arr"));
     let _ = btf.member(&cast("holder"), &path("arr[1][1][1]"));
 }
@@ -640,6 +690,21 @@ fn corrupt_headers_and_truncated_sections_are_errors() {
         "x is not usable BTF type information: m; give the kernel's own /sys/kernel/btf/vmlinux (or a module's \
          /sys/kernel/btf/MODULE), or a copy of it that was not cut short"
     );
+}
+
+#[test]
+fn overlong_names_read_as_bad_names() {
+    let mut b = Builder::new();
+    let long = "x".repeat(5000);
+    let int = b.int(&long, 4);
+    b.strukt("s", 4, &[(&long, int, 0)]);
+    let btf = load(&b);
+    let e = btf.member(&cast("s"), &path("y")).unwrap_err();
+    assert!(
+        matches!(e, FieldError::NoSuchField { ref available, .. } if available == &["<unreadable name>"]),
+        "{e:?}"
+    );
+    expect(&btf, &cast("s"), "", 0, Some(4), "struct s");
 }
 
 #[test]
@@ -740,4 +805,11 @@ proptest! {
             poke(&btf);
         }
     }
+}
+
+/// A loaded BTF is shared between threads behind an `Arc` (the vmlinux base of every module's).
+#[test]
+fn btf_is_send_and_sync() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Btf>();
 }

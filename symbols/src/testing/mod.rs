@@ -13,6 +13,25 @@ use std::fmt::Display;
 use std::io::Write as _;
 use std::process::Command;
 
+/// `a.b[3][1].c` as member path elements, the way the CLI's target grammar reads a path after a base (a
+/// leading `.` is optional). Panics on a malformed index: only tests and examples write these.
+pub fn member_path(s: &str) -> Vec<crate::PathElem> {
+    use crate::PathElem;
+    let mut out = Vec::new();
+    for part in s.split('.').filter(|p| !p.is_empty()) {
+        let (name, rest) = part.split_once('[').unwrap_or((part, ""));
+        if !name.is_empty() {
+            out.push(PathElem::Field(name.into()));
+        }
+        for i in rest.split('[').filter(|i| !i.is_empty()) {
+            out.push(PathElem::Index(
+                i.trim_end_matches(']').parse().expect("a decimal index"),
+            ));
+        }
+    }
+    out
+}
+
 /// Says that the running test is skipped and why, as one `SKIP: <test>: <why>` line on stderr directly
 /// (past libtest's capture), so every skip shows in a plain `cargo test` run and `scripts/test` can count
 /// them. The test's name is the one libtest gave the thread it runs the test on.

@@ -88,6 +88,23 @@ pub enum FieldError {
     },
 }
 
+/// Beyond this many fields, a "no such field" message names only the likely ones.
+const MAX_FIELDS_LISTED: usize = 24;
+
+/// Fields that contain what was typed, or are contained in it, or share its first three letters.
+fn close_fields<'a>(typed: &str, available: &'a [String]) -> Vec<&'a str> {
+    let t = typed.to_ascii_lowercase();
+    available
+        .iter()
+        .filter(|a| {
+            let a = a.to_ascii_lowercase();
+            a.contains(&t) || t.contains(&a) || (t.len() >= 3 && a.starts_with(&t[..3]))
+        })
+        .take(8)
+        .map(String::as_str)
+        .collect()
+}
+
 impl fmt::Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -106,8 +123,20 @@ impl fmt::Display for FieldError {
                 write!(f, "`{at}` is a {type_name}, which has no field `{field}`")?;
                 if available.is_empty() {
                     write!(f, " (it has no named fields)")
-                } else {
+                } else if available.len() <= MAX_FIELDS_LISTED {
                     write!(f, "; its fields are: {}", available.join(", "))
+                } else {
+                    // A task_struct has hundreds: name the ones that look like what was typed.
+                    let close = close_fields(field, available);
+                    if !close.is_empty() {
+                        write!(f, "; did you mean {}?", close.join(", "))?;
+                    }
+                    write!(
+                        f,
+                        " ({} fields; the first are {}, ...)",
+                        available.len(),
+                        available[..MAX_FIELDS_LISTED / 2].join(", ")
+                    )
                 }
             }
             FieldError::NotAStruct { at, field, type_name } => {
@@ -136,8 +165,8 @@ impl fmt::Display for FieldError {
             ),
             FieldError::Incomplete { at, type_name } => write!(
                 f,
-                "`{at}` has type {type_name}, which the debug info only declares (no layout); \
-                 the defining unit may have been built without -g"
+                "`{at}` has type {type_name}, which the type information only declares (no layout); \
+                 with DWARF, the defining unit may have been built without -g"
             ),
             FieldError::NoType { name, suggestions } => {
                 write!(f, "BTF has no type `{name}`")?;

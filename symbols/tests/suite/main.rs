@@ -1,6 +1,7 @@
 //! The symbols crate's one integration-test binary. Shared support (the gcc-built "vmlinux" fixture and
 //! the skip helper) is `ksymwatch_symbols::testing`, which the workspace root's tests use too.
 
+mod debuginfod;
 mod process_gcc;
 mod user_elf;
 mod vmlinux_fixture;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::cli::args::ResolveArgs;
 use crate::config::symbols::{self, Files};
-use crate::config::{process, target};
+use crate::config::{debuginfod, process, target};
 use crate::error::{Context, Error, Result};
 
 pub fn run(args: ResolveArgs) -> Result<()> {
@@ -26,13 +26,20 @@ pub fn run(args: ResolveArgs) -> Result<()> {
         };
         return super::print_answer(&(text + "\n"));
     }
-    let search = symbols::search(Files {
+    let mut search = symbols::search(Files {
         kallsyms: &args.kallsyms,
         vmlinux: args.vmlinux.as_deref(),
         system_map: args.system_map.as_deref(),
         notes: &args.kernel_notes,
     });
-    let resolver = symbols::open(search.pick(), &search)?;
+    let picked = search.pick();
+    let picked = debuginfod::fetch_if_needed(
+        &mut search,
+        picked,
+        debuginfod::needs_dwarf(&target),
+        args.offline,
+    )?;
+    let resolver = symbols::open(picked, &search)?;
     let r = symbols::resolve(&resolver, &target, true)?;
     let text = if args.json {
         r.to_json()

@@ -11,6 +11,7 @@ use crate::cli::args::{SymbolArgs, WatchArgs};
 use crate::cli::output_file;
 use crate::config::advice::SymbolsContext;
 use crate::config::condition::{self, Condition};
+use crate::config::debuginfod;
 use crate::config::filter::{Filter, Place};
 use crate::config::symbols::{self, FileSymbols};
 use crate::config::target::{self, Base, Target};
@@ -344,8 +345,13 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             .and_then(|cpus| cpus.first().copied())
             .map(Warmup::start);
     }
-    let search = symbols::search(args.symbols.files());
+    let mut search = symbols::search(args.symbols.files());
     let picked = search.pick();
+    // Member paths of a process's own variables come from its binary; only a kernel target needs vmlinux.
+    let needs_dwarf = args.symbols.lines
+        || (matches!(mode, Mode::System) && targets.iter().any(debuginfod::needs_dwarf));
+    let picked =
+        debuginfod::fetch_if_needed(&mut search, picked, needs_dwarf, args.symbols.offline)?;
     if args.symbols.lines && !matches!(picked, Source::Vmlinux(_)) {
         return Err(Error::usage(format!(
             "--lines reads file:line from vmlinux DWARF, but the symbols come from {picked}; pass --vmlinux FILE \

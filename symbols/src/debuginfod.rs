@@ -270,15 +270,17 @@ impl Debuginfod {
             total,
             indicatif::ProgressDrawTarget::stderr(),
         );
+        // One line on an 80-column terminal; the host alone, since the line printed after names the URL.
         let template = if total.is_some() {
-            "{spinner} {msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}"
+            "{spinner} vmlinux from {msg} {bar:16} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}"
         } else {
-            "{spinner} {msg} {bytes} {bytes_per_sec}"
+            "{spinner} vmlinux from {msg} {bytes} {bytes_per_sec}"
         };
         if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
             bar.set_style(style);
         }
-        bar.set_message(format!("fetching vmlinux from {url}"));
+        let host = url.split("://").nth(1).unwrap_or(url);
+        bar.set_message(host.split('/').next().unwrap_or(host).to_string());
         Some(bar)
     }
 }

@@ -135,6 +135,12 @@ pub struct Canned {
 
 impl Canned {
     pub fn start(response: Vec<u8>) -> Canned {
+        Canned::start_holding(response, false)
+    }
+
+    /// Like [`Canned::start`], but after the response the connection stays open, silent, until the
+    /// server is dropped: a server that stalls mid-transfer.
+    pub fn start_holding(response: Vec<u8>, hold: bool) -> Canned {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(AtomicUsize::new(0));
@@ -159,6 +165,9 @@ impl Canned {
                 r.fetch_add(1, Ordering::SeqCst);
                 let _ = conn.write_all(&response);
                 let _ = conn.flush();
+                while hold && !s.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
                 let _ = conn.shutdown(std::net::Shutdown::Both);
             }
         });

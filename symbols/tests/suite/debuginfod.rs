@@ -209,6 +209,29 @@ fn a_connection_closed_halfway_leaves_nothing_in_the_cache() {
 }
 
 #[test]
+fn a_server_that_stalls_is_given_up_on_and_leaves_nothing() {
+    let Some(f) = fixture::build() else { return };
+    let bytes = std::fs::read(&f.vmlinux).unwrap();
+    let part = 100;
+    let server = Canned::start_holding(Canned::ok(&bytes[..part], bytes.len()), true);
+    let dir = scratch("stall");
+    let cache = dir.join("cache");
+    let e = Debuginfod::new(vec![server.url.clone()], cache.clone())
+        .with_stall_timeout(Duration::from_millis(500))
+        .fetch(&fixture_id(&f.vmlinux))
+        .unwrap_err();
+    assert!(
+        e.to_string().contains(&format!(
+            "the transfer broke off after {part} of {} bytes",
+            bytes.len()
+        )),
+        "{e}"
+    );
+    assert!(contents(&cache).is_empty(), "{:?}", contents(&cache));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_file_with_another_build_id_or_no_elf_is_not_cached() {
     let Some(f) = fixture::build() else { return };
     let id = fixture_id(&f.vmlinux);

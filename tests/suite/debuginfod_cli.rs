@@ -202,3 +202,33 @@ fn an_absent_server_or_no_server_is_a_one_line_error() {
     assert!(!out.contains("# armed"), "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn check_shows_the_servers_and_the_cache() {
+    // `check` probes the debug registers: under the live lock like every other run that does.
+    let Some(_lock) = crate::util::live() else {
+        return;
+    };
+    let cache = std::env::temp_dir().join(format!("ksymwatch-dbgd-check-{}", std::process::id()));
+    let (_, out, err) = run(
+        &["check", "--json"],
+        Some("http://a.invalid ima:enforcing http://b.invalid/"),
+        &cache,
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    assert_eq!(
+        j["debuginfod_urls"],
+        serde_json::json!(["http://a.invalid", "http://b.invalid/"])
+    );
+    assert_eq!(j["debuginfod_cache"], p(&cache));
+    assert_eq!(j["debuginfod_cached"], false);
+    let (_, out, _) = run(&["check"], None, &cache);
+    assert!(
+        out.contains(&format!(
+            "DEBUGINFOD_URLS not set: member paths need --vmlinux; cache {}",
+            cache.display()
+        )),
+        "{out}"
+    );
+}

@@ -38,6 +38,14 @@ fn contents(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// A real debuginfod serving `vmlinux` from `dir/serve`, its database in `dir/server`, scanned and ready.
+fn serve(vmlinux: &Path, dir: &Path) -> Option<Server> {
+    let serve = dir.join("serve");
+    std::fs::create_dir_all(&serve).unwrap();
+    std::fs::copy(vmlinux, serve.join("vmlinux")).unwrap();
+    Server::start(&serve, &dir.join("server"), 1)
+}
+
 fn fixture_id(vmlinux: &Path) -> BuildId {
     Vmlinux::open(vmlinux)
         .unwrap()
@@ -62,10 +70,7 @@ fn closed_port_url() -> String {
 fn fetches_from_a_real_server_then_reuses_the_cache_without_asking() {
     let Some(f) = fixture::build() else { return };
     let dir = scratch("real");
-    let serve = dir.join("serve");
-    std::fs::create_dir_all(&serve).unwrap();
-    std::fs::copy(&f.vmlinux, serve.join("vmlinux")).unwrap();
-    let Some(mut server) = Server::start(&serve, &dir.join("server"), 1) else {
+    let Some(mut server) = serve(&f.vmlinux, &dir) else {
         return;
     };
     let id = fixture_id(&f.vmlinux);
@@ -106,10 +111,7 @@ fn fetches_from_a_real_server_then_reuses_the_cache_without_asking() {
 fn follows_a_redirect_to_the_server_that_has_it() {
     let Some(f) = fixture::build() else { return };
     let dir = scratch("redirect");
-    let serve = dir.join("serve");
-    std::fs::create_dir_all(&serve).unwrap();
-    std::fs::copy(&f.vmlinux, serve.join("vmlinux")).unwrap();
-    let Some(server) = Server::start(&serve, &dir.join("server"), 1) else {
+    let Some(server) = serve(&f.vmlinux, &dir) else {
         return;
     };
     let id = fixture_id(&f.vmlinux);
@@ -137,10 +139,7 @@ fn follows_a_redirect_to_the_server_that_has_it() {
 fn not_found_everywhere_names_the_build_id_and_the_servers() {
     let Some(f) = fixture::build() else { return };
     let dir = scratch("notfound");
-    let serve = dir.join("serve");
-    std::fs::create_dir_all(&serve).unwrap();
-    std::fs::copy(&f.vmlinux, serve.join("vmlinux")).unwrap();
-    let Some(server) = Server::start(&serve, &dir.join("server"), 1) else {
+    let Some(server) = serve(&f.vmlinux, &dir) else {
         return;
     };
     let cache = dir.join("cache");

@@ -47,11 +47,19 @@ pub fn fetch_if_needed(
     if !needs_dwarf || matches!(picked, Source::Vmlinux(_)) {
         return Ok(picked);
     }
+    let why = "struct fields and --lines need DWARF";
     let Some(client) = Debuginfod::from_env() else {
+        let urls = std::env::var(ksymwatch_symbols::debuginfod::URLS_ENV).unwrap_or_default();
+        if !ksymwatch_symbols::debuginfod::parse_urls(&urls).is_empty() {
+            return Err(Error::usage(format!(
+                "{why}, which {picked} does not have, and DEBUGINFOD_URLS is set but there is no debuginfod \
+                 cache to fetch into (DEBUGINFOD_CACHE_PATH, XDG_CACHE_HOME and HOME are unset); set \
+                 DEBUGINFOD_CACHE_PATH, or pass --vmlinux FILE"
+            )));
+        }
         // Without a server, the caller's "needs DWARF" error says what to do (it names DEBUGINFOD_URLS).
         return Ok(picked);
     };
-    let why = "struct fields and --lines need DWARF";
     let id = match buildid::running(&search.notes) {
         Ok(Some(id)) => id,
         Ok(None) => {

@@ -169,6 +169,25 @@ fn an_absent_server_or_no_server_is_a_one_line_error() {
     let line = one_error(code, &err);
     assert!(line.contains("set DEBUGINFOD_URLS to fetch it"), "{line}");
 
+    // A server but nowhere to keep what it sends: said so, nothing fetched.
+    let out = Command::new(BIN)
+        .args(resolve_args(f, &[]))
+        .env("DEBUGINFOD_URLS", &closed)
+        .env_remove("DEBUGINFOD_CACHE_PATH")
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("HOME")
+        .output()
+        .unwrap();
+    let line = one_error(
+        out.status.code().unwrap_or(-1),
+        &String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        line.contains("no debuginfod cache to fetch into")
+            && line.contains("set DEBUGINFOD_CACHE_PATH"),
+        "{line}"
+    );
+
     // A plain symbol needs no DWARF: no fetch is tried, even with a server that is not there.
     let args = [
         "resolve",

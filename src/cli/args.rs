@@ -15,7 +15,8 @@ use clap::{Args, Parser, Subcommand};
                   Typed, from the kernel's BTF: '(struct TYPE)0xADDR.FIELD[N]...' or '(struct TYPE)SYMBOL.FIELD...' (quote it).\n\
                   In a process (-p PID, -- CMD, resolve --pid): [OBJECT:]SYMBOL..., OBJECT a mapped file (libc.so.6, libc, a path);\n\
                   fields need the binary built with -g.\n\
-                  Symbols come from --vmlinux, --system-map, the distribution's files for the running kernel, then kallsyms.\n\
+                  Symbols come from --vmlinux, --system-map, the distribution's files for the running kernel, then kallsyms;\n\
+                  fields with none of these: the running kernel's vmlinux from the debuginfod servers in DEBUGINFOD_URLS.\n\
                   Exit codes: 0 ok, 1 runtime error, 2 bad input, 3 could not arm, 4 not permitted or not supported."
 )]
 pub struct Cli {
@@ -65,6 +66,10 @@ pub struct SymbolArgs {
     /// ELF notes of the running kernel, for its build-id (tests point this at a made-up kernel).
     #[arg(long, value_name = "FILE", default_value = crate::config::symbols::DEFAULT_NOTES, hide = true)]
     pub kernel_notes: PathBuf,
+    /// Never fetch the running kernel's vmlinux from the debuginfod servers in DEBUGINFOD_URLS (one already
+    /// in the debuginfod cache is still used).
+    #[arg(long)]
+    pub offline: bool,
     /// Parse /proc/kallsyms afresh instead of using the parsed copy kept for this boot and module set in
     /// /var/cache/ksymwatch ($KSYMWATCH_CACHE_DIR), and do not write that copy.
     #[arg(long)]
@@ -99,6 +104,10 @@ pub struct ResolveArgs {
     /// BTF to take the types of '(TYPE)BASE.FIELD' targets from (modules' BTF is looked for next to it).
     #[arg(long, value_name = "FILE", default_value = crate::config::typed::DEFAULT_BTF)]
     pub btf: PathBuf,
+    /// Never fetch the running kernel's vmlinux from the debuginfod servers in DEBUGINFOD_URLS (one already
+    /// in the debuginfod cache is still used).
+    #[arg(long)]
+    pub offline: bool,
 }
 
 #[derive(Args, Debug)]

@@ -51,6 +51,11 @@ pub struct Report {
     pub symbol_source: String,
     pub symbol_source_kind: String,
     pub symbol_source_matches: String,
+    /// The servers in DEBUGINFOD_URLS (empty: not set), the debuginfod client cache, and whether it
+    /// holds the running kernel's vmlinux (checked by build-id).
+    pub debuginfod_urls: Vec<String>,
+    pub debuginfod_cache: Option<String>,
+    pub debuginfod_cached: bool,
     pub online_cpus: String,
     /// Free debug registers per online CPU, probed.
     pub debug_registers: Vec<CpuSlots>,
@@ -85,6 +90,10 @@ pub fn gather() -> Report {
             Err(e) => format!("unreadable: {}", Advised(e)),
         },
     };
+    let debuginfod_urls = std::env::var(ksymwatch_symbols::debuginfod::URLS_ENV)
+        .map(|v| ksymwatch_symbols::debuginfod::parse_urls(&v))
+        .unwrap_or_default();
+    let debuginfod_cached = search.debuginfod_cached().is_some();
     let online = cpulist::read(Path::new(cpulist::ONLINE)).unwrap_or_default();
     let free: Vec<CpuSlots> = if breakpoint_pmu {
         online
@@ -166,6 +175,12 @@ pub fn gather() -> Report {
         symbol_source: source.to_string(),
         symbol_source_kind: source.kind().to_string(),
         symbol_source_matches: matches,
+        debuginfod_urls,
+        debuginfod_cache: search
+            .debuginfod_cache
+            .as_ref()
+            .map(|p| p.display().to_string()),
+        debuginfod_cached,
         online_cpus: cpulist::format(&online),
         debug_registers: free,
         hotplug_writable,
@@ -221,6 +236,20 @@ fn registers_verdict(all: &[CpuSlots], unarmable: &[&CpuSlots]) -> String {
     parts.join("; ")
 }
 
+/// Where a member path without a vmlinux can get one: the servers, the cache, and what it holds.
+fn debuginfod_row(r: &Report) -> String {
+    let cache = match (&r.debuginfod_cache, r.debuginfod_cached) {
+        (Some(c), true) => format!("cache {c} holds the running kernel's vmlinux"),
+        (Some(c), false) => format!("cache {c}"),
+        (None, _) => "no cache directory (set DEBUGINFOD_CACHE_PATH)".into(),
+    };
+    if r.debuginfod_urls.is_empty() {
+        format!("DEBUGINFOD_URLS not set: member paths need --vmlinux; {cache}")
+    } else {
+        format!("{}; {cache}", r.debuginfod_urls.join(" "))
+    }
+}
+
 fn yes(b: bool) -> &'static str {
     if b {
         "yes"
@@ -269,6 +298,7 @@ pub fn render(r: &Report) -> String {
             "symbol source",
             format!("{} ({})", r.symbol_source, r.symbol_source_matches),
         ),
+        ("debuginfod", debuginfod_row(r)),
         (
             "debug registers",
             r.debug_registers

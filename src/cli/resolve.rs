@@ -10,7 +10,7 @@ use ksymwatch_symbols::Source;
 use crate::cli::args::ResolveArgs;
 use crate::config::symbols::{self, Files};
 use crate::config::target::{Base, Target};
-use crate::config::{process, target, typed};
+use crate::config::{debuginfod, process, target, typed};
 use crate::error::{Context, Error, Result};
 
 pub fn run(args: ResolveArgs) -> Result<()> {
@@ -34,13 +34,19 @@ pub fn run(args: ResolveArgs) -> Result<()> {
         };
         return super::print_answer(&(text + "\n"));
     }
-    let search = symbols::search(Files {
+    let mut search = symbols::search(Files {
         kallsyms: &args.kallsyms,
         vmlinux: args.vmlinux.as_deref(),
         system_map: args.system_map.as_deref(),
         notes: &args.kernel_notes,
     });
     let picked = search.pick();
+    let picked = debuginfod::fetch_if_needed(
+        &mut search,
+        picked,
+        debuginfod::needs_dwarf(&target),
+        args.offline,
+    )?;
     // Without DWARF, BTF may still know the variable's type: `SYMBOL.FIELD` as a typed target.
     if !matches!(picked, Source::Vmlinux(_)) {
         if let Some(t) = typed::btf_variable(&types, &target)? {

@@ -11,6 +11,7 @@ use crate::cli::args::{SymbolArgs, WatchArgs};
 use crate::cli::output_file;
 use crate::config::advice::SymbolsContext;
 use crate::config::condition::{self, Condition};
+use crate::config::debuginfod;
 use crate::config::filter::{Filter, Place};
 use crate::config::symbols::{self, FileSymbols};
 use crate::config::target::{self, Base, Target};
@@ -345,8 +346,13 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             .and_then(|cpus| cpus.first().copied())
             .map(Warmup::start);
     }
-    let search = symbols::search(args.symbols.files());
+    let mut search = symbols::search(args.symbols.files());
     let picked = search.pick();
+    // Member paths of a process's own variables come from its binary; only a kernel target needs vmlinux.
+    let needs_dwarf = args.symbols.lines
+        || (matches!(mode, Mode::System) && targets.iter().any(debuginfod::needs_dwarf));
+    let picked =
+        debuginfod::fetch_if_needed(&mut search, picked, needs_dwarf, args.symbols.offline)?;
     let types = typed::Types::new(&args.symbols.btf);
     // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
     let targets: Vec<Target> =

@@ -10,6 +10,7 @@
 
 pub(crate) mod advice;
 pub mod condition;
+pub(crate) mod debuginfod;
 pub(crate) mod filter;
 pub mod process;
 pub(crate) mod symbols;

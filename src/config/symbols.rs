@@ -57,8 +57,9 @@ pub fn search(files: Files<'_>) -> SourceSearch {
     s.system_map = files.system_map.map(Path::to_path_buf);
     s.notes = files.notes.to_path_buf();
     if files.kallsyms != Path::new(DEFAULT_KALLSYMS) {
-        // `--kallsyms FILE` names the symbols to use; a distribution vmlinux must not override that choice.
+        // `--kallsyms FILE` names the symbols to use; a distribution or cached vmlinux must not override that choice.
         s.release = None;
+        s.debuginfod_cache = None;
     }
     s.kallsyms = files.kallsyms.to_path_buf();
     s
@@ -104,7 +105,7 @@ pub fn resolve(resolver: &Resolver, target: &Target, progress: bool) -> Result<R
     if !rest.is_empty() && resolver.vmlinux().is_none() {
         return Err(Error::usage(format!(
             "`{}`: struct fields and array elements need DWARF type information, which {} does not have; \
-             pass --vmlinux FILE with debug info, or give the address as 0xADDR",
+             pass --vmlinux FILE with debug info, set DEBUGINFOD_URLS to fetch it, or give the address as 0xADDR",
             target.text,
             resolver.source()
         )));

@@ -78,7 +78,7 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
             {
                 return Err(Error::usage(format!(
                     "`{}`: struct fields and array elements need DWARF type information; pass --vmlinux FILE \
-                     with debug info, or give the address as 0xADDR",
+                     with debug info, set DEBUGINFOD_URLS to fetch it, or give the address as 0xADDR",
                     target.text
                 )));
             }
@@ -98,7 +98,7 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
                 });
             if !rest.is_empty() {
                 return Err(Error::usage(format!(
-                    "`{}`: the field path `{}` needs DWARF type information; pass --vmlinux FILE with debug info",
+                    "`{}`: the field path `{}` needs DWARF type information; pass --vmlinux FILE with debug info, or set DEBUGINFOD_URLS to fetch it",
                     target.text,
                     rest.iter().map(|e| e.to_string()).collect::<String>()
                 )));

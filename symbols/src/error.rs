@@ -55,6 +55,24 @@ pub enum Error {
         source: crate::Source,
         status: crate::KernelMatch,
     },
+    /// Every debuginfod server answered that it has no file for the build-id (`tried`: their URLs);
+    /// `notes` says why a file already in the cache was not used, if there was one.
+    DebuginfodNotFound {
+        build_id: crate::BuildId,
+        tried: Vec<String>,
+        notes: Vec<String>,
+    },
+    /// No debuginfod server delivered a good file: each entry is `URL: why` (a broken transfer, a file
+    /// with another build-id, an HTTP error), after any note on an unusable cached file.
+    DebuginfodFailed {
+        build_id: crate::BuildId,
+        failures: Vec<String>,
+    },
+    /// The debuginfod cache could not be written (directory, temporary file, or the rename into place).
+    DebuginfodCache {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl fmt::Display for Error {
@@ -126,6 +144,37 @@ impl fmt::Display for Error {
                 "{source} is not the running kernel: {status}; its addresses would watch the wrong memory. \
                  Use the vmlinux/System.map of $(uname -r)"
             ),
+            Error::DebuginfodNotFound {
+                build_id,
+                tried,
+                notes,
+            } => {
+                write!(
+                    f,
+                    "no server in DEBUGINFOD_URLS has debug info for build-id {build_id} (tried: {})",
+                    tried.join(", ")
+                )?;
+                for n in notes {
+                    write!(f, "; {n}")?;
+                }
+                write!(
+                    f,
+                    "; add a server that has this kernel's, or install its debug package \
+                     (Debian: linux-image-$(uname -r)-dbg)"
+                )
+            }
+            Error::DebuginfodFailed { build_id, failures } => write!(
+                f,
+                "cannot fetch debug info for build-id {build_id}: {}; nothing was cached: \
+                 check the network and the servers in DEBUGINFOD_URLS, then try again",
+                failures.join("; ")
+            ),
+            Error::DebuginfodCache { path, source } => write!(
+                f,
+                "cannot write the debuginfod cache at {}: {source}; make it writable, or set \
+                 DEBUGINFOD_CACHE_PATH to a writable directory",
+                path.display()
+            ),
         }
     }
 }
@@ -153,7 +202,7 @@ fn bytes(n: u64) -> String {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io { source, .. } => Some(source),
+            Error::Io { source, .. } | Error::DebuginfodCache { source, .. } => Some(source),
             _ => None,
         }
     }

@@ -18,8 +18,8 @@
 //!
 //! Modules, one job each: [`file`] opens every file the crate reads (regular files only, reads bounded),
 //! [`kallsyms`] and [`sysmap`] parse the text formats, [`cache`] keeps the running kernel's parsed kallsyms, [`vmlinux`] the ELF,
-//! [`buildid`] the notes, [`kaslr`] the relocation, [`dwarf`] member paths and types, [`btf`] the same from the
-//! kernel's BTF, [`lines`] file:line,
+//! [`buildid`] the notes, [`debuginfod`] fetches a vmlinux by build-id, [`kaslr`] the relocation, [`dwarf`]
+//! member paths and types, [`btf`] the same from the kernel's BTF, [`lines`] file:line,
 //! [`annotate`](mod@annotate) a chain frame's file:line and inlined calls, [`user`] user-space frames,
 //! [`process`] variables in a process; the table, the
 //! source search and the resolver tie the kernel ones together.
@@ -31,6 +31,7 @@ pub mod annotate;
 pub mod btf;
 pub mod buildid;
 pub mod cache;
+pub mod debuginfod;
 pub mod dwarf;
 mod error;
 pub mod file;
@@ -53,6 +54,7 @@ pub use annotate::{annotate, Annotation, LineFrame, LineSource, VmlinuxLines};
 pub use btf::{Btf, BtfVariable, CastKind, CastType};
 pub use buildid::{BuildId, KernelMatch, MismatchPolicy};
 pub use cache::{CacheKey, Origin, SymbolCache};
+pub use debuginfod::{Debuginfod, Fetched};
 pub use dwarf::{FieldError, MemberInfo, VariableQuery};
 pub use error::{Error, LookupError};
 pub use kaslr::Kaslr;

@@ -1,7 +1,9 @@
 //! Which file answers symbol questions: the [`Source`] types and the search order that picks one.
 //!
 //! The order trusts what the user named first, then the places distributions install the running kernel's
-//! vmlinux and System.map, then `/proc/kallsyms` (always there, but without data symbols on most kernels).
+//! vmlinux and System.map, then a vmlinux of the running kernel already in the debuginfod client cache
+//! (a local file, checked by build-id; nothing is fetched here), then `/proc/kallsyms` (always there, but
+//! without data symbols on most kernels).
 //! Every path is derived from [`SourceSearch`], so tests point it at a temp dir and a made-up release.
 
 use std::io::Read;
@@ -76,20 +78,26 @@ pub struct SourceSearch {
     pub kallsyms: PathBuf,
     /// The running kernel's ELF notes, for its build-id.
     pub notes: PathBuf,
+    /// The debuginfod client cache ([`crate::debuginfod`]): a `CACHE/ID/debuginfo` whose build-id is the
+    /// running kernel's is used after the distribution files. `None` skips it.
+    pub debuginfod_cache: Option<PathBuf>,
 }
 
 impl SourceSearch {
     /// This machine: root `/`, the release from `/proc/sys/kernel/osrelease`, `/proc/kallsyms`,
-    /// `/sys/kernel/notes`.
+    /// `/sys/kernel/notes`, the debuginfod client cache of this user's environment.
     pub fn system() -> SourceSearch {
         let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .ok()
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty());
-        SourceSearch::with_root("/", release)
+        let mut s = SourceSearch::with_root("/", release);
+        s.debuginfod_cache = crate::Debuginfod::default_cache_dir();
+        s
     }
 
-    /// Everything under `root`, for tests: `root/proc/kallsyms`, `root/sys/kernel/notes`, `root/boot/...`.
+    /// Everything under `root`, for tests: `root/proc/kallsyms`, `root/sys/kernel/notes`, `root/boot/...`;
+    /// no debuginfod cache (a test sets one).
     pub fn with_root(root: impl Into<PathBuf>, release: Option<String>) -> SourceSearch {
         let root = root.into();
         SourceSearch {
@@ -99,6 +107,7 @@ impl SourceSearch {
             notes: root.join("sys/kernel/notes"),
             root,
             release,
+            debuginfod_cache: None,
         }
     }
 
@@ -118,8 +127,9 @@ impl SourceSearch {
     }
 
     /// Picks the source: the named vmlinux, then the named System.map, then the first usable distribution
-    /// file, then kallsyms. Distribution files that cannot serve (a compressed `/boot/vmlinux-*`, Debian's one-line
-    /// placeholder System.map) are passed over, since the user did not ask for them by name.
+    /// file, then the running kernel's vmlinux in the debuginfod cache, then kallsyms. Distribution files
+    /// that cannot serve (a compressed `/boot/vmlinux-*`, Debian's one-line placeholder System.map) are
+    /// passed over, since the user did not ask for them by name.
     pub fn pick(&self) -> Source {
         if let Some(p) = &self.vmlinux {
             return Source::Vmlinux(p.clone());
@@ -130,7 +140,15 @@ impl SourceSearch {
         self.distro_candidates()
             .into_iter()
             .find(usable)
+            .or_else(|| self.debuginfod_cached().map(Source::Vmlinux))
             .unwrap_or_else(|| Source::Kallsyms(self.kallsyms.clone()))
+    }
+
+    /// The running kernel's vmlinux in the debuginfod cache, when its build-id is the one in `notes`.
+    pub fn debuginfod_cached(&self) -> Option<PathBuf> {
+        let cache = self.debuginfod_cache.as_ref().filter(|c| c.is_dir())?;
+        let id = crate::buildid::running(&self.notes).ok().flatten()?;
+        crate::Debuginfod::cached(cache, &id)
     }
 }
 

@@ -8,6 +8,7 @@ mod util;
 
 mod bad_input;
 mod check;
+mod debuginfod_cli;
 mod live_arm;
 mod live_cache;
 mod live_control;

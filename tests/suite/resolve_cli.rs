@@ -14,18 +14,18 @@ use ksymwatch_symbols::{Resolver, Source, SourceSearch};
 use util::{field, fixture, have, require, run, tool};
 
 /// Where the fixture pretends the running kernel put `_text` (a KASLR offset of 0x19000000).
-const RUNTIME_TEXT: u64 = 0xffff_ffff_9a00_0000;
-const LINK_TEXT: u64 = 0xffff_ffff_8100_0000;
+pub(crate) const RUNTIME_TEXT: u64 = 0xffff_ffff_9a00_0000;
+pub(crate) const LINK_TEXT: u64 = 0xffff_ffff_8100_0000;
 
-struct Fixture {
-    dir: PathBuf,
-    vmlinux: PathBuf,
+pub(crate) struct Fixture {
+    pub(crate) dir: PathBuf,
+    pub(crate) vmlinux: PathBuf,
     /// `nm -n` of the fixture: a System.map.
     system_map: PathBuf,
     /// The fixture's `.notes` section: what `/sys/kernel/notes` would hold if it were running.
-    notes: PathBuf,
+    pub(crate) notes: PathBuf,
     /// A kallsyms for a running kernel that is the fixture, moved by KASLR.
-    kallsyms: PathBuf,
+    pub(crate) kallsyms: PathBuf,
 }
 
 fn nm_addr(nm: &str, name: &str) -> u64 {
@@ -37,8 +37,9 @@ fn nm_addr(nm: &str, name: &str) -> u64 {
 }
 
 /// The symbols crate's fixture (built once per test binary) and what nm and objcopy make of it; `None`
-/// (after a SKIP line for the running test) when a tool is missing.
-fn fixture() -> Option<&'static Fixture> {
+/// (after a SKIP line for the running test) when a tool is missing. Also the made-up running kernel of
+/// the debuginfod tests (`debuginfod_cli`).
+pub(crate) fn fixture() -> Option<&'static Fixture> {
     static F: OnceLock<Option<Fixture>> = OnceLock::new();
     let built = fixture::build()?;
     let derived = F.get_or_init(|| {

@@ -2,8 +2,9 @@
 //! which only dev-dependencies enable, so none of it is in a release build of the tool): the gcc-built
 //! "vmlinux" [`fixture`], tiny hand-laid user ELF files ([`elf`]) and a made-up `/proc` to map them in
 //! ([`fake_proc`]), the gcc-built user program whose variables tests look up in a live process
-//! ([`procsym`]), and the one way a test says it is skipped.
+//! ([`procsym`]), servers for the debuginfod client ([`debuginfod`]), and the one way a test says it is skipped.
 
+pub mod debuginfod;
 pub mod elf;
 pub mod fake_proc;
 pub mod fixture;

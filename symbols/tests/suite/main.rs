@@ -2,6 +2,7 @@
 //! the skip helper) is `ksymwatch_symbols::testing`, which the workspace root's tests use too.
 
 mod btf_vmlinux;
+mod debuginfod;
 mod process_gcc;
 mod user_elf;
 mod vmlinux_fixture;

@@ -414,6 +414,38 @@ fn source_search_order() {
     assert_eq!(r.source(), &Source::Vmlinux(dbg));
 }
 
+/// The debuginfod cache comes after the distribution files and before kallsyms, and only with a file whose
+/// build-id is the running kernel's.
+#[test]
+fn source_search_uses_a_verified_debuginfod_cache() {
+    let f = need_fixture!();
+    let id = build_id(f);
+    let mut s = search_with(
+        f,
+        "dbgd",
+        "ffffffff81000000 T _text\n",
+        Some(&notes_blob(&id.0)),
+    );
+    let cache = s.root.join("debuginfod_client");
+    let slot = cache.join(id.to_string());
+    std::fs::create_dir_all(&slot).unwrap();
+    std::fs::copy(&f.vmlinux, slot.join("debuginfo")).unwrap();
+    // Not asked to look there (`with_root`): kallsyms.
+    assert_eq!(s.pick(), Source::Kallsyms(s.kallsyms.clone()));
+    s.debuginfod_cache = Some(cache.clone());
+    assert_eq!(s.pick(), Source::Vmlinux(slot.join("debuginfo")));
+    // A running kernel of another build does not take that file.
+    let other = s.root.join("sys/kernel/notes");
+    std::fs::write(&other, notes_blob(&[0x42; 20])).unwrap();
+    assert_eq!(s.pick(), Source::Kallsyms(s.kallsyms.clone()));
+    std::fs::write(&other, notes_blob(&id.0)).unwrap();
+    // A distribution file still comes first.
+    let map = s.root.join("boot/System.map-6.99.0-test");
+    std::fs::create_dir_all(map.parent().unwrap()).unwrap();
+    std::fs::write(&map, "ffffffff81000000 T _text\n").unwrap();
+    assert_eq!(s.pick(), Source::SystemMap(map));
+}
+
 #[test]
 fn truncated_and_corrupt_elf_are_errors_not_panics() {
     let f = need_fixture!();

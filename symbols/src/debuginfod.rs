@@ -1,0 +1,519 @@
+//! A debuginfod client for the running kernel's vmlinux: `GET URL/buildid/HEX/debuginfo` from the servers
+//! in `DEBUGINFOD_URLS`, into the cache every debuginfod client shares (elfutils' layout,
+//! `CACHE/HEX/debuginfo`), so a vmlinux gdb or perf fetched serves ksymwatch and the other way round.
+//!
+//! Nothing half-written ever sits at `CACHE/HEX/debuginfo`: a download streams into a uniquely named
+//! temporary file beside it, which a guard removes on every way out (errors and panics alike), and only a
+//! complete file whose ELF build-id is the one asked for is synced and renamed into place. A cached file
+//! is trusted only after the same build-id check, so a file some other tool left there for another build
+//! is not used.
+
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::{BuildId, Error, Vmlinux};
+
+/// The servers to ask, space-separated, as elfutils reads it.
+pub const URLS_ENV: &str = "DEBUGINFOD_URLS";
+/// Overrides where the cache is (elfutils' name, so every client shares one).
+pub const CACHE_ENV: &str = "DEBUGINFOD_CACHE_PATH";
+
+/// How long to wait for a server to accept the connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one read may wait for bytes: a server that stops sending is given up on, however long the
+/// whole file takes to arrive (a 500 MB vmlinux on a slow link takes minutes, and that is fine).
+const STALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long to wait for the response headers: a debuginfod server may first unpack a large package.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A debuginfod client: the servers to ask and the cache to keep what they send in.
+#[derive(Debug, Clone)]
+pub struct Debuginfod {
+    urls: Vec<String>,
+    cache_dir: PathBuf,
+    progress: bool,
+    connect_timeout: Duration,
+    stall_timeout: Duration,
+}
+
+/// Where [`Debuginfod::fetch`] found the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetched {
+    /// Already in the cache, with the right build-id; nothing was requested.
+    Cached(PathBuf),
+    /// Downloaded now: `bytes` long, from the server whose URL prefix is `from`.
+    Downloaded {
+        path: PathBuf,
+        bytes: u64,
+        from: String,
+    },
+}
+
+impl Fetched {
+    pub fn path(&self) -> &Path {
+        match self {
+            Fetched::Cached(p) | Fetched::Downloaded { path: p, .. } => p,
+        }
+    }
+}
+
+/// What the cache holds for a build-id.
+enum Cached {
+    Hit(PathBuf),
+    Missing,
+    /// A file is there but cannot stand in for the build-id; the text says why.
+    Unusable(String),
+}
+
+/// Why one server did not deliver.
+enum Attempt {
+    NotFound,
+    Failed(String),
+    /// The cache itself cannot be written: no other server can help with that.
+    Cache(Error),
+}
+
+impl Debuginfod {
+    /// The client `DEBUGINFOD_URLS` asks for, with the standard cache; `None` unless it names a server
+    /// (or when no cache directory can be named: no `DEBUGINFOD_CACHE_PATH`, `XDG_CACHE_HOME` or `HOME`).
+    pub fn from_env() -> Option<Debuginfod> {
+        let urls = parse_urls(&std::env::var_os(URLS_ENV)?.to_string_lossy());
+        if urls.is_empty() {
+            return None;
+        }
+        Some(Debuginfod::new(urls, Debuginfod::default_cache_dir()?))
+    }
+
+    pub fn new(urls: Vec<String>, cache_dir: PathBuf) -> Debuginfod {
+        Debuginfod {
+            urls,
+            cache_dir,
+            progress: false,
+            connect_timeout: CONNECT_TIMEOUT,
+            stall_timeout: STALL_TIMEOUT,
+        }
+    }
+
+    /// A progress bar (size, rate, ETA) on stderr while downloading, drawn only when stderr is a terminal.
+    pub fn with_progress(mut self, on: bool) -> Debuginfod {
+        self.progress = on;
+        self
+    }
+
+    /// Gives up on a server that sends nothing for this long (tests use a short one).
+    pub fn with_stall_timeout(mut self, t: Duration) -> Debuginfod {
+        self.stall_timeout = t;
+        self
+    }
+
+    pub fn urls(&self) -> &[String] {
+        &self.urls
+    }
+
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
+    }
+
+    /// The cache elfutils' client uses, by its rule: `$DEBUGINFOD_CACHE_PATH`; else
+    /// `$HOME/.debuginfod_client_cache` if that directory exists (older clients made it); else
+    /// `$XDG_CACHE_HOME/debuginfod_client`; else `$HOME/.cache/debuginfod_client`. Empty variables count as
+    /// unset. `None` when none of them names a place (elfutils would fall back on `/`; writing a cache
+    /// into the root directory is not something to do unasked).
+    pub fn default_cache_dir() -> Option<PathBuf> {
+        cache_dir_from(|k| std::env::var_os(k), |p| p.is_dir())
+    }
+
+    /// `CACHE/HEX/debuginfo` when it is there and its ELF build-id is `id`.
+    pub fn cached(cache_dir: &Path, id: &BuildId) -> Option<PathBuf> {
+        match check_cache(cache_dir, id) {
+            Cached::Hit(p) => Some(p),
+            Cached::Missing | Cached::Unusable(_) => None,
+        }
+    }
+
+    /// The vmlinux (debug info) with build-id `id`: from the cache if it holds it, else from the first
+    /// server in turn that has it, stored in the cache. On failure nothing new is left in the cache.
+    pub fn fetch(&self, id: &BuildId) -> Result<Fetched, Error> {
+        let mut notes = Vec::new();
+        match check_cache(&self.cache_dir, id) {
+            Cached::Hit(p) => return Ok(Fetched::Cached(p)),
+            Cached::Missing => {}
+            Cached::Unusable(why) => notes.push(why),
+        }
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_connect(Some(self.connect_timeout))
+            .timeout_recv_response(Some(RESPONSE_TIMEOUT))
+            .timeout_per_read(Some(self.stall_timeout))
+            .max_redirects(8)
+            .user_agent(concat!("ksymwatch/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        let mut missing = Vec::new();
+        let mut failed = Vec::new();
+        for url in &self.urls {
+            match self.download(&agent, url, id) {
+                Ok((path, bytes)) => {
+                    return Ok(Fetched::Downloaded {
+                        path,
+                        bytes,
+                        from: url.clone(),
+                    })
+                }
+                Err(Attempt::NotFound) => missing.push(url.clone()),
+                Err(Attempt::Failed(why)) => failed.push(format!("{url}: {why}")),
+                Err(Attempt::Cache(e)) => return Err(e),
+            }
+        }
+        if failed.is_empty() {
+            return Err(Error::DebuginfodNotFound {
+                build_id: id.clone(),
+                tried: missing,
+                notes,
+            });
+        }
+        failed.extend(missing.iter().map(|u| format!("{u}: not found")));
+        notes.extend(failed);
+        Err(Error::DebuginfodFailed {
+            build_id: id.clone(),
+            failures: notes,
+        })
+    }
+
+    /// One server: the response streamed into a temporary file, checked, and renamed into place.
+    fn download(
+        &self,
+        agent: &ureq::Agent,
+        url: &str,
+        id: &BuildId,
+    ) -> Result<(PathBuf, u64), Attempt> {
+        let hex = id.to_string();
+        let request = format!("{}/buildid/{hex}/debuginfo", url.trim_end_matches('/'));
+        let mut response = match agent.get(&request).call() {
+            Ok(r) => r,
+            Err(ureq::Error::StatusCode(404)) => return Err(Attempt::NotFound),
+            Err(ureq::Error::StatusCode(code)) => {
+                return Err(Attempt::Failed(format!("HTTP status {code}")))
+            }
+            Err(e) => return Err(Attempt::Failed(e.to_string())),
+        };
+        let expected = response.body().content_length();
+        let dir = self.cache_dir.join(&hex);
+        let mut partial = Partial::create(&dir)?;
+        let bar = self.bar(expected, url);
+        let mut reader = response.body_mut().as_reader();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut got = 0u64;
+        let of = |got: u64| match expected {
+            Some(n) => format!("{got} of {n} bytes"),
+            None => format!("{got} bytes"),
+        };
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(Attempt::Failed(format!(
+                        "the transfer broke off after {} ({e})",
+                        of(got)
+                    )))
+                }
+            };
+            partial.write(&buf[..n])?;
+            got += n as u64;
+            if let Some(bar) = &bar {
+                bar.set_position(got);
+            }
+        }
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        if expected.is_some_and(|n| n != got) {
+            return Err(Attempt::Failed(format!(
+                "the connection closed after {}",
+                of(got)
+            )));
+        }
+        partial.sync()?;
+        match file_build_id(&partial.path) {
+            Ok(Some(b)) if b == *id => {}
+            Ok(Some(b)) => {
+                return Err(Attempt::Failed(format!(
+                    "it sent a file with build-id {b}, not {id}"
+                )))
+            }
+            Ok(None) => {
+                return Err(Attempt::Failed(
+                    "it sent an ELF file without a build-id".into(),
+                ))
+            }
+            Err(why) => {
+                return Err(Attempt::Failed(format!(
+                    "it sent no usable ELF file ({why})"
+                )))
+            }
+        }
+        let path = dir.join("debuginfo");
+        partial.persist(&path)?;
+        Ok((path, got))
+    }
+
+    fn bar(&self, total: Option<u64>, url: &str) -> Option<indicatif::ProgressBar> {
+        if !self.progress || !io::stderr().is_terminal() {
+            return None;
+        }
+        let bar = indicatif::ProgressBar::with_draw_target(
+            total,
+            indicatif::ProgressDrawTarget::stderr(),
+        );
+        // One line on an 80-column terminal; the host alone, since the line printed after names the URL.
+        let template = if total.is_some() {
+            "{spinner} vmlinux from {msg} {bar:16} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}"
+        } else {
+            "{spinner} vmlinux from {msg} {bytes} {bytes_per_sec}"
+        };
+        if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+            bar.set_style(style);
+        }
+        let host = url.split("://").nth(1).unwrap_or(url);
+        bar.set_message(host.split('/').next().unwrap_or(host).to_string());
+        Some(bar)
+    }
+}
+
+/// The servers in a `DEBUGINFOD_URLS` value: space-separated URL prefixes. elfutils' `ima:` policy tags
+/// are not servers and are skipped.
+pub fn parse_urls(value: &str) -> Vec<String> {
+    value
+        .split_whitespace()
+        .filter(|u| !u.starts_with("ima:"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// [`Debuginfod::default_cache_dir`] with the environment and the file system passed in (for tests).
+fn cache_dir_from(
+    env: impl Fn(&str) -> Option<OsString>,
+    is_dir: impl Fn(&Path) -> bool,
+) -> Option<PathBuf> {
+    let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(p) = var(CACHE_ENV) {
+        return Some(p);
+    }
+    let home = var("HOME");
+    if let Some(old) = home.as_ref().map(|h| h.join(".debuginfod_client_cache")) {
+        if is_dir(&old) {
+            return Some(old);
+        }
+    }
+    if let Some(xdg) = var("XDG_CACHE_HOME") {
+        return Some(xdg.join("debuginfod_client"));
+    }
+    home.map(|h| h.join(".cache/debuginfod_client"))
+}
+
+fn check_cache(cache_dir: &Path, id: &BuildId) -> Cached {
+    let path = cache_dir.join(id.to_string()).join("debuginfo");
+    match fs::metadata(&path) {
+        // elfutils marks a lookup that failed with an empty file (its negative cache): no file to use.
+        Ok(m) if m.is_file() && m.len() == 0 => return Cached::Missing,
+        Ok(_) => {}
+        Err(_) => return Cached::Missing,
+    }
+    match file_build_id(&path) {
+        Ok(Some(b)) if b == *id => Cached::Hit(path),
+        Ok(Some(b)) => Cached::Unusable(format!(
+            "the cached {} has build-id {b}, not {id}: not used",
+            path.display()
+        )),
+        Ok(None) => Cached::Unusable(format!(
+            "the cached {} has no build-id: not used",
+            path.display()
+        )),
+        Err(why) => Cached::Unusable(format!(
+            "the cached {} is not usable ({why}): not used",
+            path.display()
+        )),
+    }
+}
+
+/// The GNU build-id of an ELF file, or why it could not be read (without the path, which the caller
+/// names).
+fn file_build_id(path: &Path) -> Result<Option<BuildId>, String> {
+    match Vmlinux::open(path) {
+        Ok(vm) => Ok(vm.build_id().cloned()),
+        Err(Error::Elf { message, .. }) => Err(message),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A download in progress: a temporary file in the directory the result goes to (so the final rename
+/// cannot cross file systems), removed on drop unless persisted, together with that directory when this
+/// download created it.
+struct Partial {
+    path: PathBuf,
+    file: File,
+    made_dir: Option<PathBuf>,
+    done: bool,
+}
+
+impl Partial {
+    fn create(dir: &Path) -> Result<Partial, Attempt> {
+        let made_dir = (!dir.is_dir()).then(|| dir.to_path_buf());
+        fs::create_dir_all(dir).map_err(|e| cache_error(dir, e))?;
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let mut last = None;
+        for _ in 0..16 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let name = format!(
+                ".debuginfo.ksymwatch-{}-{}-{nanos}.tmp",
+                std::process::id(),
+                SEQ.fetch_add(1, Ordering::Relaxed)
+            );
+            let path = dir.join(name);
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(file) => {
+                    return Ok(Partial {
+                        path,
+                        file,
+                        made_dir,
+                        done: false,
+                    })
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => {
+                    remove_made_dir(made_dir.as_deref());
+                    return Err(cache_error(&path, e));
+                }
+            }
+        }
+        remove_made_dir(made_dir.as_deref());
+        Err(cache_error(
+            dir,
+            last.unwrap_or_else(|| io::Error::other("no unique temporary name")),
+        ))
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), Attempt> {
+        self.file
+            .write_all(bytes)
+            .map_err(|e| cache_error(&self.path, e))
+    }
+
+    fn sync(&mut self) -> Result<(), Attempt> {
+        self.file.sync_all().map_err(|e| cache_error(&self.path, e))
+    }
+
+    /// Renames the finished file to `to` and syncs the directory, so the name survives a crash too.
+    fn persist(mut self, to: &Path) -> Result<(), Attempt> {
+        fs::rename(&self.path, to).map_err(|e| cache_error(to, e))?;
+        self.done = true;
+        if let Some(dir) = to.parent() {
+            // Best effort: the file itself is already synced, and some file systems refuse to sync a
+            // directory.
+            let _ = File::open(dir).and_then(|d| d.sync_all());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = fs::remove_file(&self.path);
+            remove_made_dir(self.made_dir.as_deref());
+        }
+    }
+}
+
+/// Removes a directory this client created, if it is still empty (another client may have put a file
+/// there meanwhile, which stays).
+fn remove_made_dir(dir: Option<&Path>) {
+    if let Some(d) = dir {
+        let _ = fs::remove_dir(d);
+    }
+}
+
+fn cache_error(path: &Path, source: io::Error) -> Attempt {
+    Attempt::Cache(Error::DebuginfodCache {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env<'a>(vars: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+        let m: HashMap<&str, &str> = vars.iter().copied().collect();
+        move |k| m.get(k).map(OsString::from)
+    }
+
+    #[test]
+    fn cache_dir_follows_elfutils_rule() {
+        let none = |_: &Path| false;
+        let dir = |p: &str| Some(PathBuf::from(p));
+        let all = [(CACHE_ENV, "/c"), ("XDG_CACHE_HOME", "/x"), ("HOME", "/h")];
+        assert_eq!(cache_dir_from(env(&all), none), dir("/c"));
+        // The old directory wins over XDG only when it exists, and never over DEBUGINFOD_CACHE_PATH.
+        let old = |p: &Path| p == Path::new("/h/.debuginfod_client_cache");
+        assert_eq!(cache_dir_from(env(&all), old), dir("/c"));
+        assert_eq!(
+            cache_dir_from(env(&all[1..]), old),
+            dir("/h/.debuginfod_client_cache")
+        );
+        assert_eq!(
+            cache_dir_from(env(&all[1..]), none),
+            dir("/x/debuginfod_client")
+        );
+        assert_eq!(
+            cache_dir_from(
+                env(&[(CACHE_ENV, ""), ("XDG_CACHE_HOME", ""), ("HOME", "/h")]),
+                none
+            ),
+            dir("/h/.cache/debuginfod_client")
+        );
+        assert_eq!(cache_dir_from(env(&[]), none), None);
+    }
+
+    #[test]
+    fn urls_are_space_separated_and_skip_policy_tags() {
+        assert_eq!(
+            parse_urls("  https://a.example/ ima:enforcing http://b:8002  "),
+            vec!["https://a.example/", "http://b:8002"]
+        );
+        assert!(parse_urls("   ").is_empty());
+    }
+
+    #[test]
+    fn a_failed_download_leaves_no_temp_file_or_dir() {
+        let root =
+            std::env::temp_dir().join(format!("ksymwatch-dbgd-partial-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(&root).unwrap();
+        let dir = root.join("abcd");
+        {
+            let mut p = Partial::create(&dir).ok().unwrap();
+            p.write(b"half").ok().unwrap();
+            assert!(p.path.exists());
+        }
+        assert!(!dir.exists(), "the directory this download made is gone");
+        // A panic mid-download unwinds through the guard too.
+        let d2 = dir.clone();
+        let r = std::panic::catch_unwind(move || {
+            let _p = Partial::create(&d2).ok().unwrap();
+            panic!("mid-download");
+        });
+        assert!(r.is_err());
+        assert_eq!(fs::read_dir(&root).unwrap().count(), 0);
+        fs::remove_dir_all(&root).unwrap();
+    }
+}

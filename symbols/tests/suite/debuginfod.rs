@@ -1,0 +1,302 @@
+//! The debuginfod client against a real `debuginfod` (Debian's package) serving the gcc-built vmlinux
+//! fixture on a local port, and against tiny canned servers for what a real one does not do on demand: a
+//! connection closed halfway, a file with the wrong build-id, a redirect. Every failure must leave the
+//! cache directory exactly as it was.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ksymwatch_symbols::testing::debuginfod::{Canned, Server};
+use ksymwatch_symbols::testing::fixture;
+use ksymwatch_symbols::{BuildId, Debuginfod, Error, Fetched, Vmlinux};
+
+/// A fresh directory of this test's own.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ksymwatch-dbgd-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Every path under `dir`, for "nothing was left behind" checks.
+fn contents(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A real debuginfod serving `vmlinux` from `dir/serve`, its database in `dir/server`, scanned and ready.
+fn serve(vmlinux: &Path, dir: &Path) -> Option<Server> {
+    let serve = dir.join("serve");
+    std::fs::create_dir_all(&serve).unwrap();
+    std::fs::copy(vmlinux, serve.join("vmlinux")).unwrap();
+    Server::start(&serve, &dir.join("server"), 1)
+}
+
+fn fixture_id(vmlinux: &Path) -> BuildId {
+    Vmlinux::open(vmlinux)
+        .unwrap()
+        .build_id()
+        .cloned()
+        .expect("the fixture is linked with --build-id")
+}
+
+fn build_id_of(path: &Path) -> Option<BuildId> {
+    Vmlinux::open(path).ok()?.build_id().cloned()
+}
+
+/// A port nothing listens on: one the kernel just handed out and took back.
+fn closed_port_url() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    format!("http://127.0.0.1:{port}")
+}
+
+#[test]
+fn fetches_from_a_real_server_then_reuses_the_cache_without_asking() {
+    let Some(f) = fixture::build() else { return };
+    let dir = scratch("real");
+    let Some(mut server) = serve(&f.vmlinux, &dir) else {
+        return;
+    };
+    let id = fixture_id(&f.vmlinux);
+    let cache = dir.join("cache");
+    let size = std::fs::metadata(&f.vmlinux).unwrap().len();
+
+    // A server that does not have it comes first: the client goes on to the next.
+    let empty = Canned::start(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec());
+    let client = Debuginfod::new(vec![empty.url.clone(), server.url.clone()], cache.clone());
+    let got = client.fetch(&id).unwrap();
+    let want = cache.join(id.to_string()).join("debuginfo");
+    assert_eq!(
+        got,
+        Fetched::Downloaded {
+            path: want.clone(),
+            bytes: size,
+            from: server.url.clone()
+        }
+    );
+    assert_eq!(empty.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(build_id_of(&want), Some(id.clone()));
+    assert_eq!(
+        std::fs::read(&want).unwrap(),
+        std::fs::read(&f.vmlinux).unwrap()
+    );
+    assert_eq!(contents(&cache).len(), 2, "only ID/ and ID/debuginfo");
+    assert_eq!(Debuginfod::cached(&cache, &id), Some(want.clone()));
+
+    // With the server gone, the second fetch cannot have asked it: the cache answered.
+    server.stop();
+    let again = client.fetch(&id).unwrap();
+    assert_eq!(again, Fetched::Cached(want.clone()));
+    assert_eq!(empty.requests.load(Ordering::SeqCst), 1, "no request");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn follows_a_redirect_to_the_server_that_has_it() {
+    let Some(f) = fixture::build() else { return };
+    let dir = scratch("redirect");
+    let Some(server) = serve(&f.vmlinux, &dir) else {
+        return;
+    };
+    let id = fixture_id(&f.vmlinux);
+    let redirect = Canned::start(
+        format!(
+            "HTTP/1.1 302 Found\r\nLocation: {}/buildid/{id}/debuginfo\r\nContent-Length: 0\r\n\r\n",
+            server.url
+        )
+        .into_bytes(),
+    );
+    let cache = dir.join("cache");
+    let got = Debuginfod::new(vec![redirect.url.clone()], cache.clone())
+        .fetch(&id)
+        .unwrap();
+    assert!(
+        matches!(&got, Fetched::Downloaded { from, .. } if *from == redirect.url),
+        "{got:?}"
+    );
+    assert_eq!(build_id_of(got.path()), Some(id));
+    drop(server);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn not_found_everywhere_names_the_build_id_and_the_servers() {
+    let Some(f) = fixture::build() else { return };
+    let dir = scratch("notfound");
+    let Some(server) = serve(&f.vmlinux, &dir) else {
+        return;
+    };
+    let cache = dir.join("cache");
+    let id = BuildId(vec![0x5a; 20]);
+    let e = Debuginfod::new(vec![server.url.clone()], cache.clone())
+        .fetch(&id)
+        .unwrap_err();
+    assert!(matches!(e, Error::DebuginfodNotFound { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with(&format!(
+            "no server in DEBUGINFOD_URLS has debug info for build-id {id} (tried: {})",
+            server.url
+        )),
+        "{msg}"
+    );
+    assert!(contents(&cache).is_empty(), "{:?}", contents(&cache));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_absent_server_is_a_clear_error() {
+    let dir = scratch("absent");
+    let cache = dir.join("cache");
+    let url = closed_port_url();
+    let e = Debuginfod::new(vec![url.clone()], cache.clone())
+        .fetch(&BuildId(vec![1; 20]))
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, Error::DebuginfodFailed { .. }), "{e:?}");
+    assert!(
+        msg.starts_with(&format!(
+            "cannot fetch debug info for build-id {}: {url}: ",
+            "01".repeat(20)
+        )) && msg.contains("check the network"),
+        "{msg}"
+    );
+    assert!(!msg.contains('\n'), "{msg}");
+    assert!(contents(&cache).is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_connection_closed_halfway_leaves_nothing_in_the_cache() {
+    let Some(f) = fixture::build() else { return };
+    let bytes = std::fs::read(&f.vmlinux).unwrap();
+    let half = bytes.len() / 2;
+    let server = Canned::start(Canned::ok(&bytes[..half], bytes.len()));
+    let dir = scratch("halfway");
+    let cache = dir.join("cache");
+    let id = fixture_id(&f.vmlinux);
+    let e = Debuginfod::new(vec![server.url.clone()], cache.clone())
+        .with_stall_timeout(Duration::from_secs(5))
+        .fetch(&id)
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, Error::DebuginfodFailed { .. }), "{e:?}");
+    assert!(
+        msg.contains(&format!("{half} of {} bytes", bytes.len())),
+        "names what arrived of what was promised: {msg}"
+    );
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+    assert!(contents(&cache).is_empty(), "{:?}", contents(&cache));
+    assert_eq!(Debuginfod::cached(&cache, &id), None);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_server_that_stalls_is_given_up_on_and_leaves_nothing() {
+    let Some(f) = fixture::build() else { return };
+    let bytes = std::fs::read(&f.vmlinux).unwrap();
+    let part = 100;
+    let server = Canned::start_holding(Canned::ok(&bytes[..part], bytes.len()), true);
+    let dir = scratch("stall");
+    let cache = dir.join("cache");
+    let e = Debuginfod::new(vec![server.url.clone()], cache.clone())
+        .with_stall_timeout(Duration::from_millis(500))
+        .fetch(&fixture_id(&f.vmlinux))
+        .unwrap_err();
+    assert!(
+        e.to_string().contains(&format!(
+            "the transfer broke off after {part} of {} bytes",
+            bytes.len()
+        )),
+        "{e}"
+    );
+    assert!(contents(&cache).is_empty(), "{:?}", contents(&cache));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_file_with_another_build_id_or_no_elf_is_not_cached() {
+    let Some(f) = fixture::build() else { return };
+    let id = fixture_id(&f.vmlinux);
+    let dir = scratch("corrupt");
+    let cache = dir.join("cache");
+    // The fixture with one byte of its build-id flipped: a whole, valid ELF of some other build.
+    let mut other = std::fs::read(&f.vmlinux).unwrap();
+    let at = other
+        .windows(id.0.len())
+        .position(|w| w == id.0.as_slice())
+        .expect("build-id bytes in the file");
+    other[at] ^= 0xff;
+    let mut other_id = id.clone();
+    other_id.0[0] ^= 0xff;
+    let wrong = Canned::start(Canned::ok(&other, other.len()));
+    let e = Debuginfod::new(vec![wrong.url.clone()], cache.clone())
+        .fetch(&id)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains(&format!(
+            "it sent a file with build-id {other_id}, not {id}"
+        )),
+        "{e}"
+    );
+    assert!(contents(&cache).is_empty(), "{:?}", contents(&cache));
+
+    let junk = b"<html>not here</html>";
+    let html = Canned::start(Canned::ok(junk, junk.len()));
+    let e = Debuginfod::new(vec![html.url.clone()], cache.clone())
+        .fetch(&id)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("it sent no usable ELF file (no ELF magic"),
+        "{e}"
+    );
+    assert!(contents(&cache).is_empty(), "{:?}", contents(&cache));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_cached_file_of_another_build_is_not_used_and_the_error_says_so() {
+    let Some(f) = fixture::build() else { return };
+    let id = BuildId(vec![0x77; 20]);
+    let dir = scratch("stale");
+    let cache = dir.join("cache");
+    let slot = cache.join(id.to_string());
+    std::fs::create_dir_all(&slot).unwrap();
+    std::fs::copy(&f.vmlinux, slot.join("debuginfo")).unwrap();
+    assert_eq!(Debuginfod::cached(&cache, &id), None);
+    let none = Canned::start(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec());
+    let e = Debuginfod::new(vec![none.url.clone()], cache.clone())
+        .fetch(&id)
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!(
+            "has build-id {}, not {id}: not used",
+            fixture_id(&f.vmlinux)
+        )),
+        "{msg}"
+    );
+    // What was there stays: it may be some other tool's, and the check is all this client needs.
+    assert_eq!(
+        build_id_of(&slot.join("debuginfo")),
+        Some(fixture_id(&f.vmlinux))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

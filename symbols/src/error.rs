@@ -176,6 +176,19 @@ pub enum LookupError {
         index: usize,
         count: usize,
     },
+    /// `module:name` named a module no symbol of the table belongs to; `modules` are the ones it has,
+    /// sorted (empty: no module symbols at all, as in a vmlinux, a System.map, or a kernel without modules).
+    NoModule {
+        module: String,
+        name: String,
+        modules: Vec<String>,
+    },
+    /// The module is there, but has no symbol of that name; `suggestions` are close names in it.
+    NotInModule {
+        module: String,
+        name: String,
+        suggestions: Vec<String>,
+    },
 }
 
 impl fmt::Display for LookupError {
@@ -219,6 +232,37 @@ impl fmt::Display for LookupError {
                 "`{name}@{index}`: there are only {count} symbols named `{name}` (use @0..@{})",
                 count.saturating_sub(1)
             ),
+            LookupError::NoModule {
+                module,
+                name,
+                modules,
+            } => {
+                write!(
+                    f,
+                    "`{module}:{name}`: no module `{module}` in these symbols"
+                )?;
+                match modules.as_slice() {
+                    [] => write!(f, " (they hold no module symbols at all)"),
+                    m if m.len() <= 8 => write!(f, " (modules: {})", m.join(", ")),
+                    m => write!(
+                        f,
+                        " (modules: {}, and {} more)",
+                        m[..8].join(", "),
+                        m.len() - 8
+                    ),
+                }
+            }
+            LookupError::NotInModule {
+                module,
+                name,
+                suggestions,
+            } => {
+                write!(f, "module `{module}` has no symbol `{name}`")?;
+                if !suggestions.is_empty() {
+                    write!(f, "; did you mean {}?", suggestions.join(", "))?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -9,9 +9,10 @@
 //! Kernel symbol names may contain dots (`foo.isra.0`, `__key.12`), so a dotted name is kept whole here
 //! and split into symbol and field path only when resolving, longest existing symbol first.
 //!
-//! `OBJECT:` names a file mapped by the watched process (`libc.so.6:environ`, `libc:environ`, a path):
-//! everything before the last `:` (a path may hold one; a symbol never does). Only process watches take
-//! it; [`Target::kernel_object_error`] is what a kernel watch says about it.
+//! `OBJECT:` means what the watch looks in. In a process watch it names a file mapped by the process
+//! (`libc.so.6:environ`, `libc:environ`, a path): everything before the last `:` (a path may hold one; a
+//! symbol never does). In a kernel watch it names a kernel module (`e1000e:e1000_driver_name`,
+//! [`Target::kernel_module`]): the symbol is looked up among that module's kallsyms symbols only.
 
 use ksymwatch_symbols::PathElem;
 use std::fmt;
@@ -19,7 +20,7 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Base {
     Symbol {
-        /// `OBJECT:`, the mapped file of a process to look in (see the module docs).
+        /// `OBJECT:`, a process's mapped file or a kernel module to look in (see the module docs).
         object: Option<String>,
         /// The part before the first `.` or `[`.
         name: String,
@@ -73,15 +74,9 @@ impl Target {
         }
     }
 
-    /// The usage error for an `OBJECT:` target on a kernel watch, which has no files to choose among;
-    /// `None` when the target has no `OBJECT:`.
-    pub fn kernel_object_error(&self) -> Option<String> {
-        let object = self.object()?;
-        Some(format!(
-            "`{}`: `{object}:` names a file of a process, but this is a kernel watch; watch a process \
-             (-p PID, or -- CMD ARGS; `resolve --pid PID`), or drop the `{object}:`",
-            self.text
-        ))
+    /// `MODULE:`, what `OBJECT:` names in a kernel watch (see the module docs).
+    pub fn kernel_module(&self) -> Option<&str> {
+        self.object()
     }
 
     /// Candidate (symbol name, remaining path) splits, longest symbol name first: `a.b.c` tries `a.b.c`,
@@ -525,14 +520,11 @@ mod tests {
     }
 
     #[test]
-    fn a_kernel_watch_refuses_an_object_prefix() {
-        let t = parse("libc.so.6:environ").unwrap();
-        assert_eq!(
-            t.kernel_object_error().unwrap(),
-            "`libc.so.6:environ`: `libc.so.6:` names a file of a process, but this is a kernel watch; \
-             watch a process (-p PID, or -- CMD ARGS; `resolve --pid PID`), or drop the `libc.so.6:`"
-        );
-        assert_eq!(parse("jiffies").unwrap().kernel_object_error(), None);
+    fn a_kernel_watch_reads_the_object_as_a_module() {
+        let t = parse("e1000e:e1000_driver_name").unwrap();
+        assert_eq!(t.kernel_module(), Some("e1000e"));
+        assert_eq!(t.symbol_splits()[0].0, "e1000_driver_name");
+        assert_eq!(parse("jiffies").unwrap().kernel_module(), None);
     }
 
     #[test]

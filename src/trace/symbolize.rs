@@ -475,6 +475,7 @@ mod tests {
             addr: 0x1000,
             len: 8,
             access: Access::Write,
+            module: None,
         };
         let mut p = Ftrace::new(Vec::new(), Vec::new());
         p.hit(&Hit {

@@ -133,11 +133,14 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
                 .ok_or_else(|| Error::usage(format!("`{}`: address overflows", target.text)))?;
             let room = sym.size.map_or(8, |s| (s - target.offset).min(8));
             let len = target.len.unwrap_or_else(|| natural_len(addr, room));
-            let label = if target.offset == 0 {
+            let mut label = if target.offset == 0 {
                 sym.name.clone()
             } else {
                 format!("{}+0x{:x}", sym.name, target.offset)
             };
+            if let Some(module) = target.kernel_module() {
+                label = format!("{module}:{label}");
+            }
             let mut r = checked(target, access, addr, len, label, warnings)?;
             r.watch.module = sym.module.clone();
             return Ok(r);
@@ -416,7 +419,7 @@ ffffffffc0002008 d bar_end\t[bar]
         let w = in_modules("foo:counter").unwrap().watch;
         assert_eq!(
             (w.addr, w.len, w.label.as_str()),
-            (0xffffffffc0001080, 8, "counter")
+            (0xffffffffc0001080, 8, "foo:counter")
         );
         assert_eq!(w.module.as_deref(), Some("foo"));
         let w = in_modules("bar:counter+4").unwrap().watch;

@@ -10,8 +10,13 @@
 //! ([`gone`]); modules that had none when the session started (built-in ones, kallsyms' pseudo-modules
 //! such as `[bpf]` or `[__builtin__ftrace]`) are never taken for unloaded.
 //!
-//! This machine's kernel is built without module support, so none of this runs end to end here: the uevent
-//! parse and the session's decision ([`plan`]) are tested on bytes and made-up watches.
+//! The sender of a uevent is not checked: only a process with CAP_NET_ADMIN may send to the kernel's uevent
+//! group, and it could as well end the watch by signal. That is what lets a test stand in for `rmmod`.
+//!
+//! This machine's kernel is built without module support, so no module is ever unloaded here: the uevent
+//! parse and the session's decision ([`plan`]) are tested on bytes and made-up watches, and a live test
+//! (`tests/suite/live_module.rs`) sends the uevent itself over a made-up module's kallsyms; the kernel's own
+//! side of an unload is not tested.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -399,18 +399,12 @@ ffffffff83100000 D __stop_once
         assert_eq!(w("v.f", base, Some(4)).unwrap().watch.label, "v.f");
     }
 
-    const MODULES: &str = "\
-ffffffff81000000 T _text
-ffffffff83000000 D counter
-ffffffffc0001000 t foo_init\t[foo]
-ffffffffc0001080 d counter\t[foo]
-ffffffffc0001088 d foo_flags\t[foo]
-ffffffffc0002000 d counter\t[bar]
-ffffffffc0002008 d bar_end\t[bar]
-";
-
     fn in_modules(text: &str) -> Result<Resolved> {
-        let t = kallsyms::from_text(MODULES, Path::new("fixture")).unwrap();
+        let t = kallsyms::from_text(
+            ksymwatch_symbols::testing::MODULES_KALLSYMS,
+            Path::new("fixture"),
+        )
+        .unwrap();
         resolve(&parse(text).unwrap(), Access::Write, &t)
     }
 
@@ -423,7 +417,7 @@ ffffffffc0002008 d bar_end\t[bar]
         );
         assert_eq!(w.module.as_deref(), Some("foo"));
         let w = in_modules("bar:counter+4").unwrap().watch;
-        assert_eq!((w.addr, w.len), (0xffffffffc0002004, 4));
+        assert_eq!((w.addr, w.len), (0xffffffffc0002044, 4));
         assert_eq!(w.module.as_deref(), Some("bar"));
         // A plain name of a module symbol is that module's too; a vmlinux one is nobody's.
         assert_eq!(

@@ -183,18 +183,23 @@ pub fn uevents_work() -> bool {
     sys::uevent_socket().is_ok()
 }
 
+/// A uevent datagram of `parts` (`action@devpath`, then `KEY=VALUE`s), each NUL-terminated as the kernel
+/// sends them, for tests.
+#[cfg(test)]
+pub(crate) fn uevent(parts: &[&str]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for p in parts {
+        v.extend_from_slice(p.as_bytes());
+        v.push(0);
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn msg(parts: &[&str]) -> Vec<u8> {
-        let mut v = Vec::new();
-        for p in parts {
-            v.extend_from_slice(p.as_bytes());
-            v.push(0);
-        }
-        v
-    }
+    use super::uevent as msg;
 
     #[test]
     fn parses_cpu_online_offline() {

@@ -86,14 +86,7 @@ mod tests {
     use super::*;
     use crate::config::watch::Access;
 
-    fn msg(parts: &[&str]) -> Vec<u8> {
-        let mut v = Vec::new();
-        for p in parts {
-            v.extend_from_slice(p.as_bytes());
-            v.push(0);
-        }
-        v
-    }
+    use crate::trace::hotplug::uevent as msg;
 
     /// What the kernel sends for `rmmod nfs` (lib/kobject_uevent.c: the header, then ACTION, DEVPATH,
     /// SUBSYSTEM, SEQNUM; a module's uevent carries no more).

@@ -566,20 +566,12 @@ fn kallsyms_markers(path: &Path) -> Result<Option<[Option<u64>; 2]>, Error> {
 mod tests {
     use super::*;
 
-    const KALLSYMS: &str = "\
-ffffffff81000000 T _text
-ffffffff81000040 T do_thing
-ffffffffc0001000 t foo_init\t[foo]
-ffffffffc0001080 d foo_counter\t[foo]
-ffffffffc0001088 d foo_flags\t[foo]
-";
-
     /// A made-up kernel: its kallsyms (with a module) and a System.map of the same symbols without it.
     fn kernel(tag: &str) -> (PathBuf, SourceSearch) {
         let dir =
             std::env::temp_dir().join(format!("ksymwatch-resolve-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("proc")).unwrap();
-        std::fs::write(dir.join("proc/kallsyms"), KALLSYMS).unwrap();
+        std::fs::write(dir.join("proc/kallsyms"), crate::testing::MODULES_KALLSYMS).unwrap();
         std::fs::write(
             dir.join("System.map"),
             "ffffffff81000000 T _text\nffffffff81000040 T do_thing\n",
@@ -593,8 +585,8 @@ ffffffffc0001088 d foo_flags\t[foo]
     fn module_symbols_resolve_from_kallsyms_with_their_module() {
         let (dir, search) = kernel("kallsyms");
         let r = Resolver::open(&search).unwrap();
-        let got = r.resolve_in_module("foo", "foo_counter", None).unwrap();
-        assert_eq!(got.target, "foo:foo_counter");
+        let got = r.resolve_in_module("foo", "counter", None).unwrap();
+        assert_eq!(got.target, "foo:counter");
         assert_eq!(got.runtime_addr, Some(0xffffffffc0001080));
         assert_eq!((got.link_addr, got.size), (None, Some(8)));
         assert_eq!(got.symbol.module.as_deref(), Some("foo"));
@@ -602,7 +594,7 @@ ffffffffc0001088 d foo_flags\t[foo]
         assert!(text.contains("\nmodule:       foo\n"), "{text}");
         assert!(
             got.to_json()
-                .contains("\"symbol\":\"foo_counter\",\"module\":\"foo\","),
+                .contains("\"symbol\":\"counter\",\"module\":\"foo\","),
             "{}",
             got.to_json()
         );
@@ -619,7 +611,7 @@ ffffffffc0001088 d foo_flags\t[foo]
         assert!(!vml.to_string().contains("module:"));
         assert!(vml.to_json().contains("\"module\":null"));
         assert!(matches!(
-            r.resolve_in_module("bar", "foo_counter", None),
+            r.resolve_in_module("baz", "counter", None),
             Err(ResolveError::Lookup(LookupError::NoModule { .. }))
         ));
         std::fs::remove_dir_all(dir).unwrap();

@@ -531,22 +531,10 @@ ffffffff83100000 D __start_once
         assert!(scanned[3].is_empty());
     }
 
-    const MODULES: &str = "\
-ffffffff81000000 T _text
-ffffffff81000040 T do_thing
-ffffffff83000000 d shared_name
-ffffffffc0001000 t foo_init\t[foo]
-ffffffffc0001080 d shared_name\t[foo]
-ffffffffc0001090 d foo_counter\t[foo]
-ffffffffc00010a0 d foo_counter\t[foo]
-ffffffffc0002000 t bar_fn\t[bar]
-ffffffffc0002040 d shared_name\t[bar]
-ffffffffc0002048 d bar_tail\t[bar]
-";
-
     #[test]
     fn module_symbols_are_found_by_name_and_within_their_module() {
-        let t = kallsyms::from_text(MODULES, Path::new("fixture")).unwrap();
+        let t =
+            kallsyms::from_text(crate::testing::MODULES_KALLSYMS, Path::new("fixture")).unwrap();
         assert_eq!(t.modules(), ["bar", "foo"]);
         // A plain name finds a module's symbol; one in several places is ambiguous as before.
         assert_eq!(
@@ -554,31 +542,28 @@ ffffffffc0002048 d bar_tail\t[bar]
             Some("bar")
         );
         assert!(matches!(
-            t.lookup("shared_name", None),
+            t.lookup("counter", None),
             Err(LookupError::Ambiguous { .. })
         ));
-        let foo = t.lookup_in_module("shared_name", "foo", None).unwrap();
+        let foo = t.lookup_in_module("counter", "foo", None).unwrap();
         assert_eq!(
             (foo.addr, foo.module.as_deref()),
             (0xffffffffc0001080, Some("foo"))
         );
-        let bar = t.lookup_in_module("shared_name", "bar", None).unwrap();
-        assert_eq!(bar.addr, 0xffffffffc0002040);
-        // Sizes stop at the module's last symbol: bar_tail has no neighbour in bar.
-        assert_eq!(bar.size, Some(8));
+        let bar = t.lookup_in_module("counter", "bar", None).unwrap();
+        assert_eq!((bar.addr, bar.size), (0xffffffffc0002040, Some(8)));
+        // Sizes stop at the module's last symbol: bar_end has no neighbour in bar.
         assert_eq!(
-            t.lookup_in_module("bar_tail", "bar", None).unwrap().size,
+            t.lookup_in_module("bar_end", "bar", None).unwrap().size,
             None
         );
         // `@N` counts within the module.
         assert!(matches!(
-            t.lookup_in_module("foo_counter", "foo", None),
+            t.lookup_in_module("foo_dup", "foo", None),
             Err(LookupError::Ambiguous { ref candidates, .. }) if candidates.len() == 2
         ));
         assert_eq!(
-            t.lookup_in_module("foo_counter", "foo", Some(1))
-                .unwrap()
-                .addr,
+            t.lookup_in_module("foo_dup", "foo", Some(1)).unwrap().addr,
             0xffffffffc00010a0
         );
         // A vmlinux symbol is not in any module.
@@ -586,10 +571,8 @@ ffffffffc0002048 d bar_tail\t[bar]
             LookupError::NotInModule { suggestions, .. } => assert!(suggestions.is_empty()),
             e => panic!("unexpected {e:?}"),
         }
-        match t.lookup_in_module("foo_countr", "foo", None).unwrap_err() {
-            LookupError::NotInModule { suggestions, .. } => {
-                assert_eq!(suggestions, ["foo_counter"])
-            }
+        match t.lookup_in_module("foo_du", "foo", None).unwrap_err() {
+            LookupError::NotInModule { suggestions, .. } => assert_eq!(suggestions, ["foo_dup"]),
             e => panic!("unexpected {e:?}"),
         }
         let e = t.lookup_in_module("x", "baz", None).unwrap_err();
@@ -597,9 +580,8 @@ ffffffffc0002048 d bar_tail\t[bar]
             e.to_string(),
             "`baz:x`: no module `baz` in these symbols (modules: bar, foo)"
         );
-        let vmlinux_only = table();
         assert_eq!(
-            vmlinux_only
+            table()
                 .lookup_in_module("x", "baz", None)
                 .unwrap_err()
                 .to_string(),

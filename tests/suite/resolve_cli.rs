@@ -610,22 +610,12 @@ fn line_source_matches_addr2line() {
 }
 
 /// A made-up kernel with two modules (this machine's kernel has no module support, so no real one).
-const MODULES_KALLSYMS: &str = "\
-ffffffff81000000 T _text
-ffffffff83000000 D counter
-ffffffffc0001000 t foo_init\t[foo]
-ffffffffc0001080 d counter\t[foo]
-ffffffffc0001088 d foo_flags\t[foo]
-ffffffffc0002000 d counter\t[bar]
-ffffffffc0002008 d bar_end\t[bar]
-";
-
 fn modules_kallsyms() -> PathBuf {
     let dir =
         std::env::temp_dir().join(format!("ksymwatch-resolve-modules-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let k = dir.join("kallsyms");
-    std::fs::write(&k, MODULES_KALLSYMS).unwrap();
+    std::fs::write(&k, ksymwatch_symbols::testing::MODULES_KALLSYMS).unwrap();
     k
 }
 
@@ -637,7 +627,7 @@ fn module_prefix_resolves_in_that_module() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(field(&out, "target"), "bar:counter");
     assert_eq!(field(&out, "module"), "bar");
-    assert_eq!(field(&out, "runtime addr"), "0xffffffffc0002000");
+    assert_eq!(field(&out, "runtime addr"), "0xffffffffc0002040");
     assert_eq!(field(&out, "size"), "8");
     let (code, out, err) = run(&["resolve", "--json", "foo:counter+4", "--kallsyms", p(&k)]);
     assert_eq!(code, 0, "{err}");

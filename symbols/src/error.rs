@@ -165,10 +165,11 @@ pub enum LookupError {
         name: String,
         suggestions: Vec<String>,
     },
-    /// Several symbols share the name (file-local statics); `candidates` are their addresses in table order.
+    /// Several symbols share the name (file-local statics, or vmlinux's and a module's); `candidates` are
+    /// their addresses, type letters and modules (`None`: vmlinux) in table order.
     Ambiguous {
         name: String,
-        candidates: Vec<(u64, char)>,
+        candidates: Vec<(u64, char, Option<String>)>,
     },
     /// `name@N` named a candidate that does not exist.
     BadIndex {
@@ -222,10 +223,21 @@ impl fmt::Display for LookupError {
                     "symbol `{name}` is ambiguous ({} symbols):",
                     candidates.len()
                 )?;
-                for (i, (addr, ty)) in candidates.iter().enumerate() {
+                for (i, (addr, ty, module)) in candidates.iter().enumerate() {
                     write!(f, " {name}@{i}=0x{addr:x} ({ty})")?;
+                    if let Some(m) = module {
+                        write!(f, " [{m}]")?;
+                    }
                 }
-                write!(f, "; choose one with {name}@N or 0xADDR")
+                // Candidates from different modules (or vmlinux and a module) are told apart by module.
+                let places = candidates.iter().map(|c| &c.2);
+                if places.clone().any(|m| m.is_some())
+                    && places.clone().any(|m| m != &candidates[0].2)
+                {
+                    write!(f, "; choose one with {name}@N, MODULE:{name} or 0xADDR")
+                } else {
+                    write!(f, "; choose one with {name}@N or 0xADDR")
+                }
             }
             LookupError::BadIndex { name, index, count } => write!(
                 f,

@@ -370,7 +370,10 @@ fn pick<'a>(
         (1, None) => Ok(found[0]),
         (_, None) => Err(LookupError::Ambiguous {
             name: name.to_string(),
-            candidates: found.iter().map(|s| (s.addr, s.type_char)).collect(),
+            candidates: found
+                .iter()
+                .map(|s| (s.addr, s.type_char, s.module.as_deref().map(str::to_string)))
+                .collect(),
         }),
     }
 }
@@ -541,10 +544,12 @@ ffffffff83100000 D __start_once
             t.lookup("bar_fn", None).unwrap().module.as_deref(),
             Some("bar")
         );
-        assert!(matches!(
-            t.lookup("counter", None),
-            Err(LookupError::Ambiguous { .. })
-        ));
+        assert_eq!(
+            t.lookup("counter", None).unwrap_err().to_string(),
+            "symbol `counter` is ambiguous (3 symbols): counter@0=0xffffffff83000000 (D) \
+             counter@1=0xffffffffc0001080 (d) [foo] counter@2=0xffffffffc0002040 (d) [bar]; choose one \
+             with counter@N, MODULE:counter or 0xADDR"
+        );
         let foo = t.lookup_in_module("counter", "foo", None).unwrap();
         assert_eq!(
             (foo.addr, foo.module.as_deref()),
@@ -558,10 +563,13 @@ ffffffff83100000 D __start_once
             None
         );
         // `@N` counts within the module.
-        assert!(matches!(
-            t.lookup_in_module("foo_dup", "foo", None),
-            Err(LookupError::Ambiguous { ref candidates, .. }) if candidates.len() == 2
-        ));
+        assert_eq!(
+            t.lookup_in_module("foo_dup", "foo", None)
+                .unwrap_err()
+                .to_string(),
+            "symbol `foo_dup` is ambiguous (2 symbols): foo_dup@0=0xffffffffc0001090 (d) [foo] \
+             foo_dup@1=0xffffffffc00010a0 (d) [foo]; choose one with foo_dup@N or 0xADDR"
+        );
         assert_eq!(
             t.lookup_in_module("foo_dup", "foo", Some(1)).unwrap().addr,
             0xffffffffc00010a0

@@ -79,6 +79,12 @@ fn lookup(e: &LookupError, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             }
             Ok(())
         }
+        // `X:` means a module only in a kernel watch; whoever meant a process's file gets the way there.
+        LookupError::NoModule { module, .. } => write!(
+            f,
+            "{e}; in a kernel watch `{module}:` names a kernel module (see /proc/modules); for a file mapped by \
+             a process, watch the process (-p PID, or -- CMD ARGS; `resolve --pid PID`)"
+        ),
         e => write!(f, "{e}"),
     }
 }

@@ -87,8 +87,8 @@ pub fn resolve(resolver: &Resolver, target: &Target, progress: bool) -> Result<R
             target.text
         )));
     };
-    if let Some(e) = target.kernel_object_error() {
-        return Err(Error::usage(e));
+    if let Some(module) = target.kernel_module() {
+        return resolve_in_module(resolver, target, module, *index);
     }
     let splits = target.symbol_splits();
     let mut chosen = None;
@@ -118,6 +118,37 @@ pub fn resolve(resolver: &Resolver, target: &Target, progress: bool) -> Result<R
         .resolve(name, *index, rest, opts)
         .map_err(|e| resolve_error(e, &target.text, resolver.source()))?;
     with_offset(r, target)
+}
+
+/// `MODULE:SYMBOL` (a kernel watch's `OBJECT:`): looked up among that module's kallsyms symbols, dotted
+/// names split longest first as for any symbol. A module variable's fields need its types, which no
+/// source here has.
+fn resolve_in_module(
+    resolver: &Resolver,
+    target: &Target,
+    module: &str,
+    index: Option<usize>,
+) -> Result<Resolved> {
+    let splits = target.symbol_splits();
+    let mut last = None;
+    for (name, rest) in &splits {
+        match resolver.resolve_in_module(module, name, index) {
+            Ok(_) if !rest.is_empty() => {
+                return Err(Error::usage(format!(
+                    "`{}`: fields and elements of a module's variable need its type information, which \
+                     kallsyms does not have; give the member's address as 0xADDR",
+                    target.text
+                )))
+            }
+            Ok(r) => return with_offset(r, target),
+            Err(e @ ResolveError::Lookup(LookupError::NotInModule { .. })) => last = Some(e),
+            Err(e) => return Err(resolve_error(e, &target.text, resolver.source())),
+        }
+    }
+    Err(match last {
+        Some(e) => resolve_error(e, &target.text, resolver.source()),
+        None => Error::usage(format!("`{}` names no symbol", target.text)),
+    })
 }
 
 fn resolve_error(e: ResolveError, text: &str, source: &Source) -> Error {

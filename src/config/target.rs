@@ -17,9 +17,10 @@
 //! nothing, and `struct`/`union` may be left out. It comes first and holds no `:`, so it never collides with
 //! `OBJECT:`.
 //!
-//! `OBJECT:` names a file mapped by the watched process (`libc.so.6:environ`, `libc:environ`, a path):
-//! everything before the last `:` (a path may hold one; a symbol never does). Only process watches take
-//! it; [`Target::kernel_object_error`] is what a kernel watch says about it.
+//! `OBJECT:` means what the watch looks in. In a process watch it names a file mapped by the process
+//! (`libc.so.6:environ`, `libc:environ`, a path): everything before the last `:` (a path may hold one; a
+//! symbol never does). In a kernel watch it names a kernel module (`e1000e:e1000_driver_name`,
+//! [`Target::kernel_module`]): the symbol is looked up among that module's kallsyms symbols only.
 
 use ksymwatch_symbols::{CastKind, CastType, PathElem};
 use std::fmt;
@@ -27,7 +28,7 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Base {
     Symbol {
-        /// `OBJECT:`, the mapped file of a process to look in (see the module docs).
+        /// `OBJECT:`, a process's mapped file or a kernel module to look in (see the module docs).
         object: Option<String>,
         /// The part before the first `.` or `[`.
         name: String,
@@ -83,15 +84,9 @@ impl Target {
         }
     }
 
-    /// The usage error for an `OBJECT:` target on a kernel watch, which has no files to choose among;
-    /// `None` when the target has no `OBJECT:`.
-    pub fn kernel_object_error(&self) -> Option<String> {
-        let object = self.object()?;
-        Some(format!(
-            "`{}`: `{object}:` names a file of a process, but this is a kernel watch; watch a process \
-             (-p PID, or -- CMD ARGS; `resolve --pid PID`), or drop the `{object}:`",
-            self.text
-        ))
+    /// `MODULE:`, what `OBJECT:` names in a kernel watch (see the module docs).
+    pub fn kernel_module(&self) -> Option<&str> {
+        self.object()
     }
 
     /// Candidate (symbol name, remaining path) splits, longest symbol name first: `a.b.c` tries `a.b.c`,
@@ -246,7 +241,7 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
     // Everything before the last `:` is the object; the rest is parsed as it would be alone.
     let object = match input[start..].rfind(':').map(|c| c + start) {
         Some(c) if c == start => {
-            return Err(p.err("`:` must follow an OBJECT (a mapped file such as libc.so.6)"))
+            return Err(p.err("`:` must follow an OBJECT (a kernel module, or a file the process maps such as libc.so.6)"))
         }
         Some(colon) => {
             p.pos = colon + 1;
@@ -579,7 +574,7 @@ mod tests {
     fn an_object_prefix_needs_both_sides_and_a_symbol() {
         assert_eq!(
             message(":environ"),
-            "`:` must follow an OBJECT (a mapped file such as libc.so.6)"
+            "`:` must follow an OBJECT (a kernel module, or a file the process maps such as libc.so.6)"
         );
         assert_eq!(message("libc:"), "`:` must be followed by a symbol");
         assert_eq!(
@@ -595,14 +590,11 @@ mod tests {
     }
 
     #[test]
-    fn a_kernel_watch_refuses_an_object_prefix() {
-        let t = parse("libc.so.6:environ").unwrap();
-        assert_eq!(
-            t.kernel_object_error().unwrap(),
-            "`libc.so.6:environ`: `libc.so.6:` names a file of a process, but this is a kernel watch; \
-             watch a process (-p PID, or -- CMD ARGS; `resolve --pid PID`), or drop the `libc.so.6:`"
-        );
-        assert_eq!(parse("jiffies").unwrap().kernel_object_error(), None);
+    fn a_kernel_watch_reads_the_object_as_a_module() {
+        let t = parse("e1000e:e1000_driver_name").unwrap();
+        assert_eq!(t.kernel_module(), Some("e1000e"));
+        assert_eq!(t.symbol_splits()[0].0, "e1000_driver_name");
+        assert_eq!(parse("jiffies").unwrap().kernel_module(), None);
     }
 
     #[test]
@@ -659,7 +651,7 @@ mod tests {
         assert_eq!(t.object(), Some("libc.so.6"));
         assert_eq!(
             message("(struct foo):x"),
-            "`:` must follow an OBJECT (a mapped file such as libc.so.6)"
+            "`:` must follow an OBJECT (a kernel module, or a file the process maps such as libc.so.6)"
         );
         assert_eq!(parse("libc:x").unwrap().cast, None);
     }

@@ -6,6 +6,7 @@ use crate::config::process;
 use crate::config::target::{Base, Target};
 use crate::error::{Error, Result};
 use ksymwatch_symbols::{LookupError, SymbolKind, SymbolTable};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -38,6 +39,9 @@ pub struct Watch {
     pub addr: u64,
     pub len: u8,
     pub access: Access,
+    /// The kernel module the target's symbol belongs to: the watch ends when that module is unloaded
+    /// (its memory is freed and reused). `None` for vmlinux, user space and raw addresses.
+    pub module: Option<Arc<str>>,
 }
 
 /// What resolving found, plus warnings the user should see before arming.
@@ -67,9 +71,6 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
     let (addr, len, label) = match &target.base {
         Base::Address(addr) => (*addr, target.len.unwrap_or(8), format!("0x{addr:x}")),
         Base::Symbol { index, .. } => {
-            if let Some(e) = target.kernel_object_error() {
-                return Err(Error::usage(e));
-            }
             if !target.path.is_empty()
                 && target
                     .symbol_splits()
@@ -103,7 +104,11 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
                     rest.iter().map(|e| e.to_string()).collect::<String>()
                 )));
             }
-            let sym = table.lookup(&name, *index).map_err(lookup_error)?;
+            let sym = match target.kernel_module() {
+                Some(module) => table.lookup_in_module(&name, module, *index),
+                None => table.lookup(&name, *index),
+            }
+            .map_err(lookup_error)?;
             if sym.kind() == SymbolKind::Text && access == Access::Write {
                 warnings.push(format!(
                     "`{}` is a text symbol ({}): nothing writes to code, so expect no hits; data symbols have type D/d, B/b or R/r",
@@ -128,12 +133,17 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
                 .ok_or_else(|| Error::usage(format!("`{}`: address overflows", target.text)))?;
             let room = sym.size.map_or(8, |s| (s - target.offset).min(8));
             let len = target.len.unwrap_or_else(|| natural_len(addr, room));
-            let label = if target.offset == 0 {
+            let mut label = if target.offset == 0 {
                 sym.name.clone()
             } else {
                 format!("{}+0x{:x}", sym.name, target.offset)
             };
-            (addr, len, label)
+            if let Some(module) = target.kernel_module() {
+                label = format!("{module}:{label}");
+            }
+            let mut r = checked(target, access, addr, len, label, warnings)?;
+            r.watch.module = sym.module.clone();
+            return Ok(r);
         }
     };
     checked(target, access, addr, len, label, warnings)
@@ -151,7 +161,9 @@ pub fn from_resolved(
     if r.symbol.kind() == SymbolKind::Text && access == Access::Write {
         warnings.push(text_warning(&r.symbol.name, r.type_char));
     }
-    sized(target, access, addr, r.size, r.target.clone(), warnings)
+    let mut w = sized(target, access, addr, r.size, r.target.clone(), warnings)?;
+    w.watch.module = r.symbol.module.clone();
+    Ok(w)
 }
 
 /// A write watch on code: allowed (it is a valid address), but said.
@@ -222,6 +234,7 @@ fn checked(
             addr,
             len,
             access,
+            module: None,
         },
         warnings,
     })
@@ -301,7 +314,8 @@ ffffffff83100000 D __stop_once
                 label: "__start_once+0x3e00".into(),
                 addr: 0xffffffff83003e08,
                 len: 8,
-                access: Access::Write
+                access: Access::Write,
+                module: None,
             }
         );
     }
@@ -383,6 +397,52 @@ ffffffff83100000 D __stop_once
             .to_string()
             .contains("naturally aligned"));
         assert_eq!(w("v.f", base, Some(4)).unwrap().watch.label, "v.f");
+    }
+
+    fn in_modules(text: &str) -> Result<Resolved> {
+        let t = kallsyms::from_text(
+            ksymwatch_symbols::testing::MODULES_KALLSYMS,
+            Path::new("fixture"),
+        )
+        .unwrap();
+        resolve(&parse(text).unwrap(), Access::Write, &t)
+    }
+
+    #[test]
+    fn a_module_prefix_looks_in_that_module_and_the_watch_remembers_it() {
+        let w = in_modules("foo:counter").unwrap().watch;
+        assert_eq!(
+            (w.addr, w.len, w.label.as_str()),
+            (0xffffffffc0001080, 8, "foo:counter")
+        );
+        assert_eq!(w.module.as_deref(), Some("foo"));
+        let w = in_modules("bar:counter+4").unwrap().watch;
+        assert_eq!((w.addr, w.len), (0xffffffffc0002044, 4));
+        assert_eq!(w.module.as_deref(), Some("bar"));
+        // A plain name of a module symbol is that module's too; a vmlinux one is nobody's.
+        assert_eq!(
+            in_modules("foo_flags").unwrap().watch.module.as_deref(),
+            Some("foo")
+        );
+        assert!(
+            in_modules("counter").is_err(),
+            "three `counter`s: ambiguous"
+        );
+        assert_eq!(in_modules("counter@0").unwrap().watch.module, None);
+        let e = in_modules("foo:bar_end").unwrap_err().to_string();
+        assert!(e.contains("module `foo` has no symbol `bar_end`"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_module_names_both_meanings_of_the_prefix() {
+        let e = in_modules("libc.so.6:environ").unwrap_err();
+        assert_eq!(e.code, crate::error::ExitCode::Usage);
+        assert_eq!(
+            e.to_string(),
+            "`libc.so.6:environ`: no module `libc.so.6` in these symbols (modules: bar, foo); in a kernel \
+             watch `libc.so.6:` names a kernel module (see /proc/modules); for a file mapped by a process, \
+             watch the process (-p PID, or -- CMD ARGS; `resolve --pid PID`)"
+        );
     }
 
     #[test]

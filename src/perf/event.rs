@@ -410,6 +410,7 @@ pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
             addr: &PROBE[i as usize] as *const u64 as u64,
             len: 8,
             access: Access::Write,
+            module: None,
         };
         match sys::perf_event_open(&attr(&w, &cfg, Bind::Cpu), -1, cpu as i32) {
             Ok(fd) => held.push(fd),

@@ -51,6 +51,7 @@ impl Warmup {
                     addr: &PROBE as *const u64 as u64,
                     len: 8,
                     access: Access::Write,
+                    module: None,
                 };
                 let a = attr(&w, &cfg, Bind::Cpu);
                 while !flag.load(Ordering::Relaxed) {

@@ -57,12 +57,15 @@ impl ResolvedFrame {
     }
 
     /// The name a flame graph groups by: the function without offset, `[binary]` when only the mapping is
-    /// known, `[unknown]` otherwise (the convention of `stackcollapse-perf.pl`).
+    /// known, `[unknown]` otherwise (the convention of `stackcollapse-perf.pl`). A module's function is
+    /// `func [module]`, as in the chain, so it is not merged with a same-named one of vmlinux or another
+    /// module.
     pub fn flame_name(&self) -> String {
-        match (&self.sym, &self.binary) {
-            (Some(s), _) => s.to_string(),
-            (None, Some(b)) => format!("[{b}]"),
-            (None, None) => "[unknown]".to_string(),
+        match (&self.sym, &self.binary, &self.module) {
+            (Some(s), _, Some(m)) if self.kernel => format!("{s} [{m}]"),
+            (Some(s), _, _) => s.to_string(),
+            (None, Some(b), _) => format!("[{b}]"),
+            (None, None, _) => "[unknown]".to_string(),
         }
     }
 }

@@ -254,6 +254,11 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 writeln!(self.out, "# {text} at {t}")?;
                 self.out.flush()
             }
+            StreamEvent::ModuleUnloaded { module, targets } => writeln!(
+                self.out,
+                "# module {module} unloaded at {t}: no longer watching {}",
+                targets.join(", ")
+            ),
         }
     }
 
@@ -472,6 +477,33 @@ mod tests {
         let err = String::from_utf8(err).unwrap();
         assert!(err.contains("5 hits (cpu0 5), 3 lost"), "{err}");
         assert!(err.contains("WARNING"));
+    }
+
+    /// A module unloaded under a watch: one mark naming the module and the targets that ended; the summary
+    /// gives it as the reason the run stopped when they were the last.
+    #[test]
+    fn module_unloaded_mark() {
+        let mut p = Ftrace::new(Vec::new(), Vec::new());
+        let e = StreamEvent::ModuleUnloaded {
+            module: "nfs".into(),
+            targets: vec!["nfs:nfs_counter".into(), "nfs_flags+0x4".into()],
+        };
+        p.event(&e, 7_000_000_000).unwrap();
+        let summary = Summary {
+            stop: Some(crate::report::StopReason::ModuleUnloaded),
+            ..Summary::default()
+        };
+        p.finish(&summary).unwrap();
+        let (out, err) = p.into_inner();
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.starts_with(
+                "# module nfs unloaded at 7.000000: no longer watching nfs:nfs_counter, nfs_flags+0x4\n"
+            ),
+            "{out}"
+        );
+        let all = out + &String::from_utf8(err).unwrap();
+        assert!(all.contains("watched module unloaded"), "{all}");
     }
 
     /// The control marks: a reader splits hits before and after a move at the `# watch` line; a refusal is

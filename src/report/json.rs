@@ -91,6 +91,7 @@ fn stop_word(stop: Option<StopReason>) -> (&'static str, Option<&'static str>) {
         Some(StopReason::BrokenPipe) => ("output_closed", None),
         Some(StopReason::StrictHotplug(_)) => ("strict_hotplug", None),
         Some(StopReason::Exited) => ("exited", None),
+        Some(StopReason::ModuleUnloaded) => ("module_unloaded", None),
         None => ("unknown", None),
     }
 }
@@ -334,6 +335,12 @@ pub enum Record<'a> {
         reason: &'a str,
         watching: &'a str,
     },
+    /// A kernel module was unloaded; `targets` (labels) were in it and are no longer watched.
+    ModuleUnloaded {
+        time_ns: u64,
+        module: &'a str,
+        targets: &'a [String],
+    },
     Summary(SummaryRecord<'a>),
 }
 
@@ -428,6 +435,11 @@ impl<'a> Record<'a> {
                 command,
                 reason,
                 watching,
+            },
+            StreamEvent::ModuleUnloaded { module, targets } => Record::ModuleUnloaded {
+                time_ns,
+                module,
+                targets,
             },
         }
     }
@@ -1064,5 +1076,27 @@ mod tests {
         assert!(String::from_utf8(err)
             .unwrap()
             .contains("control `stop` refused"));
+    }
+
+    #[test]
+    fn module_unloaded_record_and_stop() {
+        let mut p = Json::new(Vec::new(), Vec::new());
+        let e = StreamEvent::ModuleUnloaded {
+            module: "nfs".into(),
+            targets: vec!["nfs:nfs_counter".into()],
+        };
+        p.event(&e, 12).unwrap();
+        let summary = Summary {
+            stop: Some(StopReason::ModuleUnloaded),
+            ..Summary::default()
+        };
+        p.finish(&summary).unwrap();
+        let v = lines(p.into_inner().0);
+        assert_eq!(v[0]["type"], "module_unloaded");
+        assert_eq!(v[0]["time_ns"], 12);
+        assert_eq!(v[0]["module"], "nfs");
+        assert_eq!(v[0]["targets"], serde_json::json!(["nfs:nfs_counter"]));
+        assert_eq!(v[1]["type"], "summary");
+        assert_eq!(v[1]["stop"], "module_unloaded");
     }
 }

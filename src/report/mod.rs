@@ -122,6 +122,12 @@ pub enum StreamEvent {
         reason: String,
         watching: String,
     },
+    /// A kernel module was unloaded: the watches on its memory (their labels, in target order) are
+    /// disarmed; hits before this mark were recorded while it was loaded.
+    ModuleUnloaded {
+        module: String,
+        targets: Vec<String>,
+    },
 }
 
 impl StreamEvent {
@@ -189,6 +195,8 @@ pub enum StopReason {
     StrictHotplug(u32),
     /// A process watch: every watched process has exited.
     Exited,
+    /// Every target was in kernel modules that have been unloaded.
+    ModuleUnloaded,
 }
 
 impl std::fmt::Display for StopReason {
@@ -202,6 +210,7 @@ impl std::fmt::Display for StopReason {
                 write!(f, "cpu {cpu} could not be armed (--strict-hotplug)")
             }
             StopReason::Exited => f.write_str("watched process exited"),
+            StopReason::ModuleUnloaded => f.write_str("watched module unloaded"),
         }
     }
 }
@@ -291,7 +300,8 @@ impl Output for Tee {
 }
 
 /// `--quiet` and `--folded` to stdout: the wrapped printer's end-of-session report only. What a person must
-/// still hear (armed, a CPU that could not be armed) goes to `err` as one line each.
+/// still hear (armed, a CPU that could not be armed, a module unloaded under a watch) goes to `err` as one
+/// line each.
 pub struct Quiet<O: Output, E: Write> {
     inner: O,
     err: E,
@@ -324,6 +334,11 @@ impl<O: Output, E: Write> Output for Quiet<O, E> {
             StreamEvent::CpuArmFailed { cpu, reason } => {
                 arm_failed_note(&mut self.err, *cpu, reason)
             }
+            StreamEvent::ModuleUnloaded { module, targets } => writeln!(
+                self.err,
+                "ksymwatch: module {module} unloaded: no longer watching {}",
+                targets.join(", ")
+            ),
             // A script driving --control waits for the acknowledgement; with no stream it is on stderr.
             _ => match event.control_text() {
                 Some(text) => {

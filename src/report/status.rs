@@ -92,7 +92,8 @@ impl Output for Status {
             StreamEvent::CpuArmFailed { .. }
             | StreamEvent::Retargeted { .. }
             | StreamEvent::Switched { .. }
-            | StreamEvent::ControlRefused { .. } => {}
+            | StreamEvent::ControlRefused { .. }
+            | StreamEvent::ModuleUnloaded { .. } => {}
         }
         Ok(())
     }

@@ -43,6 +43,7 @@ pub fn watch(label: &str, addr: u64, access: Access) -> Watch {
         addr,
         len: 8,
         access,
+        module: None,
     }
 }
 

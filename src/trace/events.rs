@@ -157,6 +157,8 @@ pub struct EventSet {
     retired: Vec<Watch>,
     /// `--control off` disabled every event; CPUs that come online meanwhile are armed disabled too.
     enabled: bool,
+    /// Targets whose events were closed for good ([`EventSet::close_watch`]), by index.
+    closed: Vec<bool>,
     cfg: EventConfig,
     /// Who a CPU that comes online is armed for.
     scope: Scope,
@@ -196,6 +198,7 @@ impl EventSet {
             watches: watches.to_vec(),
             retired: Vec::new(),
             enabled: true,
+            closed: vec![false; watches.len()],
             cfg,
             scope,
             by_cpu: BTreeMap::new(),
@@ -288,6 +291,43 @@ impl EventSet {
             .filter(move |ev| ev.watch == index)
     }
 
+    /// Whether target `index` still has events (it was not closed by [`EventSet::close_watch`]).
+    pub fn is_armed(&self, index: usize) -> bool {
+        !self.closed.get(index).copied().unwrap_or(true)
+    }
+
+    /// Drains, audits and closes every event of target `index`, for good: its kernel module was unloaded,
+    /// and the memory is freed for reuse. The target keeps its index (the others' hits and audits name
+    /// them as before), and a CPU that comes online later is not armed for it.
+    ///
+    /// Task records (COMM, FORK, EXIT) come from target 0's events: after target 0 is closed, a task born
+    /// later is named from /proc at its first hit, and one that exited before it as `<...>`.
+    pub fn close_watch(
+        &mut self,
+        index: usize,
+        epoll: &Epoll,
+        sorter: &mut Sorter<Item>,
+    ) -> Vec<Audit> {
+        if let Some(c) = self.closed.get_mut(index) {
+            *c = true;
+        }
+        let started = sys::monotonic_ns();
+        let watches = (self.watches.as_slice(), self.retired.as_slice());
+        let mut audits = Vec::new();
+        for (&cpu, evs) in self.by_cpu.iter_mut() {
+            let Some(at) = evs.iter().position(|t| t.ev.watch == index) else {
+                continue;
+            };
+            // Dropped at the end of this block: its descriptors close, freeing the debug register.
+            let mut t = evs.remove(at);
+            drain_one(&mut t, sorter, started, &mut self.spare, watches);
+            let _ = epoll.delete(t.ev.fd());
+            sorter.remove_ring((cpu, index));
+            audits.push(audit(&t, &self.cfg));
+        }
+        audits
+    }
+
     /// Enables every event (`--control on`, or after a retarget when the watch is on).
     pub fn enable(&mut self) -> Result<(), OpenError> {
         self.enabled = true;
@@ -340,7 +380,9 @@ impl EventSet {
             Scope::Launched(pid) => Scope::Processes(vec![*pid]),
             other => other.clone(),
         };
-        let evs = arm::open_cpu_in(&self.watches, cpu, &scope, &self.cfg)?;
+        let mut evs = arm::open_cpu_in(&self.watches, cpu, &scope, &self.cfg)?;
+        // Opened disabled, so a closed target's event never fires before it is dropped here.
+        evs.retain(|e| !self.closed.get(e.watch).copied().unwrap_or(false));
         if self.enabled {
             evs.iter().try_for_each(|e| e.enable())?;
         }

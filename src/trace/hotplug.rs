@@ -3,7 +3,8 @@
 //!
 //! The kernel announces `online@/devices/system/cpu/cpuN` and `offline@...` on the NETLINK_KOBJECT_UEVENT
 //! socket (no udev needed). Netlink may drop messages (ENOBUFS), and sysfs `online` files never signal poll,
-//! so every message, and a slow timer, triggers a reconcile against `/sys/devices/system/cpu/online`.
+//! so every message, and a slow timer, triggers a reconcile against `/sys/devices/system/cpu/online`. The
+//! same socket tells of kernel modules being removed, which [`crate::trace::unload`] acts on.
 
 use std::collections::BTreeSet;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::cpulist;
 use crate::perf::sys;
+use crate::trace::unload;
 
 /// A CPU state change as a uevent reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +58,8 @@ pub struct Changes {
     /// When the uevent that triggered this was read (CLOCK_MONOTONIC ns), so the mark can say how long arming
     /// took; `None` for a timer reconcile.
     pub uevent_ns: Option<u64>,
+    /// Kernel modules the uevents said were removed ([`crate::trace::unload`]), in the order they went.
+    pub modules_removed: Vec<String>,
 }
 
 /// Pure reconcile: `armed` is what we hold, `online` what sysfs says, `bounced` CPUs reported offline since
@@ -80,7 +84,7 @@ pub fn plan(
     Changes {
         offline,
         online,
-        uevent_ns: None,
+        ..Changes::default()
     }
 }
 
@@ -126,6 +130,7 @@ impl Hotplug {
     pub fn on_readable(&mut self, armed: &BTreeSet<u32>) -> Changes {
         let mut bounced = BTreeSet::new();
         let mut seen = None;
+        let mut modules_removed = Vec::new();
         if let Some(sock) = &self.socket {
             loop {
                 match sys::recv(sock.as_fd(), &mut self.buf) {
@@ -133,8 +138,11 @@ impl Hotplug {
                         // Any uevent starts the clock: a CPU's cpuid `add` comes just before its `online`, and
                         // the reconcile it triggers may already see the CPU in sysfs and arm it.
                         seen.get_or_insert_with(sys::monotonic_ns);
-                        if let Some(CpuChange::Offline(cpu)) = parse_uevent(&self.buf[..n]) {
+                        let msg = &self.buf[..n];
+                        if let Some(CpuChange::Offline(cpu)) = parse_uevent(msg) {
                             bounced.insert(cpu);
+                        } else if let Some(m) = unload::parse_removal(msg) {
+                            modules_removed.push(m.to_string());
                         }
                     }
                     Ok(None) => break,
@@ -145,6 +153,7 @@ impl Hotplug {
         }
         let mut changes = self.reconcile_with(armed, &bounced);
         changes.uevent_ns = seen;
+        changes.modules_removed = modules_removed;
         changes
     }
 
@@ -174,18 +183,23 @@ pub fn uevents_work() -> bool {
     sys::uevent_socket().is_ok()
 }
 
+/// A uevent datagram of `parts` (`action@devpath`, then `KEY=VALUE`s), each NUL-terminated as the kernel
+/// sends them, for tests.
+#[cfg(test)]
+pub(crate) fn uevent(parts: &[&str]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for p in parts {
+        v.extend_from_slice(p.as_bytes());
+        v.push(0);
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn msg(parts: &[&str]) -> Vec<u8> {
-        let mut v = Vec::new();
-        for p in parts {
-            v.extend_from_slice(p.as_bytes());
-            v.push(0);
-        }
-        v
-    }
+    use super::uevent as msg;
 
     #[test]
     fn parses_cpu_online_offline() {
@@ -234,7 +248,7 @@ mod tests {
             Changes {
                 offline: vec![1],
                 online: vec![],
-                uevent_ns: None
+                ..Changes::default()
             }
         );
         // cpu1 came back.
@@ -243,7 +257,7 @@ mod tests {
             Changes {
                 offline: vec![],
                 online: vec![1],
-                uevent_ns: None
+                ..Changes::default()
             }
         );
         // cpu1 bounced between two looks: its event is dead, replace it.
@@ -252,7 +266,7 @@ mod tests {
             Changes {
                 offline: vec![1],
                 online: vec![1],
-                uevent_ns: None
+                ..Changes::default()
             }
         );
         // --cpus 0: cpu1 is never armed.

@@ -3,7 +3,8 @@
 //! of records from all rings in timestamp order ([`sorter`]); following CPUs as they come and go
 //! ([`hotplug`]); naming tasks ([`comm`]) and frames ([`symbolize`]), and letting go of what exited tasks
 //! left behind ([`exited`]); starting a command stopped at its exec
-//! for launch mode ([`launch`]); reading `--control` commands ([`control`]).
+//! for launch mode ([`launch`]); reading `--control` commands ([`control`]); ending the watches on a kernel
+//! module that is unloaded ([`unload`]).
 //!
 //! Uses [`crate::perf`] for events and records and [`crate::config`] for what to watch, keep and stop on;
 //! hands symbolized hits to a [`crate::report::Output`] and never prints itself. Every name comes from the
@@ -19,6 +20,7 @@ pub(crate) mod launch;
 pub(crate) mod session;
 pub(crate) mod sorter;
 pub(crate) mod symbolize;
+pub(crate) mod unload;
 
 #[cfg(test)]
 mod hit_path_tests;

@@ -31,6 +31,7 @@ use crate::trace::exited::Graveyard;
 use crate::trace::hotplug::{Changes, Hotplug};
 use crate::trace::sorter::Sorter;
 use crate::trace::symbolize::Symbolizer;
+use crate::trace::unload;
 
 /// What a session watches and how: fixed for its lifetime.
 pub struct Plan<'a> {
@@ -115,6 +116,9 @@ pub struct Session<'a, O: Output> {
     fatal: Option<Error>,
     /// A process watch: each process's pidfd, until it exits. The run ends when none is left.
     processes: Vec<Option<OwnedFd>>,
+    /// Loadable modules holding targets, loaded when the session started: the reconcile checks sysfs for
+    /// them in case their removal uevent was dropped ([`unload`]).
+    modules: Vec<std::sync::Arc<str>>,
 }
 
 impl<'a, O: Output> Session<'a, O> {
@@ -146,6 +150,8 @@ impl<'a, O: Output> Session<'a, O> {
             .add(signals.fd(), TOKEN_SIGNAL)
             .or_exit(ExitCode::Runtime, "epoll")?;
         let mut sorter = Sorter::new(SORT_SLACK_NS);
+        // Only a kernel watch can hold a module's memory.
+        let scope_is_system = matches!(scope, Scope::System);
         // A process already gone is not waited for (its pidfd cannot be had); one that exits later is.
         let pids = scope.pids();
         let mut processes = Vec::with_capacity(pids.len());
@@ -206,6 +212,11 @@ impl<'a, O: Output> Session<'a, O> {
             output_error: None,
             fatal: None,
             processes,
+            modules: if scope_is_system {
+                unload::loaded(watches, std::path::Path::new(unload::SYS_MODULE))
+            } else {
+                Vec::new()
+            },
         })
     }
 
@@ -243,7 +254,8 @@ impl<'a, O: Output> Session<'a, O> {
             StopReason::Duration
             | StopReason::Signal(_)
             | StopReason::StrictHotplug(_)
-            | StopReason::Exited => {
+            | StopReason::Exited
+            | StopReason::ModuleUnloaded => {
                 self.events.drain(&mut self.sorter);
                 let ended = self.release(true);
                 self.audits.extend(self.events.close_all());
@@ -626,16 +638,59 @@ impl<'a, O: Output> Session<'a, O> {
             return Ok(None);
         }
         let armed = self.armed_cpus();
-        let changes = match &mut self.hotplug {
+        let mut changes = match &mut self.hotplug {
             Some(h) => h.reconcile(&armed),
             None => return Ok(None),
         };
+        // A module whose removal uevent was dropped: gone from sysfs all the same.
+        let sys_module = std::path::Path::new(unload::SYS_MODULE);
+        changes.modules_removed.extend(
+            self.modules
+                .iter()
+                .filter(|m| unload::gone(m, sys_module))
+                .map(|m| m.to_string()),
+        );
         self.follow(changes)
+    }
+
+    /// A kernel module was removed: every watch on its memory is drained, closed and marked, before any
+    /// hit of the other watches recorded after this moment; when no watch is left the run ends (exit 0).
+    fn module_removed(&mut self, module: &str) -> Option<StopReason> {
+        self.modules.retain(|m| &**m != module);
+        let events = &self.events;
+        let plan = unload::plan(events.watches(), |i| events.is_armed(i), module)?;
+        for &i in &plan.targets {
+            let audits = self.events.close_watch(i, &self.epoll, &mut self.sorter);
+            self.audits.extend(audits);
+        }
+        // Everything the module's watches recorded is printed before the mark. The other rings are read
+        // and released with them: a record of theirs still on its way (within the sort slack) prints after
+        // the mark, as after a `--control` move.
+        if let Some(stop) = self.flush_rings() {
+            return Some(stop);
+        }
+        let event = StreamEvent::ModuleUnloaded {
+            module: module.to_string(),
+            targets: plan
+                .targets
+                .iter()
+                .map(|&i| self.events.watches()[i].label.clone())
+                .collect(),
+        };
+        if let Some(stop) = self.emit_event(&event, sys::monotonic_ns()) {
+            return Some(stop);
+        }
+        plan.last.then_some(StopReason::ModuleUnloaded)
     }
 
     /// Brings the armed set in line with what hotplug reports: drains and closes the events of CPUs that went
     /// away, opens fresh ones on CPUs that came (a dead CPU-bound event never revives, see kernel-facts).
     fn follow(&mut self, changes: Changes) -> Result<Option<StopReason>> {
+        for m in &changes.modules_removed {
+            if let Some(stop) = self.module_removed(m) {
+                return Ok(Some(stop));
+            }
+        }
         for &cpu in &changes.offline {
             // Whatever the CPU wrote before it left is still in its ring; its counters freeze where they were.
             let Some(audits) = self.events.close_cpu(cpu, &self.epoll, &mut self.sorter) else {

@@ -220,7 +220,8 @@ impl<'a> Symbolizer<'a> {
                 fr.sym = Some(s.symbol.name.as_str().into());
                 fr.off = s.offset;
                 fr.size = s.symbol.size;
-                fr.module = s.symbol.module.as_deref().map(Arc::from);
+                // The table's own shared name: a reference count, not a copy.
+                fr.module = s.symbol.module.clone();
             } else {
                 self.kernel_misses += 1;
             }
@@ -344,6 +345,84 @@ mod tests {
         assert_eq!(unknown.flame_name(), "[unknown]");
         let user = s.frame(1, 0x401000, false);
         assert_eq!(user.display("writer").to_string(), "0x401000 [writer]");
+    }
+
+    /// A hit whose writer is a module's function: the module shows as `[module]` in the ftrace chain, a
+    /// `"module"` field in NDJSON frames and `func [module]` in folded stacks; every frame of that module
+    /// shares the table's one name (no string per hit).
+    #[test]
+    fn module_frames_carry_their_module_in_every_printer() {
+        use crate::perf::record::encode;
+        use crate::report::folded::{Folded, Sink};
+        use crate::report::{ftrace::Ftrace, json::Json, testutil, Output};
+        use std::io::Write;
+        let table = kallsyms::from_text(
+            "ffffffff81000000 T vfs_write\nffffffff81000100 T end\n\
+             ffffffffc0100000 t nfs_file_write\t[nfs]\nffffffffc0100040 t nfs_end\t[nfs]\n",
+            Path::new("f"),
+        )
+        .unwrap();
+        let chain = [encode::KERNEL, 0xffffffffc0100010, 0xffffffff81000080];
+        let hits = [
+            (
+                testutil::sample(chain[1], 7, 7, 1_000, 0x1000, 0, &chain),
+                "dd",
+                0,
+            ),
+            (
+                testutil::sample(chain[1], 7, 7, 2_000, 0x1000, 0, &chain),
+                "dd",
+                0,
+            ),
+        ];
+        let watches = [testutil::watch(
+            "x",
+            0x1000,
+            crate::config::watch::Access::Write,
+        )];
+        let shared = table
+            .lookup("nfs_end", None)
+            .unwrap()
+            .module
+            .clone()
+            .unwrap();
+        let mut ftrace = Ftrace::new(Vec::new(), Vec::new());
+        let mut json = Json::new(Vec::new(), Vec::new());
+        let folded_out = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        struct W(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+        impl Write for W {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.borrow_mut().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut folded = Folded::new(Sink::Lines(Box::new(W(folded_out.clone()))));
+        testutil::each_hit(&table, &watches, &hits, |hit| {
+            let m = hit.ip.module.as_ref().expect("the ip is in a module");
+            assert!(Arc::ptr_eq(m, &shared), "the table's name, shared");
+            assert!(hit.chain[1].module.is_none());
+            ftrace.hit(hit).unwrap();
+            json.hit(hit).unwrap();
+            folded.hit(hit).unwrap();
+        });
+        folded.finish(&crate::report::Summary::default()).unwrap();
+        let text = String::from_utf8(ftrace.into_inner().0).unwrap();
+        assert!(
+            text.contains(" => nfs_file_write+0x10/0x40 [nfs]\n => vfs_write+0x80/0x100\n"),
+            "{text}"
+        );
+        let ndjson = String::from_utf8(json.into_inner().0).unwrap();
+        let first: serde_json::Value =
+            serde_json::from_str(ndjson.lines().next().unwrap()).unwrap();
+        assert_eq!(first["ip"]["module"], "nfs", "{first}");
+        assert_eq!(first["chain"][0]["module"], "nfs");
+        assert_eq!(first["chain"][0]["sym"], "nfs_file_write");
+        assert!(first["chain"][1]["module"].is_null());
+        let stacks = String::from_utf8(folded_out.borrow().clone()).unwrap();
+        assert_eq!(stacks, "dd;vfs_write;nfs_file_write [nfs] 2\n");
     }
 
     fn chain_sample(pid: u32, chain: &[u64]) -> Sample {
@@ -475,6 +554,7 @@ mod tests {
             addr: 0x1000,
             len: 8,
             access: Access::Write,
+            module: None,
         };
         let mut p = Ftrace::new(Vec::new(), Vec::new());
         p.hit(&Hit {

@@ -223,16 +223,30 @@ pub enum LookupError {
         name: String,
         suggestions: Vec<String>,
     },
-    /// Several symbols share the name (file-local statics); `candidates` are their addresses in table order.
+    /// Several symbols share the name (file-local statics, or vmlinux's and a module's); `candidates` are
+    /// their addresses, type letters and modules (`None`: vmlinux) in table order.
     Ambiguous {
         name: String,
-        candidates: Vec<(u64, char)>,
+        candidates: Vec<(u64, char, Option<String>)>,
     },
     /// `name@N` named a candidate that does not exist.
     BadIndex {
         name: String,
         index: usize,
         count: usize,
+    },
+    /// `module:name` named a module no symbol of the table belongs to; `modules` are the ones it has,
+    /// sorted (empty: no module symbols at all, as in a vmlinux, a System.map, or a kernel without modules).
+    NoModule {
+        module: String,
+        name: String,
+        modules: Vec<String>,
+    },
+    /// The module is there, but has no symbol of that name; `suggestions` are close names in it.
+    NotInModule {
+        module: String,
+        name: String,
+        suggestions: Vec<String>,
     },
 }
 
@@ -267,16 +281,58 @@ impl fmt::Display for LookupError {
                     "symbol `{name}` is ambiguous ({} symbols):",
                     candidates.len()
                 )?;
-                for (i, (addr, ty)) in candidates.iter().enumerate() {
+                for (i, (addr, ty, module)) in candidates.iter().enumerate() {
                     write!(f, " {name}@{i}=0x{addr:x} ({ty})")?;
+                    if let Some(m) = module {
+                        write!(f, " [{m}]")?;
+                    }
                 }
-                write!(f, "; choose one with {name}@N or 0xADDR")
+                // Candidates from different modules (or vmlinux and a module) are told apart by module.
+                let places = candidates.iter().map(|c| &c.2);
+                if places.clone().any(|m| m.is_some())
+                    && places.clone().any(|m| m != &candidates[0].2)
+                {
+                    write!(f, "; choose one with {name}@N, MODULE:{name} or 0xADDR")
+                } else {
+                    write!(f, "; choose one with {name}@N or 0xADDR")
+                }
             }
             LookupError::BadIndex { name, index, count } => write!(
                 f,
                 "`{name}@{index}`: there are only {count} symbols named `{name}` (use @0..@{})",
                 count.saturating_sub(1)
             ),
+            LookupError::NoModule {
+                module,
+                name,
+                modules,
+            } => {
+                write!(
+                    f,
+                    "`{module}:{name}`: no module `{module}` in these symbols"
+                )?;
+                match modules.as_slice() {
+                    [] => write!(f, " (they hold no module symbols at all)"),
+                    m if m.len() <= 8 => write!(f, " (modules: {})", m.join(", ")),
+                    m => write!(
+                        f,
+                        " (modules: {}, and {} more)",
+                        m[..8].join(", "),
+                        m.len() - 8
+                    ),
+                }
+            }
+            LookupError::NotInModule {
+                module,
+                name,
+                suggestions,
+            } => {
+                write!(f, "module `{module}` has no symbol `{name}`")?;
+                if !suggestions.is_empty() {
+                    write!(f, "; did you mean {}?", suggestions.join(", "))?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::{
 };
 use std::fmt;
 use std::io::{BufRead, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// How many text symbols to compare with kallsyms when there is no build-id.
@@ -119,11 +119,12 @@ impl Resolved {
         let hex = |v: Option<u64>| v.map_or("null".to_string(), |v| format!("\"0x{v:x}\""));
         let s = |v: Option<&str>| v.map_or("null".to_string(), json_string);
         format!(
-            "{{\"target\":{},\"symbol\":{},\"offset\":{},\"link_addr\":{},\"runtime_addr\":{},\"size\":{},\
+            "{{\"target\":{},\"symbol\":{},\"module\":{},\"offset\":{},\"link_addr\":{},\"runtime_addr\":{},\"size\":{},\
              \"section\":{},\"type_char\":{},\"type\":{},\"source\":{{\"kind\":{},\"path\":{}}},\
              \"kernel_match\":{},\"kernel_match_detail\":{}}}",
             json_string(&self.target),
             json_string(&self.symbol.name),
+            s(self.symbol.module.as_deref()),
             self.offset,
             hex(self.link_addr),
             hex(self.runtime_addr),
@@ -160,6 +161,9 @@ impl fmt::Display for Resolved {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let addr = |v: Option<u64>| v.map_or("unknown".to_string(), |v| format!("0x{v:016x}"));
         writeln!(f, "target:       {}", self.target)?;
+        if let Some(m) = &self.symbol.module {
+            writeln!(f, "module:       {m}")?;
+        }
         writeln!(f, "runtime addr: {}", addr(self.runtime_addr))?;
         writeln!(
             f,
@@ -199,6 +203,10 @@ pub struct Resolver {
     kaslr: Option<Kaslr>,
     kernel_match: KernelMatch,
     lines: OnceLock<LineSymbolizer>,
+    /// The running kernel's kallsyms, where a link-time source looks module symbols up (it has none).
+    kallsyms: PathBuf,
+    /// That kallsyms, loaded on the first `module:name`.
+    running: OnceLock<SymbolTable>,
 }
 
 impl Resolver {
@@ -212,13 +220,10 @@ impl Resolver {
         match &source {
             Source::Kallsyms(p) => {
                 let table = kallsyms::load(p)?;
-                Ok(Resolver::with_table(
-                    source,
-                    None,
-                    table,
-                    None,
-                    KernelMatch::Running,
-                ))
+                Ok(
+                    Resolver::with_table(source, None, table, None, KernelMatch::Running)
+                        .with_kallsyms(&search.kallsyms),
+                )
             }
             Source::SystemMap(p) => {
                 let mut table = sysmap::load(p)?;
@@ -244,7 +249,8 @@ impl Resolver {
                 if let Some(k) = kaslr {
                     table.relocate(k);
                 }
-                Ok(Resolver::with_table(source, None, table, kaslr, km))
+                Ok(Resolver::with_table(source, None, table, kaslr, km)
+                    .with_kallsyms(&search.kallsyms))
             }
             Source::Vmlinux(p) => {
                 let vm = Vmlinux::open(p)?;
@@ -273,6 +279,8 @@ impl Resolver {
                     kaslr,
                     kernel_match: km,
                     lines: OnceLock::new(),
+                    kallsyms: search.kallsyms.clone(),
+                    running: OnceLock::new(),
                 })
             }
         }
@@ -294,7 +302,60 @@ impl Resolver {
             kaslr,
             kernel_match: km,
             lines: OnceLock::new(),
+            kallsyms: PathBuf::new(),
+            running: OnceLock::new(),
         }
+    }
+
+    fn with_kallsyms(mut self, kallsyms: &Path) -> Resolver {
+        self.kallsyms = kallsyms.to_path_buf();
+        self
+    }
+
+    /// The table module symbols are looked up in: the source's own for kallsyms, else the running
+    /// kernel's kallsyms (a vmlinux or System.map lists no module).
+    fn module_table(&self) -> Result<&SymbolTable, Error> {
+        if let Source::Kallsyms(_) = self.source {
+            return self.table();
+        }
+        if let Some(t) = self.running.get() {
+            return Ok(t);
+        }
+        let t = kallsyms::load(&self.kallsyms)?;
+        Ok(self.running.get_or_init(|| t))
+    }
+
+    /// `module:name[@index]`: the symbol among that module's kallsyms symbols only. Its address is the
+    /// running kernel's (modules load wherever there is room: there is no link-time address to give), and
+    /// it has no member path (a vmlinux's DWARF does not describe module variables).
+    pub fn resolve_in_module(
+        &self,
+        module: &str,
+        name: &str,
+        index: Option<usize>,
+    ) -> Result<Resolved, ResolveError> {
+        let table = self.module_table()?;
+        let symbol = table.lookup_in_module(name, module, index)?.clone();
+        let mut target = format!("{module}:{name}");
+        if let Some(i) = index {
+            target.push_str(&format!("@{i}"));
+        }
+        Ok(Resolved {
+            target,
+            type_char: symbol.type_char,
+            offset: 0,
+            link_addr: None,
+            runtime_addr: Some(symbol.addr),
+            size: symbol.size.filter(|&n| n > 0),
+            section: None,
+            type_name: None,
+            symbol,
+            source: Source::Kallsyms(match &self.source {
+                Source::Kallsyms(p) => p.clone(),
+                _ => self.kallsyms.clone(),
+            }),
+            kernel_match: KernelMatch::Running,
+        })
     }
 
     pub fn source(&self) -> &Source {
@@ -499,4 +560,71 @@ fn kallsyms_markers(path: &Path) -> Result<Option<[Option<u64>; 2]>, Error> {
         }
     }
     Ok(Some(found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A made-up kernel: its kallsyms (with a module) and a System.map of the same symbols without it.
+    fn kernel(tag: &str) -> (PathBuf, SourceSearch) {
+        let dir =
+            std::env::temp_dir().join(format!("ksymwatch-resolve-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("proc")).unwrap();
+        std::fs::write(dir.join("proc/kallsyms"), crate::testing::MODULES_KALLSYMS).unwrap();
+        std::fs::write(
+            dir.join("System.map"),
+            "ffffffff81000000 T _text\nffffffff81000040 T do_thing\n",
+        )
+        .unwrap();
+        let search = SourceSearch::with_root(&dir, None);
+        (dir, search)
+    }
+
+    #[test]
+    fn module_symbols_resolve_from_kallsyms_with_their_module() {
+        let (dir, search) = kernel("kallsyms");
+        let r = Resolver::open(&search).unwrap();
+        let got = r.resolve_in_module("foo", "counter", None).unwrap();
+        assert_eq!(got.target, "foo:counter");
+        assert_eq!(got.runtime_addr, Some(0xffffffffc0001080));
+        assert_eq!((got.link_addr, got.size), (None, Some(8)));
+        assert_eq!(got.symbol.module.as_deref(), Some("foo"));
+        let text = got.to_string();
+        assert!(text.contains("\nmodule:       foo\n"), "{text}");
+        assert!(
+            got.to_json()
+                .contains("\"symbol\":\"counter\",\"module\":\"foo\","),
+            "{}",
+            got.to_json()
+        );
+        // A plain name finds it too, and says which module it is in.
+        let plain = r
+            .resolve("foo_flags", None, &[], ResolveOptions::default())
+            .unwrap();
+        assert_eq!(plain.symbol.module.as_deref(), Some("foo"));
+        assert!(plain.to_string().contains("module:       foo"));
+        // A vmlinux symbol has no module line, and `null` in JSON.
+        let vml = r
+            .resolve("do_thing", None, &[], ResolveOptions::default())
+            .unwrap();
+        assert!(!vml.to_string().contains("module:"));
+        assert!(vml.to_json().contains("\"module\":null"));
+        assert!(matches!(
+            r.resolve_in_module("baz", "counter", None),
+            Err(ResolveError::Lookup(LookupError::NoModule { .. }))
+        ));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_system_map_resolver_finds_module_symbols_in_kallsyms() {
+        let (dir, search) = kernel("sysmap");
+        let r = Resolver::open_source(Source::SystemMap(dir.join("System.map")), &search).unwrap();
+        let got = r.resolve_in_module("foo", "foo_flags", None).unwrap();
+        assert_eq!(got.runtime_addr, Some(0xffffffffc0001088));
+        assert_eq!(got.source, Source::Kallsyms(dir.join("proc/kallsyms")));
+        assert_eq!(got.kernel_match, KernelMatch::Running);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

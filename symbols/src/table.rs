@@ -224,10 +224,9 @@ impl SymbolTable {
     /// Finds one symbol by name. `index` picks among same-named symbols (`name@N`). Identical duplicates
     /// (same address, as kallsyms repeats `_text`/`_stext`) are not an ambiguity.
     pub fn lookup(&self, name: &str, index: Option<usize>) -> Result<&Symbol, LookupError> {
-        let mut found: Vec<&Symbol> = self.by_name(name).collect();
-        found.dedup_by_key(|s| s.addr);
-        match (found.len(), index) {
-            (0, _) => Err(if self.has_data_symbols() {
+        let found: Vec<&Symbol> = self.by_name(name).collect();
+        if found.is_empty() {
+            return Err(if self.has_data_symbols() {
                 LookupError::Unknown {
                     name: name.to_string(),
                     suggestions: self.suggest(name, 5),
@@ -237,26 +236,70 @@ impl SymbolTable {
                     name: name.to_string(),
                     suggestions: self.suggest(name, 3),
                 }
-            }),
-            (n, Some(i)) if i >= n => Err(LookupError::BadIndex {
-                name: name.to_string(),
-                index: i,
-                count: n,
-            }),
-            (_, Some(i)) => Ok(found[i]),
-            (1, None) => Ok(found[0]),
-            (_, None) => Err(LookupError::Ambiguous {
-                name: name.to_string(),
-                candidates: found.iter().map(|s| (s.addr, s.type_char)).collect(),
-            }),
+            });
         }
+        pick(name, found, index)
+    }
+
+    /// `module:name`: like [`SymbolTable::lookup`], among `module`'s symbols only (kallsyms' `[module]`).
+    /// A module with no symbol here is [`LookupError::NoModule`], listing the modules there are.
+    pub fn lookup_in_module(
+        &self,
+        name: &str,
+        module: &str,
+        index: Option<usize>,
+    ) -> Result<&Symbol, LookupError> {
+        let in_module = |s: &Symbol| s.module.as_deref() == Some(module);
+        let found: Vec<&Symbol> = self.by_name(name).filter(|s| in_module(s)).collect();
+        if !found.is_empty() {
+            return pick(name, found, index);
+        }
+        // Module symbols sit above the kernel image, at the end of the table: a present module is found
+        // after a short scan from there.
+        Err(if self.symbols.iter().rev().any(in_module) {
+            LookupError::NotInModule {
+                module: module.to_string(),
+                name: name.to_string(),
+                suggestions: self.suggest_among(name, 5, in_module),
+            }
+        } else {
+            LookupError::NoModule {
+                module: module.to_string(),
+                name: name.to_string(),
+                modules: self.modules(),
+            }
+        })
+    }
+
+    /// The names of the modules that have symbols here, sorted.
+    pub fn modules(&self) -> Vec<String> {
+        let mut names: Vec<&str> = Vec::new();
+        for m in self.symbols.iter().filter_map(|s| s.module.as_deref()) {
+            // A module's symbols are mostly adjacent: comparing with the last name skips nearly all.
+            if names.last() != Some(&m) {
+                names.push(m);
+            }
+        }
+        names.sort_unstable();
+        names.dedup();
+        names.into_iter().map(str::to_string).collect()
     }
 
     /// Close names for a typo: small edit distance first, then names that contain the query.
     pub fn suggest(&self, name: &str, max: usize) -> Vec<String> {
+        self.suggest_among(name, max, |_| true)
+    }
+
+    /// [`SymbolTable::suggest`] among the symbols `keep` accepts.
+    fn suggest_among(&self, name: &str, max: usize, keep: impl Fn(&Symbol) -> bool) -> Vec<String> {
         let limit = (name.chars().count() / 3).clamp(1, 3);
         let mut scored: Vec<(usize, &str)> = Vec::new();
-        for candidate in self.symbols.iter().map(|s| s.name.as_str()) {
+        for candidate in self
+            .symbols
+            .iter()
+            .filter(|s| keep(s))
+            .map(|s| s.name.as_str())
+        {
             let len_gap = candidate.len().abs_diff(name.len());
             let score = if len_gap <= limit {
                 match bounded_edit_distance(name, candidate, limit) {
@@ -307,6 +350,31 @@ impl SymbolTable {
             None if offset >= MAX_UNSIZED_SPAN => None,
             _ => Some(Symbolized { symbol, offset }),
         }
+    }
+}
+
+/// One of the symbols found for `name` (at least one, in address order): `@index`, or the only one.
+fn pick<'a>(
+    name: &str,
+    mut found: Vec<&'a Symbol>,
+    index: Option<usize>,
+) -> Result<&'a Symbol, LookupError> {
+    found.dedup_by_key(|s| s.addr);
+    match (found.len(), index) {
+        (n, Some(i)) if i >= n => Err(LookupError::BadIndex {
+            name: name.to_string(),
+            index: i,
+            count: n,
+        }),
+        (_, Some(i)) => Ok(found[i]),
+        (1, None) => Ok(found[0]),
+        (_, None) => Err(LookupError::Ambiguous {
+            name: name.to_string(),
+            candidates: found
+                .iter()
+                .map(|s| (s.addr, s.type_char, s.module.as_deref().map(str::to_string)))
+                .collect(),
+        }),
     }
 }
 
@@ -464,6 +532,69 @@ ffffffff83100000 D __start_once
         }
         assert_eq!(scanned[0], [0xffffffff81000180, 0xffffffff81000200]);
         assert!(scanned[3].is_empty());
+    }
+
+    #[test]
+    fn module_symbols_are_found_by_name_and_within_their_module() {
+        let t =
+            kallsyms::from_text(crate::testing::MODULES_KALLSYMS, Path::new("fixture")).unwrap();
+        assert_eq!(t.modules(), ["bar", "foo"]);
+        // A plain name finds a module's symbol; one in several places is ambiguous as before.
+        assert_eq!(
+            t.lookup("bar_fn", None).unwrap().module.as_deref(),
+            Some("bar")
+        );
+        assert_eq!(
+            t.lookup("counter", None).unwrap_err().to_string(),
+            "symbol `counter` is ambiguous (3 symbols): counter@0=0xffffffff83000000 (D) \
+             counter@1=0xffffffffc0001080 (d) [foo] counter@2=0xffffffffc0002040 (d) [bar]; choose one \
+             with counter@N, MODULE:counter or 0xADDR"
+        );
+        let foo = t.lookup_in_module("counter", "foo", None).unwrap();
+        assert_eq!(
+            (foo.addr, foo.module.as_deref()),
+            (0xffffffffc0001080, Some("foo"))
+        );
+        let bar = t.lookup_in_module("counter", "bar", None).unwrap();
+        assert_eq!((bar.addr, bar.size), (0xffffffffc0002040, Some(8)));
+        // Sizes stop at the module's last symbol: bar_end has no neighbour in bar.
+        assert_eq!(
+            t.lookup_in_module("bar_end", "bar", None).unwrap().size,
+            None
+        );
+        // `@N` counts within the module.
+        assert_eq!(
+            t.lookup_in_module("foo_dup", "foo", None)
+                .unwrap_err()
+                .to_string(),
+            "symbol `foo_dup` is ambiguous (2 symbols): foo_dup@0=0xffffffffc0001090 (d) [foo] \
+             foo_dup@1=0xffffffffc00010a0 (d) [foo]; choose one with foo_dup@N or 0xADDR"
+        );
+        assert_eq!(
+            t.lookup_in_module("foo_dup", "foo", Some(1)).unwrap().addr,
+            0xffffffffc00010a0
+        );
+        // A vmlinux symbol is not in any module.
+        match t.lookup_in_module("do_thing", "foo", None).unwrap_err() {
+            LookupError::NotInModule { suggestions, .. } => assert!(suggestions.is_empty()),
+            e => panic!("unexpected {e:?}"),
+        }
+        match t.lookup_in_module("foo_du", "foo", None).unwrap_err() {
+            LookupError::NotInModule { suggestions, .. } => assert_eq!(suggestions, ["foo_dup"]),
+            e => panic!("unexpected {e:?}"),
+        }
+        let e = t.lookup_in_module("x", "baz", None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`baz:x`: no module `baz` in these symbols (modules: bar, foo)"
+        );
+        assert_eq!(
+            table()
+                .lookup_in_module("x", "baz", None)
+                .unwrap_err()
+                .to_string(),
+            "`baz:x`: no module `baz` in these symbols (they hold no module symbols at all)"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ fn watch() -> Watch {
         addr: 0x10000,
         len: 8,
         access: Access::Write,
+        module: None,
     }
 }
 

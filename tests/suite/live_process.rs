@@ -367,6 +367,7 @@ fn a_refused_thread_closes_every_event_already_opened_for_the_others() {
         addr: h.addr,
         len: 8,
         access: Access::Write,
+        module: None,
     };
     let cfg = EventConfig {
         ring_pages: 8,

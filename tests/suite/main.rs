@@ -15,6 +15,7 @@ mod live_control;
 mod live_exact;
 mod live_exited;
 mod live_hotplug;
+mod live_module;
 mod live_output;
 mod live_process;
 mod live_rollback;

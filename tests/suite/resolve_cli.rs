@@ -609,3 +609,58 @@ fn line_source_matches_addr2line() {
         lines::Annotation::default()
     );
 }
+
+/// A made-up kernel with two modules (this machine's kernel has no module support, so no real one).
+fn modules_kallsyms() -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("ksymwatch-resolve-modules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let k = dir.join("kallsyms");
+    std::fs::write(&k, ksymwatch_symbols::testing::MODULES_KALLSYMS).unwrap();
+    k
+}
+
+/// `MODULE:SYMBOL` finds the symbol in that module only; text and JSON say which module answered.
+#[test]
+fn module_prefix_resolves_in_that_module() {
+    let k = modules_kallsyms();
+    let (code, out, err) = run(&["resolve", "bar:counter", "--kallsyms", p(&k)]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(field(&out, "target"), "bar:counter");
+    assert_eq!(field(&out, "module"), "bar");
+    assert_eq!(field(&out, "runtime addr"), "0xffffffffc0002040");
+    assert_eq!(field(&out, "size"), "8");
+    let (code, out, err) = run(&["resolve", "--json", "foo:counter+4", "--kallsyms", p(&k)]);
+    assert_eq!(code, 0, "{err}");
+    let j = json(&out);
+    assert_eq!(j["module"], "foo");
+    assert_eq!(hex(&j["runtime_addr"]), 0xffffffffc0001084);
+    // A plain name of a module's symbol says its module too; a vmlinux symbol has none.
+    let (_, out, _) = run(&["resolve", "--json", "foo_flags", "--kallsyms", p(&k)]);
+    assert_eq!(json(&out)["module"], "foo");
+    let (_, out, _) = run(&["resolve", "--json", "counter@0", "--kallsyms", p(&k)]);
+    assert!(json(&out)["module"].is_null(), "{out}");
+    // No such module: both meanings of the prefix are named, for `resolve` and `write` alike.
+    for cmd in ["resolve", "write"] {
+        util::rejects(
+            &[cmd, "libc:environ", "--kallsyms", p(&k)],
+            2,
+            &[
+                "no module `libc`",
+                "(modules: bar, foo)",
+                "kernel watch",
+                "-p PID",
+            ],
+        );
+    }
+    util::rejects(
+        &["resolve", "foo:bar_end", "--kallsyms", p(&k)],
+        2,
+        &["module `foo` has no symbol `bar_end`"],
+    );
+    util::rejects(
+        &["resolve", "foo:counter.x", "--kallsyms", p(&k)],
+        2,
+        &["need", "0xADDR"],
+    );
+}

@@ -2,13 +2,30 @@
 //! which only dev-dependencies enable, so none of it is in a release build of the tool): the gcc-built
 //! "vmlinux" [`fixture`], tiny hand-laid user ELF files ([`elf`]) and a made-up `/proc` to map them in
 //! ([`fake_proc`]), the gcc-built user program whose variables tests look up in a live process
-//! ([`procsym`]), servers for the debuginfod client ([`debuginfod`]), and the one way a test says it is skipped.
+//! ([`procsym`]), servers for the debuginfod client ([`debuginfod`]), a made-up kallsyms with kernel modules
+//! ([`MODULES_KALLSYMS`]), and the one way a test says it is skipped.
 
 pub mod debuginfod;
 pub mod elf;
 pub mod fake_proc;
 pub mod fixture;
 pub mod procsym;
+
+/// A kallsyms with two modules, for module-symbol tests (this machine's kernel has no module support):
+/// `counter` in vmlinux, `foo` and `bar`; `foo_dup` twice in `foo`; sizes end at each module's last symbol.
+pub const MODULES_KALLSYMS: &str = "\
+ffffffff81000000 T _text
+ffffffff81000040 T do_thing
+ffffffff83000000 D counter
+ffffffffc0001000 t foo_init\t[foo]
+ffffffffc0001080 d counter\t[foo]
+ffffffffc0001088 d foo_flags\t[foo]
+ffffffffc0001090 d foo_dup\t[foo]
+ffffffffc00010a0 d foo_dup\t[foo]
+ffffffffc0002000 t bar_fn\t[bar]
+ffffffffc0002040 d counter\t[bar]
+ffffffffc0002048 d bar_end\t[bar]
+";
 
 use std::fmt::Display;
 use std::io::Write as _;

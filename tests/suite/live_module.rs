@@ -1,0 +1,170 @@
+//! A watch on a kernel module's memory ends when the module is unloaded.
+//!
+//! This machine's kernel is built without module support: no module can be loaded or unloaded here, so the
+//! test stands in for both. A made-up kallsyms (`--kallsyms`) puts a module `ksymwatch_fake` at the address
+//! of a real, busy kernel variable (CPU0's idle stack), and the test sends what the kernel sends for
+//! `rmmod ksymwatch_fake` (`remove@/module/ksymwatch_fake`, `SUBSYSTEM=module`) to the kernel's uevent
+//! multicast group, as root may. Everything from the uevent on is real (the session's socket, the disarm,
+//! the mark, the summary, the exit code); the kernel's side of an unload (that it sends this uevent, before
+//! it frees the module's memory) is not tested here.
+
+use crate::util;
+
+use std::path::PathBuf;
+use std::time::Duration;
+use util::{parse_hits, Tracer};
+
+const MODULE: &str = "ksymwatch_fake";
+
+/// A kallsyms whose `ksymwatch_fake` module holds CPU0's idle stack (`fake_stack`, 0x4000 bytes).
+fn fake_kallsyms() -> PathBuf {
+    let real = std::fs::read_to_string("/proc/kallsyms").unwrap();
+    let addr = |name: &str| {
+        real.lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(name))
+            .and_then(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
+            .unwrap_or_else(|| panic!("{name} not in /proc/kallsyms"))
+    };
+    let (text, stack) = (addr("_text"), addr("__start_init_stack"));
+    let dir = std::env::temp_dir().join(format!("ksymwatch-live-module-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let k = dir.join("kallsyms");
+    std::fs::write(
+        &k,
+        format!(
+            "{text:016x} T _text\n{stack:016x} d fake_stack\t[{MODULE}]\n{:016x} d fake_end\t[{MODULE}]\n",
+            stack + 0x4000
+        ),
+    )
+    .unwrap();
+    k
+}
+
+/// Sends `parts` (NUL-separated) as a kernel uevent; `false` when this process may not.
+fn send_uevent(parts: &[&str]) -> bool {
+    let mut msg = Vec::new();
+    for p in parts {
+        msg.extend_from_slice(p.as_bytes());
+        msg.push(0);
+    }
+    // SAFETY: plain socket call; the result is checked.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            libc::NETLINK_KOBJECT_UEVENT,
+        )
+    };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: sockaddr_nl is plain data.
+    let mut to: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    to.nl_family = libc::AF_NETLINK as u16;
+    // Group 1: the kernel's uevents, what ksymwatch listens to.
+    to.nl_groups = 1;
+    // SAFETY: `msg` and `to` are valid for the lengths given; `fd` is ours and closed right after.
+    let sent = unsafe {
+        let n = libc::sendto(
+            fd,
+            msg.as_ptr().cast(),
+            msg.len(),
+            0,
+            (&to as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        );
+        libc::close(fd);
+        n
+    };
+    sent == msg.len() as isize
+}
+
+fn removal(module: &str) -> bool {
+    let devpath = format!("/module/{module}");
+    send_uevent(&[
+        &format!("remove@{devpath}"),
+        "ACTION=remove",
+        &format!("DEVPATH={devpath}"),
+        "SUBSYSTEM=module",
+        "SEQNUM=1",
+    ])
+}
+
+/// Reads `t`'s stream until a hit has been printed.
+fn until_a_hit(t: &mut Tracer) -> String {
+    t.read_until(|l| !l.starts_with('#') && !l.trim().is_empty())
+}
+
+#[test]
+fn a_module_watch_ends_at_its_unload_with_exit_0() {
+    let Some(_lock) = util::live() else { return };
+    let k = fake_kallsyms();
+    let target = format!("{MODULE}:fake_stack+0x3e00");
+    let mut t = Tracer::start(&["write", &target, "--kallsyms", k.to_str().unwrap()]);
+    let before = until_a_hit(&mut t);
+    // Another module's removal leaves the watch alone.
+    if !removal("some_other_module") {
+        util::skip("cannot send a kernel uevent (needs CAP_NET_ADMIN)");
+        return;
+    }
+    let more = until_a_hit(&mut t);
+    assert!(!more.contains("# module"), "{more}");
+    assert!(removal(MODULE));
+    let (code, rest, err) = t.wait(Duration::from_secs(10));
+    assert_eq!(code, 0, "stderr: {err}");
+    let mark = format!("# module {MODULE} unloaded at ");
+    let at = rest
+        .find(&mark)
+        .unwrap_or_else(|| panic!("no `{mark}` mark:\n{rest}\nstderr: {err}"));
+    let line = rest[at..].lines().next().unwrap();
+    assert!(
+        line.ends_with(&format!(": no longer watching {target}")),
+        "{line}"
+    );
+    assert!(
+        parse_hits(&rest[at..]).is_empty(),
+        "no hit after the mark:\n{rest}"
+    );
+    let all = format!("{before}{more}{rest}");
+    assert!(!parse_hits(&all).is_empty());
+    assert!(
+        err.contains("stopped: watched module unloaded"),
+        "the usual summary, with the reason: {err}"
+    );
+}
+
+/// With a target outside the module, the unload disarms the module's target only and the run goes on.
+#[test]
+fn other_targets_outlive_the_module() {
+    let Some(_lock) = util::live() else { return };
+    let k = fake_kallsyms();
+    let target = format!("{MODULE}:fake_stack+0x3e00");
+    let mut t = Tracer::start_json(&[
+        "write",
+        &target,
+        "_text",
+        "--json",
+        "--kallsyms",
+        k.to_str().unwrap(),
+    ]);
+    t.read_until(|l| l.contains("\"type\":\"hit\""));
+    if !removal(MODULE) {
+        util::skip("cannot send a kernel uevent (needs CAP_NET_ADMIN)");
+        return;
+    }
+    let marked = t.read_until(|l| l.contains("\"type\":\"module_unloaded\""));
+    let mark: serde_json::Value = serde_json::from_str(marked.lines().last().unwrap()).unwrap();
+    assert_eq!(mark["module"], MODULE, "{marked}");
+    assert_eq!(mark["targets"], serde_json::json!([target]));
+    // Still running, on the other target: a breakpoint on _text (code) sees no store, and the session
+    // waits for a signal as usual.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(t.child.try_wait().unwrap().is_none(), "the run goes on");
+    let (code, rest, err) = t.interrupt(Duration::from_secs(10));
+    assert_eq!(code, 0, "stderr: {err}");
+    assert!(
+        !rest.contains("\"target\":\"ksymwatch_fake"),
+        "no hit of the module's target after the mark:\n{rest}"
+    );
+    assert!(rest.contains("\"stop\":\"signal\""), "{rest}");
+}

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use ksymwatch_symbols::{kallsyms, Resolver, Source, SourceSearch};
+use ksymwatch_symbols::{kallsyms, Btf, Resolver, Source, SourceSearch};
 use serde::Serialize;
 
 use crate::config::advice::Advised;
@@ -56,6 +56,10 @@ pub struct Report {
     pub debuginfod_urls: Vec<String>,
     pub debuginfod_cache: Option<String>,
     pub debuginfod_cached: bool,
+    /// The kernel's BTF, which `(TYPE)BASE.FIELD` targets read types from: its path when it loads.
+    pub btf: Option<String>,
+    /// Why it does not load.
+    pub btf_error: Option<String>,
     pub online_cpus: String,
     /// Free debug registers per online CPU, probed.
     pub debug_registers: Vec<CpuSlots>,
@@ -94,6 +98,10 @@ pub fn gather() -> Report {
         .map(|v| ksymwatch_symbols::debuginfod::parse_urls(&v))
         .unwrap_or_default();
     let debuginfod_cached = search.debuginfod_cached().is_some();
+    let (btf, btf_error) = match Btf::open(Path::new(Btf::VMLINUX)) {
+        Ok(_) => (Some(Btf::VMLINUX.to_string()), None),
+        Err(e) => (None, Some(Advised(e).to_string())),
+    };
     let online = cpulist::read(Path::new(cpulist::ONLINE)).unwrap_or_default();
     let free: Vec<CpuSlots> = if breakpoint_pmu {
         online
@@ -181,6 +189,8 @@ pub fn gather() -> Report {
             .as_ref()
             .map(|p| p.display().to_string()),
         debuginfod_cached,
+        btf,
+        btf_error,
         online_cpus: cpulist::format(&online),
         debug_registers: free,
         hotplug_writable,
@@ -299,6 +309,16 @@ pub fn render(r: &Report) -> String {
             format!("{} ({})", r.symbol_source, r.symbol_source_matches),
         ),
         ("debuginfod", debuginfod_row(r)),
+        (
+            "btf",
+            match (&r.btf, &r.btf_error) {
+                (Some(p), _) => format!("{p} (typed targets: '(struct TYPE)0xADDR.FIELD')"),
+                (None, e) => format!(
+                    "unavailable: {}; typed targets need --btf FILE",
+                    e.as_deref().unwrap_or("?")
+                ),
+            },
+        ),
         (
             "debug registers",
             r.debug_registers

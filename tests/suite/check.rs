@@ -47,6 +47,16 @@ fn reports_this_machine_and_free_registers() {
         out.contains("bpf (--value)    a perf-event program loads"),
         "{out}"
     );
+    // The kernel's BTF, when it has one, is what typed targets read.
+    let btf = std::path::Path::new("/sys/kernel/btf/vmlinux").exists();
+    assert_eq!(v["btf"].is_string(), btf, "{v}");
+    assert_eq!(v["btf_error"].is_null(), btf, "{v}");
+    if btf {
+        assert!(
+            out.contains("btf              /sys/kernel/btf/vmlinux (typed targets"),
+            "{out}"
+        );
+    }
 }
 
 #[test]

@@ -185,7 +185,10 @@ fn a_typed_target_that_does_not_fit_its_type_is_refused_with_the_way_out() {
     util::rejects(
         &["resolve", &format!("{t}.no_such_field")],
         2,
-        &["no field `no_such_field`", "fields; the first are thread_info"],
+        &[
+            "no field `no_such_field`",
+            "fields; the first are thread_info",
+        ],
     );
     // Hundreds of fields: the message names the ones that look like the typo.
     util::rejects(
@@ -336,4 +339,87 @@ fn a_user_buffer_typed_as_a_kernel_struct_is_watched_on_its_member() {
     // two, never none; the helper's 2-byte store is one.
     assert!((n..=2 * n).contains(&kernel), "{kernel} kernel hits: {out}");
     assert_eq!(user, n, "{out}");
+}
+
+/// A raw BTF blob as pahole lays out a kernel built with its global-variable encoding: `int`,
+/// `struct pair { int a; int b; }`, and a global `ksw_global` of that type in `.data`.
+fn btf_with_a_global() -> Vec<u8> {
+    let strings = b"\0int\0pair\0a\0b\0ksw_global\0.data\0";
+    let name = |s: &str| -> u32 {
+        let needle = format!("\0{s}\0");
+        let at = strings
+            .windows(needle.len())
+            .position(|w| w == needle.as_bytes())
+            .expect("name in the string section");
+        at as u32 + 1
+    };
+    let kind = |k: u32, vlen: u32| (k << 24) | vlen;
+    let mut types: Vec<u32> = Vec::new();
+    // [1] INT 'int' size 4, signed, 32 bits.
+    types.extend([name("int"), kind(1, 0), 4, (1 << 24) | 32]);
+    // [2] STRUCT 'pair' size 8: a at bit 0, b at bit 32.
+    types.extend([name("pair"), kind(4, 2), 8]);
+    types.extend([name("a"), 1, 0, name("b"), 1, 32]);
+    // [3] VAR 'ksw_global' of type 2, global linkage.
+    types.extend([name("ksw_global"), kind(14, 0), 2, 1]);
+    // [4] DATASEC '.data' size 8: var 3 at offset 0, 8 bytes.
+    types.extend([name(".data"), kind(15, 1), 8, 3, 0, 8]);
+    let type_len = (types.len() * 4) as u32;
+    let mut blob = Vec::new();
+    blob.extend(0xeb9f_u16.to_le_bytes());
+    blob.extend([1u8, 0]);
+    for word in [24, 0, type_len, type_len, strings.len() as u32] {
+        blob.extend(u32::to_le_bytes(word));
+    }
+    for word in types {
+        blob.extend(word.to_le_bytes());
+    }
+    blob.extend(strings);
+    blob
+}
+
+/// Where BTF records a global's type (kernels built with pahole's global-variable encoding), a member of
+/// it needs no cast and no DWARF: kallsyms gives the address, BTF the member.
+#[test]
+fn a_global_whose_type_btf_records_has_fields_without_dwarf() {
+    let dir = std::env::temp_dir().join(format!("ksymwatch-btf-global-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let btf = dir.join("btf");
+    std::fs::write(&btf, btf_with_a_global()).unwrap();
+    let kallsyms = dir.join("kallsyms");
+    std::fs::write(
+        &kallsyms,
+        "ffffffff81000000 T _text\nffffffff81000100 D ksw_global\nffffffff81000108 D ksw_next\n",
+    )
+    .unwrap();
+    let (btf, kallsyms) = (btf.to_str().unwrap(), kallsyms.to_str().unwrap());
+    let (code, out, err) = util::run(&[
+        "resolve",
+        "--json",
+        "ksw_global.b",
+        "--btf",
+        btf,
+        "--kallsyms",
+        kallsyms,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["runtime_addr"], "0xffffffff81000104", "{v}");
+    assert_eq!((&v["offset"], &v["size"]), (&4.into(), &4.into()), "{v}");
+    assert_eq!(v["type"], "int");
+    assert_eq!(v["cast"], "struct pair");
+    assert_eq!(v["base"], "ksw_global");
+    util::rejects(
+        &[
+            "resolve",
+            "ksw_global.c",
+            "--btf",
+            btf,
+            "--kallsyms",
+            kallsyms,
+        ],
+        2,
+        &["no field `c`", "its fields are: a, b"],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,7 +3,7 @@
 //!
 //! One command a line:
 //! - `watch TARGET[/LEN] [w|rw]`: move the watch to TARGET (resolved as on the command line; the access
-//!   defaults to the command's, `write` or `rw`);
+//!   defaults to the command's, `write` or `rw`; a `(struct TYPE)` cast's space is part of the target);
 //! - `off`, `on`: disable and re-enable the watch, keeping every debug register;
 //! - blank lines and lines starting with `#` are ignored.
 //!
@@ -40,9 +40,8 @@ pub fn parse(line: &str) -> std::result::Result<Option<Command>, String> {
     if line.is_empty() || line.starts_with('#') {
         return Ok(None);
     }
-    let mut words = line.split_whitespace();
-    let verb = words.next().unwrap_or_default();
-    let rest: Vec<&str> = words.collect();
+    let (verb, args) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let rest = words(args.trim_start());
     match (verb, rest.as_slice()) {
         ("off", []) => Ok(Some(Command::Off)),
         ("on", []) => Ok(Some(Command::On)),
@@ -67,6 +66,26 @@ pub fn parse(line: &str) -> std::result::Result<Option<Command>, String> {
             "unknown command `{verb}`; the commands are `watch TARGET[/LEN] [w|rw]`, `off` and `on`"
         )),
     }
+}
+
+/// The words after the verb, where a target's `(struct TYPE)` cast is one word with what follows it, spaces
+/// and all: `(struct task_struct)0xffff888103a4c000.pid rw` is a target and an access.
+fn words(args: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = args;
+    while !rest.is_empty() {
+        let cast_end = if rest.starts_with('(') {
+            rest.find(')').unwrap_or(0)
+        } else {
+            0
+        };
+        let end = rest[cast_end..]
+            .find(char::is_whitespace)
+            .map_or(rest.len(), |i| cast_end + i);
+        out.push(&rest[..end]);
+        rest = rest[end..].trim_start();
+    }
+    out
 }
 
 /// Longest line kept; a longer one is refused whole rather than grown without bound.
@@ -229,6 +248,15 @@ mod tests {
             parse("watch 0x1000"),
             Ok(Some(Command::Watch { access: None, .. }))
         ));
+        // A cast's space does not end the target.
+        let Ok(Some(Command::Watch { target, access })) =
+            parse("watch  (struct task_struct *)0xffff888103a4c000.pid   rw")
+        else {
+            panic!("a typed watch did not parse");
+        };
+        assert_eq!(target.text, "(struct task_struct *)0xffff888103a4c000.pid");
+        assert!(target.cast.is_some());
+        assert_eq!(access, Some(Access::ReadWrite));
     }
 
     #[test]

@@ -423,3 +423,31 @@ fn a_global_whose_type_btf_records_has_fields_without_dwarf() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A module's variable has no type in kallsyms, but a cast gives it one: the base is found among the
+/// module's symbols (a made-up kallsyms: this kernel has no module support), the member in BTF.
+#[test]
+fn a_cast_gives_a_module_variable_fields() {
+    if !Path::new(BTF).exists() {
+        util::skip(format_args!("{BTF} is missing: this kernel has no BTF"));
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ksymwatch-typed-module-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kallsyms = dir.join("kallsyms");
+    std::fs::write(&kallsyms, ksymwatch_symbols::testing::MODULES_KALLSYMS).unwrap();
+    let (code, out, err) = util::run(&[
+        "resolve",
+        "--json",
+        "(struct list_head)foo:counter.prev",
+        "--kallsyms",
+        kallsyms.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    // foo's counter, not vmlinux's at 0xffffffff83000000; `prev` is the second pointer.
+    assert_eq!(v["base_addr"], "0xffffffffc0001080", "{v}");
+    assert_eq!(v["runtime_addr"], "0xffffffffc0001088", "{v}");
+    assert_eq!(v["type"], "struct list_head *");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -105,7 +105,7 @@ pub fn resolve(resolver: &Resolver, target: &Target, progress: bool) -> Result<R
     if !rest.is_empty() && resolver.vmlinux().is_none() {
         return Err(Error::usage(format!(
             "`{}`: struct fields and array elements need DWARF type information, which {} does not have; \
-             pass --vmlinux FILE with debug info, set DEBUGINFOD_URLS to fetch it, or give the address as 0xADDR",
+             pass --vmlinux FILE with debug info, set DEBUGINFOD_URLS to fetch it, or give the object's type and address: '(struct TYPE)0xADDR.FIELD'",
             target.text,
             resolver.source()
         )));

@@ -79,7 +79,7 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
             {
                 return Err(Error::usage(format!(
                     "`{}`: struct fields and array elements need DWARF type information; pass --vmlinux FILE \
-                     with debug info, set DEBUGINFOD_URLS to fetch it, or give the address as 0xADDR",
+                     with debug info, set DEBUGINFOD_URLS to fetch it, or give the object's type and address: '(struct TYPE)0xADDR.FIELD'",
                     target.text
                 )));
             }
@@ -99,9 +99,10 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
                 });
             if !rest.is_empty() {
                 return Err(Error::usage(format!(
-                    "`{}`: the field path `{}` needs DWARF type information; pass --vmlinux FILE with debug info, or set DEBUGINFOD_URLS to fetch it",
+                    "`{}`: the field path `{}` needs DWARF type information; pass --vmlinux FILE with debug info, set DEBUGINFOD_URLS to fetch it, or cast it to its type: '(struct TYPE){}'",
                     target.text,
-                    rest.iter().map(|e| e.to_string()).collect::<String>()
+                    rest.iter().map(|e| e.to_string()).collect::<String>(),
+                    target.text
                 )));
             }
             let sym = match target.kernel_module() {

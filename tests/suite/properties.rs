@@ -30,6 +30,44 @@ proptest! {
     }
 
     #[test]
+    fn target_parser_never_panics_on_cast_soup(s in "\\(?[a-z_ *()]{0,16}\\)?[a-z_0-9x.+/@:\\[\\]()*]{0,30}") {
+        if let Err(e) = target::parse(&s) {
+            let text = e.to_string();
+            prop_assert!(!text.contains("``"), "{}", text);
+        }
+    }
+
+    #[test]
+    fn a_cast_round_trips(
+        kind in prop::sample::select(vec!["", "struct ", "union ", "enum "]),
+        ty in "[a-z_][a-z0-9_]{0,20}",
+        star in prop::sample::select(vec!["", " *", "*"]),
+        addr in 1u64..,
+        path in prop::collection::vec(("[a-z_][a-z0-9_]{0,8}", proptest::option::of(0u64..1000)), 0..4),
+        off in proptest::option::of(any::<u32>()),
+    ) {
+        let mut text = format!("({kind}{ty}{star})0x{addr:x}");
+        for (field, index) in &path {
+            text.push_str(&format!(".{field}"));
+            if let Some(i) = index {
+                text.push_str(&format!("[{i}]"));
+            }
+        }
+        if let Some(o) = off {
+            text.push_str(&format!("+{o}"));
+        }
+        let t = target::parse(&text).unwrap();
+        let cast = t.cast.expect("a cast");
+        prop_assert_eq!(cast.name, ty);
+        prop_assert_eq!(cast.kind.is_some(), !kind.is_empty());
+        prop_assert_eq!(t.base, target::Base::Address(addr));
+        let steps = path.iter().map(|(_, i)| 1 + usize::from(i.is_some())).sum::<usize>();
+        prop_assert_eq!(t.path.len(), steps);
+        // A typed address keeps +OFF for after its path.
+        prop_assert_eq!(t.offset, off.map_or(0, u64::from));
+    }
+
+    #[test]
     fn symbol_plus_offset_len_round_trips(
         name in "[a-z_][a-z0-9_]{0,20}",
         off in any::<u32>(),

@@ -67,11 +67,12 @@ pub fn run(args: ResolveArgs) -> Result<()> {
 /// the member from BTF.
 fn typed(args: &ResolveArgs, target: &Target, types: &typed::Types) -> Result<()> {
     let base = typed::base_target(target);
-    let (addr, label) = match (&base.base, args.pid) {
-        (Base::Address(a), _) => (*a, base.text.clone()),
+    let (addr, label, source) = match (&base.base, args.pid) {
+        (Base::Address(a), _) => (*a, base.text.clone(), None),
         (Base::Symbol { .. }, Some(pid)) => {
             let r = process::resolve(Path::new(process::PROC), pid, &base)?;
-            (r.addr, base.text.clone())
+            let source = format!("{} of process {pid}", r.found.object.display());
+            (r.addr, base.text.clone(), Some(source))
         }
         (Base::Symbol { .. }, None) => {
             let search = symbols::search(Files {
@@ -82,10 +83,13 @@ fn typed(args: &ResolveArgs, target: &Target, types: &typed::Types) -> Result<()
             });
             let resolver = symbols::open(search.pick(), &search)?;
             let r = symbols::resolve(&resolver, &base, true)?;
-            (r.watch_addr(), r.target)
+            // A file that is not the running kernel places the base at its link address; say which.
+            let source = format!("{}, kernel: {}", r.source, r.kernel_match);
+            (r.watch_addr(), r.target, Some(source))
         }
     };
-    let t = typed::resolve(types, target, addr, &label)?;
+    let mut t = typed::resolve(types, target, addr, &label)?;
+    t.base_source = source;
     let text = if args.json {
         t.to_json()
     } else {

@@ -232,6 +232,8 @@ pub struct Typed {
     /// The member's C type; `None` after `+OFF`, which lands inside it.
     pub type_name: Option<String>,
     pub btf: PathBuf,
+    /// Which file placed a symbol base, and whether it is the running kernel (`resolve` fills it).
+    pub base_source: Option<String>,
 }
 
 /// Resolves `target`'s cast and path at `base_addr` (where its base resolved).
@@ -292,6 +294,7 @@ pub fn resolve(types: &Types, target: &Target, base_addr: u64, base: &str) -> Re
         size: m.size.map(|s| s - off),
         type_name: (off == 0).then_some(m.type_name),
         btf,
+        base_source: None,
     })
 }
 
@@ -324,6 +327,7 @@ impl Typed {
             "size": self.size,
             "type": self.type_name,
             "btf": self.btf.to_string_lossy(),
+            "base_source": self.base_source,
         })
         .to_string()
     }
@@ -360,6 +364,10 @@ impl fmt::Display for Typed {
                 .as_deref()
                 .unwrap_or("unknown (inside the member)")
         )?;
-        write!(f, "types:        BTF {}", self.btf.display())
+        write!(f, "types:        BTF {}", self.btf.display())?;
+        if let Some(s) = &self.base_source {
+            write!(f, "\nsource:       {s}")?;
+        }
+        Ok(())
     }
 }

@@ -449,5 +449,11 @@ fn a_cast_gives_a_module_variable_fields() {
     assert_eq!(v["base_addr"], "0xffffffffc0001080", "{v}");
     assert_eq!(v["runtime_addr"], "0xffffffffc0001088", "{v}");
     assert_eq!(v["type"], "struct list_head *");
+    // Which file placed the base, and whether it is the running kernel.
+    let source = v["base_source"].as_str().unwrap_or_default();
+    assert!(
+        source.starts_with("kallsyms ") && source.contains(", kernel: "),
+        "{v}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -222,3 +222,15 @@ impl SymbolArgs {
         }
     }
 }
+
+impl ResolveArgs {
+    /// The symbol files named on the command line, as [`SymbolArgs::files`] gives them for a watch.
+    pub fn files(&self) -> crate::config::symbols::Files<'_> {
+        crate::config::symbols::Files {
+            kallsyms: &self.kallsyms,
+            vmlinux: self.vmlinux.as_deref(),
+            system_map: self.system_map.as_deref(),
+            notes: &self.kernel_notes,
+        }
+    }
+}

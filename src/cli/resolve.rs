@@ -8,7 +8,7 @@ use std::path::Path;
 use ksymwatch_symbols::Source;
 
 use crate::cli::args::ResolveArgs;
-use crate::config::symbols::{self, Files};
+use crate::config::symbols;
 use crate::config::target::{Base, Target};
 use crate::config::{debuginfod, process, target, typed};
 use crate::error::{Context, Error, Result};
@@ -34,12 +34,7 @@ pub fn run(args: ResolveArgs) -> Result<()> {
         };
         return super::print_answer(&(text + "\n"));
     }
-    let mut search = symbols::search(Files {
-        kallsyms: &args.kallsyms,
-        vmlinux: args.vmlinux.as_deref(),
-        system_map: args.system_map.as_deref(),
-        notes: &args.kernel_notes,
-    });
+    let mut search = symbols::search(args.files());
     let picked = search.pick();
     let picked = debuginfod::fetch_if_needed(
         &mut search,
@@ -75,12 +70,7 @@ fn typed(args: &ResolveArgs, target: &Target, types: &typed::Types) -> Result<()
             (r.addr, base.text.clone(), Some(source))
         }
         (Base::Symbol { .. }, None) => {
-            let search = symbols::search(Files {
-                kallsyms: &args.kallsyms,
-                vmlinux: args.vmlinux.as_deref(),
-                system_map: args.system_map.as_deref(),
-                notes: &args.kernel_notes,
-            });
+            let search = symbols::search(args.files());
             let resolver = symbols::open(search.pick(), &search)?;
             let r = symbols::resolve(&resolver, &base, true)?;
             // A file that is not the running kernel places the base at its link address; say which.

@@ -310,7 +310,10 @@ pub fn apply(
         return Ok(base);
     }
     let t = resolve(types, target, base.watch.addr, &base.watch.label)?;
-    watch::sized(target, access, t.addr, t.size, t.label, base.warnings)
+    let mut moved = watch::sized(target, access, t.addr, t.size, t.label, base.warnings)?;
+    // The member is in the base's memory: a module's, the watch still ends when that module goes.
+    moved.watch.module = base.watch.module;
+    Ok(moved)
 }
 
 impl Typed {

@@ -18,6 +18,11 @@ const MODULE: &str = "ksymwatch_fake";
 
 /// A kallsyms whose `ksymwatch_fake` module holds CPU0's idle stack (`fake_stack`, 0x4000 bytes).
 fn fake_kallsyms() -> PathBuf {
+    fake_kallsyms_of("kallsyms", &[("fake_stack", 0), ("fake_end", 0x4000)])
+}
+
+/// A kallsyms `file` whose `ksymwatch_fake` module has `symbols` at these offsets into CPU0's idle stack.
+fn fake_kallsyms_of(file: &str, symbols: &[(&str, u64)]) -> PathBuf {
     let real = std::fs::read_to_string("/proc/kallsyms").unwrap();
     let addr = |name: &str| {
         real.lines()
@@ -28,15 +33,12 @@ fn fake_kallsyms() -> PathBuf {
     let (text, stack) = (addr("_text"), addr("__start_init_stack"));
     let dir = std::env::temp_dir().join(format!("ksymwatch-live-module-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let k = dir.join("kallsyms");
-    std::fs::write(
-        &k,
-        format!(
-            "{text:016x} T _text\n{stack:016x} d fake_stack\t[{MODULE}]\n{:016x} d fake_end\t[{MODULE}]\n",
-            stack + 0x4000
-        ),
-    )
-    .unwrap();
+    let k = dir.join(file);
+    let mut lines = format!("{text:016x} T _text\n");
+    for (name, off) in symbols {
+        lines.push_str(&format!("{:016x} d {name}\t[{MODULE}]\n", stack + off));
+    }
+    std::fs::write(&k, lines).unwrap();
     k
 }
 
@@ -167,4 +169,34 @@ fn other_targets_outlive_the_module() {
         "no hit of the module's target after the mark:\n{rest}"
     );
     assert!(rest.contains("\"stop\":\"signal\""), "{rest}");
+}
+
+/// A typed target on a module's variable (its base among the module's symbols, the member from BTF) is
+/// the module's memory too: it ends at the unload like any other.
+#[test]
+fn a_typed_watch_on_a_module_variable_ends_at_its_unload() {
+    let Some(_lock) = util::live() else { return };
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        util::skip("/sys/kernel/btf/vmlinux is missing: this kernel has no BTF");
+        return;
+    }
+    // `fake_head`, a list_head over the busy word 0x3e00 into CPU0's idle stack.
+    let k = fake_kallsyms_of(
+        "typed-kallsyms",
+        &[("fake_head", 0x3e00), ("fake_end", 0x3e10)],
+    );
+    let target = format!("(struct list_head){MODULE}:fake_head.next");
+    let mut t = Tracer::start(&["write", &target, "--kallsyms", k.to_str().unwrap()]);
+    until_a_hit(&mut t);
+    if !removal(MODULE) {
+        util::skip("cannot send a kernel uevent (needs CAP_NET_ADMIN)");
+        return;
+    }
+    let (code, rest, err) = t.wait(Duration::from_secs(10));
+    assert_eq!(code, 0, "stderr: {err}");
+    assert!(
+        rest.contains(&format!("# module {MODULE} unloaded at ")),
+        "no unload mark:\n{rest}\nstderr: {err}"
+    );
+    assert!(err.contains("stopped: watched module unloaded"), "{err}");
 }

@@ -122,7 +122,7 @@ pub fn resolve(resolver: &Resolver, target: &Target, progress: bool) -> Result<R
 
 /// `MODULE:SYMBOL` (a kernel watch's `OBJECT:`): looked up among that module's kallsyms symbols, dotted
 /// names split longest first as for any symbol. A module variable's fields need its types, which no
-/// source here has.
+/// source here has: a `(TYPE)` cast gives them (`crate::config::typed`).
 fn resolve_in_module(
     resolver: &Resolver,
     target: &Target,
@@ -136,8 +136,8 @@ fn resolve_in_module(
             Ok(_) if !rest.is_empty() => {
                 return Err(Error::usage(format!(
                     "`{}`: fields and elements of a module's variable need its type information, which \
-                     kallsyms does not have; give the member's address as 0xADDR",
-                    target.text
+                     kallsyms does not have; name its type, '(struct TYPE){}', or give the member's address as 0xADDR",
+                    target.text, target.text
                 )))
             }
             Ok(r) => return with_offset(r, target),

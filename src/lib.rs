@@ -5,14 +5,14 @@
 //! - [`cli`]: clap types, their conversion into the typed configs below, one module per subcommand, and
 //!   the one place errors become exit codes. Nothing imports it.
 //! - [`trace`]: the running session: the event loop, the armed event set, the time-ordered merge of all
-//!   rings, hotplug following, task names, symbolized hits handed to a [`report::Output`].
-//! - [`report`]: printers and summaries, fed already-symbolized hits; no system calls, no /proc (it reads
+//!   rings, hotplug following, task names, symbolized hits handed to a `report::Output`.
+//! - `report`: printers and summaries, fed already-symbolized hits; no system calls, no /proc (it reads
 //!   the decoded [`perf::record::Sample`] type, nothing else of perf).
 //! - [`perf`]: the raw kernel interface: system calls, breakpoint events, rings, record decoding, arming.
 //! - [`config`]: what to watch (TARGET grammar, resolution to an address through the `ksymwatch-symbols`
 //!   crate), which symbol file answers, filters and limits.
 //!
-//! [`error`] (the error type and exit codes), [`cpulist`] (the kernel's CPU-list text) and [`stderr`]
+//! [`error`] (the error type and exit codes), [`cpulist`] (the kernel's CPU-list text) and `stderr`
 //! (message output whose failure cannot change the exit code) are shared leaves. All symbol-table code, kernel and user space, lives in the `ksymwatch-symbols` crate.
 
 pub mod cli;

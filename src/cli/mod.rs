@@ -1,4 +1,4 @@
-//! The command-line layer: clap argument types ([`args`]), their conversion into the typed configs the
+//! The command-line layer: clap argument types (`args`), their conversion into the typed configs the
 //! layers below take, one module per subcommand, opening the files named for output (`output_file`), and
 //! the one place an error becomes a line on stderr and a documented exit code.
 //!

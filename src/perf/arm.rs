@@ -1,5 +1,5 @@
-//! Arming every requested CPU (and, for a process watch, every thread) as one transaction (the 2009
-//! hw-breakpoint thread's point): every event is opened and mapped disabled first; only when all succeeded
+//! Arming every requested CPU (and, for a process watch, every thread) as one transaction, so a failure
+//! on one CPU never leaves a partial watch printing hits: every event is opened and mapped disabled first; only when all succeeded
 //! are they enabled. If any step fails on any CPU or thread, every event already opened is closed and
 //! nothing has produced a single hit.
 //!

@@ -1,7 +1,7 @@
-//! The kernel interface and nothing else: every raw system call ([`sys`]; the only other `unsafe` reads the mapped ring), the
-//! typed breakpoint event ([`event`]), the ring-buffer reader ([`ring`]), the pure record decoder
+//! The kernel interface and nothing else: every raw system call (`sys`; the only other `unsafe` reads the mapped ring), the
+//! typed breakpoint event ([`event`]), the ring-buffer reader (`ring`), the pure record decoder
 //! ([`record`]), the all-or-nothing arming of a set of events ([`arm`]), the privilege check
-//! ([`privilege`]), the warm-up that overlaps the first open's RCU wait with start-up ([`warmup`]), and the
+//! (`privilege`), the warm-up that overlaps the first open's RCU wait with start-up ([`warmup`]), and the
 //! BPF program that reads each hit's value and decides `--if` in the kernel ([`bpf`]).
 //!
 //! Uses only the watch it is asked to arm ([`crate::config::watch::Watch`]), for `--value` the condition

@@ -314,7 +314,7 @@ fn record_cursor(bytes: &[u8]) -> Result<(u16, Cursor<'_>), DecodeError> {
     Ok((misc, cursor))
 }
 
-/// Decodes one record, header included, as [`crate::perf::ring::Ring::drain`] hands it out.
+/// Decodes one record, header included, as `crate::perf::ring::Ring::drain` hands it out.
 pub fn decode(bytes: &[u8], sample_type: u64) -> Result<Record, DecodeError> {
     decode_reusing(bytes, sample_type, Vec::new())
 }

@@ -1,5 +1,5 @@
-//! `--control FIFO|-`: the line protocol a script uses to move a running watch (the 2020 seed's sampling
-//! race hunt: watch one variable for a while, then another, without re-arming thousands of threads).
+//! `--control FIFO|-`: the line protocol a script uses to move a running watch (hunt a race by sampling:
+//! watch one variable for a while, then another, without re-arming every thread).
 //!
 //! One command a line:
 //! - `watch TARGET[/LEN] [w|rw]`: move the watch to TARGET (resolved as on the command line; the access

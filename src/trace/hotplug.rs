@@ -1,10 +1,11 @@
-//! Following CPU hotplug, so a CPU that comes online after arming is covered (the 2009 thread's complaint
-//! about iterative registration) and one that goes away gives up its dead event.
+//! Following CPU hotplug, so a CPU that comes online after arming is covered (a watch that only
+//! holds the CPUs online at its start silently misses every later one) and one that goes away gives up its
+//! dead event.
 //!
 //! The kernel announces `online@/devices/system/cpu/cpuN` and `offline@...` on the NETLINK_KOBJECT_UEVENT
 //! socket (no udev needed). Netlink may drop messages (ENOBUFS), and sysfs `online` files never signal poll,
 //! so every message, and a slow timer, triggers a reconcile against `/sys/devices/system/cpu/online`. The
-//! same socket tells of kernel modules being removed, which [`crate::trace::unload`] acts on.
+//! same socket tells of kernel modules being removed, which `crate::trace::unload` acts on.
 
 use std::collections::BTreeSet;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -58,7 +59,7 @@ pub struct Changes {
     /// When the uevent that triggered this was read (CLOCK_MONOTONIC ns), so the mark can say how long arming
     /// took; `None` for a timer reconcile.
     pub uevent_ns: Option<u64>,
-    /// Kernel modules the uevents said were removed ([`crate::trace::unload`]), in the order they went.
+    /// Kernel modules the uevents said were removed (`crate::trace::unload`), in the order they went.
     pub modules_removed: Vec<String>,
 }
 

@@ -1,8 +1,8 @@
 //! Launch mode (`ksymwatch write TARGET -- CMD ARGS`): the command is started under `PTRACE_TRACEME`, so it
 //! stops right after its exec, with its program mapped and not one of its instructions run. The watch is
 //! armed on it there (one inherited event per CPU: every thread it starts is covered by the kernel, with no
-//! thread list to read and no race), then it is let go. The 2020 process-wide-watchpoint thread's advice:
-//! create the watch before the threads exist.
+//! thread list to read and no race), then it is let go. Creating the watch before any thread exists
+//! is what makes it cover every thread without a race.
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command};

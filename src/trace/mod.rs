@@ -1,14 +1,14 @@
 //! The running session: the loop that ties the armed events' rings to signals, the deadline and CPU
-//! hotplug ([`session`]); the armed event set that owns every descriptor and ring ([`events`]); the merge
-//! of records from all rings in timestamp order ([`sorter`]); following CPUs as they come and go
-//! ([`hotplug`]); naming tasks ([`comm`]) and frames ([`symbolize`]), and letting go of what exited tasks
-//! left behind ([`exited`]); starting a command stopped at its exec
-//! for launch mode ([`launch`]); reading `--control` commands ([`control`]); ending the watches on a kernel
-//! module that is unloaded ([`unload`]).
+//! hotplug (`session`); the armed event set that owns every descriptor and ring (`events`); the merge
+//! of records from all rings in timestamp order (`sorter`); following CPUs as they come and go
+//! ([`hotplug`]); naming tasks (`comm`) and frames (`symbolize`), and letting go of what exited tasks
+//! left behind (`exited`); starting a command stopped at its exec
+//! for launch mode (`launch`); reading `--control` commands (`control`); ending the watches on a kernel
+//! module that is unloaded (`unload`).
 //!
 //! Uses [`crate::perf`] for events and records and [`crate::config`] for what to watch, keep and stop on;
-//! hands symbolized hits to a [`crate::report::Output`] and never prints itself. Every name comes from the
-//! `ksymwatch-symbols` crate (kernel tables, user-space maps and ELF symbols, source lines); [`symbolize`]
+//! hands symbolized hits to a `crate::report::Output` and never prints itself. Every name comes from the
+//! `ksymwatch-symbols` crate (kernel tables, user-space maps and ELF symbols, source lines); `symbolize`
 //! only applies them to a sample.
 
 pub(crate) mod comm;

@@ -16,7 +16,7 @@
 //! KASLR offset ([`kaslr`]) once the file is shown to be the running kernel ([`buildid`]); a file that is
 //! not still answers with link-time addresses, and [`MismatchPolicy`] decides whether to arm on it.
 //!
-//! Modules, one job each: [`file`] opens every file the crate reads (regular files only, reads bounded),
+//! Modules, one job each: [`file`](mod@file) opens every file the crate reads (regular files only, reads bounded),
 //! [`kallsyms`] and [`sysmap`] parse the text formats, [`cache`] keeps the running kernel's parsed kallsyms, [`vmlinux`] the ELF,
 //! [`buildid`] the notes, [`debuginfod`] fetches a vmlinux by build-id, [`kaslr`] the relocation, [`dwarf`]
 //! member paths and types, [`btf`] the same from the kernel's BTF, [`lines`] file:line,

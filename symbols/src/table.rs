@@ -31,7 +31,7 @@ impl std::fmt::Display for Symbolized<'_> {
 ///
 /// The name index is built on demand: most runs look up one or two names (the targets), which a scan of the
 /// table answers in well under a millisecond, while building any index over 100k+ names costs more than
-/// that. After [`LINEAR_LOOKUPS`] scans (a KASLR cross-check looks up dozens) the index is built once: name
+/// that. After `LINEAR_LOOKUPS` scans (a KASLR cross-check looks up dozens) the index is built once: name
 /// hashes sorted with their positions, so building it hashes each name once and copies none.
 #[derive(Debug, Default)]
 pub struct SymbolTable {

@@ -1,7 +1,7 @@
 //! The value program: what runs in the kernel at every hit of one watch when `--value` or `--if` is given.
 //! Generated from the watch's length, the `--if` condition and the `--tid`/`--comm`/`--exclude-idle`/
 //! `--kernel-only`/`--user-only` filters; pure, so it is checked offline by running it in
-//! [`super::interp`].
+//! `super::interp`.
 //!
 //! At the trap (x86 data breakpoints trap after the store) it:
 //! 1. reads the watched `len` bytes at the breakpoint's address (`bpf_probe_read_user`, or `_kernel` for a

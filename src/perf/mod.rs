@@ -1,5 +1,5 @@
 //! The kernel interface and nothing else: every raw system call (`sys`; the only other `unsafe` reads the mapped ring), the
-//! typed breakpoint event ([`event`]), the ring-buffer reader (`ring`), the pure record decoder
+//! attributes every ring's events share (`attr`), the typed breakpoint event ([`event`]), the ring-buffer reader (`ring`), the pure record decoder
 //! ([`record`]), the all-or-nothing arming of a set of events ([`arm`]), the privilege check
 //! (`privilege`), the warm-up that overlaps the first open's RCU wait with start-up ([`warmup`]), and the
 //! BPF program that reads each hit's value and decides `--if` in the kernel ([`bpf`]).
@@ -9,6 +9,7 @@
 //! knows nothing of symbols, printing or the CLI.
 
 pub mod arm;
+pub(crate) mod attr;
 pub mod bpf;
 pub mod event;
 pub(crate) mod privilege;

@@ -6,13 +6,21 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::mem::offset_of;
+
+use perf_event_open_sys::bindings::perf_event_mmap_page;
+
 use crate::perf::sys::{self, Mmap};
 
-/// Offsets in `struct perf_event_mmap_page` (include/uapi/linux/perf_event.h); stable ABI.
-const DATA_HEAD: usize = 1024;
-const DATA_TAIL: usize = 1032;
-const DATA_OFFSET: usize = 1040;
-const DATA_SIZE: usize = 1048;
+/// The control page's fields this reader uses, where the kernel's `struct perf_event_mmap_page` puts them.
+const DATA_HEAD: usize = offset_of!(perf_event_mmap_page, data_head);
+const DATA_TAIL: usize = offset_of!(perf_event_mmap_page, data_tail);
+const DATA_OFFSET: usize = offset_of!(perf_event_mmap_page, data_offset);
+const DATA_SIZE: usize = offset_of!(perf_event_mmap_page, data_size);
+
+// The ABI fixes these (include/uapi/linux/perf_event.h); a binding that disagreed would misread every ring.
+const _: () =
+    assert!(DATA_HEAD == 1024 && DATA_TAIL == 1032 && DATA_OFFSET == 1040 && DATA_SIZE == 1048);
 
 /// A mapped ring buffer of one perf event.
 pub struct Ring {

@@ -35,7 +35,7 @@ use crate::config::condition::Condition;
 use crate::config::filter::Filter;
 use crate::config::watch::Watch;
 use crate::error::Error;
-use crate::perf::event::ring_attr;
+use crate::perf::attr::ring_attr;
 use crate::perf::record::VALUE_SAMPLE_TYPE;
 use crate::perf::sys;
 use program::{Maps, Spec};

@@ -12,6 +12,7 @@ pub mod arm;
 pub(crate) mod attr;
 pub mod bpf;
 pub mod event;
+pub mod hit_record;
 pub(crate) mod privilege;
 pub mod record;
 pub(crate) mod ring;

@@ -526,6 +526,7 @@ pub fn perf_set_bpf(fd: BorrowedFd<'_>, prog: BorrowedFd<'_>) -> io::Result<()> 
 const BPF_MAP_CREATE: libc::c_int = 0;
 const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_int = 3;
 const BPF_PROG_LOAD: libc::c_int = 5;
 
 /// `union bpf_attr` for BPF_PROG_LOAD, up to `expected_attach_type`.
@@ -671,6 +672,26 @@ pub fn bpf_map_update(map: BorrowedFd<'_>, key: &[u8], value: &[u8]) -> io::Resu
     // SAFETY: `key` and `value` are live for the call and as long as the map's sizes (the caller's
     // contract); the kernel only reads them.
     unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }.map(|_| ())
+}
+
+/// BPF_MAP_DELETE_ELEM: `key` must be the map's key size. A key that is not there is ENOENT.
+pub fn bpf_map_delete(map: BorrowedFd<'_>, key: &[u8]) -> io::Result<()> {
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: key.as_ptr() as u64,
+        ..MapElemAttr::default()
+    };
+    // SAFETY: `key` is live for the call and as long as the map's key (the caller's contract); the kernel
+    // only reads it.
+    unsafe { bpf(BPF_MAP_DELETE_ELEM, &mut attr) }.map(|_| ())
+}
+
+/// Takes an exclusive `flock` on `file`, waiting for it: the lock live tests share with every other run
+/// that arms breakpoints on this machine.
+#[cfg(test)]
+pub fn lock_exclusive(file: &std::fs::File) -> io::Result<()> {
+    // SAFETY: flock on a descriptor `file` owns for the call.
+    cvt(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) })
 }
 
 /// The most CPUs a kernel can be built for (`NR_CPUS` tops out at 8192): a per-CPU lookup's buffer this

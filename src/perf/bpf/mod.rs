@@ -20,6 +20,10 @@
 //! programs while another BPF program runs on the same CPU (`bpf_prog_active`): a store made from inside a
 //! BPF program, or while one runs there, is not reported with `--value`.
 
+pub mod hit;
+#[cfg(test)]
+mod hit_live_tests;
+pub mod hit_set;
 pub mod insn;
 #[cfg(test)]
 mod interp;
@@ -41,6 +45,7 @@ use crate::perf::sys;
 use program::{Maps, Spec};
 
 const PROG_TYPE_PERF_EVENT: u32 = 7;
+const MAP_TYPE_HASH: u32 = 1;
 const MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
 const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 const MAP_TYPE_LRU_HASH: u32 = 9;

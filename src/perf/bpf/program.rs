@@ -46,7 +46,7 @@ pub const CTX_CS: i16 = 136;
 const CURRENT_CPU: u64 = 0xffff_ffff;
 
 // Stack slots, below the frame pointer.
-const PID_TGID: i16 = -8;
+pub(crate) const PID_TGID: i16 = -8;
 const KEY: i16 = -16;
 const BUF: i16 = -24;
 const SCRATCH: i16 = -32;
@@ -106,66 +106,9 @@ pub fn generate(spec: &Spec<'_>, maps: &Maps) -> Result<Vec<Insn>, AsmError> {
     let drop = a.label();
     let emit = a.label();
     let filters = a.label();
-    let unreadable = a.label();
 
     a.mov(R6, R1);
-    a.call(helper::GET_CURRENT_PID_TGID);
-    a.store(DW, FP, PID_TGID, R0);
-    // The olds key: 0 for a kernel address, the tgid for a user one.
-    a.load(DW, R8, R6, CTX_ADDR);
-    a.mov(R1, R0).alu_imm(Alu::Rsh, R1, 32);
-    let user = a.label();
-    a.jump_imm(Cond::Sge, R8, 0, user).mov_imm(R1, 0);
-    a.bind(user);
-    a.store(DW, FP, KEY, R1);
-
-    // The value: the watched bytes, read where they live.
-    a.store_imm(DW, FP, BUF, 0);
-    a.mov(R1, FP)
-        .alu_imm(Alu::Add, R1, i32::from(BUF))
-        .mov_imm(R2, i32::from(spec.len))
-        .mov(R3, R8);
-    let kernel = a.label();
-    let read = a.label();
-    a.jump_imm(Cond::Slt, R3, 0, kernel)
-        .call(helper::PROBE_READ_USER)
-        .goto(read);
-    a.bind(kernel);
-    a.call(helper::PROBE_READ_KERNEL);
-    a.bind(read);
-    a.jump_imm(Cond::Ne, R0, 0, unreadable);
-    let size = match spec.len {
-        1 => B,
-        2 => H,
-        4 => W,
-        _ => DW,
-    };
-    a.load(size, R7, FP, BUF).mov_imm(R9, VALUE_KNOWN as i32);
-
-    // The old value: swapped in place when there is one, inserted otherwise.
-    a.ld_map_fd(R1, maps.olds)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(KEY))
-        .call(helper::MAP_LOOKUP_ELEM)
-        .mov_imm(R8, 0);
-    let insert = a.label();
-    a.jump_imm(Cond::Eq, R0, 0, insert)
-        .load(DW, R8, R0, 0)
-        .store(DW, R0, 0, R7)
-        .alu_imm(Alu::Or, R9, OLD_KNOWN as i32)
-        .goto(filters);
-    a.bind(insert);
-    a.store(DW, FP, SCRATCH, R7)
-        .ld_map_fd(R1, maps.olds)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(KEY))
-        .mov(R3, FP)
-        .alu_imm(Alu::Add, R3, i32::from(SCRATCH))
-        .mov_imm(R4, 0)
-        .call(helper::MAP_UPDATE_ELEM)
-        .goto(filters);
-    a.bind(unreadable);
-    a.mov_imm(R7, 0).mov_imm(R8, 0).mov_imm(R9, 0);
+    value_and_old(&mut a, spec.len, maps.olds, filters);
 
     a.bind(filters);
     filter(&mut a, spec.filter, drop);
@@ -212,8 +155,73 @@ pub fn generate(spec: &Spec<'_>, maps: &Maps) -> Result<Vec<Insn>, AsmError> {
     a.finish()
 }
 
+/// Reads the watched bytes at the trap into r7, swaps them with the `olds` map's last value into r8 and
+/// sets r9's `VALUE_KNOWN`/`OLD_KNOWN` flags, then jumps to `done`; the current task's pid/tgid is left in
+/// the `PID_TGID` stack slot. Expects the context in r6.
+pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: i32, done: Label) {
+    let unreadable = a.label();
+    a.call(helper::GET_CURRENT_PID_TGID);
+    a.store(DW, FP, PID_TGID, R0);
+    // The olds key: 0 for a kernel address, the tgid for a user one.
+    a.load(DW, R8, R6, CTX_ADDR);
+    a.mov(R1, R0).alu_imm(Alu::Rsh, R1, 32);
+    let user = a.label();
+    a.jump_imm(Cond::Sge, R8, 0, user).mov_imm(R1, 0);
+    a.bind(user);
+    a.store(DW, FP, KEY, R1);
+
+    // The value: the watched bytes, read where they live.
+    a.store_imm(DW, FP, BUF, 0);
+    a.mov(R1, FP)
+        .alu_imm(Alu::Add, R1, i32::from(BUF))
+        .mov_imm(R2, i32::from(len))
+        .mov(R3, R8);
+    let kernel = a.label();
+    let read = a.label();
+    a.jump_imm(Cond::Slt, R3, 0, kernel)
+        .call(helper::PROBE_READ_USER)
+        .goto(read);
+    a.bind(kernel);
+    a.call(helper::PROBE_READ_KERNEL);
+    a.bind(read);
+    a.jump_imm(Cond::Ne, R0, 0, unreadable);
+    let size = match len {
+        1 => B,
+        2 => H,
+        4 => W,
+        _ => DW,
+    };
+    a.load(size, R7, FP, BUF).mov_imm(R9, VALUE_KNOWN as i32);
+
+    // The old value: swapped in place when there is one, inserted otherwise.
+    a.ld_map_fd(R1, olds)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(KEY))
+        .call(helper::MAP_LOOKUP_ELEM)
+        .mov_imm(R8, 0);
+    let insert = a.label();
+    a.jump_imm(Cond::Eq, R0, 0, insert)
+        .load(DW, R8, R0, 0)
+        .store(DW, R0, 0, R7)
+        .alu_imm(Alu::Or, R9, OLD_KNOWN as i32)
+        .goto(done);
+    a.bind(insert);
+    a.store(DW, FP, SCRATCH, R7)
+        .ld_map_fd(R1, olds)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(KEY))
+        .mov(R3, FP)
+        .alu_imm(Alu::Add, R3, i32::from(SCRATCH))
+        .mov_imm(R4, 0)
+        .call(helper::MAP_UPDATE_ELEM)
+        .goto(done);
+    a.bind(unreadable);
+    a.mov_imm(R7, 0).mov_imm(R8, 0).mov_imm(R9, 0);
+    a.goto(done);
+}
+
 /// The filters, each jumping to `drop` when the hit fails it.
-fn filter(a: &mut Asm, f: &Filter, drop: Label) {
+pub(crate) fn filter(a: &mut Asm, f: &Filter, drop: Label) {
     match f.place {
         Place::Anywhere => {}
         Place::Kernel | Place::User => {
@@ -291,7 +299,7 @@ fn reads_old(c: &Compare) -> bool {
 
 /// Jumps to `yes` when `cond` holds for the value in r7, the old value in r8 and the flags in r9, to `no`
 /// otherwise. Uses r1-r3 only (no calls).
-fn condition(a: &mut Asm, cond: &Condition, len: u8, yes: Label, no: Label) {
+pub(crate) fn condition(a: &mut Asm, cond: &Condition, len: u8, yes: Label, no: Label) {
     match cond {
         Condition::Or(l, r) => {
             let next = a.label();

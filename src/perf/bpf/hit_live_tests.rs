@@ -1,0 +1,234 @@
+//! The hit program against the real kernel: loaded through the verifier, attached to per-CPU breakpoints
+//! on a variable of this test process, it must emit one record per store of a watched process (with its
+//! tid, comm, value, registers, instruction bytes and user stack) and count the stores of a process it does
+//! not watch instead of emitting them. Live: run by `scripts/test` (root), ignored by plain `cargo test`.
+
+use std::collections::BTreeSet;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use perf_event_open_sys::bindings as pb;
+
+use super::hit_set::HitPrograms;
+use crate::config::filter::Filter;
+use crate::config::watch::{Access, Watch};
+use crate::perf::attr::ring_attr;
+use crate::perf::hit_record::{decode_output, reg, HitRecord, USER_MODE};
+use crate::perf::record::{SAMPLE_CPU, SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_TID, SAMPLE_TIME};
+use crate::perf::ring::Ring;
+use crate::perf::sys;
+
+static TARGET: AtomicU64 = AtomicU64::new(0);
+
+#[inline(never)]
+fn store(v: u64) {
+    TARGET.store(v, Ordering::Relaxed);
+}
+
+/// A pinned per-CPU write breakpoint whose own samples carry no call chain (the hit path's event).
+fn breakpoint(addr: u64, cpu: u32) -> std::io::Result<OwnedFd> {
+    let mut a = ring_attr(pb::PERF_TYPE_BREAKPOINT);
+    a.bp_type = pb::HW_BREAKPOINT_W;
+    a.bp_addr = addr;
+    a.bp_len = 8;
+    a.sample_type = SAMPLE_IDENTIFIER | SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU;
+    a.set_disabled(1);
+    a.set_pinned(1);
+    sys::perf_event_open(&a, -1, cpu as i32)
+}
+
+/// The live-test lock, or `None` (after saying why) when this is not root.
+fn live(test: &str) -> Option<std::fs::File> {
+    if sys::geteuid() != 0 {
+        println!(
+            "SKIP: perf::bpf::hit_live_tests::{test}: needs root (BPF and CPU-wide breakpoints)"
+        );
+        return None;
+    }
+    let lock = std::fs::File::create("/tmp/ksymwatch-live-tests.lock").expect("lock file");
+    sys::lock_exclusive(&lock).expect("flock");
+    Some(lock)
+}
+
+/// Per-CPU breakpoints on `addr` with the hit program of a watch of this process, around `work`; the hit
+/// records of this process, by CPU, and the program.
+fn watch_during(
+    addr: u64,
+    work: impl FnOnce(&HitPrograms),
+) -> (Vec<(u32, HitRecord)>, HitPrograms) {
+    let watch = Watch {
+        label: "TARGET".into(),
+        addr,
+        len: 8,
+        access: Access::Write,
+        module: None,
+    };
+    let programs = HitPrograms::load(&[watch], None, &Filter::default(), true).expect("loads");
+    let me = std::process::id();
+    programs.watch_process(me).expect("procs map");
+    let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
+    let mut armed = Vec::new();
+    let mut outputs = BTreeSet::new();
+    for &cpu in &cpus {
+        let bp = breakpoint(addr, cpu).expect("breakpoint");
+        let ring = Ring::map(bp.as_fd(), 64).expect("ring");
+        let (out, id) = programs.attach(0, cpu, bp.as_fd()).expect("attach");
+        outputs.insert(id);
+        armed.push((bp, ring, out));
+    }
+    for (bp, _, _) in &armed {
+        sys::perf_enable(bp.as_fd()).expect("enable");
+    }
+    work(&programs);
+    for (bp, _, _) in &armed {
+        sys::perf_disable(bp.as_fd()).expect("disable");
+    }
+    let mut hits = Vec::new();
+    for (_, ring, _) in &mut armed {
+        ring.drain(|bytes| {
+            let kind = u32::from_ne_bytes(bytes[..4].try_into().unwrap());
+            if kind == crate::perf::record::RECORD_SAMPLE {
+                let (id, cpu, hit) = decode_output(bytes).expect("a hit record");
+                assert!(
+                    outputs.contains(&id),
+                    "only the output events write samples"
+                );
+                hits.push((cpu, hit));
+            }
+            true
+        });
+    }
+    hits.retain(|(cpu, h)| {
+        assert!(cpus.contains(cpu));
+        h.pid == me
+    });
+    (hits, programs)
+}
+
+fn own_tid() -> u32 {
+    std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name()?.to_str()?.parse::<u32>().ok())
+        .expect("own tid")
+}
+
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn the_hit_program_emits_each_watched_store_and_counts_the_others() {
+    let Some(_lock) = live("the_hit_program_emits_each_watched_store_and_counts_the_others") else {
+        return;
+    };
+    let (mine, programs) = watch_during(TARGET.as_ptr() as u64, |programs| {
+        for v in 1..=100 {
+            store(v);
+        }
+        programs
+            .unwatch_process(std::process::id())
+            .expect("procs map");
+        for v in 0..10 {
+            store(1000 + v);
+        }
+    });
+    let tid = own_tid();
+    assert_eq!(mine.len(), 100, "one record per watched store");
+    let values: Vec<u64> = mine.iter().filter_map(|(_, h)| h.value).collect();
+    assert_eq!(
+        values,
+        (1..=100).collect::<Vec<_>>(),
+        "each store's value, in order"
+    );
+    for (_, h) in &mine {
+        assert_eq!(h.tid, tid);
+        assert_eq!(h.addr, TARGET.as_ptr() as u64);
+        assert!(h.flags & USER_MODE != 0, "a user-space store");
+        assert!(
+            h.kernel_stack.is_empty(),
+            "no kernel frames for a user store"
+        );
+        assert_eq!(
+            h.user_stack.first(),
+            Some(&h.regs[reg::IP]),
+            "the stack starts at the trap ip"
+        );
+        assert!(
+            h.user_stack.len() >= 2,
+            "the caller is on the stack: {:x?}",
+            h.user_stack
+        );
+        let insn = h.insn.expect("instruction bytes");
+        // The store's instruction ends at the trap ip: these bytes are the function's own code.
+        let code = unsafe_free_code(h.ip());
+        assert_eq!(
+            &insn[16 - code.len()..],
+            &code[..],
+            "bytes before the trap ip"
+        );
+        assert!(!h.comm.is_empty());
+    }
+    let dropped = programs.dropped(0).expect("stats");
+    assert_eq!(
+        dropped.other_process, 10,
+        "stores of an unwatched process are counted, not emitted"
+    );
+    assert_eq!(dropped.filtered, 0);
+}
+
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_kernel_writer_gets_its_kernel_stack_and_the_user_stack_that_called_it() {
+    use std::io::Read;
+    let Some(_lock) =
+        live("a_kernel_writer_gets_its_kernel_stack_and_the_user_stack_that_called_it")
+    else {
+        return;
+    };
+    let mut buf = [0xffu8; 16];
+    let at = buf.as_ptr() as u64;
+    let addr = (at + 7) & !7;
+    let off = (addr - at) as usize;
+    let (hits, _) = watch_during(addr, |_| {
+        let mut zero = std::fs::File::open("/dev/zero").expect("/dev/zero");
+        zero.read_exact(&mut buf[off..off + 8]).expect("read");
+    });
+    // The kernel clears user memory a byte (or a word) at a time; each store into the watch traps.
+    assert!(
+        !hits.is_empty(),
+        "the kernel's copy into the buffer trapped"
+    );
+    for (_, h) in &hits {
+        assert!(h.flags & USER_MODE == 0, "written by the kernel");
+        assert!(h.ip() >= 1 << 63, "a kernel trap ip: 0x{:x}", h.ip());
+        assert_eq!(
+            h.kernel_stack.first(),
+            Some(&h.ip()),
+            "the kernel stack starts at the trap"
+        );
+        assert!(
+            h.kernel_stack.len() >= 3,
+            "read's path: {:x?}",
+            h.kernel_stack
+        );
+        assert!(
+            h.user_stack.first().is_some_and(|&a| a < 1 << 47),
+            "the user stack of the read() call: {:x?}",
+            h.user_stack
+        );
+        assert!(h.insn.is_some(), "kernel text is readable");
+    }
+    assert_eq!(
+        hits.last().and_then(|(_, h)| h.value),
+        Some(0),
+        "all zero at the end"
+    );
+}
+
+/// The bytes of this test's own code that end at `ip` (read through /proc/self/mem, no unsafe), up to 16.
+fn unsafe_free_code(ip: u64) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut mem = std::fs::File::open("/proc/self/mem").expect("/proc/self/mem");
+    mem.seek(SeekFrom::Start(ip - 16)).expect("seek");
+    let mut b = vec![0u8; 16];
+    mem.read_exact(&mut b).expect("read own code");
+    b
+}

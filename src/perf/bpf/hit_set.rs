@@ -1,0 +1,168 @@
+//! Loading the hit programs ([`super::hit`]) and their maps, one program per watch, and wiring them to the
+//! breakpoint events: the counterpart of [`super::Values`] for the path where the program emits every kept
+//! hit itself.
+//!
+//! Each CPU's `BPF_OUTPUT` event is redirected into that CPU's breakpoint ring, as for `--value`: the
+//! breakpoint writes no sample of its own (the program returns 0), but a trap the kernel does not hand to
+//! the program (another BPF program is running on that CPU) still writes a plain sample, and it lands in
+//! the same ring, in order.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use super::hit::{self, HitMaps, HitSpec};
+use super::{
+    output_attr, possible_cpus, raw, unavailable, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH,
+    MAP_TYPE_PERCPU_ARRAY, MAP_TYPE_PERF_EVENT_ARRAY, OLDS_MAX, PROG_TYPE_PERF_EVENT,
+};
+use crate::config::condition::Condition;
+use crate::config::filter::Filter;
+use crate::config::watch::{Access, Watch};
+use crate::error::Error;
+use crate::perf::hit_record::MAX_LEN;
+use crate::perf::sys;
+
+/// Processes a watch can follow at once (the `procs` map's size).
+pub const PROCS_MAX: u32 = 65536;
+
+struct HitProgram {
+    prog: OwnedFd,
+    outputs: OwnedFd,
+    #[allow(dead_code)] // Held for the program's lifetime; the program reaches them by reference.
+    maps: [OwnedFd; 2],
+    stats: OwnedFd,
+}
+
+/// The loaded hit programs, one per watch (same order as the watches), and the watched-process map they
+/// share.
+pub struct HitPrograms {
+    programs: Vec<HitProgram>,
+    procs: Option<OwnedFd>,
+}
+
+impl std::fmt::Debug for HitPrograms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HitPrograms({} programs)", self.programs.len())
+    }
+}
+
+/// Traps each watch's program dropped, summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// By the filters or the `--if` condition.
+    pub filtered: u64,
+    /// Made by a process that is not watched.
+    pub other_process: u64,
+}
+
+impl HitPrograms {
+    /// Creates the maps and loads one program per watch. `processes`: whether the watch is of chosen
+    /// processes (a `procs` map, filled with [`HitPrograms::watch_process`]) or of every task.
+    pub fn load(
+        watches: &[Watch],
+        condition: Option<&Condition>,
+        filter: &Filter,
+        processes: bool,
+    ) -> Result<HitPrograms, Error> {
+        let map = |kind, key, value, max, name| {
+            sys::bpf_map_create(kind, key, value, max, name).map_err(|e| unavailable(&e))
+        };
+        let procs = if processes {
+            Some(map(MAP_TYPE_HASH, 4, 4, PROCS_MAX, "ksw_procs")?)
+        } else {
+            None
+        };
+        let cpus = possible_cpus();
+        let mut programs = Vec::with_capacity(watches.len());
+        for w in watches {
+            let outputs = map(MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, cpus, "ksw_outputs")?;
+            let olds = map(MAP_TYPE_LRU_HASH, 8, 8, OLDS_MAX, "ksw_olds")?;
+            let stats = map(MAP_TYPE_PERCPU_ARRAY, 4, 8, hit::STATS, "ksw_stats")?;
+            let scratch = map(MAP_TYPE_PERCPU_ARRAY, 4, MAX_LEN as u32, 1, "ksw_scratch")?;
+            let maps = HitMaps {
+                outputs: raw(outputs.as_fd()),
+                olds: raw(olds.as_fd()),
+                stats: raw(stats.as_fd()),
+                scratch: raw(scratch.as_fd()),
+                procs: procs.as_ref().map(|p| raw(p.as_fd())),
+            };
+            let spec = HitSpec {
+                len: w.len,
+                // A read-write watch of a user address would trap on the program's own read.
+                read_value: w.access == Access::Write || w.addr >= 1 << 63,
+                condition,
+                filter,
+            };
+            let insns: Vec<u64> = hit::generate(&spec, &maps)
+                .map_err(|e| Error::runtime("building the hit program").caused_by(e))?
+                .iter()
+                .map(|i| i.raw())
+                .collect();
+            let mut log = Vec::new();
+            let prog = sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "ksw_hit", &mut log)
+                .map_err(|e| match e.raw_os_error() {
+                    Some(libc::EPERM | libc::EACCES | libc::ENOSYS) => unavailable(&e),
+                    _ => Error::runtime(format!(
+                        "the kernel's verifier refused the hit program ({e}); please report this with its \
+                         log: {}",
+                        String::from_utf8_lossy(&log).trim().replace('\n', " | ")
+                    )),
+                })?;
+            programs.push(HitProgram {
+                prog,
+                outputs,
+                maps: [olds, scratch],
+                stats,
+            });
+        }
+        Ok(HitPrograms { programs, procs })
+    }
+
+    /// Adds process `tgid` to the watched processes (no-op for a watch of every task).
+    pub fn watch_process(&self, tgid: u32) -> io::Result<()> {
+        match &self.procs {
+            Some(p) => sys::bpf_map_update(p.as_fd(), &tgid.to_ne_bytes(), &1u32.to_ne_bytes()),
+            None => Ok(()),
+        }
+    }
+
+    /// Takes process `tgid` out of the watched processes: its traps are dropped from now on.
+    pub fn unwatch_process(&self, tgid: u32) -> io::Result<()> {
+        match &self.procs {
+            Some(p) => sys::bpf_map_delete(p.as_fd(), &tgid.to_ne_bytes()),
+            None => Ok(()),
+        }
+    }
+
+    /// Wires watch `watch`'s program to the breakpoint event `bp` on `cpu`: opens the CPU's output event
+    /// into `bp`'s ring, enters it in the `outputs` map, and attaches the program. Returns the output event
+    /// and its record id.
+    pub fn attach(&self, watch: usize, cpu: u32, bp: BorrowedFd<'_>) -> io::Result<(OwnedFd, u64)> {
+        let p = self.program(watch)?;
+        let out = sys::perf_event_open(&output_attr(), -1, cpu as i32)?;
+        sys::perf_set_output(out.as_fd(), bp)?;
+        let id = sys::perf_event_id(out.as_fd())?;
+        let fd = raw(out.as_fd()) as u32;
+        sys::bpf_map_update(p.outputs.as_fd(), &cpu.to_ne_bytes(), &fd.to_ne_bytes())?;
+        sys::perf_set_bpf(bp, p.prog.as_fd())?;
+        Ok((out, id))
+    }
+
+    /// Traps watch `watch`'s program dropped so far, all CPUs together.
+    pub fn dropped(&self, watch: usize) -> io::Result<Dropped> {
+        let stats = self.program(watch)?.stats.as_fd();
+        let sum = |slot| -> io::Result<u64> {
+            Ok(sys::bpf_map_lookup_percpu_u64(stats, slot)?.iter().sum())
+        };
+        Ok(Dropped {
+            filtered: sum(hit::STAT_FILTERED)?,
+            other_process: sum(hit::STAT_OTHER_PROCESS)?,
+        })
+    }
+
+    fn program(&self, watch: usize) -> io::Result<&HitProgram> {
+        self.programs
+            .get(watch)
+            .ok_or_else(|| io::Error::other(format!("no hit program for target {watch}")))
+    }
+}

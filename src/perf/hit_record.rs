@@ -1,0 +1,308 @@
+//! The hit record: what the in-kernel hit program ([`crate::perf::bpf::hit`]) writes for each hit it keeps,
+//! as raw data of a `BPF_OUTPUT` sample. Its layout (below, native-endian) and its pure decoding into the
+//! [`Sample`] the rest of the tracer reads, so the decoder is tested on bytes without a kernel.
+//!
+//! ```text
+//! off   size  field
+//!   0      8  flags: VALUE_KNOWN, OLD_KNOWN, USER_MODE, INSN_KNOWN
+//!   8      8  pid_tgid (tgid << 32 | tid), from bpf_get_current_pid_tgid
+//!  16      8  time: CLOCK_MONOTONIC ns at the trap (bpf_ktime_get_ns)
+//!  24      8  addr: the breakpoint's address
+//!  32      8  value: the watched bytes read at the trap
+//!  40      8  old: the value before, for this target (and process, at a user address)
+//!  48     16  comm: the writer's name as the kernel keeps it, NUL-padded
+//!  64    168  regs: the trap's `struct pt_regs` (21 words, x86-64 order)
+//! 232     16  insn: the 16 bytes that end at the trap ip (the store's instruction ends there)
+//! 248      8  kstack_bytes: bytes of kernel stack that follow
+//! 256      8  ustack_bytes: bytes of user stack after the kernel stack
+//! 264      -  kernel return addresses (kstack_bytes / 8), then user ones (ustack_bytes / 8)
+//! ```
+
+use crate::perf::record::{Context, DecodeError, Frame, Sample, RECORD_SAMPLE};
+
+/// Flag: `value` was read.
+pub const VALUE_KNOWN: u64 = 1;
+/// Flag: `old` is the value before (else this is the first hit of its key).
+pub const OLD_KNOWN: u64 = 2;
+/// Flag: the writer was in user space at the trap.
+pub const USER_MODE: u64 = 4;
+/// Flag: `insn` holds the bytes before the trap ip.
+pub const INSN_KNOWN: u64 = 8;
+
+pub const OFF_FLAGS: i16 = 0;
+pub const OFF_PID_TGID: i16 = 8;
+pub const OFF_TIME: i16 = 16;
+pub const OFF_ADDR: i16 = 24;
+pub const OFF_VALUE: i16 = 32;
+pub const OFF_OLD: i16 = 40;
+pub const OFF_COMM: i16 = 48;
+pub const OFF_REGS: i16 = 64;
+pub const OFF_INSN: i16 = 232;
+pub const OFF_KSTACK_BYTES: i16 = 248;
+pub const OFF_USTACK_BYTES: i16 = 256;
+pub const OFF_STACKS: i16 = 264;
+
+/// Words of `struct pt_regs` on x86-64.
+pub const REGS: usize = 21;
+/// Bytes of instruction kept before the trap ip: the longest x86 instruction is 15.
+pub const INSN_BYTES: usize = 16;
+/// Frames kept per stack (kernel, user): the kernel's default `perf_event_max_stack`.
+pub const MAX_FRAMES: usize = 127;
+/// The largest record: header plus both stacks full.
+pub const MAX_LEN: usize = OFF_STACKS as usize + 2 * 8 * MAX_FRAMES;
+
+/// `pt_regs` word indexes the decoder names.
+pub mod reg {
+    pub const IP: usize = 16;
+    pub const CS: usize = 17;
+    pub const SP: usize = 19;
+}
+
+/// One decoded hit record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HitRecord {
+    pub flags: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub time: u64,
+    pub addr: u64,
+    pub value: Option<u64>,
+    pub old: Option<u64>,
+    pub comm: String,
+    pub regs: [u64; REGS],
+    pub insn: Option<[u8; INSN_BYTES]>,
+    pub kernel_stack: Vec<u64>,
+    pub user_stack: Vec<u64>,
+}
+
+/// The record is shorter than its fields (or its stack lengths) say.
+fn short(need: usize, raw: &[u8]) -> DecodeError {
+    DecodeError::Truncated {
+        kind: RECORD_SAMPLE,
+        need,
+        have: raw.len(),
+    }
+}
+
+fn bytes_at(raw: &[u8], off: usize, len: usize) -> Result<&[u8], DecodeError> {
+    let end = off.checked_add(len).ok_or_else(|| short(usize::MAX, raw))?;
+    raw.get(off..end).ok_or_else(|| short(end, raw))
+}
+
+fn word(raw: &[u8], off: i16) -> Result<u64, DecodeError> {
+    let b = bytes_at(raw, off as usize, 8)?;
+    Ok(u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
+}
+
+fn words(raw: &[u8], off: usize, bytes: u64) -> Result<Vec<u64>, DecodeError> {
+    let len = usize::try_from(bytes & !7).map_err(|_| short(usize::MAX, raw))?;
+    Ok(bytes_at(raw, off, len)?
+        .chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
+        .collect())
+}
+
+/// Decodes the raw data of one hit record.
+pub fn decode(raw: &[u8]) -> Result<HitRecord, DecodeError> {
+    let flags = word(raw, OFF_FLAGS)?;
+    let pid_tgid = word(raw, OFF_PID_TGID)?;
+    let mut regs = [0u64; REGS];
+    for (i, r) in regs.iter_mut().enumerate() {
+        *r = word(raw, OFF_REGS + 8 * i as i16)?;
+    }
+    let comm_bytes = bytes_at(raw, OFF_COMM as usize, 16)?;
+    let comm_len = comm_bytes.iter().position(|&b| b == 0).unwrap_or(16);
+    let insn = if flags & INSN_KNOWN != 0 {
+        let b = bytes_at(raw, OFF_INSN as usize, INSN_BYTES)?;
+        let mut a = [0u8; INSN_BYTES];
+        a.copy_from_slice(b);
+        Some(a)
+    } else {
+        None
+    };
+    let kbytes = word(raw, OFF_KSTACK_BYTES)?;
+    let ubytes = word(raw, OFF_USTACK_BYTES)?;
+    let kernel_stack = words(raw, OFF_STACKS as usize, kbytes)?;
+    let user_stack = words(raw, OFF_STACKS as usize + kernel_stack.len() * 8, ubytes)?;
+    Ok(HitRecord {
+        flags,
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        time: word(raw, OFF_TIME)?,
+        addr: word(raw, OFF_ADDR)?,
+        value: (flags & VALUE_KNOWN != 0)
+            .then(|| word(raw, OFF_VALUE))
+            .transpose()?,
+        old: (flags & OLD_KNOWN != 0)
+            .then(|| word(raw, OFF_OLD))
+            .transpose()?,
+        comm: String::from_utf8_lossy(&comm_bytes[..comm_len]).into_owned(),
+        regs,
+        insn,
+        kernel_stack,
+        user_stack,
+    })
+}
+
+/// Where the raw data starts in an output event's sample ([`crate::perf::record::VALUE_SAMPLE_TYPE`]:
+/// header, identifier, ip, pid/tid, time, cpu/res, then the raw size).
+const RAW_SIZE_AT: usize = 48;
+
+/// Decodes one output event's sample: its event id, its CPU, and the hit record it carries.
+pub fn decode_output(bytes: &[u8]) -> Result<(u64, u32, HitRecord), DecodeError> {
+    let size = bytes
+        .get(6..8)
+        .map(|b| u16::from_ne_bytes([b[0], b[1]]) as usize)
+        .ok_or_else(|| short(8, bytes))?;
+    let bytes = bytes.get(..size).ok_or_else(|| short(size, bytes))?;
+    let id = word(bytes, 8)?;
+    let cpu = word(bytes, 40)? as u32;
+    let raw_len = bytes_at(bytes, RAW_SIZE_AT, 4)?;
+    let raw_len = u32::from_ne_bytes(raw_len.try_into().unwrap_or([0; 4])) as usize;
+    let raw = bytes_at(bytes, RAW_SIZE_AT + 4, raw_len)?;
+    Ok((id, cpu, decode(raw)?))
+}
+
+impl HitRecord {
+    /// The trap ip: the instruction after the store.
+    pub fn ip(&self) -> u64 {
+        self.regs[reg::IP]
+    }
+
+    /// The hit as the tracer's [`Sample`]: kernel frames, then user frames, as a perf call chain reads. A
+    /// zero return address ends the user chain (the outermost frame's saved frame pointer).
+    pub fn sample(&self, cpu: u32, id: u64) -> Sample {
+        let kernel = self.kernel_stack.iter().map(|&addr| Frame {
+            addr,
+            context: Context::Kernel,
+        });
+        let user = self
+            .user_stack
+            .iter()
+            .take_while(|&&a| a != 0)
+            .map(|&addr| Frame {
+                addr,
+                context: Context::User,
+            });
+        Sample {
+            ip: self.ip(),
+            pid: self.pid,
+            tid: self.tid,
+            time: self.time,
+            addr: self.addr,
+            cpu,
+            id,
+            frames: kernel.chain(user).collect(),
+        }
+    }
+}
+
+/// Builds a hit record's bytes the way the program lays them out; for tests.
+#[cfg(any(test, feature = "testing"))]
+pub fn encode(r: &HitRecord) -> Vec<u8> {
+    let mut v = vec![0u8; OFF_STACKS as usize];
+    let mut put = |off: i16, x: u64| {
+        v[off as usize..off as usize + 8].copy_from_slice(&x.to_ne_bytes());
+    };
+    let flags = r.flags
+        | if r.value.is_some() { VALUE_KNOWN } else { 0 }
+        | if r.old.is_some() { OLD_KNOWN } else { 0 }
+        | if r.insn.is_some() { INSN_KNOWN } else { 0 };
+    put(OFF_FLAGS, flags);
+    put(OFF_PID_TGID, (u64::from(r.pid) << 32) | u64::from(r.tid));
+    put(OFF_TIME, r.time);
+    put(OFF_ADDR, r.addr);
+    put(OFF_VALUE, r.value.unwrap_or(0));
+    put(OFF_OLD, r.old.unwrap_or(0));
+    for (i, x) in r.regs.iter().enumerate() {
+        put(OFF_REGS + 8 * i as i16, *x);
+    }
+    put(OFF_KSTACK_BYTES, 8 * r.kernel_stack.len() as u64);
+    put(OFF_USTACK_BYTES, 8 * r.user_stack.len() as u64);
+    let comm = r.comm.as_bytes();
+    let n = comm.len().min(15);
+    v[OFF_COMM as usize..OFF_COMM as usize + n].copy_from_slice(&comm[..n]);
+    if let Some(insn) = r.insn {
+        v[OFF_INSN as usize..OFF_INSN as usize + INSN_BYTES].copy_from_slice(&insn);
+    }
+    for x in r.kernel_stack.iter().chain(&r.user_stack) {
+        v.extend_from_slice(&x.to_ne_bytes());
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> HitRecord {
+        let mut regs = [0u64; REGS];
+        regs[reg::IP] = 0x401136;
+        regs[reg::CS] = 0x33;
+        HitRecord {
+            flags: USER_MODE,
+            pid: 4321,
+            tid: 4322,
+            time: 5_000_000_000,
+            addr: 0x404028,
+            value: Some(0x1f4),
+            old: None,
+            comm: "writer".into(),
+            regs,
+            insn: Some([0x90; INSN_BYTES]),
+            kernel_stack: vec![],
+            user_stack: vec![0x401136, 0x401200, 0],
+        }
+    }
+
+    #[test]
+    fn round_trips_every_field() {
+        let r = record();
+        let mut want = r.clone();
+        want.flags |= VALUE_KNOWN | INSN_KNOWN;
+        assert_eq!(decode(&encode(&r)).unwrap(), want);
+    }
+
+    #[test]
+    fn becomes_a_sample_with_kernel_then_user_frames_and_no_zero_frame() {
+        let mut r = record();
+        r.kernel_stack = vec![0xffff_ffff_8100_0077, 0xffff_ffff_8100_0100];
+        let s = decode(&encode(&r)).unwrap().sample(1, 9);
+        assert_eq!(
+            (s.ip, s.pid, s.tid, s.cpu, s.id),
+            (0x401136, 4321, 4322, 1, 9)
+        );
+        let ctx: Vec<_> = s.frames.iter().map(|f| (f.addr, f.context)).collect();
+        assert_eq!(
+            ctx,
+            [
+                (0xffff_ffff_8100_0077, Context::Kernel),
+                (0xffff_ffff_8100_0100, Context::Kernel),
+                (0x401136, Context::User),
+                (0x401200, Context::User),
+            ]
+        );
+        assert!(s.in_kernel());
+    }
+
+    #[test]
+    fn a_short_or_lying_record_is_an_error_not_a_panic() {
+        let bytes = encode(&record());
+        for cut in [0, 7, 63, 200, OFF_STACKS as usize, bytes.len() - 1] {
+            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut lying = bytes.clone();
+        lying[OFF_USTACK_BYTES as usize..OFF_USTACK_BYTES as usize + 8]
+            .copy_from_slice(&u64::MAX.to_ne_bytes());
+        assert!(decode(&lying).is_err());
+        let unknown = {
+            let mut b = bytes;
+            b[0] = 0;
+            decode(&b).unwrap()
+        };
+        assert_eq!(
+            (unknown.value, unknown.old, unknown.insn),
+            (None, None, None)
+        );
+    }
+}

@@ -146,6 +146,11 @@ pub struct WatchArgs {
     /// something else there). Default: the watch stays, as the kernel keeps it.
     #[arg(long)]
     pub remove_on_exec: bool,
+    /// With -p or -- CMD: one breakpoint per thread, CPU and target, as a user without BPF gets, instead
+    /// of one per CPU with the process chosen in the kernel. Other processes that touch the same address
+    /// then never trap.
+    #[arg(long)]
+    pub per_thread: bool,
     /// Report the value each hit stored, exactly, and the one before it (`value=0x1f4 old=0x1f3`): read in
     /// the kernel at the trap by a BPF program on each breakpoint. Needs BPF (root, or CAP_BPF and
     /// CAP_PERFMON).

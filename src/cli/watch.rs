@@ -21,6 +21,7 @@ use crate::config::Limits;
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm::{self, Scope};
+use crate::perf::bpf::hit_set::HitPrograms;
 use crate::perf::bpf::{self, Values};
 use crate::perf::event::EventConfig;
 use crate::perf::sys::{self, SignalFd};
@@ -334,6 +335,18 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     if values {
         bpf::probe().map_err(|e| bpf::unavailable(&e))?;
     }
+    if args.per_thread && matches!(mode, Mode::System) {
+        return Err(Error::usage(
+            "--per-thread is for a process watch (-p PID or -- CMD): a system-wide watch has no threads to arm",
+        ));
+    }
+    // A process watch is one breakpoint per CPU with the process chosen in the kernel when BPF can be used:
+    // its cost then depends on CPUs and targets, never on threads. Without BPF (or with --per-thread, or
+    // --remove-on-exec, which the kernel applies per event) each thread gets its own events.
+    let hit_path = !matches!(mode, Mode::System)
+        && !args.per_thread
+        && !args.remove_on_exec
+        && (values || bpf::probe().is_ok());
     let mut warmup = None;
     if let Mode::System = mode {
         crate::perf::privilege::Privilege::current()
@@ -410,7 +423,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         (&kallsyms_table, origin, source.to_string(), resolved)
     };
     let (cpus, follow) = select_cpus(args.cpus.as_deref())?;
-    if let Mode::Attach(pids) = &mode {
+    if let (Mode::Attach(pids), false) = (&mode, hit_path) {
         check_fd_budget(pids, cpus.len(), targets.len())?;
     }
     let mut cfg = EventConfig {
@@ -419,6 +432,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         count_lost: true,
         remove_on_exec: args.remove_on_exec,
         values: None,
+        hits: None,
     };
     // Launch mode: the command starts now, stopped at its exec, so its own symbols can be resolved.
     let mut launched = match &mode {
@@ -454,7 +468,17 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     if let (Some(cond), Some(text)) = (&condition, &args.condition) {
         check_condition_widths(text, cond, &watches)?;
     }
-    if values {
+    if hit_path {
+        let mut hits = HitPrograms::load(&watches, condition.as_ref(), &filter, true)?;
+        hits.written = values;
+        for pid in scope.pids() {
+            hits.watch_process(pid).or_exit(
+                ExitCode::Runtime,
+                "adding a process to the watched-process map",
+            )?;
+        }
+        cfg.hits = Some(std::sync::Arc::new(hits));
+    } else if values {
         cfg.values = Some(std::sync::Arc::new(Values::load(
             &watches,
             condition.as_ref(),
@@ -481,7 +505,11 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     let armed = arm::arm_in(&watches, &cpus, &scope, &cfg)?;
     let armed_cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();
     let n_events = armed.events.len();
-    let threads: BTreeSet<u32> = armed.events.iter().flat_map(|e| e.tids()).collect();
+    let threads: BTreeSet<u32> = if hit_path {
+        arm::threads(&scope.pids()).into_iter().collect()
+    } else {
+        armed.events.iter().flat_map(|e| e.tids()).collect()
+    };
     let went_offline = armed.went_offline.clone();
     let processes = watched_processes(&scope);
     let header = Header {

@@ -76,6 +76,8 @@ pub fn open_cpu_in(
     cfg: &EventConfig,
 ) -> Result<Vec<CpuEvent>, OpenError> {
     match scope {
+        // On the hit path the process is chosen in the kernel: one event per CPU, whatever the scope.
+        _ if cfg.hits.is_some() => open_cpu(watches, cpu, cfg),
         Scope::System => open_cpu(watches, cpu, cfg),
         Scope::Launched(pid) => watches
             .iter()
@@ -99,6 +101,7 @@ pub fn arm_in(
     cfg: &EventConfig,
 ) -> Result<Armed, Error> {
     match scope {
+        _ if cfg.hits.is_some() => arm(watches, cpus, cfg),
         Scope::System => arm(watches, cpus, cfg),
         Scope::Launched(_) => arm_with(watches, cpus, cfg, |w, cpu, cfg| {
             open_cpu_in(w, cpu, scope, cfg)

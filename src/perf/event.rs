@@ -10,8 +10,9 @@ use perf_event_open_sys::bindings as pb;
 
 use crate::config::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
+use crate::perf::bpf::hit_set::HitPrograms;
 use crate::perf::bpf::Values;
-use crate::perf::record::{SAMPLE_TYPE, SAMPLE_TYPE_TASK};
+use crate::perf::record::{SAMPLE_CALLCHAIN, SAMPLE_TYPE, SAMPLE_TYPE_TASK};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
 
@@ -32,6 +33,10 @@ pub struct EventConfig {
     /// `--value`/`--if`: each watch's program, attached to every event, with the value events it writes
     /// into each ring.
     pub values: Option<Arc<Values>>,
+    /// The hit path: each watch's hit program ([`crate::perf::bpf::hit`]), attached to every event; it
+    /// emits every kept hit through an output event into each ring, and the breakpoint's own samples carry
+    /// no call chain. Excludes `values` (the hit program reads the value itself).
+    pub hits: Option<Arc<HitPrograms>>,
 }
 
 impl EventConfig {
@@ -39,6 +44,7 @@ impl EventConfig {
     /// value events, lead with the identifier of the event that wrote each record.
     pub fn sample_type(&self, bind: Bind) -> u64 {
         match bind {
+            _ if self.hits.is_some() => SAMPLE_TYPE_TASK & !SAMPLE_CALLCHAIN,
             Bind::Cpu if self.values.is_none() => SAMPLE_TYPE,
             _ => SAMPLE_TYPE_TASK,
         }
@@ -107,8 +113,11 @@ pub struct CpuEvent {
     pub ring: Ring,
     /// How this ring's breakpoint samples are laid out.
     pub sample_type: u64,
-    /// `--value`: the value event writing into `ring`, and the id that leads its records.
+    /// `--value`: the value event writing into `ring`, and the id that leads its records; on the hit path,
+    /// the output event the hit program writes its records through.
     value_event: Option<(OwnedFd, u64)>,
+    /// `value_event` carries hit records (the hit path), not value records.
+    emits_hits: bool,
     /// Other threads' events redirected into `ring`, with their tids.
     members: Vec<(u32, OwnedFd)>,
     // Declared after `ring` so the mapping is gone before the descriptor closes.
@@ -207,13 +216,13 @@ impl CpuEvent {
         let (fd, counts_lost) = open_fd(watch, cpu, bind, cfg)?;
         let ring = Ring::map(fd.as_fd(), cfg.ring_pages)
             .map_err(|err| OpenError::new(cpu, bind, Stage::Mmap, err))?;
-        let value_event = match &cfg.values {
-            Some(v) => Some(
-                v.attach(index, cpu, fd.as_fd())
-                    .map_err(|err| OpenError::new(cpu, bind, Stage::Bpf, err))?,
-            ),
-            None => None,
-        };
+        let value_event = match (&cfg.hits, &cfg.values) {
+            (Some(h), _) => Some(h.attach(index, cpu, fd.as_fd())),
+            (None, Some(v)) => Some(v.attach(index, cpu, fd.as_fd())),
+            (None, None) => None,
+        }
+        .transpose()
+        .map_err(|err| OpenError::new(cpu, bind, Stage::Bpf, err))?;
         Ok(CpuEvent {
             cpu,
             watch: index,
@@ -222,6 +231,7 @@ impl CpuEvent {
             ring,
             sample_type: cfg.sample_type(bind),
             value_event,
+            emits_hits: cfg.hits.is_some(),
             members: Vec::new(),
             fd,
         })
@@ -324,7 +334,18 @@ impl CpuEvent {
 
     /// The id leading this ring's value records (`--value`).
     pub fn value_id(&self) -> Option<u64> {
-        self.value_event.as_ref().map(|(_, id)| *id)
+        self.value_event
+            .as_ref()
+            .filter(|_| !self.emits_hits)
+            .map(|(_, id)| *id)
+    }
+
+    /// The id leading this ring's hit records (the hit path).
+    pub fn hit_id(&self) -> Option<u64> {
+        self.value_event
+            .as_ref()
+            .filter(|_| self.emits_hits)
+            .map(|(_, id)| *id)
     }
 
     /// What the kernel counted for this ring's events together: every hit while enabled (inherited
@@ -384,6 +405,7 @@ pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
         count_lost: false,
         remove_on_exec: false,
         values: None,
+        hits: None,
     };
     let mut held = Vec::new();
     for i in 0..PROBE_MAX {

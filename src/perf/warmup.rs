@@ -45,6 +45,7 @@ impl Warmup {
                     count_lost: false,
                     remove_on_exec: false,
                     values: None,
+                    hits: None,
                 };
                 let w = Watch {
                     label: "warmup".into(),

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::config::watch::Watch;
 use crate::perf::arm::{self, Scope};
 use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError};
+use crate::perf::hit_record;
 use crate::perf::record::{self, Frame, Mmap, Record, Sample, ValueRecord};
 use crate::perf::sys::{self, Epoll};
 use crate::report::{Covered, Value};
@@ -67,6 +68,22 @@ struct Tracked {
     /// it). A thread created while the watch was being armed can be covered twice (by its own event and by
     /// one inherited from its creator); both report the same store, from different event ids.
     store: Option<(u32, u64, Vec<u64>)>,
+    /// The hit path: which value a hit record's value is.
+    hit_value: HitValue,
+    /// The hit path: the last (tid, comm) a hit record named, so a task's name goes to the tracker only
+    /// when it changes.
+    last_comm: Option<(u32, String)>,
+}
+
+/// What the hit program's value of a hit is to the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HitValue {
+    /// A system-wide watch without `--value`: not shown.
+    NotRead,
+    /// A process watch: the watched range at the trap.
+    Read,
+    /// `--value`/`--if`: the value and the one before it.
+    Written,
 }
 
 impl Tracked {
@@ -82,6 +99,12 @@ impl Tracked {
             unpaired: 0,
             dropped_base,
             store: None,
+            hit_value: match &cfg.hits {
+                Some(h) if h.written => HitValue::Written,
+                Some(h) if h.processes() => HitValue::Read,
+                _ => HitValue::NotRead,
+            },
+            last_comm: None,
         }
     }
 }
@@ -89,9 +112,12 @@ impl Tracked {
 /// The hits `ev`'s CPU and watch had dropped by the `--value` program so far (0 without one, or if the
 /// counter cannot be read).
 fn dropped(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
-    cfg.values
-        .as_ref()
-        .and_then(|v| v.dropped(ev.watch).ok())
+    let by_cpu = match (&cfg.hits, &cfg.values) {
+        (Some(h), _) => h.dropped_by_cpu(ev.watch).ok(),
+        (None, Some(v)) => v.dropped(ev.watch).ok(),
+        (None, None) => None,
+    };
+    by_cpu
         .and_then(|by_cpu| by_cpu.get(ev.cpu as usize).copied())
         .unwrap_or(0)
 }
@@ -483,6 +509,7 @@ fn drain_one(
     let (cpu, watch) = key;
     let sample_type = t.ev.sample_type;
     let value_id = t.ev.value_id();
+    let hit_id = t.ev.hit_id();
     let Tracked {
         ev,
         samples,
@@ -492,14 +519,62 @@ fn drain_one(
         pending,
         unpaired,
         store,
+        hit_value,
+        last_comm,
         ..
     } = t;
+    let hit_value = *hit_value;
     let process = ev.bind != Bind::Cpu;
     // One read per process and watched range per pass: every hit taken out of the ring in this pass gets
     // what the range held at this pass (a flood drains hundreds of hits a pass, and a `process_vm_readv`
     // costs more than everything else a hit needs).
     let mut read: Option<((u32, u64, u8), Value)> = None;
     ev.ring.drain(|bytes| {
+        if hit_id.is_some() && record::sample_identifier(bytes) == hit_id {
+            match hit_record::decode_output(bytes) {
+                Ok((id, _, hit)) => {
+                    *samples += 1;
+                    *last_time = (*last_time).max(hit.time);
+                    let renamed = last_comm
+                        .as_ref()
+                        .is_none_or(|(tid, comm)| *tid != hit.tid || *comm != hit.comm);
+                    if renamed {
+                        // The writer's name as the kernel had it at the trap, ahead of its hit: a task is
+                        // never `<...>`, whatever records were lost or came late.
+                        *last_comm = Some((hit.tid, hit.comm.clone()));
+                        sorter.push(
+                            key,
+                            hit.time,
+                            Item::Comm {
+                                pid: hit.pid,
+                                tid: hit.tid,
+                                comm: hit.comm.clone(),
+                                exec: false,
+                            },
+                        );
+                    }
+                    let value = match (hit_value, hit.value) {
+                        (HitValue::Written, value) => Value::Written {
+                            value,
+                            old: hit.old,
+                        },
+                        (HitValue::Read, Some(v)) => Value::Read(v),
+                        (HitValue::Read, None) => Value::Unreadable,
+                        (HitValue::NotRead, _) => Value::NotRead,
+                    };
+                    sorter.push(
+                        key,
+                        hit.time,
+                        Item::Sample(hit.sample(cpu, id), watch, value),
+                    );
+                }
+                Err(_) => {
+                    *undecodable += 1;
+                    sorter.push(key, *last_time, Item::Lost { cpu, count: 1 });
+                }
+            }
+            return true;
+        }
         if value_id.is_some() && record::sample_identifier(bytes) == value_id {
             match record::decode_value(bytes) {
                 Ok(v) => *unpaired += u64::from(pending.replace(v).is_some()),

@@ -25,6 +25,7 @@ const CFG: EventConfig = EventConfig {
     count_lost: false,
     remove_on_exec: false,
     values: None,
+    hits: None,
 };
 
 fn fail(cpu: u32, errno: i32) -> OpenError {

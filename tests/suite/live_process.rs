@@ -213,22 +213,30 @@ fn a_launched_command_that_exits_at_once_has_its_stores_named() {
 }
 
 /// A thread that holds 4 task-bound breakpoints of its own cannot be armed: the run fails with exit 3,
-/// names the thread, prints no hit, and leaves every register free again.
+/// names the CPU whose registers that thread's watchpoints fill (the default, one breakpoint per CPU) or
+/// the thread (`--per-thread`, one breakpoint per thread), prints no hit, and leaves every register free
+/// again.
 #[test]
 fn a_thread_with_full_debug_registers_fails_the_whole_attach() {
     let Some(_live) = util::live() else { return };
     let Some((mut h, tid)) = start_hog() else {
         return;
     };
-    let (code, out, err) = util::run_within(
-        &["write", "-p", &h.pid.to_string(), "target_var"],
-        Duration::from_secs(30),
-    );
-    assert_eq!(code, 3, "{err}");
-    assert!(err.contains(&format!("tid {tid} (")), "{err}");
-    assert!(err.contains("nothing was armed"), "{err}");
-    // Refused before the header: not one line, let alone a hit.
-    assert!(out.is_empty(), "stdout of a refused attach: {out}");
+    let pid = h.pid.to_string();
+    for (args, who) in [
+        (&["write", "-p", &pid, "target_var"][..], "cpu ".to_string()),
+        (
+            &["write", "-p", &pid, "target_var", "--per-thread"][..],
+            format!("tid {tid} ("),
+        ),
+    ] {
+        let (code, out, err) = util::run_within(args, Duration::from_secs(30));
+        assert_eq!(code, 3, "{args:?}: {err}");
+        assert!(err.contains(&who), "{args:?}: {err}");
+        assert!(err.contains("nothing was armed"), "{err}");
+        // Refused before the header: not one line, let alone a hit.
+        assert!(out.is_empty(), "stdout of a refused attach: {out}");
+    }
     h.send("go");
     h.read_until_prefix("done tids=");
     h.finish();
@@ -375,6 +383,7 @@ fn a_refused_thread_closes_every_event_already_opened_for_the_others() {
         count_lost: true,
         remove_on_exec: false,
         values: None,
+        hits: None,
     };
     let before = own_perf_events();
     let err = arm_in(&[watch], &cpus, &Scope::Processes(vec![h.pid]), &cfg)

@@ -38,6 +38,8 @@ struct HitProgram {
 pub struct HitPrograms {
     programs: Vec<HitProgram>,
     procs: Option<OwnedFd>,
+    /// `--value`/`--if` were asked for: hits report the value and the one before it.
+    pub written: bool,
 }
 
 impl std::fmt::Debug for HitPrograms {
@@ -115,7 +117,11 @@ impl HitPrograms {
                 stats,
             });
         }
-        Ok(HitPrograms { programs, procs })
+        Ok(HitPrograms {
+            programs,
+            procs,
+            written: false,
+        })
     }
 
     /// Adds process `tgid` to the watched processes (no-op for a watch of every task).
@@ -146,6 +152,20 @@ impl HitPrograms {
         sys::bpf_map_update(p.outputs.as_fd(), &cpu.to_ne_bytes(), &fd.to_ne_bytes())?;
         sys::perf_set_bpf(bp, p.prog.as_fd())?;
         Ok((out, id))
+    }
+
+    /// Whether the programs choose the process (a `procs` map).
+    pub fn processes(&self) -> bool {
+        self.procs.is_some()
+    }
+
+    /// Traps watch `watch`'s program dropped so far on each CPU (filters, condition and other processes
+    /// together), by CPU number.
+    pub fn dropped_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
+        let stats = self.program(watch)?.stats.as_fd();
+        let filtered = sys::bpf_map_lookup_percpu_u64(stats, hit::STAT_FILTERED)?;
+        let other = sys::bpf_map_lookup_percpu_u64(stats, hit::STAT_OTHER_PROCESS)?;
+        Ok(filtered.iter().zip(&other).map(|(a, b)| a + b).collect())
     }
 
     /// Traps watch `watch`'s program dropped so far, all CPUs together.

@@ -18,6 +18,10 @@
 //                           Prints "hog tid=T held=K" (K: how many the kernel granted) before "ready"
 //   threads count N         N threads asleep on a condition (64 KiB stacks, so 10,000 fit); "ready" once all
 //                           exist; exit on EOF (the arming-cost benchmark's target)
+//   threads churn N         N chains of short-lived threads, each thread storing once and creating the next
+//                           before it exits, from the start ("ready" at once): before "go" they store into
+//                           target_var2, after it into target_var; on "stop" the chains end and it prints
+//                           "stores=S" (stores into target_var) and "done"; exit on EOF
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/hw_breakpoint.h>
@@ -124,6 +128,31 @@ static void *alternate(void *arg) {
     return NULL;
 }
 
+static pthread_attr_t attr;
+
+// churn: store once (where depends on "go"), start the next thread of the chain, exit.
+static long churn_stores;  // stores into target_var, atomic
+static long churn_live;    // chains still running, under mu
+static void *churn_link(void *arg) {
+    int counting = __atomic_load_n(&go, __ATOMIC_ACQUIRE);
+    if (counting) {
+        ksw_thread_store(&target_var, (unsigned long)gettid_());
+        __atomic_add_fetch(&churn_stores, 1, __ATOMIC_RELAXED);
+    } else {
+        ksw_thread_store(&target_var2, (unsigned long)gettid_());
+    }
+    pthread_t next;
+    if (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE) && pthread_create(&next, &attr, churn_link, arg) == 0) {
+        pthread_detach(next);
+        return NULL;
+    }
+    pthread_mutex_lock(&mu);
+    churn_live--;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
 // count: exists, then sleeps until the process exits.
 static void *sleeper(void *arg) {
     (void)arg;
@@ -133,8 +162,6 @@ static void *sleeper(void *arg) {
     for (;;) pthread_cond_wait(&cv, &mu);
     return NULL;
 }
-
-static pthread_attr_t attr;
 
 static void spawn(pthread_t *t, void *(*fn)(void *), void *arg) {
     int err = pthread_create(t, &attr, fn, arg);
@@ -213,7 +240,7 @@ int main(int argc, char **argv) {
     const char *mode = argc > 2 ? argv[1] : "";
     long n = argc > 2 ? atol(argv[2]) : 0;
     if (n <= 0 || (strcmp(mode, "threads") == 0 && argc < 4)) {
-        fprintf(stderr, "usage: threads threads N LATE | alternate N [US] | hog N | count N\n");
+        fprintf(stderr, "usage: threads threads N LATE | alternate N [US] | hog N | count N | churn N\n");
         return 2;
     }
     pthread_attr_init(&attr);
@@ -240,6 +267,25 @@ int main(int argc, char **argv) {
             sum += totals[i];
         }
         printf("stores=%lu\ndone\n", sum);
+        fflush(stdout);
+        wait_eof();
+    } else if (strcmp(mode, "churn") == 0) {
+        churn_live = n;
+        for (long i = 0; i < n; i++) {
+            pthread_t t;
+            spawn(&t, churn_link, NULL);
+            pthread_detach(t);
+        }
+        say("ready\n");
+        if (wait_for("go")) {
+            __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+            wait_for("stop");
+        }
+        __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+        pthread_mutex_lock(&mu);
+        while (churn_live > 0) pthread_cond_wait(&cv, &mu);
+        pthread_mutex_unlock(&mu);
+        printf("stores=%ld\ndone\n", __atomic_load_n(&churn_stores, __ATOMIC_RELAXED));
         fflush(stdout);
         wait_eof();
     } else if (strcmp(mode, "count") == 0) {

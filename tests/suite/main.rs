@@ -18,6 +18,7 @@ mod live_hotplug;
 mod live_module;
 mod live_output;
 mod live_process;
+mod live_process_wide;
 mod live_rollback;
 mod live_typed;
 mod live_value;

@@ -471,6 +471,14 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     if hit_path {
         let mut hits = HitPrograms::load(&watches, condition.as_ref(), &filter, true)?;
         hits.written = values;
+        // A launched command's children are watched too, as `perf record -- CMD` follows them.
+        if matches!(mode, Mode::Launch(_)) {
+            if let Err(e) = hits.follow_children() {
+                stderr::line(format_args!(
+                    "ksymwatch: warning: {e}; the command's own threads are watched, processes it forks are not"
+                ));
+            }
+        }
         for pid in scope.pids() {
             hits.watch_process(pid).or_exit(
                 ExitCode::Runtime,

@@ -528,6 +528,7 @@ const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
 const BPF_MAP_DELETE_ELEM: libc::c_int = 3;
 const BPF_PROG_LOAD: libc::c_int = 5;
+const BPF_RAW_TRACEPOINT_OPEN: libc::c_int = 17;
 
 /// `union bpf_attr` for BPF_PROG_LOAD, up to `expected_attach_type`.
 #[repr(C)]
@@ -672,6 +673,31 @@ pub fn bpf_map_update(map: BorrowedFd<'_>, key: &[u8], value: &[u8]) -> io::Resu
     // SAFETY: `key` and `value` are live for the call and as long as the map's sizes (the caller's
     // contract); the kernel only reads them.
     unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut attr) }.map(|_| ())
+}
+
+/// `union bpf_attr` for BPF_RAW_TRACEPOINT_OPEN.
+#[repr(C)]
+#[derive(Default)]
+struct RawTracepointAttr {
+    name: u64,
+    prog_fd: u32,
+    _pad: u32,
+}
+
+/// BPF_RAW_TRACEPOINT_OPEN: attaches `prog` (a raw-tracepoint program) to the kernel tracepoint `name`
+/// (`sched_process_fork`) until the returned descriptor is closed.
+pub fn bpf_raw_tracepoint_open(name: &str, prog: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let name =
+        std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut attr = RawTracepointAttr {
+        name: name.as_ptr() as u64,
+        prog_fd: prog.as_raw_fd() as u32,
+        ..RawTracepointAttr::default()
+    };
+    // SAFETY: the NUL-terminated name outlives the call; the kernel only reads it.
+    let fd = unsafe { bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr) }?;
+    // SAFETY: BPF_RAW_TRACEPOINT_OPEN returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
 /// BPF_MAP_DELETE_ELEM: `key` must be the map's key size. A key that is not there is ENOENT.

@@ -22,6 +22,9 @@
 //                           before it exits, from the start ("ready" at once): before "go" they store into
 //                           target_var2, after it into target_var; on "stop" the chains end and it prints
 //                           "stores=S" (stores into target_var) and "done"; exit on EOF
+//   threads forks N         "ready"; on "go" fork N children, each storing its pid into target_var once and
+//                           exiting, wait for them, store once itself, print "children=P1,P2,..." and "done";
+//                           exit on EOF
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/hw_breakpoint.h>
@@ -31,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 volatile unsigned long target_var __attribute__((aligned(64)));
@@ -240,7 +244,7 @@ int main(int argc, char **argv) {
     const char *mode = argc > 2 ? argv[1] : "";
     long n = argc > 2 ? atol(argv[2]) : 0;
     if (n <= 0 || (strcmp(mode, "threads") == 0 && argc < 4)) {
-        fprintf(stderr, "usage: threads threads N LATE | alternate N [US] | hog N | count N | churn N\n");
+        fprintf(stderr, "usage: threads threads N LATE | alternate N [US] | hog N | count N | churn N | forks N\n");
         return 2;
     }
     pthread_attr_init(&attr);
@@ -286,6 +290,24 @@ int main(int argc, char **argv) {
         while (churn_live > 0) pthread_cond_wait(&cv, &mu);
         pthread_mutex_unlock(&mu);
         printf("stores=%ld\ndone\n", __atomic_load_n(&churn_stores, __ATOMIC_RELAXED));
+        fflush(stdout);
+        wait_eof();
+    } else if (strcmp(mode, "forks") == 0) {
+        say("ready\n");
+        if (!wait_for("go")) return 0;
+        printf("children=");
+        for (long i = 0; i < n; i++) {
+            pid_t c = fork();
+            if (c < 0) die("fork", errno);
+            if (c == 0) {
+                ksw_thread_store(&target_var, (unsigned long)getpid());
+                _exit(0);
+            }
+            waitpid(c, NULL, 0);
+            printf("%s%d", i ? "," : "", (int)c);
+        }
+        ksw_thread_store(&target_var, (unsigned long)getpid());
+        printf("\ndone\n");
         fflush(stdout);
         wait_eof();
     } else if (strcmp(mode, "count") == 0) {

@@ -120,7 +120,7 @@ fn threads_born_during_and_after_arming_are_each_seen_once() {
         "--json",
         "--no-status",
         "--buffer-pages",
-        "512",
+        "4096",
         "-p",
         &pid,
         "-p",
@@ -138,6 +138,7 @@ fn threads_born_during_and_after_arming_are_each_seen_once() {
     let records = parse_ndjson(&out);
     let by_tid = stores_by_tid(&records, h_pid(&pid));
     assert!(stores > 100, "the helper churned: {stores} stores");
+    assert_eq!(summary(&records)["lost"], 0, "{}", summary(&records));
     assert_eq!(by_tid.values().sum::<usize>(), stores, "one hit per store");
     assert_eq!(
         by_tid.len(),
@@ -202,4 +203,55 @@ fn another_process_at_the_same_address_is_dropped_and_counted() {
         s["filtered"].as_u64().is_some_and(|f| f >= 5),
         "the other process's 5 stores counted as filtered: {s}"
     );
+}
+
+/// Launch mode follows the command's children, as `perf record -- CMD` does: each child the command forks
+/// is added to the watched processes in the kernel before it runs, so its store is seen, named by its own
+/// pid.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn launch_mode_follows_the_commands_children() {
+    let Some(_live) = util::live() else { return };
+    let dir = std::env::temp_dir().join(format!("ksw-forks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let stream = dir.join("stream.ndjson");
+    let bin = helper("threads");
+    let mut h = Writer::start_binary(
+        std::path::Path::new(util::BIN),
+        &[
+            "write",
+            "--json",
+            "--no-status",
+            "-o",
+            stream.to_str().expect("utf-8 path"),
+            "target_var",
+            "--",
+            bin.to_str().expect("utf-8 path"),
+            "forks",
+            "3",
+        ],
+    );
+    h.read_until("ready");
+    let parent = h.pid;
+    h.send("go");
+    let lines = h.read_until("done");
+    let children: Vec<u32> = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("children="))
+        .expect("children line")
+        .split(',')
+        .map(|p| p.parse().expect("child pid"))
+        .collect();
+    let status = h.close_and_wait(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0));
+    let records = parse_ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
+    for pid in children.iter().chain([&parent]) {
+        let by_tid = stores_by_tid(&records, *pid);
+        assert_eq!(
+            by_tid.values().sum::<usize>(),
+            1,
+            "one store by process {pid} (parent {parent}, children {children:?})"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -38,6 +38,8 @@ struct HitProgram {
 pub struct HitPrograms {
     programs: Vec<HitProgram>,
     procs: Option<OwnedFd>,
+    /// Adds the children of watched processes to `procs` as they are forked.
+    follower: Option<super::follow::Follower>,
     /// `--value`/`--if` were asked for: hits report the value and the one before it.
     pub written: bool,
 }
@@ -120,6 +122,7 @@ impl HitPrograms {
         Ok(HitPrograms {
             programs,
             procs,
+            follower: None,
             written: false,
         })
     }
@@ -130,6 +133,15 @@ impl HitPrograms {
             Some(p) => sys::bpf_map_update(p.as_fd(), &tgid.to_ne_bytes(), &1u32.to_ne_bytes()),
             None => Ok(()),
         }
+    }
+
+    /// Follows the children the watched processes fork from now on: each is added to the watched
+    /// processes in the kernel before it runs (a no-op for a watch of every task).
+    pub fn follow_children(&mut self) -> Result<(), Error> {
+        if let Some(p) = &self.procs {
+            self.follower = Some(super::follow::Follower::attach(p.as_fd())?);
+        }
+        Ok(())
     }
 
     /// Takes process `tgid` out of the watched processes: its traps are dropped from now on.

@@ -20,6 +20,7 @@
 //! programs while another BPF program runs on the same CPU (`bpf_prog_active`): a store made from inside a
 //! BPF program, or while one runs there, is not reported with `--value`.
 
+pub mod follow;
 pub mod hit;
 #[cfg(test)]
 mod hit_live_tests;

@@ -1,0 +1,121 @@
+//! Following a watched process's children in the kernel: a raw-tracepoint program on `sched_process_fork`
+//! that adds a new process to the hit programs' `procs` map when its parent's process is there, before the
+//! child runs its first instruction (the tracepoint fires in the parent, inside `fork`). A new thread
+//! (same tgid) is covered already and left alone. Launch mode uses it, as `perf record -- CMD` follows its
+//! command's children.
+//!
+//! The child's `tgid` is read from its `task_struct` at the offset the running kernel's BTF gives: the
+//! tracepoint's arguments are `(struct task_struct *parent, struct task_struct *child)`.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use super::insn::{Alu, Asm, AsmError, Cond, Insn, DW, FP, R0, R1, R2, R3, R4, R6, R7, W};
+use super::program::helper;
+use crate::error::Error;
+use crate::perf::sys;
+
+const PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
+
+// Stack slots.
+const PARENT_TGID: i16 = -4;
+const CHILD_TGID: i16 = -8;
+const ONE: i16 = -12;
+
+/// The program: `procs` is the watched-process map (u32 tgid -> u32), `tgid_offset` the byte offset of
+/// `tgid` in `struct task_struct`.
+pub fn generate(procs: i32, tgid_offset: i16) -> Result<Vec<Insn>, AsmError> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.load(DW, R7, R1, 8).mov(R6, R1);
+    // The parent is the current task.
+    a.call(helper::GET_CURRENT_PID_TGID)
+        .alu_imm(Alu::Rsh, R0, 32)
+        .store(W, FP, PARENT_TGID, R0)
+        .ld_map_fd(R1, procs)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(PARENT_TGID))
+        .call(helper::MAP_LOOKUP_ELEM)
+        .jump_imm(Cond::Eq, R0, 0, out);
+    a.mov(R1, FP)
+        .alu_imm(Alu::Add, R1, i32::from(CHILD_TGID))
+        .mov_imm(R2, 4)
+        .mov(R3, R7)
+        .alu_imm(Alu::Add, R3, i32::from(tgid_offset))
+        .call(helper::PROBE_READ_KERNEL)
+        .jump_imm(Cond::Ne, R0, 0, out);
+    // A thread of the same process is covered already.
+    a.load(W, R1, FP, CHILD_TGID)
+        .load(W, R2, FP, PARENT_TGID)
+        .jump(Cond::Eq, R1, R2, out);
+    a.store_imm(W, FP, ONE, 1)
+        .ld_map_fd(R1, procs)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(CHILD_TGID))
+        .mov(R3, FP)
+        .alu_imm(Alu::Add, R3, i32::from(ONE))
+        .mov_imm(R4, 0)
+        .call(helper::MAP_UPDATE_ELEM);
+    a.bind(out);
+    a.mov_imm(R0, 0).exit();
+    a.finish()
+}
+
+/// The loaded program, attached while this lives.
+pub struct Follower {
+    _link: OwnedFd,
+    _prog: OwnedFd,
+}
+
+impl std::fmt::Debug for Follower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Follower")
+    }
+}
+
+/// Where `tgid` is in the running kernel's `struct task_struct`, from its BTF.
+fn tgid_offset() -> Result<i16, Error> {
+    use ksymwatch_symbols::btf::{Btf, CastKind, CastType};
+    use ksymwatch_symbols::PathElem;
+    let btf = Btf::open(std::path::Path::new(Btf::VMLINUX)).map_err(|e| {
+        Error::not_permitted("following a command's children needs the kernel's BTF").caused_by(e)
+    })?;
+    let cast = CastType {
+        kind: Some(CastKind::Struct),
+        name: "task_struct".into(),
+    };
+    let m = btf
+        .member(&cast, &[PathElem::Field("tgid".into())])
+        .map_err(|e| Error::not_permitted(format!("task_struct.tgid in the kernel's BTF: {e}")))?;
+    i16::try_from(m.offset)
+        .map_err(|_| Error::not_permitted("task_struct.tgid is beyond a BPF load offset"))
+}
+
+impl Follower {
+    /// Loads and attaches the program for the watched-process map `procs`.
+    pub fn attach(procs: BorrowedFd<'_>) -> Result<Follower, Error> {
+        use std::os::fd::AsRawFd;
+        let insns: Vec<u64> = generate(procs.as_raw_fd(), tgid_offset()?)
+            .map_err(|e| Error::runtime("building the fork-following program").caused_by(e))?
+            .iter()
+            .map(|i| i.raw())
+            .collect();
+        let mut log = Vec::new();
+        let prog = sys::bpf_prog_load(PROG_TYPE_RAW_TRACEPOINT, &insns, "ksw_follow", &mut log)
+            .map_err(|e| {
+                Error::not_permitted(format!(
+                    "the kernel would not load the fork-following program ({e}): {}",
+                    String::from_utf8_lossy(&log).trim().replace('\n', " | ")
+                ))
+            })?;
+        let link = sys::bpf_raw_tracepoint_open("sched_process_fork", prog.as_fd()).map_err(|e| {
+            Error::not_permitted(format!(
+                "cannot attach to the sched_process_fork tracepoint ({e}): children of the command would \
+                 not be followed"
+            ))
+        })?;
+        Ok(Follower {
+            _link: link,
+            _prog: prog,
+        })
+    }
+}

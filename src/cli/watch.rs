@@ -616,9 +616,10 @@ fn check_fd_budget(pids: &[u32], cpus: usize, targets: usize) -> Result<()> {
         return Ok(());
     }
     Err(Error::arm(format!(
-        "watching {threads} threads on {cpus} CPUs takes {need} file descriptors (one per thread, CPU and \
-         target), over this process's limit of {limit}; raise the hard limit (ulimit -Hn) or start the program \
-         under ksymwatch instead (`ksymwatch write TARGET -- CMD`), where every thread inherits {} events",
+        "watching {threads} threads on {cpus} CPUs one breakpoint per thread takes {need} file descriptors (one \
+         per thread, CPU and target), over this process's limit of {limit}; raise the hard limit (ulimit -Hn), \
+         watch without --per-thread/--remove-on-exec where BPF can be loaded (one breakpoint per CPU), or start \
+         the program under ksymwatch (`ksymwatch write TARGET -- CMD`), where every thread inherits {} events",
         cpus * targets
     )))
 }

@@ -613,8 +613,9 @@ fn a_file_planted_in_a_sticky_directory_is_not_written() {
     assert_eq!(std::fs::read_to_string(&planted.path).unwrap(), "theirs\n");
 }
 
-/// A process with more threads than the descriptor limit leaves room for (one per thread, CPU and
-/// target) is refused before a single event is opened, with launch mode named as the way out.
+/// Watched one breakpoint per thread (`--per-thread`), a process with more threads than the descriptor
+/// limit leaves room for (one per thread, CPU and target) is refused before a single event is opened, with
+/// the ways out named; watched the default way (one breakpoint per CPU) it fits whatever its threads.
 #[test]
 fn a_process_too_big_for_the_descriptor_limit_is_refused_up_front() {
     if !util::require("prlimit") {
@@ -631,10 +632,30 @@ fn a_process_too_big_for_the_descriptor_limit_is_refused_up_front() {
             "-p",
             &pid,
             "target_var",
+            "--per-thread",
+        ])
+        .output()
+        .expect("run prlimit");
+    let per_cpu = std::process::Command::new("prlimit")
+        .args([
+            "--nofile=128:128",
+            util::BIN,
+            "write",
+            "-p",
+            &pid,
+            "target_var",
+            "--duration",
+            "200ms",
         ])
         .output()
         .expect("run prlimit");
     h.finish();
+    assert_eq!(
+        per_cpu.status.code(),
+        Some(0),
+        "one breakpoint per CPU needs no descriptor per thread: {}",
+        String::from_utf8_lossy(&per_cpu.stderr)
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     let need = 101 * util::online_cpus().len();

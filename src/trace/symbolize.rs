@@ -133,12 +133,37 @@ impl<'a> Symbolizer<'a> {
     }
 
     /// Names the writer's ip and every frame of its chain, into `chain` (cleared first).
+    ///
+    /// The first frame is the trap's own ip and is named as it is. Every later one is a return address:
+    /// the instruction after a call, which for a call that ends its function is the first byte of the next
+    /// one; it is named by the byte before it (the call), with its offset spelled from that function's
+    /// start, as perf does (`caller+0x20/0x20`, not `next_function+0x0`). A zero user frame is the end of a
+    /// frame-pointer walk (the outermost frame's saved pointer), not a frame: it is dropped.
     pub fn resolve(&mut self, sample: &Sample, chain: &mut Vec<ResolvedFrame>) -> ResolvedFrame {
         chain.clear();
-        for f in &sample.frames {
-            chain.push(self.frame(sample.pid, f.addr, f.context == Context::Kernel));
+        for (i, f) in sample.frames.iter().enumerate() {
+            let kernel = f.context == Context::Kernel;
+            if f.addr == 0 && !kernel {
+                continue;
+            }
+            let frame = if i == 0 || f.addr == 0 {
+                self.frame(sample.pid, f.addr, kernel)
+            } else {
+                self.return_frame(sample.pid, f.addr, kernel)
+            };
+            chain.push(frame);
         }
         self.frame(sample.pid, sample.ip, sample.in_kernel())
+    }
+
+    /// The frame of return address `addr`: named by its call (`addr - 1`), keeping `addr` itself.
+    fn return_frame(&mut self, pid: u32, addr: u64, kernel: bool) -> ResolvedFrame {
+        let mut f = self.frame(pid, addr - 1, kernel);
+        f.addr = addr;
+        if f.sym.is_some() {
+            f.off += 1;
+        }
+        f
     }
 
     /// Names the writer's ip and chain, from the chain cache when this raw chain was named before. Only
@@ -325,6 +350,52 @@ mod tests {
         assert_eq!(notes.len(), 1);
         assert!(notes[0].starts_with("1 kernel address(es)"), "{notes:?}");
         assert!(notes[0].contains("--no-symbol-cache"), "{notes:?}");
+    }
+
+    /// A call that is the last instruction of its function returns to the first byte of the next one: the
+    /// caller is named (offset from its own start, as perf prints it), never the next function; the trap
+    /// ip is named as it is, and a zero user frame ends the chain.
+    #[test]
+    fn return_addresses_name_their_caller_and_a_zero_user_frame_is_dropped() {
+        use crate::perf::record::encode;
+        use crate::report::testutil;
+        let table = kallsyms::from_text(
+            "ffffffff81000000 T store_at_end\nffffffff81000020 T x86_64_start_reservations\n\
+             ffffffff81000040 T __pfx_clear_bss\nffffffff81000050 T clear_bss\nffffffff81000100 T end\n",
+            Path::new("fixture"),
+        )
+        .unwrap();
+        // The trap ip is exactly a symbol's start (the store was the last instruction before it): it stays.
+        let chain = [
+            encode::KERNEL,
+            0xffffffff81000020,
+            0xffffffff81000040,
+            encode::USER,
+            0x401000,
+            0,
+        ];
+        let sample = testutil::sample(chain[1], 7, 7, 1_000, 0x1000, 0, &chain);
+        let mut s = Symbolizer::new(&table);
+        let mut frames = Vec::new();
+        let ip = s.resolve(&sample, &mut frames);
+        assert_eq!(
+            ip.display("x").to_string(),
+            "x86_64_start_reservations+0x0/0x20"
+        );
+        let shown: Vec<String> = frames.iter().map(|f| f.display("wr").to_string()).collect();
+        assert_eq!(
+            shown,
+            [
+                "x86_64_start_reservations+0x0/0x20",
+                "x86_64_start_reservations+0x20/0x20",
+                "0x401000 [wr]",
+            ],
+            "the return address at __pfx_clear_bss names its caller; the 0x0 user frame is gone"
+        );
+        assert_eq!(
+            frames[1].addr, 0xffffffff81000040,
+            "the address itself is kept"
+        );
     }
 
     #[test]
@@ -542,7 +613,8 @@ mod tests {
             1_000_000,
             0x1000,
             0,
-            &[encode::KERNEL, 0xffffffff81000077, 0xffffffff81000010],
+            // The return address 0x11 is named by its call at 0x10, whose line the source knows.
+            &[encode::KERNEL, 0xffffffff81000077, 0xffffffff81000011],
         );
         let Record::Sample(sample) = decode(&bytes, SAMPLE_TYPE).unwrap() else {
             panic!()
@@ -572,7 +644,7 @@ mod tests {
         let want = concat!(
             " => read_zero+0x77/0x100 (fs/read_write.c:30)\n",
             " => rw_verify_area (fs/read_write.c:450) [inlined]\n",
-            " => read_zero+0x10/0x100 (fs/read_write.c:12)\n",
+            " => read_zero+0x11/0x100 (fs/read_write.c:12)\n",
         );
         assert!(text.ends_with(want), "{text}");
     }

@@ -141,20 +141,59 @@ impl Control {
                 .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
                 .open(spec)
         };
-        let opened = open(false).and_then(|r| Ok((r, open(true)?)));
+        let opened = open(false)
+            .map_err(|e| Error::usage(format!("--control {shown}: cannot open the FIFO: {e}")))
+            .and_then(|r| {
+                check_owner(&r, &shown.to_string())?;
+                let w = open(true).map_err(|e| {
+                    Error::usage(format!("--control {shown}: cannot open the FIFO: {e}"))
+                })?;
+                Ok((r, w))
+            });
         match opened {
             Ok((reader, writer)) => Ok(Control::new(reader, Some(writer), created)),
             Err(e) => {
                 if let Some(p) = &created {
                     let _ = std::fs::remove_file(p);
                 }
-                Err(Error::usage(format!(
-                    "--control {shown}: cannot open the FIFO: {e}"
-                )))
+                Err(e)
             }
         }
     }
+}
 
+/// Whoever can write the control FIFO drives the watch (switches it off, moves it): the FIFO actually opened
+/// must be the tracer's user's own and writable by nobody else. Checked on the open descriptor, so a FIFO
+/// swapped in after the path was looked at is the one judged.
+fn check_owner(fifo: &File, shown: &str) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fifo
+        .metadata()
+        .map_err(|e| Error::usage(format!("--control {shown}: cannot stat the FIFO: {e}")))?;
+    let me = sys::geteuid();
+    if !meta.file_type().is_fifo() {
+        return Err(Error::usage(format!(
+            "--control {shown}: not a FIFO once opened; give a path in a directory only you can write"
+        )));
+    }
+    if meta.uid() != me {
+        return Err(Error::usage(format!(
+            "--control {shown}: the FIFO belongs to uid {}, not to you (uid {me}): its owner could drive this \
+             watch; remove it, or give a new path (ksymwatch creates the FIFO, mode 0600)",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(Error::usage(format!(
+            "--control {shown}: the FIFO is writable by others (mode {:04o}): anyone could drive this watch; \
+             `chmod go-w` it, or give a new path (ksymwatch creates the FIFO, mode 0600)",
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+impl Control {
     fn new(file: File, writer: Option<File>, created: Option<PathBuf>) -> Control {
         Control {
             file,

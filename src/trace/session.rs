@@ -95,6 +95,8 @@ pub struct Session<'a, O: Output> {
     control: Option<Controller<'a>>,
     /// Control lines read, not yet applied (reused).
     control_lines: Vec<String>,
+    /// The control source cannot be polled (a regular file): read it on the loop's first turn.
+    control_unpolled: bool,
     sorter: Sorter<Item>,
     epoll: Epoll,
     signals: SignalFd,
@@ -180,10 +182,15 @@ impl<'a, O: Output> Session<'a, O> {
                 .add(fd, TOKEN_UEVENT)
                 .or_exit(ExitCode::Runtime, "epoll")?;
         }
+        // A regular file or /dev/null as `--control -` cannot be polled (epoll refuses it with EPERM); it
+        // never blocks either, so it is read to its end as the loop starts instead.
+        let mut control_unpolled = false;
         if let Some(c) = &control {
-            epoll
-                .add(c.source.fd(), TOKEN_CONTROL)
-                .or_exit(ExitCode::Runtime, "epoll")?;
+            match epoll.add(c.source.fd(), TOKEN_CONTROL) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) => control_unpolled = true,
+                Err(e) => return Err(Error::runtime("epoll").caused_by(e)),
+            }
         }
         // No process is scanned here: `armed` goes out first (see `learn_tasks` and `Plan::user`).
         Ok(Session {
@@ -194,6 +201,7 @@ impl<'a, O: Output> Session<'a, O> {
             events,
             control,
             control_lines: Vec::new(),
+            control_unpolled,
             sorter,
             epoll,
             signals,
@@ -287,6 +295,12 @@ impl<'a, O: Output> Session<'a, O> {
     }
 
     fn run_loop(&mut self, deadline: Option<Instant>, tokens: &mut Vec<u64>) -> Result<StopReason> {
+        while self.control_unpolled {
+            if let Some(stop) = self.on_control()? {
+                return Ok(stop);
+            }
+            self.control_unpolled = self.control.as_ref().is_some_and(|c| !c.source.ended);
+        }
         loop {
             let mut timeout = TICK;
             if let Some(d) = deadline {

@@ -670,3 +670,47 @@ fn a_process_too_big_for_the_descriptor_limit_is_refused_up_front() {
     );
     assert!(!String::from_utf8_lossy(&out.stdout).contains("# armed"));
 }
+
+/// `--control FIFO` hands the watch to whoever can write the FIFO: one of another user, one writable by
+/// group or others, or a path that is a symlink (or not a FIFO at all) is refused before anything is armed,
+/// whatever its form; a FIFO of ours, mode 0600, is taken.
+#[test]
+fn a_control_fifo_someone_else_can_write_is_refused_before_arming() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        util::skip("giving a FIFO to another user needs root");
+        return;
+    }
+    let theirs = fifo("ctl-theirs");
+    util::give_to_nobody(&theirs);
+    let p = theirs.to_str().unwrap();
+    rejects(
+        &["write", "0x1000", "--control", p],
+        2,
+        &["--control", "belongs to uid 65534", "new path"],
+    );
+    for mode in [0o666, 0o620, 0o602] {
+        let open = fifo("ctl-open");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(mode)).unwrap();
+        rejects(
+            &["write", "0x1000", "--control", open.to_str().unwrap()],
+            2,
+            &["--control", "writable by others", "chmod go-w"],
+        );
+    }
+    let target = fifo("ctl-mine");
+    let link = scratch().join("ctl-link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    rejects(
+        &["write", "0x1000", "--control", link.to_str().unwrap()],
+        2,
+        &["--control", "not a FIFO"],
+    );
+    let plain = fixture("ctl-plain", "off\n");
+    rejects(
+        &["write", "0x1000", "--control", plain.to_str().unwrap()],
+        2,
+        &["--control", "not a FIFO"],
+    );
+}

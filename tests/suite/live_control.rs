@@ -174,3 +174,53 @@ fn stdin_control_refuses_moves_and_pauses_a_system_wide_watch() {
     }
     assert!(records.iter().all(|v| v["type"] != "lost"));
 }
+
+/// `--control -` with stdin a regular file (a script of commands) or /dev/null: the file's lines are
+/// applied in order as the watch starts and its end does not end the watch; /dev/null is no command at all.
+/// Neither can be polled, which once failed the run after arming.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn stdin_control_from_a_file_or_dev_null_is_read_not_polled() {
+    let Some(_live) = util::live() else { return };
+    let dir = std::env::temp_dir().join(format!("ksw-control-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let script = dir.join("commands");
+    std::fs::write(&script, "off\n# a comment\non\nfrobnicate").expect("write commands");
+    for (stdin, refused) in [
+        (script.as_path(), 1),
+        (std::path::Path::new("/dev/null"), 0),
+    ] {
+        let out = Command::new(BIN)
+            .args([
+                "write",
+                "--json",
+                "--no-status",
+                "__start_init_stack+0x3e00",
+                "--duration",
+                "300ms",
+                "--control",
+                "-",
+            ])
+            .stdin(std::fs::File::open(stdin).expect("stdin file"))
+            .output()
+            .expect("run ksymwatch");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{}: {err}", stdin.display());
+        let records: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON record a line"))
+            .collect();
+        let count = |ty: &str| records.iter().filter(|v| v["type"] == ty).count();
+        let paused = usize::from(refused == 1);
+        assert_eq!(count("watch_off"), paused, "{}", stdin.display());
+        assert_eq!(count("watch_on"), paused, "{}", stdin.display());
+        assert_eq!(count("control_refused"), refused, "{}", stdin.display());
+        let summary = records.last().expect("summary");
+        assert_eq!(
+            summary["stop"], "duration",
+            "the end of the commands is not the end: {summary}"
+        );
+        assert!(count("hit") > 0, "the watch ran on after its commands");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

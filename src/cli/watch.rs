@@ -209,23 +209,59 @@ enum Mode {
 impl Mode {
     fn of(args: &WatchArgs) -> Result<Mode> {
         match (args.pids.is_empty(), args.command.is_empty()) {
-            (true, true) => Ok(Mode::System),
-            (false, true) => {
-                for &pid in &args.pids {
-                    if !Path::new(&format!("/proc/{pid}")).exists() || pid == 0 {
-                        return Err(Error::usage(format!(
-                            "-p {pid}: no such process; give the pid of a running process (pgrep NAME)"
-                        )));
-                    }
+            (true, true) => {
+                // clap gives an empty command for a bare trailing `--`: that is a missing command, not a
+                // system-wide watch.
+                if std::env::args_os().skip(1).any(|a| a == "--") {
+                    return Err(Error::usage(
+                        "`--` must be followed by a command to run (`-- CMD ARGS`); leave `--` out for a \
+                         system-wide watch",
+                    ));
                 }
-                Ok(Mode::Attach(args.pids.clone()))
+                Ok(Mode::System)
             }
+            (false, true) => Ok(Mode::Attach(processes_of(&args.pids)?)),
             (true, false) => Ok(Mode::Launch(args.command.clone())),
             (false, false) => Err(Error::usage(
                 "-p watches a running process and `-- CMD` starts one: give one of them",
             )),
         }
     }
+}
+
+/// The processes `-p` names, each once: a thread id that is not its process's leader stands for its
+/// process (said on stderr), since a watch covers every thread of a process.
+fn processes_of(pids: &[u32]) -> Result<Vec<u32>> {
+    let mut out: Vec<u32> = Vec::new();
+    for &pid in pids {
+        let status = (pid != 0)
+            .then(|| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+            .flatten()
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "-p {pid}: no such process; give the pid of a running process (pgrep NAME)"
+                ))
+            })?;
+        let field = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(|v| v.trim().to_string())
+        };
+        let tgid = field("Tgid:")
+            .and_then(|t| t.parse::<u32>().ok())
+            .unwrap_or(pid);
+        if tgid != pid {
+            stderr::line(format_args!(
+                "ksymwatch: -p {pid} is a thread of process {tgid} ({}): watching every thread of process {tgid}",
+                field("Name:").unwrap_or_else(|| "?".into())
+            ));
+        }
+        if !out.contains(&tgid) {
+            out.push(tgid);
+        }
+    }
+    Ok(out)
 }
 
 /// Resolves `targets` in process `pid`'s own address space.
@@ -682,8 +718,10 @@ fn watched_processes(scope: &Scope) -> Vec<(u32, String)> {
         .collect()
 }
 
-/// Resolves `targets` in a launched command stopped at its exec; a library symbol is resolved once ld.so
-/// has mapped the library, the command stepped one system call at a time until then.
+/// Resolves `targets` in a launched command stopped at its exec. A library's symbol (`LIB:SYM`) is resolved
+/// once ld.so has mapped the library: the command is run to its program's entry point (one stop, before
+/// any code of the program's own). A library still not mapped there is loaded later (dlopen) or never,
+/// and is refused (exit 2) with the command killed before its code ran.
 fn launch_watches(
     launched: &mut Option<Launched>,
     targets: &[Target],
@@ -692,19 +730,23 @@ fn launch_watches(
     let Some(l) = launched.as_mut() else {
         return Ok(Vec::new());
     };
-    for _ in 0..crate::trace::launch::MAX_SYSCALL_STEPS {
-        match process_watches(l.pid, targets, access) {
-            Err(e) if watch::is_not_mapped_yet(&e) => {
-                if !l.step_syscall()? {
-                    return Err(Error::runtime(
-                        "the command ended before the library holding the target was mapped",
-                    ));
-                }
-            }
-            other => return other,
-        }
+    match process_watches(l.pid, targets, access) {
+        Err(e) if watch::is_not_mapped_yet(&e) => {}
+        other => return other,
     }
-    Err(Error::usage(
-        "the library holding the target was never mapped by the command; check `LIB:` in the target",
-    ))
+    if !l.run_to_entry()? {
+        return Err(Error::usage(
+            "the command ended before its program started, so the library holding the target was never mapped",
+        ));
+    }
+    process_watches(l.pid, targets, access).map_err(|e| {
+        if watch::is_not_mapped_yet(&e) {
+            Error::usage(format!(
+                "{e}; that library is not loaded when the command starts (loaded later with dlopen, or not at \
+                 all): start the command, then watch it with -p PID once the library is loaded; nothing ran"
+            ))
+        } else {
+            e
+        }
+    })
 }

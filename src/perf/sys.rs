@@ -425,6 +425,95 @@ pub fn ptrace_resume(pid: u32, detach: bool) -> io::Result<()> {
     Ok(())
 }
 
+/// Resumes a stopped tracee until its next signal or exit (`PTRACE_CONT`), delivering no signal.
+pub fn ptrace_cont(pid: u32) -> io::Result<()> {
+    // SAFETY: no pointers; the data argument 0 means "no signal".
+    let r = unsafe {
+        libc::ptrace(
+            libc::PTRACE_CONT,
+            pid as libc::pid_t,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_void>(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The word of a stopped tracee's memory at `addr` (`PTRACE_PEEKDATA`).
+pub fn ptrace_peek(pid: u32, addr: u64) -> io::Result<u64> {
+    // SAFETY: errno is this thread's; clearing it tells a word of -1 from a failure.
+    unsafe { *libc::__errno_location() = 0 };
+    // SAFETY: PEEKDATA reads the tracee's memory, not ours; no pointer of ours is passed.
+    let r = unsafe {
+        libc::ptrace(
+            libc::PTRACE_PEEKDATA,
+            pid as libc::pid_t,
+            addr as *mut libc::c_void,
+            std::ptr::null_mut::<libc::c_void>(),
+        )
+    };
+    let e = io::Error::last_os_error();
+    if r == -1 && e.raw_os_error() != Some(0) {
+        return Err(e);
+    }
+    Ok(r as u64)
+}
+
+/// Writes one word of a stopped tracee's memory at `addr` (`PTRACE_POKEDATA`; text pages too).
+pub fn ptrace_poke(pid: u32, addr: u64, word: u64) -> io::Result<()> {
+    // SAFETY: POKEDATA writes the tracee's memory, not ours; the data argument is the word itself.
+    let r = unsafe {
+        libc::ptrace(
+            libc::PTRACE_POKEDATA,
+            pid as libc::pid_t,
+            addr as *mut libc::c_void,
+            word as *mut libc::c_void,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A stopped tracee's instruction pointer, or with `set` moves it there (`PTRACE_GETREGS`/`SETREGS`).
+#[cfg(target_arch = "x86_64")]
+pub fn ptrace_ip(pid: u32, set: Option<u64>) -> io::Result<u64> {
+    // SAFETY: user_regs_struct is plain integers; all zero is a valid value to be overwritten.
+    let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+    // SAFETY: GETREGS writes one user_regs_struct into `regs`, which lives for the call.
+    let r = unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETREGS,
+            pid as libc::pid_t,
+            std::ptr::null_mut::<libc::c_void>(),
+            &mut regs as *mut libc::user_regs_struct as *mut libc::c_void,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if let Some(ip) = set {
+        regs.rip = ip;
+        // SAFETY: SETREGS reads one user_regs_struct from `regs`, which lives for the call.
+        let r = unsafe {
+            libc::ptrace(
+                libc::PTRACE_SETREGS,
+                pid as libc::pid_t,
+                std::ptr::null_mut::<libc::c_void>(),
+                &mut regs as *mut libc::user_regs_struct as *mut libc::c_void,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(regs.rip)
+}
+
 /// How a child changed state, from `waitpid`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChildState {

@@ -10,9 +10,9 @@ use std::process::{Child, Command};
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::sys::{self, ChildState};
 
-/// The most system calls a command is stepped through while waiting for a library to be mapped; ld.so
-/// maps a program's libraries in a few dozen.
-pub const MAX_SYSCALL_STEPS: usize = 20_000;
+/// `AT_ENTRY` in the auxiliary vector: the program's entry point, where ld.so jumps once every library the
+/// program links is mapped and initialized.
+const AT_ENTRY: u64 = 9;
 
 pub struct Launched {
     pub pid: u32,
@@ -56,16 +56,57 @@ impl Launched {
         }
     }
 
-    /// Lets the stopped command run up to its next system call entry or exit; `false` if it ended.
-    pub fn step_syscall(&mut self) -> Result<bool> {
-        sys::ptrace_resume(self.pid, false).or_exit(ExitCode::Runtime, "ptrace")?;
-        match sys::wait_child(self.pid).or_exit(ExitCode::Runtime, "waitpid")? {
-            ChildState::Stopped(_) => Ok(true),
-            _ => {
-                self.running = true;
-                Ok(false)
+    /// Lets the command stopped at its exec run to its program's entry point and stops it there: ld.so
+    /// has then mapped every library the program links (and run their constructors), and not one
+    /// instruction of the program's own has run. One breakpoint instruction is planted at the entry and
+    /// taken out again, so this costs one stop, not one per system call. `Ok(false)` if the command ended
+    /// (or was killed by a signal) before reaching it.
+    pub fn run_to_entry(&mut self) -> Result<bool> {
+        let entry = self.entry()?;
+        let pid = self.pid;
+        let word =
+            sys::ptrace_peek(pid, entry).or_exit(ExitCode::Runtime, "reading the entry point")?;
+        sys::ptrace_poke(pid, entry, (word & !0xff) | 0xcc)
+            .or_exit(ExitCode::Runtime, "planting the entry-point breakpoint")?;
+        sys::ptrace_cont(pid).or_exit(ExitCode::Runtime, "ptrace")?;
+        loop {
+            match sys::wait_child(pid).or_exit(ExitCode::Runtime, "waitpid")? {
+                ChildState::Stopped(libc::SIGTRAP) => break,
+                // A stop for another signal before the entry (ld.so's own business): let it be handled as
+                // it would be without us, and wait on.
+                ChildState::Stopped(_) => {
+                    sys::ptrace_cont(pid).or_exit(ExitCode::Runtime, "ptrace")?
+                }
+                _ => {
+                    self.running = true;
+                    return Ok(false);
+                }
             }
         }
+        sys::ptrace_poke(pid, entry, word)
+            .or_exit(ExitCode::Runtime, "restoring the entry point")?;
+        let ip = sys::ptrace_ip(pid, None).or_exit(ExitCode::Runtime, "ptrace getregs")?;
+        if ip != entry + 1 {
+            return Err(Error::runtime(format!(
+                "the command stopped at 0x{ip:x}, not at its entry point 0x{entry:x}"
+            )));
+        }
+        sys::ptrace_ip(pid, Some(entry)).or_exit(ExitCode::Runtime, "ptrace setregs")?;
+        Ok(true)
+    }
+
+    /// The entry point the kernel gave the program (`AT_ENTRY`).
+    fn entry(&self) -> Result<u64> {
+        let auxv = std::fs::read(format!("/proc/{}/auxv", self.pid))
+            .or_exit(ExitCode::Runtime, "reading the command's auxiliary vector")?;
+        auxv.chunks_exact(16)
+            .map(|kv| {
+                let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]));
+                (word(&kv[..8]), word(&kv[8..]))
+            })
+            .find(|&(k, _)| k == AT_ENTRY)
+            .map(|(_, v)| v)
+            .ok_or_else(|| Error::runtime("the command's auxiliary vector has no entry point"))
     }
 
     /// Lets the command go, watched.

@@ -714,3 +714,51 @@ fn a_control_fifo_someone_else_can_write_is_refused_before_arming() {
         &["--control", "not a FIFO"],
     );
 }
+
+/// A bare trailing `--` is a missing command, not a system-wide watch.
+#[test]
+fn an_empty_command_after_dashes_is_refused() {
+    rejects(
+        &["write", "0x1000", "--"],
+        2,
+        &["`--` must be followed by a command"],
+    );
+}
+
+/// Launch mode resolves `LIB:SYM` before the command runs any code of its own (at its program's entry
+/// point, where ld.so has mapped every library it links): an unknown symbol of a linked library, a library
+/// the program does not link (one it would dlopen later) or no such library at all is exit 2, and the
+/// command never ran (`touch` never made its file).
+#[test]
+fn a_launch_target_in_a_library_is_resolved_before_the_command_runs() {
+    let dir = scratch();
+    for (i, (target, needle)) in [
+        (
+            "libc:ksw_no_such_symbol",
+            "unknown symbol `ksw_no_such_symbol`",
+        ),
+        ("libm:signgam", "not loaded when the command starts"),
+        (
+            "ksw_no_such_lib:environ",
+            "not loaded when the command starts",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let marker = dir.join(format!("ran-{i}"));
+        let _ = std::fs::remove_file(&marker);
+        rejects(
+            &[
+                "write",
+                target,
+                "--",
+                "/usr/bin/touch",
+                marker.to_str().unwrap(),
+            ],
+            2,
+            &[needle],
+        );
+        assert!(!marker.exists(), "{target}: the command ran");
+    }
+}

@@ -255,3 +255,43 @@ fn launch_mode_follows_the_commands_children() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `-p TID` of a thread that is not its process's leader watches the whole process (said on stderr), and
+/// ends with it.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_non_leader_tid_watches_its_process_and_ends_with_it() {
+    let Some(_live) = util::live() else { return };
+    let mut h = Writer::start_binary(&helper("threads"), &["threads", "3", "0"]);
+    h.read_until("ready");
+    let pid = h.pid;
+    let tid = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("task dir")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|&t| t != pid)
+        .expect("a thread that is not the leader");
+    let t = Tracer::start_json(&[
+        "write",
+        "--json",
+        "--no-status",
+        "-p",
+        &tid.to_string(),
+        "target_var",
+    ]);
+    h.send("go");
+    h.read_until_prefix("done tids=");
+    h.finish();
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!("-p {tid} is a thread of process {pid}")),
+        "{err}"
+    );
+    let records = parse_ndjson(&out);
+    assert_eq!(
+        stores_by_tid(&records, pid).len(),
+        3,
+        "every thread of the process"
+    );
+    assert_eq!(summary(&records)["stop"], "exited");
+}

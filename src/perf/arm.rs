@@ -268,8 +268,9 @@ pub fn explain(e: &OpenError, watches: &[Watch]) -> Error {
             e.err
         )),
         (_, libc::ENOSPC) => Error::arm(format!(
-            "cpu {cpu}: all debug registers on cpu {cpu} are in use (by perf, a debugger, another ksymwatch, or a \
-             task-bound watchpoint); free one and retry"
+            "{}; the others are in use (by perf, a debugger, another ksymwatch, or a task-bound watchpoint of \
+             any process, which takes one on every CPU); free some or watch fewer targets",
+            slots(cpu, watches.len().max(1))
         )),
         (_, libc::EACCES | libc::EPERM) => Error::not_permitted(format!(
             "cpu {cpu}: not permitted to open a system-wide breakpoint ({}): run as root or grant CAP_PERFMON \
@@ -289,6 +290,23 @@ pub fn explain(e: &OpenError, watches: &[Watch]) -> Error {
         )),
         (_, libc::EBUSY) => Error::arm(format!("cpu {cpu}: breakpoint PMU busy ({}): retry", e.err)),
         _ => Error::arm(format!("cpu {cpu}: cannot arm {what}: {}", io::Error::from_raw_os_error(errno))),
+    }
+}
+
+/// How many debug registers `cpu` has free now against the `needed` ones (one per target): counted by the
+/// kernel's own accounting (disabled probe breakpoints opened until it refuses, then closed).
+fn slots(cpu: u32, needed: usize) -> String {
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    match crate::perf::event::free_slots(cpu) {
+        Ok(free) if (free as usize) < needed => format!(
+            "cpu {cpu} has {free} free debug register{}, {needed} needed",
+            plural(free as usize)
+        ),
+        // Freed since the refusal (another holder let go): say what the refusal meant.
+        Ok(_) | Err(_) => format!(
+            "cpu {cpu} had fewer than the {needed} free debug register{} needed",
+            plural(needed)
+        ),
     }
 }
 

@@ -89,7 +89,10 @@ fn a_failure_after_other_cpus_opened_closes_them_all() {
     assert_eq!(err.code, ksymwatch::error::ExitCode::Arm);
     assert!(
         err.to_string()
-            .contains(&format!("all debug registers on cpu {last} are in use")),
+            // The refusal was made up: the CPU has its registers free again when counted.
+            .contains(&format!(
+                "cpu {last} had fewer than the 2 free debug registers needed"
+            )),
         "{}",
         err.to_string()
     );

@@ -131,7 +131,7 @@ fn unarmable_cpu_is_reported_and_retried() {
     let marks = t.read_until(|l| l.starts_with("# cpu 1 online"));
     assert!(
         marks.contains("# cpu 1 online: NOT armed")
-            && marks.contains("debug registers on cpu 1 are in use"),
+            && marks.contains("cpu 1 has 0 free debug registers, 1 needed"),
         "{marks}"
     );
     // Free the registers: the next reconcile arms cpu1.
@@ -162,7 +162,7 @@ fn strict_hotplug_makes_an_unarmable_cpu_fatal() {
     // summary, then the one error line that explains the exit code.
     assert!(
         out.contains("# cpu 1 online: NOT armed at")
-            && out.contains("debug registers on cpu 1 are in use"),
+            && out.contains("cpu 1 has 0 free debug registers, 1 needed"),
         "{out}"
     );
     let lines: Vec<&str> = err.lines().collect();
@@ -177,8 +177,8 @@ fn strict_hotplug_makes_an_unarmable_cpu_fatal() {
     let last = lines.last().unwrap();
     assert!(
         summary < lines.len() - 1
-            && last.starts_with("ksymwatch: error: --strict-hotplug: cpu 1:")
-            && last.contains("debug registers on cpu 1 are in use"),
+            && last.starts_with("ksymwatch: error: --strict-hotplug: cpu 1 ")
+            && last.contains("cpu 1 has 0 free debug registers, 1 needed"),
         "the error line comes last: {err}"
     );
 }
@@ -207,7 +207,7 @@ fn strict_hotplug_json_ends_with_the_failure_and_the_summary_record() {
     assert_eq!(last["type"], "summary", "{out}");
     assert_eq!(last["stop"], "strict_hotplug", "{last}");
     assert!(
-        err.contains("ksymwatch: error: --strict-hotplug: cpu 1:"),
+        err.contains("ksymwatch: error: --strict-hotplug: cpu 1 has 0 free debug registers"),
         "{err}"
     );
 }

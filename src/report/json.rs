@@ -144,6 +144,8 @@ pub struct SummaryRecord<'a> {
     pub signal: Option<&'static str>,
     pub hits_by_cpu: Vec<CpuCount>,
     pub lost_by_cpu: Vec<CpuCount>,
+    /// Nanoseconds each CPU ran unwatched after coming online (`count`), before its breakpoint was armed.
+    pub unwatched_ns_by_cpu: Vec<CpuCount>,
     /// `--summary` only: every unique chain, most frequent first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chains: Option<Vec<ChainRecord<'a>>>,
@@ -173,6 +175,7 @@ impl<'a> SummaryRecord<'a> {
             signal,
             hits_by_cpu: counts(&s.hits_by_cpu),
             lost_by_cpu: counts(&s.lost_by_cpu),
+            unwatched_ns_by_cpu: counts(&s.unwatched_ns_by_cpu),
             chains: s.tally.as_ref().map(|t| {
                 t.chains()
                     .into_iter()

@@ -237,6 +237,10 @@ pub struct Summary {
     pub stop: Option<StopReason>,
     /// Things the reader must know about the counts (hits the kernel counted that never arrived).
     pub warnings: Vec<String>,
+    /// Time a CPU ran unwatched: from when it was seen coming online (its uevent, or a reconcile) until
+    /// its fresh breakpoint was armed, or the end of the run if it never was; stores made there then are
+    /// not in the counts, and not in `lost` either.
+    pub unwatched_ns_by_cpu: BTreeMap<u32, u64>,
 }
 
 impl Summary {
@@ -387,6 +391,14 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
     if summary.filtered > 0 {
         write!(err, ", {} filtered", summary.filtered)?;
     }
+    if !summary.unwatched_ns_by_cpu.is_empty() {
+        let gaps: Vec<String> = summary
+            .unwatched_ns_by_cpu
+            .iter()
+            .map(|(c, ns)| format!("cpu{c} {:.3} ms", *ns as f64 / 1e6))
+            .collect();
+        write!(err, ", unwatched {}", gaps.join(", "))?;
+    }
     if let Some(stop) = summary.stop {
         write!(err, ", stopped: {stop}")?;
     }
@@ -402,6 +414,13 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
             "ksymwatch: WARNING: {} events lost ({}); use a larger --buffer-pages",
             summary.lost(),
             lost.join(", ")
+        )?;
+    }
+    if !summary.unwatched_ns_by_cpu.is_empty() {
+        writeln!(
+            err,
+            "ksymwatch: WARNING: a CPU that came online ran unwatched until its breakpoint was armed (above): \
+             stores made there in that time are not counted, not even as lost"
         )?;
     }
     for w in &summary.warnings {

@@ -110,6 +110,8 @@ pub struct Session<'a, O: Output> {
     filter: Filter,
     /// CPUs online but not armable (debug registers taken); already reported, retried on reconcile.
     unarmable: BTreeSet<u32>,
+    /// CPUs that came online and are not armed yet, with the time they were first seen online.
+    unwatched_since: std::collections::BTreeMap<u32, u64>,
     /// Every event closed so far, audited against the kernel's counters.
     audits: Vec<Audit>,
     /// The first output error that was not a closed pipe.
@@ -216,6 +218,7 @@ impl<'a, O: Output> Session<'a, O> {
             limits,
             filter,
             unarmable: BTreeSet::new(),
+            unwatched_since: std::collections::BTreeMap::new(),
             audits: Vec::new(),
             output_error: None,
             fatal: None,
@@ -277,6 +280,11 @@ impl<'a, O: Output> Session<'a, O> {
             other => other,
         };
         self.events.close_all();
+        // A CPU never armed since it came online was unwatched to the end.
+        let end = sys::monotonic_ns();
+        for (cpu, since) in std::mem::take(&mut self.unwatched_since) {
+            *self.summary.unwatched_ns_by_cpu.entry(cpu).or_default() += end.saturating_sub(since);
+        }
         if let Some(e) = self.output_error.take() {
             return Err(Error::runtime("writing output").caused_by(e));
         }
@@ -706,6 +714,11 @@ impl<'a, O: Output> Session<'a, O> {
             }
         }
         for &cpu in &changes.offline {
+            // Nothing runs on an offline CPU: a window it spent unarmed ends here.
+            if let Some(since) = self.unwatched_since.remove(&cpu) {
+                *self.summary.unwatched_ns_by_cpu.entry(cpu).or_default() +=
+                    sys::monotonic_ns().saturating_sub(since);
+            }
             // Whatever the CPU wrote before it left is still in its ring; its counters freeze where they were.
             let Some(audits) = self.events.close_cpu(cpu, &self.epoll, &mut self.sorter) else {
                 continue;
@@ -732,6 +745,13 @@ impl<'a, O: Output> Session<'a, O> {
                 Ok(()) => {
                     let now = sys::monotonic_ns();
                     self.unarmable.remove(&cpu);
+                    let since = self
+                        .unwatched_since
+                        .remove(&cpu)
+                        .or(changes.uevent_ns)
+                        .unwrap_or(open_start);
+                    *self.summary.unwatched_ns_by_cpu.entry(cpu).or_default() +=
+                        now.saturating_sub(since);
                     StreamEvent::CpuOnline {
                         cpu,
                         after_uevent_ns: changes.uevent_ns.map(|t| now.saturating_sub(t)),
@@ -745,7 +765,13 @@ impl<'a, O: Output> Session<'a, O> {
                 {
                     continue
                 }
-                Err(e) => match self.arm_failed(cpu, &e) {
+                Err(e) => match {
+                    // Unwatched from when it was first seen online until armed, or until the end.
+                    self.unwatched_since
+                        .entry(cpu)
+                        .or_insert(changes.uevent_ns.unwrap_or(open_start));
+                    self.arm_failed(cpu, &e)
+                } {
                     Some(ev) => ev,
                     None => continue,
                 },

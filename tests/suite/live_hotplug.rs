@@ -109,6 +109,40 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
     );
     assert_eq!(fds_before.1, fds_after.1);
     assert!(err.contains("0 lost"), "{err}");
+    // Each time cpu1 came back it ran unwatched until its fresh event was armed: said, not hidden.
+    assert!(err.contains(", unwatched cpu1 "), "{err}");
+}
+
+/// A process watch across a CPU's offline and online: re-armed when it returns (one breakpoint per CPU, as
+/// system-wide), the gap between its coming online and the re-arm reported in the summary rather than
+/// behind "0 lost", and every store made on it after the re-arm seen.
+#[test]
+fn a_process_watch_follows_a_cpu_that_comes_back_and_reports_the_gap() {
+    let Some((_lock, _guard)) = setup() else {
+        return;
+    };
+    let mut w = Writer::start(&["spin", "0"]);
+    let mut t = Tracer::start(&["write", "-p", &w.pid.to_string(), "target_var"]);
+    w.send("go");
+    set_online(1, false);
+    let mut stream = t.read_until(|l| l.starts_with("# cpu 1 offline"));
+    set_online(1, true);
+    stream += &t.read_until(|l| l.starts_with("# cpu 1 online"));
+    assert!(stream.contains("# cpu 1 online: armed at"), "{stream}");
+    w.send("stop");
+    w.read_until("done");
+    w.send("burst 100 1");
+    w.read_until("done");
+    let tid = w.tid;
+    let (code, out, err) = t.interrupt(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    stream += &out;
+    let on_cpu1 = parse_hits(&stream)
+        .into_iter()
+        .filter(|h| h.tid == tid && h.cpu == 1)
+        .count();
+    assert!(on_cpu1 >= 100, "the burst on cpu1 after the re-arm: {on_cpu1}");
+    assert!(err.contains(", unwatched cpu1 "), "{err}");
 }
 
 /// Takes every debug register of cpu1 with a helper, then takes cpu1 offline: the helper's dead events keep
@@ -144,6 +178,13 @@ fn unarmable_cpu_is_reported_and_retried() {
     assert!(
         err.contains("cpu 1 came online but could not be armed"),
         "also on stderr: {err}"
+    );
+    // The time cpu 1 ran unwatched (registers held, then until the reconcile armed it) is in the summary,
+    // never hidden behind "0 lost".
+    assert!(err.contains(", unwatched cpu1 "), "{err}");
+    assert!(
+        err.contains("ran unwatched until its breakpoint was armed"),
+        "{err}"
     );
 }
 
@@ -206,6 +247,12 @@ fn strict_hotplug_json_ends_with_the_failure_and_the_summary_record() {
     let last = records.last().unwrap();
     assert_eq!(last["type"], "summary", "{out}");
     assert_eq!(last["stop"], "strict_hotplug", "{last}");
+    let unwatched = &last["unwatched_ns_by_cpu"];
+    assert_eq!(unwatched[0]["cpu"], 1, "{last}");
+    assert!(
+        unwatched[0]["count"].as_u64().is_some_and(|ns| ns > 0),
+        "{last}"
+    );
     assert!(
         err.contains("ksymwatch: error: --strict-hotplug: cpu 1 has 0 free debug registers"),
         "{err}"

@@ -765,16 +765,16 @@ impl<'a, O: Output> Session<'a, O> {
                 {
                     continue
                 }
-                Err(e) => match {
+                Err(e) => {
                     // Unwatched from when it was first seen online until armed, or until the end.
                     self.unwatched_since
                         .entry(cpu)
                         .or_insert(changes.uevent_ns.unwrap_or(open_start));
-                    self.arm_failed(cpu, &e)
-                } {
-                    Some(ev) => ev,
-                    None => continue,
-                },
+                    match self.arm_failed(cpu, &e) {
+                        Some(ev) => ev,
+                        None => continue,
+                    }
+                }
             };
             if let Some(stop) = self.emit_event(&event, sys::monotonic_ns()) {
                 return Ok(Some(stop));

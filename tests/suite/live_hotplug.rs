@@ -141,7 +141,10 @@ fn a_process_watch_follows_a_cpu_that_comes_back_and_reports_the_gap() {
         .into_iter()
         .filter(|h| h.tid == tid && h.cpu == 1)
         .count();
-    assert!(on_cpu1 >= 100, "the burst on cpu1 after the re-arm: {on_cpu1}");
+    assert!(
+        on_cpu1 >= 100,
+        "the burst on cpu1 after the re-arm: {on_cpu1}"
+    );
     assert!(err.contains(", unwatched cpu1 "), "{err}");
 }
 

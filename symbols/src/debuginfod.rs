@@ -3,17 +3,25 @@
 //! `CACHE/HEX/debuginfo`), so a vmlinux gdb or perf fetched serves ksymwatch and the other way round.
 //!
 //! Nothing half-written ever sits at `CACHE/HEX/debuginfo`: a download streams into a uniquely named
-//! temporary file beside it, which a guard removes on every way out (errors and panics alike), and only a
-//! complete file whose ELF build-id is the one asked for is synced and renamed into place. A cached file
-//! is trusted only after the same build-id check, so a file some other tool left there for another build
-//! is not used.
+//! temporary file beside it, which a guard removes on every way out (errors and panics alike; a stop
+//! signal through [`interrupt`] when the caller asks for it), and only a complete file whose ELF build-id
+//! is the one asked for is synced and renamed into place. A cached file is trusted only after the same
+//! build-id check, so a file some other tool left there for another build is not used.
+//!
+//! A server is not trusted to be sane: what it sends must start with the ELF magic (checked on the first
+//! bytes, so a server answering with an HTML page or endless junk is dropped at once), it may not send
+//! more than a size limit (refused from `Content-Length` before reading, else stopped at the limit), and
+//! the whole fetch (connect, headers, body, every server in turn) ends at one deadline, so a server that
+//! trickles a byte now and then cannot hold the run forever.
+
+mod interrupt;
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::{BuildId, Error, Vmlinux};
 
@@ -22,13 +30,19 @@ pub const URLS_ENV: &str = "DEBUGINFOD_URLS";
 /// Overrides where the cache is (elfutils' name, so every client shares one).
 pub const CACHE_ENV: &str = "DEBUGINFOD_CACHE_PATH";
 
+/// The most a server may send: the largest real vmlinux with debug info is well under 1 GiB, so twice
+/// that and more is junk that would only fill the disk.
+pub const DEFAULT_MAX_SIZE: u64 = 2 << 30;
+/// The whole fetch, every server included, ends by then: a 1 GiB vmlinux at 2 MB/s fits.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
+
 /// How long to wait for a server to accept the connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long one read may wait for bytes: a server that stops sending is given up on, however long the
-/// whole file takes to arrive (a 500 MB vmlinux on a slow link takes minutes, and that is fine).
-const STALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long to wait for the response headers: a debuginfod server may first unpack a large package.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long one read may wait for bytes, the response headers included (a debuginfod server may first
+/// unpack a large package before it answers): a server that sends nothing for this long is given up on.
+const STALL_TIMEOUT: Duration = Duration::from_secs(120);
+/// The ELF magic every answer must start with.
+const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
 
 /// A debuginfod client: the servers to ask and the cache to keep what they send in.
 #[derive(Debug, Clone)]
@@ -36,8 +50,11 @@ pub struct Debuginfod {
     urls: Vec<String>,
     cache_dir: PathBuf,
     progress: bool,
+    interruptible: bool,
     connect_timeout: Duration,
     stall_timeout: Duration,
+    deadline: Duration,
+    max_size: u64,
 }
 
 /// Where [`Debuginfod::fetch`] found the file.
@@ -73,8 +90,19 @@ enum Cached {
 enum Attempt {
     NotFound,
     Failed(String),
+    /// Stopped by one of the client's own limits: no other server is asked.
+    Limit(Limit, String),
     /// The cache itself cannot be written: no other server can help with that.
     Cache(Error),
+}
+
+/// Which of the client's limits stopped a fetch (the caller names the option that raises it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// [`Debuginfod::with_max_size`]
+    Size,
+    /// [`Debuginfod::with_deadline`]
+    Deadline,
 }
 
 impl Debuginfod {
@@ -93,12 +121,16 @@ impl Debuginfod {
             urls,
             cache_dir,
             progress: false,
+            interruptible: false,
             connect_timeout: CONNECT_TIMEOUT,
             stall_timeout: STALL_TIMEOUT,
+            deadline: DEFAULT_DEADLINE,
+            max_size: DEFAULT_MAX_SIZE,
         }
     }
 
-    /// A progress bar (size, rate, ETA) on stderr while downloading, drawn only when stderr is a terminal.
+    /// Progress on stderr: a `connecting to URL` line for each server asked, then a bar (size, rate, ETA)
+    /// while downloading when stderr is a terminal, or one line with the size otherwise.
     pub fn with_progress(mut self, on: bool) -> Debuginfod {
         self.progress = on;
         self
@@ -107,6 +139,26 @@ impl Debuginfod {
     /// Gives up on a server that sends nothing for this long (tests use a short one).
     pub fn with_stall_timeout(mut self, t: Duration) -> Debuginfod {
         self.stall_timeout = t;
+        self
+    }
+
+    /// The whole fetch (connections, headers and bodies, every server in turn) ends after this long.
+    pub fn with_deadline(mut self, t: Duration) -> Debuginfod {
+        self.deadline = t;
+        self
+    }
+
+    /// The most bytes a server may send.
+    pub fn with_max_size(mut self, bytes: u64) -> Debuginfod {
+        self.max_size = bytes;
+        self
+    }
+
+    /// A stop signal (SIGINT, SIGTERM, SIGHUP) during [`Debuginfod::fetch`] removes the temporary file,
+    /// prints one line, and ends the process by that signal. For a command-line tool, not a library
+    /// caller with its own signal handling: it replaces the handlers of those signals while fetching.
+    pub fn with_interrupt_cleanup(mut self, on: bool) -> Debuginfod {
+        self.interruptible = on;
         self
     }
 
@@ -144,18 +196,32 @@ impl Debuginfod {
             Cached::Missing => {}
             Cached::Unusable(why) => notes.push(why),
         }
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_connect(Some(self.connect_timeout))
-            .timeout_recv_response(Some(RESPONSE_TIMEOUT))
-            .timeout_per_read(Some(self.stall_timeout))
-            .max_redirects(8)
-            .user_agent(concat!("ksymwatch/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+        let _signals = self.interruptible.then(interrupt::Guard::install);
+        let end = Instant::now() + self.deadline;
         let mut missing = Vec::new();
         let mut failed = Vec::new();
+        let mut limit = None;
         for url in &self.urls {
-            match self.download(&agent, url, id) {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                failed.push(format!(
+                    "{url}: not asked, the {} deadline had passed",
+                    secs(self.deadline)
+                ));
+                limit = Some(Limit::Deadline);
+                continue;
+            }
+            // The global timeout is what stops a server that trickles: it bounds every read, headers
+            // and body alike, by the time left of the whole fetch.
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .timeout_global(Some(left))
+                .timeout_connect(Some(self.connect_timeout))
+                .timeout_per_read(Some(self.stall_timeout))
+                .max_redirects(8)
+                .user_agent(concat!("ksymwatch/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .into();
+            match self.download(&agent, url, id, end) {
                 Ok((path, bytes)) => {
                     return Ok(Fetched::Downloaded {
                         path,
@@ -165,6 +231,10 @@ impl Debuginfod {
                 }
                 Err(Attempt::NotFound) => missing.push(url.clone()),
                 Err(Attempt::Failed(why)) => failed.push(format!("{url}: {why}")),
+                Err(Attempt::Limit(l, why)) => {
+                    failed.push(format!("{url}: {why}"));
+                    limit = Some(l);
+                }
                 Err(Attempt::Cache(e)) => return Err(e),
             }
         }
@@ -180,6 +250,7 @@ impl Debuginfod {
         Err(Error::DebuginfodFailed {
             build_id: id.clone(),
             failures: notes,
+            limit,
         })
     }
 
@@ -189,21 +260,49 @@ impl Debuginfod {
         agent: &ureq::Agent,
         url: &str,
         id: &BuildId,
+        end: Instant,
     ) -> Result<(PathBuf, u64), Attempt> {
         let hex = id.to_string();
         let request = format!("{}/buildid/{hex}/debuginfo", url.trim_end_matches('/'));
+        if self.interruptible {
+            interrupt::publish(&request, None, None, false);
+        }
+        self.say(format_args!("connecting to {request} ..."));
         let mut response = match agent.get(&request).call() {
             Ok(r) => r,
             Err(ureq::Error::StatusCode(404)) => return Err(Attempt::NotFound),
             Err(ureq::Error::StatusCode(code)) => {
                 return Err(Attempt::Failed(format!("HTTP status {code}")))
             }
-            Err(e) => return Err(Attempt::Failed(e.to_string())),
+            Err(e) => return Err(self.transfer_error(&e, None)),
         };
         let expected = response.body().content_length();
+        if let Some(n) = expected.filter(|&n| n > self.max_size) {
+            return Err(Attempt::Limit(
+                Limit::Size,
+                format!(
+                    "it offers {n} bytes, over the limit of {} bytes; nothing was downloaded",
+                    self.max_size
+                ),
+            ));
+        }
         let dir = self.cache_dir.join(&hex);
         let mut partial = Partial::create(&dir)?;
         let bar = self.bar(expected, url);
+        if self.interruptible {
+            interrupt::publish(
+                &request,
+                Some(&partial.path),
+                partial.made_dir.as_deref(),
+                bar.is_some(),
+            );
+        }
+        if bar.is_none() {
+            match expected {
+                Some(n) => self.say(format_args!("receiving {n} bytes from {url}")),
+                None => self.say(format_args!("receiving from {url} (size not given)")),
+            }
+        }
         let mut reader = response.body_mut().as_reader();
         let mut buf = vec![0u8; 256 * 1024];
         let mut got = 0u64;
@@ -217,13 +316,53 @@ impl Debuginfod {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    return Err(Attempt::Failed(format!(
-                        "the transfer broke off after {} ({e})",
-                        of(got)
-                    )))
+                    let wrapped = e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>());
+                    return Err(match wrapped {
+                        Some(u) => self.transfer_error(u, Some(&of(got))),
+                        None => Attempt::Failed(format!(
+                            "the transfer broke off after {} ({e})",
+                            of(got)
+                        )),
+                    });
                 }
             };
-            partial.write(&buf[..n])?;
+            let chunk = &buf[..n];
+            // The magic is checked on the very first bytes, however few arrive at a time: a server
+            // that answers with anything else is dropped before it can send more.
+            if got < ELF_MAGIC.len() as u64 {
+                let at = got as usize;
+                let want = &ELF_MAGIC[at..(at + n).min(ELF_MAGIC.len())];
+                if !chunk.starts_with(want) {
+                    let shown = &chunk[..n.min(16)];
+                    return Err(Attempt::Failed(format!(
+                        "it sent something that is not an ELF file (no ELF magic; it starts with \"{}\"); \
+                         stopped after {} bytes",
+                        shown.escape_ascii(),
+                        got + n as u64
+                    )));
+                }
+            }
+            if got + n as u64 > self.max_size {
+                return Err(Attempt::Limit(
+                    Limit::Size,
+                    format!(
+                        "it sent more than the limit of {} bytes; stopped there",
+                        self.max_size
+                    ),
+                ));
+            }
+            // ureq checks the deadline on every network read; this also covers bytes it had buffered.
+            if Instant::now() > end {
+                return Err(Attempt::Limit(
+                    Limit::Deadline,
+                    format!(
+                        "the {} deadline passed after {}",
+                        secs(self.deadline),
+                        of(got)
+                    ),
+                ));
+            }
+            partial.write(chunk)?;
             got += n as u64;
             if let Some(bar) = &bar {
                 bar.set_position(got);
@@ -259,7 +398,43 @@ impl Debuginfod {
         }
         let path = dir.join("debuginfo");
         partial.persist(&path)?;
+        if self.interruptible {
+            // The file is in place: a signal from now on has nothing to remove.
+            interrupt::publish(&request, None, None, false);
+        }
         Ok((path, got))
+    }
+
+    /// What a ureq error means for this server; `after` is how much of the body had arrived (`None`:
+    /// the headers had not).
+    fn transfer_error(&self, e: &ureq::Error, after: Option<&str>) -> Attempt {
+        let when = match after {
+            Some(of) => format!("after {of}"),
+            None => "before the response headers".to_string(),
+        };
+        match e {
+            ureq::Error::Timeout(ureq::Timeout::Global) => Attempt::Limit(
+                Limit::Deadline,
+                format!("the {} deadline passed {when}", secs(self.deadline)),
+            ),
+            ureq::Error::Timeout(ureq::Timeout::Connect) => Attempt::Failed(format!(
+                "it did not accept a connection within {}",
+                secs(self.connect_timeout)
+            )),
+            ureq::Error::Timeout(ureq::Timeout::PerRead) => Attempt::Failed(format!(
+                "it sent nothing for {} {when}",
+                secs(self.stall_timeout)
+            )),
+            e if after.is_some() => Attempt::Failed(format!("the transfer broke off {when} ({e})")),
+            e => Attempt::Failed(e.to_string()),
+        }
+    }
+
+    /// One progress line on stderr, when progress was asked for.
+    fn say(&self, what: std::fmt::Arguments<'_>) {
+        if self.progress {
+            let _ = writeln!(io::stderr(), "ksymwatch: debuginfod: {what}");
+        }
     }
 
     fn bar(&self, total: Option<u64>, url: &str) -> Option<indicatif::ProgressBar> {
@@ -270,7 +445,7 @@ impl Debuginfod {
             total,
             indicatif::ProgressDrawTarget::stderr(),
         );
-        // One line on an 80-column terminal; the host alone, since the line printed after names the URL.
+        // One line on an 80-column terminal; the host alone, since the line printed before names the URL.
         let template = if total.is_some() {
             "{spinner} vmlinux from {msg} {bar:16} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}"
         } else {
@@ -282,6 +457,16 @@ impl Debuginfod {
         let host = url.split("://").nth(1).unwrap_or(url);
         bar.set_message(host.split('/').next().unwrap_or(host).to_string());
         Some(bar)
+    }
+}
+
+/// A duration as the messages say it: `600 s`, `1.5 s`.
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s} s")
     }
 }
 

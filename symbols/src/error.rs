@@ -67,6 +67,9 @@ pub enum Error {
     DebuginfodFailed {
         build_id: crate::BuildId,
         failures: Vec<String>,
+        /// The client's own limit (size, deadline) that stopped the last server tried, if one did: the
+        /// caller names the option that raises it.
+        limit: Option<crate::debuginfod::Limit>,
     },
     /// The debuginfod cache could not be written (directory, temporary file, or the rename into place).
     DebuginfodCache {
@@ -163,12 +166,25 @@ impl fmt::Display for Error {
                      (Debian: linux-image-$(uname -r)-dbg)"
                 )
             }
-            Error::DebuginfodFailed { build_id, failures } => write!(
-                f,
-                "cannot fetch debug info for build-id {build_id}: {}; nothing was cached: \
-                 check the network and the servers in DEBUGINFOD_URLS, then try again",
-                failures.join("; ")
-            ),
+            Error::DebuginfodFailed {
+                build_id,
+                failures,
+                limit,
+            } => {
+                write!(
+                    f,
+                    "cannot fetch debug info for build-id {build_id}: {}; nothing was cached",
+                    failures.join("; ")
+                )?;
+                // A limit of this client's own is not the network's fault.
+                if limit.is_none() {
+                    write!(
+                        f,
+                        ": check the network and the servers in DEBUGINFOD_URLS, then try again"
+                    )?;
+                }
+                Ok(())
+            }
             Error::DebuginfodCache { path, source } => write!(
                 f,
                 "cannot write the debuginfod cache at {}: {source}; make it writable, or set \

@@ -1,7 +1,7 @@
 //! Servers for the debuginfod client's tests: a real `debuginfod` (Debian's package) on a free local port
 //! serving a directory, and a tiny hand-written HTTP server that answers every request with fixed bytes
-//! (a body cut short, a file with the wrong build-id). Each is stopped when dropped, on every path out of
-//! a test, panics included.
+//! (a body cut short, a file with the wrong build-id), then closes, stalls, trickles or repeats itself
+//! without end. Each is stopped when dropped, on every path out of a test, panics included.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -123,8 +123,22 @@ fn get(base: &str, path: &str) -> Option<String> {
     Some(body.to_string())
 }
 
+/// What a [`Canned`] server does after sending its fixed bytes.
+#[derive(Clone)]
+pub enum Then {
+    /// Closes the connection.
+    Close,
+    /// Keeps the connection open, silent, until the server is dropped: a server that stalls.
+    Hold,
+    /// Sends these bytes one at a time, this far apart, then holds: a server that trickles.
+    Trickle(Vec<u8>, Duration),
+    /// Sends these bytes again and again until the client goes away or the server is dropped: a body
+    /// without end.
+    Repeat(Vec<u8>),
+}
+
 /// A one-response-fits-all HTTP server on a free local port: every request gets `response` (status line,
-/// headers and body as given), then the connection is closed. Counts the requests it saw.
+/// headers and body as given), then what [`Then`] says. Counts the requests it saw.
 pub struct Canned {
     pub url: String,
     pub requests: Arc<AtomicUsize>,
@@ -135,40 +149,37 @@ pub struct Canned {
 
 impl Canned {
     pub fn start(response: Vec<u8>) -> Canned {
-        Canned::start_holding(response, false)
+        Canned::start_then(response, Then::Close)
     }
 
     /// Like [`Canned::start`], but after the response the connection stays open, silent, until the
     /// server is dropped: a server that stalls mid-transfer.
     pub fn start_holding(response: Vec<u8>, hold: bool) -> Canned {
+        Canned::start_then(response, if hold { Then::Hold } else { Then::Close })
+    }
+
+    /// Sends `response`, then does what `then` says; each connection is served on its own thread, so a
+    /// held one does not keep the next client waiting.
+    pub fn start_then(response: Vec<u8>, then: Then) -> Canned {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (r, s) = (requests.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
+            let mut served = Vec::new();
             for conn in listener.incoming() {
                 if s.load(Ordering::SeqCst) {
                     break;
                 }
-                let Ok(mut conn) = conn else { continue };
-                // Read the request head, then answer and close: a `Content-Length` larger than what
-                // follows is a connection closed halfway.
-                let mut reader = BufReader::new(conn.try_clone().unwrap());
-                let mut line = String::new();
-                while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                    if line == "\r\n" {
-                        break;
-                    }
-                    line.clear();
-                }
-                r.fetch_add(1, Ordering::SeqCst);
-                let _ = conn.write_all(&response);
-                let _ = conn.flush();
-                while hold && !s.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                let _ = conn.shutdown(std::net::Shutdown::Both);
+                let Ok(conn) = conn else { continue };
+                let (r, s, response, then) = (r.clone(), s.clone(), response.clone(), then.clone());
+                served.push(std::thread::spawn(move || {
+                    serve(conn, &r, &s, &response, &then)
+                }));
+            }
+            for t in served {
+                let _ = t.join();
             }
         });
         Canned {
@@ -190,6 +201,52 @@ impl Canned {
         v.extend_from_slice(body);
         v
     }
+}
+
+/// One connection of a [`Canned`] server.
+fn serve(
+    mut conn: TcpStream,
+    requests: &AtomicUsize,
+    stop: &AtomicBool,
+    response: &[u8],
+    then: &Then,
+) {
+    // Read the request head, then answer: a `Content-Length` larger than what follows is a connection
+    // closed halfway.
+    let Ok(head) = conn.try_clone() else { return };
+    let mut reader = BufReader::new(head);
+    let mut line = String::new();
+    while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+        if line == "\r\n" {
+            break;
+        }
+        line.clear();
+    }
+    requests.fetch_add(1, Ordering::SeqCst);
+    let _ = conn.write_all(response);
+    let _ = conn.flush();
+    let hold = |stop: &AtomicBool| {
+        while !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    match then {
+        Then::Close => {}
+        Then::Hold => hold(stop),
+        Then::Trickle(bytes, every) => {
+            for b in bytes {
+                if stop.load(Ordering::SeqCst) || conn.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(*every);
+            }
+            hold(stop);
+        }
+        Then::Repeat(bytes) => {
+            while !stop.load(Ordering::SeqCst) && conn.write_all(bytes).is_ok() {}
+        }
+    }
+    let _ = conn.shutdown(std::net::Shutdown::Both);
 }
 
 impl Drop for Canned {

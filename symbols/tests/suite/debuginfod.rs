@@ -221,7 +221,7 @@ fn a_server_that_stalls_is_given_up_on_and_leaves_nothing() {
         .unwrap_err();
     assert!(
         e.to_string().contains(&format!(
-            "the transfer broke off after {part} of {} bytes",
+            "it sent nothing for 0.5 s after {part} of {} bytes",
             bytes.len()
         )),
         "{e}"
@@ -263,8 +263,10 @@ fn a_file_with_another_build_id_or_no_elf_is_not_cached() {
         .fetch(&id)
         .unwrap_err();
     assert!(
-        e.to_string()
-            .contains("it sent no usable ELF file (no ELF magic"),
+        e.to_string().contains(
+            "it sent something that is not an ELF file (no ELF magic; it starts with \"<html>not here</\"); \
+             stopped after 21 bytes"
+        ),
         "{e}"
     );
     assert!(contents(&cache).is_empty(), "{:?}", contents(&cache));
@@ -297,6 +299,266 @@ fn a_cached_file_of_another_build_is_not_used_and_the_error_says_so() {
     assert_eq!(
         build_id_of(&slot.join("debuginfo")),
         Some(fixture_id(&f.vmlinux))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `200 OK` without `Content-Length` (the body ends when the connection closes, or never).
+fn ok_unsized() -> Vec<u8> {
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n"
+        .to_vec()
+}
+
+/// `200 OK` in chunked encoding: the head, and one chunk of `body`.
+fn chunked(body: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    let mut chunk = format!("{:x}\r\n", body.len()).into_bytes();
+    chunk.extend_from_slice(body);
+    chunk.extend_from_slice(b"\r\n");
+    (head, chunk)
+}
+
+/// The failure of a fetch from `url` alone with `client`'s settings: its message, after checking that
+/// the cache holds nothing at all (no temporary file, no build-id directory).
+fn failure(client: Debuginfod, id: &BuildId, cache: &Path) -> (Error, String) {
+    let e = client.fetch(id).unwrap_err();
+    let msg = e.to_string();
+    assert!(!msg.contains('\n'), "{msg}");
+    assert!(contents(cache).is_empty(), "{msg}: {:?}", contents(cache));
+    (e, msg)
+}
+
+fn limit_of(e: &Error) -> Option<ksymwatch_symbols::debuginfod::Limit> {
+    match e {
+        Error::DebuginfodFailed { limit, .. } => *limit,
+        _ => panic!("not DebuginfodFailed: {e:?}"),
+    }
+}
+
+#[test]
+fn junk_is_refused_at_its_first_bad_byte_however_it_is_sent() {
+    use ksymwatch_symbols::testing::debuginfod::Then;
+    let dir = scratch("junk");
+    let cache = dir.join("cache");
+    let id = BuildId(vec![0x42; 20]);
+    // Each server sends junk that would never end (or end only after a long trickle): the client must
+    // stop on the first bytes, not when the junk ends. A deadline far beyond what the check needs turns
+    // a regression into a failure instead of a hang.
+    let zeros = vec![0u8; 64 * 1024];
+    let (chunk_head, chunk) = chunked(&zeros);
+    let cases: Vec<(&str, Vec<u8>, Then, String)> = vec![
+        (
+            "endless zeros, no Content-Length",
+            ok_unsized(),
+            Then::Repeat(zeros.clone()),
+            "it starts with \"\\x00".into(),
+        ),
+        (
+            "endless zeros, chunked",
+            chunk_head,
+            Then::Repeat(chunk),
+            "it starts with \"\\x00".into(),
+        ),
+        (
+            "a huge Content-Length of junk",
+            Canned::ok(b"", 1 << 30),
+            Then::Repeat(b"<html>".repeat(1000)),
+            "it starts with \"<html>".into(),
+        ),
+        (
+            // Right for three bytes, then wrong: stopped at the fourth, trickled one at a time.
+            "a trickle that goes wrong at the fourth byte",
+            Canned::ok(b"", 1 << 20),
+            Then::Trickle(b"\x7fELx and more".to_vec(), Duration::from_millis(50)),
+            "it starts with \"x\"); stopped after 4 bytes".into(),
+        ),
+        (
+            "a trickle that goes wrong at the first byte",
+            ok_unsized(),
+            Then::Trickle(b"ELF".to_vec(), Duration::from_millis(50)),
+            "it starts with \"E\"); stopped after 1 bytes".into(),
+        ),
+    ];
+    for (what, head, then, want) in cases {
+        let server = Canned::start_then(head, then);
+        let (e, msg) = failure(
+            Debuginfod::new(vec![server.url.clone()], cache.clone())
+                .with_deadline(Duration::from_secs(60)),
+            &id,
+            &cache,
+        );
+        assert_eq!(limit_of(&e), None, "{what}: {msg}");
+        assert!(
+            msg.contains(&format!(
+                "{}: it sent something that is not an ELF file (no ELF magic; ",
+                server.url
+            )) && msg.contains(&want),
+            "{what}: {msg}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_size_over_the_limit_is_refused_before_reading_or_stopped_at_the_limit() {
+    use ksymwatch_symbols::debuginfod::{Limit, DEFAULT_MAX_SIZE};
+    use ksymwatch_symbols::testing::debuginfod::Then;
+    let Some(f) = fixture::build() else { return };
+    let bytes = std::fs::read(&f.vmlinux).unwrap();
+    let id = fixture_id(&f.vmlinux);
+    let dir = scratch("maxsize");
+    let cache = dir.join("cache");
+    assert_eq!(DEFAULT_MAX_SIZE, 2 << 30);
+
+    // Content-Length over the default limit: refused from the header alone. The server then stalls,
+    // so a client that read on would hang until the deadline, and say so.
+    let huge = DEFAULT_MAX_SIZE + 1;
+    let server = Canned::start_then(Canned::ok(&bytes[..64], huge as usize), Then::Hold);
+    let (e, msg) = failure(
+        Debuginfod::new(vec![server.url.clone()], cache.clone())
+            .with_deadline(Duration::from_secs(60)),
+        &id,
+        &cache,
+    );
+    assert_eq!(limit_of(&e), Some(Limit::Size), "{msg}");
+    assert!(
+        msg.contains(&format!(
+            "{}: it offers {huge} bytes, over the limit of {DEFAULT_MAX_SIZE} bytes; nothing was downloaded",
+            server.url
+        )),
+        "{msg}"
+    );
+    assert!(!msg.contains("check the network"), "{msg}");
+
+    // A smaller limit, and the real file over it: with Content-Length, refused the same way; without,
+    // and endless, stopped once the limit is passed.
+    let limit = 4096u64;
+    let cases: Vec<(Vec<u8>, Then, String)> = vec![
+        (
+            Canned::ok(&bytes, bytes.len()),
+            Then::Close,
+            format!(
+                "it offers {} bytes, over the limit of {limit} bytes",
+                bytes.len()
+            ),
+        ),
+        (
+            [ok_unsized(), bytes[..64].to_vec()].concat(),
+            Then::Repeat(vec![0u8; 1024]),
+            format!("it sent more than the limit of {limit} bytes; stopped there"),
+        ),
+    ];
+    for (head, then, want) in cases {
+        let server = Canned::start_then(head, then);
+        let (e, msg) = failure(
+            Debuginfod::new(vec![server.url.clone()], cache.clone())
+                .with_max_size(limit)
+                .with_deadline(Duration::from_secs(60)),
+            &id,
+            &cache,
+        );
+        assert_eq!(limit_of(&e), Some(Limit::Size), "{msg}");
+        assert!(msg.contains(&want), "{msg}");
+    }
+
+    // Exactly at the limit is allowed.
+    let server = Canned::start(Canned::ok(&bytes, bytes.len()));
+    let got = Debuginfod::new(vec![server.url.clone()], cache.clone())
+        .with_max_size(bytes.len() as u64)
+        .fetch(&id)
+        .unwrap();
+    assert_eq!(build_id_of(got.path()), Some(id));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn one_deadline_ends_the_whole_fetch_however_slowly_a_server_sends() {
+    use ksymwatch_symbols::debuginfod::{Limit, DEFAULT_DEADLINE};
+    use ksymwatch_symbols::testing::debuginfod::Then;
+    let Some(f) = fixture::build() else { return };
+    let bytes = std::fs::read(&f.vmlinux).unwrap();
+    let id = fixture_id(&f.vmlinux);
+    let dir = scratch("deadline");
+    let cache = dir.join("cache");
+    assert_eq!(DEFAULT_DEADLINE, Duration::from_secs(600));
+    let every = Duration::from_millis(100);
+    let deadline = Duration::from_millis(1500);
+    // Each sends a byte now and then, so no read ever waits the stall timeout (left at its default):
+    // only the deadline can end them.
+    let cases: Vec<(&str, Vec<u8>, Then, String)> = vec![
+        (
+            "no headers at all",
+            Vec::new(),
+            Then::Hold,
+            "the 1.5 s deadline passed before the response headers".into(),
+        ),
+        (
+            "headers trickled",
+            Vec::new(),
+            Then::Trickle(
+                b"HTTP/1.1 200 OK\r\nX-Slow: "
+                    .iter()
+                    .chain(&[b'a'; 4096])
+                    .copied()
+                    .collect(),
+                every,
+            ),
+            "the 1.5 s deadline passed before the response headers".into(),
+        ),
+        (
+            "the body trickled",
+            Canned::ok(b"", bytes.len()),
+            Then::Trickle(bytes.clone(), every),
+            "the 1.5 s deadline passed after ".into(),
+        ),
+    ];
+    for (what, head, then, want) in cases {
+        let server = Canned::start_then(head, then);
+        let (e, msg) = failure(
+            Debuginfod::new(vec![server.url.clone()], cache.clone()).with_deadline(deadline),
+            &id,
+            &cache,
+        );
+        assert_eq!(limit_of(&e), Some(Limit::Deadline), "{what}: {msg}");
+        assert!(
+            msg.contains(&format!("{}: {want}", server.url)),
+            "{what}: {msg}"
+        );
+        assert!(!msg.contains("check the network"), "{what}: {msg}");
+    }
+
+    // The deadline is the whole fetch's, not each server's: a second server is not given a fresh one.
+    let slow = Canned::start_then(Vec::new(), Then::Hold);
+    let second = Canned::start(Canned::ok(&bytes, bytes.len()));
+    let (e, msg) = failure(
+        Debuginfod::new(vec![slow.url.clone(), second.url.clone()], cache.clone())
+            .with_deadline(deadline),
+        &id,
+        &cache,
+    );
+    assert_eq!(limit_of(&e), Some(Limit::Deadline), "{msg}");
+    assert!(
+        msg.contains(&format!(
+            "{}: not asked, the 1.5 s deadline had passed",
+            second.url
+        )),
+        "{msg}"
+    );
+    assert_eq!(second.requests.load(Ordering::SeqCst), 0);
+
+    // A silent server is also given up on by the stall timeout, headers included, when that comes first.
+    let silent = Canned::start_then(Vec::new(), Then::Hold);
+    let (e, msg) = failure(
+        Debuginfod::new(vec![silent.url.clone()], cache.clone())
+            .with_stall_timeout(Duration::from_millis(300))
+            .with_deadline(Duration::from_secs(60)),
+        &id,
+        &cache,
+    );
+    assert_eq!(limit_of(&e), None, "{msg}");
+    assert!(
+        msg.contains("it sent nothing for 0.3 s before the response headers"),
+        "{msg}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

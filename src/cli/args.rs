@@ -70,6 +70,13 @@ pub struct SymbolArgs {
     /// in the debuginfod cache is still used).
     #[arg(long)]
     pub offline: bool,
+    /// The most a debuginfod server may send (default 2G; K, M, G, T are powers of 1024).
+    #[arg(long, value_name = "SIZE", value_parser = crate::config::debuginfod::parse_size)]
+    pub debuginfod_max_size: Option<u64>,
+    /// Give up fetching from debuginfod (connecting, waiting, downloading; every server) after this long
+    /// (default 10m).
+    #[arg(long, value_name = "DUR", value_parser = crate::cli::duration::parse)]
+    pub debuginfod_timeout: Option<std::time::Duration>,
     /// Parse /proc/kallsyms afresh instead of using the parsed copy kept for this boot and module set in
     /// /var/cache/ksymwatch ($KSYMWATCH_CACHE_DIR), and do not write that copy.
     #[arg(long)]
@@ -108,6 +115,13 @@ pub struct ResolveArgs {
     /// in the debuginfod cache is still used).
     #[arg(long)]
     pub offline: bool,
+    /// The most a debuginfod server may send (default 2G; K, M, G, T are powers of 1024).
+    #[arg(long, value_name = "SIZE", value_parser = crate::config::debuginfod::parse_size)]
+    pub debuginfod_max_size: Option<u64>,
+    /// Give up fetching from debuginfod (connecting, waiting, downloading; every server) after this long
+    /// (default 10m).
+    #[arg(long, value_name = "DUR", value_parser = crate::cli::duration::parse)]
+    pub debuginfod_timeout: Option<std::time::Duration>,
 }
 
 #[derive(Args, Debug)]
@@ -226,6 +240,15 @@ impl SymbolArgs {
             notes: &self.kernel_notes,
         }
     }
+
+    /// What the debuginfod options ask for.
+    pub fn debuginfod(&self) -> crate::config::debuginfod::Options {
+        crate::config::debuginfod::Options {
+            offline: self.offline,
+            max_size: self.debuginfod_max_size,
+            deadline: self.debuginfod_timeout,
+        }
+    }
 }
 
 impl ResolveArgs {
@@ -236,6 +259,15 @@ impl ResolveArgs {
             vmlinux: self.vmlinux.as_deref(),
             system_map: self.system_map.as_deref(),
             notes: &self.kernel_notes,
+        }
+    }
+
+    /// What the debuginfod options ask for.
+    pub fn debuginfod(&self) -> crate::config::debuginfod::Options {
+        crate::config::debuginfod::Options {
+            offline: self.offline,
+            max_size: self.debuginfod_max_size,
+            deadline: self.debuginfod_timeout,
         }
     }
 }

@@ -8,6 +8,7 @@ use std::path::Path;
 use ksymwatch_symbols::Source;
 
 use crate::cli::args::ResolveArgs;
+use crate::config::advice::SymbolsContext;
 use crate::config::symbols;
 use crate::config::target::{Base, Target};
 use crate::config::{debuginfod, process, target, typed};
@@ -40,7 +41,7 @@ pub fn run(args: ResolveArgs) -> Result<()> {
         &mut search,
         picked,
         debuginfod::needs_dwarf(&target),
-        args.offline,
+        args.debuginfod(),
     )?;
     // Without DWARF, BTF may still know the variable's type: `SYMBOL.FIELD` as a typed target.
     if !matches!(picked, Source::Vmlinux(_)) {
@@ -48,7 +49,19 @@ pub fn run(args: ResolveArgs) -> Result<()> {
             return typed(&args, &t, &types);
         }
     }
-    let resolver = symbols::open(picked, &search)?;
+    let mut resolver = symbols::open(picked, &search)?;
+    // A kallsyms without data symbols cannot place `jiffies`: the running kernel's vmlinux can.
+    if let Source::Kallsyms(_) = resolver.source() {
+        let table = resolver.table().bad_symbols()?;
+        if let Some(name) = debuginfod::missing_data_symbol(table, std::slice::from_ref(&target)) {
+            let kallsyms = resolver.source().clone();
+            let picked =
+                debuginfod::fetch_for_symbol(&mut search, kallsyms, &name, args.debuginfod())?;
+            if let Source::Vmlinux(_) = picked {
+                resolver = symbols::open(picked, &search)?;
+            }
+        }
+    }
     let r = symbols::resolve(&resolver, &target, true)?;
     let text = if args.json {
         r.to_json()

@@ -401,7 +401,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     let needs_dwarf = args.symbols.lines
         || (matches!(mode, Mode::System) && targets.iter().any(debuginfod::needs_dwarf));
     let picked =
-        debuginfod::fetch_if_needed(&mut search, picked, needs_dwarf, args.symbols.offline)?;
+        debuginfod::fetch_if_needed(&mut search, picked, needs_dwarf, args.symbols.debuginfod())?;
     let types = typed::Types::new(&args.symbols.btf);
     // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
     let targets: Vec<Target> =
@@ -420,6 +420,27 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             "--lines reads file:line from vmlinux DWARF, but the symbols come from {picked}; pass --vmlinux FILE \
              (an unstripped vmlinux with debug info)"
         )));
+    }
+    // A kallsyms without data symbols cannot place `jiffies`: the running kernel's vmlinux can. The table
+    // loaded to find out is the one used below when nothing is fetched.
+    let mut loaded = None;
+    let mut picked = picked;
+    if matches!(mode, Mode::System) && matches!(picked, Source::Kallsyms(_)) {
+        let l = load_symbols(&args.symbols)?;
+        match debuginfod::missing_data_symbol(&l.0, &bases) {
+            Some(name) => {
+                picked = debuginfod::fetch_for_symbol(
+                    &mut search,
+                    picked,
+                    &name,
+                    args.symbols.debuginfod(),
+                )?;
+                if let Source::Kallsyms(_) = picked {
+                    loaded = Some(l);
+                }
+            }
+            None => loaded = Some(l),
+        }
     }
     let kallsyms_table;
     let file_symbols = match picked {
@@ -446,7 +467,10 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         // Chains named from a vmlinux or System.map never come from the kallsyms cache.
         (files.chains()?, Origin::Parsed, files.header(), resolved)
     } else {
-        let (table, origin, source) = load_symbols(&args.symbols)?;
+        let (table, origin, source) = match loaded {
+            Some(l) => l,
+            None => load_symbols(&args.symbols)?,
+        };
         kallsyms_table = table;
         let resolved = if system {
             bases

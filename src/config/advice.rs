@@ -68,7 +68,8 @@ fn lookup(e: &LookupError, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             write!(
                 f,
                 "symbol `{name}` not found: this kernel's kallsyms has no data symbols (CONFIG_KALLSYMS_ALL is off); \
-                 pass --vmlinux FILE or --system-map FILE for this kernel, or give the address as 0xADDR"
+                 pass --vmlinux FILE or --system-map FILE for this kernel, set DEBUGINFOD_URLS=URL (e.g. \
+                 https://debuginfod.debian.net) to fetch its vmlinux, or give the address as 0xADDR"
             )?;
             if !suggestions.is_empty() {
                 write!(
@@ -181,7 +182,8 @@ mod tests {
         assert!(
             text.starts_with(
                 "symbol `jiffies` not found: this kernel's kallsyms has no data symbols (CONFIG_KALLSYMS_ALL is off); \
-                 pass --vmlinux FILE or --system-map FILE for this kernel, or give the address as 0xADDR"
+                 pass --vmlinux FILE or --system-map FILE for this kernel, set DEBUGINFOD_URLS=URL (e.g. \
+                 https://debuginfod.debian.net) to fetch its vmlinux, or give the address as 0xADDR"
             ),
             "{text}"
         );
@@ -201,7 +203,8 @@ mod tests {
         assert_eq!(
             Advised(e.clone()).to_string(),
             "symbol `jiffies` not found: this kernel's kallsyms has no data symbols (CONFIG_KALLSYMS_ALL is off); \
-             pass --vmlinux FILE or --system-map FILE for this kernel, or give the address as 0xADDR \
+             pass --vmlinux FILE or --system-map FILE for this kernel, set DEBUGINFOD_URLS=URL (e.g. \
+                 https://debuginfod.debian.net) to fetch its vmlinux, or give the address as 0xADDR \
              (close names that do exist: jiffies_64, jiffie)"
         );
         // Through a resolve, the same words.

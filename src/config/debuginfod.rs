@@ -1,10 +1,17 @@
 //! When a command fetches the running kernel's vmlinux from debuginfod: a target names a struct member or
-//! array element (or `--lines` asks for file:line), the symbols come from a file without DWARF (kallsyms
-//! or a System.map), `DEBUGINFOD_URLS` names a server, and `--offline` is not given. The fetch itself is
-//! the symbols crate's ([`ksymwatch_symbols::debuginfod`]); this module decides, tells the user on one
-//! stderr line what was fetched or taken from the cache, and words failures with this program's flags.
+//! array element (or `--lines` asks for file:line), or a plain symbol that kallsyms lacks because it has
+//! no data symbols (`ksymwatch write jiffies` on a kernel without CONFIG_KALLSYMS_ALL), the symbols come
+//! from a file without DWARF (kallsyms or a System.map), `DEBUGINFOD_URLS` names a server, and `--offline`
+//! is not given. The fetch itself is the symbols crate's ([`ksymwatch_symbols::debuginfod`]); this module
+//! decides, tells the user on stderr what was fetched or taken from the cache, and words failures with
+//! this program's flags.
 
-use ksymwatch_symbols::{buildid, Debuginfod, Fetched, PathElem, Source, SourceSearch};
+use std::time::Duration;
+
+use ksymwatch_symbols::debuginfod::Limit;
+use ksymwatch_symbols::{
+    buildid, Debuginfod, Fetched, PathElem, Source, SourceSearch, SymbolTable,
+};
 
 use crate::config::advice::Advised;
 use crate::config::target::{Base, Target};
@@ -22,6 +29,14 @@ const NAME_SUFFIXES: &[&str] = &[
     "localalias",
 ];
 
+/// The debuginfod options of a command (`--offline`, `--debuginfod-max-size`, `--debuginfod-timeout`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    pub offline: bool,
+    pub max_size: Option<u64>,
+    pub deadline: Option<Duration>,
+}
+
 /// Whether a kernel TARGET names a struct member or an array element, which only DWARF can place.
 pub fn needs_dwarf(target: &Target) -> bool {
     // A `(TYPE)` cast takes its members from BTF.
@@ -36,6 +51,28 @@ pub fn needs_dwarf(target: &Target) -> bool {
     })
 }
 
+/// The first symbol among `targets` that `table` cannot have because it holds no data symbols (a kallsyms
+/// without CONFIG_KALLSYMS_ALL): a name none of whose splits is in the table. Module symbols (`MOD:SYM`)
+/// are left out: a vmlinux does not have them either.
+pub fn missing_data_symbol(table: &SymbolTable, targets: &[Target]) -> Option<String> {
+    if table.has_data_symbols() {
+        return None;
+    }
+    targets.iter().find_map(|t| {
+        if !matches!(t.base, Base::Symbol { .. }) || t.kernel_module().is_some() {
+            return None;
+        }
+        let splits = t.symbol_splits();
+        if splits
+            .iter()
+            .any(|(n, _)| table.by_name(n).next().is_some())
+        {
+            return None;
+        }
+        splits.last().map(|(n, _)| n.clone())
+    })
+}
+
 /// The source to use: `picked` itself unless DWARF is needed and `picked` has none, in which case the
 /// running kernel's vmlinux from debuginfod (cache first). Then `search.vmlinux` names the fetched file,
 /// as if the user had passed it. Failures are bad input (exit 2), with the flags that get past them.
@@ -43,57 +80,98 @@ pub fn fetch_if_needed(
     search: &mut SourceSearch,
     picked: Source,
     needs_dwarf: bool,
-    offline: bool,
+    opts: Options,
 ) -> Result<Source> {
     if !needs_dwarf || matches!(picked, Source::Vmlinux(_)) {
         return Ok(picked);
     }
-    let why = "struct fields and --lines need DWARF";
+    let why = format!("struct fields and --lines need DWARF, which {picked} does not have");
+    // Without a server, the caller's "needs DWARF" error says what to do (it names DEBUGINFOD_URLS).
+    Ok(fetch_running(search, &why, opts)?.unwrap_or(picked))
+}
+
+/// For a symbol `name` that `picked` (kallsyms without data symbols) lacks: the running kernel's vmlinux
+/// from debuginfod when `DEBUGINFOD_URLS` is set, else `picked` (whose "not found" error names the ways
+/// out, DEBUGINFOD_URLS among them).
+pub fn fetch_for_symbol(
+    search: &mut SourceSearch,
+    picked: Source,
+    name: &str,
+    opts: Options,
+) -> Result<Source> {
+    if matches!(picked, Source::Vmlinux(_)) {
+        return Ok(picked);
+    }
+    let why = format!(
+        "symbol `{name}` is not in {picked}, which has no data symbols (CONFIG_KALLSYMS_ALL is off)"
+    );
+    Ok(fetch_running(search, &why, opts)?.unwrap_or(picked))
+}
+
+/// The running kernel's vmlinux from the debuginfod cache or servers, `why` being the reason it is
+/// needed (for the errors); `None` when `DEBUGINFOD_URLS` names no server.
+fn fetch_running(search: &mut SourceSearch, why: &str, opts: Options) -> Result<Option<Source>> {
     let Some(client) = Debuginfod::from_env() else {
         let urls = std::env::var(ksymwatch_symbols::debuginfod::URLS_ENV).unwrap_or_default();
         if !ksymwatch_symbols::debuginfod::parse_urls(&urls).is_empty() {
             return Err(Error::usage(format!(
-                "{why}, which {picked} does not have, and DEBUGINFOD_URLS is set but there is no debuginfod \
-                 cache to fetch into (DEBUGINFOD_CACHE_PATH, XDG_CACHE_HOME and HOME are unset); set \
-                 DEBUGINFOD_CACHE_PATH, or pass --vmlinux FILE"
+                "{why}, and DEBUGINFOD_URLS is set but there is no debuginfod cache to fetch into \
+                 (DEBUGINFOD_CACHE_PATH, XDG_CACHE_HOME and HOME are unset); set DEBUGINFOD_CACHE_PATH, \
+                 or pass --vmlinux FILE"
             )));
         }
-        // Without a server, the caller's "needs DWARF" error says what to do (it names DEBUGINFOD_URLS).
-        return Ok(picked);
+        return Ok(None);
     };
     let id = match buildid::running(&search.notes) {
         Ok(Some(id)) => id,
         Ok(None) => {
             return Err(Error::usage(format!(
-                "{why}, which {picked} does not have, and debuginfod cannot be asked for the running kernel's \
-                 vmlinux: {} holds no build-id; pass --vmlinux FILE",
-                search.notes.display()
-            )))
+            "{why}, and debuginfod cannot be asked for the running kernel's vmlinux: {} holds no \
+                 build-id; pass --vmlinux FILE",
+            search.notes.display()
+        )))
         }
         Err(e) => {
             return Err(Error::usage(format!(
-                "{why}, which {picked} does not have, and debuginfod cannot be asked for the running kernel's \
-                 vmlinux without its build-id: {}; pass --vmlinux FILE",
-                Advised(e)
-            )))
+            "{why}, and debuginfod cannot be asked for the running kernel's vmlinux without its \
+                 build-id: {}; pass --vmlinux FILE",
+            Advised(e)
+        )))
         }
     };
-    let fetched = if offline {
+    let fetched = if opts.offline {
         // The cache is a local file: --offline only forbids the network.
         match Debuginfod::cached(client.cache_dir(), &id) {
             Some(p) => Fetched::Cached(p),
             None => {
                 return Err(Error::usage(format!(
-                    "{why}, which {picked} does not have, and --offline forbids fetching the running kernel's \
-                     vmlinux (build-id {id}) from DEBUGINFOD_URLS; pass --vmlinux FILE, or drop --offline"
+                    "{why}, and --offline forbids fetching the running kernel's vmlinux (build-id {id}) \
+                     from DEBUGINFOD_URLS; pass --vmlinux FILE, or drop --offline"
                 )))
             }
         }
     } else {
-        client
-            .with_progress(true)
-            .fetch(&id)
-            .map_err(|e| Error::usage(format!("{e}; or pass --vmlinux FILE, or --offline")))?
+        let mut client = client.with_progress(true).with_interrupt_cleanup(true);
+        if let Some(n) = opts.max_size {
+            client = client.with_max_size(n);
+        }
+        if let Some(d) = opts.deadline {
+            client = client.with_deadline(d);
+        }
+        client.fetch(&id).map_err(|e| {
+            let raise = match &e {
+                ksymwatch_symbols::Error::DebuginfodFailed {
+                    limit: Some(Limit::Size),
+                    ..
+                } => "; raise the limit with --debuginfod-max-size SIZE",
+                ksymwatch_symbols::Error::DebuginfodFailed {
+                    limit: Some(Limit::Deadline),
+                    ..
+                } => "; allow longer with --debuginfod-timeout DUR",
+                _ => "",
+            };
+            Error::usage(format!("{e}{raise}; or pass --vmlinux FILE, or --offline"))
+        })?
     };
     match &fetched {
         Fetched::Cached(p) => crate::stderr::line(format_args!(
@@ -108,7 +186,30 @@ pub fn fetch_if_needed(
     }
     let path = fetched.path().to_path_buf();
     search.vmlinux = Some(path.clone());
-    Ok(Source::Vmlinux(path))
+    Ok(Some(Source::Vmlinux(path)))
+}
+
+/// A `--debuginfod-max-size` value: bytes, or a number with K, M, G or T (powers of 1024; `KiB`, `MB`
+/// and the like read the same), not zero.
+pub fn parse_size(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad = || format!("`{text}` is not a size; use e.g. 3G, 500M or 1048576");
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => return Err(bad()),
+    };
+    if n == 0 {
+        return Err(format!("`{text}`: the size must be greater than zero"));
+    }
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("`{text}` is too large"))
 }
 
 #[cfg(test)]
@@ -136,6 +237,19 @@ mod tests {
             "jiffies+8",
         ] {
             assert!(!needs_dwarf(&parse(t).unwrap()), "{t}");
+        }
+    }
+
+    #[test]
+    fn sizes_are_bytes_or_powers_of_1024() {
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("500m"), Ok(500 << 20));
+        assert_eq!(parse_size("3GiB"), Ok(3 << 30));
+        assert_eq!(parse_size("1T"), Ok(1 << 40));
+        assert_eq!(parse_size("64 KB"), Ok(64 << 10));
+        for bad in ["", "G", "1.5G", "-1", "12X", "0", "0G", "99999999999T"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
         }
     }
 }

@@ -60,12 +60,22 @@ fn resolve_args<'a>(f: &'a Fixture, extra: &[&'a str]) -> Vec<&'a str> {
     a
 }
 
-/// The one line of an error run, which must exit 2 and say nothing else.
+/// The one error line of a run, which must exit 2 and say nothing else but the fetch's progress lines.
 fn one_error(code: i32, err: &str) -> String {
     assert_eq!(code, 2, "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("ksymwatch: error: "), "{err}");
-    err.trim_end().to_string()
+    let lines: Vec<&str> = err.lines().collect();
+    let Some((last, before)) = lines.split_last() else {
+        panic!("nothing on stderr");
+    };
+    for l in before {
+        assert!(
+            l.starts_with("ksymwatch: debuginfod: connecting to ")
+                || l.starts_with("ksymwatch: debuginfod: receiving "),
+            "{err}"
+        );
+    }
+    assert!(last.starts_with("ksymwatch: error: "), "{err}");
+    last.to_string()
 }
 
 fn is_empty_dir(d: &Path) -> bool {
@@ -116,13 +126,25 @@ fn a_member_path_fetches_the_running_kernels_vmlinux_then_uses_the_cache() {
     let (code, out, err) = run(&resolve_args(f, &[]), Some(&server.url), &cache);
     assert_eq!(code, 0, "{err}");
     let size = std::fs::metadata(&f.vmlinux).unwrap().len();
+    // Progress from the start (a plain line where stderr is no terminal), then where the file came from.
+    let lines: Vec<&str> = err.lines().collect();
     assert_eq!(
-        err.trim_end(),
-        format!(
-            "ksymwatch: debuginfod: fetched the running kernel's vmlinux (build-id {id}, {size} bytes) from {} into {}",
-            server.url,
-            cached.display()
-        )
+        lines,
+        [
+            format!(
+                "ksymwatch: debuginfod: connecting to {}/buildid/{id}/debuginfo ...",
+                server.url
+            ),
+            format!(
+                "ksymwatch: debuginfod: receiving {size} bytes from {}",
+                server.url
+            ),
+            format!(
+                "ksymwatch: debuginfod: fetched the running kernel's vmlinux (build-id {id}, {size} bytes) from {} into {}",
+                server.url,
+                cached.display()
+            ),
+        ]
     );
     let addr = runtime_addr(&out);
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -250,4 +272,387 @@ fn check_shows_the_servers_and_the_cache() {
         )),
         "{out}"
     );
+}
+
+/// The fixture's build-id, as the debuginfod URL and the cache name spell it.
+fn fixture_id(f: &Fixture) -> String {
+    Vmlinux::open(&f.vmlinux)
+        .unwrap()
+        .build_id()
+        .unwrap()
+        .to_string()
+}
+
+/// `cmd` with the debuginfod variables set; stdout and stderr piped.
+fn spawn(args: &[&str], urls: &str, cache: &Path) -> std::process::Child {
+    Command::new(BIN)
+        .args(args)
+        .env("DEBUGINFOD_URLS", urls)
+        .env("DEBUGINFOD_CACHE_PATH", cache)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ksymwatch")
+}
+
+/// Waits (at most 60 s, a hang guard only) until `ready()`; `false` if the child exited first.
+fn wait_until(child: &mut std::process::Child, ready: impl Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(60) {
+        if ready() {
+            return true;
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    panic!("ksymwatch never reached the expected point of its fetch");
+}
+
+/// The temporary files of downloads in progress under `cache`.
+fn temp_files(cache: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for d in std::fs::read_dir(cache).into_iter().flatten().flatten() {
+        for e in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().ends_with(".tmp") {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_stop_signal_during_a_fetch_leaves_nothing_in_the_cache() {
+    use ksymwatch_symbols::testing::debuginfod::{Canned, Then};
+    use std::os::unix::process::ExitStatusExt;
+    let Some(f) = fixture() else { return };
+    let id = fixture_id(f);
+    let bytes = std::fs::read(&f.vmlinux).unwrap();
+    // Two slow servers: one that sends the first 100 bytes of the file and then nothing (a temporary
+    // file exists), one that never answers (no temporary file yet, only the made-up build-id's wait).
+    let mid_body = Canned::start_then(Canned::ok(&bytes[..100], bytes.len()), Then::Hold);
+    let no_headers = Canned::start_then(Vec::new(), Then::Hold);
+    let resolve = resolve_args(f, &[]);
+    let member = resolve.clone();
+    // `banner` is not in the fixture's kallsyms, which has no data symbols: the plain-symbol fetch.
+    let plain = [
+        "resolve",
+        "banner",
+        "--kallsyms",
+        p(&f.kallsyms),
+        "--kernel-notes",
+        p(&f.notes),
+    ];
+    for (sig, name) in [
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
+        for (server, args, body) in [
+            (&mid_body, &member[..], true),
+            (&no_headers, &member[..], false),
+            (&mid_body, &plain[..], true),
+        ] {
+            let dir = scratch(f, &format!("signal-{name}"));
+            let cache = dir.join("cache");
+            let seen = server.requests.load(std::sync::atomic::Ordering::SeqCst);
+            let mut child = spawn(args, &server.url, &cache);
+            let reached = wait_until(&mut child, || {
+                if body {
+                    !temp_files(&cache).is_empty()
+                } else {
+                    server.requests.load(std::sync::atomic::Ordering::SeqCst) > seen
+                }
+            });
+            assert!(
+                reached,
+                "exited before the fetch: {:?}",
+                child.wait_with_output()
+            );
+            // SAFETY: kill(2) on our own child's pid.
+            assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.signal(), Some(sig), "{name}: {err}");
+            assert_eq!(
+                err.lines().last(),
+                Some(
+                    format!(
+                        "ksymwatch: debuginfod: {name}: stopped fetching {}/buildid/{id}/debuginfo; \
+                         nothing was cached",
+                        server.url
+                    )
+                    .as_str()
+                ),
+                "{name} {args:?}: {err}"
+            );
+            assert!(
+                is_empty_dir(&cache),
+                "{name} {args:?}: left {:?}",
+                std::fs::read_dir(&cache)
+                    .map(|r| r.flatten().map(|e| e.path()).collect::<Vec<_>>())
+            );
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_stop_signal_during_writes_fetch_leaves_nothing_either() {
+    // `write` has a second thread by then (the perf warm-up), which may be the one the signal lands on.
+    use ksymwatch_symbols::testing::debuginfod::{Canned, Then};
+    use std::os::unix::process::ExitStatusExt;
+    let Some(f) = fixture() else { return };
+    let Some(_lock) = crate::util::live() else {
+        return;
+    };
+    let bytes = std::fs::read(&f.vmlinux).unwrap();
+    let server = Canned::start_then(Canned::ok(&bytes[..100], bytes.len()), Then::Hold);
+    for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
+        let dir = scratch(f, &format!("write-signal-{name}"));
+        let cache = dir.join("cache");
+        let args = [
+            "write",
+            "banner",
+            "--kallsyms",
+            p(&f.kallsyms),
+            "--kernel-notes",
+            p(&f.notes),
+        ];
+        let mut child = spawn(&args, &server.url, &cache);
+        if !wait_until(&mut child, || !temp_files(&cache).is_empty()) {
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(4), "{err}");
+            crate::util::skip(format_args!("write is not permitted here: {err}"));
+            return;
+        }
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.signal(), Some(sig), "{name}: {err}");
+        assert!(
+            err.trim_end().ends_with("nothing was cached"),
+            "{name}: {err}"
+        );
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("armed"));
+        assert!(is_empty_dir(&cache), "{name}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
+fn the_size_limit_and_the_deadline_are_options_and_their_errors_name_them() {
+    use ksymwatch_symbols::testing::debuginfod::{Canned, Then};
+    let Some(f) = fixture() else { return };
+    let bytes = std::fs::read(&f.vmlinux).unwrap();
+    let dir = scratch(f, "limits");
+    let cache = dir.join("cache");
+
+    let whole = Canned::start(Canned::ok(&bytes, bytes.len()));
+    let (code, _, err) = run(
+        &resolve_args(f, &["--debuginfod-max-size", "4K"]),
+        Some(&whole.url),
+        &cache,
+    );
+    let line = one_error(code, &err);
+    assert!(
+        line.contains(&format!(
+            "{}: it offers {} bytes, over the limit of 4096 bytes; nothing was downloaded",
+            whole.url,
+            bytes.len()
+        )) && line.ends_with(
+            "; raise the limit with --debuginfod-max-size SIZE; or pass --vmlinux FILE, or --offline"
+        ),
+        "{line}"
+    );
+    assert!(is_empty_dir(&cache));
+
+    let junk = Canned::start_then(
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n".to_vec(),
+        Then::Repeat(b"junk".repeat(4096)),
+    );
+    let (code, _, err) = run(&resolve_args(f, &[]), Some(&junk.url), &cache);
+    let line = one_error(code, &err);
+    assert!(
+        line.contains(&format!(
+            "{}: it sent something that is not an ELF file (no ELF magic; it starts with \"junkjunk",
+            junk.url
+        )),
+        "{line}"
+    );
+    assert!(is_empty_dir(&cache));
+
+    let silent = Canned::start_then(Vec::new(), Then::Hold);
+    let (code, _, err) = run(
+        &resolve_args(f, &["--debuginfod-timeout", "1s"]),
+        Some(&silent.url),
+        &cache,
+    );
+    let line = one_error(code, &err);
+    assert!(
+        line.contains(&format!(
+            "{}: the 1 s deadline passed before the response headers",
+            silent.url
+        )) && line.ends_with(
+            "; allow longer with --debuginfod-timeout DUR; or pass --vmlinux FILE, or --offline"
+        ),
+        "{line}"
+    );
+    // What was printed first says what it was waiting for.
+    assert_eq!(
+        err.lines().next().unwrap_or_default(),
+        format!(
+            "ksymwatch: debuginfod: connecting to {}/buildid/{}/debuginfo ...",
+            silent.url,
+            fixture_id(f)
+        )
+    );
+    assert!(is_empty_dir(&cache));
+
+    for bad in [
+        &["--debuginfod-max-size", "0"][..],
+        &["--debuginfod-max-size", "lots"][..],
+        &["--debuginfod-timeout", "0"][..],
+    ] {
+        let (code, _, err) = run(&resolve_args(f, bad), Some(&silent.url), &cache);
+        assert_eq!(code, 2, "{bad:?}: {err}");
+        assert!(err.contains(bad[0]), "{bad:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_plain_symbol_kallsyms_lacks_is_fetched_or_the_error_names_every_way_out() {
+    let Some(f) = fixture() else { return };
+    let dir = scratch(f, "plain");
+    let serve = dir.join("serve");
+    std::fs::create_dir_all(&serve).unwrap();
+    std::fs::copy(&f.vmlinux, serve.join("vmlinux")).unwrap();
+    let cache = dir.join("cache");
+    let id = fixture_id(f);
+    let cached = cache.join(&id).join("debuginfo");
+    // The made-up running kernel's kallsyms has text symbols only, like this machine's.
+    let resolve = |name: &'static str, extra: &[&'static str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "resolve",
+            name,
+            "--json",
+            "--kallsyms",
+            p(&f.kallsyms),
+            "--kernel-notes",
+            p(&f.notes),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let strs = |v: &[String]| {
+        v.iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("\u{0}")
+    };
+
+    // No DEBUGINFOD_URLS: the error names every way out, the exact flags and the variable.
+    for name in ["banner", "sym"] {
+        let args = resolve(name, &[]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, _, err) = run(&args, None, &cache);
+        let line = one_error(code, &err);
+        assert!(
+            line.contains(&format!("symbol `{name}` not found"))
+                && line.contains("pass --vmlinux FILE or --system-map FILE for this kernel")
+                && line.contains("set DEBUGINFOD_URLS=URL (e.g. https://debuginfod.debian.net) to fetch its vmlinux"),
+            "{line}"
+        );
+    }
+
+    let Some(mut server) = Server::start(&serve, &dir.join("server"), 1) else {
+        return;
+    };
+    // --offline with nothing cached: says so, fetches nothing.
+    let args = resolve("banner", &["--offline"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, _, err) = run(&args, Some(&server.url), &cache);
+    let line = one_error(code, &err);
+    assert!(
+        line.contains("symbol `banner` is not in kallsyms")
+            && line.contains("--offline forbids fetching the running kernel's vmlinux"),
+        "{line}"
+    );
+    assert!(is_empty_dir(&cache));
+
+    // With a server: fetched by build-id, said where it came from, resolved in it.
+    let args = resolve("banner", &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, err) = run(&args, Some(&server.url), &cache);
+    assert_eq!(code, 0, "{}: {err}", strs(&resolve("banner", &[])));
+    let size = std::fs::metadata(&f.vmlinux).unwrap().len();
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "ksymwatch: debuginfod: connecting to {}/buildid/{id}/debuginfo ...",
+                server.url
+            ),
+            format!(
+                "ksymwatch: debuginfod: receiving {size} bytes from {}",
+                server.url
+            ),
+            format!(
+                "ksymwatch: debuginfod: fetched the running kernel's vmlinux (build-id {id}, {size} bytes) from {} into {}",
+                server.url,
+                cached.display()
+            ),
+        ],
+        "{err}"
+    );
+    let addr = runtime_addr(&out);
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["symbol"], "banner");
+    assert!(j["source"].to_string().contains(p(&cached)), "{out}");
+
+    // Later runs take it from the cache, the server gone; `write` too, and it arms where resolve said.
+    server.stop();
+    let (code, out, err) = run(&args, Some(&server.url), &cache);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("from the cache"), "{err}");
+    assert_eq!(runtime_addr(&out), addr);
+    let Some(_lock) = crate::util::live() else {
+        return;
+    };
+    let write = [
+        "write",
+        "banner",
+        "--duration",
+        "100ms",
+        "--kallsyms",
+        p(&f.kallsyms),
+        "--kernel-notes",
+        p(&f.notes),
+    ];
+    let (code, out, err) = run(&write, Some(&server.url), &cache);
+    if code == 4 {
+        crate::util::skip(format_args!("write is not permitted here: {err}"));
+        return;
+    }
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!(
+            "the running kernel's vmlinux (build-id {id}) from the cache: {}",
+            cached.display()
+        )),
+        "{err}"
+    );
+    assert!(out.contains(&format!("{addr:x}")), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

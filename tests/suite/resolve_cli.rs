@@ -353,7 +353,7 @@ fn bad_input_is_exit_2_with_one_line() {
     usage_error(&["resolve", "sym..x", "--vmlinux", v]);
     let err = usage_error(&["resolve", "banner", "--vmlinux", "/nonexistent/vmlinux"]);
     assert!(err.contains("/nonexistent/vmlinux"), "{err}");
-    // kallsyms without data symbols: the message is the one `write` has always given.
+    // kallsyms without data symbols: `resolve` and `write` say the same, naming every way out.
     let ks = f.dir.join("text-only-kallsyms");
     std::fs::write(
         &ks,
@@ -373,8 +373,9 @@ fn bad_input_is_exit_2_with_one_line() {
         let err = usage_error(args);
         assert!(
             err.contains("no data symbols")
-                && err.contains("--vmlinux")
-                && err.contains("--system-map"),
+                && err.contains("--vmlinux FILE")
+                && err.contains("--system-map FILE")
+                && err.contains("set DEBUGINFOD_URLS=URL"),
             "{err}"
         );
     }

@@ -41,6 +41,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one read may wait for bytes, the response headers included (a debuginfod server may first
 /// unpack a large package before it answers): a server that sends nothing for this long is given up on.
 const STALL_TIMEOUT: Duration = Duration::from_secs(120);
+/// Free space a download leaves on the cache's file system, at the least: filling a disk to the last
+/// block breaks everything else on it, even if the file is removed a moment later.
+const RESERVE: u64 = 64 << 20;
+/// How often (in bytes written) a body of unknown size checks the free space again.
+const SPACE_CHECK_EVERY: u64 = 16 << 20;
 /// The ELF magic every answer must start with.
 const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
 
@@ -288,6 +293,10 @@ impl Debuginfod {
         }
         let dir = self.cache_dir.join(&hex);
         let mut partial = Partial::create(&dir)?;
+        if let Some(n) = expected {
+            check_room(&dir, n)?;
+        }
+        let mut next_space_check = SPACE_CHECK_EVERY;
         let bar = self.bar(expected, url);
         if self.interruptible {
             interrupt::publish(
@@ -361,6 +370,10 @@ impl Debuginfod {
                         of(got)
                     ),
                 ));
+            }
+            if expected.is_none() && got + n as u64 >= next_space_check {
+                check_room(&dir, SPACE_CHECK_EVERY)?;
+                next_space_check += SPACE_CHECK_EVERY;
             }
             partial.write(chunk)?;
             got += n as u64;
@@ -536,6 +549,68 @@ fn file_build_id(path: &Path) -> Result<Option<BuildId>, String> {
     }
 }
 
+/// Bytes available to this user on the file system holding `dir`, or `None` when it cannot be told.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str())).ok()?;
+    // SAFETY: statvfs is plain data, written by the call; `c` is a NUL-terminated path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// Whether `more` bytes fit beside the [`RESERVE`] when `free` are available.
+fn fits(free: u64, more: u64) -> bool {
+    more.checked_add(RESERVE).is_some_and(|need| need <= free)
+}
+
+/// Refuses (as a cache error: no other server can help) to write `more` bytes into `dir` when that
+/// would leave less than [`RESERVE`] free.
+fn check_room(dir: &Path, more: u64) -> Result<(), Attempt> {
+    match free_bytes(dir) {
+        Some(free) if !fits(free, more) => Err(cache_error(
+            dir,
+            io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!(
+                    "{more} more bytes would leave less than {} MiB of the {free} bytes free",
+                    RESERVE >> 20
+                ),
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Removes what a download killed outright (SIGKILL, a crash: nothing could clean up) left in `dir`:
+/// temporary files named after a process that no longer exists.
+fn remove_stale(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(".debuginfo.ksymwatch-"))
+            .filter(|n| n.ends_with(".tmp"))
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<libc::pid_t>().ok())
+            .filter(|&p| p > 0)
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only checks whether the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
 /// A download in progress: a temporary file in the directory the result goes to (so the final rename
 /// cannot cross file systems), removed on drop unless persisted, together with that directory when this
 /// download created it.
@@ -550,6 +625,7 @@ impl Partial {
     fn create(dir: &Path) -> Result<Partial, Attempt> {
         let made_dir = (!dir.is_dir()).then(|| dir.to_path_buf());
         fs::create_dir_all(dir).map_err(|e| cache_error(dir, e))?;
+        remove_stale(dir);
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let mut last = None;
         for _ in 0..16 {
@@ -676,6 +752,36 @@ mod tests {
             vec!["https://a.example/", "http://b:8002"]
         );
         assert!(parse_urls("   ").is_empty());
+    }
+
+    #[test]
+    fn a_download_leaves_the_reserve_free() {
+        assert!(fits(RESERVE + 10, 10));
+        assert!(!fits(RESERVE + 10, 11));
+        assert!(!fits(RESERVE - 1, 0));
+        assert!(!fits(u64::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn temp_files_of_dead_processes_are_removed_live_ones_kept() {
+        let dir = std::env::temp_dir().join(format!("ksymwatch-dbgd-stale-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        // A pid that cannot exist (above pid_max's largest value), ours, and files of other tools.
+        let dead = dir.join(".debuginfo.ksymwatch-2147483647-0-1.tmp");
+        let ours = dir.join(format!(
+            ".debuginfo.ksymwatch-{}-0-1.tmp",
+            std::process::id()
+        ));
+        let other = dir.join(".debuginfo.gdb-1.tmp");
+        let done = dir.join("debuginfo");
+        for f in [&dead, &ours, &other, &done] {
+            fs::write(f, b"x").unwrap();
+        }
+        remove_stale(&dir);
+        assert!(!dead.exists());
+        assert!(ours.exists() && other.exists() && done.exists());
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -185,6 +185,16 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Error::DebuginfodCache { path, source }
+                if source.kind() == std::io::ErrorKind::StorageFull =>
+            {
+                write!(
+                    f,
+                    "cannot write the debuginfod cache at {}: {source}; nothing was cached: free some \
+                     space there, or set DEBUGINFOD_CACHE_PATH to a directory with room",
+                    path.display()
+                )
+            }
             Error::DebuginfodCache { path, source } => write!(
                 f,
                 "cannot write the debuginfod cache at {}: {source}; make it writable, or set \

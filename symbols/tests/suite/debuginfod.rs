@@ -461,6 +461,32 @@ fn a_size_over_the_limit_is_refused_before_reading_or_stopped_at_the_limit() {
         assert!(msg.contains(&want), "{msg}");
     }
 
+    // Under the limit but more than the cache's file system has free: refused before reading too, as a
+    // cache problem (no other server could help).
+    let petabyte = 1u64 << 50;
+    let server = Canned::start_then(
+        [
+            format!("HTTP/1.1 200 OK\r\nContent-Length: {petabyte}\r\n\r\n").into_bytes(),
+            bytes[..64].to_vec(),
+        ]
+        .concat(),
+        Then::Hold,
+    );
+    let e = Debuginfod::new(vec![server.url.clone()], cache.clone())
+        .with_max_size(u64::MAX)
+        .with_deadline(Duration::from_secs(60))
+        .fetch(&id)
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, Error::DebuginfodCache { .. }), "{e:?}");
+    assert!(
+        msg.contains(&format!(
+            "{petabyte} more bytes would leave less than 64 MiB"
+        )) && msg.contains("free some space there, or set DEBUGINFOD_CACHE_PATH"),
+        "{msg}"
+    );
+    assert!(contents(&cache).is_empty(), "{:?}", contents(&cache));
+
     // Exactly at the limit is allowed.
     let server = Canned::start(Canned::ok(&bytes, bytes.len()));
     let got = Debuginfod::new(vec![server.url.clone()], cache.clone())

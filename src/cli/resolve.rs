@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use ksymwatch_symbols::Source;
+use ksymwatch_symbols::{Resolver, Source, SourceSearch};
 
 use crate::cli::args::ResolveArgs;
 use crate::config::advice::SymbolsContext;
@@ -49,19 +49,7 @@ pub fn run(args: ResolveArgs) -> Result<()> {
             return typed(&args, &t, &types);
         }
     }
-    let mut resolver = symbols::open(picked, &search)?;
-    // A kallsyms without data symbols cannot place `jiffies`: the running kernel's vmlinux can.
-    if let Source::Kallsyms(_) = resolver.source() {
-        let table = resolver.table().bad_symbols()?;
-        if let Some(name) = debuginfod::missing_data_symbol(table, std::slice::from_ref(&target)) {
-            let kallsyms = resolver.source().clone();
-            let picked =
-                debuginfod::fetch_for_symbol(&mut search, kallsyms, &name, args.debuginfod())?;
-            if let Source::Vmlinux(_) = picked {
-                resolver = symbols::open(picked, &search)?;
-            }
-        }
-    }
+    let resolver = open(picked, &mut search, &target, &args)?;
     let r = symbols::resolve(&resolver, &target, true)?;
     let text = if args.json {
         r.to_json()
@@ -83,8 +71,9 @@ fn typed(args: &ResolveArgs, target: &Target, types: &typed::Types) -> Result<()
             (r.addr, base.text.clone(), Some(source))
         }
         (Base::Symbol { .. }, None) => {
-            let search = symbols::search(args.files());
-            let resolver = symbols::open(search.pick(), &search)?;
+            let mut search = symbols::search(args.files());
+            let picked = search.pick();
+            let resolver = open(picked, &mut search, &base, args)?;
             let r = symbols::resolve(&resolver, &base, true)?;
             // A file that is not the running kernel places the base at its link address; say which.
             let source = format!("{}, kernel: {}", r.source, r.kernel_match);
@@ -99,4 +88,28 @@ fn typed(args: &ResolveArgs, target: &Target, types: &typed::Types) -> Result<()
         t.to_string()
     };
     super::print_answer(&(text + "\n"))
+}
+
+/// Opens the picked source for `target`; a kallsyms without data symbols cannot place `jiffies`, so when
+/// it lacks the name the running kernel's vmlinux is fetched from debuginfod (if `DEBUGINFOD_URLS` is set)
+/// and opened instead.
+fn open(
+    picked: Source,
+    search: &mut SourceSearch,
+    target: &Target,
+    args: &ResolveArgs,
+) -> Result<Resolver> {
+    let resolver = symbols::open(picked, search)?;
+    if !matches!(resolver.source(), Source::Kallsyms(_)) {
+        return Ok(resolver);
+    }
+    let table = resolver.table().bad_symbols()?;
+    let Some(name) = debuginfod::missing_data_symbol(table, std::slice::from_ref(target)) else {
+        return Ok(resolver);
+    };
+    let kallsyms = resolver.source().clone();
+    match debuginfod::fetch_for_symbol(search, kallsyms, &name, args.debuginfod())? {
+        fetched @ Source::Vmlinux(_) => symbols::open(fetched, search),
+        _ => Ok(resolver),
+    }
 }

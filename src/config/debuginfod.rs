@@ -170,7 +170,9 @@ fn fetch_running(search: &mut SourceSearch, why: &str, opts: Options) -> Result<
                 } => "; allow longer with --debuginfod-timeout DUR",
                 _ => "",
             };
-            Error::usage(format!("{e}{raise}; or pass --vmlinux FILE, or --offline"))
+            Error::usage(format!(
+                "{why}: {e}{raise}; or pass --vmlinux FILE, or --offline"
+            ))
         })?
     };
     match &fetched {

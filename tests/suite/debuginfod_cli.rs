@@ -627,6 +627,42 @@ fn a_plain_symbol_kallsyms_lacks_is_fetched_or_the_error_names_every_way_out() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("from the cache"), "{err}");
     assert_eq!(runtime_addr(&out), addr);
+    // A typed target's symbol base the same way (its type from the kernel's BTF).
+    if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        let typed = [
+            "resolve",
+            "(char)banner",
+            "--kallsyms",
+            p(&f.kallsyms),
+            "--kernel-notes",
+            p(&f.notes),
+        ];
+        let (code, out, err) = run(&typed, Some(&server.url), &cache);
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains("from the cache"), "{err}");
+        assert!(
+            out.contains(&format!("runtime addr: 0x{addr:016x}"))
+                && out.contains(&format!("source:       vmlinux {}", cached.display())),
+            "{out}"
+        );
+    }
+    // A server that cannot deliver: the error says why the vmlinux was wanted.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://127.0.0.1:{}", l.local_addr().unwrap().port())
+    };
+    let empty = dir.join("empty-cache");
+    let (code, _, err) = run(&args, Some(&closed), &empty);
+    let line = one_error(code, &err);
+    assert!(
+        line.contains(&format!(
+            "symbol `banner` is not in kallsyms {}, which has no data symbols (CONFIG_KALLSYMS_ALL is off): \
+             cannot fetch debug info for build-id {id}: {closed}: ",
+            f.kallsyms.display()
+        )),
+        "{line}"
+    );
+    assert!(is_empty_dir(&empty));
     let Some(_lock) = crate::util::live() else {
         return;
     };
@@ -654,5 +690,34 @@ fn a_plain_symbol_kallsyms_lacks_is_fetched_or_the_error_names_every_way_out() {
         "{err}"
     );
     assert!(out.contains(&format!("{addr:x}")), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn what_a_killed_fetch_left_is_removed_by_the_next_one() {
+    // SIGKILL cannot be caught: its temporary file stays, until the next fetch of that build-id.
+    use ksymwatch_symbols::testing::debuginfod::{Canned, Then};
+    let Some(f) = fixture() else { return };
+    let id = fixture_id(f);
+    let bytes = std::fs::read(&f.vmlinux).unwrap();
+    let stalled = Canned::start_then(Canned::ok(&bytes[..100], bytes.len()), Then::Hold);
+    let whole = Canned::start(Canned::ok(&bytes, bytes.len()));
+    let dir = scratch(f, "killed");
+    let cache = dir.join("cache");
+    let mut child = spawn(&resolve_args(f, &[]), &stalled.url, &cache);
+    assert!(wait_until(&mut child, || !temp_files(&cache).is_empty()));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = temp_files(&cache);
+    assert_eq!(left.len(), 1, "{left:?}");
+
+    let (code, _, err) = run(&resolve_args(f, &[]), Some(&whole.url), &cache);
+    assert_eq!(code, 0, "{err}");
+    let names: Vec<String> = std::fs::read_dir(cache.join(&id))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["debuginfo"], "{left:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

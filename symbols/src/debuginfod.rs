@@ -4,9 +4,10 @@
 //!
 //! Nothing half-written ever sits at `CACHE/HEX/debuginfo`: a download streams into a uniquely named
 //! temporary file beside it, which a guard removes on every way out (errors and panics alike; a stop
-//! signal through [`interrupt`] when the caller asks for it), and only a complete file whose ELF build-id
-//! is the one asked for is synced and renamed into place. A cached file is trusted only after the same
-//! build-id check, so a file some other tool left there for another build is not used.
+//! signal too, when the caller asks for it with [`Debuginfod::with_interrupt_cleanup`]; what a SIGKILL
+//! leaves, the next fetch removes), and only a complete file whose ELF build-id is the one asked for is
+//! synced and renamed into place. A cached file is trusted only after the same build-id check, so a file
+//! some other tool left there for another build is not used.
 //!
 //! A server is not trusted to be sane: what it sends must start with the ELF magic (checked on the first
 //! bytes, so a server answering with an HTML page or endless junk is dropped at once), it may not send

@@ -94,11 +94,29 @@ fn filter(args: &OutputArgs) -> Result<Filter> {
         (false, false) => Place::Anywhere,
     };
     Ok(Filter {
-        comms: args.comms.clone(),
+        comms: args.comms.iter().map(|c| kernel_comm(c)).collect(),
         tids: args.tids.clone(),
         exclude_idle: args.exclude_idle,
         place,
     })
+}
+
+/// The kernel keeps the first 15 bytes of a task's name (TASK_COMM_LEN 16 with its NUL): a longer `--comm`
+/// could never match, so it is matched on those 15 (cut at a character boundary), and a note says so.
+fn kernel_comm(name: &str) -> String {
+    const KEPT: usize = 15;
+    if name.len() <= KEPT || name.starts_with('<') {
+        return name.to_string();
+    }
+    let cut = (0..=KEPT)
+        .rev()
+        .find(|&i| name.is_char_boundary(i))
+        .unwrap_or(0);
+    let kept = &name[..cut];
+    stderr::line(format_args!(
+        "ksymwatch: note: --comm {name}: the kernel keeps only the first 15 bytes of a task's name; matching `{kept}`"
+    ));
+    kept.to_string()
 }
 
 /// The `--if` condition, parsed; a bad one is a usage error that points at the column.

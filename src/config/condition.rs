@@ -161,19 +161,28 @@ impl Condition {
         let bits = width_bits(len);
         let min = -(1i128 << (bits - 1));
         let max = (1i128 << bits) - 1;
+        let signed_max = (1i128 << (bits - 1)) - 1;
         let mut result = Ok(());
         self.for_each_compare(&mut |c| {
-            if let (Ok(()), Rhs::Const { value, column }) = (&result, c.right) {
-                if value < min || value > max {
-                    result = Err(ConditionError {
-                        column,
-                        message: format!(
-                            "{value} does not fit the {len}-byte watch (constants from {min} to {max}); \
-                             use a smaller constant or a longer watch (TARGET/LEN)"
-                        ),
-                    });
-                }
-            }
+            let (Ok(()), Rhs::Const { value, column }) = (&result, c.right) else {
+                return;
+            };
+            let message = if value < min || value > max {
+                format!(
+                    "{value} does not fit the {len}-byte watch (constants from {min} to {max}); use a \
+                     smaller constant or a longer watch (TARGET/LEN)"
+                )
+            } else if c.signed && c.op != Op::BitAnd && value > signed_max {
+                // Truncated to the width it would be a negative number: `(s)value < 200` on one byte
+                // would silently mean `< -56`.
+                format!(
+                    "{value} does not fit a signed {len}-byte value ({min} to {signed_max}); compare unsigned \
+                     (drop `(s)`), or watch more bytes (TARGET/LEN)"
+                )
+            } else {
+                return;
+            };
+            result = Err(ConditionError { column, message });
         });
         result
     }
@@ -1369,20 +1378,29 @@ mod tests {
             for signed in ["", "(s)"] {
                 let at = |v: i128| ok(&format!("{signed}value == {v}")).check_width(len);
                 assert_eq!(at(min), Ok(()), "len {len} {signed} {min}");
+                let max = if signed.is_empty() {
+                    max
+                } else {
+                    (max - 1) / 2
+                };
                 assert_eq!(at(max), Ok(()), "len {len} {signed} {max}");
                 assert_eq!(at(-1), Ok(()));
                 assert_eq!(at(0), Ok(()));
                 if len < 8 {
                     let too_big = at(max + 1).unwrap_err();
                     assert_eq!(too_big.column, 10 + signed.len());
-                    assert!(
-                        too_big.message.starts_with(&format!(
+                    let want = if signed.is_empty() {
+                        format!(
                             "{} does not fit the {len}-byte watch (constants from {min} to {max})",
                             max + 1
-                        )),
-                        "{}",
-                        too_big.message
-                    );
+                        )
+                    } else {
+                        format!(
+                            "{} does not fit a signed {len}-byte value ({min} to {max})",
+                            max + 1
+                        )
+                    };
+                    assert!(too_big.message.starts_with(&want), "{}", too_big.message);
                     let too_small = at(min - 1).unwrap_err();
                     assert_eq!(too_small.column, 10 + signed.len());
                     assert!(too_small
@@ -1391,6 +1409,39 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `(s)value < 200` on one byte once meant `< -56`: a constant past the signed range of a signed
+    /// comparison is refused, on `value` and `old`, at every width and operator but `&` (a mask is bits).
+    #[test]
+    fn a_signed_comparison_refuses_a_constant_past_its_range() {
+        for (len, over) in [(1u8, 128i128), (2, 32768), (4, 1 << 31)] {
+            for op in ["==", "!=", "<", "<=", ">", ">="] {
+                for side in ["value", "old"] {
+                    let text = format!("(s){side} {op} {over}");
+                    let e = ok(&text).check_width(len).unwrap_err();
+                    assert!(
+                        e.message.contains("does not fit a signed"),
+                        "{text}: {}",
+                        e.message
+                    );
+                    assert!(e.message.contains("drop `(s)`"), "{}", e.message);
+                    let fits = format!("(s){side} {op} {}", over - 1);
+                    assert_eq!(ok(&fits).check_width(len), Ok(()), "{fits}");
+                    let unsigned = format!("{side} {op} {over}");
+                    assert_eq!(ok(&unsigned).check_width(len), Ok(()), "{unsigned}");
+                }
+            }
+            let mask = format!("(s)value & {over}");
+            assert_eq!(ok(&mask).check_width(len), Ok(()), "{mask}");
+        }
+        let e = ok("(s)value < 200").check_width(1).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("200 does not fit a signed 1-byte value (-128 to 127)"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -762,3 +762,24 @@ fn a_launch_target_in_a_library_is_resolved_before_the_command_runs() {
         assert!(!marker.exists(), "{target}: the command ran");
     }
 }
+
+/// `(s)value < 200` on a 1-byte target once became `< -56`: a constant past the signed range of a signed
+/// comparison is exit 2 naming the range, for `value` and `old`, on 1-, 2- and 4-byte watches.
+#[test]
+fn a_signed_condition_constant_out_of_range_is_refused() {
+    for (target, cond, range) in [
+        ("0x1000/1", "(s)value < 200", "(-128 to 127)"),
+        ("0x1000/2", "(s)old >= 40000", "(-32768 to 32767)"),
+        (
+            "0x1000/4",
+            "value == 1 || (s)value > 3000000000",
+            "(-2147483648 to 2147483647)",
+        ),
+    ] {
+        rejects(
+            &["write", target, "--if", cond],
+            2,
+            &["does not fit a signed", range, "drop `(s)`"],
+        );
+    }
+}

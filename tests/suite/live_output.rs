@@ -144,6 +144,7 @@ mod schema {
         pub signal: Option<String>,
         pub hits_by_cpu: Vec<CpuCount>,
         pub lost_by_cpu: Vec<CpuCount>,
+        pub unwatched_ns_by_cpu: Vec<CpuCount>,
         pub chains: Option<Vec<Chain>>,
         pub by_ip: Option<Vec<IpCount>>,
         pub by_comm: Option<Vec<CommCount>>,

@@ -134,3 +134,31 @@ fn wait_for_records(path: &Path, done: impl Fn(&[Value]) -> bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A `--comm` of 16 bytes or more (the kernel keeps 15) once failed the `--value` program in the verifier
+/// (exit 1): it is matched on the 15 bytes the kernel keeps, with a note saying so, and the run works.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_comm_longer_than_the_kernel_keeps_is_matched_on_its_first_15_bytes() {
+    let Some(_live) = crate::util::live() else {
+        return;
+    };
+    for flags in [&["--value"][..], &["--if", "value != 0"][..], &[][..]] {
+        let mut args = vec![
+            "write",
+            "__start_init_stack+0x3e00",
+            "--comm",
+            "a-very-long-task-name",
+            "--duration",
+            "200ms",
+        ];
+        args.extend_from_slice(flags);
+        let (code, _out, err) = crate::util::run_within(&args, std::time::Duration::from_secs(30));
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(
+            err.contains("the kernel keeps only the first 15 bytes")
+                && err.contains("`a-very-long-tas`"),
+            "{args:?}: {err}"
+        );
+    }
+}

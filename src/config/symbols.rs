@@ -81,6 +81,21 @@ fn has_symbol(resolver: &Resolver, name: &str) -> Result<bool> {
 
 /// Resolves a symbol TARGET (name, `@N`, member path, `+OFF`) in `resolver`. `/LEN` is left to the caller.
 pub fn resolve(resolver: &Resolver, target: &Target, progress: bool) -> Result<Resolved> {
+    let r = resolve_any(resolver, target, progress)?;
+    if r.symbol.module.is_none() {
+        let empty = SymbolTable::default();
+        watch::check_kernel_address(
+            &target.text,
+            &r.symbol.name,
+            r.link_addr.unwrap_or(r.symbol.addr),
+            r.section.as_deref(),
+            resolver.table().unwrap_or(&empty),
+        )?;
+    }
+    Ok(r)
+}
+
+fn resolve_any(resolver: &Resolver, target: &Target, progress: bool) -> Result<Resolved> {
     let Base::Symbol { index, .. } = &target.base else {
         return Err(Error::usage(format!(
             "`{}` is an address, not a symbol; there is nothing to look up",

@@ -110,6 +110,9 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
                 None => table.lookup(&name, *index),
             }
             .map_err(lookup_error)?;
+            if sym.module.is_none() {
+                check_kernel_address(&target.text, &sym.name, sym.addr, None, table)?;
+            }
             if sym.kind() == SymbolKind::Text && access == Access::Write {
                 warnings.push(format!(
                     "`{}` is a text symbol ({}): nothing writes to code, so expect no hits; data symbols have type D/d, B/b or R/r",
@@ -165,6 +168,46 @@ pub fn from_resolved(
     let mut w = sized(target, access, addr, r.size, r.target.clone(), warnings)?;
     w.watch.module = r.symbol.module.clone();
     Ok(w)
+}
+
+/// The section a vmlinux puts per-CPU variables in.
+const PERCPU_SECTION: &str = ".data..percpu";
+
+/// Kernel addresses are in the upper half (x86-64: from 0xffff800000000000).
+const KERNEL_HALF: u64 = 0xffff_8000_0000_0000;
+
+/// A kernel symbol must name a kernel address to be watched. A per-CPU variable (in `.data..percpu`, or
+/// below `__per_cpu_end` where the per-CPU area is linked at 0, as on x86-64, which is how a System.map or a
+/// full kallsyms lists it) is only an offset from each CPU's per-CPU base; any other symbol below the
+/// kernel half is an absolute value, not an address. Either is exit 2 with the way out, never armed.
+pub fn check_kernel_address(
+    text: &str,
+    name: &str,
+    addr: u64,
+    section: Option<&str>,
+    table: &SymbolTable,
+) -> Result<()> {
+    let percpu_end = table
+        .lookup("__per_cpu_end", None)
+        .ok()
+        .map(|s| s.addr)
+        .filter(|&end| end < KERNEL_HALF);
+    let per_cpu = section == Some(PERCPU_SECTION)
+        || (addr < KERNEL_HALF && percpu_end.is_some_and(|e| addr < e));
+    if per_cpu {
+        return Err(Error::usage(format!(
+            "`{text}`: `{name}` is a per-CPU variable (0x{addr:x} is its offset in the per-CPU area, not an \
+             address): every CPU has its own copy; watch one CPU's copy by its address: 0xADDR, or \
+             '(struct TYPE)0xADDR.FIELD'"
+        )));
+    }
+    if addr < KERNEL_HALF {
+        return Err(Error::usage(format!(
+            "`{text}`: `{name}` is at 0x{addr:x}, not a kernel address (an absolute symbol or an offset): \
+             there is nothing to watch there; give the object's address as 0xADDR"
+        )));
+    }
+    Ok(())
 }
 
 /// A write watch on code: allowed (it is a valid address), but said.

@@ -783,3 +783,58 @@ fn a_signed_condition_constant_out_of_range_is_refused() {
         );
     }
 }
+
+/// A System.map (or a full kallsyms) lists per-CPU variables at their offsets in the per-CPU area, which
+/// on x86-64 is linked at 0: `runqueues` at 0x31804 is not an address. Refused with exit 2, per-CPU named,
+/// in every form (`+OFF`, `/LEN`, a field, `resolve`, a cast on it) and for any other symbol below the kernel
+/// half; never armed at 0x31804.
+#[test]
+fn a_per_cpu_variable_or_an_absolute_symbol_is_not_armed_at_its_offset() {
+    let map = fixture(
+        "percpu.map",
+        "0000000000000000 D __per_cpu_start\n\
+         0000000000000004 D cpu_number\n\
+         0000000000031804 D runqueues\n\
+         0000000000040000 D __per_cpu_end\n\
+         0000000000100000 A some_absolute\n\
+         ffffffff81000000 T _text\n\
+         ffffffff83000000 D jiffies\n",
+    );
+    let m = map.to_str().unwrap();
+    for t in ["runqueues", "runqueues+8", "runqueues/4", "cpu_number"] {
+        for verb in ["write", "rw"] {
+            rejects(
+                &[verb, t, "--system-map", m, "--force"],
+                2,
+                &[
+                    "is a per-CPU variable",
+                    "offset in the per-CPU area",
+                    "0xADDR",
+                ],
+            );
+        }
+        if !t.contains('/') {
+            rejects(
+                &["resolve", t, "--system-map", m],
+                2,
+                &["is a per-CPU variable"],
+            );
+        }
+    }
+    rejects(
+        &["write", "some_absolute", "--system-map", m, "--force"],
+        2,
+        &["not a kernel address"],
+    );
+    // The same offsets in a kallsyms-format file (CONFIG_KALLSYMS_ALL lists them so).
+    let k = fixture(
+        "percpu.kallsyms",
+        "0000000000000000 D __per_cpu_start\n0000000000031804 d runqueues\n0000000000040000 D __per_cpu_end\n\
+         ffffffff81000000 T _text\nffffffff83000000 D jiffies\n",
+    );
+    rejects(
+        &["write", "runqueues", "--kallsyms", k.to_str().unwrap()],
+        2,
+        &["is a per-CPU variable"],
+    );
+}

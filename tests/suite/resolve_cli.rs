@@ -427,6 +427,32 @@ fn write_refuses_a_mismatched_build_id() {
     );
 }
 
+/// A typed target's base symbol from that vmlinux is refused the same way: its link address is not the
+/// running kernel's, and a cast on it must not get one armed.
+#[test]
+fn a_typed_base_from_a_mismatched_vmlinux_is_refused_too() {
+    let f = need_fixture!();
+    for target in [
+        "(struct new_utsname)banner.sysname",
+        "(struct list_head)banner.next",
+    ] {
+        let (code, out, err) = run(&[
+            "write",
+            target,
+            "--vmlinux",
+            p(&f.vmlinux),
+            "--duration",
+            "200ms",
+        ]);
+        assert_eq!(code, 2, "{target}: {err}");
+        assert!(
+            err.contains("not the running kernel") && err.contains("--force"),
+            "{target}: {err}"
+        );
+        assert!(!out.contains("# armed"), "{target}: {out}");
+    }
+}
+
 #[test]
 fn lines_needs_a_vmlinux_with_debug_info() {
     let f = need_fixture!();

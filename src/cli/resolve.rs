@@ -23,6 +23,9 @@ pub fn run(args: ResolveArgs) -> Result<()> {
         )));
     }
     let types = typed::Types::new(&args.btf);
+    if let Some(note) = typed::btf_note(&args.btf) {
+        crate::stderr::line(format_args!("ksymwatch: note: {note}"));
+    }
     if target.cast.is_some() {
         return typed(&args, &target, &types);
     }

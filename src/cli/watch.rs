@@ -421,6 +421,14 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     let picked =
         debuginfod::fetch_if_needed(&mut search, picked, needs_dwarf, args.symbols.debuginfod())?;
     let types = typed::Types::new(&args.symbols.btf);
+    // Member offsets from another kernel's BTF would put a live watch on the wrong bytes.
+    if targets
+        .iter()
+        .any(|t| t.cast.is_some() || !t.path.is_empty())
+        || args.control.is_some()
+    {
+        typed::check_btf_for_live_watch(&args.symbols.btf)?;
+    }
     // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
     let targets: Vec<Target> =
         if matches!(mode, Mode::System) && !matches!(picked, Source::Vmlinux(_)) {

@@ -30,6 +30,53 @@ pub struct Types {
     modules: OnceCell<Vec<Btf>>,
 }
 
+/// Whether a `--btf FILE` is the running kernel's BTF: `Some(false)` when it differs from
+/// `/sys/kernel/btf/vmlinux` (another kernel's types: its offsets would be wrong here), `None` when that
+/// cannot be told (either file unreadable; the default path is the running kernel's by definition).
+pub fn btf_is_running(path: &Path) -> Option<bool> {
+    let running = Path::new(Btf::VMLINUX);
+    if path == running {
+        return Some(true);
+    }
+    let (Ok(mine), Ok(_)) = (std::fs::metadata(path), std::fs::metadata(running)) else {
+        return None;
+    };
+    if mine.is_dir() || !mine.is_file() {
+        return None;
+    }
+    // The sysfs file reports no size; compare the bytes (a few MB, read once).
+    let (Ok(a), Ok(b)) = (std::fs::read(path), std::fs::read(running)) else {
+        return None;
+    };
+    Some(a == b)
+}
+
+/// A live watch takes member offsets from `--btf FILE`: from another kernel's BTF they would put the watch
+/// on the wrong bytes, so that is refused (exit 2); `resolve` may still use it (see [`btf_note`]).
+pub fn check_btf_for_live_watch(path: &Path) -> Result<()> {
+    match btf_is_running(path) {
+        Some(false) => Err(Error::usage(format!(
+            "--btf {}: not the running kernel's BTF (it differs from {}): its member offsets belong to another \
+             kernel and would put the watch on the wrong bytes; leave out --btf, or give a copy of {} \
+             (`ksymwatch resolve` may use another kernel's BTF)",
+            path.display(),
+            Btf::VMLINUX,
+            Btf::VMLINUX
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// `resolve`'s word on a `--btf FILE` that is not the running kernel's.
+pub fn btf_note(path: &Path) -> Option<String> {
+    (btf_is_running(path) == Some(false)).then(|| {
+        format!(
+            "--btf {} is not the running kernel's BTF: offsets and sizes are that kernel's",
+            path.display()
+        )
+    })
+}
+
 impl Types {
     pub fn new(path: &Path) -> Types {
         Types {

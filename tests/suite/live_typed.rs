@@ -457,3 +457,62 @@ fn a_cast_gives_a_module_variable_fields() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--btf FILE` of another kernel (here: the running kernel's BTF with one byte changed) would put a live
+/// watch on another kernel's offsets: `write` and `rw` with a cast refuse it (exit 2, nothing armed), while
+/// `resolve` answers and says whose types they are; a byte-identical copy of the running kernel's BTF is
+/// accepted for a watch.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn another_kernels_btf_is_refused_for_a_watch_and_noted_by_resolve() {
+    let Some(_live) = util::live() else { return };
+    let Ok(mut bytes) = std::fs::read("/sys/kernel/btf/vmlinux") else {
+        util::skip("no /sys/kernel/btf/vmlinux");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("ksw-btf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let same = dir.join("same.btf");
+    std::fs::write(&same, &bytes).unwrap();
+    // One letter of a name near the end of the string section changes case: still valid BTF, another kernel.
+    let Some(at) = bytes.iter().rposition(|b| b.is_ascii_lowercase()) else {
+        util::skip("the BTF has no lowercase name byte");
+        return;
+    };
+    bytes[at] ^= 0x20;
+    let other = dir.join("other.btf");
+    std::fs::write(&other, &bytes).unwrap();
+    let target = "(struct task_struct)0xffff888100000000.pid";
+    for verb in ["write", "rw"] {
+        let err = util::rejects(
+            &[
+                verb,
+                target,
+                "--btf",
+                other.to_str().unwrap(),
+                "--duration",
+                "100ms",
+            ],
+            2,
+            &["not the running kernel's BTF", "leave out --btf"],
+        );
+        assert!(err.contains("other.btf"), "{err}");
+    }
+    let (code, out, err) = util::run(&["resolve", target, "--btf", other.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("offset"), "{out}");
+    assert!(err.contains("is not the running kernel's BTF"), "{err}");
+    let (code, _out, err) = util::run(&[
+        "write",
+        target,
+        "--btf",
+        same.to_str().unwrap(),
+        "--duration",
+        "100ms",
+    ]);
+    assert_eq!(
+        code, 0,
+        "a copy of the running kernel's BTF is that kernel's: {err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

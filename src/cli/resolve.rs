@@ -15,6 +15,17 @@ use crate::config::{debuginfod, process, target, typed};
 use crate::error::{Context, Error, Result};
 
 pub fn run(args: ResolveArgs) -> Result<()> {
+    let answered = answer(&args);
+    // After an answer only: a refusal stays one line.
+    if answered.is_ok() {
+        if let Some(note) = typed::btf_note(&args.btf) {
+            crate::stderr::line(format_args!("ksymwatch: note: {note}"));
+        }
+    }
+    answered
+}
+
+fn answer(args: &ResolveArgs) -> Result<()> {
     let target = target::parse(&args.target).bad_input()?;
     if target.len.is_some() {
         return Err(Error::usage(format!(
@@ -23,11 +34,8 @@ pub fn run(args: ResolveArgs) -> Result<()> {
         )));
     }
     let types = typed::Types::new(&args.btf);
-    if let Some(note) = typed::btf_note(&args.btf) {
-        crate::stderr::line(format_args!("ksymwatch: note: {note}"));
-    }
     if target.cast.is_some() {
-        return typed(&args, &target, &types);
+        return typed(args, &target, &types);
     }
     if let Some(pid) = args.pid {
         let r = process::resolve(Path::new(process::PROC), pid, &target)?;
@@ -49,10 +57,10 @@ pub fn run(args: ResolveArgs) -> Result<()> {
     // Without DWARF, BTF may still know the variable's type: `SYMBOL.FIELD` as a typed target.
     if !matches!(picked, Source::Vmlinux(_)) {
         if let Some(t) = typed::btf_variable(&types, &target)? {
-            return typed(&args, &t, &types);
+            return typed(args, &t, &types);
         }
     }
-    let resolver = open(picked, &mut search, &target, &args)?;
+    let resolver = open(picked, &mut search, &target, args)?;
     let r = symbols::resolve(&resolver, &target, true)?;
     let text = if args.json {
         r.to_json()

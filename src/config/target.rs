@@ -367,22 +367,56 @@ fn cast(p: &mut Parser<'_>) -> Result<CastType, TargetError> {
         Some(rest) => rest.trim_end(),
         None => inner,
     };
-    let mut words = inner.split_whitespace();
-    let (kind, name) = match (words.next(), words.next(), words.next()) {
-        (Some("struct"), Some(n), None) => (Some(CastKind::Struct), n),
-        (Some("union"), Some(n), None) => (Some(CastKind::Union), n),
-        (Some("enum"), Some(n), None) => (Some(CastKind::Enum), n),
-        (Some(n), None, None) => (None, n),
-        (None, ..) => return Err(p.err("`()` names no type; write '(struct TYPE)BASE.FIELD'")),
+    // Qualifiers change nothing a watch sees: `(const struct T)` is `(struct T)`.
+    let words: Vec<&str> = inner
+        .split_whitespace()
+        .filter(|w| !matches!(*w, "const" | "volatile"))
+        .collect();
+    const SCALAR: [&str; 6] = ["unsigned", "signed", "long", "int", "short", "char"];
+    let scalar;
+    let (kind, name) = match words.as_slice() {
+        ["struct", n] => (Some(CastKind::Struct), *n),
+        ["union", n] => (Some(CastKind::Union), *n),
+        ["enum", n] => (Some(CastKind::Enum), *n),
+        [k @ ("struct" | "union" | "enum")] => {
+            return Err(p.err(format!(
+                "`({inner})` names no type after `{k}`; write '({k} NAME)BASE.FIELD'"
+            )))
+        }
+        [n] => (None, *n),
+        // `unsigned long`, `long long int`: C's integer names, which BTF spells its own way.
+        many if many.len() > 1 && many.iter().all(|w| SCALAR.contains(w)) => {
+            scalar = many.join(" ");
+            (None, scalar.as_str())
+        }
+        [] => return Err(p.err("`()` names no type; write '(struct TYPE)BASE.FIELD'")),
         _ => {
             return Err(p.err(format!(
                 "`({inner})` is not a type name; write one name, with struct, union or enum when it is one \
-                 (`(struct task_struct)`, `(spinlock_t)`)"
+                 (`(struct task_struct)`, `(spinlock_t)`, `(unsigned long)`)"
             )))
         }
     };
-    let first = name.as_bytes()[0];
-    if !(first.is_ascii_alphabetic() || first == b'_') || !name.bytes().all(is_name_byte) {
+    // `NAME#ID` picks one of several BTF types of one name by its BTF id.
+    let (base_name, id) = match name.split_once('#') {
+        Some((n, id)) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => (n, Some(id)),
+        Some(_) => {
+            return Err(p.err(format!(
+                "`{name}`: `#` must be followed by a BTF type id (`(struct irq_info#33652)`)"
+            )))
+        }
+        None => (name, None),
+    };
+    let _ = id;
+    let valid = |n: &str| {
+        n.split(' ').all(|w| {
+            w.as_bytes()
+                .first()
+                .is_some_and(|&b| b.is_ascii_alphabetic() || b == b'_')
+                && w.bytes().all(is_name_byte)
+        })
+    };
+    if !valid(base_name) {
         return Err(p.err(format!("`{name}` in the cast is not a C type name")));
     }
     if p.peek().is_none() {
@@ -667,7 +701,20 @@ mod tests {
             "`()` names no type; write '(struct TYPE)BASE.FIELD'"
         );
         assert!(message("(struct sk_buff **)0x10").contains("pointer to a pointer"));
-        assert!(message("(unsigned long)0x10").contains("is not a type name"));
+        assert!(message("(unsigned long x)0x10").contains("is not a type name"));
+        assert!(message("(struct)0x10.a").contains("names no type after `struct`"));
+        assert!(message("(irq_info#x)0x10.a").contains("BTF type id"));
+        assert_eq!(
+            parse("(const struct task_struct)0x10.pid")
+                .unwrap()
+                .cast
+                .map(|c| c.name),
+            Some("task_struct".into())
+        );
+        assert_eq!(
+            parse("(unsigned long)0x10").unwrap().cast.map(|c| c.name),
+            Some("unsigned long".into())
+        );
         assert_eq!(
             message("(struct 9x)0x10"),
             "`9x` in the cast is not a C type name"

@@ -325,6 +325,14 @@ pub fn resolve(types: &Types, target: &Target, base_addr: u64, base: &str) -> Re
     let overflow = || Error::usage(format!("`{}`: address overflows", target.text));
     let offset = m.offset.checked_add(off).ok_or_else(overflow)?;
     let addr = base_addr.checked_add(offset).ok_or_else(overflow)?;
+    check_object(
+        target,
+        cast,
+        base_addr,
+        offset,
+        addr,
+        m.size.map(|s| s - off),
+    )?;
     let path: String = target.path.iter().map(|e| e.to_string()).collect();
     let mut label = format!("({cast}){base}{path}");
     if off > 0 {
@@ -345,6 +353,47 @@ pub fn resolve(types: &Types, target: &Target, base_addr: u64, base: &str) -> Re
     })
 }
 
+/// Whether an x86-64 address is canonical: bits 63..47 all equal.
+fn canonical(addr: u64) -> bool {
+    matches!(addr >> 47, 0 | 0x1_ffff)
+}
+
+/// The object a cast lays over memory must be one that can exist there: at a canonical address, ending
+/// before 2^64, and (when the member sits at an aligned offset in its type, as all but packed members do)
+/// at an address that aligns it. Otherwise the address is wrong, and watching it would report nothing or
+/// some other object: exit 2, never a silently narrowed watch.
+fn check_object(
+    target: &Target,
+    cast: &CastType,
+    base_addr: u64,
+    offset: u64,
+    addr: u64,
+    size: Option<u64>,
+) -> Result<()> {
+    let t = &target.text;
+    if !canonical(base_addr) || !canonical(addr) {
+        return Err(Error::usage(format!(
+            "`{t}`: 0x{base_addr:x} is not a canonical x86-64 address (bits 63..47 must be all 0 or all 1), so no \
+             ({cast}) can be there; check the address"
+        )));
+    }
+    if let Some(size) = size {
+        if addr.checked_add(size).is_none() || !canonical(addr + size.saturating_sub(1)) {
+            return Err(Error::usage(format!(
+                "`{t}`: the member's {size} bytes at 0x{addr:x} would run past the end of the address space; \
+                 check the address"
+            )));
+        }
+        if matches!(size, 2 | 4 | 8) && offset.is_multiple_of(size) && !addr.is_multiple_of(size) {
+            return Err(Error::usage(format!(
+                "`{t}`: this {size}-byte member lands at 0x{addr:x}, which is not {size}-byte aligned, because the \
+                 object's address 0x{base_addr:x} is not aligned as a ({cast}) is; check the address"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Moves the watch its base resolved to (`base`, from [`base_target`]) onto the member, with the member's
 /// length unless `/LEN` says otherwise. Targets without a cast pass through.
 pub fn apply(
@@ -357,6 +406,18 @@ pub fn apply(
         return Ok(base);
     }
     let t = resolve(types, target, base.watch.addr, &base.watch.label)?;
+    // A hardware watchpoint covers at most 8 bytes: a bigger member (a struct, an array) is never silently
+    // cut to its first 8; /LEN states the choice.
+    if let (Some(size), None) = (t.size, target.len) {
+        if size > 8 {
+            let what = t.type_name.as_deref().unwrap_or("the member");
+            return Err(Error::usage(format!(
+                "`{}` is {size} bytes ({what}), and a hardware watchpoint covers at most 8: name one of its \
+                 fields (.FIELD), or add /LEN (1, 2, 4 or 8) to watch its first bytes",
+                target.text
+            )));
+        }
+    }
     let mut moved = watch::sized(target, access, t.addr, t.size, t.label, base.warnings)?;
     // The member is in the base's memory: a module's, the watch still ends when that module goes.
     moved.watch.module = base.watch.module;

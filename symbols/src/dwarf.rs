@@ -76,6 +76,12 @@ pub enum FieldError {
         name: String,
         suggestions: Vec<String>,
     },
+    /// BTF has several different types of the name (`struct irq_info` twice): each is described
+    /// (`#ID (size N: first members)`) for the user to pick one with `NAME#ID`.
+    Ambiguous {
+        name: String,
+        candidates: Vec<String>,
+    },
     /// The path ends at a bitfield, which a breakpoint cannot watch: `bits` wide at `bit_offset` bits from
     /// the object's start. The smallest naturally aligned 1/2/4/8-byte word holding it is `word_size`
     /// bytes at `word_offset` bytes from the object's start.
@@ -168,6 +174,16 @@ impl fmt::Display for FieldError {
                 "`{at}` has type {type_name}, which the type information only declares (no layout); \
                  with DWARF, the defining unit may have been built without -g"
             ),
+            FieldError::Ambiguous { name, candidates } => {
+                let bare = name.rsplit(' ').next().unwrap_or(name);
+                let keyword = name.strip_suffix(bare).unwrap_or("");
+                write!(
+                    f,
+                    "BTF has {} different types named `{name}`: {}; choose one by its BTF id: ({keyword}{bare}#ID)",
+                    candidates.len(),
+                    candidates.join(", ")
+                )
+            }
             FieldError::NoType { name, suggestions } => {
                 write!(f, "BTF has no type `{name}`")?;
                 if suggestions.is_empty() {

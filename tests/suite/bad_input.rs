@@ -838,3 +838,109 @@ fn a_per_cpu_variable_or_an_absolute_symbol_is_not_armed_at_its_offset() {
         &["is a per-CPU variable"],
     );
 }
+
+/// Typed targets whose object cannot be where the cast puts it, or that name more than a watchpoint covers,
+/// or a type BTF has twice: each exit 2 with what is wrong and the way out, never armed narrowed or at the
+/// first of two types. Variants of each: write, rw and resolve where they apply.
+#[test]
+fn typed_targets_that_cannot_be_watched_as_written_are_refused() {
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        util::skip("no /sys/kernel/btf/vmlinux");
+        return;
+    }
+    let cases: &[(&str, &[&str])] = &[
+        // A misaligned object: its aligned members land misaligned.
+        (
+            "(struct task_struct)0xffff888100000001.pid",
+            &["not 4-byte aligned", "check the address"],
+        ),
+        (
+            "(struct task_struct)0xffff888100000002.se.vruntime",
+            &["not 8-byte aligned"],
+        ),
+        // Past the end of the address space, or not canonical.
+        ("(struct task_struct)0xffffffffffffff00.pid", &["overflows"]),
+        ("(struct task_struct)0xfffffffffffffff0", &[]),
+        (
+            "(struct task_struct)0x0000900000000000.pid",
+            &["not a canonical"],
+        ),
+        (
+            "(struct task_struct)0x8000000000000000.pid",
+            &["not a canonical"],
+        ),
+        // A whole struct, or a member that is one: say so rather than watch its first 8 bytes.
+        (
+            "(struct task_struct)0xffff888100000000",
+            &["3264 bytes", "at most 8", "/LEN"],
+        ),
+        (
+            "(struct task_struct)0xffff888100000000.se",
+            &["(struct sched_entity)", "at most 8"],
+        ),
+        (
+            "(struct task_struct)0xffff888100000000.comm",
+            &["at most 8"],
+        ),
+        // Two BTF types named irq_info: listed, and picked by id.
+        (
+            "(struct irq_info)0xffff888100000000.irq",
+            &["different types named `struct irq_info`", "#ID"],
+        ),
+        (
+            "(irq_info)0xffff888100000000.irq",
+            &["different types named"],
+        ),
+        (
+            "(struct irq_info#1)0xffff888100000000.irq",
+            &["did you mean struct irq_info#"],
+        ),
+        // Casts that are not one type name.
+        (
+            "(struct)0xffff888100000000.pid",
+            &["names no type after `struct`"],
+        ),
+        (
+            "(union)0xffff888100000000.pid",
+            &["names no type after `union`"],
+        ),
+        (
+            "(struct a b)0xffff888100000000.pid",
+            &["is not a type name"],
+        ),
+        (
+            "(struct irq_info#)0xffff888100000000.irq",
+            &["must be followed by a BTF type id"],
+        ),
+    ];
+    for (target, needles) in cases {
+        for verb in ["write", "rw"] {
+            let (code, out, err) =
+                util::run_within(&[verb, target], std::time::Duration::from_secs(20));
+            assert_eq!(code, 2, "{verb} {target}: {err}");
+            assert!(!out.contains("# armed"), "{verb} {target}: {out}");
+            assert_eq!(err.lines().count(), 1, "{verb} {target}: one line: {err}");
+            for n in *needles {
+                assert!(err.contains(n), "{verb} {target}: `{n}` missing: {err}");
+            }
+        }
+    }
+    // Accepted forms: a qualifier, C's integer names, a BTF id, a whole object cut by an explicit /LEN.
+    for target in [
+        "(const struct task_struct)0xffff888100000000.pid",
+        "(volatile struct task_struct)0xffff888100000000.pid",
+        "(unsigned long)0xffff888100000000",
+        "(long long int)0xffff888100000000",
+    ] {
+        let (code, out, err) = run(&["resolve", target]);
+        assert_eq!(code, 0, "{target}: {err}");
+        assert!(out.contains("runtime addr:"), "{target}: {out}");
+    }
+    let (code, out, err) = run(&["resolve", "(struct irq_info#44756)0xffff888100000000.irq"]);
+    if code == 0 {
+        assert!(out.contains("struct irq_info#44756"), "{out}");
+    } else {
+        // Another kernel's ids differ: the message lists this one's.
+        assert!(err.contains("did you mean struct irq_info#"), "{err}");
+    }
+}

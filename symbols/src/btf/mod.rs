@@ -37,6 +37,16 @@ const MAX_NEST: u32 = 16;
 /// The most members one search through anonymous members visits. Depth alone does not bound it: corrupt
 /// BTF can give a struct thousands of anonymous members that are each that struct again.
 const MAX_VISITS: u32 = 1 << 20;
+/// Whether a type of BTF kind `k` is what a cast's keyword asks for (any kind without one).
+fn kind_fits(cast: &Option<CastKind>, k: u32) -> bool {
+    match cast {
+        Some(CastKind::Struct) => k == kind::STRUCT,
+        Some(CastKind::Union) => k == kind::UNION,
+        Some(CastKind::Enum) => matches!(k, kind::ENUM | kind::ENUM64),
+        None => true,
+    }
+}
+
 /// The most close names a [`FieldError::NoType`] suggests.
 const MAX_SUGGESTIONS: usize = 3;
 
@@ -369,6 +379,25 @@ impl Btf {
 
     /// The type a cast names, by the kind preference [`Btf::member`] documents.
     fn find_type(&self, cast: &CastType) -> Result<Ty<'_>, FieldError> {
+        // `NAME#ID`: the one type of that name with that BTF id.
+        if let Some((name, id)) = cast.name.split_once('#') {
+            let id: u32 = id.parse().map_err(|_| FieldError::NoType {
+                name: cast.to_string(),
+                suggestions: Vec::new(),
+            })?;
+            let plain = CastType {
+                kind: cast.kind.clone(),
+                name: name.to_string(),
+            };
+            let found = self.named(name).into_iter().find(|t| t.id == id);
+            return match found {
+                Some(t) if kind_fits(&cast.kind, t.kind()) => Ok(t),
+                _ => Err(FieldError::NoType {
+                    name: cast.to_string(),
+                    suggestions: self.describe_all(&plain),
+                }),
+            };
+        }
         let mut candidates = self.named(&cast.name);
         if candidates.is_empty() && cast.kind.is_none() {
             // `unsigned long` as C allows it; BTF has the compiler's one spelling, `long unsigned int`.
@@ -388,9 +417,29 @@ impl Btf {
             ],
         };
         for kinds in order {
-            if let Some(t) = candidates.iter().find(|t| kinds.contains(&t.kind())) {
-                return Ok(*t);
+            let same: Vec<Ty<'_>> = candidates
+                .iter()
+                .copied()
+                .filter(|t| kinds.contains(&t.kind()))
+                .collect();
+            let Some(first) = same.first().copied() else {
+                continue;
+            };
+            // Several types of one name (two `struct irq_info` in this kernel): identical layouts are one
+            // type; different ones are never chosen silently.
+            let distinct: Vec<Ty<'_>> = same.iter().copied().fold(Vec::new(), |mut v, t| {
+                if !v.iter().any(|u| self.same_layout(*u, t)) {
+                    v.push(t);
+                }
+                v
+            });
+            if distinct.len() > 1 {
+                return Err(FieldError::Ambiguous {
+                    name: cast.to_string(),
+                    candidates: distinct.iter().map(|t| self.describe(*t)).collect(),
+                });
             }
+            return Ok(first);
         }
         // Only declared: the layout is in no BTF loaded (a module's type, with only vmlinux loaded?).
         let declared = candidates.iter().find(|t| {
@@ -423,6 +472,51 @@ impl Btf {
             name: cast.to_string(),
             suggestions,
         })
+    }
+
+    /// Whether two types have one layout: same kind and size, and for a struct or union the same member
+    /// names at the same offsets.
+    fn same_layout(&self, a: Ty<'_>, b: Ty<'_>) -> bool {
+        if a.kind() != b.kind()
+            || a.rec.size_or_type != b.rec.size_or_type
+            || a.rec.vlen != b.rec.vlen
+        {
+            return false;
+        }
+        if !matches!(a.kind(), kind::STRUCT | kind::UNION) {
+            return a.target() == b.target();
+        }
+        (0..a.rec.vlen as usize).all(|j| {
+            let (an, _, ao) = a.member(j);
+            let (bn, _, bo) = b.member(j);
+            an == bn && ao == bo
+        })
+    }
+
+    /// `#ID (size N: first, members, ...)`: one of several same-named types, told apart.
+    fn describe(&self, t: Ty<'_>) -> String {
+        let mut s = format!("#{}", t.id);
+        if matches!(t.kind(), kind::STRUCT | kind::UNION) {
+            let members: Vec<&str> = (0..(t.rec.vlen as usize).min(3))
+                .map(|j| t.member(j).0)
+                .collect();
+            let more = if t.rec.vlen > 3 { ", ..." } else { "" };
+            s.push_str(&format!(
+                " (size {}: {}{more})",
+                t.rec.size_or_type,
+                members.join(", ")
+            ));
+        }
+        s
+    }
+
+    /// Every type a cast's name could mean, described, for a `NAME#ID` that matched none of them.
+    fn describe_all(&self, cast: &CastType) -> Vec<String> {
+        self.named(&cast.name)
+            .into_iter()
+            .filter(|t| kind_fits(&cast.kind, t.kind()))
+            .map(|t| format!("{}{}", cast, self.describe(t)))
+            .collect()
     }
 
     /// Up to [`MAX_SUGGESTIONS`] names of the cast's kind close to its name: same but for case, a typo or

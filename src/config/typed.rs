@@ -51,9 +51,33 @@ pub fn btf_is_running(path: &Path) -> Option<bool> {
     Some(a == b)
 }
 
+/// `--btf` names a raw BTF file: a directory, or an ELF file (a vmlinux, whose `.BTF` section is what is
+/// wanted), is told what to give instead.
+fn check_btf_file(path: &Path) -> Result<()> {
+    let shown = path.display();
+    if path.is_dir() {
+        return Err(Error::usage(format!(
+            "--btf {shown}: a directory; name the raw BTF file itself (the running kernel's is {DEFAULT_BTF})"
+        )));
+    }
+    let mut magic = [0u8; 4];
+    let elf = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok()
+        && &magic == b"\x7fELF";
+    if elf {
+        return Err(Error::usage(format!(
+            "--btf {shown}: an ELF file, not raw BTF; extract its .BTF section and pass that: objcopy -O binary \
+             --only-section=.BTF {shown} vmlinux.btf (or pass --vmlinux {shown} for DWARF)"
+        )));
+    }
+    Ok(())
+}
+
 /// A live watch takes member offsets from `--btf FILE`: from another kernel's BTF they would put the watch
 /// on the wrong bytes, so that is refused (exit 2); `resolve` may still use it (see [`btf_note`]).
 pub fn check_btf_for_live_watch(path: &Path) -> Result<()> {
+    check_btf_file(path)?;
     match btf_is_running(path) {
         Some(false) => Err(Error::usage(format!(
             "--btf {}: not the running kernel's BTF (it differs from {}): its member offsets belong to another \
@@ -94,6 +118,9 @@ impl Types {
         });
         opened.as_ref().map_err(|e| {
             let missing = !self.path.exists();
+            if let Err(e) = check_btf_file(&self.path) {
+                return e;
+            }
             if missing && self.path == Path::new(DEFAULT_BTF) {
                 Error::usage(format!(
                     "a typed target needs the kernel's BTF, and this kernel publishes none at {DEFAULT_BTF} \
@@ -110,7 +137,13 @@ impl Types {
     /// passed over, since a type found elsewhere does not need them.
     fn modules(&self, base: &Arc<Btf>) -> &[Btf] {
         self.modules.get_or_init(|| {
-            let Some(dir) = self.path.parent() else {
+            // Module BTF lives beside the kernel's own, in /sys/kernel/btf; a --btf FILE elsewhere (a copy in
+            // a home directory) has no modules beside it, and the files there are none of ours to read.
+            let Some(dir) = self
+                .path
+                .parent()
+                .filter(|d| *d == Path::new(DEFAULT_BTF).parent().unwrap_or(d))
+            else {
                 return Vec::new();
             };
             let Ok(entries) = std::fs::read_dir(dir) else {

@@ -705,26 +705,53 @@ pub fn bpf_prog_load(
     name: &str,
     log: &mut Vec<u8>,
 ) -> io::Result<OwnedFd> {
-    const LICENSE: &[u8] = b"GPL\0";
+    // Without a log first: with one, a log buffer the verifier overflows fails a valid program with
+    // ENOSPC (a large --if does). Only a refusal is loaded again, with a log big enough to say why.
     log.clear();
-    log.resize(64 * 1024, 0);
+    match prog_load(prog_type, insns, name, 0, log) {
+        Err(e)
+            if !matches!(
+                e.raw_os_error(),
+                Some(libc::EPERM | libc::EACCES | libc::ENOSYS)
+            ) =>
+        {
+            log.resize(16 << 20, 0);
+            let again = prog_load(prog_type, insns, name, 1, log);
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            log.truncate(end);
+            // The first refusal's reason stands; the log explains it.
+            again.and(Err(e))
+        }
+        other => other,
+    }
+}
+
+fn prog_load(
+    prog_type: u32,
+    insns: &[u64],
+    name: &str,
+    log_level: u32,
+    log: &mut [u8],
+) -> io::Result<OwnedFd> {
+    const LICENSE: &[u8] = b"GPL\0";
     let mut attr = ProgLoadAttr {
         prog_type,
         insn_cnt: insns.len() as u32,
         insns: insns.as_ptr() as u64,
         license: LICENSE.as_ptr() as u64,
-        log_level: 1,
-        log_size: log.len() as u32,
-        log_buf: log.as_mut_ptr() as u64,
+        log_level,
+        log_size: if log_level == 0 { 0 } else { log.len() as u32 },
+        log_buf: if log_level == 0 {
+            0
+        } else {
+            log.as_mut_ptr() as u64
+        },
         prog_name: object_name(name),
         ..ProgLoadAttr::default()
     };
     // SAFETY: `insns`, the license and `log` outlive the call; the kernel reads `insn_cnt` instructions
     // and the NUL-terminated license, and writes at most `log_size` bytes of log.
-    let loaded = unsafe { bpf(BPF_PROG_LOAD, &mut attr) };
-    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-    log.truncate(end);
-    let fd = loaded?;
+    let fd = unsafe { bpf(BPF_PROG_LOAD, &mut attr) }?;
     // SAFETY: BPF_PROG_LOAD returned a fresh descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }

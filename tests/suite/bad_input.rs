@@ -944,3 +944,48 @@ fn typed_targets_that_cannot_be_watched_as_written_are_refused() {
         assert!(err.contains("did you mean struct irq_info#"), "{err}");
     }
 }
+
+/// `--btf` must name a raw BTF file: a directory is refused at once (it was read file by file), and an ELF
+/// file (a vmlinux, any binary) is told the objcopy command that extracts its `.BTF`.
+#[test]
+fn btf_that_is_a_directory_or_an_elf_file_is_refused_with_the_way_out() {
+    let dir = scratch();
+    let d = dir.to_str().unwrap();
+    for verb in ["write", "resolve"] {
+        rejects(
+            &[
+                verb,
+                "(struct task_struct)0xffff888100000000.pid",
+                "--btf",
+                d,
+            ],
+            2,
+            &["a directory", "name the raw BTF file itself"],
+        );
+        rejects(
+            &[
+                verb,
+                "(struct task_struct)0xffff888100000000.pid",
+                "--btf",
+                util::BIN,
+            ],
+            2,
+            &[
+                "an ELF file, not raw BTF",
+                "objcopy -O binary --only-section=.BTF",
+            ],
+        );
+    }
+}
+
+/// An `--if` too long for one in-kernel program (its jumps would span more than a BPF jump reaches) is exit
+/// 2 with the count and the way out, not an assembler failure with exit 1.
+#[test]
+fn a_condition_too_long_for_one_program_is_refused_with_its_size() {
+    let cond = vec!["value==1"; 12_000].join("||");
+    rejects(
+        &["write", "0x1000", "--if", &cond],
+        2,
+        &["--if has 12000 comparisons", "use fewer terms"],
+    );
+}

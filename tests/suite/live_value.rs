@@ -162,3 +162,31 @@ fn a_comm_longer_than_the_kernel_keeps_is_matched_on_its_first_15_bytes() {
         );
     }
 }
+
+/// A few hundred comparisons once overflowed the verifier's 64 KiB log (ENOSPC), which was reported as a
+/// refusal: the program is now loaded without a log, and a log is asked for only to explain a refusal.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_condition_of_thousands_of_terms_loads() {
+    let Some(_live) = crate::util::live() else {
+        return;
+    };
+    for n in [300, 3000] {
+        let cond = (0..n)
+            .map(|i| format!("value == {i}"))
+            .collect::<Vec<_>>()
+            .join(" || ");
+        let (code, _out, err) = crate::util::run_within(
+            &[
+                "write",
+                "__start_init_stack+0x3e00",
+                "--if",
+                &cond,
+                "--duration",
+                "200ms",
+            ],
+            Duration::from_secs(60),
+        );
+        assert_eq!(code, 0, "{n} terms: {}", &err[..err.len().min(500)]);
+    }
+}

@@ -98,7 +98,7 @@ impl HitPrograms {
                 filter,
             };
             let insns: Vec<u64> = hit::generate(&spec, &maps)
-                .map_err(|e| Error::runtime("building the hit program").caused_by(e))?
+                .map_err(|e| super::too_big(&e, condition))?
                 .iter()
                 .map(|i| i.raw())
                 .collect();

@@ -135,7 +135,7 @@ pub struct Asm {
     fixups: Vec<(usize, Label)>,
 }
 
-/// Why a program could not be assembled: a bug in the generator, never the user's input.
+/// Why a program could not be assembled: a label never bound (a generator bug), or a jump too far (a `--if` too long).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AsmError {
     Unbound(usize),

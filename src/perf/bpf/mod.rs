@@ -104,6 +104,24 @@ pub fn unavailable(err: &io::Error) -> Error {
     ))
 }
 
+/// A program the assembler cannot encode: a `--if` so long that its jumps span more than the 16-bit
+/// offsets a BPF jump has is the user's to shorten (exit 2, with the count and the limit); anything else
+/// is a bug here.
+pub(crate) fn too_big(e: &insn::AsmError, condition: Option<&Condition>) -> Error {
+    match (e, condition) {
+        (insn::AsmError::TooFar(_), Some(c)) => {
+            let mut terms = 0;
+            c.for_each_compare(&mut |_| terms += 1);
+            Error::usage(format!(
+                "--if has {terms} comparisons, more than one in-kernel program can hold (a BPF jump reaches \
+                 32,767 instructions, about 6,000 comparisons); use fewer terms, or ranges (`value >= 10 && \
+                 value <= 20`) instead of one comparison per value"
+            ))
+        }
+        _ => Error::runtime("building the in-kernel program").caused_by(e.clone()),
+    }
+}
+
 /// Loads the smallest perf-event program: whether `--value` can work here (`check`, and before anything is
 /// armed).
 pub fn probe() -> io::Result<()> {
@@ -141,7 +159,7 @@ impl Values {
                 filter,
             };
             let insns: Vec<u64> = program::generate(&spec, &maps)
-                .map_err(|e| Error::runtime("building the --value program").caused_by(e))?
+                .map_err(|e| too_big(&e, condition))?
                 .iter()
                 .map(|i| i.raw())
                 .collect();

@@ -301,9 +301,9 @@ impl EventSet {
     /// built for (and `--if` was checked against it).
     pub fn cannot_move(&self, index: usize, new: &Watch) -> Option<String> {
         let now = &self.watches[index];
-        (self.cfg.values.is_some() && new.len != now.len).then(|| {
+        ((self.cfg.values.is_some() || self.cfg.hits.is_some()) && new.len != now.len).then(|| {
             format!(
-                "--value reads {} bytes at each hit and cannot change that while running; move to a                  {}-byte target (TARGET/{}), or start a new run",
+                "--value reads {} bytes at each hit and cannot change that while running; move to a {}-byte target (TARGET/{}), or start a new run",
                 now.len, now.len, now.len
             )
         })

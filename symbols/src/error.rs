@@ -323,11 +323,17 @@ impl fmt::Display for LookupError {
                     write!(f, "; choose one with {name}@N or 0xADDR")
                 }
             }
-            LookupError::BadIndex { name, index, count } => write!(
-                f,
-                "`{name}@{index}`: there are only {count} symbols named `{name}` (use @0..@{})",
-                count.saturating_sub(1)
-            ),
+            LookupError::BadIndex { name, index, count } => match count {
+                0 | 1 => write!(
+                    f,
+                    "`{name}@{index}`: there is only one symbol named `{name}`; drop the @{index} (or use @0)"
+                ),
+                _ => write!(
+                    f,
+                    "`{name}@{index}`: there are only {count} symbols named `{name}` (use @0..@{})",
+                    count - 1
+                ),
+            },
             LookupError::NoModule {
                 module,
                 name,

@@ -271,10 +271,16 @@ impl SymbolTable {
         })
     }
 
-    /// The names of the modules that have symbols here, sorted.
+    /// The names of the modules that have symbols here, sorted. kallsyms also tags code the kernel made
+    /// itself (`[__builtin__ftrace]`, `[__builtin__kprobes]`, `[bpf]`): those are not modules.
     pub fn modules(&self) -> Vec<String> {
         let mut names: Vec<&str> = Vec::new();
-        for m in self.symbols.iter().filter_map(|s| s.module.as_deref()) {
+        for m in self
+            .symbols
+            .iter()
+            .filter_map(|s| s.module.as_deref())
+            .filter(|m| !m.starts_with("__builtin__") && *m != "bpf")
+        {
             // A module's symbols are mostly adjacent: comparing with the last name skips nearly all.
             if names.last() != Some(&m) {
                 names.push(m);
@@ -413,6 +419,40 @@ fn bounded_edit_distance(a: &str, b: &str, limit: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+
+    /// kallsyms tags code the kernel made itself like a module (`[__builtin__ftrace]`, `[bpf]`); a list
+    /// of the modules there are must not offer them.
+    #[test]
+    fn builtin_pseudo_modules_are_not_modules() {
+        let t = crate::kallsyms::from_text(
+            "ffffffff81000000 T _text\nffffffffc0000000 t nfs_x\t[nfs]\n\
+             ffffffffc0201000 t ftrace_trampoline\t[__builtin__ftrace]\n\
+             ffffffffc0202000 t bpf_prog_1\t[bpf]\nffffffffc0203000 t kp\t[__builtin__kprobes]\n",
+            std::path::Path::new("k"),
+        )
+        .unwrap();
+        assert_eq!(t.modules(), ["nfs"]);
+    }
+
+    #[test]
+    fn a_bad_index_of_a_lone_symbol_is_said_in_the_singular() {
+        let t = crate::kallsyms::from_text(
+            "ffffffff81000000 T _text\nffffffff83000000 D lone\nffffffff83000100 D two\nffffffff83000200 D two\n",
+            std::path::Path::new("k"),
+        )
+        .unwrap();
+        let one = t.lookup("lone", Some(1)).unwrap_err().to_string();
+        assert!(
+            one.contains("there is only one symbol named `lone`; drop the @1"),
+            "{one}"
+        );
+        let two = t.lookup("two", Some(5)).unwrap_err().to_string();
+        assert!(
+            two.contains("there are only 2 symbols named `two` (use @0..@1)"),
+            "{two}"
+        );
+    }
+
     use super::*;
     use crate::kallsyms;
     use std::path::Path;

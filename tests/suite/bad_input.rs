@@ -989,3 +989,24 @@ fn a_condition_too_long_for_one_program_is_refused_with_its_size() {
         &["--if has 12000 comparisons", "use fewer terms"],
     );
 }
+
+/// A huge input is not echoed back whole: a 100 KB target, type name or kallsyms path makes a short error
+/// line that still starts with what went wrong and ends with the advice.
+#[test]
+fn a_huge_input_is_cut_in_the_error_line() {
+    let long = "a".repeat(100_000);
+    for args in [
+        vec!["write", long.as_str()],
+        vec!["resolve", long.as_str()],
+        vec!["write", "0x1000", "--kallsyms", long.as_str()],
+    ] {
+        let (code, _out, err) = util::run_within(&args, std::time::Duration::from_secs(20));
+        assert_eq!(code, 2, "{}", &err[..err.len().min(300)]);
+        assert!(err.len() < 2_200, "{} bytes: {}", err.len(), &err[..300]);
+        assert!(err.contains(" bytes]…"), "{err}");
+    }
+    let cast = format!("(struct {long})0xffff888100000000.pid");
+    let (code, _out, err) = util::run_within(&["write", &cast], std::time::Duration::from_secs(20));
+    assert_eq!(code, 2);
+    assert!(err.len() < 2_200, "{} bytes", err.len());
+}

@@ -81,6 +81,14 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            // A text reader's complaint about bytes that are not UTF-8: the file is binary.
+            Error::Io { path, source } if source.kind() == std::io::ErrorKind::InvalidData => write!(
+                f,
+                "{} is not a text symbol file: it holds binary data (an ELF file or a cached table?); give \
+                 kallsyms text (/proc/kallsyms or a copy of it), a System.map with --system-map, or a vmlinux \
+                 with --vmlinux",
+                path.display()
+            ),
             Error::Io { path, source } => write!(f, "cannot read {}: {source}", path.display()),
             Error::NotRegular { path, kind, role } => write!(
                 f,

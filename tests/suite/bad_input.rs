@@ -1010,3 +1010,26 @@ fn a_huge_input_is_cut_in_the_error_line() {
     assert_eq!(code, 2);
     assert!(err.len() < 2_200, "{} bytes", err.len());
 }
+
+/// A binary file (an ELF, random bytes) as a symbol text file is named as such, with the files that would
+/// do; it once said only `stream did not contain valid UTF-8`.
+#[test]
+fn a_binary_file_as_kallsyms_or_system_map_is_named_as_binary() {
+    let random: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let bin = scratch().join("random.bin");
+    std::fs::write(&bin, random).unwrap();
+    for file in [util::BIN, bin.to_str().unwrap()] {
+        for flag in ["--kallsyms", "--system-map"] {
+            rejects(
+                &["write", "jiffies", flag, file],
+                2,
+                &[
+                    "is not a text symbol file: it holds binary data",
+                    "/proc/kallsyms",
+                ],
+            );
+        }
+    }
+}

@@ -18,6 +18,7 @@ fn setup() -> Option<(util::LiveLock, OnlineGuard)> {
 }
 
 #[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn cpu_that_comes_online_after_arming_is_covered() {
     let Some((_lock, _guard)) = setup() else {
         return;
@@ -46,6 +47,7 @@ fn cpu_that_comes_online_after_arming_is_covered() {
 }
 
 #[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
     let Some((_lock, _guard)) = setup() else {
         return;
@@ -117,6 +119,7 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
 /// system-wide), the gap between its coming online and the re-arm reported in the summary rather than
 /// behind "0 lost", and every store made on it after the re-arm seen.
 #[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_process_watch_follows_a_cpu_that_comes_back_and_reports_the_gap() {
     let Some((_lock, _guard)) = setup() else {
         return;
@@ -158,6 +161,7 @@ fn hold_cpu1_then_offline() -> util::Holder {
 }
 
 #[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn unarmable_cpu_is_reported_and_retried() {
     let Some((_lock, _guard)) = setup() else {
         return;
@@ -192,6 +196,7 @@ fn unarmable_cpu_is_reported_and_retried() {
 }
 
 #[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn strict_hotplug_makes_an_unarmable_cpu_fatal() {
     let Some((_lock, _guard)) = setup() else {
         return;
@@ -228,6 +233,7 @@ fn strict_hotplug_makes_an_unarmable_cpu_fatal() {
 }
 
 #[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn strict_hotplug_json_ends_with_the_failure_and_the_summary_record() {
     let Some((_lock, _guard)) = setup() else {
         return;
@@ -263,6 +269,7 @@ fn strict_hotplug_json_ends_with_the_failure_and_the_summary_record() {
 }
 
 #[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn json_stream_marks_cpus_going_and_coming() {
     let Some((_lock, _guard)) = setup() else {
         return;
@@ -299,6 +306,7 @@ fn json_stream_marks_cpus_going_and_coming() {
 }
 
 #[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn cpus_outside_the_list_are_not_followed() {
     let Some((_lock, _guard)) = setup() else {
         return;

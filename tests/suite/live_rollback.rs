@@ -32,6 +32,7 @@ fn assert_refused(args: &[&str], cpu: u32, context: &str) -> String {
 }
 
 #[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_full_cpu_fails_the_whole_arm_and_rolls_back() {
     let Some(_lock) = util::live() else { return };
     let cpus = util::online_cpus();
@@ -72,6 +73,7 @@ fn a_full_cpu_fails_the_whole_arm_and_rolls_back() {
 /// one register free on a CPU makes the failure land in the middle of the transaction (after an event on
 /// that very CPU succeeded); the last CPU with one free makes it the very last open.
 #[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn failure_in_the_middle_or_at_the_last_event_rolls_back_too() {
     let Some(_lock) = util::live() else { return };
     let cpus = util::online_cpus();
@@ -95,6 +97,7 @@ fn failure_in_the_middle_or_at_the_last_event_rolls_back_too() {
 
 /// A full CPU that is neither the first nor the last to be armed: the failure lands between CPUs.
 #[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn failure_on_a_middle_cpu_rolls_back_too() {
     let Some(_lock) = util::live() else { return };
     let cpus = util::online_cpus();
@@ -114,6 +117,7 @@ fn failure_on_a_middle_cpu_rolls_back_too() {
 }
 
 #[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_cpu_not_in_the_list_does_not_matter() {
     let Some(_lock) = util::live() else { return };
     let cpus = util::online_cpus();

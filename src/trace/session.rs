@@ -277,7 +277,16 @@ impl<'a, O: Output> Session<'a, O> {
                     _ => ended.unwrap_or(stop),
                 }
             }
-            other => other,
+            // --count met, or stdout closed: nothing more is printed, but what the kernel dropped in the
+            // program (filters, --if, other processes) still belongs in the summary.
+            other => {
+                let audits = self.events.close_all();
+                self.audits.extend(audits);
+                for a in std::mem::take(&mut self.audits) {
+                    self.summary.filtered += a.filtered;
+                }
+                other
+            }
         };
         self.events.close_all();
         // A CPU never armed since it came online was unwatched to the end.

@@ -435,6 +435,30 @@ fn filtered_hits_do_not_count_toward_count() {
     assert!(filtered >= 100, "{err}");
 }
 
+/// A run that ends at --count still reports what the kernel dropped before it (the program's filtered
+/// count is read on every kind of stop): `--if 'value == 50'` over stores of 0..99 keeps one hit, and the 50
+/// stores before it are counted as filtered.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_run_stopped_by_count_still_counts_what_the_kernel_filtered() {
+    let Some(_lock) = util::live() else { return };
+    let cpu = first_cpu();
+    let (_, code, out, err) = trace_helper(
+        &["sites", "100", &cpu],
+        &owned(&["write", "{addr}", "--if", "value == 50", "--count", "1"]),
+        Ready::Stdout("# armed"),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(parse_hits(&out).len(), 1, "{out}");
+    assert!(err.contains("stopped: count reached"), "{err}");
+    let filtered: u64 = err
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" filtered"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no filtered count: {err}"));
+    assert!(filtered >= 50, "{err}");
+}
+
 #[test]
 fn contradictory_flags_are_a_one_line_usage_error() {
     let (code, out, err) = run(&["write", KERNEL_TARGET, "--kernel-only", "--user-only"]);

@@ -139,6 +139,8 @@ pub struct SummaryRecord<'a> {
     pub hits: u64,
     pub lost: u64,
     pub filtered: u64,
+    /// Of `filtered`: traps of other processes at a process watch's address.
+    pub filtered_other_process: u64,
     pub elapsed_s: f64,
     pub stop: &'static str,
     pub signal: Option<&'static str>,
@@ -170,6 +172,7 @@ impl<'a> SummaryRecord<'a> {
             hits: s.hits(),
             lost: s.lost(),
             filtered: s.filtered,
+            filtered_other_process: s.filtered_other_process,
             elapsed_s: s.elapsed.as_secs_f64(),
             stop,
             signal,

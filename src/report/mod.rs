@@ -231,6 +231,9 @@ pub struct Summary {
     pub lost_by_cpu: BTreeMap<u32, u64>,
     /// Hits the filters dropped: not printed, not counted in `hits_by_cpu` nor toward `--count`.
     pub filtered: u64,
+    /// Of `filtered`: traps of other processes that touched a process watch's address (one breakpoint
+    /// per CPU sees every process there; the kernel program drops theirs).
+    pub filtered_other_process: u64,
     /// Counts by call chain, ip and comm; kept only for `--summary`.
     pub tally: Option<summary::Tally>,
     pub elapsed: Duration,
@@ -390,6 +393,13 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
     )?;
     if summary.filtered > 0 {
         write!(err, ", {} filtered", summary.filtered)?;
+        if summary.filtered_other_process > 0 {
+            write!(
+                err,
+                " ({} by other processes at the address)",
+                summary.filtered_other_process
+            )?;
+        }
     }
     if !summary.unwatched_ns_by_cpu.is_empty() {
         let gaps: Vec<String> = summary

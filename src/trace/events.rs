@@ -64,6 +64,8 @@ struct Tracked {
     unpaired: u64,
     /// `--value`: the in-kernel drop counter of this ring's CPU and watch when it was opened.
     dropped_base: u64,
+    /// The hit path: of those, traps of other processes, when it was opened.
+    other_base: u64,
     /// The store the last sample reported, for a process watch: (tid, ip, ids of the events that reported
     /// it). A thread created while the watch was being armed can be covered twice (by its own event and by
     /// one inherited from its creator); both report the same store, from different event ids.
@@ -89,6 +91,7 @@ enum HitValue {
 impl Tracked {
     fn new(ev: CpuEvent, now: u64, cfg: &EventConfig) -> Tracked {
         let dropped_base = dropped(cfg, &ev);
+        let other_base = other_process(cfg, &ev);
         Tracked {
             ev,
             samples: 0,
@@ -98,6 +101,7 @@ impl Tracked {
             pending: None,
             unpaired: 0,
             dropped_base,
+            other_base,
             store: None,
             hit_value: match &cfg.hits {
                 Some(h) if h.written => HitValue::Written,
@@ -118,6 +122,16 @@ fn dropped(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
         (None, None) => None,
     };
     by_cpu
+        .and_then(|by_cpu| by_cpu.get(ev.cpu as usize).copied())
+        .unwrap_or(0)
+}
+
+/// Traps of processes a process watch does not cover that `ev`'s CPU and watch dropped in the kernel (the
+/// hit path; 0 otherwise).
+fn other_process(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
+    cfg.hits
+        .as_ref()
+        .and_then(|h| h.other_process_by_cpu(ev.watch).ok())
         .and_then(|by_cpu| by_cpu.get(ev.cpu as usize).copied())
         .unwrap_or(0)
 }
@@ -155,6 +169,8 @@ pub struct Audit {
     pub undecodable: u64,
     /// `--value`/`--if`: hits the program dropped in the kernel (filters or condition).
     pub filtered: u64,
+    /// Of `filtered`: traps of other processes at the watched address (a process watch on the hit path).
+    pub other_process: u64,
     /// `--value`: value records whose sample was lost.
     pub unpaired: u64,
 }
@@ -470,6 +486,7 @@ fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
     let counts = t.ev.counts().ok();
     Audit {
         filtered: dropped(cfg, &t.ev).saturating_sub(t.dropped_base),
+        other_process: other_process(cfg, &t.ev).saturating_sub(t.other_base),
         unpaired: t.unpaired + u64::from(t.pending.is_some()),
         cpu: t.ev.cpu,
         watch: t.ev.watch,

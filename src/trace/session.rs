@@ -284,6 +284,7 @@ impl<'a, O: Output> Session<'a, O> {
                 self.audits.extend(audits);
                 for a in std::mem::take(&mut self.audits) {
                     self.summary.filtered += a.filtered;
+                    self.summary.filtered_other_process += a.other_process;
                 }
                 other
             }
@@ -501,6 +502,7 @@ impl<'a, O: Output> Session<'a, O> {
         }
         for a in &audits {
             self.summary.filtered += a.filtered;
+            self.summary.filtered_other_process += a.other_process;
             let tail = a.unreported_lost();
             if tail > 0 && stop.is_none() {
                 stop = self.lost(a.cpu, tail, now);

@@ -139,6 +139,7 @@ mod schema {
         pub hits: u64,
         pub lost: u64,
         pub filtered: u64,
+        pub filtered_other_process: u64,
         pub elapsed_s: f64,
         pub stop: String,
         pub signal: Option<String>,

@@ -203,6 +203,10 @@ fn another_process_at_the_same_address_is_dropped_and_counted() {
         s["filtered"].as_u64().is_some_and(|f| f >= 5),
         "the other process's 5 stores counted as filtered: {s}"
     );
+    assert!(
+        s["filtered_other_process"].as_u64().is_some_and(|f| f >= 5),
+        "and said to be another process's: {s}"
+    );
 }
 
 /// Launch mode follows the command's children, as `perf record -- CMD` does: each child the command forks

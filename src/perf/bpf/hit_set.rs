@@ -180,6 +180,12 @@ impl HitPrograms {
         Ok(filtered.iter().zip(&other).map(|(a, b)| a + b).collect())
     }
 
+    /// Traps of processes not watched that watch `watch`'s program dropped so far on each CPU, by CPU
+    /// number (a part of [`HitPrograms::dropped_by_cpu`]).
+    pub fn other_process_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
+        sys::bpf_map_lookup_percpu_u64(self.program(watch)?.stats.as_fd(), hit::STAT_OTHER_PROCESS)
+    }
+
     /// Traps watch `watch`'s program dropped so far, all CPUs together.
     pub fn dropped(&self, watch: usize) -> io::Result<Dropped> {
         let stats = self.program(watch)?.stats.as_fd();

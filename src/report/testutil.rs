@@ -1,10 +1,12 @@
 //! Builders shared by the printers' unit tests: one kallsyms table, samples decoded from record bytes the
-//! way the session gets them, watches, and hits symbolized the way the session makes them.
+//! way the session gets them, watches, and hits with their frames named from the table. The printers are
+//! tested on given frames: how the tracer names them (return addresses, user symbols, caches) is
+//! `trace::symbolize`'s, tested there; this layer uses nothing above it.
 
+use super::frame::{Rendered, ResolvedFrame};
 use super::{Hit, Value};
 use crate::config::watch::{Access, Watch};
-use crate::perf::record::{decode, encode, Record, Sample, SAMPLE_TYPE};
-use crate::trace::symbolize::Symbolizer;
+use crate::perf::record::{decode, encode, Context, Record, Sample, SAMPLE_TYPE};
 use ksymwatch_symbols::{kallsyms, SymbolTable};
 use std::path::Path;
 
@@ -67,27 +69,56 @@ pub fn each_value_of_a_user_store(values: &[Value], mut f: impl FnMut(&Hit<'_>))
     });
 }
 
-/// Symbolizes each `(sample, comm, watch index)` with `table` and hands `f` the hit, with no value (as a
-/// system-wide watch has; a test wants one with `Hit { value, ..*hit }`). Hits come from the symbolizer's
-/// chain cache, as in the session: a chain repeated in `hits` is spelled once and reused.
+/// A frame named from `table` (kernel frames; user frames stay unnamed, as with no process maps).
+fn frame(table: &SymbolTable, addr: u64, kernel: bool) -> ResolvedFrame {
+    let mut f = ResolvedFrame::unknown(addr, kernel);
+    if let Some(s) = table.symbolize(addr).filter(|_| kernel) {
+        f.sym = Some(s.symbol.name.as_str().into());
+        f.off = s.offset;
+        f.size = s.symbol.size;
+        f.module = s.symbol.module.clone();
+    }
+    f
+}
+
+/// Names each `(sample, comm, watch index)` with `table` and hands `f` the hit, with no value (as a
+/// system-wide watch has; a test wants one with `Hit { value, ..*hit }`). As in the session, a chain
+/// repeated in `hits` is spelled once and its rendering reused.
 pub fn each_hit(
     table: &SymbolTable,
     watches: &[Watch],
     hits: &[(Sample, &str, usize)],
     mut f: impl FnMut(&Hit<'_>),
 ) {
-    let mut sym = Symbolizer::new(table);
+    let mut chains: Vec<(Vec<u64>, ResolvedFrame, Vec<ResolvedFrame>, Rendered)> = Vec::new();
     for (s, comm, w) in hits {
-        let named = sym.named(s);
+        let key: Vec<u64> = std::iter::once(s.ip)
+            .chain(s.frames.iter().map(|fr| fr.addr))
+            .collect();
+        let at = match chains.iter().position(|c| c.0 == key) {
+            Some(i) => i,
+            None => {
+                let ip = frame(table, s.ip, s.in_kernel());
+                let frames: Vec<ResolvedFrame> = s
+                    .frames
+                    .iter()
+                    .map(|fr| frame(table, fr.addr, fr.context == Context::Kernel))
+                    .collect();
+                let rendered = Rendered::new(&ip, &frames);
+                chains.push((key, ip, frames, rendered));
+                chains.len() - 1
+            }
+        };
+        let (_, ip, frames, rendered) = &chains[at];
         f(&Hit {
             sample: s,
             watch: &watches[*w],
             watch_index: *w,
             comm,
-            ip: &named.ip,
-            chain: &named.frames,
+            ip,
+            chain: frames,
             value: Value::NotRead,
-            rendered: named.rendered(),
+            rendered: Some(rendered),
         });
     }
 }

@@ -518,3 +518,70 @@ fn another_kernels_btf_is_refused_for_a_watch_and_noted_by_resolve() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every struct name the running kernel's BTF has more than once with different sizes (two `struct
+/// irq_info`, two `struct console`, three `struct perf_aux_event`): the bare cast is refused for `resolve`
+/// and `write` alike, naming each one's BTF id and size, and `#ID` picks each at bpftool's size. A typedef
+/// the kernel has twice for one size (`u8`, once for `__u8` and once for `unsigned char`) is one type.
+#[test]
+fn every_struct_name_btf_has_twice_is_refused_until_its_id_picks_one() {
+    let Some(dump) = Dump::load() else {
+        return;
+    };
+    let mut by_name: HashMap<String, Vec<(u64, u64)>> = HashMap::new();
+    for (id, (t, _)) in &dump.types {
+        let Some((name, rest)) = t.strip_prefix("STRUCT '").and_then(|r| r.split_once("' ")) else {
+            continue;
+        };
+        let size = rest
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("size="))
+            .and_then(|s| s.parse().ok())
+            .expect("size=");
+        if name != "(anon)" {
+            by_name
+                .entry(name.to_string())
+                .or_default()
+                .push((*id, size));
+        }
+    }
+    let mut tried = 0;
+    for (name, mut types) in by_name {
+        types.sort();
+        let mut sizes: Vec<u64> = types.iter().map(|t| t.1).collect();
+        sizes.sort();
+        sizes.dedup();
+        // Same-size namesakes may be copies of one definition, which count as one.
+        if types.len() < 2 || sizes.len() != types.len() {
+            continue;
+        }
+        tried += 1;
+        let t = format!("(struct {name})0xffff888100000000");
+        let mut needles = vec![format!(
+            "BTF has {} different types named `struct {name}`",
+            types.len()
+        )];
+        for (id, size) in &types {
+            needles.push(format!("#{id} (size {size}"));
+        }
+        let needles: Vec<&str> = needles.iter().map(String::as_str).collect();
+        util::rejects(&["resolve", &t], 2, &needles);
+        util::rejects(&["write", &t, "--count", "1"], 2, &needles);
+        for (id, size) in &types {
+            let v = resolve_json(&format!("(struct {name}#{id})0xffff888100000000"));
+            assert_eq!(v["size"], *size, "{v}");
+        }
+    }
+    if tried == 0 {
+        util::skip("this kernel's BTF has no struct name twice with different sizes");
+    }
+    let u8s = dump
+        .types
+        .values()
+        .filter(|(t, _)| t.starts_with("TYPEDEF 'u8' "))
+        .count();
+    if u8s >= 2 {
+        let v = resolve_json("(u8)0xffff888100000000");
+        assert_eq!(v["size"], 1, "{v}");
+    }
+}

@@ -477,14 +477,15 @@ impl Btf {
     /// Whether two types have one layout: same kind and size, and for a struct or union the same member
     /// names at the same offsets.
     fn same_layout(&self, a: Ty<'_>, b: Ty<'_>) -> bool {
-        if a.kind() != b.kind()
-            || a.rec.size_or_type != b.rec.size_or_type
-            || a.rec.vlen != b.rec.vlen
-        {
+        // A typedef's `size_or_type` is its target's id, so sizes are compared resolved.
+        let size = |t: Ty<'_>| self.size_of(t).ok().flatten();
+        if a.kind() != b.kind() || size(a) != size(b) || a.rec.vlen != b.rec.vlen {
             return false;
         }
         if !matches!(a.kind(), kind::STRUCT | kind::UNION) {
-            return a.target() == b.target();
+            // Two typedefs, ints or enums of one name and size (this kernel's `u8`, once for `__u8` and once
+            // for `unsigned char`): a watch of either is the same bytes, so they are one type.
+            return true;
         }
         (0..a.rec.vlen as usize).all(|j| {
             let (an, _, ao) = a.member(j);

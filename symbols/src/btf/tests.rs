@@ -813,3 +813,47 @@ fn btf_is_send_and_sync() {
     fn shared<T: Send + Sync>() {}
     shared::<Btf>();
 }
+
+/// Several types of one name: different layouts are refused with each one's id, and `NAME#ID` picks one;
+/// copies of one layout are one type, and so are typedefs of one name and size whose targets differ only
+/// in spelling (this kernel's two `u8`: one for `__u8`, one for `unsigned char`).
+#[test]
+fn types_of_one_name_are_one_when_their_layouts_are() {
+    let mut b = Builder::new();
+    let int = b.int("int", 4);
+    let long = b.int("long", 8);
+    let first = b.strukt("irq_info", 8, &[("irq", int, 0), ("flags", int, 32)]);
+    let second = b.strukt("irq_info", 16, &[("bus", long, 0), ("irq", long, 64)]);
+    b.strukt("pair", 8, &[("a", int, 0), ("b", int, 32)]);
+    b.strukt("pair", 8, &[("a", int, 0), ("b", int, 32)]);
+    let uchar = b.int("unsigned char", 1);
+    let u8a = b.typedef("__u8", uchar);
+    b.typedef("u8", u8a);
+    b.typedef("u8", uchar);
+    let ushort = b.int("unsigned short", 2);
+    b.typedef("w", uchar);
+    b.typedef("w", ushort);
+    let btf = load(&b);
+    let e = btf.member(&strukt("irq_info"), &path("irq")).unwrap_err();
+    assert!(matches!(e, FieldError::Ambiguous { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("#{first}")) && msg.contains(&format!("#{second}")),
+        "{msg}"
+    );
+    let m = btf
+        .member(&strukt(&format!("irq_info#{second}")), &path("irq"))
+        .unwrap();
+    assert_eq!((m.offset, m.size), (8, Some(8)));
+    let m = btf
+        .member(&strukt(&format!("irq_info#{first}")), &path("irq"))
+        .unwrap();
+    assert_eq!((m.offset, m.size), (0, Some(4)));
+    assert_eq!(btf.member(&strukt("pair"), &path("b")).unwrap().offset, 4);
+    assert_eq!(btf.member(&cast("u8"), &[]).unwrap().size, Some(1));
+    // One name, two sizes: a watch's length depends on which, so it is refused.
+    assert!(matches!(
+        btf.member(&cast("w"), &[]),
+        Err(FieldError::Ambiguous { .. })
+    ));
+}

@@ -266,7 +266,7 @@ fn checked(
     }
     if !addr.is_multiple_of(u64::from(len)) {
         return Err(Error::usage(format!(
-            "`{}`: 0x{addr:x}/{len} is not naturally aligned; a debug register watches a {len}-byte range only at a multiple of {len}; \
+            "`{}`: 0x{addr:x}/{len} is not naturally aligned; a debug register watches {len} bytes only at a multiple of {len}; \
              use a smaller /LEN (0x{addr:x}/{}) or an aligned address",
             target.text,
             natural_len(addr, 8)

@@ -319,7 +319,7 @@ impl EventSet {
         let now = &self.watches[index];
         ((self.cfg.values.is_some() || self.cfg.hits.is_some()) && new.len != now.len).then(|| {
             format!(
-                "--value reads {} bytes at each hit and cannot change that while running; move to a {}-byte target (TARGET/{}), or start a new run",
+                "--value reads {} bytes at each hit and cannot change that while running; move to a target of {} bytes (TARGET/{}), or start a new run",
                 now.len, now.len, now.len
             )
         })

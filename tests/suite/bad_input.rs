@@ -1040,3 +1040,18 @@ fn a_binary_file_as_kallsyms_or_system_map_is_named_as_binary() {
         }
     }
 }
+
+/// A misaligned raw range names its length in words a reader can say: never "a 8-byte" (the article
+/// depends on how the number is read), for every length that can be misaligned.
+#[test]
+fn a_misaligned_range_says_its_length_without_a_wrong_article() {
+    for len in [2u64, 4, 8] {
+        let t = format!("0xffff888100000001/{len}");
+        let err = util::rejects(
+            &["write", &t],
+            2,
+            &[&format!("watches {len} bytes only at a multiple of {len}")],
+        );
+        assert!(!err.contains("a 8-byte"), "{err}");
+    }
+}

@@ -828,6 +828,16 @@ fn a_per_cpu_variable_or_an_absolute_symbol_is_not_armed_at_its_offset() {
             );
         }
     }
+    // A member path: BTF knows runqueues' type, and says which cast watches one CPU's copy.
+    if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        for verb in ["write", "resolve"] {
+            rejects(
+                &[verb, "runqueues.nr_running", "--system-map", m],
+                2,
+                &["is a per-CPU variable", "'(struct rq)0xADDR.nr_running'"],
+            );
+        }
+    }
     rejects(
         &["write", "some_absolute", "--system-map", m, "--force"],
         2,

@@ -12,8 +12,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::hit::{self, HitMaps, HitSpec};
 use super::{
-    output_attr, possible_cpus, raw, unavailable, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH,
-    MAP_TYPE_PERCPU_ARRAY, MAP_TYPE_PERF_EVENT_ARRAY, OLDS_MAX, PROG_TYPE_PERF_EVENT,
+    possible_cpus, raw, unavailable, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH, MAP_TYPE_PERCPU_ARRAY,
+    MAP_TYPE_PERF_EVENT_ARRAY, OLDS_MAX, PROG_TYPE_PERF_EVENT,
 };
 use crate::config::condition::Condition;
 use crate::config::filter::Filter;
@@ -157,13 +157,7 @@ impl HitPrograms {
     /// and its record id.
     pub fn attach(&self, watch: usize, cpu: u32, bp: BorrowedFd<'_>) -> io::Result<(OwnedFd, u64)> {
         let p = self.program(watch)?;
-        let out = sys::perf_event_open(&output_attr(), -1, cpu as i32)?;
-        sys::perf_set_output(out.as_fd(), bp)?;
-        let id = sys::perf_event_id(out.as_fd())?;
-        let fd = raw(out.as_fd()) as u32;
-        sys::bpf_map_update(p.outputs.as_fd(), &cpu.to_ne_bytes(), &fd.to_ne_bytes())?;
-        sys::perf_set_bpf(bp, p.prog.as_fd())?;
-        Ok((out, id))
+        super::wire(p.outputs.as_fd(), p.prog.as_fd(), cpu, bp)
     }
 
     /// Whether the programs choose the process (a `procs` map).

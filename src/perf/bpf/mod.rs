@@ -188,13 +188,7 @@ impl Values {
     /// online), and attaches the program. Returns the value event and its record id.
     pub fn attach(&self, watch: usize, cpu: u32, bp: BorrowedFd<'_>) -> io::Result<(OwnedFd, u64)> {
         let p = self.program(watch)?;
-        let out = sys::perf_event_open(&output_attr(), -1, cpu as i32)?;
-        sys::perf_set_output(out.as_fd(), bp)?;
-        let id = sys::perf_event_id(out.as_fd())?;
-        let fd = raw(out.as_fd()) as u32;
-        sys::bpf_map_update(p.outputs.as_fd(), &cpu.to_ne_bytes(), &fd.to_ne_bytes())?;
-        sys::perf_set_bpf(bp, p.prog.as_fd())?;
-        Ok((out, id))
+        wire(p.outputs.as_fd(), p.prog.as_fd(), cpu, bp)
     }
 
     /// Attaches watch `watch`'s program to another thread's breakpoint event `bp`, whose records go to a
@@ -213,6 +207,24 @@ impl Values {
             .get(watch)
             .ok_or_else(|| io::Error::other(format!("no --value program for target {watch}")))
     }
+}
+
+/// Opens `cpu`'s output event into `bp`'s ring, enters it in the `outputs` map (replacing the one of an
+/// earlier time this CPU was online), and attaches `prog` to `bp`: the wiring the value and hit programs
+/// share. Returns the output event and the id that leads its records.
+fn wire(
+    outputs: BorrowedFd<'_>,
+    prog: BorrowedFd<'_>,
+    cpu: u32,
+    bp: BorrowedFd<'_>,
+) -> io::Result<(OwnedFd, u64)> {
+    let out = sys::perf_event_open(&output_attr(), -1, cpu as i32)?;
+    sys::perf_set_output(out.as_fd(), bp)?;
+    let id = sys::perf_event_id(out.as_fd())?;
+    let fd = raw(out.as_fd()) as u32;
+    sys::bpf_map_update(outputs, &cpu.to_ne_bytes(), &fd.to_ne_bytes())?;
+    sys::perf_set_bpf(bp, prog)?;
+    Ok((out, id))
 }
 
 fn raw(fd: BorrowedFd<'_>) -> i32 {

@@ -25,3 +25,4 @@ pub(crate) mod stderr;
 #[cfg(test)]
 mod testalloc;
 pub mod trace;
+pub mod x86_store;

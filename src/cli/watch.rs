@@ -394,13 +394,12 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             "--per-thread is for a process watch (-p PID or -- CMD): a system-wide watch has no threads to arm",
         ));
     }
-    // A process watch is one breakpoint per CPU with the process chosen in the kernel when BPF can be used:
-    // its cost then depends on CPUs and targets, never on threads. Without BPF (or with --per-thread, or
-    // --remove-on-exec, which the kernel applies per event) each thread gets its own events.
-    let hit_path = !matches!(mode, Mode::System)
-        && !args.per_thread
-        && !args.remove_on_exec
-        && (values || bpf::probe().is_ok());
+    // Where BPF can be used, every watch is one breakpoint per CPU whose program keeps the hits and emits
+    // them (the hit path): a dropped trap costs the writer little, and a process watch chooses its process
+    // in the kernel, so its cost depends on CPUs and targets, never on threads. Without BPF (or with
+    // --per-thread, or --remove-on-exec, which the kernel applies per event) hits are perf samples and a
+    // process watch gives each thread its own events.
+    let hit_path = !args.per_thread && !args.remove_on_exec && (values || bpf::probe().is_ok());
     let mut warmup = None;
     if let Mode::System = mode {
         crate::perf::privilege::Privilege::current()
@@ -555,14 +554,20 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         check_condition_widths(text, cond, &watches)?;
     }
     if hit_path {
-        let mut hits = HitPrograms::load(&watches, condition.as_ref(), &filter, true)?;
-        hits.written = values;
+        let mut hits = HitPrograms::load(&watches, condition.as_ref(), &filter, !system, values)?;
         // A launched command's children are watched too, as `perf record -- CMD` follows them.
         if matches!(mode, Mode::Launch(_)) {
             if let Err(e) = hits.follow_children() {
                 stderr::line(format_args!(
                     "ksymwatch: warning: {e}; the command's own threads are watched, processes it forks are not"
                 ));
+            }
+        }
+        // The watched address means something else in another program: an exec ends that process's
+        // watch, in the kernel before the new program runs, and the session reports it.
+        if !system {
+            if let Err(e) = hits.end_on_exec() {
+                stderr::line(format_args!("ksymwatch: warning: {e}"));
             }
         }
         for pid in scope.pids() {
@@ -645,6 +650,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         comms,
         user,
         symbols_origin,
+        condition: condition.clone(),
     };
     // `armed` goes out the moment every breakpoint is enabled; the session learns every live task's name
     // right after (a script starts its workload on that line: a task the scan misses is one that started

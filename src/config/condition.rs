@@ -206,6 +206,55 @@ impl Condition {
         }
     }
 
+    /// The condition's verdict on `value` and `old` (`None`: unknown) of a `len`-byte watch, with the
+    /// semantics the kernel's program implements (module docs): the tracer's check of a verdict the kernel
+    /// made on the value it read at the trap.
+    pub fn holds(&self, value: u64, old: Option<u64>, len: u8) -> bool {
+        match self {
+            Condition::Changed => old.is_none_or(|o| o != value),
+            Condition::Compare(c) => {
+                let side = |s: Side| match s {
+                    Side::Value => Some(value),
+                    Side::Old => old,
+                };
+                let bits = width_bits(len);
+                let extend = |v: u64| {
+                    let v = if bits == 64 {
+                        v
+                    } else {
+                        v & ((1u64 << bits) - 1)
+                    };
+                    Condition::constant_bits(i128::from(v), len, c.signed)
+                };
+                let right = match c.right {
+                    Rhs::Const { value, .. } => {
+                        Some(Condition::constant_bits(value, len, c.signed))
+                    }
+                    Rhs::Side(s) => side(s).map(extend),
+                };
+                let (Some(l), Some(r)) = (side(c.left).map(extend), right) else {
+                    return false;
+                };
+                let ord = if c.signed {
+                    (l as i64).cmp(&(r as i64))
+                } else {
+                    l.cmp(&r)
+                };
+                match c.op {
+                    Op::Eq => ord.is_eq(),
+                    Op::Ne => ord.is_ne(),
+                    Op::Lt => ord.is_lt(),
+                    Op::Le => ord.is_le(),
+                    Op::Gt => ord.is_gt(),
+                    Op::Ge => ord.is_ge(),
+                    Op::BitAnd => l & r != 0,
+                }
+            }
+            Condition::And(a, b) => a.holds(value, old, len) && b.holds(value, old, len),
+            Condition::Or(a, b) => a.holds(value, old, len) || b.holds(value, old, len),
+        }
+    }
+
     /// Whether evaluating the condition needs the previous value: any `old` operand, or `changed`.
     pub fn uses_old(&self) -> bool {
         match self {

@@ -361,6 +361,14 @@ impl CpuEvent {
             total.hits += c.hits;
             total.lost = total.lost.zip(c.lost).map(|(a, b)| a + b);
         }
+        // On the hit path the breakpoint writes nothing: its hits are the output event's records, and so
+        // are their losses.
+        if let (Some((out, _)), true) = (&self.value_event, self.emits_hits) {
+            let mut buf = [0u64; 2];
+            if sys::perf_read(out.as_fd(), &mut buf)? == 16 {
+                total.lost = Some(total.lost.unwrap_or(0) + buf[1]);
+            }
+        }
         Ok(total)
     }
 }

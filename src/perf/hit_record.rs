@@ -4,19 +4,25 @@
 //!
 //! ```text
 //! off   size  field
-//!   0      8  flags: VALUE_KNOWN, OLD_KNOWN, USER_MODE, INSN_KNOWN
+//!   0      8  flags: VALUE_KNOWN, OLD_KNOWN, USER_MODE, INSN_KNOWN, REGS_KNOWN
 //!   8      8  pid_tgid (tgid << 32 | tid), from bpf_get_current_pid_tgid
 //!  16      8  time: CLOCK_MONOTONIC ns at the trap (bpf_ktime_get_ns)
 //!  24      8  addr: the breakpoint's address
 //!  32      8  value: the watched bytes read at the trap
 //!  40      8  old: the value before, for this target (and process, at a user address)
 //!  48     16  comm: the writer's name as the kernel keeps it, NUL-padded
-//!  64    168  regs: the trap's `struct pt_regs` (21 words, x86-64 order)
-//! 232     16  insn: the 16 bytes that end at the trap ip (the store's instruction ends there)
-//! 248      8  kstack_bytes: bytes of kernel stack that follow
-//! 256      8  ustack_bytes: bytes of user stack after the kernel stack
-//! 264      -  kernel return addresses (kstack_bytes / 8), then user ones (ustack_bytes / 8)
+//!  64      8  ip: the trap ip (the instruction after the store)
+//!  72      8  kstack_bytes: bytes of kernel stack in the record
+//!  80      8  ustack_bytes: bytes of user stack after the kernel stack
+//! with REGS_KNOWN (`--value`: the store's value is decoded from them):
+//!  88    168  regs: the trap's `struct pt_regs` (21 words, x86-64 order)
+//! 256     16  insn: the 16 bytes that end at the trap ip (the store's instruction ends there)
+//! then (at 88, or 272 with REGS_KNOWN)
+//!          -  kernel return addresses (kstack_bytes / 8), then user ones (ustack_bytes / 8)
 //! ```
+//!
+//! Registers and instruction bytes are 184 bytes of a record that is otherwise about 170: they are carried
+//! only where a value is decoded, so a plain watch's ring holds twice the hits.
 
 use crate::perf::record::{Context, DecodeError, Frame, Sample, RECORD_SAMPLE};
 
@@ -28,6 +34,8 @@ pub const OLD_KNOWN: u64 = 2;
 pub const USER_MODE: u64 = 4;
 /// Flag: `insn` holds the bytes before the trap ip.
 pub const INSN_KNOWN: u64 = 8;
+/// Flag: the record carries `regs` and `insn`.
+pub const REGS_KNOWN: u64 = 16;
 
 pub const OFF_FLAGS: i16 = 0;
 pub const OFF_PID_TGID: i16 = 8;
@@ -36,11 +44,14 @@ pub const OFF_ADDR: i16 = 24;
 pub const OFF_VALUE: i16 = 32;
 pub const OFF_OLD: i16 = 40;
 pub const OFF_COMM: i16 = 48;
-pub const OFF_REGS: i16 = 64;
-pub const OFF_INSN: i16 = 232;
-pub const OFF_KSTACK_BYTES: i16 = 248;
-pub const OFF_USTACK_BYTES: i16 = 256;
-pub const OFF_STACKS: i16 = 264;
+pub const OFF_IP: i16 = 64;
+pub const OFF_KSTACK_BYTES: i16 = 72;
+pub const OFF_USTACK_BYTES: i16 = 80;
+pub const OFF_REGS: i16 = 88;
+pub const OFF_INSN: i16 = 256;
+/// Where the stacks start without registers, and with them.
+pub const OFF_STACKS: i16 = 88;
+pub const OFF_STACKS_REGS: i16 = 272;
 
 /// Words of `struct pt_regs` on x86-64.
 pub const REGS: usize = 21;
@@ -48,8 +59,8 @@ pub const REGS: usize = 21;
 pub const INSN_BYTES: usize = 16;
 /// Frames kept per stack (kernel, user): the kernel's default `perf_event_max_stack`.
 pub const MAX_FRAMES: usize = 127;
-/// The largest record: header plus both stacks full.
-pub const MAX_LEN: usize = OFF_STACKS as usize + 2 * 8 * MAX_FRAMES;
+/// The largest record: header, registers and both stacks full.
+pub const MAX_LEN: usize = OFF_STACKS_REGS as usize + 2 * 8 * MAX_FRAMES;
 
 /// `pt_regs` word indexes the decoder names.
 pub mod reg {
@@ -69,7 +80,9 @@ pub struct HitRecord {
     pub value: Option<u64>,
     pub old: Option<u64>,
     pub comm: String,
-    pub regs: [u64; REGS],
+    pub ip: u64,
+    /// The trap's registers (a record with REGS_KNOWN).
+    pub regs: Option<[u64; REGS]>,
     pub insn: Option<[u8; INSN_BYTES]>,
     pub kernel_stack: Vec<u64>,
     pub user_stack: Vec<u64>,
@@ -106,13 +119,19 @@ fn words(raw: &[u8], off: usize, bytes: u64) -> Result<Vec<u64>, DecodeError> {
 pub fn decode(raw: &[u8]) -> Result<HitRecord, DecodeError> {
     let flags = word(raw, OFF_FLAGS)?;
     let pid_tgid = word(raw, OFF_PID_TGID)?;
-    let mut regs = [0u64; REGS];
-    for (i, r) in regs.iter_mut().enumerate() {
-        *r = word(raw, OFF_REGS + 8 * i as i16)?;
-    }
+    let with_regs = flags & REGS_KNOWN != 0;
+    let regs = if with_regs {
+        let mut regs = [0u64; REGS];
+        for (i, r) in regs.iter_mut().enumerate() {
+            *r = word(raw, OFF_REGS + 8 * i as i16)?;
+        }
+        Some(regs)
+    } else {
+        None
+    };
     let comm_bytes = bytes_at(raw, OFF_COMM as usize, 16)?;
     let comm_len = comm_bytes.iter().position(|&b| b == 0).unwrap_or(16);
-    let insn = if flags & INSN_KNOWN != 0 {
+    let insn = if with_regs && flags & INSN_KNOWN != 0 {
         let b = bytes_at(raw, OFF_INSN as usize, INSN_BYTES)?;
         let mut a = [0u8; INSN_BYTES];
         a.copy_from_slice(b);
@@ -120,10 +139,15 @@ pub fn decode(raw: &[u8]) -> Result<HitRecord, DecodeError> {
     } else {
         None
     };
+    let stacks = if with_regs {
+        OFF_STACKS_REGS
+    } else {
+        OFF_STACKS
+    } as usize;
     let kbytes = word(raw, OFF_KSTACK_BYTES)?;
     let ubytes = word(raw, OFF_USTACK_BYTES)?;
-    let kernel_stack = words(raw, OFF_STACKS as usize, kbytes)?;
-    let user_stack = words(raw, OFF_STACKS as usize + kernel_stack.len() * 8, ubytes)?;
+    let kernel_stack = words(raw, stacks, kbytes)?;
+    let user_stack = words(raw, stacks + kernel_stack.len() * 8, ubytes)?;
     Ok(HitRecord {
         flags,
         pid: (pid_tgid >> 32) as u32,
@@ -137,6 +161,7 @@ pub fn decode(raw: &[u8]) -> Result<HitRecord, DecodeError> {
             .then(|| word(raw, OFF_OLD))
             .transpose()?,
         comm: String::from_utf8_lossy(&comm_bytes[..comm_len]).into_owned(),
+        ip: word(raw, OFF_IP)?,
         regs,
         insn,
         kernel_stack,
@@ -166,7 +191,7 @@ pub fn decode_output(bytes: &[u8]) -> Result<(u64, u32, HitRecord), DecodeError>
 impl HitRecord {
     /// The trap ip: the instruction after the store.
     pub fn ip(&self) -> u64 {
-        self.regs[reg::IP]
+        self.ip
     }
 
     /// The hit as the tracer's [`Sample`]: kernel frames, then user frames, as a perf call chain reads. A
@@ -200,29 +225,42 @@ impl HitRecord {
 /// Builds a hit record's bytes the way the program lays them out; for tests.
 #[cfg(any(test, feature = "testing"))]
 pub fn encode(r: &HitRecord) -> Vec<u8> {
-    let mut v = vec![0u8; OFF_STACKS as usize];
+    let stacks = if r.regs.is_some() {
+        OFF_STACKS_REGS
+    } else {
+        OFF_STACKS
+    };
+    let mut v = vec![0u8; stacks as usize];
     let mut put = |off: i16, x: u64| {
         v[off as usize..off as usize + 8].copy_from_slice(&x.to_ne_bytes());
     };
     let flags = r.flags
         | if r.value.is_some() { VALUE_KNOWN } else { 0 }
         | if r.old.is_some() { OLD_KNOWN } else { 0 }
-        | if r.insn.is_some() { INSN_KNOWN } else { 0 };
+        | if r.regs.is_some() { REGS_KNOWN } else { 0 }
+        | if r.regs.is_some() && r.insn.is_some() {
+            INSN_KNOWN
+        } else {
+            0
+        };
     put(OFF_FLAGS, flags);
     put(OFF_PID_TGID, (u64::from(r.pid) << 32) | u64::from(r.tid));
     put(OFF_TIME, r.time);
     put(OFF_ADDR, r.addr);
     put(OFF_VALUE, r.value.unwrap_or(0));
     put(OFF_OLD, r.old.unwrap_or(0));
-    for (i, x) in r.regs.iter().enumerate() {
-        put(OFF_REGS + 8 * i as i16, *x);
+    put(OFF_IP, r.ip);
+    if let Some(regs) = &r.regs {
+        for (i, x) in regs.iter().enumerate() {
+            put(OFF_REGS + 8 * i as i16, *x);
+        }
     }
     put(OFF_KSTACK_BYTES, 8 * r.kernel_stack.len() as u64);
     put(OFF_USTACK_BYTES, 8 * r.user_stack.len() as u64);
     let comm = r.comm.as_bytes();
     let n = comm.len().min(15);
     v[OFF_COMM as usize..OFF_COMM as usize + n].copy_from_slice(&comm[..n]);
-    if let Some(insn) = r.insn {
+    if let (Some(insn), Some(_)) = (r.insn, r.regs) {
         v[OFF_INSN as usize..OFF_INSN as usize + INSN_BYTES].copy_from_slice(&insn);
     }
     for x in r.kernel_stack.iter().chain(&r.user_stack) {
@@ -248,7 +286,8 @@ mod tests {
             value: Some(0x1f4),
             old: None,
             comm: "writer".into(),
-            regs,
+            ip: 0x401136,
+            regs: Some(regs),
             insn: Some([0x90; INSN_BYTES]),
             kernel_stack: vec![],
             user_stack: vec![0x401136, 0x401200, 0],
@@ -259,8 +298,19 @@ mod tests {
     fn round_trips_every_field() {
         let r = record();
         let mut want = r.clone();
-        want.flags |= VALUE_KNOWN | INSN_KNOWN;
+        want.flags |= VALUE_KNOWN | INSN_KNOWN | REGS_KNOWN;
         assert_eq!(decode(&encode(&r)).unwrap(), want);
+        // Without registers (no `--value`) the stacks follow the ip words: 184 bytes shorter.
+        let short = HitRecord {
+            regs: None,
+            insn: None,
+            ..r.clone()
+        };
+        let bytes = encode(&short);
+        assert_eq!(bytes.len() + 184, encode(&r).len());
+        let mut want = short.clone();
+        want.flags |= VALUE_KNOWN;
+        assert_eq!(decode(&bytes).unwrap(), want);
     }
 
     #[test]
@@ -288,7 +338,7 @@ mod tests {
     #[test]
     fn a_short_or_lying_record_is_an_error_not_a_panic() {
         let bytes = encode(&record());
-        for cut in [0, 7, 63, 200, OFF_STACKS as usize, bytes.len() - 1] {
+        for cut in [0, 7, 63, 200, OFF_STACKS_REGS as usize, bytes.len() - 1] {
             assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
         let mut lying = bytes.clone();

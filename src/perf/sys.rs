@@ -616,6 +616,7 @@ const BPF_MAP_CREATE: libc::c_int = 0;
 const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
 const BPF_MAP_DELETE_ELEM: libc::c_int = 3;
+const BPF_MAP_GET_NEXT_KEY: libc::c_int = 4;
 const BPF_PROG_LOAD: libc::c_int = 5;
 const BPF_RAW_TRACEPOINT_OPEN: libc::c_int = 17;
 
@@ -826,6 +827,28 @@ pub fn bpf_map_delete(map: BorrowedFd<'_>, key: &[u8]) -> io::Result<()> {
     // SAFETY: `key` is live for the call and as long as the map's key (the caller's contract); the kernel
     // only reads it.
     unsafe { bpf(BPF_MAP_DELETE_ELEM, &mut attr) }.map(|_| ())
+}
+
+/// BPF_MAP_GET_NEXT_KEY: the key after `key` (the first with `None`) into `next`, whose length must be
+/// the map's key size; `false` when there is none.
+pub fn bpf_map_next_key(
+    map: BorrowedFd<'_>,
+    key: Option<&[u8]>,
+    next: &mut [u8],
+) -> io::Result<bool> {
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: key.map_or(0, |k| k.as_ptr() as u64),
+        value: next.as_mut_ptr() as u64,
+        ..MapElemAttr::default()
+    };
+    // SAFETY: `key` (when given) and `next` are live for the call and as long as the map's key (the
+    // caller's contract); the kernel reads `key` and writes `next`.
+    match unsafe { bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) } {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Takes an exclusive `flock` on `file`, waiting for it: the lock live tests share with every other run

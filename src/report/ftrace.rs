@@ -20,6 +20,7 @@ use super::numbers::{push_dec_zero, push_hex, push_left, push_right, push_time};
 use super::summary::write_text;
 use super::{
     arm_failed_note, format_time, summary_line, Header, Hit, Output, StreamEvent, Summary, Value,
+    ValueFrom,
 };
 use crate::cpulist;
 
@@ -195,7 +196,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 l.push_str(" value=0x");
                 push_hex(l, v);
             }
-            Value::Written { value, old } => {
+            Value::Written { value, old, from } => {
                 for (key, v) in [(" value=", value), (" old=", old)] {
                     l.push_str(key);
                     match v {
@@ -204,6 +205,17 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                             push_hex(l, v);
                         }
                         None => l.push('?'),
+                    }
+                    if key == " value=" && value.is_some() {
+                        match from {
+                            ValueFrom::Insn => {}
+                            ValueFrom::Raced { memory } => {
+                                l.push_str("(raced:0x");
+                                push_hex(l, memory);
+                                l.push(')');
+                            }
+                            ValueFrom::Memory => l.push_str("(mem)"),
+                        }
                     }
                 }
             }
@@ -258,6 +270,10 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 self.out,
                 "# module {module} unloaded at {t}: no longer watching {}",
                 targets.join(", ")
+            ),
+            StreamEvent::ProcessExec { pid, comm } => writeln!(
+                self.out,
+                "# process {pid} exec'd {comm} at {t}: no longer watched"
             ),
         }
     }
@@ -420,18 +436,22 @@ mod tests {
             Value::Written {
                 value: Some(0x1f4),
                 old: Some(0x1f3),
+                from: ValueFrom::Insn,
             },
             Value::Written {
                 value: Some(0),
                 old: None,
+                from: ValueFrom::Insn,
             },
             Value::Written {
                 value: None,
                 old: Some(u64::MAX),
+                from: ValueFrom::Insn,
             },
             Value::Written {
                 value: None,
                 old: None,
+                from: ValueFrom::Insn,
             },
         ];
         let line = "          writer-4322    [000]     5.000000: counter W ip=0x401136 [writer]";
@@ -442,6 +462,26 @@ mod tests {
                 format!("{line} value=0x0 old=?"),
                 format!("{line} value=? old=0xffffffffffffffff"),
                 format!("{line} value=? old=?"),
+            ]
+        );
+        // A value read from memory is marked; one that raced names what memory held.
+        let values = [
+            Value::Written {
+                value: Some(3),
+                old: Some(2),
+                from: ValueFrom::Memory,
+            },
+            Value::Written {
+                value: Some(3),
+                old: None,
+                from: ValueFrom::Raced { memory: 0x2a },
+            },
+        ];
+        assert_eq!(
+            hit_lines(&values),
+            [
+                format!("{line} value=0x3(mem) old=0x2"),
+                format!("{line} value=0x3(raced:0x2a) old=?"),
             ]
         );
     }

@@ -15,7 +15,7 @@ use serde::{Serialize, Serializer};
 use super::numbers::{push_dec, push_hex};
 use super::{
     arm_failed_note, summary_line, Covered, Header, Hit, Output, ResolvedFrame, StopReason,
-    StreamEvent, Summary, Value,
+    StreamEvent, Summary, Value, ValueFrom,
 };
 
 /// Bumped when a field changes meaning or goes away; new fields do not bump it.
@@ -141,6 +141,10 @@ pub struct SummaryRecord<'a> {
     pub filtered: u64,
     /// Of `filtered`: traps of other processes at a process watch's address.
     pub filtered_other_process: u64,
+    /// `--value` hits whose memory at the trap differed from the instruction's value.
+    pub raced: u64,
+    /// `--if` hits kept on the memory read at the trap that the instruction's value would not pass.
+    pub condition_disagreed: u64,
     pub elapsed_s: f64,
     pub stop: &'static str,
     pub signal: Option<&'static str>,
@@ -173,6 +177,8 @@ impl<'a> SummaryRecord<'a> {
             lost: s.lost(),
             filtered: s.filtered,
             filtered_other_process: s.filtered_other_process,
+            raced: s.raced,
+            condition_disagreed: s.condition_disagreed,
             elapsed_s: s.elapsed.as_secs_f64(),
             stop,
             signal,
@@ -291,6 +297,14 @@ pub enum Record<'a> {
         /// unknown (the first hit). Absent without `--value`.
         #[serde(skip_serializing_if = "Option::is_none")]
         old: Option<Option<Hex>>,
+        /// `--value` with a known value: `insn` (from the store's instruction and registers, exact) or
+        /// `memory` (read at the trap: a read-modify-write or an instruction not decoded).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        value_from: Option<&'static str>,
+        /// The value memory held at the trap when it differed from the instruction's: another CPU stored
+        /// in between.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        raced: Option<Hex>,
     },
     Lost {
         time_ns: u64,
@@ -347,6 +361,12 @@ pub enum Record<'a> {
         module: &'a str,
         targets: &'a [String],
     },
+    /// A watched process exec'd `comm`: its watch ended there.
+    ProcessExec {
+        time_ns: u64,
+        pid: u32,
+        comm: &'a str,
+    },
     Summary(SummaryRecord<'a>),
 }
 
@@ -376,6 +396,23 @@ impl<'a> Record<'a> {
             },
             old: match h.value {
                 Value::Written { old, .. } => Some(old.map(Hex)),
+                _ => None,
+            },
+            value_from: match h.value {
+                Value::Written {
+                    value: Some(_),
+                    from: ValueFrom::Memory,
+                    ..
+                } => Some("memory"),
+                Value::Written { value: Some(_), .. } => Some("insn"),
+                _ => None,
+            },
+            raced: match h.value {
+                Value::Written {
+                    value: Some(_),
+                    from: ValueFrom::Raced { memory },
+                    ..
+                } => Some(Hex(memory)),
                 _ => None,
             },
         }
@@ -446,6 +483,11 @@ impl<'a> Record<'a> {
                 time_ns,
                 module,
                 targets,
+            },
+            StreamEvent::ProcessExec { pid, comm } => Record::ProcessExec {
+                time_ns,
+                pid: *pid,
+                comm,
             },
         }
     }
@@ -599,12 +641,22 @@ pub fn push_hit(out: &mut String, hit: &Hit<'_>) {
             out.push_str(",\"value\":");
             push_hex_string(out, v);
         }
-        Value::Written { value, old } => {
+        Value::Written { value, old, from } => {
             for (key, v) in [(",\"value\":", value), (",\"old\":", old)] {
                 out.push_str(key);
                 match v {
                     Some(v) => push_hex_string(out, v),
                     None => out.push_str("null"),
+                }
+            }
+            if value.is_some() {
+                match from {
+                    ValueFrom::Insn => out.push_str(",\"value_from\":\"insn\""),
+                    ValueFrom::Raced { memory } => {
+                        out.push_str(",\"value_from\":\"insn\",\"raced\":");
+                        push_hex_string(out, memory);
+                    }
+                    ValueFrom::Memory => out.push_str(",\"value_from\":\"memory\""),
                 }
             }
         }
@@ -840,18 +892,22 @@ mod tests {
             HitValue::Written {
                 value: Some(0x1f4),
                 old: Some(0x1f3),
+                from: ValueFrom::Insn,
             },
             HitValue::Written {
                 value: Some(0xfedc_ba98_7654_3210),
                 old: None,
+                from: ValueFrom::Insn,
             },
             HitValue::Written {
                 value: None,
                 old: Some(0),
+                from: ValueFrom::Insn,
             },
             HitValue::Written {
                 value: None,
                 old: None,
+                from: ValueFrom::Insn,
             },
         ];
         each_value_of_a_user_store(&values, |hit| p.hit(hit).unwrap());
@@ -871,6 +927,40 @@ mod tests {
             let h = h.as_object().unwrap();
             assert!(h.contains_key("value") && h.contains_key("old"), "{h:?}");
         }
+        assert_eq!(v[0]["value_from"], "insn");
+        assert!(
+            v[2].get("value_from").is_none(),
+            "an unknown value comes from nowhere"
+        );
+    }
+
+    /// `value_from` says whether the value is the instruction's (exact) or memory's at the trap; `raced`
+    /// is what memory held when it differed.
+    #[test]
+    fn a_value_hit_says_where_its_value_came_from() {
+        let mut p = Json::new(Vec::new(), Vec::new());
+        let values = [
+            HitValue::Written {
+                value: Some(1),
+                old: None,
+                from: ValueFrom::Memory,
+            },
+            HitValue::Written {
+                value: Some(1),
+                old: None,
+                from: ValueFrom::Raced { memory: 7 },
+            },
+        ];
+        each_value_of_a_user_store(&values, |hit| p.hit(hit).unwrap());
+        let v = lines(p.into_inner().0);
+        assert_eq!(
+            (&v[0]["value_from"], v[0].get("raced")),
+            (&"memory".into(), None)
+        );
+        assert_eq!(
+            (&v[1]["value_from"], &v[1]["raced"]),
+            (&"insn".into(), &"0x7".into())
+        );
     }
 
     /// A plain process watch's hit has no `old`: only `--value` knows it.
@@ -903,6 +993,7 @@ mod tests {
         let w = |v| HitValue::Written {
             value: Some(v),
             old: None,
+            from: ValueFrom::Insn,
         };
         let v = record(&[w(0x1f3), w(0x1f4), w(0x1f4), HitValue::Read(9)]);
         assert_eq!(
@@ -1007,11 +1098,19 @@ mod tests {
         ];
         let rendered = Rendered::default();
         let known = [None, Some(0), Some(0x1f4), Some(u64::MAX)];
-        let written = known.iter().flat_map(|&value| {
-            known
-                .iter()
-                .map(move |&old| HitValue::Written { value, old })
-        });
+        let froms = [
+            ValueFrom::Insn,
+            ValueFrom::Memory,
+            ValueFrom::Raced { memory: 0x2a },
+        ];
+        let mut written = Vec::new();
+        for value in known {
+            for old in known {
+                for from in froms {
+                    written.push(HitValue::Written { value, old, from });
+                }
+            }
+        }
         for value in [
             HitValue::NotRead,
             HitValue::Unreadable,

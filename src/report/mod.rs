@@ -74,7 +74,23 @@ pub enum Value {
     Written {
         value: Option<u64>,
         old: Option<u64>,
+        from: ValueFrom,
     },
+}
+
+/// Where a `--value` hit's value comes from ([`crate::x86_store`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueFrom {
+    /// The store's instruction and the registers at the trap: exactly what this store wrote, whatever other
+    /// CPUs did (text `value=0x2a`, JSON `"value_from":"insn"`).
+    Insn,
+    /// As `Insn`, but memory read at the trap held `memory`: another CPU stored between this store and the
+    /// trap (text `value=0x2a(raced:0x2b)`, JSON `"raced":"0x2b"`).
+    Raced { memory: u64 },
+    /// Memory read at the trap: a read-modify-write (`add`, `inc`, `xadd`, ...) or an instruction not
+    /// decoded; another CPU's later store can show instead (text `value=0x2a(mem)`, JSON
+    /// `"value_from":"memory"`).
+    Memory,
 }
 
 /// Things that happen to the stream itself.
@@ -127,6 +143,12 @@ pub enum StreamEvent {
     ModuleUnloaded {
         module: String,
         targets: Vec<String>,
+    },
+    /// A watched process exec'd another program (named `comm`): its watch ended there, in the kernel
+    /// before the new program ran; the watched address means something else in it.
+    ProcessExec {
+        pid: u32,
+        comm: String,
     },
 }
 
@@ -231,6 +253,12 @@ pub struct Summary {
     pub lost_by_cpu: BTreeMap<u32, u64>,
     /// Hits the filters dropped: not printed, not counted in `hits_by_cpu` nor toward `--count`.
     pub filtered: u64,
+    /// `--value` hits whose instruction's value and memory at the trap differed (another CPU stored in
+    /// between): the instruction's is printed.
+    pub raced: u64,
+    /// `--if` hits the kernel kept on the memory it read at the trap that the instruction's value would
+    /// not have passed (a race the kernel cannot see).
+    pub condition_disagreed: u64,
     /// Of `filtered`: traps of other processes that touched a process watch's address (one breakpoint
     /// per CPU sees every process there; the kernel program drops theirs).
     pub filtered_other_process: u64,
@@ -346,6 +374,10 @@ impl<O: Output, E: Write> Output for Quiet<O, E> {
                 "ksymwatch: module {module} unloaded: no longer watching {}",
                 targets.join(", ")
             ),
+            StreamEvent::ProcessExec { pid, comm } => writeln!(
+                self.err,
+                "ksymwatch: process {pid} exec'd {comm}: no longer watched"
+            ),
             // A script driving --control waits for the acknowledgement; with no stream it is on stderr.
             _ => match event.control_text() {
                 Some(text) => {
@@ -400,6 +432,20 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
                 summary.filtered_other_process
             )?;
         }
+    }
+    if summary.raced > 0 {
+        write!(
+            err,
+            ", {} raced (memory at the trap held another CPU's store; the instruction's value is shown)",
+            summary.raced
+        )?;
+    }
+    if summary.condition_disagreed > 0 {
+        write!(
+            err,
+            ", {} kept by --if on memory that the instruction's value would not pass",
+            summary.condition_disagreed
+        )?;
     }
     if !summary.unwatched_ns_by_cpu.is_empty() {
         let gaps: Vec<String> = summary

@@ -93,7 +93,8 @@ impl Output for Status {
             | StreamEvent::Retargeted { .. }
             | StreamEvent::Switched { .. }
             | StreamEvent::ControlRefused { .. }
-            | StreamEvent::ModuleUnloaded { .. } => {}
+            | StreamEvent::ModuleUnloaded { .. }
+            | StreamEvent::ProcessExec { .. } => {}
         }
         Ok(())
     }

@@ -461,7 +461,11 @@ mod tests {
     }
 
     fn written(value: Option<u64>) -> Value {
-        Value::Written { value, old: None }
+        Value::Written {
+            value,
+            old: None,
+            from: crate::report::ValueFrom::Insn,
+        }
     }
 
     /// A tally of one user store hit once with each of `values`.

@@ -9,11 +9,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::config::watch::Watch;
 use crate::perf::arm::{self, Scope};
 use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError};
-use crate::perf::hit_record;
+use crate::perf::hit_record::{self, HitRecord};
 use crate::perf::record::{self, Frame, Mmap, Record, Sample, ValueRecord};
 use crate::perf::sys::{self, Epoll};
-use crate::report::{Covered, Value};
+use crate::report::{Covered, Value, ValueFrom};
 use crate::trace::sorter::{RingKey, Sorter};
+use crate::x86_store;
 
 /// What a ring gave, in the order the sorter releases it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -310,6 +311,10 @@ impl EventSet {
         }
         self.retired.push(old);
         self.watches[index] = new;
+        if let Some(h) = &self.cfg.hits {
+            // The kernel's `old` (what `--if` reads) starts afresh at the new target, as the printed one does.
+            h.forget_olds(index)?;
+        }
         Ok(())
     }
 
@@ -510,6 +515,20 @@ fn read_value(pid: u32, addr: u64, len: u8) -> Value {
     }
 }
 
+/// A `--value` hit's value: the store instruction's when it decides it ([`crate::x86_store`]), marked as
+/// raced when memory at the trap held something else; else the memory the program read at the trap.
+fn written(hit: &HitRecord, len: u8) -> (Option<u64>, ValueFrom) {
+    let exact = match (&hit.insn, &hit.regs) {
+        (Some(insn), Some(regs)) => x86_store::stored_value(insn, regs, hit.addr, len, hit.value),
+        _ => None,
+    };
+    match (exact, hit.value) {
+        (Some(v), Some(m)) if v != m => (Some(v), ValueFrom::Raced { memory: m }),
+        (Some(v), _) => (Some(v), ValueFrom::Insn),
+        (None, memory) => (memory, ValueFrom::Memory),
+    }
+}
+
 /// Reads one ring empty into `sorter`. Second reports of one store (see [`repeats_store`]) are dropped
 /// but still counted as samples, since the kernel counted them as hits too. A task-bound event's sample
 /// gets the watched value read from its process here, as it leaves the ring, not when it is printed (the
@@ -571,10 +590,15 @@ fn drain_one(
                         );
                     }
                     let value = match (hit_value, hit.value) {
-                        (HitValue::Written, value) => Value::Written {
-                            value,
-                            old: hit.old,
-                        },
+                        (HitValue::Written, _) => {
+                            let len = watch_at(watches, retired, watch, hit.addr).len;
+                            let (value, from) = written(&hit, len);
+                            Value::Written {
+                                value,
+                                old: hit.old,
+                                from,
+                            }
+                        }
                         (HitValue::Read, Some(v)) => Value::Read(v),
                         (HitValue::Read, None) => Value::Unreadable,
                         (HitValue::NotRead, _) => Value::NotRead,
@@ -621,6 +645,7 @@ fn drain_one(
                     Value::Written {
                         value: written.and_then(|v| v.value),
                         old: written.and_then(|v| v.old),
+                        from: ValueFrom::Memory,
                     }
                 } else if process {
                     let len = watch_at(watches, retired, watch, s.addr).len;

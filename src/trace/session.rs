@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use ksymwatch_symbols::{LineSource, MappedFile, Origin, SymbolTable, UserSymbols};
 
+use crate::config::condition::Condition;
 use crate::config::filter::Filter;
 use crate::config::target::Target;
 use crate::config::watch::Access;
@@ -29,6 +30,7 @@ use crate::trace::control::{self, Command, Control};
 use crate::trace::events::{Audit, EventSet, Item};
 use crate::trace::exited::Graveyard;
 use crate::trace::hotplug::{Changes, Hotplug};
+use crate::trace::olds::Olds;
 use crate::trace::sorter::Sorter;
 use crate::trace::symbolize::Symbolizer;
 use crate::trace::unload;
@@ -56,6 +58,8 @@ pub struct Plan<'a> {
     pub user: UserSymbols,
     /// Whether `symbols` came from the kallsyms cache (unnamed kernel frames then get a hint).
     pub symbols_origin: Origin,
+    /// `--if`: checked again on the instruction's value of a hit that raced.
+    pub condition: Option<Condition>,
 }
 
 /// Resolves a `--control watch` target the way the command line's targets were resolved.
@@ -106,6 +110,8 @@ pub struct Session<'a, O: Output> {
     exited_tasks: Graveyard,
     exited_processes: Graveyard,
     summary: Summary,
+    /// `--value`'s `old` in merged time order.
+    olds: Olds,
     limits: Limits,
     filter: Filter,
     /// CPUs online but not armable (debug registers taken); already reported, retried on reconcile.
@@ -120,6 +126,12 @@ pub struct Session<'a, O: Output> {
     fatal: Option<Error>,
     /// A process watch: each process's pidfd, until it exits. The run ends when none is left.
     processes: Vec<Option<OwnedFd>>,
+    /// The watched processes' pids, as `processes`; an exec ends a watch only on the hit path.
+    process_pids: Vec<u32>,
+    ends_on_exec: bool,
+    /// Watched processes whose exec ended their watch: reported once, and their later traps (the ELF
+    /// loader clearing the new program's memory, before the kernel took the process out) are not hits.
+    exec_ended: Vec<u32>,
     /// Loadable modules holding targets, loaded when the session started: the reconcile checks sysfs for
     /// them in case their removal uevent was dropped ([`unload`]).
     modules: Vec<std::sync::Arc<str>>,
@@ -148,7 +160,10 @@ impl<'a, O: Output> Session<'a, O> {
             comms,
             user,
             symbols_origin,
+            condition,
         } = plan;
+        // The program drops traps in the kernel only for a condition or a filter.
+        let kernel_drops = condition.is_some() || filter != Filter::default();
         let epoll = Epoll::new().or_exit(ExitCode::Runtime, "epoll_create")?;
         epoll
             .add(signals.fd(), TOKEN_SIGNAL)
@@ -169,6 +184,7 @@ impl<'a, O: Output> Session<'a, O> {
                 processes.push(None);
             }
         }
+        let ends_on_exec = cfg.hits.as_ref().is_some_and(|h| h.ends_on_exec());
         let events = EventSet::new(
             watches,
             cfg,
@@ -215,6 +231,7 @@ impl<'a, O: Output> Session<'a, O> {
                 tally: tally.then(Default::default),
                 ..Summary::default()
             },
+            olds: Olds::new(condition, kernel_drops),
             limits,
             filter,
             unarmable: BTreeSet::new(),
@@ -223,6 +240,9 @@ impl<'a, O: Output> Session<'a, O> {
             output_error: None,
             fatal: None,
             processes,
+            process_pids: pids,
+            ends_on_exec,
+            exec_ended: Vec::new(),
             modules: if scope_is_system {
                 unload::loaded(watches, std::path::Path::new(unload::SYS_MODULE))
             } else {
@@ -412,6 +432,11 @@ impl<'a, O: Output> Session<'a, O> {
             } => {
                 self.exited_tasks.revive(tid);
                 self.comms.set(tid, &comm);
+                if exec && self.ends_on_exec {
+                    if let Some(stop) = self.process_exec(pid, &comm, time) {
+                        return Some(stop);
+                    }
+                }
                 if exec {
                     // After exec the thread is its process's leader (tid == pid), running another program.
                     self.exited_processes.revive(pid);
@@ -476,7 +501,10 @@ impl<'a, O: Output> Session<'a, O> {
                 }
                 None
             }
-            Item::Lost { cpu, count } => self.lost(cpu, count, time),
+            Item::Lost { cpu, count } => {
+                self.olds.lost();
+                self.lost(cpu, count, time)
+            }
         }
     }
 
@@ -605,6 +633,8 @@ impl<'a, O: Output> Session<'a, O> {
                     return self.refuse(line, reason);
                 }
                 let started = sys::monotonic_ns();
+                // Hits of the old target still in the rings are printed below, with their own olds: the
+                // new target's first hit then starts afresh.
                 if let Err(e) = self.events.retarget(0, watch.clone()) {
                     return self
                         .refuse(line, format!("the kernel refused the new breakpoint: {e}"));
@@ -612,6 +642,7 @@ impl<'a, O: Output> Session<'a, O> {
                 if let Some(stop) = self.flush_rings() {
                     return Some(stop);
                 }
+                self.olds.forget(0);
                 let acked = sys::monotonic_ns();
                 if self.events.enabled() {
                     if let Err(e) = self.events.enable() {
@@ -684,6 +715,32 @@ impl<'a, O: Output> Session<'a, O> {
                 .map(|m| m.to_string()),
         );
         self.follow(changes)
+    }
+
+    /// Watched process `pid` exec'd `comm`: the kernel took it out of the watched processes before the
+    /// new program ran; the reader is told, and the run ends when no watched process is left.
+    fn process_exec(&mut self, pid: u32, comm: &str, time: u64) -> Option<StopReason> {
+        let i = self.process_pids.iter().position(|&p| p == pid)?;
+        if self.exec_ended.contains(&pid) {
+            return None;
+        }
+        self.exec_ended.push(pid);
+        // The pidfd may be gone already: a process that exits right after its exec is seen exiting
+        // before its exec record is read.
+        if let Some(fd) = self.processes.get_mut(i).and_then(Option::take) {
+            let _ = self.epoll.delete(fd.as_fd());
+        }
+        let event = StreamEvent::ProcessExec {
+            pid,
+            comm: comm.to_string(),
+        };
+        if let Some(stop) = self.emit_event(&event, time) {
+            return Some(stop);
+        }
+        self.processes
+            .iter()
+            .all(Option::is_none)
+            .then_some(StopReason::Exited)
     }
 
     /// A kernel module was removed: every watch on its memory is drained, closed and marked, before any
@@ -826,15 +883,26 @@ impl<'a, O: Output> Session<'a, O> {
             return Some(StopReason::Count);
         }
         let comm = self.comms.name(sample.pid, sample.tid);
-        if !self.filter.admits(sample.tid, sample.in_kernel(), comm) {
+        if !self.filter.admits(sample.tid, sample.in_kernel(), comm)
+            || self.exec_ended.contains(&sample.pid)
+        {
             self.summary.filtered += 1;
             return None;
         }
         *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
         let named = self.symbolizer.named(sample);
+        let hit_watch = self.events.watch_of(watch, sample.addr);
+        let value = self.olds.settle(
+            watch,
+            sample.addr,
+            hit_watch.len,
+            sample.pid,
+            value,
+            &mut self.summary,
+        );
         let hit = Hit {
             sample,
-            watch: self.events.watch_of(watch, sample.addr),
+            watch: hit_watch,
             watch_index: watch,
             comm,
             ip: &named.ip,

@@ -22,6 +22,13 @@
 //                           before it exits, from the start ("ready" at once): before "go" they store into
 //                           target_var2, after it into target_var; on "stop" the chains end and it prints
 //                           "stores=S" (stores into target_var) and "done"; exit on EOF
+//   threads tagged N COUNT  "ready"; on "go" N threads each store (tid << 32 | seq) for seq 1..COUNT into
+//                           target_var with a plain `mov` (ksw_thread_store), then COUNT/10 locked adds of
+//                           1 (ksw_thread_add, a read-modify-write); they run at once on every CPU, so
+//                           stores contend; print "stores=S adds=A" and "done"; exit on EOF
+//   threads reexec N        "ready"; on "go" store N into target_var once, then exec itself as `threads
+//                           after-exec 1`, which stores 2 into target_var (the same address when built
+//                           -no-pie), prints "exec'd" and exits on EOF
 //   threads forks N         "ready"; on "go" fork N children, each storing its pid into target_var once and
 //                           exiting, wait for them, store once itself, print "children=P1,P2,..." and "done";
 //                           exit on EOF
@@ -49,6 +56,12 @@ static volatile unsigned long hog_vars[4] __attribute__((aligned(64)));
 __attribute__((noipa)) void ksw_thread_store(volatile unsigned long *p, unsigned long v) {
     __asm__ volatile("" ::"r"(__builtin_frame_address(0)));
     *p = v;
+}
+
+// The one place a helper does a read-modify-write of a watched global (`lock add`).
+__attribute__((noipa)) void ksw_thread_add(volatile unsigned long *p, unsigned long v) {
+    __asm__ volatile("" ::"r"(__builtin_frame_address(0)));
+    __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -129,6 +142,21 @@ static void *alternate(void *arg) {
         if (pause_us) usleep(pause_us);
     }
     *total = i;
+    return NULL;
+}
+
+static unsigned long tagged_count;
+
+static void *tagged(void *arg) {
+    (void)arg;
+    unsigned long tid = (unsigned long)gettid_();
+    pthread_mutex_lock(&mu);
+    started++;
+    pthread_cond_broadcast(&cv);
+    while (!go) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    for (unsigned long seq = 1; seq <= tagged_count; seq++) ksw_thread_store(&target_var, tid << 32 | seq);
+    for (unsigned long i = 0; i < tagged_count / 10; i++) ksw_thread_add(&target_var, 1);
     return NULL;
 }
 
@@ -244,7 +272,7 @@ int main(int argc, char **argv) {
     const char *mode = argc > 2 ? argv[1] : "";
     long n = argc > 2 ? atol(argv[2]) : 0;
     if (n <= 0 || (strcmp(mode, "threads") == 0 && argc < 4)) {
-        fprintf(stderr, "usage: threads threads N LATE | alternate N [US] | hog N | count N | churn N | forks N\n");
+        fprintf(stderr, "usage: threads threads N LATE | alternate N [US] | hog N | count N | churn N | forks N | tagged N COUNT | reexec N\n");
         return 2;
     }
     pthread_attr_init(&attr);
@@ -291,6 +319,36 @@ int main(int argc, char **argv) {
         pthread_mutex_unlock(&mu);
         printf("stores=%ld\ndone\n", __atomic_load_n(&churn_stores, __ATOMIC_RELAXED));
         fflush(stdout);
+        wait_eof();
+    } else if (strcmp(mode, "tagged") == 0) {
+        tagged_count = argc > 3 ? strtoul(argv[3], NULL, 10) : 1000;
+        pthread_t *t = calloc(n, sizeof *t);
+        if (!t) die("calloc", ENOMEM);
+        for (long i = 0; i < n; i++) spawn(&t[i], tagged, NULL);
+        wait_count(&started, n);
+        say("ready\n");
+        if (!wait_for("go")) return 0;
+        pthread_mutex_lock(&mu);
+        go = 1;
+        pthread_cond_broadcast(&cv);
+        pthread_mutex_unlock(&mu);
+        for (long i = 0; i < n; i++) pthread_join(t[i], NULL);
+        printf("stores=%lu adds=%lu\ndone\n", n * tagged_count, n * (tagged_count / 10));
+        fflush(stdout);
+        wait_eof();
+    } else if (strcmp(mode, "reexec") == 0) {
+        say("ready\n");
+        if (!wait_for("go")) return 0;
+        ksw_thread_store(&target_var, (unsigned long)n);
+        char self[4096];
+        ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (len < 0) die("readlink", errno);
+        self[len] = 0;
+        execl(self, "threads", "after-exec", "1", (char *)NULL);
+        die("execl", errno);
+    } else if (strcmp(mode, "after-exec") == 0) {
+        ksw_thread_store(&target_var, 2);
+        say("exec'd\n");
         wait_eof();
     } else if (strcmp(mode, "forks") == 0) {
         say("ready\n");

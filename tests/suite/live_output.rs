@@ -140,6 +140,8 @@ mod schema {
         pub lost: u64,
         pub filtered: u64,
         pub filtered_other_process: u64,
+        pub raced: u64,
+        pub condition_disagreed: u64,
         pub elapsed_s: f64,
         pub stop: String,
         pub signal: Option<String>,

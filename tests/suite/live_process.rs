@@ -45,12 +45,6 @@ fn is_pie(path: &Path) -> bool {
     u16::from_le_bytes([bytes[16], bytes[17]]) == 3
 }
 
-fn parse_ndjson(text: &str) -> Vec<Value> {
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
 /// `done tids=K`: how many distinct tids stored (fewer than N+LATE only if the kernel reused a tid).
 fn done_tids(lines: &[String]) -> usize {
     lines
@@ -77,7 +71,7 @@ fn attach_sees_every_thread_including_later_ones() {
         &pid.to_string(),
         "target_var",
     ]);
-    let header = parse_ndjson(&t.header);
+    let header = util::ndjson(&t.header);
     let head = header
         .iter()
         .find(|v| v["type"] == "header")
@@ -92,7 +86,7 @@ fn attach_sees_every_thread_including_later_ones() {
     let (code, out, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("stopped: watched process exited"), "{err}");
-    let records = parse_ndjson(&out);
+    let records = util::ndjson(&out);
     let stores = user_stores(&records, pid);
     let tids: BTreeSet<u64> = stores.iter().filter_map(|v| v["tid"].as_u64()).collect();
     assert_eq!(stores.len(), 1020, "user-space hits");
@@ -146,7 +140,7 @@ fn launch_mode_covers_every_thread_of_a_pie() {
         Some(0),
         "ksymwatch exits with the command's status"
     );
-    let records = parse_ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
+    let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
     let head = records
         .iter()
         .find(|v| v["type"] == "header")
@@ -203,7 +197,7 @@ fn a_launched_command_that_exits_at_once_has_its_stores_named() {
         .filter(|l| l.starts_with('{'))
         .map(|l| format!("{l}\n"))
         .collect();
-    let records = parse_ndjson(&stream);
+    let records = util::ndjson(&stream);
     let user: Vec<&serde_json::Value> = records
         .iter()
         .filter(|v| v["type"] == "hit" && v["in_kernel"] == false)
@@ -278,7 +272,8 @@ fn launch_mode_exits_with_the_commands_status() {
     }
 }
 
-/// A launched shell that execs the helper: the watch follows the exec by default (the kernel keeps a
+/// A launched shell that execs the helper: with one breakpoint per CPU (the default) the exec ends the
+/// watch of that process, reported; with `--per-thread` the watch follows the exec (the kernel keeps a
 /// task's events), and `--remove-on-exec` drops it there.
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
@@ -300,7 +295,11 @@ fn remove_on_exec_drops_the_watch_at_a_later_exec() {
     let script = format!("exec {} threads 3 0", bin.display());
     let stream = std::env::temp_dir().join(format!("ksw-remove-on-exec-{}", std::process::id()));
     let stream_arg = stream.to_str().expect("utf-8 path");
-    for (flag, want_user) in [(None, 3), (Some("--remove-on-exec"), 0)] {
+    for (flag, want_user) in [
+        (None, 0),
+        (Some("--per-thread"), 3),
+        (Some("--remove-on-exec"), 0),
+    ] {
         let mut args = vec!["write", "--json", "--no-status", "-o", stream_arg];
         args.extend(flag);
         args.extend([addr.as_str(), "--", "sh", "-c", &script]);
@@ -311,7 +310,7 @@ fn remove_on_exec_drops_the_watch_at_a_later_exec() {
         let pid = h.pid;
         let status = h.close_and_wait(Duration::from_secs(30));
         assert_eq!(status.code(), Some(0));
-        let records = parse_ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
+        let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
         // Counted by where they ran, not by name: the helper exits as soon as it is done, and a process
         // gone before its first hit was drained keeps unnamed user frames (the MMAP2 item of #12).
         let user = records
@@ -319,6 +318,15 @@ fn remove_on_exec_drops_the_watch_at_a_later_exec() {
             .filter(|v| v["type"] == "hit" && v["pid"] == pid && v["in_kernel"] == false)
             .count();
         assert_eq!(user, want_user, "{flag:?}");
+        let marks = records
+            .iter()
+            .filter(|v| v["type"] == "process_exec")
+            .count();
+        assert_eq!(
+            marks,
+            usize::from(flag.is_none()),
+            "{flag:?}: the exec is reported"
+        );
     }
     let _ = std::fs::remove_file(&stream);
 }
@@ -479,7 +487,7 @@ fn two_pids_are_watched_until_both_have_exited() {
     let header = t.header.clone();
     let (code, out, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
-    let records = parse_ndjson(&(header + &out));
+    let records = util::ndjson(&(header + &out));
     let head = records
         .iter()
         .find(|v| v["type"] == "header")

@@ -10,12 +10,6 @@ use serde_json::Value;
 
 use crate::util::{self, helper, helper_with, Tracer, Writer};
 
-fn parse_ndjson(text: &str) -> Vec<Value> {
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
 /// The helper's own stores into the watch, by tid: (the kernel's writes, exec zeroing .bss, have kernel
 /// ips).
 fn stores_by_tid(records: &[Value], pid: u32) -> BTreeMap<u64, usize> {
@@ -28,14 +22,6 @@ fn stores_by_tid(records: &[Value], pid: u32) -> BTreeMap<u64, usize> {
         *by_tid.entry(v["tid"].as_u64().expect("tid")).or_default() += 1;
     }
     by_tid
-}
-
-fn summary(records: &[Value]) -> &Value {
-    records
-        .iter()
-        .rev()
-        .find(|v| v["type"] == "summary")
-        .expect("summary record")
 }
 
 fn stores_line(lines: &[String]) -> usize {
@@ -67,7 +53,7 @@ fn ten_thousand_threads_each_store_exactly_once() {
         &pid.to_string(),
         "target_var",
     ]);
-    let header = parse_ndjson(&t.header);
+    let header = util::ndjson(&t.header);
     let head = header
         .iter()
         .find(|v| v["type"] == "header")
@@ -84,13 +70,13 @@ fn ten_thousand_threads_each_store_exactly_once() {
     h.finish();
     let (code, out, err) = t.wait(Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
-    let records = parse_ndjson(&out);
+    let records = util::ndjson(&out);
     let by_tid = stores_by_tid(&records, pid);
     assert_eq!(
         by_tid.len(),
         10000,
         "distinct storing tids ({lines:?}); {}",
-        summary(&records)
+        util::summary_record(&records)
     );
     assert!(by_tid.values().all(|&n| n == 1), "a thread reported twice");
     assert!(records
@@ -102,7 +88,12 @@ fn ten_thousand_threads_each_store_exactly_once() {
             .all(|v| v["type"] != "hit" || v["comm"] == "threads"),
         "every writer named by the kernel"
     );
-    assert_eq!(summary(&records)["lost"], 0, "{}", summary(&records));
+    assert_eq!(
+        util::summary_record(&records)["lost"],
+        0,
+        "{}",
+        util::summary_record(&records)
+    );
 }
 
 /// Chains of threads that each store once and create the next, running while the watch is armed (storing
@@ -135,17 +126,27 @@ fn threads_born_during_and_after_arming_are_each_seen_once() {
     h.finish();
     let (code, out, err) = t.wait(Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
-    let records = parse_ndjson(&out);
+    let records = util::ndjson(&out);
     let by_tid = stores_by_tid(&records, h_pid(&pid));
     assert!(stores > 100, "the helper churned: {stores} stores");
-    assert_eq!(summary(&records)["lost"], 0, "{}", summary(&records));
+    assert_eq!(
+        util::summary_record(&records)["lost"],
+        0,
+        "{}",
+        util::summary_record(&records)
+    );
     assert_eq!(by_tid.values().sum::<usize>(), stores, "one hit per store");
     assert_eq!(
         by_tid.len(),
         stores,
         "each store by its own thread, seen once"
     );
-    assert_eq!(summary(&records)["lost"], 0, "{}", summary(&records));
+    assert_eq!(
+        util::summary_record(&records)["lost"],
+        0,
+        "{}",
+        util::summary_record(&records)
+    );
 }
 
 fn h_pid(pid: &str) -> u32 {
@@ -184,7 +185,7 @@ fn another_process_at_the_same_address_is_dropped_and_counted() {
     watched.finish();
     let (code, out, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
-    let records = parse_ndjson(&out);
+    let records = util::ndjson(&out);
     assert_eq!(
         stores_by_tid(&records, pid).len(),
         3,
@@ -198,7 +199,7 @@ fn another_process_at_the_same_address_is_dropped_and_counted() {
         foreign.is_empty(),
         "another process's hits shown: {foreign:?}"
     );
-    let s = summary(&records);
+    let s = util::summary_record(&records);
     assert!(
         s["filtered"].as_u64().is_some_and(|f| f >= 5),
         "the other process's 5 stores counted as filtered: {s}"
@@ -248,7 +249,7 @@ fn launch_mode_follows_the_commands_children() {
         .collect();
     let status = h.close_and_wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(0));
-    let records = parse_ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
+    let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
     for pid in children.iter().chain([&parent]) {
         let by_tid = stores_by_tid(&records, *pid);
         assert_eq!(
@@ -291,11 +292,60 @@ fn a_non_leader_tid_watches_its_process_and_ends_with_it() {
         err.contains(&format!("-p {tid} is a thread of process {pid}")),
         "{err}"
     );
-    let records = parse_ndjson(&out);
+    let records = util::ndjson(&out);
     assert_eq!(
         stores_by_tid(&records, pid).len(),
         3,
         "every thread of the process"
     );
-    assert_eq!(summary(&records)["stop"], "exited");
+    assert_eq!(util::summary_record(&records)["stop"], "exited");
+}
+
+/// A watched process that execs another program stops being watched there, before the new program runs:
+/// the program re-exec'd (non-PIE, so the global is at the same address) stores into it again, and that
+/// store is never a hit. The exec is reported in the stream, and with no watched process left the run ends.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn an_exec_ends_the_watch_of_that_process_and_is_reported() {
+    let Some(_live) = util::live() else { return };
+    let mut h = Writer::start_binary(&helper_with("threads", &["-no-pie"]), &["reexec", "7"]);
+    h.read_until("ready");
+    let pid = h.pid;
+    let t = Tracer::start_json(&[
+        "write",
+        "--json",
+        "--no-status",
+        "-p",
+        &pid.to_string(),
+        "target_var",
+    ]);
+    h.send("go");
+    h.read_until("exec'd");
+    // The tracer ends by itself: its only process is no longer watched (it is still running).
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    h.finish();
+    assert_eq!(code, 0, "{err}");
+    let records = util::ndjson(&out);
+    let user: Vec<_> = records
+        .iter()
+        .filter(|v| v["type"] == "hit" && v["ip"]["sym"] == "ksw_thread_store")
+        .collect();
+    assert_eq!(user.len(), 1, "only the store before the exec: {user:?}");
+    assert_eq!(user[0]["value"], "0x7");
+    let exec = records
+        .iter()
+        .position(|v| v["type"] == "process_exec")
+        .unwrap_or_else(|| panic!("no process_exec record: {out}"));
+    assert_eq!(records[exec]["pid"], pid);
+    assert_eq!(records[exec]["comm"], "threads-no-pie");
+    assert!(
+        records[exec..].iter().all(|v| v["type"] != "hit"),
+        "no hit after the exec mark"
+    );
+    assert_eq!(util::summary_record(&records)["stop"], "exited");
+    // Counted with the filtered traps: the ELF loader's writes into the new program's memory.
+    assert!(
+        util::summary_record(&records)["filtered"].as_u64() >= Some(1),
+        "{err}"
+    );
 }

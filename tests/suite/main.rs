@@ -11,6 +11,7 @@ mod check;
 mod debuginfod_cli;
 mod live_arm;
 mod live_cache;
+mod live_contended;
 mod live_control;
 mod live_exact;
 mod live_exited;

@@ -719,3 +719,19 @@ pub fn run_as_nobody(args: &[&str]) -> Option<(i32, String, String)> {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     ))
 }
+
+/// NDJSON output, one parsed record per line (a line that is not JSON fails the test, naming it).
+pub fn ndjson(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The last `summary` record of NDJSON output.
+pub fn summary_record(records: &[serde_json::Value]) -> &serde_json::Value {
+    records
+        .iter()
+        .rev()
+        .find(|v| v["type"] == "summary")
+        .expect("summary record")
+}

@@ -1,8 +1,10 @@
-//! Following a watched process's children in the kernel: a raw-tracepoint program on `sched_process_fork`
-//! that adds a new process to the hit programs' `procs` map when its parent's process is there, before the
-//! child runs its first instruction (the tracepoint fires in the parent, inside `fork`). A new thread
-//! (same tgid) is covered already and left alone. Launch mode uses it, as `perf record -- CMD` follows its
-//! command's children.
+//! Following watched processes in the kernel, through the hit programs' `procs` map:
+//! - children: a raw-tracepoint program on `sched_process_fork` adds a new process to `procs` when its
+//!   parent's process is there, before the child runs its first instruction (the tracepoint fires in the
+//!   parent, inside `fork`). A new thread (same tgid) is covered already and left alone. Launch mode uses
+//!   it, as `perf record -- CMD` follows its command's children.
+//! - execs: a program on `sched_process_exec` takes the process out of `procs` as it starts another
+//!   program, before that program's first instruction: the watched address means something else there.
 //!
 //! The child's `tgid` is read from its `task_struct` at the offset the running kernel's BTF gives: the
 //! tracepoint's arguments are `(struct task_struct *parent, struct task_struct *child)`.
@@ -60,6 +62,20 @@ pub fn generate(procs: i32, tgid_offset: i16) -> Result<Vec<Insn>, AsmError> {
     a.finish()
 }
 
+/// The exec program: deletes the current process (the one exec'ing) from `procs`.
+pub fn generate_exec(procs: i32) -> Result<Vec<Insn>, AsmError> {
+    let mut a = Asm::new();
+    a.call(helper::GET_CURRENT_PID_TGID)
+        .alu_imm(Alu::Rsh, R0, 32)
+        .store(W, FP, PARENT_TGID, R0)
+        .ld_map_fd(R1, procs)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(PARENT_TGID))
+        .call(helper::MAP_DELETE_ELEM);
+    a.mov_imm(R0, 0).exit();
+    a.finish()
+}
+
 /// The loaded program, attached while this lives.
 pub struct Follower {
     _link: OwnedFd,
@@ -91,28 +107,46 @@ fn tgid_offset() -> Result<i16, Error> {
 }
 
 impl Follower {
-    /// Loads and attaches the program for the watched-process map `procs`.
+    /// Loads and attaches the fork program for the watched-process map `procs`.
     pub fn attach(procs: BorrowedFd<'_>) -> Result<Follower, Error> {
         use std::os::fd::AsRawFd;
-        let insns: Vec<u64> = generate(procs.as_raw_fd(), tgid_offset()?)
-            .map_err(|e| Error::runtime("building the fork-following program").caused_by(e))?
-            .iter()
-            .map(|i| i.raw())
-            .collect();
-        let mut log = Vec::new();
-        let prog = sys::bpf_prog_load(PROG_TYPE_RAW_TRACEPOINT, &insns, "ksw_follow", &mut log)
-            .map_err(|e| {
-                Error::not_permitted(format!(
-                    "the kernel would not load the fork-following program ({e}): {}",
-                    String::from_utf8_lossy(&log).trim().replace('\n', " | ")
-                ))
-            })?;
-        let link = sys::bpf_raw_tracepoint_open("sched_process_fork", prog.as_fd()).map_err(|e| {
+        let insns = generate(procs.as_raw_fd(), tgid_offset()?)
+            .map_err(|e| Error::runtime("building the fork-following program").caused_by(e))?;
+        Follower::load(&insns, "sched_process_fork", "ksw_follow").map_err(|e| {
             Error::not_permitted(format!(
-                "cannot attach to the sched_process_fork tracepoint ({e}): children of the command would \
-                 not be followed"
+                "cannot follow forks on the sched_process_fork tracepoint ({e}): children of the command \
+                 would not be followed"
             ))
-        })?;
+        })
+    }
+
+    /// Loads and attaches the exec program for the watched-process map `procs`.
+    pub fn attach_exec(procs: BorrowedFd<'_>) -> Result<Follower, Error> {
+        use std::os::fd::AsRawFd;
+        let insns = generate_exec(procs.as_raw_fd())
+            .map_err(|e| Error::runtime("building the exec-following program").caused_by(e))?;
+        Follower::load(&insns, "sched_process_exec", "ksw_exec").map_err(|e| {
+            Error::not_permitted(format!(
+                "cannot follow execs on the sched_process_exec tracepoint ({e}): a watched process that \
+                 execs another program would stay watched at the same address"
+            ))
+        })
+    }
+
+    fn load(insns: &[Insn], tracepoint: &str, name: &str) -> std::io::Result<Follower> {
+        let insns: Vec<u64> = insns.iter().map(|i| i.raw()).collect();
+        let mut log = Vec::new();
+        let prog =
+            sys::bpf_prog_load(PROG_TYPE_RAW_TRACEPOINT, &insns, name, &mut log).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{e}: {}",
+                        String::from_utf8_lossy(&log).trim().replace('\n', " | ")
+                    ),
+                )
+            })?;
+        let link = sys::bpf_raw_tracepoint_open(tracepoint, prog.as_fd())?;
         Ok(Follower {
             _link: link,
             _prog: prog,

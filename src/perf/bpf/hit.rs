@@ -1,7 +1,7 @@
 //! The hit program: one program per watch that decides in the kernel whether a trap is a hit worth keeping
 //! and, for those it keeps, emits everything the tracer needs as one record ([`crate::perf::hit_record`]):
-//! tid, comm, time, value and old, the trap's registers, the instruction bytes that end at the trap ip, and
-//! the kernel and user stacks. It always returns 0, so the kernel writes no sample of its own.
+//! tid, comm, time, ip, value and old, with `--value` the trap's registers and the instruction bytes that end
+//! at the trap ip, and the kernel and user stacks. It always returns 0, so the kernel writes no sample of its own.
 //!
 //! Why the program takes the stacks itself: since Linux 6.3 the kernel prepares the whole sample (call
 //! chain included, when `sample_type` asks for one) before a perf-event program runs, even if the program
@@ -79,6 +79,9 @@ pub struct HitSpec<'a> {
     /// Read the watched bytes at the trap. Off for a read-write watch of a user address, where the
     /// program's own read would trap again.
     pub read_value: bool,
+    /// Carry the trap's registers and instruction bytes (`--value`: the store's value is decoded from
+    /// them); otherwise the record is 184 bytes shorter.
+    pub regs: bool,
     pub condition: Option<&'a Condition>,
     pub filter: &'a Filter,
 }
@@ -122,7 +125,7 @@ pub fn generate(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmErro
         program::condition(&mut a, cond, spec.len, emit, filtered);
     }
     a.bind(emit);
-    emit_record(&mut a, maps);
+    emit_record(&mut a, maps, spec.regs);
     count(&mut a, filtered, maps.stats, STAT_FILTERED);
     if maps.procs.is_some() {
         count(&mut a, other, maps.stats, STAT_OTHER_PROCESS);
@@ -151,8 +154,8 @@ fn count(a: &mut Asm, label: Label, stats: i32, slot: u32) {
 }
 
 /// Builds the record in the scratch entry (value in r7, old in r8, flags in r9, context in r6) and
-/// writes it to this CPU's output; returns 0.
-fn emit_record(a: &mut Asm, maps: &HitMaps) {
+/// writes it to this CPU's output; returns 0. `regs`: with the registers and instruction bytes.
+fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool) {
     let out = a.label();
     a.store_imm(W, FP, SCRATCH_KEY, 0)
         .ld_map_fd(R1, maps.scratch)
@@ -179,34 +182,43 @@ fn emit_record(a: &mut Asm, maps: &HitMaps) {
         .alu_imm(Alu::Add, R1, i32::from(rec::OFF_COMM))
         .mov_imm(R2, 16)
         .call(helper::GET_CURRENT_COMM);
-    for i in 0..rec::REGS as i16 {
-        a.load(DW, R1, R6, 8 * i)
-            .store(DW, R7, rec::OFF_REGS + 8 * i, R1);
+    a.load(DW, R1, R6, CTX_IP).store(DW, R7, rec::OFF_IP, R1);
+    if regs {
+        a.alu_imm(Alu::Or, R9, rec::REGS_KNOWN as i32);
+        for i in 0..rec::REGS as i16 {
+            a.load(DW, R1, R6, 8 * i)
+                .store(DW, R7, rec::OFF_REGS + 8 * i, R1);
+        }
+        // The instruction that ends at the trap ip, read from where it runs.
+        a.mov(R1, R7)
+            .alu_imm(Alu::Add, R1, i32::from(rec::OFF_INSN))
+            .mov_imm(R2, rec::INSN_BYTES as i32)
+            .load(DW, R3, R6, CTX_IP)
+            .alu_imm(Alu::Sub, R3, rec::INSN_BYTES as i32);
+        let kernel_text = a.label();
+        let read = a.label();
+        a.jump_imm(Cond::Slt, R3, 0, kernel_text)
+            .call(helper::PROBE_READ_USER)
+            .goto(read);
+        a.bind(kernel_text);
+        a.call(helper::PROBE_READ_KERNEL);
+        a.bind(read);
+        let no_insn = a.label();
+        a.jump_imm(Cond::Ne, R0, 0, no_insn)
+            .alu_imm(Alu::Or, R9, rec::INSN_KNOWN as i32);
+        a.bind(no_insn);
     }
-    // The instruction that ends at the trap ip, read from where it runs.
-    a.mov(R1, R7)
-        .alu_imm(Alu::Add, R1, i32::from(rec::OFF_INSN))
-        .mov_imm(R2, rec::INSN_BYTES as i32)
-        .load(DW, R3, R6, CTX_IP)
-        .alu_imm(Alu::Sub, R3, rec::INSN_BYTES as i32);
-    let kernel_text = a.label();
-    let read = a.label();
-    a.jump_imm(Cond::Slt, R3, 0, kernel_text)
-        .call(helper::PROBE_READ_USER)
-        .goto(read);
-    a.bind(kernel_text);
-    a.call(helper::PROBE_READ_KERNEL);
-    a.bind(read);
-    let no_insn = a.label();
-    a.jump_imm(Cond::Ne, R0, 0, no_insn)
-        .alu_imm(Alu::Or, R9, rec::INSN_KNOWN as i32);
-    a.bind(no_insn);
     a.store(DW, R7, rec::OFF_FLAGS, R9);
     // The stacks: the kernel's, then the user's right after it; a failed walk is an empty stack.
     let max = (8 * rec::MAX_FRAMES) as i32;
+    let stacks = i32::from(if regs {
+        rec::OFF_STACKS_REGS
+    } else {
+        rec::OFF_STACKS
+    });
     a.mov(R1, R6)
         .mov(R2, R7)
-        .alu_imm(Alu::Add, R2, i32::from(rec::OFF_STACKS))
+        .alu_imm(Alu::Add, R2, stacks)
         .mov_imm(R3, max)
         .mov_imm(R4, 0)
         .call(more_helper::GET_STACK);
@@ -214,7 +226,7 @@ fn emit_record(a: &mut Asm, maps: &HitMaps) {
     a.store(DW, R7, rec::OFF_KSTACK_BYTES, R0).mov(R8, R0);
     a.mov(R1, R6)
         .mov(R2, R7)
-        .alu_imm(Alu::Add, R2, i32::from(rec::OFF_STACKS))
+        .alu_imm(Alu::Add, R2, stacks)
         .alu(Alu::Add, R2, R8)
         .mov_imm(R3, max)
         .mov_imm(R4, USER_STACK)
@@ -223,7 +235,7 @@ fn emit_record(a: &mut Asm, maps: &HitMaps) {
     a.store(DW, R7, rec::OFF_USTACK_BYTES, R0);
     a.mov(R5, R0)
         .alu(Alu::Add, R5, R8)
-        .alu_imm(Alu::Add, R5, i32::from(rec::OFF_STACKS))
+        .alu_imm(Alu::Add, R5, stacks)
         .mov(R1, R6)
         .ld_map_fd(R2, maps.outputs)
         .ld_imm64(R3, CURRENT_CPU)

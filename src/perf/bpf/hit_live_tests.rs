@@ -14,7 +14,7 @@ use super::hit_set::HitPrograms;
 use crate::config::filter::Filter;
 use crate::config::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
-use crate::perf::hit_record::{decode_output, reg, HitRecord, USER_MODE};
+use crate::perf::hit_record::{decode_output, HitRecord, USER_MODE};
 use crate::perf::record::{SAMPLE_CPU, SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_TID, SAMPLE_TIME};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
@@ -64,7 +64,8 @@ fn watch_during(
         access: Access::Write,
         module: None,
     };
-    let programs = HitPrograms::load(&[watch], None, &Filter::default(), true).expect("loads");
+    let programs =
+        HitPrograms::load(&[watch], None, &Filter::default(), true, true).expect("loads");
     let me = std::process::id();
     programs.watch_process(me).expect("procs map");
     let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
@@ -148,7 +149,7 @@ fn the_hit_program_emits_each_watched_store_and_counts_the_others() {
         );
         assert_eq!(
             h.user_stack.first(),
-            Some(&h.regs[reg::IP]),
+            Some(&h.ip),
             "the stack starts at the trap ip"
         );
         assert!(

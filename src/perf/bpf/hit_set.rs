@@ -28,8 +28,10 @@ pub const PROCS_MAX: u32 = 65536;
 struct HitProgram {
     prog: OwnedFd,
     outputs: OwnedFd,
-    #[allow(dead_code)] // Held for the program's lifetime; the program reaches them by reference.
-    maps: [OwnedFd; 2],
+    /// The last value per key, which `--if`'s `old` reads.
+    olds: OwnedFd,
+    #[allow(dead_code)] // Held for the program's lifetime; the program reaches it by reference.
+    scratch: OwnedFd,
     stats: OwnedFd,
 }
 
@@ -40,6 +42,8 @@ pub struct HitPrograms {
     procs: Option<OwnedFd>,
     /// Adds the children of watched processes to `procs` as they are forked.
     follower: Option<super::follow::Follower>,
+    /// Takes a watched process out of `procs` as it execs another program.
+    exec_end: Option<super::follow::Follower>,
     /// `--value`/`--if` were asked for: hits report the value and the one before it.
     pub written: bool,
 }
@@ -61,12 +65,14 @@ pub struct Dropped {
 
 impl HitPrograms {
     /// Creates the maps and loads one program per watch. `processes`: whether the watch is of chosen
-    /// processes (a `procs` map, filled with [`HitPrograms::watch_process`]) or of every task.
+    /// processes (a `procs` map, filled with [`HitPrograms::watch_process`]) or of every task. `written`:
+    /// `--value`/`--if`, whose hits carry the registers and instruction bytes the value is decoded from.
     pub fn load(
         watches: &[Watch],
         condition: Option<&Condition>,
         filter: &Filter,
         processes: bool,
+        written: bool,
     ) -> Result<HitPrograms, Error> {
         let map = |kind, key, value, max, name| {
             sys::bpf_map_create(kind, key, value, max, name).map_err(|e| unavailable(&e))
@@ -94,6 +100,7 @@ impl HitPrograms {
                 len: w.len,
                 // A read-write watch of a user address would trap on the program's own read.
                 read_value: w.access == Access::Write || w.addr >= 1 << 63,
+                regs: written,
                 condition,
                 filter,
             };
@@ -115,7 +122,8 @@ impl HitPrograms {
             programs.push(HitProgram {
                 prog,
                 outputs,
-                maps: [olds, scratch],
+                olds,
+                scratch,
                 stats,
             });
         }
@@ -123,7 +131,8 @@ impl HitPrograms {
             programs,
             procs,
             follower: None,
-            written: false,
+            exec_end: None,
+            written,
         })
     }
 
@@ -144,6 +153,20 @@ impl HitPrograms {
         Ok(())
     }
 
+    /// Ends a watched process's watch in the kernel when it execs another program, before that program
+    /// runs (a no-op for a watch of every task).
+    pub fn end_on_exec(&mut self) -> Result<(), Error> {
+        if let Some(p) = &self.procs {
+            self.exec_end = Some(super::follow::Follower::attach_exec(p.as_fd())?);
+        }
+        Ok(())
+    }
+
+    /// Whether an exec ends a watched process's watch ([`HitPrograms::end_on_exec`] attached).
+    pub fn ends_on_exec(&self) -> bool {
+        self.exec_end.is_some()
+    }
+
     /// Takes process `tgid` out of the watched processes: its traps are dropped from now on.
     pub fn unwatch_process(&self, tgid: u32) -> io::Result<()> {
         match &self.procs {
@@ -158,6 +181,26 @@ impl HitPrograms {
     pub fn attach(&self, watch: usize, cpu: u32, bp: BorrowedFd<'_>) -> io::Result<(OwnedFd, u64)> {
         let p = self.program(watch)?;
         super::wire(p.outputs.as_fd(), p.prog.as_fd(), cpu, bp)
+    }
+
+    /// Empties watch `watch`'s last values: after a `--control` move, `old` starts afresh in the kernel
+    /// too.
+    pub fn forget_olds(&self, watch: usize) -> io::Result<()> {
+        let olds = self.program(watch)?.olds.as_fd();
+        let mut key = [0u8; 8];
+        // Deleting the key just returned makes the next lookup from `None` find the next one. The events
+        // are disabled while a watch moves, so nothing adds keys meanwhile; the bound is for safety.
+        for _ in 0..=super::OLDS_MAX {
+            if !sys::bpf_map_next_key(olds, None, &mut key)? {
+                break;
+            }
+            match sys::bpf_map_delete(olds, &key) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Whether the programs choose the process (a `procs` map).

@@ -218,7 +218,16 @@ fn wire(
     cpu: u32,
     bp: BorrowedFd<'_>,
 ) -> io::Result<(OwnedFd, u64)> {
-    let out = sys::perf_event_open(&output_attr(), -1, cpu as i32)?;
+    // The output event's own lost counter is the only count of hit records lost at the end of a burst
+    // (no LOST record follows them); kernels before 6.0 refuse PERF_FORMAT_LOST.
+    let mut attr = output_attr();
+    attr.read_format = u64::from(pb::PERF_FORMAT_LOST);
+    let out = match sys::perf_event_open(&attr, -1, cpu as i32) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            sys::perf_event_open(&output_attr(), -1, cpu as i32)?
+        }
+        r => r?,
+    };
     sys::perf_set_output(out.as_fd(), bp)?;
     let id = sys::perf_event_id(out.as_fd())?;
     let fd = raw(out.as_fd()) as u32;

@@ -30,6 +30,7 @@ use crate::perf::record::{OLD_KNOWN, VALUE_KNOWN, VALUE_RAW_LEN};
 pub mod helper {
     pub const MAP_LOOKUP_ELEM: i32 = 1;
     pub const MAP_UPDATE_ELEM: i32 = 2;
+    pub const MAP_DELETE_ELEM: i32 = 3;
     pub const GET_CURRENT_PID_TGID: i32 = 14;
     pub const GET_CURRENT_COMM: i32 = 16;
     pub const PERF_EVENT_OUTPUT: i32 = 25;

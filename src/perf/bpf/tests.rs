@@ -118,53 +118,9 @@ fn cmp(left: Side, op: Op, value: i128, signed: bool) -> Condition {
     })
 }
 
-fn extend(v: u64, len: u8, signed: bool) -> u64 {
-    if !signed || len == 8 {
-        return v;
-    }
-    let shift = 64 - 8 * u32::from(len);
-    (((v << shift) as i64) >> shift) as u64
-}
-
-/// The condition read plainly: what the program must do.
+/// The condition read plainly (the tracer's own reading, [`Condition::holds`]): what the program must do.
 fn eval(c: &Condition, value: u64, old: Option<u64>, len: u8) -> bool {
-    match c {
-        Condition::Changed => old != Some(value),
-        Condition::And(a, b) => eval(a, value, old, len) && eval(b, value, old, len),
-        Condition::Or(a, b) => eval(a, value, old, len) || eval(b, value, old, len),
-        Condition::Compare(c) => {
-            let side = |s: Side| match s {
-                Side::Value => Some(value),
-                Side::Old => old,
-            };
-            let (Some(l), Some(r)) = (
-                side(c.left),
-                match c.right {
-                    Rhs::Const { value, .. } => {
-                        Some(Condition::constant_bits(value, len, c.signed))
-                    }
-                    Rhs::Side(s) => side(s).map(|v| extend(v, len, c.signed)),
-                },
-            ) else {
-                return false;
-            };
-            let l = extend(l, len, c.signed);
-            let (sl, sr) = (l as i64, r as i64);
-            match (c.op, c.signed) {
-                (Op::Eq, _) => l == r,
-                (Op::Ne, _) => l != r,
-                (Op::BitAnd, _) => l & r != 0,
-                (Op::Lt, false) => l < r,
-                (Op::Le, false) => l <= r,
-                (Op::Gt, false) => l > r,
-                (Op::Ge, false) => l >= r,
-                (Op::Lt, true) => sl < sr,
-                (Op::Le, true) => sl <= sr,
-                (Op::Gt, true) => sl > sr,
-                (Op::Ge, true) => sl >= sr,
-            }
-        }
-    }
+    c.holds(value, old, len)
 }
 
 /// Runs `cond` on (old, value) pairs at width `len`: the program keeps exactly the hits [`eval`] keeps.

@@ -1,0 +1,591 @@
+//! What an x86-64 store wrote, from its instruction and the registers at the trap.
+//!
+//! A data breakpoint traps after the store, so the program that reads the watched bytes at the trap can see
+//! another CPU's later store instead of this one's. For stores whose value the instruction itself
+//! determines, the value is exact whatever other CPUs do: the hit record carries the 16 bytes that end at the
+//! trap ip and the trap's `pt_regs` ([`crate::perf::hit_record`]), and this module decodes the one
+//! instruction that ends at the trap ip, checks that the bytes it writes hold the watched range, and takes
+//! the value from its source:
+//!
+//! - `mov` (and `movbe`) to memory from a general register or an immediate;
+//! - `stos`, `rep stos` included (one with more to do traps with ip still on itself, so the bytes before ip
+//!   are another instruction's);
+//! - `push` of a register or an immediate;
+//! - `cmpxchg`, `cmpxchg8b`, `cmpxchg16b`: ZF says whether it stored the new value (the source register)
+//!   or wrote back what memory held (then in rax/edx:eax);
+//! - `setcc`: the condition on the flags at the trap (setcc leaves them as they were).
+//!
+//! Everything else that writes memory (`add`, `inc`, `or`, `xadd`, `xchg`, whose source register now
+//! holds the old value, `movs`, vector stores, ...) is not decided here: the caller falls back to the memory
+//! read at the trap. The decoding is conservative: the bytes before ip may decode into more than one
+//! instruction that ends there (a prefix or not); all that write the watched range must agree, or the
+//! answer is "unknown". A `%fs`/`%gs` operand has a base the registers do not hold, so it is unknown too.
+
+use iced_x86::{
+    ConditionCode, Decoder, DecoderOptions, Instruction, InstructionInfoFactory, Mnemonic,
+    OpAccess, OpKind, Register,
+};
+
+/// `pt_regs` words on x86-64, and the indexes of the ones read here.
+const REGS: usize = 21;
+const RFLAGS: usize = 18;
+const RSP: usize = 19;
+const RIP: usize = 16;
+
+const FLAG_CF: u64 = 1 << 0;
+const FLAG_PF: u64 = 1 << 2;
+const FLAG_ZF: u64 = 1 << 6;
+const FLAG_SF: u64 = 1 << 7;
+const FLAG_DF: u64 = 1 << 10;
+const FLAG_OF: u64 = 1 << 11;
+
+/// The watched range's new value as the instruction that ends at `regs`' ip wrote it, as a little-endian
+/// integer of `len` bytes at `addr`; `None` when no instruction ending there decides it. `insn` holds the
+/// 16 bytes before the trap ip; `memory` is the range as read at the trap, when it was.
+///
+/// The bytes before ip can end in more than one valid instruction: a REX or operand-size prefix may be the
+/// store's or the last byte of the instruction before it (`48 89 07` is `mov %rax,(%rdi)`, its last two
+/// bytes `mov %eax,(%rdi)`). Every decoding that writes the range is a candidate, and the answer is:
+/// - the value they all give, when every one gives one (a store of the whole range);
+/// - else the candidate value that memory holds: without another writer, memory is the store's value;
+/// - else the longest candidate's value, when it gives one: compilers emit the prefixed form for a store of
+///   the variable's full width, and a store narrower than the watch is rare;
+/// - else unknown.
+pub fn stored_value(
+    insn: &[u8; 16],
+    regs: &[u64; REGS],
+    addr: u64,
+    len: u8,
+    memory: Option<u64>,
+) -> Option<u64> {
+    let ip = regs[RIP];
+    let mut info = InstructionInfoFactory::new();
+    // (length, value) of every decoding that writes the range; `None`: it does, but not decided here.
+    let mut candidates: Vec<(usize, Option<u64>)> = Vec::new();
+    for n in 1..insn.len() {
+        let start = ip.wrapping_sub(n as u64);
+        let mut decoder =
+            Decoder::with_ip(64, &insn[insn.len() - n..], start, DecoderOptions::NONE);
+        let i = decoder.decode();
+        if i.is_invalid() || i.len() != n {
+            continue;
+        }
+        match written(&i, regs) {
+            Some(write) if write.overlaps(addr, len) => {
+                candidates.push((n, write.watched(addr, len)));
+            }
+            Some(_) => {}
+            // A read-modify-write of the range, or a store to an address the registers cannot place.
+            None => match other_write(&mut info, &i, regs, addr, len) {
+                Some(true) | None => candidates.push((n, None)),
+                Some(false) => {}
+            },
+        }
+    }
+    let first = candidates.first()?.1;
+    if first.is_some() && candidates.iter().all(|c| c.1 == first) {
+        return first;
+    }
+    if let Some(m) = memory {
+        if candidates.iter().any(|c| c.1 == Some(m)) {
+            return Some(m);
+        }
+    }
+    candidates.iter().max_by_key(|c| c.0).and_then(|c| c.1)
+}
+
+/// Whether `i`, an instruction [`written`] does not decide, writes memory that overlaps the watched range
+/// (`None`: it writes memory at an address the registers do not give).
+fn other_write(
+    info: &mut InstructionInfoFactory,
+    i: &Instruction,
+    regs: &[u64; REGS],
+    addr: u64,
+    len: u8,
+) -> Option<bool> {
+    for m in info.info(i).used_memory() {
+        if !matches!(
+            m.access(),
+            OpAccess::Write | OpAccess::CondWrite | OpAccess::ReadWrite | OpAccess::ReadCondWrite
+        ) {
+            continue;
+        }
+        let at = m.virtual_address(0, |r, _, _| register_or_segment(regs, r))?;
+        let size = (m.memory_size().size() as u64).max(1);
+        if (Write { at, size, value: 0 }).overlaps(addr, len) {
+            return Some(true);
+        }
+    }
+    Some(false)
+}
+
+/// A store of `size` bytes of `value` (little-endian) at `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Write {
+    at: u64,
+    size: u64,
+    value: u128,
+}
+
+impl Write {
+    fn overlaps(&self, addr: u64, len: u8) -> bool {
+        addr < self.at.wrapping_add(self.size) && self.at < addr.wrapping_add(u64::from(len))
+    }
+
+    /// The watched bytes' value, when this store wrote all of them.
+    fn watched(&self, addr: u64, len: u8) -> Option<u64> {
+        let skip = addr.checked_sub(self.at)?;
+        if skip + u64::from(len) > self.size {
+            return None;
+        }
+        let shifted = self.value >> (8 * skip);
+        let mask = if len >= 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * len)) - 1
+        };
+        Some(shifted as u64 & mask)
+    }
+}
+
+/// The store `i` made, when its value is one this module decides.
+fn written(i: &Instruction, regs: &[u64; REGS]) -> Option<Write> {
+    let size = i.memory_size().size() as u64;
+    match i.mnemonic() {
+        Mnemonic::Mov | Mnemonic::Movbe if is_memory(i.op0_kind()) => {
+            let value = source(i, 1, regs)?;
+            let value = if i.mnemonic() == Mnemonic::Movbe {
+                swap(value, size)
+            } else {
+                value
+            };
+            Some(Write {
+                at: address(i, 0, regs)?,
+                size,
+                value: u128::from(value),
+            })
+        }
+        Mnemonic::Stosb | Mnemonic::Stosw | Mnemonic::Stosd | Mnemonic::Stosq => {
+            // rdi has moved past (or, with DF, before) the store by now. A `rep stos` ends at ip only after
+            // its last store (until then the trap ip is the instruction itself), and every store is rax.
+            let rdi = reg(regs, Register::RDI)?;
+            let at = if regs[RFLAGS] & FLAG_DF == 0 {
+                rdi.wrapping_sub(size)
+            } else {
+                rdi.wrapping_add(size)
+            };
+            Some(Write {
+                at,
+                size,
+                value: u128::from(reg(regs, Register::RAX)?),
+            })
+        }
+        Mnemonic::Push if i.op0_kind() != OpKind::Memory => {
+            let value = match i.op0_kind() {
+                OpKind::Register if i.op0_register().full_register() == Register::RSP => {
+                    return None
+                }
+                OpKind::Register => reg(regs, i.op0_register())?,
+                _ => i.immediate(0),
+            };
+            // The stack pointer after the push is where it wrote; push's memory size is its operand size.
+            let size = if i.op0_kind() == OpKind::Register {
+                i.op0_register().size() as u64
+            } else {
+                i.stack_pointer_increment().unsigned_abs() as u64
+            };
+            Some(Write {
+                at: regs[RSP],
+                size,
+                value: u128::from(value),
+            })
+        }
+        Mnemonic::Cmpxchg => {
+            let at = address_unless_written(i, 0, regs, &[Register::RAX])?;
+            // ZF: stored the source; else memory is unchanged and rax now holds it.
+            let value = if regs[RFLAGS] & FLAG_ZF != 0 {
+                source(i, 1, regs)?
+            } else {
+                reg(regs, Register::RAX)?
+            };
+            Some(Write {
+                at,
+                size,
+                value: u128::from(value),
+            })
+        }
+        Mnemonic::Cmpxchg8b | Mnemonic::Cmpxchg16b => {
+            let at = address_unless_written(i, 0, regs, &[Register::RAX, Register::RDX])?;
+            let half = size * 4;
+            let (lo, hi) = if regs[RFLAGS] & FLAG_ZF != 0 {
+                (Register::RBX, Register::RCX)
+            } else {
+                (Register::RAX, Register::RDX)
+            };
+            let (lo, hi) = (
+                trunc(reg(regs, lo)?, size / 2),
+                trunc(reg(regs, hi)?, size / 2),
+            );
+            Some(Write {
+                at,
+                size,
+                value: u128::from(lo) | (u128::from(hi) << half),
+            })
+        }
+        _ if i.condition_code() != ConditionCode::None
+            && is_setcc(i.mnemonic())
+            && is_memory(i.op0_kind()) =>
+        {
+            Some(Write {
+                at: address(i, 0, regs)?,
+                size: 1,
+                value: u128::from(condition(i.condition_code(), regs[RFLAGS])),
+            })
+        }
+        _ => None,
+    }
+}
+
+fn is_memory(kind: OpKind) -> bool {
+    matches!(
+        kind,
+        OpKind::Memory | OpKind::MemoryESRDI | OpKind::MemoryESEDI | OpKind::MemoryESDI
+    )
+}
+
+fn is_setcc(m: Mnemonic) -> bool {
+    matches!(
+        m,
+        Mnemonic::Seto
+            | Mnemonic::Setno
+            | Mnemonic::Setb
+            | Mnemonic::Setae
+            | Mnemonic::Sete
+            | Mnemonic::Setne
+            | Mnemonic::Setbe
+            | Mnemonic::Seta
+            | Mnemonic::Sets
+            | Mnemonic::Setns
+            | Mnemonic::Setp
+            | Mnemonic::Setnp
+            | Mnemonic::Setl
+            | Mnemonic::Setge
+            | Mnemonic::Setle
+            | Mnemonic::Setg
+    )
+}
+
+/// Whether condition `cc` holds on `flags`.
+fn condition(cc: ConditionCode, flags: u64) -> bool {
+    let f = |bit| flags & bit != 0;
+    match cc {
+        ConditionCode::o => f(FLAG_OF),
+        ConditionCode::no => !f(FLAG_OF),
+        ConditionCode::b => f(FLAG_CF),
+        ConditionCode::ae => !f(FLAG_CF),
+        ConditionCode::e => f(FLAG_ZF),
+        ConditionCode::ne => !f(FLAG_ZF),
+        ConditionCode::be => f(FLAG_CF) || f(FLAG_ZF),
+        ConditionCode::a => !f(FLAG_CF) && !f(FLAG_ZF),
+        ConditionCode::s => f(FLAG_SF),
+        ConditionCode::ns => !f(FLAG_SF),
+        ConditionCode::p => f(FLAG_PF),
+        ConditionCode::np => !f(FLAG_PF),
+        ConditionCode::l => f(FLAG_SF) != f(FLAG_OF),
+        ConditionCode::ge => f(FLAG_SF) == f(FLAG_OF),
+        ConditionCode::le => f(FLAG_ZF) || f(FLAG_SF) != f(FLAG_OF),
+        ConditionCode::g => !f(FLAG_ZF) && f(FLAG_SF) == f(FLAG_OF),
+        ConditionCode::None => false,
+    }
+}
+
+/// Operand `op`'s value when it is a general register or an immediate, at the operand's width.
+fn source(i: &Instruction, op: u32, regs: &[u64; REGS]) -> Option<u64> {
+    match i.op_kind(op) {
+        OpKind::Register => reg(regs, i.op_register(op)),
+        OpKind::Immediate8
+        | OpKind::Immediate16
+        | OpKind::Immediate32
+        | OpKind::Immediate64
+        | OpKind::Immediate8to16
+        | OpKind::Immediate8to32
+        | OpKind::Immediate8to64
+        | OpKind::Immediate32to64 => Some(i.immediate(op)),
+        _ => None,
+    }
+}
+
+/// Operand `op`'s address, when every register it uses is in `pt_regs` (not `%fs`/`%gs`-relative).
+fn address(i: &Instruction, op: u32, regs: &[u64; REGS]) -> Option<u64> {
+    i.virtual_address(op, 0, |r, _, _| register_or_segment(regs, r))
+}
+
+/// A register's value for an address: the base of ES, CS, SS and DS is 0 in 64-bit mode; FS and GS bases
+/// are not in `pt_regs`.
+fn register_or_segment(regs: &[u64; REGS], r: Register) -> Option<u64> {
+    match r {
+        Register::ES | Register::CS | Register::SS | Register::DS => Some(0),
+        _ => reg(regs, r),
+    }
+}
+
+/// [`address`], unknown when it is built on a register the instruction may have written (`written`).
+fn address_unless_written(
+    i: &Instruction,
+    op: u32,
+    regs: &[u64; REGS],
+    written: &[Register],
+) -> Option<u64> {
+    let uses = |r: Register| r != Register::None && written.contains(&r.full_register());
+    if uses(i.memory_base()) || uses(i.memory_index()) {
+        return None;
+    }
+    address(i, op, regs)
+}
+
+/// A general register's value at its own width (`al`, `ah`, `r9w`, `esi`, ...); `None` for any other.
+fn reg(regs: &[u64; REGS], r: Register) -> Option<u64> {
+    if !r.is_gpr() {
+        return None;
+    }
+    let full = regs[slot(r.full_register())?];
+    Some(match r {
+        Register::AH | Register::BH | Register::CH | Register::DH => (full >> 8) & 0xff,
+        _ => trunc(full, r.size() as u64),
+    })
+}
+
+/// The `pt_regs` word of a 64-bit general register.
+fn slot(r: Register) -> Option<usize> {
+    Some(match r {
+        Register::R15 => 0,
+        Register::R14 => 1,
+        Register::R13 => 2,
+        Register::R12 => 3,
+        Register::RBP => 4,
+        Register::RBX => 5,
+        Register::R11 => 6,
+        Register::R10 => 7,
+        Register::R9 => 8,
+        Register::R8 => 9,
+        Register::RAX => 10,
+        Register::RCX => 11,
+        Register::RDX => 12,
+        Register::RSI => 13,
+        Register::RDI => 14,
+        Register::RSP => RSP,
+        _ => return None,
+    })
+}
+
+fn trunc(v: u64, bytes: u64) -> u64 {
+    if bytes >= 8 {
+        v
+    } else {
+        v & ((1u64 << (8 * bytes)) - 1)
+    }
+}
+
+fn swap(v: u64, bytes: u64) -> u64 {
+    match bytes {
+        2 => u64::from((v as u16).swap_bytes()),
+        4 => u64::from((v as u32).swap_bytes()),
+        _ => v.swap_bytes(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Registers with ip at `ip` and every general register set to a distinct pattern.
+    fn regs(ip: u64) -> [u64; REGS] {
+        let mut r = [0u64; REGS];
+        for (i, w) in r.iter_mut().enumerate() {
+            *w = 0x1111_1111_1111_1111u64.wrapping_mul(i as u64 + 1);
+        }
+        r[RIP] = ip;
+        r[RFLAGS] = 0x202;
+        r
+    }
+
+    /// `code` placed so that it ends at the trap ip, after filler bytes that decode to nothing that writes.
+    fn bytes(code: &[u8]) -> [u8; 16] {
+        let mut b = [0x90u8; 16];
+        b[16 - code.len()..].copy_from_slice(code);
+        b
+    }
+
+    const IP: u64 = 0x40_1000;
+
+    #[test]
+    fn mov_from_a_register_is_the_register_at_the_watched_width() {
+        let mut r = regs(IP);
+        r[14] = 0x7000; // rdi
+        r[10] = 0xdead_beef_cafe_f00d; // rax
+                                       // mov %rax,(%rdi)
+        assert_eq!(
+            stored_value(&bytes(&[0x48, 0x89, 0x07]), &r, 0x7000, 8, None),
+            Some(0xdead_beef_cafe_f00d)
+        );
+        // mov %eax,(%rdi) watched as 4 bytes, and the upper half of it as 2 bytes
+        assert_eq!(
+            stored_value(&bytes(&[0x89, 0x07]), &r, 0x7000, 4, None),
+            Some(0xcafe_f00d)
+        );
+        assert_eq!(
+            stored_value(&bytes(&[0x89, 0x07]), &r, 0x7002, 2, None),
+            Some(0xcafe)
+        );
+        // mov %ah,(%rdi)
+        assert_eq!(
+            stored_value(&bytes(&[0x88, 0x27]), &r, 0x7000, 1, None),
+            Some(0xf0)
+        );
+    }
+
+    #[test]
+    fn a_store_narrower_than_the_watch_or_elsewhere_is_not_decided() {
+        let mut r = regs(IP);
+        r[14] = 0x7000;
+        // mov %ax,(%rdi) into an 8-byte watch: the other six bytes are memory's.
+        assert_eq!(
+            stored_value(&bytes(&[0x66, 0x89, 0x07]), &r, 0x7000, 8, None),
+            None
+        );
+        // A store to another address: nothing ends at ip that wrote the range.
+        assert_eq!(
+            stored_value(&bytes(&[0x48, 0x89, 0x07]), &r, 0x9000, 8, None),
+            None
+        );
+    }
+
+    #[test]
+    fn immediates_and_rip_relative_addresses() {
+        let r = regs(IP);
+        // movq $-2,0x1000(%rip): the address is relative to the trap ip.
+        let code = [
+            0x48, 0xc7, 0x05, 0x00, 0x10, 0x00, 0x00, 0xfe, 0xff, 0xff, 0xff,
+        ];
+        assert_eq!(
+            stored_value(&bytes(&code), &r, IP + 0x1000, 8, None),
+            Some(0xffff_ffff_ffff_fffe)
+        );
+        // movl $0x2a,0x8(%rbx,%rcx,4)
+        let mut r = regs(IP);
+        r[5] = 0x1_0000; // rbx
+        r[11] = 3; // rcx
+        let code = [0xc7, 0x44, 0x8b, 0x08, 0x2a, 0x00, 0x00, 0x00];
+        assert_eq!(
+            stored_value(&bytes(&code), &r, 0x1_0014, 4, None),
+            Some(0x2a)
+        );
+    }
+
+    #[test]
+    fn a_prefix_that_may_be_the_last_byte_before_is_settled_by_memory_then_by_length() {
+        let mut r = regs(IP);
+        r[14] = 0x7000;
+        r[10] = 0x1_0000_0002; // rax
+                               // `48 89 07` or `89 07` after an instruction ending in 0x48: memory says which.
+        let code = bytes(&[0x48, 0x89, 0x07]);
+        assert_eq!(
+            stored_value(&code, &r, 0x7000, 8, Some(0x1_0000_0002)),
+            Some(0x1_0000_0002)
+        );
+        // Memory raced (another CPU stored since): the full-width store is taken.
+        assert_eq!(
+            stored_value(&code, &r, 0x7000, 8, Some(7)),
+            Some(0x1_0000_0002)
+        );
+        // A read-modify-write is the longest decoding: memory is the only source.
+        let code = bytes(&[0x48, 0x01, 0x07]);
+        assert_eq!(stored_value(&code, &r, 0x7000, 8, Some(7)), None);
+    }
+
+    #[test]
+    fn read_modify_writes_fall_back_to_memory() {
+        let mut r = regs(IP);
+        r[14] = 0x7000;
+        for code in [
+            &[0x48, 0x01, 0x07][..],         // add %rax,(%rdi)
+            &[0x48, 0xff, 0x07],             // incq (%rdi)
+            &[0xf0, 0x48, 0x0f, 0xc1, 0x07], // lock xadd %rax,(%rdi)
+            &[0x48, 0x87, 0x07],             // xchg %rax,(%rdi)
+            &[0xf0, 0x48, 0x83, 0x0f, 0x01], // lock orq $1,(%rdi)
+        ] {
+            assert_eq!(
+                stored_value(&bytes(code), &r, 0x7000, 8, None),
+                None,
+                "{code:x?}"
+            );
+        }
+    }
+
+    #[test]
+    fn stos_push_and_cmpxchg() {
+        let mut r = regs(IP);
+        r[10] = 0x55; // rax
+        r[14] = 0x7008; // rdi after stosq
+        assert_eq!(
+            stored_value(&bytes(&[0x48, 0xab]), &r, 0x7000, 8, None),
+            Some(0x55)
+        );
+        // rep stos ends at ip after its last store, which is the one before rdi.
+        assert_eq!(
+            stored_value(&bytes(&[0xf3, 0x48, 0xab]), &r, 0x7000, 8, None),
+            Some(0x55)
+        );
+
+        let mut r = regs(IP);
+        r[RSP] = 0x7ff0;
+        r[5] = 0x1234; // rbx
+        assert_eq!(
+            stored_value(&bytes(&[0x53]), &r, 0x7ff0, 8, None),
+            Some(0x1234)
+        ); // push %rbx
+        assert_eq!(
+            stored_value(&bytes(&[0x6a, 0xff]), &r, 0x7ff0, 8, None), // push $-1
+            Some(u64::MAX)
+        );
+
+        // lock cmpxchg %rcx,(%rdi): success stores rcx, failure leaves memory as rax now says.
+        let mut r = regs(IP);
+        r[14] = 0x7000;
+        r[11] = 0x99; // rcx
+        r[10] = 0x42; // rax
+        let code = [0xf0, 0x48, 0x0f, 0xb1, 0x0f];
+        r[RFLAGS] = 0x202 | FLAG_ZF;
+        assert_eq!(stored_value(&bytes(&code), &r, 0x7000, 8, None), Some(0x99));
+        r[RFLAGS] = 0x202;
+        assert_eq!(stored_value(&bytes(&code), &r, 0x7000, 8, None), Some(0x42));
+    }
+
+    #[test]
+    fn setcc_reads_the_flags() {
+        let mut r = regs(IP);
+        r[14] = 0x7000;
+        r[RFLAGS] = 0x202 | FLAG_ZF;
+        assert_eq!(
+            stored_value(&bytes(&[0x0f, 0x94, 0x07]), &r, 0x7000, 1, None),
+            Some(1)
+        ); // sete (%rdi)
+        assert_eq!(
+            stored_value(&bytes(&[0x0f, 0x95, 0x07]), &r, 0x7000, 1, None),
+            Some(0)
+        ); // setne
+    }
+
+    #[test]
+    fn segment_relative_and_undecodable_bytes_are_unknown() {
+        let mut r = regs(IP);
+        r[14] = 0x7000;
+        // mov %rax,%gs:(%rdi): the base is not in the registers.
+        assert_eq!(
+            stored_value(&bytes(&[0x65, 0x48, 0x89, 0x07]), &r, 0x7000, 8, None),
+            None
+        );
+        assert_eq!(stored_value(&[0xff; 16], &r, 0x7000, 8, None), None);
+        assert_eq!(stored_value(&[0x00; 16], &r, 0x7000, 8, None), None);
+    }
+}

@@ -1,0 +1,104 @@
+//! `--value` under contention: threads on every CPU store into one 8-byte global at once. A data breakpoint
+//! traps after the store, and memory read at the trap can already hold another CPU's next store; the value
+//! printed for a `mov` comes from the instruction and the registers at the trap, so it is exactly what that
+//! store wrote. Each thread stores `tid << 32 | seq`, so a hit's value must carry its own tid and a sequence
+//! that rises by one per hit of that thread. Read-modify-writes (`lock add`) are read from memory and say so.
+//! `old` is the value of the line before.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::util::{self, helper, Tracer, Writer};
+
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn every_contended_mov_store_reports_its_own_value_and_rmw_is_marked() {
+    let Some(_live) = util::live() else { return };
+    let cpus = util::online_cpus().len().max(2);
+    let count: u64 = 5000;
+    let mut h = Writer::start_binary(
+        &helper("threads"),
+        &["tagged", &cpus.to_string(), &count.to_string()],
+    );
+    h.read_until("ready");
+    let pid = h.pid;
+    let t = Tracer::start_json(&[
+        "write",
+        "--json",
+        "--no-status",
+        "--value",
+        "--buffer-pages",
+        "4096",
+        "-p",
+        &pid.to_string(),
+        "target_var",
+    ]);
+    h.send("go");
+    h.read_until("done");
+    h.finish();
+    let (code, out, err) = t.wait(Duration::from_secs(60));
+    assert_eq!(code, 0, "{err}");
+    let records = util::ndjson(&out);
+    let summary = util::summary_record(&records);
+    assert_eq!(summary["lost"], 0, "{summary}");
+    let hits: Vec<_> = records
+        .iter()
+        .filter(|v| v["type"] == "hit" && v["pid"] == pid)
+        .collect();
+    let value = |v: &serde_json::Value| {
+        let s = v["value"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no value: {v}"));
+        u64::from_str_radix(s.trim_start_matches("0x"), 16).expect("hex value")
+    };
+    // Every thread's movs, in the merged time order: its own tid, seq 1, 2, 3, ...
+    let mut next_seq: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut movs = 0;
+    let mut raced = 0;
+    for v in hits.iter().filter(|v| v["ip"]["sym"] == "ksw_thread_store") {
+        let tid = v["tid"].as_u64().expect("tid");
+        let x = value(v);
+        assert_eq!(
+            v["value_from"], "insn",
+            "a mov's value is the instruction's: {v}"
+        );
+        assert_eq!(
+            x >> 32,
+            tid,
+            "the value a thread's store wrote carries its tid: {v}"
+        );
+        let want = next_seq.entry(tid).or_insert(1);
+        assert_eq!(
+            x & 0xffff_ffff,
+            *want,
+            "thread {tid}'s stores in order: {v}"
+        );
+        *want += 1;
+        movs += 1;
+        raced += usize::from(v.get("raced").is_some());
+    }
+    assert_eq!(movs as u64, cpus as u64 * count, "every mov store once");
+    assert!(next_seq.values().all(|&n| n == count + 1), "{next_seq:?}");
+    let adds: Vec<_> = hits
+        .iter()
+        .filter(|v| v["ip"]["sym"] == "ksw_thread_add")
+        .collect();
+    assert_eq!(adds.len() as u64, cpus as u64 * (count / 10));
+    assert!(
+        adds.iter().all(|v| v["value_from"] == "memory"),
+        "a lock add is read from memory, and says so"
+    );
+    assert_eq!(summary["raced"], raced, "{summary}");
+    // `old` is the previous printed hit's value, in the merged order of both CPUs.
+    for pair in hits.windows(2) {
+        assert_eq!(
+            pair[1]["old"], pair[0]["value"],
+            "old is the value on the line before: {} then {}",
+            pair[0], pair[1]
+        );
+    }
+    eprintln!(
+        "contended: {movs} mov stores exact, {raced} of them raced memory; {} adds from memory",
+        adds.len()
+    );
+}

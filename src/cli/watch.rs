@@ -48,6 +48,20 @@ fn load_symbols(args: &SymbolArgs) -> Result<(SymbolTable, Origin, Source)> {
     Ok((table, origin, Source::Kallsyms(args.kallsyms.clone())))
 }
 
+/// [`load_symbols`] for a watch that cannot see the kernel (user-space writers only): kernel pointers
+/// hidden from this user (kptr_restrict) leave an empty table instead of an error, since no kernel frame
+/// is ever recorded.
+fn load_symbols_or_none(args: &SymbolArgs) -> Result<(SymbolTable, Origin, Source)> {
+    match symbols::running_kallsyms(&args.kallsyms, &args.kernel_notes, false) {
+        Err(ksymwatch_symbols::Error::ZeroedAddresses { .. }) => Ok((
+            SymbolTable::new(Vec::new(), false),
+            Origin::Parsed,
+            Source::Kallsyms(args.kallsyms.clone()),
+        )),
+        _ => load_symbols(args),
+    }
+}
+
 /// The CPUs to arm now and the set to follow through hotplug (`None`: every CPU that comes online).
 fn select_cpus(list: Option<&str>) -> Result<(BTreeSet<u32>, Option<BTreeSet<u32>>)> {
     let online = cpulist::read(Path::new(cpulist::ONLINE))
@@ -399,6 +413,22 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     // in the kernel, so its cost depends on CPUs and targets, never on threads. Without BPF (or with
     // --per-thread, or --remove-on-exec, which the kernel applies per event) hits are perf samples and a
     // process watch gives each thread its own events.
+    // Without root or CAP_PERFMON, perf_event_paranoid 2 (the default) still lets a user watch their own
+    // process, from user space only: its events exclude the kernel, and the kernel's symbols (hidden from
+    // this user) are not needed.
+    let privilege = crate::perf::privilege::Privilege::current();
+    let user_only = !matches!(mode, Mode::System) && !privilege.kernel_allowed();
+    if user_only {
+        stderr::line(format_args!(
+            "ksymwatch: note: not privileged (uid {}, kernel.perf_event_paranoid is {}): watching user-space \
+             writers only; a kernel write into the process (read() into the variable) is not seen. Run as \
+             root or with CAP_PERFMON to see those",
+            privilege.euid,
+            privilege
+                .paranoid
+                .map_or("unreadable".to_string(), |p| p.to_string())
+        ));
+    }
     let hit_path = !args.per_thread && !args.remove_on_exec && (values || bpf::probe().is_ok());
     let mut warmup = None;
     if let Mode::System = mode {
@@ -494,6 +524,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     } else {
         let (table, origin, source) = match loaded {
             Some(l) => l,
+            None if user_only => load_symbols_or_none(&args.symbols)?,
             None => load_symbols(&args.symbols)?,
         };
         kallsyms_table = table;
@@ -513,6 +544,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     }
     let mut cfg = EventConfig {
         ring_pages: args.buffer_pages,
+        user_only,
         track_tasks: true,
         count_lost: true,
         remove_on_exec: args.remove_on_exec,
@@ -603,7 +635,8 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     }
     let armed = arm::arm_in(&watches, &cpus, &scope, &cfg)?;
     let armed_cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();
-    let n_events = armed.events.len();
+    // Every breakpoint event, per-thread ones included: a ring of the per-thread path holds one per thread.
+    let n_events: usize = armed.events.iter().map(|e| e.breakpoints()).sum();
     let threads: BTreeSet<u32> = if hit_path {
         arm::threads(&scope.pids()).into_iter().collect()
     } else {

@@ -332,9 +332,11 @@ fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch]) -> Error {
              another ksymwatch's); free one or watch fewer targets"
         )),
         (_, libc::EACCES | libc::EPERM) => Error::not_permitted(format!(
-            "{who}: not permitted to watch this thread ({}): run as root or grant CAP_PERFMON, and check \
-             kernel.yama.ptrace_scope",
-            e.err
+            "{who}: not permitted to watch this thread ({}; kernel.perf_event_paranoid is {}): a user may \
+             watch only their own processes, from user space, with perf_event_paranoid 2 or less; run as root \
+             or grant CAP_PERFMON, and check kernel.yama.ptrace_scope",
+            e.err,
+            paranoid()
         )),
         (_, libc::EMFILE | libc::ENFILE) => Error::arm(format!(
             "{who}: out of file descriptors ({}): a process watch needs one per thread, CPU and target; \

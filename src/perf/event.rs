@@ -33,6 +33,9 @@ pub struct EventConfig {
     /// `--value`/`--if`: each watch's program, attached to every event, with the value events it writes
     /// into each ring.
     pub values: Option<Arc<Values>>,
+    /// Watch user-space writers only (`exclude_kernel`): an unprivileged user's own process, where
+    /// perf_event_paranoid forbids kernel-mode events.
+    pub user_only: bool,
     /// The hit path: each watch's hit program ([`crate::perf::bpf::hit`]), attached to every event; it
     /// emits every kept hit through an output event into each ring, and the breakpoint's own samples carry
     /// no call chain. Excludes `values` (the hit program reads the value itself).
@@ -80,6 +83,10 @@ pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr
     }
     if cfg.count_lost {
         a.read_format = u64::from(pb::PERF_FORMAT_LOST);
+    }
+    if cfg.user_only {
+        a.set_exclude_kernel(1);
+        a.set_exclude_callchain_kernel(1);
     }
     a.set_disabled(1);
     // Pinned: if the debug register cannot be had the open fails now, instead of the event silently never
@@ -266,6 +273,11 @@ impl CpuEvent {
         Ok(())
     }
 
+    /// Breakpoint events in this ring: its own and every thread's that writes into it.
+    pub fn breakpoints(&self) -> usize {
+        1 + self.members.len()
+    }
+
     /// Threads whose events write into this ring, its own first.
     pub fn tids(&self) -> impl Iterator<Item = u32> + '_ {
         let own = match self.bind {
@@ -409,6 +421,7 @@ const PROBE_MAX: u32 = 8;
 pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
     let cfg = EventConfig {
         ring_pages: 1,
+        user_only: false,
         track_tasks: false,
         count_lost: false,
         remove_on_exec: false,

@@ -33,6 +33,13 @@ impl Privilege {
         }
     }
 
+    /// Whether events of this process may count kernel-mode activity: root/CAP_PERFMON, or
+    /// kernel.perf_event_paranoid of 1 or less. Otherwise a watch of one's own process sees user-space
+    /// writers only (`exclude_kernel`).
+    pub fn kernel_allowed(&self) -> bool {
+        self.cap_perfmon || self.cap_sys_admin || self.paranoid.is_some_and(|p| p <= 1)
+    }
+
     /// `Err(message)` when a system-wide (pid = -1) breakpoint cannot be opened by this process.
     pub fn system_wide(&self) -> Result<(), String> {
         if self.cap_perfmon || self.cap_sys_admin || self.paranoid.is_some_and(|p| p < 0) {
@@ -65,6 +72,9 @@ mod tests {
         assert!(p(true, false, Some(2)).system_wide().is_ok());
         assert!(p(false, true, Some(3)).system_wide().is_ok());
         assert!(p(false, false, Some(-1)).system_wide().is_ok());
+        assert!(!p(false, false, Some(2)).kernel_allowed());
+        assert!(p(false, false, Some(1)).kernel_allowed());
+        assert!(p(true, false, Some(3)).kernel_allowed());
         let e = p(false, false, Some(2)).system_wide().unwrap_err();
         assert!(
             e.contains("CAP_PERFMON")

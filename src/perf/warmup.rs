@@ -41,6 +41,7 @@ impl Warmup {
             .spawn(move || {
                 let cfg = EventConfig {
                     ring_pages: 1,
+                    user_only: false,
                     track_tasks: false,
                     count_lost: false,
                     remove_on_exec: false,

@@ -30,6 +30,8 @@ pub struct Ftrace<W: Write, E: Write> {
     top: usize,
     /// One hit's text, built here and written at once; reused so a hit allocates nothing.
     line: String,
+    /// A process watch's processes and threads at the start, from the header, for the `# armed` line.
+    watched: Option<(usize, usize)>,
 }
 
 impl<W: Write, E: Write> Ftrace<W, E> {
@@ -41,6 +43,7 @@ impl<W: Write, E: Write> Ftrace<W, E> {
             err,
             top: 20,
             line: String::new(),
+            watched: None,
         }
     }
 
@@ -93,6 +96,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 w.access.word()
             )?;
         }
+        self.watched = (!h.processes.is_empty()).then_some((h.processes.len(), h.threads));
         if !h.processes.is_empty() {
             let names: Vec<String> = h
                 .processes
@@ -122,9 +126,17 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
     }
 
     fn armed(&mut self, events: usize, cpus: &BTreeSet<u32>, time_ns: u64) -> io::Result<()> {
+        let watched = match self.watched {
+            Some((p, t)) => format!(
+                " for {p} process{} ({t} thread{} at the start)",
+                if p == 1 { "" } else { "es" },
+                if t == 1 { "" } else { "s" }
+            ),
+            None => String::new(),
+        };
         writeln!(
             self.out,
-            "# armed {events} breakpoint{} on cpus {} at {}",
+            "# armed {events} breakpoint{} on cpus {}{watched} at {}",
             if events == 1 { "" } else { "s" },
             cpulist::format(cpus),
             format_time(time_ns)
@@ -483,6 +495,52 @@ mod tests {
                 format!("{line} value=0x3(mem) old=0x2"),
                 format!("{line} value=0x3(raced:0x2a) old=?"),
             ]
+        );
+    }
+
+    /// A process watch's `# armed` line says how many processes and threads it covers.
+    #[test]
+    fn armed_counts_processes_and_threads() {
+        let watch = watch("x", 0x404028, Access::Write);
+        let cpus: BTreeSet<u32> = [0, 1].into();
+        let processes = [(10, "a".to_string()), (11, "b".to_string())];
+        let mut p = Ftrace::new(Vec::new(), Vec::new());
+        p.header(&Header {
+            watches: std::slice::from_ref(&watch),
+            cpus: &cpus,
+            source: "kallsyms /proc/kallsyms",
+            processes: &processes,
+            threads: 10001,
+            values: false,
+            condition: None,
+        })
+        .unwrap();
+        p.armed(2, &cpus, 5_000_001_000).unwrap();
+        let (out, _) = p.into_inner();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(
+                "# armed 2 breakpoints on cpus 0-1 for 2 processes (10001 threads at the start) at"
+            ),
+            "{text}"
+        );
+        let mut j = crate::report::json::Json::new(Vec::new(), Vec::new());
+        j.header(&Header {
+            watches: std::slice::from_ref(&watch),
+            cpus: &cpus,
+            source: "kallsyms /proc/kallsyms",
+            processes: &processes[..1],
+            threads: 1,
+            values: false,
+            condition: None,
+        })
+        .unwrap();
+        j.armed(2, &cpus, 5_000_001_000).unwrap();
+        let out = String::from_utf8(j.into_inner().0).unwrap();
+        let armed: serde_json::Value = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
+        assert_eq!(
+            (armed["processes"].as_u64(), armed["threads"].as_u64()),
+            (Some(1), Some(1))
         );
     }
 

@@ -268,6 +268,11 @@ pub enum Record<'a> {
         time_ns: u64,
         events: usize,
         cpus: Vec<u32>,
+        /// A process watch: how many processes, and their threads at the start.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        processes: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        threads: Option<usize>,
     },
     /// The schema of a hit; the per-hit path writes it with [`push_hit`] instead, which the tests hold to
     /// exactly serde's bytes for this variant.
@@ -669,6 +674,8 @@ pub struct Json<W: Write, E: Write> {
     err: E,
     /// One hit's line, built here and written at once; reused so a hit allocates nothing.
     line: String,
+    /// A process watch's processes and threads at the start, from the header, for the `armed` record.
+    watched: Option<(usize, usize)>,
 }
 
 impl<W: Write, E: Write> Json<W, E> {
@@ -679,6 +686,7 @@ impl<W: Write, E: Write> Json<W, E> {
             out,
             err,
             line: String::new(),
+            watched: None,
         }
     }
 
@@ -690,6 +698,7 @@ impl<W: Write, E: Write> Json<W, E> {
 
 impl<W: Write, E: Write> Output for Json<W, E> {
     fn header(&mut self, h: &Header<'_>) -> io::Result<()> {
+        self.watched = (!h.processes.is_empty()).then_some((h.processes.len(), h.threads));
         let targets = h
             .watches
             .iter()
@@ -722,6 +731,8 @@ impl<W: Write, E: Write> Output for Json<W, E> {
                 time_ns,
                 events,
                 cpus: cpus.iter().copied().collect(),
+                processes: self.watched.map(|(p, _)| p),
+                threads: self.watched.map(|(_, t)| t),
             },
         )?;
         self.out.flush()

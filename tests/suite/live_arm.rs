@@ -21,6 +21,7 @@ fn watch() -> Watch {
 
 const CFG: EventConfig = EventConfig {
     ring_pages: 8,
+    user_only: false,
     track_tasks: false,
     count_lost: false,
     remove_on_exec: false,

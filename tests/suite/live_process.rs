@@ -4,8 +4,9 @@
 //! and the exit status of a launched command.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ksymwatch::config::watch::{Access, Watch};
@@ -394,6 +395,7 @@ fn a_refused_thread_closes_every_event_already_opened_for_the_others() {
     };
     let cfg = EventConfig {
         ring_pages: 8,
+        user_only: false,
         track_tasks: true,
         count_lost: true,
         remove_on_exec: false,
@@ -553,4 +555,92 @@ fn two_pids_with_the_symbol_at_different_addresses_are_refused() {
     t.signal(libc::SIGINT);
     let (code, _, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
+}
+
+/// A user without root or CAP_PERFMON (perf_event_paranoid 2 here) watches their own process: user-space
+/// writers only (`exclude_kernel`), said on stderr, every store of the helper seen; the kernel's symbols,
+/// hidden from that user, are not needed. Another user's process is exit 4 naming perf_event_paranoid.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn an_unprivileged_user_watches_their_own_process_from_user_space() {
+    let Some(_live) = util::live() else { return };
+    if !Path::new("/usr/bin/setpriv").exists() {
+        return util::skip("setpriv is not installed");
+    }
+    let paranoid =
+        std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+    if paranoid.trim().parse::<i32>().map_or(true, |p| p > 2) {
+        return util::skip(format!(
+            "perf_event_paranoid is {} here: unprivileged users may not watch at all",
+            paranoid.trim()
+        ));
+    }
+    let nobody = [
+        "--reuid",
+        "nobody",
+        "--regid",
+        "nogroup",
+        "--clear-groups",
+        "--inh-caps=-all",
+    ];
+    const STORES: usize = 50;
+    let writer = helper("writer");
+    let mut args: Vec<&str> = nobody.to_vec();
+    let stores = STORES.to_string();
+    args.extend([writer.to_str().expect("utf-8 path"), "write", &stores, "0"]);
+    let mut h = Writer::start_binary(Path::new("/usr/bin/setpriv"), &args);
+    let target = format!("0x{:x}/8", h.addr);
+    let pid = h.pid.to_string();
+    let mut tracer = Command::new("setpriv")
+        .args(nobody)
+        .args([BIN, "write", "--json", "--no-status", "-p", &pid, &target])
+        .args(["--count", &stores])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run ksymwatch as nobody");
+    let mut out = BufReader::new(tracer.stdout.take().expect("stdout"));
+    let mut text = String::new();
+    loop {
+        let mut line = String::new();
+        if out.read_line(&mut line).expect("read") == 0 {
+            break;
+        }
+        text += &line;
+        if line.contains("\"type\":\"armed\"") {
+            break;
+        }
+    }
+    assert!(text.contains("\"type\":\"armed\""), "never armed: {text}");
+    h.go();
+    let status = util::wait_within(&mut tracer, Duration::from_secs(30));
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).expect("read");
+    text += &rest;
+    let mut err = String::new();
+    tracer
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("read");
+    h.finish();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.contains("user-space writers only"), "{err}");
+    let records = util::ndjson(&text);
+    let hits: Vec<_> = records.iter().filter(|v| v["type"] == "hit").collect();
+    assert_eq!(hits.len(), STORES, "{err}");
+    assert!(hits.iter().all(|v| v["in_kernel"] == false));
+    // Someone else's process: refused by the kernel, exit 4, with the reason.
+    let mut theirs = Writer::start(&["write", "1", "0"]);
+    let target = format!("0x{:x}/8", theirs.addr);
+    let Some((code, _, err)) =
+        util::run_as_nobody(&["write", "-p", &theirs.pid.to_string(), &target])
+    else {
+        return;
+    };
+    theirs.send("go");
+    theirs.finish();
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("not permitted"), "{err}");
 }

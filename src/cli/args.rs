@@ -165,6 +165,9 @@ pub struct WatchArgs {
     /// then never trap.
     #[arg(long)]
     pub per_thread: bool,
+    /// Resolve and check everything, print what would be armed, and arm nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Report the value each hit stored, exactly, and the one before it (`value=0x1f4 old=0x1f3`): read in
     /// the kernel at the trap by a BPF program on each breakpoint. Needs BPF (root, or CAP_BPF and
     /// CAP_PERFMON).

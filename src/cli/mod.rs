@@ -8,6 +8,7 @@ pub(crate) mod args;
 mod check;
 pub(crate) mod duration;
 mod output_file;
+mod plan;
 mod resolve;
 mod watch;
 

@@ -9,6 +9,7 @@ mod util;
 mod bad_input;
 mod check;
 mod debuginfod_cli;
+mod dry_run;
 mod live_arm;
 mod live_cache;
 mod live_contended;

@@ -102,3 +102,35 @@ fn every_contended_mov_store_reports_its_own_value_and_rmw_is_marked() {
         adds.len()
     );
 }
+
+/// `rw --value` on a user address watched system-wide: the program does not read the watched bytes (its
+/// own read would trap again), so the value of each store comes from its instruction; the tracer's own
+/// reads are never hits and never losses, and nothing is unaccounted.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn rw_value_takes_each_store_from_its_instruction_and_never_traps_on_itself() {
+    let Some(_live) = util::live() else { return };
+    const STORES: u64 = 200;
+    let mut w = Writer::start(&["write", &STORES.to_string(), "0"]);
+    let target = format!("0x{:x}/8", w.addr);
+    let t = Tracer::start_json(&["rw", "--value", "--json", "--no-status", &target]);
+    w.go();
+    let tid = w.tid;
+    w.finish();
+    let (code, out, err) = t.interrupt(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let records = util::ndjson(&out);
+    let mine: Vec<_> = records
+        .iter()
+        .filter(|v| v["type"] == "hit" && v["tid"] == tid && v["in_kernel"] == false)
+        .collect();
+    assert_eq!(mine.len() as u64, STORES, "{err}");
+    assert!(
+        mine.iter()
+            .all(|v| v["value_from"] == "insn" && v["value"].is_string()),
+        "every store's value from its instruction: {:?}",
+        mine.first()
+    );
+    assert!(!err.contains("unaccounted"), "{err}");
+    assert_eq!(util::summary_record(&records)["lost"], 0, "{err}");
+}

@@ -125,6 +125,9 @@ pub struct CpuEvent {
     value_event: Option<(OwnedFd, u64)>,
     /// `value_event` carries hit records (the hit path), not value records.
     emits_hits: bool,
+    /// The hit path's second output event, which wakes the reader on every record (a hit after a quiet
+    /// spell), and its id.
+    urgent_event: Option<(OwnedFd, u64)>,
     /// Other threads' events redirected into `ring`, with their tids.
     members: Vec<(u32, OwnedFd)>,
     // Declared after `ring` so the mapping is gone before the descriptor closes.
@@ -223,13 +226,18 @@ impl CpuEvent {
         let (fd, counts_lost) = open_fd(watch, cpu, bind, cfg)?;
         let ring = Ring::map(fd.as_fd(), cfg.ring_pages)
             .map_err(|err| OpenError::new(cpu, bind, Stage::Mmap, err))?;
-        let value_event = match (&cfg.hits, &cfg.values) {
-            (Some(h), _) => Some(h.attach(index, cpu, fd.as_fd())),
-            (None, Some(v)) => Some(v.attach(index, cpu, fd.as_fd())),
-            (None, None) => None,
-        }
-        .transpose()
-        .map_err(|err| OpenError::new(cpu, bind, Stage::Bpf, err))?;
+        let bpf_err = |err| OpenError::new(cpu, bind, Stage::Bpf, err);
+        let (value_event, urgent_event) = match (&cfg.hits, &cfg.values) {
+            (Some(h), _) => {
+                let o = h.attach(index, cpu, fd.as_fd()).map_err(bpf_err)?;
+                (Some(o.normal), Some(o.urgent))
+            }
+            (None, Some(v)) => (
+                Some(v.attach(index, cpu, fd.as_fd()).map_err(bpf_err)?),
+                None,
+            ),
+            (None, None) => (None, None),
+        };
         Ok(CpuEvent {
             cpu,
             watch: index,
@@ -239,6 +247,7 @@ impl CpuEvent {
             sample_type: cfg.sample_type(bind),
             value_event,
             emits_hits: cfg.hits.is_some(),
+            urgent_event,
             members: Vec::new(),
             fd,
         })
@@ -352,12 +361,15 @@ impl CpuEvent {
             .map(|(_, id)| *id)
     }
 
-    /// The id leading this ring's hit records (the hit path).
-    pub fn hit_id(&self) -> Option<u64> {
-        self.value_event
-            .as_ref()
-            .filter(|_| self.emits_hits)
-            .map(|(_, id)| *id)
+    /// The ids leading this ring's hit records (the hit path): the normal output's and the urgent one's.
+    pub fn hit_ids(&self) -> [Option<u64>; 2] {
+        [
+            self.value_event
+                .as_ref()
+                .filter(|_| self.emits_hits)
+                .map(|(_, id)| *id),
+            self.urgent_event.as_ref().map(|(_, id)| *id),
+        ]
     }
 
     /// What the kernel counted for this ring's events together: every hit while enabled (inherited
@@ -375,7 +387,12 @@ impl CpuEvent {
         }
         // On the hit path the breakpoint writes nothing: its hits are the output event's records, and so
         // are their losses.
-        if let (Some((out, _)), true) = (&self.value_event, self.emits_hits) {
+        let outputs = self
+            .value_event
+            .iter()
+            .filter(|_| self.emits_hits)
+            .chain(&self.urgent_event);
+        for (out, _) in outputs {
             let mut buf = [0u64; 2];
             if sys::perf_read(out.as_fd(), &mut buf)? == 16 {
                 total.lost = Some(total.lost.unwrap_or(0) + buf[1]);

@@ -173,19 +173,40 @@ impl Epoll {
         })
     }
 
-    /// Waits up to `timeout_ms` and returns the tokens that are ready; EINTR is an empty wake-up.
-    pub fn wait(&self, tokens: &mut Vec<u64>, timeout_ms: i32) -> io::Result<()> {
+    /// Waits up to `timeout` (to the microsecond: epoll_pwait2, Linux 5.11+; whole milliseconds, rounded
+    /// up, before it) and returns the tokens that are ready; EINTR is an empty wake-up.
+    pub fn wait(&self, tokens: &mut Vec<u64>, timeout: std::time::Duration) -> io::Result<()> {
         tokens.clear();
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
-        // SAFETY: `events` is a writable array of the length passed.
-        let n = unsafe {
-            libc::epoll_wait(
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+        };
+        // SAFETY: `events` is a writable array of the length passed; `ts` lives for the call; no signal
+        // mask is passed (null, size 0).
+        let mut n = unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait2,
                 self.0.as_raw_fd(),
                 events.as_mut_ptr(),
-                events.len() as i32,
-                timeout_ms,
+                events.len() as libc::c_int,
+                &ts as *const libc::timespec,
+                std::ptr::null::<libc::sigset_t>(),
+                0usize,
             )
         };
+        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+            let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+            // SAFETY: `events` is a writable array of the length passed.
+            n = libc::c_long::from(unsafe {
+                libc::epoll_wait(
+                    self.0.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as i32,
+                    ms,
+                )
+            });
+        }
         if n < 0 {
             let err = io::Error::last_os_error();
             return if err.kind() == io::ErrorKind::Interrupted {

@@ -545,7 +545,7 @@ fn drain_one(
     let (cpu, watch) = key;
     let sample_type = t.ev.sample_type;
     let value_id = t.ev.value_id();
-    let hit_id = t.ev.hit_id();
+    let hit_ids = t.ev.hit_ids();
     let Tracked {
         ev,
         samples,
@@ -566,7 +566,8 @@ fn drain_one(
     // costs more than everything else a hit needs).
     let mut read: Option<((u32, u64, u8), Value)> = None;
     ev.ring.drain(|bytes| {
-        if hit_id.is_some() && record::sample_identifier(bytes) == hit_id {
+        let id = record::sample_identifier(bytes);
+        if id.is_some() && hit_ids.contains(&id) {
             match hit_record::decode_output(bytes) {
                 Ok((id, _, hit)) => {
                     *samples += 1;

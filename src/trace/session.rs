@@ -84,8 +84,12 @@ const TOKEN_PROCESS: u64 = 16;
 const TICK: Duration = Duration::from_millis(10);
 
 /// How long after its timestamp a record may still be on its way into a ring (the writer is inside the
-/// debug exception between the two); records this close to a read are held for the next one.
-const SORT_SLACK_NS: u64 = 1_000_000;
+/// debug exception between the two, which takes 10-20 us here with the stacks walked); records this close
+/// to a read are held for the next one, which the loop schedules for when they are due.
+const SORT_SLACK_NS: u64 = 200_000;
+
+/// Wake this long after a held record is due, so the read that releases it is surely past it.
+const DUE_MARGIN_NS: u64 = 20_000;
 
 /// Exited tasks whose names are kept after their exit is applied, and exited processes whose mappings are:
 /// a margin only (see [`crate::trace::exited`]), so small; a process's mappings are a few KB.
@@ -348,9 +352,15 @@ impl<'a, O: Output> Session<'a, O> {
                 }
                 timeout = timeout.min(left);
             }
-            let ms = timeout.as_millis().max(1) as i32;
+            // A record held back for ordering is printed as soon as it is due, not at the next tick: a
+            // lone hit reaches the reader within the slack of its wake-up.
+            if let Some(due) = self.sorter.due() {
+                let wait =
+                    Duration::from_nanos(due.saturating_sub(sys::monotonic_ns()) + DUE_MARGIN_NS);
+                timeout = timeout.min(wait);
+            }
             self.epoll
-                .wait(tokens, ms)
+                .wait(tokens, timeout)
                 .or_exit(ExitCode::Runtime, "epoll_wait")?;
             for &t in tokens.iter() {
                 match t {

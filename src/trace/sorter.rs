@@ -132,6 +132,12 @@ impl<T> Sorter<T> {
         None
     }
 
+    /// When the oldest held record can be released: once every ring is read again this long after it
+    /// (its time plus the slack); `None` when nothing is held.
+    pub fn due(&self) -> Option<u64> {
+        self.oldest().map(|(_, t)| t.saturating_add(self.slack))
+    }
+
     /// The oldest held record, ready or not (the session is ending).
     pub fn pop_any(&mut self) -> Option<(u64, T)> {
         let (i, _) = self.oldest()?;

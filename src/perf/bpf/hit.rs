@@ -54,6 +54,7 @@ pub const STATS: u32 = 2;
 const STAT_KEY: i16 = -92;
 const SCRATCH_KEY: i16 = -96;
 const PROC_KEY: i16 = -100;
+const LAST_KEY: i16 = -104;
 
 /// The maps the program uses, by descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +70,17 @@ pub struct HitMaps {
     /// `BPF_MAP_TYPE_HASH` from tgid (u32) to anything: the watched processes; `None` for a watch of
     /// every process.
     pub procs: Option<i32>,
+    /// `BPF_MAP_TYPE_PERF_EVENT_ARRAY`, one `BPF_OUTPUT` event per CPU that wakes the reader on every
+    /// record: used for a hit that comes [`URGENT_GAP_NS`] or more after the CPU's previous one.
+    pub urgent: i32,
+    /// `BPF_MAP_TYPE_PERCPU_ARRAY`, one u64: the time of the CPU's last emitted hit.
+    pub last: i32,
 }
+
+/// A hit this long after the previous one on its CPU wakes the tracer at once: a lone hit is printed
+/// within a fraction of a millisecond. Faster hits go through the output that wakes the tracer a quarter
+/// of the way into the ring, so a flood costs no wake-up per hit.
+pub const URGENT_GAP_NS: i32 = 1_000_000;
 
 /// What one watch's hit program checks and reads.
 #[derive(Debug, Clone, Copy)]
@@ -233,11 +244,34 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool) {
         .call(more_helper::GET_STACK);
     clamp(a, max);
     a.store(DW, R7, rec::OFF_USTACK_BYTES, R0);
-    a.mov(R5, R0)
-        .alu(Alu::Add, R5, R8)
-        .alu_imm(Alu::Add, R5, stacks)
-        .mov(R1, R6)
+    // The size in r8 (kernel stack bytes + user stack bytes + header): r0-r5 do not survive the lookup.
+    a.alu(Alu::Add, R8, R0).alu_imm(Alu::Add, R8, stacks);
+    // Urgent (r9 = 1) when the CPU's previous hit is URGENT_GAP_NS or more before this one.
+    let decided = a.label();
+    a.mov_imm(R9, 0)
+        .store_imm(W, FP, LAST_KEY, 0)
+        .ld_map_fd(R1, maps.last)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(LAST_KEY))
+        .call(helper::MAP_LOOKUP_ELEM)
+        .jump_imm(Cond::Eq, R0, 0, decided)
+        .load(DW, R1, R0, 0)
+        .load(DW, R2, R7, rec::OFF_TIME)
+        .store(DW, R0, 0, R2)
+        .alu(Alu::Sub, R2, R1)
+        .jump_imm(Cond::Lt, R2, URGENT_GAP_NS, decided)
+        .mov_imm(R9, 1);
+    a.bind(decided);
+    let urgent = a.label();
+    let write = a.label();
+    a.jump_imm(Cond::Ne, R9, 0, urgent)
         .ld_map_fd(R2, maps.outputs)
+        .goto(write);
+    a.bind(urgent);
+    a.ld_map_fd(R2, maps.urgent);
+    a.bind(write);
+    a.mov(R5, R8)
+        .mov(R1, R6)
         .ld_imm64(R3, CURRENT_CPU)
         .mov(R4, R7)
         .call(helper::PERF_EVENT_OUTPUT);

@@ -74,8 +74,9 @@ fn watch_during(
     for &cpu in &cpus {
         let bp = breakpoint(addr, cpu).expect("breakpoint");
         let ring = Ring::map(bp.as_fd(), 64).expect("ring");
-        let (out, id) = programs.attach(0, cpu, bp.as_fd()).expect("attach");
-        outputs.insert(id);
+        let out = programs.attach(0, cpu, bp.as_fd()).expect("attach");
+        outputs.insert(out.normal.1);
+        outputs.insert(out.urgent.1);
         armed.push((bp, ring, out));
     }
     for (bp, _, _) in &armed {

@@ -28,6 +28,10 @@ pub const PROCS_MAX: u32 = 65536;
 struct HitProgram {
     prog: OwnedFd,
     outputs: OwnedFd,
+    /// The outputs that wake the reader on every record (a hit after a quiet spell).
+    urgent: OwnedFd,
+    #[allow(dead_code)] // Held for the program's lifetime; the program reaches it by reference.
+    last: OwnedFd,
     /// The last value per key, which `--if`'s `old` reads.
     olds: OwnedFd,
     #[allow(dead_code)] // Held for the program's lifetime; the program reaches it by reference.
@@ -52,6 +56,14 @@ impl std::fmt::Debug for HitPrograms {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "HitPrograms({} programs)", self.programs.len())
     }
+}
+
+/// A CPU's two output events for one watch, each with the id that leads its records: `normal` wakes the
+/// reader a quarter of the way into the ring, `urgent` on every record (a hit after a quiet spell).
+#[derive(Debug)]
+pub struct HitOutputs {
+    pub normal: (OwnedFd, u64),
+    pub urgent: (OwnedFd, u64),
 }
 
 /// Traps each watch's program dropped, summed over CPUs.
@@ -86,6 +98,8 @@ impl HitPrograms {
         let mut programs = Vec::with_capacity(watches.len());
         for w in watches {
             let outputs = map(MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, cpus, "ksw_outputs")?;
+            let urgent = map(MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, cpus, "ksw_urgent")?;
+            let last = map(MAP_TYPE_PERCPU_ARRAY, 4, 8, 1, "ksw_last")?;
             let olds = map(MAP_TYPE_LRU_HASH, 8, 8, OLDS_MAX, "ksw_olds")?;
             let stats = map(MAP_TYPE_PERCPU_ARRAY, 4, 8, hit::STATS, "ksw_stats")?;
             let scratch = map(MAP_TYPE_PERCPU_ARRAY, 4, MAX_LEN as u32, 1, "ksw_scratch")?;
@@ -95,6 +109,8 @@ impl HitPrograms {
                 stats: raw(stats.as_fd()),
                 scratch: raw(scratch.as_fd()),
                 procs: procs.as_ref().map(|p| raw(p.as_fd())),
+                urgent: raw(urgent.as_fd()),
+                last: raw(last.as_fd()),
             };
             let spec = HitSpec {
                 len: w.len,
@@ -122,6 +138,8 @@ impl HitPrograms {
             programs.push(HitProgram {
                 prog,
                 outputs,
+                urgent,
+                last,
                 olds,
                 scratch,
                 stats,
@@ -178,9 +196,11 @@ impl HitPrograms {
     /// Wires watch `watch`'s program to the breakpoint event `bp` on `cpu`: opens the CPU's output event
     /// into `bp`'s ring, enters it in the `outputs` map, and attaches the program. Returns the output event
     /// and its record id.
-    pub fn attach(&self, watch: usize, cpu: u32, bp: BorrowedFd<'_>) -> io::Result<(OwnedFd, u64)> {
+    pub fn attach(&self, watch: usize, cpu: u32, bp: BorrowedFd<'_>) -> io::Result<HitOutputs> {
         let p = self.program(watch)?;
-        super::wire(p.outputs.as_fd(), p.prog.as_fd(), cpu, bp)
+        let urgent = super::wire_output(p.urgent.as_fd(), cpu, bp, true)?;
+        let normal = super::wire(p.outputs.as_fd(), p.prog.as_fd(), cpu, bp)?;
+        Ok(HitOutputs { normal, urgent })
     }
 
     /// Empties watch `watch`'s last values: after a `--control` move, `old` starts afresh in the kernel

@@ -218,13 +218,31 @@ fn wire(
     cpu: u32,
     bp: BorrowedFd<'_>,
 ) -> io::Result<(OwnedFd, u64)> {
+    let out = wire_output(outputs, cpu, bp, false)?;
+    sys::perf_set_bpf(bp, prog)?;
+    Ok(out)
+}
+
+/// Opens `cpu`'s output event into `bp`'s ring and enters it in `outputs`; `wake_each`: it wakes the
+/// reader on every record it writes (else the ring's own watermark decides). Returns the event and the
+/// id that leads its records.
+fn wire_output(
+    outputs: BorrowedFd<'_>,
+    cpu: u32,
+    bp: BorrowedFd<'_>,
+    wake_each: bool,
+) -> io::Result<(OwnedFd, u64)> {
+    let mut base = output_attr();
+    if wake_each {
+        base.wakeup_events = 1;
+    }
     // The output event's own lost counter is the only count of hit records lost at the end of a burst
     // (no LOST record follows them); kernels before 6.0 refuse PERF_FORMAT_LOST.
-    let mut attr = output_attr();
+    let mut attr = base;
     attr.read_format = u64::from(pb::PERF_FORMAT_LOST);
     let out = match sys::perf_event_open(&attr, -1, cpu as i32) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-            sys::perf_event_open(&output_attr(), -1, cpu as i32)?
+            sys::perf_event_open(&base, -1, cpu as i32)?
         }
         r => r?,
     };
@@ -232,7 +250,6 @@ fn wire(
     let id = sys::perf_event_id(out.as_fd())?;
     let fd = raw(out.as_fd()) as u32;
     sys::bpf_map_update(outputs, &cpu.to_ne_bytes(), &fd.to_ne_bytes())?;
-    sys::perf_set_bpf(bp, prog)?;
     Ok((out, id))
 }
 

@@ -114,11 +114,16 @@ struct Prefetch {
 
 impl Prefetch {
     fn start(args: &WatchArgs) -> Prefetch {
+        // On the hit path every hit record carries its writer's name: reading every task's name (a second
+        // for a process of 100,000 threads) is for perf samples only.
+        let names = args.per_thread || args.remove_on_exec || crate::perf::bpf::probe().is_err();
         let task_scan = std::thread::Builder::new()
             .name("ksymwatch-tasks".into())
-            .spawn(|| {
+            .spawn(move || {
                 let (mut comms, mut user) = (Comms::default(), UserSymbols::default());
-                comms.scan_all();
+                if names {
+                    comms.scan_all();
+                }
                 user.scan_all();
                 (comms, user)
             })

@@ -273,15 +273,24 @@ impl EventSet {
     }
 
     /// How many threads a process watch covers now, or CPUs for a system-wide one (for acknowledgements).
+    /// What a moved watch covers: its CPUs where there is one breakpoint per CPU (system-wide, and a
+    /// process watch on the hit path, whose cost does not grow with threads: counting them would read
+    /// /proc for each), else the watched processes' threads.
     pub fn coverage(&self) -> Covered {
         match &self.scope {
             Scope::System => Covered::Cpus(self.by_cpu.len()),
+            _ if self.cfg.hits.is_some() => Covered::Cpus(self.by_cpu.len()),
             scope => Covered::Threads(arm::threads(&scope.pids()).len()),
         }
     }
 
     pub fn enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// The hit programs emit every hit (with its writer's name): the hit path.
+    pub fn hit_path(&self) -> bool {
+        self.cfg.hits.is_some()
     }
 
     /// Moves target `index` to `new` in place with MODIFY_ATTRIBUTES, inherited children included: no

@@ -259,7 +259,13 @@ impl<'a, O: Output> Session<'a, O> {
     /// task, a few milliseconds, is not worth delaying that line for), for the tasks born since the
     /// caller's own scan ([`Plan::comms`]): with the FORK and COMM records that follow, every task that
     /// can hit has a name even if it exits before its hit is printed.
+    /// Reads every live task's name (a task the start-up scan missed started after arming, and its
+    /// FORK/COMM records name it). Not on the hit path: each hit record carries its writer's name, and a
+    /// process of 100,000 threads would cost a second of /proc reads.
     pub fn learn_tasks(&mut self) {
+        if self.events.hit_path() {
+            return;
+        }
         self.comms.scan_all();
     }
 

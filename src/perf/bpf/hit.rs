@@ -73,13 +73,14 @@ pub struct HitMaps {
     /// `BPF_MAP_TYPE_PERF_EVENT_ARRAY`, one `BPF_OUTPUT` event per CPU that wakes the reader on every
     /// record: used for a hit that comes [`URGENT_GAP_NS`] or more after the CPU's previous one.
     pub urgent: i32,
-    /// `BPF_MAP_TYPE_PERCPU_ARRAY`, one u64: the time of the CPU's last emitted hit.
+    /// `BPF_MAP_TYPE_PERCPU_ARRAY`, one u64: the time of the CPU's last urgent hit.
     pub last: i32,
 }
 
-/// A hit this long after the previous one on its CPU wakes the tracer at once: a lone hit is printed
-/// within a fraction of a millisecond. Faster hits go through the output that wakes the tracer a quarter
-/// of the way into the ring, so a flood costs no wake-up per hit.
+/// A hit this long after its CPU's previous urgent one wakes the tracer at once: a lone hit is printed
+/// within a fraction of a millisecond, and in a flood the tracer is woken once per this interval per CPU
+/// (the other hits go through the output that wakes it a quarter of the way into the ring), so no hit
+/// waits long and a flood costs no wake-up per hit.
 pub const URGENT_GAP_NS: i32 = 1_000_000;
 
 /// What one watch's hit program checks and reads.
@@ -246,7 +247,8 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool) {
     a.store(DW, R7, rec::OFF_USTACK_BYTES, R0);
     // The size in r8 (kernel stack bytes + user stack bytes + header): r0-r5 do not survive the lookup.
     a.alu(Alu::Add, R8, R0).alu_imm(Alu::Add, R8, stacks);
-    // Urgent (r9 = 1) when the CPU's previous hit is URGENT_GAP_NS or more before this one.
+    // Urgent (r9 = 1) when the CPU's previous urgent hit is URGENT_GAP_NS or more before this one: the
+    // reader is woken at most once per URGENT_GAP_NS per CPU, and at once for a lone hit.
     let decided = a.label();
     a.mov_imm(R9, 0)
         .store_imm(W, FP, LAST_KEY, 0)
@@ -257,9 +259,10 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool) {
         .jump_imm(Cond::Eq, R0, 0, decided)
         .load(DW, R1, R0, 0)
         .load(DW, R2, R7, rec::OFF_TIME)
+        .mov(R3, R2)
+        .alu(Alu::Sub, R3, R1)
+        .jump_imm(Cond::Lt, R3, URGENT_GAP_NS, decided)
         .store(DW, R0, 0, R2)
-        .alu(Alu::Sub, R2, R1)
-        .jump_imm(Cond::Lt, R2, URGENT_GAP_NS, decided)
         .mov_imm(R9, 1);
     a.bind(decided);
     let urgent = a.label();

@@ -250,10 +250,17 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
     let armed_cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();
     // Every breakpoint event, per-thread ones included: a ring of the per-thread path holds one per thread.
     let n_events: usize = armed.events.iter().map(|e| e.breakpoints()).sum();
-    let threads: BTreeSet<u32> = if hit_path {
-        arm::threads(&scope.pids()).into_iter().collect()
+    // On the hit path the kernel's own count (one read per process): listing 100,000 threads would take
+    // longer than arming them.
+    let threads = if hit_path {
+        arm::thread_count(&scope.pids())
     } else {
-        armed.events.iter().flat_map(|e| e.tids()).collect()
+        armed
+            .events
+            .iter()
+            .flat_map(|e| e.tids())
+            .collect::<BTreeSet<u32>>()
+            .len()
     };
     let went_offline = armed.went_offline.clone();
     let processes = watched_processes(&scope);
@@ -262,7 +269,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         cpus: &cpus,
         source: &source_text,
         processes: &processes,
-        threads: threads.len(),
+        threads,
         values,
         condition: condition_text.as_deref(),
     };

@@ -137,6 +137,20 @@ pub fn threads(pids: &[u32]) -> Vec<u32> {
     tids
 }
 
+/// How many threads `pids` have now, from each process's `Threads:` line in /proc/PID/status: one read
+/// per process, where listing /proc/PID/task reads one entry per thread. A process that is gone counts 0.
+pub fn thread_count(pids: &[u32]) -> usize {
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse::<usize>().ok())
+        })
+        .sum()
+}
+
 /// One ring per CPU and watch, fed by every thread of `pids` on that CPU; the thread list is read again
 /// until a reading has no thread left to arm.
 fn open_threads(
@@ -353,5 +367,28 @@ fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch]) -> Error {
             let cpu_error = explain(&on_cpu, watches);
             Error::new(cpu_error.code, format!("{who}: {cpu_error}"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A live process counts its threads (this one has the test's and the one spawned here at least; other
+    /// tests' threads come and go, so no exact number), and a process that is gone counts nothing.
+    #[test]
+    fn thread_count_is_the_kernels_and_a_gone_process_counts_zero() {
+        let me = std::process::id();
+        let stop = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let other = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                stop.wait();
+            }
+        });
+        assert!(thread_count(&[me]) >= 2);
+        stop.wait();
+        other.join().expect("thread");
+        assert_eq!(thread_count(&[u32::MAX - 1]), 0);
     }
 }

@@ -385,6 +385,10 @@ impl KernelSide {
                 // Chains named from a vmlinux or System.map never come from the kallsyms cache. Loaded now, so
                 // a file that cannot name them fails before anything is armed.
                 files.chains()?;
+                // A vmlinux without usable line tables fails here, before any warning about the targets.
+                if args.symbols.lines {
+                    files.line_source()?;
+                }
                 let header = files.header();
                 (
                     KernelSymbols::Files(Box::new(files)),

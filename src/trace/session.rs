@@ -88,6 +88,10 @@ const TICK: Duration = Duration::from_millis(10);
 /// to a read are held for the next one, which the loop schedules for when they are due.
 const SORT_SLACK_NS: u64 = 200_000;
 
+/// After a hit, the loop reads the rings every [`BUSY_TICK`] for this long, then every [`TICK`] again.
+const BUSY_NS: u64 = 20_000_000;
+const BUSY_TICK: Duration = Duration::from_millis(1);
+
 /// Wake this long after a held record is due, so the read that releases it is surely past it.
 const DUE_MARGIN_NS: u64 = 20_000;
 
@@ -349,8 +353,18 @@ impl<'a, O: Output> Session<'a, O> {
             }
             self.control_unpolled = self.control.as_ref().is_some_and(|c| !c.source.ended);
         }
+        // While hits flow, the rings are read every millisecond: a hit that does not wake the reader (the
+        // hit program wakes it at most once a millisecond per CPU) waits that long, not a whole tick.
+        let mut busy_until = 0u64;
+        let mut seen = self.summary.hits() + self.summary.filtered;
         loop {
-            let mut timeout = TICK;
+            let now = sys::monotonic_ns();
+            let printed = self.summary.hits() + self.summary.filtered;
+            if printed != seen || self.sorter.due().is_some() {
+                seen = printed;
+                busy_until = now + BUSY_NS;
+            }
+            let mut timeout = if now < busy_until { BUSY_TICK } else { TICK };
             if let Some(d) = deadline {
                 let left = d.saturating_duration_since(Instant::now());
                 if left.is_zero() {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # ksymwatch against perf and bpftrace on this machine, in one run: start to first hit (cold and warm kallsyms
 # cache), a flood of one writer per CPU (hits, lost, tracer CPU per hit, peak RSS), and the RSS of a long run
-# over short-lived processes (scripts/bench-memory.py, when present). Prints markdown for BENCHMARKS.md with
+# over short-lived processes (scripts/bench-memory.py, when present); then trap-to-line latency
+# (scripts/bench-latency.py) and the writer's cost per store under each kind of watch
+# (scripts/bench-writer.py), each its own table (BENCH_SKIP_LATENCY=1 / BENCH_SKIP_WRITER=1 leave one out). Prints markdown for BENCHMARKS.md with
 # issue #12's targets next to the results. The measuring is scripts/bench-peers.py (see its doc); this wrapper
 # builds the release binary, and on exit or Ctrl-C kills whatever child that script could not stop itself.
 #
@@ -58,4 +60,18 @@ driver=$!
 status=0
 wait "$driver" || status=$?
 driver=
+if [ "$status" -eq 0 ] && [ -z "${BENCH_SKIP_LATENCY:-}" ]; then
+    echo
+    python3 scripts/bench-latency.py target/release/ksymwatch &
+    driver=$!
+    wait "$driver" || status=$?
+    driver=
+fi
+if [ "$status" -eq 0 ] && [ -z "${BENCH_SKIP_WRITER:-}" ]; then
+    echo
+    python3 scripts/bench-writer.py --binary target/release/ksymwatch &
+    driver=$!
+    wait "$driver" || status=$?
+    driver=
+fi
 exit "$status"

@@ -134,3 +134,71 @@ fn rw_value_takes_each_store_from_its_instruction_and_never_traps_on_itself() {
     assert!(!err.contains("unaccounted"), "{err}");
     assert_eq!(util::summary_record(&records)["lost"], 0, "{err}");
 }
+
+/// A `--control` move starts `old` afresh: after moving away and back, the first hit has no `old`, neither
+/// the tracer's (the line before was another target's) nor the kernel's (its map of last values is
+/// emptied with the move), though the same store came before the moves.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_control_move_starts_old_afresh() {
+    use std::io::Write;
+    let Some(_live) = util::live() else { return };
+    let mut w = Writer::start(&["set", "0"]);
+    let dir = std::env::temp_dir().join(format!("ksw-olds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let fifo = dir.join("ctl");
+    let target = format!("0x{:x}/8", w.addr);
+    let other = format!("0x{:x}/8", w.addr2.expect("a second global"));
+    let mut t = Tracer::start_json(&[
+        "write",
+        "--value",
+        "--json",
+        "--no-status",
+        &target,
+        "--control",
+        fifo.to_str().expect("utf-8 path"),
+    ]);
+    let hit = |t: &mut Tracer| -> serde_json::Value {
+        let text = t.read_until(|l| l.contains("\"type\":\"hit\""));
+        let line = text
+            .lines()
+            .rev()
+            .find(|l| l.contains("\"type\":\"hit\""))
+            .expect("a hit line");
+        serde_json::from_str(line).expect("JSON")
+    };
+    let send = |line: &str| {
+        let mut ctl = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&fifo)
+            .expect("open the control FIFO");
+        writeln!(ctl, "{line}").expect("write to the FIFO");
+    };
+    w.send("set 5");
+    w.read_until("done");
+    let first = hit(&mut t);
+    w.send("set 6");
+    w.read_until("done");
+    let second = hit(&mut t);
+    assert_eq!(
+        (first["value"].as_str(), second["old"].as_str()),
+        (Some("0x5"), Some("0x5")),
+        "{first} {second}"
+    );
+    send(&format!("watch {other}"));
+    t.read_until(|l| l.contains("\"type\":\"watch\""));
+    send(&format!("watch {target}"));
+    t.read_until(|l| l.contains("\"type\":\"watch\""));
+    w.send("set 7");
+    w.read_until("done");
+    let after = hit(&mut t);
+    assert_eq!(after["value"], "0x7", "{after}");
+    assert!(
+        after["old"].is_null(),
+        "old starts afresh after a move: {after}"
+    );
+    let (code, _, err) = t.interrupt(Duration::from_secs(10));
+    w.finish();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 0, "{err}");
+}

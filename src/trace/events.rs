@@ -320,9 +320,12 @@ impl EventSet {
         }
         self.retired.push(old);
         self.watches[index] = new;
+        // The kernel's `old` (what `--if` reads) starts afresh at the new target, as the printed one does.
         if let Some(h) = &self.cfg.hits {
-            // The kernel's `old` (what `--if` reads) starts afresh at the new target, as the printed one does.
             h.forget_olds(index)?;
+        }
+        if let Some(v) = &self.cfg.values {
+            v.forget_olds(index)?;
         }
         Ok(())
     }

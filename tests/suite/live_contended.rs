@@ -141,15 +141,22 @@ fn rw_value_takes_each_store_from_its_instruction_and_never_traps_on_itself() {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_control_move_starts_old_afresh() {
-    use std::io::Write;
     let Some(_live) = util::live() else { return };
+    // The hit path (system-wide), and the per-thread path's value program.
+    move_starts_old_afresh(&[]);
+    move_starts_old_afresh(&["--per-thread"]);
+}
+
+fn move_starts_old_afresh(extra: &[&str]) {
+    use std::io::Write;
     let mut w = Writer::start(&["set", "0"]);
+    let pid = w.pid.to_string();
     let dir = std::env::temp_dir().join(format!("ksw-olds-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let fifo = dir.join("ctl");
     let target = format!("0x{:x}/8", w.addr);
     let other = format!("0x{:x}/8", w.addr2.expect("a second global"));
-    let mut t = Tracer::start_json(&[
+    let mut args = vec![
         "write",
         "--value",
         "--json",
@@ -157,7 +164,12 @@ fn a_control_move_starts_old_afresh() {
         &target,
         "--control",
         fifo.to_str().expect("utf-8 path"),
-    ]);
+    ];
+    if !extra.is_empty() {
+        args.extend(["-p", &pid]);
+        args.extend(extra);
+    }
+    let mut t = Tracer::start_json(&args);
     let hit = |t: &mut Tracer| -> serde_json::Value {
         let text = t.read_until(|l| l.contains("\"type\":\"hit\""));
         let line = text

@@ -575,14 +575,7 @@ fn an_unprivileged_user_watches_their_own_process_from_user_space() {
             paranoid.trim()
         ));
     }
-    let nobody = [
-        "--reuid",
-        "nobody",
-        "--regid",
-        "nogroup",
-        "--clear-groups",
-        "--inh-caps=-all",
-    ];
+    let nobody = util::AS_NOBODY;
     const STORES: usize = 50;
     let writer = helper("writer");
     let mut args: Vec<&str> = nobody.to_vec();

@@ -690,6 +690,16 @@ pub fn field<'a>(out: &'a str, key: &str) -> &'a str {
 
 /// Runs ksymwatch `args` as `nobody`, with no capabilities (setpriv); returns (exit code, stdout, stderr),
 /// or `None` after a SKIP line when this test process cannot drop to it (not root, or no setpriv).
+/// setpriv's arguments that drop every privilege: user nobody, group nogroup, no capabilities.
+pub const AS_NOBODY: [&str; 6] = [
+    "--reuid",
+    "nobody",
+    "--regid",
+    "nogroup",
+    "--clear-groups",
+    "--inh-caps=-all",
+];
+
 pub fn run_as_nobody(args: &[&str]) -> Option<(i32, String, String)> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -701,15 +711,8 @@ pub fn run_as_nobody(args: &[&str]) -> Option<(i32, String, String)> {
         return None;
     }
     let out = Command::new("setpriv")
-        .args([
-            "--reuid",
-            "nobody",
-            "--regid",
-            "nogroup",
-            "--clear-groups",
-            "--inh-caps=-all",
-            BIN,
-        ])
+        .args(AS_NOBODY)
+        .arg(BIN)
         .args(args)
         .output()
         .expect("run setpriv");

@@ -206,21 +206,7 @@ impl HitPrograms {
     /// Empties watch `watch`'s last values: after a `--control` move, `old` starts afresh in the kernel
     /// too.
     pub fn forget_olds(&self, watch: usize) -> io::Result<()> {
-        let olds = self.program(watch)?.olds.as_fd();
-        let mut key = [0u8; 8];
-        // Deleting the key just returned makes the next lookup from `None` find the next one. The events
-        // are disabled while a watch moves, so nothing adds keys meanwhile; the bound is for safety.
-        for _ in 0..=super::OLDS_MAX {
-            if !sys::bpf_map_next_key(olds, None, &mut key)? {
-                break;
-            }
-            match sys::bpf_map_delete(olds, &key) {
-                Ok(()) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+        super::empty_olds(self.program(watch)?.olds.as_fd())
     }
 
     /// Whether the programs choose the process (a `procs` map).

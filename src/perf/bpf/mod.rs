@@ -59,7 +59,6 @@ const OLDS_MAX: u32 = 4096;
 struct WatchProgram {
     prog: OwnedFd,
     outputs: OwnedFd,
-    #[allow(dead_code)] // Held for the program's lifetime; the program reaches it by reference.
     olds: OwnedFd,
     stats: OwnedFd,
 }
@@ -197,6 +196,11 @@ impl Values {
         sys::perf_set_bpf(bp, self.program(watch)?.prog.as_fd())
     }
 
+    /// Empties watch `watch`'s last values: after a `--control` move, `old` starts afresh.
+    pub fn forget_olds(&self, watch: usize) -> io::Result<()> {
+        empty_olds(self.program(watch)?.olds.as_fd())
+    }
+
     /// Hits of watch `watch` the program dropped (filters or condition) on each CPU so far, by CPU number.
     pub fn dropped(&self, watch: usize) -> io::Result<Vec<u64>> {
         sys::bpf_map_lookup_percpu_u64(self.program(watch)?.stats.as_fd(), 0)
@@ -207,6 +211,24 @@ impl Values {
             .get(watch)
             .ok_or_else(|| io::Error::other(format!("no --value program for target {watch}")))
     }
+}
+
+/// Deletes every key of an olds map (u64 keys). Deleting the key just returned makes the next lookup from
+/// `None` find the next one. The events are disabled while a watch moves, so nothing adds keys meanwhile;
+/// the bound is for safety.
+fn empty_olds(olds: BorrowedFd<'_>) -> io::Result<()> {
+    let mut key = [0u8; 8];
+    for _ in 0..=OLDS_MAX {
+        if !sys::bpf_map_next_key(olds, None, &mut key)? {
+            break;
+        }
+        match sys::bpf_map_delete(olds, &key) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Opens `cpu`'s output event into `bp`'s ring, enters it in the `outputs` map (replacing the one of an

@@ -4,7 +4,8 @@
 //! ([`hotplug`]); naming tasks (`comm`) and frames (`symbolize`), and letting go of what exited tasks
 //! left behind (`exited`); starting a command stopped at its exec
 //! for launch mode (`launch`); reading `--control` commands (`control`); ending the watches on a kernel
-//! module that is unloaded (`unload`); `--value`'s `old` in merged time order and its race counts (`olds`).
+//! module that is unloaded (`unload`); `--value`'s `old` in merged time order and its race counts (`olds`); the watched processes followed to
+//! their exit or exec (`watched`).
 //!
 //! Uses [`crate::perf`] for events and records and [`crate::config`] for what to watch, keep and stop on;
 //! hands symbolized hits to a `crate::report::Output` and never prints itself. Every name comes from the
@@ -22,6 +23,7 @@ pub(crate) mod session;
 pub(crate) mod sorter;
 pub(crate) mod symbolize;
 pub(crate) mod unload;
+pub(crate) mod watched;
 
 #[cfg(test)]
 mod hit_path_tests;

@@ -8,7 +8,6 @@
 
 use std::collections::BTreeSet;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use ksymwatch_symbols::{LineSource, MappedFile, Origin, SymbolTable, UserSymbols};
@@ -34,6 +33,7 @@ use crate::trace::olds::Olds;
 use crate::trace::sorter::Sorter;
 use crate::trace::symbolize::Symbolizer;
 use crate::trace::unload;
+use crate::trace::watched::Watched;
 
 /// What a session watches and how: fixed for its lifetime.
 pub struct Plan<'a> {
@@ -132,14 +132,8 @@ pub struct Session<'a, O: Output> {
     output_error: Option<io::Error>,
     /// `--strict-hotplug` failed: returned once the summary is out, so the exit code is 3.
     fatal: Option<Error>,
-    /// A process watch: each process's pidfd, until it exits. The run ends when none is left.
-    processes: Vec<Option<OwnedFd>>,
-    /// The watched processes' pids, as `processes`; an exec ends a watch only on the hit path.
-    process_pids: Vec<u32>,
-    ends_on_exec: bool,
-    /// Watched processes whose exec ended their watch: reported once, and their later traps (the ELF
-    /// loader clearing the new program's memory, before the kernel took the process out) are not hits.
-    exec_ended: Vec<u32>,
+    /// A process watch's processes, followed to their exit or exec.
+    watched: Watched,
     /// Loadable modules holding targets, loaded when the session started: the reconcile checks sysfs for
     /// them in case their removal uevent was dropped ([`unload`]).
     modules: Vec<std::sync::Arc<str>>,
@@ -179,20 +173,8 @@ impl<'a, O: Output> Session<'a, O> {
         let mut sorter = Sorter::new(SORT_SLACK_NS);
         // Only a kernel watch can hold a module's memory.
         let scope_is_system = matches!(scope, Scope::System);
-        // A process already gone is not waited for (its pidfd cannot be had); one that exits later is.
-        let pids = scope.pids();
-        let mut processes = Vec::with_capacity(pids.len());
-        for (i, pid) in pids.iter().enumerate() {
-            if let Ok(fd) = sys::pidfd_open(*pid) {
-                epoll
-                    .add(fd.as_fd(), TOKEN_PROCESS + i as u64)
-                    .or_exit(ExitCode::Runtime, "epoll")?;
-                processes.push(Some(fd));
-            } else {
-                processes.push(None);
-            }
-        }
         let ends_on_exec = cfg.hits.as_ref().is_some_and(|h| h.ends_on_exec());
+        let watched = Watched::new(scope.pids(), ends_on_exec, &epoll, TOKEN_PROCESS)?;
         let events = EventSet::new(
             watches,
             cfg,
@@ -247,10 +229,7 @@ impl<'a, O: Output> Session<'a, O> {
             audits: Vec::new(),
             output_error: None,
             fatal: None,
-            processes,
-            process_pids: pids,
-            ends_on_exec,
-            exec_ended: Vec::new(),
+            watched,
             modules: if scope_is_system {
                 unload::loaded(watches, std::path::Path::new(unload::SYS_MODULE))
             } else {
@@ -400,11 +379,10 @@ impl<'a, O: Output> Session<'a, O> {
                         }
                     }
                     t if t >= TOKEN_PROCESS => {
-                        let i = (t - TOKEN_PROCESS) as usize;
-                        if let Some(fd) = self.processes.get_mut(i).and_then(Option::take) {
-                            let _ = self.epoll.delete(fd.as_fd());
-                        }
-                        if self.processes.iter().all(Option::is_none) {
+                        let none_left = self
+                            .watched
+                            .exited((t - TOKEN_PROCESS) as usize, &self.epoll);
+                        if none_left {
                             return Ok(StopReason::Exited);
                         }
                     }
@@ -462,7 +440,7 @@ impl<'a, O: Output> Session<'a, O> {
             } => {
                 self.exited_tasks.revive(tid);
                 self.comms.set(tid, &comm);
-                if exec && self.ends_on_exec {
+                if exec {
                     if let Some(stop) = self.process_exec(pid, &comm, time) {
                         return Some(stop);
                     }
@@ -750,16 +728,7 @@ impl<'a, O: Output> Session<'a, O> {
     /// Watched process `pid` exec'd `comm`: the kernel took it out of the watched processes before the
     /// new program ran; the reader is told, and the run ends when no watched process is left.
     fn process_exec(&mut self, pid: u32, comm: &str, time: u64) -> Option<StopReason> {
-        let i = self.process_pids.iter().position(|&p| p == pid)?;
-        if self.exec_ended.contains(&pid) {
-            return None;
-        }
-        self.exec_ended.push(pid);
-        // The pidfd may be gone already: a process that exits right after its exec is seen exiting
-        // before its exec record is read.
-        if let Some(fd) = self.processes.get_mut(i).and_then(Option::take) {
-            let _ = self.epoll.delete(fd.as_fd());
-        }
+        let none_left = self.watched.exec(pid, &self.epoll)?;
         let event = StreamEvent::ProcessExec {
             pid,
             comm: comm.to_string(),
@@ -767,10 +736,7 @@ impl<'a, O: Output> Session<'a, O> {
         if let Some(stop) = self.emit_event(&event, time) {
             return Some(stop);
         }
-        self.processes
-            .iter()
-            .all(Option::is_none)
-            .then_some(StopReason::Exited)
+        none_left.then_some(StopReason::Exited)
     }
 
     /// A kernel module was removed: every watch on its memory is drained, closed and marked, before any
@@ -914,7 +880,7 @@ impl<'a, O: Output> Session<'a, O> {
         }
         let comm = self.comms.name(sample.pid, sample.tid);
         if !self.filter.admits(sample.tid, sample.in_kernel(), comm)
-            || self.exec_ended.contains(&sample.pid)
+            || self.watched.exec_ended(sample.pid)
         {
             self.summary.filtered += 1;
             return None;

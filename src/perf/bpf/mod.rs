@@ -121,12 +121,18 @@ pub(crate) fn too_big(e: &insn::AsmError, condition: Option<&Condition>) -> Erro
     }
 }
 
-/// Loads the smallest perf-event program: whether `--value` can work here (`check`, and before anything is
-/// armed).
+/// Loads the smallest perf-event program: whether `--value` and the hit path can work here (`check`, and
+/// before anything is armed). Asked once per run: the answer (an errno on refusal) is kept.
 pub fn probe() -> io::Result<()> {
-    let insns: Vec<u64> = program::probe().iter().map(|i| i.raw()).collect();
-    let mut log = Vec::new();
-    sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "ksw_probe", &mut log).map(|_| ())
+    static ANSWER: std::sync::OnceLock<Result<(), i32>> = std::sync::OnceLock::new();
+    let answer = ANSWER.get_or_init(|| {
+        let insns: Vec<u64> = program::probe().iter().map(|i| i.raw()).collect();
+        let mut log = Vec::new();
+        sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "ksw_probe", &mut log)
+            .map(|_| ())
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL))
+    });
+    answer.map_err(io::Error::from_raw_os_error)
 }
 
 impl Values {

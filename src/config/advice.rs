@@ -45,6 +45,11 @@ fn load(e: &SymbolsError, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             write!(f, "{} {e}", flag(*role))
         }
         SymbolsError::ZeroedAddresses { .. } => write!(f, "{e}, or pass --system-map/--vmlinux"),
+        // A binary file where text was expected: which flag takes which kind of file.
+        SymbolsError::Io { source, .. } if source.kind() == std::io::ErrorKind::InvalidData => write!(
+            f,
+            "{e} (--kallsyms FILE for kallsyms text, --system-map FILE, --vmlinux FILE)"
+        ),
         SymbolsError::KernelMismatch { .. } => write!(f, "{e}, or pass --force to arm anyway"),
         SymbolsError::Placeholder { .. } => write!(
             f,

@@ -85,8 +85,7 @@ impl fmt::Display for Error {
             Error::Io { path, source } if source.kind() == std::io::ErrorKind::InvalidData => write!(
                 f,
                 "{} is not a text symbol file: it holds binary data (an ELF file or a cached table?); give \
-                 kallsyms text (/proc/kallsyms or a copy of it), a System.map with --system-map, or a vmlinux \
-                 with --vmlinux",
+                 kallsyms text (/proc/kallsyms or a copy of it), a System.map, or a vmlinux",
                 path.display()
             ),
             Error::Io { path, source } => write!(f, "cannot read {}: {source}", path.display()),

@@ -344,27 +344,7 @@ impl KernelSide {
              (an unstripped vmlinux with debug info)"
         )));
         }
-        // A kallsyms without data symbols cannot place `jiffies`: the running kernel's vmlinux can. The table
-        // loaded to find out is the one used below when nothing is fetched.
-        let mut loaded = None;
-        let mut picked = picked;
-        if matches!(mode, Mode::System) && matches!(picked, Source::Kallsyms(_)) {
-            let l = load_symbols(&args.symbols)?;
-            match debuginfod::missing_data_symbol(&l.0, &bases) {
-                Some(name) => {
-                    picked = debuginfod::fetch_for_symbol(
-                        &mut search,
-                        picked,
-                        &name,
-                        args.symbols.debuginfod(),
-                    )?;
-                    if let Source::Kallsyms(_) = picked {
-                        loaded = Some(l);
-                    }
-                }
-                None => loaded = Some(l),
-            }
-        }
+        let (picked, loaded) = fetch_for_data_symbols(args, mode, &mut search, picked, &bases)?;
         let file_symbols = match picked {
             Source::Kallsyms(_) => None,
             _ => Some(FileSymbols::open(
@@ -431,6 +411,31 @@ impl KernelSide {
     }
 }
 
+/// A kallsyms table as loaded: the table, where it came from (cache or parse), and its source.
+type Loaded = (SymbolTable, Origin, Source);
+
+/// A kallsyms without data symbols cannot place `jiffies`: the running kernel's vmlinux can, fetched from
+/// debuginfod where configured. Returns the source to use, and the kallsyms table loaded to find out when
+/// it is still the source (so it is not loaded twice).
+fn fetch_for_data_symbols(
+    args: &WatchArgs,
+    mode: &Mode,
+    search: &mut ksymwatch_symbols::SourceSearch,
+    picked: Source,
+    bases: &[Target],
+) -> Result<(Source, Option<Loaded>)> {
+    if !matches!(mode, Mode::System) || !matches!(picked, Source::Kallsyms(_)) {
+        return Ok((picked, None));
+    }
+    let l = load_symbols(&args.symbols)?;
+    let Some(name) = debuginfod::missing_data_symbol(&l.0, bases) else {
+        return Ok((picked, Some(l)));
+    };
+    let picked = debuginfod::fetch_for_symbol(search, picked, &name, args.symbols.debuginfod())?;
+    let keep = matches!(picked, Source::Kallsyms(_)).then_some(l);
+    Ok((picked, keep))
+}
+
 /// Who the watch covers, and each target resolved there (a launched command is started for it), moved
 /// onto its member by its type.
 fn resolve_watches(
@@ -473,7 +478,7 @@ fn resolve_watches(
     Ok((scope, launched, watches))
 }
 
-fn load_symbols(args: &SymbolArgs) -> Result<(SymbolTable, Origin, Source)> {
+fn load_symbols(args: &SymbolArgs) -> Result<Loaded> {
     let (table, origin) =
         symbols::running_kallsyms(&args.kallsyms, &args.kernel_notes, !args.no_symbol_cache)
             .bad_symbols()?;
@@ -483,7 +488,7 @@ fn load_symbols(args: &SymbolArgs) -> Result<(SymbolTable, Origin, Source)> {
 /// [`load_symbols`] for a watch that cannot see the kernel (user-space writers only): kernel pointers
 /// hidden from this user (kptr_restrict) leave an empty table instead of an error, since no kernel frame
 /// is ever recorded.
-fn load_symbols_or_none(args: &SymbolArgs) -> Result<(SymbolTable, Origin, Source)> {
+fn load_symbols_or_none(args: &SymbolArgs) -> Result<Loaded> {
     match symbols::running_kallsyms(&args.kallsyms, &args.kernel_notes, false) {
         Err(ksymwatch_symbols::Error::ZeroedAddresses { .. }) => Ok((
             SymbolTable::new(Vec::new(), false),

@@ -141,6 +141,52 @@ impl Prefetch {
     }
 }
 
+/// What the `# armed` line and the marks right after it say, taken from the armed set before the session
+/// owns it.
+struct ArmedLine {
+    /// Every breakpoint event, per-thread ones included: a ring of the per-thread path holds one per thread.
+    events: usize,
+    cpus: BTreeSet<u32>,
+    /// CPUs that went offline while arming: not a failure, but not covered until they return.
+    went_offline: Vec<u32>,
+}
+
+impl ArmedLine {
+    fn of(armed: &arm::Armed) -> ArmedLine {
+        ArmedLine {
+            events: armed.events.iter().map(|e| e.breakpoints()).sum(),
+            cpus: armed.events.iter().map(|e| e.cpu).collect(),
+            went_offline: armed.went_offline.clone(),
+        }
+    }
+
+    /// The header, `# armed` (the moment every breakpoint is enabled), and a mark for each CPU that went
+    /// offline while arming (the loop arms it when it returns).
+    fn announce(&self, out: &mut dyn Output, header: &Header<'_>) -> io::Result<()> {
+        out.header(header)?;
+        out.armed(self.events, &self.cpus, sys::monotonic_ns())?;
+        self.went_offline
+            .iter()
+            .try_for_each(|&cpu| out.event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns()))
+    }
+}
+
+/// The threads a process watch covers at the start, for the header: on the hit path the kernel's own
+/// count (one read per process; listing 100,000 threads would take longer than arming them), on the
+/// per-thread path the threads armed.
+fn threads_at_start(hit_path: bool, scope: &Scope, armed: &arm::Armed) -> usize {
+    if hit_path {
+        arm::thread_count(&scope.pids())
+    } else {
+        armed
+            .events
+            .iter()
+            .flat_map(|e| e.tids())
+            .collect::<BTreeSet<u32>>()
+            .len()
+    }
+}
+
 /// The hit programs, or the value programs, or neither.
 type Programs = (Option<Arc<HitPrograms>>, Option<Arc<Values>>);
 
@@ -247,22 +293,8 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         w.finish();
     }
     let armed = arm::arm_in(&watches, &cpus, &scope, &cfg)?;
-    let armed_cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();
-    // Every breakpoint event, per-thread ones included: a ring of the per-thread path holds one per thread.
-    let n_events: usize = armed.events.iter().map(|e| e.breakpoints()).sum();
-    // On the hit path the kernel's own count (one read per process): listing 100,000 threads would take
-    // longer than arming them.
-    let threads = if hit_path {
-        arm::thread_count(&scope.pids())
-    } else {
-        armed
-            .events
-            .iter()
-            .flat_map(|e| e.tids())
-            .collect::<BTreeSet<u32>>()
-            .len()
-    };
-    let went_offline = armed.went_offline.clone();
+    let armed_line = ArmedLine::of(&armed);
+    let threads = threads_at_start(hit_path, &scope, &armed);
     let processes = watched_processes(&scope);
     let header = Header {
         watches: &watches,
@@ -310,23 +342,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
     // after arming, and the FORK/COMM records name it). Those alive before were named, and their maps
     // read, while the symbols loaded (`task_scan`).
     let mut session = Session::new(plan, out, armed, signals, Some(hotplug))?;
-    let announced = session
-        .out
-        .header(&header)
-        .and_then(|_| {
-            session
-                .out
-                .armed(n_events, &armed_cpus, sys::monotonic_ns())
-        })
-        .and_then(|_| {
-            // A CPU that went offline while arming is not a failure, but the reader must know it is not
-            // covered until it returns (the loop arms it then).
-            went_offline.iter().try_for_each(|&cpu| {
-                session
-                    .out
-                    .event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns())
-            })
-        });
+    let announced = armed_line.announce(&mut session.out, &header);
     session.learn_tasks();
     match announced {
         Ok(()) => {}

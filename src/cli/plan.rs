@@ -326,6 +326,15 @@ impl KernelSide {
         {
             typed::check_btf_for_live_watch(&args.symbols.btf)?;
         }
+        // A per-CPU variable has one copy per CPU, none at its symbol's address: name each CPU's copy.
+        if matches!(mode, Mode::System) {
+            if let Some((t, v)) = targets
+                .iter()
+                .find_map(|t| Some((t, typed::percpu_variable(&types, t)?)))
+            {
+                return Err(percpu_refusal(t, &v));
+            }
+        }
         // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
         let targets: Vec<Target> =
             if matches!(mode, Mode::System) && !matches!(picked, Source::Vmlinux(_)) {
@@ -409,6 +418,44 @@ impl KernelSide {
             resolved: kernel_resolved,
         })
     }
+}
+
+/// The error for a target on a per-CPU variable: watching one of its copies is a cast on that copy's
+/// address, and the kernel says where each online CPU's copy is ([`bpf::percpu`]); without that answer
+/// (no BPF here), the way to find one.
+fn percpu_refusal(target: &Target, v: &typed::PerCpuVariable) -> Error {
+    let cpus: Vec<u32> = cpulist::read(Path::new(cpulist::ONLINE))
+        .map(|c| c.into_iter().collect())
+        .unwrap_or_default();
+    let bases = ksymwatch_symbols::btf::Btf::open(Path::new(ksymwatch_symbols::btf::Btf::VMLINUX))
+        .ok()
+        .and_then(|btf| bpf::percpu::Offsets::from_btf(&btf).ok())
+        .and_then(|at| bpf::percpu::bases(&cpus, at).ok())
+        .unwrap_or_default();
+    let copies: Vec<String> = bases
+        .iter()
+        .map(|(cpu, base)| {
+            format!(
+                "cpu{cpu}: '({})0x{:x}{}'",
+                v.cast,
+                base.wrapping_add(v.offset_in_section),
+                v.path
+            )
+        })
+        .collect();
+    let how = if copies.is_empty() {
+        format!(
+            "watch one CPU's copy by its address: '({})0xADDR{}' (each CPU's per-CPU base plus 0x{:x})",
+            v.cast, v.path, v.offset_in_section
+        )
+    } else {
+        format!("watch one CPU's copy: {}", copies.join(", "))
+    };
+    Error::usage(format!(
+        "`{}`: `{}` is a per-CPU variable: every CPU has its own copy, and the symbol is only its offset \
+         (0x{:x}) in the per-CPU area; {how}",
+        target.text, v.name, v.offset_in_section
+    ))
 }
 
 /// A kallsyms table as loaded: the table, where it came from (cache or parse), and its source.

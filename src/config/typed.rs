@@ -219,6 +219,40 @@ pub fn base_target(t: &Target) -> Target {
     }
 }
 
+/// A per-CPU variable named with a member path (`runqueues.nr_running`), as BTF records it: what to cast
+/// each CPU's copy to, and where in the per-CPU area it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerCpuVariable {
+    pub name: String,
+    /// The cast that names the variable's type, as the target grammar spells it (`struct rq`).
+    pub cast: String,
+    /// The member path after the variable, as written (`.nr_running`).
+    pub path: String,
+    pub offset_in_section: u64,
+}
+
+/// `target` when it is `SYMBOL.FIELD` on a per-CPU variable BTF records (else `None`).
+pub fn percpu_variable(types: &Types, target: &Target) -> Option<PerCpuVariable> {
+    if target.cast.is_some() || target.path.is_empty() || target.object().is_some() {
+        return None;
+    }
+    let btf = types.vmlinux().ok()?;
+    target.symbol_splits().into_iter().find_map(|(name, rest)| {
+        let v = btf
+            .variable(&name)
+            .filter(|v| v.section == PERCPU_SECTION)?;
+        if rest.is_empty() {
+            return None;
+        }
+        Some(PerCpuVariable {
+            cast: cast_of(&v.type_name)?.to_string(),
+            path: rest.iter().map(|e| e.to_string()).collect(),
+            offset_in_section: v.offset_in_section,
+            name,
+        })
+    })
+}
+
 /// `SYMBOL.PATH` without DWARF, for a variable whose type BTF knows (per-CPU variables; every global on
 /// kernels built with pahole's global-variable encoding): the same target with its type as a cast, so it
 /// resolves like `'(TYPE)SYMBOL.PATH'`. `None` when BTF does not know the variable (or there is no BTF):

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{self, Tracer, Writer};
+use crate::util::{self, parse_hits, Tracer, Writer};
 
 const BTF: &str = "/sys/kernel/btf/vmlinux";
 
@@ -584,4 +584,41 @@ fn every_struct_name_btf_has_twice_is_refused_until_its_id_picks_one() {
         let v = resolve_json("(u8)0xffff888100000000");
         assert_eq!(v["size"], 1, "{v}");
     }
+}
+
+/// A per-CPU variable with a member path: the refusal names each online CPU's copy as a ready cast (each
+/// CPU's per-CPU base asked of the kernel by a BPF program on that CPU), and the cast it gives for a CPU
+/// watches that CPU's runqueue: `nr_running` changes whenever a task is enqueued there.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_per_cpu_variable_is_refused_with_each_cpus_copy_named() {
+    let Some(_live) = util::live() else { return };
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return util::skip("no kernel BTF");
+    }
+    let (code, _, err) = util::run(&["write", "runqueues.nr_running"]);
+    assert_eq!(code, 2, "{err}");
+    let cpus = util::online_cpus();
+    let mut casts = Vec::new();
+    for cpu in &cpus {
+        let at = format!("cpu{cpu}: '");
+        let start = err
+            .find(&at)
+            .unwrap_or_else(|| panic!("no copy for cpu {cpu}: {err}"))
+            + at.len();
+        let end = start + err[start..].find('\'').expect("closing quote");
+        casts.push(err[start..end].to_string());
+    }
+    assert!(casts
+        .iter()
+        .all(|c| c.starts_with("(struct rq)0xffff") && c.ends_with(".nr_running")));
+    let distinct: std::collections::BTreeSet<&String> = casts.iter().collect();
+    assert_eq!(distinct.len(), cpus.len(), "one copy per CPU: {casts:?}");
+    let last = casts.last().expect("a CPU");
+    let (code, out, err) = util::run_within(
+        &["write", last, "--count", "2", "--duration", "20s"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(parse_hits(&out).len(), 2, "{out}");
 }

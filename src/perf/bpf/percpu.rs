@@ -1,0 +1,207 @@
+//! Each CPU's per-CPU base, asked of the kernel: a kernel without data symbols in kallsyms has no
+//! `__per_cpu_offset` to read, but on every CPU `current->se.cfs_rq->rq` is that CPU's `runqueues`, a
+//! per-CPU variable whose offset in `.data..percpu` BTF gives. A perf-event program on a cpu-clock event on
+//! each CPU reads the pointer there into its CPU's slot of a per-CPU array; the base is that address minus
+//! the offset, and a per-CPU variable's copy on CPU N is at base N plus its own offset.
+//!
+//! The offsets (`task_struct.se.cfs_rq`, `cfs_rq.rq`, the `runqueues` variable) come from the running
+//! kernel's BTF; a kernel without them (no BTF, no group scheduling) has no answer here.
+
+use std::collections::BTreeMap;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use ksymwatch_symbols::btf::{Btf, CastKind, CastType};
+use ksymwatch_symbols::PathElem;
+use perf_event_open_sys::bindings as pb;
+
+use super::insn::{Alu, Asm, AsmError, Cond, Insn, DW, FP, R0, R1, R2, R3, R6, W};
+use super::program::helper;
+use crate::error::Error;
+use crate::perf::sys;
+
+/// `bpf_get_current_task`.
+const GET_CURRENT_TASK: i32 = 35;
+const PERCPU_SECTION: &str = ".data..percpu";
+
+/// Where the program finds the runqueue pointer: byte offsets in the running kernel's structures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offsets {
+    /// `task_struct.se.cfs_rq`.
+    pub cfs_rq: i32,
+    /// `cfs_rq.rq`.
+    pub rq: i32,
+    /// `runqueues` in `.data..percpu`.
+    pub runqueues: u64,
+}
+
+impl Offsets {
+    /// The offsets from the running kernel's BTF; the error says which one is missing.
+    pub fn from_btf(btf: &Btf) -> Result<Offsets, String> {
+        let member = |kind, name: &str, path: &[&str]| -> Result<i32, String> {
+            let cast = CastType {
+                kind: Some(kind),
+                name: name.into(),
+            };
+            let path: Vec<PathElem> = path.iter().map(|p| PathElem::Field((*p).into())).collect();
+            let m = btf
+                .member(&cast, &path)
+                .map_err(|e| format!("{name}.{} in the kernel's BTF: {e}", path_text(&path)))?;
+            i32::try_from(m.offset).map_err(|_| format!("{name} offset {} is too far", m.offset))
+        };
+        let runqueues = btf
+            .variable("runqueues")
+            .filter(|v| v.section == PERCPU_SECTION)
+            .ok_or("the kernel's BTF has no per-CPU `runqueues`")?;
+        Ok(Offsets {
+            cfs_rq: member(CastKind::Struct, "task_struct", &["se", "cfs_rq"])?,
+            rq: member(CastKind::Struct, "cfs_rq", &["rq"])?,
+            runqueues: runqueues.offset_in_section,
+        })
+    }
+}
+
+fn path_text(path: &[PathElem]) -> String {
+    path.iter()
+        .map(|p| p.to_string().trim_start_matches('.').to_string())
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+// Stack slots.
+const CFS_RQ: i16 = -8;
+const RQ: i16 = -16;
+const KEY: i16 = -20;
+
+/// The program: reads `current->se.cfs_rq->rq` into this CPU's slot of `slots` (a per-CPU array of one
+/// u64); returns 0 (the cpu-clock event writes nothing).
+pub fn generate(slots: i32, at: Offsets) -> Result<Vec<Insn>, AsmError> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.call(GET_CURRENT_TASK).mov(R6, R0);
+    a.mov(R1, FP)
+        .alu_imm(Alu::Add, R1, i32::from(CFS_RQ))
+        .mov_imm(R2, 8)
+        .mov(R3, R6)
+        .alu_imm(Alu::Add, R3, at.cfs_rq)
+        .call(helper::PROBE_READ_KERNEL)
+        .jump_imm(Cond::Ne, R0, 0, out);
+    a.load(DW, R3, FP, CFS_RQ)
+        .jump_imm(Cond::Eq, R3, 0, out)
+        .alu_imm(Alu::Add, R3, at.rq)
+        .mov(R1, FP)
+        .alu_imm(Alu::Add, R1, i32::from(RQ))
+        .mov_imm(R2, 8)
+        .call(helper::PROBE_READ_KERNEL)
+        .jump_imm(Cond::Ne, R0, 0, out);
+    a.store_imm(W, FP, KEY, 0)
+        .ld_map_fd(R1, slots)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(KEY))
+        .call(helper::MAP_LOOKUP_ELEM)
+        .jump_imm(Cond::Eq, R0, 0, out)
+        .load(DW, R1, FP, RQ)
+        .store(DW, R0, 0, R1);
+    a.bind(out);
+    a.mov_imm(R0, 0).exit();
+    a.finish()
+}
+
+/// How long the program gets to run on every CPU: the cpu-clock event fires every 100 us there.
+const WAIT: Duration = Duration::from_millis(200);
+
+/// Each of `cpus`' per-CPU base, by CPU; a CPU whose slot stayed empty is left out.
+pub fn bases(cpus: &[u32], at: Offsets) -> Result<BTreeMap<u32, u64>, Error> {
+    use std::os::fd::AsRawFd;
+    let unavailable = |e: std::io::Error| super::unavailable(&e);
+    let slots = sys::bpf_map_create(super::MAP_TYPE_PERCPU_ARRAY, 4, 8, 1, "ksw_percpu")
+        .map_err(unavailable)?;
+    let insns: Vec<u64> = generate(slots.as_raw_fd(), at)
+        .map_err(|e| Error::runtime("building the per-CPU base program").caused_by(e))?
+        .iter()
+        .map(|i| i.raw())
+        .collect();
+    let mut log = Vec::new();
+    let prog = sys::bpf_prog_load(super::PROG_TYPE_PERF_EVENT, &insns, "ksw_percpu", &mut log)
+        .map_err(unavailable)?;
+    let mut attr = crate::perf::attr::ring_attr(pb::PERF_TYPE_SOFTWARE);
+    attr.config = u64::from(pb::PERF_COUNT_SW_CPU_CLOCK);
+    attr.sample_period = 100_000;
+    attr.set_disabled(1);
+    let mut events = Vec::new();
+    for &cpu in cpus {
+        let Ok(fd) = sys::perf_event_open(&attr, -1, cpu as i32) else {
+            continue;
+        };
+        if sys::perf_set_bpf(fd.as_fd(), prog.as_fd()).is_ok()
+            && sys::perf_enable(fd.as_fd()).is_ok()
+        {
+            events.push(fd);
+        }
+    }
+    let deadline = Instant::now() + WAIT;
+    let mut found = BTreeMap::new();
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+        let by_cpu = sys::bpf_map_lookup_percpu_u64(slots.as_fd(), 0)
+            .map_err(|e| Error::runtime("reading the per-CPU bases").caused_by(e))?;
+        found = cpus
+            .iter()
+            .filter_map(|&cpu| {
+                let rq = *by_cpu.get(cpu as usize)?;
+                (rq != 0).then(|| (cpu, rq.wrapping_sub(at.runqueues)))
+            })
+            .collect();
+        if found.len() == cpus.len() {
+            break;
+        }
+    }
+    drop(events);
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reading a runqueue needs the kernel (the live test); offline, the program assembles.
+    #[test]
+    fn assembles() {
+        let at = Offsets {
+            cfs_rq: 0x180,
+            rq: 0x140,
+            runqueues: 195_776,
+        };
+        assert!(generate(5, at).expect("assembles").len() > 10);
+    }
+
+    /// Live: every online CPU gets a base, each different, each a kernel address, and the running
+    /// kernel's BTF gives the offsets.
+    #[test]
+    #[ignore = "live: loads a BPF program on every CPU (run by scripts/test as root)"]
+    fn every_online_cpu_has_its_own_base() {
+        let btf = match Btf::open(std::path::Path::new(Btf::VMLINUX)) {
+            Ok(b) => b,
+            Err(e) => {
+                return eprintln!("SKIP: percpu::every_online_cpu_has_its_own_base: no BTF: {e}")
+            }
+        };
+        let at = match Offsets::from_btf(&btf) {
+            Ok(a) => a,
+            Err(e) => return eprintln!("SKIP: percpu::every_online_cpu_has_its_own_base: {e}"),
+        };
+        let cpus: Vec<u32> = crate::cpulist::read(std::path::Path::new(crate::cpulist::ONLINE))
+            .expect("online cpus")
+            .into_iter()
+            .collect();
+        let bases = bases(&cpus, at).expect("bases");
+        eprintln!("per-CPU bases: {bases:x?}");
+        assert_eq!(bases.len(), cpus.len(), "{bases:x?}");
+        let distinct: std::collections::BTreeSet<u64> = bases.values().copied().collect();
+        assert_eq!(distinct.len(), cpus.len(), "{bases:x?}");
+        assert!(
+            bases.values().all(|&b| b >= 0xffff_8000_0000_0000),
+            "{bases:x?}"
+        );
+    }
+}

@@ -69,6 +69,55 @@ pub struct Report {
     pub bpf: bool,
     /// Why not, as `--value` would say it.
     pub bpf_error: Option<String>,
+    /// Each online CPU's per-CPU base, asked of the kernel (`cpu` -> hex address): what names a per-CPU
+    /// variable's copies (`write runqueues.nr_running`).
+    pub percpu_bases: Vec<CpuBase>,
+    /// Why there are none.
+    pub percpu_error: Option<String>,
+}
+
+/// One CPU's per-CPU base.
+#[derive(Debug, Serialize)]
+pub struct CpuBase {
+    pub cpu: u32,
+    pub base: String,
+}
+
+/// The online CPUs' per-CPU bases (see `perf::bpf::percpu`), or why they cannot be had.
+fn percpu_bases(
+    online: &std::collections::BTreeSet<u32>,
+    bpf_error: Option<&str>,
+) -> (Vec<CpuBase>, Option<String>) {
+    if let Some(e) = bpf_error {
+        return (Vec::new(), Some(format!("needs BPF: {e}")));
+    }
+    let btf = match Btf::open(Path::new(Btf::VMLINUX)) {
+        Ok(b) => b,
+        Err(e) => {
+            return (
+                Vec::new(),
+                Some(format!("needs the kernel's BTF: {}", Advised(e))),
+            )
+        }
+    };
+    let at = match crate::perf::bpf::percpu::Offsets::from_btf(&btf) {
+        Ok(a) => a,
+        Err(e) => return (Vec::new(), Some(e)),
+    };
+    let cpus: Vec<u32> = online.iter().copied().collect();
+    match crate::perf::bpf::percpu::bases(&cpus, at) {
+        Ok(b) if !b.is_empty() => (
+            b.into_iter()
+                .map(|(cpu, base)| CpuBase {
+                    cpu,
+                    base: format!("0x{base:x}"),
+                })
+                .collect(),
+            None,
+        ),
+        Ok(_) => (Vec::new(), Some("no CPU answered".into())),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    }
 }
 
 fn read_i32(path: &str) -> Option<i32> {
@@ -143,6 +192,7 @@ pub fn gather() -> Report {
     let bpf_error = crate::perf::bpf::probe()
         .err()
         .map(|e| crate::perf::bpf::unavailable(&e).to_string());
+    let (percpu_bases, percpu_error) = percpu_bases(&online, bpf_error.as_deref());
     let unarmable: Vec<&CpuSlots> = free.iter().filter(|s| s.refused.is_some()).collect();
     let verdict = if !breakpoint_pmu {
         Some((
@@ -197,6 +247,8 @@ pub fn gather() -> Report {
         uevents,
         bpf: bpf_error.is_none(),
         bpf_error,
+        percpu_bases,
+        percpu_error,
     }
 }
 
@@ -358,6 +410,18 @@ pub fn render(r: &Report) -> String {
             match &r.bpf_error {
                 None => "a perf-event program loads: --value and --if work".into(),
                 Some(e) => format!("unusable: {e}"),
+            },
+        ),
+        (
+            "per-CPU bases",
+            match &r.percpu_error {
+                None => r
+                    .percpu_bases
+                    .iter()
+                    .map(|b| format!("cpu{} {}", b.cpu, b.base))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                Some(e) => format!("unknown: {e}; per-CPU variables' copies are not named"),
             },
         ),
     ];

@@ -850,6 +850,20 @@ pub fn bpf_map_delete(map: BorrowedFd<'_>, key: &[u8]) -> io::Result<()> {
     unsafe { bpf(BPF_MAP_DELETE_ELEM, &mut attr) }.map(|_| ())
 }
 
+/// Pins the calling thread to `cpu` (sched_setaffinity of thread 0: the caller).
+pub fn pin_current_thread(cpu: u32) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; all zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let cpu = cpu as usize;
+    if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: `cpu` is within the set's bits (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed, live for the call.
+    cvt(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })
+}
+
 /// BPF_MAP_GET_NEXT_KEY: the key after `key` (the first with `None`) into `next`, whose length must be
 /// the map's key size; `false` when there is none.
 pub fn bpf_map_next_key(

@@ -57,6 +57,17 @@ fn reports_this_machine_and_free_registers() {
             out.contains("btf              /sys/kernel/btf/vmlinux (typed targets"),
             "{out}"
         );
+        // With BPF and BTF, every online CPU's per-CPU base, each its own kernel address.
+        let bases = v["percpu_bases"].as_array().expect("percpu_bases");
+        assert_eq!(bases.len(), util::online_cpus().len(), "{v}");
+        assert!(v["percpu_error"].is_null(), "{v}");
+        assert!(
+            bases
+                .iter()
+                .all(|b| b["base"].as_str().is_some_and(|a| a.starts_with("0xffff"))),
+            "{v}"
+        );
+        assert!(out.contains("per-CPU bases    cpu0 0xffff"), "{out}");
     }
 }
 

@@ -5,7 +5,8 @@
 //! the offset, and a per-CPU variable's copy on CPU N is at base N plus its own offset.
 //!
 //! The offsets (`task_struct.se.cfs_rq`, `cfs_rq.rq`, the `runqueues` variable) come from the running
-//! kernel's BTF; a kernel without them (no BTF, no group scheduling) has no answer here.
+//! kernel's BTF; a kernel without them (no BTF, no group scheduling) has no answer here. An idle CPU's
+//! current task is its idle task, not on a CFS runqueue, so a thread spins on each CPU while asking.
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
@@ -139,6 +140,25 @@ pub fn bases(cpus: &[u32], at: Offsets) -> Result<BTreeMap<u32, u64>, Error> {
             events.push(fd);
         }
     }
+    // An idle CPU runs its idle task, which is not on a CFS runqueue: a thread spinning on each CPU
+    // meanwhile makes `current` a task whose `se.cfs_rq` is set there.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinners: Vec<_> = cpus
+        .iter()
+        .map(|&cpu| {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name(format!("ksymwatch-cpu{cpu}"))
+                .spawn(move || {
+                    if sys::pin_current_thread(cpu).is_ok() {
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            std::hint::spin_loop();
+                        }
+                    }
+                })
+                .ok()
+        })
+        .collect();
     let deadline = Instant::now() + WAIT;
     let mut found = BTreeMap::new();
     while Instant::now() < deadline {
@@ -155,6 +175,10 @@ pub fn bases(cpus: &[u32], at: Offsets) -> Result<BTreeMap<u32, u64>, Error> {
         if found.len() == cpus.len() {
             break;
         }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for s in spinners.into_iter().flatten() {
+        let _ = s.join();
     }
     drop(events);
     Ok(found)

@@ -92,6 +92,10 @@ const SORT_SLACK_NS: u64 = 200_000;
 const BUSY_NS: u64 = 20_000_000;
 const BUSY_TICK: Duration = Duration::from_millis(1);
 
+/// More hits than this in a [`FLOOD_WINDOW_NS`] window is a flood: the loop reads on the tick.
+const FLOOD_HITS: u64 = 100;
+const FLOOD_WINDOW_NS: u64 = 50_000_000;
+
 /// Wake this long after a held record is due, so the read that releases it is surely past it.
 const DUE_MARGIN_NS: u64 = 20_000;
 
@@ -332,10 +336,15 @@ impl<'a, O: Output> Session<'a, O> {
             }
             self.control_unpolled = self.control.as_ref().is_some_and(|c| !c.source.ended);
         }
-        // While hits flow, the rings are read every millisecond: a hit that does not wake the reader (the
-        // hit program wakes it at most once a millisecond per CPU) waits that long, not a whole tick.
+        // While hits come now and then, the rings are read every millisecond and a held record as soon as
+        // it is due: a hit that does not wake the reader (the hit program wakes it at most once every
+        // 10 ms per CPU) waits about a millisecond, not a whole tick. In a flood the reader goes back to
+        // the tick and the quarter-ring wake-ups: latency matters less there than the tracer's own
+        // wake-ups, which on an idle CPU are writes to what a watch of the kernel may be watching.
         let mut busy_until = 0u64;
         let mut seen = self.summary.hits() + self.summary.filtered;
+        let mut window = (sys::monotonic_ns(), seen);
+        let mut flood = false;
         loop {
             let now = sys::monotonic_ns();
             let printed = self.summary.hits() + self.summary.filtered;
@@ -343,7 +352,19 @@ impl<'a, O: Output> Session<'a, O> {
                 seen = printed;
                 busy_until = now + BUSY_NS;
             }
-            let mut timeout = if now < busy_until { BUSY_TICK } else { TICK };
+            if now.saturating_sub(window.0) >= FLOOD_WINDOW_NS {
+                // Into a flood above FLOOD_HITS a window, out of it only below a tenth of that: a
+                // window between two tick reads of a flood can see nothing drained.
+                let hits = printed - window.1;
+                flood = if flood {
+                    hits > FLOOD_HITS / 10
+                } else {
+                    hits > FLOOD_HITS
+                };
+                window = (now, printed);
+            }
+            let quick = !flood && now < busy_until;
+            let mut timeout = if quick { BUSY_TICK } else { TICK };
             if let Some(d) = deadline {
                 let left = d.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -353,7 +374,7 @@ impl<'a, O: Output> Session<'a, O> {
             }
             // A record held back for ordering is printed as soon as it is due, not at the next tick: a
             // lone hit reaches the reader within the slack of its wake-up.
-            if let Some(due) = self.sorter.due() {
+            if let Some(due) = self.sorter.due().filter(|_| !flood) {
                 let wait =
                     Duration::from_nanos(due.saturating_sub(sys::monotonic_ns()) + DUE_MARGIN_NS);
                 timeout = timeout.min(wait);

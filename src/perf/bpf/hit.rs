@@ -81,7 +81,7 @@ pub struct HitMaps {
 /// within a fraction of a millisecond, and in a flood the tracer is woken once per this interval per CPU
 /// (the other hits go through the output that wakes it a quarter of the way into the ring), so no hit
 /// waits long and a flood costs no wake-up per hit.
-pub const URGENT_GAP_NS: i32 = 1_000_000;
+pub const URGENT_GAP_NS: i32 = 10_000_000;
 
 /// What one watch's hit program checks and reads.
 #[derive(Debug, Clone, Copy)]

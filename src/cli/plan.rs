@@ -134,15 +134,7 @@ impl WatchPlan {
     pub fn describe(&self) -> String {
         let mut s = String::new();
         for w in &self.watches {
-            let _ = writeln!(
-                s,
-                "# target: {} addr=0x{:x} len={} access={} ({})",
-                w.label,
-                w.addr,
-                w.len,
-                w.access.letters(),
-                w.access.word()
-            );
+            let _ = writeln!(s, "{}", crate::report::ftrace::target_line(w));
         }
         let _ = writeln!(s, "# symbols: {}", self.source_text);
         let _ = writeln!(s, "# cpus: {}", cpulist::format(&self.cpus));
@@ -376,7 +368,7 @@ impl KernelSide {
                 files.chains()?;
                 // A vmlinux without usable line tables fails here, before any warning about the targets.
                 if args.symbols.lines {
-                    files.line_source()?;
+                    files.check_lines()?;
                 }
                 let header = files.header();
                 (

@@ -375,6 +375,12 @@ impl FileSymbols {
         s
     }
 
+    /// `--lines`, checked: the vmlinux's line tables are built (and kept for [`FileSymbols::line_source`]),
+    /// so a file without them fails before anything else is said or armed.
+    pub fn check_lines(&self) -> Result<()> {
+        VmlinuxLines::new(&self.resolver).bad_symbols().map(|_| ())
+    }
+
     /// `--lines`: the vmlinux's line tables, built now so a file without them fails before arming.
     pub fn line_source(&self) -> Result<VmlinuxLines<'_>> {
         let lines = VmlinuxLines::new(&self.resolver).bad_symbols()?;

@@ -22,7 +22,20 @@ use super::{
     arm_failed_note, format_time, summary_line, Header, Hit, Output, StreamEvent, Summary, Value,
     ValueFrom,
 };
+use crate::config::watch::Watch;
 use crate::cpulist;
+
+/// A target's header line: `# target: LABEL addr=0x... len=N access=W (write)` (also `--dry-run`'s).
+pub(crate) fn target_line(w: &Watch) -> String {
+    format!(
+        "# target: {} addr=0x{:x} len={} access={} ({})",
+        w.label,
+        w.addr,
+        w.len,
+        w.access.letters(),
+        w.access.word()
+    )
+}
 
 pub struct Ftrace<W: Write, E: Write> {
     out: W,
@@ -86,15 +99,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
         writeln!(self.out, "# tracer: ksymwatch")?;
         writeln!(self.out, "#")?;
         for w in h.watches {
-            writeln!(
-                self.out,
-                "# target: {} addr=0x{:x} len={} access={} ({})",
-                w.label,
-                w.addr,
-                w.len,
-                w.access.letters(),
-                w.access.word()
-            )?;
+            writeln!(self.out, "{}", target_line(w))?;
         }
         self.watched = (!h.processes.is_empty()).then_some((h.processes.len(), h.threads));
         if !h.processes.is_empty() {

@@ -12,7 +12,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::insn::{Alu, Asm, AsmError, Cond, Insn, DW, FP, R0, R1, R2, R3, R4, R6, R7, W};
-use super::program::helper;
+use super::program::{self, helper};
 use crate::error::Error;
 use crate::perf::sys;
 
@@ -30,14 +30,8 @@ pub fn generate(procs: i32, tgid_offset: i16) -> Result<Vec<Insn>, AsmError> {
     let out = a.label();
     a.load(DW, R7, R1, 8).mov(R6, R1);
     // The parent is the current task.
-    a.call(helper::GET_CURRENT_PID_TGID)
-        .alu_imm(Alu::Rsh, R0, 32)
-        .store(W, FP, PARENT_TGID, R0)
-        .ld_map_fd(R1, procs)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(PARENT_TGID))
-        .call(helper::MAP_LOOKUP_ELEM)
-        .jump_imm(Cond::Eq, R0, 0, out);
+    program::current_tgid_map_op(&mut a, procs, PARENT_TGID, helper::MAP_LOOKUP_ELEM);
+    a.jump_imm(Cond::Eq, R0, 0, out);
     a.mov(R1, FP)
         .alu_imm(Alu::Add, R1, i32::from(CHILD_TGID))
         .mov_imm(R2, 4)
@@ -65,13 +59,7 @@ pub fn generate(procs: i32, tgid_offset: i16) -> Result<Vec<Insn>, AsmError> {
 /// The exec program: deletes the current process (the one exec'ing) from `procs`.
 pub fn generate_exec(procs: i32) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
-    a.call(helper::GET_CURRENT_PID_TGID)
-        .alu_imm(Alu::Rsh, R0, 32)
-        .store(W, FP, PARENT_TGID, R0)
-        .ld_map_fd(R1, procs)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(PARENT_TGID))
-        .call(helper::MAP_DELETE_ELEM);
+    program::current_tgid_map_op(&mut a, procs, PARENT_TGID, helper::MAP_DELETE_ELEM);
     a.mov_imm(R0, 0).exit();
     a.finish()
 }

@@ -108,14 +108,8 @@ pub fn generate(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmErro
 
     a.mov(R6, R1);
     if let Some(procs) = maps.procs {
-        a.call(helper::GET_CURRENT_PID_TGID)
-            .alu_imm(Alu::Rsh, R0, 32)
-            .store(W, FP, PROC_KEY, R0)
-            .ld_map_fd(R1, procs)
-            .mov(R2, FP)
-            .alu_imm(Alu::Add, R2, i32::from(PROC_KEY))
-            .call(helper::MAP_LOOKUP_ELEM)
-            .jump_imm(Cond::Eq, R0, 0, other);
+        program::current_tgid_map_op(&mut a, procs, PROC_KEY, helper::MAP_LOOKUP_ELEM);
+        a.jump_imm(Cond::Eq, R0, 0, other);
     }
     if spec.read_value {
         program::value_and_old(&mut a, spec.len, maps.olds, filters);

@@ -353,6 +353,18 @@ pub(crate) fn condition(a: &mut Asm, cond: &Condition, len: u8, yes: Label, no: 
     }
 }
 
+/// Stores the current task's tgid (u32) at `slot` on the stack and calls `op` (`MAP_LOOKUP_ELEM`,
+/// `MAP_DELETE_ELEM`) on `map` with it as the key: the watched-process map's one key. r0 is `op`'s result.
+pub fn current_tgid_map_op(a: &mut Asm, map: i32, slot: i16, op: i32) {
+    a.call(helper::GET_CURRENT_PID_TGID)
+        .alu_imm(Alu::Rsh, R0, 32)
+        .store(W, FP, slot, R0)
+        .ld_map_fd(R1, map)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(slot))
+        .call(op);
+}
+
 /// The smallest program `check` loads to see whether BPF works here: `return 1`.
 pub fn probe() -> Vec<Insn> {
     let mut a = Asm::new();

@@ -278,9 +278,10 @@ impl EventSet {
     /// /proc for each), else the watched processes' threads.
     pub fn coverage(&self) -> Covered {
         match &self.scope {
-            Scope::System => Covered::Cpus(self.by_cpu.len()),
-            _ if self.cfg.hits.is_some() => Covered::Cpus(self.by_cpu.len()),
-            scope => Covered::Threads(arm::threads(&scope.pids()).len()),
+            Scope::Processes(_) | Scope::Launched(_) if self.cfg.hits.is_none() => {
+                Covered::Threads(arm::threads(&self.scope.pids()).len())
+            }
+            _ => Covered::Cpus(self.by_cpu.len()),
         }
     }
 

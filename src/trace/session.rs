@@ -348,7 +348,8 @@ impl<'a, O: Output> Session<'a, O> {
         loop {
             let now = sys::monotonic_ns();
             let printed = self.summary.hits() + self.summary.filtered;
-            if printed != seen || self.sorter.due().is_some() {
+            let due = self.sorter.due();
+            if printed != seen || due.is_some() {
                 seen = printed;
                 busy_until = now + BUSY_NS;
             }
@@ -374,9 +375,8 @@ impl<'a, O: Output> Session<'a, O> {
             }
             // A record held back for ordering is printed as soon as it is due, not at the next tick: a
             // lone hit reaches the reader within the slack of its wake-up.
-            if let Some(due) = self.sorter.due().filter(|_| !flood) {
-                let wait =
-                    Duration::from_nanos(due.saturating_sub(sys::monotonic_ns()) + DUE_MARGIN_NS);
+            if let Some(due) = due.filter(|_| !flood) {
+                let wait = Duration::from_nanos(due.saturating_sub(now) + DUE_MARGIN_NS);
                 timeout = timeout.min(wait);
             }
             self.epoll

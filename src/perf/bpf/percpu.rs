@@ -142,23 +142,7 @@ pub fn bases(cpus: &[u32], at: Offsets) -> Result<BTreeMap<u32, u64>, Error> {
     }
     // An idle CPU runs its idle task, which is not on a CFS runqueue: a thread spinning on each CPU
     // meanwhile makes `current` a task whose `se.cfs_rq` is set there.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let spinners: Vec<_> = cpus
-        .iter()
-        .map(|&cpu| {
-            let stop = stop.clone();
-            std::thread::Builder::new()
-                .name(format!("ksymwatch-cpu{cpu}"))
-                .spawn(move || {
-                    if sys::pin_current_thread(cpu).is_ok() {
-                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                            std::hint::spin_loop();
-                        }
-                    }
-                })
-                .ok()
-        })
-        .collect();
+    let _spinners = Spinners::start(cpus);
     let deadline = Instant::now() + WAIT;
     let mut found = BTreeMap::new();
     while Instant::now() < deadline {
@@ -176,12 +160,47 @@ pub fn bases(cpus: &[u32], at: Offsets) -> Result<BTreeMap<u32, u64>, Error> {
             break;
         }
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for s in spinners.into_iter().flatten() {
-        let _ = s.join();
-    }
     drop(events);
     Ok(found)
+}
+
+/// One thread spinning pinned on each CPU, stopped and joined when dropped: on every path out of
+/// [`bases`], an early error's included.
+struct Spinners {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Spinners {
+    fn start(cpus: &[u32]) -> Spinners {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = cpus
+            .iter()
+            .filter_map(|&cpu| {
+                let stop = stop.clone();
+                std::thread::Builder::new()
+                    .name(format!("ksymwatch-cpu{cpu}"))
+                    .spawn(move || {
+                        if sys::pin_current_thread(cpu).is_ok() {
+                            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                                std::hint::spin_loop();
+                            }
+                        }
+                    })
+                    .ok()
+            })
+            .collect();
+        Spinners { stop, threads }
+    }
+}
+
+impl Drop for Spinners {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -138,6 +138,10 @@ pub struct WatchArgs {
     /// CPUs to watch and follow through hotplug (0-3,6); default: all.
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
+    /// A per-CPU variable: every CPU watches CPU N's copy (remote writers included), instead of each CPU
+    /// its own copy.
+    #[arg(long, value_name = "N")]
+    pub percpu_cpu: Option<u32>,
     /// Ring-buffer data pages per CPU and target (a power of two).
     #[arg(long, value_name = "PAGES", default_value_t = 128)]
     pub buffer_pages: usize,

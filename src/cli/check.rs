@@ -415,13 +415,15 @@ pub fn render(r: &Report) -> String {
         (
             "per-CPU bases",
             match &r.percpu_error {
-                None => r
-                    .percpu_bases
-                    .iter()
-                    .map(|b| format!("cpu{} {}", b.cpu, b.base))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                Some(e) => format!("unknown: {e}; per-CPU variables' copies are not named"),
+                None => format!(
+                    "{}: per-CPU variables are watched at each CPU's copy",
+                    r.percpu_bases
+                        .iter()
+                        .map(|b| format!("cpu{} {}", b.cpu, b.base))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                Some(e) => format!("unknown: {e}; per-CPU variables cannot be watched (exit 4)"),
             },
         ),
     ];

@@ -6,7 +6,7 @@
 //! The one side effect a plan can have is launch mode's: the command is started, stopped at its exec, so
 //! its own symbols can be resolved; dropping the plan kills it before it ran any code of its own.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -21,7 +21,7 @@ use crate::config::filter::{Filter, Place};
 use crate::config::symbols::{self, FileSymbols};
 use crate::config::target::{self, Base, Target};
 use crate::config::typed;
-use crate::config::watch::{self, Access, Resolved, Watch};
+use crate::config::watch::{self, Access, PerCpu, Resolved, Watch};
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm::{self, Scope};
@@ -84,6 +84,8 @@ pub struct WatchPlan {
     pub types: typed::Types,
     /// Launch mode: the command, stopped at its exec (or its program's entry point).
     pub launched: Option<Launched>,
+    /// A per-CPU variable is watched: how a CPU that comes online later finds its per-CPU base.
+    pub percpu_offsets: Option<bpf::percpu::Offsets>,
 }
 
 impl WatchPlan {
@@ -123,6 +125,7 @@ impl WatchPlan {
             source_text: kernel.source_text,
             types: kernel.types,
             launched,
+            percpu_offsets: kernel.percpu_offsets,
         })
     }
 
@@ -208,6 +211,12 @@ impl Options {
             "--remove-on-exec is for a process watch (-p PID or -- CMD): a system-wide watch is not tied to a program",
         ));
         }
+        if let (Some(cpu), false) = (args.percpu_cpu, matches!(mode, Mode::System)) {
+            return Err(Error::usage(format!(
+                "--percpu-cpu {cpu} chooses the copy of a kernel per-CPU variable a system-wide watch \
+                 watches, and -p/-- watch a process's own memory; drop --percpu-cpu or -p/--"
+            )));
+        }
         if args.control.is_some() && targets.len() > 1 {
             return Err(Error::usage(format!(
                 "--control moves one watch, but {} targets were given; give one TARGET",
@@ -288,6 +297,18 @@ struct KernelSide {
     source_text: String,
     /// A system-wide watch's bases resolved in the kernel's symbols (empty for a process watch).
     resolved: Vec<Resolved>,
+    /// For each target on a per-CPU variable, where its copies are.
+    percpu: Vec<Option<PerCpuTarget>>,
+    /// How the per-CPU bases were found, when a target is on a per-CPU variable.
+    percpu_offsets: Option<bpf::percpu::Offsets>,
+}
+
+/// A target on a per-CPU variable: the base of the CPU whose copy stood in for it while resolving, and the
+/// copies (their `offset` is filled in once the member is resolved).
+#[derive(Debug, Clone)]
+struct PerCpuTarget {
+    base: u64,
+    copies: PerCpu,
 }
 
 impl KernelSide {
@@ -318,15 +339,15 @@ impl KernelSide {
         {
             typed::check_btf_for_live_watch(&args.symbols.btf)?;
         }
-        // A per-CPU variable has one copy per CPU, none at its symbol's address: name each CPU's copy.
-        if matches!(mode, Mode::System) {
-            if let Some((t, v)) = targets
-                .iter()
-                .find_map(|t| Some((t, typed::percpu_variable(&types, t)?)))
-            {
-                return Err(percpu_refusal(t, &v));
+        // A per-CPU variable has one copy per CPU, none at its symbol's address: each CPU's breakpoint goes
+        // on a copy, resolved here as a cast on one CPU's.
+        let (targets, percpu, percpu_offsets) = match mode {
+            Mode::System => percpu_targets(&types, targets, args.percpu_cpu)?,
+            _ => {
+                let none = vec![None; targets.len()];
+                (targets, none, None)
             }
-        }
+        };
         // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
         let targets: Vec<Target> =
             if matches!(mode, Mode::System) && !matches!(picked, Source::Vmlinux(_)) {
@@ -408,46 +429,103 @@ impl KernelSide {
             origin: symbols_origin,
             source_text,
             resolved: kernel_resolved,
+            percpu,
+            percpu_offsets,
         })
     }
 }
 
-/// The error for a target on a per-CPU variable: watching one of its copies is a cast on that copy's
-/// address, and the kernel says where each online CPU's copy is ([`bpf::percpu`]); without that answer
-/// (no BPF here), the way to find one.
-fn percpu_refusal(target: &Target, v: &typed::PerCpuVariable) -> Error {
+/// The targets with each one on a per-CPU variable moved onto one CPU's copy (`--percpu-cpu N`'s, else the
+/// lowest online CPU's), so that it resolves like a cast on an address; and, for those, where every online
+/// CPU's copy is. The per-CPU bases come from the kernel ([`bpf::percpu`]); a kernel that cannot give them
+/// is exit 4 with the way to watch one copy by hand.
+fn percpu_targets(
+    types: &typed::Types,
+    targets: Vec<Target>,
+    copy: Option<u32>,
+) -> Result<PerCpuTargets> {
+    let mut found: Option<(BTreeMap<u32, u64>, bpf::percpu::Offsets)> = None;
+    let mut moved = Vec::with_capacity(targets.len());
+    let mut percpu = Vec::with_capacity(targets.len());
+    for t in targets {
+        let Some(v) = typed::percpu_variable(types, &t) else {
+            moved.push(t);
+            percpu.push(None);
+            continue;
+        };
+        let (bases, _) = match &mut found {
+            Some(f) => f,
+            None => found.insert(percpu_bases(&t, &v)?),
+        };
+        let cpu = copy.unwrap_or_else(|| bases.keys().next().copied().unwrap_or(0));
+        let Some(&base) = bases.get(&cpu) else {
+            return Err(Error::usage(format!(
+                "--percpu-cpu {cpu}: cpu{cpu} is not online, so its copy of `{}` cannot be placed; online: {}",
+                v.name,
+                cpulist::format(&bases.keys().copied().collect())
+            )));
+        };
+        moved.push(v.copy_target(&t, base.wrapping_add(v.offset_in_section)));
+        percpu.push(Some(PerCpuTarget {
+            base,
+            copies: PerCpu {
+                offset: 0,
+                bases: bases.clone(),
+                copy,
+            },
+        }));
+    }
+    if let (Some(cpu), true) = (copy, percpu.iter().all(Option::is_none)) {
+        return Err(Error::usage(format!(
+            "--percpu-cpu {cpu} chooses which CPU's copy of a per-CPU variable to watch, and no target is \
+             one; drop --percpu-cpu"
+        )));
+    }
+    Ok((moved, percpu, found.map(|(_, at)| at)))
+}
+
+/// [`percpu_targets`]' answer: the targets, the per-CPU copies of each, and how the bases were found.
+type PerCpuTargets = (
+    Vec<Target>,
+    Vec<Option<PerCpuTarget>>,
+    Option<bpf::percpu::Offsets>,
+);
+
+/// Every online CPU's per-CPU base, asked of the kernel; exit 4 with the reason and the way to watch one
+/// copy by hand when it cannot answer for all of them.
+fn percpu_bases(
+    target: &Target,
+    v: &typed::PerCpuVariable,
+) -> Result<(BTreeMap<u32, u64>, bpf::percpu::Offsets)> {
     let cpus: Vec<u32> = cpulist::read(Path::new(cpulist::ONLINE))
         .map(|c| c.into_iter().collect())
         .unwrap_or_default();
-    let bases = ksymwatch_symbols::btf::Btf::open(Path::new(ksymwatch_symbols::btf::Btf::VMLINUX))
-        .ok()
-        .and_then(|btf| bpf::percpu::Offsets::from_btf(&btf).ok())
-        .and_then(|at| bpf::percpu::bases(&cpus, at).ok())
-        .unwrap_or_default();
-    let copies: Vec<String> = bases
-        .iter()
-        .map(|(cpu, base)| {
-            format!(
-                "cpu{cpu}: '({})0x{:x}{}'",
-                v.cast,
-                base.wrapping_add(v.offset_in_section),
-                v.path
-            )
-        })
-        .collect();
-    let how = if copies.is_empty() {
-        format!(
-            "watch one CPU's copy by its address: '({})0xADDR{}' (each CPU's per-CPU base plus 0x{:x})",
-            v.cast, v.path, v.offset_in_section
-        )
-    } else {
-        format!("watch one CPU's copy: {}", copies.join(", "))
+    let found = ksymwatch_symbols::btf::Btf::open(Path::new(ksymwatch_symbols::btf::Btf::VMLINUX))
+        .map_err(|e| format!("the running kernel's BTF: {e}"))
+        .and_then(|btf| bpf::percpu::Offsets::from_btf(&btf))
+        .and_then(|at| {
+            Ok((
+                bpf::percpu::bases(&cpus, at).map_err(|e| e.to_string())?,
+                at,
+            ))
+        });
+    let missing = |b: &BTreeMap<u32, u64>| cpus.iter().copied().find(|c| !b.contains_key(c));
+    let reason = match found {
+        Ok((b, at)) => match missing(&b) {
+            None => return Ok((b, at)),
+            Some(cpu) => format!("cpu{cpu}'s per-CPU base could not be read"),
+        },
+        Err(e) => e,
     };
-    Error::usage(format!(
-        "`{}`: `{}` is a per-CPU variable: every CPU has its own copy, and the symbol is only its offset \
-         (0x{:x}) in the per-CPU area; {how}",
-        target.text, v.name, v.offset_in_section
-    ))
+    Err(Error::not_permitted(format!(
+        "`{}`: `{}` is a per-CPU variable, and the per-CPU bases cannot be had here ({reason}); watch one \
+         CPU's copy by its address: '({})0xADDR{}' (that CPU's per-CPU base plus 0x{:x})",
+        target.text,
+        v.name,
+        v.cast,
+        v.path_text(),
+        v.offset_in_section
+    )))
 }
 
 /// A kallsyms table as loaded: the table, where it came from (cache or parse), and its source.
@@ -508,11 +586,24 @@ fn resolve_watches(
         .map(|(t, r)| typed::apply(&kernel.types, t, r, access))
         .collect::<Result<Vec<_>>>()?;
     let mut watches: Vec<Watch> = Vec::new();
-    for r in resolved {
+    for ((r, t), p) in resolved
+        .into_iter()
+        .zip(&kernel.targets)
+        .zip(&kernel.percpu)
+    {
         for w in &r.warnings {
             stderr::line(format_args!("ksymwatch: warning: {w}"));
         }
-        watches.push(r.watch);
+        let mut watch = r.watch;
+        if let Some(p) = p {
+            // Hits are named after the variable, not the stand-in copy's address.
+            watch.label = t.text.split('/').next().unwrap_or(&t.text).to_string();
+            watch.per_cpu = Some(PerCpu {
+                offset: watch.addr.wrapping_sub(p.base),
+                ..p.copies.clone()
+            });
+        }
+        watches.push(watch);
     }
     Ok((scope, launched, watches))
 }

@@ -253,6 +253,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         source_text,
         types,
         mut launched,
+        percpu_offsets,
     } = plan;
     let Prefetch {
         task_scan,
@@ -274,6 +275,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         remove_on_exec: args.remove_on_exec,
         values: value_programs,
         hits: hit_programs,
+        percpu: percpu_offsets,
     };
     let labels: Vec<&str> = watches.iter().map(|w| w.label.as_str()).collect();
     let out = outputs(

@@ -219,21 +219,43 @@ pub fn base_target(t: &Target) -> Target {
     }
 }
 
-/// A per-CPU variable named with a member path (`runqueues.nr_running`), as BTF records it: what to cast
-/// each CPU's copy to, and where in the per-CPU area it is.
+/// A per-CPU variable (`runqueues.nr_running`, `cpu_number`), as BTF records it: what to cast each CPU's copy
+/// to, and where in the per-CPU area it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PerCpuVariable {
     pub name: String,
     /// The cast that names the variable's type, as the target grammar spells it (`struct rq`).
-    pub cast: String,
-    /// The member path after the variable, as written (`.nr_running`).
-    pub path: String,
+    pub cast: CastType,
+    /// The member path after the variable (`.nr_running`; empty for the whole variable).
+    pub path: Vec<PathElem>,
     pub offset_in_section: u64,
 }
 
-/// `target` when it is `SYMBOL.FIELD` on a per-CPU variable BTF records (else `None`).
+impl PerCpuVariable {
+    /// The path as written (`.nr_running`).
+    pub fn path_text(&self) -> String {
+        self.path.iter().map(|e| e.to_string()).collect()
+    }
+
+    /// `target` moved onto the copy at `addr`: a cast on that address with the same path, `+OFF` and `/LEN`.
+    pub fn copy_target(&self, target: &Target, addr: u64) -> Target {
+        Target {
+            cast: Some(self.cast.clone()),
+            base: Base::Address(addr),
+            path: self.path.clone(),
+            offset: target.offset,
+            len: target.len,
+            text: target.text.clone(),
+        }
+    }
+}
+
+/// `target` when it names a per-CPU variable BTF records, with or without a member path (else `None`).
 pub fn percpu_variable(types: &Types, target: &Target) -> Option<PerCpuVariable> {
-    if target.cast.is_some() || target.path.is_empty() || target.object().is_some() {
+    if target.cast.is_some()
+        || target.object().is_some()
+        || !matches!(target.base, Base::Symbol { .. })
+    {
         return None;
     }
     let btf = types.vmlinux().ok()?;
@@ -241,12 +263,9 @@ pub fn percpu_variable(types: &Types, target: &Target) -> Option<PerCpuVariable>
         let v = btf
             .variable(&name)
             .filter(|v| v.section == PERCPU_SECTION)?;
-        if rest.is_empty() {
-            return None;
-        }
         Some(PerCpuVariable {
-            cast: cast_of(&v.type_name)?.to_string(),
-            path: rest.iter().map(|e| e.to_string()).collect(),
+            cast: cast_of(&v.type_name)?,
+            path: rest,
             offset_in_section: v.offset_in_section,
             name,
         })
@@ -283,8 +302,8 @@ pub fn btf_variable(types: &Types, target: &Target) -> Result<Option<Target>> {
         if v.section == PERCPU_SECTION {
             return Err(Error::usage(format!(
                 "`{}`: `{name}` is a per-CPU variable ({}): every CPU has its own copy, and the symbol is \
-                 only its offset in the per-CPU area; watch one CPU's copy by its address: \
-                 '({cast})0xADDR{path}'",
+                 only its offset in the per-CPU area; a system-wide `write`/`rw` watches each CPU's copy \
+                 (`--percpu-cpu N`: CPU N's), or give one copy's address: '({cast})0xADDR{path}'",
                 target.text, v.type_name
             )));
         }

@@ -40,6 +40,8 @@ pub struct EventConfig {
     /// emits every kept hit through an output event into each ring, and the breakpoint's own samples carry
     /// no call chain. Excludes `values` (the hit program reads the value itself).
     pub hits: Option<Arc<HitPrograms>>,
+    /// A per-CPU variable is watched: where a CPU that comes online later finds its per-CPU base.
+    pub percpu: Option<crate::perf::bpf::percpu::Offsets>,
 }
 
 impl EventConfig {
@@ -106,6 +108,24 @@ pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr
         a.set_mmap2(1);
     }
     a
+}
+
+/// [`attr`] for the breakpoint on `cpu`: a per-CPU variable's is at the copy that CPU watches, which needs
+/// that CPU's per-CPU base.
+fn attr_on(
+    watch: &Watch,
+    cpu: u32,
+    cfg: &EventConfig,
+    bind: Bind,
+) -> io::Result<pb::perf_event_attr> {
+    let mut a = attr(watch, cfg, bind);
+    a.bp_addr = watch.addr_on(cpu).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("cpu{cpu}'s per-CPU base is unknown"),
+        )
+    })?;
+    Ok(a)
 }
 
 /// An open breakpoint ring on one CPU: its own event and, for a process watch, other threads' events whose
@@ -188,14 +208,17 @@ fn open_fd(
         Bind::Task(t) => t as i32,
     };
     let mut counts_lost = cfg.count_lost;
-    let opened = match sys::perf_event_open(&attr(watch, cfg, bind), pid, cpu as i32) {
+    let attr_here = |cfg: &EventConfig| {
+        attr_on(watch, cpu, cfg, bind).map_err(|err| OpenError::new(cpu, bind, Stage::Open, err))
+    };
+    let opened = match sys::perf_event_open(&attr_here(cfg)?, pid, cpu as i32) {
         Err(e) if counts_lost && e.raw_os_error() == Some(libc::EINVAL) => {
             counts_lost = false;
             let cfg = EventConfig {
                 count_lost: false,
                 ..cfg.clone()
             };
-            sys::perf_event_open(&attr(watch, &cfg, bind), pid, cpu as i32)
+            sys::perf_event_open(&attr_here(&cfg)?, pid, cpu as i32)
         }
         other => other,
     };
@@ -338,7 +361,7 @@ impl CpuEvent {
             ..cfg.clone()
         };
         for (bind, fd) in self.fds() {
-            let mut a = attr(watch, &cfg, bind);
+            let mut a = attr_on(watch, self.cpu, &cfg, bind)?;
             a.set_disabled(u64::from(disabled));
             match sys::perf_modify_attributes(fd, &a) {
                 Ok(()) => {}
@@ -444,6 +467,7 @@ pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
         remove_on_exec: false,
         values: None,
         hits: None,
+        percpu: None,
     };
     let mut held = Vec::new();
     for i in 0..PROBE_MAX {
@@ -453,6 +477,7 @@ pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
             len: 8,
             access: Access::Write,
             module: None,
+            per_cpu: None,
         };
         match sys::perf_event_open(&attr(&w, &cfg, Bind::Cpu), -1, cpu as i32) {
             Ok(fd) => held.push(fd),

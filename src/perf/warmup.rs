@@ -47,6 +47,7 @@ impl Warmup {
                     remove_on_exec: false,
                     values: None,
                     hits: None,
+                    percpu: None,
                 };
                 let w = Watch {
                     label: "warmup".into(),
@@ -54,6 +55,7 @@ impl Warmup {
                     len: 8,
                     access: Access::Write,
                     module: None,
+                    per_cpu: None,
                 };
                 let a = attr(&w, &cfg, Bind::Cpu);
                 while !flag.load(Ordering::Relaxed) {

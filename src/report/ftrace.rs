@@ -27,14 +27,32 @@ use crate::cpulist;
 
 /// A target's header line: `# target: LABEL addr=0x... len=N access=W (write)` (also `--dry-run`'s).
 pub(crate) fn target_line(w: &Watch) -> String {
-    format!(
+    let mut line = format!(
         "# target: {} addr=0x{:x} len={} access={} ({})",
         w.label,
         w.addr,
         w.len,
         w.access.letters(),
         w.access.word()
-    )
+    );
+    // A per-CPU variable: `addr` is one copy; say which each CPU watches.
+    if let Some(p) = &w.per_cpu {
+        let copies: Vec<String> = p
+            .bases
+            .iter()
+            .map(|(cpu, base)| format!("cpu{cpu} 0x{:x}", base.wrapping_add(p.offset)))
+            .collect();
+        let whose = match p.copy {
+            None => "each CPU its own copy".to_string(),
+            Some(n) => format!("every CPU cpu{n}'s copy"),
+        };
+        line.push_str(&format!(
+            " per-cpu: +0x{:x}, {whose} ({})",
+            p.offset,
+            copies.join(", ")
+        ));
+    }
+    line
 }
 
 pub struct Ftrace<W: Write, E: Write> {
@@ -178,6 +196,10 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
         }
         l.push_str(": ");
         l.push_str(&hit.watch.label);
+        if let Some(cpu) = hit.watch.copy_at(s.addr) {
+            l.push_str("@cpu");
+            l.push_str(itoa::Buffer::new().format(cpu));
+        }
         l.push(' ');
         l.push_str(hit.watch.access.letters());
         l.push_str(" ip=");
@@ -407,6 +429,34 @@ mod tests {
         assert_eq!(cached, fresh);
         assert_eq!(cached.matches(" => 0x401000 [bb]\n").count(), 1, "{cached}");
         assert_eq!(cached.matches(" => 0x401000 [a]\n").count(), 2, "{cached}");
+    }
+
+    /// A per-CPU target's hit says whose copy it hit after the label; the header lists the copies.
+    #[test]
+    fn a_per_cpu_hit_names_its_copy() {
+        use crate::report::testutil::percpu_watch;
+        let s = sample(0xffffffff81000077, 1, 1, 5_000, 0x7ffd0000, 1, &[]);
+        let watches = [percpu_watch("runqueues.nr_running", None)];
+        let mut p = Ftrace::new(Vec::new(), Vec::new());
+        each_hit(&table(), &watches, &[(s, "a", 0)], |hit| {
+            p.hit(hit).unwrap()
+        });
+        let text = String::from_utf8(p.into_inner().0).unwrap();
+        assert!(
+            text.contains(": runqueues.nr_running@cpu1 W ip=read_zero+0x77/0x100"),
+            "{text}"
+        );
+        assert_eq!(
+            target_line(&watches[0]),
+            "# target: runqueues.nr_running addr=0x7ffc0010 len=4 access=W (write) per-cpu: +0x10, \
+             each CPU its own copy (cpu0 0x7ffc0010, cpu1 0x7ffd0000)"
+        );
+        let one = percpu_watch("runqueues.nr_running", Some(1));
+        assert!(
+            target_line(&one).contains("every CPU cpu1's copy"),
+            "{}",
+            target_line(&one)
+        );
     }
 
     /// The hit lines (not the chains) of a user store printed with each of `values`; every hit has its

@@ -13,6 +13,8 @@ use std::io::{self, Write};
 use serde::{Serialize, Serializer};
 
 use super::numbers::{push_dec, push_hex};
+use crate::config::watch::Watch;
+
 use super::{
     arm_failed_note, summary_line, Covered, Header, Hit, Output, ResolvedFrame, StopReason,
     StreamEvent, Summary, Value, ValueFrom,
@@ -74,6 +76,48 @@ pub struct Target<'a> {
     pub addr: Hex,
     pub len: u8,
     pub access: &'a str,
+    /// A per-CPU variable: where its copies are and which one each CPU watches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub percpu: Option<PerCpuCopies>,
+}
+
+impl<'a> Target<'a> {
+    pub fn of(w: &'a Watch) -> Target<'a> {
+        Target {
+            name: &w.label,
+            addr: Hex(w.addr),
+            len: w.len,
+            access: w.access.letters(),
+            percpu: w.per_cpu.as_ref().map(|p| PerCpuCopies {
+                offset: Hex(p.offset),
+                copy: p.copy,
+                copies: p
+                    .bases
+                    .iter()
+                    .map(|(&cpu, &base)| CpuCopy {
+                        cpu,
+                        addr: Hex(base.wrapping_add(p.offset)),
+                    })
+                    .collect(),
+            }),
+        }
+    }
+}
+
+/// A per-CPU target's copies (`Target::percpu`).
+#[derive(Serialize)]
+pub struct PerCpuCopies {
+    /// The watched bytes' offset in the per-CPU area.
+    pub offset: Hex,
+    /// `--percpu-cpu N`: every CPU watches CPU N's copy; `null`: each CPU its own.
+    pub copy: Option<u32>,
+    pub copies: Vec<CpuCopy>,
+}
+
+#[derive(Serialize)]
+pub struct CpuCopy {
+    pub cpu: u32,
+    pub addr: Hex,
 }
 
 #[derive(Serialize)]
@@ -285,6 +329,9 @@ pub enum Record<'a> {
         comm: &'a str,
         target: &'a str,
         target_index: usize,
+        /// A per-CPU target: whose copy was hit.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        copy: Option<u32>,
         /// The data address the kernel reported.
         addr: Hex,
         len: u8,
@@ -387,6 +434,7 @@ impl<'a> Record<'a> {
             comm: h.comm,
             target: &h.watch.label,
             target_index: h.watch_index,
+            copy: h.watch.copy_at(s.addr),
             addr: Hex(s.addr),
             len: h.watch.len,
             access: h.watch.access.letters(),
@@ -454,12 +502,7 @@ impl<'a> Record<'a> {
                 enabled,
             } => Record::Watch {
                 time_ns,
-                target: Target {
-                    name: &watch.label,
-                    addr: Hex(watch.addr),
-                    len: watch.len,
-                    access: watch.access.letters(),
-                },
+                target: Target::of(watch),
                 target_index: *index,
                 threads: match covered {
                     Covered::Threads(n) => Some(*n),
@@ -620,6 +663,10 @@ pub fn push_hit(out: &mut String, hit: &Hit<'_>) {
     push_string(out, &hit.watch.label);
     out.push_str(",\"target_index\":");
     push_dec(out, hit.watch_index as u64);
+    if let Some(cpu) = hit.watch.copy_at(s.addr) {
+        out.push_str(",\"copy\":");
+        push_dec(out, u64::from(cpu));
+    }
     out.push_str(",\"addr\":");
     push_hex_string(out, s.addr);
     out.push_str(",\"len\":");
@@ -699,16 +746,7 @@ impl<W: Write, E: Write> Json<W, E> {
 impl<W: Write, E: Write> Output for Json<W, E> {
     fn header(&mut self, h: &Header<'_>) -> io::Result<()> {
         self.watched = (!h.processes.is_empty()).then_some((h.processes.len(), h.threads));
-        let targets = h
-            .watches
-            .iter()
-            .map(|w| Target {
-                name: &w.label,
-                addr: Hex(w.addr),
-                len: w.len,
-                access: w.access.letters(),
-            })
-            .collect();
+        let targets = h.watches.iter().map(Target::of).collect();
         write_record(
             &mut self.out,
             &Record::Header {
@@ -1106,6 +1144,7 @@ mod tests {
         let watches = [
             watch("target_var", 0x7ffd0000, Access::Write),
             watch("t\tab", 0x10, Access::ReadWrite),
+            crate::report::testutil::percpu_watch("runqueues.nr_running", None),
         ];
         let rendered = Rendered::default();
         let known = [None, Some(0), Some(0x1f4), Some(u64::MAX)];
@@ -1131,7 +1170,7 @@ mod tests {
         .into_iter()
         .chain(written)
         {
-            for (w, comm) in [(0, "writer"), (1, "we\"ird\n\u{1}ü")] {
+            for (w, comm) in [(0, "writer"), (1, "we\"ird\n\u{1}ü"), (2, "percpu")] {
                 for r in [None, Some(&rendered), Some(&rendered)] {
                     let hit = Hit {
                         sample: &s,
@@ -1149,6 +1188,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A per-CPU target's hit names whose copy it hit; the header lists the copies and who watches which.
+    #[test]
+    fn a_per_cpu_hit_names_its_copy() {
+        use crate::report::testutil::{each_hit, percpu_watch, table};
+        let s = sample(0xffffffff81000077, 1, 1, 5, 0x7ffd0000, 1, &[]);
+        let watches = [percpu_watch("runqueues.nr_running", None)];
+        let mut p = Json::new(Vec::new(), Vec::new());
+        let cpus = [0, 1].into();
+        p.header(&Header {
+            watches: &watches,
+            cpus: &cpus,
+            source: "kallsyms",
+            processes: &[],
+            threads: 0,
+            values: false,
+            condition: None,
+        })
+        .unwrap();
+        each_hit(&table(), &watches, &[(s, "a", 0)], |hit| {
+            p.hit(hit).unwrap()
+        });
+        let out = String::from_utf8(p.into_inner().0).unwrap();
+        let lines: Vec<serde_json::Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines[0]["targets"][0]["percpu"],
+            serde_json::json!({"offset": "0x10", "copy": null, "copies": [
+                {"cpu": 0, "addr": "0x7ffc0010"}, {"cpu": 1, "addr": "0x7ffd0000"}]})
+        );
+        assert_eq!(lines[1]["copy"], 1, "{out}");
+        assert_eq!(lines[1]["addr"], "0x7ffd0000", "{out}");
     }
 
     #[test]

@@ -46,6 +46,24 @@ pub fn watch(label: &str, addr: u64, access: Access) -> Watch {
         len: 8,
         access,
         module: None,
+        per_cpu: None,
+    }
+}
+
+/// A 4-byte per-CPU watch, each CPU its own copy: cpu0's at 0x7ffc0000 + `offset`... (bases 0x7ffc0000 and
+/// 0x7ffd0000 - 0x10, so cpu1's copy of offset 0x10 is at 0x7ffd0000, where [`sample`]s often hit).
+pub fn percpu_watch(label: &str, copy: Option<u32>) -> Watch {
+    let bases = [(0, 0x7ffc_0000), (1, 0x7ffd_0000 - 0x10)].into();
+    let per_cpu = crate::config::watch::PerCpu {
+        offset: 0x10,
+        bases,
+        copy,
+    };
+    Watch {
+        len: 4,
+        addr: 0x7ffc_0010,
+        per_cpu: Some(per_cpu),
+        ..watch(label, 0, Access::Write)
     }
 }
 

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::watch::Watch;
 use crate::perf::arm::{self, Scope};
+use crate::perf::bpf;
 use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError};
 use crate::perf::hit_record::{self, HitRecord};
 use crate::perf::record::{self, Frame, Mmap, Record, Sample, ValueRecord};
@@ -214,10 +215,10 @@ pub struct EventSet {
 /// holds the rings mutably, can ask too).
 fn watch_at<'a>(watches: &'a [Watch], retired: &'a [Watch], index: usize, addr: u64) -> &'a Watch {
     let now = &watches[index];
-    if now.addr == addr {
+    if now.covers(addr) {
         return now;
     }
-    retired.iter().rev().find(|w| w.addr == addr).unwrap_or(now)
+    retired.iter().rev().find(|w| w.covers(addr)).unwrap_or(now)
 }
 
 /// Retired watches remembered by [`EventSet::watch_of`].
@@ -426,6 +427,32 @@ impl EventSet {
         }
     }
 
+    /// A CPU that comes online after arming needs its per-CPU base for each per-CPU watch's copy there.
+    /// Bases do not change while the kernel runs, so one reading per CPU is enough; without one, opening
+    /// that CPU's breakpoint fails and the CPU is reported unarmed.
+    fn learn_percpu_base(&mut self, cpu: u32) {
+        let Some(at) = self.cfg.percpu else {
+            return;
+        };
+        let unknown = |w: &Watch| {
+            w.per_cpu
+                .as_ref()
+                .is_some_and(|p| p.copy.is_none() && !p.bases.contains_key(&cpu))
+        };
+        if !self.watches.iter().any(unknown) {
+            return;
+        }
+        let Some(base) = bpf::percpu::bases(&[cpu], at)
+            .ok()
+            .and_then(|found| found.get(&cpu).copied())
+        else {
+            return;
+        };
+        for p in self.watches.iter_mut().filter_map(|w| w.per_cpu.as_mut()) {
+            p.bases.insert(cpu, base);
+        }
+    }
+
     /// Opens and enables `cpu`'s events (all or none), registered with `epoll` and `sorter`.
     pub fn open_cpu(
         &mut self,
@@ -440,6 +467,7 @@ impl EventSet {
             Scope::Launched(pid) => Scope::Processes(vec![*pid]),
             other => other.clone(),
         };
+        self.learn_percpu_base(cpu);
         let mut evs = arm::open_cpu_in(&self.watches, cpu, &scope, &self.cfg)?;
         // Opened disabled, so a closed target's event never fires before it is dropped here.
         evs.retain(|e| !self.closed.get(e.watch).copied().unwrap_or(false));

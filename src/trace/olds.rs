@@ -3,7 +3,7 @@
 //! The kernel's program knows only the value it read at the trap on its own CPU: under contention two
 //! CPUs' traps can see each other's stores, in either order. Here, after the rings are merged in time
 //! order, a hit's `old` is the value of the previous hit printed for the same target (and process, at a
-//! user address): what the reader sees on the line before, exact when that hit's value was.
+//! user address; and copy, for a per-CPU variable): what the reader sees on the line before, exact when that hit's value was.
 //!
 //! That needs every trap in between to have been printed. Where the kernel may drop traps (`--if`, the
 //! filters) and after records were lost, the previous trap is not on screen, and `old` is the kernel's:
@@ -20,8 +20,9 @@ const KERNEL_HALF: u64 = 1 << 63;
 
 #[derive(Debug, Default)]
 pub struct Olds {
-    /// (target index, process at a user address or 0) → the last value printed.
-    last: FxHashMap<(usize, u32), u64>,
+    /// (target index, process at a user address or the address itself in the kernel, where each CPU's
+    /// copy of a per-CPU variable is a different one) → the last value printed.
+    last: FxHashMap<(usize, u64), u64>,
     condition: Option<Condition>,
     /// Every trap reaches the tracer (no condition, no filter): `old` can come from the merged order.
     merged: bool,
@@ -69,7 +70,14 @@ impl Olds {
                 summary.condition_disagreed += 1;
             }
         }
-        let key = (index, if addr >= KERNEL_HALF { 0 } else { pid });
+        let key = (
+            index,
+            if addr >= KERNEL_HALF {
+                addr
+            } else {
+                u64::from(pid)
+            },
+        );
         let old = match self.last.get(&key) {
             Some(&v) if self.merged => Some(v),
             _ => kernel_old,
@@ -146,6 +154,11 @@ mod tests {
         assert_eq!(
             old(o.settle(1, k, 8, 11, w(Some(8), ValueFrom::Insn), &mut s)),
             Some(7)
+        );
+        // Another CPU's copy of a per-CPU variable (same target, another address) has its own.
+        assert_eq!(
+            old(o.settle(1, k + 0x10_0000, 8, 11, w(Some(6), ValueFrom::Insn), &mut s)),
+            None
         );
         // An unknown value leaves the next old unknown; a move forgets the target.
         o.settle(0, user, 8, 10, w(None, ValueFrom::Memory), &mut s);

@@ -627,6 +627,7 @@ mod tests {
             len: 8,
             access: Access::Write,
             module: None,
+            per_cpu: None,
         };
         let mut p = Ftrace::new(Vec::new(), Vec::new());
         p.hit(&Hit {

@@ -140,6 +140,7 @@ mod tests {
             len: 8,
             access: Access::Write,
             module: module.map(Arc::from),
+            per_cpu: None,
         }
     }
 

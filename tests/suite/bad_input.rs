@@ -792,23 +792,29 @@ fn a_signed_condition_constant_out_of_range_is_refused() {
 }
 
 /// A System.map (or a full kallsyms) lists per-CPU variables at their offsets in the per-CPU area, which
-/// on x86-64 is linked at 0: `runqueues` at 0x31804 is not an address. Refused with exit 2, per-CPU named,
-/// in every form (`+OFF`, `/LEN`, a field, `resolve`, a cast on it) and for any other symbol below the kernel
-/// half; never armed at 0x31804.
+/// on x86-64 is linked at 0: `percpu_thing` at 0x31804 is not an address. Without BTF knowing the variable
+/// (these names are made up, so it does not), it is refused with exit 2, per-CPU named, in every form
+/// (`+OFF`, `/LEN`, `resolve`) and so is any other symbol below the kernel half; never armed at 0x31804.
+/// (Variables BTF knows are watched at each CPU's copy: the live test in live_typed.)
 #[test]
 fn a_per_cpu_variable_or_an_absolute_symbol_is_not_armed_at_its_offset() {
     let map = fixture(
         "percpu.map",
         "0000000000000000 D __per_cpu_start\n\
-         0000000000000004 D cpu_number\n\
-         0000000000031804 D runqueues\n\
+         0000000000000004 D fake_cpu_number\n\
+         0000000000031804 D percpu_thing\n\
          0000000000040000 D __per_cpu_end\n\
          0000000000100000 A some_absolute\n\
          ffffffff81000000 T _text\n\
          ffffffff83000000 D jiffies\n",
     );
     let m = map.to_str().unwrap();
-    for t in ["runqueues", "runqueues+8", "runqueues/4", "cpu_number"] {
+    for t in [
+        "percpu_thing",
+        "percpu_thing+8",
+        "percpu_thing/4",
+        "fake_cpu_number",
+    ] {
         for verb in ["write", "rw"] {
             rejects(
                 &[verb, t, "--system-map", m, "--force"],
@@ -828,16 +834,18 @@ fn a_per_cpu_variable_or_an_absolute_symbol_is_not_armed_at_its_offset() {
             );
         }
     }
-    // A member path: BTF knows runqueues' type, and says which cast watches one CPU's copy.
+    // A member path: BTF knows runqueues' type; `resolve` says a watch covers each CPU's copy, and which
+    // cast watches one.
     if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-        for verb in ["write", "resolve"] {
-            rejects(
-                &[verb, "runqueues.nr_running", "--system-map", m],
-                2,
-                // `write` names each CPU's copy where BPF can ask the kernel (0xffff...), else 0xADDR.
-                &["is a per-CPU variable", "'(struct rq)0x", ".nr_running'"],
-            );
-        }
+        rejects(
+            &["resolve", "runqueues.nr_running", "--system-map", m],
+            2,
+            &[
+                "is a per-CPU variable",
+                "watches each CPU's copy",
+                "'(struct rq)0xADDR.nr_running'",
+            ],
+        );
     }
     rejects(
         &["write", "some_absolute", "--system-map", m, "--force"],
@@ -847,13 +855,38 @@ fn a_per_cpu_variable_or_an_absolute_symbol_is_not_armed_at_its_offset() {
     // The same offsets in a kallsyms-format file (CONFIG_KALLSYMS_ALL lists them so).
     let k = fixture(
         "percpu.kallsyms",
-        "0000000000000000 D __per_cpu_start\n0000000000031804 d runqueues\n0000000000040000 D __per_cpu_end\n\
+        "0000000000000000 D __per_cpu_start\n0000000000031804 d percpu_thing\n0000000000040000 D __per_cpu_end\n\
          ffffffff81000000 T _text\nffffffff83000000 D jiffies\n",
     );
     rejects(
-        &["write", "runqueues", "--kallsyms", k.to_str().unwrap()],
+        &["write", "percpu_thing", "--kallsyms", k.to_str().unwrap()],
         2,
         &["is a per-CPU variable"],
+    );
+    // Where BPF may not load (CAP_PERFMON without CAP_BPF), the copies cannot be placed: exit 4, saying why
+    // and how to watch one copy by hand.
+    if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        if let Some((code, _, err)) = util::run_as_nobody_with(
+            &["perfmon"],
+            &["write", "runqueues.nr_running", "--dry-run"],
+        ) {
+            assert_eq!(code, 4, "{err}");
+            for want in [
+                "is a per-CPU variable",
+                "per-CPU bases cannot be had",
+                "CAP_BPF",
+                "'(struct rq)0xADDR.nr_running'",
+            ] {
+                assert!(err.contains(want), "{want}: {err}");
+            }
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+    }
+    // `--percpu-cpu` picks a kernel per-CPU variable's copy: a process watch has none.
+    rejects(
+        &["write", "x", "-p", "1", "--percpu-cpu", "0"],
+        2,
+        &["--percpu-cpu 0", "drop --percpu-cpu"],
     );
 }
 

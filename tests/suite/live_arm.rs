@@ -16,6 +16,7 @@ fn watch() -> Watch {
         len: 8,
         access: Access::Write,
         module: None,
+        per_cpu: None,
     }
 }
 
@@ -27,6 +28,7 @@ const CFG: EventConfig = EventConfig {
     remove_on_exec: false,
     values: None,
     hits: None,
+    percpu: None,
 };
 
 fn fail(cpu: u32, errno: i32) -> OpenError {

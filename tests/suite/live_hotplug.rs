@@ -327,3 +327,54 @@ fn cpus_outside_the_list_are_not_followed() {
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("# cpu 1"), "cpu 1 is not in --cpus: {out}");
 }
+
+/// A per-CPU variable watched while cpu1 is offline: cpu1's per-CPU base is learnt when it comes online
+/// (one BPF reading on that CPU), and its breakpoint goes on cpu1's own copy.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_per_cpu_watch_covers_a_cpu_that_comes_online_at_its_own_copy() {
+    let Some((_lock, _guard)) = setup() else {
+        return;
+    };
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return util::skip("no kernel BTF");
+    }
+    set_online(1, false);
+    let mut t = Tracer::start_json(&["write", "runqueues.nr_running", "--json"]);
+    let header: serde_json::Value =
+        serde_json::from_str(t.header.lines().next().expect("header")).expect("json");
+    let copies = header["targets"][0]["percpu"]["copies"].clone();
+    assert_eq!(
+        copies.as_array().map(Vec::len),
+        Some(1),
+        "cpu0 only: {header}"
+    );
+    let offset = header["targets"][0]["percpu"]["offset"].clone();
+    set_online(1, true);
+    let mut text = t.read_until(|l| l.contains("\"type\":\"cpu_online\""));
+    text += &t.read_until(|l| l.contains("\"type\":\"hit\"") && l.contains("\"cpu\":1,"));
+    t.signal(libc::SIGINT);
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    text += &out;
+    let hits: Vec<serde_json::Value> = util::ndjson(&text)
+        .into_iter()
+        .filter(|r| r["type"] == "hit")
+        .collect();
+    let on_cpu1: Vec<&serde_json::Value> = hits.iter().filter(|h| h["cpu"] == 1).collect();
+    assert!(!on_cpu1.is_empty(), "{text}");
+    let parse = |v: &serde_json::Value| {
+        u64::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+    };
+    let cpu0_copy = parse(&copies[0]["addr"]);
+    for h in &on_cpu1 {
+        assert_eq!(h["copy"], 1, "{h}");
+        assert_ne!(parse(&h["addr"]), cpu0_copy, "{h}");
+        // cpu1's copy is cpu1's base plus the same offset: its low bits are cpu0's copy's.
+        assert_eq!(parse(&h["addr"]) & 0xfff, parse(&offset) & 0xfff, "{h}");
+    }
+    assert!(hits
+        .iter()
+        .filter(|h| h["cpu"] == 0)
+        .all(|h| h["copy"] == 0));
+}

@@ -392,6 +392,7 @@ fn a_refused_thread_closes_every_event_already_opened_for_the_others() {
         len: 8,
         access: Access::Write,
         module: None,
+        per_cpu: None,
     };
     let cfg = EventConfig {
         ring_pages: 8,
@@ -401,6 +402,7 @@ fn a_refused_thread_closes_every_event_already_opened_for_the_others() {
         remove_on_exec: false,
         values: None,
         hits: None,
+        percpu: None,
     };
     let before = own_perf_events();
     let err = arm_in(&[watch], &cpus, &Scope::Processes(vec![h.pid]), &cfg)

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{self, parse_hits, Tracer, Writer};
+use crate::util::{self, Tracer, Writer};
 
 const BTF: &str = "/sys/kernel/btf/vmlinux";
 
@@ -586,39 +586,125 @@ fn every_struct_name_btf_has_twice_is_refused_until_its_id_picks_one() {
     }
 }
 
-/// A per-CPU variable with a member path: the refusal names each online CPU's copy as a ready cast (each
-/// CPU's per-CPU base asked of the kernel by a BPF program on that CPU), and the cast it gives for a CPU
-/// watches that CPU's runqueue: `nr_running` changes whenever a task is enqueued there.
+/// Keeps every CPU's runqueue busy for `for_`: on each CPU a `taskset`-pinned shell sleeps and wakes,
+/// so each CPU's `nr_running` goes up and down.
+fn scheduler_churn(cpus: &[u32], for_: Duration) -> Vec<std::process::Child> {
+    let rounds = for_.as_millis() / 5;
+    cpus.iter()
+        .map(|cpu| {
+            std::process::Command::new("taskset")
+                .args(["-c", &cpu.to_string(), "sh", "-c"])
+                .arg(format!(
+                    "i=0; while [ $i -lt {rounds} ]; do sleep 0.005; i=$((i+1)); done"
+                ))
+                .spawn()
+                .expect("taskset")
+        })
+        .collect()
+}
+
+/// A per-CPU variable is watched at each CPU's own copy: the header lists one copy per online CPU (each
+/// CPU's per-CPU base asked of the kernel by a BPF program on that CPU), every hit on cpu N is at cpu N's
+/// copy and names it, and every CPU's copy is hit (`nr_running` changes whenever a task is enqueued or
+/// dequeued there). With `--percpu-cpu N`, every hit is at CPU N's copy, whichever CPU wrote it.
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_per_cpu_variable_is_refused_with_each_cpus_copy_named() {
+fn a_per_cpu_variable_is_watched_at_each_cpus_copy() {
     let Some(_live) = util::live() else { return };
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
         return util::skip("no kernel BTF");
     }
-    let (code, _, err) = util::run(&["write", "runqueues.nr_running"]);
-    assert_eq!(code, 2, "{err}");
     let cpus = util::online_cpus();
-    let mut casts = Vec::new();
-    for cpu in &cpus {
-        let at = format!("cpu{cpu}: '");
-        let start = err
-            .find(&at)
-            .unwrap_or_else(|| panic!("no copy for cpu {cpu}: {err}"))
-            + at.len();
-        let end = start + err[start..].find('\'').expect("closing quote");
-        casts.push(err[start..end].to_string());
-    }
-    assert!(casts
-        .iter()
-        .all(|c| c.starts_with("(struct rq)0xffff") && c.ends_with(".nr_running")));
-    let distinct: std::collections::BTreeSet<&String> = casts.iter().collect();
-    assert_eq!(distinct.len(), cpus.len(), "one copy per CPU: {casts:?}");
-    let last = casts.last().expect("a CPU");
+    let mut churn = scheduler_churn(&cpus, Duration::from_secs(2));
     let (code, out, err) = util::run_within(
-        &["write", last, "--count", "2", "--duration", "20s"],
+        &[
+            "write",
+            "runqueues.nr_running",
+            "--json",
+            "--duration",
+            "1s",
+        ],
         Duration::from_secs(30),
     );
     assert_eq!(code, 0, "{err}");
-    assert_eq!(parse_hits(&out).len(), 2, "{out}");
+    let records = util::ndjson(&out);
+    let target = &records[0]["targets"][0];
+    assert_eq!(target["name"], "runqueues.nr_running", "{target}");
+    assert_eq!(target["percpu"]["copy"], Value::Null, "{target}");
+    let copies: std::collections::BTreeMap<u64, String> = target["percpu"]["copies"]
+        .as_array()
+        .expect("copies")
+        .iter()
+        .map(|c| {
+            (
+                c["cpu"].as_u64().unwrap(),
+                c["addr"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        copies.len(),
+        cpus.len(),
+        "one copy per online CPU: {target}"
+    );
+    let distinct: std::collections::BTreeSet<&String> = copies.values().collect();
+    assert_eq!(distinct.len(), cpus.len(), "{target}");
+    let own = hits(&out);
+    let mut hit_cpus = std::collections::BTreeSet::new();
+    for h in &own {
+        let cpu = h["cpu"].as_u64().unwrap();
+        assert_eq!(h["copy"].as_u64(), Some(cpu), "each CPU its own copy: {h}");
+        assert_eq!(h["addr"].as_str(), Some(copies[&cpu].as_str()), "{h}");
+        hit_cpus.insert(cpu);
+    }
+    assert_eq!(
+        hit_cpus.len(),
+        cpus.len(),
+        "every CPU's copy hit: {hit_cpus:?}"
+    );
+
+    // Every CPU watches the last CPU's copy.
+    let last = *cpus.last().expect("a CPU");
+    let (code, out, err) = util::run_within(
+        &[
+            "write",
+            "runqueues.nr_running",
+            "--percpu-cpu",
+            &last.to_string(),
+            "--json",
+            "--duration",
+            "1s",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(code, 0, "{err}");
+    let remote = hits(&out);
+    assert!(!remote.is_empty(), "{out}");
+    for h in &remote {
+        assert_eq!(h["copy"].as_u64(), Some(u64::from(last)), "{h}");
+        assert_eq!(
+            h["addr"].as_str(),
+            Some(copies[&u64::from(last)].as_str()),
+            "{h}"
+        );
+    }
+    // The text stream names the copy after the target.
+    let (code, out, err) = util::run_within(
+        &[
+            "write",
+            "runqueues.nr_running",
+            "--count",
+            "2",
+            "--duration",
+            "20s",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("per-cpu: +0x"), "{out}");
+    assert!(out.contains("runqueues.nr_running@cpu"), "{out}");
+    for c in &mut churn {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
 }

@@ -701,6 +701,11 @@ pub const AS_NOBODY: [&str; 6] = [
 ];
 
 pub fn run_as_nobody(args: &[&str]) -> Option<(i32, String, String)> {
+    run_as_nobody_with(&[], args)
+}
+
+/// [`run_as_nobody`] with `caps` (e.g. `["perfmon"]`) kept as ambient capabilities.
+pub fn run_as_nobody_with(caps: &[&str], args: &[&str]) -> Option<(i32, String, String)> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         skip("dropping privileges needs root");
@@ -710,12 +715,18 @@ pub fn run_as_nobody(args: &[&str]) -> Option<(i32, String, String)> {
         skip("setpriv is not installed");
         return None;
     }
-    let out = Command::new("setpriv")
-        .args(AS_NOBODY)
-        .arg(BIN)
-        .args(args)
-        .output()
-        .expect("run setpriv");
+    let keep: Vec<String> = caps.iter().map(|c| format!("+{c}")).collect();
+    let keep = keep.join(",");
+    let mut cmd = Command::new("setpriv");
+    if caps.is_empty() {
+        cmd.args(AS_NOBODY);
+    } else {
+        // Every capability dropped but `caps`, which stay across the exec as ambient ones.
+        cmd.args(&AS_NOBODY[..5])
+            .arg(format!("--inh-caps=-all,{keep}"))
+            .args(["--ambient-caps", &keep]);
+    }
+    let out = cmd.arg(BIN).args(args).output().expect("run setpriv");
     Some((
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -63,6 +63,7 @@ fn watch_during(
         len: 8,
         access: Access::Write,
         module: None,
+        per_cpu: None,
     };
     let programs =
         HitPrograms::load(&[watch], None, &Filter::default(), true, true).expect("loads");

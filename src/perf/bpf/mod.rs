@@ -86,10 +86,18 @@ fn possible_cpus() -> u32 {
 /// Why BPF cannot be used here, worded for `--value`, `--if` and `check`; always exit 4 (not permitted or
 /// not supported), since a plain watch still works.
 pub fn unavailable(err: &io::Error) -> Error {
+    Error::not_permitted(format!(
+        "--value and --if read the value in the kernel with BPF, but {}; a watch without them works",
+        why_unavailable(err)
+    ))
+}
+
+/// Why the kernel would not load a BPF program, and what would let it, in the kernel's terms.
+pub fn why_unavailable(err: &io::Error) -> String {
     let setting = std::fs::read_to_string("/proc/sys/kernel/unprivileged_bpf_disabled")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());
-    let why = match err.raw_os_error() {
+    match err.raw_os_error() {
         Some(libc::EPERM | libc::EACCES) => format!(
             "loading a BPF program was refused ({err}): run as root, or grant CAP_BPF and CAP_PERFMON \
              (kernel.unprivileged_bpf_disabled is {setting})"
@@ -98,10 +106,7 @@ pub fn unavailable(err: &io::Error) -> Error {
             "this kernel has no bpf() system call (CONFIG_BPF_SYSCALL is off)".to_string()
         }
         _ => format!("this kernel would not load a BPF perf-event program ({err})"),
-    };
-    Error::not_permitted(format!(
-        "--value and --if read the value in the kernel with BPF, but {why}; a watch without them works"
-    ))
+    }
 }
 
 /// A program the assembler cannot encode: a `--if` so long that its jumps span more than the 16-bit

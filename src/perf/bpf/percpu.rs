@@ -114,7 +114,7 @@ const WAIT: Duration = Duration::from_millis(200);
 /// Each of `cpus`' per-CPU base, by CPU; a CPU whose slot stayed empty is left out.
 pub fn bases(cpus: &[u32], at: Offsets) -> Result<BTreeMap<u32, u64>, Error> {
     use std::os::fd::AsRawFd;
-    let unavailable = |e: std::io::Error| super::unavailable(&e);
+    let unavailable = |e: std::io::Error| Error::not_permitted(super::why_unavailable(&e));
     let slots = sys::bpf_map_create(super::MAP_TYPE_PERCPU_ARRAY, 4, 8, 1, "ksw_percpu")
         .map_err(unavailable)?;
     let insns: Vec<u64> = generate(slots.as_raw_fd(), at)

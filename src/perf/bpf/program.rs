@@ -6,8 +6,8 @@
 //! At the trap (x86 data breakpoints trap after the store) it:
 //! 1. reads the watched `len` bytes at the breakpoint's address (`bpf_probe_read_user`, or `_kernel` for a
 //!    kernel address): exactly what this store wrote;
-//! 2. swaps it with the last value kept in the `olds` map (one entry per target, per process for a user
-//!    address, since each process has its own memory there): `old`, unknown for the first hit;
+//! 2. swaps it with the last value kept in the `olds` map (one entry per watched address, per process for a
+//!    user address, since each process has its own memory there): `old`, unknown for the first hit;
 //! 3. applies the filters, then the condition: a hit that fails either returns 0, so the kernel writes no
 //!    sample, and is counted in the per-CPU `stats` map instead (the tracer reports it as filtered);
 //! 4. writes the value record ([`crate::perf::record::ValueRecord`]: value, old, address, flags) through the
@@ -163,11 +163,12 @@ pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: i32, done: Label) {
     let unreadable = a.label();
     a.call(helper::GET_CURRENT_PID_TGID);
     a.store(DW, FP, PID_TGID, R0);
-    // The olds key: 0 for a kernel address, the tgid for a user one.
+    // The olds key: the address itself for a kernel address (each CPU's copy of a per-CPU variable has its
+    // own previous value; an address is in the upper half, so it is never a tgid), the tgid for a user one.
     a.load(DW, R8, R6, CTX_ADDR);
     a.mov(R1, R0).alu_imm(Alu::Rsh, R1, 32);
     let user = a.label();
-    a.jump_imm(Cond::Sge, R8, 0, user).mov_imm(R1, 0);
+    a.jump_imm(Cond::Sge, R8, 0, user).mov(R1, R8);
     a.bind(user);
     a.store(DW, FP, KEY, R1);
 

@@ -77,7 +77,13 @@ fn a_kernel_address_is_read_as_kernel_memory_with_one_old_value() {
         [8, 7],
         "another process sees the same kernel variable's history"
     );
-    assert_eq!(m.old(0), Some(8));
+    assert_eq!(m.old(KERNEL_ADDR), Some(8), "keyed by the address");
+    // Another CPU's copy of a per-CPU variable is another address, with its own history.
+    m.addr = KERNEL_ADDR + 0x10_0000;
+    let rec = store(&mut m, &prog, Some(9)).unwrap();
+    assert_eq!(rec[0], 9);
+    assert_eq!(m.old(KERNEL_ADDR + 0x10_0000), Some(9));
+    assert_eq!(m.old(KERNEL_ADDR), Some(8));
 }
 
 #[test]

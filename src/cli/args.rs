@@ -220,6 +220,10 @@ pub struct OutputArgs {
     /// At exit, render the collapsed stacks as an SVG flame graph to FILE.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
+    /// Also write the session as a Perfetto trace to FILE, as it goes (open it at ui.perfetto.dev): a track
+    /// per writing thread and per CPU with an instant per hit and its call chain, and the session's marks.
+    #[arg(long, value_name = "FILE")]
+    pub perfetto: Option<PathBuf>,
     /// Report only hits by tasks with this name (as printed, e.g. `bash`); repeatable.
     #[arg(long = "comm", value_name = "NAME")]
     pub comms: Vec<String>,

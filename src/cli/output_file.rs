@@ -1,5 +1,5 @@
-//! Opening the files named for output (`--folded=FILE`, `--flamegraph FILE`) so that the open can neither
-//! hang nor be turned against the caller, whoever planted what at the path:
+//! Opening the files named for output (`--folded=FILE`, `--flamegraph FILE`, `--perfetto FILE`) so that the
+//! open can neither hang nor be turned against the caller, whoever planted what at the path:
 //!
 //! - The open is `O_NONBLOCK`: a FIFO with no reader fails at once (ENXIO) with a line saying so, instead of
 //!   blocking in `open()`. A FIFO with a reader, a regular file and a character device (`/dev/null`, a

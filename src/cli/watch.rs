@@ -27,6 +27,7 @@ use crate::perf::warmup::Warmup;
 use crate::report::folded::{Folded, Sink};
 use crate::report::ftrace::Ftrace;
 use crate::report::json::Json;
+use crate::report::perfetto::{Clocks, Perfetto};
 use crate::report::status::Status;
 use crate::report::{Header, Output, Quiet, StreamEvent, Tee};
 use crate::stderr::{self, Stderr};
@@ -86,6 +87,16 @@ fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
     if let Some(path) = &args.flamegraph {
         let sink = create(path, "--flamegraph")?;
         outs.push(Box::new(Folded::new(Sink::Svg(sink, title.to_string()))));
+    }
+    if let Some(path) = &args.perfetto {
+        let clocks = Clocks {
+            monotonic_ns: sys::monotonic_ns(),
+            boottime_ns: sys::boottime_ns(),
+        };
+        outs.push(Box::new(Perfetto::new(
+            create(path, "--perfetto")?,
+            Some(clocks),
+        )));
     }
     Ok(Tee(outs))
 }

@@ -486,6 +486,11 @@ fn outputs_that_are_no_files_are_refused() {
         2,
         &["--flamegraph /tmp: not a file to write (a directory)"],
     );
+    rejects(
+        &["write", "0x10000", "--duration", "1s", "--perfetto", "/tmp"],
+        2,
+        &["--perfetto /tmp: not a file to write (a directory)"],
+    );
     // A block device would be overwritten: refused without being opened (if this machine has one).
     let block = std::fs::read_dir("/dev").ok().and_then(|d| {
         d.flatten().map(|e| e.path()).find(|p| {

@@ -19,6 +19,7 @@ mod live_exited;
 mod live_hotplug;
 mod live_module;
 mod live_output;
+mod live_perfetto;
 mod live_process;
 mod live_process_wide;
 mod live_rollback;

@@ -138,6 +138,14 @@ pub struct WatchArgs {
     /// CPUs to watch and follow through hotplug (0-3,6); default: all.
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
+    /// Watch each object as the kernel allocates it: kmalloc:FUNC[+OFF], kmem_cache_alloc:FUNC[+OFF] or
+    /// tracepoint:GROUP:NAME:argN; TARGET names its field with `$obj`: '(struct TYPE)$obj.FIELD'.
+    #[arg(long, value_name = "SOURCE")]
+    pub on: Option<String>,
+    /// With --on: when every debug register is busy, a new object evicts the oldest armed one (default:
+    /// the new one is skipped and counted).
+    #[arg(long)]
+    pub rotate: bool,
     /// A per-CPU variable: every CPU watches CPU N's copy (remote writers included), instead of each CPU
     /// its own copy.
     #[arg(long, value_name = "N")]

@@ -18,6 +18,7 @@ use crate::config::advice::SymbolsContext;
 use crate::config::condition::{self, Condition};
 use crate::config::debuginfod;
 use crate::config::filter::{Filter, Place};
+use crate::config::objects;
 use crate::config::symbols::{self, FileSymbols};
 use crate::config::target::{self, Base, Target};
 use crate::config::typed;
@@ -86,6 +87,195 @@ pub struct WatchPlan {
     pub launched: Option<Launched>,
     /// A per-CPU variable is watched: how a CPU that comes online later finds its per-CPU base.
     pub percpu_offsets: Option<bpf::percpu::Offsets>,
+    /// `--on`: where objects come from and which of their bytes to watch; `watches` are then its slots.
+    pub objects: Option<ObjectPlan>,
+}
+
+/// `--on SOURCE '(TYPE)$obj.FIELD'`: objects armed as the kernel allocates them, one debug register each.
+#[derive(Debug, Clone)]
+pub struct ObjectPlan {
+    pub source: objects::Source,
+    pub target: objects::ObjectTarget,
+    pub select: bpf::objects::Select,
+    /// Where a free slot's breakpoint waits: kernel text, which nothing writes.
+    pub park: u64,
+    pub rotate: bool,
+}
+
+/// Debug registers a CPU has: the most objects armed at once.
+const OBJECT_SLOTS: usize = 4;
+
+impl ObjectPlan {
+    /// A free slot's watch.
+    pub fn parked(&self, slot: usize) -> Watch {
+        Watch {
+            label: format!("$obj slot {slot} (free)"),
+            addr: self.park & !(u64::from(self.target.len) - 1),
+            len: self.target.len,
+            access: self.target.access,
+            module: None,
+            per_cpu: None,
+        }
+    }
+
+    /// Every slot, parked (the execution keeps as many as the debug registers free allow).
+    fn slots(&self) -> Vec<Watch> {
+        (0..OBJECT_SLOTS).map(|i| self.parked(i)).collect()
+    }
+
+    /// The header's line: what is watched, from where, which requests are taken.
+    pub fn describe(&self) -> String {
+        let size = match (&self.select.size, self.target.object_size) {
+            (Some(_), Some(n)) => format!(", {n}-byte requests"),
+            _ => String::new(),
+        };
+        format!(
+            "# objects: {} from {}{size}, len={} access={}{}",
+            self.target.text,
+            self.source,
+            self.target.len,
+            self.target.access.letters(),
+            if self.rotate {
+                ", the oldest evicted when every register is busy"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+/// `--on` and `--rotate` against the rest of the command line.
+fn check_objects(args: &WatchArgs, mode: &Mode) -> Result<()> {
+    let Some(on) = &args.on else {
+        if args.rotate {
+            return Err(Error::usage(
+                "--rotate chooses what happens to objects armed from --on when every register is busy; \
+                 add --on SOURCE, or drop --rotate",
+            ));
+        }
+        return Ok(());
+    };
+    objects::parse_source(on)?;
+    if !matches!(mode, Mode::System) {
+        return Err(Error::usage(
+            "--on watches kernel objects system-wide; -p/-- cannot choose the allocating process yet: drop \
+             -p/--, and keep hits of one process with --comm or --tid",
+        ));
+    }
+    if args.targets.len() != 1 {
+        return Err(Error::usage(format!(
+            "--on takes one TARGET, a field of each object ('(struct TYPE)$obj.FIELD'); {} were given",
+            args.targets.len()
+        )));
+    }
+    if args.control.is_some() {
+        return Err(Error::usage(
+            "--on moves its breakpoints to each new object itself; drop --control",
+        ));
+    }
+    Ok(())
+}
+
+/// The tracepoint objects come from must exist, or nothing would ever be armed: exit 2 before arming.
+fn check_tracepoint(source: &objects::Source) -> Result<()> {
+    let (group, name) = match source {
+        objects::Source::Tracepoint { group, name, .. } => (group.as_str(), name.as_str()),
+        objects::Source::Kmalloc(_) | objects::Source::KmemCacheAlloc(_) => {
+            ("kmem", source.tracepoint())
+        }
+    };
+    let roots = [
+        "/sys/kernel/tracing/events",
+        "/sys/kernel/debug/tracing/events",
+    ];
+    let Some(root) = roots.iter().find(|r| Path::new(r).is_dir()) else {
+        // tracefs is not mounted: the attach says whether the tracepoint exists.
+        return Ok(());
+    };
+    if Path::new(root).join(group).join(name).is_dir() {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "--on {source}: this kernel has no tracepoint {group}:{name} (not in {root}); pick one listed there"
+    )))
+}
+
+/// Resolves `--on`'s source (the call site in the kernel's symbols) and its `$obj` target (in BTF).
+fn object_plan(
+    args: &WatchArgs,
+    on: &str,
+    kernel: &KernelSide,
+    access: Access,
+) -> Result<ObjectPlan> {
+    let source = objects::parse_source(on)?;
+    check_tracepoint(&source)?;
+    let text = args.targets.first().map(String::as_str).unwrap_or_default();
+    let target = objects::resolve_target(&kernel.types, text, access)?;
+    let table = kernel.symbols.chains()?;
+    let text_symbol = |name: &str| {
+        table
+            .lookup(name, None)
+            .ok()
+            .filter(|s| s.kind() == ksymwatch_symbols::SymbolKind::Text)
+    };
+    let park = text_symbol("_text")
+        .or_else(|| text_symbol("_stext"))
+        .map(|s| s.addr)
+        .ok_or_else(|| {
+            Error::runtime(
+                "the kernel's symbols have no `_text`, where a free slot's breakpoint waits",
+            )
+        })?;
+    let call_site = match source.site() {
+        None => None,
+        Some(site) => {
+            let f = text_symbol(&site.func).ok_or_else(|| {
+                Error::usage(format!(
+                    "--on {source}: `{}` is not a function of the running kernel (its text symbols); \
+                     give the function that calls {}",
+                    site.func,
+                    source.tracepoint()
+                ))
+            })?;
+            Some(match site.offset {
+                Some(off) => (f.addr + off, f.addr + off + 1),
+                None => (f.addr, f.addr + f.size.unwrap_or(1)),
+            })
+        }
+    };
+    let size = match (&source, target.object_size) {
+        (objects::Source::Kmalloc(_), Some(n)) => Some((bpf::objects::SizeFrom::Requested, n)),
+        (objects::Source::KmemCacheAlloc(_), Some(n)) => {
+            let cast = ksymwatch_symbols::CastType {
+                kind: Some(ksymwatch_symbols::CastKind::Struct),
+                name: "kmem_cache".into(),
+            };
+            let path = [ksymwatch_symbols::PathElem::Field("object_size".into())];
+            let m = match kernel.types.member(&cast, &path)? {
+                Ok((m, _)) => m,
+                Err(e) => {
+                    return Err(Error::not_permitted(format!(
+                        "--on {source}: kmem_cache.object_size in the kernel's BTF: {e}"
+                    )))
+                }
+            };
+            let offset = i16::try_from(m.offset)
+                .map_err(|_| Error::runtime("kmem_cache.object_size is too far in"))?;
+            Some((bpf::objects::SizeFrom::Cache(offset), n))
+        }
+        _ => None,
+    };
+    Ok(ObjectPlan {
+        select: bpf::objects::Select {
+            ptr_arg: source.ptr_arg(),
+            call_site,
+            size,
+        },
+        source,
+        target,
+        park,
+        rotate: args.rotate,
+    })
 }
 
 impl WatchPlan {
@@ -104,7 +294,15 @@ impl WatchPlan {
         if let (Mode::Attach(pids), false) = (&mode, hit_path) {
             check_fd_budget(pids, cpus.len(), kernel.targets.len())?;
         }
-        let (scope, launched, watches) = resolve_watches(&mode, &mut kernel, access)?;
+        let (scope, launched, mut watches) = resolve_watches(&mode, &mut kernel, access)?;
+        let objects = match &args.on {
+            Some(on) => {
+                let plan = object_plan(args, on, &kernel, access)?;
+                watches = plan.slots();
+                Some(plan)
+            }
+            None => None,
+        };
         if let (Some(cond), Some(text)) = (&condition, &args.condition) {
             check_condition_widths(text, cond, &watches)?;
         }
@@ -126,6 +324,7 @@ impl WatchPlan {
             types: kernel.types,
             launched,
             percpu_offsets: kernel.percpu_offsets,
+            objects,
         })
     }
 
@@ -136,8 +335,15 @@ impl WatchPlan {
     /// `--dry-run`: what would be armed, one `#` line each, as the header says it.
     pub fn describe(&self) -> String {
         let mut s = String::new();
-        for w in &self.watches {
-            let _ = writeln!(s, "{}", crate::report::ftrace::target_line(w));
+        match &self.objects {
+            Some(o) => {
+                let _ = writeln!(s, "{}", o.describe());
+            }
+            None => {
+                for w in &self.watches {
+                    let _ = writeln!(s, "{}", crate::report::ftrace::target_line(w));
+                }
+            }
         }
         let _ = writeln!(s, "# symbols: {}", self.source_text);
         let _ = writeln!(s, "# cpus: {}", cpulist::format(&self.cpus));
@@ -201,11 +407,16 @@ impl Options {
         check_outputs(&args.output)?;
         let condition = parse_condition(args.condition.as_deref())?;
         let values = args.value || condition.is_some();
-        let targets = args
-            .targets
-            .iter()
-            .map(|t| target::parse(t).bad_input())
-            .collect::<Result<Vec<_>>>()?;
+        check_objects(args, &mode)?;
+        // A `$obj` target is resolved per object (`object_plan`), not as a target of its own.
+        let targets = match args.on {
+            Some(_) => Vec::new(),
+            None => args
+                .targets
+                .iter()
+                .map(|t| target::parse(t).bad_input())
+                .collect::<Result<Vec<_>>>()?,
+        };
         if args.remove_on_exec && matches!(mode, Mode::System) {
             return Err(Error::usage(
             "--remove-on-exec is for a process watch (-p PID or -- CMD): a system-wide watch is not tied to a program",

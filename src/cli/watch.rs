@@ -10,16 +10,17 @@ use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols};
 use crate::cli::args::OutputArgs;
 use crate::cli::args::WatchArgs;
 use crate::cli::output_file;
-use crate::cli::plan::{folded_to_stdout, processes_watches, Mode, WatchPlan};
+use crate::cli::plan::{folded_to_stdout, processes_watches, Mode, ObjectPlan, WatchPlan};
 use crate::config::symbols::FileSymbols;
 use crate::config::target::Target;
 use crate::config::typed;
-use crate::config::watch::{self, Access, Resolved};
+use crate::config::watch::{self, Access, Resolved, Watch};
 use crate::config::Limits;
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm::{self, Scope};
 use crate::perf::bpf::hit_set::HitPrograms;
+use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::bpf::Values;
 use crate::perf::event::EventConfig;
 use crate::perf::sys::{self, SignalFd};
@@ -35,7 +36,8 @@ use crate::trace::comm::Comms;
 use crate::trace::control::Control;
 use crate::trace::hotplug::Hotplug;
 use crate::trace::launch::Launched;
-use crate::trace::session::{Controller, Plan, Resolve, Session};
+use crate::trace::objects::Slots;
+use crate::trace::session::{Controller, ObjectWatch, Plan, Resolve, Session};
 
 fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {
     Ok(Box::new(BufWriter::new(output_file::create(path, flag)?)))
@@ -250,7 +252,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
     let WatchPlan {
         mode: _,
         access,
-        watches,
+        mut watches,
         cpus,
         follow,
         scope,
@@ -265,6 +267,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         types,
         mut launched,
         percpu_offsets,
+        objects,
     } = plan;
     let Prefetch {
         task_scan,
@@ -305,6 +308,20 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
     if let Some(w) = warmup.take() {
         w.finish();
     }
+    let objects_line = objects.as_ref().map(ObjectPlan::describe);
+    if objects.is_some() {
+        // One slot per debug register still free on every CPU.
+        let free = watches
+            .first()
+            .map_or(0, |w| arm::free_slots(w, &cpus, watches.len(), &cfg));
+        if free == 0 {
+            return Err(Error::arm(
+                "--on needs a free debug register on every CPU, and every one is in use (perf, gdb, another \
+                 watch); stop one and run again",
+            ));
+        }
+        watches.truncate(free);
+    }
     let armed = arm::arm_in(&watches, &cpus, &scope, &cfg)?;
     let armed_line = ArmedLine::of(&armed);
     let threads = threads_at_start(hit_path, &scope, &armed);
@@ -317,6 +334,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         threads,
         values,
         condition: condition_text.as_deref(),
+        objects: objects_line.as_deref(),
     };
     let limits = Limits {
         duration: args.duration,
@@ -355,6 +373,9 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
     // after arming, and the FORK/COMM records name it). Those alive before were named, and their maps
     // read, while the symbols loaded (`task_scan`).
     let mut session = Session::new(plan, out, armed, signals, Some(hotplug))?;
+    if let Some(o) = objects {
+        session.watch_objects(object_watch(o, &cpus, &watches)?)?;
+    }
     let announced = armed_line.announce(&mut session.out, &header);
     session.learn_tasks();
     match announced {
@@ -371,6 +392,25 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
     // The command's status if it has ended; a run stopped first (signal, --duration, --count) leaves it
     // running unwatched and ends as a watch of a running process does.
     Ok(launched.as_mut().and_then(Launched::status).unwrap_or(0))
+}
+
+/// `--on`'s source loaded and attached, with an output ring on each of `cpus`; `slots` are the armed
+/// slots, parked.
+fn object_watch(plan: ObjectPlan, cpus: &BTreeSet<u32>, slots: &[Watch]) -> Result<ObjectWatch> {
+    let online: Vec<u32> = cpus.iter().copied().collect();
+    let possible = cpulist::read(Path::new(cpulist::POSSIBLE))
+        .ok()
+        .and_then(|p| p.last().copied())
+        .or_else(|| online.last().copied())
+        .map_or(1, |last| last + 1);
+    let source = ObjectSource::load(plan.source.tracepoint(), plan.select, &online, possible)?;
+    Ok(ObjectWatch {
+        source,
+        parked: (0..slots.len()).map(|i| plan.parked(i)).collect(),
+        slots: Slots::new(slots.len(), plan.rotate),
+        target: plan.target,
+        records: Vec::new(),
+    })
 }
 
 /// How a `--control watch` target is resolved: as the command line's were, in the same symbols or process,

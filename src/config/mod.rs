@@ -12,6 +12,7 @@ pub(crate) mod advice;
 pub mod condition;
 pub(crate) mod debuginfod;
 pub(crate) mod filter;
+pub mod objects;
 pub mod process;
 pub(crate) mod symbols;
 pub mod target;

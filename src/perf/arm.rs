@@ -49,6 +49,28 @@ pub struct Armed {
     pub went_offline: Vec<u32>,
 }
 
+/// How many breakpoints like `watch` every one of `cpus` can take now, up to `most`: each is opened
+/// (pinned, disabled, which reserves its debug register) until one CPU refuses, then all are closed.
+pub fn free_slots(watch: &Watch, cpus: &BTreeSet<u32>, most: usize, cfg: &EventConfig) -> usize {
+    let cfg = EventConfig {
+        track_tasks: false,
+        hits: None,
+        values: None,
+        ..cfg.clone()
+    };
+    let attr = crate::perf::event::attr(watch, &cfg, Bind::Cpu);
+    let mut held = Vec::new();
+    for n in 0..most {
+        for &cpu in cpus {
+            match crate::perf::sys::perf_event_open(&attr, -1, cpu as i32) {
+                Ok(fd) => held.push(fd),
+                Err(_) => return n,
+            }
+        }
+    }
+    most
+}
+
 /// Opens `watches` on one CPU: all or none.
 pub fn open_cpu(
     watches: &[Watch],

@@ -161,6 +161,7 @@ mod tests {
             threads: 0,
             values: false,
             condition: None,
+            objects: None,
         })
         .unwrap();
         each_hit(&table(), watches, hits, |hit| f.hit(hit).unwrap());

@@ -116,8 +116,13 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
     fn header(&mut self, h: &Header<'_>) -> io::Result<()> {
         writeln!(self.out, "# tracer: ksymwatch")?;
         writeln!(self.out, "#")?;
-        for w in h.watches {
-            writeln!(self.out, "{}", target_line(w))?;
+        match h.objects {
+            Some(line) => writeln!(self.out, "{line}")?,
+            None => {
+                for w in h.watches {
+                    writeln!(self.out, "{}", target_line(w))?;
+                }
+            }
         }
         self.watched = (!h.processes.is_empty()).then_some((h.processes.len(), h.threads));
         if !h.processes.is_empty() {
@@ -313,6 +318,26 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
             StreamEvent::ProcessExec { pid, comm } => writeln!(
                 self.out,
                 "# process {pid} exec'd {comm} at {t}: no longer watched"
+            ),
+            StreamEvent::ObjectArmed {
+                index,
+                addr,
+                slot,
+                gap_ns,
+                pid,
+                comm,
+                evicted,
+            } => writeln!(
+                self.out,
+                "# object #{index} 0x{addr:x} allocated by {comm}-{pid}: armed at {t} in slot {slot}, \
+                 {:.0} us after its allocation{}",
+                *gap_ns as f64 / 1e3,
+                evicted.map_or(String::new(), |e| format!(" (evicted #{e})"))
+            ),
+            StreamEvent::ObjectFreed { index, addr, hits } => writeln!(
+                self.out,
+                "# object #{index} 0x{addr:x} freed at {t} after {hits} hit{}",
+                if *hits == 1 { "" } else { "s" }
             ),
         }
     }
@@ -568,6 +593,7 @@ mod tests {
             threads: 10001,
             values: false,
             condition: None,
+            objects: None,
         })
         .unwrap();
         p.armed(2, &cpus, 5_000_001_000).unwrap();
@@ -588,6 +614,7 @@ mod tests {
             threads: 1,
             values: false,
             condition: None,
+            objects: None,
         })
         .unwrap();
         j.armed(2, &cpus, 5_000_001_000).unwrap();
@@ -612,6 +639,7 @@ mod tests {
             threads: 0,
             values: false,
             condition: None,
+            objects: None,
         })
         .unwrap();
         p.armed(2, &cpus, 5_000_001_000).unwrap();

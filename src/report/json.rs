@@ -206,6 +206,62 @@ pub struct SummaryRecord<'a> {
     /// `--summary` with `--value`: the values written, per target.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub by_value: Option<Vec<ValuesRecord<'a>>>,
+    /// `--on`: what became of the objects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub objects: Option<ObjectsRecord>,
+}
+
+/// `--on`'s books in the summary record.
+#[derive(Serialize)]
+pub struct ObjectsRecord {
+    pub seen: u64,
+    pub armed: u64,
+    pub skipped: u64,
+    pub evicted: u64,
+    pub freed: u64,
+    /// Freed before they could be armed.
+    pub freed_unarmed: u64,
+    /// Writes after an armed object's free, before the tracer heard of it: not reported.
+    pub after_free: u64,
+    pub lost: u64,
+    /// Allocation to armed, over the armed objects (`null` when none was).
+    pub gap_median_ns: Option<u64>,
+    pub gap_p99_ns: Option<u64>,
+    /// Each armed object: its number, address and hits while armed.
+    pub by_object: Vec<ObjectHits>,
+}
+
+#[derive(Serialize)]
+pub struct ObjectHits {
+    pub index: u64,
+    pub addr: Hex,
+    pub hits: u64,
+}
+
+impl ObjectsRecord {
+    fn of(t: &crate::report::ObjectTally) -> ObjectsRecord {
+        ObjectsRecord {
+            seen: t.seen,
+            armed: t.armed,
+            skipped: t.skipped,
+            evicted: t.evicted,
+            freed: t.freed,
+            freed_unarmed: t.freed_unarmed,
+            after_free: t.after_free,
+            lost: t.lost,
+            gap_median_ns: t.gap(0.5),
+            gap_p99_ns: t.gap(0.99),
+            by_object: t
+                .objects
+                .iter()
+                .map(|&(index, addr, hits)| ObjectHits {
+                    index,
+                    addr: Hex(addr),
+                    hits,
+                })
+                .collect(),
+        }
+    }
 }
 
 impl<'a> SummaryRecord<'a> {
@@ -229,6 +285,7 @@ impl<'a> SummaryRecord<'a> {
             hits_by_cpu: counts(&s.hits_by_cpu),
             lost_by_cpu: counts(&s.lost_by_cpu),
             unwatched_ns_by_cpu: counts(&s.unwatched_ns_by_cpu),
+            objects: s.objects.as_ref().map(ObjectsRecord::of),
             chains: s.tally.as_ref().map(|t| {
                 t.chains()
                     .into_iter()
@@ -307,6 +364,9 @@ pub enum Record<'a> {
         /// `--if`: the condition, as the parser spells it back. Absent otherwise.
         #[serde(rename = "if", skip_serializing_if = "Option::is_none")]
         condition: Option<&'a str>,
+        /// `--on`: the objects line (`# objects: ...` without the `# `); `targets` are then its slots.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        objects: Option<&'a str>,
     },
     Armed {
         time_ns: u64,
@@ -418,6 +478,24 @@ pub enum Record<'a> {
         time_ns: u64,
         pid: u32,
         comm: &'a str,
+    },
+    /// `--on`: an object is watched from now on (see [`StreamEvent::ObjectArmed`]).
+    ObjectArmed {
+        time_ns: u64,
+        index: u64,
+        addr: Hex,
+        slot: usize,
+        gap_ns: u64,
+        pid: u32,
+        comm: &'a str,
+        evicted: Option<u64>,
+    },
+    /// `--on`: an armed object was freed.
+    ObjectFreed {
+        time_ns: u64,
+        index: u64,
+        addr: Hex,
+        hits: u64,
     },
     Summary(SummaryRecord<'a>),
 }
@@ -536,6 +614,30 @@ impl<'a> Record<'a> {
                 time_ns,
                 pid: *pid,
                 comm,
+            },
+            StreamEvent::ObjectArmed {
+                index,
+                addr,
+                slot,
+                gap_ns,
+                pid,
+                comm,
+                evicted,
+            } => Record::ObjectArmed {
+                time_ns,
+                index: *index,
+                addr: Hex(*addr),
+                slot: *slot,
+                gap_ns: *gap_ns,
+                pid: *pid,
+                comm,
+                evicted: *evicted,
+            },
+            StreamEvent::ObjectFreed { index, addr, hits } => Record::ObjectFreed {
+                time_ns,
+                index: *index,
+                addr: Hex(*addr),
+                hits: *hits,
             },
         }
     }
@@ -758,6 +860,7 @@ impl<W: Write, E: Write> Output for Json<W, E> {
                 threads: (!h.processes.is_empty()).then_some(h.threads),
                 value: h.values,
                 condition: h.condition,
+                objects: h.objects.map(|l| l.trim_start_matches("# ")),
             },
         )
     }
@@ -856,6 +959,7 @@ mod tests {
             threads: 0,
             values: false,
             condition: None,
+            objects: None,
         })
         .unwrap();
         p.armed(2, &cpus, 5).unwrap();
@@ -1206,6 +1310,7 @@ mod tests {
             threads: 0,
             values: false,
             condition: None,
+            objects: None,
         })
         .unwrap();
         each_hit(&table(), &watches, &[(s, "a", 0)], |hit| {

@@ -37,6 +37,8 @@ pub struct Header<'a> {
     pub values: bool,
     /// `--if`: the condition, as the parser spells it back.
     pub condition: Option<&'a str>,
+    /// `--on`: what objects are watched, and from where (`# objects: ...`); `watches` are then its slots.
+    pub objects: Option<&'a str>,
 }
 
 /// One hit, ready to print: the raw sample plus its frames, already named by the tracer.
@@ -151,6 +153,59 @@ pub enum StreamEvent {
         pid: u32,
         comm: String,
     },
+    /// `--on`: object number `index` at `addr`, allocated by `pid` (`comm`), is watched from now on in
+    /// slot `slot`, `gap_ns` after its allocation (writes in that gap were not seen); `evicted` is the
+    /// object whose slot it took (`--rotate`).
+    ObjectArmed {
+        index: u64,
+        addr: u64,
+        slot: usize,
+        gap_ns: u64,
+        pid: u32,
+        comm: String,
+        evicted: Option<u64>,
+    },
+    /// `--on`: an armed object was freed; its slot is free. `hits`: its hits while armed.
+    ObjectFreed {
+        index: u64,
+        addr: u64,
+        hits: u64,
+    },
+}
+
+/// `--on`'s books: what became of the objects the source handed over.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectTally {
+    /// Objects the source handed over.
+    pub seen: u64,
+    pub armed: u64,
+    /// Not armed: every slot was busy (without `--rotate`), or arming failed.
+    pub skipped: u64,
+    /// Disarmed for a newer object (`--rotate`).
+    pub evicted: u64,
+    /// Freed while armed.
+    pub freed: u64,
+    /// Object records the kernel dropped (their objects were never armed).
+    pub lost: u64,
+    /// Freed before the tracer could arm them (lived less than the allocation-to-armed gap).
+    pub freed_unarmed: u64,
+    /// Writes on an armed object's memory after its free, before the tracer heard of it (the memory is
+    /// another object's by then): not reported as hits.
+    pub after_free: u64,
+    /// Allocation to armed, for each armed object.
+    pub gaps_ns: Vec<u64>,
+    /// Each armed object: index, address, hits while armed.
+    pub objects: Vec<(u64, u64, u64)>,
+}
+
+impl ObjectTally {
+    /// The allocation-to-armed gap at quantile `q` (0.5: the median), by nearest rank.
+    pub fn gap(&self, q: f64) -> Option<u64> {
+        let mut g = self.gaps_ns.clone();
+        g.sort_unstable();
+        let rank = ((g.len() as f64) * q).ceil() as usize;
+        g.get(rank.saturating_sub(1)).copied()
+    }
 }
 
 impl StreamEvent {
@@ -273,6 +328,8 @@ pub struct Summary {
     /// its fresh breakpoint was armed, or the end of the run if it never was; stores made there then are
     /// not in the counts, and not in `lost` either.
     pub unwatched_ns_by_cpu: BTreeMap<u32, u64>,
+    /// `--on`: the objects' books.
+    pub objects: Option<ObjectTally>,
 }
 
 impl Summary {
@@ -379,6 +436,8 @@ impl<O: Output, E: Write> Output for Quiet<O, E> {
                 self.err,
                 "ksymwatch: process {pid} exec'd {comm}: no longer watched"
             ),
+            // Objects come and go by the thousand: the summary counts them.
+            StreamEvent::ObjectArmed { .. } | StreamEvent::ObjectFreed { .. } => Ok(()),
             // A script driving --control waits for the acknowledgement; with no stream it is on stderr.
             _ => match event.control_text() {
                 Some(text) => {
@@ -460,6 +519,28 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
         write!(err, ", stopped: {stop}")?;
     }
     writeln!(err)?;
+    if let Some(o) = &summary.objects {
+        let us = |q| {
+            o.gap(q)
+                .map_or("-".to_string(), |ns| format!("{:.0} us", ns as f64 / 1e3))
+        };
+        writeln!(
+            err,
+            "ksymwatch: objects: {} seen, {} armed, {} skipped (every register busy), {} evicted, {} freed, \
+             {} freed before they could be armed, {} lost, {} writes after a free not reported; allocation \
+             to armed: median {}, p99 {}",
+            o.seen,
+            o.armed,
+            o.skipped,
+            o.evicted,
+            o.freed,
+            o.freed_unarmed,
+            o.lost,
+            o.after_free,
+            us(0.5),
+            us(0.99)
+        )?;
+    }
     if summary.lost() > 0 {
         let lost: Vec<String> = summary
             .lost_by_cpu

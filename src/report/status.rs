@@ -94,7 +94,9 @@ impl Output for Status {
             | StreamEvent::Switched { .. }
             | StreamEvent::ControlRefused { .. }
             | StreamEvent::ModuleUnloaded { .. }
-            | StreamEvent::ProcessExec { .. } => {}
+            | StreamEvent::ProcessExec { .. }
+            | StreamEvent::ObjectArmed { .. }
+            | StreamEvent::ObjectFreed { .. } => {}
         }
         Ok(())
     }

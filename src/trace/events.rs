@@ -300,11 +300,18 @@ impl EventSet {
     /// (the caller drains what the old watch recorded, then calls [`EventSet::enable`]). On a refusal every
     /// event goes back to the old watch and the error is returned.
     pub fn retarget(&mut self, index: usize, new: Watch) -> std::io::Result<()> {
+        self.move_target(index, new, false)
+    }
+
+    /// [`EventSet::retarget`], with the events enabled by the same MODIFY_ATTRIBUTES when `enable` and
+    /// the watch is on: one call per CPU instead of two, for an object armed as it is allocated.
+    pub fn move_target(&mut self, index: usize, new: Watch, enable: bool) -> std::io::Result<()> {
         let cfg = arm::task_cfg(&self.cfg, index);
         let old = self.watches[index].clone();
+        let disabled = !(enable && self.enabled);
         let result = self
             .target_events(index)
-            .try_for_each(|ev| ev.modify(&new, &cfg, true));
+            .try_for_each(|ev| ev.modify(&new, &cfg, disabled));
         if let Err(e) = result {
             for ev in self.target_events(index) {
                 let _ = ev.modify(&old, &cfg, true);

@@ -18,6 +18,7 @@ pub(crate) mod events;
 pub(crate) mod exited;
 pub mod hotplug;
 pub(crate) mod launch;
+pub(crate) mod objects;
 pub(crate) mod olds;
 pub(crate) mod session;
 pub(crate) mod sorter;

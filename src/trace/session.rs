@@ -14,12 +14,14 @@ use ksymwatch_symbols::{LineSource, MappedFile, Origin, SymbolTable, UserSymbols
 
 use crate::config::condition::Condition;
 use crate::config::filter::Filter;
+use crate::config::objects::ObjectTarget;
 use crate::config::target::Target;
 use crate::config::watch::Access;
 use crate::config::watch::Watch;
 use crate::config::Limits;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm::{Armed, Scope};
+use crate::perf::bpf::objects::{self as objects_bpf, ObjectSource};
 use crate::perf::event::EventConfig;
 use crate::perf::record::Sample;
 use crate::perf::sys::{self, Epoll, SignalFd};
@@ -29,6 +31,7 @@ use crate::trace::control::{self, Command, Control};
 use crate::trace::events::{Audit, EventSet, Item};
 use crate::trace::exited::Graveyard;
 use crate::trace::hotplug::{Changes, Hotplug};
+use crate::trace::objects::{self, Placement, Slots};
 use crate::trace::olds::Olds;
 use crate::trace::sorter::Sorter;
 use crate::trace::symbolize::Symbolizer;
@@ -77,6 +80,7 @@ const TOKEN_SIGNAL: u64 = 0;
 const TOKEN_RING: u64 = 1;
 const TOKEN_UEVENT: u64 = 2;
 const TOKEN_CONTROL: u64 = 3;
+const TOKEN_OBJECTS: u64 = 4;
 /// A watched process's pidfd: `TOKEN_PROCESS + i` for the i-th.
 const TOKEN_PROCESS: u64 = 16;
 
@@ -141,6 +145,19 @@ pub struct Session<'a, O: Output> {
     /// Loadable modules holding targets, loaded when the session started: the reconcile checks sysfs for
     /// them in case their removal uevent was dropped ([`unload`]).
     modules: Vec<std::sync::Arc<str>>,
+    /// `--on`: the objects' source and slots.
+    objects: Option<ObjectWatch>,
+}
+
+/// `--on`'s running state: where objects come from, what each slot holds, and where a free slot waits.
+pub struct ObjectWatch {
+    pub source: ObjectSource,
+    pub target: ObjectTarget,
+    /// Each slot's waiting watch.
+    pub parked: Vec<Watch>,
+    pub slots: Slots,
+    /// Records drained, reused.
+    pub records: Vec<objects_bpf::Read>,
 }
 
 impl<'a, O: Output> Session<'a, O> {
@@ -239,7 +256,163 @@ impl<'a, O: Output> Session<'a, O> {
             } else {
                 Vec::new()
             },
+            objects: None,
         })
+    }
+
+    /// `--on`: from now on each new object the source reports is armed in a free slot.
+    pub fn watch_objects(&mut self, objects: ObjectWatch) -> Result<()> {
+        for fd in objects.source.fds() {
+            self.epoll
+                .add(fd, TOKEN_OBJECTS)
+                .or_exit(ExitCode::Runtime, "epoll")?;
+        }
+        self.objects = Some(objects);
+        Ok(())
+    }
+
+    /// `--on`: a CPU that came online gets its object ring, so allocations there reach the tracer. The
+    /// ring of a CPU that went away stays, emptied as any other.
+    fn objects_cpu_online(&mut self, cpu: u32) {
+        let Some(o) = &mut self.objects else {
+            return;
+        };
+        if o.source.open_cpu(cpu).is_ok() {
+            if let Some(fd) = o.source.fds().last() {
+                let _ = self.epoll.add(fd, TOKEN_OBJECTS);
+            }
+        }
+    }
+
+    /// Arms each new object, disarms each freed one, in the order the kernel reported them.
+    fn on_objects(&mut self) -> Option<StopReason> {
+        let Some(o) = &mut self.objects else {
+            return None;
+        };
+        let mut records = std::mem::take(&mut o.records);
+        o.source.drain(&mut records);
+        records.sort_by_key(|r| match r {
+            objects_bpf::Read::Object(o) => o.time,
+            _ => 0,
+        });
+        // An object freed before it could be armed is not armed at all: its free is in the same batch.
+        let mut freed: Vec<(u64, u64)> = records
+            .iter()
+            .filter_map(|r| match r {
+                objects_bpf::Read::Object(o) if o.kind == objects_bpf::FREED => {
+                    Some((o.ptr, o.time))
+                }
+                _ => None,
+            })
+            .collect();
+        // Allocations first, into free slots: arming is what the gap is made of, and the frees in the
+        // same batch (printing their objects' last hits) can wait. An allocation that finds every slot
+        // busy waits for the batch's frees.
+        let mut stop = None;
+        let mut waiting = Vec::new();
+        let mut consumed = Vec::new();
+        for r in &records {
+            let objects_bpf::Read::Object(rec) = r else {
+                continue;
+            };
+            if rec.kind != objects_bpf::ALLOCATED {
+                continue;
+            }
+            if let Some(at) = freed
+                .iter()
+                .position(|&(p, t)| p == rec.ptr && t >= rec.time)
+            {
+                consumed.push(freed.remove(at));
+                if let Some(o) = &mut self.objects {
+                    o.slots.gone();
+                }
+            } else if self.objects.as_ref().is_some_and(|o| o.slots.has_free()) {
+                stop = stop.or_else(|| self.object_allocated(rec));
+            } else {
+                waiting.push(rec.clone());
+            }
+        }
+        for r in &records {
+            match r {
+                objects_bpf::Read::Lost(n) => {
+                    if let Some(o) = &mut self.objects {
+                        o.slots.tally.lost += n;
+                    }
+                }
+                objects_bpf::Read::Object(rec)
+                    if rec.kind == objects_bpf::FREED
+                        && !consumed.contains(&(rec.ptr, rec.time)) =>
+                {
+                    stop = stop.or_else(|| self.object_freed(rec.ptr, rec.time));
+                }
+                _ => {}
+            }
+        }
+        for rec in &waiting {
+            stop = stop.or_else(|| self.object_allocated(rec));
+        }
+        records.clear();
+        if let Some(o) = &mut self.objects {
+            o.records = records;
+        }
+        stop
+    }
+
+    fn object_allocated(&mut self, rec: &objects_bpf::ObjectRecord) -> Option<StopReason> {
+        let o = self.objects.as_mut()?;
+        let (index, placement) = o.slots.place();
+        let (slot, evicted) = match placement {
+            Placement::Skip => return None,
+            Placement::Free(slot) => (slot, None),
+            Placement::Evict(slot, old) => (slot, Some(old.index)),
+        };
+        let watch = objects::object_watch(&o.target, index, rec.ptr);
+        if self.events.move_target(slot, watch, true).is_err() {
+            if let Some(o) = &mut self.objects {
+                o.slots.not_armed();
+            }
+            return None;
+        }
+        let now = sys::monotonic_ns();
+        let gap_ns = now.saturating_sub(rec.time);
+        let o = self.objects.as_mut()?;
+        o.slots.armed(slot, index, rec.ptr, now, gap_ns);
+        let event = StreamEvent::ObjectArmed {
+            index,
+            addr: rec.ptr,
+            slot,
+            gap_ns,
+            pid: rec.pid,
+            comm: rec.comm.clone(),
+            evicted,
+        };
+        self.emit_event(&event, now)
+    }
+
+    /// The object at `ptr` was freed at `time`: its slot goes back to waiting. The line carries the
+    /// free's own time, so hits between the free and this (the memory reused before the tracer heard of
+    /// it) show as later than it.
+    fn object_freed(&mut self, ptr: u64, time: u64) -> Option<StopReason> {
+        let o = self.objects.as_mut()?;
+        let slot = o.slots.slot_of(ptr)?;
+        let parked = o.parked.get(slot)?.clone();
+        // Its last hits are printed before the line that says it is gone.
+        let _ = self.events.retarget(slot, parked);
+        o.slots.closing(Some((slot, time)));
+        let flushed = self.flush_rings();
+        let o = self.objects.as_mut()?;
+        o.slots.closing(None);
+        if let Some(stop) = flushed {
+            return Some(stop);
+        }
+        let o = self.objects.as_mut()?;
+        let held = o.slots.freed(slot)?;
+        let event = StreamEvent::ObjectFreed {
+            index: held.index,
+            addr: held.addr,
+            hits: held.hits,
+        };
+        self.emit_event(&event, time)
     }
 
     /// Learns the name of every task alive now. Called right after `armed` is printed (a listing of every
@@ -317,6 +490,7 @@ impl<'a, O: Output> Session<'a, O> {
         }
         self.summary.elapsed = start.elapsed();
         self.summary.stop = Some(stop);
+        self.summary.objects = self.objects.as_mut().map(|o| o.slots.finish());
         self.summary.warnings.extend(self.symbolizer.take_notes());
         match self.out.finish(&self.summary) {
             Ok(()) => {}
@@ -396,6 +570,11 @@ impl<'a, O: Output> Session<'a, O> {
                     }
                     TOKEN_CONTROL => {
                         if let Some(stop) = self.on_control()? {
+                            return Ok(stop);
+                        }
+                    }
+                    TOKEN_OBJECTS => {
+                        if let Some(stop) = self.on_objects() {
                             return Ok(stop);
                         }
                     }
@@ -828,6 +1007,7 @@ impl<'a, O: Output> Session<'a, O> {
                 .open_cpu(cpu, &self.epoll, TOKEN_RING, &mut self.sorter);
             let event = match opened {
                 Ok(()) => {
+                    self.objects_cpu_online(cpu);
                     let now = sys::monotonic_ns();
                     self.unarmable.remove(&cpu);
                     let since = self
@@ -905,6 +1085,12 @@ impl<'a, O: Output> Session<'a, O> {
         {
             self.summary.filtered += 1;
             return None;
+        }
+        if let Some(o) = &mut self.objects {
+            if o.slots.after_free(watch, sample.time) {
+                return None;
+            }
+            o.slots.hit(watch);
         }
         *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
         let named = self.symbolizer.named(sample);

@@ -18,6 +18,7 @@ mod live_exact;
 mod live_exited;
 mod live_hotplug;
 mod live_module;
+mod live_objects;
 mod live_output;
 mod live_perfetto;
 mod live_process;

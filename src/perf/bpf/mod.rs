@@ -28,6 +28,7 @@ pub mod hit_set;
 pub mod insn;
 #[cfg(test)]
 mod interp;
+pub mod objects;
 pub mod percpu;
 pub mod program;
 

@@ -474,6 +474,26 @@ fn event_mark(i: &mut Interner, e: &StreamEvent) -> (&'static str, Vec<DebugAnno
                 i.annotation("comm", text(comm)),
             ],
         ),
+        StreamEvent::ObjectArmed {
+            index,
+            addr,
+            gap_ns,
+            ..
+        } => (
+            "object armed",
+            vec![
+                i.annotation("object", AnnotationValue::Uint(*index)),
+                i.annotation("addr", text(&format!("0x{addr:x}"))),
+                i.annotation("gap_ns", AnnotationValue::Uint(*gap_ns)),
+            ],
+        ),
+        StreamEvent::ObjectFreed { index, hits, .. } => (
+            "object freed",
+            vec![
+                i.annotation("object", AnnotationValue::Uint(*index)),
+                i.annotation("hits", AnnotationValue::Uint(*hits)),
+            ],
+        ),
     }
 }
 

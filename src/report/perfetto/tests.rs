@@ -31,6 +31,7 @@ fn header_of<'a>(
         threads: 0,
         values: false,
         condition: None,
+        objects: None,
     }
 }
 

@@ -1,0 +1,284 @@
+//! `--on SOURCE` with a `$obj` target: where objects come from, and which bytes of each to watch.
+//!
+//! - `kmalloc:FUNC[+OFF]`, `kmem_cache_alloc:FUNC[+OFF]`: objects allocated from a call site inside FUNC
+//!   (or at FUNC+OFF exactly), the `ptr` of the `kmem` tracepoint of that name; with a typed target, only
+//!   requests of exactly the type's size, so an array allocated at the same site is not taken for one.
+//! - `tracepoint:GROUP:NAME:argN`: argument N (from 0) of any tracepoint whose argument is a pointer, as
+//!   the raw tracepoint sees it (`sched:sched_process_fork:arg1` is the child `task_struct`).
+//!
+//! The target is written as any typed target with `$obj` for the object's address:
+//! `'(struct pipe_inode_info)$obj.head'`. It resolves once, at a stand-in address, to the member's offset
+//! and length; each object is then watched at its own address plus that offset.
+
+use ksymwatch_symbols::CastType;
+
+use crate::config::target::{self, Base};
+use crate::config::typed::{self, Types};
+use crate::config::watch::{self, Access};
+use crate::error::{Error, Result};
+
+/// The object stand-in's address while the target resolves: aligned to any member, in the kernel half.
+const STAND_IN: u64 = 0xffff_8880_0000_0000;
+
+/// Where objects come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Kmalloc(Site),
+    KmemCacheAlloc(Site),
+    Tracepoint {
+        group: String,
+        name: String,
+        arg: u8,
+    },
+}
+
+/// `FUNC[+OFF]`: a call site inside FUNC, or exactly at FUNC+OFF.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    pub func: String,
+    pub offset: Option<u64>,
+}
+
+impl Source {
+    /// The raw tracepoint the objects come from.
+    pub fn tracepoint(&self) -> &str {
+        match self {
+            Source::Kmalloc(_) => "kmalloc",
+            Source::KmemCacheAlloc(_) => "kmem_cache_alloc",
+            Source::Tracepoint { name, .. } => name,
+        }
+    }
+
+    pub fn site(&self) -> Option<&Site> {
+        match self {
+            Source::Kmalloc(s) | Source::KmemCacheAlloc(s) => Some(s),
+            Source::Tracepoint { .. } => None,
+        }
+    }
+
+    /// The argument holding the new object's pointer.
+    pub fn ptr_arg(&self) -> u8 {
+        match self {
+            Source::Tracepoint { arg, .. } => *arg,
+            _ => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let site = |s: &Site| match s.offset {
+            Some(o) => format!("{}+0x{o:x}", s.func),
+            None => s.func.clone(),
+        };
+        match self {
+            Source::Kmalloc(s) => write!(f, "kmalloc:{}", site(s)),
+            Source::KmemCacheAlloc(s) => write!(f, "kmem_cache_alloc:{}", site(s)),
+            Source::Tracepoint { group, name, arg } => {
+                write!(f, "tracepoint:{group}:{name}:arg{arg}")
+            }
+        }
+    }
+}
+
+/// Parses `--on`'s SOURCE; the error names the forms.
+pub fn parse_source(text: &str) -> Result<Source> {
+    let forms =
+        "give kmalloc:FUNC[+OFF], kmem_cache_alloc:FUNC[+OFF] or tracepoint:GROUP:NAME:argN";
+    let bad = |why: &str| Error::usage(format!("--on `{text}`: {why}; {forms}"));
+    let name_ok = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
+            && !s.as_bytes()[0].is_ascii_digit()
+    };
+    let site = |rest: &str| -> Result<Site> {
+        let (func, offset) = match rest.split_once('+') {
+            Some((f, o)) => {
+                let o = target::parse_number(o).map_err(|_| bad("the offset is not a number"))?;
+                (f, Some(o))
+            }
+            None => (rest, None),
+        };
+        if !name_ok(func) {
+            return Err(bad("FUNC is not a function name"));
+        }
+        Ok(Site {
+            func: func.to_string(),
+            offset,
+        })
+    };
+    match text.split_once(':') {
+        Some(("kmalloc", rest)) => Ok(Source::Kmalloc(site(rest)?)),
+        Some(("kmem_cache_alloc", rest)) => Ok(Source::KmemCacheAlloc(site(rest)?)),
+        Some(("tracepoint", rest)) => {
+            let parts: Vec<&str> = rest.split(':').collect();
+            let [group, name, arg] = parts[..] else {
+                return Err(bad(
+                    "a tracepoint source has three parts after `tracepoint:`",
+                ));
+            };
+            if !name_ok(group) || !name_ok(name) {
+                return Err(bad(
+                    "GROUP and NAME are a tracepoint's, as under /sys/kernel/tracing/events",
+                ));
+            }
+            let arg = arg
+                .strip_prefix("arg")
+                .and_then(|n| n.parse::<u8>().ok())
+                .filter(|&n| n < 12)
+                .ok_or_else(|| {
+                    bad("the argument is argN, N counting the tracepoint's arguments from 0 (TP_PROTO order)")
+                })?;
+            Ok(Source::Tracepoint {
+                group: group.to_string(),
+                name: name.to_string(),
+                arg,
+            })
+        }
+        _ => Err(bad("unknown source")),
+    }
+}
+
+/// A `$obj` target, resolved against a stand-in object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectTarget {
+    /// As given (`(struct pipe_inode_info)$obj.head`).
+    pub text: String,
+    pub cast: CastType,
+    /// Bytes from the object's start to the watched ones.
+    pub offset: u64,
+    pub len: u8,
+    pub access: Access,
+    /// The type's size, which an allocation must request to be taken (`None`: BTF does not know it).
+    pub object_size: Option<u64>,
+}
+
+impl ObjectTarget {
+    /// The hit label of object number `index` at `addr`: the target with `$obj` spelled as the address,
+    /// and `#index` after it.
+    pub fn label(&self, index: u64, addr: u64) -> String {
+        let text = self.text.split('/').next().unwrap_or(&self.text);
+        format!(
+            "{}#{index}",
+            text.replacen("$obj", &format!("0x{addr:x}"), 1)
+        )
+    }
+}
+
+/// Resolves `text`, which must hold `$obj` where an address would be: `'(TYPE)$obj.FIELD'`.
+pub fn resolve_target(types: &Types, text: &str, access: Access) -> Result<ObjectTarget> {
+    if !text.contains("$obj") {
+        return Err(Error::usage(format!(
+            "`{text}`: with --on, the target is a field of each new object: write `$obj` for its address, \
+             e.g. '(struct pipe_inode_info)$obj.head'"
+        )));
+    }
+    if !text.trim_start().starts_with('(') {
+        return Err(Error::usage(format!(
+            "`{text}`: `$obj` needs its type to name a field: '(struct TYPE)$obj.FIELD'"
+        )));
+    }
+    let standing = text.replacen("$obj", &format!("0x{STAND_IN:x}"), 1);
+    let t = target::parse(&standing)
+        .map_err(|e| Error::usage(e.to_string().replace(&standing, text)))?;
+    let Some(cast) = t.cast.clone() else {
+        return Err(Error::usage(format!(
+            "`{text}`: `$obj` needs its type to name a field: '(struct TYPE)$obj.FIELD'"
+        )));
+    };
+    if !matches!(t.base, Base::Address(STAND_IN)) {
+        return Err(Error::usage(format!(
+            "`{text}`: `$obj` is the base, right after the cast: '(struct TYPE)$obj.FIELD'"
+        )));
+    }
+    let t = target::Target {
+        text: text.to_string(),
+        ..t
+    };
+    let typed = typed::resolve(types, &t, STAND_IN, "$obj")?;
+    let sized = watch::sized(
+        &t,
+        access,
+        typed.addr,
+        typed.size,
+        text.to_string(),
+        Vec::new(),
+    )?;
+    let object_size = match types.member(&cast, &[])? {
+        Ok((m, _)) => m.size,
+        Err(_) => None,
+    };
+    Ok(ObjectTarget {
+        text: text.to_string(),
+        cast,
+        offset: typed.addr - STAND_IN,
+        len: sized.watch.len,
+        access,
+        object_size,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_parse() {
+        assert_eq!(
+            parse_source("kmalloc:alloc_pipe_info").unwrap(),
+            Source::Kmalloc(Site {
+                func: "alloc_pipe_info".into(),
+                offset: None
+            })
+        );
+        assert_eq!(
+            parse_source("kmem_cache_alloc:copy_process+0x1f").unwrap(),
+            Source::KmemCacheAlloc(Site {
+                func: "copy_process".into(),
+                offset: Some(0x1f)
+            })
+        );
+        let tp = parse_source("tracepoint:sched:sched_process_fork:arg1").unwrap();
+        assert_eq!(tp.tracepoint(), "sched_process_fork");
+        assert_eq!(tp.ptr_arg(), 1);
+        assert_eq!(tp.to_string(), "tracepoint:sched:sched_process_fork:arg1");
+        for bad in [
+            "",
+            "kmalloc",
+            "kmalloc:",
+            "kmalloc:1abc",
+            "kmalloc:f+zz",
+            "vmalloc:f",
+            "tracepoint:sched:sched_process_fork",
+            "tracepoint:sched:sched_process_fork:child",
+            "tracepoint:sched:sched_process_fork:arg99",
+            "tracepoint:s ched:x:arg0",
+        ] {
+            let e = parse_source(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("--on") && e.contains("kmalloc:FUNC"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn labels_name_the_object() {
+        let t = ObjectTarget {
+            text: "(struct pipe_inode_info)$obj.head/4".into(),
+            cast: CastType {
+                kind: None,
+                name: "pipe_inode_info".into(),
+            },
+            offset: 0x50,
+            len: 4,
+            access: Access::Write,
+            object_size: Some(192),
+        };
+        assert_eq!(
+            t.label(3, 0xffff888104f2a000),
+            "(struct pipe_inode_info)0xffff888104f2a000.head#3"
+        );
+    }
+}

@@ -1,0 +1,420 @@
+//! Objects as the kernel creates them (`--on`): a raw-tracepoint program on the allocation site's
+//! tracepoint hands each new object that matches (its call site, its size) to the tracer, and programs on
+//! `kfree` and `kmem_cache_free` tell it when an armed object is freed.
+//!
+//! Raw tracepoints see the tracepoint's own arguments (`TP_PROTO`), each a u64 at `ctx + 8 * i`:
+//! `kmalloc(call_site, ptr, bytes_req, bytes_alloc, gfp, node)`, `kmem_cache_alloc(call_site, ptr,
+//! struct kmem_cache *s, gfp, node)`, `kfree(call_site, ptr)`, `kmem_cache_free(call_site, ptr, s)`.
+//! A record goes out through a `BPF_OUTPUT` event per CPU with its own small ring that wakes the reader on
+//! every record: arming is behind the allocation, and every microsecond of that gap is writes missed.
+//!
+//! Which objects are followed is the `armed` map (pointer to 1), kept by the programs alone: the
+//! allocation program enters each object it hands over (before the tracer can arm it, so a free that comes
+//! first is still reported), and a free program takes the object out as it reports its free. The
+//! `kfree`/`kmem_cache_free` tracepoints fire before the memory is released, so no new object can take
+//! the address in between. A free of any other object costs a hash lookup and nothing else. The tracer
+//! never writes the map: an entry it deleted could already be the next object's at the same address.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use perf_event_open_sys::bindings as pb;
+
+use super::insn::{Alu, Asm, AsmError, Cond, Insn, DW, FP, R0, R1, R2, R3, R4, R5, R6, R7, R8, W};
+use super::program::helper;
+use crate::error::Error;
+use crate::perf::ring::Ring;
+use crate::perf::sys;
+
+const PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
+/// LRU: a flood of objects the tracer has not taken out yet pushes out the oldest instead of failing.
+const MAP_TYPE_LRU_HASH: u32 = 9;
+const MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
+/// `bpf_ktime_get_ns`: CLOCK_MONOTONIC, the clock the breakpoint rings stamp hits with.
+const KTIME_GET_NS: i32 = 5;
+/// `BPF_F_CURRENT_CPU`.
+const CURRENT_CPU: u64 = 0xffff_ffff;
+/// Objects handed over and not freed yet that the free programs recognise; past this many live ones the
+/// least recently entered are forgotten (a forgotten object's free is not reported).
+const ARMED_MAX: u32 = 16384;
+/// Data pages of each CPU's object ring: a record is 72 bytes, and the reader is woken on every one.
+const RING_PAGES: usize = 8;
+
+/// Record kinds.
+pub const ALLOCATED: u64 = 1;
+pub const FREED: u64 = 2;
+/// The record: kind, time, pointer, call site, pid_tgid, size, `comm[16]`, native-endian.
+pub const RECORD_LEN: usize = 64;
+
+// Stack: the record, at OUT.
+const OUT: i16 = -64;
+const SCRATCH: i16 = -72;
+
+/// Which objects the allocation program takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Select {
+    /// The argument holding the new object's pointer.
+    pub ptr_arg: u8,
+    /// Call sites in `[lo, hi)` (argument 0); `None`: any.
+    pub call_site: Option<(u64, u64)>,
+    /// Requests of exactly this many bytes: `kmalloc`'s `bytes_req` (argument 2), or for
+    /// `kmem_cache_alloc` the cache's `object_size` read at this offset in `struct kmem_cache`.
+    pub size: Option<(SizeFrom, u64)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeFrom {
+    /// Argument 2 (`kmalloc`'s `bytes_req`).
+    Requested,
+    /// `*(u32 *)(arg2 + offset)`: `kmem_cache_alloc`'s `s->object_size`.
+    Cache(i16),
+}
+
+/// The allocation program: a matching new object is entered in `armed` and goes out as an [`ALLOCATED`]
+/// record.
+pub fn generate_alloc(outputs: i32, armed: i32, select: Select) -> Result<Vec<Insn>, AsmError> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    a.load(DW, R7, R6, 8 * i16::from(select.ptr_arg))
+        .jump_imm(Cond::Eq, R7, 0, out);
+    a.load(DW, R8, R6, 0);
+    if let Some((lo, hi)) = select.call_site {
+        a.ld_imm64(R1, lo)
+            .jump(Cond::Lt, R8, R1, out)
+            .ld_imm64(R1, hi)
+            .jump(Cond::Ge, R8, R1, out);
+    }
+    match select.size {
+        None => {
+            a.mov_imm(R1, 0).store(DW, FP, SCRATCH, R1);
+        }
+        Some((SizeFrom::Requested, size)) => {
+            a.load(DW, R1, R6, 16)
+                .store(DW, FP, SCRATCH, R1)
+                .ld_imm64(R2, size)
+                .jump(Cond::Ne, R1, R2, out);
+        }
+        Some((SizeFrom::Cache(offset), size)) => {
+            a.store_imm(DW, FP, SCRATCH, 0)
+                .mov(R1, FP)
+                .alu_imm(Alu::Add, R1, i32::from(SCRATCH))
+                .mov_imm(R2, 4)
+                .load(DW, R3, R6, 16)
+                .alu_imm(Alu::Add, R3, i32::from(offset))
+                .call(helper::PROBE_READ_KERNEL)
+                .jump_imm(Cond::Ne, R0, 0, out)
+                .load(W, R1, FP, SCRATCH)
+                .ld_imm64(R2, size)
+                .jump(Cond::Ne, R1, R2, out);
+        }
+    }
+    a.store(DW, FP, OUT + 16, R7)
+        .store_imm(W, FP, OUT, 1)
+        .ld_map_fd(R1, armed)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(OUT + 16))
+        .mov(R3, FP)
+        .alu_imm(Alu::Add, R3, i32::from(OUT))
+        .mov_imm(R4, 0)
+        .call(helper::MAP_UPDATE_ELEM);
+    a.mov_imm(R1, ALLOCATED as i32)
+        .store(DW, FP, OUT, R1)
+        .store(DW, FP, OUT + 16, R7)
+        .store(DW, FP, OUT + 24, R8)
+        .load(DW, R1, FP, SCRATCH)
+        .store(DW, FP, OUT + 40, R1);
+    emit(&mut a, outputs);
+    a.bind(out);
+    a.mov_imm(R0, 0).exit();
+    a.finish()
+}
+
+/// The free program: a freed object the allocation program handed over (in `armed`) is taken out of it and
+/// goes out as a [`FREED`] record.
+pub fn generate_free(outputs: i32, armed: i32) -> Result<Vec<Insn>, AsmError> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    a.load(DW, R7, R6, 8).store(DW, FP, SCRATCH, R7);
+    a.ld_map_fd(R1, armed)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(SCRATCH))
+        .call(helper::MAP_LOOKUP_ELEM)
+        .jump_imm(Cond::Eq, R0, 0, out);
+    a.ld_map_fd(R1, armed)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(SCRATCH))
+        .call(helper::MAP_DELETE_ELEM);
+    a.mov_imm(R1, FREED as i32)
+        .store(DW, FP, OUT, R1)
+        .store(DW, FP, OUT + 16, R7)
+        .load(DW, R1, R6, 0)
+        .store(DW, FP, OUT + 24, R1)
+        .store_imm(DW, FP, OUT + 40, 0);
+    emit(&mut a, outputs);
+    a.bind(out);
+    a.mov_imm(R0, 0).exit();
+    a.finish()
+}
+
+/// Fills the time, task and name of the record at OUT (kind, pointer, call site and size are set) and
+/// writes it to this CPU's output.
+fn emit(a: &mut Asm, outputs: i32) {
+    a.call(KTIME_GET_NS).store(DW, FP, OUT + 8, R0);
+    a.call(helper::GET_CURRENT_PID_TGID)
+        .store(DW, FP, OUT + 32, R0);
+    a.mov(R1, FP)
+        .alu_imm(Alu::Add, R1, i32::from(OUT + 48))
+        .mov_imm(R2, 16)
+        .call(helper::GET_CURRENT_COMM);
+    a.mov(R1, R6)
+        .ld_map_fd(R2, outputs)
+        .ld_imm64(R3, CURRENT_CPU)
+        .mov(R4, FP)
+        .alu_imm(Alu::Add, R4, i32::from(OUT))
+        .mov_imm(R5, RECORD_LEN as i32)
+        .call(helper::PERF_EVENT_OUTPUT);
+}
+
+/// One record, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRecord {
+    pub kind: u64,
+    pub time: u64,
+    pub ptr: u64,
+    pub call_site: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub size: u64,
+    pub comm: String,
+}
+
+/// What one ring record is: an object record, records the kernel dropped, or something else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read {
+    Object(ObjectRecord),
+    Lost(u64),
+    Other,
+}
+
+const RECORD_SAMPLE: u32 = 9;
+const RECORD_LOST: u32 = 2;
+
+/// Decodes one ring record (`PERF_SAMPLE_RAW` only): `None` when it is malformed.
+pub fn decode(bytes: &[u8]) -> Option<Read> {
+    let u32_at = |o: usize| Some(u32::from_ne_bytes(bytes.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_ne_bytes(bytes.get(o..o + 8)?.try_into().ok()?));
+    match u32_at(0)? {
+        RECORD_SAMPLE => {
+            let raw = u32_at(8)? as usize;
+            if raw < RECORD_LEN {
+                return None;
+            }
+            let r = 12;
+            let pid_tgid = u64_at(r + 32)?;
+            let comm = bytes.get(r + 48..r + 64)?;
+            let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+            Some(Read::Object(ObjectRecord {
+                kind: u64_at(r)?,
+                time: u64_at(r + 8)?,
+                ptr: u64_at(r + 16)?,
+                call_site: u64_at(r + 24)?,
+                pid: (pid_tgid >> 32) as u32,
+                tid: pid_tgid as u32,
+                size: u64_at(r + 40)?,
+                comm: String::from_utf8_lossy(&comm[..end]).into_owned(),
+            }))
+        }
+        // id, then the count.
+        RECORD_LOST => Some(Read::Lost(u64_at(16)?)),
+        _ => Some(Read::Other),
+    }
+}
+
+/// The loaded programs, their maps and each CPU's output ring; detached when dropped.
+pub struct ObjectSource {
+    outputs: OwnedFd,
+    armed: OwnedFd,
+    rings: Vec<(u32, OwnedFd, Ring)>,
+    _links: Vec<(OwnedFd, OwnedFd)>,
+}
+
+impl std::fmt::Debug for ObjectSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ObjectSource")
+    }
+}
+
+impl ObjectSource {
+    /// Loads the allocation program on raw tracepoint `tracepoint` and the free programs, with an output
+    /// ring on each of `cpus`. `possible` sizes the output map (CPUs that come online later).
+    pub fn load(
+        tracepoint: &str,
+        select: Select,
+        cpus: &[u32],
+        possible: u32,
+    ) -> Result<ObjectSource, Error> {
+        let unavailable = |what: &str, e: std::io::Error| {
+            Error::not_permitted(format!(
+                "objects from `{tracepoint}`: {what}: {}",
+                super::why_unavailable(&e)
+            ))
+        };
+        let outputs = sys::bpf_map_create(MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, possible, "ksw_objout")
+            .map_err(|e| unavailable("the output map", e))?;
+        let armed = sys::bpf_map_create(MAP_TYPE_LRU_HASH, 8, 4, ARMED_MAX, "ksw_armed")
+            .map_err(|e| unavailable("the armed map", e))?;
+        let mut source = ObjectSource {
+            outputs,
+            armed,
+            rings: Vec::new(),
+            _links: Vec::new(),
+        };
+        for &cpu in cpus {
+            source.open_cpu(cpu).map_err(|e| {
+                Error::runtime(format!("the object ring on cpu {cpu}")).caused_by(e)
+            })?;
+        }
+        let build = |r: Result<Vec<Insn>, AsmError>| {
+            r.map_err(|e| Error::runtime("building the object programs").caused_by(e))
+        };
+        let alloc = build(generate_alloc(
+            source.outputs.as_raw_fd(),
+            source.armed.as_raw_fd(),
+            select,
+        ))?;
+        let free = build(generate_free(
+            source.outputs.as_raw_fd(),
+            source.armed.as_raw_fd(),
+        ))?;
+        let attach = |insns: &[Insn], tp: &str| -> Result<(OwnedFd, OwnedFd), Error> {
+            let raw: Vec<u64> = insns.iter().map(|i| i.raw()).collect();
+            let mut log = Vec::new();
+            let prog = sys::bpf_prog_load(PROG_TYPE_RAW_TRACEPOINT, &raw, "ksw_objects", &mut log)
+                .map_err(|e| {
+                    if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) {
+                        return unavailable("loading its program", e);
+                    }
+                    Error::runtime(format!(
+                        "the kernel refused the program for `{tp}`: {}",
+                        String::from_utf8_lossy(&log).trim().replace('\n', " | ")
+                    ))
+                    .caused_by(e)
+                })?;
+            let link = sys::bpf_raw_tracepoint_open(tp, prog.as_fd()).map_err(|e| {
+                Error::usage(format!(
+                    "no tracepoint `{tp}` to attach to ({e}); see /sys/kernel/tracing/events for the \
+                     tracepoints this kernel has"
+                ))
+            })?;
+            Ok((link, prog))
+        };
+        source._links.push(attach(&alloc, tracepoint)?);
+        for tp in ["kfree", "kmem_cache_free"] {
+            source._links.push(attach(&free, tp)?);
+        }
+        Ok(source)
+    }
+
+    /// Opens `cpu`'s output event and ring (a CPU that came online: the event it had before it went
+    /// offline is dead, and is replaced). The new ring is the last of [`ObjectSource::fds`].
+    pub fn open_cpu(&mut self, cpu: u32) -> std::io::Result<()> {
+        self.rings.retain(|(c, _, _)| *c != cpu);
+        let mut a = pb::perf_event_attr {
+            type_: pb::PERF_TYPE_SOFTWARE,
+            size: std::mem::size_of::<pb::perf_event_attr>() as u32,
+            config: u64::from(pb::PERF_COUNT_SW_BPF_OUTPUT),
+            sample_type: u64::from(pb::PERF_SAMPLE_RAW),
+            ..Default::default()
+        };
+        a.sample_period = 1;
+        a.wakeup_events = 1;
+        let fd = sys::perf_event_open(&a, -1, cpu as i32)?;
+        let ring = Ring::map(fd.as_fd(), RING_PAGES)?;
+        sys::bpf_map_update(
+            self.outputs.as_fd(),
+            &cpu.to_ne_bytes(),
+            &(fd.as_raw_fd() as u32).to_ne_bytes(),
+        )?;
+        self.rings.push((cpu, fd, ring));
+        Ok(())
+    }
+
+    /// Each ring's descriptor, for the event loop to poll.
+    pub fn fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        self.rings.iter().map(|(_, fd, _)| fd.as_fd())
+    }
+
+    /// Every record now in the rings, decoded (malformed ones left out).
+    pub fn drain(&mut self, out: &mut Vec<Read>) {
+        for (_, _, ring) in &mut self.rings {
+            ring.drain(|bytes| {
+                if let Some(r) = decode(bytes) {
+                    out.push(r);
+                }
+                true
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_assemble() {
+        let select = Select {
+            ptr_arg: 1,
+            call_site: Some((0xffffffff81000000, 0xffffffff81000100)),
+            size: Some((SizeFrom::Requested, 320)),
+        };
+        assert!(generate_alloc(3, 4, select).expect("alloc").len() > 20);
+        let cache = Select {
+            size: Some((SizeFrom::Cache(24), 320)),
+            ..select
+        };
+        assert!(generate_alloc(3, 4, cache).expect("cache alloc").len() > 20);
+        assert!(generate_free(3, 4).expect("free").len() > 10);
+    }
+
+    /// A sample carrying the program's record decodes to its fields; a LOST record to its count; short
+    /// or truncated bytes to nothing.
+    #[test]
+    fn records_decode() {
+        let mut raw = Vec::new();
+        for w in [ALLOCATED, 5_000, 0xffff888104f2a000, 0xffffffff81234567] {
+            raw.extend_from_slice(&w.to_ne_bytes());
+        }
+        raw.extend_from_slice(&((42u64 << 32) | 43).to_ne_bytes());
+        raw.extend_from_slice(&320u64.to_ne_bytes());
+        raw.extend_from_slice(b"pipes\0\0\0\0\0\0\0\0\0\0\0");
+        let mut rec = Vec::new();
+        rec.extend_from_slice(&RECORD_SAMPLE.to_ne_bytes());
+        rec.extend_from_slice(&0u16.to_ne_bytes());
+        rec.extend_from_slice(&((8 + 4 + raw.len() + 4) as u16).to_ne_bytes());
+        rec.extend_from_slice(&(raw.len() as u32 + 4).to_ne_bytes());
+        rec.extend_from_slice(&raw);
+        rec.extend_from_slice(&[0; 4]);
+        assert_eq!(
+            decode(&rec),
+            Some(Read::Object(ObjectRecord {
+                kind: ALLOCATED,
+                time: 5_000,
+                ptr: 0xffff888104f2a000,
+                call_site: 0xffffffff81234567,
+                pid: 42,
+                tid: 43,
+                size: 320,
+                comm: "pipes".into(),
+            }))
+        );
+        assert_eq!(decode(&rec[..40]), None);
+        let mut lost = Vec::new();
+        lost.extend_from_slice(&RECORD_LOST.to_ne_bytes());
+        lost.extend_from_slice(&[0; 4]);
+        lost.extend_from_slice(&7u64.to_ne_bytes());
+        lost.extend_from_slice(&3u64.to_ne_bytes());
+        assert_eq!(decode(&lost), Some(Read::Lost(3)));
+    }
+}

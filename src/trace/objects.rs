@@ -1,0 +1,234 @@
+//! `--on`: objects armed as the kernel allocates them. Each breakpoint slot (one watch index, one debug
+//! register on every CPU) holds at most one object; a free slot waits on kernel text, which nothing writes.
+//! A new object takes a free slot, or with `--rotate` the oldest armed object's; otherwise it is skipped
+//! and counted. A freed object's slot goes back to waiting.
+//!
+//! Which slot an object gets, and what is counted, is decided here ([`Slots`], pure and tested offline);
+//! moving the breakpoints is the session's, through [`crate::trace::events::EventSet::retarget`].
+
+use crate::config::objects::ObjectTarget;
+use crate::config::watch::Watch;
+use crate::report::ObjectTally;
+
+/// An object in a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub index: u64,
+    pub addr: u64,
+    pub armed_at: u64,
+    pub hits: u64,
+}
+
+/// What to do with a new object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Arm it in this free slot.
+    Free(usize),
+    /// Arm it in this slot, whose object is evicted first.
+    Evict(usize, Held),
+    /// Every slot is busy: skip it.
+    Skip,
+}
+
+/// The slots and the books.
+#[derive(Debug)]
+pub struct Slots {
+    held: Vec<Option<Held>>,
+    rotate: bool,
+    next_index: u64,
+    /// A slot whose object was freed at this time, while its last hits are drained: hits later than
+    /// that are writes to memory that is no longer the object's.
+    closing: Option<(usize, u64)>,
+    pub tally: ObjectTally,
+}
+
+impl Slots {
+    pub fn new(slots: usize, rotate: bool) -> Slots {
+        Slots {
+            held: vec![None; slots],
+            rotate,
+            next_index: 0,
+            closing: None,
+            tally: ObjectTally::default(),
+        }
+    }
+
+    /// A new object was allocated: its number, and where it goes.
+    pub fn place(&mut self) -> (u64, Placement) {
+        self.tally.seen += 1;
+        let index = self.next_index;
+        self.next_index += 1;
+        if let Some(free) = self.held.iter().position(Option::is_none) {
+            return (index, Placement::Free(free));
+        }
+        let oldest = self
+            .held
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| Some((i, (*h)?)))
+            .min_by_key(|(_, h)| h.armed_at);
+        match oldest {
+            Some((slot, held)) if self.rotate => (index, Placement::Evict(slot, held)),
+            _ => {
+                self.tally.skipped += 1;
+                (index, Placement::Skip)
+            }
+        }
+    }
+
+    /// The object is armed in `slot`, `gap_ns` after its allocation.
+    pub fn armed(&mut self, slot: usize, index: u64, addr: u64, now: u64, gap_ns: u64) {
+        if let Some(Some(old)) = self.held.get(slot) {
+            self.tally.evicted += 1;
+            self.close(*old);
+        }
+        if let Some(s) = self.held.get_mut(slot) {
+            *s = Some(Held {
+                index,
+                addr,
+                armed_at: now,
+                hits: 0,
+            });
+        }
+        self.tally.armed += 1;
+        self.tally.gaps_ns.push(gap_ns);
+    }
+
+    /// The object was freed before it could be armed (its free came in the same batch).
+    pub fn gone(&mut self) {
+        self.tally.seen += 1;
+        self.next_index += 1;
+        self.tally.freed_unarmed += 1;
+    }
+
+    /// Arming it failed: counted as skipped.
+    pub fn not_armed(&mut self) {
+        self.tally.skipped += 1;
+    }
+
+    /// Whether a slot is free.
+    pub fn has_free(&self) -> bool {
+        self.held.iter().any(Option::is_none)
+    }
+
+    /// The slot holding the object at `addr`, if any: the oldest, when a new object at the same address
+    /// was armed before the old one's free was read.
+    pub fn slot_of(&self, addr: u64) -> Option<usize> {
+        self.held
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| Some((i, (*h)?)))
+            .filter(|(_, h)| h.addr == addr)
+            .min_by_key(|(_, h)| h.index)
+            .map(|(i, _)| i)
+    }
+
+    /// The object in `slot` was freed: the slot is free again.
+    pub fn freed(&mut self, slot: usize) -> Option<Held> {
+        let held = self.held.get_mut(slot)?.take()?;
+        self.tally.freed += 1;
+        self.close(held);
+        Some(held)
+    }
+
+    /// `slot`'s object was freed at `time`; its breakpoint's hits are being drained (`None`: done).
+    pub fn closing(&mut self, closing: Option<(usize, u64)>) {
+        self.closing = closing;
+    }
+
+    /// Whether a hit at `time` on `slot` came after its object was freed (counted, not reported).
+    pub fn after_free(&mut self, slot: usize, time: u64) -> bool {
+        let late = self.closing.is_some_and(|(s, t)| s == slot && time > t);
+        self.tally.after_free += u64::from(late);
+        late
+    }
+
+    /// A hit on `slot`'s breakpoint.
+    pub fn hit(&mut self, slot: usize) {
+        if let Some(Some(h)) = self.held.get_mut(slot) {
+            h.hits += 1;
+        }
+    }
+
+    /// The books at the end: objects still armed are listed too.
+    pub fn finish(&mut self) -> ObjectTally {
+        let held: Vec<Held> = self.held.iter().flatten().copied().collect();
+        for h in held {
+            self.close(h);
+        }
+        self.tally.objects.sort_unstable();
+        std::mem::take(&mut self.tally)
+    }
+
+    fn close(&mut self, h: Held) {
+        self.tally.objects.push((h.index, h.addr, h.hits));
+    }
+}
+
+/// The watch of object `index` at `addr` in a slot.
+pub fn object_watch(target: &ObjectTarget, index: u64, addr: u64) -> Watch {
+    Watch {
+        label: target.label(index, addr),
+        addr: addr.wrapping_add(target.offset),
+        len: target.len,
+        access: target.access,
+        module: None,
+        per_cpu: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_slots_first_then_skip_or_evict_the_oldest() {
+        let mut s = Slots::new(2, false);
+        assert_eq!(s.place(), (0, Placement::Free(0)));
+        s.armed(0, 0, 0xa000, 10, 50_000);
+        assert_eq!(s.place(), (1, Placement::Free(1)));
+        s.armed(1, 1, 0xb000, 20, 70_000);
+        assert_eq!(s.place(), (2, Placement::Skip));
+        assert_eq!(s.slot_of(0xb000), Some(1));
+        s.hit(1);
+        s.hit(1);
+        assert_eq!(s.freed(1).map(|h| h.hits), Some(2));
+        assert_eq!(s.freed(1), None, "freed once");
+        assert_eq!(s.place(), (3, Placement::Free(1)));
+        let t = s.finish();
+        assert_eq!((t.seen, t.armed, t.skipped, t.freed), (4, 2, 1, 1));
+        assert_eq!(t.objects, vec![(0, 0xa000, 0), (1, 0xb000, 2)]);
+        assert_eq!(t.gap(0.5), Some(50_000));
+
+        let mut r = Slots::new(1, true);
+        r.place();
+        r.armed(0, 0, 0xa000, 10, 1);
+        let (i, p) = r.place();
+        let Placement::Evict(0, old) = p else {
+            panic!("{p:?}")
+        };
+        assert_eq!((i, old.index), (1, 0));
+        r.armed(0, 1, 0xc000, 30, 1);
+        let t = r.finish();
+        assert_eq!((t.evicted, t.skipped, t.armed), (1, 0, 2));
+        assert_eq!(t.objects, vec![(0, 0xa000, 0), (1, 0xc000, 0)]);
+    }
+
+    #[test]
+    fn an_object_watch_is_at_its_field() {
+        let t = ObjectTarget {
+            text: "(struct pipe_inode_info)$obj.head".into(),
+            cast: ksymwatch_symbols::CastType {
+                kind: None,
+                name: "pipe_inode_info".into(),
+            },
+            offset: 0x50,
+            len: 4,
+            access: crate::config::watch::Access::Write,
+            object_size: Some(192),
+        };
+        let w = object_watch(&t, 7, 0xffff888104f2a000);
+        assert_eq!((w.addr, w.len), (0xffff888104f2a050, 4));
+        assert_eq!(w.label, "(struct pipe_inode_info)0xffff888104f2a000.head#7");
+    }
+}

@@ -1,0 +1,262 @@
+//! Live `--on` tests: objects armed as the kernel allocates them. A Python helper makes pipes (each one a
+//! `struct pipe_inode_info` from `alloc_pipe_info`) and writes into them; the tracer must arm each of the
+//! helper's pipes, see each write's `head` store once, and free the register when the pipe is freed.
+//! Other processes make pipes too (the slots are shared with them), so every check is on the helper's
+//! objects, found by the allocating pid.
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util;
+
+const PIPE_HEAD: &str = "(struct pipe_inode_info)$obj.head";
+
+/// Python: after `start` seconds, `pipes` pipes, `held` open at once; into each, `writes` one-byte writes,
+/// each read back before the next (an empty pipe's next write takes a new buffer: `head` moves once per
+/// write). A pause after each pipe's creation leaves the tracer time to arm it.
+fn pipe_maker(pipes: usize, held: usize, writes: usize) -> Child {
+    let script = format!(
+        "import os, time\n\
+         time.sleep(0.3)\n\
+         for round in range({pipes} // {held}):\n\
+         \x20   ps = []\n\
+         \x20   for i in range({held}):\n\
+         \x20       ps.append(os.pipe())\n\
+         \x20       time.sleep(0.05)\n\
+         \x20   for r, w in ps:\n\
+         \x20       for k in range({writes}):\n\
+         \x20           os.write(w, b'x')\n\
+         \x20           os.read(r, 1)\n\
+         \x20   for r, w in ps:\n\
+         \x20       os.close(w)\n\
+         \x20       os.close(r)\n\
+         \x20   time.sleep(0.02)\n"
+    );
+    Command::new("python3")
+        .args(["-c", &script])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("python3")
+}
+
+/// Runs the watch while `helper` runs, then stops it; the NDJSON records.
+fn watch_while(args: &[&str], mut helper: Child) -> (u32, Vec<Value>) {
+    let pid = helper.id();
+    let t = util::Tracer::start_json(args);
+    let header = t.header.clone();
+    let status = helper.wait().expect("helper");
+    assert!(status.success(), "helper: {status}");
+    std::thread::sleep(Duration::from_millis(200));
+    t.signal(libc::SIGINT);
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    (pid, util::ndjson(&(header + &out)))
+}
+
+/// The helper's armed objects: index to (slot, address).
+fn armed_by(records: &[Value], pid: u32) -> BTreeMap<u64, (u64, String)> {
+    records
+        .iter()
+        .filter(|r| r["type"] == "object_armed" && r["pid"] == pid)
+        .map(|r| {
+            let index = r["index"].as_u64().unwrap();
+            (
+                index,
+                (
+                    r["slot"].as_u64().unwrap(),
+                    r["addr"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn skip_without_pipes_tracepoint() -> bool {
+    if !std::path::Path::new("/sys/kernel/tracing/events/kmem/kmalloc").is_dir() {
+        util::skip("no kmem:kmalloc tracepoint in /sys/kernel/tracing/events");
+        return true;
+    }
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        util::skip("no kernel BTF");
+        return true;
+    }
+    false
+}
+
+/// Each of the helper's pipes is armed as it is created, its `head` is hit exactly once per write (by
+/// `anon_pipe_write`), it is freed with that count, and the freed register is reused for the next pipe.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn each_pipe_is_armed_hit_once_per_write_and_freed() {
+    let Some(_live) = util::live() else { return };
+    if skip_without_pipes_tracepoint() {
+        return;
+    }
+    const PIPES: usize = 12;
+    const WRITES: u64 = 3;
+    let (pid, records) = watch_while(
+        &[
+            "write",
+            "--on",
+            "kmalloc:alloc_pipe_info",
+            PIPE_HEAD,
+            "--json",
+        ],
+        pipe_maker(PIPES, 1, WRITES as usize),
+    );
+    let header = &records[0];
+    assert!(
+        header["objects"]
+            .as_str()
+            .unwrap_or("")
+            .contains("176-byte requests")
+            || header["objects"]
+                .as_str()
+                .unwrap_or("")
+                .contains("-byte requests"),
+        "{header}"
+    );
+    let mine = armed_by(&records, pid);
+    let summary = &records.last().expect("summary")["objects"];
+    // Other processes' pipes may hold every slot for a moment; most of the helper's must be armed.
+    assert!(
+        mine.len() >= PIPES / 2,
+        "{} of {PIPES} armed: {summary}",
+        mine.len()
+    );
+    let mut slots = std::collections::BTreeSet::new();
+    for (index, (slot, addr)) in &mine {
+        slots.insert(*slot);
+        let label = format!("#{index}");
+        let on_it: Vec<&Value> = records
+            .iter()
+            .filter(|r| {
+                r["type"] == "hit" && r["target"].as_str().is_some_and(|t| t.ends_with(&label))
+            })
+            .collect();
+        let freed = records
+            .iter()
+            .find(|r| r["type"] == "object_freed" && r["index"] == *index)
+            .unwrap_or_else(|| panic!("object {index} never freed: {summary}"));
+        let freed_at = freed["time_ns"].as_u64().unwrap();
+        let (hits, others): (Vec<&Value>, Vec<&Value>) =
+            on_it.into_iter().partition(|h| h["pid"] == pid);
+        assert_eq!(hits.len() as u64, WRITES, "object {index}: {summary}");
+        for h in &hits {
+            assert_eq!(h["ip"]["sym"], "anon_pipe_write", "{h}");
+            assert!(h["target"].as_str().unwrap().contains(addr.as_str()), "{h}");
+        }
+        // Another process can only write there once the memory is another object's: after the free
+        // (a busy tracer hears of a free late, and reports such writes on the freed object).
+        for h in &others {
+            assert!(h["time_ns"].as_u64().unwrap() > freed_at, "{h}");
+        }
+    }
+    assert!(
+        slots.len() < mine.len(),
+        "a freed object's register is reused: slots {slots:?} for {} objects",
+        mine.len()
+    );
+    let summary = records.last().expect("summary");
+    let o = &summary["objects"];
+    assert!(o["armed"].as_u64().unwrap() >= mine.len() as u64, "{o}");
+    assert!(o["freed"].as_u64().unwrap() >= mine.len() as u64, "{o}");
+    let median = o["gap_median_ns"].as_u64().expect("a median");
+    eprintln!(
+        "allocation to armed: median {median} ns, p99 {}",
+        o["gap_p99_ns"]
+    );
+}
+
+/// More live pipes than registers: without `--rotate` the extra ones are skipped and counted; with it,
+/// each new pipe evicts the oldest armed object, and every one of the helper's pipes is armed.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn rotate_evicts_the_oldest_when_every_register_is_busy() {
+    let Some(_live) = util::live() else { return };
+    if skip_without_pipes_tracepoint() {
+        return;
+    }
+    const PIPES: usize = 12;
+    const HELD: usize = 6;
+    let (pid, records) = watch_while(
+        &[
+            "write",
+            "--on",
+            "kmalloc:alloc_pipe_info",
+            PIPE_HEAD,
+            "--json",
+        ],
+        pipe_maker(PIPES, HELD, 1),
+    );
+    let o = &records.last().expect("summary")["objects"];
+    assert!(o["skipped"].as_u64().unwrap() >= 2, "{o}");
+    assert_eq!(o["evicted"], 0, "{o}");
+    assert!(armed_by(&records, pid).len() <= PIPES, "{o}");
+
+    let (pid, records) = watch_while(
+        &[
+            "write",
+            "--on",
+            "kmalloc:alloc_pipe_info",
+            PIPE_HEAD,
+            "--rotate",
+            "--json",
+        ],
+        pipe_maker(PIPES, HELD, 1),
+    );
+    let o = &records.last().expect("summary")["objects"];
+    assert!(o["evicted"].as_u64().unwrap() >= 2, "{o}");
+    let mine = armed_by(&records, pid);
+    // More of the helper's pipes armed than there are registers (a busy machine can delay the tracer past
+    // a pipe's whole life: such a pipe is counted as freed before it could be armed).
+    assert!(mine.len() > 4, "{} armed: {o}", mine.len());
+    let evictions = records
+        .iter()
+        .filter(|r| r["type"] == "object_armed" && !r["evicted"].is_null())
+        .count();
+    assert!(evictions >= 2, "{o}");
+}
+
+/// Objects from any tracepoint's pointer argument: `sched_process_fork`'s second argument is the child's
+/// `task_struct`; the child's own exit writes its `flags`.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_tracepoint_argument_is_a_source() {
+    let Some(_live) = util::live() else { return };
+    if !std::path::Path::new("/sys/kernel/tracing/events/sched/sched_process_fork").is_dir() {
+        return util::skip("no sched:sched_process_fork tracepoint");
+    }
+    let helper = Command::new("sh")
+        .args([
+            "-c",
+            "sleep 0.3; for i in 1 2 3 4 5 6; do sleep 0.05 & wait; done",
+        ])
+        .spawn()
+        .expect("sh");
+    let (pid, records) = watch_while(
+        &[
+            "write",
+            "--on",
+            "tracepoint:sched:sched_process_fork:arg1",
+            "(struct task_struct)$obj.flags",
+            "--json",
+        ],
+        helper,
+    );
+    let mine = armed_by(&records, pid);
+    let summary = &records.last().expect("summary")["objects"];
+    assert!(!mine.is_empty(), "{summary}");
+    let hit_mine = records.iter().any(|r| {
+        r["type"] == "hit"
+            && mine.keys().any(|i| {
+                r["target"].as_str().is_some_and(|t| {
+                    t.starts_with("(struct task_struct)0x") && t.ends_with(&format!(".flags#{i}"))
+                })
+            })
+    });
+    assert!(hit_mine, "a child's flags written: {summary}");
+}

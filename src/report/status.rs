@@ -94,7 +94,8 @@ impl Output for Status {
             | StreamEvent::Switched { .. }
             | StreamEvent::ControlRefused { .. }
             | StreamEvent::ModuleUnloaded { .. }
-            | StreamEvent::ProcessExec { .. } => {}
+            | StreamEvent::ProcessExec { .. }
+            | StreamEvent::Dump { .. } => {}
         }
         Ok(())
     }

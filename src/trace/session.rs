@@ -23,15 +23,16 @@ use crate::perf::arm::{Armed, Scope};
 use crate::perf::event::EventConfig;
 use crate::perf::record::Sample;
 use crate::perf::sys::{self, Epoll, SignalFd};
-use crate::report::{Hit, Output, StopReason, StreamEvent, Summary, Value};
+use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::comm::Comms;
 use crate::trace::control::{self, Command, Control};
 use crate::trace::events::{Audit, EventSet, Item};
 use crate::trace::exited::Graveyard;
+use crate::trace::flight::Recorder;
 use crate::trace::hotplug::{Changes, Hotplug};
 use crate::trace::olds::Olds;
 use crate::trace::sorter::Sorter;
-use crate::trace::symbolize::Symbolizer;
+use crate::trace::symbolize::{NamedChain, Symbolizer};
 use crate::trace::unload;
 use crate::trace::watched::Watched;
 
@@ -60,6 +61,9 @@ pub struct Plan<'a> {
     pub symbols_origin: Origin,
     /// `--if`: checked again on the instruction's value of a hit that raced.
     pub condition: Option<Condition>,
+    /// `--last N --dump-on ...`: hits are kept, and printed when a trigger fires (SIGUSR1 is then among
+    /// the signals read).
+    pub flight: Option<Recorder>,
 }
 
 /// Resolves a `--control watch` target the way the command line's targets were resolved.
@@ -141,6 +145,7 @@ pub struct Session<'a, O: Output> {
     /// Loadable modules holding targets, loaded when the session started: the reconcile checks sysfs for
     /// them in case their removal uevent was dropped ([`unload`]).
     modules: Vec<std::sync::Arc<str>>,
+    flight: Option<Recorder>,
 }
 
 impl<'a, O: Output> Session<'a, O> {
@@ -167,6 +172,7 @@ impl<'a, O: Output> Session<'a, O> {
             user,
             symbols_origin,
             condition,
+            flight,
         } = plan;
         // The program drops traps in the kernel only for a condition or a filter.
         let kernel_drops = condition.is_some() || filter != Filter::default();
@@ -239,6 +245,7 @@ impl<'a, O: Output> Session<'a, O> {
             } else {
                 Vec::new()
             },
+            flight,
         })
     }
 
@@ -345,6 +352,7 @@ impl<'a, O: Output> Session<'a, O> {
         let mut seen = self.summary.hits() + self.summary.filtered;
         let mut window = (sys::monotonic_ns(), seen);
         let mut flood = false;
+        let mut signalled = None;
         loop {
             let now = sys::monotonic_ns();
             let printed = self.summary.hits() + self.summary.filtered;
@@ -386,7 +394,11 @@ impl<'a, O: Output> Session<'a, O> {
                 match t {
                     TOKEN_SIGNAL => {
                         if let Ok(Some(sig)) = self.signals.read() {
-                            return Ok(StopReason::Signal(sig));
+                            // Only `--dump-on signal` reads SIGUSR1: the dump follows this turn's drain.
+                            if sig != libc::SIGUSR1 as u32 {
+                                return Ok(StopReason::Signal(sig));
+                            }
+                            signalled = Some(sys::monotonic_ns());
                         }
                     }
                     TOKEN_UEVENT => {
@@ -410,9 +422,22 @@ impl<'a, O: Output> Session<'a, O> {
                     _ => {}
                 }
             }
+            // Asked before the drain: every hit from before the firing is then in the rings, and is
+            // released into the recorder ahead of the dump, whatever the sort slack holds back.
+            let fired = self.tracepoint_fired()?;
             self.events.drain(&mut self.sorter);
+            if let Some((trigger, time)) = fired {
+                if let Some(stop) = self.dump_at_tracepoint(trigger, time) {
+                    return Ok(stop);
+                }
+            }
             if let Some(stop) = self.release(false) {
                 return Ok(stop);
+            }
+            if let Some(time) = signalled.take() {
+                if let Some(stop) = self.dump(DumpTrigger::Signal, time, None) {
+                    return Ok(stop);
+                }
             }
             if let Some(stop) = self.reconcile_if_due()? {
                 return Ok(stop);
@@ -907,7 +932,15 @@ impl<'a, O: Output> Session<'a, O> {
             return None;
         }
         *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
-        let named = self.symbolizer.named(sample);
+        // A kept hit holds its chain: the symbolizer's cached one, shared.
+        let shared = self
+            .flight
+            .is_some()
+            .then(|| self.symbolizer.shared(sample));
+        let named: &NamedChain = match &shared {
+            Some(c) => c,
+            None => self.symbolizer.named(sample),
+        };
         let hit_watch = self.events.watch_of(watch, sample.addr);
         let value = self.olds.settle(
             watch,
@@ -930,9 +963,55 @@ impl<'a, O: Output> Session<'a, O> {
         if let Some(t) = &mut self.summary.tally {
             t.add(&hit);
         }
-        if let Err(e) = self.out.hit(&hit) {
+        let printed = match (self.flight.as_mut(), &shared) {
+            (Some(rec), Some(chain)) => match rec.fired_by(&hit) {
+                None => {
+                    rec.record(&hit, std::rc::Rc::clone(chain));
+                    Ok(())
+                }
+                Some(trigger) => rec
+                    .dump(&mut self.out, trigger, sample.time, None)
+                    .and_then(|()| self.out.hit(&hit))
+                    .and_then(|()| self.out.flush()),
+            },
+            _ => self.out.hit(&hit),
+        };
+        if let Err(e) = printed {
             return Some(self.write_failed(e));
         }
         None
+    }
+
+    /// `--last`: the latest firing of a `--dump-on` tracepoint since the last turn, and its time.
+    fn tracepoint_fired(&mut self) -> Result<Option<(DumpTrigger, u64)>> {
+        match self.flight.as_mut() {
+            Some(rec) => rec
+                .tracepoint_fired()
+                .or_exit(ExitCode::Runtime, "reading the --dump-on tracepoint counts"),
+            None => Ok(None),
+        }
+    }
+
+    /// A tracepoint fired at `time`: every record from before it is applied (hits recorded), then the hits
+    /// recorded up to `time` are printed.
+    fn dump_at_tracepoint(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason> {
+        while let Some((t, item)) = self.sorter.pop_until(time) {
+            if let Some(stop) = self.apply(t, item) {
+                return Some(stop);
+            }
+        }
+        self.dump(trigger, time, Some(time))
+    }
+
+    /// `--last`: prints the kept hits (up to `until`) under a heading for `trigger` at `time`.
+    fn dump(&mut self, trigger: DumpTrigger, time: u64, until: Option<u64>) -> Option<StopReason> {
+        let rec = self.flight.as_mut()?;
+        match rec
+            .dump(&mut self.out, trigger, time, until)
+            .and_then(|()| self.out.flush())
+        {
+            Ok(()) => None,
+            Err(e) => Some(self.write_failed(e)),
+        }
     }
 }

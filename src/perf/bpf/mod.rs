@@ -30,6 +30,7 @@ pub mod insn;
 mod interp;
 pub mod percpu;
 pub mod program;
+pub mod trigger;
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

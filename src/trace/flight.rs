@@ -77,7 +77,7 @@ impl Recorder {
     }
 
     /// The trigger `hit` fires, if any: the first `--dump-on` condition its value makes hold.
-    pub fn fired_by(&self, hit: &Hit<'_>) -> Option<DumpTrigger> {
+    fn fired_by(&self, hit: &Hit<'_>) -> Option<DumpTrigger> {
         let Value::Written {
             value: Some(value),
             old,
@@ -94,8 +94,27 @@ impl Recorder {
             })
     }
 
+    /// Keeps `hit` (named as `chain`); or, when it fires a trigger, prints the dump and then `hit` itself.
+    pub fn offer(
+        &mut self,
+        hit: &Hit<'_>,
+        chain: Rc<NamedChain>,
+        out: &mut dyn Output,
+    ) -> io::Result<()> {
+        match self.fired_by(hit) {
+            None => {
+                self.record(hit, chain);
+                Ok(())
+            }
+            Some(trigger) => {
+                self.dump(out, trigger, hit.sample.time, None)?;
+                out.hit(hit)
+            }
+        }
+    }
+
     /// Keeps `hit` (named as `chain`), forgetting the oldest kept hit when N are kept.
-    pub fn record(&mut self, hit: &Hit<'_>, chain: Rc<NamedChain>) {
+    fn record(&mut self, hit: &Hit<'_>, chain: Rc<NamedChain>) {
         let comm = match &self.comm {
             Some(c) if **c == *hit.comm => Rc::clone(c),
             _ => {
@@ -163,5 +182,185 @@ impl Recorder {
             }
         }
         Ok(latest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::condition;
+    use crate::config::flight::Trigger;
+    use crate::config::watch::Access;
+    use crate::perf::record::encode;
+    use crate::report::ftrace::Ftrace;
+    use crate::report::json::Json;
+    use crate::report::{testutil, ValueFrom};
+
+    fn recorder(last: usize, conditions: &[&str]) -> Recorder {
+        let flight = Flight {
+            last,
+            triggers: conditions
+                .iter()
+                .map(|c| Trigger::Hit(condition::parse(c).unwrap()))
+                .chain([Trigger::Signal])
+                .collect(),
+        };
+        Recorder::new(&flight, Vec::new())
+    }
+
+    /// Offers one hit per value (store `v` at time `v` ms, by `writer` on cpu 1) to `rec`, printing to `out`.
+    fn offer_values(
+        rec: &mut Recorder,
+        out: &mut dyn Output,
+        values: impl IntoIterator<Item = u64>,
+    ) {
+        let table = testutil::table();
+        let watch = testutil::watch("counter", 0x404028, Access::Write);
+        let mut symbolizer = crate::trace::symbolize::Symbolizer::new(&table);
+        for v in values {
+            let sample = testutil::sample(
+                0xffffffff81000010,
+                42,
+                43,
+                v * 1_000_000,
+                0x404028,
+                1,
+                &[encode::KERNEL, 0xffffffff81000010, 0xffffffff81000110],
+            );
+            let chain = symbolizer.shared(&sample);
+            let hit = Hit {
+                sample: &sample,
+                watch: &watch,
+                watch_index: 0,
+                comm: "writer",
+                ip: &chain.ip,
+                chain: &chain.frames,
+                value: Value::Written {
+                    value: Some(v),
+                    old: v.checked_sub(1),
+                    from: ValueFrom::Insn,
+                },
+                rendered: chain.rendered(),
+            };
+            rec.offer(&hit, Rc::clone(&chain), out).unwrap();
+        }
+    }
+
+    fn text(out: Ftrace<Vec<u8>, Vec<u8>>) -> String {
+        String::from_utf8(out.into_inner().0).unwrap()
+    }
+
+    /// The values of the hit lines in `text`, in order.
+    fn values(text: &str) -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.split_once(" value=").map(|(_, v)| v))
+            .map(|v| v.split_whitespace().next().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn the_buffer_wraps_and_a_dump_prints_the_last_n_oldest_first() {
+        let mut rec = recorder(3, &[]);
+        let mut out = Ftrace::new(Vec::new(), Vec::new());
+        offer_values(&mut rec, &mut out, 1..=5);
+        assert_eq!(text(out), "", "nothing is printed before a trigger");
+        let mut out = Ftrace::new(Vec::new(), Vec::new());
+        offer_values(&mut rec, &mut out, []);
+        rec.dump(&mut out, DumpTrigger::Signal, 6_000_000, None)
+            .unwrap();
+        let t = text(out);
+        assert!(
+            t.starts_with("# dump at 0.006000: SIGUSR1; the last 3 hits\n"),
+            "{t}"
+        );
+        assert_eq!(values(&t), ["0x3", "0x4", "0x5"], "{t}");
+        assert!(
+            t.contains(" => vfs_read+0x10/0x100\n"),
+            "frames printed: {t}"
+        );
+    }
+
+    #[test]
+    fn a_hit_trigger_prints_the_n_before_it_then_itself_and_records_afresh() {
+        let mut rec = recorder(3, &["value == 5"]);
+        let mut out = Ftrace::new(Vec::new(), Vec::new());
+        offer_values(&mut rec, &mut out, 1..=7);
+        let mut signal = Ftrace::new(Vec::new(), Vec::new());
+        rec.dump(&mut signal, DumpTrigger::Signal, 8_000_000, None)
+            .unwrap();
+        let t = text(out);
+        assert!(
+            t.starts_with(
+                "# dump at 0.005000: --dump-on 'value == 5' held; the last 3 hits, then it\n"
+            ),
+            "{t}"
+        );
+        assert_eq!(values(&t), ["0x2", "0x3", "0x4", "0x5"], "{t}");
+        assert_eq!(
+            values(&text(signal)),
+            ["0x6", "0x7"],
+            "the buffer starts over after a dump"
+        );
+    }
+
+    #[test]
+    fn an_empty_buffer_dumps_its_heading_alone() {
+        let mut rec = recorder(10, &[]);
+        let mut out = Ftrace::new(Vec::new(), Vec::new());
+        rec.dump(&mut out, DumpTrigger::Signal, 1_000_000, None)
+            .unwrap();
+        assert_eq!(text(out), "# dump at 0.001000: SIGUSR1; the last 0 hits\n");
+        // A trigger on the very first hit: the heading, then that hit.
+        let mut rec = recorder(10, &["value == 1"]);
+        let mut out = Ftrace::new(Vec::new(), Vec::new());
+        offer_values(&mut rec, &mut out, [1]);
+        let t = text(out);
+        assert!(t.contains("the last 0 hits, then it\n"), "{t}");
+        assert_eq!(values(&t), ["0x1"]);
+    }
+
+    /// A tracepoint dump prints the hits up to its firing; those recorded after it stay for the next one.
+    #[test]
+    fn a_tracepoint_dump_stops_at_its_firing_in_json() {
+        let mut rec = recorder(10, &[]);
+        let mut out = Json::new(Vec::new(), Vec::new());
+        offer_values(&mut rec, &mut out, 1..=4);
+        let trigger = DumpTrigger::Tracepoint {
+            name: "error_report:error_report_end".into(),
+            cpu: 1,
+        };
+        rec.dump(&mut out, trigger, 2_500_000, Some(2_500_000))
+            .unwrap();
+        rec.dump(&mut out, DumpTrigger::Signal, 5_000_000, None)
+            .unwrap();
+        let ndjson = String::from_utf8(out.into_inner().0).unwrap();
+        let records: Vec<serde_json::Value> = ndjson
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let kinds: Vec<(&str, Option<&str>)> = records
+            .iter()
+            .map(|r| (r["type"].as_str().unwrap(), r["value"].as_str()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("dump", None),
+                ("hit", Some("0x1")),
+                ("hit", Some("0x2")),
+                ("dump", None),
+                ("hit", Some("0x3")),
+                ("hit", Some("0x4")),
+            ]
+        );
+        let first = &records[0];
+        assert_eq!(first["trigger"], "tracepoint");
+        assert_eq!(first["tracepoint"], "error_report:error_report_end");
+        assert_eq!(first["cpu"], 1);
+        assert_eq!(first["hits"], 2);
+        assert_eq!(first["time_ns"], 2_500_000);
+        assert!(first.get("condition").is_none(), "{first}");
+        assert_eq!(records[3]["trigger"], "signal");
+        assert_eq!(records[3]["hits"], 2);
     }
 }

@@ -964,16 +964,7 @@ impl<'a, O: Output> Session<'a, O> {
             t.add(&hit);
         }
         let printed = match (self.flight.as_mut(), &shared) {
-            (Some(rec), Some(chain)) => match rec.fired_by(&hit) {
-                None => {
-                    rec.record(&hit, std::rc::Rc::clone(chain));
-                    Ok(())
-                }
-                Some(trigger) => rec
-                    .dump(&mut self.out, trigger, sample.time, None)
-                    .and_then(|()| self.out.hit(&hit))
-                    .and_then(|()| self.out.flush()),
-            },
+            (Some(rec), Some(chain)) => rec.offer(&hit, std::rc::Rc::clone(chain), &mut self.out),
             _ => self.out.hit(&hit),
         };
         if let Err(e) = printed {

@@ -145,6 +145,10 @@ impl Recorder {
         };
         if self.kept.len() >= self.last {
             self.kept.pop_front();
+        } else if self.kept.len() == self.kept.capacity() {
+            // Doubling, but never past N: a full buffer holds no unused slots.
+            let more = self.kept.capacity().max(1).min(self.last - self.kept.len());
+            self.kept.reserve_exact(more);
         }
         self.kept.push_back(kept);
     }
@@ -277,6 +281,25 @@ mod tests {
         assert!(
             t.contains(" => vfs_read+0x10/0x100\n"),
             "frames printed: {t}"
+        );
+    }
+
+    /// The buffer grows as hits come and stops at exactly N slots: memory stays flat once it is full.
+    #[test]
+    fn a_full_buffer_has_no_spare_slots() {
+        let mut rec = recorder(5000, &[]);
+        let mut out = Ftrace::new(Vec::new(), Vec::new());
+        offer_values(&mut rec, &mut out, 1..=3000);
+        assert_eq!(rec.kept.capacity(), INITIAL_CAPACITY);
+        offer_values(&mut rec, &mut out, 3001..=12000);
+        assert_eq!((rec.kept.len(), rec.kept.capacity()), (5000, 5000));
+        assert_eq!(
+            rec.kept.front().map(|k| k.value),
+            rec.kept.front().map(|_| Value::Written {
+                value: Some(7001),
+                old: Some(7000),
+                from: ValueFrom::Insn,
+            })
         );
     }
 

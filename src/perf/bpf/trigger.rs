@@ -25,7 +25,7 @@ const LAST_NS: u32 = 1;
 /// Stack slot of the map key.
 const KEY: i16 = -4;
 
-/// The program: `map` is the per-CPU array of [`COUNT`] and [`LAST_NS`].
+/// The program: `map` is the per-CPU array of counts (key 0) and last times (key 1).
 pub fn generate(map: i32) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
     let out = a.label();

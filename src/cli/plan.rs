@@ -185,10 +185,12 @@ impl WatchPlan {
             let _ = writeln!(s, "# value: read at each hit");
         }
         if let Some(f) = &self.flight {
+            let on: Vec<String> = f.triggers.iter().map(|t| t.to_string()).collect();
             let _ = writeln!(
                 s,
-                "# last: {} hits kept, printed on a --dump-on trigger",
-                f.last
+                "# last: {} hits kept, printed on --dump-on {}",
+                f.last,
+                on.join(", ")
             );
         }
         let _ = writeln!(s, "# dry run: nothing armed");

@@ -21,6 +21,17 @@ pub enum Trigger {
     Tracepoint { group: String, name: String },
 }
 
+impl fmt::Display for Trigger {
+    /// As `--dump-on` takes it (a condition as the parser spells it back).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Trigger::Hit(c) => write!(f, "'{c}'"),
+            Trigger::Signal => f.write_str("signal"),
+            Trigger::Tracepoint { group, name } => write!(f, "tracepoint:{group}:{name}"),
+        }
+    }
+}
+
 /// `--last N --dump-on ...`: keep the last `last` hits, print them when a trigger fires.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Flight {

@@ -187,3 +187,31 @@ fn a_tracepoint_dumps_the_hits_before_it_fired() {
     }
     assert!(dumps >= 1, "{text}");
 }
+
+/// A tracefs event with no raw tracepoint behind it (`syscalls:*`, made by ftrace) is refused before
+/// anything is armed, naming why (exit 2).
+#[test]
+#[ignore = "live: loads a BPF program (run by scripts/test as root)"]
+fn a_syscall_event_is_not_a_raw_tracepoint() {
+    if !Path::new("/sys/kernel/tracing/events/syscalls/sys_enter_getppid").is_dir() {
+        util::skip("no syscalls:sys_enter_getppid event in /sys/kernel/tracing/events");
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        util::skip("loading the tracepoint program needs root");
+        return;
+    }
+    util::rejects(
+        &[
+            "write",
+            "--last",
+            "5",
+            "--dump-on",
+            "tracepoint:syscalls:sys_enter_getppid",
+            "__start_init_stack+0x3e00",
+        ],
+        2,
+        &["no raw tracepoint `sys_enter_getppid`", "raw_syscalls"],
+    );
+}

@@ -92,7 +92,19 @@ impl Tracepoint {
         let mut log = Vec::new();
         let prog = sys::bpf_prog_load(PROG_TYPE_RAW_TRACEPOINT, &insns, "ksw_trigger", &mut log)
             .map_err(refused)?;
-        let link = sys::bpf_raw_tracepoint_open(name, prog.as_fd()).map_err(refused)?;
+        let link = sys::bpf_raw_tracepoint_open(name, prog.as_fd()).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOENT) {
+                // tracefs lists events the kernel has no tracepoint of that name for: the syscalls:*
+                // events are made by ftrace from the raw_syscalls ones.
+                Error::usage(format!(
+                    "--dump-on tracepoint:{full}: the kernel has no raw tracepoint `{name}` to attach a \
+                     program to (syscalls:* events are ftrace's, made from raw_syscalls:sys_enter and \
+                     sys_exit); pick a tracepoint of another group"
+                ))
+            } else {
+                refused(e)
+            }
+        })?;
         let mut t = Tracepoint {
             name: full,
             map,

@@ -4,7 +4,8 @@
 //! task names and processes' executable mappings are updated from COMM/FORK/MMAP2 records in that same
 //! order, so a hit is named as its task was named, and mapped, when it wrote; EXIT records let go of what an
 //! exited task left behind (see [`crate::trace::exited`]); hits are filtered, symbolized and handed to the
-//! [`Output`].
+//! [`Output`], or with `--last` kept by the flight recorder ([`crate::trace::flight`]) until a trigger
+//! (a hit, SIGUSR1 on the signal descriptor, a tracepoint read every turn) prints them.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -422,22 +423,8 @@ impl<'a, O: Output> Session<'a, O> {
                     _ => {}
                 }
             }
-            // Asked before the drain: every hit from before the firing is then in the rings, and is
-            // released into the recorder ahead of the dump, whatever the sort slack holds back.
-            let fired = self.tracepoint_fired()?;
-            self.events.drain(&mut self.sorter);
-            if let Some((trigger, time)) = fired {
-                if let Some(stop) = self.dump_at_tracepoint(trigger, time) {
-                    return Ok(stop);
-                }
-            }
-            if let Some(stop) = self.release(false) {
+            if let Some(stop) = self.read_rings(signalled.take())? {
                 return Ok(stop);
-            }
-            if let Some(time) = signalled.take() {
-                if let Some(stop) = self.dump(DumpTrigger::Signal, time, None) {
-                    return Ok(stop);
-                }
             }
             if let Some(stop) = self.reconcile_if_due()? {
                 return Ok(stop);
@@ -971,6 +958,24 @@ impl<'a, O: Output> Session<'a, O> {
             return Some(self.write_failed(e));
         }
         None
+    }
+
+    /// One turn's read of the rings: drained, and what the sorter releases applied. With `--last`, a
+    /// `--dump-on` tracepoint is asked first (every hit from before its firing is then in the rings, and
+    /// goes into the recorder ahead of the dump whatever the sort slack holds back), and a SIGUSR1 read
+    /// this turn (at `signalled`) dumps after the release.
+    fn read_rings(&mut self, signalled: Option<u64>) -> Result<Option<StopReason>> {
+        let fired = self.tracepoint_fired()?;
+        self.events.drain(&mut self.sorter);
+        if let Some((trigger, time)) = fired {
+            if let Some(stop) = self.dump_at_tracepoint(trigger, time) {
+                return Ok(Some(stop));
+            }
+        }
+        if let Some(stop) = self.release(false) {
+            return Ok(Some(stop));
+        }
+        Ok(signalled.and_then(|time| self.dump(DumpTrigger::Signal, time, None)))
     }
 
     /// `--last`: the latest firing of a `--dump-on` tracepoint since the last turn, and its time.

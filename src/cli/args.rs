@@ -192,6 +192,16 @@ pub struct WatchArgs {
     /// `value == 0`, `(s)value < 0 && changed`, `value & 0x4`.
     #[arg(long = "if", value_name = "EXPR")]
     pub condition: Option<String>,
+    /// Flight recorder: keep the last N hits in memory and print nothing until a --dump-on trigger fires;
+    /// then print them, oldest first (and the hit that fired it), and record afresh.
+    #[arg(long, value_name = "N")]
+    pub last: Option<usize>,
+    /// What prints the --last hits (repeatable): a condition on a hit, in the --if language (implies
+    /// --value; hits that do not match are still recorded); `signal` (SIGUSR1 to ksymwatch); or
+    /// `tracepoint:GROUP:NAME`, a kernel tracepoint firing anywhere (error_report:error_report_end: a KASAN
+    /// or KFENCE report).
+    #[arg(long = "dump-on", value_name = "TRIGGER")]
+    pub dump_on: Vec<String>,
     #[command(flatten)]
     pub symbols: SymbolArgs,
     #[command(flatten)]

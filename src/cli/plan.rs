@@ -18,6 +18,7 @@ use crate::config::advice::SymbolsContext;
 use crate::config::condition::{self, Condition};
 use crate::config::debuginfod;
 use crate::config::filter::{Filter, Place};
+use crate::config::flight::{self, Flight, Trigger};
 use crate::config::objects;
 use crate::config::symbols::{self, FileSymbols};
 use crate::config::target::{self, Base, Target};
@@ -71,8 +72,10 @@ pub struct WatchPlan {
     pub scope: Scope,
     pub filter: Filter,
     pub condition: Option<Condition>,
-    /// `--value` or `--if`: hits carry the stored value.
+    /// `--value`, `--if` or a `--dump-on` condition: hits carry the stored value.
     pub values: bool,
+    /// `--last N --dump-on ...`.
+    pub flight: Option<Flight>,
     /// One breakpoint per CPU whose BPF program keeps and emits the hits; otherwise perf samples, and for
     /// a process watch one breakpoint per thread.
     pub hit_path: bool,
@@ -286,6 +289,7 @@ impl WatchPlan {
             filter,
             condition,
             values,
+            flight,
             targets,
         } = Options::check(args)?;
         let (user_only, hit_path) = paths(args, &mode, values)?;
@@ -304,7 +308,16 @@ impl WatchPlan {
             None => None,
         };
         if let (Some(cond), Some(text)) = (&condition, &args.condition) {
-            check_condition_widths(text, cond, &watches)?;
+            check_condition_widths("--if", text, cond, &watches)?;
+        }
+        for (text, trigger) in args
+            .dump_on
+            .iter()
+            .zip(flight.iter().flat_map(|f| &f.triggers))
+        {
+            if let Trigger::Hit(cond) = trigger {
+                check_condition_widths("--dump-on", text, cond, &watches)?;
+            }
         }
         Ok(WatchPlan {
             mode,
@@ -316,6 +329,7 @@ impl WatchPlan {
             filter,
             condition,
             values,
+            flight,
             hit_path,
             user_only,
             kernel: kernel.symbols,
@@ -379,6 +393,15 @@ impl WatchPlan {
         } else if self.values {
             let _ = writeln!(s, "# value: read at each hit");
         }
+        if let Some(f) = &self.flight {
+            let on: Vec<String> = f.triggers.iter().map(|t| t.to_string()).collect();
+            let _ = writeln!(
+                s,
+                "# last: {} hits kept, printed on --dump-on {}",
+                f.last,
+                on.join(", ")
+            );
+        }
         let _ = writeln!(s, "# dry run: nothing armed");
         s
     }
@@ -391,6 +414,7 @@ struct Options {
     filter: Filter,
     condition: Option<Condition>,
     values: bool,
+    flight: Option<Flight>,
     targets: Vec<Target>,
 }
 
@@ -406,7 +430,13 @@ impl Options {
         let filter = filter(&args.output)?;
         check_outputs(&args.output)?;
         let condition = parse_condition(args.condition.as_deref())?;
-        let values = args.value || condition.is_some();
+        let flight = parse_flight(args)?;
+        // A hit trigger is evaluated on the value the kernel read at the trap.
+        let values = args.value
+            || condition.is_some()
+            || flight
+                .as_ref()
+                .is_some_and(|f| f.conditions().next().is_some());
         check_objects(args, &mode)?;
         // A `$obj` target is resolved per object (`object_plan`), not as a target of its own.
         let targets = match args.on {
@@ -446,7 +476,10 @@ impl Options {
         )));
         }
         // Before any symbol is loaded or anything armed: without BPF, --value cannot work at all.
-        if values {
+        let tracepoints = flight
+            .as_ref()
+            .is_some_and(|f| f.tracepoints().next().is_some());
+        if values || tracepoints {
             bpf::probe().map_err(|e| bpf::unavailable(&e))?;
         }
         if args.per_thread && matches!(mode, Mode::System) {
@@ -459,6 +492,7 @@ impl Options {
             filter,
             condition,
             values,
+            flight,
             targets,
         })
     }
@@ -917,12 +951,61 @@ fn parse_condition(text: Option<&str>) -> Result<Option<Condition>> {
         .transpose()
 }
 
+/// `--last N` and its `--dump-on` triggers, checked against each other and the outputs.
+fn parse_flight(args: &WatchArgs) -> Result<Option<Flight>> {
+    let last = match (args.last, args.dump_on.is_empty()) {
+        (None, true) => return Ok(None),
+        (None, false) => {
+            return Err(Error::usage(
+                "--dump-on prints the hits --last N keeps; add --last N (e.g. --last 100)",
+            ))
+        }
+        (Some(_), true) => {
+            return Err(Error::usage(
+                "--last N prints only when a trigger fires; add --dump-on TRIGGER (a condition, `signal` or \
+                 tracepoint:GROUP:NAME)",
+            ))
+        }
+        (Some(0), false) => {
+            return Err(Error::usage(
+                "--last 0 keeps no hit to print; give N of 1 or more",
+            ))
+        }
+        (Some(n), false) => n,
+    };
+    if args.output.quiet || folded_to_stdout(&args.output) {
+        let flag = if args.output.quiet {
+            "--quiet"
+        } else {
+            "--folded"
+        };
+        return Err(Error::usage(format!(
+            "--last prints its hits in the stream, which {flag} turns off; drop {flag} (or use --folded=FILE)"
+        )));
+    }
+    let events = Path::new(flight::TRACEPOINTS);
+    let triggers = args
+        .dump_on
+        .iter()
+        .map(|t| {
+            flight::parse_trigger(t, events)
+                .map_err(|e| Error::usage(format!("--dump-on '{t}': {e}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(Flight { last, triggers }))
+}
+
 /// Every watch's length can hold the condition's constants.
-fn check_condition_widths(text: &str, cond: &Condition, watches: &[Watch]) -> Result<()> {
+fn check_condition_widths(
+    flag: &str,
+    text: &str,
+    cond: &Condition,
+    watches: &[Watch],
+) -> Result<()> {
     for w in watches {
         cond.check_width(w.len).map_err(|e| {
             Error::usage(format!(
-                "--if '{text}': {e} (`{}` is watched {} byte{} wide; give TARGET/LEN to watch more)",
+                "{flag} '{text}': {e} (`{}` is watched {} byte{} wide; give TARGET/LEN to watch more)",
                 w.label,
                 w.len,
                 if w.len == 1 { "" } else { "s" }

@@ -11,6 +11,7 @@ use crate::cli::args::OutputArgs;
 use crate::cli::args::WatchArgs;
 use crate::cli::output_file;
 use crate::cli::plan::{folded_to_stdout, processes_watches, Mode, ObjectPlan, WatchPlan};
+use crate::config::flight::Flight;
 use crate::config::symbols::FileSymbols;
 use crate::config::target::Target;
 use crate::config::typed;
@@ -21,6 +22,7 @@ use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm::{self, Scope};
 use crate::perf::bpf::hit_set::HitPrograms;
 use crate::perf::bpf::objects::ObjectSource;
+use crate::perf::bpf::trigger::Tracepoint;
 use crate::perf::bpf::Values;
 use crate::perf::event::EventConfig;
 use crate::perf::sys::{self, SignalFd};
@@ -34,6 +36,7 @@ use crate::report::{Header, Output, Quiet, StreamEvent, Tee};
 use crate::stderr::{self, Stderr};
 use crate::trace::comm::Comms;
 use crate::trace::control::Control;
+use crate::trace::flight::Recorder;
 use crate::trace::hotplug::Hotplug;
 use crate::trace::launch::Launched;
 use crate::trace::objects::Slots;
@@ -259,6 +262,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         filter,
         condition,
         values,
+        flight,
         hit_path,
         user_only,
         kernel,
@@ -297,10 +301,15 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         &format!("ksymwatch {} {}", access.word(), labels.join(" ")),
     )?;
     let control_source = args.control.as_deref().map(Control::open).transpose()?;
+    let recorder = flight.as_ref().map(recorder).transpose()?;
     // Block the stop signals before arming: a Ctrl-C from here on is read by the loop, which releases the
     // breakpoints, instead of killing us with events half-set-up. (A launched command was started before:
     // it must not inherit the blocked signals.)
-    let signals = SignalFd::stop_signals().or_exit(ExitCode::Runtime, "signalfd")?;
+    let dump_signal: &[libc::c_int] = match &flight {
+        Some(f) if f.on_signal() => &[libc::SIGUSR1],
+        _ => &[],
+    };
+    let signals = SignalFd::stop_signals_and(dump_signal).or_exit(ExitCode::Runtime, "signalfd")?;
     let (hotplug, warning) = Hotplug::new(follow, args.strict_hotplug);
     if let Some(w) = warning {
         stderr::line(format_args!("ksymwatch: warning: {w}"));
@@ -367,6 +376,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         user,
         symbols_origin,
         condition: condition.clone(),
+        flight: recorder,
     };
     // `armed` goes out the moment every breakpoint is enabled; the session learns every live task's name
     // right after (a script starts its workload on that line: a task the scan misses is one that started
@@ -411,6 +421,16 @@ fn object_watch(plan: ObjectPlan, cpus: &BTreeSet<u32>, slots: &[Watch]) -> Resu
         target: plan.target,
         records: Vec::new(),
     })
+}
+
+/// `--last`'s recorder, its tracepoints attached (before arming: one the kernel refuses fails the run
+/// before any breakpoint is set).
+fn recorder(flight: &Flight) -> Result<Recorder> {
+    let tracepoints = flight
+        .tracepoints()
+        .map(|(group, name)| Tracepoint::attach(group, name))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Recorder::new(flight, tracepoints))
 }
 
 /// How a `--control watch` target is resolved: as the command line's were, in the same symbols or process,

@@ -3,7 +3,8 @@
 //! access; a `(TYPE)` cast's member from BTF in [`typed`]), which symbol file answers for it (`symbols`, with `advice` wording the symbols crate's
 //! errors for this command line) or, in a process, which of its binaries ([`process`]), which hits to keep
 //! (`filter`), which of those are worth a sample by the value stored (the `--if` language of
-//! [`condition`], evaluated in the kernel) and when to stop ([`Limits`]).
+//! [`condition`], evaluated in the kernel), when to stop ([`Limits`]) and when a flight recorder prints
+//! ([`flight`]).
 //!
 //! Uses the `ksymwatch-symbols` crate and nothing of perf, the tracer or the CLI: the command line hands it
 //! plain values (`symbols::Files`), never clap types.
@@ -12,6 +13,7 @@ pub(crate) mod advice;
 pub mod condition;
 pub(crate) mod debuginfod;
 pub(crate) mod filter;
+pub mod flight;
 pub mod objects;
 pub mod process;
 pub(crate) mod symbols;

@@ -227,7 +227,8 @@ pub struct SignalFd(OwnedFd);
 pub const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 impl SignalFd {
-    pub fn stop_signals() -> io::Result<SignalFd> {
+    /// The stop signals and `extra` (`--dump-on signal`'s SIGUSR1), all blocked and read from the descriptor.
+    pub fn stop_signals_and(extra: &[libc::c_int]) -> io::Result<SignalFd> {
         // SAFETY: sigset_t is plain data; sigemptyset initialises it before use.
         let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
         // A shell starts background jobs with SIGINT ignored, and an ignored signal is discarded even while
@@ -242,7 +243,7 @@ impl SignalFd {
         // SAFETY: `set` is a valid sigset_t; these calls only write to it and to the thread's mask.
         unsafe {
             libc::sigemptyset(&mut set);
-            for sig in STOP_SIGNALS {
+            for &sig in STOP_SIGNALS.iter().chain(extra) {
                 libc::sigaddset(&mut set, sig);
             }
             if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {

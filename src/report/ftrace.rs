@@ -19,8 +19,8 @@ use super::frame::Text;
 use super::numbers::{push_dec_zero, push_hex, push_left, push_right, push_time};
 use super::summary::write_text;
 use super::{
-    arm_failed_note, format_time, summary_line, Header, Hit, Output, StreamEvent, Summary, Value,
-    ValueFrom,
+    arm_failed_note, format_time, summary_line, DumpTrigger, Header, Hit, Output, StreamEvent,
+    Summary, Value, ValueFrom,
 };
 use crate::config::watch::Watch;
 use crate::cpulist;
@@ -339,6 +339,18 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 "# object #{index} 0x{addr:x} freed at {t} after {hits} hit{}",
                 if *hits == 1 { "" } else { "s" }
             ),
+            StreamEvent::Dump { trigger, hits } => {
+                let then = if matches!(trigger, DumpTrigger::Hit { .. }) {
+                    ", then it"
+                } else {
+                    ""
+                };
+                writeln!(
+                    self.out,
+                    "# dump at {t}: {trigger}; the last {hits} hit{}{then}",
+                    if *hits == 1 { "" } else { "s" }
+                )
+            }
         }
     }
 

@@ -16,8 +16,8 @@ use super::numbers::{push_dec, push_hex};
 use crate::config::watch::Watch;
 
 use super::{
-    arm_failed_note, summary_line, Covered, Header, Hit, Output, ResolvedFrame, StopReason,
-    StreamEvent, Summary, Value, ValueFrom,
+    arm_failed_note, summary_line, Covered, DumpTrigger, Header, Hit, Output, ResolvedFrame,
+    StopReason, StreamEvent, Summary, Value, ValueFrom,
 };
 
 /// Bumped when a field changes meaning or goes away; new fields do not bump it.
@@ -497,6 +497,19 @@ pub enum Record<'a> {
         addr: Hex,
         hits: u64,
     },
+    /// `--last`: a trigger fired; `hits` kept hits follow, then for a `hit` trigger the hit that fired it.
+    Dump {
+        time_ns: u64,
+        /// `hit`, `signal` or `tracepoint`.
+        trigger: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        condition: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tracepoint: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cpu: Option<u32>,
+        hits: usize,
+    },
     Summary(SummaryRecord<'a>),
 }
 
@@ -637,6 +650,23 @@ impl<'a> Record<'a> {
                 time_ns,
                 index: *index,
                 addr: Hex(*addr),
+                hits: *hits,
+            },
+            StreamEvent::Dump { trigger, hits } => Record::Dump {
+                time_ns,
+                trigger: trigger.kind(),
+                condition: match trigger {
+                    DumpTrigger::Hit { condition } => Some(condition),
+                    _ => None,
+                },
+                tracepoint: match trigger {
+                    DumpTrigger::Tracepoint { name, .. } => Some(name),
+                    _ => None,
+                },
+                cpu: match trigger {
+                    DumpTrigger::Tracepoint { cpu, .. } => Some(*cpu),
+                    _ => None,
+                },
                 hits: *hits,
             },
         }

@@ -171,6 +171,12 @@ pub enum StreamEvent {
         addr: u64,
         hits: u64,
     },
+    /// `--last`: a `--dump-on` trigger fired (at the event's time); the `hits` kept hits follow, oldest
+    /// first, then for a hit trigger the hit that fired it.
+    Dump {
+        trigger: DumpTrigger,
+        hits: usize,
+    },
 }
 
 /// `--on`'s books: what became of the objects the source handed over.
@@ -205,6 +211,41 @@ impl ObjectTally {
         g.sort_unstable();
         let rank = ((g.len() as f64) * q).ceil() as usize;
         g.get(rank.saturating_sub(1)).copied()
+    }
+}
+
+/// What fired a `--last` dump.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DumpTrigger {
+    /// A hit made this condition hold (as the parser spells it back).
+    Hit { condition: String },
+    /// SIGUSR1 to the tracer.
+    Signal,
+    /// A kernel tracepoint fired (`GROUP:NAME`), on this CPU.
+    Tracepoint { name: String, cpu: u32 },
+}
+
+impl DumpTrigger {
+    /// The JSON `trigger` field.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DumpTrigger::Hit { .. } => "hit",
+            DumpTrigger::Signal => "signal",
+            DumpTrigger::Tracepoint { .. } => "tracepoint",
+        }
+    }
+}
+
+impl std::fmt::Display for DumpTrigger {
+    /// What the text heading says fired it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DumpTrigger::Hit { condition } => write!(f, "--dump-on '{condition}' held"),
+            DumpTrigger::Signal => f.write_str("SIGUSR1"),
+            DumpTrigger::Tracepoint { name, cpu } => {
+                write!(f, "tracepoint {name} fired on cpu {cpu}")
+            }
+        }
     }
 }
 
@@ -298,6 +339,7 @@ pub(crate) fn signal_name(n: u32) -> &'static str {
         libc::SIGINT => "SIGINT",
         libc::SIGTERM => "SIGTERM",
         libc::SIGHUP => "SIGHUP",
+        libc::SIGUSR1 => "SIGUSR1",
         _ => "other",
     }
 }

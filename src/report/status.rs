@@ -96,7 +96,8 @@ impl Output for Status {
             | StreamEvent::ModuleUnloaded { .. }
             | StreamEvent::ProcessExec { .. }
             | StreamEvent::ObjectArmed { .. }
-            | StreamEvent::ObjectFreed { .. } => {}
+            | StreamEvent::ObjectFreed { .. }
+            | StreamEvent::Dump { .. } => {}
         }
         Ok(())
     }

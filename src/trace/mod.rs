@@ -5,7 +5,8 @@
 //! left behind (`exited`); starting a command stopped at its exec
 //! for launch mode (`launch`); reading `--control` commands (`control`); ending the watches on a kernel
 //! module that is unloaded (`unload`); `--value`'s `old` in merged time order and its race counts (`olds`); the watched processes followed to
-//! their exit or exec (`watched`).
+//! their exit or exec (`watched`); the flight recorder that keeps the last hits until a trigger prints
+//! them (`flight`).
 //!
 //! Uses [`crate::perf`] for events and records and [`crate::config`] for what to watch, keep and stop on;
 //! hands symbolized hits to a `crate::report::Output` and never prints itself. Every name comes from the
@@ -16,6 +17,7 @@ pub(crate) mod comm;
 pub(crate) mod control;
 pub(crate) mod events;
 pub(crate) mod exited;
+pub(crate) mod flight;
 pub mod hotplug;
 pub(crate) mod launch;
 pub(crate) mod objects;

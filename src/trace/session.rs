@@ -4,7 +4,8 @@
 //! task names and processes' executable mappings are updated from COMM/FORK/MMAP2 records in that same
 //! order, so a hit is named as its task was named, and mapped, when it wrote; EXIT records let go of what an
 //! exited task left behind (see [`crate::trace::exited`]); hits are filtered, symbolized and handed to the
-//! [`Output`].
+//! [`Output`], or with `--last` kept by the flight recorder ([`crate::trace::flight`]) until a trigger
+//! (a hit, SIGUSR1 on the signal descriptor, a tracepoint read every turn) prints them.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -25,16 +26,17 @@ use crate::perf::bpf::objects::{self as objects_bpf, ObjectSource};
 use crate::perf::event::EventConfig;
 use crate::perf::record::Sample;
 use crate::perf::sys::{self, Epoll, SignalFd};
-use crate::report::{Hit, Output, StopReason, StreamEvent, Summary, Value};
+use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::comm::Comms;
 use crate::trace::control::{self, Command, Control};
 use crate::trace::events::{Audit, EventSet, Item};
 use crate::trace::exited::Graveyard;
+use crate::trace::flight::Recorder;
 use crate::trace::hotplug::{Changes, Hotplug};
 use crate::trace::objects::{self, Placement, Slots};
 use crate::trace::olds::Olds;
 use crate::trace::sorter::Sorter;
-use crate::trace::symbolize::Symbolizer;
+use crate::trace::symbolize::{NamedChain, Symbolizer};
 use crate::trace::unload;
 use crate::trace::watched::Watched;
 
@@ -63,6 +65,9 @@ pub struct Plan<'a> {
     pub symbols_origin: Origin,
     /// `--if`: checked again on the instruction's value of a hit that raced.
     pub condition: Option<Condition>,
+    /// `--last N --dump-on ...`: hits are kept, and printed when a trigger fires (SIGUSR1 is then among
+    /// the signals read).
+    pub flight: Option<Recorder>,
 }
 
 /// Resolves a `--control watch` target the way the command line's targets were resolved.
@@ -147,6 +152,7 @@ pub struct Session<'a, O: Output> {
     modules: Vec<std::sync::Arc<str>>,
     /// `--on`: the objects' source and slots.
     objects: Option<ObjectWatch>,
+    flight: Option<Recorder>,
 }
 
 /// `--on`'s running state: where objects come from, what each slot holds, and where a free slot waits.
@@ -184,6 +190,7 @@ impl<'a, O: Output> Session<'a, O> {
             user,
             symbols_origin,
             condition,
+            flight,
         } = plan;
         // The program drops traps in the kernel only for a condition or a filter.
         let kernel_drops = condition.is_some() || filter != Filter::default();
@@ -257,6 +264,7 @@ impl<'a, O: Output> Session<'a, O> {
                 Vec::new()
             },
             objects: None,
+            flight,
         })
     }
 
@@ -519,6 +527,7 @@ impl<'a, O: Output> Session<'a, O> {
         let mut seen = self.summary.hits() + self.summary.filtered;
         let mut window = (sys::monotonic_ns(), seen);
         let mut flood = false;
+        let mut signalled = None;
         loop {
             let now = sys::monotonic_ns();
             let printed = self.summary.hits() + self.summary.filtered;
@@ -560,7 +569,11 @@ impl<'a, O: Output> Session<'a, O> {
                 match t {
                     TOKEN_SIGNAL => {
                         if let Ok(Some(sig)) = self.signals.read() {
-                            return Ok(StopReason::Signal(sig));
+                            // Only `--dump-on signal` reads SIGUSR1: the dump follows this turn's drain.
+                            if sig != libc::SIGUSR1 as u32 {
+                                return Ok(StopReason::Signal(sig));
+                            }
+                            signalled = Some(sys::monotonic_ns());
                         }
                     }
                     TOKEN_UEVENT => {
@@ -589,8 +602,7 @@ impl<'a, O: Output> Session<'a, O> {
                     _ => {}
                 }
             }
-            self.events.drain(&mut self.sorter);
-            if let Some(stop) = self.release(false) {
+            if let Some(stop) = self.read_rings(signalled.take())? {
                 return Ok(stop);
             }
             if let Some(stop) = self.reconcile_if_due()? {
@@ -1093,7 +1105,15 @@ impl<'a, O: Output> Session<'a, O> {
             o.slots.hit(watch);
         }
         *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
-        let named = self.symbolizer.named(sample);
+        // A kept hit holds its chain: the symbolizer's cached one, shared.
+        let shared = self
+            .flight
+            .is_some()
+            .then(|| self.symbolizer.shared(sample));
+        let named: &NamedChain = match &shared {
+            Some(c) => c,
+            None => self.symbolizer.named(sample),
+        };
         let hit_watch = self.events.watch_of(watch, sample.addr);
         let value = self.olds.settle(
             watch,
@@ -1116,9 +1136,64 @@ impl<'a, O: Output> Session<'a, O> {
         if let Some(t) = &mut self.summary.tally {
             t.add(&hit);
         }
-        if let Err(e) = self.out.hit(&hit) {
+        let printed = match (self.flight.as_mut(), &shared) {
+            (Some(rec), Some(chain)) => rec.offer(&hit, std::rc::Rc::clone(chain), &mut self.out),
+            _ => self.out.hit(&hit),
+        };
+        if let Err(e) = printed {
             return Some(self.write_failed(e));
         }
         None
+    }
+
+    /// One turn's read of the rings: drained, and what the sorter releases applied. With `--last`, a
+    /// `--dump-on` tracepoint is asked first (every hit from before its firing is then in the rings, and
+    /// goes into the recorder ahead of the dump whatever the sort slack holds back), and a SIGUSR1 read
+    /// this turn (at `signalled`) dumps after the release.
+    fn read_rings(&mut self, signalled: Option<u64>) -> Result<Option<StopReason>> {
+        let fired = self.tracepoint_fired()?;
+        self.events.drain(&mut self.sorter);
+        if let Some((trigger, time)) = fired {
+            if let Some(stop) = self.dump_at_tracepoint(trigger, time) {
+                return Ok(Some(stop));
+            }
+        }
+        if let Some(stop) = self.release(false) {
+            return Ok(Some(stop));
+        }
+        Ok(signalled.and_then(|time| self.dump(DumpTrigger::Signal, time, None)))
+    }
+
+    /// `--last`: the latest firing of a `--dump-on` tracepoint since the last turn, and its time.
+    fn tracepoint_fired(&mut self) -> Result<Option<(DumpTrigger, u64)>> {
+        match self.flight.as_mut() {
+            Some(rec) => rec
+                .tracepoint_fired()
+                .or_exit(ExitCode::Runtime, "reading the --dump-on tracepoint counts"),
+            None => Ok(None),
+        }
+    }
+
+    /// A tracepoint fired at `time`: every record from before it is applied (hits recorded), then the hits
+    /// recorded up to `time` are printed.
+    fn dump_at_tracepoint(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason> {
+        while let Some((t, item)) = self.sorter.pop_until(time) {
+            if let Some(stop) = self.apply(t, item) {
+                return Some(stop);
+            }
+        }
+        self.dump(trigger, time, Some(time))
+    }
+
+    /// `--last`: prints the kept hits (up to `until`) under a heading for `trigger` at `time`.
+    fn dump(&mut self, trigger: DumpTrigger, time: u64, until: Option<u64>) -> Option<StopReason> {
+        let rec = self.flight.as_mut()?;
+        match rec
+            .dump(&mut self.out, trigger, time, until)
+            .and_then(|()| self.out.flush())
+        {
+            Ok(()) => None,
+            Err(e) => Some(self.write_failed(e)),
+        }
     }
 }

@@ -138,6 +138,16 @@ impl<T> Sorter<T> {
         self.oldest().map(|(_, t)| t.saturating_add(self.slack))
     }
 
+    /// The oldest held record if it is from `time` or before, ready or not (a `--dump-on` tracepoint that
+    /// fired at `time`: what came before it is printed with it).
+    pub fn pop_until(&mut self, time: u64) -> Option<(u64, T)> {
+        let (i, t) = self.oldest()?;
+        if t <= time {
+            return self.take(i);
+        }
+        None
+    }
+
     /// The oldest held record, ready or not (the session is ending).
     pub fn pop_any(&mut self) -> Option<(u64, T)> {
         let (i, _) = self.oldest()?;

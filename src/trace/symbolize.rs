@@ -8,6 +8,7 @@
 //! chain costs one hash lookup, and its [`Rendered`] spellings are reused by the printers.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use ksymwatch_symbols::{annotate, LineSource, Origin, SymbolTable, UserSymbols};
@@ -34,8 +35,9 @@ pub struct Symbolizer<'a> {
     /// The same for user frames, per process (a process's addresses mean nothing in another one).
     user_cache: FxHashMap<u32, FxHashMap<u64, ResolvedFrame>>,
     user_cached: usize,
-    /// Whole chains by raw key (see [`Symbolizer::named`]); cleared when full.
-    chains: FxHashMap<Box<[u64]>, NamedChain>,
+    /// Whole chains by raw key (see [`Symbolizer::named`]); cleared when full. Shared with the flight
+    /// recorder's kept hits ([`Symbolizer::shared`]), which keep a chain alive after a clear.
+    chains: FxHashMap<Box<[u64]>, Rc<NamedChain>>,
     /// The key of the sample being named (reused).
     key: Vec<u64>,
     /// Address-space ids of processes whose chains are cached: a pid that runs exec or exits is
@@ -196,9 +198,25 @@ impl<'a> Symbolizer<'a> {
                 cached: true,
             };
             self.uncached = c;
-            self.chains.insert(self.key.as_slice().into(), cached);
+            self.chains
+                .insert(self.key.as_slice().into(), Rc::new(cached));
         }
         &self.chains[self.key.as_slice()]
+    }
+
+    /// As [`Symbolizer::named`], as a handle to keep: the cached chain itself (a reference count, its
+    /// spellings shared with every hit on it), or a copy of a chain named for this hit only.
+    pub fn shared(&mut self, sample: &Sample) -> Rc<NamedChain> {
+        if self.named(sample).cached {
+            if let Some(c) = self.chains.get(self.key.as_slice()) {
+                return Rc::clone(c);
+            }
+        }
+        Rc::new(NamedChain {
+            ip: self.uncached.ip.clone(),
+            frames: self.uncached.frames.clone(),
+            ..NamedChain::default()
+        })
     }
 
     /// The cache key of `sample`'s chain: ip, address space (`u64::MAX` when every frame is the

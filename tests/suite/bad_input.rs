@@ -1104,3 +1104,52 @@ fn a_misaligned_range_says_its_length_without_a_wrong_article() {
         assert!(!err.contains("a 8-byte"), "{err}");
     }
 }
+
+/// `--last` and `--dump-on` make sense only together, with a buffer of at least one hit and a stream to
+/// print it in; a trigger is a condition, `signal` or a tracepoint the kernel has.
+#[test]
+fn flight_recorder_options_are_checked_before_anything_is_armed() {
+    let t = "0xffffffff83000000";
+    rejects(
+        &["write", t, "--dump-on", "signal"],
+        2,
+        &["--dump-on", "add --last N"],
+    );
+    rejects(
+        &["write", t, "--last", "5"],
+        2,
+        &["--last N", "add --dump-on TRIGGER"],
+    );
+    rejects(
+        &["write", t, "--last", "0", "--dump-on", "signal"],
+        2,
+        &["--last 0", "1 or more"],
+    );
+    rejects(
+        &["write", t, "--last", "5", "--dump-on", "signal", "--quiet"],
+        2,
+        &["--quiet", "drop --quiet"],
+    );
+    rejects(
+        &["write", t, "--last", "5", "--dump-on", "signal", "--folded"],
+        2,
+        &["--folded", "--folded=FILE"],
+    );
+    rejects(
+        &[
+            "write",
+            t,
+            "--last",
+            "5",
+            "--dump-on",
+            "tracepoint:nope:gone",
+        ],
+        2,
+        &["no tracepoint nope:gone in /sys/kernel/tracing/events"],
+    );
+    rejects(
+        &["write", t, "--last", "5", "--dump-on", "value =="],
+        2,
+        &["--dump-on 'value =='", "column", "`signal`"],
+    );
+}

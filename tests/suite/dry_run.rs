@@ -50,3 +50,31 @@ fn a_plan_that_cannot_be_made_fails_as_the_run_would() {
         &["--per-thread is for a process watch"],
     );
 }
+
+/// `--last` shows in the plan with its triggers; a condition implies reading values.
+#[test]
+fn a_dry_run_names_the_flight_recorder_and_its_triggers() {
+    let (code, out, err) = util::run(&[
+        "write",
+        "--dry-run",
+        "0x7000/8",
+        "-p",
+        &std::process::id().to_string(),
+        "--last",
+        "50",
+        "--dump-on",
+        "value == 500",
+        "--dump-on",
+        "signal",
+    ]);
+    if code == 4 && err.contains("BPF") {
+        util::skip("a --dump-on condition needs BPF, which this user cannot load");
+        return;
+    }
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("# last: 50 hits kept, printed on --dump-on 'value == 0x1f4', signal\n"),
+        "{out}"
+    );
+    assert!(out.contains("# value: read at each hit\n"), "{out}");
+}

@@ -16,6 +16,7 @@ mod live_contended;
 mod live_control;
 mod live_exact;
 mod live_exited;
+mod live_flight;
 mod live_hotplug;
 mod live_module;
 mod live_objects;

@@ -266,7 +266,6 @@ pub struct HitLine {
     pub comm: String,
     pub tid: u32,
     pub cpu: u32,
-    #[allow(dead_code, reason = "parsed to check the column; no test compares it")]
     pub time: String,
     pub target: String,
     pub access: String,

@@ -31,6 +31,7 @@ mod interp;
 pub mod objects;
 pub mod percpu;
 pub mod program;
+pub mod trigger;
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

@@ -1,0 +1,389 @@
+//! The flight recorder (`--last N --dump-on ...`): the last N hits are kept instead of printed, and a
+//! trigger prints them (a [`StreamEvent::Dump`] heading, then the hits oldest first, then a triggering hit)
+//! and empties the buffer.
+//!
+//! A kept hit owns what printing it needs: the sample's fields (not its raw chain), the value, and shared
+//! handles to the rest. Its named chain is the symbolizer's cached one ([`Symbolizer::shared`]), so a
+//! flood on a few chains keeps a few chains, and their printers' spellings are made only if a dump prints
+//! them. Names are taken when the hit is recorded, not at the dump: by then its process may have exec'd
+//! or exited and its addresses mean something else. Comm and watch handles are reused from the previous
+//! hit when they are the same, so a flood allocates nothing per hit once the buffer is full.
+//!
+//! [`Symbolizer::shared`]: crate::trace::symbolize::Symbolizer::shared
+
+use std::collections::VecDeque;
+use std::io;
+use std::rc::Rc;
+
+use crate::config::condition::Condition;
+use crate::config::flight::Flight;
+use crate::config::watch::Watch;
+use crate::perf::bpf::trigger::Tracepoint;
+use crate::perf::record::Sample;
+use crate::report::{DumpTrigger, Hit, Output, StreamEvent, Value};
+use crate::trace::symbolize::NamedChain;
+
+/// One kept hit.
+struct Kept {
+    /// The sample's fields; its frames are not kept (`chain` holds them named).
+    sample: Sample,
+    watch: Rc<Watch>,
+    watch_index: usize,
+    comm: Rc<str>,
+    chain: Rc<NamedChain>,
+    value: Value,
+}
+
+impl Kept {
+    fn hit(&self) -> Hit<'_> {
+        Hit {
+            sample: &self.sample,
+            watch: &self.watch,
+            watch_index: self.watch_index,
+            comm: &self.comm,
+            ip: &self.chain.ip,
+            chain: &self.chain.frames,
+            value: self.value,
+            rendered: self.chain.rendered(),
+        }
+    }
+}
+
+/// The buffer and the triggers it answers to.
+pub struct Recorder {
+    last: usize,
+    kept: VecDeque<Kept>,
+    conditions: Vec<Condition>,
+    tracepoints: Vec<Tracepoint>,
+    /// The last handles made, reused while hits repeat them.
+    comm: Option<Rc<str>>,
+    watch: Option<Rc<Watch>>,
+}
+
+/// The buffer grows to N as hits come; a large N is not allocated before it fills.
+const INITIAL_CAPACITY: usize = 4096;
+
+impl Recorder {
+    /// The recorder `flight` asks for, with its tracepoints already attached.
+    pub fn new(flight: &Flight, tracepoints: Vec<Tracepoint>) -> Recorder {
+        Recorder {
+            last: flight.last,
+            kept: VecDeque::with_capacity(flight.last.min(INITIAL_CAPACITY)),
+            conditions: flight.conditions().cloned().collect(),
+            tracepoints,
+            comm: None,
+            watch: None,
+        }
+    }
+
+    /// The trigger `hit` fires, if any: the first `--dump-on` condition its value makes hold.
+    fn fired_by(&self, hit: &Hit<'_>) -> Option<DumpTrigger> {
+        let Value::Written {
+            value: Some(value),
+            old,
+            ..
+        } = hit.value
+        else {
+            return None;
+        };
+        self.conditions
+            .iter()
+            .find(|c| c.holds(value, old, hit.watch.len))
+            .map(|c| DumpTrigger::Hit {
+                condition: c.to_string(),
+            })
+    }
+
+    /// Keeps `hit` (named as `chain`); or, when it fires a trigger, prints the dump and then `hit` itself.
+    pub fn offer(
+        &mut self,
+        hit: &Hit<'_>,
+        chain: Rc<NamedChain>,
+        out: &mut dyn Output,
+    ) -> io::Result<()> {
+        match self.fired_by(hit) {
+            None => {
+                self.record(hit, chain);
+                Ok(())
+            }
+            Some(trigger) => {
+                self.dump(out, trigger, hit.sample.time, None)?;
+                out.hit(hit)
+            }
+        }
+    }
+
+    /// Keeps `hit` (named as `chain`), forgetting the oldest kept hit when N are kept.
+    fn record(&mut self, hit: &Hit<'_>, chain: Rc<NamedChain>) {
+        let comm = match &self.comm {
+            Some(c) if **c == *hit.comm => Rc::clone(c),
+            _ => {
+                let c: Rc<str> = hit.comm.into();
+                self.comm = Some(Rc::clone(&c));
+                c
+            }
+        };
+        let watch = match &self.watch {
+            Some(w) if **w == *hit.watch => Rc::clone(w),
+            _ => {
+                let w = Rc::new(hit.watch.clone());
+                self.watch = Some(Rc::clone(&w));
+                w
+            }
+        };
+        let kept = Kept {
+            // No frames: `chain` has them named; an empty Vec allocates nothing.
+            sample: Sample {
+                frames: Vec::new(),
+                ..*hit.sample
+            },
+            watch,
+            watch_index: hit.watch_index,
+            comm,
+            chain,
+            value: hit.value,
+        };
+        if self.kept.len() >= self.last {
+            self.kept.pop_front();
+        } else if self.kept.len() == self.kept.capacity() {
+            // Doubling, but never past N: a full buffer holds no unused slots.
+            let more = self.kept.capacity().max(1).min(self.last - self.kept.len());
+            self.kept.reserve_exact(more);
+        }
+        self.kept.push_back(kept);
+    }
+
+    /// Prints the dump heading for `trigger` at `time_ns`, then every kept hit recorded at or before
+    /// `until` (all of them for `None`), oldest first, and forgets those; later ones stay kept (a
+    /// tracepoint seen a little after it fired). A hit trigger's own hit is the caller's to print next.
+    pub fn dump(
+        &mut self,
+        out: &mut dyn Output,
+        trigger: DumpTrigger,
+        time_ns: u64,
+        until: Option<u64>,
+    ) -> io::Result<()> {
+        let n = match until {
+            Some(t) => self.kept.partition_point(|k| k.sample.time <= t),
+            None => self.kept.len(),
+        };
+        out.event(&StreamEvent::Dump { trigger, hits: n }, time_ns)?;
+        for k in self.kept.drain(..n) {
+            out.hit(&k.hit())?;
+        }
+        Ok(())
+    }
+
+    /// The latest tracepoint firing since the last call, as a trigger and its time.
+    pub fn tracepoint_fired(&mut self) -> io::Result<Option<(DumpTrigger, u64)>> {
+        let mut latest: Option<(DumpTrigger, u64)> = None;
+        for t in &mut self.tracepoints {
+            if let Some((cpu, time)) = t.fired()? {
+                if latest.as_ref().is_none_or(|(_, l)| time > *l) {
+                    let name = t.name.clone();
+                    latest = Some((DumpTrigger::Tracepoint { name, cpu }, time));
+                }
+            }
+        }
+        Ok(latest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::condition;
+    use crate::config::flight::Trigger;
+    use crate::config::watch::Access;
+    use crate::perf::record::encode;
+    use crate::report::ftrace::Ftrace;
+    use crate::report::json::Json;
+    use crate::report::{testutil, ValueFrom};
+
+    fn recorder(last: usize, conditions: &[&str]) -> Recorder {
+        let flight = Flight {
+            last,
+            triggers: conditions
+                .iter()
+                .map(|c| Trigger::Hit(condition::parse(c).unwrap()))
+                .chain([Trigger::Signal])
+                .collect(),
+        };
+        Recorder::new(&flight, Vec::new())
+    }
+
+    /// Offers one hit per value (store `v` at time `v` ms, by `writer` on cpu 1) to `rec`, printing to `out`.
+    fn offer_values(
+        rec: &mut Recorder,
+        out: &mut dyn Output,
+        values: impl IntoIterator<Item = u64>,
+    ) {
+        let table = testutil::table();
+        let watch = testutil::watch("counter", 0x404028, Access::Write);
+        let mut symbolizer = crate::trace::symbolize::Symbolizer::new(&table);
+        for v in values {
+            let sample = testutil::sample(
+                0xffffffff81000010,
+                42,
+                43,
+                v * 1_000_000,
+                0x404028,
+                1,
+                &[encode::KERNEL, 0xffffffff81000010, 0xffffffff81000110],
+            );
+            let chain = symbolizer.shared(&sample);
+            let hit = Hit {
+                sample: &sample,
+                watch: &watch,
+                watch_index: 0,
+                comm: "writer",
+                ip: &chain.ip,
+                chain: &chain.frames,
+                value: Value::Written {
+                    value: Some(v),
+                    old: v.checked_sub(1),
+                    from: ValueFrom::Insn,
+                },
+                rendered: chain.rendered(),
+            };
+            rec.offer(&hit, Rc::clone(&chain), out).unwrap();
+        }
+    }
+
+    fn text(out: Ftrace<Vec<u8>, Vec<u8>>) -> String {
+        String::from_utf8(out.into_inner().0).unwrap()
+    }
+
+    /// The values of the hit lines in `text`, in order.
+    fn values(text: &str) -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.split_once(" value=").map(|(_, v)| v))
+            .map(|v| v.split_whitespace().next().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn the_buffer_wraps_and_a_dump_prints_the_last_n_oldest_first() {
+        let mut rec = recorder(3, &[]);
+        let mut out = Ftrace::new(Vec::new(), Vec::new());
+        offer_values(&mut rec, &mut out, 1..=5);
+        assert_eq!(text(out), "", "nothing is printed before a trigger");
+        let mut out = Ftrace::new(Vec::new(), Vec::new());
+        offer_values(&mut rec, &mut out, []);
+        rec.dump(&mut out, DumpTrigger::Signal, 6_000_000, None)
+            .unwrap();
+        let t = text(out);
+        assert!(
+            t.starts_with("# dump at 0.006000: SIGUSR1; the last 3 hits\n"),
+            "{t}"
+        );
+        assert_eq!(values(&t), ["0x3", "0x4", "0x5"], "{t}");
+        assert!(
+            t.contains(" => vfs_read+0x10/0x100\n"),
+            "frames printed: {t}"
+        );
+    }
+
+    /// The buffer grows as hits come and stops at exactly N slots: memory stays flat once it is full.
+    #[test]
+    fn a_full_buffer_has_no_spare_slots() {
+        let mut rec = recorder(5000, &[]);
+        let mut out = Ftrace::new(Vec::new(), Vec::new());
+        offer_values(&mut rec, &mut out, 1..=3000);
+        assert_eq!(rec.kept.capacity(), INITIAL_CAPACITY);
+        offer_values(&mut rec, &mut out, 3001..=12000);
+        assert_eq!((rec.kept.len(), rec.kept.capacity()), (5000, 5000));
+        assert_eq!(
+            rec.kept.front().map(|k| k.value),
+            rec.kept.front().map(|_| Value::Written {
+                value: Some(7001),
+                old: Some(7000),
+                from: ValueFrom::Insn,
+            })
+        );
+    }
+
+    #[test]
+    fn a_hit_trigger_prints_the_n_before_it_then_itself_and_records_afresh() {
+        let mut rec = recorder(3, &["value == 5"]);
+        let mut out = Ftrace::new(Vec::new(), Vec::new());
+        offer_values(&mut rec, &mut out, 1..=7);
+        let mut signal = Ftrace::new(Vec::new(), Vec::new());
+        rec.dump(&mut signal, DumpTrigger::Signal, 8_000_000, None)
+            .unwrap();
+        let t = text(out);
+        assert!(
+            t.starts_with(
+                "# dump at 0.005000: --dump-on 'value == 5' held; the last 3 hits, then it\n"
+            ),
+            "{t}"
+        );
+        assert_eq!(values(&t), ["0x2", "0x3", "0x4", "0x5"], "{t}");
+        assert_eq!(
+            values(&text(signal)),
+            ["0x6", "0x7"],
+            "the buffer starts over after a dump"
+        );
+    }
+
+    #[test]
+    fn an_empty_buffer_dumps_its_heading_alone() {
+        let mut rec = recorder(10, &[]);
+        let mut out = Ftrace::new(Vec::new(), Vec::new());
+        rec.dump(&mut out, DumpTrigger::Signal, 1_000_000, None)
+            .unwrap();
+        assert_eq!(text(out), "# dump at 0.001000: SIGUSR1; the last 0 hits\n");
+        // A trigger on the very first hit: the heading, then that hit.
+        let mut rec = recorder(10, &["value == 1"]);
+        let mut out = Ftrace::new(Vec::new(), Vec::new());
+        offer_values(&mut rec, &mut out, [1]);
+        let t = text(out);
+        assert!(t.contains("the last 0 hits, then it\n"), "{t}");
+        assert_eq!(values(&t), ["0x1"]);
+    }
+
+    /// A tracepoint dump prints the hits up to its firing; those recorded after it stay for the next one.
+    #[test]
+    fn a_tracepoint_dump_stops_at_its_firing_in_json() {
+        let mut rec = recorder(10, &[]);
+        let mut out = Json::new(Vec::new(), Vec::new());
+        offer_values(&mut rec, &mut out, 1..=4);
+        let trigger = DumpTrigger::Tracepoint {
+            name: "error_report:error_report_end".into(),
+            cpu: 1,
+        };
+        rec.dump(&mut out, trigger, 2_500_000, Some(2_500_000))
+            .unwrap();
+        rec.dump(&mut out, DumpTrigger::Signal, 5_000_000, None)
+            .unwrap();
+        let ndjson = String::from_utf8(out.into_inner().0).unwrap();
+        let records: Vec<serde_json::Value> = ndjson
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let kinds: Vec<(&str, Option<&str>)> = records
+            .iter()
+            .map(|r| (r["type"].as_str().unwrap(), r["value"].as_str()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("dump", None),
+                ("hit", Some("0x1")),
+                ("hit", Some("0x2")),
+                ("dump", None),
+                ("hit", Some("0x3")),
+                ("hit", Some("0x4")),
+            ]
+        );
+        let first = &records[0];
+        assert_eq!(first["trigger"], "tracepoint");
+        assert_eq!(first["tracepoint"], "error_report:error_report_end");
+        assert_eq!(first["cpu"], 1);
+        assert_eq!(first["hits"], 2);
+        assert_eq!(first["time_ns"], 2_500_000);
+        assert!(first.get("condition").is_none(), "{first}");
+        assert_eq!(records[3]["trigger"], "signal");
+        assert_eq!(records[3]["hits"], 2);
+    }
+}

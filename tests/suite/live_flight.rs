@@ -1,0 +1,217 @@
+//! `--last N --dump-on ...`, the flight recorder, with real hits: a hit condition prints exactly the N
+//! hits before the triggering store and that store; SIGUSR1 and a kernel tracepoint print the last N.
+//! The helper's stores are told apart by its tid and the store's ip in `main`; its values are consecutive,
+//! so a dump's hits show whether any was dropped or reordered.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::util::{self, parse_hits, HitLine, Tracer, Writer};
+
+fn value(l: &HitLine) -> u64 {
+    let v = l.value.as_deref().expect("a value on every hit");
+    let v = v.split_whitespace().next().unwrap_or(v);
+    u64::from_str_radix(v.trim_start_matches("0x"), 16).unwrap_or_else(|_| panic!("value {v}"))
+}
+
+/// The helper stores 0..=1000; `--last 10 --dump-on 'value == 500'` prints one dump: 490..=499 and then
+/// 500, nothing else.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_hit_condition_prints_the_ten_stores_before_it_and_itself() {
+    let Some(_live) = util::live() else { return };
+    let mut h = Writer::start(&["write", "1001", "0"]);
+    let (pid, tid) = (h.pid.to_string(), h.tid);
+    let t = Tracer::start(&[
+        "write",
+        "--no-status",
+        "--last",
+        "10",
+        "--dump-on",
+        "value == 500",
+        "-p",
+        &pid,
+        "target_var",
+    ]);
+    h.go();
+    h.finish();
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("1001 hits"), "every store counted: {err}");
+    let headings: Vec<&str> = out.lines().filter(|l| l.starts_with("# dump")).collect();
+    assert_eq!(headings.len(), 1, "{out}");
+    assert!(
+        headings[0].contains("--dump-on 'value == 0x1f4' held; the last 10 hits, then it"),
+        "{out}"
+    );
+    let hits = parse_hits(&out);
+    assert!(
+        hits.iter()
+            .all(|l| l.tid == tid && l.ip.starts_with("main+")),
+        "only the helper's stores: {out}"
+    );
+    let values: Vec<u64> = hits.iter().map(value).collect();
+    assert_eq!(values, (490..=500).collect::<Vec<_>>(), "{out}");
+}
+
+/// SIGUSR1 prints the last 5 hits under a `dump` record (JSON), and the run goes on to its normal end.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn sigusr1_dumps_the_last_hits_and_the_run_goes_on() {
+    let Some(_live) = util::live() else { return };
+    let mut h = Writer::start(&["spin", "0"]);
+    let pid = h.pid.to_string();
+    let mut t = Tracer::start_json(&[
+        "write",
+        "--json",
+        "--no-status",
+        "--last",
+        "5",
+        "--dump-on",
+        "signal",
+        "-p",
+        &pid,
+        "target_var",
+    ]);
+    h.send("go");
+    std::thread::sleep(Duration::from_millis(300));
+    t.signal(libc::SIGUSR1);
+    let mut text = t.read_until(|l| l.contains("\"type\":\"dump\""));
+    for _ in 0..5 {
+        text.push_str(&t.read_until(|_| true));
+    }
+    // Still watching: stores made after the dump are counted.
+    std::thread::sleep(Duration::from_millis(100));
+    h.send("stop");
+    h.read_until("done");
+    h.finish();
+    let (code, rest, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("stopped: watched process exited"), "{err}");
+    text.push_str(&rest);
+    let records = util::ndjson(&text);
+    let dump = records
+        .iter()
+        .position(|r| r["type"] == "dump")
+        .expect("a dump record");
+    assert_eq!(records[dump]["trigger"], "signal", "{text}");
+    assert_eq!(records[dump]["hits"], 5, "{text}");
+    let kept = &records[dump + 1..dump + 6];
+    let values: Vec<u64> = kept
+        .iter()
+        .map(|r| {
+            assert_eq!(r["type"], "hit", "{text}");
+            assert!(r["time_ns"].as_u64() <= records[dump]["time_ns"].as_u64());
+            u64::from_str_radix(r["value"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+        })
+        .collect();
+    assert!(
+        values.windows(2).all(|w| w[1] == w[0] + 1),
+        "the last 5 stores, oldest first: {values:?}"
+    );
+    assert_eq!(
+        records.iter().filter(|r| r["type"] == "hit").count(),
+        5,
+        "nothing printed but the dump: {text}"
+    );
+    let summary = util::summary_record(&records);
+    assert!(summary["hits"].as_u64().unwrap() > 5, "{summary}");
+}
+
+/// `--dump-on tracepoint:printk:console`, fired by a line written to /dev/kmsg: the dump holds the last
+/// hits before the firing. Another printk on this machine may fire it too; every dump must hold hits
+/// from before its firing only, and one must follow the test's line.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_tracepoint_dumps_the_hits_before_it_fired() {
+    let Some(_live) = util::live() else { return };
+    if !Path::new("/sys/kernel/tracing/events/printk/console").is_dir() {
+        util::skip("no printk:console tracepoint in /sys/kernel/tracing/events");
+        return;
+    }
+    let mut h = Writer::start(&["spin", "0"]);
+    let (pid, tid) = (h.pid.to_string(), h.tid);
+    let mut t = Tracer::start(&[
+        "write",
+        "--no-status",
+        "--last",
+        "4",
+        "--dump-on",
+        "tracepoint:printk:console",
+        "-p",
+        &pid,
+        "target_var",
+    ]);
+    h.send("go");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut kmsg = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/kmsg")
+        .expect("open /dev/kmsg");
+    writeln!(
+        kmsg,
+        "ksymwatch live test: --dump-on tracepoint:printk:console"
+    )
+    .unwrap();
+    let mut text = t.read_until(|l| l.starts_with("# dump"));
+    std::thread::sleep(Duration::from_millis(100));
+    h.send("stop");
+    h.read_until("done");
+    h.finish();
+    let (code, rest, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    text.push_str(&rest);
+    assert!(
+        text.contains("# dump at ") && text.contains(": tracepoint printk:console fired on cpu "),
+        "{text}"
+    );
+    // Each dump: its heading's time, then hits no later than it, consecutive stores.
+    let mut dumps = 0;
+    for part in text.split("# dump at ").skip(1) {
+        dumps += 1;
+        let (time, _) = part.split_once(':').expect("heading time");
+        let time: f64 = time.parse().expect("heading time");
+        let hits = parse_hits(part.split_once('\n').map_or("", |(_, r)| r));
+        assert!(!hits.is_empty() && hits.len() <= 4, "{text}");
+        let values: Vec<u64> = hits.iter().map(value).collect();
+        assert!(
+            values.windows(2).all(|w| w[1] == w[0] + 1),
+            "consecutive: {values:?}\n{text}"
+        );
+        for l in &hits {
+            assert_eq!(l.tid, tid, "{text}");
+            let at: f64 = l.time.parse().expect("hit time");
+            assert!(at <= time, "a hit after the firing: {text}");
+        }
+    }
+    assert!(dumps >= 1, "{text}");
+}
+
+/// A tracefs event with no raw tracepoint behind it (`syscalls:*`, made by ftrace) is refused before
+/// anything is armed, naming why (exit 2).
+#[test]
+#[ignore = "live: loads a BPF program (run by scripts/test as root)"]
+fn a_syscall_event_is_not_a_raw_tracepoint() {
+    if !Path::new("/sys/kernel/tracing/events/syscalls/sys_enter_getppid").is_dir() {
+        util::skip("no syscalls:sys_enter_getppid event in /sys/kernel/tracing/events");
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        util::skip("loading the tracepoint program needs root");
+        return;
+    }
+    util::rejects(
+        &[
+            "write",
+            "--last",
+            "5",
+            "--dump-on",
+            "tracepoint:syscalls:sys_enter_getppid",
+            "__start_init_stack+0x3e00",
+        ],
+        2,
+        &["no raw tracepoint `sys_enter_getppid`", "raw_syscalls"],
+    );
+}

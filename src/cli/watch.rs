@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols};
 
-use crate::cli::args::{Format, OutputArgs};
 use crate::cli::args::WatchArgs;
+use crate::cli::args::{Format, OutputArgs};
 use crate::cli::plan::{folded_to_stdout, processes_watches, stream_format, Mode, WatchPlan};
 use crate::cli::{otlp, output_file};
 use crate::config::symbols::FileSymbols;

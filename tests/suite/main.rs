@@ -18,6 +18,7 @@ mod live_exact;
 mod live_exited;
 mod live_hotplug;
 mod live_module;
+mod live_otlp;
 mod live_output;
 mod live_process;
 mod live_process_wide;

@@ -212,13 +212,19 @@ pub struct WatchArgs {
 #[derive(Args, Debug, Default)]
 pub struct OutputArgs {
     /// One JSON object per line (NDJSON) on stdout for every hit and stream event; schema in the README.
+    /// The same as `--format json`.
     #[arg(long)]
     pub json: bool,
-    /// Write the stream (text or JSON) to FILE instead of stdout (with `-- CMD`, stdout is the command's).
+    /// The stream's format: `text` (ftrace-style, the default), `json` (NDJSON, as --json), `otlp-json`
+    /// (OpenTelemetry logs: one OTLP/JSON ExportLogsServiceRequest per line, as the Collector's
+    /// otlpjsonfile receiver reads).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<Format>,
+    /// Write the stream (text, JSON or OTLP) to FILE instead of stdout (with `-- CMD`, stdout is the command's).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub stream_file: Option<PathBuf>,
     /// At exit (also on Ctrl-C), unique call chains with counts, most frequent first, and totals by writer
-    /// ip, comm and CPU; with --json, as the summary record's extra fields.
+    /// ip, comm and CPU; with --json or otlp-json, as the summary record's extra fields.
     #[arg(long)]
     pub summary: bool,
     /// No per-hit stream: only the end-of-session report (implies --summary).
@@ -257,6 +263,14 @@ pub struct OutputArgs {
     /// Report only hits where the writer ran in user space.
     #[arg(long)]
     pub user_only: bool,
+}
+
+/// `--format`: how the stream is written.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+    OtlpJson,
 }
 
 impl SymbolArgs {

@@ -7,6 +7,7 @@
 pub(crate) mod args;
 mod check;
 pub(crate) mod duration;
+mod otlp;
 mod output_file;
 mod plan;
 mod resolve;

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use ksymwatch_symbols::{Origin, Source, SymbolTable};
 
-use crate::cli::args::OutputArgs;
+use crate::cli::args::{Format, OutputArgs};
 use crate::cli::args::{SymbolArgs, WatchArgs};
 use crate::config::advice::SymbolsContext;
 use crate::config::condition::{self, Condition};
@@ -1020,11 +1020,37 @@ pub(crate) fn folded_to_stdout(args: &OutputArgs) -> bool {
     args.folded.as_deref() == Some(Path::new("-"))
 }
 
+/// The stream's format: `--format`, or `--json` (which is `--format json`); the two disagreeing is a usage
+/// error.
+pub(crate) fn stream_format(args: &OutputArgs) -> Result<Format> {
+    match (args.json, args.format) {
+        (true, Some(f)) if f != Format::Json => Err(Error::usage(format!(
+            "--json is --format json, and --format {} was given too; give one of them",
+            format_name(f)
+        ))),
+        (true, _) => Ok(Format::Json),
+        (false, f) => Ok(f.unwrap_or(Format::Text)),
+    }
+}
+
+fn format_name(f: Format) -> &'static str {
+    match f {
+        Format::Text => "text",
+        Format::Json => "json",
+        Format::OtlpJson => "otlp-json",
+    }
+}
+
 /// Everything stdout can carry is one product; two of them would interleave.
 pub(crate) fn check_outputs(args: &OutputArgs) -> Result<()> {
+    let format = stream_format(args)?;
     if folded_to_stdout(args) {
+        let flag = match (args.json, format) {
+            (true, _) => "--json".to_string(),
+            (false, f) => format!("--format {}", format_name(f)),
+        };
         for (set, flag) in [
-            (args.json, "--json"),
+            (format != Format::Text, flag.as_str()),
             (args.summary, "--summary"),
             (args.quiet, "--quiet"),
         ] {

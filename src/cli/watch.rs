@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols};
 
-use crate::cli::args::OutputArgs;
 use crate::cli::args::WatchArgs;
-use crate::cli::output_file;
-use crate::cli::plan::{folded_to_stdout, processes_watches, Mode, ObjectPlan, WatchPlan};
+use crate::cli::args::{Format, OutputArgs};
+use crate::cli::plan::{
+    folded_to_stdout, processes_watches, stream_format, Mode, ObjectPlan, WatchPlan,
+};
+use crate::cli::{otlp, output_file};
 use crate::config::flight::Flight;
 use crate::config::symbols::FileSymbols;
 use crate::config::target::Target;
@@ -30,6 +32,7 @@ use crate::perf::warmup::Warmup;
 use crate::report::folded::{Folded, Sink};
 use crate::report::ftrace::Ftrace;
 use crate::report::json::Json;
+use crate::report::otlp::Otlp;
 use crate::report::perfetto::{Clocks, Perfetto};
 use crate::report::status::Status;
 use crate::report::{Header, Output, Quiet, StreamEvent, Tee};
@@ -62,11 +65,19 @@ fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
     };
     // stderr carries messages, never the product: its failure must not end the session (crate::stderr).
     let quiet = args.quiet || folded_to_stdout(args);
-    let stream: Box<dyn Output> = match (args.json, quiet) {
-        (true, false) => Box::new(Json::new(stream_sink()?, Stderr)),
-        (true, true) => Box::new(Quiet::new(Json::new(stream_sink()?, Stderr), Stderr)),
-        (false, false) => Box::new(Ftrace::new(stream_sink()?, Stderr).with_top(args.top)),
-        (false, true) => Box::new(Quiet::new(
+    let stream: Box<dyn Output> = match (stream_format(args)?, quiet) {
+        (Format::Json, false) => Box::new(Json::new(stream_sink()?, Stderr)),
+        (Format::Json, true) => Box::new(Quiet::new(Json::new(stream_sink()?, Stderr), Stderr)),
+        (Format::OtlpJson, quiet) => {
+            let o = Otlp::new(stream_sink()?, Stderr, &otlp::resource(), otlp::clock());
+            if quiet {
+                Box::new(Quiet::new(o, Stderr))
+            } else {
+                Box::new(o)
+            }
+        }
+        (Format::Text, false) => Box::new(Ftrace::new(stream_sink()?, Stderr).with_top(args.top)),
+        (Format::Text, true) => Box::new(Quiet::new(
             Ftrace::new(stream_sink()?, Stderr).with_top(args.top),
             Stderr,
         )),

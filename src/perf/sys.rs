@@ -371,6 +371,19 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CLOCK_REALTIME in nanoseconds since the Unix epoch (0 for a clock set before 1970).
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write into; CLOCK_REALTIME always exists.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts);
+    }
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Clears `O_NONBLOCK` on an open file: outputs are opened non-blocking so a FIFO with no reader fails at
 /// once (ENXIO) instead of hanging, then written blocking so a slow reader is waited for, not an EAGAIN.
 pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {

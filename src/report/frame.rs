@@ -86,6 +86,8 @@ pub struct Rendered {
     pub(crate) text: RefCell<Text>,
     /// `--json`: `"ip":{...},"chain":[...]` (JSON frames never carry the comm).
     pub(crate) json: OnceCell<String>,
+    /// `--format otlp-json`: the ip's and the chain's attributes (made only when no frame needs the comm).
+    pub(crate) otlp: OnceCell<String>,
 }
 
 /// [`Rendered::text`].

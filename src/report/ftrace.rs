@@ -112,6 +112,42 @@ fn push_chain(l: &mut String, hit: &Hit<'_>) {
     }
 }
 
+/// A hit's value as the end of its text line: ` value=0x2a`, ` value=?`, ` value=0x1f4(mem) old=0x1f3`;
+/// nothing when not read.
+pub(crate) fn push_value(l: &mut String, value: Value) {
+    match value {
+        Value::NotRead => {}
+        Value::Unreadable => l.push_str(" value=?"),
+        Value::Read(v) => {
+            l.push_str(" value=0x");
+            push_hex(l, v);
+        }
+        Value::Written { value, old, from } => {
+            for (key, v) in [(" value=", value), (" old=", old)] {
+                l.push_str(key);
+                match v {
+                    Some(v) => {
+                        l.push_str("0x");
+                        push_hex(l, v);
+                    }
+                    None => l.push('?'),
+                }
+                if key == " value=" && value.is_some() {
+                    match from {
+                        ValueFrom::Insn => {}
+                        ValueFrom::Raced { memory } => {
+                            l.push_str("(raced:0x");
+                            push_hex(l, memory);
+                            l.push(')');
+                        }
+                        ValueFrom::Memory => l.push_str("(mem)"),
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl<W: Write, E: Write> Output for Ftrace<W, E> {
     fn header(&mut self, h: &Header<'_>) -> io::Result<()> {
         writeln!(self.out, "# tracer: ksymwatch")?;
@@ -233,37 +269,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
         }
         // Last on the line: the ip's ` [binary]` already has a space in it, and readers split on the first
         // fields.
-        match hit.value {
-            Value::NotRead => {}
-            Value::Unreadable => l.push_str(" value=?"),
-            Value::Read(v) => {
-                l.push_str(" value=0x");
-                push_hex(l, v);
-            }
-            Value::Written { value, old, from } => {
-                for (key, v) in [(" value=", value), (" old=", old)] {
-                    l.push_str(key);
-                    match v {
-                        Some(v) => {
-                            l.push_str("0x");
-                            push_hex(l, v);
-                        }
-                        None => l.push('?'),
-                    }
-                    if key == " value=" && value.is_some() {
-                        match from {
-                            ValueFrom::Insn => {}
-                            ValueFrom::Raced { memory } => {
-                                l.push_str("(raced:0x");
-                                push_hex(l, memory);
-                                l.push(')');
-                            }
-                            ValueFrom::Memory => l.push_str("(mem)"),
-                        }
-                    }
-                }
-            }
-        }
+        push_value(l, hit.value);
         l.push('\n');
         match &cached {
             Some(t) => l.push_str(&t.lines),

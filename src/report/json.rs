@@ -562,6 +562,36 @@ impl<'a> Record<'a> {
         }
     }
 
+    pub fn header(h: &'a Header<'a>) -> Record<'a> {
+        Record::Header {
+            version: SCHEMA_VERSION,
+            targets: h.watches.iter().map(Target::of).collect(),
+            cpus: h.cpus.iter().copied().collect(),
+            symbols: h.source,
+            pids: h.processes.iter().map(|(pid, _)| *pid).collect(),
+            threads: (!h.processes.is_empty()).then_some(h.threads),
+            value: h.values,
+            condition: h.condition,
+            objects: h.objects.map(|l| l.trim_start_matches("# ")),
+        }
+    }
+
+    /// `watched`: a process watch's processes and threads at the start, from [`watched`].
+    pub fn armed(
+        events: usize,
+        cpus: &BTreeSet<u32>,
+        time_ns: u64,
+        watched: Option<(usize, usize)>,
+    ) -> Record<'a> {
+        Record::Armed {
+            time_ns,
+            events,
+            cpus: cpus.iter().copied().collect(),
+            processes: watched.map(|(p, _)| p),
+            threads: watched.map(|(_, t)| t),
+        }
+    }
+
     pub fn event(e: &'a StreamEvent, time_ns: u64) -> Record<'a> {
         match e {
             StreamEvent::Lost { cpu, count } => Record::Lost {
@@ -673,6 +703,12 @@ impl<'a> Record<'a> {
     }
 }
 
+/// A process watch's processes and threads at the start, which the `armed` record repeats; `None` for a
+/// system-wide watch.
+pub fn watched(h: &Header<'_>) -> Option<(usize, usize)> {
+    (!h.processes.is_empty()).then_some((h.processes.len(), h.threads))
+}
+
 /// Writes one record and its newline.
 pub fn write_record(w: &mut impl Write, r: &Record<'_>) -> io::Result<()> {
     serde_json::to_writer(&mut *w, r)?;
@@ -681,7 +717,7 @@ pub fn write_record(w: &mut impl Write, r: &Record<'_>) -> io::Result<()> {
 
 /// Appends `s` as a JSON string, escaped byte for byte as serde_json escapes it (`"`, `\\` and the
 /// control characters; everything else, non-ASCII included, as is).
-fn push_string(out: &mut String, s: &str) {
+pub(crate) fn push_string(out: &mut String, s: &str) {
     out.push('"');
     let mut plain = 0;
     for (i, b) in s.bytes().enumerate() {
@@ -877,34 +913,14 @@ impl<W: Write, E: Write> Json<W, E> {
 
 impl<W: Write, E: Write> Output for Json<W, E> {
     fn header(&mut self, h: &Header<'_>) -> io::Result<()> {
-        self.watched = (!h.processes.is_empty()).then_some((h.processes.len(), h.threads));
-        let targets = h.watches.iter().map(Target::of).collect();
-        write_record(
-            &mut self.out,
-            &Record::Header {
-                version: SCHEMA_VERSION,
-                targets,
-                cpus: h.cpus.iter().copied().collect(),
-                symbols: h.source,
-                pids: h.processes.iter().map(|(pid, _)| *pid).collect(),
-                threads: (!h.processes.is_empty()).then_some(h.threads),
-                value: h.values,
-                condition: h.condition,
-                objects: h.objects.map(|l| l.trim_start_matches("# ")),
-            },
-        )
+        self.watched = watched(h);
+        write_record(&mut self.out, &Record::header(h))
     }
 
     fn armed(&mut self, events: usize, cpus: &BTreeSet<u32>, time_ns: u64) -> io::Result<()> {
         write_record(
             &mut self.out,
-            &Record::Armed {
-                time_ns,
-                events,
-                cpus: cpus.iter().copied().collect(),
-                processes: self.watched.map(|(p, _)| p),
-                threads: self.watched.map(|(_, t)| t),
-            },
+            &Record::armed(events, cpus, time_ns, self.watched),
         )?;
         self.out.flush()
     }

@@ -8,6 +8,7 @@ pub mod frame;
 pub mod ftrace;
 pub mod json;
 pub mod numbers;
+pub mod otlp;
 pub mod perfetto;
 pub mod status;
 pub mod summary;

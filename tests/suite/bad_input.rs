@@ -220,6 +220,21 @@ fn bad_options() {
     );
     rejects(&["write"], 2, &["<TARGET>"]);
     rejects(&["frobnicate"], 2, &["unrecognized subcommand"]);
+    rejects(
+        &["write", "0x10000", "--json", "--format", "otlp-json"],
+        2,
+        &["--json is --format json, and --format otlp-json was given too; give one of them"],
+    );
+    rejects(
+        &["write", "0x10000", "--format", "yaml"],
+        2,
+        &["invalid value 'yaml'", "otlp-json"],
+    );
+    rejects(
+        &["write", "0x10000", "--folded", "--format", "otlp-json"],
+        2,
+        &["--folded writes stdout, and so does --format otlp-json; use --folded=FILE"],
+    );
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod live_flight;
 mod live_hotplug;
 mod live_module;
 mod live_objects;
+mod live_otlp;
 mod live_output;
 mod live_perfetto;
 mod live_process;

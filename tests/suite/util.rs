@@ -124,7 +124,6 @@ pub struct Writer {
     pub addr: u64,
     /// The banner's `addr2=`, for helpers with a second global (threads).
     pub addr2: Option<u64>,
-    #[allow(dead_code, reason = "parsed from the banner; no test needs it yet")]
     pub pid: u32,
     pub tid: u32,
 }
@@ -339,6 +338,11 @@ impl Tracer {
     /// Like [`Tracer::start`] for `--json`: waits for the `armed` record.
     pub fn start_json(args: &[&str]) -> Tracer {
         Tracer::start_until(args, |l| l.contains("\"type\":\"armed\""))
+    }
+
+    /// Like [`Tracer::start`] for `--format otlp-json`: waits for the line with the `ksymwatch.armed` event.
+    pub fn start_otlp(args: &[&str]) -> Tracer {
+        Tracer::start_until(args, |l| l.contains("\"eventName\":\"ksymwatch.armed\""))
     }
 
     fn start_until(args: &[&str], armed: impl Fn(&str) -> bool) -> Tracer {

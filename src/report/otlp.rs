@@ -907,6 +907,7 @@ mod tests {
             threads: 3,
             values: true,
             condition: Some("value == 0"),
+            objects: None,
         })
         .unwrap();
         assert!(p.out.is_empty(), "the header waits for armed");

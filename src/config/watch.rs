@@ -152,7 +152,7 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
             }
             .map_err(lookup_error)?;
             if sym.module.is_none() {
-                check_kernel_address(&target.text, &sym.name, sym.addr, None, table)?;
+                check_kernel_address(&target.text, sym.name, sym.addr, None, table)?;
             }
             if sym.kind() == SymbolKind::Text && access == Access::Write {
                 warnings.push(format!(
@@ -179,7 +179,7 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
             let room = sym.size.map_or(8, |s| (s - target.offset).min(8));
             let len = target.len.unwrap_or_else(|| natural_len(addr, room));
             let mut label = if target.offset == 0 {
-                sym.name.clone()
+                sym.name.to_string()
             } else {
                 format!("{}+0x{:x}", sym.name, target.offset)
             };
@@ -187,7 +187,7 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
                 label = format!("{module}:{label}");
             }
             let mut r = checked(target, access, addr, len, label, warnings)?;
-            r.watch.module = sym.module.clone();
+            r.watch.module = sym.module.cloned();
             return Ok(r);
         }
     };

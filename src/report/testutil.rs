@@ -91,10 +91,10 @@ pub fn each_value_of_a_user_store(values: &[Value], mut f: impl FnMut(&Hit<'_>))
 fn frame(table: &SymbolTable, addr: u64, kernel: bool) -> ResolvedFrame {
     let mut f = ResolvedFrame::unknown(addr, kernel);
     if let Some(s) = table.symbolize(addr).filter(|_| kernel) {
-        f.sym = Some(s.symbol.name.as_str().into());
+        f.sym = Some(s.symbol.name.into());
         f.off = s.offset;
         f.size = s.symbol.size;
-        f.module = s.symbol.module.clone();
+        f.module = s.symbol.module.cloned();
     }
     f
 }

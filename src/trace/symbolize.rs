@@ -260,11 +260,11 @@ impl<'a> Symbolizer<'a> {
             }
             let mut fr = ResolvedFrame::unknown(addr, kernel);
             if let Some(s) = self.kernel.symbolize(addr) {
-                fr.sym = Some(s.symbol.name.as_str().into());
+                fr.sym = Some(s.symbol.name.into());
                 fr.off = s.offset;
                 fr.size = s.symbol.size;
                 // The table's own shared name: a reference count, not a copy.
-                fr.module = s.symbol.module.clone();
+                fr.module = s.symbol.module.cloned();
             } else {
                 self.kernel_misses += 1;
             }
@@ -473,7 +473,7 @@ mod tests {
             .lookup("nfs_end", None)
             .unwrap()
             .module
-            .clone()
+            .cloned()
             .unwrap();
         let mut ftrace = Ftrace::new(Vec::new(), Vec::new());
         let mut json = Json::new(Vec::new(), Vec::new());

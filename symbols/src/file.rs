@@ -234,6 +234,42 @@ fn read_bounded(file: File, path: &Path, role: Role, limit: Option<u64>) -> Resu
     Ok(bytes)
 }
 
+/// [`read`] in pieces of `chunk` bytes (the last one shorter), each handed to `each` as it is complete, so
+/// a caller can work on one while the next is read (procfs files are generated as they are read, a page
+/// per `read`). Stops early, without error, when `each` returns `false`; the role's bound is enforced as
+/// by [`read`].
+pub fn read_chunks(
+    path: &Path,
+    role: Role,
+    chunk: usize,
+    mut each: impl FnMut(Vec<u8>) -> bool,
+) -> Result<(), Error> {
+    let mut file = open_regular(path, role)?;
+    let limit = role.limit().unwrap_or(u64::MAX);
+    let mut total = 0u64;
+    loop {
+        let mut piece = Vec::with_capacity(chunk.max(1));
+        let n = (&mut file)
+            .take(chunk.max(1) as u64)
+            .read_to_end(&mut piece)
+            .map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        total += n as u64;
+        if total > limit {
+            return Err(Error::TooLarge {
+                path: path.to_path_buf(),
+                role,
+                limit,
+            });
+        }
+        if n == 0 || !each(piece) {
+            return Ok(());
+        }
+    }
+}
+
 /// [`read`] as UTF-8 text (kallsyms, System.map).
 pub fn read_text(path: &Path, role: Role) -> Result<String, Error> {
     String::from_utf8(read(path, role)?).map_err(|_| Error::Io {

@@ -72,7 +72,6 @@ pub fn verify(
     samples: usize,
 ) -> KernelMatch {
     let candidates: Vec<_> = runtime
-        .symbols()
         .iter()
         .filter(|s| s.module.is_none() && s.kind() == SymbolKind::Text && s.is_global())
         .collect();
@@ -84,17 +83,17 @@ pub fn verify(
     let step = (candidates.len() / samples.max(1)).max(1);
     let mut checked = 0;
     for rt in candidates.iter().step_by(step) {
-        let mut in_file = link.by_name(&rt.name);
+        let mut in_file = link.by_name(rt.name);
         let (Some(ls), None) = (in_file.next(), in_file.next()) else {
             continue;
         };
-        if runtime.by_name(&rt.name).nth(1).is_some() {
+        if runtime.by_name(rt.name).nth(1).is_some() {
             continue;
         }
         let expected = kaslr.to_runtime(ls.addr);
         if expected != rt.addr {
             return KernelMatch::SymbolsDisagree {
-                name: rt.name.clone(),
+                name: rt.name.to_string(),
                 file_addr: expected,
                 running_addr: rt.addr,
             };

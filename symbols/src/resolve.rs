@@ -335,7 +335,7 @@ impl Resolver {
         index: Option<usize>,
     ) -> Result<Resolved, ResolveError> {
         let table = self.module_table()?;
-        let symbol = table.lookup_in_module(name, module, index)?.clone();
+        let symbol = table.lookup_in_module(name, module, index)?.to_symbol();
         let mut target = format!("{module}:{name}");
         if let Some(i) = index {
             target.push_str(&format!("@{i}"));
@@ -505,12 +505,12 @@ impl Resolver {
                     small.relocate(k);
                 }
                 let s = small.lookup(name, index)?;
-                return Ok((s.clone(), Some(small.link_addr(s))));
+                return Ok((s.to_symbol(), Some(small.link_addr(s))));
             }
         }
         let table = self.table()?;
         let s = table.lookup(name, index)?;
-        Ok((s.clone(), link_time.then(|| table.link_addr(s))))
+        Ok((s.to_symbol(), link_time.then(|| table.link_addr(s))))
     }
 }
 

@@ -1,15 +1,52 @@
-//! The loaded symbol table: sorted by address for symbolization, indexed by name for lookup.
+//! The loaded symbol table: sorted by address for symbolization, searchable by name for lookup.
 
+use crate::columns::{Builder, Bytes, Columns};
 use crate::{Kaslr, LookupError, Symbol, SymbolKind};
 use rustc_hash::FxHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+
+/// One symbol of a [`SymbolTable`], borrowed from it: the table keeps its symbols in columns (in place in a
+/// mapped cache file), so a symbol is read out on demand rather than stored as a [`Symbol`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SymbolRef<'a> {
+    pub name: &'a str,
+    pub addr: u64,
+    /// Known size in bytes; for kallsyms it is inferred from the next symbol when the table is built.
+    pub size: Option<u64>,
+    /// The `nm` type letter as the source gave it (lower case = file-local).
+    pub type_char: char,
+    /// The module for `[module]`-suffixed kallsyms lines; `None` for vmlinux. Shared with the table.
+    pub module: Option<&'a Arc<str>>,
+}
+
+impl SymbolRef<'_> {
+    pub fn kind(&self) -> SymbolKind {
+        SymbolKind::from_type_char(self.type_char)
+    }
+
+    /// Global (upper-case type letter) rather than file-local.
+    pub fn is_global(&self) -> bool {
+        self.type_char.is_ascii_uppercase()
+    }
+
+    /// An owned copy.
+    pub fn to_symbol(&self) -> Symbol {
+        Symbol {
+            name: self.name.to_string(),
+            addr: self.addr,
+            size: self.size,
+            type_char: self.type_char,
+            module: self.module.cloned(),
+        }
+    }
+}
 
 /// An address resolved to the symbol that contains it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Symbolized<'a> {
-    pub symbol: &'a Symbol,
+    pub symbol: SymbolRef<'a>,
     pub offset: u64,
 }
 
@@ -35,19 +72,19 @@ impl std::fmt::Display for Symbolized<'_> {
 /// hashes sorted with their positions, so building it hashes each name once and copies none.
 #[derive(Debug, Default)]
 pub struct SymbolTable {
-    symbols: Vec<Symbol>,
+    columns: Columns,
     /// `(hash of name, position)`, sorted; same-named symbols are adjacent and in address order.
     names: OnceLock<Vec<(u64, u32)>>,
     /// Lookups answered by scanning so far.
     scans: AtomicU32,
-    /// Set by [`SymbolTable::relocate`]: `symbols` then hold runtime addresses.
+    /// Set by [`SymbolTable::relocate`]: the symbols then hold runtime addresses.
     kaslr: Option<Kaslr>,
 }
 
 /// Lookups answered by a linear scan before the name index is built.
 const LINEAR_LOOKUPS: u32 = 8;
 
-fn name_hash(name: &str) -> u64 {
+fn name_hash(name: &[u8]) -> u64 {
     let mut h = FxHasher::default();
     name.hash(&mut h);
     h.finish()
@@ -55,7 +92,7 @@ fn name_hash(name: &str) -> u64 {
 
 /// The symbols of one name, in address order ([`SymbolTable::by_name`]).
 pub struct Named<'a, 'n> {
-    symbols: &'a [Symbol],
+    table: &'a SymbolTable,
     name: &'n str,
     how: NamedBy<'a>,
 }
@@ -68,22 +105,22 @@ enum NamedBy<'a> {
 }
 
 impl<'a> Iterator for Named<'a, '_> {
-    type Item = &'a Symbol;
+    type Item = SymbolRef<'a>;
 
-    fn next(&mut self) -> Option<&'a Symbol> {
-        match &mut self.how {
+    fn next(&mut self) -> Option<SymbolRef<'a>> {
+        let columns = &self.table.columns;
+        let wanted = self.name.as_bytes();
+        let i = match &mut self.how {
             NamedBy::Index(entries) => entries
-                .map(|&(_, i)| &self.symbols[i as usize])
-                .find(|s| s.name == self.name),
+                .map(|&(_, i)| i as usize)
+                .find(|&i| columns.name_bytes(i) == wanted)?,
             NamedBy::Scan(from) => {
-                let found = self.symbols[*from..]
-                    .iter()
-                    .position(|s| s.name == self.name)?;
-                let i = *from + found;
+                let i = (*from..columns.len()).find(|&i| columns.name_bytes(i) == wanted)?;
                 *from = i + 1;
-                Some(&self.symbols[i])
+                i
             }
-        }
+        };
+        Some(self.table.get(i))
     }
 }
 
@@ -108,36 +145,32 @@ fn is_section_marker(name: &str) -> bool {
 impl SymbolTable {
     /// Builds the table. With `infer_sizes`, a symbol without a size gets the distance to the next higher
     /// address in the same module (kallsyms and System.map carry no sizes).
-    pub fn new(mut symbols: Vec<Symbol>, infer_sizes: bool) -> SymbolTable {
-        let order = |a: &Symbol, b: &Symbol| a.addr.cmp(&b.addr).then_with(|| a.name.cmp(&b.name));
-        // kallsyms and a cached table arrive sorted: checking is one pass, sorting would be many.
-        if !symbols.is_sorted_by(|a, b| order(a, b).is_le()) {
-            symbols.sort_by(order);
+    pub fn new(symbols: Vec<Symbol>, infer_sizes: bool) -> SymbolTable {
+        let names = symbols.iter().map(|s| s.name.len()).sum();
+        let mut b = Builder::with_capacity(symbols.len(), names);
+        for s in &symbols {
+            b.push_symbol(s);
         }
-        if infer_sizes {
-            // Walk backwards remembering the next distinct address, so each symbol is sized in O(1).
-            let mut next: Option<usize> = None;
-            for i in (0..symbols.len()).rev() {
-                if symbols[i].size.is_none() {
-                    if let Some(n) = next {
-                        let (next_addr, addr) = (symbols[n].addr, symbols[i].addr);
-                        if symbols[n].module == symbols[i].module && next_addr > addr {
-                            symbols[i].size = Some(next_addr - addr);
-                        }
-                    }
-                }
-                match next {
-                    Some(n) if symbols[n].addr == symbols[i].addr => {}
-                    _ => next = Some(i),
-                }
-            }
-        }
+        SymbolTable::from_columns(b.finish(infer_sizes))
+    }
+
+    pub(crate) fn from_columns(columns: Columns) -> SymbolTable {
         SymbolTable {
-            symbols,
+            columns,
             names: OnceLock::new(),
             scans: AtomicU32::new(0),
             kaslr: None,
         }
+    }
+
+    /// The table laid out in `bytes[start..]` (a mapped cache file), or `None` if that is not a valid layout.
+    pub(crate) fn from_bytes(bytes: Bytes, start: usize) -> Option<SymbolTable> {
+        Columns::from_bytes(bytes, start).map(SymbolTable::from_columns)
+    }
+
+    /// The table's bytes, as a cache file stores them.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        self.columns.as_bytes()
     }
 
     /// Moves a link-time table (vmlinux, System.map) to the running kernel's addresses, so lookups and
@@ -145,16 +178,17 @@ impl SymbolTable {
     /// Relocating again replaces the earlier relocation rather than stacking on it.
     pub fn relocate(&mut self, kaslr: Kaslr) {
         let previous = self.kaslr.take();
-        let mut symbols = std::mem::take(&mut self.symbols);
-        for s in &mut symbols {
-            if s.kind() == SymbolKind::Absolute {
-                continue;
-            }
-            let link = previous.map_or(s.addr, |k| k.to_link(s.addr));
-            s.addr = kaslr.to_runtime(link);
+        let mut b = Builder::with_capacity(self.len(), 0);
+        for s in self.iter() {
+            let addr = if s.kind() == SymbolKind::Absolute {
+                s.addr
+            } else {
+                kaslr.to_runtime(previous.map_or(s.addr, |k| k.to_link(s.addr)))
+            };
+            b.push(s.name, addr, s.size, s.type_char, s.module.map(|m| &**m));
         }
         // Sizes are already known, so no inference; rebuilding re-sorts and re-indexes by position.
-        *self = SymbolTable::new(symbols, false);
+        *self = SymbolTable::from_columns(b.finish(false));
         self.kaslr = Some(kaslr);
     }
 
@@ -164,7 +198,7 @@ impl SymbolTable {
     }
 
     /// The link-time (file) address of a symbol of this table.
-    pub fn link_addr(&self, symbol: &Symbol) -> u64 {
+    pub fn link_addr(&self, symbol: SymbolRef<'_>) -> u64 {
         match self.kaslr {
             Some(k) if symbol.kind() != SymbolKind::Absolute => k.to_link(symbol.addr),
             _ => symbol.addr,
@@ -172,40 +206,50 @@ impl SymbolTable {
     }
 
     pub fn len(&self) -> usize {
-        self.symbols.len()
+        self.columns.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.symbols.is_empty()
+        self.len() == 0
     }
 
-    pub fn symbols(&self) -> &[Symbol] {
-        &self.symbols
+    /// The symbol at position `i` in address order. Panics past [`SymbolTable::len`], like indexing.
+    pub fn get(&self, i: usize) -> SymbolRef<'_> {
+        let c = &self.columns;
+        SymbolRef {
+            name: c.name(i),
+            addr: c.addr(i),
+            size: c.size(i),
+            type_char: c.type_char(i),
+            module: c.module(i),
+        }
+    }
+
+    /// Every symbol, in address order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = SymbolRef<'_>> + DoubleEndedIterator + '_ {
+        (0..self.len()).map(|i| self.get(i))
     }
 
     /// Every symbol of that name, in address order.
     pub fn by_name<'a, 'n>(&'a self, name: &'n str) -> Named<'a, 'n> {
         let how = match self.names.get() {
-            Some(index) => NamedBy::Index(hashed(index, name_hash(name)).iter()),
+            Some(index) => NamedBy::Index(hashed(index, name_hash(name.as_bytes())).iter()),
             None if self.scans.fetch_add(1, Ordering::Relaxed) < LINEAR_LOOKUPS => NamedBy::Scan(0),
             None => {
                 let index = self.names.get_or_init(|| self.name_index());
-                NamedBy::Index(hashed(index, name_hash(name)).iter())
+                NamedBy::Index(hashed(index, name_hash(name.as_bytes())).iter())
             }
         };
         Named {
-            symbols: &self.symbols,
+            table: self,
             name,
             how,
         }
     }
 
     fn name_index(&self) -> Vec<(u64, u32)> {
-        let mut index: Vec<(u64, u32)> = self
-            .symbols
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (name_hash(&s.name), i as u32))
+        let mut index: Vec<(u64, u32)> = (0..self.len())
+            .map(|i| (name_hash(self.columns.name_bytes(i)), i as u32))
             .collect();
         index.sort_unstable();
         index
@@ -213,9 +257,11 @@ impl SymbolTable {
 
     /// Whether the table holds real data symbols (beyond the section markers every kallsyms shows).
     pub fn has_data_symbols(&self) -> bool {
-        self.symbols
-            .iter()
-            .filter(|s| s.kind().is_data() && !is_section_marker(&s.name))
+        (0..self.len())
+            .filter(|&i| {
+                SymbolKind::from_type_char(self.columns.type_char(i)).is_data()
+                    && !is_section_marker(self.columns.name(i))
+            })
             .take(16)
             .count()
             >= 16
@@ -223,8 +269,8 @@ impl SymbolTable {
 
     /// Finds one symbol by name. `index` picks among same-named symbols (`name@N`). Identical duplicates
     /// (same address, as kallsyms repeats `_text`/`_stext`) are not an ambiguity.
-    pub fn lookup(&self, name: &str, index: Option<usize>) -> Result<&Symbol, LookupError> {
-        let found: Vec<&Symbol> = self.by_name(name).collect();
+    pub fn lookup(&self, name: &str, index: Option<usize>) -> Result<SymbolRef<'_>, LookupError> {
+        let found: Vec<SymbolRef<'_>> = self.by_name(name).collect();
         if found.is_empty() {
             return Err(if self.has_data_symbols() {
                 LookupError::Unknown {
@@ -248,15 +294,15 @@ impl SymbolTable {
         name: &str,
         module: &str,
         index: Option<usize>,
-    ) -> Result<&Symbol, LookupError> {
-        let in_module = |s: &Symbol| s.module.as_deref() == Some(module);
-        let found: Vec<&Symbol> = self.by_name(name).filter(|s| in_module(s)).collect();
+    ) -> Result<SymbolRef<'_>, LookupError> {
+        let in_module = |s: &SymbolRef<'_>| s.module.map(|m| &**m) == Some(module);
+        let found: Vec<SymbolRef<'_>> = self.by_name(name).filter(|s| in_module(s)).collect();
         if !found.is_empty() {
             return pick(name, found, index);
         }
         // Module symbols sit above the kernel image, at the end of the table: a present module is found
         // after a short scan from there.
-        Err(if self.symbols.iter().rev().any(in_module) {
+        Err(if self.iter().rev().any(|s| in_module(&s)) {
             LookupError::NotInModule {
                 module: module.to_string(),
                 name: name.to_string(),
@@ -275,10 +321,8 @@ impl SymbolTable {
     /// itself (`[__builtin__ftrace]`, `[__builtin__kprobes]`, `[bpf]`): those are not modules.
     pub fn modules(&self) -> Vec<String> {
         let mut names: Vec<&str> = Vec::new();
-        for m in self
-            .symbols
-            .iter()
-            .filter_map(|s| s.module.as_deref())
+        for m in (0..self.len())
+            .filter_map(|i| self.columns.module(i).map(|m| &**m))
             .filter(|m| !m.starts_with("__builtin__") && *m != "bpf")
         {
             // A module's symbols are mostly adjacent: comparing with the last name skips nearly all.
@@ -297,15 +341,15 @@ impl SymbolTable {
     }
 
     /// [`SymbolTable::suggest`] among the symbols `keep` accepts.
-    fn suggest_among(&self, name: &str, max: usize, keep: impl Fn(&Symbol) -> bool) -> Vec<String> {
+    fn suggest_among(
+        &self,
+        name: &str,
+        max: usize,
+        keep: impl Fn(&SymbolRef<'_>) -> bool,
+    ) -> Vec<String> {
         let limit = (name.chars().count() / 3).clamp(1, 3);
         let mut scored: Vec<(usize, &str)> = Vec::new();
-        for candidate in self
-            .symbols
-            .iter()
-            .filter(|s| keep(s))
-            .map(|s| s.name.as_str())
-        {
+        for candidate in self.iter().filter(|s| keep(s)).map(|s| s.name) {
             let len_gap = candidate.len().abs_diff(name.len());
             let score = if len_gap <= limit {
                 match bounded_edit_distance(name, candidate, limit) {
@@ -333,14 +377,15 @@ impl SymbolTable {
     /// The symbol containing `addr`. Among symbols at one address a global text symbol is preferred, so
     /// `_text`-style aliases do not hide a function name. Absolute symbols never contain anything.
     pub fn symbolize(&self, addr: u64) -> Option<Symbolized<'_>> {
-        let end = self.symbols.partition_point(|s| s.addr <= addr);
+        let c = &self.columns;
+        let end = c.first_above(addr);
         if end == 0 {
             return None;
         }
-        let at = self.symbols[end - 1].addr;
-        let start = self.symbols[..end].partition_point(|s| s.addr < at);
-        let symbol = self.symbols[start..end]
-            .iter()
+        let at = c.addr(end - 1);
+        let start = c.partition(0, end, |a| a < at);
+        let symbol = (start..end)
+            .map(|i| self.get(i))
             .filter(|s| s.kind() != SymbolKind::Absolute)
             .max_by_key(|s| {
                 (
@@ -362,9 +407,9 @@ impl SymbolTable {
 /// One of the symbols found for `name` (at least one, in address order): `@index`, or the only one.
 fn pick<'a>(
     name: &str,
-    mut found: Vec<&'a Symbol>,
+    mut found: Vec<SymbolRef<'a>>,
     index: Option<usize>,
-) -> Result<&'a Symbol, LookupError> {
+) -> Result<SymbolRef<'a>, LookupError> {
     found.dedup_by_key(|s| s.addr);
     match (found.len(), index) {
         (n, Some(i)) if i >= n => Err(LookupError::BadIndex {
@@ -378,7 +423,7 @@ fn pick<'a>(
             name: name.to_string(),
             candidates: found
                 .iter()
-                .map(|s| (s.addr, s.type_char, s.module.as_deref().map(str::to_string)))
+                .map(|s| (s.addr, s.type_char, s.module.map(|m| m.to_string())))
                 .collect(),
         }),
     }
@@ -581,7 +626,7 @@ ffffffff83100000 D __start_once
         assert_eq!(t.modules(), ["bar", "foo"]);
         // A plain name finds a module's symbol; one in several places is ambiguous as before.
         assert_eq!(
-            t.lookup("bar_fn", None).unwrap().module.as_deref(),
+            t.lookup("bar_fn", None).unwrap().module.map(|m| &**m),
             Some("bar")
         );
         assert_eq!(
@@ -592,7 +637,7 @@ ffffffff83100000 D __start_once
         );
         let foo = t.lookup_in_module("counter", "foo", None).unwrap();
         assert_eq!(
-            (foo.addr, foo.module.as_deref()),
+            (foo.addr, foo.module.map(|m| &**m)),
             (0xffffffffc0001080, Some("foo"))
         );
         let bar = t.lookup_in_module("counter", "bar", None).unwrap();

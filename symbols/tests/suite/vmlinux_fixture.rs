@@ -576,12 +576,7 @@ fn lines_give_file_line_and_inlined_frames() {
     assert!(frames[0].line.unwrap() > 40);
     assert!(!frames[0].inlined);
     // Somewhere in use_inline the always_inline helper's body shows as an inlined frame.
-    let use_inline = r
-        .table()
-        .unwrap()
-        .lookup("use_inline", None)
-        .unwrap()
-        .clone();
+    let use_inline = r.table().unwrap().lookup("use_inline", None).unwrap();
     let inlined = (use_inline.addr..use_inline.addr + use_inline.size.unwrap())
         .map(|a| r.frames(a).unwrap())
         .find(|fr| fr.len() == 2)

@@ -19,7 +19,7 @@ use crate::config::condition::{self, Condition};
 use crate::config::debuginfod;
 use crate::config::filter::{Filter, Place};
 use crate::config::flight::{self, Flight, Trigger};
-use crate::config::objects;
+use crate::config::objects::{self, Allocators};
 use crate::config::symbols::{self, FileSymbols};
 use crate::config::target::{self, Base, Target};
 use crate::config::typed;
@@ -103,6 +103,8 @@ pub struct ObjectPlan {
     /// Where a free slot's breakpoint waits: kernel text, which nothing writes.
     pub park: u64,
     pub rotate: bool,
+    /// `-p` and `--comm`: only objects these processes or tasks allocate.
+    pub allocators: Allocators,
 }
 
 /// Debug registers a CPU has: the most objects armed at once.
@@ -132,8 +134,21 @@ impl ObjectPlan {
             (Some(_), Some(n)) => format!(", {n}-byte requests"),
             _ => String::new(),
         };
+        let mut by = Vec::new();
+        if !self.allocators.pids.is_empty() {
+            let pids: Vec<String> = self.allocators.pids.iter().map(u32::to_string).collect();
+            by.push(format!("process {}", pids.join(", ")));
+        }
+        if !self.allocators.comms.is_empty() {
+            by.push(format!("tasks named {}", self.allocators.comms.join(", ")));
+        }
+        let by = if by.is_empty() {
+            String::new()
+        } else {
+            format!(" allocated by {}", by.join(" and "))
+        };
         format!(
-            "# objects: {} from {}{size}, len={} access={}{}",
+            "# objects: {} from {}{size}{by}, len={} access={}{}",
             self.target.text,
             self.source,
             self.target.len,
@@ -161,8 +176,8 @@ fn check_objects(args: &WatchArgs, mode: &Mode) -> Result<()> {
     objects::parse_source(on)?;
     if !matches!(mode, Mode::System) {
         return Err(Error::usage(
-            "--on watches kernel objects system-wide; -p/-- cannot choose the allocating process yet: drop \
-             -p/--, and keep hits of one process with --comm or --tid",
+            "--on watches kernel objects system-wide and `-- CMD` starts a process to watch; to take only \
+             the objects a process allocates, start it first and give -p PID",
         ));
     }
     if args.targets.len() != 1 {
@@ -269,6 +284,14 @@ fn object_plan(
         _ => None,
     };
     Ok(ObjectPlan {
+        allocators: Allocators {
+            pids: if args.pids.is_empty() {
+                Vec::new()
+            } else {
+                processes_of(&args.pids)?
+            },
+            comms: args.output.comms.iter().map(|c| kernel_comm(c)).collect(),
+        },
         select: bpf::objects::Select {
             ptr_arg: source.ptr_arg(),
             call_site,
@@ -427,7 +450,11 @@ impl Options {
                 args.buffer_pages
             )));
         }
-        let filter = filter(&args.output)?;
+        let mut filter = filter(&args.output)?;
+        // With --on, --comm chooses the allocating tasks (`object_plan`), not the hits.
+        if args.on.is_some() {
+            filter.comms.clear();
+        }
         check_outputs(&args.output)?;
         let condition = parse_condition(args.condition.as_deref())?;
         let flight = parse_flight(args)?;
@@ -1073,7 +1100,13 @@ pub enum Mode {
 
 impl Mode {
     fn of(args: &WatchArgs) -> Result<Mode> {
-        match (args.pids.is_empty(), args.command.is_empty()) {
+        // With --on, -p chooses the allocating processes of a system-wide watch (`object_plan`).
+        let pids = if args.on.is_some() {
+            &[][..]
+        } else {
+            &args.pids[..]
+        };
+        match (pids.is_empty(), args.command.is_empty()) {
             (true, true) => {
                 // clap gives an empty command for a bare trailing `--`: that is a missing command, not a
                 // system-wide watch.
@@ -1085,7 +1118,7 @@ impl Mode {
                 }
                 Ok(Mode::System)
             }
-            (false, true) => Ok(Mode::Attach(processes_of(&args.pids)?)),
+            (false, true) => Ok(Mode::Attach(processes_of(pids)?)),
             (true, false) => Ok(Mode::Launch(args.command.clone())),
             (false, false) => Err(Error::usage(
                 "-p watches a running process and `-- CMD` starts one: give one of them",

@@ -155,7 +155,8 @@ impl Prefetch {
                 (comms, user)
             })
             .ok();
-        let system = args.pids.is_empty() && args.command.is_empty();
+        // With --on, -p chooses allocators: the watch itself is system-wide.
+        let system = (args.pids.is_empty() || args.on.is_some()) && args.command.is_empty();
         let warmup = (system
             && crate::perf::privilege::Privilege::current()
                 .system_wide()
@@ -428,6 +429,7 @@ fn object_watch(plan: ObjectPlan, cpus: &BTreeSet<u32>, slots: &[Watch]) -> Resu
     Ok(ObjectWatch {
         source,
         parked: (0..slots.len()).map(|i| plan.parked(i)).collect(),
+        allocators: plan.allocators,
         slots: Slots::new(slots.len(), plan.rotate),
         target: plan.target,
         records: Vec::new(),

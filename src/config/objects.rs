@@ -140,6 +140,23 @@ pub fn parse_source(text: &str) -> Result<Source> {
     }
 }
 
+/// `-p` and `--comm` with `--on`: which allocating tasks' objects are taken (empty: anyone's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allocators {
+    /// Processes (tgids).
+    pub pids: Vec<u32>,
+    /// Task names, as the kernel keeps them (15 bytes).
+    pub comms: Vec<String>,
+}
+
+impl Allocators {
+    /// Whether an object allocated by process `pid`'s task `comm` is taken.
+    pub fn take(&self, pid: u32, comm: &str) -> bool {
+        (self.pids.is_empty() || self.pids.contains(&pid))
+            && (self.comms.is_empty() || self.comms.iter().any(|c| c == comm))
+    }
+}
+
 /// A `$obj` target, resolved against a stand-in object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectTarget {
@@ -261,6 +278,22 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn allocators_choose_by_process_and_name() {
+        let anyone = Allocators::default();
+        assert!(anyone.take(1, "x"));
+        let some = Allocators {
+            pids: vec![10, 11],
+            comms: vec![],
+        };
+        assert!(some.take(11, "x") && !some.take(12, "x"));
+        let named = Allocators {
+            pids: vec![10],
+            comms: vec!["pipes".into()],
+        };
+        assert!(named.take(10, "pipes") && !named.take(10, "bash") && !named.take(9, "pipes"));
     }
 
     #[test]

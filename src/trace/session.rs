@@ -15,7 +15,7 @@ use ksymwatch_symbols::{LineSource, MappedFile, Origin, SymbolTable, UserSymbols
 
 use crate::config::condition::Condition;
 use crate::config::filter::Filter;
-use crate::config::objects::ObjectTarget;
+use crate::config::objects::{Allocators, ObjectTarget};
 use crate::config::target::Target;
 use crate::config::watch::Access;
 use crate::config::watch::Watch;
@@ -158,6 +158,8 @@ pub struct Session<'a, O: Output> {
 /// `--on`'s running state: where objects come from, what each slot holds, and where a free slot waits.
 pub struct ObjectWatch {
     pub source: ObjectSource,
+    /// Whose objects are taken (`-p`, `--comm`); others' are not seen at all.
+    pub allocators: Allocators,
     pub target: ObjectTarget,
     /// Each slot's waiting watch.
     pub parked: Vec<Watch>,
@@ -323,7 +325,12 @@ impl<'a, O: Output> Session<'a, O> {
             let objects_bpf::Read::Object(rec) = r else {
                 continue;
             };
-            if rec.kind != objects_bpf::ALLOCATED {
+            if rec.kind != objects_bpf::ALLOCATED
+                || !self
+                    .objects
+                    .as_ref()
+                    .is_some_and(|o| o.allocators.take(rec.pid, &rec.comm))
+            {
                 continue;
             }
             if let Some(at) = freed

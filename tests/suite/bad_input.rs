@@ -1168,3 +1168,75 @@ fn flight_recorder_options_are_checked_before_anything_is_armed() {
         &["--dump-on 'value =='", "column", "`signal`"],
     );
 }
+
+/// `--on` is checked before anything is armed: the source's form, its function and tracepoint, the `$obj`
+/// target and its cast, one target, `-- CMD`, `--control`, and `--rotate` without `--on`; each exit 2.
+#[test]
+fn objects_on_is_checked_before_anything_is_armed() {
+    let pipe = "(struct pipe_inode_info)$obj.head";
+    for (args, want) in [
+        (vec!["--on", "vmalloc:f", pipe], "kmalloc:FUNC"),
+        (
+            vec!["--on", "kmalloc:", pipe],
+            "FUNC is not a function name",
+        ),
+        (
+            vec!["--on", "tracepoint:sched:sched_process_fork:child", pipe],
+            "argN",
+        ),
+        (
+            vec!["--on", "kmalloc:alloc_pipe_info", "pipe_inode_info.head"],
+            "write `$obj`",
+        ),
+        (
+            vec!["--on", "kmalloc:alloc_pipe_info", "$obj.head"],
+            "needs its type",
+        ),
+        (
+            vec!["--on", "kmalloc:alloc_pipe_info", pipe, "jiffies"],
+            "one TARGET",
+        ),
+        (vec!["--rotate", "jiffies"], "add --on SOURCE"),
+        (
+            vec!["--on", "kmalloc:alloc_pipe_info", pipe, "--control", "-"],
+            "drop --control",
+        ),
+        (
+            vec!["--on", "kmalloc:alloc_pipe_info", pipe, "--", "true"],
+            "give -p PID",
+        ),
+    ] {
+        let mut argv = vec!["write"];
+        argv.extend(args);
+        rejects(&argv, 2, &[want]);
+    }
+    // What needs the kernel's symbols and BTF: a function that is not there, a tracepoint that is not
+    // there, a field the type does not have.
+    if std::path::Path::new("/sys/kernel/btf/vmlinux").exists()
+        && std::path::Path::new("/sys/kernel/tracing/events/kmem/kmalloc").is_dir()
+    {
+        rejects(
+            &["write", "--on", "kmalloc:no_such_function_here", pipe],
+            2,
+            &["not a function of the running kernel"],
+        );
+        rejects(
+            &["write", "--on", "tracepoint:sched:no_such_event:arg0", pipe],
+            2,
+            &[
+                "no tracepoint sched:no_such_event",
+                "/sys/kernel/tracing/events",
+            ],
+        );
+        rejects(
+            &[
+                "write",
+                "--on",
+                "kmalloc:alloc_pipe_info",
+                "(struct pipe_inode_info)$obj.nohead",
+            ],
+            2,
+            &["no field `nohead`"],
+        );
+    }
+}

@@ -42,10 +42,16 @@ fn pipe_maker(pipes: usize, held: usize, writes: usize) -> Child {
         .expect("python3")
 }
 
-/// Runs the watch while `helper` runs, then stops it; the NDJSON records.
+/// Runs the watch (`PID` in `args` replaced by the helper's pid) while `helper` runs, then stops it; the
+/// NDJSON records.
 fn watch_while(args: &[&str], mut helper: Child) -> (u32, Vec<Value>) {
     let pid = helper.id();
-    let t = util::Tracer::start_json(args);
+    let pid_text = pid.to_string();
+    let args: Vec<&str> = args
+        .iter()
+        .map(|a| if *a == "PID" { pid_text.as_str() } else { a })
+        .collect();
+    let t = util::Tracer::start_json(&args);
     let header = t.header.clone();
     let status = helper.wait().expect("helper");
     assert!(status.success(), "helper: {status}");
@@ -107,6 +113,32 @@ fn each_pipe_is_armed_hit_once_per_write_and_freed() {
         ],
         pipe_maker(PIPES, 1, WRITES as usize),
     );
+    // With -p, only the helper's pipes are taken: the registers are not shared with anyone's.
+    let (only, chosen) = watch_while(
+        &[
+            "write",
+            "--on",
+            "kmalloc:alloc_pipe_info",
+            PIPE_HEAD,
+            "-p",
+            "PID",
+            "--json",
+        ],
+        pipe_maker(PIPES, 1, 1),
+    );
+    assert!(
+        chosen[0]["objects"]
+            .as_str()
+            .is_some_and(|o| o.contains(&format!("allocated by process {only}"))),
+        "{}",
+        chosen[0]
+    );
+    let armed: Vec<&Value> = chosen
+        .iter()
+        .filter(|r| r["type"] == "object_armed")
+        .collect();
+    assert!(armed.len() >= PIPES / 2, "{}", armed.len());
+    assert!(armed.iter().all(|r| r["pid"] == only), "only the helper's");
     let header = &records[0];
     assert!(
         header["objects"]
@@ -171,8 +203,8 @@ fn each_pipe_is_armed_hit_once_per_write_and_freed() {
     );
 }
 
-/// More live pipes than registers: without `--rotate` the extra ones are skipped and counted; with it,
-/// each new pipe evicts the oldest armed object, and every one of the helper's pipes is armed.
+/// More live pipes than registers (the helper's only, with -p): without `--rotate` the extra ones are
+/// skipped and counted; with it, each new pipe evicts the oldest armed object.
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn rotate_evicts_the_oldest_when_every_register_is_busy() {
@@ -188,14 +220,17 @@ fn rotate_evicts_the_oldest_when_every_register_is_busy() {
             "--on",
             "kmalloc:alloc_pipe_info",
             PIPE_HEAD,
+            "-p",
+            "PID",
             "--json",
         ],
         pipe_maker(PIPES, HELD, 1),
     );
+    // Only the helper's pipes (-p): each round holds 6 open, 4 are armed, 2 skipped.
     let o = &records.last().expect("summary")["objects"];
     assert!(o["skipped"].as_u64().unwrap() >= 2, "{o}");
     assert_eq!(o["evicted"], 0, "{o}");
-    assert!(armed_by(&records, pid).len() <= PIPES, "{o}");
+    assert!(armed_by(&records, pid).len() <= PIPES - 2, "{o}");
 
     let (pid, records) = watch_while(
         &[
@@ -203,6 +238,8 @@ fn rotate_evicts_the_oldest_when_every_register_is_busy() {
             "--on",
             "kmalloc:alloc_pipe_info",
             PIPE_HEAD,
+            "-p",
+            "PID",
             "--rotate",
             "--json",
         ],

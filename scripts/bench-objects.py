@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import ROOT, Locked  # noqa: E402
@@ -60,13 +61,21 @@ def main():
             records.append(json.loads(line))
             if records[-1]["type"] == "armed":
                 break
+        # Read while the helper runs: a tracer whose stdout pipe is full stops handing out objects.
+        rest = []
+        reader = threading.Thread(target=lambda: rest.extend(json.loads(line) for line in t.stdout))
+        reader.start()
         helper.stdin.write("go\n")
         helper.stdin.flush()
         helper.wait()
         t.send_signal(2)
-        records += [json.loads(line) for line in t.stdout]
+        reader.join()
         t.wait()
+        records += rest
     pid = helper.pid
+    summary = records[-1].get("objects", {})
+    summary.pop("by_object", None)
+    print(f"# tracer's books: {summary}", file=sys.stderr)
     armed = {r["index"]: r for r in records if r["type"] == "object_armed" and r["pid"] == pid}
     gaps = sorted(r["gap_ns"] / 1000 for r in armed.values())
     labels = {f"#{i}" for i in armed}

@@ -345,6 +345,23 @@ fn event_body(e: &StreamEvent) -> String {
         StreamEvent::ProcessExec { pid, comm } => {
             format!("process {pid} exec'd {comm}: no longer watched")
         }
+        StreamEvent::ObjectArmed {
+            index,
+            addr,
+            slot,
+            gap_ns,
+            pid,
+            comm,
+            ..
+        } => format!(
+            "object #{index} 0x{addr:x} allocated by {comm}-{pid}: armed in slot {slot}, {:.0} us after \
+             its allocation",
+            *gap_ns as f64 / 1e3
+        ),
+        StreamEvent::ObjectFreed { index, addr, hits } => {
+            format!("object #{index} 0x{addr:x} freed after {hits} hits")
+        }
+        StreamEvent::Dump { trigger, hits } => format!("dump: {trigger}; the last {hits} hits"),
         _ => e.control_text().unwrap_or_default(),
     }
 }
@@ -689,6 +706,38 @@ mod tests {
         each_value_of_a_user_store(values, |hit| p.hit(hit).unwrap());
         p.flush().unwrap();
         all_records(&p.into_inner().0)
+    }
+
+    /// Every stream event has a body a reader can read without the attributes.
+    #[test]
+    fn object_and_dump_events_have_bodies() {
+        let armed = StreamEvent::ObjectArmed {
+            index: 3,
+            addr: 0xffff888104f2a000,
+            slot: 1,
+            gap_ns: 115_000,
+            pid: 42,
+            comm: "pipes".into(),
+            evicted: None,
+        };
+        assert_eq!(
+            event_body(&armed),
+            "object #3 0xffff888104f2a000 allocated by pipes-42: armed in slot 1, 115 us after its allocation"
+        );
+        let freed = StreamEvent::ObjectFreed {
+            index: 3,
+            addr: 0xffff888104f2a000,
+            hits: 2,
+        };
+        assert_eq!(
+            event_body(&freed),
+            "object #3 0xffff888104f2a000 freed after 2 hits"
+        );
+        let dump = StreamEvent::Dump {
+            trigger: crate::report::DumpTrigger::Signal,
+            hits: 5,
+        };
+        assert_eq!(event_body(&dump), "dump: SIGUSR1; the last 5 hits");
     }
 
     #[test]

@@ -100,6 +100,8 @@ pub struct ObjectPlan {
     pub source: objects::Source,
     pub target: objects::ObjectTarget,
     pub select: bpf::objects::Select,
+    /// Where the allocation program is attached.
+    pub attach: bpf::objects::Attach,
     /// Where a free slot's breakpoint waits: kernel text, which nothing writes.
     pub park: u64,
     pub rotate: bool,
@@ -195,7 +197,8 @@ fn check_objects(args: &WatchArgs, mode: &Mode) -> Result<()> {
 }
 
 /// The tracepoint objects come from must exist, or nothing would ever be armed: exit 2 before arming.
-fn check_tracepoint(source: &objects::Source) -> Result<()> {
+/// Returns where the events are (`None`: tracefs is not mounted, and the attach will tell).
+fn check_tracepoint(source: &objects::Source) -> Result<Option<std::path::PathBuf>> {
     let (group, name) = match source {
         objects::Source::Tracepoint { group, name, .. } => (group.as_str(), name.as_str()),
         objects::Source::Kmalloc(_) | objects::Source::KmemCacheAlloc(_) => {
@@ -208,10 +211,10 @@ fn check_tracepoint(source: &objects::Source) -> Result<()> {
     ];
     let Some(root) = roots.iter().find(|r| Path::new(r).is_dir()) else {
         // tracefs is not mounted: the attach says whether the tracepoint exists.
-        return Ok(());
+        return Ok(None);
     };
     if Path::new(root).join(group).join(name).is_dir() {
-        return Ok(());
+        return Ok(Some(Path::new(root).to_path_buf()));
     }
     Err(Error::usage(format!(
         "--on {source}: this kernel has no tracepoint {group}:{name} (not in {root}); pick one listed there"
@@ -226,7 +229,48 @@ fn object_plan(
     access: Access,
 ) -> Result<ObjectPlan> {
     let source = objects::parse_source(on)?;
-    check_tracepoint(&source)?;
+    let events = check_tracepoint(&source)?;
+    // A record field's offset and the event's id come from its format file; an argument is read as is.
+    let (ptr, attach) = match &source {
+        objects::Source::Tracepoint {
+            group,
+            name,
+            arg: objects::TpArg::Field(field),
+        } => {
+            let dir = events.ok_or_else(|| {
+                Error::not_permitted(format!(
+                    "--on {source}: a field needs the event's format file, and tracefs is not mounted; \
+                     mount it (mount -t tracefs nodev /sys/kernel/tracing) or name the argument as argN"
+                ))
+            })?;
+            let event = dir.join(group).join(name);
+            let read = |f: &str| {
+                std::fs::read_to_string(event.join(f)).map_err(|e| {
+                    Error::not_permitted(format!(
+                        "--on {source}: reading {}: {e}",
+                        event.join(f).display()
+                    ))
+                })
+            };
+            let offset =
+                objects::format_field(&read("format")?, &format!("{group}:{name}"), field)?;
+            let id = read("id")?.trim().parse::<u64>().map_err(|_| {
+                Error::runtime(format!(
+                    "--on {source}: {} is not a number",
+                    event.join("id").display()
+                ))
+            })?;
+            (
+                bpf::objects::PtrAt::Field(offset),
+                bpf::objects::Attach::Event(id),
+            )
+        }
+        // Every other source names a raw tracepoint argument (kmalloc's and kmem_cache_alloc's is 1).
+        _ => (
+            bpf::objects::PtrAt::Arg(source.ptr_arg().unwrap_or(1)),
+            bpf::objects::Attach::Raw(source.tracepoint().to_string()),
+        ),
+    };
     let text = args.targets.first().map(String::as_str).unwrap_or_default();
     let target = objects::resolve_target(&kernel.types, text, access)?;
     let table = kernel.symbols.chains()?;
@@ -284,6 +328,7 @@ fn object_plan(
         _ => None,
     };
     Ok(ObjectPlan {
+        attach,
         allocators: Allocators {
             pids: if args.pids.is_empty() {
                 Vec::new()
@@ -293,7 +338,7 @@ fn object_plan(
             comms: args.output.comms.iter().map(|c| kernel_comm(c)).collect(),
         },
         select: bpf::objects::Select {
-            ptr_arg: source.ptr_arg(),
+            ptr,
             call_site,
             size,
         },

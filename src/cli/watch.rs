@@ -425,7 +425,7 @@ fn object_watch(plan: ObjectPlan, cpus: &BTreeSet<u32>, slots: &[Watch]) -> Resu
         .and_then(|p| p.last().copied())
         .or_else(|| online.last().copied())
         .map_or(1, |last| last + 1);
-    let source = ObjectSource::load(plan.source.tracepoint(), plan.select, &online, possible)?;
+    let source = ObjectSource::load(&plan.attach, plan.select, &online, possible)?;
     Ok(ObjectWatch {
         source,
         parked: (0..slots.len()).map(|i| plan.parked(i)).collect(),

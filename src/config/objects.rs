@@ -5,6 +5,8 @@
 //!   requests of exactly the type's size, so an array allocated at the same site is not taken for one.
 //! - `tracepoint:GROUP:NAME:argN`: argument N (from 0) of any tracepoint whose argument is a pointer, as
 //!   the raw tracepoint sees it (`sched:sched_process_fork:arg1` is the child `task_struct`).
+//! - `tracepoint:GROUP:NAME:FIELD`: a pointer field of the event's record, as its format file lists it
+//!   (`sock:inet_sock_set_state:skaddr`).
 //!
 //! The target is written as any typed target with `$obj` for the object's address:
 //! `'(struct pipe_inode_info)$obj.head'`. It resolves once, at a stand-in address, to the member's offset
@@ -28,8 +30,17 @@ pub enum Source {
     Tracepoint {
         group: String,
         name: String,
-        arg: u8,
+        arg: TpArg,
     },
+}
+
+/// Which pointer of a tracepoint is the object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TpArg {
+    /// `argN`: the raw tracepoint's argument N.
+    Index(u8),
+    /// A field of the event's record (its format file).
+    Field(String),
 }
 
 /// `FUNC[+OFF]`: a call site inside FUNC, or exactly at FUNC+OFF.
@@ -56,11 +67,15 @@ impl Source {
         }
     }
 
-    /// The argument holding the new object's pointer.
-    pub fn ptr_arg(&self) -> u8 {
+    /// The raw tracepoint argument holding the new object's pointer (`None`: a record field).
+    pub fn ptr_arg(&self) -> Option<u8> {
         match self {
-            Source::Tracepoint { arg, .. } => *arg,
-            _ => 1,
+            Source::Tracepoint {
+                arg: TpArg::Index(i),
+                ..
+            } => Some(*i),
+            Source::Tracepoint { .. } => None,
+            _ => Some(1),
         }
     }
 }
@@ -75,7 +90,11 @@ impl std::fmt::Display for Source {
             Source::Kmalloc(s) => write!(f, "kmalloc:{}", site(s)),
             Source::KmemCacheAlloc(s) => write!(f, "kmem_cache_alloc:{}", site(s)),
             Source::Tracepoint { group, name, arg } => {
-                write!(f, "tracepoint:{group}:{name}:arg{arg}")
+                write!(f, "tracepoint:{group}:{name}:")?;
+                match arg {
+                    TpArg::Index(i) => write!(f, "arg{i}"),
+                    TpArg::Field(name) => f.write_str(name),
+                }
             }
         }
     }
@@ -84,7 +103,7 @@ impl std::fmt::Display for Source {
 /// Parses `--on`'s SOURCE; the error names the forms.
 pub fn parse_source(text: &str) -> Result<Source> {
     let forms =
-        "give kmalloc:FUNC[+OFF], kmem_cache_alloc:FUNC[+OFF] or tracepoint:GROUP:NAME:argN";
+        "give kmalloc:FUNC[+OFF], kmem_cache_alloc:FUNC[+OFF] or tracepoint:GROUP:NAME:{argN|FIELD}";
     let bad = |why: &str| Error::usage(format!("--on `{text}`: {why}; {forms}"));
     let name_ok = |s: &str| {
         !s.is_empty()
@@ -123,13 +142,14 @@ pub fn parse_source(text: &str) -> Result<Source> {
                     "GROUP and NAME are a tracepoint's, as under /sys/kernel/tracing/events",
                 ));
             }
-            let arg = arg
-                .strip_prefix("arg")
-                .and_then(|n| n.parse::<u8>().ok())
-                .filter(|&n| n < 12)
-                .ok_or_else(|| {
-                    bad("the argument is argN, N counting the tracepoint's arguments from 0 (TP_PROTO order)")
-                })?;
+            let arg = match arg.strip_prefix("arg").and_then(|n| n.parse::<u8>().ok()) {
+                Some(n) if n < 12 => TpArg::Index(n),
+                Some(_) => return Err(bad(
+                    "argN counts the tracepoint's arguments from 0 (TP_PROTO order), at most 11",
+                )),
+                None if name_ok(arg) => TpArg::Field(arg.to_string()),
+                None => return Err(bad("the object is argN or a field of the event's format")),
+            };
             Ok(Source::Tracepoint {
                 group: group.to_string(),
                 name: name.to_string(),
@@ -138,6 +158,47 @@ pub fn parse_source(text: &str) -> Result<Source> {
         }
         _ => Err(bad("unknown source")),
     }
+}
+
+/// Where pointer field `field` is in an event's record, from its format file's text: its byte offset; the
+/// error lists the pointer fields there are.
+pub fn format_field(format: &str, event: &str, field: &str) -> Result<i16> {
+    let mut pointers = Vec::new();
+    for line in format.lines().map(str::trim) {
+        let Some(rest) = line.strip_prefix("field:") else {
+            continue;
+        };
+        let parts: Vec<&str> = rest.split(';').map(str::trim).collect();
+        let decl = parts.first().copied().unwrap_or_default();
+        let value = |key: &str| {
+            parts
+                .iter()
+                .find_map(|p| p.strip_prefix(key))
+                .and_then(|v| v.trim().parse::<i64>().ok())
+        };
+        let (offset, size) = (value("offset:"), value("size:"));
+        let name = decl.rsplit([' ', '*']).next().unwrap_or_default();
+        let pointer = decl.contains('*') && size == Some(8);
+        if pointer {
+            pointers.push(name.to_string());
+        }
+        if name == field {
+            return match (pointer, offset.and_then(|o| i16::try_from(o).ok())) {
+                (true, Some(o)) => Ok(o),
+                _ => Err(Error::usage(format!(
+                    "--on tracepoint:{event}:{field}: `{field}` is `{decl}`, not a pointer to an object"
+                ))),
+            };
+        }
+    }
+    let listed = if pointers.is_empty() {
+        "it has no pointer field; name a raw argument as argN (TP_PROTO order) instead".to_string()
+    } else {
+        format!("its pointer fields: {}", pointers.join(", "))
+    };
+    Err(Error::usage(format!(
+        "--on tracepoint:{event}:{field}: the event has no field `{field}`; {listed}"
+    )))
 }
 
 /// `-p` and `--comm` with `--on`: which allocating tasks' objects are taken (empty: anyone's).
@@ -258,7 +319,13 @@ mod tests {
         );
         let tp = parse_source("tracepoint:sched:sched_process_fork:arg1").unwrap();
         assert_eq!(tp.tracepoint(), "sched_process_fork");
-        assert_eq!(tp.ptr_arg(), 1);
+        assert_eq!(tp.ptr_arg(), Some(1));
+        let field = parse_source("tracepoint:sock:inet_sock_set_state:skaddr").unwrap();
+        assert_eq!(field.ptr_arg(), None);
+        assert_eq!(
+            field.to_string(),
+            "tracepoint:sock:inet_sock_set_state:skaddr"
+        );
         assert_eq!(tp.to_string(), "tracepoint:sched:sched_process_fork:arg1");
         for bad in [
             "",
@@ -268,8 +335,8 @@ mod tests {
             "kmalloc:f+zz",
             "vmalloc:f",
             "tracepoint:sched:sched_process_fork",
-            "tracepoint:sched:sched_process_fork:child",
             "tracepoint:sched:sched_process_fork:arg99",
+            "tracepoint:sched:sched_process_fork:1x",
             "tracepoint:s ched:x:arg0",
         ] {
             let e = parse_source(bad).unwrap_err().to_string();
@@ -278,6 +345,25 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn format_fields_are_found_by_name_and_must_be_pointers() {
+        let format = "name: inet_sock_set_state\nID: 2287\nformat:\n\
+            \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\
+            \tfield:const void * skaddr;\toffset:8;\tsize:8;\tsigned:0;\n\
+            \tfield:int oldstate;\toffset:16;\tsize:4;\tsigned:1;\n\
+            \tfield:struct sk_buff *skb;\toffset:24;\tsize:8;\tsigned:0;\n";
+        assert_eq!(format_field(format, "sock:x", "skaddr").unwrap(), 8);
+        assert_eq!(format_field(format, "sock:x", "skb").unwrap(), 24);
+        let e = format_field(format, "sock:x", "oldstate")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a pointer"), "{e}");
+        let e = format_field(format, "sock:x", "nope")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("its pointer fields: skaddr, skb"), "{e}");
     }
 
     #[test]

@@ -375,6 +375,11 @@ impl<'a, O: Output> Session<'a, O> {
 
     fn object_allocated(&mut self, rec: &objects_bpf::ObjectRecord) -> Option<StopReason> {
         let o = self.objects.as_mut()?;
+        // A tracepoint can report an object it reported before (a socket changing state again): it is
+        // armed already.
+        if o.slots.slot_of(rec.ptr).is_some() {
+            return None;
+        }
         let (index, placement) = o.slots.place();
         let (slot, evicted) = match placement {
             Placement::Skip => return None,

@@ -1238,5 +1238,28 @@ fn objects_on_is_checked_before_anything_is_armed() {
             2,
             &["no field `nohead`"],
         );
+        if std::path::Path::new("/sys/kernel/tracing/events/sock/inet_sock_set_state").is_dir() {
+            let sock = "(struct sock)$obj.sk_mark";
+            rejects(
+                &[
+                    "write",
+                    "--on",
+                    "tracepoint:sock:inet_sock_set_state:oldstate",
+                    sock,
+                ],
+                2,
+                &["`oldstate` is `int oldstate`, not a pointer"],
+            );
+            rejects(
+                &[
+                    "write",
+                    "--on",
+                    "tracepoint:sock:inet_sock_set_state:nope",
+                    sock,
+                ],
+                2,
+                &["no field `nope`", "its pointer fields: skaddr"],
+            );
+        }
     }
 }

@@ -280,6 +280,8 @@ fn a_tracepoint_argument_is_a_source() {
             "--on",
             "tracepoint:sched:sched_process_fork:arg1",
             "(struct task_struct)$obj.flags",
+            "-p",
+            "PID",
             "--json",
         ],
         helper,
@@ -296,4 +298,56 @@ fn a_tracepoint_argument_is_a_source() {
             })
     });
     assert!(hit_mine, "a child's flags written: {summary}");
+}
+
+/// Objects from a tracepoint event's pointer field (its format file): `sock:inet_sock_set_state`'s
+/// `skaddr` is the socket changing state; the helper's connections' later state changes are hits on
+/// `skc_state`, written by `inet_sk_state_store`.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_tracepoint_field_is_a_source() {
+    let Some(_live) = util::live() else { return };
+    if !std::path::Path::new("/sys/kernel/tracing/events/sock/inet_sock_set_state/format").exists()
+    {
+        return util::skip("no sock:inet_sock_set_state tracepoint format");
+    }
+    let script = "import socket, time\n\
+         time.sleep(0.3)\n\
+         srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(8)\n\
+         for i in range(3):\n\
+         \x20   c = socket.socket(); c.connect(srv.getsockname())\n\
+         \x20   s, _ = srv.accept()\n\
+         \x20   time.sleep(0.05)\n\
+         \x20   c.close(); time.sleep(0.02); s.close()\n\
+         \x20   time.sleep(0.05)\n";
+    let helper = Command::new("python3")
+        .args(["-c", script])
+        .spawn()
+        .expect("python3");
+    let (pid, records) = watch_while(
+        &[
+            "write",
+            "--on",
+            "tracepoint:sock:inet_sock_set_state:skaddr",
+            "(struct sock)$obj.__sk_common.skc_state",
+            "-p",
+            "PID",
+            "--json",
+        ],
+        helper,
+    );
+    let mine = armed_by(&records, pid);
+    let summary = &records.last().expect("summary")["objects"];
+    assert!(!mine.is_empty(), "{summary}");
+    let stores = records
+        .iter()
+        .filter(|r| {
+            r["type"] == "hit"
+                && r["ip"]["sym"] == "inet_sk_state_store"
+                && r["target"].as_str().is_some_and(|t| {
+                    t.starts_with("(struct sock)0x") && t.contains(".__sk_common.skc_state#")
+                })
+        })
+        .count();
+    assert!(stores >= 1, "a state store on an armed socket: {summary}");
 }

@@ -5,6 +5,9 @@
 //! Raw tracepoints see the tracepoint's own arguments (`TP_PROTO`), each a u64 at `ctx + 8 * i`:
 //! `kmalloc(call_site, ptr, bytes_req, bytes_alloc, gfp, node)`, `kmem_cache_alloc(call_site, ptr,
 //! struct kmem_cache *s, gfp, node)`, `kfree(call_site, ptr)`, `kmem_cache_free(call_site, ptr, s)`.
+//! A field of a tracepoint event's record (its format file) is read by a classic tracepoint program
+//! instead, attached through a tracepoint perf event.
+//!
 //! A record goes out through a `BPF_OUTPUT` event per CPU with its own small ring that wakes the reader on
 //! every record: arming is behind the allocation, and every microsecond of that gap is writes missed.
 //!
@@ -25,6 +28,7 @@ use crate::error::Error;
 use crate::perf::ring::Ring;
 use crate::perf::sys;
 
+const PROG_TYPE_TRACEPOINT: u32 = 5;
 const PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
 /// LRU: a flood of objects the tracer has not taken out yet pushes out the oldest instead of failing.
 const MAP_TYPE_LRU_HASH: u32 = 9;
@@ -52,13 +56,31 @@ const SCRATCH: i16 = -72;
 /// Which objects the allocation program takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Select {
-    /// The argument holding the new object's pointer.
-    pub ptr_arg: u8,
+    /// Where the new object's pointer is.
+    pub ptr: PtrAt,
     /// Call sites in `[lo, hi)` (argument 0); `None`: any.
     pub call_site: Option<(u64, u64)>,
     /// Requests of exactly this many bytes: `kmalloc`'s `bytes_req` (argument 2), or for
     /// `kmem_cache_alloc` the cache's `object_size` read at this offset in `struct kmem_cache`.
     pub size: Option<(SizeFrom, u64)>,
+}
+
+/// Where the program finds the object's pointer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PtrAt {
+    /// A raw tracepoint's argument N.
+    Arg(u8),
+    /// A classic tracepoint event's record field, at this byte offset (its format file).
+    Field(i16),
+}
+
+impl PtrAt {
+    fn offset(self) -> i16 {
+        match self {
+            PtrAt::Arg(n) => 8 * i16::from(n),
+            PtrAt::Field(o) => o,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,9 +97,13 @@ pub fn generate_alloc(outputs: i32, armed: i32, select: Select) -> Result<Vec<In
     let mut a = Asm::new();
     let out = a.label();
     a.mov(R6, R1);
-    a.load(DW, R7, R6, 8 * i16::from(select.ptr_arg))
+    a.load(DW, R7, R6, select.ptr.offset())
         .jump_imm(Cond::Eq, R7, 0, out);
-    a.load(DW, R8, R6, 0);
+    // A raw allocation tracepoint's call site; a record field's source has none.
+    match select.ptr {
+        PtrAt::Arg(_) => a.load(DW, R8, R6, 0),
+        PtrAt::Field(_) => a.mov_imm(R8, 0),
+    };
     if let Some((lo, hi)) = select.call_site {
         a.ld_imm64(R1, lo)
             .jump(Cond::Lt, R8, R1, out)
@@ -231,12 +257,24 @@ pub fn decode(bytes: &[u8]) -> Option<Read> {
     }
 }
 
+/// How the allocation program is attached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attach {
+    /// To the raw tracepoint of this name (everywhere at once).
+    Raw(String),
+    /// To the tracepoint event with this id (its `id` file), through a perf event of it.
+    Event(u64),
+}
+
 /// The loaded programs, their maps and each CPU's output ring; detached when dropped.
 pub struct ObjectSource {
     outputs: OwnedFd,
     armed: OwnedFd,
     rings: Vec<(u32, OwnedFd, Ring)>,
     _links: Vec<(OwnedFd, OwnedFd)>,
+    /// [`Attach::Event`]: the event id, the program, and the one perf event carrying it.
+    event: Option<(u64, OwnedFd)>,
+    events: Vec<(u32, OwnedFd)>,
 }
 
 impl std::fmt::Debug for ObjectSource {
@@ -249,11 +287,15 @@ impl ObjectSource {
     /// Loads the allocation program on raw tracepoint `tracepoint` and the free programs, with an output
     /// ring on each of `cpus`. `possible` sizes the output map (CPUs that come online later).
     pub fn load(
-        tracepoint: &str,
+        attach_to: &Attach,
         select: Select,
         cpus: &[u32],
         possible: u32,
     ) -> Result<ObjectSource, Error> {
+        let tracepoint = match attach_to {
+            Attach::Raw(name) => name.clone(),
+            Attach::Event(id) => format!("event {id}"),
+        };
         let unavailable = |what: &str, e: std::io::Error| {
             Error::not_permitted(format!(
                 "objects from `{tracepoint}`: {what}: {}",
@@ -269,12 +311,9 @@ impl ObjectSource {
             armed,
             rings: Vec::new(),
             _links: Vec::new(),
+            event: None,
+            events: Vec::new(),
         };
-        for &cpu in cpus {
-            source.open_cpu(cpu).map_err(|e| {
-                Error::runtime(format!("the object ring on cpu {cpu}")).caused_by(e)
-            })?;
-        }
         let build = |r: Result<Vec<Insn>, AsmError>| {
             r.map_err(|e| Error::runtime("building the object programs").caused_by(e))
         };
@@ -287,20 +326,22 @@ impl ObjectSource {
             source.outputs.as_raw_fd(),
             source.armed.as_raw_fd(),
         ))?;
-        let attach = |insns: &[Insn], tp: &str| -> Result<(OwnedFd, OwnedFd), Error> {
+        let load = |insns: &[Insn], prog_type: u32, tp: &str| -> Result<OwnedFd, Error> {
             let raw: Vec<u64> = insns.iter().map(|i| i.raw()).collect();
             let mut log = Vec::new();
-            let prog = sys::bpf_prog_load(PROG_TYPE_RAW_TRACEPOINT, &raw, "ksw_objects", &mut log)
-                .map_err(|e| {
-                    if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) {
-                        return unavailable("loading its program", e);
-                    }
-                    Error::runtime(format!(
-                        "the kernel refused the program for `{tp}`: {}",
-                        String::from_utf8_lossy(&log).trim().replace('\n', " | ")
-                    ))
-                    .caused_by(e)
-                })?;
+            sys::bpf_prog_load(prog_type, &raw, "ksw_objects", &mut log).map_err(|e| {
+                if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) {
+                    return unavailable("loading its program", e);
+                }
+                Error::runtime(format!(
+                    "the kernel refused the program for `{tp}`: {}",
+                    String::from_utf8_lossy(&log).trim().replace('\n', " | ")
+                ))
+                .caused_by(e)
+            })
+        };
+        let attach = |insns: &[Insn], tp: &str| -> Result<(OwnedFd, OwnedFd), Error> {
+            let prog = load(insns, PROG_TYPE_RAW_TRACEPOINT, tp)?;
             let link = sys::bpf_raw_tracepoint_open(tp, prog.as_fd()).map_err(|e| {
                 Error::usage(format!(
                     "no tracepoint `{tp}` to attach to ({e}); see /sys/kernel/tracing/events for the \
@@ -309,9 +350,19 @@ impl ObjectSource {
             })?;
             Ok((link, prog))
         };
-        source._links.push(attach(&alloc, tracepoint)?);
+        match attach_to {
+            Attach::Raw(name) => source._links.push(attach(&alloc, name)?),
+            Attach::Event(id) => {
+                source.event = Some((*id, load(&alloc, PROG_TYPE_TRACEPOINT, &tracepoint)?));
+            }
+        }
         for tp in ["kfree", "kmem_cache_free"] {
             source._links.push(attach(&free, tp)?);
+        }
+        for &cpu in cpus {
+            source
+                .open_cpu(cpu)
+                .map_err(|e| Error::runtime(format!("objects on cpu {cpu}")).caused_by(e))?;
         }
         Ok(source)
     }
@@ -337,6 +388,22 @@ impl ObjectSource {
             &(fd.as_raw_fd() as u32).to_ne_bytes(),
         )?;
         self.rings.push((cpu, fd, ring));
+        // The program runs on every CPU the tracepoint fires on once any one event of it carries the program
+        // (the kernel keeps the programs with the tracepoint, and refuses the same one twice): one event,
+        // on the first CPU armed. It stays attached if that CPU goes offline, until it is closed.
+        if let (Some((id, prog)), true) = (&self.event, self.events.is_empty()) {
+            let mut a = pb::perf_event_attr {
+                type_: pb::PERF_TYPE_TRACEPOINT,
+                size: std::mem::size_of::<pb::perf_event_attr>() as u32,
+                config: *id,
+                ..Default::default()
+            };
+            a.sample_period = 1;
+            let ev = sys::perf_event_open(&a, -1, cpu as i32)?;
+            sys::perf_set_bpf(ev.as_fd(), prog.as_fd())?;
+            sys::perf_enable(ev.as_fd())?;
+            self.events.push((cpu, ev));
+        }
         Ok(())
     }
 
@@ -365,7 +432,7 @@ mod tests {
     #[test]
     fn programs_assemble() {
         let select = Select {
-            ptr_arg: 1,
+            ptr: PtrAt::Arg(1),
             call_site: Some((0xffffffff81000000, 0xffffffff81000100)),
             size: Some((SizeFrom::Requested, 320)),
         };
@@ -376,6 +443,12 @@ mod tests {
         };
         assert!(generate_alloc(3, 4, cache).expect("cache alloc").len() > 20);
         assert!(generate_free(3, 4).expect("free").len() > 10);
+        let field = Select {
+            ptr: PtrAt::Field(8),
+            call_site: None,
+            size: None,
+        };
+        assert!(generate_alloc(3, 4, field).expect("field alloc").len() > 10);
     }
 
     /// A sample carrying the program's record decodes to its fields; a LOST record to its count; short

@@ -15,6 +15,8 @@ use crate::report::ObjectTally;
 pub struct Held {
     pub index: u64,
     pub addr: u64,
+    /// When the kernel allocated it (its record's time).
+    pub allocated: u64,
     pub armed_at: u64,
     pub hits: u64,
 }
@@ -76,8 +78,8 @@ impl Slots {
         }
     }
 
-    /// The object is armed in `slot`, `gap_ns` after its allocation.
-    pub fn armed(&mut self, slot: usize, index: u64, addr: u64, now: u64, gap_ns: u64) {
+    /// The object allocated at `allocated` is armed in `slot` at `now`.
+    pub fn armed(&mut self, slot: usize, index: u64, addr: u64, allocated: u64, now: u64) {
         if let Some(Some(old)) = self.held.get(slot) {
             self.tally.evicted += 1;
             self.close(*old);
@@ -86,12 +88,13 @@ impl Slots {
             *s = Some(Held {
                 index,
                 addr,
+                allocated,
                 armed_at: now,
                 hits: 0,
             });
         }
         self.tally.armed += 1;
-        self.tally.gaps_ns.push(gap_ns);
+        self.tally.gaps_ns.push(now.saturating_sub(allocated));
     }
 
     /// The object was freed before it could be armed (its free came in the same batch).
@@ -111,14 +114,14 @@ impl Slots {
         self.held.iter().any(Option::is_none)
     }
 
-    /// The slot holding the object at `addr`, if any: the oldest, when a new object at the same address
-    /// was armed before the old one's free was read.
-    pub fn slot_of(&self, addr: u64) -> Option<usize> {
+    /// The slot holding an object at `addr` allocated by `time` (a free at `time` is of such an
+    /// object, not of a newer one at the same address armed before the free was read); the oldest.
+    pub fn slot_of(&self, addr: u64, time: u64) -> Option<usize> {
         self.held
             .iter()
             .enumerate()
             .filter_map(|(i, h)| Some((i, (*h)?)))
-            .filter(|(_, h)| h.addr == addr)
+            .filter(|(_, h)| h.addr == addr && h.allocated <= time)
             .min_by_key(|(_, h)| h.index)
             .map(|(i, _)| i)
     }
@@ -185,11 +188,16 @@ mod tests {
     fn free_slots_first_then_skip_or_evict_the_oldest() {
         let mut s = Slots::new(2, false);
         assert_eq!(s.place(), (0, Placement::Free(0)));
-        s.armed(0, 0, 0xa000, 10, 50_000);
+        s.armed(0, 0, 0xa000, 0, 50_000);
         assert_eq!(s.place(), (1, Placement::Free(1)));
-        s.armed(1, 1, 0xb000, 20, 70_000);
+        s.armed(1, 1, 0xb000, 10, 70_010);
         assert_eq!(s.place(), (2, Placement::Skip));
-        assert_eq!(s.slot_of(0xb000), Some(1));
+        assert_eq!(s.slot_of(0xb000, 100), Some(1));
+        assert_eq!(
+            s.slot_of(0xb000, 5),
+            None,
+            "a free before its allocation is another object's"
+        );
         s.hit(1);
         s.hit(1);
         assert_eq!(s.freed(1).map(|h| h.hits), Some(2));

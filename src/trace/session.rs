@@ -341,6 +341,13 @@ impl<'a, O: Output> Session<'a, O> {
                 if let Some(o) = &mut self.objects {
                     o.slots.gone();
                 }
+            } else if self.objects.as_ref().is_some_and(|o| {
+                o.slots.slot_of(rec.ptr, rec.time).is_some()
+                    && !freed.iter().any(|&(p, t)| p == rec.ptr && t <= rec.time)
+            }) {
+                // A tracepoint reporting an object it reported before (a socket changing state
+                // again): it is armed already. (A new object at a freed one's address is not: that free
+                // is in the batch, before it.)
             } else if self.objects.as_ref().is_some_and(|o| o.slots.has_free()) {
                 stop = stop.or_else(|| self.object_allocated(rec));
             } else {
@@ -375,11 +382,6 @@ impl<'a, O: Output> Session<'a, O> {
 
     fn object_allocated(&mut self, rec: &objects_bpf::ObjectRecord) -> Option<StopReason> {
         let o = self.objects.as_mut()?;
-        // A tracepoint can report an object it reported before (a socket changing state again): it is
-        // armed already.
-        if o.slots.slot_of(rec.ptr).is_some() {
-            return None;
-        }
         let (index, placement) = o.slots.place();
         let (slot, evicted) = match placement {
             Placement::Skip => return None,
@@ -396,7 +398,7 @@ impl<'a, O: Output> Session<'a, O> {
         let now = sys::monotonic_ns();
         let gap_ns = now.saturating_sub(rec.time);
         let o = self.objects.as_mut()?;
-        o.slots.armed(slot, index, rec.ptr, now, gap_ns);
+        o.slots.armed(slot, index, rec.ptr, rec.time, now);
         let event = StreamEvent::ObjectArmed {
             index,
             addr: rec.ptr,
@@ -414,7 +416,7 @@ impl<'a, O: Output> Session<'a, O> {
     /// it) show as later than it.
     fn object_freed(&mut self, ptr: u64, time: u64) -> Option<StopReason> {
         let o = self.objects.as_mut()?;
-        let slot = o.slots.slot_of(ptr)?;
+        let slot = o.slots.slot_of(ptr, time)?;
         let parked = o.parked.get(slot)?.clone();
         // Its last hits are printed before the line that says it is gone.
         let _ = self.events.retarget(slot, parked);

@@ -103,18 +103,8 @@ fn each_pipe_is_armed_hit_once_per_write_and_freed() {
     }
     const PIPES: usize = 12;
     const WRITES: u64 = 3;
+    // -p: only the helper's pipes are taken, so the registers are not shared with anyone's.
     let (pid, records) = watch_while(
-        &[
-            "write",
-            "--on",
-            "kmalloc:alloc_pipe_info",
-            PIPE_HEAD,
-            "--json",
-        ],
-        pipe_maker(PIPES, 1, WRITES as usize),
-    );
-    // With -p, only the helper's pipes are taken: the registers are not shared with anyone's.
-    let (only, chosen) = watch_while(
         &[
             "write",
             "--on",
@@ -124,21 +114,20 @@ fn each_pipe_is_armed_hit_once_per_write_and_freed() {
             "PID",
             "--json",
         ],
-        pipe_maker(PIPES, 1, 1),
+        pipe_maker(PIPES, 1, WRITES as usize),
     );
     assert!(
-        chosen[0]["objects"]
+        records[0]["objects"]
             .as_str()
-            .is_some_and(|o| o.contains(&format!("allocated by process {only}"))),
+            .is_some_and(|o| o.contains(&format!("allocated by process {pid}"))),
         "{}",
-        chosen[0]
+        records[0]
     );
-    let armed: Vec<&Value> = chosen
+    let armed: Vec<&Value> = records
         .iter()
         .filter(|r| r["type"] == "object_armed")
         .collect();
-    assert!(armed.len() >= PIPES / 2, "{}", armed.len());
-    assert!(armed.iter().all(|r| r["pid"] == only), "only the helper's");
+    assert!(armed.iter().all(|r| r["pid"] == pid), "only the helper's");
     let header = &records[0];
     assert!(
         header["objects"]
@@ -153,7 +142,7 @@ fn each_pipe_is_armed_hit_once_per_write_and_freed() {
     );
     let mine = armed_by(&records, pid);
     let summary = &records.last().expect("summary")["objects"];
-    // Other processes' pipes may hold every slot for a moment; most of the helper's must be armed.
+    // A busy machine can delay the tracer past a pipe's whole life (counted as freed before armed).
     assert!(
         mine.len() >= PIPES / 2,
         "{} of {PIPES} armed: {summary}",

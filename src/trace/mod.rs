@@ -25,6 +25,7 @@ pub(crate) mod olds;
 pub(crate) mod session;
 pub(crate) mod sorter;
 pub(crate) mod symbolize;
+pub(crate) mod tasks;
 pub(crate) mod unload;
 pub(crate) mod watched;
 

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::io;
 use std::time::{Duration, Instant};
 
-use ksymwatch_symbols::{LineSource, MappedFile, Origin, SymbolTable, UserSymbols};
+use ksymwatch_symbols::{LineSource, Origin, SymbolTable, UserSymbols};
 
 use crate::config::condition::Condition;
 use crate::config::filter::Filter;
@@ -30,13 +30,13 @@ use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, 
 use crate::trace::comm::Comms;
 use crate::trace::control::{self, Command, Control};
 use crate::trace::events::{Audit, EventSet, Item};
-use crate::trace::exited::Graveyard;
 use crate::trace::flight::Recorder;
 use crate::trace::hotplug::{Changes, Hotplug};
 use crate::trace::objects::{self, Placement, Slots};
 use crate::trace::olds::Olds;
 use crate::trace::sorter::Sorter;
 use crate::trace::symbolize::{NamedChain, Symbolizer};
+use crate::trace::tasks::Tasks;
 use crate::trace::unload;
 use crate::trace::watched::Watched;
 
@@ -108,11 +108,6 @@ const FLOOD_WINDOW_NS: u64 = 50_000_000;
 /// Wake this long after a held record is due, so the read that releases it is surely past it.
 const DUE_MARGIN_NS: u64 = 20_000;
 
-/// Exited tasks whose names are kept after their exit is applied, and exited processes whose mappings are:
-/// a margin only (see [`crate::trace::exited`]), so small; a process's mappings are a few KB.
-const EXITED_TASKS_KEPT: usize = 1024;
-const EXITED_PROCESSES_KEPT: usize = 128;
-
 pub struct Session<'a, O: Output> {
     symbolizer: Symbolizer<'a>,
     pub out: O,
@@ -126,10 +121,7 @@ pub struct Session<'a, O: Output> {
     epoll: Epoll,
     signals: SignalFd,
     hotplug: Option<Hotplug>,
-    comms: Comms,
-    /// Exited tasks (by tid) whose names are still kept, and processes (by pid) whose mappings are.
-    exited_tasks: Graveyard,
-    exited_processes: Graveyard,
+    tasks: Tasks,
     summary: Summary,
     /// `--value`'s `old` in merged time order.
     olds: Olds,
@@ -244,9 +236,7 @@ impl<'a, O: Output> Session<'a, O> {
             epoll,
             signals,
             hotplug,
-            comms,
-            exited_tasks: Graveyard::new(EXITED_TASKS_KEPT),
-            exited_processes: Graveyard::new(EXITED_PROCESSES_KEPT),
+            tasks: Tasks::new(comms),
             summary: Summary {
                 tally: tally.then(Default::default),
                 ..Summary::default()
@@ -448,7 +438,7 @@ impl<'a, O: Output> Session<'a, O> {
         if self.events.hit_path() {
             return;
         }
-        self.comms.scan_all();
+        self.tasks.scan_all();
     }
 
     pub fn armed_cpus(&self) -> BTreeSet<u32> {
@@ -664,20 +654,12 @@ impl<'a, O: Output> Session<'a, O> {
                 comm,
                 exec,
             } => {
-                self.exited_tasks.revive(tid);
-                self.comms.set(tid, &comm);
+                self.tasks.renamed(tid, &comm);
                 if exec {
                     if let Some(stop) = self.process_exec(pid, &comm, time) {
                         return Some(stop);
                     }
-                }
-                if exec {
-                    // After exec the thread is its process's leader (tid == pid), running another program.
-                    self.exited_processes.revive(pid);
-                    self.symbolizer.forget_process(pid);
-                    if let Some(u) = self.symbolizer.user_mut() {
-                        u.exec(pid);
-                    }
+                    self.tasks.exec(pid, &mut self.symbolizer);
                 }
                 None
             }
@@ -687,52 +669,15 @@ impl<'a, O: Output> Session<'a, O> {
                 tid,
                 ptid,
             } => {
-                self.exited_tasks.revive(tid);
-                self.comms.fork(ptid, ppid, tid);
-                if pid != ppid {
-                    // A new process, perhaps under a pid an exited one had: nothing cached for it holds.
-                    self.exited_processes.revive(pid);
-                    self.symbolizer.forget_process(pid);
-                    if let Some(u) = self.symbolizer.user_mut() {
-                        u.fork(ppid, pid);
-                    }
-                }
+                self.tasks.fork(pid, ppid, tid, ptid, &mut self.symbolizer);
                 None
             }
             Item::Exit { pid, tid } => {
-                if let Some(gone) = self.exited_tasks.bury(tid) {
-                    self.comms.forget(gone);
-                }
-                // The leader's exit stands for the process's: with exit_group the others die with it.
-                if pid == tid {
-                    if let Some(gone) = self.exited_processes.bury(pid) {
-                        self.symbolizer.forget_process(gone);
-                        if let Some(u) = self.symbolizer.user_mut() {
-                            u.forget(gone);
-                        }
-                    }
-                }
+                self.tasks.exit(pid, tid, &mut self.symbolizer);
                 None
             }
             Item::Mmap(m) => {
-                if let Some((dev, inode)) = m.file {
-                    // A process whose leader exited early (pthread_exit) still maps: it is alive.
-                    self.exited_processes.revive(m.pid);
-                    let file = MappedFile {
-                        start: m.addr,
-                        len: m.len,
-                        offset: m.pgoff,
-                        dev,
-                        inode,
-                        path: &m.filename,
-                    };
-                    if let Some(u) = self.symbolizer.user_mut() {
-                        u.map(m.pid, &file);
-                    }
-                    // The new mapping may cover addresses whose frames or chains were cached under an
-                    // older one (dlclose, then dlopen at the same place).
-                    self.symbolizer.forget_process(m.pid);
-                }
+                self.tasks.mmap(&m, &mut self.symbolizer);
                 None
             }
             Item::Lost { cpu, count } => {
@@ -1105,7 +1050,7 @@ impl<'a, O: Output> Session<'a, O> {
         if self.limits.count.is_some_and(|n| self.summary.hits() >= n) {
             return Some(StopReason::Count);
         }
-        let comm = self.comms.name(sample.pid, sample.tid);
+        let comm = self.tasks.name(sample.pid, sample.tid);
         if !self.filter.admits(sample.tid, sample.in_kernel(), comm)
             || self.watched.exec_ended(sample.pid)
         {

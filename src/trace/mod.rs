@@ -22,6 +22,7 @@ pub mod hotplug;
 pub(crate) mod launch;
 pub(crate) mod objects;
 pub(crate) mod olds;
+pub(crate) mod pace;
 pub(crate) mod session;
 pub(crate) mod sorter;
 pub(crate) mod symbolize;

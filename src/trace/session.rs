@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 use std::io;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ksymwatch_symbols::{LineSource, Origin, SymbolTable, UserSymbols};
 
@@ -34,6 +34,7 @@ use crate::trace::flight::Recorder;
 use crate::trace::hotplug::{Changes, Hotplug};
 use crate::trace::objects::{self, Placement, Slots};
 use crate::trace::olds::Olds;
+use crate::trace::pace::{Pace, SORT_SLACK_NS};
 use crate::trace::sorter::Sorter;
 use crate::trace::symbolize::{NamedChain, Symbolizer};
 use crate::trace::tasks::Tasks;
@@ -88,25 +89,6 @@ const TOKEN_CONTROL: u64 = 3;
 const TOKEN_OBJECTS: u64 = 4;
 /// A watched process's pidfd: `TOKEN_PROCESS + i` for the i-th.
 const TOKEN_PROCESS: u64 = 16;
-
-/// The loop drains at least this often even without a wake-up, bounding how long a lone hit waits.
-const TICK: Duration = Duration::from_millis(10);
-
-/// How long after its timestamp a record may still be on its way into a ring (the writer is inside the
-/// debug exception between the two, which takes 10-20 us here with the stacks walked); records this close
-/// to a read are held for the next one, which the loop schedules for when they are due.
-const SORT_SLACK_NS: u64 = 200_000;
-
-/// After a hit, the loop reads the rings every [`BUSY_TICK`] for this long, then every [`TICK`] again.
-const BUSY_NS: u64 = 20_000_000;
-const BUSY_TICK: Duration = Duration::from_millis(1);
-
-/// More hits than this in a [`FLOOD_WINDOW_NS`] window is a flood: the loop reads on the tick.
-const FLOOD_HITS: u64 = 100;
-const FLOOD_WINDOW_NS: u64 = 50_000_000;
-
-/// Wake this long after a held record is due, so the read that releases it is surely past it.
-const DUE_MARGIN_NS: u64 = 20_000;
 
 pub struct Session<'a, O: Output> {
     symbolizer: Symbolizer<'a>,
@@ -522,49 +504,20 @@ impl<'a, O: Output> Session<'a, O> {
             }
             self.control_unpolled = self.control.as_ref().is_some_and(|c| !c.source.ended);
         }
-        // While hits come now and then, the rings are read every millisecond and a held record as soon as
-        // it is due: a hit that does not wake the reader (the hit program wakes it at most once every
-        // 10 ms per CPU) waits about a millisecond, not a whole tick. In a flood the reader goes back to
-        // the tick and the quarter-ring wake-ups: latency matters less there than the tracer's own
-        // wake-ups, which on an idle CPU are writes to what a watch of the kernel may be watching.
-        let mut busy_until = 0u64;
-        let mut seen = self.summary.hits() + self.summary.filtered;
-        let mut window = (sys::monotonic_ns(), seen);
-        let mut flood = false;
+        let mut pace = Pace::new(
+            sys::monotonic_ns(),
+            self.summary.hits() + self.summary.filtered,
+        );
         let mut signalled = None;
         loop {
-            let now = sys::monotonic_ns();
-            let printed = self.summary.hits() + self.summary.filtered;
-            let due = self.sorter.due();
-            if printed != seen || due.is_some() {
-                seen = printed;
-                busy_until = now + BUSY_NS;
-            }
-            if now.saturating_sub(window.0) >= FLOOD_WINDOW_NS {
-                // Into a flood above FLOOD_HITS a window, out of it only below a tenth of that: a
-                // window between two tick reads of a flood can see nothing drained.
-                let hits = printed - window.1;
-                flood = if flood {
-                    hits > FLOOD_HITS / 10
-                } else {
-                    hits > FLOOD_HITS
-                };
-                window = (now, printed);
-            }
-            let quick = !flood && now < busy_until;
-            let mut timeout = if quick { BUSY_TICK } else { TICK };
+            let counted = self.summary.hits() + self.summary.filtered;
+            let mut timeout = pace.timeout(sys::monotonic_ns(), counted, self.sorter.due());
             if let Some(d) = deadline {
                 let left = d.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     return Ok(StopReason::Duration);
                 }
                 timeout = timeout.min(left);
-            }
-            // A record held back for ordering is printed as soon as it is due, not at the next tick: a
-            // lone hit reaches the reader within the slack of its wake-up.
-            if let Some(due) = due.filter(|_| !flood) {
-                let wait = Duration::from_nanos(due.saturating_sub(now) + DUE_MARGIN_NS);
-                timeout = timeout.min(wait);
             }
             self.epoll
                 .wait(tokens, timeout)

@@ -205,6 +205,12 @@ impl Control {
         }
     }
 
+    /// Reads lines from an open file (the tests' regular files).
+    #[cfg(test)]
+    pub fn from_file(file: File) -> Control {
+        Control::new(file, None, None)
+    }
+
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.file.as_fd()
     }

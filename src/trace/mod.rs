@@ -20,6 +20,7 @@ pub(crate) mod exited;
 pub(crate) mod flight;
 pub mod hotplug;
 pub(crate) mod launch;
+pub(crate) mod moves;
 pub(crate) mod objects;
 pub(crate) mod olds;
 pub(crate) mod pace;

@@ -16,8 +16,6 @@ use ksymwatch_symbols::{LineSource, Origin, SymbolTable, UserSymbols};
 use crate::config::condition::Condition;
 use crate::config::filter::Filter;
 use crate::config::objects::{Allocators, ObjectTarget};
-use crate::config::target::Target;
-use crate::config::watch::Access;
 use crate::config::watch::Watch;
 use crate::config::Limits;
 use crate::error::{Context, Error, ExitCode, Result};
@@ -28,10 +26,10 @@ use crate::perf::record::Sample;
 use crate::perf::sys::{self, Epoll, SignalFd};
 use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::comm::Comms;
-use crate::trace::control::{self, Command, Control};
 use crate::trace::events::{Audit, EventSet, Item};
 use crate::trace::flight::Recorder;
 use crate::trace::hotplug::{Changes, Hotplug};
+use crate::trace::moves::{self, Controller, Moves, Step};
 use crate::trace::objects::{self, Placement, Slots};
 use crate::trace::olds::Olds;
 use crate::trace::pace::{Pace, SORT_SLACK_NS};
@@ -71,17 +69,6 @@ pub struct Plan<'a> {
     pub flight: Option<Recorder>,
 }
 
-/// Resolves a `--control watch` target the way the command line's targets were resolved.
-pub type Resolve<'a> = Box<dyn FnMut(&Target, Access) -> Result<Watch> + 'a>;
-
-/// `--control`'s line source and target resolver.
-pub struct Controller<'a> {
-    pub source: Control,
-    pub resolve: Resolve<'a>,
-    /// The access a `watch` line without `w`/`rw` gets: the command's (`write` or `rw`).
-    pub access: Access,
-}
-
 const TOKEN_SIGNAL: u64 = 0;
 const TOKEN_RING: u64 = 1;
 const TOKEN_UEVENT: u64 = 2;
@@ -94,11 +81,7 @@ pub struct Session<'a, O: Output> {
     symbolizer: Symbolizer<'a>,
     pub out: O,
     events: EventSet,
-    control: Option<Controller<'a>>,
-    /// Control lines read, not yet applied (reused).
-    control_lines: Vec<String>,
-    /// The control source cannot be polled (a regular file): read it on the loop's first turn.
-    control_unpolled: bool,
+    control: Option<Moves<'a>>,
     sorter: Sorter<Item>,
     epoll: Epoll,
     signals: SignalFd,
@@ -194,16 +177,10 @@ impl<'a, O: Output> Session<'a, O> {
                 .add(fd, TOKEN_UEVENT)
                 .or_exit(ExitCode::Runtime, "epoll")?;
         }
-        // A regular file or /dev/null as `--control -` cannot be polled (epoll refuses it with EPERM); it
-        // never blocks either, so it is read to its end as the loop starts instead.
-        let mut control_unpolled = false;
-        if let Some(c) = &control {
-            match epoll.add(c.source.fd(), TOKEN_CONTROL) {
-                Ok(()) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EPERM) => control_unpolled = true,
-                Err(e) => return Err(Error::runtime("epoll").caused_by(e)),
-            }
-        }
+        let control = match control {
+            Some(c) => Some(Moves::new(c, &epoll, TOKEN_CONTROL)?),
+            None => None,
+        };
         // No process is scanned here: `armed` goes out first (see `learn_tasks` and `Plan::user`).
         Ok(Session {
             symbolizer: Symbolizer::with_user(symbols, user)
@@ -212,8 +189,6 @@ impl<'a, O: Output> Session<'a, O> {
             out,
             events,
             control,
-            control_lines: Vec::new(),
-            control_unpolled,
             sorter,
             epoll,
             signals,
@@ -498,11 +473,10 @@ impl<'a, O: Output> Session<'a, O> {
     }
 
     fn run_loop(&mut self, deadline: Option<Instant>, tokens: &mut Vec<u64>) -> Result<StopReason> {
-        while self.control_unpolled {
+        while self.control.as_ref().is_some_and(Moves::unpolled) {
             if let Some(stop) = self.on_control()? {
                 return Ok(stop);
             }
-            self.control_unpolled = self.control.as_ref().is_some_and(|c| !c.source.ended);
         }
         let mut pace = Pace::new(
             sys::monotonic_ns(),
@@ -708,12 +682,7 @@ impl<'a, O: Output> Session<'a, O> {
         let Some(c) = self.control.as_mut() else {
             return Ok(None);
         };
-        let mut lines = std::mem::take(&mut self.control_lines);
-        let read = c.source.read_lines(&mut lines);
-        if c.source.ended || read.is_err() {
-            // Stdin closed (or failed): the watch goes on as it is, with no more commands.
-            let _ = self.epoll.delete(c.source.fd());
-        }
+        let (mut lines, read) = c.read(&self.epoll);
         let mut stop = None;
         for line in lines.drain(..) {
             stop = self.apply_control(&line);
@@ -721,7 +690,9 @@ impl<'a, O: Output> Session<'a, O> {
                 break;
             }
         }
-        self.control_lines = lines;
+        if let Some(c) = self.control.as_mut() {
+            c.recycle(lines);
+        }
         if let Err(e) = read {
             return Err(Error::runtime("reading --control").caused_by(e));
         }
@@ -732,20 +703,16 @@ impl<'a, O: Output> Session<'a, O> {
     /// they recorded, and only then acknowledges: every hit printed before the mark is of the old state,
     /// every hit after it of the new one.
     fn apply_control(&mut self, line: &str) -> Option<StopReason> {
-        let command = match control::parse(line) {
-            Ok(None) => return None,
-            Ok(Some(c)) => c,
-            Err(reason) => return self.refuse(line, reason),
-        };
-        match command {
-            Command::Off => {
+        match self.control.as_mut()?.step(line)? {
+            Step::Refuse(reason) => self.refuse(line, reason),
+            Step::Off => {
                 self.events.pause();
                 if let Some(stop) = self.flush_rings() {
                     return Some(stop);
                 }
                 self.emit_event(&StreamEvent::Switched { on: false }, sys::monotonic_ns())
             }
-            Command::On => {
+            Step::On => {
                 let now = sys::monotonic_ns();
                 if let Err(e) = self.events.enable() {
                     self.events.pause();
@@ -754,47 +721,42 @@ impl<'a, O: Output> Session<'a, O> {
                 }
                 self.emit_event(&StreamEvent::Switched { on: true }, now)
             }
-            Command::Watch { target, access } => {
-                let c = self.control.as_mut()?;
-                let access = access.unwrap_or(c.access);
-                let watch = match (c.resolve)(&target, access) {
-                    Ok(w) => w,
-                    Err(e) => return self.refuse(line, e.to_string()),
-                };
-                if let Some(reason) = self.events.cannot_move(0, &watch) {
-                    return self.refuse(line, reason);
-                }
-                let started = sys::monotonic_ns();
-                // Hits of the old target still in the rings are printed below, with their own olds: the
-                // new target's first hit then starts afresh.
-                if let Err(e) = self.events.retarget(0, watch.clone()) {
-                    return self
-                        .refuse(line, format!("the kernel refused the new breakpoint: {e}"));
-                }
-                if let Some(stop) = self.flush_rings() {
-                    return Some(stop);
-                }
-                self.olds.forget(0);
-                let acked = sys::monotonic_ns();
-                if self.events.enabled() {
-                    if let Err(e) = self.events.enable() {
-                        // Everything is already moved; what cannot be enabled is off, and the reader must know.
-                        self.events.pause();
-                        let reason =
-                            crate::perf::arm::explain(&e, self.events.watches()).to_string();
-                        return self.refuse(line, format!("{reason}; the watch is now off"));
-                    }
-                }
-                let event = StreamEvent::Retargeted {
-                    index: 0,
-                    watch,
-                    covered: self.events.coverage(),
-                    took_ns: sys::monotonic_ns().saturating_sub(started),
-                    enabled: self.events.enabled(),
-                };
-                self.emit_event(&event, acked)
+            Step::Move(watch) => self.move_watch(line, watch),
+        }
+    }
+
+    /// `--control watch`: the watch moves to `watch`, its old target's hits printed before the mark.
+    fn move_watch(&mut self, line: &str, watch: Watch) -> Option<StopReason> {
+        if let Some(reason) = self.events.cannot_move(0, &watch) {
+            return self.refuse(line, reason);
+        }
+        let started = sys::monotonic_ns();
+        // Hits of the old target still in the rings are printed below, with their own olds: the new
+        // target's first hit then starts afresh.
+        if let Err(e) = self.events.retarget(0, watch.clone()) {
+            return self.refuse(line, format!("the kernel refused the new breakpoint: {e}"));
+        }
+        if let Some(stop) = self.flush_rings() {
+            return Some(stop);
+        }
+        self.olds.forget(0);
+        let acked = sys::monotonic_ns();
+        if self.events.enabled() {
+            if let Err(e) = self.events.enable() {
+                // Everything is already moved; what cannot be enabled is off, and the reader must know.
+                self.events.pause();
+                let reason = crate::perf::arm::explain(&e, self.events.watches()).to_string();
+                return self.refuse(line, format!("{reason}; the watch is now off"));
             }
         }
+        let event = StreamEvent::Retargeted {
+            index: 0,
+            watch,
+            covered: self.events.coverage(),
+            took_ns: sys::monotonic_ns().saturating_sub(started),
+            enabled: self.events.enabled(),
+        };
+        self.emit_event(&event, acked)
     }
 
     /// Drains every ring and prints every record held, in time order (the events are disabled, so nothing
@@ -805,17 +767,7 @@ impl<'a, O: Output> Session<'a, O> {
     }
 
     fn refuse(&mut self, line: &str, reason: String) -> Option<StopReason> {
-        let watching = self
-            .events
-            .watches()
-            .first()
-            .map(|w| format!("{} (0x{:x}/{})", w.label, w.addr, w.len))
-            .unwrap_or_default();
-        let event = StreamEvent::ControlRefused {
-            command: line.trim().to_string(),
-            reason,
-            watching,
-        };
+        let event = moves::refusal(line, reason, self.events.watches());
         self.emit_event(&event, sys::monotonic_ns())
     }
 

@@ -1,0 +1,212 @@
+//! `--control` as the session runs it: the line source and the target resolver, the lines read and not
+//! yet applied, and what each line asks for ([`Step`]): switch the watch off or on, move it to a resolved
+//! target, or refuse the line. The session carries a step out between two drains of the rings (see
+//! `Session::apply_control`); [`refusal`] is the stream's mark for a line that was not applied.
+
+use std::io;
+
+use crate::config::target::Target;
+use crate::config::watch::{Access, Watch};
+use crate::error::{Error, Result};
+use crate::perf::sys::Epoll;
+use crate::report::StreamEvent;
+use crate::trace::control::{self, Command, Control};
+
+/// Resolves a `--control watch` target the way the command line's targets were resolved.
+pub type Resolve<'a> = Box<dyn FnMut(&Target, Access) -> Result<Watch> + 'a>;
+
+/// `--control`'s line source and target resolver.
+pub struct Controller<'a> {
+    pub source: Control,
+    pub resolve: Resolve<'a>,
+    /// The access a `watch` line without `w`/`rw` gets: the command's (`write` or `rw`).
+    pub access: Access,
+}
+
+/// What one control line asks of the session.
+#[derive(Debug)]
+pub enum Step {
+    /// Disable the watch (its debug registers stay taken).
+    Off,
+    On,
+    /// Move the watch to this target.
+    Move(Watch),
+    /// The line is not applied, for this reason.
+    Refuse(String),
+}
+
+/// The session's `--control`: where lines come from, and the lines read and not applied yet.
+pub struct Moves<'a> {
+    ctl: Controller<'a>,
+    /// Lines read, not yet applied (reused).
+    lines: Vec<String>,
+    /// The source cannot be polled (a regular file): read on the loop's first turn, to its end.
+    unpolled: bool,
+}
+
+impl<'a> Moves<'a> {
+    /// Adds the source to `epoll` under `token`. A regular file or /dev/null as `--control -` cannot be
+    /// polled (epoll refuses it with EPERM); it never blocks either, so it is read to its end as the loop
+    /// starts instead.
+    pub fn new(ctl: Controller<'a>, epoll: &Epoll, token: u64) -> Result<Moves<'a>> {
+        let unpolled = match epoll.add(ctl.source.fd(), token) {
+            Ok(()) => false,
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => true,
+            Err(e) => return Err(Error::runtime("epoll").caused_by(e)),
+        };
+        Ok(Moves {
+            ctl,
+            lines: Vec::new(),
+            unpolled,
+        })
+    }
+
+    /// The source is unpolled and not read to its end yet: the loop reads it before it waits.
+    pub fn unpolled(&self) -> bool {
+        self.unpolled && !self.ctl.source.ended
+    }
+
+    /// Reads what the source has, returning the complete lines (hand them back with [`Moves::recycle`])
+    /// and how the read went: the lines read before a failure are still to be applied. A source that
+    /// ended or failed leaves `epoll`: the watch goes on as it is, with no more commands.
+    pub fn read(&mut self, epoll: &Epoll) -> (Vec<String>, io::Result<()>) {
+        let mut lines = std::mem::take(&mut self.lines);
+        let read = self.ctl.source.read_lines(&mut lines);
+        if self.ctl.source.ended || read.is_err() {
+            let _ = epoll.delete(self.ctl.source.fd());
+        }
+        (lines, read)
+    }
+
+    /// Gives back the line buffer [`Moves::read`] lent, emptied, for the next read.
+    pub fn recycle(&mut self, mut lines: Vec<String>) {
+        lines.clear();
+        self.lines = lines;
+    }
+
+    /// What `line` asks for; `None` for a blank line or a comment. A `watch` target is resolved here.
+    pub fn step(&mut self, line: &str) -> Option<Step> {
+        let command = match control::parse(line) {
+            Ok(None) => return None,
+            Ok(Some(c)) => c,
+            Err(reason) => return Some(Step::Refuse(reason)),
+        };
+        Some(match command {
+            Command::Off => Step::Off,
+            Command::On => Step::On,
+            Command::Watch { target, access } => {
+                let access = access.unwrap_or(self.ctl.access);
+                match (self.ctl.resolve)(&target, access) {
+                    Ok(w) => Step::Move(w),
+                    Err(e) => Step::Refuse(e.to_string()),
+                }
+            }
+        })
+    }
+}
+
+/// The stream's mark for a control `line` not applied for `reason`, naming what is still watched (the
+/// first of `watches`).
+pub fn refusal(line: &str, reason: String, watches: &[Watch]) -> StreamEvent {
+    let watching = watches
+        .first()
+        .map(|w| format!("{} (0x{:x}/{})", w.label, w.addr, w.len))
+        .unwrap_or_default();
+    StreamEvent::ControlRefused {
+        command: line.trim().to_string(),
+        reason,
+        watching,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::testutil::watch;
+
+    /// A controller reading `text` from a regular file, resolving every target to a watch at 0x1000 with
+    /// the access asked (and refusing `missing`).
+    fn moves(text: &str, epoll: &Epoll) -> Moves<'static> {
+        let path = std::env::temp_dir().join(format!(
+            "ksymwatch-moves-{}-{}",
+            std::process::id(),
+            text.len()
+        ));
+        std::fs::write(&path, text).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let resolve: Resolve<'static> = Box::new(|t: &Target, access: Access| {
+            if t.text == "missing" {
+                return Err(Error::usage("no symbol `missing`"));
+            }
+            Ok(watch(&t.text, 0x1000, access))
+        });
+        let ctl = Controller {
+            source: Control::from_file(file),
+            resolve,
+            access: Access::Write,
+        };
+        Moves::new(ctl, epoll, 3).unwrap()
+    }
+
+    #[test]
+    fn a_regular_file_is_read_to_its_end_unpolled() {
+        let epoll = Epoll::new().unwrap();
+        let mut m = moves("off\non\nwatch x rw", &epoll);
+        assert!(m.unpolled(), "epoll refuses a regular file");
+        let mut all = Vec::new();
+        while m.unpolled() {
+            let (lines, read) = m.read(&epoll);
+            read.unwrap();
+            all.extend(lines.iter().cloned());
+            m.recycle(lines);
+        }
+        assert_eq!(
+            all,
+            ["off", "on", "watch x rw"],
+            "the last line needs no newline"
+        );
+    }
+
+    #[test]
+    fn lines_become_steps_with_targets_resolved() {
+        let epoll = Epoll::new().unwrap();
+        let mut m = moves("", &epoll);
+        assert!(m.step("# a comment").is_none());
+        assert!(matches!(m.step("off"), Some(Step::Off)));
+        assert!(matches!(m.step("on"), Some(Step::On)));
+        let Some(Step::Move(w)) = m.step("watch counter") else {
+            panic!("watch is a move");
+        };
+        assert_eq!((w.label.as_str(), w.access), ("counter", Access::Write));
+        let Some(Step::Move(w)) = m.step("watch counter rw") else {
+            panic!("watch is a move");
+        };
+        assert_eq!(w.access, Access::ReadWrite, "the line's access wins");
+        let Some(Step::Refuse(reason)) = m.step("watch missing") else {
+            panic!("an unresolved target is refused");
+        };
+        assert!(reason.contains("missing"), "{reason}");
+        assert!(matches!(m.step("jump"), Some(Step::Refuse(_))));
+    }
+
+    #[test]
+    fn a_refusal_names_the_line_and_what_is_still_watched() {
+        let watches = [watch("counter", 0x1000, Access::Write)];
+        let StreamEvent::ControlRefused {
+            command,
+            reason,
+            watching,
+        } = refusal("  watch nowhere \n", "no such symbol".into(), &watches)
+        else {
+            panic!("not a refusal");
+        };
+        assert_eq!(command, "watch nowhere");
+        assert_eq!(reason, "no such symbol");
+        assert_eq!(watching, "counter (0x1000/8)");
+        let StreamEvent::ControlRefused { watching, .. } = refusal("x", String::new(), &[]) else {
+            panic!("not a refusal");
+        };
+        assert_eq!(watching, "");
+    }
+}

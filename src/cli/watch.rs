@@ -42,8 +42,8 @@ use crate::trace::control::Control;
 use crate::trace::flight::Recorder;
 use crate::trace::hotplug::Hotplug;
 use crate::trace::launch::Launched;
-use crate::trace::objects::Slots;
 use crate::trace::moves::{Controller, Resolve};
+use crate::trace::objects::Slots;
 use crate::trace::session::{ObjectWatch, Plan, Session};
 
 fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {

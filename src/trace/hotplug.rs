@@ -7,7 +7,7 @@
 //! so every message, and a slow timer, triggers a reconcile against `/sys/devices/system/cpu/online`. The
 //! same socket tells of kernel modules being removed, which `crate::trace::unload` acts on.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -184,6 +184,49 @@ pub fn uevents_work() -> bool {
     sys::uevent_socket().is_ok()
 }
 
+/// The CPUs that came online and are not armed: since when each has gone unwatched (for the summary's
+/// unwatched time) and which were already marked unarmable in the stream (marked once, retried on every
+/// reconcile).
+#[derive(Debug, Default)]
+pub struct Unwatched {
+    /// Online but not armable (debug registers taken); already reported.
+    unarmable: BTreeSet<u32>,
+    /// Not armed yet, with the time each was first seen online.
+    since: BTreeMap<u32, u64>,
+}
+
+impl Unwatched {
+    /// `cpu` went offline at `now`: nothing runs on it, so a window it spent unarmed ends. Returns that
+    /// window's length.
+    pub fn offline(&mut self, cpu: u32, now: u64) -> Option<u64> {
+        let since = self.since.remove(&cpu)?;
+        Some(now.saturating_sub(since))
+    }
+
+    /// `cpu`, first seen online at `seen`, was armed at `now`: returns how long it went unwatched, from
+    /// when it was first seen unarmed if it was.
+    pub fn armed(&mut self, cpu: u32, seen: u64, now: u64) -> u64 {
+        self.unarmable.remove(&cpu);
+        let since = self.since.remove(&cpu).unwrap_or(seen);
+        now.saturating_sub(since)
+    }
+
+    /// `cpu`, seen online at `seen`, could not be armed: unwatched from its first sighting until armed or
+    /// the end. Returns whether to mark it in the stream: the first time, or every time when `strict`
+    /// (the mark then ends the run).
+    pub fn failed(&mut self, cpu: u32, seen: u64, strict: bool) -> bool {
+        self.since.entry(cpu).or_insert(seen);
+        strict || self.unarmable.insert(cpu)
+    }
+
+    /// The run ends at `now`: each CPU never armed since it came online was unwatched to the end.
+    pub fn end(&mut self, now: u64) -> impl Iterator<Item = (u32, u64)> {
+        std::mem::take(&mut self.since)
+            .into_iter()
+            .map(move |(cpu, since)| (cpu, now.saturating_sub(since)))
+    }
+}
+
 /// A uevent datagram of `parts` (`action@devpath`, then `KEY=VALUE`s), each NUL-terminated as the kernel
 /// sends them, for tests.
 #[cfg(test)]
@@ -275,5 +318,37 @@ mod tests {
             plan(&set(&[0]), &set(&[0, 1]), &set(&[]), Some(&set(&[0]))),
             Changes::default()
         );
+    }
+
+    #[test]
+    fn unwatched_time_runs_from_the_first_sighting_until_armed_offline_or_the_end() {
+        let mut u = Unwatched::default();
+        // Armed at once: unwatched from its uevent to the arming.
+        assert_eq!(u.armed(1, 100, 150), 50);
+        // Fails twice, then is armed: from the first failure's sighting, marked only once.
+        assert!(u.failed(2, 1_000, false));
+        assert!(!u.failed(2, 2_000, false), "already marked");
+        assert_eq!(u.armed(2, 3_000, 3_500), 2_500);
+        assert!(
+            u.failed(2, 4_000, false),
+            "armed since: a new failure is marked again"
+        );
+        // Goes offline unarmed: its window ends there; once.
+        assert_eq!(u.offline(2, 4_600), Some(600));
+        assert_eq!(u.offline(2, 4_700), None);
+        assert_eq!(u.offline(3, 4_700), None, "never seen unarmed");
+        // Still unarmed at the end.
+        assert!(u.failed(3, 5_000, false));
+        assert!(u.failed(4, 6_000, false));
+        assert_eq!(u.end(7_000).collect::<Vec<_>>(), [(3, 2_000), (4, 1_000)]);
+        assert_eq!(u.end(8_000).count(), 0);
+    }
+
+    #[test]
+    fn strict_marks_every_failure() {
+        let mut u = Unwatched::default();
+        assert!(u.failed(1, 10, true));
+        assert!(u.failed(1, 20, true));
+        assert_eq!(u.end(30).collect::<Vec<_>>(), [(1, 20)]);
     }
 }

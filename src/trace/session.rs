@@ -28,7 +28,7 @@ use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, 
 use crate::trace::comm::Comms;
 use crate::trace::events::{Audit, EventSet, Item};
 use crate::trace::flight::Recorder;
-use crate::trace::hotplug::{Changes, Hotplug};
+use crate::trace::hotplug::{Changes, Hotplug, Unwatched};
 use crate::trace::moves::{self, Controller, Moves, Step};
 use crate::trace::objects::{self, Placement, Slots};
 use crate::trace::olds::Olds;
@@ -92,10 +92,8 @@ pub struct Session<'a, O: Output> {
     olds: Olds,
     limits: Limits,
     filter: Filter,
-    /// CPUs online but not armable (debug registers taken); already reported, retried on reconcile.
-    unarmable: BTreeSet<u32>,
-    /// CPUs that came online and are not armed yet, with the time they were first seen online.
-    unwatched_since: std::collections::BTreeMap<u32, u64>,
+    /// CPUs that came online and are not armed.
+    unwatched: Unwatched,
     /// Every event closed so far, audited against the kernel's counters.
     audits: Vec<Audit>,
     /// The first output error that was not a closed pipe.
@@ -201,8 +199,7 @@ impl<'a, O: Output> Session<'a, O> {
             olds: Olds::new(condition, kernel_drops),
             limits,
             filter,
-            unarmable: BTreeSet::new(),
-            unwatched_since: std::collections::BTreeMap::new(),
+            unwatched: Unwatched::default(),
             audits: Vec::new(),
             output_error: None,
             fatal: None,
@@ -451,8 +448,8 @@ impl<'a, O: Output> Session<'a, O> {
         self.events.close_all();
         // A CPU never armed since it came online was unwatched to the end.
         let end = sys::monotonic_ns();
-        for (cpu, since) in std::mem::take(&mut self.unwatched_since) {
-            *self.summary.unwatched_ns_by_cpu.entry(cpu).or_default() += end.saturating_sub(since);
+        for (cpu, ns) in self.unwatched.end(end) {
+            *self.summary.unwatched_ns_by_cpu.entry(cpu).or_default() += ns;
         }
         if let Some(e) = self.output_error.take() {
             return Err(Error::runtime("writing output").caused_by(e));
@@ -854,89 +851,87 @@ impl<'a, O: Output> Session<'a, O> {
             }
         }
         for &cpu in &changes.offline {
-            // Nothing runs on an offline CPU: a window it spent unarmed ends here.
-            if let Some(since) = self.unwatched_since.remove(&cpu) {
-                *self.summary.unwatched_ns_by_cpu.entry(cpu).or_default() +=
-                    sys::monotonic_ns().saturating_sub(since);
-            }
-            // Whatever the CPU wrote before it left is still in its ring; its counters freeze where they were.
-            let Some(audits) = self.events.close_cpu(cpu, &self.epoll, &mut self.sorter) else {
-                continue;
-            };
-            self.audits.extend(audits);
-            if let Some(stop) = self.release(false) {
-                return Ok(Some(stop));
-            }
-            if let Some(stop) =
-                self.emit_event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns())
-            {
+            if let Some(stop) = self.cpu_offline(cpu) {
                 return Ok(Some(stop));
             }
         }
         for &cpu in &changes.online {
-            if self.events.cpus().contains(&cpu) {
-                continue;
-            }
-            let open_start = sys::monotonic_ns();
-            let opened = self
-                .events
-                .open_cpu(cpu, &self.epoll, TOKEN_RING, &mut self.sorter);
-            let event = match opened {
-                Ok(()) => {
-                    self.objects_cpu_online(cpu);
-                    let now = sys::monotonic_ns();
-                    self.unarmable.remove(&cpu);
-                    let since = self
-                        .unwatched_since
-                        .remove(&cpu)
-                        .or(changes.uevent_ns)
-                        .unwrap_or(open_start);
-                    *self.summary.unwatched_ns_by_cpu.entry(cpu).or_default() +=
-                        now.saturating_sub(since);
-                    StreamEvent::CpuOnline {
-                        cpu,
-                        after_uevent_ns: changes.uevent_ns.map(|t| now.saturating_sub(t)),
-                        open_ns: now.saturating_sub(open_start),
-                    }
-                }
-                // ENODEV: it went away again before we got to it; the next uevent or reconcile sorts it out.
-                Err(e)
-                    if e.stage == crate::perf::event::Stage::Open
-                        && e.err.raw_os_error() == Some(libc::ENODEV) =>
-                {
-                    continue
-                }
-                Err(e) => {
-                    // Unwatched from when it was first seen online until armed, or until the end.
-                    self.unwatched_since
-                        .entry(cpu)
-                        .or_insert(changes.uevent_ns.unwrap_or(open_start));
-                    match self.arm_failed(cpu, &e) {
-                        Some(ev) => ev,
-                        None => continue,
-                    }
-                }
-            };
-            if let Some(stop) = self.emit_event(&event, sys::monotonic_ns()) {
+            if let Some(stop) = self.cpu_online(cpu, changes.uevent_ns) {
                 return Ok(Some(stop));
-            }
-            // The `NOT armed` mark is out; the session ends like a signal ends it (summary, then exit 3).
-            if self.fatal.is_some() {
-                return Ok(Some(StopReason::StrictHotplug(cpu)));
             }
         }
         Ok(None)
     }
 
-    /// A CPU came online and could not be armed: marked once in the stream (and on stderr) and retried on
-    /// every reconcile; `None` when it was already marked. With --strict-hotplug the mark is also the end:
-    /// the failure is kept for [`Session::run`] to return after the summary.
-    fn arm_failed(&mut self, cpu: u32, e: &crate::perf::event::OpenError) -> Option<StreamEvent> {
-        let reason = crate::perf::arm::explain(e, self.events.watches()).to_string();
-        if self.hotplug.as_ref().is_some_and(|h| h.strict) {
-            self.fatal = Some(Error::arm(format!("--strict-hotplug: {reason}")));
-        } else if !self.unarmable.insert(cpu) {
+    /// `cpu` went offline: whatever it wrote before it left is still in its ring, printed before the mark;
+    /// its counters freeze where they were.
+    fn cpu_offline(&mut self, cpu: u32) -> Option<StopReason> {
+        if let Some(ns) = self.unwatched.offline(cpu, sys::monotonic_ns()) {
+            *self.summary.unwatched_ns_by_cpu.entry(cpu).or_default() += ns;
+        }
+        let audits = self.events.close_cpu(cpu, &self.epoll, &mut self.sorter)?;
+        self.audits.extend(audits);
+        if let Some(stop) = self.release(false) {
+            return Some(stop);
+        }
+        self.emit_event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns())
+    }
+
+    /// `cpu` came online (its uevent at `uevent_ns`, if one told): armed, or marked as not armed.
+    fn cpu_online(&mut self, cpu: u32, uevent_ns: Option<u64>) -> Option<StopReason> {
+        if self.events.cpus().contains(&cpu) {
             return None;
+        }
+        let open_start = sys::monotonic_ns();
+        let seen = uevent_ns.unwrap_or(open_start);
+        let opened = self
+            .events
+            .open_cpu(cpu, &self.epoll, TOKEN_RING, &mut self.sorter);
+        let event = match opened {
+            Ok(()) => {
+                self.objects_cpu_online(cpu);
+                let now = sys::monotonic_ns();
+                *self.summary.unwatched_ns_by_cpu.entry(cpu).or_default() +=
+                    self.unwatched.armed(cpu, seen, now);
+                StreamEvent::CpuOnline {
+                    cpu,
+                    after_uevent_ns: uevent_ns.map(|t| now.saturating_sub(t)),
+                    open_ns: now.saturating_sub(open_start),
+                }
+            }
+            // ENODEV: it went away again before we got to it; the next uevent or reconcile sorts it out.
+            Err(e)
+                if e.stage == crate::perf::event::Stage::Open
+                    && e.err.raw_os_error() == Some(libc::ENODEV) =>
+            {
+                return None
+            }
+            Err(e) => self.arm_failed(cpu, seen, &e)?,
+        };
+        if let Some(stop) = self.emit_event(&event, sys::monotonic_ns()) {
+            return Some(stop);
+        }
+        // The `NOT armed` mark is out; the session ends like a signal ends it (summary, then exit 3).
+        self.fatal.as_ref().map(|_| StopReason::StrictHotplug(cpu))
+    }
+
+    /// A CPU came online (first seen at `seen`) and could not be armed: unwatched from then on, marked once
+    /// in the stream (and on stderr) and retried on every reconcile; `None` when it was already marked.
+    /// With --strict-hotplug the mark is also the end: the failure is kept for [`Session::run`] to return
+    /// after the summary.
+    fn arm_failed(
+        &mut self,
+        cpu: u32,
+        seen: u64,
+        e: &crate::perf::event::OpenError,
+    ) -> Option<StreamEvent> {
+        let strict = self.hotplug.as_ref().is_some_and(|h| h.strict);
+        if !self.unwatched.failed(cpu, seen, strict) {
+            return None;
+        }
+        let reason = crate::perf::arm::explain(e, self.events.watches()).to_string();
+        if strict {
+            self.fatal = Some(Error::arm(format!("--strict-hotplug: {reason}")));
         }
         Some(StreamEvent::CpuArmFailed { cpu, reason })
     }

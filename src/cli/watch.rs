@@ -43,8 +43,9 @@ use crate::trace::flight::Recorder;
 use crate::trace::hotplug::Hotplug;
 use crate::trace::launch::Launched;
 use crate::trace::moves::{Controller, Resolve};
+use crate::trace::objects::ObjectWatch;
 use crate::trace::objects::Slots;
-use crate::trace::session::{ObjectWatch, Plan, Session};
+use crate::trace::session::{Plan, Session};
 
 fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {
     Ok(Box::new(BufWriter::new(output_file::create(path, flag)?)))

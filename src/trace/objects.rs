@@ -3,12 +3,102 @@
 //! A new object takes a free slot, or with `--rotate` the oldest armed object's; otherwise it is skipped
 //! and counted. A freed object's slot goes back to waiting.
 //!
-//! Which slot an object gets, and what is counted, is decided here ([`Slots`], pure and tested offline);
-//! moving the breakpoints is the session's, through [`crate::trace::events::EventSet::retarget`].
+//! Which slot an object gets, and what is counted, is decided here ([`Slots`], pure and tested offline),
+//! and so is the order a drained batch of allocations and frees is carried out in ([`batch`]); moving the
+//! breakpoints is the session's, through [`crate::trace::events::EventSet::retarget`].
 
-use crate::config::objects::ObjectTarget;
+use crate::config::objects::{Allocators, ObjectTarget};
 use crate::config::watch::Watch;
+use crate::perf::bpf::objects::{self as bpf, ObjectRecord, ObjectSource, Read};
 use crate::report::ObjectTally;
+
+/// `--on`'s running state: where objects come from, what each slot holds, and where a free slot waits.
+pub struct ObjectWatch {
+    pub source: ObjectSource,
+    /// Whose objects are taken (`-p`, `--comm`); others' are not seen at all.
+    pub allocators: Allocators,
+    pub target: ObjectTarget,
+    /// Each slot's waiting watch.
+    pub parked: Vec<Watch>,
+    pub slots: Slots,
+    /// Records drained, reused.
+    pub records: Vec<Read>,
+}
+
+/// A drained batch of object records, in the order the session carries it out.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Batch<'r> {
+    /// The allocations taken, in time order. They go first: arming is what the gap is made of, and the
+    /// frees (printing their objects' last hits) can wait.
+    pub allocated: Vec<Allocation<'r>>,
+    /// The other frees, `(ptr, time)` in time order: after the allocations.
+    pub freed: Vec<(u64, u64)>,
+    /// Records the kernel dropped.
+    pub lost: u64,
+}
+
+/// An allocation record of a [`Batch`], with what the batch says of its address.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Allocation<'r> {
+    pub rec: &'r ObjectRecord,
+    /// Its object's free is in the batch too: it is not armed at all.
+    pub freed: bool,
+    /// An object at its address was freed in the batch before it (and that free is not an earlier
+    /// allocation's): it is a new object even if a slot holds that address.
+    pub after_free: bool,
+}
+
+/// Sorts drained `records` by time (losses first), then splits them into a [`Batch`], taking only the
+/// allocations of `allocators`.
+pub fn batch<'r>(records: &'r mut [Read], allocators: &Allocators) -> Batch<'r> {
+    records.sort_by_key(|r| match r {
+        Read::Object(o) => o.time,
+        _ => 0,
+    });
+    let records = &*records;
+    let mut frees: Vec<(u64, u64)> = records
+        .iter()
+        .filter_map(|r| match r {
+            Read::Object(o) if o.kind == bpf::FREED => Some((o.ptr, o.time)),
+            _ => None,
+        })
+        .collect();
+    let mut out = Batch::default();
+    let mut consumed = Vec::new();
+    for r in records {
+        let Read::Object(rec) = r else {
+            continue;
+        };
+        if rec.kind != bpf::ALLOCATED || !allocators.take(rec.pid, &rec.comm) {
+            continue;
+        }
+        let paired = frees
+            .iter()
+            .position(|&(p, t)| p == rec.ptr && t >= rec.time);
+        let after_free =
+            paired.is_none() && frees.iter().any(|&(p, t)| p == rec.ptr && t <= rec.time);
+        if let Some(at) = paired {
+            consumed.push(frees.remove(at));
+        }
+        out.allocated.push(Allocation {
+            rec,
+            freed: paired.is_some(),
+            after_free,
+        });
+    }
+    for r in records {
+        match r {
+            Read::Lost(n) => out.lost += n,
+            Read::Object(rec)
+                if rec.kind == bpf::FREED && !consumed.contains(&(rec.ptr, rec.time)) =>
+            {
+                out.freed.push((rec.ptr, rec.time));
+            }
+            _ => {}
+        }
+    }
+    out
+}
 
 /// An object in a slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,5 +328,58 @@ mod tests {
         let w = object_watch(&t, 7, 0xffff888104f2a000);
         assert_eq!((w.addr, w.len), (0xffff888104f2a050, 4));
         assert_eq!(w.label, "(struct pipe_inode_info)0xffff888104f2a000.head#7");
+    }
+
+    fn record(kind: u64, ptr: u64, time: u64, pid: u32) -> Read {
+        Read::Object(ObjectRecord {
+            kind,
+            time,
+            ptr,
+            call_site: 0,
+            pid,
+            tid: pid,
+            size: 64,
+            comm: format!("task{pid}"),
+        })
+    }
+
+    #[test]
+    fn a_batch_pairs_frees_with_their_allocations_in_time_order() {
+        let mut records = vec![
+            record(bpf::FREED, 0xa0, 30, 1),
+            record(bpf::ALLOCATED, 0xb0, 20, 1),
+            Read::Lost(3),
+            record(bpf::ALLOCATED, 0xa0, 10, 1),
+            // Freed here, allocated before the batch.
+            record(bpf::FREED, 0xc0, 5, 1),
+            // Another process's: not taken, and its free is an ordinary one.
+            record(bpf::ALLOCATED, 0xd0, 40, 2),
+            record(bpf::FREED, 0xd0, 50, 2),
+            // Freed before this allocation: not its free.
+            record(bpf::FREED, 0xe0, 60, 1),
+            record(bpf::ALLOCATED, 0xe0, 70, 1),
+            Read::Other,
+            Read::Lost(1),
+        ];
+        let only_1 = Allocators {
+            pids: vec![1],
+            comms: Vec::new(),
+        };
+        let b = batch(&mut records, &only_1);
+        let allocated: Vec<(u64, u64, bool, bool)> = b
+            .allocated
+            .iter()
+            .map(|a| (a.rec.ptr, a.rec.time, a.freed, a.after_free))
+            .collect();
+        assert_eq!(
+            allocated,
+            [
+                (0xa0, 10, true, false),
+                (0xb0, 20, false, false),
+                (0xe0, 70, false, true)
+            ]
+        );
+        assert_eq!(b.freed, [(0xc0, 5), (0xd0, 50), (0xe0, 60)]);
+        assert_eq!(b.lost, 4);
     }
 }

@@ -15,12 +15,11 @@ use ksymwatch_symbols::{LineSource, Origin, SymbolTable, UserSymbols};
 
 use crate::config::condition::Condition;
 use crate::config::filter::Filter;
-use crate::config::objects::{Allocators, ObjectTarget};
 use crate::config::watch::Watch;
 use crate::config::Limits;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::arm::{Armed, Scope};
-use crate::perf::bpf::objects::{self as objects_bpf, ObjectSource};
+use crate::perf::bpf::objects as objects_bpf;
 use crate::perf::event::EventConfig;
 use crate::perf::record::Sample;
 use crate::perf::sys::{self, Epoll, SignalFd};
@@ -30,7 +29,7 @@ use crate::trace::events::{Audit, EventSet, Item};
 use crate::trace::flight::Recorder;
 use crate::trace::hotplug::{Changes, Hotplug, Unwatched};
 use crate::trace::moves::{self, Controller, Moves, Step};
-use crate::trace::objects::{self, Placement, Slots};
+use crate::trace::objects::{self, ObjectWatch, Placement};
 use crate::trace::olds::Olds;
 use crate::trace::pace::{Pace, SORT_SLACK_NS};
 use crate::trace::sorter::Sorter;
@@ -108,19 +107,6 @@ pub struct Session<'a, O: Output> {
     /// `--on`: the objects' source and slots.
     objects: Option<ObjectWatch>,
     flight: Option<Recorder>,
-}
-
-/// `--on`'s running state: where objects come from, what each slot holds, and where a free slot waits.
-pub struct ObjectWatch {
-    pub source: ObjectSource,
-    /// Whose objects are taken (`-p`, `--comm`); others' are not seen at all.
-    pub allocators: Allocators,
-    pub target: ObjectTarget,
-    /// Each slot's waiting watch.
-    pub parked: Vec<Watch>,
-    pub slots: Slots,
-    /// Records drained, reused.
-    pub records: Vec<objects_bpf::Read>,
 }
 
 impl<'a, O: Output> Session<'a, O> {
@@ -238,83 +224,41 @@ impl<'a, O: Output> Session<'a, O> {
         }
     }
 
-    /// Arms each new object, disarms each freed one, in the order the kernel reported them.
+    /// Arms each new object, disarms each freed one, in the order [`objects::batch`] puts them.
     fn on_objects(&mut self) -> Option<StopReason> {
-        let Some(o) = &mut self.objects else {
-            return None;
-        };
+        let o = self.objects.as_mut()?;
         let mut records = std::mem::take(&mut o.records);
         o.source.drain(&mut records);
-        records.sort_by_key(|r| match r {
-            objects_bpf::Read::Object(o) => o.time,
-            _ => 0,
-        });
-        // An object freed before it could be armed is not armed at all: its free is in the same batch.
-        let mut freed: Vec<(u64, u64)> = records
-            .iter()
-            .filter_map(|r| match r {
-                objects_bpf::Read::Object(o) if o.kind == objects_bpf::FREED => {
-                    Some((o.ptr, o.time))
-                }
-                _ => None,
-            })
-            .collect();
-        // Allocations first, into free slots: arming is what the gap is made of, and the frees in the
-        // same batch (printing their objects' last hits) can wait. An allocation that finds every slot
-        // busy waits for the batch's frees.
+        let batch = objects::batch(&mut records, &o.allocators);
+        o.slots.tally.lost += batch.lost;
+        // An allocation that finds every slot busy waits for the batch's frees.
         let mut stop = None;
         let mut waiting = Vec::new();
-        let mut consumed = Vec::new();
-        for r in &records {
-            let objects_bpf::Read::Object(rec) = r else {
-                continue;
-            };
-            if rec.kind != objects_bpf::ALLOCATED
-                || !self
-                    .objects
-                    .as_ref()
-                    .is_some_and(|o| o.allocators.take(rec.pid, &rec.comm))
-            {
-                continue;
-            }
-            if let Some(at) = freed
-                .iter()
-                .position(|&(p, t)| p == rec.ptr && t >= rec.time)
-            {
-                consumed.push(freed.remove(at));
+        for a in batch.allocated {
+            let rec = a.rec;
+            if a.freed {
                 if let Some(o) = &mut self.objects {
                     o.slots.gone();
                 }
-            } else if self.objects.as_ref().is_some_and(|o| {
-                o.slots.slot_of(rec.ptr, rec.time).is_some()
-                    && !freed.iter().any(|&(p, t)| p == rec.ptr && t <= rec.time)
-            }) {
+            } else if !a.after_free
+                && self
+                    .objects
+                    .as_ref()
+                    .is_some_and(|o| o.slots.slot_of(rec.ptr, rec.time).is_some())
+            {
                 // A tracepoint reporting an object it reported before (a socket changing state
                 // again): it is armed already. (A new object at a freed one's address is not: that free
                 // is in the batch, before it.)
             } else if self.objects.as_ref().is_some_and(|o| o.slots.has_free()) {
                 stop = stop.or_else(|| self.object_allocated(rec));
             } else {
-                waiting.push(rec.clone());
+                waiting.push(rec);
             }
         }
-        for r in &records {
-            match r {
-                objects_bpf::Read::Lost(n) => {
-                    if let Some(o) = &mut self.objects {
-                        o.slots.tally.lost += n;
-                    }
-                }
-                objects_bpf::Read::Object(rec)
-                    if rec.kind == objects_bpf::FREED
-                        && !consumed.contains(&(rec.ptr, rec.time)) =>
-                {
-                    stop = stop.or_else(|| self.object_freed(rec.ptr, rec.time));
-                }
-                _ => {}
-            }
+        for (ptr, time) in batch.freed {
+            stop = stop.or_else(|| self.object_freed(ptr, time));
         }
-        for rec in &waiting {
+        for rec in waiting {
             stop = stop.or_else(|| self.object_allocated(rec));
         }
         records.clear();

@@ -1,12 +1,14 @@
 //! The running session: the loop that ties the armed events' rings to signals, the deadline and CPU
-//! hotplug (`session`); the armed event set that owns every descriptor and ring (`events`); the merge
-//! of records from all rings in timestamp order (`sorter`); following CPUs as they come and go
-//! ([`hotplug`]); naming tasks (`comm`) and frames (`symbolize`), and letting go of what exited tasks
-//! left behind (`exited`); starting a command stopped at its exec
-//! for launch mode (`launch`); reading `--control` commands (`control`); ending the watches on a kernel
-//! module that is unloaded (`unload`); `--value`'s `old` in merged time order and its race counts (`olds`); the watched processes followed to
-//! their exit or exec (`watched`); the flight recorder that keeps the last hits until a trigger prints
-//! them (`flight`).
+//! hotplug, and prints what they release (`session`); its wake-up policy (`pace`); the armed event set
+//! that owns every descriptor and ring (`events`); the merge of records from all rings in timestamp order
+//! (`sorter`); following CPUs as they come and go ([`hotplug`]); the task tracker applying task records
+//! to names and user-space maps (`tasks`), over naming tasks (`comm`) and letting go of what exited tasks
+//! left behind (`exited`); naming frames (`symbolize`); starting a command stopped at its exec for launch
+//! mode (`launch`); reading `--control` commands (`control`) and turning them into steps (`moves`);
+//! ending the watches on a kernel module that is unloaded (`unload`); `--value`'s `old` in merged time
+//! order and its race counts (`olds`); the watched processes followed to their exit or exec
+//! (`watched`); the flight recorder that keeps the last hits until a trigger prints them (`flight`);
+//! `--on`'s object slots and batches (`objects`).
 //!
 //! Uses [`crate::perf`] for events and records and [`crate::config`] for what to watch, keep and stop on;
 //! hands symbolized hits to a `crate::report::Output` and never prints itself. Every name comes from the

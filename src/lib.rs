@@ -20,6 +20,7 @@ pub mod cli;
 pub mod config;
 pub mod cpulist;
 pub mod error;
+pub mod model;
 pub mod perf;
 pub(crate) mod report;
 pub(crate) mod stderr;

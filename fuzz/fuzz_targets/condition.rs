@@ -1,7 +1,7 @@
 //! `--if` text comes from the user: the parser must answer every input with a tree or a column error, and a
 //! tree must spell itself back into text that parses to the same tree.
 #![no_main]
-use ksymwatch::config::condition::{self, Condition};
+use ksymwatch::model::condition::{self, Condition};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -17,8 +17,8 @@ use clap::Parser;
 
 pub use args::{Cli, Command};
 
-use crate::config::watch::Access;
 use crate::error::Result;
+use crate::model::watch::Access;
 use crate::stderr;
 
 /// Parses arguments, runs, and returns the process exit code.

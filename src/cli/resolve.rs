@@ -10,9 +10,10 @@ use ksymwatch_symbols::{Resolver, Source, SourceSearch};
 use crate::cli::args::ResolveArgs;
 use crate::config::advice::SymbolsContext;
 use crate::config::symbols;
-use crate::config::target::{Base, Target};
-use crate::config::{debuginfod, process, target, typed};
+use crate::config::{debuginfod, process, typed};
 use crate::error::{Context, Error, Result};
+use crate::model::target;
+use crate::model::target::{Base, Target};
 
 pub fn run(args: ResolveArgs) -> Result<()> {
     let answered = answer(&args);

@@ -15,12 +15,13 @@ use crate::cli::plan::{
 use crate::cli::{otlp, output_file};
 use crate::config::flight::Flight;
 use crate::config::symbols::FileSymbols;
-use crate::config::target::Target;
 use crate::config::typed;
-use crate::config::watch::{self, Access, Resolved, Watch};
-use crate::config::Limits;
+use crate::config::watch::{self, Resolved};
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
+use crate::model::target::Target;
+use crate::model::watch::{Access, Watch};
+use crate::model::Limits;
 use crate::perf::arm::{self, Scope};
 use crate::perf::bpf::hit_set::HitPrograms;
 use crate::perf::bpf::objects::ObjectSource;

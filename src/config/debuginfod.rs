@@ -14,8 +14,8 @@ use ksymwatch_symbols::{
 };
 
 use crate::config::advice::Advised;
-use crate::config::target::{Base, Target};
 use crate::error::{Error, Result};
+use crate::model::target::{Base, Target};
 
 /// Suffixes compilers add to a symbol's name (`counter.lto.7`, `f.isra.0`, `__key.123`): a dotted target
 /// ending in these names a symbol, not a member, and needs no DWARF.
@@ -217,7 +217,7 @@ pub fn parse_size(text: &str) -> std::result::Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::target::parse;
+    use crate::model::target::parse;
 
     #[test]
     fn members_and_elements_need_dwarf_compiler_suffixes_do_not() {

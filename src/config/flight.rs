@@ -5,7 +5,7 @@
 use std::fmt;
 use std::path::Path;
 
-use super::condition::{self, Condition};
+use crate::model::condition::{self, Condition};
 
 /// Where the kernel lists its tracepoints: `GROUP/NAME` directories.
 pub const TRACEPOINTS: &str = "/sys/kernel/tracing/events";

@@ -14,10 +14,11 @@
 
 use ksymwatch_symbols::CastType;
 
-use crate::config::target::{self, Base};
 use crate::config::typed::{self, Types};
-use crate::config::watch::{self, Access};
+use crate::config::watch;
 use crate::error::{Error, Result};
+use crate::model::target::{self, Base};
+use crate::model::watch::Access;
 
 /// The object stand-in's address while the target resolves: aligned to any member, in the kernel half.
 const STAND_IN: u64 = 0xffff_8880_0000_0000;

@@ -10,8 +10,8 @@ use std::path::Path;
 use ksymwatch_symbols::process::{self, ProcessError, ProcessTarget};
 use serde::Serialize;
 
-use crate::config::target::{Base, Target};
 use crate::error::{Error, ExitCode, Result};
+use crate::model::target::{Base, Target};
 
 /// Where `/proc` is.
 pub const PROC: &str = "/proc";
@@ -236,8 +236,9 @@ impl fmt::Display for InProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::target::parse;
-    use crate::config::watch::{resolve_in_process_at, Access};
+    use crate::config::watch::resolve_in_process_at;
+    use crate::model::target::parse;
+    use crate::model::watch::Access;
     use ksymwatch_symbols::testing::fake_proc::{standard, LIBFOO, PIE};
 
     #[test]

@@ -14,9 +14,10 @@ use ksymwatch_symbols::{
 };
 
 use crate::config::advice::{Advised, SymbolsContext};
-use crate::config::target::{Base, Target};
-use crate::config::watch::{self, Access};
+use crate::config::watch;
 use crate::error::{Error, ExitCode, Result};
+use crate::model::target::{Base, Target};
+use crate::model::watch::Access;
 
 pub const DEFAULT_KALLSYMS: &str = "/proc/kallsyms";
 pub const DEFAULT_NOTES: &str = "/sys/kernel/notes";

@@ -16,9 +16,10 @@ use std::sync::Arc;
 use ksymwatch_symbols::{Btf, CastKind, CastType, FieldError, MemberInfo, PathElem};
 
 use crate::config::advice::Advised;
-use crate::config::target::{Base, Target};
-use crate::config::watch::{self, Access};
+use crate::config::watch;
 use crate::error::{Error, Result};
+use crate::model::target::{Base, Target};
+use crate::model::watch::Access;
 
 /// Where the running kernel publishes its BTF.
 pub const DEFAULT_BTF: &str = Btf::VMLINUX;

@@ -12,8 +12,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io;
 
-use crate::config::watch::Watch;
 use crate::error::Error;
+use crate::model::watch::Watch;
 use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError, Stage};
 
 /// Who a watch covers.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use perf_event_open_sys::bindings as pb;
 
-use crate::config::watch::{Access, Watch};
+use crate::model::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
 use crate::perf::bpf::hit_set::HitPrograms;
 use crate::perf::bpf::Values;

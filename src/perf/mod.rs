@@ -4,7 +4,7 @@
 //! (`privilege`), the warm-up that overlaps the first open's RCU wait with start-up ([`warmup`]), and the
 //! BPF program that reads each hit's value and decides `--if` in the kernel ([`bpf`]).
 //!
-//! Uses only the watch it is asked to arm ([`crate::config::watch::Watch`]), for `--value` the condition
+//! Uses only the watch it is asked to arm ([`crate::model::watch::Watch`]), for `--value` the condition
 //! and filters compiled into the program, and the shared error type; it
 //! knows nothing of symbols, printing or the CLI.
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::config::watch::{Access, Watch};
+use crate::model::watch::{Access, Watch};
 use crate::perf::event::{attr, Bind, EventConfig};
 use crate::perf::sys;
 

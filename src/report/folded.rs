@@ -126,7 +126,7 @@ fn xml_escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::watch::{Access, Watch};
+    use crate::model::watch::{Access, Watch};
     use crate::perf::record::{encode, Sample};
     use crate::report::testutil::{self, each_hit, table};
     use std::cell::RefCell;

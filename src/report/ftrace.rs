@@ -22,8 +22,8 @@ use super::{
     arm_failed_note, format_time, summary_line, DumpTrigger, Header, Hit, Output, StreamEvent,
     Summary, Value, ValueFrom,
 };
-use crate::config::watch::Watch;
 use crate::cpulist;
+use crate::model::watch::Watch;
 
 /// A target's header line: `# target: LABEL addr=0x... len=N access=W (write)` (also `--dry-run`'s).
 pub(crate) fn target_line(w: &Watch) -> String {
@@ -379,7 +379,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::watch::Access;
+    use crate::model::watch::Access;
     use crate::perf::record::encode;
     use crate::report::testutil::{each_hit, each_value_of_a_user_store, sample, table, watch};
 

@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use serde::{Serialize, Serializer};
 
 use super::numbers::{push_dec, push_hex};
-use crate::config::watch::Watch;
+use crate::model::watch::Watch;
 
 use super::{
     arm_failed_note, summary_line, Covered, DumpTrigger, Header, Hit, Output, ResolvedFrame,
@@ -963,7 +963,7 @@ impl<W: Write, E: Write> Output for Json<W, E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::watch::Access;
+    use crate::model::watch::Access;
     use crate::perf::record::encode;
     use crate::report::testutil::{each_hit, each_value_of_a_user_store, sample, table, watch};
     use crate::report::Value as HitValue;

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use std::time::Duration;
 
-use crate::config::watch::Watch;
+use crate::model::watch::Watch;
 use crate::perf::record::Sample;
 
 pub use frame::{Rendered, ResolvedFrame, SourceLine};

@@ -631,7 +631,7 @@ impl<W: Write, E: Write> Output for Otlp<W, E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::watch::Access;
+    use crate::model::watch::Access;
     use crate::perf::record::encode;
     use crate::report::testutil::{each_hit, each_value_of_a_user_store, sample, table, watch};
     use crate::report::{Covered, Rendered, SourceLine, StopReason};

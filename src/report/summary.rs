@@ -392,7 +392,7 @@ pub fn write_text(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::watch::{Access, Watch};
+    use crate::model::watch::{Access, Watch};
     use crate::perf::record::{encode, Sample};
     use crate::report::testutil::{self, each_hit, table, watch};
     use ksymwatch_symbols::SymbolTable;

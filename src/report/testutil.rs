@@ -5,7 +5,7 @@
 
 use super::frame::{Rendered, ResolvedFrame};
 use super::{Hit, Value};
-use crate::config::watch::{Access, Watch};
+use crate::model::watch::{Access, Watch};
 use crate::perf::record::{decode, encode, Context, Record, Sample, SAMPLE_TYPE};
 use ksymwatch_symbols::{kallsyms, SymbolTable};
 use std::path::Path;
@@ -54,7 +54,7 @@ pub fn watch(label: &str, addr: u64, access: Access) -> Watch {
 /// 0x7ffd0000 - 0x10, so cpu1's copy of offset 0x10 is at 0x7ffd0000, where [`sample`]s often hit).
 pub fn percpu_watch(label: &str, copy: Option<u32>) -> Watch {
     let bases = [(0, 0x7ffc_0000), (1, 0x7ffd_0000 - 0x10)].into();
-    let per_cpu = crate::config::watch::PerCpu {
+    let per_cpu = crate::model::watch::PerCpu {
         offset: 0x10,
         bases,
         copy,

@@ -17,9 +17,9 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::config::target::{self, Target};
-use crate::config::watch::Access;
 use crate::error::{Error, ExitCode, Result};
+use crate::model::target::{self, Target};
+use crate::model::watch::Access;
 use crate::perf::sys;
 
 /// One control command.

@@ -15,9 +15,9 @@ use std::collections::VecDeque;
 use std::io;
 use std::rc::Rc;
 
-use crate::config::condition::Condition;
 use crate::config::flight::Flight;
-use crate::config::watch::Watch;
+use crate::model::condition::Condition;
+use crate::model::watch::Watch;
 use crate::perf::bpf::trigger::Tracepoint;
 use crate::perf::record::Sample;
 use crate::report::{DumpTrigger, Hit, Output, StreamEvent, Value};
@@ -192,9 +192,9 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::condition;
     use crate::config::flight::Trigger;
-    use crate::config::watch::Access;
+    use crate::model::condition;
+    use crate::model::watch::Access;
     use crate::perf::record::encode;
     use crate::report::ftrace::Ftrace;
     use crate::report::json::Json;

@@ -6,8 +6,8 @@
 
 use std::io;
 
-use crate::config::filter::Filter;
-use crate::config::watch::Access;
+use crate::model::filter::Filter;
+use crate::model::watch::Access;
 use crate::perf::record::{decode_reusing, encode, Record, SAMPLE_TYPE};
 use crate::report::ftrace::Ftrace;
 use crate::report::json::Json;

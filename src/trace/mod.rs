@@ -10,7 +10,8 @@
 //! (`watched`); the flight recorder that keeps the last hits until a trigger prints them (`flight`);
 //! `--on`'s object slots and batches (`objects`).
 //!
-//! Uses [`crate::perf`] for events and records and [`crate::config`] for what to watch, keep and stop on;
+//! Uses [`crate::perf`] for events and records, [`crate::model`] for what to watch, keep and stop on, and
+//! [`crate::config`]'s resolved `--on` and `--last` settings;
 //! hands symbolized hits to a `crate::report::Output` and never prints itself. Every name comes from the
 //! `ksymwatch-symbols` crate (kernel tables, user-space maps and ELF symbols, source lines); `symbolize`
 //! only applies them to a sample.

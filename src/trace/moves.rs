@@ -5,9 +5,9 @@
 
 use std::io;
 
-use crate::config::target::Target;
-use crate::config::watch::{Access, Watch};
 use crate::error::{Error, Result};
+use crate::model::target::Target;
+use crate::model::watch::{Access, Watch};
 use crate::perf::sys::Epoll;
 use crate::report::StreamEvent;
 use crate::trace::control::{self, Command, Control};

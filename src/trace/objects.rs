@@ -8,7 +8,7 @@
 //! breakpoints is the session's, through [`crate::trace::events::EventSet::retarget`].
 
 use crate::config::objects::{Allocators, ObjectTarget};
-use crate::config::watch::Watch;
+use crate::model::watch::Watch;
 use crate::perf::bpf::objects::{self as bpf, ObjectRecord, ObjectSource, Read};
 use crate::report::ObjectTally;
 
@@ -322,7 +322,7 @@ mod tests {
             },
             offset: 0x50,
             len: 4,
-            access: crate::config::watch::Access::Write,
+            access: crate::model::watch::Access::Write,
             object_size: Some(192),
         };
         let w = object_watch(&t, 7, 0xffff888104f2a000);

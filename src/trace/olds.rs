@@ -12,7 +12,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::config::condition::Condition;
+use crate::model::condition::Condition;
 use crate::report::{Summary, Value, ValueFrom};
 
 /// Kernel addresses start here; below is a process's own.
@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn races_and_contradicted_verdicts_are_counted() {
-        let cond = crate::config::condition::parse("value > 10").unwrap();
+        let cond = crate::model::condition::parse("value > 10").unwrap();
         let mut o = Olds::new(Some(cond), true);
         let mut s = Summary::default();
         // Memory (kernel's verdict) said 20; the store wrote 5: raced, and the verdict is contradicted.

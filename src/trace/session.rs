@@ -13,11 +13,11 @@ use std::time::Instant;
 
 use ksymwatch_symbols::{LineSource, Origin, SymbolTable, UserSymbols};
 
-use crate::config::condition::Condition;
-use crate::config::filter::Filter;
-use crate::config::watch::Watch;
-use crate::config::Limits;
 use crate::error::{Context, Error, ExitCode, Result};
+use crate::model::condition::Condition;
+use crate::model::filter::Filter;
+use crate::model::watch::Watch;
+use crate::model::Limits;
 use crate::perf::arm::{Armed, Scope};
 use crate::perf::bpf::objects as objects_bpf;
 use crate::perf::event::EventConfig;

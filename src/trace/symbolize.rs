@@ -467,7 +467,7 @@ mod tests {
         let watches = [testutil::watch(
             "x",
             0x1000,
-            crate::config::watch::Access::Write,
+            crate::model::watch::Access::Write,
         )];
         let shared = table
             .lookup("nfs_end", None)
@@ -598,7 +598,7 @@ mod tests {
 
     #[test]
     fn lines_annotate_kernel_frames_and_are_printed() {
-        use crate::config::watch::{Access, Watch};
+        use crate::model::watch::{Access, Watch};
         use crate::perf::record::{decode, encode, Record, SAMPLE_TYPE};
         use crate::report::{ftrace::Ftrace, Hit, Output};
         let table = kallsyms::from_text(

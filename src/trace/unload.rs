@@ -21,7 +21,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::config::watch::Watch;
+use crate::model::watch::Watch;
 
 /// Where loaded modules show up in sysfs.
 pub const SYS_MODULE: &str = "/sys/module";
@@ -84,7 +84,7 @@ pub fn gone(module: &str, sys_module: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::watch::Access;
+    use crate::model::watch::Access;
 
     use crate::trace::hotplug::uevent as msg;
 

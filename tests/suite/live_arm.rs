@@ -3,7 +3,7 @@
 
 use crate::util;
 
-use ksymwatch::config::watch::{Access, Watch};
+use ksymwatch::model::watch::{Access, Watch};
 use ksymwatch::perf::arm::{arm_with, open_cpu};
 use ksymwatch::perf::event::{EventConfig, OpenError, Stage};
 use std::collections::BTreeSet;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use ksymwatch::config::watch::{Access, Watch};
+use ksymwatch::model::watch::{Access, Watch};
 use ksymwatch::perf::arm::{arm_in, Scope};
 use ksymwatch::perf::event::EventConfig;
 use serde_json::Value;

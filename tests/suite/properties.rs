@@ -2,8 +2,8 @@
 //! any input, and what the encoders write must decode to the same values. CI runs the default number of
 //! cases; `scripts/fuzz.sh` runs many more.
 
-use ksymwatch::config::target;
 use ksymwatch::cpulist;
+use ksymwatch::model::target;
 use ksymwatch::perf::record;
 use ksymwatch::trace::hotplug;
 use ksymwatch::x86_store;

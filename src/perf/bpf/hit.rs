@@ -21,8 +21,8 @@
 //! bytes: the BPF stack is 512 bytes) and written with `bpf_perf_event_output` to the CPU's `BPF_OUTPUT`
 //! event, sized to the stacks it holds. Programs do not nest on a CPU, so one scratch entry per CPU is enough.
 
-use crate::config::condition::Condition;
-use crate::config::filter::Filter;
+use crate::model::condition::Condition;
+use crate::model::filter::Filter;
 use crate::perf::bpf::insn::{
     Alu, Asm, AsmError, Cond, Insn, Label, DW, FP, R0, R1, R2, R3, R4, R5,
 };

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use perf_event_open_sys::bindings as pb;
 
 use super::hit_set::HitPrograms;
-use crate::config::filter::Filter;
-use crate::config::watch::{Access, Watch};
+use crate::model::filter::Filter;
+use crate::model::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
 use crate::perf::hit_record::{decode_output, HitRecord, USER_MODE};
 use crate::perf::record::{SAMPLE_CPU, SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_TID, SAMPLE_TIME};

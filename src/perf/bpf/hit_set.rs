@@ -15,10 +15,10 @@ use super::{
     possible_cpus, raw, unavailable, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH, MAP_TYPE_PERCPU_ARRAY,
     MAP_TYPE_PERF_EVENT_ARRAY, OLDS_MAX, PROG_TYPE_PERF_EVENT,
 };
-use crate::config::condition::Condition;
-use crate::config::filter::Filter;
-use crate::config::watch::{Access, Watch};
 use crate::error::Error;
+use crate::model::condition::Condition;
+use crate::model::filter::Filter;
+use crate::model::watch::{Access, Watch};
 use crate::perf::hit_record::MAX_LEN;
 use crate::perf::sys;
 

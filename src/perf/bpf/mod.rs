@@ -39,10 +39,10 @@ use std::path::Path;
 
 use perf_event_open_sys::bindings as pb;
 
-use crate::config::condition::Condition;
-use crate::config::filter::Filter;
-use crate::config::watch::Watch;
 use crate::error::Error;
+use crate::model::condition::Condition;
+use crate::model::filter::Filter;
+use crate::model::watch::Watch;
 use crate::perf::attr::ring_attr;
 use crate::perf::record::VALUE_SAMPLE_TYPE;
 use crate::perf::sys;

@@ -18,8 +18,8 @@
 //! hidden because its value could not be seen. The old value is updated before the filters, so `old` is the
 //! value before this store even when the previous store was filtered out.
 
-use crate::config::condition::{Compare, Condition, Op, Rhs, Side};
-use crate::config::filter::{Filter, Place};
+use crate::model::condition::{Compare, Condition, Op, Rhs, Side};
+use crate::model::filter::{Filter, Place};
 use crate::perf::bpf::insn::{
     Alu, Asm, AsmError, Cond, Insn, Label, Reg, B, DW, FP, H, R0, R1, R2, R3, R4, R5, R6, R7, R8,
     R9, W,

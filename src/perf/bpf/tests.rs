@@ -3,8 +3,8 @@
 
 use super::interp::Machine;
 use super::program::{generate, helper, Maps, Spec};
-use crate::config::condition::{Compare, Condition, Op, Rhs, Side};
-use crate::config::filter::{Filter, Place};
+use crate::model::condition::{Compare, Condition, Op, Rhs, Side};
+use crate::model::filter::{Filter, Place};
 use crate::perf::record::{OLD_KNOWN, VALUE_KNOWN};
 
 const MAPS: Maps = Maps {

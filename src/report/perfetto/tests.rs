@@ -8,7 +8,7 @@ use prost::Message;
 
 use super::proto::{self, AnnotationValue, Data, Trace};
 use super::*;
-use crate::config::watch::Access;
+use crate::model::watch::Access;
 use crate::perf::record::{encode, Sample};
 use crate::report::testutil::{self, each_hit, each_value_of_a_user_store, table};
 use crate::report::{Covered, StopReason};
@@ -19,7 +19,7 @@ const CLOCKS: Clocks = Clocks {
 };
 
 fn header_of<'a>(
-    watches: &'a [crate::config::watch::Watch],
+    watches: &'a [crate::model::watch::Watch],
     cpus: &'a BTreeSet<u32>,
     processes: &'a [(u32, String)],
 ) -> Header<'a> {

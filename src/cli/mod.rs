@@ -47,7 +47,10 @@ pub fn main() -> i32 {
             return 0;
         }
     };
-    match run(cli) {
+    let result = run(cli);
+    // The symbol cache is written while the watch arms; the process must not end before it is.
+    ksymwatch_symbols::cache::finish_writes();
+    match result {
         Ok(code) => code,
         Err(e) => {
             stderr::line(format_args!("ksymwatch: error: {e}"));

@@ -149,6 +149,11 @@ impl SymbolCache {
     /// Writes `table` for `key`: the directory is created 0700 if missing, the file 0600 under a temporary
     /// name and renamed into place, so a reader sees the old file or the new one, never half of one.
     pub fn store(&self, key: &CacheKey, table: &SymbolTable) -> io::Result<()> {
+        self.store_bytes(&header(key, table), table.as_bytes())
+    }
+
+    /// [`SymbolCache::store`] of a header and table bytes made beforehand (a write on another thread).
+    fn store_bytes(&self, header: &[u8], table: &[u8]) -> io::Result<()> {
         let refused = || io::Error::new(io::ErrorKind::PermissionDenied, "untrusted cache dir");
         match fs::DirBuilder::new()
             .recursive(true)
@@ -171,8 +176,8 @@ impl SymbolCache {
                 .mode(0o600)
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(&tmp)?;
-            f.write_all(&header(key, table))?;
-            f.write_all(table.as_bytes())?;
+            f.write_all(header)?;
+            f.write_all(table)?;
             fs::rename(&tmp, self.file())
         })();
         if written.is_err() {
@@ -220,9 +225,40 @@ pub fn load_kallsyms(
     }
     let table = kallsyms::load(kallsyms_path)?;
     if let Some(k) = &key {
-        let _ = cache.store(k, &table);
+        // Written on a thread: the caller has a watch to arm, and the file is only for the next run.
+        let (to, header, bytes) = (cache.clone(), header(k, &table), table.as_bytes().to_vec());
+        let write = std::thread::Builder::new()
+            .name("ksymwatch-cache".into())
+            .spawn(move || {
+                let _ = to.store_bytes(&header, &bytes);
+            });
+        match write {
+            Ok(handle) => pending().push(handle),
+            Err(_) => {
+                let _ = cache.store(k, &table);
+            }
+        }
     }
     Ok((table, Origin::Parsed))
+}
+
+/// Cache writes [`load_kallsyms`] started and nobody waited for yet.
+static PENDING: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn pending() -> std::sync::MutexGuard<'static, Vec<std::thread::JoinHandle<()>>> {
+    PENDING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Waits for the cache writes [`load_kallsyms`] started: a process ends with this, so that the file is
+/// complete (a write cut short leaves a temporary file behind, never a torn cache).
+pub fn finish_writes() {
+    let handles = std::mem::take(&mut *pending());
+    for h in handles {
+        let _ = h.join();
+    }
 }
 
 /// Where [`load_kallsyms`] got its table: a cached one lacks the code the kernel created since it was
@@ -620,6 +656,7 @@ ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
         let notes = d.join("no-notes");
         let running = CacheKey::running(&notes);
         let (first, origin) = load_kallsyms(&ks, &notes, Some(&c)).unwrap();
+        finish_writes();
         assert_eq!(first.len(), 8);
         assert_eq!(origin, Origin::Parsed);
         let Some(k) = running else {

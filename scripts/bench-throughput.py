@@ -20,11 +20,18 @@ Modes (`--modes`, comma-separated, in this order each run; default `text,quiet` 
     value     ksymwatch write ADDR/8 --quiet --value   (every hit sampled, the BPF program attached)
     if        ksymwatch write ADDR/8 --quiet --if 'value < K', K = N // 1000: the writers store 0..N-1, so
               one store in 1000 matches (K hits per writer); the rest are dropped in the kernel
+    perfetto  ksymwatch write ADDR/8 --quiet --perfetto FILE   (the Perfetto trace only, besides the summary)
+    otlp      ksymwatch write ADDR/8 --format otlp-json        (OTLP/JSON logs to a file)
+    flight    ksymwatch write ADDR/8 --last 100000 --dump-on signal   (the flight recorder keeps every hit's
+              fields and prints none: never signalled, it prints only its header and the summary)
+    bare      scripts/bench-bare-count.c: one write breakpoint per online CPU, counting only (no ring, no BPF
+              program, no sample): the trap itself, the floor of any system-wide watch (bench-writer.py's
+              `bare`); its hits are its count
     none      no tracer at all: the writers' own cost per store, the baseline for writer_s
     perf      perf record -e mem:ADDR/8:w -a -g + perf script (also added by default unless --no-perf)
 
-For each run and mode: hits captured (counted in the output by the writers' tids, or the summary for
---quiet) out of the stores, records lost, tracer CPU user+sys (perf script included for perf), CPU per
+For each run and mode: hits captured (counted in the output by the writers' tids, or from the summary line
+when no hit is printed: quiet, value, if, perfetto, flight) out of the stores, records lost, tracer CPU user+sys (perf script included for perf), CPU per
 hit, peak RSS, voluntary context switches (wake-ups) and write(2) calls of the tracer (/proc/PID/io, read
 just before it is stopped). `--idle` also runs each ksymwatch mode once with writers that store nothing,
 for as long as the flood took, and reports the marginal CPU per hit (flood CPU minus idle CPU, over hits):
@@ -58,8 +65,12 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCK = "/tmp/ksymwatch-live-tests.lock"
-KSYM_MODES = ("text", "json", "quiet", "process", "value", "if")
-SUMMARY_MODES = ("quiet", "value", "if")  # print only the summary: hits counted from it, armed mark on stderr
+KSYM_MODES = ("text", "json", "quiet", "process", "value", "if", "perfetto", "otlp", "flight")
+TRACER_MODES = KSYM_MODES + ("bare",)  # run as a process over the flood by ksymwatch() below
+SUMMARY_MODES = ("quiet", "value", "if", "perfetto")  # print only the summary: armed mark on stderr
+UNPRINTED_MODES = SUMMARY_MODES + ("flight",)  # print no hit: hits counted from the summary line
+FLAGS = {"json": ["--json"], "quiet": ["--quiet"], "value": ["--quiet", "--value"], "otlp": ["--format", "otlp-json"],
+         "flight": ["--last", "100000", "--dump-on", "signal"]}
 
 
 def online_cpus():
@@ -125,7 +136,10 @@ def wait_for(path, marker, deadline):
 
 
 def count_hits(mode, out, err, tids):
-    if mode in SUMMARY_MODES:
+    if mode == "bare":
+        m = re.search(r"count=(\d+)", open(out).read())
+        return int(m.group(1)) if m else None
+    if mode in UNPRINTED_MODES:
         m = re.search(r"(\d+) hits", open(err).read())
         return int(m.group(1)) if m else None
     n = 0
@@ -134,6 +148,12 @@ def count_hits(mode, out, err, tids):
             if line.startswith('{"type":"hit"'):
                 m = re.search(r'"tid":(\d+)', line)
                 n += bool(m and int(m.group(1)) in tids)
+        return n
+    if mode == "otlp":
+        # A line is a batch of records; a hit's is the one with a thread.id.
+        pat = re.compile(r'"key":"thread\.id","value":\{"intValue":"(\d+)"')
+        for line in open(out, errors="replace"):
+            n += sum(int(t) in tids for t in pat.findall(line))
         return n
     pat = re.compile(r"\s*\S+-(\d+)\s+\[")
     for line in open(out, errors="replace"):
@@ -167,15 +187,25 @@ __attribute__((destructor)) static void report(void) {
 """
 
 
-def ksymwatch(binary, mode, writers, work, label, hold_s=None, profile=None, allocs=False, cond=None):
-    """One tracer run over one flood (or, with `hold_s`, over that many idle seconds)."""
+def tracer_argv(binary, mode, writers, work, label, cond):
+    if mode == "bare":
+        return [os.path.join(work, "bench-bare-count"), writers.addr, "8"]
     argv = [binary, "write"]
     if mode == "process":
         for pid in writers.pids:
             argv += ["-p", str(pid)]
     argv.append(f"{writers.addr}/8")
-    argv += {"json": ["--json"], "quiet": ["--quiet"], "value": ["--quiet", "--value"],
-             "if": ["--quiet", "--if", cond]}.get(mode, [])
+    argv += FLAGS.get(mode, [])
+    if mode == "if":
+        argv += ["--quiet", "--if", cond]
+    if mode == "perfetto":
+        argv += ["--quiet", "--perfetto", os.path.join(work, f"{label}.pftrace")]
+    return argv
+
+
+def ksymwatch(binary, mode, writers, work, label, hold_s=None, profile=None, allocs=False, cond=None):
+    """One tracer run (ksymwatch, or bare's counter) over one flood (or, with `hold_s`, that many idle seconds)."""
+    argv = tracer_argv(binary, mode, writers, work, label, cond)
     out, err = os.path.join(work, f"{label}.out"), os.path.join(work, f"{label}.err")
     env = dict(os.environ, LD_PRELOAD=os.path.join(work, "alloc-count.so")) if allocs else None
     with open(out, "w") as o, open(err, "w") as e:
@@ -248,7 +278,7 @@ def main():
     ap.add_argument("n", nargs="?", type=int, default=500000, help="stores per writer")
     ap.add_argument("--quiet", action="store_true", help="also measure --quiet (single-CPU form)")
     ap.add_argument("--flood", action="store_true", help="one writer per online CPU, all at once")
-    ap.add_argument("--modes", help="comma-separated: text,json,quiet,process,value,if,none,perf")
+    ap.add_argument("--modes", help="comma-separated: " + ",".join(TRACER_MODES + ("none", "perf")))
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--idle", action="store_true", help="also measure idle runs; report marginal CPU per hit")
     ap.add_argument("--jsonl", action="store_true", help="one JSON object per measurement on stdout")
@@ -265,8 +295,8 @@ def main():
         if not a.no_perf and shutil.which("perf"):
             modes.append("perf")
     for m in modes:
-        if m not in KSYM_MODES + ("perf", "none"):
-            raise SystemExit(f"unknown mode {m}; modes are {', '.join(KSYM_MODES)}, none, perf")
+        if m not in TRACER_MODES + ("perf", "none"):
+            raise SystemExit(f"unknown mode {m}; modes are {', '.join(TRACER_MODES)}, none, perf")
     cond = f"value < {a.n // 1000}"
     cpus = online_cpus() if a.flood else [0]
     work = tempfile.mkdtemp(prefix="ksymwatch-bench-")
@@ -279,6 +309,9 @@ def main():
         writer = os.path.join(work, "writer")
         subprocess.run(["gcc", "-O1", "-fno-omit-frame-pointer", "-no-pie", "-o", writer,
                         os.path.join(ROOT, "tests/helpers/writer.c")], check=True)
+        if "bare" in modes:
+            subprocess.run(["gcc", "-O2", "-Wall", "-o", os.path.join(work, "bench-bare-count"),
+                            os.path.join(ROOT, "scripts/bench-bare-count.c")], check=True)
         if a.allocs:
             shim = os.path.join(work, "alloc-count.c")
             open(shim, "w").write(ALLOC_SHIM)
@@ -312,7 +345,7 @@ def main():
                     report(a.jsonl, r)
                 if a.idle and run == 0:
                     for mode in modes:
-                        if mode in ("perf", "none"):
+                        if mode in ("perf", "none", "bare"):
                             continue
                         w = Writers(writer, 0, cpus)
                         try:

@@ -659,15 +659,15 @@ impl KernelSide {
         }
         // A per-CPU variable has one copy per CPU, none at its symbol's address: each CPU's breakpoint goes
         // on a copy, resolved here as a cast on one CPU's.
-        let (targets, percpu, percpu_offsets) = match mode {
-            Mode::System => percpu_targets(&types, targets, args.percpu_cpu)?,
+        let (targets, mut percpu, mut percpu_offsets) = match mode {
+            Mode::System => percpu_targets(&types, targets, args.percpu_cpu, None)?,
             _ => {
                 let none = vec![None; targets.len()];
                 (targets, none, None)
             }
         };
         // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
-        let targets: Vec<Target> =
+        let mut targets: Vec<Target> =
             if matches!(mode, Mode::System) && !matches!(picked, Source::Vmlinux(_)) {
                 targets
                     .into_iter()
@@ -677,7 +677,7 @@ impl KernelSide {
                 targets
             };
         // A `(TYPE)` target resolves its base like any other target, then moves onto the member (`typed`).
-        let bases: Vec<Target> = targets.iter().map(typed::base_target).collect();
+        let mut bases: Vec<Target> = targets.iter().map(typed::base_target).collect();
         if args.symbols.lines && !matches!(picked, Source::Vmlinux(_)) {
             return Err(Error::usage(format!(
             "--lines reads file:line from vmlinux DWARF, but the symbols come from {picked}; pass --vmlinux FILE \
@@ -723,6 +723,19 @@ impl KernelSide {
                     None if user_only => load_symbols_or_none(&args.symbols)?,
                     None => load_symbols(&args.symbols)?,
                 };
+                // A per-CPU variable named bare (`cpu_number`) is not in a kallsyms without data symbols.
+                if system {
+                    let (moved, plain, at) =
+                        percpu_targets(&types, targets, args.percpu_cpu, Some(&table))?;
+                    targets = moved;
+                    bases = targets.iter().map(typed::base_target).collect();
+                    for (p, found) in percpu.iter_mut().zip(plain) {
+                        if found.is_some() {
+                            *p = found;
+                        }
+                    }
+                    percpu_offsets = percpu_offsets.or(at);
+                }
                 let resolved = if system {
                     bases
                         .iter()
@@ -739,6 +752,12 @@ impl KernelSide {
                 )
             }
         };
+        if let (Some(cpu), true) = (args.percpu_cpu, percpu.iter().all(Option::is_none)) {
+            return Err(Error::usage(format!(
+                "--percpu-cpu {cpu} chooses which CPU's copy of a per-CPU variable to watch, and no target \
+                 is one; drop --percpu-cpu"
+            )));
+        }
         Ok(KernelSide {
             targets,
             bases,
@@ -757,16 +776,31 @@ impl KernelSide {
 /// lowest online CPU's), so that it resolves like a cast on an address; and, for those, where every online
 /// CPU's copy is. The per-CPU bases come from the kernel ([`bpf::percpu`]); a kernel that cannot give them
 /// is exit 4 with the way to watch one copy by hand.
+///
+/// Named with a member path (`runqueues.nr_running`), a per-CPU variable is recognized from BTF before any
+/// symbol is loaded. A bare name (`cpu_number`) is looked up in BTF only once `table` (the kallsyms
+/// table) has no such symbol: loading the kernel's BTF for every plain `jiffies` would cost every start-up
+/// milliseconds.
 fn percpu_targets(
     types: &typed::Types,
     targets: Vec<Target>,
     copy: Option<u32>,
+    table: Option<&SymbolTable>,
 ) -> Result<PerCpuTargets> {
     let mut found: Option<(BTreeMap<u32, u64>, bpf::percpu::Offsets)> = None;
     let mut moved = Vec::with_capacity(targets.len());
     let mut percpu = Vec::with_capacity(targets.len());
     for t in targets {
-        let Some(v) = typed::percpu_variable(types, &t) else {
+        let plain_unknown = |name: &str| table.is_some_and(|tb| tb.by_name(name).next().is_none());
+        let candidate = match (&t.base, table) {
+            (_, None) => !t.path.is_empty(),
+            (Base::Symbol { name, .. }, Some(_)) => t.path.is_empty() && plain_unknown(name),
+            _ => false,
+        };
+        let Some(v) = candidate
+            .then(|| typed::percpu_variable(types, &t))
+            .flatten()
+        else {
             moved.push(t);
             percpu.push(None);
             continue;
@@ -792,12 +826,6 @@ fn percpu_targets(
                 copy,
             },
         }));
-    }
-    if let (Some(cpu), true) = (copy, percpu.iter().all(Option::is_none)) {
-        return Err(Error::usage(format!(
-            "--percpu-cpu {cpu} chooses which CPU's copy of a per-CPU variable to watch, and no target is \
-             one; drop --percpu-cpu"
-        )));
     }
     Ok((moved, percpu, found.map(|(_, at)| at)))
 }

@@ -251,7 +251,8 @@ impl PerCpuVariable {
     }
 }
 
-/// `target` when it names a per-CPU variable BTF records, with or without a member path (else `None`).
+/// `target` when it names a per-CPU variable BTF records, with or without a member path (else `None`). Loads
+/// the kernel's BTF: a caller asks only where a per-CPU variable may be meant.
 pub fn percpu_variable(types: &Types, target: &Target) -> Option<PerCpuVariable> {
     if target.cast.is_some()
         || target.object().is_some()

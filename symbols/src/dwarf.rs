@@ -97,18 +97,16 @@ pub enum FieldError {
 /// Beyond this many fields, a "no such field" message names only the likely ones.
 const MAX_FIELDS_LISTED: usize = 24;
 
-/// Fields that contain what was typed, or are contained in it, or share its first three letters.
+/// The most fields a "did you mean" names.
+const MAX_CLOSE_FIELDS: usize = 8;
+
+/// The fields closest to what was typed, best first, by [`crate::suggest`]'s ranking.
 fn close_fields<'a>(typed: &str, available: &'a [String]) -> Vec<&'a str> {
-    let t = typed.to_ascii_lowercase();
-    available
-        .iter()
-        .filter(|a| {
-            let a = a.to_ascii_lowercase();
-            a.contains(&t) || t.contains(&a) || (t.len() >= 3 && a.starts_with(&t[..3]))
-        })
-        .take(8)
-        .map(String::as_str)
-        .collect()
+    crate::suggest::best(
+        typed,
+        available.iter().map(String::as_str),
+        MAX_CLOSE_FIELDS,
+    )
 }
 
 impl fmt::Display for FieldError {

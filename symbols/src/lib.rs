@@ -21,7 +21,7 @@
 //! [`buildid`] the notes, [`debuginfod`] fetches a vmlinux by build-id, [`kaslr`] the relocation, [`dwarf`]
 //! member paths and types, [`btf`] the same from the kernel's BTF, [`lines`] file:line,
 //! [`annotate`](mod@annotate) a chain frame's file:line and inlined calls, [`user`] user-space frames,
-//! [`process`] variables in a process; the table, the
+//! [`process`] variables in a process, [`suggest`](mod@suggest) the "did you mean" names of every lookup; the table, the
 //! source search and the resolver tie the kernel ones together.
 //!
 //! Errors describe what is wrong and, where there is one, a way out that needs no particular front end;
@@ -43,6 +43,7 @@ mod path;
 pub mod process;
 mod resolve;
 mod source;
+pub mod suggest;
 mod symbol;
 pub mod sysmap;
 mod table;

@@ -335,9 +335,15 @@ impl SymbolTable {
         names.into_iter().map(str::to_string).collect()
     }
 
-    /// Close names for a typo: small edit distance first, then names that contain the query.
+    /// Close names for a typo, best first, by [`crate::suggest`]'s ranking.
     pub fn suggest(&self, name: &str, max: usize) -> Vec<String> {
-        self.suggest_among(name, max, |_| true)
+        // Scored as bytes: checking each of ~122k names for UTF-8 would cost a fifth of the scan.
+        let names = (0..self.len()).map(|i| self.columns.name_bytes(i));
+        crate::suggest::best(name, names, max)
+            .into_iter()
+            .filter_map(|n| std::str::from_utf8(n).ok())
+            .map(str::to_string)
+            .collect()
     }
 
     /// [`SymbolTable::suggest`] among the symbols `keep` accepts.
@@ -347,30 +353,10 @@ impl SymbolTable {
         max: usize,
         keep: impl Fn(&SymbolRef<'_>) -> bool,
     ) -> Vec<String> {
-        let limit = (name.chars().count() / 3).clamp(1, 3);
-        let mut scored: Vec<(usize, &str)> = Vec::new();
-        for candidate in self.iter().filter(|s| keep(s)).map(|s| s.name) {
-            let len_gap = candidate.len().abs_diff(name.len());
-            let score = if len_gap <= limit {
-                match bounded_edit_distance(name, candidate, limit) {
-                    Some(d) => d,
-                    None if candidate.contains(name) && name.len() >= 3 => limit + 1 + len_gap,
-                    None => continue,
-                }
-            } else if candidate.contains(name) && name.len() >= 3 {
-                limit + 1 + len_gap
-            } else {
-                continue;
-            };
-            scored.push((score, candidate));
-        }
-        // Same-named symbols are scored once each; one suggestion is enough.
-        scored.sort();
-        scored.dedup();
-        scored
+        let names = self.iter().filter(|s| keep(s)).map(|s| s.name);
+        crate::suggest::best(name, names, max)
             .into_iter()
-            .take(max)
-            .map(|(_, n)| n.to_string())
+            .map(str::to_string)
             .collect()
     }
 
@@ -438,29 +424,6 @@ fn hashed(index: &[(u64, u32)], h: u64) -> &[(u64, u32)] {
 
 /// How far past an unsized symbol an address may lie and still be attributed to it.
 const MAX_UNSIZED_SPAN: u64 = 0x10000;
-
-/// Levenshtein distance, or `None` once it must exceed `limit` (keeps suggestion scans over 100k names fast).
-fn bounded_edit_distance(a: &str, b: &str, limit: usize) -> Option<usize> {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.iter().enumerate() {
-        cur[0] = i + 1;
-        let mut row_min = cur[0];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-            row_min = row_min.min(cur[j + 1]);
-        }
-        if row_min > limit {
-            return None;
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    let d = prev[b.len()];
-    (d <= limit).then_some(d)
-}
 
 #[cfg(test)]
 mod tests {
@@ -682,10 +645,40 @@ ffffffff83100000 D __start_once
         );
     }
 
+    /// How long a failed lookup's suggestions take on the running kernel's kallsyms (~122k names): every
+    /// name is scored. Run with `cargo test --release -p ksymwatch-symbols suggest_speed -- --ignored
+    /// --nocapture`.
     #[test]
-    fn edit_distance_is_bounded() {
-        assert_eq!(bounded_edit_distance("jiffies", "jiffies", 2), Some(0));
-        assert_eq!(bounded_edit_distance("jiffes", "jiffies", 2), Some(1));
-        assert_eq!(bounded_edit_distance("abc", "xyz", 2), None);
+    #[ignore = "bench: times suggestions over /proc/kallsyms"]
+    fn suggest_speed_on_kallsyms() {
+        let t = match kallsyms::load(Path::new("/proc/kallsyms")) {
+            Ok(t) => t,
+            Err(e) => return crate::testing::skip(format_args!("/proc/kallsyms: {e}")),
+        };
+        let names = [
+            "jiffes",
+            "vfs_wirte",
+            "ksys_write",
+            "tcp_sendmsg_locked_typo",
+            "x",
+            "a_rather_long_name_that_matches_nothing_in_the_kernel_at_all_xyz",
+        ];
+        for name in names {
+            let mut runs: Vec<std::time::Duration> = (0..15)
+                .map(|_| {
+                    let start = std::time::Instant::now();
+                    std::hint::black_box(t.suggest(name, 5));
+                    start.elapsed()
+                })
+                .collect();
+            runs.sort();
+            println!(
+                "suggest({name:?}) over {} names: median {:?} (min {:?}) -> {:?}",
+                t.len(),
+                runs[7],
+                runs[0],
+                t.suggest(name, 5)
+            );
+        }
     }
 }

@@ -520,10 +520,9 @@ impl Btf {
             .collect()
     }
 
-    /// Up to [`MAX_SUGGESTIONS`] names of the cast's kind close to its name: same but for case, a typo or
-    /// two, then names that start with it, then names that contain it.
+    /// Up to [`MAX_SUGGESTIONS`] names of the cast's kind close to its name, best first, by
+    /// [`crate::suggest`]'s ranking.
     fn suggest(&self, cast: &CastType) -> Vec<String> {
-        let want = cast.name.as_str();
         let kinds: &[u32] = match cast.kind {
             Some(CastKind::Struct) => &[kind::STRUCT],
             Some(CastKind::Union) => &[kind::UNION],
@@ -538,54 +537,16 @@ impl Btf {
                 kind::FLOAT,
             ],
         };
-        let mut scored: Vec<(usize, &str)> = Vec::new();
-        for btf in self.chain() {
-            for i in 0..btf.raw.records.len() {
-                let Some(rec) = btf.raw.record(i) else { break };
-                if !kinds.contains(&rec.kind) {
-                    continue;
-                }
-                let name = btf.string(rec.name_off);
-                if name.is_empty() || name == want {
-                    continue;
-                }
-                let diff = name.len().abs_diff(want.len());
-                let score = if name.eq_ignore_ascii_case(want) {
-                    Some(0)
-                } else if diff <= 2 && want.len() <= 64 {
-                    let d = edit_distance(name.as_bytes(), want.as_bytes());
-                    // One typo in four letters; two in six or more.
-                    (d <= 2 && d * 3 <= want.len()).then_some(d)
-                } else {
-                    None
-                };
-                let score = score.or_else(|| {
-                    if want.len() < 3 {
-                        None
-                    } else if name.starts_with(want) {
-                        Some(10 + diff)
-                    } else if name.contains(want) {
-                        Some(1000 + diff)
-                    } else {
-                        None
-                    }
-                });
-                if let Some(s) = score {
-                    scored.push((s, name));
-                }
-            }
-        }
-        scored.sort();
-        let mut out: Vec<String> = Vec::new();
-        for (_, name) in scored {
-            if !out.iter().any(|n| n == name) {
-                out.push(name.to_string());
-                if out.len() == MAX_SUGGESTIONS {
-                    break;
-                }
-            }
-        }
-        out
+        let names = self.chain().flat_map(|btf| {
+            (0..btf.raw.records.len())
+                .map_while(|i| btf.raw.record(i))
+                .filter(|rec| kinds.contains(&rec.kind))
+                .map(|rec| btf.string(rec.name_off))
+        });
+        crate::suggest::best(&cast.name, names, MAX_SUGGESTIONS)
+            .into_iter()
+            .map(str::to_string)
+            .collect()
     }
 
     /// A VAR of that name and the DATASEC entry that places it: the first in the data sections' order.
@@ -1003,27 +964,4 @@ fn qualify(q: &str, inner: String) -> String {
     } else {
         format!("{q} {inner}")
     }
-}
-
-/// Edit distance counting a swap of neighbours as one edit (`tsak` is one from `task`), for names of at
-/// most a few dozen bytes.
-fn edit_distance(a: &[u8], b: &[u8]) -> usize {
-    let mut before: Vec<usize> = vec![0; b.len() + 1];
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for i in 0..a.len() {
-        cur[0] = i + 1;
-        for j in 0..b.len() {
-            let mut d = (prev[j] + usize::from(a[i] != b[j]))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-            if i > 0 && j > 0 && a[i] == b[j - 1] && a[i - 1] == b[j] {
-                d = d.min(before[j - 1] + 1);
-            }
-            cur[j + 1] = d;
-        }
-        std::mem::swap(&mut before, &mut prev);
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
 }

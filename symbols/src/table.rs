@@ -142,6 +142,10 @@ fn is_section_marker(name: &str) -> bool {
         )
 }
 
+/// The prefix of the padding symbol the kernel emits before each function (CONFIG_CALL_PADDING): never a
+/// suggestion, unless the name asked for has it too.
+const PADDING: &str = "__pfx_";
+
 impl SymbolTable {
     /// Builds the table. With `infer_sizes`, a symbol without a size gets the distance to the next higher
     /// address in the same module (kallsyms and System.map carry no sizes).
@@ -338,7 +342,10 @@ impl SymbolTable {
     /// Close names for a typo, best first, by [`crate::suggest`]'s ranking.
     pub fn suggest(&self, name: &str, max: usize) -> Vec<String> {
         // Scored as bytes: checking each of ~122k names for UTF-8 would cost a fifth of the scan.
-        let names = (0..self.len()).map(|i| self.columns.name_bytes(i));
+        let padding = |n: &[u8]| n.starts_with(PADDING.as_bytes()) && !name.starts_with(PADDING);
+        let names = (0..self.len())
+            .map(|i| self.columns.name_bytes(i))
+            .filter(|n| !padding(n));
         crate::suggest::best(name, names, max)
             .into_iter()
             .filter_map(|n| std::str::from_utf8(n).ok())
@@ -353,7 +360,11 @@ impl SymbolTable {
         max: usize,
         keep: impl Fn(&SymbolRef<'_>) -> bool,
     ) -> Vec<String> {
-        let names = self.iter().filter(|s| keep(s)).map(|s| s.name);
+        let padding = |n: &str| n.starts_with(PADDING) && !name.starts_with(PADDING);
+        let names = self
+            .iter()
+            .filter(|s| keep(s) && !padding(s.name))
+            .map(|s| s.name);
         crate::suggest::best(name, names, max)
             .into_iter()
             .map(str::to_string)
@@ -430,6 +441,20 @@ mod tests {
 
     /// kallsyms tags code the kernel made itself like a module (`[__builtin__ftrace]`, `[bpf]`); a list
     /// of the modules there are must not offer them.
+    #[test]
+    fn padding_symbols_are_not_suggested_unless_asked_for() {
+        let t = crate::kallsyms::from_text(
+            "ffffffff81000000 T __pfx_ksys_write\nffffffff81000010 T ksys_write\nffffffff81000100 T ksys_read\n",
+            std::path::Path::new("fixture"),
+        )
+        .unwrap();
+        let got = t.suggest("ksys_writ", 5);
+        assert!(got.contains(&"ksys_write".to_string()), "{got:?}");
+        assert!(!got.iter().any(|n| n.starts_with("__pfx_")), "{got:?}");
+        let asked = t.suggest("__pfx_ksys_writ", 5);
+        assert!(asked.contains(&"__pfx_ksys_write".to_string()), "{asked:?}");
+    }
+
     #[test]
     fn builtin_pseudo_modules_are_not_modules() {
         let t = crate::kallsyms::from_text(

@@ -133,9 +133,12 @@ impl ObjectPlan {
 
     /// The header's line: what is watched, from where, which requests are taken.
     pub fn describe(&self) -> String {
-        let size = match (&self.select.size, self.target.object_size) {
-            (Some(_), Some(n)) => format!(", {n}-byte requests"),
-            _ => String::new(),
+        let size = match self.select.size {
+            Some((bpf::objects::SizeFrom::Requested, n)) => format!(", {n}-byte requests"),
+            Some((bpf::objects::SizeFrom::Cache(_), n)) => {
+                format!(", caches of {n}-byte objects or more")
+            }
+            None => String::new(),
         };
         let mut by = Vec::new();
         if !self.allocators.pids.is_empty() {

@@ -340,3 +340,56 @@ fn a_tracepoint_field_is_a_source() {
         .count();
     assert!(stores >= 1, "a state store on an armed socket: {summary}");
 }
+
+/// `kmem_cache_alloc:FUNC`: task_structs from `copy_process`'s cache (larger than the struct: the FPU
+/// state follows it), taken for the helper's forks; each child's exit writes its `flags`.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_kmem_cache_source_takes_its_caches_objects() {
+    let Some(_live) = util::live() else { return };
+    if !std::path::Path::new("/sys/kernel/tracing/events/kmem/kmem_cache_alloc").is_dir() {
+        return util::skip("no kmem:kmem_cache_alloc tracepoint");
+    }
+    let helper = Command::new("sh")
+        .args([
+            "-c",
+            "sleep 0.3; for i in 1 2 3 4 5 6; do /bin/true; sleep 0.05; done",
+        ])
+        .spawn()
+        .expect("sh");
+    let (pid, records) = watch_while(
+        &[
+            "write",
+            "--on",
+            "kmem_cache_alloc:copy_process",
+            "(struct task_struct)$obj.flags",
+            "-p",
+            "PID",
+            "--json",
+        ],
+        helper,
+    );
+    assert!(
+        records[0]["objects"]
+            .as_str()
+            .is_some_and(|o| o.contains("caches of") && o.contains("-byte objects or more")),
+        "{}",
+        records[0]
+    );
+    let mine = armed_by(&records, pid);
+    let summary = &records.last().expect("summary")["objects"];
+    assert!(mine.len() >= 3, "{summary}");
+    let exits = records
+        .iter()
+        .filter(|r| {
+            r["type"] == "hit"
+                && r["ip"]["sym"] == "do_exit"
+                && mine.keys().any(|i| {
+                    r["target"]
+                        .as_str()
+                        .is_some_and(|t| t.ends_with(&format!(".flags#{i}")))
+                })
+        })
+        .count();
+    assert!(exits >= 1, "a child's exit writes its flags: {summary}");
+}

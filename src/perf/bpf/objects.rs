@@ -60,8 +60,10 @@ pub struct Select {
     pub ptr: PtrAt,
     /// Call sites in `[lo, hi)` (argument 0); `None`: any.
     pub call_site: Option<(u64, u64)>,
-    /// Requests of exactly this many bytes: `kmalloc`'s `bytes_req` (argument 2), or for
-    /// `kmem_cache_alloc` the cache's `object_size` read at this offset in `struct kmem_cache`.
+    /// Requests of exactly this many bytes (`kmalloc`'s `bytes_req`, argument 2), or for
+    /// `kmem_cache_alloc` caches whose `object_size` (read at this offset in `struct kmem_cache`) holds at
+    /// least this many: a cache's objects can be larger than their type (`task_struct`'s carries the FPU
+    /// state after it).
     pub size: Option<(SizeFrom, u64)>,
 }
 
@@ -131,7 +133,7 @@ pub fn generate_alloc(outputs: i32, armed: i32, select: Select) -> Result<Vec<In
                 .jump_imm(Cond::Ne, R0, 0, out)
                 .load(W, R1, FP, SCRATCH)
                 .ld_imm64(R2, size)
-                .jump(Cond::Ne, R1, R2, out);
+                .jump(Cond::Lt, R1, R2, out);
         }
     }
     a.store(DW, FP, OUT + 16, R7)

@@ -13,7 +13,7 @@ use crate::config::advice::Advised;
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::privilege::Privilege;
-use crate::perf::{arm, event};
+use crate::perf::{event, refusal};
 
 #[derive(Debug, Serialize)]
 pub struct CpuSlots {
@@ -170,7 +170,7 @@ pub fn gather() -> Report {
                     // ENODEV: it went offline between the online list and the probe; `write` skips such a
                     // CPU and arms it when it returns.
                     refused: (e.err.raw_os_error() != Some(libc::ENODEV))
-                        .then(|| arm::explain(&e, &[]).code),
+                        .then(|| refusal::explain(&e, &[]).code),
                 },
             })
             .collect()
@@ -191,7 +191,7 @@ pub fn gather() -> Report {
     let uevents = crate::trace::hotplug::uevents_work();
     let bpf_error = crate::perf::bpf::probe()
         .err()
-        .map(|e| crate::perf::bpf::unavailable(&e).to_string());
+        .map(|e| super::advice::no_bpf(&e).to_string());
     let (percpu_bases, percpu_error) = percpu_bases(&online, bpf_error.as_deref());
     let unarmable: Vec<&CpuSlots> = free.iter().filter(|s| s.refused.is_some()).collect();
     let verdict = if !breakpoint_pmu {

@@ -4,6 +4,7 @@
 //!
 //! May use every other layer; nothing outside `cli/` imports it.
 
+mod advice;
 pub(crate) mod args;
 mod check;
 pub(crate) mod duration;

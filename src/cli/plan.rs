@@ -556,7 +556,7 @@ impl Options {
             .as_ref()
             .is_some_and(|f| f.tracepoints().next().is_some());
         if values || tracepoints {
-            bpf::probe().map_err(|e| bpf::unavailable(&e))?;
+            bpf::probe().map_err(|e| super::advice::no_bpf(&e))?;
         }
         if args.per_thread && matches!(mode, Mode::System) {
             return Err(Error::usage(

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols};
 
+use crate::cli::advice;
 use crate::cli::args::WatchArgs;
 use crate::cli::args::{Format, OutputArgs};
 use crate::cli::plan::{
@@ -233,7 +234,8 @@ fn programs(plan: &WatchPlan) -> Result<Programs> {
             &plan.filter,
             !system,
             plan.values,
-        )?;
+        )
+        .map_err(advice::program)?;
         // A launched command's children are watched too, as `perf record -- CMD` follows them.
         if matches!(plan.mode, Mode::Launch(_)) {
             if let Err(e) = hits.follow_children() {
@@ -258,7 +260,8 @@ fn programs(plan: &WatchPlan) -> Result<Programs> {
         return Ok((Some(Arc::new(hits)), None));
     }
     if plan.values {
-        let v = Values::load(&plan.watches, plan.condition.as_ref(), &plan.filter)?;
+        let v = Values::load(&plan.watches, plan.condition.as_ref(), &plan.filter)
+            .map_err(advice::program)?;
         return Ok((None, Some(Arc::new(v))));
     }
     Ok((None, None))
@@ -346,7 +349,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         }
         watches.truncate(free);
     }
-    let armed = arm::arm_in(&watches, &cpus, &scope, &cfg)?;
+    let armed = arm::arm_in(&watches, &cpus, &scope, &cfg).map_err(advice::arming)?;
     let armed_line = ArmedLine::of(&armed);
     let threads = threads_at_start(hit_path, &scope, &armed);
     let processes = watched_processes(&scope);
@@ -392,6 +395,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         symbols_origin,
         condition: condition.clone(),
         flight: recorder,
+        advise: advice::refusal,
     };
     // `armed` goes out the moment every breakpoint is enabled; the session learns every live task's name
     // right after (a script starts its workload on that line: a task the scan misses is one that started
@@ -444,7 +448,7 @@ fn object_watch(plan: ObjectPlan, cpus: &BTreeSet<u32>, slots: &[Watch]) -> Resu
 fn recorder(flight: &Flight) -> Result<Recorder> {
     let tracepoints = flight
         .tracepoints()
-        .map(|(group, name)| Tracepoint::attach(group, name))
+        .map(|(group, name)| Tracepoint::attach(group, name).map_err(advice::tracepoint))
         .collect::<Result<Vec<_>>>()?;
     Ok(Recorder::new(flight, tracepoints))
 }

@@ -10,11 +10,10 @@
 //! exists: one inherited event per CPU and watch, no thread list at all.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::io;
 
-use crate::error::Error;
 use crate::model::watch::Watch;
 use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError, Stage};
+use crate::perf::refusal::{explain, Refusal};
 
 /// Who a watch covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +110,7 @@ pub fn open_cpu_in(
 }
 
 /// Arms `watches` on every CPU in `cpus`, or on none.
-pub fn arm(watches: &[Watch], cpus: &BTreeSet<u32>, cfg: &EventConfig) -> Result<Armed, Error> {
+pub fn arm(watches: &[Watch], cpus: &BTreeSet<u32>, cfg: &EventConfig) -> Result<Armed, Refusal> {
     arm_with(watches, cpus, cfg, open_cpu)
 }
 
@@ -121,7 +120,7 @@ pub fn arm_in(
     cpus: &BTreeSet<u32>,
     scope: &Scope,
     cfg: &EventConfig,
-) -> Result<Armed, Error> {
+) -> Result<Armed, Refusal> {
     match scope {
         _ if cfg.hits.is_some() => arm(watches, cpus, cfg),
         Scope::System => arm(watches, cpus, cfg),
@@ -130,7 +129,7 @@ pub fn arm_in(
         }),
         Scope::Processes(pids) => {
             let events = open_threads(watches, cpus, pids, cfg)
-                .map_err(|e| explain(&e, watches).then(NOTHING_ARMED))?;
+                .map_err(|e| explain(&e, watches).nothing_armed())?;
             enable_all(events, Vec::new(), watches)
         }
     }
@@ -221,7 +220,7 @@ pub fn arm_with(
     cpus: &BTreeSet<u32>,
     cfg: &EventConfig,
     mut open: impl FnMut(&[Watch], u32, &EventConfig) -> Result<Vec<CpuEvent>, OpenError>,
-) -> Result<Armed, Error> {
+) -> Result<Armed, Refusal> {
     let mut events = Vec::with_capacity(cpus.len() * watches.len());
     let mut went_offline = Vec::new();
     for &cpu in cpus {
@@ -231,11 +230,11 @@ pub fn arm_with(
                 went_offline.push(cpu)
             }
             // Returning drops `events`: every descriptor opened so far is closed, freeing its debug register.
-            Err(e) => return Err(explain(&e, watches).then(NOTHING_ARMED)),
+            Err(e) => return Err(explain(&e, watches).nothing_armed()),
         }
     }
     if events.is_empty() {
-        return Err(Error::arm(format!(
+        return Err(Refusal::arm(format!(
             "no CPU could be armed: every requested CPU ({}) went offline",
             crate::cpulist::format(cpus)
         )));
@@ -248,9 +247,9 @@ fn enable_all(
     events: Vec<CpuEvent>,
     went_offline: Vec<u32>,
     watches: &[Watch],
-) -> Result<Armed, Error> {
+) -> Result<Armed, Refusal> {
     if events.is_empty() {
-        return Err(Error::arm(
+        return Err(Refusal::arm(
             "no thread could be armed: every watched process exited while arming",
         ));
     }
@@ -259,137 +258,13 @@ fn enable_all(
             for ev in &events {
                 let _ = ev.disable();
             }
-            return Err(explain(&e, watches).then(NOTHING_ARMED));
+            return Err(explain(&e, watches).nothing_armed());
         }
     }
     Ok(Armed {
         events,
         went_offline,
     })
-}
-
-/// The system's perf_event_paranoid level, for messages.
-pub fn paranoid() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-/// What an all-or-nothing arming failure adds: the explanation alone is also used for a CPU that came
-/// online later and could not be armed while the others stay armed.
-const NOTHING_ARMED: &str = "; nothing was armed";
-
-/// Words an open failure the way a kernel developer needs it: which CPU, what the errno means here, and what
-/// to do about it.
-pub fn explain(e: &OpenError, watches: &[Watch]) -> Error {
-    if let Some(tid) = e.tid {
-        return explain_thread(e, tid, watches);
-    }
-    let cpu = e.cpu;
-    let what = match watches {
-        // `check`'s register probe, which arms no watch of the user's.
-        [] => "a probe breakpoint".to_string(),
-        [w] => format!("0x{:x}/{}", w.addr, w.len),
-        _ => format!("{} watches", watches.len()),
-    };
-    let errno = e.err.raw_os_error().unwrap_or(0);
-    match (e.stage, errno) {
-        (Stage::Bpf, _) => Error::arm(format!(
-            "cpu {cpu}: cannot attach the --value program to the breakpoint: {}; a watch without --value/--if \
-             still works",
-            e.err
-        )),
-        (Stage::Mmap, _) => Error::arm(format!(
-            "cpu {cpu}: cannot map the perf ring buffer: {}; try a smaller --buffer-pages, or raise RLIMIT_MEMLOCK / perf_event_mlock_kb",
-            e.err
-        )),
-        (_, libc::ENOSPC) => Error::arm(format!(
-            "{}; the others are in use (by perf, a debugger, another ksymwatch, or a task-bound watchpoint of \
-             any process, which takes one on every CPU); free some or watch fewer targets",
-            slots(cpu, watches.len().max(1))
-        )),
-        (_, libc::EACCES | libc::EPERM) => Error::not_permitted(format!(
-            "cpu {cpu}: not permitted to open a system-wide breakpoint ({}): run as root or grant CAP_PERFMON \
-             (kernel.perf_event_paranoid is {}; system-wide events need -1 or CAP_PERFMON)",
-            e.err,
-            paranoid()
-        )),
-        (_, libc::ENODEV) => Error::arm(format!("cpu {cpu} went offline while arming")),
-        (_, libc::ENOENT | libc::EOPNOTSUPP) => Error::not_permitted(format!(
-            "cpu {cpu}: this kernel has no hardware breakpoint PMU ({}): it needs CONFIG_HAVE_HW_BREAKPOINT and \
-             /sys/bus/event_source/devices/breakpoint",
-            e.err
-        )),
-        (_, libc::EINVAL) => Error::arm(format!(
-            "cpu {cpu}: the kernel refuses a breakpoint at {what} (EINVAL): the address, length or access type is \
-             not watchable (kernel text cannot be watched for execution here; check alignment)"
-        )),
-        (_, libc::EBUSY) => Error::arm(format!("cpu {cpu}: breakpoint PMU busy ({}): retry", e.err)),
-        _ => Error::arm(format!("cpu {cpu}: cannot arm {what}: {}", io::Error::from_raw_os_error(errno))),
-    }
-}
-
-/// How many debug registers `cpu` has free now against the `needed` ones (one per target): counted by the
-/// kernel's own accounting (disabled probe breakpoints opened until it refuses, then closed).
-fn slots(cpu: u32, needed: usize) -> String {
-    let plural = |n: usize| if n == 1 { "" } else { "s" };
-    match crate::perf::event::free_slots(cpu) {
-        Ok(free) if (free as usize) < needed => format!(
-            "cpu {cpu} has {free} free debug register{}, {needed} needed",
-            plural(free as usize)
-        ),
-        // Freed since the refusal (another holder let go): say what the refusal meant.
-        Ok(_) | Err(_) => format!(
-            "cpu {cpu} had fewer than the {needed} free debug register{} needed",
-            plural(needed)
-        ),
-    }
-}
-
-/// [`explain`] for one thread's event of a process watch: the thread is named, since its own debug
-/// registers (not the CPU's) are what ran out.
-fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch]) -> Error {
-    let comm = std::fs::read_to_string(format!("/proc/{tid}/comm"))
-        .map(|s| s.trim_end().to_string())
-        .unwrap_or_else(|_| "?".into());
-    let who = format!("tid {tid} ({comm})");
-    match (e.stage, e.err.raw_os_error().unwrap_or(0)) {
-        (Stage::Bpf, _) => Error::arm(format!(
-            "{who}, cpu {}: cannot attach the --value program to the breakpoint: {}",
-            e.cpu, e.err
-        )),
-        (Stage::Mmap, _) => Error::arm(format!(
-            "{who}, cpu {}: cannot map or join the perf ring buffer: {}; try a smaller --buffer-pages, or \
-             raise RLIMIT_MEMLOCK / perf_event_mlock_kb",
-            e.cpu, e.err
-        )),
-        (_, libc::ENOSPC) => Error::arm(format!(
-            "{who}: all debug registers of this thread are in use (its own watchpoints, a debugger's, or \
-             another ksymwatch's); free one or watch fewer targets"
-        )),
-        (_, libc::EACCES | libc::EPERM) => Error::not_permitted(format!(
-            "{who}: not permitted to watch this thread ({}; kernel.perf_event_paranoid is {}): a user may \
-             watch only their own processes, from user space, with perf_event_paranoid 2 or less; run as root \
-             or grant CAP_PERFMON, and check kernel.yama.ptrace_scope",
-            e.err,
-            paranoid()
-        )),
-        (_, libc::EMFILE | libc::ENFILE) => Error::arm(format!(
-            "{who}: out of file descriptors ({}): a process watch needs one per thread, CPU and target; \
-             raise the limit (ulimit -n)",
-            e.err
-        )),
-        _ => {
-            // Any other refusal reads as it would for the CPU, with the thread named first.
-            let on_cpu = OpenError {
-                tid: None,
-                err: io::Error::from_raw_os_error(e.err.raw_os_error().unwrap_or(0)),
-                ..*e
-            };
-            let cpu_error = explain(&on_cpu, watches);
-            Error::new(cpu_error.code, format!("{who}: {cpu_error}"))
-        }
-    }
 }
 
 #[cfg(test)]

@@ -457,7 +457,7 @@ const PROBE_MAX: u32 = 8;
 
 /// Opens disabled pinned breakpoints on `cpu` until the kernel says no; all are closed on return. ENOSPC
 /// at the first open is `Ok(0)`; any other refusal of the first open is returned as is, so the caller can
-/// word it as an arming failure would be ([`crate::perf::arm::explain`]).
+/// word it as an arming failure would be ([`crate::perf::refusal::explain`]).
 pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
     let cfg = EventConfig {
         ring_pages: 1,

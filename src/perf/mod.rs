@@ -1,12 +1,13 @@
 //! The kernel interface and nothing else: every raw system call (`sys`; the only other `unsafe` reads the mapped ring), the
 //! attributes every ring's events share (`attr`), the typed breakpoint event ([`event`]), the ring-buffer reader (`ring`), the pure record decoder
-//! ([`record`]), the all-or-nothing arming of a set of events ([`arm`]), the privilege check
+//! ([`record`]), the all-or-nothing arming of a set of events ([`arm`]), why the kernel refused one ([`refusal`]), the privilege check
 //! (`privilege`), the warm-up that overlaps the first open's RCU wait with start-up ([`warmup`]), and the
 //! BPF program that reads each hit's value and decides `--if` in the kernel ([`bpf`]).
 //!
 //! Uses only the watch it is asked to arm ([`crate::model::watch::Watch`]), for `--value` the condition
 //! and filters compiled into the program, and the shared error type; it
-//! knows nothing of symbols, printing or the CLI.
+//! knows nothing of symbols, printing or the CLI: its errors speak of the kernel (a ring's pages, a BPF
+//! program, RLIMIT_MEMLOCK, CAP_BPF) and leave naming the command-line option that helps to the CLI.
 
 pub mod arm;
 pub(crate) mod attr;
@@ -15,6 +16,7 @@ pub mod event;
 pub mod hit_record;
 pub(crate) mod privilege;
 pub mod record;
+pub mod refusal;
 pub(crate) mod ring;
 pub(crate) mod sys;
 pub mod warmup;

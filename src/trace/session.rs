@@ -20,8 +20,9 @@ use crate::model::watch::Watch;
 use crate::model::Limits;
 use crate::perf::arm::{Armed, Scope};
 use crate::perf::bpf::objects as objects_bpf;
-use crate::perf::event::EventConfig;
+use crate::perf::event::{EventConfig, OpenError};
 use crate::perf::record::Sample;
+use crate::perf::refusal::{explain, Refusal};
 use crate::perf::sys::{self, Epoll, SignalFd};
 use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::comm::Comms;
@@ -66,6 +67,9 @@ pub struct Plan<'a> {
     /// `--last N --dump-on ...`: hits are kept, and printed when a trigger fires (SIGUSR1 is then among
     /// the signals read).
     pub flight: Option<Recorder>,
+    /// Words a refusal to arm or enable while running (a CPU that came online, `--control on`) as the
+    /// user reads it: the command line's layer names the option behind each remedy.
+    pub advise: fn(&Refusal) -> String,
 }
 
 const TOKEN_SIGNAL: u64 = 0;
@@ -107,6 +111,7 @@ pub struct Session<'a, O: Output> {
     /// `--on`: the objects' source and slots.
     objects: Option<ObjectWatch>,
     flight: Option<Recorder>,
+    advise: fn(&Refusal) -> String,
 }
 
 impl<'a, O: Output> Session<'a, O> {
@@ -134,6 +139,7 @@ impl<'a, O: Output> Session<'a, O> {
             symbols_origin,
             condition,
             flight,
+            advise,
         } = plan;
         // The program drops traps in the kernel only for a condition or a filter.
         let kernel_drops = condition.is_some() || filter != Filter::default();
@@ -197,6 +203,7 @@ impl<'a, O: Output> Session<'a, O> {
             },
             objects: None,
             flight,
+            advise,
         })
     }
 
@@ -657,7 +664,7 @@ impl<'a, O: Output> Session<'a, O> {
                 let now = sys::monotonic_ns();
                 if let Err(e) = self.events.enable() {
                     self.events.pause();
-                    let reason = crate::perf::arm::explain(&e, self.events.watches()).to_string();
+                    let reason = self.explain(&e);
                     return self.refuse(line, format!("{reason}; the watch stays off"));
                 }
                 self.emit_event(&StreamEvent::Switched { on: true }, now)
@@ -686,7 +693,7 @@ impl<'a, O: Output> Session<'a, O> {
             if let Err(e) = self.events.enable() {
                 // Everything is already moved; what cannot be enabled is off, and the reader must know.
                 self.events.pause();
-                let reason = crate::perf::arm::explain(&e, self.events.watches()).to_string();
+                let reason = self.explain(&e);
                 return self.refuse(line, format!("{reason}; the watch is now off"));
             }
         }
@@ -863,21 +870,21 @@ impl<'a, O: Output> Session<'a, O> {
     /// in the stream (and on stderr) and retried on every reconcile; `None` when it was already marked.
     /// With --strict-hotplug the mark is also the end: the failure is kept for [`Session::run`] to return
     /// after the summary.
-    fn arm_failed(
-        &mut self,
-        cpu: u32,
-        seen: u64,
-        e: &crate::perf::event::OpenError,
-    ) -> Option<StreamEvent> {
+    fn arm_failed(&mut self, cpu: u32, seen: u64, e: &OpenError) -> Option<StreamEvent> {
         let strict = self.hotplug.as_ref().is_some_and(|h| h.strict);
         if !self.unwatched.failed(cpu, seen, strict) {
             return None;
         }
-        let reason = crate::perf::arm::explain(e, self.events.watches()).to_string();
+        let reason = self.explain(e);
         if strict {
             self.fatal = Some(Error::arm(format!("--strict-hotplug: {reason}")));
         }
         Some(StreamEvent::CpuArmFailed { cpu, reason })
+    }
+
+    /// An open or enable refusal while running, in the user's words ([`Plan::advise`]).
+    fn explain(&self, e: &OpenError) -> String {
+        (self.advise)(&explain(e, self.events.watches()))
     }
 
     /// A write error on the output ends the session. A closed pipe (`| head`) is a normal end; anything else

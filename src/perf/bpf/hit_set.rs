@@ -12,7 +12,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::hit::{self, HitMaps, HitSpec};
 use super::{
-    possible_cpus, raw, unavailable, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH, MAP_TYPE_PERCPU_ARRAY,
+    possible_cpus, raw, ProgramError, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH, MAP_TYPE_PERCPU_ARRAY,
     MAP_TYPE_PERF_EVENT_ARRAY, OLDS_MAX, PROG_TYPE_PERF_EVENT,
 };
 use crate::error::Error;
@@ -85,9 +85,9 @@ impl HitPrograms {
         filter: &Filter,
         processes: bool,
         written: bool,
-    ) -> Result<HitPrograms, Error> {
+    ) -> Result<HitPrograms, ProgramError> {
         let map = |kind, key, value, max, name| {
-            sys::bpf_map_create(kind, key, value, max, name).map_err(|e| unavailable(&e))
+            sys::bpf_map_create(kind, key, value, max, name).map_err(ProgramError::Unavailable)
         };
         let procs = if processes {
             Some(map(MAP_TYPE_HASH, 4, 4, PROCS_MAX, "ksw_procs")?)
@@ -127,14 +127,7 @@ impl HitPrograms {
                 .collect();
             let mut log = Vec::new();
             let prog = sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "ksw_hit", &mut log)
-                .map_err(|e| match e.raw_os_error() {
-                    Some(libc::EPERM | libc::EACCES | libc::ENOSYS) => unavailable(&e),
-                    _ => Error::runtime(format!(
-                        "the kernel's verifier refused the hit program ({e}); please report this with its \
-                         log: {}",
-                        String::from_utf8_lossy(&log).trim().replace('\n', " | ")
-                    )),
-                })?;
+                .map_err(|e| ProgramError::load("hit", e, &log))?;
             programs.push(HitProgram {
                 prog,
                 outputs,

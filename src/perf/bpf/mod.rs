@@ -39,7 +39,7 @@ use std::path::Path;
 
 use perf_event_open_sys::bindings as pb;
 
-use crate::error::Error;
+use crate::error::ExitCode;
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::model::watch::Watch;
@@ -85,13 +85,79 @@ fn possible_cpus() -> u32 {
         .map_or(1024, |last| last + 1)
 }
 
-/// Why BPF cannot be used here, worded for `--value`, `--if` and `check`; always exit 4 (not permitted or
-/// not supported), since a plain watch still works.
-pub fn unavailable(err: &io::Error) -> Error {
-    Error::not_permitted(format!(
-        "--value and --if read the value in the kernel with BPF, but {}; a watch without them works",
-        why_unavailable(err)
-    ))
+/// Why a breakpoint's BPF program (the value program or the hit program) could not be had, in the
+/// kernel's terms; the CLI names the options it came from.
+#[derive(Debug)]
+pub enum ProgramError {
+    /// The kernel would not load a BPF program at all ([`why_unavailable`]): not permitted or not supported.
+    Unavailable(io::Error),
+    /// The condition has more comparisons than one program's 16-bit jumps can span.
+    TooManyComparisons { terms: usize },
+    /// The verifier refused a program built here (a bug here, not the user's), with its log on one line.
+    Refused {
+        program: &'static str,
+        err: io::Error,
+        log: String,
+    },
+    /// The assembler could not encode the program otherwise (a bug here).
+    Build(insn::AsmError),
+}
+
+impl ProgramError {
+    /// Not permitted or not supported (4): a breakpoint without a program still works; a condition too
+    /// long is the user's to shorten (2); anything else is a bug found at run time (1).
+    pub fn code(&self) -> ExitCode {
+        match self {
+            ProgramError::Unavailable(_) => ExitCode::NotPermitted,
+            ProgramError::TooManyComparisons { .. } => ExitCode::Usage,
+            ProgramError::Refused { .. } | ProgramError::Build(_) => ExitCode::Runtime,
+        }
+    }
+
+    /// A refusal to load `program`: one the kernel would refuse any program for is [`Self::Unavailable`].
+    fn load(program: &'static str, err: io::Error, log: &[u8]) -> ProgramError {
+        match err.raw_os_error() {
+            Some(libc::EPERM | libc::EACCES | libc::ENOSYS) => ProgramError::Unavailable(err),
+            _ => ProgramError::Refused {
+                program,
+                err,
+                log: String::from_utf8_lossy(log).trim().replace('\n', " | "),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for ProgramError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProgramError::Unavailable(e) => write!(
+                f,
+                "a BPF program on the breakpoint reads the value in the kernel, but {}",
+                why_unavailable(e)
+            ),
+            ProgramError::TooManyComparisons { terms } => write!(
+                f,
+                "the condition has {terms} comparisons, more than one in-kernel program can hold (a BPF \
+                 jump reaches 32,767 instructions, about 6,000 comparisons)"
+            ),
+            ProgramError::Refused { program, err, log } => write!(
+                f,
+                "the kernel's verifier refused the {program} program ({err}); please report this with its \
+                 log: {log}"
+            ),
+            ProgramError::Build(e) => write!(f, "building the in-kernel program: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ProgramError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ProgramError::Unavailable(e) | ProgramError::Refused { err: e, .. } => Some(e),
+            ProgramError::Build(e) => Some(e),
+            ProgramError::TooManyComparisons { .. } => None,
+        }
+    }
 }
 
 /// Why the kernel would not load a BPF program, and what would let it, in the kernel's terms.
@@ -111,21 +177,16 @@ pub fn why_unavailable(err: &io::Error) -> String {
     }
 }
 
-/// A program the assembler cannot encode: a `--if` so long that its jumps span more than the 16-bit
-/// offsets a BPF jump has is the user's to shorten (exit 2, with the count and the limit); anything else
-/// is a bug here.
-pub(crate) fn too_big(e: &insn::AsmError, condition: Option<&Condition>) -> Error {
+/// A program the assembler cannot encode: a condition so long that its jumps span more than the 16-bit
+/// offsets a BPF jump has is the user's to shorten; anything else is a bug here.
+pub(crate) fn too_big(e: &insn::AsmError, condition: Option<&Condition>) -> ProgramError {
     match (e, condition) {
         (insn::AsmError::TooFar(_), Some(c)) => {
             let mut terms = 0;
             c.for_each_compare(&mut |_| terms += 1);
-            Error::usage(format!(
-                "--if has {terms} comparisons, more than one in-kernel program can hold (a BPF jump reaches \
-                 32,767 instructions, about 6,000 comparisons); use fewer terms, or ranges (`value >= 10 && \
-                 value <= 20`) instead of one comparison per value"
-            ))
+            ProgramError::TooManyComparisons { terms }
         }
-        _ => Error::runtime("building the in-kernel program").caused_by(e.clone()),
+        _ => ProgramError::Build(e.clone()),
     }
 }
 
@@ -145,18 +206,18 @@ pub fn probe() -> io::Result<()> {
 
 impl Values {
     /// Creates the maps and loads one program per watch (the condition already checked against each
-    /// watch's length). A refusal by the kernel is [`unavailable`], or an error with the verifier's log (a
-    /// bug here, not the user's).
+    /// watch's length). A refusal by the kernel is [`ProgramError::Unavailable`], or the verifier's
+    /// [`ProgramError::Refused`] with its log (a bug here, not the user's).
     pub fn load(
         watches: &[Watch],
         condition: Option<&Condition>,
         filter: &Filter,
-    ) -> Result<Values, Error> {
+    ) -> Result<Values, ProgramError> {
         let cpus = possible_cpus();
         let mut programs = Vec::with_capacity(watches.len());
         for w in watches {
             let map = |kind, key, value, max, name| {
-                sys::bpf_map_create(kind, key, value, max, name).map_err(|e| unavailable(&e))
+                sys::bpf_map_create(kind, key, value, max, name).map_err(ProgramError::Unavailable)
             };
             let outputs = map(MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, cpus, "ksw_outputs")?;
             let olds = map(MAP_TYPE_LRU_HASH, 8, 8, OLDS_MAX, "ksw_olds")?;
@@ -178,14 +239,7 @@ impl Values {
                 .collect();
             let mut log = Vec::new();
             let prog = sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "ksw_value", &mut log)
-                .map_err(|e| match e.raw_os_error() {
-                    Some(libc::EPERM | libc::EACCES | libc::ENOSYS) => unavailable(&e),
-                    _ => Error::runtime(format!(
-                        "the kernel's verifier refused the --value program ({e}); please report this with \
-                         its log: {}",
-                        String::from_utf8_lossy(&log).trim().replace('\n', " | ")
-                    )),
-                })?;
+                .map_err(|e| ProgramError::load("value", e, &log))?;
             programs.push(WatchProgram {
                 prog,
                 outputs,
@@ -223,7 +277,7 @@ impl Values {
     fn program(&self, watch: usize) -> io::Result<&WatchProgram> {
         self.programs
             .get(watch)
-            .ok_or_else(|| io::Error::other(format!("no --value program for target {watch}")))
+            .ok_or_else(|| io::Error::other(format!("no value program for watch {watch}")))
     }
 }
 

@@ -12,7 +12,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use super::insn::{Alu, Asm, AsmError, Cond, Insn, DW, FP, R0, R1, R2, R6, W};
 use super::program::helper;
-use crate::error::Error;
+use crate::error::ExitCode;
 use crate::perf::sys;
 
 const PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
@@ -54,6 +54,67 @@ fn lookup(a: &mut Asm, map: i32, key: u32) {
         .call(helper::MAP_LOOKUP_ELEM);
 }
 
+/// Why a tracepoint could not be counted.
+#[derive(Debug)]
+pub struct TracepointError {
+    /// `GROUP:NAME`.
+    pub tracepoint: String,
+    pub why: Refused,
+}
+
+/// What the kernel refused.
+#[derive(Debug)]
+pub enum Refused {
+    /// Creating the map or loading the program: BPF is not permitted or not supported.
+    Bpf(std::io::Error),
+    /// tracefs lists events the kernel has no raw tracepoint of that name for: the syscalls:* events are
+    /// made by ftrace from the raw_syscalls ones.
+    NoRawTracepoint(String),
+    /// The program could not be encoded (a bug here).
+    Build(AsmError),
+    /// The first reading of the counts.
+    Read(std::io::Error),
+}
+
+impl TracepointError {
+    /// A tracepoint that is not one is the user's to change (2); BPF refused is not permitted (4).
+    pub fn code(&self) -> ExitCode {
+        match self.why {
+            Refused::Bpf(_) => ExitCode::NotPermitted,
+            Refused::NoRawTracepoint(_) => ExitCode::Usage,
+            Refused::Build(_) | Refused::Read(_) => ExitCode::Runtime,
+        }
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Bpf(e) => write!(
+                f,
+                "the kernel refused the counting program ({e}); it needs BPF (root, or CAP_BPF and \
+                 CAP_PERFMON)"
+            ),
+            Refused::NoRawTracepoint(name) => write!(
+                f,
+                "the kernel has no raw tracepoint `{name}` to attach a program to (syscalls:* events are \
+                 ftrace's, made from raw_syscalls:sys_enter and sys_exit); pick a tracepoint of another \
+                 group"
+            ),
+            Refused::Build(e) => write!(f, "building the tracepoint program: {e}"),
+            Refused::Read(e) => write!(f, "reading the tracepoint counts: {e}"),
+        }
+    }
+}
+
+impl std::fmt::Display for TracepointError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tracepoint {}: {}", self.tracepoint, self.why)
+    }
+}
+
+impl std::error::Error for TracepointError {}
+
 /// One tracepoint, counted while this lives.
 pub struct Tracepoint {
     /// `GROUP:NAME`.
@@ -74,18 +135,17 @@ impl std::fmt::Debug for Tracepoint {
 impl Tracepoint {
     /// Loads the counting program and attaches it to tracepoint `group:name` (checked to exist by the
     /// caller: the raw attach takes `name` alone).
-    pub fn attach(group: &str, name: &str) -> Result<Tracepoint, Error> {
+    pub fn attach(group: &str, name: &str) -> Result<Tracepoint, TracepointError> {
         let full = format!("{group}:{name}");
-        let refused = |e: std::io::Error| {
-            Error::not_permitted(format!(
-                "--dump-on tracepoint:{full}: the kernel refused the counting program ({e}); it needs BPF (root, \
-                 or CAP_BPF and CAP_PERFMON)"
-            ))
+        let fail = |why| TracepointError {
+            tracepoint: full.clone(),
+            why,
         };
+        let refused = |e| fail(Refused::Bpf(e));
         let map =
             sys::bpf_map_create(MAP_TYPE_PERCPU_ARRAY, 4, 8, 2, "ksw_trigger").map_err(refused)?;
         let insns: Vec<u64> = generate(map.as_raw_fd())
-            .map_err(|e| Error::runtime("building the tracepoint program").caused_by(e))?
+            .map_err(|e| fail(Refused::Build(e)))?
             .iter()
             .map(|i| i.raw())
             .collect();
@@ -94,27 +154,19 @@ impl Tracepoint {
             .map_err(refused)?;
         let link = sys::bpf_raw_tracepoint_open(name, prog.as_fd()).map_err(|e| {
             if e.raw_os_error() == Some(libc::ENOENT) {
-                // tracefs lists events the kernel has no tracepoint of that name for: the syscalls:*
-                // events are made by ftrace from the raw_syscalls ones.
-                Error::usage(format!(
-                    "--dump-on tracepoint:{full}: the kernel has no raw tracepoint `{name}` to attach a \
-                     program to (syscalls:* events are ftrace's, made from raw_syscalls:sys_enter and \
-                     sys_exit); pick a tracepoint of another group"
-                ))
+                fail(Refused::NoRawTracepoint(name.to_string()))
             } else {
                 refused(e)
             }
         })?;
         let mut t = Tracepoint {
-            name: full,
+            name: full.clone(),
             map,
             _prog: prog,
             _link: link,
             seen: Vec::new(),
         };
-        t.seen = t
-            .counts()
-            .map_err(|e| Error::runtime("reading the tracepoint counts").caused_by(e))?;
+        t.seen = t.counts().map_err(|e| fail(Refused::Read(e)))?;
         Ok(t)
     }
 

@@ -6,6 +6,7 @@
 //! decides, tells the user on stderr what was fetched or taken from the cache, and words failures with
 //! this program's flags.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ksymwatch_symbols::debuginfod::Limit;
@@ -14,6 +15,7 @@ use ksymwatch_symbols::{
 };
 
 use crate::config::advice::Advised;
+use crate::config::progress::Bars;
 use crate::error::{Error, Result};
 use crate::model::target::{Base, Target};
 
@@ -151,7 +153,9 @@ fn fetch_running(search: &mut SourceSearch, why: &str, opts: Options) -> Result<
             }
         }
     } else {
-        let mut client = client.with_progress(true).with_interrupt_cleanup(true);
+        let mut client = client
+            .with_progress(Arc::new(Bars::stderr()))
+            .with_interrupt_cleanup(true);
         if let Some(n) = opts.max_size {
             client = client.with_max_size(n);
         }

@@ -9,11 +9,13 @@
 use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::{
-    cache, Kaslr, KernelMatch, LookupError, MismatchPolicy, Origin, ResolveError, ResolveOptions,
-    Resolved, Resolver, Source, SourceSearch, SymbolCache, SymbolTable, VmlinuxLines,
+    cache, Kaslr, KernelMatch, LookupError, MismatchPolicy, NoProgress, Origin, ResolveError,
+    ResolveOptions, Resolved, Resolver, Source, SourceSearch, SymbolCache, SymbolTable,
+    VmlinuxLines,
 };
 
 use crate::config::advice::{Advised, SymbolsContext};
+use crate::config::progress::Bars;
 use crate::config::watch;
 use crate::error::{Error, ExitCode, Result};
 use crate::model::target::{Base, Target};
@@ -126,9 +128,15 @@ fn resolve_any(resolver: &Resolver, target: &Target, progress: bool) -> Result<R
             resolver.source()
         )));
     }
+    let bars;
     let opts = ResolveOptions {
         types: true,
-        progress,
+        progress: if progress {
+            bars = Bars::stderr();
+            &bars
+        } else {
+            &NoProgress
+        },
     };
     let r = resolver
         .resolve(name, *index, rest, opts)

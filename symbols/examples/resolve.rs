@@ -3,10 +3,42 @@
 //!
 //! `cargo run -p ksymwatch-symbols --release --example resolve -- VMLINUX init_uts_ns.name.nodename [--json]`
 //!
-//! The target grammar here is the minimal one (`name[@N](.field|[N])*`); the CLI has its own.
+//! The target grammar here is the minimal one (`name[@N](.field|[N])*`); the CLI has its own, and draws
+//! progress with bars where this shows a plain percentage.
 
-use ksymwatch_symbols::{PathElem, ResolveOptions, Resolver, Source, SourceSearch};
+use ksymwatch_symbols::{PathElem, Progress, ResolveOptions, Resolver, Source, SourceSearch, Task};
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A slow DWARF scan's progress as a percentage on stderr, redrawn in place (a terminal only).
+#[derive(Default)]
+struct Percent {
+    total: AtomicU64,
+}
+
+impl Progress for Percent {
+    fn start(&self, _task: Task<'_>, total: Option<u64>) {
+        self.total.store(total.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    fn advance(&self, done: u64) {
+        let total = self.total.load(Ordering::Relaxed);
+        if total > 0 && std::io::stderr().is_terminal() {
+            let _ = write!(
+                std::io::stderr(),
+                "\rscanning DWARF: {}%",
+                done * 100 / total
+            );
+        }
+    }
+
+    fn finish(&self) {
+        if std::io::stderr().is_terminal() {
+            let _ = write!(std::io::stderr(), "\r\x1b[2K");
+        }
+    }
+}
 
 fn parse_target(t: &str) -> Option<(String, Option<usize>, Vec<PathElem>)> {
     let end = t.find(['.', '[']).unwrap_or(t.len());
@@ -61,8 +93,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let percent = Percent::default();
     let opts = ResolveOptions {
-        progress: true,
+        progress: &percent,
         ..ResolveOptions::default()
     };
     match resolver.resolve(&name, index, &path, opts) {

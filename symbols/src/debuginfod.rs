@@ -22,9 +22,11 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::{BuildId, Error, Vmlinux};
+use crate::progress::{Progress, Running, Task};
+use crate::{BuildId, Error, NoProgress, Vmlinux};
 
 /// The servers to ask, space-separated, as elfutils reads it.
 pub const URLS_ENV: &str = "DEBUGINFOD_URLS";
@@ -55,7 +57,7 @@ const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
 pub struct Debuginfod {
     urls: Vec<String>,
     cache_dir: PathBuf,
-    progress: bool,
+    progress: Arc<dyn Progress>,
     interruptible: bool,
     connect_timeout: Duration,
     stall_timeout: Duration,
@@ -126,7 +128,7 @@ impl Debuginfod {
         Debuginfod {
             urls,
             cache_dir,
-            progress: false,
+            progress: Arc::new(NoProgress),
             interruptible: false,
             connect_timeout: CONNECT_TIMEOUT,
             stall_timeout: STALL_TIMEOUT,
@@ -135,10 +137,11 @@ impl Debuginfod {
         }
     }
 
-    /// Progress on stderr: a `connecting to URL` line for each server asked, then a bar (size, rate, ETA)
-    /// while downloading when stderr is a terminal, or one line with the size otherwise.
-    pub fn with_progress(mut self, on: bool) -> Debuginfod {
-        self.progress = on;
+    /// Where the fetch reports how far it got: a [`Progress::note`] `debuginfod: connecting to URL ...`
+    /// for each server asked, then a [`Task::Download`] while a server sends the file. Nothing is
+    /// reported by default.
+    pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Debuginfod {
+        self.progress = progress;
         self
     }
 
@@ -273,7 +276,8 @@ impl Debuginfod {
         if self.interruptible {
             interrupt::publish(&request, None, None, false);
         }
-        self.say(format_args!("connecting to {request} ..."));
+        self.progress
+            .note(&format!("debuginfod: connecting to {request} ..."));
         let mut response = match agent.get(&request).call() {
             Ok(r) => r,
             Err(ureq::Error::StatusCode(404)) => return Err(Attempt::NotFound),
@@ -298,20 +302,16 @@ impl Debuginfod {
             check_room(&dir, n)?;
         }
         let mut next_space_check = SPACE_CHECK_EVERY;
-        let bar = self.bar(expected, url);
+        let running = Running::start(&*self.progress, Task::Download { url }, expected);
         if self.interruptible {
+            // What the progress reporter drew on a terminal's last line is cleared before the
+            // handler's message; this crate cannot know whether it drew anything there.
             interrupt::publish(
                 &request,
                 Some(&partial.path),
                 partial.made_dir.as_deref(),
-                bar.is_some(),
+                io::stderr().is_terminal(),
             );
-        }
-        if bar.is_none() {
-            match expected {
-                Some(n) => self.say(format_args!("receiving {n} bytes from {url}")),
-                None => self.say(format_args!("receiving from {url} (size not given)")),
-            }
         }
         let mut reader = response.body_mut().as_reader();
         let mut buf = vec![0u8; 256 * 1024];
@@ -378,13 +378,9 @@ impl Debuginfod {
             }
             partial.write(chunk)?;
             got += n as u64;
-            if let Some(bar) = &bar {
-                bar.set_position(got);
-            }
+            running.advance(got);
         }
-        if let Some(bar) = bar {
-            bar.finish_and_clear();
-        }
+        drop(running);
         if expected.is_some_and(|n| n != got) {
             return Err(Attempt::Failed(format!(
                 "the connection closed after {}",
@@ -442,35 +438,6 @@ impl Debuginfod {
             e if after.is_some() => Attempt::Failed(format!("the transfer broke off {when} ({e})")),
             e => Attempt::Failed(e.to_string()),
         }
-    }
-
-    /// One progress line on stderr, when progress was asked for.
-    fn say(&self, what: std::fmt::Arguments<'_>) {
-        if self.progress {
-            let _ = writeln!(io::stderr(), "ksymwatch: debuginfod: {what}");
-        }
-    }
-
-    fn bar(&self, total: Option<u64>, url: &str) -> Option<indicatif::ProgressBar> {
-        if !self.progress || !io::stderr().is_terminal() {
-            return None;
-        }
-        let bar = indicatif::ProgressBar::with_draw_target(
-            total,
-            indicatif::ProgressDrawTarget::stderr(),
-        );
-        // One line on an 80-column terminal; the host alone, since the line printed before names the URL.
-        let template = if total.is_some() {
-            "{spinner} vmlinux from {msg} {bar:16} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}"
-        } else {
-            "{spinner} vmlinux from {msg} {bytes} {bytes_per_sec}"
-        };
-        if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
-            bar.set_style(style);
-        }
-        let host = url.split("://").nth(1).unwrap_or(url);
-        bar.set_message(host.split('/').next().unwrap_or(host).to_string());
-        Some(bar)
     }
 }
 

@@ -10,19 +10,16 @@
 //! does, so for a global the first unit that declares it with a complete type ends the scan, usually in the
 //! first few units.
 
+use crate::progress::{Progress, Running, Task};
 use crate::{Error, PathElem, Vmlinux};
 use gimli::{AttributeValue, DwTag, EndianSlice, Operation, RunTimeEndian, UnitOffset};
 use std::fmt;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 type R<'a> = EndianSlice<'a, RunTimeEndian>;
 type Dwarf<'a> = gimli::Dwarf<R<'a>>;
 type Unit<'a> = gimli::Unit<R<'a>>;
 type Die<'a> = gimli::DebuggingInformationEntry<R<'a>>;
-
-/// How long a scan runs silently before a progress bar is worth showing.
-const PROGRESS_AFTER: Duration = Duration::from_millis(400);
 
 /// Where a member path lands, relative to the variable's address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,37 +280,30 @@ fn dwarf_err(src: &dyn DebugSections, e: gimli::Error) -> FieldError {
     })
 }
 
-/// Resolves `var` + `path` in `vm`'s DWARF (a [`Vmlinux`], or any other [`DebugSections`]). `progress`
-/// allows a progress bar on stderr when the scan is slow and stderr is a terminal; library callers and tests
-/// pass `false`.
+/// Resolves `var` + `path` in `vm`'s DWARF (a [`Vmlinux`], or any other [`DebugSections`]). A scan of
+/// the units is reported to `progress` as a [`Task::DwarfScan`]; pass [`NoProgress`](crate::NoProgress)
+/// for none.
 pub fn resolve_path(
     vm: &dyn DebugSections,
     var: &VariableQuery<'_>,
     path: &[PathElem],
-    progress: bool,
+    progress: &dyn Progress,
 ) -> Result<MemberInfo, FieldError> {
     let dwarf = load(vm)?;
     let mut scan = Scan::new(&dwarf, vm, progress);
-    let result = scan.run(var, path);
-    scan.finish();
-    result
+    scan.run(var, path)
 }
 
 /// One pass over the units, remembering the best failure in case nothing better turns up.
-struct Scan<'d, 'a> {
+struct Scan<'d, 'a, 'p> {
     dwarf: &'d Dwarf<'a>,
     vm: &'a dyn DebugSections,
-    progress: Option<Progress>,
+    /// Ends the reported task when the scan is dropped, however it ended.
+    running: Running<'p>,
 }
 
-struct Progress {
-    started: Instant,
-    bar: Option<indicatif::ProgressBar>,
-    total: u64,
-}
-
-impl<'d, 'a> Scan<'d, 'a> {
-    fn new(dwarf: &'d Dwarf<'a>, vm: &'a dyn DebugSections, progress: bool) -> Scan<'d, 'a> {
+impl<'d, 'a, 'p> Scan<'d, 'a, 'p> {
+    fn new(dwarf: &'d Dwarf<'a>, vm: &'a dyn DebugSections, progress: &'p dyn Progress) -> Self {
         let total = vm
             .debug_section(".debug_info")
             .ok()
@@ -322,36 +312,7 @@ impl<'d, 'a> Scan<'d, 'a> {
         Scan {
             dwarf,
             vm,
-            progress: progress.then(|| Progress {
-                started: Instant::now(),
-                bar: None,
-                total,
-            }),
-        }
-    }
-
-    fn tick(&mut self, pos: u64) {
-        let Some(p) = &mut self.progress else { return };
-        if let Some(bar) = &p.bar {
-            bar.set_position(pos);
-            return;
-        }
-        use std::io::IsTerminal;
-        if p.started.elapsed() >= PROGRESS_AFTER && std::io::stderr().is_terminal() {
-            let bar = indicatif::ProgressBar::new(p.total);
-            if let Ok(style) = indicatif::ProgressStyle::with_template(
-                "{spinner} scanning DWARF for the variable {bar:30} {bytes}/{total_bytes} ({eta})",
-            ) {
-                bar.set_style(style);
-            }
-            bar.set_position(pos);
-            p.bar = Some(bar);
-        }
-    }
-
-    fn finish(&mut self) {
-        if let Some(bar) = self.progress.as_mut().and_then(|p| p.bar.take()) {
-            bar.finish_and_clear();
+            running: Running::start(progress, Task::DwarfScan, Some(total)),
         }
     }
 
@@ -371,7 +332,7 @@ impl<'d, 'a> Scan<'d, 'a> {
             n += 1;
             if n.is_multiple_of(32) {
                 let pos = header.offset().0 as u64;
-                self.tick(pos);
+                self.running.advance(pos);
             }
             let unit = self.dwarf.unit(header).map_err(|e| dwarf_err(self.vm, e))?;
             let mut cursor = unit.entries();

@@ -21,7 +21,7 @@
 //! [`buildid`] the notes, [`debuginfod`] fetches a vmlinux by build-id, [`kaslr`] the relocation, [`dwarf`]
 //! member paths and types, [`btf`] the same from the kernel's BTF, [`lines`] file:line,
 //! [`annotate`](mod@annotate) a chain frame's file:line and inlined calls, [`user`] user-space frames,
-//! [`process`] variables in a process, [`suggest`](mod@suggest) the "did you mean" names of every lookup; the table, the
+//! [`process`] variables in a process, [`progress`] how slow work reports how far it got, [`suggest`](mod@suggest) the "did you mean" names of every lookup; the table, the
 //! source search and the resolver tie the kernel ones together.
 //!
 //! Errors describe what is wrong and, where there is one, a way out that needs no particular front end;
@@ -41,6 +41,7 @@ pub mod kaslr;
 pub mod lines;
 mod path;
 pub mod process;
+pub mod progress;
 mod resolve;
 mod source;
 pub mod suggest;
@@ -62,6 +63,7 @@ pub use error::{Error, LookupError};
 pub use kaslr::Kaslr;
 pub use lines::{Frame, LineSymbolizer};
 pub use path::PathElem;
+pub use progress::{NoProgress, Progress, Task};
 pub use resolve::{ResolveError, ResolveOptions, Resolved, Resolver};
 pub use source::{Source, SourceSearch};
 pub use symbol::{Symbol, SymbolKind};

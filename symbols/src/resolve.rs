@@ -8,8 +8,8 @@
 use crate::lines::{Frame, LineSymbolizer};
 use crate::{
     buildid, dwarf, file, kallsyms, kaslr, sysmap, Error, FieldError, Kaslr, KernelMatch,
-    LookupError, MismatchPolicy, PathElem, Source, SourceSearch, Symbol, SymbolTable, Symbolized,
-    VariableQuery, Vmlinux,
+    LookupError, MismatchPolicy, NoProgress, PathElem, Progress, Source, SourceSearch, Symbol,
+    SymbolTable, Symbolized, VariableQuery, Vmlinux,
 };
 use std::fmt;
 use std::io::{BufRead, Read};
@@ -20,19 +20,19 @@ use std::sync::OnceLock;
 const VERIFY_SAMPLES: usize = 64;
 
 /// Knobs for [`Resolver::resolve`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResolveOptions {
+#[derive(Debug, Clone, Copy)]
+pub struct ResolveOptions<'p> {
     /// Look up the DWARF type even without a member path (a vmlinux with debug info only).
     pub types: bool,
-    /// Allow a progress bar on stderr (shown only on a terminal, only for slow scans).
-    pub progress: bool,
+    /// Where a scan of the DWARF reports how far it got ([`NoProgress`] by default).
+    pub progress: &'p dyn Progress,
 }
 
-impl Default for ResolveOptions {
-    fn default() -> ResolveOptions {
+impl Default for ResolveOptions<'_> {
+    fn default() -> Self {
         ResolveOptions {
             types: true,
-            progress: false,
+            progress: &NoProgress,
         }
     }
 }
@@ -425,7 +425,7 @@ impl Resolver {
         name: &str,
         index: Option<usize>,
         path: &[PathElem],
-        opts: ResolveOptions,
+        opts: ResolveOptions<'_>,
     ) -> Result<Resolved, ResolveError> {
         let (symbol, link) = self.find(name, index)?;
         let mut target = name.to_string();

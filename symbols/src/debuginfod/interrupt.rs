@@ -23,7 +23,7 @@ struct Note {
     made_dir: Option<CString>,
     /// `URL` of the request, for the message.
     what: Vec<u8>,
-    /// Bytes that clear a progress bar on the terminal before the message.
+    /// Bytes that clear the terminal's last line (where a progress bar may be) before the message.
     clear: &'static [u8],
 }
 
@@ -36,13 +36,14 @@ fn cstring(p: &Path) -> Option<CString> {
 }
 
 /// Publishes what a signal arriving now must clean up (`None`: nothing, e.g. after the file was renamed
-/// into place). The previous record is leaked on purpose: a handler on another thread may still read it.
-pub(super) fn publish(url: &str, temp: Option<&Path>, made_dir: Option<&Path>, bar: bool) {
+/// into place); `clear_line` when stderr is a terminal. The previous record is leaked on purpose: a
+/// handler on another thread may still read it.
+pub(super) fn publish(url: &str, temp: Option<&Path>, made_dir: Option<&Path>, clear_line: bool) {
     let note = Box::new(Note {
         temp: temp.and_then(cstring),
         made_dir: made_dir.and_then(cstring),
         what: url.as_bytes().to_vec(),
-        clear: if bar { b"\r\x1b[2K" } else { b"" },
+        clear: if clear_line { b"\r\x1b[2K" } else { b"" },
     });
     CURRENT.store(Box::into_raw(note), Ordering::SeqCst);
 }

@@ -546,7 +546,7 @@ fn add_member(
         addr: Some(sym.st_value),
         accept_declaration: sym.st_bind() == STB_GLOBAL,
     };
-    match dwarf::resolve_path(&debug, &query, path, false) {
+    match dwarf::resolve_path(&debug, &query, path, &crate::NoProgress) {
         Ok(m) => {
             target.addr =
                 target

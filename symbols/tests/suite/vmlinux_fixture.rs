@@ -7,7 +7,8 @@ use ksymwatch_symbols::testing::fixture::{self, Fixture};
 use ksymwatch_symbols::testing::{note, require, tool};
 use ksymwatch_symbols::{
     dwarf, BuildId, Error, FieldError, KernelMatch, LookupError, MemberInfo, MismatchPolicy,
-    PathElem, ResolveError, ResolveOptions, Resolver, Source, SourceSearch, VariableQuery, Vmlinux,
+    NoProgress, PathElem, ResolveError, ResolveOptions, Resolver, Source, SourceSearch,
+    VariableQuery, Vmlinux,
 };
 
 macro_rules! need_fixture {
@@ -53,7 +54,7 @@ fn member(vm: &Vmlinux, t: &str) -> Result<MemberInfo, FieldError> {
         addr: Some(addr),
         accept_declaration: true,
     };
-    dwarf::resolve_path(vm, &q, &path, false)
+    dwarf::resolve_path(vm, &q, &path, &NoProgress)
 }
 
 /// A search rooted in a temp dir: no distro files, and the given kallsyms and notes.
@@ -509,7 +510,7 @@ fn truncated_and_corrupt_elf_are_errors_not_panics() {
             addr: None,
             accept_declaration: true,
         };
-        assert!(dwarf::resolve_path(&vm, &q, &[field("id")], false).is_err());
+        assert!(dwarf::resolve_path(&vm, &q, &[field("id")], &NoProgress).is_err());
         let _ =
             ksymwatch_symbols::LineSymbolizer::new(&vm).and_then(|l| l.frames(0xffffffff81000000));
     }

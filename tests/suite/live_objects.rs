@@ -393,3 +393,48 @@ fn a_kmem_cache_source_takes_its_caches_objects() {
         .count();
     assert!(exits >= 1, "a child's exit writes its flags: {summary}");
 }
+
+/// `--if` with `--on` decides on each armed object's stores in the kernel, as on any watch: of three
+/// writes into each pipe (head 0 -> 1 -> 2 -> 3), only the one that makes `head` 2 is kept.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_condition_keeps_the_matching_stores_of_every_object() {
+    let Some(_live) = util::live() else { return };
+    if skip_without_pipes_tracepoint() {
+        return;
+    }
+    let (pid, records) = watch_while(
+        &[
+            "write",
+            "--on",
+            "kmalloc:alloc_pipe_info",
+            PIPE_HEAD,
+            "-p",
+            "PID",
+            "--if",
+            "value == 2",
+            "--json",
+        ],
+        pipe_maker(4, 1, 3),
+    );
+    let mine = armed_by(&records, pid);
+    let summary = records.last().expect("summary");
+    assert!(mine.len() >= 2, "{summary}");
+    for index in mine.keys() {
+        let label = format!("#{index}");
+        let kept: Vec<&Value> = records
+            .iter()
+            .filter(|r| {
+                r["type"] == "hit"
+                    && r["pid"] == pid
+                    && r["target"].as_str().is_some_and(|t| t.ends_with(&label))
+            })
+            .collect();
+        assert_eq!(kept.len(), 1, "object {index}: {summary}");
+        assert_eq!(kept[0]["value"], "0x2", "{}", kept[0]);
+    }
+    assert!(
+        summary["filtered"].as_u64().unwrap() >= 2 * mine.len() as u64,
+        "{summary}"
+    );
+}

@@ -107,7 +107,6 @@ pub struct Held {
     pub addr: u64,
     /// When the kernel allocated it (its record's time).
     pub allocated: u64,
-    pub armed_at: u64,
     pub hits: u64,
 }
 
@@ -158,7 +157,8 @@ impl Slots {
             .iter()
             .enumerate()
             .filter_map(|(i, h)| Some((i, (*h)?)))
-            .min_by_key(|(_, h)| h.armed_at);
+            // Numbers are handed out as objects are armed: the smallest held is the oldest armed.
+            .min_by_key(|(_, h)| h.index);
         match oldest {
             Some((slot, held)) if self.rotate => (index, Placement::Evict(slot, held)),
             _ => {
@@ -179,7 +179,6 @@ impl Slots {
                 index,
                 addr,
                 allocated,
-                armed_at: now,
                 hits: 0,
             });
         }

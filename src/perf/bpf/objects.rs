@@ -274,9 +274,9 @@ pub struct ObjectSource {
     armed: OwnedFd,
     rings: Vec<(u32, OwnedFd, Ring)>,
     _links: Vec<(OwnedFd, OwnedFd)>,
-    /// [`Attach::Event`]: the event id, the program, and the one perf event carrying it.
+    /// [`Attach::Event`]: the event id and the program, and the one perf event carrying it once opened.
     event: Option<(u64, OwnedFd)>,
-    events: Vec<(u32, OwnedFd)>,
+    carrier: Option<OwnedFd>,
 }
 
 impl std::fmt::Debug for ObjectSource {
@@ -314,7 +314,7 @@ impl ObjectSource {
             rings: Vec::new(),
             _links: Vec::new(),
             event: None,
-            events: Vec::new(),
+            carrier: None,
         };
         let build = |r: Result<Vec<Insn>, AsmError>| {
             r.map_err(|e| Error::runtime("building the object programs").caused_by(e))
@@ -393,7 +393,7 @@ impl ObjectSource {
         // The program runs on every CPU the tracepoint fires on once any one event of it carries the program
         // (the kernel keeps the programs with the tracepoint, and refuses the same one twice): one event,
         // on the first CPU armed. It stays attached if that CPU goes offline, until it is closed.
-        if let (Some((id, prog)), true) = (&self.event, self.events.is_empty()) {
+        if let (Some((id, prog)), None) = (&self.event, &self.carrier) {
             let mut a = pb::perf_event_attr {
                 type_: pb::PERF_TYPE_TRACEPOINT,
                 size: std::mem::size_of::<pb::perf_event_attr>() as u32,
@@ -404,7 +404,7 @@ impl ObjectSource {
             let ev = sys::perf_event_open(&a, -1, cpu as i32)?;
             sys::perf_set_bpf(ev.as_fd(), prog.as_fd())?;
             sys::perf_enable(ev.as_fd())?;
-            self.events.push((cpu, ev));
+            self.carrier = Some(ev);
         }
         Ok(())
     }

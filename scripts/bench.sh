@@ -63,40 +63,23 @@ driver=$!
 status=0
 wait "$driver" || status=$?
 driver=
-if [ "$status" -eq 0 ] && [ -z "${BENCH_SKIP_LATENCY:-}" ]; then
-    echo
-    python3 scripts/bench-latency.py target/release/ksymwatch &
-    driver=$!
-    wait "$driver" || status=$?
-    driver=
-fi
-if [ "$status" -eq 0 ] && [ -z "${BENCH_SKIP_WRITER:-}" ]; then
-    echo
-    python3 scripts/bench-writer.py --binary target/release/ksymwatch &
-    driver=$!
-    wait "$driver" || status=$?
-    driver=
-fi
-if [ "$status" -eq 0 ] && [ -z "${BENCH_SKIP_OUTPUTS:-}" ]; then
-    echo
-    python3 scripts/bench-throughput.py 300000 --flood --modes none,bare,text,json,perfetto,otlp,flight,quiet \
-        --runs 3 --idle --binary target/release/ksymwatch &
-    driver=$!
-    wait "$driver" || status=$?
-    driver=
-fi
-if [ "$status" -eq 0 ] && [ -z "${BENCH_SKIP_OBJECTS:-}" ]; then
-    echo
-    python3 scripts/bench-objects.py -n 200 --interval-ms 20 target/release/ksymwatch &
-    driver=$!
-    wait "$driver" || status=$?
-    driver=
-fi
-if [ "$status" -eq 0 ] && [ -z "${BENCH_SKIP_FLIGHT:-}" ]; then
-    echo
-    python3 scripts/bench-flight.py --bin target/release/ksymwatch &
-    driver=$!
-    wait "$driver" || status=$?
-    driver=
-fi
+# One more table after the others, unless a part failed or $1 (a BENCH_SKIP_* variable's name) is set;
+# the rest is the command. It runs as the driver, so cleanup stops it on Ctrl-C.
+part() {
+    local skip=$1
+    shift
+    if [ "$status" -eq 0 ] && [ -z "${!skip:-}" ]; then
+        echo
+        "$@" &
+        driver=$!
+        wait "$driver" || status=$?
+        driver=
+    fi
+}
+part BENCH_SKIP_LATENCY python3 scripts/bench-latency.py target/release/ksymwatch
+part BENCH_SKIP_WRITER python3 scripts/bench-writer.py --binary target/release/ksymwatch
+part BENCH_SKIP_OUTPUTS python3 scripts/bench-throughput.py 300000 --flood \
+    --modes none,bare,text,json,perfetto,otlp,flight,quiet --runs 3 --idle --binary target/release/ksymwatch
+part BENCH_SKIP_OBJECTS python3 scripts/bench-objects.py -n 200 --interval-ms 20 target/release/ksymwatch
+part BENCH_SKIP_FLIGHT python3 scripts/bench-flight.py --bin target/release/ksymwatch
 exit "$status"

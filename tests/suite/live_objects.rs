@@ -42,15 +42,14 @@ fn pipe_maker(pipes: usize, held: usize, writes: usize) -> Child {
         .expect("python3")
 }
 
-/// Runs the watch (`PID` in `args` replaced by the helper's pid) while `helper` runs, then stops it; the
-/// NDJSON records.
-fn watch_while(args: &[&str], mut helper: Child) -> (u32, Vec<Value>) {
+/// Runs `write --on SOURCE TARGET -p HELPER EXTRA... --json` while `helper` runs (its objects only: other
+/// processes' objects would take the registers), then stops it; the NDJSON records, header included.
+fn watch_while(source: &str, target: &str, extra: &[&str], mut helper: Child) -> (u32, Vec<Value>) {
     let pid = helper.id();
     let pid_text = pid.to_string();
-    let args: Vec<&str> = args
-        .iter()
-        .map(|a| if *a == "PID" { pid_text.as_str() } else { a })
-        .collect();
+    let mut args = vec!["write", "--on", source, target, "-p", &pid_text];
+    args.extend_from_slice(extra);
+    args.push("--json");
     let t = util::Tracer::start_json(&args);
     let header = t.header.clone();
     let status = helper.wait().expect("helper");
@@ -105,15 +104,9 @@ fn each_pipe_is_armed_hit_once_per_write_and_freed() {
     const WRITES: u64 = 3;
     // -p: only the helper's pipes are taken, so the registers are not shared with anyone's.
     let (pid, records) = watch_while(
-        &[
-            "write",
-            "--on",
-            "kmalloc:alloc_pipe_info",
-            PIPE_HEAD,
-            "-p",
-            "PID",
-            "--json",
-        ],
+        "kmalloc:alloc_pipe_info",
+        PIPE_HEAD,
+        &[],
         pipe_maker(PIPES, 1, WRITES as usize),
     );
     assert!(
@@ -204,15 +197,9 @@ fn rotate_evicts_the_oldest_when_every_register_is_busy() {
     const PIPES: usize = 12;
     const HELD: usize = 6;
     let (pid, records) = watch_while(
-        &[
-            "write",
-            "--on",
-            "kmalloc:alloc_pipe_info",
-            PIPE_HEAD,
-            "-p",
-            "PID",
-            "--json",
-        ],
+        "kmalloc:alloc_pipe_info",
+        PIPE_HEAD,
+        &[],
         pipe_maker(PIPES, HELD, 1),
     );
     // Only the helper's pipes (-p): each round holds 6 open, 4 are armed, 2 skipped.
@@ -222,16 +209,9 @@ fn rotate_evicts_the_oldest_when_every_register_is_busy() {
     assert!(armed_by(&records, pid).len() <= PIPES - 2, "{o}");
 
     let (pid, records) = watch_while(
-        &[
-            "write",
-            "--on",
-            "kmalloc:alloc_pipe_info",
-            PIPE_HEAD,
-            "-p",
-            "PID",
-            "--rotate",
-            "--json",
-        ],
+        "kmalloc:alloc_pipe_info",
+        PIPE_HEAD,
+        &["--rotate"],
         pipe_maker(PIPES, HELD, 1),
     );
     let o = &records.last().expect("summary")["objects"];
@@ -264,15 +244,9 @@ fn a_tracepoint_argument_is_a_source() {
         .spawn()
         .expect("sh");
     let (pid, records) = watch_while(
-        &[
-            "write",
-            "--on",
-            "tracepoint:sched:sched_process_fork:arg1",
-            "(struct task_struct)$obj.flags",
-            "-p",
-            "PID",
-            "--json",
-        ],
+        "tracepoint:sched:sched_process_fork:arg1",
+        "(struct task_struct)$obj.flags",
+        &[],
         helper,
     );
     let mine = armed_by(&records, pid);
@@ -314,15 +288,9 @@ fn a_tracepoint_field_is_a_source() {
         .spawn()
         .expect("python3");
     let (pid, records) = watch_while(
-        &[
-            "write",
-            "--on",
-            "tracepoint:sock:inet_sock_set_state:skaddr",
-            "(struct sock)$obj.__sk_common.skc_state",
-            "-p",
-            "PID",
-            "--json",
-        ],
+        "tracepoint:sock:inet_sock_set_state:skaddr",
+        "(struct sock)$obj.__sk_common.skc_state",
+        &[],
         helper,
     );
     let mine = armed_by(&records, pid);
@@ -358,15 +326,9 @@ fn a_kmem_cache_source_takes_its_caches_objects() {
         .spawn()
         .expect("sh");
     let (pid, records) = watch_while(
-        &[
-            "write",
-            "--on",
-            "kmem_cache_alloc:copy_process",
-            "(struct task_struct)$obj.flags",
-            "-p",
-            "PID",
-            "--json",
-        ],
+        "kmem_cache_alloc:copy_process",
+        "(struct task_struct)$obj.flags",
+        &[],
         helper,
     );
     assert!(
@@ -404,17 +366,9 @@ fn a_condition_keeps_the_matching_stores_of_every_object() {
         return;
     }
     let (pid, records) = watch_while(
-        &[
-            "write",
-            "--on",
-            "kmalloc:alloc_pipe_info",
-            PIPE_HEAD,
-            "-p",
-            "PID",
-            "--if",
-            "value == 2",
-            "--json",
-        ],
+        "kmalloc:alloc_pipe_info",
+        PIPE_HEAD,
+        &["--if", "value == 2"],
         pipe_maker(4, 1, 3),
     );
     let mine = armed_by(&records, pid);

@@ -4,11 +4,14 @@
 //!
 //! Every symbols-crate error bound for the user goes through [`Advised`]: as a cause with
 //! [`SymbolsContext::bad_symbols`], or as text (`Advised(e).to_string()`) where only a string fits.
+//! The crate's sentences are never copied here: a flag is appended to them, or stands in for one of the
+//! crate's [`Remedies`].
 
 use std::fmt;
 
+use ksymwatch_symbols::debuginfod::Limit;
 use ksymwatch_symbols::file::Role;
-use ksymwatch_symbols::{Error as SymbolsError, FieldError, LookupError, ResolveError};
+use ksymwatch_symbols::{Error as SymbolsError, FieldError, LookupError, Remedies, ResolveError};
 
 use crate::error::{Error, ExitCode, Result};
 
@@ -36,62 +39,62 @@ fn flag(role: Role) -> &'static str {
     }
 }
 
-fn load(e: &SymbolsError, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+/// The ways out the crate words in general terms, as this program's options.
+struct Flags;
+
+impl Remedies for Flags {
+    fn source_lines(&self) -> &str {
+        "--lines"
+    }
+
+    fn data_symbols(&self) -> &str {
+        "pass --vmlinux FILE or --system-map FILE for this kernel, set DEBUGINFOD_URLS=URL (e.g. \
+         https://debuginfod.debian.net) to fetch its vmlinux"
+    }
+}
+
+fn load(error: &SymbolsError, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let e = error.worded(&Flags);
     // Where the crate's sentence ends at the spot the flag belongs, the flag is appended; the tests below
     // pin each whole sentence, so a rewording in the crate shows up here.
-    match e {
+    match error {
         // `PATH: not a regular file ...` starts with the path: the option that named it goes before it.
         SymbolsError::NotRegular { role, .. } | SymbolsError::TooLarge { role, .. } => {
             write!(f, "{} {e}", flag(*role))
         }
         SymbolsError::ZeroedAddresses { .. } => write!(f, "{e}, or pass --system-map/--vmlinux"),
         // A binary file where text was expected: which flag takes which kind of file.
-        SymbolsError::Io { source, .. } if source.kind() == std::io::ErrorKind::InvalidData => write!(
-            f,
-            "{e} (--kallsyms FILE for kallsyms text, --system-map FILE, --vmlinux FILE)"
-        ),
+        SymbolsError::Io { source, .. } if source.kind() == std::io::ErrorKind::InvalidData => {
+            write!(
+                f,
+                "{e} (--kallsyms FILE for kallsyms text, --system-map FILE, --vmlinux FILE)"
+            )
+        }
         SymbolsError::KernelMismatch { .. } => write!(f, "{e}, or pass --force to arm anyway"),
         SymbolsError::Placeholder { .. } => write!(
             f,
             "{e} and pass --vmlinux /usr/lib/debug/boot/vmlinux-$(uname -r)"
         ),
-        // The crate says "source lines"; here that is a flag the user can look up.
-        SymbolsError::NoDebugInfo { path } => write!(
-            f,
-            "{} has no DWARF debug info (.debug_info): member paths, types and --lines need a vmlinux with \
-             debug info, e.g. Debian's linux-image-$(uname -r)-dbg (/usr/lib/debug/boot/vmlinux-$(uname -r))",
-            path.display()
-        ),
-        e => write!(f, "{e}"),
+        // The client's own limit stopped the fetch: the option that raises it.
+        SymbolsError::DebuginfodFailed { .. } => match error.limit() {
+            Some(Limit::Size) => write!(f, "{e}; raise the limit with --debuginfod-max-size SIZE"),
+            Some(Limit::Deadline) => write!(f, "{e}; allow longer with --debuginfod-timeout DUR"),
+            None => write!(f, "{e}"),
+        },
+        _ => write!(f, "{e}"),
     }
 }
 
-fn lookup(e: &LookupError, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    match e {
-        // The flags go before the close names, so the whole message is reworded here rather than appended.
-        LookupError::NoDataSymbols { name, suggestions } => {
-            write!(
-                f,
-                "symbol `{name}` not found: this kernel's kallsyms has no data symbols (CONFIG_KALLSYMS_ALL is off); \
-                 pass --vmlinux FILE or --system-map FILE for this kernel, set DEBUGINFOD_URLS=URL (e.g. \
-                 https://debuginfod.debian.net) to fetch its vmlinux, or give the address as 0xADDR"
-            )?;
-            if !suggestions.is_empty() {
-                write!(
-                    f,
-                    " (close names that do exist: {})",
-                    suggestions.join(", ")
-                )?;
-            }
-            Ok(())
-        }
+fn lookup(error: &LookupError, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let e = error.worded(&Flags);
+    match error {
         // `X:` means a module only in a kernel watch; whoever meant a process's file gets the way there.
         LookupError::NoModule { module, .. } => write!(
             f,
             "{e}; in a kernel watch `{module}:` names a kernel module (see /proc/modules); for a file mapped by \
              a process, watch the process (-p PID, or -- CMD ARGS; `resolve --pid PID`)"
         ),
-        e => write!(f, "{e}"),
+        _ => write!(f, "{e}"),
     }
 }
 

@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ksymwatch_symbols::debuginfod::Limit;
 use ksymwatch_symbols::{
     buildid, Debuginfod, Fetched, PathElem, Source, SourceSearch, SymbolTable,
 };
@@ -163,19 +162,9 @@ fn fetch_running(search: &mut SourceSearch, why: &str, opts: Options) -> Result<
             client = client.with_deadline(d);
         }
         client.fetch(&id).map_err(|e| {
-            let raise = match &e {
-                ksymwatch_symbols::Error::DebuginfodFailed {
-                    limit: Some(Limit::Size),
-                    ..
-                } => "; raise the limit with --debuginfod-max-size SIZE",
-                ksymwatch_symbols::Error::DebuginfodFailed {
-                    limit: Some(Limit::Deadline),
-                    ..
-                } => "; allow longer with --debuginfod-timeout DUR",
-                _ => "",
-            };
             Error::usage(format!(
-                "{why}: {e}{raise}; or pass --vmlinux FILE, or --offline"
+                "{why}: {}; or pass --vmlinux FILE, or --offline",
+                Advised(e)
             ))
         })?
     };

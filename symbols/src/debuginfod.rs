@@ -15,6 +15,7 @@
 //! the whole fetch (connect, headers, body, every server in turn) ends at one deadline, so a server that
 //! trickles a byte now and then cannot hold the run forever.
 
+mod failure;
 mod interrupt;
 
 use std::ffi::OsString;
@@ -27,6 +28,8 @@ use std::time::{Duration, Instant};
 
 use crate::progress::{Progress, Running, Task};
 use crate::{BuildId, Error, NoProgress, Vmlinux};
+
+pub use failure::{BadFile, FailureKind, Received, ServerFailure, UnusableCache};
 
 /// The servers to ask, space-separated, as elfutils reads it.
 pub const URLS_ENV: &str = "DEBUGINFOD_URLS";
@@ -90,16 +93,14 @@ impl Fetched {
 enum Cached {
     Hit(PathBuf),
     Missing,
-    /// A file is there but cannot stand in for the build-id; the text says why.
-    Unusable(String),
+    /// A file is there but cannot stand in for the build-id.
+    Unusable(UnusableCache),
 }
 
 /// Why one server did not deliver.
 enum Attempt {
-    NotFound,
-    Failed(String),
-    /// Stopped by one of the client's own limits: no other server is asked.
-    Limit(Limit, String),
+    /// Its own failure (one of the client's limits among them, after which no other server is asked).
+    Failed(FailureKind),
     /// The cache itself cannot be written: no other server can help with that.
     Cache(Error),
 }
@@ -199,25 +200,24 @@ impl Debuginfod {
     /// The vmlinux (debug info) with build-id `id`: from the cache if it holds it, else from the first
     /// server in turn that has it, stored in the cache. On failure nothing new is left in the cache.
     pub fn fetch(&self, id: &BuildId) -> Result<Fetched, Error> {
-        let mut notes = Vec::new();
-        match check_cache(&self.cache_dir, id) {
+        let cached = match check_cache(&self.cache_dir, id) {
             Cached::Hit(p) => return Ok(Fetched::Cached(p)),
-            Cached::Missing => {}
-            Cached::Unusable(why) => notes.push(why),
-        }
+            Cached::Missing => None,
+            Cached::Unusable(u) => Some(u),
+        };
         let _signals = self.interruptible.then(interrupt::Guard::install);
         let end = Instant::now() + self.deadline;
         let mut missing = Vec::new();
         let mut failed = Vec::new();
-        let mut limit = None;
         for url in &self.urls {
             let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                failed.push(format!(
-                    "{url}: not asked, the {} deadline had passed",
-                    secs(self.deadline)
-                ));
-                limit = Some(Limit::Deadline);
+                failed.push(ServerFailure {
+                    url: url.clone(),
+                    kind: FailureKind::NotAsked {
+                        deadline: self.deadline,
+                    },
+                });
                 continue;
             }
             // The global timeout is what stops a server that trickles: it bounds every read, headers
@@ -238,12 +238,11 @@ impl Debuginfod {
                         from: url.clone(),
                     })
                 }
-                Err(Attempt::NotFound) => missing.push(url.clone()),
-                Err(Attempt::Failed(why)) => failed.push(format!("{url}: {why}")),
-                Err(Attempt::Limit(l, why)) => {
-                    failed.push(format!("{url}: {why}"));
-                    limit = Some(l);
-                }
+                Err(Attempt::Failed(FailureKind::NotFound)) => missing.push(url.clone()),
+                Err(Attempt::Failed(kind)) => failed.push(ServerFailure {
+                    url: url.clone(),
+                    kind,
+                }),
                 Err(Attempt::Cache(e)) => return Err(e),
             }
         }
@@ -251,15 +250,18 @@ impl Debuginfod {
             return Err(Error::DebuginfodNotFound {
                 build_id: id.clone(),
                 tried: missing,
-                notes,
+                cached,
             });
         }
-        failed.extend(missing.iter().map(|u| format!("{u}: not found")));
-        notes.extend(failed);
+        // The servers that failed are what the user can act on; those without the file come last.
+        failed.extend(missing.into_iter().map(|url| ServerFailure {
+            url,
+            kind: FailureKind::NotFound,
+        }));
         Err(Error::DebuginfodFailed {
             build_id: id.clone(),
-            failures: notes,
-            limit,
+            cached,
+            failures: failed,
         })
     }
 
@@ -280,21 +282,20 @@ impl Debuginfod {
             .note(&format!("debuginfod: connecting to {request} ..."));
         let mut response = match agent.get(&request).call() {
             Ok(r) => r,
-            Err(ureq::Error::StatusCode(404)) => return Err(Attempt::NotFound),
-            Err(ureq::Error::StatusCode(code)) => {
-                return Err(Attempt::Failed(format!("HTTP status {code}")))
+            Err(ureq::Error::StatusCode(404)) => {
+                return Err(Attempt::Failed(FailureKind::NotFound))
             }
-            Err(e) => return Err(self.transfer_error(&e, None)),
+            Err(ureq::Error::StatusCode(code)) => {
+                return Err(Attempt::Failed(FailureKind::Status(code)))
+            }
+            Err(e) => return Err(self.transfer_error(e, Received::Nothing)),
         };
         let expected = response.body().content_length();
         if let Some(n) = expected.filter(|&n| n > self.max_size) {
-            return Err(Attempt::Limit(
-                Limit::Size,
-                format!(
-                    "it offers {n} bytes, over the limit of {} bytes; nothing was downloaded",
-                    self.max_size
-                ),
-            ));
+            return Err(Attempt::Failed(FailureKind::Offers {
+                bytes: n,
+                limit: self.max_size,
+            }));
         }
         let dir = self.cache_dir.join(&hex);
         let mut partial = Partial::create(&dir)?;
@@ -316,25 +317,13 @@ impl Debuginfod {
         let mut reader = response.body_mut().as_reader();
         let mut buf = vec![0u8; 256 * 1024];
         let mut got = 0u64;
-        let of = |got: u64| match expected {
-            Some(n) => format!("{got} of {n} bytes"),
-            None => format!("{got} bytes"),
-        };
+        let received = |got: u64| Received::Body { got, of: expected };
         loop {
             let n = match reader.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    let wrapped = e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>());
-                    return Err(match wrapped {
-                        Some(u) => self.transfer_error(u, Some(&of(got))),
-                        None => Attempt::Failed(format!(
-                            "the transfer broke off after {} ({e})",
-                            of(got)
-                        )),
-                    });
-                }
+                Err(e) => return Err(self.read_error(e, received(got))),
             };
             let chunk = &buf[..n];
             // The magic is checked on the very first bytes, however few arrive at a time: a server
@@ -343,34 +332,23 @@ impl Debuginfod {
                 let at = got as usize;
                 let want = &ELF_MAGIC[at..(at + n).min(ELF_MAGIC.len())];
                 if !chunk.starts_with(want) {
-                    let shown = &chunk[..n.min(16)];
-                    return Err(Attempt::Failed(format!(
-                        "it sent something that is not an ELF file (no ELF magic; it starts with \"{}\"); \
-                         stopped after {} bytes",
-                        shown.escape_ascii(),
-                        got + n as u64
-                    )));
+                    return Err(Attempt::Failed(FailureKind::NotElf {
+                        start: chunk[..n.min(16)].to_vec(),
+                        after: got + n as u64,
+                    }));
                 }
             }
             if got + n as u64 > self.max_size {
-                return Err(Attempt::Limit(
-                    Limit::Size,
-                    format!(
-                        "it sent more than the limit of {} bytes; stopped there",
-                        self.max_size
-                    ),
-                ));
+                return Err(Attempt::Failed(FailureKind::OverLimit {
+                    limit: self.max_size,
+                }));
             }
             // ureq checks the deadline on every network read; this also covers bytes it had buffered.
             if Instant::now() > end {
-                return Err(Attempt::Limit(
-                    Limit::Deadline,
-                    format!(
-                        "the {} deadline passed after {}",
-                        secs(self.deadline),
-                        of(got)
-                    ),
-                ));
+                return Err(Attempt::Failed(FailureKind::Deadline {
+                    deadline: self.deadline,
+                    when: received(got),
+                }));
             }
             if expected.is_none() && got + n as u64 >= next_space_check {
                 check_room(&dir, SPACE_CHECK_EVERY)?;
@@ -381,30 +359,12 @@ impl Debuginfod {
             running.advance(got);
         }
         drop(running);
-        if expected.is_some_and(|n| n != got) {
-            return Err(Attempt::Failed(format!(
-                "the connection closed after {}",
-                of(got)
-            )));
+        if let Some(of) = expected.filter(|&n| n != got) {
+            return Err(Attempt::Failed(FailureKind::ClosedEarly { got, of }));
         }
         partial.sync()?;
-        match file_build_id(&partial.path) {
-            Ok(Some(b)) if b == *id => {}
-            Ok(Some(b)) => {
-                return Err(Attempt::Failed(format!(
-                    "it sent a file with build-id {b}, not {id}"
-                )))
-            }
-            Ok(None) => {
-                return Err(Attempt::Failed(
-                    "it sent an ELF file without a build-id".into(),
-                ))
-            }
-            Err(why) => {
-                return Err(Attempt::Failed(format!(
-                    "it sent no usable ELF file ({why})"
-                )))
-            }
+        if let Some(bad) = bad_file(&partial.path, id) {
+            return Err(Attempt::Failed(FailureKind::BadFile(bad)));
         }
         let path = dir.join("debuginfo");
         partial.persist(&path)?;
@@ -415,28 +375,36 @@ impl Debuginfod {
         Ok((path, got))
     }
 
-    /// What a ureq error means for this server; `after` is how much of the body had arrived (`None`:
-    /// the headers had not).
-    fn transfer_error(&self, e: &ureq::Error, after: Option<&str>) -> Attempt {
-        let when = match after {
-            Some(of) => format!("after {of}"),
-            None => "before the response headers".to_string(),
-        };
-        match e {
-            ureq::Error::Timeout(ureq::Timeout::Global) => Attempt::Limit(
-                Limit::Deadline,
-                format!("the {} deadline passed {when}", secs(self.deadline)),
-            ),
-            ureq::Error::Timeout(ureq::Timeout::Connect) => Attempt::Failed(format!(
-                "it did not accept a connection within {}",
-                secs(self.connect_timeout)
-            )),
-            ureq::Error::Timeout(ureq::Timeout::PerRead) => Attempt::Failed(format!(
-                "it sent nothing for {} {when}",
-                secs(self.stall_timeout)
-            )),
-            e if after.is_some() => Attempt::Failed(format!("the transfer broke off {when} ({e})")),
-            e => Attempt::Failed(e.to_string()),
+    /// What a ureq error means for this server, `when` it came.
+    fn transfer_error(&self, e: ureq::Error, when: Received) -> Attempt {
+        Attempt::Failed(match e {
+            ureq::Error::Timeout(ureq::Timeout::Global) => FailureKind::Deadline {
+                deadline: self.deadline,
+                when,
+            },
+            ureq::Error::Timeout(ureq::Timeout::Connect) => FailureKind::Connect {
+                timeout: self.connect_timeout,
+            },
+            ureq::Error::Timeout(ureq::Timeout::PerRead) => FailureKind::Stalled {
+                timeout: self.stall_timeout,
+                when,
+            },
+            e if when != Received::Nothing => FailureKind::BrokeOff {
+                when,
+                source: Box::new(e),
+            },
+            e => FailureKind::Transfer(e),
+        })
+    }
+
+    /// A failed read of the body: ureq's own error (a timeout among them) when it wraps one.
+    fn read_error(&self, e: io::Error, when: Received) -> Attempt {
+        match e.downcast::<ureq::Error>() {
+            Ok(u) => self.transfer_error(u, when),
+            Err(e) => Attempt::Failed(FailureKind::BrokeOff {
+                when,
+                source: Box::new(e),
+            }),
         }
     }
 }
@@ -490,30 +458,24 @@ fn check_cache(cache_dir: &Path, id: &BuildId) -> Cached {
         Ok(_) => {}
         Err(_) => return Cached::Missing,
     }
-    match file_build_id(&path) {
-        Ok(Some(b)) if b == *id => Cached::Hit(path),
-        Ok(Some(b)) => Cached::Unusable(format!(
-            "the cached {} has build-id {b}, not {id}: not used",
-            path.display()
-        )),
-        Ok(None) => Cached::Unusable(format!(
-            "the cached {} has no build-id: not used",
-            path.display()
-        )),
-        Err(why) => Cached::Unusable(format!(
-            "the cached {} is not usable ({why}): not used",
-            path.display()
-        )),
+    match bad_file(&path, id) {
+        None => Cached::Hit(path),
+        Some(problem) => Cached::Unusable(UnusableCache { path, problem }),
     }
 }
 
-/// The GNU build-id of an ELF file, or why it could not be read (without the path, which the caller
-/// names).
-fn file_build_id(path: &Path) -> Result<Option<BuildId>, String> {
+/// What keeps the ELF file at `path` from standing in for build-id `id`; `None` when nothing does.
+fn bad_file(path: &Path, id: &BuildId) -> Option<BadFile> {
     match Vmlinux::open(path) {
-        Ok(vm) => Ok(vm.build_id().cloned()),
-        Err(Error::Elf { message, .. }) => Err(message),
-        Err(e) => Err(e.to_string()),
+        Ok(vm) => match vm.build_id() {
+            Some(b) if b == id => None,
+            Some(b) => Some(BadFile::OtherBuild {
+                found: b.clone(),
+                wanted: id.clone(),
+            }),
+            None => Some(BadFile::NoBuildId),
+        },
+        Err(e) => Some(BadFile::Unreadable(Box::new(e))),
     }
 }
 

@@ -276,7 +276,7 @@ fn load(src: &dyn DebugSections) -> Result<Dwarf<'_>, Error> {
 fn dwarf_err(src: &dyn DebugSections, e: gimli::Error) -> FieldError {
     FieldError::Load(Error::Dwarf {
         path: src.path().to_path_buf(),
-        message: e.to_string(),
+        problem: crate::DwarfProblem::Read(e),
     })
 }
 
@@ -492,13 +492,15 @@ impl<'a> Types<'_, '_, 'a> {
         match die.attr_value(at) {
             None => Ok(None),
             Some(AttributeValue::UnitRef(o)) => Ok(Some(o)),
-            Some(AttributeValue::DebugInfoRef(o)) => o.to_unit_offset(&self.unit.header).map(Some).ok_or_else(|| {
-                FieldError::Load(Error::Dwarf {
-                    path: self.vm.path().to_path_buf(),
-                    message: "a type refers into another compilation unit (LTO build?), which is not supported"
-                        .into(),
-                })
-            }),
+            Some(AttributeValue::DebugInfoRef(o)) => o
+                .to_unit_offset(&self.unit.header)
+                .map(Some)
+                .ok_or_else(|| {
+                    FieldError::Load(Error::Dwarf {
+                        path: self.vm.path().to_path_buf(),
+                        problem: crate::DwarfProblem::CrossUnitReference,
+                    })
+                }),
             Some(_) => Ok(None),
         }
     }
@@ -887,9 +889,7 @@ impl<'a> Types<'_, '_, 'a> {
                     Ok(Some(Operation::PlusConstant { value })) => Ok(value),
                     _ => Err(FieldError::Load(Error::Dwarf {
                         path: self.vm.path().to_path_buf(),
-                        message:
-                            "a member location is a DWARF expression this reader does not evaluate"
-                                .into(),
+                        problem: crate::DwarfProblem::MemberLocation,
                     })),
                 }
             }

@@ -5,7 +5,12 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::debuginfod::{Limit, ServerFailure, UnusableCache};
 use crate::file::{FileKind, Role};
+
+mod kinds;
+
+pub use kinds::{BtfProblem, BtfSection, DwarfProblem, ElfProblem, LineProblem};
 
 /// A symbol source could not be loaded.
 #[derive(Debug)]
@@ -28,11 +33,11 @@ pub enum Error {
         role: Role,
         limit: u64,
     },
-    /// The file is not in the expected format.
+    /// Line `line` of a kallsyms or System.map text is not a symbol line.
     Parse {
         path: PathBuf,
         line: usize,
-        message: String,
+        problem: LineProblem,
     },
     /// Debian's one-line stand-in for System.map, which points at the -dbg package instead of listing symbols.
     Placeholder { path: PathBuf },
@@ -41,35 +46,38 @@ pub enum Error {
     /// Every address is zero: kptr_restrict hides them from this user.
     ZeroedAddresses { path: PathBuf },
     /// The file is not a usable ELF (not ELF at all, corrupt, or truncated).
-    Elf { path: PathBuf, message: String },
+    Elf { path: PathBuf, problem: ElfProblem },
     /// The ELF has no `.symtab`: it was stripped.
     NoSymtab { path: PathBuf },
     /// The ELF has no DWARF `.debug_info`, so member paths and file:line cannot be resolved.
     NoDebugInfo { path: PathBuf },
     /// The DWARF is present but could not be read.
-    Dwarf { path: PathBuf, message: String },
+    Dwarf {
+        path: PathBuf,
+        problem: DwarfProblem,
+    },
     /// The BTF type information is not usable (bad magic, a section cut short, a type id out of range).
-    Btf { path: PathBuf, message: String },
+    Btf { path: PathBuf, problem: BtfProblem },
     /// The symbol file is proven not to be the running kernel and the policy refuses it.
     KernelMismatch {
         source: crate::Source,
         status: crate::KernelMatch,
     },
     /// Every debuginfod server answered that it has no file for the build-id (`tried`: their URLs);
-    /// `notes` says why a file already in the cache was not used, if there was one.
+    /// `cached` says why a file already in the cache was not used, if there was one.
     DebuginfodNotFound {
         build_id: crate::BuildId,
         tried: Vec<String>,
-        notes: Vec<String>,
+        cached: Option<UnusableCache>,
     },
-    /// No debuginfod server delivered a good file: each entry is `URL: why` (a broken transfer, a file
-    /// with another build-id, an HTTP error), after any note on an unusable cached file.
+    /// No debuginfod server delivered a good file: what each server did instead (a broken transfer, a
+    /// file with another build-id, an HTTP error; the ones that failed first, then those that have no
+    /// file), and why a file already in the cache was not used, if there was one. [`Error::limit`] says
+    /// whether one of the client's own limits stopped it.
     DebuginfodFailed {
         build_id: crate::BuildId,
-        failures: Vec<String>,
-        /// The client's own limit (size, deadline) that stopped the last server tried, if one did: the
-        /// caller names the option that raises it.
-        limit: Option<crate::debuginfod::Limit>,
+        cached: Option<UnusableCache>,
+        failures: Vec<ServerFailure>,
     },
     /// The debuginfod cache could not be written (directory, temporary file, or the rename into place).
     DebuginfodCache {
@@ -78,8 +86,67 @@ pub enum Error {
     },
 }
 
+/// The ways out that a front end has its own words for (an option, a command of its own): each default is
+/// this crate's wording, which names no front end. [`Error::worded`] and [`LookupError::worded`] put the
+/// front end's words in their place; the rest of the message stays this crate's, so it is written once.
+pub trait Remedies {
+    /// What needs a vmlinux's line information besides member paths and types.
+    fn source_lines(&self) -> &str {
+        "source lines"
+    }
+
+    /// How to get this kernel's data symbols when kallsyms has none (the message goes on with `, or give
+    /// the address as 0xADDR`).
+    fn data_symbols(&self) -> &str {
+        "use a vmlinux or System.map of this kernel"
+    }
+}
+
+/// This crate's own words for every way out ([`Remedies`]' defaults): what `Display` prints.
+pub struct Plain;
+
+impl Remedies for Plain {}
+
+/// An error shown with a front end's [`Remedies`].
+pub struct Worded<'a, E> {
+    error: &'a E,
+    remedies: &'a dyn Remedies,
+}
+
+impl fmt::Display for Worded<'_, Error> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.write(f, self.remedies)
+    }
+}
+
+impl fmt::Display for Worded<'_, LookupError> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.write(f, self.remedies)
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, &Plain)
+    }
+}
+
+impl fmt::Display for LookupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, &Plain)
+    }
+}
+
+impl Error {
+    /// The message with a front end's words for the ways out it has its own for.
+    pub fn worded<'a>(&'a self, remedies: &'a dyn Remedies) -> Worded<'a, Error> {
+        Worded {
+            error: self,
+            remedies,
+        }
+    }
+
+    fn write(&self, f: &mut fmt::Formatter<'_>, r: &dyn Remedies) -> fmt::Result {
         match self {
             // A text reader's complaint about bytes that are not UTF-8: the file is binary.
             Error::Io { path, source } if source.kind() == std::io::ErrorKind::InvalidData => write!(
@@ -103,8 +170,8 @@ impl fmt::Display for Error {
                 role.noun(),
                 role.advice(path, FileKind::Regular)
             ),
-            Error::Parse { path, line, message } => {
-                write!(f, "{}:{line}: not an `ADDRESS TYPE NAME` symbol line: {message}", path.display())
+            Error::Parse { path, line, problem } => {
+                write!(f, "{}:{line}: not an `ADDRESS TYPE NAME` symbol line: {problem}", path.display())
             }
             Error::Placeholder { path } => write!(
                 f,
@@ -119,9 +186,9 @@ impl fmt::Display for Error {
                  run as root with CAP_SYSLOG, or set /proc/sys/kernel/kptr_restrict to 0",
                 path.display()
             ),
-            Error::Elf { path, message } => write!(
+            Error::Elf { path, problem } => write!(
                 f,
-                "{} is not a usable vmlinux ELF file: {message}; pass the uncompressed vmlinux (not vmlinuz/bzImage), \
+                "{} is not a usable vmlinux ELF file: {problem}; pass the uncompressed vmlinux (not vmlinuz/bzImage), \
                  and fetch it again if it was cut short",
                 path.display()
             ),
@@ -133,18 +200,30 @@ impl fmt::Display for Error {
             ),
             Error::NoDebugInfo { path } => write!(
                 f,
-                "{} has no DWARF debug info (.debug_info): member paths, types and source lines need a vmlinux with \
+                "{} has no DWARF debug info (.debug_info): member paths, types and {} need a vmlinux with \
                  debug info, e.g. Debian's linux-image-$(uname -r)-dbg (/usr/lib/debug/boot/vmlinux-$(uname -r))",
+                path.display(),
+                r.source_lines()
+            ),
+            // Nothing is wrong with the bytes: the way out is to inflate them, not to fetch them again.
+            Error::Dwarf {
+                path,
+                problem: problem @ DwarfProblem::Compressed { .. },
+            } => write!(
+                f,
+                "{}: cannot read its DWARF debug info: {problem}; decompress the file first: \
+                 objcopy --decompress-debug-sections {} vmlinux.plain",
+                path.display(),
                 path.display()
             ),
-            Error::Dwarf { path, message } => write!(
+            Error::Dwarf { path, problem } => write!(
                 f,
-                "{}: cannot read its DWARF debug info: {message}; the file may be corrupt or truncated, fetch it again",
+                "{}: cannot read its DWARF debug info: {problem}; the file may be corrupt or truncated, fetch it again",
                 path.display()
             ),
-            Error::Btf { path, message } => write!(
+            Error::Btf { path, problem } => write!(
                 f,
-                "{} is not usable BTF type information: {message}; give the kernel's own {} (or a module's \
+                "{} is not usable BTF type information: {problem}; give the kernel's own {} (or a module's \
                  /sys/kernel/btf/MODULE), or a copy of it that was not cut short",
                 path.display(),
                 crate::file::VMLINUX_BTF
@@ -157,15 +236,15 @@ impl fmt::Display for Error {
             Error::DebuginfodNotFound {
                 build_id,
                 tried,
-                notes,
+                cached,
             } => {
                 write!(
                     f,
                     "no server in DEBUGINFOD_URLS has debug info for build-id {build_id} (tried: {})",
                     tried.join(", ")
                 )?;
-                for n in notes {
-                    write!(f, "; {n}")?;
+                if let Some(c) = cached {
+                    write!(f, "; {c}")?;
                 }
                 write!(
                     f,
@@ -175,16 +254,20 @@ impl fmt::Display for Error {
             }
             Error::DebuginfodFailed {
                 build_id,
+                cached,
                 failures,
-                limit,
             } => {
-                write!(
-                    f,
-                    "cannot fetch debug info for build-id {build_id}: {}; nothing was cached",
-                    failures.join("; ")
-                )?;
+                write!(f, "cannot fetch debug info for build-id {build_id}: ")?;
+                if let Some(c) = cached {
+                    write!(f, "{c}; ")?;
+                }
+                for (i, failure) in failures.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { "; " };
+                    write!(f, "{sep}{failure}")?;
+                }
+                f.write_str("; nothing was cached")?;
                 // A limit of this client's own is not the network's fault.
-                if limit.is_none() {
+                if self.limit().is_none() {
                     write!(
                         f,
                         ": check the network and the servers in DEBUGINFOD_URLS, then try again"
@@ -210,15 +293,24 @@ impl fmt::Display for Error {
             ),
         }
     }
-}
 
-impl Error {
     /// Whether the path names the wrong kind of file (a device, FIFO, directory, or one far too large),
     /// as opposed to a file that is missing or unreadable. A caller that falls back on a missing file
     /// (kallsyms, to compare a System.map with) must not fall back on this: the user named something that
     /// is no input at all.
     pub fn is_wrong_file(&self) -> bool {
         matches!(self, Error::NotRegular { .. } | Error::TooLarge { .. })
+    }
+
+    /// Which of the debuginfod client's own limits (size, deadline) stopped a failed fetch, if one did
+    /// (the last one, if several): a caller names the option that raises it.
+    pub fn limit(&self) -> Option<Limit> {
+        match self {
+            Error::DebuginfodFailed { failures, .. } => {
+                failures.iter().rev().find_map(|f| f.kind.limit())
+            }
+            _ => None,
+        }
     }
 }
 
@@ -236,6 +328,16 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } | Error::DebuginfodCache { source, .. } => Some(source),
+            Error::Elf { problem, .. } => problem.source().map(|e| e as _),
+            Error::Dwarf { problem, .. } => problem.source().map(|e| e as _),
+            Error::DebuginfodNotFound { cached, .. } => cached.as_ref().map(|c| c as _),
+            // The last failure that carries the transfer's own error, else the last one.
+            Error::DebuginfodFailed { failures, .. } => failures
+                .iter()
+                .rev()
+                .find(|f| std::error::Error::source(*f).is_some())
+                .or(failures.last())
+                .map(|f| f as _),
             _ => None,
         }
     }
@@ -283,8 +385,16 @@ pub enum LookupError {
     },
 }
 
-impl fmt::Display for LookupError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl LookupError {
+    /// The message with a front end's words for the ways out it has its own for.
+    pub fn worded<'a>(&'a self, remedies: &'a dyn Remedies) -> Worded<'a, LookupError> {
+        Worded {
+            error: self,
+            remedies,
+        }
+    }
+
+    fn write(&self, f: &mut fmt::Formatter<'_>, r: &dyn Remedies) -> fmt::Result {
         match self {
             LookupError::Unknown { name, suggestions } => {
                 write!(f, "unknown symbol `{name}`")?;
@@ -297,7 +407,8 @@ impl fmt::Display for LookupError {
                 write!(
                     f,
                     "symbol `{name}` not found: this kernel's kallsyms has no data symbols (CONFIG_KALLSYMS_ALL is off); \
-                     use a vmlinux or System.map of this kernel, or give the address as 0xADDR"
+                     {}, or give the address as 0xADDR",
+                    r.data_symbols()
                 )?;
                 if !suggestions.is_empty() {
                     write!(

@@ -4,7 +4,7 @@
 
 use crate::columns::Builder;
 use crate::file::{self, Role};
-use crate::{Error, Symbol, SymbolTable};
+use crate::{Error, LineProblem, Symbol, SymbolTable};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -18,29 +18,29 @@ struct Line<'a> {
 }
 
 /// Parses one line; `Ok(None)` for a blank one, `Err` with what is wrong.
-fn parse_line(line: &str) -> Result<Option<Line<'_>>, &'static str> {
+fn parse_line(line: &str) -> Result<Option<Line<'_>>, LineProblem> {
     let mut fields = line.split_ascii_whitespace();
     let Some(addr) = fields.next() else {
         return Ok(None);
     };
     let (Some(ty), Some(name)) = (fields.next(), fields.next()) else {
-        return Err("expected `ADDRESS TYPE NAME`");
+        return Err(LineProblem::MissingFields);
     };
-    let addr = u64::from_str_radix(addr, 16).map_err(|_| "the address is not hexadecimal")?;
+    let addr = u64::from_str_radix(addr, 16).map_err(|_| LineProblem::BadAddress)?;
     let type_char = match ty.as_bytes() {
         [c] if c.is_ascii_alphabetic() || *c == b'?' => char::from(*c),
-        [_] => return Err("the type is not a letter"),
-        _ => return Err("the type is not one letter"),
+        [_] => return Err(LineProblem::TypeNotLetter),
+        _ => return Err(LineProblem::TypeTooLong),
     };
     let module = match fields.next() {
         None => None,
         Some(m) if m.starts_with('[') && m.ends_with(']') && m.len() > 2 => {
             Some(&m[1..m.len() - 1])
         }
-        Some(_) => return Err("trailing text is not a `[module]`"),
+        Some(_) => return Err(LineProblem::TrailingText),
     };
     if fields.next().is_some() {
-        return Err("trailing text is not a `[module]`");
+        return Err(LineProblem::TrailingText);
     }
     Ok(Some(Line {
         addr,
@@ -64,11 +64,11 @@ fn for_each_line<'a>(
         match parse_line(line) {
             Ok(Some(l)) => each(l),
             Ok(None) => {}
-            Err(message) => {
+            Err(problem) => {
                 return Err(Error::Parse {
                     path: path.to_path_buf(),
                     line: first + i + 1,
-                    message: message.to_string(),
+                    problem,
                 })
             }
         }

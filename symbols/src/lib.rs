@@ -59,7 +59,10 @@ pub use buildid::{BuildId, KernelMatch, MismatchPolicy};
 pub use cache::{CacheKey, Origin, SymbolCache};
 pub use debuginfod::{Debuginfod, Fetched};
 pub use dwarf::{FieldError, MemberInfo, VariableQuery};
-pub use error::{Error, LookupError};
+pub use error::{
+    BtfProblem, BtfSection, DwarfProblem, ElfProblem, Error, LineProblem, LookupError, Plain,
+    Remedies, Worded,
+};
 pub use kaslr::Kaslr;
 pub use lines::{Frame, LineSymbolizer};
 pub use path::PathElem;

@@ -5,7 +5,7 @@
 //! [`crate::Resolver::lines`] builds it on first use. It reads straight from the shared mapping, so the
 //! symbolizer can live beside the [`Vmlinux`] without borrowing it.
 
-use crate::{Error, Vmlinux};
+use crate::{DwarfProblem, Error, Vmlinux};
 use gimli::RunTimeEndian;
 use memmap2::Mmap;
 use std::ops::Deref;
@@ -92,7 +92,7 @@ impl LineSymbolizer {
         })?;
         let ctx = addr2line::Context::from_dwarf(dwarf).map_err(|e| Error::Dwarf {
             path: vm.path().to_path_buf(),
-            message: e.to_string(),
+            problem: DwarfProblem::Read(e),
         })?;
         Ok(LineSymbolizer {
             ctx,
@@ -105,7 +105,7 @@ impl LineSymbolizer {
     pub fn frames(&self, link_addr: u64) -> Result<Vec<Frame>, Error> {
         let err = |e: gimli::Error| Error::Dwarf {
             path: self.path.clone(),
-            message: e.to_string(),
+            problem: DwarfProblem::Read(e),
         };
         let mut iter = self
             .ctx

@@ -4,7 +4,7 @@
 //! no sizes; sizes are inferred from the next symbol as for kallsyms.
 
 use crate::file::{self, Role};
-use crate::{kallsyms, Error, Symbol, SymbolTable};
+use crate::{kallsyms, Error, LineProblem, Symbol, SymbolTable};
 use std::path::Path;
 
 /// Debian ships a one-line stand-in at `/boot/System.map-*` that points at the -dbg package.
@@ -25,7 +25,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Symbol>, Error> {
         return Err(Error::Parse {
             path: path.to_path_buf(),
             line: i + 1,
-            message: "System.map has no [module] column; this looks like a kallsyms dump (pass it as kallsyms)".into(),
+            problem: LineProblem::ModuleColumn,
         });
     }
     Ok(symbols)

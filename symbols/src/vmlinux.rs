@@ -6,7 +6,7 @@
 //! stays a small fraction of the file.
 
 use crate::file::{self, Role};
-use crate::{buildid, BuildId, Error, Symbol, SymbolTable};
+use crate::{buildid, BuildId, DwarfProblem, ElfProblem, Error, Symbol, SymbolTable};
 use goblin::elf::section_header::{
     SHF_ALLOC, SHF_COMPRESSED, SHF_EXECINSTR, SHF_WRITE, SHN_ABS, SHN_COMMON, SHN_UNDEF,
     SHT_NOBITS, SHT_NOTE,
@@ -64,7 +64,7 @@ impl Vmlinux {
         if file.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
             return Err(Error::Elf {
                 path: path.to_path_buf(),
-                message: "the file is empty (0 bytes)".into(),
+                problem: ElfProblem::Empty,
             });
         }
         // SAFETY: the mapping is read-only and private to this process. The one hazard is another process
@@ -78,22 +78,21 @@ impl Vmlinux {
     }
 
     fn from_map(path: &Path, map: Arc<Mmap>) -> Result<Vmlinux, Error> {
-        let bad = |message: String| Error::Elf {
+        let bad = |problem| Error::Elf {
             path: path.to_path_buf(),
-            message,
+            problem,
         };
         let bytes: &[u8] = &map;
         if !bytes.starts_with(b"\x7fELF") {
             return Err(bad(
                 if bytes.starts_with(b"MZ") || bytes.get(0x202..0x206) == Some(b"HdrS") {
-                    "this is a compressed boot image (bzImage/vmlinuz), not vmlinux".into()
+                    ElfProblem::BootImage
                 } else {
-                    "no ELF magic at the start".into()
+                    ElfProblem::NoMagic
                 },
             ));
         }
-        let elf = goblin::elf::Elf::parse(bytes)
-            .map_err(|e| bad(format!("malformed or truncated ELF ({e})")))?;
+        let elf = goblin::elf::Elf::parse(bytes).map_err(|e| bad(ElfProblem::Malformed(e)))?;
         let file_len = bytes.len() as u64;
         let mut sections = Vec::with_capacity(elf.section_headers.len());
         for sh in &elf.section_headers {
@@ -104,10 +103,11 @@ impl Vmlinux {
                     .checked_add(sh.sh_size)
                     .is_none_or(|end| end > file_len)
             {
-                return Err(bad(format!(
-                    "section {name} ends at byte {} but the file has only {file_len} bytes (truncated)",
-                    sh.sh_offset.saturating_add(sh.sh_size)
-                )));
+                return Err(bad(ElfProblem::SectionPastEnd {
+                    section: name,
+                    end: sh.sh_offset.saturating_add(sh.sh_size),
+                    file_len,
+                }));
             }
             sections.push(Section {
                 name,
@@ -199,11 +199,9 @@ impl Vmlinux {
         if s.flags & u64::from(SHF_COMPRESSED) != 0 {
             return Err(Error::Dwarf {
                 path: self.path.clone(),
-                message: format!(
-                    "section {name} is compressed; decompress the file first: \
-                     objcopy --decompress-debug-sections {} vmlinux.plain",
-                    self.path.display()
-                ),
+                problem: DwarfProblem::Compressed {
+                    section: name.to_string(),
+                },
             });
         }
         Ok(self.section_bytes(s))
@@ -246,19 +244,17 @@ impl Vmlinux {
                 goblin::container::Endian::Big
             },
         );
-        let bad = |message: String| Error::Elf {
+        let bad = |problem| Error::Elf {
             path: self.path.clone(),
-            message,
+            problem,
         };
         let syms = goblin::elf::Symtab::parse(&self.map, loc.offset, loc.count, ctx)
-            .map_err(|e| bad(format!("bad symbol table ({e})")))?;
+            .map_err(|e| bad(ElfProblem::BadSymtab(e)))?;
         let strtab = loc
             .strtab_offset
             .checked_add(loc.strtab_size)
             .and_then(|end| self.map.get(loc.strtab_offset..end))
-            .ok_or_else(|| {
-                bad("the symbol string table lies outside the file (truncated)".into())
-            })?;
+            .ok_or_else(|| bad(ElfProblem::StrtabOutside))?;
         Ok((syms, strtab))
     }
 

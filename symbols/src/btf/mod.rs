@@ -201,9 +201,9 @@ impl Btf {
 
     /// Checks `data` as BTF (split BTF continuing `base` when given); `path` is for messages.
     pub fn from_bytes(data: Vec<u8>, path: &Path, base: Option<Arc<Btf>>) -> Result<Btf, Error> {
-        let corrupt = |message: String| Error::Btf {
+        let corrupt = |problem| Error::Btf {
             path: path.to_path_buf(),
-            message,
+            problem,
         };
         let raw = Raw::parse(data, base.is_some()).map_err(corrupt)?;
         let (first_id, first_str) = match &base {
@@ -219,9 +219,7 @@ impl Btf {
                 .and_then(|n| first_str.checked_add(n))
                 .is_some();
         if !fits {
-            return Err(corrupt(
-                "more types or strings than 32-bit ids can number".into(),
-            ));
+            return Err(corrupt(crate::BtfProblem::TooManyIds));
         }
         let datasecs = (0..raw.records.len())
             .filter(|&i| raw.record(i).is_some_and(|r| r.kind == kind::DATASEC))
@@ -279,10 +277,10 @@ impl Btf {
         std::iter::successors(Some(self), |b| b.base.as_deref())
     }
 
-    fn corrupt(&self, message: String) -> FieldError {
+    fn corrupt(&self, problem: crate::BtfProblem) -> FieldError {
         FieldError::Load(Error::Btf {
             path: self.path.clone(),
-            message,
+            problem,
         })
     }
 
@@ -322,10 +320,10 @@ impl Btf {
         }
         match self.raw.record(id.wrapping_sub(self.first_id) as usize) {
             Some(rec) if id >= self.first_id => Ok(Ty { btf: self, id, rec }),
-            _ => Err(self.corrupt(format!(
-                "a type refers to type id {id}, but the ids end at {}",
-                self.next_id() - 1
-            ))),
+            _ => Err(self.corrupt(crate::BtfProblem::TypeIdOutOfRange {
+                id,
+                last: self.next_id() - 1,
+            })),
         }
     }
 
@@ -598,10 +596,10 @@ impl Btf {
                 _ => return Ok(t),
             }
         }
-        Err(self.corrupt(format!(
-            "type {} is more than {MAX_CHAIN} typedefs and qualifiers deep (a cycle?)",
-            t.id
-        )))
+        Err(self.corrupt(crate::BtfProblem::ChainTooDeep {
+            id: t.id,
+            limit: MAX_CHAIN,
+        }))
     }
 
     /// The pointer size: that of `long`, as on every Linux ABI; 8 if the BTF has no `long`.
@@ -625,10 +623,10 @@ impl Btf {
 
     fn size_depth(&self, t: Ty<'_>, depth: u32) -> Result<Option<u64>, FieldError> {
         if depth > MAX_NEST {
-            return Err(self.corrupt(format!(
-                "type {} nests arrays more than {MAX_NEST} deep (a cycle?)",
-                t.id
-            )));
+            return Err(self.corrupt(crate::BtfProblem::NestTooDeep {
+                id: t.id,
+                limit: MAX_NEST,
+            }));
         }
         let t = self.strip(t)?;
         Ok(match t.kind() {
@@ -752,10 +750,10 @@ impl Btf {
     fn visit(&self, s: Ty<'_>, visits: &mut u32) -> Result<(), FieldError> {
         *visits += 1;
         if *visits > MAX_VISITS {
-            return Err(self.corrupt(format!(
-                "searching type {} visits more than {MAX_VISITS} members through anonymous ones (a cycle?)",
-                s.id
-            )));
+            return Err(self.corrupt(crate::BtfProblem::TooManyVisits {
+                id: s.id,
+                limit: MAX_VISITS,
+            }));
         }
         Ok(())
     }

@@ -9,6 +9,8 @@
 
 use std::ops::Range;
 
+use crate::{BtfProblem, BtfSection};
+
 pub(super) const MAGIC: u16 = 0xeb9f;
 pub(super) const HEADER_LEN: usize = 24;
 /// The longest name read: twice the kernel's own limit.
@@ -63,31 +65,20 @@ pub(super) struct Raw {
 impl Raw {
     /// Checks the header and walks the type records once. `split` is whether this blob continues a base
     /// (whose string section then owns offset 0, so this one need not start with a NUL).
-    pub fn parse(data: Vec<u8>, split: bool) -> Result<Raw, String> {
+    pub fn parse(data: Vec<u8>, split: bool) -> Result<Raw, BtfProblem> {
         if data.len() < HEADER_LEN {
-            return Err(format!(
-                "{} bytes is shorter than a BTF header ({HEADER_LEN} bytes)",
-                data.len()
-            ));
+            return Err(BtfProblem::TooShort { len: data.len() });
         }
         let big_endian = match [data[0], data[1]] {
             m if u16::from_le_bytes(m) == MAGIC => false,
             m if u16::from_be_bytes(m) == MAGIC => true,
-            m => {
-                return Err(format!(
-                    "bad magic 0x{:02x}{:02x} (BTF starts with 0xeb9f)",
-                    m[0], m[1]
-                ))
-            }
+            m => return Err(BtfProblem::BadMagic(m)),
         };
         if data[2] != 1 {
-            return Err(format!(
-                "BTF version {} (this reader knows version 1)",
-                data[2]
-            ));
+            return Err(BtfProblem::Version(data[2]));
         }
         if u32::try_from(data.len()).is_err() {
-            return Err("the file is larger than 4 GiB".into());
+            return Err(BtfProblem::TooLarge);
         }
         let mut raw = Raw {
             data,
@@ -100,38 +91,37 @@ impl Raw {
             (field(0), field(1), field(2), field(3), field(4));
         let len = raw.data.len();
         if hdr_len < HEADER_LEN || hdr_len > len {
-            return Err(format!(
-                "header length {hdr_len} is outside 24..={len} (the file is {len} bytes)"
-            ));
+            return Err(BtfProblem::HeaderLength { hdr_len, len });
         }
-        let section = |name: &str, off: usize, n: usize| -> Result<Range<usize>, String> {
-            let start = hdr_len.checked_add(off);
-            match start.and_then(|s| s.checked_add(n).map(|e| s..e)) {
+        let section = |section, offset: usize, size: usize| {
+            let start = hdr_len.checked_add(offset);
+            match start.and_then(|s| s.checked_add(size).map(|e| s..e)) {
                 Some(r) if r.end <= len => Ok(r),
-                _ => Err(format!(
-                    "the {name} section ({n} bytes at {off} past the header) runs past the end of the \
-                     {len}-byte file: it was cut short"
-                )),
+                _ => Err(BtfProblem::SectionOutOfBounds {
+                    section,
+                    offset,
+                    size,
+                    file_len: len,
+                }),
             }
         };
-        let types = section("type", type_off, type_len)?;
-        let strs = section("string", str_off, str_len)?;
+        let types = section(BtfSection::Type, type_off, type_len)?;
+        let strs = section(BtfSection::String, str_off, str_len)?;
         if !strs.is_empty() {
             if raw.data[strs.end - 1] != 0 {
-                return Err("the string section does not end with a NUL".into());
+                return Err(BtfProblem::StringsUnterminated);
             }
             if !split && raw.data[strs.start] != 0 {
-                return Err("the string section does not start with the empty string".into());
+                return Err(BtfProblem::StringsStart);
             }
         }
         raw.strs = strs;
         let mut at = types.start;
         while at < types.end {
             if types.end - at < 12 {
-                return Err(format!(
-                    "type record {} is cut short at the end of the type section",
-                    raw.records.len() + 1
-                ));
+                return Err(BtfProblem::RecordCutShort {
+                    record: raw.records.len() + 1,
+                });
             }
             let r = raw.record_at(at);
             let trailer = match r.kind {
@@ -150,11 +140,11 @@ impl Raw {
                 | kind::FUNC
                 | kind::FLOAT
                 | kind::TYPE_TAG => Some(0),
-                k => {
-                    return Err(format!(
-                    "type {} has kind {k}, which this reader does not know (BTF newer than it?)",
-                    raw.records.len() + 1
-                ))
+                kind => {
+                    return Err(BtfProblem::UnknownKind {
+                        record: raw.records.len() + 1,
+                        kind,
+                    })
                 }
             };
             let end = trailer.and_then(|t| (at + 12).checked_add(t));
@@ -164,12 +154,11 @@ impl Raw {
                     at = end;
                 }
                 _ => {
-                    return Err(format!(
-                    "type record {} (kind {}, {} members) runs past the end of the type section",
-                    raw.records.len() + 1,
-                    r.kind,
-                    r.vlen
-                ))
+                    return Err(BtfProblem::RecordPastEnd {
+                        record: raw.records.len() + 1,
+                        kind: r.kind,
+                        vlen: r.vlen,
+                    })
                 }
             }
         }

@@ -682,12 +682,12 @@ fn corrupt_headers_and_truncated_sections_are_errors() {
     assert!(corrupt(b.build()).contains("kind 25"));
     let msg = Error::Btf {
         path: "x".into(),
-        message: "m".into(),
+        problem: crate::BtfProblem::TooManyIds,
     }
     .to_string();
     assert_eq!(
         msg,
-        "x is not usable BTF type information: m; give the kernel's own /sys/kernel/btf/vmlinux (or a module's \
+        "x is not usable BTF type information: more types or strings than 32-bit ids can number; give the kernel's own /sys/kernel/btf/vmlinux (or a module's \
          /sys/kernel/btf/MODULE), or a copy of it that was not cut short"
     );
 }

@@ -330,7 +330,7 @@ fn failure(client: Debuginfod, id: &BuildId, cache: &Path) -> (Error, String) {
 
 fn limit_of(e: &Error) -> Option<ksymwatch_symbols::debuginfod::Limit> {
     match e {
-        Error::DebuginfodFailed { limit, .. } => *limit,
+        Error::DebuginfodFailed { .. } => e.limit(),
         _ => panic!("not DebuginfodFailed: {e:?}"),
     }
 }

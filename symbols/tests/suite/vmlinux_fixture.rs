@@ -472,7 +472,7 @@ fn truncated_and_corrupt_elf_are_errors_not_panics() {
         let p = dir.join(format!("trunc-{len}"));
         std::fs::write(&p, &bytes[..len]).unwrap();
         match Vmlinux::open(&p) {
-            Err(Error::Elf { message, .. }) => assert!(!message.is_empty()),
+            Err(Error::Elf { problem, .. }) => assert!(!problem.to_string().is_empty()),
             Err(e) => panic!("len {len}: unexpected error kind {e}"),
             Ok(_) => panic!("len {len}: truncated file opened"),
         }

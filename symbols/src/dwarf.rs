@@ -206,7 +206,15 @@ impl fmt::Display for FieldError {
     }
 }
 
-impl std::error::Error for FieldError {}
+impl std::error::Error for FieldError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            // Shown as the load error's own text: its cause is the next link.
+            FieldError::Load(e) => e.source(),
+            _ => None,
+        }
+    }
+}
 
 impl From<Error> for FieldError {
     fn from(e: Error) -> FieldError {

@@ -58,7 +58,16 @@ impl fmt::Display for ResolveError {
     }
 }
 
-impl std::error::Error for ResolveError {}
+impl std::error::Error for ResolveError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        // Each variant shows the wrapped error's own text: that error's cause is the next link.
+        match self {
+            ResolveError::Lookup(_) => None,
+            ResolveError::Field(e) => e.source(),
+            ResolveError::Load(e) => e.source(),
+        }
+    }
+}
 
 impl From<Error> for ResolveError {
     fn from(e: Error) -> ResolveError {

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use goblin::elf::program_header::PT_NOTE;
 use goblin::elf::section_header::{SHF_COMPRESSED, SHT_NOBITS, SHT_NOTE};
 
+use super::DebugProblem;
 use crate::buildid::{self, BuildId};
 use crate::dwarf::DebugSections;
 use crate::user::elf::{c_string, read, Headers, ReadAt};
@@ -74,7 +75,7 @@ pub(crate) fn find(
     file: &File,
     headers: &Headers,
     path: &str,
-) -> Result<Option<DebugFile>, String> {
+) -> Result<Option<DebugFile>, DebugProblem> {
     if let Some(own) = load(file, headers, Path::new(path))? {
         return Ok(Some(own));
     }
@@ -106,7 +107,11 @@ pub(crate) fn find(
 
 /// The wanted DWARF sections of one file: `Ok(None)` when it has no `.debug_info` with contents (a
 /// stripped binary; in a debug file, the code sections are the empty ones).
-fn load(src: &dyn ReadAt, headers: &Headers, path: &Path) -> Result<Option<DebugFile>, String> {
+fn load(
+    src: &dyn ReadAt,
+    headers: &Headers,
+    path: &Path,
+) -> Result<Option<DebugFile>, DebugProblem> {
     let Some(names) = headers.section_names(src) else {
         return Ok(None);
     };
@@ -126,28 +131,24 @@ fn load(src: &dyn ReadAt, headers: &Headers, path: &Path) -> Result<Option<Debug
             continue;
         };
         if s.sh_flags & u64::from(SHF_COMPRESSED) != 0 {
-            return Err(format!(
-                "its {name} section is compressed (SHF_COMPRESSED, as gcc -gz writes it), which this reader \
-                 does not inflate; decompress the file with objcopy --decompress-debug-sections {} and \
-                 restart the program, or give the address as 0xADDR",
-                path.display()
-            ));
+            return Err(DebugProblem::Compressed {
+                section: name,
+                path: path.to_path_buf(),
+            });
         }
         if s.sh_size > MAX_SECTION {
-            return Err(format!(
-                "its {name} section is {} MiB, over the {} MiB read of one section; give the address as \
-                 0xADDR",
-                s.sh_size >> 20,
-                MAX_SECTION >> 20
-            ));
+            return Err(DebugProblem::TooLarge {
+                section: name,
+                size: s.sh_size,
+                limit: MAX_SECTION,
+            });
         }
-        let bytes = read(src, s.sh_offset, s.sh_size, MAX_SECTION).ok_or_else(|| {
-            format!(
-                "its {name} section lies outside the file (bytes {}..{} of a shorter file: truncated?)",
-                s.sh_offset,
-                s.sh_offset.saturating_add(s.sh_size)
-            )
-        })?;
+        let bytes =
+            read(src, s.sh_offset, s.sh_size, MAX_SECTION).ok_or(DebugProblem::OutsideFile {
+                section: name,
+                start: s.sh_offset,
+                end: s.sh_offset.saturating_add(s.sh_size),
+            })?;
         sections.push((name, bytes));
     }
     Ok(Some(DebugFile {

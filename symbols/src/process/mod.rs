@@ -18,8 +18,10 @@
 //! No perf code: the tracer arms what [`resolve`] returns.
 
 mod debug;
+mod error;
 
-use std::fmt;
+pub use error::{DebugProblem, LayoutProblem, ObjectProblem, ProcessError, Unreadable};
+
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -33,7 +35,7 @@ use crate::dwarf::{self, DebugSections, FieldError, VariableQuery};
 use crate::user::elf::{c_string, Headers};
 use crate::user::{basename, open_mapped, parse_maps, Mapping};
 use crate::vmlinux::nm_letter;
-use crate::{LookupError, PathElem, Symbol, SymbolTable};
+use crate::{PathElem, Symbol, SymbolTable};
 
 /// The most of `/proc/PID/maps` read: a process at the kernel's default limit of 65530 mappings has about
 /// 7 MiB of it.
@@ -98,218 +100,6 @@ pub struct Member {
     pub offset: u64,
 }
 
-/// Why a target did not resolve in a process. Each names the process or file and, where there is one, the
-/// way out.
-#[derive(Debug)]
-pub enum ProcessError {
-    /// No process has this pid (or it exited while being read).
-    NoProcess { pid: u32 },
-    /// Its maps may not be read by this user (ptrace access mode read: another user's process, or a
-    /// non-dumpable one).
-    NotPermitted {
-        pid: u32,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    /// Its maps could not be read for another reason.
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    /// The process maps no file: a kernel thread, or a process on its way out.
-    NoMappings { pid: u32 },
-    /// `OBJECT:` names no file the process has mapped, yet: [`ProcessError::is_not_mapped_yet`].
-    NotMapped {
-        pid: u32,
-        object: String,
-        /// Basenames of the files that are mapped.
-        mapped: Vec<String>,
-    },
-    /// `OBJECT:` matches several mapped files.
-    AmbiguousObject {
-        object: String,
-        matches: Vec<String>,
-    },
-    /// No searched file defines the symbol.
-    Unknown {
-        pid: u32,
-        name: String,
-        /// Basenames of the files searched, in order.
-        searched: Vec<String>,
-        /// Those of them searched only through `.dynsym` (stripped: exported symbols only).
-        exports_only: Vec<String>,
-        /// Files that could not be read, with why.
-        unreadable: Vec<String>,
-    },
-    /// Within one file: several same-named symbols (choose with `@N`), or `@N` past their count.
-    Lookup { object: String, error: LookupError },
-    /// Several mapped files (none the executable) define the symbol.
-    Ambiguous {
-        name: String,
-        /// (basename, runtime address) of each.
-        candidates: Vec<(String, u64)>,
-    },
-    /// A thread-local variable has one address per thread.
-    ThreadLocal { name: String, object: String },
-    /// The file `OBJECT:` named could not be opened or is not ELF.
-    Unreadable { object: PathBuf, why: String },
-    /// Its mappings do not show where it was loaded.
-    Layout { object: PathBuf, why: String },
-    /// A member path needs DWARF, and neither the file nor a debug file for it has any.
-    NoDebugInfo { object: PathBuf, target: String },
-    /// The DWARF is there but cannot be used (compressed, over the size bound, corrupt).
-    DebugInfo { object: PathBuf, why: String },
-    /// The member path does not fit the variable's type.
-    Field(FieldError),
-}
-
-impl ProcessError {
-    /// Whether `OBJECT:` names a file the process has not mapped: a command being started may still map it,
-    /// so a caller waiting for its libraries asks again later (this costs one read of the maps, no file).
-    pub fn is_not_mapped_yet(&self) -> bool {
-        matches!(self, ProcessError::NotMapped { .. })
-    }
-}
-
-/// How many file names a message lists before it says how many more there are: a browser maps hundreds.
-const LISTED: usize = 12;
-
-/// `a, b and c`; past [`LISTED`] names, `a, b, ... and 140 more`.
-fn list(items: &[String]) -> String {
-    match items {
-        [] => String::new(),
-        [one] => one.clone(),
-        _ if items.len() > LISTED => format!(
-            "{} and {} more",
-            items[..LISTED].join(", "),
-            items.len() - LISTED
-        ),
-        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
-    }
-}
-
-impl fmt::Display for ProcessError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ProcessError::NoProcess { pid } => write!(
-                f,
-                "no process {pid}; give the pid of a running process (pgrep NAME)"
-            ),
-            ProcessError::NotPermitted { pid, path, source } => write!(
-                f,
-                "cannot read {} ({source}): reading the memory map of process {pid} needs the right to \
-                 trace it: run as its user or as root (CAP_SYS_PTRACE)",
-                path.display()
-            ),
-            ProcessError::Io { path, source } => {
-                write!(f, "cannot read {}: {source}", path.display())
-            }
-            ProcessError::NoMappings { pid } => write!(
-                f,
-                "process {pid} maps no file (a kernel thread, or a process that is exiting); give the pid of a \
-                 user program"
-            ),
-            ProcessError::NotMapped {
-                pid,
-                object,
-                mapped,
-            } => write!(
-                f,
-                "process {pid} has no file `{object}` mapped (it maps {}); name one of them, by its name or \
-                 a prefix of it, or by its path",
-                list(mapped)
-            ),
-            ProcessError::AmbiguousObject { object, matches } => write!(
-                f,
-                "`{object}` matches {} mapped files: {}; name one by its full name or its path",
-                matches.len(),
-                matches.join(", ")
-            ),
-            ProcessError::Unknown {
-                pid,
-                name,
-                searched,
-                exports_only,
-                unreadable,
-            } => {
-                write!(
-                    f,
-                    "unknown symbol `{name}` in process {pid}: not in {}",
-                    list(searched)
-                )?;
-                if !exports_only.is_empty() {
-                    write!(
-                        f,
-                        " ({} stripped: only exported symbols are known)",
-                        if exports_only.len() == 1 {
-                            format!("{} is", exports_only[0])
-                        } else {
-                            format!("{} are", list(exports_only))
-                        }
-                    )?;
-                }
-                if !unreadable.is_empty() {
-                    write!(f, " (not searched: {})", unreadable.join("; "))?;
-                }
-                write!(
-                    f,
-                    "; check the name with nm FILE, name a library that is not mapped yet as LIB:{name}, or \
-                     give the address as 0xADDR"
-                )
-            }
-            ProcessError::Lookup { object, error } => write!(f, "{object}: {error}"),
-            ProcessError::Ambiguous { name, candidates } => {
-                write!(
-                    f,
-                    "symbol `{name}` is defined in {} mapped files:",
-                    candidates.len()
-                )?;
-                for (object, addr) in candidates {
-                    write!(f, " {object}:{name}=0x{addr:x}")?;
-                }
-                write!(f, "; choose one with OBJECT:{name}")
-            }
-            ProcessError::ThreadLocal { name, object } => write!(
-                f,
-                "`{name}` in {object} is thread-local (STT_TLS): every thread has its own copy at its own \
-                 address; give the address of one thread's copy as 0xADDR (gdb: thread N, then p &{name})"
-            ),
-            ProcessError::Unreadable { object, why } => {
-                write!(f, "cannot read {}: {why}", object.display())
-            }
-            ProcessError::Layout { object, why } => write!(
-                f,
-                "cannot tell where {} is loaded: {why}; give the address as 0xADDR",
-                object.display()
-            ),
-            ProcessError::NoDebugInfo { object, target } => write!(
-                f,
-                "`{target}`: struct fields and array elements need DWARF debug info, and {} has none (nor a \
-                 debug file under /usr/lib/debug/.build-id); rebuild it with -g, install its debug symbols, \
-                 or give the address as 0xADDR",
-                object.display()
-            ),
-            ProcessError::DebugInfo { object, why } => write!(
-                f,
-                "the debug info of {} cannot be used: {why}",
-                object.display()
-            ),
-            ProcessError::Field(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for ProcessError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ProcessError::NotPermitted { source, .. } | ProcessError::Io { source, .. } => {
-                Some(source)
-            }
-            _ => None,
-        }
-    }
-}
-
 /// Resolves `[object:]name[@index]path` in process `pid`, with `/proc` at `proc_root`.
 ///
 /// `object` is a mapped file's basename (`libc.so.6`), a prefix of it up to a `.` or `-` (`libc`), or
@@ -335,14 +125,17 @@ pub fn resolve(
     for obj in chosen {
         let loaded = match Loaded::open(proc_root, pid, obj) {
             Ok(l) => l,
-            Err(why) if object.is_some() => {
+            Err(problem) if object.is_some() => {
                 return Err(ProcessError::Unreadable {
                     object: obj.path.into(),
-                    why,
+                    problem,
                 })
             }
-            Err(why) => {
-                unreadable.push(format!("{}: {why}", obj.name()));
+            Err(problem) => {
+                unreadable.push(Unreadable {
+                    object: obj.name(),
+                    problem,
+                });
                 continue;
             }
         };
@@ -469,7 +262,7 @@ fn pick(
         .copied()
         .ok_or_else(|| ProcessError::Layout {
             object: obj.path.into(),
-            why: "a symbol changed while it was read".into(),
+            problem: LayoutProblem::SymbolChanged,
         })
 }
 
@@ -534,10 +327,10 @@ fn add_member(
                 target: written(),
             })
         }
-        Err(why) => {
+        Err(problem) => {
             return Err(ProcessError::DebugInfo {
                 object: obj.path.into(),
-                why,
+                problem,
             })
         }
     };
@@ -554,7 +347,7 @@ fn add_member(
                     .checked_add(m.offset)
                     .ok_or_else(|| ProcessError::Layout {
                         object: obj.path.into(),
-                        why: format!("`{}` is past the end of the address space", written()),
+                        problem: LayoutProblem::PastAddressSpace { target: written() },
                     })?;
             target.size = m.size.or(if path.is_empty() { target.size } else { None });
             target.type_name = Some(m.type_name);
@@ -570,7 +363,7 @@ fn add_member(
         Err(_) if path.is_empty() => Ok(()),
         Err(FieldError::Load(e)) => Err(ProcessError::DebugInfo {
             object: obj.path.into(),
-            why: e.to_string(),
+            problem: DebugProblem::Dwarf(Box::new(e)),
         }),
         Err(e) => Err(ProcessError::Field(e)),
     }
@@ -747,12 +540,10 @@ struct Loaded {
 }
 
 impl Loaded {
-    fn open(proc_root: &Path, pid: u32, obj: &Object) -> Result<Loaded, String> {
+    fn open(proc_root: &Path, pid: u32, obj: &Object) -> Result<Loaded, ObjectProblem> {
         let m = obj.maps[0];
-        let (file, _) = open_mapped(proc_root, pid, m).ok_or_else(|| {
-            "it cannot be opened as the regular file the process mapped".to_string()
-        })?;
-        let headers = Headers::read(&file).ok_or_else(|| "it is not an ELF file".to_string())?;
+        let (file, _) = open_mapped(proc_root, pid, m).ok_or(ObjectProblem::NotOpenable)?;
+        let headers = Headers::read(&file).ok_or(ObjectProblem::NotElf)?;
         Ok(Loaded { file, headers })
     }
 
@@ -787,9 +578,9 @@ impl Loaded {
 
     /// The load bias of `obj` (see the module documentation).
     fn bias(&self, obj: &Object) -> Result<u64, ProcessError> {
-        load_bias(&self.headers, &obj.maps).map_err(|why| ProcessError::Layout {
+        load_bias(&self.headers, &obj.maps).map_err(|problem| ProcessError::Layout {
             object: obj.path.into(),
-            why,
+            problem,
         })
     }
 }
@@ -797,11 +588,9 @@ impl Loaded {
 /// The bias from the mapping that holds the first PT_LOAD segment's file offset. A file mapped at more
 /// than one place (a program that also maps its own binary to read it) is told apart by which placement
 /// has the last segment mapped where that bias puts it.
-fn load_bias(headers: &Headers, maps: &[&Mapping]) -> Result<u64, String> {
+fn load_bias(headers: &Headers, maps: &[&Mapping]) -> Result<u64, LayoutProblem> {
     let mut loads = headers.loads();
-    let first = loads
-        .next()
-        .ok_or_else(|| "it has no loadable segment (PT_LOAD)".to_string())?;
+    let first = loads.next().ok_or(LayoutProblem::NoLoadSegment)?;
     let last = loads.last().unwrap_or(first);
     // start - offset of a mapping of segment `p`, for a bias.
     let delta = |p: &goblin::elf::ProgramHeader| p.p_vaddr.wrapping_sub(p.p_offset);
@@ -823,19 +612,15 @@ fn load_bias(headers: &Headers, maps: &[&Mapping]) -> Result<u64, String> {
     }
     match biases[..] {
         [bias] => Ok(bias),
-        [] => Err(format!(
-            "no mapping holds its first loadable segment (file offset 0x{:x})",
-            first.p_offset
-        )),
-        _ => Err(format!(
-            "it is mapped {} times, at {}",
-            biases.len(),
-            biases
+        [] => Err(LayoutProblem::FirstSegmentUnmapped {
+            offset: first.p_offset,
+        }),
+        _ => Err(LayoutProblem::SeveralPlaces {
+            at: biases
                 .iter()
-                .map(|b| format!("0x{:x}", b.wrapping_add(first.p_vaddr)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+                .map(|b| b.wrapping_add(first.p_vaddr))
+                .collect(),
+        }),
     }
 }
 

@@ -1,6 +1,7 @@
 //! [`resolve`] on made-up processes: the fixture `/proc` of [`crate::testing::fake_proc`], whose maps place
 //! ELF files the way the kernel and ld.so place real ones.
 
+use super::error::list;
 use super::*;
 use crate::testing::fake_proc::{fixed, libbar, libfoo, standard, FakeProc, LIBBAR, LIBFOO, PIE};
 use std::os::unix::fs::MetadataExt;
@@ -256,7 +257,13 @@ fn a_file_that_is_no_longer_the_mapped_one_is_not_read() {
     std::fs::rename(&new, &foo_path).unwrap();
     let e = find(&f, 42, Some("libfoo"), "foo_var", None).unwrap_err();
     assert!(
-        matches!(&e, ProcessError::Unreadable { why, .. } if why.contains("regular file the process mapped")),
+        matches!(
+            &e,
+            ProcessError::Unreadable {
+                problem: ObjectProblem::NotOpenable,
+                ..
+            }
+        ) && e.to_string().contains("regular file the process mapped"),
         "{e:?}"
     );
     // Searched without OBJECT:, it is left out and said so.

@@ -1,0 +1,381 @@
+//! Why a target did not resolve in a process: [`ProcessError`], and the kinds of problem it carries for a
+//! file that could not be searched ([`ObjectProblem`]), a load address that could not be told
+//! ([`LayoutProblem`]) and DWARF that is there but cannot be used ([`DebugProblem`]).
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::dwarf::FieldError;
+use crate::LookupError;
+
+/// Why a mapped file could not be searched for a symbol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectProblem {
+    /// It cannot be opened as the regular file with the inode the process mapped (replaced or removed
+    /// since, or not a regular file).
+    NotOpenable,
+    /// Its headers are not those of an ELF file.
+    NotElf,
+}
+
+impl fmt::Display for ObjectProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ObjectProblem::NotOpenable => {
+                "it cannot be opened as the regular file the process mapped"
+            }
+            ObjectProblem::NotElf => "it is not an ELF file",
+        })
+    }
+}
+
+/// A mapped file that was not searched, by its basename, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    pub object: String,
+    pub problem: ObjectProblem,
+}
+
+impl fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.object, self.problem)
+    }
+}
+
+/// Why the process's mappings do not show where a file was loaded (or where in it a target is).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LayoutProblem {
+    /// The file has no PT_LOAD segment.
+    NoLoadSegment,
+    /// No mapping holds the first PT_LOAD segment's file `offset`.
+    FirstSegmentUnmapped { offset: u64 },
+    /// The file is mapped at several places that each fit; `at` is where its first segment is in each.
+    SeveralPlaces { at: Vec<u64> },
+    /// The symbols read differ from those read a moment before.
+    SymbolChanged,
+    /// The `target`'s address would be past the end of the address space.
+    PastAddressSpace { target: String },
+}
+
+impl fmt::Display for LayoutProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayoutProblem::NoLoadSegment => f.write_str("it has no loadable segment (PT_LOAD)"),
+            LayoutProblem::FirstSegmentUnmapped { offset } => write!(
+                f,
+                "no mapping holds its first loadable segment (file offset 0x{offset:x})"
+            ),
+            LayoutProblem::SeveralPlaces { at } => {
+                write!(f, "it is mapped {} times, at ", at.len())?;
+                for (i, a) in at.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { ", " };
+                    write!(f, "{sep}0x{a:x}")?;
+                }
+                Ok(())
+            }
+            LayoutProblem::SymbolChanged => f.write_str("a symbol changed while it was read"),
+            LayoutProblem::PastAddressSpace { target } => {
+                write!(f, "`{target}` is past the end of the address space")
+            }
+        }
+    }
+}
+
+/// Why the DWARF of a process's file (its own, or its separate debug file at `path`) cannot be used.
+#[derive(Debug)]
+pub enum DebugProblem {
+    /// A section is compressed (`SHF_COMPRESSED`, as `gcc -gz` writes it).
+    Compressed {
+        section: &'static str,
+        path: PathBuf,
+    },
+    /// A section is `size` bytes, over the `limit` read of one section.
+    TooLarge {
+        section: &'static str,
+        size: u64,
+        limit: u64,
+    },
+    /// A section's bytes `start..end` lie past the end of the file.
+    OutsideFile {
+        section: &'static str,
+        start: u64,
+        end: u64,
+    },
+    /// The sections were read, but the DWARF in them could not be.
+    Dwarf(Box<crate::Error>),
+}
+
+impl fmt::Display for DebugProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DebugProblem::Compressed { section, .. } => write!(
+                f,
+                "its {section} section is compressed (SHF_COMPRESSED, as gcc -gz writes it), which this \
+                 reader does not inflate"
+            ),
+            DebugProblem::TooLarge {
+                section,
+                size,
+                limit,
+            } => write!(
+                f,
+                "its {section} section is {} MiB, over the {} MiB read of one section",
+                size >> 20,
+                limit >> 20
+            ),
+            DebugProblem::OutsideFile {
+                section,
+                start,
+                end,
+            } => write!(
+                f,
+                "its {section} section lies outside the file (bytes {start}..{end} of a shorter file: \
+                 truncated?)"
+            ),
+            DebugProblem::Dwarf(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Why a target did not resolve in a process. Each names the process or file and, where there is one, the
+/// way out.
+#[derive(Debug)]
+pub enum ProcessError {
+    /// No process has this pid (or it exited while being read).
+    NoProcess { pid: u32 },
+    /// Its maps may not be read by this user (ptrace access mode read: another user's process, or a
+    /// non-dumpable one).
+    NotPermitted {
+        pid: u32,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Its maps could not be read for another reason.
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The process maps no file: a kernel thread, or a process on its way out.
+    NoMappings { pid: u32 },
+    /// `OBJECT:` names no file the process has mapped, yet: [`ProcessError::is_not_mapped_yet`].
+    NotMapped {
+        pid: u32,
+        object: String,
+        /// Basenames of the files that are mapped.
+        mapped: Vec<String>,
+    },
+    /// `OBJECT:` matches several mapped files.
+    AmbiguousObject {
+        object: String,
+        matches: Vec<String>,
+    },
+    /// No searched file defines the symbol.
+    Unknown {
+        pid: u32,
+        name: String,
+        /// Basenames of the files searched, in order.
+        searched: Vec<String>,
+        /// Those of them searched only through `.dynsym` (stripped: exported symbols only).
+        exports_only: Vec<String>,
+        /// Files that could not be read, with why.
+        unreadable: Vec<Unreadable>,
+    },
+    /// Within one file: several same-named symbols (choose with `@N`), or `@N` past their count.
+    Lookup { object: String, error: LookupError },
+    /// Several mapped files (none the executable) define the symbol.
+    Ambiguous {
+        name: String,
+        /// (basename, runtime address) of each.
+        candidates: Vec<(String, u64)>,
+    },
+    /// A thread-local variable has one address per thread.
+    ThreadLocal { name: String, object: String },
+    /// The file `OBJECT:` named could not be opened or is not ELF.
+    Unreadable {
+        object: PathBuf,
+        problem: ObjectProblem,
+    },
+    /// Its mappings do not show where it was loaded.
+    Layout {
+        object: PathBuf,
+        problem: LayoutProblem,
+    },
+    /// A member path needs DWARF, and neither the file nor a debug file for it has any.
+    NoDebugInfo { object: PathBuf, target: String },
+    /// The DWARF is there but cannot be used (compressed, over the size bound, outside the file).
+    DebugInfo {
+        object: PathBuf,
+        problem: DebugProblem,
+    },
+    /// The member path does not fit the variable's type.
+    Field(FieldError),
+}
+
+impl ProcessError {
+    /// Whether `OBJECT:` names a file the process has not mapped: a command being started may still map it,
+    /// so a caller waiting for its libraries asks again later (this costs one read of the maps, no file).
+    pub fn is_not_mapped_yet(&self) -> bool {
+        matches!(self, ProcessError::NotMapped { .. })
+    }
+}
+
+/// How many file names a message lists before it says how many more there are: a browser maps hundreds.
+const LISTED: usize = 12;
+
+/// `a, b and c`; past [`LISTED`] names, `a, b, ... and 140 more`.
+pub(super) fn list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        _ if items.len() > LISTED => format!(
+            "{} and {} more",
+            items[..LISTED].join(", "),
+            items.len() - LISTED
+        ),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+impl fmt::Display for ProcessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProcessError::NoProcess { pid } => write!(
+                f,
+                "no process {pid}; give the pid of a running process (pgrep NAME)"
+            ),
+            ProcessError::NotPermitted { pid, path, source } => write!(
+                f,
+                "cannot read {} ({source}): reading the memory map of process {pid} needs the right to \
+                 trace it: run as its user or as root (CAP_SYS_PTRACE)",
+                path.display()
+            ),
+            ProcessError::Io { path, source } => {
+                write!(f, "cannot read {}: {source}", path.display())
+            }
+            ProcessError::NoMappings { pid } => write!(
+                f,
+                "process {pid} maps no file (a kernel thread, or a process that is exiting); give the pid of a \
+                 user program"
+            ),
+            ProcessError::NotMapped {
+                pid,
+                object,
+                mapped,
+            } => write!(
+                f,
+                "process {pid} has no file `{object}` mapped (it maps {}); name one of them, by its name or \
+                 a prefix of it, or by its path",
+                list(mapped)
+            ),
+            ProcessError::AmbiguousObject { object, matches } => write!(
+                f,
+                "`{object}` matches {} mapped files: {}; name one by its full name or its path",
+                matches.len(),
+                matches.join(", ")
+            ),
+            ProcessError::Unknown {
+                pid,
+                name,
+                searched,
+                exports_only,
+                unreadable,
+            } => {
+                write!(
+                    f,
+                    "unknown symbol `{name}` in process {pid}: not in {}",
+                    list(searched)
+                )?;
+                if !exports_only.is_empty() {
+                    write!(
+                        f,
+                        " ({} stripped: only exported symbols are known)",
+                        if exports_only.len() == 1 {
+                            format!("{} is", exports_only[0])
+                        } else {
+                            format!("{} are", list(exports_only))
+                        }
+                    )?;
+                }
+                if let [first, rest @ ..] = unreadable.as_slice() {
+                    write!(f, " (not searched: {first}")?;
+                    for u in rest {
+                        write!(f, "; {u}")?;
+                    }
+                    write!(f, ")")?;
+                }
+                write!(
+                    f,
+                    "; check the name with nm FILE, name a library that is not mapped yet as LIB:{name}, or \
+                     give the address as 0xADDR"
+                )
+            }
+            ProcessError::Lookup { object, error } => write!(f, "{object}: {error}"),
+            ProcessError::Ambiguous { name, candidates } => {
+                write!(
+                    f,
+                    "symbol `{name}` is defined in {} mapped files:",
+                    candidates.len()
+                )?;
+                for (object, addr) in candidates {
+                    write!(f, " {object}:{name}=0x{addr:x}")?;
+                }
+                write!(f, "; choose one with OBJECT:{name}")
+            }
+            ProcessError::ThreadLocal { name, object } => write!(
+                f,
+                "`{name}` in {object} is thread-local (STT_TLS): every thread has its own copy at its own \
+                 address; give the address of one thread's copy as 0xADDR (gdb: thread N, then p &{name})"
+            ),
+            ProcessError::Unreadable { object, problem } => {
+                write!(f, "cannot read {}: {problem}", object.display())
+            }
+            ProcessError::Layout { object, problem } => write!(
+                f,
+                "cannot tell where {} is loaded: {problem}; give the address as 0xADDR",
+                object.display()
+            ),
+            ProcessError::NoDebugInfo { object, target } => write!(
+                f,
+                "`{target}`: struct fields and array elements need DWARF debug info, and {} has none (nor a \
+                 debug file under /usr/lib/debug/.build-id); rebuild it with -g, install its debug symbols, \
+                 or give the address as 0xADDR",
+                object.display()
+            ),
+            ProcessError::DebugInfo { object, problem } => {
+                write!(
+                    f,
+                    "the debug info of {} cannot be used: {problem}",
+                    object.display()
+                )?;
+                match problem {
+                    DebugProblem::Compressed { path, .. } => write!(
+                        f,
+                        "; decompress the file with objcopy --decompress-debug-sections {} and restart the \
+                         program, or give the address as 0xADDR",
+                        path.display()
+                    ),
+                    DebugProblem::TooLarge { .. } => write!(f, "; give the address as 0xADDR"),
+                    DebugProblem::OutsideFile { .. } | DebugProblem::Dwarf(_) => Ok(()),
+                }
+            }
+            ProcessError::Field(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ProcessError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ProcessError::NotPermitted { source, .. } | ProcessError::Io { source, .. } => {
+                Some(source)
+            }
+            ProcessError::DebugInfo {
+                problem: DebugProblem::Dwarf(e),
+                ..
+            } => Some(&**e),
+            // The wrapped error's text is this one's; its own cause is the next link.
+            ProcessError::Field(e) => e.source(),
+            _ => None,
+        }
+    }
+}

@@ -274,6 +274,30 @@ mod tests {
             "--system-map /dev/urandom: not a regular file (a character device); give a System.map text file, \
              such as /boot/System.map-$(uname -r)"
         );
+        // A debuginfod limit of the client's own names the option that raises it, after the crate's words.
+        use ksymwatch_symbols::debuginfod::{FailureKind, ServerFailure};
+        let limited = |kind| SymbolsError::DebuginfodFailed {
+            build_id: BuildId(vec![0xab]),
+            cached: None,
+            failures: vec![ServerFailure {
+                url: "http://s".into(),
+                kind,
+            }],
+        };
+        let e = limited(FailureKind::OverLimit { limit: 10 });
+        let plain = e.to_string();
+        assert_eq!(
+            shown::<()>(Err(e)),
+            format!("{plain}; raise the limit with --debuginfod-max-size SIZE")
+        );
+        let e = limited(FailureKind::NotAsked {
+            deadline: std::time::Duration::from_secs(3),
+        });
+        let plain = e.to_string();
+        assert_eq!(
+            shown::<()>(Err(e)),
+            format!("{plain}; allow longer with --debuginfod-timeout DUR")
+        );
         // Errors with no flag to suggest are the crate's own words.
         let empty = SymbolsError::Empty {
             path: PathBuf::from("m"),

@@ -363,3 +363,85 @@ fn listed_name<'s>(sym: &goblin::elf::Sym, strtab: &'s [u8]) -> Option<&'s [u8]>
     let len = rest.iter().position(|&b| b == 0)?;
     (len > 0).then_some(&rest[..len])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ElfProblem;
+
+    /// A file of `bytes` in the temporary directory, removed when the test ends.
+    struct Temp(std::path::PathBuf);
+
+    impl Temp {
+        fn new(name: &str, bytes: &[u8]) -> Temp {
+            let p = std::env::temp_dir()
+                .join(format!("ksymwatch-vmlinux-{}-{name}", std::process::id()));
+            std::fs::write(&p, bytes).unwrap();
+            Temp(p)
+        }
+    }
+
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_corrupt_elf_keeps_goblins_error_as_its_source() {
+        // The magic, then a header whose class and sizes are junk.
+        let mut bytes = b"\x7fELF".to_vec();
+        bytes.extend([0xff; 60]);
+        let f = Temp::new("corrupt", &bytes);
+        let e = Vmlinux::open(&f.0).err().unwrap();
+        let Error::Elf {
+            problem: problem @ ElfProblem::Malformed(inner),
+            ..
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        let source = std::error::Error::source(&e).unwrap();
+        assert!(
+            source.downcast_ref::<goblin::error::Error>().is_some(),
+            "{source:?}"
+        );
+        // The text says goblin's words once, inside the problem, as before the kinds were typed.
+        assert_eq!(
+            problem.to_string(),
+            format!("malformed or truncated ELF ({inner})")
+        );
+        assert!(e.to_string().contains(&problem.to_string()), "{e}");
+    }
+
+    #[test]
+    fn what_is_not_elf_names_the_kind() {
+        let kind = |name: &str, bytes: &[u8]| match Vmlinux::open(&Temp::new(name, bytes).0) {
+            Err(Error::Elf { problem, .. }) => problem,
+            other => panic!("{name}: {other:?}"),
+        };
+        assert!(matches!(kind("empty", b""), ElfProblem::Empty));
+        assert!(matches!(
+            kind("pe", b"MZ\x90\0 some boot image"),
+            ElfProblem::BootImage
+        ));
+        assert!(matches!(
+            kind("text", b"ffffffff81000000 T _text\n"),
+            ElfProblem::NoMagic
+        ));
+        let e = Vmlinux::open(&Temp::new("text2", b"not elf").0)
+            .err()
+            .unwrap();
+        assert!(std::error::Error::source(&e).is_none(), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{} is not a usable vmlinux ELF file: no ELF magic at the start; pass the uncompressed vmlinux \
+                 (not vmlinuz/bzImage), and fetch it again if it was cut short",
+                std::env::temp_dir()
+                    .join(format!("ksymwatch-vmlinux-{}-text2", std::process::id()))
+                    .display()
+            )
+        );
+    }
+}

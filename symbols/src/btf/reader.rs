@@ -215,3 +215,101 @@ impl Raw {
         self.strs.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Btf, Error};
+    use std::path::Path;
+
+    /// A little-endian BTF header with `type_len` bytes of types and `str_len` of strings declared, and
+    /// `body` after it.
+    fn blob(type_len: u32, str_len: u32, body: &[u8]) -> Vec<u8> {
+        let mut b = MAGIC.to_le_bytes().to_vec();
+        b.extend([1, 0]);
+        for w in [HEADER_LEN as u32, 0, type_len, type_len, str_len] {
+            b.extend(w.to_le_bytes());
+        }
+        b.extend(body);
+        b
+    }
+
+    #[test]
+    fn each_bad_header_names_its_problem() {
+        let problem = |data: Vec<u8>| Raw::parse(data, false).unwrap_err();
+        assert_eq!(problem(vec![0; 10]), BtfProblem::TooShort { len: 10 });
+        let mut bad = blob(0, 1, &[0]);
+        bad[0] = 0x12;
+        assert_eq!(problem(bad), BtfProblem::BadMagic([0x12, 0xeb]));
+        let mut bad = blob(0, 1, &[0]);
+        bad[2] = 3;
+        assert_eq!(problem(bad), BtfProblem::Version(3));
+        assert_eq!(
+            problem(blob(0, 1, &[b'x'])),
+            BtfProblem::StringsUnterminated
+        );
+        assert_eq!(problem(blob(0, 2, b"x\0")), BtfProblem::StringsStart);
+        // A split blob's strings continue the base's: they need not start with "".
+        assert!(Raw::parse(blob(0, 2, b"x\0"), true).is_ok());
+    }
+
+    #[test]
+    fn a_truncated_blob_names_the_section_it_cuts() {
+        // 24 bytes of types and one string byte declared, 10 present: the type section runs past the end.
+        let cut = blob(24, 1, &[0; 10]);
+        assert_eq!(
+            Raw::parse(cut.clone(), false).unwrap_err(),
+            BtfProblem::SectionOutOfBounds {
+                section: BtfSection::Type,
+                offset: 0,
+                size: 24,
+                file_len: HEADER_LEN + 10,
+            }
+        );
+        // Through the public loader: the same kind, in an Error::Btf naming the file.
+        let e = Btf::from_bytes(cut, Path::new("cut.btf"), None).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::Btf {
+                    problem: BtfProblem::SectionOutOfBounds {
+                        section: BtfSection::Type,
+                        ..
+                    },
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().starts_with(
+                "cut.btf is not usable BTF type information: the type section (24 bytes at 0 past the \
+                 header) runs past the end of the 34-byte file: it was cut short; "
+            ),
+            "{e}"
+        );
+        // Nothing below BTF's own checks failed: there is no further cause.
+        assert!(std::error::Error::source(&e).is_none());
+    }
+
+    #[test]
+    fn a_record_cut_short_or_of_an_unknown_kind_is_named_by_its_number() {
+        // 8 bytes of types: less than one 12-byte record.
+        assert_eq!(
+            Raw::parse(blob(8, 1, &[0; 9]), false).unwrap_err(),
+            BtfProblem::RecordCutShort { record: 1 }
+        );
+        // One record of kind 31 (info bits 24..28).
+        let mut rec = 0u32.to_le_bytes().to_vec();
+        rec.extend((31u32 << 24).to_le_bytes());
+        rec.extend(0u32.to_le_bytes());
+        rec.push(0);
+        assert_eq!(
+            Raw::parse(blob(12, 1, &rec), false).unwrap_err(),
+            BtfProblem::UnknownKind {
+                record: 1,
+                kind: 31
+            }
+        );
+    }
+}

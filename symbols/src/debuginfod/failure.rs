@@ -223,3 +223,144 @@ impl std::error::Error for ServerFailure {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+    use std::io;
+
+    fn id(b: u8) -> BuildId {
+        BuildId(vec![b; 2])
+    }
+
+    fn failed(cached: Option<UnusableCache>, failures: Vec<ServerFailure>) -> Error {
+        Error::DebuginfodFailed {
+            build_id: id(0xab),
+            cached,
+            failures,
+        }
+    }
+
+    fn at(url: &str, kind: FailureKind) -> ServerFailure {
+        ServerFailure {
+            url: url.into(),
+            kind,
+        }
+    }
+
+    /// The text is each part in turn: the cached file, every server that failed, those without the file.
+    #[test]
+    fn a_failed_fetch_reads_as_one_line_of_its_parts() {
+        let e = failed(
+            Some(UnusableCache {
+                path: "/c/abab/debuginfo".into(),
+                problem: BadFile::NoBuildId,
+            }),
+            vec![
+                at("http://a", FailureKind::Status(500)),
+                at(
+                    "http://b",
+                    FailureKind::BadFile(BadFile::OtherBuild {
+                        found: id(1),
+                        wanted: id(0xab),
+                    }),
+                ),
+                at("http://c", FailureKind::NotFound),
+            ],
+        );
+        assert_eq!(
+            e.to_string(),
+            "cannot fetch debug info for build-id abab: the cached /c/abab/debuginfo has no build-id: not \
+             used; http://a: HTTP status 500; http://b: it sent a file with build-id 0101, not abab; \
+             http://c: not found; nothing was cached: check the network and the servers in DEBUGINFOD_URLS, \
+             then try again"
+        );
+        assert_eq!(e.limit(), None);
+    }
+
+    /// A limit of the client's own is named as data (the caller names its option), not blamed on the network.
+    #[test]
+    fn the_limit_comes_from_the_failures() {
+        let e = failed(
+            None,
+            vec![
+                at("http://a", FailureKind::OverLimit { limit: 100 }),
+                at(
+                    "http://b",
+                    FailureKind::NotAsked {
+                        deadline: Duration::from_secs(5),
+                    },
+                ),
+                at("http://c", FailureKind::NotFound),
+            ],
+        );
+        assert_eq!(e.limit(), Some(Limit::Deadline));
+        assert_eq!(
+            e.to_string(),
+            "cannot fetch debug info for build-id abab: http://a: it sent more than the limit of 100 bytes; \
+             stopped there; http://b: not asked, the 5 s deadline had passed; http://c: not found; nothing \
+             was cached"
+        );
+    }
+
+    /// The transfer's own error is the source, through the Error and the failure alike.
+    #[test]
+    fn a_broken_transfer_keeps_its_error_as_source() {
+        let broke = FailureKind::BrokeOff {
+            when: Received::Body {
+                got: 10,
+                of: Some(20),
+            },
+            source: Box::new(io::Error::new(io::ErrorKind::ConnectionReset, "reset")),
+        };
+        let e = failed(
+            None,
+            vec![at("http://a", broke), at("http://b", FailureKind::NotFound)],
+        );
+        assert!(e.to_string().contains(
+            "http://a: the transfer broke off after 10 of 20 bytes (reset); http://b: not found"
+        ));
+        let failure = e.source().unwrap();
+        assert!(failure.to_string().starts_with("http://a: "), "{failure}");
+        let io = failure
+            .source()
+            .unwrap()
+            .downcast_ref::<io::Error>()
+            .unwrap();
+        assert_eq!(io.kind(), io::ErrorKind::ConnectionReset);
+    }
+
+    /// A cached file that is not ELF keeps the ELF error (and through it goblin's, when goblin found it).
+    #[test]
+    fn an_unreadable_cached_file_keeps_its_error() {
+        let elf = Error::Elf {
+            path: "/c/abab/debuginfo".into(),
+            problem: crate::ElfProblem::NoMagic,
+        };
+        let cached = UnusableCache {
+            path: "/c/abab/debuginfo".into(),
+            problem: BadFile::Unreadable(Box::new(elf)),
+        };
+        assert_eq!(
+            cached.to_string(),
+            "the cached /c/abab/debuginfo is not usable (no ELF magic at the start): not used"
+        );
+        let e = Error::DebuginfodNotFound {
+            build_id: id(0xab),
+            tried: vec!["http://a".into()],
+            cached: Some(cached),
+        };
+        let inner = e.source().and_then(|c| c.source()).unwrap();
+        assert!(
+            matches!(
+                inner.downcast_ref::<Error>(),
+                Some(Error::Elf {
+                    problem: crate::ElfProblem::NoMagic,
+                    ..
+                })
+            ),
+            "{inner:?}"
+        );
+    }
+}

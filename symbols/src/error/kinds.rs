@@ -261,3 +261,91 @@ impl fmt::Display for BtfProblem {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{kallsyms, sysmap, Error};
+    use std::error::Error as _;
+    use std::path::Path;
+
+    #[test]
+    fn a_bad_symbol_line_names_its_problem_and_line() {
+        let parse = |text: &str| match kallsyms::from_text(text, Path::new("k")) {
+            Err(Error::Parse { line, problem, .. }) => (line, problem),
+            other => panic!("{other:?}"),
+        };
+        let first = "ffffffff81000000 T _text\n";
+        assert_eq!(
+            parse(&format!("{first}zz T x\n")),
+            (2, LineProblem::BadAddress)
+        );
+        assert_eq!(
+            parse(&format!("{first}1 T\n")),
+            (2, LineProblem::MissingFields)
+        );
+        assert_eq!(
+            parse(&format!("{first}1 TT x\n")),
+            (2, LineProblem::TypeTooLong)
+        );
+        assert_eq!(
+            parse(&format!("{first}1 7 x\n")),
+            (2, LineProblem::TypeNotLetter)
+        );
+        assert_eq!(
+            parse(&format!("{first}1 T x y\n")),
+            (2, LineProblem::TrailingText)
+        );
+        let e = sysmap::from_text(&format!("{first}2 t f\t[m]\n"), Path::new("System.map"))
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Parse {
+                    line: 2,
+                    problem: LineProblem::ModuleColumn,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "System.map:2: not an `ADDRESS TYPE NAME` symbol line: System.map has no [module] column; this \
+             looks like a kallsyms dump (pass it as kallsyms)"
+        );
+    }
+
+    #[test]
+    fn a_dwarf_read_error_keeps_gimlis_error_as_source() {
+        let e = Error::Dwarf {
+            path: "vmlinux".into(),
+            problem: DwarfProblem::Read(gimli::Error::BadUnsignedLeb128),
+        };
+        let gimli_text = gimli::Error::BadUnsignedLeb128.to_string();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "vmlinux: cannot read its DWARF debug info: {gimli_text}; the file may be corrupt or truncated, \
+                 fetch it again"
+            )
+        );
+        assert_eq!(
+            e.source().and_then(|s| s.downcast_ref::<gimli::Error>()),
+            Some(&gimli::Error::BadUnsignedLeb128)
+        );
+        // A problem gimli did not find has no further cause; a compressed section is no corruption.
+        let e = Error::Dwarf {
+            path: "vmlinux".into(),
+            problem: DwarfProblem::Compressed {
+                section: ".debug_info".into(),
+            },
+        };
+        assert!(e.source().is_none());
+        assert_eq!(
+            e.to_string(),
+            "vmlinux: cannot read its DWARF debug info: section .debug_info is compressed; decompress the \
+             file first: objcopy --decompress-debug-sections vmlinux vmlinux.plain"
+        );
+    }
+}

@@ -379,3 +379,74 @@ impl std::error::Error for ProcessError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn layout_and_debug_problems_read_as_before() {
+        let e = ProcessError::Layout {
+            object: "/bin/p".into(),
+            problem: LayoutProblem::SeveralPlaces {
+                at: vec![0x1000, 0x7f00_0000],
+            },
+        };
+        assert_eq!(
+            e.to_string(),
+            "cannot tell where /bin/p is loaded: it is mapped 2 times, at 0x1000, 0x7f000000; give the \
+             address as 0xADDR"
+        );
+        let e = ProcessError::DebugInfo {
+            object: "/bin/p".into(),
+            problem: DebugProblem::TooLarge {
+                section: ".debug_info",
+                size: 300 << 20,
+                limit: 256 << 20,
+            },
+        };
+        assert_eq!(
+            e.to_string(),
+            "the debug info of /bin/p cannot be used: its .debug_info section is 300 MiB, over the 256 MiB \
+             read of one section; give the address as 0xADDR"
+        );
+        let e = ProcessError::Unknown {
+            pid: 7,
+            name: "v".into(),
+            searched: vec!["p".into()],
+            exports_only: vec![],
+            unreadable: vec![
+                Unreadable {
+                    object: "a.so".into(),
+                    problem: ObjectProblem::NotElf,
+                },
+                Unreadable {
+                    object: "b.so".into(),
+                    problem: ObjectProblem::NotOpenable,
+                },
+            ],
+        };
+        assert!(e.to_string().contains(
+            "(not searched: a.so: it is not an ELF file; b.so: it cannot be opened as the regular file the \
+             process mapped)"
+        ));
+    }
+
+    /// DWARF that was read but could not be walked keeps the crate's error, and through it gimli's.
+    #[test]
+    fn unreadable_dwarf_keeps_its_error() {
+        let e = ProcessError::DebugInfo {
+            object: "/bin/p".into(),
+            problem: DebugProblem::Dwarf(Box::new(crate::Error::Dwarf {
+                path: "/bin/p".into(),
+                problem: crate::DwarfProblem::Read(gimli::Error::BadUnsignedLeb128),
+            })),
+        };
+        let dwarf = e.source().unwrap();
+        assert!(dwarf.downcast_ref::<crate::Error>().is_some(), "{dwarf:?}");
+        assert!(dwarf
+            .source()
+            .is_some_and(|g| g.downcast_ref::<gimli::Error>().is_some()));
+    }
+}

@@ -203,7 +203,7 @@ impl Debuginfod {
         let cached = match check_cache(&self.cache_dir, id) {
             Cached::Hit(p) => return Ok(Fetched::Cached(p)),
             Cached::Missing => None,
-            Cached::Unusable(u) => Some(u),
+            Cached::Unusable(u) => Some(Box::new(u)),
         };
         let _signals = self.interruptible.then(interrupt::Guard::install);
         let end = Instant::now() + self.deadline;

@@ -68,7 +68,7 @@ pub enum Error {
     DebuginfodNotFound {
         build_id: crate::BuildId,
         tried: Vec<String>,
-        cached: Option<UnusableCache>,
+        cached: Option<Box<UnusableCache>>,
     },
     /// No debuginfod server delivered a good file: what each server did instead (a broken transfer, a
     /// file with another build-id, an HTTP error; the ones that failed first, then those that have no
@@ -76,7 +76,7 @@ pub enum Error {
     /// whether one of the client's own limits stopped it.
     DebuginfodFailed {
         build_id: crate::BuildId,
-        cached: Option<UnusableCache>,
+        cached: Option<Box<UnusableCache>>,
         failures: Vec<ServerFailure>,
     },
     /// The debuginfod cache could not be written (directory, temporary file, or the rename into place).
@@ -330,7 +330,7 @@ impl std::error::Error for Error {
             Error::Io { source, .. } | Error::DebuginfodCache { source, .. } => Some(source),
             Error::Elf { problem, .. } => problem.source().map(|e| e as _),
             Error::Dwarf { problem, .. } => problem.source().map(|e| e as _),
-            Error::DebuginfodNotFound { cached, .. } => cached.as_ref().map(|c| c as _),
+            Error::DebuginfodNotFound { cached, .. } => cached.as_deref().map(|c| c as _),
             // The last failure that carries the transfer's own error, else the last one.
             Error::DebuginfodFailed { failures, .. } => failures
                 .iter()

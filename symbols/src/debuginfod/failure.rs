@@ -234,7 +234,7 @@ mod tests {
         BuildId(vec![b; 2])
     }
 
-    fn failed(cached: Option<UnusableCache>, failures: Vec<ServerFailure>) -> Error {
+    fn failed(cached: Option<Box<UnusableCache>>, failures: Vec<ServerFailure>) -> Error {
         Error::DebuginfodFailed {
             build_id: id(0xab),
             cached,
@@ -253,10 +253,10 @@ mod tests {
     #[test]
     fn a_failed_fetch_reads_as_one_line_of_its_parts() {
         let e = failed(
-            Some(UnusableCache {
+            Some(Box::new(UnusableCache {
                 path: "/c/abab/debuginfo".into(),
                 problem: BadFile::NoBuildId,
-            }),
+            })),
             vec![
                 at("http://a", FailureKind::Status(500)),
                 at(
@@ -349,7 +349,7 @@ mod tests {
         let e = Error::DebuginfodNotFound {
             build_id: id(0xab),
             tried: vec!["http://a".into()],
-            cached: Some(cached),
+            cached: Some(Box::new(cached)),
         };
         let inner = e.source().and_then(|c| c.source()).unwrap();
         assert!(

@@ -1,6 +1,9 @@
 //! Errors of this crate, worded for the person at the terminal: each names the problem and, where there is
 //! one, a way out that needs no particular front end. None names a command-line flag: which flag gets past
-//! an error is for the front end to add, by matching on these variants.
+//! an error is for the front end to add, by matching on these variants, or to put in place of one of the
+//! crate's general ways out through [`Remedies`]. What was wrong inside a file is a typed kind
+//! ([`LineProblem`], [`ElfProblem`], [`DwarfProblem`], [`BtfProblem`]), and the parser's own error behind
+//! it is [`std::error::Error::source`].
 
 use std::fmt;
 use std::path::PathBuf;

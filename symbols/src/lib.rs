@@ -25,7 +25,9 @@
 //! source search and the resolver tie the kernel ones together.
 //!
 //! Errors describe what is wrong and, where there is one, a way out that needs no particular front end;
-//! which command-line flag to pass is for the caller to add.
+//! which command-line flag to pass is for the caller to add (by matching on the variants, or through
+//! [`Remedies`]). What went wrong is a typed kind, never only a string, and the error of the parser or
+//! transfer underneath is the error's [`source`](std::error::Error::source).
 
 pub mod annotate;
 pub mod btf;

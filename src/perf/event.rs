@@ -154,6 +154,29 @@ pub struct CpuEvent {
     fd: OwnedFd,
 }
 
+/// An event over a test ring ([`crate::perf::ring::testing::FileRing`]) for tests without a kernel.
+#[cfg(test)]
+impl CpuEvent {
+    /// A CPU-bound ring of a system-wide watch with no value or hit events; `fd` stands in for the
+    /// event's descriptor (the ring's reader registers it with epoll and reads its counters: a
+    /// non-blocking socket gives no counts).
+    pub fn over(cpu: u32, watch: usize, ring: Ring, fd: OwnedFd) -> CpuEvent {
+        CpuEvent {
+            cpu,
+            watch,
+            bind: Bind::Cpu,
+            counts_lost: false,
+            ring,
+            sample_type: SAMPLE_TYPE,
+            value_event: None,
+            emits_hits: false,
+            urgent_event: None,
+            members: Vec::new(),
+            fd,
+        }
+    }
+}
+
 /// Which step of opening failed; the message differs (an mmap failure is about memory, not registers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {

@@ -132,3 +132,65 @@ fn read_u64(map: &Mmap, offset: usize) -> u64 {
     // SAFETY: the control page is mapped and `offset` is inside it, 8-byte aligned.
     unsafe { std::ptr::read_volatile(map.as_ptr().add(offset) as *const u64) }
 }
+
+/// A ring over a plain file instead of a perf event, written the way the kernel writes one (records in the
+/// data area, then `data_head`), so what reads rings can be tested without a kernel.
+#[cfg(test)]
+pub mod testing {
+    use std::fs::File;
+    use std::io;
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::{Ring, DATA_HEAD};
+    use crate::perf::sys;
+
+    /// The writing side: the file a [`Ring`] is mapped from.
+    pub struct FileRing {
+        file: File,
+        head: u64,
+        data_size: u64,
+    }
+
+    impl FileRing {
+        /// A ring of `data_pages` (a power of two) pages, and its reader. The control page's data offset and
+        /// size stay zero, which the reader takes as the layout kernels before 4.1 use.
+        pub fn new(data_pages: usize) -> io::Result<(FileRing, Ring)> {
+            static SEQ: AtomicU64 = AtomicU64::new(0);
+            let page = sys::page_size();
+            let path = std::env::temp_dir().join(format!(
+                "ksymwatch-ring-{}-{}",
+                std::process::id(),
+                SEQ.fetch_add(1, Ordering::Relaxed)
+            ));
+            let file = File::options()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)?;
+            std::fs::remove_file(&path)?;
+            file.set_len(((data_pages + 1) * page) as u64)?;
+            let ring = Ring::map(file.as_fd(), data_pages)?;
+            let writer = FileRing {
+                file,
+                head: 0,
+                data_size: (data_pages * page) as u64,
+            };
+            Ok((writer, ring))
+        }
+
+        /// Appends `record` (header included) and publishes it. The reader must keep up: nothing checks
+        /// that the record fits before the reader's tail.
+        pub fn write(&mut self, record: &[u8]) -> io::Result<()> {
+            let page = sys::page_size() as u64;
+            let start = self.head % self.data_size;
+            let first = record.len().min((self.data_size - start) as usize);
+            self.file.write_all_at(&record[..first], page + start)?;
+            self.file.write_all_at(&record[first..], page)?;
+            self.head += record.len() as u64;
+            self.file
+                .write_all_at(&self.head.to_ne_bytes(), DATA_HEAD as u64)
+        }
+    }
+}

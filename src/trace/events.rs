@@ -481,6 +481,18 @@ impl EventSet {
         if self.enabled {
             evs.iter().try_for_each(|e| e.enable())?;
         }
+        self.adopt_cpu(cpu, evs, epoll, token, sorter)
+    }
+
+    /// Takes `cpu`'s opened events: registered with `epoll` under `token`, and their rings with `sorter`.
+    pub fn adopt_cpu(
+        &mut self,
+        cpu: u32,
+        evs: Vec<CpuEvent>,
+        epoll: &Epoll,
+        token: u64,
+        sorter: &mut Sorter<Item>,
+    ) -> Result<(), OpenError> {
         // Every descriptor is registered before any ring joins the sorter: a ring registered there but
         // never read would hold every other ring's records back for good.
         for ev in &evs {

@@ -1,7 +1,7 @@
 //! The running session: the loop that ties the armed events' rings to signals, the deadline and CPU
 //! hotplug, and prints what they release (`session`); its wake-up policy (`pace`); the armed event set
 //! that owns every descriptor and ring (`events`); the merge of records from all rings in timestamp order
-//! (`sorter`); following CPUs as they come and go ([`hotplug`]); the task tracker applying task records
+//! (`sorter`); the two as one drain → order pipeline (`pipeline`); following CPUs as they come and go ([`hotplug`]); the task tracker applying task records
 //! to names and user-space maps (`tasks`), over naming tasks (`comm`) and letting go of what exited tasks
 //! left behind (`exited`); naming frames (`symbolize`); starting a command stopped at its exec for launch
 //! mode (`launch`); reading `--control` commands (`control`) and turning them into steps (`moves`);
@@ -27,6 +27,7 @@ pub(crate) mod moves;
 pub(crate) mod objects;
 pub(crate) mod olds;
 pub(crate) mod pace;
+pub(crate) mod pipeline;
 pub(crate) mod session;
 pub(crate) mod sorter;
 pub(crate) mod symbolize;

@@ -1,5 +1,5 @@
 //! The event loop: one epoll set holding every armed event's ring, the stop signals and (when following
-//! hotplug) the uevent socket. Each wake drains the [`EventSet`] into the [`Sorter`], which releases records
+//! hotplug) the uevent socket. Each wake drains the rings through the [`Pipeline`], which releases records
 //! in timestamp order across rings (a record waits until every other ring has been read past its time);
 //! task names and processes' executable mappings are updated from COMM/FORK/MMAP2 records in that same
 //! order, so a hit is named as its task was named, and mapped, when it wrote; EXIT records let go of what an
@@ -26,14 +26,14 @@ use crate::perf::refusal::{explain, Refusal};
 use crate::perf::sys::{self, Epoll, SignalFd};
 use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::comm::Comms;
-use crate::trace::events::{Audit, EventSet, Item};
+use crate::trace::events::{Audit, Item};
 use crate::trace::flight::Recorder;
 use crate::trace::hotplug::{Changes, Hotplug, Unwatched};
 use crate::trace::moves::{self, Controller, Moves, Step};
 use crate::trace::objects::{self, ObjectWatch, Placement};
 use crate::trace::olds::Olds;
 use crate::trace::pace::{Pace, SORT_SLACK_NS};
-use crate::trace::sorter::Sorter;
+use crate::trace::pipeline::{Pipeline, Release};
 use crate::trace::symbolize::{NamedChain, Symbolizer};
 use crate::trace::tasks::Tasks;
 use crate::trace::unload;
@@ -83,9 +83,9 @@ const TOKEN_PROCESS: u64 = 16;
 pub struct Session<'a, O: Output> {
     symbolizer: Symbolizer<'a>,
     pub out: O,
-    events: EventSet,
+    /// The armed events' rings, drained into time order.
+    rings: Pipeline,
     control: Option<Moves<'a>>,
-    sorter: Sorter<Item>,
     epoll: Epoll,
     signals: SignalFd,
     hotplug: Option<Hotplug>,
@@ -147,19 +147,18 @@ impl<'a, O: Output> Session<'a, O> {
         epoll
             .add(signals.fd(), TOKEN_SIGNAL)
             .or_exit(ExitCode::Runtime, "epoll")?;
-        let mut sorter = Sorter::new(SORT_SLACK_NS);
         // Only a kernel watch can hold a module's memory.
         let scope_is_system = matches!(scope, Scope::System);
         let ends_on_exec = cfg.hits.as_ref().is_some_and(|h| h.ends_on_exec());
         let watched = Watched::new(scope.pids(), ends_on_exec, &epoll, TOKEN_PROCESS)?;
-        let events = EventSet::new(
+        let rings = Pipeline::new(
             watches,
             cfg,
             scope,
             armed.events,
             &epoll,
             TOKEN_RING,
-            &mut sorter,
+            SORT_SLACK_NS,
         )
         .or_exit(ExitCode::Runtime, "epoll")?;
         if let Some(fd) = hotplug.as_ref().and_then(Hotplug::fd) {
@@ -177,9 +176,8 @@ impl<'a, O: Output> Session<'a, O> {
                 .with_lines(lines)
                 .with_origin(symbols_origin),
             out,
-            events,
+            rings,
             control,
-            sorter,
             epoll,
             signals,
             hotplug,
@@ -284,7 +282,12 @@ impl<'a, O: Output> Session<'a, O> {
             Placement::Evict(slot, old) => (slot, Some(old.index)),
         };
         let watch = objects::object_watch(&o.target, index, rec.ptr);
-        if self.events.move_target(slot, watch, true).is_err() {
+        if self
+            .rings
+            .events_mut()
+            .move_target(slot, watch, true)
+            .is_err()
+        {
             if let Some(o) = &mut self.objects {
                 o.slots.not_armed();
             }
@@ -314,7 +317,7 @@ impl<'a, O: Output> Session<'a, O> {
         let slot = o.slots.slot_of(ptr, time)?;
         let parked = o.parked.get(slot)?.clone();
         // Its last hits are printed before the line that says it is gone.
-        let _ = self.events.retarget(slot, parked);
+        let _ = self.rings.events_mut().retarget(slot, parked);
         o.slots.closing(Some((slot, time)));
         let flushed = self.flush_rings();
         let o = self.objects.as_mut()?;
@@ -340,14 +343,14 @@ impl<'a, O: Output> Session<'a, O> {
     /// FORK/COMM records name it). Not on the hit path: each hit record carries its writer's name, and a
     /// process of 100,000 threads would cost a second of /proc reads.
     pub fn learn_tasks(&mut self) {
-        if self.events.hit_path() {
+        if self.rings.events().hit_path() {
             return;
         }
         self.tasks.scan_all();
     }
 
     pub fn armed_cpus(&self) -> BTreeSet<u32> {
-        self.events.cpus()
+        self.rings.events().cpus()
     }
 
     /// Runs until a limit, a signal or a closed stdout; returns the summary. Every event is disabled and
@@ -358,11 +361,11 @@ impl<'a, O: Output> Session<'a, O> {
         let deadline = self.limits.duration.map(|d| start + d);
         let mut tokens = Vec::new();
         let result = self.run_loop(deadline, &mut tokens);
-        self.events.disable_all();
+        self.rings.events().disable_all();
         let stop = match result {
             Ok(stop) => stop,
             Err(e) => {
-                self.events.close_all();
+                self.rings.close_all();
                 return Err(e);
             }
         };
@@ -374,9 +377,9 @@ impl<'a, O: Output> Session<'a, O> {
             | StopReason::StrictHotplug(_)
             | StopReason::Exited
             | StopReason::ModuleUnloaded => {
-                self.events.drain(&mut self.sorter);
-                let ended = self.release(true);
-                self.audits.extend(self.events.close_all());
+                self.rings.drain();
+                let ended = self.release(Release::All);
+                self.audits.extend(self.rings.close_all());
                 let ended = ended.or_else(|| self.settle_audits());
                 match stop {
                     // What --strict-hotplug ended stays the reason, whatever printing the rest met.
@@ -387,7 +390,7 @@ impl<'a, O: Output> Session<'a, O> {
             // --count met, or stdout closed: nothing more is printed, but what the kernel dropped in the
             // program (filters, --if, other processes) still belongs in the summary.
             other => {
-                let audits = self.events.close_all();
+                let audits = self.rings.close_all();
                 self.audits.extend(audits);
                 for a in std::mem::take(&mut self.audits) {
                     self.summary.filtered += a.filtered;
@@ -396,7 +399,7 @@ impl<'a, O: Output> Session<'a, O> {
                 other
             }
         };
-        self.events.close_all();
+        self.rings.close_all();
         // A CPU never armed since it came online was unwatched to the end.
         let end = sys::monotonic_ns();
         for (cpu, ns) in self.unwatched.end(end) {
@@ -433,7 +436,7 @@ impl<'a, O: Output> Session<'a, O> {
         let mut signalled = None;
         loop {
             let counted = self.summary.hits() + self.summary.filtered;
-            let mut timeout = pace.timeout(sys::monotonic_ns(), counted, self.sorter.due());
+            let mut timeout = pace.timeout(sys::monotonic_ns(), counted, self.rings.due());
             if let Some(d) = deadline {
                 let left = d.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -490,17 +493,11 @@ impl<'a, O: Output> Session<'a, O> {
         }
     }
 
-    /// Hands every record the sorter releases (all of them when `all`) to the output, in time order, and
-    /// flushes. Returns a stop reason when the count is met or stdout closed.
-    fn release(&mut self, all: bool) -> Option<StopReason> {
+    /// Hands every record `which` releases to the output, in time order, and flushes. Returns a stop reason
+    /// when the count is met or stdout closed.
+    fn release(&mut self, which: Release) -> Option<StopReason> {
         let mut stop = None;
-        loop {
-            let next = if all {
-                self.sorter.pop_any()
-            } else {
-                self.sorter.pop_ready()
-            };
-            let Some((time, item)) = next else { break };
+        while let Some((time, item)) = self.rings.next(which) {
             stop = self.apply(time, item);
             if stop.is_some() {
                 break;
@@ -520,7 +517,7 @@ impl<'a, O: Output> Session<'a, O> {
         match item {
             Item::Sample(sample, watch, value) => {
                 let stop = self.hit(&sample, watch, value);
-                self.events.recycle(sample.frames);
+                self.rings.recycle(sample.frames);
                 stop
             }
             Item::Comm {
@@ -654,7 +651,7 @@ impl<'a, O: Output> Session<'a, O> {
         match self.control.as_mut()?.step(line)? {
             Step::Refuse(reason) => self.refuse(line, reason),
             Step::Off => {
-                self.events.pause();
+                self.rings.events_mut().pause();
                 if let Some(stop) = self.flush_rings() {
                     return Some(stop);
                 }
@@ -662,8 +659,8 @@ impl<'a, O: Output> Session<'a, O> {
             }
             Step::On => {
                 let now = sys::monotonic_ns();
-                if let Err(e) = self.events.enable() {
-                    self.events.pause();
+                if let Err(e) = self.rings.events_mut().enable() {
+                    self.rings.events_mut().pause();
                     let reason = self.explain(&e);
                     return self.refuse(line, format!("{reason}; the watch stays off"));
                 }
@@ -675,13 +672,13 @@ impl<'a, O: Output> Session<'a, O> {
 
     /// `--control watch`: the watch moves to `watch`, its old target's hits printed before the mark.
     fn move_watch(&mut self, line: &str, watch: Watch) -> Option<StopReason> {
-        if let Some(reason) = self.events.cannot_move(0, &watch) {
+        if let Some(reason) = self.rings.events().cannot_move(0, &watch) {
             return self.refuse(line, reason);
         }
         let started = sys::monotonic_ns();
         // Hits of the old target still in the rings are printed below, with their own olds: the new
         // target's first hit then starts afresh.
-        if let Err(e) = self.events.retarget(0, watch.clone()) {
+        if let Err(e) = self.rings.events_mut().retarget(0, watch.clone()) {
             return self.refuse(line, format!("the kernel refused the new breakpoint: {e}"));
         }
         if let Some(stop) = self.flush_rings() {
@@ -689,10 +686,10 @@ impl<'a, O: Output> Session<'a, O> {
         }
         self.olds.forget(0);
         let acked = sys::monotonic_ns();
-        if self.events.enabled() {
-            if let Err(e) = self.events.enable() {
+        if self.rings.events().enabled() {
+            if let Err(e) = self.rings.events_mut().enable() {
                 // Everything is already moved; what cannot be enabled is off, and the reader must know.
-                self.events.pause();
+                self.rings.events_mut().pause();
                 let reason = self.explain(&e);
                 return self.refuse(line, format!("{reason}; the watch is now off"));
             }
@@ -700,9 +697,9 @@ impl<'a, O: Output> Session<'a, O> {
         let event = StreamEvent::Retargeted {
             index: 0,
             watch,
-            covered: self.events.coverage(),
+            covered: self.rings.events().coverage(),
             took_ns: sys::monotonic_ns().saturating_sub(started),
-            enabled: self.events.enabled(),
+            enabled: self.rings.events().enabled(),
         };
         self.emit_event(&event, acked)
     }
@@ -710,12 +707,12 @@ impl<'a, O: Output> Session<'a, O> {
     /// Drains every ring and prints every record held, in time order (the events are disabled, so nothing
     /// older can still arrive).
     fn flush_rings(&mut self) -> Option<StopReason> {
-        self.events.drain(&mut self.sorter);
-        self.release(true)
+        self.rings.drain();
+        self.release(Release::All)
     }
 
     fn refuse(&mut self, line: &str, reason: String) -> Option<StopReason> {
-        let event = moves::refusal(line, reason, self.events.watches());
+        let event = moves::refusal(line, reason, self.rings.events().watches());
         self.emit_event(&event, sys::monotonic_ns())
     }
 
@@ -767,10 +764,10 @@ impl<'a, O: Output> Session<'a, O> {
     /// hit of the other watches recorded after this moment; when no watch is left the run ends (exit 0).
     fn module_removed(&mut self, module: &str) -> Option<StopReason> {
         self.modules.retain(|m| &**m != module);
-        let events = &self.events;
+        let events = self.rings.events();
         let plan = unload::plan(events.watches(), |i| events.is_armed(i), module)?;
         for &i in &plan.targets {
-            let audits = self.events.close_watch(i, &self.epoll, &mut self.sorter);
+            let audits = self.rings.close_watch(i, &self.epoll);
             self.audits.extend(audits);
         }
         // Everything the module's watches recorded is printed before the mark. The other rings are read
@@ -784,7 +781,7 @@ impl<'a, O: Output> Session<'a, O> {
             targets: plan
                 .targets
                 .iter()
-                .map(|&i| self.events.watches()[i].label.clone())
+                .map(|&i| self.rings.events().watches()[i].label.clone())
                 .collect(),
         };
         if let Some(stop) = self.emit_event(&event, sys::monotonic_ns()) {
@@ -820,9 +817,9 @@ impl<'a, O: Output> Session<'a, O> {
         if let Some(ns) = self.unwatched.offline(cpu, sys::monotonic_ns()) {
             *self.summary.unwatched_ns_by_cpu.entry(cpu).or_default() += ns;
         }
-        let audits = self.events.close_cpu(cpu, &self.epoll, &mut self.sorter)?;
+        let audits = self.rings.close_cpu(cpu, &self.epoll)?;
         self.audits.extend(audits);
-        if let Some(stop) = self.release(false) {
+        if let Some(stop) = self.release(Release::Ready) {
             return Some(stop);
         }
         self.emit_event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns())
@@ -830,14 +827,12 @@ impl<'a, O: Output> Session<'a, O> {
 
     /// `cpu` came online (its uevent at `uevent_ns`, if one told): armed, or marked as not armed.
     fn cpu_online(&mut self, cpu: u32, uevent_ns: Option<u64>) -> Option<StopReason> {
-        if self.events.cpus().contains(&cpu) {
+        if self.rings.events().cpus().contains(&cpu) {
             return None;
         }
         let open_start = sys::monotonic_ns();
         let seen = uevent_ns.unwrap_or(open_start);
-        let opened = self
-            .events
-            .open_cpu(cpu, &self.epoll, TOKEN_RING, &mut self.sorter);
+        let opened = self.rings.open_cpu(cpu, &self.epoll, TOKEN_RING);
         let event = match opened {
             Ok(()) => {
                 self.objects_cpu_online(cpu);
@@ -884,7 +879,7 @@ impl<'a, O: Output> Session<'a, O> {
 
     /// An open or enable refusal while running, in the user's words ([`Plan::advise`]).
     fn explain(&self, e: &OpenError) -> String {
-        (self.advise)(&explain(e, self.events.watches()))
+        (self.advise)(&explain(e, self.rings.events().watches()))
     }
 
     /// A write error on the output ends the session. A closed pipe (`| head`) is a normal end; anything else
@@ -924,7 +919,7 @@ impl<'a, O: Output> Session<'a, O> {
             Some(c) => c,
             None => self.symbolizer.named(sample),
         };
-        let hit_watch = self.events.watch_of(watch, sample.addr);
+        let hit_watch = self.rings.events().watch_of(watch, sample.addr);
         let value = self.olds.settle(
             watch,
             sample.addr,
@@ -956,19 +951,19 @@ impl<'a, O: Output> Session<'a, O> {
         None
     }
 
-    /// One turn's read of the rings: drained, and what the sorter releases applied. With `--last`, a
+    /// One turn's read of the rings: drained, and what the pipeline releases applied. With `--last`, a
     /// `--dump-on` tracepoint is asked first (every hit from before its firing is then in the rings, and
     /// goes into the recorder ahead of the dump whatever the sort slack holds back), and a SIGUSR1 read
     /// this turn (at `signalled`) dumps after the release.
     fn read_rings(&mut self, signalled: Option<u64>) -> Result<Option<StopReason>> {
         let fired = self.tracepoint_fired()?;
-        self.events.drain(&mut self.sorter);
+        self.rings.drain();
         if let Some((trigger, time)) = fired {
             if let Some(stop) = self.dump_at_tracepoint(trigger, time) {
                 return Ok(Some(stop));
             }
         }
-        if let Some(stop) = self.release(false) {
+        if let Some(stop) = self.release(Release::Ready) {
             return Ok(Some(stop));
         }
         Ok(signalled.and_then(|time| self.dump(DumpTrigger::Signal, time, None)))
@@ -987,7 +982,7 @@ impl<'a, O: Output> Session<'a, O> {
     /// A tracepoint fired at `time`: every record from before it is applied (hits recorded), then the hits
     /// recorded up to `time` are printed.
     fn dump_at_tracepoint(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason> {
-        while let Some((t, item)) = self.sorter.pop_until(time) {
+        while let Some((t, item)) = self.rings.next(Release::Until(time)) {
             if let Some(stop) = self.apply(t, item) {
                 return Some(stop);
             }

@@ -51,6 +51,15 @@ pub enum Item {
 
 struct Tracked {
     ev: CpuEvent,
+    books: Books,
+    /// `--value`: the in-kernel drop counter of this ring's CPU and watch when it was opened.
+    dropped_base: u64,
+    /// The hit path: of those, traps of other processes, when it was opened.
+    other_base: u64,
+}
+
+/// What one ring gave so far, and what its decoding carries from one record, and drain, to the next.
+struct Books {
     /// Samples decoded from this event's ring.
     samples: u64,
     /// Losses the ring itself reported (LOST records).
@@ -64,10 +73,6 @@ struct Tracked {
     pending: Option<ValueRecord>,
     /// Value records whose sample never came (it was lost): counted, never shown.
     unpaired: u64,
-    /// `--value`: the in-kernel drop counter of this ring's CPU and watch when it was opened.
-    dropped_base: u64,
-    /// The hit path: of those, traps of other processes, when it was opened.
-    other_base: u64,
     /// The store the last sample reported, for a process watch: (tid, ip, ids of the events that reported
     /// it). A thread created while the watch was being armed can be covered twice (by its own event and by
     /// one inherited from its creator); both report the same store, from different event ids.
@@ -94,16 +99,13 @@ impl Tracked {
     fn new(ev: CpuEvent, now: u64, cfg: &EventConfig) -> Tracked {
         let dropped_base = dropped(cfg, &ev);
         let other_base = other_process(cfg, &ev);
-        Tracked {
-            ev,
+        let books = Books {
             samples: 0,
             lost_records: 0,
             undecodable: 0,
             last_time: now,
             pending: None,
             unpaired: 0,
-            dropped_base,
-            other_base,
             store: None,
             hit_value: match &cfg.hits {
                 Some(h) if h.written => HitValue::Written,
@@ -111,6 +113,12 @@ impl Tracked {
                 _ => HitValue::NotRead,
             },
             last_comm: None,
+        };
+        Tracked {
+            ev,
+            books,
+            dropped_base,
+            other_base,
         }
     }
 }
@@ -552,14 +560,14 @@ fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
     Audit {
         filtered: dropped(cfg, &t.ev).saturating_sub(t.dropped_base),
         other_process: other_process(cfg, &t.ev).saturating_sub(t.other_base),
-        unpaired: t.unpaired + u64::from(t.pending.is_some()),
+        unpaired: t.books.unpaired + u64::from(t.books.pending.is_some()),
         cpu: t.ev.cpu,
         watch: t.ev.watch,
         kernel_hits: counts.map(|c| c.hits),
         kernel_lost: counts.and_then(|c| c.lost),
-        samples: t.samples,
-        lost_records: t.lost_records,
-        undecodable: t.undecodable,
+        samples: t.books.samples,
+        lost_records: t.books.lost_records,
+        undecodable: t.books.undecodable,
     }
 }
 
@@ -589,6 +597,42 @@ fn written(hit: &HitRecord, len: u8) -> (Option<u64>, ValueFrom) {
     }
 }
 
+/// What a pass over one ring decodes against.
+struct Pass<'a> {
+    key: RingKey,
+    sample_type: u64,
+    value_id: Option<u64>,
+    hit_ids: [Option<u64>; 2],
+    /// A task-bound event: its samples get the watched value read from the writer's process.
+    process: bool,
+    /// The current and retired watches, to find a hit watch's length.
+    watches: (&'a [Watch], &'a [Watch]),
+    /// One read per process and watched range per pass: every hit taken out of the ring in this pass gets
+    /// what the range held at this pass (a flood drains hundreds of hits a pass, and a `process_vm_readv`
+    /// costs more than everything else a hit needs).
+    read: Option<((u32, u64, u8), Value)>,
+}
+
+impl Pass<'_> {
+    fn watch_len(&self, addr: u64) -> u8 {
+        let (watches, retired) = self.watches;
+        watch_at(watches, retired, self.key.1, addr).len
+    }
+
+    /// What process `pid` holds at `addr` now, read once per pass.
+    fn read_value(&mut self, pid: u32, addr: u64) -> Value {
+        let what = (pid, addr, self.watch_len(addr));
+        match self.read {
+            Some((w, v)) if w == what => v,
+            _ => {
+                let v = read_value(pid, addr, what.2);
+                self.read = Some((what, v));
+                v
+            }
+        }
+    }
+}
+
 /// Reads one ring empty into `sorter`. Second reports of one store (see [`repeats_store`]) are dropped
 /// but still counted as samples, since the kernel counted them as hits too. A task-bound event's sample
 /// gets the watched value read from its process here, as it leaves the ring, not when it is printed (the
@@ -599,135 +643,114 @@ fn drain_one(
     sorter: &mut Sorter<Item>,
     started: u64,
     spare: &mut Vec<Vec<Frame>>,
-    (watches, retired): (&[Watch], &[Watch]),
+    watches: (&[Watch], &[Watch]),
 ) {
-    let key: RingKey = (t.ev.cpu, t.ev.watch);
-    let (cpu, watch) = key;
-    let sample_type = t.ev.sample_type;
-    let value_id = t.ev.value_id();
-    let hit_ids = t.ev.hit_ids();
-    let Tracked {
-        ev,
-        samples,
-        lost_records,
-        undecodable,
-        last_time,
-        pending,
-        unpaired,
-        store,
-        hit_value,
-        last_comm,
-        ..
-    } = t;
-    let hit_value = *hit_value;
-    let process = ev.bind != Bind::Cpu;
-    // One read per process and watched range per pass: every hit taken out of the ring in this pass gets
-    // what the range held at this pass (a flood drains hundreds of hits a pass, and a `process_vm_readv`
-    // costs more than everything else a hit needs).
-    let mut read: Option<((u32, u64, u8), Value)> = None;
+    let Tracked { ev, books, .. } = t;
+    let mut pass = Pass {
+        key: (ev.cpu, ev.watch),
+        sample_type: ev.sample_type,
+        value_id: ev.value_id(),
+        hit_ids: ev.hit_ids(),
+        process: ev.bind != Bind::Cpu,
+        watches,
+        read: None,
+    };
     ev.ring.drain(|bytes| {
+        books.record(bytes, &mut pass, sorter, spare);
+        true
+    });
+    sorter.read_empty(pass.key, started);
+}
+
+impl Books {
+    /// One record read from the ring, into `sorter` (or into the books only).
+    fn record(
+        &mut self,
+        bytes: &[u8],
+        pass: &mut Pass,
+        sorter: &mut Sorter<Item>,
+        spare: &mut Vec<Vec<Frame>>,
+    ) {
         let id = record::sample_identifier(bytes);
-        if id.is_some() && hit_ids.contains(&id) {
-            match hit_record::decode_output(bytes) {
-                Ok((id, _, hit)) => {
-                    *samples += 1;
-                    *last_time = (*last_time).max(hit.time);
-                    let renamed = last_comm
-                        .as_ref()
-                        .is_none_or(|(tid, comm)| *tid != hit.tid || *comm != hit.comm);
-                    if renamed {
-                        // The writer's name as the kernel had it at the trap, ahead of its hit: a task is
-                        // never `<...>`, whatever records were lost or came late.
-                        *last_comm = Some((hit.tid, hit.comm.clone()));
-                        sorter.push(
-                            key,
-                            hit.time,
-                            Item::Comm {
-                                pid: hit.pid,
-                                tid: hit.tid,
-                                comm: hit.comm.clone(),
-                                exec: false,
-                            },
-                        );
-                    }
-                    let value = match (hit_value, hit.value) {
-                        (HitValue::Written, _) => {
-                            let len = watch_at(watches, retired, watch, hit.addr).len;
-                            let (value, from) = written(&hit, len);
-                            Value::Written {
-                                value,
-                                old: hit.old,
-                                from,
-                            }
-                        }
-                        (HitValue::Read, Some(v)) => Value::Read(v),
-                        (HitValue::Read, None) => Value::Unreadable,
-                        (HitValue::NotRead, _) => Value::NotRead,
-                    };
-                    sorter.push(
-                        key,
-                        hit.time,
-                        Item::Sample(hit.sample(cpu, id), watch, value),
-                    );
-                }
-                Err(_) => {
-                    *undecodable += 1;
-                    sorter.push(key, *last_time, Item::Lost { cpu, count: 1 });
-                }
-            }
-            return true;
-        }
-        if value_id.is_some() && record::sample_identifier(bytes) == value_id {
+        if id.is_some() && pass.hit_ids.contains(&id) {
+            self.hit_record(bytes, pass, sorter);
+        } else if pass.value_id.is_some() && id == pass.value_id {
             match record::decode_value(bytes) {
-                Ok(v) => *unpaired += u64::from(pending.replace(v).is_some()),
-                Err(_) => {
-                    *undecodable += 1;
-                    sorter.push(key, *last_time, Item::Lost { cpu, count: 1 });
-                }
+                Ok(v) => self.unpaired += u64::from(self.pending.replace(v).is_some()),
+                Err(_) => self.undecodable(pass.key, sorter),
             }
-            return true;
+        } else {
+            self.perf_record(bytes, pass, sorter, spare);
         }
-        // A value pairs with the very next record only (see crate::perf::bpf).
-        let paired = pending.take();
-        let frames = spare.pop().unwrap_or_default();
-        let item = match record::decode_reusing(bytes, sample_type, frames) {
-            Ok(Record::Sample(s)) => {
-                *samples += 1;
-                *last_time = s.time;
-                let written = paired.filter(|v| v.matches(&s));
-                *unpaired += u64::from(paired.is_some() && written.is_none());
-                if process && repeats_store(store, &s) {
-                    spare.push(s.frames);
-                    return true;
+    }
+
+    /// A record that could not be decoded, counted as lost: a loss is never silent.
+    fn undecodable(&mut self, (cpu, watch): RingKey, sorter: &mut Sorter<Item>) {
+        self.undecodable += 1;
+        sorter.push((cpu, watch), self.last_time, Item::Lost { cpu, count: 1 });
+    }
+
+    /// The hit path: a hit program's record, with the writer's name and the value read at the trap.
+    fn hit_record(&mut self, bytes: &[u8], pass: &Pass, sorter: &mut Sorter<Item>) {
+        let (id, hit) = match hit_record::decode_output(bytes) {
+            Ok((id, _, hit)) => (id, hit),
+            Err(_) => return self.undecodable(pass.key, sorter),
+        };
+        let (cpu, watch) = pass.key;
+        self.samples += 1;
+        self.last_time = self.last_time.max(hit.time);
+        let renamed = self
+            .last_comm
+            .as_ref()
+            .is_none_or(|(tid, comm)| *tid != hit.tid || *comm != hit.comm);
+        if renamed {
+            // The writer's name as the kernel had it at the trap, ahead of its hit: a task is never
+            // `<...>`, whatever records were lost or came late.
+            self.last_comm = Some((hit.tid, hit.comm.clone()));
+            let comm = Item::Comm {
+                pid: hit.pid,
+                tid: hit.tid,
+                comm: hit.comm.clone(),
+                exec: false,
+            };
+            sorter.push(pass.key, hit.time, comm);
+        }
+        let value = match (self.hit_value, hit.value) {
+            (HitValue::Written, _) => {
+                let (value, from) = written(&hit, pass.watch_len(hit.addr));
+                Value::Written {
+                    value,
+                    old: hit.old,
+                    from,
                 }
-                // The kernel reports the breakpoint's own address with each hit: that is the watch hit,
-                // also when --control has moved it since.
-                let value = if value_id.is_some() {
-                    Value::Written {
-                        value: written.and_then(|v| v.value),
-                        old: written.and_then(|v| v.old),
-                        from: ValueFrom::Memory,
-                    }
-                } else if process {
-                    let len = watch_at(watches, retired, watch, s.addr).len;
-                    let what = (s.pid, s.addr, len);
-                    match read {
-                        Some((w, v)) if w == what => v,
-                        _ => {
-                            let v = read_value(s.pid, s.addr, len);
-                            read = Some((what, v));
-                            v
-                        }
-                    }
-                } else {
-                    Value::NotRead
-                };
-                sorter.push(key, s.time, Item::Sample(s, watch, value));
-                return true;
             }
+            (HitValue::Read, Some(v)) => Value::Read(v),
+            (HitValue::Read, None) => Value::Unreadable,
+            (HitValue::NotRead, _) => Value::NotRead,
+        };
+        let sample = Item::Sample(hit.sample(cpu, id), watch, value);
+        sorter.push(pass.key, hit.time, sample);
+    }
+
+    /// A record the kernel wrote: a breakpoint's sample, a loss, or a task record.
+    fn perf_record(
+        &mut self,
+        bytes: &[u8],
+        pass: &mut Pass,
+        sorter: &mut Sorter<Item>,
+        spare: &mut Vec<Vec<Frame>>,
+    ) {
+        // A value pairs with the very next record only (see crate::perf::bpf).
+        let paired = self.pending.take();
+        let frames = spare.pop().unwrap_or_default();
+        let item = match record::decode_reusing(bytes, pass.sample_type, frames) {
+            Ok(Record::Sample(s)) => return self.sample(s, paired, pass, sorter, spare),
             Ok(Record::Lost { lost, .. }) => {
-                *lost_records += lost;
-                Item::Lost { cpu, count: lost }
+                self.lost_records += lost;
+                Item::Lost {
+                    cpu: pass.key.0,
+                    count: lost,
+                }
             }
             Ok(Record::Comm {
                 pid,
@@ -754,23 +777,57 @@ fn drain_one(
                 ptid,
             },
             Ok(_) => {
-                *unpaired += u64::from(paired.is_some());
-                return true;
+                self.unpaired += u64::from(paired.is_some());
+                return;
             }
             // A record we cannot decode is counted as lost: a loss is never silent.
             Err(_) => {
-                *undecodable += 1;
-                Item::Lost { cpu, count: 1 }
+                self.undecodable += 1;
+                Item::Lost {
+                    cpu: pass.key.0,
+                    count: 1,
+                }
             }
         };
-        *unpaired += u64::from(paired.is_some());
+        self.unpaired += u64::from(paired.is_some());
         // Only non-sample records get here; a sample's time is in its body.
-        let time = record::trailer_time(bytes, sample_type).unwrap_or(*last_time);
-        *last_time = (*last_time).max(time);
-        sorter.push(key, time, item);
-        true
-    });
-    sorter.read_empty(key, started);
+        let time = record::trailer_time(bytes, pass.sample_type).unwrap_or(self.last_time);
+        self.last_time = self.last_time.max(time);
+        sorter.push(pass.key, time, item);
+    }
+
+    /// A breakpoint's sample, with the value record just before it (`paired`) if any.
+    fn sample(
+        &mut self,
+        s: Sample,
+        paired: Option<ValueRecord>,
+        pass: &mut Pass,
+        sorter: &mut Sorter<Item>,
+        spare: &mut Vec<Vec<Frame>>,
+    ) {
+        self.samples += 1;
+        self.last_time = s.time;
+        let written = paired.filter(|v| v.matches(&s));
+        self.unpaired += u64::from(paired.is_some() && written.is_none());
+        if pass.process && repeats_store(&mut self.store, &s) {
+            spare.push(s.frames);
+            return;
+        }
+        // The kernel reports the breakpoint's own address with each hit: that is the watch hit, also
+        // when --control has moved it since.
+        let value = if pass.value_id.is_some() {
+            Value::Written {
+                value: written.and_then(|v| v.value),
+                old: written.and_then(|v| v.old),
+                from: ValueFrom::Memory,
+            }
+        } else if pass.process {
+            pass.read_value(s.pid, s.addr)
+        } else {
+            Value::NotRead
+        };
+        sorter.push(pass.key, s.time, Item::Sample(s, pass.key.1, value));
+    }
 }
 
 #[cfg(test)]

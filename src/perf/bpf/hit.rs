@@ -55,6 +55,54 @@ const STAT_KEY: i16 = -92;
 const SCRATCH_KEY: i16 = -96;
 const PROC_KEY: i16 = -100;
 const LAST_KEY: i16 = -104;
+// The stamps' slots (see [`Parts::stamps`]): the previous stamp, then one running delta per part.
+const STAMP_PREV: i16 = -112;
+const STAMP_KEY: i16 = -116;
+const STAMP_DELTAS: i16 = -128;
+
+/// How far a kept hit's work goes: all of it ([`Parts::ALL`]) in every program ksymwatch loads. The
+/// writer-cost benchmark (`hit_bench`) builds programs that stop earlier, each part's cost to the writer
+/// being the difference between two of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+// Only the benchmark builds the shorter programs.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) enum Until {
+    /// `return 0` and nothing else: what running any program on the trap costs.
+    Entry,
+    /// The value, the filters and the condition; a kept hit then goes no further (counted as filtered).
+    Decided,
+    /// The record's fixed fields (scratch entry, time, comm, ip, flags).
+    Header,
+    /// And the kernel stack.
+    KernelStack,
+    /// And the user stack.
+    UserStack,
+    /// And the record written to the ring: the whole program.
+    Output,
+}
+
+/// What [`generate_parts`] builds: how far a kept hit goes, and whether to time its parts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Parts {
+    pub until: Until,
+    /// A `BPF_MAP_TYPE_PERCPU_ARRAY` of [`STAMP_SLOTS`] u64s: each kept hit adds 1 to slot 0 and, to slot
+    /// 1 + i, the nanoseconds (`bpf_ktime_get_ns`) its part i took ([`STAMP_PARTS`]).
+    pub stamps: Option<i32>,
+}
+
+impl Parts {
+    pub(crate) const ALL: Parts = Parts {
+        until: Until::Output,
+        stamps: None,
+    };
+}
+
+/// The parts a stamped program times, in order: from the program's start to the hit being kept (the value,
+/// the old value, the filters, the condition), the record's fixed fields, the kernel stack, the user
+/// stack, the wake-up decision and the output.
+pub(crate) const STAMP_PARTS: [&str; 5] = ["decided", "header", "kstack", "ustack", "output"];
+/// Slots in the stamps map: the count of kept hits, then one per part.
+pub(crate) const STAMP_SLOTS: u32 = 1 + STAMP_PARTS.len() as u32;
 
 /// The maps the program uses, by descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,13 +148,34 @@ pub struct HitSpec<'a> {
 
 /// The hit program for `spec`.
 pub fn generate(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmError> {
+    generate_parts(spec, maps, &Parts::ALL)
+}
+
+/// [`generate`] going only as far as `parts` says, timing its parts if asked.
+pub(crate) fn generate_parts(
+    spec: &HitSpec<'_>,
+    maps: &HitMaps,
+    parts: &Parts,
+) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
+    if parts.until == Until::Entry {
+        a.mov_imm(R0, 0).exit();
+        return a.finish();
+    }
     let filtered = a.label();
     let other = a.label();
     let filters = a.label();
     let emit = a.label();
 
     a.mov(R6, R1);
+    if parts.stamps.is_some() {
+        a.call(more_helper::KTIME_GET_NS)
+            .store(DW, FP, STAMP_PREV, R0)
+            .mov_imm(R1, 0);
+        for i in 0..STAMP_PARTS.len() as i16 {
+            a.store(DW, FP, STAMP_DELTAS - 8 * i, R1);
+        }
+    }
     if let Some(procs) = maps.procs {
         program::current_tgid_map_op(&mut a, procs, PROC_KEY, helper::MAP_LOOKUP_ELEM);
         a.jump_imm(Cond::Eq, R0, 0, other);
@@ -131,7 +200,12 @@ pub fn generate(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmErro
         program::condition(&mut a, cond, spec.len, emit, filtered);
     }
     a.bind(emit);
-    emit_record(&mut a, maps, spec.regs);
+    stamp(&mut a, parts, 0);
+    if parts.until == Until::Decided {
+        a.goto(filtered);
+    } else {
+        emit_record(&mut a, maps, spec.regs, parts, filtered);
+    }
     count(&mut a, filtered, maps.stats, STAT_FILTERED);
     if maps.procs.is_some() {
         count(&mut a, other, maps.stats, STAT_OTHER_PROCESS);
@@ -159,9 +233,51 @@ fn count(a: &mut Asm, label: Label, stats: i32, slot: u32) {
     a.mov_imm(R0, 0).exit();
 }
 
+/// With stamps: adds the time since the previous stamp to part `part`'s delta (r0 and r1 only: call where
+/// r0 is free).
+fn stamp(a: &mut Asm, parts: &Parts, part: i16) {
+    if parts.stamps.is_none() {
+        return;
+    }
+    let delta = STAMP_DELTAS - 8 * part;
+    a.call(more_helper::KTIME_GET_NS)
+        .load(DW, R1, FP, STAMP_PREV)
+        .store(DW, FP, STAMP_PREV, R0)
+        .alu(Alu::Sub, R0, R1)
+        .load(DW, R1, FP, delta)
+        .alu(Alu::Add, R1, R0)
+        .store(DW, FP, delta, R1);
+}
+
+/// With stamps: adds one kept hit and its parts' deltas to this CPU's stamps map.
+fn flush_stamps(a: &mut Asm, parts: &Parts) {
+    let Some(map) = parts.stamps else {
+        return;
+    };
+    for slot in 0..STAMP_SLOTS as i16 {
+        let skip = a.label();
+        a.store_imm(W, FP, STAMP_KEY, i32::from(slot))
+            .ld_map_fd(R1, map)
+            .mov(R2, FP)
+            .alu_imm(Alu::Add, R2, i32::from(STAMP_KEY))
+            .call(helper::MAP_LOOKUP_ELEM)
+            .jump_imm(Cond::Eq, R0, 0, skip)
+            .load(DW, R1, R0, 0);
+        if slot == 0 {
+            a.alu_imm(Alu::Add, R1, 1);
+        } else {
+            a.load(DW, R2, FP, STAMP_DELTAS - 8 * (slot - 1))
+                .alu(Alu::Add, R1, R2);
+        }
+        a.store(DW, R0, 0, R1);
+        a.bind(skip);
+    }
+}
+
 /// Builds the record in the scratch entry (value in r7, old in r8, flags in r9, context in r6) and
-/// writes it to this CPU's output; returns 0. `regs`: with the registers and instruction bytes.
-fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool) {
+/// writes it to this CPU's output; returns 0. `regs`: with the registers and instruction bytes. A program
+/// whose `parts` stop short of the output jumps to `stop` where they end.
+fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool, parts: &Parts, stop: Label) {
     let out = a.label();
     a.store_imm(W, FP, SCRATCH_KEY, 0)
         .ld_map_fd(R1, maps.scratch)
@@ -215,6 +331,10 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool) {
         a.bind(no_insn);
     }
     a.store(DW, R7, rec::OFF_FLAGS, R9);
+    stamp(a, parts, 1);
+    if parts.until == Until::Header {
+        return stop_early(a, stop, out);
+    }
     // The stacks: the kernel's, then the user's right after it; a failed walk is an empty stack.
     let max = (8 * rec::MAX_FRAMES) as i32;
     let stacks = i32::from(if regs {
@@ -222,6 +342,12 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool) {
     } else {
         rec::OFF_STACKS
     });
+    // A trap in user mode has no kernel frames, and asking costs the writer ~0.5 us (measured: `hit_bench`).
+    let no_kernel = a.label();
+    a.mov_imm(R8, 0)
+        .mov(R1, R9)
+        .alu_imm(Alu::And, R1, rec::USER_MODE as i32)
+        .jump_imm(Cond::Ne, R1, 0, no_kernel);
     a.mov(R1, R6)
         .mov(R2, R7)
         .alu_imm(Alu::Add, R2, stacks)
@@ -229,7 +355,13 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool) {
         .mov_imm(R4, 0)
         .call(more_helper::GET_STACK);
     clamp(a, max);
-    a.store(DW, R7, rec::OFF_KSTACK_BYTES, R0).mov(R8, R0);
+    a.mov(R8, R0);
+    a.bind(no_kernel);
+    a.store(DW, R7, rec::OFF_KSTACK_BYTES, R8);
+    stamp(a, parts, 2);
+    if parts.until == Until::KernelStack {
+        return stop_early(a, stop, out);
+    }
     a.mov(R1, R6)
         .mov(R2, R7)
         .alu_imm(Alu::Add, R2, stacks)
@@ -241,6 +373,10 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool) {
     a.store(DW, R7, rec::OFF_USTACK_BYTES, R0);
     // The size in r8 (kernel stack bytes + user stack bytes + header): r0-r5 do not survive the lookup.
     a.alu(Alu::Add, R8, R0).alu_imm(Alu::Add, R8, stacks);
+    stamp(a, parts, 3);
+    if parts.until == Until::UserStack {
+        return stop_early(a, stop, out);
+    }
     // Urgent (r9 = 1) when the CPU's previous urgent hit is URGENT_GAP_NS or more before this one: the
     // reader is woken at most once per URGENT_GAP_NS per CPU, and at once for a lone hit.
     let decided = a.label();
@@ -272,6 +408,16 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool) {
         .ld_imm64(R3, CURRENT_CPU)
         .mov(R4, R7)
         .call(helper::PERF_EVENT_OUTPUT);
+    stamp(a, parts, 4);
+    flush_stamps(a, parts);
+    a.bind(out);
+    a.mov_imm(R0, 0).exit();
+}
+
+/// The end of a program whose parts stop before the output: on to `stop`, and `out` (no scratch entry)
+/// returns 0.
+fn stop_early(a: &mut Asm, stop: Label, out: Label) {
+    a.goto(stop);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
 }

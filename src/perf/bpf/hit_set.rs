@@ -10,7 +10,7 @@
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use super::hit::{self, HitMaps, HitSpec};
+use super::hit::{self, HitMaps, HitSpec, Parts};
 use super::{
     possible_cpus, raw, ProgramError, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH, MAP_TYPE_PERCPU_ARRAY,
     MAP_TYPE_PERF_EVENT_ARRAY, OLDS_MAX, PROG_TYPE_PERF_EVENT,
@@ -86,6 +86,19 @@ impl HitPrograms {
         processes: bool,
         written: bool,
     ) -> Result<HitPrograms, ProgramError> {
+        HitPrograms::load_parts(watches, condition, filter, processes, written, &Parts::ALL)
+    }
+
+    /// [`HitPrograms::load`] with programs that go only as far as `parts` says (the writer-cost
+    /// benchmark's).
+    pub(crate) fn load_parts(
+        watches: &[Watch],
+        condition: Option<&Condition>,
+        filter: &Filter,
+        processes: bool,
+        written: bool,
+        parts: &Parts,
+    ) -> Result<HitPrograms, ProgramError> {
         let map = |kind, key, value, max, name| {
             sys::bpf_map_create(kind, key, value, max, name).map_err(ProgramError::Unavailable)
         };
@@ -120,7 +133,7 @@ impl HitPrograms {
                 condition,
                 filter,
             };
-            let insns: Vec<u64> = hit::generate(&spec, &maps)
+            let insns: Vec<u64> = hit::generate_parts(&spec, &maps, parts)
                 .map_err(|e| super::too_big(&e, condition))?
                 .iter()
                 .map(|i| i.raw())

@@ -23,6 +23,8 @@
 pub mod follow;
 pub mod hit;
 #[cfg(test)]
+mod hit_bench;
+#[cfg(test)]
 mod hit_live_tests;
 pub mod hit_set;
 pub mod insn;

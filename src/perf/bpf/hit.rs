@@ -42,6 +42,10 @@ const USER_STACK: i32 = 1 << 8;
 const CURRENT_CPU: u64 = 0xffff_ffff;
 /// `pt_regs.ip` in the context.
 const CTX_IP: i16 = 8 * rec::reg::IP as i16;
+/// `pt_regs.bp`: the frame pointer at the trap.
+const CTX_BP: i16 = 8 * 4;
+/// `__USER_CS`: the code segment of a 64-bit task in user mode (a 32-bit one's is `__USER32_CS`).
+const USER_CS: i32 = 0x33;
 
 /// `stats` slot: traps the filters or the condition dropped.
 pub const STAT_FILTERED: u32 = 0;
@@ -59,6 +63,8 @@ const LAST_KEY: i16 = -104;
 const STAMP_PREV: i16 = -112;
 const STAMP_KEY: i16 = -116;
 const STAMP_DELTAS: i16 = -128;
+// One user frame as the walk reads it: the saved frame pointer, then the return address.
+const FRAME: i16 = -176;
 
 /// How far a kept hit's work goes: all of it ([`Parts::ALL`]) in every program ksymwatch loads. The
 /// writer-cost benchmark (`hit_bench`) builds programs that stop earlier, each part's cost to the writer
@@ -88,12 +94,16 @@ pub(crate) struct Parts {
     /// A `BPF_MAP_TYPE_PERCPU_ARRAY` of [`STAMP_SLOTS`] u64s: each kept hit adds 1 to slot 0 and, to slot
     /// 1 + i, the nanoseconds (`bpf_ktime_get_ns`) its part i took ([`STAMP_PARTS`]).
     pub stamps: Option<i32>,
+    /// Take a user-mode trap's user stack with `bpf_get_stack`, as before the program walked it itself
+    /// (the benchmark's before-and-after).
+    pub kernel_user_walk: bool,
 }
 
 impl Parts {
     pub(crate) const ALL: Parts = Parts {
         until: Until::Output,
         stamps: None,
+        kernel_user_walk: false,
     };
 }
 
@@ -362,6 +372,14 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool, parts: &Parts, stop: Lab
     if parts.until == Until::KernelStack {
         return stop_early(a, stop, out);
     }
+    let kernel_walk = a.label();
+    let walked = a.label();
+    if !parts.kernel_user_walk {
+        a.load(DW, R1, R6, CTX_CS)
+            .jump_imm(Cond::Ne, R1, USER_CS, kernel_walk);
+        walk_user_frames(a, stacks, walked);
+    }
+    a.bind(kernel_walk);
     a.mov(R1, R6)
         .mov(R2, R7)
         .alu_imm(Alu::Add, R2, stacks)
@@ -370,6 +388,7 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool, parts: &Parts, stop: Lab
         .mov_imm(R4, USER_STACK)
         .call(more_helper::GET_STACK);
     clamp(a, max);
+    a.bind(walked);
     a.store(DW, R7, rec::OFF_USTACK_BYTES, R0);
     // The size in r8 (kernel stack bytes + user stack bytes + header): r0-r5 do not survive the lookup.
     a.alu(Alu::Add, R8, R0).alu_imm(Alu::Add, R8, stacks);
@@ -420,6 +439,39 @@ fn stop_early(a: &mut Asm, stop: Label, out: Label) {
     a.goto(stop);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
+}
+
+/// The user stack of a trap a 64-bit task took in user mode (no kernel frames before it, r8 = 0), walked
+/// here as the kernel's frame-pointer walk does it (`perf_callchain_user`): the trap ip, then each frame's
+/// return address, following the saved frame pointers from the trap's rbp, up to [`rec::MAX_FRAMES`]
+/// addresses, stopping at the first frame that cannot be read. One difference, which is why it is done
+/// here: a chain that ends in a null frame pointer (`_start` clears rbp, so every chain of a program with
+/// frame pointers ends so) stops here without reading address 0, where the kernel's walk takes a page
+/// fault and its fixup, ~1 us a hit in this VM (measured: `hit_bench`). Leaves the bytes written in r0
+/// and jumps to `walked`; r9 holds the frame pointer.
+fn walk_user_frames(a: &mut Asm, stacks: i32, walked: Label) {
+    let end = a.label();
+    a.load(DW, R1, R6, CTX_IP)
+        .store(DW, R7, stacks as i16, R1)
+        .load(DW, R9, R6, CTX_BP);
+    for i in 1..rec::MAX_FRAMES as i32 {
+        a.mov_imm(R8, 8 * i)
+            // Below the first page nothing is mapped (`vm.mmap_min_addr`): the read would fault.
+            .jump_imm(Cond::Lt, R9, 4096, end)
+            .mov(R1, FP)
+            .alu_imm(Alu::Add, R1, i32::from(FRAME))
+            .mov_imm(R2, 16)
+            .mov(R3, R9)
+            .call(helper::PROBE_READ_USER)
+            .jump_imm(Cond::Ne, R0, 0, end)
+            .load(DW, R1, FP, FRAME + 8)
+            .store(DW, R7, (stacks + 8 * i) as i16, R1)
+            .load(DW, R9, FP, FRAME);
+    }
+    a.mov_imm(R8, 8 * rec::MAX_FRAMES as i32);
+    // Every way out: r0 the bytes written, r8 the kernel stack's (none).
+    a.bind(end);
+    a.mov(R0, R8).mov_imm(R8, 0).goto(walked);
 }
 
 /// r0 = 0 when negative (an error), else at most `max`, so the verifier knows its bounds.

@@ -16,7 +16,9 @@
 //!   stopping after the decision, the record's fixed fields, the kernel stack, the user stack (each such
 //!   hit is counted as filtered, so the harness sees that it ran);
 //! - `kept`: the real program of `--quiet`, every record written to the ring and read by a reader here;
-//! - `stamped`: `kept` with its parts timed in the kernel.
+//! - `stamped`: `kept` with its parts timed in the kernel;
+//! - `ustack-getstack`, `kept-getstack`, `stamped-getstack`: the same with the user stack of a user-mode
+//!   trap taken by `bpf_get_stack` (the kernel's walk), as before the program walked it itself.
 //!
 //! Without `KSW_BENCH_N` this is a quick live test (2,000 stores, every variant once); with it, a
 //! benchmark run: `KSW_BENCH_N`, `KSW_BENCH_RUNS` (default 1; variants rotate one place each run),
@@ -41,7 +43,7 @@ use crate::perf::record::{RECORD_SAMPLE, SAMPLE_CALLCHAIN};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
 
-const VARIANTS: [&str; 10] = [
+const VARIANTS: [&str; 13] = [
     "bare",
     "ret0",
     "ret0-callchain",
@@ -52,6 +54,9 @@ const VARIANTS: [&str; 10] = [
     "ustack",
     "kept",
     "stamped",
+    "ustack-getstack",
+    "kept-getstack",
+    "stamped-getstack",
 ];
 
 /// A value the writer (storing 0..N-1) never stores.
@@ -207,10 +212,10 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         "decided" => Until::Decided,
         "header" => Until::Header,
         "kstack" => Until::KernelStack,
-        "ustack" => Until::UserStack,
+        "ustack" | "ustack-getstack" => Until::UserStack,
         _ => Until::Output,
     };
-    let stamps = (variant == "stamped").then(|| {
+    let stamps = variant.starts_with("stamped").then(|| {
         sys::bpf_map_create(
             super::MAP_TYPE_PERCPU_ARRAY,
             4,
@@ -223,6 +228,7 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
     let parts = Parts {
         until,
         stamps: stamps.as_ref().map(|m| super::raw(m.as_fd())),
+        kernel_user_walk: variant.ends_with("-getstack"),
     };
     let condition = (variant == "drop").then(|| crate::model::condition::parse(NO_MATCH).unwrap());
     let programs = HitPrograms::load_parts(
@@ -308,8 +314,10 @@ fn as_expected(variant: &str, n: u64, s: &Seen) -> bool {
     match variant {
         "bare" => s.count >= n,
         "ret0" | "ret0-callchain" => s.samples == 0,
-        "kept" => s.samples >= n,
-        "stamped" => s.samples >= n && s.stamps.first().is_some_and(|&k| k >= n),
+        "kept" | "kept-getstack" => s.samples >= n,
+        "stamped" | "stamped-getstack" => {
+            s.samples >= n && s.stamps.first().is_some_and(|&k| k >= n)
+        }
         _ => s.samples == 0 && s.filtered >= n,
     }
 }

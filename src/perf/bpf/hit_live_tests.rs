@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use perf_event_open_sys::bindings as pb;
 
+use super::hit::Parts;
 use super::hit_set::HitPrograms;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
@@ -57,6 +58,15 @@ fn watch_during(
     addr: u64,
     work: impl FnOnce(&HitPrograms),
 ) -> (Vec<(u32, HitRecord)>, HitPrograms) {
+    watch_during_parts(addr, &Parts::ALL, work)
+}
+
+/// [`watch_during`] with the program `parts` builds.
+fn watch_during_parts(
+    addr: u64,
+    parts: &Parts,
+    work: impl FnOnce(&HitPrograms),
+) -> (Vec<(u32, HitRecord)>, HitPrograms) {
     let watch = Watch {
         label: "TARGET".into(),
         addr,
@@ -65,8 +75,8 @@ fn watch_during(
         module: None,
         per_cpu: None,
     };
-    let programs =
-        HitPrograms::load(&[watch], None, &Filter::default(), true, true).expect("loads");
+    let programs = HitPrograms::load_parts(&[watch], None, &Filter::default(), true, true, parts)
+        .expect("loads");
     let me = std::process::id();
     programs.watch_process(me).expect("procs map");
     let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
@@ -224,6 +234,35 @@ fn a_kernel_writer_gets_its_kernel_stack_and_the_user_stack_that_called_it() {
         Some(0),
         "all zero at the end"
     );
+}
+
+/// Stores from one call site, watched once by the program as ksymwatch loads it and once by one that takes
+/// the user stack with `bpf_get_stack`: the program's own frame-pointer walk must give the kernel's frames.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn the_programs_user_stack_walk_gives_the_kernels_frames() {
+    let Some(_lock) = live("the_programs_user_stack_walk_gives_the_kernels_frames") else {
+        return;
+    };
+    let addr = TARGET.as_ptr() as u64;
+    let stacks = |parts: &Parts| {
+        let (hits, _) = watch_during_parts(addr, parts, |_| {
+            for v in 0..5 {
+                store(v);
+            }
+        });
+        assert_eq!(hits.len(), 5, "one record per store");
+        hits.into_iter()
+            .map(|(_, h)| h.user_stack)
+            .collect::<Vec<_>>()
+    };
+    let own = stacks(&Parts::ALL);
+    let kernel = stacks(&Parts {
+        kernel_user_walk: true,
+        ..Parts::ALL
+    });
+    assert!(own[0].len() >= 3, "a call chain: {:x?}", own[0]);
+    assert_eq!(own, kernel, "the same frames as bpf_get_stack's");
 }
 
 /// The bytes of this test's own code that end at `ip` (read through /proc/self/mem, no unsafe), up to 16.

@@ -2,10 +2,11 @@
 # ksymwatch against perf and bpftrace on this machine, in one run: start to first hit (cold and warm kallsyms
 # cache), a flood of one writer per CPU (hits, lost, tracer CPU per hit, peak RSS), and the RSS of a long run
 # over short-lived processes (scripts/bench-memory.py, when present); then trap-to-line latency
-# (scripts/bench-latency.py), the writer's cost per store under each kind of watch (scripts/bench-writer.py),
+# (scripts/bench-latency.py), the writer's cost per store under each kind of watch (scripts/bench-writer.py)
+# and split into the hit program's parts (scripts/bench-writer-parts.py),
 # the tracer's CPU per hit in each output mode (scripts/bench-throughput.py --flood), the allocation-to-armed
 # gap of `--on` (scripts/bench-objects.py) and the flight recorder's memory over ten million hits
-# (scripts/bench-flight.py), each its own table (BENCH_SKIP_LATENCY=1, BENCH_SKIP_WRITER=1,
+# (scripts/bench-flight.py), each its own table (BENCH_SKIP_LATENCY=1, BENCH_SKIP_WRITER=1, BENCH_SKIP_WRITER_PARTS=1,
 # BENCH_SKIP_OUTPUTS=1, BENCH_SKIP_OBJECTS=1, BENCH_SKIP_FLIGHT=1 leave one out). Prints markdown for BENCHMARKS.md with
 # issue #12's targets next to the results. The measuring is scripts/bench-peers.py (see its doc); this wrapper
 # builds the release binary, and on exit or Ctrl-C kills whatever child that script could not stop itself.
@@ -78,6 +79,7 @@ part() {
 }
 part BENCH_SKIP_LATENCY python3 scripts/bench-latency.py target/release/ksymwatch
 part BENCH_SKIP_WRITER python3 scripts/bench-writer.py --binary target/release/ksymwatch
+part BENCH_SKIP_WRITER_PARTS python3 scripts/bench-writer-parts.py --binary target/release/ksymwatch
 part BENCH_SKIP_OUTPUTS python3 scripts/bench-throughput.py 300000 --flood \
     --modes none,bare,text,json,perfetto,otlp,flight,quiet --runs 3 --idle --binary target/release/ksymwatch
 part BENCH_SKIP_OBJECTS python3 scripts/bench-objects.py -n 200 --interval-ms 20 target/release/ksymwatch

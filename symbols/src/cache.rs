@@ -149,7 +149,8 @@ impl SymbolCache {
     /// Writes `table` for `key`: the directory is created 0700 if missing, the file 0600 under a temporary
     /// name and renamed into place, so a reader sees the old file or the new one, never half of one.
     pub fn store(&self, key: &CacheKey, table: &SymbolTable) -> io::Result<()> {
-        self.store_bytes(&header(key, table), table.as_bytes())
+        let bytes = table.bytes();
+        self.store_bytes(&header(key, &bytes), &bytes)
     }
 
     /// [`SymbolCache::store`] of a header and table bytes made beforehand (a write on another thread).
@@ -226,11 +227,12 @@ pub fn load_kallsyms(
     let table = kallsyms::load(kallsyms_path)?;
     if let Some(k) = &key {
         // Written on a thread: the caller has a watch to arm, and the file is only for the next run.
-        let (to, header, bytes) = (cache.clone(), header(k, &table), table.as_bytes().to_vec());
+        // The layout and its checksum are made there too: a table parsed here is not laid out yet.
+        let (to, key, shared) = (cache.clone(), k.clone(), table.share());
         let write = std::thread::Builder::new()
             .name("ksymwatch-cache".into())
             .spawn(move || {
-                let _ = to.store_bytes(&header, &bytes);
+                let _ = to.store(&key, &shared);
             });
         match write {
             Ok(handle) => pending().push(handle),
@@ -320,9 +322,8 @@ fn key_bytes(key: &CacheKey) -> Vec<u8> {
 }
 
 /// Everything before the table: magic, version, body length, the table's checksum, the key.
-fn header(key: &CacheKey, table: &SymbolTable) -> Vec<u8> {
+fn header(key: &CacheKey, table: &[u8]) -> Vec<u8> {
     let key = key_bytes(key);
-    let table = table.as_bytes();
     let mut out = Vec::with_capacity(HEADER + key.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -627,7 +628,7 @@ ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
         }
         // A real table with one byte changed: counts, offsets, name ends, types, module indices.
         let good = table();
-        let bytes = good.as_bytes();
+        let bytes = good.bytes();
         let mut accepted = 0;
         for at in 0..bytes.len() {
             for value in [0u8, 1, 0x7f, 0xff, next() as u8] {
@@ -643,7 +644,7 @@ ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
             accepted > 0,
             "some changes (in addresses, sizes, names) still make a table"
         );
-        assert!(decode(&file_with(&k, bytes), &k).is_some());
+        assert!(decode(&file_with(&k, &bytes), &k).is_some());
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The symbol table's storage: one byte buffer holding a column per field and one blob of names, the same
-//! bytes in memory and in the symbol cache file, so a cached table is used where it is mapped instead of
-//! being rebuilt (no allocation per symbol, no copy of the names).
+//! The symbol table's storage: a column per field and one blob of names. A table read from the symbol
+//! cache is used where the file is mapped, in the layout below (no allocation per symbol, no copy of the
+//! names); a table parsed in this process keeps the vectors it was parsed into, and is laid out only when
+//! the cache is written.
 //!
 //! **Layout** (little-endian; every read is bounds-checked and alignment-free): four `u64` counts (symbols
 //! `n`, modules `m`, name bytes, module-name bytes), then the columns: `n` addresses (`u64`, sorted), `n`
@@ -8,6 +9,7 @@
 //! `i - 1` to its end), `n` type letters (`u8`), `n` modules (`u32`, index + 1 or 0 for none), `m`
 //! module-name ends (`u32`), the name blob, the module-name blob.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -17,8 +19,9 @@ use crate::Symbol;
 
 const COUNTS: usize = 4 * 8;
 
-/// Where the bytes live: built in memory, or a mapped cache file.
+/// Where a layout's bytes live: a mapped cache file, or (in tests) a buffer.
 pub(crate) enum Bytes {
+    #[cfg(test)]
     Owned(Vec<u8>),
     Mapped(Mmap),
 }
@@ -28,33 +31,58 @@ impl std::ops::Deref for Bytes {
 
     fn deref(&self) -> &[u8] {
         match self {
+            #[cfg(test)]
             Bytes::Owned(v) => v,
             Bytes::Mapped(m) => m,
         }
     }
 }
 
-/// The columns of one table: `bytes[start..]` is the layout above; the offsets are where each column begins.
+/// The columns of one table, and where they live.
 pub(crate) struct Columns {
+    store: Store,
+    len: usize,
+    module_names: Vec<Arc<str>>,
+}
+
+/// A table parsed in this process keeps the vectors it was parsed into: laying them out as one buffer
+/// would copy every column into fresh memory (each page faulted in, several milliseconds for a kernel's
+/// table) before the first lookup. Only a cache write needs the layout, and it makes it on its own thread.
+#[derive(Clone)]
+enum Store {
+    Built(Arc<Built>),
+    Laid(Arc<Laid>),
+}
+
+/// One vector per column, in the layout's order and meaning.
+struct Built {
+    addrs: Vec<u64>,
+    sizes: Vec<u64>,
+    name_ends: Vec<u32>,
+    types: Vec<u8>,
+    modules: Vec<u32>,
+    names: Vec<u8>,
+}
+
+/// `bytes[start..]` is the layout above; the offsets are where each column begins.
+struct Laid {
     bytes: Bytes,
     start: usize,
-    len: usize,
     addrs: usize,
     sizes: usize,
     name_ends: usize,
     types: usize,
     modules: usize,
     names: usize,
-    /// Module names, decoded once (a handful): a symbol's module is shared, not copied.
-    module_names: Vec<Arc<str>>,
 }
 
 impl std::fmt::Debug for Columns {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mapped = matches!(&self.store, Store::Laid(l) if matches!(l.bytes, Bytes::Mapped(_)));
         f.debug_struct("Columns")
             .field("symbols", &self.len)
             .field("modules", &self.module_names)
-            .field("mapped", &matches!(self.bytes, Bytes::Mapped(_)))
+            .field("mapped", &mapped)
             .finish()
     }
 }
@@ -77,7 +105,8 @@ fn le32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(w)
 }
 
-/// Column offsets for `n` symbols and `m` modules from `start`, and the end of the whole; `None` on overflow.
+/// Where each column of a layout starting at `start` begins, and where the layout ends; `None` if the
+/// counts overflow.
 fn offsets(
     start: usize,
     n: usize,
@@ -107,10 +136,9 @@ fn offsets(
 }
 
 impl Columns {
-    /// The columns in `bytes[start..]`, checked so that no later read can fail: the length matches the
-    /// counts, addresses ascend, name ends ascend within the blob, type letters are printable ASCII and
-    /// module indices exist. `None` on any doubt. One pass over the fixed-width columns; the names
-    /// themselves are checked as UTF-8 when read.
+    /// The columns laid out in `bytes[start..]`, or `None` unless that is exactly one valid layout:
+    /// counts that fit, addresses in order, name ends rising within the blob, type letters, module
+    /// indexes in range and UTF-8 module names. Names are checked as they are read ([`Columns::name`]).
     pub(crate) fn from_bytes(bytes: Bytes, start: usize) -> Option<Columns> {
         let b: &[u8] = &bytes;
         if b.len() < start.checked_add(COUNTS)? {
@@ -148,23 +176,64 @@ impl Columns {
             module_names.push(Arc::from(name));
             from = to;
         }
-        Some(Columns {
+        let laid = Laid {
             start,
-            len: n,
             addrs,
             sizes,
             name_ends,
             types,
             modules,
             names,
-            module_names,
             bytes,
+        };
+        Some(Columns {
+            store: Store::Laid(Arc::new(laid)),
+            len: n,
+            module_names,
         })
     }
 
-    /// The layout's bytes (what the cache file stores after its key).
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.bytes[self.start..]
+    /// The layout's bytes: borrowed when the table came from them, made now for a table built in memory.
+    pub(crate) fn bytes(&self) -> Cow<'_, [u8]> {
+        match &self.store {
+            Store::Laid(l) => Cow::Borrowed(&l.bytes[l.start..]),
+            Store::Built(b) => Cow::Owned(self.lay_out(b)),
+        }
+    }
+
+    /// Another handle on the same columns, for a thread (the cache write) to read while this one is used.
+    pub(crate) fn share(&self) -> Columns {
+        Columns {
+            store: self.store.clone(),
+            len: self.len,
+            module_names: self.module_names.clone(),
+        }
+    }
+
+    fn lay_out(&self, b: &Built) -> Vec<u8> {
+        let n = self.len;
+        let m = self.module_names.len();
+        let module_bytes: usize = self.module_names.iter().map(|s| s.len()).sum();
+        let total = COUNTS + n * 25 + m * 4 + b.names.len() + module_bytes;
+        let mut out = Vec::with_capacity(total);
+        for c in [n, m, b.names.len(), module_bytes] {
+            out.extend_from_slice(&(c as u64).to_le_bytes());
+        }
+        out.extend(b.addrs.iter().flat_map(|a| a.to_le_bytes()));
+        out.extend(b.sizes.iter().flat_map(|s| s.to_le_bytes()));
+        out.extend(b.name_ends.iter().flat_map(|e| e.to_le_bytes()));
+        out.extend_from_slice(&b.types);
+        out.extend(b.modules.iter().flat_map(|k| k.to_le_bytes()));
+        let mut end = 0u32;
+        for name in &self.module_names {
+            end += name.len() as u32;
+            out.extend_from_slice(&end.to_le_bytes());
+        }
+        out.extend_from_slice(&b.names);
+        for name in &self.module_names {
+            out.extend_from_slice(name.as_bytes());
+        }
+        out
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -172,20 +241,33 @@ impl Columns {
     }
 
     pub(crate) fn addr(&self, i: usize) -> u64 {
-        le64(&self.bytes, self.addrs + 8 * i)
+        match &self.store {
+            Store::Built(b) => b.addrs[i],
+            Store::Laid(l) => le64(&l.bytes, l.addrs + 8 * i),
+        }
     }
 
+    /// The size, if known.
     pub(crate) fn size(&self, i: usize) -> Option<u64> {
-        le64(&self.bytes, self.sizes + 8 * i).checked_sub(1)
+        match &self.store {
+            Store::Built(b) => b.sizes[i],
+            Store::Laid(l) => le64(&l.bytes, l.sizes + 8 * i),
+        }
+        .checked_sub(1)
     }
 
     pub(crate) fn type_char(&self, i: usize) -> char {
-        char::from(self.bytes[self.types + i])
+        char::from(match &self.store {
+            Store::Built(b) => b.types[i],
+            Store::Laid(l) => l.bytes[l.types + i],
+        })
     }
 
-    /// Module index + 1, or 0 for none.
     fn module_index(&self, i: usize) -> usize {
-        le32(&self.bytes, self.modules + 4 * i) as usize
+        (match &self.store {
+            Store::Built(b) => b.modules[i],
+            Store::Laid(l) => le32(&l.bytes, l.modules + 4 * i),
+        }) as usize
     }
 
     pub(crate) fn module(&self, i: usize) -> Option<&Arc<str>> {
@@ -195,18 +277,22 @@ impl Columns {
         }
     }
 
-    /// The name's bytes (checked to lie in the blob when the columns were made).
     pub(crate) fn name_bytes(&self, i: usize) -> &[u8] {
-        let end = le32(&self.bytes, self.name_ends + 4 * i) as usize;
-        let from = match i {
-            0 => 0,
-            _ => le32(&self.bytes, self.name_ends + 4 * (i - 1)) as usize,
-        };
-        &self.bytes[self.names + from..self.names + end]
+        match &self.store {
+            Store::Built(b) => {
+                let from = i.checked_sub(1).map_or(0, |p| b.name_ends[p] as usize);
+                &b.names[from..b.name_ends[i] as usize]
+            }
+            Store::Laid(l) => {
+                let end = le32(&l.bytes, l.name_ends + 4 * i) as usize;
+                let from = i
+                    .checked_sub(1)
+                    .map_or(0, |p| le32(&l.bytes, l.name_ends + 4 * p) as usize);
+                &l.bytes[l.names + from..l.names + end]
+            }
+        }
     }
 
-    /// The name. The builder stores only `str`s, so a name that is not UTF-8 is a damaged file that passed
-    /// the checksum; it reads as empty rather than stopping a trace.
     pub(crate) fn name(&self, i: usize) -> &str {
         std::str::from_utf8(self.name_bytes(i)).unwrap_or_default()
     }
@@ -324,92 +410,110 @@ impl Builder {
         &self.names[from..self.name_ends[i] as usize]
     }
 
-    /// Sorted and laid out. With `infer_sizes`, a symbol without a size gets the distance to the next higher
-    /// address in the same module (kallsyms and System.map carry no sizes).
+    /// Sorted by address, then name. With `infer_sizes`, a symbol without a size gets the distance to the
+    /// next higher address in the same module (kallsyms and System.map carry no sizes).
     pub(crate) fn finish(self, infer_sizes: bool) -> Columns {
+        let mut b = if self.addrs.windows(2).all(|w| w[0] <= w[1]) {
+            // kallsyms and System.map arrive in address order: only runs of aliases (one address, several
+            // names) may be out of name order, and they are put right where they are.
+            let mut b = self;
+            b.order_aliases();
+            b
+        } else {
+            self.sorted()
+        };
+        if infer_sizes {
+            b.infer_sizes();
+        }
+        let built = Built {
+            addrs: b.addrs,
+            sizes: b.sizes,
+            name_ends: b.name_ends,
+            types: b.types,
+            modules: b.modules,
+            names: b.names.into_bytes(),
+        };
+        Columns {
+            len: built.addrs.len(),
+            store: Store::Built(Arc::new(built)),
+            module_names: b.module_names,
+        }
+    }
+
+    /// Sorts each run of equal addresses by name (stably), in place: names, name ends and the per-symbol
+    /// columns of the run are rewritten within the run's own span.
+    fn order_aliases(&mut self) {
         let n = self.addrs.len();
-        let before = |i: usize, j: usize| {
+        let mut from = 0;
+        while from < n {
+            let to = from + self.addrs[from..].partition_point(|&a| a == self.addrs[from]);
+            let ordered = (from + 1..to).all(|i| self.name(i - 1) <= self.name(i));
+            if !ordered {
+                self.reorder_run(from, to);
+            }
+            from = to;
+        }
+    }
+
+    fn reorder_run(&mut self, from: usize, to: usize) {
+        let mut order: Vec<usize> = (from..to).collect();
+        order.sort_by(|&i, &j| self.name(i).cmp(self.name(j)));
+        let first = from.checked_sub(1).map_or(0, |p| self.name_ends[p]);
+        let mut names = String::new();
+        let mut ends = Vec::with_capacity(order.len());
+        for &i in &order {
+            names.push_str(self.name(i));
+            ends.push(first + names.len() as u32);
+        }
+        let span = first as usize..self.name_ends[to - 1] as usize;
+        self.names.replace_range(span, &names);
+        self.name_ends[from..to].copy_from_slice(&ends);
+        let pick = |v: &[u64]| order.iter().map(|&i| v[i]).collect::<Vec<_>>();
+        let sizes = pick(&self.sizes);
+        self.sizes[from..to].copy_from_slice(&sizes);
+        let types: Vec<u8> = order.iter().map(|&i| self.types[i]).collect();
+        self.types[from..to].copy_from_slice(&types);
+        let modules: Vec<u32> = order.iter().map(|&i| self.modules[i]).collect();
+        self.modules[from..to].copy_from_slice(&modules);
+    }
+
+    /// The symbols in (address, name) order, moved into new columns: sources in no particular order
+    /// (a vmlinux's symbol table).
+    fn sorted(self) -> Builder {
+        let n = self.addrs.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&i, &j| {
             self.addrs[i]
                 .cmp(&self.addrs[j])
                 .then_with(|| self.name(i).cmp(self.name(j)))
-        };
-        // kallsyms and System.map arrive sorted: checking is one pass, sorting would be many.
-        let order: Option<Vec<usize>> = (1..n).any(|i| before(i - 1, i).is_gt()).then(|| {
-            let mut order: Vec<usize> = (0..n).collect();
-            order.sort_by(|&i, &j| before(i, j));
-            order
         });
-        let at = |k: usize| order.as_ref().map_or(k, |o| o[k]);
-        let mut sizes: Vec<u64> = (0..n).map(|k| self.sizes[at(k)]).collect();
-        if infer_sizes {
-            // Walk backwards remembering the next distinct address, so each symbol is sized in O(1).
-            let mut next: Option<usize> = None;
-            for k in (0..n).rev() {
-                let (i, addr) = (at(k), self.addrs[at(k)]);
-                if let (0, Some(nk)) = (sizes[k], next) {
-                    let j = at(nk);
-                    if self.modules[j] == self.modules[i] && self.addrs[j] > addr {
-                        sizes[k] = (self.addrs[j] - addr).saturating_add(1);
-                    }
-                }
-                match next {
-                    Some(nk) if self.addrs[at(nk)] == addr => {}
-                    _ => next = Some(k),
-                }
-            }
+        let mut out = Builder::with_capacity(n, self.names.len());
+        for i in order {
+            out.names.push_str(self.name(i));
+            out.name_ends.push(out.names.len() as u32);
+            out.addrs.push(self.addrs[i]);
+            out.sizes.push(self.sizes[i]);
+            out.types.push(self.types[i]);
+            out.modules.push(self.modules[i]);
         }
-        self.lay_out(&sizes, at)
+        out.module_names = self.module_names;
+        out
     }
 
-    fn lay_out(&self, sizes: &[u64], at: impl Fn(usize) -> usize) -> Columns {
-        let n = self.addrs.len();
-        let m = self.module_names.len();
-        let module_bytes: usize = self.module_names.iter().map(|s| s.len()).sum();
-        let total = COUNTS + n * 25 + m * 4 + self.names.len() + module_bytes;
-        let mut out = Vec::with_capacity(total);
-        for c in [n, m, self.names.len(), module_bytes] {
-            out.extend_from_slice(&(c as u64).to_le_bytes());
-        }
-        for k in 0..n {
-            out.extend_from_slice(&self.addrs[at(k)].to_le_bytes());
-        }
-        for s in sizes {
-            out.extend_from_slice(&s.to_le_bytes());
-        }
-        let mut end = 0u32;
-        let mut names = Vec::with_capacity(self.names.len());
-        for k in 0..n {
-            let name = self.name(at(k));
-            names.extend_from_slice(name.as_bytes());
-            end += name.len() as u32;
-            out.extend_from_slice(&end.to_le_bytes());
-        }
-        out.extend((0..n).map(|k| self.types[at(k)]));
-        for k in 0..n {
-            out.extend_from_slice(&self.modules[at(k)].to_le_bytes());
-        }
-        let mut end = 0u32;
-        for name in &self.module_names {
-            end += name.len() as u32;
-            out.extend_from_slice(&end.to_le_bytes());
-        }
-        out.extend_from_slice(&names);
-        for name in &self.module_names {
-            out.extend_from_slice(name.as_bytes());
-        }
-        let [addrs, sizes, name_ends, types, modules, _, names, _] =
-            offsets(0, n, m, self.names.len(), module_bytes).unwrap_or_default();
-        Columns {
-            bytes: Bytes::Owned(out),
-            start: 0,
-            len: n,
-            addrs,
-            sizes,
-            name_ends,
-            types,
-            modules,
-            names,
-            module_names: self.module_names.clone(),
+    /// Walks backwards remembering the next distinct address, so each symbol is sized in O(1).
+    fn infer_sizes(&mut self) {
+        let mut next: Option<usize> = None;
+        for k in (0..self.addrs.len()).rev() {
+            let addr = self.addrs[k];
+            if let (0, Some(j)) = (self.sizes[k], next) {
+                if self.modules[j] == self.modules[k] && self.addrs[j] > addr {
+                    self.sizes[k] = (self.addrs[j] - addr).saturating_add(1);
+                }
+            }
+            match next {
+                Some(j) if self.addrs[j] == addr => {}
+                _ => next = Some(k),
+            }
         }
     }
 }
@@ -443,11 +547,64 @@ mod tests {
         assert_eq!(c.first_above(0x2000), 4);
     }
 
+    type Row = (String, u64, Option<u64>, char, Option<String>);
+
+    fn rows(c: &Columns) -> Vec<Row> {
+        (0..c.len())
+            .map(|i| {
+                let module = c.module(i).map(|m| m.to_string());
+                (
+                    c.name(i).to_string(),
+                    c.addr(i),
+                    c.size(i),
+                    c.type_char(i),
+                    module,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn aliases_in_address_order_are_ordered_in_place_as_a_full_sort_orders_them() {
+        // Address order with two alias runs out of name order, as /proc/kallsyms lists `_text`/`_stext`.
+        let input = [
+            ("srso_alias", 0x1000, 'T', None),
+            ("_text", 0x1000, 'T', None),
+            ("_stext", 0x1000, 't', None),
+            ("one", 0x1010, 'T', None),
+            ("zz", 0x2000, 't', Some("m")),
+            ("aa", 0x2000, 'T', Some("m")),
+            ("last", 0x2040, 't', Some("m")),
+        ];
+        let mut in_order = Builder::default();
+        for (name, addr, ty, module) in input {
+            in_order.push(name, addr, None, ty, module);
+        }
+        // The same symbols out of address order take the full sort.
+        let mut shuffled = Builder::default();
+        for &(name, addr, ty, module) in input.iter().rev() {
+            shuffled.push(name, addr, None, ty, module);
+        }
+        let (a, b) = (in_order.finish(true), shuffled.finish(true));
+        assert_eq!(rows(&a), rows(&b));
+        let names: Vec<String> = rows(&a).into_iter().map(|r| r.0).collect();
+        assert_eq!(
+            names,
+            ["_stext", "_text", "srso_alias", "one", "aa", "zz", "last"]
+        );
+        // The last of a run of aliases is sized up to the next address.
+        assert_eq!(a.size(2), Some(0x10));
+        assert_eq!(a.size(5), Some(0x40));
+        // Laid out (what the cache stores) they read back the same.
+        let back = Columns::from_bytes(Bytes::Owned(a.bytes().into_owned()), 0).unwrap();
+        assert_eq!(rows(&back), rows(&a));
+    }
+
     #[test]
     fn the_bytes_make_the_same_columns_and_nothing_else_does() {
         let c = columns();
         let mut copy = vec![0xaa; 3];
-        copy.extend_from_slice(c.as_bytes());
+        copy.extend_from_slice(&c.bytes());
         let back = Columns::from_bytes(Bytes::Owned(copy.clone()), 3).unwrap();
         for i in 0..c.len() {
             assert_eq!(

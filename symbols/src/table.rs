@@ -172,9 +172,17 @@ impl SymbolTable {
         Columns::from_bytes(bytes, start).map(SymbolTable::from_columns)
     }
 
-    /// The table's bytes, as a cache file stores them.
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        self.columns.as_bytes()
+    /// The table's bytes, as a cache file stores them (made now for a table built in memory).
+    pub(crate) fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        self.columns.bytes()
+    }
+
+    /// Another handle on the same symbols, without copying them: for a thread that writes the cache.
+    pub(crate) fn share(&self) -> SymbolTable {
+        SymbolTable {
+            kaslr: self.kaslr,
+            ..SymbolTable::from_columns(self.columns.share())
+        }
     }
 
     /// Moves a link-time table (vmlinux, System.map) to the running kernel's addresses, so lookups and

@@ -51,10 +51,34 @@ pub(super) struct Record {
     pub data: usize,
 }
 
+/// A blob's bytes: read into memory, or the running kernel's own, mapped where sysfs keeps them.
+#[derive(Debug)]
+pub(super) enum Blob {
+    Read(Vec<u8>),
+    Mapped(memmap2::Mmap),
+}
+
+impl std::ops::Deref for Blob {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Blob::Read(v) => v,
+            Blob::Mapped(m) => m,
+        }
+    }
+}
+
+impl From<Vec<u8>> for Blob {
+    fn from(bytes: Vec<u8>) -> Blob {
+        Blob::Read(bytes)
+    }
+}
+
 /// A blob whose header and type records have been checked.
 #[derive(Debug)]
 pub(super) struct Raw {
-    pub data: Vec<u8>,
+    pub data: Blob,
     pub big_endian: bool,
     /// The string section, within `data`.
     pub strs: Range<usize>,
@@ -65,7 +89,8 @@ pub(super) struct Raw {
 impl Raw {
     /// Checks the header and walks the type records once. `split` is whether this blob continues a base
     /// (whose string section then owns offset 0, so this one need not start with a NUL).
-    pub fn parse(data: Vec<u8>, split: bool) -> Result<Raw, BtfProblem> {
+    pub fn parse(data: impl Into<Blob>, split: bool) -> Result<Raw, BtfProblem> {
+        let data = data.into();
         if data.len() < HEADER_LEN {
             return Err(BtfProblem::TooShort { len: data.len() });
         }

@@ -269,10 +269,7 @@ mod tests {
         let mut bad = blob(0, 1, &[0]);
         bad[2] = 3;
         assert_eq!(problem(bad), BtfProblem::Version(3));
-        assert_eq!(
-            problem(blob(0, 1, &[b'x'])),
-            BtfProblem::StringsUnterminated
-        );
+        assert_eq!(problem(blob(0, 1, b"x")), BtfProblem::StringsUnterminated);
         assert_eq!(problem(blob(0, 2, b"x\0")), BtfProblem::StringsStart);
         // A split blob's strings continue the base's: they need not start with "".
         assert!(Raw::parse(blob(0, 2, b"x\0"), true).is_ok());

@@ -1,7 +1,8 @@
 //! Member paths below a variable (`init_uts_ns.name.nodename`, `tbl[3].x`) resolved against DWARF: the byte
 //! offset from the variable's start, the size, and the C type name. The DWARF comes from any ELF file through
 //! [`DebugSections`]: a mapped vmlinux, or a user binary's sections read with bounded reads
-//! ([`crate::process`]).
+//! ([`crate::process`]). This module finds the variable's DIE and describes DIEs as types to the crate's
+//! one member walk, the one [`crate::btf`] describes BTF to.
 //!
 //! A debug vmlinux holds thousands of compilation units; parsing them all is what makes `gdb` slow to
 //! start. The variable's DIE is found instead from `.debug_names` when the file has one, else by walking only
@@ -10,217 +11,20 @@
 //! does, so for a global the first unit that declares it with a complete type ends the scan, usually in the
 //! first few units.
 
+use crate::member::graph::{size, Cycle, Kind, Member, Qualifier, TypeGraph};
+use crate::member::walk::walk;
 use crate::progress::{Progress, Running, Task};
 use crate::{Error, PathElem, Vmlinux};
-use gimli::{AttributeValue, DwTag, EndianSlice, Operation, RunTimeEndian, UnitOffset};
-use std::fmt;
+use gimli::{AttributeValue, EndianSlice, Operation, RunTimeEndian, UnitOffset};
+use std::borrow::Cow;
 use std::path::Path;
+
+pub use crate::member::{FieldError, MemberInfo};
 
 type R<'a> = EndianSlice<'a, RunTimeEndian>;
 type Dwarf<'a> = gimli::Dwarf<R<'a>>;
 type Unit<'a> = gimli::Unit<R<'a>>;
 type Die<'a> = gimli::DebuggingInformationEntry<R<'a>>;
-
-/// Where a member path lands, relative to the variable's address.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberInfo {
-    /// Bytes from the variable's start.
-    pub offset: u64,
-    /// Size in bytes; `None` for incomplete types (`T[]`, `void`).
-    pub size: Option<u64>,
-    /// The C type, as a reader would write it: `char[65]`, `struct new_utsname`, `unsigned long`.
-    pub type_name: String,
-}
-
-/// A member path that cannot be resolved; each names the path so far and what would work instead.
-#[derive(Debug)]
-pub enum FieldError {
-    /// The file could not serve (no DWARF at all, compressed or corrupt DWARF).
-    Load(Error),
-    /// No DWARF entry describes the variable.
-    NoVariable { name: String },
-    /// `.field` on a struct or union that has no such member.
-    NoSuchField {
-        at: String,
-        field: String,
-        type_name: String,
-        available: Vec<String>,
-    },
-    /// `.field` on something that is not a struct or union.
-    NotAStruct {
-        at: String,
-        field: String,
-        type_name: String,
-    },
-    /// `[N]` on something that is not an array.
-    NotAnArray {
-        at: String,
-        index: u64,
-        type_name: String,
-    },
-    /// `[N]` past the end of an array of `len` elements.
-    IndexOutOfRange {
-        at: String,
-        index: u64,
-        len: u64,
-        type_name: String,
-    },
-    /// Only declarations without a full type were found (a struct only forward-declared everywhere).
-    Incomplete { at: String, type_name: String },
-    /// BTF has no type of that name (`name` as the cast spelled it: `struct task_strct`); `suggestions`
-    /// are close names of the same kind, best first.
-    NoType {
-        name: String,
-        suggestions: Vec<String>,
-    },
-    /// BTF has several different types of the name (`struct irq_info` twice): each is described
-    /// (`#ID (size N: first members)`) for the user to pick one with `NAME#ID`.
-    Ambiguous {
-        name: String,
-        candidates: Vec<String>,
-    },
-    /// The path ends at a bitfield, which a breakpoint cannot watch: `bits` wide at `bit_offset` bits from
-    /// the object's start. The smallest naturally aligned 1/2/4/8-byte word holding it is `word_size`
-    /// bytes at `word_offset` bytes from the object's start.
-    Bitfield {
-        at: String,
-        bits: u32,
-        bit_offset: u64,
-        word_offset: u64,
-        word_size: u64,
-    },
-}
-
-/// Beyond this many fields, a "no such field" message names only the likely ones.
-const MAX_FIELDS_LISTED: usize = 24;
-
-/// The most fields a "did you mean" names.
-const MAX_CLOSE_FIELDS: usize = 8;
-
-/// The fields closest to what was typed, best first, by [`crate::suggest`]'s ranking.
-fn close_fields<'a>(typed: &str, available: &'a [String]) -> Vec<&'a str> {
-    crate::suggest::best(
-        typed,
-        available.iter().map(String::as_str),
-        MAX_CLOSE_FIELDS,
-    )
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FieldError::Load(e) => write!(f, "{e}"),
-            FieldError::NoVariable { name } => write!(
-                f,
-                "no DWARF entry for variable `{name}` (defined in assembly, or in a unit built without -g); \
-                 give the address as 0xADDR and a size instead"
-            ),
-            FieldError::NoSuchField {
-                at,
-                field,
-                type_name,
-                available,
-            } => {
-                write!(f, "`{at}` is a {type_name}, which has no field `{field}`")?;
-                if available.is_empty() {
-                    write!(f, " (it has no named fields)")
-                } else if available.len() <= MAX_FIELDS_LISTED {
-                    write!(f, "; its fields are: {}", available.join(", "))
-                } else {
-                    // A task_struct has hundreds: name the ones that look like what was typed.
-                    let close = close_fields(field, available);
-                    if !close.is_empty() {
-                        write!(f, "; did you mean {}?", close.join(", "))?;
-                    }
-                    write!(
-                        f,
-                        " ({} fields; the first are {}, ...)",
-                        available.len(),
-                        available[..MAX_FIELDS_LISTED / 2].join(", ")
-                    )
-                }
-            }
-            FieldError::NotAStruct { at, field, type_name } => {
-                write!(f, "`{at}` is a {type_name}, not a struct or union, so it has no field `{field}`")?;
-                if type_name.ends_with('*') {
-                    write!(f, "; pointers are not followed: watch the pointee by its address")?;
-                }
-                Ok(())
-            }
-            FieldError::NotAnArray { at, index, type_name } => {
-                write!(f, "`{at}` is a {type_name}, not an array, so `[{index}]` does not apply")?;
-                if type_name.ends_with('*') {
-                    write!(f, "; pointers are not followed: watch the pointee by its address")?;
-                }
-                Ok(())
-            }
-            FieldError::IndexOutOfRange {
-                at,
-                index,
-                len,
-                type_name,
-            } => write!(
-                f,
-                "`{at}[{index}]` is out of range: `{at}` is a {type_name} with {len} elements (valid: 0..={})",
-                len.saturating_sub(1)
-            ),
-            FieldError::Incomplete { at, type_name } => write!(
-                f,
-                "`{at}` has type {type_name}, which the type information only declares (no layout); \
-                 with DWARF, the defining unit may have been built without -g"
-            ),
-            FieldError::Ambiguous { name, candidates } => {
-                let bare = name.rsplit(' ').next().unwrap_or(name);
-                let keyword = name.strip_suffix(bare).unwrap_or("");
-                write!(
-                    f,
-                    "BTF has {} different types named `{name}`: {}; choose one by its BTF id: ({keyword}{bare}#ID)",
-                    candidates.len(),
-                    candidates.join(", ")
-                )
-            }
-            FieldError::NoType { name, suggestions } => {
-                write!(f, "BTF has no type `{name}`")?;
-                if suggestions.is_empty() {
-                    write!(
-                        f,
-                        ": check the spelling (a module's types are in /sys/kernel/btf/MODULE)"
-                    )
-                } else {
-                    write!(f, "; did you mean {}?", suggestions.join(", "))
-                }
-            }
-            FieldError::Bitfield {
-                at,
-                bits,
-                bit_offset,
-                word_offset,
-                word_size,
-            } => write!(
-                f,
-                "`{at}` is a {bits}-bit bitfield (bit {bit_offset} of the object) and a breakpoint cannot watch \
-                 single bits: watch the {word_size}-byte word holding it instead, at offset {word_offset} \
-                 (0x{word_offset:x}) from the object's start"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for FieldError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            // Shown as the load error's own text: its cause is the next link.
-            FieldError::Load(e) => e.source(),
-            _ => None,
-        }
-    }
-}
-
-impl From<Error> for FieldError {
-    fn from(e: Error) -> FieldError {
-        FieldError::Load(e)
-    }
-}
 
 /// Which DIE to accept as the variable.
 #[derive(Debug, Clone)]
@@ -447,7 +251,7 @@ impl<'d, 'a, 'p> Scan<'d, 'a, 'p> {
                 None => Ty::Void,
             },
         };
-        match types.walk(var.name, ty, path) {
+        match walk(&types, ty, var.name.to_string(), path).and_then(|l| l.widened(&types)) {
             Ok(info) => Ok(Some(Ok(info))),
             // The declaration may be `extern T x[]` or a forward-declared struct; the definition has more.
             Err(e @ FieldError::Incomplete { .. }) => {
@@ -478,14 +282,6 @@ struct Types<'d, 'u, 'a> {
     unit: &'u Unit<'a>,
     vm: &'a dyn DebugSections,
 }
-
-const QUALIFIERS: [DwTag; 5] = [
-    gimli::DW_TAG_typedef,
-    gimli::DW_TAG_const_type,
-    gimli::DW_TAG_volatile_type,
-    gimli::DW_TAG_restrict_type,
-    gimli::DW_TAG_atomic_type,
-];
 
 impl<'a> Types<'_, '_, 'a> {
     fn err(&self, e: gimli::Error) -> FieldError {
@@ -521,7 +317,7 @@ impl<'a> Types<'_, '_, 'a> {
         Ok(self.type_attr(die)?.unwrap_or(Ty::Void))
     }
 
-    fn name_of_die(&self, die: &Die<'a>) -> Result<Option<String>, FieldError> {
+    fn name_of_die(&self, die: &Die<'a>) -> Result<Option<Cow<'a, str>>, FieldError> {
         let Some(v) = die.attr_value(gimli::DW_AT_name) else {
             return Ok(None);
         };
@@ -529,7 +325,7 @@ impl<'a> Types<'_, '_, 'a> {
             .dwarf
             .attr_string(self.unit, v)
             .map_err(|e| self.err(e))?;
-        Ok(Some(String::from_utf8_lossy(s.slice()).into_owned()))
+        Ok(Some(String::from_utf8_lossy(s.slice())))
     }
 
     fn udata(die: &Die<'a>, at: gimli::DwAt) -> Option<u64> {
@@ -549,19 +345,6 @@ impl<'a> Types<'_, '_, 'a> {
             }
             _ => None,
         })
-    }
-
-    /// Looks through typedefs and qualifiers to the type that has a layout.
-    fn strip(&self, mut ty: Ty) -> Result<Ty, FieldError> {
-        for _ in 0..64 {
-            let Ty::Die(o) = ty else { return Ok(ty) };
-            let die = self.entry(o)?;
-            if !QUALIFIERS.contains(&die.tag()) {
-                return Ok(ty);
-            }
-            ty = self.type_of(&die)?;
-        }
-        Ok(ty) // a typedef cycle is corrupt DWARF; stop rather than spin
     }
 
     fn children(&self, o: UnitOffset) -> Result<Vec<Die<'a>>, FieldError> {
@@ -602,290 +385,6 @@ impl<'a> Types<'_, '_, 'a> {
         Ok(dims)
     }
 
-    fn size_of(&self, ty: Ty) -> Result<Option<u64>, FieldError> {
-        match self.strip(ty)? {
-            Ty::Void => Ok(None),
-            Ty::Dims { array, dim } => {
-                let die = self.entry(array)?;
-                let dims = self.dims(array)?;
-                let Some(elem) = self.size_of(self.type_of(&die)?)? else {
-                    return Ok(None);
-                };
-                let mut n = elem;
-                for d in dims.iter().skip(dim) {
-                    let Some(d) = d else { return Ok(None) };
-                    n = n.saturating_mul(*d);
-                }
-                Ok(Some(n))
-            }
-            Ty::Die(o) => {
-                let die = self.entry(o)?;
-                if let Some(n) = Self::udata(&die, gimli::DW_AT_byte_size) {
-                    return Ok(Some(n));
-                }
-                match die.tag() {
-                    gimli::DW_TAG_array_type => self.size_of(Ty::Dims { array: o, dim: 0 }),
-                    gimli::DW_TAG_pointer_type | gimli::DW_TAG_reference_type => {
-                        Ok(Some(u64::from(self.unit.encoding().address_size)))
-                    }
-                    gimli::DW_TAG_enumeration_type => self.size_of(self.type_of(&die)?),
-                    _ => Ok(None),
-                }
-            }
-        }
-    }
-
-    /// The C spelling of a type: `struct foo`, `unsigned long`, `char[65]`, `const u8 *`.
-    fn name(&self, ty: Ty) -> Result<String, FieldError> {
-        self.name_depth(ty, 0)
-    }
-
-    fn name_depth(&self, ty: Ty, depth: u32) -> Result<String, FieldError> {
-        if depth > 16 {
-            return Ok("...".into());
-        }
-        let o = match ty {
-            Ty::Void => return Ok("void".into()),
-            Ty::Dims { array, dim } => return self.array_name(array, dim, depth),
-            Ty::Die(o) => o,
-        };
-        let die = self.entry(o)?;
-        let named = |kw: &str| -> Result<String, FieldError> {
-            Ok(match self.name_of_die(&die)? {
-                Some(n) => format!("{kw}{n}"),
-                None => format!("{kw}<anonymous>"),
-            })
-        };
-        let inner =
-            || -> Result<String, FieldError> { self.name_depth(self.type_of(&die)?, depth + 1) };
-        match die.tag() {
-            gimli::DW_TAG_structure_type => named("struct "),
-            gimli::DW_TAG_union_type => named("union "),
-            gimli::DW_TAG_enumeration_type => named("enum "),
-            gimli::DW_TAG_class_type => named("class "),
-            gimli::DW_TAG_base_type | gimli::DW_TAG_typedef => named(""),
-            gimli::DW_TAG_const_type => Ok(qualify("const", inner()?)),
-            gimli::DW_TAG_volatile_type => Ok(qualify("volatile", inner()?)),
-            gimli::DW_TAG_restrict_type => Ok(qualify("restrict", inner()?)),
-            gimli::DW_TAG_atomic_type => Ok(qualify("_Atomic", inner()?)),
-            gimli::DW_TAG_pointer_type => {
-                let target = self.type_of(&die)?;
-                if let Ty::Die(t) = self.strip(target)? {
-                    if self.entry(t)?.tag() == gimli::DW_TAG_subroutine_type {
-                        return Ok(format!(
-                            "{} (*)()",
-                            self.name_depth(self.type_of(&self.entry(t)?)?, depth + 1)?
-                        ));
-                    }
-                }
-                Ok(format!("{} *", inner()?))
-            }
-            gimli::DW_TAG_subroutine_type => Ok(format!("{} ()", inner()?)),
-            gimli::DW_TAG_array_type => self.array_name(o, 0, depth),
-            _ => named(""),
-        }
-    }
-
-    fn array_name(&self, array: UnitOffset, dim: usize, depth: u32) -> Result<String, FieldError> {
-        let die = self.entry(array)?;
-        let mut s = self.name_depth(self.type_of(&die)?, depth + 1)?;
-        for d in self.dims(array)?.iter().skip(dim) {
-            match d {
-                Some(n) => s.push_str(&format!("[{n}]")),
-                None => s.push_str("[]"),
-            }
-        }
-        Ok(s)
-    }
-
-    /// Follows `path` from a variable of type `ty`, accumulating the byte offset.
-    fn walk(&self, var: &str, mut ty: Ty, path: &[PathElem]) -> Result<MemberInfo, FieldError> {
-        let mut at = var.to_string();
-        let mut offset = 0u64;
-        let mut bitfield: Option<(u64, u64)> = None;
-        for elem in path {
-            let stripped = self.strip(ty)?;
-            match elem {
-                PathElem::Field(field) => {
-                    let type_name = self.name(ty)?;
-                    let Ty::Die(o) = stripped else {
-                        return Err(FieldError::NotAStruct {
-                            at,
-                            field: field.clone(),
-                            type_name,
-                        });
-                    };
-                    let die = self.entry(o)?;
-                    if !matches!(
-                        die.tag(),
-                        gimli::DW_TAG_structure_type
-                            | gimli::DW_TAG_union_type
-                            | gimli::DW_TAG_class_type
-                    ) {
-                        return Err(FieldError::NotAStruct {
-                            at,
-                            field: field.clone(),
-                            type_name,
-                        });
-                    }
-                    if die.attr_value(gimli::DW_AT_declaration).is_some() {
-                        return Err(FieldError::Incomplete { at, type_name });
-                    }
-                    match self.find_member(o, field)? {
-                        Some(m) => {
-                            offset += m.offset;
-                            ty = m.ty;
-                            bitfield = m.bits;
-                        }
-                        None => {
-                            let mut available = Vec::new();
-                            self.member_names(o, &mut available, 0)?;
-                            return Err(FieldError::NoSuchField {
-                                at,
-                                field: field.clone(),
-                                type_name,
-                                available,
-                            });
-                        }
-                    }
-                    at.push('.');
-                    at.push_str(field);
-                }
-                PathElem::Index(index) => {
-                    let type_name = self.name(ty)?;
-                    let (array, dim) = match stripped {
-                        Ty::Dims { array, dim } => (array, dim),
-                        Ty::Die(o) if self.entry(o)?.tag() == gimli::DW_TAG_array_type => (o, 0),
-                        _ => {
-                            return Err(FieldError::NotAnArray {
-                                at,
-                                index: *index,
-                                type_name,
-                            })
-                        }
-                    };
-                    let dims = self.dims(array)?;
-                    let len = dims.get(dim).copied().flatten();
-                    if let Some(len) = len {
-                        if *index >= len {
-                            return Err(FieldError::IndexOutOfRange {
-                                at,
-                                index: *index,
-                                len,
-                                type_name,
-                            });
-                        }
-                    }
-                    let next = if dim + 1 < dims.len() {
-                        Ty::Dims {
-                            array,
-                            dim: dim + 1,
-                        }
-                    } else {
-                        self.type_of(&self.entry(array)?)?
-                    };
-                    let Some(stride) = self.size_of(next)? else {
-                        return Err(FieldError::Incomplete {
-                            at,
-                            type_name: self.name(next)?,
-                        });
-                    };
-                    offset += index.saturating_mul(stride);
-                    ty = next;
-                    bitfield = None;
-                    at.push_str(&format!("[{index}]"));
-                }
-            }
-        }
-        let mut type_name = self.name(ty)?;
-        let size = match bitfield {
-            Some((bit_offset, bits)) => {
-                type_name.push_str(&format!(" : {bits}"));
-                offset += bit_offset / 8;
-                Some((bit_offset % 8 + bits).div_ceil(8))
-            }
-            None => self.size_of(ty)?,
-        };
-        // A bare `extern T x[]` declaration has no size; the definition does, so keep looking for it.
-        if size.is_none() && ty != Ty::Void {
-            if let Ty::Die(o) = self.strip(ty)? {
-                let die = self.entry(o)?;
-                if die.tag() == gimli::DW_TAG_array_type
-                    || die.attr_value(gimli::DW_AT_declaration).is_some()
-                {
-                    return Err(FieldError::Incomplete { at, type_name });
-                }
-            }
-        }
-        Ok(MemberInfo {
-            offset,
-            size,
-            type_name,
-        })
-    }
-
-    /// A named member of a struct/union, searching into anonymous struct/union members (C11), which is
-    /// how the kernel writes most of its unions.
-    fn find_member(&self, o: UnitOffset, field: &str) -> Result<Option<Member>, FieldError> {
-        for c in self.children(o)? {
-            if c.tag() != gimli::DW_TAG_member {
-                continue;
-            }
-            let base = self.member_offset(&c)?;
-            let ty = self.type_of(&c)?;
-            match self.name_of_die(&c)? {
-                Some(n) if n == field => {
-                    let bits = Self::udata(&c, gimli::DW_AT_bit_size).map(|bits| {
-                        let bit_off = Self::udata(&c, gimli::DW_AT_data_bit_offset).unwrap_or(0);
-                        (bit_off, bits)
-                    });
-                    return Ok(Some(Member {
-                        offset: if bits.is_some() { 0 } else { base },
-                        ty,
-                        bits,
-                    }));
-                }
-                Some(_) => {}
-                None => {
-                    if let Ty::Die(inner) = self.strip(ty)? {
-                        if let Some(m) = self.find_member(inner, field)? {
-                            return Ok(Some(Member {
-                                offset: base + m.offset,
-                                ..m
-                            }));
-                        }
-                    }
-                }
-            }
-        }
-        Ok(None)
-    }
-
-    fn member_names(
-        &self,
-        o: UnitOffset,
-        out: &mut Vec<String>,
-        depth: u32,
-    ) -> Result<(), FieldError> {
-        if depth > 8 {
-            return Ok(());
-        }
-        for c in self.children(o)? {
-            if c.tag() != gimli::DW_TAG_member {
-                continue;
-            }
-            match self.name_of_die(&c)? {
-                Some(n) => out.push(n),
-                None => {
-                    if let Ty::Die(inner) = self.strip(self.type_of(&c)?)? {
-                        self.member_names(inner, out, depth + 1)?;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// `DW_AT_data_member_location`: a constant (DWARF 3+), or `DW_OP_plus_uconst N` (DWARF 2); union
     /// members often omit it, meaning 0.
     fn member_offset(&self, die: &Die<'a>) -> Result<u64, FieldError> {
@@ -904,19 +403,161 @@ impl<'a> Types<'_, '_, 'a> {
             Some(v) => Ok(v.udata_value().unwrap_or(0)),
         }
     }
+
+    /// One `DW_TAG_member` as the model describes it. A bitfield's place is its `DW_AT_data_bit_offset`
+    /// from the start of the struct (DWARF 4 and later).
+    fn member(&self, die: &Die<'a>) -> Result<Member<'a, Ty>, FieldError> {
+        let base = self.member_offset(die)?;
+        let ty = self.type_of(die)?;
+        let name = self.name_of_die(die)?.unwrap_or_default();
+        let bits = Self::udata(die, gimli::DW_AT_bit_size);
+        let (bit_offset, bits) = match bits {
+            Some(bits) => (
+                Self::udata(die, gimli::DW_AT_data_bit_offset).unwrap_or(0),
+                Some(u32::try_from(bits).unwrap_or(u32::MAX)),
+            ),
+            None => (base.saturating_mul(8), None),
+        };
+        Ok(Member {
+            name,
+            ty,
+            bit_offset,
+            bits,
+        })
+    }
+
+    /// The array DIE a type position is in and how many of its dimensions are indexed away; `None` for
+    /// anything but an array.
+    fn array_at(&self, t: Ty) -> Result<Option<(UnitOffset, usize)>, FieldError> {
+        Ok(match t {
+            Ty::Dims { array, dim } => Some((array, dim)),
+            Ty::Die(o) if self.entry(o)?.tag() == gimli::DW_TAG_array_type => Some((o, 0)),
+            _ => None,
+        })
+    }
 }
 
-struct Member {
-    offset: u64,
-    ty: Ty,
-    /// `(bit offset within the struct, bit count)` for bitfields.
-    bits: Option<(u64, u64)>,
+impl<'d, 'u, 'a> TypeGraph for Types<'d, 'u, 'a> {
+    type Type = Ty;
+    type Members<'s>
+        = DieMembers<'s, 'd, 'u, 'a>
+    where
+        Self: 's;
+
+    fn kind(&self, t: Ty) -> Result<Kind, FieldError> {
+        let o = match t {
+            Ty::Void => return Ok(Kind::Void),
+            Ty::Dims { .. } => return Ok(Kind::Array),
+            Ty::Die(o) => o,
+        };
+        Ok(match self.entry(o)?.tag() {
+            gimli::DW_TAG_structure_type => Kind::Struct,
+            gimli::DW_TAG_union_type => Kind::Union,
+            gimli::DW_TAG_class_type => Kind::Class,
+            gimli::DW_TAG_enumeration_type => Kind::Enum,
+            gimli::DW_TAG_typedef => Kind::Typedef,
+            gimli::DW_TAG_const_type => Kind::Qualifier(Qualifier::Const),
+            gimli::DW_TAG_volatile_type => Kind::Qualifier(Qualifier::Volatile),
+            gimli::DW_TAG_restrict_type => Kind::Qualifier(Qualifier::Restrict),
+            gimli::DW_TAG_atomic_type => Kind::Qualifier(Qualifier::Atomic),
+            gimli::DW_TAG_pointer_type => Kind::Pointer,
+            gimli::DW_TAG_array_type => Kind::Array,
+            gimli::DW_TAG_subroutine_type => Kind::Function,
+            _ => Kind::Named,
+        })
+    }
+
+    fn name(&self, t: Ty) -> Result<Cow<'_, str>, FieldError> {
+        match t {
+            Ty::Die(o) => Ok(self.name_of_die(&self.entry(o)?)?.unwrap_or_default()),
+            Ty::Void | Ty::Dims { .. } => Ok(Cow::Borrowed("")),
+        }
+    }
+
+    fn target(&self, t: Ty) -> Result<Ty, FieldError> {
+        if let Some((array, dim)) = self.array_at(t)? {
+            if dim + 1 < self.dims(array)?.len() {
+                return Ok(Ty::Dims {
+                    array,
+                    dim: dim + 1,
+                });
+            }
+            return self.type_of(&self.entry(array)?);
+        }
+        match t {
+            Ty::Die(o) => self.type_of(&self.entry(o)?),
+            Ty::Void | Ty::Dims { .. } => Ok(Ty::Void),
+        }
+    }
+
+    fn array_len(&self, t: Ty) -> Result<Option<u64>, FieldError> {
+        let Some((array, dim)) = self.array_at(t)? else {
+            return Ok(None);
+        };
+        Ok(self.dims(array)?.get(dim).copied().flatten())
+    }
+
+    fn own_size(&self, t: Ty) -> Result<Option<u64>, FieldError> {
+        let Ty::Die(o) = t else { return Ok(None) };
+        let die = self.entry(o)?;
+        if let Some(n) = Self::udata(&die, gimli::DW_AT_byte_size) {
+            return Ok(Some(n));
+        }
+        match die.tag() {
+            gimli::DW_TAG_pointer_type | gimli::DW_TAG_reference_type => {
+                Ok(Some(u64::from(self.unit.encoding().address_size)))
+            }
+            // An enum without a size has its underlying integer's (DW_AT_type, DWARF 3 and later).
+            gimli::DW_TAG_enumeration_type => size(self, self.type_of(&die)?),
+            _ => Ok(None),
+        }
+    }
+
+    fn is_declaration(&self, t: Ty) -> Result<bool, FieldError> {
+        match t {
+            Ty::Die(o) => Ok(self
+                .entry(o)?
+                .attr_value(gimli::DW_AT_declaration)
+                .is_some()),
+            Ty::Void | Ty::Dims { .. } => Ok(false),
+        }
+    }
+
+    fn members(&self, t: Ty) -> Result<DieMembers<'_, 'd, 'u, 'a>, FieldError> {
+        let dies = match t {
+            Ty::Die(o) => self.children(o)?,
+            Ty::Void | Ty::Dims { .. } => Vec::new(),
+        };
+        Ok(DieMembers {
+            types: self,
+            dies: dies.into_iter(),
+        })
+    }
+
+    fn corrupt(&self, t: Ty, cycle: Cycle) -> FieldError {
+        let die = match t {
+            Ty::Void => 0,
+            Ty::Die(o) | Ty::Dims { array: o, .. } => o.0 as u64,
+        };
+        FieldError::Load(Error::Dwarf {
+            path: self.vm.path().to_path_buf(),
+            problem: crate::DwarfProblem::Cycle { die, cycle },
+        })
+    }
 }
 
-fn qualify(q: &str, inner: String) -> String {
-    if inner.ends_with('*') {
-        format!("{inner} {q}")
-    } else {
-        format!("{q} {inner}")
+/// The `DW_TAG_member` children of a struct, union or class, described one at a time: a member after
+/// the one looked for is never read.
+struct DieMembers<'s, 'd, 'u, 'a> {
+    types: &'s Types<'d, 'u, 'a>,
+    dies: std::vec::IntoIter<Die<'a>>,
+}
+
+impl<'s, 'a> Iterator for DieMembers<'s, '_, '_, 'a> {
+    type Item = Result<Member<'s, Ty>, FieldError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let die = self.dies.find(|d| d.tag() == gimli::DW_TAG_member)?;
+        Some(self.types.member(&die))
     }
 }

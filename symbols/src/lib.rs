@@ -41,6 +41,7 @@ pub mod file;
 pub mod kallsyms;
 pub mod kaslr;
 pub mod lines;
+mod member;
 mod path;
 pub mod process;
 pub mod progress;
@@ -60,13 +61,14 @@ pub use btf::{Btf, BtfVariable, CastKind, CastType};
 pub use buildid::{BuildId, KernelMatch, MismatchPolicy};
 pub use cache::{CacheKey, Origin, SymbolCache};
 pub use debuginfod::{Debuginfod, Fetched};
-pub use dwarf::{FieldError, MemberInfo, VariableQuery};
+pub use dwarf::VariableQuery;
 pub use error::{
     BtfProblem, BtfSection, DwarfProblem, ElfProblem, Error, LineProblem, LookupError, Plain,
     Remedies, Worded,
 };
 pub use kaslr::Kaslr;
 pub use lines::{Frame, LineSymbolizer};
+pub use member::{Cycle, FieldError, MemberInfo};
 pub use path::PathElem;
 pub use progress::{NoProgress, Progress, Task};
 pub use resolve::{ResolveError, ResolveOptions, Resolved, Resolver};

@@ -107,7 +107,14 @@ pub enum DwarfProblem {
     MemberLocation,
     /// The section is compressed (`SHF_COMPRESSED`); it is not inflated in place of a mapping.
     Compressed { section: String },
+    /// The types below the DIE at this unit offset run past one of the member walk's bounds.
+    Cycle {
+        die: u64,
+        cycle: crate::member::Cycle,
+    },
 }
+
+use crate::member::Cycle;
 
 impl fmt::Display for DwarfProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -120,6 +127,17 @@ impl fmt::Display for DwarfProblem {
                 f.write_str("a member location is a DWARF expression this reader does not evaluate")
             }
             DwarfProblem::Compressed { section } => write!(f, "section {section} is compressed"),
+            DwarfProblem::Cycle { die, cycle } => match cycle {
+                Cycle::Chain(n) => write!(
+                    f,
+                    "DIE 0x{die:x} is more than {n} typedefs and qualifiers deep (a cycle?)"
+                ),
+                Cycle::Nest(n) => write!(f, "DIE 0x{die:x} nests arrays more than {n} deep (a cycle?)"),
+                Cycle::Visits(n) => write!(
+                    f,
+                    "searching DIE 0x{die:x} visits more than {n} members through anonymous ones (a cycle?)"
+                ),
+            },
         }
     }
 }

@@ -1,0 +1,1 @@
+//! The shared walk on a tiny in-memory type graph.

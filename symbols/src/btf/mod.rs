@@ -4,9 +4,10 @@
 //! ones). This is what lets `(struct task_struct)ADDR.se.vruntime` name a field without a 500 MB debug
 //! vmlinux on disk.
 //!
-//! A small reader of our own (`reader` checks the blob once; this module walks it): `aya-obj` would pull
-//! in a whole eBPF loader for it and `btf-rs` is LGPL. It answers the same questions as [`crate::dwarf`]
-//! does for DWARF, with the same [`MemberInfo`] and [`FieldError`], and spells C types the same way
+//! A small reader of our own (`reader` checks the blob once; this module finds types and variables by
+//! name and describes each type to the crate's one member walk): `aya-obj` would pull in a whole eBPF
+//! loader for it and `btf-rs` is LGPL. Since [`crate::dwarf`] describes DWARF's types to the same walk,
+//! both answer with the same [`MemberInfo`] and [`FieldError`] and spell C types the same way
 //! (`struct new_utsname`, `char[65]`, `pid_t`, `struct list_head *`).
 //!
 //! The blob may be anything a user points at, so every offset and length is checked when it is loaded,
@@ -18,6 +19,7 @@ mod reader;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
@@ -26,17 +28,12 @@ use std::sync::{Arc, OnceLock};
 use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::file::{self, Role};
+use crate::member::graph::{size, Cycle, Kind, Member, Qualifier, TypeGraph, MAX_CHAIN};
+use crate::member::name::type_name;
+use crate::member::walk::walk;
 use crate::{Error, FieldError, MemberInfo, PathElem};
 use reader::{kind, Blob, Raw, Record};
 
-/// How many typedefs and qualifiers are followed before a chain is taken for a cycle. Real kernels stack
-/// a handful (`const volatile` over two typedefs).
-const MAX_CHAIN: usize = 32;
-/// How deep anonymous members, nested arrays and type names are followed.
-const MAX_NEST: u32 = 16;
-/// The most members one search through anonymous members visits. Depth alone does not bound it: corrupt
-/// BTF can give a struct thousands of anonymous members that are each that struct again.
-const MAX_VISITS: u32 = 1 << 20;
 /// Whether a type of BTF kind `k` is what a cast's keyword asks for (any kind without one).
 fn kind_fits(cast: &Option<CastKind>, k: u32) -> bool {
     match cast {
@@ -176,15 +173,6 @@ impl<'a> Ty<'a> {
     }
 }
 
-/// A member found by name, possibly inside anonymous members.
-struct Found<'a> {
-    /// From the start of the struct searched.
-    bit_offset: u64,
-    ty: Ty<'a>,
-    /// The width when the member is a bitfield.
-    bits: Option<u32>,
-}
-
 impl Btf {
     pub const VMLINUX: &'static str = file::VMLINUX_BTF;
 
@@ -257,7 +245,7 @@ impl Btf {
     /// struct, then a union, then a typedef, then any other named type (int, enum, float) of that name.
     pub fn member(&self, cast: &CastType, path: &[PathElem]) -> Result<MemberInfo, FieldError> {
         let ty = self.find_type(cast)?;
-        self.walk(ty, format!("({cast})"), path)
+        walk(self, ty.id, format!("({cast})"), path)?.exact(self)
     }
 
     /// A variable BTF knows (a VAR inside a DATASEC).
@@ -271,7 +259,7 @@ impl Btf {
         let Some((_, var)) = self.find_variable(name) else {
             return Err(FieldError::NoVariable { name: name.into() });
         };
-        self.walk(self.get(var.target())?, name.to_string(), path)
+        walk(self, var.target(), name.to_string(), path)?.exact(self)
     }
 
     fn next_id(&self) -> u32 {
@@ -463,7 +451,7 @@ impl Btf {
         if let Some(t) = declared {
             return Err(FieldError::Incomplete {
                 at: format!("({cast})"),
-                type_name: self.type_name(*t)?,
+                type_name: type_name(self, t.id)?,
             });
         }
         // `(struct spinlock_t)`, `(union rq)`: the name is right, the keyword is not.
@@ -474,7 +462,7 @@ impl Btf {
             )
         });
         let suggestions = match other {
-            Some(t) => vec![self.type_name(*t)?],
+            Some(t) => vec![type_name(self, t.id)?],
             None => self.suggest(cast),
         };
         Err(FieldError::NoType {
@@ -487,7 +475,7 @@ impl Btf {
     /// names at the same offsets.
     fn same_layout(&self, a: Ty<'_>, b: Ty<'_>) -> bool {
         // A typedef's `size_or_type` is its target's id, so sizes are compared resolved.
-        let size = |t: Ty<'_>| self.size_of(t).ok().flatten();
+        let size = |t: Ty<'_>| size(self, t.id).ok().flatten();
         if a.kind() != b.kind() || size(a) != size(b) || a.rec.vlen != b.rec.vlen {
             return false;
         }
@@ -581,7 +569,7 @@ impl Btf {
                     let var = vars[at];
                     let type_name = self
                         .get(var.target())
-                        .and_then(|t| self.type_name(t))
+                        .and_then(|t| type_name(self, t.id))
                         .unwrap_or_else(|_| "<corrupt type>".into());
                     let found = BtfVariable {
                         name: name.to_string(),
@@ -595,22 +583,6 @@ impl Btf {
             }
         }
         None
-    }
-
-    /// Looks through typedefs and qualifiers to the type that has a layout.
-    fn strip<'a>(&'a self, mut t: Ty<'a>) -> Result<Ty<'a>, FieldError> {
-        for _ in 0..MAX_CHAIN {
-            match t.kind() {
-                kind::TYPEDEF | kind::VOLATILE | kind::CONST | kind::RESTRICT | kind::TYPE_TAG => {
-                    t = self.get(t.target())?
-                }
-                _ => return Ok(t),
-            }
-        }
-        Err(self.corrupt(crate::BtfProblem::ChainTooDeep {
-            id: t.id,
-            limit: MAX_CHAIN,
-        }))
     }
 
     /// The pointer size: that of `long`, as on every Linux ABI; 8 if the BTF has no `long`.
@@ -627,19 +599,109 @@ impl Btf {
         })
     }
 
-    /// Size in bytes; `None` for void, functions, forward declarations and `T[]`.
-    fn size_of(&self, t: Ty<'_>) -> Result<Option<u64>, FieldError> {
-        self.size_depth(t, 0)
+    /// Looks through typedefs and qualifiers to the type that has a layout, reading each link once.
+    fn strip_ty<'a>(&'a self, mut t: Ty<'a>) -> Result<Ty<'a>, FieldError> {
+        for _ in 0..MAX_CHAIN {
+            match t.kind() {
+                kind::TYPEDEF | kind::VOLATILE | kind::CONST | kind::RESTRICT | kind::TYPE_TAG => {
+                    t = self.get(t.target())?
+                }
+                _ => return Ok(t),
+            }
+        }
+        Err(self.corrupt(crate::BtfProblem::ChainTooDeep {
+            id: t.id,
+            limit: MAX_CHAIN,
+        }))
     }
 
-    fn size_depth(&self, t: Ty<'_>, depth: u32) -> Result<Option<u64>, FieldError> {
-        if depth > MAX_NEST {
-            return Err(self.corrupt(crate::BtfProblem::NestTooDeep {
-                id: t.id,
-                limit: MAX_NEST,
-            }));
+    /// Whether a member at `bit_offset` with kind_flag width `width` (0: none) is a bitfield: a width, or
+    /// (without kind_flag) an INT whose encoding narrows or shifts it, or an offset inside a byte.
+    fn bitfield(
+        &self,
+        ty: u32,
+        bit_offset: u64,
+        width: u32,
+    ) -> Result<(u64, Option<u32>), FieldError> {
+        if width != 0 {
+            return Ok((bit_offset, Some(width)));
         }
-        let t = self.strip(t)?;
+        let s = self.strip_ty(self.get(ty)?)?;
+        if s.kind() == kind::INT {
+            let encoding = s.word(0);
+            let (shift, bits) = ((encoding >> 16) & 0xff, encoding & 0xff);
+            if shift != 0 || u64::from(bits) != u64::from(s.rec.size_or_type) * 8 {
+                return Ok((bit_offset + u64::from(shift), Some(bits)));
+            }
+        }
+        if !bit_offset.is_multiple_of(8) {
+            let bits = size(self, ty)?.unwrap_or(1).saturating_mul(8).max(1);
+            return Ok((bit_offset, Some(u32::try_from(bits).unwrap_or(u32::MAX))));
+        }
+        Ok((bit_offset, None))
+    }
+}
+
+impl TypeGraph for Btf {
+    type Type = u32;
+    type Members<'s> = BtfMembers<'s>;
+
+    #[inline]
+    fn kind(&self, t: u32) -> Result<Kind, FieldError> {
+        let t = self.get(t)?;
+        Ok(match t.kind() {
+            0 => Kind::Void,
+            kind::STRUCT => Kind::Struct,
+            kind::UNION => Kind::Union,
+            kind::ENUM | kind::ENUM64 => Kind::Enum,
+            kind::FWD if t.rec.kflag => Kind::Union,
+            kind::FWD => Kind::Struct,
+            kind::TYPEDEF => Kind::Typedef,
+            kind::CONST => Kind::Qualifier(Qualifier::Const),
+            kind::VOLATILE => Kind::Qualifier(Qualifier::Volatile),
+            kind::RESTRICT => Kind::Qualifier(Qualifier::Restrict),
+            kind::TYPE_TAG => Kind::Qualifier(Qualifier::Tag),
+            kind::PTR => Kind::Pointer,
+            kind::ARRAY => Kind::Array,
+            kind::FUNC_PROTO => Kind::Function,
+            _ => Kind::Named,
+        })
+    }
+
+    #[inline]
+    fn name(&self, t: u32) -> Result<Cow<'_, str>, FieldError> {
+        Ok(Cow::Borrowed(self.get(t)?.name()))
+    }
+
+    #[inline]
+    fn target(&self, t: u32) -> Result<u32, FieldError> {
+        let t = self.get(t)?;
+        Ok(match t.kind() {
+            kind::ARRAY => t.word(0),
+            kind::TYPEDEF
+            | kind::CONST
+            | kind::VOLATILE
+            | kind::RESTRICT
+            | kind::TYPE_TAG
+            | kind::PTR
+            | kind::FUNC_PROTO
+            | kind::VAR
+            | kind::FUNC => t.target(),
+            _ => 0,
+        })
+    }
+
+    fn array_len(&self, t: u32) -> Result<Option<u64>, FieldError> {
+        let t = self.get(t)?;
+        // nelems 0 is `T[]` (or `T[0]`): nothing bounds it.
+        Ok(match t.kind() {
+            kind::ARRAY if t.word(2) != 0 => Some(u64::from(t.word(2))),
+            _ => None,
+        })
+    }
+
+    fn own_size(&self, t: u32) -> Result<Option<u64>, FieldError> {
+        let t = self.get(t)?;
         Ok(match t.kind() {
             kind::INT
             | kind::STRUCT
@@ -649,277 +711,80 @@ impl Btf {
             | kind::FLOAT
             | kind::DATASEC => Some(u64::from(t.rec.size_or_type)),
             kind::PTR => Some(self.pointer_size()),
-            kind::ARRAY => match t.word(2) {
-                0 => None,
-                n => self
-                    .size_depth(self.get(t.word(0))?, depth + 1)?
-                    .map(|e| e.saturating_mul(u64::from(n))),
-            },
-            kind::VAR => self.size_depth(self.get(t.target())?, depth + 1)?,
             _ => None,
         })
     }
 
-    /// The C spelling of a type: `struct foo`, `unsigned int`, `char[65]`, `const u8 *`, `pid_t`.
-    fn type_name(&self, t: Ty<'_>) -> Result<String, FieldError> {
-        self.name_depth(t, 0)
+    fn is_declaration(&self, t: u32) -> Result<bool, FieldError> {
+        Ok(self.get(t)?.kind() == kind::FWD)
     }
 
-    fn name_depth(&self, t: Ty<'_>, depth: u32) -> Result<String, FieldError> {
-        if depth > MAX_NEST {
-            return Ok("...".into());
-        }
-        let named = |kw: &str| match t.name() {
-            "" => format!("{kw}<anonymous>"),
-            n => format!("{kw}{n}"),
+    #[inline]
+    fn members(&self, t: u32) -> Result<BtfMembers<'_>, FieldError> {
+        let ty = self.get(t)?;
+        let n = match ty.kind() {
+            kind::STRUCT | kind::UNION => ty.rec.vlen as usize,
+            _ => 0,
         };
-        let inner = || self.name_depth(self.get(t.target())?, depth + 1);
-        Ok(match t.kind() {
-            0 => "void".into(),
-            kind::STRUCT => named("struct "),
-            kind::UNION => named("union "),
-            kind::ENUM | kind::ENUM64 => named("enum "),
-            kind::FWD if t.rec.kflag => named("union "),
-            kind::FWD => named("struct "),
-            kind::CONST => qualify("const", inner()?),
-            kind::VOLATILE => qualify("volatile", inner()?),
-            kind::RESTRICT => qualify("restrict", inner()?),
-            // `__user`, `__rcu`: annotations for the verifier, not part of the C type.
-            kind::TYPE_TAG => inner()?,
-            kind::PTR => {
-                let target = self.strip(self.get(t.target())?)?;
-                if target.kind() == kind::FUNC_PROTO {
-                    let ret = self.name_depth(self.get(target.target())?, depth + 1)?;
-                    format!("{ret} (*)()")
-                } else {
-                    format!("{} *", inner()?)
-                }
-            }
-            kind::FUNC_PROTO => format!("{} ()", inner()?),
-            kind::ARRAY => {
-                // `int m[2][3]` is an array of 2 arrays of 3: the element's name, then every bound.
-                let mut dims = String::new();
-                let mut a = t;
-                let mut levels = 0;
-                while a.kind() == kind::ARRAY && levels <= MAX_NEST {
-                    match a.word(2) {
-                        0 => dims.push_str("[]"),
-                        n => dims.push_str(&format!("[{n}]")),
-                    }
-                    a = self.get(a.word(0))?;
-                    levels += 1;
-                }
-                format!("{}{dims}", self.name_depth(a, depth + 1)?)
-            }
-            _ => named(""),
+        Ok(BtfMembers { ty, j: 0, n })
+    }
+
+    fn settle_bitfield<'s>(&'s self, m: Member<'s, u32>) -> Result<Member<'s, u32>, FieldError> {
+        let (bit_offset, bits) = self.bitfield(m.ty, m.bit_offset, m.bits.unwrap_or(0))?;
+        Ok(Member {
+            bit_offset,
+            bits,
+            ..m
         })
     }
 
-    /// A named member of a struct or union, searching into anonymous struct/union members (C11), which
-    /// is how the kernel writes most of its unions.
-    fn find_member<'a>(
-        &'a self,
-        s: Ty<'a>,
-        field: &str,
-        depth: u32,
-        visits: &mut u32,
-    ) -> Result<Option<Found<'a>>, FieldError> {
-        for j in 0..s.rec.vlen as usize {
-            self.visit(s, visits)?;
-            let (name, ty, off) = s.member(j);
-            // With kind_flag, the top 8 bits are the bitfield width and the rest the bit offset.
-            let (bit_offset, width) = if s.rec.kflag {
-                (u64::from(off & 0xff_ffff), off >> 24)
-            } else {
-                (u64::from(off), 0)
-            };
-            if name == field {
-                let ty = self.get(ty)?;
-                let (bit_offset, bits) = self.bitfield(ty, bit_offset, width)?;
-                return Ok(Some(Found {
-                    bit_offset,
-                    ty,
-                    bits,
-                }));
-            }
-            if name.is_empty() && depth < MAX_NEST {
-                let inner = self.strip(self.get(ty)?)?;
-                if matches!(inner.kind(), kind::STRUCT | kind::UNION) {
-                    if let Some(f) = self.find_member(inner, field, depth + 1, visits)? {
-                        return Ok(Some(Found {
-                            bit_offset: bit_offset.saturating_add(f.bit_offset),
-                            ..f
-                        }));
-                    }
-                }
-            }
-        }
-        Ok(None)
+    #[inline]
+    fn strip(&self, t: u32) -> Result<u32, FieldError> {
+        Ok(self.strip_ty(self.get(t)?)?.id)
     }
 
-    /// Counts one member visited by a search, failing once a search has visited [`MAX_VISITS`].
-    fn visit(&self, s: Ty<'_>, visits: &mut u32) -> Result<(), FieldError> {
-        *visits += 1;
-        if *visits > MAX_VISITS {
-            return Err(self.corrupt(crate::BtfProblem::TooManyVisits {
-                id: s.id,
-                limit: MAX_VISITS,
-            }));
-        }
-        Ok(())
-    }
-
-    /// Whether a member at `bit_offset` with kind_flag width `width` (0: none) is a bitfield: a width, or
-    /// (without kind_flag) an INT whose encoding narrows or shifts it, or an offset inside a byte.
-    fn bitfield(
-        &self,
-        ty: Ty<'_>,
-        bit_offset: u64,
-        width: u32,
-    ) -> Result<(u64, Option<u32>), FieldError> {
-        if width != 0 {
-            return Ok((bit_offset, Some(width)));
-        }
-        let s = self.strip(ty)?;
-        if s.kind() == kind::INT {
-            let encoding = s.word(0);
-            let (shift, bits) = ((encoding >> 16) & 0xff, encoding & 0xff);
-            if shift != 0 || u64::from(bits) != u64::from(s.rec.size_or_type) * 8 {
-                return Ok((bit_offset + u64::from(shift), Some(bits)));
-            }
-        }
-        if !bit_offset.is_multiple_of(8) {
-            let bits = self.size_of(ty)?.unwrap_or(1).saturating_mul(8).max(1);
-            return Ok((bit_offset, Some(u32::try_from(bits).unwrap_or(u32::MAX))));
-        }
-        Ok((bit_offset, None))
-    }
-
-    /// Every field name reachable from a struct or union, through anonymous members.
-    fn member_names(
-        &self,
-        s: Ty<'_>,
-        out: &mut Vec<String>,
-        depth: u32,
-        visits: &mut u32,
-    ) -> Result<(), FieldError> {
-        for j in 0..s.rec.vlen as usize {
-            self.visit(s, visits)?;
-            let (name, ty, _) = s.member(j);
-            if !name.is_empty() {
-                out.push(name.to_string());
-            } else if depth < MAX_NEST {
-                let inner = self.strip(self.get(ty)?)?;
-                if matches!(inner.kind(), kind::STRUCT | kind::UNION) {
-                    self.member_names(inner, out, depth + 1, visits)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Follows `path` from an object of type `ty`, accumulating the offset in bits.
-    fn walk<'a>(
-        &'a self,
-        mut ty: Ty<'a>,
-        mut at: String,
-        path: &[PathElem],
-    ) -> Result<MemberInfo, FieldError> {
-        let mut bit = 0u64;
-        let mut bitfield: Option<u32> = None;
-        for elem in path {
-            let s = self.strip(ty)?;
-            let type_name = self.type_name(ty)?;
-            match elem {
-                PathElem::Field(field) => {
-                    match s.kind() {
-                        kind::STRUCT | kind::UNION => {}
-                        kind::FWD => return Err(FieldError::Incomplete { at, type_name }),
-                        _ => {
-                            return Err(FieldError::NotAStruct {
-                                at,
-                                field: field.clone(),
-                                type_name,
-                            })
-                        }
-                    }
-                    let Some(m) = self.find_member(s, field, 0, &mut 0)? else {
-                        let mut available = Vec::new();
-                        self.member_names(s, &mut available, 0, &mut 0)?;
-                        return Err(FieldError::NoSuchField {
-                            at,
-                            field: field.clone(),
-                            type_name,
-                            available,
-                        });
-                    };
-                    bit = bit.saturating_add(m.bit_offset);
-                    ty = m.ty;
-                    bitfield = m.bits;
-                    at.push('.');
-                    at.push_str(field);
-                }
-                PathElem::Index(index) => {
-                    if s.kind() != kind::ARRAY {
-                        return Err(FieldError::NotAnArray {
-                            at,
-                            index: *index,
-                            type_name,
-                        });
-                    }
-                    let len = u64::from(s.word(2));
-                    // nelems 0 is `T[]` (or `T[0]`): nothing bounds it.
-                    if len != 0 && *index >= len {
-                        return Err(FieldError::IndexOutOfRange {
-                            at,
-                            index: *index,
-                            len,
-                            type_name,
-                        });
-                    }
-                    let elem = self.get(s.word(0))?;
-                    let Some(stride) = self.size_of(elem)? else {
-                        return Err(FieldError::Incomplete {
-                            at,
-                            type_name: self.type_name(elem)?,
-                        });
-                    };
-                    bit = bit.saturating_add(index.saturating_mul(stride).saturating_mul(8));
-                    ty = elem;
-                    bitfield = None;
-                    at.push_str(&format!("[{index}]"));
-                }
-            }
-        }
-        if let Some(bits) = bitfield {
-            let (word_offset, word_size) = containing_word(bit, bits);
-            return Err(FieldError::Bitfield {
-                at,
-                bits,
-                bit_offset: bit,
-                word_offset,
-                word_size,
-            });
-        }
-        Ok(MemberInfo {
-            offset: bit / 8,
-            size: self.size_of(ty)?,
-            type_name: self.type_name(ty)?,
-        })
+    fn corrupt(&self, id: u32, cycle: Cycle) -> FieldError {
+        Btf::corrupt(
+            self,
+            match cycle {
+                Cycle::Chain(limit) => crate::BtfProblem::ChainTooDeep { id, limit },
+                Cycle::Nest(limit) => crate::BtfProblem::NestTooDeep { id, limit },
+                Cycle::Visits(limit) => crate::BtfProblem::TooManyVisits { id, limit },
+            },
+        )
     }
 }
 
-/// The smallest naturally aligned 1, 2, 4 or 8 bytes holding bits `bit..bit + bits` (from the object's
-/// start): `(byte offset, size)`. Bits straddling 8-byte words (packed structs) get the bytes they span.
-fn containing_word(bit: u64, bits: u32) -> (u64, u64) {
-    let end = bit.saturating_add(u64::from(bits.max(1)));
-    for size in [1u64, 2, 4, 8] {
-        let start = bit / 8 / size * size;
-        if end <= (start + size).saturating_mul(8) {
-            return (start, size);
+/// The members of a struct or union, read from its record as they are asked for.
+pub(crate) struct BtfMembers<'a> {
+    ty: Ty<'a>,
+    j: usize,
+    n: usize,
+}
+
+impl<'a> Iterator for BtfMembers<'a> {
+    type Item = Result<Member<'a, u32>, FieldError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.j >= self.n {
+            return None;
         }
+        let (name, ty, off) = self.ty.member(self.j);
+        self.j += 1;
+        // With kind_flag, the top 8 bits are the bitfield width and the rest the bit offset.
+        let (bit_offset, width) = if self.ty.rec.kflag {
+            (u64::from(off & 0xff_ffff), off >> 24)
+        } else {
+            (u64::from(off), 0)
+        };
+        Some(Ok(Member {
+            name: Cow::Borrowed(name),
+            ty,
+            bit_offset,
+            bits: (width != 0).then_some(width),
+        }))
     }
-    (bit / 8, end.div_ceil(8) - bit / 8)
 }
 
 /// The spelling GCC (and so DWARF and BTF) gives an integer type that C lets one write several ways:
@@ -966,7 +831,6 @@ fn gcc_int_name(name: &str) -> Option<String> {
     ))
 }
 
-/// `const int`, but `char * const`: a qualifier of a pointer goes after the star.
 /// The kernel's BTF mapped, or `None` when it cannot be (before Linux 6.16).
 fn map_kernel_btf(path: &Path) -> Option<memmap2::Mmap> {
     let file = std::fs::File::open(path).ok()?;
@@ -974,12 +838,4 @@ fn map_kernel_btf(path: &Path) -> Option<memmap2::Mmap> {
     // SAFETY: the mapping is read-only and private, of the sysfs file that is the running kernel's own
     // BTF: its bytes are part of the kernel image and neither change nor shrink while it runs.
     unsafe { memmap2::MmapOptions::new().map_copy_read_only(&file) }.ok()
-}
-
-fn qualify(q: &str, inner: String) -> String {
-    if inner.ends_with('*') {
-        format!("{inner} {q}")
-    } else {
-        format!("{q} {inner}")
-    }
 }

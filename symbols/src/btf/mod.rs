@@ -296,6 +296,7 @@ impl Btf {
         bytes.unwrap_or("<unreadable name>")
     }
 
+    #[inline]
     fn get(&self, id: u32) -> Result<Ty<'_>, FieldError> {
         if id == 0 {
             let void = Record {
@@ -600,6 +601,7 @@ impl Btf {
     }
 
     /// Looks through typedefs and qualifiers to the type that has a layout, reading each link once.
+    #[inline]
     fn strip_ty<'a>(&'a self, mut t: Ty<'a>) -> Result<Ty<'a>, FieldError> {
         for _ in 0..MAX_CHAIN {
             match t.kind() {
@@ -691,6 +693,7 @@ impl TypeGraph for Btf {
         })
     }
 
+    #[inline]
     fn array_len(&self, t: u32) -> Result<Option<u64>, FieldError> {
         let t = self.get(t)?;
         // nelems 0 is `T[]` (or `T[0]`): nothing bounds it.
@@ -700,6 +703,7 @@ impl TypeGraph for Btf {
         })
     }
 
+    #[inline]
     fn own_size(&self, t: u32) -> Result<Option<u64>, FieldError> {
         let t = self.get(t)?;
         Ok(match t.kind() {
@@ -715,6 +719,7 @@ impl TypeGraph for Btf {
         })
     }
 
+    #[inline]
     fn is_declaration(&self, t: u32) -> Result<bool, FieldError> {
         Ok(self.get(t)?.kind() == kind::FWD)
     }

@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use super::graph::{peel, size, Kind, Member, Qualifier, TypeGraph};
+use super::graph::{peel, size, Cycle, Kind, Member, Qualifier, TypeGraph};
 use super::name::type_name;
 use super::walk::{containing_word, walk, Landing};
 use super::{FieldError, MemberInfo};
@@ -77,9 +77,13 @@ impl Graph {
         self.add(Node::Array(elem, len))
     }
     fn node(&self, t: usize) -> Result<&Node, FieldError> {
-        self.nodes
-            .get(t)
-            .ok_or_else(|| self.corrupt(format!("no type {t}")))
+        self.nodes.get(t).ok_or(FieldError::Load(Error::Btf {
+            path: "graph".into(),
+            problem: crate::BtfProblem::TypeIdOutOfRange {
+                id: t as u32,
+                last: self.nodes.len() as u32,
+            },
+        }))
     }
 }
 
@@ -142,13 +146,13 @@ impl TypeGraph for Graph {
             .collect();
         Ok(out.into_iter())
     }
-    fn label(&self, t: usize) -> String {
-        format!("node {t}")
-    }
-    fn corrupt(&self, message: String) -> FieldError {
-        FieldError::Load(Error::Btf {
+    fn corrupt(&self, t: usize, cycle: Cycle) -> FieldError {
+        FieldError::Load(Error::Dwarf {
             path: "graph".into(),
-            message,
+            problem: crate::DwarfProblem::Cycle {
+                die: t as u64,
+                cycle,
+            },
         })
     }
 }
@@ -529,11 +533,8 @@ fn a_models_bitfield_hook_sees_only_the_member_found() {
                 ..m
             })
         }
-        fn label(&self, t: usize) -> String {
-            self.0.label(t)
-        }
-        fn corrupt(&self, message: String) -> FieldError {
-            self.0.corrupt(message)
+        fn corrupt(&self, t: usize, cycle: Cycle) -> FieldError {
+            self.0.corrupt(t, cycle)
         }
     }
     let (g, outer) = outer();

@@ -449,13 +449,18 @@ fn stop_early(a: &mut Asm, stop: Label, out: Label) {
 /// frame pointers ends so) stops here without reading address 0, where the kernel's walk takes a page
 /// fault and its fixup, ~1 us a hit in this VM (measured: `hit_bench`). Leaves the bytes written in r0
 /// and jumps to `walked`; r9 holds the frame pointer.
+///
+/// The count of bytes written is kept in the record, not in a register: the verifier tracks a register's
+/// constant on every path, so each of the walk's exits would reach the rest of the program as a state of
+/// its own and have it verified again (127 times: ~7 ms of every start). Read back from the map value it
+/// is one bounded unknown, and the exits after the first are pruned where they join.
 fn walk_user_frames(a: &mut Asm, stacks: i32, walked: Label) {
     let end = a.label();
     a.load(DW, R1, R6, CTX_IP)
         .store(DW, R7, stacks as i16, R1)
         .load(DW, R9, R6, CTX_BP);
     for i in 1..rec::MAX_FRAMES as i32 {
-        a.mov_imm(R8, 8 * i)
+        a.store_imm(DW, R7, rec::OFF_USTACK_BYTES, 8 * i)
             // Below the first page nothing is mapped (`vm.mmap_min_addr`): the read would fault.
             .jump_imm(Cond::Lt, R9, 4096, end)
             .mov(R1, FP)
@@ -468,10 +473,12 @@ fn walk_user_frames(a: &mut Asm, stacks: i32, walked: Label) {
             .store(DW, R7, (stacks + 8 * i) as i16, R1)
             .load(DW, R9, FP, FRAME);
     }
-    a.mov_imm(R8, 8 * rec::MAX_FRAMES as i32);
+    a.store_imm(DW, R7, rec::OFF_USTACK_BYTES, 8 * rec::MAX_FRAMES as i32);
     // Every way out: r0 the bytes written, r8 the kernel stack's (none).
     a.bind(end);
-    a.mov(R0, R8).mov_imm(R8, 0).goto(walked);
+    a.load(DW, R0, R7, rec::OFF_USTACK_BYTES);
+    clamp(a, 8 * rec::MAX_FRAMES as i32);
+    a.mov_imm(R8, 0).goto(walked);
 }
 
 /// r0 = 0 when negative (an error), else at most `max`, so the verifier knows its bounds.

@@ -49,7 +49,7 @@ pub fn main() -> i32 {
         }
     };
     let result = run(cli);
-    // The symbol cache is written while the watch arms; the process must not end before it is.
+    // The symbol cache is written once the watch is armed; the process must not end before it is.
     ksymwatch_symbols::cache::finish_writes();
     match result {
         Ok(code) => code,

@@ -406,6 +406,8 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         session.watch_objects(object_watch(o, &cpus, &watches)?)?;
     }
     let announced = armed_line.announce(&mut session.out, &header);
+    // The symbol cache is written from here on, off the path from start to `armed`.
+    ksymwatch_symbols::cache::start_writes();
     session.learn_tasks();
     match announced {
         Ok(()) => {}

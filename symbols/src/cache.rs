@@ -226,38 +226,55 @@ pub fn load_kallsyms(
     }
     let table = kallsyms::load(kallsyms_path)?;
     if let Some(k) = &key {
-        // Written on a thread: the caller has a watch to arm, and the file is only for the next run.
-        // The layout and its checksum are made there too: a table parsed here is not laid out yet.
+        // Written later, on a thread: the caller has a watch to arm, and the file is only for the next
+        // run. The layout and its checksum are made there too: a table parsed here is not laid out yet.
         let (to, key, shared) = (cache.clone(), k.clone(), table.share());
-        let write = std::thread::Builder::new()
-            .name("ksymwatch-cache".into())
-            .spawn(move || {
-                let _ = to.store(&key, &shared);
-            });
-        match write {
-            Ok(handle) => pending().push(handle),
-            Err(_) => {
-                let _ = cache.store(k, &table);
-            }
-        }
+        writes().deferred.push(Box::new(move || {
+            let _ = to.store(&key, &shared);
+        }));
     }
     Ok((table, Origin::Parsed))
 }
 
-/// Cache writes [`load_kallsyms`] started and nobody waited for yet.
-static PENDING: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>> =
-    std::sync::Mutex::new(Vec::new());
+/// Cache writes [`load_kallsyms`] has to make: not started yet, and started but not waited for.
+#[derive(Default)]
+struct Writes {
+    deferred: Vec<Box<dyn FnOnce() + Send>>,
+    running: Vec<std::thread::JoinHandle<()>>,
+}
 
-fn pending() -> std::sync::MutexGuard<'static, Vec<std::thread::JoinHandle<()>>> {
-    PENDING
+static WRITES: std::sync::Mutex<Writes> = std::sync::Mutex::new(Writes {
+    deferred: Vec::new(),
+    running: Vec::new(),
+});
+
+fn writes() -> std::sync::MutexGuard<'static, Writes> {
+    WRITES
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Waits for the cache writes [`load_kallsyms`] started: a process ends with this, so that the file is
+/// Starts the cache writes [`load_kallsyms`] left for later, each on a thread. A front end calls this once
+/// its time-critical start is over (a tracer: once its watch is armed), so that laying out and writing
+/// the file does not take a CPU from it; [`finish_writes`] starts any still waiting.
+pub fn start_writes() {
+    let mut w = writes();
+    for write in std::mem::take(&mut w.deferred) {
+        // A thread that cannot be had costs only this write: the next start parses kallsyms again.
+        if let Ok(handle) = std::thread::Builder::new()
+            .name("ksymwatch-cache".into())
+            .spawn(write)
+        {
+            w.running.push(handle);
+        }
+    }
+}
+
+/// Starts the writes still waiting and waits for every one: a process ends with this, so that the file is
 /// complete (a write cut short leaves a temporary file behind, never a torn cache).
 pub fn finish_writes() {
-    let handles = std::mem::take(&mut *pending());
+    start_writes();
+    let handles = std::mem::take(&mut writes().running);
     for h in handles {
         let _ = h.join();
     }

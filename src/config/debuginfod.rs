@@ -9,9 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ksymwatch_symbols::{
-    buildid, Debuginfod, Fetched, PathElem, Source, SourceSearch, SymbolTable,
-};
+use ksymwatch_symbols::{file, Debuginfod, Fetched, PathElem, Source, SourceSearch, SymbolTable};
 
 use crate::config::advice::Advised;
 use crate::config::progress::Bars;
@@ -123,7 +121,7 @@ fn fetch_running(search: &mut SourceSearch, why: &str, opts: Options) -> Result<
         }
         return Ok(None);
     };
-    let id = match buildid::running(&search.notes) {
+    let id = match file::running_build_id(&search.notes) {
         Ok(Some(id)) => id,
         Ok(None) => {
             return Err(Error::usage(format!(

@@ -16,9 +16,7 @@
 //! therefore looks up `addr - 1`, which lies inside the write or the call; [`LineSource::lines`] itself
 //! looks up exactly the address it is given.
 //!
-//! [`VmlinuxLines`] is the [`LineSource`] over a vmlinux; the DWARF lookups behind it are [`crate::lines`].
-
-use crate::{Error, Resolver};
+//! The [`LineSource`] over a vmlinux is [`crate::resolve::VmlinuxLines`], beside the resolver it asks.
 
 /// One source-level frame at a code address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,38 +73,6 @@ pub fn annotate(source: &dyn LineSource, addr: u64) -> Annotation {
                 )
             })
             .collect(),
-    }
-}
-
-/// Lines from a vmlinux's DWARF through the [`Resolver`], which moves runtime addresses back to link-time
-/// ones by the KASLR offset it found.
-pub struct VmlinuxLines<'a> {
-    resolver: &'a Resolver,
-}
-
-impl<'a> VmlinuxLines<'a> {
-    /// Builds the line tables now (they cover the whole DWARF, which takes a while on a real vmlinux), so a
-    /// file without debug info is reported before anything is armed.
-    pub fn new(resolver: &'a Resolver) -> Result<VmlinuxLines<'a>, Error> {
-        resolver.lines()?;
-        Ok(VmlinuxLines { resolver })
-    }
-}
-
-impl LineSource for VmlinuxLines<'_> {
-    fn lines(&self, addr: u64) -> Vec<LineFrame> {
-        // A frame without lines is printed bare; one failed lookup must not end the trace.
-        self.resolver
-            .frames(addr)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|f| LineFrame {
-                function: f.function,
-                file: f.file,
-                line: f.line,
-                inlined: f.inlined,
-            })
-            .collect()
     }
 }
 

@@ -2,10 +2,9 @@
 //!
 //! The running kernel exports its own notes at `/sys/kernel/notes` (the bytes of vmlinux's `.notes` section),
 //! so comparing that build-id with the one in a vmlinux is the only check that proves the file *is* this
-//! kernel. System.map has no build-id; [`crate::kaslr`] falls back to comparing symbol addresses there.
+//! kernel. System.map has no build-id; [`crate::relocate::verify`] falls back to comparing symbol addresses there.
 
 use std::fmt;
-use std::path::Path;
 
 /// `NT_GNU_BUILD_ID` from `<elf.h>`.
 const NT_GNU_BUILD_ID: u32 = 3;
@@ -53,14 +52,6 @@ pub fn from_notes(blob: &[u8], little_endian: bool) -> Option<BuildId> {
         at = desc_start.checked_add(pad4(descsz)?)?;
     }
     None
-}
-
-/// The running kernel's build-id from `/sys/kernel/notes` (or a file in that format). The blob is in the
-/// machine's own byte order, as the kernel writes its own memory out. Only a regular file of at most
-/// [`crate::file::NOTES_LIMIT`] bytes is read.
-pub fn running(notes_path: &Path) -> Result<Option<BuildId>, crate::Error> {
-    let blob = crate::file::read(notes_path, crate::file::Role::KernelNotes)?;
-    Ok(from_notes(&blob, cfg!(target_endian = "little")))
 }
 
 /// Whether a symbol file is the running kernel.
@@ -153,7 +144,8 @@ impl fmt::Display for KernelMatch {
     }
 }
 
-/// What to do when the symbol file is proven not to be the running kernel.
+/// What to do when the symbol file is proven not to be the running kernel. Its `check` is in error.rs, beside
+/// the error it makes, so that this file, whose types that error carries, needs no error of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MismatchPolicy {
     /// Refuse (the default: a watchpoint on the wrong address watches some other variable).
@@ -161,19 +153,6 @@ pub enum MismatchPolicy {
     Refuse,
     /// Go on anyway (the user insists).
     Allow,
-}
-
-impl MismatchPolicy {
-    /// `Err` ([`crate::Error::KernelMismatch`]) when the policy refuses this match status.
-    pub fn check(self, status: &KernelMatch, source: &crate::Source) -> Result<(), crate::Error> {
-        if self == MismatchPolicy::Refuse && status.is_mismatch() {
-            return Err(crate::Error::KernelMismatch {
-                source: source.clone(),
-                status: status.clone(),
-            });
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -206,29 +185,13 @@ mod tests {
     }
 
     #[test]
-    fn compare_and_policy() {
+    fn compare() {
         let a = BuildId(vec![1; 20]);
         let b = BuildId(vec![2; 20]);
-        let src = crate::Source::Vmlinux("v".into());
         assert!(KernelMatch::compare(Some(&a), Some(&a)).is_match());
         let mis = KernelMatch::compare(Some(&a), Some(&b));
         assert!(mis.is_mismatch());
         assert_eq!(mis.status(), "mismatch");
-        let err = MismatchPolicy::Refuse.check(&mis, &src).unwrap_err();
-        assert!(
-            matches!(&err, crate::Error::KernelMismatch { status, .. } if *status == mis),
-            "{err:?}"
-        );
-        assert!(
-            err.to_string()
-                .contains("is not the running kernel: MISMATCH (file build-id 0101"),
-            "{err}"
-        );
-        assert!(!err.to_string().contains("--"), "no CLI flags: {err}");
-        assert!(MismatchPolicy::Allow.check(&mis, &src).is_ok());
         assert_eq!(KernelMatch::compare(None, Some(&b)).status(), "unknown");
-        assert!(MismatchPolicy::Refuse
-            .check(&KernelMatch::compare(Some(&a), None), &src)
-            .is_ok());
     }
 }

@@ -33,7 +33,9 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::columns::Bytes;
-use crate::{buildid, kallsyms, Error, SymbolTable};
+use crate::error::Error;
+use crate::table::SymbolTable;
+use crate::{file, kallsyms};
 
 const MAGIC: &[u8; 8] = b"KSWSYMS\0";
 const VERSION: u32 = 2;
@@ -70,7 +72,7 @@ impl CacheKey {
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
         };
-        let build_id = buildid::running(notes)
+        let build_id = file::running_build_id(notes)
             .ok()
             .flatten()
             .map(|b| b.to_string())
@@ -421,7 +423,7 @@ fn decode(bytes: &[u8], key: &CacheKey) -> Option<SymbolTable> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SymbolRef;
+    use crate::table::SymbolRef;
     use std::os::unix::fs::PermissionsExt;
 
     const TEXT: &str = "\

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 
-use crate::Symbol;
+use crate::symbol::Symbol;
 
 const COUNTS: usize = 4 * 8;
 

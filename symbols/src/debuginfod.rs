@@ -15,7 +15,6 @@
 //! the whole fetch (connect, headers, body, every server in turn) ends at one deadline, so a server that
 //! trickles a byte now and then cannot hold the run forever.
 
-mod failure;
 mod interrupt;
 
 use std::ffi::OsString;
@@ -26,10 +25,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::progress::{Progress, Running, Task};
-use crate::{BuildId, Error, NoProgress, Vmlinux};
+use crate::buildid::BuildId;
+use crate::error::Error;
+use crate::progress::{NoProgress, Progress, Running, Task};
+use crate::vmlinux::Vmlinux;
 
-pub use failure::{BadFile, FailureKind, Received, ServerFailure, UnusableCache};
+pub use crate::error::debuginfod::{
+    BadFile, FailureKind, Limit, Received, ServerFailure, UnusableCache,
+};
 
 /// The servers to ask, space-separated, as elfutils reads it.
 pub const URLS_ENV: &str = "DEBUGINFOD_URLS";
@@ -103,15 +106,6 @@ enum Attempt {
     Failed(FailureKind),
     /// The cache itself cannot be written: no other server can help with that.
     Cache(Error),
-}
-
-/// Which of the client's limits stopped a fetch (the caller names the option that raises it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limit {
-    /// [`Debuginfod::with_max_size`]
-    Size,
-    /// [`Debuginfod::with_deadline`]
-    Deadline,
 }
 
 impl Debuginfod {
@@ -406,16 +400,6 @@ impl Debuginfod {
                 source: Box::new(e),
             }),
         }
-    }
-}
-
-/// A duration as the messages say it: `600 s`, `1.5 s`.
-fn secs(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s.fract() == 0.0 {
-        format!("{s:.0} s")
-    } else {
-        format!("{s} s")
     }
 }
 

@@ -8,9 +8,12 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::debuginfod::{Limit, ServerFailure, UnusableCache};
-use crate::file::{FileKind, Role};
+use crate::buildid::{BuildId, KernelMatch, MismatchPolicy};
+use crate::role::{FileKind, Role};
+use crate::source::Source;
+use debuginfod::{Limit, ServerFailure, UnusableCache};
 
+pub(crate) mod debuginfod;
 mod kinds;
 
 pub use kinds::{BtfProblem, BtfSection, DwarfProblem, ElfProblem, LineProblem};
@@ -62,14 +65,11 @@ pub enum Error {
     /// The BTF type information is not usable (bad magic, a section cut short, a type id out of range).
     Btf { path: PathBuf, problem: BtfProblem },
     /// The symbol file is proven not to be the running kernel and the policy refuses it.
-    KernelMismatch {
-        source: crate::Source,
-        status: crate::KernelMatch,
-    },
+    KernelMismatch { source: Source, status: KernelMatch },
     /// Every debuginfod server answered that it has no file for the build-id (`tried`: their URLs);
     /// `cached` says why a file already in the cache was not used, if there was one.
     DebuginfodNotFound {
-        build_id: crate::BuildId,
+        build_id: BuildId,
         tried: Vec<String>,
         cached: Option<Box<UnusableCache>>,
     },
@@ -78,7 +78,7 @@ pub enum Error {
     /// file), and why a file already in the cache was not used, if there was one. [`Error::limit`] says
     /// whether one of the client's own limits stopped it.
     DebuginfodFailed {
-        build_id: crate::BuildId,
+        build_id: BuildId,
         cached: Option<Box<UnusableCache>>,
         failures: Vec<ServerFailure>,
     },
@@ -229,7 +229,7 @@ impl Error {
                 "{} is not usable BTF type information: {problem}; give the kernel's own {} (or a module's \
                  /sys/kernel/btf/MODULE), or a copy of it that was not cut short",
                 path.display(),
-                crate::file::VMLINUX_BTF
+                crate::role::VMLINUX_BTF
             ),
             Error::KernelMismatch { source, status } => write!(
                 f,
@@ -491,3 +491,46 @@ impl LookupError {
 }
 
 impl std::error::Error for LookupError {}
+
+// The policy's check lives here, beside the error it makes, so that buildid.rs (whose types this
+// error carries) needs no error of its own.
+impl MismatchPolicy {
+    /// `Err` ([`Error::KernelMismatch`]) when the policy refuses this match status.
+    pub fn check(self, status: &KernelMatch, source: &Source) -> Result<(), Error> {
+        if self == MismatchPolicy::Refuse && status.is_mismatch() {
+            return Err(Error::KernelMismatch {
+                source: source.clone(),
+                status: status.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_refuses_only_a_proven_mismatch() {
+        let a = BuildId(vec![1; 20]);
+        let b = BuildId(vec![2; 20]);
+        let src = Source::Vmlinux("v".into());
+        let mis = KernelMatch::compare(Some(&a), Some(&b));
+        let err = MismatchPolicy::Refuse.check(&mis, &src).unwrap_err();
+        assert!(
+            matches!(&err, Error::KernelMismatch { status, .. } if *status == mis),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("is not the running kernel: MISMATCH (file build-id 0101"),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("--"), "no CLI flags: {err}");
+        assert!(MismatchPolicy::Allow.check(&mis, &src).is_ok());
+        assert!(MismatchPolicy::Refuse
+            .check(&KernelMatch::compare(Some(&a), None), &src)
+            .is_ok());
+    }
+}

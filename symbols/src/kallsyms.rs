@@ -1,10 +1,12 @@
 //! The `/proc/kallsyms` text format: `ADDR TYPE NAME [\t[MODULE]]`, one symbol a line.
 //!
-//! kallsyms carries no sizes; [`crate::SymbolTable`] infers them from the next symbol's address.
+//! kallsyms carries no sizes; [`crate::table::SymbolTable`] infers them from the next symbol's address.
 
 use crate::columns::Builder;
+use crate::error::{Error, LineProblem};
 use crate::file::{self, Role};
-use crate::{Error, LineProblem, Symbol, SymbolTable};
+use crate::symbol::Symbol;
+use crate::table::SymbolTable;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;

@@ -18,8 +18,8 @@
 //!
 //! Modules, one job each: [`file`](mod@file) opens every file the crate reads (regular files only, reads bounded),
 //! [`kallsyms`] and [`sysmap`] parse the text formats, [`cache`] keeps the running kernel's parsed kallsyms, [`vmlinux`] the ELF,
-//! [`buildid`] the notes, [`debuginfod`] fetches a vmlinux by build-id, [`kaslr`] the relocation, [`dwarf`]
-//! member paths and types, [`btf`] the same from the kernel's BTF, [`lines`] file:line,
+//! [`buildid`] the notes, [`debuginfod`] fetches a vmlinux by build-id, [`kaslr`] the relocation
+//! ([`relocate`] finds it and checks a file against kallsyms), [`dwarf`] member paths and types, [`btf`] the same from the kernel's BTF, [`lines`] file:line,
 //! [`annotate`](mod@annotate) a chain frame's file:line and inlined calls, [`user`] user-space frames,
 //! [`process`] variables in a process, [`progress`] how slow work reports how far it got, [`suggest`](mod@suggest) the "did you mean" names of every lookup; the table, the
 //! source search and the resolver tie the kernel ones together.
@@ -45,7 +45,10 @@ mod member;
 mod path;
 pub mod process;
 pub mod progress;
+pub mod relocate;
 mod resolve;
+mod role;
+mod search;
 mod source;
 pub mod suggest;
 mod symbol;
@@ -56,7 +59,7 @@ pub mod testing;
 pub mod user;
 pub mod vmlinux;
 
-pub use annotate::{annotate, Annotation, LineFrame, LineSource, VmlinuxLines};
+pub use annotate::{annotate, Annotation, LineFrame, LineSource};
 pub use btf::{Btf, BtfVariable, CastKind, CastType};
 pub use buildid::{BuildId, KernelMatch, MismatchPolicy};
 pub use cache::{CacheKey, Origin, SymbolCache};
@@ -71,8 +74,9 @@ pub use lines::{Frame, LineSymbolizer};
 pub use member::{Cycle, FieldError, MemberInfo};
 pub use path::PathElem;
 pub use progress::{NoProgress, Progress, Task};
-pub use resolve::{ResolveError, ResolveOptions, Resolved, Resolver};
-pub use source::{Source, SourceSearch};
+pub use resolve::{ResolveError, ResolveOptions, Resolved, Resolver, VmlinuxLines};
+pub use search::SourceSearch;
+pub use source::Source;
 pub use symbol::{Symbol, SymbolKind};
 pub use table::{Named, SymbolRef, SymbolTable, Symbolized};
 pub use user::{demangle, Binary, MappedFile, Skipped, UserFrame, UserSymbols, MAX_TABLE};

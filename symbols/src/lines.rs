@@ -2,10 +2,11 @@
 //! line tables and inline-call records, via `addr2line`.
 //!
 //! Building this reads line programs across the whole DWARF, so it is done only when asked:
-//! [`crate::Resolver::lines`] builds it on first use. It reads straight from the shared mapping, so the
-//! symbolizer can live beside the [`Vmlinux`] without borrowing it.
+//! [`crate::resolve::Resolver::lines`] builds it on first use. It reads straight from the shared mapping,
+//! so the symbolizer can live beside the [`Vmlinux`] without borrowing it.
 
-use crate::{DwarfProblem, Error, Vmlinux};
+use crate::error::{DwarfProblem, Error};
+use crate::vmlinux::Vmlinux;
 use gimli::RunTimeEndian;
 use memmap2::Mmap;
 use std::ops::Deref;
@@ -100,7 +101,7 @@ impl LineSymbolizer {
         })
     }
 
-    /// The frames at a *link-time* address (the file's addresses; [`crate::Resolver::frames`] takes
+    /// The frames at a *link-time* address (the file's addresses; [`crate::resolve::Resolver::frames`] takes
     /// runtime ones). Empty when no line information covers the address (assembly, or another file).
     pub fn frames(&self, link_addr: u64) -> Result<Vec<Frame>, Error> {
         let err = |e: gimli::Error| Error::Dwarf {

@@ -5,12 +5,21 @@
 //! Work is deferred until a question needs it: a vmlinux's full symbol table is built only for
 //! symbolization or suggestions (a name lookup scans the raw table), and the line table only for file:line questions.
 
+use crate::annotate::{LineFrame, LineSource};
+use crate::buildid::{KernelMatch, MismatchPolicy};
+use crate::dwarf::VariableQuery;
+use crate::error::{Error, LookupError};
+use crate::kaslr::Kaslr;
 use crate::lines::{Frame, LineSymbolizer};
-use crate::{
-    buildid, dwarf, file, kallsyms, kaslr, sysmap, Error, FieldError, Kaslr, KernelMatch,
-    LookupError, MismatchPolicy, NoProgress, PathElem, Progress, Source, SourceSearch, Symbol,
-    SymbolTable, Symbolized, VariableQuery, Vmlinux,
-};
+use crate::member::FieldError;
+use crate::path::PathElem;
+use crate::progress::{NoProgress, Progress};
+use crate::search::SourceSearch;
+use crate::source::Source;
+use crate::symbol::Symbol;
+use crate::table::{SymbolTable, Symbolized};
+use crate::vmlinux::Vmlinux;
+use crate::{dwarf, file, kallsyms, kaslr, relocate, sysmap};
 use std::fmt;
 use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
@@ -240,8 +249,11 @@ impl Resolver {
                     // A missing kallsyms leaves the match unknown; a device or FIFO named as kallsyms is
                     // a mistake to report, not a file to do without.
                     Err(e) if e.is_wrong_file() => return Err(e),
-                    Ok(running) => match Kaslr::between(&table, &running) {
-                        Some(k) => (Some(k), kaslr::verify(&table, &running, k, VERIFY_SAMPLES)),
+                    Ok(running) => match relocate::between(&table, &running) {
+                        Some(k) => (
+                            Some(k),
+                            relocate::verify(&table, &running, k, VERIFY_SAMPLES),
+                        ),
                         None => (
                             None,
                             KernelMatch::Unknown("no _text/_stext in both to relocate by".into()),
@@ -263,7 +275,7 @@ impl Resolver {
             }
             Source::Vmlinux(p) => {
                 let vm = Vmlinux::open(p)?;
-                let running = match buildid::running(&search.notes) {
+                let running = match file::running_build_id(&search.notes) {
                     Err(e) if e.is_wrong_file() => return Err(e),
                     r => r.ok().flatten(),
                 };
@@ -274,7 +286,7 @@ impl Resolver {
                     if let (KernelMatch::Unknown(_), Some(k)) = (&km, kaslr) {
                         // No build-id to go by: fall back to comparing symbols, as for System.map.
                         if let Ok(running) = kallsyms::load(&search.kallsyms) {
-                            km = kaslr::verify(&vm.table()?, &running, k, VERIFY_SAMPLES);
+                            km = relocate::verify(&vm.table()?, &running, k, VERIFY_SAMPLES);
                         }
                     }
                     if !km.is_match() {
@@ -569,6 +581,38 @@ fn kallsyms_markers(path: &Path) -> Result<Option<[Option<u64>; 2]>, Error> {
         }
     }
     Ok(Some(found))
+}
+
+/// Lines from a vmlinux's DWARF through the [`Resolver`], which moves runtime addresses back to link-time
+/// ones by the KASLR offset it found.
+pub struct VmlinuxLines<'a> {
+    resolver: &'a Resolver,
+}
+
+impl<'a> VmlinuxLines<'a> {
+    /// Builds the line tables now (they cover the whole DWARF, which takes a while on a real vmlinux), so a
+    /// file without debug info is reported before anything is armed.
+    pub fn new(resolver: &'a Resolver) -> Result<VmlinuxLines<'a>, Error> {
+        resolver.lines()?;
+        Ok(VmlinuxLines { resolver })
+    }
+}
+
+impl LineSource for VmlinuxLines<'_> {
+    fn lines(&self, addr: u64) -> Vec<LineFrame> {
+        // A frame without lines is printed bare; one failed lookup must not end the trace.
+        self.resolver
+            .frames(addr)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|f| LineFrame {
+                function: f.function,
+                file: f.file,
+                line: f.line,
+                inlined: f.inlined,
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

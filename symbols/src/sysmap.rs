@@ -3,8 +3,11 @@
 //! Same `ADDR TYPE NAME` lines as kallsyms but link-time addresses (KASLR not applied), no modules and
 //! no sizes; sizes are inferred from the next symbol as for kallsyms.
 
+use crate::error::{Error, LineProblem};
 use crate::file::{self, Role};
-use crate::{kallsyms, Error, LineProblem, Symbol, SymbolTable};
+use crate::kallsyms;
+use crate::symbol::Symbol;
+use crate::table::SymbolTable;
 use std::path::Path;
 
 /// Debian ships a one-line stand-in at `/boot/System.map-*` that points at the -dbg package.

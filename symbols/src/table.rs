@@ -1,7 +1,9 @@
 //! The loaded symbol table: sorted by address for symbolization, searchable by name for lookup.
 
 use crate::columns::{Builder, Bytes, Columns};
-use crate::{Kaslr, LookupError, Symbol, SymbolKind};
+use crate::error::LookupError;
+use crate::kaslr::Kaslr;
+use crate::symbol::{Symbol, SymbolKind};
 use rustc_hash::FxHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU32, Ordering};

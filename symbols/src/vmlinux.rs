@@ -5,8 +5,11 @@
 //! instead of reading it means a name lookup touches only the symbol and string tables, and peak memory
 //! stays a small fraction of the file.
 
+use crate::buildid::{self, BuildId};
+use crate::error::{DwarfProblem, ElfProblem, Error};
 use crate::file::{self, Role};
-use crate::{buildid, BuildId, DwarfProblem, ElfProblem, Error, Symbol, SymbolTable};
+use crate::symbol::Symbol;
+use crate::table::SymbolTable;
 use goblin::elf::section_header::{
     SHF_ALLOC, SHF_COMPRESSED, SHF_EXECINSTR, SHF_WRITE, SHN_ABS, SHN_COMMON, SHN_UNDEF,
     SHT_NOBITS, SHT_NOTE,
@@ -367,7 +370,7 @@ fn listed_name<'s>(sym: &goblin::elf::Sym, strtab: &'s [u8]) -> Option<&'s [u8]>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ElfProblem;
+    use crate::error::ElfProblem;
 
     /// A file of `bytes` in the temporary directory, removed when the test ends.
     struct Temp(std::path::PathBuf);

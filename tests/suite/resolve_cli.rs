@@ -9,8 +9,8 @@ use crate::util;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use ksymwatch_symbols::annotate::{self as lines, LineSource, VmlinuxLines};
-use ksymwatch_symbols::{Resolver, Source, SourceSearch};
+use ksymwatch_symbols::annotate::{self as lines, LineSource};
+use ksymwatch_symbols::{Resolver, Source, SourceSearch, VmlinuxLines};
 use util::{field, fixture, have, require, run, tool};
 
 /// Where the fixture pretends the running kernel put `_text` (a KASLR offset of 0x19000000).

@@ -283,7 +283,8 @@ impl fmt::Display for BtfProblem {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{kallsyms, sysmap, Error};
+    use crate::error::Error;
+    use crate::{kallsyms, sysmap};
     use std::error::Error as _;
     use std::path::Path;
 

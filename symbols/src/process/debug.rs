@@ -18,9 +18,9 @@ use goblin::elf::section_header::{SHF_COMPRESSED, SHT_NOBITS, SHT_NOTE};
 use super::DebugProblem;
 use crate::buildid::{self, BuildId};
 use crate::dwarf::DebugSections;
+use crate::error::Error;
 use crate::user::elf::{c_string, read, Headers, ReadAt};
 use crate::user::open_if_regular;
-use crate::Error;
 
 /// The largest DWARF section read: 256 MiB, several times the `.debug_info` of a large C program (a debug
 /// build of a browser has more, and is refused with this number in the message).

@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::dwarf::FieldError;
-use crate::LookupError;
+use crate::error::LookupError;
 
 /// Why a mapped file could not be searched for a symbol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +102,7 @@ pub enum DebugProblem {
         end: u64,
     },
     /// The sections were read, but the DWARF in them could not be.
-    Dwarf(Box<crate::Error>),
+    Dwarf(Box<crate::error::Error>),
 }
 
 impl fmt::Display for DebugProblem {
@@ -438,13 +438,16 @@ mod tests {
     fn unreadable_dwarf_keeps_its_error() {
         let e = ProcessError::DebugInfo {
             object: "/bin/p".into(),
-            problem: DebugProblem::Dwarf(Box::new(crate::Error::Dwarf {
+            problem: DebugProblem::Dwarf(Box::new(crate::error::Error::Dwarf {
                 path: "/bin/p".into(),
-                problem: crate::DwarfProblem::Read(gimli::Error::BadUnsignedLeb128),
+                problem: crate::error::DwarfProblem::Read(gimli::Error::BadUnsignedLeb128),
             })),
         };
         let dwarf = e.source().unwrap();
-        assert!(dwarf.downcast_ref::<crate::Error>().is_some(), "{dwarf:?}");
+        assert!(
+            dwarf.downcast_ref::<crate::error::Error>().is_some(),
+            "{dwarf:?}"
+        );
         assert!(dwarf
             .source()
             .is_some_and(|g| g.downcast_ref::<gimli::Error>().is_some()));

@@ -32,10 +32,12 @@ use goblin::elf::sym::{
 };
 
 use crate::dwarf::{self, DebugSections, FieldError, VariableQuery};
+use crate::path::PathElem;
+use crate::symbol::Symbol;
+use crate::table::SymbolTable;
 use crate::user::elf::{c_string, Headers};
 use crate::user::{basename, open_mapped, parse_maps, Mapping};
 use crate::vmlinux::nm_letter;
-use crate::{PathElem, Symbol, SymbolTable};
 
 /// The most of `/proc/PID/maps` read: a process at the kernel's default limit of 65530 mappings has about
 /// 7 MiB of it.
@@ -339,7 +341,7 @@ fn add_member(
         addr: Some(sym.st_value),
         accept_declaration: sym.st_bind() == STB_GLOBAL,
     };
-    match dwarf::resolve_path(&debug, &query, path, &crate::NoProgress) {
+    match dwarf::resolve_path(&debug, &query, path, &crate::progress::NoProgress) {
         Ok(m) => {
             target.addr =
                 target

@@ -33,8 +33,8 @@ use std::process::Command;
 
 /// `a.b[3][1].c` as member path elements, the way the CLI's target grammar reads a path after a base (a
 /// leading `.` is optional). Panics on a malformed index: only tests and examples write these.
-pub fn member_path(s: &str) -> Vec<crate::PathElem> {
-    use crate::PathElem;
+pub fn member_path(s: &str) -> Vec<crate::path::PathElem> {
+    use crate::path::PathElem;
     let mut out = Vec::new();
     for part in s.split('.').filter(|p| !p.is_empty()) {
         let (name, rest) = part.split_once('[').unwrap_or((part, ""));

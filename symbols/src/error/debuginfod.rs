@@ -1,14 +1,33 @@
 //! Why a debuginfod fetch did not deliver, as data: one [`ServerFailure`] per server (its URL and a
 //! [`FailureKind`], keeping the transfer's own error as the source), and [`UnusableCache`] for a file the
-//! cache held that could not stand in for the build-id. [`crate::Error::DebuginfodFailed`] and
-//! [`crate::Error::DebuginfodNotFound`] carry them; their text is what the user reads after `URL: `.
+//! cache held that could not stand in for the build-id. [`Error::DebuginfodFailed`] and
+//! [`Error::DebuginfodNotFound`] carry them; their text is what the user reads after `URL: `.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{secs, Limit};
-use crate::{BuildId, Error};
+use super::Error;
+use crate::buildid::BuildId;
+
+/// Which of the client's limits stopped a fetch (the caller names the option that raises it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// [`Debuginfod::with_max_size`](crate::debuginfod::Debuginfod::with_max_size)
+    Size,
+    /// [`Debuginfod::with_deadline`](crate::debuginfod::Debuginfod::with_deadline)
+    Deadline,
+}
+
+/// A duration as the messages say it: `600 s`, `1.5 s`.
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s} s")
+    }
+}
 
 /// How much of a response had arrived when a transfer stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -336,7 +355,7 @@ mod tests {
     fn an_unreadable_cached_file_keeps_its_error() {
         let elf = Error::Elf {
             path: "/c/abab/debuginfo".into(),
-            problem: crate::ElfProblem::NoMagic,
+            problem: crate::error::ElfProblem::NoMagic,
         };
         let cached = UnusableCache {
             path: "/c/abab/debuginfo".into(),
@@ -356,7 +375,7 @@ mod tests {
             matches!(
                 inner.downcast_ref::<Error>(),
                 Some(Error::Elf {
-                    problem: crate::ElfProblem::NoMagic,
+                    problem: crate::error::ElfProblem::NoMagic,
                     ..
                 })
             ),

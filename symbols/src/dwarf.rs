@@ -11,10 +11,12 @@
 //! does, so for a global the first unit that declares it with a complete type ends the scan, usually in the
 //! first few units.
 
-use crate::member::graph::{size, Cycle, Kind, Member, Qualifier, TypeGraph};
+use crate::error::{Cycle, DwarfProblem, Error};
+use crate::member::graph::{size, Kind, Member, Qualifier, TypeGraph};
 use crate::member::walk::walk;
+use crate::path::PathElem;
 use crate::progress::{Progress, Running, Task};
-use crate::{Error, PathElem, Vmlinux};
+use crate::vmlinux::Vmlinux;
 use gimli::{AttributeValue, EndianSlice, Operation, RunTimeEndian, UnitOffset};
 use std::borrow::Cow;
 use std::path::Path;
@@ -88,12 +90,12 @@ fn load(src: &dyn DebugSections) -> Result<Dwarf<'_>, Error> {
 fn dwarf_err(src: &dyn DebugSections, e: gimli::Error) -> FieldError {
     FieldError::Load(Error::Dwarf {
         path: src.path().to_path_buf(),
-        problem: crate::DwarfProblem::Read(e),
+        problem: DwarfProblem::Read(e),
     })
 }
 
 /// Resolves `var` + `path` in `vm`'s DWARF (a [`Vmlinux`], or any other [`DebugSections`]). A scan of
-/// the units is reported to `progress` as a [`Task::DwarfScan`]; pass [`NoProgress`](crate::NoProgress)
+/// the units is reported to `progress` as a [`Task::DwarfScan`]; pass [`NoProgress`](crate::progress::NoProgress)
 /// for none.
 pub fn resolve_path(
     vm: &dyn DebugSections,
@@ -302,7 +304,7 @@ impl<'a> Types<'_, '_, 'a> {
                 .ok_or_else(|| {
                     FieldError::Load(Error::Dwarf {
                         path: self.vm.path().to_path_buf(),
-                        problem: crate::DwarfProblem::CrossUnitReference,
+                        problem: DwarfProblem::CrossUnitReference,
                     })
                 }),
             Some(_) => Ok(None),
@@ -396,7 +398,7 @@ impl<'a> Types<'_, '_, 'a> {
                     Ok(Some(Operation::PlusConstant { value })) => Ok(value),
                     _ => Err(FieldError::Load(Error::Dwarf {
                         path: self.vm.path().to_path_buf(),
-                        problem: crate::DwarfProblem::MemberLocation,
+                        problem: DwarfProblem::MemberLocation,
                     })),
                 }
             }
@@ -541,7 +543,7 @@ impl<'d, 'u, 'a> TypeGraph for Types<'d, 'u, 'a> {
         };
         FieldError::Load(Error::Dwarf {
             path: self.vm.path().to_path_buf(),
-            problem: crate::DwarfProblem::Cycle { die, cycle },
+            problem: DwarfProblem::Cycle { die, cycle },
         })
     }
 }

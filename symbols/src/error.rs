@@ -16,7 +16,7 @@ use debuginfod::{Limit, ServerFailure, UnusableCache};
 pub(crate) mod debuginfod;
 mod kinds;
 
-pub use kinds::{BtfProblem, BtfSection, DwarfProblem, ElfProblem, LineProblem};
+pub use kinds::{BtfProblem, BtfSection, Cycle, DwarfProblem, ElfProblem, LineProblem};
 
 /// A symbol source could not be loaded.
 #[derive(Debug)]

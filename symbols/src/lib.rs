@@ -66,12 +66,12 @@ pub use cache::{CacheKey, Origin, SymbolCache};
 pub use debuginfod::{Debuginfod, Fetched};
 pub use dwarf::VariableQuery;
 pub use error::{
-    BtfProblem, BtfSection, DwarfProblem, ElfProblem, Error, LineProblem, LookupError, Plain,
-    Remedies, Worded,
+    BtfProblem, BtfSection, Cycle, DwarfProblem, ElfProblem, Error, LineProblem, LookupError,
+    Plain, Remedies, Worded,
 };
 pub use kaslr::Kaslr;
 pub use lines::{Frame, LineSymbolizer};
-pub use member::{Cycle, FieldError, MemberInfo};
+pub use member::{FieldError, MemberInfo};
 pub use path::PathElem;
 pub use progress::{NoProgress, Progress, Task};
 pub use resolve::{ResolveError, ResolveOptions, Resolved, Resolver, VmlinuxLines};

@@ -27,11 +27,13 @@ use std::sync::{Arc, OnceLock};
 
 use rustc_hash::{FxHashMap, FxHasher};
 
+use crate::error::{BtfProblem, Cycle, Error};
 use crate::file::{self, Role};
-use crate::member::graph::{size, Cycle, Kind, Member, Qualifier, TypeGraph, MAX_CHAIN};
+use crate::member::graph::{size, Kind, Member, Qualifier, TypeGraph, MAX_CHAIN};
 use crate::member::name::type_name;
 use crate::member::walk::walk;
-use crate::{Error, FieldError, MemberInfo, PathElem};
+use crate::member::{FieldError, MemberInfo};
+use crate::path::PathElem;
 use reader::{kind, Blob, Raw, Record};
 
 /// Whether a type of BTF kind `k` is what a cast's keyword asks for (any kind without one).
@@ -218,7 +220,7 @@ impl Btf {
                 .and_then(|n| first_str.checked_add(n))
                 .is_some();
         if !fits {
-            return Err(corrupt(crate::BtfProblem::TooManyIds));
+            return Err(corrupt(BtfProblem::TooManyIds));
         }
         let datasecs = (0..raw.records.len())
             .filter(|&i| raw.record(i).is_some_and(|r| r.kind == kind::DATASEC))
@@ -276,7 +278,7 @@ impl Btf {
         std::iter::successors(Some(self), |b| b.base.as_deref())
     }
 
-    fn corrupt(&self, problem: crate::BtfProblem) -> FieldError {
+    fn corrupt(&self, problem: BtfProblem) -> FieldError {
         FieldError::Load(Error::Btf {
             path: self.path.clone(),
             problem,
@@ -320,7 +322,7 @@ impl Btf {
         }
         match self.raw.record(id.wrapping_sub(self.first_id) as usize) {
             Some(rec) if id >= self.first_id => Ok(Ty { btf: self, id, rec }),
-            _ => Err(self.corrupt(crate::BtfProblem::TypeIdOutOfRange {
+            _ => Err(self.corrupt(BtfProblem::TypeIdOutOfRange {
                 id,
                 last: self.next_id() - 1,
             })),
@@ -611,7 +613,7 @@ impl Btf {
                 _ => return Ok(t),
             }
         }
-        Err(self.corrupt(crate::BtfProblem::ChainTooDeep {
+        Err(self.corrupt(BtfProblem::ChainTooDeep {
             id: t.id,
             limit: MAX_CHAIN,
         }))
@@ -752,9 +754,9 @@ impl TypeGraph for Btf {
         Btf::corrupt(
             self,
             match cycle {
-                Cycle::Chain(limit) => crate::BtfProblem::ChainTooDeep { id, limit },
-                Cycle::Nest(limit) => crate::BtfProblem::NestTooDeep { id, limit },
-                Cycle::Visits(limit) => crate::BtfProblem::TooManyVisits { id, limit },
+                Cycle::Chain(limit) => BtfProblem::ChainTooDeep { id, limit },
+                Cycle::Nest(limit) => BtfProblem::NestTooDeep { id, limit },
+                Cycle::Visits(limit) => BtfProblem::TooManyVisits { id, limit },
             },
         )
     }

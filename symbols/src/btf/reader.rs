@@ -9,7 +9,7 @@
 
 use std::ops::Range;
 
-use crate::{BtfProblem, BtfSection};
+use crate::error::{BtfProblem, BtfSection};
 
 pub(super) const MAGIC: u16 = 0xeb9f;
 pub(super) const HEADER_LEN: usize = 24;
@@ -244,7 +244,8 @@ impl Raw {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Btf, Error};
+    use crate::btf::Btf;
+    use crate::error::Error;
     use std::path::Path;
 
     /// A little-endian BTF header with `type_len` bytes of types and `str_len` of strings declared, and

@@ -682,7 +682,7 @@ fn corrupt_headers_and_truncated_sections_are_errors() {
     assert!(corrupt(b.build()).contains("kind 25"));
     let msg = Error::Btf {
         path: "x".into(),
-        problem: crate::BtfProblem::TooManyIds,
+        problem: crate::error::BtfProblem::TooManyIds,
     }
     .to_string();
     assert_eq!(

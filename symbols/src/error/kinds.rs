@@ -108,13 +108,20 @@ pub enum DwarfProblem {
     /// The section is compressed (`SHF_COMPRESSED`); it is not inflated in place of a mapping.
     Compressed { section: String },
     /// The types below the DIE at this unit offset run past one of the member walk's bounds.
-    Cycle {
-        die: u64,
-        cycle: crate::member::Cycle,
-    },
+    Cycle { die: u64, cycle: Cycle },
 }
 
-use crate::member::Cycle;
+/// A bound of the member walk that type information ran past: sound information never does, so it is taken
+/// for a cycle in corrupt information.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cycle {
+    /// More than this many typedefs and qualifiers in a row.
+    Chain(usize),
+    /// Arrays nested more than this deep.
+    Nest(u32),
+    /// A search through anonymous members visited more than this many members.
+    Visits(u32),
+}
 
 impl fmt::Display for DwarfProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 
 use super::FieldError;
+use crate::error::Cycle;
 
 /// How many typedefs and qualifiers are followed before a chain is taken for a cycle. Real kernels stack
 /// a handful (`const volatile` over two typedefs).
@@ -108,18 +109,6 @@ pub(crate) trait TypeGraph {
     }
     /// The error for type information that runs past one of the walk's bounds at `t`, naming the file.
     fn corrupt(&self, t: Self::Type, cycle: Cycle) -> FieldError;
-}
-
-/// A bound of the walk that type information ran past: sound information never does, so it is taken
-/// for a cycle in corrupt information.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cycle {
-    /// More than this many typedefs and qualifiers in a row.
-    Chain(usize),
-    /// Arrays nested more than this deep.
-    Nest(u32),
-    /// A search through anonymous members visited more than this many members.
-    Visits(u32),
 }
 
 /// Looks through typedefs and qualifiers to the type that has a layout.

@@ -6,7 +6,6 @@
 
 pub(crate) mod graph;
 
-pub use graph::Cycle;
 pub(crate) mod name;
 #[cfg(test)]
 mod tests;
@@ -14,7 +13,7 @@ pub(crate) mod walk;
 
 use std::fmt;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Where a member path lands, relative to the variable's address.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,11 +4,12 @@
 
 use std::borrow::Cow;
 
-use super::graph::{peel, size, Cycle, Kind, Member, Qualifier, TypeGraph};
+use super::graph::{peel, size, Kind, Member, Qualifier, TypeGraph};
 use super::name::type_name;
 use super::walk::{containing_word, walk, Landing};
 use super::{FieldError, MemberInfo};
-use crate::{Error, PathElem};
+use crate::error::{BtfProblem, Cycle, DwarfProblem, Error};
+use crate::path::PathElem;
 
 /// One type; a handle is its index in [`Graph::nodes`], and 0 is void.
 enum Node {
@@ -79,7 +80,7 @@ impl Graph {
     fn node(&self, t: usize) -> Result<&Node, FieldError> {
         self.nodes.get(t).ok_or(FieldError::Load(Error::Btf {
             path: "graph".into(),
-            problem: crate::BtfProblem::TypeIdOutOfRange {
+            problem: BtfProblem::TypeIdOutOfRange {
                 id: t as u32,
                 last: self.nodes.len() as u32,
             },
@@ -149,7 +150,7 @@ impl TypeGraph for Graph {
     fn corrupt(&self, t: usize, cycle: Cycle) -> FieldError {
         FieldError::Load(Error::Dwarf {
             path: "graph".into(),
-            problem: crate::DwarfProblem::Cycle {
+            problem: DwarfProblem::Cycle {
                 die: t as u64,
                 cycle,
             },

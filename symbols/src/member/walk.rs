@@ -3,10 +3,11 @@
 //! members, bounding every chase so corrupt type information ends in an error, and saying what is there
 //! instead when a step does not apply.
 
-use super::graph::{size, Cycle, Kind, Member, TypeGraph, MAX_NEST};
+use super::graph::{size, Kind, Member, TypeGraph, MAX_NEST};
 use super::name::type_name;
 use super::{FieldError, MemberInfo};
-use crate::PathElem;
+use crate::error::Cycle;
+use crate::path::PathElem;
 
 /// The most members one search through anonymous members visits. Depth alone does not bound it: corrupt
 /// information can give a struct thousands of anonymous members that are each that struct again.

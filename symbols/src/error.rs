@@ -240,44 +240,12 @@ impl Error {
                 build_id,
                 tried,
                 cached,
-            } => {
-                write!(
-                    f,
-                    "no server in DEBUGINFOD_URLS has debug info for build-id {build_id} (tried: {})",
-                    tried.join(", ")
-                )?;
-                if let Some(c) = cached {
-                    write!(f, "; {c}")?;
-                }
-                write!(
-                    f,
-                    "; add a server that has this kernel's, or install its debug package \
-                     (Debian: linux-image-$(uname -r)-dbg)"
-                )
-            }
+            } => not_found(f, build_id, tried, cached.as_deref()),
             Error::DebuginfodFailed {
                 build_id,
                 cached,
                 failures,
-            } => {
-                write!(f, "cannot fetch debug info for build-id {build_id}: ")?;
-                if let Some(c) = cached {
-                    write!(f, "{c}; ")?;
-                }
-                for (i, failure) in failures.iter().enumerate() {
-                    let sep = if i == 0 { "" } else { "; " };
-                    write!(f, "{sep}{failure}")?;
-                }
-                f.write_str("; nothing was cached")?;
-                // A limit of this client's own is not the network's fault.
-                if self.limit().is_none() {
-                    write!(
-                        f,
-                        ": check the network and the servers in DEBUGINFOD_URLS, then try again"
-                    )?;
-                }
-                Ok(())
-            }
+            } => self.failed(f, build_id, cached.as_deref(), failures),
             Error::DebuginfodCache { path, source }
                 if source.kind() == std::io::ErrorKind::StorageFull =>
             {
@@ -295,6 +263,33 @@ impl Error {
                 path.display()
             ),
         }
+    }
+
+    /// [`Error::DebuginfodFailed`]'s text: each server's failure, and whether the network is to blame.
+    fn failed(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        build_id: &BuildId,
+        cached: Option<&UnusableCache>,
+        failures: &[ServerFailure],
+    ) -> fmt::Result {
+        write!(f, "cannot fetch debug info for build-id {build_id}: ")?;
+        if let Some(c) = cached {
+            write!(f, "{c}; ")?;
+        }
+        for (i, failure) in failures.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "; " };
+            write!(f, "{sep}{failure}")?;
+        }
+        f.write_str("; nothing was cached")?;
+        // A limit of this client's own is not the network's fault.
+        if self.limit().is_none() {
+            write!(
+                f,
+                ": check the network and the servers in DEBUGINFOD_URLS, then try again"
+            )?;
+        }
+        Ok(())
     }
 
     /// Whether the path names the wrong kind of file (a device, FIFO, directory, or one far too large),
@@ -318,6 +313,28 @@ impl Error {
 }
 
 /// `256 MiB`, or `10 bytes` for a bound that is not a whole number of MiB.
+/// [`Error::DebuginfodNotFound`]'s text.
+fn not_found(
+    f: &mut fmt::Formatter<'_>,
+    build_id: &BuildId,
+    tried: &[String],
+    cached: Option<&UnusableCache>,
+) -> fmt::Result {
+    write!(
+        f,
+        "no server in DEBUGINFOD_URLS has debug info for build-id {build_id} (tried: {})",
+        tried.join(", ")
+    )?;
+    if let Some(c) = cached {
+        write!(f, "; {c}")?;
+    }
+    write!(
+        f,
+        "; add a server that has this kernel's, or install its debug package \
+         (Debian: linux-image-$(uname -r)-dbg)"
+    )
+}
+
 fn bytes(n: u64) -> String {
     const MIB: u64 = 1 << 20;
     if n >= MIB && n.is_multiple_of(MIB) {

@@ -236,6 +236,45 @@ pub(super) fn list(items: &[String]) -> String {
     }
 }
 
+/// [`ProcessError::Unknown`]'s text: where the name was looked for, and what could not be searched.
+fn unknown(
+    f: &mut fmt::Formatter<'_>,
+    pid: u32,
+    name: &str,
+    searched: &[String],
+    exports_only: &[String],
+    unreadable: &[Unreadable],
+) -> fmt::Result {
+    write!(
+        f,
+        "unknown symbol `{name}` in process {pid}: not in {}",
+        list(searched)
+    )?;
+    if !exports_only.is_empty() {
+        write!(
+            f,
+            " ({} stripped: only exported symbols are known)",
+            if exports_only.len() == 1 {
+                format!("{} is", exports_only[0])
+            } else {
+                format!("{} are", list(exports_only))
+            }
+        )?;
+    }
+    if let [first, rest @ ..] = unreadable {
+        write!(f, " (not searched: {first}")?;
+        for u in rest {
+            write!(f, "; {u}")?;
+        }
+        write!(f, ")")?;
+    }
+    write!(
+        f,
+        "; check the name with nm FILE, name a library that is not mapped yet as LIB:{name}, or \
+         give the address as 0xADDR"
+    )
+}
+
 impl fmt::Display for ProcessError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -279,36 +318,7 @@ impl fmt::Display for ProcessError {
                 searched,
                 exports_only,
                 unreadable,
-            } => {
-                write!(
-                    f,
-                    "unknown symbol `{name}` in process {pid}: not in {}",
-                    list(searched)
-                )?;
-                if !exports_only.is_empty() {
-                    write!(
-                        f,
-                        " ({} stripped: only exported symbols are known)",
-                        if exports_only.len() == 1 {
-                            format!("{} is", exports_only[0])
-                        } else {
-                            format!("{} are", list(exports_only))
-                        }
-                    )?;
-                }
-                if let [first, rest @ ..] = unreadable.as_slice() {
-                    write!(f, " (not searched: {first}")?;
-                    for u in rest {
-                        write!(f, "; {u}")?;
-                    }
-                    write!(f, ")")?;
-                }
-                write!(
-                    f,
-                    "; check the name with nm FILE, name a library that is not mapped yet as LIB:{name}, or \
-                     give the address as 0xADDR"
-                )
-            }
+            } => unknown(f, *pid, name, searched, exports_only, unreadable),
             ProcessError::Lookup { object, error } => write!(f, "{object}: {error}"),
             ProcessError::Ambiguous { name, candidates } => {
                 write!(

@@ -203,42 +203,11 @@ impl Layout<'_> {
             b.extend_from_slice(&shstrtab);
             headers.push([u64::from(at), 3, 0, 0, off as u64, shstrtab.len() as u64, 0]);
         }
-        while !b.len().is_multiple_of(8) {
-            b.push(0);
-        }
-        let shoff = b.len();
-        for [name, kind, flags, addr, off, size, link_entsize] in &headers {
-            b.extend_from_slice(&(*name as u32).to_le_bytes());
-            b.extend_from_slice(&(*kind as u32).to_le_bytes());
-            b.extend_from_slice(&flags.to_le_bytes());
-            b.extend_from_slice(&addr.to_le_bytes());
-            b.extend_from_slice(&off.to_le_bytes());
-            b.extend_from_slice(&size.to_le_bytes());
-            b.extend_from_slice(&((*link_entsize & 0xffff_ffff) as u32).to_le_bytes()); // link
-            b.extend_from_slice(&0u32.to_le_bytes()); // info
-            b.extend_from_slice(&8u64.to_le_bytes()); // addralign
-            b.extend_from_slice(&(link_entsize >> 32).to_le_bytes()); // entsize
-        }
+        let shoff = section_headers(&mut b, &headers);
         let len = b.len() as u64;
         let entry = self.segments.first().map_or(BASE, |s| s.vaddr);
-        // ELF header.
-        let mut h = Vec::with_capacity(64);
-        h.extend_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1, 1, 0]);
-        h.extend_from_slice(&[0; 8]);
-        h.extend_from_slice(&self.e_type.to_le_bytes());
-        h.extend_from_slice(&62u16.to_le_bytes()); // x86-64
-        h.extend_from_slice(&1u32.to_le_bytes());
-        h.extend_from_slice(&entry.to_le_bytes());
-        h.extend_from_slice(&64u64.to_le_bytes()); // phoff
-        h.extend_from_slice(&(shoff as u64).to_le_bytes());
-        h.extend_from_slice(&0u32.to_le_bytes());
-        h.extend_from_slice(&64u16.to_le_bytes());
-        h.extend_from_slice(&56u16.to_le_bytes());
-        h.extend_from_slice(&(phnum as u16).to_le_bytes());
-        h.extend_from_slice(&64u16.to_le_bytes());
-        h.extend_from_slice(&(headers.len() as u16).to_le_bytes());
-        h.extend_from_slice(&shstrndx.to_le_bytes());
-        b[..64].copy_from_slice(&h);
+        let counts = (phnum as u16, headers.len() as u16, shstrndx);
+        b[..64].copy_from_slice(&self.header(entry, shoff as u64, counts));
         // By default one PT_LOAD covering the whole file at BASE.
         let whole = [Segment {
             offset: 0,
@@ -253,16 +222,7 @@ impl Layout<'_> {
             &self.segments
         };
         for (i, s) in segments.iter().enumerate() {
-            let mut p = Vec::with_capacity(56);
-            p.extend_from_slice(&1u32.to_le_bytes());
-            p.extend_from_slice(&s.flags.to_le_bytes());
-            p.extend_from_slice(&s.offset.to_le_bytes());
-            p.extend_from_slice(&s.vaddr.to_le_bytes());
-            p.extend_from_slice(&s.vaddr.to_le_bytes());
-            p.extend_from_slice(&s.filesz.to_le_bytes());
-            p.extend_from_slice(&s.memsz.to_le_bytes());
-            p.extend_from_slice(&0x1000u64.to_le_bytes());
-            b[64 + 56 * i..64 + 56 * (i + 1)].copy_from_slice(&p);
+            b[64 + 56 * i..64 + 56 * (i + 1)].copy_from_slice(&program_header(s));
         }
         Tiny {
             bytes: b,
@@ -271,6 +231,67 @@ impl Layout<'_> {
             strtab,
         }
     }
+}
+
+impl Layout<'_> {
+    /// The 64-byte ELF header: `counts` are the program headers, section headers and the section-name
+    /// table's index.
+    fn header(&self, entry: u64, shoff: u64, counts: (u16, u16, u16)) -> Vec<u8> {
+        let (phnum, shnum, shstrndx) = counts;
+        let mut h = Vec::with_capacity(64);
+        h.extend_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1, 1, 0]);
+        h.extend_from_slice(&[0; 8]);
+        h.extend_from_slice(&self.e_type.to_le_bytes());
+        h.extend_from_slice(&62u16.to_le_bytes()); // x86-64
+        h.extend_from_slice(&1u32.to_le_bytes());
+        h.extend_from_slice(&entry.to_le_bytes());
+        h.extend_from_slice(&64u64.to_le_bytes()); // phoff
+        h.extend_from_slice(&shoff.to_le_bytes());
+        h.extend_from_slice(&0u32.to_le_bytes());
+        h.extend_from_slice(&64u16.to_le_bytes());
+        h.extend_from_slice(&56u16.to_le_bytes());
+        h.extend_from_slice(&phnum.to_le_bytes());
+        h.extend_from_slice(&64u16.to_le_bytes());
+        h.extend_from_slice(&shnum.to_le_bytes());
+        h.extend_from_slice(&shstrndx.to_le_bytes());
+        h
+    }
+}
+
+/// Appends the section headers (`[name, kind, flags, addr, offset, size, link | entsize << 32]` each),
+/// 8-byte aligned; returns where they start.
+fn section_headers(b: &mut Vec<u8>, headers: &[[u64; 7]]) -> usize {
+    while !b.len().is_multiple_of(8) {
+        b.push(0);
+    }
+    let shoff = b.len();
+    for [name, kind, flags, addr, off, size, link_entsize] in headers {
+        b.extend_from_slice(&(*name as u32).to_le_bytes());
+        b.extend_from_slice(&(*kind as u32).to_le_bytes());
+        b.extend_from_slice(&flags.to_le_bytes());
+        b.extend_from_slice(&addr.to_le_bytes());
+        b.extend_from_slice(&off.to_le_bytes());
+        b.extend_from_slice(&size.to_le_bytes());
+        b.extend_from_slice(&((*link_entsize & 0xffff_ffff) as u32).to_le_bytes()); // link
+        b.extend_from_slice(&0u32.to_le_bytes()); // info
+        b.extend_from_slice(&8u64.to_le_bytes()); // addralign
+        b.extend_from_slice(&(link_entsize >> 32).to_le_bytes()); // entsize
+    }
+    shoff
+}
+
+/// One PT_LOAD program header.
+fn program_header(s: &Segment) -> Vec<u8> {
+    let mut p = Vec::with_capacity(56);
+    p.extend_from_slice(&1u32.to_le_bytes());
+    p.extend_from_slice(&s.flags.to_le_bytes());
+    p.extend_from_slice(&s.offset.to_le_bytes());
+    p.extend_from_slice(&s.vaddr.to_le_bytes());
+    p.extend_from_slice(&s.vaddr.to_le_bytes());
+    p.extend_from_slice(&s.filesz.to_le_bytes());
+    p.extend_from_slice(&s.memsz.to_le_bytes());
+    p.extend_from_slice(&0x1000u64.to_le_bytes());
+    p
 }
 
 /// Appends a symbol table and its strings; returns (table offset, strings offset, their lengths).

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use goblin::elf::program_header::PT_NOTE;
 use goblin::elf::section_header::{SHF_COMPRESSED, SHT_NOBITS, SHT_NOTE};
 
-use super::DebugProblem;
+use super::error::DebugProblem;
 use crate::buildid::{self, BuildId};
 use crate::dwarf::DebugSections;
 use crate::error::Error;

@@ -18,11 +18,25 @@ use goblin::elf::section_header::{SectionHeader, SHT_DYNSYM, SHT_SYMTAB};
 use goblin::elf::sym::{Sym as ElfSym, STT_FUNC, STT_GNU_IFUNC};
 use goblin::elf::Elf;
 
-use super::demangle;
-
 /// The largest symbol table or string table read from one user binary: 64 MiB, about 2.8 million 64-bit
 /// symbols, well above the largest real programs (a browser's `.symtab` is a few hundred thousand).
 pub const MAX_TABLE: u64 = 64 << 20;
+
+/// Rust (legacy and v0) and Itanium C++ names demangled; anything else as it is.
+pub fn demangle(name: &str) -> String {
+    if let Ok(d) = rustc_demangle::try_demangle(name) {
+        // `{:#}` leaves out the hash suffix.
+        return format!("{d:#}");
+    }
+    if name.starts_with("_Z") {
+        if let Ok(s) = cpp_demangle::Symbol::new(name) {
+            if let Ok(d) = s.demangle() {
+                return d;
+            }
+        }
+    }
+    name.to_string()
+}
 
 #[derive(Debug)]
 struct Sym {
@@ -361,6 +375,16 @@ fn functions(table: SymbolTable) -> (Vec<Sym>, Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn demangles_rust_and_cpp() {
+        assert_eq!(
+            demangle("_ZN4core3fmt5write17h0123456789abcdefE"),
+            "core::fmt::write"
+        );
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
+        assert_eq!(demangle("main"), "main");
+    }
 
     #[test]
     fn not_elf_is_none_not_an_error() {

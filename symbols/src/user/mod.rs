@@ -23,7 +23,7 @@ use rustc_hash::FxHashMap;
 
 pub(crate) mod elf;
 
-pub use elf::{Binary, Skipped, MAX_TABLE};
+pub use elf::{demangle, Binary, Skipped, MAX_TABLE};
 
 /// Binaries no remembered mapping uses, kept for the next process that maps them (the cache's bound).
 pub const BINARIES_KEPT: usize = 32;
@@ -141,22 +141,6 @@ pub struct MappedFile<'a> {
 struct Cached {
     bin: Option<Arc<Binary>>,
     used: u64,
-}
-
-/// Rust (legacy and v0) and Itanium C++ names demangled; anything else as it is.
-pub fn demangle(name: &str) -> String {
-    if let Ok(d) = rustc_demangle::try_demangle(name) {
-        // `{:#}` leaves out the hash suffix.
-        return format!("{d:#}");
-    }
-    if name.starts_with("_Z") {
-        if let Ok(s) = cpp_demangle::Symbol::new(name) {
-            if let Ok(d) = s.demangle() {
-                return d;
-            }
-        }
-    }
-    name.to_string()
 }
 
 /// Parses `/proc/PID/maps` text; lines it does not understand are skipped.
@@ -487,16 +471,6 @@ pub(crate) fn open_if_regular(path: &Path) -> Option<(std::fs::File, std::fs::Me
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn demangles_rust_and_cpp() {
-        assert_eq!(
-            demangle("_ZN4core3fmt5write17h0123456789abcdefE"),
-            "core::fmt::write"
-        );
-        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
-        assert_eq!(demangle("main"), "main");
-    }
 
     #[test]
     fn parses_maps_lines() {

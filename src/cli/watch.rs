@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols};
+use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols, VmlinuxLines};
 
 use crate::cli::advice;
 use crate::cli::args::WatchArgs;
@@ -287,7 +287,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         symbols_origin,
         source_text,
         types,
-        mut launched,
+        launched,
         percpu_offsets,
         objects,
     } = plan;
@@ -299,10 +299,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
     let symbols = kernel.chains()?;
     let file_symbols = kernel.files();
     // Built (and checked) before arming, so a vmlinux without usable line tables fails before any hit.
-    let line_source = match file_symbols {
-        Some(files) if args.symbols.lines => Some(files.line_source()?),
-        _ => None,
-    };
+    let line_source = line_source(file_symbols, args.symbols.lines)?;
     let cfg = EventConfig {
         ring_pages: args.buffer_pages,
         user_only,
@@ -320,34 +317,14 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
     )?;
     let control_source = args.control.as_deref().map(Control::open).transpose()?;
     let recorder = flight.as_ref().map(recorder).transpose()?;
-    // Block the stop signals before arming: a Ctrl-C from here on is read by the loop, which releases the
-    // breakpoints, instead of killing us with events half-set-up. (A launched command was started before:
-    // it must not inherit the blocked signals.)
-    let dump_signal: &[libc::c_int] = match &flight {
-        Some(f) if f.on_signal() => &[libc::SIGUSR1],
-        _ => &[],
-    };
-    let signals = SignalFd::stop_signals_and(dump_signal).or_exit(ExitCode::Runtime, "signalfd")?;
-    let (hotplug, warning) = Hotplug::new(follow, args.strict_hotplug);
-    if let Some(w) = warning {
-        stderr::line(format_args!("ksymwatch: warning: {w}"));
-    }
+    let signals = block_stop_signals(flight.as_ref())?;
+    let hotplug = hotplug(follow, args.strict_hotplug);
     if let Some(w) = warmup.take() {
         w.finish();
     }
     let objects_line = objects.as_ref().map(ObjectPlan::describe);
     if objects.is_some() {
-        // One slot per debug register still free on every CPU.
-        let free = watches
-            .first()
-            .map_or(0, |w| arm::free_slots(w, &cpus, watches.len(), &cfg));
-        if free == 0 {
-            return Err(Error::arm(
-                "--on needs a free debug register on every CPU, and every one is in use (perf, gdb, another \
-                 watch); stop one and run again",
-            ));
-        }
-        watches.truncate(free);
+        keep_free_slots(&mut watches, &cpus, &cfg)?;
     }
     let armed = arm::arm_in(&watches, &cpus, &scope, &cfg).map_err(advice::arming)?;
     let armed_line = ArmedLine::of(&armed);
@@ -367,14 +344,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         duration: args.duration,
         count: args.count,
     };
-    // Joined before `armed`: the scan is long over by now (a few ms, against the symbol load's tens).
-    let (comms, mut user) = task_scan.and_then(|t| t.join().ok()).unwrap_or_default();
-    // A launched command started after the scan, and the kernel mapped its executable at its exec, before
-    // any event existed to report it: read it while the command is stopped there, or a command that exits
-    // right after its hits leaves them unnamed.
-    if let Some(l) = &launched {
-        user.read_process(l.pid);
-    }
+    let (comms, user) = scanned_tasks(task_scan, launched.as_ref());
     let plan = Plan {
         watches: &watches,
         symbols,
@@ -405,7 +375,18 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
     if let Some(o) = objects {
         session.watch_objects(object_watch(o, &cpus, &watches)?)?;
     }
-    let announced = armed_line.announce(&mut session.out, &header);
+    announce_and_run(session, &armed_line, &header, launched)
+}
+
+/// Announces the armed watch, lets a launched command go on, and runs the session until it stops; the
+/// launched command's exit status if it has ended by then, else 0.
+fn announce_and_run(
+    mut session: Session<'_, Tee>,
+    armed_line: &ArmedLine,
+    header: &Header<'_>,
+    mut launched: Option<Launched>,
+) -> Result<i32> {
+    let announced = armed_line.announce(&mut session.out, header);
     // The symbol cache is written from here on, off the path from start to `armed`.
     ksymwatch_symbols::cache::start_writes();
     session.learn_tasks();
@@ -423,6 +404,69 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
     // The command's status if it has ended; a run stopped first (signal, --duration, --count) leaves it
     // running unwatched and ends as a watch of a running process does.
     Ok(launched.as_mut().and_then(Launched::status).unwrap_or(0))
+}
+
+/// The line table `--lines` asks for, from the vmlinux's own files; none without them.
+fn line_source(files: Option<&FileSymbols>, lines: bool) -> Result<Option<VmlinuxLines<'_>>> {
+    Ok(match files {
+        Some(files) if lines => Some(files.line_source()?),
+        _ => None,
+    })
+}
+
+/// Blocks the stop signals (and `--flight`'s dump signal) before arming: a Ctrl-C from then on is read by
+/// the loop, which releases the breakpoints, instead of killing us with events half-set-up. (A launched
+/// command was started before: it must not inherit the blocked signals.)
+fn block_stop_signals(flight: Option<&Flight>) -> Result<SignalFd> {
+    let dump_signal: &[libc::c_int] = match flight {
+        Some(f) if f.on_signal() => &[libc::SIGUSR1],
+        _ => &[],
+    };
+    SignalFd::stop_signals_and(dump_signal).or_exit(ExitCode::Runtime, "signalfd")
+}
+
+/// The CPU hotplug follower, its warning (if it cannot follow) printed.
+fn hotplug(follow: Option<BTreeSet<u32>>, strict: bool) -> Hotplug {
+    let (hotplug, warning) = Hotplug::new(follow, strict);
+    if let Some(w) = warning {
+        stderr::line(format_args!("ksymwatch: warning: {w}"));
+    }
+    hotplug
+}
+
+/// Keeps `--on`'s watches to one slot per debug register still free on every CPU; an error if none is.
+fn keep_free_slots(
+    watches: &mut Vec<Watch>,
+    cpus: &BTreeSet<u32>,
+    cfg: &EventConfig,
+) -> Result<()> {
+    let free = watches
+        .first()
+        .map_or(0, |w| arm::free_slots(w, cpus, watches.len(), cfg));
+    if free == 0 {
+        return Err(Error::arm(
+            "--on needs a free debug register on every CPU, and every one is in use (perf, gdb, another \
+             watch); stop one and run again",
+        ));
+    }
+    watches.truncate(free);
+    Ok(())
+}
+
+/// The task names and process maps the prefetch scan read, with a launched command's maps added.
+fn scanned_tasks(
+    task_scan: Option<std::thread::JoinHandle<(Comms, UserSymbols)>>,
+    launched: Option<&Launched>,
+) -> (Comms, UserSymbols) {
+    // Joined before `armed`: the scan is long over by now (a few ms, against the symbol load's tens).
+    let (comms, mut user) = task_scan.and_then(|t| t.join().ok()).unwrap_or_default();
+    // A launched command started after the scan, and the kernel mapped its executable at its exec, before
+    // any event existed to report it: read it while the command is stopped there, or a command that exits
+    // right after its hits leaves them unnamed.
+    if let Some(l) = launched {
+        user.read_process(l.pid);
+    }
+    (comms, user)
 }
 
 /// `--on`'s source loaded and attached, with an output ring on each of `cpus`; `slots` are the armed

@@ -295,6 +295,44 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool, parts: &Parts, stop: Lab
         .alu_imm(Alu::Add, R2, i32::from(SCRATCH_KEY))
         .call(helper::MAP_LOOKUP_ELEM)
         .jump_imm(Cond::Eq, R0, 0, out);
+    fill_header(a, regs);
+    a.store(DW, R7, rec::OFF_FLAGS, R9);
+    stamp(a, parts, 1);
+    if parts.until == Until::Header {
+        return stop_early(a, stop, out);
+    }
+    // The stacks: the kernel's, then the user's right after it; a failed walk is an empty stack.
+    let max = (8 * rec::MAX_FRAMES) as i32;
+    let stacks = i32::from(if regs {
+        rec::OFF_STACKS_REGS
+    } else {
+        rec::OFF_STACKS
+    });
+    kernel_stack(a, stacks, max);
+    a.store(DW, R7, rec::OFF_KSTACK_BYTES, R8);
+    stamp(a, parts, 2);
+    if parts.until == Until::KernelStack {
+        return stop_early(a, stop, out);
+    }
+    user_stack(a, parts, stacks, max);
+    a.store(DW, R7, rec::OFF_USTACK_BYTES, R0);
+    // The size in r8 (kernel stack bytes + user stack bytes + header): r0-r5 do not survive the lookup.
+    a.alu(Alu::Add, R8, R0).alu_imm(Alu::Add, R8, stacks);
+    stamp(a, parts, 3);
+    if parts.until == Until::UserStack {
+        return stop_early(a, stop, out);
+    }
+    write_output(a, maps);
+    stamp(a, parts, 4);
+    flush_stamps(a, parts);
+    a.bind(out);
+    a.mov_imm(R0, 0).exit();
+}
+
+/// Fills the record's fixed part in the scratch entry (r0 on entry, kept in r7 after): value (r7), old
+/// (r8), pid, time, address, name, ip, and with `regs` the registers and instruction bytes; the flags in
+/// r9 gain the user-mode bit and what `regs` read.
+fn fill_header(a: &mut Asm, regs: bool) {
     a.store(DW, R0, rec::OFF_VALUE, R7)
         .store(DW, R0, rec::OFF_OLD, R8)
         .mov(R7, R0);
@@ -316,42 +354,41 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool, parts: &Parts, stop: Lab
         .call(helper::GET_CURRENT_COMM);
     a.load(DW, R1, R6, CTX_IP).store(DW, R7, rec::OFF_IP, R1);
     if regs {
-        a.alu_imm(Alu::Or, R9, rec::REGS_KNOWN as i32);
-        for i in 0..rec::REGS as i16 {
-            a.load(DW, R1, R6, 8 * i)
-                .store(DW, R7, rec::OFF_REGS + 8 * i, R1);
-        }
-        // The instruction that ends at the trap ip, read from where it runs.
-        a.mov(R1, R7)
-            .alu_imm(Alu::Add, R1, i32::from(rec::OFF_INSN))
-            .mov_imm(R2, rec::INSN_BYTES as i32)
-            .load(DW, R3, R6, CTX_IP)
-            .alu_imm(Alu::Sub, R3, rec::INSN_BYTES as i32);
-        let kernel_text = a.label();
-        let read = a.label();
-        a.jump_imm(Cond::Slt, R3, 0, kernel_text)
-            .call(helper::PROBE_READ_USER)
-            .goto(read);
-        a.bind(kernel_text);
-        a.call(helper::PROBE_READ_KERNEL);
-        a.bind(read);
-        let no_insn = a.label();
-        a.jump_imm(Cond::Ne, R0, 0, no_insn)
-            .alu_imm(Alu::Or, R9, rec::INSN_KNOWN as i32);
-        a.bind(no_insn);
+        fill_regs(a);
     }
-    a.store(DW, R7, rec::OFF_FLAGS, R9);
-    stamp(a, parts, 1);
-    if parts.until == Until::Header {
-        return stop_early(a, stop, out);
+}
+
+/// The trap's registers and the instruction bytes that end at its ip into the record (in r7), with their
+/// flags in r9.
+fn fill_regs(a: &mut Asm) {
+    a.alu_imm(Alu::Or, R9, rec::REGS_KNOWN as i32);
+    for i in 0..rec::REGS as i16 {
+        a.load(DW, R1, R6, 8 * i)
+            .store(DW, R7, rec::OFF_REGS + 8 * i, R1);
     }
-    // The stacks: the kernel's, then the user's right after it; a failed walk is an empty stack.
-    let max = (8 * rec::MAX_FRAMES) as i32;
-    let stacks = i32::from(if regs {
-        rec::OFF_STACKS_REGS
-    } else {
-        rec::OFF_STACKS
-    });
+    // The instruction that ends at the trap ip, read from where it runs.
+    a.mov(R1, R7)
+        .alu_imm(Alu::Add, R1, i32::from(rec::OFF_INSN))
+        .mov_imm(R2, rec::INSN_BYTES as i32)
+        .load(DW, R3, R6, CTX_IP)
+        .alu_imm(Alu::Sub, R3, rec::INSN_BYTES as i32);
+    let kernel_text = a.label();
+    let read = a.label();
+    a.jump_imm(Cond::Slt, R3, 0, kernel_text)
+        .call(helper::PROBE_READ_USER)
+        .goto(read);
+    a.bind(kernel_text);
+    a.call(helper::PROBE_READ_KERNEL);
+    a.bind(read);
+    let no_insn = a.label();
+    a.jump_imm(Cond::Ne, R0, 0, no_insn)
+        .alu_imm(Alu::Or, R9, rec::INSN_KNOWN as i32);
+    a.bind(no_insn);
+}
+
+/// The kernel stack into the record (in r7) at `stacks`, its length in r8; none for a trap in user mode
+/// (flags in r9).
+fn kernel_stack(a: &mut Asm, stacks: i32, max: i32) {
     // A trap in user mode has no kernel frames, and asking costs the writer ~0.5 us (measured: `hit_bench`).
     let no_kernel = a.label();
     a.mov_imm(R8, 0)
@@ -367,11 +404,10 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool, parts: &Parts, stop: Lab
     clamp(a, max);
     a.mov(R8, R0);
     a.bind(no_kernel);
-    a.store(DW, R7, rec::OFF_KSTACK_BYTES, R8);
-    stamp(a, parts, 2);
-    if parts.until == Until::KernelStack {
-        return stop_early(a, stop, out);
-    }
+}
+
+/// The user stack into the record (in r7) right after the kernel stack's r8 bytes, its length in r0.
+fn user_stack(a: &mut Asm, parts: &Parts, stacks: i32, max: i32) {
     let kernel_walk = a.label();
     let walked = a.label();
     if !parts.kernel_user_walk {
@@ -389,13 +425,11 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool, parts: &Parts, stop: Lab
         .call(more_helper::GET_STACK);
     clamp(a, max);
     a.bind(walked);
-    a.store(DW, R7, rec::OFF_USTACK_BYTES, R0);
-    // The size in r8 (kernel stack bytes + user stack bytes + header): r0-r5 do not survive the lookup.
-    a.alu(Alu::Add, R8, R0).alu_imm(Alu::Add, R8, stacks);
-    stamp(a, parts, 3);
-    if parts.until == Until::UserStack {
-        return stop_early(a, stop, out);
-    }
+}
+
+/// Writes the record (in r7, size in r8) to this CPU's output ring, or to its urgent ring when its
+/// previous urgent hit is old enough.
+fn write_output(a: &mut Asm, maps: &HitMaps) {
     // Urgent (r9 = 1) when the CPU's previous urgent hit is URGENT_GAP_NS or more before this one: the
     // reader is woken at most once per URGENT_GAP_NS per CPU, and at once for a lone hit.
     let decided = a.label();
@@ -427,10 +461,6 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool, parts: &Parts, stop: Lab
         .ld_imm64(R3, CURRENT_CPU)
         .mov(R4, R7)
         .call(helper::PERF_EVENT_OUTPUT);
-    stamp(a, parts, 4);
-    flush_stamps(a, parts);
-    a.bind(out);
-    a.mov_imm(R0, 0).exit();
 }
 
 /// The end of a program whose parts stop before the output: on to `stop`, and `out` (no scratch entry)

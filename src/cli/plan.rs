@@ -653,11 +653,7 @@ impl KernelSide {
         )?;
         let types = typed::Types::new(&args.symbols.btf);
         // Member offsets from another kernel's BTF would put a live watch on the wrong bytes.
-        if targets
-            .iter()
-            .any(|t| t.cast.is_some() || !t.path.is_empty())
-            || args.control.is_some()
-        {
+        if uses_member_offsets(&targets, args) {
             typed::check_btf_for_live_watch(&args.symbols.btf)?;
         }
         // A per-CPU variable has one copy per CPU, none at its symbol's address: each CPU's breakpoint goes
@@ -672,54 +668,23 @@ impl KernelSide {
         // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
         let mut targets: Vec<Target> =
             if matches!(mode, Mode::System) && !matches!(picked, Source::Vmlinux(_)) {
-                targets
-                    .into_iter()
-                    .map(|t| Ok(typed::btf_variable(&types, &t)?.unwrap_or(t)))
-                    .collect::<Result<_>>()?
+                btf_typed(&types, targets)?
             } else {
                 targets
             };
         // A `(TYPE)` target resolves its base like any other target, then moves onto the member (`typed`).
         let mut bases: Vec<Target> = targets.iter().map(typed::base_target).collect();
-        if args.symbols.lines && !matches!(picked, Source::Vmlinux(_)) {
-            return Err(Error::usage(format!(
-            "--lines reads file:line from vmlinux DWARF, but the symbols come from {picked}; pass --vmlinux FILE \
-             (an unstripped vmlinux with debug info)"
-        )));
-        }
+        lines_need_vmlinux(args.symbols.lines, &picked)?;
         let (picked, loaded) = fetch_for_data_symbols(args, mode, &mut search, picked, &bases)?;
-        let file_symbols = match picked {
-            Source::Kallsyms(_) => None,
-            _ => Some(FileSymbols::open(
-                picked.clone(),
-                &search,
-                args.symbols.force,
-                !args.symbols.no_symbol_cache,
-            )?),
-        };
+        let file_symbols = open_files(&picked, &search, &args.symbols)?;
         let system = matches!(mode, Mode::System);
         let (kernel, symbols_origin, source_text, kernel_resolved) = match file_symbols {
-            Some(files) => {
-                let resolved = if system {
-                    files.watches(&bases, access)?
-                } else {
-                    Vec::new()
-                };
-                // Chains named from a vmlinux or System.map never come from the kallsyms cache. Loaded now, so
-                // a file that cannot name them fails before anything is armed.
-                files.chains()?;
-                // A vmlinux without usable line tables fails here, before any warning about the targets.
-                if args.symbols.lines {
-                    files.check_lines()?;
-                }
-                let header = files.header();
-                (
-                    KernelSymbols::Files(Box::new(files)),
-                    Origin::Parsed,
-                    header,
-                    resolved,
-                )
-            }
+            Some(files) => from_files(
+                files,
+                system.then_some(&bases[..]),
+                access,
+                args.symbols.lines,
+            )?,
             None => {
                 let (table, origin, source) = match loaded {
                     Some(l) => l,
@@ -728,16 +693,15 @@ impl KernelSide {
                 };
                 // A per-CPU variable named bare (`cpu_number`) is not in a kallsyms without data symbols.
                 if system {
-                    let (moved, plain, at) =
-                        percpu_targets(&types, targets, args.percpu_cpu, Some(&table))?;
-                    targets = moved;
+                    targets = percpu_by_name(
+                        &types,
+                        targets,
+                        args.percpu_cpu,
+                        &table,
+                        &mut percpu,
+                        &mut percpu_offsets,
+                    )?;
                     bases = targets.iter().map(typed::base_target).collect();
-                    for (p, found) in percpu.iter_mut().zip(plain) {
-                        if found.is_some() {
-                            *p = found;
-                        }
-                    }
-                    percpu_offsets = percpu_offsets.or(at);
                 }
                 let resolved = if system {
                     bases
@@ -755,12 +719,7 @@ impl KernelSide {
                 )
             }
         };
-        if let (Some(cpu), true) = (args.percpu_cpu, percpu.iter().all(Option::is_none)) {
-            return Err(Error::usage(format!(
-                "--percpu-cpu {cpu} chooses which CPU's copy of a per-CPU variable to watch, and no target \
-                 is one; drop --percpu-cpu"
-            )));
-        }
+        percpu_cpu_needs_percpu(args.percpu_cpu, &percpu)?;
         Ok(KernelSide {
             targets,
             bases,
@@ -773,6 +732,111 @@ impl KernelSide {
             percpu_offsets,
         })
     }
+}
+
+/// Whether the watch places breakpoints by member offsets from BTF: a cast, a member path, or `--control`
+/// (which moves the watch by member paths).
+fn uses_member_offsets(targets: &[Target], args: &WatchArgs) -> bool {
+    targets
+        .iter()
+        .any(|t| t.cast.is_some() || !t.path.is_empty())
+        || args.control.is_some()
+}
+
+/// `--lines` reads vmlinux DWARF: an error naming the fix when the symbols come from elsewhere.
+fn lines_need_vmlinux(lines: bool, picked: &Source) -> Result<()> {
+    if lines && !matches!(picked, Source::Vmlinux(_)) {
+        return Err(Error::usage(format!(
+            "--lines reads file:line from vmlinux DWARF, but the symbols come from {picked}; pass --vmlinux FILE \
+             (an unstripped vmlinux with debug info)"
+        )));
+    }
+    Ok(())
+}
+
+/// `--percpu-cpu` chooses a per-CPU variable's copy: an error naming the fix when no target is one.
+fn percpu_cpu_needs_percpu(copy: Option<u32>, percpu: &[Option<PerCpuTarget>]) -> Result<()> {
+    if let (Some(cpu), true) = (copy, percpu.iter().all(Option::is_none)) {
+        return Err(Error::usage(format!(
+            "--percpu-cpu {cpu} chooses which CPU's copy of a per-CPU variable to watch, and no target \
+             is one; drop --percpu-cpu"
+        )));
+    }
+    Ok(())
+}
+
+/// `targets` with each `SYMBOL.FIELD` whose variable's type BTF knows made a typed target.
+fn btf_typed(types: &typed::Types, targets: Vec<Target>) -> Result<Vec<Target>> {
+    targets
+        .into_iter()
+        .map(|t| Ok(typed::btf_variable(types, &t)?.unwrap_or(t)))
+        .collect()
+}
+
+/// The vmlinux or System.map `picked` names, opened; none for kallsyms.
+fn open_files(
+    picked: &Source,
+    search: &ksymwatch_symbols::SourceSearch,
+    args: &SymbolArgs,
+) -> Result<Option<FileSymbols>> {
+    Ok(match picked {
+        Source::Kallsyms(_) => None,
+        _ => Some(FileSymbols::open(
+            picked.clone(),
+            search,
+            args.force,
+            !args.no_symbol_cache,
+        )?),
+    })
+}
+
+/// The kernel symbols from a vmlinux or System.map, with `bases` (a system watch's) resolved; the chains
+/// and (with `lines`) the line tables loaded now, so a file that cannot give them fails before anything
+/// is armed.
+fn from_files(
+    files: FileSymbols,
+    bases: Option<&[Target]>,
+    access: Access,
+    lines: bool,
+) -> Result<(KernelSymbols, Origin, String, Vec<Resolved>)> {
+    let resolved = match bases {
+        Some(bases) => files.watches(bases, access)?,
+        None => Vec::new(),
+    };
+    // Chains named from a vmlinux or System.map never come from the kallsyms cache. Loaded now, so
+    // a file that cannot name them fails before anything is armed.
+    files.chains()?;
+    // A vmlinux without usable line tables fails here, before any warning about the targets.
+    if lines {
+        files.check_lines()?;
+    }
+    let header = files.header();
+    Ok((
+        KernelSymbols::Files(Box::new(files)),
+        Origin::Parsed,
+        header,
+        resolved,
+    ))
+}
+
+/// [`percpu_targets`] again once the kallsyms `table` is loaded, for per-CPU variables named bare: the
+/// targets it moves, and the copies and bases it finds added to `percpu` and `offsets`.
+fn percpu_by_name(
+    types: &typed::Types,
+    targets: Vec<Target>,
+    copy: Option<u32>,
+    table: &SymbolTable,
+    percpu: &mut [Option<PerCpuTarget>],
+    offsets: &mut Option<bpf::percpu::Offsets>,
+) -> Result<Vec<Target>> {
+    let (moved, plain, at) = percpu_targets(types, targets, copy, Some(table))?;
+    for (p, found) in percpu.iter_mut().zip(plain) {
+        if found.is_some() {
+            *p = found;
+        }
+    }
+    *offsets = offsets.take().or(at);
+    Ok(moved)
 }
 
 /// The targets with each one on a per-CPU variable moved onto one CPU's copy (`--percpu-cpu N`'s, else the

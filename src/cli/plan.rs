@@ -234,8 +234,43 @@ fn object_plan(
 ) -> Result<ObjectPlan> {
     let source = objects::parse_source(on)?;
     let events = check_tracepoint(&source)?;
-    // A record field's offset and the event's id come from its format file; an argument is read as is.
-    let (ptr, attach) = match &source {
+    let (ptr, attach) = pointer_and_attach(&source, events)?;
+    let text = args.targets.first().map(String::as_str).unwrap_or_default();
+    let target = objects::resolve_target(&kernel.types, text, access)?;
+    let table = kernel.symbols.chains()?;
+    let park = park_address(table)?;
+    let call_site = call_site(table, &source)?;
+    let size = size_select(&kernel.types, &source, target.object_size)?;
+    Ok(ObjectPlan {
+        attach,
+        allocators: Allocators {
+            pids: if args.pids.is_empty() {
+                Vec::new()
+            } else {
+                processes_of(&args.pids)?
+            },
+            comms: args.output.comms.iter().map(|c| kernel_comm(c)).collect(),
+        },
+        select: bpf::objects::Select {
+            ptr,
+            call_site,
+            size,
+        },
+        source,
+        target,
+        park,
+        rotate: args.rotate,
+    })
+}
+
+/// Where `--on`'s program finds the new object's pointer, and what it attaches to: a tracepoint record
+/// field's offset and the event's id come from its format file (under `events`, tracefs's events
+/// directory); every other source names a raw tracepoint argument, read as is.
+fn pointer_and_attach(
+    source: &objects::Source,
+    events: Option<std::path::PathBuf>,
+) -> Result<(bpf::objects::PtrAt, bpf::objects::Attach)> {
+    Ok(match source {
         objects::Source::Tracepoint {
             group,
             name,
@@ -274,42 +309,57 @@ fn object_plan(
             bpf::objects::PtrAt::Arg(source.ptr_arg().unwrap_or(1)),
             bpf::objects::Attach::Raw(source.tracepoint().to_string()),
         ),
-    };
-    let text = args.targets.first().map(String::as_str).unwrap_or_default();
-    let target = objects::resolve_target(&kernel.types, text, access)?;
-    let table = kernel.symbols.chains()?;
-    let text_symbol = |name: &str| {
-        table
-            .lookup(name, None)
-            .ok()
-            .filter(|s| s.kind() == ksymwatch_symbols::SymbolKind::Text)
-    };
-    let park = text_symbol("_text")
-        .or_else(|| text_symbol("_stext"))
+    })
+}
+
+/// A kernel text symbol of `table` named `name`.
+fn text_symbol<'t>(table: &'t SymbolTable, name: &str) -> Option<ksymwatch_symbols::SymbolRef<'t>> {
+    table
+        .lookup(name, None)
+        .ok()
+        .filter(|s| s.kind() == ksymwatch_symbols::SymbolKind::Text)
+}
+
+/// Where a free `--on` slot's breakpoint waits: the kernel's `_text` (or `_stext`).
+fn park_address(table: &SymbolTable) -> Result<u64> {
+    text_symbol(table, "_text")
+        .or_else(|| text_symbol(table, "_stext"))
         .map(|s| s.addr)
         .ok_or_else(|| {
             Error::runtime(
                 "the kernel's symbols have no `_text`, where a free slot's breakpoint waits",
             )
-        })?;
-    let call_site = match source.site() {
-        None => None,
-        Some(site) => {
-            let f = text_symbol(&site.func).ok_or_else(|| {
-                Error::usage(format!(
-                    "--on {source}: `{}` is not a function of the running kernel (its text symbols); \
-                     give the function that calls {}",
-                    site.func,
-                    source.tracepoint()
-                ))
-            })?;
-            Some(match site.offset {
-                Some(off) => (f.addr + off, f.addr + off + 1),
-                None => (f.addr, f.addr + f.size.unwrap_or(1)),
-            })
-        }
+        })
+}
+
+/// The call sites `[lo, hi)` `--on`'s source allows: the instruction at `FUNC+OFF`, or all of `FUNC`;
+/// none for a source that names no function.
+fn call_site(table: &SymbolTable, source: &objects::Source) -> Result<Option<(u64, u64)>> {
+    let Some(site) = source.site() else {
+        return Ok(None);
     };
-    let size = match (&source, target.object_size) {
+    let f = text_symbol(table, &site.func).ok_or_else(|| {
+        Error::usage(format!(
+            "--on {source}: `{}` is not a function of the running kernel (its text symbols); \
+             give the function that calls {}",
+            site.func,
+            source.tracepoint()
+        ))
+    })?;
+    Ok(Some(match site.offset {
+        Some(off) => (f.addr + off, f.addr + off + 1),
+        None => (f.addr, f.addr + f.size.unwrap_or(1)),
+    }))
+}
+
+/// The size `--on`'s allocations must have to be watched (`object_size`, the `$obj` type's): a kmalloc
+/// request's bytes, or a `kmem_cache`'s `object_size` (read at its BTF offset); none for a tracepoint.
+fn size_select(
+    types: &typed::Types,
+    source: &objects::Source,
+    object_size: Option<u64>,
+) -> Result<Option<(bpf::objects::SizeFrom, u64)>> {
+    Ok(match (source, object_size) {
         (objects::Source::Kmalloc(_), Some(n)) => Some((bpf::objects::SizeFrom::Requested, n)),
         (objects::Source::KmemCacheAlloc(_), Some(n)) => {
             let cast = ksymwatch_symbols::CastType {
@@ -317,7 +367,7 @@ fn object_plan(
                 name: "kmem_cache".into(),
             };
             let path = [ksymwatch_symbols::PathElem::Field("object_size".into())];
-            let m = match kernel.types.member(&cast, &path)? {
+            let m = match types.member(&cast, &path)? {
                 Ok((m, _)) => m,
                 Err(e) => {
                     return Err(Error::not_permitted(format!(
@@ -330,26 +380,6 @@ fn object_plan(
             Some((bpf::objects::SizeFrom::Cache(offset), n))
         }
         _ => None,
-    };
-    Ok(ObjectPlan {
-        attach,
-        allocators: Allocators {
-            pids: if args.pids.is_empty() {
-                Vec::new()
-            } else {
-                processes_of(&args.pids)?
-            },
-            comms: args.output.comms.iter().map(|c| kernel_comm(c)).collect(),
-        },
-        select: bpf::objects::Select {
-            ptr,
-            call_site,
-            size,
-        },
-        source,
-        target,
-        park,
-        rotate: args.rotate,
     })
 }
 

@@ -124,6 +124,86 @@ fn read_i32(path: &str) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
+/// Whether the symbol source `search` picked matches the running kernel, in words.
+fn source_matches(source: &Source, search: &SourceSearch) -> String {
+    match source {
+        Source::Kallsyms(_) => "running kernel".to_string(),
+        other => match Resolver::open_source(other.clone(), search) {
+            Ok(r) => r.kernel_match().to_string(),
+            Err(e) => format!("unreadable: {}", Advised(e)),
+        },
+    }
+}
+
+/// Each online CPU's free debug registers, and the exit code `write` would end with there if it cannot
+/// arm.
+fn cpu_slots(online: &BTreeSet<u32>) -> Vec<CpuSlots> {
+    online
+        .iter()
+        .map(|&cpu| match event::free_slots(cpu) {
+            Ok(n) => CpuSlots {
+                cpu,
+                free: Some(n),
+                error: None,
+                // A full CPU is what `write` reports as ENOSPC: could not arm.
+                refused: (n == 0).then_some(ExitCode::Arm),
+            },
+            Err(e) => CpuSlots {
+                cpu,
+                free: None,
+                error: Some(e.err.to_string()),
+                // ENODEV: it went offline between the online list and the probe; `write` skips such a
+                // CPU and arms it when it returns.
+                refused: (e.err.raw_os_error() != Some(libc::ENODEV))
+                    .then(|| refusal::explain(&e, &[]).code),
+            },
+        })
+        .collect()
+}
+
+/// The possible CPUs whose `online` file this user can write (to take them off and on line).
+fn hotplug_writable(possible: &BTreeSet<u32>) -> Vec<u32> {
+    possible
+        .iter()
+        .copied()
+        .filter(|c| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(format!("/sys/devices/system/cpu/cpu{c}/online"))
+                .is_ok()
+        })
+        .collect()
+}
+
+/// Why `write` could not watch, with its exit code; none when it could.
+fn verdict(
+    breakpoint_pmu: bool,
+    privilege: &Privilege,
+    free: &[CpuSlots],
+    unarmable: &[&CpuSlots],
+) -> Option<(ExitCode, String)> {
+    if !breakpoint_pmu {
+        Some((
+            ExitCode::NotPermitted,
+            "no hardware breakpoint PMU (/sys/bus/event_source/devices/breakpoint is missing)"
+                .to_string(),
+        ))
+    } else if let Err(e) = privilege.system_wide() {
+        Some((ExitCode::NotPermitted, e))
+    } else if let Some(first) = unarmable.first() {
+        // `write` arms CPUs in order and stops at the first refusal: its code is the first CPU's.
+        let code = first.refused.unwrap_or(ExitCode::Arm);
+        Some((code, registers_verdict(free, unarmable)))
+    } else if free.iter().all(|s| s.free.is_none()) {
+        Some((
+            ExitCode::Arm,
+            "no online CPU could be probed for a free debug register".to_string(),
+        ))
+    } else {
+        None
+    }
+}
+
 pub fn gather() -> Report {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
@@ -136,13 +216,7 @@ pub fn gather() -> Report {
     };
     let search = SourceSearch::system();
     let source = search.pick();
-    let matches = match &source {
-        Source::Kallsyms(_) => "running kernel".to_string(),
-        other => match Resolver::open_source(other.clone(), &search) {
-            Ok(r) => r.kernel_match().to_string(),
-            Err(e) => format!("unreadable: {}", Advised(e)),
-        },
-    };
+    let matches = source_matches(&source, &search);
     let debuginfod_urls = std::env::var(ksymwatch_symbols::debuginfod::URLS_ENV)
         .map(|v| ksymwatch_symbols::debuginfod::parse_urls(&v))
         .unwrap_or_default();
@@ -153,67 +227,19 @@ pub fn gather() -> Report {
     };
     let online = cpulist::read(Path::new(cpulist::ONLINE)).unwrap_or_default();
     let free: Vec<CpuSlots> = if breakpoint_pmu {
-        online
-            .iter()
-            .map(|&cpu| match event::free_slots(cpu) {
-                Ok(n) => CpuSlots {
-                    cpu,
-                    free: Some(n),
-                    error: None,
-                    // A full CPU is what `write` reports as ENOSPC: could not arm.
-                    refused: (n == 0).then_some(ExitCode::Arm),
-                },
-                Err(e) => CpuSlots {
-                    cpu,
-                    free: None,
-                    error: Some(e.err.to_string()),
-                    // ENODEV: it went offline between the online list and the probe; `write` skips such a
-                    // CPU and arms it when it returns.
-                    refused: (e.err.raw_os_error() != Some(libc::ENODEV))
-                        .then(|| refusal::explain(&e, &[]).code),
-                },
-            })
-            .collect()
+        cpu_slots(&online)
     } else {
         Vec::new()
     };
     let possible = cpulist::read(Path::new(cpulist::POSSIBLE)).unwrap_or_default();
-    let hotplug_writable: Vec<u32> = possible
-        .iter()
-        .copied()
-        .filter(|c| {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(format!("/sys/devices/system/cpu/cpu{c}/online"))
-                .is_ok()
-        })
-        .collect();
+    let hotplug_writable = hotplug_writable(&possible);
     let uevents = crate::trace::hotplug::uevents_work();
     let bpf_error = crate::perf::bpf::probe()
         .err()
         .map(|e| super::advice::no_bpf(&e).to_string());
     let (percpu_bases, percpu_error) = percpu_bases(&online, bpf_error.as_deref());
     let unarmable: Vec<&CpuSlots> = free.iter().filter(|s| s.refused.is_some()).collect();
-    let verdict = if !breakpoint_pmu {
-        Some((
-            ExitCode::NotPermitted,
-            "no hardware breakpoint PMU (/sys/bus/event_source/devices/breakpoint is missing)"
-                .to_string(),
-        ))
-    } else if let Err(e) = privilege.system_wide() {
-        Some((ExitCode::NotPermitted, e))
-    } else if let Some(first) = unarmable.first() {
-        // `write` arms CPUs in order and stops at the first refusal: its code is the first CPU's.
-        let code = first.refused.unwrap_or(ExitCode::Arm);
-        Some((code, registers_verdict(&free, &unarmable)))
-    } else if free.iter().all(|s| s.free.is_none()) {
-        Some((
-            ExitCode::Arm,
-            "no online CPU could be probed for a free debug register".to_string(),
-        ))
-    } else {
-        None
-    };
+    let verdict = verdict(breakpoint_pmu, &privilege, &free, &unarmable);
     let (code, reason) = verdict.unzip();
     Report {
         can_watch: reason.is_none(),

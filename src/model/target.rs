@@ -237,68 +237,9 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
     } else {
         None
     };
-    let start = p.pos;
-    // Everything before the last `:` is the object; the rest is parsed as it would be alone.
-    let object = match input[start..].rfind(':').map(|c| c + start) {
-        Some(c) if c == start => {
-            return Err(p.err("`:` must follow an OBJECT (a kernel module, or a file the process maps such as libc.so.6)"))
-        }
-        Some(colon) => {
-            p.pos = colon + 1;
-            Some(input[start..colon].to_string())
-        }
-        None => None,
-    };
-    let rest = &input[p.pos..];
-    let base = if rest.starts_with("0x") || rest.starts_with("0X") {
-        if object.is_some() {
-            return Err(p.err("an address needs no OBJECT:; give it alone as 0xADDR"));
-        }
-        Base::Address(p.number("address", None)?)
-    } else {
-        let first = p.peek().unwrap_or(0);
-        if object.is_some() && p.peek().is_none() {
-            return Err(p.err("`:` must be followed by a symbol"));
-        }
-        if !(first.is_ascii_alphabetic() || first == b'_') {
-            return Err(p.err("a symbol starts with a letter or `_`, an address with 0x"));
-        }
-        let name = p.take_while(is_name_byte).to_string();
-        Base::Symbol {
-            object,
-            name,
-            index: None,
-        }
-    };
-    let mut path = Vec::new();
-    loop {
-        if p.eat(b'.') {
-            if matches!(base, Base::Address(_)) && cast.is_none() {
-                return Err(p.err(
-                    "a raw address has no fields; name its type first: '(struct TYPE)0xADDR.FIELD'",
-                ));
-            }
-            let field = p.take_while(is_name_byte).to_string();
-            if field.is_empty() {
-                return Err(p.err("`.` must be followed by a field name"));
-            }
-            path.push(PathElem::Field(field));
-        } else if p.eat(b'[') {
-            if matches!(base, Base::Address(_)) && cast.is_none() {
-                return Err(
-                    p.err("a raw address has no elements; name its type first: '(TYPE)0xADDR[N]'")
-                );
-            }
-            let i = p.number("index", Some('['))?;
-            if !p.eat(b']') {
-                return Err(p.err("`[` without a closing `]`"));
-            }
-            path.push(PathElem::Index(i));
-        } else {
-            break;
-        }
-    }
-    let mut base = base;
+    let object = object(&mut p)?;
+    let mut base = base(&mut p, object)?;
+    let path = member_path(&mut p, &base, cast.is_some())?;
     if p.eat(b'@') {
         let Base::Symbol { index, .. } = &mut base else {
             return Err(p.err("`@N` picks among same-named symbols; an address needs none"));
@@ -310,18 +251,7 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
     if p.eat(b'+') {
         offset = p.number("offset", Some('+'))?;
     }
-    let mut len = None;
-    if p.eat(b'/') {
-        let n = p.number("length", Some('/'))?;
-        match n {
-            1 | 2 | 4 | 8 => len = Some(n as u8),
-            _ => {
-                return Err(p.err(format!(
-                    "length {n} is not 1, 2, 4 or 8 (the sizes a debug register can watch)"
-                )))
-            }
-        }
-    }
+    let len = length(&mut p)?;
     if let Some(c) = p.peek_char() {
         return Err(p.err(format!(
             "unexpected `{c}` at position {}",
@@ -347,6 +277,99 @@ pub fn parse(input: &str) -> Result<Target, TargetError> {
         len,
         text: input.to_string(),
     })
+}
+
+/// The `OBJECT` before the last `:` (a kernel module, or a file the process maps), if any; leaves `p`
+/// after the `:`.
+fn object(p: &mut Parser<'_>) -> Result<Option<String>, TargetError> {
+    let start = p.pos;
+    // Everything before the last `:` is the object; the rest is parsed as it would be alone.
+    let input = p.input;
+    Ok(match input[start..].rfind(':').map(|c| c + start) {
+        Some(c) if c == start => {
+            return Err(p.err("`:` must follow an OBJECT (a kernel module, or a file the process maps such as libc.so.6)"))
+        }
+        Some(colon) => {
+            p.pos = colon + 1;
+            Some(input[start..colon].to_string())
+        }
+        None => None,
+    })
+}
+
+/// The base after the object: `0xADDR`, or a symbol (in `object`).
+fn base(p: &mut Parser<'_>, object: Option<String>) -> Result<Base, TargetError> {
+    let rest = &p.input[p.pos..];
+    Ok(if rest.starts_with("0x") || rest.starts_with("0X") {
+        if object.is_some() {
+            return Err(p.err("an address needs no OBJECT:; give it alone as 0xADDR"));
+        }
+        Base::Address(p.number("address", None)?)
+    } else {
+        let first = p.peek().unwrap_or(0);
+        if object.is_some() && p.peek().is_none() {
+            return Err(p.err("`:` must be followed by a symbol"));
+        }
+        if !(first.is_ascii_alphabetic() || first == b'_') {
+            return Err(p.err("a symbol starts with a letter or `_`, an address with 0x"));
+        }
+        let name = p.take_while(is_name_byte).to_string();
+        Base::Symbol {
+            object,
+            name,
+            index: None,
+        }
+    })
+}
+
+/// The `.FIELD` and `[N]` steps after the base; a raw address has them only with a cast.
+fn member_path(p: &mut Parser<'_>, base: &Base, cast: bool) -> Result<Vec<PathElem>, TargetError> {
+    let mut path = Vec::new();
+    loop {
+        if p.eat(b'.') {
+            if matches!(base, Base::Address(_)) && !cast {
+                return Err(p.err(
+                    "a raw address has no fields; name its type first: '(struct TYPE)0xADDR.FIELD'",
+                ));
+            }
+            let field = p.take_while(is_name_byte).to_string();
+            if field.is_empty() {
+                return Err(p.err("`.` must be followed by a field name"));
+            }
+            path.push(PathElem::Field(field));
+        } else if p.eat(b'[') {
+            if matches!(base, Base::Address(_)) && !cast {
+                return Err(
+                    p.err("a raw address has no elements; name its type first: '(TYPE)0xADDR[N]'")
+                );
+            }
+            let i = p.number("index", Some('['))?;
+            if !p.eat(b']') {
+                return Err(p.err("`[` without a closing `]`"));
+            }
+            path.push(PathElem::Index(i));
+        } else {
+            break;
+        }
+    }
+    Ok(path)
+}
+
+/// `/LEN`, if given: 1, 2, 4 or 8 bytes.
+fn length(p: &mut Parser<'_>) -> Result<Option<u8>, TargetError> {
+    let mut len = None;
+    if p.eat(b'/') {
+        let n = p.number("length", Some('/'))?;
+        match n {
+            1 | 2 | 4 | 8 => len = Some(n as u8),
+            _ => {
+                return Err(p.err(format!(
+                    "length {n} is not 1, 2, 4 or 8 (the sizes a debug register can watch)"
+                )))
+            }
+        }
+    }
+    Ok(len)
 }
 
 /// `TYPE)` after the opening `(`: an optional `struct`/`union`/`enum`, a name, an optional `*`.

@@ -346,6 +346,61 @@ fn yes(b: bool) -> &'static str {
     }
 }
 
+/// The `kallsyms` row: how many symbols, and whether variables can be named from them.
+fn kallsyms_row(r: &Report) -> String {
+    if !r.kallsyms_addresses_visible {
+        "unreadable or addresses hidden".into()
+    } else if r.kallsyms_data_symbols {
+        format!("{} symbols, with data symbols", r.kallsyms_symbols)
+    } else {
+        format!(
+            "{} symbols, no data symbols (CONFIG_KALLSYMS_ALL off): variables need --vmlinux or --system-map",
+            r.kallsyms_symbols
+        )
+    }
+}
+
+/// The `btf` row: the kernel's BTF, or why typed targets need `--btf`.
+fn btf_row(r: &Report) -> String {
+    match (&r.btf, &r.btf_error) {
+        (Some(p), _) => format!("{p} (typed targets: '(struct TYPE)0xADDR.FIELD')"),
+        (None, e) => format!(
+            "unavailable: {}; typed targets need --btf FILE",
+            e.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+/// The `debug registers` row: each online CPU's free registers, or why its probe failed.
+fn registers_row(r: &Report) -> String {
+    r.debug_registers
+        .iter()
+        .map(|s| match (s.free, &s.error) {
+            (Some(0), _) => format!("cpu{} 0 free (cannot arm)", s.cpu),
+            (Some(n), _) => format!("cpu{} {n} free", s.cpu),
+            (None, e) => {
+                format!("cpu{} probe failed: {}", s.cpu, e.as_deref().unwrap_or("?"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The `per-CPU bases` row: each CPU's base, or why per-CPU variables cannot be watched.
+fn percpu_row(r: &Report) -> String {
+    match &r.percpu_error {
+        None => format!(
+            "{}: per-CPU variables are watched at each CPU's copy",
+            r.percpu_bases
+                .iter()
+                .map(|b| format!("cpu{} {}", b.cpu, b.base))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Some(e) => format!("unknown: {e}; per-CPU variables cannot be watched (exit 4)"),
+    }
+}
+
 pub fn render(r: &Report) -> String {
     let mut s = String::new();
     match &r.reason {
@@ -369,48 +424,14 @@ pub fn render(r: &Report) -> String {
             ),
         ),
         ("kptr_restrict", opt(r.kptr_restrict)),
-        (
-            "kallsyms",
-            if !r.kallsyms_addresses_visible {
-                "unreadable or addresses hidden".into()
-            } else if r.kallsyms_data_symbols {
-                format!("{} symbols, with data symbols", r.kallsyms_symbols)
-            } else {
-                format!(
-                    "{} symbols, no data symbols (CONFIG_KALLSYMS_ALL off): variables need --vmlinux or --system-map",
-                    r.kallsyms_symbols
-                )
-            },
-        ),
+        ("kallsyms", kallsyms_row(r)),
         (
             "symbol source",
             format!("{} ({})", r.symbol_source, r.symbol_source_matches),
         ),
         ("debuginfod", debuginfod_row(r)),
-        (
-            "btf",
-            match (&r.btf, &r.btf_error) {
-                (Some(p), _) => format!("{p} (typed targets: '(struct TYPE)0xADDR.FIELD')"),
-                (None, e) => format!(
-                    "unavailable: {}; typed targets need --btf FILE",
-                    e.as_deref().unwrap_or("?")
-                ),
-            },
-        ),
-        (
-            "debug registers",
-            r.debug_registers
-                .iter()
-                .map(|s| match (s.free, &s.error) {
-                    (Some(0), _) => format!("cpu{} 0 free (cannot arm)", s.cpu),
-                    (Some(n), _) => format!("cpu{} {n} free", s.cpu),
-                    (None, e) => {
-                        format!("cpu{} probe failed: {}", s.cpu, e.as_deref().unwrap_or("?"))
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(", "),
-        ),
+        ("btf", btf_row(r)),
+        ("debug registers", registers_row(r)),
         ("online cpus", r.online_cpus.clone()),
         (
             "cpu hotplug",
@@ -438,20 +459,7 @@ pub fn render(r: &Report) -> String {
                 Some(e) => format!("unusable: {e}"),
             },
         ),
-        (
-            "per-CPU bases",
-            match &r.percpu_error {
-                None => format!(
-                    "{}: per-CPU variables are watched at each CPU's copy",
-                    r.percpu_bases
-                        .iter()
-                        .map(|b| format!("cpu{} {}", b.cpu, b.base))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                Some(e) => format!("unknown: {e}; per-CPU variables cannot be watched (exit 4)"),
-            },
-        ),
+        ("per-CPU bases", percpu_row(r)),
     ];
     for (k, v) in rows {
         s.push_str(&format!("  {k:<16} {v}\n"));

@@ -22,6 +22,7 @@ use std::io::{self, Write};
 use prost::Message;
 
 use super::{Covered, Header, Hit, Output, StreamEvent, Summary, Value, ValueFrom};
+use crate::model::watch::Watch;
 use proto::{AnnotationValue, Data, DebugAnnotation, TracePacket, TrackDescriptor, TrackEvent};
 
 /// The one packet sequence this writer emits (any nonzero id; the interning is scoped to it).
@@ -406,16 +407,10 @@ fn event_mark(i: &mut Interner, e: &StreamEvent) -> (&'static str, Vec<DebugAnno
             cpu,
             after_uevent_ns,
             open_ns,
-        } => {
-            let mut a = vec![
-                i.annotation("cpu", AnnotationValue::Uint(u64::from(*cpu))),
-                i.annotation("open_ns", AnnotationValue::Uint(*open_ns)),
-            ];
-            if let Some(ns) = after_uevent_ns {
-                a.push(i.annotation("after_uevent_ns", AnnotationValue::Uint(*ns)));
-            }
-            ("cpu online", a)
-        }
+        } => (
+            "cpu online",
+            cpu_online_annotations(i, *cpu, *after_uevent_ns, *open_ns),
+        ),
         StreamEvent::CpuArmFailed { cpu, reason } => (
             "cpu arm failed",
             vec![
@@ -431,21 +426,7 @@ fn event_mark(i: &mut Interner, e: &StreamEvent) -> (&'static str, Vec<DebugAnno
             enabled,
         } => (
             "watch",
-            vec![
-                i.annotation("target", text(&watch.label)),
-                i.annotation("target_index", AnnotationValue::Uint(*index as u64)),
-                i.annotation("addr", AnnotationValue::Pointer(watch.addr)),
-                i.annotation("len", AnnotationValue::Uint(u64::from(watch.len))),
-                i.annotation("access", text(watch.access.letters())),
-                match covered {
-                    Covered::Threads(n) => {
-                        i.annotation("threads", AnnotationValue::Uint(*n as u64))
-                    }
-                    Covered::Cpus(n) => i.annotation("cpus", AnnotationValue::Uint(*n as u64)),
-                },
-                i.annotation("took_ns", AnnotationValue::Uint(*took_ns)),
-                i.annotation("enabled", AnnotationValue::Bool(*enabled)),
-            ],
+            watch_annotations(i, *index, watch, covered, *took_ns, *enabled),
         ),
         StreamEvent::Switched { on } => (if *on { "watch on" } else { "watch off" }, vec![]),
         StreamEvent::ControlRefused {
@@ -502,6 +483,49 @@ fn event_mark(i: &mut Interner, e: &StreamEvent) -> (&'static str, Vec<DebugAnno
             ],
         ),
     }
+}
+
+/// A `cpu online` mark's annotations: the CPU, how long its events took to open, and (when a uevent
+/// announced it) how long after that uevent.
+fn cpu_online_annotations(
+    i: &mut Interner,
+    cpu: u32,
+    after_uevent_ns: Option<u64>,
+    open_ns: u64,
+) -> Vec<DebugAnnotation> {
+    let mut a = vec![
+        i.annotation("cpu", AnnotationValue::Uint(u64::from(cpu))),
+        i.annotation("open_ns", AnnotationValue::Uint(open_ns)),
+    ];
+    if let Some(ns) = after_uevent_ns {
+        a.push(i.annotation("after_uevent_ns", AnnotationValue::Uint(ns)));
+    }
+    a
+}
+
+/// A moved watch's annotations: the new target, what it covers, how long the move took, and whether the
+/// watch is on.
+fn watch_annotations(
+    i: &mut Interner,
+    index: usize,
+    watch: &Watch,
+    covered: &Covered,
+    took_ns: u64,
+    enabled: bool,
+) -> Vec<DebugAnnotation> {
+    vec![
+        i.annotation("target", text(&watch.label)),
+        i.annotation("target_index", AnnotationValue::Uint(index as u64)),
+        i.annotation("addr", AnnotationValue::Pointer(watch.addr)),
+        i.annotation("len", AnnotationValue::Uint(u64::from(watch.len))),
+        i.annotation("access", text(watch.access.letters())),
+        match covered {
+            Covered::Threads(n) => i.annotation("threads", AnnotationValue::Uint(*n as u64)),
+            Covered::Cpus(n) => i.annotation("cpus", AnnotationValue::Uint(*n as u64)),
+        },
+        i.annotation("took_ns", AnnotationValue::Uint(took_ns)),
+        i.annotation("enabled", AnnotationValue::Bool(enabled)),
+    ]
 }
 
 impl<W: Write> Output for Perfetto<W> {

@@ -16,8 +16,8 @@ use super::numbers::{push_dec, push_hex};
 use crate::model::watch::Watch;
 
 use super::{
-    arm_failed_note, summary_line, Covered, DumpTrigger, Header, Hit, Output, ResolvedFrame,
-    StopReason, StreamEvent, Summary, Value, ValueFrom,
+    arm_failed_note, summary_line, DumpTrigger, Header, Hit, Output, ResolvedFrame, StopReason,
+    StreamEvent, Summary, Value, ValueFrom,
 };
 
 /// Bumped when a field changes meaning or goes away; new fields do not bump it.
@@ -625,14 +625,8 @@ impl<'a> Record<'a> {
                 time_ns,
                 target: Target::of(watch),
                 target_index: *index,
-                threads: match covered {
-                    Covered::Threads(n) => Some(*n),
-                    Covered::Cpus(_) => None,
-                },
-                cpus: match covered {
-                    Covered::Cpus(n) => Some(*n),
-                    Covered::Threads(_) => None,
-                },
+                threads: covered.threads(),
+                cpus: covered.cpus(),
                 took_ns: *took_ns,
                 enabled: *enabled,
             },
@@ -682,23 +676,29 @@ impl<'a> Record<'a> {
                 addr: Hex(*addr),
                 hits: *hits,
             },
-            StreamEvent::Dump { trigger, hits } => Record::Dump {
-                time_ns,
-                trigger: trigger.kind(),
-                condition: match trigger {
-                    DumpTrigger::Hit { condition } => Some(condition),
-                    _ => None,
-                },
-                tracepoint: match trigger {
-                    DumpTrigger::Tracepoint { name, .. } => Some(name),
-                    _ => None,
-                },
-                cpu: match trigger {
-                    DumpTrigger::Tracepoint { cpu, .. } => Some(*cpu),
-                    _ => None,
-                },
-                hits: *hits,
+            StreamEvent::Dump { trigger, hits } => Record::dump(time_ns, trigger, *hits),
+        }
+    }
+
+    /// A `dump` record: what fired it (a hit's condition, or a tracepoint and its CPU) and the hits that
+    /// follow.
+    fn dump(time_ns: u64, trigger: &'a DumpTrigger, hits: usize) -> Record<'a> {
+        Record::Dump {
+            time_ns,
+            trigger: trigger.kind(),
+            condition: match trigger {
+                DumpTrigger::Hit { condition } => Some(condition),
+                _ => None,
             },
+            tracepoint: match trigger {
+                DumpTrigger::Tracepoint { name, .. } => Some(name),
+                _ => None,
+            },
+            cpu: match trigger {
+                DumpTrigger::Tracepoint { cpu, .. } => Some(*cpu),
+                _ => None,
+            },
+            hits,
         }
     }
 }
@@ -966,6 +966,7 @@ mod tests {
     use crate::model::watch::Access;
     use crate::perf::record::encode;
     use crate::report::testutil::{each_hit, each_value_of_a_user_store, sample, table, watch};
+    use crate::report::Covered;
     use crate::report::Value as HitValue;
     use serde_json::Value;
 

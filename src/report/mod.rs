@@ -294,6 +294,24 @@ pub enum Covered {
     Cpus(usize),
 }
 
+impl Covered {
+    /// The threads a process watch covers; `None` for a system-wide watch.
+    pub fn threads(self) -> Option<usize> {
+        match self {
+            Covered::Threads(n) => Some(n),
+            Covered::Cpus(_) => None,
+        }
+    }
+
+    /// The CPUs a system-wide watch covers; `None` for a process watch.
+    pub fn cpus(self) -> Option<usize> {
+        match self {
+            Covered::Cpus(n) => Some(n),
+            Covered::Threads(_) => None,
+        }
+    }
+}
+
 impl std::fmt::Display for Covered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (n, unit) = match self {

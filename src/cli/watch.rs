@@ -269,7 +269,7 @@ fn programs(plan: &WatchPlan) -> Result<Programs> {
 
 /// Arms `plan` and runs the session until it stops; the exit status as [`run`]'s.
 fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
-    let (hit_programs, value_programs) = programs(&plan)?;
+    let programs = programs(&plan)?;
     let WatchPlan {
         mode: _,
         access,
@@ -300,21 +300,8 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
     let file_symbols = kernel.files();
     // Built (and checked) before arming, so a vmlinux without usable line tables fails before any hit.
     let line_source = line_source(file_symbols, args.symbols.lines)?;
-    let cfg = EventConfig {
-        ring_pages: args.buffer_pages,
-        user_only,
-        track_tasks: true,
-        count_lost: true,
-        remove_on_exec: args.remove_on_exec,
-        values: value_programs,
-        hits: hit_programs,
-        percpu: percpu_offsets,
-    };
-    let labels: Vec<&str> = watches.iter().map(|w| w.label.as_str()).collect();
-    let out = outputs(
-        &args.output,
-        &format!("ksymwatch {} {}", access.word(), labels.join(" ")),
-    )?;
+    let cfg = event_config(args, user_only, programs, percpu_offsets);
+    let out = outputs(&args.output, &title(access, &watches))?;
     let control_source = args.control.as_deref().map(Control::open).transpose()?;
     let recorder = flight.as_ref().map(recorder).transpose()?;
     let signals = block_stop_signals(flight.as_ref())?;
@@ -376,6 +363,31 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         session.watch_objects(object_watch(o, &cpus, &watches)?)?;
     }
     announce_and_run(session, &armed_line, &header, launched)
+}
+
+/// How every breakpoint event of the watch is opened: `programs` attached, `--buffer-pages` rings.
+fn event_config(
+    args: &WatchArgs,
+    user_only: bool,
+    (hits, values): Programs,
+    percpu: Option<crate::perf::bpf::percpu::Offsets>,
+) -> EventConfig {
+    EventConfig {
+        ring_pages: args.buffer_pages,
+        user_only,
+        track_tasks: true,
+        count_lost: true,
+        remove_on_exec: args.remove_on_exec,
+        values,
+        hits,
+        percpu,
+    }
+}
+
+/// The session's title (`--flamegraph`'s): the command and its targets.
+fn title(access: Access, watches: &[Watch]) -> String {
+    let labels: Vec<&str> = watches.iter().map(|w| w.label.as_str()).collect();
+    format!("ksymwatch {} {}", access.word(), labels.join(" "))
 }
 
 /// Announces the armed watch, lets a launched command go on, and runs the session until it stops; the

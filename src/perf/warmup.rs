@@ -4,10 +4,14 @@
 //! a percpu rwsem: the first writer after a quiet spell waits for an RCU grace period (8-15 ms on the
 //! reference VM, see BENCHMARKS.md "Hotplug"), and one within a grace period of the last does not. A
 //! [`Warmup`] opens and closes a disabled breakpoint from a thread, again every millisecond, while the
-//! main thread loads symbols; when it is finished the real opens find the lock warm. The probe is never
-//! enabled (it never takes a debug register's place in the hardware), and it is gone before arming starts,
-//! so it never takes a slot arming needs. Task-bound breakpoints (a process watch) take that lock only
-//! for reading, so only a system-wide watch gains from this.
+//! main thread loads symbols; when it is finished the real opens find the lock warm.
+//!
+//! The probe asks for a breakpoint of no type (`HW_BREAKPOINT_EMPTY`): the kernel takes the constraint
+//! lock, then refuses the type (EINVAL) before it counts a slot. So the probe never holds a debug register,
+//! not even for the moment between an open and its close: a disabled breakpoint of a real type would,
+//! and another tool (or a test holding every register) arming in that moment would find one missing.
+//! Task-bound breakpoints (a process watch) take that lock only for reading, so only a system-wide watch
+//! gains from this.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -20,6 +24,9 @@ use crate::perf::sys;
 
 /// An address in our own data for the probe; it is never enabled.
 static PROBE: u64 = 0;
+
+/// `HW_BREAKPOINT_EMPTY`: a breakpoint type the constraint code refuses after taking its lock.
+const HW_BREAKPOINT_EMPTY: u32 = 0;
 
 /// How often the lock is taken again: well inside a grace period.
 const EVERY: Duration = Duration::from_millis(1);
@@ -57,11 +64,14 @@ impl Warmup {
                     module: None,
                     per_cpu: None,
                 };
-                let a = attr(&w, &cfg, Bind::Cpu);
+                let mut a = attr(&w, &cfg, Bind::Cpu);
+                a.bp_type = HW_BREAKPOINT_EMPTY;
                 while !flag.load(Ordering::Relaxed) {
-                    // Closing the descriptor right away is the point: open and close each take the lock.
-                    if sys::perf_event_open(&a, -1, cpu as i32).is_err() {
-                        return;
+                    // EINVAL is the kernel refusing the type under the lock: the probe did its work. Any
+                    // other answer (no permission) means it never reached the lock.
+                    match sys::perf_event_open(&a, -1, cpu as i32) {
+                        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                        _ => return,
                     }
                     std::thread::sleep(EVERY);
                 }

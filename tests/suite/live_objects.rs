@@ -5,6 +5,7 @@
 //! objects, found by the allocating pid.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -19,8 +20,8 @@ const PIPE_HEAD: &str = "(struct pipe_inode_info)$obj.head";
 /// write). A pause after each pipe's creation leaves the tracer time to arm it.
 fn pipe_maker(pipes: usize, held: usize, writes: usize) -> Child {
     let script = format!(
-        "import os, time\n\
-         time.sleep(0.3)\n\
+        "import os, sys, time\n\
+         sys.stdin.readline()\n\
          for round in range({pipes} // {held}):\n\
          \x20   ps = []\n\
          \x20   for i in range({held}):\n\
@@ -37,6 +38,7 @@ fn pipe_maker(pipes: usize, held: usize, writes: usize) -> Child {
     );
     Command::new("python3")
         .args(["-c", &script])
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
         .expect("python3")
@@ -52,6 +54,10 @@ fn watch_while(source: &str, target: &str, extra: &[&str], mut helper: Child) ->
     args.push("--json");
     let t = util::Tracer::start_json(&args);
     let header = t.header.clone();
+    // The helper starts its work once the tracer is armed, whatever the load on the machine.
+    if let Some(mut go) = helper.stdin.take() {
+        go.write_all(b"go\n").expect("helper stdin");
+    }
     let status = helper.wait().expect("helper");
     assert!(status.success(), "helper: {status}");
     std::thread::sleep(Duration::from_millis(200));
@@ -239,8 +245,9 @@ fn a_tracepoint_argument_is_a_source() {
     let helper = Command::new("sh")
         .args([
             "-c",
-            "sleep 0.3; for i in 1 2 3 4 5 6; do sleep 0.05 & wait; done",
+            "read go; for i in 1 2 3 4 5 6; do sleep 0.05 & wait; done",
         ])
+        .stdin(Stdio::piped())
         .spawn()
         .expect("sh");
     let (pid, records) = watch_while(
@@ -274,8 +281,8 @@ fn a_tracepoint_field_is_a_source() {
     {
         return util::skip("no sock:inet_sock_set_state tracepoint format");
     }
-    let script = "import socket, time\n\
-         time.sleep(0.3)\n\
+    let script = "import socket, sys, time\n\
+         sys.stdin.readline()\n\
          srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(8)\n\
          for i in range(3):\n\
          \x20   c = socket.socket(); c.connect(srv.getsockname())\n\
@@ -285,6 +292,7 @@ fn a_tracepoint_field_is_a_source() {
          \x20   time.sleep(0.05)\n";
     let helper = Command::new("python3")
         .args(["-c", script])
+        .stdin(Stdio::piped())
         .spawn()
         .expect("python3");
     let (pid, records) = watch_while(
@@ -321,8 +329,9 @@ fn a_kmem_cache_source_takes_its_caches_objects() {
     let helper = Command::new("sh")
         .args([
             "-c",
-            "sleep 0.3; for i in 1 2 3 4 5 6; do /bin/true; sleep 0.05; done",
+            "read go; for i in 1 2 3 4 5 6; do /bin/true; sleep 0.05; done",
         ])
+        .stdin(Stdio::piped())
         .spawn()
         .expect("sh");
     let (pid, records) = watch_while(

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols, VmlinuxLines};
 
@@ -136,6 +137,9 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     let plan = WatchPlan::from_args(&args, access)?;
     execute(&args, plan, prefetch)
 }
+
+/// How long after `armed` the symbol cache starts being written (at exit at the latest).
+const CACHE_WRITE_DELAY: Duration = Duration::from_millis(100);
 
 /// Work started before the plan so that it overlaps the symbol loading.
 struct Prefetch {
@@ -399,8 +403,9 @@ fn announce_and_run(
     mut launched: Option<Launched>,
 ) -> Result<i32> {
     let announced = armed_line.announce(&mut session.out, header);
-    // The symbol cache is written from here on, off the path from start to `armed`.
-    ksymwatch_symbols::cache::start_writes();
+    // The symbol cache is written a little after `armed`, off the path from start to the first hits: a
+    // CPU busy writing it is a CPU that does not go idle (or run the writer) when the watch is new.
+    ksymwatch_symbols::cache::start_writes_after(CACHE_WRITE_DELAY);
     session.learn_tasks();
     match announced {
         Ok(()) => {}

@@ -272,6 +272,19 @@ pub fn start_writes() {
     }
 }
 
+/// [`start_writes`] `delay` from now, from a thread of its own (started at once when no thread can be had).
+pub fn start_writes_after(delay: std::time::Duration) {
+    let later = std::thread::Builder::new()
+        .name("ksymwatch-cache".into())
+        .spawn(move || {
+            std::thread::sleep(delay);
+            start_writes();
+        });
+    if later.is_err() {
+        start_writes();
+    }
+}
+
 /// Starts the writes still waiting and waits for every one: a process ends with this, so that the file is
 /// complete (a write cut short leaves a temporary file behind, never a torn cache).
 pub fn finish_writes() {

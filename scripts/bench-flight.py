@@ -31,31 +31,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import ROOT, Locked
-
-
-def vm_rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for {pid}")
-
-
-def cpu_s(pid):
-    """The process's user+system CPU time so far, in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def online_cpus():
-    cpus = []
-    with open("/sys/devices/system/cpu/online") as f:
-        for part in f.read().strip().split(","):
-            a, _, b = part.partition("-")
-            cpus.extend(range(int(a), int(b or a) + 1))
-    return cpus
+from benchlib import ROOT, Locked, online_cpus, proc_cpu_s, vm_rss_kb
 
 
 def wait_armed(tracer, out_path):
@@ -118,7 +94,7 @@ def main():
             wait_armed(tracer, out_path)
             time.sleep(0.5)
             start_kb = vm_rss_kb(tracer.pid)
-            start_cpu = cpu_s(tracer.pid)
+            start_cpu = proc_cpu_s(tracer.pid)
             writers = [
                 subprocess.Popen([writer, "write", str(per_cpu), str(c)], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, text=True)
@@ -139,7 +115,7 @@ def main():
             took = time.time() - started
             time.sleep(1)
             end_kb = vm_rss_kb(tracer.pid)
-            flood_cpu = cpu_s(tracer.pid) - start_cpu
+            flood_cpu = proc_cpu_s(tracer.pid) - start_cpu
             samples.append((time.time() - started, end_kb))
             tracer.send_signal(signal.SIGUSR1)
             dump_s = wait_dump(out_path)

@@ -31,26 +31,9 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchlib import LOCK, ROOT, online_cpus, vm_rss_kb
+
 FIRST = 100
-LOCK = "/tmp/ksymwatch-live-tests.lock"
-
-
-def vm_rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for {pid}")
-
-
-def online_cpus():
-    cpus = []
-    with open("/sys/devices/system/cpu/online") as f:
-        for part in f.read().strip().split(","):
-            a, _, b = part.partition("-")
-            cpus.extend(range(int(a), int(b or a) + 1))
-    return cpus
 
 
 def settle(out_path, tracer_pid):

@@ -55,7 +55,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import LOCK, ROOT, Locked  # noqa: E402
+from benchlib import LOCK, ROOT, Locked, proc_cpu_s  # noqa: E402
 KERNEL_TARGET = "__start_init_stack+0x3e00"
 FIRST_HIT_TIMEOUT = 30.0
 NOT_INSTALLED = "not installed"
@@ -147,9 +147,7 @@ def cpu_s(ru):
 def proc_cpu(pid):
     """CPU seconds (user+sys, all threads) p has used so far, from /proc (clock ticks: 10 ms here)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return proc_cpu_s(pid)
     except (OSError, IndexError, ValueError):
         return None
 

@@ -63,22 +63,14 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LOCK = "/tmp/ksymwatch-live-tests.lock"
+from benchlib import LOCK, ROOT, online_cpus
+
 KSYM_MODES = ("text", "json", "quiet", "process", "value", "if", "perfetto", "otlp", "flight")
 TRACER_MODES = KSYM_MODES + ("bare",)  # run as a process over the flood by ksymwatch() below
 SUMMARY_MODES = ("quiet", "value", "if", "perfetto")  # print only the summary: armed mark on stderr
 UNPRINTED_MODES = SUMMARY_MODES + ("flight",)  # print no hit: hits counted from the summary line
 FLAGS = {"json": ["--json"], "quiet": ["--quiet"], "value": ["--quiet", "--value"], "otlp": ["--format", "otlp-json"],
          "flight": ["--last", "100000", "--dump-on", "signal"]}
-
-
-def online_cpus():
-    cpus = []
-    for part in open("/sys/devices/system/cpu/online").read().strip().split(","):
-        a, _, b = part.partition("-")
-        cpus.extend(range(int(a), int(b or a) + 1))
-    return cpus
 
 
 class Writers:

@@ -1,5 +1,6 @@
-"""What every benchmark script shares: the repository root and the machine-wide live-test lock, which any
-run that arms breakpoints must hold (debug registers are shared with the test suite and other benchmarks)."""
+"""What every benchmark script shares: the repository root, the machine-wide live-test lock, which any
+run that arms breakpoints must hold (debug registers are shared with the test suite and other benchmarks),
+and the few /proc and /sys readings several of them take."""
 import fcntl
 import os
 
@@ -18,3 +19,29 @@ class Locked:
     def __exit__(self, *exc):
         fcntl.flock(self.f, fcntl.LOCK_UN)
         self.f.close()
+
+
+def online_cpus():
+    """The online CPUs, from /sys/devices/system/cpu/online (`0-1`, `0,2-3`)."""
+    cpus = []
+    with open("/sys/devices/system/cpu/online") as f:
+        for part in f.read().strip().split(","):
+            a, _, b = part.partition("-")
+            cpus.extend(range(int(a), int(b or a) + 1))
+    return cpus
+
+
+def vm_rss_kb(pid):
+    """The process's resident set, in KiB (VmRSS)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def proc_cpu_s(pid):
+    """CPU seconds (user+sys, all threads) the process has used so far, from /proc (clock ticks)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

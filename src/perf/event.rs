@@ -12,6 +12,7 @@ use crate::model::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
 use crate::perf::bpf::hit_set::HitPrograms;
 use crate::perf::bpf::Values;
+use crate::perf::bpf_ring::BpfRing;
 use crate::perf::record::{SAMPLE_CALLCHAIN, SAMPLE_TYPE, SAMPLE_TYPE_TASK};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
@@ -140,14 +141,10 @@ pub struct CpuEvent {
     pub ring: Ring,
     /// How this ring's breakpoint samples are laid out.
     pub sample_type: u64,
-    /// `--value`: the value event writing into `ring`, and the id that leads its records; on the hit path,
-    /// the output event the hit program writes its records through.
+    /// `--value` off the hit path: the value event writing into `ring`, and the id that leads its records.
     value_event: Option<(OwnedFd, u64)>,
-    /// `value_event` carries hit records (the hit path), not value records.
-    emits_hits: bool,
-    /// The hit path's second output event, which wakes the reader on every record (a hit after a quiet
-    /// spell), and its id.
-    urgent_event: Option<(OwnedFd, u64)>,
+    /// The hit path: the ring buffer the hit program writes this CPU's records into.
+    pub hits: Option<BpfRing>,
     /// Other threads' events redirected into `ring`, with their tids.
     members: Vec<(u32, OwnedFd)>,
     // Declared after `ring` so the mapping is gone before the descriptor closes.
@@ -169,10 +166,17 @@ impl CpuEvent {
             ring,
             sample_type: SAMPLE_TYPE,
             value_event: None,
-            emits_hits: false,
-            urgent_event: None,
+            hits: None,
             members: Vec::new(),
             fd,
+        }
+    }
+
+    /// The same on the hit path: the hit program's records come through `hits`.
+    pub fn with_hits(self, hits: BpfRing) -> CpuEvent {
+        CpuEvent {
+            hits: Some(hits),
+            ..self
         }
     }
 }
@@ -273,10 +277,12 @@ impl CpuEvent {
         let ring = Ring::map(fd.as_fd(), cfg.ring_pages)
             .map_err(|err| OpenError::new(cpu, bind, Stage::Mmap, err))?;
         let bpf_err = |err| OpenError::new(cpu, bind, Stage::Bpf, err);
-        let (value_event, urgent_event) = match (&cfg.hits, &cfg.values) {
+        let (value_event, hits) = match (&cfg.hits, &cfg.values) {
             (Some(h), _) => {
-                let o = h.attach(index, cpu, fd.as_fd()).map_err(bpf_err)?;
-                (Some(o.normal), Some(o.urgent))
+                let ring = h
+                    .attach(index, cpu, fd.as_fd(), cfg.ring_pages)
+                    .map_err(bpf_err)?;
+                (None, Some(ring))
             }
             (None, Some(v)) => (
                 Some(v.attach(index, cpu, fd.as_fd()).map_err(bpf_err)?),
@@ -292,8 +298,7 @@ impl CpuEvent {
             ring,
             sample_type: cfg.sample_type(bind),
             value_event,
-            emits_hits: cfg.hits.is_some(),
-            urgent_event,
+            hits,
             members: Vec::new(),
             fd,
         })
@@ -399,23 +404,15 @@ impl CpuEvent {
         self.fd.as_fd()
     }
 
-    /// The id leading this ring's value records (`--value`).
-    pub fn value_id(&self) -> Option<u64> {
-        self.value_event
-            .as_ref()
-            .filter(|_| !self.emits_hits)
-            .map(|(_, id)| *id)
+    /// What epoll watches for this CPU's records: the breakpoint's descriptor (its perf ring), and on the
+    /// hit path the ring buffer's.
+    pub fn readable(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        std::iter::once(self.fd.as_fd()).chain(self.hits.as_ref().map(|r| r.fd()))
     }
 
-    /// The ids leading this ring's hit records (the hit path): the normal output's and the urgent one's.
-    pub fn hit_ids(&self) -> [Option<u64>; 2] {
-        [
-            self.value_event
-                .as_ref()
-                .filter(|_| self.emits_hits)
-                .map(|(_, id)| *id),
-            self.urgent_event.as_ref().map(|(_, id)| *id),
-        ]
+    /// The id leading this ring's value records (`--value`).
+    pub fn value_id(&self) -> Option<u64> {
+        self.value_event.as_ref().map(|(_, id)| *id)
     }
 
     /// What the kernel counted for this ring's events together: every hit while enabled (inherited
@@ -430,19 +427,6 @@ impl CpuEvent {
             let c = read_counts(fd, self.counts_lost)?;
             total.hits += c.hits;
             total.lost = total.lost.zip(c.lost).map(|(a, b)| a + b);
-        }
-        // On the hit path the breakpoint writes nothing: its hits are the output event's records, and so
-        // are their losses.
-        let outputs = self
-            .value_event
-            .iter()
-            .filter(|_| self.emits_hits)
-            .chain(&self.urgent_event);
-        for (out, _) in outputs {
-            let mut buf = [0u64; 2];
-            if sys::perf_read(out.as_fd(), &mut buf)? == 16 {
-                total.lost = Some(total.lost.unwrap_or(0) + buf[1]);
-            }
         }
         Ok(total)
     }

@@ -1,5 +1,5 @@
 //! The hit record: what the in-kernel hit program ([`crate::perf::bpf::hit`]) writes for each hit it keeps,
-//! as raw data of a `BPF_OUTPUT` sample. Its layout (below, native-endian) and its pure decoding into the
+//! as one record of its CPU's BPF ring buffer ([`crate::perf::bpf_ring`]). Its layout (below, native-endian) and its pure decoding into the
 //! [`Sample`] the rest of the tracer reads, so the decoder is tested on bytes without a kernel.
 //!
 //! ```text
@@ -14,14 +14,19 @@
 //!  64      8  ip: the trap ip (the instruction after the store)
 //!  72      8  kstack_bytes: bytes of kernel stack in the record
 //!  80      8  ustack_bytes: bytes of user stack after the kernel stack
+//!  88      8  lost: records the CPU's ring had no room for so far, before this one
 //! with REGS_KNOWN (`--value`: the store's value is decoded from them):
-//!  88    168  regs: the trap's `struct pt_regs` (21 words, x86-64 order)
-//! 256     16  insn: the 16 bytes that end at the trap ip (the store's instruction ends there)
-//! then (at 88, or 272 with REGS_KNOWN)
+//!  96    168  regs: the trap's `struct pt_regs` (21 words, x86-64 order)
+//! 264     16  insn: the 16 bytes that end at the trap ip (the store's instruction ends there)
+//! then (at 96, or 280 with REGS_KNOWN)
 //!          -  kernel return addresses (kstack_bytes / 8), then user ones (ustack_bytes / 8)
 //! ```
 //!
-//! Registers and instruction bytes are 184 bytes of a record that is otherwise about 170: they are carried
+//! `lost` is a running count the program keeps in its per-CPU scratch entry, where the record is built:
+//! a kept hit pays nothing for it, a hit the ring had no room for adds one, and the reader learns of a
+//! loss in order, from the next record that fits (and at the end, from the program's `stats`).
+//!
+//! Registers and instruction bytes are 184 bytes of a record that is otherwise about 180: they are carried
 //! only where a value is decoded, so a plain watch's ring holds twice the hits.
 
 use crate::perf::record::{Context, DecodeError, Frame, Sample, RECORD_SAMPLE};
@@ -47,11 +52,12 @@ pub const OFF_COMM: i16 = 48;
 pub const OFF_IP: i16 = 64;
 pub const OFF_KSTACK_BYTES: i16 = 72;
 pub const OFF_USTACK_BYTES: i16 = 80;
-pub const OFF_REGS: i16 = 88;
-pub const OFF_INSN: i16 = 256;
+pub const OFF_LOST: i16 = 88;
+pub const OFF_REGS: i16 = 96;
+pub const OFF_INSN: i16 = 264;
 /// Where the stacks start without registers, and with them.
-pub const OFF_STACKS: i16 = 88;
-pub const OFF_STACKS_REGS: i16 = 272;
+pub const OFF_STACKS: i16 = 96;
+pub const OFF_STACKS_REGS: i16 = 280;
 
 /// Words of `struct pt_regs` on x86-64.
 pub const REGS: usize = 21;
@@ -81,6 +87,8 @@ pub struct HitRecord {
     pub old: Option<u64>,
     pub comm: String,
     pub ip: u64,
+    /// Records the CPU's ring had no room for before this one, since the program was loaded.
+    pub lost: u64,
     /// The trap's registers (a record with REGS_KNOWN).
     pub regs: Option<[u64; REGS]>,
     pub insn: Option<[u8; INSN_BYTES]>,
@@ -162,30 +170,12 @@ pub fn decode(raw: &[u8]) -> Result<HitRecord, DecodeError> {
             .transpose()?,
         comm: String::from_utf8_lossy(&comm_bytes[..comm_len]).into_owned(),
         ip: word(raw, OFF_IP)?,
+        lost: word(raw, OFF_LOST)?,
         regs,
         insn,
         kernel_stack,
         user_stack,
     })
-}
-
-/// Where the raw data starts in an output event's sample ([`crate::perf::record::VALUE_SAMPLE_TYPE`]:
-/// header, identifier, ip, pid/tid, time, cpu/res, then the raw size).
-const RAW_SIZE_AT: usize = 48;
-
-/// Decodes one output event's sample: its event id, its CPU, and the hit record it carries.
-pub fn decode_output(bytes: &[u8]) -> Result<(u64, u32, HitRecord), DecodeError> {
-    let size = bytes
-        .get(6..8)
-        .map(|b| u16::from_ne_bytes([b[0], b[1]]) as usize)
-        .ok_or_else(|| short(8, bytes))?;
-    let bytes = bytes.get(..size).ok_or_else(|| short(size, bytes))?;
-    let id = word(bytes, 8)?;
-    let cpu = word(bytes, 40)? as u32;
-    let raw_len = bytes_at(bytes, RAW_SIZE_AT, 4)?;
-    let raw_len = u32::from_ne_bytes(raw_len.try_into().unwrap_or([0; 4])) as usize;
-    let raw = bytes_at(bytes, RAW_SIZE_AT + 4, raw_len)?;
-    Ok((id, cpu, decode(raw)?))
 }
 
 impl HitRecord {
@@ -250,6 +240,7 @@ pub fn encode(r: &HitRecord) -> Vec<u8> {
     put(OFF_VALUE, r.value.unwrap_or(0));
     put(OFF_OLD, r.old.unwrap_or(0));
     put(OFF_IP, r.ip);
+    put(OFF_LOST, r.lost);
     if let Some(regs) = &r.regs {
         for (i, x) in regs.iter().enumerate() {
             put(OFF_REGS + 8 * i as i16, *x);
@@ -287,6 +278,7 @@ mod tests {
             old: None,
             comm: "writer".into(),
             ip: 0x401136,
+            lost: 3,
             regs: Some(regs),
             insn: Some([0x90; INSN_BYTES]),
             kernel_stack: vec![],

@@ -109,6 +109,42 @@ impl Mmap {
         Ok(Mmap { ptr, len })
     }
 
+    /// A shared mapping of `len` bytes of `fd` from byte `offset`, read-only unless `writable`: a BPF ring
+    /// buffer is mapped in two parts, its consumer page writable and the rest read-only (the kernel
+    /// refuses to map what it writes writable).
+    pub fn map_part(
+        fd: BorrowedFd<'_>,
+        len: usize,
+        offset: usize,
+        writable: bool,
+    ) -> io::Result<Mmap> {
+        let prot = if writable {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
+        let offset = libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: a fresh shared mapping of `len` bytes of `fd` at `offset`; the kernel validates size,
+        // offset and protection.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                prot,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                offset,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr =
+            NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        Ok(Mmap { ptr, len })
+    }
+
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
@@ -825,6 +861,29 @@ pub fn bpf_map_create(
         ..MapCreateAttr::default()
     };
     // SAFETY: the attribute holds no pointers.
+    let fd = unsafe { bpf(BPF_MAP_CREATE, &mut attr) }?;
+    // SAFETY: BPF_MAP_CREATE returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// BPF_MAP_CREATE of a map of maps (`BPF_MAP_TYPE_ARRAY_OF_MAPS`, u32 keys): its entries are maps
+/// like `inner`, which the kernel checks each update against.
+pub fn bpf_map_create_of_maps(
+    map_type: u32,
+    max_entries: u32,
+    inner: BorrowedFd<'_>,
+    name: &str,
+) -> io::Result<OwnedFd> {
+    let mut attr = MapCreateAttr {
+        map_type,
+        key_size: 4,
+        value_size: 4,
+        max_entries,
+        inner_map_fd: inner.as_raw_fd() as u32,
+        map_name: object_name(name),
+        ..MapCreateAttr::default()
+    };
+    // SAFETY: the attribute holds no pointers; `inner` is a live map descriptor.
     let fd = unsafe { bpf(BPF_MAP_CREATE, &mut attr) }?;
     // SAFETY: BPF_MAP_CREATE returned a fresh descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })

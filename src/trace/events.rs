@@ -14,8 +14,39 @@ use crate::perf::hit_record::{self, HitRecord};
 use crate::perf::record::{self, Frame, Mmap, Record, Sample, ValueRecord};
 use crate::perf::sys::{self, Epoll};
 use crate::report::{Covered, Value, ValueFrom};
-use crate::trace::sorter::{RingKey, Sorter};
+use crate::trace::sorter;
 use crate::x86_store;
+
+/// A ring as the merge names it: the CPU and watch it serves, and which of their rings it is. On the hit
+/// path a CPU and watch have two, each in time order by itself: the breakpoint's perf ring (task records,
+/// and a trap the kernel did not hand to the program) and the hit program's ring buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RingKey {
+    pub cpu: u32,
+    pub watch: usize,
+    /// The hit program's ring buffer, not the breakpoint's perf ring.
+    pub hits: bool,
+}
+
+impl RingKey {
+    fn perf(cpu: u32, watch: usize) -> RingKey {
+        RingKey {
+            cpu,
+            watch,
+            hits: false,
+        }
+    }
+
+    /// The keys of `ev`'s rings.
+    fn of(ev: &CpuEvent) -> impl Iterator<Item = RingKey> {
+        let perf = RingKey::perf(ev.cpu, ev.watch);
+        let hits = ev.hits.is_some().then_some(RingKey { hits: true, ..perf });
+        std::iter::once(perf).chain(hits)
+    }
+}
+
+/// The merge of every ring's records.
+pub type Sorter = sorter::Sorter<Item, RingKey>;
 
 /// What a ring gave, in the order the sorter releases it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +87,8 @@ struct Tracked {
     dropped_base: u64,
     /// The hit path: of those, traps of other processes, when it was opened.
     other_base: u64,
+    /// The hit path: kept hits the CPU's ring buffer had no room for, when it was opened.
+    lost_base: u64,
 }
 
 /// What one ring gave so far, and what its decoding carries from one record, and drain, to the next.
@@ -82,6 +115,9 @@ struct Books {
     /// The hit path: the last (tid, comm) a hit record named, so a task's name goes to the tracker only
     /// when it changes.
     last_comm: Option<(u32, String)>,
+    /// The hit path: the program's count of records lost on this CPU as of the last record read (each
+    /// record carries it).
+    ring_lost: u64,
 }
 
 /// What the hit program's value of a hit is to the report.
@@ -99,6 +135,7 @@ impl Tracked {
     fn new(ev: CpuEvent, now: u64, cfg: &EventConfig) -> Tracked {
         let dropped_base = dropped(cfg, &ev);
         let other_base = other_process(cfg, &ev);
+        let lost_base = ring_lost(cfg, &ev);
         let books = Books {
             samples: 0,
             lost_records: 0,
@@ -113,12 +150,14 @@ impl Tracked {
                 _ => HitValue::NotRead,
             },
             last_comm: None,
+            ring_lost: lost_base,
         };
         Tracked {
             ev,
             books,
             dropped_base,
             other_base,
+            lost_base,
         }
     }
 }
@@ -142,6 +181,16 @@ fn other_process(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
     cfg.hits
         .as_ref()
         .and_then(|h| h.other_process_by_cpu(ev.watch).ok())
+        .and_then(|by_cpu| by_cpu.get(ev.cpu as usize).copied())
+        .unwrap_or(0)
+}
+
+/// Kept hits `ev`'s CPU and watch had lost so far because the CPU's ring buffer was full (the hit path; 0
+/// otherwise).
+fn ring_lost(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
+    cfg.hits
+        .as_ref()
+        .and_then(|h| h.lost_by_cpu(ev.watch).ok())
         .and_then(|by_cpu| by_cpu.get(ev.cpu as usize).copied())
         .unwrap_or(0)
 }
@@ -172,7 +221,8 @@ pub struct Audit {
     pub watch: usize,
     /// Hits the kernel counted; `None` if the counter could not be read.
     pub kernel_hits: Option<u64>,
-    /// Samples the kernel dropped; `None` on kernels without `PERF_FORMAT_LOST`.
+    /// Samples the kernel dropped, and on the hit path the records the program's ring buffer had no room
+    /// for; `None` on kernels without `PERF_FORMAT_LOST` (off the hit path).
     pub kernel_lost: Option<u64>,
     pub samples: u64,
     pub lost_records: u64,
@@ -244,7 +294,7 @@ impl EventSet {
         armed: Vec<CpuEvent>,
         epoll: &Epoll,
         token: u64,
-        sorter: &mut Sorter<Item>,
+        sorter: &mut Sorter,
     ) -> std::io::Result<EventSet> {
         let mut set = EventSet {
             watches: watches.to_vec(),
@@ -258,8 +308,12 @@ impl EventSet {
         };
         let now = sys::monotonic_ns();
         for ev in armed {
-            epoll.add(ev.fd(), token)?;
-            sorter.add_ring((ev.cpu, ev.watch), now);
+            for fd in ev.readable() {
+                epoll.add(fd, token)?;
+            }
+            for key in RingKey::of(&ev) {
+                sorter.add_ring(key, now);
+            }
             let t = Tracked::new(ev, now, &set.cfg);
             set.by_cpu.entry(t.ev.cpu).or_default().push(t);
         }
@@ -378,27 +432,21 @@ impl EventSet {
     ///
     /// Task records (COMM, FORK, EXIT) come from target 0's events: after target 0 is closed, a task born
     /// later is named from /proc at its first hit, and one that exited before it as `<...>`.
-    pub fn close_watch(
-        &mut self,
-        index: usize,
-        epoll: &Epoll,
-        sorter: &mut Sorter<Item>,
-    ) -> Vec<Audit> {
+    pub fn close_watch(&mut self, index: usize, epoll: &Epoll, sorter: &mut Sorter) -> Vec<Audit> {
         if let Some(c) = self.closed.get_mut(index) {
             *c = true;
         }
         let started = sys::monotonic_ns();
         let watches = (self.watches.as_slice(), self.retired.as_slice());
         let mut audits = Vec::new();
-        for (&cpu, evs) in self.by_cpu.iter_mut() {
+        for evs in self.by_cpu.values_mut() {
             let Some(at) = evs.iter().position(|t| t.ev.watch == index) else {
                 continue;
             };
             // Dropped at the end of this block: its descriptors close, freeing the debug register.
             let mut t = evs.remove(at);
             drain_one(&mut t, sorter, started, &mut self.spare, watches);
-            let _ = epoll.delete(t.ev.fd());
-            sorter.remove_ring((cpu, index));
+            forget(&t.ev, epoll, sorter);
             audits.push(audit(&t, &self.cfg));
         }
         audits
@@ -420,7 +468,7 @@ impl EventSet {
     }
 
     /// Reads every ring empty into `sorter`.
-    pub fn drain(&mut self, sorter: &mut Sorter<Item>) {
+    pub fn drain(&mut self, sorter: &mut Sorter) {
         let started = sys::monotonic_ns();
         let watches = (self.watches.as_slice(), self.retired.as_slice());
         for t in self.by_cpu.values_mut().flatten() {
@@ -474,7 +522,7 @@ impl EventSet {
         cpu: u32,
         epoll: &Epoll,
         token: u64,
-        sorter: &mut Sorter<Item>,
+        sorter: &mut Sorter,
     ) -> Result<(), OpenError> {
         // A process scope is armed thread by thread on the new CPU: events inherited from before only
         // exist on the CPUs armed then.
@@ -499,22 +547,26 @@ impl EventSet {
         evs: Vec<CpuEvent>,
         epoll: &Epoll,
         token: u64,
-        sorter: &mut Sorter<Item>,
+        sorter: &mut Sorter,
     ) -> Result<(), OpenError> {
         // Every descriptor is registered before any ring joins the sorter: a ring registered there but
         // never read would hold every other ring's records back for good.
         for ev in &evs {
-            epoll.add(ev.fd(), token).map_err(|err| OpenError {
-                cpu,
-                tid: None,
-                stage: crate::perf::event::Stage::Enable,
-                err,
-            })?;
+            for fd in ev.readable() {
+                epoll.add(fd, token).map_err(|err| OpenError {
+                    cpu,
+                    tid: None,
+                    stage: crate::perf::event::Stage::Enable,
+                    err,
+                })?;
+            }
         }
         let now = sys::monotonic_ns();
         let mut tracked = Vec::with_capacity(evs.len());
         for ev in evs {
-            sorter.add_ring((cpu, ev.watch), now);
+            for key in RingKey::of(&ev) {
+                sorter.add_ring(key, now);
+            }
             tracked.push(Tracked::new(ev, now, &self.cfg));
         }
         self.by_cpu.insert(cpu, tracked);
@@ -527,7 +579,7 @@ impl EventSet {
         &mut self,
         cpu: u32,
         epoll: &Epoll,
-        sorter: &mut Sorter<Item>,
+        sorter: &mut Sorter,
     ) -> Option<Vec<Audit>> {
         let mut evs = self.by_cpu.remove(&cpu)?;
         let started = sys::monotonic_ns();
@@ -535,8 +587,7 @@ impl EventSet {
         let watches = (self.watches.as_slice(), self.retired.as_slice());
         for t in evs.iter_mut() {
             drain_one(t, sorter, started, &mut self.spare, watches);
-            let _ = epoll.delete(t.ev.fd());
-            sorter.remove_ring((cpu, t.ev.watch));
+            forget(&t.ev, epoll, sorter);
             audits.push(audit(t, &self.cfg));
         }
         Some(audits)
@@ -555,8 +606,22 @@ impl EventSet {
     }
 }
 
+/// Takes a closing event's rings out of `epoll` and the merge: they hold nothing back any more.
+fn forget(ev: &CpuEvent, epoll: &Epoll, sorter: &mut Sorter) {
+    for fd in ev.readable() {
+        let _ = epoll.delete(fd);
+    }
+    for key in RingKey::of(ev) {
+        sorter.remove_ring(key);
+    }
+}
+
 fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
     let counts = t.ev.counts().ok();
+    let hits_lost =
+        t.ev.hits
+            .as_ref()
+            .map(|_| ring_lost(cfg, &t.ev).saturating_sub(t.lost_base));
     Audit {
         filtered: dropped(cfg, &t.ev).saturating_sub(t.dropped_base),
         other_process: other_process(cfg, &t.ev).saturating_sub(t.other_base),
@@ -564,7 +629,10 @@ fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
         cpu: t.ev.cpu,
         watch: t.ev.watch,
         kernel_hits: counts.map(|c| c.hits),
-        kernel_lost: counts.and_then(|c| c.lost),
+        kernel_lost: match (counts.and_then(|c| c.lost), hits_lost) {
+            (Some(perf), ring) => Some(perf + ring.unwrap_or(0)),
+            (None, ring) => ring,
+        },
         samples: t.books.samples,
         lost_records: t.books.lost_records,
         undecodable: t.books.undecodable,
@@ -602,7 +670,6 @@ struct Pass<'a> {
     key: RingKey,
     sample_type: u64,
     value_id: Option<u64>,
-    hit_ids: [Option<u64>; 2],
     /// A task-bound event: its samples get the watched value read from the writer's process.
     process: bool,
     /// The current and retired watches, to find a hit watch's length.
@@ -616,7 +683,7 @@ struct Pass<'a> {
 impl Pass<'_> {
     fn watch_len(&self, addr: u64) -> u8 {
         let (watches, retired) = self.watches;
-        watch_at(watches, retired, self.key.1, addr).len
+        watch_at(watches, retired, self.key.watch, addr).len
     }
 
     /// What process `pid` holds at `addr` now, read once per pass.
@@ -633,24 +700,24 @@ impl Pass<'_> {
     }
 }
 
-/// Reads one ring empty into `sorter`. Second reports of one store (see [`repeats_store`]) are dropped
+/// Reads one CPU and watch's rings empty into `sorter`: the perf ring, then on the hit path the ring
+/// buffer. Second reports of one store (see [`repeats_store`]) are dropped
 /// but still counted as samples, since the kernel counted them as hits too. A task-bound event's sample
 /// gets the watched value read from its process here, as it leaves the ring, not when it is printed (the
 /// sorter may hold it for a tick), once per pass and process: `watches` is (current, retired), to find
 /// the hit watch's length.
 fn drain_one(
     t: &mut Tracked,
-    sorter: &mut Sorter<Item>,
+    sorter: &mut Sorter,
     started: u64,
     spare: &mut Vec<Vec<Frame>>,
     watches: (&[Watch], &[Watch]),
 ) {
     let Tracked { ev, books, .. } = t;
     let mut pass = Pass {
-        key: (ev.cpu, ev.watch),
+        key: RingKey::perf(ev.cpu, ev.watch),
         sample_type: ev.sample_type,
         value_id: ev.value_id(),
-        hit_ids: ev.hit_ids(),
         process: ev.bind != Bind::Cpu,
         watches,
         read: None,
@@ -660,6 +727,14 @@ fn drain_one(
         true
     });
     sorter.read_empty(pass.key, started);
+    if let Some(hits) = &mut ev.hits {
+        pass.key.hits = true;
+        hits.drain(|bytes| {
+            books.hit_record(bytes, &pass, sorter);
+            true
+        });
+        sorter.read_empty(pass.key, started);
+    }
 }
 
 impl Books {
@@ -668,13 +743,11 @@ impl Books {
         &mut self,
         bytes: &[u8],
         pass: &mut Pass,
-        sorter: &mut Sorter<Item>,
+        sorter: &mut Sorter,
         spare: &mut Vec<Vec<Frame>>,
     ) {
         let id = record::sample_identifier(bytes);
-        if id.is_some() && pass.hit_ids.contains(&id) {
-            self.hit_record(bytes, pass, sorter);
-        } else if pass.value_id.is_some() && id == pass.value_id {
+        if pass.value_id.is_some() && id == pass.value_id {
             match record::decode_value(bytes) {
                 Ok(v) => self.unpaired += u64::from(self.pending.replace(v).is_some()),
                 Err(_) => self.undecodable(pass.key, sorter),
@@ -685,20 +758,30 @@ impl Books {
     }
 
     /// A record that could not be decoded, counted as lost: a loss is never silent.
-    fn undecodable(&mut self, (cpu, watch): RingKey, sorter: &mut Sorter<Item>) {
+    fn undecodable(&mut self, key: RingKey, sorter: &mut Sorter) {
         self.undecodable += 1;
-        sorter.push((cpu, watch), self.last_time, Item::Lost { cpu, count: 1 });
+        let lost = Item::Lost {
+            cpu: key.cpu,
+            count: 1,
+        };
+        sorter.push(key, self.last_time, lost);
     }
 
-    /// The hit path: a hit program's record, with the writer's name and the value read at the trap.
-    fn hit_record(&mut self, bytes: &[u8], pass: &Pass, sorter: &mut Sorter<Item>) {
-        let (id, hit) = match hit_record::decode_output(bytes) {
-            Ok((id, _, hit)) => (id, hit),
-            Err(_) => return self.undecodable(pass.key, sorter),
+    /// The hit path: a hit program's record, with the writer's name and the value read at the trap, after
+    /// the records the ring had no room for since the one before (the record carries the count).
+    fn hit_record(&mut self, bytes: &[u8], pass: &Pass, sorter: &mut Sorter) {
+        let Ok(hit) = hit_record::decode(bytes) else {
+            return self.undecodable(pass.key, sorter);
         };
-        let (cpu, watch) = pass.key;
+        let RingKey { cpu, watch, .. } = pass.key;
         self.samples += 1;
         self.last_time = self.last_time.max(hit.time);
+        if hit.lost > self.ring_lost {
+            let count = hit.lost - self.ring_lost;
+            self.ring_lost = hit.lost;
+            self.lost_records += count;
+            sorter.push(pass.key, hit.time, Item::Lost { cpu, count });
+        }
         let renamed = self
             .last_comm
             .as_ref()
@@ -728,7 +811,8 @@ impl Books {
             (HitValue::Read, None) => Value::Unreadable,
             (HitValue::NotRead, _) => Value::NotRead,
         };
-        let sample = Item::Sample(hit.sample(cpu, id), watch, value);
+        // Hit records carry no event id: only a per-thread ring's duplicate check reads one.
+        let sample = Item::Sample(hit.sample(cpu, 0), watch, value);
         sorter.push(pass.key, hit.time, sample);
     }
 
@@ -737,7 +821,7 @@ impl Books {
         &mut self,
         bytes: &[u8],
         pass: &mut Pass,
-        sorter: &mut Sorter<Item>,
+        sorter: &mut Sorter,
         spare: &mut Vec<Vec<Frame>>,
     ) {
         // A value pairs with the very next record only (see crate::perf::bpf).
@@ -748,7 +832,7 @@ impl Books {
             Ok(Record::Lost { lost, .. }) => {
                 self.lost_records += lost;
                 Item::Lost {
-                    cpu: pass.key.0,
+                    cpu: pass.key.cpu,
                     count: lost,
                 }
             }
@@ -784,7 +868,7 @@ impl Books {
             Err(_) => {
                 self.undecodable += 1;
                 Item::Lost {
-                    cpu: pass.key.0,
+                    cpu: pass.key.cpu,
                     count: 1,
                 }
             }
@@ -802,7 +886,7 @@ impl Books {
         s: Sample,
         paired: Option<ValueRecord>,
         pass: &mut Pass,
-        sorter: &mut Sorter<Item>,
+        sorter: &mut Sorter,
         spare: &mut Vec<Vec<Frame>>,
     ) {
         self.samples += 1;
@@ -826,7 +910,7 @@ impl Books {
         } else {
             Value::NotRead
         };
-        sorter.push(pass.key, s.time, Item::Sample(s, pass.key.1, value));
+        sorter.push(pass.key, s.time, Item::Sample(s, pass.key.watch, value));
     }
 }
 

@@ -45,7 +45,7 @@ fn a_repeated_chain_allocates_nothing() {
         })
         .collect();
     let mut symbolizer = Symbolizer::new(&table);
-    let mut sorter: Sorter<Item> = Sorter::new(0);
+    let mut sorter: Sorter<Item, (u32, usize)> = Sorter::new(0);
     let mut comms = Comms::new("/nonexistent");
     let filter = Filter::default();
     let mut summary = Summary::default();

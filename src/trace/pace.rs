@@ -27,9 +27,9 @@ const DUE_MARGIN_NS: u64 = 20_000;
 /// The loop's wake-up state: whether hits came lately, and whether they come as a flood.
 ///
 /// While hits come now and then, the rings are read every millisecond and a held record as soon as it is
-/// due: a hit that does not wake the reader (the hit program wakes it at most once every 10 ms per CPU)
-/// waits about a millisecond, not a whole tick. In a flood the reader goes back to the tick and the
-/// quarter-ring wake-ups: latency matters less there than the tracer's own wake-ups, which on an idle CPU
+/// due: a hit that does not wake the reader (one that comes within a millisecond of its CPU's previous
+/// hit, [`crate::perf::bpf::hit::WAKE_GAP_NS`]) waits about a millisecond, not a whole tick. In a flood the
+/// reader goes back to the tick (and, without BPF, the quarter-ring wake-ups): latency matters less there than the tracer's own wake-ups, which on an idle CPU
 /// are writes to what a watch of the kernel may be watching.
 pub struct Pace {
     busy_until: u64,

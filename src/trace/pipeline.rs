@@ -13,8 +13,7 @@ use crate::perf::arm::Scope;
 use crate::perf::event::{CpuEvent, EventConfig, OpenError};
 use crate::perf::record::Frame;
 use crate::perf::sys::Epoll;
-use crate::trace::events::{Audit, EventSet, Item};
-use crate::trace::sorter::Sorter;
+use crate::trace::events::{Audit, EventSet, Item, Sorter};
 
 /// Which held items [`Pipeline::next`] gives out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +29,7 @@ pub enum Release {
 /// The rings and the merge of their records.
 pub struct Pipeline {
     events: EventSet,
-    sorter: Sorter<Item>,
+    sorter: Sorter,
 }
 
 impl Pipeline {
@@ -116,6 +115,8 @@ mod tests {
 
     use super::*;
     use crate::model::watch::Access;
+    use crate::perf::bpf_ring::testing::FileBpfRing;
+    use crate::perf::hit_record::{self, HitRecord};
     use crate::perf::record::encode;
     use crate::perf::ring::testing::FileRing;
     use crate::perf::sys;
@@ -345,6 +346,56 @@ mod tests {
             released(&mut p, Release::All),
             want(&[(now + 1000, "20@0"), (now + 2000, "10@0")])
         );
+    }
+
+    /// On the hit path a CPU's records come from two rings, each in order by itself: the hit program's ring
+    /// buffer and the breakpoint's perf ring. They come out merged, and the losses the hit records carry
+    /// (a running count) are items just before the record that told of them.
+    #[test]
+    fn hit_records_merge_with_the_perf_ring_and_carry_their_losses() {
+        let epoll = Epoll::new().unwrap();
+        let (w_hits, hits) = FileBpfRing::new(1).unwrap();
+        let (e0, mut w0) = event(0, 0);
+        let mut w_hits = w_hits;
+        let mut p = pipeline(vec![e0.with_hits(hits)], &epoll, 0);
+        let now = sys::monotonic_ns();
+        let hit = |tid: u32, time: u64, lost: u64| {
+            hit_record::encode(&HitRecord {
+                flags: hit_record::USER_MODE,
+                pid: tid,
+                tid,
+                time,
+                addr: watches()[0].addr,
+                value: None,
+                old: None,
+                comm: format!("t{tid}"),
+                ip: 0x401136,
+                lost,
+                regs: None,
+                insn: None,
+                kernel_stack: vec![],
+                user_stack: vec![0x401136],
+            })
+        };
+        w_hits.write(&hit(10, now + 1000, 0)).unwrap();
+        w_hits.write(&hit(10, now + 3000, 2)).unwrap();
+        w_hits.write(&hit(10, now + 4000, 2)).unwrap();
+        let comm = encode::comm(11, 11, "other", false);
+        w0.write(&encode::with_trailer(comm, 11, 11, now + 2000, 0))
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(10));
+        p.drain();
+        let all = want(&[
+            (now + 1000, "comm t10"),
+            (now + 1000, "10@0"),
+            (now + 2000, "comm other"),
+            (now + 3000, "lost 2 on 0"),
+            (now + 3000, "10@0"),
+            (now + 4000, "10@0"),
+        ]);
+        assert_eq!(released(&mut p, Release::Ready), all);
+        let audits = p.close_all();
+        assert_eq!((audits[0].samples, audits[0].lost_records), (3, 2));
     }
 
     /// Losses are items in the stream at their place in time, counted in the ring's audit; a record that

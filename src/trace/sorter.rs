@@ -11,9 +11,6 @@
 
 use std::collections::VecDeque;
 
-/// A ring as the session names it.
-pub type RingKey = (u32, usize);
-
 struct Queue<T> {
     /// Records read from the ring and not yet released, oldest first (a ring is in time order by itself).
     held: VecDeque<(u64, T)>,
@@ -23,30 +20,30 @@ struct Queue<T> {
     live: bool,
 }
 
-/// A k-way merge of the rings' queues: each release takes the oldest front among them, so a record is
+/// A k-way merge of the rings' queues, each ring named by a `K`: each release takes the oldest front among them, so a record is
 /// moved once in and once out (a heap over all held records cost a tenth of the tracer's CPU at 140k
 /// hits/s).
-pub struct Sorter<T> {
+pub struct Sorter<T, K> {
     /// By key. A vector, not a map: there are a few rings (CPUs times targets), every push finds its
     /// ring and every release walks them all, and rings come and go only with hotplug.
-    rings: Vec<(RingKey, Queue<T>)>,
+    rings: Vec<(K, Queue<T>)>,
     slack: u64,
 }
 
-impl<T> Sorter<T> {
+impl<T, K: Ord + Copy> Sorter<T, K> {
     /// `slack_ns`: how long after its timestamp a record may still become visible in its ring.
-    pub fn new(slack_ns: u64) -> Sorter<T> {
+    pub fn new(slack_ns: u64) -> Sorter<T, K> {
         Sorter {
             rings: Vec::new(),
             slack: slack_ns,
         }
     }
 
-    fn position(&self, ring: RingKey) -> Result<usize, usize> {
+    fn position(&self, ring: K) -> Result<usize, usize> {
         self.rings.binary_search_by_key(&ring, |(k, _)| *k)
     }
 
-    fn queue(&mut self, ring: RingKey, read_past: u64) -> &mut Queue<T> {
+    fn queue(&mut self, ring: K, read_past: u64) -> &mut Queue<T> {
         let i = match self.position(ring) {
             Ok(i) => i,
             Err(i) => {
@@ -65,12 +62,12 @@ impl<T> Sorter<T> {
     }
 
     /// A ring starts being read at `now`: nothing in it is older.
-    pub fn add_ring(&mut self, ring: RingKey, now: u64) {
+    pub fn add_ring(&mut self, ring: K, now: u64) {
         self.queue(ring, now);
     }
 
     /// The ring will not be read again (its events are closed); it no longer holds others back.
-    pub fn remove_ring(&mut self, ring: RingKey) {
+    pub fn remove_ring(&mut self, ring: K) {
         if let Ok(i) = self.position(ring) {
             let q = &mut self.rings[i].1;
             q.live = false;
@@ -81,14 +78,14 @@ impl<T> Sorter<T> {
     }
 
     /// A record read from `ring`, which is in time order by itself.
-    pub fn push(&mut self, ring: RingKey, time: u64, item: T) {
+    pub fn push(&mut self, ring: K, time: u64, item: T) {
         let q = self.queue(ring, 0);
         q.read_past = q.read_past.max(time);
         q.held.push_back((time, item));
     }
 
     /// `ring` was read empty by a read that started at `started`.
-    pub fn read_empty(&mut self, ring: RingKey, started: u64) {
+    pub fn read_empty(&mut self, ring: K, started: u64) {
         let t = started.saturating_sub(self.slack);
         let q = self.queue(ring, 0);
         q.read_past = q.read_past.max(t);
@@ -164,7 +161,7 @@ impl<T> Sorter<T> {
 mod tests {
     use super::*;
 
-    fn ready(s: &mut Sorter<&'static str>) -> Vec<(u64, &'static str)> {
+    fn ready(s: &mut Sorter<&'static str, (u32, usize)>) -> Vec<(u64, &'static str)> {
         std::iter::from_fn(|| s.pop_ready()).collect()
     }
 

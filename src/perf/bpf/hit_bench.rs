@@ -38,6 +38,7 @@ use super::hit::{Parts, Until, STAMP_PARTS, STAMP_SLOTS};
 use super::hit_set::HitPrograms;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
+use crate::perf::bpf_ring::BpfRing;
 use crate::perf::event::{self, Bind, EventConfig};
 use crate::perf::record::{RECORD_SAMPLE, SAMPLE_CALLCHAIN};
 use crate::perf::ring::Ring;
@@ -259,9 +260,12 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         }
         let bp = sys::perf_event_open(&attr, -1, cpu as i32).expect("breakpoint");
         let ring = Ring::map(bp.as_fd(), RING_PAGES).expect("ring");
-        let outputs = programs.attach(0, cpu, bp.as_fd()).expect("attach");
-        armed.push((bp, ring, outputs));
+        let hits = programs
+            .attach(0, cpu, bp.as_fd(), RING_PAGES)
+            .expect("attach");
+        armed.push((bp, ring, hits));
     }
+    // The ring buffers are read on the tick, not on their wake-ups: the tracer's loop in a flood.
     let epoll = sys::Epoll::new().unwrap();
     for (i, (bp, _, _)) in armed.iter().enumerate() {
         epoll.add(bp.as_fd(), i as u64).unwrap();
@@ -297,12 +301,16 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
     (took, seen)
 }
 
-fn drain(armed: &mut [(OwnedFd, Ring, super::hit_set::HitOutputs)], seen: &mut Seen) {
-    for (_, ring, _) in armed.iter_mut() {
+fn drain(armed: &mut [(OwnedFd, Ring, BpfRing)], seen: &mut Seen) {
+    for (_, ring, hits) in armed.iter_mut() {
         ring.drain(|bytes| {
             if u32::from_ne_bytes(bytes[..4].try_into().unwrap()) == RECORD_SAMPLE {
                 seen.samples += 1;
             }
+            true
+        });
+        hits.drain(|_| {
+            seen.samples += 1;
             true
         });
     }

@@ -3,7 +3,6 @@
 //! tid, comm, value, registers, instruction bytes and user stack) and count the stores of a process it does
 //! not watch instead of emitting them. Live: run by `scripts/test` (root), ignored by plain `cargo test`.
 
-use std::collections::BTreeSet;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +14,7 @@ use super::hit_set::HitPrograms;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
-use crate::perf::hit_record::{decode_output, HitRecord, USER_MODE};
+use crate::perf::hit_record::{decode, HitRecord, USER_MODE};
 use crate::perf::record::{SAMPLE_CPU, SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_TID, SAMPLE_TIME};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
@@ -81,34 +80,32 @@ fn watch_during_parts(
     programs.watch_process(me).expect("procs map");
     let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
     let mut armed = Vec::new();
-    let mut outputs = BTreeSet::new();
     for &cpu in &cpus {
         let bp = breakpoint(addr, cpu).expect("breakpoint");
         let ring = Ring::map(bp.as_fd(), 64).expect("ring");
-        let out = programs.attach(0, cpu, bp.as_fd()).expect("attach");
-        outputs.insert(out.normal.1);
-        outputs.insert(out.urgent.1);
-        armed.push((bp, ring, out));
+        let hits = programs.attach(0, cpu, bp.as_fd(), 64).expect("attach");
+        armed.push((cpu, bp, ring, hits));
     }
-    for (bp, _, _) in &armed {
+    for (_, bp, _, _) in &armed {
         sys::perf_enable(bp.as_fd()).expect("enable");
     }
     work(&programs);
-    for (bp, _, _) in &armed {
+    for (_, bp, _, _) in &armed {
         sys::perf_disable(bp.as_fd()).expect("disable");
     }
     let mut hits = Vec::new();
-    for (_, ring, _) in &mut armed {
+    for (cpu, _, ring, ring_buffer) in &mut armed {
         ring.drain(|bytes| {
             let kind = u32::from_ne_bytes(bytes[..4].try_into().unwrap());
-            if kind == crate::perf::record::RECORD_SAMPLE {
-                let (id, cpu, hit) = decode_output(bytes).expect("a hit record");
-                assert!(
-                    outputs.contains(&id),
-                    "only the output events write samples"
-                );
-                hits.push((cpu, hit));
-            }
+            assert_ne!(
+                kind,
+                crate::perf::record::RECORD_SAMPLE,
+                "the breakpoint writes no sample of its own"
+            );
+            true
+        });
+        ring_buffer.drain(|bytes| {
+            hits.push((*cpu, decode(bytes).expect("a hit record")));
             true
         });
     }

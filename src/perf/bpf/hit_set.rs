@@ -2,23 +2,25 @@
 //! breakpoint events: the counterpart of [`super::Values`] for the path where the program emits every kept
 //! hit itself.
 //!
-//! Each CPU's `BPF_OUTPUT` event is redirected into that CPU's breakpoint ring, as for `--value`: the
-//! breakpoint writes no sample of its own (the program returns 0), but a trap the kernel does not hand to
-//! the program (another BPF program is running on that CPU) still writes a plain sample, and it lands in
-//! the same ring, in order.
+//! Each watch's program writes its records into a BPF ring buffer per CPU ([`crate::perf::bpf_ring`]),
+//! created when the CPU's breakpoint is wired and entered in the watch's `rings` map of maps at the CPU's
+//! number (replacing the one of an earlier time the CPU was online). The breakpoint writes no sample of
+//! its own (the program returns 0), but a trap the kernel does not hand to the program (another BPF
+//! program is running on that CPU) still writes a plain sample into the breakpoint's perf ring.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::hit::{self, HitMaps, HitSpec, Parts};
 use super::{
-    possible_cpus, raw, ProgramError, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH, MAP_TYPE_PERCPU_ARRAY,
-    MAP_TYPE_PERF_EVENT_ARRAY, OLDS_MAX, PROG_TYPE_PERF_EVENT,
+    possible_cpus, raw, ProgramError, MAP_TYPE_ARRAY_OF_MAPS, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH,
+    MAP_TYPE_PERCPU_ARRAY, MAP_TYPE_RINGBUF, OLDS_MAX, PROG_TYPE_PERF_EVENT,
 };
 use crate::error::Error;
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
+use crate::perf::bpf_ring::BpfRing;
 use crate::perf::hit_record::MAX_LEN;
 use crate::perf::sys;
 
@@ -27,11 +29,8 @@ pub const PROCS_MAX: u32 = 65536;
 
 struct HitProgram {
     prog: OwnedFd,
-    outputs: OwnedFd,
-    /// The outputs that wake the reader on every record (a hit after a quiet spell).
-    urgent: OwnedFd,
-    #[allow(dead_code)] // Held for the program's lifetime; the program reaches it by reference.
-    last: OwnedFd,
+    /// Each CPU's ring buffer, by CPU number.
+    rings: OwnedFd,
     /// The last value per key, which `--if`'s `old` reads.
     olds: OwnedFd,
     #[allow(dead_code)] // Held for the program's lifetime; the program reaches it by reference.
@@ -58,14 +57,6 @@ impl std::fmt::Debug for HitPrograms {
     }
 }
 
-/// A CPU's two output events for one watch, each with the id that leads its records: `normal` wakes the
-/// reader a quarter of the way into the ring, `urgent` on every record (a hit after a quiet spell).
-#[derive(Debug)]
-pub struct HitOutputs {
-    pub normal: (OwnedFd, u64),
-    pub urgent: (OwnedFd, u64),
-}
-
 /// Traps each watch's program dropped, summed over CPUs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Dropped {
@@ -73,6 +64,8 @@ pub struct Dropped {
     pub filtered: u64,
     /// Made by a process that is not watched.
     pub other_process: u64,
+    /// Kept, but the CPU's ring had no room for them.
+    pub lost: u64,
 }
 
 impl HitPrograms {
@@ -108,22 +101,26 @@ impl HitPrograms {
             None
         };
         let cpus = possible_cpus();
+        // What every CPU's ring is checked against as it is entered (its size may differ).
+        let template = map(MAP_TYPE_RINGBUF, 0, 0, sys::page_size() as u32, "ksw_ring")?;
         let mut programs = Vec::with_capacity(watches.len());
         for w in watches {
-            let outputs = map(MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, cpus, "ksw_outputs")?;
-            let urgent = map(MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, cpus, "ksw_urgent")?;
-            let last = map(MAP_TYPE_PERCPU_ARRAY, 4, 8, 1, "ksw_last")?;
+            let rings = sys::bpf_map_create_of_maps(
+                MAP_TYPE_ARRAY_OF_MAPS,
+                cpus,
+                template.as_fd(),
+                "ksw_rings",
+            )
+            .map_err(ProgramError::Unavailable)?;
             let olds = map(MAP_TYPE_LRU_HASH, 8, 8, OLDS_MAX, "ksw_olds")?;
             let stats = map(MAP_TYPE_PERCPU_ARRAY, 4, 8, hit::STATS, "ksw_stats")?;
             let scratch = map(MAP_TYPE_PERCPU_ARRAY, 4, MAX_LEN as u32, 1, "ksw_scratch")?;
             let maps = HitMaps {
-                outputs: raw(outputs.as_fd()),
+                rings: raw(rings.as_fd()),
                 olds: raw(olds.as_fd()),
                 stats: raw(stats.as_fd()),
                 scratch: raw(scratch.as_fd()),
                 procs: procs.as_ref().map(|p| raw(p.as_fd())),
-                urgent: raw(urgent.as_fd()),
-                last: raw(last.as_fd()),
             };
             let spec = HitSpec {
                 len: w.len,
@@ -143,9 +140,7 @@ impl HitPrograms {
                 .map_err(|e| ProgramError::load("hit", e, &log))?;
             programs.push(HitProgram {
                 prog,
-                outputs,
-                urgent,
-                last,
+                rings,
                 olds,
                 scratch,
                 stats,
@@ -199,14 +194,27 @@ impl HitPrograms {
         }
     }
 
-    /// Wires watch `watch`'s program to the breakpoint event `bp` on `cpu`: opens the CPU's output event
-    /// into `bp`'s ring, enters it in the `outputs` map, and attaches the program. Returns the output event
-    /// and its record id.
-    pub fn attach(&self, watch: usize, cpu: u32, bp: BorrowedFd<'_>) -> io::Result<HitOutputs> {
+    /// Wires watch `watch`'s program to the breakpoint event `bp` on `cpu`: creates the CPU's ring buffer
+    /// of `pages` pages (a power of two), enters it in the `rings` map, and attaches the program. Returns
+    /// the ring, mapped.
+    pub fn attach(
+        &self,
+        watch: usize,
+        cpu: u32,
+        bp: BorrowedFd<'_>,
+        pages: usize,
+    ) -> io::Result<BpfRing> {
         let p = self.program(watch)?;
-        let urgent = super::wire_output(p.urgent.as_fd(), cpu, bp, true)?;
-        let normal = super::wire(p.outputs.as_fd(), p.prog.as_fd(), cpu, bp)?;
-        Ok(HitOutputs { normal, urgent })
+        let bytes = pages * sys::page_size();
+        let size = u32::try_from(bytes).map_err(|_| {
+            io::Error::other(format!("a ring buffer of {bytes} bytes is over 4 GiB"))
+        })?;
+        let map = sys::bpf_map_create(MAP_TYPE_RINGBUF, 0, 0, size, "ksw_ring")?;
+        let fd = raw(map.as_fd()) as u32;
+        let ring = BpfRing::map(map, bytes)?;
+        sys::bpf_map_update(p.rings.as_fd(), &cpu.to_ne_bytes(), &fd.to_ne_bytes())?;
+        sys::perf_set_bpf(bp, p.prog.as_fd())?;
+        Ok(ring)
     }
 
     /// Empties watch `watch`'s last values: after a `--control` move, `old` starts afresh in the kernel
@@ -229,6 +237,11 @@ impl HitPrograms {
         Ok(filtered.iter().zip(&other).map(|(a, b)| a + b).collect())
     }
 
+    /// Kept hits of watch `watch` that its CPU's ring had no room for so far, by CPU number.
+    pub fn lost_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
+        sys::bpf_map_lookup_percpu_u64(self.program(watch)?.stats.as_fd(), hit::STAT_LOST)
+    }
+
     /// Traps of processes not watched that watch `watch`'s program dropped so far on each CPU, by CPU
     /// number (a part of [`HitPrograms::dropped_by_cpu`]).
     pub fn other_process_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
@@ -244,6 +257,7 @@ impl HitPrograms {
         Ok(Dropped {
             filtered: sum(hit::STAT_FILTERED)?,
             other_process: sum(hit::STAT_OTHER_PROCESS)?,
+            lost: sum(hit::STAT_LOST)?,
         })
     }
 

@@ -55,6 +55,8 @@ const MAP_TYPE_HASH: u32 = 1;
 const MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
 const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 const MAP_TYPE_LRU_HASH: u32 = 9;
+const MAP_TYPE_ARRAY_OF_MAPS: u32 = 12;
+const MAP_TYPE_RINGBUF: u32 = 27;
 
 /// Processes whose last value is kept per watch (a system-wide watch of a user address has one per
 /// process); the least recently written is forgotten first, its next hit then has no `old`.
@@ -302,33 +304,16 @@ fn empty_olds(olds: BorrowedFd<'_>) -> io::Result<()> {
 }
 
 /// Opens `cpu`'s output event into `bp`'s ring, enters it in the `outputs` map (replacing the one of an
-/// earlier time this CPU was online), and attaches `prog` to `bp`: the wiring the value and hit programs
-/// share. Returns the output event and the id that leads its records.
+/// earlier time this CPU was online), and attaches `prog` to `bp`. Returns the output event and the id
+/// that leads its records.
 fn wire(
     outputs: BorrowedFd<'_>,
     prog: BorrowedFd<'_>,
     cpu: u32,
     bp: BorrowedFd<'_>,
 ) -> io::Result<(OwnedFd, u64)> {
-    let out = wire_output(outputs, cpu, bp, false)?;
-    sys::perf_set_bpf(bp, prog)?;
-    Ok(out)
-}
-
-/// Opens `cpu`'s output event into `bp`'s ring and enters it in `outputs`; `wake_each`: it wakes the
-/// reader on every record it writes (else the ring's own watermark decides). Returns the event and the
-/// id that leads its records.
-fn wire_output(
-    outputs: BorrowedFd<'_>,
-    cpu: u32,
-    bp: BorrowedFd<'_>,
-    wake_each: bool,
-) -> io::Result<(OwnedFd, u64)> {
-    let mut base = output_attr();
-    if wake_each {
-        base.wakeup_events = 1;
-    }
-    // The output event's own lost counter is the only count of hit records lost at the end of a burst
+    let base = output_attr();
+    // The output event's own lost counter is the only count of value records lost at the end of a burst
     // (no LOST record follows them); kernels before 6.0 refuse PERF_FORMAT_LOST.
     let mut attr = base;
     attr.read_format = u64::from(pb::PERF_FORMAT_LOST);
@@ -342,6 +327,7 @@ fn wire_output(
     let id = sys::perf_event_id(out.as_fd())?;
     let fd = raw(out.as_fd()) as u32;
     sys::bpf_map_update(outputs, &cpu.to_ne_bytes(), &fd.to_ne_bytes())?;
+    sys::perf_set_bpf(bp, prog)?;
     Ok((out, id))
 }
 

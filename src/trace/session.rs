@@ -32,7 +32,7 @@ use crate::trace::hotplug::{Changes, Hotplug, Unwatched};
 use crate::trace::moves::{self, Controller, Moves, Step};
 use crate::trace::objects::{self, ObjectWatch, Placement};
 use crate::trace::olds::Olds;
-use crate::trace::pace::{Pace, SORT_SLACK_NS};
+use crate::trace::pace::{Pace, HIT_SORT_SLACK_NS, SORT_SLACK_NS};
 use crate::trace::pipeline::{Pipeline, Release};
 use crate::trace::symbolize::{NamedChain, Symbolizer};
 use crate::trace::tasks::Tasks;
@@ -151,16 +151,13 @@ impl<'a, O: Output> Session<'a, O> {
         let scope_is_system = matches!(scope, Scope::System);
         let ends_on_exec = cfg.hits.as_ref().is_some_and(|h| h.ends_on_exec());
         let watched = Watched::new(scope.pids(), ends_on_exec, &epoll, TOKEN_PROCESS)?;
-        let rings = Pipeline::new(
-            watches,
-            cfg,
-            scope,
-            armed.events,
-            &epoll,
-            TOKEN_RING,
-            SORT_SLACK_NS,
-        )
-        .or_exit(ExitCode::Runtime, "epoll")?;
+        let slack = if cfg.hits.is_some() {
+            HIT_SORT_SLACK_NS
+        } else {
+            SORT_SLACK_NS
+        };
+        let rings = Pipeline::new(watches, cfg, scope, armed.events, &epoll, TOKEN_RING, slack)
+            .or_exit(ExitCode::Runtime, "epoll")?;
         if let Some(fd) = hotplug.as_ref().and_then(Hotplug::fd) {
             epoll
                 .add(fd, TOKEN_UEVENT)

@@ -38,8 +38,8 @@ pub struct EventConfig {
     /// perf_event_paranoid forbids kernel-mode events.
     pub user_only: bool,
     /// The hit path: each watch's hit program ([`crate::perf::bpf::hit`]), attached to every event; it
-    /// emits every kept hit through an output event into each ring, and the breakpoint's own samples carry
-    /// no call chain. Excludes `values` (the hit program reads the value itself).
+    /// emits every kept hit into a BPF ring buffer per CPU ([`CpuEvent::hits`]), and the breakpoint's own
+    /// samples carry no call chain. Excludes `values` (the hit program reads the value itself).
     pub hits: Option<Arc<HitPrograms>>,
     /// A per-CPU variable is watched: where a CPU that comes online later finds its per-CPU base.
     pub percpu: Option<crate::perf::bpf::percpu::Offsets>,

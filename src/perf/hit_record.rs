@@ -75,9 +75,11 @@ pub mod reg {
     pub const SP: usize = 19;
 }
 
-/// One decoded hit record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HitRecord {
+/// A hit record as it lies in the ring: its fixed fields decoded, its name and stacks still the ring's
+/// bytes, so the tracer turns a record into a [`Sample`] without allocating (a flood reads 100,000s a
+/// second).
+#[derive(Debug, Clone, Copy)]
+pub struct HitView<'a> {
     pub flags: u64,
     pub pid: u32,
     pub tid: u32,
@@ -85,15 +87,17 @@ pub struct HitRecord {
     pub addr: u64,
     pub value: Option<u64>,
     pub old: Option<u64>,
-    pub comm: String,
+    /// The writer's name as the kernel keeps it, without the NUL padding.
+    pub comm: &'a [u8],
+    /// The trap ip: the instruction after the store.
     pub ip: u64,
     /// Records the CPU's ring had no room for before this one, since the program was loaded.
     pub lost: u64,
     /// The trap's registers (a record with REGS_KNOWN).
     pub regs: Option<[u64; REGS]>,
     pub insn: Option<[u8; INSN_BYTES]>,
-    pub kernel_stack: Vec<u64>,
-    pub user_stack: Vec<u64>,
+    kernel_stack: &'a [u8],
+    user_stack: &'a [u8],
 }
 
 /// The record is shorter than its fields (or its stack lengths) say.
@@ -115,101 +119,153 @@ fn word(raw: &[u8], off: i16) -> Result<u64, DecodeError> {
     Ok(u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
 }
 
-fn words(raw: &[u8], off: usize, bytes: u64) -> Result<Vec<u64>, DecodeError> {
+/// `bytes` (a multiple of 8 once rounded down) of stack at `off`.
+fn stack_at(raw: &[u8], off: usize, bytes: u64) -> Result<&[u8], DecodeError> {
     let len = usize::try_from(bytes & !7).map_err(|_| short(usize::MAX, raw))?;
-    Ok(bytes_at(raw, off, len)?
+    bytes_at(raw, off, len)
+}
+
+fn addrs(stack: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    stack
         .chunks_exact(8)
         .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
-        .collect())
 }
 
-/// Decodes the raw data of one hit record.
-pub fn decode(raw: &[u8]) -> Result<HitRecord, DecodeError> {
-    let flags = word(raw, OFF_FLAGS)?;
-    let pid_tgid = word(raw, OFF_PID_TGID)?;
-    let with_regs = flags & REGS_KNOWN != 0;
-    let regs = if with_regs {
-        let mut regs = [0u64; REGS];
-        for (i, r) in regs.iter_mut().enumerate() {
-            *r = word(raw, OFF_REGS + 8 * i as i16)?;
-        }
-        Some(regs)
-    } else {
-        None
-    };
-    let comm_bytes = bytes_at(raw, OFF_COMM as usize, 16)?;
-    let comm_len = comm_bytes.iter().position(|&b| b == 0).unwrap_or(16);
-    let insn = if with_regs && flags & INSN_KNOWN != 0 {
-        let b = bytes_at(raw, OFF_INSN as usize, INSN_BYTES)?;
-        let mut a = [0u8; INSN_BYTES];
-        a.copy_from_slice(b);
-        Some(a)
-    } else {
-        None
-    };
-    let stacks = if with_regs {
-        OFF_STACKS_REGS
-    } else {
-        OFF_STACKS
-    } as usize;
-    let kbytes = word(raw, OFF_KSTACK_BYTES)?;
-    let ubytes = word(raw, OFF_USTACK_BYTES)?;
-    let kernel_stack = words(raw, stacks, kbytes)?;
-    let user_stack = words(raw, stacks + kernel_stack.len() * 8, ubytes)?;
-    Ok(HitRecord {
-        flags,
-        pid: (pid_tgid >> 32) as u32,
-        tid: pid_tgid as u32,
-        time: word(raw, OFF_TIME)?,
-        addr: word(raw, OFF_ADDR)?,
-        value: (flags & VALUE_KNOWN != 0)
-            .then(|| word(raw, OFF_VALUE))
-            .transpose()?,
-        old: (flags & OLD_KNOWN != 0)
-            .then(|| word(raw, OFF_OLD))
-            .transpose()?,
-        comm: String::from_utf8_lossy(&comm_bytes[..comm_len]).into_owned(),
-        ip: word(raw, OFF_IP)?,
-        lost: word(raw, OFF_LOST)?,
-        regs,
-        insn,
-        kernel_stack,
-        user_stack,
-    })
-}
-
-impl HitRecord {
-    /// The trap ip: the instruction after the store.
-    pub fn ip(&self) -> u64 {
-        self.ip
+impl<'a> HitView<'a> {
+    /// Reads one hit record's raw data.
+    pub fn parse(raw: &'a [u8]) -> Result<HitView<'a>, DecodeError> {
+        let flags = word(raw, OFF_FLAGS)?;
+        let pid_tgid = word(raw, OFF_PID_TGID)?;
+        let with_regs = flags & REGS_KNOWN != 0;
+        let regs = if with_regs {
+            let mut regs = [0u64; REGS];
+            for (i, r) in regs.iter_mut().enumerate() {
+                *r = word(raw, OFF_REGS + 8 * i as i16)?;
+            }
+            Some(regs)
+        } else {
+            None
+        };
+        let comm = bytes_at(raw, OFF_COMM as usize, 16)?;
+        let comm = &comm[..comm.iter().position(|&b| b == 0).unwrap_or(16)];
+        let insn = if with_regs && flags & INSN_KNOWN != 0 {
+            let b = bytes_at(raw, OFF_INSN as usize, INSN_BYTES)?;
+            let mut a = [0u8; INSN_BYTES];
+            a.copy_from_slice(b);
+            Some(a)
+        } else {
+            None
+        };
+        let stacks = if with_regs {
+            OFF_STACKS_REGS
+        } else {
+            OFF_STACKS
+        } as usize;
+        let kernel_stack = stack_at(raw, stacks, word(raw, OFF_KSTACK_BYTES)?)?;
+        let user_stack = stack_at(
+            raw,
+            stacks + kernel_stack.len(),
+            word(raw, OFF_USTACK_BYTES)?,
+        )?;
+        Ok(HitView {
+            flags,
+            pid: (pid_tgid >> 32) as u32,
+            tid: pid_tgid as u32,
+            time: word(raw, OFF_TIME)?,
+            addr: word(raw, OFF_ADDR)?,
+            value: (flags & VALUE_KNOWN != 0)
+                .then(|| word(raw, OFF_VALUE))
+                .transpose()?,
+            old: (flags & OLD_KNOWN != 0)
+                .then(|| word(raw, OFF_OLD))
+                .transpose()?,
+            comm,
+            ip: word(raw, OFF_IP)?,
+            lost: word(raw, OFF_LOST)?,
+            regs,
+            insn,
+            kernel_stack,
+            user_stack,
+        })
     }
 
-    /// The hit as the tracer's [`Sample`]: kernel frames, then user frames, as a perf call chain reads. A
-    /// zero return address ends the user chain (the outermost frame's saved frame pointer).
-    pub fn sample(&self, cpu: u32, id: u64) -> Sample {
-        let kernel = self.kernel_stack.iter().map(|&addr| Frame {
+    /// The kernel return addresses, innermost first.
+    pub fn kernel_stack(&self) -> impl Iterator<Item = u64> + 'a {
+        addrs(self.kernel_stack)
+    }
+
+    /// The user return addresses, innermost first.
+    pub fn user_stack(&self) -> impl Iterator<Item = u64> + 'a {
+        addrs(self.user_stack)
+    }
+
+    /// The hit as the tracer's [`Sample`], its call chain in `frames` (emptied first, its capacity reused):
+    /// kernel frames, then user frames, as a perf call chain reads. A zero return address ends the user
+    /// chain (the outermost frame's saved frame pointer).
+    pub fn sample(&self, cpu: u32, id: u64, mut frames: Vec<Frame>) -> Sample {
+        frames.clear();
+        let kernel = self.kernel_stack().map(|addr| Frame {
             addr,
             context: Context::Kernel,
         });
-        let user = self
-            .user_stack
-            .iter()
-            .take_while(|&&a| a != 0)
-            .map(|&addr| Frame {
-                addr,
-                context: Context::User,
-            });
+        let user = self.user_stack().take_while(|&a| a != 0).map(|addr| Frame {
+            addr,
+            context: Context::User,
+        });
+        frames.extend(kernel.chain(user));
         Sample {
-            ip: self.ip(),
+            ip: self.ip,
             pid: self.pid,
             tid: self.tid,
             time: self.time,
             addr: self.addr,
             cpu,
             id,
-            frames: kernel.chain(user).collect(),
+            frames,
         }
     }
+}
+
+/// One hit record, owned: what tests build records from and compare them with.
+#[cfg(any(test, feature = "testing"))]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HitRecord {
+    pub flags: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub time: u64,
+    pub addr: u64,
+    pub value: Option<u64>,
+    pub old: Option<u64>,
+    pub comm: String,
+    pub ip: u64,
+    pub lost: u64,
+    pub regs: Option<[u64; REGS]>,
+    pub insn: Option<[u8; INSN_BYTES]>,
+    pub kernel_stack: Vec<u64>,
+    pub user_stack: Vec<u64>,
+}
+
+/// Decodes the raw data of one hit record into an owned one.
+#[cfg(any(test, feature = "testing"))]
+pub fn decode(raw: &[u8]) -> Result<HitRecord, DecodeError> {
+    let v = HitView::parse(raw)?;
+    Ok(HitRecord {
+        flags: v.flags,
+        pid: v.pid,
+        tid: v.tid,
+        time: v.time,
+        addr: v.addr,
+        value: v.value,
+        old: v.old,
+        comm: String::from_utf8_lossy(v.comm).into_owned(),
+        ip: v.ip,
+        lost: v.lost,
+        regs: v.regs,
+        insn: v.insn,
+        kernel_stack: v.kernel_stack().collect(),
+        user_stack: v.user_stack().collect(),
+    })
 }
 
 /// Builds a hit record's bytes the way the program lays them out; for tests.
@@ -309,7 +365,8 @@ mod tests {
     fn becomes_a_sample_with_kernel_then_user_frames_and_no_zero_frame() {
         let mut r = record();
         r.kernel_stack = vec![0xffff_ffff_8100_0077, 0xffff_ffff_8100_0100];
-        let s = decode(&encode(&r)).unwrap().sample(1, 9);
+        let bytes = encode(&r);
+        let s = HitView::parse(&bytes).unwrap().sample(1, 9, Vec::new());
         assert_eq!(
             (s.ip, s.pid, s.tid, s.cpu, s.id),
             (0x401136, 4321, 4322, 1, 9)

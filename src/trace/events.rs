@@ -10,7 +10,7 @@ use crate::model::watch::Watch;
 use crate::perf::arm::{self, Scope};
 use crate::perf::bpf;
 use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError};
-use crate::perf::hit_record::{self, HitRecord};
+use crate::perf::hit_record::HitView;
 use crate::perf::record::{self, Frame, Mmap, Record, Sample, ValueRecord};
 use crate::perf::sys::{self, Epoll};
 use crate::report::{Covered, Value, ValueFrom};
@@ -114,7 +114,7 @@ struct Books {
     hit_value: HitValue,
     /// The hit path: the last (tid, comm) a hit record named, so a task's name goes to the tracker only
     /// when it changes.
-    last_comm: Option<(u32, String)>,
+    last_comm: Option<(u32, Vec<u8>)>,
     /// The hit path: the program's count of records lost on this CPU as of the last record read (each
     /// record carries it).
     ring_lost: u64,
@@ -653,7 +653,7 @@ fn read_value(pid: u32, addr: u64, len: u8) -> Value {
 
 /// A `--value` hit's value: the store instruction's when it decides it ([`crate::x86_store`]), marked as
 /// raced when memory at the trap held something else; else the memory the program read at the trap.
-fn written(hit: &HitRecord, len: u8) -> (Option<u64>, ValueFrom) {
+fn written(hit: &HitView, len: u8) -> (Option<u64>, ValueFrom) {
     let exact = match (&hit.insn, &hit.regs) {
         (Some(insn), Some(regs)) => x86_store::stored_value(insn, regs, hit.addr, len, hit.value),
         _ => None,
@@ -730,7 +730,7 @@ fn drain_one(
     if let Some(hits) = &mut ev.hits {
         pass.key.hits = true;
         hits.drain(|bytes| {
-            books.hit_record(bytes, &pass, sorter);
+            books.hit_record(bytes, &pass, sorter, spare);
             true
         });
         sorter.read_empty(pass.key, started);
@@ -769,8 +769,14 @@ impl Books {
 
     /// The hit path: a hit program's record, with the writer's name and the value read at the trap, after
     /// the records the ring had no room for since the one before (the record carries the count).
-    fn hit_record(&mut self, bytes: &[u8], pass: &Pass, sorter: &mut Sorter) {
-        let Ok(hit) = hit_record::decode(bytes) else {
+    fn hit_record(
+        &mut self,
+        bytes: &[u8],
+        pass: &Pass,
+        sorter: &mut Sorter,
+        spare: &mut Vec<Vec<Frame>>,
+    ) {
+        let Ok(hit) = HitView::parse(bytes) else {
             return self.undecodable(pass.key, sorter);
         };
         let RingKey { cpu, watch, .. } = pass.key;
@@ -785,15 +791,15 @@ impl Books {
         let renamed = self
             .last_comm
             .as_ref()
-            .is_none_or(|(tid, comm)| *tid != hit.tid || *comm != hit.comm);
+            .is_none_or(|(tid, comm)| *tid != hit.tid || comm.as_slice() != hit.comm);
         if renamed {
             // The writer's name as the kernel had it at the trap, ahead of its hit: a task is never
             // `<...>`, whatever records were lost or came late.
-            self.last_comm = Some((hit.tid, hit.comm.clone()));
+            self.last_comm = Some((hit.tid, hit.comm.to_vec()));
             let comm = Item::Comm {
                 pid: hit.pid,
                 tid: hit.tid,
-                comm: hit.comm.clone(),
+                comm: String::from_utf8_lossy(hit.comm).into_owned(),
                 exec: false,
             };
             sorter.push(pass.key, hit.time, comm);
@@ -812,7 +818,8 @@ impl Books {
             (HitValue::NotRead, _) => Value::NotRead,
         };
         // Hit records carry no event id: only a per-thread ring's duplicate check reads one.
-        let sample = Item::Sample(hit.sample(cpu, 0), watch, value);
+        let frames = spare.pop().unwrap_or_default();
+        let sample = Item::Sample(hit.sample(cpu, 0, frames), watch, value);
         sorter.push(pass.key, hit.time, sample);
     }
 

@@ -168,7 +168,7 @@ fn the_hit_program_emits_each_watched_store_and_counts_the_others() {
         );
         let insn = h.insn.expect("instruction bytes");
         // The store's instruction ends at the trap ip: these bytes are the function's own code.
-        let code = unsafe_free_code(h.ip());
+        let code = unsafe_free_code(h.ip);
         assert_eq!(
             &insn[16 - code.len()..],
             &code[..],
@@ -208,10 +208,10 @@ fn a_kernel_writer_gets_its_kernel_stack_and_the_user_stack_that_called_it() {
     );
     for (_, h) in &hits {
         assert!(h.flags & USER_MODE == 0, "written by the kernel");
-        assert!(h.ip() >= 1 << 63, "a kernel trap ip: 0x{:x}", h.ip());
+        assert!(h.ip >= 1 << 63, "a kernel trap ip: 0x{:x}", h.ip);
         assert_eq!(
             h.kernel_stack.first(),
-            Some(&h.ip()),
+            Some(&h.ip),
             "the kernel stack starts at the trap"
         );
         assert!(

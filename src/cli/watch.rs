@@ -228,16 +228,16 @@ type Programs = (Option<Arc<HitPrograms>>, Option<Arc<Values>>);
 
 /// The BPF programs the plan's events get: the hit programs on the hit path (following the launched
 /// command's children, ending a process's watch at its exec, with the watched processes entered), or
-/// `--value`'s value programs on the per-thread path.
-fn programs(plan: &WatchPlan) -> Result<Programs> {
+/// `--value`'s value programs on the per-thread path. `ring_pages`: each hit ring buffer's data pages.
+fn programs(plan: &WatchPlan, ring_pages: usize) -> Result<Programs> {
     let system = plan.system();
     if plan.hit_path {
         let mut hits = HitPrograms::load(
             &plan.watches,
             plan.condition.as_ref(),
             &plan.filter,
-            !system,
-            plan.values,
+            (!system, plan.values),
+            ring_pages,
         )
         .map_err(advice::program)?;
         // A launched command's children are watched too, as `perf record -- CMD` follows them.
@@ -273,7 +273,7 @@ fn programs(plan: &WatchPlan) -> Result<Programs> {
 
 /// Arms `plan` and runs the session until it stops; the exit status as [`run`]'s.
 fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
-    let programs = programs(&plan)?;
+    let programs = programs(&plan, args.buffer_pages)?;
     let WatchPlan {
         mode: _,
         access,

@@ -279,9 +279,7 @@ impl CpuEvent {
         let bpf_err = |err| OpenError::new(cpu, bind, Stage::Bpf, err);
         let (value_event, hits) = match (&cfg.hits, &cfg.values) {
             (Some(h), _) => {
-                let ring = h
-                    .attach(index, cpu, fd.as_fd(), cfg.ring_pages)
-                    .map_err(bpf_err)?;
+                let ring = h.attach(index, cpu, fd.as_fd()).map_err(bpf_err)?;
                 (None, Some(ring))
             }
             (None, Some(v)) => (

@@ -39,6 +39,7 @@ pub mod more_helper {
     pub const GET_SMP_PROCESSOR_ID: i32 = 8;
     pub const GET_STACK: i32 = 67;
     pub const RINGBUF_OUTPUT: i32 = 130;
+    pub const RINGBUF_QUERY: i32 = 134;
 }
 
 /// `BPF_F_USER_STACK`: `bpf_get_stack` walks the user stack.
@@ -54,8 +55,11 @@ const USER_CS: i32 = 0x33;
 /// that one, reads its rings every millisecond anyway (`trace::pace`), and a wake-up costs the
 /// writer an interrupt (~9 us in this VM, measured: `bench-writer-parts.py`). A lone hit wakes it at once.
 pub const WAKE_GAP_NS: i32 = 1_000_000;
-/// `BPF_RB_NO_WAKEUP`.
+/// `BPF_RB_NO_WAKEUP`, `BPF_RB_FORCE_WAKEUP`.
 const NO_WAKEUP: i32 = 1;
+const FORCE_WAKEUP: i32 = 2;
+/// `BPF_RB_AVAIL_DATA`: `bpf_ringbuf_query` gives the bytes not yet read.
+const RB_AVAIL_DATA: i32 = 0;
 
 /// `stats` slot: traps the filters or the condition dropped.
 pub const STAT_FILTERED: u32 = 0;
@@ -157,6 +161,8 @@ pub struct HitSpec<'a> {
     pub regs: bool,
     pub condition: Option<&'a Condition>,
     pub filter: &'a Filter,
+    /// Unread bytes in a CPU's ring at which every hit wakes the reader (a quarter of the ring).
+    pub wake_bytes: u32,
 }
 
 /// The hit program for `spec`.
@@ -217,7 +223,7 @@ pub(crate) fn generate_parts(
     if parts.until == Until::Decided {
         a.goto(filtered);
     } else {
-        emit_record(&mut a, maps, spec.regs, parts, filtered);
+        emit_record(&mut a, maps, spec, parts, filtered);
     }
     count(&mut a, filtered, maps.stats, STAT_FILTERED);
     if maps.procs.is_some() {
@@ -293,9 +299,10 @@ fn flush_stamps(a: &mut Asm, parts: &Parts) {
 }
 
 /// Builds the record in the scratch entry (value in r7, old in r8, flags in r9, context in r6) and
-/// writes it to this CPU's output; returns 0. `regs`: with the registers and instruction bytes. A program
-/// whose `parts` stop short of the output jumps to `stop` where they end.
-fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool, parts: &Parts, stop: Label) {
+/// writes it to this CPU's ring buffer; returns 0. With `spec.regs`, the registers and instruction bytes
+/// too. A program whose `parts` stop short of the output jumps to `stop` where they end.
+fn emit_record(a: &mut Asm, maps: &HitMaps, spec: &HitSpec<'_>, parts: &Parts, stop: Label) {
+    let regs = spec.regs;
     let out = a.label();
     a.store_imm(W, FP, SCRATCH_KEY, 0)
         .ld_map_fd(R1, maps.scratch)
@@ -330,7 +337,7 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, regs: bool, parts: &Parts, stop: Lab
     if parts.until == Until::UserStack {
         return stop_early(a, stop, out);
     }
-    write_output(a, maps);
+    write_output(a, maps, i32::try_from(spec.wake_bytes).unwrap_or(i32::MAX));
     stamp(a, parts, 4);
     flush_stamps(a, parts);
     a.bind(out);
@@ -437,22 +444,15 @@ fn user_stack(a: &mut Asm, parts: &Parts, stacks: i32, max: i32) {
     a.bind(walked);
 }
 
-/// Writes the record (in r7, size in r8) to this CPU's ring buffer, waking the reader only when the
-/// CPU's previous hit was [`WAKE_GAP_NS`] or more before; a record the ring has no room for (or a CPU
-/// without one) is counted as lost, in the scratch entry (the next record carries the count) and in
-/// `stats`.
-fn write_output(a: &mut Asm, maps: &HitMaps) {
+/// Writes the record (in r7, size in r8) to this CPU's ring buffer, waking the reader when the CPU's
+/// previous hit was [`WAKE_GAP_NS`] or more before, or when the ring holds `wake_bytes` or more unread; a
+/// record the ring has no room for (or a CPU without one) is counted as lost, in the scratch entry (the
+/// next record carries the count) and in `stats`. The context in r6 is not needed any more: r6 holds
+/// the ring.
+fn write_output(a: &mut Asm, maps: &HitMaps, wake_bytes: i32) {
     let lost = a.label();
     let done = a.label();
-    let flags = a.label();
-    // The flags in r9 (free once the stacks are taken): calls clobber r1-r5.
-    a.mov_imm(R9, NO_WAKEUP)
-        .load(DW, R1, R7, rec::OFF_TIME)
-        .load(DW, R2, FP, PREV_TIME)
-        .alu(Alu::Sub, R1, R2)
-        .jump_imm(Cond::Lt, R1, WAKE_GAP_NS, flags)
-        .mov_imm(R9, 0);
-    a.bind(flags);
+    let write = a.label();
     a.call(more_helper::GET_SMP_PROCESSOR_ID)
         .store(W, FP, RING_KEY, R0)
         .ld_map_fd(R1, maps.rings)
@@ -460,10 +460,26 @@ fn write_output(a: &mut Asm, maps: &HitMaps) {
         .alu_imm(Alu::Add, R2, i32::from(RING_KEY))
         .call(helper::MAP_LOOKUP_ELEM)
         .jump_imm(Cond::Eq, R0, 0, lost)
-        .mov(R1, R0)
+        .mov(R6, R0);
+    // The flags in r9 (free once the stacks are taken). Flags 0: the kernel wakes the reader if it had
+    // read everything before this record.
+    a.mov_imm(R9, 0)
+        .load(DW, R1, R7, rec::OFF_TIME)
+        .load(DW, R2, FP, PREV_TIME)
+        .alu(Alu::Sub, R1, R2)
+        .jump_imm(Cond::Ge, R1, WAKE_GAP_NS, write);
+    // Within a burst: no wake-up, unless the reader has fallen behind (a starved reader is woken as a
+    // perf ring's watermark would wake it, not only by its own tick).
+    a.mov(R1, R6)
+        .mov_imm(R2, RB_AVAIL_DATA)
+        .call(more_helper::RINGBUF_QUERY)
+        .mov_imm(R9, NO_WAKEUP)
+        .jump_imm(Cond::Lt, R0, wake_bytes, write)
+        .mov_imm(R9, FORCE_WAKEUP);
+    a.bind(write);
+    a.mov(R1, R6)
         .mov(R2, R7)
         .mov(R3, R8)
-        // Flags 0: the kernel wakes the reader if it had read everything before this record.
         .mov(R4, R9)
         .call(more_helper::RINGBUF_OUTPUT)
         .jump_imm(Cond::Eq, R0, 0, done);

@@ -236,8 +236,8 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         &[watch_of(addr)],
         condition.as_ref(),
         &Filter::default(),
-        false,
-        false,
+        (false, false),
+        RING_PAGES,
         &parts,
     )
     .expect("the variant loads");
@@ -260,9 +260,7 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         }
         let bp = sys::perf_event_open(&attr, -1, cpu as i32).expect("breakpoint");
         let ring = Ring::map(bp.as_fd(), RING_PAGES).expect("ring");
-        let hits = programs
-            .attach(0, cpu, bp.as_fd(), RING_PAGES)
-            .expect("attach");
+        let hits = programs.attach(0, cpu, bp.as_fd()).expect("attach");
         armed.push((bp, ring, hits));
     }
     // The ring buffers are read on the tick, not on their wake-ups: the tracer's loop in a flood.

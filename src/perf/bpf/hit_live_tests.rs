@@ -74,8 +74,9 @@ fn watch_during_parts(
         module: None,
         per_cpu: None,
     };
-    let programs = HitPrograms::load_parts(&[watch], None, &Filter::default(), true, true, parts)
-        .expect("loads");
+    let programs =
+        HitPrograms::load_parts(&[watch], None, &Filter::default(), (true, true), 64, parts)
+            .expect("loads");
     let me = std::process::id();
     programs.watch_process(me).expect("procs map");
     let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
@@ -83,7 +84,7 @@ fn watch_during_parts(
     for &cpu in &cpus {
         let bp = breakpoint(addr, cpu).expect("breakpoint");
         let ring = Ring::map(bp.as_fd(), 64).expect("ring");
-        let hits = programs.attach(0, cpu, bp.as_fd(), 64).expect("attach");
+        let hits = programs.attach(0, cpu, bp.as_fd()).expect("attach");
         armed.push((cpu, bp, ring, hits));
     }
     for (_, bp, _, _) in &armed {

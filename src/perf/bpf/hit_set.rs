@@ -49,6 +49,8 @@ pub struct HitPrograms {
     exec_end: Option<super::follow::Follower>,
     /// `--value`/`--if` were asked for: hits report the value and the one before it.
     pub written: bool,
+    /// Data pages of each CPU's ring buffer (a power of two).
+    ring_pages: usize,
 }
 
 impl std::fmt::Debug for HitPrograms {
@@ -72,14 +74,16 @@ impl HitPrograms {
     /// Creates the maps and loads one program per watch. `processes`: whether the watch is of chosen
     /// processes (a `procs` map, filled with [`HitPrograms::watch_process`]) or of every task. `written`:
     /// `--value`/`--if`, whose hits carry the registers and instruction bytes the value is decoded from.
+    /// `ring_pages`: data pages of each CPU's ring buffer (a power of two).
     pub fn load(
         watches: &[Watch],
         condition: Option<&Condition>,
         filter: &Filter,
-        processes: bool,
-        written: bool,
+        (processes, written): (bool, bool),
+        ring_pages: usize,
     ) -> Result<HitPrograms, ProgramError> {
-        HitPrograms::load_parts(watches, condition, filter, processes, written, &Parts::ALL)
+        let kinds = (processes, written);
+        HitPrograms::load_parts(watches, condition, filter, kinds, ring_pages, &Parts::ALL)
     }
 
     /// [`HitPrograms::load`] with programs that go only as far as `parts` says (the writer-cost
@@ -88,8 +92,8 @@ impl HitPrograms {
         watches: &[Watch],
         condition: Option<&Condition>,
         filter: &Filter,
-        processes: bool,
-        written: bool,
+        (processes, written): (bool, bool),
+        ring_pages: usize,
         parts: &Parts,
     ) -> Result<HitPrograms, ProgramError> {
         let map = |kind, key, value, max, name| {
@@ -129,6 +133,7 @@ impl HitPrograms {
                 regs: written,
                 condition,
                 filter,
+                wake_bytes: u32::try_from(ring_pages * sys::page_size() / 4).unwrap_or(u32::MAX),
             };
             let insns: Vec<u64> = hit::generate_parts(&spec, &maps, parts)
                 .map_err(|e| super::too_big(&e, condition))?
@@ -152,6 +157,7 @@ impl HitPrograms {
             follower: None,
             exec_end: None,
             written,
+            ring_pages,
         })
     }
 
@@ -194,18 +200,11 @@ impl HitPrograms {
         }
     }
 
-    /// Wires watch `watch`'s program to the breakpoint event `bp` on `cpu`: creates the CPU's ring buffer
-    /// of `pages` pages (a power of two), enters it in the `rings` map, and attaches the program. Returns
-    /// the ring, mapped.
-    pub fn attach(
-        &self,
-        watch: usize,
-        cpu: u32,
-        bp: BorrowedFd<'_>,
-        pages: usize,
-    ) -> io::Result<BpfRing> {
+    /// Wires watch `watch`'s program to the breakpoint event `bp` on `cpu`: creates the CPU's ring
+    /// buffer, enters it in the `rings` map, and attaches the program. Returns the ring, mapped.
+    pub fn attach(&self, watch: usize, cpu: u32, bp: BorrowedFd<'_>) -> io::Result<BpfRing> {
         let p = self.program(watch)?;
-        let bytes = pages * sys::page_size();
+        let bytes = self.ring_pages * sys::page_size();
         let size = u32::try_from(bytes).map_err(|_| {
             io::Error::other(format!("a ring buffer of {bytes} bytes is over 4 GiB"))
         })?;

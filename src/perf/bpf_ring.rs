@@ -137,9 +137,9 @@ pub mod testing {
     use std::os::fd::OwnedFd;
     use std::os::unix::fs::FileExt;
     use std::os::unix::net::UnixStream;
-    use std::sync::atomic::{AtomicU64, Ordering};
 
     use super::{BpfRing, BUSY, DISCARD, HEADER};
+    use crate::perf::ring::testing::unlinked_file;
     use crate::perf::sys;
 
     /// The writing side of a [`BpfRing`] over a file.
@@ -152,21 +152,9 @@ pub mod testing {
     impl FileBpfRing {
         /// A ring of `pages` data pages (a power of two), and its reader.
         pub fn new(pages: usize) -> io::Result<(FileBpfRing, BpfRing)> {
-            static SEQ: AtomicU64 = AtomicU64::new(0);
             let page = sys::page_size();
-            let path = std::env::temp_dir().join(format!(
-                "ksymwatch-bpfring-{}-{}",
-                std::process::id(),
-                SEQ.fetch_add(1, Ordering::Relaxed)
-            ));
-            let file = File::options()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&path)?;
-            std::fs::remove_file(&path)?;
             let size = pages * page;
-            file.set_len((2 * page + 2 * size) as u64)?;
+            let file = unlinked_file((2 * page + 2 * size) as u64)?;
             let ring = BpfRing::map(OwnedFd::from(file.try_clone()?), size)?;
             // epoll refuses a plain file: the reader's descriptor is a socket (the tests drain unasked).
             let (socket, _) = UnixStream::pair()?;

@@ -146,6 +146,25 @@ pub mod testing {
     use super::{Ring, DATA_HEAD};
     use crate::perf::sys;
 
+    /// A new file of `len` zero bytes that no name points to (gone with its last descriptor): what the
+    /// test rings are mapped from.
+    pub fn unlinked_file(len: u64) -> io::Result<File> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "ksymwatch-ring-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        std::fs::remove_file(&path)?;
+        file.set_len(len)?;
+        Ok(file)
+    }
+
     /// The writing side: the file a [`Ring`] is mapped from.
     pub struct FileRing {
         file: File,
@@ -157,20 +176,8 @@ pub mod testing {
         /// A ring of `data_pages` (a power of two) pages, and its reader. The control page's data offset and
         /// size stay zero, which the reader takes as the layout kernels before 4.1 use.
         pub fn new(data_pages: usize) -> io::Result<(FileRing, Ring)> {
-            static SEQ: AtomicU64 = AtomicU64::new(0);
             let page = sys::page_size();
-            let path = std::env::temp_dir().join(format!(
-                "ksymwatch-ring-{}-{}",
-                std::process::id(),
-                SEQ.fetch_add(1, Ordering::Relaxed)
-            ));
-            let file = File::options()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&path)?;
-            std::fs::remove_file(&path)?;
-            file.set_len(((data_pages + 1) * page) as u64)?;
+            let file = unlinked_file(((data_pages + 1) * page) as u64)?;
             let ring = Ring::map(file.as_fd(), data_pages)?;
             let writer = FileRing {
                 file,

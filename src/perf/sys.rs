@@ -866,29 +866,6 @@ pub fn bpf_map_create(
     Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
-/// BPF_MAP_CREATE of a map of maps (`BPF_MAP_TYPE_ARRAY_OF_MAPS`, u32 keys): its entries are maps
-/// like `inner`, which the kernel checks each update against.
-pub fn bpf_map_create_of_maps(
-    map_type: u32,
-    max_entries: u32,
-    inner: BorrowedFd<'_>,
-    name: &str,
-) -> io::Result<OwnedFd> {
-    let mut attr = MapCreateAttr {
-        map_type,
-        key_size: 4,
-        value_size: 4,
-        max_entries,
-        inner_map_fd: inner.as_raw_fd() as u32,
-        map_name: object_name(name),
-        ..MapCreateAttr::default()
-    };
-    // SAFETY: the attribute holds no pointers; `inner` is a live map descriptor.
-    let fd = unsafe { bpf(BPF_MAP_CREATE, &mut attr) }?;
-    // SAFETY: BPF_MAP_CREATE returned a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
-}
-
 /// BPF_MAP_UPDATE_ELEM (`BPF_ANY`): `key` and `value` must be the map's key and value sizes.
 pub fn bpf_map_update(map: BorrowedFd<'_>, key: &[u8], value: &[u8]) -> io::Result<()> {
     let mut attr = MapElemAttr {

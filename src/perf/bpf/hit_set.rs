@@ -2,26 +2,27 @@
 //! breakpoint events: the counterpart of [`super::Values`] for the path where the program emits every kept
 //! hit itself.
 //!
-//! Each watch's program writes its records into a BPF ring buffer per CPU ([`crate::perf::bpf_ring`]),
-//! created when the CPU's breakpoint is wired and entered in the watch's `rings` map of maps at the CPU's
-//! number (replacing the one of an earlier time the CPU was online). The breakpoint writes no sample of
+//! Each watch's program hands its records to an emitter per CPU ([`super::emit`]) that writes them into
+//! that CPU's BPF ring buffer ([`crate::perf::bpf_ring`]): both are made when the CPU's breakpoint is
+//! wired, and the emitter entered in the watch's `emitters` program array at the CPU's number (replacing
+//! the one of an earlier time the CPU was online). The breakpoint writes no sample of
 //! its own (the program returns 0), but a trap the kernel does not hand to the program (another BPF
 //! program is running on that CPU) still writes a plain sample into the breakpoint's perf ring.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+use super::emit::{self, EmitMaps};
 use super::hit::{self, HitMaps, HitSpec, Parts};
 use super::{
-    possible_cpus, raw, ProgramError, MAP_TYPE_ARRAY_OF_MAPS, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH,
-    MAP_TYPE_PERCPU_ARRAY, MAP_TYPE_RINGBUF, OLDS_MAX, PROG_TYPE_PERF_EVENT,
+    possible_cpus, raw, ProgramError, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH, MAP_TYPE_PERCPU_ARRAY,
+    MAP_TYPE_PROG_ARRAY, MAP_TYPE_RINGBUF, OLDS_MAX, PROG_TYPE_PERF_EVENT,
 };
 use crate::error::Error;
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
 use crate::perf::bpf_ring::BpfRing;
-use crate::perf::hit_record::MAX_LEN;
 use crate::perf::sys;
 
 /// Processes a watch can follow at once (the `procs` map's size).
@@ -29,11 +30,11 @@ pub const PROCS_MAX: u32 = 65536;
 
 struct HitProgram {
     prog: OwnedFd,
-    /// Each CPU's ring buffer, by CPU number.
-    rings: OwnedFd,
+    /// Each CPU's emitter, by CPU number.
+    emitters: OwnedFd,
     /// The last value per key, which `--if`'s `old` reads.
     olds: OwnedFd,
-    #[allow(dead_code)] // Held for the program's lifetime; the program reaches it by reference.
+    /// The record's build space, which the emitters read too.
     scratch: OwnedFd,
     stats: OwnedFd,
 }
@@ -51,6 +52,8 @@ pub struct HitPrograms {
     pub written: bool,
     /// Data pages of each CPU's ring buffer (a power of two).
     ring_pages: usize,
+    /// The benchmark's stamps map, which the emitters add their part to.
+    stamps: Option<i32>,
 }
 
 impl std::fmt::Debug for HitPrograms {
@@ -105,22 +108,20 @@ impl HitPrograms {
             None
         };
         let cpus = possible_cpus();
-        // What every CPU's ring is checked against as it is entered (its size may differ).
-        let template = map(MAP_TYPE_RINGBUF, 0, 0, sys::page_size() as u32, "ksw_ring")?;
         let mut programs = Vec::with_capacity(watches.len());
         for w in watches {
-            let rings = sys::bpf_map_create_of_maps(
-                MAP_TYPE_ARRAY_OF_MAPS,
-                cpus,
-                template.as_fd(),
-                "ksw_rings",
-            )
-            .map_err(ProgramError::Unavailable)?;
+            let emitters = map(MAP_TYPE_PROG_ARRAY, 4, 4, cpus, "ksw_emitters")?;
             let olds = map(MAP_TYPE_LRU_HASH, 8, 8, OLDS_MAX, "ksw_olds")?;
             let stats = map(MAP_TYPE_PERCPU_ARRAY, 4, 8, hit::STATS, "ksw_stats")?;
-            let scratch = map(MAP_TYPE_PERCPU_ARRAY, 4, MAX_LEN as u32, 1, "ksw_scratch")?;
+            let scratch = map(
+                MAP_TYPE_PERCPU_ARRAY,
+                4,
+                emit::SCRATCH_LEN,
+                1,
+                "ksw_scratch",
+            )?;
             let maps = HitMaps {
-                rings: raw(rings.as_fd()),
+                emitters: raw(emitters.as_fd()),
                 olds: raw(olds.as_fd()),
                 stats: raw(stats.as_fd()),
                 scratch: raw(scratch.as_fd()),
@@ -133,7 +134,6 @@ impl HitPrograms {
                 regs: written,
                 condition,
                 filter,
-                wake_bytes: u32::try_from(ring_pages * sys::page_size() / 4).unwrap_or(u32::MAX),
             };
             let insns: Vec<u64> = hit::generate_parts(&spec, &maps, parts)
                 .map_err(|e| super::too_big(&e, condition))?
@@ -145,7 +145,7 @@ impl HitPrograms {
                 .map_err(|e| ProgramError::load("hit", e, &log))?;
             programs.push(HitProgram {
                 prog,
-                rings,
+                emitters,
                 olds,
                 scratch,
                 stats,
@@ -158,6 +158,7 @@ impl HitPrograms {
             exec_end: None,
             written,
             ring_pages,
+            stamps: parts.stamps,
         })
     }
 
@@ -200,8 +201,9 @@ impl HitPrograms {
         }
     }
 
-    /// Wires watch `watch`'s program to the breakpoint event `bp` on `cpu`: creates the CPU's ring
-    /// buffer, enters it in the `rings` map, and attaches the program. Returns the ring, mapped.
+    /// Wires watch `watch`'s program to the breakpoint event `bp` on `cpu`: creates the CPU's ring buffer
+    /// and loads its emitter, enters that in the `emitters` array, and attaches the program. Returns the
+    /// ring, mapped.
     pub fn attach(&self, watch: usize, cpu: u32, bp: BorrowedFd<'_>) -> io::Result<BpfRing> {
         let p = self.program(watch)?;
         let bytes = self.ring_pages * sys::page_size();
@@ -209,9 +211,30 @@ impl HitPrograms {
             io::Error::other(format!("a ring buffer of {bytes} bytes is over 4 GiB"))
         })?;
         let map = sys::bpf_map_create(MAP_TYPE_RINGBUF, 0, 0, size, "ksw_ring")?;
-        let fd = raw(map.as_fd()) as u32;
+        let maps = EmitMaps {
+            scratch: raw(p.scratch.as_fd()),
+            stats: raw(p.stats.as_fd()),
+            ring: raw(map.as_fd()),
+            stamps: self.stamps,
+        };
+        let insns: Vec<u64> = emit::generate(&maps, size / 4)
+            .map_err(|e| io::Error::other(format!("the emitter program: {e}")))?
+            .iter()
+            .map(|i| i.raw())
+            .collect();
+        let mut log = Vec::new();
+        let emitter = sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "ksw_emit", &mut log)
+            .map_err(|e| {
+                let log = String::from_utf8_lossy(&log);
+                io::Error::new(
+                    e.kind(),
+                    format!("the emitter program: {e}: {}", log.trim()),
+                )
+            })?;
+        // The array holds the emitter from here; the emitter holds its ring.
+        let fd = raw(emitter.as_fd()) as u32;
+        sys::bpf_map_update(p.emitters.as_fd(), &cpu.to_ne_bytes(), &fd.to_ne_bytes())?;
         let ring = BpfRing::map(map, bytes)?;
-        sys::bpf_map_update(p.rings.as_fd(), &cpu.to_ne_bytes(), &fd.to_ne_bytes())?;
         sys::perf_set_bpf(bp, p.prog.as_fd())?;
         Ok(ring)
     }

@@ -20,6 +20,7 @@
 //! programs while another BPF program runs on the same CPU (`bpf_prog_active`): a store made from inside a
 //! BPF program, or while one runs there, is not reported with `--value`.
 
+pub mod emit;
 pub mod follow;
 pub mod hit;
 #[cfg(test)]
@@ -54,8 +55,8 @@ const PROG_TYPE_PERF_EVENT: u32 = 7;
 const MAP_TYPE_HASH: u32 = 1;
 const MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
 const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+const MAP_TYPE_PROG_ARRAY: u32 = 3;
 const MAP_TYPE_LRU_HASH: u32 = 9;
-const MAP_TYPE_ARRAY_OF_MAPS: u32 = 12;
 const MAP_TYPE_RINGBUF: u32 = 27;
 
 /// Processes whose last value is kept per watch (a system-wide watch of a user address has one per

@@ -152,9 +152,11 @@ pub struct HitMaps {
 pub struct HitSpec<'a> {
     /// The watch length: 1, 2, 4 or 8 bytes.
     pub len: u8,
-    /// Read the watched bytes at the trap. Off for a read-write watch of a user address, where the
-    /// program's own read would trap again.
+    /// Read the watched bytes at the trap (a process watch shows them; `--value` and `--if` need them).
+    /// Off for a read-write watch of a user address, where the program's own read would trap again.
     pub read_value: bool,
+    /// Keep each key's last value in `olds` and report it as the hit's old one (`--value`, `--if`).
+    pub old: bool,
     /// Carry the trap's registers and instruction bytes (`--value`: the store's value is decoded from
     /// them); otherwise the record is 184 bytes shorter.
     pub regs: bool,
@@ -197,7 +199,8 @@ pub(crate) fn generate_parts(
         a.jump_imm(Cond::Eq, R0, 0, other);
     }
     if spec.read_value {
-        program::value_and_old(&mut a, spec.len, maps.olds, filters);
+        let olds = spec.old.then_some(maps.olds);
+        program::value_and_old(&mut a, spec.len, olds, filters);
     } else {
         a.call(helper::GET_CURRENT_PID_TGID)
             .store(DW, FP, program::PID_TGID, R0)

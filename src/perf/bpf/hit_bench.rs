@@ -236,7 +236,8 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         &[watch_of(addr)],
         condition.as_ref(),
         &Filter::default(),
-        (false, false),
+        // As the tool loads them: a condition makes the hits carry the value and the old one.
+        (false, condition.is_some()),
         RING_PAGES,
         &parts,
     )

@@ -129,8 +129,11 @@ impl HitPrograms {
             };
             let spec = HitSpec {
                 len: w.len,
-                // A read-write watch of a user address would trap on the program's own read.
-                read_value: w.access == Access::Write || w.addr >= 1 << 63,
+                // A read-write watch of a user address would trap on the program's own read; a
+                // system-wide watch without --value/--if shows no value.
+                read_value: (processes || written)
+                    && (w.access == Access::Write || w.addr >= 1 << 63),
+                old: written,
                 regs: written,
                 condition,
                 filter,

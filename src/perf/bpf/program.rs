@@ -109,7 +109,7 @@ pub fn generate(spec: &Spec<'_>, maps: &Maps) -> Result<Vec<Insn>, AsmError> {
     let filters = a.label();
 
     a.mov(R6, R1);
-    value_and_old(&mut a, spec.len, maps.olds, filters);
+    value_and_old(&mut a, spec.len, Some(maps.olds), filters);
 
     a.bind(filters);
     filter(&mut a, spec.filter, drop);
@@ -156,10 +156,10 @@ pub fn generate(spec: &Spec<'_>, maps: &Maps) -> Result<Vec<Insn>, AsmError> {
     a.finish()
 }
 
-/// Reads the watched bytes at the trap into r7, swaps them with the `olds` map's last value into r8 and
-/// sets r9's `VALUE_KNOWN`/`OLD_KNOWN` flags, then jumps to `done`; the current task's pid/tgid is left in
-/// the `PID_TGID` stack slot. Expects the context in r6.
-pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: i32, done: Label) {
+/// Reads the watched bytes at the trap into r7, swaps them with the `olds` map's last value into r8 (none
+/// without one: r8 = 0) and sets r9's `VALUE_KNOWN`/`OLD_KNOWN` flags, then jumps to `done`; the current
+/// task's pid/tgid is left in the `PID_TGID` stack slot. Expects the context in r6.
+pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: Option<i32>, done: Label) {
     let unreadable = a.label();
     a.call(helper::GET_CURRENT_PID_TGID);
     a.store(DW, FP, PID_TGID, R0);
@@ -194,6 +194,13 @@ pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: i32, done: Label) {
         _ => DW,
     };
     a.load(size, R7, FP, BUF).mov_imm(R9, VALUE_KNOWN as i32);
+    let Some(olds) = olds else {
+        a.mov_imm(R8, 0).goto(done);
+        a.bind(unreadable);
+        a.mov_imm(R7, 0).mov_imm(R8, 0).mov_imm(R9, 0);
+        a.goto(done);
+        return;
+    };
 
     // The old value: swapped in place when there is one, inserted otherwise.
     a.ld_map_fd(R1, olds)

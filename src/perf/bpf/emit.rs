@@ -47,7 +47,7 @@ pub struct EmitMaps {
     /// This CPU's `BPF_MAP_TYPE_RINGBUF`.
     pub ring: i32,
     /// The writer-cost benchmark's stamps map, whose last part the emitter times (see
-    /// [`super::hit::Parts::stamps`]).
+    /// `hit::Parts::stamps`).
     pub stamps: Option<i32>,
 }
 

@@ -8,7 +8,8 @@ pinned to cpu C, wall time from "go" to "done" over N). Each mode arms one watch
 
 - the harness's variants (src/perf/bpf/hit_bench.rs, a live test of the library run with KSW_BENCH_N):
   `bare` (counting breakpoint, no program), `ret0` (the hit path's breakpoint, a program that returns 0),
-  `ret0-callchain` (the same with PERF_SAMPLE_CALLCHAIN asked of the breakpoint), `drop` (the real
+  `ret0-callchain` (the same with PERF_SAMPLE_CALLCHAIN asked of the breakpoint), `ret0-nosample` (with
+  nothing asked of the sample and no task records), `drop` (the real
   program, `--if` false), `decided`/`header`/`kstack`/`ustack` (the real program of `--quiet` stopped
   after the decision, the record's fields, the kernel stack, the user stack), `kept` (the whole program,
   records read by a minimal reader), `stamped` (`kept` timing its own parts with bpf_ktime_get_ns), and
@@ -37,8 +38,8 @@ spec = importlib.util.spec_from_file_location("bench_writer", os.path.join(ROOT,
 bw = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bw)
 
-HARNESS = ("bare", "ret0", "ret0-callchain", "drop", "decided", "header", "kstack", "ustack", "kept",
-           "stamped", "ustack-getstack", "kept-getstack", "stamped-getstack")
+HARNESS = ("bare", "ret0", "ret0-callchain", "ret0-nosample", "drop", "decided", "header", "kstack", "ustack",
+           "kept", "stamped", "ustack-getstack", "kept-getstack", "stamped-getstack")
 TOOL = {"ksymwatch": "plain", "ksymwatch-if": "if"}
 MODES = HARNESS + tuple(TOOL)
 
@@ -48,13 +49,15 @@ SPLIT = (
     ("running any program: bpf_overflow_handler, the sample's fixed fields (ret0 - bare)", "ret0", "bare"),
     ("a call chain in the breakpoint's sample_type, not asked on the hit path (ret0-callchain - ret0)",
      "ret0-callchain", "ret0"),
+    ("the sample's fields the kernel prepares before the program (ret0 - ret0-nosample)", "ret0",
+     "ret0-nosample"),
     ("the decision: pid, value read, old value (decided - ret0)", "decided", "ret0"),
     ("a dropped hit, all told (drop - bare)", "drop", "bare"),
     ("the record's fields: scratch, time, comm (header - decided)", "header", "decided"),
     ("the kernel stack, none for a user-mode trap (kstack - header)", "kstack", "header"),
     ("the user stack, the program's own walk (ustack - kstack)", "ustack", "kstack"),
     ("the user stack, bpf_get_stack as before (ustack-getstack - kstack)", "ustack-getstack", "kstack"),
-    ("the output: wake-up decision, bpf_perf_event_output, reader (kept - ustack)", "kept", "ustack"),
+    ("the output: wake-up decision, tail call, emitter, bpf_ringbuf_output, reader (kept - ustack)", "kept", "ustack"),
     ("a kept hit, all told (kept - bare)", "kept", "bare"),
     ("a kept hit as before, all told (kept-getstack - bare)", "kept-getstack", "bare"),
     ("the tracer instead of the minimal reader (ksymwatch - kept)", "ksymwatch", "kept"),

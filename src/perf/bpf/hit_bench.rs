@@ -11,6 +11,8 @@
 //! - `ret0`: the hit path's breakpoint with a program that returns 0 at once;
 //! - `ret0-callchain`: the same with `PERF_SAMPLE_CALLCHAIN` in the breakpoint's `sample_type`, which
 //!   makes the kernel walk the call chain before any program runs;
+//! - `ret0-nosample`: the same with nothing in `sample_type` and no task records asked for: what the
+//!   kernel's preparing of the sample's fields (tid, time, cpu, ip, address) costs before the program;
 //! - `drop`: the real program with `--if 'value == 12345678'`, which no store matches;
 //! - `decided`, `header`, `kstack`, `ustack`: the real program of `--quiet`, keeping every hit but
 //!   stopping after the decision, the record's fixed fields, the kernel stack, the user stack (each such
@@ -44,10 +46,11 @@ use crate::perf::record::{RECORD_SAMPLE, SAMPLE_CALLCHAIN};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
 
-const VARIANTS: [&str; 13] = [
+const VARIANTS: [&str; 14] = [
     "bare",
     "ret0",
     "ret0-callchain",
+    "ret0-nosample",
     "drop",
     "decided",
     "header",
@@ -209,7 +212,7 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         return (took, seen);
     }
     let until = match variant {
-        "ret0" | "ret0-callchain" => Until::Entry,
+        "ret0" | "ret0-callchain" | "ret0-nosample" => Until::Entry,
         "decided" => Until::Decided,
         "header" => Until::Header,
         "kstack" => Until::KernelStack,
@@ -258,6 +261,13 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         let mut attr = event::attr(&watch_of(addr), &cfg, Bind::Cpu);
         if variant == "ret0-callchain" {
             attr.sample_type |= SAMPLE_CALLCHAIN;
+        }
+        if variant == "ret0-nosample" {
+            attr.sample_type = 0;
+            attr.set_sample_id_all(0);
+            attr.set_comm(0);
+            attr.set_task(0);
+            attr.set_mmap(0);
         }
         let bp = sys::perf_event_open(&attr, -1, cpu as i32).expect("breakpoint");
         let ring = Ring::map(bp.as_fd(), RING_PAGES).expect("ring");
@@ -320,7 +330,7 @@ fn drain(armed: &mut [(OwnedFd, Ring, BpfRing)], seen: &mut Seen) {
 fn as_expected(variant: &str, n: u64, s: &Seen) -> bool {
     match variant {
         "bare" => s.count >= n,
-        "ret0" | "ret0-callchain" => s.samples == 0,
+        "ret0" | "ret0-callchain" | "ret0-nosample" => s.samples == 0,
         "kept" | "kept-getstack" => s.samples >= n,
         "stamped" | "stamped-getstack" => {
             s.samples >= n && s.stamps.first().is_some_and(|&k| k >= n)

@@ -5,9 +5,11 @@
 //! Each watch's program hands its records to an emitter per CPU ([`super::emit`]) that writes them into
 //! that CPU's BPF ring buffer ([`crate::perf::bpf_ring`]): both are made when the CPU's breakpoint is
 //! wired, and the emitter entered in the watch's `emitters` program array at the CPU's number (replacing
-//! the one of an earlier time the CPU was online). The breakpoint writes no sample of
-//! its own (the program returns 0), but a trap the kernel does not hand to the program (another BPF
-//! program is running on that CPU) still writes a plain sample into the breakpoint's perf ring.
+//! the one of an earlier time the CPU was online). The breakpoint writes no sample of its own (the
+//! program returns 0, and it asks for no sample field). A trap the kernel does not hand to the program
+//! (another BPF program is running on that CPU) is dropped by the kernel since Linux 6.10 (before, it
+//! wrote a sample with no field); the breakpoint's own counter still counts it, so the end-of-run audit
+//! reports it as unaccounted.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

@@ -11,7 +11,6 @@
 //! `wake_bytes` or more unread, as a perf ring's watermark would), and counts a record the ring has no
 //! room for as lost: in the record's running `lost` (the next one carries it) and in `stats`.
 
-use crate::perf::bpf::hit::{more_helper, STAMP_PARTS, STAT_LOST};
 use crate::perf::bpf::insn::{Alu, Asm, AsmError, Cond, Insn, Reg, DW, FP, R0, R1, R2, R3, R4};
 use crate::perf::bpf::insn::{R7, R8, R9, W};
 use crate::perf::bpf::program::helper;
@@ -42,13 +41,13 @@ const STAT_KEY: i16 = -8;
 pub struct EmitMaps {
     /// The hit program's scratch entry (`BPF_MAP_TYPE_PERCPU_ARRAY`, [`SCRATCH_LEN`] bytes).
     pub scratch: i32,
-    /// The hit program's `stats` (`BPF_MAP_TYPE_PERCPU_ARRAY` of u64).
-    pub stats: i32,
+    /// The hit program's `stats` (`BPF_MAP_TYPE_PERCPU_ARRAY` of u64), and its slot for records lost.
+    pub lost: (i32, u32),
     /// This CPU's `BPF_MAP_TYPE_RINGBUF`.
     pub ring: i32,
-    /// The writer-cost benchmark's stamps map, whose last part the emitter times (see
+    /// The writer-cost benchmark's stamps map and the slot of the part the emitter times, the output (see
     /// `hit::Parts::stamps`).
-    pub stamps: Option<i32>,
+    pub stamps: Option<(i32, u32)>,
 }
 
 /// The emitter for one CPU's ring; `wake_bytes`: unread bytes at which a hit within a burst wakes the
@@ -71,7 +70,7 @@ pub fn generate(maps: &EmitMaps, wake_bytes: u32) -> Result<Vec<Insn>, AsmError>
         .jump_imm(Cond::Eq, R9, 0, write)
         .ld_map_fd(R1, maps.ring)
         .mov_imm(R2, RB_AVAIL_DATA)
-        .call(more_helper::RINGBUF_QUERY)
+        .call(helper::RINGBUF_QUERY)
         .mov_imm(R9, NO_WAKEUP)
         .jump_imm(Cond::Lt, R0, wake_bytes, write)
         .mov_imm(R9, FORCE_WAKEUP);
@@ -81,9 +80,9 @@ pub fn generate(maps: &EmitMaps, wake_bytes: u32) -> Result<Vec<Insn>, AsmError>
         .mov(R2, R7)
         .mov(R3, R8)
         .mov(R4, R9)
-        .call(more_helper::RINGBUF_OUTPUT)
+        .call(helper::RINGBUF_OUTPUT)
         .jump_imm(Cond::Eq, R0, 0, written);
-    count_lost(&mut a, R7, maps.stats, STAT_KEY);
+    count_lost(&mut a, R7, maps.lost, STAT_KEY);
     a.bind(written);
     if let Some(stamps) = maps.stamps {
         stamp_output(&mut a, stamps);
@@ -123,12 +122,12 @@ fn at_most(a: &mut Asm, reg: Reg, max: i32) {
 }
 
 /// A record the ring had no room for (the record in `record`): one more in its running `lost` and in
-/// `stats` (r0-r5 clobbered; `key`: a free 4-byte stack slot).
-pub fn count_lost(a: &mut Asm, record: Reg, stats: i32, key: i16) {
+/// the `(stats, slot)` counter (r0-r5 clobbered; `key`: a free 4-byte stack slot).
+pub fn count_lost(a: &mut Asm, record: Reg, (stats, slot): (i32, u32), key: i16) {
     a.load(DW, R1, record, rec::OFF_LOST)
         .alu_imm(Alu::Add, R1, 1)
         .store(DW, record, rec::OFF_LOST, R1);
-    add_one(a, stats, STAT_LOST, key);
+    add_one(a, stats, slot, key);
 }
 
 /// Adds one to `stats[slot]` of this CPU (r0-r5 clobbered; `key`: a free 4-byte stack slot).
@@ -156,10 +155,10 @@ fn add_to(a: &mut Asm, (map, slot, key): (i32, u32, i16), value: Option<Reg>) {
 }
 
 /// With stamps: the time since the hit program handed over, added to the stamps map's last part.
-fn stamp_output(a: &mut Asm, stamps: i32) {
-    a.call(more_helper::KTIME_GET_NS)
+fn stamp_output(a: &mut Asm, (stamps, slot): (i32, u32)) {
+    a.call(helper::KTIME_GET_NS)
         .load(DW, R1, R7, OFF_STAMP)
         .alu(Alu::Sub, R0, R1)
         .mov(R9, R0);
-    add_to(a, (stamps, STAMP_PARTS.len() as u32, STAT_KEY), Some(R9));
+    add_to(a, (stamps, slot, STAT_KEY), Some(R9));
 }

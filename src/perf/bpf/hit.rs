@@ -37,16 +37,6 @@ use crate::perf::bpf::insn::{R6, R7, R8, R9, W};
 use crate::perf::bpf::program::{self, helper, CTX_ADDR, CTX_CS};
 use crate::perf::hit_record as rec;
 
-/// More kernel helper numbers (`enum bpf_func_id`).
-pub mod more_helper {
-    pub const KTIME_GET_NS: i32 = 5;
-    pub const GET_SMP_PROCESSOR_ID: i32 = 8;
-    pub const GET_STACK: i32 = 67;
-    pub const TAIL_CALL: i32 = 12;
-    pub const RINGBUF_OUTPUT: i32 = 130;
-    pub const RINGBUF_QUERY: i32 = 134;
-}
-
 /// `BPF_F_USER_STACK`: `bpf_get_stack` walks the user stack.
 const USER_STACK: i32 = 1 << 8;
 /// `pt_regs.ip` in the context.
@@ -187,7 +177,7 @@ pub(crate) fn generate_parts(
 
     a.mov(R6, R1);
     if parts.stamps.is_some() {
-        a.call(more_helper::KTIME_GET_NS)
+        a.call(helper::KTIME_GET_NS)
             .store(DW, FP, STAMP_PREV, R0)
             .mov_imm(R1, 0);
         for i in 0..STAMP_PARTS.len() as i16 {
@@ -249,7 +239,7 @@ fn stamp(a: &mut Asm, parts: &Parts, part: i16) {
         return;
     }
     let delta = STAMP_DELTAS - 8 * part;
-    a.call(more_helper::KTIME_GET_NS)
+    a.call(helper::KTIME_GET_NS)
         .load(DW, R1, FP, STAMP_PREV)
         .store(DW, FP, STAMP_PREV, R0)
         .alu(Alu::Sub, R0, R1)
@@ -344,7 +334,7 @@ fn fill_header(a: &mut Asm, regs: bool) {
         .store(DW, R7, rec::OFF_PID_TGID, R1)
         .load(DW, R1, R7, rec::OFF_TIME)
         .store(DW, FP, PREV_TIME, R1)
-        .call(more_helper::KTIME_GET_NS)
+        .call(helper::KTIME_GET_NS)
         .store(DW, R7, rec::OFF_TIME, R0)
         .load(DW, R1, R6, CTX_ADDR)
         .store(DW, R7, rec::OFF_ADDR, R1);
@@ -400,7 +390,7 @@ fn kernel_stack(a: &mut Asm, stacks: i32, max: i32) {
         .alu_imm(Alu::Add, R2, stacks)
         .mov_imm(R3, max)
         .mov_imm(R4, 0)
-        .call(more_helper::GET_STACK);
+        .call(helper::GET_STACK);
     clamp(a, max);
     a.mov(R8, R0);
     a.bind(no_kernel);
@@ -422,7 +412,7 @@ fn user_stack(a: &mut Asm, parts: &Parts, stacks: i32, max: i32) {
         .alu(Alu::Add, R2, R8)
         .mov_imm(R3, max)
         .mov_imm(R4, USER_STACK)
-        .call(more_helper::GET_STACK);
+        .call(helper::GET_STACK);
     clamp(a, max);
     a.bind(walked);
 }
@@ -445,15 +435,15 @@ fn hand_over(a: &mut Asm, maps: &HitMaps, parts: &Parts) {
     if parts.stamps.is_some() {
         // The emitter times the output from here.
         flush_stamps(a, parts);
-        a.call(more_helper::KTIME_GET_NS)
+        a.call(helper::KTIME_GET_NS)
             .store(DW, R7, emit::OFF_STAMP, R0);
     }
-    a.call(more_helper::GET_SMP_PROCESSOR_ID)
+    a.call(helper::GET_SMP_PROCESSOR_ID)
         .mov(R3, R0)
         .mov(R1, R6)
         .ld_map_fd(R2, maps.emitters)
-        .call(more_helper::TAIL_CALL);
-    emit::count_lost(a, R7, maps.stats, STAT_KEY);
+        .call(helper::TAIL_CALL);
+    emit::count_lost(a, R7, (maps.stats, STAT_LOST), STAT_KEY);
 }
 
 /// The end of a program whose parts stop before the output: on to `stop`, and `out` (no scratch entry)

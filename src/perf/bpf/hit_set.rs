@@ -218,9 +218,10 @@ impl HitPrograms {
         let map = sys::bpf_map_create(MAP_TYPE_RINGBUF, 0, 0, size, "ksw_ring")?;
         let maps = EmitMaps {
             scratch: raw(p.scratch.as_fd()),
-            stats: raw(p.stats.as_fd()),
+            lost: (raw(p.stats.as_fd()), hit::STAT_LOST),
             ring: raw(map.as_fd()),
-            stamps: self.stamps,
+            // The output is the stamps' last part.
+            stamps: self.stamps.map(|m| (m, hit::STAMP_PARTS.len() as u32)),
         };
         let insns: Vec<u64> = emit::generate(&maps, size / 4)
             .map_err(|e| io::Error::other(format!("the emitter program: {e}")))?

@@ -36,6 +36,12 @@ pub mod helper {
     pub const PERF_EVENT_OUTPUT: i32 = 25;
     pub const PROBE_READ_USER: i32 = 112;
     pub const PROBE_READ_KERNEL: i32 = 113;
+    pub const KTIME_GET_NS: i32 = 5;
+    pub const GET_SMP_PROCESSOR_ID: i32 = 8;
+    pub const TAIL_CALL: i32 = 12;
+    pub const GET_STACK: i32 = 67;
+    pub const RINGBUF_OUTPUT: i32 = 130;
+    pub const RINGBUF_QUERY: i32 = 134;
 }
 
 /// `struct bpf_perf_event_data` on x86-64: `pt_regs` (21 words), `sample_period`, then `addr`, which the

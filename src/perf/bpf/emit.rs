@@ -11,9 +11,9 @@
 //! `wake_bytes` or more unread, as a perf ring's watermark would), and counts a record the ring has no
 //! room for as lost: in the record's running `lost` (the next one carries it) and in `stats`.
 
-use crate::perf::bpf::insn::{Alu, Asm, AsmError, Cond, Insn, Reg, DW, FP, R0, R1, R2, R3, R4};
-use crate::perf::bpf::insn::{R7, R8, R9, W};
-use crate::perf::bpf::program::helper;
+use crate::perf::bpf::insn::{Alu, Asm, AsmError, Cond, Insn, Reg, DW, R0, R1, R2, R3, R4};
+use crate::perf::bpf::insn::{R7, R8, R9};
+use crate::perf::bpf::program::{self, helper};
 use crate::perf::hit_record as rec;
 
 /// The scratch entry's bytes past the record: the wake-up asked for, then the hand-over's stamp.
@@ -55,13 +55,8 @@ pub struct EmitMaps {
 pub fn generate(maps: &EmitMaps, wake_bytes: u32) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
     let out = a.label();
-    a.store_imm(W, FP, SCRATCH_KEY, 0)
-        .ld_map_fd(R1, maps.scratch)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(SCRATCH_KEY))
-        .call(helper::MAP_LOOKUP_ELEM)
-        .jump_imm(Cond::Eq, R0, 0, out)
-        .mov(R7, R0);
+    program::lookup(&mut a, (maps.scratch, 0, SCRATCH_KEY), out);
+    a.mov(R7, R0);
     record_size(&mut a);
     // The flags in r9.
     let write = a.label();
@@ -132,26 +127,7 @@ pub fn count_lost(a: &mut Asm, record: Reg, (stats, slot): (i32, u32), key: i16)
 
 /// Adds one to `stats[slot]` of this CPU (r0-r5 clobbered; `key`: a free 4-byte stack slot).
 pub fn add_one(a: &mut Asm, stats: i32, slot: u32, key: i16) {
-    add_to(a, (stats, slot, key), None);
-}
-
-/// Adds `value` (a register calls keep: r6-r9), or one, to `map[slot]` of this CPU, its key at stack
-/// slot `key` (r0-r5 clobbered).
-fn add_to(a: &mut Asm, (map, slot, key): (i32, u32, i16), value: Option<Reg>) {
-    let out = a.label();
-    a.store_imm(W, FP, key, slot as i32)
-        .ld_map_fd(R1, map)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(key))
-        .call(helper::MAP_LOOKUP_ELEM)
-        .jump_imm(Cond::Eq, R0, 0, out)
-        .load(DW, R1, R0, 0);
-    match value {
-        Some(v) => a.alu(Alu::Add, R1, v),
-        None => a.alu_imm(Alu::Add, R1, 1),
-    };
-    a.store(DW, R0, 0, R1);
-    a.bind(out);
+    program::add_to(a, (stats, slot, key), None);
 }
 
 /// With stamps: the time since the hit program handed over, added to the stamps map's last part.
@@ -160,5 +136,5 @@ fn stamp_output(a: &mut Asm, (stamps, slot): (i32, u32)) {
         .load(DW, R1, R7, OFF_STAMP)
         .alu(Alu::Sub, R0, R1)
         .mov(R9, R0);
-    add_to(a, (stamps, slot, STAT_KEY), Some(R9));
+    program::add_to(a, (stamps, slot, STAT_KEY), Some(R9));
 }

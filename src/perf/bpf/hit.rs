@@ -33,7 +33,7 @@ use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::perf::bpf::emit;
 use crate::perf::bpf::insn::{Alu, Asm, AsmError, Cond, Insn, Label, DW, FP, R0, R1, R2, R3, R4};
-use crate::perf::bpf::insn::{R6, R7, R8, R9, W};
+use crate::perf::bpf::insn::{R6, R7, R8, R9};
 use crate::perf::bpf::program::{self, helper, CTX_ADDR, CTX_CS};
 use crate::perf::hit_record as rec;
 
@@ -255,13 +255,8 @@ fn flush_stamps(a: &mut Asm, parts: &Parts) {
     };
     for slot in 0..STAMP_SLOTS as i16 {
         let skip = a.label();
-        a.store_imm(W, FP, STAMP_KEY, i32::from(slot))
-            .ld_map_fd(R1, map)
-            .mov(R2, FP)
-            .alu_imm(Alu::Add, R2, i32::from(STAMP_KEY))
-            .call(helper::MAP_LOOKUP_ELEM)
-            .jump_imm(Cond::Eq, R0, 0, skip)
-            .load(DW, R1, R0, 0);
+        program::lookup(a, (map, slot as u32, STAMP_KEY), skip);
+        a.load(DW, R1, R0, 0);
         if slot == 0 {
             a.alu_imm(Alu::Add, R1, 1);
         } else {
@@ -279,12 +274,7 @@ fn flush_stamps(a: &mut Asm, parts: &Parts) {
 fn emit_record(a: &mut Asm, maps: &HitMaps, spec: &HitSpec<'_>, parts: &Parts, stop: Label) {
     let regs = spec.regs;
     let out = a.label();
-    a.store_imm(W, FP, SCRATCH_KEY, 0)
-        .ld_map_fd(R1, maps.scratch)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(SCRATCH_KEY))
-        .call(helper::MAP_LOOKUP_ELEM)
-        .jump_imm(Cond::Eq, R0, 0, out);
+    program::lookup(a, (maps.scratch, 0, SCRATCH_KEY), out);
     fill_header(a, regs);
     a.store(DW, R7, rec::OFF_FLAGS, R9);
     stamp(a, parts, 1);

@@ -147,19 +147,34 @@ pub fn generate(spec: &Spec<'_>, maps: &Maps) -> Result<Vec<Insn>, AsmError> {
         return a.finish();
     }
     a.bind(drop);
-    let out = a.label();
-    a.store_imm(W, FP, STAT_KEY, 0)
-        .ld_map_fd(R1, maps.stats)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(STAT_KEY))
-        .call(helper::MAP_LOOKUP_ELEM)
-        .jump_imm(Cond::Eq, R0, 0, out)
-        .load(DW, R1, R0, 0)
-        .alu_imm(Alu::Add, R1, 1)
-        .store(DW, R0, 0, R1);
-    a.bind(out);
+    add_to(&mut a, (maps.stats, 0, STAT_KEY), None);
     a.mov_imm(R0, 0).exit();
     a.finish()
+}
+
+/// r0 = this CPU's entry `slot` of the per-CPU array `map`, its key written at stack slot `key`; on to
+/// `missing` when there is none (r1-r5 clobbered).
+pub(crate) fn lookup(a: &mut Asm, (map, slot, key): (i32, u32, i16), missing: Label) {
+    a.store_imm(W, FP, key, slot as i32)
+        .ld_map_fd(R1, map)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(key))
+        .call(helper::MAP_LOOKUP_ELEM)
+        .jump_imm(Cond::Eq, R0, 0, missing);
+}
+
+/// Adds `value` (a register calls keep: r6-r9), or one, to this CPU's u64 at `slot` of the per-CPU array
+/// `map`, its key at stack slot `key` (r0-r5 clobbered).
+pub(crate) fn add_to(a: &mut Asm, at: (i32, u32, i16), value: Option<Reg>) {
+    let out = a.label();
+    lookup(a, at, out);
+    a.load(DW, R1, R0, 0);
+    match value {
+        Some(v) => a.alu(Alu::Add, R1, v),
+        None => a.alu_imm(Alu::Add, R1, 1),
+    };
+    a.store(DW, R0, 0, R1);
+    a.bind(out);
 }
 
 /// Reads the watched bytes at the trap into r7, swaps them with the `olds` map's last value into r8 (none

@@ -3,9 +3,10 @@
 //! tid, comm, value, registers, instruction bytes and user stack) and count the stores of a process it does
 //! not watch instead of emitting them. Live: run by `scripts/test` (root), ignored by plain `cargo test`.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use perf_event_open_sys::bindings as pb;
 
@@ -55,16 +56,16 @@ fn live(test: &str) -> Option<std::fs::File> {
 /// records of this process, by CPU, and the program.
 fn watch_during(
     addr: u64,
-    work: impl FnOnce(&HitPrograms),
+    work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
 ) -> (Vec<(u32, HitRecord)>, HitPrograms) {
     watch_during_parts(addr, &Parts::ALL, work)
 }
 
-/// [`watch_during`] with the program `parts` builds.
+/// [`watch_during`] with the program `parts` builds. `work` gets the programs and the CPUs' ring buffers.
 fn watch_during_parts(
     addr: u64,
     parts: &Parts,
-    work: impl FnOnce(&HitPrograms),
+    work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
 ) -> (Vec<(u32, HitRecord)>, HitPrograms) {
     let watch = Watch {
         label: "TARGET".into(),
@@ -90,7 +91,9 @@ fn watch_during_parts(
     for (_, bp, _, _) in &armed {
         sys::perf_enable(bp.as_fd()).expect("enable");
     }
-    work(&programs);
+    let rings: Vec<BorrowedFd<'_>> = armed.iter().map(|(_, _, _, r)| r.fd()).collect();
+    work(&programs, &rings);
+    drop(rings);
     for (_, bp, _, _) in &armed {
         sys::perf_disable(bp.as_fd()).expect("disable");
     }
@@ -130,7 +133,7 @@ fn the_hit_program_emits_each_watched_store_and_counts_the_others() {
     let Some(_lock) = live("the_hit_program_emits_each_watched_store_and_counts_the_others") else {
         return;
     };
-    let (mine, programs) = watch_during(TARGET.as_ptr() as u64, |programs| {
+    let (mine, programs) = watch_during(TARGET.as_ptr() as u64, |programs, _| {
         for v in 1..=100 {
             store(v);
         }
@@ -198,7 +201,7 @@ fn a_kernel_writer_gets_its_kernel_stack_and_the_user_stack_that_called_it() {
     let at = buf.as_ptr() as u64;
     let addr = (at + 7) & !7;
     let off = (addr - at) as usize;
-    let (hits, _) = watch_during(addr, |_| {
+    let (hits, _) = watch_during(addr, |_, _| {
         let mut zero = std::fs::File::open("/dev/zero").expect("/dev/zero");
         zero.read_exact(&mut buf[off..off + 8]).expect("read");
     });
@@ -244,7 +247,7 @@ fn the_programs_user_stack_walk_gives_the_kernels_frames() {
     };
     let addr = TARGET.as_ptr() as u64;
     let stacks = |parts: &Parts| {
-        let (hits, _) = watch_during_parts(addr, parts, |_| {
+        let (hits, _) = watch_during_parts(addr, parts, |_, _| {
             for v in 0..5 {
                 store(v);
             }
@@ -271,4 +274,41 @@ fn unsafe_free_code(ip: u64) -> Vec<u8> {
     let mut b = vec![0u8; 16];
     mem.read_exact(&mut b).expect("read own code");
     b
+}
+
+/// A lone hit wakes a reader blocked on its CPU's ring buffer at once: the program asks for the kernel's
+/// wake-up rule for a hit 1 ms or more after its CPU's previous one (here the first).
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_lone_hit_wakes_a_reader_blocked_on_its_ring() {
+    let Some(_lock) = live("a_lone_hit_wakes_a_reader_blocked_on_its_ring") else {
+        return;
+    };
+    let (mine, _) = watch_during(TARGET.as_ptr() as u64, |_, rings| {
+        let epoll = sys::Epoll::new().expect("epoll");
+        for (i, r) in rings.iter().enumerate() {
+            epoll.add(*r, i as u64).expect("epoll add");
+        }
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                let mut ready = Vec::new();
+                epoll
+                    .wait(&mut ready, Duration::from_secs(10))
+                    .expect("epoll wait");
+                (ready.len(), Instant::now())
+            });
+            // Long enough for the waiter to be asleep in epoll_wait: only a wake-up ends it early.
+            std::thread::sleep(Duration::from_millis(200));
+            let stored = Instant::now();
+            store(7);
+            let (ready, woken) = waiter.join().expect("waiter");
+            assert_eq!(ready, 1, "the hit's ring woke the waiter");
+            let after = woken.duration_since(stored);
+            assert!(
+                after < Duration::from_secs(2),
+                "woken {after:?} after the store"
+            );
+        });
+    });
+    assert_eq!(mine.len(), 1, "{mine:?}");
 }

@@ -166,13 +166,11 @@ impl Tracked {
 /// counter cannot be read).
 fn dropped(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
     let by_cpu = match (&cfg.hits, &cfg.values) {
-        (Some(h), _) => h.dropped_by_cpu(ev.watch).ok(),
-        (None, Some(v)) => v.dropped(ev.watch).ok(),
-        (None, None) => None,
+        (Some(h), _) => h.dropped_by_cpu(ev.watch),
+        (None, Some(v)) => v.dropped(ev.watch),
+        (None, None) => return 0,
     };
-    by_cpu
-        .and_then(|by_cpu| by_cpu.get(ev.cpu as usize).copied())
-        .unwrap_or(0)
+    on_cpu(by_cpu, ev)
 }
 
 /// Traps of processes a process watch does not cover that `ev`'s CPU and watch dropped in the kernel (the
@@ -180,9 +178,7 @@ fn dropped(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
 fn other_process(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
     cfg.hits
         .as_ref()
-        .and_then(|h| h.other_process_by_cpu(ev.watch).ok())
-        .and_then(|by_cpu| by_cpu.get(ev.cpu as usize).copied())
-        .unwrap_or(0)
+        .map_or(0, |h| on_cpu(h.other_process_by_cpu(ev.watch), ev))
 }
 
 /// Kept hits `ev`'s CPU and watch had lost so far because the CPU's ring buffer was full (the hit path; 0
@@ -190,7 +186,13 @@ fn other_process(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
 fn ring_lost(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
     cfg.hits
         .as_ref()
-        .and_then(|h| h.lost_by_cpu(ev.watch).ok())
+        .map_or(0, |h| on_cpu(h.lost_by_cpu(ev.watch), ev))
+}
+
+/// `ev`'s CPU's count in a per-CPU counter read from a program's map (0 if it could not be read).
+fn on_cpu(by_cpu: std::io::Result<Vec<u64>>, ev: &CpuEvent) -> u64 {
+    by_cpu
+        .ok()
         .and_then(|by_cpu| by_cpu.get(ev.cpu as usize).copied())
         .unwrap_or(0)
 }

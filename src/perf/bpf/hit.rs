@@ -352,14 +352,7 @@ fn fill_regs(a: &mut Asm) {
         .mov_imm(R2, rec::INSN_BYTES as i32)
         .load(DW, R3, R6, CTX_IP)
         .alu_imm(Alu::Sub, R3, rec::INSN_BYTES as i32);
-    let kernel_text = a.label();
-    let read = a.label();
-    a.jump_imm(Cond::Slt, R3, 0, kernel_text)
-        .call(helper::PROBE_READ_USER)
-        .goto(read);
-    a.bind(kernel_text);
-    a.call(helper::PROBE_READ_KERNEL);
-    a.bind(read);
+    program::probe_read(a);
     let no_insn = a.label();
     a.jump_imm(Cond::Ne, R0, 0, no_insn)
         .alu_imm(Alu::Or, R9, rec::INSN_KNOWN as i32);

@@ -199,14 +199,7 @@ pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: Option<i32>, done: Label
         .alu_imm(Alu::Add, R1, i32::from(BUF))
         .mov_imm(R2, i32::from(len))
         .mov(R3, R8);
-    let kernel = a.label();
-    let read = a.label();
-    a.jump_imm(Cond::Slt, R3, 0, kernel)
-        .call(helper::PROBE_READ_USER)
-        .goto(read);
-    a.bind(kernel);
-    a.call(helper::PROBE_READ_KERNEL);
-    a.bind(read);
+    probe_read(a);
     a.jump_imm(Cond::Ne, R0, 0, unreadable);
     let size = match len {
         1 => B,
@@ -248,6 +241,19 @@ pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: Option<i32>, done: Label
     a.bind(unreadable);
     a.mov_imm(R7, 0).mov_imm(R8, 0).mov_imm(R9, 0);
     a.goto(done);
+}
+
+/// Copies r2 bytes from r3 to r1 where they live: with `bpf_probe_read_user` for a user address (the
+/// lower half), `bpf_probe_read_kernel` for a kernel one; r0 is the helper's result.
+pub(crate) fn probe_read(a: &mut Asm) {
+    let kernel = a.label();
+    let read = a.label();
+    a.jump_imm(Cond::Slt, R3, 0, kernel)
+        .call(helper::PROBE_READ_USER)
+        .goto(read);
+    a.bind(kernel);
+    a.call(helper::PROBE_READ_KERNEL);
+    a.bind(read);
 }
 
 /// The filters, each jumping to `drop` when the hit fails it.

@@ -17,10 +17,6 @@ use crate::perf::record::{SAMPLE_CALLCHAIN, SAMPLE_TYPE, SAMPLE_TYPE_TASK};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
 
-/// A hit path perf ring's data pages at most: 64 KiB of task records (names, forks, exits, mappings)
-/// between two reads, which come every 10 ms at least.
-pub const TASK_RING_PAGES: usize = 16;
-
 /// How an event is sampled and buffered.
 #[derive(Debug, Clone)]
 pub struct EventConfig {
@@ -50,19 +46,8 @@ pub struct EventConfig {
 }
 
 impl EventConfig {
-    /// Data pages of each breakpoint's perf ring. On the hit path the hits go through the ring buffers
-    /// (of `ring_pages`) and the perf ring carries only task records, at most [`TASK_RING_PAGES`] of them.
-    pub fn perf_ring_pages(&self) -> usize {
-        if self.hits.is_some() {
-            self.ring_pages.min(TASK_RING_PAGES)
-        } else {
-            self.ring_pages
-        }
-    }
-
     /// The sample layout of a ring's breakpoint events: a process watch's, and every ring shared with
-    /// value events, lead with the identifier of the event that wrote each record (on the hit path,
-    /// the layout of the task records' trailer).
+    /// value events, lead with the identifier of the event that wrote each record.
     pub fn sample_type(&self, bind: Bind) -> u64 {
         match bind {
             _ if self.hits.is_some() => SAMPLE_TYPE_TASK & !SAMPLE_CALLCHAIN,
@@ -117,7 +102,7 @@ pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr
     // Wake the reader a quarter of the way into the ring; the event loop also drains on a 10 ms tick, so a
     // single hit is never held back for long.
     a.set_watermark(1);
-    a.wakeup_watermark = (cfg.perf_ring_pages() * sys::page_size() / 4) as u32;
+    a.wakeup_watermark = (cfg.ring_pages * sys::page_size() / 4) as u32;
     if cfg.track_tasks && !hit_path {
         track_tasks(&mut a);
     }
@@ -330,7 +315,7 @@ impl CpuEvent {
         cfg: &EventConfig,
     ) -> Result<CpuEvent, OpenError> {
         let (fd, counts_lost) = open_fd(watch, cpu, bind, cfg)?;
-        let ring = Ring::map(fd.as_fd(), cfg.perf_ring_pages())
+        let ring = Ring::map(fd.as_fd(), cfg.ring_pages)
             .map_err(|err| OpenError::new(cpu, bind, Stage::Mmap, err))?;
         let bpf_err = |err| OpenError::new(cpu, bind, Stage::Bpf, err);
         let tasks = match &cfg.hits {

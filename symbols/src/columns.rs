@@ -293,6 +293,28 @@ impl Columns {
         }
     }
 
+    /// The first position at or after `from` whose name is `wanted`. Lengths are compared before bytes:
+    /// a lookup before the name index exists scans every name, several times per start-up.
+    pub(crate) fn find_name(&self, wanted: &[u8], from: usize) -> Option<usize> {
+        let len = wanted.len();
+        let found = |start: usize, end: usize, names: &[u8]| {
+            end.checked_sub(start) == Some(len) && names.get(start..end) == Some(wanted)
+        };
+        match &self.store {
+            Store::Built(b) => {
+                let mut start = from.checked_sub(1).map_or(0, |p| b.name_ends[p] as usize);
+                for (i, &end) in b.name_ends.iter().enumerate().skip(from) {
+                    if found(start, end as usize, &b.names) {
+                        return Some(i);
+                    }
+                    start = end as usize;
+                }
+                None
+            }
+            Store::Laid(_) => (from..self.len).find(|&i| self.name_bytes(i) == wanted),
+        }
+    }
+
     pub(crate) fn name(&self, i: usize) -> &str {
         std::str::from_utf8(self.name_bytes(i)).unwrap_or_default()
     }
@@ -446,7 +468,14 @@ impl Builder {
         let n = self.addrs.len();
         let mut from = 0;
         while from < n {
-            let to = from + self.addrs[from..].partition_point(|&a| a == self.addrs[from]);
+            // Runs are a few symbols long: a scan, where a binary search over the rest of the table would
+            // miss the cache at every step (most of a kallsyms load's time after the read, measured).
+            let addr = self.addrs[from];
+            let to = from
+                + self.addrs[from..]
+                    .iter()
+                    .take_while(|&&a| a == addr)
+                    .count();
             let ordered = (from + 1..to).all(|i| self.name(i - 1) <= self.name(i));
             if !ordered {
                 self.reorder_run(from, to);

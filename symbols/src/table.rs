@@ -7,7 +7,7 @@ use crate::symbol::{Symbol, SymbolKind};
 use rustc_hash::FxHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// One symbol of a [`SymbolTable`], borrowed from it: the table keeps its symbols in columns (in place in a
 /// mapped cache file), so a symbol is read out on demand rather than stored as a [`Symbol`].
@@ -66,7 +66,11 @@ impl std::fmt::Display for Symbolized<'_> {
     }
 }
 
-/// Symbols sorted by address, with a name index. Built once; lookups never allocate.
+/// A name and the positions of the symbols that have it.
+type Scanned = (Box<str>, Arc<[u32]>);
+
+/// Symbols sorted by address, with a name index. Built once; a lookup allocates at most the positions of
+/// a name it scanned for.
 ///
 /// The name index is built on demand: most runs look up one or two names (the targets), which a scan of the
 /// table answers in well under a millisecond, while building any index over 100k+ names costs more than
@@ -79,6 +83,9 @@ pub struct SymbolTable {
     names: OnceLock<Vec<(u64, u32)>>,
     /// Lookups answered by scanning so far.
     scans: AtomicU32,
+    /// The last name scanned for and where it is: one start-up looks its target up several times (the
+    /// source, per-CPU, the watch), each a scan of the whole table before the index exists.
+    last_scan: Mutex<Option<Scanned>>,
     /// Set by [`SymbolTable::relocate`]: the symbols then hold runtime addresses.
     kaslr: Option<Kaslr>,
 }
@@ -102,8 +109,8 @@ pub struct Named<'a, 'n> {
 enum NamedBy<'a> {
     /// The index entries with the name's hash (a hash collision is filtered out by comparing names).
     Index(std::slice::Iter<'a, (u64, u32)>),
-    /// Scanning the table from this position.
-    Scan(usize),
+    /// The positions a scan of the table found, and how many of them were given.
+    Scanned(Arc<[u32]>, usize),
 }
 
 impl<'a> Iterator for Named<'a, '_> {
@@ -116,9 +123,9 @@ impl<'a> Iterator for Named<'a, '_> {
             NamedBy::Index(entries) => entries
                 .map(|&(_, i)| i as usize)
                 .find(|&i| columns.name_bytes(i) == wanted)?,
-            NamedBy::Scan(from) => {
-                let i = (*from..columns.len()).find(|&i| columns.name_bytes(i) == wanted)?;
-                *from = i + 1;
+            NamedBy::Scanned(found, given) => {
+                let i = *found.get(*given)? as usize;
+                *given += 1;
                 i
             }
         };
@@ -165,6 +172,7 @@ impl SymbolTable {
             columns,
             names: OnceLock::new(),
             scans: AtomicU32::new(0),
+            last_scan: Mutex::new(None),
             kaslr: None,
         }
     }
@@ -248,17 +256,46 @@ impl SymbolTable {
     pub fn by_name<'a, 'n>(&'a self, name: &'n str) -> Named<'a, 'n> {
         let how = match self.names.get() {
             Some(index) => NamedBy::Index(hashed(index, name_hash(name.as_bytes())).iter()),
-            None if self.scans.fetch_add(1, Ordering::Relaxed) < LINEAR_LOOKUPS => NamedBy::Scan(0),
-            None => {
-                let index = self.names.get_or_init(|| self.name_index());
-                NamedBy::Index(hashed(index, name_hash(name.as_bytes())).iter())
-            }
+            None => match self.scanned(name) {
+                Some(found) => NamedBy::Scanned(found, 0),
+                None => {
+                    let index = self.names.get_or_init(|| self.name_index());
+                    NamedBy::Index(hashed(index, name_hash(name.as_bytes())).iter())
+                }
+            },
         };
         Named {
             table: self,
             name,
             how,
         }
+    }
+
+    /// Where `name` is, by a scan of the table (or the last scan's answer for the same name); `None` once
+    /// [`LINEAR_LOOKUPS`] scans were made, when the index is worth building.
+    fn scanned(&self, name: &str) -> Option<Arc<[u32]>> {
+        let mut last = self
+            .last_scan
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((n, found)) = &*last {
+            if **n == *name {
+                return Some(found.clone());
+            }
+        }
+        if self.scans.fetch_add(1, Ordering::Relaxed) >= LINEAR_LOOKUPS {
+            return None;
+        }
+        let mut found = Vec::new();
+        let mut from = 0;
+        while let Some(i) = self.columns.find_name(name.as_bytes(), from) {
+            // Positions fit u32: the name index stores them so too.
+            found.push(i as u32);
+            from = i + 1;
+        }
+        let found: Arc<[u32]> = found.into();
+        *last = Some((name.into(), found.clone()));
+        Some(found)
     }
 
     fn name_index(&self) -> Vec<(u64, u32)> {
@@ -592,6 +629,19 @@ ffffffff83100000 D __start_once
     }
 
     #[test]
+    fn a_name_looked_up_again_is_not_scanned_again() {
+        let t = table();
+        let first: Vec<u64> = t.by_name("dup_static").map(|s| s.addr).collect();
+        for _ in 0..2 * LINEAR_LOOKUPS {
+            let again: Vec<u64> = t.by_name("dup_static").map(|s| s.addr).collect();
+            assert_eq!(again, first);
+        }
+        assert_eq!(t.scans.load(Ordering::Relaxed), 1);
+        assert!(t.names.get().is_none(), "no index for one name");
+        assert_eq!(first, [0xffffffff81000180, 0xffffffff81000200]);
+    }
+
+    #[test]
     fn scanned_and_indexed_lookups_agree() {
         let t = table();
         let names = ["dup_static", "_text", "vfs_write", "nope", "__start_once"];
@@ -599,8 +649,8 @@ ffffffff83100000 D __start_once
             .iter()
             .map(|n| t.by_name(n).map(|s| s.addr).collect())
             .collect();
-        for _ in 0..LINEAR_LOOKUPS {
-            t.by_name("vfs_read").count();
+        for i in 0..LINEAR_LOOKUPS {
+            t.by_name(&format!("absent_{i}")).count();
         }
         assert!(
             t.names.get().is_some(),

@@ -155,6 +155,11 @@ impl Prefetch {
         let task_scan = std::thread::Builder::new()
             .name("ksymwatch-tasks".into())
             .spawn(move || {
+                if !names {
+                    // The hit program's load asks where the kernel keeps a task's name (its BTF,
+                    // 1-2 ms to open): answered here, it is not on the way to arming.
+                    let _ = crate::perf::bpf::task::comm_offset();
+                }
                 let (mut comms, mut user) = (Comms::default(), UserSymbols::default());
                 if names {
                     comms.scan_all();

@@ -152,6 +152,9 @@ pub struct HitSpec<'a> {
     pub regs: bool,
     pub condition: Option<&'a Condition>,
     pub filter: &'a Filter,
+    /// Where `task_struct.comm` is ([`super::task::comm_offset`]): the name is then loaded from the
+    /// current task; `None` asks `bpf_get_current_comm`.
+    pub comm_offset: Option<i16>,
 }
 
 /// The hit program for `spec`.
@@ -275,7 +278,7 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, spec: &HitSpec<'_>, parts: &Parts, s
     let regs = spec.regs;
     let out = a.label();
     program::lookup(a, (maps.scratch, 0, SCRATCH_KEY), out);
-    fill_header(a, regs);
+    fill_header(a, regs, spec.comm_offset);
     a.store(DW, R7, rec::OFF_FLAGS, R9);
     stamp(a, parts, 1);
     if parts.until == Until::Header {
@@ -310,7 +313,7 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, spec: &HitSpec<'_>, parts: &Parts, s
 /// Fills the record's fixed part in the scratch entry (r0 on entry, kept in r7 after): value (r7), old
 /// (r8), pid, time, address, name, ip, and with `regs` the registers and instruction bytes; the flags in
 /// r9 gain the user-mode bit and what `regs` read.
-fn fill_header(a: &mut Asm, regs: bool) {
+fn fill_header(a: &mut Asm, regs: bool, comm_offset: Option<i16>) {
     a.store(DW, R0, rec::OFF_VALUE, R7)
         .store(DW, R0, rec::OFF_OLD, R8)
         .mov(R7, R0);
@@ -328,13 +331,30 @@ fn fill_header(a: &mut Asm, regs: bool) {
         .store(DW, R7, rec::OFF_TIME, R0)
         .load(DW, R1, R6, CTX_ADDR)
         .store(DW, R7, rec::OFF_ADDR, R1);
-    a.mov(R1, R7)
-        .alu_imm(Alu::Add, R1, i32::from(rec::OFF_COMM))
-        .mov_imm(R2, 16)
-        .call(helper::GET_CURRENT_COMM);
+    write_comm(a, comm_offset);
     a.load(DW, R1, R6, CTX_IP).store(DW, R7, rec::OFF_IP, R1);
     if regs {
         fill_regs(a);
+    }
+}
+
+/// The writer's name into the record (in r7): its task's 16 bytes, loaded straight from the task (the
+/// kernel keeps them NUL-padded) or copied by the helper.
+fn write_comm(a: &mut Asm, comm_offset: Option<i16>) {
+    match comm_offset {
+        Some(off) => {
+            a.call(helper::GET_CURRENT_TASK_BTF)
+                .load(DW, R1, R0, off)
+                .store(DW, R7, rec::OFF_COMM, R1)
+                .load(DW, R1, R0, off + 8)
+                .store(DW, R7, rec::OFF_COMM + 8, R1);
+        }
+        None => {
+            a.mov(R1, R7)
+                .alu_imm(Alu::Add, R1, i32::from(rec::OFF_COMM))
+                .mov_imm(R2, 16)
+                .call(helper::GET_CURRENT_COMM);
+        }
     }
 }
 

@@ -139,15 +139,27 @@ impl HitPrograms {
                 regs: written,
                 condition,
                 filter,
+                comm_offset: super::task::comm_offset(),
             };
-            let insns: Vec<u64> = hit::generate_parts(&spec, &maps, parts)
-                .map_err(|e| super::too_big(&e, condition))?
-                .iter()
-                .map(|i| i.raw())
-                .collect();
-            let mut log = Vec::new();
-            let prog = sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "ksw_hit", &mut log)
-                .map_err(|e| ProgramError::load("hit", e, &log))?;
+            let load = |spec: &HitSpec<'_>| -> Result<OwnedFd, ProgramError> {
+                let insns: Vec<u64> = hit::generate_parts(spec, &maps, parts)
+                    .map_err(|e| super::too_big(&e, condition))?
+                    .iter()
+                    .map(|i| i.raw())
+                    .collect();
+                let mut log = Vec::new();
+                sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "ksw_hit", &mut log)
+                    .map_err(|e| ProgramError::load("hit", e, &log))
+            };
+            let prog = match load(&spec) {
+                // A kernel that will not have a perf-event program read the task through BTF (before
+                // 5.11, or BTF it refuses) still has the helper: the name costs more, nothing is lost.
+                Err(_) if spec.comm_offset.is_some() => load(&HitSpec {
+                    comm_offset: None,
+                    ..spec
+                })?,
+                r => r?,
+            };
             programs.push(HitProgram {
                 prog,
                 emitters,

@@ -34,6 +34,7 @@ mod interp;
 pub mod objects;
 pub mod percpu;
 pub mod program;
+pub mod task;
 pub mod trigger;
 
 use std::io;

@@ -33,6 +33,7 @@ pub mod helper {
     pub const MAP_DELETE_ELEM: i32 = 3;
     pub const GET_CURRENT_PID_TGID: i32 = 14;
     pub const GET_CURRENT_COMM: i32 = 16;
+    pub const GET_CURRENT_TASK_BTF: i32 = 158;
     pub const PERF_EVENT_OUTPUT: i32 = 25;
     pub const PROBE_READ_USER: i32 = 112;
     pub const PROBE_READ_KERNEL: i32 = 113;

@@ -857,3 +857,47 @@ fn types_of_one_name_are_one_when_their_layouts_are() {
         Err(FieldError::Ambiguous { .. })
     ));
 }
+
+#[test]
+fn a_struct_field_offset_is_found_without_the_index() {
+    let btf = load(&kernel());
+    assert_eq!(btf.struct_field_offset("task", "name"), Some(32));
+    assert_eq!(btf.struct_field_offset("task", "tasks"), Some(128));
+    assert_eq!(btf.struct_field_offset("inner", "b"), Some(8));
+    // Only direct members of a struct: not a nested path, not a union, not a missing name.
+    assert_eq!(btf.struct_field_offset("task", "in.b"), None);
+    assert_eq!(btf.struct_field_offset("task", "i"), None);
+    assert_eq!(btf.struct_field_offset("task", "nope"), None);
+    assert_eq!(btf.struct_field_offset("nope", "name"), None);
+    let mut b = Builder::new();
+    let uint = b.int("unsigned int", 4);
+    b.aggregate(
+        kind::STRUCT,
+        "flags",
+        true,
+        8,
+        &[("x", uint, 0), ("a", uint, (1 << 24) | 32)],
+    );
+    let flags = load(&b);
+    assert_eq!(flags.struct_field_offset("flags", "x"), Some(0));
+    assert_eq!(flags.struct_field_offset("flags", "a"), None, "a bitfield");
+}
+
+#[test]
+fn the_running_kernels_task_comm_is_found_as_the_index_finds_it() {
+    let path = std::path::Path::new(Btf::VMLINUX);
+    let Ok(btf) = Btf::open(path) else {
+        eprintln!("SKIP: no readable {}", path.display());
+        return;
+    };
+    let indexed = btf
+        .member(
+            &strukt("task_struct"),
+            &[crate::PathElem::Field("comm".into())],
+        )
+        .unwrap();
+    assert_eq!(
+        btf.struct_field_offset("task_struct", "comm"),
+        Some(indexed.offset)
+    );
+}

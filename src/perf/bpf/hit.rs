@@ -25,8 +25,8 @@
 //! comes online.) Programs do not nest on a CPU, so one scratch entry per CPU is enough. A hit that comes
 //! [`WAKE_GAP_NS`] or more after the CPU's previous one asks for the kernel's wake-up rule (the reader is
 //! woken if it had read everything before), so a lone hit is read at once; the hits of a burst wake
-//! nobody unless the ring is filling, and the reader, busy since the first, reads them on its millisecond
-//! tick. A record the ring has no room for is counted in the scratch entry's `lost` (the next record
+//! nobody until a quarter of the ring was written since the last wake-up, and the reader, busy since the
+//! first, reads them on its millisecond tick. A record the ring has no room for is counted in the scratch entry's `lost` (the next record
 //! carries it) and in `stats` ([`STAT_LOST`]).
 
 use crate::model::condition::Condition;
@@ -422,8 +422,8 @@ fn user_stack(a: &mut Asm, parts: &Parts, stacks: i32, max: i32) {
 
 /// Hands the record (in the scratch entry, r7) to this CPU's emitter ([`super::emit`]) by a tail call,
 /// with the wake-up it asks for in the scratch entry: the kernel's rule when the CPU's previous hit was
-/// [`WAKE_GAP_NS`] or more before, none within a burst (the emitter still wakes the reader when the ring
-/// is filling). A CPU without an emitter counts the record as lost, as the emitter does when the ring
+/// [`WAKE_GAP_NS`] or more before, none within a burst (the emitter still wakes the reader every quarter
+/// ring written). A CPU without an emitter counts the record as lost, as the emitter does when the ring
 /// has no room.
 fn hand_over(a: &mut Asm, maps: &HitMaps, parts: &Parts) {
     let flags = a.label();

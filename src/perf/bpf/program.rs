@@ -42,7 +42,6 @@ pub mod helper {
     pub const TAIL_CALL: i32 = 12;
     pub const GET_STACK: i32 = 67;
     pub const RINGBUF_OUTPUT: i32 = 130;
-    pub const RINGBUF_QUERY: i32 = 134;
 }
 
 /// `struct bpf_perf_event_data` on x86-64: `pt_regs` (21 words), `sample_period`, then `addr`, which the

@@ -10,7 +10,8 @@ pinned to cpu C, wall time from "go" to "done" over N). Each mode arms one watch
   `bare` (counting breakpoint, no program), `ret0` (the hit path's breakpoint, a program that returns 0),
   `ret0-callchain` (the same with PERF_SAMPLE_CALLCHAIN asked of the breakpoint), `ret0-nosample` (with
   nothing asked of the sample and no task records), `drop` (the real
-  program, `--if` false), `decided`/`header`/`kstack`/`ustack` (the real program of `--quiet` stopped
+  program, `--if` false), `drop-noold` (the same without the old-value map), `drop-stamped` (`drop` timing
+  its own parts: task, value read, old value, condition, count), `decided`/`header`/`kstack`/`ustack` (the real program of `--quiet` stopped
   after the decision, the record's fields, the kernel stack, the user stack), `kept` (the whole program,
   records read by a minimal reader), `stamped` (`kept` timing its own parts with bpf_ktime_get_ns), and
   the `-getstack` forms of `ustack`/`kept`/`stamped`, which take the user stack with bpf_get_stack as
@@ -38,8 +39,8 @@ spec = importlib.util.spec_from_file_location("bench_writer", os.path.join(ROOT,
 bw = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bw)
 
-HARNESS = ("bare", "ret0", "ret0-callchain", "ret0-nosample", "drop", "decided", "header", "kstack", "ustack",
-           "kept", "stamped", "ustack-getstack", "kept-getstack", "stamped-getstack")
+HARNESS = ("bare", "ret0", "ret0-callchain", "ret0-nosample", "drop", "drop-noold", "drop-stamped", "decided",
+           "header", "kstack", "ustack", "kept", "stamped", "ustack-getstack", "kept-getstack", "stamped-getstack")
 TOOL = {"ksymwatch": "plain", "ksymwatch-if": "if"}
 MODES = HARNESS + tuple(TOOL)
 
@@ -53,6 +54,8 @@ SPLIT = (
      "ret0-nosample"),
     ("the decision: pid, value read, old value (decided - ret0)", "decided", "ret0"),
     ("a dropped hit, all told (drop - bare)", "drop", "bare"),
+    ("the dropped hit's old-value map (drop - drop-noold)", "drop", "drop-noold"),
+    ("the dropped hit's value read and condition (drop-noold - decided)", "drop-noold", "decided"),
     ("the record's fields: scratch, time, comm (header - decided)", "header", "decided"),
     ("the kernel stack, none for a user-mode trap (kstack - header)", "kstack", "header"),
     ("the user stack, the program's own walk (ustack - kstack)", "ustack", "kstack"),
@@ -143,11 +146,15 @@ def main():
         if plus in med and (minus is None or minus in med):
             v = med[plus] - (med[minus] if minus else 0)
             print(f"| {label} | {v:+.3f} |" if minus else f"| {label} | {v:.3f} |")
-    if stamps:
-        parts = [p for p in ("decided", "header", "kstack", "ustack", "output") if p in next(iter(stamps.values()))]
-        print("\n| in-kernel stamps, ns per kept hit (median of runs) | " + " | ".join(parts) + " | sum |")
+    # One table per set of parts: a kept hit's (stamped) and a dropped hit's (drop-stamped).
+    for what, prefix in (("kept", "stamped"), ("dropped", "drop-stamped")):
+        mine = {m: by for m, by in stamps.items() if m.startswith(prefix)}
+        if not mine:
+            continue
+        parts = list(next(iter(mine.values())))
+        print(f"\n| in-kernel stamps, ns per {what} hit (median of runs) | " + " | ".join(parts) + " | sum |")
         print("| --- |" + " --- |" * (len(parts) + 1))
-        for m, by in stamps.items():
+        for m, by in mine.items():
             vals = [statistics.median(by[p]) for p in parts]
             print(f"| `{m}` | " + " | ".join(f"{v:.0f}" for v in vals) + f" | {sum(vals):.0f} |")
 

@@ -72,6 +72,8 @@ const STAMP_DELTAS: i16 = -128;
 const FRAME: i16 = -176;
 // The time of the CPU's previous kept hit (what the scratch entry held before this one's).
 const PREV_TIME: i16 = -184;
+// The dropped hit's stamps (see [`Parts::drop_stamps`]): one running delta per part.
+const DROP_DELTAS: i16 = -192;
 
 /// How far a kept hit's work goes: all of it ([`Parts::ALL`]) in every program ksymwatch loads. The
 /// writer-cost benchmark (`hit_bench`) builds programs that stop earlier, each part's cost to the writer
@@ -104,6 +106,11 @@ pub(crate) struct Parts {
     /// Take a user-mode trap's user stack with `bpf_get_stack`, as before the program walked it itself
     /// (the benchmark's before-and-after).
     pub kernel_user_walk: bool,
+    /// A `BPF_MAP_TYPE_PERCPU_ARRAY` of [`DROP_STAMP_SLOTS`] u64s: each dropped hit adds 1 to slot 0 and,
+    /// to slot 1 + i, the nanoseconds its part i took ([`DROP_STAMP_PARTS`]). Not with `stamps`.
+    pub drop_stamps: Option<i32>,
+    /// Keep old values where the watch shows them; off, a benchmark sees what the olds map costs.
+    pub olds: bool,
 }
 
 impl Parts {
@@ -111,6 +118,8 @@ impl Parts {
         until: Until::Output,
         stamps: None,
         kernel_user_walk: false,
+        drop_stamps: None,
+        olds: true,
     };
 }
 
@@ -120,6 +129,14 @@ impl Parts {
 pub(crate) const STAMP_PARTS: [&str; 5] = ["decided", "header", "kstack", "ustack", "output"];
 /// Slots in the stamps map: the count of kept hits, then one per part.
 pub(crate) const STAMP_SLOTS: u32 = 1 + STAMP_PARTS.len() as u32;
+
+/// The parts a drop-stamped program times, in order: one stamp right after another (what a stamp itself
+/// costs, included in every part), the task and the olds key, the value read, the old value's swap, the
+/// filters and the condition, and the count of the dropped hit.
+pub(crate) const DROP_STAMP_PARTS: [&str; 6] =
+    ["stamp", "task", "value", "old", "condition", "count"];
+/// Slots in the drop stamps map: the count of dropped hits, then one per part.
+pub(crate) const DROP_STAMP_SLOTS: u32 = 1 + DROP_STAMP_PARTS.len() as u32;
 
 /// The maps the program uses, by descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,21 +196,21 @@ pub(crate) fn generate_parts(
     let emit = a.label();
 
     a.mov(R6, R1);
-    if parts.stamps.is_some() {
-        a.call(helper::KTIME_GET_NS)
-            .store(DW, FP, STAMP_PREV, R0)
-            .mov_imm(R1, 0);
-        for i in 0..STAMP_PARTS.len() as i16 {
-            a.store(DW, FP, STAMP_DELTAS - 8 * i, R1);
-        }
-    }
+    start_stamps(&mut a, parts);
     if let Some(procs) = maps.procs {
         program::current_tgid_map_op(&mut a, procs, PROC_KEY, helper::MAP_LOOKUP_ELEM);
         a.jump_imm(Cond::Eq, R0, 0, other);
     }
     if spec.read_value {
-        let olds = spec.old.then_some(maps.olds);
-        program::value_and_old(&mut a, spec.len, olds, filters);
+        let olds = (spec.old && parts.olds).then_some(maps.olds);
+        program::value_and_old_steps(&mut a, spec.len, olds, filters, &mut |a, step| {
+            let part = match step {
+                program::Step::Task => 1,
+                program::Step::Value => 2,
+                program::Step::Old => 3,
+            };
+            drop_stamp(a, parts, part);
+        });
     } else {
         a.call(helper::GET_CURRENT_PID_TGID)
             .store(DW, FP, program::PID_TGID, R0)
@@ -218,7 +235,16 @@ pub(crate) fn generate_parts(
     } else {
         emit_record(&mut a, maps, spec, parts, filtered);
     }
-    count(&mut a, filtered, maps.stats, STAT_FILTERED);
+    if parts.drop_stamps.is_some() && a.used(filtered) {
+        a.bind(filtered);
+        drop_stamp(&mut a, parts, 4);
+        emit::add_one(&mut a, maps.stats, STAT_FILTERED, STAT_KEY);
+        drop_stamp(&mut a, parts, 5);
+        flush_drop_stamps(&mut a, parts);
+        a.mov_imm(R0, 0).exit();
+    } else {
+        count(&mut a, filtered, maps.stats, STAT_FILTERED);
+    }
     if maps.procs.is_some() {
         count(&mut a, other, maps.stats, STAT_OTHER_PROCESS);
     }
@@ -235,13 +261,41 @@ fn count(a: &mut Asm, label: Label, stats: i32, slot: u32) {
     a.mov_imm(R0, 0).exit();
 }
 
-/// With stamps: adds the time since the previous stamp to part `part`'s delta (r0 and r1 only: call where
-/// r0 is free).
+/// With stamps of either kind: the first stamp, and every part's delta zeroed.
+fn start_stamps(a: &mut Asm, parts: &Parts) {
+    let deltas = match (parts.stamps, parts.drop_stamps) {
+        (Some(_), _) => (STAMP_DELTAS, STAMP_PARTS.len()),
+        (None, Some(_)) => (DROP_DELTAS, DROP_STAMP_PARTS.len()),
+        (None, None) => return,
+    };
+    a.call(helper::KTIME_GET_NS)
+        .store(DW, FP, STAMP_PREV, R0)
+        .mov_imm(R1, 0);
+    for i in 0..deltas.1 as i16 {
+        a.store(DW, FP, deltas.0 - 8 * i, R1);
+    }
+    // The first part is a stamp alone: what each of the others includes.
+    drop_stamp(a, parts, 0);
+}
+
+/// With stamps: adds the time since the previous stamp to part `part`'s delta (calls a helper: r0-r5
+/// clobbered).
 fn stamp(a: &mut Asm, parts: &Parts, part: i16) {
     if parts.stamps.is_none() {
         return;
     }
-    let delta = STAMP_DELTAS - 8 * part;
+    stamp_at(a, STAMP_DELTAS - 8 * part);
+}
+
+/// With drop stamps: as [`stamp`], for part `part` of [`DROP_STAMP_PARTS`].
+fn drop_stamp(a: &mut Asm, parts: &Parts, part: i16) {
+    if parts.drop_stamps.is_none() || parts.stamps.is_some() {
+        return;
+    }
+    stamp_at(a, DROP_DELTAS - 8 * part);
+}
+
+fn stamp_at(a: &mut Asm, delta: i16) {
     a.call(helper::KTIME_GET_NS)
         .load(DW, R1, FP, STAMP_PREV)
         .store(DW, FP, STAMP_PREV, R0)
@@ -253,17 +307,29 @@ fn stamp(a: &mut Asm, parts: &Parts, part: i16) {
 
 /// With stamps: adds one kept hit and its parts' deltas to this CPU's stamps map.
 fn flush_stamps(a: &mut Asm, parts: &Parts) {
-    let Some(map) = parts.stamps else {
-        return;
-    };
-    for slot in 0..STAMP_SLOTS as i16 {
+    if let Some(map) = parts.stamps {
+        flush_deltas(a, map, STAMP_DELTAS, STAMP_SLOTS);
+    }
+}
+
+/// With drop stamps: adds one dropped hit and its parts' deltas to this CPU's drop stamps map.
+fn flush_drop_stamps(a: &mut Asm, parts: &Parts) {
+    if let (Some(map), None) = (parts.drop_stamps, parts.stamps) {
+        flush_deltas(a, map, DROP_DELTAS, DROP_STAMP_SLOTS);
+    }
+}
+
+/// Adds one to slot 0 of this CPU's entry of `map` and each of the `slots - 1` deltas on the stack from
+/// `deltas` down to the slots after it.
+fn flush_deltas(a: &mut Asm, map: i32, deltas: i16, slots: u32) {
+    for slot in 0..slots as i16 {
         let skip = a.label();
         program::lookup(a, (map, slot as u32, STAMP_KEY), skip);
         a.load(DW, R1, R0, 0);
         if slot == 0 {
             a.alu_imm(Alu::Add, R1, 1);
         } else {
-            a.load(DW, R2, FP, STAMP_DELTAS - 8 * (slot - 1))
+            a.load(DW, R2, FP, deltas - 8 * (slot - 1))
                 .alu(Alu::Add, R1, R2);
         }
         a.store(DW, R0, 0, R1);

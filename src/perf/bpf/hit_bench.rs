@@ -14,6 +14,8 @@
 //! - `ret0-nosample`: the same with nothing in `sample_type` and no task records asked for: what the
 //!   kernel's preparing of the sample's fields (tid, time, cpu, ip, address) costs before the program;
 //! - `drop`: the real program with `--if 'value == 12345678'`, which no store matches;
+//! - `drop-noold`: the same without the old values (no olds map): what the map costs a dropped hit;
+//! - `drop-stamped`: `drop` with its parts timed in the kernel ([`DROP_STAMP_PARTS`]);
 //! - `decided`, `header`, `kstack`, `ustack`: the real program of `--quiet`, keeping every hit but
 //!   stopping after the decision, the record's fixed fields, the kernel stack, the user stack (each such
 //!   hit is counted as filtered, so the harness sees that it ran);
@@ -36,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use perf_event_open_sys::bindings as pb;
 
-use super::hit::{Parts, Until, STAMP_PARTS, STAMP_SLOTS};
+use super::hit::{Parts, Until, DROP_STAMP_PARTS, DROP_STAMP_SLOTS, STAMP_PARTS, STAMP_SLOTS};
 use super::hit_set::HitPrograms;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
@@ -46,12 +48,14 @@ use crate::perf::record::{RECORD_SAMPLE, SAMPLE_CALLCHAIN};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
 
-const VARIANTS: [&str; 14] = [
+const VARIANTS: [&str; 16] = [
     "bare",
     "ret0",
     "ret0-callchain",
     "ret0-nosample",
     "drop",
+    "drop-noold",
+    "drop-stamped",
     "decided",
     "header",
     "kstack",
@@ -219,22 +223,27 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         "ustack" | "ustack-getstack" => Until::UserStack,
         _ => Until::Output,
     };
-    let stamps = variant.starts_with("stamped").then(|| {
-        sys::bpf_map_create(
-            super::MAP_TYPE_PERCPU_ARRAY,
-            4,
-            8,
-            STAMP_SLOTS,
-            "ksw_stamps",
-        )
-        .expect("stamps map")
+    let slots = if variant.starts_with("stamped") {
+        Some(STAMP_SLOTS)
+    } else if variant == "drop-stamped" {
+        Some(DROP_STAMP_SLOTS)
+    } else {
+        None
+    };
+    let stamps = slots.map(|n| {
+        sys::bpf_map_create(super::MAP_TYPE_PERCPU_ARRAY, 4, 8, n, "ksw_stamps")
+            .expect("stamps map")
     });
+    let stamps_fd = stamps.as_ref().map(|m| super::raw(m.as_fd()));
+    let drop = variant.starts_with("drop");
     let parts = Parts {
         until,
-        stamps: stamps.as_ref().map(|m| super::raw(m.as_fd())),
+        stamps: stamps_fd.filter(|_| !drop),
         kernel_user_walk: variant.ends_with("-getstack"),
+        drop_stamps: stamps_fd.filter(|_| drop),
+        olds: variant != "drop-noold",
     };
-    let condition = (variant == "drop").then(|| crate::model::condition::parse(NO_MATCH).unwrap());
+    let condition = drop.then(|| crate::model::condition::parse(NO_MATCH).unwrap());
     let programs = HitPrograms::load_parts(
         &[watch_of(addr)],
         condition.as_ref(),
@@ -298,7 +307,7 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
     seen.faults = faults;
     seen.filtered = programs.dropped(0).unwrap().filtered;
     if let Some(m) = &stamps {
-        seen.stamps = (0..STAMP_SLOTS)
+        seen.stamps = (0..slots.unwrap_or(0))
             .map(|k| {
                 sys::bpf_map_lookup_percpu_u64(m.as_fd(), k)
                     .unwrap()
@@ -334,6 +343,9 @@ fn as_expected(variant: &str, n: u64, s: &Seen) -> bool {
         "kept" | "kept-getstack" => s.samples >= n,
         "stamped" | "stamped-getstack" => {
             s.samples >= n && s.stamps.first().is_some_and(|&k| k >= n)
+        }
+        "drop-stamped" => {
+            s.samples == 0 && s.filtered >= n && s.stamps.first().is_some_and(|&k| k >= n)
         }
         _ => s.samples == 0 && s.filtered >= n,
     }
@@ -400,7 +412,12 @@ fn each_part_of_the_hit_program_runs_on_every_trap() {
             drop(lock);
             let ok = as_expected(v, n, &seen);
             let kept = seen.stamps.first().copied().unwrap_or(0).max(1) as f64;
-            let per_part: serde_json::Map<String, serde_json::Value> = STAMP_PARTS
+            let names: &[&str] = if v == "drop-stamped" {
+                &DROP_STAMP_PARTS
+            } else {
+                &STAMP_PARTS
+            };
+            let per_part: serde_json::Map<String, serde_json::Value> = names
                 .iter()
                 .zip(seen.stamps.iter().skip(1))
                 .map(|(p, ns)| (p.to_string(), (*ns as f64 / kept).into()))

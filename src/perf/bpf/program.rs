@@ -181,6 +181,29 @@ pub(crate) fn add_to(a: &mut Asm, at: (i32, u32, i16), value: Option<Reg>) {
 /// without one: r8 = 0) and sets r9's `VALUE_KNOWN`/`OLD_KNOWN` flags, then jumps to `done`; the current
 /// task's pid/tgid is left in the `PID_TGID` stack slot. Expects the context in r6.
 pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: Option<i32>, done: Label) {
+    value_and_old_steps(a, len, olds, done, &mut |_, _| {});
+}
+
+/// The steps of [`value_and_old`] after which its `between` hook runs (a benchmark times them there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The task's pid/tgid and the olds key.
+    Task,
+    /// The watched bytes read (r7, r9).
+    Value,
+    /// The old value swapped (r8, r9); only with an `olds` map.
+    Old,
+}
+
+/// [`value_and_old`], calling `between` after each [`Step`] of a readable value. The hook may use r0-r5
+/// (and so call helpers): r6-r9 are what this code keeps.
+pub(crate) fn value_and_old_steps(
+    a: &mut Asm,
+    len: u8,
+    olds: Option<i32>,
+    done: Label,
+    between: &mut dyn FnMut(&mut Asm, Step),
+) {
     let unreadable = a.label();
     a.call(helper::GET_CURRENT_PID_TGID);
     a.store(DW, FP, PID_TGID, R0);
@@ -192,6 +215,8 @@ pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: Option<i32>, done: Label
     a.jump_imm(Cond::Sge, R8, 0, user).mov(R1, R8);
     a.bind(user);
     a.store(DW, FP, KEY, R1);
+    between(a, Step::Task);
+    // The hook may have used r1-r5; the address is still in r8.
 
     // The value: the watched bytes, read where they live.
     a.store_imm(DW, FP, BUF, 0);
@@ -208,6 +233,7 @@ pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: Option<i32>, done: Label
         _ => DW,
     };
     a.load(size, R7, FP, BUF).mov_imm(R9, VALUE_KNOWN as i32);
+    between(a, Step::Value);
     let Some(olds) = olds else {
         a.mov_imm(R8, 0).goto(done);
         a.bind(unreadable);
@@ -223,11 +249,12 @@ pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: Option<i32>, done: Label
         .call(helper::MAP_LOOKUP_ELEM)
         .mov_imm(R8, 0);
     let insert = a.label();
+    let swapped = a.label();
     a.jump_imm(Cond::Eq, R0, 0, insert)
         .load(DW, R8, R0, 0)
         .store(DW, R0, 0, R7)
         .alu_imm(Alu::Or, R9, OLD_KNOWN as i32)
-        .goto(done);
+        .goto(swapped);
     a.bind(insert);
     a.store(DW, FP, SCRATCH, R7)
         .ld_map_fd(R1, olds)
@@ -236,8 +263,10 @@ pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: Option<i32>, done: Label
         .mov(R3, FP)
         .alu_imm(Alu::Add, R3, i32::from(SCRATCH))
         .mov_imm(R4, 0)
-        .call(helper::MAP_UPDATE_ELEM)
-        .goto(done);
+        .call(helper::MAP_UPDATE_ELEM);
+    a.bind(swapped);
+    between(a, Step::Old);
+    a.goto(done);
     a.bind(unreadable);
     a.mov_imm(R7, 0).mov_imm(R8, 0).mov_imm(R9, 0);
     a.goto(done);

@@ -10,8 +10,9 @@ pinned to cpu C, wall time from "go" to "done" over N). Each mode arms one watch
   `bare` (counting breakpoint, no program), `ret0` (the hit path's breakpoint, a program that returns 0),
   `ret0-callchain` (the same with PERF_SAMPLE_CALLCHAIN asked of the breakpoint), `ret0-nosample` (with
   nothing asked of the sample and no task records), `drop` (the real
-  program, `--if` false), `drop-noold` (the same without the old-value map), `drop-stamped` (`drop` timing
-  its own parts: task, value read, old value, condition, count), `decided`/`header`/`kstack`/`ustack` (the real program of `--quiet` stopped
+  program, `--if` false), `drop-noold` (the same without the old values), `drop-hash` (the same with
+  every old value in the LRU hash, as before the by-tgid array), `drop-stamped` and `drop-hash-stamped`
+  (`drop` and `drop-hash` timing their own parts: task, value read, old value, condition, count), `decided`/`header`/`kstack`/`ustack` (the real program of `--quiet` stopped
   after the decision, the record's fields, the kernel stack, the user stack), `kept` (the whole program,
   records read by a minimal reader), `stamped` (`kept` timing its own parts with bpf_ktime_get_ns), and
   the `-getstack` forms of `ustack`/`kept`/`stamped`, which take the user stack with bpf_get_stack as
@@ -39,8 +40,12 @@ spec = importlib.util.spec_from_file_location("bench_writer", os.path.join(ROOT,
 bw = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bw)
 
-HARNESS = ("bare", "ret0", "ret0-callchain", "ret0-nosample", "drop", "drop-noold", "drop-stamped", "decided",
-           "header", "kstack", "ustack", "kept", "stamped", "ustack-getstack", "kept-getstack", "stamped-getstack")
+HARNESS = ("bare", "ret0", "ret0-callchain", "ret0-nosample", "drop", "drop-noold", "drop-hash", "drop-stamped",
+           "drop-hash-stamped", "decided", "header", "kstack", "ustack", "kept", "stamped", "ustack-getstack",
+           "kept-getstack", "stamped-getstack")
+# The stamped parts in program order (the harness's JSON has them sorted by name).
+KEPT_PARTS = ("decided", "header", "kstack", "ustack", "output")
+DROP_PARTS = ("stamp", "task", "value", "old", "condition", "count")
 TOOL = {"ksymwatch": "plain", "ksymwatch-if": "if"}
 MODES = HARNESS + tuple(TOOL)
 
@@ -54,7 +59,8 @@ SPLIT = (
      "ret0-nosample"),
     ("the decision: pid, value read, old value (decided - ret0)", "decided", "ret0"),
     ("a dropped hit, all told (drop - bare)", "drop", "bare"),
-    ("the dropped hit's old-value map (drop - drop-noold)", "drop", "drop-noold"),
+    ("the dropped hit's old value, by-tgid array (drop - drop-noold)", "drop", "drop-noold"),
+    ("the dropped hit's old value, LRU hash as before (drop-hash - drop-noold)", "drop-hash", "drop-noold"),
     ("the dropped hit's value read and condition (drop-noold - decided)", "drop-noold", "decided"),
     ("the record's fields: scratch, time, comm (header - decided)", "header", "decided"),
     ("the kernel stack, none for a user-mode trap (kstack - header)", "kstack", "header"),
@@ -147,11 +153,11 @@ def main():
             v = med[plus] - (med[minus] if minus else 0)
             print(f"| {label} | {v:+.3f} |" if minus else f"| {label} | {v:.3f} |")
     # One table per set of parts: a kept hit's (stamped) and a dropped hit's (drop-stamped).
-    for what, prefix in (("kept", "stamped"), ("dropped", "drop-stamped")):
-        mine = {m: by for m, by in stamps.items() if m.startswith(prefix)}
+    for what, order in (("kept", KEPT_PARTS), ("dropped", DROP_PARTS)):
+        mine = {m: by for m, by in stamps.items() if m.startswith("drop-") == (what == "dropped")}
         if not mine:
             continue
-        parts = list(next(iter(mine.values())))
+        parts = [p for p in order if p in next(iter(mine.values()))]
         print(f"\n| in-kernel stamps, ns per {what} hit (median of runs) | " + " | ".join(parts) + " | sum |")
         print("| --- |" + " --- |" * (len(parts) + 1))
         for m, by in mine.items():

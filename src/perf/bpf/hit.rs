@@ -111,6 +111,9 @@ pub(crate) struct Parts {
     pub drop_stamps: Option<i32>,
     /// Keep old values where the watch shows them; off, a benchmark sees what the olds map costs.
     pub olds: bool,
+    /// Keep a user address's old values in the by-tgid array where there is one; off, in the hash only
+    /// (the benchmark's before).
+    pub olds_by_tgid: bool,
 }
 
 impl Parts {
@@ -120,6 +123,7 @@ impl Parts {
         kernel_user_walk: false,
         drop_stamps: None,
         olds: true,
+        olds_by_tgid: true,
     };
 }
 
@@ -145,6 +149,8 @@ pub struct HitMaps {
     pub emitters: i32,
     /// `BPF_MAP_TYPE_LRU_HASH`, the last value per key (see [`super::program`]).
     pub olds: i32,
+    /// The last value per tgid ([`super::program::Olds::by_tgid`]), for a watch that keeps old values.
+    pub olds_by_tgid: Option<i32>,
     /// `BPF_MAP_TYPE_PERCPU_ARRAY` of [`STATS`] u64 counters.
     pub stats: i32,
     /// `BPF_MAP_TYPE_PERCPU_ARRAY`, one entry of [`rec::MAX_LEN`] bytes.
@@ -202,7 +208,10 @@ pub(crate) fn generate_parts(
         a.jump_imm(Cond::Eq, R0, 0, other);
     }
     if spec.read_value {
-        let olds = (spec.old && parts.olds).then_some(maps.olds);
+        let olds = (spec.old && parts.olds).then_some(program::Olds {
+            hash: maps.olds,
+            by_tgid: maps.olds_by_tgid.filter(|_| parts.olds_by_tgid),
+        });
         program::value_and_old_steps(&mut a, spec.len, olds, filters, &mut |a, step| {
             let part = match step {
                 program::Step::Task => 1,

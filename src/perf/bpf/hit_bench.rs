@@ -15,7 +15,9 @@
 //!   kernel's preparing of the sample's fields (tid, time, cpu, ip, address) costs before the program;
 //! - `drop`: the real program with `--if 'value == 12345678'`, which no store matches;
 //! - `drop-noold`: the same without the old values (no olds map): what the map costs a dropped hit;
-//! - `drop-stamped`: `drop` with its parts timed in the kernel ([`DROP_STAMP_PARTS`]);
+//! - `drop-hash`: the same with every old value in the LRU hash, as before the by-tgid array;
+//! - `drop-stamped`, `drop-hash-stamped`: `drop` and `drop-hash` with their parts timed in the kernel
+//!   ([`DROP_STAMP_PARTS`]);
 //! - `decided`, `header`, `kstack`, `ustack`: the real program of `--quiet`, keeping every hit but
 //!   stopping after the decision, the record's fixed fields, the kernel stack, the user stack (each such
 //!   hit is counted as filtered, so the harness sees that it ran);
@@ -48,14 +50,16 @@ use crate::perf::record::{RECORD_SAMPLE, SAMPLE_CALLCHAIN};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
 
-const VARIANTS: [&str; 16] = [
+const VARIANTS: [&str; 18] = [
     "bare",
     "ret0",
     "ret0-callchain",
     "ret0-nosample",
     "drop",
     "drop-noold",
+    "drop-hash",
     "drop-stamped",
+    "drop-hash-stamped",
     "decided",
     "header",
     "kstack",
@@ -225,7 +229,7 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
     };
     let slots = if variant.starts_with("stamped") {
         Some(STAMP_SLOTS)
-    } else if variant == "drop-stamped" {
+    } else if variant.starts_with("drop-") && variant.ends_with("-stamped") {
         Some(DROP_STAMP_SLOTS)
     } else {
         None
@@ -242,6 +246,7 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         kernel_user_walk: variant.ends_with("-getstack"),
         drop_stamps: stamps_fd.filter(|_| drop),
         olds: variant != "drop-noold",
+        olds_by_tgid: !variant.starts_with("drop-hash"),
     };
     let condition = drop.then(|| crate::model::condition::parse(NO_MATCH).unwrap());
     let programs = HitPrograms::load_parts(
@@ -344,7 +349,7 @@ fn as_expected(variant: &str, n: u64, s: &Seen) -> bool {
         "stamped" | "stamped-getstack" => {
             s.samples >= n && s.stamps.first().is_some_and(|&k| k >= n)
         }
-        "drop-stamped" => {
+        "drop-stamped" | "drop-hash-stamped" => {
             s.samples == 0 && s.filtered >= n && s.stamps.first().is_some_and(|&k| k >= n)
         }
         _ => s.samples == 0 && s.filtered >= n,
@@ -412,7 +417,7 @@ fn each_part_of_the_hit_program_runs_on_every_trap() {
             drop(lock);
             let ok = as_expected(v, n, &seen);
             let kept = seen.stamps.first().copied().unwrap_or(0).max(1) as f64;
-            let names: &[&str] = if v == "drop-stamped" {
+            let names: &[&str] = if v.starts_with("drop-") && v.ends_with("-stamped") {
                 &DROP_STAMP_PARTS
             } else {
                 &STAMP_PARTS

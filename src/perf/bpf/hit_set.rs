@@ -16,6 +16,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::emit::{self, EmitMaps};
 use super::hit::{self, HitMaps, HitSpec, Parts};
+use super::tgid_olds::TgidOlds;
 use super::{
     possible_cpus, raw, ProgramError, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH, MAP_TYPE_PERCPU_ARRAY,
     MAP_TYPE_PROG_ARRAY, MAP_TYPE_RINGBUF, OLDS_MAX, PROG_TYPE_PERF_EVENT,
@@ -36,6 +37,8 @@ struct HitProgram {
     emitters: OwnedFd,
     /// The last value per key, which `--if`'s `old` reads.
     olds: OwnedFd,
+    /// The last value per tgid of a user address, for a watch that keeps old values.
+    olds_by_tgid: Option<TgidOlds>,
     /// The record's build space, which the emitters read too.
     scratch: OwnedFd,
     stats: OwnedFd,
@@ -114,6 +117,11 @@ impl HitPrograms {
         for w in watches {
             let emitters = map(MAP_TYPE_PROG_ARRAY, 4, 4, cpus, "ksw_emitters")?;
             let olds = map(MAP_TYPE_LRU_HASH, 8, 8, OLDS_MAX, "ksw_olds")?;
+            let olds_by_tgid = if written {
+                Some(TgidOlds::new().map_err(ProgramError::Unavailable)?)
+            } else {
+                None
+            };
             let stats = map(MAP_TYPE_PERCPU_ARRAY, 4, 8, hit::STATS, "ksw_stats")?;
             let scratch = map(
                 MAP_TYPE_PERCPU_ARRAY,
@@ -125,6 +133,7 @@ impl HitPrograms {
             let maps = HitMaps {
                 emitters: raw(emitters.as_fd()),
                 olds: raw(olds.as_fd()),
+                olds_by_tgid: olds_by_tgid.as_ref().map(|o| raw(o.fd())),
                 stats: raw(stats.as_fd()),
                 scratch: raw(scratch.as_fd()),
                 procs: procs.as_ref().map(|p| raw(p.as_fd())),
@@ -164,6 +173,7 @@ impl HitPrograms {
                 prog,
                 emitters,
                 olds,
+                olds_by_tgid,
                 scratch,
                 stats,
             });
@@ -260,7 +270,11 @@ impl HitPrograms {
     /// Empties watch `watch`'s last values: after a `--control` move, `old` starts afresh in the kernel
     /// too.
     pub fn forget_olds(&self, watch: usize) -> io::Result<()> {
-        super::empty_olds(self.program(watch)?.olds.as_fd())
+        let p = self.program(watch)?;
+        if let Some(by_tgid) = &p.olds_by_tgid {
+            by_tgid.forget()?;
+        }
+        super::empty_olds(p.olds.as_fd())
     }
 
     /// Whether the programs choose the process (a `procs` map).

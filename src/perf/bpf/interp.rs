@@ -13,6 +13,9 @@ const CTX: u64 = 0x2_0000_0000;
 const OLDS: u64 = 0x3_0000_0000;
 const STATS: u64 = 0x4_0000_0000;
 const MAP_TAG: u64 = 0x5_0000_0000;
+const BY_TGID: u64 = 0x6_0000_0000;
+/// Entries of the machine's by-tgid olds array: tgids from here on go to the hash.
+pub const BY_TGID_ENTRIES: usize = 1000;
 
 /// The world one run of the program sees.
 pub struct Machine {
@@ -27,6 +30,8 @@ pub struct Machine {
     /// The olds map: key to value, and each key's slot.
     olds: HashMap<u64, usize>,
     old_slots: Vec<[u8; 8]>,
+    /// The by-tgid olds array's values, `{old, generation}` (see [`super::program::Olds::by_tgid`]).
+    by_tgid: Vec<[u8; 16]>,
     stats: [u8; 8],
     /// Records the program wrote with `bpf_perf_event_output`.
     pub output: Vec<Vec<u8>>,
@@ -47,6 +52,7 @@ impl Machine {
             memory: Some(0),
             olds: HashMap::new(),
             old_slots: Vec::new(),
+            by_tgid: vec![[0; 16]; BY_TGID_ENTRIES],
             stats: [0; 8],
             output: Vec::new(),
             read_with: None,
@@ -59,6 +65,11 @@ impl Machine {
         self.olds
             .get(&key)
             .map(|&i| u64::from_le_bytes(self.old_slots[i]))
+    }
+
+    /// Sets the by-tgid array's current generation, as the tracer does at load and to forget every old value.
+    pub fn set_generation(&mut self, generation: u64) {
+        self.by_tgid[0][8..].copy_from_slice(&generation.to_le_bytes());
     }
 
     /// Hits the program dropped (the `stats` map).
@@ -76,6 +87,11 @@ impl Machine {
             let off = ((addr - OLDS) % 8) as usize;
             assert!(off + len <= 8, "access across an olds value");
             return &mut self.old_slots[slot][off..off + len];
+        } else if (BY_TGID..BY_TGID + 16 * BY_TGID_ENTRIES as u64).contains(&addr) {
+            let slot = ((addr - BY_TGID) / 16) as usize;
+            let off = ((addr - BY_TGID) % 16) as usize;
+            assert!(off + len <= 16, "access across a by-tgid value");
+            return &mut self.by_tgid[slot][off..off + len];
         } else if (STATS..STATS + 8).contains(&addr) {
             let off = (addr - STATS) as usize;
             return &mut self.stats[off..off + len];
@@ -123,6 +139,13 @@ impl Machine {
                 if map == self.maps.olds {
                     let key = self.load(r[2], 8);
                     self.olds.get(&key).map_or(0, |&i| OLDS + 8 * i as u64)
+                } else if Some(map) == self.maps.olds_by_tgid {
+                    let index = self.load(r[2], 4) as usize;
+                    if index < BY_TGID_ENTRIES {
+                        BY_TGID + 16 * index as u64
+                    } else {
+                        0
+                    }
                 } else if map == self.maps.stats {
                     assert_eq!(self.load(r[2], 4), 0);
                     STATS

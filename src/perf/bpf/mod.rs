@@ -35,6 +35,7 @@ pub mod objects;
 pub mod percpu;
 pub mod program;
 pub mod task;
+pub mod tgid_olds;
 pub mod trigger;
 
 use std::io;
@@ -231,6 +232,7 @@ impl Values {
             let maps = Maps {
                 outputs: raw(outputs.as_fd()),
                 olds: raw(olds.as_fd()),
+                olds_by_tgid: None,
                 stats: raw(stats.as_fd()),
             };
             let spec = Spec {

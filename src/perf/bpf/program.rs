@@ -7,7 +7,9 @@
 //! 1. reads the watched `len` bytes at the breakpoint's address (`bpf_probe_read_user`, or `_kernel` for a
 //!    kernel address): exactly what this store wrote;
 //! 2. swaps it with the last value kept in the `olds` map (one entry per watched address, per process for a
-//!    user address, since each process has its own memory there): `old`, unknown for the first hit;
+//!    user address, since each process has its own memory there): `old`, unknown for the first hit. With
+//!    an [`Olds::by_tgid`] array, a user address's entry for a tgid the array covers is kept there instead,
+//!    at the tgid's index: an array lookup is a few inlined instructions where the hash's is a call;
 //! 3. applies the filters, then the condition: a hit that fails either returns 0, so the kernel writes no
 //!    sample, and is counted in the per-CPU `stats` map instead (the tracer reports it as filtered);
 //! 4. writes the value record ([`crate::perf::record::ValueRecord`]: value, old, address, flags) through the
@@ -60,6 +62,7 @@ const SCRATCH: i16 = -32;
 const COMM: i16 = -48;
 const OUT: i16 = -80;
 const STAT_KEY: i16 = -84;
+const ZERO_KEY: i16 = -88;
 
 /// The maps the program uses, by descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,9 +71,27 @@ pub struct Maps {
     pub outputs: i32,
     /// `BPF_MAP_TYPE_LRU_HASH`, u64 key (0, or the tgid for a user address) to the last value.
     pub olds: i32,
+    /// The by-tgid array of [`Olds::by_tgid`], if any.
+    pub olds_by_tgid: Option<i32>,
     /// `BPF_MAP_TYPE_PERCPU_ARRAY` of one u64: hits the filters or the condition dropped.
     pub stats: i32,
 }
+
+/// Where the last values are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Olds {
+    /// `BPF_MAP_TYPE_LRU_HASH`, u64 key (the address for a kernel address, the tgid for a user one) to the
+    /// last value: every key the array does not cover.
+    pub hash: i32,
+    /// `BPF_MAP_TYPE_ARRAY` of [`OLD_SLOT`]-byte values, indexed by tgid (u32): a user address's last value
+    /// in each process, `{old, generation}`. An entry is known when its generation is the current one,
+    /// which entry 0 holds in its second word (tgid 0, the idle task, goes to the hash): forgetting every
+    /// old value is one update of entry 0. Tgids past the array's end go to the hash.
+    pub by_tgid: Option<i32>,
+}
+
+/// The size of an [`Olds::by_tgid`] value: the old value, then its generation.
+pub const OLD_SLOT: u32 = 16;
 
 /// What one watch's program checks.
 #[derive(Debug, Clone, Copy)]
@@ -115,7 +136,11 @@ pub fn generate(spec: &Spec<'_>, maps: &Maps) -> Result<Vec<Insn>, AsmError> {
     let filters = a.label();
 
     a.mov(R6, R1);
-    value_and_old(&mut a, spec.len, Some(maps.olds), filters);
+    let olds = Olds {
+        hash: maps.olds,
+        by_tgid: maps.olds_by_tgid,
+    };
+    value_and_old(&mut a, spec.len, Some(olds), filters);
 
     a.bind(filters);
     filter(&mut a, spec.filter, drop);
@@ -180,7 +205,7 @@ pub(crate) fn add_to(a: &mut Asm, at: (i32, u32, i16), value: Option<Reg>) {
 /// Reads the watched bytes at the trap into r7, swaps them with the `olds` map's last value into r8 (none
 /// without one: r8 = 0) and sets r9's `VALUE_KNOWN`/`OLD_KNOWN` flags, then jumps to `done`; the current
 /// task's pid/tgid is left in the `PID_TGID` stack slot. Expects the context in r6.
-pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: Option<i32>, done: Label) {
+pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: Option<Olds>, done: Label) {
     value_and_old_steps(a, len, olds, done, &mut |_, _| {});
 }
 
@@ -200,7 +225,7 @@ pub(crate) enum Step {
 pub(crate) fn value_and_old_steps(
     a: &mut Asm,
     len: u8,
-    olds: Option<i32>,
+    olds: Option<Olds>,
     done: Label,
     between: &mut dyn FnMut(&mut Asm, Step),
 ) {
@@ -242,14 +267,18 @@ pub(crate) fn value_and_old_steps(
         return;
     };
 
+    let swapped = a.label();
+    if let Some(array) = olds.by_tgid {
+        swap_by_tgid(a, array, swapped);
+    }
     // The old value: swapped in place when there is one, inserted otherwise.
+    let olds = olds.hash;
     a.ld_map_fd(R1, olds)
         .mov(R2, FP)
         .alu_imm(Alu::Add, R2, i32::from(KEY))
         .call(helper::MAP_LOOKUP_ELEM)
         .mov_imm(R8, 0);
     let insert = a.label();
-    let swapped = a.label();
     a.jump_imm(Cond::Eq, R0, 0, insert)
         .load(DW, R8, R0, 0)
         .store(DW, R0, 0, R7)
@@ -283,6 +312,43 @@ pub(crate) fn probe_read(a: &mut Asm) {
     a.bind(kernel);
     a.call(helper::PROBE_READ_KERNEL);
     a.bind(read);
+}
+
+/// The old value from the by-tgid array (see [`Olds::by_tgid`]) into r8 and the value in r7 put in its
+/// place, on to `swapped`, for a user address's tgid the array covers; falls through, with nothing
+/// changed, for any other key (in the `KEY` stack slot).
+fn swap_by_tgid(a: &mut Asm, array: i32, swapped: Label) {
+    let hash = a.label();
+    a.load(DW, R1, FP, KEY)
+        .jump_imm(Cond::Slt, R1, 0, hash)
+        .jump_imm(Cond::Eq, R1, 0, hash);
+    // The current generation, from entry 0, kept on the stack across the next lookup.
+    a.store_imm(W, FP, ZERO_KEY, 0)
+        .ld_map_fd(R1, array)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(ZERO_KEY))
+        .call(helper::MAP_LOOKUP_ELEM)
+        .jump_imm(Cond::Eq, R0, 0, hash)
+        .load(DW, R1, R0, 8)
+        .store(DW, FP, SCRATCH, R1);
+    // The tgid, the key's low half (little-endian), indexes the array; past its end the lookup finds none.
+    a.ld_map_fd(R1, array)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(KEY))
+        .call(helper::MAP_LOOKUP_ELEM)
+        .jump_imm(Cond::Eq, R0, 0, hash);
+    a.load(DW, R8, R0, 0)
+        .load(DW, R1, R0, 8)
+        .load(DW, R2, FP, SCRATCH)
+        .store(DW, R0, 0, R7)
+        .store(DW, R0, 8, R2);
+    let unknown = a.label();
+    a.jump(Cond::Ne, R1, R2, unknown)
+        .alu_imm(Alu::Or, R9, OLD_KNOWN as i32)
+        .goto(swapped);
+    a.bind(unknown);
+    a.mov_imm(R8, 0).goto(swapped);
+    a.bind(hash);
 }
 
 /// The filters, each jumping to `drop` when the hit fails it.

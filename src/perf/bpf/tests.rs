@@ -1,7 +1,7 @@
 //! The generated value program, run offline in [`super::interp`]: what it reports, what it drops, and
 //! that every condition means what a plain Rust reading of it says, at every width and sign.
 
-use super::interp::Machine;
+use super::interp::{Machine, BY_TGID_ENTRIES};
 use super::program::{generate, helper, Maps, Spec};
 use crate::model::condition::{Compare, Condition, Op, Rhs, Side};
 use crate::model::filter::{Filter, Place};
@@ -10,18 +10,40 @@ use crate::perf::record::{OLD_KNOWN, VALUE_KNOWN};
 const MAPS: Maps = Maps {
     outputs: 3,
     olds: 4,
+    olds_by_tgid: None,
     stats: 5,
+};
+/// The maps with a by-tgid olds array, as the hit program of a watch that keeps old values has them.
+const ARRAY_MAPS: Maps = Maps {
+    olds_by_tgid: Some(6),
+    ..MAPS
 };
 const USER_ADDR: u64 = 0x60_1000;
 const KERNEL_ADDR: u64 = 0xffff_ffff_8300_3e00;
 
 fn program(len: u8, condition: Option<&Condition>, filter: &Filter) -> Vec<super::insn::Insn> {
+    program_with(&MAPS, len, condition, filter)
+}
+
+fn program_with(
+    maps: &Maps,
+    len: u8,
+    condition: Option<&Condition>,
+    filter: &Filter,
+) -> Vec<super::insn::Insn> {
     let spec = Spec {
         len,
         condition,
         filter,
     };
-    generate(&spec, &MAPS).expect("assembles")
+    generate(&spec, maps).expect("assembles")
+}
+
+/// A machine whose by-tgid array (if the maps have one) is at generation 1, as the tracer makes it.
+fn machine(maps: Maps, addr: u64) -> Machine {
+    let mut m = Machine::new(maps, addr);
+    m.set_generation(1);
+    m
 }
 
 /// The record's four words: value, old, address, flags.
@@ -129,10 +151,16 @@ fn eval(c: &Condition, value: u64, old: Option<u64>, len: u8) -> bool {
     c.holds(value, old, len)
 }
 
-/// Runs `cond` on (old, value) pairs at width `len`: the program keeps exactly the hits [`eval`] keeps.
+/// Runs `cond` on (old, value) pairs at width `len`: the program keeps exactly the hits [`eval`] keeps,
+/// with old values in the hash and in the by-tgid array alike.
 fn agrees(cond: &Condition, len: u8, samples: &[u64]) {
+    agrees_with(MAPS, cond, len, samples);
+    agrees_with(ARRAY_MAPS, cond, len, samples);
+}
+
+fn agrees_with(maps: Maps, cond: &Condition, len: u8, samples: &[u64]) {
     let f = Filter::default();
-    let prog = program(len, Some(cond), &f);
+    let prog = program_with(&maps, len, Some(cond), &f);
     let mask = if len == 8 {
         u64::MAX
     } else {
@@ -141,7 +169,7 @@ fn agrees(cond: &Condition, len: u8, samples: &[u64]) {
     for &value in samples {
         let value = value & mask;
         // The first hit: no old value.
-        let mut fresh = Machine::new(MAPS, USER_ADDR);
+        let mut fresh = machine(maps, USER_ADDR);
         let kept = store(&mut fresh, &prog, Some(value)).is_some();
         assert_eq!(
             kept,
@@ -150,7 +178,7 @@ fn agrees(cond: &Condition, len: u8, samples: &[u64]) {
         );
         for &old in samples {
             let old = old & mask;
-            let mut m = Machine::new(MAPS, USER_ADDR);
+            let mut m = machine(maps, USER_ADDR);
             store(&mut m, &prog, Some(old));
             let got = store(&mut m, &prog, Some(value));
             assert_eq!(
@@ -302,4 +330,128 @@ fn made_up_names_are_left_to_the_tracer() {
     let prog = program(8, None, &f);
     let mut m = Machine::new(MAPS, USER_ADDR);
     assert!(store(&mut m, &prog, Some(1)).is_some());
+}
+
+/// One run of stores: (tgid, address, value), each through `prog` on one machine; the records kept.
+fn run_stores(
+    maps: Maps,
+    prog: &[super::insn::Insn],
+    stores: &[(u64, u64, u64)],
+) -> Vec<Option<[u64; 4]>> {
+    let mut m = machine(maps, USER_ADDR);
+    stores
+        .iter()
+        .map(|&(tgid, addr, value)| {
+            m.pid_tgid = (tgid << 32) | tgid;
+            m.addr = addr;
+            store(&mut m, prog, Some(value))
+        })
+        .collect()
+}
+
+/// The by-tgid array changes where old values are kept, not what a hit reports: the same stores give the
+/// same records as with the hash alone, the dropped ones' values included as the next kept hit's `old`.
+#[test]
+fn the_by_tgid_array_reports_what_the_hash_does() {
+    let f = Filter::default();
+    let cond = cmp(Side::Value, Op::Ne, 3, false);
+    let far = BY_TGID_ENTRIES as u64 + 5;
+    let stores = [
+        (100, USER_ADDR, 1),
+        (100, USER_ADDR, 3),
+        (100, USER_ADDR, 4),
+        (200, USER_ADDR, 3),
+        (200, USER_ADDR, 5),
+        (100, USER_ADDR, 6),
+        (far, USER_ADDR, 3),
+        (far, USER_ADDR, 7),
+        (100, KERNEL_ADDR, 3),
+        (200, KERNEL_ADDR, 8),
+        (0, USER_ADDR, 3),
+        (0, USER_ADDR, 9),
+    ];
+    let hash = run_stores(MAPS, &program_with(&MAPS, 8, Some(&cond), &f), &stores);
+    let array = run_stores(
+        ARRAY_MAPS,
+        &program_with(&ARRAY_MAPS, 8, Some(&cond), &f),
+        &stores,
+    );
+    assert_eq!(array, hash);
+    let known = VALUE_KNOWN | OLD_KNOWN;
+    assert_eq!(array[0], Some([1, 0, USER_ADDR, VALUE_KNOWN]));
+    assert_eq!(array[1], None, "3 is dropped");
+    assert_eq!(
+        array[2],
+        Some([4, 3, USER_ADDR, known]),
+        "the dropped store is the next hit's old"
+    );
+    assert_eq!(
+        array[4],
+        Some([5, 3, USER_ADDR, known]),
+        "another process, its own history"
+    );
+    assert_eq!(array[5], Some([6, 4, USER_ADDR, known]));
+    assert_eq!(
+        array[7],
+        Some([7, 3, USER_ADDR, known]),
+        "a tgid past the array"
+    );
+    assert_eq!(
+        array[9],
+        Some([8, 3, KERNEL_ADDR, known]),
+        "a kernel address, one history"
+    );
+    assert_eq!(array[11], Some([9, 3, USER_ADDR, known]), "tgid 0");
+}
+
+/// Tgids the array covers keep their old values there; a tgid past its end, tgid 0 and a kernel address
+/// keep theirs in the hash.
+#[test]
+fn only_tgids_the_array_covers_leave_the_hash() {
+    let f = Filter::default();
+    let prog = program_with(&ARRAY_MAPS, 8, None, &f);
+    let far = BY_TGID_ENTRIES as u64;
+    let stores = [(100, USER_ADDR, 1), (far, USER_ADDR, 2), (0, USER_ADDR, 3)];
+    let mut m = machine(ARRAY_MAPS, USER_ADDR);
+    for (tgid, addr, value) in stores {
+        m.pid_tgid = (tgid << 32) | tgid;
+        m.addr = addr;
+        store(&mut m, &prog, Some(value));
+    }
+    m.addr = KERNEL_ADDR;
+    store(&mut m, &prog, Some(4));
+    assert_eq!(m.old(100), None, "in the array");
+    assert_eq!(m.old(far), Some(2));
+    assert_eq!(m.old(0), Some(3));
+    assert_eq!(m.old(KERNEL_ADDR), Some(4));
+}
+
+/// A new generation (a `--control` move) forgets every old value in the array: the next hit of each
+/// process has none, the one after it the value before.
+#[test]
+fn a_new_generation_forgets_the_arrays_old_values() {
+    let f = Filter::default();
+    let prog = program_with(&ARRAY_MAPS, 8, None, &f);
+    let mut m = machine(ARRAY_MAPS, USER_ADDR);
+    store(&mut m, &prog, Some(1));
+    assert_eq!(store(&mut m, &prog, Some(2)).unwrap()[..2], [2, 1]);
+    m.set_generation(2);
+    let rec = store(&mut m, &prog, Some(3)).unwrap();
+    assert_eq!(
+        rec,
+        [3, 0, USER_ADDR, VALUE_KNOWN],
+        "no old value after a new generation"
+    );
+    assert_eq!(store(&mut m, &prog, Some(4)).unwrap()[..2], [4, 3]);
+}
+
+/// An unreadable value leaves the array's old value as it was, as it leaves the hash's.
+#[test]
+fn an_unreadable_value_leaves_the_arrays_old_value() {
+    let f = Filter::default();
+    let prog = program_with(&ARRAY_MAPS, 8, None, &f);
+    let mut m = machine(ARRAY_MAPS, USER_ADDR);
+    store(&mut m, &prog, Some(1));
+    assert_eq!(store(&mut m, &prog, None).unwrap()[3], 0);
+    assert_eq!(store(&mut m, &prog, Some(2)).unwrap()[..2], [2, 1]);
 }

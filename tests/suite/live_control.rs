@@ -231,3 +231,66 @@ fn stdin_control_from_a_file_or_dev_null_is_read_not_polled() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--if` reads the kernel's `old`, kept per process; a move starts it afresh there too: the first hit
+/// at the new address has no `old` (not the old address's last value), the next one has the value before.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_move_forgets_the_kernels_old_values() {
+    let Some(_live) = util::live() else { return };
+    let mut h = Writer::start_binary(&helper("threads"), &["alternate", "1", "300"]);
+    h.read_until("ready");
+    let a = format!("0x{:x}", h.addr);
+    let b = format!("0x{:x}", h.addr2.expect("the threads helper prints addr2="));
+    let mut child = Command::new(BIN)
+        .args(["write", "--json", "--no-status", &a, "--if", "changed"])
+        .args(["--control", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ksymwatch");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let pid = h.pid;
+    let mut next = |want: &dyn Fn(&serde_json::Value) -> bool| -> serde_json::Value {
+        use std::io::BufRead;
+        loop {
+            let mut line = String::new();
+            assert!(
+                out.read_line(&mut line).expect("read stream") > 0,
+                "the stream ended early"
+            );
+            let v: serde_json::Value = serde_json::from_str(&line).expect("one JSON record a line");
+            if want(&v) {
+                return v;
+            }
+        }
+    };
+    let hit_at = |addr: String| {
+        move |v: &serde_json::Value| {
+            v["type"] == "hit" && v["pid"] == pid && v["target"] == addr.as_str()
+        }
+    };
+    next(&|v| v["type"] == "armed");
+    next(&hit_at(a.clone()));
+    let second_at_a = next(&hit_at(a.clone()));
+    writeln!(stdin, "watch {b}").expect("send the move");
+    next(&|v| v["type"] == "watch");
+    let first_at_b = next(&hit_at(b.clone()));
+    let second_at_b = next(&hit_at(b.clone()));
+    drop(stdin);
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = util::wait_within(&mut child, Duration::from_secs(10));
+    h.send("stop");
+    h.read_until("done");
+    h.finish();
+    assert_eq!(status.code(), Some(0));
+    assert!(second_at_a["old"].is_string(), "{second_at_a}");
+    assert!(
+        first_at_b["old"].is_null(),
+        "the old address's value: {first_at_b}"
+    );
+    assert!(second_at_b["old"].is_string(), "{second_at_b}");
+}

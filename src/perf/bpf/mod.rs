@@ -61,8 +61,9 @@ const MAP_TYPE_PROG_ARRAY: u32 = 3;
 const MAP_TYPE_LRU_HASH: u32 = 9;
 const MAP_TYPE_RINGBUF: u32 = 27;
 
-/// Processes whose last value is kept per watch (a system-wide watch of a user address has one per
-/// process); the least recently written is forgotten first, its next hit then has no `old`.
+/// Processes whose last value is kept per watch in the hash (a system-wide watch of a user address has
+/// one per process), beyond those the by-tgid array ([`tgid_olds`]) holds; the least recently written is
+/// forgotten first, its next hit then has no `old`.
 const OLDS_MAX: u32 = 4096;
 
 /// One watch's program and maps.
@@ -70,6 +71,7 @@ struct WatchProgram {
     prog: OwnedFd,
     outputs: OwnedFd,
     olds: OwnedFd,
+    olds_by_tgid: tgid_olds::TgidOlds,
     stats: OwnedFd,
 }
 
@@ -228,11 +230,12 @@ impl Values {
             };
             let outputs = map(MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, cpus, "ksw_outputs")?;
             let olds = map(MAP_TYPE_LRU_HASH, 8, 8, OLDS_MAX, "ksw_olds")?;
+            let olds_by_tgid = tgid_olds::TgidOlds::new().map_err(ProgramError::Unavailable)?;
             let stats = map(MAP_TYPE_PERCPU_ARRAY, 4, 8, 1, "ksw_stats")?;
             let maps = Maps {
                 outputs: raw(outputs.as_fd()),
                 olds: raw(olds.as_fd()),
-                olds_by_tgid: None,
+                olds_by_tgid: Some(raw(olds_by_tgid.fd())),
                 stats: raw(stats.as_fd()),
             };
             let spec = Spec {
@@ -252,6 +255,7 @@ impl Values {
                 prog,
                 outputs,
                 olds,
+                olds_by_tgid,
                 stats,
             });
         }
@@ -274,7 +278,9 @@ impl Values {
 
     /// Empties watch `watch`'s last values: after a `--control` move, `old` starts afresh.
     pub fn forget_olds(&self, watch: usize) -> io::Result<()> {
-        empty_olds(self.program(watch)?.olds.as_fd())
+        let p = self.program(watch)?;
+        p.olds_by_tgid.forget()?;
+        empty_olds(p.olds.as_fd())
     }
 
     /// Hits of watch `watch` the program dropped (filters or condition) on each CPU so far, by CPU number.

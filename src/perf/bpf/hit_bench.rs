@@ -199,26 +199,8 @@ fn bare_breakpoint(addr: u64, cpu: u32) -> OwnedFd {
     sys::perf_event_open(&a, -1, cpu as i32).expect("bare breakpoint")
 }
 
-/// Arms `variant` on every online CPU, runs the writer, disarms; the writer's time and what was seen.
-fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen) {
-    let addr = writer.addr;
-    if variant == "bare" {
-        let fds: Vec<OwnedFd> = cpus.iter().map(|&c| bare_breakpoint(addr, c)).collect();
-        fds.iter()
-            .for_each(|fd| sys::perf_enable(fd.as_fd()).unwrap());
-        let (took, faults) = writer.run();
-        let mut seen = Seen {
-            faults,
-            ..Seen::default()
-        };
-        for fd in &fds {
-            sys::perf_disable(fd.as_fd()).unwrap();
-            let mut buf = [0u64; 1];
-            sys::perf_read(fd.as_fd(), &mut buf).unwrap();
-            seen.count += buf[0];
-        }
-        return (took, seen);
-    }
+/// The program parts `variant` builds, with its stamps map (and the map's slots) if it times them.
+fn parts_of(variant: &str) -> (Parts, Option<OwnedFd>, Option<u32>) {
     let until = match variant {
         "ret0" | "ret0-callchain" | "ret0-nosample" => Until::Entry,
         "decided" => Until::Decided,
@@ -248,6 +230,31 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         olds: variant != "drop-noold",
         olds_by_tgid: !variant.starts_with("drop-hash"),
     };
+    (parts, stamps, slots)
+}
+
+/// Arms `variant` on every online CPU, runs the writer, disarms; the writer's time and what was seen.
+fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen) {
+    let addr = writer.addr;
+    if variant == "bare" {
+        let fds: Vec<OwnedFd> = cpus.iter().map(|&c| bare_breakpoint(addr, c)).collect();
+        fds.iter()
+            .for_each(|fd| sys::perf_enable(fd.as_fd()).unwrap());
+        let (took, faults) = writer.run();
+        let mut seen = Seen {
+            faults,
+            ..Seen::default()
+        };
+        for fd in &fds {
+            sys::perf_disable(fd.as_fd()).unwrap();
+            let mut buf = [0u64; 1];
+            sys::perf_read(fd.as_fd(), &mut buf).unwrap();
+            seen.count += buf[0];
+        }
+        return (took, seen);
+    }
+    let (parts, stamps, slots) = parts_of(variant);
+    let drop = variant.starts_with("drop");
     let condition = drop.then(|| crate::model::condition::parse(NO_MATCH).unwrap());
     let programs = HitPrograms::load_parts(
         &[watch_of(addr)],

@@ -55,6 +55,7 @@ mod tests {
         let maps = HitMaps {
             emitters: 3,
             olds: 4,
+            olds_by_tgid: None,
             stats: 5,
             scratch: 6,
             procs: None,

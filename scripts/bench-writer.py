@@ -31,6 +31,11 @@ its summary; bpftrace: its map) and shown in the table's last column. Every meas
 stop, `none` included) holds /tmp/ksymwatch-live-tests.lock; the writers start and end outside it.
 `--jsonl` prints one JSON object per measurement and per mode instead of the progress lines.
 
+On a VM whose speed drifts (another guest on the host), the medians of separate runs can differ by more
+than a watch costs. The table's `paired` column is therefore the median over runs of each mode minus that
+run's `bare`; with `--adjacent` every mode's measurement is preceded by a `bare` one of its own, and the
+pair's difference is used instead (twice the time, drift between the two a second or so).
+
 Needs root, gcc and a release build (built here unless --binary is given).
 """
 import argparse
@@ -206,6 +211,8 @@ def main():
     ap.add_argument("--modes", help="comma-separated, of: " + ",".join(ALL_MODES))
     ap.add_argument("--binary", help="ksymwatch binary (default: this tree's release build, built first)")
     ap.add_argument("--jsonl", action="store_true", help="JSON lines instead of progress and table")
+    ap.add_argument("--adjacent", action="store_true",
+                    help="measure bare right before each other mode and pair the two (see the doc)")
     a = ap.parse_args()
     if a.n >= NO_MATCH:
         raise SystemExit(f"-n must stay below {NO_MATCH} (the `if` mode's value, which must never be stored)")
@@ -234,9 +241,15 @@ def main():
             print(head, flush=True)
         results = {m: [] for m in modes}
         notes = {m: [] for m in modes}
+        # Per mode, its cost minus a bare measurement's: the same run's, or with --adjacent the one just before.
+        pairs = {m: [] for m in modes}
         for run in range(a.runs):
             order = modes[run % len(modes):] + modes[:run % len(modes)]
+            floor = {}
             for mode in order:
+                if a.adjacent and mode != "bare" and "bare" in modes:
+                    secs, _, _ = measure("bare", a.n, a.cpu, writer_bin, ksym, bare, work, f"bare-{mode}-{run}")
+                    floor[mode] = secs * 1e6 / a.n
                 secs, note, ok = measure(mode, a.n, a.cpu, writer_bin, ksym, bare, work, f"{mode}-{run}")
                 us = secs * 1e6 / a.n
                 results[mode].append(us)
@@ -247,25 +260,34 @@ def main():
                 else:
                     print(f"  run {run} {mode:<8} {us:8.3f} us/store  {note}{'' if ok else '  (UNEXPECTED)'}",
                           flush=True)
+            if "bare" in modes:
+                for mode in modes:
+                    if mode != "bare":
+                        pairs[mode].append(results[mode][-1] - floor.get(mode, results["bare"][-1]))
         med = {m: statistics.median(v) for m, v in results.items()}
+        paired = {m: statistics.median(v) for m, v in pairs.items() if v}
         base = med.get("bare")
         if a.jsonl:
             for m in modes:
                 print(json.dumps({"type": "median", "mode": m, "writer_us_per_store": med[m],
                                   "all": results[m], "minus_bare": None if base is None else med[m] - base,
+                                  "paired": paired.get(m), "pairs": pairs[m],
                                   "as_expected": all(ok for _, ok in notes[m])}), flush=True)
             return
         print(f"\n{head}, load at the end {os.getloadavg()[0]:.2f}\n")
-        print(f"| mode | writer us/store, median of {a.runs} | the {a.runs} runs | minus bare | tracer saw (last run) |")
-        print("| --- | --- | --- | --- | --- |")
+        how = "the bare just before it" if a.adjacent else "the same run's bare"
+        print(f"| mode | writer us/store, median of {a.runs} | the {a.runs} runs | minus bare | "
+              f"paired: median of (mode - {how}) | tracer saw (last run) |")
+        print("| --- | --- | --- | --- | --- | --- |")
         for m in modes:
             diff = "-" if base is None or m == "bare" else f"{med[m] - base:+.3f}"
+            pair = f"**{paired[m]:+.3f}**" if m in paired else "-"
             runs = " ".join(f"{x:.3f}" for x in results[m])
             note, _ = notes[m][-1]
             bad = sum(1 for _, ok in notes[m] if not ok)
             if bad:
                 note += f" ({bad} of {a.runs} runs not as expected)"
-            print(f"| {LABELS[m]} | **{med[m]:.3f}** | {runs} | {diff} | {note} |")
+            print(f"| {LABELS[m]} | **{med[m]:.3f}** | {runs} | {diff} | {pair} | {note} |")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

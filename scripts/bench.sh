@@ -78,7 +78,7 @@ part() {
     fi
 }
 part BENCH_SKIP_LATENCY python3 scripts/bench-latency.py target/release/ksymwatch
-part BENCH_SKIP_WRITER python3 scripts/bench-writer.py --binary target/release/ksymwatch
+part BENCH_SKIP_WRITER python3 scripts/bench-writer.py -k 11 --adjacent --binary target/release/ksymwatch
 part BENCH_SKIP_WRITER_PARTS python3 scripts/bench-writer-parts.py --binary target/release/ksymwatch
 part BENCH_SKIP_OUTPUTS python3 scripts/bench-throughput.py 300000 --flood \
     --modes none,bare,text,json,perfetto,otlp,flight,quiet --runs 3 --idle --binary target/release/ksymwatch

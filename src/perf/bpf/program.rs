@@ -323,14 +323,8 @@ fn swap_by_tgid(a: &mut Asm, array: i32, swapped: Label) {
         .jump_imm(Cond::Slt, R1, 0, hash)
         .jump_imm(Cond::Eq, R1, 0, hash);
     // The current generation, from entry 0, kept on the stack across the next lookup.
-    a.store_imm(W, FP, ZERO_KEY, 0)
-        .ld_map_fd(R1, array)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(ZERO_KEY))
-        .call(helper::MAP_LOOKUP_ELEM)
-        .jump_imm(Cond::Eq, R0, 0, hash)
-        .load(DW, R1, R0, 8)
-        .store(DW, FP, SCRATCH, R1);
+    lookup(a, (array, 0, ZERO_KEY), hash);
+    a.load(DW, R1, R0, 8).store(DW, FP, SCRATCH, R1);
     // The tgid, the key's low half (little-endian), indexes the array; past its end the lookup finds none.
     a.ld_map_fd(R1, array)
         .mov(R2, FP)

@@ -26,8 +26,8 @@
 //! [`WAKE_GAP_NS`] or more after the CPU's previous one asks for the kernel's wake-up rule (the reader is
 //! woken if it had read everything before), so a lone hit is read at once; the hits of a burst wake
 //! nobody until a quarter of the ring was written since the last wake-up, and the reader, busy since the
-//! first, reads them on its millisecond tick. A record the ring has no room for is counted in the scratch entry's `lost` (the next record
-//! carries it) and in `stats` ([`STAT_LOST`]).
+//! first, reads them on its millisecond tick. A record the ring has no room for is counted in the scratch
+//! entry's `lost` (the next record carries it) and in `stats` ([`STAT_LOST`]).
 
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;

@@ -28,6 +28,29 @@ use crate::model::watch::{Access, Watch};
 use crate::perf::bpf_ring::BpfRing;
 use crate::perf::sys;
 
+/// Loads the hit program for `spec`. A kernel that will not have a perf-event program read the task
+/// through BTF (before 5.11, or BTF it refuses) still has the helper: the name then costs more, nothing
+/// is lost, and the helper's program is loaded instead.
+fn load_hit(spec: &HitSpec<'_>, maps: &HitMaps, parts: &Parts) -> Result<OwnedFd, ProgramError> {
+    let load = |spec: &HitSpec<'_>| -> Result<OwnedFd, ProgramError> {
+        let insns: Vec<u64> = hit::generate_parts(spec, maps, parts)
+            .map_err(|e| super::too_big(&e, spec.condition))?
+            .iter()
+            .map(|i| i.raw())
+            .collect();
+        let mut log = Vec::new();
+        sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "ksw_hit", &mut log)
+            .map_err(|e| ProgramError::load("hit", e, &log))
+    };
+    match load(spec) {
+        Err(_) if spec.comm_offset.is_some() => load(&HitSpec {
+            comm_offset: None,
+            ..*spec
+        }),
+        r => r,
+    }
+}
+
 /// Processes a watch can follow at once (the `procs` map's size).
 pub const PROCS_MAX: u32 = 65536;
 
@@ -150,25 +173,7 @@ impl HitPrograms {
                 filter,
                 comm_offset: super::task::comm_offset(),
             };
-            let load = |spec: &HitSpec<'_>| -> Result<OwnedFd, ProgramError> {
-                let insns: Vec<u64> = hit::generate_parts(spec, &maps, parts)
-                    .map_err(|e| super::too_big(&e, condition))?
-                    .iter()
-                    .map(|i| i.raw())
-                    .collect();
-                let mut log = Vec::new();
-                sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "ksw_hit", &mut log)
-                    .map_err(|e| ProgramError::load("hit", e, &log))
-            };
-            let prog = match load(&spec) {
-                // A kernel that will not have a perf-event program read the task through BTF (before
-                // 5.11, or BTF it refuses) still has the helper: the name costs more, nothing is lost.
-                Err(_) if spec.comm_offset.is_some() => load(&HitSpec {
-                    comm_offset: None,
-                    ..spec
-                })?,
-                r => r?,
-            };
+            let prog = load_hit(&spec, &maps, parts)?;
             programs.push(HitProgram {
                 prog,
                 emitters,
@@ -319,5 +324,52 @@ impl HitPrograms {
         self.programs
             .get(watch)
             .ok_or_else(|| io::Error::other(format!("no hit program for target {watch}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[ignore = "live: loads BPF programs (run by scripts/test as root)"]
+    fn a_name_offset_the_kernel_refuses_falls_back_to_the_helper() {
+        if sys::geteuid() != 0 {
+            eprintln!("SKIP: perf::bpf::hit_set::tests: needs root to load BPF programs");
+            return;
+        }
+        let map =
+            |kind, key, value, max, name| sys::bpf_map_create(kind, key, value, max, name).unwrap();
+        let emitters = map(MAP_TYPE_PROG_ARRAY, 4, 4, possible_cpus(), "t_emitters");
+        let olds = map(MAP_TYPE_LRU_HASH, 8, 8, OLDS_MAX, "t_olds");
+        let stats = map(MAP_TYPE_PERCPU_ARRAY, 4, 8, hit::STATS, "t_stats");
+        let scratch = map(MAP_TYPE_PERCPU_ARRAY, 4, emit::SCRATCH_LEN, 1, "t_scratch");
+        let maps = HitMaps {
+            emitters: raw(emitters.as_fd()),
+            olds: raw(olds.as_fd()),
+            olds_by_tgid: None,
+            stats: raw(stats.as_fd()),
+            scratch: raw(scratch.as_fd()),
+            procs: None,
+        };
+        let filter = Filter::default();
+        // Far past the end of any task_struct: the verifier refuses the loads from the task.
+        let spec = HitSpec {
+            len: 8,
+            read_value: false,
+            old: false,
+            regs: false,
+            condition: None,
+            filter: &filter,
+            comm_offset: Some(32_000),
+        };
+        let insns: Vec<u64> = hit::generate(&spec, &maps)
+            .unwrap()
+            .iter()
+            .map(|i| i.raw())
+            .collect();
+        let refused = sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "t_hit", &mut Vec::new());
+        assert!(refused.is_err(), "the kernel loaded reads past task_struct");
+        load_hit(&spec, &maps, &Parts::ALL).expect("the helper's program");
     }
 }

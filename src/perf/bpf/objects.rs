@@ -23,7 +23,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use perf_event_open_sys::bindings as pb;
 
 use super::insn::{Alu, Asm, AsmError, Cond, Insn, DW, FP, R0, R1, R2, R3, R4, R5, R6, R7, R8, W};
-use super::program::helper;
+use super::program::{self, helper};
 use crate::error::Error;
 use crate::perf::ring::Ring;
 use crate::perf::sys;
@@ -164,11 +164,7 @@ pub fn generate_free(outputs: i32, armed: i32) -> Result<Vec<Insn>, AsmError> {
     let out = a.label();
     a.mov(R6, R1);
     a.load(DW, R7, R6, 8).store(DW, FP, SCRATCH, R7);
-    a.ld_map_fd(R1, armed)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(SCRATCH))
-        .call(helper::MAP_LOOKUP_ELEM)
-        .jump_imm(Cond::Eq, R0, 0, out);
+    program::lookup_key(&mut a, armed, SCRATCH, out);
     a.ld_map_fd(R1, armed)
         .mov(R2, FP)
         .alu_imm(Alu::Add, R2, i32::from(SCRATCH))

@@ -16,8 +16,8 @@ use ksymwatch_symbols::btf::{Btf, CastKind, CastType};
 use ksymwatch_symbols::PathElem;
 use perf_event_open_sys::bindings as pb;
 
-use super::insn::{Alu, Asm, AsmError, Cond, Insn, DW, FP, R0, R1, R2, R3, R6, W};
-use super::program::helper;
+use super::insn::{Alu, Asm, AsmError, Cond, Insn, DW, FP, R0, R1, R2, R3, R6};
+use super::program::{self, helper};
 use crate::error::Error;
 use crate::perf::sys;
 
@@ -95,14 +95,8 @@ pub fn generate(slots: i32, at: Offsets) -> Result<Vec<Insn>, AsmError> {
         .mov_imm(R2, 8)
         .call(helper::PROBE_READ_KERNEL)
         .jump_imm(Cond::Ne, R0, 0, out);
-    a.store_imm(W, FP, KEY, 0)
-        .ld_map_fd(R1, slots)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(KEY))
-        .call(helper::MAP_LOOKUP_ELEM)
-        .jump_imm(Cond::Eq, R0, 0, out)
-        .load(DW, R1, FP, RQ)
-        .store(DW, R0, 0, R1);
+    program::lookup(&mut a, (slots, 0, KEY), out);
+    a.load(DW, R1, FP, RQ).store(DW, R0, 0, R1);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
     a.finish()

@@ -180,8 +180,14 @@ pub fn generate(spec: &Spec<'_>, maps: &Maps) -> Result<Vec<Insn>, AsmError> {
 /// r0 = this CPU's entry `slot` of the per-CPU array `map`, its key written at stack slot `key`; on to
 /// `missing` when there is none (r1-r5 clobbered).
 pub(crate) fn lookup(a: &mut Asm, (map, slot, key): (i32, u32, i16), missing: Label) {
-    a.store_imm(W, FP, key, slot as i32)
-        .ld_map_fd(R1, map)
+    a.store_imm(W, FP, key, slot as i32);
+    lookup_key(a, map, key, missing);
+}
+
+/// r0 = `map`'s entry for the key already at stack slot `key`; on to `missing` when there is none (r1-r5
+/// clobbered).
+pub(crate) fn lookup_key(a: &mut Asm, map: i32, key: i16, missing: Label) {
+    a.ld_map_fd(R1, map)
         .mov(R2, FP)
         .alu_imm(Alu::Add, R2, i32::from(key))
         .call(helper::MAP_LOOKUP_ELEM)
@@ -259,28 +265,34 @@ pub(crate) fn value_and_old_steps(
     };
     a.load(size, R7, FP, BUF).mov_imm(R9, VALUE_KNOWN as i32);
     between(a, Step::Value);
-    let Some(olds) = olds else {
-        a.mov_imm(R8, 0).goto(done);
-        a.bind(unreadable);
-        a.mov_imm(R7, 0).mov_imm(R8, 0).mov_imm(R9, 0);
-        a.goto(done);
-        return;
-    };
+    match olds {
+        Some(olds) => {
+            swap_old(a, olds);
+            between(a, Step::Old);
+        }
+        None => {
+            a.mov_imm(R8, 0);
+        }
+    }
+    a.goto(done);
+    a.bind(unreadable);
+    a.mov_imm(R7, 0).mov_imm(R8, 0).mov_imm(R9, 0);
+    a.goto(done);
+}
 
+/// Swaps the value in r7 with the last one kept in `olds` into r8 (0 when there is none), with r9's
+/// `OLD_KNOWN` when there was; the key is in the `KEY` stack slot.
+fn swap_old(a: &mut Asm, olds: Olds) {
     let swapped = a.label();
     if let Some(array) = olds.by_tgid {
         swap_by_tgid(a, array, swapped);
     }
     // The old value: swapped in place when there is one, inserted otherwise.
     let olds = olds.hash;
-    a.ld_map_fd(R1, olds)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(KEY))
-        .call(helper::MAP_LOOKUP_ELEM)
-        .mov_imm(R8, 0);
     let insert = a.label();
-    a.jump_imm(Cond::Eq, R0, 0, insert)
-        .load(DW, R8, R0, 0)
+    a.mov_imm(R8, 0);
+    lookup_key(a, olds, KEY, insert);
+    a.load(DW, R8, R0, 0)
         .store(DW, R0, 0, R7)
         .alu_imm(Alu::Or, R9, OLD_KNOWN as i32)
         .goto(swapped);
@@ -294,11 +306,6 @@ pub(crate) fn value_and_old_steps(
         .mov_imm(R4, 0)
         .call(helper::MAP_UPDATE_ELEM);
     a.bind(swapped);
-    between(a, Step::Old);
-    a.goto(done);
-    a.bind(unreadable);
-    a.mov_imm(R7, 0).mov_imm(R8, 0).mov_imm(R9, 0);
-    a.goto(done);
 }
 
 /// Copies r2 bytes from r3 to r1 where they live: with `bpf_probe_read_user` for a user address (the
@@ -326,11 +333,7 @@ fn swap_by_tgid(a: &mut Asm, array: i32, swapped: Label) {
     lookup(a, (array, 0, ZERO_KEY), hash);
     a.load(DW, R1, R0, 8).store(DW, FP, SCRATCH, R1);
     // The tgid, the key's low half (little-endian), indexes the array; past its end the lookup finds none.
-    a.ld_map_fd(R1, array)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(KEY))
-        .call(helper::MAP_LOOKUP_ELEM)
-        .jump_imm(Cond::Eq, R0, 0, hash);
+    lookup_key(a, array, KEY, hash);
     a.load(DW, R8, R0, 0)
         .load(DW, R1, R0, 8)
         .load(DW, R2, FP, SCRATCH)

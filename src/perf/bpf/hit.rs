@@ -180,6 +180,22 @@ pub struct HitSpec<'a> {
     pub comm_offset: Option<i16>,
 }
 
+#[cfg(test)]
+impl<'a> HitSpec<'a> {
+    /// A system-wide watch's spec without `--value`/`--if`: no value read, no old, no registers.
+    pub(crate) fn plain(filter: &'a Filter, comm_offset: Option<i16>) -> HitSpec<'a> {
+        HitSpec {
+            len: 8,
+            read_value: false,
+            old: false,
+            regs: false,
+            condition: None,
+            filter,
+            comm_offset,
+        }
+    }
+}
+
 /// The hit program for `spec`.
 pub fn generate(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmError> {
     generate_parts(spec, maps, &Parts::ALL)

@@ -56,6 +56,11 @@ pub const PROCS_MAX: u32 = 65536;
 
 struct HitProgram {
     prog: OwnedFd,
+    maps: WatchMaps,
+}
+
+/// One watch's maps: all its program refers to but the watched processes, which the watches share.
+struct WatchMaps {
     /// Each CPU's emitter, by CPU number.
     emitters: OwnedFd,
     /// The last value per key, which `--if`'s `old` reads.
@@ -65,6 +70,44 @@ struct HitProgram {
     /// The record's build space, which the emitters read too.
     scratch: OwnedFd,
     stats: OwnedFd,
+}
+
+impl WatchMaps {
+    /// `written`: the watch keeps old values (`--value`/`--if`), so it has a by-tgid array too.
+    fn create(written: bool) -> Result<WatchMaps, ProgramError> {
+        let map = |kind, key, value, max, name| {
+            sys::bpf_map_create(kind, key, value, max, name).map_err(ProgramError::Unavailable)
+        };
+        let olds_by_tgid = match written {
+            true => Some(TgidOlds::new().map_err(ProgramError::Unavailable)?),
+            false => None,
+        };
+        Ok(WatchMaps {
+            emitters: map(MAP_TYPE_PROG_ARRAY, 4, 4, possible_cpus(), "ksw_emitters")?,
+            olds: map(MAP_TYPE_LRU_HASH, 8, 8, OLDS_MAX, "ksw_olds")?,
+            olds_by_tgid,
+            scratch: map(
+                MAP_TYPE_PERCPU_ARRAY,
+                4,
+                emit::SCRATCH_LEN,
+                1,
+                "ksw_scratch",
+            )?,
+            stats: map(MAP_TYPE_PERCPU_ARRAY, 4, 8, hit::STATS, "ksw_stats")?,
+        })
+    }
+
+    /// The descriptors the program is built with (`procs`: the watched-process map, if any).
+    fn fds(&self, procs: Option<i32>) -> HitMaps {
+        HitMaps {
+            emitters: raw(self.emitters.as_fd()),
+            olds: raw(self.olds.as_fd()),
+            olds_by_tgid: self.olds_by_tgid.as_ref().map(|o| raw(o.fd())),
+            stats: raw(self.stats.as_fd()),
+            scratch: raw(self.scratch.as_fd()),
+            procs,
+        }
+    }
 }
 
 /// The loaded hit programs, one per watch (same order as the watches), and the watched-process map they
@@ -127,40 +170,16 @@ impl HitPrograms {
         ring_pages: usize,
         parts: &Parts,
     ) -> Result<HitPrograms, ProgramError> {
-        let map = |kind, key, value, max, name| {
-            sys::bpf_map_create(kind, key, value, max, name).map_err(ProgramError::Unavailable)
+        let procs = match processes {
+            true => Some(
+                sys::bpf_map_create(MAP_TYPE_HASH, 4, 4, PROCS_MAX, "ksw_procs")
+                    .map_err(ProgramError::Unavailable)?,
+            ),
+            false => None,
         };
-        let procs = if processes {
-            Some(map(MAP_TYPE_HASH, 4, 4, PROCS_MAX, "ksw_procs")?)
-        } else {
-            None
-        };
-        let cpus = possible_cpus();
         let mut programs = Vec::with_capacity(watches.len());
         for w in watches {
-            let emitters = map(MAP_TYPE_PROG_ARRAY, 4, 4, cpus, "ksw_emitters")?;
-            let olds = map(MAP_TYPE_LRU_HASH, 8, 8, OLDS_MAX, "ksw_olds")?;
-            let olds_by_tgid = if written {
-                Some(TgidOlds::new().map_err(ProgramError::Unavailable)?)
-            } else {
-                None
-            };
-            let stats = map(MAP_TYPE_PERCPU_ARRAY, 4, 8, hit::STATS, "ksw_stats")?;
-            let scratch = map(
-                MAP_TYPE_PERCPU_ARRAY,
-                4,
-                emit::SCRATCH_LEN,
-                1,
-                "ksw_scratch",
-            )?;
-            let maps = HitMaps {
-                emitters: raw(emitters.as_fd()),
-                olds: raw(olds.as_fd()),
-                olds_by_tgid: olds_by_tgid.as_ref().map(|o| raw(o.fd())),
-                stats: raw(stats.as_fd()),
-                scratch: raw(scratch.as_fd()),
-                procs: procs.as_ref().map(|p| raw(p.as_fd())),
-            };
+            let maps = WatchMaps::create(written)?;
             let spec = HitSpec {
                 len: w.len,
                 // A read-write watch of a user address would trap on the program's own read; a
@@ -173,15 +192,12 @@ impl HitPrograms {
                 filter,
                 comm_offset: super::task::comm_offset(),
             };
-            let prog = load_hit(&spec, &maps, parts)?;
-            programs.push(HitProgram {
-                prog,
-                emitters,
-                olds,
-                olds_by_tgid,
-                scratch,
-                stats,
-            });
+            let prog = load_hit(
+                &spec,
+                &maps.fds(procs.as_ref().map(|p| raw(p.as_fd()))),
+                parts,
+            )?;
+            programs.push(HitProgram { prog, maps });
         }
         Ok(HitPrograms {
             programs,
@@ -244,8 +260,8 @@ impl HitPrograms {
         })?;
         let map = sys::bpf_map_create(MAP_TYPE_RINGBUF, 0, 0, size, "ksw_ring")?;
         let maps = EmitMaps {
-            scratch: raw(p.scratch.as_fd()),
-            lost: (raw(p.stats.as_fd()), hit::STAT_LOST),
+            scratch: raw(p.maps.scratch.as_fd()),
+            lost: (raw(p.maps.stats.as_fd()), hit::STAT_LOST),
             ring: raw(map.as_fd()),
             // The output is the stamps' last part.
             stamps: self.stamps.map(|m| (m, hit::STAMP_PARTS.len() as u32)),
@@ -266,7 +282,11 @@ impl HitPrograms {
             })?;
         // The array holds the emitter from here; the emitter holds its ring.
         let fd = raw(emitter.as_fd()) as u32;
-        sys::bpf_map_update(p.emitters.as_fd(), &cpu.to_ne_bytes(), &fd.to_ne_bytes())?;
+        sys::bpf_map_update(
+            p.maps.emitters.as_fd(),
+            &cpu.to_ne_bytes(),
+            &fd.to_ne_bytes(),
+        )?;
         let ring = BpfRing::map(map, bytes)?;
         sys::perf_set_bpf(bp, p.prog.as_fd())?;
         Ok(ring)
@@ -276,10 +296,10 @@ impl HitPrograms {
     /// too.
     pub fn forget_olds(&self, watch: usize) -> io::Result<()> {
         let p = self.program(watch)?;
-        if let Some(by_tgid) = &p.olds_by_tgid {
+        if let Some(by_tgid) = &p.maps.olds_by_tgid {
             by_tgid.forget()?;
         }
-        super::empty_olds(p.olds.as_fd())
+        super::empty_olds(p.maps.olds.as_fd())
     }
 
     /// Whether the programs choose the process (a `procs` map).
@@ -290,7 +310,7 @@ impl HitPrograms {
     /// Traps watch `watch`'s program dropped so far on each CPU (filters, condition and other processes
     /// together), by CPU number.
     pub fn dropped_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
-        let stats = self.program(watch)?.stats.as_fd();
+        let stats = self.program(watch)?.maps.stats.as_fd();
         let filtered = sys::bpf_map_lookup_percpu_u64(stats, hit::STAT_FILTERED)?;
         let other = sys::bpf_map_lookup_percpu_u64(stats, hit::STAT_OTHER_PROCESS)?;
         Ok(filtered.iter().zip(&other).map(|(a, b)| a + b).collect())
@@ -298,18 +318,21 @@ impl HitPrograms {
 
     /// Kept hits of watch `watch` that its CPU's ring had no room for so far, by CPU number.
     pub fn lost_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
-        sys::bpf_map_lookup_percpu_u64(self.program(watch)?.stats.as_fd(), hit::STAT_LOST)
+        sys::bpf_map_lookup_percpu_u64(self.program(watch)?.maps.stats.as_fd(), hit::STAT_LOST)
     }
 
     /// Traps of processes not watched that watch `watch`'s program dropped so far on each CPU, by CPU
     /// number (a part of [`HitPrograms::dropped_by_cpu`]).
     pub fn other_process_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
-        sys::bpf_map_lookup_percpu_u64(self.program(watch)?.stats.as_fd(), hit::STAT_OTHER_PROCESS)
+        sys::bpf_map_lookup_percpu_u64(
+            self.program(watch)?.maps.stats.as_fd(),
+            hit::STAT_OTHER_PROCESS,
+        )
     }
 
     /// Traps watch `watch`'s program dropped so far, all CPUs together.
     pub fn dropped(&self, watch: usize) -> io::Result<Dropped> {
-        let stats = self.program(watch)?.stats.as_fd();
+        let stats = self.program(watch)?.maps.stats.as_fd();
         let sum = |slot| -> io::Result<u64> {
             Ok(sys::bpf_map_lookup_percpu_u64(stats, slot)?.iter().sum())
         };
@@ -338,31 +361,11 @@ mod tests {
             eprintln!("SKIP: perf::bpf::hit_set::tests: needs root to load BPF programs");
             return;
         }
-        let map =
-            |kind, key, value, max, name| sys::bpf_map_create(kind, key, value, max, name).unwrap();
-        let emitters = map(MAP_TYPE_PROG_ARRAY, 4, 4, possible_cpus(), "t_emitters");
-        let olds = map(MAP_TYPE_LRU_HASH, 8, 8, OLDS_MAX, "t_olds");
-        let stats = map(MAP_TYPE_PERCPU_ARRAY, 4, 8, hit::STATS, "t_stats");
-        let scratch = map(MAP_TYPE_PERCPU_ARRAY, 4, emit::SCRATCH_LEN, 1, "t_scratch");
-        let maps = HitMaps {
-            emitters: raw(emitters.as_fd()),
-            olds: raw(olds.as_fd()),
-            olds_by_tgid: None,
-            stats: raw(stats.as_fd()),
-            scratch: raw(scratch.as_fd()),
-            procs: None,
-        };
+        let maps = WatchMaps::create(false).unwrap();
+        let maps = maps.fds(None);
         let filter = Filter::default();
         // Far past the end of any task_struct: the verifier refuses the loads from the task.
-        let spec = HitSpec {
-            len: 8,
-            read_value: false,
-            old: false,
-            regs: false,
-            condition: None,
-            filter: &filter,
-            comm_offset: Some(32_000),
-        };
+        let spec = HitSpec::plain(&filter, Some(32_000));
         let insns: Vec<u64> = hit::generate(&spec, &maps)
             .unwrap()
             .iter()

@@ -43,15 +43,7 @@ mod tests {
     fn calls(comm_offset: Option<i16>) -> Vec<i32> {
         use crate::perf::bpf::hit::{generate, HitMaps, HitSpec};
         let filter = crate::model::filter::Filter::default();
-        let spec = HitSpec {
-            len: 8,
-            read_value: false,
-            old: false,
-            regs: false,
-            condition: None,
-            filter: &filter,
-            comm_offset,
-        };
+        let spec = HitSpec::plain(&filter, comm_offset);
         let maps = HitMaps {
             emitters: 3,
             olds: 4,

@@ -81,6 +81,73 @@ fn a_retarget_splits_the_stream_at_its_acknowledgement() {
     let _ = std::fs::remove_dir(&dir);
 }
 
+/// A system-wide `--json --control -` watch of the threads helper's first global (`a`; `b` is its
+/// second), the helper's `threads` threads storing to both in turn, with `extra` arguments for ksymwatch.
+struct Controlled {
+    h: Writer,
+    a: String,
+    b: String,
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Controlled {
+    fn start(threads: &str, extra: &[&str]) -> Controlled {
+        let mut h = Writer::start_binary(&helper("threads"), &["alternate", threads, "300"]);
+        h.read_until("ready");
+        let a = format!("0x{:x}", h.addr);
+        let b = format!("0x{:x}", h.addr2.expect("the threads helper prints addr2="));
+        let mut child = Command::new(BIN)
+            .args(["write", "--json", "--no-status", &a])
+            .args(extra)
+            .args(["--control", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start ksymwatch");
+        let stdin = child.stdin.take().expect("stdin");
+        let out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        Controlled {
+            h,
+            a,
+            b,
+            child,
+            stdin,
+            out,
+        }
+    }
+
+    /// The stream's next record, `None` when it ended.
+    fn next(&mut self) -> Option<serde_json::Value> {
+        use std::io::BufRead;
+        let mut line = String::new();
+        if self.out.read_line(&mut line).expect("read stream") == 0 {
+            return None;
+        }
+        Some(serde_json::from_str(&line).expect("one JSON record a line"))
+    }
+
+    /// Ends the commands, stops ksymwatch as Ctrl-C does and then the helper; ksymwatch's exit status.
+    fn stop(self) -> std::process::ExitStatus {
+        let Controlled {
+            mut h,
+            mut child,
+            stdin,
+            ..
+        } = self;
+        drop(stdin);
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let status = util::wait_within(&mut child, Duration::from_secs(10));
+        h.send("stop");
+        h.read_until("done");
+        h.finish();
+        status
+    }
+}
+
 /// `--control -` on a system-wide watch of a user address, NDJSON: a bad line is refused and the watch
 /// kept; `watch ADDR2` moves both CPUs' events; `off` stops hits until `on`, also across a move made
 /// while off.
@@ -88,64 +155,44 @@ fn a_retarget_splits_the_stream_at_its_acknowledgement() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn stdin_control_refuses_moves_and_pauses_a_system_wide_watch() {
     let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["alternate", "2", "300"]);
-    h.read_until("ready");
-    let a = format!("0x{:x}", h.addr);
-    let b = format!("0x{:x}", h.addr2.expect("the threads helper prints addr2="));
-    let mut child = Command::new(BIN)
-        .args(["write", "--json", "--no-status", &a, "--control", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ksymwatch");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut c = Controlled::start("2", &[]);
+    let (a, b) = (c.a.clone(), c.b.clone());
     let mut records: Vec<serde_json::Value> = Vec::new();
-    let mut read_until = |records: &mut Vec<serde_json::Value>,
-                          want: &dyn Fn(&serde_json::Value) -> bool| {
-        use std::io::BufRead;
-        loop {
-            let mut line = String::new();
-            let n = out.read_line(&mut line).expect("read stream");
-            assert!(n > 0, "the stream ended early: {records:?}");
-            let v: serde_json::Value = serde_json::from_str(&line).expect("one JSON record a line");
-            let done = want(&v);
-            records.push(v);
-            if done {
-                return;
-            }
+    let read_until = |c: &mut Controlled,
+                      records: &mut Vec<serde_json::Value>,
+                      want: &dyn Fn(&serde_json::Value) -> bool| loop {
+        let v = c
+            .next()
+            .unwrap_or_else(|| panic!("the stream ended early: {records:?}"));
+        let done = want(&v);
+        records.push(v);
+        if done {
+            return;
         }
     };
-    let pid = h.pid;
+    let pid = c.h.pid;
     let mine = |v: &serde_json::Value| v["type"] == "hit" && v["pid"] == pid;
-    read_until(&mut records, &|v| v["type"] == "armed");
-    read_until(&mut records, &mine);
-    writeln!(stdin, "frobnicate\nwatch {b}").expect("send commands");
-    read_until(&mut records, &|v| v["type"] == "watch");
-    read_until(&mut records, &|v| {
+    read_until(&mut c, &mut records, &|v| v["type"] == "armed");
+    read_until(&mut c, &mut records, &mine);
+    writeln!(c.stdin, "frobnicate\nwatch {b}").expect("send commands");
+    read_until(&mut c, &mut records, &|v| v["type"] == "watch");
+    read_until(&mut c, &mut records, &|v| {
         v["type"] == "hit" && v["target"] == b.as_str()
     });
-    writeln!(stdin, "off").expect("send off");
-    read_until(&mut records, &|v| v["type"] == "watch_off");
+    writeln!(c.stdin, "off").expect("send off");
+    read_until(&mut c, &mut records, &|v| v["type"] == "watch_off");
     // A move while off stays off until `on`.
-    writeln!(stdin, "watch {a}").expect("send watch");
-    read_until(&mut records, &|v| {
+    writeln!(c.stdin, "watch {a}").expect("send watch");
+    read_until(&mut c, &mut records, &|v| {
         v["type"] == "watch" && v["enabled"] == false
     });
     std::thread::sleep(Duration::from_millis(100));
-    writeln!(stdin, "on").expect("send on");
-    read_until(&mut records, &|v| v["type"] == "watch_on");
-    read_until(&mut records, &|v| {
+    writeln!(c.stdin, "on").expect("send on");
+    read_until(&mut c, &mut records, &|v| v["type"] == "watch_on");
+    read_until(&mut c, &mut records, &|v| {
         v["type"] == "hit" && v["target"] == a.as_str()
     });
-    drop(stdin);
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = util::wait_within(&mut child, Duration::from_secs(10));
-    h.send("stop");
-    h.read_until("done");
-    h.finish();
+    let status = c.stop();
     assert_eq!(status.code(), Some(0));
 
     let at = |ty: &str| {
@@ -238,33 +285,12 @@ fn stdin_control_from_a_file_or_dev_null_is_read_not_polled() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_move_forgets_the_kernels_old_values() {
     let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["alternate", "1", "300"]);
-    h.read_until("ready");
-    let a = format!("0x{:x}", h.addr);
-    let b = format!("0x{:x}", h.addr2.expect("the threads helper prints addr2="));
-    let mut child = Command::new(BIN)
-        .args(["write", "--json", "--no-status", &a, "--if", "changed"])
-        .args(["--control", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ksymwatch");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-    let pid = h.pid;
-    let mut next = |want: &dyn Fn(&serde_json::Value) -> bool| -> serde_json::Value {
-        use std::io::BufRead;
-        loop {
-            let mut line = String::new();
-            assert!(
-                out.read_line(&mut line).expect("read stream") > 0,
-                "the stream ended early"
-            );
-            let v: serde_json::Value = serde_json::from_str(&line).expect("one JSON record a line");
-            if want(&v) {
-                return v;
-            }
+    let mut c = Controlled::start("1", &["--if", "changed"]);
+    let (a, b, pid) = (c.a.clone(), c.b.clone(), c.h.pid);
+    let next = |c: &mut Controlled, want: &dyn Fn(&serde_json::Value) -> bool| loop {
+        let v = c.next().expect("the stream ended early");
+        if want(&v) {
+            return v;
         }
     };
     let hit_at = |addr: String| {
@@ -272,20 +298,14 @@ fn a_move_forgets_the_kernels_old_values() {
             v["type"] == "hit" && v["pid"] == pid && v["target"] == addr.as_str()
         }
     };
-    next(&|v| v["type"] == "armed");
-    next(&hit_at(a.clone()));
-    let second_at_a = next(&hit_at(a.clone()));
-    writeln!(stdin, "watch {b}").expect("send the move");
-    next(&|v| v["type"] == "watch");
-    let first_at_b = next(&hit_at(b.clone()));
-    let second_at_b = next(&hit_at(b.clone()));
-    drop(stdin);
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = util::wait_within(&mut child, Duration::from_secs(10));
-    h.send("stop");
-    h.read_until("done");
-    h.finish();
+    next(&mut c, &|v| v["type"] == "armed");
+    next(&mut c, &hit_at(a.clone()));
+    let second_at_a = next(&mut c, &hit_at(a.clone()));
+    writeln!(c.stdin, "watch {b}").expect("send the move");
+    next(&mut c, &|v| v["type"] == "watch");
+    let first_at_b = next(&mut c, &hit_at(b.clone()));
+    let second_at_b = next(&mut c, &hit_at(b.clone()));
+    let status = c.stop();
     assert_eq!(status.code(), Some(0));
     assert!(second_at_a["old"].is_string(), "{second_at_a}");
     assert!(

@@ -610,7 +610,9 @@ fn scheduler_churn(cpus: &[u32], for_: Duration) -> Vec<std::process::Child> {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_per_cpu_variable_is_watched_at_each_cpus_copy() {
-    let Some(_live) = util::live() else { return };
+    let Some(_live) = util::live_kernel() else {
+        return;
+    };
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
         return util::skip("no kernel BTF");
     }

@@ -35,6 +35,75 @@ pub fn live() -> Option<LiveLock> {
     Some(LiveLock(f))
 }
 
+/// [`live`] for a test whose subject is a kernel address: it also skips, with [`kernel_breakpoints`]'s
+/// reason, on a machine that refuses hardware breakpoints on kernel addresses.
+pub fn live_kernel() -> Option<LiveLock> {
+    let lock = live()?;
+    match kernel_breakpoints() {
+        Ok(()) => Some(lock),
+        Err(why) => {
+            skip(why);
+            None
+        }
+    }
+}
+
+/// The one probe every test asks before it arms a kernel address: whether this kernel accepts a hardware
+/// breakpoint on one. Machines of this project's kind differ (some refuse kernel addresses with EPERM even
+/// to root with CAP_SYS_ADMIN, user addresses work on both), so it opens a real one: a disabled write
+/// breakpoint on CPU 0 at kallsyms' `__start_init_stack` (or `_text`), closed at once. Decided once per
+/// test binary; `Err` holds the reason a skip prints.
+pub fn kernel_breakpoints() -> Result<(), String> {
+    static ANSWER: OnceLock<Result<(), String>> = OnceLock::new();
+    ANSWER.get_or_init(probe_kernel_breakpoint).clone()
+}
+
+fn probe_kernel_breakpoint() -> Result<(), String> {
+    if let Some(why) = cannot_run_live() {
+        return Err(why);
+    }
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms")
+        .map_err(|e| format!("cannot read /proc/kallsyms to find a kernel address: {e}"))?;
+    let find = |name: &'static str| {
+        kallsyms.lines().find_map(|l| {
+            let mut f = l.split_whitespace();
+            let addr = u64::from_str_radix(f.next()?, 16).ok()?;
+            let _kind = f.next()?;
+            (f.next()? == name && addr != 0).then_some((name, addr))
+        })
+    };
+    let (name, addr) = find("__start_init_stack")
+        .or_else(|| find("_text"))
+        .ok_or("kallsyms shows no kernel address (kptr_restrict?)")?;
+    // SAFETY: perf_event_attr is plain old data; all-zero is a valid start.
+    let mut attr: perf_event_open_sys::bindings::perf_event_attr = unsafe { std::mem::zeroed() };
+    attr.type_ = perf_event_open_sys::bindings::PERF_TYPE_BREAKPOINT;
+    attr.size = std::mem::size_of_val(&attr) as u32;
+    attr.bp_type = perf_event_open_sys::bindings::HW_BREAKPOINT_W;
+    attr.bp_addr = addr;
+    attr.bp_len = 8;
+    attr.set_disabled(1);
+    attr.set_pinned(1);
+    // SAFETY: a valid attr for the call's duration; pid -1 with cpu 0 is a CPU-wide event.
+    let fd = unsafe { perf_event_open_sys::perf_event_open(&mut attr, -1, 0, -1, 0) };
+    if fd >= 0 {
+        // SAFETY: the fd was just returned to us and is closed once.
+        unsafe { libc::close(fd) };
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    Err(match err.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => format!(
+            "this kernel refuses hardware breakpoints on kernel addresses (a disabled probe at {name} \
+             0x{addr:x} on cpu 0: {err}); user-space watches still work"
+        ),
+        Some(libc::ENOSPC) => format!(
+            "no free debug register on cpu 0 for a kernel-address probe ({err}): something else holds them"
+        ),
+        _ => format!("a kernel-address breakpoint probe at {name} 0x{addr:x} failed: {err}"),
+    })
+}
+
 fn cannot_run_live() -> Option<String> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {

@@ -285,22 +285,61 @@ impl Vmlinux {
 
     /// The symbols called `name`, by one pass over the raw tables without building a [`SymbolTable`]:
     /// resolving one variable then costs a scan of the symbol table, not a sort and index of all of it.
+    /// The string table is searched first (memchr's SIMD search) for where the name ends a string: a
+    /// symbol can only be called `name` if its name offset is one of those (the linker may point a
+    /// symbol into the tail of a longer string), so a symbol's entry costs the read of that offset only.
     pub fn symbols_named(&self, name: &str) -> Result<Vec<Symbol>, Error> {
         let (syms, strtab) = self.symtab()?;
-        let want = name.as_bytes();
+        if name.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut key = name.as_bytes().to_vec();
+        key.push(0);
+        // In ascending order, as the search finds them.
+        let starts: Vec<usize> = memchr::memmem::find_iter(strtab, &key).collect();
+        if starts.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut out = Vec::new();
-        for sym in syms.iter() {
-            let start = sym.st_name;
-            let hit = strtab
-                .get(start..)
-                .is_some_and(|rest| rest.starts_with(want) && rest.get(want.len()) == Some(&0));
-            if hit {
-                if let Some(n) = listed_name(&sym, strtab) {
-                    out.push(self.make_symbol(&sym, n));
-                }
+        for (i, st_name) in self.symbol_name_offsets()?.enumerate() {
+            if starts.binary_search(&st_name).is_err() {
+                continue;
+            }
+            let Some(sym) = syms.get(i) else { continue };
+            if let Some(n) = listed_name(&sym, strtab) {
+                out.push(self.make_symbol(&sym, n));
             }
         }
         Ok(out)
+    }
+
+    /// Each symbol's `st_name` in table order, read straight from the entries (the first 32-bit word of
+    /// both ELF classes' layout) rather than decoding every field of every symbol.
+    fn symbol_name_offsets(&self) -> Result<impl Iterator<Item = usize> + '_, Error> {
+        let loc = self.symtab.ok_or_else(|| Error::NoSymtab {
+            path: self.path.clone(),
+        })?;
+        let entry = if self.is_64 {
+            goblin::elf::sym::sym64::SIZEOF_SYM
+        } else {
+            goblin::elf::sym::sym32::SIZEOF_SYM
+        };
+        // `symtab()` checked that `count` entries fit in the file.
+        let table = loc
+            .count
+            .checked_mul(entry)
+            .and_then(|len| self.map.get(loc.offset..loc.offset.checked_add(len)?))
+            .unwrap_or_default();
+        let little = self.little_endian;
+        Ok(table.chunks_exact(entry).map(move |e| {
+            let word = [e[0], e[1], e[2], e[3]];
+            let v = if little {
+                u32::from_le_bytes(word)
+            } else {
+                u32::from_be_bytes(word)
+            };
+            v as usize
+        }))
     }
 
     /// All symbols as a table; sizes are the ELF's own, never inferred.
@@ -388,6 +427,55 @@ mod tests {
         fn drop(&mut self) {
             let _ = std::fs::remove_file(&self.0);
         }
+    }
+
+    /// The name scan finds exactly what filtering the full list by name finds: a symbol whose name is the
+    /// tail of a longer string (the linker shares suffixes), same-named symbols, and not a name that only
+    /// ends or starts another (`x_jiffies`, `jiffies_64`).
+    #[test]
+    fn a_name_scan_finds_what_the_full_list_has() {
+        use crate::testing::elf::{tiny, Tiny};
+        let mut t: Tiny = tiny(
+            &[
+                ("x_jiffies", 0x1000, 8),
+                ("jiffies_64", 0x1010, 8),
+                ("jiffies", 0x1020, 4),
+                ("moved", 0x1030, 2),
+                ("jiffies", 0x1040, 8),
+            ],
+            &[],
+        );
+        // Point `moved` (the fourth symbol, after the null one) at the tail of `x_jiffies`' string.
+        let st_name = |t: &Tiny, i: usize| t.symtab + 24 * i;
+        let at = st_name(&t, 1);
+        let x_jiffies = u32::from_le_bytes(t.bytes[at..at + 4].try_into().unwrap());
+        let at = st_name(&t, 4);
+        t.bytes[at..at + 4].copy_from_slice(&(x_jiffies + 2).to_le_bytes());
+        let f = Temp::new("tails", &t.bytes);
+        let vm = Vmlinux::open(&f.0).unwrap();
+        let all = vm.symbols().unwrap();
+        for name in [
+            "jiffies",
+            "x_jiffies",
+            "jiffies_64",
+            "moved",
+            "iffies",
+            "nope",
+        ] {
+            let want: Vec<&Symbol> = all.iter().filter(|s| s.name == name).collect();
+            let got = vm.symbols_named(name).unwrap();
+            assert_eq!(got.iter().collect::<Vec<_>>(), want, "{name}");
+        }
+        let addrs = |name| -> Vec<u64> {
+            vm.symbols_named(name)
+                .unwrap()
+                .iter()
+                .map(|s| s.addr)
+                .collect()
+        };
+        assert_eq!(addrs("jiffies"), [0x1020, 0x1030, 0x1040]);
+        assert!(addrs("moved").is_empty());
+        assert!(addrs("").is_empty());
     }
 
     #[test]

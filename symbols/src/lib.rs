@@ -74,7 +74,7 @@ pub use lines::{Frame, LineSymbolizer};
 pub use member::{FieldError, MemberInfo};
 pub use path::PathElem;
 pub use progress::{NoProgress, Progress, Task};
-pub use resolve::{ResolveError, ResolveOptions, Resolved, Resolver, VmlinuxLines};
+pub use resolve::{ByName, ResolveError, ResolveOptions, Resolved, Resolver, VmlinuxLines};
 pub use search::SourceSearch;
 pub use source::Source;
 pub use symbol::{Symbol, SymbolKind};

@@ -417,6 +417,28 @@ impl Resolver {
         Ok(self.table.get_or_init(|| t))
     }
 
+    /// Whether the full table is there yet: a vmlinux builds it on first need (symbolization, a miss to
+    /// explain), never to answer a name it has.
+    pub fn table_loaded(&self) -> bool {
+        self.table.get().is_some()
+    }
+
+    /// The symbols called `name`, as [`Resolver::table`] would give them (runtime addresses when
+    /// relocated). A vmlinux whose table is not built yet has its raw `.symtab` scanned for the name and
+    /// only those symbols sorted: building the whole table (~119k symbols of Debian's debug vmlinux, about
+    /// 40 ms) to answer one name was most of a `resolve` command's time (issue #37).
+    pub fn symbols_named(&self, name: &str) -> Result<ByName<'_>, Error> {
+        let vm = match (&self.vmlinux, self.table.get()) {
+            (Some(vm), None) => vm,
+            _ => return self.table().map(ByName::Full),
+        };
+        let mut only = SymbolTable::new(vm.symbols_named(name)?, false);
+        if let Some(k) = self.kaslr {
+            only.relocate(k);
+        }
+        Ok(ByName::Only(only))
+    }
+
     /// The symbol containing a runtime address (`func+0xOFF/0xSIZE`).
     pub fn symbolize(&self, addr: u64) -> Result<Option<Symbolized<'_>>, Error> {
         Ok(self.table()?.symbolize(addr))
@@ -510,28 +532,41 @@ impl Resolver {
         })
     }
 
-    /// One symbol by name, with its link-time address when the source has one. For a vmlinux the raw
-    /// symbol table is scanned for just this name; the full table is built only to explain a miss.
+    /// One symbol by name, with its link-time address when the source has one. A miss is explained from
+    /// the full table (its suggestions need every name), so only a miss builds a vmlinux's table.
     fn find(
         &self,
         name: &str,
         index: Option<usize>,
     ) -> Result<(Symbol, Option<u64>), ResolveError> {
         let link_time = self.source.is_link_time();
-        if let (Some(vm), None) = (&self.vmlinux, self.table.get()) {
-            let named = vm.symbols_named(name)?;
-            if !named.is_empty() {
-                let mut small = SymbolTable::new(named, false);
-                if let Some(k) = self.kaslr {
-                    small.relocate(k);
-                }
-                let s = small.lookup(name, index)?;
-                return Ok((s.to_symbol(), Some(small.link_addr(s))));
-            }
-        }
-        let table = self.table()?;
+        let named = self.symbols_named(name)?;
+        let table = match &named {
+            ByName::Only(t) if t.is_empty() => self.table()?,
+            t => &**t,
+        };
         let s = table.lookup(name, index)?;
         Ok((s.to_symbol(), link_time.then(|| table.link_addr(s))))
+    }
+}
+
+/// The symbols called one name ([`Resolver::symbols_named`]): the full table when it is there, else a
+/// table of just those symbols. Either answers for that name alike (addresses, sizes, order, `name@N`,
+/// [`SymbolTable::link_addr`]); only the full one knows other names.
+#[derive(Debug)]
+pub enum ByName<'a> {
+    Full(&'a SymbolTable),
+    Only(SymbolTable),
+}
+
+impl std::ops::Deref for ByName<'_> {
+    type Target = SymbolTable;
+
+    fn deref(&self) -> &SymbolTable {
+        match self {
+            ByName::Full(t) => t,
+            ByName::Only(t) => t,
+        }
     }
 }
 

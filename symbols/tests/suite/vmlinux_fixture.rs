@@ -256,6 +256,68 @@ fn same_named_statics_are_ambiguous_and_resolve_by_index() {
     ));
 }
 
+/// A name lookup on a fresh resolver scans the raw `.symtab` for that name and leaves the full table
+/// unbuilt; its answer is the full table's, for every symbol of the fixture, relocated or not: addresses,
+/// sizes, types, `name@N` among same-named statics, the ambiguity and index errors. Only a miss builds
+/// the table, for its suggestions.
+#[test]
+fn a_name_lookup_answers_as_the_full_table_without_building_it() {
+    let f = need_fixture!();
+    let id = build_id(f);
+    let relocated = search_with(
+        f,
+        "byname-match",
+        "ffffffff9a000000 T _text\nffffffff9a000000 T _stext\n",
+        Some(&notes_blob(&id.0)),
+    );
+    let link_time = search_with(f, "byname-nokernel", "", None);
+    let vm = Vmlinux::open(&f.vmlinux).unwrap();
+    let mut names: Vec<String> = vm.symbols().unwrap().into_iter().map(|s| s.name).collect();
+    names.sort();
+    names.dedup();
+    assert!(names.iter().any(|n| n == "dup"), "{names:?}");
+    let open =
+        |s: &SourceSearch| Resolver::open_source(Source::Vmlinux(f.vmlinux.clone()), s).unwrap();
+    for (tag, search) in [("relocated", &relocated), ("link-time", &link_time)] {
+        let (fresh, full) = (open(search), open(search));
+        assert_eq!(fresh.kaslr().is_some(), tag == "relocated");
+        full.table().unwrap();
+        for name in &names {
+            // Every symbol of that name, as the full table lists them (runtime addresses once relocated).
+            let listed = |r: &Resolver| -> Vec<(u64, Option<u64>, char, u64)> {
+                let t = r.symbols_named(name).unwrap();
+                t.by_name(name)
+                    .map(|s| (s.addr, s.size, s.type_char, t.link_addr(s)))
+                    .collect()
+            };
+            assert_eq!(listed(&fresh), listed(&full), "{tag}: {name}");
+            for index in [None, Some(0), Some(1), Some(2)] {
+                let got = |r: &Resolver| {
+                    r.resolve(name, index, &[], ResolveOptions::default())
+                        .map_err(|e| format!("{e:?}"))
+                };
+                assert_eq!(got(&fresh), got(&full), "{tag}: {name}@{index:?}");
+            }
+        }
+        let dup = fresh
+            .resolve("dup", Some(1), &[], ResolveOptions::default())
+            .unwrap();
+        assert_eq!(dup.size, Some(8), "{tag}");
+        assert!(
+            !fresh.table_loaded(),
+            "{tag}: a name it has built the table"
+        );
+        // A miss is explained with suggestions from the whole table, as before.
+        let miss = |r: &Resolver| match r.resolve("banne", None, &[], ResolveOptions::default()) {
+            Err(ResolveError::Lookup(e)) => e.to_string(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(miss(&fresh), miss(&full));
+        assert!(miss(&fresh).contains("banner"), "{}", miss(&fresh));
+        assert!(fresh.table_loaded(), "{tag}");
+    }
+}
+
 #[test]
 fn build_id_match_relocates_by_kallsyms_text() {
     let f = need_fixture!();

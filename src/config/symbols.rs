@@ -75,24 +75,32 @@ pub fn open(source: Source, search: &SourceSearch) -> Result<Resolver> {
 
 /// Whether `name` is a symbol of this source, without building a vmlinux's whole table.
 fn has_symbol(resolver: &Resolver, name: &str) -> Result<bool> {
-    let found = match resolver.vmlinux() {
-        Some(vm) => vm.symbols_named(name).map(|v| !v.is_empty()),
-        None => resolver.table().map(|t| t.by_name(name).next().is_some()),
-    };
-    found.bad_symbols()
+    resolver
+        .symbols_named(name)
+        .map(|t| t.by_name(name).next().is_some())
+        .bad_symbols()
+}
+
+/// The address of the first symbol called `name`, as the resolver's table gives it; `None` when there is
+/// none or the source cannot be read. A vmlinux's whole table is not built for it.
+fn first_addr(resolver: &Resolver, name: &str) -> Option<u64> {
+    let t = resolver.symbols_named(name).ok()?;
+    let addr = t.by_name(name).next()?.addr;
+    Some(addr)
 }
 
 /// Resolves a symbol TARGET (name, `@N`, member path, `+OFF`) in `resolver`. `/LEN` is left to the caller.
 pub fn resolve(resolver: &Resolver, target: &Target, progress: bool) -> Result<Resolved> {
     let r = resolve_any(resolver, target, progress)?;
     if r.symbol.module.is_none() {
-        let empty = SymbolTable::default();
+        // Looked up lazily and by name: a vmlinux's whole table, built for this one marker, was most of
+        // `resolve`'s time (issue #37), and only an address below the kernel half needs it.
         watch::check_kernel_address(
             &target.text,
             &r.symbol.name,
             r.link_addr.unwrap_or(r.symbol.addr),
             r.section.as_deref(),
-            resolver.table().unwrap_or(&empty),
+            || first_addr(resolver, watch::PER_CPU_END),
         )?;
     }
     Ok(r)
@@ -234,13 +242,8 @@ pub fn guess_kaslr(resolver: &Resolver, running: &SymbolTable) -> Option<Kaslr> 
                 .by_name(name)
                 .find(|s| s.module.is_none() && s.addr != 0)?
                 .addr;
-            let link_text = match resolver.vmlinux() {
-                Some(vm) => vm.symbols_named(name).ok()?.first()?.addr,
-                None => {
-                    let t = resolver.table().ok()?;
-                    t.link_addr(t.by_name(name).next()?)
-                }
-            };
+            let t = resolver.symbols_named(name).ok()?;
+            let link_text = t.link_addr(t.by_name(name).next()?);
             Some(Kaslr {
                 link_text,
                 runtime_text,
@@ -399,5 +402,37 @@ impl FileSymbols {
             ));
         }
         Ok(lines)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::target::parse;
+    use ksymwatch_symbols::testing::fixture;
+
+    /// `resolve NAME --vmlinux` answers from a scan of the vmlinux's raw symbol table: neither the
+    /// split of a dotted target, nor the per-CPU check, nor the relocation guess builds the whole table
+    /// (on a distribution's debug vmlinux that build is most of the command's time).
+    #[test]
+    fn a_vmlinux_target_resolves_without_building_the_whole_table() {
+        let Some(f) = fixture::build() else { return };
+        let root = f.dir.join("root-cli-byname");
+        std::fs::create_dir_all(root.join("proc")).unwrap();
+        std::fs::write(root.join("proc/kallsyms"), "").unwrap();
+        let search = SourceSearch::with_root(&root, None);
+        let resolver = open(Source::Vmlinux(f.vmlinux.clone()), &search).unwrap();
+        let banner = resolve(&resolver, &parse("banner").unwrap(), false).unwrap();
+        assert_eq!(banner.size, Some(65));
+        let y = resolve(&resolver, &parse("sym.field[3].pts[2].y").unwrap(), false).unwrap();
+        assert_eq!((y.symbol.name.as_str(), y.size), ("sym", Some(4)));
+        let running = ksymwatch_symbols::kallsyms::from_text(
+            "ffffffff9a000000 T _text\n",
+            Path::new("kallsyms"),
+        )
+        .unwrap();
+        let k = guess_kaslr(&resolver, &running).unwrap();
+        assert_eq!(k.link_text, 0xffff_ffff_8100_0000);
+        assert!(!resolver.table_loaded());
     }
 }

@@ -75,7 +75,9 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
             }
             .map_err(lookup_error)?;
             if sym.module.is_none() {
-                check_kernel_address(&target.text, sym.name, sym.addr, None, table)?;
+                check_kernel_address(&target.text, sym.name, sym.addr, None, || {
+                    table.by_name(PER_CPU_END).next().map(|s| s.addr)
+                })?;
             }
             if sym.kind() == SymbolKind::Text && access == Access::Write {
                 warnings.push(format!(
@@ -137,6 +139,9 @@ pub fn from_resolved(
 /// The section a vmlinux puts per-CPU variables in.
 const PERCPU_SECTION: &str = ".data..percpu";
 
+/// The symbol ending the per-CPU area, which x86-64 links at 0.
+pub const PER_CPU_END: &str = "__per_cpu_end";
+
 /// Kernel addresses are in the upper half (x86-64: from 0xffff800000000000).
 const KERNEL_HALF: u64 = 0xffff_8000_0000_0000;
 
@@ -149,18 +154,14 @@ pub fn check_kernel_address(
     name: &str,
     addr: u64,
     section: Option<&str>,
-    table: &SymbolTable,
+    per_cpu_end: impl FnOnce() -> Option<u64>,
 ) -> Result<()> {
-    // Looked up only for an address below the kernel half, and without `lookup`'s "did you mean"
-    // suggestions: a kallsyms without data symbols has no `__per_cpu_end`, and scoring 122k names for a
-    // suggestion nobody reads cost a tenth of the start-up.
-    let below_percpu_end = |addr: u64| {
-        table
-            .by_name("__per_cpu_end")
-            .next()
-            .map(|s| s.addr)
-            .is_some_and(|end| end < KERNEL_HALF && addr < end)
-    };
+    // `per_cpu_end` (the address of [`PER_CPU_END`]) is asked only for an address below the kernel half,
+    // and callers look it up without `lookup`'s "did you mean" suggestions: a kallsyms without data
+    // symbols has no `__per_cpu_end`, and scoring 122k names for a suggestion nobody reads cost a tenth of
+    // the start-up.
+    let below_percpu_end =
+        |addr: u64| per_cpu_end().is_some_and(|end| end < KERNEL_HALF && addr < end);
     let per_cpu = section == Some(PERCPU_SECTION) || (addr < KERNEL_HALF && below_percpu_end(addr));
     if per_cpu {
         return Err(Error::usage(format!(
@@ -317,6 +318,33 @@ ffffffff83100000 D __stop_once
 
     fn go(text: &str) -> Result<Resolved> {
         resolve(&parse(text).unwrap(), Access::Write, &table())
+    }
+
+    /// `__per_cpu_end` is looked up only for an address below the kernel half: a kernel address or a
+    /// symbol in `.data..percpu` is decided without it (a vmlinux builds its whole table to answer it).
+    #[test]
+    fn the_per_cpu_end_is_asked_for_only_below_the_kernel_half() {
+        let never = || -> Option<u64> { panic!("__per_cpu_end asked for") };
+        assert!(
+            check_kernel_address("jiffies", "jiffies", 0xffffffff82a079c0, None, never).is_ok()
+        );
+        let msg = |r: Result<()>| r.unwrap_err().to_string();
+        let percpu = msg(check_kernel_address(
+            "runqueues",
+            "runqueues",
+            0x31804,
+            Some(PERCPU_SECTION),
+            never,
+        ));
+        assert!(percpu.contains("is a per-CPU variable"), "{percpu}");
+        let below = msg(check_kernel_address("t", "t", 0x31804, None, || {
+            Some(0x40000)
+        }));
+        assert!(below.contains("is a per-CPU variable"), "{below}");
+        for end in [Some(0x40000), None] {
+            let above = msg(check_kernel_address("a", "a", 0x100000, None, || end));
+            assert!(above.contains("not a kernel address"), "{end:?}: {above}");
+        }
     }
 
     #[test]

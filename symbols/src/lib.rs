@@ -60,7 +60,7 @@ pub mod user;
 pub mod vmlinux;
 
 pub use annotate::{annotate, Annotation, LineFrame, LineSource};
-pub use btf::{Btf, BtfVariable, CastKind, CastType};
+pub use btf::{Btf, BtfVariable, CastKind, CastType, TpValue, TracepointInfo};
 pub use buildid::{BuildId, KernelMatch, MismatchPolicy};
 pub use cache::{CacheKey, Origin, SymbolCache};
 pub use debuginfod::{Debuginfod, Fetched};

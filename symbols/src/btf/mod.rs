@@ -5,7 +5,8 @@
 //! vmlinux on disk.
 //!
 //! A small reader of our own (`reader` checks the blob once; this module finds types and variables by
-//! name and describes each type to the crate's one member walk): `aya-obj` would pull in a whole eBPF
+//! name and describes each type to the crate's one member walk; `tracepoint` reads the kernel's
+//! tracepoints, their arguments and records, from it): `aya-obj` would pull in a whole eBPF
 //! loader for it and `btf-rs` is LGPL. Since [`crate::dwarf`] describes DWARF's types to the same walk,
 //! both answer with the same [`MemberInfo`] and [`FieldError`] and spell C types the same way
 //! (`struct new_utsname`, `char[65]`, `pid_t`, `struct list_head *`).
@@ -18,6 +19,7 @@
 mod reader;
 #[cfg(test)]
 mod tests;
+mod tracepoint;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -35,6 +37,7 @@ use crate::member::walk::walk;
 use crate::member::{FieldError, MemberInfo};
 use crate::path::PathElem;
 use reader::{kind, Blob, Raw, Record};
+pub use tracepoint::{TpValue, TracepointInfo};
 
 /// Whether a type of BTF kind `k` is what a cast's keyword asks for (any kind without one).
 fn kind_fits(cast: &Option<CastKind>, k: u32) -> bool {

@@ -901,3 +901,199 @@ fn the_running_kernels_task_comm_is_found_as_the_index_finds_it() {
         Some(indexed.offset)
     );
 }
+
+impl Builder {
+    /// A FUNC_PROTO returning `ret`, with `(name, type)` parameters (an empty name is an unnamed one).
+    fn proto(&mut self, ret: u32, params: &[(&str, u32)]) -> u32 {
+        let mut extra = Vec::new();
+        for (n, t) in params {
+            extra.extend([self.s(n), *t]);
+        }
+        self.add(
+            kind::FUNC_PROTO,
+            "",
+            false,
+            params.len() as u32,
+            ret,
+            &extra,
+        )
+    }
+
+    fn func(&mut self, name: &str, proto: u32) -> u32 {
+        self.add(kind::FUNC, name, false, 0, proto, &[])
+    }
+}
+
+/// Three tracepoints as the kernel's BTF has them: `sched_process_fork` (its own event class: a record,
+/// and `__traceiter_` naming its arguments), `sched_wakeup` (an event of a class of another name, on a
+/// kernel without `__traceiter_`: no record, unnamed arguments) and `kmalloc` (an `unsigned long` and an
+/// `int` among its arguments).
+fn tracepoints() -> Builder {
+    let mut b = Builder::new();
+    let int = b.int("int", 4);
+    let ulong = b.int("long unsigned int", 8);
+    let chr = b.int("char", 1);
+    let uint = b.int("unsigned int", 4);
+    let void_ptr = b.ptr(0);
+    let task = b.strukt("task_struct", 16, &[("pid", int, 0)]);
+    let task_ptr = b.ptr(task);
+    let cvoid = b.add(kind::CONST, "", false, 0, 0, &[]);
+    let cvoid_ptr = b.ptr(cvoid);
+    let entry = b.strukt("trace_entry", 8, &[("type", int, 0), ("pid", int, 32)]);
+    let data = b.array(chr, int, 0);
+
+    let fork = b.proto(0, &[("", void_ptr), ("", task_ptr), ("", task_ptr)]);
+    let fork_ptr = b.ptr(fork);
+    b.typedef("btf_trace_sched_process_fork", fork_ptr);
+    let named = b.proto(
+        int,
+        &[
+            ("__data", void_ptr),
+            ("parent", task_ptr),
+            ("child", task_ptr),
+        ],
+    );
+    b.func("__traceiter_sched_process_fork", named);
+    b.strukt(
+        "trace_event_raw_sched_process_fork",
+        24,
+        &[
+            ("ent", entry, 0),
+            ("__data_loc_parent_comm", uint, 64),
+            ("parent_pid", int, 96),
+            ("child_pid", int, 128),
+            ("__data", data, 192),
+        ],
+    );
+
+    let wakeup = b.proto(0, &[("", void_ptr), ("", task_ptr)]);
+    let wakeup_ptr = b.ptr(wakeup);
+    b.typedef("btf_trace_sched_wakeup", wakeup_ptr);
+
+    let kmalloc = b.proto(
+        0,
+        &[("", void_ptr), ("", ulong), ("", cvoid_ptr), ("", int)],
+    );
+    let kmalloc_ptr = b.ptr(kmalloc);
+    b.typedef("btf_trace_kmalloc", kmalloc_ptr);
+    let named = b.proto(
+        int,
+        &[
+            ("__data", void_ptr),
+            ("call_site", ulong),
+            ("ptr", cvoid_ptr),
+            ("node", int),
+        ],
+    );
+    b.func("__traceiter_kmalloc", named);
+    // Not a tracepoint: a typedef of the prefix's look that is not a pointer to a prototype.
+    b.typedef("btf_trace_bogus", int);
+    b
+}
+
+#[test]
+fn a_tracepoints_arguments_and_record_come_from_btf() {
+    let btf = load(&tracepoints());
+    let fork = btf.tracepoint("sched_process_fork").unwrap().expect("fork");
+    let names: Vec<Option<&str>> = fork.args.iter().map(|a| a.name.as_deref()).collect();
+    assert_eq!(names, [Some("parent"), Some("child")]);
+    let (index, child) = fork.arg("child").expect("child");
+    assert_eq!(index, 1);
+    assert!(child.pointer && child.holds_address());
+    assert_eq!(child.type_name, "struct task_struct *");
+    assert_eq!(child.pointee.as_deref(), Some("struct task_struct"));
+    assert_eq!(child.declaration(), "struct task_struct *child");
+    assert_eq!(child.size, Some(8));
+    assert!(fork.arg("child_pid").is_none());
+    let fields: Vec<&str> = fork
+        .record
+        .as_ref()
+        .expect("a record")
+        .iter()
+        .map(|f| f.name.as_deref().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        ["__data_loc_parent_comm", "parent_pid", "child_pid"]
+    );
+    let pid = fork.field("child_pid").expect("child_pid");
+    assert!(!pid.pointer && !pid.holds_address());
+    assert_eq!(pid.declaration(), "int child_pid");
+    assert!(fork.field("parent_comm").is_some(), "a __data_loc string");
+    assert!(fork.field("nope").is_none());
+}
+
+#[test]
+fn arguments_without_names_and_events_of_another_class() {
+    let btf = load(&tracepoints());
+    let wakeup = btf.tracepoint("sched_wakeup").unwrap().expect("wakeup");
+    assert_eq!(wakeup.args.len(), 1);
+    assert_eq!(wakeup.args[0].name, None);
+    assert_eq!(wakeup.args[0].declaration(), "struct task_struct *");
+    assert_eq!(wakeup.record, None);
+    assert!(wakeup.field("p").is_none() && wakeup.arg("p").is_none());
+
+    let kmalloc = btf.tracepoint("kmalloc").unwrap().expect("kmalloc");
+    let (i, ptr) = kmalloc.arg("ptr").expect("ptr");
+    assert_eq!(i, 1);
+    assert_eq!(ptr.pointee.as_deref(), Some("void"));
+    let (_, site) = kmalloc.arg("call_site").expect("call_site");
+    assert!(!site.pointer && site.holds_address(), "a 64-bit integer");
+    let (_, node) = kmalloc.arg("node").expect("node");
+    assert!(!node.holds_address());
+
+    assert_eq!(btf.tracepoint("nope").unwrap(), None);
+    assert_eq!(btf.tracepoint("bogus").unwrap(), None);
+    assert_eq!(btf.tracepoint("trace_entry").unwrap(), None);
+}
+
+#[test]
+fn unknown_tracepoints_get_the_nearest_names() {
+    let btf = load(&tracepoints());
+    let near = btf.suggest_tracepoints("sched_proces_fork");
+    assert_eq!(near.first().map(String::as_str), Some("sched_process_fork"));
+    assert!(near.len() <= 3);
+    assert!(btf
+        .suggest_tracepoints("kmaloc")
+        .contains(&"kmalloc".to_string()));
+}
+
+#[test]
+fn a_modules_tracepoint_is_found_in_its_split_btf() {
+    let base = tracepoints();
+    let mut m = Builder::split(&base);
+    // The module's tracepoint takes a vmlinux type: `struct task_struct *` (id 7 of the base).
+    let void_ptr = 5;
+    let task_ptr = 7;
+    let proto = m.proto(0, &[("", void_ptr), ("", task_ptr)]);
+    let ptr = m.ptr(proto);
+    m.typedef("btf_trace_mod_event", ptr);
+    let named = m.proto(1, &[("__data", void_ptr), ("tsk", task_ptr)]);
+    m.func("__traceiter_mod_event", named);
+    let base = std::sync::Arc::new(load(&base));
+    let module = Btf::from_bytes(m.build(), Path::new("mod.btf"), Some(base)).unwrap();
+    let t = module.tracepoint("mod_event").unwrap().expect("mod_event");
+    assert_eq!(t.args[0].declaration(), "struct task_struct *tsk");
+    assert!(
+        module.tracepoint("sched_process_fork").unwrap().is_some(),
+        "the base's"
+    );
+}
+
+#[test]
+fn the_running_kernels_tracepoints_are_in_its_btf() {
+    let path = std::path::Path::new(Btf::VMLINUX);
+    let Ok(btf) = Btf::open(path) else {
+        eprintln!("SKIP: no readable {}", path.display());
+        return;
+    };
+    let Some(fork) = btf.tracepoint("sched_process_fork").unwrap() else {
+        eprintln!("SKIP: this kernel's BTF has no btf_trace_sched_process_fork");
+        return;
+    };
+    assert_eq!(fork.args.len(), 2);
+    if fork.args[1].name.is_some() {
+        assert_eq!(fork.arg("child").map(|(i, _)| i), Some(1));
+    }
+    assert_eq!(fork.args[1].pointee.as_deref(), Some("struct task_struct"));
+}

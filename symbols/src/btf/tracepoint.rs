@@ -87,15 +87,18 @@ impl TracepointInfo {
 }
 
 impl Btf {
-    /// The raw tracepoint `name` (`sched_process_fork`), or `None` when this BTF (and its base) has no
-    /// `btf_trace_NAME`. An error only for corrupt BTF.
+    /// The raw tracepoint `name` (`sched_process_fork`) this blob defines (a module's split BTF: the
+    /// module's own; its types may be the base's), or `None` when it has no `btf_trace_NAME`. An error only
+    /// for corrupt BTF. One scan of the records finds the three types,
+    /// rather than the name index: the index costs several times a scan to build, and a tracepoint is
+    /// looked up once or twice per run.
     pub fn tracepoint(&self, name: &str) -> Result<Option<TracepointInfo>, FieldError> {
-        let typedef = format!("{TYPEDEF_PREFIX}{name}");
-        let Some(t) = self
-            .named(&typedef)
-            .into_iter()
-            .find(|t| t.kind() == kind::TYPEDEF)
-        else {
+        let [typedef, iter, record] = self.scan_for([
+            (kind::TYPEDEF, &format!("{TYPEDEF_PREFIX}{name}")),
+            (kind::FUNC, &format!("{ITER_PREFIX}{name}")),
+            (kind::STRUCT, &format!("{RECORD_PREFIX}{name}")),
+        ]);
+        let Some(t) = typedef else {
             return Ok(None);
         };
         let proto = self.strip_ty(self.get(t.target())?)?;
@@ -108,18 +111,13 @@ impl Btf {
         }
         // The first parameter is the probe's `void *__data`, not an argument.
         let types: Vec<u32> = params(proto).skip(1).map(|(_, ty)| ty).collect();
-        let names = self.argument_names(name, types.len());
+        let names = iter.and_then(|f| self.argument_names(f, types.len()));
         let args = types
             .iter()
             .enumerate()
             .map(|(i, &ty)| self.value(names.as_ref().map(|n| n[i].clone()), ty))
             .collect::<Result<Vec<_>, _>>()?;
-        let record = self
-            .named(&format!("{RECORD_PREFIX}{name}"))
-            .into_iter()
-            .find(|t| t.kind() == kind::STRUCT)
-            .map(|r| self.record_fields(r))
-            .transpose()?;
+        let record = record.map(|r| self.record_fields(r)).transpose()?;
         Ok(Some(TracepointInfo {
             name: name.to_string(),
             args,
@@ -144,27 +142,34 @@ impl Btf {
             .collect()
     }
 
-    /// The names of `__traceiter_NAME`'s parameters after `__data`, when that function is there with
-    /// `count` of them. FUNCs are not in the name index (half a vmlinux's names): one scan of the records.
-    fn argument_names(&self, name: &str, count: usize) -> Option<Vec<String>> {
-        let func = format!("{ITER_PREFIX}{name}");
-        for btf in self.chain() {
-            for i in 0..btf.raw.records.len() {
-                let rec = btf.raw.record(i)?;
-                if rec.kind != kind::FUNC || btf.string(rec.name_off) != func {
-                    continue;
+    /// The first type of each `(kind, name)` among this blob's own (a module's tracepoints are in its split
+    /// BTF, and the base's are the base's to give: a lookup through each module does not scan vmlinux again).
+    fn scan_for<const N: usize>(&self, wanted: [(u32, &String); N]) -> [Option<Ty<'_>>; N] {
+        let mut found = [None; N];
+        for i in 0..self.raw.records.len() {
+            let Some(rec) = self.raw.record(i) else { break };
+            for (slot, (k, name)) in found.iter_mut().zip(&wanted) {
+                if slot.is_none() && rec.kind == *k && self.string(rec.name_off) == name.as_str() {
+                    *slot = Some(Ty {
+                        btf: self,
+                        id: self.first_id + i as u32,
+                        rec,
+                    });
                 }
-                let proto = self.get(rec.size_or_type).ok()?;
-                if proto.kind() != kind::FUNC_PROTO {
-                    return None;
-                }
-                let names: Vec<String> =
-                    params(proto).skip(1).map(|(n, _)| n.to_string()).collect();
-                let named = names.len() == count && names.iter().all(|n| !n.is_empty());
-                return named.then_some(names);
             }
         }
-        None
+        found
+    }
+
+    /// The names of `__traceiter_NAME`'s parameters after `__data`, when it has `count` of them, all named.
+    fn argument_names(&self, func: Ty<'_>, count: usize) -> Option<Vec<String>> {
+        let proto = self.get(func.target()).ok()?;
+        if proto.kind() != kind::FUNC_PROTO {
+            return None;
+        }
+        let names: Vec<String> = params(proto).skip(1).map(|(n, _)| n.to_string()).collect();
+        let named = names.len() == count && names.iter().all(|n| !n.is_empty());
+        named.then_some(names)
     }
 
     /// The fields of an event record's struct, without the common header (`ent`) and the trailing

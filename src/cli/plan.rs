@@ -19,6 +19,7 @@ use crate::config::debuginfod;
 use crate::config::flight::{self, Flight, Trigger};
 use crate::config::objects::{self, Allocators};
 use crate::config::symbols::{self, FileSymbols};
+use crate::config::tracepoints::{self, PointerAt};
 use crate::config::typed;
 use crate::config::watch::{self, Resolved};
 use crate::cpulist;
@@ -103,6 +104,9 @@ pub struct ObjectPlan {
     pub select: bpf::objects::Select,
     /// Where the allocation program is attached.
     pub attach: bpf::objects::Attach,
+    /// A tracepoint source: which argument or field is the object, and what was not checked (the header's
+    /// parenthesis after the source).
+    pub detail: Option<String>,
     /// Where a free slot's breakpoint waits: kernel text, which nothing writes.
     pub park: u64,
     pub rotate: bool,
@@ -153,8 +157,12 @@ impl ObjectPlan {
         } else {
             format!(" allocated by {}", by.join(" and "))
         };
+        let detail = self
+            .detail
+            .as_ref()
+            .map_or(String::new(), |d| format!(" ({d})"));
         format!(
-            "# objects: {} from {}{size}{by}, len={} access={}{}",
+            "# objects: {} from {}{detail}{size}{by}, len={} access={}{}",
             self.target.text,
             self.source,
             self.target.len,
@@ -201,28 +209,37 @@ fn check_objects(args: &WatchArgs, mode: &Mode) -> Result<()> {
 }
 
 /// The tracepoint objects come from must exist, or nothing would ever be armed: exit 2 before arming.
-/// Returns where the events are (`None`: tracefs is not mounted, and the attach will tell).
-fn check_tracepoint(source: &objects::Source) -> Result<Option<std::path::PathBuf>> {
-    let (group, name) = match source {
-        objects::Source::Tracepoint { group, name, .. } => (group.as_str(), name.as_str()),
-        objects::Source::Kmalloc(_) | objects::Source::KmemCacheAlloc(_) => {
-            ("kmem", source.tracepoint())
+/// Found in the kernel's BTF (its group in tracefs, where mounted); a built-in source's tracepoint must
+/// pass what its program reads where it reads it, and so must the free tracepoints.
+fn check_tracepoint(source: &objects::Source, types: &typed::Types) -> Result<tracepoints::Event> {
+    let events = tracepoints::tracefs_events();
+    let find = |group: &str, name: &str| -> Result<tracepoints::Event> {
+        let btf = types.tracepoint(name)?;
+        tracepoints::find(group, name, btf, events.as_deref())
+            .map_err(|e| Error::usage(format!("--on {source}: {e}")))
+    };
+    let unsupported = |e: String| {
+        Error::not_permitted(format!("--on {source}: {e}; this source cannot work here"))
+    };
+    let event = match source {
+        objects::Source::Tracepoint { group, name, .. } => return find(group, name),
+        objects::Source::Kmalloc(_) => {
+            let e = find("kmem", "kmalloc")?;
+            tracepoints::expect_args(&e, &["call_site", "ptr", "bytes_req"])
+                .map_err(unsupported)?;
+            e
+        }
+        objects::Source::KmemCacheAlloc(_) => {
+            let e = find("kmem", "kmem_cache_alloc")?;
+            tracepoints::expect_args(&e, &["call_site", "ptr", "s"]).map_err(unsupported)?;
+            e
         }
     };
-    let roots = [
-        "/sys/kernel/tracing/events",
-        "/sys/kernel/debug/tracing/events",
-    ];
-    let Some(root) = roots.iter().find(|r| Path::new(r).is_dir()) else {
-        // tracefs is not mounted: the attach says whether the tracepoint exists.
-        return Ok(None);
-    };
-    if Path::new(root).join(group).join(name).is_dir() {
-        return Ok(Some(Path::new(root).to_path_buf()));
+    for free in ["kfree", "kmem_cache_free"] {
+        tracepoints::expect_args(&find("kmem", free)?, &["call_site", "ptr"])
+            .map_err(unsupported)?;
     }
-    Err(Error::usage(format!(
-        "--on {source}: this kernel has no tracepoint {group}:{name} (not in {root}); pick one listed there"
-    )))
+    Ok(event)
 }
 
 /// Resolves `--on`'s source (the call site in the kernel's symbols) and its `$obj` target (in BTF).
@@ -233,8 +250,8 @@ fn object_plan(
     access: Access,
 ) -> Result<ObjectPlan> {
     let source = objects::parse_source(on)?;
-    let events = check_tracepoint(&source)?;
-    let (ptr, attach) = pointer_and_attach(&source, events)?;
+    let event = check_tracepoint(&source, &kernel.types)?;
+    let (ptr, attach, detail) = pointer_and_attach(&source, &event)?;
     let text = args.targets.first().map(String::as_str).unwrap_or_default();
     let target = objects::resolve_target(&kernel.types, text, access)?;
     let table = kernel.symbols.chains()?;
@@ -243,6 +260,7 @@ fn object_plan(
     let size = size_select(&kernel.types, &source, target.object_size)?;
     Ok(ObjectPlan {
         attach,
+        detail,
         allocators: Allocators {
             pids: if args.pids.is_empty() {
                 Vec::new()
@@ -263,53 +281,68 @@ fn object_plan(
     })
 }
 
-/// Where `--on`'s program finds the new object's pointer, and what it attaches to: a tracepoint record
-/// field's offset and the event's id come from its format file (under `events`, tracefs's events
-/// directory); every other source names a raw tracepoint argument, read as is.
+/// Where `--on`'s program finds the new object's pointer, what it attaches to, and for a tracepoint source
+/// the header's words on both. An argument (by number, or by a name BTF gives it) is read at the raw
+/// tracepoint; a record field that is no argument needs the event's format file and id from tracefs
+/// (`event.events`); kmalloc's and kmem_cache_alloc's pointer is their argument 1.
 fn pointer_and_attach(
     source: &objects::Source,
-    events: Option<std::path::PathBuf>,
-) -> Result<(bpf::objects::PtrAt, bpf::objects::Attach)> {
-    Ok(match source {
-        objects::Source::Tracepoint {
-            group,
-            name,
-            arg: objects::TpArg::Field(field),
-        } => {
-            let dir = events.ok_or_else(|| {
-                Error::not_permitted(format!(
-                    "--on {source}: a field needs the event's format file, and tracefs is not mounted; \
-                     mount it (mount -t tracefs nodev /sys/kernel/tracing) or name the argument as argN"
-                ))
-            })?;
-            let event = dir.join(group).join(name);
-            let read = |f: &str| {
-                std::fs::read_to_string(event.join(f)).map_err(|e| {
-                    Error::not_permitted(format!(
-                        "--on {source}: reading {}: {e}",
-                        event.join(f).display()
-                    ))
-                })
-            };
-            let offset =
-                objects::format_field(&read("format")?, &format!("{group}:{name}"), field)?;
-            let id = read("id")?.trim().parse::<u64>().map_err(|_| {
-                Error::runtime(format!(
-                    "--on {source}: {} is not a number",
-                    event.join("id").display()
-                ))
-            })?;
-            (
-                bpf::objects::PtrAt::Field(offset),
-                bpf::objects::Attach::Event(id),
-            )
-        }
-        // Every other source names a raw tracepoint argument (kmalloc's and kmem_cache_alloc's is 1).
-        _ => (
-            bpf::objects::PtrAt::Arg(source.ptr_arg().unwrap_or(1)),
+    event: &tracepoints::Event,
+) -> Result<(bpf::objects::PtrAt, bpf::objects::Attach, Option<String>)> {
+    let objects::Source::Tracepoint {
+        group, name, arg, ..
+    } = source
+    else {
+        return Ok((
+            bpf::objects::PtrAt::Arg(1),
             bpf::objects::Attach::Raw(source.tracepoint().to_string()),
-        ),
-    })
+            None,
+        ));
+    };
+    let with_note = |how: String| match event.group_note() {
+        Some(note) => format!("{how}; {note}"),
+        None => how,
+    };
+    let field = match tracepoints::pointer(event, arg)
+        .map_err(|e| Error::usage(format!("--on {source}: {e}")))?
+    {
+        PointerAt::Arg { index, how } => {
+            return Ok((
+                bpf::objects::PtrAt::Arg(index),
+                bpf::objects::Attach::Raw(name.clone()),
+                Some(with_note(how)),
+            ))
+        }
+        PointerAt::Record { field } => field,
+    };
+    let Some(dir) = &event.events else {
+        return Err(Error::runtime(format!(
+            "--on {source}: a record field without tracefs (a bug: it was checked)"
+        )));
+    };
+    let event_dir = dir.join(group).join(name);
+    let read = |f: &str| {
+        std::fs::read_to_string(event_dir.join(f)).map_err(|e| {
+            Error::not_permitted(format!(
+                "--on {source}: reading {}: {e}",
+                event_dir.join(f).display()
+            ))
+        })
+    };
+    let offset = objects::format_field(&read("format")?, &format!("{group}:{name}"), &field)?;
+    let id = read("id")?.trim().parse::<u64>().map_err(|_| {
+        Error::runtime(format!(
+            "--on {source}: {} is not a number",
+            event_dir.join("id").display()
+        ))
+    })?;
+    Ok((
+        bpf::objects::PtrAt::Field(offset),
+        bpf::objects::Attach::Event(id),
+        Some(with_note(format!(
+            "field `{field}` of the event's record, from tracefs"
+        ))),
+    ))
 }
 
 /// A kernel text symbol of `table` named `name`.
@@ -1181,15 +1214,23 @@ fn parse_flight(args: &WatchArgs) -> Result<Option<Flight>> {
             "--last prints its hits in the stream, which {flag} turns off; drop {flag} (or use --folded=FILE)"
         )));
     }
-    let events = Path::new(flight::TRACEPOINTS);
-    let triggers = args
-        .dump_on
-        .iter()
-        .map(|t| {
-            flight::parse_trigger(t, events)
-                .map_err(|e| Error::usage(format!("--dump-on '{t}': {e}")))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    // A tracepoint is found in the kernel's BTF (opened only when one is named), its group in tracefs
+    // where that is mounted.
+    let types = typed::Types::new(&args.symbols.btf);
+    let events = tracepoints::tracefs_events();
+    let check = |group: &str, name: &str| -> std::result::Result<Option<String>, String> {
+        let btf = types.tracepoint(name).map_err(|e| e.to_string())?;
+        tracepoints::find(group, name, btf, events.as_deref()).map(|e| e.group_note())
+    };
+    let mut triggers = Vec::new();
+    for t in &args.dump_on {
+        let (trigger, note) = flight::parse_trigger(t, &check)
+            .map_err(|e| Error::usage(format!("--dump-on '{t}': {e}")))?;
+        if let Some(note) = note {
+            stderr::line(format_args!("ksymwatch: note: --dump-on {trigger}: {note}"));
+        }
+        triggers.push(trigger);
+    }
     Ok(Some(Flight { last, triggers }))
 }
 

@@ -3,12 +3,8 @@
 //! (SIGUSR1 to the tracer), or `tracepoint:GROUP:NAME` (a kernel tracepoint firing anywhere).
 
 use std::fmt;
-use std::path::Path;
 
 use crate::model::condition::{self, Condition};
-
-/// Where the kernel lists its tracepoints: `GROUP/NAME` directories.
-pub const TRACEPOINTS: &str = "/sys/kernel/tracing/events";
 
 /// One `--dump-on` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,13 +67,20 @@ impl fmt::Display for TriggerError {
     }
 }
 
+/// Checks tracepoint `(group, name)`: a note for the user, or the refusal.
+pub type CheckTracepoint<'a> = dyn Fn(&str, &str) -> Result<Option<String>, String> + 'a;
+
 /// Parses one `--dump-on` value: `signal`, `tracepoint:GROUP:NAME`, or a condition on the hit's value.
-/// A tracepoint is checked against `events` (the tracefs `events` directory): the kernel's raw
-/// tracepoint attach takes the name alone and would accept a name of another group.
-pub fn parse_trigger(text: &str, events: &Path) -> Result<Trigger, TriggerError> {
+/// A tracepoint is checked by `check(group, name)` (the kernel's BTF, and tracefs where mounted: see
+/// [`crate::config::tracepoints::find`]): the kernel's raw tracepoint attach takes the name alone. `check`
+/// answers with a note for the user (the group was not checked) or the refusal.
+pub fn parse_trigger(
+    text: &str,
+    check: &CheckTracepoint<'_>,
+) -> Result<(Trigger, Option<String>), TriggerError> {
     let t = text.trim();
     if t == "signal" {
-        return Ok(Trigger::Signal);
+        return Ok((Trigger::Signal, None));
     }
     if let Some(rest) = t.strip_prefix("tracepoint:") {
         let Some((group, name)) = rest.split_once(':') else {
@@ -96,20 +99,17 @@ pub fn parse_trigger(text: &str, events: &Path) -> Result<Trigger, TriggerError>
                 "`{group}:{name}` is not a tracepoint name (letters, digits, `_`)"
             )));
         }
-        if !events.join(group).join(name).is_dir() {
-            return Err(TriggerError(format!(
-                "no tracepoint {group}:{name} in {}: pick one listed there as GROUP/NAME (is tracefs \
-                 mounted?)",
-                events.display()
-            )));
-        }
-        return Ok(Trigger::Tracepoint {
-            group: group.into(),
-            name: name.into(),
-        });
+        let note = check(group, name).map_err(TriggerError)?;
+        return Ok((
+            Trigger::Tracepoint {
+                group: group.into(),
+                name: name.into(),
+            },
+            note,
+        ));
     }
     condition::parse(t)
-        .map(Trigger::Hit)
+        .map(|c| (Trigger::Hit(c), None))
         .map_err(|e| {
             TriggerError(format!(
                 "{e}; a trigger is a condition on the hit (`value == 500`, the --if language), `signal` or \
@@ -122,25 +122,31 @@ pub fn parse_trigger(text: &str, events: &Path) -> Result<Trigger, TriggerError>
 mod tests {
     use super::*;
 
-    /// A tracefs `events` directory holding only error_report:error_report_end.
-    fn events(tag: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("ksw-events-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("error_report/error_report_end")).unwrap();
-        dir
+    /// A kernel with only error_report:error_report_end, whose group is checked.
+    fn check(group: &str, name: &str) -> Result<Option<String>, String> {
+        match (group, name) {
+            ("error_report", "error_report_end") => Ok(None),
+            ("unchecked", "error_report_end") => Ok(Some("group not checked".into())),
+            _ => Err(format!("no tracepoint {group}:{name}")),
+        }
     }
 
     #[test]
     fn triggers_parse_each_kind() {
-        let events = events("kinds");
-        assert_eq!(parse_trigger("signal", &events), Ok(Trigger::Signal));
+        assert_eq!(parse_trigger("signal", &check), Ok((Trigger::Signal, None)));
         assert_eq!(
-            parse_trigger("tracepoint:error_report:error_report_end", &events),
-            Ok(Trigger::Tracepoint {
-                group: "error_report".into(),
-                name: "error_report_end".into()
-            })
+            parse_trigger("tracepoint:error_report:error_report_end", &check),
+            Ok((
+                Trigger::Tracepoint {
+                    group: "error_report".into(),
+                    name: "error_report_end".into()
+                },
+                None
+            ))
         );
-        let Ok(Trigger::Hit(c)) = parse_trigger("value == 500", &events) else {
+        let (_, note) = parse_trigger("tracepoint:unchecked:error_report_end", &check).unwrap();
+        assert_eq!(note.as_deref(), Some("group not checked"));
+        let Ok((Trigger::Hit(c), None)) = parse_trigger("value == 500", &check) else {
             panic!("a condition")
         };
         assert!(c.holds(500, None, 8) && !c.holds(499, None, 8));
@@ -148,18 +154,13 @@ mod tests {
 
     #[test]
     fn bad_triggers_say_what_a_trigger_is() {
-        let events = events("bad");
-        let unknown = parse_trigger("tracepoint:nope:gone", &events).unwrap_err();
-        assert!(
-            unknown.0.contains("no tracepoint nope:gone in"),
-            "{unknown}"
-        );
-        assert!(unknown.0.contains(&events.display().to_string()));
-        let short = parse_trigger("tracepoint:error_report", &events).unwrap_err();
+        let unknown = parse_trigger("tracepoint:nope:gone", &check).unwrap_err();
+        assert_eq!(unknown.0, "no tracepoint nope:gone");
+        let short = parse_trigger("tracepoint:error_report", &check).unwrap_err();
         assert!(short.0.contains("tracepoint:GROUP:NAME"), "{short}");
-        let dots = parse_trigger("tracepoint:../x:y", &events).unwrap_err();
+        let dots = parse_trigger("tracepoint:../x:y", &check).unwrap_err();
         assert!(dots.0.contains("not a tracepoint name"), "{dots}");
-        let junk = parse_trigger("sigusr1", &events).unwrap_err();
+        let junk = parse_trigger("sigusr1", &check).unwrap_err();
         assert!(junk.0.contains("`signal`"), "{junk}");
     }
 }

@@ -3,7 +3,7 @@
 //! cast's member from BTF in [`typed`]), through the symbol file that answers for it (`symbols`, with
 //! `advice` wording the symbols crate's errors for this command line) or, in a process, one of its
 //! binaries ([`process`]); `--on`'s sources and `$obj` targets ([`objects`]); `--last`'s triggers
-//! ([`flight`]); a kernel's debuginfod fetch (`debuginfod`); the symbols crate's progress drawn on
+//! ([`flight`]); the tracepoints both name, from BTF and, where mounted, tracefs ([`tracepoints`]); a kernel's debuginfod fetch (`debuginfod`); the symbols crate's progress drawn on
 //! stderr (`progress`).
 //!
 //! Uses the `ksymwatch-symbols` crate and the model, nothing of perf, the tracer or the CLI: the command
@@ -16,5 +16,6 @@ pub mod objects;
 pub mod process;
 pub(crate) mod progress;
 pub(crate) mod symbols;
+pub mod tracepoints;
 pub mod typed;
 pub mod watch;

@@ -5,8 +5,9 @@
 //!   requests of exactly the type's size, so an array allocated at the same site is not taken for one.
 //! - `tracepoint:GROUP:NAME:argN`: argument N (from 0) of any tracepoint whose argument is a pointer, as
 //!   the raw tracepoint sees it (`sched:sched_process_fork:arg1` is the child `task_struct`).
-//! - `tracepoint:GROUP:NAME:FIELD`: a pointer field of the event's record, as its format file lists it
-//!   (`sock:inet_sock_set_state:skaddr`).
+//! - `tracepoint:GROUP:NAME:FIELD`: an argument of that name (BTF names them: `sched_process_fork:child`
+//!   is `arg1`), read as that raw argument; else a pointer field of the event's record, as its format file
+//!   lists it (`sock:inet_sock_set_state:skaddr`). Which it is, is [`crate::config::tracepoints`]' to say.
 //!
 //! The target is written as any typed target with `$obj` for the object's address:
 //! `'(struct pipe_inode_info)$obj.head'`. It resolves once, at a stand-in address, to the member's offset
@@ -40,7 +41,7 @@ pub enum Source {
 pub enum TpArg {
     /// `argN`: the raw tracepoint's argument N.
     Index(u8),
-    /// A field of the event's record (its format file).
+    /// A name: an argument's (read as that argument), or a field of the event's record (its format file).
     Field(String),
 }
 
@@ -140,7 +141,7 @@ pub fn parse_source(text: &str) -> Result<Source> {
             };
             if !name_ok(group) || !name_ok(name) {
                 return Err(bad(
-                    "GROUP and NAME are a tracepoint's, as under /sys/kernel/tracing/events",
+                    "GROUP and NAME are a tracepoint's (sched:sched_process_fork)",
                 ));
             }
             let arg = match arg.strip_prefix("arg").and_then(|n| n.parse::<u8>().ok()) {
@@ -149,7 +150,11 @@ pub fn parse_source(text: &str) -> Result<Source> {
                     "argN counts the tracepoint's arguments from 0 (TP_PROTO order), at most 11",
                 )),
                 None if name_ok(arg) => TpArg::Field(arg.to_string()),
-                None => return Err(bad("the object is argN or a field of the event's format")),
+                None => {
+                    return Err(bad(
+                        "the object is argN, or an argument or record field by name",
+                    ))
+                }
             };
             Ok(Source::Tracepoint {
                 group: group.to_string(),

@@ -13,7 +13,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ksymwatch_symbols::{Btf, CastKind, CastType, FieldError, MemberInfo, PathElem};
+use ksymwatch_symbols::{
+    Btf, CastKind, CastType, FieldError, MemberInfo, PathElem, TracepointInfo,
+};
 
 use crate::config::advice::Advised;
 use crate::config::watch;
@@ -160,6 +162,34 @@ impl Types {
                 .filter_map(|p| Btf::open_split(p, Arc::clone(base)).ok())
                 .collect()
         })
+    }
+
+    /// The raw tracepoint `name` as the kernel's BTF describes it (a loaded module's, when vmlinux's has
+    /// none): `Ok(None)` when there is no BTF to ask, `Ok(Some(Err(nearest)))` when none has it (the
+    /// nearest names it has). The error: corrupt BTF.
+    pub fn tracepoint(
+        &self,
+        name: &str,
+    ) -> Result<Option<std::result::Result<TracepointInfo, Vec<String>>>> {
+        let Ok(vmlinux) = self.vmlinux() else {
+            return Ok(None);
+        };
+        let corrupt = |e: FieldError| {
+            Error::runtime(format!(
+                "reading tracepoint `{name}` from {}",
+                self.path.display()
+            ))
+            .caused_by(e)
+        };
+        if let Some(t) = vmlinux.tracepoint(name).map_err(corrupt)? {
+            return Ok(Some(Ok(t)));
+        }
+        for m in self.modules(vmlinux) {
+            if let Some(t) = m.tracepoint(name).map_err(corrupt)? {
+                return Ok(Some(Ok(t)));
+            }
+        }
+        Ok(Some(Err(vmlinux.suggest_tracepoints(name))))
     }
 
     /// The member `path` of an object of type `cast`, and the BTF file that described it. The outer error:

@@ -342,8 +342,8 @@ impl ObjectSource {
             let prog = load(insns, PROG_TYPE_RAW_TRACEPOINT, tp)?;
             let link = sys::bpf_raw_tracepoint_open(tp, prog.as_fd()).map_err(|e| {
                 Error::usage(format!(
-                    "no tracepoint `{tp}` to attach to ({e}); see /sys/kernel/tracing/events for the \
-                     tracepoints this kernel has"
+                    "no raw tracepoint `{tp}` to attach to ({e}); the kernel's BTF names each one it has \
+                     (btf_trace_NAME)"
                 ))
             })?;
             Ok((link, prog))

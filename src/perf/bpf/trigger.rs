@@ -67,8 +67,8 @@ pub struct TracepointError {
 pub enum Refused {
     /// Creating the map or loading the program: BPF is not permitted or not supported.
     Bpf(std::io::Error),
-    /// tracefs lists events the kernel has no raw tracepoint of that name for: the syscalls:* events are
-    /// made by ftrace from the raw_syscalls ones.
+    /// No raw tracepoint of that name (checked in BTF before, where there is BTF): the syscalls:* events
+    /// tracefs lists are made by ftrace from the raw_syscalls ones.
     NoRawTracepoint(String),
     /// The program could not be encoded (a bug here).
     Build(AsmError),

@@ -85,16 +85,26 @@ fn armed_by(records: &[Value], pid: u32) -> BTreeMap<u64, (u64, String)> {
         .collect()
 }
 
-fn skip_without_pipes_tracepoint() -> bool {
-    if !std::path::Path::new("/sys/kernel/tracing/events/kmem/kmalloc").is_dir() {
-        util::skip("no kmem:kmalloc tracepoint in /sys/kernel/tracing/events");
-        return true;
-    }
+/// Skips (visibly) unless the kernel's BTF has each tracepoint (tracefs need not be mounted).
+fn skip_without_tracepoints(names: &[&str]) -> bool {
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
         util::skip("no kernel BTF");
         return true;
     }
+    for name in names {
+        if util::btf_tracepoint(name).is_none() {
+            util::skip(format!(
+                "the kernel's BTF has no raw tracepoint `{name}` (btf_trace_{name})"
+            ));
+            return true;
+        }
+    }
     false
+}
+
+/// The tracepoints a `kmalloc:` source attaches to.
+fn skip_without_pipes_tracepoint() -> bool {
+    skip_without_tracepoints(&["kmalloc", "kfree", "kmem_cache_free"])
 }
 
 /// Each of the helper's pipes is armed as it is created, its `head` is hit exactly once per write (by
@@ -102,7 +112,9 @@ fn skip_without_pipes_tracepoint() -> bool {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn each_pipe_is_armed_hit_once_per_write_and_freed() {
-    let Some(_live) = util::live() else { return };
+    let Some(_live) = util::live_kernel() else {
+        return;
+    };
     if skip_without_pipes_tracepoint() {
         return;
     }
@@ -196,7 +208,9 @@ fn each_pipe_is_armed_hit_once_per_write_and_freed() {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn rotate_evicts_the_oldest_when_every_register_is_busy() {
-    let Some(_live) = util::live() else { return };
+    let Some(_live) = util::live_kernel() else {
+        return;
+    };
     if skip_without_pipes_tracepoint() {
         return;
     }
@@ -238,9 +252,11 @@ fn rotate_evicts_the_oldest_when_every_register_is_busy() {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_tracepoint_argument_is_a_source() {
-    let Some(_live) = util::live() else { return };
-    if !std::path::Path::new("/sys/kernel/tracing/events/sched/sched_process_fork").is_dir() {
-        return util::skip("no sched:sched_process_fork tracepoint");
+    let Some(_live) = util::live_kernel() else {
+        return;
+    };
+    if skip_without_tracepoints(&["sched_process_fork", "kfree", "kmem_cache_free"]) {
+        return;
     }
     let helper = Command::new("sh")
         .args([
@@ -270,16 +286,21 @@ fn a_tracepoint_argument_is_a_source() {
     assert!(hit_mine, "a child's flags written: {summary}");
 }
 
-/// Objects from a tracepoint event's pointer field (its format file): `sock:inet_sock_set_state`'s
-/// `skaddr` is the socket changing state; the helper's connections' later state changes are hits on
-/// `skc_state`, written by `inet_sk_state_store`.
+/// Objects from a tracepoint event's pointer field that is no argument (its format file, the one source
+/// that needs tracefs): `sock:inet_sock_set_state`'s `skaddr` is the socket changing state; the helper's
+/// connections' later state changes are hits on `skc_state`, written by `inet_sk_state_store`.
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_tracepoint_field_is_a_source() {
-    let Some(_live) = util::live() else { return };
+    let Some(_live) = util::live_kernel() else {
+        return;
+    };
     if !std::path::Path::new("/sys/kernel/tracing/events/sock/inet_sock_set_state/format").exists()
     {
-        return util::skip("no sock:inet_sock_set_state tracepoint format");
+        return util::skip(
+            "tracefs is not mounted: a record field that is no argument (skaddr) is read from its format \
+             file",
+        );
     }
     let script = "import socket, sys, time\n\
          sys.stdin.readline()\n\
@@ -322,9 +343,11 @@ fn a_tracepoint_field_is_a_source() {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_kmem_cache_source_takes_its_caches_objects() {
-    let Some(_live) = util::live() else { return };
-    if !std::path::Path::new("/sys/kernel/tracing/events/kmem/kmem_cache_alloc").is_dir() {
-        return util::skip("no kmem:kmem_cache_alloc tracepoint");
+    let Some(_live) = util::live_kernel() else {
+        return;
+    };
+    if skip_without_tracepoints(&["kmem_cache_alloc", "kfree", "kmem_cache_free"]) {
+        return;
     }
     let helper = Command::new("sh")
         .args([
@@ -370,7 +393,9 @@ fn a_kmem_cache_source_takes_its_caches_objects() {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_condition_keeps_the_matching_stores_of_every_object() {
-    let Some(_live) = util::live() else { return };
+    let Some(_live) = util::live_kernel() else {
+        return;
+    };
     if skip_without_pipes_tracepoint() {
         return;
     }
@@ -400,4 +425,130 @@ fn a_condition_keeps_the_matching_stores_of_every_object() {
         summary["filtered"].as_u64().unwrap() >= 2 * mine.len() as u64,
         "{summary}"
     );
+}
+
+/// Runs `write --dry-run --on SOURCE TARGET` with tracefs unmounted: (exit code, stdout, stderr).
+fn dry_run_without_tracefs(
+    no_tracefs: &[String],
+    source: &str,
+    target: &str,
+) -> (i32, String, String) {
+    util::run_with(
+        no_tracefs,
+        &["write", "--dry-run", "--on", source, target],
+        Duration::from_secs(60),
+    )
+}
+
+/// Every source is planned without tracefs, up to arming (`--dry-run`: the whole plan, nothing armed):
+/// the kmem sources and a tracepoint argument by number or by name are found in the kernel's BTF, the
+/// header names the argument read and says the group was not checked; a record field that is no
+/// argument is refused naming the arguments and the mount that would read it. Kernel objects, but nothing
+/// is armed: this runs where kernel breakpoints are refused too.
+#[test]
+fn every_source_is_planned_without_tracefs() {
+    if skip_without_tracepoints(&[
+        "kmalloc",
+        "kmem_cache_alloc",
+        "kfree",
+        "kmem_cache_free",
+        "sched_process_fork",
+    ]) {
+        return;
+    }
+    let Some(no_tracefs) = util::without_tracefs() else {
+        return;
+    };
+    let task = "(struct task_struct)$obj.flags";
+    for (source, target, want) in [
+        ("kmalloc:alloc_pipe_info", PIPE_HEAD, "from kmalloc:alloc_pipe_info, "),
+        (
+            "kmem_cache_alloc:copy_process",
+            task,
+            "from kmem_cache_alloc:copy_process, caches of",
+        ),
+        (
+            "tracepoint:sched:sched_process_fork:arg1",
+            task,
+            "from tracepoint:sched:sched_process_fork:arg1 (argument 1, `struct task_struct *child`; \
+             group `sched` not checked: tracefs is not mounted",
+        ),
+        (
+            "tracepoint:sched:sched_process_fork:child",
+            task,
+            "from tracepoint:sched:sched_process_fork:child (argument 1, `struct task_struct *child`; \
+             group `sched` not checked: tracefs is not mounted",
+        ),
+    ] {
+        let (code, out, err) = dry_run_without_tracefs(&no_tracefs, source, target);
+        assert_eq!(code, 0, "{source}: {err}");
+        assert!(!err.contains("tracefs"), "{source}: {err}");
+        let objects = out
+            .lines()
+            .find(|l| l.starts_with("# objects: "))
+            .unwrap_or_else(|| panic!("{source}: no objects line: {out}"));
+        assert!(objects.contains(want), "{source}: {objects}");
+        assert!(out.contains("# dry run: nothing armed"), "{out}");
+    }
+    if util::btf_tracepoint("inet_sock_set_state").is_some_and(|t| t.record.is_some()) {
+        let (code, out, err) = dry_run_without_tracefs(
+            &no_tracefs,
+            "tracepoint:sock:inet_sock_set_state:skaddr",
+            "(struct sock)$obj.__sk_common.skc_state",
+        );
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("`skaddr` is a field of `inet_sock_set_state`'s tracefs record")
+                && err.contains("`const struct sock *sk`")
+                && err.contains("mount -t tracefs nodev /sys/kernel/tracing")
+                && err.contains("e.g. tracepoint:sock:inet_sock_set_state:sk"),
+            "{err}"
+        );
+        assert!(!out.contains("# armed"), "{out}");
+    }
+}
+
+/// Arming an argument source without tracefs goes as far as the kernel lets it: where kernel breakpoints
+/// work the watch arms and its header names the argument; where they are refused the error is that
+/// refusal (exit 4), never a word about tracefs.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn an_argument_source_arms_without_tracefs_or_meets_the_kernels_refusal() {
+    let Some(_live) = util::live() else { return };
+    if skip_without_tracepoints(&["sched_process_fork", "kfree", "kmem_cache_free"]) {
+        return;
+    }
+    let Some(no_tracefs) = util::without_tracefs() else {
+        return;
+    };
+    let (code, out, err) = util::run_with(
+        &no_tracefs,
+        &[
+            "write",
+            "--on",
+            "tracepoint:sched:sched_process_fork:child",
+            "(struct task_struct)$obj.flags",
+            "--duration",
+            "300ms",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(!err.contains("tracefs"), "{err}");
+    match util::kernel_breakpoints() {
+        Ok(()) => {
+            assert_eq!(code, 0, "{err}");
+            assert!(
+                out.contains("(argument 1, `struct task_struct *child`;")
+                    && out.contains("# armed"),
+                "{out}"
+            );
+        }
+        Err(why) => {
+            assert_eq!(
+                code, 4,
+                "kernel breakpoints are refused here ({why}): {err}"
+            );
+            assert!(!out.contains("# armed"), "{out}");
+        }
+    }
 }

@@ -414,8 +414,16 @@ impl Tracer {
         Tracer::start_until(args, |l| l.contains("\"eventName\":\"ksymwatch.armed\""))
     }
 
+    /// Like [`Tracer::start`], run through `prefix` (e.g. [`without_tracefs`]'s).
+    pub fn start_with(prefix: &[String], args: &[&str]) -> Tracer {
+        Tracer::start_child(spawn_with(prefix, args), args, |l| l.starts_with("# armed"))
+    }
+
     fn start_until(args: &[&str], armed: impl Fn(&str) -> bool) -> Tracer {
-        let mut child = spawn(args);
+        Tracer::start_child(spawn(args), args, armed)
+    }
+
+    fn start_child(mut child: Child, args: &[&str], armed: impl Fn(&str) -> bool) -> Tracer {
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut header = String::new();
         loop {
@@ -513,12 +521,61 @@ impl Drop for Tracer {
 
 /// Starts ksymwatch with `args`, its stdout and stderr piped to us.
 pub fn spawn(args: &[&str]) -> Child {
-    Command::new(BIN)
-        .args(args)
+    spawn_with(&[], args)
+}
+
+/// Starts ksymwatch with `args` through `prefix` (a command that ends by running its arguments).
+pub fn spawn_with(prefix: &[String], args: &[&str]) -> Child {
+    let mut cmd = match prefix.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(BIN);
+            c
+        }
+        None => Command::new(BIN),
+    };
+    cmd.args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start ksymwatch")
+}
+
+/// A prefix for [`spawn_with`] that runs ksymwatch as on a machine where tracefs is not mounted: in a
+/// mount namespace of its own with tracefs unmounted there (the machine's own mounts are untouched), so a
+/// test of the no-tracefs path runs whether or not someone mounted tracefs here (exit 97 if tracefs is
+/// still there). `None`, after a visible skip, when this user cannot make one (it needs root).
+pub fn without_tracefs() -> Option<Vec<String>> {
+    let prefix: Vec<String> = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        "umount -l /sys/kernel/tracing 2>/dev/null; umount -l /sys/kernel/debug/tracing 2>/dev/null; \
+         [ -d /sys/kernel/tracing/events ] || [ -d /sys/kernel/debug/tracing/events ] && exit 97; \
+         exec \"$0\" \"$@\"",
+    ]
+    .map(String::from)
+    .to_vec();
+    let works = Command::new(&prefix[0])
+        .args(&prefix[1..])
+        .arg("true")
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        skip("cannot unmount tracefs in a mount namespace of our own (unshare needs root)");
+        return None;
+    }
+    Some(prefix)
+}
+
+/// [`run_within`] through `prefix`.
+pub fn run_with(prefix: &[String], args: &[&str], limit: Duration) -> (i32, String, String) {
+    collect(spawn_with(prefix, args), limit)
 }
 
 /// Waits for `child` to exit, killing it (SIGKILL) once `limit` has passed: a hung ksymwatch then fails
@@ -538,7 +595,11 @@ pub fn wait_within(child: &mut Child, limit: Duration) -> ExitStatus {
 
 /// Like [`run`], bounded by [`wait_within`]: after `limit` ksymwatch is killed and the exit code is -1.
 pub fn run_within(args: &[&str], limit: Duration) -> (i32, String, String) {
-    let mut child = spawn(args);
+    collect(spawn(args), limit)
+}
+
+/// Waits (bounded by [`wait_within`]) for a started ksymwatch: (exit code, stdout, stderr).
+fn collect(mut child: Child, limit: Duration) -> (i32, String, String) {
     let drain = |r: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
@@ -820,4 +881,11 @@ pub fn summary_record(records: &[serde_json::Value]) -> &serde_json::Value {
         .rev()
         .find(|v| v["type"] == "summary")
         .expect("summary record")
+}
+
+/// The running kernel's raw tracepoint `name` as its BTF describes it: what decides whether a tracepoint
+/// test can run (tracefs need not be mounted). `None`: no BTF, or no such tracepoint.
+pub fn btf_tracepoint(name: &str) -> Option<ksymwatch_symbols::TracepointInfo> {
+    let btf = ksymwatch_symbols::Btf::open(Path::new(ksymwatch_symbols::Btf::VMLINUX)).ok()?;
+    btf.tracepoint(name).ok().flatten()
 }

@@ -254,6 +254,11 @@ fn object_plan(
     let (ptr, attach, detail) = pointer_and_attach(&source, &event)?;
     let text = args.targets.first().map(String::as_str).unwrap_or_default();
     let target = objects::resolve_target(&kernel.types, text, access)?;
+    if let (objects::Source::Tracepoint { .. }, bpf::objects::PtrAt::Arg(i)) = (&source, ptr) {
+        if let Some(note) = tracepoints::cast_note(&event, i, &target.cast.to_string()) {
+            stderr::line(format_args!("ksymwatch: note: --on {source}: {note}"));
+        }
+    }
     let table = kernel.symbols.chains()?;
     let park = park_address(table)?;
     let call_site = call_site(table, &source)?;

@@ -322,6 +322,29 @@ pub fn pointer(event: &Event, arg: &TpArg) -> Result<PointerAt, String> {
     }
 }
 
+/// A note when argument `index` points to a struct or union of another name than `cast` (the `$obj`
+/// target's type, as written): a likely mistake, though a type that begins with the other (`tcp_sock`
+/// and `sock`) is a right one, so it is said, not refused.
+pub fn cast_note(event: &Event, index: u8, cast: &str) -> Option<String> {
+    let arg = event.info.as_ref()?.args.get(usize::from(index))?;
+    let pointee = arg.pointee.as_deref()?;
+    let bare = |t: &str| {
+        t.trim()
+            .trim_start_matches("struct ")
+            .trim_start_matches("union ")
+            .trim()
+            .to_string()
+    };
+    let named = pointee.starts_with("struct ") || pointee.starts_with("union ");
+    (named && bare(pointee) != bare(cast)).then(|| {
+        format!(
+            "argument {index} is `{}`, and the target casts $obj to {cast}: right only if a {cast} begins \
+             with a {pointee}",
+            arg.declaration()
+        )
+    })
+}
+
 /// Checks that the raw tracepoint of `event` passes the arguments named `expected` at those positions
 /// (what a built-in source reads, e.g. kmalloc's `call_site`, `ptr`, `bytes_req`); unnamed arguments are
 /// taken on trust. The error says what this kernel passes.
@@ -617,6 +640,26 @@ mod tests {
         ));
         let f = pointer(&e, &TpArg::Field("child".into())).unwrap_err();
         assert!(f.contains("argN"), "{f}");
+    }
+
+    #[test]
+    fn a_cast_of_another_type_than_the_argument_points_to_is_noted() {
+        let e = found("sched", fork(), None);
+        assert_eq!(cast_note(&e, 1, "struct task_struct"), None);
+        assert_eq!(cast_note(&e, 1, "task_struct"), None);
+        let note = cast_note(&e, 1, "struct pipe_inode_info").expect("a note");
+        assert!(
+            note.contains("argument 1 is `struct task_struct *child`")
+                && note.contains("casts $obj to struct pipe_inode_info"),
+            "{note}"
+        );
+        let void = TracepointInfo {
+            name: "kmalloc".into(),
+            args: vec![value(Some("ptr"), "const void *", Some("void"), 8)],
+            record: None,
+        };
+        assert_eq!(cast_note(&found("kmem", void, None), 0, "struct x"), None);
+        assert_eq!(cast_note(&e, 7, "struct x"), None);
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! cast's member from BTF in [`typed`]), through the symbol file that answers for it (`symbols`, with
 //! `advice` wording the symbols crate's errors for this command line) or, in a process, one of its
 //! binaries ([`process`]); `--on`'s sources and `$obj` targets ([`objects`]); `--last`'s triggers
-//! ([`flight`]); the tracepoints both name, from BTF and, where mounted, tracefs ([`tracepoints`]); a kernel's debuginfod fetch (`debuginfod`); the symbols crate's progress drawn on
-//! stderr (`progress`).
+//! ([`flight`]); the tracepoints both name, from BTF and, where mounted, tracefs ([`tracepoints`]); a
+//! kernel's debuginfod fetch (`debuginfod`); the symbols crate's progress drawn on stderr (`progress`).
 //!
 //! Uses the `ksymwatch-symbols` crate and the model, nothing of perf, the tracer or the CLI: the command
 //! line hands it plain values (`symbols::Files`), never clap types.

@@ -509,8 +509,8 @@ fn every_source_is_planned_without_tracefs() {
 }
 
 /// Arming an argument source without tracefs goes as far as the kernel lets it: where kernel breakpoints
-/// work the watch arms and its header names the argument; where they are refused the error is that
-/// refusal (exit 4), never a word about tracefs.
+/// work the watch arms and its header names the argument; where they are refused the run ends at arming
+/// (exit 3 or 4, not 2: the plan was fine), never with a word about tracefs.
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn an_argument_source_arms_without_tracefs_or_meets_the_kernels_refusal() {
@@ -544,9 +544,11 @@ fn an_argument_source_arms_without_tracefs_or_meets_the_kernels_refusal() {
             );
         }
         Err(why) => {
-            assert_eq!(
-                code, 4,
-                "kernel breakpoints are refused here ({why}): {err}"
+            // The plan went through; arming met the kernel's refusal. How that refusal is worded (and
+            // whether it is exit 4 or, as before issue 37, 3) is the arming's tests' subject.
+            assert!(
+                matches!(code, 3 | 4),
+                "kernel breakpoints are refused here ({why}), at arming: {err}"
             );
             assert!(!out.contains("# armed"), "{out}");
         }

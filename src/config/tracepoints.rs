@@ -275,6 +275,11 @@ pub fn pointer(event: &Event, arg: &TpArg) -> Result<PointerAt, String> {
         .as_ref()
         .map(|fields| (fields, info.field(field)));
     match record {
+        Some((_, Some(v))) if v.name.as_deref() != Some(field.as_str()) => Err(format!(
+            "`{field}` is a string or array the event's record holds itself (`__data_loc`), not a \
+             pointer to an object; its pointer arguments: {}",
+            pointer_args(&info.args)
+        )),
         Some((_, Some(v))) if !v.pointer => Err(not_pointer(
             format!("`{field}` (a field of `{name}`'s record)"),
             v,
@@ -587,6 +592,12 @@ mod tests {
                 pid.contains("`child_pid` (a field of `sched_process_fork`'s record) is `pid_t child_pid`, not a pointer")
                     && pid.contains("its pointer arguments: parent, child"),
                 "{pid}"
+            );
+            let comm = pointer(&e, &TpArg::Field("parent_comm".into())).unwrap_err();
+            assert!(
+                comm.contains("`parent_comm` is a string or array the event's record holds itself")
+                    && comm.contains("its pointer arguments: parent, child"),
+                "{comm}"
             );
             let nope = pointer(&e, &TpArg::Field("nope".into())).unwrap_err();
             assert!(

@@ -964,6 +964,23 @@ pub fn lock_exclusive(file: &std::fs::File) -> io::Result<()> {
 /// large always holds every possible CPU's slot.
 const NR_CPUS_MAX: usize = 8192;
 
+/// The u32 value at u32 `key` of a map that is not per-CPU (tests read a program's flags back).
+#[cfg(test)]
+pub fn bpf_map_lookup_u32(map: BorrowedFd<'_>, key: u32) -> io::Result<u32> {
+    let key = key.to_ne_bytes();
+    let mut value = [0u8; 4];
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: key.as_ptr() as u64,
+        value: value.as_mut_ptr() as u64,
+        ..MapElemAttr::default()
+    };
+    // SAFETY: the key is the u32 the map was created with; the kernel writes the 4-byte value into
+    // `value`, live for the call.
+    unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }?;
+    Ok(u32::from_ne_bytes(value))
+}
+
 /// BPF_MAP_LOOKUP_ELEM of a `BPF_MAP_TYPE_PERCPU_ARRAY` of u64 values with a u32 key: each possible CPU's
 /// value, by CPU number.
 pub fn bpf_map_lookup_percpu_u64(map: BorrowedFd<'_>, key: u32) -> io::Result<Vec<u64>> {

@@ -373,6 +373,9 @@ impl EventSet {
         let cfg = arm::task_cfg(&self.cfg, index);
         let old = self.watches[index].clone();
         let disabled = !(enable && self.enabled);
+        if let Some(h) = &self.cfg.hits {
+            h.moving(index, &old, &new, false)?;
+        }
         let result = self
             .target_events(index)
             .try_for_each(|ev| ev.modify(&new, &cfg, disabled));
@@ -380,10 +383,16 @@ impl EventSet {
             for ev in self.target_events(index) {
                 let _ = ev.modify(&old, &cfg, true);
             }
+            if let Some(h) = &self.cfg.hits {
+                let _ = h.moving(index, &new, &old, true);
+            }
             if self.enabled {
                 let _ = self.enable();
             }
             return Err(e);
+        }
+        if let Some(h) = &self.cfg.hits {
+            h.moving(index, &old, &new, true)?;
         }
         // Each retarget drains the old watch's hits before enabling the new one, so only the newest few
         // can ever be asked for.

@@ -314,3 +314,89 @@ fn a_move_forgets_the_kernels_old_values() {
     );
     assert!(second_at_b["old"].is_string(), "{second_at_b}");
 }
+
+/// A move from `w` to `rw` on a process watch: the program stops reading the watched bytes at the trap,
+/// as a watch armed `rw` does (its own read would trap again, once per byte: traps the kernel counts and
+/// delivers to no program). After the move, no trap is unaccounted for in the summary and the hits are
+/// the helper's stores.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_move_to_read_write_costs_no_extra_traps() {
+    use std::io::BufRead;
+    let Some(_live) = util::live() else { return };
+    let mut h = Writer::start_binary(&helper("stores"), &["spin", "0"]);
+    let pid = h.pid;
+    let mut child = Command::new(BIN)
+        .args(["write", "--json", "--no-status", "--summary", "-p"])
+        .arg(pid.to_string())
+        .args(["ksw_var", "--control", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ksymwatch");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut records: Vec<serde_json::Value> = Vec::new();
+    let mut next = |records: &mut Vec<serde_json::Value>| -> serde_json::Value {
+        let mut line = String::new();
+        let n = out.read_line(&mut line).expect("read stream");
+        assert!(n > 0, "the stream ended early: {records:?}");
+        let v: serde_json::Value = serde_json::from_str(&line).expect("one JSON record a line");
+        records.push(v.clone());
+        v
+    };
+    while next(&mut records)["type"] != "armed" {}
+    h.send("go");
+    let hit = |v: &serde_json::Value| v["type"] == "hit" && v["pid"] == pid;
+    while records.iter().filter(|v| hit(v)).count() < 20 {
+        next(&mut records);
+    }
+    writeln!(stdin, "watch ksw_var rw").expect("send the move");
+    while next(&mut records)["type"] != "watch" {}
+    let moved = records.len();
+    while records[moved..].iter().filter(|v| hit(v)).count() < 300 {
+        next(&mut records);
+    }
+    h.send("stop");
+    let lines = h.read_until("done");
+    drop(stdin);
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    loop {
+        let mut line = String::new();
+        if out.read_line(&mut line).expect("read stream") == 0 {
+            break;
+        }
+        records.push(serde_json::from_str(&line).expect("one JSON record a line"));
+    }
+    let status = util::wait_within(&mut child, Duration::from_secs(10));
+    h.finish();
+    assert_eq!(status.code(), Some(0));
+    let stores: u64 = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("stores="))
+        .and_then(|n| n.parse().ok())
+        .expect("the helper's store count");
+    let ack = &records[moved - 1];
+    assert_eq!(ack["target"]["access"], "RW", "{ack}");
+    let summary = records
+        .iter()
+        .find(|v| v["type"] == "summary")
+        .expect("a summary");
+    let warnings = summary["warnings"].to_string();
+    assert!(!warnings.contains("unaccounted"), "{summary}");
+    assert_eq!(summary["lost"], 0, "{summary}");
+    // After the move: every hit is one of the helper's stores, none the program's own read.
+    let after: Vec<&serde_json::Value> = records[moved..].iter().filter(|v| hit(v)).collect();
+    assert!(after.len() >= 300);
+    assert!(
+        after.len() as u64 <= stores,
+        "{} hits for {stores} stores",
+        after.len()
+    );
+    for v in &after {
+        assert_eq!(v["ip"]["sym"], "ksw_store8", "{v}");
+        assert_eq!(v["access"], "RW", "{v}");
+    }
+}

@@ -158,6 +158,10 @@ pub struct HitMaps {
     /// `BPF_MAP_TYPE_HASH` from tgid (u32) to anything: the watched processes; `None` for a watch of
     /// every process.
     pub procs: Option<i32>,
+    /// A one-entry `BPF_MAP_TYPE_ARRAY` of one u32: with `read_value`, the watched bytes are read only
+    /// while it is not 0 (the tracer clears it while the watch is a read-write one of a user address).
+    /// `None`: always read.
+    pub reads: Option<i32>,
 }
 
 /// What one watch's hit program checks and reads.
@@ -165,8 +169,9 @@ pub struct HitMaps {
 pub struct HitSpec<'a> {
     /// The watch length: 1, 2, 4 or 8 bytes.
     pub len: u8,
-    /// Read the watched bytes at the trap (a process watch shows them; `--value` and `--if` need them).
-    /// Off for a read-write watch of a user address, where the program's own read would trap again.
+    /// Read the watched bytes at the trap (a process watch shows them; `--value` and `--if` need them),
+    /// while [`HitMaps::reads`] says so: not while the watch is a read-write one of a user address, where
+    /// the program's own read would trap again.
     pub read_value: bool,
     /// Keep each key's last value in `olds` and report it as the hit's old one (`--value`, `--if`).
     pub old: bool,
@@ -228,7 +233,8 @@ pub(crate) fn generate_parts(
             hash: maps.olds,
             by_tgid: maps.olds_by_tgid.filter(|_| parts.olds_by_tgid),
         });
-        program::value_and_old_steps(&mut a, spec.len, olds, filters, &mut |a, step| {
+        let reads = (olds, maps.reads);
+        program::value_and_old_steps(&mut a, spec.len, reads, filters, &mut |a, step| {
             let part = match step {
                 program::Step::Task => 1,
                 program::Step::Value => 2,

@@ -18,8 +18,8 @@ use super::emit::{self, EmitMaps};
 use super::hit::{self, HitMaps, HitSpec, Parts};
 use super::tgid_olds::TgidOlds;
 use super::{
-    possible_cpus, raw, ProgramError, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH, MAP_TYPE_PERCPU_ARRAY,
-    MAP_TYPE_PROG_ARRAY, MAP_TYPE_RINGBUF, OLDS_MAX, PROG_TYPE_PERF_EVENT,
+    possible_cpus, raw, ProgramError, MAP_TYPE_ARRAY, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH,
+    MAP_TYPE_PERCPU_ARRAY, MAP_TYPE_PROG_ARRAY, MAP_TYPE_RINGBUF, OLDS_MAX, PROG_TYPE_PERF_EVENT,
 };
 use crate::error::Error;
 use crate::model::condition::Condition;
@@ -70,6 +70,17 @@ struct WatchMaps {
     /// The record's build space, which the emitters read too.
     scratch: OwnedFd,
     stats: OwnedFd,
+    /// One u32: whether the program reads the watched bytes now (see [`reads`]).
+    reads: OwnedFd,
+}
+
+/// Whether a hit program may read `w`'s bytes at the trap: not for a read-write watch of a user
+/// address. The trap of a store made in user space runs the program with the breakpoint still armed
+/// (the kernel clears the debug registers only for a trap taken in the kernel), so the program's read
+/// would trap again, once per byte of a `rep movsb` copy: traps the kernel counts and hands to no
+/// program (its recursion guard), each paid by the writer.
+fn reads(w: &Watch) -> bool {
+    w.access == Access::Write || w.addr >= 1 << 63
 }
 
 impl WatchMaps {
@@ -94,7 +105,14 @@ impl WatchMaps {
                 "ksw_scratch",
             )?,
             stats: map(MAP_TYPE_PERCPU_ARRAY, 4, 8, hit::STATS, "ksw_stats")?,
+            reads: map(MAP_TYPE_ARRAY, 4, 4, 1, "ksw_reads")?,
         })
+    }
+
+    /// Sets the `reads` flag for the program's watch being `w`.
+    fn set_reads(&self, w: &Watch) -> io::Result<()> {
+        let on = u32::from(reads(w));
+        sys::bpf_map_update(self.reads.as_fd(), &0u32.to_ne_bytes(), &on.to_ne_bytes())
     }
 
     /// The descriptors the program is built with (`procs`: the watched-process map, if any).
@@ -106,6 +124,7 @@ impl WatchMaps {
             stats: raw(self.stats.as_fd()),
             scratch: raw(self.scratch.as_fd()),
             procs,
+            reads: Some(raw(self.reads.as_fd())),
         }
     }
 }
@@ -180,12 +199,12 @@ impl HitPrograms {
         let mut programs = Vec::with_capacity(watches.len());
         for w in watches {
             let maps = WatchMaps::create(written)?;
+            maps.set_reads(w).map_err(ProgramError::Unavailable)?;
             let spec = HitSpec {
                 len: w.len,
-                // A read-write watch of a user address would trap on the program's own read; a
-                // system-wide watch without --value/--if shows no value.
-                read_value: (processes || written)
-                    && (w.access == Access::Write || w.addr >= 1 << 63),
+                // A system-wide watch without --value/--if shows no value. The others read it while
+                // the `reads` flag says so: a `--control` move between write and read-write sets it.
+                read_value: processes || written,
                 old: written,
                 regs: written,
                 condition,
@@ -292,6 +311,16 @@ impl HitPrograms {
         Ok(ring)
     }
 
+    /// Watch `watch` moves from `old` to `new` (`done`: the breakpoints have moved): its program reads
+    /// the watched bytes as one armed at `new` does. Called before the breakpoints move when the new
+    /// watch must not be read, after when it may, so that no trap of either runs a read that traps.
+    pub fn moving(&self, watch: usize, old: &Watch, new: &Watch, done: bool) -> io::Result<()> {
+        if reads(new) == reads(old) || reads(new) != done {
+            return Ok(());
+        }
+        self.program(watch)?.maps.set_reads(new)
+    }
+
     /// Empties watch `watch`'s last values: after a `--control` move, `old` starts afresh in the kernel
     /// too.
     pub fn forget_olds(&self, watch: usize) -> io::Result<()> {
@@ -374,5 +403,49 @@ mod tests {
         let refused = sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "t_hit", &mut Vec::new());
         assert!(refused.is_err(), "the kernel loaded reads past task_struct");
         load_hit(&spec, &maps, &Parts::ALL).expect("the helper's program");
+    }
+
+    /// A process watch's program holds the read and its `reads` flag (the verifier takes the flag's
+    /// direct load); a watch reads unless it is a read-write one of a user address, and a move between
+    /// the two sets the flag the new watch's way.
+    #[test]
+    #[ignore = "live: loads BPF programs (run by scripts/test as root)"]
+    fn the_reads_flag_follows_the_watch_through_moves() {
+        if sys::geteuid() != 0 {
+            eprintln!("SKIP: perf::bpf::hit_set::tests: needs root to load BPF programs");
+            return;
+        }
+        let at = |addr: u64, access: Access| Watch {
+            label: "v".into(),
+            addr,
+            len: 8,
+            access,
+            module: None,
+            per_cpu: None,
+        };
+        let w = at(0x60_1000, Access::Write);
+        let rw = at(0x60_1000, Access::ReadWrite);
+        let kernel_rw = at(0xffff_ffff_8300_0000, Access::ReadWrite);
+        assert!(reads(&w) && !reads(&rw) && reads(&kernel_rw));
+        let filter = Filter::default();
+        let p = HitPrograms::load(std::slice::from_ref(&w), None, &filter, (true, true), 1)
+            .expect("loads");
+        let flag = |p: &HitPrograms| {
+            let fd = p.programs[0].maps.reads.as_fd();
+            sys::bpf_map_lookup_u32(fd, 0).expect("the flag")
+        };
+        assert_eq!(flag(&p), 1);
+        // To rw: cleared before the breakpoints move, not after.
+        p.moving(0, &w, &rw, false).unwrap();
+        assert_eq!(flag(&p), 0);
+        p.moving(0, &w, &rw, true).unwrap();
+        assert_eq!(flag(&p), 0);
+        // Back to w: set once they have moved.
+        p.moving(0, &rw, &w, false).unwrap();
+        assert_eq!(flag(&p), 0);
+        p.moving(0, &rw, &w, true).unwrap();
+        assert_eq!(flag(&p), 1);
+        let p = HitPrograms::load(&[rw], None, &filter, (true, false), 1).expect("loads");
+        assert_eq!(flag(&p), 0);
     }
 }

@@ -79,6 +79,9 @@ const EXIT: u8 = 0x90;
 
 /// `src_reg` of a 64-bit immediate load that the kernel replaces with the map whose descriptor is `imm`.
 pub const PSEUDO_MAP_FD: u8 = 1;
+/// `src_reg` of a 64-bit immediate load that the kernel replaces with the address of the value of the
+/// one-entry array whose descriptor is `imm`, plus the second slot's offset (no helper call to reach it).
+pub const PSEUDO_MAP_VALUE: u8 = 2;
 
 /// One `struct bpf_insn`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,6 +209,16 @@ impl Asm {
     /// `dst = map` for the map with descriptor `fd`: two slots, rewritten by the kernel at load.
     pub fn ld_map_fd(&mut self, dst: Reg, fd: i32) -> &mut Asm {
         self.ld_imm64_src(dst, Reg(PSEUDO_MAP_FD), fd as u32 as u64)
+    }
+
+    /// `dst = &value + off` for the (first) value of the array map with descriptor `fd`: two slots,
+    /// rewritten by the kernel at load.
+    pub fn ld_map_value(&mut self, dst: Reg, fd: i32, off: u32) -> &mut Asm {
+        self.ld_imm64_src(
+            dst,
+            Reg(PSEUDO_MAP_VALUE),
+            (u64::from(off) << 32) | u64::from(fd as u32),
+        )
     }
 
     fn ld_imm64_src(&mut self, dst: Reg, src: Reg, imm: u64) -> &mut Asm {

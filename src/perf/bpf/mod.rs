@@ -55,6 +55,7 @@ use program::{Maps, Spec};
 
 const PROG_TYPE_PERF_EVENT: u32 = 7;
 const MAP_TYPE_HASH: u32 = 1;
+const MAP_TYPE_ARRAY: u32 = 2;
 const MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
 const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 const MAP_TYPE_PROG_ARRAY: u32 = 3;

@@ -212,7 +212,7 @@ pub(crate) fn add_to(a: &mut Asm, at: (i32, u32, i16), value: Option<Reg>) {
 /// without one: r8 = 0) and sets r9's `VALUE_KNOWN`/`OLD_KNOWN` flags, then jumps to `done`; the current
 /// task's pid/tgid is left in the `PID_TGID` stack slot. Expects the context in r6.
 pub(crate) fn value_and_old(a: &mut Asm, len: u8, olds: Option<Olds>, done: Label) {
-    value_and_old_steps(a, len, olds, done, &mut |_, _| {});
+    value_and_old_steps(a, len, (olds, None), done, &mut |_, _| {});
 }
 
 /// The steps of [`value_and_old`] after which its `between` hook runs (a benchmark times them there).
@@ -227,11 +227,14 @@ pub(crate) enum Step {
 }
 
 /// [`value_and_old`], calling `between` after each [`Step`] of a readable value. The hook may use r0-r5
-/// (and so call helpers): r6-r9 are what this code keeps.
+/// (and so call helpers): r6-r9 are what this code keeps. With `reads`, a one-entry array of one u32, the
+/// bytes are read only while that is not 0, else left unknown as an unreadable value is: a read-write
+/// breakpoint on a user address traps on the program's own read, byte by byte (the kernel counts those
+/// traps and runs no program for them), and `--control` can move a watch between write and read-write.
 pub(crate) fn value_and_old_steps(
     a: &mut Asm,
     len: u8,
-    olds: Option<Olds>,
+    (olds, reads): (Option<Olds>, Option<i32>),
     done: Label,
     between: &mut dyn FnMut(&mut Asm, Step),
 ) {
@@ -248,6 +251,11 @@ pub(crate) fn value_and_old_steps(
     a.store(DW, FP, KEY, R1);
     between(a, Step::Task);
     // The hook may have used r1-r5; the address is still in r8.
+    if let Some(reads) = reads {
+        a.ld_map_value(R1, reads, 0)
+            .load(W, R1, R1, 0)
+            .jump_imm(Cond::Eq, R1, 0, unreadable);
+    }
 
     // The value: the watched bytes, read where they live.
     a.store_imm(DW, FP, BUF, 0);

@@ -17,9 +17,12 @@
 //!
 //! Everything else that writes memory (`add`, `inc`, `or`, `xadd`, `xchg`, whose source register now
 //! holds the old value, `movs`, vector stores, ...) is not decided here: the caller falls back to the memory
-//! read at the trap. The decoding is conservative: the bytes before ip may decode into more than one
-//! instruction that ends there (a prefix or not); all that write the watched range must agree, or the
-//! answer is "unknown". A `%fs`/`%gs` operand has a base the registers do not hold, so it is unknown too.
+//! read at the trap. A `%fs`/`%gs` operand has a base the registers do not hold, so it is undecided too.
+//!
+//! Where the instruction starts: the bytes before ip cannot say (`8b 47 48 89 06` is `mov 0x48(%rdi),%eax;
+//! mov %eax,(%rsi)`, but its last three bytes read as `mov %rax,(%rsi)`). The caller finds it by walking
+//! the function's instructions from its first byte, a known boundary, with [`last_insn_len`], and
+//! [`stored`] decodes only the instruction of that length.
 
 use iced_x86::{
     ConditionCode, Decoder, DecoderOptions, Instruction, InstructionInfoFactory, Mnemonic,
@@ -39,59 +42,63 @@ const FLAG_SF: u64 = 1 << 7;
 const FLAG_DF: u64 = 1 << 10;
 const FLAG_OF: u64 = 1 << 11;
 
-/// The watched range's new value as the instruction that ends at `regs`' ip wrote it, as a little-endian
-/// integer of `len` bytes at `addr`; `None` when no instruction ending there decides it. `insn` holds the
-/// 16 bytes before the trap ip; `memory` is the range as read at the trap, when it was.
-///
-/// The bytes before ip can end in more than one valid instruction: a REX or operand-size prefix may be the
-/// store's or the last byte of the instruction before it (`48 89 07` is `mov %rax,(%rdi)`, its last two
-/// bytes `mov %eax,(%rdi)`). Every decoding that writes the range is a candidate, and the answer is:
-/// - the value they all give, when every one gives one (a store of the whole range);
-/// - else the candidate value that memory holds: without another writer, memory is the store's value;
-/// - else the longest candidate's value, when it gives one: compilers emit the prefixed form for a store of
-///   the variable's full width, and a store narrower than the watch is rare;
-/// - else unknown.
-pub fn stored_value(
-    insn: &[u8; 16],
-    regs: &[u64; REGS],
-    addr: u64,
-    len: u8,
-    memory: Option<u64>,
-) -> Option<u64> {
+/// The length of the instruction that ends at `start + code.len()` (the trap ip), walking `code`, the
+/// bytes from `start` (a function's first byte: an instruction boundary) to ip, one instruction at a
+/// time. `None` when the walk does not land on ip (an instruction crosses it: `start` was no boundary of
+/// this code, or the function holds data) or meets bytes that are no instruction.
+pub fn last_insn_len(code: &[u8], start: u64) -> Option<usize> {
+    let mut decoder = Decoder::with_ip(64, code, start, DecoderOptions::NONE);
+    let mut i = Instruction::default();
+    let mut last = None;
+    while decoder.can_decode() {
+        decoder.decode_out(&mut i);
+        // The decoder reads an instruction cut short by the end of `code` as invalid too.
+        if i.is_invalid() {
+            return None;
+        }
+        last = Some(i.len());
+    }
+    last
+}
+
+/// What the instruction of the last `n` bytes of `insn` (the 16 bytes that end at the trap ip) did to the
+/// `len`-byte watched range at `addr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored {
+    /// It wrote every watched byte: their value, a little-endian integer.
+    Whole(u64),
+    /// It wrote the watched bytes set in `mask` (a byte of ones each), as `bits` holds them; the others
+    /// kept what they held.
+    Part { bits: u64, mask: u64 },
+    /// It wrote some of them, with a value decided elsewhere (a read-modify-write: memory holds it), or at
+    /// an address the registers cannot place (`%fs`/`%gs`).
+    Undecided,
+    /// It wrote none of them: a read, or a `rep` instruction that trapped with more to do (ip on itself).
+    Nothing,
+}
+
+/// What the instruction that ends at the trap ip (`regs`' ip) and is `n` bytes long stored into the
+/// watched range: `insn` holds the 16 bytes that end at ip. `n` comes from [`last_insn_len`]: the bytes
+/// alone do not say where the instruction starts.
+pub fn stored(insn: &[u8; 16], n: usize, regs: &[u64; REGS], addr: u64, len: u8) -> Stored {
+    if n == 0 || n > insn.len() {
+        return Stored::Undecided;
+    }
     let ip = regs[RIP];
-    let mut info = InstructionInfoFactory::new();
-    // (length, value) of every decoding that writes the range; `None`: it does, but not decided here.
-    let mut candidates: Vec<(usize, Option<u64>)> = Vec::new();
-    for n in 1..insn.len() {
-        let start = ip.wrapping_sub(n as u64);
-        let mut decoder =
-            Decoder::with_ip(64, &insn[insn.len() - n..], start, DecoderOptions::NONE);
-        let i = decoder.decode();
-        if i.is_invalid() || i.len() != n {
-            continue;
-        }
-        match written(&i, regs) {
-            Some(write) if write.overlaps(addr, len) => {
-                candidates.push((n, write.watched(addr, len)));
-            }
-            Some(_) => {}
-            // A read-modify-write of the range, or a store to an address the registers cannot place.
-            None => match other_write(&mut info, &i, regs, addr, len) {
-                Some(true) | None => candidates.push((n, None)),
-                Some(false) => {}
-            },
-        }
+    let start = ip.wrapping_sub(n as u64);
+    let mut decoder = Decoder::with_ip(64, &insn[insn.len() - n..], start, DecoderOptions::NONE);
+    let i = decoder.decode();
+    if i.is_invalid() || i.len() != n {
+        return Stored::Undecided;
     }
-    let first = candidates.first()?.1;
-    if first.is_some() && candidates.iter().all(|c| c.1 == first) {
-        return first;
+    match written(&i, regs) {
+        Some(write) if write.overlaps(addr, len) => write.watched(addr, len),
+        Some(_) => Stored::Nothing,
+        None => match other_write(&mut InstructionInfoFactory::new(), &i, regs, addr, len) {
+            Some(true) | None => Stored::Undecided,
+            Some(false) => Stored::Nothing,
+        },
     }
-    if let Some(m) = memory {
-        if candidates.iter().any(|c| c.1 == Some(m)) {
-            return Some(m);
-        }
-    }
-    candidates.iter().max_by_key(|c| c.0).and_then(|c| c.1)
 }
 
 /// Whether `i`, an instruction [`written`] does not decide, writes memory that overlaps the watched range
@@ -132,19 +139,27 @@ impl Write {
         addr < self.at.wrapping_add(self.size) && self.at < addr.wrapping_add(u64::from(len))
     }
 
-    /// The watched bytes' value, when this store wrote all of them.
-    fn watched(&self, addr: u64, len: u8) -> Option<u64> {
-        let skip = addr.checked_sub(self.at)?;
-        if skip + u64::from(len) > self.size {
-            return None;
+    /// The watched bytes this store wrote, and their value.
+    fn watched(&self, addr: u64, len: u8) -> Stored {
+        let (mut bits, mut mask) = (0u64, 0u64);
+        for k in 0..u64::from(len) {
+            let at = addr.wrapping_add(k).wrapping_sub(self.at);
+            if at < self.size {
+                let byte = (self.value >> (8 * at)) as u64 & 0xff;
+                bits |= byte << (8 * k);
+                mask |= 0xff << (8 * k);
+            }
         }
-        let shifted = self.value >> (8 * skip);
-        let mask = if len >= 8 {
+        let all = if len >= 8 {
             u64::MAX
         } else {
             (1u64 << (8 * len)) - 1
         };
-        Some(shifted as u64 & mask)
+        if mask == all {
+            Stored::Whole(bits)
+        } else {
+            Stored::Part { bits, mask }
+        }
     }
 }
 
@@ -418,6 +433,22 @@ mod tests {
 
     const IP: u64 = 0x40_1000;
 
+    /// What `code`, one instruction ending at the trap ip (its start known), stored into the range.
+    fn stored_value(
+        code: &[u8; 16],
+        regs: &[u64; REGS],
+        addr: u64,
+        len: u8,
+        _memory: Option<u64>,
+    ) -> Option<u64> {
+        // The filler before the instruction is 0x90 (nop): the instruction is what follows the last one.
+        let n = 16 - code.iter().take_while(|&&b| b == 0x90).count();
+        match stored(code, n, regs, addr, len) {
+            Stored::Whole(v) => Some(v),
+            _ => None,
+        }
+    }
+
     #[test]
     fn mov_from_a_register_is_the_register_at_the_watched_width() {
         let mut r = regs(IP);
@@ -483,24 +514,71 @@ mod tests {
     }
 
     #[test]
-    fn a_prefix_that_may_be_the_last_byte_before_is_settled_by_memory_then_by_length() {
+    fn the_instruction_is_the_one_the_walk_from_the_function_start_ends_on() {
+        // mov 0x48(%rdi),%eax; mov %eax,(%rsi): the bytes before ip also read as `48 89 06`.
+        let code = [0x8b, 0x47, 0x48, 0x89, 0x06];
+        assert_eq!(last_insn_len(&code, IP - 5), Some(2));
+        // With a REX.W of its own, the store is the three bytes.
+        let code = [0x8b, 0x47, 0x08, 0x48, 0x89, 0x06];
+        assert_eq!(last_insn_len(&code, IP - 6), Some(3));
+        // Several prefixes: lock cmpxchg %ecx,%gs:(%rdi) after a push; data16 + rex mov $1,(%rax).
+        let code = [0x55, 0x65, 0xf0, 0x0f, 0xb1, 0x0f];
+        assert_eq!(last_insn_len(&code, IP - 6), Some(5));
+        let code = [0x90, 0x66, 0x41, 0xc7, 0x00, 0x01, 0x00];
+        assert_eq!(last_insn_len(&code, IP - 7), Some(6));
+        // A walk that crosses ip (the start was inside an instruction), an instruction cut short, and
+        // bytes that are no instruction: no boundary.
+        assert_eq!(last_insn_len(&[0x8b, 0x47, 0x48, 0x89], IP - 4), None);
+        assert_eq!(last_insn_len(&[0x8b, 0x47], IP - 2), None);
+        assert_eq!(last_insn_len(&[0x90, 0x06], IP - 2), None);
+        assert_eq!(last_insn_len(&[], IP), None);
+
+        // What each reading stores into an 8-byte watch whose upper half memory holds: the 2-byte one
+        // (the right one) writes the lower half only; the 3-byte one would claim all eight.
         let mut r = regs(IP);
-        r[14] = 0x7000;
-        r[10] = 0x1_0000_0002; // rax
-                               // `48 89 07` or `89 07` after an instruction ending in 0x48: memory says which.
-        let code = bytes(&[0x48, 0x89, 0x07]);
+        r[13] = 0x7000; // rsi
+        r[10] = 0x2a; // rax, as the 4-byte load left it
+        let insn = bytes(&[0x8b, 0x47, 0x48, 0x89, 0x06]);
         assert_eq!(
-            stored_value(&code, &r, 0x7000, 8, Some(0x1_0000_0002)),
-            Some(0x1_0000_0002)
+            stored(&insn, 2, &r, 0x7000, 8),
+            Stored::Part {
+                bits: 0x2a,
+                mask: 0xffff_ffff
+            }
         );
-        // Memory raced (another CPU stored since): the full-width store is taken.
+        assert_eq!(stored(&insn, 3, &r, 0x7000, 8), Stored::Whole(0x2a));
+        assert_eq!(stored(&insn, 2, &r, 0x7000, 4), Stored::Whole(0x2a));
+        // The upper half alone is not written by it; a read of the range writes nothing.
+        assert_eq!(stored(&insn, 2, &r, 0x7004, 4), Stored::Nothing);
+        let load = bytes(&[0x48, 0x8b, 0x06]); // mov (%rsi),%rax
+        assert_eq!(stored(&load, 3, &r, 0x7000, 8), Stored::Nothing);
+        // A length that is no instruction there.
+        assert_eq!(stored(&insn, 1, &r, 0x7000, 8), Stored::Undecided);
+    }
+
+    #[test]
+    fn movbe_is_decided_at_its_own_width() {
+        // movbe %eax,(%rsi) (0f 38 f1 06) on a 1-byte watch of its first byte: the byte-swapped eax's low
+        // byte, eax's top byte. The bytes before it end in 0x48 (`mov 0x48(%rdi),%ecx`): read as the
+        // prefix, the 8-byte form would give rax's top byte.
+        let mut r = regs(IP);
+        r[13] = 0x7000;
+        r[10] = 0x1122_3344_5566_7788;
+        let code = [0x8b, 0x4f, 0x48, 0x0f, 0x38, 0xf1, 0x06];
+        assert_eq!(last_insn_len(&code, IP - 7), Some(4));
+        let insn = bytes(&code);
+        assert_eq!(stored(&insn, 4, &r, 0x7000, 1), Stored::Whole(0x55));
+        assert_eq!(stored(&insn, 4, &r, 0x7000, 4), Stored::Whole(0x8877_6655));
+        assert_eq!(stored(&insn, 5, &r, 0x7000, 1), Stored::Whole(0x11));
+        // movbe %ax,(%rsi) into a 4-byte watch: two of its bytes.
+        let insn = bytes(&[0x66, 0x0f, 0x38, 0xf1, 0x06]);
         assert_eq!(
-            stored_value(&code, &r, 0x7000, 8, Some(7)),
-            Some(0x1_0000_0002)
+            stored(&insn, 5, &r, 0x7000, 4),
+            Stored::Part {
+                bits: 0x8877,
+                mask: 0xffff
+            }
         );
-        // A read-modify-write is the longest decoding: memory is the only source.
-        let code = bytes(&[0x48, 0x01, 0x07]);
-        assert_eq!(stored_value(&code, &r, 0x7000, 8, Some(7)), None);
     }
 
     #[test]

@@ -141,6 +141,7 @@ pub(crate) fn push_value(l: &mut String, value: Value) {
                             l.push(')');
                         }
                         ValueFrom::Memory => l.push_str("(mem)"),
+                        ValueFrom::NoStart => l.push_str("(mem,nostart)"),
                     }
                 }
             }

@@ -413,6 +413,10 @@ pub enum Record<'a> {
         /// `memory` (read at the trap: a read-modify-write or an instruction not decoded).
         #[serde(skip_serializing_if = "Option::is_none")]
         value_from: Option<&'static str>,
+        /// `unknown` with `"value_from": "memory"` when memory was used because where the store's
+        /// instruction starts is not known (see [`ValueFrom::NoStart`]).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        insn_start: Option<&'static str>,
         /// The value memory held at the trap when it differed from the instruction's: another CPU stored
         /// in between.
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -545,10 +549,18 @@ impl<'a> Record<'a> {
             value_from: match h.value {
                 Value::Written {
                     value: Some(_),
-                    from: ValueFrom::Memory,
+                    from: ValueFrom::Memory | ValueFrom::NoStart,
                     ..
                 } => Some("memory"),
                 Value::Written { value: Some(_), .. } => Some("insn"),
+                _ => None,
+            },
+            insn_start: match h.value {
+                Value::Written {
+                    value: Some(_),
+                    from: ValueFrom::NoStart,
+                    ..
+                } => Some("unknown"),
                 _ => None,
             },
             raced: match h.value {
@@ -877,6 +889,9 @@ pub fn push_hit(out: &mut String, hit: &Hit<'_>) {
                         push_hex_string(out, memory);
                     }
                     ValueFrom::Memory => out.push_str(",\"value_from\":\"memory\""),
+                    ValueFrom::NoStart => {
+                        out.push_str(",\"value_from\":\"memory\",\"insn_start\":\"unknown\"")
+                    }
                 }
             }
         }
@@ -1302,6 +1317,7 @@ mod tests {
         let froms = [
             ValueFrom::Insn,
             ValueFrom::Memory,
+            ValueFrom::NoStart,
             ValueFrom::Raced { memory: 0x2a },
         ];
         let mut written = Vec::new();

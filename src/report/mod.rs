@@ -95,6 +95,12 @@ pub enum ValueFrom {
     /// decoded; another CPU's later store can show instead (text `value=0x2a(mem)`, JSON
     /// `"value_from":"memory"`).
     Memory,
+    /// Memory read at the trap, because where the store's instruction starts is not known: no symbol of
+    /// its function, the function's bytes could not be read or their walk did not end at ip, or an ip in
+    /// the kernel (whose text the tracer cannot read). The bytes before ip alone cannot say where the
+    /// instruction starts, so no instruction value is guessed from them (text `value=0x2a(mem,nostart)`,
+    /// JSON `"value_from":"memory","insn_start":"unknown"`).
+    NoStart,
 }
 
 /// Things that happen to the stream itself.

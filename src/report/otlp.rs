@@ -323,6 +323,10 @@ fn push_values(a: &mut Attrs<'_>, value: Value) {
                         a.hex("ksymwatch.raced", memory);
                     }
                     ValueFrom::Memory => a.str("ksymwatch.value_from", "memory"),
+                    ValueFrom::NoStart => {
+                        a.str("ksymwatch.value_from", "memory");
+                        a.str("ksymwatch.insn_start", "unknown");
+                    }
                 }
             }
         }

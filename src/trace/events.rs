@@ -10,12 +10,11 @@ use crate::model::watch::Watch;
 use crate::perf::arm::{self, Scope};
 use crate::perf::bpf;
 use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError};
-use crate::perf::hit_record::HitView;
+use crate::perf::hit_record::{self, HitView};
 use crate::perf::record::{self, Frame, Mmap, Record, Sample, ValueRecord};
 use crate::perf::sys::{self, Epoll};
 use crate::report::{Covered, Value, ValueFrom};
 use crate::trace::sorter;
-use crate::x86_store;
 
 /// A ring as the merge names it: the CPU and watch it serves, and which of their rings it is. On the hit
 /// path a CPU and watch have two, each in time order by itself: the breakpoint's perf ring (task records,
@@ -52,8 +51,10 @@ pub type Sorter = sorter::Sorter<Item, RingKey>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
     /// A hit on the session's watch with this index, and what the watched range held when it was drained
-    /// (process watches; [`Value::NotRead`] for a system-wide one).
-    Sample(Sample, usize, Value),
+    /// (process watches; [`Value::NotRead`] for a system-wide one). A `--value` hit's [`Value::Written`]
+    /// holds the memory read at the trap until the session decodes the store from its [`Trap`].
+    /// (Boxed: 184 bytes that only `--value` hits carry.)
+    Sample(Sample, usize, Value, Option<Box<Trap>>),
     /// A task renamed itself, or ran exec (`exec`).
     Comm {
         pid: u32,
@@ -78,6 +79,14 @@ pub enum Item {
         cpu: u32,
         count: u64,
     },
+}
+
+/// A `--value` hit's registers at the trap and the 16 bytes that end at its ip: the store's value is
+/// decoded from them once the session knows where the instruction starts (see `Session::hit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trap {
+    pub regs: [u64; hit_record::REGS],
+    pub insn: [u8; hit_record::INSN_BYTES],
 }
 
 struct Tracked {
@@ -653,26 +662,12 @@ fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
 /// The watched range in process `pid` now: `len` (1, 2, 4 or 8) bytes at `addr` as a little-endian
 /// integer, with one `process_vm_readv`. A short read or an error (ESRCH: the process is gone; EFAULT: the
 /// page is) is [`Value::Unreadable`], never an error of the session.
-fn read_value(pid: u32, addr: u64, len: u8) -> Value {
+pub(crate) fn read_value(pid: u32, addr: u64, len: u8) -> Value {
     let mut buf = [0u8; 8];
     let len = usize::from(len).min(buf.len());
     match sys::process_vm_read(pid, addr, &mut buf[..len]) {
         Ok(n) if n == len => Value::Read(u64::from_le_bytes(buf)),
         _ => Value::Unreadable,
-    }
-}
-
-/// A `--value` hit's value: the store instruction's when it decides it ([`crate::x86_store`]), marked as
-/// raced when memory at the trap held something else; else the memory the program read at the trap.
-fn written(hit: &HitView, len: u8) -> (Option<u64>, ValueFrom) {
-    let exact = match (&hit.insn, &hit.regs) {
-        (Some(insn), Some(regs)) => x86_store::stored_value(insn, regs, hit.addr, len, hit.value),
-        _ => None,
-    };
-    match (exact, hit.value) {
-        (Some(v), Some(m)) if v != m => (Some(v), ValueFrom::Raced { memory: m }),
-        (Some(v), _) => (Some(v), ValueFrom::Insn),
-        (None, memory) => (memory, ValueFrom::Memory),
     }
 }
 
@@ -741,7 +736,7 @@ fn drain_one(
     if let Some(hits) = &mut ev.hits {
         pass.key.hits = true;
         hits.drain(|bytes| {
-            books.hit_record(bytes, &pass, sorter, spare);
+            books.hit_record(bytes, &mut pass, sorter, spare);
             true
         });
         sorter.read_empty(pass.key, started);
@@ -783,7 +778,7 @@ impl Books {
     fn hit_record(
         &mut self,
         bytes: &[u8],
-        pass: &Pass,
+        pass: &mut Pass,
         sorter: &mut Sorter,
         spare: &mut Vec<Vec<Frame>>,
     ) {
@@ -815,22 +810,28 @@ impl Books {
             };
             sorter.push(pass.key, hit.time, comm);
         }
+        let mut trap = None;
         let value = match (self.hit_value, hit.value) {
             (HitValue::Written, _) => {
-                let (value, from) = written(&hit, pass.watch_len(hit.addr));
+                if let (Some(insn), Some(regs)) = (hit.insn, hit.regs) {
+                    trap = Some(Box::new(Trap { regs, insn }));
+                }
                 Value::Written {
-                    value,
+                    value: hit.value,
                     old: hit.old,
-                    from,
+                    from: ValueFrom::Memory,
                 }
             }
             (HitValue::Read, Some(v)) => Value::Read(v),
-            (HitValue::Read, None) => Value::Unreadable,
+            // Not read at the trap (a read-write watch of a user address, where the program's read would
+            // trap again) or unreadable there: what the range holds as the hit is drained, as a process
+            // watch's value is without the hit path.
+            (HitValue::Read, None) => pass.read_value(hit.pid, hit.addr),
             (HitValue::NotRead, _) => Value::NotRead,
         };
         // Hit records carry no event id: only a per-thread ring's duplicate check reads one.
         let frames = spare.pop().unwrap_or_default();
-        let sample = Item::Sample(hit.sample(cpu, 0, frames), watch, value);
+        let sample = Item::Sample(hit.sample(cpu, 0, frames), watch, value, trap);
         sorter.push(pass.key, hit.time, sample);
     }
 
@@ -928,7 +929,11 @@ impl Books {
         } else {
             Value::NotRead
         };
-        sorter.push(pass.key, s.time, Item::Sample(s, pass.key.watch, value));
+        sorter.push(
+            pass.key,
+            s.time,
+            Item::Sample(s, pass.key.watch, value, None),
+        );
     }
 }
 

@@ -30,6 +30,7 @@ pub(crate) mod pace;
 pub(crate) mod pipeline;
 pub(crate) mod session;
 pub(crate) mod sorter;
+pub(crate) mod store_value;
 pub(crate) mod symbolize;
 pub(crate) mod tasks;
 pub(crate) mod unload;

@@ -14,6 +14,7 @@ use rustc_hash::FxHashMap;
 
 use crate::model::condition::Condition;
 use crate::report::{Summary, Value, ValueFrom};
+use crate::trace::store_value::Part;
 
 /// Kernel addresses start here; below is a process's own.
 const KERNEL_HALF: u64 = 1 << 63;
@@ -26,6 +27,9 @@ pub struct Olds {
     condition: Option<Condition>,
     /// Every trap reaches the tracer (no condition, no filter): `old` can come from the merged order.
     merged: bool,
+    /// What a range held as the watch was armed, by the same key as `last`: the base a narrow store's
+    /// bytes are laid over at the key's first hit, where memory is not read at the trap.
+    seeds: FxHashMap<(usize, u64), u64>,
 }
 
 impl Olds {
@@ -36,19 +40,28 @@ impl Olds {
             last: FxHashMap::default(),
             condition,
             merged: !kernel_drops,
+            seeds: FxHashMap::default(),
         }
+    }
+
+    /// Target `index` (at a user address) held `value` in process `pid` as it was armed.
+    pub fn seed(&mut self, index: usize, pid: u32, value: u64) {
+        self.seeds.insert((index, u64::from(pid)), value);
     }
 
     /// The value to print for a hit on target `index` at `addr` (a `len`-byte watch) by process `pid`:
     /// `old` from the merged order; races and `--if` verdicts the instruction's value contradicts are
-    /// counted in `summary`. Values other than [`Value::Written`] pass through.
+    /// counted in `summary`. Values other than [`Value::Written`] pass through. `part`: the bytes a store
+    /// narrower than the watch wrote where memory was not read at the trap (a read-write watch of a user
+    /// address); the value is then the previous one with those bytes laid over it, when every trap is
+    /// printed in the merged order, else what `now` reads the range holds now with them laid over it.
     pub fn settle(
         &mut self,
         index: usize,
         addr: u64,
-        len: u8,
-        pid: u32,
-        value: Value,
+        (len, pid): (u8, u32),
+        (value, part): (Value, Option<Part>),
+        now: impl FnOnce() -> Option<u64>,
         summary: &mut Summary,
     ) -> Value {
         let Value::Written {
@@ -82,6 +95,18 @@ impl Olds {
             Some(&v) if self.merged => Some(v),
             _ => kernel_old,
         };
+        let seed = self.seeds.remove(&key);
+        let value = match (value, part) {
+            (None, Some(p)) => {
+                let before = match self.last.get(&key) {
+                    Some(&v) if self.merged => Some(v),
+                    None if self.merged => seed.or_else(now),
+                    _ => now(),
+                };
+                before.map(|b| (b & !p.mask) | p.bits)
+            }
+            _ => value,
+        };
         if let Some(v) = value {
             self.last.insert(key, v);
         } else {
@@ -94,12 +119,14 @@ impl Olds {
     /// Target `index` moved: its next hit has no `old` (the kernel's is emptied too).
     pub fn forget(&mut self, index: usize) {
         self.last.retain(|&(i, _), _| i != index);
+        self.seeds.retain(|&(i, _), _| i != index);
     }
 
     /// Records were lost: the previous printed hit may not be the previous trap, so `old` is the kernel's
     /// until each target's next hit is printed.
     pub fn lost(&mut self) {
         self.last.clear();
+        self.seeds.clear();
     }
 }
 
@@ -136,48 +163,118 @@ mod tests {
         let mut s = Summary::default();
         let user = 0x60_1000;
         assert_eq!(
-            old(o.settle(0, user, 8, 10, w(Some(1), ValueFrom::Insn), &mut s)),
+            old(o.settle(
+                0,
+                user,
+                (8, 10),
+                (w(Some(1), ValueFrom::Insn), None),
+                || None,
+                &mut s
+            )),
             None
         );
         assert_eq!(
-            old(o.settle(0, user, 8, 10, w(Some(2), ValueFrom::Insn), &mut s)),
+            old(o.settle(
+                0,
+                user,
+                (8, 10),
+                (w(Some(2), ValueFrom::Insn), None),
+                || None,
+                &mut s
+            )),
             Some(1)
         );
         // Another process at the same user address has its own.
         assert_eq!(
-            old(o.settle(0, user, 8, 11, w(Some(5), ValueFrom::Insn), &mut s)),
+            old(o.settle(
+                0,
+                user,
+                (8, 11),
+                (w(Some(5), ValueFrom::Insn), None),
+                || None,
+                &mut s
+            )),
             None
         );
         // A kernel address is one variable whoever writes it.
         let k = 0xffff_ffff_8300_3e00;
-        o.settle(1, k, 8, 10, w(Some(7), ValueFrom::Insn), &mut s);
+        o.settle(
+            1,
+            k,
+            (8, 10),
+            (w(Some(7), ValueFrom::Insn), None),
+            || None,
+            &mut s,
+        );
         assert_eq!(
-            old(o.settle(1, k, 8, 11, w(Some(8), ValueFrom::Insn), &mut s)),
+            old(o.settle(
+                1,
+                k,
+                (8, 11),
+                (w(Some(8), ValueFrom::Insn), None),
+                || None,
+                &mut s
+            )),
             Some(7)
         );
         // Another CPU's copy of a per-CPU variable (same target, another address) has its own.
         assert_eq!(
-            old(o.settle(1, k + 0x10_0000, 8, 11, w(Some(6), ValueFrom::Insn), &mut s)),
+            old(o.settle(
+                1,
+                k + 0x10_0000,
+                (8, 11),
+                (w(Some(6), ValueFrom::Insn), None),
+                || None,
+                &mut s
+            )),
             None
         );
         // An unknown value leaves the next old unknown; a move forgets the target.
-        o.settle(0, user, 8, 10, w(None, ValueFrom::Memory), &mut s);
+        o.settle(
+            0,
+            user,
+            (8, 10),
+            (w(None, ValueFrom::Memory), None),
+            || None,
+            &mut s,
+        );
         assert_eq!(
-            old(o.settle(0, user, 8, 10, w(Some(3), ValueFrom::Insn), &mut s)),
+            old(o.settle(
+                0,
+                user,
+                (8, 10),
+                (w(Some(3), ValueFrom::Insn), None),
+                || None,
+                &mut s
+            )),
             None
         );
         o.forget(0);
         assert_eq!(
-            old(o.settle(0, user, 8, 10, w(Some(4), ValueFrom::Insn), &mut s)),
+            old(o.settle(
+                0,
+                user,
+                (8, 10),
+                (w(Some(4), ValueFrom::Insn), None),
+                || None,
+                &mut s
+            )),
             None
         );
         assert_eq!(
-            old(o.settle(1, k, 8, 10, w(Some(9), ValueFrom::Insn), &mut s)),
+            old(o.settle(
+                1,
+                k,
+                (8, 10),
+                (w(Some(9), ValueFrom::Insn), None),
+                || None,
+                &mut s
+            )),
             Some(8)
         );
         assert_eq!(s.raced, 0);
         assert_eq!(
-            o.settle(0, user, 8, 10, Value::Read(4), &mut s),
+            o.settle(0, user, (8, 10), (Value::Read(4), None), || None, &mut s),
             Value::Read(4)
         );
     }
@@ -188,16 +285,90 @@ mod tests {
         let mut s = Summary::default();
         // Merged order: the printed previous value wins over the kernel's racy read.
         let mut o = Olds::new(None, false);
-        o.settle(0, k, 8, 1, kernel(5, 4), &mut s);
-        assert_eq!(old(o.settle(0, k, 8, 2, kernel(6, 77), &mut s)), Some(5));
+        o.settle(0, k, (8, 1), (kernel(5, 4), None), || None, &mut s);
+        assert_eq!(
+            old(o.settle(0, k, (8, 2), (kernel(6, 77), None), || None, &mut s)),
+            Some(5)
+        );
         // After a loss, the kernel's until the next printed hit.
         o.lost();
-        assert_eq!(old(o.settle(0, k, 8, 2, kernel(7, 66), &mut s)), Some(66));
-        assert_eq!(old(o.settle(0, k, 8, 2, kernel(8, 55), &mut s)), Some(7));
+        assert_eq!(
+            old(o.settle(0, k, (8, 2), (kernel(7, 66), None), || None, &mut s)),
+            Some(66)
+        );
+        assert_eq!(
+            old(o.settle(0, k, (8, 2), (kernel(8, 55), None), || None, &mut s)),
+            Some(7)
+        );
         // With drops in the kernel, always the kernel's.
         let mut o = Olds::new(None, true);
-        o.settle(0, k, 8, 1, kernel(5, 4), &mut s);
-        assert_eq!(old(o.settle(0, k, 8, 2, kernel(6, 77), &mut s)), Some(77));
+        o.settle(0, k, (8, 1), (kernel(5, 4), None), || None, &mut s);
+        assert_eq!(
+            old(o.settle(0, k, (8, 2), (kernel(6, 77), None), || None, &mut s)),
+            Some(77)
+        );
+    }
+
+    /// A store narrower than a read-write watch (memory not read at the trap): its bytes over the previous
+    /// value, while every trap is printed; unknown for a first hit and where the kernel drops traps.
+    #[test]
+    fn a_narrow_store_without_memory_is_laid_over_the_previous_value() {
+        let mut s = Summary::default();
+        let user = 0x60_1000;
+        let half = Some(Part {
+            bits: 0x2a,
+            mask: 0xffff_ffff,
+        });
+        let value = |v: Value| match v {
+            Value::Written { value, .. } => value,
+            _ => panic!("not a written value"),
+        };
+        let mut o = Olds::new(None, false);
+        let first = o.settle(
+            0,
+            user,
+            (8, 10),
+            (w(None, ValueFrom::Memory), half),
+            || None,
+            &mut s,
+        );
+        assert_eq!(value(first), None);
+        o.settle(
+            0,
+            user,
+            (8, 10),
+            (w(Some(0x5a5a_5a5a_0000_0001), ValueFrom::Insn), None),
+            || None,
+            &mut s,
+        );
+        let v = o.settle(
+            0,
+            user,
+            (8, 10),
+            (w(None, ValueFrom::Memory), half),
+            || None,
+            &mut s,
+        );
+        assert_eq!(value(v), Some(0x5a5a_5a5a_0000_002a));
+        assert_eq!(old(v), Some(0x5a5a_5a5a_0000_0001));
+        let mut o = Olds::new(None, true);
+        o.settle(
+            0,
+            user,
+            (8, 10),
+            (w(Some(1), ValueFrom::Insn), None),
+            || None,
+            &mut s,
+        );
+        let v = o.settle(
+            0,
+            user,
+            (8, 10),
+            (w(None, ValueFrom::Memory), half),
+            || None,
+            &mut s,
+        );
+        assert_eq!(value(v), None);
     }
 
     #[test]
@@ -209,21 +380,28 @@ mod tests {
         o.settle(
             0,
             0x1000,
-            8,
-            1,
-            w(Some(5), ValueFrom::Raced { memory: 20 }),
+            (8, 1),
+            (w(Some(5), ValueFrom::Raced { memory: 20 }), None),
+            || None,
             &mut s,
         );
         // The store wrote 15: raced, but it passes too.
         o.settle(
             0,
             0x1000,
-            8,
-            1,
-            w(Some(15), ValueFrom::Raced { memory: 30 }),
+            (8, 1),
+            (w(Some(15), ValueFrom::Raced { memory: 30 }), None),
+            || None,
             &mut s,
         );
-        o.settle(0, 0x1000, 8, 1, w(Some(15), ValueFrom::Insn), &mut s);
+        o.settle(
+            0,
+            0x1000,
+            (8, 1),
+            (w(Some(15), ValueFrom::Insn), None),
+            || None,
+            &mut s,
+        );
         assert_eq!((s.raced, s.condition_disagreed), (2, 1));
     }
 }

@@ -168,7 +168,7 @@ mod tests {
         std::iter::from_fn(|| p.next(which))
             .map(|(t, item)| {
                 let what = match item {
-                    Item::Sample(s, w, _) => format!("{}@{w}", s.tid),
+                    Item::Sample(s, w, ..) => format!("{}@{w}", s.tid),
                     Item::Lost { cpu, count } => format!("lost {count} on {cpu}"),
                     Item::Comm { comm, .. } => format!("comm {comm}"),
                     other => format!("{other:?}"),

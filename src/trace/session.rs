@@ -26,7 +26,7 @@ use crate::perf::refusal::{explain, Refusal};
 use crate::perf::sys::{self, Epoll, SignalFd};
 use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::comm::Comms;
-use crate::trace::events::{Audit, Item};
+use crate::trace::events::{self, Audit, Item, Trap};
 use crate::trace::flight::Recorder;
 use crate::trace::hotplug::{Changes, Hotplug, Unwatched};
 use crate::trace::moves::{self, Controller, Moves, Step};
@@ -34,6 +34,7 @@ use crate::trace::objects::{self, ObjectWatch, Placement};
 use crate::trace::olds::Olds;
 use crate::trace::pace::{Pace, HIT_SORT_SLACK_NS, SORT_SLACK_NS};
 use crate::trace::pipeline::{Pipeline, Release};
+use crate::trace::store_value;
 use crate::trace::symbolize::{NamedChain, Symbolizer};
 use crate::trace::tasks::Tasks;
 use crate::trace::unload;
@@ -151,6 +152,18 @@ impl<'a, O: Output> Session<'a, O> {
         let scope_is_system = matches!(scope, Scope::System);
         let ends_on_exec = cfg.hits.as_ref().is_some_and(|h| h.ends_on_exec());
         let watched = Watched::new(scope.pids(), ends_on_exec, &epoll, TOKEN_PROCESS)?;
+        let mut olds = Olds::new(condition, kernel_drops);
+        if matches!(scope, Scope::Processes(_)) && cfg.hits.as_ref().is_some_and(|h| h.written) {
+            // What each watched range holds now, the events armed: a store narrower than the watch is laid
+            // over it where the program does not read the range at the trap (a read-write watch).
+            for (index, w) in watches.iter().enumerate() {
+                for pid in scope.pids() {
+                    if let Value::Read(v) = events::read_value(pid, w.addr, w.len) {
+                        olds.seed(index, pid, v);
+                    }
+                }
+            }
+        }
         let slack = if cfg.hits.is_some() {
             HIT_SORT_SLACK_NS
         } else {
@@ -183,7 +196,7 @@ impl<'a, O: Output> Session<'a, O> {
                 tally: tally.then(Default::default),
                 ..Summary::default()
             },
-            olds: Olds::new(condition, kernel_drops),
+            olds,
             limits,
             filter,
             unwatched: Unwatched::default(),
@@ -512,8 +525,8 @@ impl<'a, O: Output> Session<'a, O> {
     /// One released record: task names change, losses are marked, hits are printed.
     fn apply(&mut self, time: u64, item: Item) -> Option<StopReason> {
         match item {
-            Item::Sample(sample, watch, value) => {
-                let stop = self.hit(&sample, watch, value);
+            Item::Sample(sample, watch, value, trap) => {
+                let stop = self.hit(&sample, watch, value, trap.as_deref());
                 self.rings.recycle(sample.frames);
                 stop
             }
@@ -888,8 +901,15 @@ impl<'a, O: Output> Session<'a, O> {
         StopReason::BrokenPipe
     }
 
-    /// Filters, names and prints one hit (with the value read when it was drained), honouring --count.
-    fn hit(&mut self, sample: &Sample, watch: usize, value: Value) -> Option<StopReason> {
+    /// Filters, names and prints one hit (with the value read when it was drained, or for `--value` the
+    /// store's, decoded from its `trap`), honouring --count.
+    fn hit(
+        &mut self,
+        sample: &Sample,
+        watch: usize,
+        value: Value,
+        trap: Option<&Trap>,
+    ) -> Option<StopReason> {
         if self.limits.count.is_some_and(|n| self.summary.hits() >= n) {
             return Some(StopReason::Count);
         }
@@ -907,6 +927,9 @@ impl<'a, O: Output> Session<'a, O> {
             o.slots.hit(watch);
         }
         *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
+        // Where the store's instruction starts, from its function's symbol: before the chain is named
+        // (that borrows the symbols until the hit is printed).
+        let insn_len = trap.and_then(|t| self.symbolizer.insn_len(sample.pid, sample.ip, &t.insn));
         // A kept hit holds its chain: the symbolizer's cached one, shared.
         let shared = self
             .flight
@@ -917,12 +940,19 @@ impl<'a, O: Output> Session<'a, O> {
             None => self.symbolizer.named(sample),
         };
         let hit_watch = self.rings.events().watch_of(watch, sample.addr);
+        let (value, part) = match trap {
+            Some(t) => store_value::decide(value, sample, hit_watch.len, t, insn_len),
+            None => (value, None),
+        };
         let value = self.olds.settle(
             watch,
             sample.addr,
-            hit_watch.len,
-            sample.pid,
-            value,
+            (hit_watch.len, sample.pid),
+            (value, part),
+            || match events::read_value(sample.pid, sample.addr, hit_watch.len) {
+                Value::Read(v) => Some(v),
+                _ => None,
+            },
             &mut self.summary,
         );
         let hit = Hit {

@@ -16,6 +16,7 @@ use rustc_hash::FxHashMap;
 
 use crate::perf::record::{Context, Sample};
 use crate::report::{Rendered, ResolvedFrame, SourceLine};
+use crate::trace::store_value::{self, InsnStarts};
 
 /// The one place addresses become names.
 pub struct Symbolizer<'a> {
@@ -46,6 +47,8 @@ pub struct Symbolizer<'a> {
     next_space: u64,
     /// A chain that cannot be cached (a user frame outside every known mapping), named for one hit.
     uncached: NamedChain,
+    /// Where the instruction ending at each `--value` store site starts, by the function that holds it.
+    starts: InsnStarts,
 }
 
 /// A sample's frames, named: what a printer needs besides the raw sample.
@@ -95,6 +98,7 @@ impl<'a> Symbolizer<'a> {
             spaces: FxHashMap::default(),
             next_space: 0,
             uncached: NamedChain::default(),
+            starts: InsnStarts::default(),
         }
     }
 
@@ -303,6 +307,18 @@ impl<'a> Symbolizer<'a> {
         fr
     }
 
+    /// The length of the instruction that ends at the trap ip `ip` of process `pid` (the 16 bytes
+    /// before ip in `insn`), walked from the start of the function that holds it
+    /// ([`store_value::insn_len`]); `None` where that start is not known.
+    pub fn insn_len(&mut self, pid: u32, ip: u64, insn: &[u8; 16]) -> Option<usize> {
+        let mut starts = std::mem::take(&mut self.starts);
+        let n = store_value::insn_len(&mut starts, pid, ip, insn, || {
+            store_value::function_bytes(self, pid, ip)
+        });
+        self.starts = starts;
+        n
+    }
+
     /// What symbol loading left out, for the summary's warnings: user binaries with oversized tables, and
     /// kernel frames a cached table could not name.
     pub fn take_notes(&mut self) -> Vec<String> {
@@ -333,6 +349,7 @@ impl<'a> Symbolizer<'a> {
     /// none. Its frames and chains are dropped (so a long run over many short-lived processes keeps only
     /// the live ones').
     pub fn forget_process(&mut self, pid: u32) {
+        self.starts.forget(pid);
         if let Some(p) = self.user_cache.remove(&pid) {
             self.user_cached -= p.len();
         }

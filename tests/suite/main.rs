@@ -26,6 +26,7 @@ mod live_perfetto;
 mod live_process;
 mod live_process_wide;
 mod live_rollback;
+mod live_store_values;
 mod live_typed;
 mod live_value;
 mod live_watch;

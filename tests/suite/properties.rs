@@ -184,10 +184,11 @@ proptest! {
         regs in prop::collection::vec(any::<u64>(), 21),
         addr in any::<u64>(),
         len in prop::sample::select(vec![1u8, 2, 4, 8]),
-        memory in proptest::option::of(any::<u64>()),
+        n in 0usize..20,
     ) {
         let regs: [u64; 21] = regs.try_into().expect("21 registers");
-        let _ = x86_store::stored_value(&bytes, &regs, addr, len, memory);
+        let _ = x86_store::stored(&bytes, n, &regs, addr, len);
+        let _ = x86_store::last_insn_len(&bytes, regs[16]);
     }
 
     /// `mov %REG,(%BASE)` at 64 bits, any pair of general registers (base encodings that need a SIB or
@@ -209,13 +210,13 @@ proptest! {
         regs[SLOT[usize::from(reg)]] = value;
         let rex = 0x48 | if reg >= 8 { 4 } else { 0 } | if base >= 8 { 1 } else { 0 };
         let modrm = ((reg & 7) << 3) | (base & 7);
-        // `nop`s before the store (bytes of a real instruction before it can, rarely, decode as a longer
-        // store to the same place: memory and length then decide, see x86_store).
-        let mut bytes = [0x90u8; 16];
+        // Garbage before the store: its start is known (the walk from the function's start gives it), so
+        // the bytes before it do not matter.
+        let mut bytes = [memory as u8; 16];
         bytes[13..].copy_from_slice(&[rex, 0x89, modrm]);
         prop_assert_eq!(
-            x86_store::stored_value(&bytes, &regs, addr, 8, Some(memory)),
-            Some(value)
+            x86_store::stored(&bytes, 3, &regs, addr, 8),
+            x86_store::Stored::Whole(value)
         );
     }
 }

@@ -355,10 +355,13 @@ fn value_annotations(i: &mut Interner, value: Value, a: &mut Vec<DebugAnnotation
             a.push(hex_or_unknown(i, "old", old));
             if value.is_some() {
                 let word = match from {
-                    ValueFrom::Memory => "memory",
+                    ValueFrom::Memory | ValueFrom::NoStart => "memory",
                     ValueFrom::Insn | ValueFrom::Raced { .. } => "insn",
                 };
                 a.push(i.interned("value_from", word));
+                if from == ValueFrom::NoStart {
+                    a.push(i.interned("insn_start", "unknown"));
+                }
                 if let ValueFrom::Raced { memory } = from {
                     a.push(i.annotation("raced", AnnotationValue::Pointer(memory)));
                 }

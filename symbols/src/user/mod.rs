@@ -266,6 +266,23 @@ impl UserSymbols {
         Some(UserFrame { binary, sym })
     }
 
+    /// `len` bytes at `addr` in process `pid` as the file mapped there holds them (the code a trap ran,
+    /// readable after the process is gone); `None` when no file mapping known for `pid` holds all of them,
+    /// or the file cannot be opened and read.
+    pub fn read_mapped(&mut self, pid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let i = self.mapping(pid, addr)?;
+        let m = &self.procs.get(&pid)?.maps[i];
+        if !m.path.starts_with('/') || addr.checked_add(len as u64)? > m.end {
+            return None;
+        }
+        let (file, _) = open_mapped(&self.proc_root, pid, m)?;
+        let mut buf = vec![0; len];
+        file.read_exact_at(&mut buf, addr - m.start + m.offset)
+            .ok()?;
+        Some(buf)
+    }
+
     /// Index of the mapping of `pid` that contains `addr`.
     fn mapping(&self, pid: u32, addr: u64) -> Option<usize> {
         let maps = &self.procs.get(&pid)?.maps;
@@ -471,6 +488,25 @@ pub(crate) fn open_if_regular(path: &Path) -> Option<(std::fs::File, std::fs::Me
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bytes of our own code, read from the file mapped there, are the ones in memory; an address with
+    /// no file mapping, or a read past its mapping, gives none.
+    #[test]
+    fn reads_the_file_mapped_at_an_address() {
+        let f = reads_the_file_mapped_at_an_address as fn() as usize as u64;
+        let pid = std::process::id();
+        let mut u = UserSymbols::default();
+        if !u.read_process(pid) {
+            crate::testing::skip(format_args!("no /proc/{pid}/maps to read"));
+            return;
+        }
+        let got = u.read_mapped(pid, f, 16).expect("our own text");
+        // SAFETY: 16 bytes of this very function's code, mapped and readable while it runs.
+        let mem = unsafe { std::slice::from_raw_parts(f as *const u8, 16) };
+        assert_eq!(got, mem);
+        assert_eq!(u.read_mapped(pid, 0x1000, 16), None);
+        assert_eq!(u.read_mapped(pid, f, 1 << 40), None);
+    }
 
     #[test]
     fn parses_maps_lines() {

@@ -158,9 +158,9 @@ pub struct HitMaps {
     /// `BPF_MAP_TYPE_HASH` from tgid (u32) to anything: the watched processes; `None` for a watch of
     /// every process.
     pub procs: Option<i32>,
-    /// A one-entry `BPF_MAP_TYPE_ARRAY` of one u32: with `read_value`, the watched bytes are read only
-    /// while it is not 0 (the tracer clears it while the watch is a read-write one of a user address).
-    /// `None`: always read.
+    /// A one-entry `BPF_MAP_TYPE_ARRAY` of one u32: with `read_value`, the watched bytes at a trap taken
+    /// in user space are read only while it is not 0 (the tracer clears it while the watch is a
+    /// read-write one of a user address). `None`: always read.
     pub reads: Option<i32>,
 }
 

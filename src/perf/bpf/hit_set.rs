@@ -74,11 +74,11 @@ struct WatchMaps {
     reads: OwnedFd,
 }
 
-/// Whether a hit program may read `w`'s bytes at the trap: not for a read-write watch of a user
-/// address. The trap of a store made in user space runs the program with the breakpoint still armed
-/// (the kernel clears the debug registers only for a trap taken in the kernel), so the program's read
-/// would trap again, once per byte of a `rep movsb` copy: traps the kernel counts and hands to no
-/// program (its recursion guard), each paid by the writer.
+/// Whether a hit program may read `w`'s bytes at a trap taken in user space: not for a read-write watch
+/// of a user address. Such a trap runs the program with the breakpoint still armed (the kernel clears the
+/// debug registers only for a trap taken in the kernel, where the program always reads), so the
+/// program's read would trap again, once per byte of a `rep movsb` copy: traps the kernel counts and
+/// hands to no program (its recursion guard), each paid by the writer.
 fn reads(w: &Watch) -> bool {
     w.access == Access::Write || w.addr >= 1 << 63
 }

@@ -228,9 +228,10 @@ pub(crate) enum Step {
 
 /// [`value_and_old`], calling `between` after each [`Step`] of a readable value. The hook may use r0-r5
 /// (and so call helpers): r6-r9 are what this code keeps. With `reads`, a one-entry array of one u32, the
-/// bytes are read only while that is not 0, else left unknown as an unreadable value is: a read-write
-/// breakpoint on a user address traps on the program's own read, byte by byte (the kernel counts those
-/// traps and runs no program for them), and `--control` can move a watch between write and read-write.
+/// bytes of a trap taken in user space are read only while that is not 0, else left unknown as an
+/// unreadable value is: a read-write breakpoint on a user address traps on the program's own read, byte by
+/// byte (the kernel counts those traps and runs no program for them), and `--control` can move a watch
+/// between write and read-write.
 pub(crate) fn value_and_old_steps(
     a: &mut Asm,
     len: u8,
@@ -252,9 +253,16 @@ pub(crate) fn value_and_old_steps(
     between(a, Step::Task);
     // The hook may have used r1-r5; the address is still in r8.
     if let Some(reads) = reads {
+        // A trap taken in the kernel runs with the debug registers cleared (the kernel's #DB handler
+        // saves and clears DR7 for it): the read cannot trap there, and a kernel writer's bytes are read.
+        let read = a.label();
         a.ld_map_value(R1, reads, 0)
             .load(W, R1, R1, 0)
-            .jump_imm(Cond::Eq, R1, 0, unreadable);
+            .jump_imm(Cond::Ne, R1, 0, read)
+            .load(DW, R1, R6, CTX_CS)
+            .alu_imm(Alu::And, R1, 3)
+            .jump_imm(Cond::Ne, R1, 0, unreadable);
+        a.bind(read);
     }
 
     // The value: the watched bytes, read where they live.

@@ -73,7 +73,11 @@ pub enum Stored {
     /// It wrote some of them, with a value decided elsewhere (a read-modify-write: memory holds it), or at
     /// an address the registers cannot place (`%fs`/`%gs`).
     Undecided,
-    /// It wrote none of them: a read, or a `rep` instruction that trapped with more to do (ip on itself).
+    /// It wrote none of them but read them: the trap of a read-write watch on a load (the bytes are as
+    /// they were).
+    Read,
+    /// It wrote none of them and read none: a `rep` instruction that trapped with more to do (ip on
+    /// itself, after another instruction), or an access the registers no longer place.
     Nothing,
 }
 
@@ -94,10 +98,14 @@ pub fn stored(insn: &[u8; 16], n: usize, regs: &[u64; REGS], addr: u64, len: u8)
     match written(&i, regs) {
         Some(write) if write.overlaps(addr, len) => write.watched(addr, len),
         Some(_) => Stored::Nothing,
-        None => match other_write(&mut InstructionInfoFactory::new(), &i, regs, addr, len) {
-            Some(true) | None => Stored::Undecided,
-            Some(false) => Stored::Nothing,
-        },
+        None => {
+            let mut info = InstructionInfoFactory::new();
+            match other_write(&mut info, &i, regs, addr, len) {
+                Some(true) | None => Stored::Undecided,
+                Some(false) if reads(&mut info, &i, regs, addr, len) => Stored::Read,
+                Some(false) => Stored::Nothing,
+            }
+        }
     }
 }
 
@@ -124,6 +132,28 @@ fn other_write(
         }
     }
     Some(false)
+}
+
+/// Whether `i` reads memory that overlaps the watched range, at an address the registers at the trap give
+/// (a load that overwrote its own base register gives another one: not a read of the range, then).
+fn reads(
+    info: &mut InstructionInfoFactory,
+    i: &Instruction,
+    regs: &[u64; REGS],
+    addr: u64,
+    len: u8,
+) -> bool {
+    info.info(i).used_memory().iter().any(|m| {
+        matches!(
+            m.access(),
+            OpAccess::Read | OpAccess::CondRead | OpAccess::ReadWrite | OpAccess::ReadCondWrite
+        ) && m
+            .virtual_address(0, |r, _, _| register_or_segment(regs, r))
+            .is_some_and(|at| {
+                let size = (m.memory_size().size() as u64).max(1);
+                (Write { at, size, value: 0 }).overlaps(addr, len)
+            })
+    })
 }
 
 /// A store of `size` bytes of `value` (little-endian) at `at`.
@@ -550,8 +580,9 @@ mod tests {
         assert_eq!(stored(&insn, 2, &r, 0x7000, 4), Stored::Whole(0x2a));
         // The upper half alone is not written by it; a read of the range writes nothing.
         assert_eq!(stored(&insn, 2, &r, 0x7004, 4), Stored::Nothing);
-        let load = bytes(&[0x48, 0x8b, 0x06]); // mov (%rsi),%rax
-        assert_eq!(stored(&load, 3, &r, 0x7000, 8), Stored::Nothing);
+        let load = bytes(&[0x48, 0x8b, 0x0e]); // mov (%rsi),%rcx
+        assert_eq!(stored(&load, 3, &r, 0x7000, 8), Stored::Read);
+        assert_eq!(stored(&load, 3, &r, 0x9000, 8), Stored::Nothing);
         // A length that is no instruction there.
         assert_eq!(stored(&insn, 1, &r, 0x7000, 8), Stored::Undecided);
     }

@@ -133,7 +133,8 @@ pub fn function_bytes(symbolizer: &mut Symbolizer, pid: u32, ip: u64) -> Option<
 }
 
 /// Bytes of the watched range a store set, for the session to lay over the range's previous value where
-/// memory was not read at the trap (a read-write watch of a user address): `bits` where `mask` is set.
+/// memory was not read at the trap (a read-write watch of a user address): `bits` where `mask` is set
+/// (none for a load: the range holds the previous value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Part {
     pub bits: u64,
@@ -168,7 +169,12 @@ pub fn decide(
         Stored::Part { bits, mask } if memory.is_none() => {
             (written(None, ValueFrom::Memory), Some(Part { bits, mask }))
         }
-        Stored::Part { .. } | Stored::Undecided | Stored::Nothing => {
+        // A load on a read-write watch: the bytes are the previous value's, none laid over it.
+        Stored::Read if memory.is_none() => (
+            written(None, ValueFrom::Memory),
+            Some(Part { bits: 0, mask: 0 }),
+        ),
+        Stored::Part { .. } | Stored::Read | Stored::Undecided | Stored::Nothing => {
             (written(memory, ValueFrom::Memory), None)
         }
     }
@@ -321,5 +327,9 @@ mod tests {
         let t = trap(&[0x48, 0x01, 0x06]); // add %rax,(%rsi)
         let (v, _) = decide(memory(Some(5)), &sample(0x7000), 8, &t, Some(3));
         assert_eq!(v, memory(Some(5)));
+        // A load of the range on a read-write watch (memory not read): the previous value, unchanged.
+        let t = trap(&[0x48, 0x8b, 0x0e]); // mov (%rsi),%rcx
+        let (v, part) = decide(memory(None), &sample(0x7000), 8, &t, Some(3));
+        assert_eq!((v, part), (memory(None), Some(Part { bits: 0, mask: 0 })));
     }
 }

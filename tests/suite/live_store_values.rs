@@ -80,6 +80,16 @@ fn a_store_after_a_0x48_byte_is_decoded_from_its_function_start() {
         assert!(h.get("insn_start").is_none(), "{h}");
     }
     assert_eq!(summary["raced"], 0, "{summary}");
+    // Kept on memory (upper half set): the 8-byte reading's value would not pass, the store's does.
+    let (hits, summary, err) = run(
+        "write",
+        "ksw_var",
+        &["after48", "400", "0"],
+        &["--if", "value > 0xffffffff"],
+    );
+    assert_eq!(at(&hits, "ksw_after48").len() as u64, N, "{err}");
+    assert_eq!(summary["raced"], 0, "{summary}");
+    assert_eq!(summary["condition_disagreed"], 0, "{summary}");
 
     let (hits, summary, err) = run(
         "write",
@@ -146,8 +156,27 @@ fn a_store_on_a_read_write_watch_has_the_value_a_write_watch_gives() {
     assert_eq!(stores(&w), want, "write --value: {err}");
     let (rw, summary, err) = run("rw", "ksw_var", &["widths", "50", "0"], &["--value"]);
     assert_eq!(stores(&rw), want, "rw --value: {err}");
-    // Without --value, a process watch's store hits carry a value too.
-    let (rw, _, err) = run("rw", "ksw_var", &["widths", "50", "0"], &[]);
+    // Without --value, a process watch's store hits carry a value too: what the range holds as the
+    // tracer takes the hit (read from the process, which stays alive until every hit is printed).
+    let mut h = Writer::start_binary(&helper("stores"), &["widths", "50", "0"]);
+    let pid = h.pid.to_string();
+    let mut t = Tracer::start_json(&["rw", "--json", "--no-status", "-p", &pid, "ksw_var"]);
+    h.go();
+    let mut text = String::new();
+    while text.matches("\"sym\":\"ksw_store").count() < want.len() {
+        let more = t.read_until(|l| l.contains("\"sym\":\"ksw_store"));
+        assert!(!more.is_empty(), "the stream ended early:\n{text}");
+        text.push_str(&more);
+    }
+    h.finish();
+    let (code, rest, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    text.push_str(&rest);
+    let rw: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .filter(|v: &Value| v["type"] == "hit" && v["in_kernel"] == false)
+        .collect();
     let known = stores(&rw).iter().filter(|(_, v)| v.is_some()).count();
     assert_eq!(known, want.len(), "rw: {err}");
     assert!(

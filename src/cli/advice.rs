@@ -78,6 +78,7 @@ mod tests {
             tid: None,
             stage,
             err: io::Error::from_raw_os_error(errno),
+            bp: None,
         };
         explain(&e, &[]).nothing_armed()
     }

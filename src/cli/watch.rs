@@ -30,6 +30,7 @@ use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::bpf::trigger::Tracepoint;
 use crate::perf::bpf::Values;
 use crate::perf::event::EventConfig;
+use crate::perf::refusal;
 use crate::perf::sys::{self, SignalFd};
 use crate::perf::warmup::Warmup;
 use crate::report::folded::{Folded, Sink};
@@ -462,9 +463,13 @@ fn keep_free_slots(
     cpus: &BTreeSet<u32>,
     cfg: &EventConfig,
 ) -> Result<()> {
-    let free = watches
-        .first()
-        .map_or(0, |w| arm::free_slots(w, cpus, watches.len(), cfg));
+    let free = match watches.first() {
+        // A slot the kernel refuses outright (not for want of a register) is refused as arming would be.
+        Some(w) => arm::free_slots(w, cpus, watches.len(), cfg).map_err(|e| {
+            advice::arming(refusal::explain(&e, std::slice::from_ref(w)).nothing_armed())
+        })?,
+        None => 0,
+    };
     if free == 0 {
         return Err(Error::arm(
             "--on needs a free debug register on every CPU, and every one is in use (perf, gdb, another \

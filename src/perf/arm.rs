@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::model::watch::Watch;
 use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError, Stage};
-use crate::perf::refusal::{explain, Refusal};
+use crate::perf::refusal::{explain, Kind, Refusal};
 
 /// Who a watch covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,8 +49,16 @@ pub struct Armed {
 }
 
 /// How many breakpoints like `watch` every one of `cpus` can take now, up to `most`: each is opened
-/// (pinned, disabled, which reserves its debug register) until one CPU refuses, then all are closed.
-pub fn free_slots(watch: &Watch, cpus: &BTreeSet<u32>, most: usize, cfg: &EventConfig) -> usize {
+/// (pinned, disabled, which reserves its debug register) until one CPU refuses, then all are closed. A
+/// refusal of the very first open other than ENOSPC (no register free) is returned: the kernel will not
+/// take such a breakpoint at all (a kernel address where kernel breakpoints are refused), and the caller
+/// words it as an arming failure ([`explain`]).
+pub fn free_slots(
+    watch: &Watch,
+    cpus: &BTreeSet<u32>,
+    most: usize,
+    cfg: &EventConfig,
+) -> Result<usize, OpenError> {
     let cfg = EventConfig {
         track_tasks: false,
         hits: None,
@@ -63,11 +71,20 @@ pub fn free_slots(watch: &Watch, cpus: &BTreeSet<u32>, most: usize, cfg: &EventC
         for &cpu in cpus {
             match crate::perf::sys::perf_event_open(&attr, -1, cpu as i32) {
                 Ok(fd) => held.push(fd),
-                Err(_) => return n,
+                Err(err) if held.is_empty() && err.raw_os_error() != Some(libc::ENOSPC) => {
+                    return Err(OpenError {
+                        cpu,
+                        tid: None,
+                        stage: Stage::Open,
+                        err,
+                        bp: Some((watch.addr, watch.len)),
+                    })
+                }
+                Err(_) => return Ok(n),
             }
         }
     }
-    most
+    Ok(most)
 }
 
 /// Opens `watches` on one CPU: all or none.
@@ -234,10 +251,13 @@ pub fn arm_with(
         }
     }
     if events.is_empty() {
-        return Err(Refusal::arm(format!(
-            "no CPU could be armed: every requested CPU ({}) went offline",
-            crate::cpulist::format(cpus)
-        )));
+        return Err(Refusal::arm(
+            Kind::CpuOffline,
+            format!(
+                "no CPU could be armed: every requested CPU ({}) went offline",
+                crate::cpulist::format(cpus)
+            ),
+        ));
     }
     enable_all(events, went_offline, watches)
 }
@@ -250,6 +270,7 @@ fn enable_all(
 ) -> Result<Armed, Refusal> {
     if events.is_empty() {
         return Err(Refusal::arm(
+            Kind::ProcessesExited,
             "no thread could be armed: every watched process exited while arming",
         ));
     }

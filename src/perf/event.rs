@@ -222,6 +222,9 @@ pub struct OpenError {
     pub tid: Option<u32>,
     pub stage: Stage,
     pub err: io::Error,
+    /// The breakpoint asked for (address, length), when the failure was its own: a refusal of permission
+    /// depends on which half of the address space it is in.
+    pub bp: Option<(u64, u8)>,
 }
 
 impl OpenError {
@@ -235,7 +238,14 @@ impl OpenError {
             tid,
             stage,
             err,
+            bp: None,
         }
+    }
+
+    /// The failure was the breakpoint's at `addr`, `len` bytes long.
+    fn at(mut self, addr: u64, len: u8) -> OpenError {
+        self.bp = Some((addr, len));
+        self
     }
 
     /// The thread went away while being armed: not an error for a process watch.
@@ -279,6 +289,7 @@ fn open_fd(
     let attr_here = |cfg: &EventConfig| {
         attr_on(watch, cpu, cfg, bind).map_err(|err| OpenError::new(cpu, bind, Stage::Open, err))
     };
+    let addr = watch.addr_on(cpu).unwrap_or(watch.addr);
     let opened = match sys::perf_event_open(&attr_here(cfg)?, pid, cpu as i32) {
         Err(e) if counts_lost && e.raw_os_error() == Some(libc::EINVAL) => {
             counts_lost = false;
@@ -292,7 +303,7 @@ fn open_fd(
     };
     opened
         .map(|fd| (fd, counts_lost))
-        .map_err(|err| OpenError::new(cpu, bind, Stage::Open, err))
+        .map_err(|err| OpenError::new(cpu, bind, Stage::Open, err).at(addr, watch.len))
 }
 
 impl CpuEvent {
@@ -506,11 +517,9 @@ static PROBE: [u64; 8] = [0; 8];
 /// The most breakpoints probed per CPU; x86 has four debug registers.
 const PROBE_MAX: u32 = 8;
 
-/// Opens disabled pinned breakpoints on `cpu` until the kernel says no; all are closed on return. ENOSPC
-/// at the first open is `Ok(0)`; any other refusal of the first open is returned as is, so the caller can
-/// word it as an arming failure would be ([`crate::perf::refusal::explain`]).
-pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
-    let cfg = EventConfig {
+/// How a probe breakpoint is opened: no ring, no task records, no program.
+fn probe_cfg() -> EventConfig {
+    EventConfig {
         ring_pages: 1,
         user_only: false,
         track_tasks: false,
@@ -519,22 +528,50 @@ pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
         values: None,
         hits: None,
         percpu: None,
-    };
+    }
+}
+
+/// A probe's watch: 8 bytes at `addr`, written.
+fn probe_watch(addr: u64) -> Watch {
+    Watch {
+        label: "probe".into(),
+        addr,
+        len: 8,
+        access: Access::Write,
+        module: None,
+        per_cpu: None,
+    }
+}
+
+/// An address in this process's own memory (user space) that a probe may name.
+pub fn probe_user_address() -> u64 {
+    &PROBE[0] as *const u64 as u64
+}
+
+/// Whether the kernel would arm a breakpoint at `addr` on `cpu`: one disabled pinned write breakpoint of
+/// 8 bytes (naturally aligned `addr`) is opened and closed at once, never enabled, so it holds a debug
+/// register only for that moment. The kernel's refusal, if any, is returned as an arming failure's
+/// would be, for [`crate::perf::refusal::explain`] to word.
+pub fn probe(addr: u64, cpu: u32) -> Result<(), OpenError> {
+    let w = probe_watch(addr);
+    sys::perf_event_open(&attr(&w, &probe_cfg(), Bind::Cpu), -1, cpu as i32)
+        .map(drop)
+        .map_err(|err| OpenError::new(cpu, Bind::Cpu, Stage::Open, err).at(addr, w.len))
+}
+
+/// Opens disabled pinned breakpoints on `cpu` until the kernel says no; all are closed on return. ENOSPC
+/// at the first open is `Ok(0)`; any other refusal of the first open is returned as is, so the caller can
+/// word it as an arming failure would be ([`crate::perf::refusal::explain`]).
+pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
+    let cfg = probe_cfg();
     let mut held = Vec::new();
     for i in 0..PROBE_MAX {
-        let w = Watch {
-            label: "probe".into(),
-            addr: &PROBE[i as usize] as *const u64 as u64,
-            len: 8,
-            access: Access::Write,
-            module: None,
-            per_cpu: None,
-        };
+        let w = probe_watch(&PROBE[i as usize] as *const u64 as u64);
         match sys::perf_event_open(&attr(&w, &cfg, Bind::Cpu), -1, cpu as i32) {
             Ok(fd) => held.push(fd),
             Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
             Err(err) if held.is_empty() => {
-                return Err(OpenError::new(cpu, Bind::Cpu, Stage::Open, err))
+                return Err(OpenError::new(cpu, Bind::Cpu, Stage::Open, err).at(w.addr, w.len))
             }
             Err(_) => break,
         }

@@ -1,6 +1,10 @@
 //! Whether this process may open system-wide perf events, decided up front so that an unprivileged user
 //! gets the one message that matters (root or CAP_PERFMON, and the paranoid level) instead of an error about
 //! kallsyms addresses being hidden from them. The kernel remains the judge: an open can still fail later.
+//! It also gives [`crate::perf::denial`] what the kernel checks when it refuses a breakpoint
+//! ([`Privilege::credentials`]).
+
+use crate::perf::denial::Credentials;
 
 /// CAP_SYS_ADMIN and CAP_PERFMON bit numbers (linux/capability.h).
 const CAP_SYS_ADMIN: u32 = 21;
@@ -13,6 +17,35 @@ pub struct Privilege {
     pub cap_sys_admin: bool,
     /// kernel.perf_event_paranoid, if readable.
     pub paranoid: Option<i32>,
+    /// This process is in the initial user namespace, the only one whose capabilities the kernel's
+    /// `capable()` checks count ([`in_initial_user_ns`]).
+    pub initial_user_ns: bool,
+}
+
+/// `/proc/self/ns/user` in the initial user namespace: nsfs names a namespace by its inode number, and the
+/// initial user namespace's is fixed (`PROC_USER_INIT_INO`, 0xEFFFFFFD, include/linux/proc_ns.h, since
+/// Linux 3.8); every other user namespace gets a number allocated at its creation, never this one.
+const INITIAL_USER_NS: &str = "user:[4026531837]";
+
+/// Whether this process runs in the initial user namespace, where CapEff's capabilities are the ones
+/// `capable()` (the kernel's breakpoint check for kernel addresses, `perfmon_capable()`) tests. Told by
+/// the fixed inode number of the initial namespace ([`INITIAL_USER_NS`]), which a container cannot fake:
+/// comparing with `/proc/1/ns/user` would not do (in a container with its own PID namespace, pid 1 is the
+/// container's init, in the container's user namespace), and neither would a full identity
+/// `/proc/self/uid_map` alone (a privileged runtime may map all ids into a child namespace). Only when the
+/// link cannot be read is the uid map asked: a kernel without CONFIG_USER_NS has neither file and only the
+/// initial namespace, so unreadable means initial.
+fn in_initial_user_ns() -> bool {
+    match std::fs::read_link("/proc/self/ns/user") {
+        Ok(link) => link.as_os_str() == INITIAL_USER_NS,
+        Err(_) => std::fs::read_to_string("/proc/self/uid_map").map_or(true, |m| identity_map(&m)),
+    }
+}
+
+/// A uid_map that maps every id to itself (`0 0 4294967295`), as the initial namespace's does.
+fn identity_map(map: &str) -> bool {
+    let fields: Vec<&str> = map.split_whitespace().collect();
+    fields == ["0", "0", "4294967295"]
 }
 
 impl Privilege {
@@ -30,6 +63,17 @@ impl Privilege {
             paranoid: std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
                 .ok()
                 .and_then(|s| s.trim().parse().ok()),
+            initial_user_ns: in_initial_user_ns(),
+        }
+    }
+
+    /// What the kernel's breakpoint checks look at in this process.
+    pub fn credentials(&self) -> Credentials {
+        Credentials {
+            cap_sys_admin: self.cap_sys_admin,
+            cap_perfmon: self.cap_perfmon,
+            initial_user_ns: self.initial_user_ns,
+            paranoid: self.paranoid,
         }
     }
 
@@ -64,7 +108,22 @@ mod tests {
             cap_perfmon: perfmon,
             cap_sys_admin: admin,
             paranoid,
+            initial_user_ns: true,
         }
+    }
+
+    /// This test process (run as root here) is in the initial user namespace; the uid map's test is the
+    /// fallback's.
+    #[test]
+    fn the_initial_user_namespace_is_told_by_its_inode() {
+        if std::fs::read_link("/proc/self/ns/user").is_ok() {
+            let mine = std::fs::read_link("/proc/self/ns/user").unwrap();
+            assert_eq!(in_initial_user_ns(), mine.as_os_str() == INITIAL_USER_NS);
+        }
+        assert!(identity_map("         0          0 4294967295\n"));
+        assert!(!identity_map("         0       1000          1\n"));
+        assert!(!identity_map("         0     100000      65536\n"));
+        assert!(!identity_map(""));
     }
 
     #[test]

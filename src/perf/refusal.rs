@@ -1,14 +1,63 @@
 //! Why the kernel refused to arm a breakpoint, in the kernel's terms: which CPU or thread, what the errno
 //! means there (counting the free debug registers, reading perf_event_paranoid), the exit code it calls
-//! for, and the [`Remedy`]. A remedy that is a command-line option is left as a kind for the layer that
-//! knows the command line to name; [`Refusal`]'s own `Display` words it as a kernel setting.
+//! for, the [`Remedy`], and a [`Kind`] a script can test. A refusal of permission (EPERM, EACCES) is worded
+//! by [`crate::perf::denial`] from the address, the capabilities and the event's scope. A remedy that is a
+//! command-line option is left as a kind for the layer that knows the command line to name; [`Refusal`]'s
+//! own `Display` words it as a kernel setting.
 
 use std::fmt;
 use std::io;
 
 use crate::error::ExitCode;
 use crate::model::watch::Watch;
+use crate::perf::denial::{self, Credentials, Denial, Scope};
 use crate::perf::event::{OpenError, Stage};
+use crate::perf::privilege::Privilege;
+
+/// What kind of refusal it was, by name: what JSON's `kind` says (the README lists them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A refusal of permission, by the rule [`crate::perf::denial`] found.
+    Denied(Denial),
+    /// ENOSPC: every debug register of the CPU (or of the thread) is taken.
+    NoFreeDebugRegister,
+    /// ENOENT/EOPNOTSUPP: no breakpoint PMU.
+    NoBreakpointPmu,
+    /// EINVAL: the address, length or access is not watchable.
+    InvalidBreakpoint,
+    /// ENODEV, or every CPU went offline while arming.
+    CpuOffline,
+    /// The ring buffer could not be mapped or joined.
+    RingBuffer,
+    /// The BPF program could not be attached.
+    Bpf,
+    /// EBUSY.
+    Busy,
+    /// EMFILE/ENFILE.
+    OutOfFiles,
+    /// Every watched process exited while arming.
+    ProcessesExited,
+    /// Anything else.
+    Other,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Denied(d) => d.as_str(),
+            Kind::NoFreeDebugRegister => "no_free_debug_register",
+            Kind::NoBreakpointPmu => "no_breakpoint_pmu",
+            Kind::InvalidBreakpoint => "invalid_breakpoint",
+            Kind::CpuOffline => "cpu_offline",
+            Kind::RingBuffer => "ring_buffer",
+            Kind::Bpf => "bpf",
+            Kind::Busy => "busy",
+            Kind::OutOfFiles => "out_of_files",
+            Kind::ProcessesExited => "processes_exited",
+            Kind::Other => "other",
+        }
+    }
+}
 
 /// What would let the kernel accept the event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +76,7 @@ pub enum Remedy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     pub code: ExitCode,
+    pub kind: Kind,
     /// What was refused, with the errno, e.g. `cpu 0: cannot map the perf ring buffer: ...`.
     pub what: String,
     pub remedy: Remedy,
@@ -35,17 +85,28 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    fn new(code: ExitCode, what: String, remedy: Remedy) -> Refusal {
+    fn new(code: ExitCode, kind: Kind, what: String, remedy: Remedy) -> Refusal {
         Refusal {
             code,
+            kind,
             what,
             remedy,
             nothing_armed: false,
         }
     }
 
-    pub(crate) fn arm(what: impl Into<String>) -> Refusal {
-        Refusal::new(ExitCode::Arm, what.into(), Remedy::None)
+    pub(crate) fn arm(kind: Kind, what: impl Into<String>) -> Refusal {
+        Refusal::new(ExitCode::Arm, kind, what.into(), Remedy::None)
+    }
+
+    /// A refusal of permission as [`denial::word`] words it: not permitted (exit 4).
+    fn denied(w: denial::Worded) -> Refusal {
+        Refusal::new(
+            ExitCode::NotPermitted,
+            Kind::Denied(w.denial),
+            w.what,
+            Remedy::Kernel(w.remedy),
+        )
     }
 
     /// Marks the refusal as ending an all-or-nothing arming.
@@ -88,18 +149,16 @@ impl fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
-/// The system's perf_event_paranoid level, for messages.
-pub fn paranoid() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
-}
-
 /// Words an open failure the way a kernel developer needs it: which CPU, what the errno means here, and what
 /// to do about it.
 pub fn explain(e: &OpenError, watches: &[Watch]) -> Refusal {
+    explain_as(e, watches, Privilege::current().credentials())
+}
+
+/// [`explain`] with the process's credentials given (a refusal of permission is worded from them).
+pub fn explain_as(e: &OpenError, watches: &[Watch], creds: Credentials) -> Refusal {
     if let Some(tid) = e.tid {
-        return explain_thread(e, tid, watches);
+        return explain_thread(e, tid, watches, creds);
     }
     let cpu = e.cpu;
     let what = match watches {
@@ -109,40 +168,41 @@ pub fn explain(e: &OpenError, watches: &[Watch]) -> Refusal {
         _ => format!("{} watches", watches.len()),
     };
     let errno = e.err.raw_os_error().unwrap_or(0);
-    let arm = |text: String, remedy| Refusal::new(ExitCode::Arm, text, remedy);
+    let arm = |kind, text: String, remedy| Refusal::new(ExitCode::Arm, kind, text, remedy);
     let kernel = |text: &str| Remedy::Kernel(text.to_string());
     match (e.stage, errno) {
         (Stage::Bpf, _) => arm(
+            Kind::Bpf,
             format!("cpu {cpu}: cannot attach the BPF program to the breakpoint: {}", e.err),
             Remedy::NoBpf,
         ),
         (Stage::Mmap, _) => arm(
+            Kind::RingBuffer,
             format!("cpu {cpu}: cannot map the perf ring buffer: {}", e.err),
             Remedy::SmallerRing,
         ),
         (_, libc::ENOSPC) => arm(
+            Kind::NoFreeDebugRegister,
             slots(cpu, watches.len().max(1)),
             kernel(
                 "the others are in use (by perf, a debugger, another ksymwatch, or a task-bound watchpoint \
                  of any process, which takes one on every CPU); free some or watch fewer targets",
             ),
         ),
-        (_, libc::EACCES | libc::EPERM) => Refusal::new(
-            ExitCode::NotPermitted,
-            format!("cpu {cpu}: not permitted to open a system-wide breakpoint ({})", e.err),
-            Remedy::Kernel(format!(
-                "run as root or grant CAP_PERFMON (kernel.perf_event_paranoid is {}; system-wide events \
-                 need -1 or CAP_PERFMON)",
-                paranoid()
-            )),
+        (_, libc::EACCES | libc::EPERM) => denied(&format!("cpu {cpu}"), e, Scope::Cpu, creds),
+        (_, libc::ENODEV) => arm(
+            Kind::CpuOffline,
+            format!("cpu {cpu} went offline while arming"),
+            Remedy::None,
         ),
-        (_, libc::ENODEV) => arm(format!("cpu {cpu} went offline while arming"), Remedy::None),
         (_, libc::ENOENT | libc::EOPNOTSUPP) => Refusal::new(
             ExitCode::NotPermitted,
+            Kind::NoBreakpointPmu,
             format!("cpu {cpu}: this kernel has no hardware breakpoint PMU ({})", e.err),
             kernel("it needs CONFIG_HAVE_HW_BREAKPOINT and /sys/bus/event_source/devices/breakpoint"),
         ),
         (_, libc::EINVAL) => arm(
+            Kind::InvalidBreakpoint,
             format!(
                 "cpu {cpu}: the kernel refuses a breakpoint at {what} (EINVAL): the address, length or \
                  access type is not watchable (kernel text cannot be watched for execution here; check \
@@ -151,13 +211,63 @@ pub fn explain(e: &OpenError, watches: &[Watch]) -> Refusal {
             Remedy::None,
         ),
         (_, libc::EBUSY) => arm(
+            Kind::Busy,
             format!("cpu {cpu}: breakpoint PMU busy ({})", e.err),
             kernel("retry"),
         ),
         _ => arm(
+            Kind::Other,
             format!("cpu {cpu}: cannot arm {what}: {}", io::Error::from_raw_os_error(errno)),
             Remedy::None,
         ),
+    }
+}
+
+/// An EPERM/EACCES refusal of `e`'s breakpoint, worded by [`denial::word`] for `who`.
+fn denied(who: &str, e: &OpenError, scope: Scope, creds: Credentials) -> Refusal {
+    let refused = denial::Refused {
+        who,
+        errno: e.err.raw_os_error().unwrap_or(0),
+        bp: e.bp,
+        scope,
+        creds,
+    };
+    match denial::word(&refused) {
+        Some(w) => Refusal::denied(w),
+        // Not a permission errno after all: said as the kernel said it.
+        None => Refusal::new(
+            ExitCode::NotPermitted,
+            Kind::Other,
+            format!("{who}: {}", e.err),
+            Remedy::None,
+        ),
+    }
+}
+
+/// A `--control` move the kernel refused (`PERF_EVENT_IOC_MODIFY_ATTRIBUTES` checks a breakpoint as an
+/// open does): a refusal of permission is worded as at arming, anything else as the kernel said it.
+/// `scope`: the events' (one per CPU, or one per thread).
+pub fn explain_move(err: &io::Error, watch: &Watch, scope: Scope) -> Refusal {
+    let refused = denial::Refused {
+        who: "the new breakpoint",
+        errno: err.raw_os_error().unwrap_or(0),
+        bp: Some((watch.addr, watch.len)),
+        scope,
+        creds: Privilege::current().credentials(),
+    };
+    match denial::word(&refused) {
+        Some(w) => Refusal::denied(w),
+        None => {
+            let kind = match err.raw_os_error() {
+                Some(libc::ENOSPC) => Kind::NoFreeDebugRegister,
+                Some(libc::EINVAL) => Kind::InvalidBreakpoint,
+                _ => Kind::Other,
+            };
+            Refusal::arm(
+                kind,
+                format!("the kernel refused the new breakpoint: {err}"),
+            )
+        }
     }
 }
 
@@ -180,15 +290,16 @@ fn slots(cpu: u32, needed: usize) -> String {
 
 /// [`explain`] for one thread's event of a process watch: the thread is named, since its own debug
 /// registers (not the CPU's) are what ran out.
-fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch]) -> Refusal {
+fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch], creds: Credentials) -> Refusal {
     let comm = std::fs::read_to_string(format!("/proc/{tid}/comm"))
         .map(|s| s.trim_end().to_string())
         .unwrap_or_else(|_| "?".into());
     let who = format!("tid {tid} ({comm})");
-    let arm = |text: String, remedy| Refusal::new(ExitCode::Arm, text, remedy);
+    let arm = |kind, text: String, remedy| Refusal::new(ExitCode::Arm, kind, text, remedy);
     let kernel = |text: &str| Remedy::Kernel(text.to_string());
     match (e.stage, e.err.raw_os_error().unwrap_or(0)) {
         (Stage::Bpf, _) => arm(
+            Kind::Bpf,
             format!(
                 "{who}, cpu {}: cannot attach the BPF program to the breakpoint: {}",
                 e.cpu, e.err
@@ -196,6 +307,7 @@ fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch]) -> Refusal {
             Remedy::NoBpf,
         ),
         (Stage::Mmap, _) => arm(
+            Kind::RingBuffer,
             format!(
                 "{who}, cpu {}: cannot map or join the perf ring buffer: {}",
                 e.cpu, e.err
@@ -203,25 +315,16 @@ fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch]) -> Refusal {
             Remedy::SmallerRing,
         ),
         (_, libc::ENOSPC) => arm(
+            Kind::NoFreeDebugRegister,
             format!(
                 "{who}: all debug registers of this thread are in use (its own watchpoints, a debugger's, \
                  or another ksymwatch's)"
             ),
             kernel("free one or watch fewer targets"),
         ),
-        (_, libc::EACCES | libc::EPERM) => Refusal::new(
-            ExitCode::NotPermitted,
-            format!(
-                "{who}: not permitted to watch this thread ({}; kernel.perf_event_paranoid is {})",
-                e.err,
-                paranoid()
-            ),
-            kernel(
-                "a user may watch only their own processes, from user space, with perf_event_paranoid 2 or \
-                 less; run as root or grant CAP_PERFMON, and check kernel.yama.ptrace_scope",
-            ),
-        ),
+        (_, libc::EACCES | libc::EPERM) => denied(&who, e, Scope::Thread, creds),
         (_, libc::EMFILE | libc::ENFILE) => arm(
+            Kind::OutOfFiles,
             format!(
                 "{who}: out of file descriptors ({}): a process watch needs one per thread, CPU and target",
                 e.err
@@ -235,7 +338,7 @@ fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch]) -> Refusal {
                 err: io::Error::from_raw_os_error(e.err.raw_os_error().unwrap_or(0)),
                 ..*e
             };
-            let cpu_refusal = explain(&on_cpu, watches);
+            let cpu_refusal = explain_as(&on_cpu, watches, creds);
             Refusal {
                 what: format!("{who}: {}", cpu_refusal.what),
                 ..cpu_refusal
@@ -254,7 +357,96 @@ mod tests {
             tid: None,
             stage,
             err: io::Error::from_raw_os_error(errno),
+            bp: None,
         }
+    }
+
+    const ROOT: Credentials = Credentials {
+        cap_sys_admin: true,
+        cap_perfmon: true,
+        initial_user_ns: true,
+        paranoid: Some(2),
+    };
+
+    /// A refusal of permission is worded from the breakpoint's address: every place that arms (the first
+    /// arming, a CPU that came online, `--on`'s slots, `check`) goes through here, so each says the same.
+    #[test]
+    fn a_refused_kernel_address_is_named_wherever_it_is_armed() {
+        let kernel = OpenError {
+            bp: Some((0xffff_ffff_82e0_3e00, 8)),
+            ..refused(Stage::Open, libc::EPERM)
+        };
+        let r = explain_as(&kernel, &[], ROOT).nothing_armed();
+        assert_eq!(r.code, ExitCode::NotPermitted);
+        assert_eq!(r.kind, Kind::Denied(Denial::KernelBreakpointsRefused));
+        assert_eq!(r.kind.as_str(), "kernel_breakpoints_refused");
+        let text = r.to_string();
+        assert!(
+            text.starts_with(
+                "cpu 1: this kernel refuses hardware breakpoints on kernel addresses (a kernel or \
+                 hypervisor policy such as lockdown, not a missing privilege"
+            ) && text.ends_with("./my_program`; nothing was armed"),
+            "{text}"
+        );
+        let no_admin = Credentials {
+            cap_sys_admin: false,
+            ..ROOT
+        };
+        let r = explain_as(&kernel, &[], no_admin);
+        assert_eq!(r.kind.as_str(), "needs_cap_sys_admin");
+        assert_eq!(r.code, ExitCode::NotPermitted);
+        // A thread's event says the same, with the thread named.
+        let thread = OpenError {
+            tid: Some(u32::MAX - 1),
+            ..kernel
+        };
+        let r = explain_as(&thread, &[], ROOT);
+        assert_eq!(r.kind.as_str(), "kernel_breakpoints_refused");
+        assert!(
+            r.what
+                .starts_with(&format!("tid {} (?): this kernel refuses", u32::MAX - 1)),
+            "{}",
+            r.what
+        );
+        // A user address keeps perf's privilege advice.
+        let user = OpenError {
+            bp: Some((0x5600_0000_1000, 8)),
+            ..refused(Stage::Open, libc::EACCES)
+        };
+        let nobody = Credentials {
+            cap_sys_admin: false,
+            cap_perfmon: false,
+            initial_user_ns: true,
+            paranoid: Some(2),
+        };
+        let r = explain_as(&user, &[], nobody);
+        assert_eq!(r.kind.as_str(), "not_permitted");
+        assert!(
+            r.to_string().contains("run as root or grant CAP_PERFMON"),
+            "{r}"
+        );
+    }
+
+    /// A refused move (`--control`) is worded as arming is; another errno as the kernel said it.
+    #[test]
+    fn a_refused_move_names_the_rule_or_the_errno() {
+        let w = Watch {
+            label: "x".into(),
+            addr: 0x5600_0000_1000,
+            len: 8,
+            access: crate::model::watch::Access::Write,
+            module: None,
+            per_cpu: None,
+        };
+        let r = explain_move(&io::Error::from_raw_os_error(libc::EINVAL), &w, Scope::Cpu);
+        assert_eq!(r.kind, Kind::InvalidBreakpoint);
+        assert_eq!(
+            r.to_string(),
+            "the kernel refused the new breakpoint: Invalid argument (os error 22)"
+        );
+        let r = explain_move(&io::Error::from_raw_os_error(libc::EPERM), &w, Scope::Cpu);
+        assert_eq!(r.code, ExitCode::NotPermitted);
+        assert!(r.what.starts_with("the new breakpoint: "), "{}", r.what);
     }
 
     /// The kernel-terms text names the kernel's knobs and no command-line option.

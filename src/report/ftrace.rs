@@ -302,7 +302,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 }
                 writeln!(self.out)
             }
-            StreamEvent::CpuArmFailed { cpu, reason } => {
+            StreamEvent::CpuArmFailed { cpu, reason, .. } => {
                 writeln!(self.out, "# cpu {cpu} online: NOT armed at {t}: {reason}")?;
                 arm_failed_note(&mut self.err, *cpu, reason)
             }
@@ -731,6 +731,7 @@ mod tests {
                 command: "watch nope".into(),
                 reason: "unknown symbol `nope`".into(),
                 watching: "target_var2 (0x55550040/8)".into(),
+                kind: "bad_target",
             },
             7_200_000_000,
         )

@@ -443,6 +443,8 @@ pub enum Record<'a> {
         time_ns: u64,
         cpu: u32,
         reason: &'a str,
+        /// The refusal by name (`kernel_breakpoints_refused`, `no_free_debug_register`, ...).
+        kind: &'a str,
     },
     /// `--control` moved a target: hits before this record are of the old watch, after it of `target`.
     Watch {
@@ -470,6 +472,8 @@ pub enum Record<'a> {
         command: &'a str,
         reason: &'a str,
         watching: &'a str,
+        /// Why by name: `bad_command`, `bad_target`, or the kernel's refusal's kind.
+        kind: &'a str,
     },
     /// A kernel module was unloaded; `targets` (labels) were in it and are no longer watched.
     ModuleUnloaded {
@@ -622,10 +626,11 @@ impl<'a> Record<'a> {
                 after_uevent_ns: *after_uevent_ns,
                 open_ns: *open_ns,
             },
-            StreamEvent::CpuArmFailed { cpu, reason } => Record::CpuArmFailed {
+            StreamEvent::CpuArmFailed { cpu, reason, kind } => Record::CpuArmFailed {
                 time_ns,
                 cpu: *cpu,
                 reason,
+                kind,
             },
             StreamEvent::Retargeted {
                 index,
@@ -648,11 +653,13 @@ impl<'a> Record<'a> {
                 command,
                 reason,
                 watching,
+                kind,
             } => Record::ControlRefused {
                 time_ns,
                 command,
                 reason,
                 watching,
+                kind,
             },
             StreamEvent::ModuleUnloaded { module, targets } => Record::ModuleUnloaded {
                 time_ns,
@@ -950,7 +957,7 @@ impl<W: Write, E: Write> Output for Json<W, E> {
     fn event(&mut self, event: &StreamEvent, time_ns: u64) -> io::Result<()> {
         write_record(&mut self.out, &Record::event(event, time_ns))?;
         match event {
-            StreamEvent::CpuArmFailed { cpu, reason } => {
+            StreamEvent::CpuArmFailed { cpu, reason, .. } => {
                 arm_failed_note(&mut self.err, *cpu, reason)
             }
             StreamEvent::ControlRefused { .. } => {
@@ -1033,6 +1040,7 @@ mod tests {
             &StreamEvent::CpuArmFailed {
                 cpu: 1,
                 reason: "busy".into(),
+                kind: "busy",
             },
             7,
         )
@@ -1069,6 +1077,7 @@ mod tests {
         assert_eq!(hit["chain"][1]["off"], 0xbb);
         assert_eq!(hit["chain"][2]["kernel"], false);
         assert_eq!(hit["chain"][2]["sym"], Value::Null);
+        assert_eq!(v[4]["kind"], "busy");
         assert_eq!(v[5]["stop"], "signal");
         assert_eq!(v[5]["signal"], "SIGINT");
         assert_eq!(v[5]["hits_by_cpu"][0]["count"], 1);
@@ -1410,6 +1419,7 @@ mod tests {
                 command: "stop".into(),
                 reason: "unknown command `stop`".into(),
                 watching: "x".into(),
+                kind: "bad_command",
             },
         ];
         for (i, e) in events.iter().enumerate() {
@@ -1431,6 +1441,7 @@ mod tests {
         assert_eq!(v[3]["type"], "control_refused");
         assert_eq!(v[3]["command"], "stop");
         assert_eq!(v[3]["watching"], "x");
+        assert_eq!(v[3]["kind"], "bad_command");
         assert!(String::from_utf8(err)
             .unwrap()
             .contains("control `stop` refused"));

@@ -126,6 +126,8 @@ pub enum StreamEvent {
     CpuArmFailed {
         cpu: u32,
         reason: String,
+        /// What kind of refusal it was (`perf::refusal::Kind`'s name: `kernel_breakpoints_refused`, ...).
+        kind: &'static str,
     },
     /// `--control` moved target `index` to `watch`: hits before this mark are of the old watch, hits after
     /// it of the new one. `covered` counts `unit`s (threads or CPUs); `took_ns` is from the first ioctl to
@@ -147,6 +149,8 @@ pub enum StreamEvent {
         command: String,
         reason: String,
         watching: String,
+        /// Why, by name: `bad_command`, `bad_target`, or the kernel's refusal's kind.
+        kind: &'static str,
     },
     /// A kernel module was unloaded: the watches on its memory (their labels, in target order) are
     /// disarmed; hits before this mark were recorded while it was loaded.
@@ -283,6 +287,7 @@ impl StreamEvent {
                 command,
                 reason,
                 watching,
+                ..
             } => Some(format!(
                 "control `{command}` refused: {reason}; still watching {watching}"
             )),
@@ -491,7 +496,7 @@ impl<O: Output, E: Write> Output for Quiet<O, E> {
     }
     fn event(&mut self, event: &StreamEvent, _: u64) -> io::Result<()> {
         match event {
-            StreamEvent::CpuArmFailed { cpu, reason } => {
+            StreamEvent::CpuArmFailed { cpu, reason, .. } => {
                 arm_failed_note(&mut self.err, *cpu, reason)
             }
             StreamEvent::ModuleUnloaded { module, targets } => writeln!(

@@ -339,7 +339,7 @@ fn event_body(e: &StreamEvent) -> String {
         StreamEvent::Lost { cpu, count } => format!("lost {count} events on cpu {cpu}"),
         StreamEvent::CpuOffline { cpu } => format!("cpu {cpu} offline"),
         StreamEvent::CpuOnline { cpu, .. } => format!("cpu {cpu} online: armed"),
-        StreamEvent::CpuArmFailed { cpu, reason } => {
+        StreamEvent::CpuArmFailed { cpu, reason, .. } => {
             format!("cpu {cpu} online: NOT armed: {reason}")
         }
         StreamEvent::ModuleUnloaded { module, targets } => format!(
@@ -588,7 +588,7 @@ impl<W: Write, E: Write> Output for Otlp<W, E> {
             &["type", "time_ns"],
         )?;
         match event {
-            StreamEvent::CpuArmFailed { cpu, reason } => {
+            StreamEvent::CpuArmFailed { cpu, reason, .. } => {
                 arm_failed_note(&mut self.err, *cpu, reason)
             }
             StreamEvent::ControlRefused { .. } => writeln!(self.err, "ksymwatch: {body}"),
@@ -1013,6 +1013,7 @@ mod tests {
             StreamEvent::CpuArmFailed {
                 cpu: 1,
                 reason: "busy".into(),
+                kind: "busy",
             },
             StreamEvent::Retargeted {
                 index: 0,

@@ -578,6 +578,7 @@ impl EventSet {
                     tid: None,
                     stage: crate::perf::event::Stage::Enable,
                     err,
+                    bp: None,
                 })?;
             }
         }

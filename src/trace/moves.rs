@@ -15,6 +15,11 @@ use crate::trace::control::{self, Command, Control};
 /// Resolves a `--control watch` target the way the command line's targets were resolved.
 pub type Resolve<'a> = Box<dyn FnMut(&Target, Access) -> Result<Watch> + 'a>;
 
+/// A `control_refused` kind: the line is not a command.
+pub const BAD_COMMAND: &str = "bad_command";
+/// A `control_refused` kind: the target cannot be resolved, or the watch cannot move there.
+pub const BAD_TARGET: &str = "bad_target";
+
 /// `--control`'s line source and target resolver.
 pub struct Controller<'a> {
     pub source: Control,
@@ -31,8 +36,8 @@ pub enum Step {
     On,
     /// Move the watch to this target.
     Move(Watch),
-    /// The line is not applied, for this reason.
-    Refuse(String),
+    /// The line is not applied, for this reason; `kind` names it ([`BAD_COMMAND`], [`BAD_TARGET`]).
+    Refuse(String, &'static str),
 }
 
 /// The session's `--control`: where lines come from, and the lines read and not applied yet.
@@ -89,7 +94,7 @@ impl<'a> Moves<'a> {
         let command = match control::parse(line) {
             Ok(None) => return None,
             Ok(Some(c)) => c,
-            Err(reason) => return Some(Step::Refuse(reason)),
+            Err(reason) => return Some(Step::Refuse(reason, BAD_COMMAND)),
         };
         Some(match command {
             Command::Off => Step::Off,
@@ -98,16 +103,16 @@ impl<'a> Moves<'a> {
                 let access = access.unwrap_or(self.ctl.access);
                 match (self.ctl.resolve)(&target, access) {
                     Ok(w) => Step::Move(w),
-                    Err(e) => Step::Refuse(e.to_string()),
+                    Err(e) => Step::Refuse(e.to_string(), BAD_TARGET),
                 }
             }
         })
     }
 }
 
-/// The stream's mark for a control `line` not applied for `reason`, naming what is still watched (the
-/// first of `watches`).
-pub fn refusal(line: &str, reason: String, watches: &[Watch]) -> StreamEvent {
+/// The stream's mark for a control `line` not applied for `reason` (of `kind`), naming what is still
+/// watched (the first of `watches`).
+pub fn refusal(line: &str, reason: String, kind: &'static str, watches: &[Watch]) -> StreamEvent {
     let watching = watches
         .first()
         .map(|w| format!("{} (0x{:x}/{})", w.label, w.addr, w.len))
@@ -116,6 +121,7 @@ pub fn refusal(line: &str, reason: String, watches: &[Watch]) -> StreamEvent {
         command: line.trim().to_string(),
         reason,
         watching,
+        kind,
     }
 }
 
@@ -183,11 +189,12 @@ mod tests {
             panic!("watch is a move");
         };
         assert_eq!(w.access, Access::ReadWrite, "the line's access wins");
-        let Some(Step::Refuse(reason)) = m.step("watch missing") else {
+        let Some(Step::Refuse(reason, kind)) = m.step("watch missing") else {
             panic!("an unresolved target is refused");
         };
         assert!(reason.contains("missing"), "{reason}");
-        assert!(matches!(m.step("jump"), Some(Step::Refuse(_))));
+        assert_eq!(kind, BAD_TARGET);
+        assert!(matches!(m.step("jump"), Some(Step::Refuse(_, BAD_COMMAND))));
     }
 
     #[test]
@@ -197,14 +204,23 @@ mod tests {
             command,
             reason,
             watching,
-        } = refusal("  watch nowhere \n", "no such symbol".into(), &watches)
+            kind,
+        } = refusal(
+            "  watch nowhere \n",
+            "no such symbol".into(),
+            BAD_TARGET,
+            &watches,
+        )
         else {
             panic!("not a refusal");
         };
         assert_eq!(command, "watch nowhere");
         assert_eq!(reason, "no such symbol");
         assert_eq!(watching, "counter (0x1000/8)");
-        let StreamEvent::ControlRefused { watching, .. } = refusal("x", String::new(), &[]) else {
+        assert_eq!(kind, BAD_TARGET);
+        let StreamEvent::ControlRefused { watching, .. } =
+            refusal("x", String::new(), BAD_COMMAND, &[])
+        else {
             panic!("not a refusal");
         };
         assert_eq!(watching, "");

@@ -20,11 +20,12 @@ use crate::model::watch::Watch;
 use crate::model::Limits;
 use crate::perf::arm::{Armed, Scope};
 use crate::perf::bpf::objects as objects_bpf;
+use crate::perf::denial;
 use crate::perf::event::{EventConfig, OpenError};
 use crate::perf::record::Sample;
-use crate::perf::refusal::{explain, Refusal};
+use crate::perf::refusal::{explain, explain_move, Refusal};
 use crate::perf::sys::{self, Epoll, SignalFd};
-use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
+use crate::report::{Covered, DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::comm::Comms;
 use crate::trace::events::{self, Audit, Item, Trap};
 use crate::trace::flight::Recorder;
@@ -659,7 +660,7 @@ impl<'a, O: Output> Session<'a, O> {
     /// every hit after it of the new one.
     fn apply_control(&mut self, line: &str) -> Option<StopReason> {
         match self.control.as_mut()?.step(line)? {
-            Step::Refuse(reason) => self.refuse(line, reason),
+            Step::Refuse(reason, kind) => self.refuse(line, reason, kind),
             Step::Off => {
                 self.rings.events_mut().pause();
                 if let Some(stop) = self.flush_rings() {
@@ -671,8 +672,8 @@ impl<'a, O: Output> Session<'a, O> {
                 let now = sys::monotonic_ns();
                 if let Err(e) = self.rings.events_mut().enable() {
                     self.rings.events_mut().pause();
-                    let reason = self.explain(&e);
-                    return self.refuse(line, format!("{reason}; the watch stays off"));
+                    let (reason, kind) = self.explain(&e);
+                    return self.refuse(line, format!("{reason}; the watch stays off"), kind);
                 }
                 self.emit_event(&StreamEvent::Switched { on: true }, now)
             }
@@ -683,13 +684,20 @@ impl<'a, O: Output> Session<'a, O> {
     /// `--control watch`: the watch moves to `watch`, its old target's hits printed before the mark.
     fn move_watch(&mut self, line: &str, watch: Watch) -> Option<StopReason> {
         if let Some(reason) = self.rings.events().cannot_move(0, &watch) {
-            return self.refuse(line, reason);
+            return self.refuse(line, reason, moves::BAD_TARGET);
         }
         let started = sys::monotonic_ns();
         // Hits of the old target still in the rings are printed below, with their own olds: the new
         // target's first hit then starts afresh.
         if let Err(e) = self.rings.events_mut().retarget(0, watch.clone()) {
-            return self.refuse(line, format!("the kernel refused the new breakpoint: {e}"));
+            // The kernel checks a moved breakpoint as it checks a new one: a kernel address where kernel
+            // breakpoints are refused is said as at arming.
+            let scope = match self.rings.events().coverage() {
+                Covered::Threads(_) => denial::Scope::Thread,
+                Covered::Cpus(_) => denial::Scope::Cpu,
+            };
+            let r = explain_move(&e, &watch, scope);
+            return self.refuse(line, (self.advise)(&r), r.kind.as_str());
         }
         if let Some(stop) = self.flush_rings() {
             return Some(stop);
@@ -700,8 +708,8 @@ impl<'a, O: Output> Session<'a, O> {
             if let Err(e) = self.rings.events_mut().enable() {
                 // Everything is already moved; what cannot be enabled is off, and the reader must know.
                 self.rings.events_mut().pause();
-                let reason = self.explain(&e);
-                return self.refuse(line, format!("{reason}; the watch is now off"));
+                let (reason, kind) = self.explain(&e);
+                return self.refuse(line, format!("{reason}; the watch is now off"), kind);
             }
         }
         let event = StreamEvent::Retargeted {
@@ -721,8 +729,8 @@ impl<'a, O: Output> Session<'a, O> {
         self.release(Release::All)
     }
 
-    fn refuse(&mut self, line: &str, reason: String) -> Option<StopReason> {
-        let event = moves::refusal(line, reason, self.rings.events().watches());
+    fn refuse(&mut self, line: &str, reason: String, kind: &'static str) -> Option<StopReason> {
+        let event = moves::refusal(line, reason, kind, self.rings.events().watches());
         self.emit_event(&event, sys::monotonic_ns())
     }
 
@@ -880,16 +888,17 @@ impl<'a, O: Output> Session<'a, O> {
         if !self.unwatched.failed(cpu, seen, strict) {
             return None;
         }
-        let reason = self.explain(e);
+        let (reason, kind) = self.explain(e);
         if strict {
             self.fatal = Some(Error::arm(format!("--strict-hotplug: {reason}")));
         }
-        Some(StreamEvent::CpuArmFailed { cpu, reason })
+        Some(StreamEvent::CpuArmFailed { cpu, reason, kind })
     }
 
-    /// An open or enable refusal while running, in the user's words ([`Plan::advise`]).
-    fn explain(&self, e: &OpenError) -> String {
-        (self.advise)(&explain(e, self.rings.events().watches()))
+    /// An open or enable refusal while running, in the user's words ([`Plan::advise`]), with its kind.
+    fn explain(&self, e: &OpenError) -> (String, &'static str) {
+        let r = explain(e, self.rings.events().watches());
+        ((self.advise)(&r), r.kind.as_str())
     }
 
     /// A write error on the output ends the session. A closed pipe (`| head`) is a normal end; anything else

@@ -37,6 +37,7 @@ fn fail(cpu: u32, errno: i32) -> OpenError {
         tid: None,
         stage: Stage::Open,
         err: io::Error::from_raw_os_error(errno),
+        bp: None,
     }
 }
 

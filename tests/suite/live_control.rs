@@ -203,6 +203,7 @@ fn stdin_control_refuses_moves_and_pauses_a_system_wide_watch() {
     };
     let refused = &records[at("control_refused")];
     assert_eq!(refused["command"], "frobnicate");
+    assert_eq!(refused["kind"], "bad_command");
     assert!(refused["reason"]
         .as_str()
         .unwrap_or("")

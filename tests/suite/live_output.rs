@@ -124,6 +124,7 @@ mod schema {
         pub time_ns: u64,
         pub cpu: u32,
         pub reason: String,
+        pub kind: String,
     }
 
     #[derive(Debug, Deserialize)]

@@ -414,7 +414,7 @@ fn event_mark(i: &mut Interner, e: &StreamEvent) -> (&'static str, Vec<DebugAnno
             "cpu online",
             cpu_online_annotations(i, *cpu, *after_uevent_ns, *open_ns),
         ),
-        StreamEvent::CpuArmFailed { cpu, reason } => (
+        StreamEvent::CpuArmFailed { cpu, reason, .. } => (
             "cpu arm failed",
             vec![
                 i.annotation("cpu", AnnotationValue::Uint(u64::from(*cpu))),
@@ -436,6 +436,7 @@ fn event_mark(i: &mut Interner, e: &StreamEvent) -> (&'static str, Vec<DebugAnno
             command,
             reason,
             watching,
+            ..
         } => (
             "control refused",
             vec![

@@ -1,0 +1,294 @@
+//! A breakpoint on a kernel address refused by the kernel is named for what it is, wherever it is armed:
+//! the kernel's own policy (some kernels refuse them even with CAP_SYS_ADMIN) or a missing CAP_SYS_ADMIN,
+//! never perf's advice to grant CAP_PERFMON. Each test holds on both kinds of machine: what the root run
+//! should do is asked of the kernel first (a disabled breakpoint opened and closed, [`kernel_refusal`]),
+//! and the runs without CAP_SYS_ADMIN (`capsh --drop=cap_sys_admin`) must be refused everywhere, while
+//! CAP_PERFMON keeps user-space watches working.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use crate::util::{self, helper, BIN};
+
+/// What the kernel-breakpoint rule says where this kernel refuses them to root.
+const REFUSED: &str = "this kernel refuses hardware breakpoints on kernel addresses (a kernel or \
+                       hypervisor policy such as lockdown, not a missing privilege";
+/// What it says without CAP_SYS_ADMIN.
+const NEEDS_ADMIN: &str = "kernel addresses need CAP_SYS_ADMIN (CAP_PERFMON is not enough)";
+
+/// The README's first target, `__start_init_stack+0x3e00`, from kallsyms (kernel addresses move between
+/// machines).
+fn init_stack() -> u64 {
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").expect("kallsyms");
+    let addr = kallsyms
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            let addr = f.next()?;
+            let _type = f.next()?;
+            (f.next()? == "__start_init_stack").then(|| u64::from_str_radix(addr, 16).ok())?
+        })
+        .expect("__start_init_stack in kallsyms");
+    addr + 0x3e00
+}
+
+/// Why this kernel refuses this (root) process a breakpoint on `addr`, or `None` when it takes it: one
+/// disabled breakpoint opened on the first online CPU and closed at once.
+fn kernel_refusal(addr: u64) -> Option<String> {
+    let cpu = util::online_cpus()[0];
+    ksymwatch::perf::event::probe(addr, cpu)
+        .err()
+        .map(|e| ksymwatch::perf::refusal::explain(&e, &[]).to_string())
+}
+
+/// Whether capsh (libcap2-bin) runs here; the test is skipped, saying so, when it does not.
+fn capsh() -> bool {
+    let ok = Command::new("capsh")
+        .arg("--print")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        util::skip("capsh is not installed (package libcap2-bin)");
+    }
+    ok
+}
+
+/// Runs ksymwatch with `args` as root without CAP_SYS_ADMIN (capsh drops it from the bounding set and every
+/// set; CAP_PERFMON, CAP_BPF and the rest stay), `stdin` written to its standard input.
+fn without_cap_sys_admin(args: &[&str], stdin: &str) -> (i32, String, String) {
+    let mut child = Command::new("capsh")
+        .args([
+            "--drop=cap_sys_admin",
+            "--",
+            "-c",
+            "exec \"$0\" \"$@\"",
+            BIN,
+        ])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run capsh");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait for capsh");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The README's first command as root: refused with the kernel's policy named, and what still works, where
+/// the kernel refuses kernel breakpoints; armed, with hits, where it does not.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_kernel_address_is_refused_as_the_kernel_refuses_it_or_armed() {
+    let Some(_lock) = util::live() else { return };
+    let addr = init_stack();
+    let target = format!("0x{addr:x}");
+    let refused = kernel_refusal(addr);
+    let (code, out, err) = util::run(&["write", &target, "--duration", "1s"]);
+    match refused {
+        Some(why) => {
+            assert!(why.contains(REFUSED), "the probe's own wording: {why}");
+            assert_eq!(code, 4, "{err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.starts_with("ksymwatch: error: cpu ") && err.contains(REFUSED),
+                "{err}"
+            );
+            assert!(
+                err.contains("user-space watches still work (`-p PID`, `-- CMD`, or a process's address system-wide), e.g. `ksymwatch write ")
+                    && err.trim_end().ends_with("; nothing was armed"),
+                "{err}"
+            );
+            assert!(!err.contains("grant CAP_PERFMON"), "{err}");
+            assert!(out.is_empty(), "nothing printed on stdout: {out}");
+        }
+        None => {
+            assert_eq!(code, 0, "the kernel takes kernel breakpoints here: {err}");
+            assert!(out.contains("# armed "), "{out}");
+        }
+    }
+}
+
+/// Without CAP_SYS_ADMIN a kernel address is refused on every machine, saying that CAP_SYS_ADMIN is what
+/// it needs; a user-space watch of a process still works there (CAP_PERFMON), kernel writers included.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn without_cap_sys_admin_kernel_addresses_need_it_and_user_space_works() {
+    let Some(_lock) = util::live() else { return };
+    if !capsh() {
+        return;
+    }
+    let target = format!("0x{:x}", init_stack());
+    let (code, out, err) = without_cap_sys_admin(&["write", &target, "--duration", "1s"], "");
+    assert_eq!(code, 4, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(NEEDS_ADMIN) && err.contains("which this process does not have"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("grant CAP_PERFMON") && !err.contains(REFUSED),
+        "{err}"
+    );
+    assert!(out.is_empty(), "{out}");
+    // The same process's user-space watch: a helper's global, filled by the kernel's read() from
+    // /dev/zero, in launch mode.
+    let writer = helper("writer");
+    let (code, out, err) = without_cap_sys_admin(
+        &[
+            "write",
+            "target_var",
+            "--json",
+            "--",
+            writer.to_str().expect("utf-8 path"),
+            "read",
+            "10",
+            "0",
+        ],
+        "go\n",
+    );
+    assert_eq!(code, 0, "{err}");
+    let records: Vec<serde_json::Value> = out
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let kernel_hits = records
+        .iter()
+        .filter(|r| r["type"] == "hit" && r["in_kernel"] == true)
+        .count();
+    assert!(
+        kernel_hits >= 10,
+        "every read() is a kernel write into the global: {out}\n{err}"
+    );
+}
+
+/// `--on`'s object slots are kernel addresses too: refused the same way (exit 4), never blamed on the
+/// debug registers being in use.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn on_objects_are_refused_with_the_same_words() {
+    let Some(_lock) = util::live() else { return };
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        util::skip("no kernel BTF: `--on` needs its types");
+        return;
+    }
+    let args = [
+        "write",
+        "--on",
+        "kmalloc:alloc_pipe_info",
+        "(struct pipe_inode_info)$obj.head",
+        "--duration",
+        "1s",
+    ];
+    let refused = kernel_refusal(init_stack());
+    let (code, _, err) = util::run(&args);
+    match refused {
+        Some(_) => {
+            assert_eq!(code, 4, "{err}");
+            assert!(err.contains(REFUSED), "{err}");
+            assert!(!err.contains("in use"), "{err}");
+        }
+        None => assert_eq!(code, 0, "{err}"),
+    }
+    if !capsh() {
+        return;
+    }
+    let (code, _, err) = without_cap_sys_admin(&args, "");
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains(NEEDS_ADMIN), "{err}");
+    assert!(!err.contains("in use"), "{err}");
+}
+
+/// A `--control` move to a kernel address is refused in the same words, and the JSON record says which
+/// refusal it was in `kind`; the watch stays where it was. Without CAP_SYS_ADMIN on every machine; as
+/// root where the kernel refuses kernel breakpoints (elsewhere the move is made).
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_control_move_to_a_kernel_address_says_why_in_kind() {
+    let Some(_lock) = util::live() else { return };
+    static SPOT: u64 = 0;
+    let start = format!("0x{:x}", &SPOT as *const u64 as u64);
+    let to = format!("watch 0x{:x}\n", init_stack());
+    let args = [
+        "write",
+        start.as_str(),
+        "--json",
+        "--no-status",
+        "--duration",
+        "1s",
+        "--control",
+        "-",
+    ];
+    let records = |out: &str| -> Vec<serde_json::Value> {
+        out.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    };
+    let refused = kernel_refusal(init_stack());
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ksymwatch");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(to.as_bytes())
+        .expect("write the control line");
+    let out = child.wait_with_output().expect("ksymwatch");
+    let (stdout, err) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let recs = records(&stdout);
+    let find = |ty: &str| recs.iter().find(|r| r["type"] == ty);
+    match refused {
+        Some(_) => {
+            let r = find("control_refused").unwrap_or_else(|| panic!("no refusal: {stdout}"));
+            assert_eq!(r["kind"], "kernel_breakpoints_refused", "{r}");
+            let reason = r["reason"].as_str().unwrap_or_default();
+            assert!(
+                reason.starts_with("the new breakpoint: ") && reason.contains(REFUSED),
+                "{reason}"
+            );
+            assert!(r["watching"].as_str().unwrap_or_default().contains(&start));
+        }
+        None => assert!(find("watch").is_some(), "the move is made here: {stdout}"),
+    }
+    if !capsh() {
+        return;
+    }
+    let (code, stdout, err) = without_cap_sys_admin(&args, &to);
+    assert_eq!(code, 0, "{err}");
+    let recs = records(&stdout);
+    let r = recs
+        .iter()
+        .find(|r| r["type"] == "control_refused")
+        .unwrap_or_else(|| panic!("no refusal: {stdout}\n{err}"));
+    assert_eq!(r["kind"], "needs_cap_sys_admin", "{r}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(NEEDS_ADMIN),
+        "{r}"
+    );
+    assert!(
+        err.contains("control `watch 0x") && err.contains(NEEDS_ADMIN),
+        "the stderr line says it too: {err}"
+    );
+}

@@ -1,7 +1,10 @@
 //! `ksymwatch check`: what this machine allows, before anyone waits on a watch that cannot work. Every probe
-//! is read-only except the debug-register probe, which opens disabled breakpoints and closes them at once.
-//! It exits with the code a default `write` (every online CPU) would: 4 not permitted or not supported, 3 a
-//! CPU that cannot be armed (no free debug register), 0 otherwise.
+//! is read-only except the breakpoint probes, which open disabled breakpoints and close them at once: the
+//! debug-register count on every online CPU, and one breakpoint on a kernel address and one on a user
+//! address (ksymwatch's own memory), since some kernels refuse the first kind to everyone.
+//! It exits with the code a default `write` of a kernel variable (every online CPU) would: 4 not permitted
+//! or not supported (kernel breakpoints refused included, where user-space watches still work: the heading
+//! says `user-space watches only`), 3 a CPU that cannot be armed (no free debug register), 0 otherwise.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -13,6 +16,7 @@ use crate::config::advice::Advised;
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::privilege::Privilege;
+use crate::perf::refusal::Refusal;
 use crate::perf::{event, refusal};
 
 #[derive(Debug, Serialize)]
@@ -32,6 +36,9 @@ pub struct Report {
     /// Whether `ksymwatch write` can arm here, and if not why.
     pub can_watch: bool,
     pub reason: Option<String>,
+    /// Kernel addresses are refused while user-space watches work: the heading's `user-space watches
+    /// only` (`can_watch` is false, `reason` the kernel's refusal).
+    pub user_space_only: bool,
     /// The exit code `check` ends with: the one a default `write` (every online CPU) would end with.
     #[serde(skip)]
     pub code: Option<ExitCode>,
@@ -63,6 +70,21 @@ pub struct Report {
     pub online_cpus: String,
     /// Free debug registers per online CPU, probed.
     pub debug_registers: Vec<CpuSlots>,
+    /// A disabled breakpoint on a kernel address opens (`null`: not probed, see the error), its refusal's
+    /// kind (`kernel_breakpoints_refused`, `needs_cap_sys_admin`, ...) and the refusal, or why it was not
+    /// probed.
+    pub kernel_breakpoints: Option<bool>,
+    pub kernel_breakpoints_kind: Option<&'static str>,
+    pub kernel_breakpoints_error: Option<String>,
+    /// The same for a user address (in ksymwatch's own memory).
+    pub user_breakpoints: Option<bool>,
+    pub user_breakpoints_kind: Option<&'static str>,
+    pub user_breakpoints_error: Option<String>,
+    /// The probes' rows, worded.
+    #[serde(skip)]
+    pub kernel_probe: String,
+    #[serde(skip)]
+    pub user_probe: String,
     pub hotplug_writable: Vec<u32>,
     pub uevents: bool,
     /// Whether `--value`/`--if` can work: a BPF perf-event program loads.
@@ -175,8 +197,109 @@ fn hotplug_writable(possible: &BTreeSet<u32>) -> Vec<u32> {
         .collect()
 }
 
-/// Why `write` could not watch, with its exit code; none when it could.
+/// What one breakpoint probe found.
+#[derive(Debug)]
+pub enum Probed {
+    /// A disabled breakpoint opened on this CPU (and was closed at once).
+    Opened { cpu: u32 },
+    /// The kernel refused it, as it would refuse a watch there.
+    Refused(Refusal),
+    /// Not asked, for this reason (no breakpoint PMU, no CPU with a free register).
+    Unasked(String),
+}
+
+impl Probed {
+    fn opened(&self) -> Option<bool> {
+        match self {
+            Probed::Opened { .. } => Some(true),
+            Probed::Refused(_) => Some(false),
+            Probed::Unasked(_) => None,
+        }
+    }
+
+    fn kind(&self) -> Option<&'static str> {
+        match self {
+            Probed::Refused(r) => Some(r.kind.as_str()),
+            _ => None,
+        }
+    }
+
+    /// The refusal as `write` would print it, or why there was no probe.
+    fn error(&self) -> Option<String> {
+        match self {
+            Probed::Opened { .. } => None,
+            Probed::Refused(r) => Some(super::advice::refusal(r)),
+            Probed::Unasked(why) => Some(format!("not probed: {why}")),
+        }
+    }
+
+    /// The row: `yes (...)`, `refused: ...`, `not probed: ...`.
+    fn row(&self, at: &str) -> String {
+        match self {
+            Probed::Opened { cpu } => {
+                format!("yes (a disabled breakpoint at {at} opened on cpu {cpu})")
+            }
+            Probed::Refused(r) => format!("refused: {}", super::advice::refusal(r)),
+            Probed::Unasked(why) => format!("not probed: {why}"),
+        }
+    }
+}
+
+/// The x86-64 kernel text's start without KASLR: the kernel probe's address when kallsyms hides `_text`.
+/// The kernel checks any kernel-half address alike, and the probe is never enabled.
+const KERNEL_TEXT: u64 = 0xffff_ffff_8100_0000;
+
+/// Where the kernel probe asks for a breakpoint: kallsyms' `_text` (`text`) when it is visible, else
+/// [`KERNEL_TEXT`]; in words and as an address.
+fn kernel_probe_address(text: Option<u64>) -> (String, u64) {
+    match text {
+        Some(addr) => (format!("_text 0x{addr:x}"), addr),
+        None => (format!("0x{KERNEL_TEXT:x}"), KERNEL_TEXT),
+    }
+}
+
+/// A probe breakpoint at `addr` on the first CPU that has a free debug register (a CPU without one would
+/// refuse any breakpoint, which says nothing of the address), else on the first whose register probe was
+/// refused (the refusal is then worded for this address).
+fn probe(addr: u64, free: &[CpuSlots], breakpoint_pmu: bool) -> Probed {
+    if !breakpoint_pmu {
+        return Probed::Unasked("no breakpoint PMU".into());
+    }
+    let Some(cpu) = free
+        .iter()
+        .find(|s| s.free.is_some_and(|n| n > 0))
+        .or_else(|| free.iter().find(|s| s.free.is_none()))
+        .map(|s| s.cpu)
+    else {
+        return Probed::Unasked("no online CPU has a free debug register".into());
+    };
+    match event::probe(addr, cpu) {
+        Ok(()) => Probed::Opened { cpu },
+        Err(e) => Probed::Refused(refusal::explain(&e, &[])),
+    }
+}
+
+/// Why `write` could not watch, with its exit code, and whether it is only kernel addresses that are
+/// refused; none when it could.
 fn verdict(
+    breakpoint_pmu: bool,
+    privilege: &Privilege,
+    free: &[CpuSlots],
+    unarmable: &[&CpuSlots],
+    (kernel, user): (&Probed, &Probed),
+) -> Option<(ExitCode, String, bool)> {
+    if let Some((code, why)) = machine_verdict(breakpoint_pmu, privilege, free, unarmable) {
+        return Some((code, why, false));
+    }
+    match (kernel, user) {
+        (_, Probed::Refused(u)) => Some((u.code, super::advice::refusal(u), false)),
+        (Probed::Refused(k), _) => Some((k.code, super::advice::refusal(k), true)),
+        _ => None,
+    }
+}
+
+/// [`verdict`]'s part that the breakpoint PMU, the privileges and the debug registers decide.
+fn machine_verdict(
     breakpoint_pmu: bool,
     privilege: &Privilege,
     free: &[CpuSlots],
@@ -210,9 +333,15 @@ pub fn gather() -> Report {
         .unwrap_or_else(|_| "unknown".into());
     let breakpoint_pmu = Path::new("/sys/bus/event_source/devices/breakpoint").exists();
     let privilege = Privilege::current();
-    let (kallsyms_symbols, visible, data) = match kallsyms::load(Path::new("/proc/kallsyms")) {
-        Ok(t) => (t.len(), true, t.has_data_symbols()),
-        Err(_) => (0, false, false),
+    let (kallsyms_symbols, visible, data, text) = match kallsyms::load(Path::new("/proc/kallsyms"))
+    {
+        Ok(t) => (
+            t.len(),
+            true,
+            t.has_data_symbols(),
+            t.lookup("_text", None).ok().map(|s| s.addr),
+        ),
+        Err(_) => (0, false, false, None),
     };
     let search = SourceSearch::system();
     let source = search.pick();
@@ -239,11 +368,24 @@ pub fn gather() -> Report {
         .map(|e| super::advice::no_bpf(&e).to_string());
     let (percpu_bases, percpu_error) = percpu_bases(&online, bpf_error.as_deref());
     let unarmable: Vec<&CpuSlots> = free.iter().filter(|s| s.refused.is_some()).collect();
-    let verdict = verdict(breakpoint_pmu, &privilege, &free, &unarmable);
-    let (code, reason) = verdict.unzip();
+    let (kernel_at, kernel_addr) = kernel_probe_address(text);
+    let kernel_probe = probe(kernel_addr, &free, breakpoint_pmu);
+    let user_probe = probe(event::probe_user_address(), &free, breakpoint_pmu);
+    let verdict = verdict(
+        breakpoint_pmu,
+        &privilege,
+        &free,
+        &unarmable,
+        (&kernel_probe, &user_probe),
+    );
+    let (code, reason, user_space_only) = match verdict {
+        Some((code, why, partial)) => (Some(code), Some(why), partial),
+        None => (None, None, false),
+    };
     Report {
         can_watch: reason.is_none(),
         reason,
+        user_space_only,
         code,
         unarmable_cpus: unarmable.iter().map(|s| s.cpu).collect(),
         kernel,
@@ -269,6 +411,14 @@ pub fn gather() -> Report {
         btf_error,
         online_cpus: cpulist::format(&online),
         debug_registers: free,
+        kernel_breakpoints: kernel_probe.opened(),
+        kernel_breakpoints_kind: kernel_probe.kind(),
+        kernel_breakpoints_error: kernel_probe.error(),
+        kernel_probe: kernel_probe.row(&kernel_at),
+        user_breakpoints: user_probe.opened(),
+        user_breakpoints_kind: user_probe.kind(),
+        user_breakpoints_error: user_probe.error(),
+        user_probe: user_probe.row("an address in ksymwatch's own memory"),
         hotplug_writable,
         uevents,
         bpf: bpf_error.is_none(),
@@ -405,6 +555,9 @@ pub fn render(r: &Report) -> String {
     let mut s = String::new();
     match &r.reason {
         None => s.push_str("ksymwatch check: a watch can work here\n"),
+        Some(why) if r.user_space_only => s.push_str(&format!(
+            "ksymwatch check: user-space watches only: {why}\n"
+        )),
         Some(why) => s.push_str(&format!(
             "ksymwatch check: a watch cannot work here: {why}\n"
         )),
@@ -432,6 +585,8 @@ pub fn render(r: &Report) -> String {
         ("debuginfod", debuginfod_row(r)),
         ("btf", btf_row(r)),
         ("debug registers", registers_row(r)),
+        ("kernel addresses", r.kernel_probe.clone()),
+        ("user addresses", r.user_probe.clone()),
         ("online cpus", r.online_cpus.clone()),
         (
             "cpu hotplug",
@@ -503,6 +658,68 @@ mod tests {
     fn verdict(all: &[CpuSlots]) -> String {
         let unarmable: Vec<&CpuSlots> = all.iter().filter(|s| s.refused.is_some()).collect();
         registers_verdict(all, &unarmable)
+    }
+
+    /// Where only kernel addresses are refused the verdict is partial, with the kernel's refusal and its
+    /// exit code (4, as `write` of a kernel variable); a refused user address is no watch at all.
+    #[test]
+    fn kernel_addresses_refused_is_user_space_only() {
+        use crate::perf::denial::Credentials;
+        use crate::perf::event::{OpenError, Stage};
+        let root = Privilege {
+            euid: 0,
+            cap_perfmon: true,
+            cap_sys_admin: true,
+            paranoid: Some(2),
+            initial_user_ns: true,
+        };
+        let creds: Credentials = root.credentials();
+        let refused = |addr: u64| {
+            let e = OpenError {
+                cpu: 0,
+                tid: None,
+                stage: Stage::Open,
+                err: std::io::Error::from_raw_os_error(libc::EPERM),
+                bp: Some((addr, 8)),
+            };
+            Probed::Refused(refusal::explain_as(&e, &[], creds))
+        };
+        let all = [slots(0, Some(4)), slots(1, Some(4))];
+        let kernel = refused(KERNEL_TEXT);
+        let user_ok = Probed::Opened { cpu: 0 };
+        let (code, why, partial) =
+            super::verdict(true, &root, &all, &[], (&kernel, &user_ok)).expect("a verdict");
+        assert_eq!((code, partial), (ExitCode::NotPermitted, true));
+        assert!(
+            why.starts_with("cpu 0: this kernel refuses hardware breakpoints on kernel addresses"),
+            "{why}"
+        );
+        assert_eq!(kernel.kind(), Some("kernel_breakpoints_refused"));
+        assert_eq!(kernel.opened(), Some(false));
+        assert!(kernel
+            .row("_text 0xffffffff81000000")
+            .starts_with("refused: cpu 0: this kernel"));
+        assert_eq!(
+            user_ok.row("here"),
+            "yes (a disabled breakpoint at here opened on cpu 0)"
+        );
+        let user_refused = refused(0x5600_0000_1000);
+        let (_, _, partial) =
+            super::verdict(true, &root, &all, &[], (&kernel, &user_refused)).expect("a verdict");
+        assert!(!partial, "no user-space watch either: nothing works");
+        assert!(super::verdict(true, &root, &all, &[], (&user_ok, &user_ok)).is_none());
+        let unprobed = Probed::Unasked("no breakpoint PMU".into());
+        assert_eq!(unprobed.opened(), None);
+        assert_eq!(
+            unprobed.error().as_deref(),
+            Some("not probed: no breakpoint PMU")
+        );
+        let (_, tail) = kernel_probe_address(None);
+        assert_eq!(tail, KERNEL_TEXT);
+        assert_eq!(
+            kernel_probe_address(Some(0xffff_ffff_8100_0000)).0,
+            "_text 0xffffffff81000000"
+        );
     }
 
     #[test]

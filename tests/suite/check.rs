@@ -3,6 +3,32 @@
 
 use crate::util;
 
+/// Why this kernel refuses this process a breakpoint on a kernel address (kallsyms' `_text`, where check
+/// probes), or `None` when it takes one: a disabled breakpoint opened on the first online CPU and closed.
+fn kernel_refusal() -> Option<String> {
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").expect("kallsyms");
+    let text = kallsyms
+        .lines()
+        .find_map(|l| {
+            let (addr, rest) = l.split_once(' ')?;
+            (rest.ends_with(" _text")).then(|| u64::from_str_radix(addr, 16).ok())?
+        })
+        .expect("_text in kallsyms");
+    ksymwatch::perf::event::probe(text, util::online_cpus()[0])
+        .err()
+        .map(|e| ksymwatch::perf::refusal::explain(&e, &[]).to_string())
+}
+
+/// The exit code check gives where nothing holds a register: 4 where kernel addresses are refused
+/// (user-space watches only), else 0.
+fn expected_code() -> i32 {
+    if kernel_refusal().is_some() {
+        4
+    } else {
+        0
+    }
+}
+
 fn check_json() -> (i32, serde_json::Value) {
     let (code, out, err) = util::run(&["check", "--json"]);
     let v: serde_json::Value =
@@ -14,9 +40,10 @@ fn check_json() -> (i32, serde_json::Value) {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn reports_this_machine_and_free_registers() {
     let Some(_lock) = util::live() else { return };
+    let refused = kernel_refusal();
     let (code, v) = check_json();
-    assert_eq!(code, 0, "{v}");
-    assert_eq!(v["can_watch"], true);
+    assert_eq!(code, expected_code(), "{v}");
+    assert_eq!(v["can_watch"], refused.is_none());
     assert_eq!(v["breakpoint_pmu"], true);
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     assert_eq!(v["kernel"], release.trim());
@@ -35,11 +62,56 @@ fn reports_this_machine_and_free_registers() {
         .any(|l| l.contains(" D jiffies"));
     assert_eq!(v["kallsyms_data_symbols"], has_data);
     let (code, out, _) = util::run(&["check"]);
-    assert_eq!(code, 0);
+    assert_eq!(code, expected_code());
+    // Both kinds of address were probed; the user one opens on any machine root can watch on.
+    assert_eq!(v["user_breakpoints"], true, "{v}");
+    assert!(v["user_breakpoints_kind"].is_null(), "{v}");
     assert!(
-        out.starts_with("ksymwatch check: a watch can work here\n"),
+        out.contains(
+            "user addresses   yes (a disabled breakpoint at an address in ksymwatch's own memory opened on \
+             cpu 0)"
+        ),
         "{out}"
     );
+    match &refused {
+        Some(why) => {
+            assert_eq!(v["kernel_breakpoints"], false, "{v}");
+            assert_eq!(v["user_space_only"], true, "{v}");
+            assert_eq!(
+                v["kernel_breakpoints_kind"], "kernel_breakpoints_refused",
+                "{v}"
+            );
+            assert_eq!(
+                v["kernel_breakpoints_error"].as_str(),
+                Some(why.as_str()),
+                "{v}"
+            );
+            assert_eq!(v["reason"].as_str(), Some(why.as_str()), "{v}");
+            assert!(
+                out.starts_with(&format!(
+                    "ksymwatch check: user-space watches only: {why}\n"
+                )),
+                "{out}"
+            );
+            assert!(
+                out.contains(&format!("  kernel addresses refused: {why}\n")),
+                "{out}"
+            );
+        }
+        None => {
+            assert_eq!(v["kernel_breakpoints"], true, "{v}");
+            assert_eq!(v["user_space_only"], false, "{v}");
+            assert!(v["kernel_breakpoints_error"].is_null(), "{v}");
+            assert!(
+                out.starts_with("ksymwatch check: a watch can work here\n"),
+                "{out}"
+            );
+            assert!(
+                out.contains("  kernel addresses yes (a disabled breakpoint at _text 0x"),
+                "{out}"
+            );
+        }
+    }
     assert!(out.contains("debug registers  cpu0 4 free"), "{out}");
     // Root here can load BPF (bpftrace runs), so --value works and check says so.
     assert_eq!(v["bpf"], true, "{v}");
@@ -80,7 +152,7 @@ fn sees_registers_taken_by_someone_else() {
     let holder = util::Holder::start(busy, 3);
     let (code, v) = check_json();
     drop(holder);
-    assert_eq!(code, 0);
+    assert_eq!(code, expected_code(), "{v}");
     let r = v["debug_registers"]
         .as_array()
         .unwrap()
@@ -180,6 +252,12 @@ fn unprivileged_check_exits_4_with_the_reason() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["can_watch"], false);
     assert!(v["reason"].as_str().unwrap().contains("CAP_PERFMON"), "{v}");
+    // Both probes are refused, each for its own rule: a kernel address needs CAP_SYS_ADMIN.
+    assert_eq!(v["kernel_breakpoints"], false, "{v}");
+    assert_eq!(v["kernel_breakpoints_kind"], "needs_cap_sys_admin", "{v}");
+    assert_eq!(v["user_breakpoints"], false, "{v}");
+    assert_eq!(v["user_breakpoints_kind"], "not_permitted", "{v}");
+    assert_eq!(v["user_space_only"], false, "{v}");
     // kernel.unprivileged_bpf_disabled is set here: no BPF for nobody, named with the setting.
     assert_eq!(v["bpf"], false, "{v}");
     let why = v["bpf_error"].as_str().unwrap();

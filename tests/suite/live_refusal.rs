@@ -292,3 +292,41 @@ fn a_control_move_to_a_kernel_address_says_why_in_kind() {
         "the stderr line says it too: {err}"
     );
 }
+
+/// `check` without CAP_SYS_ADMIN, on any machine: kernel addresses refused for want of it, user addresses
+/// fine, so the answer is partial ("user-space watches only", exit 4).
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn check_without_cap_sys_admin_is_user_space_only() {
+    let Some(_lock) = util::live() else { return };
+    if !capsh() {
+        return;
+    }
+    let (code, out, err) = without_cap_sys_admin(&["check", "--json"], "");
+    let v: serde_json::Value =
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["cap_sys_admin"], false, "{v}");
+    assert_eq!(v["kernel_breakpoints"], false, "{v}");
+    assert_eq!(v["kernel_breakpoints_kind"], "needs_cap_sys_admin", "{v}");
+    assert_eq!(v["user_breakpoints"], true, "{v}");
+    assert_eq!(v["user_space_only"], true, "{v}");
+    assert_eq!(v["can_watch"], false, "{v}");
+    let (code, out, err) = without_cap_sys_admin(&["check"], "");
+    assert_eq!(code, 4, "{err}");
+    let heading = out.lines().next().unwrap_or_default();
+    assert!(
+        heading.starts_with("ksymwatch check: user-space watches only: cpu ")
+            && heading.contains(NEEDS_ADMIN),
+        "{out}"
+    );
+    assert!(out.contains("\n  kernel addresses refused: cpu "), "{out}");
+    assert!(out.contains("\n  user addresses   yes ("), "{out}");
+    assert_eq!(
+        err,
+        format!(
+            "ksymwatch: error: {}\n",
+            v["reason"].as_str().unwrap_or_default()
+        )
+    );
+}

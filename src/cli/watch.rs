@@ -30,7 +30,7 @@ use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::bpf::trigger::Tracepoint;
 use crate::perf::bpf::Values;
 use crate::perf::event::EventConfig;
-use crate::perf::refusal;
+use crate::perf::refusal::{self, Refusal};
 use crate::perf::sys::{self, SignalFd};
 use crate::perf::warmup::Warmup;
 use crate::report::folded::{Folded, Sink};
@@ -311,7 +311,7 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
     // Built (and checked) before arming, so a vmlinux without usable line tables fails before any hit.
     let line_source = line_source(file_symbols, args.symbols.lines)?;
     let cfg = event_config(args, user_only, programs, percpu_offsets);
-    let out = outputs(&args.output, &title(access, &watches))?;
+    let mut out = outputs(&args.output, &title(access, &watches))?;
     let control_source = args.control.as_deref().map(Control::open).transpose()?;
     let recorder = flight.as_ref().map(recorder).transpose()?;
     let signals = block_stop_signals(flight.as_ref())?;
@@ -320,10 +320,16 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         w.finish();
     }
     let objects_line = objects.as_ref().map(ObjectPlan::describe);
-    if objects.is_some() {
-        keep_free_slots(&mut watches, &cpus, &cfg)?;
-    }
-    let armed = arm::arm_in(&watches, &cpus, &scope, &cfg).map_err(advice::arming)?;
+    let armed = match keep_free_slots(&mut watches, &cpus, &cfg, objects.is_some())
+        .and_then(|()| arm::arm_in(&watches, &cpus, &scope, &cfg))
+    {
+        Ok(armed) => armed,
+        Err(r) => {
+            // A JSON stream says why it is empty; the error line itself is main's.
+            let _ = out.refused(r.kind.as_str(), &advice::refusal(&r), r.code as i32);
+            return Err(advice::arming(r));
+        }
+    };
     let armed_line = ArmedLine::of(&armed);
     let threads = threads_at_start(hit_path, &scope, &armed);
     let processes = watched_processes(&scope);
@@ -457,21 +463,26 @@ fn hotplug(follow: Option<BTreeSet<u32>>, strict: bool) -> Hotplug {
     hotplug
 }
 
-/// Keeps `--on`'s watches to one slot per debug register still free on every CPU; an error if none is.
+/// Keeps `--on`'s watches (`objects`) to one slot per debug register still free on every CPU; refused if
+/// none is. Other watches are left as they are.
 fn keep_free_slots(
     watches: &mut Vec<Watch>,
     cpus: &BTreeSet<u32>,
     cfg: &EventConfig,
-) -> Result<()> {
+    objects: bool,
+) -> std::result::Result<(), Refusal> {
+    if !objects {
+        return Ok(());
+    }
     let free = match watches.first() {
         // A slot the kernel refuses outright (not for want of a register) is refused as arming would be.
-        Some(w) => arm::free_slots(w, cpus, watches.len(), cfg).map_err(|e| {
-            advice::arming(refusal::explain(&e, std::slice::from_ref(w)).nothing_armed())
-        })?,
+        Some(w) => arm::free_slots(w, cpus, watches.len(), cfg)
+            .map_err(|e| refusal::explain(&e, std::slice::from_ref(w)).nothing_armed())?,
         None => 0,
     };
     if free == 0 {
-        return Err(Error::arm(
+        return Err(Refusal::arm(
+            refusal::Kind::NoFreeDebugRegister,
             "--on needs a free debug register on every CPU, and every one is in use (perf, gdb, another \
              watch); stop one and run again",
         ));

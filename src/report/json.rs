@@ -475,6 +475,12 @@ pub enum Record<'a> {
         /// Why by name: `bad_command`, `bad_target`, or the kernel's refusal's kind.
         kind: &'a str,
     },
+    /// Arming was refused: the only record of a run that armed nothing (the same line is on stderr).
+    Error {
+        kind: &'a str,
+        reason: &'a str,
+        exit_code: i32,
+    },
     /// A kernel module was unloaded; `targets` (labels) were in it and are no longer watched.
     ModuleUnloaded {
         time_ns: u64,
@@ -944,6 +950,16 @@ impl<W: Write, E: Write> Output for Json<W, E> {
             &mut self.out,
             &Record::armed(events, cpus, time_ns, self.watched),
         )?;
+        self.out.flush()
+    }
+
+    fn refused(&mut self, kind: &str, reason: &str, exit_code: i32) -> io::Result<()> {
+        let r = Record::Error {
+            kind,
+            reason,
+            exit_code,
+        };
+        write_record(&mut self.out, &r)?;
         self.out.flush()
     }
 
@@ -1445,6 +1461,27 @@ mod tests {
         assert!(String::from_utf8(err)
             .unwrap()
             .contains("control `stop` refused"));
+    }
+
+    /// A refused arming is one `error` record, with the refusal's kind and exit code.
+    #[test]
+    fn a_refused_arming_is_one_error_record() {
+        let mut p = Json::new(Vec::new(), Vec::new());
+        p.refused(
+            "kernel_breakpoints_refused",
+            "cpu 0: this kernel refuses",
+            4,
+        )
+        .unwrap();
+        let (out, err) = p.into_inner();
+        let v = lines(out);
+        assert_eq!(v.len(), 1);
+        assert_eq!(
+            v[0],
+            serde_json::json!({"type": "error", "kind": "kernel_breakpoints_refused",
+                "reason": "cpu 0: this kernel refuses", "exit_code": 4})
+        );
+        assert!(err.is_empty(), "the error line is the caller's");
     }
 
     #[test]

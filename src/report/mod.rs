@@ -422,6 +422,12 @@ pub trait Output {
     fn event(&mut self, event: &StreamEvent, time_ns: u64) -> io::Result<()>;
     fn flush(&mut self) -> io::Result<()>;
     fn finish(&mut self, summary: &Summary) -> io::Result<()>;
+    /// Arming was refused, before any header: a machine-readable stream says so on stdout (the refusal's
+    /// `kind`, the `reason` the error line on stderr gives, and the exit code); the others print nothing,
+    /// the error line being the caller's.
+    fn refused(&mut self, _kind: &str, _reason: &str, _code: i32) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Runs several printers as one, in order. Every printer is finished even when an earlier one failed (a
@@ -462,6 +468,9 @@ impl Output for Tee {
     fn finish(&mut self, summary: &Summary) -> io::Result<()> {
         self.each(|o| o.finish(summary))
     }
+    fn refused(&mut self, kind: &str, reason: &str, code: i32) -> io::Result<()> {
+        self.each(|o| o.refused(kind, reason, code))
+    }
 }
 
 /// `--quiet` and `--folded` to stdout: the wrapped printer's end-of-session report only. What a person must
@@ -481,6 +490,9 @@ impl<O: Output, E: Write> Quiet<O, E> {
 impl<O: Output, E: Write> Output for Quiet<O, E> {
     fn header(&mut self, _: &Header<'_>) -> io::Result<()> {
         Ok(())
+    }
+    fn refused(&mut self, kind: &str, reason: &str, code: i32) -> io::Result<()> {
+        self.inner.refused(kind, reason, code)
     }
     fn armed(&mut self, events: usize, cpus: &BTreeSet<u32>, _: u64) -> io::Result<()> {
         writeln!(

@@ -84,6 +84,22 @@ fn without_cap_sys_admin(args: &[&str], stdin: &str) -> (i32, String, String) {
     )
 }
 
+/// A refused run's JSON stream: exactly one `error` record, whose `reason` is stderr's error line;
+/// returns its `kind` and `exit_code`.
+fn error_record(out: &str, err: &str) -> (String, i64) {
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "one record: {out}");
+    let v: serde_json::Value =
+        serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["type"], "error", "{v}");
+    let reason = v["reason"].as_str().unwrap_or_default();
+    assert_eq!(err, format!("ksymwatch: error: {reason}\n"), "{v}");
+    (
+        v["kind"].as_str().unwrap_or_default().to_string(),
+        v["exit_code"].as_i64().unwrap_or(-1),
+    )
+}
+
 /// The README's first command as root: refused with the kernel's policy named, and what still works, where
 /// the kernel refuses kernel breakpoints; armed, with hits, where it does not.
 #[test]
@@ -110,6 +126,13 @@ fn a_kernel_address_is_refused_as_the_kernel_refuses_it_or_armed() {
             );
             assert!(!err.contains("grant CAP_PERFMON"), "{err}");
             assert!(out.is_empty(), "nothing printed on stdout: {out}");
+            // A JSON stream is one `error` record saying which refusal, as the stderr line does.
+            let (code, out, err) = util::run(&["write", &target, "--duration", "1s", "--json"]);
+            assert_eq!(code, 4, "{err}");
+            assert_eq!(
+                error_record(&out, &err),
+                ("kernel_breakpoints_refused".into(), 4)
+            );
         }
         None => {
             assert_eq!(code, 0, "the kernel takes kernel breakpoints here: {err}");
@@ -140,6 +163,10 @@ fn without_cap_sys_admin_kernel_addresses_need_it_and_user_space_works() {
         "{err}"
     );
     assert!(out.is_empty(), "{out}");
+    let (code, out, err) =
+        without_cap_sys_admin(&["write", &target, "--duration", "1s", "--json"], "");
+    assert_eq!(code, 4, "{err}");
+    assert_eq!(error_record(&out, &err), ("needs_cap_sys_admin".into(), 4));
     // The same process's user-space watch: a helper's global, filled by the kernel's read() from
     // /dev/zero, in launch mode.
     let writer = helper("writer");

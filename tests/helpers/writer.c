@@ -4,6 +4,7 @@
 //
 //   writer write N CPU   store N times into a global
 //   writer read  N CPU   read() 8 bytes from /dev/zero into the global N times (kernel writes user memory)
+//   writer load  N CPU   load the global N times and store nothing (reads only: `rw` sees them, `write` not)
 //   writer spin  CPU     after "go", store every ~200 us until a "stop" line, print "stores=N" and "done";
 //                        then each "burst N CPU" line stores N times pinned to CPU and prints "done"
 //
@@ -118,6 +119,10 @@ int main(int argc, char **argv) {
             if (read(fd, (void *)&target_var, sizeof target_var) != sizeof target_var) { perror("read"); return 2; }
         }
         close(fd);
+    } else if (strcmp(mode, "load") == 0) {
+        unsigned long sum = 0;
+        for (long i = 0; i < n; i++) sum += target_var;
+        __asm__ volatile("" :: "r"(sum));
     } else if (strcmp(mode, "sites") == 0) {
         for (long i = 0; i < n; i++) {
             if (site_of((unsigned long)i)) ksw_site_b((unsigned long)i); else ksw_site_a((unsigned long)i);

@@ -48,6 +48,19 @@ pub fn live_kernel() -> Option<LiveLock> {
     }
 }
 
+/// For a test that checks most of its subject without arming a kernel address and arms one only at the
+/// end: `true` (after a SKIP line naming [`kernel_breakpoints`]'s reason and `what` was not checked) on a
+/// machine that refuses kernel-address breakpoints, so the test returns before that part.
+pub fn kernel_part_skipped(what: &str) -> bool {
+    match kernel_breakpoints() {
+        Ok(()) => false,
+        Err(why) => {
+            skip(format_args!("{what} not checked: {why}"));
+            true
+        }
+    }
+}
+
 /// The one probe every test asks before it arms a kernel address: whether this kernel accepts a hardware
 /// breakpoint on one. Machines of this project's kind differ (some refuse kernel addresses with EPERM even
 /// to root with CAP_SYS_ADMIN, user addresses work on both), so it opens a real one: a disabled write
@@ -213,6 +226,20 @@ impl Writer {
         )
     }
 
+    /// A user-space stand-in for a kernel variable that is always being written (what tests whose
+    /// subject is not a kernel address watch, on every kind of machine): the helper storing into its
+    /// global every ~200 us, pinned to `cpu`, already going. Watch [`Writer::target`] system-wide.
+    pub fn spinning(cpu: u32) -> Writer {
+        let mut w = Writer::start(&["spin", &cpu.to_string()]);
+        w.send("go");
+        w
+    }
+
+    /// The helper's global as an 8-byte TARGET (`0xADDR/8`).
+    pub fn target(&self) -> String {
+        format!("0x{:x}/8", self.addr)
+    }
+
     /// Like [`Writer::start`] with the helper's binary at `path` (a copy the test prepared).
     pub fn start_binary(path: &Path, args: &[&str]) -> Writer {
         Writer::spawn(Command::new(path).args(args))
@@ -343,6 +370,17 @@ pub struct HitLine {
     pub chain: Vec<String>,
 }
 
+/// The kernel frames of a hit's chain: those before its first frame with a `[...]` suffix (a user frame's
+/// `[binary]` or `[comm]`; a module's kernel frame has one too, so this is for chains through vmlinux
+/// only, as a `read()` from /dev/zero is). A kernel write into user memory has both, kernel first.
+pub fn kernel_frames(chain: &[String]) -> &[String] {
+    let user = chain
+        .iter()
+        .position(|f| f.ends_with(']'))
+        .unwrap_or(chain.len());
+    &chain[..user]
+}
+
 /// Parses `<comm>-<tid> [<cpu>] <time>: <target> <W|RW> ip=<...>[ value=<...>]` lines and their ` => `
 /// frames.
 pub fn parse_hits(out: &str) -> Vec<HitLine> {
@@ -417,6 +455,18 @@ impl Tracer {
     /// Like [`Tracer::start`], run through `prefix` (e.g. [`without_tracefs`]'s).
     pub fn start_with(prefix: &[String], args: &[&str]) -> Tracer {
         Tracer::start_child(spawn_with(prefix, args), args, |l| l.starts_with("# armed"))
+    }
+
+    /// Like [`Tracer::start`] with `env` added to ksymwatch's environment.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &Path)]) -> Tracer {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Tracer::start_child(cmd.spawn().expect("start ksymwatch"), args, |l: &str| {
+            l.starts_with("# armed")
+        })
     }
 
     fn start_until(args: &[&str], armed: impl Fn(&str) -> bool) -> Tracer {

@@ -276,6 +276,17 @@ fn unprivileged_user_gets_exit_4_with_the_paranoid_level() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn text_symbol_watched_for_writes_warns_and_still_runs() {
     let Some(_lock) = util::live() else { return };
+    // The warning comes from resolving the target: a dry run makes the whole plan and arms nothing.
+    let (code, out, err) = run(&["write", "vfs_read", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("warning: `vfs_read` is a text symbol"),
+        "{err}"
+    );
+    assert!(out.contains("# dry run: nothing armed"), "{out}");
+    if util::kernel_part_skipped("arming the text symbol") {
+        return;
+    }
     let (code, out, err) = run(&["write", "vfs_read", "--duration", "200ms"]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -309,7 +320,8 @@ fn fails_on_a_full_stdout(args: &[&str]) {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn output_that_cannot_be_written_is_a_runtime_error() {
     let Some(_lock) = util::live() else { return };
-    fails_on_a_full_stdout(&["write", "__start_init_stack+0x3e00", "--duration", "2s"]);
+    let w = util::Writer::spinning(0);
+    fails_on_a_full_stdout(&["write", &w.target(), "--duration", "2s"]);
 }
 
 /// `resolve`'s answer lost to a full disk is an error too, not a silent exit 0.
@@ -358,15 +370,29 @@ fn stderr_that_cannot_be_written_does_not_change_the_exit_code() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn stderr_that_cannot_be_written_does_not_change_a_watch_exit_code() {
     let Some(_lock) = util::live() else { return };
+    let w = util::Writer::spinning(0);
+    let target = w.target();
     // The summary line (and, with --quiet, the `armed` note) go to stderr; losing them is not an error.
     for extra in [&[][..], &["--json"], &["--quiet"]] {
-        let mut args = vec!["write", "__start_init_stack+0x3e00", "--duration", "300ms"];
+        let mut args = vec!["write", &target, "--duration", "300ms"];
         args.extend(extra);
         assert_eq!(exit_with_full_stderr(&args), 0, "{args:?}");
     }
-    // A warning on the way (a text symbol watched for writes), then a clean stop.
+    // A warning on the way (a text symbol watched for writes), then a plan printed and a clean stop.
     assert_eq!(
-        exit_with_full_stderr(&["write", "vfs_read", "--duration", "200ms"]),
+        exit_with_full_stderr(&["write", "vfs_read", "--dry-run"]),
+        0
+    );
+    // A note on the way (a --comm longer than the kernel keeps), then a clean stop of a live watch.
+    assert_eq!(
+        exit_with_full_stderr(&[
+            "write",
+            &target,
+            "--comm",
+            "a-very-long-task-name",
+            "--duration",
+            "200ms"
+        ]),
         0
     );
     // A run that fails to arm keeps its own code: the holder takes what is left of cpu0 (it stops at the

@@ -698,11 +698,13 @@ fn outputs_other_than_a_new_file_still_work() {
     let dir = std::env::temp_dir().join(format!("ksymwatch-outputs-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    let w = Writer::spinning(0);
+    let target = w.target();
     let traced = |out: &str| {
         let (code, _, err) = util::run_within(
             &[
                 "write",
-                KERNEL_TARGET,
+                &target,
                 "--duration",
                 "300ms",
                 &format!("--folded={out}"),
@@ -735,6 +737,7 @@ fn outputs_other_than_a_new_file_still_work() {
         .open(&fifo)
         .unwrap();
     let hits = traced(fifo.to_str().unwrap());
+    assert!(hits > 0, "the spinning helper stored while the watch ran");
     let mut text = String::new();
     reader.read_to_string(&mut text).unwrap();
     assert_eq!(folded_total(&text), hits, "through the FIFO: {text}");
@@ -1007,8 +1010,10 @@ fn two_targets_armed_together_and_named_in_every_mode() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn status_line_only_on_a_terminal_and_cleared_before_the_report() {
     let Some(_lock) = util::live() else { return };
+    let w = Writer::spinning(0);
+    let target = w.target();
     // Not a terminal: not a byte of it.
-    let (code, out, err) = run(&["write", KERNEL_TARGET, "--quiet", "--duration", "600ms"]);
+    let (code, out, err) = run(&["write", &target, "--quiet", "--duration", "600ms"]);
     assert_eq!(code, 0, "{err}");
     assert!(
         !err.contains('\r') && !err.contains('\x1b') && !err.contains("cpus armed"),
@@ -1020,7 +1025,7 @@ fn status_line_only_on_a_terminal_and_cleared_before_the_report() {
         util::skip("no script(1) to give ksymwatch a terminal");
         return;
     }
-    let cmd = format!("{BIN} write {KERNEL_TARGET} --quiet --duration 1500ms --top 1");
+    let cmd = format!("{BIN} write {target} --quiet --duration 1500ms --top 1");
     let tty = Command::new("script")
         .args(["-qec", &cmd, "/dev/null"])
         .output()

@@ -145,10 +145,12 @@ fn a_comm_longer_than_the_kernel_keeps_is_matched_on_its_first_15_bytes() {
     let Some(_live) = crate::util::live() else {
         return;
     };
+    let w = Writer::spinning(0);
+    let target = w.target();
     for flags in [&["--value"][..], &["--if", "value != 0"][..], &[][..]] {
         let mut args = vec![
             "write",
-            "__start_init_stack+0x3e00",
+            &target,
             "--comm",
             "a-very-long-task-name",
             "--duration",
@@ -173,20 +175,15 @@ fn a_condition_of_thousands_of_terms_loads() {
     let Some(_live) = crate::util::live() else {
         return;
     };
+    let w = Writer::spinning(0);
+    let target = w.target();
     for n in [300, 3000] {
         let cond = (0..n)
             .map(|i| format!("value == {i}"))
             .collect::<Vec<_>>()
             .join(" || ");
         let (code, _out, err) = crate::util::run_within(
-            &[
-                "write",
-                "__start_init_stack+0x3e00",
-                "--if",
-                &cond,
-                "--duration",
-                "200ms",
-            ],
+            &["write", &target, "--if", &cond, "--duration", "200ms"],
             Duration::from_secs(60),
         );
         assert_eq!(code, 0, "{n} terms: {}", &err[..err.len().min(500)]);

@@ -1,14 +1,14 @@
 //! Live tests of `ksymwatch write|rw`: real breakpoints on this machine, assertions on what the kernel
 //! reported. Serialized machine-wide by `util::live()`; hits are matched by the helper's tid because a
-//! system-wide watch also sees every other process that touches the address.
+//! system-wide watch also sees every other process that touches the address. No test here needs a
+//! kernel address: each watches a helper's global (stored to by the helper, or by the kernel when the
+//! helper `read()`s /dev/zero into it), so they run alike where the kernel refuses kernel breakpoints.
 
 use crate::util;
 
 use std::collections::HashSet;
 use std::time::Duration;
-use util::{parse_hits, run, HitLine, Tracer, Writer};
-
-const KERNEL_TARGET: &str = "__start_init_stack+0x3e00";
+use util::{kernel_frames, parse_hits, HitLine, Tracer, Writer};
 
 /// Every text symbol name of the running kernel's kallsyms (also used by `live_cache`).
 pub(crate) fn kallsyms_text_names() -> HashSet<String> {
@@ -27,31 +27,49 @@ fn frame_name(frame: &str) -> &str {
     frame.split('+').next().unwrap_or(frame)
 }
 
+/// The kernel writes the helper's global (`read()` from /dev/zero, system-wide watch): every hit's kernel
+/// frames are kallsyms functions as `func+0xOFF/0xSIZE`, and the summary counts what was printed.
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn kernel_writer_chains_symbolize_to_kallsyms_functions() {
     let Some(_lock) = util::live() else { return };
-    let (code, out, err) = run(&["write", KERNEL_TARGET, "--duration", "2s"]);
-    assert_eq!(code, 0, "stderr: {err}");
-    assert!(out.starts_with("# tracer: ksymwatch\n"), "{out}");
+    const READS: usize = 20;
+    let w = Writer::start(&["read", &READS.to_string(), "0"]);
+    let (target, label) = (w.target(), format!("0x{:x}", w.addr));
+    let t = Tracer::start(&["write", &target, "--duration", "2s"]);
     assert!(
-        out.contains("# target: __start_init_stack+0x3e00 addr=0xffffffff"),
-        "{out}"
+        t.header.starts_with("# tracer: ksymwatch\n"),
+        "{}",
+        t.header
     );
-    let hits = parse_hits(&out);
     assert!(
-        !hits.is_empty(),
-        "CPU0's idle stack is written hundreds of times a second; got none.\n{err}"
+        t.header.contains(&format!(
+            "# target: 0x{:x} addr=0x{:x} len=8 access=W",
+            w.addr, w.addr
+        )),
+        "{}",
+        t.header
+    );
+    let tid = w.go_and_finish();
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "stderr: {err}");
+    let hits = parse_hits(&out);
+    let mine = hits_of(&hits, tid);
+    assert!(
+        mine.len() >= READS,
+        "{READS} reads into the watched global: {} hits from the helper\n{err}",
+        mine.len()
     );
     let names = kallsyms_text_names();
-    for h in &hits {
-        assert_eq!(h.target, KERNEL_TARGET);
+    for h in &mine {
+        assert_eq!(h.target, label);
         assert_eq!(h.access, "W");
+        let kernel = kernel_frames(&h.chain);
         assert!(
-            !h.chain.is_empty(),
+            !kernel.is_empty(),
             "a kernel write has a kernel call chain: {h:?}"
         );
-        for f in &h.chain {
+        for f in kernel {
             assert!(
                 names.contains(frame_name(f)),
                 "frame `{f}` is not a kallsyms text symbol"
@@ -152,7 +170,10 @@ fn kernel_write_into_watched_user_buffer_shows_the_read_path() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn count_prints_exactly_that_many_hits() {
     let Some(_lock) = util::live() else { return };
-    let (code, out, err) = run(&["write", KERNEL_TARGET, "--count", "5", "--duration", "60s"]);
+    let w = Writer::start(&["write", "100", "0"]);
+    let t = Tracer::start(&["write", &w.target(), "--count", "5", "--duration", "60s"]);
+    w.go_and_finish();
+    let (code, out, err) = t.wait(Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
     assert_eq!(parse_hits(&out).len(), 5, "{out}");
     assert!(
@@ -165,7 +186,8 @@ fn count_prints_exactly_that_many_hits() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn duration_stops_on_time() {
     let Some(_lock) = util::live() else { return };
-    let t = Tracer::start(&["write", KERNEL_TARGET, "--duration", "500ms"]);
+    let w = Writer::spinning(0);
+    let t = Tracer::start(&["write", &w.target(), "--duration", "500ms"]);
     let (code, _out, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("stopped: duration reached"), "{err}");
@@ -175,13 +197,15 @@ fn duration_stops_on_time() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn sigint_and_sigterm_stop_cleanly_with_summary() {
     let Some(_lock) = util::live() else { return };
+    let w = Writer::spinning(0);
     for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
-        let t = Tracer::start(&["write", KERNEL_TARGET]);
+        let t = Tracer::start(&["write", &w.target()]);
         std::thread::sleep(Duration::from_millis(300));
         t.signal(sig);
         let (code, out, err) = t.wait(Duration::from_secs(30));
         assert_eq!(code, 0, "{name}: {err}");
         let hits = parse_hits(&out).len();
+        assert!(hits > 0, "{name}: the spinning helper stored: {err}");
         assert!(err.contains(&format!("stopped: signal {name}")), "{err}");
         assert!(err.contains(" lost,"), "summary line: {err}");
         // The summary counts the hits printed after `# armed` (the header was read by start()).
@@ -196,7 +220,8 @@ fn sigint_and_sigterm_stop_cleanly_with_summary() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn closed_stdout_is_a_quiet_normal_end() {
     let Some(_lock) = util::live() else { return };
-    let mut t = Tracer::start(&["write", KERNEL_TARGET]);
+    let w = Writer::spinning(0);
+    let mut t = Tracer::start(&["write", &w.target()]);
     // Read one hit, then hang up like `| head -n 20` does: ksymwatch's next write gets EPIPE.
     t.read_until(|l| !l.starts_with('#'));
     t.close_stdout();
@@ -210,14 +235,24 @@ fn closed_stdout_is_a_quiet_normal_end() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn rw_reports_reads_too() {
     let Some(_lock) = util::live() else { return };
-    // The read path of the helper's own variable: the store loop also loads nothing, so use the kernel
-    // target, which is read and written; rw must report RW hits.
-    let (code, out, err) = run(&["rw", KERNEL_TARGET, "--count", "3", "--duration", "60s"]);
+    // The helper only loads its global: a `write` watch sees none of it, `rw` reports the reads as RW.
+    let w = Writer::start(&["load", "100", "0"]);
+    let t = Tracer::start(&["write", &w.target(), "--duration", "60s"]);
+    let tid = w.go_and_finish();
+    let (code, out, err) = t.interrupt(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    assert!(hits_of(&parse_hits(&out), tid).is_empty(), "{out}");
+
+    let w = Writer::start(&["load", "100", "0"]);
+    let t = Tracer::start(&["rw", &w.target(), "--count", "3", "--duration", "60s"]);
+    assert!(t.header.contains("access=RW (read-write)"), "{}", t.header);
+    let tid = w.go_and_finish();
+    let (code, out, err) = t.wait(Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
     let hits = parse_hits(&out);
-    assert_eq!(hits.len(), 3);
+    assert_eq!(hits.len(), 3, "{out}");
     assert!(hits.iter().all(|h| h.access == "RW"));
-    assert!(out.contains("access=RW (read-write)"));
+    assert_eq!(hits_of(&hits, tid).len(), 3, "the helper's reads: {out}");
 }
 
 /// Records lost as the stream's `# lost N ...` lines add them up, and as the stderr summary counts them.

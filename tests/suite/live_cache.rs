@@ -1,15 +1,18 @@
-//! Live tests of the kallsyms cache (`KSYMWATCH_CACHE_DIR`, `--no-symbol-cache`): a watch that loads its
-//! symbols from a warm cache, from a corrupt one, or with the cache off resolves the target to the same
-//! address and names kernel frames the same way as one that parsed kallsyms. Each test uses a private
-//! cache directory, never the system one.
+//! Live tests of the kallsyms cache (`KSYMWATCH_CACHE_DIR`, `--no-symbol-cache`): a run that loads its
+//! symbols from a warm cache, from a corrupt one, or with the cache off resolves a kernel target to the
+//! same address and names kernel frames the same way as one that parsed kallsyms. Each test uses a private
+//! cache directory, never the system one. The kernel target is resolved by a dry run (nothing armed); the
+//! frames come from a live watch on a helper's global that the kernel writes (`read()` from /dev/zero), so
+//! the tests run alike where the kernel refuses breakpoints on kernel addresses.
 
 use crate::util;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
-use util::parse_hits;
+use util::{kernel_frames, parse_hits, Tracer, Writer};
 
 const KERNEL_TARGET: &str = "__start_init_stack+0x3e00";
 
@@ -22,32 +25,49 @@ fn cache_dir(name: &str) -> PathBuf {
     d
 }
 
-/// `write KERNEL_TARGET --count 3` with the cache in `dir`; returns (header without the `# armed` line,
-/// hits' frames, stderr).
+/// With the cache in `dir` and `extra` flags: `write KERNEL_TARGET --dry-run` (its plan's `#` lines: the
+/// target's address and the symbol source), then `write HELPER --count 3` while the helper `read()`s
+/// /dev/zero into its global. Returns (the plan, the hits' kernel frames with their ips, stderr of both).
 fn watch(dir: &Path, extra: &[&str]) -> (String, Vec<Vec<String>>, String) {
     let out = Command::new(util::BIN)
-        .args(["write", KERNEL_TARGET, "--count", "3", "--duration", "60s"])
+        .args(["write", KERNEL_TARGET, "--dry-run"])
         .args(extra)
         .env("KSYMWATCH_CACHE_DIR", dir)
         .output()
         .expect("run ksymwatch");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
-    let header: String = stdout
-        .lines()
-        .filter(|l| l.starts_with('#') && !l.starts_with("# armed"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let plan = String::from_utf8_lossy(&out.stdout).into_owned();
+    let plan_err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "stderr: {plan_err}");
+    assert!(
+        plan.contains(&format!("# target: {KERNEL_TARGET} addr=0xffff")),
+        "{plan}"
+    );
+
+    let w = Writer::start(&["read", "100", "0"]);
+    let mut args = vec![
+        "write".to_string(),
+        w.target(),
+        "--count".into(),
+        "3".into(),
+        "--duration".into(),
+        "60s".into(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let t = Tracer::start_with_env(&args, &[("KSYMWATCH_CACHE_DIR", dir)]);
+    w.go_and_finish();
+    let (code, stdout, stderr) = t.wait(Duration::from_secs(60));
+    assert_eq!(code, 0, "stderr: {stderr}");
     let hits = parse_hits(&stdout);
     assert_eq!(hits.len(), 3, "{stdout}\n{stderr}");
     let mut frames = Vec::new();
     for h in hits {
-        let mut f = vec![h.ip];
-        f.extend(h.chain);
+        let mut f = vec![h.ip.clone()];
+        f.extend(kernel_frames(&h.chain).iter().cloned());
+        assert!(f.len() > 1, "a kernel write has kernel frames: {h:?}");
         frames.push(f);
     }
-    (header, frames, stderr)
+    (plan, frames, format!("{plan_err}{stderr}"))
 }
 
 /// Every frame is `func+0xOFF/0xSIZE` with `func` a kallsyms text symbol: what the table said, not an
@@ -72,7 +92,7 @@ fn cache_file(dir: &Path) -> PathBuf {
 fn warm_cache_resolves_and_names_frames_as_kallsyms_does() {
     let Some(_lock) = util::live() else { return };
     let dir = cache_dir("warm");
-    let (cold_header, cold, _) = watch(&dir, &[]);
+    let (cold_plan, cold, _) = watch(&dir, &[]);
     let file = cache_file(&dir);
     let meta = std::fs::metadata(&file).expect("the first run writes the cache");
     assert_eq!(
@@ -83,9 +103,9 @@ fn warm_cache_resolves_and_names_frames_as_kallsyms_does() {
     let dir_mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
     assert_eq!(dir_mode, 0o700);
     let written = std::fs::read(&file).unwrap();
-    let (warm_header, warm, _) = watch(&dir, &[]);
+    let (warm_plan, warm, _) = watch(&dir, &[]);
     assert_eq!(
-        warm_header, cold_header,
+        warm_plan, cold_plan,
         "same target, address and symbol source"
     );
     assert_named(&cold, "cold");

@@ -6,7 +6,8 @@
 //! `rmmod ksymwatch_fake` (`remove@/module/ksymwatch_fake`, `SUBSYSTEM=module`) to the kernel's uevent
 //! multicast group, as root may. Everything from the uevent on is real (the session's socket, the disarm,
 //! the mark, the summary, the exit code); the kernel's side of an unload (that it sends this uevent, before
-//! it frees the module's memory) is not tested here.
+//! it frees the module's memory) is not tested here. A module's variable is kernel memory: these tests
+//! skip (`util::live_kernel`) where the kernel refuses breakpoints on kernel addresses.
 
 use crate::util;
 
@@ -100,7 +101,9 @@ fn until_a_hit(t: &mut Tracer) -> String {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_module_watch_ends_at_its_unload_with_exit_0() {
-    let Some(_lock) = util::live() else { return };
+    let Some(_lock) = util::live_kernel() else {
+        return;
+    };
     let k = fake_kallsyms();
     let target = format!("{MODULE}:fake_stack+0x3e00");
     let mut t = Tracer::start(&["write", &target, "--kallsyms", k.to_str().unwrap()]);
@@ -140,7 +143,9 @@ fn a_module_watch_ends_at_its_unload_with_exit_0() {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn other_targets_outlive_the_module() {
-    let Some(_lock) = util::live() else { return };
+    let Some(_lock) = util::live_kernel() else {
+        return;
+    };
     let k = fake_kallsyms();
     let target = format!("{MODULE}:fake_stack+0x3e00");
     let mut t = Tracer::start_json(&[
@@ -178,7 +183,9 @@ fn other_targets_outlive_the_module() {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_typed_watch_on_a_module_variable_ends_at_its_unload() {
-    let Some(_lock) = util::live() else { return };
+    let Some(_lock) = util::live_kernel() else {
+        return;
+    };
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
         util::skip("/sys/kernel/btf/vmlinux is missing: this kernel has no BTF");
         return;

@@ -242,23 +242,40 @@ fn chain_has(hit: &Value, sym: &str) -> bool {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn the_kernel_writes_a_task_structs_switch_count_at_the_address_bpftrace_gave() {
-    let Some(_live) = util::live() else { return };
+    let Some(_live) = util::live_kernel() else {
+        return;
+    };
     if !util::require("bpftrace") {
         return;
-    }
-    // bpftrace reads tracepoints from tracefs; a minimal VM may not have mounted it.
-    if !Path::new("/sys/kernel/tracing/events").exists() {
-        let _ = Command::new("mount")
-            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
-            .status();
     }
     let mut h = Writer::start(&["naps", "0"]);
     let program = format!(
         "tracepoint:sched:sched_switch /args->prev_pid == {}/ {{ printf(\"task=%p\\n\", curtask); exit(); }}",
         h.pid
     );
-    let mut bpftrace = Command::new("bpftrace")
-        .args(["-q", "-e", &program])
+    // bpftrace reads tracepoints from tracefs. Where it is not mounted (a fresh machine), bpftrace runs
+    // in a mount namespace of its own with tracefs mounted there: the machine's mounts stay as they were.
+    let mut bpftrace = if Path::new("/sys/kernel/tracing/events").exists() {
+        let mut c = Command::new("bpftrace");
+        c.args(["-q", "-e", &program]);
+        c
+    } else {
+        if !util::require("unshare") {
+            return;
+        }
+        let mut c = Command::new("unshare");
+        c.args([
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            "mount -t tracefs nodev /sys/kernel/tracing && exec bpftrace -q -e \"$0\"",
+            &program,
+        ]);
+        c
+    };
+    let mut bpftrace = bpftrace
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -504,18 +521,21 @@ fn another_kernels_btf_is_refused_for_a_watch_and_noted_by_resolve() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("offset"), "{out}");
     assert!(err.contains("is not the running kernel's BTF"), "{err}");
-    let (code, _out, err) = util::run(&[
-        "write",
-        target,
-        "--btf",
-        same.to_str().unwrap(),
-        "--duration",
-        "100ms",
-    ]);
+    // Accepted for a watch: the plan is made (a dry run arms nothing), then armed where the kernel allows.
+    let same_btf = ["--btf", same.to_str().unwrap()];
+    let (code, _out, err) = util::run(&[&["write", target, "--dry-run"][..], &same_btf].concat());
     assert_eq!(
         code, 0,
         "a copy of the running kernel's BTF is that kernel's: {err}"
     );
+    if !util::kernel_part_skipped("arming the cast with the copied BTF") {
+        let (code, _out, err) =
+            util::run(&[&["write", target, "--duration", "100ms"][..], &same_btf].concat());
+        assert_eq!(
+            code, 0,
+            "a copy of the running kernel's BTF is that kernel's: {err}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

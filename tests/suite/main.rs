@@ -2,7 +2,10 @@
 //!
 //! Live modules (`live_*`, `check`, parts of `bad_input` and `resolve_cli`) arm real breakpoints and take
 //! CPU 1 offline and back; they are serialized machine-wide by `util::live()`. A test that cannot run here
-//! prints `SKIP: <test>: <reason>` (see `util::skip`), which `scripts/test` counts.
+//! prints `SKIP: <test>: <reason>` (see `util::skip`), which `scripts/test` counts. Some kernels refuse
+//! hardware breakpoints on kernel addresses: a test whose subject is not a kernel address watches a helper
+//! process's memory (it runs alike on both kinds of machine), and one whose subject is a kernel address
+//! takes `util::live_kernel()`, which skips with the shared probe's reason where they are refused.
 
 mod util;
 

@@ -241,7 +241,11 @@ fn a_thread_with_full_debug_registers_fails_the_whole_attach() {
     h.finish();
     // Every register of every CPU is free again (the hog has exited too).
     let (code, out, err) = util::run_within(&["check"], Duration::from_secs(30));
-    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(code, util::check_code_when_all_free(), "{out}{err}");
+    assert!(
+        out.contains("debug registers") && !out.contains("cannot arm"),
+        "{out}"
+    );
 }
 
 /// `-- CMD`: the command's exit status, or 128+N when signal N killed it, as a shell reports it.

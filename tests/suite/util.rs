@@ -71,6 +71,16 @@ pub fn kernel_breakpoints() -> Result<(), String> {
     ANSWER.get_or_init(probe_kernel_breakpoint).clone()
 }
 
+/// The exit code of `ksymwatch check` on this machine when every debug register is free: 0 where kernel
+/// addresses can be watched, 4 ("user-space watches only") where the kernel refuses them.
+pub fn check_code_when_all_free() -> i32 {
+    if kernel_breakpoints().is_ok() {
+        0
+    } else {
+        4
+    }
+}
+
 fn probe_kernel_breakpoint() -> Result<(), String> {
     if let Some(why) = cannot_run_live() {
         return Err(why);

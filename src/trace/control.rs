@@ -7,6 +7,9 @@
 //! - `off`, `on`: disable and re-enable the watch, keeping every debug register;
 //! - blank lines and lines starting with `#` are ignored.
 //!
+//! A line ends at its newline, or where its writer closed the FIFO (or stdin ended) without one; a line
+//! is at most [`MAX_LINE`] bytes.
+//!
 //! The session applies a command between two drains of the rings and acknowledges it in the stream, so a
 //! reader knows exactly which hits came before it and which after. Parsing is pure ([`parse`]); [`Control`]
 //! only reads lines from the FIFO or stdin.
@@ -36,6 +39,12 @@ pub enum Command {
 
 /// Parses one line; `Ok(None)` for a blank line or a comment. The error is the reason, for the stream.
 pub fn parse(line: &str) -> std::result::Result<Option<Command>, String> {
+    if line.starts_with(TOO_LONG) {
+        return Err(format!(
+            "the line is longer than {MAX_LINE} bytes, the most a control line may hold; nothing of it was \
+             applied"
+        ));
+    }
     let line = line.trim();
     if line.is_empty() || line.starts_with('#') {
         return Ok(None);
@@ -89,19 +98,21 @@ fn words(args: &str) -> Vec<&str> {
 }
 
 /// Longest line kept; a longer one is refused whole rather than grown without bound.
-const MAX_LINE: usize = 4096;
+pub const MAX_LINE: usize = 4096;
 
 /// Where control lines come from: a FIFO (created if absent, removed again at the end if we made it) or
 /// stdin.
 pub struct Control {
     file: File,
-    /// Our own write end of the FIFO: with it open the read end never sees end-of-file, so scripts can
-    /// open, write and close the FIFO as often as they like.
-    _writer: Option<File>,
+    /// A FIFO: its end-of-file is a writer's close, not the end of the commands ([`Control::read_lines`]).
+    fifo: bool,
+    /// The FIFO was opened afresh by the last read: its descriptor changed.
+    pub reopened: bool,
     /// A partial line from the last read.
     pending: Vec<u8>,
-    /// Too long a line is being skipped up to its newline.
-    skipping: bool,
+    /// Too long a line is being skipped up to its end: its [`TOO_LONG`] line, added there (the refusal
+    /// then acknowledges the end of the line, as any line's acknowledgement does).
+    skipping: Option<String>,
     created: Option<PathBuf>,
     /// Stdin ended: nothing more will come.
     pub ended: bool,
@@ -114,7 +125,7 @@ impl Control {
             let fd = io::stdin().as_fd().try_clone_to_owned().map_err(|e| {
                 Error::new(ExitCode::Runtime, "--control -: cannot use stdin").caused_by(e)
             })?;
-            return Ok(Control::new(File::from(fd), None, None));
+            return Ok(Control::new(File::from(fd), false, None));
         }
         let shown = spec.display();
         let mut created = None;
@@ -134,24 +145,14 @@ impl Control {
             }
             Err(e) => return Err(Error::usage(format!("--control {shown}: {e}"))),
         }
-        let open = |write: bool| {
-            OpenOptions::new()
-                .read(!write)
-                .write(write)
-                .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-                .open(spec)
-        };
-        let opened = open(false)
+        let opened = open_reader(spec)
             .map_err(|e| Error::usage(format!("--control {shown}: cannot open the FIFO: {e}")))
             .and_then(|r| {
                 check_owner(&r, &shown.to_string())?;
-                let w = open(true).map_err(|e| {
-                    Error::usage(format!("--control {shown}: cannot open the FIFO: {e}"))
-                })?;
-                Ok((r, w))
+                Ok(r)
             });
         match opened {
-            Ok((reader, writer)) => Ok(Control::new(reader, Some(writer), created)),
+            Ok(reader) => Ok(Control::new(reader, true, created)),
             Err(e) => {
                 if let Some(p) = &created {
                     let _ = std::fs::remove_file(p);
@@ -160,6 +161,15 @@ impl Control {
             }
         }
     }
+}
+
+/// The FIFO's read end, not waiting for a writer. Opened without a writer, it reports no hang-up until a
+/// writer has come and gone (Linux), so it polls quiet until the first command.
+fn open_reader(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
 }
 
 /// Whoever can write the control FIFO drives the watch (switches it off, moves it): the FIFO actually opened
@@ -194,12 +204,13 @@ fn check_owner(fifo: &File, shown: &str) -> Result<()> {
 }
 
 impl Control {
-    fn new(file: File, writer: Option<File>, created: Option<PathBuf>) -> Control {
+    fn new(file: File, fifo: bool, created: Option<PathBuf>) -> Control {
         Control {
             file,
-            _writer: writer,
+            fifo,
+            reopened: false,
             pending: Vec::new(),
-            skipping: false,
+            skipping: None,
             created,
             ended: false,
         }
@@ -208,7 +219,7 @@ impl Control {
     /// Reads lines from an open file (the tests' regular files).
     #[cfg(test)]
     pub fn from_file(file: File) -> Control {
-        Control::new(file, None, None)
+        Control::new(file, false, None)
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -216,54 +227,89 @@ impl Control {
     }
 
     /// Reads what is there (one read: called when the descriptor polls readable, so it never blocks) and
-    /// appends each complete line to `lines`. A line over [`MAX_LINE`] bytes becomes the marker line
-    /// [`TOO_LONG`], which the session refuses.
+    /// appends each complete line to `lines`. A line over [`MAX_LINE`] bytes becomes a [`TOO_LONG`] line,
+    /// which [`parse`] refuses.
+    ///
+    /// End-of-file ends the pending line: stdin's last line, or a FIFO writer's last line without a
+    /// newline (its close ends it, so the next writer's line is not glued to it). A FIFO's end-of-file
+    /// only means no writer has it open now: its read end is opened afresh (through this descriptor, so
+    /// it is the same FIFO even if the path changed) and [`Control::reopened`] tells the caller to poll
+    /// the new descriptor. Two writers that have the FIFO open at once share one byte stream, as any
+    /// FIFO's: a line is theirs to end with a newline.
     pub fn read_lines(&mut self, lines: &mut Vec<String>) -> io::Result<()> {
+        self.reopened = false;
         let mut buf = [0u8; 4096];
         let n = match self.file.read(&mut buf) {
-            Ok(0) => {
-                self.ended = true;
-                0
-            }
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
             Err(e) => return Err(e),
         };
-        self.split(&buf[..n], lines);
-        if self.ended && !self.pending.is_empty() {
-            // The last line of a file piped in need not end in a newline.
-            let rest = std::mem::take(&mut self.pending);
-            lines.push(String::from_utf8_lossy(&rest).into_owned());
+        if n > 0 {
+            self.split(&buf[..n], lines);
+            return Ok(());
+        }
+        self.end_line(lines);
+        if self.fifo {
+            // Opened before the old one closes: the FIFO keeps a reader throughout, so a writer opening
+            // now neither blocks nor loses what it writes.
+            let path = format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(&self.file)
+            );
+            self.file = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)?;
+            self.reopened = true;
+        } else {
+            self.ended = true;
         }
         Ok(())
     }
 
+    /// The writer is gone: what it left without a newline is a line.
+    fn end_line(&mut self, lines: &mut Vec<String>) {
+        if let Some(too_long) = self.skipping.take() {
+            lines.push(too_long);
+        } else if !self.pending.is_empty() {
+            lines.push(String::from_utf8_lossy(&self.pending).into_owned());
+        }
+        self.pending.clear();
+    }
+
     fn split(&mut self, mut bytes: &[u8], lines: &mut Vec<String>) {
         while let Some(nl) = bytes.iter().position(|&b| b == b'\n') {
-            if self.skipping {
-                self.skipping = false;
-            } else {
+            if self.skipping.is_none() {
                 self.pending.extend_from_slice(&bytes[..nl]);
-                lines.push(String::from_utf8_lossy(&self.pending).into_owned());
+                self.check_length();
             }
-            self.pending.clear();
+            self.end_line(lines);
             bytes = &bytes[nl + 1..];
         }
-        if self.skipping {
-            return;
+        if self.skipping.is_none() {
+            self.pending.extend_from_slice(bytes);
+            self.check_length();
         }
-        self.pending.extend_from_slice(bytes);
+    }
+
+    /// A pending line over [`MAX_LINE`] bytes is dropped, and skipped to its end.
+    fn check_length(&mut self) {
         if self.pending.len() > MAX_LINE {
+            let head = String::from_utf8_lossy(&self.pending[..TOO_LONG_SHOWN]);
+            self.skipping = Some(format!("{TOO_LONG}{head}..."));
             self.pending.clear();
-            self.skipping = true;
-            lines.push(TOO_LONG.to_string());
         }
     }
 }
 
-/// Stands for a line over [`MAX_LINE`] bytes; [`parse`] refuses it as an unknown command.
-pub const TOO_LONG: &str = "(a control line over 4096 bytes)";
+/// Starts the line that stands for one over [`MAX_LINE`] bytes, followed by the line's first
+/// [`TOO_LONG_SHOWN`] bytes and `...` (what a refusal shows of it). A line read never holds a newline,
+/// so no line sent can be taken for one.
+pub const TOO_LONG: &str = "\n";
+
+/// How much of a too-long line its refusal shows.
+const TOO_LONG_SHOWN: usize = 40;
 
 impl Drop for Control {
     fn drop(&mut self) {
@@ -311,7 +357,7 @@ mod tests {
             ("watch x r", "`w` or `rw`"),
             ("off now", "takes no arguments"),
             ("stop", "unknown command `stop`"),
-            (TOO_LONG, "unknown command"),
+            ("\nwatch aaaa...", "longer than 4096 bytes"),
             ("watch 0xzz", "0xzz"),
         ] {
             let err = parse(line).expect_err(line);
@@ -321,7 +367,7 @@ mod tests {
 
     #[test]
     fn lines_are_split_across_reads_and_long_ones_refused() {
-        let mut c = Control::new(tempfile_file(), None, None);
+        let mut c = Control::new(tempfile_file(), false, None);
         let mut lines = Vec::new();
         c.split(b"wat", &mut lines);
         c.split(b"ch x\noff\non", &mut lines);
@@ -332,7 +378,81 @@ mod tests {
         lines.clear();
         c.split(&vec![b'a'; MAX_LINE + 10], &mut lines);
         c.split(b"aaa\noff\n", &mut lines);
-        assert_eq!(lines, [TOO_LONG, "off"]);
+        let head = format!("\n{}...", "a".repeat(TOO_LONG_SHOWN));
+        assert_eq!(lines, [head.as_str(), "off"]);
+        let err = parse(&lines[0]).expect_err("too long");
+        assert!(
+            err.contains("longer than 4096 bytes") && !err.contains("unknown command"),
+            "{err}"
+        );
+        // Over the limit only once its newline came, in the read after a full buffer.
+        lines.clear();
+        c.split(&vec![b'a'; MAX_LINE], &mut lines);
+        c.split(b"aa\non\n", &mut lines);
+        assert_eq!(lines, [head.as_str(), "on"]);
+        // Exactly the limit is a line like any other.
+        lines.clear();
+        let mut longest = b"watch ".to_vec();
+        longest.resize(MAX_LINE, b'x');
+        longest.push(b'\n');
+        c.split(&longest, &mut lines);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0].len(), MAX_LINE);
+    }
+
+    /// A writer's close ends its line: the pending bytes become a line, a too-long line's skipping
+    /// stops, and the next writer starts afresh.
+    #[test]
+    fn a_writers_close_ends_its_line() {
+        let mut c = Control::new(tempfile_file(), false, None);
+        let mut lines = Vec::new();
+        c.split(b"watch arr+24", &mut lines);
+        assert!(lines.is_empty());
+        c.end_line(&mut lines);
+        c.split(b"watch arr+32\n", &mut lines);
+        assert_eq!(lines, ["watch arr+24", "watch arr+32"]);
+        lines.clear();
+        c.split(&vec![b'a'; MAX_LINE + 1], &mut lines);
+        c.end_line(&mut lines);
+        c.split(b"off\n", &mut lines);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[1], "off");
+        lines.clear();
+        c.end_line(&mut lines);
+        assert!(lines.is_empty(), "no line without bytes");
+    }
+
+    /// A real FIFO: a writer's last line without a newline is a command once it closes, and the FIFO
+    /// is read on afterwards (opened afresh) for the next writer.
+    #[test]
+    fn a_fifo_reopens_after_each_writer() {
+        let dir = std::env::temp_dir().join(format!("ksymwatch-ctl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ctl");
+        let mut c = Control::open(&path).unwrap();
+        let mut lines = Vec::new();
+        for text in ["watch arr+24", "watch arr+32\n"] {
+            let mut w = OpenOptions::new().write(true).open(&path).unwrap();
+            std::io::Write::write_all(&mut w, text.as_bytes()).unwrap();
+            drop(w);
+            // The data, then the end-of-file of the writer's close.
+            c.read_lines(&mut lines).unwrap();
+            c.read_lines(&mut lines).unwrap();
+            assert!(c.reopened, "{text}");
+            assert!(!c.ended);
+        }
+        assert_eq!(lines, ["watch arr+24", "watch arr+32"]);
+        // With no writer, the new descriptor polls quiet (no hang-up) until one comes and goes.
+        let epoll = sys::Epoll::new().unwrap();
+        epoll.add(c.fd(), 1).unwrap();
+        let mut ready = Vec::new();
+        epoll
+            .wait(&mut ready, std::time::Duration::from_millis(20))
+            .unwrap();
+        assert!(ready.is_empty(), "{ready:?}");
+        drop(c);
+        assert!(!path.exists(), "the FIFO made is removed");
+        let _ = std::fs::remove_dir(&dir);
     }
 
     fn tempfile_file() -> File {

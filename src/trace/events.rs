@@ -134,8 +134,9 @@ struct Books {
 enum HitValue {
     /// A system-wide watch without `--value`: not shown.
     NotRead,
-    /// A process watch: the watched range at the trap.
-    Read,
+    /// A process watch: the watched range at the trap, as the program read it: `len` bytes (the length
+    /// the watch was built with; a `--control` move may have changed the watch's since).
+    Read { len: u8 },
     /// `--value`/`--if`: the value and the one before it.
     Written,
 }
@@ -155,7 +156,10 @@ impl Tracked {
             store: None,
             hit_value: match &cfg.hits {
                 Some(h) if h.written => HitValue::Written,
-                Some(h) if h.processes() => HitValue::Read,
+                Some(h) if h.processes() => match h.read_len(ev.watch) {
+                    Some(len) => HitValue::Read { len },
+                    None => HitValue::NotRead,
+                },
                 _ => HitValue::NotRead,
             },
             last_comm: None,
@@ -425,9 +429,11 @@ impl EventSet {
     /// built for (and `--if` was checked against it).
     pub fn cannot_move(&self, index: usize, new: &Watch) -> Option<String> {
         let now = &self.watches[index];
-        ((self.cfg.values.is_some() || self.cfg.hits.is_some()) && new.len != now.len).then(|| {
+        let written =
+            self.cfg.values.is_some() || self.cfg.hits.as_ref().is_some_and(|h| h.written);
+        (written && new.len != now.len).then(|| {
             format!(
-                "--value reads {} bytes at each hit and cannot change that while running; move to a target of {} bytes (TARGET/{}), or start a new run",
+                "--value/--if reads {} bytes at each hit and cannot change that while running; move to a target of {} bytes (TARGET/{}), or start a new run",
                 now.len, now.len, now.len
             )
         })
@@ -823,11 +829,17 @@ impl Books {
                     from: ValueFrom::Memory,
                 }
             }
-            (HitValue::Read, Some(v)) => Value::Read(v),
-            // Not read at the trap (a read-write watch of a user address, where the program's read would
-            // trap again) or unreadable there: what the range holds as the hit is drained, as a process
-            // watch's value is without the hit path.
-            (HitValue::Read, None) => pass.read_value(hit.pid, hit.addr),
+            (HitValue::Read { len }, v) => match (pass.watch_len(hit.addr), v) {
+                (now, Some(v)) if now == len => Value::Read(v),
+                // Moved to a shorter watch: the program read more bytes than are watched.
+                (now, Some(v)) if now < len => {
+                    Value::Read(v & (u64::MAX >> (64 - 8 * u32::from(now))))
+                }
+                // Not read at the trap (a read-write watch of a user address, where the program's read
+                // would trap again), unreadable there, or moved to a longer watch: what the range holds as
+                // the hit is drained, as a process watch's value is without the hit path.
+                _ => pass.read_value(hit.pid, hit.addr),
+            },
             (HitValue::NotRead, _) => Value::NotRead,
         };
         // Hit records carry no event id: only a per-thread ring's duplicate check reads one.

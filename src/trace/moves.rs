@@ -47,6 +47,8 @@ pub struct Moves<'a> {
     lines: Vec<String>,
     /// The source cannot be polled (a regular file): read on the loop's first turn, to its end.
     unpolled: bool,
+    /// The epoll token of the source's events.
+    token: u64,
 }
 
 impl<'a> Moves<'a> {
@@ -63,6 +65,7 @@ impl<'a> Moves<'a> {
             ctl,
             lines: Vec::new(),
             unpolled,
+            token,
         })
     }
 
@@ -73,10 +76,15 @@ impl<'a> Moves<'a> {
 
     /// Reads what the source has, returning the complete lines (hand them back with [`Moves::recycle`])
     /// and how the read went: the lines read before a failure are still to be applied. A source that
-    /// ended or failed leaves `epoll`: the watch goes on as it is, with no more commands.
+    /// ended or failed leaves `epoll`: the watch goes on as it is, with no more commands. A FIFO opened
+    /// afresh after a writer's close is polled under the same token (its old descriptor left `epoll` as
+    /// it closed).
     pub fn read(&mut self, epoll: &Epoll) -> (Vec<String>, io::Result<()>) {
         let mut lines = std::mem::take(&mut self.lines);
-        let read = self.ctl.source.read_lines(&mut lines);
+        let mut read = self.ctl.source.read_lines(&mut lines);
+        if read.is_ok() && self.ctl.source.reopened {
+            read = epoll.add(self.ctl.source.fd(), self.token);
+        }
         if self.ctl.source.ended || read.is_err() {
             let _ = epoll.delete(self.ctl.source.fd());
         }

@@ -57,6 +57,8 @@ pub const PROCS_MAX: u32 = 65536;
 struct HitProgram {
     prog: OwnedFd,
     maps: WatchMaps,
+    /// How many bytes it reads at the trap (the length of the watch it was built for), if it reads any.
+    read_len: Option<u8>,
 }
 
 /// One watch's maps: all its program refers to but the watched processes, which the watches share.
@@ -216,7 +218,12 @@ impl HitPrograms {
                 &maps.fds(procs.as_ref().map(|p| raw(p.as_fd()))),
                 parts,
             )?;
-            programs.push(HitProgram { prog, maps });
+            let read_len = spec.read_value.then_some(spec.len);
+            programs.push(HitProgram {
+                prog,
+                maps,
+                read_len,
+            });
         }
         Ok(HitPrograms {
             programs,
@@ -370,6 +377,12 @@ impl HitPrograms {
             other_process: sum(hit::STAT_OTHER_PROCESS)?,
             lost: sum(hit::STAT_LOST)?,
         })
+    }
+
+    /// How many bytes watch `watch`'s program reads at each trap: the length the watch had when the
+    /// program was built, whatever `--control` moved it to since; `None` when it reads none.
+    pub fn read_len(&self, watch: usize) -> Option<u8> {
+        self.programs.get(watch).and_then(|p| p.read_len)
     }
 
     fn program(&self, watch: usize) -> io::Result<&HitProgram> {

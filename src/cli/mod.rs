@@ -78,6 +78,6 @@ fn print_answer(text: &str) -> Result<()> {
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(crate::error::Error::runtime("writing output").caused_by(e)),
+        Err(e) => Err(crate::error::Error::runtime("writing output to stdout").caused_by(e)),
     }
 }

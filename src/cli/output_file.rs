@@ -81,6 +81,43 @@ fn not_an_output(path: &Path, flag: &str, kind: FileKind) -> Error {
     ))
 }
 
+/// An output that names itself in its write errors: the printers run together ([`crate::report::Tee`]),
+/// so "writing output: No space left on device" would not say which of `--output`, `--folded`,
+/// `--flamegraph` or `--perfetto` (or stdout) failed. The error keeps its kind (a closed pipe is still a
+/// normal end).
+pub struct Named<W> {
+    inner: W,
+    /// `--perfetto /dev/full`, `stdout`.
+    what: String,
+}
+
+impl<W> Named<W> {
+    pub fn new(inner: W, what: String) -> Named<W> {
+        Named { inner, what }
+    }
+
+    /// The output file `path` of option `flag`.
+    pub fn file(inner: W, flag: &str, path: &Path) -> Named<W> {
+        Named::new(inner, format!("{flag} {}", path.display()))
+    }
+
+    fn name(&self, e: io::Error) -> io::Error {
+        io::Error::new(e.kind(), format!("{}: {e}", self.what))
+    }
+}
+
+impl<W: io::Write> io::Write for Named<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf).map_err(|e| self.name(e))
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.inner.write_all(buf).map_err(|e| self.name(e))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush().map_err(|e| self.name(e))
+    }
+}
+
 /// Opens (creating) the output file `path` named by `flag` for writing, as the module documentation says.
 /// Every refusal is bad input (exit 2) in one line naming the option, the path and why.
 pub fn create(path: &Path, flag: &str) -> Result<File> {

@@ -11,10 +11,11 @@ use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols, VmlinuxLines};
 use crate::cli::advice;
 use crate::cli::args::WatchArgs;
 use crate::cli::args::{Format, OutputArgs};
+use crate::cli::otlp;
+use crate::cli::output_file::{self, Named};
 use crate::cli::plan::{
     folded_to_stdout, processes_watches, stream_format, Mode, ObjectPlan, WatchPlan,
 };
-use crate::cli::{otlp, output_file};
 use crate::config::flight::Flight;
 use crate::config::symbols::FileSymbols;
 use crate::config::typed;
@@ -51,21 +52,27 @@ use crate::trace::objects::ObjectWatch;
 use crate::trace::objects::Slots;
 use crate::trace::session::{Plan, Session};
 
+/// The output file `path` of option `flag`, buffered; its write errors name `flag` and `path`.
 fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {
-    Ok(Box::new(BufWriter::new(output_file::create(path, flag)?)))
+    let file = BufWriter::new(output_file::create(path, flag)?);
+    Ok(Box::new(Named::file(file, flag, path)))
 }
 
 /// The printers `args` ask for, in the order they run. Files are created now, before anything is armed and
 /// before the stop signals are blocked, so a bad path fails at once instead of after a long session (and
 /// an open that did block could still be interrupted; see `output_file` for why none does).
 fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
-    let stdout = || BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    let stdout = || {
+        let out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+        Named::new(out, "stdout".to_string())
+    };
     let stream_sink = || -> Result<Box<dyn Write>> {
         match &args.stream_file {
-            Some(path) => Ok(Box::new(BufWriter::with_capacity(
-                1 << 16,
-                output_file::create(path, "--output")?,
-            ))),
+            Some(path) => {
+                let file =
+                    BufWriter::with_capacity(1 << 16, output_file::create(path, "--output")?);
+                Ok(Box::new(Named::file(file, "--output", path)))
+            }
             None => Ok(Box::new(stdout())),
         }
     };

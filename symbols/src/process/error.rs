@@ -137,6 +137,35 @@ impl fmt::Display for DebugProblem {
     }
 }
 
+/// The rights of the process that was refused a process's maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller {
+    pub euid: u32,
+    /// CAP_SYS_PTRACE is in its effective set: the kernel's own ptrace rules let it trace any process.
+    pub ptrace_cap: bool,
+}
+
+impl Caller {
+    /// This process, as `/proc/self/status` has it (no capability when that cannot be read).
+    pub fn current() -> Caller {
+        const CAP_SYS_PTRACE: u32 = 19;
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key));
+        let cap_eff = field("CapEff:")
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0);
+        // `Uid:` is real, effective, saved and filesystem uid.
+        let euid = field("Uid:")
+            .and_then(|v| v.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(u32::MAX);
+        Caller {
+            euid,
+            ptrace_cap: cap_eff & (1 << CAP_SYS_PTRACE) != 0,
+        }
+    }
+}
+
 /// Why a target did not resolve in a process. Each names the process or file and, where there is one, the
 /// way out.
 #[derive(Debug)]
@@ -144,11 +173,13 @@ pub enum ProcessError {
     /// No process has this pid (or it exited while being read).
     NoProcess { pid: u32 },
     /// Its maps may not be read by this user (ptrace access mode read: another user's process, or a
-    /// non-dumpable one).
+    /// non-dumpable one), or a security module forbids it whatever the caller's rights.
     NotPermitted {
         pid: u32,
         path: PathBuf,
         source: std::io::Error,
+        /// Who was refused: what the refusal can mean depends on it.
+        caller: Caller,
     },
     /// Its maps could not be read for another reason.
     Io {
@@ -282,12 +313,37 @@ impl fmt::Display for ProcessError {
                 f,
                 "no process {pid}; give the pid of a running process (pgrep NAME)"
             ),
-            ProcessError::NotPermitted { pid, path, source } => write!(
-                f,
-                "cannot read {} ({source}): reading the memory map of process {pid} needs the right to \
-                 trace it: run as its user or as root (CAP_SYS_PTRACE)",
-                path.display()
-            ),
+            ProcessError::NotPermitted {
+                pid,
+                path,
+                source,
+                caller,
+            } => {
+                write!(f, "cannot read {} ({source}): ", path.display())?;
+                match (caller.ptrace_cap, caller.euid) {
+                    // Root's rights were not the question: something above the kernel's ptrace rules said no.
+                    (true, _) => write!(
+                        f,
+                        "the kernel refused to let ksymwatch trace process {pid} although it has CAP_SYS_PTRACE{}: \
+                         a security module forbids it (Landlock keeps a sandboxed program from tracing \
+                         processes outside its sandbox; SELinux, AppArmor or Yama's ptrace_scope 3 can too); \
+                         run ksymwatch where that policy lets it trace the process, or give the target as \
+                         0xADDR, which needs no memory map",
+                        if caller.euid == 0 { " as root" } else { "" }
+                    ),
+                    (false, 0) => write!(
+                        f,
+                        "reading the memory map of process {pid} needs the right to trace it, and ksymwatch \
+                         runs as root without CAP_SYS_PTRACE (a container may drop it): grant it (e.g. \
+                         `--cap-add SYS_PTRACE`)"
+                    ),
+                    (false, _) => write!(
+                        f,
+                        "reading the memory map of process {pid} needs the right to trace it: run as its user \
+                         or as root (CAP_SYS_PTRACE)"
+                    ),
+                }
+            }
             ProcessError::Io { path, source } => {
                 write!(f, "cannot read {}: {source}", path.display())
             }
@@ -392,6 +448,43 @@ impl std::error::Error for ProcessError {
 
 #[cfg(test)]
 mod tests {
+    /// A refusal says what was refused to whom: root with CAP_SYS_PTRACE is not told to run as root.
+    #[test]
+    fn a_refused_map_names_what_stood_in_the_way() {
+        let refused = |euid, ptrace_cap| {
+            super::ProcessError::NotPermitted {
+                pid: 1,
+                path: "/proc/1/maps".into(),
+                source: std::io::Error::from_raw_os_error(libc::EACCES),
+                caller: super::Caller { euid, ptrace_cap },
+            }
+            .to_string()
+        };
+        let root = refused(0, true);
+        assert!(
+            root.starts_with("cannot read /proc/1/maps (Permission denied (os error 13)): ")
+                && root.contains("although it has CAP_SYS_PTRACE as root")
+                && root.contains("security module")
+                && !root.contains("run as its user or as root"),
+            "{root}"
+        );
+        let capped = refused(1000, true);
+        assert!(
+            capped.contains("although it has CAP_SYS_PTRACE:"),
+            "{capped}"
+        );
+        let dropped = refused(0, false);
+        assert!(
+            dropped.contains("runs as root without CAP_SYS_PTRACE"),
+            "{dropped}"
+        );
+        let user = refused(1000, false);
+        assert!(
+            user.contains("run as its user or as root (CAP_SYS_PTRACE)"),
+            "{user}"
+        );
+    }
+
     use super::*;
     use std::error::Error as _;
 

@@ -20,7 +20,7 @@
 mod debug;
 mod error;
 
-pub use error::{DebugProblem, LayoutProblem, ObjectProblem, ProcessError, Unreadable};
+pub use error::{Caller, DebugProblem, LayoutProblem, ObjectProblem, ProcessError, Unreadable};
 
 use std::fs::File;
 use std::io::Read;
@@ -418,9 +418,12 @@ impl Process {
         if let Err(source) = read {
             return Err(match source.kind() {
                 std::io::ErrorKind::NotFound => ProcessError::NoProcess { pid },
-                std::io::ErrorKind::PermissionDenied => {
-                    ProcessError::NotPermitted { pid, path, source }
-                }
+                std::io::ErrorKind::PermissionDenied => ProcessError::NotPermitted {
+                    pid,
+                    path,
+                    source,
+                    caller: Caller::current(),
+                },
                 // A process that exits while its maps are read.
                 _ if source.raw_os_error() == Some(libc::ESRCH) => ProcessError::NoProcess { pid },
                 _ => ProcessError::Io { path, source },

@@ -124,6 +124,16 @@ impl Interner {
     }
 }
 
+/// A thread's track as described.
+struct ThreadTrack {
+    /// The comm last given (the thread's name).
+    comm: String,
+    /// The track's name, `comm-tid` with its first comm: the CPU tracks name the writer by it.
+    name: String,
+    /// `comm` is not the one the track is named after.
+    renamed: bool,
+}
+
 pub struct Perfetto<W: Write> {
     out: W,
     clocks: Option<Clocks>,
@@ -132,9 +142,8 @@ pub struct Perfetto<W: Write> {
     interner: Interner,
     /// Processes described, with the name given.
     processes: HashMap<u32, String>,
-    /// Threads described: tid → the comm given and the track's name, `comm-tid` (the CPU tracks name the
-    /// writer by it); re-described when the comm changes.
-    threads: HashMap<u32, (String, String)>,
+    /// Threads described, by tid; re-described when the comm changes.
+    threads: HashMap<u32, ThreadTrack>,
     cpus: BTreeSet<u32>,
     /// Records lost so far, per CPU (the counters' values).
     lost: BTreeMap<u32, u64>,
@@ -259,17 +268,26 @@ impl<W: Write> Perfetto<W> {
         })
     }
 
-    /// The writer's process and thread tracks, described before its first hit (and again when its comm
-    /// changed: an exec, or a `prctl(PR_SET_NAME)`).
+    /// The writer's process and thread tracks, described before its first hit, and again when its comm
+    /// changed (an exec, or a `prctl(PR_SET_NAME)`) as Perfetto's importer reads a renamed thread: one
+    /// track (the same uuid), which keeps the name it was first given (trace processor keeps a track's
+    /// first name), and a thread whose name is the newest `thread_name` (the thread table takes each
+    /// newer name). Hits after the rename carry the new name as their `comm`.
     fn describe_writer(&mut self, pid: u32, tid: u32, comm: &str) -> io::Result<()> {
         if !self.processes.contains_key(&pid) || (tid == pid && self.processes[&pid] != comm) {
             self.describe_process(pid, comm)?;
         }
-        if self.threads.get(&tid).is_some_and(|(c, _)| c == comm) {
-            return Ok(());
-        }
-        let name = format!("{comm}-{tid}");
-        self.threads.insert(tid, (comm.to_string(), name.clone()));
+        let (name, renamed) = match self.threads.get(&tid) {
+            Some(t) if t.comm == comm => return Ok(()),
+            Some(t) => (t.name.clone(), t.name != format!("{comm}-{tid}")),
+            None => (format!("{comm}-{tid}"), false),
+        };
+        let track = ThreadTrack {
+            comm: comm.to_string(),
+            name: name.clone(),
+            renamed,
+        };
+        self.threads.insert(tid, track);
         self.describe(TrackDescriptor {
             uuid: Some(THREAD | u64::from(tid)),
             name: Some(name),
@@ -581,15 +599,25 @@ impl<W: Write> Output for Perfetto<W> {
         let s = hit.sample;
         self.describe_writer(s.pid, s.tid, hit.comm)?;
         self.describe_cpu(s.cpu)?;
-        let annotations = self.hit_annotations(hit);
+        let mut annotations = self.hit_annotations(hit);
+        // The thread's track name, as the CPU track names the writer; and, once the thread renamed
+        // itself, the name it had at this hit (the track keeps its first).
+        let (writer, renamed) = self
+            .threads
+            .get(&s.tid)
+            .map_or(("", false), |t| (t.name.as_str(), t.renamed));
+        let mut a = vec![self.interner.interned("thread", writer)];
+        if renamed {
+            let c = self.interner.interned("comm", hit.comm);
+            annotations.push(c.clone());
+            a.push(c);
+        }
         self.instant(
             THREAD | u64::from(s.tid),
             s.time,
             &hit.watch.label,
             annotations,
         )?;
-        let writer = self.threads.get(&s.tid).map_or("", |(_, name)| name);
-        let a = vec![self.interner.interned("thread", writer)];
         self.instant(CPU | u64::from(s.cpu), s.time, &hit.watch.label, a)
     }
 

@@ -373,3 +373,52 @@ fn lost_and_filtered_are_counters_and_the_session_marks_its_events() {
     assert_eq!(str_arg(stop, "reason"), "signal SIGINT");
     assert_eq!(stop.args["lost"], Arg::Uint(11));
 }
+
+/// A thread that renames itself stays one track, named as trace processor names it: the track keeps its
+/// first name, the thread takes the newest `thread_name`; the CPU tracks name the writer as its track is
+/// named, and hits after the rename carry the name they were made under as `comm`.
+#[test]
+fn a_renamed_thread_stays_one_track() {
+    let hits: Vec<(Sample, &str, usize)> = ["dd", "dd", "renamed", "renamed", "dd"]
+        .iter()
+        .enumerate()
+        .map(|(n, comm)| (read_sample(11, 0, 1_000 + n as u64), *comm, 0))
+        .collect();
+    let bytes = trace_of(&hits, &[], &Summary::default());
+    let (events, tracks) = read(&bytes);
+    let threads: Vec<&proto::TrackDescriptor> =
+        tracks.values().filter(|t| t.thread.is_some()).collect();
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    let thread = &tracks[&(THREAD | 11)];
+    assert_eq!(thread.name.as_deref(), Some("dd-11"), "the first name");
+    assert_eq!(
+        thread.thread.as_ref().unwrap().thread_name.as_deref(),
+        Some("dd"),
+        "the newest thread_name (renamed back)"
+    );
+    // Every description of the track: one uuid, its first name, each comm as thread_name in turn.
+    let trace = Trace::decode(bytes.as_slice()).unwrap();
+    let described: Vec<(Option<String>, Option<String>)> = trace
+        .packet
+        .into_iter()
+        .filter_map(|p| match p.data {
+            Some(Data::TrackDescriptor(t)) if t.uuid == Some(THREAD | 11) => {
+                Some((t.name, t.thread.and_then(|t| t.thread_name)))
+            }
+            _ => None,
+        })
+        .collect();
+    let named = |thread: &str| (Some("dd-11".to_string()), Some(thread.to_string()));
+    assert_eq!(described, [named("dd"), named("renamed"), named("dd")]);
+    let on_thread: Vec<&Event> = events.iter().filter(|e| e.track == THREAD | 11).collect();
+    assert_eq!(on_thread.len(), hits.len(), "every hit on the one track");
+    let comms: Vec<Option<&str>> = on_thread
+        .iter()
+        .map(|e| e.args.contains_key("comm").then(|| str_arg(e, "comm")))
+        .collect();
+    assert_eq!(comms, [None, None, Some("renamed"), Some("renamed"), None]);
+    let on_cpu: Vec<&Event> = events.iter().filter(|e| e.track == CPU).collect();
+    assert_eq!(on_cpu.len(), hits.len());
+    assert!(on_cpu.iter().all(|e| str_arg(e, "thread") == "dd-11"));
+    assert_eq!(str_arg(on_cpu[2], "comm"), "renamed");
+}

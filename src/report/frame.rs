@@ -129,9 +129,20 @@ impl ResolvedFrame {
     /// Appends the [`ResolvedFrame::display`] form to `out`: the one spelling of a frame, fast enough for
     /// the per-hit path.
     pub fn push_text(&self, out: &mut String, comm: &str) {
+        self.spell(out, comm, |out, s| out.push_str(s));
+    }
+
+    /// [`ResolvedFrame::push_text`] for text output: every name in it (function, module, binary, comm)
+    /// escaped by [`super::escape::push`].
+    pub fn push_text_escaped(&self, out: &mut String, comm: &str) {
+        self.spell(out, comm, super::escape::push);
+    }
+
+    /// The display form, each name appended with `name`.
+    fn spell(&self, out: &mut String, comm: &str, name: fn(&mut String, &str)) {
         match &self.sym {
             Some(sym) => {
-                out.push_str(sym);
+                name(out, sym);
                 out.push_str("+0x");
                 push_hex(out, self.off);
                 if self.kernel {
@@ -140,26 +151,33 @@ impl ResolvedFrame {
                         push_hex(out, size);
                     }
                     if let Some(m) = &self.module {
-                        bracketed(out, m);
+                        bracketed(out, m, name);
                     }
                 } else if let Some(b) = &self.binary {
-                    bracketed(out, b);
+                    bracketed(out, b, name);
                 }
             }
             None => {
                 out.push_str("0x");
                 push_hex(out, self.addr);
                 if !self.kernel {
-                    bracketed(out, comm);
+                    bracketed(out, comm, name);
                 }
             }
         }
     }
+
+    /// The [`ResolvedFrame::display`] form escaped for text output.
+    pub fn display_escaped(&self, comm: &str) -> String {
+        let mut s = String::new();
+        self.push_text_escaped(&mut s, comm);
+        s
+    }
 }
 
-fn bracketed(out: &mut String, name: &str) {
+fn bracketed(out: &mut String, s: &str, name: fn(&mut String, &str)) {
     out.push_str(" [");
-    out.push_str(name);
+    name(out, s);
     out.push(']');
 }
 

@@ -15,6 +15,7 @@
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
+use super::escape::{self, escaped};
 use super::frame::Text;
 use super::numbers::{push_dec_zero, push_hex, push_left, push_right, push_time};
 use super::summary::write_text;
@@ -29,7 +30,7 @@ use crate::model::watch::Watch;
 pub(crate) fn target_line(w: &Watch) -> String {
     let mut line = format!(
         "# target: {} addr=0x{:x} len={} access={} ({})",
-        w.label,
+        escaped(&w.label),
         w.addr,
         w.len,
         w.access.letters(),
@@ -97,15 +98,15 @@ fn push_chain(l: &mut String, hit: &Hit<'_>) {
         if let Some(line) = &f.line {
             for inlined in &line.inlined {
                 l.push_str(" => ");
-                l.push_str(inlined);
+                escape::push(l, inlined);
                 l.push('\n');
             }
         }
         l.push_str(" => ");
-        f.push_text(l, hit.comm);
+        f.push_text_escaped(l, hit.comm);
         if let Some(line) = &f.line {
             l.push_str(" (");
-            l.push_str(&line.location);
+            escape::push(l, &line.location);
             l.push(')');
         }
         l.push('\n');
@@ -166,7 +167,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
             let names: Vec<String> = h
                 .processes
                 .iter()
-                .map(|(pid, comm)| format!("{pid} ({comm})"))
+                .map(|(pid, comm)| format!("{pid} ({})", escaped(comm)))
                 .collect();
             writeln!(
                 self.out,
@@ -223,7 +224,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
         let l = &mut self.line;
         l.clear();
         // `{comm:>16}-{tid:<7} [{cpu:03}] {time:>12}: {label} {access} ip={ip}[ value=0x{value:x}]`
-        push_right(l, hit.comm, 16);
+        push_right(l, &escaped(hit.comm), 16);
         l.push('-');
         let mut tid = itoa::Buffer::new();
         push_left(l, tid.format(s.tid), 7);
@@ -237,7 +238,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
             l.insert_str(start, &"            "[..12 - width]);
         }
         l.push_str(": ");
-        l.push_str(&hit.watch.label);
+        escape::push(l, &hit.watch.label);
         if let Some(cpu) = hit.watch.copy_at(s.addr) {
             l.push_str("@cpu");
             l.push_str(itoa::Buffer::new().format(cpu));
@@ -255,7 +256,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 ip.clear();
                 lines.clear();
                 comm.clear();
-                hit.ip.push_text(ip, hit.comm);
+                hit.ip.push_text_escaped(ip, hit.comm);
                 push_chain(lines, hit);
                 if r.needs_comm {
                     comm.push_str(hit.comm);
@@ -266,7 +267,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
         });
         match &cached {
             Some(t) => l.push_str(&t.ip),
-            None => hit.ip.push_text(l, hit.comm),
+            None => hit.ip.push_text_escaped(l, hit.comm),
         }
         // Last on the line: the ip's ` [binary]` already has a space in it, and readers split on the first
         // fields.
@@ -319,12 +320,14 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
             }
             StreamEvent::ModuleUnloaded { module, targets } => writeln!(
                 self.out,
-                "# module {module} unloaded at {t}: no longer watching {}",
-                targets.join(", ")
+                "# module {} unloaded at {t}: no longer watching {}",
+                escaped(module),
+                escaped(&targets.join(", "))
             ),
             StreamEvent::ProcessExec { pid, comm } => writeln!(
                 self.out,
-                "# process {pid} exec'd {comm} at {t}: no longer watched"
+                "# process {pid} exec'd {} at {t}: no longer watched",
+                escaped(comm)
             ),
             StreamEvent::ObjectArmed {
                 index,
@@ -336,8 +339,9 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 evicted,
             } => writeln!(
                 self.out,
-                "# object #{index} 0x{addr:x} allocated by {comm}-{pid}: armed at {t} in slot {slot}, \
+                "# object #{index} 0x{addr:x} allocated by {}-{pid}: armed at {t} in slot {slot}, \
                  {:.0} us after its allocation{}",
+                escaped(comm),
                 *gap_ns as f64 / 1e3,
                 evicted.map_or(String::new(), |e| format!(" (evicted #{e})"))
             ),
@@ -473,6 +477,85 @@ mod tests {
         assert_eq!(cached, fresh);
         assert_eq!(cached.matches(" => 0x401000 [bb]\n").count(), 1, "{cached}");
         assert_eq!(cached.matches(" => 0x401000 [a]\n").count(), 2, "{cached}");
+    }
+
+    /// Issue 38 item 6: a hostile thread name (newline, ESC, CR, backslash, a forged frame) is escaped in
+    /// the hit line, in an unnamed user frame that prints it, in the marks and in the summary: each hit is
+    /// one line and its chain lines are only its own frames.
+    #[test]
+    fn a_hostile_comm_is_escaped_everywhere() {
+        let evil = "x\n => evil+0x1\u{1b}[2J\r\\";
+        let shown = "x\\n => evil+0x1\\x1b[2J\\r\\\\";
+        let s = sample(
+            0x401000,
+            7,
+            7,
+            5_000,
+            0x7ffd0000,
+            0,
+            &[encode::USER, 0x401000, 0x401100],
+        );
+        let watches = [watch("counter", 0x7ffd0000, Access::Write)];
+        let mut p = Ftrace::new(Vec::new(), Vec::new());
+        let mut tally = crate::report::summary::Tally::default();
+        each_hit(
+            &table(),
+            &watches,
+            &[(s.clone(), evil, 0), (s, evil, 0)],
+            |hit| {
+                p.hit(hit).unwrap();
+                p.hit(&Hit {
+                    rendered: None,
+                    ..*hit
+                })
+                .unwrap();
+                tally.add(hit);
+            },
+        );
+        p.event(
+            &StreamEvent::ProcessExec {
+                pid: 7,
+                comm: evil.into(),
+            },
+            6_000,
+        )
+        .unwrap();
+        let mut summary = Summary::default();
+        summary.hits_by_cpu.insert(0, 2);
+        summary.tally = Some(tally);
+        p.finish(&summary).unwrap();
+        let text = String::from_utf8(p.into_inner().0).unwrap();
+        assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");
+        let hits: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains(": counter W ip="))
+            .collect();
+        assert_eq!(hits.len(), 4, "{text}");
+        for h in &hits {
+            assert!(h.trim_start().starts_with(&format!("{shown}-7 ")), "{h}");
+        }
+        let frames: Vec<&str> = text.lines().filter(|l| l.starts_with(" => ")).collect();
+        assert_eq!(frames.len(), 8, "two frames a hit, none forged: {text}");
+        assert!(
+            frames.iter().all(|f| f.ends_with(&format!(" [{shown}]"))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("# process 7 exec'd {shown} at")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("#  => 0x401000 [{shown}]\n")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("%  {shown}\n")), "by comm: {text}");
+        // Every line is a hit, a frame, or a `#` line.
+        assert!(
+            text.lines().all(|l| l.starts_with('#')
+                || l.starts_with(" => ")
+                || l.contains(": counter W ip=")),
+            "{text}"
+        );
     }
 
     /// A per-CPU target's hit says whose copy it hit after the label; the header lists the copies.

@@ -3,6 +3,7 @@
 //! [`Output`]; they format from parsed records only, so they are tested offline. Several printers run at
 //! once through a [`Tee`]; [`Quiet`] keeps one to its end-of-session report.
 
+pub mod escape;
 pub mod folded;
 pub mod frame;
 pub mod ftrace;
@@ -273,7 +274,7 @@ impl StreamEvent {
                 ..
             } => Some(format!(
                 "watch {} (0x{:x}/{} {}) armed on {covered} in {:.3} ms{}",
-                watch.label,
+                escape::escaped(&watch.label),
                 watch.addr,
                 watch.len,
                 watch.access.letters(),
@@ -289,7 +290,10 @@ impl StreamEvent {
                 watching,
                 ..
             } => Some(format!(
-                "control `{command}` refused: {reason}; still watching {watching}"
+                "control `{}` refused: {}; still watching {}",
+                escape::escaped(command),
+                escape::escaped(reason),
+                escape::escaped(watching)
             )),
             _ => None,
         }
@@ -513,12 +517,14 @@ impl<O: Output, E: Write> Output for Quiet<O, E> {
             }
             StreamEvent::ModuleUnloaded { module, targets } => writeln!(
                 self.err,
-                "ksymwatch: module {module} unloaded: no longer watching {}",
-                targets.join(", ")
+                "ksymwatch: module {} unloaded: no longer watching {}",
+                escape::escaped(module),
+                escape::escaped(&targets.join(", "))
             ),
             StreamEvent::ProcessExec { pid, comm } => writeln!(
                 self.err,
-                "ksymwatch: process {pid} exec'd {comm}: no longer watched"
+                "ksymwatch: process {pid} exec'd {}: no longer watched",
+                escape::escaped(comm)
             ),
             // Objects come and go by the thousand: the summary counts them.
             StreamEvent::ObjectArmed { .. } | StreamEvent::ObjectFreed { .. } => Ok(()),

@@ -8,6 +8,7 @@ use std::io::{self, Write};
 
 use rustc_hash::FxHashMap;
 
+use super::escape::escaped;
 use super::{Hit, ResolvedFrame, Summary, Value};
 
 /// One unique call chain of one target.
@@ -321,12 +322,12 @@ pub fn write_text(
         chains.len()
     )?;
     for c in &chains[..shown] {
-        let target = &c.target_name;
+        let target = escaped(&c.target_name);
         let comms = c.top_comms();
         let named: Vec<String> = comms
             .iter()
             .take(3)
-            .map(|(name, n)| format!("{name} {n}"))
+            .map(|(name, n)| format!("{} {n}", escaped(name)))
             .collect();
         let more = if comms.len() > 3 { ", ..." } else { "" };
         writeln!(w, "#")?;
@@ -339,7 +340,7 @@ pub fn write_text(
         )?;
         let comm = comms.first().map_or("", |c| c.0);
         for f in &c.frames {
-            writeln!(w, "#  => {}", f.display(comm))?;
+            writeln!(w, "#  => {}", f.display_escaped(comm))?;
         }
     }
     if shown < chains.len() {
@@ -354,11 +355,13 @@ pub fn write_text(
     writeln!(w, "#")?;
     writeln!(w, "# hits by writer ip:")?;
     for (name, c) in tally.by_ip() {
+        let name = escaped(name);
         writeln!(w, "# {:>8} {:>5.1}%  {name}", c.count, pct(c.count, total))?;
     }
     writeln!(w, "#")?;
     writeln!(w, "# hits by comm:")?;
     for (name, n) in tally.by_comm() {
+        let name = escaped(name);
         writeln!(w, "# {n:>8} {:>5.1}%  {name}", pct(n, total))?;
     }
     writeln!(w, "#")?;
@@ -367,7 +370,7 @@ pub fn write_text(
         writeln!(w, "# {n:>8} {:>5.1}%  cpu{cpu}", pct(n, total))?;
     }
     for t in tally.by_value() {
-        let name = &t.target_name;
+        let name = escaped(&t.target_name);
         writeln!(w, "#")?;
         if t.overflowed() {
             writeln!(

@@ -1043,3 +1043,62 @@ fn status_line_only_on_a_terminal_and_cleared_before_the_report() {
     // Cleared (erase-line) between the last draw and the report.
     assert!(text[last_status..report].contains("\x1b[2K"), "{text:?}");
 }
+
+/// Issue 38 item 6, live: a thread that names itself `x\n => evil+0x1`, then ESC, CR and a backslash,
+/// storing into a watched global. Every hit is exactly one line, its name escaped; no chain line is forged
+/// and no control character reaches the output (the summary's comm table included).
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_hostile_thread_name_cannot_forge_lines() {
+    let Some(_live) = util::live() else { return };
+    const N: usize = 20;
+    let names = ["x\n => evil+0x1", "\u{1b}[2J\r\\e"];
+    let shown = ["x\\n => evil+0x1", "\\x1b[2J\\r\\\\e"];
+    let mut w = util::Writer::start_binary(
+        &util::helper("renamer"),
+        &[&N.to_string(), names[0], names[1]],
+    );
+    let pid = w.pid.to_string();
+    let t = util::Tracer::start(&[
+        "write",
+        "-p",
+        &pid,
+        "target_var",
+        "--summary",
+        "--no-status",
+    ]);
+    w.go();
+    let (code, out, err) = t.interrupt(std::time::Duration::from_secs(30));
+    w.finish();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains(['\u{1b}', '\r']) && !err.contains(['\u{1b}', '\r']),
+        "{out:?}"
+    );
+    assert!(!out.lines().any(|l| l.starts_with(" => evil")), "{out}");
+    let stores: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains(": target_var W ip=main+"))
+        .collect();
+    assert_eq!(stores.len(), 2 * N, "{out}");
+    for (i, line) in stores.iter().enumerate() {
+        let name = shown[i / N];
+        assert!(
+            line.trim_start().starts_with(&format!("{name}-{pid} ")),
+            "{line}"
+        );
+    }
+    // Every line of the stream is a hit, a frame of one, or a `#` line.
+    assert!(
+        out.lines().all(|l| l.starts_with('#')
+            || l.starts_with(" => ")
+            || l.contains(": target_var W ip=")),
+        "{out}"
+    );
+    for name in shown {
+        assert!(
+            out.contains(&format!("%  {name}\n")),
+            "summary by comm: {out}"
+        );
+    }
+}

@@ -182,24 +182,26 @@ struct Json<'a> {
 impl fmt::Display for InProcess {
     /// The human form of `resolve --pid`: one `key: value` line each, like the kernel form.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Names and paths come from the process and its files: escaped, so each stays on its line.
+        use crate::report::escape::escaped;
         let t = &self.found;
         let unknown = || "unknown".to_string();
-        writeln!(f, "target:       {}", self.text)?;
+        writeln!(f, "target:       {}", escaped(&self.text))?;
         match &self.comm {
-            Some(c) => writeln!(f, "process:      {} ({c})", self.pid)?,
+            Some(c) => writeln!(f, "process:      {} ({})", self.pid, escaped(c))?,
             None => writeln!(f, "process:      {}", self.pid)?,
         }
         writeln!(
             f,
             "object:       {}{}",
-            t.object.display(),
+            escaped(&t.object.display().to_string()),
             if t.is_exe { " (executable)" } else { "" }
         )?;
-        writeln!(f, "symbol:       {}", t.symbol)?;
+        writeln!(f, "symbol:       {}", escaped(&t.symbol))?;
         writeln!(
             f,
             "section:      {}",
-            t.section.as_deref().unwrap_or("unknown")
+            escaped(t.section.as_deref().unwrap_or("unknown"))
         )?;
         writeln!(f, "file vaddr:   0x{:016x}", t.file_vaddr)?;
         writeln!(f, "load bias:    0x{:016x}", t.bias)?;
@@ -213,21 +215,28 @@ impl fmt::Display for InProcess {
         writeln!(
             f,
             "type:         {} ({})",
-            self.type_name.as_deref().unwrap_or("unknown"),
+            escaped(self.type_name.as_deref().unwrap_or("unknown")),
             t.type_char
         )?;
         if let Some(m) = &t.member {
-            writeln!(f, "member:       {} at offset 0x{:x}", m.path, m.offset)?;
+            writeln!(
+                f,
+                "member:       {} at offset 0x{:x}",
+                escaped(&m.path),
+                m.offset
+            )?;
         }
         write!(
             f,
             "debug info:   {}",
-            t.debug_file
-                .as_ref()
-                .map_or_else(|| "none".to_string(), |p| p.display().to_string())
+            escaped(
+                &t.debug_file
+                    .as_ref()
+                    .map_or_else(|| "none".to_string(), |p| p.display().to_string())
+            )
         )?;
         for n in &t.notes {
-            write!(f, "\nnote:         {n}")?;
+            write!(f, "\nnote:         {}", escaped(n))?;
         }
         Ok(())
     }
@@ -336,5 +345,21 @@ mod tests {
         );
         assert!(j["type"].is_null() && j["member"].is_null() && j["comm"].is_null());
         assert_eq!(j["object_name"], "app");
+    }
+
+    /// A process name or an ELF file's symbol name with control characters cannot add lines to
+    /// `resolve --pid`'s answer (issue 38 item 6): they are escaped; JSON keeps them as they are.
+    #[test]
+    fn resolve_escapes_names_from_the_process_and_its_files() {
+        let (f, _) = standard("config-escape");
+        let mut r = resolve(&f.root, 42, &parse("counter").unwrap()).unwrap();
+        r.comm = Some("x\n => evil".into());
+        r.found.symbol = "sym\u{1b}[2J\r".into();
+        let text = r.to_string();
+        assert_eq!(text.lines().count(), 12, "{text}");
+        assert!(text.contains("process:      42 (x\\n => evil)\n"), "{text}");
+        assert!(text.contains("symbol:       sym\\x1b[2J\\r\n"), "{text}");
+        let j: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(j["comm"], "x\n => evil");
     }
 }

@@ -135,8 +135,9 @@ enum HitValue {
     /// A system-wide watch without `--value`: not shown.
     NotRead,
     /// A process watch: the watched range at the trap, as the program read it: `len` bytes (the length
-    /// the watch was built with; a `--control` move may have changed the watch's since).
-    Read { len: u8 },
+    /// the watch was built with; a `--control` move may have changed the watch's since), `None` when the
+    /// program reads nothing (a read-write watch of a user address).
+    Read { len: Option<u8> },
     /// `--value`/`--if`: the value and the one before it.
     Written,
 }
@@ -156,9 +157,8 @@ impl Tracked {
             store: None,
             hit_value: match &cfg.hits {
                 Some(h) if h.written => HitValue::Written,
-                Some(h) if h.processes() => match h.read_len(ev.watch) {
-                    Some(len) => HitValue::Read { len },
-                    None => HitValue::NotRead,
+                Some(h) if h.processes() => HitValue::Read {
+                    len: h.read_len(ev.watch),
                 },
                 _ => HitValue::NotRead,
             },
@@ -829,7 +829,9 @@ impl Books {
                     from: ValueFrom::Memory,
                 }
             }
-            (HitValue::Read { len }, v) => match (pass.watch_len(hit.addr), v) {
+            (HitValue::Read { len: None }, Some(v)) => Value::Read(v),
+            (HitValue::Read { len: None }, None) => Value::Unreadable,
+            (HitValue::Read { len: Some(len) }, v) => match (pass.watch_len(hit.addr), v) {
                 (now, Some(v)) if now == len => Value::Read(v),
                 // Moved to a shorter watch: the program read more bytes than are watched.
                 (now, Some(v)) if now < len => {

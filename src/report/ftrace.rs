@@ -750,6 +750,9 @@ mod tests {
         let mut summary = Summary::default();
         summary.hits_by_cpu.insert(0, 5);
         summary.lost_by_cpu.insert(1, 3);
+        summary
+            .warnings
+            .push("/tmp/a\nb: symbol table too large".into());
         p.finish(&summary).unwrap();
         let (out, err) = p.into_inner();
         let out = String::from_utf8(out).unwrap();
@@ -760,6 +763,10 @@ mod tests {
         let err = String::from_utf8(err).unwrap();
         assert!(err.contains("5 hits (cpu0 5), 3 lost"), "{err}");
         assert!(err.contains("WARNING"));
+        assert!(
+            err.contains("ksymwatch: WARNING: /tmp/a\\nb: symbol table too large\n"),
+            "a warning naming a file is one line: {err}"
+        );
     }
 
     /// A module unloaded under a watch: one mark naming the module and the targets that ended; the summary

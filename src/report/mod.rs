@@ -652,7 +652,8 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
         )?;
     }
     for w in &summary.warnings {
-        writeln!(err, "ksymwatch: WARNING: {w}")?;
+        // A warning can name a user binary's path: one line whatever it holds.
+        writeln!(err, "ksymwatch: WARNING: {}", escape::escaped(w))?;
     }
     err.flush()
 }

@@ -54,7 +54,13 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            stderr::line(format_args!("ksymwatch: error: {e}"));
+            // An error can quote a name from the user's files or a process (a symbol, a path, a comm):
+            // escaped, so it stays the one line it is meant to be.
+            let text = e.to_string();
+            stderr::line(format_args!(
+                "ksymwatch: error: {}",
+                crate::report::escape::escaped(&text)
+            ));
             e.code as i32
         }
     }

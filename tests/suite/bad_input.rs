@@ -1413,3 +1413,21 @@ fn a_full_output_file_is_named_with_its_option() {
         );
     }
 }
+
+/// Issue 38 item 6: an error quoting a name with control characters (typed here; a symbol or path from a
+/// file, or a comm, elsewhere) is still one line, its control characters escaped.
+#[test]
+fn an_error_quoting_a_hostile_name_is_one_line() {
+    let k = fixture("k-hostile", FIXTURE);
+    let line = rejects(
+        &[
+            "resolve",
+            "no\nsuch\u{1b}[2J",
+            "--kallsyms",
+            k.to_str().unwrap(),
+        ],
+        2,
+        &["no\\nsuch\\x1b[2J"],
+    );
+    assert!(!line.contains('\u{1b}'), "{line:?}");
+}

@@ -830,7 +830,8 @@ impl Books {
                 }
             }
             (HitValue::Read { len: None }, Some(v)) => Value::Read(v),
-            (HitValue::Read { len: None }, None) => Value::Unreadable,
+            // Not read at the trap: what the range holds as the hit is drained (as below).
+            (HitValue::Read { len: None }, None) => pass.read_value(hit.pid, hit.addr),
             (HitValue::Read { len: Some(len) }, v) => match (pass.watch_len(hit.addr), v) {
                 (now, Some(v)) if now == len => Value::Read(v),
                 // Moved to a shorter watch: the program read more bytes than are watched.

@@ -290,9 +290,14 @@ impl UserSymbols {
         (addr < maps[i].end).then_some(i)
     }
 
-    /// Reads process `pid`'s maps now: a command launched after the start-up scan, stopped at its exec,
-    /// whose executable was mapped before any event could report it. Returns whether any were read.
+    /// Reads process `pid`'s maps now, as they are after its exec: a command launched after the start-up
+    /// scan, stopped at its exec, whose executable was mapped before any event could report it. Whatever
+    /// an earlier read saw is dropped first, and the read is not put off by one made a moment ago: the
+    /// start-up scan can read the command between its fork and its exec (the tracer's own mappings, at
+    /// other addresses), and those would otherwise stand in for the program's until the next re-read
+    /// was due, leaving the first hits' frames in the program unnamed. Returns whether any were read.
     pub fn read_process(&mut self, pid: u32) -> bool {
+        self.exec(pid);
         self.refresh(pid)
     }
 
@@ -695,6 +700,46 @@ mod tests {
         assert_eq!(u.processes(), 0);
         assert_eq!(u.lookup(42, runtime), None);
         std::fs::remove_dir_all(&empty).unwrap();
+    }
+
+    /// A command read between its fork and its exec (the start-up scan races its launch) shows its
+    /// parent's mappings; read again at its exec stop, only the program's own count, at once, though the
+    /// first read was a moment ago.
+    #[test]
+    fn a_read_at_the_exec_stop_replaces_a_read_from_before_the_exec() {
+        let t = this_binarys_text();
+        let proc = std::env::temp_dir().join(format!("ksymwatch-execread-{}", std::process::id()));
+        std::fs::create_dir_all(proc.join("50")).unwrap();
+        let line = |start: u64, end: u64, offset: u64, inode: u64, path: &str| {
+            format!("{start:x}-{end:x} r-xp {offset:08x} fd:01 {inode} {path}\n")
+        };
+        // Before the exec: the parent's program, where the new one will not be.
+        std::fs::write(
+            proc.join("50/maps"),
+            line(0x7f00_0000_0000, 0x7f00_0001_0000, 0, 7, "/usr/bin/parent"),
+        )
+        .unwrap();
+        let mut u = UserSymbols::new(&proc);
+        u.scan_all();
+        assert_eq!(
+            u.lookup(50, 0x7f00_0000_1000).unwrap().binary.as_ref(),
+            "parent"
+        );
+        let path = t.exe.to_string_lossy();
+        std::fs::write(
+            proc.join("50/maps"),
+            line(t.start, t.end, t.offset, t.inode, &path),
+        )
+        .unwrap();
+        assert!(u.read_process(50));
+        let want = Some((t.name.as_str().into(), 5, Some(t.size)));
+        assert_eq!(u.lookup(50, t.runtime).unwrap().sym, want);
+        assert_eq!(
+            u.lookup(50, 0x7f00_0000_1000),
+            None,
+            "the old program is gone"
+        );
+        std::fs::remove_dir_all(&proc).unwrap();
     }
 
     /// Binaries no remembered process maps are kept only up to the bound, the least recently used going

@@ -263,8 +263,12 @@ fn programs(plan: &WatchPlan, ring_pages: usize) -> Result<Programs> {
         }
         // The watched address means something else in another program: an exec ends that process's
         // watch, in the kernel before the new program runs, and the session reports it.
+        // A process that exits leaves the watched set as it ends: a process given its pid later is not it.
         if !system {
             if let Err(e) = hits.end_on_exec() {
+                stderr::line(format_args!("ksymwatch: warning: {e}"));
+            }
+            if let Err(e) = hits.end_on_exit() {
                 stderr::line(format_args!("ksymwatch: warning: {e}"));
             }
         }

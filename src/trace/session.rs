@@ -151,8 +151,11 @@ impl<'a, O: Output> Session<'a, O> {
             .or_exit(ExitCode::Runtime, "epoll")?;
         // Only a kernel watch can hold a module's memory.
         let scope_is_system = matches!(scope, Scope::System);
-        let ends_on_exec = cfg.hits.as_ref().is_some_and(|h| h.ends_on_exec());
-        let watched = Watched::new(scope.pids(), ends_on_exec, &epoll, TOKEN_PROCESS)?;
+        let kernel_follows = cfg
+            .hits
+            .as_ref()
+            .map_or((false, false), |h| (h.ends_on_exec(), h.follows_children()));
+        let watched = Watched::new(scope.pids(), kernel_follows, &epoll, TOKEN_PROCESS)?;
         let mut olds = Olds::new(condition, kernel_drops);
         if matches!(scope, Scope::Processes(_)) && cfg.hits.as_ref().is_some_and(|h| h.written) {
             // What each watched range holds now, the events armed: a store narrower than the watch is laid
@@ -553,6 +556,7 @@ impl<'a, O: Output> Session<'a, O> {
                 ptid,
             } => {
                 self.tasks.fork(pid, ppid, tid, ptid, &mut self.symbolizer);
+                self.watched.fork(pid, ppid);
                 None
             }
             Item::Exit { pid, tid } => {
@@ -765,9 +769,10 @@ impl<'a, O: Output> Session<'a, O> {
     }
 
     /// Watched process `pid` exec'd `comm`: the kernel took it out of the watched processes before the
-    /// new program ran; the reader is told, and the run ends when no watched process is left.
+    /// new program ran; the reader is told, and the run ends when that let go of the last watched process
+    /// (see [`Watched::exec`]).
     fn process_exec(&mut self, pid: u32, comm: &str, time: u64) -> Option<StopReason> {
-        let none_left = self.watched.exec(pid, &self.epoll)?;
+        let ends = self.watched.exec(pid, &self.epoll)?;
         let event = StreamEvent::ProcessExec {
             pid,
             comm: comm.to_string(),
@@ -775,7 +780,7 @@ impl<'a, O: Output> Session<'a, O> {
         if let Some(stop) = self.emit_event(&event, time) {
             return Some(stop);
         }
-        none_left.then_some(StopReason::Exited)
+        ends.then_some(StopReason::Exited)
     }
 
     /// A kernel module was removed: every watch on its memory is drained, closed and marked, before any

@@ -1,9 +1,16 @@
 //! The processes a process watch covers, followed to their end: each one's pidfd (readable when it has
 //! exited) in the session's epoll, and, on the hit path, the exec that ends a process's watch (the kernel
 //! takes it out of the watched processes before the new program runs). The run ends when every watched
-//! process has exited or exec'd.
+//! process given on the command line (or launched) has exited or exec'd.
+//!
+//! Which pid is a watched process is followed through the kernel's FORK records, in time order, as the
+//! kernel's own programs follow it (`crate::perf::bpf::follow`): a launched command's children join as
+//! they are forked; a new process under the pid of one that has exited is another process, whose exec
+//! means nothing here.
 
 use std::os::fd::{AsFd, OwnedFd};
+
+use rustc_hash::FxHashSet;
 
 use crate::error::{Context, ExitCode, Result};
 use crate::perf::sys::{self, Epoll};
@@ -14,15 +21,25 @@ pub struct Watched {
     pidfds: Vec<Option<OwnedFd>>,
     /// An exec ends a process's watch (the hit path with its exec program attached).
     ends_on_exec: bool,
+    /// The kernel adds the children of watched processes to the watched processes as they are forked.
+    follows_children: bool,
+    /// The processes watched now, by pid, as the records up to the one applied last tell it.
+    live: FxHashSet<u32>,
     /// Processes whose exec ended their watch: reported once, and their later traps (the ELF loader
     /// clearing the new program's memory, before the kernel took the process out) are not hits.
-    exec_ended: Vec<u32>,
+    exec_ended: FxHashSet<u32>,
 }
 
 impl Watched {
     /// Follows `pids`, each pidfd in `epoll` under `token + i`. A process already gone is not waited for
     /// (its pidfd cannot be had).
-    pub fn new(pids: Vec<u32>, ends_on_exec: bool, epoll: &Epoll, token: u64) -> Result<Watched> {
+    /// `(ends_on_exec, follows_children)`: what the kernel's programs do (see the fields).
+    pub fn new(
+        pids: Vec<u32>,
+        (ends_on_exec, follows_children): (bool, bool),
+        epoll: &Epoll,
+        token: u64,
+    ) -> Result<Watched> {
         let mut pidfds = Vec::with_capacity(pids.len());
         for (i, pid) in pids.iter().enumerate() {
             match sys::pidfd_open(*pid) {
@@ -36,10 +53,12 @@ impl Watched {
             }
         }
         Ok(Watched {
+            live: pids.iter().copied().collect(),
             pids,
             pidfds,
             ends_on_exec,
-            exec_ended: Vec::new(),
+            follows_children,
+            exec_ended: FxHashSet::default(),
         })
     }
 
@@ -51,19 +70,40 @@ impl Watched {
         self.none_left()
     }
 
-    /// Process `pid` exec'd: `Some(none left)` when that ended a watched process's watch (first time
-    /// only), `None` when it means nothing here.
+    /// A FORK record: process `pid` was forked by process `ppid` (a new thread, `pid == ppid`, changes
+    /// nothing). A watched parent's child is watched when the kernel follows children; any other new
+    /// process is not watched, whatever process had its pid before.
+    pub fn fork(&mut self, pid: u32, ppid: u32) {
+        if pid == ppid {
+            return;
+        }
+        self.exec_ended.remove(&pid);
+        if self.follows_children && self.live.contains(&ppid) {
+            self.live.insert(pid);
+        } else {
+            self.live.remove(&pid);
+        }
+    }
+
+    /// Process `pid` exec'd: `Some(ends the run)` when that ended a watched process's watch (first time
+    /// only), `None` when it means nothing here (it was not watched). The run ends here only when this
+    /// exec let go of the last process that holds it: a followed child holds none, and a process seen
+    /// exiting before its exec record was read (one that exits right after its exec) already ended the
+    /// run by its exit, whose last records are still being printed.
     pub fn exec(&mut self, pid: u32, epoll: &Epoll) -> Option<bool> {
-        if !self.ends_on_exec || self.exec_ended.contains(&pid) {
+        if !self.ends_on_exec || !self.live.remove(&pid) {
             return None;
         }
-        let i = self.pids.iter().position(|&p| p == pid)?;
-        self.exec_ended.push(pid);
-        // The pidfd may be gone already: a process that exits right after its exec is seen exiting
-        // before its exec record is read.
-        if let Some(fd) = self.pidfds.get_mut(i).and_then(Option::take) {
-            let _ = epoll.delete(fd.as_fd());
-        }
+        self.exec_ended.insert(pid);
+        let pidfd = self
+            .pids
+            .iter()
+            .position(|&p| p == pid)
+            .and_then(|i| self.pidfds.get_mut(i)?.take());
+        let Some(fd) = pidfd else {
+            return Some(false);
+        };
+        let _ = epoll.delete(fd.as_fd());
         Some(self.none_left())
     }
 
@@ -74,5 +114,73 @@ impl Watched {
 
     fn none_left(&self) -> bool {
         self.pidfds.iter().all(Option::is_none)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OTHER: u32 = 1;
+
+    fn watched(follows_children: bool) -> (Watched, Epoll, u32) {
+        let epoll = Epoll::new().expect("epoll");
+        let me = std::process::id();
+        let w = Watched::new(vec![me], (true, follows_children), &epoll, 100).expect("watched");
+        (w, epoll, me)
+    }
+
+    /// A followed child's exec is reported like the watched process's own, once, and ends its watch;
+    /// the process given its pid later is not watched for having it.
+    #[test]
+    fn a_followed_childs_exec_is_reported_and_a_reused_pid_is_not_watched() {
+        let (mut w, epoll, me) = watched(true);
+        let child = me + 1_000_000;
+        w.fork(me, me);
+        w.fork(child, me);
+        assert_eq!(
+            w.exec(child, &epoll),
+            Some(false),
+            "a child does not hold the run"
+        );
+        assert!(w.exec_ended(child));
+        assert_eq!(w.exec(child, &epoll), None, "reported once");
+        // The child's pid, reused by a process forked elsewhere: not watched, its traps not filtered here.
+        w.fork(child, OTHER);
+        assert!(!w.exec_ended(child));
+        assert_eq!(w.exec(child, &epoll), None);
+        // The same for the watched process's own pid once another process has it.
+        w.fork(me, OTHER);
+        assert_eq!(w.exec(me, &epoll), None);
+    }
+
+    /// Without the kernel following children, a child is not watched and its exec means nothing.
+    #[test]
+    fn children_are_not_watched_unless_the_kernel_follows_them() {
+        let (mut w, epoll, me) = watched(false);
+        let child = me + 1_000_000;
+        w.fork(child, me);
+        assert_eq!(w.exec(child, &epoll), None);
+        assert_eq!(
+            w.exec(me, &epoll),
+            Some(true),
+            "the only watched process exec'd"
+        );
+    }
+
+    /// A followed child's exec read after the run's last process exited (the run's final drain) does not
+    /// end the run again, so the records after it are still printed.
+    #[test]
+    fn an_exec_after_the_last_exit_does_not_end_the_run_again() {
+        let (mut w, epoll, me) = watched(true);
+        let child = me + 1_000_000;
+        w.fork(child, me);
+        assert!(w.exited(0, &epoll), "no watched process left");
+        assert_eq!(w.exec(child, &epoll), Some(false));
+        assert_eq!(
+            w.exec(me, &epoll),
+            Some(false),
+            "its exit ended the run already"
+        );
     }
 }

@@ -22,16 +22,24 @@
 //                           before it exits, from the start ("ready" at once): before "go" they store into
 //                           target_var2, after it into target_var; on "stop" the chains end and it prints
 //                           "stores=S" (stores into target_var) and "done"; exit on EOF
-//   threads tagged N COUNT  "ready"; on "go" N threads each store (tid << 32 | seq) for seq 1..COUNT into
-//                           target_var with a plain `mov` (ksw_thread_store), then COUNT/10 locked adds of
-//                           1 (ksw_thread_add, a read-modify-write); they run at once on every CPU, so
-//                           stores contend; print "stores=S adds=A" and "done"; exit on EOF
+//   threads tagged N COUNT [ADDS]  "ready"; on "go" N threads each store (tid << 32 | seq) for seq 1..COUNT
+//                           into target_var with a plain `mov` (ksw_thread_store), then ADDS (default
+//                           COUNT/10) locked adds of 1 (ksw_thread_add, a read-modify-write); they run at
+//                           once on every CPU, so stores contend; print "stores=S adds=A" and "done"; exit
+//                           on EOF
 //   threads reexec N        "ready"; on "go" store N into target_var once, then exec itself as `threads
 //                           after-exec 1`, which stores 2 into target_var (the same address when built
 //                           -no-pie), prints "exec'd" and exits on EOF
 //   threads forks N         "ready"; on "go" fork N children, each storing its pid into target_var once and
 //                           exiting, wait for them, store once itself, print "children=P1,P2,..." and "done";
 //                           exit on EOF
+//   threads forkexec N      "ready"; on "go" fork one child, which stores its pid into target_var once and
+//                           execs this program as `threads exec-store N` (N stored into target_var at once,
+//                           then exit: the same address when built -no-pie); wait for it, store its own pid
+//                           once, print "child=P" and "done"; exit on EOF
+//   threads exec-store N    store N into target_var once and exit
+//   threads forker N        "ready"; on each "fork" line fork a child that stores its pid into target_var once
+//                           and exits; wait for it and print "child=P"; exit on EOF (N is unused)
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/hw_breakpoint.h>
@@ -145,7 +153,7 @@ static void *alternate(void *arg) {
     return NULL;
 }
 
-static unsigned long tagged_count;
+static unsigned long tagged_count, tagged_adds;
 
 static void *tagged(void *arg) {
     (void)arg;
@@ -156,7 +164,7 @@ static void *tagged(void *arg) {
     while (!go) pthread_cond_wait(&cv, &mu);
     pthread_mutex_unlock(&mu);
     for (unsigned long seq = 1; seq <= tagged_count; seq++) ksw_thread_store(&target_var, tid << 32 | seq);
-    for (unsigned long i = 0; i < tagged_count / 10; i++) ksw_thread_add(&target_var, 1);
+    for (unsigned long i = 0; i < tagged_adds; i++) ksw_thread_add(&target_var, 1);
     return NULL;
 }
 
@@ -272,7 +280,7 @@ int main(int argc, char **argv) {
     const char *mode = argc > 2 ? argv[1] : "";
     long n = argc > 2 ? atol(argv[2]) : 0;
     if (n <= 0 || (strcmp(mode, "threads") == 0 && argc < 4)) {
-        fprintf(stderr, "usage: threads threads N LATE | alternate N [US] | hog N | count N | churn N | forks N | tagged N COUNT | reexec N\n");
+        fprintf(stderr, "usage: threads threads N LATE | alternate N [US] | hog N | count N | churn N | forks N | forkexec N | forker N | tagged N COUNT [ADDS] | reexec N\n");
         return 2;
     }
     pthread_attr_init(&attr);
@@ -322,6 +330,7 @@ int main(int argc, char **argv) {
         wait_eof();
     } else if (strcmp(mode, "tagged") == 0) {
         tagged_count = argc > 3 ? strtoul(argv[3], NULL, 10) : 1000;
+        tagged_adds = argc > 4 ? strtoul(argv[4], NULL, 10) : tagged_count / 10;
         pthread_t *t = calloc(n, sizeof *t);
         if (!t) die("calloc", ENOMEM);
         for (long i = 0; i < n; i++) spawn(&t[i], tagged, NULL);
@@ -333,7 +342,7 @@ int main(int argc, char **argv) {
         pthread_cond_broadcast(&cv);
         pthread_mutex_unlock(&mu);
         for (long i = 0; i < n; i++) pthread_join(t[i], NULL);
-        printf("stores=%lu adds=%lu\ndone\n", n * tagged_count, n * (tagged_count / 10));
+        printf("stores=%lu adds=%lu\ndone\n", n * tagged_count, n * tagged_adds);
         fflush(stdout);
         wait_eof();
     } else if (strcmp(mode, "reexec") == 0) {
@@ -368,6 +377,43 @@ int main(int argc, char **argv) {
         printf("\ndone\n");
         fflush(stdout);
         wait_eof();
+    } else if (strcmp(mode, "forkexec") == 0) {
+        say("ready\n");
+        if (!wait_for("go")) return 0;
+        char self[4096], arg[32];
+        ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (len < 0) die("readlink", errno);
+        self[len] = 0;
+        snprintf(arg, sizeof arg, "%ld", n);
+        pid_t c = fork();
+        if (c < 0) die("fork", errno);
+        if (c == 0) {
+            ksw_thread_store(&target_var, (unsigned long)getpid());
+            execl(self, "threads", "exec-store", arg, (char *)NULL);
+            _exit(127);
+        }
+        int status;
+        waitpid(c, &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) die("the exec'd child failed", ECHILD);
+        ksw_thread_store(&target_var, (unsigned long)getpid());
+        printf("child=%d\ndone\n", (int)c);
+        fflush(stdout);
+        wait_eof();
+    } else if (strcmp(mode, "exec-store") == 0) {
+        ksw_thread_store(&target_var, (unsigned long)n);
+    } else if (strcmp(mode, "forker") == 0) {
+        say("ready\n");
+        while (wait_for("fork")) {
+            pid_t c = fork();
+            if (c < 0) die("fork", errno);
+            if (c == 0) {
+                ksw_thread_store(&target_var, (unsigned long)getpid());
+                _exit(0);
+            }
+            waitpid(c, NULL, 0);
+            printf("child=%d\n", (int)c);
+            fflush(stdout);
+        }
     } else if (strcmp(mode, "count") == 0) {
         pthread_t t;
         for (long i = 0; i < n; i++) spawn(&t, sleeper, NULL);

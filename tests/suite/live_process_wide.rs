@@ -349,3 +349,185 @@ fn an_exec_ends_the_watch_of_that_process_and_is_reported() {
         "{err}"
     );
 }
+
+/// Makes the next process the kernel creates get pid `want`, as root can (`ns_last_pid`), and runs `make`
+/// until the process it makes has that pid: another process may fork in between and take it. `make` gives
+/// the new process's pid and whether it is to be kept. `None` after 50 tries.
+fn with_pid<T>(want: u32, mut make: impl FnMut() -> (u32, T)) -> Option<T> {
+    for _ in 0..50 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (want - 1).to_string())
+            .expect("write ns_last_pid (root)");
+        let (pid, made) = make();
+        if pid == want {
+            return Some(made);
+        }
+    }
+    None
+}
+
+/// `-p A -p B`; A exits; an unrelated process then forks a child that gets A's pid (no exec), and later a
+/// new program is started under it (fork and exec), both storing into the same address (non-PIE): A left
+/// the kernel's set of watched processes when it ended, so neither is reported (both counted among the
+/// other processes' traps, dropped in the kernel), and the second's exec is no `process_exec` of A.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_pid_reused_after_a_watched_process_exited_is_not_watched() {
+    let Some(_live) = util::live() else { return };
+    let bin = helper_with("threads", &["-no-pie"]);
+    let mut a = Writer::start_binary(&bin, &["threads", "2", "0"]);
+    let mut b = Writer::start_binary(&bin, &["threads", "3", "0"]);
+    let mut forker = Writer::start_binary(&bin, &["forker", "1"]);
+    a.read_until("ready");
+    b.read_until("ready");
+    forker.read_until("ready");
+    let (pid_a, pid_b) = (a.pid, b.pid);
+    let t = Tracer::start_json(&[
+        "write",
+        "--json",
+        "--no-status",
+        "-p",
+        &pid_a.to_string(),
+        "-p",
+        &pid_b.to_string(),
+        "target_var",
+    ]);
+    a.send("go");
+    a.read_until_prefix("done tids=");
+    // A exits and is reaped: its pid is free.
+    a.finish();
+    // An unwatched process's child under A's pid: it stores its pid and exits.
+    let forked = with_pid(pid_a, || {
+        forker.send("fork");
+        let lines = forker.read_until_prefix("child=");
+        let child = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("child="))
+            .and_then(|p| p.parse().ok())
+            .expect("child pid");
+        (child, ())
+    });
+    // A new program under A's pid: `threads threads 5 0`, started as any command is (fork, exec).
+    let started = with_pid(pid_a, || {
+        let w = Writer::start_binary(&bin, &["threads", "5", "0"]);
+        (w.pid, w)
+    });
+    let (Some(()), Some(mut reused)) = (forked, started) else {
+        util::skip(format!(
+            "pid {pid_a} could not be given to a new process (other processes took it first)"
+        ));
+        return;
+    };
+    reused.read_until("ready");
+    reused.send("go");
+    reused.read_until_prefix("done tids=");
+    reused.finish();
+    forker.finish();
+    b.send("go");
+    b.read_until_prefix("done tids=");
+    b.finish();
+    let header = t.header.clone();
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let records = util::ndjson(&(header + &out));
+    let of_a: Vec<&Value> = records
+        .iter()
+        .filter(|v| v["type"] == "hit" && v["pid"] == pid_a)
+        .collect();
+    assert_eq!(
+        of_a.len(),
+        2,
+        "only A's own 2 stores under pid {pid_a}: {of_a:?}"
+    );
+    assert!(of_a.iter().all(|v| v["ip"]["sym"] == "ksw_thread_store"));
+    assert_eq!(stores_by_tid(&records, pid_b).len(), 3, "B's 3 stores");
+    let execs: Vec<&Value> = records
+        .iter()
+        .filter(|v| v["type"] == "process_exec")
+        .collect();
+    assert!(execs.is_empty(), "no watched process exec'd: {execs:?}");
+    let s = util::summary_record(&records);
+    assert_eq!(s["stop"], "exited");
+    // Decided in the kernel: the forked child's store and the new program's 5 are other processes'.
+    assert!(
+        s["filtered_other_process"].as_u64().is_some_and(|f| f >= 6),
+        "the stores under the reused pid dropped in the kernel: {s}"
+    );
+}
+
+/// Launch mode follows a forked child that then execs a non-PIE program with the global at the same
+/// address, by the rule the launched process itself follows: the child's store before its exec is its
+/// hit, its exec is reported (`process_exec` with its pid), and nothing of it after that is a hit (not the
+/// ELF loader's writes into the new program's memory, not the new program's store); the loader's writes
+/// are counted as filtered.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_followed_child_that_execs_is_reported_and_no_longer_watched() {
+    let Some(_live) = util::live() else { return };
+    let dir = std::env::temp_dir().join(format!("ksw-forkexec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let stream = dir.join("stream.ndjson");
+    let bin = helper_with("threads", &["-no-pie"]);
+    let mut h = Writer::start_binary(
+        std::path::Path::new(util::BIN),
+        &[
+            "write",
+            "--json",
+            "--no-status",
+            "-o",
+            stream.to_str().expect("utf-8 path"),
+            "target_var",
+            "--",
+            bin.to_str().expect("utf-8 path"),
+            "forkexec",
+            "9",
+        ],
+    );
+    h.read_until("ready");
+    let parent = h.pid;
+    h.send("go");
+    let lines = h.read_until("done");
+    let child: u32 = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("child="))
+        .and_then(|p| p.parse().ok())
+        .expect("child line");
+    let status = h.close_and_wait(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0));
+    let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let of_child: Vec<&Value> = records
+        .iter()
+        .filter(|v| v["type"] == "hit" && v["pid"] == child)
+        .collect();
+    assert_eq!(
+        of_child.len(),
+        1,
+        "the child's one store before its exec, nothing else: {of_child:?}"
+    );
+    assert_eq!(of_child[0]["ip"]["sym"], "ksw_thread_store");
+    assert_eq!(of_child[0]["value"], format!("{child:#x}"));
+    let execs: Vec<(usize, &Value)> = records
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v["type"] == "process_exec")
+        .collect();
+    assert_eq!(execs.len(), 1, "one exec record: {execs:?}");
+    let (at, exec) = execs[0];
+    assert_eq!(exec["pid"], child);
+    assert!(
+        records[at..]
+            .iter()
+            .all(|v| v["type"] != "hit" || v["pid"] != child),
+        "no hit of the child after its exec"
+    );
+    assert_eq!(
+        stores_by_tid(&records, parent).values().sum::<usize>(),
+        1,
+        "the parent's store: {records:?}"
+    );
+    let s = util::summary_record(&records);
+    assert!(
+        s["filtered"].as_u64() >= Some(1),
+        "the ELF loader's writes into the exec'd program, filtered: {s}"
+    );
+}

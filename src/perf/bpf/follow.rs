@@ -5,6 +5,10 @@
 //!   it, as `perf record -- CMD` follows its command's children.
 //! - execs: a program on `sched_process_exec` takes the process out of `procs` as it starts another
 //!   program, before that program's first instruction: the watched address means something else there.
+//! - exits: a program on `sched_process_exit` takes the process out of `procs` as its last thread exits
+//!   (its `signal->live` count of running threads is then 0), before its pid can be given to another
+//!   process: a pid is free again only once every thread of the process has exited and been reaped, so
+//!   whatever process gets the pid next is never watched for having it.
 //!
 //! The child's `tgid` is read from its `task_struct` at the offset the running kernel's BTF gives: the
 //! tracepoint's arguments are `(struct task_struct *parent, struct task_struct *child)`.
@@ -22,6 +26,9 @@ const PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
 const PARENT_TGID: i16 = -4;
 const CHILD_TGID: i16 = -8;
 const ONE: i16 = -12;
+// The exit program's: the exiting task's `signal` pointer, and its count of live threads.
+const SIGNAL: i16 = -24;
+const LIVE: i16 = -28;
 
 /// The program: `procs` is the watched-process map (u32 tgid -> u32), `tgid_offset` the byte offset of
 /// `tgid` in `struct task_struct`.
@@ -64,6 +71,41 @@ pub fn generate_exec(procs: i32) -> Result<Vec<Insn>, AsmError> {
     a.finish()
 }
 
+/// The exit program: deletes the current process from `procs` when the exiting task is its last live
+/// thread. `signal_offset`: of `signal` in `struct task_struct`; `live_offset`: of `live` (an `atomic_t`,
+/// its counter first) in `struct signal_struct`. `do_exit` counts the thread out of `live` before the
+/// tracepoint fires, so the last one reads 0 (two threads exiting together may both read 0: the second
+/// delete finds nothing).
+pub fn generate_exit(
+    procs: i32,
+    signal_offset: i16,
+    live_offset: i16,
+) -> Result<Vec<Insn>, AsmError> {
+    let mut a = Asm::new();
+    let out = a.label();
+    // The tracepoint's first argument: the exiting task (current).
+    a.load(DW, R6, R1, 0);
+    a.mov(R1, FP)
+        .alu_imm(Alu::Add, R1, i32::from(SIGNAL))
+        .mov_imm(R2, 8)
+        .mov(R3, R6)
+        .alu_imm(Alu::Add, R3, i32::from(signal_offset))
+        .call(helper::PROBE_READ_KERNEL)
+        .jump_imm(Cond::Ne, R0, 0, out);
+    a.load(DW, R3, FP, SIGNAL)
+        .alu_imm(Alu::Add, R3, i32::from(live_offset))
+        .mov(R1, FP)
+        .alu_imm(Alu::Add, R1, i32::from(LIVE))
+        .mov_imm(R2, 4)
+        .call(helper::PROBE_READ_KERNEL)
+        .jump_imm(Cond::Ne, R0, 0, out);
+    a.load(W, R1, FP, LIVE).jump_imm(Cond::Ne, R1, 0, out);
+    program::current_tgid_map_op(&mut a, procs, PARENT_TGID, helper::MAP_DELETE_ELEM);
+    a.bind(out);
+    a.mov_imm(R0, 0).exit();
+    a.finish()
+}
+
 /// The loaded program, attached while this lives.
 pub struct Follower {
     _link: OwnedFd,
@@ -76,13 +118,31 @@ impl std::fmt::Debug for Follower {
     }
 }
 
+/// The running kernel's BTF; `what` says what needs it.
+fn kernel_btf(what: &str) -> Result<ksymwatch_symbols::btf::Btf, Error> {
+    use ksymwatch_symbols::btf::Btf;
+    Btf::open(std::path::Path::new(Btf::VMLINUX))
+        .map_err(|e| Error::not_permitted(format!("{what} needs the kernel's BTF")).caused_by(e))
+}
+
+/// Where `strukt.field` is in the running kernel, from its BTF, as a BPF load offset.
+fn field_offset(
+    btf: &ksymwatch_symbols::btf::Btf,
+    strukt: &str,
+    field: &str,
+) -> Result<i16, Error> {
+    let off = btf
+        .struct_field_offset(strukt, field)
+        .ok_or_else(|| Error::not_permitted(format!("no {strukt}.{field} in the kernel's BTF")))?;
+    i16::try_from(off)
+        .map_err(|_| Error::not_permitted(format!("{strukt}.{field} is beyond a BPF load offset")))
+}
+
 /// Where `tgid` is in the running kernel's `struct task_struct`, from its BTF.
 fn tgid_offset() -> Result<i16, Error> {
-    use ksymwatch_symbols::btf::{Btf, CastKind, CastType};
+    use ksymwatch_symbols::btf::{CastKind, CastType};
     use ksymwatch_symbols::PathElem;
-    let btf = Btf::open(std::path::Path::new(Btf::VMLINUX)).map_err(|e| {
-        Error::not_permitted("following a command's children needs the kernel's BTF").caused_by(e)
-    })?;
+    let btf = kernel_btf("following a command's children")?;
     let cast = CastType {
         kind: Some(CastKind::Struct),
         name: "task_struct".into(),
@@ -121,6 +181,23 @@ impl Follower {
         })
     }
 
+    /// Loads and attaches the exit program for the watched-process map `procs`.
+    pub fn attach_exit(procs: BorrowedFd<'_>) -> Result<Follower, Error> {
+        use std::os::fd::AsRawFd;
+        let what = "ending a watched process's watch at its exit";
+        let btf = kernel_btf(what)?;
+        let signal = field_offset(&btf, "task_struct", "signal")?;
+        let live = field_offset(&btf, "signal_struct", "live")?;
+        let insns = generate_exit(procs.as_raw_fd(), signal, live)
+            .map_err(|e| Error::runtime("building the exit-following program").caused_by(e))?;
+        Follower::load(&insns, "sched_process_exit", "ksw_exit").map_err(|e| {
+            Error::not_permitted(format!(
+                "cannot follow exits on the sched_process_exit tracepoint ({e}): a process that gets the \
+                 pid of a watched process that exited would be watched in its place"
+            ))
+        })
+    }
+
     fn load(insns: &[Insn], tracepoint: &str, name: &str) -> std::io::Result<Follower> {
         let insns: Vec<u64> = insns.iter().map(|i| i.raw()).collect();
         let mut log = Vec::new();
@@ -139,5 +216,45 @@ impl Follower {
             _link: link,
             _prog: prog,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::bpf::program::helper;
+
+    /// The helpers a program calls, in order.
+    fn calls(insns: &[Insn]) -> Vec<i32> {
+        insns
+            .iter()
+            .map(|i| i.raw())
+            .filter(|raw| raw & 0xff == 0x85 && (raw >> 12) & 0xf == 0)
+            .map(|raw| (raw >> 32) as i32)
+            .collect()
+    }
+
+    /// The exit program reads the task's `signal`, then its `live` count, and only then deletes the
+    /// process: a thread that is not the last one leaves the process watched.
+    #[test]
+    fn the_exit_program_reads_the_live_count_before_it_deletes() {
+        let insns = generate_exit(7, 2000, 16).expect("assembles");
+        assert_eq!(
+            calls(&insns),
+            [
+                helper::PROBE_READ_KERNEL,
+                helper::PROBE_READ_KERNEL,
+                helper::GET_CURRENT_PID_TGID,
+                helper::MAP_DELETE_ELEM
+            ]
+        );
+        // The two offsets are added to the pointers the reads go through.
+        let adds: Vec<i32> = insns
+            .iter()
+            .map(|i| i.raw())
+            .filter(|raw| raw & 0xff == 0x07)
+            .map(|raw| (raw >> 32) as i32)
+            .collect();
+        assert!(adds.contains(&2000) && adds.contains(&16), "{adds:?}");
     }
 }

@@ -140,6 +140,8 @@ pub struct HitPrograms {
     follower: Option<super::follow::Follower>,
     /// Takes a watched process out of `procs` as it execs another program.
     exec_end: Option<super::follow::Follower>,
+    /// Takes a watched process out of `procs` as it exits, before its pid can be reused.
+    exit_end: Option<super::follow::Follower>,
     /// `--value`/`--if` were asked for: hits report the value and the one before it.
     pub written: bool,
     /// Data pages of each CPU's ring buffer (a power of two).
@@ -230,6 +232,7 @@ impl HitPrograms {
             procs,
             follower: None,
             exec_end: None,
+            exit_end: None,
             written,
             ring_pages,
             stamps: parts.stamps,
@@ -260,6 +263,21 @@ impl HitPrograms {
             self.exec_end = Some(super::follow::Follower::attach_exec(p.as_fd())?);
         }
         Ok(())
+    }
+
+    /// Ends a watched process's watch in the kernel when its last thread exits, before its pid can be
+    /// given to another process (a no-op for a watch of every task).
+    pub fn end_on_exit(&mut self) -> Result<(), Error> {
+        if let Some(p) = &self.procs {
+            self.exit_end = Some(super::follow::Follower::attach_exit(p.as_fd())?);
+        }
+        Ok(())
+    }
+
+    /// Whether the children of watched processes are watched too ([`HitPrograms::follow_children`]
+    /// attached).
+    pub fn follows_children(&self) -> bool {
+        self.follower.is_some()
     }
 
     /// Whether an exec ends a watched process's watch ([`HitPrograms::end_on_exec`] attached).

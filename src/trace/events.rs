@@ -258,6 +258,25 @@ impl Audit {
             .map_or(0, |k| k.saturating_sub(self.lost_records))
     }
 
+    /// What the session counts as lost for this ring once its tail is added: every record the kernel
+    /// said it dropped, and every record that could not be decoded.
+    pub fn counted_lost(&self) -> u64 {
+        self.lost_records + self.unreported_lost() + self.undecodable
+    }
+
+    /// Of [`Audit::counted_lost`], the hits. A full ring drops whatever record comes next, and the
+    /// kernel's count of them takes in the task records that share the ring (a thread's exit, a rename,
+    /// a mapping) as well as the breakpoint's samples; the breakpoint's own counter says how many hits
+    /// never arrived (counted, and neither a sample nor dropped by a program), and no more of the lost
+    /// records can have been hits. Without a counter, every lost record counts.
+    pub fn lost_hits(&self) -> u64 {
+        let counted = self.counted_lost();
+        match self.kernel_hits {
+            Some(hits) => counted.min(hits.saturating_sub(self.samples + self.filtered)),
+            None => counted,
+        }
+    }
+
     /// Hits the kernel counted that neither arrived nor were reported lost (throttled samples, or a
     /// counter the kernel cannot give).
     pub fn unaccounted(&self) -> Option<u64> {
@@ -968,6 +987,37 @@ mod tests {
             id,
             frames: Vec::new(),
         }
+    }
+
+    /// A full ring's lost records count as hits only as far as the breakpoint's counter has hits that
+    /// never arrived: 64 threads' exits lost with 40 hits are 40 lost hits, not 104; throttled hits
+    /// (counted, neither arrived nor reported lost) stay out of the lost count; without a counter every
+    /// lost record counts.
+    #[test]
+    fn lost_records_count_as_hits_only_as_far_as_the_counter_says() {
+        let audit = |kernel_hits, kernel_lost, samples, lost_records, filtered| Audit {
+            cpu: 0,
+            watch: 0,
+            kernel_hits,
+            kernel_lost,
+            samples,
+            lost_records,
+            undecodable: 0,
+            filtered,
+            other_process: 0,
+            unpaired: 0,
+        };
+        let exits = audit(Some(1000), Some(104), 960, 90, 0);
+        assert_eq!((exits.counted_lost(), exits.lost_hits()), (104, 40));
+        let filtered = audit(Some(1000), Some(104), 900, 104, 60);
+        assert_eq!(filtered.lost_hits(), 40);
+        let throttled = audit(Some(1000), Some(10), 900, 10, 0);
+        assert_eq!(throttled.lost_hits(), 10);
+        assert_eq!(throttled.unaccounted(), Some(90));
+        let no_counter = audit(None, None, 900, 10, 0);
+        assert_eq!(no_counter.lost_hits(), 10);
+        let none_lost = audit(Some(900), Some(0), 900, 0, 0);
+        assert_eq!(none_lost.lost_hits(), 0);
     }
 
     /// The value is the watched width's little-endian integer, read from the process by pid; an address

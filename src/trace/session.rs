@@ -598,8 +598,19 @@ impl<'a, O: Output> Session<'a, O> {
             self.summary.filtered += a.filtered;
             self.summary.filtered_other_process += a.other_process;
             let tail = a.unreported_lost();
-            if tail > 0 && stop.is_none() {
+            let tail_counted = tail > 0 && stop.is_none();
+            if tail_counted {
                 stop = self.lost(a.cpu, tail, now);
+            }
+            // The stream's marks say what records the kernel dropped; the summary counts hits, and the
+            // lost records that were not hits (thread exits sharing the ring) come out of it here.
+            let counted = a.counted_lost() - if tail_counted { 0 } else { tail };
+            let not_hits = counted.saturating_sub(a.lost_hits());
+            if let Some(n) = self.summary.lost_by_cpu.get_mut(&a.cpu) {
+                *n = n.saturating_sub(not_hits);
+                if *n == 0 {
+                    self.summary.lost_by_cpu.remove(&a.cpu);
+                }
             }
             if let Some(n) = a.unaccounted().filter(|&n| n > 0) {
                 self.summary.warnings.push(format!(

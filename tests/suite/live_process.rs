@@ -643,3 +643,64 @@ fn an_unprivileged_user_watches_their_own_process_from_user_space() {
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("not permitted"), "{err}");
 }
+
+/// `--per-thread`, 64 threads storing `stores` times each, watched with ring pages `pages`: the records
+/// of the hits, and the summary.
+fn per_thread_run(pages: &str, stores: u64) -> (Vec<Value>, Value) {
+    let count = stores.to_string();
+    let mut h = Writer::start_binary(&helper("threads"), &["tagged", "64", &count, "0"]);
+    h.read_until("ready");
+    let pid = h.pid;
+    let t = Tracer::start_json(&[
+        "write",
+        "--json",
+        "--no-status",
+        "--per-thread",
+        "--buffer-pages",
+        pages,
+        "-p",
+        &pid.to_string(),
+        "target_var",
+    ]);
+    h.send("go");
+    let lines = h.read_until("done");
+    let made = format!("stores={} adds=0", 64 * stores);
+    assert!(lines.contains(&made), "{lines:?}");
+    h.finish();
+    let (code, out, err) = t.wait(Duration::from_secs(60));
+    assert_eq!(code, 0, "{err}");
+    let records = util::ndjson(&out);
+    let summary = util::summary_record(&records).clone();
+    let hits: Vec<Value> = records.into_iter().filter(|v| v["type"] == "hit").collect();
+    assert!(
+        hits.iter()
+            .all(|v| v["pid"] == pid && v["ip"]["sym"] == "ksw_thread_store"),
+        "only the helper's stores"
+    );
+    assert_eq!(summary["hits"].as_u64(), Some(hits.len() as u64));
+    (hits, summary)
+}
+
+/// On the per-thread path a full ring also drops the threads' exit records: `lost` counts only the hits
+/// that were dropped (the breakpoints' own counters say how many), so hits + lost is exactly the 64,000
+/// stores made with a one-page ring that loses some; and 64 x 100 stores with a ring large enough to lose
+/// none are all there, none lost.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn per_thread_lost_counts_only_lost_hits() {
+    let Some(_live) = util::live() else { return };
+    let (hits, s) = per_thread_run("1", 1000);
+    let lost = s["lost"].as_u64().expect("lost");
+    assert!(lost > 0, "a one-page ring loses records here: {s}");
+    assert_eq!(hits.len() as u64 + lost, 64_000, "{s}");
+    let by_cpu: u64 = s["lost_by_cpu"]
+        .as_array()
+        .expect("lost_by_cpu")
+        .iter()
+        .filter_map(|c| c["count"].as_u64())
+        .sum();
+    assert_eq!(by_cpu, lost, "{s}");
+    let (hits, s) = per_thread_run("1024", 100);
+    assert_eq!(s["lost"], 0, "{s}");
+    assert_eq!(hits.len(), 6_400, "{s}");
+}

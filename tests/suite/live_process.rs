@@ -704,3 +704,61 @@ fn per_thread_lost_counts_only_lost_hits() {
     assert_eq!(s["lost"], 0, "{s}");
     assert_eq!(hits.len(), 6_400, "{s}");
 }
+
+/// A launched non-PIE program, 100 times over: every frame of its own (the store, and `main` below it)
+/// is named, on every run. The start-up scan of /proc can read the command between its fork and its
+/// exec; the read at its exec stop must replace what that saw at once.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_launched_non_pie_programs_own_frames_are_always_named() {
+    let Some(_live) = util::live() else { return };
+    let bin = helper_with("threads", &["-no-pie"]);
+    let name = bin
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("helper name")
+        .to_string();
+    let bin_arg = bin.to_str().expect("utf-8 path");
+    let mut unnamed = Vec::new();
+    for run in 0..100 {
+        let (code, out, err) = util::run_within(
+            &[
+                "write",
+                "--json",
+                "--no-status",
+                "target_var",
+                "--",
+                bin_arg,
+                "exec-store",
+                "5",
+            ],
+            Duration::from_secs(60),
+        );
+        assert_eq!(code, 0, "run {run}: {err}");
+        // The command's banner shares stdout with the stream.
+        let json: String = out
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let records = util::ndjson(&json);
+        let stores: Vec<&Value> = records
+            .iter()
+            .filter(|v| v["type"] == "hit" && v["in_kernel"] == false)
+            .collect();
+        assert_eq!(stores.len(), 1, "run {run}: one user store: {out}");
+        let hit = stores[0];
+        let own: Vec<&Value> = std::iter::once(&hit["ip"])
+            .chain(hit["chain"].as_array().expect("chain"))
+            .filter(|f| f["addr"].as_str().is_some_and(|a| a.len() <= 8))
+            .collect();
+        assert!(own.len() >= 2, "run {run}: the store and main: {hit}");
+        if own
+            .iter()
+            .any(|f| f["binary"] != name.as_str() || f["sym"].is_null())
+        {
+            unnamed.push((run, hit.clone()));
+        }
+    }
+    assert!(unnamed.is_empty(), "frames of {name} unnamed: {unnamed:?}");
+}

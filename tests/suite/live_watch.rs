@@ -291,7 +291,8 @@ fn a_full_ring_loses_records_loudly() {
     let (lost_in_stream, lost_in_summary) = lost_counts(&out, &err);
     assert!(mine < N, "a one-page ring kept up with {N} hits? {err}");
     assert!(lost_in_stream > 0, "no `# lost` line in the stream");
-    assert_eq!(lost_in_stream, lost_in_summary, "{err}");
+    // The marks count every record dropped, the summary the hits among them (task records share a ring).
+    assert!(lost_in_summary <= lost_in_stream, "{err}");
     assert!(
         mine as u64 + lost_in_summary >= N as u64,
         "{mine} printed + {lost_in_summary} lost < {N}: a silent loss"
@@ -325,7 +326,7 @@ fn a_loss_at_the_end_of_a_burst_is_counted_by_the_kernel_and_reported() {
     let mine = parse_hits(&out).iter().filter(|h| h.tid == tid).count() as u64;
     let (lost_in_stream, lost_in_summary) = lost_counts(&out, &err);
     assert!(mine < N, "a one-page ring held {N} hits? {err}");
-    assert_eq!(lost_in_stream, lost_in_summary, "{err}");
+    assert!(lost_in_summary <= lost_in_stream, "{err}");
     assert!(
         mine + lost_in_summary >= N,
         "{mine} printed + {lost_in_summary} lost < {N}: a silent tail loss\n{err}"

@@ -1,29 +1,32 @@
 //! A watch on a kernel module's memory ends when the module is unloaded.
 //!
 //! This machine's kernel is built without module support: no module can be loaded or unloaded here, so the
-//! test stands in for both. A made-up kallsyms (`--kallsyms`) puts a module `ksymwatch_fake` at the address
-//! of a real, busy kernel variable (CPU0's idle stack), and the test sends what the kernel sends for
+//! test stands in for both. A made-up kallsyms (`--kallsyms`) puts a module `ksymwatch_fake` over a busy
+//! word: a spinning helper's global, which it stores to every ~200 us (the subject is the unload, not a
+//! kernel address, so the tests run where the kernel refuses breakpoints on kernel addresses too; a
+//! system-wide watch of a user address sees the helper's stores). The test sends what the kernel sends for
 //! `rmmod ksymwatch_fake` (`remove@/module/ksymwatch_fake`, `SUBSYSTEM=module`) to the kernel's uevent
 //! multicast group, as root may. Everything from the uevent on is real (the session's socket, the disarm,
 //! the mark, the summary, the exit code); the kernel's side of an unload (that it sends this uevent, before
-//! it frees the module's memory) is not tested here. A module's variable is kernel memory: these tests
-//! skip (`util::live_kernel`) where the kernel refuses breakpoints on kernel addresses.
+//! it frees the module's memory) is not tested here.
 
 use crate::util;
 
 use std::path::PathBuf;
 use std::time::Duration;
-use util::{parse_hits, Tracer};
+use util::{parse_hits, Tracer, Writer};
 
 const MODULE: &str = "ksymwatch_fake";
 
-/// A kallsyms whose `ksymwatch_fake` module holds CPU0's idle stack (`fake_stack`, 0x4000 bytes).
-fn fake_kallsyms() -> PathBuf {
-    fake_kallsyms_of("kallsyms", &[("fake_stack", 0), ("fake_end", 0x4000)])
+/// A kallsyms whose `ksymwatch_fake` module holds `fake_stack` (0x4000 bytes), whose word at 0x3e00 is
+/// `busy`.
+fn fake_kallsyms(busy: u64) -> PathBuf {
+    fake_kallsyms_of("kallsyms", busy, &[("fake_stack", 0), ("fake_end", 0x4000)])
 }
 
-/// A kallsyms `file` whose `ksymwatch_fake` module has `symbols` at these offsets into CPU0's idle stack.
-fn fake_kallsyms_of(file: &str, symbols: &[(&str, u64)]) -> PathBuf {
+/// A kallsyms `file` whose `ksymwatch_fake` module has `symbols` at these offsets into a made-up 0x4000
+/// bytes whose word at 0x3e00 is `busy`.
+fn fake_kallsyms_of(file: &str, busy: u64, symbols: &[(&str, u64)]) -> PathBuf {
     let real = std::fs::read_to_string("/proc/kallsyms").unwrap();
     let addr = |name: &str| {
         real.lines()
@@ -31,7 +34,7 @@ fn fake_kallsyms_of(file: &str, symbols: &[(&str, u64)]) -> PathBuf {
             .and_then(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
             .unwrap_or_else(|| panic!("{name} not in /proc/kallsyms"))
     };
-    let (text, stack) = (addr("_text"), addr("__start_init_stack"));
+    let (text, stack) = (addr("_text"), busy - 0x3e00);
     let dir = std::env::temp_dir().join(format!("ksymwatch-live-module-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let k = dir.join(file);
@@ -101,10 +104,11 @@ fn until_a_hit(t: &mut Tracer) -> String {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_module_watch_ends_at_its_unload_with_exit_0() {
-    let Some(_lock) = util::live_kernel() else {
+    let Some(_lock) = util::live() else {
         return;
     };
-    let k = fake_kallsyms();
+    let writer = Writer::spinning(0);
+    let k = fake_kallsyms(writer.addr);
     let target = format!("{MODULE}:fake_stack+0x3e00");
     let mut t = Tracer::start(&["write", &target, "--kallsyms", k.to_str().unwrap()]);
     let before = until_a_hit(&mut t);
@@ -143,15 +147,16 @@ fn a_module_watch_ends_at_its_unload_with_exit_0() {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn other_targets_outlive_the_module() {
-    let Some(_lock) = util::live_kernel() else {
+    let Some(_lock) = util::live() else {
         return;
     };
-    let k = fake_kallsyms();
+    let writer = Writer::spinning(0);
+    let k = fake_kallsyms(writer.addr);
     let target = format!("{MODULE}:fake_stack+0x3e00");
     let mut t = Tracer::start_json(&[
         "write",
         &target,
-        "_text",
+        "0x10000/8",
         "--json",
         "--kallsyms",
         k.to_str().unwrap(),
@@ -165,8 +170,8 @@ fn other_targets_outlive_the_module() {
     let mark: serde_json::Value = serde_json::from_str(marked.lines().last().unwrap()).unwrap();
     assert_eq!(mark["module"], MODULE, "{marked}");
     assert_eq!(mark["targets"], serde_json::json!([target]));
-    // Still running, on the other target: a breakpoint on _text (code) sees no store, and the session
-    // waits for a signal as usual.
+    // Still running, on the other target: a breakpoint on an unmapped user address sees no store, and
+    // the session waits for a signal as usual.
     std::thread::sleep(Duration::from_millis(300));
     assert!(t.child.try_wait().unwrap().is_none(), "the run goes on");
     let (code, rest, err) = t.interrupt(Duration::from_secs(10));
@@ -183,16 +188,18 @@ fn other_targets_outlive_the_module() {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_typed_watch_on_a_module_variable_ends_at_its_unload() {
-    let Some(_lock) = util::live_kernel() else {
+    let Some(_lock) = util::live() else {
         return;
     };
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
         util::skip("/sys/kernel/btf/vmlinux is missing: this kernel has no BTF");
         return;
     }
-    // `fake_head`, a list_head over the busy word 0x3e00 into CPU0's idle stack.
+    // `fake_head`, a list_head over the helper's busy word.
+    let writer = Writer::spinning(0);
     let k = fake_kallsyms_of(
         "typed-kallsyms",
+        writer.addr,
         &[("fake_head", 0x3e00), ("fake_end", 0x3e10)],
     );
     let target = format!("(struct list_head){MODULE}:fake_head.next");

@@ -139,7 +139,7 @@ fn a_kernel_writer_shows_the_bytes_being_zeroed() {
 fn a_lossy_ring_never_pairs_a_value_with_the_wrong_hit() {
     let Some(_live) = util::live() else { return };
     let (hits, summary, err) = watch_helper(
-        &["sites", "40000", "0"],
+        &["sites", "100000", "0"],
         &["--value", "--buffer-pages", "1"],
     );
     let lost = summary["lost"].as_u64().unwrap_or(0);

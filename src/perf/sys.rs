@@ -952,6 +952,24 @@ pub fn bpf_map_next_key(
     }
 }
 
+/// BPF_MAP_LOOKUP_ELEM of a map that is not per-CPU: `key`'s value into `value` (the map's key and value
+/// sizes); `false` when the key is not there.
+pub fn bpf_map_lookup(map: BorrowedFd<'_>, key: &[u8], value: &mut [u8]) -> io::Result<bool> {
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: key.as_ptr() as u64,
+        value: value.as_mut_ptr() as u64,
+        ..MapElemAttr::default()
+    };
+    // SAFETY: `key` and `value` are live for the call and as long as the map's sizes (the caller's
+    // contract); the kernel reads `key` and writes `value`.
+    match unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) } {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Takes an exclusive `flock` on `file`, waiting for it: the lock live tests share with every other run
 /// that arms breakpoints on this machine.
 #[cfg(test)]

@@ -35,6 +35,7 @@ use crate::perf::bpf::emit;
 use crate::perf::bpf::insn::{Alu, Asm, AsmError, Cond, Insn, Label, DW, FP, R0, R1, R2, R3, R4};
 use crate::perf::bpf::insn::{R6, R7, R8, R9};
 use crate::perf::bpf::program::{self, helper, CTX_ADDR, CTX_CS};
+use crate::perf::bpf::totals::{self, TotalsMaps};
 use crate::perf::hit_record as rec;
 
 /// `BPF_F_USER_STACK`: `bpf_get_stack` walks the user stack.
@@ -162,6 +163,8 @@ pub struct HitMaps {
     /// in user space are read only while it is not 0 (the tracer clears it while the watch is a
     /// read-write one of a user address). `None`: always read.
     pub reads: Option<i32>,
+    /// Where every kept hit is counted before its record goes to the ring ([`super::totals`]).
+    pub totals: Option<TotalsMaps>,
 }
 
 /// What one watch's hit program checks and reads.
@@ -401,6 +404,10 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, spec: &HitSpec<'_>, parts: &Parts, s
     stamp(a, parts, 3);
     if parts.until == Until::UserStack {
         return stop_early(a, stop, out);
+    }
+    // Counted before the ring is tried: a record the ring has no room for is still in the totals.
+    if let Some(t) = &maps.totals {
+        totals::count(a, t, stacks as i16);
     }
     hand_over(a, maps, parts);
     a.bind(out);

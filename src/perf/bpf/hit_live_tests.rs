@@ -67,6 +67,16 @@ fn watch_during_parts(
     parts: &Parts,
     work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
 ) -> (Vec<(u32, HitRecord)>, HitPrograms) {
+    watch_during_ring(addr, parts, 64, work)
+}
+
+/// [`watch_during_parts`] with rings of `pages` data pages.
+fn watch_during_ring(
+    addr: u64,
+    parts: &Parts,
+    pages: usize,
+    work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
+) -> (Vec<(u32, HitRecord)>, HitPrograms) {
     let watch = Watch {
         label: "TARGET".into(),
         addr,
@@ -75,9 +85,15 @@ fn watch_during_parts(
         module: None,
         per_cpu: None,
     };
-    let programs =
-        HitPrograms::load_parts(&[watch], None, &Filter::default(), (true, true), 64, parts)
-            .expect("loads");
+    let programs = HitPrograms::load_parts(
+        &[watch],
+        None,
+        &Filter::default(),
+        (true, true),
+        pages,
+        parts,
+    )
+    .expect("loads");
     let me = std::process::id();
     programs.watch_process(me).expect("procs map");
     let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
@@ -118,6 +134,54 @@ fn watch_during_parts(
         h.pid == me
     });
     (hits, programs)
+}
+
+/// A ring of one page has room for a few dozen of 3,000 hits; the kernel's totals still count every one,
+/// under this thread and the chain the records carry, stored once.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn every_kept_hit_is_counted_in_the_kernel_when_the_ring_is_full() {
+    let Some(_lock) = live("every_kept_hit_is_counted_in_the_kernel_when_the_ring_is_full") else {
+        return;
+    };
+    const STORES: u64 = 3000;
+    let (mine, programs) = watch_during_ring(TARGET.as_ptr() as u64, &Parts::ALL, 1, |_, _| {
+        for v in 1..=STORES {
+            store(v);
+        }
+    });
+    let me = std::process::id();
+    let tid = own_tid();
+    let lost = programs.dropped(0).expect("stats").lost;
+    assert!(lost > 0, "a one-page ring overflows");
+    assert_eq!(mine.len() as u64 + lost, STORES, "printed + lost");
+    let counted = programs.counted(0).expect("totals");
+    let ours: Vec<_> = counted.counts.iter().filter(|(k, _)| k.pid == me).collect();
+    assert_eq!(ours.iter().map(|(_, n)| n).sum::<u64>(), STORES, "{ours:?}");
+    assert!(ours.iter().all(|(k, _)| k.tid == tid));
+    assert_eq!(counted.kept_by_cpu.iter().sum::<u64>(), STORES);
+    assert_eq!(counted.uncounted_by_cpu.iter().sum::<u64>(), 0);
+    // Each record's chain is stored under its id, as the tracer hashes it.
+    for (_, h) in &mine {
+        let key = super::totals::ChainKey {
+            hash: super::totals::chain_hash(h.kernel_stack.iter().chain(&h.user_stack).copied()),
+            kbytes: 8 * h.kernel_stack.len() as u32,
+            ubytes: 8 * h.user_stack.len() as u32,
+        };
+        assert_eq!(
+            counted.chains.get(&key),
+            Some(&(h.kernel_stack.clone(), h.user_stack.clone())),
+            "{key:?}"
+        );
+        assert!(ours.iter().any(|(k, _)| k.chain == key));
+    }
+    // 3,000 distinct values: more than the values map holds, and it says so.
+    let (values, over) = counted.values.expect("--value counts values");
+    assert!(
+        over && values.len() as u32 <= super::totals::VALUES_MAX && values.len() > 32,
+        "{} values, over: {over}",
+        values.len()
+    );
 }
 
 fn own_tid() -> u32 {

@@ -17,6 +17,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use super::emit::{self, EmitMaps};
 use super::hit::{self, HitMaps, HitSpec, Parts};
 use super::tgid_olds::TgidOlds;
+use super::totals::{Counted, Totals};
 use super::{
     possible_cpus, raw, ProgramError, MAP_TYPE_ARRAY, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH,
     MAP_TYPE_PERCPU_ARRAY, MAP_TYPE_PROG_ARRAY, MAP_TYPE_RINGBUF, OLDS_MAX, PROG_TYPE_PERF_EVENT,
@@ -74,6 +75,8 @@ struct WatchMaps {
     stats: OwnedFd,
     /// One u32: whether the program reads the watched bytes now (see [`reads`]).
     reads: OwnedFd,
+    /// Every kept hit counted in the kernel ([`super::totals`]).
+    totals: Totals,
 }
 
 /// Whether a hit program may read `w`'s bytes at a trap taken in user space: not for a read-write watch
@@ -108,6 +111,7 @@ impl WatchMaps {
             )?,
             stats: map(MAP_TYPE_PERCPU_ARRAY, 4, 8, hit::STATS, "ksw_stats")?,
             reads: map(MAP_TYPE_ARRAY, 4, 4, 1, "ksw_reads")?,
+            totals: Totals::create(written).map_err(ProgramError::Unavailable)?,
         })
     }
 
@@ -127,6 +131,7 @@ impl WatchMaps {
             scratch: raw(self.scratch.as_fd()),
             procs,
             reads: Some(raw(self.reads.as_fd())),
+            totals: Some(self.totals.fds()),
         }
     }
 }
@@ -403,6 +408,25 @@ impl HitPrograms {
         self.programs.get(watch).and_then(|p| p.read_len)
     }
 
+    /// What the kernel counted of watch `watch`'s kept hits ([`super::totals`]).
+    pub fn counted(&self, watch: usize) -> io::Result<Counted> {
+        self.program(watch)?.maps.totals.read()
+    }
+
+    /// Hits every watch's program kept so far, all CPUs together.
+    pub fn kept(&self) -> io::Result<u64> {
+        let mut sum = 0;
+        for p in &self.programs {
+            sum += p.maps.totals.kept()?;
+        }
+        Ok(sum)
+    }
+
+    /// The number of watches (one program each).
+    pub fn watches(&self) -> usize {
+        self.programs.len()
+    }
+
     fn program(&self, watch: usize) -> io::Result<&HitProgram> {
         self.programs
             .get(watch)
@@ -478,5 +502,38 @@ mod tests {
         assert_eq!(flag(&p), 1);
         let p = HitPrograms::load(&[rw], None, &filter, (true, false), 1).expect("loads");
         assert_eq!(flag(&p), 0);
+    }
+
+    /// Every kind of watch's program, counting its hits in the kernel, passes the verifier (no
+    /// breakpoint is armed).
+    #[test]
+    #[ignore = "live: loads BPF programs (run by scripts/test as root)"]
+    fn every_kind_of_hit_program_with_its_totals_loads() {
+        if sys::geteuid() != 0 {
+            eprintln!("SKIP: perf::bpf::hit_set::tests: needs root to load BPF programs");
+            return;
+        }
+        let watch = Watch {
+            label: "x".into(),
+            addr: 0x7ffd_0000,
+            len: 8,
+            access: Access::Write,
+            module: None,
+            per_cpu: None,
+        };
+        for kinds in [(false, false), (true, false), (false, true), (true, true)] {
+            let p = HitPrograms::load(
+                std::slice::from_ref(&watch),
+                None,
+                &Filter::default(),
+                kinds,
+                1,
+            )
+            .unwrap_or_else(|e| panic!("{kinds:?}: {e}"));
+            let counted = p.counted(0).expect("reads the totals");
+            assert!(counted.counts.is_empty() && counted.chains.is_empty());
+            assert_eq!(counted.values.is_some(), kinds.1);
+            assert_eq!(p.kept().expect("kept"), 0);
+        }
     }
 }

@@ -38,6 +38,8 @@ pub const H: u8 = 0x08;
 pub const B: u8 = 0x10;
 pub const DW: u8 = 0x18;
 const MEM: u8 = 0x60;
+/// The mode of an atomic read-modify-write store (`BPF_ATOMIC`, Linux 5.12; `BPF_XADD` before, same code).
+pub const ATOMIC: u8 = 0xc0;
 const IMM: u8 = 0x00;
 
 // Source operand: the immediate (K) or the source register (X).
@@ -49,10 +51,12 @@ const X: u8 = 0x08;
 pub enum Alu {
     Add = 0x00,
     Sub = 0x10,
+    Mul = 0x20,
     Or = 0x40,
     And = 0x50,
     Lsh = 0x60,
     Rsh = 0x70,
+    Xor = 0xa0,
     Mov = 0xb0,
     Arsh = 0xc0,
 }
@@ -239,6 +243,12 @@ impl Asm {
     /// `*(size *)(dst + off) = imm`.
     pub fn store_imm(&mut self, size: u8, dst: Reg, off: i16, imm: i32) -> &mut Asm {
         self.push(Insn::new(ST | size | MEM, dst, R0, off, imm))
+    }
+
+    /// `lock *(u64 *)(dst + off) += src` (`BPF_ATOMIC` `BPF_ADD`, what `__sync_fetch_and_add` compiles to
+    /// when its result is unused): a count several CPUs add to at once.
+    pub fn atomic_add(&mut self, dst: Reg, off: i16, src: Reg) -> &mut Asm {
+        self.push(Insn::new(STX | DW | ATOMIC, dst, src, off, 0))
     }
 
     /// `if dst COND imm goto label` (the immediate is sign-extended to 64 bits).

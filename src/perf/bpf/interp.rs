@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::insn::{Insn, ALU64, DW, H, JMP, LD, LDX, PSEUDO_MAP_FD, ST, STX, W};
+use super::insn::{Insn, ALU64, ATOMIC, DW, H, JMP, LD, LDX, PSEUDO_MAP_FD, ST, STX, W};
 use super::program::{helper, Maps, CTX_ADDR, CTX_CS};
 
 const STACK: u64 = 0x1_0000_0000;
@@ -14,6 +14,7 @@ const OLDS: u64 = 0x3_0000_0000;
 const STATS: u64 = 0x4_0000_0000;
 const MAP_TAG: u64 = 0x5_0000_0000;
 const BY_TGID: u64 = 0x6_0000_0000;
+const HEAP: u64 = 0x7_0000_0000;
 /// Entries of the machine's by-tgid olds array: tgids from here on go to the hash.
 pub const BY_TGID_ENTRIES: usize = 1000;
 
@@ -39,6 +40,8 @@ pub struct Machine {
     pub read_with: Option<i32>,
     stack: [u8; 512],
     ctx: [u8; 184],
+    /// Memory a test lays out itself ([`Machine::scratch`]), e.g. a record as in a map value.
+    heap: Vec<u8>,
 }
 
 impl Machine {
@@ -58,7 +61,19 @@ impl Machine {
             read_with: None,
             stack: [0; 512],
             ctx: [0; 184],
+            heap: Vec::new(),
         }
+    }
+
+    /// `len` zeroed bytes the program may read and write (a test lays a record out there); their address.
+    pub fn scratch(&mut self, len: usize) -> u64 {
+        self.heap = vec![0; len];
+        HEAP
+    }
+
+    /// Writes `bytes` at `addr` (in [`Machine::scratch`]'s memory, the stack or the context).
+    pub fn write(&mut self, addr: u64, bytes: &[u8]) {
+        self.mem(addr, bytes.len()).copy_from_slice(bytes);
     }
 
     pub fn old(&self, key: u64) -> Option<u64> {
@@ -92,6 +107,8 @@ impl Machine {
             let off = ((addr - BY_TGID) % 16) as usize;
             assert!(off + len <= 16, "access across a by-tgid value");
             return &mut self.by_tgid[slot][off..off + len];
+        } else if (HEAP..HEAP + self.heap.len() as u64).contains(&addr) {
+            (HEAP, &mut self.heap)
         } else if (STATS..STATS + 8).contains(&addr) {
             let off = (addr - STATS) as usize;
             return &mut self.stats[off..off + len];
@@ -212,10 +229,12 @@ impl Machine {
                     r[dst] = match i.code & 0xf0 {
                         0x00 => a.wrapping_add(b),
                         0x10 => a.wrapping_sub(b),
+                        0x20 => a.wrapping_mul(b),
                         0x40 => a | b,
                         0x50 => a & b,
                         0x60 => a << (b & 63),
                         0x70 => a >> (b & 63),
+                        0xa0 => a ^ b,
                         0xb0 => b,
                         0xc0 => ((a as i64) >> (b & 63)) as u64,
                         op => panic!("alu op 0x{op:x}"),
@@ -232,6 +251,12 @@ impl Machine {
                     };
                 }
                 LDX => r[dst] = self.load(r[src].wrapping_add(i.off as i64 as u64), size(i.code)),
+                STX if i.code & 0xe0 == ATOMIC => {
+                    assert_eq!(i.imm, 0, "only BPF_ADD without BPF_FETCH");
+                    let (at, len) = (dst_addr(&r, &i), size(i.code));
+                    let sum = self.load(at, len).wrapping_add(r[src]);
+                    self.store(at, len, sum);
+                }
                 STX => self.store(dst_addr(&r, &i), size(i.code), r[src]),
                 ST => self.store(dst_addr(&r, &i), size(i.code), imm),
                 JMP => match i.code & 0xf0 {

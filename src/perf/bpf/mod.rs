@@ -36,6 +36,7 @@ pub mod percpu;
 pub mod program;
 pub mod task;
 pub mod tgid_olds;
+pub mod totals;
 pub mod trigger;
 
 use std::io;

@@ -52,6 +52,7 @@ mod tests {
             scratch: 6,
             procs: None,
             reads: None,
+            totals: None,
         };
         let insns = generate(&spec, &maps).expect("assembles");
         // A helper call: BPF_JMP | BPF_CALL with src_reg 0; its id in the upper 32 bits.

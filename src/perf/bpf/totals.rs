@@ -1,0 +1,481 @@
+//! In-kernel totals: every hit the hit program ([`super::hit`]) keeps is counted in the kernel, before its
+//! record is handed to the ring, so the reports that aggregate (the summary, `--folded`, `--flamegraph`,
+//! the per-thread and per-chain tallies) stay exact when a full ring drops records.
+//!
+//! Per watch, four maps:
+//! - `chains` (`BPF_MAP_TYPE_HASH`, [`CHAINS_MAX`] entries): a call chain by its id, the chain's words
+//!   ([`CHAIN_VALUE`] bytes: kernel return addresses, then user ones) stored once, the first time the id
+//!   is seen. The id ([`ChainKey`]) is a 64-bit hash of the words ([`chain_hash`], computed by the
+//!   program over the stacks it already wrote into the record) with the two stacks' lengths. A kernel
+//!   stack map (`bpf_get_stackid`) was not taken: its id is a bucket of a table of a few thousand, two
+//!   chains meeting in one bucket either lose the second (`-EEXIST`) or overwrite the first
+//!   (`BPF_F_REUSE_STACKID`, which makes every count under the old id name the new chain), and its user
+//!   stack walk takes the page fault at the null frame pointer that the program's own walk avoids (~1 us
+//!   a hit here). Two different chains with one 64-bit hash are not told apart: at a few thousand chains,
+//!   about one run in 10^12.
+//! - `counts` (`BPF_MAP_TYPE_HASH`, [`COUNTS_MAX`] entries): [`CountKey`] (thread, process, chain id,
+//!   the writer's name) to the number of hits, added to atomically (`BPF_ATOMIC` add: two CPUs may count
+//!   the same key at once).
+//! - `values` (`--value` only, [`VALUES_MAX`] entries): the value the program read at the trap to its
+//!   count; a watch written more distinct values than the summary shows ([`crate::report::summary::VALUES_MAX`])
+//!   fills it, and a value it has no room for is counted in [`STAT_VALUES_OVER`].
+//! - `stats` (`BPF_MAP_TYPE_PERCPU_ARRAY`): [`STAT_KEPT`] every kept hit, by CPU; [`STAT_UNCOUNTED`] those
+//!   `counts` had no room for (in no total: the only hits the summary then reports as lost);
+//!   [`STAT_NO_CHAIN`] those whose chain `chains` had no room for (counted, their chain unknown).
+//!
+//! Sizes: `counts` takes ~100 bytes an entry (key, value and the kernel's element), 3.2 MiB at
+//! [`COUNTS_MAX`]; `chains` ~2.1 KiB an entry, 2.1 MiB at [`CHAINS_MAX`]; both preallocated, as a
+//! perf-event program's maps must be on older kernels.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use crate::perf::bpf::insn::{Alu, Asm, Cond, Label, Reg, DW, FP, R0, R1, R2, R3, R4, R7, W};
+use crate::perf::bpf::program::{self, helper};
+use crate::perf::hit_record as rec;
+use crate::perf::sys;
+
+const MAP_TYPE_HASH: u32 = 1;
+const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+
+/// Words a chain holds at most: both stacks full.
+pub const CHAIN_WORDS: usize = 2 * rec::MAX_FRAMES;
+/// A `chains` value: the words of both stacks (only the first `kbytes + ubytes` of them are the chain's).
+pub const CHAIN_VALUE: u32 = 8 * CHAIN_WORDS as u32;
+/// A `chains` key: the hash, then the kernel and user stacks' lengths in bytes (u32 each).
+pub const CHAIN_KEY: u32 = 16;
+/// A `counts` key: pid_tgid (u64), the chain key, the writer's name (16 bytes).
+pub const COUNT_KEY: u32 = 8 + CHAIN_KEY + 16;
+/// Distinct chains kept per watch.
+pub const CHAINS_MAX: u32 = 1024;
+/// Distinct (thread, chain, name) counted per watch: a process of 25,000 threads that each write along
+/// one chain fits.
+pub const COUNTS_MAX: u32 = 32768;
+/// Distinct values counted per watch: more than the summary lists, so a full map means "too many".
+pub const VALUES_MAX: u32 = 64;
+
+/// `stats` slots.
+pub const STAT_KEPT: u32 = 0;
+pub const STAT_UNCOUNTED: u32 = 1;
+pub const STAT_NO_CHAIN: u32 = 2;
+pub const STAT_VALUES_OVER: u32 = 3;
+pub const STATS: u32 = 4;
+
+/// The hash's multiplier (2^64 over the golden ratio) and starting value.
+const MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+const SEED: u64 = 0x6b73_7977_6174_6368;
+
+/// `BPF_NOEXIST`: an update that only inserts.
+const NOEXIST: i32 = 1;
+const EEXIST: i32 = -17;
+
+// Stack slots, below every slot the hit program and the value code use (down to -232).
+const KEY: i16 = -304;
+const ONE: i16 = -312;
+const VALUE_KEY: i16 = -320;
+const STAT_KEY: i16 = -324;
+
+/// The maps the program counts into, by descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TotalsMaps {
+    pub chains: i32,
+    pub counts: i32,
+    /// `--value`: counts by value read.
+    pub values: Option<i32>,
+    pub stats: i32,
+}
+
+/// One watch's totals maps, owned.
+pub struct Totals {
+    chains: OwnedFd,
+    counts: OwnedFd,
+    values: Option<OwnedFd>,
+    stats: OwnedFd,
+}
+
+/// What the kernel counted for one watch, read at the end.
+#[derive(Debug, Default)]
+pub struct Counted {
+    /// Hits by (thread, chain, name).
+    pub counts: Vec<(CountKey, u64)>,
+    /// The chains `counts` names, kernel and user return addresses (innermost first); a chain the map
+    /// had no room for is missing.
+    pub chains: HashMap<ChainKey, (Vec<u64>, Vec<u64>)>,
+    /// `--value`: (value, hits), and whether a value found no room (more distinct values than the map holds).
+    pub values: Option<(Vec<(u64, u64)>, bool)>,
+    /// Every kept hit, by CPU number.
+    pub kept_by_cpu: Vec<u64>,
+    /// Kept hits in no count (`counts` was full), by CPU number.
+    pub uncounted_by_cpu: Vec<u64>,
+    /// Hits counted whose chain `chains` had no room for.
+    pub no_chain: u64,
+}
+
+impl Totals {
+    /// Creates one watch's maps; `values`: `--value`, counts by value too.
+    pub fn create(values: bool) -> io::Result<Totals> {
+        let map = |kind, key, value, max, name| sys::bpf_map_create(kind, key, value, max, name);
+        Ok(Totals {
+            chains: map(
+                MAP_TYPE_HASH,
+                CHAIN_KEY,
+                CHAIN_VALUE,
+                CHAINS_MAX,
+                "ksw_chains",
+            )?,
+            counts: map(MAP_TYPE_HASH, COUNT_KEY, 8, COUNTS_MAX, "ksw_counts")?,
+            values: match values {
+                true => Some(map(MAP_TYPE_HASH, 8, 8, VALUES_MAX, "ksw_values")?),
+                false => None,
+            },
+            stats: map(MAP_TYPE_PERCPU_ARRAY, 4, 8, STATS, "ksw_tstats")?,
+        })
+    }
+
+    /// The descriptors the hit program is built with.
+    pub fn fds(&self) -> TotalsMaps {
+        TotalsMaps {
+            chains: self.chains.as_raw_fd(),
+            counts: self.counts.as_raw_fd(),
+            values: self.values.as_ref().map(|v| v.as_raw_fd()),
+            stats: self.stats.as_raw_fd(),
+        }
+    }
+
+    /// Every kept hit so far, all CPUs together (what `--count` compares with while running).
+    pub fn kept(&self) -> io::Result<u64> {
+        Ok(
+            sys::bpf_map_lookup_percpu_u64(self.stats.as_fd(), STAT_KEPT)?
+                .iter()
+                .sum(),
+        )
+    }
+
+    /// Reads everything counted (the events disabled: nothing is added meanwhile).
+    pub fn read(&self) -> io::Result<Counted> {
+        let stats = |slot| sys::bpf_map_lookup_percpu_u64(self.stats.as_fd(), slot);
+        let mut counts = Vec::new();
+        for (k, v) in entries(&self.counts, COUNT_KEY as usize, 8)? {
+            if let (Some(k), Some(n)) = (CountKey::parse(&k), u64_at(&v)) {
+                counts.push((k, n));
+            }
+        }
+        let mut chains = HashMap::new();
+        for (k, v) in entries(&self.chains, CHAIN_KEY as usize, CHAIN_VALUE as usize)? {
+            if let Some(key) = ChainKey::parse(&k) {
+                if let Some(words) = key.split(&v) {
+                    chains.insert(key, words);
+                }
+            }
+        }
+        let values = match &self.values {
+            Some(map) => {
+                let v: Vec<(u64, u64)> = entries(map, 8, 8)?
+                    .iter()
+                    .filter_map(|(k, v)| Some((u64_at(k)?, u64_at(v)?)))
+                    .collect();
+                let over = stats(STAT_VALUES_OVER)?.iter().sum::<u64>() > 0;
+                Some((v, over))
+            }
+            None => None,
+        };
+        Ok(Counted {
+            counts,
+            chains,
+            values,
+            kept_by_cpu: stats(STAT_KEPT)?,
+            uncounted_by_cpu: stats(STAT_UNCOUNTED)?,
+            no_chain: stats(STAT_NO_CHAIN)?.iter().sum(),
+        })
+    }
+}
+
+fn u64_at(b: &[u8]) -> Option<u64> {
+    Some(u64::from_ne_bytes(b.get(0..8)?.try_into().ok()?))
+}
+
+/// Every (key, value) of a hash map.
+fn entries(map: &OwnedFd, key_len: usize, value_len: usize) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out = Vec::new();
+    let mut key: Option<Vec<u8>> = None;
+    let mut next = vec![0u8; key_len];
+    // Bounded: a key deleted under the walk would restart it; nothing deletes here.
+    for _ in 0..=(COUNTS_MAX as usize + CHAINS_MAX as usize) {
+        if !sys::bpf_map_next_key(map.as_fd(), key.as_deref(), &mut next)? {
+            break;
+        }
+        let mut value = vec![0u8; value_len];
+        if sys::bpf_map_lookup(map.as_fd(), &next, &mut value)? {
+            out.push((next.clone(), value));
+        }
+        key = Some(next.clone());
+    }
+    Ok(out)
+}
+
+/// The id of a chain as the program keys it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChainKey {
+    pub hash: u64,
+    /// Bytes of kernel stack, then of user stack, in the chain's words.
+    pub kbytes: u32,
+    pub ubytes: u32,
+}
+
+impl ChainKey {
+    pub fn parse(b: &[u8]) -> Option<ChainKey> {
+        Some(ChainKey {
+            hash: u64::from_ne_bytes(b.get(0..8)?.try_into().ok()?),
+            kbytes: u32::from_ne_bytes(b.get(8..12)?.try_into().ok()?),
+            ubytes: u32::from_ne_bytes(b.get(12..16)?.try_into().ok()?),
+        })
+    }
+
+    /// The kernel and user return addresses in a `chains` value, each innermost first; `None` when the
+    /// lengths do not fit it.
+    pub fn split(&self, value: &[u8]) -> Option<(Vec<u64>, Vec<u64>)> {
+        let (k, u) = (self.kbytes as usize / 8, self.ubytes as usize / 8);
+        let words: Vec<u64> = value
+            .chunks_exact(8)
+            .take(k + u)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect();
+        (words.len() == k + u).then(|| (words[..k].to_vec(), words[k..].to_vec()))
+    }
+}
+
+/// One `counts` key: who wrote along which chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CountKey {
+    pub pid: u32,
+    pub tid: u32,
+    pub chain: ChainKey,
+    /// The writer's name as the kernel keeps it, NUL-padded.
+    pub comm: [u8; 16],
+}
+
+impl CountKey {
+    pub fn parse(b: &[u8]) -> Option<CountKey> {
+        let pid_tgid = u64::from_ne_bytes(b.get(0..8)?.try_into().ok()?);
+        Some(CountKey {
+            pid: (pid_tgid >> 32) as u32,
+            tid: pid_tgid as u32,
+            chain: ChainKey::parse(b.get(8..24)?)?,
+            comm: b.get(24..40)?.try_into().ok()?,
+        })
+    }
+
+    /// The name without its NUL padding.
+    pub fn comm(&self) -> &[u8] {
+        let end = self.comm.iter().position(|&b| b == 0).unwrap_or(16);
+        &self.comm[..end]
+    }
+}
+
+/// The chain hash the program computes over a chain's words (kernel then user, as in the record).
+pub fn chain_hash(words: impl IntoIterator<Item = u64>) -> u64 {
+    let mut h = SEED;
+    for w in words {
+        h = (h ^ w).wrapping_mul(MUL);
+        h ^= h >> 32;
+    }
+    h
+}
+
+/// Counts the hit whose record is in r7 (stacks at `stacks`): its chain stored once, its
+/// (thread, chain, name) count and with `maps.values` its value's count added to, and `STAT_KEPT`.
+/// r6-r9 are kept; r0-r5 clobbered.
+pub fn count(a: &mut Asm, maps: &TotalsMaps, stacks: i16) {
+    hash_chain(a, R7, stacks);
+    a.store(DW, FP, KEY + 8, R1)
+        .load(DW, R1, R7, rec::OFF_PID_TGID)
+        .store(DW, FP, KEY, R1)
+        .load(DW, R1, R7, rec::OFF_KSTACK_BYTES)
+        .store(W, FP, KEY + 16, R1)
+        .load(DW, R1, R7, rec::OFF_USTACK_BYTES)
+        .store(W, FP, KEY + 20, R1)
+        .load(DW, R1, R7, rec::OFF_COMM)
+        .store(DW, FP, KEY + 24, R1)
+        .load(DW, R1, R7, rec::OFF_COMM + 8)
+        .store(DW, FP, KEY + 32, R1);
+    store_chain(a, maps, stacks);
+    add_count(a, maps.counts, KEY, (maps.stats, STAT_UNCOUNTED));
+    if let Some(values) = maps.values {
+        let unknown = a.label();
+        // The flags from the record: the user stack's walk used r9.
+        a.load(DW, R1, R7, rec::OFF_FLAGS)
+            .alu_imm(Alu::And, R1, rec::VALUE_KNOWN as i32)
+            .jump_imm(Cond::Eq, R1, 0, unknown)
+            .load(DW, R1, R7, rec::OFF_VALUE)
+            .store(DW, FP, VALUE_KEY, R1);
+        add_count(a, values, VALUE_KEY, (maps.stats, STAT_VALUES_OVER));
+        a.bind(unknown);
+    }
+    program::add_to(a, (maps.stats, STAT_KEPT, STAT_KEY), None);
+}
+
+/// r1 = [`chain_hash`] of the chain in the record at `record` (its stacks at `stacks`, their lengths in
+/// its header); r2-r4 clobbered, no call.
+///
+/// Unrolled, one exit per word count: the count is read from the record, not kept in a register past the
+/// exits, so the verifier finds every exit's state the same and prunes them where they join.
+pub fn hash_chain(a: &mut Asm, record: Reg, stacks: i16) {
+    let done = a.label();
+    a.load(DW, R4, record, rec::OFF_KSTACK_BYTES)
+        .load(DW, R2, record, rec::OFF_USTACK_BYTES)
+        .alu(Alu::Add, R4, R2)
+        .ld_imm64(R1, SEED)
+        .ld_imm64(R3, MUL);
+    for i in 0..CHAIN_WORDS as i32 {
+        a.jump_imm(Cond::Le, R4, 8 * i, done)
+            .load(DW, R2, record, stacks + 8 * i as i16)
+            .alu(Alu::Xor, R1, R2)
+            .alu(Alu::Mul, R1, R3)
+            .mov(R2, R1)
+            .alu_imm(Alu::Rsh, R2, 32)
+            .alu(Alu::Xor, R1, R2);
+    }
+    a.bind(done);
+}
+
+/// The chain (the record's stack words) into `chains` under the key at `KEY + 8`, unless it is there.
+fn store_chain(a: &mut Asm, maps: &TotalsMaps, stacks: i16) {
+    let (known, stored) = (a.label(), a.label());
+    a.ld_map_fd(R1, maps.chains)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(KEY + 8))
+        .call(helper::MAP_LOOKUP_ELEM)
+        .jump_imm(Cond::Ne, R0, 0, known);
+    a.ld_map_fd(R1, maps.chains)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(KEY + 8))
+        .mov(R3, R7)
+        .alu_imm(Alu::Add, R3, i32::from(stacks))
+        .mov_imm(R4, NOEXIST)
+        .call(helper::MAP_UPDATE_ELEM)
+        // Another CPU stored it first: as good.
+        .jump_imm(Cond::Eq, R0, 0, stored)
+        .jump_imm(Cond::Eq, R0, EEXIST, stored);
+    program::add_to(a, (maps.stats, STAT_NO_CHAIN, STAT_KEY), None);
+    a.bind(known);
+    a.bind(stored);
+}
+
+/// Adds one to `map`'s u64 under the key at stack slot `key`, inserting it when absent; a key the map has
+/// no room for adds one to `this CPU's stats[slot]` instead.
+fn add_count(a: &mut Asm, map: i32, key: i16, (stats, slot): (i32, u32)) {
+    let (insert, done, failed) = (a.label(), a.label(), a.label());
+    program::lookup_key(a, map, key, insert);
+    atomic_one(a, done);
+    a.bind(insert);
+    a.store_imm(DW, FP, ONE, 1)
+        .ld_map_fd(R1, map)
+        .mov(R2, FP)
+        .alu_imm(Alu::Add, R2, i32::from(key))
+        .mov(R3, FP)
+        .alu_imm(Alu::Add, R3, i32::from(ONE))
+        .mov_imm(R4, NOEXIST)
+        .call(helper::MAP_UPDATE_ELEM)
+        .jump_imm(Cond::Eq, R0, 0, done)
+        .jump_imm(Cond::Ne, R0, EEXIST, failed);
+    // Another CPU inserted it between the lookup and the update: add to theirs.
+    program::lookup_key(a, map, key, failed);
+    atomic_one(a, done);
+    a.bind(failed);
+    program::add_to(a, (stats, slot, STAT_KEY), None);
+    a.bind(done);
+}
+
+/// One added atomically to the u64 at r0, then on to `done`.
+fn atomic_one(a: &mut Asm, done: Label) {
+    a.mov_imm(R1, 1).atomic_add(R0, 0, R1).goto(done);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::bpf::interp::Machine;
+    use crate::perf::bpf::program::Maps;
+
+    /// The program's hash, run offline over chains of every length from none to full, is the tracer's.
+    #[test]
+    fn the_programs_chain_hash_is_the_tracers() {
+        let maps = Maps {
+            outputs: 1,
+            olds: 2,
+            olds_by_tgid: None,
+            stats: 3,
+        };
+        for (k, u) in [
+            (0usize, 0usize),
+            (0, 1),
+            (3, 2),
+            (0, 5),
+            (127, 127),
+            (10, 0),
+        ] {
+            let words: Vec<u64> = (0..(k + u) as u64)
+                .map(|i| 0xffff_ffff_8100_0000u64.wrapping_add(i.wrapping_mul(0x1234_5677)))
+                .collect();
+            let mut m = Machine::new(maps, 0x1000);
+            let record = m.scratch(rec::OFF_STACKS as usize + 8 * words.len());
+            m.write(
+                record + rec::OFF_KSTACK_BYTES as u64,
+                &(8 * k as u64).to_ne_bytes(),
+            );
+            m.write(
+                record + rec::OFF_USTACK_BYTES as u64,
+                &(8 * u as u64).to_ne_bytes(),
+            );
+            for (i, w) in words.iter().enumerate() {
+                m.write(
+                    record + rec::OFF_STACKS as u64 + 8 * i as u64,
+                    &w.to_ne_bytes(),
+                );
+            }
+            let mut a = Asm::new();
+            a.ld_imm64(R7, record);
+            hash_chain(&mut a, R7, rec::OFF_STACKS);
+            a.mov(R0, R1).exit();
+            let prog = a.finish().unwrap();
+            assert_eq!(
+                m.run(&prog),
+                chain_hash(words.iter().copied()),
+                "{k} kernel and {u} user words"
+            );
+        }
+    }
+
+    #[test]
+    fn keys_parse_as_the_program_lays_them_out() {
+        let mut b = Vec::new();
+        b.extend_from_slice(&((7u64 << 32) | 9).to_ne_bytes());
+        b.extend_from_slice(&0xabcdu64.to_ne_bytes());
+        b.extend_from_slice(&16u32.to_ne_bytes());
+        b.extend_from_slice(&8u32.to_ne_bytes());
+        b.extend_from_slice(b"writer\0\0\0\0\0\0\0\0\0\0");
+        assert_eq!(b.len(), COUNT_KEY as usize);
+        let k = CountKey::parse(&b).unwrap();
+        assert_eq!((k.pid, k.tid, k.comm()), (7, 9, &b"writer"[..]));
+        assert_eq!(
+            k.chain,
+            ChainKey {
+                hash: 0xabcd,
+                kbytes: 16,
+                ubytes: 8
+            }
+        );
+        assert!(CountKey::parse(&b[..39]).is_none());
+        let mut value = Vec::new();
+        for w in [1u64, 2, 3, 0, 0] {
+            value.extend_from_slice(&w.to_ne_bytes());
+        }
+        assert_eq!(k.chain.split(&value), Some((vec![1, 2], vec![3])));
+        let lying = ChainKey {
+            kbytes: 80,
+            ..k.chain
+        };
+        assert_eq!(lying.split(&value), None);
+    }
+}

@@ -78,6 +78,13 @@ impl Output for Folded {
         *self.counts.entry(stack).or_default() += 1;
         Ok(())
     }
+    fn recount(&mut self) {
+        self.counts.clear();
+    }
+    fn counted(&mut self, hit: &Hit<'_>, count: u64) {
+        let stack = self.stack(hit);
+        *self.counts.entry(stack).or_default() += count;
+    }
     fn event(&mut self, _: &StreamEvent, _: u64) -> io::Result<()> {
         Ok(())
     }
@@ -193,6 +200,25 @@ mod tests {
             text,
             "a:b;vfs_read;read_zero 1\ndd;[unknown];vfs_read;read_zero 2\n"
         );
+    }
+
+    /// From the kernel's totals the counts start over, a key's hits added at once.
+    #[test]
+    fn a_recount_replaces_the_streams_counts() {
+        let table = crate::report::testutil::table();
+        let watches = [watch("x")];
+        let chain = [encode::KERNEL, 0xffffffff81000010, 0xffffffff81000110];
+        let hits = vec![(sample(&chain), "dd", 0)];
+        let mut f = Folded::new(Sink::Lines(Box::new(Vec::new())));
+        crate::report::testutil::each_hit(&table, &watches, &hits, |hit| {
+            f.hit(hit).unwrap();
+        });
+        assert_eq!(f.lines(), ["dd;vfs_read;read_zero 1"]);
+        f.recount();
+        assert!(f.lines().is_empty());
+        crate::report::testutil::each_hit(&table, &watches, &hits, |hit| f.counted(hit, 40));
+        crate::report::testutil::each_hit(&table, &watches, &hits, |hit| f.counted(hit, 2));
+        assert_eq!(f.lines(), ["dd;vfs_read;read_zero 42"]);
     }
 
     #[test]

@@ -194,6 +194,11 @@ pub struct SummaryRecord<'a> {
     pub signal: Option<&'static str>,
     pub hits_by_cpu: Vec<CpuCount>,
     pub lost_by_cpu: Vec<CpuCount>,
+    /// Hits the stream could not print (a full ring), by CPU; with `from_totals` they are in every count.
+    pub unprinted: u64,
+    pub unprinted_by_cpu: Vec<CpuCount>,
+    /// The counts are the kernel's totals of every kept hit, not the printed hits.
+    pub from_totals: bool,
     /// Nanoseconds each CPU ran unwatched after coming online (`count`), before its breakpoint was armed.
     pub unwatched_ns_by_cpu: Vec<CpuCount>,
     /// `--summary` only: every unique chain, most frequent first.
@@ -203,12 +208,24 @@ pub struct SummaryRecord<'a> {
     pub by_ip: Option<Vec<IpRecord<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub by_comm: Option<Vec<CommCount<'a>>>,
+    /// `--summary`: hits by writing thread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_thread: Option<Vec<ThreadRecord<'a>>>,
     /// `--summary` with `--value`: the values written, per target.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub by_value: Option<Vec<ValuesRecord<'a>>>,
     /// `--on`: what became of the objects.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub objects: Option<ObjectsRecord>,
+}
+
+/// One writing thread's hits in the summary record.
+#[derive(Serialize)]
+pub struct ThreadRecord<'a> {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: &'a str,
+    pub count: u64,
 }
 
 /// `--on`'s books in the summary record.
@@ -284,6 +301,9 @@ impl<'a> SummaryRecord<'a> {
             signal,
             hits_by_cpu: counts(&s.hits_by_cpu),
             lost_by_cpu: counts(&s.lost_by_cpu),
+            unprinted: s.unprinted(),
+            unprinted_by_cpu: counts(&s.unprinted_by_cpu),
+            from_totals: s.from_totals,
             unwatched_ns_by_cpu: counts(&s.unwatched_ns_by_cpu),
             objects: s.objects.as_ref().map(ObjectsRecord::of),
             chains: s.tally.as_ref().map(|t| {
@@ -308,6 +328,17 @@ impl<'a> SummaryRecord<'a> {
                     .map(|(_, c)| IpRecord {
                         count: c.count,
                         ip: (&c.ip).into(),
+                    })
+                    .collect()
+            }),
+            by_thread: s.tally.as_ref().map(|t| {
+                t.by_thread()
+                    .into_iter()
+                    .map(|t| ThreadRecord {
+                        pid: t.pid,
+                        tid: t.tid,
+                        comm: t.comm,
+                        count: t.count,
                     })
                     .collect()
             }),

@@ -406,9 +406,20 @@ pub struct Summary {
     pub unwatched_ns_by_cpu: BTreeMap<u32, u64>,
     /// `--on`: the objects' books.
     pub objects: Option<ObjectTally>,
+    /// Hits the stream could not print (their CPU's ring was full), by CPU. With [`Summary::from_totals`]
+    /// they are in every count all the same, and `lost_by_cpu` holds only the hits in no total.
+    pub unprinted_by_cpu: BTreeMap<u32, u64>,
+    /// The counts (hits, by CPU, the tally, `--folded`) are the kernel's totals of every kept hit, not
+    /// the hits the stream printed: the stream dropped some ([`crate::perf::bpf::totals`]).
+    pub from_totals: bool,
 }
 
 impl Summary {
+    /// Hits the stream could not print; the totals count them.
+    pub fn unprinted(&self) -> u64 {
+        self.unprinted_by_cpu.values().sum()
+    }
+
     pub fn hits(&self) -> u64 {
         self.hits_by_cpu.values().sum()
     }
@@ -432,6 +443,11 @@ pub trait Output {
     fn refused(&mut self, _kind: &str, _reason: &str, _code: i32) -> io::Result<()> {
         Ok(())
     }
+    /// The stream dropped hits, and the kernel counted every one: what a printer aggregates starts over
+    /// from the totals, each handed to [`Output::counted`]. Printers of the stream itself ignore both.
+    fn recount(&mut self) {}
+    /// `count` hits like `hit` (its chain and writer) in the kernel's totals; see [`Output::recount`].
+    fn counted(&mut self, _hit: &Hit<'_>, _count: u64) {}
 }
 
 /// Runs several printers as one, in order. Every printer is finished even when an earlier one failed (a
@@ -474,6 +490,12 @@ impl Output for Tee {
     }
     fn refused(&mut self, kind: &str, reason: &str, code: i32) -> io::Result<()> {
         self.each(|o| o.refused(kind, reason, code))
+    }
+    fn recount(&mut self) {
+        self.0.iter_mut().for_each(|o| o.recount());
+    }
+    fn counted(&mut self, hit: &Hit<'_>, count: u64) {
+        self.0.iter_mut().for_each(|o| o.counted(hit, count));
     }
 }
 
@@ -544,6 +566,12 @@ impl<O: Output, E: Write> Output for Quiet<O, E> {
     fn finish(&mut self, summary: &Summary) -> io::Result<()> {
         self.inner.finish(summary)
     }
+    fn recount(&mut self) {
+        self.inner.recount();
+    }
+    fn counted(&mut self, hit: &Hit<'_>, count: u64) {
+        self.inner.counted(hit, count);
+    }
 }
 
 /// The stderr line for a CPU that came online unarmed: every mode says it, since hits from it are missing.
@@ -597,6 +625,18 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
             summary.condition_disagreed
         )?;
     }
+    if summary.unprinted() > 0 {
+        write!(
+            err,
+            ", {} not printed (ring full){}",
+            summary.unprinted(),
+            if summary.from_totals {
+                ", counted in the kernel's totals"
+            } else {
+                ""
+            }
+        )?;
+    }
     if !summary.unwatched_ns_by_cpu.is_empty() {
         let gaps: Vec<String> = summary
             .unwatched_ns_by_cpu
@@ -631,17 +671,35 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
             us(0.99)
         )?;
     }
-    if summary.lost() > 0 {
-        let lost: Vec<String> = summary
-            .lost_by_cpu
-            .iter()
+    let per_cpu = |m: &BTreeMap<u32, u64>| {
+        m.iter()
             .map(|(c, n)| format!("cpu{c} {n}"))
-            .collect();
+            .collect::<Vec<String>>()
+            .join(", ")
+    };
+    if summary.lost() > 0 && summary.from_totals {
+        writeln!(
+            err,
+            "ksymwatch: WARNING: {} hits lost ({}): not printed, and in no total (the kernel's table of \
+             counts was full)",
+            summary.lost(),
+            per_cpu(&summary.lost_by_cpu)
+        )?;
+    } else if summary.lost() > 0 {
         writeln!(
             err,
             "ksymwatch: WARNING: {} events lost ({}); use a larger --buffer-pages",
             summary.lost(),
-            lost.join(", ")
+            per_cpu(&summary.lost_by_cpu)
+        )?;
+    }
+    if summary.from_totals {
+        writeln!(
+            err,
+            "ksymwatch: {} hits not printed ({}): their rings were full; the counts, the summary and \
+             --folded include them, from the kernel's totals (a larger --buffer-pages prints more)",
+            summary.unprinted(),
+            per_cpu(&summary.unprinted_by_cpu)
         )?;
     }
     if !summary.unwatched_ns_by_cpu.is_empty() {
@@ -663,4 +721,48 @@ pub fn format_time(ns: u64) -> String {
     let mut s = String::new();
     numbers::push_time(&mut s, ns);
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(summary: &Summary) -> String {
+        let mut out = Vec::new();
+        summary_line(&mut out, summary).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Records a full ring dropped: without totals they are lost; from the kernel's totals they are only
+    /// not printed, and `lost` is what no total holds.
+    #[test]
+    fn the_summary_line_says_what_the_totals_hold() {
+        let mut s = Summary::default();
+        s.hits_by_cpu.insert(0, 10);
+        s.lost_by_cpu.insert(0, 90);
+        let plain = line(&s);
+        assert!(
+            plain.starts_with("ksymwatch: 10 hits (cpu0 10), 90 lost,"),
+            "{plain}"
+        );
+        assert!(plain.contains("WARNING: 90 events lost (cpu0 90); use a larger --buffer-pages"));
+        let mut s = Summary {
+            from_totals: true,
+            ..Summary::default()
+        };
+        s.hits_by_cpu.insert(0, 100);
+        s.unprinted_by_cpu.insert(0, 90);
+        let totals = line(&s);
+        assert!(
+            totals.starts_with(
+                "ksymwatch: 100 hits (cpu0 100), 0 lost, 0.000s, 90 not printed (ring full), counted in \
+                 the kernel's totals\n"
+            ),
+            "{totals}"
+        );
+        assert!(!totals.contains("WARNING"), "{totals}");
+        assert!(totals.contains("90 hits not printed (cpu0 90)"), "{totals}");
+        s.lost_by_cpu.insert(1, 3);
+        assert!(line(&s).contains("WARNING: 3 hits lost (cpu1 3): not printed, and in no total"));
+    }
 }

@@ -64,15 +64,15 @@ impl ValueCounts {
         }
     }
 
-    fn add(&mut self, value: u64) {
+    fn add(&mut self, value: u64, count: u64) {
         if self.overflowed {
             return;
         }
         // At most 32 entries: a scan is as quick as a hash and needs no allocation.
         if let Some((_, n)) = self.counts.iter_mut().find(|(v, _)| *v == value) {
-            *n += 1;
+            *n += count;
         } else if self.counts.len() < VALUES_MAX {
-            self.counts.push((value, 1));
+            self.counts.push((value, count));
         } else {
             self.overflowed = true;
             self.counts = Vec::new();
@@ -113,6 +113,17 @@ pub struct Tally {
     scratch: Vec<u64>,
     /// One per target that had a hit with a value written, in first-seen order.
     values: Vec<ValueCounts>,
+    /// Hits by thread: (pid, tid) to the writer's name (the latest) and the count.
+    by_thread: BTreeMap<(u32, u32), (String, u64)>,
+}
+
+/// One writing thread's hits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadCount<'a> {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: &'a str,
+    pub count: u64,
 }
 
 /// Raw keys remembered before the caches start over: each new process adds keys of its own.
@@ -120,6 +131,11 @@ const RAW_KEYS_MAX: usize = 1 << 16;
 
 impl Tally {
     pub fn add(&mut self, hit: &Hit<'_>) {
+        self.add_n(hit, 1);
+    }
+
+    /// Counts `n` hits like `hit` (the kernel's totals hand over each key's count at once).
+    pub fn add_n(&mut self, hit: &Hit<'_>, n: u64) {
         let comm = self.comm_id(hit.comm);
         let pid = u64::from(hit.sample.pid);
 
@@ -147,8 +163,8 @@ impl Tally {
         };
         self.scratch = raw;
         let chain = &mut self.chains[i].1;
-        chain.count += 1;
-        bump(&mut chain.comms, hit.comm);
+        chain.count += n;
+        bump(&mut chain.comms, hit.comm, n);
 
         let ip = hit.ip;
         let raw_ip = if ip.kernel {
@@ -181,8 +197,16 @@ impl Tally {
                 i
             }
         };
-        self.ips[i].1.count += 1;
-        bump_hash(&mut self.by_comm, hit.comm);
+        self.ips[i].1.count += n;
+        bump_hash(&mut self.by_comm, hit.comm, n);
+        let thread = self
+            .by_thread
+            .entry((hit.sample.pid, hit.sample.tid))
+            .or_insert_with(|| (String::new(), 0));
+        if thread.0 != hit.comm {
+            thread.0 = hit.comm.to_string();
+        }
+        thread.1 += n;
 
         if let Value::Written { value, .. } = hit.value {
             // The table is made by the first hit of `--value`, known value or not, so a target whose values
@@ -196,7 +220,7 @@ impl Tally {
                 }
             };
             if let Some(v) = value {
-                self.values[i].add(v);
+                self.values[i].add(v, n);
             }
         }
     }
@@ -254,6 +278,47 @@ impl Tally {
         v
     }
 
+    /// Hits by writing thread, most first (then by pid and tid).
+    pub fn by_thread(&self) -> Vec<ThreadCount<'_>> {
+        let mut v: Vec<ThreadCount<'_>> = self
+            .by_thread
+            .iter()
+            .map(|(&(pid, tid), (comm, count))| ThreadCount {
+                pid,
+                tid,
+                comm,
+                count: *count,
+            })
+            .collect();
+        v.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then((a.pid, a.tid).cmp(&(b.pid, b.tid)))
+        });
+        v
+    }
+
+    /// The kernel's counts of target `target`'s values: `(value, count)`, `overflowed` when it was written
+    /// more distinct values than the table keeps; replaces what the stream counted.
+    pub fn set_values(
+        &mut self,
+        target: usize,
+        name: &str,
+        counts: &[(u64, u64)],
+        overflowed: bool,
+    ) {
+        let mut t = ValueCounts::new(target, name);
+        for &(v, n) in counts {
+            t.add(v, n);
+        }
+        if overflowed {
+            t.overflowed = true;
+            t.counts = Vec::new();
+        }
+        self.values.retain(|v| v.target != target);
+        self.values.push(t);
+    }
+
     /// `--value`: the values written, one table per target in target order; empty when no hit had
     /// [`Value::Written`] (no `--value`).
     pub fn by_value(&self) -> Vec<&ValueCounts> {
@@ -263,21 +328,21 @@ impl Tally {
     }
 }
 
-/// Counts one more for `name` without allocating once it is known.
-fn bump(map: &mut BTreeMap<String, u64>, name: &str) {
+/// Counts `by` more for `name` without allocating once it is known.
+fn bump(map: &mut BTreeMap<String, u64>, name: &str, by: u64) {
     match map.get_mut(name) {
-        Some(n) => *n += 1,
+        Some(n) => *n += by,
         None => {
-            map.insert(name.to_string(), 1);
+            map.insert(name.to_string(), by);
         }
     }
 }
 
-fn bump_hash(map: &mut HashMap<String, u64>, name: &str) {
+fn bump_hash(map: &mut HashMap<String, u64>, name: &str, by: u64) {
     match map.get_mut(name) {
-        Some(n) => *n += 1,
+        Some(n) => *n += by,
         None => {
-            map.insert(name.to_string(), 1);
+            map.insert(name.to_string(), by);
         }
     }
 }
@@ -305,6 +370,12 @@ pub fn write_text(
         summary.filtered,
         summary.elapsed.as_secs_f64()
     )?;
+    if summary.unprinted() > 0 {
+        write!(w, ", {} not printed (ring full)", summary.unprinted())?;
+        if summary.from_totals {
+            w.write_all(b": every count below is the kernel's, of every hit")?;
+        }
+    }
     if let Some(stop) = summary.stop {
         write!(w, ", stopped: {stop}")?;
     }
@@ -364,6 +435,33 @@ pub fn write_text(
         let name = escaped(name);
         writeln!(w, "# {n:>8} {:>5.1}%  {name}", pct(n, total))?;
     }
+    let threads = tally.by_thread();
+    let shown = if top == 0 {
+        threads.len()
+    } else {
+        top.min(threads.len())
+    };
+    writeln!(w, "#")?;
+    writeln!(w, "# hits by thread:")?;
+    for t in &threads[..shown] {
+        writeln!(
+            w,
+            "# {:>8} {:>5.1}%  {}-{} (pid {})",
+            t.count,
+            pct(t.count, total),
+            t.comm,
+            t.tid,
+            t.pid
+        )?;
+    }
+    if shown < threads.len() {
+        let rest: u64 = threads[shown..].iter().map(|t| t.count).sum();
+        writeln!(
+            w,
+            "# ... {} more threads with {rest} hits (--top 0 shows all)",
+            threads.len() - shown
+        )?;
+    }
     writeln!(w, "#")?;
     writeln!(w, "# hits by cpu:")?;
     for (cpu, &n) in &summary.hits_by_cpu {
@@ -416,6 +514,70 @@ mod tests {
             *summary.hits_by_cpu.entry(hit.sample.cpu).or_default() += 1;
         });
         (tally, summary)
+    }
+
+    /// The kernel's totals hand a key's hits over at once: counting them so is counting them one by one,
+    /// threads included; the text says the counts are the kernel's when the stream dropped hits.
+    #[test]
+    fn counting_n_at_once_is_counting_one_by_one() {
+        let table = table();
+        let watches = [watch("target_var", 0x1000, Access::Write)];
+        let read = [encode::KERNEL, 0xffffffff81000010, 0xffffffff81000110];
+        let hits = vec![
+            (sample(5, 0, &read), "cat", 0),
+            (sample(6, 1, &read), "dd", 0),
+        ];
+        let (mut once, _) = tally_of(&table, &hits, &watches);
+        each_hit(&table, &watches, &hits, |hit| once.add_n(hit, 2));
+        let mut each = Tally::default();
+        each_hit(&table, &watches, &hits, |hit| {
+            for _ in 0..3 {
+                each.add(hit);
+            }
+        });
+        assert_eq!(once.chains(), each.chains());
+        assert_eq!(once.by_comm(), each.by_comm());
+        assert_eq!(
+            once.by_thread(),
+            [
+                ThreadCount {
+                    pid: 5,
+                    tid: 5,
+                    comm: "cat",
+                    count: 3
+                },
+                ThreadCount {
+                    pid: 6,
+                    tid: 6,
+                    comm: "dd",
+                    count: 3
+                }
+            ]
+        );
+        once.set_values(0, "target_var", &[(7, 5), (9, 1)], false);
+        assert_eq!(once.by_value()[0].values(), [(7, 5), (9, 1)]);
+        once.set_values(0, "target_var", &[], true);
+        assert!(once.by_value()[0].overflowed());
+        let mut summary = Summary {
+            from_totals: true,
+            ..Summary::default()
+        };
+        summary.hits_by_cpu.insert(0, 6);
+        summary.unprinted_by_cpu.insert(0, 4);
+        let mut out = Vec::new();
+        write_text(&mut out, &summary, &once, 0).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with(
+                "# summary: 6 hits, 0 lost, 0 filtered, 0.000s, 4 not printed (ring full): every count \
+                 below is the kernel's, of every hit\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("# hits by thread:\n#        3  50.0%  cat-5 (pid 5)\n#        3  50.0%  dd-6 (pid 6)\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -391,6 +391,11 @@ impl EventSet {
         self.cfg.hits.is_some()
     }
 
+    /// The hit path's programs, whose maps hold the kernel's totals of every kept hit.
+    pub fn hit_programs(&self) -> Option<&crate::perf::bpf::hit_set::HitPrograms> {
+        self.cfg.hits.as_deref()
+    }
+
     /// Moves target `index` to `new` in place with MODIFY_ATTRIBUTES, inherited children included: no
     /// event is closed, so no thread loses its debug register. Every event of the target is left disabled
     /// (the caller drains what the old watch recorded, then calls [`EventSet::enable`]). On a refusal every

@@ -8,7 +8,8 @@
 //! ending the watches on a kernel module that is unloaded (`unload`); `--value`'s `old` in merged time
 //! order and its race counts (`olds`); the watched processes followed to their exit or exec
 //! (`watched`); the flight recorder that keeps the last hits until a trigger prints them (`flight`);
-//! `--on`'s object slots and batches (`objects`).
+//! `--on`'s object slots and batches (`objects`); the kernel's totals of every kept hit in the reports when
+//! the stream dropped some (`totals`).
 //!
 //! Uses [`crate::perf`] for events and records, [`crate::model`] for what to watch, keep and stop on, and
 //! [`crate::config`]'s resolved `--on` and `--last` settings;
@@ -33,6 +34,7 @@ pub(crate) mod sorter;
 pub(crate) mod store_value;
 pub(crate) mod symbolize;
 pub(crate) mod tasks;
+pub(crate) mod totals;
 pub(crate) mod unload;
 pub(crate) mod watched;
 

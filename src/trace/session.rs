@@ -38,6 +38,7 @@ use crate::trace::pipeline::{Pipeline, Release};
 use crate::trace::store_value;
 use crate::trace::symbolize::{NamedChain, Symbolizer};
 use crate::trace::tasks::Tasks;
+use crate::trace::totals;
 use crate::trace::unload;
 use crate::trace::watched::Watched;
 
@@ -422,6 +423,7 @@ impl<'a, O: Output> Session<'a, O> {
         if let Some(e) = self.output_error.take() {
             return Err(Error::runtime("writing output").caused_by(e));
         }
+        self.use_totals();
         self.summary.elapsed = start.elapsed();
         self.summary.stop = Some(stop);
         self.summary.objects = self.objects.as_mut().map(|o| o.slots.finish());
@@ -435,6 +437,26 @@ impl<'a, O: Output> Session<'a, O> {
             return Err(e);
         }
         Ok(self.summary)
+    }
+
+    /// On the hit path, when the stream dropped hits: the counts become the kernel's totals of every kept
+    /// hit ([`crate::trace::totals`]); a failure to read them is a warning, the stream's counts kept.
+    fn use_totals(&mut self) {
+        let events = self.rings.events();
+        let Some(hits) = events.hit_programs() else {
+            return;
+        };
+        if let Err(e) = totals::apply(
+            hits,
+            events.watches(),
+            &mut self.symbolizer,
+            &mut self.summary,
+            &mut self.out,
+        ) {
+            self.summary.warnings.push(format!(
+                "the kernel's totals could not be read ({e}): the counts are of the printed hits only"
+            ));
+        }
     }
 
     fn run_loop(&mut self, deadline: Option<Instant>, tokens: &mut Vec<u64>) -> Result<StopReason> {

@@ -31,6 +31,7 @@ mod live_process_wide;
 mod live_refusal;
 mod live_rollback;
 mod live_store_values;
+mod live_totals;
 mod live_typed;
 mod live_value;
 mod live_watch;

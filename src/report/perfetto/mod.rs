@@ -640,8 +640,13 @@ impl<W: Write> Output for Perfetto<W> {
             Some(a) => self.last_ns.max(a + summary.elapsed.as_nanos() as u64),
             None => self.last_ns,
         };
-        // Losses the summary counted that no record reported (a ring's last words).
-        for (&cpu, &total) in &summary.lost_by_cpu {
+        // Losses the summary counted that no record reported (a ring's last words). From the totals, the
+        // records the rings dropped are the unprinted hits; `lost` is then the hits in no total.
+        let dropped = match summary.from_totals {
+            true => &summary.unprinted_by_cpu,
+            false => &summary.lost_by_cpu,
+        };
+        for (&cpu, &total) in dropped {
             if self.lost.get(&cpu) != Some(&total) {
                 self.lost_counter(cpu, total, end)?;
             }
@@ -653,6 +658,9 @@ impl<W: Write> Output for Perfetto<W> {
             i.annotation("lost", AnnotationValue::Uint(summary.lost())),
             i.annotation("filtered", AnnotationValue::Uint(summary.filtered)),
         ];
+        if summary.unprinted() > 0 {
+            a.push(i.annotation("not printed", AnnotationValue::Uint(summary.unprinted())));
+        }
         if let Some(stop) = summary.stop {
             a.push(i.annotation("reason", text(&stop.to_string())));
         }

@@ -241,16 +241,18 @@ type Programs = (Option<Arc<HitPrograms>>, Option<Arc<Values>>);
 
 /// The BPF programs the plan's events get: the hit programs on the hit path (following the launched
 /// command's children, ending a process's watch at its exec, with the watched processes entered), or
-/// `--value`'s value programs on the per-thread path. `ring_pages`: each hit ring buffer's data pages.
-fn programs(plan: &WatchPlan, ring_pages: usize) -> Result<Programs> {
+/// `--value`'s value programs on the per-thread path. `ring_pages`: each hit ring buffer's data pages;
+/// `count`: `--count`, which the hit programs stop keeping hits at.
+fn programs(plan: &WatchPlan, ring_pages: usize, count: Option<u64>) -> Result<Programs> {
     let system = plan.system();
     if plan.hit_path {
-        let mut hits = HitPrograms::load(
+        let mut hits = HitPrograms::load_counting(
             &plan.watches,
             plan.condition.as_ref(),
             &plan.filter,
             (!system, plan.values),
             ring_pages,
+            count,
         )
         .map_err(advice::program)?;
         // A launched command's children are watched too, as `perf record -- CMD` follows them.
@@ -290,7 +292,7 @@ fn programs(plan: &WatchPlan, ring_pages: usize) -> Result<Programs> {
 
 /// Arms `plan` and runs the session until it stops; the exit status as [`run`]'s.
 fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
-    let programs = programs(&plan, args.buffer_pages)?;
+    let programs = programs(&plan, args.buffer_pages, args.count)?;
     let WatchPlan {
         mode: _,
         access,

@@ -386,7 +386,22 @@ impl<'a, O: Output> Session<'a, O> {
         };
         // Records written before the disable are still in the rings: print them, unless the reader is gone or
         // the count is already met. Only then do the kernel's counters tell the whole story.
+        // On the hit path the programs themselves stop keeping hits at `--count`: what they kept is still
+        // in the rings, and printed, as after a duration.
+        let count_in_kernel = stop == StopReason::Count
+            && self
+                .rings
+                .events()
+                .hit_programs()
+                .is_some_and(|h| h.limit_reached());
         let stop = match stop {
+            StopReason::Count if count_in_kernel => {
+                self.rings.drain();
+                self.release(Release::All);
+                self.audits.extend(self.rings.close_all());
+                self.settle_audits();
+                stop
+            }
             StopReason::Duration
             | StopReason::Signal(_)
             | StopReason::StrictHotplug(_)
@@ -437,6 +452,14 @@ impl<'a, O: Output> Session<'a, O> {
             return Err(e);
         }
         Ok(self.summary)
+    }
+
+    /// `--count` on the hit path: the programs kept the N-th hit.
+    fn kernel_count_reached(&self) -> bool {
+        self.rings
+            .events()
+            .hit_programs()
+            .is_some_and(|h| h.limit_reached())
     }
 
     /// On the hit path, when the stream dropped hits: the counts become the kernel's totals of every kept
@@ -540,6 +563,10 @@ impl<'a, O: Output> Session<'a, O> {
             }
         }
         if stop.is_none() && self.limits.count.is_some_and(|n| self.summary.hits() >= n) {
+            stop = Some(StopReason::Count);
+        }
+        // Hits the rings dropped never reach the count above; the programs' own count of kept hits does.
+        if stop.is_none() && self.limits.count.is_some() && self.kernel_count_reached() {
             stop = Some(StopReason::Count);
         }
         if let Err(e) = self.out.flush() {

@@ -27,26 +27,35 @@ pub fn apply<O: Output>(
     summary: &mut Summary,
     out: &mut O,
 ) -> io::Result<()> {
-    if summary.lost() == 0 {
-        return Ok(());
-    }
     let counted: Vec<Counted> = (0..hits.watches().min(watches.len()))
         .map(|w| hits.counted(w))
         .collect::<io::Result<_>>()?;
-    summary.unprinted_by_cpu = std::mem::take(&mut summary.lost_by_cpu);
-    summary.from_totals = true;
-    summary.hits_by_cpu.clear();
+    let mut kept = BTreeMap::new();
+    let mut uncounted = BTreeMap::new();
     for c in &counted {
         let by_cpu = c.kept_by_cpu.iter().zip(&c.uncounted_by_cpu);
-        for (cpu, (&kept, &uncounted)) in by_cpu.enumerate() {
-            add(
-                &mut summary.hits_by_cpu,
-                cpu,
-                kept.saturating_sub(uncounted),
-            );
-            add(&mut summary.lost_by_cpu, cpu, uncounted);
+        for (cpu, (&k, &u)) in by_cpu.enumerate() {
+            add(&mut kept, cpu, k);
+            add(&mut uncounted, cpu, u);
         }
     }
+    // Kept hits the stream did not print: dropped by a full ring (reported lost, or at the end of a
+    // burst), or still in a ring when `--count` stopped the run. (The tracer's own filters drop a few
+    // on the hit path: those count as printed here.)
+    let printed = summary.hits() + summary.filtered;
+    if summary.lost() == 0 && kept.values().sum::<u64>() <= printed {
+        return Ok(());
+    }
+    let less = |a: &BTreeMap<u32, u64>, b: &BTreeMap<u32, u64>| -> BTreeMap<u32, u64> {
+        a.iter()
+            .map(|(&cpu, &n)| (cpu, n.saturating_sub(b.get(&cpu).copied().unwrap_or(0))))
+            .filter(|&(_, n)| n > 0)
+            .collect()
+    };
+    summary.unprinted_by_cpu = less(&kept, &summary.hits_by_cpu);
+    summary.hits_by_cpu = less(&kept, &uncounted);
+    summary.lost_by_cpu = uncounted;
+    summary.from_totals = true;
     let mut tally = summary.tally.as_ref().map(|_| Tally::default());
     out.recount();
     let mut no_chain = 0;

@@ -155,6 +155,16 @@ mod schema {
         pub chains: Option<Vec<Chain>>,
         pub by_ip: Option<Vec<IpCount>>,
         pub by_comm: Option<Vec<CommCount>>,
+        pub by_thread: Option<Vec<ThreadCount>>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ThreadCount {
+        pub pid: u32,
+        pub tid: u32,
+        pub comm: String,
+        pub count: u64,
     }
 
     #[derive(Debug, Deserialize)]

@@ -109,3 +109,44 @@ fn with_the_smallest_ring_every_store_is_counted_from_the_kernels_totals() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--count N` with the smallest ring: the programs keep exactly N hits, all CPUs together, and the run
+/// stops there, though most of their records were dropped: the summary and the per-thread tally say N.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn count_stops_after_exactly_n_kept_hits_even_when_records_are_dropped() {
+    let Some(_live) = util::live() else { return };
+    const N: u64 = 5000;
+    let (code, out, err, made) = tagged(
+        64,
+        1000,
+        &[
+            "write",
+            "--json",
+            "--summary",
+            "--no-status",
+            "--buffer-pages",
+            "1",
+            "--count",
+            &N.to_string(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(made > N);
+    let records = util::ndjson(&out);
+    let s = util::summary_record(&records);
+    let printed = records.iter().filter(|r| r["type"] == "hit").count() as u64;
+    assert_eq!(s["stop"], "count", "{s}");
+    assert_eq!(s["hits"].as_u64(), Some(N), "{s}");
+    assert!(printed <= N, "{printed} printed");
+    let by_thread: u64 = s["by_thread"]
+        .as_array()
+        .expect("by_thread")
+        .iter()
+        .map(|t| t["count"].as_u64().expect("count"))
+        .sum();
+    assert_eq!(by_thread, N, "{s}");
+    if printed < N {
+        assert_eq!(s["unprinted"].as_u64(), Some(N - printed), "{s}");
+    }
+}

@@ -263,6 +263,10 @@ pub(crate) fn generate_parts(
         program::condition(&mut a, cond, spec.len, emit, filtered);
     }
     a.bind(emit);
+    // `--count N`: a hit past the N-th is not kept.
+    if let Some(t) = &maps.totals {
+        totals::claim(&mut a, t);
+    }
     stamp(&mut a, parts, 0);
     if parts.until == Until::Decided {
         a.goto(filtered);

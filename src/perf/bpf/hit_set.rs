@@ -17,7 +17,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use super::emit::{self, EmitMaps};
 use super::hit::{self, HitMaps, HitSpec, Parts};
 use super::tgid_olds::TgidOlds;
-use super::totals::{Counted, Totals};
+use super::totals::{Counted, Limit, Totals};
 use super::{
     possible_cpus, raw, ProgramError, MAP_TYPE_ARRAY, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH,
     MAP_TYPE_PERCPU_ARRAY, MAP_TYPE_PROG_ARRAY, MAP_TYPE_RINGBUF, OLDS_MAX, PROG_TYPE_PERF_EVENT,
@@ -121,6 +121,16 @@ impl WatchMaps {
         sys::bpf_map_update(self.reads.as_fd(), &0u32.to_ne_bytes(), &on.to_ne_bytes())
     }
 
+    /// The descriptors the program is built with (`procs`: the watched-process map, if any; `limit`:
+    /// `--count`'s claims counter and N).
+    fn fds_limited(&self, procs: Option<i32>, limit: Option<(i32, u64)>) -> HitMaps {
+        let mut maps = self.fds(procs);
+        if let Some(t) = &mut maps.totals {
+            t.limit = limit;
+        }
+        maps
+    }
+
     /// The descriptors the program is built with (`procs`: the watched-process map, if any).
     fn fds(&self, procs: Option<i32>) -> HitMaps {
         HitMaps {
@@ -153,6 +163,8 @@ pub struct HitPrograms {
     ring_pages: usize,
     /// The benchmark's stamps map, which the emitters add their part to.
     stamps: Option<i32>,
+    /// `--count N`: the programs keep no hit past the N-th ([`super::totals::claim`]).
+    limit: Option<Limit>,
 }
 
 impl std::fmt::Debug for HitPrograms {
@@ -185,11 +197,30 @@ impl HitPrograms {
         ring_pages: usize,
     ) -> Result<HitPrograms, ProgramError> {
         let kinds = (processes, written);
-        HitPrograms::load_parts(watches, condition, filter, kinds, ring_pages, &Parts::ALL)
+        HitPrograms::load_counting(watches, condition, filter, kinds, ring_pages, None)
+    }
+
+    /// [`HitPrograms::load`] for `--count N` (`count`): the programs keep N hits, all watches together,
+    /// and none after them.
+    pub fn load_counting(
+        watches: &[Watch],
+        condition: Option<&Condition>,
+        filter: &Filter,
+        kinds: (bool, bool),
+        ring_pages: usize,
+        count: Option<u64>,
+    ) -> Result<HitPrograms, ProgramError> {
+        let limit = count
+            .map(Limit::create)
+            .transpose()
+            .map_err(ProgramError::Unavailable)?;
+        let parts = &Parts::ALL;
+        HitPrograms::load_limited(watches, condition, filter, kinds, ring_pages, parts, limit)
     }
 
     /// [`HitPrograms::load`] with programs that go only as far as `parts` says (the writer-cost
     /// benchmark's).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn load_parts(
         watches: &[Watch],
         condition: Option<&Condition>,
@@ -197,6 +228,19 @@ impl HitPrograms {
         (processes, written): (bool, bool),
         ring_pages: usize,
         parts: &Parts,
+    ) -> Result<HitPrograms, ProgramError> {
+        let kinds = (processes, written);
+        HitPrograms::load_limited(watches, condition, filter, kinds, ring_pages, parts, None)
+    }
+
+    fn load_limited(
+        watches: &[Watch],
+        condition: Option<&Condition>,
+        filter: &Filter,
+        (processes, written): (bool, bool),
+        ring_pages: usize,
+        parts: &Parts,
+        limit: Option<Limit>,
     ) -> Result<HitPrograms, ProgramError> {
         let procs = match processes {
             true => Some(
@@ -220,11 +264,9 @@ impl HitPrograms {
                 filter,
                 comm_offset: super::task::comm_offset(),
             };
-            let prog = load_hit(
-                &spec,
-                &maps.fds(procs.as_ref().map(|p| raw(p.as_fd()))),
-                parts,
-            )?;
+            let procs = procs.as_ref().map(|p| raw(p.as_fd()));
+            let limited = maps.fds_limited(procs, limit.as_ref().map(Limit::fds));
+            let prog = load_hit(&spec, &limited, parts)?;
             let read_len = spec.read_value.then_some(spec.len);
             programs.push(HitProgram {
                 prog,
@@ -241,7 +283,16 @@ impl HitPrograms {
             written,
             ring_pages,
             stamps: parts.stamps,
+            limit,
         })
+    }
+
+    /// `--count N`: whether the programs kept their N-th hit (and so will keep no more); `false` without a
+    /// limit or when it cannot be read.
+    pub fn limit_reached(&self) -> bool {
+        self.limit
+            .as_ref()
+            .is_some_and(|l| l.reached().unwrap_or(false))
     }
 
     /// Adds process `tgid` to the watched processes (no-op for a watch of every task).

@@ -251,6 +251,12 @@ impl Asm {
         self.push(Insn::new(STX | DW | ATOMIC, dst, src, off, 0))
     }
 
+    /// `src = atomic_fetch_add((u64 *)(dst + off), src)` (`BPF_ATOMIC` `BPF_ADD | BPF_FETCH`, Linux 5.12):
+    /// the value before the add comes back in `src`.
+    pub fn atomic_fetch_add(&mut self, dst: Reg, off: i16, src: Reg) -> &mut Asm {
+        self.push(Insn::new(STX | DW | ATOMIC, dst, src, off, 0x01))
+    }
+
     /// `if dst COND imm goto label` (the immediate is sign-extended to 64 bits).
     pub fn jump_imm(&mut self, cond: Cond, dst: Reg, imm: i32, label: Label) -> &mut Asm {
         self.fixups.push((self.insns.len(), label));

@@ -252,10 +252,14 @@ impl Machine {
                 }
                 LDX => r[dst] = self.load(r[src].wrapping_add(i.off as i64 as u64), size(i.code)),
                 STX if i.code & 0xe0 == ATOMIC => {
-                    assert_eq!(i.imm, 0, "only BPF_ADD without BPF_FETCH");
+                    // BPF_ADD, with BPF_FETCH (1) the old value back in src.
+                    assert!(i.imm == 0 || i.imm == 1, "only BPF_ADD");
                     let (at, len) = (dst_addr(&r, &i), size(i.code));
-                    let sum = self.load(at, len).wrapping_add(r[src]);
-                    self.store(at, len, sum);
+                    let old = self.load(at, len);
+                    self.store(at, len, old.wrapping_add(r[src]));
+                    if i.imm == 1 {
+                        r[src] = old;
+                    }
                 }
                 STX => self.store(dst_addr(&r, &i), size(i.code), r[src]),
                 ST => self.store(dst_addr(&r, &i), size(i.code), imm),

@@ -37,6 +37,7 @@ use crate::perf::hit_record as rec;
 use crate::perf::sys;
 
 const MAP_TYPE_HASH: u32 = 1;
+const MAP_TYPE_ARRAY: u32 = 2;
 const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 
 /// Words a chain holds at most: both stacks full.
@@ -84,6 +85,9 @@ pub struct TotalsMaps {
     /// `--value`: counts by value read.
     pub values: Option<i32>,
     pub stats: i32,
+    /// `--count N`: a `BPF_MAP_TYPE_ARRAY` of one u64 every watch's program claims a hit from, and N; a
+    /// hit past the N-th is not kept ([`claim`]).
+    pub limit: Option<(i32, u64)>,
 }
 
 /// One watch's totals maps, owned.
@@ -140,6 +144,7 @@ impl Totals {
             counts: self.counts.as_raw_fd(),
             values: self.values.as_ref().map(|v| v.as_raw_fd()),
             stats: self.stats.as_raw_fd(),
+            limit: None,
         }
     }
 
@@ -281,6 +286,52 @@ pub fn chain_hash(words: impl IntoIterator<Item = u64>) -> u64 {
         h ^= h >> 32;
     }
     h
+}
+
+/// `--count N`: the shared claims counter, one u64 in a `BPF_MAP_TYPE_ARRAY` all watches' programs add to.
+pub struct Limit {
+    map: OwnedFd,
+    pub count: u64,
+}
+
+impl Limit {
+    pub fn create(count: u64) -> io::Result<Limit> {
+        Ok(Limit {
+            map: sys::bpf_map_create(MAP_TYPE_ARRAY, 4, 8, 1, "ksw_limit")?,
+            count,
+        })
+    }
+
+    /// What the programs are built with.
+    pub fn fds(&self) -> (i32, u64) {
+        (self.map.as_raw_fd(), self.count)
+    }
+
+    /// Whether the programs kept their N-th hit: none after it is kept.
+    pub fn reached(&self) -> io::Result<bool> {
+        let mut v = [0u8; 8];
+        sys::bpf_map_lookup(self.map.as_fd(), &0u32.to_ne_bytes(), &mut v)?;
+        Ok(u64::from_ne_bytes(v) >= self.count)
+    }
+}
+
+/// `--count N` (with `maps.limit`): claims this hit, one added atomically to the shared counter; a hit
+/// whose claim comes after the N-th returns 0 here, not kept and not counted (the run ends at the N-th,
+/// as the tracer learns from [`Limit::reached`]). So the totals hold exactly N hits however many CPUs
+/// stored at once. r0-r5 clobbered.
+pub fn claim(a: &mut Asm, maps: &TotalsMaps) {
+    let Some((map, n)) = maps.limit else {
+        return;
+    };
+    let keep = a.label();
+    program::lookup(a, (map, 0, STAT_KEY), keep);
+    a.mov_imm(R1, 1).atomic_fetch_add(R0, 0, R1);
+    match i32::try_from(n) {
+        Ok(n) => a.jump_imm(Cond::Lt, R1, n, keep),
+        Err(_) => a.ld_imm64(R2, n).jump(Cond::Lt, R1, R2, keep),
+    };
+    a.mov_imm(R0, 0).exit();
+    a.bind(keep);
 }
 
 /// Counts the hit whose record is in r7 (stacks at `stacks`): its chain stored once, its

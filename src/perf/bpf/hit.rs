@@ -115,6 +115,8 @@ pub(crate) struct Parts {
     /// Keep a user address's old values in the by-tgid array where there is one; off, in the hash only
     /// (the benchmark's before).
     pub olds_by_tgid: bool,
+    /// Count each kept hit in the in-kernel totals ([`super::totals`]); off, the benchmark's before.
+    pub totals: bool,
 }
 
 impl Parts {
@@ -125,6 +127,7 @@ impl Parts {
         drop_stamps: None,
         olds: true,
         olds_by_tgid: true,
+        totals: true,
     };
 }
 
@@ -405,13 +408,18 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, spec: &HitSpec<'_>, parts: &Parts, s
     a.store(DW, R7, rec::OFF_USTACK_BYTES, R0);
     // The size in r8 (kernel stack bytes + user stack bytes + header): r0-r5 do not survive the lookup.
     a.alu(Alu::Add, R8, R0).alu_imm(Alu::Add, R8, stacks);
+    // Counted before the ring is tried: a record the ring has no room for is still in the totals. (With
+    // stamps, in the user stack's part.)
+    if let Some(t) = maps
+        .totals
+        .as_ref()
+        .filter(|_| parts.totals && parts.until == Until::Output)
+    {
+        totals::count(a, t, stacks as i16);
+    }
     stamp(a, parts, 3);
     if parts.until == Until::UserStack {
         return stop_early(a, stop, out);
-    }
-    // Counted before the ring is tried: a record the ring has no room for is still in the totals.
-    if let Some(t) = &maps.totals {
-        totals::count(a, t, stacks as i16);
     }
     hand_over(a, maps, parts);
     a.bind(out);

@@ -24,7 +24,9 @@
 //! - `kept`: the real program of `--quiet`, every record written to the ring and read by a reader here;
 //! - `stamped`: `kept` with its parts timed in the kernel;
 //! - `ustack-getstack`, `kept-getstack`, `stamped-getstack`: the same with the user stack of a user-mode
-//!   trap taken by `bpf_get_stack` (the kernel's walk), as before the program walked it itself.
+//!   trap taken by `bpf_get_stack` (the kernel's walk), as before the program walked it itself;
+//! - `kept-nototals`, `stamped-nototals`: `kept` and `stamped` without counting each hit in the kernel's
+//!   totals (`super::totals`), as before they were (`stamped` times the totals in its `ustack` part).
 //!
 //! Without `KSW_BENCH_N` this is a quick live test (2,000 stores, every variant once); with it, a
 //! benchmark run: `KSW_BENCH_N`, `KSW_BENCH_RUNS` (default 1; variants rotate one place each run),
@@ -50,7 +52,7 @@ use crate::perf::record::{RECORD_SAMPLE, SAMPLE_CALLCHAIN};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
 
-const VARIANTS: [&str; 18] = [
+const VARIANTS: [&str; 20] = [
     "bare",
     "ret0",
     "ret0-callchain",
@@ -69,6 +71,8 @@ const VARIANTS: [&str; 18] = [
     "ustack-getstack",
     "kept-getstack",
     "stamped-getstack",
+    "kept-nototals",
+    "stamped-nototals",
 ];
 
 /// A value the writer (storing 0..N-1) never stores.
@@ -229,6 +233,7 @@ fn parts_of(variant: &str) -> (Parts, Option<OwnedFd>, Option<u32>) {
         drop_stamps: stamps_fd.filter(|_| drop),
         olds: variant != "drop-noold",
         olds_by_tgid: !variant.starts_with("drop-hash"),
+        totals: !variant.ends_with("-nototals"),
     };
     (parts, stamps, slots)
 }
@@ -352,8 +357,8 @@ fn as_expected(variant: &str, n: u64, s: &Seen) -> bool {
     match variant {
         "bare" => s.count >= n,
         "ret0" | "ret0-callchain" | "ret0-nosample" => s.samples == 0,
-        "kept" | "kept-getstack" => s.samples >= n,
-        "stamped" | "stamped-getstack" => {
+        "kept" | "kept-getstack" | "kept-nototals" => s.samples >= n,
+        "stamped" | "stamped-getstack" | "stamped-nototals" => {
             s.samples >= n && s.stamps.first().is_some_and(|&k| k >= n)
         }
         "drop-stamped" | "drop-hash-stamped" => {

@@ -279,13 +279,18 @@ impl CountKey {
 }
 
 /// The chain hash the program computes over a chain's words (kernel then user, as in the record).
+///
+/// FNV-1a over 64-bit words (one xor and one multiply a word: four instructions of the program's unrolled
+/// loop, which the verifier walks at every start), then a final mix so that every bit of every word
+/// reaches the low bits too.
 pub fn chain_hash(words: impl IntoIterator<Item = u64>) -> u64 {
     let mut h = SEED;
     for w in words {
         h = (h ^ w).wrapping_mul(MUL);
-        h ^= h >> 32;
     }
-    h
+    h ^= h >> 32;
+    h = h.wrapping_mul(MUL);
+    h ^ (h >> 29)
 }
 
 /// `--count N`: the shared claims counter, one u64 in a `BPF_MAP_TYPE_ARRAY` all watches' programs add to.
@@ -382,12 +387,16 @@ pub fn hash_chain(a: &mut Asm, record: Reg, stacks: i16) {
         a.jump_imm(Cond::Le, R4, 8 * i, done)
             .load(DW, R2, record, stacks + 8 * i as i16)
             .alu(Alu::Xor, R1, R2)
-            .alu(Alu::Mul, R1, R3)
-            .mov(R2, R1)
-            .alu_imm(Alu::Rsh, R2, 32)
-            .alu(Alu::Xor, R1, R2);
+            .alu(Alu::Mul, R1, R3);
     }
     a.bind(done);
+    a.mov(R2, R1)
+        .alu_imm(Alu::Rsh, R2, 32)
+        .alu(Alu::Xor, R1, R2)
+        .alu(Alu::Mul, R1, R3)
+        .mov(R2, R1)
+        .alu_imm(Alu::Rsh, R2, 29)
+        .alu(Alu::Xor, R1, R2);
 }
 
 /// The chain (the record's stack words) into `chains` under the key at `KEY + 8`, unless it is there.

@@ -852,11 +852,23 @@ pub fn bpf_map_create(
     max_entries: u32,
     name: &str,
 ) -> io::Result<OwnedFd> {
+    bpf_map_create_flags(map_type, (key_size, value_size, max_entries), 0, name)
+}
+
+/// BPF_MAP_CREATE with `map_flags` (`BPF_F_NO_PREALLOC`: a hash map's elements allocated as they are
+/// inserted); `sizes`: key, value, max entries.
+pub fn bpf_map_create_flags(
+    map_type: u32,
+    (key_size, value_size, max_entries): (u32, u32, u32),
+    map_flags: u32,
+    name: &str,
+) -> io::Result<OwnedFd> {
     let mut attr = MapCreateAttr {
         map_type,
         key_size,
         value_size,
         max_entries,
+        map_flags,
         map_name: object_name(name),
         ..MapCreateAttr::default()
     };

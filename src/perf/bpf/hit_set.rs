@@ -251,7 +251,7 @@ impl HitPrograms {
         };
         let mut programs = Vec::with_capacity(watches.len());
         for w in watches {
-            let maps = WatchMaps::create(written)?;
+            let mut maps = WatchMaps::create(written)?;
             maps.set_reads(w).map_err(ProgramError::Unavailable)?;
             let spec = HitSpec {
                 len: w.len,
@@ -265,8 +265,16 @@ impl HitPrograms {
                 comm_offset: super::task::comm_offset(),
             };
             let procs = procs.as_ref().map(|p| raw(p.as_fd()));
-            let limited = maps.fds_limited(procs, limit.as_ref().map(Limit::fds));
-            let prog = load_hit(&spec, &limited, parts)?;
+            let lim = limit.as_ref().map(Limit::fds);
+            let prog = match load_hit(&spec, &maps.fds_limited(procs, lim), parts) {
+                // Before Linux 6.1 a perf-event program may use only preallocated hash maps.
+                Err(ProgramError::Refused { .. }) => {
+                    maps.totals =
+                        Totals::create_preallocated(written).map_err(ProgramError::Unavailable)?;
+                    load_hit(&spec, &maps.fds_limited(procs, lim), parts)?
+                }
+                r => r?,
+            };
             let read_len = spec.read_value.then_some(spec.len);
             programs.push(HitProgram {
                 prog,

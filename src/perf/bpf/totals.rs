@@ -17,8 +17,8 @@
 //!   the writer's name) to the number of hits, added to atomically (`BPF_ATOMIC` add: two CPUs may count
 //!   the same key at once).
 //! - `values` (`--value` only, [`VALUES_MAX`] entries): the value the program read at the trap to its
-//!   count; a watch written more distinct values than the summary shows ([`crate::report::summary::VALUES_MAX`])
-//!   fills it, and a value it has no room for is counted in [`STAT_VALUES_OVER`].
+//!   count; a watch written more distinct values than the summary lists (32) fills it, and a value it
+//!   has no room for is counted in [`STAT_VALUES_OVER`].
 //! - `stats` (`BPF_MAP_TYPE_PERCPU_ARRAY`): [`STAT_KEPT`] every kept hit, by CPU; [`STAT_UNCOUNTED`] those
 //!   `counts` had no room for (in no total: the only hits the summary then reports as lost);
 //!   [`STAT_NO_CHAIN`] those whose chain `chains` had no room for (counted, their chain unknown).

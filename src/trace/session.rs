@@ -464,7 +464,12 @@ impl<'a, O: Output> Session<'a, O> {
 
     /// On the hit path, when the stream dropped hits: the counts become the kernel's totals of every kept
     /// hit ([`crate::trace::totals`]); a failure to read them is a warning, the stream's counts kept.
+    /// Not with `--on`: its slots hold one object after another, and writes after an object's free are
+    /// not hits, which the kernel cannot tell.
     fn use_totals(&mut self) {
+        if self.objects.is_some() {
+            return;
+        }
         let events = self.rings.events();
         let Some(hits) = events.hit_programs() else {
             return;

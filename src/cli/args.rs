@@ -211,7 +211,7 @@ pub struct WatchArgs {
 /// How hits are reported: formats, end-of-session reports, filters.
 #[derive(Args, Debug, Default)]
 pub struct OutputArgs {
-    /// One JSON object per line (NDJSON) on stdout for every hit and stream event; schema in the README.
+    /// One JSON object per line (NDJSON) on stdout for every hit and stream event; schema in docs/outputs.md.
     /// The same as `--format json`.
     #[arg(long)]
     pub json: bool,

@@ -100,7 +100,7 @@ pub enum Denial {
 }
 
 impl Denial {
-    /// The name a script tests (`kind` in JSON; the README lists them).
+    /// The name a script tests (`kind` in JSON; docs/outputs.md lists them).
     pub fn as_str(self) -> &'static str {
         match self {
             Denial::KernelBreakpointsRefused => "kernel_breakpoints_refused",

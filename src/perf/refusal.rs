@@ -14,7 +14,7 @@ use crate::perf::denial::{self, Credentials, Denial, Scope};
 use crate::perf::event::{OpenError, Stage};
 use crate::perf::privilege::Privilege;
 
-/// What kind of refusal it was, by name: what JSON's `kind` says (the README lists them).
+/// What kind of refusal it was, by name: what JSON's `kind` says (docs/outputs.md lists them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// A refusal of permission, by the rule [`crate::perf::denial`] found.

@@ -1,11 +1,12 @@
 //! `--json`: one JSON object per line (NDJSON) on stdout for the header, the armed mark, every hit, every
-//! stream event and the final summary, each tagged with `type`. The schema is this file's record types and
-//! is documented in the README; addresses are `"0x…"` strings because 64-bit kernel addresses do not survive
-//! a trip through an IEEE double (jq, JavaScript). Times are `time_ns`, CLOCK_MONOTONIC nanoseconds (time
-//! since boot, not counting suspend), the clock the kernel stamps samples with. A process watch's hits carry
-//! `value` (the watched bytes when the hit was drained, `"0x2a"`, or `null` when unreadable); a system-wide
-//! watch's hits have no such field. With `--value` every hit has `value` and `old` (the store's own value and
-//! the one before it, `null` when unknown), and the `--summary` record `by_value`.
+//! stream event and the final summary, each tagged with `type`. The schema is this file's record types and is
+//! documented in docs/outputs.md ("JSON output"); addresses are `"0x…"` strings because 64-bit kernel
+//! addresses do not survive a trip through an IEEE double (jq, JavaScript). Times are `time_ns`,
+//! CLOCK_MONOTONIC nanoseconds (time since boot, not counting suspend), the clock the kernel stamps samples
+//! with. A process watch's hits carry `value` (the watched bytes when the hit was drained, `"0x2a"`, or `null`
+//! when unreadable); a system-wide watch's hits have no such field. With `--value` every hit has `value` and
+//! `old` (the store's own value and the one before it, `null` when unknown), and the `--summary` record
+//! `by_value`.
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};

@@ -1,4 +1,4 @@
-//! Every row of the README's bad-input table: a one-line error naming the problem and the fix, the
+//! Every row of docs/bad-input.md's table: a one-line error naming the problem and the fix, the
 //! documented exit code, and nothing armed. Rows that need no breakpoint run without the live lock.
 
 use crate::util;

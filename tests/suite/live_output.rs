@@ -14,8 +14,8 @@ use util::{parse_hits, run, Writer, BIN};
 
 const KERNEL_TARGET: &str = "__start_init_stack+0x3e00";
 
-/// The README's JSON schema as types that refuse any field they do not name. Fields exist to be checked by
-/// deserialization; not every test reads every one.
+/// The JSON schema of docs/outputs.md ("JSON output") as types that refuse any field they do not name. Fields
+/// exist to be checked by deserialization; not every test reads every one.
 #[allow(dead_code)]
 mod schema {
     use serde::Deserialize;

@@ -449,7 +449,7 @@ pub fn write_text(
             "# {:>8} {:>5.1}%  {}-{} (pid {})",
             t.count,
             pct(t.count, total),
-            escaped(&t.comm),
+            escaped(t.comm),
             t.tid,
             t.pid
         )?;

@@ -150,9 +150,14 @@ pub struct WatchArgs {
     /// its own copy.
     #[arg(long, value_name = "N")]
     pub percpu_cpu: Option<u32>,
-    /// Ring-buffer data pages per CPU and target (a power of two).
-    #[arg(long, value_name = "PAGES", default_value_t = 128)]
-    pub buffer_pages: usize,
+    /// Ring-buffer data pages per CPU and target (a power of two). Default: the hit rings sized from the
+    /// CPUs and what the watch covers (128-4096), the perf rings 128.
+    #[arg(long, value_name = "PAGES")]
+    pub buffer_pages: Option<usize>,
+    /// The reader's scheduling: SCHED_FIFO at priority PRIO (1-99) where permitted, as `perf record
+    /// --realtime`, so writers on its CPU cannot starve it; `off` keeps the normal priority.
+    #[arg(long, value_name = "PRIO|off", default_value = "1")]
+    pub realtime: String,
     /// A CPU that comes online and cannot be armed is fatal (exit 3) instead of reported and retried.
     #[arg(long)]
     pub strict_hotplug: bool,

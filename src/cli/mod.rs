@@ -12,6 +12,7 @@ mod otlp;
 mod output_file;
 mod plan;
 mod resolve;
+mod ring_size;
 mod watch;
 
 use clap::Parser;

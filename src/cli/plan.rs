@@ -561,12 +561,14 @@ struct Options {
 impl Options {
     fn check(args: &WatchArgs) -> Result<Options> {
         let mode = Mode::of(args)?;
-        if !args.buffer_pages.is_power_of_two() || args.buffer_pages > 1 << 16 {
-            return Err(Error::usage(format!(
-                "--buffer-pages {} must be a power of two up to 65536 (e.g. 64, 128, 256)",
-                args.buffer_pages
-            )));
+        if let Some(pages) = args.buffer_pages {
+            if !pages.is_power_of_two() || pages > 1 << 16 {
+                return Err(Error::usage(format!(
+                    "--buffer-pages {pages} must be a power of two up to 65536 (e.g. 64, 128, 256)"
+                )));
+            }
         }
+        realtime(&args.realtime)?;
         let mut filter = filter(&args.output)?;
         // With --on, --comm chooses the allocating tasks (`object_plan`), not the hits.
         if args.on.is_some() {
@@ -1185,6 +1187,19 @@ fn kernel_comm(name: &str) -> String {
 fn parse_condition(text: Option<&str>) -> Result<Option<Condition>> {
     text.map(|t| condition::parse(t).map_err(|e| Error::usage(format!("--if '{t}': {e}"))))
         .transpose()
+}
+
+/// `--realtime PRIO|off`: the reader's SCHED_FIFO priority, or none.
+pub(crate) fn realtime(text: &str) -> Result<Option<u8>> {
+    if text == "off" {
+        return Ok(None);
+    }
+    match text.parse::<u8>() {
+        Ok(p @ 1..=99) => Ok(Some(p)),
+        _ => Err(Error::usage(format!(
+            "--realtime {text} must be a priority from 1 to 99 or `off` (e.g. --realtime 1)"
+        ))),
+    }
 }
 
 /// `--last N` and its `--dump-on` triggers, checked against each other and the outputs.

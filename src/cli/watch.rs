@@ -16,6 +16,7 @@ use crate::cli::output_file::{self, Named};
 use crate::cli::plan::{
     folded_to_stdout, processes_watches, stream_format, Mode, ObjectPlan, WatchPlan,
 };
+use crate::cli::ring_size::{self, Coverage};
 use crate::config::flight::Flight;
 use crate::config::symbols::FileSymbols;
 use crate::config::typed;
@@ -292,7 +293,8 @@ fn programs(plan: &WatchPlan, ring_pages: usize, count: Option<u64>) -> Result<P
 
 /// Arms `plan` and runs the session until it stops; the exit status as [`run`]'s.
 fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
-    let programs = programs(&plan, args.buffer_pages, args.count)?;
+    let programs = programs(&plan, hit_ring_pages(args, &plan), args.count)?;
+    let realtime = super::plan::realtime(&args.realtime)?;
     let WatchPlan {
         mode: _,
         access,
@@ -391,7 +393,27 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
     if let Some(o) = objects {
         session.watch_objects(object_watch(o, &cpus, &watches)?)?;
     }
-    announce_and_run(session, &armed_line, &header, launched)
+    announce_and_run(session, &armed_line, &header, launched, realtime)
+}
+
+/// Each hit ring buffer's data pages: `--buffer-pages`, or sized from the CPUs and what the watch covers
+/// ([`ring_size`]).
+fn hit_ring_pages(args: &WatchArgs, plan: &WatchPlan) -> usize {
+    if let Some(pages) = args.buffer_pages {
+        return pages;
+    }
+    let coverage = match &plan.scope {
+        Scope::System => Coverage::System,
+        Scope::Processes(pids) => Coverage::Threads(arm::thread_count(pids) as u64),
+        Scope::Launched(_) => Coverage::Launch,
+    };
+    ring_size::hit_ring_pages(
+        plan.cpus.len(),
+        plan.watches.len(),
+        coverage,
+        plan.values,
+        sys::page_size(),
+    )
 }
 
 /// How every breakpoint event of the watch is opened: `programs` attached, `--buffer-pages` rings.
@@ -402,7 +424,7 @@ fn event_config(
     percpu: Option<crate::perf::bpf::percpu::Offsets>,
 ) -> EventConfig {
     EventConfig {
-        ring_pages: args.buffer_pages,
+        ring_pages: args.buffer_pages.unwrap_or(ring_size::PERF_RING_PAGES),
         user_only,
         track_tasks: true,
         count_lost: true,
@@ -426,6 +448,7 @@ fn announce_and_run(
     armed_line: &ArmedLine,
     header: &Header<'_>,
     mut launched: Option<Launched>,
+    realtime: Option<u8>,
 ) -> Result<i32> {
     let announced = armed_line.announce(&mut session.out, header);
     // The symbol cache is written a little after `armed`, off the path from start to the first hits: a
@@ -440,6 +463,12 @@ fn announce_and_run(
     }
     if let Some(l) = launched.as_mut() {
         l.release()?;
+    }
+    // The reader (this thread) runs before the writers on its CPU, however many are runnable: each wake-up
+    // drains what the rings held when it began (bounded by their size) and it sleeps in epoll between, so
+    // it cannot starve the CPU. Refused (no CAP_SYS_NICE): it reads at the normal priority, as before.
+    if let Some(priority) = realtime {
+        let _ = sys::set_fifo(priority);
     }
     session.run()?;
     let _ = io::stdout().flush();

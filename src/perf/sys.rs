@@ -173,6 +173,19 @@ pub fn page_size() -> usize {
     }
 }
 
+/// Puts the calling thread (only it: Linux schedules threads) under SCHED_FIFO at `priority`, with
+/// SCHED_RESET_ON_FORK so that no thread or process it starts afterwards inherits the real-time policy.
+/// EPERM without CAP_SYS_NICE (or an RLIMIT_RTPRIO of at least `priority`).
+pub fn set_fifo(priority: u8) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: libc::c_int::from(priority),
+    };
+    // SAFETY: `param` is a valid sched_param for the call's duration; pid 0 is the calling thread.
+    cvt(unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param)
+    })
+}
+
 /// An epoll instance.
 pub struct Epoll(OwnedFd);
 

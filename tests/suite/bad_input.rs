@@ -211,6 +211,13 @@ fn bad_options() {
         2,
         &["power of two"],
     );
+    for prio in ["0", "100", "high"] {
+        rejects(
+            &["write", "0x10000", "--realtime", prio],
+            2,
+            &["--realtime", "from 1 to 99 or `off`"],
+        );
+    }
     rejects(
         &[
             "write", "0x10000", "0x10008", "0x10010", "0x10018", "0x10020",

@@ -28,6 +28,7 @@ mod live_output;
 mod live_perfetto;
 mod live_process;
 mod live_process_wide;
+mod live_realtime;
 mod live_refusal;
 mod live_rollback;
 mod live_store_values;

@@ -1,0 +1,198 @@
+//! The default size of the hit path's per-CPU BPF ring buffers when `--buffer-pages` is not given: large
+//! enough to hold what one CPU's writers can store while the reader is away, from the number of CPUs and
+//! what the watch covers, and capped. Pure, so the policy is tested offline.
+//!
+//! A ring must hold the hits its CPU takes between two drains. The reader drains every [`TICK`] at least
+//! (10 ms; in a flood exactly then), and a CPU takes a hit every ~7 us at most here (the debug exception and
+//! the hit program; [`MIN_HIT_GAP`] allows for a faster machine), so one tick is 2,000 records. When the reader shares its CPU with `w`
+//! runnable writers and runs at the normal priority (the raise refused or `--realtime off`), the scheduler
+//! runs each of them for its slice first: the ring must also hold `w` slices' worth. A process watch knows
+//! its threads at start (`w` = threads per CPU); a launched command starts its threads later, so it gets
+//! [`LAUNCH_WRITERS`]; a system-wide watch one writer a CPU.
+//!
+//! The cap: a BPF ring buffer is kernel memory (vmalloc'd, never swapped) charged to the tracer's memory
+//! cgroup, not to RLIMIT_MEMLOCK (since Linux 5.11), and a watch has one per CPU and target. So a ring is at
+//! most [`MAX_RING_PAGES`], and all of a watch's rings together at most [`MAX_TOTAL_PAGES`] (64 MiB with
+//! 4 KiB pages), whatever the machine; never below [`MIN_RING_PAGES`], the fixed default before.
+//! `--buffer-pages` overrides all of this (and sizes the perf rings too, which stay at [`PERF_RING_PAGES`]
+//! by default: they are charged to RLIMIT_MEMLOCK past `perf_event_mlock_kb`, and carry hits only off the
+//! hit path).
+
+use std::time::Duration;
+
+use crate::trace::pace::TICK;
+
+/// Each breakpoint event's perf ring, in pages, unless `--buffer-pages` says otherwise.
+pub const PERF_RING_PAGES: usize = 128;
+
+/// The smallest default hit ring (the fixed default before sizing): 512 KiB with 4 KiB pages.
+pub const MIN_RING_PAGES: usize = 128;
+
+/// The largest default hit ring: 16 MiB with 4 KiB pages.
+pub const MAX_RING_PAGES: usize = 4096;
+
+/// The most pages all the default hit rings of one watch take together: 64 MiB with 4 KiB pages.
+pub const MAX_TOTAL_PAGES: usize = 16384;
+
+/// The fastest a CPU takes hits, as the time between two: the trap costs the writer ~7 us here
+/// (BENCHMARKS.md, throughput); a little faster, for a faster machine.
+const MIN_HIT_GAP: Duration = Duration::from_micros(5);
+
+/// A hit record's size in the ring with a typical call chain (its 8-byte ring header, 96 bytes of fields,
+/// a dozen user frames), and with `--value`'s registers and instruction bytes (184 bytes more).
+const RECORD_BYTES: u64 = 192;
+const VALUE_RECORD_BYTES: u64 = 384;
+
+/// Writers per CPU assumed for a launched command, whose threads are not known when the rings are made.
+pub const LAUNCH_WRITERS: u64 = 32;
+
+/// Writers per CPU beyond which a ring does not grow (the cap takes over long before on most machines).
+const MAX_WRITERS: u64 = 64;
+
+/// What the watch covers, as far as the ring size goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coverage {
+    /// Every task on each CPU.
+    System,
+    /// Processes with this many threads at start.
+    Threads(u64),
+    /// A command about to start: its threads are not known yet.
+    Launch,
+}
+
+/// The default hit ring of one CPU and target, in pages (a power of two): `cpus` CPUs watched, `targets`
+/// targets, `values` whether records carry `--value`'s registers, `page` the page size.
+pub fn hit_ring_pages(
+    cpus: usize,
+    targets: usize,
+    coverage: Coverage,
+    values: bool,
+    page: usize,
+) -> usize {
+    let cpus = cpus.max(1) as u64;
+    let writers = match coverage {
+        Coverage::System => 1,
+        Coverage::Threads(n) => n.div_ceil(cpus).max(1),
+        Coverage::Launch => LAUNCH_WRITERS,
+    }
+    .min(MAX_WRITERS);
+    // Away a tick, plus a slice for each writer that runs before the reader at the normal priority.
+    let away = TICK.as_nanos() as u64 + writers * slice_ns(cpus);
+    let hits = away.div_ceil(MIN_HIT_GAP.as_nanos() as u64);
+    let record = if values {
+        VALUE_RECORD_BYTES
+    } else {
+        RECORD_BYTES
+    };
+    let want = (hits * record).div_ceil(page.max(1) as u64) as usize;
+    let budget = MAX_TOTAL_PAGES / (cpus as usize * targets.max(1));
+    let cap = MAX_RING_PAGES
+        .min(prev_power_of_two(budget))
+        .max(MIN_RING_PAGES);
+    want.next_power_of_two().clamp(MIN_RING_PAGES, cap)
+}
+
+/// The scheduler's base slice as the kernel scales it with the CPU count (EEVDF's 0.75 ms times
+/// 1 + log2(CPUs), CPUs counted up to 8).
+fn slice_ns(cpus: u64) -> u64 {
+    750_000 * (1 + u64::from(cpus.clamp(1, 8).ilog2()))
+}
+
+/// The largest power of two at most `n` (1 for 0).
+fn prev_power_of_two(n: usize) -> usize {
+    if n <= 1 {
+        1
+    } else {
+        1 << n.ilog2()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: usize = 4096;
+
+    #[test]
+    fn a_system_watch_holds_a_tick_and_a_slice() {
+        // 10 ms + 1.5 ms at a hit per 5 us: 2,300 records of 192 bytes, 108 pages: the old default.
+        assert_eq!(hit_ring_pages(2, 1, Coverage::System, false, PAGE), 128);
+        assert_eq!(hit_ring_pages(2, 1, Coverage::System, true, PAGE), 256);
+    }
+
+    #[test]
+    fn more_threads_per_cpu_make_bigger_rings() {
+        // 64 threads on 2 CPUs: 10 + 32 x 1.5 ms = 58 ms, 11,600 records, 544 pages -> 1024.
+        assert_eq!(
+            hit_ring_pages(2, 1, Coverage::Threads(64), false, PAGE),
+            1024
+        );
+        assert_eq!(hit_ring_pages(2, 1, Coverage::Threads(2), false, PAGE), 128);
+        let mut last = 0;
+        for n in [1, 8, 32, 128, 512] {
+            let p = hit_ring_pages(2, 1, Coverage::Threads(n), false, PAGE);
+            assert!(p >= last, "{n} threads: {p} pages after {last}");
+            last = p;
+        }
+        // The same threads over more CPUs are fewer writers per CPU.
+        assert!(
+            hit_ring_pages(16, 1, Coverage::Threads(64), false, PAGE)
+                < hit_ring_pages(2, 1, Coverage::Threads(64), false, PAGE)
+        );
+    }
+
+    #[test]
+    fn a_launch_assumes_many_writers() {
+        // As 64 threads on 2 CPUs.
+        assert_eq!(hit_ring_pages(2, 1, Coverage::Launch, false, PAGE), 1024);
+        assert_eq!(hit_ring_pages(2, 1, Coverage::Launch, true, PAGE), 2048);
+    }
+
+    #[test]
+    fn always_a_power_of_two_within_the_caps() {
+        for cpus in [1, 2, 3, 8, 64, 256, 4096] {
+            for targets in 1..=4 {
+                for coverage in [
+                    Coverage::System,
+                    Coverage::Launch,
+                    Coverage::Threads(100_000),
+                ] {
+                    for values in [false, true] {
+                        let p = hit_ring_pages(cpus, targets, coverage, values, PAGE);
+                        assert!(p.is_power_of_two(), "{p}");
+                        assert!((MIN_RING_PAGES..=MAX_RING_PAGES).contains(&p), "{p}");
+                        // The total budget holds wherever the floor does not take over.
+                        if p > MIN_RING_PAGES {
+                            assert!(
+                                p * cpus * targets <= MAX_TOTAL_PAGES,
+                                "{cpus} x {targets} x {p}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn many_cpus_share_the_budget() {
+        // 256 CPUs, 1 target: 64 pages each would be the budget, the floor keeps the old default.
+        assert_eq!(
+            hit_ring_pages(256, 1, Coverage::Launch, true, PAGE),
+            MIN_RING_PAGES
+        );
+        // 8 CPUs, 4 targets: 512 pages each at most.
+        assert_eq!(
+            hit_ring_pages(8, 4, Coverage::Threads(100_000), true, PAGE),
+            512
+        );
+    }
+
+    #[test]
+    fn larger_pages_need_fewer() {
+        assert_eq!(
+            hit_ring_pages(2, 1, Coverage::Threads(64), false, 16384),
+            256
+        );
+    }
+}

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Bursts at default options (issue #40, item 3): many threads storing at once into one watched global, the
+writers outnumbering the CPUs, and how many hits the stream loses. One binary, four settings side by side
+in the same run, interleaved run by run:
+
+  before:    --buffer-pages 128 --realtime off  (the fixed 128-page rings and normal priority of before)
+  rings:     --realtime off                     (the default ring size only)
+  priority:  --buffer-pages 128                 (the reader's SCHED_FIFO only)
+  after:     (defaults)
+
+Workloads (tests/helpers/threads.c `tagged N COUNT 0`: N threads released together, COUNT plain stores
+each into target_var):
+
+  p64:      64 threads x 1,000 stores, `ksymwatch write -p PID target_var`
+  launch96: 96 threads x 700 stores, `ksymwatch write target_var -- threads tagged 96 700 0`
+  value5:   5 threads x 3,000 stores, `-p PID --value`
+  p512:     512 threads x 200 stores, `-p PID` (not in the default list)
+
+`--load L` runs L busy loops (`sh -c 'while :; do :; done'`, normal priority) through every run, as the
+other builds a shared machine runs: with none, the 2-CPU VM here rarely loses a hit either way.
+
+Each run prints stores, the hit lines printed (ip at ksw_thread_store) and the summary's lost; the table is
+the median and the range of lost over K runs. Output goes to a file (text, the default format).
+
+    sudo scripts/bench-bursts.py [-k K] [--load L] [--workloads p64,launch96,value5] [path/to/ksymwatch]
+        (default binary: target/release/ksymwatch)
+
+Needs root and gcc. Each run holds /tmp/ksymwatch-live-tests.lock (flock, as the live tests do): do not
+start the script itself under flock.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import ROOT, Locked  # noqa: E402
+
+SETTINGS = {
+    "before": ["--buffer-pages", "128", "--realtime", "off"],
+    "rings": ["--realtime", "off"],
+    "priority": ["--buffer-pages", "128"],
+    "after": [],
+}
+WORKLOADS = {
+    "p64": (64, 1000, False, []),
+    "launch96": (96, 700, True, []),
+    "value5": (5, 3000, False, ["--value"]),
+    "p512": (512, 200, False, []),
+}
+SUMMARY = re.compile(r"ksymwatch: (\d+) hits .*?, (\d+) lost")
+
+
+def wait_for(f, pred, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        line = f.readline()
+        if line:
+            if pred(line):
+                return line
+        else:
+            time.sleep(0.005)
+    raise RuntimeError("timed out")
+
+
+def run(binary, helper, workload, setting, tmp):
+    n, count, launch, extra = WORKLOADS[workload]
+    out_path = os.path.join(tmp, "out.txt")
+    err_path = os.path.join(tmp, "err.txt")
+    argv = [binary, "write"] + SETTINGS[setting] + extra
+    with Locked(), open(out_path, "w") as out, open(err_path, "w") as err:
+        if launch:
+            argv += ["target_var", "--", helper, "tagged", str(n), str(count), "0"]
+            t = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, text=True)
+            with open(out_path) as r:
+                wait_for(r, lambda l: l.startswith("# armed"))
+            # The helper prints `ready` and reads `go` from the stdin it shares with the tracer.
+            t.stdin.write("go\n")
+            t.stdin.close()
+            t.wait(timeout=120)
+        else:
+            h = subprocess.Popen([helper, "tagged", str(n), str(count), "0"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+            wait_for(h.stdout, lambda l: l.strip() == "ready")
+            argv += ["-p", str(h.pid), "target_var"]
+            t = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, text=True)
+            with open(out_path) as r:
+                wait_for(r, lambda l: l.startswith("# armed"))
+            h.stdin.write("go\n")
+            h.stdin.flush()
+            wait_for(h.stdout, lambda l: l.strip() == "done")
+            h.stdin.close()
+            h.wait(timeout=60)
+            t.wait(timeout=120)
+    with open(out_path) as f:
+        printed = sum(1 for line in f if " ip=ksw_thread_store" in line)
+    with open(err_path) as f:
+        text = f.read()
+    m = SUMMARY.search(text)
+    if not m:
+        raise RuntimeError(f"no summary: {text[-500:]}")
+    return n * count, printed, int(m.group(1)), int(m.group(2))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-k", type=int, default=5)
+    ap.add_argument("--load", type=int, default=0)
+    ap.add_argument("--workloads", default="p64,launch96,value5")
+    ap.add_argument("--settings", default=",".join(SETTINGS))
+    ap.add_argument("binary", nargs="?", default=os.path.join(ROOT, "target/release/ksymwatch"))
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="ksw-bursts-")
+    helper = os.path.join(tmp, "threads")
+    subprocess.run(["gcc", "-O1", "-pthread", "-no-pie", "-o", helper,
+                    os.path.join(ROOT, "tests/helpers/threads.c")], check=True)
+    settings = a.settings.split(",")
+    rows = []
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(a.load)]
+    try:
+        measure(a, helper, settings, rows, tmp)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    print("| workload | setting | lost, median | range | stores |")
+    print("| --- | --- | --- | --- | --- |")
+    print("\n".join(rows))
+
+
+def measure(a, helper, settings, rows, tmp):
+    for w in a.workloads.split(","):
+        lost = {s: [] for s in settings}
+        for k in range(a.k):
+            for s in settings:
+                stores, printed, hits, lst = run(a.binary, helper, w, s, tmp)
+                print(f"{w} {s} run {k + 1}: stores {stores} printed {printed} hits {hits} lost {lst}",
+                      flush=True)
+                lost[s].append(lst)
+        for s in settings:
+            v = lost[s]
+            rows.append(f"| {w} | {s} | {statistics.median(v):,.0f} | {min(v):,}-{max(v):,} | "
+                        f"{stores:,} |")
+
+
+if __name__ == "__main__":
+    main()

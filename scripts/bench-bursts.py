@@ -15,6 +15,8 @@ each into target_var):
   launch96: 96 threads x 700 stores, `ksymwatch write target_var -- threads tagged 96 700 0`
   value5:   5 threads x 3,000 stores, `-p PID --value`
   p512:     512 threads x 200 stores, `-p PID` (not in the default list)
+  p10k:     10,000 threads x 1 store, `-p PID` (not in the default list)
+  launch10k: 10,000 threads x 1 store, `-- CMD` (not in the default list)
 
 `--load L` runs L busy loops (`sh -c 'while :; do :; done'`, normal priority) through every run, as the
 other builds a shared machine runs: with none, the 2-CPU VM here rarely loses a hit either way.
@@ -51,6 +53,8 @@ WORKLOADS = {
     "launch96": (96, 700, True, []),
     "value5": (5, 3000, False, ["--value"]),
     "p512": (512, 200, False, []),
+    "p10k": (10000, 1, False, []),
+    "launch10k": (10000, 1, True, []),
 }
 SUMMARY = re.compile(r"ksymwatch: (\d+) hits .*?, (\d+) lost")
 

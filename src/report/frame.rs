@@ -34,6 +34,8 @@ pub struct ResolvedFrame {
     /// Basename of the mapped file a user frame is in, when its mapping is known.
     pub binary: Option<Arc<str>>,
     pub line: Option<Arc<SourceLine>>,
+    /// Why a user frame has no name and no binary (the symbolizer's words), for machine-readable records.
+    pub unnamed: Option<&'static str>,
 }
 
 impl ResolvedFrame {
@@ -47,6 +49,7 @@ impl ResolvedFrame {
             module: None,
             binary: None,
             line: None,
+            unnamed: None,
         }
     }
 

@@ -49,6 +49,9 @@ pub struct Frame<'a> {
     /// `--lines`: functions inlined at this frame, innermost first, as `func (file:line) [inlined]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inlined: Option<&'a [String]>,
+    /// A user frame with no name and no binary: why (e.g. the process's maps could not be read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unnamed: Option<&'a str>,
 }
 
 impl<'a> From<&'a ResolvedFrame> for Frame<'a> {
@@ -67,6 +70,7 @@ impl<'a> From<&'a ResolvedFrame> for Frame<'a> {
                 .as_ref()
                 .map(|l| l.inlined.as_slice())
                 .filter(|i| !i.is_empty()),
+            unnamed: unnamed(f),
         }
     }
 }
@@ -817,6 +821,12 @@ fn push_hex_string(out: &mut String, v: u64) {
     out.push('"');
 }
 
+/// Why `f` has no name, where it is a user frame that no mapping named.
+fn unnamed(f: &ResolvedFrame) -> Option<&'static str> {
+    f.unnamed
+        .filter(|_| !f.kernel && f.sym.is_none() && f.binary.is_none())
+}
+
 /// A [`Frame`] as serde writes it.
 fn push_frame(out: &mut String, f: &ResolvedFrame) {
     out.push_str("{\"addr\":");
@@ -845,6 +855,10 @@ fn push_frame(out: &mut String, f: &ResolvedFrame) {
             out.push_str(",\"inlined\":");
             push_array(out, &line.inlined, |out, s| push_string(out, s));
         }
+    }
+    if let Some(why) = unnamed(f) {
+        out.push_str(",\"unnamed\":");
+        push_string(out, why);
     }
     out.push('}');
 }
@@ -1363,6 +1377,10 @@ mod tests {
             no_inlined,
             user,
             ResolvedFrame::unknown(0x7f00, false),
+            ResolvedFrame {
+                unnamed: Some("the process's memory maps could not be read"),
+                ..ResolvedFrame::unknown(0x7f10, false)
+            },
         ];
         let watches = [
             watch("target_var", 0x7ffd0000, Access::Write),

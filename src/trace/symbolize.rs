@@ -302,7 +302,11 @@ impl<'a> Symbolizer<'a> {
                     .or_default()
                     .insert(addr, fr.clone());
                 self.user_cached += 1;
+            } else {
+                fr.unnamed = Some(user.why_unnamed(pid));
             }
+        } else {
+            fr.unnamed = Some("no user-space symbols are loaded for this watch");
         }
         fr
     }

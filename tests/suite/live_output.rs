@@ -101,6 +101,8 @@ mod schema {
         /// Only with --lines.
         pub line: Option<String>,
         pub inlined: Option<Vec<String>>,
+        /// A user frame no mapping named: why.
+        pub unnamed: Option<String>,
     }
 
     #[derive(Debug, Deserialize)]

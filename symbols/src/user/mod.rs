@@ -224,6 +224,24 @@ impl UserSymbols {
         }
     }
 
+    /// Why [`UserSymbols::lookup`] named nothing in process `pid`, in words for a record: a frame left
+    /// unnamed says why, so a reader can tell a race with the process's maps from memory no file backs.
+    pub fn why_unnamed(&self, pid: u32) -> &'static str {
+        if pid == 0 {
+            return "no process (pid 0)";
+        }
+        match self.procs.get(&pid) {
+            None => "the process's memory maps were never read",
+            Some(p) if p.maps.is_empty() => {
+                "the process's memory maps could not be read (it had exited, or was in exec)"
+            }
+            Some(_) => {
+                "in no file mapping of the process as its memory maps were last read (anonymous or JIT \
+                 code, or mapped since)"
+            }
+        }
+    }
+
     /// Names `addr` in process `pid`; `None` when no mapping of it holds the address.
     pub fn lookup(&mut self, pid: u32, addr: u64) -> Option<UserFrame> {
         if pid == 0 {
@@ -740,6 +758,32 @@ mod tests {
             "the old program is gone"
         );
         std::fs::remove_dir_all(&proc).unwrap();
+    }
+
+    /// A frame left unnamed says why: no process, maps never read or unreadable (an exited process), or an
+    /// address outside every file mapping read.
+    #[test]
+    fn an_unnamed_address_says_why() {
+        let dir = std::env::temp_dir().join(format!("ksymwatch-unnamed-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("proc/7")).unwrap();
+        std::fs::write(
+            dir.join("proc/7/maps"),
+            "00400000-00401000 r-xp 00000000 fd:01 42 /usr/bin/prog\n",
+        )
+        .unwrap();
+        let mut u = UserSymbols::new(dir.join("proc"));
+        assert_eq!(u.why_unnamed(0), "no process (pid 0)");
+        assert!(u.lookup(9, 0x40_0010).is_none());
+        assert!(
+            u.why_unnamed(9).contains("could not be read"),
+            "{}",
+            u.why_unnamed(9)
+        );
+        assert!(u.why_unnamed(8).contains("never read"));
+        assert!(u.lookup(7, 0x40_0010).is_some());
+        assert!(u.lookup(7, 0x7f00_0000).is_none());
+        assert!(u.why_unnamed(7).starts_with("in no file mapping"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Binaries no remembered process maps are kept only up to the bound, the least recently used going

@@ -268,6 +268,16 @@ impl Control {
         Ok(())
     }
 
+    /// A FIFO holds the start of a line whose writer may be gone unseen. A writer that came and went
+    /// between the end-of-file of the one before and the read end's opening afresh (see
+    /// [`Control::read_lines`]) left its bytes in the FIFO but raises no hang-up on the new end (Linux
+    /// suppresses it until a writer is seen after an open without one), so nothing wakes the loop for the
+    /// end-of-file that ends its line: while this holds, the loop reads on every turn, and a read that
+    /// finds no writer and no data ends the line.
+    pub fn mid_line(&self) -> bool {
+        self.fifo && (!self.pending.is_empty() || self.skipping.is_some())
+    }
+
     /// The writer is gone: what it left without a newline is a line.
     fn end_line(&mut self, lines: &mut Vec<String>) {
         if let Some(too_long) = self.skipping.take() {
@@ -452,6 +462,48 @@ mod tests {
         assert!(ready.is_empty(), "{ready:?}");
         drop(c);
         assert!(!path.exists(), "the FIFO made is removed");
+        let _ = std::fs::remove_dir(&dir);
+    }
+
+    /// A writer that came and went before the read end was opened (afresh) leaves its bytes and no
+    /// hang-up (the race behind a too-long line without a newline that was never refused): the loop must
+    /// read again while a line is unended, and that read ends it.
+    #[test]
+    fn a_writer_gone_before_the_read_end_opened_ends_its_line_when_read_again() {
+        let dir = std::env::temp_dir().join(format!("ksymwatch-ctl-old-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ctl");
+        sys::mkfifo(&path, 0o600).unwrap();
+        // A first reader lets the writer open; it writes and closes before the control's end opens.
+        let first = open_reader(&path).unwrap();
+        let mut w = OpenOptions::new().write(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut w, b"watch arr+24").unwrap();
+        drop(w);
+        let mut c = Control::new(open_reader(&path).unwrap(), true, None);
+        drop(first);
+        let epoll = sys::Epoll::new().unwrap();
+        epoll.add(c.fd(), 1).unwrap();
+        let mut ready = Vec::new();
+        let mut lines = Vec::new();
+        epoll
+            .wait(&mut ready, std::time::Duration::from_millis(20))
+            .unwrap();
+        assert_eq!(ready, [1], "the data polls readable");
+        c.read_lines(&mut lines).unwrap();
+        assert!(lines.is_empty() && c.mid_line());
+        ready.clear();
+        epoll
+            .wait(&mut ready, std::time::Duration::from_millis(20))
+            .unwrap();
+        assert!(
+            ready.is_empty(),
+            "no hang-up for a writer gone before the read end"
+        );
+        // What the loop does while mid-line: read again; no writer and no data is the end of the line.
+        c.read_lines(&mut lines).unwrap();
+        assert_eq!(lines, ["watch arr+24"]);
+        assert!(!c.mid_line() && c.reopened);
+        let _ = std::fs::remove_file(&path);
         let _ = std::fs::remove_dir(&dir);
     }
 

@@ -74,6 +74,12 @@ impl<'a> Moves<'a> {
         self.unpolled && !self.ctl.source.ended
     }
 
+    /// A FIFO's line is unended, and its writer's close may raise no event: the loop reads on each turn
+    /// ([`control::Control::mid_line`]).
+    pub fn mid_line(&self) -> bool {
+        self.ctl.source.mid_line()
+    }
+
     /// Reads what the source has, returning the complete lines (hand them back with [`Moves::recycle`])
     /// and how the read went: the lines read before a failure are still to be applied. A source that
     /// ended or failed leaves `epoll`: the watch goes on as it is, with no more commands. A FIFO opened

@@ -548,6 +548,13 @@ impl<'a, O: Output> Session<'a, O> {
                     _ => {}
                 }
             }
+            // A control line left unended by a writer whose close raised no event is read again each
+            // turn (a tick at most), until its end-of-file ends it.
+            if self.control.as_ref().is_some_and(Moves::mid_line) {
+                if let Some(stop) = self.on_control()? {
+                    return Ok(stop);
+                }
+            }
             if let Some(stop) = self.read_rings(signalled.take())? {
                 return Ok(stop);
             }

@@ -106,6 +106,12 @@ fn error_record(out: &str, err: &str) -> (String, i64) {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_kernel_address_is_refused_as_the_kernel_refuses_it_or_armed() {
     let Some(_lock) = util::live() else { return };
+    if !util::has_cap_sys_admin() {
+        return util::skip(
+            "this test process has no CAP_SYS_ADMIN: the kernel refuses kernel addresses for that, which \
+             without_cap_sys_admin_kernel_addresses_need_it_and_user_space_works covers",
+        );
+    }
     let addr = init_stack();
     let target = format!("0x{addr:x}");
     let refused = kernel_refusal(addr);
@@ -205,6 +211,12 @@ fn without_cap_sys_admin_kernel_addresses_need_it_and_user_space_works() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn on_objects_are_refused_with_the_same_words() {
     let Some(_lock) = util::live() else { return };
+    if !util::has_cap_sys_admin() {
+        return util::skip(
+            "this test process has no CAP_SYS_ADMIN: the kernel refuses kernel addresses for that, which \
+             without_cap_sys_admin_kernel_addresses_need_it_and_user_space_works covers",
+        );
+    }
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
         util::skip("no kernel BTF: `--on` needs its types");
         return;
@@ -243,6 +255,12 @@ fn on_objects_are_refused_with_the_same_words() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_control_move_to_a_kernel_address_says_why_in_kind() {
     let Some(_lock) = util::live() else { return };
+    if !util::has_cap_sys_admin() {
+        return util::skip(
+            "this test process has no CAP_SYS_ADMIN: the kernel refuses kernel addresses for that, which \
+             without_cap_sys_admin_kernel_addresses_need_it_and_user_space_works covers",
+        );
+    }
     static SPOT: u64 = 0;
     let start = format!("0x{:x}", &SPOT as *const u64 as u64);
     let to = format!("watch 0x{:x}\n", init_stack());

@@ -71,6 +71,20 @@ pub fn kernel_breakpoints() -> Result<(), String> {
     ANSWER.get_or_init(probe_kernel_breakpoint).clone()
 }
 
+/// Whether this test process holds CAP_SYS_ADMIN (effective), as the ksymwatch it starts will: what a
+/// refused kernel address is called depends on it (`kernel_breakpoints_refused` with it, a kernel's own
+/// policy; `needs_cap_sys_admin` without, e.g. the suite run under `capsh --drop=cap_sys_admin`).
+pub fn has_cap_sys_admin() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << 21) != 0)
+}
+
 /// The exit code of `ksymwatch check` on this machine when every debug register is free: 0 where kernel
 /// addresses can be watched, 4 ("user-space watches only") where the kernel refuses them.
 pub fn check_code_when_all_free() -> i32 {

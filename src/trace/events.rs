@@ -135,9 +135,9 @@ enum HitValue {
     /// A system-wide watch without `--value`: not shown.
     NotRead,
     /// A process watch: the watched range at the trap, as the program read it: `len` bytes (the length
-    /// the watch was built with; a `--control` move may have changed the watch's since), `None` when the
-    /// program reads nothing (a read-write watch of a user address).
-    Read { len: Option<u8> },
+    /// the watch was built with; a `--control` move may have changed the watch's since). A trap the
+    /// program reads nothing at (a read-write watch of a user address) comes without a value.
+    Read { len: u8 },
     /// `--value`/`--if`: the value and the one before it.
     Written,
 }
@@ -157,9 +157,9 @@ impl Tracked {
             store: None,
             hit_value: match &cfg.hits {
                 Some(h) if h.written => HitValue::Written,
-                Some(h) if h.processes() => HitValue::Read {
-                    len: h.read_len(ev.watch),
-                },
+                Some(h) if h.processes() => h
+                    .read_len(ev.watch)
+                    .map_or(HitValue::NotRead, |len| HitValue::Read { len }),
                 _ => HitValue::NotRead,
             },
             last_comm: None,
@@ -853,10 +853,7 @@ impl Books {
                     from: ValueFrom::Memory,
                 }
             }
-            (HitValue::Read { len: None }, Some(v)) => Value::Read(v),
-            // Not read at the trap: what the range holds as the hit is drained (as below).
-            (HitValue::Read { len: None }, None) => pass.read_value(hit.pid, hit.addr),
-            (HitValue::Read { len: Some(len) }, v) => match (pass.watch_len(hit.addr), v) {
+            (HitValue::Read { len }, v) => match (pass.watch_len(hit.addr), v) {
                 (now, Some(v)) if now == len => Value::Read(v),
                 // Moved to a shorter watch: the program read more bytes than are watched.
                 (now, Some(v)) if now < len => {

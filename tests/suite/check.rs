@@ -4,29 +4,14 @@
 use crate::util;
 
 /// Why this kernel refuses this process a breakpoint on a kernel address (kallsyms' `_text`, where check
-/// probes), or `None` when it takes one: a disabled breakpoint opened on the first online CPU and closed.
+/// probes), or `None` when it takes one.
 fn kernel_refusal() -> Option<String> {
-    let kallsyms = std::fs::read_to_string("/proc/kallsyms").expect("kallsyms");
-    let text = kallsyms
-        .lines()
-        .find_map(|l| {
-            let (addr, rest) = l.split_once(' ')?;
-            (rest.ends_with(" _text")).then(|| u64::from_str_radix(addr, 16).ok())?
-        })
-        .expect("_text in kallsyms");
-    ksymwatch::perf::event::probe(text, util::online_cpus()[0])
-        .err()
-        .map(|e| ksymwatch::perf::refusal::explain(&e, &[]).to_string())
+    util::kernel_refusal(util::kallsyms_addr("_text").expect("_text in kallsyms"))
 }
 
-/// The exit code check gives where nothing holds a register: 4 where kernel addresses are refused
-/// (user-space watches only), else 0.
+/// The exit code check gives where nothing holds a register.
 fn expected_code() -> i32 {
-    if kernel_refusal().is_some() {
-        4
-    } else {
-        0
-    }
+    util::check_code_when_all_free()
 }
 
 fn check_json() -> (i32, serde_json::Value) {

@@ -1,7 +1,7 @@
 //! A breakpoint on a kernel address refused by the kernel is named for what it is, wherever it is armed:
 //! the kernel's own policy (some kernels refuse them even with CAP_SYS_ADMIN) or a missing CAP_SYS_ADMIN,
 //! never perf's advice to grant CAP_PERFMON. Each test holds on both kinds of machine: what the root run
-//! should do is asked of the kernel first (a disabled breakpoint opened and closed, [`kernel_refusal`]),
+//! should do is asked of the kernel first (a disabled breakpoint opened and closed, [`util::kernel_refusal`]),
 //! and the runs without CAP_SYS_ADMIN (`capsh --drop=cap_sys_admin`) must be refused everywhere, while
 //! CAP_PERFMON keeps user-space watches working.
 
@@ -19,26 +19,7 @@ const NEEDS_ADMIN: &str = "kernel addresses need CAP_SYS_ADMIN (CAP_PERFMON is n
 /// The README's first target, `__start_init_stack+0x3e00`, from kallsyms (kernel addresses move between
 /// machines).
 fn init_stack() -> u64 {
-    let kallsyms = std::fs::read_to_string("/proc/kallsyms").expect("kallsyms");
-    let addr = kallsyms
-        .lines()
-        .find_map(|l| {
-            let mut f = l.split_whitespace();
-            let addr = f.next()?;
-            let _type = f.next()?;
-            (f.next()? == "__start_init_stack").then(|| u64::from_str_radix(addr, 16).ok())?
-        })
-        .expect("__start_init_stack in kallsyms");
-    addr + 0x3e00
-}
-
-/// Why this kernel refuses this (root) process a breakpoint on `addr`, or `None` when it takes it: one
-/// disabled breakpoint opened on the first online CPU and closed at once.
-fn kernel_refusal(addr: u64) -> Option<String> {
-    let cpu = util::online_cpus()[0];
-    ksymwatch::perf::event::probe(addr, cpu)
-        .err()
-        .map(|e| ksymwatch::perf::refusal::explain(&e, &[]).to_string())
+    util::kallsyms_addr("__start_init_stack").expect("__start_init_stack in kallsyms") + 0x3e00
 }
 
 /// Whether capsh (libcap2-bin) runs here; the test is skipped, saying so, when it does not.
@@ -114,7 +95,7 @@ fn a_kernel_address_is_refused_as_the_kernel_refuses_it_or_armed() {
     }
     let addr = init_stack();
     let target = format!("0x{addr:x}");
-    let refused = kernel_refusal(addr);
+    let refused = util::kernel_refusal(addr);
     let (code, out, err) = util::run(&["write", &target, "--duration", "1s"]);
     match refused {
         Some(why) => {
@@ -229,7 +210,7 @@ fn on_objects_are_refused_with_the_same_words() {
         "--duration",
         "1s",
     ];
-    let refused = kernel_refusal(init_stack());
+    let refused = util::kernel_refusal(init_stack());
     let (code, _, err) = util::run(&args);
     match refused {
         Some(_) => {
@@ -279,7 +260,7 @@ fn a_control_move_to_a_kernel_address_says_why_in_kind() {
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
             .collect()
     };
-    let refused = kernel_refusal(init_stack());
+    let refused = util::kernel_refusal(init_stack());
     let mut child = Command::new(BIN)
         .args(args)
         .stdin(Stdio::piped())

@@ -85,6 +85,28 @@ pub fn has_cap_sys_admin() -> bool {
         .is_some_and(|caps| caps & (1 << 21) != 0)
 }
 
+/// The running kernel's address of `name` in /proc/kallsyms; `None` when it is not there or hidden (0).
+pub fn kallsyms_addr(name: &str) -> Option<u64> {
+    std::fs::read_to_string("/proc/kallsyms")
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            let addr = u64::from_str_radix(f.next()?, 16).ok()?;
+            let _kind = f.next()?;
+            (f.next()? == name).then_some(addr)
+        })
+        .filter(|&addr| addr != 0)
+}
+
+/// Why this kernel refuses this process a breakpoint on `addr`, worded as ksymwatch words it, or `None`
+/// when it takes one: the tool's own probe (one disabled breakpoint on the first online CPU, closed).
+pub fn kernel_refusal(addr: u64) -> Option<String> {
+    ksymwatch::perf::event::probe(addr, online_cpus()[0])
+        .err()
+        .map(|e| ksymwatch::perf::refusal::explain(&e, &[]).to_string())
+}
+
 /// The exit code of `ksymwatch check` on this machine when every debug register is free: 0 where kernel
 /// addresses can be watched, 4 ("user-space watches only") where the kernel refuses them.
 pub fn check_code_when_all_free() -> i32 {
@@ -99,36 +121,15 @@ fn probe_kernel_breakpoint() -> Result<(), String> {
     if let Some(why) = cannot_run_live() {
         return Err(why);
     }
-    let kallsyms = std::fs::read_to_string("/proc/kallsyms")
-        .map_err(|e| format!("cannot read /proc/kallsyms to find a kernel address: {e}"))?;
-    let find = |name: &'static str| {
-        kallsyms.lines().find_map(|l| {
-            let mut f = l.split_whitespace();
-            let addr = u64::from_str_radix(f.next()?, 16).ok()?;
-            let _kind = f.next()?;
-            (f.next()? == name && addr != 0).then_some((name, addr))
-        })
-    };
+    let find = |name: &'static str| kallsyms_addr(name).map(|addr| (name, addr));
     let (name, addr) = find("__start_init_stack")
         .or_else(|| find("_text"))
-        .ok_or("kallsyms shows no kernel address (kptr_restrict?)")?;
-    // SAFETY: perf_event_attr is plain old data; all-zero is a valid start.
-    let mut attr: perf_event_open_sys::bindings::perf_event_attr = unsafe { std::mem::zeroed() };
-    attr.type_ = perf_event_open_sys::bindings::PERF_TYPE_BREAKPOINT;
-    attr.size = std::mem::size_of_val(&attr) as u32;
-    attr.bp_type = perf_event_open_sys::bindings::HW_BREAKPOINT_W;
-    attr.bp_addr = addr;
-    attr.bp_len = 8;
-    attr.set_disabled(1);
-    attr.set_pinned(1);
-    // SAFETY: a valid attr for the call's duration; pid -1 with cpu 0 is a CPU-wide event.
-    let fd = unsafe { perf_event_open_sys::perf_event_open(&mut attr, -1, 0, -1, 0) };
-    if fd >= 0 {
-        // SAFETY: the fd was just returned to us and is closed once.
-        unsafe { libc::close(fd) };
+        .ok_or("kallsyms shows no kernel address (unreadable, or kptr_restrict)")?;
+    // The tool's own probe: one disabled pinned write breakpoint, closed at once.
+    let Err(refused) = ksymwatch::perf::event::probe(addr, 0) else {
         return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
+    };
+    let err = refused.err;
     Err(match err.raw_os_error() {
         Some(libc::EPERM | libc::EACCES) => format!(
             "this kernel refuses hardware breakpoints on kernel addresses (a disabled probe at {name} \

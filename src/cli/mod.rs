@@ -1,5 +1,5 @@
 //! The command-line layer: clap argument types (`args`), their conversion into the plain request planning
-//! takes (`request`), the machine planning reads (`host`), one module per subcommand (`watch` arms the
+//! takes (`request`), launch mode's command as planning starts it (`launch`), one module per subcommand (`watch` arms the
 //! plan `config::plan` makes), opening the files named for output (`output_file`), and the one place an
 //! error becomes a line on stderr and a documented exit code.
 //!
@@ -9,7 +9,7 @@ mod advice;
 pub(crate) mod args;
 mod check;
 pub(crate) mod duration;
-mod host;
+mod launch;
 mod otlp;
 mod output_file;
 mod request;

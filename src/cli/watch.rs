@@ -6,22 +6,22 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols, VmlinuxLines};
+use ksymwatch_symbols::{LineSource, UserSymbols, VmlinuxLines};
 
 use crate::cli::advice;
 use crate::cli::args::WatchArgs;
-use crate::cli::host::Machine;
+use crate::cli::launch;
 use crate::cli::otlp;
 use crate::cli::output_file::{self, Named};
 use crate::cli::request;
 use crate::cli::ring_size::{self, Coverage};
 use crate::config::flight::Flight;
 use crate::config::plan::{
-    self, processes_watches, Decided, Delivery, FoldedTo, Launch, ObjectPlan, Outputs, Scope,
-    WatchPlan, Writers,
+    self, processes_watches, Decided, Delivery, FoldedTo, Launch, Machine, ObjectPlan, Outputs,
+    Scope, WatchPlan, Writers,
 };
 use crate::config::request::Format;
-use crate::config::symbols::FileSymbols;
+use crate::config::symbols::{FileSymbols, KernelTable};
 use crate::config::typed;
 use crate::config::watch::{self, Resolved};
 use crate::cpulist;
@@ -137,10 +137,10 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     // clap gives an empty command for a bare trailing `--`, which is a missing command.
     let dashes = std::env::args_os().skip(1).any(|a| a == "--");
     let request = request::watch(args, access, dashes);
-    let mut machine = Machine::default();
+    let mut machine = Machine::new(launch::start);
     let decided = plan::decide(request, &mut machine)?;
     if dry_run {
-        let plan = plan::resolve(decided, &mut machine)?;
+        let plan = decided.into_plan(&mut machine)?;
         print!("{}", plan.describe());
         return Ok(0);
     }
@@ -149,7 +149,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     // them read, and a read after `armed` would race with a script that starts it on that line), and the
     // first CPU-bound breakpoint open, which waits out an RCU grace period.
     let prefetch = Prefetch::start(&decided);
-    let plan = plan::resolve(decided, &mut machine)?;
+    let plan = decided.into_plan(&mut machine)?;
     execute(plan, prefetch, &machine)
 }
 
@@ -568,7 +568,7 @@ fn recorder(flight: &Flight) -> Result<Recorder> {
 /// a `(TYPE)` cast included.
 fn resolver<'a>(
     scope: &Scope,
-    kernel: &'a SymbolTable,
+    kernel: KernelTable<'a>,
     files: Option<&'a FileSymbols>,
     types: &'a typed::Types,
     machine: &'a Machine,
@@ -586,7 +586,7 @@ fn resolver<'a>(
 
 fn base_resolver<'a>(
     scope: &Scope,
-    kernel: &'a SymbolTable,
+    kernel: KernelTable<'a>,
     files: Option<&'a FileSymbols>,
     machine: &'a Machine,
 ) -> Resolve<'a> {
@@ -599,7 +599,7 @@ fn base_resolver<'a>(
     match scope {
         Scope::System => Box::new(move |t: &Target, access| match files {
             Some(f) => first(f.watches(std::slice::from_ref(t), access)?),
-            None => watch::resolve(t, access, kernel).map(|r| r.watch),
+            None => watch::resolve(t, access, kernel.table()).map(|r| r.watch),
         }),
         Scope::Processes(_) | Scope::Launched(_) => {
             let pids = scope.pids();

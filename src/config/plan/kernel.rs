@@ -2,12 +2,14 @@
 //! kallsyms), BTF types, and for a system-wide watch the targets resolved there (per-CPU variables moved
 //! onto one CPU's copy, `SYMBOL.FIELD` typed from BTF where no DWARF can place it).
 
+use std::path::Path;
+
 use ksymwatch_symbols::{Origin, Source, SymbolTable};
 
 use crate::config::advice::SymbolsContext;
 use crate::config::debuginfod;
 use crate::config::request::SymbolRequest;
-use crate::config::symbols::FileSymbols;
+use crate::config::symbols::{FileSymbols, LazyKallsyms, DEFAULT_KALLSYMS};
 use crate::config::typed::{self, Types};
 use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
@@ -92,6 +94,20 @@ impl KernelSide {
             Some(files) => {
                 from_files(files, system.then_some(&bases[..]), o.access, symbols.lines)?
             }
+            // A process watch names kernel frames only if a kernel frame comes: the running kernel's
+            // kallsyms is read then, not on the way to the first hit. A file named with --kallsyms is read
+            // now, so that a wrong one fails before anything is armed.
+            None if !system && symbols.kallsyms == Path::new(DEFAULT_KALLSYMS) => {
+                let lazy =
+                    LazyKallsyms::new(&symbols.kallsyms, &symbols.notes, symbols.symbol_cache);
+                let source = Source::Kallsyms(symbols.kallsyms.clone());
+                (
+                    KernelSymbols::Lazy(lazy),
+                    Origin::Parsed,
+                    source.to_string(),
+                    Vec::new(),
+                )
+            }
             None => {
                 let (table, origin, source) = match loaded {
                     Some(l) => l,
@@ -142,7 +158,7 @@ impl KernelSide {
 
     /// The table call chains are named from (`--on` finds its call sites there).
     pub fn chains(&self) -> Result<&SymbolTable> {
-        self.symbols.chains()
+        self.symbols.chains().map(|t| t.table())
     }
 
     /// What the plan keeps.

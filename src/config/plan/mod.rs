@@ -5,7 +5,7 @@
 //! ([`KernelSymbols`]). Opens no perf event and loads no BPF program; the command line arms the plan.
 //!
 //! Two steps, so that work the run needs anyway can start between them: [`decide`] reads the options
-//! alone (and whether BPF loads, and the privileges), [`resolve`] loads symbols and types and resolves
+//! alone (and whether BPF loads, and the privileges), [`Decided::into_plan`] loads symbols and types and resolves
 //! every target. [`plan`] is both.
 //!
 //! The one side effect a plan can have is launch mode's: the command is started, stopped at its exec, so
@@ -13,11 +13,13 @@
 //!
 //! Parts, one job each: `options` (the request's options against each other), `outputs` (the stream and
 //! reports), `kernel` (the kernel's symbols and types), `percpu` (per-CPU variables), `process` (the
-//! processes a watch covers and its targets there), `objects` (`--on`), `describe` (`--dry-run`).
+//! processes a watch covers and its targets there), `objects` (`--on`), `describe` (`--dry-run`),
+//! `machine` (the real [`Host`]).
 
 mod describe;
 pub mod host;
 mod kernel;
+mod machine;
 mod objects;
 mod options;
 mod outputs;
@@ -33,7 +35,7 @@ use ksymwatch_symbols::{Origin, SymbolTable};
 
 use crate::config::flight::{Flight, Trigger};
 use crate::config::request::WatchRequest;
-use crate::config::symbols::FileSymbols;
+use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
 use crate::config::typed::Types;
 use crate::error::Result;
 use crate::model::condition::Condition;
@@ -44,6 +46,7 @@ use crate::perf::arm;
 use crate::perf::bpf::percpu::Offsets;
 
 pub use host::{Host, Launch};
+pub use machine::{Launcher, Machine};
 pub use objects::ObjectPlan;
 pub use outputs::{FoldedTo, Outputs};
 pub use process::processes_watches;
@@ -148,21 +151,25 @@ pub enum KernelSymbols {
     Files(Box<FileSymbols>),
     /// The running kernel's kallsyms (possibly empty: a user who cannot see it, watching user space only).
     Kallsyms(SymbolTable),
+    /// The running kernel's kallsyms, read when a kernel frame is first named: a watch of a process's
+    /// memory, which may never see one.
+    Lazy(LazyKallsyms),
 }
 
 impl KernelSymbols {
-    /// The table call chains are named from.
-    pub fn chains(&self) -> Result<&SymbolTable> {
+    /// The table call chains are named from (read on first use for [`KernelSymbols::Lazy`]).
+    pub fn chains(&self) -> Result<KernelTable<'_>> {
         match self {
-            KernelSymbols::Files(f) => f.chains(),
-            KernelSymbols::Kallsyms(t) => Ok(t),
+            KernelSymbols::Files(f) => f.chains().map(KernelTable::Loaded),
+            KernelSymbols::Kallsyms(t) => Ok(KernelTable::Loaded(t)),
+            KernelSymbols::Lazy(l) => Ok(KernelTable::Lazy(l)),
         }
     }
 
     pub fn files(&self) -> Option<&FileSymbols> {
         match self {
             KernelSymbols::Files(f) => Some(f),
-            KernelSymbols::Kallsyms(_) => None,
+            KernelSymbols::Kallsyms(_) | KernelSymbols::Lazy(_) => None,
         }
     }
 }
@@ -244,9 +251,14 @@ pub fn decide(request: WatchRequest, host: &mut dyn Host) -> Result<Decided> {
     })
 }
 
-/// Resolves every target of a decided request (a launched command is started for it).
-pub fn resolve(decided: Decided, host: &mut dyn Host) -> Result<WatchPlan> {
-    let o = decided.options;
+impl Decided {
+    /// Resolves every target of the decided request (a launched command is started for it).
+    pub fn into_plan(self, host: &mut dyn Host) -> Result<WatchPlan> {
+        plan_of(self.options, host)
+    }
+}
+
+fn plan_of(o: options::Options, host: &mut dyn Host) -> Result<WatchPlan> {
     let mut kernel = kernel::KernelSide::load(&o, host)?;
     let cpus = options::select_cpus(o.cpus.as_deref(), host)?;
     if let (Scope::Processes(pids), Delivery::PerThread { .. }) = (&o.scope, o.delivery) {
@@ -291,10 +303,9 @@ pub fn resolve(decided: Decided, host: &mut dyn Host) -> Result<WatchPlan> {
     })
 }
 
-/// [`decide`], then [`resolve`].
+/// [`decide`], then [`Decided::into_plan`].
 pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
-    let decided = decide(request, host)?;
-    resolve(decided, host)
+    decide(request, host)?.into_plan(host)
 }
 
 impl WatchPlan {

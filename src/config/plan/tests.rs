@@ -620,3 +620,27 @@ fn a_system_wide_target_resolves_in_kallsyms() {
     assert!(p.describe().contains("# covers: every task (system-wide)"));
     assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
 }
+
+/// A process watch reads the running kernel's kallsyms only when a kernel frame comes, under the same
+/// `# symbols:` line; a system-wide watch, and a `--kallsyms FILE`, read it while planning.
+#[test]
+fn a_process_watch_reads_kernel_symbols_on_first_use() {
+    let mut machine = Machine::new();
+    let mut r = pids(request(&["counter"]), &[100]);
+    r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
+    let p = planned(r, &mut machine);
+    assert!(matches!(p.kernel().symbols, KernelSymbols::Lazy(_)));
+    assert_eq!(*machine.kallsyms_loads.borrow(), 0);
+    let kallsyms = Source::Kallsyms(crate::config::symbols::DEFAULT_KALLSYMS.into());
+    assert_eq!(p.kernel().source_text, kallsyms.to_string());
+
+    let mut machine = Machine::new();
+    let p = planned(pids(request(&["counter"]), &[100]), &mut machine);
+    assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
+    assert_eq!(*machine.kallsyms_loads.borrow(), 1);
+    let mut machine = Machine::new();
+    let mut r = request(&["jiffies"]);
+    r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
+    let p = planned(r, &mut machine);
+    assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
+}

@@ -1,5 +1,6 @@
 //! The machine planning reads ([`Host`]), as this process sees it: BPF, privileges, CPUs, /proc, the
-//! kernel's symbol files and BTF, tracefs; and launch mode's command, started under ptrace.
+//! kernel's symbol files and BTF, tracefs. Launch mode's command is started by the function the command
+//! line gives (the tracer's, under ptrace).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -7,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::{Origin, Source, SourceSearch, SymbolTable};
 
+use super::host::{Fetch, Task};
+use super::{Host, Launch};
 use crate::config::debuginfod;
-use crate::config::plan::host::{Fetch, Task};
-use crate::config::plan::{Host, Launch};
 use crate::config::request::SymbolRequest;
 use crate::config::symbols::{self, FileSymbols};
 use crate::config::tracepoints;
@@ -22,33 +23,24 @@ use crate::model::watch::Access;
 use crate::perf::bpf::percpu::{self, Offsets};
 use crate::perf::privilege::Privilege;
 use crate::perf::{arm, bpf, sys};
-use crate::trace::launch::Launched;
+
+/// Starts launch mode's command, stopped before its first instruction.
+pub type Launcher = fn(&[String]) -> Result<Box<dyn Launch>>;
 
 /// This machine. Keeps the symbol search made for the request, which a debuginfod fetch updates.
-#[derive(Default)]
 pub struct Machine {
     search: Option<SourceSearch>,
-}
-
-impl Launch for Launched {
-    fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    fn run_to_entry(&mut self) -> Result<bool> {
-        Launched::run_to_entry(self)
-    }
-
-    fn release(&mut self) -> Result<()> {
-        Launched::release(self)
-    }
-
-    fn status(&mut self) -> Option<i32> {
-        Launched::status(self)
-    }
+    launcher: Launcher,
 }
 
 impl Machine {
+    pub fn new(launcher: Launcher) -> Machine {
+        Machine {
+            search: None,
+            launcher,
+        }
+    }
+
     fn search(&mut self, symbols: &SymbolRequest) -> &mut SourceSearch {
         self.search
             .get_or_insert_with(|| symbols::search(symbols.files()))
@@ -105,7 +97,7 @@ impl Host for Machine {
     }
 
     fn launch(&mut self, argv: &[String]) -> Result<Box<dyn Launch>> {
-        Ok(Box::new(Launched::start(argv)?))
+        (self.launcher)(argv)
     }
 
     fn pick_symbols(&mut self, symbols: &SymbolRequest) -> Source {

@@ -22,7 +22,7 @@ use crate::perf::arm::{Armed, Scope};
 use crate::perf::bpf::objects as objects_bpf;
 use crate::perf::denial;
 use crate::perf::event::{EventConfig, OpenError};
-use crate::perf::record::Sample;
+use crate::perf::record::{Sample, Task};
 use crate::perf::refusal::{explain, explain_move, Refusal};
 use crate::perf::sys::{self, Epoll, SignalFd};
 use crate::report::{Covered, DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
@@ -595,12 +595,12 @@ impl<'a, O: Output> Session<'a, O> {
                 self.rings.recycle(sample.frames);
                 stop
             }
-            Item::Comm {
+            Item::Task(Task::Comm {
                 pid,
                 tid,
                 comm,
                 exec,
-            } => {
+            }) => {
                 self.tasks.renamed(tid, &comm);
                 if exec {
                     if let Some(stop) = self.process_exec(pid, &comm, time) {
@@ -610,21 +610,21 @@ impl<'a, O: Output> Session<'a, O> {
                 }
                 None
             }
-            Item::Fork {
+            Item::Task(Task::Fork {
                 pid,
                 ppid,
                 tid,
                 ptid,
-            } => {
+            }) => {
                 self.tasks.fork(pid, ppid, tid, ptid, &mut self.symbolizer);
                 self.watched.fork(pid, ppid);
                 None
             }
-            Item::Exit { pid, tid } => {
+            Item::Task(Task::Exit { pid, tid }) => {
                 self.tasks.exit(pid, tid, &mut self.symbolizer);
                 None
             }
-            Item::Mmap(m) => {
+            Item::Task(Task::Mmap(m)) => {
                 self.tasks.mmap(&m, &mut self.symbolizer);
                 None
             }

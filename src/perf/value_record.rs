@@ -14,9 +14,9 @@ use crate::perf::record::{
 use perf_event_open_sys::bindings as pb;
 
 /// `--value`'s value events (`BPF_OUTPUT`, see [`crate::perf::bpf`]): the program's record as raw data.
-/// Their `sample_id_all` trailer fields (TID, TIME, CPU, IDENTIFIER) are those of [`SAMPLE_TYPE_TASK`], which the
-/// breakpoints sharing their ring use with `--value`: a LOST record either writes reads alike, and the
-/// leading identifier tells a value record from a sample.
+/// Their `sample_id_all` trailer fields (TID, TIME, CPU, IDENTIFIER) are those of [`SAMPLE_TYPE_TASK`],
+/// which the breakpoints sharing their ring use with `--value`: a LOST record either writes reads alike,
+/// and the leading identifier tells a value record from a sample.
 ///
 /// [`SAMPLE_TYPE_TASK`]: crate::perf::record::SAMPLE_TYPE_TASK
 pub const VALUE_SAMPLE_TYPE: u64 =

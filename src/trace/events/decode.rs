@@ -126,3 +126,108 @@ pub mod testing {
         }
     }
 }
+
+/// Whatever bytes a ring holds (here: records of every kind the rings carry, a byte changed and cut
+/// anywhere), no decoder panics, and a record it cannot decode is one loss, handed on as such.
+#[cfg(test)]
+mod prop {
+    use crate::perf::hit_record::{self, HitRecord};
+    use crate::perf::record::{encode, SAMPLE_TYPE_TASK};
+    use crate::perf::value_record::{self, ValueRecord};
+    use crate::trace::events::decode::testing::Collect;
+    use crate::trace::events::hits::{HitDecoder, HitValue};
+    use crate::trace::events::paired::PairedDecoder;
+    use crate::trace::events::samples::SampleDecoder;
+    use crate::trace::events::Item;
+    use proptest::prelude::*;
+
+    fn records() -> Vec<Vec<u8>> {
+        let v = ValueRecord {
+            ip: 0x40_1005,
+            pid: 7,
+            tid: 8,
+            time: 10,
+            cpu: 0,
+            addr: 0x60_1000,
+            value: Some(1),
+            old: None,
+        };
+        let hit = HitRecord {
+            flags: hit_record::USER_MODE,
+            pid: 7,
+            tid: 8,
+            time: 10,
+            addr: 0x60_1000,
+            value: Some(1),
+            old: Some(0),
+            comm: "writer".into(),
+            ip: 0x40_1005,
+            lost: 1,
+            regs: Some([3; hit_record::REGS]),
+            insn: Some([0x90; hit_record::INSN_BYTES]),
+            kernel_stack: vec![0xffff_ffff_8100_0077],
+            user_stack: vec![0x40_1005, 0],
+        };
+        let sample = encode::sample(0x40_1005, 7, 8, 10, 0x60_1000, 0, &[encode::USER, 1]);
+        vec![
+            encode::with_id(5, &sample),
+            value_record::encode(42, &v),
+            encode::with_trailer(encode::comm(7, 8, "writer", false), 7, 8, 9, 0),
+            encode::with_trailer(encode::lost(1, 2), 0, 0, 9, 0),
+            encode::mmap2(7, 8, 0x40_0000, 0x1000, 0, (8, 1), 99, "/bin/w"),
+            hit_record::encode(&hit),
+        ]
+    }
+
+    /// The record at `which`, its byte at `at` set to `byte`, cut to `cut` bytes (its header's size
+    /// set to the cut where the header is whole).
+    fn broken(which: usize, at: usize, byte: u8, cut: usize) -> Vec<u8> {
+        let all = records();
+        let mut r = all[which % all.len()].clone();
+        let at = at % r.len();
+        r[at] = byte;
+        let cut = cut % (r.len() + 1);
+        r.truncate(cut);
+        if cut >= 8 && at >= 8 {
+            r[6..8].copy_from_slice(&(cut as u16).to_ne_bytes());
+        }
+        r
+    }
+
+    proptest! {
+        #[test]
+        fn no_record_panics_a_decoder_and_an_undecodable_one_is_a_loss(
+            edits in proptest::collection::vec(
+                (0..6usize, any::<usize>(), any::<u8>(), any::<usize>()),
+                1..12,
+            )
+        ) {
+            let perf = || SampleDecoder::new(0, 0, SAMPLE_TYPE_TASK, true, 0);
+            let mut samples = perf();
+            let mut paired = PairedDecoder::new(perf(), 42);
+            let mut hits = HitDecoder::new(0, 0, HitValue::Written, 0, 0);
+            let mut out = Collect::new(8);
+            for (which, at, byte, cut) in edits {
+                let bytes = broken(which, at, byte, cut);
+                let before = [samples.tally(), paired.tally(), hits.tally()];
+                samples.record(&bytes, &mut out);
+                paired.record(&bytes, &mut out);
+                hits.record(&bytes, &mut out);
+                let after = [samples.tally(), paired.tally(), hits.tally()];
+                let new: Vec<u64> = after
+                    .iter()
+                    .zip(&before)
+                    .map(|(a, b)| a.undecodable - b.undecodable)
+                    .collect();
+                prop_assert!(new.iter().all(|&n| n <= 1), "{:?}", new);
+                let undecodable: u64 = new.iter().sum();
+                let losses_of_one = out
+                    .take()
+                    .iter()
+                    .filter(|(_, i)| *i == Item::Lost { cpu: 0, count: 1 })
+                    .count() as u64;
+                prop_assert!(losses_of_one >= undecodable);
+            }
+        }
+    }
+}

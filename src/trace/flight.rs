@@ -20,7 +20,7 @@ use crate::model::condition::Condition;
 use crate::model::watch::Watch;
 use crate::perf::bpf::trigger::Tracepoint;
 use crate::perf::record::Sample;
-use crate::report::{DumpTrigger, Hit, Output, StreamEvent, Value};
+use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Value};
 use crate::trace::symbolize::NamedChain;
 
 /// One kept hit.
@@ -49,12 +49,30 @@ impl Kept {
     }
 }
 
+/// A `--dump-on` tracepoint, as the recorder asks it (a test's stands in for the kernel's).
+pub trait Fires {
+    /// `GROUP:NAME`.
+    fn name(&self) -> &str;
+    /// The CPU and time of its latest firing since the last call, if it fired.
+    fn fired(&mut self) -> io::Result<Option<(u32, u64)>>;
+}
+
+impl Fires for Tracepoint {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn fired(&mut self) -> io::Result<Option<(u32, u64)>> {
+        Tracepoint::fired(self)
+    }
+}
+
 /// The buffer and the triggers it answers to.
 pub struct Recorder {
     last: usize,
     kept: VecDeque<Kept>,
     conditions: Vec<Condition>,
-    tracepoints: Vec<Tracepoint>,
+    tracepoints: Vec<Box<dyn Fires>>,
     /// The last handles made, reused while hits repeat them.
     comm: Option<Rc<str>>,
     watch: Option<Rc<Watch>>,
@@ -66,6 +84,15 @@ const INITIAL_CAPACITY: usize = 4096;
 impl Recorder {
     /// The recorder `flight` asks for, with its tracepoints already attached.
     pub fn new(flight: &Flight, tracepoints: Vec<Tracepoint>) -> Recorder {
+        let fires = tracepoints
+            .into_iter()
+            .map(|t| Box::new(t) as Box<dyn Fires>)
+            .collect();
+        Recorder::with_triggers(flight, fires)
+    }
+
+    /// The recorder `flight` asks for, its tracepoints read through `tracepoints`.
+    pub fn with_triggers(flight: &Flight, tracepoints: Vec<Box<dyn Fires>>) -> Recorder {
         Recorder {
             last: flight.last,
             kept: VecDeque::with_capacity(flight.last.min(INITIAL_CAPACITY)),
@@ -180,13 +207,48 @@ impl Recorder {
         for t in &mut self.tracepoints {
             if let Some((cpu, time)) = t.fired()? {
                 if latest.as_ref().is_none_or(|(_, l)| time > *l) {
-                    let name = t.name.clone();
+                    let name = t.name().to_string();
                     latest = Some((DumpTrigger::Tracepoint { name, cpu }, time));
                 }
             }
         }
         Ok(latest)
     }
+}
+
+/// What one turn of the loop asks of the session for the flight recorder's triggers.
+pub trait Turning {
+    /// The latest `--dump-on` tracepoint firing since the last turn, and its time.
+    fn fired(&mut self) -> crate::error::Result<Option<(DumpTrigger, u64)>>;
+    /// Reads every ring empty into the merge.
+    fn drain(&mut self);
+    /// Applies every record up to `time` (hits recorded), then prints the kept hits up to `time`.
+    fn dump_at(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason>;
+    /// Applies what the rings release now.
+    fn release_ready(&mut self) -> Option<StopReason>;
+    /// Prints every kept hit under a heading for `trigger` at `time`.
+    fn dump(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason>;
+}
+
+/// One turn's read of the rings: drained, and what the merge releases applied. A `--dump-on` tracepoint
+/// is asked first (every hit from before its firing is then in the rings, and goes into the recorder
+/// ahead of the dump whatever the sort slack holds back), and a SIGUSR1 read this turn (at `signalled`)
+/// dumps after the release.
+pub fn turn(
+    ctx: &mut impl Turning,
+    signalled: Option<u64>,
+) -> crate::error::Result<Option<StopReason>> {
+    let fired = ctx.fired()?;
+    ctx.drain();
+    if let Some((trigger, time)) = fired {
+        if let Some(stop) = ctx.dump_at(trigger, time) {
+            return Ok(Some(stop));
+        }
+    }
+    if let Some(stop) = ctx.release_ready() {
+        return Ok(Some(stop));
+    }
+    Ok(signalled.and_then(|time| ctx.dump(DumpTrigger::Signal, time)))
 }
 
 #[cfg(test)]

@@ -13,7 +13,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::cpulist;
+use crate::error::Error;
+use crate::perf::event::{OpenError, Stage};
 use crate::perf::sys;
+use crate::report::{StopReason, StreamEvent};
+use crate::trace::context::Marks;
 use crate::trace::unload;
 
 /// A CPU state change as a uevent reports it.
@@ -224,6 +228,146 @@ impl Unwatched {
         std::mem::take(&mut self.since)
             .into_iter()
             .map(move |(cpu, since)| (cpu, now.saturating_sub(since)))
+    }
+}
+
+/// What following CPUs asks of the session: its armed CPUs, closing and opening a CPU's events, and
+/// words for a refusal.
+pub trait Arming: Marks {
+    /// Whether `cpu` has events.
+    fn is_armed(&self, cpu: u32) -> bool;
+    /// Reads `cpu`'s rings empty into the merge and closes its events; `false` when it had none.
+    fn close_cpu(&mut self, cpu: u32) -> bool;
+    /// Prints what the rings release now (a closed CPU holds nothing back any more).
+    fn release_ready(&mut self) -> Option<StopReason>;
+    /// Opens and enables `cpu`'s events (all or none), their rings joining the merge.
+    fn open_cpu(&mut self, cpu: u32) -> Result<(), OpenError>;
+    /// A refusal in the user's words, and its kind.
+    fn explain(&self, e: &OpenError) -> (String, &'static str);
+}
+
+/// The session's side of CPU hotplug: brings the armed set in line with the [`Changes`] the uevents and
+/// the reconcile report, marks each change in the stream, and keeps the time each CPU went unwatched.
+#[derive(Debug, Default)]
+pub struct Follow {
+    unwatched: Unwatched,
+    /// `--strict-hotplug`: a CPU that comes online and cannot be armed ends the session.
+    strict: bool,
+    /// The `--strict-hotplug` failure, returned once the summary is out (exit 3).
+    fatal: Option<Error>,
+    /// Unwatched time by CPU so far (for the summary).
+    unwatched_ns: BTreeMap<u32, u64>,
+}
+
+impl Follow {
+    pub fn new(strict: bool) -> Follow {
+        Follow {
+            strict,
+            ..Follow::default()
+        }
+    }
+
+    /// Drains and closes the events of CPUs that went away, opens fresh ones on CPUs that came (a dead
+    /// CPU-bound event never revives, see kernel-facts).
+    pub fn apply(&mut self, changes: &Changes, ctx: &mut impl Arming) -> Option<StopReason> {
+        for &cpu in &changes.offline {
+            if let Some(stop) = self.offline(cpu, ctx) {
+                return Some(stop);
+            }
+        }
+        for &cpu in &changes.online {
+            if let Some(stop) = self.online(cpu, changes.uevent_ns, ctx) {
+                return Some(stop);
+            }
+        }
+        None
+    }
+
+    /// `cpu` went offline: whatever it wrote before it left is still in its ring, printed before the mark;
+    /// its counters freeze where they were.
+    fn offline(&mut self, cpu: u32, ctx: &mut impl Arming) -> Option<StopReason> {
+        if let Some(ns) = self.unwatched.offline(cpu, ctx.now()) {
+            *self.unwatched_ns.entry(cpu).or_default() += ns;
+        }
+        if !ctx.close_cpu(cpu) {
+            return None;
+        }
+        if let Some(stop) = ctx.release_ready() {
+            return Some(stop);
+        }
+        let now = ctx.now();
+        ctx.emit(&StreamEvent::CpuOffline { cpu }, now)
+    }
+
+    /// `cpu` came online (its uevent at `uevent_ns`, if one told): armed, or marked as not armed.
+    fn online(
+        &mut self,
+        cpu: u32,
+        uevent_ns: Option<u64>,
+        ctx: &mut impl Arming,
+    ) -> Option<StopReason> {
+        if ctx.is_armed(cpu) {
+            return None;
+        }
+        let open_start = ctx.now();
+        let seen = uevent_ns.unwrap_or(open_start);
+        let event = match ctx.open_cpu(cpu) {
+            Ok(()) => {
+                let now = ctx.now();
+                *self.unwatched_ns.entry(cpu).or_default() += self.unwatched.armed(cpu, seen, now);
+                StreamEvent::CpuOnline {
+                    cpu,
+                    after_uevent_ns: uevent_ns.map(|t| now.saturating_sub(t)),
+                    open_ns: now.saturating_sub(open_start),
+                }
+            }
+            // ENODEV: it went away again before we got to it; the next uevent or reconcile sorts it out.
+            Err(e) if e.stage == Stage::Open && e.err.raw_os_error() == Some(libc::ENODEV) => {
+                return None
+            }
+            Err(e) => self.arm_failed(cpu, seen, &e, ctx)?,
+        };
+        let now = ctx.now();
+        if let Some(stop) = ctx.emit(&event, now) {
+            return Some(stop);
+        }
+        // The `NOT armed` mark is out; the session ends like a signal ends it (summary, then exit 3).
+        self.fatal.as_ref().map(|_| StopReason::StrictHotplug(cpu))
+    }
+
+    /// A CPU came online (first seen at `seen`) and could not be armed: unwatched from then on, marked once
+    /// in the stream (and on stderr) and retried on every reconcile; `None` when it was already marked.
+    /// With --strict-hotplug the mark is also the end: the failure is kept for [`Follow::take_fatal`].
+    fn arm_failed(
+        &mut self,
+        cpu: u32,
+        seen: u64,
+        e: &OpenError,
+        ctx: &impl Arming,
+    ) -> Option<StreamEvent> {
+        if !self.unwatched.failed(cpu, seen, self.strict) {
+            return None;
+        }
+        let (reason, kind) = ctx.explain(e);
+        if self.strict {
+            self.fatal = Some(Error::arm(format!("--strict-hotplug: {reason}")));
+        }
+        Some(StreamEvent::CpuArmFailed { cpu, reason, kind })
+    }
+
+    /// The `--strict-hotplug` failure that ended the run, if one did.
+    pub fn take_fatal(&mut self) -> Option<Error> {
+        self.fatal.take()
+    }
+
+    /// The run ends at `now`: the time each CPU went unwatched, those never armed since they came online
+    /// unwatched to the end.
+    pub fn end(&mut self, now: u64) -> BTreeMap<u32, u64> {
+        let mut out = std::mem::take(&mut self.unwatched_ns);
+        for (cpu, ns) in self.unwatched.end(now) {
+            *out.entry(cpu).or_default() += ns;
+        }
+        out
     }
 }
 

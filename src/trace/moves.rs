@@ -1,15 +1,17 @@
 //! `--control` as the session runs it: the line source and the target resolver, the lines read and not
 //! yet applied, and what each line asks for ([`Step`]): switch the watch off or on, move it to a resolved
-//! target, or refuse the line. The session carries a step out between two drains of the rings (see
-//! `Session::apply_control`); [`refusal`] is the stream's mark for a line that was not applied.
+//! target, or refuse the line. A step is carried out between two drains of the rings ([`Moves::apply`],
+//! through the session's [`Steering`]); [`refusal`] is the stream's mark for a line that was not applied.
 
 use std::io;
 
 use crate::error::{Error, Result};
 use crate::model::target::Target;
 use crate::model::watch::{Access, Watch};
+use crate::perf::event::OpenError;
 use crate::perf::sys::Epoll;
-use crate::report::StreamEvent;
+use crate::report::{Covered, StopReason, StreamEvent};
+use crate::trace::context::Marks;
 use crate::trace::control::{self, Command, Control};
 
 /// Resolves a `--control watch` target the way the command line's targets were resolved.
@@ -124,6 +126,130 @@ impl<'a> Moves<'a> {
     }
 }
 
+/// What a control line asks of the session: the watch (target 0) switched, moved, and what it covers.
+pub trait Steering: Marks {
+    fn watches(&self) -> &[Watch];
+    /// What the watch covers now (for acknowledgements).
+    fn coverage(&self) -> Covered;
+    /// Whether the watch is on.
+    fn enabled(&self) -> bool;
+    /// Disables every event, each keeping its debug register.
+    fn pause(&mut self);
+    /// Enables every event.
+    fn enable(&mut self) -> Result<(), OpenError>;
+    /// Why the watch cannot move to `watch` in place, if it cannot.
+    fn cannot_move(&self, watch: &Watch) -> Option<String>;
+    /// Moves the watch to `watch`, left disabled; on a refusal every event is back on the old watch.
+    fn retarget(&mut self, watch: Watch) -> io::Result<()>;
+    /// The moved watch's `old` values start afresh.
+    fn forget_olds(&mut self);
+    /// Drains every ring and prints every record held (the events are disabled: nothing older can come).
+    fn flush(&mut self) -> Option<StopReason>;
+    /// An enable refusal in the user's words, and its kind.
+    fn explain(&self, e: &OpenError) -> (String, &'static str);
+    /// The kernel's refusal of a moved breakpoint at `watch`, in the user's words, and its kind.
+    fn explain_move(&self, e: &io::Error, watch: &Watch) -> (String, &'static str);
+}
+
+impl Moves<'_> {
+    /// Reads the source and applies each complete line in order (see [`Moves::read`]).
+    pub fn on_readable(
+        &mut self,
+        epoll: &Epoll,
+        ctx: &mut impl Steering,
+    ) -> Result<Option<StopReason>> {
+        let (mut lines, read) = self.read(epoll);
+        let mut stop = None;
+        for line in lines.drain(..) {
+            stop = self.apply(&line, ctx);
+            if stop.is_some() {
+                break;
+            }
+        }
+        self.recycle(lines);
+        if let Err(e) = read {
+            return Err(Error::runtime("reading --control").caused_by(e));
+        }
+        Ok(stop)
+    }
+
+    /// One control line. A move or an `off` disables the events first, then drains and prints everything
+    /// they recorded, and only then acknowledges: every hit printed before the mark is of the old state,
+    /// every hit after it of the new one.
+    pub fn apply(&mut self, line: &str, ctx: &mut impl Steering) -> Option<StopReason> {
+        match self.step(line)? {
+            Step::Refuse(reason, kind) => refuse(line, reason, kind, ctx),
+            Step::Off => {
+                ctx.pause();
+                if let Some(stop) = ctx.flush() {
+                    return Some(stop);
+                }
+                let now = ctx.now();
+                ctx.emit(&StreamEvent::Switched { on: false }, now)
+            }
+            Step::On => {
+                let now = ctx.now();
+                if let Err(e) = ctx.enable() {
+                    ctx.pause();
+                    let (reason, kind) = ctx.explain(&e);
+                    return refuse(line, format!("{reason}; the watch stays off"), kind, ctx);
+                }
+                ctx.emit(&StreamEvent::Switched { on: true }, now)
+            }
+            Step::Move(watch) => move_watch(line, watch, ctx),
+        }
+    }
+}
+
+/// `--control watch`: the watch moves to `watch`, its old target's hits printed before the mark.
+fn move_watch(line: &str, watch: Watch, ctx: &mut impl Steering) -> Option<StopReason> {
+    if let Some(reason) = ctx.cannot_move(&watch) {
+        return refuse(line, reason, BAD_TARGET, ctx);
+    }
+    let started = ctx.now();
+    // Hits of the old target still in the rings are printed below, with their own olds: the new
+    // target's first hit then starts afresh.
+    if let Err(e) = ctx.retarget(watch.clone()) {
+        // The kernel checks a moved breakpoint as it checks a new one: a kernel address where kernel
+        // breakpoints are refused is said as at arming.
+        let (reason, kind) = ctx.explain_move(&e, &watch);
+        return refuse(line, reason, kind, ctx);
+    }
+    if let Some(stop) = ctx.flush() {
+        return Some(stop);
+    }
+    ctx.forget_olds();
+    let acked = ctx.now();
+    if ctx.enabled() {
+        if let Err(e) = ctx.enable() {
+            // Everything is already moved; what cannot be enabled is off, and the reader must know.
+            ctx.pause();
+            let (reason, kind) = ctx.explain(&e);
+            return refuse(line, format!("{reason}; the watch is now off"), kind, ctx);
+        }
+    }
+    let event = StreamEvent::Retargeted {
+        index: 0,
+        watch,
+        covered: ctx.coverage(),
+        took_ns: ctx.now().saturating_sub(started),
+        enabled: ctx.enabled(),
+    };
+    ctx.emit(&event, acked)
+}
+
+/// Marks `line` as not applied.
+fn refuse(
+    line: &str,
+    reason: String,
+    kind: &'static str,
+    ctx: &mut impl Steering,
+) -> Option<StopReason> {
+    let event = refusal(line, reason, kind, ctx.watches());
+    let now = ctx.now();
+    ctx.emit(&event, now)
+}
+
 /// The stream's mark for a control `line` not applied for `reason` (of `kind`), naming what is still
 /// watched (the first of `watches`).
 pub fn refusal(line: &str, reason: String, kind: &'static str, watches: &[Watch]) -> StreamEvent {
@@ -145,7 +271,7 @@ mod tests {
     use crate::report::testutil::watch;
 
     /// A controller reading `text` from a regular file, resolving every target to a watch at 0x1000 with
-    /// the access asked (and refusing `missing`).
+    /// the access and length asked (and refusing `missing`).
     fn moves(text: &str, epoll: &Epoll) -> Moves<'static> {
         let path = std::env::temp_dir().join(format!(
             "ksymwatch-moves-{}-{}",
@@ -159,7 +285,11 @@ mod tests {
             if t.text == "missing" {
                 return Err(Error::usage("no symbol `missing`"));
             }
-            Ok(watch(&t.text, 0x1000, access))
+            let w = watch(&t.text, 0x1000, access);
+            Ok(Watch {
+                len: t.len.unwrap_or(w.len),
+                ..w
+            })
         });
         let ctl = Controller {
             source: Control::from_file(file),

@@ -18,10 +18,12 @@
 //! (`tests/suite/live_module.rs`) sends the uevent itself over a made-up module's kallsyms; the kernel's own
 //! side of an unload is not tested.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::model::watch::Watch;
+use crate::report::{StopReason, StreamEvent};
+use crate::trace::context::Marks;
 
 /// Where loaded modules show up in sysfs.
 pub const SYS_MODULE: &str = "/sys/module";
@@ -79,6 +81,83 @@ pub fn loaded(watches: &[Watch], sys_module: &Path) -> Vec<Arc<str>> {
 /// Whether a module [`loaded`] found has since been unloaded.
 pub fn gone(module: &str, sys_module: &Path) -> bool {
     !sys_module.join(module).join("initstate").exists()
+}
+
+/// What ending a module's watches asks of the session: the watches, which are still armed, and
+/// closing one for good.
+pub trait Unloading: Marks {
+    fn watches(&self) -> &[Watch];
+    /// Whether target `index` still has events.
+    fn is_armed(&self, index: usize) -> bool;
+    /// Reads target `index`'s rings empty into the merge and closes its events for good.
+    fn close_watch(&mut self, index: usize);
+    /// Drains every ring and prints every record held.
+    fn flush(&mut self) -> Option<StopReason>;
+}
+
+/// The session's side of module unloads: the loadable modules holding targets, followed in sysfs, and
+/// what a removal does to the watches on them.
+#[derive(Debug)]
+pub struct Modules {
+    /// Loaded when the session started, and not seen going since: the reconcile checks sysfs for them in
+    /// case their removal uevent was dropped.
+    loaded: Vec<Arc<str>>,
+    /// Where loaded modules show up ([`SYS_MODULE`]; a test's directory).
+    sys_module: PathBuf,
+}
+
+impl Modules {
+    /// The modules of `watches` loaded now under `sys_module`. Only a kernel watch (`system`) can hold a
+    /// module's memory.
+    pub fn new(watches: &[Watch], system: bool, sys_module: &Path) -> Modules {
+        Modules {
+            loaded: if system {
+                loaded(watches, sys_module)
+            } else {
+                Vec::new()
+            },
+            sys_module: sys_module.to_path_buf(),
+        }
+    }
+
+    /// The followed modules gone from sysfs (their removal uevent dropped, or not read yet), for the
+    /// reconcile.
+    pub fn gone(&self) -> Vec<String> {
+        self.loaded
+            .iter()
+            .filter(|m| gone(m, &self.sys_module))
+            .map(|m| m.to_string())
+            .collect()
+    }
+
+    /// `module` was removed: every watch on its memory is drained, closed and marked, before any hit of
+    /// the other watches recorded after this moment; when no watch is left the run ends (exit 0).
+    pub fn removed(&mut self, module: &str, ctx: &mut impl Unloading) -> Option<StopReason> {
+        self.loaded.retain(|m| &**m != module);
+        let plan = plan(ctx.watches(), |i| ctx.is_armed(i), module)?;
+        for &i in &plan.targets {
+            ctx.close_watch(i);
+        }
+        // Everything the module's watches recorded is printed before the mark. The other rings are read
+        // and released with them: a record of theirs still on its way (within the sort slack) prints after
+        // the mark, as after a `--control` move.
+        if let Some(stop) = ctx.flush() {
+            return Some(stop);
+        }
+        let event = StreamEvent::ModuleUnloaded {
+            module: module.to_string(),
+            targets: plan
+                .targets
+                .iter()
+                .map(|&i| ctx.watches()[i].label.clone())
+                .collect(),
+        };
+        let now = ctx.now();
+        if let Some(stop) = ctx.emit(&event, now) {
+            return Some(stop);
+        }
+        plan.last.then_some(StopReason::ModuleUnloaded)
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ use rustc_hash::FxHashSet;
 
 use crate::error::{Context, ExitCode, Result};
 use crate::perf::sys::{self, Epoll};
+use crate::report::{StopReason, StreamEvent};
+use crate::trace::context::Marks;
 
 pub struct Watched {
     /// The watched processes' pids, and each one's pidfd until it exits or execs.
@@ -105,6 +107,28 @@ impl Watched {
         };
         let _ = epoll.delete(fd.as_fd());
         Some(self.none_left())
+    }
+
+    /// Watched process `pid` exec'd `comm` (its record at `time`): the kernel took it out of the watched
+    /// processes before the new program ran; the reader is told, and the run ends when that let go of the
+    /// last watched process (see [`Watched::exec`]).
+    pub fn exec_seen(
+        &mut self,
+        pid: u32,
+        comm: &str,
+        time: u64,
+        epoll: &Epoll,
+        marks: &mut impl Marks,
+    ) -> Option<StopReason> {
+        let ends = self.exec(pid, epoll)?;
+        let event = StreamEvent::ProcessExec {
+            pid,
+            comm: comm.to_string(),
+        };
+        if let Some(stop) = marks.emit(&event, time) {
+            return Some(stop);
+        }
+        ends.then_some(StopReason::Exited)
     }
 
     /// Whether `pid`'s watch ended at its exec: its traps from then on are not hits.

@@ -13,3 +13,47 @@ pub trait Marks {
     /// Prints `event` at `time_ns` and flushes; the stop a failed write means (a closed pipe ends the run).
     fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason>;
 }
+
+/// A fake session for the parts' unit tests: a clock that moves only when told and a log of everything
+/// asked, marks and the parts' own calls alike, in order.
+#[cfg(test)]
+pub mod fake {
+    use super::*;
+
+    #[derive(Debug, Default)]
+    pub struct Log {
+        pub now: u64,
+        /// What was asked, in order: `emit` lines are the marks' `Debug` spellings' first word.
+        pub calls: Vec<String>,
+        /// Every mark printed, with its time.
+        pub events: Vec<(StreamEvent, u64)>,
+        /// The output is closed: every mark fails.
+        pub closed: bool,
+    }
+
+    impl Log {
+        /// Records a part's call `what`.
+        pub fn call(&mut self, what: impl Into<String>) {
+            self.calls.push(what.into());
+        }
+
+        /// The calls, as `&str`s for comparing.
+        pub fn calls(&self) -> Vec<&str> {
+            self.calls.iter().map(String::as_str).collect()
+        }
+    }
+
+    impl Marks for Log {
+        fn now(&self) -> u64 {
+            self.now
+        }
+
+        fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
+            let debug = format!("{event:?}");
+            let name = debug.split([' ', '{', '(']).next().unwrap_or_default();
+            self.calls.push(format!("emit {name}"));
+            self.events.push((event.clone(), time_ns));
+            self.closed.then_some(StopReason::BrokenPipe)
+        }
+    }
+}

@@ -386,6 +386,7 @@ pub(crate) fn uevent(parts: &[&str]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::context::fake::Log;
 
     use super::uevent as msg;
 
@@ -494,5 +495,195 @@ mod tests {
         assert!(u.failed(1, 10, true));
         assert!(u.failed(1, 20, true));
         assert_eq!(u.end(30).collect::<Vec<_>>(), [(1, 20)]);
+    }
+    /// A session of CPUs for [`Follow`]: which are armed, which refuse arming (with an errno), and a
+    /// log. Opening a CPU takes 1 µs.
+    struct Cpus {
+        log: Log,
+        armed: BTreeSet<u32>,
+        refuse: BTreeMap<u32, i32>,
+    }
+
+    impl Cpus {
+        fn new(armed: &[u32]) -> Cpus {
+            Cpus {
+                log: Log::default(),
+                armed: set(armed),
+                refuse: BTreeMap::new(),
+            }
+        }
+    }
+
+    impl Marks for Cpus {
+        fn now(&self) -> u64 {
+            self.log.now
+        }
+
+        fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
+            self.log.emit(event, time_ns)
+        }
+    }
+
+    impl Arming for Cpus {
+        fn is_armed(&self, cpu: u32) -> bool {
+            self.armed.contains(&cpu)
+        }
+
+        fn close_cpu(&mut self, cpu: u32) -> bool {
+            self.log.call(format!("close {cpu}"));
+            self.armed.remove(&cpu)
+        }
+
+        fn release_ready(&mut self) -> Option<StopReason> {
+            self.log.call("release");
+            None
+        }
+
+        fn open_cpu(&mut self, cpu: u32) -> Result<(), OpenError> {
+            self.log.call(format!("open {cpu}"));
+            self.log.now += 1_000;
+            if let Some(&errno) = self.refuse.get(&cpu) {
+                return Err(OpenError {
+                    cpu,
+                    tid: None,
+                    stage: Stage::Open,
+                    err: std::io::Error::from_raw_os_error(errno),
+                    bp: None,
+                });
+            }
+            self.armed.insert(cpu);
+            Ok(())
+        }
+
+        fn explain(&self, e: &OpenError) -> (String, &'static str) {
+            let errno = e.err.raw_os_error().unwrap_or(0);
+            (format!("cpu {} refused (errno {errno})", e.cpu), "busy")
+        }
+    }
+
+    fn online(cpus: &[u32], uevent_ns: Option<u64>) -> Changes {
+        Changes {
+            online: cpus.to_vec(),
+            uevent_ns,
+            ..Changes::default()
+        }
+    }
+
+    fn offline(cpus: &[u32]) -> Changes {
+        Changes {
+            offline: cpus.to_vec(),
+            ..Changes::default()
+        }
+    }
+
+    /// A CPU that goes offline gives up its events, its last records printed before its mark; back
+    /// online it is armed afresh and marked with how long that took.
+    #[test]
+    fn a_cpu_going_offline_is_drained_before_its_mark_and_armed_again_when_back() {
+        let mut ctx = Cpus::new(&[0, 1]);
+        let mut f = Follow::new(false);
+        ctx.log.now = 10_000;
+        assert_eq!(f.apply(&offline(&[1]), &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["close 1", "release", "emit CpuOffline"]);
+        assert_eq!(
+            ctx.log.events,
+            [(StreamEvent::CpuOffline { cpu: 1 }, 10_000)]
+        );
+        // Not armed: nothing to close, no mark.
+        ctx.log.calls.clear();
+        assert_eq!(f.apply(&offline(&[5]), &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["close 5"]);
+        // Back, its uevent read at 19 µs.
+        ctx.log.calls.clear();
+        ctx.log.now = 20_000;
+        assert_eq!(f.apply(&online(&[0, 1], Some(19_000)), &mut ctx), None);
+        assert_eq!(
+            ctx.log.calls(),
+            ["open 1", "emit CpuOnline"],
+            "cpu 0 is armed"
+        );
+        let online = StreamEvent::CpuOnline {
+            cpu: 1,
+            after_uevent_ns: Some(2_000),
+            open_ns: 1_000,
+        };
+        assert_eq!(ctx.log.events.last(), Some(&(online, 21_000)));
+        assert_eq!(
+            f.end(30_000),
+            BTreeMap::from([(1, 2_000)]),
+            "unwatched from its uevent to its arming"
+        );
+    }
+
+    /// A CPU that cannot be armed is marked once, retried on every look, and unwatched from its first
+    /// sighting until it is armed.
+    #[test]
+    fn an_arm_failure_is_marked_once_and_retried_until_armed() {
+        let mut ctx = Cpus::new(&[0]);
+        ctx.refuse.insert(1, libc::EBUSY);
+        let mut f = Follow::new(false);
+        ctx.log.now = 1_000;
+        assert_eq!(f.apply(&online(&[1], Some(100)), &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["open 1", "emit CpuArmFailed"]);
+        let failed = StreamEvent::CpuArmFailed {
+            cpu: 1,
+            reason: format!("cpu 1 refused (errno {})", libc::EBUSY),
+            kind: "busy",
+        };
+        assert_eq!(ctx.log.events, [(failed, 2_000)]);
+        // The reconcile retries: no second mark.
+        ctx.log.calls.clear();
+        assert_eq!(f.apply(&online(&[1], None), &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["open 1"]);
+        // The debug registers came free.
+        ctx.refuse.clear();
+        ctx.log.calls.clear();
+        ctx.log.now = 5_000;
+        assert_eq!(f.apply(&online(&[1], None), &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["open 1", "emit CpuOnline"]);
+        assert_eq!(f.end(7_000), BTreeMap::from([(1, 6_000 - 100)]));
+        assert!(f.take_fatal().is_none());
+    }
+
+    /// A CPU gone again before it was armed (ENODEV) is neither marked nor unwatched: the next uevent
+    /// or reconcile tells what it is.
+    #[test]
+    fn a_cpu_gone_again_before_it_was_armed_is_left_to_the_next_look() {
+        let mut ctx = Cpus::new(&[0]);
+        ctx.refuse.insert(1, libc::ENODEV);
+        let mut f = Follow::new(true);
+        assert_eq!(f.apply(&online(&[1], Some(0)), &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["open 1"]);
+        assert!(f.end(1_000_000).is_empty());
+        assert!(
+            f.take_fatal().is_none(),
+            "not a failure, also not with --strict-hotplug"
+        );
+    }
+
+    /// `--strict-hotplug`: the first CPU that cannot be armed is marked, and the run ends there with the
+    /// failure kept for after the summary; the CPUs after it are not tried.
+    #[test]
+    fn strict_hotplug_ends_the_run_after_the_first_failures_mark() {
+        let mut ctx = Cpus::new(&[0]);
+        ctx.refuse.insert(1, libc::ENOSPC);
+        let mut f = Follow::new(true);
+        let stop = f.apply(&online(&[1, 2], Some(0)), &mut ctx);
+        assert_eq!(stop, Some(StopReason::StrictHotplug(1)));
+        assert_eq!(ctx.log.calls(), ["open 1", "emit CpuArmFailed"]);
+        let fatal = f.take_fatal().map(|e| e.to_string()).unwrap_or_default();
+        assert!(fatal.contains("--strict-hotplug: cpu 1 refused"), "{fatal}");
+        assert_eq!(f.end(4_000), BTreeMap::from([(1, 4_000)]));
+    }
+
+    /// A closed output ends the run at the first mark it cannot print.
+    #[test]
+    fn a_closed_output_ends_the_run_at_the_mark() {
+        let mut ctx = Cpus::new(&[0, 1]);
+        ctx.log.closed = true;
+        let mut f = Follow::new(false);
+        let stop = f.apply(&offline(&[0, 1]), &mut ctx);
+        assert_eq!(stop, Some(StopReason::BrokenPipe));
+        assert_eq!(ctx.log.calls(), ["close 0", "release", "emit CpuOffline"]);
     }
 }

@@ -411,6 +411,7 @@ pub fn object_watch(target: &ObjectTarget, index: u64, addr: u64) -> Watch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::context::fake::Log;
 
     #[test]
     fn free_slots_first_then_skip_or_evict_the_oldest() {
@@ -523,5 +524,204 @@ mod tests {
         );
         assert_eq!(b.freed, [(0xc0, 5), (0xd0, 50), (0xe0, 60)]);
         assert_eq!(b.lost, 4);
+    }
+    /// A session of breakpoint slots for [`Objects`]: the slots' books, whether arming is refused, and a
+    /// log. A flush says whether a hit a moment after the free being drained would still count.
+    struct Session {
+        log: Log,
+        slots: Slots,
+        refuse_arm: bool,
+    }
+
+    impl Marks for Session {
+        fn now(&self) -> u64 {
+            self.log.now
+        }
+
+        fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
+            self.log.emit(event, time_ns)
+        }
+    }
+
+    impl Placing for Session {
+        fn arm(&mut self, slot: usize, watch: Watch) -> std::io::Result<()> {
+            self.log.call(format!("arm {slot} {:#x}", watch.addr));
+            if self.refuse_arm {
+                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            Ok(())
+        }
+
+        fn park(&mut self, slot: usize, parked: Watch) {
+            self.log.call(format!("park {slot} {}", parked.label));
+        }
+
+        fn slots(&mut self) -> &mut Slots {
+            &mut self.slots
+        }
+
+        fn flush(&mut self) -> Option<StopReason> {
+            let late = self
+                .slots
+                .closing
+                .is_some_and(|(slot, time)| self.slots.after_free(slot, time + 1));
+            self.log.call(format!("flush, late hits dropped: {late}"));
+            None
+        }
+    }
+
+    fn session(slots: usize, rotate: bool) -> (Objects, Session) {
+        let objects = Objects {
+            allocators: Allocators {
+                pids: Vec::new(),
+                comms: Vec::new(),
+            },
+            target: target(),
+            parked: vec![
+                crate::report::testutil::watch(
+                    "parked",
+                    0xffffffff81000000,
+                    crate::model::watch::Access::Write
+                );
+                slots
+            ],
+            records: Vec::new(),
+        };
+        let ctx = Session {
+            log: Log::default(),
+            slots: Slots::new(slots, rotate),
+            refuse_arm: false,
+        };
+        (objects, ctx)
+    }
+
+    /// Carries out `records` as one drained batch.
+    fn apply(objects: &mut Objects, ctx: &mut Session, records: Vec<Read>) -> Option<StopReason> {
+        objects.apply(|out| out.extend(records), ctx)
+    }
+
+    /// An object is armed in the free slot at its field, a second one (`--rotate`) evicts it, and its
+    /// free prints its last hits, drops later ones and parks the slot before the mark, at the free's time.
+    #[test]
+    fn an_object_is_armed_rotated_and_freed() {
+        let (mut objects, mut ctx) = session(1, true);
+        ctx.log.now = 1_000;
+        assert_eq!(
+            apply(
+                &mut objects,
+                &mut ctx,
+                vec![record(bpf::ALLOCATED, 0xa000, 10, 1)]
+            ),
+            None
+        );
+        assert_eq!(ctx.log.calls(), ["arm 0 0xa050", "emit ObjectArmed"]);
+        let armed = StreamEvent::ObjectArmed {
+            index: 0,
+            addr: 0xa000,
+            slot: 0,
+            gap_ns: 990,
+            pid: 1,
+            comm: "task1".into(),
+            evicted: None,
+        };
+        assert_eq!(ctx.log.events, [(armed, 1_000)]);
+        ctx.log.calls.clear();
+        assert_eq!(
+            apply(
+                &mut objects,
+                &mut ctx,
+                vec![record(bpf::ALLOCATED, 0xb000, 20, 1)]
+            ),
+            None
+        );
+        assert_eq!(ctx.log.calls(), ["arm 0 0xb050", "emit ObjectArmed"]);
+        assert!(
+            matches!(
+                &ctx.log.events[1].0,
+                StreamEvent::ObjectArmed {
+                    index: 1,
+                    evicted: Some(0),
+                    ..
+                }
+            ),
+            "{:?}",
+            ctx.log.events[1]
+        );
+        ctx.log.calls.clear();
+        assert_eq!(
+            apply(
+                &mut objects,
+                &mut ctx,
+                vec![record(bpf::FREED, 0xb000, 30, 1)]
+            ),
+            None
+        );
+        assert_eq!(
+            ctx.log.calls(),
+            [
+                "park 0 parked",
+                "flush, late hits dropped: true",
+                "emit ObjectFreed"
+            ]
+        );
+        let freed = StreamEvent::ObjectFreed {
+            index: 1,
+            addr: 0xb000,
+            hits: 0,
+        };
+        assert_eq!(ctx.log.events[2], (freed, 30));
+        let t = ctx.slots.finish();
+        assert_eq!(
+            (t.seen, t.armed, t.evicted, t.freed, t.after_free),
+            (2, 2, 1, 1, 1)
+        );
+    }
+
+    /// Without `--rotate` an allocation that finds every slot busy waits for the batch's frees; one freed
+    /// in its own batch is never armed; a refused arming is counted as skipped.
+    #[test]
+    fn a_busy_slot_waits_for_the_batchs_frees_and_a_refusal_is_skipped() {
+        let (mut objects, mut ctx) = session(1, false);
+        apply(
+            &mut objects,
+            &mut ctx,
+            vec![record(bpf::ALLOCATED, 0xa000, 10, 1)],
+        );
+        ctx.log.calls.clear();
+        let batch = vec![
+            record(bpf::ALLOCATED, 0xc000, 40, 1),
+            record(bpf::FREED, 0xa000, 50, 1),
+            record(bpf::ALLOCATED, 0xd000, 60, 1),
+            record(bpf::FREED, 0xd000, 70, 1),
+        ];
+        assert_eq!(apply(&mut objects, &mut ctx, batch), None);
+        assert_eq!(
+            ctx.log.calls(),
+            [
+                "park 0 parked",
+                "flush, late hits dropped: true",
+                "emit ObjectFreed",
+                "arm 0 0xc050",
+                "emit ObjectArmed"
+            ]
+        );
+        ctx.refuse_arm = true;
+        ctx.log.calls.clear();
+        apply(
+            &mut objects,
+            &mut ctx,
+            vec![record(bpf::FREED, 0xc000, 80, 1)],
+        );
+        apply(
+            &mut objects,
+            &mut ctx,
+            vec![record(bpf::ALLOCATED, 0xe000, 90, 1), Read::Lost(2)],
+        );
+        assert_eq!(ctx.log.calls().last(), Some(&"arm 0 0xe050"), "no mark");
+        let t = ctx.slots.finish();
+        assert_eq!(
+            (t.seen, t.armed, t.freed_unarmed, t.skipped, t.lost),
+            (4, 2, 1, 1, 2)
+        );
     }
 }

@@ -448,4 +448,136 @@ mod tests {
         assert_eq!(records[3]["trigger"], "signal");
         assert_eq!(records[3]["hits"], 2);
     }
+    /// A `--dump-on` tracepoint firing at the given times, on cpu 0, one a read.
+    struct Firing(&'static str, Vec<u64>);
+
+    impl Fires for Firing {
+        fn name(&self) -> &str {
+            self.0
+        }
+
+        fn fired(&mut self) -> io::Result<Option<(u32, u64)>> {
+            Ok(self.1.pop().map(|t| (0, t)))
+        }
+    }
+
+    /// Of the tracepoints that fired since the last read, the latest is the trigger, with its time.
+    #[test]
+    fn the_latest_tracepoint_firing_is_the_trigger() {
+        let flight = Flight {
+            last: 10,
+            triggers: Vec::new(),
+        };
+        let mut rec = Recorder::with_triggers(
+            &flight,
+            vec![
+                Box::new(Firing("a:early", vec![900, 100])),
+                Box::new(Firing("b:late", vec![200])),
+            ],
+        );
+        let trigger = |name: &str| DumpTrigger::Tracepoint {
+            name: name.into(),
+            cpu: 0,
+        };
+        assert_eq!(
+            rec.tracepoint_fired().ok(),
+            Some(Some((trigger("b:late"), 200)))
+        );
+        assert_eq!(
+            rec.tracepoint_fired().ok(),
+            Some(Some((trigger("a:early"), 900)))
+        );
+        assert_eq!(rec.tracepoint_fired().ok(), Some(None));
+    }
+
+    /// A session's turn for [`turn`]: a tracepoint firing to report, the step that stops, and a log.
+    #[derive(Default)]
+    struct Turns {
+        fired: Option<(DumpTrigger, u64)>,
+        stop_at: &'static str,
+        log: Vec<String>,
+    }
+
+    impl Turns {
+        fn step(&mut self, what: String) -> Option<StopReason> {
+            let stop = what.starts_with(self.stop_at) && !self.stop_at.is_empty();
+            self.log.push(what);
+            stop.then_some(StopReason::BrokenPipe)
+        }
+    }
+
+    impl Turning for Turns {
+        fn fired(&mut self) -> crate::error::Result<Option<(DumpTrigger, u64)>> {
+            self.log.push("fired?".into());
+            Ok(self.fired.take())
+        }
+
+        fn drain(&mut self) {
+            self.log.push("drain".into());
+        }
+
+        fn dump_at(&mut self, _: DumpTrigger, time: u64) -> Option<StopReason> {
+            self.step(format!("dump up to {time}"))
+        }
+
+        fn release_ready(&mut self) -> Option<StopReason> {
+            self.step("release".into())
+        }
+
+        fn dump(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason> {
+            self.step(format!("dump {trigger:?} at {time}"))
+        }
+    }
+
+    /// The tracepoint is asked before the drain (every hit before its firing is then in the rings), its
+    /// dump comes before the release, and a signal's dump after it; a stop ends the turn there.
+    #[test]
+    fn a_turn_dumps_at_a_tracepoint_before_the_release_and_at_a_signal_after() {
+        let fired = (
+            DumpTrigger::Tracepoint {
+                name: "t:p".into(),
+                cpu: 1,
+            },
+            200,
+        );
+        let mut t = Turns {
+            fired: Some(fired.clone()),
+            ..Turns::default()
+        };
+        assert_eq!(turn(&mut t, Some(300)).ok(), Some(None));
+        assert_eq!(
+            t.log,
+            [
+                "fired?",
+                "drain",
+                "dump up to 200",
+                "release",
+                "dump Signal at 300"
+            ]
+        );
+        let mut quiet = Turns::default();
+        assert_eq!(turn(&mut quiet, None).ok(), Some(None));
+        assert_eq!(quiet.log, ["fired?", "drain", "release"]);
+        let mut closed = Turns {
+            fired: Some(fired),
+            stop_at: "dump up",
+            ..Turns::default()
+        };
+        let stop = turn(&mut closed, Some(300)).ok();
+        assert_eq!(stop, Some(Some(StopReason::BrokenPipe)));
+        assert_eq!(closed.log, ["fired?", "drain", "dump up to 200"]);
+        let mut released = Turns {
+            stop_at: "release",
+            ..Turns::default()
+        };
+        assert_eq!(
+            turn(&mut released, Some(300)).ok(),
+            Some(Some(StopReason::BrokenPipe))
+        );
+        assert_eq!(
+            released.log,
+            ["fired?", "drain", "release"],
+            "no dump after a stop"
+        );
+    }
 }

@@ -419,3 +419,154 @@ impl<O: Output> Stream<'_, O> {
 pub fn kernel_count_reached(events: &EventSet) -> bool {
     events.hit_programs().is_some_and(|h| h.limit_reached())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+
+    use super::*;
+    use crate::model::watch::{Access, Watch};
+    use crate::perf::arm::Scope;
+    use crate::perf::event::{CpuEvent, EventConfig};
+    use crate::perf::record::encode;
+    use crate::perf::ring::testing::FileRing;
+    use crate::report::json::Json;
+    use crate::report::testutil::{self, watch};
+    use crate::trace::comm::Comms;
+
+    const ADDR: u64 = 0x7ffd0000;
+
+    fn watches() -> Vec<Watch> {
+        vec![watch("counter", ADDR, Access::Write)]
+    }
+
+    fn cfg() -> EventConfig {
+        EventConfig {
+            ring_pages: 1,
+            track_tasks: false,
+            count_lost: false,
+            remove_on_exec: false,
+            values: None,
+            user_only: false,
+            hits: None,
+            percpu: None,
+        }
+    }
+
+    /// A pipeline over one file-backed ring per CPU in `cpus`, and the rings' writing sides.
+    fn rings(cpus: &[u32], epoll: &Epoll) -> (Pipeline, Vec<FileRing>) {
+        let mut writers = Vec::new();
+        let mut evs = Vec::new();
+        for &cpu in cpus {
+            let (writer, ring) = FileRing::new(4).unwrap();
+            let (fd, _) = UnixStream::pair().unwrap();
+            evs.push(CpuEvent::over(cpu, 0, ring, OwnedFd::from(fd)));
+            writers.push(writer);
+        }
+        let p = Pipeline::new(&watches(), cfg(), Scope::System, evs, epoll, 1, 0).unwrap();
+        (p, writers)
+    }
+
+    /// A stream printing JSON, with no task known and no process watched.
+    fn stream<'a>(
+        table: &'a ksymwatch_symbols::SymbolTable,
+        epoll: &Epoll,
+        limits: Limits,
+        filter: Filter,
+    ) -> Stream<'a, Json<Vec<u8>, Vec<u8>>> {
+        Stream {
+            sink: Sink::new(Json::new(Vec::new(), Vec::new())),
+            symbolizer: Symbolizer::new(table),
+            tasks: Tasks::new(Comms::new("/nonexistent")),
+            summary: Summary::default(),
+            olds: Olds::new(None, false),
+            limits,
+            filter,
+            audits: Vec::new(),
+            watched: Watched::new(Vec::new(), (false, false), epoll, 16).unwrap(),
+            slots: None,
+            flight: None,
+        }
+    }
+
+    /// A kernel store into the watch by task `tid` on `cpu` at `time`.
+    fn hit(tid: u32, time: u64, cpu: u32) -> Vec<u8> {
+        encode::sample(0xffffffff81000110, tid, tid, time, ADDR, cpu, &[])
+    }
+
+    /// The records printed: each one's type, and a hit's tid.
+    fn printed(s: Stream<'_, Json<Vec<u8>, Vec<u8>>>) -> Vec<String> {
+        let ndjson = String::from_utf8(s.sink.out.into_inner().0).unwrap();
+        ndjson
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|r| match r["type"].as_str() {
+                Some("hit") => format!("hit {}", r["tid"]),
+                Some("lost") => format!("lost {} on {}", r["count"], r["cpu"]),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    /// Two CPUs' hits come out merged in time order, a loss is marked where it happened and counted,
+    /// and the filters drop hits before they are printed or counted.
+    #[test]
+    fn released_records_are_printed_in_time_order_with_their_losses() {
+        let table = testutil::table();
+        let epoll = Epoll::new().unwrap();
+        let (mut p, mut w) = rings(&[0, 1], &epoll);
+        let filter = Filter {
+            tids: vec![10, 20],
+            ..Filter::default()
+        };
+        let mut s = stream(&table, &epoll, Limits::default(), filter);
+        let now = sys::monotonic_ns();
+        w[0].write(&hit(10, now + 1000, 0)).unwrap();
+        w[0].write(&encode::with_trailer(
+            encode::lost(1, 5),
+            0,
+            0,
+            now + 3000,
+            0,
+        ))
+        .unwrap();
+        w[1].write(&hit(20, now + 2000, 1)).unwrap();
+        w[1].write(&hit(30, now + 4000, 1)).unwrap();
+        p.drain();
+        assert_eq!(s.release(&mut p, &epoll, Release::All), None);
+        assert_eq!(
+            (
+                s.summary.hits(),
+                s.summary.filtered,
+                s.summary.lost_by_cpu.get(&0)
+            ),
+            (2, 1, Some(&5))
+        );
+        assert_eq!(printed(s), ["hit 10", "hit 20", "lost 5 on 0"]);
+    }
+
+    /// `--count N`: the N-th hit printed ends the run; later ones stay unprinted.
+    #[test]
+    fn the_count_ends_the_run_at_its_nth_hit() {
+        let table = testutil::table();
+        let epoll = Epoll::new().unwrap();
+        let (mut p, mut w) = rings(&[0], &epoll);
+        let limits = Limits {
+            count: Some(2),
+            duration: None,
+        };
+        let mut s = stream(&table, &epoll, limits, Filter::default());
+        let now = sys::monotonic_ns();
+        for (i, tid) in [10, 11, 12].into_iter().enumerate() {
+            w[0].write(&hit(tid, now + 1000 * (i as u64 + 1), 0))
+                .unwrap();
+        }
+        p.drain();
+        assert_eq!(
+            s.release(&mut p, &epoll, Release::All),
+            Some(StopReason::Count)
+        );
+        assert_eq!(printed(s), ["hit 10", "hit 11"]);
+    }
+}

@@ -36,7 +36,7 @@ use crate::trace::objects::{ObjectWatch, Objects, Placing, Slots};
 use crate::trace::olds::Olds;
 use crate::trace::pace::{Pace, HIT_SORT_SLACK_NS, SORT_SLACK_NS};
 use crate::trace::pipeline::{Pipeline, Release};
-use crate::trace::stream::{self, Sink, Stream};
+use crate::trace::stream::{Sink, Stream};
 use crate::trace::symbolize::Symbolizer;
 use crate::trace::tasks::Tasks;
 use crate::trace::unload::{self, Modules, Unloading};
@@ -280,7 +280,7 @@ impl<'a, O: Output> Session<'a, O> {
                 return Err(e);
             }
         };
-        let stop = self.end(stop);
+        let stop = self.stream.end(&mut self.rings, &self.epoll, stop);
         self.rings.close_all();
         // A CPU never armed since it came online was unwatched to the end.
         let summary = &mut self.stream.summary;
@@ -296,48 +296,6 @@ impl<'a, O: Output> Session<'a, O> {
             return Err(e);
         }
         Ok(summary)
-    }
-
-    /// What is still in the rings once they are disabled, by how the run ended; the run's stop reason.
-    fn end(&mut self, stop: StopReason) -> StopReason {
-        // Records written before the disable are still in the rings: print them, unless the reader is gone or
-        // the count is already met. Only then do the kernel's counters tell the whole story.
-        // On the hit path the programs themselves stop keeping hits at `--count`: what they kept is still
-        // in the rings, and printed, as after a duration.
-        let count_in_kernel =
-            stop == StopReason::Count && stream::kernel_count_reached(self.rings.events());
-        let stream = &mut self.stream;
-        match stop {
-            StopReason::Count if count_in_kernel => {
-                self.rings.drain();
-                stream.release(&mut self.rings, &self.epoll, Release::All);
-                stream.audits.extend(self.rings.close_all());
-                stream.settle_audits();
-                stop
-            }
-            StopReason::Duration
-            | StopReason::Signal(_)
-            | StopReason::StrictHotplug(_)
-            | StopReason::Exited
-            | StopReason::ModuleUnloaded => {
-                self.rings.drain();
-                let ended = stream.release(&mut self.rings, &self.epoll, Release::All);
-                stream.audits.extend(self.rings.close_all());
-                let ended = ended.or_else(|| stream.settle_audits());
-                match stop {
-                    // What --strict-hotplug ended stays the reason, whatever printing the rest met.
-                    StopReason::StrictHotplug(_) => stop,
-                    _ => ended.unwrap_or(stop),
-                }
-            }
-            // --count met, or stdout closed: nothing more is printed, but what the kernel dropped in the
-            // program (filters, --if, other processes) still belongs in the summary.
-            other => {
-                stream.audits.extend(self.rings.close_all());
-                stream.count_filtered();
-                other
-            }
-        }
     }
 
     fn run_loop(&mut self, deadline: Option<Instant>, tokens: &mut Vec<u64>) -> Result<StopReason> {

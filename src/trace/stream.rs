@@ -318,7 +318,7 @@ impl<O: Output> Stream<'_, O> {
 
     /// Turns the audits of closed events into the losses the rings never reported, and warnings for hits
     /// that neither arrived nor were reported lost.
-    pub fn settle_audits(&mut self) -> Option<StopReason> {
+    fn settle_audits(&mut self) -> Option<StopReason> {
         let now = sys::monotonic_ns();
         let audits = std::mem::take(&mut self.audits);
         let mut stop = None;
@@ -369,9 +369,50 @@ impl<O: Output> Stream<'_, O> {
         self.sink.flush().or(stop)
     }
 
+    /// The run ended (`stop`) and every event is disabled: what is still in the rings is printed, or
+    /// only counted, by how it ended, and the events are closed and audited. The run's stop reason.
+    pub fn end(&mut self, rings: &mut Pipeline, epoll: &Epoll, stop: StopReason) -> StopReason {
+        // Records written before the disable are still in the rings: print them, unless the reader is gone or
+        // the count is already met. Only then do the kernel's counters tell the whole story.
+        // On the hit path the programs themselves stop keeping hits at `--count`: what they kept is still
+        // in the rings, and printed, as after a duration.
+        let count_in_kernel = stop == StopReason::Count && kernel_count_reached(rings.events());
+        match stop {
+            StopReason::Count if count_in_kernel => {
+                rings.drain();
+                self.release(rings, epoll, Release::All);
+                self.audits.extend(rings.close_all());
+                self.settle_audits();
+                stop
+            }
+            StopReason::Duration
+            | StopReason::Signal(_)
+            | StopReason::StrictHotplug(_)
+            | StopReason::Exited
+            | StopReason::ModuleUnloaded => {
+                rings.drain();
+                let ended = self.release(rings, epoll, Release::All);
+                self.audits.extend(rings.close_all());
+                let ended = ended.or_else(|| self.settle_audits());
+                match stop {
+                    // What --strict-hotplug ended stays the reason, whatever printing the rest met.
+                    StopReason::StrictHotplug(_) => stop,
+                    _ => ended.unwrap_or(stop),
+                }
+            }
+            // --count met, or stdout closed: nothing more is printed, but what the kernel dropped in the
+            // program (filters, --if, other processes) still belongs in the summary.
+            other => {
+                self.audits.extend(rings.close_all());
+                self.count_filtered();
+                other
+            }
+        }
+    }
+
     /// The run ended with nothing more printed (`--count` met, stdout closed): what the kernel dropped in
     /// the program (filters, --if, other processes) still belongs in the summary.
-    pub fn count_filtered(&mut self) {
+    fn count_filtered(&mut self) {
         for a in std::mem::take(&mut self.audits) {
             self.summary.filtered += a.filtered;
             self.summary.filtered_other_process += a.other_process;
@@ -416,7 +457,7 @@ impl<O: Output> Stream<'_, O> {
 }
 
 /// `--count` on the hit path: the programs kept the N-th hit.
-pub fn kernel_count_reached(events: &EventSet) -> bool {
+fn kernel_count_reached(events: &EventSet) -> bool {
     events.hit_programs().is_some_and(|h| h.limit_reached())
 }
 

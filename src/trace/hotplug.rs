@@ -127,6 +127,20 @@ impl Hotplug {
         (hp, warning)
     }
 
+    /// A listener without a socket reading the online list at `online_path` (a test's file).
+    #[cfg(test)]
+    fn reading(online_path: &std::path::Path, follow: Option<BTreeSet<u32>>) -> Hotplug {
+        Hotplug {
+            socket: None,
+            follow,
+            online_path: online_path.to_path_buf(),
+            last_reconcile: Instant::now(),
+            interval: Duration::from_secs(3600),
+            strict: false,
+            buf: Vec::new(),
+        }
+    }
+
     pub fn fd(&self) -> Option<BorrowedFd<'_>> {
         self.socket.as_ref().map(|s| s.as_fd())
     }
@@ -685,5 +699,25 @@ mod tests {
         let stop = f.apply(&offline(&[0, 1]), &mut ctx);
         assert_eq!(stop, Some(StopReason::BrokenPipe));
         assert_eq!(ctx.log.calls(), ["close 0", "release", "emit CpuOffline"]);
+    }
+    /// The reconcile reads sysfs's online list: a CPU gone from it is closed, one back is armed, one
+    /// outside `--cpus` is not; without the list nothing changes (no uevent said anything).
+    #[test]
+    fn a_reconcile_follows_the_online_list() {
+        let path = std::env::temp_dir().join(format!("ksymwatch-online-{}", std::process::id()));
+        let mut h = Hotplug::reading(&path, Some(set(&[0, 1])));
+        assert!(!h.reconcile_due(), "not before its interval");
+        std::fs::write(&path, "0\n").unwrap();
+        assert_eq!(h.reconcile(&set(&[0, 1])), offline(&[1]));
+        std::fs::write(&path, "0-3\n").unwrap();
+        assert_eq!(
+            h.reconcile(&set(&[0])),
+            online(&[1], None),
+            "2 and 3 are not followed"
+        );
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(h.reconcile(&set(&[0])), Changes::default());
+        // Nothing to read from: no socket.
+        assert_eq!(h.on_readable(&set(&[0])), Changes::default());
     }
 }

@@ -184,7 +184,9 @@ impl Prefetch {
             })
             .ok();
         // A system-wide watch was decided only where this process may open system-wide events.
-        let warmup = (decided.scope().system_wide())
+        let warmup = decided
+            .scope()
+            .system_wide()
             .then(|| cpulist::read(Path::new(cpulist::ONLINE)).ok())
             .flatten()
             .and_then(|cpus| cpus.first().copied())
@@ -410,10 +412,12 @@ fn event_config(plan: &WatchPlan, (hits, values): Programs) -> EventConfig {
         user_only: plan.writers() == Writers::UserSpaceOnly,
         track_tasks: true,
         count_lost: true,
-        remove_on_exec: plan.delivery()
-            == (Delivery::PerThread {
-                remove_on_exec: true,
-            }),
+        remove_on_exec: matches!(
+            plan.delivery(),
+            Delivery::PerThread {
+                remove_on_exec: true
+            }
+        ),
         values,
         hits,
         percpu: plan.kernel().percpu,

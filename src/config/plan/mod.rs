@@ -216,6 +216,11 @@ pub struct Decided {
 }
 
 impl Decided {
+    /// Resolves every target of the decided request (a launched command is started for it).
+    pub fn into_plan(self, host: &mut dyn Host) -> Result<WatchPlan> {
+        plan_of(self.options, host)
+    }
+
     pub fn delivery(&self) -> Delivery {
         self.options.delivery
     }
@@ -249,13 +254,6 @@ pub fn decide(request: WatchRequest, host: &mut dyn Host) -> Result<Decided> {
     Ok(Decided {
         options: options::Options::check(request, host)?,
     })
-}
-
-impl Decided {
-    /// Resolves every target of the decided request (a launched command is started for it).
-    pub fn into_plan(self, host: &mut dyn Host) -> Result<WatchPlan> {
-        plan_of(self.options, host)
-    }
 }
 
 fn plan_of(o: options::Options, host: &mut dyn Host) -> Result<WatchPlan> {

@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 
 use super::insn::{Insn, ALU64, ATOMIC, DW, H, JMP, LD, LDX, PSEUDO_MAP_FD, ST, STX, W};
-use super::program::{helper, Maps, CTX_ADDR, CTX_CS};
+use super::kernel::{ctx, Helper};
+use super::program::Maps;
 
 const STACK: u64 = 0x1_0000_0000;
 const CTX: u64 = 0x2_0000_0000;
@@ -37,7 +38,7 @@ pub struct Machine {
     /// Records the program wrote with `bpf_perf_event_output`.
     pub output: Vec<Vec<u8>>,
     /// Which read helper the last run used.
-    pub read_with: Option<i32>,
+    pub read_with: Option<Helper>,
     stack: [u8; 512],
     ctx: [u8; 184],
     /// Memory a test lays out itself ([`Machine::scratch`]), e.g. a record as in a map value.
@@ -131,16 +132,19 @@ impl Machine {
     }
 
     fn call(&mut self, id: i32, r: &mut [u64; 11]) {
-        r[0] = match id {
-            helper::GET_CURRENT_PID_TGID => self.pid_tgid,
-            helper::GET_CURRENT_COMM => {
+        let Some(helper) = Helper::from_id(id) else {
+            panic!("helper {id}");
+        };
+        r[0] = match helper {
+            Helper::GetCurrentPidTgid => self.pid_tgid,
+            Helper::GetCurrentComm => {
                 let comm = self.comm;
                 self.mem(r[1], r[2] as usize)
                     .copy_from_slice(&comm[..r[2] as usize]);
                 0
             }
-            helper::PROBE_READ_USER | helper::PROBE_READ_KERNEL => {
-                self.read_with = Some(id);
+            Helper::ProbeReadUser | Helper::ProbeReadKernel => {
+                self.read_with = Some(helper);
                 assert_eq!(r[3], self.addr, "reads the breakpoint's address");
                 match self.memory {
                     Some(v) => {
@@ -151,7 +155,7 @@ impl Machine {
                     None => (-14i64) as u64,
                 }
             }
-            helper::MAP_LOOKUP_ELEM => {
+            Helper::MapLookupElem => {
                 let map = (r[1] - MAP_TAG) as i32;
                 if map == self.maps.olds {
                     let key = self.load(r[2], 8);
@@ -170,7 +174,7 @@ impl Machine {
                     panic!("lookup in map {map}")
                 }
             }
-            helper::MAP_UPDATE_ELEM => {
+            Helper::MapUpdateElem => {
                 assert_eq!((r[1] - MAP_TAG) as i32, self.maps.olds);
                 let key = self.load(r[2], 8);
                 let value = self.load(r[3], 8);
@@ -182,7 +186,7 @@ impl Machine {
                 }
                 0
             }
-            helper::PERF_EVENT_OUTPUT => {
+            Helper::PerfEventOutput => {
                 assert_eq!(r[1], CTX, "the context is passed on");
                 assert_eq!((r[2] - MAP_TAG) as i32, self.maps.outputs);
                 assert_eq!(r[3], 0xffff_ffff, "BPF_F_CURRENT_CPU");
@@ -191,7 +195,7 @@ impl Machine {
                 self.output.push(rec);
                 0
             }
-            other => panic!("helper {other}"),
+            other => panic!("helper {other:?}"),
         };
         // Calls clobber r1-r5.
         for reg in r.iter_mut().take(6).skip(1) {
@@ -203,8 +207,8 @@ impl Machine {
     pub fn run(&mut self, prog: &[Insn]) -> u64 {
         self.ctx = [0; 184];
         let cs = if self.user_mode { 0x33 } else { 0x10 };
-        self.store(CTX + CTX_CS as u64, 8, cs);
-        self.store(CTX + CTX_ADDR as u64, 8, self.addr);
+        self.store(CTX + ctx::CS as u64, 8, cs);
+        self.store(CTX + ctx::ADDR as u64, 8, self.addr);
         self.read_with = None;
         let mut r = [0u64; 11];
         r[1] = CTX;

@@ -66,13 +66,17 @@ mod tests {
 
     #[test]
     fn the_name_is_loaded_from_the_task_when_its_offset_is_known() {
-        use crate::perf::bpf::program::helper;
+        use crate::perf::bpf::kernel::Helper;
+        let (btf, comm) = (
+            Helper::GetCurrentTaskBtf as i32,
+            Helper::GetCurrentComm as i32,
+        );
         let loaded = calls(Some(1752));
-        assert!(loaded.contains(&helper::GET_CURRENT_TASK_BTF));
-        assert!(!loaded.contains(&helper::GET_CURRENT_COMM));
+        assert!(loaded.contains(&btf));
+        assert!(!loaded.contains(&comm));
         let copied = calls(None);
-        assert!(copied.contains(&helper::GET_CURRENT_COMM));
-        assert!(!copied.contains(&helper::GET_CURRENT_TASK_BTF));
+        assert!(copied.contains(&comm));
+        assert!(!copied.contains(&btf));
     }
 
     #[test]

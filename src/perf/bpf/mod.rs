@@ -38,6 +38,8 @@ mod hit_bench;
 mod hit_live_tests;
 pub mod hit_set;
 #[cfg(test)]
+mod hit_tests;
+#[cfg(test)]
 mod hit_variants;
 pub mod insn;
 #[cfg(test)]

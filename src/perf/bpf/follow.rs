@@ -197,16 +197,7 @@ impl Follower {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The helpers a program calls, in order.
-    fn calls(insns: &[Insn]) -> Vec<i32> {
-        insns
-            .iter()
-            .map(|i| i.raw())
-            .filter(|raw| raw & 0xff == 0x85 && (raw >> 12) & 0xf == 0)
-            .map(|raw| (raw >> 32) as i32)
-            .collect()
-    }
+    use crate::perf::bpf::insn::calls;
 
     /// The exit program reads the task's `signal`, then its `live` count, and only then deletes the
     /// process: a thread that is not the last one leaves the process watched.
@@ -216,10 +207,10 @@ mod tests {
         assert_eq!(
             calls(&insns),
             [
-                Helper::ProbeReadKernel as i32,
-                Helper::ProbeReadKernel as i32,
-                Helper::GetCurrentPidTgid as i32,
-                Helper::MapDeleteElem as i32
+                Helper::ProbeReadKernel,
+                Helper::ProbeReadKernel,
+                Helper::GetCurrentPidTgid,
+                Helper::MapDeleteElem
             ]
         );
         // The two offsets are added to the pointers the reads go through.

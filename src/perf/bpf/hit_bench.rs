@@ -398,8 +398,7 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn each_part_of_the_hit_program_runs_on_every_trap() {
-    if sys::geteuid() != 0 {
-        println!("SKIP: perf::bpf::hit_bench: needs root (BPF and CPU-wide breakpoints)");
+    if !super::root_or_skip("hit_bench", "BPF and CPU-wide breakpoints") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("ksw-hit-bench-{}", std::process::id()));

@@ -42,10 +42,10 @@ fn breakpoint(addr: u64, cpu: u32) -> std::io::Result<OwnedFd> {
 
 /// The live-test lock, or `None` (after saying why) when this is not root.
 fn live(test: &str) -> Option<std::fs::File> {
-    if sys::geteuid() != 0 {
-        println!(
-            "SKIP: perf::bpf::hit_live_tests::{test}: needs root (BPF and CPU-wide breakpoints)"
-        );
+    if !super::root_or_skip(
+        &format!("hit_live_tests::{test}"),
+        "BPF and CPU-wide breakpoints",
+    ) {
         return None;
     }
     let lock = std::fs::File::create("/tmp/ksymwatch-live-tests.lock").expect("lock file");

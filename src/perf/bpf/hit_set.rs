@@ -495,8 +495,7 @@ mod tests {
     #[test]
     #[ignore = "live: loads BPF programs (run by scripts/test as root)"]
     fn a_name_offset_the_kernel_refuses_falls_back_to_the_helper() {
-        if sys::geteuid() != 0 {
-            eprintln!("SKIP: perf::bpf::hit_set::tests: needs root to load BPF programs");
+        if !super::super::root_or_skip("hit_set::tests", "to load BPF programs") {
             return;
         }
         let maps = WatchMaps::create(false).unwrap();
@@ -516,8 +515,7 @@ mod tests {
     #[test]
     #[ignore = "live: loads BPF programs (run by scripts/test as root)"]
     fn the_reads_flag_follows_the_watch_through_moves() {
-        if sys::geteuid() != 0 {
-            eprintln!("SKIP: perf::bpf::hit_set::tests: needs root to load BPF programs");
+        if !super::super::root_or_skip("hit_set::tests", "to load BPF programs") {
             return;
         }
         let at = |addr: u64, access: Access| Watch {
@@ -559,8 +557,7 @@ mod tests {
     #[test]
     #[ignore = "live: loads BPF programs (run by scripts/test as root)"]
     fn every_kind_of_hit_program_with_its_totals_loads() {
-        if sys::geteuid() != 0 {
-            eprintln!("SKIP: perf::bpf::hit_set::tests: needs root to load BPF programs");
+        if !super::super::root_or_skip("hit_set::tests", "to load BPF programs") {
             return;
         }
         let watch = Watch {

@@ -74,6 +74,13 @@ fn machine(maps: &HitMaps, wake_bytes: u32) -> Machine {
     m
 }
 
+/// A process watch's program without filters or condition (`value`: `--value`'s), and its machine.
+fn setup(value: bool) -> (Vec<Insn>, Machine) {
+    let f = Filter::default();
+    let prog = generate(&spec(&f, None, value), &MAPS).expect("assembles");
+    (prog, machine(&MAPS, 1 << 14))
+}
+
 /// Runs the program once (it always returns 0: the kernel writes no sample of its own); the records
 /// the ring took meanwhile, decoded, with their wake-up flags.
 fn hit(m: &mut Machine, prog: &[Insn]) -> Vec<(HitRecord, u64)> {
@@ -156,9 +163,7 @@ fn a_kept_hit_is_one_record_written_by_the_emitter() {
 /// A trap of a process not in `procs` writes nothing and is counted as another process's.
 #[test]
 fn a_process_not_watched_is_counted_not_written() {
-    let f = Filter::default();
-    let prog = generate(&spec(&f, None, true), &MAPS).expect("assembles");
-    let mut m = machine(&MAPS, 1 << 14);
+    let (prog, mut m) = setup(true);
     m.pid_tgid = (200 << 32) | 201;
     assert!(hit(&mut m, &prog).is_empty());
     assert_eq!(m.stat(STAT_OTHER_PROCESS), 1);
@@ -226,9 +231,7 @@ fn the_count_limit_keeps_exactly_n_hits() {
 /// instruction bytes that end at its ip; the values map counts each value.
 #[test]
 fn a_value_hit_carries_value_old_registers_and_instruction() {
-    let f = Filter::default();
-    let prog = generate(&spec(&f, None, true), &MAPS).expect("assembles");
-    let mut m = machine(&MAPS, 1 << 14);
+    let (prog, mut m) = setup(true);
     m.regs[0] = 0x1f4;
     m.memory = Some(0x1f3);
     let first = hit(&mut m, &prog);
@@ -277,9 +280,7 @@ fn an_unreadable_value_is_kept_as_unknown() {
 /// read (the read would trap again); one in the kernel still is.
 #[test]
 fn the_reads_flag_off_leaves_a_user_mode_trap_unread() {
-    let f = Filter::default();
-    let prog = generate(&spec(&f, None, true), &MAPS).expect("assembles");
-    let mut m = machine(&MAPS, 1 << 14);
+    let (prog, mut m) = setup(true);
     m.set(
         MAPS.reads.unwrap(),
         &0u32.to_le_bytes(),
@@ -296,9 +297,7 @@ fn the_reads_flag_off_leaves_a_user_mode_trap_unread() {
 /// next fits; the totals count it all the same.
 #[test]
 fn a_full_ring_counts_the_record_lost_and_the_next_carries_it() {
-    let f = Filter::default();
-    let prog = generate(&spec(&f, None, true), &MAPS).expect("assembles");
-    let mut m = machine(&MAPS, 1 << 14);
+    let (prog, mut m) = setup(true);
     m.ring_room = 0;
     assert!(hit(&mut m, &prog).is_empty());
     assert_eq!(m.stat(STAT_LOST), 1);
@@ -311,9 +310,7 @@ fn a_full_ring_counts_the_record_lost_and_the_next_carries_it() {
 /// A CPU whose emitter is not in the program array (not wired yet) counts its records lost.
 #[test]
 fn a_cpu_without_an_emitter_counts_its_record_lost() {
-    let f = Filter::default();
-    let prog = generate(&spec(&f, None, false), &MAPS).expect("assembles");
-    let mut m = machine(&MAPS, 1 << 14);
+    let (prog, mut m) = setup(false);
     m.cpu = 1;
     assert!(hit(&mut m, &prog).is_empty());
     assert_eq!(m.stat(STAT_LOST), 1);
@@ -323,9 +320,7 @@ fn a_cpu_without_an_emitter_counts_its_record_lost() {
 /// A trap taken in the kernel: both stacks come from `bpf_get_stack`, the kernel's then the user's.
 #[test]
 fn a_kernel_mode_trap_takes_both_stacks_from_the_kernel() {
-    let f = Filter::default();
-    let prog = generate(&spec(&f, None, false), &MAPS).expect("assembles");
-    let mut m = machine(&MAPS, 1 << 14);
+    let (prog, mut m) = setup(false);
     m.user_mode = false;
     m.regs[16] = 0xffff_ffff_8123_4567;
     m.kernel_stack = vec![0xffff_ffff_8123_4567, 0xffff_ffff_8100_1000];

@@ -10,8 +10,8 @@
 use super::frame::{Frame, Slot, STACK_MAX};
 use super::kernel::Helper;
 
-/// A register: r0 return value, r1-r5 arguments (clobbered by calls), r6-r9 kept across calls, r10 the
-/// read-only frame pointer.
+/// A register: r0 return value, r1-r5 arguments (clobbered by calls), r6-r9 kept across calls (named
+/// only as [`Kept`]), r10 the read-only frame pointer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reg(pub u8);
 
@@ -21,10 +21,10 @@ pub const R2: Reg = Reg(2);
 pub const R3: Reg = Reg(3);
 pub const R4: Reg = Reg(4);
 pub const R5: Reg = Reg(5);
-pub const R6: Reg = Reg(6);
-pub const R7: Reg = Reg(7);
-pub const R8: Reg = Reg(8);
-pub const R9: Reg = Reg(9);
+const R6: Reg = Reg(6);
+const R7: Reg = Reg(7);
+const R8: Reg = Reg(8);
+const R9: Reg = Reg(9);
 pub const FP: Reg = Reg(10);
 
 /// A register helper calls keep (r6-r9), the only kind a value may be bound to across a call: each
@@ -367,6 +367,16 @@ impl Asm {
         }
         Ok(self.insns)
     }
+}
+
+/// The helpers `insns` call, in order (a test checks what a program asks of the kernel).
+#[cfg(test)]
+pub fn calls(insns: &[Insn]) -> Vec<Helper> {
+    insns
+        .iter()
+        .filter(|i| i.code == JMP | CALL && i.src == 0)
+        .filter_map(|i| Helper::from_id(i.imm))
+        .collect()
 }
 
 #[cfg(all(test, target_endian = "little"))]

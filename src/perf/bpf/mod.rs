@@ -392,5 +392,15 @@ fn output_attr() -> pb::perf_event_attr {
     a
 }
 
+/// Whether this test may load BPF programs (root); when not, it says `SKIP` with `test` and why.
+#[cfg(test)]
+fn root_or_skip(test: &str, why: &str) -> bool {
+    let root = sys::geteuid() == 0;
+    if !root {
+        println!("SKIP: perf::bpf::{test}: needs root ({why})");
+    }
+    root
+}
+
 #[cfg(test)]
 mod tests;

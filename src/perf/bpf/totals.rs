@@ -474,7 +474,7 @@ fn atomic_one(a: &mut Asm, done: Label) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::bpf::insn::R7;
+    use crate::perf::bpf::insn::Kept;
     use crate::perf::bpf::interp::Machine;
     use crate::perf::bpf::program::Maps;
 
@@ -515,8 +515,8 @@ mod tests {
                 );
             }
             let mut a = Asm::new();
-            a.ld_imm64(R7, record);
-            hash_chain(&mut a, R7, rec::OFF_STACKS);
+            a.ld_imm64(Kept::R7, record);
+            hash_chain(&mut a, Kept::R7.into(), rec::OFF_STACKS);
             a.mov(R0, R1).exit();
             let prog = a.finish().unwrap();
             assert_eq!(

@@ -1,10 +1,10 @@
 //! The writer's cost per store, part by part: a harness that arms one write watch on a writer process
 //! (`tests/helpers/writer.c`, `writer write N CPU`) with a chosen variant of the hit program, times the
 //! writer's N stores, and checks that every trap reached the variant. Each variant stops the kept hit's work
-//! at a later part ([`super::hit::Stage`], built by [`super::hit_variants`]), so the difference between two is what that part costs the
-//! writer; `stamped` is the whole program with `bpf_ktime_get_ns` read between its parts, summed per part
-//! in a map: the in-kernel split of the same work, which a sampling profiler on this VM cannot see (the
-//! debug exception runs with interrupts off).
+//! at a later part ([`super::hit::Stage`]; the variants are [`super::hit_variants`]'s), so the difference
+//! between two is what that part costs the writer; `stamped` is the whole program with
+//! `bpf_ktime_get_ns` read between its parts, summed per part in a map: the in-kernel split of the same
+//! work, which a sampling profiler on this VM cannot see (the debug exception runs with interrupts off).
 //!
 //! Variants (`KSW_BENCH_PARTS`, comma-separated; default all):
 //! - `bare`: a counting breakpoint (no ring, no program, no sample): the trap alone;

@@ -193,3 +193,92 @@ impl Instrument for Variant {
         seq::add_to(a, (map, output, key), Some(Kept::R9.into()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::condition;
+    use crate::model::filter::Filter;
+    use crate::perf::bpf::hit::{generate_with, STAT_FILTERED};
+    use crate::perf::bpf::interp::{Machine, COMM_OFFSET};
+    use crate::perf::bpf::kernel::MapType;
+
+    const MAPS: HitMaps = HitMaps {
+        emitters: 3,
+        olds: 4,
+        olds_by_tgid: None,
+        stats: 5,
+        scratch: 7,
+        procs: None,
+        reads: None,
+        totals: None,
+    };
+    const RING: i32 = 30;
+    const STAMPS: i32 = 40;
+
+    /// Runs `variant` once on a kept hit and once on a dropped one (a condition no value meets): the
+    /// records its ring took, the hits it counted as filtered, and the stamps map's slot 0.
+    fn run(variant: &Variant, slots: u32) -> (usize, u64, u64) {
+        let f = Filter::default();
+        let never = condition::parse("value == 12345").expect("parses");
+        let mut m = Machine::for_hit(&MAPS, 0x60_1000, RING, 1 << 14);
+        m.declare(STAMPS, MapType::PercpuArray, (4, 8), slots as usize);
+        for cond in [None, Some(&never)] {
+            let spec = HitSpec {
+                len: 8,
+                read_value: true,
+                old: true,
+                regs: false,
+                condition: cond,
+                filter: &f,
+                comm_offset: Some(COMM_OFFSET),
+            };
+            let prog = generate_with(&spec, &MAPS, variant).expect("assembles");
+            assert_eq!(m.run(&prog), 0);
+        }
+        let timed = m.word(STAMPS, 0).unwrap_or(0);
+        (m.ring(RING).len(), m.stat(STAT_FILTERED), timed)
+    }
+
+    /// Each variant the benchmark builds runs offline: one ending early writes no record and counts its
+    /// kept hit as filtered; a stamped one times the hits it is for, once each.
+    #[test]
+    fn every_variant_runs_and_times_what_it_says() {
+        let whole = Variant::default();
+        assert_eq!(run(&whole, 1), (1, 1, 0));
+        let entry = Variant {
+            until: Some(Stage::Entry),
+            ..Variant::default()
+        };
+        assert_eq!(run(&entry, 1), (0, 0, 0), "return 0 and nothing else");
+        for stage in [
+            Stage::Decided,
+            Stage::Header,
+            Stage::KernelStack,
+            Stage::UserStack,
+        ] {
+            let early = Variant {
+                until: Some(stage),
+                ..Variant::default()
+            };
+            assert_eq!(run(&early, 1), (0, 2, 0), "{stage:?}");
+        }
+        let kept = Variant {
+            stamps: Some(Stamps::Kept(STAMPS)),
+            ..Variant::default()
+        };
+        assert_eq!(run(&kept, STAMP_SLOTS), (1, 1, 1));
+        let dropped = Variant {
+            stamps: Some(Stamps::Dropped(STAMPS)),
+            ..Variant::default()
+        };
+        assert_eq!(run(&dropped, DROP_STAMP_SLOTS), (1, 1, 1));
+        let walk = Variant {
+            kernel_user_walk: true,
+            no_olds: true,
+            no_totals: true,
+            ..Variant::default()
+        };
+        assert_eq!(run(&walk, 1), (1, 1, 0));
+    }
+}

@@ -1,8 +1,9 @@
 //! A small eBPF instruction builder: the few instructions the programs here need, encoded as the kernel's
 //! `struct bpf_insn` (8 bytes: opcode, dst/src registers in one byte, a signed 16-bit offset and a signed
 //! 32-bit immediate, in the machine's byte order), with forward labels so the code generator never counts
-//! jump offsets by hand, and a [`Frame`] that hands out the program's stack slots. Pure: the encodings are checked against the kernel's documented bytes in the tests,
-//! and `super::interp` runs the result offline.
+//! jump offsets by hand, and a [`Frame`] that hands out the program's stack slots. Pure: the encodings are
+//! checked against the kernel's documented bytes in the tests, and `super::interp` runs the result
+//! offline.
 //!
 //! No clang, no bpf-linker, no assembler crate: the program is a few dozen instructions, and every one of
 //! them is built here.

@@ -3,7 +3,7 @@
 //! the per-thread and per-chain tallies) stay exact when a full ring drops records.
 //!
 //! Per watch, four maps:
-//! - `chains` (`BPF_MapType::Hash as u32`, [`CHAINS_MAX`] entries): a call chain by its id, the chain's words
+//! - `chains` (`BPF_MAP_TYPE_HASH`, [`CHAINS_MAX`] entries): a call chain by its id, the chain's words
 //!   ([`CHAIN_VALUE`] bytes: kernel return addresses, then user ones) stored once, the first time the id
 //!   is seen. The id ([`ChainKey`]) is a 64-bit hash of the words ([`chain_hash`], computed by the
 //!   program over the stacks it already wrote into the record) with the two stacks' lengths. A kernel
@@ -13,13 +13,13 @@
 //!   stack walk takes the page fault at the null frame pointer that the program's own walk avoids (~1 us
 //!   a hit here). Two different chains with one 64-bit hash are not told apart: at a few thousand chains,
 //!   about one run in 10^12.
-//! - `counts` (`BPF_MapType::Hash as u32`, [`COUNTS_MAX`] entries): [`CountKey`] (thread, process, chain id,
+//! - `counts` (`BPF_MAP_TYPE_HASH`, [`COUNTS_MAX`] entries): [`CountKey`] (thread, process, chain id,
 //!   the writer's name) to the number of hits, added to atomically (`BPF_ATOMIC` add: two CPUs may count
 //!   the same key at once).
 //! - `values` (`--value` only, [`VALUES_MAX`] entries): the value the program read at the trap to its
 //!   count; a watch written more distinct values than the summary lists (32) fills it, and a value it
 //!   has no room for is counted in [`STAT_VALUES_OVER`].
-//! - `stats` (`BPF_MapType::PercpuArray as u32`): [`STAT_KEPT`] every kept hit, by CPU; [`STAT_UNCOUNTED`] those
+//! - `stats` (`BPF_MAP_TYPE_PERCPU_ARRAY`): [`STAT_KEPT`] every kept hit, by CPU; [`STAT_UNCOUNTED`] those
 //!   `counts` had no room for (in no total: the only hits the summary then reports as lost);
 //!   [`STAT_NO_CHAIN`] those whose chain `chains` had no room for (counted, their chain unknown).
 //!
@@ -33,7 +33,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use crate::perf::bpf::insn::{Alu, Asm, Cond, Label, Reg, DW, FP, R0, R1, R2, R3, R4, W};
 use crate::perf::bpf::kernel::{Helper, MapType, EEXIST, NOEXIST};
-use crate::perf::bpf::seq;
+use crate::perf::bpf::{create_map, seq};
 use crate::perf::hit_record as rec;
 use crate::perf::sys;
 
@@ -99,7 +99,7 @@ pub struct TotalsMaps {
     /// `--value`: counts by value read.
     pub values: Option<i32>,
     pub stats: i32,
-    /// `--count N`: a `BPF_MapType::Array as u32` of one u64 every watch's program claims a hit from, and N; a
+    /// `--count N`: a `BPF_MAP_TYPE_ARRAY` of one u64 every watch's program claims a hit from, and N; a
     /// hit past the N-th is not kept ([`claim`]).
     pub limit: Option<(i32, u64)>,
 }
@@ -145,7 +145,6 @@ impl Totals {
     }
 
     fn create_with(values: bool, flags: u32) -> io::Result<Totals> {
-        let map = |kind, key, value, max, name| sys::bpf_map_create(kind, key, value, max, name);
         let hash = |key, value, max, name| {
             sys::bpf_map_create_flags(MapType::Hash as u32, (key, value, max), flags, name)
         };
@@ -153,10 +152,10 @@ impl Totals {
             chains: hash(CHAIN_KEY, CHAIN_VALUE, CHAINS_MAX, "ksw_chains")?,
             counts: hash(COUNT_KEY, 8, COUNTS_MAX, "ksw_counts")?,
             values: match values {
-                true => Some(map(MapType::Hash as u32, 8, 8, VALUES_MAX, "ksw_values")?),
+                true => Some(create_map(MapType::Hash, (8, 8), VALUES_MAX, "ksw_values")?),
                 false => None,
             },
-            stats: map(MapType::PercpuArray as u32, 4, 8, STATS, "ksw_tstats")?,
+            stats: create_map(MapType::PercpuArray, (4, 8), STATS, "ksw_tstats")?,
         })
     }
 
@@ -316,7 +315,7 @@ pub fn chain_hash(words: impl IntoIterator<Item = u64>) -> u64 {
     h ^ (h >> 29)
 }
 
-/// `--count N`: the shared claims counter, one u64 in a `BPF_MapType::Array as u32` all watches' programs add to.
+/// `--count N`: the shared claims counter, one u64 in a `BPF_MAP_TYPE_ARRAY` all watches' programs add to.
 pub struct Limit {
     map: OwnedFd,
     pub count: u64,
@@ -325,7 +324,7 @@ pub struct Limit {
 impl Limit {
     pub fn create(count: u64) -> io::Result<Limit> {
         Ok(Limit {
-            map: sys::bpf_map_create(MapType::Array as u32, 4, 8, 1, "ksw_limit")?,
+            map: create_map(MapType::Array, (4, 8), 1, "ksw_limit")?,
             count,
         })
     }

@@ -459,6 +459,49 @@ mod tests {
         assert!(generate_alloc(3, 4, field).expect("field alloc").len() > 10);
     }
 
+    /// Every shape of the allocation program, and the free program, passes the verifier as the kind of
+    /// program it is loaded as (nothing is attached).
+    #[test]
+    #[ignore = "live: loads BPF programs (run by scripts/test as root)"]
+    fn the_programs_pass_the_verifier() {
+        if !super::super::root_or_skip("objects::tests", "to load BPF programs") {
+            return;
+        }
+        let outputs = create_map(MapType::PerfEventArray, (4, 4), 64, "t_objout").expect("map");
+        let armed = create_map(MapType::LruHash, (8, 4), 16, "t_armed").expect("map");
+        let (outputs, armed) = (outputs.as_raw_fd(), armed.as_raw_fd());
+        let raw = Select {
+            ptr: PtrAt::Arg(1),
+            call_site: Some((0xffffffff81000000, 0xffffffff81000100)),
+            size: Some((SizeFrom::Requested, 320)),
+        };
+        let cache = Select {
+            size: Some((SizeFrom::Cache(24), 320)),
+            ..raw
+        };
+        let field = Select {
+            ptr: PtrAt::Field(8),
+            call_site: None,
+            size: None,
+        };
+        let programs = [
+            (generate_alloc(outputs, armed, raw), ProgType::RawTracepoint),
+            (
+                generate_alloc(outputs, armed, cache),
+                ProgType::RawTracepoint,
+            ),
+            (generate_alloc(outputs, armed, field), ProgType::Tracepoint),
+            (generate_free(outputs, armed), ProgType::RawTracepoint),
+        ];
+        for (i, (insns, kind)) in programs.into_iter().enumerate() {
+            let mut log = Vec::new();
+            let insns = insns.expect("assembles");
+            if let Err(e) = load_program(kind, &insns, "t_objects", &mut log) {
+                panic!("program {i} ({kind:?}): {e}: {}", log_line(&log));
+            }
+        }
+    }
+
     /// A sample carrying the program's record decodes to its fields; a LOST record to its count; short
     /// or truncated bytes to nothing.
     #[test]

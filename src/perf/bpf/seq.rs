@@ -1,6 +1,6 @@
 //! The instruction sequences several programs share: a map lookup, update and count, a read into a stack
 //! slot, a record out through a perf event. Each takes its stack slots from the caller (out of its
-//! [`super::frame::Frame`]) and clobbers r0-r5 as the helper calls in it do; none touches r6-r9.
+//! [`super::frame::Frame`]) and clobbers r0-r5 as the helper calls in it do; none writes r6-r9.
 
 use super::insn::{Alu, Asm, Cond, Label, Reg, DW, FP, R0, R1, R2, R3, R4, R5, W};
 use super::kernel::{Helper, CURRENT_CPU};

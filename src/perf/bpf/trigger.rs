@@ -173,3 +173,28 @@ impl Tracepoint {
         Ok(latest)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counting program passes the verifier as a raw-tracepoint program (nothing is attached).
+    #[test]
+    #[ignore = "live: loads BPF programs (run by scripts/test as root)"]
+    fn the_program_passes_the_verifier() {
+        if !super::super::root_or_skip("trigger::tests", "to load BPF programs") {
+            return;
+        }
+        let map =
+            super::super::create_map(MapType::PercpuArray, (4, 8), 2, "t_trigger").expect("map");
+        let insns = generate(map.as_raw_fd()).expect("assembles");
+        let mut log = Vec::new();
+        let loaded =
+            super::super::load_program(ProgType::RawTracepoint, &insns, "t_trig", &mut log);
+        assert!(
+            loaded.is_ok(),
+            "{loaded:?}: {}",
+            super::super::log_line(&log)
+        );
+    }
+}

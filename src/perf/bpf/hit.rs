@@ -131,7 +131,7 @@ pub(crate) enum Stage {
     Header,
     /// And the kernel stack.
     KernelStack,
-    /// And the user stack (and the totals).
+    /// And the user stack (the hit not counted in the totals).
     UserStack,
 }
 

@@ -12,7 +12,7 @@ use std::io;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::model::filter::Filter;
 use crate::model::Limits;
-use crate::perf::record::Sample;
+use crate::perf::record::{Sample, Task};
 use crate::perf::sys::{self, Epoll};
 use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::context::Marks;
@@ -141,12 +141,12 @@ impl<O: Output> Stream<'_, O> {
                 rings.recycle(sample.frames);
                 stop
             }
-            Item::Comm {
+            Item::Task(Task::Comm {
                 pid,
                 tid,
                 comm,
                 exec,
-            } => {
+            }) => {
                 self.tasks.renamed(tid, &comm);
                 if exec {
                     let stop = self
@@ -159,21 +159,21 @@ impl<O: Output> Stream<'_, O> {
                 }
                 None
             }
-            Item::Fork {
+            Item::Task(Task::Fork {
                 pid,
                 ppid,
                 tid,
                 ptid,
-            } => {
+            }) => {
                 self.tasks.fork(pid, ppid, tid, ptid, &mut self.symbolizer);
                 self.watched.fork(pid, ppid);
                 None
             }
-            Item::Exit { pid, tid } => {
+            Item::Task(Task::Exit { pid, tid }) => {
                 self.tasks.exit(pid, tid, &mut self.symbolizer);
                 None
             }
-            Item::Mmap(m) => {
+            Item::Task(Task::Mmap(m)) => {
                 self.tasks.mmap(&m, &mut self.symbolizer);
                 None
             }

@@ -19,6 +19,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "helpers.h"
+
 volatile unsigned long ksw_var __attribute__((aligned(64)));
 // The load's source: the stored value sits at byte 0x48 of it.
 unsigned int ksw_src[32] __attribute__((aligned(64)));
@@ -33,21 +35,6 @@ __attribute__((noinline)) void ksw_store1(unsigned char v) { *(volatile unsigned
 __attribute__((noinline)) void ksw_store2(unsigned short v) { *(volatile unsigned short *)((char *)&ksw_var + 2) = v; }
 __attribute__((noinline)) void ksw_store4(unsigned int v) { *(volatile unsigned int *)((char *)&ksw_var + 4) = v; }
 __attribute__((noinline)) void ksw_store8(unsigned long v) { ksw_var = v; }
-
-static void pin(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0) {
-        perror("sched_setaffinity");
-        exit(2);
-    }
-}
-
-static void wait_line(void) {
-    char buf[64];
-    if (!fgets(buf, sizeof buf, stdin)) exit(0);
-}
 
 int main(int argc, char **argv) {
     if (argc < 3) {

@@ -32,6 +32,8 @@
 #include <poll.h>
 #include <sys/sysinfo.h>
 
+#include "helpers.h"
+
 volatile unsigned long target_var __attribute__((aligned(64)));
 volatile unsigned long target_var2 __attribute__((aligned(64)));
 struct sysinfo ksw_sysinfo __attribute__((aligned(64)));
@@ -46,21 +48,6 @@ static int site_of(unsigned long v) {
     v *= 0xff51afd7ed558ccdUL;
     v ^= v >> 33;
     return (int)(v & 1);
-}
-
-static void pin(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0) {
-        perror("sched_setaffinity");
-        exit(2);
-    }
-}
-
-static void wait_line(void) {
-    char buf[64];
-    if (!fgets(buf, sizeof buf, stdin)) exit(0);
 }
 
 int main(int argc, char **argv) {

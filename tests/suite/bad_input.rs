@@ -36,8 +36,7 @@ ffffffff83000180 D __start_once
 
 /// This test binary's scratch directory.
 fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ksymwatch-bad-input-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = util::temp_dir("ksymwatch-bad-input");
     dir
 }
 
@@ -684,8 +683,7 @@ fn a_process_too_big_for_the_descriptor_limit_is_refused_up_front() {
     if !util::require("prlimit") {
         return;
     }
-    let mut h = util::Writer::start_binary(&util::helper("threads"), &["count", "100"]);
-    h.read_until("ready");
+    let h = util::Writer::threads(&["count", "100"]);
     let pid = h.pid.to_string();
     let out = std::process::Command::new("prlimit")
         .args([
@@ -1342,12 +1340,7 @@ fn objects_on_is_checked_before_anything_is_armed() {
 #[test]
 fn a_refused_memory_map_says_what_refused_it() {
     let args = ["write", "-p", "1", "main", "--dry-run"];
-    let caps = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let ptrace_cap = caps
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .is_some_and(|c| c & (1 << 19) != 0);
+    let ptrace_cap = util::has_cap(19);
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if std::fs::File::open("/proc/1/maps").is_ok() {

@@ -29,8 +29,7 @@ fn a_dry_run_prints_the_plan_and_arms_nothing() {
 
 #[test]
 fn a_dry_run_of_a_launch_kills_the_command_unrun() {
-    let dir = std::env::temp_dir().join(format!("ksw-dry-run-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = util::temp_dir("ksw-dry-run");
     let marker = dir.join("ran");
     let script = format!("touch {}", marker.display());
     let (code, out, err) =

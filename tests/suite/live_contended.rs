@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::util::{self, helper, Tracer, Writer};
+use crate::util::{self, Tracer, Writer};
 
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
@@ -16,16 +16,9 @@ fn every_contended_mov_store_reports_its_own_value_and_rmw_is_marked() {
     let Some(_live) = util::live() else { return };
     let cpus = util::online_cpus().len().max(2);
     let count: u64 = 5000;
-    let mut h = Writer::start_binary(
-        &helper("threads"),
-        &["tagged", &cpus.to_string(), &count.to_string()],
-    );
-    h.read_until("ready");
+    let mut h = Writer::threads(&["tagged", &cpus.to_string(), &count.to_string()]);
     let pid = h.pid;
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
+    let t = Tracer::write_json(&[
         "--value",
         "--buffer-pages",
         "4096",
@@ -151,8 +144,7 @@ fn move_starts_old_afresh(extra: &[&str]) {
     use std::io::Write;
     let mut w = Writer::start(&["set", "0"]);
     let pid = w.pid.to_string();
-    let dir = std::env::temp_dir().join(format!("ksw-olds-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = util::temp_dir("ksw-olds");
     let fifo = dir.join("ctl");
     let target = format!("0x{:x}/8", w.addr);
     let other = format!("0x{:x}/8", w.addr2.expect("a second global"));

@@ -13,10 +13,8 @@ use crate::util::{self, helper, parse_hits, Tracer, Writer, BIN};
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_retarget_splits_the_stream_at_its_acknowledgement() {
     let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["alternate", "4", "300"]);
-    h.read_until("ready");
-    let dir = std::env::temp_dir().join(format!("ksw-control-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut h = Writer::threads(&["alternate", "4", "300"]);
+    let dir = util::temp_dir("ksw-control");
     let fifo = dir.join("ctl");
     let pid = h.pid.to_string();
     let mut t = Tracer::start(&[
@@ -94,8 +92,7 @@ struct Controlled {
 
 impl Controlled {
     fn start(threads: &str, extra: &[&str]) -> Controlled {
-        let mut h = Writer::start_binary(&helper("threads"), &["alternate", threads, "300"]);
-        h.read_until("ready");
+        let h = Writer::threads(&["alternate", threads, "300"]);
         let a = format!("0x{:x}", h.addr);
         let b = format!("0x{:x}", h.addr2.expect("the threads helper prints addr2="));
         let mut child = Command::new(BIN)
@@ -232,8 +229,7 @@ fn stdin_control_refuses_moves_and_pauses_a_system_wide_watch() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn stdin_control_from_a_file_or_dev_null_is_read_not_polled() {
     let Some(_live) = util::live() else { return };
-    let dir = std::env::temp_dir().join(format!("ksw-control-file-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = util::temp_dir("ksw-control-file");
     let script = dir.join("commands");
     std::fs::write(&script, "off\n# a comment\non\nfrobnicate").expect("write commands");
     // A helper storing all the time: hits whatever else the machine does (an idle CPU's stack is not
@@ -374,17 +370,10 @@ fn a_move_to_read_write_costs_no_extra_traps() {
     let status = util::wait_within(&mut child, Duration::from_secs(10));
     h.finish();
     assert_eq!(status.code(), Some(0));
-    let stores: u64 = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("stores="))
-        .and_then(|n| n.parse().ok())
-        .expect("the helper's store count");
+    let stores: u64 = util::helper_number(&lines, "stores=");
     let ack = &records[moved - 1];
     assert_eq!(ack["target"]["access"], "RW", "{ack}");
-    let summary = records
-        .iter()
-        .find(|v| v["type"] == "summary")
-        .expect("a summary");
+    let summary = util::record(&records, "summary");
     let warnings = summary["warnings"].to_string();
     assert!(!warnings.contains("unaccounted"), "{summary}");
     assert_eq!(summary["lost"], 0, "{summary}");
@@ -532,10 +521,8 @@ fn a_move_to_another_length_needs_no_value() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn fifo_lines_end_at_a_writers_close_and_long_ones_are_named() {
     let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["alternate", "1", "300"]);
-    h.read_until("ready");
-    let dir = std::env::temp_dir().join(format!("ksw-control-close-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut h = Writer::threads(&["alternate", "1", "300"]);
+    let dir = util::temp_dir("ksw-control-close");
     let fifo = dir.join("ctl");
     let pid = h.pid.to_string();
     let mut t = util::Tracer::start(&[

@@ -62,10 +62,7 @@ fn sigusr1_dumps_the_last_hits_and_the_run_goes_on() {
     let Some(_live) = util::live() else { return };
     let mut h = Writer::start(&["spin", "0"]);
     let pid = h.pid.to_string();
-    let mut t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
+    let mut t = Tracer::write_json(&[
         "--last",
         "5",
         "--dump-on",

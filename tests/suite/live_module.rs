@@ -35,8 +35,7 @@ fn fake_kallsyms_of(file: &str, busy: u64, symbols: &[(&str, u64)]) -> PathBuf {
             .unwrap_or_else(|| panic!("{name} not in /proc/kallsyms"))
     };
     let (text, stack) = (addr("_text"), busy - 0x3e00);
-    let dir = std::env::temp_dir().join(format!("ksymwatch-live-module-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = util::temp_dir("ksymwatch-live-module");
     let k = dir.join(file);
     let mut lines = format!("{text:016x} T _text\n");
     for (name, off) in symbols {

@@ -847,8 +847,7 @@ fn user_frames_are_named_from_the_writers_elf_symbols() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_writer_running_from_a_huge_sparse_file_is_named_without_reading_the_file() {
     let Some(_lock) = util::live() else { return };
-    let dir = std::env::temp_dir().join(format!("ksymwatch-sparse-writer-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = util::temp_dir("ksymwatch-sparse-writer");
     let exe = dir.join("writer");
     std::fs::copy(util::helper("writer"), &exe).unwrap();
     std::fs::OpenOptions::new()

@@ -48,11 +48,7 @@ fn is_pie(path: &Path) -> bool {
 
 /// `done tids=K`: how many distinct tids stored (fewer than N+LATE only if the kernel reused a tid).
 fn done_tids(lines: &[String]) -> usize {
-    lines
-        .iter()
-        .find_map(|l| l.strip_prefix("done tids="))
-        .and_then(|k| k.parse().ok())
-        .unwrap_or_else(|| panic!("no `done tids=` in {lines:?}"))
+    util::helper_number(lines, "done tids=")
 }
 
 /// 1,000 threads store once each after a barrier, then 20 threads created after arming store once each:
@@ -61,22 +57,11 @@ fn done_tids(lines: &[String]) -> usize {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn attach_sees_every_thread_including_later_ones() {
     let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["threads", "1000", "20"]);
-    h.read_until("ready");
+    let mut h = Writer::threads(&["threads", "1000", "20"]);
     let pid = h.pid;
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
-        "-p",
-        &pid.to_string(),
-        "target_var",
-    ]);
+    let t = Tracer::write_json(&["-p", &pid.to_string(), "target_var"]);
     let header = util::ndjson(&t.header);
-    let head = header
-        .iter()
-        .find(|v| v["type"] == "header")
-        .expect("header record");
+    let head = util::record(&header, "header");
     assert_eq!(head["pids"], serde_json::json!([pid]));
     assert_eq!(head["threads"], 1001, "{head}");
     h.send("go");
@@ -109,28 +94,10 @@ fn launch_mode_covers_every_thread_of_a_pie() {
     let Some(_live) = util::live() else { return };
     let bin = helper_with("threads", &["-pie", "-fPIE"]);
     assert!(is_pie(&bin), "{} must be a PIE (ET_DYN)", bin.display());
-    let dir = std::env::temp_dir().join(format!("ksw-launch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = util::temp_dir("ksw-launch");
     let stream = dir.join("stream.ndjson");
-    let stream_arg = stream.to_str().expect("utf-8 path");
-    let bin_arg = bin.to_str().expect("utf-8 path");
-    let mut h = Writer::start_binary(
-        Path::new(BIN),
-        &[
-            "write",
-            "--json",
-            "--no-status",
-            "-o",
-            stream_arg,
-            "target_var",
-            "--",
-            bin_arg,
-            "threads",
-            "1000",
-            "20",
-        ],
-    );
-    h.read_until("ready");
+    let mut h =
+        Writer::launched(&stream, &["target_var"], &bin, &["threads", "1000", "20"]).ready();
     let (pid, banner_addr) = (h.pid, h.addr);
     h.send("go");
     let lines = h.read_until_prefix("done tids=");
@@ -142,10 +109,7 @@ fn launch_mode_covers_every_thread_of_a_pie() {
         "ksymwatch exits with the command's status"
     );
     let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
-    let head = records
-        .iter()
-        .find(|v| v["type"] == "header")
-        .expect("header");
+    let head = util::record(&records, "header");
     assert_eq!(head["pids"], serde_json::json!([pid]));
     // The helper's banner says where the PIE really put target_var: the watch was set there.
     assert_eq!(
@@ -193,12 +157,7 @@ fn a_launched_command_that_exits_at_once_has_its_stores_named() {
     );
     assert_eq!(code, 0, "{err}");
     // The command's own banner shares stdout with the stream.
-    let stream: String = out
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let records = util::ndjson(&stream);
+    let records = util::stream_records(&out);
     let user: Vec<&serde_json::Value> = records
         .iter()
         .filter(|v| v["type"] == "hit" && v["in_kernel"] == false)
@@ -340,7 +299,7 @@ fn remove_on_exec_drops_the_watch_at_a_later_exec() {
 /// Starts the `threads hog` helper: 8 threads, one of which holds all 4 of its own breakpoints. Returns
 /// the helper and the hog's tid, or `None` (skipped visibly) when the hog could not take all 4.
 fn start_hog() -> Option<(Writer, u32)> {
-    let mut h = Writer::start_binary(&helper("threads"), &["hog", "8"]);
+    let mut h = Writer::threads(&["hog", "8"]);
     let (tid, held) = hog_line(&h.read_until("ready"));
     if held < 4 {
         util::skip(format!("the hog thread got only {held} of 4 breakpoints"));
@@ -437,7 +396,6 @@ fn two_pids_are_watched_until_both_have_exited() {
     let bin = helper_with("threads", &["-no-pie"]);
     let mut a = Writer::start_binary(&bin, &["threads", "3", "0"]);
     let mut b = Writer::start_binary(&bin, &["threads", "3", "0"]);
-    a.read_until("ready");
     b.read_until("ready");
     assert_eq!(a.addr, b.addr, "a non-PIE's global has one address");
     let (pid_a, pid_b) = (a.pid, b.pid);
@@ -464,16 +422,7 @@ fn two_pids_are_watched_until_both_have_exited() {
     assert_eq!(code, 0, "{err}");
     assert!(parse_hits(&out).is_empty(), "no store yet: {out}");
 
-    let mut t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
-        "-p",
-        &pa,
-        "-p",
-        &pb,
-        "target_var",
-    ]);
+    let mut t = Tracer::write_json(&["-p", &pa, "-p", &pb, "target_var"]);
     a.send("go");
     a.read_until_prefix("done tids=");
     a.finish();
@@ -496,10 +445,7 @@ fn two_pids_are_watched_until_both_have_exited() {
     let (code, out, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
     let records = util::ndjson(&(header + &out));
-    let head = records
-        .iter()
-        .find(|v| v["type"] == "header")
-        .expect("header");
+    let head = util::record(&records, "header");
     assert_eq!(head["pids"], serde_json::json!([pid_a, pid_b]));
     assert_eq!(head["threads"], 8, "{head}");
     let mut by_pid: BTreeMap<u64, usize> = BTreeMap::new();
@@ -548,16 +494,7 @@ fn two_pids_with_the_symbol_at_different_addresses_are_refused() {
     );
     // An address means the same number in both: allowed (it is the user's to choose).
     let addr = format!("0x{:x}", a.addr);
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
-        "-p",
-        &pa,
-        "-p",
-        &pb,
-        &addr,
-    ]);
+    let t = Tracer::write_json(&["-p", &pa, "-p", &pb, &addr]);
     t.signal(libc::SIGINT);
     let (code, _, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
@@ -648,13 +585,9 @@ fn an_unprivileged_user_watches_their_own_process_from_user_space() {
 /// of the hits, and the summary.
 fn per_thread_run(pages: &str, stores: u64) -> (Vec<Value>, Value) {
     let count = stores.to_string();
-    let mut h = Writer::start_binary(&helper("threads"), &["tagged", "64", &count, "0"]);
-    h.read_until("ready");
+    let mut h = Writer::threads(&["tagged", "64", &count, "0"]);
     let pid = h.pid;
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
+    let t = Tracer::write_json(&[
         "--per-thread",
         "--buffer-pages",
         pages,
@@ -736,12 +669,7 @@ fn a_launched_non_pie_programs_own_frames_are_always_named() {
         );
         assert_eq!(code, 0, "run {run}: {err}");
         // The command's banner shares stdout with the stream.
-        let json: String = out
-            .lines()
-            .filter(|l| l.starts_with('{'))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        let records = util::ndjson(&json);
+        let records = util::stream_records(&out);
         let stores: Vec<&Value> = records
             .iter()
             .filter(|v| v["type"] == "hit" && v["in_kernel"] == false)

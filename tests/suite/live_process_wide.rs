@@ -25,11 +25,7 @@ fn stores_by_tid(records: &[Value], pid: u32) -> BTreeMap<u64, usize> {
 }
 
 fn stores_line(lines: &[String]) -> usize {
-    lines
-        .iter()
-        .find_map(|l| l.strip_prefix("stores="))
-        .and_then(|k| k.parse().ok())
-        .unwrap_or_else(|| panic!("no `stores=` in {lines:?}"))
+    util::helper_number(lines, "stores=")
 }
 
 /// 10,000 threads, each storing once after the watch is armed: 10,000 hits from 10,000 tids, nothing
@@ -38,13 +34,9 @@ fn stores_line(lines: &[String]) -> usize {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn ten_thousand_threads_each_store_exactly_once() {
     let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["threads", "10000", "0"]);
-    h.read_until("ready");
+    let mut h = Writer::threads(&["threads", "10000", "0"]);
     let pid = h.pid;
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
+    let t = Tracer::write_json(&[
         // 10,000 hits in a fraction of a second, with the tracer sharing 2 CPUs with 10,000 writers: a
         // ring per CPU that holds them all (each hit record is ~360 bytes), so "exactly once" is testable.
         "--buffer-pages",
@@ -54,12 +46,9 @@ fn ten_thousand_threads_each_store_exactly_once() {
         "target_var",
     ]);
     let header = util::ndjson(&t.header);
-    let head = header
-        .iter()
-        .find(|v| v["type"] == "header")
-        .expect("header");
+    let head = util::record(&header, "header");
     assert_eq!(head["threads"], 10001, "{head}");
-    let armed = header.iter().find(|v| v["type"] == "armed").expect("armed");
+    let armed = util::record(&header, "armed");
     assert_eq!(
         armed["events"].as_u64(),
         Some(util::online_cpus().len() as u64),
@@ -103,13 +92,9 @@ fn ten_thousand_threads_each_store_exactly_once() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn threads_born_during_and_after_arming_are_each_seen_once() {
     let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["churn", "4"]);
-    h.read_until("ready");
+    let mut h = Writer::threads(&["churn", "4"]);
     let pid = h.pid.to_string();
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
+    let t = Tracer::write_json(&[
         "--buffer-pages",
         "4096",
         "-p",
@@ -169,14 +154,7 @@ fn another_process_at_the_same_address_is_dropped_and_counted() {
     watched.read_until("ready");
     other.read_until("ready");
     let pid = watched.pid;
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
-        "-p",
-        &pid.to_string(),
-        "target_var",
-    ]);
+    let t = Tracer::write_json(&["-p", &pid.to_string(), "target_var"]);
     other.send("go");
     other.read_until_prefix("done tids=");
     watched.send("go");
@@ -217,26 +195,10 @@ fn another_process_at_the_same_address_is_dropped_and_counted() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn launch_mode_follows_the_commands_children() {
     let Some(_live) = util::live() else { return };
-    let dir = std::env::temp_dir().join(format!("ksw-forks-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = util::temp_dir("ksw-forks");
     let stream = dir.join("stream.ndjson");
     let bin = helper("threads");
-    let mut h = Writer::start_binary(
-        std::path::Path::new(util::BIN),
-        &[
-            "write",
-            "--json",
-            "--no-status",
-            "-o",
-            stream.to_str().expect("utf-8 path"),
-            "target_var",
-            "--",
-            bin.to_str().expect("utf-8 path"),
-            "forks",
-            "3",
-        ],
-    );
-    h.read_until("ready");
+    let mut h = Writer::launched(&stream, &["target_var"], &bin, &["forks", "3"]).ready();
     let parent = h.pid;
     h.send("go");
     let lines = h.read_until("done");
@@ -267,22 +229,14 @@ fn launch_mode_follows_the_commands_children() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_non_leader_tid_watches_its_process_and_ends_with_it() {
     let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["threads", "3", "0"]);
-    h.read_until("ready");
+    let mut h = Writer::threads(&["threads", "3", "0"]);
     let pid = h.pid;
     let tid = std::fs::read_dir(format!("/proc/{pid}/task"))
         .expect("task dir")
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .find(|&t| t != pid)
         .expect("a thread that is not the leader");
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
-        "-p",
-        &tid.to_string(),
-        "target_var",
-    ]);
+    let t = Tracer::write_json(&["-p", &tid.to_string(), "target_var"]);
     h.send("go");
     h.read_until_prefix("done tids=");
     h.finish();
@@ -311,14 +265,7 @@ fn an_exec_ends_the_watch_of_that_process_and_is_reported() {
     let mut h = Writer::start_binary(&helper_with("threads", &["-no-pie"]), &["reexec", "7"]);
     h.read_until("ready");
     let pid = h.pid;
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
-        "-p",
-        &pid.to_string(),
-        "target_var",
-    ]);
+    let t = Tracer::write_json(&["-p", &pid.to_string(), "target_var"]);
     h.send("go");
     h.read_until("exec'd");
     // The tracer ends by itself: its only process is no longer watched (it is still running).
@@ -381,10 +328,7 @@ fn a_pid_reused_after_a_watched_process_exited_is_not_watched() {
     b.read_until("ready");
     forker.read_until("ready");
     let (pid_a, pid_b) = (a.pid, b.pid);
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
+    let t = Tracer::write_json(&[
         "-p",
         &pid_a.to_string(),
         "-p",
@@ -399,11 +343,7 @@ fn a_pid_reused_after_a_watched_process_exited_is_not_watched() {
     let forked = with_pid(pid_a, || {
         forker.send("fork");
         let lines = forker.read_until_prefix("child=");
-        let child = lines
-            .iter()
-            .find_map(|l| l.strip_prefix("child="))
-            .and_then(|p| p.parse().ok())
-            .expect("child pid");
+        let child = util::helper_number(&lines, "child=");
         (child, ())
     });
     // A new program under A's pid: `threads threads 5 0`, started as any command is (fork, exec).
@@ -463,34 +403,14 @@ fn a_pid_reused_after_a_watched_process_exited_is_not_watched() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_followed_child_that_execs_is_reported_and_no_longer_watched() {
     let Some(_live) = util::live() else { return };
-    let dir = std::env::temp_dir().join(format!("ksw-forkexec-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = util::temp_dir("ksw-forkexec");
     let stream = dir.join("stream.ndjson");
     let bin = helper_with("threads", &["-no-pie"]);
-    let mut h = Writer::start_binary(
-        std::path::Path::new(util::BIN),
-        &[
-            "write",
-            "--json",
-            "--no-status",
-            "-o",
-            stream.to_str().expect("utf-8 path"),
-            "target_var",
-            "--",
-            bin.to_str().expect("utf-8 path"),
-            "forkexec",
-            "9",
-        ],
-    );
-    h.read_until("ready");
+    let mut h = Writer::launched(&stream, &["target_var"], &bin, &["forkexec", "9"]).ready();
     let parent = h.pid;
     h.send("go");
     let lines = h.read_until("done");
-    let child: u32 = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("child="))
-        .and_then(|p| p.parse().ok())
-        .expect("child line");
+    let child: u32 = util::helper_number(&lines, "child=");
     let status = h.close_and_wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(0));
     let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));

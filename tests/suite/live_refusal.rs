@@ -171,11 +171,7 @@ fn without_cap_sys_admin_kernel_addresses_need_it_and_user_space_works() {
         "go\n",
     );
     assert_eq!(code, 0, "{err}");
-    let records: Vec<serde_json::Value> = out
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
+    let records = util::stream_records(&out);
     let kernel_hits = records
         .iter()
         .filter(|r| r["type"] == "hit" && r["in_kernel"] == true)

@@ -4,16 +4,12 @@
 
 use std::time::Duration;
 
-use crate::util::{self, helper, Tracer, Writer};
+use crate::util::{self, Tracer, Writer};
 
 /// The threads helper's `tagged` run: the tracer's args (around `-p PID target_var`), and the stores and
 /// adds the helper made.
 fn tagged(threads: u32, count: u32, args: &[&str]) -> (i32, String, String, u64) {
-    let mut h = Writer::start_binary(
-        &helper("threads"),
-        &["tagged", &threads.to_string(), &count.to_string()],
-    );
-    h.read_until("ready");
+    let mut h = Writer::threads(&["tagged", &threads.to_string(), &count.to_string()]);
     let pid = h.pid.to_string();
     let mut all: Vec<&str> = args.to_vec();
     all.extend(["-p", &pid, "target_var"]);
@@ -44,8 +40,7 @@ fn tagged(threads: u32, count: u32, args: &[&str]) -> (i32, String, String, u64)
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn with_the_smallest_ring_every_store_is_counted_from_the_kernels_totals() {
     let Some(_live) = util::live() else { return };
-    let dir = std::env::temp_dir().join(format!("ksw-totals-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = util::temp_dir("ksw-totals");
     let folded = dir.join("stacks.folded");
     let folded_arg = format!("--folded={}", folded.display());
     let (code, out, err, made) = tagged(

@@ -298,7 +298,7 @@ fn the_kernel_writes_a_task_structs_switch_count_at_the_address_bpftrace_gave() 
         return;
     };
     let target = format!("(struct task_struct)0x{task:x}.nvcsw");
-    let t = Tracer::start_json(&["write", "--json", "--no-status", "--count", "20", &target]);
+    let t = Tracer::write_json(&["--count", "20", &target]);
     let (code, out, err) = t.wait(Duration::from_secs(60));
     h.send("stop");
     h.read_until("done");
@@ -329,7 +329,7 @@ fn a_user_buffer_typed_as_a_kernel_struct_is_watched_on_its_member() {
     let h = Writer::start(&["sysinfo", &n.to_string(), "0"]);
     let pid = h.pid.to_string();
     let target = "(struct sysinfo)ksw_sysinfo.procs";
-    let t = Tracer::start_json(&["write", "--json", "--no-status", "-p", &pid, target]);
+    let t = Tracer::write_json(&["-p", &pid, target]);
     // `procs` is a 2-byte `__u16`, so the watch takes BTF's size for its length.
     let header: Value = t
         .header
@@ -401,8 +401,7 @@ fn btf_with_a_global() -> Vec<u8> {
 /// it needs no cast and no DWARF: kallsyms gives the address, BTF the member.
 #[test]
 fn a_global_whose_type_btf_records_has_fields_without_dwarf() {
-    let dir = std::env::temp_dir().join(format!("ksymwatch-btf-global-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = util::temp_dir("ksymwatch-btf-global");
     let btf = dir.join("btf");
     std::fs::write(&btf, btf_with_a_global()).unwrap();
     let kallsyms = dir.join("kallsyms");
@@ -451,8 +450,7 @@ fn a_cast_gives_a_module_variable_fields() {
         util::skip(format_args!("{BTF} is missing: this kernel has no BTF"));
         return;
     }
-    let dir = std::env::temp_dir().join(format!("ksymwatch-typed-module-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = util::temp_dir("ksymwatch-typed-module");
     let kallsyms = dir.join("kallsyms");
     std::fs::write(&kallsyms, ksymwatch_symbols::testing::MODULES_KALLSYMS).unwrap();
     let (code, out, err) = util::run(&[
@@ -489,8 +487,7 @@ fn another_kernels_btf_is_refused_for_a_watch_and_noted_by_resolve() {
         util::skip("no /sys/kernel/btf/vmlinux");
         return;
     };
-    let dir = std::env::temp_dir().join(format!("ksw-btf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = util::temp_dir("ksw-btf");
     let same = dir.join("same.btf");
     std::fs::write(&same, &bytes).unwrap();
     // One letter of a name near the end of the string section changes case: still valid BTF, another kernel.

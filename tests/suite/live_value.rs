@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{self, parse_hits, HitLine, Tracer, Writer, BIN};
+use crate::util::{self, parse_hits, HitLine, Tracer, Writer};
 
 /// Stored in this order: small, zero, 32-bit, and 64-bit values with the top bit set.
 const VALUES: [u64; 6] = [
@@ -65,25 +65,10 @@ fn attach_prints_each_stored_value() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn launch_mode_json_reads_the_watched_width() {
     let Some(_live) = util::live() else { return };
-    let dir = std::env::temp_dir().join(format!("ksw-value-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = util::temp_dir("ksw-value");
     let stream = dir.join("stream.ndjson");
     let writer = util::helper("writer");
-    let mut h = Writer::start_binary(
-        Path::new(BIN),
-        &[
-            "write",
-            "--json",
-            "--no-status",
-            "-o",
-            stream.to_str().expect("utf-8 path"),
-            "target_var+4/4",
-            "--",
-            writer.to_str().expect("utf-8 path"),
-            "set",
-            "0",
-        ],
-    );
+    let mut h = Writer::launched(&stream, &["target_var+4/4"], &writer, &["set", "0"]);
     let pid = h.pid;
     let mine = |v: &Value| v["type"] == "hit" && v["pid"] == pid && v["ip"]["sym"] == "main";
     for (i, v) in VALUES.iter().enumerate() {
@@ -94,10 +79,7 @@ fn launch_mode_json_reads_the_watched_width() {
     let status = h.close_and_wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(0));
     let records = read_records(&stream);
-    let head = records
-        .iter()
-        .find(|v| v["type"] == "header")
-        .expect("header");
+    let head = util::record(&records, "header");
     assert_eq!(head["targets"][0]["len"], 4, "{head}");
     let hits: Vec<&Value> = records.iter().filter(|v| mine(v)).collect();
     let values: Vec<&Value> = hits.iter().map(|v| &v["value"]).collect();

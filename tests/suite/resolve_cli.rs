@@ -642,9 +642,7 @@ fn line_source_matches_addr2line() {
 
 /// A made-up kernel with two modules (this machine's kernel has no module support, so no real one).
 fn modules_kallsyms() -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("ksymwatch-resolve-modules-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = util::temp_dir("ksymwatch-resolve-modules");
     let k = dir.join("kallsyms");
     std::fs::write(&k, ksymwatch_symbols::testing::MODULES_KALLSYMS).unwrap();
     k

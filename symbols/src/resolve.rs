@@ -636,17 +636,7 @@ impl<'a> VmlinuxLines<'a> {
 impl LineSource for VmlinuxLines<'_> {
     fn lines(&self, addr: u64) -> Vec<LineFrame> {
         // A frame without lines is printed bare; one failed lookup must not end the trace.
-        self.resolver
-            .frames(addr)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|f| LineFrame {
-                function: f.function,
-                file: f.file,
-                line: f.line,
-                inlined: f.inlined,
-            })
-            .collect()
+        self.resolver.frames(addr).unwrap_or_default()
     }
 }
 

@@ -4,7 +4,7 @@
 //! and pass; checks needing nm, readelf or gdb skip the same way.
 
 use ksymwatch_symbols::testing::fixture::{self, Fixture};
-use ksymwatch_symbols::testing::{note, require, tool};
+use ksymwatch_symbols::testing::{gdb_addr_and_size, note, require, tool};
 use ksymwatch_symbols::{
     dwarf, BuildId, Error, FieldError, KernelMatch, LookupError, MemberInfo, MismatchPolicy,
     NoProgress, PathElem, ResolveError, ResolveOptions, Resolver, Source, SourceSearch,
@@ -151,22 +151,7 @@ fn member_paths_match_gdb() {
         let (name, _) = target(t);
         let symbols = vm.symbols_named(&name).unwrap();
         let m = member(&vm, t).unwrap_or_else(|e| panic!("{t}: {e}"));
-        let out = tool(
-            "gdb",
-            &[
-                "-nx",
-                "-batch",
-                "-ex",
-                &format!("p/x &{t}"),
-                "-ex",
-                &format!("p sizeof({t})"),
-                f.vmlinux.to_str().unwrap(),
-            ],
-        );
-        let vals: Vec<&str> = out.lines().filter_map(|l| l.split(" = ").nth(1)).collect();
-        let addr = vals[0].rsplit(' ').next().unwrap();
-        let addr = u64::from_str_radix(addr.trim_start_matches("0x"), 16).unwrap();
-        let size: u64 = vals[1].trim().parse().unwrap();
+        let (addr, size) = gdb_addr_and_size(&f.vmlinux, t);
         assert_eq!(symbols[0].addr + m.offset, addr, "{t}: address");
         assert_eq!(m.size, Some(size), "{t}: size");
     }

@@ -3,7 +3,10 @@
 use super::*;
 use crate::model::watch::Access;
 use crate::perf::record::encode;
-use crate::report::testutil::{each_hit, each_value_of_a_user_store, sample, table, watch};
+use crate::report::testutil::{
+    each_hit, each_value_of_a_user_store, read_zero_sample, sample, system_wide_header, table,
+    watch,
+};
 use crate::report::Value as HitValue;
 use crate::report::{Covered, ResolvedFrame, StopReason, ValueFrom};
 use serde_json::Value;
@@ -18,35 +21,12 @@ fn lines(bytes: Vec<u8>) -> Vec<Value> {
 
 #[test]
 fn every_record_is_one_tagged_line() {
-    let sample = sample(
-        0xffffffff81000077,
-        1234,
-        1235,
-        412_123_456_789,
-        0x7ffd0000,
-        1,
-        &[
-            encode::KERNEL,
-            0xffffffff81000077,
-            0xffffffff810001bb,
-            encode::USER,
-            0x401000,
-        ],
-    );
+    let sample = read_zero_sample();
     let watches = [watch("target_var", 0x7ffd0000, Access::Write)];
     let cpus: BTreeSet<u32> = [0, 1].into();
     let mut p = Json::new(Vec::new(), Vec::new());
-    p.header(&Header {
-        watches: &watches,
-        cpus: &cpus,
-        source: "kallsyms fixture",
-        processes: &[],
-        threads: 0,
-        values: false,
-        condition: None,
-        objects: None,
-    })
-    .unwrap();
+    p.header(&system_wide_header(&watches, &cpus, "kallsyms fixture"))
+        .unwrap();
     p.armed(2, &cpus, 5).unwrap();
     each_hit(&table(), &watches, &[(sample, "reader", 0)], |hit| {
         p.hit(hit).unwrap()
@@ -394,17 +374,8 @@ fn a_per_cpu_hit_names_its_copy() {
     let watches = [percpu_watch("runqueues.nr_running", None)];
     let mut p = Json::new(Vec::new(), Vec::new());
     let cpus = [0, 1].into();
-    p.header(&Header {
-        watches: &watches,
-        cpus: &cpus,
-        source: "kallsyms",
-        processes: &[],
-        threads: 0,
-        values: false,
-        condition: None,
-        objects: None,
-    })
-    .unwrap();
+    p.header(&system_wide_header(&watches, &cpus, "kallsyms"))
+        .unwrap();
     each_hit(&table(), &watches, &[(s, "a", 0)], |hit| {
         p.hit(hit).unwrap()
     });

@@ -5,7 +5,9 @@ use super::attrs::push_any;
 use super::*;
 use crate::model::watch::Access;
 use crate::perf::record::encode;
-use crate::report::testutil::{each_hit, each_value_of_a_user_store, sample, table, watch};
+use crate::report::testutil::{
+    each_hit, each_value_of_a_user_store, read_zero_sample, sample, table, watch,
+};
 use crate::report::{Covered, Rendered, SourceLine, StopReason};
 use std::sync::Arc;
 
@@ -187,21 +189,7 @@ fn a_hit_is_an_info_record_with_semantic_attributes() {
 /// A kernel hit: the function is named, the chain is every frame's text, innermost first.
 #[test]
 fn a_kernel_hits_chain_is_an_array_of_frame_texts() {
-    let s = sample(
-        0xffffffff81000077,
-        1234,
-        1235,
-        412_123_456_789,
-        0x7ffd0000,
-        1,
-        &[
-            encode::KERNEL,
-            0xffffffff81000077,
-            0xffffffff810001bb,
-            encode::USER,
-            0x401000,
-        ],
-    );
+    let s = read_zero_sample();
     let watches = [watch("target_var", 0x7ffd0000, Access::ReadWrite)];
     let mut p = printer();
     each_hit(&table(), &watches, &[(s, "reader", 0)], |hit| {

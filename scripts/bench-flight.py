@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import ROOT, Locked, online_cpus, proc_cpu_s, vm_rss_kb
+from benchlib import ROOT, Locked, build_writer, online_cpus, proc_cpu_s, vm_rss_kb
 
 
 def wait_armed(tracer, out_path):
@@ -73,14 +73,7 @@ def main():
     if shutil.which("gcc") is None:
         sys.exit("bench-flight: needs gcc to build the writer helper")
     work = tempfile.mkdtemp(prefix="ksymwatch-bench-flight-")
-    writer = os.path.join(work, "writer")
-    subprocess.run(
-        ["gcc", "-O1", "-fno-omit-frame-pointer", "-no-pie", "-o", writer,
-         os.path.join(ROOT, "tests/helpers/writer.c")],
-        check=True,
-    )
-    banner = subprocess.run([writer, "now", "0", "0"], capture_output=True, text=True, check=True).stdout
-    addr = re.search(r"addr=(0x[0-9a-f]+)", banner).group(1)
+    writer, addr = build_writer(work)
     cpus = online_cpus()
     per_cpu = args.stores // len(cpus)
     out_path = os.path.join(work, "out.txt")

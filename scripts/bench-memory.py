@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import LOCK, ROOT, online_cpus, vm_rss_kb
+from benchlib import LOCK, ROOT, build_writer, online_cpus, vm_rss_kb
 
 FIRST = 100
 
@@ -61,14 +61,7 @@ def main():
         sys.exit("bench-memory: needs gcc to build the writer helper")
     n = max(args.n, FIRST)
     work = tempfile.mkdtemp(prefix="ksymwatch-bench-memory-")
-    writer = os.path.join(work, "writer")
-    subprocess.run(
-        ["gcc", "-O1", "-fno-omit-frame-pointer", "-no-pie", "-o", writer,
-         os.path.join(ROOT, "tests/helpers/writer.c")],
-        check=True,
-    )
-    banner = subprocess.run([writer, "now", "0", "0"], capture_output=True, text=True, check=True).stdout
-    addr = re.search(r"addr=(0x[0-9a-f]+)", banner).group(1)
+    writer, addr = build_writer(work)
     cpus = online_cpus()
     out_path = os.path.join(work, "out.txt")
     lock = open(LOCK, "w")

@@ -46,7 +46,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import ROOT, Locked  # noqa: E402
+from benchlib import ROOT, Locked, release_binary  # noqa: E402
 
 PID_MAX = "/proc/sys/kernel/pid_max"
 
@@ -322,9 +322,7 @@ def main():
     ap.add_argument("binary", nargs="?", help="ksymwatch binary (default: target/release/ksymwatch, built)")
     args = ap.parse_args()
     counts = [int(x) for x in args.threads.split(",")]
-    binary = args.binary or os.path.join(ROOT, "target/release/ksymwatch")
-    if not args.binary:
-        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    binary = release_binary(args.binary)
     have_perf, have_bpftrace = shutil.which("perf") is not None, shutil.which("bpftrace") is not None
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()

@@ -3,6 +3,8 @@ run that arms breakpoints must hold (debug registers are shared with the test su
 and the few /proc and /sys readings several of them take."""
 import fcntl
 import os
+import re
+import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCK = "/tmp/ksymwatch-live-tests.lock"
@@ -45,3 +47,21 @@ def proc_cpu_s(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def release_binary(given):
+    """The ksymwatch binary to measure: `given`, or this tree's release build, built first."""
+    if given:
+        return given
+    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    return os.path.join(ROOT, "target/release/ksymwatch")
+
+
+def build_writer(workdir):
+    """tests/helpers/writer.c built non-PIE into `workdir`: every run of it has its global at one address.
+    Returns the binary and that address (`0x...`, from its banner)."""
+    writer = os.path.join(workdir, "writer")
+    subprocess.run(["gcc", "-O1", "-fno-omit-frame-pointer", "-no-pie", "-o", writer,
+                    os.path.join(ROOT, "tests/helpers/writer.c")], check=True)
+    banner = subprocess.run([writer, "now", "0", "0"], capture_output=True, text=True, check=True).stdout
+    return writer, re.search(r"addr=(0x[0-9a-f]+)", banner).group(1)

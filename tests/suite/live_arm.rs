@@ -20,16 +20,7 @@ fn watch() -> Watch {
     }
 }
 
-const CFG: EventConfig = EventConfig {
-    ring_pages: 8,
-    user_only: false,
-    track_tasks: false,
-    count_lost: false,
-    remove_on_exec: false,
-    values: None,
-    hits: None,
-    percpu: None,
-};
+const CFG: EventConfig = EventConfig::bare(8);
 
 fn fail(cpu: u32, errno: i32) -> OpenError {
     OpenError {

@@ -1,23 +1,20 @@
 //! `--control`: moving a running watch in place and pausing it, acknowledged in the stream.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::util::{self, helper, parse_hits, Tracer, Writer, BIN};
 
-/// The retarget test: threads alternate stores to two globals; `watch target_var2` over a FIFO
-/// moves the watch. Every hit before the acknowledgement is of target_var, every hit after it of
-/// target_var2, and nothing is reported lost on the way.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_retarget_splits_the_stream_at_its_acknowledgement() {
-    let Some(_live) = util::live() else { return };
-    let mut h = Writer::threads(&["alternate", "4", "300"]);
-    let dir = util::temp_dir("ksw-control");
+/// The threads helper alternating its stores over `threads` threads, watched by `write -p PID target_var
+/// --control FIFO` (armed): the helper, the tracer, a temporary directory `dir_name` and the FIFO in it.
+fn watched_with_a_fifo(threads: &str, dir_name: &str) -> (Writer, Tracer, PathBuf, PathBuf) {
+    let h = Writer::threads(&["alternate", threads, "300"]);
+    let dir = util::temp_dir(dir_name);
     let fifo = dir.join("ctl");
     let pid = h.pid.to_string();
-    let mut t = Tracer::start(&[
+    let t = Tracer::start(&[
         "write",
         "-p",
         &pid,
@@ -26,6 +23,17 @@ fn a_retarget_splits_the_stream_at_its_acknowledgement() {
         fifo.to_str().expect("utf-8 path"),
         "--no-status",
     ]);
+    (h, t, dir, fifo)
+}
+
+/// The retarget test: threads alternate stores to two globals; `watch target_var2` over a FIFO
+/// moves the watch. Every hit before the acknowledgement is of target_var, every hit after it of
+/// target_var2, and nothing is reported lost on the way.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_retarget_splits_the_stream_at_its_acknowledgement() {
+    let Some(_live) = util::live() else { return };
+    let (mut h, mut t, dir, fifo) = watched_with_a_fifo("4", "ksw-control");
     assert!(fifo.exists(), "ksymwatch creates the FIFO");
     let mut before = t.read_until(|l| l.contains(" target_var W "));
     let mut ctl = std::fs::OpenOptions::new()
@@ -521,19 +529,7 @@ fn a_move_to_another_length_needs_no_value() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn fifo_lines_end_at_a_writers_close_and_long_ones_are_named() {
     let Some(_live) = util::live() else { return };
-    let mut h = Writer::threads(&["alternate", "1", "300"]);
-    let dir = util::temp_dir("ksw-control-close");
-    let fifo = dir.join("ctl");
-    let pid = h.pid.to_string();
-    let mut t = util::Tracer::start(&[
-        "write",
-        "-p",
-        &pid,
-        "target_var",
-        "--control",
-        fifo.to_str().expect("utf-8 path"),
-        "--no-status",
-    ]);
+    let (mut h, mut t, dir, fifo) = watched_with_a_fifo("1", "ksw-control-close");
     // A mark that never comes must fail the test, not hang it with the live lock held. The child is not
     // reaped before `done` is sent or dropped, so its pid is still its own when the watchdog fires.
     let pid = t.child.id() as i32;

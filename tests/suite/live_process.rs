@@ -46,11 +46,6 @@ fn is_pie(path: &Path) -> bool {
     u16::from_le_bytes([bytes[16], bytes[17]]) == 3
 }
 
-/// `done tids=K`: how many distinct tids stored (fewer than N+LATE only if the kernel reused a tid).
-fn done_tids(lines: &[String]) -> usize {
-    util::helper_number(lines, "done tids=")
-}
-
 /// 1,000 threads store once each after a barrier, then 20 threads created after arming store once each:
 /// exactly 1,020 user-space hits from as many distinct tids, all of the helper's pid.
 #[test]
@@ -66,7 +61,8 @@ fn attach_sees_every_thread_including_later_ones() {
     assert_eq!(head["threads"], 1001, "{head}");
     h.send("go");
     let lines = h.read_until_prefix("done tids=");
-    let distinct = done_tids(&lines);
+    // `done tids=K`: the distinct tids that stored (fewer than asked only if the kernel reused a tid).
+    let distinct = util::helper_number::<usize>(&lines, "done tids=");
     // EOF: the helper exits, and the watch ends by itself.
     h.finish();
     let (code, out, err) = t.wait(Duration::from_secs(30));
@@ -101,7 +97,7 @@ fn launch_mode_covers_every_thread_of_a_pie() {
     let (pid, banner_addr) = (h.pid, h.addr);
     h.send("go");
     let lines = h.read_until_prefix("done tids=");
-    let distinct = done_tids(&lines);
+    let distinct = util::helper_number::<usize>(&lines, "done tids=");
     let status = h.close_and_wait(Duration::from_secs(30));
     assert_eq!(
         status.code(),
@@ -132,6 +128,25 @@ fn launch_mode_covers_every_thread_of_a_pie() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `write --json --no-status target_var -- BIN ARGS...` run to its end within `limit`: its exit code,
+/// stdout and stderr, and the user-space hits of the stream (which shares stdout with the command's own
+/// lines).
+fn launched_user_hits(
+    bin: &Path,
+    args: &[&str],
+    limit: Duration,
+) -> (i32, String, String, Vec<Value>) {
+    let bin = bin.to_str().expect("utf-8 path");
+    let mut all = vec!["write", "--json", "--no-status", "target_var", "--", bin];
+    all.extend_from_slice(args);
+    let (code, out, err) = util::run_within(&all, limit);
+    let user = util::stream_records(&out)
+        .into_iter()
+        .filter(|v| v["type"] == "hit" && v["in_kernel"] == false)
+        .collect();
+    (code, out, err, user)
+}
+
 /// A launched command that stores and exits at once, before the tracer has named a single hit: its stores
 /// are still named in its own code, since its executable was mapped before the watch existed and no
 /// record reports it.
@@ -140,28 +155,9 @@ fn launch_mode_covers_every_thread_of_a_pie() {
 fn a_launched_command_that_exits_at_once_has_its_stores_named() {
     let Some(_live) = util::live() else { return };
     let bin = util::helper("writer");
-    let bin_arg = bin.to_str().expect("utf-8 path");
-    let (code, out, err) = util::run_within(
-        &[
-            "write",
-            "--json",
-            "--no-status",
-            "target_var",
-            "--",
-            bin_arg,
-            "now",
-            "5",
-            "0",
-        ],
-        Duration::from_secs(30),
-    );
+    let (code, out, err, user) =
+        launched_user_hits(&bin, &["now", "5", "0"], Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
-    // The command's own banner shares stdout with the stream.
-    let records = util::stream_records(&out);
-    let user: Vec<&serde_json::Value> = records
-        .iter()
-        .filter(|v| v["type"] == "hit" && v["in_kernel"] == false)
-        .collect();
     assert_eq!(user.len(), 5, "{out}");
     for h in user {
         assert_eq!(h["ip"]["sym"], "main", "{h}");
@@ -295,11 +291,10 @@ fn remove_on_exec_drops_the_watch_at_a_later_exec() {
     let _ = std::fs::remove_file(&stream);
 }
 
-/// `hog tid=T held=K` from the hog helper's lines.
 /// Starts the `threads hog` helper: 8 threads, one of which holds all 4 of its own breakpoints. Returns
 /// the helper and the hog's tid, or `None` (skipped visibly) when the hog could not take all 4.
 fn start_hog() -> Option<(Writer, u32)> {
-    let mut h = Writer::threads(&["hog", "8"]);
+    let mut h = Writer::start_binary(&helper("threads"), &["hog", "8"]);
     let (tid, held) = hog_line(&h.read_until("ready"));
     if held < 4 {
         util::skip(format!("the hog thread got only {held} of 4 breakpoints"));
@@ -308,6 +303,7 @@ fn start_hog() -> Option<(Writer, u32)> {
     Some((h, tid))
 }
 
+/// `hog tid=T held=K` from the hog helper's lines.
 fn hog_line(lines: &[String]) -> (u32, u32) {
     lines
         .iter()
@@ -358,14 +354,9 @@ fn a_refused_thread_closes_every_event_already_opened_for_the_others() {
         per_cpu: None,
     };
     let cfg = EventConfig {
-        ring_pages: 8,
-        user_only: false,
         track_tasks: true,
         count_lost: true,
-        remove_on_exec: false,
-        values: None,
-        hits: None,
-        percpu: None,
+        ..EventConfig::bare(8)
     };
     let before = own_perf_events();
     let err = arm_in(&[watch], &cpus, &Scope::Processes(vec![h.pid]), &cfg)
@@ -396,6 +387,7 @@ fn two_pids_are_watched_until_both_have_exited() {
     let bin = helper_with("threads", &["-no-pie"]);
     let mut a = Writer::start_binary(&bin, &["threads", "3", "0"]);
     let mut b = Writer::start_binary(&bin, &["threads", "3", "0"]);
+    a.read_until("ready");
     b.read_until("ready");
     assert_eq!(a.addr, b.addr, "a non-PIE's global has one address");
     let (pid_a, pid_b) = (a.pid, b.pid);
@@ -651,31 +643,13 @@ fn a_launched_non_pie_programs_own_frames_are_always_named() {
         .and_then(|n| n.to_str())
         .expect("helper name")
         .to_string();
-    let bin_arg = bin.to_str().expect("utf-8 path");
     let mut unnamed = Vec::new();
     for run in 0..100 {
-        let (code, out, err) = util::run_within(
-            &[
-                "write",
-                "--json",
-                "--no-status",
-                "target_var",
-                "--",
-                bin_arg,
-                "exec-store",
-                "5",
-            ],
-            Duration::from_secs(60),
-        );
+        let (code, out, err, stores) =
+            launched_user_hits(&bin, &["exec-store", "5"], Duration::from_secs(60));
         assert_eq!(code, 0, "run {run}: {err}");
-        // The command's banner shares stdout with the stream.
-        let records = util::stream_records(&out);
-        let stores: Vec<&Value> = records
-            .iter()
-            .filter(|v| v["type"] == "hit" && v["in_kernel"] == false)
-            .collect();
         assert_eq!(stores.len(), 1, "run {run}: one user store: {out}");
-        let hit = stores[0];
+        let hit = &stores[0];
         let own: Vec<&Value> = std::iter::once(&hit["ip"])
             .chain(hit["chain"].as_array().expect("chain"))
             .filter(|f| f["addr"].as_str().is_some_and(|a| a.len() <= 8))

@@ -24,10 +24,6 @@ fn stores_by_tid(records: &[Value], pid: u32) -> BTreeMap<u64, usize> {
     by_tid
 }
 
-fn stores_line(lines: &[String]) -> usize {
-    util::helper_number(lines, "stores=")
-}
-
 /// 10,000 threads, each storing once after the watch is armed: 10,000 hits from 10,000 tids, nothing
 /// lost, nothing foreign, with 2 events per CPU-and-target (not one per thread) armed.
 #[test]
@@ -107,7 +103,7 @@ fn threads_born_during_and_after_arming_are_each_seen_once() {
     std::thread::sleep(Duration::from_millis(300));
     h.send("stop");
     let lines = h.read_until("done");
-    let stores = stores_line(&lines);
+    let stores = util::helper_number::<usize>(&lines, "stores=");
     h.finish();
     let (code, out, err) = t.wait(Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");

@@ -6,12 +6,21 @@ use std::time::Duration;
 
 use crate::util::{self, Tracer, Writer};
 
-/// The threads helper's `tagged` run: the tracer's args (around `-p PID target_var`), and the stores and
-/// adds the helper made.
-fn tagged(threads: u32, count: u32, args: &[&str]) -> (i32, String, String, u64) {
-    let mut h = Writer::threads(&["tagged", &threads.to_string(), &count.to_string()]);
+/// The threads helper's `tagged` run of 64 threads storing 1,000 times each, watched by `write --json
+/// --summary` into one-page rings with `extra` args: the tracer's exit code, stdout and stderr, and the
+/// stores and adds the helper made.
+fn tagged_into_the_smallest_ring(extra: &[&str]) -> (i32, String, String, u64) {
+    let mut h = Writer::threads(&["tagged", "64", "1000"]);
     let pid = h.pid.to_string();
-    let mut all: Vec<&str> = args.to_vec();
+    let mut all = vec![
+        "write",
+        "--json",
+        "--summary",
+        "--no-status",
+        "--buffer-pages",
+        "1",
+    ];
+    all.extend_from_slice(extra);
     all.extend(["-p", &pid, "target_var"]);
     let t = Tracer::start_json(&all);
     h.send("go");
@@ -43,19 +52,7 @@ fn with_the_smallest_ring_every_store_is_counted_from_the_kernels_totals() {
     let dir = util::temp_dir("ksw-totals");
     let folded = dir.join("stacks.folded");
     let folded_arg = format!("--folded={}", folded.display());
-    let (code, out, err, made) = tagged(
-        64,
-        1000,
-        &[
-            "write",
-            "--json",
-            "--summary",
-            "--no-status",
-            "--buffer-pages",
-            "1",
-            &folded_arg,
-        ],
-    );
+    let (code, out, err, made) = tagged_into_the_smallest_ring(&[&folded_arg]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(made, 64 * 1100);
     let records = util::ndjson(&out);
@@ -112,20 +109,7 @@ fn with_the_smallest_ring_every_store_is_counted_from_the_kernels_totals() {
 fn count_stops_after_exactly_n_kept_hits_even_when_records_are_dropped() {
     let Some(_live) = util::live() else { return };
     const N: u64 = 5000;
-    let (code, out, err, made) = tagged(
-        64,
-        1000,
-        &[
-            "write",
-            "--json",
-            "--summary",
-            "--no-status",
-            "--buffer-pages",
-            "1",
-            "--count",
-            &N.to_string(),
-        ],
-    );
+    let (code, out, err, made) = tagged_into_the_smallest_ring(&["--count", &N.to_string()]);
     assert_eq!(code, 0, "{err}");
     assert!(made > N);
     let records = util::ndjson(&out);

@@ -33,6 +33,20 @@ pub use this_process::*;
 
 use std::io;
 
+/// A byte count or `-1` from a non-blocking read as `Ok(Some(n))`, or `Ok(None)` for EAGAIN (nothing
+/// there yet), or the error.
+fn cvt_nonblocking(n: libc::ssize_t) -> io::Result<Option<usize>> {
+    if n >= 0 {
+        return Ok(Some(n as usize));
+    }
+    let err = io::Error::last_os_error();
+    if err.kind() == io::ErrorKind::WouldBlock {
+        Ok(None)
+    } else {
+        Err(err)
+    }
+}
+
 /// A `-1`-on-error return as an `io::Result`, with errno.
 fn cvt(ret: libc::c_int) -> io::Result<()> {
     if ret < 0 {

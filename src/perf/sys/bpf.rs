@@ -249,11 +249,7 @@ pub fn bpf_map_next_key(
     };
     // SAFETY: `key` (when given) and `next` are live for the call and as long as the map's key (the
     // caller's contract); the kernel reads `key` and writes `next`.
-    match unsafe { bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) } {
-        Ok(_) => Ok(true),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
-        Err(e) => Err(e),
-    }
+    found(unsafe { bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) })
 }
 
 /// BPF_MAP_LOOKUP_ELEM of a map that is not per-CPU: `key`'s value into `value` (the map's key and value
@@ -267,11 +263,7 @@ pub fn bpf_map_lookup(map: BorrowedFd<'_>, key: &[u8], value: &mut [u8]) -> io::
     };
     // SAFETY: `key` and `value` are live for the call and as long as the map's sizes (the caller's
     // contract); the kernel reads `key` and writes `value`.
-    match unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) } {
-        Ok(_) => Ok(true),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
-        Err(e) => Err(e),
-    }
+    found(unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) })
 }
 
 /// The most CPUs a kernel can be built for (`NR_CPUS` tops out at 8192): a per-CPU lookup's buffer this
@@ -303,4 +295,13 @@ pub fn bpf_map_lookup_percpu_u64(map: BorrowedFd<'_>, key: u32) -> io::Result<Ve
     // (a u64 value needs no rounding), at most NR_CPUS_MAX of them, into `values`, live for the call.
     unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }?;
     Ok(values)
+}
+
+/// Whether a map command found its key: ENOENT is `false`, not an error.
+fn found(ret: io::Result<libc::c_long>) -> io::Result<bool> {
+    match ret {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
 }

@@ -3,7 +3,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-use super::cvt;
+use super::{cvt, cvt_nonblocking};
 
 /// A NETLINK_KOBJECT_UEVENT socket subscribed to the kernel's uevent group, non-blocking.
 pub fn uevent_socket() -> io::Result<OwnedFd> {
@@ -54,13 +54,5 @@ pub fn uevent_socket() -> io::Result<OwnedFd> {
 pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<usize>> {
     // SAFETY: `buf` is writable for its length.
     let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if n < 0 {
-        let err = io::Error::last_os_error();
-        return if err.kind() == io::ErrorKind::WouldBlock {
-            Ok(None)
-        } else {
-            Err(err)
-        };
-    }
-    Ok(Some(n as usize))
+    cvt_nonblocking(n)
 }

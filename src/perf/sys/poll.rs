@@ -4,7 +4,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-use super::cvt;
+use super::{cvt, cvt_nonblocking};
 
 /// An epoll instance.
 pub struct Epoll(OwnedFd);
@@ -148,15 +148,7 @@ impl SignalFd {
                 size,
             )
         };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            return if err.kind() == io::ErrorKind::WouldBlock {
-                Ok(None)
-            } else {
-                Err(err)
-            };
-        }
-        Ok((n as usize == size).then_some(info.ssi_signo))
+        Ok(cvt_nonblocking(n)?.and_then(|n| (n == size).then_some(info.ssi_signo)))
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {

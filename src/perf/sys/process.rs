@@ -96,34 +96,30 @@ pub fn ptrace_poke(pid: u32, addr: u64, word: u64) -> io::Result<()> {
 pub fn ptrace_ip(pid: u32, set: Option<u64>) -> io::Result<u64> {
     // SAFETY: user_regs_struct is plain integers; all zero is a valid value to be overwritten.
     let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
-    // SAFETY: GETREGS writes one user_regs_struct into `regs`, which lives for the call.
+    ptrace_regs(libc::PTRACE_GETREGS, pid, &mut regs)?;
+    if let Some(ip) = set {
+        regs.rip = ip;
+        ptrace_regs(libc::PTRACE_SETREGS, pid, &mut regs)?;
+    }
+    Ok(regs.rip)
+}
+
+/// `PTRACE_GETREGS` into `regs`, or `PTRACE_SETREGS` from it.
+#[cfg(target_arch = "x86_64")]
+fn ptrace_regs(req: libc::c_uint, pid: u32, regs: &mut libc::user_regs_struct) -> io::Result<()> {
+    // SAFETY: GETREGS writes, SETREGS reads, one user_regs_struct at `regs`, which lives for the call.
     let r = unsafe {
         libc::ptrace(
-            libc::PTRACE_GETREGS,
+            req,
             pid as libc::pid_t,
             std::ptr::null_mut::<libc::c_void>(),
-            &mut regs as *mut libc::user_regs_struct as *mut libc::c_void,
+            regs as *mut libc::user_regs_struct as *mut libc::c_void,
         )
     };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
-    if let Some(ip) = set {
-        regs.rip = ip;
-        // SAFETY: SETREGS reads one user_regs_struct from `regs`, which lives for the call.
-        let r = unsafe {
-            libc::ptrace(
-                libc::PTRACE_SETREGS,
-                pid as libc::pid_t,
-                std::ptr::null_mut::<libc::c_void>(),
-                &mut regs as *mut libc::user_regs_struct as *mut libc::c_void,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(regs.rip)
+    Ok(())
 }
 
 /// How a child changed state, from `waitpid`.

@@ -43,21 +43,14 @@ pub fn sample(
 /// A read of /dev/zero into 0x7ffd0000 by pid 1234 (tid 1235) on CPU 1 at 412.123456789 s: ip
 /// read_zero+0x77, called from vfs_read+0xbb, from user code at 0x401000.
 pub fn read_zero_sample() -> Sample {
-    sample(
+    let chain = [
+        encode::KERNEL,
         0xffffffff81000077,
-        1234,
-        1235,
-        412_123_456_789,
-        0x7ffd0000,
-        1,
-        &[
-            encode::KERNEL,
-            0xffffffff81000077,
-            0xffffffff810001bb,
-            encode::USER,
-            0x401000,
-        ],
-    )
+        0xffffffff810001bb,
+        encode::USER,
+        0x401000,
+    ];
+    sample(chain[1], 1234, 1235, 412_123_456_789, 0x7ffd0000, 1, &chain)
 }
 
 /// A kernel chain through read_zero and vfs_read, called from user code at 0x401000.

@@ -36,13 +36,19 @@ fn perf_fds() -> usize {
     util::fd_count(std::process::id()).1
 }
 
+/// The online CPUs, the last of them (the one a test makes fail) and this process's perf descriptors
+/// before arming.
+fn cpus_before_arming() -> (BTreeSet<u32>, u32, usize) {
+    let cpus: BTreeSet<u32> = util::online_cpus().into_iter().collect();
+    let last = *cpus.iter().last().expect("an online cpu");
+    (cpus, last, perf_fds())
+}
+
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_cpu_that_vanishes_while_arming_is_not_a_failure() {
     let Some(_lock) = util::live() else { return };
-    let cpus: BTreeSet<u32> = util::online_cpus().into_iter().collect();
-    let last = *cpus.iter().last().unwrap();
-    let before = perf_fds();
+    let (cpus, last, before) = cpus_before_arming();
     let armed = arm_with(&[watch()], &cpus, &CFG, |w, cpu, cfg| {
         if cpu == last && cpus.len() > 1 {
             Err(fail(cpu, libc::ENODEV))
@@ -67,9 +73,7 @@ fn a_cpu_that_vanishes_while_arming_is_not_a_failure() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_failure_after_other_cpus_opened_closes_them_all() {
     let Some(_lock) = util::live() else { return };
-    let cpus: BTreeSet<u32> = util::online_cpus().into_iter().collect();
-    let last = *cpus.iter().last().unwrap();
-    let before = perf_fds();
+    let (cpus, last, before) = cpus_before_arming();
     let mut opened_before_failure = 0;
     let err = arm_with(&[watch(), watch()], &cpus, &CFG, |w, cpu, cfg| {
         if cpu == last {

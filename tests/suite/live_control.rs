@@ -103,17 +103,9 @@ impl Controlled {
         let h = Writer::threads(&["alternate", threads, "300"]);
         let a = format!("0x{:x}", h.addr);
         let b = format!("0x{:x}", h.addr2.expect("the threads helper prints addr2="));
-        let mut child = Command::new(BIN)
-            .args(["write", "--json", "--no-status", &a])
-            .args(extra)
-            .args(["--control", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start ksymwatch");
-        let stdin = child.stdin.take().expect("stdin");
-        let out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let (child, stdin, out) =
+            controlled_from_stdin(&["write", "--json", "--no-status", &a], extra);
+        let stdin = stdin.expect("stdin");
         Controlled {
             h,
             a,
@@ -399,6 +391,30 @@ fn a_move_to_read_write_costs_no_extra_traps() {
     }
 }
 
+/// ksymwatch with `args`, `extra` and `--control -`, all three streams piped: the child, its stdin (the
+/// commands' way in) and its stdout.
+fn controlled_from_stdin(
+    args: &[&str],
+    extra: &[&str],
+) -> (
+    std::process::Child,
+    Option<std::process::ChildStdin>,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .args(extra)
+        .args(["--control", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ksymwatch");
+    let stdin = child.stdin.take();
+    let out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    (child, stdin, out)
+}
+
 /// `ksymwatch write -p PID TARGET --control - [extra]` with text output, its stdin piped: the commands'
 /// way in.
 struct Piped {
@@ -409,17 +425,9 @@ struct Piped {
 
 impl Piped {
     fn start(pid: u32, target: &str, extra: &[&str]) -> Piped {
-        let mut child = Command::new(BIN)
-            .args(["write", "--no-status", "-p", &pid.to_string(), target])
-            .args(extra)
-            .args(["--control", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start ksymwatch");
-        let stdin = child.stdin.take();
-        let out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let pid = pid.to_string();
+        let (child, stdin, out) =
+            controlled_from_stdin(&["write", "--no-status", "-p", &pid, target], extra);
         let mut p = Piped { child, stdin, out };
         p.line_with("# armed");
         p

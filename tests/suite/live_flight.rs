@@ -79,11 +79,7 @@ fn sigusr1_dumps_the_last_hits_and_the_run_goes_on() {
         text.push_str(&t.read_until(|_| true));
     }
     // Still watching: stores made after the dump are counted.
-    std::thread::sleep(Duration::from_millis(100));
-    h.send("stop");
-    h.read_until("done");
-    h.finish();
-    let (code, rest, err) = t.wait(Duration::from_secs(30));
+    let (code, rest, err) = stop_a_while_later(h, t);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("stopped: watched process exited"), "{err}");
     text.push_str(&rest);
@@ -114,6 +110,16 @@ fn sigusr1_dumps_the_last_hits_and_the_run_goes_on() {
     );
     let summary = util::summary_record(&records);
     assert!(summary["hits"].as_u64().unwrap() > 5, "{summary}");
+}
+
+/// Lets the spinning helper store 100 ms more, stops it and waits for the tracer's end (the watched
+/// process exited): its exit code, the rest of its stdout and its stderr.
+fn stop_a_while_later(mut h: Writer, t: Tracer) -> (i32, String, String) {
+    std::thread::sleep(Duration::from_millis(100));
+    h.send("stop");
+    h.read_until("done");
+    h.finish();
+    t.wait(Duration::from_secs(30))
 }
 
 /// Runs the helper's stores under `--last 4 --dump-on tracepoint:GROUP:NAME` (with tracefs unmounted, as on
@@ -154,11 +160,7 @@ fn dumps_on_tracepoint(tracepoint: &str, busy: bool, fire: impl FnOnce()) -> Str
     std::thread::sleep(Duration::from_millis(300));
     fire();
     let mut text = t.read_until(|l| l.starts_with("# dump"));
-    std::thread::sleep(Duration::from_millis(100));
-    h.send("stop");
-    h.read_until("done");
-    h.finish();
-    let (code, rest, err) = t.wait(Duration::from_secs(30));
+    let (code, rest, err) = stop_a_while_later(h, t);
     assert_eq!(code, 0, "{err}");
     text.push_str(&rest);
     assert!(

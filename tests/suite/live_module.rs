@@ -95,6 +95,14 @@ fn removal(module: &str) -> bool {
     ])
 }
 
+/// The module's variable, stood in for by a helper storing on CPU 0: the helper, a kallsyms that puts the
+/// fake module's `fake_stack+0x3e00` at the helper's global, and that target.
+fn module_target() -> (Writer, PathBuf, String) {
+    let writer = Writer::spinning(0);
+    let k = fake_kallsyms(writer.addr);
+    (writer, k, format!("{MODULE}:fake_stack+0x3e00"))
+}
+
 /// Reads `t`'s stream until a hit has been printed.
 fn until_a_hit(t: &mut Tracer) -> String {
     t.read_until(|l| !l.starts_with('#') && !l.trim().is_empty())
@@ -106,9 +114,7 @@ fn a_module_watch_ends_at_its_unload_with_exit_0() {
     let Some(_lock) = util::live() else {
         return;
     };
-    let writer = Writer::spinning(0);
-    let k = fake_kallsyms(writer.addr);
-    let target = format!("{MODULE}:fake_stack+0x3e00");
+    let (_writer, k, target) = module_target();
     let mut t = Tracer::start(&["write", &target, "--kallsyms", k.to_str().unwrap()]);
     let before = until_a_hit(&mut t);
     // Another module's removal leaves the watch alone.
@@ -149,9 +155,7 @@ fn other_targets_outlive_the_module() {
     let Some(_lock) = util::live() else {
         return;
     };
-    let writer = Writer::spinning(0);
-    let k = fake_kallsyms(writer.addr);
-    let target = format!("{MODULE}:fake_stack+0x3e00");
+    let (_writer, k, target) = module_target();
     let mut t = Tracer::start_json(&[
         "write",
         &target,

@@ -44,10 +44,7 @@ fn cpus_before_arming() -> (BTreeSet<u32>, u32, usize) {
     (cpus, last, perf_fds())
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_cpu_that_vanishes_while_arming_is_not_a_failure() {
-    let Some(_lock) = util::live() else { return };
+live_test!(a_cpu_that_vanishes_while_arming_is_not_a_failure, {
     let (cpus, last, before) = cpus_before_arming();
     let armed = arm_with(&[watch()], &cpus, &CFG, |w, cpu, cfg| {
         if cpu == last && cpus.len() > 1 {
@@ -67,12 +64,9 @@ fn a_cpu_that_vanishes_while_arming_is_not_a_failure() {
         .all(|e| e.cpu != last || cpus.len() == 1));
     drop(armed);
     assert_eq!(perf_fds(), before, "every event closed on drop");
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_failure_after_other_cpus_opened_closes_them_all() {
-    let Some(_lock) = util::live() else { return };
+live_test!(a_failure_after_other_cpus_opened_closes_them_all, {
     let (cpus, last, before) = cpus_before_arming();
     let mut opened_before_failure = 0;
     let err = arm_with(&[watch(), watch()], &cpus, &CFG, |w, cpu, cfg| {
@@ -102,12 +96,9 @@ fn a_failure_after_other_cpus_opened_closes_them_all() {
         before,
         "the transaction closed what it had opened"
     );
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn every_cpu_vanishing_is_an_arm_failure() {
-    let Some(_lock) = util::live() else { return };
+live_test!(every_cpu_vanishing_is_an_arm_failure, {
     let cpus: BTreeSet<u32> = util::online_cpus().into_iter().collect();
     let err = arm_with(&[watch()], &cpus, &CFG, |_, cpu, _| {
         Err(fail(cpu, libc::ENODEV))
@@ -120,4 +111,4 @@ fn every_cpu_vanishing_is_an_arm_failure() {
         "{}",
         err.to_string()
     );
-}
+});

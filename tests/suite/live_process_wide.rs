@@ -24,12 +24,9 @@ fn stores_by_tid(records: &[Value], pid: u32) -> BTreeMap<u64, usize> {
     by_tid
 }
 
-/// 10,000 threads, each storing once after the watch is armed: 10,000 hits from 10,000 tids, nothing
-/// lost, nothing foreign, with 2 events per CPU-and-target (not one per thread) armed.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn ten_thousand_threads_each_store_exactly_once() {
-    let Some(_live) = util::live() else { return };
+// 10,000 threads, each storing once after the watch is armed: 10,000 hits from 10,000 tids, nothing
+// lost, nothing foreign, with 2 events per CPU-and-target (not one per thread) armed.
+live_test!(ten_thousand_threads_each_store_exactly_once, {
     let mut h = Writer::threads(&["threads", "10000", "0"]);
     let pid = h.pid;
     let t = Tracer::write_json(&[
@@ -79,15 +76,12 @@ fn ten_thousand_threads_each_store_exactly_once() {
         "{}",
         util::summary_record(&records)
     );
-}
+});
 
-/// Chains of threads that each store once and create the next, running while the watch is armed (storing
-/// elsewhere until "go") and after it (into the watch): every store after "go" is one hit from its own tid,
-/// none twice, though the process is named twice (`-p P -p P`).
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn threads_born_during_and_after_arming_are_each_seen_once() {
-    let Some(_live) = util::live() else { return };
+// Chains of threads that each store once and create the next, running while the watch is armed (storing
+// elsewhere until "go") and after it (into the watch): every store after "go" is one hit from its own tid,
+// none twice, though the process is named twice (`-p P -p P`).
+live_test!(threads_born_during_and_after_arming_are_each_seen_once, {
     let mut h = Writer::threads(&["churn", "4"]);
     let pid = h.pid.to_string();
     let t = Tracer::write_json(&[
@@ -128,69 +122,66 @@ fn threads_born_during_and_after_arming_are_each_seen_once() {
         "{}",
         util::summary_record(&records)
     );
-}
+});
 
 fn h_pid(pid: &str) -> u32 {
     pid.parse().expect("pid")
 }
 
-/// Two runs of one non-PIE program have the watched global at the same address: watching one, the other's
-/// stores trap too, are dropped in the kernel, and are counted as filtered, never shown.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn another_process_at_the_same_address_is_dropped_and_counted() {
-    let Some(_live) = util::live() else { return };
-    let bin = helper_with("threads", &["-no-pie"]);
-    let mut watched = Writer::start_binary(&bin, &["threads", "3", "0"]);
-    let mut other = Writer::start_binary(&bin, &["threads", "5", "0"]);
-    assert_eq!(
-        watched.addr, other.addr,
-        "a non-PIE global is at one address"
-    );
-    watched.read_until("ready");
-    other.read_until("ready");
-    let pid = watched.pid;
-    let t = Tracer::write_json(&["-p", &pid.to_string(), "target_var"]);
-    other.send("go");
-    other.read_until_prefix("done tids=");
-    watched.send("go");
-    watched.read_until_prefix("done tids=");
-    other.finish();
-    watched.finish();
-    let (code, out, err) = t.wait(Duration::from_secs(30));
-    assert_eq!(code, 0, "{err}");
-    let records = util::ndjson(&out);
-    assert_eq!(
-        stores_by_tid(&records, pid).len(),
-        3,
-        "the watched process's 3 stores"
-    );
-    let foreign: Vec<&Value> = records
-        .iter()
-        .filter(|v| v["type"] == "hit" && v["pid"] != pid)
-        .collect();
-    assert!(
-        foreign.is_empty(),
-        "another process's hits shown: {foreign:?}"
-    );
-    let s = util::summary_record(&records);
-    assert!(
-        s["filtered"].as_u64().is_some_and(|f| f >= 5),
-        "the other process's 5 stores counted as filtered: {s}"
-    );
-    assert!(
-        s["filtered_other_process"].as_u64().is_some_and(|f| f >= 5),
-        "and said to be another process's: {s}"
-    );
-}
+// Two runs of one non-PIE program have the watched global at the same address: watching one, the other's
+// stores trap too, are dropped in the kernel, and are counted as filtered, never shown.
+live_test!(
+    another_process_at_the_same_address_is_dropped_and_counted,
+    {
+        let bin = helper_with("threads", &["-no-pie"]);
+        let mut watched = Writer::start_binary(&bin, &["threads", "3", "0"]);
+        let mut other = Writer::start_binary(&bin, &["threads", "5", "0"]);
+        assert_eq!(
+            watched.addr, other.addr,
+            "a non-PIE global is at one address"
+        );
+        watched.read_until("ready");
+        other.read_until("ready");
+        let pid = watched.pid;
+        let t = Tracer::write_json(&["-p", &pid.to_string(), "target_var"]);
+        other.send("go");
+        other.read_until_prefix("done tids=");
+        watched.send("go");
+        watched.read_until_prefix("done tids=");
+        other.finish();
+        watched.finish();
+        let (code, out, err) = t.wait(Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
+        let records = util::ndjson(&out);
+        assert_eq!(
+            stores_by_tid(&records, pid).len(),
+            3,
+            "the watched process's 3 stores"
+        );
+        let foreign: Vec<&Value> = records
+            .iter()
+            .filter(|v| v["type"] == "hit" && v["pid"] != pid)
+            .collect();
+        assert!(
+            foreign.is_empty(),
+            "another process's hits shown: {foreign:?}"
+        );
+        let s = util::summary_record(&records);
+        assert!(
+            s["filtered"].as_u64().is_some_and(|f| f >= 5),
+            "the other process's 5 stores counted as filtered: {s}"
+        );
+        assert!(
+            s["filtered_other_process"].as_u64().is_some_and(|f| f >= 5),
+            "and said to be another process's: {s}"
+        );
+    }
+);
 
-/// Launch mode follows the command's children, as `perf record -- CMD` does: each child the command forks
-/// is added to the watched processes in the kernel before it runs, so its store is seen, named by its own
-/// pid.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn launch_mode_follows_the_commands_children() {
-    let Some(_live) = util::live() else { return };
+// Launch mode follows the command's children, as `perf record -- CMD` does: each child the command forks
+// is added to the watched processes in the kernel before it runs, so its store is seen, named by its own
+// pid.
+live_test!(launch_mode_follows_the_commands_children, {
     let dir = util::temp_dir("ksw-forks");
     let stream = dir.join("stream.ndjson");
     let bin = helper("threads");
@@ -217,14 +208,11 @@ fn launch_mode_follows_the_commands_children() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
-}
+});
 
-/// `-p TID` of a thread that is not its process's leader watches the whole process (said on stderr), and
-/// ends with it.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_non_leader_tid_watches_its_process_and_ends_with_it() {
-    let Some(_live) = util::live() else { return };
+// `-p TID` of a thread that is not its process's leader watches the whole process (said on stderr), and
+// ends with it.
+live_test!(a_non_leader_tid_watches_its_process_and_ends_with_it, {
     let mut h = Writer::threads(&["threads", "3", "0"]);
     let pid = h.pid;
     let tid = std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -249,15 +237,12 @@ fn a_non_leader_tid_watches_its_process_and_ends_with_it() {
         "every thread of the process"
     );
     assert_eq!(util::summary_record(&records)["stop"], "exited");
-}
+});
 
-/// A watched process that execs another program stops being watched there, before the new program runs:
-/// the program re-exec'd (non-PIE, so the global is at the same address) stores into it again, and that
-/// store is never a hit. The exec is reported in the stream, and with no watched process left the run ends.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn an_exec_ends_the_watch_of_that_process_and_is_reported() {
-    let Some(_live) = util::live() else { return };
+// A watched process that execs another program stops being watched there, before the new program runs:
+// the program re-exec'd (non-PIE, so the global is at the same address) stores into it again, and that
+// store is never a hit. The exec is reported in the stream, and with no watched process left the run ends.
+live_test!(an_exec_ends_the_watch_of_that_process_and_is_reported, {
     let mut h = Writer::start_binary(&helper_with("threads", &["-no-pie"]), &["reexec", "7"]);
     h.read_until("ready");
     let pid = h.pid;
@@ -291,7 +276,7 @@ fn an_exec_ends_the_watch_of_that_process_and_is_reported() {
         util::summary_record(&records)["filtered"].as_u64() >= Some(1),
         "{err}"
     );
-}
+});
 
 /// Makes the next process the kernel creates get pid `want`, as root can (`ns_last_pid`), and runs `make`
 /// until the process it makes has that pid: another process may fork in between and take it. `make` gives
@@ -308,142 +293,142 @@ fn with_pid<T>(want: u32, mut make: impl FnMut() -> (u32, T)) -> Option<T> {
     None
 }
 
-/// `-p A -p B`; A exits; an unrelated process then forks a child that gets A's pid (no exec), and later a
-/// new program is started under it (fork and exec), both storing into the same address (non-PIE): A left
-/// the kernel's set of watched processes when it ended, so neither is reported (both counted among the
-/// other processes' traps, dropped in the kernel), and the second's exec is no `process_exec` of A.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_pid_reused_after_a_watched_process_exited_is_not_watched() {
-    let Some(_live) = util::live() else { return };
-    let bin = helper_with("threads", &["-no-pie"]);
-    let mut a = Writer::start_binary(&bin, &["threads", "2", "0"]);
-    let mut b = Writer::start_binary(&bin, &["threads", "3", "0"]);
-    let mut forker = Writer::start_binary(&bin, &["forker", "1"]);
-    a.read_until("ready");
-    b.read_until("ready");
-    forker.read_until("ready");
-    let (pid_a, pid_b) = (a.pid, b.pid);
-    let t = Tracer::write_json(&[
-        "-p",
-        &pid_a.to_string(),
-        "-p",
-        &pid_b.to_string(),
-        "target_var",
-    ]);
-    a.send("go");
-    a.read_until_prefix("done tids=");
-    // A exits and is reaped: its pid is free.
-    a.finish();
-    // An unwatched process's child under A's pid: it stores its pid and exits.
-    let forked = with_pid(pid_a, || {
-        forker.send("fork");
-        let lines = forker.read_until_prefix("child=");
-        let child = util::helper_number(&lines, "child=");
-        (child, ())
-    });
-    // A new program under A's pid: `threads threads 5 0`, started as any command is (fork, exec).
-    let started = with_pid(pid_a, || {
-        let w = Writer::start_binary(&bin, &["threads", "5", "0"]);
-        (w.pid, w)
-    });
-    let (Some(()), Some(mut reused)) = (forked, started) else {
-        util::skip(format!(
-            "pid {pid_a} could not be given to a new process (other processes took it first)"
-        ));
-        return;
-    };
-    reused.read_until("ready");
-    reused.send("go");
-    reused.read_until_prefix("done tids=");
-    reused.finish();
-    forker.finish();
-    b.send("go");
-    b.read_until_prefix("done tids=");
-    b.finish();
-    let header = t.header.clone();
-    let (code, out, err) = t.wait(Duration::from_secs(30));
-    assert_eq!(code, 0, "{err}");
-    let records = util::ndjson(&(header + &out));
-    let of_a: Vec<&Value> = records
-        .iter()
-        .filter(|v| v["type"] == "hit" && v["pid"] == pid_a)
-        .collect();
-    assert_eq!(
-        of_a.len(),
-        2,
-        "only A's own 2 stores under pid {pid_a}: {of_a:?}"
-    );
-    assert!(of_a.iter().all(|v| v["ip"]["sym"] == "ksw_thread_store"));
-    assert_eq!(stores_by_tid(&records, pid_b).len(), 3, "B's 3 stores");
-    let execs: Vec<&Value> = records
-        .iter()
-        .filter(|v| v["type"] == "process_exec")
-        .collect();
-    assert!(execs.is_empty(), "no watched process exec'd: {execs:?}");
-    let s = util::summary_record(&records);
-    assert_eq!(s["stop"], "exited");
-    // Decided in the kernel: the forked child's store and the new program's 5 are other processes'.
-    assert!(
-        s["filtered_other_process"].as_u64().is_some_and(|f| f >= 6),
-        "the stores under the reused pid dropped in the kernel: {s}"
-    );
-}
-
-/// Launch mode follows a forked child that then execs a non-PIE program with the global at the same
-/// address, by the rule the launched process itself follows: the child's store before its exec is its
-/// hit, its exec is reported (`process_exec` with its pid), and nothing of it after that is a hit (not the
-/// ELF loader's writes into the new program's memory, not the new program's store); the loader's writes
-/// are counted as filtered.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_followed_child_that_execs_is_reported_and_no_longer_watched() {
-    let Some(_live) = util::live() else { return };
-    let dir = util::temp_dir("ksw-forkexec");
-    let stream = dir.join("stream.ndjson");
-    let bin = helper_with("threads", &["-no-pie"]);
-    let mut h = Writer::launched(&stream, &["target_var"], &bin, &["forkexec", "9"]).ready();
-    let parent = h.pid;
-    h.send("go");
-    let lines = h.read_until("done");
-    let child: u32 = util::helper_number(&lines, "child=");
-    let status = h.close_and_wait(Duration::from_secs(30));
-    assert_eq!(status.code(), Some(0));
-    let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
-    let _ = std::fs::remove_dir_all(&dir);
-    let of_child: Vec<&Value> = records
-        .iter()
-        .filter(|v| v["type"] == "hit" && v["pid"] == child)
-        .collect();
-    assert_eq!(
-        of_child.len(),
-        1,
-        "the child's one store before its exec, nothing else: {of_child:?}"
-    );
-    assert_eq!(of_child[0]["ip"]["sym"], "ksw_thread_store");
-    assert_eq!(of_child[0]["value"], format!("{child:#x}"));
-    let execs: Vec<(usize, &Value)> = records
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| v["type"] == "process_exec")
-        .collect();
-    assert_eq!(execs.len(), 1, "one exec record: {execs:?}");
-    let (at, exec) = execs[0];
-    assert_eq!(exec["pid"], child);
-    assert!(
-        records[at..]
+// `-p A -p B`; A exits; an unrelated process then forks a child that gets A's pid (no exec), and later a
+// new program is started under it (fork and exec), both storing into the same address (non-PIE): A left
+// the kernel's set of watched processes when it ended, so neither is reported (both counted among the
+// other processes' traps, dropped in the kernel), and the second's exec is no `process_exec` of A.
+live_test!(
+    a_pid_reused_after_a_watched_process_exited_is_not_watched,
+    {
+        let bin = helper_with("threads", &["-no-pie"]);
+        let mut a = Writer::start_binary(&bin, &["threads", "2", "0"]);
+        let mut b = Writer::start_binary(&bin, &["threads", "3", "0"]);
+        let mut forker = Writer::start_binary(&bin, &["forker", "1"]);
+        a.read_until("ready");
+        b.read_until("ready");
+        forker.read_until("ready");
+        let (pid_a, pid_b) = (a.pid, b.pid);
+        let t = Tracer::write_json(&[
+            "-p",
+            &pid_a.to_string(),
+            "-p",
+            &pid_b.to_string(),
+            "target_var",
+        ]);
+        a.send("go");
+        a.read_until_prefix("done tids=");
+        // A exits and is reaped: its pid is free.
+        a.finish();
+        // An unwatched process's child under A's pid: it stores its pid and exits.
+        let forked = with_pid(pid_a, || {
+            forker.send("fork");
+            let lines = forker.read_until_prefix("child=");
+            let child = util::helper_number(&lines, "child=");
+            (child, ())
+        });
+        // A new program under A's pid: `threads threads 5 0`, started as any command is (fork, exec).
+        let started = with_pid(pid_a, || {
+            let w = Writer::start_binary(&bin, &["threads", "5", "0"]);
+            (w.pid, w)
+        });
+        let (Some(()), Some(mut reused)) = (forked, started) else {
+            util::skip(format!(
+                "pid {pid_a} could not be given to a new process (other processes took it first)"
+            ));
+            return;
+        };
+        reused.read_until("ready");
+        reused.send("go");
+        reused.read_until_prefix("done tids=");
+        reused.finish();
+        forker.finish();
+        b.send("go");
+        b.read_until_prefix("done tids=");
+        b.finish();
+        let header = t.header.clone();
+        let (code, out, err) = t.wait(Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
+        let records = util::ndjson(&(header + &out));
+        let of_a: Vec<&Value> = records
             .iter()
-            .all(|v| v["type"] != "hit" || v["pid"] != child),
-        "no hit of the child after its exec"
-    );
-    assert_eq!(
-        stores_by_tid(&records, parent).values().sum::<usize>(),
-        1,
-        "the parent's store: {records:?}"
-    );
-    let s = util::summary_record(&records);
-    assert!(
-        s["filtered"].as_u64() >= Some(1),
-        "the ELF loader's writes into the exec'd program, filtered: {s}"
-    );
-}
+            .filter(|v| v["type"] == "hit" && v["pid"] == pid_a)
+            .collect();
+        assert_eq!(
+            of_a.len(),
+            2,
+            "only A's own 2 stores under pid {pid_a}: {of_a:?}"
+        );
+        assert!(of_a.iter().all(|v| v["ip"]["sym"] == "ksw_thread_store"));
+        assert_eq!(stores_by_tid(&records, pid_b).len(), 3, "B's 3 stores");
+        let execs: Vec<&Value> = records
+            .iter()
+            .filter(|v| v["type"] == "process_exec")
+            .collect();
+        assert!(execs.is_empty(), "no watched process exec'd: {execs:?}");
+        let s = util::summary_record(&records);
+        assert_eq!(s["stop"], "exited");
+        // Decided in the kernel: the forked child's store and the new program's 5 are other processes'.
+        assert!(
+            s["filtered_other_process"].as_u64().is_some_and(|f| f >= 6),
+            "the stores under the reused pid dropped in the kernel: {s}"
+        );
+    }
+);
+
+// Launch mode follows a forked child that then execs a non-PIE program with the global at the same
+// address, by the rule the launched process itself follows: the child's store before its exec is its
+// hit, its exec is reported (`process_exec` with its pid), and nothing of it after that is a hit (not the
+// ELF loader's writes into the new program's memory, not the new program's store); the loader's writes
+// are counted as filtered.
+live_test!(
+    a_followed_child_that_execs_is_reported_and_no_longer_watched,
+    {
+        let dir = util::temp_dir("ksw-forkexec");
+        let stream = dir.join("stream.ndjson");
+        let bin = helper_with("threads", &["-no-pie"]);
+        let mut h = Writer::launched(&stream, &["target_var"], &bin, &["forkexec", "9"]).ready();
+        let parent = h.pid;
+        h.send("go");
+        let lines = h.read_until("done");
+        let child: u32 = util::helper_number(&lines, "child=");
+        let status = h.close_and_wait(Duration::from_secs(30));
+        assert_eq!(status.code(), Some(0));
+        let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let of_child: Vec<&Value> = records
+            .iter()
+            .filter(|v| v["type"] == "hit" && v["pid"] == child)
+            .collect();
+        assert_eq!(
+            of_child.len(),
+            1,
+            "the child's one store before its exec, nothing else: {of_child:?}"
+        );
+        assert_eq!(of_child[0]["ip"]["sym"], "ksw_thread_store");
+        assert_eq!(of_child[0]["value"], format!("{child:#x}"));
+        let execs: Vec<(usize, &Value)> = records
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v["type"] == "process_exec")
+            .collect();
+        assert_eq!(execs.len(), 1, "one exec record: {execs:?}");
+        let (at, exec) = execs[0];
+        assert_eq!(exec["pid"], child);
+        assert!(
+            records[at..]
+                .iter()
+                .all(|v| v["type"] != "hit" || v["pid"] != child),
+            "no hit of the child after its exec"
+        );
+        assert_eq!(
+            stores_by_tid(&records, parent).values().sum::<usize>(),
+            1,
+            "the parent's store: {records:?}"
+        );
+        let s = util::summary_record(&records);
+        assert!(
+            s["filtered"].as_u64() >= Some(1),
+            "the ELF loader's writes into the exec'd program, filtered: {s}"
+        );
+    }
+);

@@ -6,6 +6,36 @@
 /// skips when a tool is missing. Shared with the symbols crate's tests, as is the vmlinux fixture.
 pub use ksymwatch_symbols::testing::{fixture, have, require, skip, tool};
 
+/// A live test: `#[test]`, ignored unless asked for (`scripts/test` runs them as root, with
+/// `--include-ignored`), its body run holding the machine-wide lock ([`live`]).
+macro_rules! live_test {
+    ($name:ident, $body:block) => {
+        #[test]
+        #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+        fn $name() {
+            let Some(_live) = crate::util::live() else {
+                return;
+            };
+            $body
+        }
+    };
+}
+
+/// [`live_test!`] for a test whose subject is a kernel address: the lock from [`live_kernel`], which
+/// skips (visibly) where the kernel refuses such breakpoints.
+macro_rules! live_kernel_test {
+    ($name:ident, $body:block) => {
+        #[test]
+        #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+        fn $name() {
+            let Some(_live) = crate::util::live_kernel() else {
+                return;
+            };
+            $body
+        }
+    };
+}
+
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;

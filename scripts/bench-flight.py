@@ -31,19 +31,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import ROOT, Locked, build_writer, online_cpus, proc_cpu_s, vm_rss_kb
-
-
-def wait_armed(tracer, out_path):
-    deadline = time.time() + 60
-    while True:
-        if tracer.poll() is not None:
-            sys.exit(f"bench-flight: ksymwatch exited before `# armed`: {tracer.stderr.read()}")
-        if os.path.exists(out_path) and "# armed" in open(out_path).read():
-            return
-        if time.time() > deadline:
-            sys.exit("bench-flight: no `# armed` within 60 s")
-        time.sleep(0.05)
+from benchlib import ROOT, Locked, build_writer, online_cpus, proc_cpu_s, vm_rss_kb, wait_armed_file
 
 
 def wait_dump(out_path, limit=120):
@@ -84,7 +72,7 @@ def main():
     with Locked():
         tracer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            wait_armed(tracer, out_path)
+            wait_armed_file(tracer, out_path, "bench-flight")
             time.sleep(0.5)
             start_kb = vm_rss_kb(tracer.pid)
             start_cpu = proc_cpu_s(tracer.pid)

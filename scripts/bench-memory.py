@@ -23,7 +23,6 @@ do not start the script itself under flock.
 import argparse
 import fcntl
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -31,7 +30,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import LOCK, ROOT, build_writer, online_cpus, vm_rss_kb
+from benchlib import LOCK, ROOT, build_writer, online_cpus, vm_rss_kb, wait_armed_file
 
 FIRST = 100
 
@@ -73,15 +72,7 @@ def main():
         text=True,
     )
     try:
-        deadline = time.time() + 30
-        while True:
-            if tracer.poll() is not None:
-                sys.exit(f"bench-memory: ksymwatch exited before `# armed`: {tracer.stderr.read()}")
-            if os.path.exists(out_path) and "# armed" in open(out_path).read():
-                break
-            if time.time() > deadline:
-                sys.exit("bench-memory: no `# armed` within 30 s")
-            time.sleep(0.05)
+        wait_armed_file(tracer, out_path, "bench-memory", limit=30)
         rss = {}
         started = time.time()
         for i in range(n):

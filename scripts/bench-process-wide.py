@@ -46,6 +46,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 from benchlib import ROOT, Locked, release_binary  # noqa: E402
 
 PID_MAX = "/proc/sys/kernel/pid_max"
@@ -113,13 +114,7 @@ class Lines:
         return None
 
     def stop(self, sig=signal.SIGINT, timeout=30):
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-        try:
-            self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
+        benchlib.stop(self.p, sig, timeout)
         if self.p.stdin:
             try:
                 self.p.stdin.close()

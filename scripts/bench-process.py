@@ -43,6 +43,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 from benchlib import LOCK, ROOT, Locked, release_binary  # noqa: E402
 UNSUPPORTED = "ksymwatch: not supported by this build"
 
@@ -79,14 +80,7 @@ class Lines:
                 return (t - self.t0) * 1e3, line
 
     def stop(self, sig=signal.SIGINT, timeout=30):
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-        try:
-            self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
-        return self.p.returncode
+        return benchlib.stop(self.p, sig, timeout)
 
 
 def build(work):

@@ -4,7 +4,10 @@ and the few /proc and /sys readings several of them take."""
 import fcntl
 import os
 import re
+import signal
 import subprocess
+import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCK = "/tmp/ksymwatch-live-tests.lock"
@@ -65,3 +68,30 @@ def build_writer(workdir):
                     os.path.join(ROOT, "tests/helpers/writer.c")], check=True)
     banner = subprocess.run([writer, "now", "0", "0"], capture_output=True, text=True, check=True).stdout
     return writer, re.search(r"addr=(0x[0-9a-f]+)", banner).group(1)
+
+
+def stop(p, sig=signal.SIGINT, timeout=30):
+    """Sends `sig` to the process `p` if it still runs and waits for it, killing it after `timeout` s;
+    returns its exit code."""
+    if p.poll() is None:
+        p.send_signal(sig)
+    try:
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    return p.returncode
+
+
+def wait_armed_file(tracer, out_path, who, limit=60):
+    """Waits until ksymwatch's `-o` file `out_path` holds its `# armed` line; exits the script naming `who`
+    when the tracer (a Popen with a stderr pipe) ends first or `limit` seconds pass."""
+    deadline = time.time() + limit
+    while True:
+        if tracer.poll() is not None:
+            sys.exit(f"{who}: ksymwatch exited before `# armed`: {tracer.stderr.read()}")
+        if os.path.exists(out_path) and "# armed" in open(out_path).read():
+            return
+        if time.time() > deadline:
+            sys.exit(f"{who}: no `# armed` within {limit} s")
+        time.sleep(0.05)

@@ -27,11 +27,11 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
-from benchlib import ROOT, Locked, build_writer, online_cpus, proc_cpu_s, vm_rss_kb, wait_armed_file
+from benchlib import (ROOT, Locked, build_writer, online_cpus, proc_cpu_s, require_root_binary_and_gcc, vm_rss_kb,
+                      wait_armed_file)
 
 
 def wait_dump(out_path, limit=120):
@@ -54,12 +54,7 @@ def main():
     ap.add_argument("--trigger", help="a second --dump-on (a condition no store meets)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/ksymwatch"))
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("bench-flight: needs root (sudo scripts/bench-flight.py)")
-    if not os.access(args.bin, os.X_OK):
-        sys.exit(f"bench-flight: no ksymwatch at {args.bin}: run `cargo build --release` first")
-    if shutil.which("gcc") is None:
-        sys.exit("bench-flight: needs gcc to build the writer helper")
+    require_root_binary_and_gcc("bench-flight", args.bin)
     work = tempfile.mkdtemp(prefix="ksymwatch-bench-flight-")
     writer, addr = build_writer(work)
     cpus = online_cpus()

@@ -26,11 +26,10 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
-from benchlib import LOCK, ROOT, build_writer, online_cpus, vm_rss_kb, wait_armed_file
+from benchlib import LOCK, ROOT, build_writer, online_cpus, require_root_binary_and_gcc, vm_rss_kb, wait_armed_file
 
 FIRST = 100
 
@@ -52,12 +51,7 @@ def main():
     ap.add_argument("n", nargs="?", type=int, default=10_000, help="short-lived writers to run")
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/ksymwatch"))
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("bench-memory: needs root (sudo scripts/bench-memory.py)")
-    if not os.access(args.bin, os.X_OK):
-        sys.exit(f"bench-memory: no ksymwatch at {args.bin}: run `cargo build --release` first")
-    if shutil.which("gcc") is None:
-        sys.exit("bench-memory: needs gcc to build the writer helper")
+    require_root_binary_and_gcc("bench-memory", args.bin)
     n = max(args.n, FIRST)
     work = tempfile.mkdtemp(prefix="ksymwatch-bench-memory-")
     writer, addr = build_writer(work)

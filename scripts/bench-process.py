@@ -29,7 +29,6 @@ Needs root and gcc; bpftrace is optional (apt-get install bpftrace). Every run t
 /tmp/ksymwatch-live-tests.lock (flock, as the live tests do); the script takes it itself around each run,
 so the time spent waiting for it is not measured: do not start the script itself under flock.
 """
-import argparse
 import os
 import queue
 import re
@@ -44,7 +43,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
-from benchlib import LOCK, ROOT, Locked, release_binary  # noqa: E402
+from benchlib import LOCK, ROOT, Locked, thread_bench_args  # noqa: E402
 UNSUPPORTED = "ksymwatch: not supported by this build"
 
 
@@ -218,13 +217,7 @@ def fmt(x, digits=1):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("-k", type=int, default=5, help="runs per measurement (median)")
-    ap.add_argument("--threads", default="1000,10000", help="thread counts, comma-separated")
-    ap.add_argument("binary", nargs="?", help="ksymwatch binary (default: target/release/ksymwatch, built)")
-    args = ap.parse_args()
-    counts = [int(x) for x in args.threads.split(",")]
-    binary = release_binary(args.binary)
+    args, counts, binary = thread_bench_args(__doc__, 5, "runs per measurement (median)", "1000,10000")
     have_bpftrace = shutil.which("bpftrace") is not None
     work = tempfile.mkdtemp(prefix="ksymwatch-bench-process-")
     rows = {}  # row label -> {threads: cell text}

@@ -1,9 +1,11 @@
 """What every benchmark script shares: the repository root, the machine-wide live-test lock, which any
 run that arms breakpoints must hold (debug registers are shared with the test suite and other benchmarks),
 and the few /proc and /sys readings several of them take."""
+import argparse
 import fcntl
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,3 +97,25 @@ def wait_armed_file(tracer, out_path, who, limit=60):
         if time.time() > deadline:
             sys.exit(f"{who}: no `# armed` within {limit} s")
         time.sleep(0.05)
+
+
+def require_root_binary_and_gcc(who, binary):
+    """Exits the script `who` unless it runs as root, `binary` is an executable ksymwatch and gcc is
+    there to build the writer helper."""
+    if os.geteuid() != 0:
+        sys.exit(f"{who}: needs root (sudo scripts/{who}.py)")
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"{who}: no ksymwatch at {binary}: run `cargo build --release` first")
+    if shutil.which("gcc") is None:
+        sys.exit(f"{who}: needs gcc to build the writer helper")
+
+
+def thread_bench_args(doc, k, k_help, threads):
+    """The process benchmarks' command line (`-k RUNS`, `--threads N,N,...`, an optional binary): the
+    parsed arguments, the thread counts, and the binary to measure ([`release_binary`])."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("-k", type=int, default=k, help=k_help)
+    ap.add_argument("--threads", default=threads, help="thread counts, comma-separated")
+    ap.add_argument("binary", nargs="?", help="ksymwatch binary (default: target/release/ksymwatch, built)")
+    args = ap.parse_args()
+    return args, [int(x) for x in args.threads.split(",")], release_binary(args.binary)

@@ -34,6 +34,30 @@ static __attribute__((unused)) void wait_line(void) {
     if (!fgets(buf, sizeof buf, stdin)) exit(0);
 }
 
+// The mode word (argv[1]) of a helper called with a mode and at least one argument after it; NULL, with
+// `usage` on stderr, otherwise (the helper then exits 2).
+static __attribute__((unused)) const char *mode_of(int argc, char **argv, const char *usage) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s\n", usage);
+        return NULL;
+    }
+    return argv[1];
+}
+
+// The end of a helper's work: says "done", then waits for the test's next line (exits 0 on EOF).
+static __attribute__((unused)) int done_then_wait(void) {
+    printf("done\n");
+    fflush(stdout);
+    wait_line();
+    return 0;
+}
+
+// A mode the helper does not know: says so; the exit code for bad usage.
+static __attribute__((unused)) int unknown_mode(const char *mode) {
+    fprintf(stderr, "unknown mode %s\n", mode);
+    return 2;
+}
+
 // Opens a pinned, disabled 8-byte write breakpoint on `addr` for (pid, cpu) as perf_event_open(2) takes
 // them: a disabled event still holds its debug register until closed. Returns the descriptor, or -1 with
 // errno set.

@@ -37,11 +37,8 @@ __attribute__((noinline)) void ksw_store4(unsigned int v) { *(volatile unsigned 
 __attribute__((noinline)) void ksw_store8(unsigned long v) { ksw_var = v; }
 
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: stores after48|widths N CPU | spin CPU\n");
-        return 2;
-    }
-    const char *mode = argv[1];
+    const char *mode = mode_of(argc, argv, "stores after48|widths N CPU | spin CPU");
+    if (!mode) return 2;
     int spin = strcmp(mode, "spin") == 0;
     long n = spin ? 0 : atol(argv[2]);
     int cpu = atoi(spin ? argv[2] : argv[3]);
@@ -73,11 +70,7 @@ int main(int argc, char **argv) {
         wait_line();
         printf("stores=%ld\n", stores);
     } else {
-        fprintf(stderr, "unknown mode %s\n", mode);
-        return 2;
+        return unknown_mode(mode);
     }
-    printf("done\n");
-    fflush(stdout);
-    wait_line();
-    return 0;
+    return done_then_wait();
 }

@@ -51,11 +51,8 @@ static int site_of(unsigned long v) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: writer write|read|write2|now N CPU | spin|set CPU\n");
-        return 2;
-    }
-    const char *mode = argv[1];
+    const char *mode = mode_of(argc, argv, "writer write|read|write2|now N CPU | spin|set CPU");
+    if (!mode) return 2;
     int spin = strcmp(mode, "spin") == 0;
     int now = strcmp(mode, "now") == 0;
     int set = strcmp(mode, "set") == 0;
@@ -154,11 +151,7 @@ int main(int argc, char **argv) {
         }
         return 0;
     } else {
-        fprintf(stderr, "unknown mode %s\n", mode);
-        return 2;
+        return unknown_mode(mode);
     }
-    printf("done\n");
-    fflush(stdout);
-    wait_line();
-    return 0;
+    return done_then_wait();
 }

@@ -5,8 +5,7 @@
 //! and the runs without CAP_SYS_ADMIN (`capsh --drop=cap_sys_admin`) must be refused everywhere, while
 //! CAP_PERFMON keeps user-space watches working.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use crate::util::{self, helper, BIN};
 
@@ -37,31 +36,17 @@ fn capsh() -> bool {
 /// Runs ksymwatch with `args` as root without CAP_SYS_ADMIN (capsh drops it from the bounding set and every
 /// set; CAP_PERFMON, CAP_BPF and the rest stay), `stdin` written to its standard input.
 fn without_cap_sys_admin(args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new("capsh")
-        .args([
-            "--drop=cap_sys_admin",
-            "--",
-            "-c",
-            "exec \"$0\" \"$@\"",
-            BIN,
-        ])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run capsh");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write stdin");
-    let out = child.wait_with_output().expect("wait for capsh");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    util::run_fed(
+        Command::new("capsh")
+            .args([
+                "--drop=cap_sys_admin",
+                "--",
+                "-c",
+                "exec \"$0\" \"$@\"",
+                BIN,
+            ])
+            .args(args),
+        stdin,
     )
 }
 
@@ -245,32 +230,10 @@ live_test!(a_control_move_to_a_kernel_address_says_why_in_kind, {
         "--control",
         "-",
     ];
-    let records = |out: &str| -> Vec<serde_json::Value> {
-        out.lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-            .collect()
-    };
     let refused = util::kernel_refusal(init_stack());
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ksymwatch");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(to.as_bytes())
-        .expect("write the control line");
-    let out = child.wait_with_output().expect("ksymwatch");
-    let (stdout, err) = (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let recs = records(&stdout);
+    let (code, stdout, err) = util::run_fed(Command::new(BIN).args(args), &to);
+    assert_eq!(code, 0, "{err}");
+    let recs = util::ndjson(&stdout);
     let find = |ty: &str| recs.iter().find(|r| r["type"] == ty);
     match refused {
         Some(_) => {
@@ -290,7 +253,7 @@ live_test!(a_control_move_to_a_kernel_address_says_why_in_kind, {
     }
     let (code, stdout, err) = without_cap_sys_admin(&args, &to);
     assert_eq!(code, 0, "{err}");
-    let recs = records(&stdout);
+    let recs = util::ndjson(&stdout);
     let r = recs
         .iter()
         .find(|r| r["type"] == "control_refused")

@@ -10,10 +10,13 @@ pub use ksymwatch_symbols::testing::{fixture, have, require, skip, tool};
 /// `--include-ignored`), its body run holding the machine-wide lock ([`live`]).
 macro_rules! live_test {
     ($name:ident, $body:block) => {
+        live_test!(@lock live, $name, $body);
+    };
+    (@lock $lock:ident, $name:ident, $body:block) => {
         #[test]
         #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
         fn $name() {
-            let Some(_live) = crate::util::live() else {
+            let Some(_live) = crate::util::$lock() else {
                 return;
             };
             $body
@@ -25,14 +28,7 @@ macro_rules! live_test {
 /// skips (visibly) where the kernel refuses such breakpoints.
 macro_rules! live_kernel_test {
     ($name:ident, $body:block) => {
-        #[test]
-        #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-        fn $name() {
-            let Some(_live) = crate::util::live_kernel() else {
-                return;
-            };
-            $body
-        }
+        live_test!(@lock live_kernel, $name, $body);
     };
 }
 
@@ -1005,6 +1001,29 @@ pub fn run_as_nobody_with(caps: &[&str], args: &[&str]) -> Option<(i32, String, 
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     ))
+}
+
+/// Runs `cmd` with `input` on its standard input (then closed): its exit code (-1 for a signal), stdout
+/// and stderr.
+pub fn run_fed(cmd: &mut Command, input: &str) -> (i32, String, String) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the command");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait for the command");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// NDJSON output, one parsed record per line (a line that is not JSON fails the test, naming it).

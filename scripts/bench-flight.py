@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 import time
 
-from benchlib import (ROOT, Locked, build_writer, online_cpus, proc_cpu_s, require_root_binary_and_gcc, vm_rss_kb,
+from benchlib import (ROOT, Locked, build_writer, interrupt, online_cpus, proc_cpu_s, require_root_binary_and_gcc, vm_rss_kb,
                       wait_armed_file)
 
 
@@ -97,12 +97,7 @@ def main():
             dump_s = wait_dump(out_path)
             after_dump_kb = vm_rss_kb(tracer.pid)
         finally:
-            tracer.send_signal(signal.SIGINT)
-            try:
-                _, err = tracer.communicate(timeout=120)
-            except subprocess.TimeoutExpired:
-                tracer.kill()
-                _, err = tracer.communicate()
+            err = interrupt(tracer, 120)
     summary = next((l for l in err.splitlines() if " hits (" in l), "")
     print(summary)
     hits = int(re.search(r"(\d+) hits", summary).group(1)) if summary else 0

@@ -24,12 +24,11 @@ import argparse
 import fcntl
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 
-from benchlib import LOCK, ROOT, build_writer, online_cpus, require_root_binary_and_gcc, vm_rss_kb, wait_armed_file
+from benchlib import LOCK, ROOT, build_writer, interrupt, online_cpus, require_root_binary_and_gcc, vm_rss_kb, wait_armed_file
 
 FIRST = 100
 
@@ -81,12 +80,7 @@ def main():
         took = time.time() - started
         print(f"after {n:>6} writers: VmRSS {rss[n]} kB ({took:.1f} s of writers)", flush=True)
     finally:
-        tracer.send_signal(signal.SIGINT)
-        try:
-            _, err = tracer.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            tracer.kill()
-            _, err = tracer.communicate()
+        err = interrupt(tracer, 60)
         lock.close()
     # The writers' own store, from user space: named through their ELF symbols, or a bare address.
     named = unnamed = 0

@@ -119,3 +119,14 @@ def thread_bench_args(doc, k, k_help, threads):
     ap.add_argument("binary", nargs="?", help="ksymwatch binary (default: target/release/ksymwatch, built)")
     args = ap.parse_args()
     return args, [int(x) for x in args.threads.split(",")], release_binary(args.binary)
+
+
+def interrupt(tracer, timeout):
+    """Ends ksymwatch the way a user does (SIGINT), killing it after `timeout` s; its stderr (the
+    summary)."""
+    tracer.send_signal(signal.SIGINT)
+    try:
+        return tracer.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        tracer.kill()
+        return tracer.communicate()[1]

@@ -33,10 +33,7 @@ live_test!(
         let records = util::ndjson(&out);
         let summary = util::summary_record(&records);
         assert_eq!(summary["lost"], 0, "{summary}");
-        let hits: Vec<_> = records
-            .iter()
-            .filter(|v| v["type"] == "hit" && v["pid"] == pid)
-            .collect();
+        let hits = util::hits_of_pid(&records, pid);
         let value = |v: &serde_json::Value| {
             let s = v["value"]
                 .as_str()

@@ -18,9 +18,8 @@ use crate::util::{self, helper, helper_with, parse_hits, Tracer, Writer, BIN};
 
 /// The helper's own stores: the kernel's writes (exec zeroing .bss) have kernel ips.
 fn user_stores(records: &[Value], pid: u32) -> Vec<&Value> {
-    records
-        .iter()
-        .filter(|v| v["type"] == "hit" && v["pid"] == pid)
+    util::hits_of_pid(records, pid)
+        .into_iter()
         .filter(|v| v["ip"]["sym"] == "ksw_thread_store")
         .collect()
 }

@@ -14,9 +14,8 @@ use crate::util::{self, helper, helper_with, Tracer, Writer};
 /// ips).
 fn stores_by_tid(records: &[Value], pid: u32) -> BTreeMap<u64, usize> {
     let mut by_tid = BTreeMap::new();
-    for v in records
-        .iter()
-        .filter(|v| v["type"] == "hit" && v["pid"] == pid)
+    for v in util::hits_of_pid(records, pid)
+        .into_iter()
         .filter(|v| v["ip"]["sym"] == "ksw_thread_store")
     {
         *by_tid.entry(v["tid"].as_u64().expect("tid")).or_default() += 1;
@@ -349,10 +348,7 @@ live_test!(
         let (code, out, err) = t.wait(Duration::from_secs(30));
         assert_eq!(code, 0, "{err}");
         let records = util::ndjson(&(header + &out));
-        let of_a: Vec<&Value> = records
-            .iter()
-            .filter(|v| v["type"] == "hit" && v["pid"] == pid_a)
-            .collect();
+        let of_a = util::hits_of_pid(&records, pid_a);
         assert_eq!(
             of_a.len(),
             2,
@@ -395,10 +391,7 @@ live_test!(
         assert_eq!(status.code(), Some(0));
         let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
         let _ = std::fs::remove_dir_all(&dir);
-        let of_child: Vec<&Value> = records
-            .iter()
-            .filter(|v| v["type"] == "hit" && v["pid"] == child)
-            .collect();
+        let of_child = util::hits_of_pid(&records, child);
         assert_eq!(
             of_child.len(),
             1,

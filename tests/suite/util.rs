@@ -1033,6 +1033,14 @@ pub fn ndjson(text: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The `hit` records of process `pid`.
+pub fn hits_of_pid(records: &[serde_json::Value], pid: u32) -> Vec<&serde_json::Value> {
+    records
+        .iter()
+        .filter(|v| v["type"] == "hit" && v["pid"] == pid)
+        .collect()
+}
+
 /// The first record of type `kind` (`header`, `armed`, ...) of NDJSON output.
 pub fn record<'a>(records: &'a [serde_json::Value], kind: &str) -> &'a serde_json::Value {
     records

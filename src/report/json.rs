@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 pub use hit::push_hit;
-pub(crate) use hit::push_string;
+pub(crate) use hit::{push_array, push_string};
 pub use records::*;
 pub use summary::*;
 

@@ -100,9 +100,13 @@ fn push_ip_chain(out: &mut String, hit: &Hit<'_>) {
 }
 
 /// `[a,b,...]`, each item written by `item`.
-fn push_array<T>(out: &mut String, items: &[T], mut item: impl FnMut(&mut String, &T)) {
+pub(crate) fn push_array<T>(
+    out: &mut String,
+    items: impl IntoIterator<Item = T>,
+    mut item: impl FnMut(&mut String, T),
+) {
     out.push('[');
-    for (i, x) in items.iter().enumerate() {
+    for (i, x) in items.into_iter().enumerate() {
         if i > 0 {
             out.push(',');
         }

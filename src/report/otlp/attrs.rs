@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::{Map, Value as JsonValue};
 
-use crate::report::json::push_string;
+use crate::report::json::{push_array, push_string};
 use crate::report::numbers::{push_dec, push_hex};
 
 /// Appends `{"key":..,"value":..}` attributes, commas between.
@@ -66,14 +66,9 @@ impl<'a> Attrs<'a> {
 
     pub(super) fn strings<'s>(&mut self, key: &str, items: impl IntoIterator<Item = Cow<'s, str>>) {
         self.key(key);
-        self.out.push_str("{\"arrayValue\":{\"values\":[");
-        for (i, s) in items.into_iter().enumerate() {
-            if i > 0 {
-                self.out.push(',');
-            }
-            push_string_value(self.out, &s);
-        }
-        self.out.push_str("]}}}");
+        self.out.push_str("{\"arrayValue\":{\"values\":");
+        push_array(self.out, items, |out, s| push_string_value(out, &s));
+        self.out.push_str("}}}");
     }
 
     pub(super) fn any(&mut self, key: &str, v: &JsonValue) {
@@ -125,14 +120,9 @@ pub(super) fn push_any(out: &mut String, v: &JsonValue) {
         },
         JsonValue::String(s) => push_string_value(out, s),
         JsonValue::Array(items) => {
-            out.push_str("{\"arrayValue\":{\"values\":[");
-            for (i, x) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                push_any(out, x);
-            }
-            out.push_str("]}}");
+            out.push_str("{\"arrayValue\":{\"values\":");
+            push_array(out, items, push_any);
+            out.push_str("}}");
         }
         JsonValue::Object(m) => {
             out.push_str("{\"kvlistValue\":{\"values\":[");

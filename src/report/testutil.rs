@@ -53,6 +53,16 @@ pub fn read_zero_sample() -> Sample {
     sample(chain[1], 1234, 1235, 412_123_456_789, 0x7ffd0000, 1, &chain)
 }
 
+/// read_zero+0x77/0x100, the kernel frame of [`read_zero_sample`]'s ip, as the table names it.
+pub fn read_zero_frame() -> ResolvedFrame {
+    ResolvedFrame {
+        sym: Some("read_zero".into()),
+        off: 0x77,
+        size: Some(0x100),
+        ..ResolvedFrame::unknown(0xffffffff81000077, true)
+    }
+}
+
 /// A kernel chain through read_zero and vfs_read, called from user code at 0x401000.
 pub const READ_CHAIN: [u64; 5] = [
     encode::KERNEL,

@@ -4,8 +4,8 @@ use super::*;
 use crate::model::watch::Access;
 use crate::perf::record::encode;
 use crate::report::testutil::{
-    each_hit, each_value_of_a_user_store, read_zero_sample, sample, system_wide_header, table,
-    watch,
+    each_hit, each_value_of_a_user_store, read_zero_frame, read_zero_sample, sample,
+    system_wide_header, table, watch,
 };
 use crate::report::Value as HitValue;
 use crate::report::{Covered, ResolvedFrame, StopReason, ValueFrom};
@@ -283,15 +283,12 @@ fn hits_are_serdes_bytes() {
         &[encode::KERNEL, 0xffffffff81000077, encode::USER, 0x401000],
     );
     let named = ResolvedFrame {
-        sym: Some("read_zero".into()),
-        off: 0x77,
-        size: Some(0x100),
         module: Some("mod\"x".into()),
         line: Some(Arc::new(SourceLine {
             location: "fs/read_write.c:30".into(),
             inlined: vec!["rw_verify_area (fs/read_write.c:450) [inlined]".into()],
         })),
-        ..ResolvedFrame::unknown(0xffffffff81000077, true)
+        ..read_zero_frame()
     };
     let no_inlined = ResolvedFrame {
         line: Some(Arc::new(SourceLine {

@@ -6,7 +6,7 @@ use super::*;
 use crate::model::watch::Access;
 use crate::perf::record::encode;
 use crate::report::testutil::{
-    each_hit, each_value_of_a_user_store, read_zero_sample, sample, table, watch,
+    each_hit, each_value_of_a_user_store, read_zero_frame, read_zero_sample, sample, table, watch,
 };
 use crate::report::{Covered, Rendered, SourceLine, StopReason};
 use std::sync::Arc;
@@ -502,14 +502,11 @@ fn cached_chains_match_fresh_ones() {
         &[encode::KERNEL, 0xffffffff81000077, encode::USER, 0x7f00],
     );
     let named = ResolvedFrame {
-        sym: Some("read_zero".into()),
-        off: 0x77,
-        size: Some(0x100),
         line: Some(Arc::new(SourceLine {
             location: "fs/x.c:30".into(),
             inlined: vec!["inner (fs/x.c:9) [inlined]".into()],
         })),
-        ..ResolvedFrame::unknown(0xffffffff81000077, true)
+        ..read_zero_frame()
     };
     let chain = [named.clone(), ResolvedFrame::unknown(0x7f00, false)];
     let w = watch("t", 0x10, Access::Write);

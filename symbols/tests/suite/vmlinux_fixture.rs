@@ -6,9 +6,8 @@
 use ksymwatch_symbols::testing::fixture::{self, Fixture};
 use ksymwatch_symbols::testing::{gdb_addr_and_size, note, require, tool};
 use ksymwatch_symbols::{
-    dwarf, BuildId, Error, FieldError, KernelMatch, LookupError, MemberInfo, MismatchPolicy,
-    NoProgress, PathElem, ResolveError, ResolveOptions, Resolver, Source, SourceSearch,
-    VariableQuery, Vmlinux,
+    dwarf, Error, FieldError, KernelMatch, LookupError, MemberInfo, MismatchPolicy, NoProgress,
+    PathElem, ResolveError, ResolveOptions, Resolver, Source, SourceSearch, VariableQuery, Vmlinux,
 };
 
 macro_rules! need_fixture {
@@ -76,14 +75,6 @@ fn notes_blob(id: &[u8]) -> Vec<u8> {
     v
 }
 
-fn build_id(f: &Fixture) -> BuildId {
-    Vmlinux::open(&f.vmlinux)
-        .unwrap()
-        .build_id()
-        .unwrap()
-        .clone()
-}
-
 #[test]
 fn symbols_match_nm() {
     let f = need_fixture!();
@@ -120,7 +111,7 @@ fn build_id_matches_readelf() {
         .lines()
         .find_map(|l| l.trim().strip_prefix("Build ID: "))
         .unwrap();
-    assert_eq!(build_id(f).to_string(), id.trim());
+    assert_eq!(f.build_id().to_string(), id.trim());
 }
 
 #[test]
@@ -248,7 +239,7 @@ fn same_named_statics_are_ambiguous_and_resolve_by_index() {
 #[test]
 fn a_name_lookup_answers_as_the_full_table_without_building_it() {
     let f = need_fixture!();
-    let id = build_id(f);
+    let id = f.build_id();
     let relocated = search_with(
         f,
         "byname-match",
@@ -306,7 +297,7 @@ fn a_name_lookup_answers_as_the_full_table_without_building_it() {
 #[test]
 fn build_id_match_relocates_by_kallsyms_text() {
     let f = need_fixture!();
-    let id = build_id(f);
+    let id = f.build_id();
     let s = search_with(
         f,
         "match",
@@ -467,7 +458,7 @@ fn source_search_order() {
 #[test]
 fn source_search_uses_a_verified_debuginfod_cache() {
     let f = need_fixture!();
-    let id = build_id(f);
+    let id = f.build_id();
     let mut s = search_with(
         f,
         "dbgd",

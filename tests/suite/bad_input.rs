@@ -36,8 +36,7 @@ ffffffff83000180 D __start_once
 
 /// This test binary's scratch directory.
 fn scratch() -> PathBuf {
-    let dir = util::temp_dir("ksymwatch-bad-input");
-    dir
+    util::temp_dir("ksymwatch-bad-input")
 }
 
 fn fixture(name: &str, text: &str) -> PathBuf {

@@ -275,8 +275,6 @@ fn check_shows_the_servers_and_the_cache() {
     );
 }
 
-/// The fixture's build-id, as the debuginfod URL and the cache name spell it.
-
 /// `cmd` with the debuginfod variables set; stdout and stderr piped.
 fn spawn(args: &[&str], urls: &str, cache: &Path) -> std::process::Child {
     Command::new(BIN)

@@ -6,9 +6,7 @@ use std::path::Path;
 
 use ksymwatch_symbols::{Origin, Source, SymbolTable};
 
-use crate::config::advice::SymbolsContext;
 use crate::config::debuginfod;
-use crate::config::request::SymbolRequest;
 use crate::config::symbols::{FileSymbols, LazyKallsyms, DEFAULT_KALLSYMS};
 use crate::config::typed::{self, Types};
 use crate::config::watch::{self, Resolved};
@@ -17,7 +15,7 @@ use crate::model::target::Target;
 use crate::model::watch::Access;
 use crate::perf::bpf::percpu::Offsets;
 
-use super::host::{Fetch, Host};
+use super::host::{Host, KernelFiles};
 use super::options::Options;
 use super::percpu::{self, PerCpuTarget};
 use super::{Kernel, KernelSymbols, Writers};
@@ -40,21 +38,14 @@ pub struct KernelSide {
     percpu_offsets: Option<Offsets>,
 }
 
-/// A kallsyms table as loaded: the table, where it came from (cache or parse), and its source.
-type Loaded = (SymbolTable, Origin, Source);
-
 impl KernelSide {
     pub fn load(o: &Options, host: &mut dyn Host) -> Result<KernelSide> {
         let symbols = &o.symbols;
         let system = o.scope.system_wide();
         let targets = o.targets.clone();
-        let picked = host.pick_symbols(symbols);
         // Member paths of a process's own variables come from its binary; only a kernel target needs vmlinux.
         let needs_dwarf = symbols.lines || (system && targets.iter().any(debuginfod::needs_dwarf));
-        let picked = match needs_dwarf && !matches!(picked, Source::Vmlinux(_)) {
-            true => host.fetch_vmlinux(picked, Fetch::Dwarf, symbols)?,
-            false => picked,
-        };
+        let picked = host.symbol_source(symbols, needs_dwarf)?;
         let types = Types::new(&symbols.btf);
         // Member offsets from another kernel's BTF would put a live watch on the wrong bytes.
         let member_offsets = targets
@@ -85,19 +76,26 @@ impl KernelSide {
         // A `(TYPE)` target resolves its base like any other target, then moves onto the member (`typed`).
         let mut bases: Vec<Target> = targets.iter().map(typed::base_target).collect();
         lines_need_vmlinux(symbols.lines, &picked)?;
-        let (picked, loaded) = fetch_for_data_symbols(system, symbols, host, picked, &bases)?;
-        let file_symbols = match picked {
-            Source::Kallsyms(_) => None,
-            _ => Some(host.open_symbol_files(&picked, symbols)?),
+        // A process watch names kernel frames only if a kernel frame comes: the running kernel's kallsyms
+        // is read then, not on the way to the first hit. A file named with --kallsyms is read now, so that
+        // a wrong one fails before anything is armed.
+        let lazy = !system
+            && matches!(picked, Source::Kallsyms(_))
+            && symbols.kallsyms == Path::new(DEFAULT_KALLSYMS);
+        let loaded = match lazy {
+            true => None,
+            false => Some(host.kernel_symbols(
+                picked,
+                symbols,
+                system.then_some(&bases[..]),
+                o.writers == Writers::UserSpaceOnly,
+            )?),
         };
-        let (kernel, origin, source_text, resolved) = match file_symbols {
-            Some(files) => {
+        let (kernel, origin, source_text, resolved) = match loaded {
+            Some(KernelFiles::Files(files)) => {
                 from_files(files, system.then_some(&bases[..]), o.access, symbols.lines)?
             }
-            // A process watch names kernel frames only if a kernel frame comes: the running kernel's
-            // kallsyms is read then, not on the way to the first hit. A file named with --kallsyms is read
-            // now, so that a wrong one fails before anything is armed.
-            None if !system && symbols.kallsyms == Path::new(DEFAULT_KALLSYMS) => {
+            None => {
                 let lazy =
                     LazyKallsyms::new(&symbols.kallsyms, &symbols.notes, symbols.symbol_cache);
                 let source = Source::Kallsyms(symbols.kallsyms.clone());
@@ -108,12 +106,7 @@ impl KernelSide {
                     Vec::new(),
                 )
             }
-            None => {
-                let (table, origin, source) = match loaded {
-                    Some(l) => l,
-                    None if o.writers == Writers::UserSpaceOnly => kallsyms_or_none(symbols, host)?,
-                    None => kallsyms(symbols, host)?,
-                };
+            Some(KernelFiles::Kallsyms(table, origin)) => {
                 // A per-CPU variable named bare (`cpu_number`) is not in a kallsyms without data symbols.
                 if system {
                     targets = percpu::by_name(
@@ -134,6 +127,7 @@ impl KernelSide {
                         .collect::<Result<Vec<_>>>()?,
                     false => Vec::new(),
                 };
+                let source = Source::Kallsyms(symbols.kallsyms.clone());
                 (
                     KernelSymbols::Kallsyms(table),
                     origin,
@@ -211,45 +205,4 @@ fn from_files(
         header,
         resolved,
     ))
-}
-
-/// A kallsyms without data symbols cannot place `jiffies`: the running kernel's vmlinux can, fetched from
-/// debuginfod where configured. Returns the source to use, and the kallsyms table loaded to find out when
-/// it is still the source (so it is not loaded twice).
-fn fetch_for_data_symbols(
-    system: bool,
-    symbols: &SymbolRequest,
-    host: &mut dyn Host,
-    picked: Source,
-    bases: &[Target],
-) -> Result<(Source, Option<Loaded>)> {
-    if !system || !matches!(picked, Source::Kallsyms(_)) {
-        return Ok((picked, None));
-    }
-    let l = kallsyms(symbols, host)?;
-    let Some(name) = debuginfod::missing_data_symbol(&l.0, bases) else {
-        return Ok((picked, Some(l)));
-    };
-    let picked = host.fetch_vmlinux(picked, Fetch::Symbol(name), symbols)?;
-    let keep = matches!(picked, Source::Kallsyms(_)).then_some(l);
-    Ok((picked, keep))
-}
-
-fn kallsyms(symbols: &SymbolRequest, host: &mut dyn Host) -> Result<Loaded> {
-    let (table, origin) = host.kallsyms(symbols, symbols.symbol_cache).bad_symbols()?;
-    Ok((table, origin, Source::Kallsyms(symbols.kallsyms.clone())))
-}
-
-/// [`kallsyms`] for a watch that cannot see the kernel (user-space writers only): kernel pointers hidden
-/// from this user (kptr_restrict) leave an empty table instead of an error, since no kernel frame is ever
-/// recorded.
-fn kallsyms_or_none(symbols: &SymbolRequest, host: &mut dyn Host) -> Result<Loaded> {
-    match host.kallsyms(symbols, false) {
-        Err(ksymwatch_symbols::Error::ZeroedAddresses { .. }) => Ok((
-            SymbolTable::new(Vec::new(), false),
-            Origin::Parsed,
-            Source::Kallsyms(symbols.kallsyms.clone()),
-        )),
-        _ => kallsyms(symbols, host),
-    }
 }

@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, Source, SymbolTable};
 
-use super::host::{Fetch, Task};
+use super::host::{KernelFiles, Task};
 use super::*;
 use crate::config::request::{OutputRequest, SymbolRequest};
 use crate::config::watch::Resolved;
@@ -167,32 +167,27 @@ impl Host for Machine {
             ran_to_entry: Rc::clone(&self.ran_to_entry),
         }))
     }
-    fn pick_symbols(&mut self, symbols: &SymbolRequest) -> Source {
-        Source::Kallsyms(symbols.kallsyms.clone())
-    }
-    fn fetch_vmlinux(
-        &mut self,
-        picked: Source,
-        _why: Fetch,
-        _symbols: &SymbolRequest,
-    ) -> crate::error::Result<Source> {
-        Ok(picked)
-    }
-    fn open_symbol_files(
-        &mut self,
-        picked: &Source,
-        _symbols: &SymbolRequest,
-    ) -> crate::error::Result<FileSymbols> {
-        Err(Error::usage(format!("no {picked} here")))
-    }
-    fn kallsyms(
+    fn symbol_source(
         &mut self,
         symbols: &SymbolRequest,
-        _cache: bool,
-    ) -> std::result::Result<(SymbolTable, Origin), ksymwatch_symbols::Error> {
+        _dwarf: bool,
+    ) -> crate::error::Result<Source> {
+        Ok(Source::Kallsyms(symbols.kallsyms.clone()))
+    }
+    fn kernel_symbols(
+        &mut self,
+        picked: Source,
+        symbols: &SymbolRequest,
+        _data_symbols: Option<&[Target]>,
+        _user_only: bool,
+    ) -> crate::error::Result<KernelFiles> {
+        if !matches!(picked, Source::Kallsyms(_)) {
+            return Err(Error::usage(format!("no {picked} here")));
+        }
         *self.kallsyms_loads.borrow_mut() += 1;
-        let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &symbols.kallsyms)?;
-        Ok((table, Origin::Parsed))
+        let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &symbols.kallsyms)
+            .map_err(|e| Error::usage(e.to_string()))?;
+        Ok(KernelFiles::Kallsyms(table, Origin::Parsed))
     }
     fn check_btf_for_live_watch(&self, _btf: &Path) -> crate::error::Result<()> {
         Ok(())

@@ -17,13 +17,12 @@ use crate::cli::request;
 use crate::cli::ring_size::{self, Coverage};
 use crate::config::flight::Flight;
 use crate::config::plan::{
-    self, processes_watches, Decided, Delivery, FoldedTo, Launch, Machine, ObjectPlan, Outputs,
-    Scope, WatchPlan, Writers,
+    self, processes_watches, Decided, Delivery, FoldedTo, KernelSymbols, Launch, Machine,
+    ObjectPlan, Outputs, Scope, WatchPlan, Writers,
 };
 use crate::config::request::Format;
-use crate::config::symbols::{FileSymbols, KernelTable};
+use crate::config::symbols::FileSymbols;
 use crate::config::typed;
-use crate::config::watch::{self, Resolved};
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::model::target::Target;
@@ -360,7 +359,7 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &Machine) -> Result
         lines: line_source.as_ref().map(|l| l as &dyn LineSource),
         control: control_source.map(|source| Controller {
             source,
-            resolve: resolver(plan.scope(), symbols, file_symbols, &kernel.types, machine),
+            resolve: resolver(plan.scope(), &kernel.symbols, &kernel.types, machine),
             access: plan.access(),
         }),
         scope,
@@ -572,51 +571,24 @@ fn recorder(flight: &Flight) -> Result<Recorder> {
 /// a `(TYPE)` cast included.
 fn resolver<'a>(
     scope: &Scope,
-    kernel: KernelTable<'a>,
-    files: Option<&'a FileSymbols>,
+    kernel: &'a KernelSymbols,
     types: &'a typed::Types,
     machine: &'a Machine,
 ) -> Resolve<'a> {
-    let mut base = base_resolver(scope, kernel, files, machine);
+    let pids = scope.pids();
+    let system = scope.system_wide();
     Box::new(move |t: &Target, access| {
-        let w = base(&typed::base_target(t), access)?;
-        let resolved = Resolved {
-            watch: w,
-            warnings: Vec::new(),
+        let base = [typed::base_target(t)];
+        let found = match system {
+            true => kernel.resolve(&base, access)?,
+            false => processes_watches(machine, &pids, &base, access)?,
         };
+        let resolved = found
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::usage("the target resolved to nothing"))?;
         Ok(typed::apply(types, t, resolved, access)?.watch)
     })
-}
-
-fn base_resolver<'a>(
-    scope: &Scope,
-    kernel: KernelTable<'a>,
-    files: Option<&'a FileSymbols>,
-    machine: &'a Machine,
-) -> Resolve<'a> {
-    let first = |r: Vec<Resolved>| {
-        r.into_iter()
-            .next()
-            .map(|r| r.watch)
-            .ok_or_else(|| Error::usage("the target resolved to nothing"))
-    };
-    match scope {
-        Scope::System => Box::new(move |t: &Target, access| match files {
-            Some(f) => first(f.watches(std::slice::from_ref(t), access)?),
-            None => watch::resolve(t, access, kernel.table()).map(|r| r.watch),
-        }),
-        Scope::Processes(_) | Scope::Launched(_) => {
-            let pids = scope.pids();
-            Box::new(move |t: &Target, access| {
-                first(processes_watches(
-                    machine,
-                    &pids,
-                    std::slice::from_ref(t),
-                    access,
-                )?)
-            })
-        }
-    }
 }
 
 /// The header's processes: (pid, comm).

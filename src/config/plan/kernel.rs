@@ -9,10 +9,9 @@ use ksymwatch_symbols::{Origin, Source, SymbolTable};
 use crate::config::debuginfod;
 use crate::config::symbols::{FileSymbols, LazyKallsyms, DEFAULT_KALLSYMS};
 use crate::config::typed::{self, Types};
-use crate::config::watch::{self, Resolved};
+use crate::config::watch::Resolved;
 use crate::error::{Error, Result};
 use crate::model::target::Target;
-use crate::model::watch::Access;
 use crate::perf::bpf::percpu::Offsets;
 
 use super::host::{Host, KernelFiles};
@@ -91,10 +90,8 @@ impl KernelSide {
                 o.writers == Writers::UserSpaceOnly,
             )?),
         };
-        let (kernel, origin, source_text, resolved) = match loaded {
-            Some(KernelFiles::Files(files)) => {
-                from_files(files, system.then_some(&bases[..]), o.access, symbols.lines)?
-            }
+        let (kernel, origin, source_text) = match loaded {
+            Some(KernelFiles::Files(files)) => from_files(files, symbols.lines)?,
             None => {
                 let lazy =
                     LazyKallsyms::new(&symbols.kallsyms, &symbols.notes, symbols.symbol_cache);
@@ -103,40 +100,31 @@ impl KernelSide {
                     KernelSymbols::Lazy(lazy),
                     Origin::Parsed,
                     source.to_string(),
-                    Vec::new(),
                 )
             }
             Some(KernelFiles::Kallsyms(table, origin)) => {
-                // A per-CPU variable named bare (`cpu_number`) is not in a kallsyms without data symbols.
-                if system {
-                    targets = percpu::by_name(
-                        &types,
-                        targets,
-                        o.percpu_cpu,
-                        &table,
-                        &mut percpu,
-                        &mut percpu_offsets,
-                        host,
-                    )?;
-                    bases = targets.iter().map(typed::base_target).collect();
-                }
-                let resolved = match system {
-                    true => bases
-                        .iter()
-                        .map(|t| watch::resolve(t, o.access, &table))
-                        .collect::<Result<Vec<_>>>()?,
-                    false => Vec::new(),
-                };
                 let source = Source::Kallsyms(symbols.kallsyms.clone());
-                (
-                    KernelSymbols::Kallsyms(table),
-                    origin,
-                    source.to_string(),
-                    resolved,
-                )
+                (KernelSymbols::Kallsyms(table), origin, source.to_string())
             }
         };
+        // A per-CPU variable named bare (`cpu_number`) is not in a kallsyms without data symbols.
+        if let (true, KernelSymbols::Kallsyms(table)) = (system, &kernel) {
+            targets = percpu::by_name(
+                &types,
+                targets,
+                o.percpu_cpu,
+                table,
+                &mut percpu,
+                &mut percpu_offsets,
+                host,
+            )?;
+            bases = targets.iter().map(typed::base_target).collect();
+        }
         percpu::copy_needs_percpu(o.percpu_cpu, &percpu)?;
+        let resolved = match system {
+            true => kernel.resolve(&bases, o.access)?,
+            false => Vec::new(),
+        };
         Ok(KernelSide {
             targets,
             bases,
@@ -178,21 +166,10 @@ fn lines_need_vmlinux(lines: bool, picked: &Source) -> Result<()> {
     Ok(())
 }
 
-/// The kernel symbols from a vmlinux or System.map, with `bases` (a system watch's) resolved; the chains
-/// and (with `lines`) the line tables loaded now, so a file that cannot give them fails before anything
-/// is armed.
-fn from_files(
-    files: FileSymbols,
-    bases: Option<&[Target]>,
-    access: Access,
-    lines: bool,
-) -> Result<(KernelSymbols, Origin, String, Vec<Resolved>)> {
-    let resolved = match bases {
-        Some(bases) => files.watches(bases, access)?,
-        None => Vec::new(),
-    };
-    // Chains named from a vmlinux or System.map never come from the kallsyms cache. Loaded now, so
-    // a file that cannot name them fails before anything is armed.
+/// The kernel symbols from a vmlinux or System.map; the chains and (with `lines`) the line tables loaded
+/// now, so a file that cannot give them fails before anything is armed.
+fn from_files(files: FileSymbols, lines: bool) -> Result<(KernelSymbols, Origin, String)> {
+    // Chains named from a vmlinux or System.map never come from the kallsyms cache.
     files.chains()?;
     // A vmlinux without usable line tables fails here, before any warning about the targets.
     if lines {
@@ -203,6 +180,5 @@ fn from_files(
         KernelSymbols::Files(Box::new(files)),
         Origin::Parsed,
         header,
-        resolved,
     ))
 }

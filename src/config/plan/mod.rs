@@ -37,9 +37,11 @@ use crate::config::flight::{Flight, Trigger};
 use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
 use crate::config::typed::Types;
+use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
+use crate::model::target::Target;
 use crate::model::watch::{Access, Watch};
 use crate::model::Limits;
 use crate::perf::arm;
@@ -163,6 +165,20 @@ impl KernelSymbols {
             KernelSymbols::Files(f) => f.chains().map(KernelTable::Loaded),
             KernelSymbols::Kallsyms(t) => Ok(KernelTable::Loaded(t)),
             KernelSymbols::Lazy(l) => Ok(KernelTable::Lazy(l)),
+        }
+    }
+
+    /// `targets` resolved in these symbols: a system-wide watch's, or a `--control` target's.
+    pub fn resolve(&self, targets: &[Target], access: Access) -> Result<Vec<Resolved>> {
+        match self {
+            KernelSymbols::Files(f) => f.watches(targets, access),
+            KernelSymbols::Kallsyms(_) | KernelSymbols::Lazy(_) => {
+                let table = self.chains()?.table();
+                targets
+                    .iter()
+                    .map(|t| watch::resolve(t, access, table))
+                    .collect()
+            }
         }
     }
 

@@ -60,40 +60,23 @@ pub fn watch(args: WatchArgs, access: Access, bare_dashes: bool) -> WatchRequest
     }
 }
 
-fn outputs(args: OutputArgs) -> OutputRequest {
-    let OutputArgs {
-        json,
-        format,
-        stream_file,
-        summary,
-        quiet,
-        top,
-        folded,
-        no_status,
-        flamegraph,
-        perfetto,
-        comms,
-        tids,
-        exclude_idle,
-        kernel_only,
-        user_only,
-    } = args;
+fn outputs(a: OutputArgs) -> OutputRequest {
     OutputRequest {
-        json,
-        format,
-        stream_file,
-        summary,
-        quiet,
-        top,
-        folded,
-        no_status,
-        flamegraph,
-        perfetto,
-        comms,
-        tids,
-        exclude_idle,
-        kernel_only,
-        user_only,
+        json: a.json,
+        format: a.format,
+        stream_file: a.stream_file,
+        summary: a.summary,
+        quiet: a.quiet,
+        top: a.top,
+        folded: a.folded,
+        no_status: a.no_status,
+        flamegraph: a.flamegraph,
+        perfetto: a.perfetto,
+        comms: a.comms,
+        tids: a.tids,
+        exclude_idle: a.exclude_idle,
+        kernel_only: a.kernel_only,
+        user_only: a.user_only,
     }
 }
 

@@ -300,7 +300,7 @@ fn programs(plan: &WatchPlan, ring_pages: usize) -> Result<Programs> {
 /// `--control`'s targets in a process.
 fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &Machine) -> Result<i32> {
     let launched = plan.take_command();
-    let programs = programs(&plan, hit_ring_pages(&plan))?;
+    let cfg = event_config(&plan)?;
     let Prefetch {
         task_scan,
         mut warmup,
@@ -311,7 +311,6 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &Machine) -> Result
     let file_symbols = kernel.symbols.files();
     // Built (and checked) before arming, so a vmlinux without usable line tables fails before any hit.
     let line_source = line_source(file_symbols, running.lines)?;
-    let cfg = event_config(&plan, programs);
     let mut watches = plan.watches().to_vec();
     let mut out = outputs(plan.outputs(), &title(plan.access(), &watches))?;
     let control_source = running.control.as_deref().map(Control::open).transpose()?;
@@ -401,9 +400,11 @@ fn hit_ring_pages(plan: &WatchPlan) -> usize {
     )
 }
 
-/// How every breakpoint event of the watch is opened: `programs` attached, `--buffer-pages` rings.
-fn event_config(plan: &WatchPlan, (hits, values): Programs) -> EventConfig {
-    EventConfig {
+/// How every breakpoint event of the watch is opened: its BPF programs loaded and attached
+/// ([`programs`], their hit rings sized by [`hit_ring_pages`]), `--buffer-pages` perf rings.
+fn event_config(plan: &WatchPlan) -> Result<EventConfig> {
+    let (hits, values) = programs(plan, hit_ring_pages(plan))?;
+    Ok(EventConfig {
         ring_pages: plan
             .running()
             .buffer_pages
@@ -420,7 +421,7 @@ fn event_config(plan: &WatchPlan, (hits, values): Programs) -> EventConfig {
         values,
         hits,
         percpu: plan.kernel().percpu,
-    }
+    })
 }
 
 /// The session's title (`--flamegraph`'s): the command and its targets.

@@ -29,7 +29,7 @@ pub struct Task {
 /// The kernel's symbols as [`Host::kernel_symbols`] loaded them.
 pub enum KernelFiles {
     /// A vmlinux or System.map, opened.
-    Files(FileSymbols),
+    Files(Box<FileSymbols>),
     /// The running kernel's kallsyms, and whether it came from the cache.
     Kallsyms(SymbolTable, Origin),
 }

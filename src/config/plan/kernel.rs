@@ -168,7 +168,7 @@ fn lines_need_vmlinux(lines: bool, picked: &Source) -> Result<()> {
 
 /// The kernel symbols from a vmlinux or System.map; the chains and (with `lines`) the line tables loaded
 /// now, so a file that cannot give them fails before anything is armed.
-fn from_files(files: FileSymbols, lines: bool) -> Result<(KernelSymbols, Origin, String)> {
+fn from_files(files: Box<FileSymbols>, lines: bool) -> Result<(KernelSymbols, Origin, String)> {
     // Chains named from a vmlinux or System.map never come from the kallsyms cache.
     files.chains()?;
     // A vmlinux without usable line tables fails here, before any warning about the targets.
@@ -176,9 +176,5 @@ fn from_files(files: FileSymbols, lines: bool) -> Result<(KernelSymbols, Origin,
         files.check_lines()?;
     }
     let header = files.header();
-    Ok((
-        KernelSymbols::Files(Box::new(files)),
-        Origin::Parsed,
-        header,
-    ))
+    Ok((KernelSymbols::Files(files), Origin::Parsed, header))
 }

@@ -129,7 +129,7 @@ impl Host for Machine {
     ) -> Result<KernelFiles> {
         let open = |search: &mut SourceSearch, picked: &Source| {
             FileSymbols::open(picked.clone(), search, symbols.force, symbols.symbol_cache)
-                .map(KernelFiles::Files)
+                .map(|f| KernelFiles::Files(Box::new(f)))
         };
         if !matches!(picked, Source::Kallsyms(_)) {
             return open(self.search(symbols), &picked);

@@ -7,7 +7,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use ksymwatch_symbols::{Origin, Source, SymbolTable};
+use ksymwatch_symbols::{Origin, Source};
 
 use super::host::{KernelFiles, Task};
 use super::*;

@@ -59,8 +59,13 @@ pub trait Host {
     fn task(&self, pid: u32) -> Option<Task>;
     /// Whether process `pid` still exists.
     fn process_exists(&self, pid: u32) -> bool;
-    /// `target` resolved in process `pid`'s own address space.
-    fn resolve_in_process(&self, pid: u32, target: &Target, access: Access) -> Result<Resolved>;
+    /// Each of `targets` resolved in process `pid`'s own address space (an address as it is).
+    fn resolve_in_process(
+        &self,
+        pid: u32,
+        targets: &[Target],
+        access: Access,
+    ) -> Result<Vec<Resolved>>;
     /// The threads of `pids` now.
     fn threads(&self, pids: &[u32]) -> usize;
     /// The open-file limit, raised to its hard limit; `None` if it cannot be had.

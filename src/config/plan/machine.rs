@@ -98,8 +98,16 @@ impl Host for Machine {
         Path::new(&format!("/proc/{pid}")).exists()
     }
 
-    fn resolve_in_process(&self, pid: u32, target: &Target, access: Access) -> Result<Resolved> {
-        watch::resolve_in_process(pid, target, access)
+    fn resolve_in_process(
+        &self,
+        pid: u32,
+        targets: &[Target],
+        access: Access,
+    ) -> Result<Vec<Resolved>> {
+        targets
+            .iter()
+            .map(|t| watch::resolve_in_process(pid, t, access))
+            .collect()
     }
 
     fn threads(&self, pids: &[u32]) -> usize {

@@ -6,7 +6,7 @@
 use crate::config::typed;
 use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
-use crate::model::target::{Base, Target};
+use crate::model::target::Target;
 use crate::model::watch::{Access, PerCpu, Watch};
 use crate::stderr;
 
@@ -89,23 +89,6 @@ pub fn resolve_watches(
     Ok(watches)
 }
 
-/// Resolves `targets` in process `pid`'s own address space.
-fn process_watches(
-    host: &dyn Host,
-    pid: u32,
-    targets: &[Target],
-    access: Access,
-) -> Result<Vec<Resolved>> {
-    let empty = ksymwatch_symbols::SymbolTable::default();
-    targets
-        .iter()
-        .map(|t| match t.base {
-            Base::Address(_) => watch::resolve(t, access, &empty),
-            Base::Symbol { .. } => host.resolve_in_process(pid, t, access),
-        })
-        .collect()
-}
-
 /// Resolves `targets` in every process of a `-p` watch. A watch has one address in every process it
 /// covers, so each symbol must resolve to the same address in all of them: two runs of a PIE, or a library
 /// under ASLR, usually do not, and arming the first process's address in the others would silently watch
@@ -119,7 +102,7 @@ pub fn processes_watches(
     let mut first: Option<(u32, Vec<Resolved>)> = None;
     let mut gone = None;
     for &pid in pids {
-        let resolved = match process_watches(host, pid, targets, access) {
+        let resolved = match host.resolve_in_process(pid, targets, access) {
             Ok(r) => r,
             Err(e) if !host.process_exists(pid) => {
                 gone.get_or_insert(e);
@@ -184,7 +167,7 @@ fn launch_watches(
     access: Access,
     host: &dyn Host,
 ) -> Result<Vec<Resolved>> {
-    match process_watches(host, child.pid(), targets, access) {
+    match host.resolve_in_process(child.pid(), targets, access) {
         Err(e) if watch::is_not_mapped_yet(&e) => {}
         other => return other,
     }
@@ -193,7 +176,7 @@ fn launch_watches(
             "the command ended before its program started, so the library holding the target was never mapped",
         ));
     }
-    process_watches(host, child.pid(), targets, access).map_err(|e| {
+    host.resolve_in_process(child.pid(), targets, access).map_err(|e| {
         if watch::is_not_mapped_yet(&e) {
             Error::usage(format!(
                 "{e}; that library is not loaded when the command starts (loaded later with dlopen, or not at \

@@ -134,25 +134,33 @@ impl Host for Machine {
     fn resolve_in_process(
         &self,
         pid: u32,
-        target: &Target,
+        targets: &[Target],
         access: Access,
-    ) -> crate::error::Result<Resolved> {
-        let addr = match &target.base {
-            Base::Symbol { name, .. } if name == "counter" => self.counter_at.get(&pid).copied(),
-            _ => None,
-        }
-        .ok_or_else(|| Error::usage(format!("`{}` is not in process {pid}", target.text)))?;
-        Ok(Resolved {
-            watch: Watch {
-                label: target.text.clone(),
-                addr,
-                len: target.len.unwrap_or(4),
-                access,
-                module: None,
-                per_cpu: None,
-            },
-            warnings: Vec::new(),
-        })
+    ) -> crate::error::Result<Vec<Resolved>> {
+        let in_process = |target: &Target| {
+            let addr = match &target.base {
+                Base::Address(_) => {
+                    return crate::config::watch::resolve(target, access, &Default::default())
+                }
+                Base::Symbol { name, .. } if name == "counter" => {
+                    self.counter_at.get(&pid).copied()
+                }
+                Base::Symbol { .. } => None,
+            }
+            .ok_or_else(|| Error::usage(format!("`{}` is not in process {pid}", target.text)))?;
+            Ok(Resolved {
+                watch: Watch {
+                    label: target.text.clone(),
+                    addr,
+                    len: target.len.unwrap_or(4),
+                    access,
+                    module: None,
+                    per_cpu: None,
+                },
+                warnings: Vec::new(),
+            })
+        };
+        targets.iter().map(in_process).collect()
     }
     fn threads(&self, _pids: &[u32]) -> usize {
         self.threads

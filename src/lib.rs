@@ -12,7 +12,8 @@
 //! - [`config`]: what to watch (TARGET grammar, resolution to an address through the `ksymwatch-symbols`
 //!   crate), which symbol file answers, filters and limits.
 //!
-//! [`error`] (the error type and exit codes), [`cpulist`] (the kernel's CPU-list text), [`x86_store`] (the value a
+//! [`error`] (the error type and exit codes), [`cpulist`] (the kernel's CPU-list text), [`host`] (the cgroup v2
+//! hierarchy's files), [`x86_store`] (the value a
 //! store instruction wrote, decoded from its bytes and registers) and `stderr` (message output whose failure
 //! cannot change the exit code) are shared leaves. All symbol-table code, kernel and user space, lives in the `ksymwatch-symbols` crate.
 
@@ -20,6 +21,7 @@ pub mod cli;
 pub mod config;
 pub mod cpulist;
 pub mod error;
+pub mod host;
 pub mod model;
 pub mod perf;
 pub(crate) mod report;

@@ -15,6 +15,7 @@ mod debuginfod_cli;
 mod dry_run;
 mod live_arm;
 mod live_cache;
+mod live_cgroup;
 mod live_contended;
 mod live_control;
 mod live_exact;

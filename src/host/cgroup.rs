@@ -175,7 +175,7 @@ impl Hierarchy {
         Path::new(&self.mount.point).join(path.trim_start_matches('/'))
     }
 
-    /// Every cgroup's id and path, walking the hierarchy (at most [`WALK_LIMIT`] directories).
+    /// Every cgroup's id and path, walking the hierarchy (at most 100,000 directories).
     pub fn walk(&self) -> HashMap<u64, String> {
         let mut out = HashMap::new();
         let mut todo = vec![(PathBuf::from(&self.mount.point), "/".to_string())];
@@ -208,7 +208,7 @@ impl Hierarchy {
 }
 
 /// Cgroup ids to paths, for naming the cgroup a hit's writer was in: walked once, and again on a miss (a
-/// cgroup created since), at most once per [`REWALK_EVERY`].
+/// cgroup created since), at most once a second.
 #[derive(Debug)]
 pub struct Names {
     hierarchy: Hierarchy,

@@ -10,7 +10,7 @@
 //!
 //! Events open disabled and count; a caller that wants each hit attaches a BPF program to the descriptors
 //! (`PERF_EVENT_IOC_SET_BPF`, as for a tracepoint event) before enabling them. Everything is returned as
-//! owned descriptors and `io::Error`s; the system calls are [`crate::perf::sys`]'s.
+//! owned descriptors and `io::Error`s; the system calls are `perf::sys`'s.
 
 use std::ffi::CString;
 use std::io;

@@ -270,7 +270,8 @@ pub fn place_file(path: &Path, func: &str) -> Result<Placement, UprobeError> {
     })
 }
 
-/// [`locate`] over bytes in memory (tests, and a caller that already holds the file).
+/// Finds `func` in an ELF file held in memory, as [`place_file`] does in a file (tests, and a caller that
+/// already holds the bytes).
 pub fn locate_in_bytes(bytes: &[u8], func: &str) -> Result<Located, UprobeError> {
     locate(&bytes, func).map_err(|p| p.at("<bytes>", func))
 }

@@ -15,8 +15,9 @@
 //! the one probed.
 //!
 //! The files are hostile input read as root, as everywhere in this crate: bounded positioned reads
-//! ([`crate::user`]'s ELF reader), never a mapping. Errors name the way out: debug symbols or another path
-//! for a stripped file, the nearest names for an unknown function, launch or `dlopen` timing for a library
+//! ([`crate::user`]'s ELF reader), never a mapping. A stripped file's functions are also looked up in its
+//! separate debug file (`/usr/lib/debug/.build-id/ab/cdef….debug`, by build-id, under the process's root
+//! first, as gdb finds it). Errors name the way out: debug symbols or another path for a stripped file, the nearest names for an unknown function, launch or `dlopen` timing for a library
 //! not mapped yet. Nothing here knows about perf: the tracer opens the event from a [`Placement`].
 
 use std::fmt;
@@ -57,6 +58,8 @@ pub struct Located {
     /// The offset in the file: what the uprobe PMU takes as `config2`.
     pub offset: u64,
     pub table: Table,
+    /// The separate debug file whose `.symtab` named it, for a stripped file.
+    pub debug_file: Option<PathBuf>,
 }
 
 /// Where to place a uprobe: the file as the tracer opens it, and the function in it.
@@ -135,8 +138,8 @@ impl fmt::Display for UprobeError {
             UprobeError::Stripped { path, func } => write!(
                 f,
                 "{path} is stripped (no .symtab) and its exported functions (.dynsym) do not include \
-                 `{func}`: install its debug symbols (the -dbg or -debuginfo package) and give the \
-                 unstripped file, or give the path of a build with symbols"
+                 `{func}`: install its debug symbols (the -dbg or -dbgsym or -debuginfo package, found by \
+                 build-id under /usr/lib/debug/.build-id), or give the path of a build with symbols"
             ),
             UprobeError::Unknown {
                 path,
@@ -249,12 +252,25 @@ pub fn place(
         });
     };
     let (file, shown) = mapped_file(proc_root, pid, object)?;
-    let placed = place_file(&file, func)?;
+    // The process's debug files first (the system it runs in), then ours.
+    let roots = [proc_root.join(format!("{pid}/root")), PathBuf::from("/")];
+    let placed = place_file_with(&file, func, &roots)?;
     Ok(Placement { shown, ..placed })
 }
 
-/// Places a uprobe on `func` of the ELF file at `path`.
+/// Places a uprobe on `func` of the ELF file at `path`; a stripped file's debug file is looked for under
+/// `/usr/lib/debug/.build-id`.
 pub fn place_file(path: &Path, func: &str) -> Result<Placement, UprobeError> {
+    place_file_with(path, func, &[PathBuf::from("/")])
+}
+
+/// [`place_file`], with a stripped file's debug file looked for under each of `debug_roots`
+/// (`ROOT/usr/lib/debug/.build-id/ab/cdef….debug`, which must carry the file's build-id).
+pub fn place_file_with(
+    path: &Path,
+    func: &str,
+    debug_roots: &[PathBuf],
+) -> Result<Placement, UprobeError> {
     let shown = path.display().to_string();
     let (file, _) = open_if_regular(path).ok_or_else(|| UprobeError::Unreadable {
         path: shown.clone(),
@@ -262,7 +278,7 @@ pub fn place_file(path: &Path, func: &str) -> Result<Placement, UprobeError> {
             .err()
             .unwrap_or_else(|| std::io::Error::other("not a regular file")),
     })?;
-    let func = locate(&file, func).map_err(|p| p.at(&shown, func))?;
+    let func = locate(&file, func, debug_roots).map_err(|p| p.at(&shown, func))?;
     Ok(Placement {
         file: path.to_path_buf(),
         shown,
@@ -273,7 +289,7 @@ pub fn place_file(path: &Path, func: &str) -> Result<Placement, UprobeError> {
 /// Finds `func` in an ELF file held in memory, as [`place_file`] does in a file (tests, and a caller that
 /// already holds the bytes).
 pub fn locate_in_bytes(bytes: &[u8], func: &str) -> Result<Located, UprobeError> {
-    locate(&bytes, func).map_err(|p| p.at("<bytes>", func))
+    locate(&bytes, func, &[]).map_err(|p| p.at("<bytes>", func))
 }
 
 /// The file process `pid` maps under the name `library`: the path the tracer can open it by, and the path
@@ -362,11 +378,53 @@ struct Candidate {
     size: u64,
 }
 
-/// Finds `func` in `src`'s `.symtab`, else its `.dynsym`, and its file offset.
-fn locate(src: &dyn ReadAt, func: &str) -> Result<Located, Problem> {
+/// Finds `func` in `src`'s `.symtab`, else its `.dynsym`, else (a stripped file) the `.symtab` of its
+/// separate debug file under one of `debug_roots`; and its file offset, from `src`'s own segments.
+fn locate(src: &dyn ReadAt, func: &str, debug_roots: &[PathBuf]) -> Result<Located, Problem> {
     let headers = Headers::read(src).ok_or(Problem::NotElf)?;
-    let mut has_symtab = false;
-    let mut names: Vec<String> = Vec::new();
+    let miss = match lookup(src, &headers, func) {
+        Ok((found, table)) => return pick(&headers, &found, table, None),
+        Err(miss) => miss,
+    };
+    if !miss.stripped {
+        let mut names = miss.names;
+        names.sort_unstable();
+        names.dedup();
+        let nearest = crate::suggest::best(func, names.iter(), NEAREST)
+            .into_iter()
+            .map(|n| demangle(n))
+            .collect();
+        return Err(Problem::Unknown(nearest));
+    }
+    // A debug file has the stripped file's symbols at the same addresses; its own segments may be
+    // empty (NOBITS code), so the offset comes from the file the probe goes on.
+    for (debug, path) in debug_files(src, &headers, debug_roots) {
+        let Some(h) = Headers::read(&debug) else {
+            continue;
+        };
+        if let Ok((found, Table::Symtab)) = lookup(&debug, &h, func) {
+            return pick(&headers, &found, Table::Symtab, Some(path));
+        }
+    }
+    Err(Problem::Stripped)
+}
+
+/// What a lookup that found nothing learned: whether the file is stripped, and its function names.
+struct Miss {
+    stripped: bool,
+    names: Vec<String>,
+}
+
+/// The definitions `func` names in `.symtab`, else `.dynsym`, and which table that was.
+fn lookup(
+    src: &dyn ReadAt,
+    headers: &Headers,
+    func: &str,
+) -> Result<(Vec<Candidate>, Table), Miss> {
+    let mut miss = Miss {
+        stripped: true,
+        names: Vec::new(),
+    };
     for (kind, table_kind) in [(SHT_SYMTAB, Table::Symtab), (SHT_DYNSYM, Table::Dynsym)] {
         let Some(table) = headers
             .section_of_type(kind)
@@ -376,7 +434,7 @@ fn locate(src: &dyn ReadAt, func: &str) -> Result<Located, Problem> {
         };
         // A `.symtab` holding only the null symbol is what `strip` leaves.
         if kind == SHT_SYMTAB && table.len() > 1 {
-            has_symtab = true;
+            miss.stripped = false;
         }
         let defined: Vec<Candidate> = table
             .iter()
@@ -390,53 +448,72 @@ fn locate(src: &dyn ReadAt, func: &str) -> Result<Located, Problem> {
                 })
             })
             .collect();
-        let found = matching(&defined, func);
+        let (found, others): (Vec<Candidate>, Vec<Candidate>) = split_matching(defined, func);
         if found.is_empty() {
-            names.extend(
-                defined
-                    .iter()
+            miss.names.extend(
+                others
+                    .into_iter()
                     .filter(|c| is_code(c.kind))
-                    .map(|c| c.name.clone()),
+                    .map(|c| c.name),
             );
             continue;
         }
-        return pick(&headers, found, table_kind);
+        return Ok((found, table_kind));
     }
-    if !has_symtab {
-        return Err(Problem::Stripped);
-    }
-    names.sort_unstable();
-    names.dedup();
-    let nearest = crate::suggest::best(func, names.iter(), NEAREST)
-        .into_iter()
-        .map(|n| demangle(n))
-        .collect();
-    Err(Problem::Unknown(nearest))
+    Err(miss)
+}
+
+/// The separate debug files of `src` (by its build-id, as gdb finds them) under each of `roots`, opened,
+/// with their paths; only those that carry the same build-id.
+fn debug_files(
+    src: &dyn ReadAt,
+    headers: &Headers,
+    roots: &[PathBuf],
+) -> Vec<(std::fs::File, PathBuf)> {
+    use crate::process::debug::{build_id, debug_file_path};
+    let Some(id) = build_id(src, headers) else {
+        return Vec::new();
+    };
+    let Some(relative) = debug_file_path(&id) else {
+        return Vec::new();
+    };
+    roots
+        .iter()
+        .filter_map(|root| {
+            let path = root.join(&relative);
+            let (f, _) = open_if_regular(&path)?;
+            let h = Headers::read(&f)?;
+            (build_id(&f, &h).as_ref() == Some(&id)).then_some((f, path))
+        })
+        .collect()
 }
 
 fn is_code(kind: u8) -> bool {
     matches!(kind, STT_FUNC | STT_GNU_IFUNC)
 }
 
-/// The symbols `func` names: by their spelling in the table, else by their demangled name, with or
-/// without its parameter list.
-fn matching<'c>(defined: &'c [Candidate], func: &str) -> Vec<&'c Candidate> {
-    let exact: Vec<&Candidate> = defined.iter().filter(|c| c.name == func).collect();
-    if !exact.is_empty() {
-        return exact;
+/// Splits `defined` into the symbols `func` names (by their spelling in the table, else by their demangled
+/// name, with or without its parameter list) and the others.
+fn split_matching(defined: Vec<Candidate>, func: &str) -> (Vec<Candidate>, Vec<Candidate>) {
+    if defined.iter().any(|c| c.name == func) {
+        return defined.into_iter().partition(|c| c.name == func);
     }
-    defined
-        .iter()
-        .filter(|c| c.name.starts_with("_Z") || c.name.starts_with("_R"))
-        .filter(|c| {
+    defined.into_iter().partition(|c| {
+        (c.name.starts_with("_Z") || c.name.starts_with("_R")) && {
             let d = demangle(&c.name);
             d == func || d.split_once('(').is_some_and(|(bare, _)| bare == func)
-        })
-        .collect()
+        }
+    })
 }
 
 /// The one function among `found` (aliases at one address are one), with its file offset.
-fn pick(headers: &Headers, mut found: Vec<&Candidate>, table: Table) -> Result<Located, Problem> {
+fn pick(
+    headers: &Headers,
+    found: &[Candidate],
+    table: Table,
+    debug_file: Option<PathBuf>,
+) -> Result<Located, Problem> {
+    let mut found: Vec<&Candidate> = found.iter().collect();
     // Code first: a data symbol of the same name is only reported if there is nothing else.
     if found.iter().any(|c| is_code(c.kind)) {
         found.retain(|c| is_code(c.kind));
@@ -472,6 +549,7 @@ fn pick(headers: &Headers, mut found: Vec<&Candidate>, table: Table) -> Result<L
         size: (one.size > 0).then_some(one.size),
         offset,
         table,
+        debug_file,
     })
 }
 

@@ -17,7 +17,7 @@
 //!
 //! No perf code: the tracer arms what [`resolve`] returns.
 
-mod debug;
+pub(crate) mod debug;
 mod error;
 
 pub use error::{Caller, DebugProblem, LayoutProblem, ObjectProblem, ProcessError, Unreadable};

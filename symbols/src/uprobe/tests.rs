@@ -69,6 +69,7 @@ fn the_offset_comes_from_the_segment_holding_the_function() {
             size: Some(0x30),
             offset: 0x1040,
             table: Table::Symtab,
+            debug_file: None,
         }
     );
     assert_eq!(locate_in_bytes(&bytes, "early").unwrap().offset, 0x100);
@@ -290,4 +291,89 @@ fn the_offset_holds_the_functions_code_in_real_files() {
         "{placed:?}"
     );
     assert!(placed.shown.contains("libc"), "{placed:?}");
+}
+
+/// A gcc-built program, stripped, with its debug file where a `-dbgsym` package puts it (under a made-up
+/// root): a function only `.symtab` knew is found there, at the offset the unstripped build gives; without
+/// the debug file, the error says to install it.
+#[test]
+fn a_stripped_programs_functions_come_from_its_debug_file() {
+    use crate::testing::{have, skip};
+    if !["gcc", "objcopy", "strip"].iter().all(|t| have(t)) {
+        skip("gcc, objcopy or strip not found");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ksymwatch-uprobe-debug-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("p.c");
+    std::fs::write(
+        &src,
+        "static int __attribute__((noinline)) hidden_step(int x) { return x * 3 + 1; }\n\
+         int main(int argc, char **argv) { (void)argv; return hidden_step(argc); }\n",
+    )
+    .unwrap();
+    let full = dir.join("p");
+    let run = |cmd: &str, args: &[&std::ffi::OsStr]| {
+        let ok = std::process::Command::new(cmd)
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "{cmd} {args:?}");
+    };
+    run(
+        "gcc",
+        &[
+            "-O1".as_ref(),
+            "-g".as_ref(),
+            "-Wl,--build-id".as_ref(),
+            "-o".as_ref(),
+            full.as_os_str(),
+            src.as_os_str(),
+        ],
+    );
+    let want = place_file(&full, "hidden_step").unwrap().func;
+    assert_eq!(want.debug_file, None);
+
+    let stripped = dir.join("p.stripped");
+    let debug = dir.join("p.debug");
+    run(
+        "objcopy",
+        &[
+            "--only-keep-debug".as_ref(),
+            full.as_os_str(),
+            debug.as_os_str(),
+        ],
+    );
+    run(
+        "strip",
+        &[
+            "--strip-all".as_ref(),
+            "-o".as_ref(),
+            stripped.as_os_str(),
+            full.as_os_str(),
+        ],
+    );
+    let e = place_file_with(&stripped, "hidden_step", &[]).unwrap_err();
+    assert!(
+        matches!(e, UprobeError::Stripped { .. }) && e.to_string().contains(".build-id"),
+        "{e}"
+    );
+
+    // Where the package puts it: ROOT/usr/lib/debug/.build-id/ab/cdef….debug.
+    let file = std::fs::File::open(&stripped).unwrap();
+    let headers = Headers::read(&file).unwrap();
+    let id = crate::process::debug::build_id(&file, &headers).expect("a build-id");
+    let root = dir.join("root");
+    let at = root.join(crate::process::debug::debug_file_path(&id).unwrap());
+    std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+    std::fs::copy(&debug, &at).unwrap();
+    let got = place_file_with(&stripped, "hidden_step", std::slice::from_ref(&root))
+        .unwrap()
+        .func;
+    assert_eq!(got.debug_file.as_deref(), Some(at.as_path()));
+    assert_eq!(
+        (got.offset, got.vaddr, got.table),
+        (want.offset, want.vaddr, Table::Symtab)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -12,7 +12,8 @@
 //! A library name (`libc`, `libc.so.6`) means nothing outside a process: it is looked up among the files
 //! the watched process maps ([`crate::process`]'s rules: basename, or a prefix of it up to `.` or `-`), and
 //! the probe goes on that file, reached through the process's root so a containerised process's library is
-//! the one probed.
+//! the one probed. A command launched with `--` is stopped before its libraries are mapped: for it, a
+//! library name is one the program loads at its start, found as the dynamic linker finds it ([`needed`]).
 //!
 //! The files are hostile input read as root, as everywhere in this crate: bounded positioned reads
 //! ([`crate::user`]'s ELF reader), never a mapping. A stripped file's functions are also looked up in its
@@ -111,6 +112,12 @@ pub enum UprobeError {
     },
     /// A library name with no process to look it up in.
     NeedsProcess { library: String },
+    /// `program` needs no library of that name at its start; `needed` are the ones it does.
+    NotNeeded {
+        program: String,
+        library: String,
+        needed: Vec<String>,
+    },
     /// The process maps no file of that name (yet).
     NotLoaded {
         pid: u32,
@@ -202,6 +209,23 @@ impl fmt::Display for UprobeError {
                 }
                 Ok(())
             }
+            UprobeError::NotNeeded {
+                program,
+                library,
+                needed,
+            } => {
+                write!(
+                    f,
+                    "{program} does not load `{library}` at its start"
+                )?;
+                if !needed.is_empty() {
+                    write!(f, " (it loads {})", needed.join(", "))?;
+                }
+                f.write_str(
+                    ": a library it opens with dlopen is not known before it runs; give the library's \
+                     path instead (a probe on a file fires in every process that maps it later)",
+                )
+            }
             UprobeError::Process(e) => e.fmt(f),
         }
     }
@@ -256,6 +280,16 @@ pub fn place(
     let roots = [proc_root.join(format!("{pid}/root")), PathBuf::from("/")];
     let placed = place_file_with(&file, func, &roots)?;
     Ok(Placement { shown, ..placed })
+}
+
+/// Places a uprobe on `func` of `object` for program `exe` launched with `--` and stopped at its exec,
+/// before its libraries are mapped: a path is opened as it is; a library name is one the program loads at
+/// its start ([`needed::find`]).
+pub fn place_for_launch(exe: &Path, object: &str, func: &str) -> Result<Placement, UprobeError> {
+    if object.contains('/') {
+        return place_file(Path::new(object), func);
+    }
+    place_file(&needed::find(exe, object)?, func)
 }
 
 /// Places a uprobe on `func` of the ELF file at `path`; a stripped file's debug file is looked for under
@@ -553,5 +587,6 @@ fn pick(
     })
 }
 
+pub mod needed;
 #[cfg(test)]
 mod tests;

@@ -5,8 +5,8 @@
 //! of `config` that makes a probe a return probe in `format/retprobe` (`config:0`). The file goes in
 //! `config1` as a pointer to its NUL-terminated path, which the kernel copies and resolves to an inode while
 //! the event is opened; the offset in the file (from [`ksymwatch_symbols::uprobe`]) goes in `config2`. The
-//! probe is on the inode, so it fires in whichever process runs that code, now or later; the event's pid
-//! and CPU decide whose hits it sees.
+//! probe is on the inode, so it fires in whichever process runs that code, now or later; the events' tasks
+//! and CPUs decide whose hits they see (one process: an event on each of its threads).
 //!
 //! Events open disabled and count; a caller that wants each hit attaches a BPF program to the descriptors
 //! (`PERF_EVENT_IOC_SET_BPF`, as for a tracepoint event) before enabling them. Everything is returned as
@@ -96,6 +96,28 @@ impl Pmu {
     }
 }
 
+/// The threads of process `pid` now, from `/proc/PID/task` under `proc_root`: just `pid` when that cannot
+/// be listed (the open then says why, if the process is gone).
+fn threads(proc_root: &Path, pid: u32) -> io::Result<Vec<i32>> {
+    let as_i32 = |id: u32| {
+        i32::try_from(id)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("pid {id}")))
+    };
+    let Ok(dir) = std::fs::read_dir(proc_root.join(format!("{pid}/task"))) else {
+        return Ok(vec![as_i32(pid)?]);
+    };
+    let mut tids: Vec<i32> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .map(as_i32)
+        .collect::<io::Result<_>>()?;
+    tids.sort_unstable();
+    if tids.is_empty() {
+        tids.push(as_i32(pid)?);
+    }
+    Ok(tids)
+}
+
 /// `config:N`, a one-bit field of a PMU format file: N.
 fn config_bit(text: &str) -> Option<u32> {
     let bit = text.trim().strip_prefix("config:")?;
@@ -114,7 +136,9 @@ pub enum Probe {
 /// Whose hits an event sees.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
-    /// One process (its thread `pid`, and the threads and children it starts after the event opens).
+    /// One process: an event on each of its threads, each inherited by the threads and children that
+    /// thread starts later. (A task-bound event counts only while its own task runs: the probe fires in
+    /// every thread of the process, but a sibling thread's hits would go to no event.)
     Process(u32),
     /// Every process, one event on each of these CPUs.
     Cpus(Vec<u32>),
@@ -145,12 +169,10 @@ impl Uprobe {
         // `c_path` outlives every open below: the kernel copies the string during the call.
         let attr = pmu.attr(&c_path, offset, probe);
         let targets: Vec<(i32, i32)> = match scope {
-            Scope::Process(pid) => {
-                let pid = i32::try_from(*pid).map_err(|_| {
-                    io::Error::new(io::ErrorKind::InvalidInput, format!("pid {pid}"))
-                })?;
-                vec![(pid, -1)]
-            }
+            Scope::Process(pid) => threads(Path::new("/proc"), *pid)?
+                .into_iter()
+                .map(|tid| (tid, -1))
+                .collect(),
             Scope::Cpus(cpus) => cpus.iter().map(|&c| (-1, c as i32)).collect(),
         };
         let fds = targets
@@ -232,6 +254,20 @@ mod tests {
         let e = Pmu::read_from(&dir.join("nope")).unwrap_err().to_string();
         assert!(e.contains("no uprobe PMU"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A process's threads come from its task directory; without one, the pid alone.
+    #[test]
+    fn a_process_scope_is_each_of_its_threads() {
+        let root =
+            std::env::temp_dir().join(format!("ksymwatch-uprobe-tasks-{}", std::process::id()));
+        for tid in [42, 44, 43] {
+            std::fs::create_dir_all(root.join(format!("42/task/{tid}"))).unwrap();
+        }
+        assert_eq!(threads(&root, 42).unwrap(), [42, 43, 44]);
+        assert_eq!(threads(&root, 7).unwrap(), [7]);
+        assert!(threads(&root, u32::MAX).is_err());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

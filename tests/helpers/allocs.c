@@ -3,7 +3,9 @@
 // nothing but make_widget calls malloc once it is running (stdio allocates its buffers on first use).
 //
 // Writes "ready PID\n", then for each line "go N" calls make_widget N times (each mallocs 48 bytes, keeps
-// the pointer where the compiler cannot drop it, frees it) and writes "done N\n". Ends at EOF.
+// the pointer where the compiler cannot drop it, frees it) and writes "done N\n"; "tgo N" has a second
+// thread, started before "ready" and waiting since, make the N calls. Ends at EOF.
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,24 @@ __attribute__((noinline)) void *make_widget(int i) {
     if (p)
         p[0] = (char)i;
     return p;
+}
+
+static int to_worker[2], from_worker[2];
+
+// The second thread: N read from to_worker, N calls, N written back. It exists before any probe opens.
+static void *worker(void *arg) {
+    (void)arg;
+    free(make_widget(0)); // its malloc arena, before "ready"
+    int n;
+    while (read(to_worker[0], &n, sizeof n) == sizeof n) {
+        for (int i = 0; i < n; i++) {
+            last = make_widget(i);
+            free(last);
+        }
+        if (write(from_worker[1], &n, sizeof n) != sizeof n)
+            break;
+    }
+    return NULL;
 }
 
 static void say(const char *s) {
@@ -31,6 +51,14 @@ static void say(const char *s) {
 
 int main(void) {
     char line[64];
+    pthread_t t;
+    if (pipe(to_worker) || pipe(from_worker) || pthread_create(&t, NULL, worker, NULL))
+        return 1;
+    int zero = 0;
+    // One round trip: the worker has made its arena before "ready".
+    if (write(to_worker[1], &zero, sizeof zero) != sizeof zero ||
+        read(from_worker[0], &zero, sizeof zero) != sizeof zero)
+        return 1;
     snprintf(line, sizeof line, "ready %d\n", (int)getpid());
     say(line);
     size_t have = 0;
@@ -44,11 +72,18 @@ int main(void) {
         while ((nl = strchr(line, '\n'))) {
             *nl = 0;
             // By hand, not sscanf/snprintf: only make_widget may call malloc while the probes count.
-            if (strncmp(line, "go ", 3) == 0) {
-                int n = atoi(line + 3);
-                for (int i = 0; i < n; i++) {
-                    last = make_widget(i);
-                    free(last);
+            int threaded = strncmp(line, "tgo ", 4) == 0;
+            if (threaded || strncmp(line, "go ", 3) == 0) {
+                int n = atoi(line + (threaded ? 4 : 3));
+                if (threaded) {
+                    if (write(to_worker[1], &n, sizeof n) != sizeof n ||
+                        read(from_worker[0], &n, sizeof n) != sizeof n)
+                        return 1;
+                } else {
+                    for (int i = 0; i < n; i++) {
+                        last = make_widget(i);
+                        free(last);
+                    }
                 }
                 char out[32], digits[16];
                 int d = 0;

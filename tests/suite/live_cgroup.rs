@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 
 use ksymwatch::host::cgroup::{CgroupError, Hierarchy, Names};
 
-use crate::util::{helper, live, skip};
+use crate::util::{helper_with, live, skip};
 
 /// The test's child cgroup and the helper in it: the helper is killed and the cgroup removed on drop.
 struct Moved {
@@ -86,7 +86,7 @@ fn a_helper_moved_into_a_child_cgroup_is_found_there_by_id() {
         return;
     }
     let mut moved = Moved { dir, child: None };
-    let child = Command::new(helper("allocs"))
+    let child = Command::new(helper_with("allocs", &["-pthread"]))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()

@@ -9,7 +9,12 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use ksymwatch::perf::uprobe::{Pmu, Probe, Scope, Uprobe};
 use ksymwatch_symbols::uprobe as place;
 
-use crate::util::{helper, live, online_cpus, skip};
+use crate::util::{helper_with, live, online_cpus, skip};
+
+/// The helper, built with -pthread (its second thread).
+fn allocs_exe() -> std::path::PathBuf {
+    helper_with("allocs", &["-pthread"])
+}
 
 /// The helper, started and waiting for `go N`; killed when dropped.
 struct Allocs {
@@ -21,7 +26,7 @@ struct Allocs {
 
 impl Allocs {
     fn start() -> Allocs {
-        let mut child = Command::new(helper("allocs"))
+        let mut child = Command::new(allocs_exe())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -46,7 +51,16 @@ impl Allocs {
 
     /// Has the helper call make_widget `n` times, and waits until it says it did.
     fn go(&mut self, n: u32) {
-        writeln!(self.stdin, "go {n}").expect("write to the helper");
+        self.command("go", n);
+    }
+
+    /// The same, on the helper's second thread (started before the probes opened).
+    fn go_threaded(&mut self, n: u32) {
+        self.command("tgo", n);
+    }
+
+    fn command(&mut self, verb: &str, n: u32) {
+        writeln!(self.stdin, "{verb} {n}").expect("write to the helper");
         self.stdin.flush().expect("flush");
         let mut line = String::new();
         self.stdout
@@ -75,7 +89,8 @@ fn pmu() -> Option<Pmu> {
 }
 
 /// Entry and return probes on the helper's own `make_widget`, one seen on every CPU for every process, one
-/// for the helper only: each counts exactly the calls made, none before the events were enabled.
+/// for the helper only: each counts exactly the calls made, on its main thread and on the thread that
+/// existed before the probes opened, none before the events were enabled.
 #[test]
 #[ignore = "live: opens uprobe events"]
 fn uprobe_and_uretprobe_count_the_helpers_calls() {
@@ -83,7 +98,7 @@ fn uprobe_and_uretprobe_count_the_helpers_calls() {
     let Some(pmu) = pmu() else { return };
     let mut allocs = Allocs::start();
     allocs.go(7); // before the probes: not counted
-    let exe = helper("allocs");
+    let exe = allocs_exe();
     let placed = place::place_file(&exe, "make_widget").expect("make_widget in the helper");
     let entry = Uprobe::open(
         &pmu,
@@ -104,7 +119,7 @@ fn uprobe_and_uretprobe_count_the_helpers_calls() {
     entry.enable().unwrap();
     ret.enable().unwrap();
     allocs.go(1000);
-    allocs.go(234);
+    allocs.go_threaded(234);
     let (entries, returns) = (entry.count().unwrap(), ret.count().unwrap());
     eprintln!(
         "make_widget at {}+0x{:x}: {entries} entries, {returns} returns counted",
@@ -119,8 +134,8 @@ fn uprobe_and_uretprobe_count_the_helpers_calls() {
     assert_eq!(ret.count().unwrap(), 1244);
 }
 
-/// `libc:malloc`, found by name in the helper's maps: a probe for the helper alone counts its mallocs,
-/// which are make_widget's and nothing else's (it writes with raw write(2), not stdio).
+/// `libc:malloc`, found by name in the helper's maps: a probe for the helper alone counts its mallocs on
+/// both its threads, which are make_widget's and nothing else's (it writes with raw write(2), not stdio).
 #[test]
 #[ignore = "live: opens uprobe events"]
 fn libc_malloc_found_in_the_helpers_maps_counts_its_mallocs() {
@@ -142,7 +157,8 @@ fn libc_malloc_found_in_the_helpers_maps_counts_its_mallocs() {
     .expect("a return uprobe on malloc");
     entry.enable().unwrap();
     ret.enable().unwrap();
-    allocs.go(500);
+    allocs.go(300);
+    allocs.go_threaded(200);
     let (entries, returns) = (entry.count().unwrap(), ret.count().unwrap());
     eprintln!(
         "malloc at {}+0x{:x} ({}): {entries} entries, {returns} returns counted",

@@ -5,8 +5,10 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let _ = ksymwatch::perf::record::decode(data, ksymwatch::perf::record::SAMPLE_TYPE);
     // --value's records share the ring: the id peek and the value decoder take the same bytes.
-    let _ = ksymwatch::perf::record::sample_identifier(data);
-    let _ = ksymwatch::perf::record::decode_value(data);
+    let _ = ksymwatch::perf::value_record::sample_identifier(data);
+    let _ = ksymwatch::perf::value_record::decode_value(data);
+    // The hit path's ring buffer holds the hit program's records.
+    let _ = ksymwatch::perf::hit_record::HitView::parse(data);
     if data.len() >= 8 {
         let st = u64::from_ne_bytes([data[0], data[1], data[2], data[3], data[4], data[5], data[6], data[7]]);
         let _ = ksymwatch::perf::record::decode(&data[8..], st);

@@ -450,7 +450,7 @@ fn announce_and_run(
     mut launched: Option<Launched>,
     realtime: Option<u8>,
 ) -> Result<i32> {
-    let announced = armed_line.announce(&mut session.out, header);
+    let announced = armed_line.announce(session.out(), header);
     // The symbol cache is written a little after `armed`, off the path from start to the first hits: a
     // CPU busy writing it is a CPU that does not go idle (or run the writer) when the watch is new.
     ksymwatch_symbols::cache::start_writes_after(CACHE_WRITE_DELAY);

@@ -1,6 +1,8 @@
 //! Decoding perf records from bytes. Pure: no kernel, no I/O, so it is tested (and fuzzed) on captured or
 //! synthesised bytes. The layout of a sample depends on the `sample_type` bits the event was opened with,
-//! which the caller passes in.
+//! which the caller passes in. The two records BPF programs write are decoded beside it:
+//! [`crate::perf::hit_record`] (the hit path's ring buffer) and [`crate::perf::value_record`]
+//! (`--value` on the per-thread path, in this ring).
 
 use perf_event_open_sys::bindings as pb;
 
@@ -25,82 +27,11 @@ pub const SAMPLE_TYPE: u64 =
 /// watch was being armed), and the id tells the two copies of one store apart.
 pub const SAMPLE_TYPE_TASK: u64 = SAMPLE_TYPE | SAMPLE_IDENTIFIER;
 
-/// `--value`'s value events (`BPF_OUTPUT`, see [`crate::perf::bpf`]): the program's record as raw data.
-/// Their `sample_id_all` trailer fields (TID, TIME, CPU, IDENTIFIER) are those of [`SAMPLE_TYPE_TASK`],
-/// which the breakpoints sharing their ring use with `--value`: a LOST record either writes reads alike,
-/// and the leading identifier tells a value record from a sample.
-pub const VALUE_SAMPLE_TYPE: u64 =
-    SAMPLE_IDENTIFIER | SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW;
-
-/// The value program's record: value, old value, breakpoint address, flags; native-endian u64s.
-pub const VALUE_RAW_LEN: usize = 32;
-/// Flag: the value was read (else the read failed and `value` is unknown).
-pub const VALUE_KNOWN: u64 = 1;
-/// Flag: there was an old value (else this is the first hit the program saw here).
-pub const OLD_KNOWN: u64 = 2;
-
-/// One value record: what a hit stored, read in the kernel at the trap, and what it replaced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ValueRecord {
-    pub ip: u64,
-    pub pid: u32,
-    pub tid: u32,
-    pub time: u64,
-    pub cpu: u32,
-    /// The breakpoint's address.
-    pub addr: u64,
-    pub value: Option<u64>,
-    pub old: Option<u64>,
-}
-
-impl ValueRecord {
-    /// Whether `s` is the sample of the hit this value was read at: the kernel writes both from the same
-    /// trap, so they share the thread, the ip (the same registers), the CPU and the breakpoint address.
-    pub fn matches(&self, s: &Sample) -> bool {
-        (self.tid, self.pid, self.ip, self.cpu, self.addr) == (s.tid, s.pid, s.ip, s.cpu, s.addr)
-    }
-}
-
-/// The leading identifier of a sample written with `PERF_SAMPLE_IDENTIFIER` (which event wrote it);
-/// `None` for any other record, or one too short.
-pub fn sample_identifier(bytes: &[u8]) -> Option<u64> {
-    let kind = u32::from_ne_bytes(bytes.get(0..4)?.try_into().ok()?);
-    let size = u16::from_ne_bytes(bytes.get(6..8)?.try_into().ok()?) as usize;
-    if kind != RECORD_SAMPLE || size < 16 {
-        return None;
-    }
-    Some(u64::from_ne_bytes(bytes.get(8..16)?.try_into().ok()?))
-}
-
-/// Decodes a value event's sample ([`VALUE_SAMPLE_TYPE`]).
-pub fn decode_value(bytes: &[u8]) -> Result<ValueRecord, DecodeError> {
-    let (_, mut c) = record_cursor(bytes)?;
-    let _id = c.u64()?;
-    let ip = c.u64()?;
-    let (pid, tid) = (c.u32()?, c.u32()?);
-    let time = c.u64()?;
-    let cpu = c.u32()?;
-    c.u32()?;
-    let raw_len = c.u32()? as usize;
-    if raw_len < VALUE_RAW_LEN {
-        return Err(DecodeError::Truncated {
-            kind: RECORD_SAMPLE,
-            need: c.pos + VALUE_RAW_LEN,
-            have: c.pos + raw_len,
-        });
-    }
-    let (value, old, addr, flags) = (c.u64()?, c.u64()?, c.u64()?, c.u64()?);
-    Ok(ValueRecord {
-        ip,
-        pid,
-        tid,
-        time,
-        cpu,
-        addr,
-        value: (flags & VALUE_KNOWN != 0).then_some(value),
-        old: (flags & OLD_KNOWN != 0).then_some(old),
-    })
-}
+/// `--value`'s value record on the per-thread path has its own module; its layout stays reachable here,
+/// where the value program's generator ([`crate::perf::bpf::program`]) has always found it.
+pub use crate::perf::value_record::{
+    ValueRecord, OLD_KNOWN, VALUE_KNOWN, VALUE_RAW_LEN, VALUE_SAMPLE_TYPE,
+};
 
 /// The bits this decoder understands; anything else changes the layout in ways it cannot follow.
 const SUPPORTED: u64 = SAMPLE_IDENTIFIER
@@ -169,6 +100,7 @@ impl Sample {
     }
 }
 
+/// One perf record as the kernel wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
     Sample(Sample),
@@ -177,7 +109,18 @@ pub enum Record {
         id: u64,
         lost: u64,
     },
-    /// A task changed its name (exec or prctl).
+    Task(Task),
+    /// A record type we do not use.
+    Other {
+        kind: u32,
+    },
+}
+
+/// What a task record tells of tasks: the tracer hands it on as it is (`crate::trace::events::Item`),
+/// and the task tracker applies it to names and user-space maps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Task {
+    /// A task changed its name: a rename (prctl), or exec (`exec`).
     Comm {
         pid: u32,
         tid: u32,
@@ -196,10 +139,6 @@ pub enum Record {
     },
     /// A process mapped a file (or the kernel mapped one for it at exec) executable.
     Mmap(Mmap),
-    /// A record type we do not use.
-    Other {
-        kind: u32,
-    },
 }
 
 /// A PERF_RECORD_MMAP2: one executable mapping (`attr.mmap` without `mmap_data` reports no others).
@@ -252,9 +191,10 @@ impl std::fmt::Display for DecodeError {
 impl std::error::Error for DecodeError {}
 
 /// A bounds-checked little cursor over native-endian fields.
-struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     buf: &'a [u8],
-    pos: usize,
+    /// Bytes of the record read so far, header included.
+    pub(crate) pos: usize,
     kind: u32,
 }
 
@@ -274,14 +214,14 @@ impl Cursor<'_> {
         Ok(s)
     }
 
-    fn u64(&mut self) -> Result<u64, DecodeError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
         let b = self.take(8)?;
         Ok(u64::from_ne_bytes([
             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
         ]))
     }
 
-    fn u32(&mut self) -> Result<u32, DecodeError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
         let b = self.take(4)?;
         Ok(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
     }
@@ -289,7 +229,7 @@ impl Cursor<'_> {
 
 /// The header's `misc`, and a cursor over the record's body (its `kind` the record type): the record's own
 /// size checked against the bytes there.
-fn record_cursor(bytes: &[u8]) -> Result<(u16, Cursor<'_>), DecodeError> {
+pub(crate) fn record_cursor(bytes: &[u8]) -> Result<(u16, Cursor<'_>), DecodeError> {
     if bytes.len() < 8 {
         return Err(DecodeError::Truncated {
             kind: 0,
@@ -339,27 +279,27 @@ pub fn decode_reusing(
             let tid = c.u32()?;
             let rest = &c.buf[c.pos..];
             let name = rest.split(|&b| b == 0).next().unwrap_or_default();
-            Ok(Record::Comm {
+            Ok(Record::Task(Task::Comm {
                 pid,
                 tid,
                 comm: String::from_utf8_lossy(name).into_owned(),
                 exec: misc & pb::PERF_RECORD_MISC_COMM_EXEC as u16 != 0,
-            })
+            }))
         }
-        RECORD_FORK => Ok(Record::Fork {
+        RECORD_FORK => Ok(Record::Task(Task::Fork {
             pid: c.u32()?,
             ppid: c.u32()?,
             tid: c.u32()?,
             ptid: c.u32()?,
-        }),
-        RECORD_EXIT => Ok(Record::Exit {
+        })),
+        RECORD_EXIT => Ok(Record::Task(Task::Exit {
             pid: c.u32()?,
             tid: {
                 c.u32()?;
                 c.u32()?
             },
-        }),
-        RECORD_MMAP2 => decode_mmap2(&mut c, misc).map(Record::Mmap),
+        })),
+        RECORD_MMAP2 => decode_mmap2(&mut c, misc).map(|m| Record::Task(Task::Mmap(m))),
         other => Ok(Record::Other { kind: other }),
     }
 }
@@ -517,7 +457,8 @@ fn decode_sample(
 pub mod encode {
     use super::*;
 
-    fn header(kind: u32, misc: u16, body: &[u8]) -> Vec<u8> {
+    /// A record of type `kind` with `body` after its header.
+    pub fn header(kind: u32, misc: u16, body: &[u8]) -> Vec<u8> {
         let mut v = Vec::with_capacity(8 + body.len());
         v.extend_from_slice(&kind.to_ne_bytes());
         v.extend_from_slice(&misc.to_ne_bytes());
@@ -643,27 +584,6 @@ pub mod encode {
         header(RECORD_SAMPLE, pb::PERF_RECORD_MISC_KERNEL as u16, &b)
     }
 
-    /// A value event's sample as the kernel writes it: the raw data's size is padded so the record stays
-    /// 8-byte aligned (4 bytes of size, 32 of data, 4 of padding).
-    pub fn value(id: u64, v: &ValueRecord) -> Vec<u8> {
-        let mut b = Vec::new();
-        b.extend_from_slice(&id.to_ne_bytes());
-        b.extend_from_slice(&v.ip.to_ne_bytes());
-        b.extend_from_slice(&v.pid.to_ne_bytes());
-        b.extend_from_slice(&v.tid.to_ne_bytes());
-        b.extend_from_slice(&v.time.to_ne_bytes());
-        b.extend_from_slice(&v.cpu.to_ne_bytes());
-        b.extend_from_slice(&0u32.to_ne_bytes());
-        b.extend_from_slice(&36u32.to_ne_bytes());
-        let flags =
-            (u64::from(v.value.is_some()) * VALUE_KNOWN) | (u64::from(v.old.is_some()) * OLD_KNOWN);
-        for w in [v.value.unwrap_or(0), v.old.unwrap_or(0), v.addr, flags] {
-            b.extend_from_slice(&w.to_ne_bytes());
-        }
-        b.extend_from_slice(&[0; 4]);
-        header(RECORD_SAMPLE, pb::PERF_RECORD_MISC_KERNEL as u16, &b)
-    }
-
     pub const KERNEL: u64 = CONTEXT_KERNEL;
     pub const USER: u64 = CONTEXT_USER;
 }
@@ -678,7 +598,9 @@ mod tests {
         let comm = encode::with_trailer(encode::comm(7, 8, "writer", true), 7, 8, 12_345, 1);
         assert_eq!(trailer_time(&comm, SAMPLE_TYPE), Some(12_345));
         match decode(&comm, SAMPLE_TYPE).unwrap() {
-            Record::Comm { tid, comm, .. } => assert_eq!((tid, comm.as_str()), (8, "writer")),
+            Record::Task(Task::Comm { tid, comm, .. }) => {
+                assert_eq!((tid, comm.as_str()), (8, "writer"))
+            }
             other => panic!("{other:?}"),
         }
         let lost = encode::with_trailer(encode::lost(1, 9), 0, 0, 777, 0);
@@ -723,7 +645,7 @@ mod tests {
         };
         assert_eq!(
             decode(&plain, SAMPLE_TYPE).unwrap(),
-            Record::Mmap(want.clone())
+            Record::Task(Task::Mmap(want.clone()))
         );
         assert_eq!(trailer_time(&plain, SAMPLE_TYPE), Some(999));
         let mut task = encode::with_trailer(rec.clone(), 40, 41, 1_001, 0);
@@ -732,7 +654,7 @@ mod tests {
         task[6..8].copy_from_slice(&size);
         assert_eq!(
             decode(&task, SAMPLE_TYPE_TASK).unwrap(),
-            Record::Mmap(want.clone())
+            Record::Task(Task::Mmap(want.clone()))
         );
         assert_eq!(trailer_time(&task, SAMPLE_TYPE_TASK), Some(1_001));
         // A name of 8 bytes gets a whole 8-byte slot of NULs after it (ALIGN(strlen + 1, 8)).
@@ -745,7 +667,7 @@ mod tests {
         );
         assert_eq!(exact.len(), 8 + 64 + 16 + 24);
         match decode(&exact, SAMPLE_TYPE).unwrap() {
-            Record::Mmap(m) => assert_eq!(m.filename, "/bin/ab1"),
+            Record::Task(Task::Mmap(m)) => assert_eq!(m.filename, "/bin/ab1"),
             other => panic!("{other:?}"),
         }
         // With a build id in place of the device and inode, there is no inode to check a file against.
@@ -753,7 +675,9 @@ mod tests {
         let misc = (pb::PERF_RECORD_MISC_USER | pb::PERF_RECORD_MISC_MMAP_BUILD_ID) as u16;
         with_id[4..6].copy_from_slice(&misc.to_ne_bytes());
         match decode(&with_id, SAMPLE_TYPE).unwrap() {
-            Record::Mmap(m) => assert_eq!((m.file, m.filename.as_str()), (None, "/usr/bin/writer")),
+            Record::Task(Task::Mmap(m)) => {
+                assert_eq!((m.file, m.filename.as_str()), (None, "/usr/bin/writer"))
+            }
             other => panic!("{other:?}"),
         }
         // A record whose size stops inside the fixed fields (72 bytes with the header) is an error.
@@ -766,7 +690,7 @@ mod tests {
         let exit = encode::with_trailer(encode::exit(40, 1, 41, 1, 5), 40, 41, 6, 0);
         assert_eq!(
             decode(&exit, SAMPLE_TYPE).unwrap(),
-            Record::Exit { pid: 40, tid: 41 }
+            Record::Task(Task::Exit { pid: 40, tid: 41 })
         );
         assert_eq!(trailer_time(&exit, SAMPLE_TYPE), Some(6));
     }
@@ -833,12 +757,12 @@ mod tests {
         );
         assert_eq!(
             decode(&encode::comm(5, 6, "writer", true), SAMPLE_TYPE).unwrap(),
-            Record::Comm {
+            Record::Task(Task::Comm {
                 pid: 5,
                 tid: 6,
                 comm: "writer".into(),
                 exec: true
-            }
+            })
         );
     }
 
@@ -860,60 +784,6 @@ mod tests {
             decode(&bytes, SAMPLE_TYPE | pb::PERF_SAMPLE_READ as u64),
             Err(DecodeError::UnsupportedSampleType(_))
         ));
-    }
-
-    /// A value record decodes to what the program wrote, tells itself from a sample by its leading id, and
-    /// pairs only with the sample of the same trap.
-    #[test]
-    fn decodes_value_records_and_pairs_them() {
-        let v = ValueRecord {
-            ip: 0x40_1234,
-            pid: 7,
-            tid: 8,
-            time: 99,
-            cpu: 1,
-            addr: 0x60_1000,
-            value: Some(0x1f4),
-            old: None,
-        };
-        let bytes = encode::value(42, &v);
-        assert_eq!(bytes.len() % 8, 0);
-        assert_eq!(sample_identifier(&bytes), Some(42));
-        assert_eq!(decode_value(&bytes), Ok(v));
-        let unknown = ValueRecord {
-            value: None,
-            old: Some(3),
-            ..v
-        };
-        assert_eq!(decode_value(&encode::value(42, &unknown)), Ok(unknown));
-        for cut in 0..bytes.len() - 4 {
-            let mut short = bytes[..cut].to_vec();
-            if cut >= 8 {
-                short[6..8].copy_from_slice(&(cut as u16).to_ne_bytes());
-            }
-            assert!(decode_value(&short).is_err(), "cut at {cut}");
-        }
-        let s = encode::with_id(
-            5,
-            &encode::sample(0x40_1234, 7, 8, 100, 0x60_1000, 1, &[USER, 0x40_1234]),
-        );
-        assert_eq!(sample_identifier(&s), Some(5));
-        let Record::Sample(sample) = decode(&s, SAMPLE_TYPE_TASK).unwrap() else {
-            panic!("not a sample")
-        };
-        assert!(v.matches(&sample));
-        for other in [
-            ValueRecord { tid: 9, ..v },
-            ValueRecord { ip: 0x40_1238, ..v },
-            ValueRecord { cpu: 0, ..v },
-            ValueRecord {
-                addr: 0x60_1008,
-                ..v
-            },
-        ] {
-            assert!(!other.matches(&sample), "{other:?}");
-        }
-        assert_eq!(sample_identifier(&encode::lost(1, 1)), None);
     }
 
     #[test]

@@ -3,6 +3,11 @@
 //! closes a CPU's events as hotplug asks, moves or pauses the watch in place for `--control`, and at the end
 //! audits each event against the kernel's own counters, so a loss the ring never reported is found. A
 //! process watch's hits also get the watched value, read from the writer's process as each is drained.
+//!
+//! Each event's rings are decoded into [`Item`]s by the decoder of its delivery path, chosen once when the
+//! event is taken ([`Decoder`]): the hit program's ring buffer on the hit path ([`hits`]), a breakpoint's
+//! perf ring ([`samples`]), and `--value`'s per-thread path, which pairs value records with their samples
+//! ([`paired`]). The decoders are pure; what they share, and write to, is [`decode`]'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,11 +15,21 @@ use crate::model::watch::Watch;
 use crate::perf::arm::{self, Scope};
 use crate::perf::bpf;
 use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError};
-use crate::perf::hit_record::{self, HitView};
-use crate::perf::record::{self, Frame, Mmap, Record, Sample, ValueRecord};
+use crate::perf::hit_record;
+use crate::perf::record::{Frame, Sample, Task};
 use crate::perf::sys::{self, Epoll};
-use crate::report::{Covered, Value, ValueFrom};
+use crate::report::{Covered, Value};
 use crate::trace::sorter;
+
+mod decode;
+mod hits;
+mod paired;
+mod samples;
+
+use decode::{Out, Tally};
+use hits::{HitDecoder, HitValue};
+use paired::PairedDecoder;
+use samples::SampleDecoder;
 
 /// A ring as the merge names it: the CPU and watch it serves, and which of their rings it is. On the hit
 /// path a CPU and watch have two, each in time order by itself: the breakpoint's perf ring (task records,
@@ -55,30 +70,10 @@ pub enum Item {
     /// holds the memory read at the trap until the session decodes the store from its [`Trap`].
     /// (Boxed: 184 bytes that only `--value` hits carry.)
     Sample(Sample, usize, Value, Option<Box<Trap>>),
-    /// A task renamed itself, or ran exec (`exec`).
-    Comm {
-        pid: u32,
-        tid: u32,
-        comm: String,
-        exec: bool,
-    },
-    Fork {
-        pid: u32,
-        ppid: u32,
-        tid: u32,
-        ptid: u32,
-    },
-    Exit {
-        pid: u32,
-        tid: u32,
-    },
-    /// A process mapped a file executable.
-    Mmap(Mmap),
+    /// A task record, as the kernel wrote it (or, on the hit path, the writer's name from a hit record).
+    Task(Task),
     /// Records the kernel dropped, or one we could not decode: never silent.
-    Lost {
-        cpu: u32,
-        count: u64,
-    },
+    Lost { cpu: u32, count: u64 },
 }
 
 /// A `--value` hit's registers at the trap and the 16 bytes that end at its ip: the store's value is
@@ -91,7 +86,7 @@ pub struct Trap {
 
 struct Tracked {
     ev: CpuEvent,
-    books: Books,
+    decoder: Decoder,
     /// `--value`: the in-kernel drop counter of this ring's CPU and watch when it was opened.
     dropped_base: u64,
     /// The hit path: of those, traps of other processes, when it was opened.
@@ -100,46 +95,67 @@ struct Tracked {
     lost_base: u64,
 }
 
-/// What one ring gave so far, and what its decoding carries from one record, and drain, to the next.
-struct Books {
-    /// Samples decoded from this event's ring.
-    samples: u64,
-    /// Losses the ring itself reported (LOST records).
-    lost_records: u64,
-    /// Records that could not be decoded (reported as lost one each).
-    undecodable: u64,
-    /// The newest time read from the ring; dates records that carry none.
-    last_time: u64,
-    /// `--value`: a value record waiting for the record after it (its hit's sample, unless one of the two
-    /// was lost); kept across drains, since the reader can see the ring between the two writes.
-    pending: Option<ValueRecord>,
-    /// Value records whose sample never came (it was lost): counted, never shown.
-    unpaired: u64,
-    /// The store the last sample reported, for a process watch: (tid, ip, ids of the events that reported
-    /// it). A thread created while the watch was being armed can be covered twice (by its own event and by
-    /// one inherited from its creator); both report the same store, from different event ids.
-    store: Option<(u32, u64, Vec<u64>)>,
-    /// The hit path: which value a hit record's value is.
-    hit_value: HitValue,
-    /// The hit path: the last (tid, comm) a hit record named, so a task's name goes to the tracker only
-    /// when it changes.
-    last_comm: Option<(u32, Vec<u8>)>,
-    /// The hit path: the program's count of records lost on this CPU as of the last record read (each
-    /// record carries it).
-    ring_lost: u64,
+/// How an event's rings are decoded: one decoder per delivery path, chosen once, when the event is taken,
+/// so that none carries another path's state.
+enum Decoder {
+    /// The hit path: the breakpoint's perf ring (task records) and the hit program's ring buffer.
+    Hits {
+        perf: SampleDecoder,
+        hits: HitDecoder,
+    },
+    /// Perf samples: one breakpoint per CPU (system-wide), or per thread (a process watch).
+    Samples(SampleDecoder),
+    /// `--value` on the per-thread path: value records paired with their samples.
+    Paired(PairedDecoder),
 }
 
-/// What the hit program's value of a hit is to the report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum HitValue {
-    /// A system-wide watch without `--value`: not shown.
-    NotRead,
-    /// A process watch: the watched range at the trap, as the program read it: `len` bytes (the length
-    /// the watch was built with; a `--control` move may have changed the watch's since). A trap the
-    /// program reads nothing at (a read-write watch of a user address) comes without a value.
-    Read { len: u8 },
-    /// `--value`/`--if`: the value and the one before it.
-    Written,
+impl Decoder {
+    /// The decoder `ev`'s rings need under `cfg`; `ring_lost`: the hit program's count of records lost
+    /// on its CPU when the event was taken, at `now`.
+    fn of(ev: &CpuEvent, cfg: &EventConfig, ring_lost: u64, now: u64) -> Decoder {
+        let process = ev.bind != Bind::Cpu;
+        let perf = SampleDecoder::new(ev.cpu, ev.watch, ev.sample_type, process, now);
+        if ev.hits.is_some() {
+            let value = match &cfg.hits {
+                Some(h) if h.written => HitValue::Written,
+                Some(h) if h.processes() => h
+                    .read_len(ev.watch)
+                    .map_or(HitValue::NotRead, |len| HitValue::Read { len }),
+                _ => HitValue::NotRead,
+            };
+            let hits = HitDecoder::new(ev.cpu, ev.watch, value, ring_lost, now);
+            return Decoder::Hits { perf, hits };
+        }
+        match ev.value_id() {
+            Some(id) => Decoder::Paired(PairedDecoder::new(perf, id)),
+            None => Decoder::Samples(perf),
+        }
+    }
+
+    /// A record of the breakpoint's perf ring.
+    fn perf_record(&mut self, bytes: &[u8], out: &mut impl Out) {
+        match self {
+            Decoder::Hits { perf, .. } | Decoder::Samples(perf) => perf.record(bytes, out),
+            Decoder::Paired(paired) => paired.record(bytes, out),
+        }
+    }
+
+    /// What the event's rings gave so far, together.
+    fn tally(&self) -> Tally {
+        match self {
+            Decoder::Hits { perf, hits } => perf.tally().and(hits.tally()),
+            Decoder::Samples(perf) => perf.tally(),
+            Decoder::Paired(paired) => paired.tally(),
+        }
+    }
+
+    /// `--value`'s value records whose sample was lost.
+    fn unpaired(&self) -> u64 {
+        match self {
+            Decoder::Paired(paired) => paired.unpaired(),
+            Decoder::Hits { .. } | Decoder::Samples(_) => 0,
+        }
+    }
 }
 
 impl Tracked {
@@ -147,27 +163,10 @@ impl Tracked {
         let dropped_base = dropped(cfg, &ev);
         let other_base = other_process(cfg, &ev);
         let lost_base = ring_lost(cfg, &ev);
-        let books = Books {
-            samples: 0,
-            lost_records: 0,
-            undecodable: 0,
-            last_time: now,
-            pending: None,
-            unpaired: 0,
-            store: None,
-            hit_value: match &cfg.hits {
-                Some(h) if h.written => HitValue::Written,
-                Some(h) if h.processes() => h
-                    .read_len(ev.watch)
-                    .map_or(HitValue::NotRead, |len| HitValue::Read { len }),
-                _ => HitValue::NotRead,
-            },
-            last_comm: None,
-            ring_lost: lost_base,
-        };
+        let decoder = Decoder::of(&ev, cfg, lost_base, now);
         Tracked {
             ev,
-            books,
+            decoder,
             dropped_base,
             other_base,
             lost_base,
@@ -208,25 +207,6 @@ fn on_cpu(by_cpu: std::io::Result<Vec<u64>>, ev: &CpuEvent) -> u64 {
         .ok()
         .and_then(|by_cpu| by_cpu.get(ev.cpu as usize).copied())
         .unwrap_or(0)
-}
-
-/// Whether `s` is a second event's report of the store that `store` (the previous sample of a process
-/// ring) recorded; otherwise `s` becomes that store.
-fn repeats_store(store: &mut Option<(u32, u64, Vec<u64>)>, s: &Sample) -> bool {
-    match store {
-        Some((tid, ip, ids)) => {
-            if *tid == s.tid && *ip == s.ip && !ids.contains(&s.id) {
-                ids.push(s.id);
-                return true;
-            }
-            // The ids' vector is kept: a steady stream of stores allocates nothing.
-            (*tid, *ip) = (s.tid, s.ip);
-            ids.clear();
-            ids.push(s.id);
-        }
-        None => *store = Some((s.tid, s.ip, vec![s.id])),
-    }
-    false
 }
 
 /// One event's books at the end: what the kernel counted against what reached us.
@@ -669,6 +649,7 @@ fn forget(ev: &CpuEvent, epoll: &Epoll, sorter: &mut Sorter) {
 
 fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
     let counts = t.ev.counts().ok();
+    let tally = t.decoder.tally();
     let hits_lost =
         t.ev.hits
             .as_ref()
@@ -676,7 +657,7 @@ fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
     Audit {
         filtered: dropped(cfg, &t.ev).saturating_sub(t.dropped_base),
         other_process: other_process(cfg, &t.ev).saturating_sub(t.other_base),
-        unpaired: t.books.unpaired + u64::from(t.books.pending.is_some()),
+        unpaired: t.decoder.unpaired(),
         cpu: t.ev.cpu,
         watch: t.ev.watch,
         kernel_hits: counts.map(|c| c.hits),
@@ -684,9 +665,9 @@ fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
             (Some(perf), ring) => Some(perf + ring.unwrap_or(0)),
             (None, ring) => ring,
         },
-        samples: t.books.samples,
-        lost_records: t.books.lost_records,
-        undecodable: t.books.undecodable,
+        samples: tally.samples,
+        lost_records: tally.lost_records,
+        undecodable: tally.undecodable,
     }
 }
 
@@ -702,13 +683,12 @@ pub(crate) fn read_value(pid: u32, addr: u64, len: u8) -> Value {
     }
 }
 
-/// What a pass over one ring decodes against.
+/// What the decoders of one CPU and watch's rings write to in one pass over them: the merge, and what a
+/// hit's value is read against.
 struct Pass<'a> {
     key: RingKey,
-    sample_type: u64,
-    value_id: Option<u64>,
-    /// A task-bound event: its samples get the watched value read from the writer's process.
-    process: bool,
+    sorter: &'a mut Sorter,
+    spare: &'a mut Vec<Vec<Frame>>,
     /// The current and retired watches, to find a hit watch's length.
     watches: (&'a [Watch], &'a [Watch]),
     /// One read per process and watched range per pass: every hit taken out of the ring in this pass gets
@@ -717,13 +697,24 @@ struct Pass<'a> {
     read: Option<((u32, u64, u8), Value)>,
 }
 
-impl Pass<'_> {
+impl Out for Pass<'_> {
+    fn push(&mut self, time: u64, item: Item) {
+        self.sorter.push(self.key, time, item);
+    }
+
+    fn frames(&mut self) -> Vec<Frame> {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    fn recycle(&mut self, frames: Vec<Frame>) {
+        self.spare.push(frames);
+    }
+
     fn watch_len(&self, addr: u64) -> u8 {
         let (watches, retired) = self.watches;
         watch_at(watches, retired, self.key.watch, addr).len
     }
 
-    /// What process `pid` holds at `addr` now, read once per pass.
     fn read_value(&mut self, pid: u32, addr: u64) -> Value {
         let what = (pid, addr, self.watch_len(addr));
         match self.read {
@@ -738,11 +729,9 @@ impl Pass<'_> {
 }
 
 /// Reads one CPU and watch's rings empty into `sorter`: the perf ring, then on the hit path the ring
-/// buffer. Second reports of one store (see [`repeats_store`]) are dropped
-/// but still counted as samples, since the kernel counted them as hits too. A task-bound event's sample
-/// gets the watched value read from its process here, as it leaves the ring, not when it is printed (the
-/// sorter may hold it for a tick), once per pass and process: `watches` is (current, retired), to find
-/// the hit watch's length.
+/// buffer. A process watch's hit gets the watched value read from its process here, as it leaves the
+/// ring, not when it is printed (the sorter may hold it for a tick), once per pass and process: `watches`
+/// is (current, retired), to find the hit watch's length.
 fn drain_one(
     t: &mut Tracked,
     sorter: &mut Sorter,
@@ -750,246 +739,32 @@ fn drain_one(
     spare: &mut Vec<Vec<Frame>>,
     watches: (&[Watch], &[Watch]),
 ) {
-    let Tracked { ev, books, .. } = t;
+    let Tracked { ev, decoder, .. } = t;
     let mut pass = Pass {
         key: RingKey::perf(ev.cpu, ev.watch),
-        sample_type: ev.sample_type,
-        value_id: ev.value_id(),
-        process: ev.bind != Bind::Cpu,
+        sorter,
+        spare,
         watches,
         read: None,
     };
     ev.ring.drain(|bytes| {
-        books.record(bytes, &mut pass, sorter, spare);
+        decoder.perf_record(bytes, &mut pass);
         true
     });
-    sorter.read_empty(pass.key, started);
-    if let Some(hits) = &mut ev.hits {
+    pass.sorter.read_empty(pass.key, started);
+    if let (Some(ring), Decoder::Hits { hits, .. }) = (&mut ev.hits, decoder) {
         pass.key.hits = true;
-        hits.drain(|bytes| {
-            books.hit_record(bytes, &mut pass, sorter, spare);
+        ring.drain(|bytes| {
+            hits.record(bytes, &mut pass);
             true
         });
-        sorter.read_empty(pass.key, started);
-    }
-}
-
-impl Books {
-    /// One record read from the ring, into `sorter` (or into the books only).
-    fn record(
-        &mut self,
-        bytes: &[u8],
-        pass: &mut Pass,
-        sorter: &mut Sorter,
-        spare: &mut Vec<Vec<Frame>>,
-    ) {
-        let id = record::sample_identifier(bytes);
-        if pass.value_id.is_some() && id == pass.value_id {
-            match record::decode_value(bytes) {
-                Ok(v) => self.unpaired += u64::from(self.pending.replace(v).is_some()),
-                Err(_) => self.undecodable(pass.key, sorter),
-            }
-        } else {
-            self.perf_record(bytes, pass, sorter, spare);
-        }
-    }
-
-    /// A record that could not be decoded, counted as lost: a loss is never silent.
-    fn undecodable(&mut self, key: RingKey, sorter: &mut Sorter) {
-        self.undecodable += 1;
-        let lost = Item::Lost {
-            cpu: key.cpu,
-            count: 1,
-        };
-        sorter.push(key, self.last_time, lost);
-    }
-
-    /// The hit path: a hit program's record, with the writer's name and the value read at the trap, after
-    /// the records the ring had no room for since the one before (the record carries the count).
-    fn hit_record(
-        &mut self,
-        bytes: &[u8],
-        pass: &mut Pass,
-        sorter: &mut Sorter,
-        spare: &mut Vec<Vec<Frame>>,
-    ) {
-        let Ok(hit) = HitView::parse(bytes) else {
-            return self.undecodable(pass.key, sorter);
-        };
-        let RingKey { cpu, watch, .. } = pass.key;
-        self.samples += 1;
-        self.last_time = self.last_time.max(hit.time);
-        if hit.lost > self.ring_lost {
-            let count = hit.lost - self.ring_lost;
-            self.ring_lost = hit.lost;
-            self.lost_records += count;
-            sorter.push(pass.key, hit.time, Item::Lost { cpu, count });
-        }
-        let renamed = self
-            .last_comm
-            .as_ref()
-            .is_none_or(|(tid, comm)| *tid != hit.tid || comm.as_slice() != hit.comm);
-        if renamed {
-            // The writer's name as the kernel had it at the trap, ahead of its hit: a task is never
-            // `<...>`, whatever records were lost or came late.
-            self.last_comm = Some((hit.tid, hit.comm.to_vec()));
-            let comm = Item::Comm {
-                pid: hit.pid,
-                tid: hit.tid,
-                comm: String::from_utf8_lossy(hit.comm).into_owned(),
-                exec: false,
-            };
-            sorter.push(pass.key, hit.time, comm);
-        }
-        let mut trap = None;
-        let value = match (self.hit_value, hit.value) {
-            (HitValue::Written, _) => {
-                if let (Some(insn), Some(regs)) = (hit.insn, hit.regs) {
-                    trap = Some(Box::new(Trap { regs, insn }));
-                }
-                Value::Written {
-                    value: hit.value,
-                    old: hit.old,
-                    from: ValueFrom::Memory,
-                }
-            }
-            (HitValue::Read { len }, v) => match (pass.watch_len(hit.addr), v) {
-                (now, Some(v)) if now == len => Value::Read(v),
-                // Moved to a shorter watch: the program read more bytes than are watched.
-                (now, Some(v)) if now < len => {
-                    Value::Read(v & (u64::MAX >> (64 - 8 * u32::from(now))))
-                }
-                // Not read at the trap (a read-write watch of a user address, where the program's read
-                // would trap again), unreadable there, or moved to a longer watch: what the range holds as
-                // the hit is drained, as a process watch's value is without the hit path.
-                _ => pass.read_value(hit.pid, hit.addr),
-            },
-            (HitValue::NotRead, _) => Value::NotRead,
-        };
-        // Hit records carry no event id: only a per-thread ring's duplicate check reads one.
-        let frames = spare.pop().unwrap_or_default();
-        let sample = Item::Sample(hit.sample(cpu, 0, frames), watch, value, trap);
-        sorter.push(pass.key, hit.time, sample);
-    }
-
-    /// A record the kernel wrote: a breakpoint's sample, a loss, or a task record.
-    fn perf_record(
-        &mut self,
-        bytes: &[u8],
-        pass: &mut Pass,
-        sorter: &mut Sorter,
-        spare: &mut Vec<Vec<Frame>>,
-    ) {
-        // A value pairs with the very next record only (see crate::perf::bpf).
-        let paired = self.pending.take();
-        let frames = spare.pop().unwrap_or_default();
-        let item = match record::decode_reusing(bytes, pass.sample_type, frames) {
-            Ok(Record::Sample(s)) => return self.sample(s, paired, pass, sorter, spare),
-            Ok(Record::Lost { lost, .. }) => {
-                self.lost_records += lost;
-                Item::Lost {
-                    cpu: pass.key.cpu,
-                    count: lost,
-                }
-            }
-            Ok(Record::Comm {
-                pid,
-                tid,
-                comm,
-                exec,
-            }) => Item::Comm {
-                pid,
-                tid,
-                comm,
-                exec,
-            },
-            Ok(Record::Exit { pid, tid }) => Item::Exit { pid, tid },
-            Ok(Record::Mmap(m)) => Item::Mmap(m),
-            Ok(Record::Fork {
-                pid,
-                ppid,
-                tid,
-                ptid,
-            }) => Item::Fork {
-                pid,
-                ppid,
-                tid,
-                ptid,
-            },
-            Ok(_) => {
-                self.unpaired += u64::from(paired.is_some());
-                return;
-            }
-            // A record we cannot decode is counted as lost: a loss is never silent.
-            Err(_) => {
-                self.undecodable += 1;
-                Item::Lost {
-                    cpu: pass.key.cpu,
-                    count: 1,
-                }
-            }
-        };
-        self.unpaired += u64::from(paired.is_some());
-        // Only non-sample records get here; a sample's time is in its body.
-        let time = record::trailer_time(bytes, pass.sample_type).unwrap_or(self.last_time);
-        self.last_time = self.last_time.max(time);
-        sorter.push(pass.key, time, item);
-    }
-
-    /// A breakpoint's sample, with the value record just before it (`paired`) if any.
-    fn sample(
-        &mut self,
-        s: Sample,
-        paired: Option<ValueRecord>,
-        pass: &mut Pass,
-        sorter: &mut Sorter,
-        spare: &mut Vec<Vec<Frame>>,
-    ) {
-        self.samples += 1;
-        self.last_time = s.time;
-        let written = paired.filter(|v| v.matches(&s));
-        self.unpaired += u64::from(paired.is_some() && written.is_none());
-        if pass.process && repeats_store(&mut self.store, &s) {
-            spare.push(s.frames);
-            return;
-        }
-        // The kernel reports the breakpoint's own address with each hit: that is the watch hit, also
-        // when --control has moved it since.
-        let value = if pass.value_id.is_some() {
-            Value::Written {
-                value: written.and_then(|v| v.value),
-                old: written.and_then(|v| v.old),
-                from: ValueFrom::Memory,
-            }
-        } else if pass.process {
-            pass.read_value(s.pid, s.addr)
-        } else {
-            Value::NotRead
-        };
-        sorter.push(
-            pass.key,
-            s.time,
-            Item::Sample(s, pass.key.watch, value, None),
-        );
+        pass.sorter.read_empty(pass.key, started);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sample(tid: u32, ip: u64, id: u64) -> Sample {
-        Sample {
-            ip,
-            pid: tid,
-            tid,
-            time: 0,
-            addr: 0,
-            cpu: 0,
-            id,
-            frames: Vec::new(),
-        }
-    }
 
     /// A full ring's lost records count as hits only as far as the breakpoint's counter has hits that
     /// never arrived: 64 threads' exits lost with 40 hits are 40 lost hits, not 104; throttled hits
@@ -1048,27 +823,5 @@ mod tests {
         assert_eq!(read_value(pid, 8, 8), Value::Unreadable);
         // Above any pid_max (at most 2^22).
         assert_eq!(read_value(0x7fff_fff0, addr, 8), Value::Unreadable);
-    }
-
-    /// A thread covered by its own event (id 7) and one inherited from its creator (id 3): each store is
-    /// reported once per event, back to back. One report per store is kept, and a loop's next store (the
-    /// same ip, an id seen again) is a new store.
-    #[test]
-    fn second_reports_of_one_store_are_dropped() {
-        let mut store = None;
-        let reports = [
-            (10, 0x40, 7),
-            (10, 0x40, 3),
-            (10, 0x40, 7),
-            (10, 0x40, 3),
-            (11, 0x40, 3),
-            (10, 0x44, 7),
-            (10, 0x44, 7),
-        ];
-        let kept: Vec<bool> = reports
-            .iter()
-            .map(|&(tid, ip, id)| !repeats_store(&mut store, &sample(tid, ip, id)))
-            .collect();
-        assert_eq!(kept, [true, false, true, false, true, true, true]);
     }
 }

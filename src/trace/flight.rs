@@ -20,7 +20,7 @@ use crate::model::condition::Condition;
 use crate::model::watch::Watch;
 use crate::perf::bpf::trigger::Tracepoint;
 use crate::perf::record::Sample;
-use crate::report::{DumpTrigger, Hit, Output, StreamEvent, Value};
+use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Value};
 use crate::trace::symbolize::NamedChain;
 
 /// One kept hit.
@@ -49,12 +49,30 @@ impl Kept {
     }
 }
 
+/// A `--dump-on` tracepoint, as the recorder asks it (a test's stands in for the kernel's).
+pub trait Fires {
+    /// `GROUP:NAME`.
+    fn name(&self) -> &str;
+    /// The CPU and time of its latest firing since the last call, if it fired.
+    fn fired(&mut self) -> io::Result<Option<(u32, u64)>>;
+}
+
+impl Fires for Tracepoint {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn fired(&mut self) -> io::Result<Option<(u32, u64)>> {
+        Tracepoint::fired(self)
+    }
+}
+
 /// The buffer and the triggers it answers to.
 pub struct Recorder {
     last: usize,
     kept: VecDeque<Kept>,
     conditions: Vec<Condition>,
-    tracepoints: Vec<Tracepoint>,
+    tracepoints: Vec<Box<dyn Fires>>,
     /// The last handles made, reused while hits repeat them.
     comm: Option<Rc<str>>,
     watch: Option<Rc<Watch>>,
@@ -66,6 +84,15 @@ const INITIAL_CAPACITY: usize = 4096;
 impl Recorder {
     /// The recorder `flight` asks for, with its tracepoints already attached.
     pub fn new(flight: &Flight, tracepoints: Vec<Tracepoint>) -> Recorder {
+        let fires = tracepoints
+            .into_iter()
+            .map(|t| Box::new(t) as Box<dyn Fires>)
+            .collect();
+        Recorder::with_triggers(flight, fires)
+    }
+
+    /// The recorder `flight` asks for, its tracepoints read through `tracepoints`.
+    pub fn with_triggers(flight: &Flight, tracepoints: Vec<Box<dyn Fires>>) -> Recorder {
         Recorder {
             last: flight.last,
             kept: VecDeque::with_capacity(flight.last.min(INITIAL_CAPACITY)),
@@ -180,13 +207,48 @@ impl Recorder {
         for t in &mut self.tracepoints {
             if let Some((cpu, time)) = t.fired()? {
                 if latest.as_ref().is_none_or(|(_, l)| time > *l) {
-                    let name = t.name.clone();
+                    let name = t.name().to_string();
                     latest = Some((DumpTrigger::Tracepoint { name, cpu }, time));
                 }
             }
         }
         Ok(latest)
     }
+}
+
+/// What one turn of the loop asks of the session for the flight recorder's triggers.
+pub trait Turning {
+    /// The latest `--dump-on` tracepoint firing since the last turn, and its time.
+    fn fired(&mut self) -> crate::error::Result<Option<(DumpTrigger, u64)>>;
+    /// Reads every ring empty into the merge.
+    fn drain(&mut self);
+    /// Applies every record up to `time` (hits recorded), then prints the kept hits up to `time`.
+    fn dump_at(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason>;
+    /// Applies what the rings release now.
+    fn release_ready(&mut self) -> Option<StopReason>;
+    /// Prints every kept hit under a heading for `trigger` at `time`.
+    fn dump(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason>;
+}
+
+/// One turn's read of the rings: drained, and what the merge releases applied. A `--dump-on` tracepoint
+/// is asked first (every hit from before its firing is then in the rings, and goes into the recorder
+/// ahead of the dump whatever the sort slack holds back), and a SIGUSR1 read this turn (at `signalled`)
+/// dumps after the release.
+pub fn turn(
+    ctx: &mut impl Turning,
+    signalled: Option<u64>,
+) -> crate::error::Result<Option<StopReason>> {
+    let fired = ctx.fired()?;
+    ctx.drain();
+    if let Some((trigger, time)) = fired {
+        if let Some(stop) = ctx.dump_at(trigger, time) {
+            return Ok(Some(stop));
+        }
+    }
+    if let Some(stop) = ctx.release_ready() {
+        return Ok(Some(stop));
+    }
+    Ok(signalled.and_then(|time| ctx.dump(DumpTrigger::Signal, time)))
 }
 
 #[cfg(test)]
@@ -385,5 +447,137 @@ mod tests {
         assert!(first.get("condition").is_none(), "{first}");
         assert_eq!(records[3]["trigger"], "signal");
         assert_eq!(records[3]["hits"], 2);
+    }
+    /// A `--dump-on` tracepoint firing at the given times, on cpu 0, one a read.
+    struct Firing(&'static str, Vec<u64>);
+
+    impl Fires for Firing {
+        fn name(&self) -> &str {
+            self.0
+        }
+
+        fn fired(&mut self) -> io::Result<Option<(u32, u64)>> {
+            Ok(self.1.pop().map(|t| (0, t)))
+        }
+    }
+
+    /// Of the tracepoints that fired since the last read, the latest is the trigger, with its time.
+    #[test]
+    fn the_latest_tracepoint_firing_is_the_trigger() {
+        let flight = Flight {
+            last: 10,
+            triggers: Vec::new(),
+        };
+        let mut rec = Recorder::with_triggers(
+            &flight,
+            vec![
+                Box::new(Firing("a:early", vec![900, 100])),
+                Box::new(Firing("b:late", vec![200])),
+            ],
+        );
+        let trigger = |name: &str| DumpTrigger::Tracepoint {
+            name: name.into(),
+            cpu: 0,
+        };
+        assert_eq!(
+            rec.tracepoint_fired().ok(),
+            Some(Some((trigger("b:late"), 200)))
+        );
+        assert_eq!(
+            rec.tracepoint_fired().ok(),
+            Some(Some((trigger("a:early"), 900)))
+        );
+        assert_eq!(rec.tracepoint_fired().ok(), Some(None));
+    }
+
+    /// A session's turn for [`turn`]: a tracepoint firing to report, the step that stops, and a log.
+    #[derive(Default)]
+    struct Turns {
+        fired: Option<(DumpTrigger, u64)>,
+        stop_at: &'static str,
+        log: Vec<String>,
+    }
+
+    impl Turns {
+        fn step(&mut self, what: String) -> Option<StopReason> {
+            let stop = what.starts_with(self.stop_at) && !self.stop_at.is_empty();
+            self.log.push(what);
+            stop.then_some(StopReason::BrokenPipe)
+        }
+    }
+
+    impl Turning for Turns {
+        fn fired(&mut self) -> crate::error::Result<Option<(DumpTrigger, u64)>> {
+            self.log.push("fired?".into());
+            Ok(self.fired.take())
+        }
+
+        fn drain(&mut self) {
+            self.log.push("drain".into());
+        }
+
+        fn dump_at(&mut self, _: DumpTrigger, time: u64) -> Option<StopReason> {
+            self.step(format!("dump up to {time}"))
+        }
+
+        fn release_ready(&mut self) -> Option<StopReason> {
+            self.step("release".into())
+        }
+
+        fn dump(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason> {
+            self.step(format!("dump {trigger:?} at {time}"))
+        }
+    }
+
+    /// The tracepoint is asked before the drain (every hit before its firing is then in the rings), its
+    /// dump comes before the release, and a signal's dump after it; a stop ends the turn there.
+    #[test]
+    fn a_turn_dumps_at_a_tracepoint_before_the_release_and_at_a_signal_after() {
+        let fired = (
+            DumpTrigger::Tracepoint {
+                name: "t:p".into(),
+                cpu: 1,
+            },
+            200,
+        );
+        let mut t = Turns {
+            fired: Some(fired.clone()),
+            ..Turns::default()
+        };
+        assert_eq!(turn(&mut t, Some(300)).ok(), Some(None));
+        assert_eq!(
+            t.log,
+            [
+                "fired?",
+                "drain",
+                "dump up to 200",
+                "release",
+                "dump Signal at 300"
+            ]
+        );
+        let mut quiet = Turns::default();
+        assert_eq!(turn(&mut quiet, None).ok(), Some(None));
+        assert_eq!(quiet.log, ["fired?", "drain", "release"]);
+        let mut closed = Turns {
+            fired: Some(fired),
+            stop_at: "dump up",
+            ..Turns::default()
+        };
+        let stop = turn(&mut closed, Some(300)).ok();
+        assert_eq!(stop, Some(Some(StopReason::BrokenPipe)));
+        assert_eq!(closed.log, ["fired?", "drain", "dump up to 200"]);
+        let mut released = Turns {
+            stop_at: "release",
+            ..Turns::default()
+        };
+        assert_eq!(
+            turn(&mut released, Some(300)).ok(),
+            Some(Some(StopReason::BrokenPipe))
+        );
+        assert_eq!(
+            released.log,
+            ["fired?", "drain", "release"],
+            "no dump after a stop"
+        );
     }
 }

@@ -13,7 +13,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::cpulist;
+use crate::error::Error;
+use crate::perf::event::{OpenError, Stage};
 use crate::perf::sys;
+use crate::report::{StopReason, StreamEvent};
+use crate::trace::context::Marks;
 use crate::trace::unload;
 
 /// A CPU state change as a uevent reports it.
@@ -123,6 +127,20 @@ impl Hotplug {
         (hp, warning)
     }
 
+    /// A listener without a socket reading the online list at `online_path` (a test's file).
+    #[cfg(test)]
+    fn reading(online_path: &std::path::Path, follow: Option<BTreeSet<u32>>) -> Hotplug {
+        Hotplug {
+            socket: None,
+            follow,
+            online_path: online_path.to_path_buf(),
+            last_reconcile: Instant::now(),
+            interval: Duration::from_secs(3600),
+            strict: false,
+            buf: Vec::new(),
+        }
+    }
+
     pub fn fd(&self) -> Option<BorrowedFd<'_>> {
         self.socket.as_ref().map(|s| s.as_fd())
     }
@@ -227,6 +245,146 @@ impl Unwatched {
     }
 }
 
+/// What following CPUs asks of the session: its armed CPUs, closing and opening a CPU's events, and
+/// words for a refusal.
+pub trait Arming: Marks {
+    /// Whether `cpu` has events.
+    fn is_armed(&self, cpu: u32) -> bool;
+    /// Reads `cpu`'s rings empty into the merge and closes its events; `false` when it had none.
+    fn close_cpu(&mut self, cpu: u32) -> bool;
+    /// Prints what the rings release now (a closed CPU holds nothing back any more).
+    fn release_ready(&mut self) -> Option<StopReason>;
+    /// Opens and enables `cpu`'s events (all or none), their rings joining the merge.
+    fn open_cpu(&mut self, cpu: u32) -> Result<(), OpenError>;
+    /// A refusal in the user's words, and its kind.
+    fn explain(&self, e: &OpenError) -> (String, &'static str);
+}
+
+/// The session's side of CPU hotplug: brings the armed set in line with the [`Changes`] the uevents and
+/// the reconcile report, marks each change in the stream, and keeps the time each CPU went unwatched.
+#[derive(Debug, Default)]
+pub struct Follow {
+    unwatched: Unwatched,
+    /// `--strict-hotplug`: a CPU that comes online and cannot be armed ends the session.
+    strict: bool,
+    /// The `--strict-hotplug` failure, returned once the summary is out (exit 3).
+    fatal: Option<Error>,
+    /// Unwatched time by CPU so far (for the summary).
+    unwatched_ns: BTreeMap<u32, u64>,
+}
+
+impl Follow {
+    pub fn new(strict: bool) -> Follow {
+        Follow {
+            strict,
+            ..Follow::default()
+        }
+    }
+
+    /// Drains and closes the events of CPUs that went away, opens fresh ones on CPUs that came (a dead
+    /// CPU-bound event never revives, see kernel-facts).
+    pub fn apply(&mut self, changes: &Changes, ctx: &mut impl Arming) -> Option<StopReason> {
+        for &cpu in &changes.offline {
+            if let Some(stop) = self.offline(cpu, ctx) {
+                return Some(stop);
+            }
+        }
+        for &cpu in &changes.online {
+            if let Some(stop) = self.online(cpu, changes.uevent_ns, ctx) {
+                return Some(stop);
+            }
+        }
+        None
+    }
+
+    /// `cpu` went offline: whatever it wrote before it left is still in its ring, printed before the mark;
+    /// its counters freeze where they were.
+    fn offline(&mut self, cpu: u32, ctx: &mut impl Arming) -> Option<StopReason> {
+        if let Some(ns) = self.unwatched.offline(cpu, ctx.now()) {
+            *self.unwatched_ns.entry(cpu).or_default() += ns;
+        }
+        if !ctx.close_cpu(cpu) {
+            return None;
+        }
+        if let Some(stop) = ctx.release_ready() {
+            return Some(stop);
+        }
+        let now = ctx.now();
+        ctx.emit(&StreamEvent::CpuOffline { cpu }, now)
+    }
+
+    /// `cpu` came online (its uevent at `uevent_ns`, if one told): armed, or marked as not armed.
+    fn online(
+        &mut self,
+        cpu: u32,
+        uevent_ns: Option<u64>,
+        ctx: &mut impl Arming,
+    ) -> Option<StopReason> {
+        if ctx.is_armed(cpu) {
+            return None;
+        }
+        let open_start = ctx.now();
+        let seen = uevent_ns.unwrap_or(open_start);
+        let event = match ctx.open_cpu(cpu) {
+            Ok(()) => {
+                let now = ctx.now();
+                *self.unwatched_ns.entry(cpu).or_default() += self.unwatched.armed(cpu, seen, now);
+                StreamEvent::CpuOnline {
+                    cpu,
+                    after_uevent_ns: uevent_ns.map(|t| now.saturating_sub(t)),
+                    open_ns: now.saturating_sub(open_start),
+                }
+            }
+            // ENODEV: it went away again before we got to it; the next uevent or reconcile sorts it out.
+            Err(e) if e.stage == Stage::Open && e.err.raw_os_error() == Some(libc::ENODEV) => {
+                return None
+            }
+            Err(e) => self.arm_failed(cpu, seen, &e, ctx)?,
+        };
+        let now = ctx.now();
+        if let Some(stop) = ctx.emit(&event, now) {
+            return Some(stop);
+        }
+        // The `NOT armed` mark is out; the session ends like a signal ends it (summary, then exit 3).
+        self.fatal.as_ref().map(|_| StopReason::StrictHotplug(cpu))
+    }
+
+    /// A CPU came online (first seen at `seen`) and could not be armed: unwatched from then on, marked once
+    /// in the stream (and on stderr) and retried on every reconcile; `None` when it was already marked.
+    /// With --strict-hotplug the mark is also the end: the failure is kept for [`Follow::take_fatal`].
+    fn arm_failed(
+        &mut self,
+        cpu: u32,
+        seen: u64,
+        e: &OpenError,
+        ctx: &impl Arming,
+    ) -> Option<StreamEvent> {
+        if !self.unwatched.failed(cpu, seen, self.strict) {
+            return None;
+        }
+        let (reason, kind) = ctx.explain(e);
+        if self.strict {
+            self.fatal = Some(Error::arm(format!("--strict-hotplug: {reason}")));
+        }
+        Some(StreamEvent::CpuArmFailed { cpu, reason, kind })
+    }
+
+    /// The `--strict-hotplug` failure that ended the run, if one did.
+    pub fn take_fatal(&mut self) -> Option<Error> {
+        self.fatal.take()
+    }
+
+    /// The run ends at `now`: the time each CPU went unwatched, those never armed since they came online
+    /// unwatched to the end.
+    pub fn end(&mut self, now: u64) -> BTreeMap<u32, u64> {
+        let mut out = std::mem::take(&mut self.unwatched_ns);
+        for (cpu, ns) in self.unwatched.end(now) {
+            *out.entry(cpu).or_default() += ns;
+        }
+        out
+    }
+}
+
 /// A uevent datagram of `parts` (`action@devpath`, then `KEY=VALUE`s), each NUL-terminated as the kernel
 /// sends them, for tests.
 #[cfg(test)]
@@ -242,6 +400,7 @@ pub(crate) fn uevent(parts: &[&str]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::context::fake::Log;
 
     use super::uevent as msg;
 
@@ -350,5 +509,215 @@ mod tests {
         assert!(u.failed(1, 10, true));
         assert!(u.failed(1, 20, true));
         assert_eq!(u.end(30).collect::<Vec<_>>(), [(1, 20)]);
+    }
+    /// A session of CPUs for [`Follow`]: which are armed, which refuse arming (with an errno), and a
+    /// log. Opening a CPU takes 1 µs.
+    struct Cpus {
+        log: Log,
+        armed: BTreeSet<u32>,
+        refuse: BTreeMap<u32, i32>,
+    }
+
+    impl Cpus {
+        fn new(armed: &[u32]) -> Cpus {
+            Cpus {
+                log: Log::default(),
+                armed: set(armed),
+                refuse: BTreeMap::new(),
+            }
+        }
+    }
+
+    impl Marks for Cpus {
+        fn now(&self) -> u64 {
+            self.log.now
+        }
+
+        fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
+            self.log.emit(event, time_ns)
+        }
+    }
+
+    impl Arming for Cpus {
+        fn is_armed(&self, cpu: u32) -> bool {
+            self.armed.contains(&cpu)
+        }
+
+        fn close_cpu(&mut self, cpu: u32) -> bool {
+            self.log.call(format!("close {cpu}"));
+            self.armed.remove(&cpu)
+        }
+
+        fn release_ready(&mut self) -> Option<StopReason> {
+            self.log.call("release");
+            None
+        }
+
+        fn open_cpu(&mut self, cpu: u32) -> Result<(), OpenError> {
+            self.log.call(format!("open {cpu}"));
+            self.log.now += 1_000;
+            if let Some(&errno) = self.refuse.get(&cpu) {
+                return Err(OpenError {
+                    cpu,
+                    tid: None,
+                    stage: Stage::Open,
+                    err: std::io::Error::from_raw_os_error(errno),
+                    bp: None,
+                });
+            }
+            self.armed.insert(cpu);
+            Ok(())
+        }
+
+        fn explain(&self, e: &OpenError) -> (String, &'static str) {
+            let errno = e.err.raw_os_error().unwrap_or(0);
+            (format!("cpu {} refused (errno {errno})", e.cpu), "busy")
+        }
+    }
+
+    fn online(cpus: &[u32], uevent_ns: Option<u64>) -> Changes {
+        Changes {
+            online: cpus.to_vec(),
+            uevent_ns,
+            ..Changes::default()
+        }
+    }
+
+    fn offline(cpus: &[u32]) -> Changes {
+        Changes {
+            offline: cpus.to_vec(),
+            ..Changes::default()
+        }
+    }
+
+    /// A CPU that goes offline gives up its events, its last records printed before its mark; back
+    /// online it is armed afresh and marked with how long that took.
+    #[test]
+    fn a_cpu_going_offline_is_drained_before_its_mark_and_armed_again_when_back() {
+        let mut ctx = Cpus::new(&[0, 1]);
+        let mut f = Follow::new(false);
+        ctx.log.now = 10_000;
+        assert_eq!(f.apply(&offline(&[1]), &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["close 1", "release", "emit CpuOffline"]);
+        assert_eq!(
+            ctx.log.events,
+            [(StreamEvent::CpuOffline { cpu: 1 }, 10_000)]
+        );
+        // Not armed: nothing to close, no mark.
+        ctx.log.calls.clear();
+        assert_eq!(f.apply(&offline(&[5]), &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["close 5"]);
+        // Back, its uevent read at 19 µs.
+        ctx.log.calls.clear();
+        ctx.log.now = 20_000;
+        assert_eq!(f.apply(&online(&[0, 1], Some(19_000)), &mut ctx), None);
+        assert_eq!(
+            ctx.log.calls(),
+            ["open 1", "emit CpuOnline"],
+            "cpu 0 is armed"
+        );
+        let online = StreamEvent::CpuOnline {
+            cpu: 1,
+            after_uevent_ns: Some(2_000),
+            open_ns: 1_000,
+        };
+        assert_eq!(ctx.log.events.last(), Some(&(online, 21_000)));
+        assert_eq!(
+            f.end(30_000),
+            BTreeMap::from([(1, 2_000)]),
+            "unwatched from its uevent to its arming"
+        );
+    }
+
+    /// A CPU that cannot be armed is marked once, retried on every look, and unwatched from its first
+    /// sighting until it is armed.
+    #[test]
+    fn an_arm_failure_is_marked_once_and_retried_until_armed() {
+        let mut ctx = Cpus::new(&[0]);
+        ctx.refuse.insert(1, libc::EBUSY);
+        let mut f = Follow::new(false);
+        ctx.log.now = 1_000;
+        assert_eq!(f.apply(&online(&[1], Some(100)), &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["open 1", "emit CpuArmFailed"]);
+        let failed = StreamEvent::CpuArmFailed {
+            cpu: 1,
+            reason: format!("cpu 1 refused (errno {})", libc::EBUSY),
+            kind: "busy",
+        };
+        assert_eq!(ctx.log.events, [(failed, 2_000)]);
+        // The reconcile retries: no second mark.
+        ctx.log.calls.clear();
+        assert_eq!(f.apply(&online(&[1], None), &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["open 1"]);
+        // The debug registers came free.
+        ctx.refuse.clear();
+        ctx.log.calls.clear();
+        ctx.log.now = 5_000;
+        assert_eq!(f.apply(&online(&[1], None), &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["open 1", "emit CpuOnline"]);
+        assert_eq!(f.end(7_000), BTreeMap::from([(1, 6_000 - 100)]));
+        assert!(f.take_fatal().is_none());
+    }
+
+    /// A CPU gone again before it was armed (ENODEV) is neither marked nor unwatched: the next uevent
+    /// or reconcile tells what it is.
+    #[test]
+    fn a_cpu_gone_again_before_it_was_armed_is_left_to_the_next_look() {
+        let mut ctx = Cpus::new(&[0]);
+        ctx.refuse.insert(1, libc::ENODEV);
+        let mut f = Follow::new(true);
+        assert_eq!(f.apply(&online(&[1], Some(0)), &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["open 1"]);
+        assert!(f.end(1_000_000).is_empty());
+        assert!(
+            f.take_fatal().is_none(),
+            "not a failure, also not with --strict-hotplug"
+        );
+    }
+
+    /// `--strict-hotplug`: the first CPU that cannot be armed is marked, and the run ends there with the
+    /// failure kept for after the summary; the CPUs after it are not tried.
+    #[test]
+    fn strict_hotplug_ends_the_run_after_the_first_failures_mark() {
+        let mut ctx = Cpus::new(&[0]);
+        ctx.refuse.insert(1, libc::ENOSPC);
+        let mut f = Follow::new(true);
+        let stop = f.apply(&online(&[1, 2], Some(0)), &mut ctx);
+        assert_eq!(stop, Some(StopReason::StrictHotplug(1)));
+        assert_eq!(ctx.log.calls(), ["open 1", "emit CpuArmFailed"]);
+        let fatal = f.take_fatal().map(|e| e.to_string()).unwrap_or_default();
+        assert!(fatal.contains("--strict-hotplug: cpu 1 refused"), "{fatal}");
+        assert_eq!(f.end(4_000), BTreeMap::from([(1, 4_000)]));
+    }
+
+    /// A closed output ends the run at the first mark it cannot print.
+    #[test]
+    fn a_closed_output_ends_the_run_at_the_mark() {
+        let mut ctx = Cpus::new(&[0, 1]);
+        ctx.log.closed = true;
+        let mut f = Follow::new(false);
+        let stop = f.apply(&offline(&[0, 1]), &mut ctx);
+        assert_eq!(stop, Some(StopReason::BrokenPipe));
+        assert_eq!(ctx.log.calls(), ["close 0", "release", "emit CpuOffline"]);
+    }
+    /// The reconcile reads sysfs's online list: a CPU gone from it is closed, one back is armed, one
+    /// outside `--cpus` is not; without the list nothing changes (no uevent said anything).
+    #[test]
+    fn a_reconcile_follows_the_online_list() {
+        let path = std::env::temp_dir().join(format!("ksymwatch-online-{}", std::process::id()));
+        let mut h = Hotplug::reading(&path, Some(set(&[0, 1])));
+        assert!(!h.reconcile_due(), "not before its interval");
+        std::fs::write(&path, "0\n").unwrap();
+        assert_eq!(h.reconcile(&set(&[0, 1])), offline(&[1]));
+        std::fs::write(&path, "0-3\n").unwrap();
+        assert_eq!(
+            h.reconcile(&set(&[0])),
+            online(&[1], None),
+            "2 and 3 are not followed"
+        );
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(h.reconcile(&set(&[0])), Changes::default());
+        // Nothing to read from: no socket.
+        assert_eq!(h.on_readable(&set(&[0])), Changes::default());
     }
 }

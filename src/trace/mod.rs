@@ -1,5 +1,6 @@
 //! The running session: the loop that ties the armed events' rings to signals, the deadline and CPU
-//! hotplug, and prints what they release (`session`); its wake-up policy (`pace`); the armed event set
+//! hotplug, and wires the parts below (`session`); what every part asks of it, faked in their tests
+//! (`context`); the released records applied and printed (`stream`); its wake-up policy (`pace`); the armed event set
 //! that owns every descriptor and ring (`events`); the merge of records from all rings in timestamp order
 //! (`sorter`); the two as one drain → order pipeline (`pipeline`); following CPUs as they come and go ([`hotplug`]); the task tracker applying task records
 //! to names and user-space maps (`tasks`), over naming tasks (`comm`) and letting go of what exited tasks
@@ -18,6 +19,7 @@
 //! only applies them to a sample.
 
 pub(crate) mod comm;
+pub(crate) mod context;
 pub(crate) mod control;
 pub(crate) mod events;
 pub(crate) mod exited;
@@ -32,6 +34,7 @@ pub(crate) mod pipeline;
 pub(crate) mod session;
 pub(crate) mod sorter;
 pub(crate) mod store_value;
+pub(crate) mod stream;
 pub(crate) mod symbolize;
 pub(crate) mod tasks;
 pub(crate) mod totals;

@@ -1,15 +1,17 @@
 //! `--control` as the session runs it: the line source and the target resolver, the lines read and not
 //! yet applied, and what each line asks for ([`Step`]): switch the watch off or on, move it to a resolved
-//! target, or refuse the line. The session carries a step out between two drains of the rings (see
-//! `Session::apply_control`); [`refusal`] is the stream's mark for a line that was not applied.
+//! target, or refuse the line. A step is carried out between two drains of the rings ([`Moves::apply`],
+//! through the session's [`Steering`]); [`refusal`] is the stream's mark for a line that was not applied.
 
 use std::io;
 
 use crate::error::{Error, Result};
 use crate::model::target::Target;
 use crate::model::watch::{Access, Watch};
+use crate::perf::event::OpenError;
 use crate::perf::sys::Epoll;
-use crate::report::StreamEvent;
+use crate::report::{Covered, StopReason, StreamEvent};
+use crate::trace::context::Marks;
 use crate::trace::control::{self, Command, Control};
 
 /// Resolves a `--control watch` target the way the command line's targets were resolved.
@@ -124,6 +126,130 @@ impl<'a> Moves<'a> {
     }
 }
 
+/// What a control line asks of the session: the watch (target 0) switched, moved, and what it covers.
+pub trait Steering: Marks {
+    fn watches(&self) -> &[Watch];
+    /// What the watch covers now (for acknowledgements).
+    fn coverage(&self) -> Covered;
+    /// Whether the watch is on.
+    fn enabled(&self) -> bool;
+    /// Disables every event, each keeping its debug register.
+    fn pause(&mut self);
+    /// Enables every event.
+    fn enable(&mut self) -> Result<(), OpenError>;
+    /// Why the watch cannot move to `watch` in place, if it cannot.
+    fn cannot_move(&self, watch: &Watch) -> Option<String>;
+    /// Moves the watch to `watch`, left disabled; on a refusal every event is back on the old watch.
+    fn retarget(&mut self, watch: Watch) -> io::Result<()>;
+    /// The moved watch's `old` values start afresh.
+    fn forget_olds(&mut self);
+    /// Drains every ring and prints every record held (the events are disabled: nothing older can come).
+    fn flush(&mut self) -> Option<StopReason>;
+    /// An enable refusal in the user's words, and its kind.
+    fn explain(&self, e: &OpenError) -> (String, &'static str);
+    /// The kernel's refusal of a moved breakpoint at `watch`, in the user's words, and its kind.
+    fn explain_move(&self, e: &io::Error, watch: &Watch) -> (String, &'static str);
+}
+
+impl Moves<'_> {
+    /// Reads the source and applies each complete line in order (see [`Moves::read`]).
+    pub fn on_readable(
+        &mut self,
+        epoll: &Epoll,
+        ctx: &mut impl Steering,
+    ) -> Result<Option<StopReason>> {
+        let (mut lines, read) = self.read(epoll);
+        let mut stop = None;
+        for line in lines.drain(..) {
+            stop = self.apply(&line, ctx);
+            if stop.is_some() {
+                break;
+            }
+        }
+        self.recycle(lines);
+        if let Err(e) = read {
+            return Err(Error::runtime("reading --control").caused_by(e));
+        }
+        Ok(stop)
+    }
+
+    /// One control line. A move or an `off` disables the events first, then drains and prints everything
+    /// they recorded, and only then acknowledges: every hit printed before the mark is of the old state,
+    /// every hit after it of the new one.
+    pub fn apply(&mut self, line: &str, ctx: &mut impl Steering) -> Option<StopReason> {
+        match self.step(line)? {
+            Step::Refuse(reason, kind) => refuse(line, reason, kind, ctx),
+            Step::Off => {
+                ctx.pause();
+                if let Some(stop) = ctx.flush() {
+                    return Some(stop);
+                }
+                let now = ctx.now();
+                ctx.emit(&StreamEvent::Switched { on: false }, now)
+            }
+            Step::On => {
+                let now = ctx.now();
+                if let Err(e) = ctx.enable() {
+                    ctx.pause();
+                    let (reason, kind) = ctx.explain(&e);
+                    return refuse(line, format!("{reason}; the watch stays off"), kind, ctx);
+                }
+                ctx.emit(&StreamEvent::Switched { on: true }, now)
+            }
+            Step::Move(watch) => move_watch(line, watch, ctx),
+        }
+    }
+}
+
+/// `--control watch`: the watch moves to `watch`, its old target's hits printed before the mark.
+fn move_watch(line: &str, watch: Watch, ctx: &mut impl Steering) -> Option<StopReason> {
+    if let Some(reason) = ctx.cannot_move(&watch) {
+        return refuse(line, reason, BAD_TARGET, ctx);
+    }
+    let started = ctx.now();
+    // Hits of the old target still in the rings are printed below, with their own olds: the new
+    // target's first hit then starts afresh.
+    if let Err(e) = ctx.retarget(watch.clone()) {
+        // The kernel checks a moved breakpoint as it checks a new one: a kernel address where kernel
+        // breakpoints are refused is said as at arming.
+        let (reason, kind) = ctx.explain_move(&e, &watch);
+        return refuse(line, reason, kind, ctx);
+    }
+    if let Some(stop) = ctx.flush() {
+        return Some(stop);
+    }
+    ctx.forget_olds();
+    let acked = ctx.now();
+    if ctx.enabled() {
+        if let Err(e) = ctx.enable() {
+            // Everything is already moved; what cannot be enabled is off, and the reader must know.
+            ctx.pause();
+            let (reason, kind) = ctx.explain(&e);
+            return refuse(line, format!("{reason}; the watch is now off"), kind, ctx);
+        }
+    }
+    let event = StreamEvent::Retargeted {
+        index: 0,
+        watch,
+        covered: ctx.coverage(),
+        took_ns: ctx.now().saturating_sub(started),
+        enabled: ctx.enabled(),
+    };
+    ctx.emit(&event, acked)
+}
+
+/// Marks `line` as not applied.
+fn refuse(
+    line: &str,
+    reason: String,
+    kind: &'static str,
+    ctx: &mut impl Steering,
+) -> Option<StopReason> {
+    let event = refusal(line, reason, kind, ctx.watches());
+    let now = ctx.now();
+    ctx.emit(&event, now)
+}
+
 /// The stream's mark for a control `line` not applied for `reason` (of `kind`), naming what is still
 /// watched (the first of `watches`).
 pub fn refusal(line: &str, reason: String, kind: &'static str, watches: &[Watch]) -> StreamEvent {
@@ -143,9 +269,10 @@ pub fn refusal(line: &str, reason: String, kind: &'static str, watches: &[Watch]
 mod tests {
     use super::*;
     use crate::report::testutil::watch;
+    use crate::trace::context::fake::Log;
 
     /// A controller reading `text` from a regular file, resolving every target to a watch at 0x1000 with
-    /// the access asked (and refusing `missing`).
+    /// the access and length asked (and refusing `missing`).
     fn moves(text: &str, epoll: &Epoll) -> Moves<'static> {
         let path = std::env::temp_dir().join(format!(
             "ksymwatch-moves-{}-{}",
@@ -159,7 +286,11 @@ mod tests {
             if t.text == "missing" {
                 return Err(Error::usage("no symbol `missing`"));
             }
-            Ok(watch(&t.text, 0x1000, access))
+            let w = watch(&t.text, 0x1000, access);
+            Ok(Watch {
+                len: t.len.unwrap_or(w.len),
+                ..w
+            })
         });
         let ctl = Controller {
             source: Control::from_file(file),
@@ -238,5 +369,272 @@ mod tests {
             panic!("not a refusal");
         };
         assert_eq!(watching, "");
+    }
+    /// A session of one watch for [`Moves::apply`]: the watch (`counter`, 8 bytes), whether it is on,
+    /// whether `--value` reads its length, what the kernel refuses, and a log.
+    struct Watching {
+        log: Log,
+        watches: Vec<Watch>,
+        enabled: bool,
+        written: bool,
+        /// The kernel refuses a moved breakpoint with this errno.
+        refuse_move: Option<i32>,
+        refuse_enable: bool,
+    }
+
+    fn watching() -> Watching {
+        Watching {
+            log: Log::default(),
+            watches: vec![watch("counter", 0x1000, Access::Write)],
+            enabled: true,
+            written: false,
+            refuse_move: None,
+            refuse_enable: false,
+        }
+    }
+
+    impl Marks for Watching {
+        fn now(&self) -> u64 {
+            self.log.now
+        }
+
+        fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
+            self.log.emit(event, time_ns)
+        }
+    }
+
+    impl Steering for Watching {
+        fn watches(&self) -> &[Watch] {
+            &self.watches
+        }
+
+        fn coverage(&self) -> Covered {
+            Covered::Cpus(2)
+        }
+
+        fn enabled(&self) -> bool {
+            self.enabled
+        }
+
+        fn pause(&mut self) {
+            self.log.call("pause");
+            self.enabled = false;
+        }
+
+        fn enable(&mut self) -> Result<(), OpenError> {
+            self.log.call("enable");
+            if self.refuse_enable {
+                return Err(OpenError {
+                    cpu: 1,
+                    tid: None,
+                    stage: crate::perf::event::Stage::Enable,
+                    err: io::Error::from_raw_os_error(libc::ENOSPC),
+                    bp: None,
+                });
+            }
+            self.enabled = true;
+            Ok(())
+        }
+
+        fn cannot_move(&self, watch: &Watch) -> Option<String> {
+            let now = self.watches[0].len;
+            (self.written && watch.len != now).then(|| format!("--value reads {now} bytes"))
+        }
+
+        fn retarget(&mut self, watch: Watch) -> io::Result<()> {
+            self.log.call(format!("retarget {}", watch.label));
+            // The log moves 1 µs on: the move takes that long.
+            self.log.now += 1_000;
+            if let Some(errno) = self.refuse_move {
+                // Every event is back on the old watch.
+                return Err(io::Error::from_raw_os_error(errno));
+            }
+            self.watches[0] = watch;
+            Ok(())
+        }
+
+        fn forget_olds(&mut self) {
+            self.log.call("forget olds");
+        }
+
+        fn flush(&mut self) -> Option<StopReason> {
+            self.log.call("flush");
+            None
+        }
+
+        fn explain(&self, e: &OpenError) -> (String, &'static str) {
+            (format!("cpu {}: no free debug register", e.cpu), "busy")
+        }
+
+        fn explain_move(&self, e: &io::Error, watch: &Watch) -> (String, &'static str) {
+            let errno = e.raw_os_error().unwrap_or(0);
+            (
+                format!("{} refused (errno {errno})", watch.label),
+                "permission",
+            )
+        }
+    }
+
+    /// The refusal mark's reason, kind and what it says is still watched.
+    fn refused(ctx: &Watching) -> (String, &'static str, String) {
+        match ctx.log.events.last() {
+            Some((
+                StreamEvent::ControlRefused {
+                    reason,
+                    kind,
+                    watching,
+                    ..
+                },
+                _,
+            )) => (reason.clone(), *kind, watching.clone()),
+            other => panic!("not a refusal: {other:?}"),
+        }
+    }
+
+    /// A move: the old target's hits are printed (the flush) before the mark, the new target's olds
+    /// start afresh, and the watch is on again; the mark is at the moment the move was done.
+    #[test]
+    fn a_move_prints_the_old_targets_hits_before_its_mark() {
+        let epoll = Epoll::new().unwrap();
+        let mut m = moves("", &epoll);
+        let mut ctx = watching();
+        ctx.log.now = 5_000;
+        assert_eq!(m.apply("watch other/4", &mut ctx), None);
+        assert_eq!(
+            ctx.log.calls(),
+            [
+                "retarget other/4",
+                "flush",
+                "forget olds",
+                "enable",
+                "emit Retargeted"
+            ]
+        );
+        let Some((
+            StreamEvent::Retargeted {
+                index,
+                watch,
+                covered,
+                took_ns,
+                enabled,
+            },
+            at,
+        )) = ctx.log.events.last()
+        else {
+            panic!("no acknowledgement: {:?}", ctx.log.events);
+        };
+        assert_eq!((*index, watch.label.as_str(), watch.len), (0, "other/4", 4));
+        assert_eq!(
+            (*covered, *took_ns, *enabled, *at),
+            (Covered::Cpus(2), 1_000, true, 6_000)
+        );
+        // Moved while off, it stays off.
+        ctx.enabled = false;
+        ctx.log.calls.clear();
+        assert_eq!(m.apply("watch third", &mut ctx), None);
+        assert_eq!(
+            ctx.log.calls(),
+            ["retarget third", "flush", "forget olds", "emit Retargeted"]
+        );
+    }
+
+    /// With `--value` the program reads the watch's length: a move to another length is refused before
+    /// anything moves, naming the watch still watched; the same length moves.
+    #[test]
+    fn a_length_move_with_value_is_refused_and_nothing_moves() {
+        let epoll = Epoll::new().unwrap();
+        let mut m = moves("", &epoll);
+        let mut ctx = watching();
+        ctx.written = true;
+        assert_eq!(m.apply("watch other/4", &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["emit ControlRefused"]);
+        let (reason, kind, still) = refused(&ctx);
+        assert_eq!(
+            (reason.as_str(), kind, still.as_str()),
+            ("--value reads 8 bytes", BAD_TARGET, "counter (0x1000/8)")
+        );
+        ctx.log.calls.clear();
+        assert_eq!(m.apply("watch other/8", &mut ctx), None);
+        assert_eq!(ctx.log.calls()[0], "retarget other/8");
+    }
+
+    /// The kernel refuses the new breakpoint: the events are back on the old target, nothing is flushed
+    /// or acknowledged, and the refusal says why in the kernel's words and names the old target.
+    #[test]
+    fn a_refused_rearm_keeps_the_old_target() {
+        let epoll = Epoll::new().unwrap();
+        let mut m = moves("", &epoll);
+        let mut ctx = watching();
+        ctx.refuse_move = Some(libc::EACCES);
+        assert_eq!(m.apply("watch kernel_var", &mut ctx), None);
+        assert_eq!(
+            ctx.log.calls(),
+            ["retarget kernel_var", "emit ControlRefused"]
+        );
+        let (reason, kind, still) = refused(&ctx);
+        assert_eq!(
+            reason,
+            format!("kernel_var refused (errno {})", libc::EACCES)
+        );
+        assert_eq!((kind, still.as_str()), ("permission", "counter (0x1000/8)"));
+        assert_eq!(ctx.watches[0].label, "counter");
+        // An unresolvable target and a bad line are refused without touching the watch.
+        ctx.log.calls.clear();
+        assert_eq!(m.apply("watch missing", &mut ctx), None);
+        assert_eq!(m.apply("jump", &mut ctx), None);
+        assert_eq!(
+            ctx.log.calls(),
+            ["emit ControlRefused", "emit ControlRefused"]
+        );
+        assert_eq!(refused(&ctx).1, BAD_COMMAND);
+    }
+
+    /// `off` disables, prints what was recorded, then marks; `on` enables, or, refused, says the watch
+    /// stays off.
+    #[test]
+    fn off_and_on_switch_the_watch_and_a_refused_enable_leaves_it_off() {
+        let epoll = Epoll::new().unwrap();
+        let mut m = moves("", &epoll);
+        let mut ctx = watching();
+        assert_eq!(m.apply("off", &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["pause", "flush", "emit Switched"]);
+        assert!(!ctx.enabled);
+        ctx.log.calls.clear();
+        ctx.refuse_enable = true;
+        assert_eq!(m.apply("on", &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["enable", "pause", "emit ControlRefused"]);
+        let (reason, kind, _) = refused(&ctx);
+        assert_eq!(reason, "cpu 1: no free debug register; the watch stays off");
+        assert_eq!(kind, "busy");
+        ctx.log.calls.clear();
+        ctx.refuse_enable = false;
+        assert_eq!(m.apply("on", &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["enable", "emit Switched"]);
+        assert!(ctx.enabled);
+        // A closed output ends the run at the mark; a comment asks nothing.
+        ctx.log.closed = true;
+        assert_eq!(m.apply("# nothing", &mut ctx), None);
+        assert_eq!(m.apply("off", &mut ctx), Some(StopReason::BrokenPipe));
+    }
+
+    /// A regular file's lines are applied in order as the loop starts.
+    #[test]
+    fn lines_read_are_applied_in_order() {
+        let epoll = Epoll::new().unwrap();
+        let mut m = moves("off\nwatch other\n", &epoll);
+        let mut ctx = watching();
+        assert_eq!(m.on_readable(&epoll, &mut ctx).ok(), Some(None));
+        assert_eq!(
+            ctx.log.calls(),
+            [
+                "pause",
+                "flush",
+                "emit Switched",
+                "retarget other",
+                "flush",
+                "forget olds",
+                "emit Retargeted"
+            ]
+        );
     }
 }

@@ -4,13 +4,14 @@
 //! and counted. A freed object's slot goes back to waiting.
 //!
 //! Which slot an object gets, and what is counted, is decided here ([`Slots`], pure and tested offline),
-//! and so is the order a drained batch of allocations and frees is carried out in ([`batch`]); moving the
-//! breakpoints is the session's, through [`crate::trace::events::EventSet::retarget`].
+//! and so is the order a drained batch of allocations and frees is carried out in ([`batch`]), and what
+//! each step does ([`Objects`]); moving the breakpoints is the session's, through [`Placing`].
 
 use crate::config::objects::{Allocators, ObjectTarget};
 use crate::model::watch::Watch;
 use crate::perf::bpf::objects::{self as bpf, ObjectRecord, ObjectSource, Read};
-use crate::report::ObjectTally;
+use crate::report::{ObjectTally, StopReason, StreamEvent};
+use crate::trace::context::Marks;
 
 /// `--on`'s running state: where objects come from, what each slot holds, and where a free slot waits.
 pub struct ObjectWatch {
@@ -23,6 +24,144 @@ pub struct ObjectWatch {
     pub slots: Slots,
     /// Records drained, reused.
     pub records: Vec<Read>,
+}
+
+/// What arming objects asks of the session: moving a slot's breakpoint, the slots' books (the hit side
+/// keeps them too: a hit after its object's free is not a hit), and printing what the rings hold.
+pub trait Placing: Marks {
+    /// Moves `slot`'s breakpoint onto `watch`, enabled when the watch is on.
+    fn arm(&mut self, slot: usize, watch: Watch) -> std::io::Result<()>;
+    /// Moves `slot`'s breakpoint back to where a free slot waits (`parked`), disabled.
+    fn park(&mut self, slot: usize, parked: Watch);
+    fn slots(&mut self) -> &mut Slots;
+    /// Drains every ring and prints every record held.
+    fn flush(&mut self) -> Option<StopReason>;
+}
+
+/// `--on`'s decisions, apart from where the records come from: whose objects are taken, what each
+/// object's watch is, and where each slot waits.
+pub struct Objects {
+    pub allocators: Allocators,
+    pub target: ObjectTarget,
+    /// Each slot's waiting watch.
+    pub parked: Vec<Watch>,
+    /// Records drained, reused.
+    records: Vec<Read>,
+}
+
+impl Objects {
+    /// Splits `watch` into its source, its slots (for the hit side) and the rest.
+    pub fn new(watch: ObjectWatch) -> (ObjectSource, Slots, Objects) {
+        let ObjectWatch {
+            source,
+            allocators,
+            target,
+            parked,
+            slots,
+            records,
+        } = watch;
+        let objects = Objects {
+            allocators,
+            target,
+            parked,
+            records,
+        };
+        (source, slots, objects)
+    }
+
+    /// Carries out what `drain` reads: arms each new object, disarms each freed one, in the order
+    /// [`batch`] puts them.
+    pub fn apply(
+        &mut self,
+        drain: impl FnOnce(&mut Vec<Read>),
+        ctx: &mut impl Placing,
+    ) -> Option<StopReason> {
+        let mut records = std::mem::take(&mut self.records);
+        drain(&mut records);
+        let stop = self.apply_batch(&mut records, ctx);
+        records.clear();
+        self.records = records;
+        stop
+    }
+
+    fn apply_batch(&mut self, records: &mut [Read], ctx: &mut impl Placing) -> Option<StopReason> {
+        let batch = batch(records, &self.allocators);
+        ctx.slots().tally.lost += batch.lost;
+        // An allocation that finds every slot busy waits for the batch's frees.
+        let mut stop = None;
+        let mut waiting = Vec::new();
+        for a in batch.allocated {
+            let rec = a.rec;
+            if a.freed {
+                ctx.slots().gone();
+            } else if !a.after_free && ctx.slots().slot_of(rec.ptr, rec.time).is_some() {
+                // A tracepoint reporting an object it reported before (a socket changing state
+                // again): it is armed already. (A new object at a freed one's address is not: that free
+                // is in the batch, before it.)
+            } else if ctx.slots().has_free() {
+                stop = stop.or_else(|| self.allocated(rec, ctx));
+            } else {
+                waiting.push(rec);
+            }
+        }
+        for (ptr, time) in batch.freed {
+            stop = stop.or_else(|| self.freed(ptr, time, ctx));
+        }
+        for rec in waiting {
+            stop = stop.or_else(|| self.allocated(rec, ctx));
+        }
+        stop
+    }
+
+    fn allocated(&mut self, rec: &ObjectRecord, ctx: &mut impl Placing) -> Option<StopReason> {
+        let (index, placement) = ctx.slots().place();
+        let (slot, evicted) = match placement {
+            Placement::Skip => return None,
+            Placement::Free(slot) => (slot, None),
+            Placement::Evict(slot, old) => (slot, Some(old.index)),
+        };
+        let watch = object_watch(&self.target, index, rec.ptr);
+        if ctx.arm(slot, watch).is_err() {
+            ctx.slots().not_armed();
+            return None;
+        }
+        let now = ctx.now();
+        let gap_ns = now.saturating_sub(rec.time);
+        ctx.slots().armed(slot, index, rec.ptr, rec.time, now);
+        let event = StreamEvent::ObjectArmed {
+            index,
+            addr: rec.ptr,
+            slot,
+            gap_ns,
+            pid: rec.pid,
+            comm: rec.comm.clone(),
+            evicted,
+        };
+        ctx.emit(&event, now)
+    }
+
+    /// The object at `ptr` was freed at `time`: its slot goes back to waiting. The line carries the
+    /// free's own time, so hits between the free and this (the memory reused before the tracer heard of
+    /// it) show as later than it.
+    fn freed(&mut self, ptr: u64, time: u64, ctx: &mut impl Placing) -> Option<StopReason> {
+        let slot = ctx.slots().slot_of(ptr, time)?;
+        let parked = self.parked.get(slot)?.clone();
+        // Its last hits are printed before the line that says it is gone.
+        ctx.park(slot, parked);
+        ctx.slots().closing(Some((slot, time)));
+        let flushed = ctx.flush();
+        ctx.slots().closing(None);
+        if let Some(stop) = flushed {
+            return Some(stop);
+        }
+        let held = ctx.slots().freed(slot)?;
+        let event = StreamEvent::ObjectFreed {
+            index: held.index,
+            addr: held.addr,
+            hits: held.hits,
+        };
+        ctx.emit(&event, time)
+    }
 }
 
 /// A drained batch of object records, in the order the session carries it out.
@@ -272,6 +411,7 @@ pub fn object_watch(target: &ObjectTarget, index: u64, addr: u64) -> Watch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::context::fake::Log;
 
     #[test]
     fn free_slots_first_then_skip_or_evict_the_oldest() {
@@ -311,9 +451,8 @@ mod tests {
         assert_eq!(t.objects, vec![(0, 0xa000, 0), (1, 0xc000, 0)]);
     }
 
-    #[test]
-    fn an_object_watch_is_at_its_field() {
-        let t = ObjectTarget {
+    fn target() -> ObjectTarget {
+        ObjectTarget {
             text: "(struct pipe_inode_info)$obj.head".into(),
             cast: ksymwatch_symbols::CastType {
                 kind: None,
@@ -323,7 +462,12 @@ mod tests {
             len: 4,
             access: crate::model::watch::Access::Write,
             object_size: Some(192),
-        };
+        }
+    }
+
+    #[test]
+    fn an_object_watch_is_at_its_field() {
+        let t = target();
         let w = object_watch(&t, 7, 0xffff888104f2a000);
         assert_eq!((w.addr, w.len), (0xffff888104f2a050, 4));
         assert_eq!(w.label, "(struct pipe_inode_info)0xffff888104f2a000.head#7");
@@ -380,5 +524,204 @@ mod tests {
         );
         assert_eq!(b.freed, [(0xc0, 5), (0xd0, 50), (0xe0, 60)]);
         assert_eq!(b.lost, 4);
+    }
+    /// A session of breakpoint slots for [`Objects`]: the slots' books, whether arming is refused, and a
+    /// log. A flush says whether a hit a moment after the free being drained would still count.
+    struct Session {
+        log: Log,
+        slots: Slots,
+        refuse_arm: bool,
+    }
+
+    impl Marks for Session {
+        fn now(&self) -> u64 {
+            self.log.now
+        }
+
+        fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
+            self.log.emit(event, time_ns)
+        }
+    }
+
+    impl Placing for Session {
+        fn arm(&mut self, slot: usize, watch: Watch) -> std::io::Result<()> {
+            self.log.call(format!("arm {slot} {:#x}", watch.addr));
+            if self.refuse_arm {
+                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            Ok(())
+        }
+
+        fn park(&mut self, slot: usize, parked: Watch) {
+            self.log.call(format!("park {slot} {}", parked.label));
+        }
+
+        fn slots(&mut self) -> &mut Slots {
+            &mut self.slots
+        }
+
+        fn flush(&mut self) -> Option<StopReason> {
+            let late = self
+                .slots
+                .closing
+                .is_some_and(|(slot, time)| self.slots.after_free(slot, time + 1));
+            self.log.call(format!("flush, late hits dropped: {late}"));
+            None
+        }
+    }
+
+    fn session(slots: usize, rotate: bool) -> (Objects, Session) {
+        let objects = Objects {
+            allocators: Allocators {
+                pids: Vec::new(),
+                comms: Vec::new(),
+            },
+            target: target(),
+            parked: vec![
+                crate::report::testutil::watch(
+                    "parked",
+                    0xffffffff81000000,
+                    crate::model::watch::Access::Write
+                );
+                slots
+            ],
+            records: Vec::new(),
+        };
+        let ctx = Session {
+            log: Log::default(),
+            slots: Slots::new(slots, rotate),
+            refuse_arm: false,
+        };
+        (objects, ctx)
+    }
+
+    /// Carries out `records` as one drained batch.
+    fn apply(objects: &mut Objects, ctx: &mut Session, records: Vec<Read>) -> Option<StopReason> {
+        objects.apply(|out| out.extend(records), ctx)
+    }
+
+    /// An object is armed in the free slot at its field, a second one (`--rotate`) evicts it, and its
+    /// free prints its last hits, drops later ones and parks the slot before the mark, at the free's time.
+    #[test]
+    fn an_object_is_armed_rotated_and_freed() {
+        let (mut objects, mut ctx) = session(1, true);
+        ctx.log.now = 1_000;
+        assert_eq!(
+            apply(
+                &mut objects,
+                &mut ctx,
+                vec![record(bpf::ALLOCATED, 0xa000, 10, 1)]
+            ),
+            None
+        );
+        assert_eq!(ctx.log.calls(), ["arm 0 0xa050", "emit ObjectArmed"]);
+        let armed = StreamEvent::ObjectArmed {
+            index: 0,
+            addr: 0xa000,
+            slot: 0,
+            gap_ns: 990,
+            pid: 1,
+            comm: "task1".into(),
+            evicted: None,
+        };
+        assert_eq!(ctx.log.events, [(armed, 1_000)]);
+        ctx.log.calls.clear();
+        assert_eq!(
+            apply(
+                &mut objects,
+                &mut ctx,
+                vec![record(bpf::ALLOCATED, 0xb000, 20, 1)]
+            ),
+            None
+        );
+        assert_eq!(ctx.log.calls(), ["arm 0 0xb050", "emit ObjectArmed"]);
+        assert!(
+            matches!(
+                &ctx.log.events[1].0,
+                StreamEvent::ObjectArmed {
+                    index: 1,
+                    evicted: Some(0),
+                    ..
+                }
+            ),
+            "{:?}",
+            ctx.log.events[1]
+        );
+        ctx.log.calls.clear();
+        assert_eq!(
+            apply(
+                &mut objects,
+                &mut ctx,
+                vec![record(bpf::FREED, 0xb000, 30, 1)]
+            ),
+            None
+        );
+        assert_eq!(
+            ctx.log.calls(),
+            [
+                "park 0 parked",
+                "flush, late hits dropped: true",
+                "emit ObjectFreed"
+            ]
+        );
+        let freed = StreamEvent::ObjectFreed {
+            index: 1,
+            addr: 0xb000,
+            hits: 0,
+        };
+        assert_eq!(ctx.log.events[2], (freed, 30));
+        let t = ctx.slots.finish();
+        assert_eq!(
+            (t.seen, t.armed, t.evicted, t.freed, t.after_free),
+            (2, 2, 1, 1, 1)
+        );
+    }
+
+    /// Without `--rotate` an allocation that finds every slot busy waits for the batch's frees; one freed
+    /// in its own batch is never armed; a refused arming is counted as skipped.
+    #[test]
+    fn a_busy_slot_waits_for_the_batchs_frees_and_a_refusal_is_skipped() {
+        let (mut objects, mut ctx) = session(1, false);
+        apply(
+            &mut objects,
+            &mut ctx,
+            vec![record(bpf::ALLOCATED, 0xa000, 10, 1)],
+        );
+        ctx.log.calls.clear();
+        let batch = vec![
+            record(bpf::ALLOCATED, 0xc000, 40, 1),
+            record(bpf::FREED, 0xa000, 50, 1),
+            record(bpf::ALLOCATED, 0xd000, 60, 1),
+            record(bpf::FREED, 0xd000, 70, 1),
+        ];
+        assert_eq!(apply(&mut objects, &mut ctx, batch), None);
+        assert_eq!(
+            ctx.log.calls(),
+            [
+                "park 0 parked",
+                "flush, late hits dropped: true",
+                "emit ObjectFreed",
+                "arm 0 0xc050",
+                "emit ObjectArmed"
+            ]
+        );
+        ctx.refuse_arm = true;
+        ctx.log.calls.clear();
+        apply(
+            &mut objects,
+            &mut ctx,
+            vec![record(bpf::FREED, 0xc000, 80, 1)],
+        );
+        apply(
+            &mut objects,
+            &mut ctx,
+            vec![record(bpf::ALLOCATED, 0xe000, 90, 1), Read::Lost(2)],
+        );
+        assert_eq!(ctx.log.calls().last(), Some(&"arm 0 0xe050"), "no mark");
+        let t = ctx.slots.finish();
+        assert_eq!(
+            (t.seen, t.armed, t.freed_unarmed, t.skipped, t.lost),
+            (4, 2, 1, 1, 2)
+        );
     }
 }

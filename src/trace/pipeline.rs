@@ -117,7 +117,7 @@ mod tests {
     use crate::model::watch::Access;
     use crate::perf::bpf_ring::testing::FileBpfRing;
     use crate::perf::hit_record::{self, HitRecord};
-    use crate::perf::record::encode;
+    use crate::perf::record::{encode, Task};
     use crate::perf::ring::testing::FileRing;
     use crate::perf::sys;
     use crate::report::testutil::watch;
@@ -170,7 +170,7 @@ mod tests {
                 let what = match item {
                     Item::Sample(s, w, ..) => format!("{}@{w}", s.tid),
                     Item::Lost { cpu, count } => format!("lost {count} on {cpu}"),
-                    Item::Comm { comm, .. } => format!("comm {comm}"),
+                    Item::Task(Task::Comm { comm, .. }) => format!("comm {comm}"),
                     other => format!("{other:?}"),
                 };
                 (t, what)

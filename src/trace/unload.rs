@@ -18,10 +18,12 @@
 //! (`tests/suite/live_module.rs`) sends the uevent itself over a made-up module's kallsyms; the kernel's own
 //! side of an unload is not tested.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::model::watch::Watch;
+use crate::report::{StopReason, StreamEvent};
+use crate::trace::context::Marks;
 
 /// Where loaded modules show up in sysfs.
 pub const SYS_MODULE: &str = "/sys/module";
@@ -81,11 +83,89 @@ pub fn gone(module: &str, sys_module: &Path) -> bool {
     !sys_module.join(module).join("initstate").exists()
 }
 
+/// What ending a module's watches asks of the session: the watches, which are still armed, and
+/// closing one for good.
+pub trait Unloading: Marks {
+    fn watches(&self) -> &[Watch];
+    /// Whether target `index` still has events.
+    fn is_armed(&self, index: usize) -> bool;
+    /// Reads target `index`'s rings empty into the merge and closes its events for good.
+    fn close_watch(&mut self, index: usize);
+    /// Drains every ring and prints every record held.
+    fn flush(&mut self) -> Option<StopReason>;
+}
+
+/// The session's side of module unloads: the loadable modules holding targets, followed in sysfs, and
+/// what a removal does to the watches on them.
+#[derive(Debug)]
+pub struct Modules {
+    /// Loaded when the session started, and not seen going since: the reconcile checks sysfs for them in
+    /// case their removal uevent was dropped.
+    loaded: Vec<Arc<str>>,
+    /// Where loaded modules show up ([`SYS_MODULE`]; a test's directory).
+    sys_module: PathBuf,
+}
+
+impl Modules {
+    /// The modules of `watches` loaded now under `sys_module`. Only a kernel watch (`system`) can hold a
+    /// module's memory.
+    pub fn new(watches: &[Watch], system: bool, sys_module: &Path) -> Modules {
+        Modules {
+            loaded: if system {
+                loaded(watches, sys_module)
+            } else {
+                Vec::new()
+            },
+            sys_module: sys_module.to_path_buf(),
+        }
+    }
+
+    /// The followed modules gone from sysfs (their removal uevent dropped, or not read yet), for the
+    /// reconcile.
+    pub fn gone(&self) -> Vec<String> {
+        self.loaded
+            .iter()
+            .filter(|m| gone(m, &self.sys_module))
+            .map(|m| m.to_string())
+            .collect()
+    }
+
+    /// `module` was removed: every watch on its memory is drained, closed and marked, before any hit of
+    /// the other watches recorded after this moment; when no watch is left the run ends (exit 0).
+    pub fn removed(&mut self, module: &str, ctx: &mut impl Unloading) -> Option<StopReason> {
+        self.loaded.retain(|m| &**m != module);
+        let plan = plan(ctx.watches(), |i| ctx.is_armed(i), module)?;
+        for &i in &plan.targets {
+            ctx.close_watch(i);
+        }
+        // Everything the module's watches recorded is printed before the mark. The other rings are read
+        // and released with them: a record of theirs still on its way (within the sort slack) prints after
+        // the mark, as after a `--control` move.
+        if let Some(stop) = ctx.flush() {
+            return Some(stop);
+        }
+        let event = StreamEvent::ModuleUnloaded {
+            module: module.to_string(),
+            targets: plan
+                .targets
+                .iter()
+                .map(|&i| ctx.watches()[i].label.clone())
+                .collect(),
+        };
+        let now = ctx.now();
+        if let Some(stop) = ctx.emit(&event, now) {
+            return Some(stop);
+        }
+        plan.last.then_some(StopReason::ModuleUnloaded)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::watch::Access;
 
+    use crate::trace::context::fake::Log;
     use crate::trace::hotplug::uevent as msg;
 
     /// What the kernel sends for `rmmod nfs` (lib/kobject_uevent.c: the header, then ACTION, DEVPATH,
@@ -201,5 +281,119 @@ mod tests {
         std::fs::remove_dir_all(dir.join("foo")).unwrap();
         assert!(gone("foo", &dir));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+    /// A session of watches for [`Modules`]: which are armed, and a log.
+    struct Session {
+        log: Log,
+        watches: Vec<Watch>,
+        armed: Vec<bool>,
+    }
+
+    impl Session {
+        fn new(watches: Vec<Watch>) -> Session {
+            Session {
+                log: Log::default(),
+                armed: vec![true; watches.len()],
+                watches,
+            }
+        }
+    }
+
+    impl Marks for Session {
+        fn now(&self) -> u64 {
+            self.log.now
+        }
+
+        fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
+            self.log.emit(event, time_ns)
+        }
+    }
+
+    impl Unloading for Session {
+        fn watches(&self) -> &[Watch] {
+            &self.watches
+        }
+
+        fn is_armed(&self, index: usize) -> bool {
+            self.armed[index]
+        }
+
+        fn close_watch(&mut self, index: usize) {
+            self.log
+                .call(format!("close {}", self.watches[index].label));
+            self.armed[index] = false;
+        }
+
+        fn flush(&mut self) -> Option<StopReason> {
+            self.log.call("flush");
+            None
+        }
+    }
+
+    /// A sysfs of loadable modules `names`, in a directory of its own.
+    fn sys_module(test: &str, names: &[&str]) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("ksymwatch-{test}-{}", std::process::id()));
+        for n in names {
+            std::fs::create_dir_all(dir.join(n)).unwrap();
+            std::fs::write(dir.join(n).join("initstate"), "live\n").unwrap();
+        }
+        dir
+    }
+
+    /// A removal uevent: the module's watches are closed, what they recorded printed, then the mark names
+    /// them; the other watches go on, and the same removal again changes nothing.
+    #[test]
+    fn a_module_unload_seen_by_uevent_closes_its_watches_before_the_mark() {
+        let dir = sys_module("uevent", &["foo", "bar"]);
+        let watches = vec![
+            w("a", Some("foo")),
+            w("b", Some("bar")),
+            w("c", Some("foo")),
+        ];
+        let mut modules = Modules::new(&watches, true, &dir);
+        let mut ctx = Session::new(watches);
+        ctx.log.now = 7_000;
+        let rm = msg(&["remove@/module/foo", "ACTION=remove", "SUBSYSTEM=module"]);
+        let module = parse_removal(&rm).unwrap_or_default();
+        assert_eq!(
+            modules.removed(module, &mut ctx),
+            None,
+            "bar's watch is left"
+        );
+        assert_eq!(
+            ctx.log.calls(),
+            ["close a", "close c", "flush", "emit ModuleUnloaded"]
+        );
+        let mark = StreamEvent::ModuleUnloaded {
+            module: "foo".into(),
+            targets: vec!["a".into(), "c".into()],
+        };
+        assert_eq!(ctx.log.events, [(mark, 7_000)]);
+        ctx.log.calls.clear();
+        assert_eq!(modules.removed("foo", &mut ctx), None);
+        assert!(ctx.log.calls.is_empty(), "{:?}", ctx.log.calls);
+        assert!(modules.gone().is_empty(), "bar is loaded");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A removal whose uevent was dropped: the reconcile finds the module gone from sysfs, and the run
+    /// ends with its last watch; a module found gone is not followed any more.
+    #[test]
+    fn a_module_unload_missed_by_uevent_is_found_by_the_reconcile() {
+        let dir = sys_module("reconcile", &["foo", "bar"]);
+        let watches = vec![w("a", Some("foo")), w("b", Some("bar"))];
+        let mut modules = Modules::new(&watches, true, &dir);
+        let mut ctx = Session::new(watches);
+        ctx.armed[0] = false;
+        std::fs::remove_dir_all(dir.join("bar")).unwrap();
+        assert_eq!(modules.gone(), ["bar"]);
+        let stop = modules.removed("bar", &mut ctx);
+        assert_eq!(stop, Some(StopReason::ModuleUnloaded), "no watch left");
+        assert_eq!(ctx.log.calls(), ["close b", "flush", "emit ModuleUnloaded"]);
+        assert!(modules.gone().is_empty(), "handled once");
+        // A process watch holds no module's memory: nothing is followed.
+        let user = Modules::new(&[w("a", Some("foo"))], false, &dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(user.gone().is_empty());
     }
 }

@@ -14,6 +14,8 @@ use rustc_hash::FxHashSet;
 
 use crate::error::{Context, ExitCode, Result};
 use crate::perf::sys::{self, Epoll};
+use crate::report::{StopReason, StreamEvent};
+use crate::trace::context::Marks;
 
 pub struct Watched {
     /// The watched processes' pids, and each one's pidfd until it exits or execs.
@@ -107,6 +109,28 @@ impl Watched {
         Some(self.none_left())
     }
 
+    /// Watched process `pid` exec'd `comm` (its record at `time`): the kernel took it out of the watched
+    /// processes before the new program ran; the reader is told, and the run ends when that let go of the
+    /// last watched process (see [`Watched::exec`]).
+    pub fn exec_seen(
+        &mut self,
+        pid: u32,
+        comm: &str,
+        time: u64,
+        epoll: &Epoll,
+        marks: &mut impl Marks,
+    ) -> Option<StopReason> {
+        let ends = self.exec(pid, epoll)?;
+        let event = StreamEvent::ProcessExec {
+            pid,
+            comm: comm.to_string(),
+        };
+        if let Some(stop) = marks.emit(&event, time) {
+            return Some(stop);
+        }
+        ends.then_some(StopReason::Exited)
+    }
+
     /// Whether `pid`'s watch ended at its exec: its traps from then on are not hits.
     pub fn exec_ended(&self, pid: u32) -> bool {
         self.exec_ended.contains(&pid)
@@ -120,6 +144,7 @@ impl Watched {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::context::fake::Log;
 
     const OTHER: u32 = 1;
 
@@ -182,5 +207,45 @@ mod tests {
             Some(false),
             "its exit ended the run already"
         );
+    }
+    /// The watched process's exec ends its watch: marked at its record's time, once, and the run ends
+    /// with it; a followed child's exec is marked and holds nothing.
+    #[test]
+    fn an_exec_ends_the_watch_with_its_mark() {
+        let (mut w, epoll, me) = watched(true);
+        let child = me + 1_000_000;
+        w.fork(child, me);
+        let mut log = Log::default();
+        assert_eq!(w.exec_seen(child, "sh", 5, &epoll, &mut log), None);
+        assert_eq!(
+            w.exec_seen(me, "true", 9, &epoll, &mut log),
+            Some(StopReason::Exited)
+        );
+        let exec = |pid, comm: &str, at| {
+            let comm = comm.to_string();
+            (StreamEvent::ProcessExec { pid, comm }, at)
+        };
+        assert_eq!(log.events, [exec(child, "sh", 5), exec(me, "true", 9)]);
+        assert_eq!(w.exec_seen(me, "true", 10, &epoll, &mut log), None, "once");
+        assert_eq!(log.events.len(), 2);
+        // A closed output ends the run at the mark.
+        let (mut w, epoll, me) = watched(false);
+        log.closed = true;
+        let stop = w.exec_seen(me, "sh", 11, &epoll, &mut log);
+        assert_eq!(stop, Some(StopReason::BrokenPipe));
+    }
+
+    /// Without the exec program an exec ends nothing; the watched process's exit (its pidfd readable)
+    /// ends the run.
+    #[test]
+    fn an_exit_ends_the_run_and_an_exec_without_the_program_does_not() {
+        let epoll = Epoll::new().expect("epoll");
+        let me = std::process::id();
+        let mut w = Watched::new(vec![me], (false, false), &epoll, 100).expect("watched");
+        let mut log = Log::default();
+        assert_eq!(w.exec_seen(me, "sh", 5, &epoll, &mut log), None);
+        assert!(log.events.is_empty());
+        assert!(!w.exec_ended(me));
+        assert!(w.exited(0, &epoll), "no watched process left");
     }
 }

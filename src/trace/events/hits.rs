@@ -1,0 +1,268 @@
+//! The hit path's decoder: the records the hit program ([`crate::perf::bpf::hit`]) writes into its CPU's
+//! BPF ring buffer, one per kept hit ([`crate::perf::hit_record`]). Each carries the writer's name, the
+//! value the program read at the trap, and the program's running count of records the ring had no room
+//! for, so a loss is reported in order, ahead of the first hit after it. (The breakpoint's own perf ring
+//! beside it holds task records only, read by [`super::samples`].)
+
+use crate::perf::hit_record::HitView;
+use crate::perf::record::Task;
+use crate::report::{Value, ValueFrom};
+use crate::trace::events::decode::{Out, Tally};
+use crate::trace::events::{Item, Trap};
+
+/// What the hit program's value of a hit is to the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HitValue {
+    /// A system-wide watch without `--value`: not shown.
+    NotRead,
+    /// A process watch: the watched range at the trap, as the program read it: `len` bytes (the length
+    /// the watch was built with; a `--control` move may have changed the watch's since). A trap the
+    /// program reads nothing at (a read-write watch of a user address) comes without a value.
+    Read { len: u8 },
+    /// `--value`/`--if`: the value and the one before it.
+    Written,
+}
+
+/// One hit ring buffer's decoder.
+pub struct HitDecoder {
+    cpu: u32,
+    watch: usize,
+    value: HitValue,
+    /// The last (tid, comm) a record named, so a task's name goes to the tracker only when it changes.
+    last_comm: Option<(u32, Vec<u8>)>,
+    /// The program's count of records lost on this CPU as of the last record read (each carries it).
+    ring_lost: u64,
+    tally: Tally,
+}
+
+impl HitDecoder {
+    /// The decoder of `watch`'s ring buffer on `cpu`, whose program's values are `value`; `ring_lost`: the
+    /// program's count of records lost there when the ring was set up, at `now`.
+    pub fn new(cpu: u32, watch: usize, value: HitValue, ring_lost: u64, now: u64) -> HitDecoder {
+        HitDecoder {
+            cpu,
+            watch,
+            value,
+            last_comm: None,
+            ring_lost,
+            tally: Tally::new(now),
+        }
+    }
+
+    pub fn tally(&self) -> Tally {
+        self.tally
+    }
+
+    /// One hit record: the records the ring had no room for since the one before (the record carries
+    /// the count), the writer's name where it changed, then the hit.
+    pub fn record(&mut self, bytes: &[u8], out: &mut impl Out) {
+        let Ok(hit) = HitView::parse(bytes) else {
+            return self.tally.undecodable(self.cpu, out);
+        };
+        let cpu = self.cpu;
+        self.tally.samples += 1;
+        self.tally.last_time = self.tally.last_time.max(hit.time);
+        if hit.lost > self.ring_lost {
+            let count = hit.lost - self.ring_lost;
+            self.ring_lost = hit.lost;
+            self.tally.lost_records += count;
+            out.push(hit.time, Item::Lost { cpu, count });
+        }
+        let renamed = self
+            .last_comm
+            .as_ref()
+            .is_none_or(|(tid, comm)| *tid != hit.tid || comm.as_slice() != hit.comm);
+        if renamed {
+            // The writer's name as the kernel had it at the trap, ahead of its hit: a task is never
+            // `<...>`, whatever records were lost or came late.
+            self.last_comm = Some((hit.tid, hit.comm.to_vec()));
+            let comm = Task::Comm {
+                pid: hit.pid,
+                tid: hit.tid,
+                comm: String::from_utf8_lossy(hit.comm).into_owned(),
+                exec: false,
+            };
+            out.push(hit.time, Item::Task(comm));
+        }
+        let mut trap = None;
+        let value = match (self.value, hit.value) {
+            (HitValue::Written, _) => {
+                if let (Some(insn), Some(regs)) = (hit.insn, hit.regs) {
+                    trap = Some(Box::new(Trap { regs, insn }));
+                }
+                Value::Written {
+                    value: hit.value,
+                    old: hit.old,
+                    from: ValueFrom::Memory,
+                }
+            }
+            (HitValue::Read { len }, v) => match (out.watch_len(hit.addr), v) {
+                (now, Some(v)) if now == len => Value::Read(v),
+                // Moved to a shorter watch: the program read more bytes than are watched.
+                (now, Some(v)) if now < len => {
+                    Value::Read(v & (u64::MAX >> (64 - 8 * u32::from(now))))
+                }
+                // Not read at the trap (a read-write watch of a user address, where the program's read
+                // would trap again), unreadable there, or moved to a longer watch: what the range holds as
+                // the hit is drained, as a process watch's value is without the hit path.
+                _ => out.read_value(hit.pid, hit.addr),
+            },
+            (HitValue::NotRead, _) => Value::NotRead,
+        };
+        // Hit records carry no event id: only a per-thread ring's duplicate check reads one.
+        let sample = hit.sample(cpu, 0, out.frames());
+        out.push(hit.time, Item::Sample(sample, self.watch, value, trap));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::hit_record::{encode, HitRecord, INSN_BYTES, REGS, USER_MODE};
+    use crate::trace::events::decode::testing::Collect;
+
+    fn record(tid: u32, time: u64, lost: u64) -> HitRecord {
+        HitRecord {
+            flags: USER_MODE,
+            pid: 40,
+            tid,
+            time,
+            addr: 0x60_1000,
+            value: Some(0x1122_3344_5566_7788),
+            old: Some(1),
+            comm: "writer".into(),
+            ip: 0x40_1005,
+            lost,
+            regs: None,
+            insn: None,
+            kernel_stack: vec![],
+            user_stack: vec![0x40_1005, 0],
+        }
+    }
+
+    fn what(items: &[(u64, Item)]) -> Vec<String> {
+        items
+            .iter()
+            .map(|(t, item)| match item {
+                Item::Sample(s, w, ..) => format!("{t} hit {}@{w}", s.tid),
+                Item::Lost { cpu, count } => format!("{t} lost {count} on {cpu}"),
+                Item::Task(Task::Comm { tid, comm, .. }) => format!("{t} comm {tid} {comm}"),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    /// The writer's name comes ahead of its first hit and again only when the task or its name changes;
+    /// the records lost since the last one read come ahead of the next, once (the count is running, and
+    /// starts from what the program had lost when the ring was set up).
+    #[test]
+    fn names_and_losses_come_ahead_of_the_hit_once() {
+        let mut d = HitDecoder::new(1, 3, HitValue::NotRead, 2, 0);
+        let mut out = Collect::new(8);
+        let renamed = HitRecord {
+            comm: "worker".into(),
+            ..record(8, 40, 5)
+        };
+        for r in [
+            record(8, 10, 2),
+            record(8, 20, 2),
+            record(9, 30, 2),
+            renamed,
+        ] {
+            d.record(&encode(&r), &mut out);
+        }
+        assert_eq!(
+            what(&out.take()),
+            [
+                "10 comm 8 writer",
+                "10 hit 8@3",
+                "20 hit 8@3",
+                "30 comm 9 writer",
+                "30 hit 9@3",
+                "40 lost 3 on 1",
+                "40 comm 8 worker",
+                "40 hit 8@3",
+            ]
+        );
+        let t = d.tally();
+        assert_eq!((t.samples, t.lost_records, t.last_time), (4, 3, 40));
+    }
+
+    /// A process watch's value is the program's read, cut to a watch moved shorter since; unread at the
+    /// trap, or under a watch moved longer, it is what the process holds as the hit is drained. A
+    /// system-wide watch's is not shown.
+    #[test]
+    fn a_process_watch_takes_the_programs_read_or_reads_the_process() {
+        let value = |value: HitValue, len: u8, r: HitRecord| {
+            let mut d = HitDecoder::new(0, 0, value, 0, 0);
+            let mut out = Collect::new(len);
+            d.record(&encode(&r), &mut out);
+            let Some((_, Item::Sample(_, _, v, None))) = out.items.pop() else {
+                panic!("{:?}", out.items)
+            };
+            (v, out.reads.len())
+        };
+        let read8 = HitValue::Read { len: 8 };
+        assert_eq!(
+            value(read8, 8, record(8, 1, 0)),
+            (Value::Read(0x1122_3344_5566_7788), 0)
+        );
+        assert_eq!(value(read8, 2, record(8, 1, 0)), (Value::Read(0x7788), 0));
+        let unread = HitRecord {
+            value: None,
+            ..record(8, 1, 0)
+        };
+        assert_eq!(value(read8, 8, unread), (Value::Read(0x77), 1));
+        assert_eq!(
+            value(HitValue::Read { len: 4 }, 8, record(8, 1, 0)),
+            (Value::Read(0x77), 1)
+        );
+        assert_eq!(
+            value(HitValue::NotRead, 8, record(8, 1, 0)),
+            (Value::NotRead, 0)
+        );
+    }
+
+    /// `--value`: the value and the old one as the program read them, and the trap's registers and
+    /// instruction bytes for the session to decode the store from.
+    #[test]
+    fn a_written_value_carries_its_trap() {
+        let mut d = HitDecoder::new(0, 0, HitValue::Written, 0, 0);
+        let mut out = Collect::new(8);
+        let mut regs = [0u64; REGS];
+        regs[16] = 0x40_1005;
+        let r = HitRecord {
+            regs: Some(regs),
+            insn: Some([0x90; INSN_BYTES]),
+            ..record(8, 1, 0)
+        };
+        d.record(&encode(&r), &mut out);
+        let Some((_, Item::Sample(s, _, v, Some(trap)))) = out.items.pop() else {
+            panic!("{:?}", out.items)
+        };
+        assert_eq!(
+            v,
+            Value::Written {
+                value: Some(0x1122_3344_5566_7788),
+                old: Some(1),
+                from: ValueFrom::Memory
+            }
+        );
+        assert_eq!((trap.regs, trap.insn), (regs, [0x90; INSN_BYTES]));
+        assert_eq!((s.ip, s.pid, s.tid, s.cpu), (0x40_1005, 40, 8, 0));
+    }
+
+    /// A record cut short is a loss of one, dated by the newest time read, not a hit and not a panic.
+    #[test]
+    fn a_short_record_is_a_loss() {
+        let mut d = HitDecoder::new(2, 0, HitValue::NotRead, 0, 7);
+        let mut out = Collect::new(8);
+        let bytes = encode(&record(8, 50, 0));
+        d.record(&bytes, &mut out);
+        d.record(&bytes[..60], &mut out);
+        let items = out.take();
+        assert_eq!(items.last(), Some(&(50, Item::Lost { cpu: 2, count: 1 })));
+        let t = d.tally();
+        assert_eq!((t.samples, t.undecodable), (1, 1));
+    }
+}

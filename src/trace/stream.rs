@@ -1,0 +1,613 @@
+//! The rings' records applied in merged time order: what the [`Pipeline`] releases becomes task names
+//! and maps (COMM/FORK/EXIT/MMAP2, so a hit is named as its task was named, and mapped, when it wrote),
+//! marks for losses, and hits, filtered, symbolized and handed to the [`Output`] (or with `--last` kept by
+//! the flight recorder, [`crate::trace::flight`]). It keeps the summary's counts and the audits of closed
+//! events, and turns those into the losses the rings never reported.
+//!
+//! The output side alone is the [`Sink`]: the stream's marks ([`Marks`]) for every part of the session,
+//! and the first write error kept for the end.
+
+use std::io;
+
+use crate::error::{Context, Error, ExitCode, Result};
+use crate::model::filter::Filter;
+use crate::model::Limits;
+use crate::perf::record::{Sample, Task};
+use crate::perf::sys::{self, Epoll};
+use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
+use crate::trace::context::Marks;
+use crate::trace::events::{self, Audit, EventSet, Item, Trap};
+use crate::trace::flight::Recorder;
+use crate::trace::objects::Slots;
+use crate::trace::olds::Olds;
+use crate::trace::pipeline::{Pipeline, Release};
+use crate::trace::store_value;
+use crate::trace::symbolize::{NamedChain, Symbolizer};
+use crate::trace::tasks::Tasks;
+use crate::trace::totals;
+use crate::trace::watched::Watched;
+
+/// The output and its first failure.
+pub struct Sink<O: Output> {
+    pub out: O,
+    /// The first output error that was not a closed pipe.
+    error: Option<io::Error>,
+}
+
+impl<O: Output> Sink<O> {
+    pub fn new(out: O) -> Sink<O> {
+        Sink { out, error: None }
+    }
+
+    /// A write error on the output ends the session. A closed pipe (`| head`) is a normal end; anything
+    /// else (a full disk) is kept and reported as a run-time error once every breakpoint is released.
+    pub fn write_failed(&mut self, e: io::Error) -> StopReason {
+        if e.kind() != io::ErrorKind::BrokenPipe {
+            self.error.get_or_insert(e);
+        }
+        StopReason::BrokenPipe
+    }
+
+    /// Flushes the output; the stop a failure means.
+    pub fn flush(&mut self) -> Option<StopReason> {
+        match self.out.flush() {
+            Ok(()) => None,
+            Err(e) => Some(self.write_failed(e)),
+        }
+    }
+
+    /// The kept write error, as the run's.
+    pub fn take_error(&mut self) -> Result<()> {
+        match self.error.take() {
+            Some(e) => Err(Error::runtime("writing output").caused_by(e)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<O: Output> Marks for Sink<O> {
+    fn now(&self) -> u64 {
+        sys::monotonic_ns()
+    }
+
+    fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
+        match self
+            .out
+            .event(event, time_ns)
+            .and_then(|_| self.out.flush())
+        {
+            Ok(()) => None,
+            Err(e) => Some(self.write_failed(e)),
+        }
+    }
+}
+
+/// The hit side of a session: everything a released record is applied to.
+pub struct Stream<'a, O: Output> {
+    pub sink: Sink<O>,
+    pub symbolizer: Symbolizer<'a>,
+    pub tasks: Tasks,
+    pub summary: Summary,
+    /// `--value`'s `old` in merged time order.
+    pub olds: Olds,
+    pub limits: Limits,
+    pub filter: Filter,
+    /// Every event closed so far, audited against the kernel's counters.
+    pub audits: Vec<Audit>,
+    /// A process watch's processes, followed to their exit or exec.
+    pub watched: Watched,
+    /// `--on`: what each breakpoint slot holds (a hit after its object's free is not a hit).
+    pub slots: Option<Slots>,
+    pub flight: Option<Recorder>,
+}
+
+impl<O: Output> Stream<'_, O> {
+    /// Hands every record `which` releases to the output, in time order, and flushes. Returns a stop reason
+    /// when the count is met or stdout closed.
+    pub fn release(
+        &mut self,
+        rings: &mut Pipeline,
+        epoll: &Epoll,
+        which: Release,
+    ) -> Option<StopReason> {
+        let mut stop = None;
+        while let Some((time, item)) = rings.next(which) {
+            stop = self.apply(rings, epoll, time, item);
+            if stop.is_some() {
+                break;
+            }
+        }
+        if stop.is_none() && self.limits.count.is_some_and(|n| self.summary.hits() >= n) {
+            stop = Some(StopReason::Count);
+        }
+        // Hits the rings dropped never reach the count above; the programs' own count of kept hits does.
+        if stop.is_none() && self.limits.count.is_some() && kernel_count_reached(rings.events()) {
+            stop = Some(StopReason::Count);
+        }
+        self.sink.flush().or(stop)
+    }
+
+    /// One released record: task names change, losses are marked, hits are printed.
+    fn apply(
+        &mut self,
+        rings: &mut Pipeline,
+        epoll: &Epoll,
+        time: u64,
+        item: Item,
+    ) -> Option<StopReason> {
+        match item {
+            Item::Sample(sample, watch, value, trap) => {
+                let stop = self.hit(rings.events(), &sample, watch, value, trap.as_deref());
+                rings.recycle(sample.frames);
+                stop
+            }
+            Item::Task(Task::Comm {
+                pid,
+                tid,
+                comm,
+                exec,
+            }) => {
+                self.tasks.renamed(tid, &comm);
+                if exec {
+                    let stop = self
+                        .watched
+                        .exec_seen(pid, &comm, time, epoll, &mut self.sink);
+                    if stop.is_some() {
+                        return stop;
+                    }
+                    self.tasks.exec(pid, &mut self.symbolizer);
+                }
+                None
+            }
+            Item::Task(Task::Fork {
+                pid,
+                ppid,
+                tid,
+                ptid,
+            }) => {
+                self.tasks.fork(pid, ppid, tid, ptid, &mut self.symbolizer);
+                self.watched.fork(pid, ppid);
+                None
+            }
+            Item::Task(Task::Exit { pid, tid }) => {
+                self.tasks.exit(pid, tid, &mut self.symbolizer);
+                None
+            }
+            Item::Task(Task::Mmap(m)) => {
+                self.tasks.mmap(&m, &mut self.symbolizer);
+                None
+            }
+            Item::Lost { cpu, count } => {
+                self.olds.lost();
+                self.lost(cpu, count, time)
+            }
+        }
+    }
+
+    /// A `--dump-on` tracepoint fired at `time`: every record from before it is applied (hits recorded),
+    /// then the hits recorded up to `time` are printed.
+    pub fn dump_at(
+        &mut self,
+        rings: &mut Pipeline,
+        epoll: &Epoll,
+        trigger: DumpTrigger,
+        time: u64,
+    ) -> Option<StopReason> {
+        while let Some((t, item)) = rings.next(Release::Until(time)) {
+            if let Some(stop) = self.apply(rings, epoll, t, item) {
+                return Some(stop);
+            }
+        }
+        self.dump(trigger, time, Some(time))
+    }
+
+    /// `--last`: prints the kept hits (up to `until`) under a heading for `trigger` at `time`.
+    pub fn dump(
+        &mut self,
+        trigger: DumpTrigger,
+        time: u64,
+        until: Option<u64>,
+    ) -> Option<StopReason> {
+        let rec = self.flight.as_mut()?;
+        let out = &mut self.sink.out;
+        match rec
+            .dump(out, trigger, time, until)
+            .and_then(|()| out.flush())
+        {
+            Ok(()) => None,
+            Err(e) => Some(self.sink.write_failed(e)),
+        }
+    }
+
+    /// `--last`: the latest firing of a `--dump-on` tracepoint since the last turn, and its time.
+    pub fn tracepoint_fired(&mut self) -> Result<Option<(DumpTrigger, u64)>> {
+        match self.flight.as_mut() {
+            Some(rec) => rec
+                .tracepoint_fired()
+                .or_exit(ExitCode::Runtime, "reading the --dump-on tracepoint counts"),
+            None => Ok(None),
+        }
+    }
+
+    /// Filters, names and prints one hit (with the value read when it was drained, or for `--value` the
+    /// store's, decoded from its `trap`), honouring --count.
+    fn hit(
+        &mut self,
+        events: &EventSet,
+        sample: &Sample,
+        watch: usize,
+        value: Value,
+        trap: Option<&Trap>,
+    ) -> Option<StopReason> {
+        if self.limits.count.is_some_and(|n| self.summary.hits() >= n) {
+            return Some(StopReason::Count);
+        }
+        let comm = self.tasks.name(sample.pid, sample.tid);
+        if !self.filter.admits(sample.tid, sample.in_kernel(), comm)
+            || self.watched.exec_ended(sample.pid)
+        {
+            self.summary.filtered += 1;
+            return None;
+        }
+        if let Some(slots) = &mut self.slots {
+            if slots.after_free(watch, sample.time) {
+                return None;
+            }
+            slots.hit(watch);
+        }
+        *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
+        // Where the store's instruction starts, from its function's symbol: before the chain is named
+        // (that borrows the symbols until the hit is printed).
+        let insn_len = trap.and_then(|t| self.symbolizer.insn_len(sample.pid, sample.ip, &t.insn));
+        // A kept hit holds its chain: the symbolizer's cached one, shared.
+        let shared = self
+            .flight
+            .is_some()
+            .then(|| self.symbolizer.shared(sample));
+        let named: &NamedChain = match &shared {
+            Some(c) => c,
+            None => self.symbolizer.named(sample),
+        };
+        let hit_watch = events.watch_of(watch, sample.addr);
+        let (value, part) = match trap {
+            Some(t) => store_value::decide(value, sample, hit_watch.len, t, insn_len),
+            None => (value, None),
+        };
+        let value = self.olds.settle(
+            watch,
+            sample.addr,
+            (hit_watch.len, sample.pid),
+            (value, part),
+            || match events::read_value(sample.pid, sample.addr, hit_watch.len) {
+                Value::Read(v) => Some(v),
+                _ => None,
+            },
+            &mut self.summary,
+        );
+        let hit = Hit {
+            sample,
+            watch: hit_watch,
+            watch_index: watch,
+            comm,
+            ip: &named.ip,
+            chain: &named.frames,
+            value,
+            rendered: named.rendered(),
+        };
+        if let Some(t) = &mut self.summary.tally {
+            t.add(&hit);
+        }
+        let printed = match (self.flight.as_mut(), &shared) {
+            (Some(rec), Some(chain)) => {
+                rec.offer(&hit, std::rc::Rc::clone(chain), &mut self.sink.out)
+            }
+            _ => self.sink.out.hit(&hit),
+        };
+        if let Err(e) = printed {
+            return Some(self.sink.write_failed(e));
+        }
+        None
+    }
+
+    /// Counts lost records in the summary and marks each in the stream: a loss is never silent, also not
+    /// when it is found in the ring of a CPU that just went offline.
+    fn lost(&mut self, cpu: u32, count: u64, time_ns: u64) -> Option<StopReason> {
+        *self.summary.lost_by_cpu.entry(cpu).or_default() += count;
+        self.sink.emit(&StreamEvent::Lost { cpu, count }, time_ns)
+    }
+
+    /// Turns the audits of closed events into the losses the rings never reported, and warnings for hits
+    /// that neither arrived nor were reported lost.
+    fn settle_audits(&mut self) -> Option<StopReason> {
+        let now = sys::monotonic_ns();
+        let audits = std::mem::take(&mut self.audits);
+        let mut stop = None;
+        let unpaired: u64 = audits.iter().map(|a| a.unpaired).sum();
+        if unpaired > 0 {
+            self.summary.warnings.push(format!(
+                "{unpaired} value records arrived without their hit's sample (lost with a full ring): those \
+                 hits are in the lost count; use a larger --buffer-pages"
+            ));
+        }
+        for a in &audits {
+            self.summary.filtered += a.filtered;
+            self.summary.filtered_other_process += a.other_process;
+            let tail = a.unreported_lost();
+            let tail_counted = tail > 0 && stop.is_none();
+            if tail_counted {
+                stop = self.lost(a.cpu, tail, now);
+            }
+            // The stream's marks say what records the kernel dropped; the summary counts hits, and the
+            // lost records that were not hits (thread exits sharing the ring) come out of it here.
+            let counted = a.counted_lost() - if tail_counted { 0 } else { tail };
+            let not_hits = counted.saturating_sub(a.lost_hits());
+            if let Some(n) = self.summary.lost_by_cpu.get_mut(&a.cpu) {
+                *n = n.saturating_sub(not_hits);
+                if *n == 0 {
+                    self.summary.lost_by_cpu.remove(&a.cpu);
+                }
+            }
+            if let Some(n) = a.unaccounted().filter(|&n| n > 0) {
+                self.summary.warnings.push(format!(
+                    "cpu {} target {}: the kernel counted {} hits, {} arrived and {} were reported lost; {n} \
+                     unaccounted for (throttled by kernel.perf_event_max_sample_rate?)",
+                    a.cpu,
+                    a.watch,
+                    a.kernel_hits.unwrap_or(0),
+                    a.samples,
+                    a.lost_records.max(a.kernel_lost.unwrap_or(0)),
+                ));
+            }
+        }
+        if audits.iter().any(|a| a.kernel_lost.is_none()) {
+            self.summary.warnings.push(
+                "this kernel cannot count dropped samples (PERF_FORMAT_LOST needs Linux 6.0): records lost \
+                 at the very end of a burst cannot be ruled out"
+                    .to_string(),
+            );
+        }
+        self.sink.flush().or(stop)
+    }
+
+    /// The run ended (`stop`) and every event is disabled: what is still in the rings is printed, or
+    /// only counted, by how it ended, and the events are closed and audited. The run's stop reason.
+    pub fn end(&mut self, rings: &mut Pipeline, epoll: &Epoll, stop: StopReason) -> StopReason {
+        // Records written before the disable are still in the rings: print them, unless the reader is gone or
+        // the count is already met. Only then do the kernel's counters tell the whole story.
+        // On the hit path the programs themselves stop keeping hits at `--count`: what they kept is still
+        // in the rings, and printed, as after a duration.
+        let count_in_kernel = stop == StopReason::Count && kernel_count_reached(rings.events());
+        match stop {
+            StopReason::Count if count_in_kernel => {
+                rings.drain();
+                self.release(rings, epoll, Release::All);
+                self.audits.extend(rings.close_all());
+                self.settle_audits();
+                stop
+            }
+            StopReason::Duration
+            | StopReason::Signal(_)
+            | StopReason::StrictHotplug(_)
+            | StopReason::Exited
+            | StopReason::ModuleUnloaded => {
+                rings.drain();
+                let ended = self.release(rings, epoll, Release::All);
+                self.audits.extend(rings.close_all());
+                let ended = ended.or_else(|| self.settle_audits());
+                match stop {
+                    // What --strict-hotplug ended stays the reason, whatever printing the rest met.
+                    StopReason::StrictHotplug(_) => stop,
+                    _ => ended.unwrap_or(stop),
+                }
+            }
+            // --count met, or stdout closed: nothing more is printed, but what the kernel dropped in the
+            // program (filters, --if, other processes) still belongs in the summary.
+            other => {
+                self.audits.extend(rings.close_all());
+                self.count_filtered();
+                other
+            }
+        }
+    }
+
+    /// The run ended with nothing more printed (`--count` met, stdout closed): what the kernel dropped in
+    /// the program (filters, --if, other processes) still belongs in the summary.
+    fn count_filtered(&mut self) {
+        for a in std::mem::take(&mut self.audits) {
+            self.summary.filtered += a.filtered;
+            self.summary.filtered_other_process += a.other_process;
+        }
+    }
+
+    /// On the hit path, when the stream dropped hits: the counts become the kernel's totals of every kept
+    /// hit ([`crate::trace::totals`]); a failure to read them is a warning, the stream's counts kept.
+    /// Not with `--on`: its slots hold one object after another, and writes after an object's free are
+    /// not hits, which the kernel cannot tell.
+    pub fn use_totals(&mut self, events: &EventSet) {
+        if self.slots.is_some() {
+            return;
+        }
+        let Some(hits) = events.hit_programs() else {
+            return;
+        };
+        if let Err(e) = totals::apply(
+            hits,
+            events.watches(),
+            &mut self.symbolizer,
+            &mut self.summary,
+            &mut self.sink.out,
+        ) {
+            self.summary.warnings.push(format!(
+                "the kernel's totals could not be read ({e}): the counts are of the printed hits only"
+            ));
+        }
+    }
+
+    /// The summary's last entries (the objects' books, the symbolizer's notes), printed.
+    pub fn finish(mut self) -> Result<Summary> {
+        self.summary.objects = self.slots.as_mut().map(Slots::finish);
+        self.summary.warnings.extend(self.symbolizer.take_notes());
+        match self.sink.out.finish(&self.summary) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+            Err(e) => return Err(Error::runtime("writing output").caused_by(e)),
+        }
+        Ok(self.summary)
+    }
+}
+
+/// `--count` on the hit path: the programs kept the N-th hit.
+fn kernel_count_reached(events: &EventSet) -> bool {
+    events.hit_programs().is_some_and(|h| h.limit_reached())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+
+    use super::*;
+    use crate::model::watch::{Access, Watch};
+    use crate::perf::arm::Scope;
+    use crate::perf::event::{CpuEvent, EventConfig};
+    use crate::perf::record::encode;
+    use crate::perf::ring::testing::FileRing;
+    use crate::report::json::Json;
+    use crate::report::testutil::{self, watch};
+    use crate::trace::comm::Comms;
+
+    const ADDR: u64 = 0x7ffd0000;
+
+    fn watches() -> Vec<Watch> {
+        vec![watch("counter", ADDR, Access::Write)]
+    }
+
+    fn cfg() -> EventConfig {
+        EventConfig {
+            ring_pages: 1,
+            track_tasks: false,
+            count_lost: false,
+            remove_on_exec: false,
+            values: None,
+            user_only: false,
+            hits: None,
+            percpu: None,
+        }
+    }
+
+    /// A pipeline over one file-backed ring per CPU in `cpus`, and the rings' writing sides.
+    fn rings(cpus: &[u32], epoll: &Epoll) -> (Pipeline, Vec<FileRing>) {
+        let mut writers = Vec::new();
+        let mut evs = Vec::new();
+        for &cpu in cpus {
+            let (writer, ring) = FileRing::new(4).unwrap();
+            let (fd, _) = UnixStream::pair().unwrap();
+            evs.push(CpuEvent::over(cpu, 0, ring, OwnedFd::from(fd)));
+            writers.push(writer);
+        }
+        let p = Pipeline::new(&watches(), cfg(), Scope::System, evs, epoll, 1, 0).unwrap();
+        (p, writers)
+    }
+
+    /// A stream printing JSON, with no task known and no process watched.
+    fn stream<'a>(
+        table: &'a ksymwatch_symbols::SymbolTable,
+        epoll: &Epoll,
+        limits: Limits,
+        filter: Filter,
+    ) -> Stream<'a, Json<Vec<u8>, Vec<u8>>> {
+        Stream {
+            sink: Sink::new(Json::new(Vec::new(), Vec::new())),
+            symbolizer: Symbolizer::new(table),
+            tasks: Tasks::new(Comms::new("/nonexistent")),
+            summary: Summary::default(),
+            olds: Olds::new(None, false),
+            limits,
+            filter,
+            audits: Vec::new(),
+            watched: Watched::new(Vec::new(), (false, false), epoll, 16).unwrap(),
+            slots: None,
+            flight: None,
+        }
+    }
+
+    /// A kernel store into the watch by task `tid` on `cpu` at `time`.
+    fn hit(tid: u32, time: u64, cpu: u32) -> Vec<u8> {
+        encode::sample(0xffffffff81000110, tid, tid, time, ADDR, cpu, &[])
+    }
+
+    /// The records printed: each one's type, and a hit's tid.
+    fn printed(s: Stream<'_, Json<Vec<u8>, Vec<u8>>>) -> Vec<String> {
+        let ndjson = String::from_utf8(s.sink.out.into_inner().0).unwrap();
+        ndjson
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|r| match r["type"].as_str() {
+                Some("hit") => format!("hit {}", r["tid"]),
+                Some("lost") => format!("lost {} on {}", r["count"], r["cpu"]),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    /// Two CPUs' hits come out merged in time order, a loss is marked where it happened and counted,
+    /// and the filters drop hits before they are printed or counted.
+    #[test]
+    fn released_records_are_printed_in_time_order_with_their_losses() {
+        let table = testutil::table();
+        let epoll = Epoll::new().unwrap();
+        let (mut p, mut w) = rings(&[0, 1], &epoll);
+        let filter = Filter {
+            tids: vec![10, 20],
+            ..Filter::default()
+        };
+        let mut s = stream(&table, &epoll, Limits::default(), filter);
+        let now = sys::monotonic_ns();
+        w[0].write(&hit(10, now + 1000, 0)).unwrap();
+        w[0].write(&encode::with_trailer(
+            encode::lost(1, 5),
+            0,
+            0,
+            now + 3000,
+            0,
+        ))
+        .unwrap();
+        w[1].write(&hit(20, now + 2000, 1)).unwrap();
+        w[1].write(&hit(30, now + 4000, 1)).unwrap();
+        p.drain();
+        assert_eq!(s.release(&mut p, &epoll, Release::All), None);
+        assert_eq!(
+            (
+                s.summary.hits(),
+                s.summary.filtered,
+                s.summary.lost_by_cpu.get(&0)
+            ),
+            (2, 1, Some(&5))
+        );
+        assert_eq!(printed(s), ["hit 10", "hit 20", "lost 5 on 0"]);
+    }
+
+    /// `--count N`: the N-th hit printed ends the run; later ones stay unprinted.
+    #[test]
+    fn the_count_ends_the_run_at_its_nth_hit() {
+        let table = testutil::table();
+        let epoll = Epoll::new().unwrap();
+        let (mut p, mut w) = rings(&[0], &epoll);
+        let limits = Limits {
+            count: Some(2),
+            duration: None,
+        };
+        let mut s = stream(&table, &epoll, limits, Filter::default());
+        let now = sys::monotonic_ns();
+        for (i, tid) in [10, 11, 12].into_iter().enumerate() {
+            w[0].write(&hit(tid, now + 1000 * (i as u64 + 1), 0))
+                .unwrap();
+        }
+        p.drain();
+        assert_eq!(
+            s.release(&mut p, &epoll, Release::All),
+            Some(StopReason::Count)
+        );
+        assert_eq!(printed(s), ["hit 10", "hit 11"]);
+    }
+}

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use ksymwatch_symbols::{annotate, LineSource, Origin, SymbolTable, UserSymbols};
 use rustc_hash::FxHashMap;
 
-use crate::perf::record::{Context, Sample};
+use crate::perf::record::{Context, Frame, Sample};
 use crate::report::{Rendered, ResolvedFrame, SourceLine};
 use crate::trace::store_value::{self, InsnStarts};
 
@@ -39,6 +39,8 @@ pub struct Symbolizer<'a> {
     /// Whole chains by raw key (see [`Symbolizer::named`]); cleared when full. Shared with the flight
     /// recorder's kept hits ([`Symbolizer::shared`]), which keep a chain alive after a clear.
     chains: Chains,
+    /// By CPU: the chain last named there (see [`Symbolizer::named`]); as many as the kernel has CPUs.
+    last: Vec<Option<Last>>,
     /// The key of the sample being named (reused).
     key: Vec<u64>,
     /// Its kernel-context bits while it is made (reused).
@@ -69,6 +71,22 @@ impl NamedChain {
     /// The printers' spellings, shared by every hit on this chain; `None` for a chain named for one hit.
     pub fn rendered(&self) -> Option<&Rendered> {
         self.cached.then_some(&self.rendered)
+    }
+}
+
+/// A CPU's last named chain and the raw fields it was named for.
+struct Last {
+    pid: u32,
+    ip: u64,
+    frames: Vec<Frame>,
+    chain: Rc<NamedChain>,
+}
+
+impl Last {
+    /// `sample` is the same chain of the same process: what the chain cache's key holds (the kernel
+    /// contexts are in the frames, the address space follows from the pid while it is not forgotten).
+    fn is(&self, sample: &Sample) -> bool {
+        self.pid == sample.pid && self.ip == sample.ip && self.frames == sample.frames
     }
 }
 
@@ -141,6 +159,7 @@ impl<'a> Symbolizer<'a> {
             user_cache: FxHashMap::default(),
             user_cached: 0,
             chains: Chains::default(),
+            last: Vec::new(),
             key: Vec::new(),
             bits: Vec::new(),
             spaces: FxHashMap::default(),
@@ -223,48 +242,85 @@ impl<'a> Symbolizer<'a> {
     /// Names the writer's ip and chain, from the chain cache when this raw chain was named before. Only
     /// chains whose user frames all fell in a known mapping are cached: one that did not is asked again
     /// next time (its process's maps may since have been read).
+    ///
+    /// A CPU's hits mostly repeat the one before them there (a flood is a loop on each CPU): the chain
+    /// last named on each CPU is kept with the raw fields it was named for (process, ip, frames), and a
+    /// hit equal to them takes it with one compare, without making a key or probing the cache.
     pub fn named(&mut self, sample: &Sample) -> &NamedChain {
+        let cpu = sample.cpu as usize;
+        let again = matches!(self.last.get(cpu), Some(Some(l)) if l.is(sample));
+        if !again {
+            let chain = self.named_anew(sample);
+            if self.last.len() <= cpu {
+                self.last.resize_with(cpu + 1, || None);
+            }
+            match (chain, &mut self.last[cpu]) {
+                // The slot's frame vector is reused: chains taking turns on a CPU allocate nothing.
+                (Some(chain), Some(l)) => {
+                    l.pid = sample.pid;
+                    l.ip = sample.ip;
+                    l.frames.clear();
+                    l.frames.extend_from_slice(&sample.frames);
+                    l.chain = chain;
+                }
+                (Some(chain), slot) => {
+                    *slot = Some(Last {
+                        pid: sample.pid,
+                        ip: sample.ip,
+                        frames: sample.frames.clone(),
+                        chain,
+                    })
+                }
+                (None, slot) => *slot = None,
+            }
+        }
+        match self.last.get(cpu) {
+            Some(Some(l)) => &l.chain,
+            _ => &self.uncached,
+        }
+    }
+
+    /// [`Symbolizer::named`] through the chain cache: the cached chain, or `None` for a chain named for
+    /// this hit only (in `self.uncached`).
+    fn named_anew(&mut self, sample: &Sample) -> Option<Rc<NamedChain>> {
         let mut hash = self.chain_key(sample);
-        if self.chains.get(hash, &self.key).is_none() {
-            let mut c = std::mem::take(&mut self.uncached);
-            c.ip = self.resolve(sample, &mut c.frames);
-            let known = self.user.is_none()
-                || std::iter::once(&c.ip)
-                    .chain(&c.frames)
-                    .all(|f| f.kernel || f.binary.is_some());
-            if !known {
-                c.cached = false;
-                self.uncached = c;
-                return &self.uncached;
-            }
-            if self.chains.len() >= CHAINS_MAX {
-                self.chains.clear();
-                self.spaces.clear();
-                // The key may hold an address-space id just dropped; it is made again for the new map.
-                hash = self.chain_key(sample);
-            }
-            let cached = NamedChain {
-                rendered: Rendered::new(&c.ip, &c.frames),
-                ip: c.ip.clone(),
-                frames: c.frames.clone(),
-                cached: true,
-            };
+        if let Some(c) = self.chains.get(hash, &self.key) {
+            return Some(Rc::clone(c));
+        }
+        let mut c = std::mem::take(&mut self.uncached);
+        c.ip = self.resolve(sample, &mut c.frames);
+        let known = self.user.is_none()
+            || std::iter::once(&c.ip)
+                .chain(&c.frames)
+                .all(|f| f.kernel || f.binary.is_some());
+        if !known {
+            c.cached = false;
             self.uncached = c;
-            self.chains.insert(hash, &self.key, Rc::new(cached));
+            return None;
         }
-        match self.chains.get(hash, &self.key) {
-            Some(c) => c,
-            None => &self.uncached,
+        if self.chains.len() >= CHAINS_MAX {
+            self.chains.clear();
+            self.spaces.clear();
+            // The key may hold an address-space id just dropped; it is made again for the new map.
+            hash = self.chain_key(sample);
         }
+        let cached = Rc::new(NamedChain {
+            rendered: Rendered::new(&c.ip, &c.frames),
+            ip: c.ip.clone(),
+            frames: c.frames.clone(),
+            cached: true,
+        });
+        self.uncached = c;
+        self.chains.insert(hash, &self.key, Rc::clone(&cached));
+        Some(cached)
     }
 
     /// As [`Symbolizer::named`], as a handle to keep: the cached chain itself (a reference count, its
     /// spellings shared with every hit on it), or a copy of a chain named for this hit only.
     pub fn shared(&mut self, sample: &Sample) -> Rc<NamedChain> {
         if self.named(sample).cached {
-            let hash = self.key_hash();
-            if let Some(c) = self.chains.get(hash, &self.key) {
-                return Rc::clone(c);
+            if let Some(Some(l)) = self.last.get(sample.cpu as usize) {
+                return Rc::clone(&l.chain);
             }
         }
         Rc::new(NamedChain {
@@ -421,6 +477,11 @@ impl<'a> Symbolizer<'a> {
         }
         if let Some(space) = self.spaces.remove(&pid) {
             self.chains.forget_space(space);
+        }
+        for last in &mut self.last {
+            if last.as_ref().is_some_and(|l| l.pid == pid) {
+                *last = None;
+            }
         }
     }
 }
@@ -656,6 +717,51 @@ mod tests {
             s.chains.is_empty(),
             "not cached: the maps are read again next time"
         );
+    }
+
+    /// A CPU's last chain is taken again only for the same process, ip and frames; a forgotten process
+    /// gets its chains named anew; chains taking turns on one CPU allocate nothing once named.
+    #[test]
+    fn a_cpus_last_chain_is_reused_only_for_the_same_raw_chain() {
+        use crate::perf::record::encode::{KERNEL, USER};
+        let table = kallsyms::from_text(
+            "ffffffff81000000 T read_zero\nffffffff81000100 T end\n",
+            Path::new("f"),
+        )
+        .unwrap();
+        let kernel = [KERNEL, 0xffffffff81000077, 0xffffffff81000010];
+        let other = [KERNEL, 0xffffffff81000077, 0xffffffff81000020];
+        let user = [KERNEL, 0xffffffff81000077, USER, 0x401000];
+        let mut s = Symbolizer::new(&table);
+        let a = s.shared(&chain_sample(1, &kernel));
+        assert!(Rc::ptr_eq(&a, &s.shared(&chain_sample(1, &kernel))));
+        let b = s.shared(&chain_sample(1, &other));
+        assert!(!Rc::ptr_eq(&a, &b), "other frames: another chain");
+        assert_eq!(b.frames[1].off, 0x20);
+        assert!(
+            Rc::ptr_eq(&a, &s.shared(&chain_sample(2, &kernel))),
+            "an all-kernel chain is one for every process (from the cache)"
+        );
+        let u1 = s.shared(&chain_sample(1, &user));
+        let u2 = s.shared(&chain_sample(2, &user));
+        assert!(!Rc::ptr_eq(&u1, &u2), "user frames: one chain per process");
+        assert!(Rc::ptr_eq(&u2, &s.shared(&chain_sample(2, &user))));
+        s.forget_process(2);
+        assert!(
+            !Rc::ptr_eq(&u2, &s.shared(&chain_sample(2, &user))),
+            "a forgotten process's chain is named anew"
+        );
+        let samples = [chain_sample(1, &kernel), chain_sample(1, &user)];
+        for s2 in &samples {
+            s.named(s2);
+        }
+        let before = crate::testalloc::allocations();
+        for _ in 0..100 {
+            for s2 in &samples {
+                s.named(s2);
+            }
+        }
+        assert_eq!(crate::testalloc::allocations() - before, 0);
     }
 
     /// Two keys under one hash: each is found only as itself, and the later one takes the slot.

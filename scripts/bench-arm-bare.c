@@ -37,6 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-cpus.h"
+
 static int *tids, ntids, cpus[1024], ncpus, pages = 8;
 static unsigned long addr, newaddr;
 
@@ -75,17 +77,7 @@ static void read_tasks(int pid) {
     closedir(d);
 }
 
-static void read_cpus(void) {
-    char line[4096];
-    FILE *f = fopen("/sys/devices/system/cpu/online", "r");
-    if (!f || !fgets(line, sizeof line, f)) { perror("/sys/devices/system/cpu/online"); exit(1); }
-    fclose(f);
-    for (char *part = strtok(line, ",\n"); part; part = strtok(NULL, ",\n")) {
-        int a, b;
-        int n = sscanf(part, "%d-%d", &a, &b);
-        for (int c = a; n >= 1 && c <= (n == 2 ? b : a) && ncpus < 1024; c++) cpus[ncpus++] = c;
-    }
-}
+static void read_cpus(void) { ncpus = read_online_cpus(cpus, 1024); }
 
 static void attr_for(struct perf_event_attr *a, int inherit) {
     memset(a, 0, sizeof *a);

@@ -22,20 +22,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "bench-cpus.h"
+
 static int cpus[1024], ncpus;
 
-static void read_cpus(void) {
-    char line[4096];
-    FILE *f = fopen("/sys/devices/system/cpu/online", "r");
-    if (!f || !fgets(line, sizeof line, f)) { perror("bench-bare-count: /sys/devices/system/cpu/online"); exit(1); }
-    fclose(f);
-    for (char *p = strtok(line, ",\n"); p; p = strtok(NULL, ",\n")) {
-        int a, b;
-        int n = sscanf(p, "%d-%d", &a, &b);
-        if (n == 1) b = a;
-        for (int c = a; c <= b && ncpus < 1024; c++) cpus[ncpus++] = c;
-    }
-}
+static void read_cpus(void) { ncpus = read_online_cpus(cpus, 1024); }
 
 int main(int argc, char **argv) {
     if (argc < 2) {

@@ -27,23 +27,11 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
-from benchlib import ROOT, Locked, online_cpus, proc_cpu_s, vm_rss_kb
-
-
-def wait_armed(tracer, out_path):
-    deadline = time.time() + 60
-    while True:
-        if tracer.poll() is not None:
-            sys.exit(f"bench-flight: ksymwatch exited before `# armed`: {tracer.stderr.read()}")
-        if os.path.exists(out_path) and "# armed" in open(out_path).read():
-            return
-        if time.time() > deadline:
-            sys.exit("bench-flight: no `# armed` within 60 s")
-        time.sleep(0.05)
+from benchlib import (ROOT, Locked, build_writer, interrupt, online_cpus, proc_cpu_s, require_root_binary_and_gcc, vm_rss_kb,
+                      wait_armed_file)
 
 
 def wait_dump(out_path, limit=120):
@@ -66,21 +54,9 @@ def main():
     ap.add_argument("--trigger", help="a second --dump-on (a condition no store meets)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/ksymwatch"))
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("bench-flight: needs root (sudo scripts/bench-flight.py)")
-    if not os.access(args.bin, os.X_OK):
-        sys.exit(f"bench-flight: no ksymwatch at {args.bin}: run `cargo build --release` first")
-    if shutil.which("gcc") is None:
-        sys.exit("bench-flight: needs gcc to build the writer helper")
+    require_root_binary_and_gcc("bench-flight", args.bin)
     work = tempfile.mkdtemp(prefix="ksymwatch-bench-flight-")
-    writer = os.path.join(work, "writer")
-    subprocess.run(
-        ["gcc", "-O1", "-fno-omit-frame-pointer", "-no-pie", "-o", writer,
-         os.path.join(ROOT, "tests/helpers/writer.c")],
-        check=True,
-    )
-    banner = subprocess.run([writer, "now", "0", "0"], capture_output=True, text=True, check=True).stdout
-    addr = re.search(r"addr=(0x[0-9a-f]+)", banner).group(1)
+    writer, addr = build_writer(work)
     cpus = online_cpus()
     per_cpu = args.stores // len(cpus)
     out_path = os.path.join(work, "out.txt")
@@ -91,7 +67,7 @@ def main():
     with Locked():
         tracer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            wait_armed(tracer, out_path)
+            wait_armed_file(tracer, out_path, "bench-flight")
             time.sleep(0.5)
             start_kb = vm_rss_kb(tracer.pid)
             start_cpu = proc_cpu_s(tracer.pid)
@@ -121,12 +97,7 @@ def main():
             dump_s = wait_dump(out_path)
             after_dump_kb = vm_rss_kb(tracer.pid)
         finally:
-            tracer.send_signal(signal.SIGINT)
-            try:
-                _, err = tracer.communicate(timeout=120)
-            except subprocess.TimeoutExpired:
-                tracer.kill()
-                _, err = tracer.communicate()
+            err = interrupt(tracer, 120)
     summary = next((l for l in err.splitlines() if " hits (" in l), "")
     print(summary)
     hits = int(re.search(r"(\d+) hits", summary).group(1)) if summary else 0

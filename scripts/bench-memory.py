@@ -23,15 +23,12 @@ do not start the script itself under flock.
 import argparse
 import fcntl
 import os
-import re
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 
-from benchlib import LOCK, ROOT, online_cpus, vm_rss_kb
+from benchlib import LOCK, ROOT, build_writer, interrupt, online_cpus, require_root_binary_and_gcc, vm_rss_kb, wait_armed_file
 
 FIRST = 100
 
@@ -53,22 +50,10 @@ def main():
     ap.add_argument("n", nargs="?", type=int, default=10_000, help="short-lived writers to run")
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/ksymwatch"))
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("bench-memory: needs root (sudo scripts/bench-memory.py)")
-    if not os.access(args.bin, os.X_OK):
-        sys.exit(f"bench-memory: no ksymwatch at {args.bin}: run `cargo build --release` first")
-    if shutil.which("gcc") is None:
-        sys.exit("bench-memory: needs gcc to build the writer helper")
+    require_root_binary_and_gcc("bench-memory", args.bin)
     n = max(args.n, FIRST)
     work = tempfile.mkdtemp(prefix="ksymwatch-bench-memory-")
-    writer = os.path.join(work, "writer")
-    subprocess.run(
-        ["gcc", "-O1", "-fno-omit-frame-pointer", "-no-pie", "-o", writer,
-         os.path.join(ROOT, "tests/helpers/writer.c")],
-        check=True,
-    )
-    banner = subprocess.run([writer, "now", "0", "0"], capture_output=True, text=True, check=True).stdout
-    addr = re.search(r"addr=(0x[0-9a-f]+)", banner).group(1)
+    writer, addr = build_writer(work)
     cpus = online_cpus()
     out_path = os.path.join(work, "out.txt")
     lock = open(LOCK, "w")
@@ -80,15 +65,7 @@ def main():
         text=True,
     )
     try:
-        deadline = time.time() + 30
-        while True:
-            if tracer.poll() is not None:
-                sys.exit(f"bench-memory: ksymwatch exited before `# armed`: {tracer.stderr.read()}")
-            if os.path.exists(out_path) and "# armed" in open(out_path).read():
-                break
-            if time.time() > deadline:
-                sys.exit("bench-memory: no `# armed` within 30 s")
-            time.sleep(0.05)
+        wait_armed_file(tracer, out_path, "bench-memory", limit=30)
         rss = {}
         started = time.time()
         for i in range(n):
@@ -103,12 +80,7 @@ def main():
         took = time.time() - started
         print(f"after {n:>6} writers: VmRSS {rss[n]} kB ({took:.1f} s of writers)", flush=True)
     finally:
-        tracer.send_signal(signal.SIGINT)
-        try:
-            _, err = tracer.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            tracer.kill()
-            _, err = tracer.communicate()
+        err = interrupt(tracer, 60)
         lock.close()
     # The writers' own store, from user space: named through their ELF symbols, or a bare address.
     named = unnamed = 0

@@ -31,7 +31,6 @@ Every run that opens breakpoints holds /tmp/ksymwatch-live-tests.lock (flock, as
 script takes it itself around each measurement, so the time spent waiting for it is not measured: do not
 start the script itself under flock.
 """
-import argparse
 import datetime
 import os
 import queue
@@ -46,7 +45,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import ROOT, Locked  # noqa: E402
+import benchlib  # noqa: E402
+from benchlib import ROOT, Locked, thread_bench_args  # noqa: E402
 
 PID_MAX = "/proc/sys/kernel/pid_max"
 
@@ -113,13 +113,7 @@ class Lines:
         return None
 
     def stop(self, sig=signal.SIGINT, timeout=30):
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-        try:
-            self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
+        benchlib.stop(self.p, sig, timeout)
         if self.p.stdin:
             try:
                 self.p.stdin.close()
@@ -316,15 +310,8 @@ def cell(runs, key, unit="ms", missing="?", first=True):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("-k", type=int, default=3, help="runs per measurement (median), default 3")
-    ap.add_argument("--threads", default="1,1000,10000,100000", help="thread counts, comma-separated")
-    ap.add_argument("binary", nargs="?", help="ksymwatch binary (default: target/release/ksymwatch, built)")
-    args = ap.parse_args()
-    counts = [int(x) for x in args.threads.split(",")]
-    binary = args.binary or os.path.join(ROOT, "target/release/ksymwatch")
-    if not args.binary:
-        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    args, counts, binary = thread_bench_args(
+        __doc__, 3, "runs per measurement (median), default 3", "1,1000,10000,100000")
     have_perf, have_bpftrace = shutil.which("perf") is not None, shutil.which("bpftrace") is not None
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()

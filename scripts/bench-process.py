@@ -29,7 +29,6 @@ Needs root and gcc; bpftrace is optional (apt-get install bpftrace). Every run t
 /tmp/ksymwatch-live-tests.lock (flock, as the live tests do); the script takes it itself around each run,
 so the time spent waiting for it is not measured: do not start the script itself under flock.
 """
-import argparse
 import os
 import queue
 import re
@@ -43,7 +42,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import LOCK, ROOT, Locked  # noqa: E402
+import benchlib  # noqa: E402
+from benchlib import LOCK, ROOT, Locked, thread_bench_args  # noqa: E402
 UNSUPPORTED = "ksymwatch: not supported by this build"
 
 
@@ -79,14 +79,7 @@ class Lines:
                 return (t - self.t0) * 1e3, line
 
     def stop(self, sig=signal.SIGINT, timeout=30):
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-        try:
-            self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
-        return self.p.returncode
+        return benchlib.stop(self.p, sig, timeout)
 
 
 def build(work):
@@ -150,6 +143,16 @@ def ms_in(line, pattern=r"([\d.]+) ?ms\b"):
     return float(m.group(1)) if m else None
 
 
+def wait_armed(k, err):
+    """Waits for ksymwatch's `# armed` line: (its time and text, None), or (None, (why, stderr's first
+    line)) when it exited first (UNSUPPORTED for exit 2: this machine cannot take the watch)."""
+    armed = k.wait_for(lambda l: l.startswith("# armed"), timeout=120)
+    if armed is not None:
+        return armed, None
+    rc = k.stop()
+    return None, (UNSUPPORTED if rc == 2 else f"exit {rc} before # armed", first_err(err))
+
+
 def ksw_attach(binary, work, pid, addr, addr2, control):
     """-p run: {armed, armed_reported, retarget, retarget_reported, threads}, or (UNSUPPORTED, why)."""
     fifo = os.path.join(work, "control")
@@ -160,12 +163,9 @@ def ksw_attach(binary, work, pid, addr, addr2, control):
     argv = [binary, "write", "-p", str(pid), f"{addr}/8"] + (["--control", fifo] if control else [])
     with Locked(), open(err, "w") as e:
         k = Lines(argv, stderr=e)
-        armed = k.wait_for(lambda l: l.startswith("# armed"), timeout=120)
-        if armed is None:
-            rc = k.stop()
-            if rc == 2:
-                return UNSUPPORTED, first_err(err)
-            return f"exit {rc} before # armed", first_err(err)
+        armed, failed = wait_armed(k, err)
+        if failed:
+            return failed
         r = {"armed": armed[0], "armed_reported": ms_in(armed[1])}
         if control:
             fd = None
@@ -195,12 +195,9 @@ def ksw_launch(binary, work, addr, n):
     argv = [binary, "write", f"{addr}/8", "--", os.path.join(work, "threads-nopie"), "count", str(n)]
     with Locked(), open(err, "w") as e:
         k = Lines(argv, stdin=subprocess.PIPE, stderr=e)
-        armed = k.wait_for(lambda l: l.startswith("# armed"), timeout=120)
-        if armed is None:
-            rc = k.stop()
-            if rc == 2:
-                return UNSUPPORTED, first_err(err)
-            return f"exit {rc} before # armed", first_err(err)
+        armed, failed = wait_armed(k, err)
+        if failed:
+            return failed
         ready = k.wait_for(lambda l: l == "ready", timeout=120)
         k.p.stdin.close()  # the helper inherited this stdin: EOF ends it, and ksymwatch with it
         try:
@@ -220,15 +217,7 @@ def fmt(x, digits=1):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("-k", type=int, default=5, help="runs per measurement (median)")
-    ap.add_argument("--threads", default="1000,10000", help="thread counts, comma-separated")
-    ap.add_argument("binary", nargs="?", help="ksymwatch binary (default: target/release/ksymwatch, built)")
-    args = ap.parse_args()
-    counts = [int(x) for x in args.threads.split(",")]
-    binary = args.binary or os.path.join(ROOT, "target/release/ksymwatch")
-    if not args.binary:
-        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    args, counts, binary = thread_bench_args(__doc__, 5, "runs per measurement (median)", "1000,10000")
     have_bpftrace = shutil.which("bpftrace") is not None
     work = tempfile.mkdtemp(prefix="ksymwatch-bench-process-")
     rows = {}  # row label -> {threads: cell text}

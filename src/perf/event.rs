@@ -46,6 +46,21 @@ pub struct EventConfig {
 }
 
 impl EventConfig {
+    /// A bare breakpoint: `ring_pages` per ring and nothing else (no task records, no loss count, no
+    /// program, kernel writers included). What probes, the warm-up and tests open.
+    pub const fn bare(ring_pages: usize) -> EventConfig {
+        EventConfig {
+            ring_pages,
+            user_only: false,
+            track_tasks: false,
+            count_lost: false,
+            remove_on_exec: false,
+            values: None,
+            hits: None,
+            percpu: None,
+        }
+    }
+
     /// The sample layout of a ring's breakpoint events: a process watch's, and every ring shared with
     /// value events, lead with the identifier of the event that wrote each record.
     pub fn sample_type(&self, bind: Bind) -> u64 {
@@ -517,20 +532,6 @@ static PROBE: [u64; 8] = [0; 8];
 /// The most breakpoints probed per CPU; x86 has four debug registers.
 const PROBE_MAX: u32 = 8;
 
-/// How a probe breakpoint is opened: no ring, no task records, no program.
-fn probe_cfg() -> EventConfig {
-    EventConfig {
-        ring_pages: 1,
-        user_only: false,
-        track_tasks: false,
-        count_lost: false,
-        remove_on_exec: false,
-        values: None,
-        hits: None,
-        percpu: None,
-    }
-}
-
 /// A probe's watch: 8 bytes at `addr`, written.
 fn probe_watch(addr: u64) -> Watch {
     Watch {
@@ -554,7 +555,7 @@ pub fn probe_user_address() -> u64 {
 /// would be, for [`crate::perf::refusal::explain`] to word.
 pub fn probe(addr: u64, cpu: u32) -> Result<(), OpenError> {
     let w = probe_watch(addr);
-    sys::perf_event_open(&attr(&w, &probe_cfg(), Bind::Cpu), -1, cpu as i32)
+    sys::perf_event_open(&attr(&w, &EventConfig::bare(1), Bind::Cpu), -1, cpu as i32)
         .map(drop)
         .map_err(|err| OpenError::new(cpu, Bind::Cpu, Stage::Open, err).at(addr, w.len))
 }
@@ -563,7 +564,7 @@ pub fn probe(addr: u64, cpu: u32) -> Result<(), OpenError> {
 /// at the first open is `Ok(0)`; any other refusal of the first open is returned as is, so the caller can
 /// word it as an arming failure would be ([`crate::perf::refusal::explain`]).
 pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
-    let cfg = probe_cfg();
+    let cfg = EventConfig::bare(1);
     let mut held = Vec::new();
     for i in 0..PROBE_MAX {
         let w = probe_watch(&PROBE[i as usize] as *const u64 as u64);

@@ -46,16 +46,7 @@ impl Warmup {
         let thread = std::thread::Builder::new()
             .name("ksymwatch-warmup".into())
             .spawn(move || {
-                let cfg = EventConfig {
-                    ring_pages: 1,
-                    user_only: false,
-                    track_tasks: false,
-                    count_lost: false,
-                    remove_on_exec: false,
-                    values: None,
-                    hits: None,
-                    percpu: None,
-                };
+                let cfg = EventConfig::bare(1);
                 let w = Watch {
                     label: "warmup".into(),
                     addr: &PROBE as *const u64 as u64,

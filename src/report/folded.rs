@@ -160,17 +160,8 @@ mod tests {
     fn run(sink: Sink, watches: &[Watch], hits: &[(Sample, &str, usize)]) {
         let mut f = Folded::new(sink);
         let cpus = BTreeSet::from([0]);
-        f.header(&Header {
-            watches,
-            cpus: &cpus,
-            source: "fixture",
-            processes: &[],
-            threads: 0,
-            values: false,
-            condition: None,
-            objects: None,
-        })
-        .unwrap();
+        f.header(&testutil::system_wide_header(watches, &cpus, "fixture"))
+            .unwrap();
         each_hit(&table(), watches, hits, |hit| f.hit(hit).unwrap());
         f.finish(&Summary::default()).unwrap();
     }
@@ -182,13 +173,7 @@ mod tests {
     #[test]
     fn stacks_are_root_first_and_counted() {
         let out = Shared::default();
-        let chain = [
-            encode::KERNEL,
-            0xffffffff81000010,
-            0xffffffff81000110,
-            encode::USER,
-            0x401000,
-        ];
+        let chain = testutil::READ_CHAIN;
         let hits = vec![
             (sample(&chain), "dd", 0),
             (sample(&chain), "dd", 0),

@@ -4,10 +4,11 @@
 //! `trace::symbolize`'s, tested there; this layer uses nothing above it.
 
 use super::frame::{Rendered, ResolvedFrame};
-use super::{Hit, Value};
+use super::{Header, Hit, Value};
 use crate::model::watch::{Access, Watch};
 use crate::perf::record::{decode, encode, Context, Record, Sample, SAMPLE_TYPE};
 use ksymwatch_symbols::{kallsyms, SymbolTable};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 /// Four kernel functions, 0x100 bytes each.
@@ -37,6 +38,57 @@ pub fn sample(
         panic!("not a sample")
     };
     s
+}
+
+/// A read of /dev/zero into 0x7ffd0000 by pid 1234 (tid 1235) on CPU 1 at 412.123456789 s: ip
+/// read_zero+0x77, called from vfs_read+0xbb, from user code at 0x401000.
+pub fn read_zero_sample() -> Sample {
+    let chain = [
+        encode::KERNEL,
+        0xffffffff81000077,
+        0xffffffff810001bb,
+        encode::USER,
+        0x401000,
+    ];
+    sample(chain[1], 1234, 1235, 412_123_456_789, 0x7ffd0000, 1, &chain)
+}
+
+/// read_zero+0x77/0x100, the kernel frame of [`read_zero_sample`]'s ip, as the table names it.
+pub fn read_zero_frame() -> ResolvedFrame {
+    ResolvedFrame {
+        sym: Some("read_zero".into()),
+        off: 0x77,
+        size: Some(0x100),
+        ..ResolvedFrame::unknown(0xffffffff81000077, true)
+    }
+}
+
+/// A kernel chain through read_zero and vfs_read, called from user code at 0x401000.
+pub const READ_CHAIN: [u64; 5] = [
+    encode::KERNEL,
+    0xffffffff81000010,
+    0xffffffff81000110,
+    encode::USER,
+    0x401000,
+];
+
+/// The header of a system-wide watch of `watches` on `cpus`: no process, no value, no condition, no
+/// objects.
+pub fn system_wide_header<'a>(
+    watches: &'a [Watch],
+    cpus: &'a BTreeSet<u32>,
+    source: &'a str,
+) -> Header<'a> {
+    Header {
+        watches,
+        cpus,
+        source,
+        processes: &[],
+        threads: 0,
+        values: false,
+        condition: None,
+        objects: None,
+    }
 }
 
 pub fn watch(label: &str, addr: u64, access: Access) -> Watch {

@@ -43,6 +43,27 @@ pub mod fake {
         }
     }
 
+    /// Implements [`Marks`] for a test's fake session by handing both calls to its `log` field, so each
+    /// part's fake adds only its own narrow trait.
+    macro_rules! marks_through_log {
+        ($fake:ty) => {
+            impl $crate::trace::context::Marks for $fake {
+                fn now(&self) -> u64 {
+                    self.log.now
+                }
+
+                fn emit(
+                    &mut self,
+                    event: &$crate::report::StreamEvent,
+                    time_ns: u64,
+                ) -> Option<$crate::report::StopReason> {
+                    $crate::trace::context::Marks::emit(&mut self.log, event, time_ns)
+                }
+            }
+        };
+    }
+    pub(crate) use marks_through_log;
+
     impl Marks for Log {
         fn now(&self) -> u64 {
             self.now

@@ -400,7 +400,7 @@ pub(crate) fn uevent(parts: &[&str]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::context::fake::Log;
+    use crate::trace::context::fake::{marks_through_log, Log};
 
     use super::uevent as msg;
 
@@ -528,15 +528,7 @@ mod tests {
         }
     }
 
-    impl Marks for Cpus {
-        fn now(&self) -> u64 {
-            self.log.now
-        }
-
-        fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
-            self.log.emit(event, time_ns)
-        }
-    }
+    marks_through_log!(Cpus);
 
     impl Arming for Cpus {
         fn is_armed(&self, cpu: u32) -> bool {

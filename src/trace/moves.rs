@@ -269,7 +269,7 @@ pub fn refusal(line: &str, reason: String, kind: &'static str, watches: &[Watch]
 mod tests {
     use super::*;
     use crate::report::testutil::watch;
-    use crate::trace::context::fake::Log;
+    use crate::trace::context::fake::{marks_through_log, Log};
 
     /// A controller reading `text` from a regular file, resolving every target to a watch at 0x1000 with
     /// the access and length asked (and refusing `missing`).
@@ -393,15 +393,7 @@ mod tests {
         }
     }
 
-    impl Marks for Watching {
-        fn now(&self) -> u64 {
-            self.log.now
-        }
-
-        fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
-            self.log.emit(event, time_ns)
-        }
-    }
+    marks_through_log!(Watching);
 
     impl Steering for Watching {
         fn watches(&self) -> &[Watch] {

@@ -411,7 +411,7 @@ pub fn object_watch(target: &ObjectTarget, index: u64, addr: u64) -> Watch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::context::fake::Log;
+    use crate::trace::context::fake::{marks_through_log, Log};
 
     #[test]
     fn free_slots_first_then_skip_or_evict_the_oldest() {
@@ -533,15 +533,7 @@ mod tests {
         refuse_arm: bool,
     }
 
-    impl Marks for Session {
-        fn now(&self) -> u64 {
-            self.log.now
-        }
-
-        fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
-            self.log.emit(event, time_ns)
-        }
-    }
+    marks_through_log!(Session);
 
     impl Placing for Session {
         fn arm(&mut self, slot: usize, watch: Watch) -> std::io::Result<()> {

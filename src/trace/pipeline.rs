@@ -125,16 +125,7 @@ mod tests {
     const TOKEN: u64 = 1;
 
     fn cfg() -> EventConfig {
-        EventConfig {
-            ring_pages: 1,
-            track_tasks: false,
-            count_lost: false,
-            remove_on_exec: false,
-            values: None,
-            user_only: false,
-            hits: None,
-            percpu: None,
-        }
+        EventConfig::bare(1)
     }
 
     fn watches() -> Vec<Watch> {

@@ -483,16 +483,7 @@ mod tests {
     }
 
     fn cfg() -> EventConfig {
-        EventConfig {
-            ring_pages: 1,
-            track_tasks: false,
-            count_lost: false,
-            remove_on_exec: false,
-            values: None,
-            user_only: false,
-            hits: None,
-            percpu: None,
-        }
+        EventConfig::bare(1)
     }
 
     /// A pipeline over one file-backed ring per CPU in `cpus`, and the rings' writing sides.

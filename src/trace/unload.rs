@@ -165,7 +165,7 @@ mod tests {
     use super::*;
     use crate::model::watch::Access;
 
-    use crate::trace::context::fake::Log;
+    use crate::trace::context::fake::{marks_through_log, Log};
     use crate::trace::hotplug::uevent as msg;
 
     /// What the kernel sends for `rmmod nfs` (lib/kobject_uevent.c: the header, then ACTION, DEVPATH,
@@ -299,15 +299,7 @@ mod tests {
         }
     }
 
-    impl Marks for Session {
-        fn now(&self) -> u64 {
-            self.log.now
-        }
-
-        fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
-            self.log.emit(event, time_ns)
-        }
-    }
+    marks_through_log!(Session);
 
     impl Unloading for Session {
         fn watches(&self) -> &[Watch] {

@@ -18,26 +18,9 @@
 //!
 //! The [`LineSource`] over a vmlinux is [`crate::resolve::VmlinuxLines`], beside the resolver it asks.
 
-/// One source-level frame at a code address.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LineFrame {
-    pub function: Option<String>,
-    pub file: Option<String>,
-    pub line: Option<u32>,
-    /// Inlined into the next frame; the last frame of a lookup is the out-of-line function.
-    pub inlined: bool,
-}
-
-impl LineFrame {
-    /// `file:line`, `file`, or `??` when the debug info does not say.
-    pub fn location(&self) -> String {
-        match (&self.file, self.line) {
-            (Some(f), Some(l)) => format!("{f}:{l}"),
-            (Some(f), None) => f.clone(),
-            _ => "??".to_string(),
-        }
-    }
-}
+/// One source-level frame at a code address: the vmlinux line table's own [`crate::lines::Frame`], which
+/// every [`LineSource`] answers with.
+pub use crate::lines::Frame as LineFrame;
 
 /// Anything that maps a runtime kernel code address to source frames.
 pub trait LineSource {

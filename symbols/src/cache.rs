@@ -469,6 +469,14 @@ ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
         d
     }
 
+    /// A cache in a fresh temporary directory `name`, holding [`table`] under [`key`].
+    fn stored(name: &str) -> (PathBuf, SymbolCache) {
+        let d = temp_dir(name);
+        let c = SymbolCache::new(&d);
+        c.store(&key(), &table()).unwrap();
+        (d, c)
+    }
+
     #[test]
     fn round_trip_keeps_every_field_and_shares_module_names() {
         let d = temp_dir("round");
@@ -506,9 +514,7 @@ ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
 
     #[test]
     fn another_key_is_a_miss() {
-        let d = temp_dir("key");
-        let c = SymbolCache::new(&d);
-        c.store(&key(), &table()).unwrap();
+        let (d, c) = stored("key");
         let mut k = key();
         k.boot_id = "other boot".into();
         assert!(c.load(&k).is_none());
@@ -538,9 +544,7 @@ ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
 
     #[test]
     fn writable_by_others_is_refused_for_reading_and_writing() {
-        let d = temp_dir("perms");
-        let c = SymbolCache::new(&d);
-        c.store(&key(), &table()).unwrap();
+        let (d, c) = stored("perms");
         fs::set_permissions(c.file(), fs::Permissions::from_mode(0o622)).unwrap();
         assert!(c.load(&key()).is_none(), "group/other-writable file");
         fs::set_permissions(c.file(), fs::Permissions::from_mode(0o600)).unwrap();
@@ -559,9 +563,7 @@ ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
             eprintln!("skipped: changing a file's owner needs root");
             return;
         }
-        let d = temp_dir("owner");
-        let c = SymbolCache::new(&d);
-        c.store(&key(), &table()).unwrap();
+        let (d, c) = stored("owner");
         std::os::unix::fs::chown(c.file(), Some(65534), None).unwrap();
         assert!(c.load(&key()).is_none(), "file owned by nobody");
         std::os::unix::fs::chown(c.file(), Some(0), None).unwrap();
@@ -574,9 +576,7 @@ ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
 
     #[test]
     fn a_symlinked_file_is_not_followed() {
-        let d = temp_dir("link");
-        let c = SymbolCache::new(&d);
-        c.store(&key(), &table()).unwrap();
+        let (d, c) = stored("link");
         fs::rename(c.file(), d.join("real")).unwrap();
         std::os::unix::fs::symlink(d.join("real"), c.file()).unwrap();
         assert!(c.load(&key()).is_none());
@@ -585,9 +585,7 @@ ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
 
     #[test]
     fn truncated_or_corrupt_files_are_misses() {
-        let d = temp_dir("corrupt");
-        let c = SymbolCache::new(&d);
-        c.store(&key(), &table()).unwrap();
+        let (d, c) = stored("corrupt");
         let good = fs::read(c.file()).unwrap();
         let write = |bytes: &[u8]| {
             fs::remove_file(c.file()).unwrap();

@@ -67,6 +67,15 @@ pub fn has_debug_info(src: &dyn DebugSections) -> bool {
         .is_ok_and(|s| s.is_some_and(|s| !s.is_empty()))
 }
 
+/// gimli's byte order of a file that is little-endian or not.
+pub(crate) fn runtime_endian(little_endian: bool) -> RunTimeEndian {
+    if little_endian {
+        RunTimeEndian::Little
+    } else {
+        RunTimeEndian::Big
+    }
+}
+
 /// Loads the sections gimli needs from `src`, without copying.
 fn load(src: &dyn DebugSections) -> Result<Dwarf<'_>, Error> {
     if !has_debug_info(src) {
@@ -74,11 +83,7 @@ fn load(src: &dyn DebugSections) -> Result<Dwarf<'_>, Error> {
             path: src.path().to_path_buf(),
         });
     }
-    let endian = if src.little_endian() {
-        RunTimeEndian::Little
-    } else {
-        RunTimeEndian::Big
-    };
+    let endian = runtime_endian(src.little_endian());
     gimli::Dwarf::load(|id| -> Result<R<'_>, Error> {
         Ok(EndianSlice::new(
             src.debug_section(id.name())?.unwrap_or(&[]),

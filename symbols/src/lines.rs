@@ -42,6 +42,17 @@ pub struct Frame {
     pub inlined: bool,
 }
 
+impl Frame {
+    /// `file:line`, `file`, or `??` when the debug info does not say.
+    pub fn location(&self) -> String {
+        match (&self.file, self.line) {
+            (Some(f), Some(l)) => format!("{f}:{l}"),
+            (Some(f), None) => f.clone(),
+            _ => "??".to_string(),
+        }
+    }
+}
+
 impl std::fmt::Display for Frame {
     /// `function at file:line`, with `(inlined)` marking inlined frames, as `addr2line -fi` would show.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -79,11 +90,7 @@ impl LineSymbolizer {
                 path: vm.path().to_path_buf(),
             });
         }
-        let endian = if vm.little_endian() {
-            RunTimeEndian::Little
-        } else {
-            RunTimeEndian::Big
-        };
+        let endian = crate::dwarf::runtime_endian(vm.little_endian());
         let whole = Reader::new(SharedMap(vm.map().clone()), endian);
         let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, Error> {
             Ok(match vm.section_range(id.name())? {

@@ -78,15 +78,21 @@ mod tests {
     const MAP: &str = "0000000000000000 D fixed_percpu_data\nffffffff81000000 T _text\nffffffff81000100 T start_kernel\n\
                        ffffffff81000200 T schedule\nffffffff82000000 D jiffies\n";
 
+    /// [`MAP`], and a kallsyms of a kernel booted 0x19000000 above it whose `schedule` is at `schedule`:
+    /// both tables and the offset between them.
+    fn booted(schedule: &str) -> (SymbolTable, SymbolTable, Kaslr) {
+        let map = sysmap::from_text(MAP, Path::new("m")).unwrap();
+        let text = format!(
+            "ffffffff9a000000 T _text\nffffffff9a000100 T start_kernel\n{schedule} T schedule\n"
+        );
+        let ks = kallsyms::from_text(&text, Path::new("k")).unwrap();
+        let k = between(&map, &ks).unwrap();
+        (map, ks, k)
+    }
+
     #[test]
     fn relocated_table_keeps_link_addresses() {
-        let map = sysmap::from_text(MAP, Path::new("m")).unwrap();
-        let ks = kallsyms::from_text(
-            "ffffffff9a000000 T _text\nffffffff9a000100 T start_kernel\nffffffff9a000200 T schedule\n",
-            Path::new("k"),
-        )
-        .unwrap();
-        let k = between(&map, &ks).unwrap();
+        let (map, ks, k) = booted("ffffffff9a000200");
         assert_eq!(k.offset(), 0x19000000);
         assert_eq!(
             verify(&map, &ks, k, 8),
@@ -106,13 +112,7 @@ mod tests {
 
     #[test]
     fn verify_catches_another_build() {
-        let map = sysmap::from_text(MAP, Path::new("m")).unwrap();
-        let ks = kallsyms::from_text(
-            "ffffffff9a000000 T _text\nffffffff9a000100 T start_kernel\nffffffff9a000240 T schedule\n",
-            Path::new("k"),
-        )
-        .unwrap();
-        let k = between(&map, &ks).unwrap();
+        let (map, ks, k) = booted("ffffffff9a000240");
         assert!(verify(&map, &ks, k, 8).is_mismatch());
     }
 }

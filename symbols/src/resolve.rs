@@ -402,14 +402,20 @@ impl Resolver {
         policy.check(&self.kernel_match, &self.source)
     }
 
+    /// The vmlinux the source is, or `missing`'s error naming the source's file (a System.map or kallsyms
+    /// has no symbol table to build and no DWARF).
+    fn vmlinux_or(&self, missing: fn(PathBuf) -> Error) -> Result<&Vmlinux, Error> {
+        self.vmlinux
+            .as_ref()
+            .ok_or_else(|| missing(self.source.path().to_path_buf()))
+    }
+
     /// The full symbol table (runtime addresses when relocated), built on first use for a vmlinux.
     pub fn table(&self) -> Result<&SymbolTable, Error> {
         if let Some(t) = self.table.get() {
             return Ok(t);
         }
-        let vm = self.vmlinux.as_ref().ok_or_else(|| Error::Empty {
-            path: self.source.path().to_path_buf(),
-        })?;
+        let vm = self.vmlinux_or(|path| Error::Empty { path })?;
         let mut t = vm.table()?;
         if let Some(k) = self.kaslr {
             t.relocate(k);
@@ -449,9 +455,7 @@ impl Resolver {
         if let Some(l) = self.lines.get() {
             return Ok(l);
         }
-        let vm = self.vmlinux.as_ref().ok_or_else(|| Error::NoDebugInfo {
-            path: self.source.path().to_path_buf(),
-        })?;
+        let vm = self.vmlinux_or(|path| Error::NoDebugInfo { path })?;
         let l = LineSymbolizer::new(vm)?;
         Ok(self.lines.get_or_init(|| l))
     }
@@ -636,17 +640,7 @@ impl<'a> VmlinuxLines<'a> {
 impl LineSource for VmlinuxLines<'_> {
     fn lines(&self, addr: u64) -> Vec<LineFrame> {
         // A frame without lines is printed bare; one failed lookup must not end the trace.
-        self.resolver
-            .frames(addr)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|f| LineFrame {
-                function: f.function,
-                file: f.file,
-                line: f.line,
-                inlined: f.inlined,
-            })
-            .collect()
+        self.resolver.frames(addr).unwrap_or_default()
     }
 }
 

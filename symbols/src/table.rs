@@ -490,11 +490,9 @@ mod tests {
     /// of the modules there are must not offer them.
     #[test]
     fn padding_symbols_are_not_suggested_unless_asked_for() {
-        let t = crate::kallsyms::from_text(
+        let t = of_text(
             "ffffffff81000000 T __pfx_ksys_write\nffffffff81000010 T ksys_write\nffffffff81000100 T ksys_read\n",
-            std::path::Path::new("fixture"),
-        )
-        .unwrap();
+        );
         let got = t.suggest("ksys_writ", 5);
         assert!(got.contains(&"ksys_write".to_string()), "{got:?}");
         assert!(!got.iter().any(|n| n.starts_with("__pfx_")), "{got:?}");
@@ -504,23 +502,19 @@ mod tests {
 
     #[test]
     fn builtin_pseudo_modules_are_not_modules() {
-        let t = crate::kallsyms::from_text(
+        let t = of_text(
             "ffffffff81000000 T _text\nffffffffc0000000 t nfs_x\t[nfs]\n\
              ffffffffc0201000 t ftrace_trampoline\t[__builtin__ftrace]\n\
              ffffffffc0202000 t bpf_prog_1\t[bpf]\nffffffffc0203000 t kp\t[__builtin__kprobes]\n",
-            std::path::Path::new("k"),
-        )
-        .unwrap();
+        );
         assert_eq!(t.modules(), ["nfs"]);
     }
 
     #[test]
     fn a_bad_index_of_a_lone_symbol_is_said_in_the_singular() {
-        let t = crate::kallsyms::from_text(
+        let t = of_text(
             "ffffffff81000000 T _text\nffffffff83000000 D lone\nffffffff83000100 D two\nffffffff83000200 D two\n",
-            std::path::Path::new("k"),
-        )
-        .unwrap();
+        );
         let one = t.lookup("lone", Some(1)).unwrap_err().to_string();
         assert!(
             one.contains("there is only one symbol named `lone`; drop the @1"),
@@ -552,7 +546,12 @@ ffffffff83100000 D __start_once
 ";
 
     fn table() -> SymbolTable {
-        kallsyms::from_text(FIXTURE, Path::new("fixture")).unwrap()
+        of_text(FIXTURE)
+    }
+
+    /// A table of kallsyms `text`.
+    fn of_text(text: &str) -> SymbolTable {
+        kallsyms::from_text(text, Path::new("fixture")).unwrap()
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //   holder task K    K events bound to this task (pid 0, cpu -1), as a debugger's watchpoints are: the
 //                    kernel reserves a task-bound breakpoint's register on every CPU, so K=4 leaves no
 //                    CPU-bound breakpoint anywhere
+#define _GNU_SOURCE
 #include <linux/hw_breakpoint.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
@@ -13,6 +14,8 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "helpers.h"
 
 static volatile unsigned long vars[8] __attribute__((aligned(64)));
 
@@ -24,17 +27,7 @@ int main(int argc, char **argv) {
     int task = strcmp(argv[1], "task") == 0;
     int cpu = task ? -1 : atoi(argv[1]), k = atoi(argv[2]), held = 0;
     for (int i = 0; i < k; i++) {
-        struct perf_event_attr a;
-        memset(&a, 0, sizeof a);
-        a.type = PERF_TYPE_BREAKPOINT;
-        a.size = sizeof a;
-        a.bp_type = HW_BREAKPOINT_W;
-        a.bp_addr = (unsigned long)&vars[i];
-        a.bp_len = HW_BREAKPOINT_LEN_8;
-        a.sample_period = 1;
-        a.pinned = 1;
-        a.disabled = 1;
-        int fd = syscall(SYS_perf_event_open, &a, task ? 0 : -1, cpu, -1, 0);
+        int fd = hold_breakpoint(&vars[i], task ? 0 : -1, cpu);
         if (fd < 0) {
             perror("perf_event_open");
             break;

@@ -19,6 +19,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "helpers.h"
+
 volatile unsigned long ksw_var __attribute__((aligned(64)));
 // The load's source: the stored value sits at byte 0x48 of it.
 unsigned int ksw_src[32] __attribute__((aligned(64)));
@@ -34,27 +36,9 @@ __attribute__((noinline)) void ksw_store2(unsigned short v) { *(volatile unsigne
 __attribute__((noinline)) void ksw_store4(unsigned int v) { *(volatile unsigned int *)((char *)&ksw_var + 4) = v; }
 __attribute__((noinline)) void ksw_store8(unsigned long v) { ksw_var = v; }
 
-static void pin(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0) {
-        perror("sched_setaffinity");
-        exit(2);
-    }
-}
-
-static void wait_line(void) {
-    char buf[64];
-    if (!fgets(buf, sizeof buf, stdin)) exit(0);
-}
-
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: stores after48|widths N CPU | spin CPU\n");
-        return 2;
-    }
-    const char *mode = argv[1];
+    const char *mode = mode_of(argc, argv, "stores after48|widths N CPU | spin CPU");
+    if (!mode) return 2;
     int spin = strcmp(mode, "spin") == 0;
     long n = spin ? 0 : atol(argv[2]);
     int cpu = atoi(spin ? argv[2] : argv[3]);
@@ -86,11 +70,7 @@ int main(int argc, char **argv) {
         wait_line();
         printf("stores=%ld\n", stores);
     } else {
-        fprintf(stderr, "unknown mode %s\n", mode);
-        return 2;
+        return unknown_mode(mode);
     }
-    printf("done\n");
-    fflush(stdout);
-    wait_line();
-    return 0;
+    return done_then_wait();
 }

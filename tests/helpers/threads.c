@@ -52,6 +52,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "helpers.h"
+
 volatile unsigned long target_var __attribute__((aligned(64)));
 volatile unsigned long target_var2 __attribute__((aligned(64)));
 
@@ -96,17 +98,7 @@ static void die(const char *what, int err) {
 static int hold_breakpoints(void) {
     int held = 0;
     for (int i = 0; i < 4; i++) {
-        struct perf_event_attr a;
-        memset(&a, 0, sizeof a);
-        a.type = PERF_TYPE_BREAKPOINT;
-        a.size = sizeof a;
-        a.bp_type = HW_BREAKPOINT_W;
-        a.bp_addr = (unsigned long)&hog_vars[i];
-        a.bp_len = HW_BREAKPOINT_LEN_8;
-        a.sample_period = 1;
-        a.pinned = 1;
-        a.disabled = 1;  // a disabled event still holds its slot until closed
-        if (syscall(SYS_perf_event_open, &a, 0, -1, -1, 0) < 0) {
+        if (hold_breakpoint(&hog_vars[i], 0, -1) < 0) {
             fprintf(stderr, "threads: hog perf_event_open %d: %s\n", i, strerror(errno));
             break;
         }
@@ -276,6 +268,18 @@ static void run_store_once(long n, long late, int hog) {
     wait_eof();
 }
 
+// Forks a child that stores its pid into `target_var` and exits; waits for it and returns its pid.
+static pid_t fork_a_storer(void) {
+    pid_t c = fork();
+    if (c < 0) die("fork", errno);
+    if (c == 0) {
+        ksw_thread_store(&target_var, (unsigned long)getpid());
+        _exit(0);
+    }
+    waitpid(c, NULL, 0);
+    return c;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 2 ? argv[1] : "";
     long n = argc > 2 ? atol(argv[2]) : 0;
@@ -364,13 +368,7 @@ int main(int argc, char **argv) {
         if (!wait_for("go")) return 0;
         printf("children=");
         for (long i = 0; i < n; i++) {
-            pid_t c = fork();
-            if (c < 0) die("fork", errno);
-            if (c == 0) {
-                ksw_thread_store(&target_var, (unsigned long)getpid());
-                _exit(0);
-            }
-            waitpid(c, NULL, 0);
+            pid_t c = fork_a_storer();
             printf("%s%d", i ? "," : "", (int)c);
         }
         ksw_thread_store(&target_var, (unsigned long)getpid());
@@ -404,13 +402,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(mode, "forker") == 0) {
         say("ready\n");
         while (wait_for("fork")) {
-            pid_t c = fork();
-            if (c < 0) die("fork", errno);
-            if (c == 0) {
-                ksw_thread_store(&target_var, (unsigned long)getpid());
-                _exit(0);
-            }
-            waitpid(c, NULL, 0);
+            pid_t c = fork_a_storer();
             printf("child=%d\n", (int)c);
             fflush(stdout);
         }

@@ -32,6 +32,8 @@
 #include <poll.h>
 #include <sys/sysinfo.h>
 
+#include "helpers.h"
+
 volatile unsigned long target_var __attribute__((aligned(64)));
 volatile unsigned long target_var2 __attribute__((aligned(64)));
 struct sysinfo ksw_sysinfo __attribute__((aligned(64)));
@@ -48,27 +50,9 @@ static int site_of(unsigned long v) {
     return (int)(v & 1);
 }
 
-static void pin(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0) {
-        perror("sched_setaffinity");
-        exit(2);
-    }
-}
-
-static void wait_line(void) {
-    char buf[64];
-    if (!fgets(buf, sizeof buf, stdin)) exit(0);
-}
-
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: writer write|read|write2|now N CPU | spin|set CPU\n");
-        return 2;
-    }
-    const char *mode = argv[1];
+    const char *mode = mode_of(argc, argv, "writer write|read|write2|now N CPU | spin|set CPU");
+    if (!mode) return 2;
     int spin = strcmp(mode, "spin") == 0;
     int now = strcmp(mode, "now") == 0;
     int set = strcmp(mode, "set") == 0;
@@ -167,11 +151,7 @@ int main(int argc, char **argv) {
         }
         return 0;
     } else {
-        fprintf(stderr, "unknown mode %s\n", mode);
-        return 2;
+        return unknown_mode(mode);
     }
-    printf("done\n");
-    fflush(stdout);
-    wait_line();
-    return 0;
+    return done_then_wait();
 }

@@ -36,9 +36,7 @@ ffffffff83000180 D __start_once
 
 /// This test binary's scratch directory.
 fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ksymwatch-bad-input-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    util::temp_dir("ksymwatch-bad-input")
 }
 
 fn fixture(name: &str, text: &str) -> PathBuf {
@@ -244,10 +242,7 @@ fn bad_options() {
     );
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn offline_cpu_in_the_list_is_refused() {
-    let Some(_lock) = util::live() else { return };
+live_test!(offline_cpu_in_the_list_is_refused, {
     if !util::can_hotplug_cpu1() {
         return;
     }
@@ -258,7 +253,7 @@ fn offline_cpu_in_the_list_is_refused() {
         2,
         &["cpu 1 is offline", "echo 1 >"],
     );
-}
+});
 
 #[test]
 fn unprivileged_user_gets_exit_4_with_the_paranoid_level() {
@@ -279,10 +274,7 @@ fn unprivileged_user_gets_exit_4_with_the_paranoid_level() {
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn text_symbol_watched_for_writes_warns_and_still_runs() {
-    let Some(_lock) = util::live() else { return };
+live_test!(text_symbol_watched_for_writes_warns_and_still_runs, {
     // The warning comes from resolving the target: a dry run makes the whole plan and arms nothing.
     let (code, out, err) = run(&["write", "vfs_read", "--dry-run"]);
     assert_eq!(code, 0, "{err}");
@@ -301,7 +293,7 @@ fn text_symbol_watched_for_writes_warns_and_still_runs() {
         "{err}"
     );
     assert!(out.contains("# armed"), "{out}");
-}
+});
 
 /// Runs ksymwatch with stdout on a full disk (`>/dev/full`) and checks it says so and exits 1, as any
 /// lost output does.
@@ -323,13 +315,10 @@ fn fails_on_a_full_stdout(args: &[&str]) {
     );
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn output_that_cannot_be_written_is_a_runtime_error() {
-    let Some(_lock) = util::live() else { return };
+live_test!(output_that_cannot_be_written_is_a_runtime_error, {
     let w = util::Writer::spinning(0);
     fails_on_a_full_stdout(&["write", &w.target(), "--duration", "2s"]);
-}
+});
 
 /// `resolve`'s answer lost to a full disk is an error too, not a silent exit 0.
 #[test]
@@ -373,55 +362,52 @@ fn stderr_that_cannot_be_written_does_not_change_the_exit_code() {
     assert_eq!(exit_with_full_stderr(&["write", "0x10000", "--bogus"]), 2);
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn stderr_that_cannot_be_written_does_not_change_a_watch_exit_code() {
-    let Some(_lock) = util::live() else { return };
-    let w = util::Writer::spinning(0);
-    let target = w.target();
-    // The summary line (and, with --quiet, the `armed` note) go to stderr; losing them is not an error.
-    for extra in [&[][..], &["--json"], &["--quiet"]] {
-        let mut args = vec!["write", &target, "--duration", "300ms"];
-        args.extend(extra);
-        assert_eq!(exit_with_full_stderr(&args), 0, "{args:?}");
+live_test!(
+    stderr_that_cannot_be_written_does_not_change_a_watch_exit_code,
+    {
+        let w = util::Writer::spinning(0);
+        let target = w.target();
+        // The summary line (and, with --quiet, the `armed` note) go to stderr; losing them is not an error.
+        for extra in [&[][..], &["--json"], &["--quiet"]] {
+            let mut args = vec!["write", &target, "--duration", "300ms"];
+            args.extend(extra);
+            assert_eq!(exit_with_full_stderr(&args), 0, "{args:?}");
+        }
+        // A warning on the way (a text symbol watched for writes), then a plan printed and a clean stop.
+        assert_eq!(
+            exit_with_full_stderr(&["write", "vfs_read", "--dry-run"]),
+            0
+        );
+        // A note on the way (a --comm longer than the kernel keeps), then a clean stop of a live watch.
+        assert_eq!(
+            exit_with_full_stderr(&[
+                "write",
+                &target,
+                "--comm",
+                "a-very-long-task-name",
+                "--duration",
+                "200ms"
+            ]),
+            0
+        );
+        // A run that fails to arm keeps its own code: the holder takes what is left of cpu0 (it stops at the
+        // first refusal, so cpu0 is full even if something outside the live lock holds a register too).
+        let holder = util::Holder::start(0, 4);
+        assert_eq!(
+            exit_with_full_stderr(&["write", "0x10000", "--duration", "300ms"]),
+            3
+        );
+        drop(holder);
+        assert_eq!(
+            exit_with_full_stderr(&["check"]),
+            util::check_code_when_all_free()
+        );
     }
-    // A warning on the way (a text symbol watched for writes), then a plan printed and a clean stop.
-    assert_eq!(
-        exit_with_full_stderr(&["write", "vfs_read", "--dry-run"]),
-        0
-    );
-    // A note on the way (a --comm longer than the kernel keeps), then a clean stop of a live watch.
-    assert_eq!(
-        exit_with_full_stderr(&[
-            "write",
-            &target,
-            "--comm",
-            "a-very-long-task-name",
-            "--duration",
-            "200ms"
-        ]),
-        0
-    );
-    // A run that fails to arm keeps its own code: the holder takes what is left of cpu0 (it stops at the
-    // first refusal, so cpu0 is full even if something outside the live lock holds a register too).
-    let holder = util::Holder::start(0, 4);
-    assert_eq!(
-        exit_with_full_stderr(&["write", "0x10000", "--duration", "300ms"]),
-        3
-    );
-    drop(holder);
-    assert_eq!(
-        exit_with_full_stderr(&["check"]),
-        util::check_code_when_all_free()
-    );
-}
+);
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn check_on_a_full_stdout_is_a_runtime_error_not_a_panic() {
-    let Some(_lock) = util::live() else { return };
+live_test!(check_on_a_full_stdout_is_a_runtime_error_not_a_panic, {
     fails_on_a_full_stdout(&["check"]);
-}
+});
 
 #[test]
 fn special_files_as_symbol_inputs_are_refused_at_once() {
@@ -674,65 +660,64 @@ fn a_file_planted_in_a_sticky_directory_is_not_written() {
     assert_eq!(std::fs::read_to_string(&planted.path).unwrap(), "theirs\n");
 }
 
-/// Watched one breakpoint per thread (`--per-thread`), a process with more threads than the descriptor
-/// limit leaves room for (one per thread, CPU and target) is refused before a single event is opened, with
-/// the ways out named; watched the default way (one breakpoint per CPU) it fits whatever its threads.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_process_too_big_for_the_descriptor_limit_is_refused_up_front() {
-    let Some(_lock) = util::live() else { return };
-    if !util::require("prlimit") {
-        return;
+// Watched one breakpoint per thread (`--per-thread`), a process with more threads than the descriptor
+// limit leaves room for (one per thread, CPU and target) is refused before a single event is opened, with
+// the ways out named; watched the default way (one breakpoint per CPU) it fits whatever its threads.
+live_test!(
+    a_process_too_big_for_the_descriptor_limit_is_refused_up_front,
+    {
+        if !util::require("prlimit") {
+            return;
+        }
+        let h = util::Writer::threads(&["count", "100"]);
+        let pid = h.pid.to_string();
+        let out = std::process::Command::new("prlimit")
+            .args([
+                "--nofile=128:128",
+                util::BIN,
+                "write",
+                "-p",
+                &pid,
+                "target_var",
+                "--per-thread",
+            ])
+            .output()
+            .expect("run prlimit");
+        let per_cpu = std::process::Command::new("prlimit")
+            .args([
+                "--nofile=128:128",
+                util::BIN,
+                "write",
+                "-p",
+                &pid,
+                "target_var",
+                "--duration",
+                "200ms",
+            ])
+            .output()
+            .expect("run prlimit");
+        h.finish();
+        assert_eq!(
+            per_cpu.status.code(),
+            Some(0),
+            "one breakpoint per CPU needs no descriptor per thread: {}",
+            String::from_utf8_lossy(&per_cpu.stderr)
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        let need = 101 * util::online_cpus().len();
+        assert!(
+            err.contains("watching 101 threads on ")
+                && err.contains(&format!("takes {need} file descriptors")),
+            "{err}"
+        );
+        assert!(
+            err.contains("limit of 128") && err.contains("-- CMD"),
+            "{err}"
+        );
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("# armed"));
     }
-    let mut h = util::Writer::start_binary(&util::helper("threads"), &["count", "100"]);
-    h.read_until("ready");
-    let pid = h.pid.to_string();
-    let out = std::process::Command::new("prlimit")
-        .args([
-            "--nofile=128:128",
-            util::BIN,
-            "write",
-            "-p",
-            &pid,
-            "target_var",
-            "--per-thread",
-        ])
-        .output()
-        .expect("run prlimit");
-    let per_cpu = std::process::Command::new("prlimit")
-        .args([
-            "--nofile=128:128",
-            util::BIN,
-            "write",
-            "-p",
-            &pid,
-            "target_var",
-            "--duration",
-            "200ms",
-        ])
-        .output()
-        .expect("run prlimit");
-    h.finish();
-    assert_eq!(
-        per_cpu.status.code(),
-        Some(0),
-        "one breakpoint per CPU needs no descriptor per thread: {}",
-        String::from_utf8_lossy(&per_cpu.stderr)
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
-    let need = 101 * util::online_cpus().len();
-    assert!(
-        err.contains("watching 101 threads on ")
-            && err.contains(&format!("takes {need} file descriptors")),
-        "{err}"
-    );
-    assert!(
-        err.contains("limit of 128") && err.contains("-- CMD"),
-        "{err}"
-    );
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("# armed"));
-}
+);
 
 /// `--control FIFO` hands the watch to whoever can write the FIFO: one of another user, one writable by
 /// group or others, or a path that is a symlink (or not a FIFO at all) is refused before anything is armed,
@@ -1342,12 +1327,7 @@ fn objects_on_is_checked_before_anything_is_armed() {
 #[test]
 fn a_refused_memory_map_says_what_refused_it() {
     let args = ["write", "-p", "1", "main", "--dry-run"];
-    let caps = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let ptrace_cap = caps
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .is_some_and(|c| c & (1 << 19) != 0);
+    let ptrace_cap = util::has_cap(19);
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if std::fs::File::open("/proc/1/maps").is_ok() {
@@ -1394,12 +1374,9 @@ fn a_refused_memory_map_says_what_refused_it() {
     );
 }
 
-/// Issue 38 item 13: an output file that cannot be written (`/dev/full`) is named in the error, with
-/// its option: "writing output" alone did not say which of the outputs failed.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_full_output_file_is_named_with_its_option() {
-    let Some(_live) = util::live() else { return };
+// Issue 38 item 13: an output file that cannot be written (`/dev/full`) is named in the error, with
+// its option: "writing output" alone did not say which of the outputs failed.
+live_test!(a_full_output_file_is_named_with_its_option, {
     let mut w = util::Writer::start(&["spin", "0"]);
     w.send("go");
     let target = format!("0x{:x}/8", w.addr);
@@ -1419,7 +1396,7 @@ fn a_full_output_file_is_named_with_its_option() {
             "{flag:?}: {err}"
         );
     }
-}
+});
 
 /// Issue 38 item 6: an error quoting a name with control characters (typed here; a symbol or path from a
 /// file, or a comm, elsewhere) is still one line, its control characters escaped.

@@ -21,10 +21,7 @@ fn check_json() -> (i32, serde_json::Value) {
     (code, v)
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn reports_this_machine_and_free_registers() {
-    let Some(_lock) = util::live() else { return };
+live_test!(reports_this_machine_and_free_registers, {
     let refused = kernel_refusal();
     let (code, v) = check_json();
     assert_eq!(code, expected_code(), "{v}");
@@ -128,12 +125,9 @@ fn reports_this_machine_and_free_registers() {
         );
         assert!(out.contains("per-CPU bases    cpu0 0xffff"), "{out}");
     }
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn sees_registers_taken_by_someone_else() {
-    let Some(_lock) = util::live() else { return };
+live_test!(sees_registers_taken_by_someone_else, {
     let cpus = util::online_cpus();
     let busy = *cpus.last().unwrap();
     let holder = util::Holder::start(busy, 3);
@@ -148,7 +142,7 @@ fn sees_registers_taken_by_someone_else() {
         .unwrap()
         .clone();
     assert_eq!(r["free"], 1, "{v}");
-}
+});
 
 /// `check --json` and `check` while `holder` is alive, then a default `write` (every online CPU): the exit
 /// codes must agree. Returns (json exit, json, text exit, text stdout, text stderr, write exit).
@@ -161,52 +155,50 @@ fn check_then_write(holder: util::Holder) -> (i32, serde_json::Value, i32, Strin
     (code, v, text_code, out, err, write_code)
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_cpu_without_a_free_register_is_named_and_exits_3_as_write_does() {
-    let Some(_lock) = util::live() else { return };
-    let cpus = util::online_cpus();
-    // The helper takes what is left of cpu0 (it stops at the first refusal).
-    let (code, v, text_code, out, err, write_code) = check_then_write(util::Holder::start(0, 4));
-    assert_eq!(
-        (code, text_code),
-        (write_code, write_code),
-        "{v}\n{out}{err}"
-    );
-    assert_eq!(v["can_watch"], false);
-    assert_eq!(v["unarmable_cpus"], serde_json::json!([0]), "{v}");
-    let regs = v["debug_registers"].as_array().unwrap();
-    assert_eq!(regs.len(), cpus.len(), "every online CPU is listed: {v}");
-    for r in regs {
-        let want = if r["cpu"] == 0 { 0 } else { 4 };
-        assert_eq!(r["free"], want, "{r}");
-    }
-    let reason = v["reason"].as_str().unwrap();
-    assert!(
-        reason.starts_with("no free debug register on cpu 0 (all in use"),
-        "{reason}"
-    );
-    if cpus.len() > 1 {
-        let rest = ksymwatch::cpulist::format(&cpus[1..].iter().copied().collect());
+live_test!(
+    a_cpu_without_a_free_register_is_named_and_exits_3_as_write_does,
+    {
+        let cpus = util::online_cpus();
+        // The helper takes what is left of cpu0 (it stops at the first refusal).
+        let (code, v, text_code, out, err, write_code) =
+            check_then_write(util::Holder::start(0, 4));
+        assert_eq!(
+            (code, text_code),
+            (write_code, write_code),
+            "{v}\n{out}{err}"
+        );
+        assert_eq!(v["can_watch"], false);
+        assert_eq!(v["unarmable_cpus"], serde_json::json!([0]), "{v}");
+        let regs = v["debug_registers"].as_array().unwrap();
+        assert_eq!(regs.len(), cpus.len(), "every online CPU is listed: {v}");
+        for r in regs {
+            let want = if r["cpu"] == 0 { 0 } else { 4 };
+            assert_eq!(r["free"], want, "{r}");
+        }
+        let reason = v["reason"].as_str().unwrap();
         assert!(
-            reason.ends_with(&format!("one with `--cpus {rest}` can")),
+            reason.starts_with("no free debug register on cpu 0 (all in use"),
             "{reason}"
         );
+        if cpus.len() > 1 {
+            let rest = ksymwatch::cpulist::format(&cpus[1..].iter().copied().collect());
+            assert!(
+                reason.ends_with(&format!("one with `--cpus {rest}` can")),
+                "{reason}"
+            );
+        }
+        assert!(
+            out.starts_with(&format!(
+                "ksymwatch check: a watch cannot work here: {reason}\n"
+            )),
+            "{out}"
+        );
+        assert!(out.contains("cpu0 0 free (cannot arm)"), "{out}");
+        assert_eq!(err, format!("ksymwatch: error: {reason}\n"));
     }
-    assert!(
-        out.starts_with(&format!(
-            "ksymwatch check: a watch cannot work here: {reason}\n"
-        )),
-        "{out}"
-    );
-    assert!(out.contains("cpu0 0 free (cannot arm)"), "{out}");
-    assert_eq!(err, format!("ksymwatch: error: {reason}\n"));
-}
+);
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn every_register_held_exits_3_not_4() {
-    let Some(_lock) = util::live() else { return };
+live_test!(every_register_held_exits_3_not_4, {
     // Task-bound breakpoints, as a debugger sets them, take a register on every CPU.
     let holder = util::Holder::start_task(4);
     let (code, v, text_code, out, _err, _) = check_then_write(holder);
@@ -228,7 +220,7 @@ fn every_register_held_exits_3_not_4() {
             .ends_with("a watch cannot be armed on any online CPU"),
         "{v}"
     );
-}
+});
 
 #[test]
 fn unprivileged_check_exits_4_with_the_reason() {

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ksymwatch_symbols::testing::debuginfod::Server;
-use ksymwatch_symbols::Vmlinux;
 
 use crate::resolve_cli::{fixture, Fixture, LINK_TEXT, RUNTIME_TEXT};
 use crate::util::BIN;
@@ -21,6 +20,11 @@ fn p(path: &Path) -> &str {
 }
 
 /// A fresh directory of this test's own.
+/// The fixture's build-id, as debuginfod's URLs and cache spell it.
+fn fixture_id(f: &Fixture) -> String {
+    ksymwatch_symbols::testing::fixture::build_id_of(&f.vmlinux).to_string()
+}
+
 fn scratch(f: &Fixture, name: &str) -> PathBuf {
     let d = f.dir.join(format!("debuginfod-{name}"));
     let _ = std::fs::remove_dir_all(&d);
@@ -105,11 +109,7 @@ fn a_member_path_fetches_the_running_kernels_vmlinux_then_uses_the_cache() {
         return;
     };
     let cache = dir.join("cache");
-    let id = Vmlinux::open(&f.vmlinux)
-        .unwrap()
-        .build_id()
-        .unwrap()
-        .to_string();
+    let id = fixture_id(f);
     let cached = cache.join(&id).join("debuginfo");
 
     // `--offline` with nothing cached: a one-line error, and nothing fetched.
@@ -273,15 +273,6 @@ fn check_shows_the_servers_and_the_cache() {
         )),
         "{out}"
     );
-}
-
-/// The fixture's build-id, as the debuginfod URL and the cache name spell it.
-fn fixture_id(f: &Fixture) -> String {
-    Vmlinux::open(&f.vmlinux)
-        .unwrap()
-        .build_id()
-        .unwrap()
-        .to_string()
 }
 
 /// `cmd` with the debuginfod variables set; stdout and stderr piped.

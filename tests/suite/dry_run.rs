@@ -4,15 +4,17 @@
 
 use crate::util;
 
+/// `write --dry-run 0x7000/8 -p THIS-PROCESS EXTRA...`: exit code, stdout and stderr.
+fn dry_run_of_this_process(extra: &[&str]) -> (i32, String, String) {
+    let pid = std::process::id().to_string();
+    let mut args = vec!["write", "--dry-run", "0x7000/8", "-p", &pid];
+    args.extend_from_slice(extra);
+    util::run(&args)
+}
+
 #[test]
 fn a_dry_run_prints_the_plan_and_arms_nothing() {
-    let (code, out, err) = util::run(&[
-        "write",
-        "--dry-run",
-        "0x7000/8",
-        "-p",
-        &std::process::id().to_string(),
-    ]);
+    let (code, out, err) = dry_run_of_this_process(&[]);
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("# target: 0x7000 addr=0x7000 len=8 access=W (write)"),
@@ -29,8 +31,7 @@ fn a_dry_run_prints_the_plan_and_arms_nothing() {
 
 #[test]
 fn a_dry_run_of_a_launch_kills_the_command_unrun() {
-    let dir = std::env::temp_dir().join(format!("ksw-dry-run-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = util::temp_dir("ksw-dry-run");
     let marker = dir.join("ran");
     let script = format!("touch {}", marker.display());
     let (code, out, err) =
@@ -54,12 +55,7 @@ fn a_plan_that_cannot_be_made_fails_as_the_run_would() {
 /// `--last` shows in the plan with its triggers; a condition implies reading values.
 #[test]
 fn a_dry_run_names_the_flight_recorder_and_its_triggers() {
-    let (code, out, err) = util::run(&[
-        "write",
-        "--dry-run",
-        "0x7000/8",
-        "-p",
-        &std::process::id().to_string(),
+    let (code, out, err) = dry_run_of_this_process(&[
         "--last",
         "50",
         "--dump-on",

@@ -20,16 +20,7 @@ fn watch() -> Watch {
     }
 }
 
-const CFG: EventConfig = EventConfig {
-    ring_pages: 8,
-    user_only: false,
-    track_tasks: false,
-    count_lost: false,
-    remove_on_exec: false,
-    values: None,
-    hits: None,
-    percpu: None,
-};
+const CFG: EventConfig = EventConfig::bare(8);
 
 fn fail(cpu: u32, errno: i32) -> OpenError {
     OpenError {
@@ -45,13 +36,16 @@ fn perf_fds() -> usize {
     util::fd_count(std::process::id()).1
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_cpu_that_vanishes_while_arming_is_not_a_failure() {
-    let Some(_lock) = util::live() else { return };
+/// The online CPUs, the last of them (the one a test makes fail) and this process's perf descriptors
+/// before arming.
+fn cpus_before_arming() -> (BTreeSet<u32>, u32, usize) {
     let cpus: BTreeSet<u32> = util::online_cpus().into_iter().collect();
-    let last = *cpus.iter().last().unwrap();
-    let before = perf_fds();
+    let last = *cpus.iter().last().expect("an online cpu");
+    (cpus, last, perf_fds())
+}
+
+live_test!(a_cpu_that_vanishes_while_arming_is_not_a_failure, {
+    let (cpus, last, before) = cpus_before_arming();
     let armed = arm_with(&[watch()], &cpus, &CFG, |w, cpu, cfg| {
         if cpu == last && cpus.len() > 1 {
             Err(fail(cpu, libc::ENODEV))
@@ -70,15 +64,10 @@ fn a_cpu_that_vanishes_while_arming_is_not_a_failure() {
         .all(|e| e.cpu != last || cpus.len() == 1));
     drop(armed);
     assert_eq!(perf_fds(), before, "every event closed on drop");
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_failure_after_other_cpus_opened_closes_them_all() {
-    let Some(_lock) = util::live() else { return };
-    let cpus: BTreeSet<u32> = util::online_cpus().into_iter().collect();
-    let last = *cpus.iter().last().unwrap();
-    let before = perf_fds();
+live_test!(a_failure_after_other_cpus_opened_closes_them_all, {
+    let (cpus, last, before) = cpus_before_arming();
     let mut opened_before_failure = 0;
     let err = arm_with(&[watch(), watch()], &cpus, &CFG, |w, cpu, cfg| {
         if cpu == last {
@@ -107,12 +96,9 @@ fn a_failure_after_other_cpus_opened_closes_them_all() {
         before,
         "the transaction closed what it had opened"
     );
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn every_cpu_vanishing_is_an_arm_failure() {
-    let Some(_lock) = util::live() else { return };
+live_test!(every_cpu_vanishing_is_an_arm_failure, {
     let cpus: BTreeSet<u32> = util::online_cpus().into_iter().collect();
     let err = arm_with(&[watch()], &cpus, &CFG, |_, cpu, _| {
         Err(fail(cpu, libc::ENODEV))
@@ -125,4 +111,4 @@ fn every_cpu_vanishing_is_an_arm_failure() {
         "{}",
         err.to_string()
     );
-}
+});

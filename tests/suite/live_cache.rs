@@ -87,10 +87,7 @@ fn cache_file(dir: &Path) -> PathBuf {
     dir.join("kallsyms.bin")
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn warm_cache_resolves_and_names_frames_as_kallsyms_does() {
-    let Some(_lock) = util::live() else { return };
+live_test!(warm_cache_resolves_and_names_frames_as_kallsyms_does, {
     let dir = cache_dir("warm");
     let (cold_plan, cold, _) = watch(&dir, &[]);
     let file = cache_file(&dir);
@@ -116,12 +113,9 @@ fn warm_cache_resolves_and_names_frames_as_kallsyms_does() {
         "a warm run does not rewrite the cache"
     );
     std::fs::remove_dir_all(&dir).unwrap();
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn corrupt_cache_falls_back_to_kallsyms_and_is_rewritten() {
-    let Some(_lock) = util::live() else { return };
+live_test!(corrupt_cache_falls_back_to_kallsyms_and_is_rewritten, {
     let dir = cache_dir("corrupt");
     let (header, _, _) = watch(&dir, &[]);
     let file = cache_file(&dir);
@@ -136,12 +130,9 @@ fn corrupt_cache_falls_back_to_kallsyms_and_is_rewritten() {
     let rewritten = std::fs::read(&file).unwrap();
     assert_ne!(rewritten, bytes, "the corrupt file was replaced");
     std::fs::remove_dir_all(&dir).unwrap();
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn no_symbol_cache_neither_reads_nor_writes_it() {
-    let Some(_lock) = util::live() else { return };
+live_test!(no_symbol_cache_neither_reads_nor_writes_it, {
     let dir = cache_dir("off");
     let (fresh_header, frames, _) = watch(&dir, &["--no-symbol-cache"]);
     assert!(!dir.exists(), "--no-symbol-cache created {}", dir.display());
@@ -159,12 +150,9 @@ fn no_symbol_cache_neither_reads_nor_writes_it() {
         "--no-symbol-cache must not write the cache"
     );
     std::fs::remove_dir_all(&dir).unwrap();
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn group_writable_cache_dir_is_not_used() {
-    let Some(_lock) = util::live() else { return };
+live_test!(group_writable_cache_dir_is_not_used, {
     let dir = cache_dir("perms");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o770)).unwrap();
@@ -179,4 +167,4 @@ fn group_writable_cache_dir_is_not_used() {
         "nothing is written into a group-writable directory"
     );
     std::fs::remove_dir_all(&dir).unwrap();
-}
+});

@@ -1,25 +1,20 @@
 //! `--control`: moving a running watch in place and pausing it, acknowledged in the stream.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::util::{self, helper, parse_hits, Tracer, Writer, BIN};
 
-/// The issue's retarget test: threads alternate stores to two globals; `watch target_var2` over a FIFO
-/// moves the watch. Every hit before the acknowledgement is of target_var, every hit after it of
-/// target_var2, and nothing is reported lost on the way.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_retarget_splits_the_stream_at_its_acknowledgement() {
-    let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["alternate", "4", "300"]);
-    h.read_until("ready");
-    let dir = std::env::temp_dir().join(format!("ksw-control-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+/// The threads helper alternating its stores over `threads` threads, watched by `write -p PID target_var
+/// --control FIFO` (armed): the helper, the tracer, a temporary directory `dir_name` and the FIFO in it.
+fn watched_with_a_fifo(threads: &str, dir_name: &str) -> (Writer, Tracer, PathBuf, PathBuf) {
+    let h = Writer::threads(&["alternate", threads, "300"]);
+    let dir = util::temp_dir(dir_name);
     let fifo = dir.join("ctl");
     let pid = h.pid.to_string();
-    let mut t = Tracer::start(&[
+    let t = Tracer::start(&[
         "write",
         "-p",
         &pid,
@@ -28,6 +23,14 @@ fn a_retarget_splits_the_stream_at_its_acknowledgement() {
         fifo.to_str().expect("utf-8 path"),
         "--no-status",
     ]);
+    (h, t, dir, fifo)
+}
+
+// The issue's retarget test: threads alternate stores to two globals; `watch target_var2` over a FIFO
+// moves the watch. Every hit before the acknowledgement is of target_var, every hit after it of
+// target_var2, and nothing is reported lost on the way.
+live_test!(a_retarget_splits_the_stream_at_its_acknowledgement, {
+    let (mut h, mut t, dir, fifo) = watched_with_a_fifo("4", "ksw-control");
     assert!(fifo.exists(), "ksymwatch creates the FIFO");
     let mut before = t.read_until(|l| l.contains(" target_var W "));
     let mut ctl = std::fs::OpenOptions::new()
@@ -79,7 +82,7 @@ fn a_retarget_splits_the_stream_at_its_acknowledgement() {
         "the FIFO ksymwatch made is removed at the end"
     );
     let _ = std::fs::remove_dir(&dir);
-}
+});
 
 /// A system-wide `--json --control -` watch of the threads helper's first global (`a`; `b` is its
 /// second), the helper's `threads` threads storing to both in turn, with `extra` arguments for ksymwatch.
@@ -94,21 +97,12 @@ struct Controlled {
 
 impl Controlled {
     fn start(threads: &str, extra: &[&str]) -> Controlled {
-        let mut h = Writer::start_binary(&helper("threads"), &["alternate", threads, "300"]);
-        h.read_until("ready");
+        let h = Writer::threads(&["alternate", threads, "300"]);
         let a = format!("0x{:x}", h.addr);
         let b = format!("0x{:x}", h.addr2.expect("the threads helper prints addr2="));
-        let mut child = Command::new(BIN)
-            .args(["write", "--json", "--no-status", &a])
-            .args(extra)
-            .args(["--control", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start ksymwatch");
-        let stdin = child.stdin.take().expect("stdin");
-        let out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let (child, stdin, out) =
+            controlled_from_stdin(&["write", "--json", "--no-status", &a], extra);
+        let stdin = stdin.expect("stdin");
         Controlled {
             h,
             a,
@@ -148,92 +142,88 @@ impl Controlled {
     }
 }
 
-/// `--control -` on a system-wide watch of a user address, NDJSON: a bad line is refused and the watch
-/// kept; `watch ADDR2` moves both CPUs' events; `off` stops hits until `on`, also across a move made
-/// while off.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn stdin_control_refuses_moves_and_pauses_a_system_wide_watch() {
-    let Some(_live) = util::live() else { return };
-    let mut c = Controlled::start("2", &[]);
-    let (a, b) = (c.a.clone(), c.b.clone());
-    let mut records: Vec<serde_json::Value> = Vec::new();
-    let read_until = |c: &mut Controlled,
-                      records: &mut Vec<serde_json::Value>,
-                      want: &dyn Fn(&serde_json::Value) -> bool| loop {
-        let v = c
-            .next()
-            .unwrap_or_else(|| panic!("the stream ended early: {records:?}"));
-        let done = want(&v);
-        records.push(v);
-        if done {
-            return;
-        }
-    };
-    let pid = c.h.pid;
-    let mine = |v: &serde_json::Value| v["type"] == "hit" && v["pid"] == pid;
-    read_until(&mut c, &mut records, &|v| v["type"] == "armed");
-    read_until(&mut c, &mut records, &mine);
-    writeln!(c.stdin, "frobnicate\nwatch {b}").expect("send commands");
-    read_until(&mut c, &mut records, &|v| v["type"] == "watch");
-    read_until(&mut c, &mut records, &|v| {
-        v["type"] == "hit" && v["target"] == b.as_str()
-    });
-    writeln!(c.stdin, "off").expect("send off");
-    read_until(&mut c, &mut records, &|v| v["type"] == "watch_off");
-    // A move while off stays off until `on`.
-    writeln!(c.stdin, "watch {a}").expect("send watch");
-    read_until(&mut c, &mut records, &|v| {
-        v["type"] == "watch" && v["enabled"] == false
-    });
-    std::thread::sleep(Duration::from_millis(100));
-    writeln!(c.stdin, "on").expect("send on");
-    read_until(&mut c, &mut records, &|v| v["type"] == "watch_on");
-    read_until(&mut c, &mut records, &|v| {
-        v["type"] == "hit" && v["target"] == a.as_str()
-    });
-    let status = c.stop();
-    assert_eq!(status.code(), Some(0));
-
-    let at = |ty: &str| {
-        records
-            .iter()
-            .position(|v| v["type"] == ty)
-            .unwrap_or_else(|| panic!("no {ty}"))
-    };
-    let refused = &records[at("control_refused")];
-    assert_eq!(refused["command"], "frobnicate");
-    assert_eq!(refused["kind"], "bad_command");
-    assert!(refused["reason"]
-        .as_str()
-        .unwrap_or("")
-        .contains("unknown command"));
-    let moved = &records[at("watch")];
-    assert_eq!(moved["target"]["addr"], b.as_str());
-    assert_eq!(moved["cpus"], util::online_cpus().len());
-    assert_eq!(moved["enabled"], true);
-    let (w, off, on) = (at("watch"), at("watch_off"), at("watch_on"));
-    for (i, v) in records.iter().enumerate().filter(|(_, v)| mine(v)) {
-        let want = if i < w || i > on {
-            a.as_str()
-        } else {
-            b.as_str()
+// `--control -` on a system-wide watch of a user address, NDJSON: a bad line is refused and the watch
+// kept; `watch ADDR2` moves both CPUs' events; `off` stops hits until `on`, also across a move made
+// while off.
+live_test!(
+    stdin_control_refuses_moves_and_pauses_a_system_wide_watch,
+    {
+        let mut c = Controlled::start("2", &[]);
+        let (a, b) = (c.a.clone(), c.b.clone());
+        let mut records: Vec<serde_json::Value> = Vec::new();
+        let read_until = |c: &mut Controlled,
+                          records: &mut Vec<serde_json::Value>,
+                          want: &dyn Fn(&serde_json::Value) -> bool| loop {
+            let v = c
+                .next()
+                .unwrap_or_else(|| panic!("the stream ended early: {records:?}"));
+            let done = want(&v);
+            records.push(v);
+            if done {
+                return;
+            }
         };
-        assert_eq!(v["target"], want, "hit {i}");
-        assert!(!(off..on).contains(&i), "a hit while the watch was off");
-    }
-    assert!(records.iter().all(|v| v["type"] != "lost"));
-}
+        let pid = c.h.pid;
+        let mine = |v: &serde_json::Value| v["type"] == "hit" && v["pid"] == pid;
+        read_until(&mut c, &mut records, &|v| v["type"] == "armed");
+        read_until(&mut c, &mut records, &mine);
+        writeln!(c.stdin, "frobnicate\nwatch {b}").expect("send commands");
+        read_until(&mut c, &mut records, &|v| v["type"] == "watch");
+        read_until(&mut c, &mut records, &|v| {
+            v["type"] == "hit" && v["target"] == b.as_str()
+        });
+        writeln!(c.stdin, "off").expect("send off");
+        read_until(&mut c, &mut records, &|v| v["type"] == "watch_off");
+        // A move while off stays off until `on`.
+        writeln!(c.stdin, "watch {a}").expect("send watch");
+        read_until(&mut c, &mut records, &|v| {
+            v["type"] == "watch" && v["enabled"] == false
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        writeln!(c.stdin, "on").expect("send on");
+        read_until(&mut c, &mut records, &|v| v["type"] == "watch_on");
+        read_until(&mut c, &mut records, &|v| {
+            v["type"] == "hit" && v["target"] == a.as_str()
+        });
+        let status = c.stop();
+        assert_eq!(status.code(), Some(0));
 
-/// `--control -` with stdin a regular file (a script of commands) or /dev/null: the file's lines are
-/// applied in order as the watch starts and its end does not end the watch; /dev/null is no command at all.
-/// Neither can be polled, which once failed the run after arming.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn stdin_control_from_a_file_or_dev_null_is_read_not_polled() {
-    let Some(_live) = util::live() else { return };
-    let dir = std::env::temp_dir().join(format!("ksw-control-file-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+        let at = |ty: &str| {
+            records
+                .iter()
+                .position(|v| v["type"] == ty)
+                .unwrap_or_else(|| panic!("no {ty}"))
+        };
+        let refused = &records[at("control_refused")];
+        assert_eq!(refused["command"], "frobnicate");
+        assert_eq!(refused["kind"], "bad_command");
+        assert!(refused["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("unknown command"));
+        let moved = &records[at("watch")];
+        assert_eq!(moved["target"]["addr"], b.as_str());
+        assert_eq!(moved["cpus"], util::online_cpus().len());
+        assert_eq!(moved["enabled"], true);
+        let (w, off, on) = (at("watch"), at("watch_off"), at("watch_on"));
+        for (i, v) in records.iter().enumerate().filter(|(_, v)| mine(v)) {
+            let want = if i < w || i > on {
+                a.as_str()
+            } else {
+                b.as_str()
+            };
+            assert_eq!(v["target"], want, "hit {i}");
+            assert!(!(off..on).contains(&i), "a hit while the watch was off");
+        }
+        assert!(records.iter().all(|v| v["type"] != "lost"));
+    }
+);
+
+// `--control -` with stdin a regular file (a script of commands) or /dev/null: the file's lines are
+// applied in order as the watch starts and its end does not end the watch; /dev/null is no command at all.
+// Neither can be polled, which once failed the run after arming.
+live_test!(stdin_control_from_a_file_or_dev_null_is_read_not_polled, {
+    let dir = util::temp_dir("ksw-control-file");
     let script = dir.join("commands");
     std::fs::write(&script, "off\n# a comment\non\nfrobnicate").expect("write commands");
     // A helper storing all the time: hits whatever else the machine does (an idle CPU's stack is not
@@ -278,14 +268,11 @@ fn stdin_control_from_a_file_or_dev_null_is_read_not_polled() {
         assert!(count("hit") > 0, "the watch ran on after its commands");
     }
     let _ = std::fs::remove_dir_all(&dir);
-}
+});
 
-/// `--if` reads the kernel's `old`, kept per process; a move starts it afresh there too: the first hit
-/// at the new address has no `old` (not the old address's last value), the next one has the value before.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_move_forgets_the_kernels_old_values() {
-    let Some(_live) = util::live() else { return };
+// `--if` reads the kernel's `old`, kept per process; a move starts it afresh there too: the first hit
+// at the new address has no `old` (not the old address's last value), the next one has the value before.
+live_test!(a_move_forgets_the_kernels_old_values, {
     let mut c = Controlled::start("1", &["--if", "changed"]);
     let (a, b, pid) = (c.a.clone(), c.b.clone(), c.h.pid);
     let next = |c: &mut Controlled, want: &dyn Fn(&serde_json::Value) -> bool| loop {
@@ -314,7 +301,7 @@ fn a_move_forgets_the_kernels_old_values() {
         "the old address's value: {first_at_b}"
     );
     assert!(second_at_b["old"].is_string(), "{second_at_b}");
-}
+});
 
 /// A move from `w` to `rw` on a process watch: the program stops reading the watched bytes at the trap,
 /// as a watch armed `rw` does (its own read would trap again, once per byte: traps the kernel counts and
@@ -374,17 +361,10 @@ fn a_move_to_read_write_costs_no_extra_traps() {
     let status = util::wait_within(&mut child, Duration::from_secs(10));
     h.finish();
     assert_eq!(status.code(), Some(0));
-    let stores: u64 = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("stores="))
-        .and_then(|n| n.parse().ok())
-        .expect("the helper's store count");
+    let stores: u64 = util::helper_number(&lines, "stores=");
     let ack = &records[moved - 1];
     assert_eq!(ack["target"]["access"], "RW", "{ack}");
-    let summary = records
-        .iter()
-        .find(|v| v["type"] == "summary")
-        .expect("a summary");
+    let summary = util::record(&records, "summary");
     let warnings = summary["warnings"].to_string();
     assert!(!warnings.contains("unaccounted"), "{summary}");
     assert_eq!(summary["lost"], 0, "{summary}");
@@ -402,6 +382,30 @@ fn a_move_to_read_write_costs_no_extra_traps() {
     }
 }
 
+/// ksymwatch with `args`, `extra` and `--control -`, all three streams piped: the child, its stdin (the
+/// commands' way in) and its stdout.
+fn controlled_from_stdin(
+    args: &[&str],
+    extra: &[&str],
+) -> (
+    std::process::Child,
+    Option<std::process::ChildStdin>,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .args(extra)
+        .args(["--control", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ksymwatch");
+    let stdin = child.stdin.take();
+    let out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    (child, stdin, out)
+}
+
 /// `ksymwatch write -p PID TARGET --control - [extra]` with text output, its stdin piped: the commands'
 /// way in.
 struct Piped {
@@ -412,17 +416,9 @@ struct Piped {
 
 impl Piped {
     fn start(pid: u32, target: &str, extra: &[&str]) -> Piped {
-        let mut child = Command::new(BIN)
-            .args(["write", "--no-status", "-p", &pid.to_string(), target])
-            .args(extra)
-            .args(["--control", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start ksymwatch");
-        let stdin = child.stdin.take();
-        let out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let pid = pid.to_string();
+        let (child, stdin, out) =
+            controlled_from_stdin(&["write", "--no-status", "-p", &pid, target], extra);
         let mut p = Piped { child, stdin, out };
         p.line_with("# armed");
         p
@@ -470,13 +466,10 @@ fn store_and_see(w: &mut Writer, t: &mut Piped, value: u64) -> String {
         .unwrap_or_else(|| panic!("no value on {hit:?}"))
 }
 
-/// Issue 38 item 8: a process watch without `--value` moves to another length (it was refused with
-/// "--value reads 8 bytes"), and its hits then show the new length's value: shorter than the program
-/// reads (masked), and longer (read from the process); with `--value` the move is still refused.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_move_to_another_length_needs_no_value() {
-    let Some(_live) = util::live() else { return };
+// Issue 38 item 8: a process watch without `--value` moves to another length (it was refused with
+// "--value reads 8 bytes"), and its hits then show the new length's value: shorter than the program
+// reads (masked), and longer (read from the process); with `--value` the move is still refused.
+live_test!(a_move_to_another_length_needs_no_value, {
     let mut w = Writer::start(&["set", "0"]);
     let full = 0x1122_3344_5566_7788u64;
 
@@ -523,30 +516,13 @@ fn a_move_to_another_length_needs_no_value() {
     );
     assert_eq!(t.stop(), Some(0));
     w.finish();
-}
+});
 
-/// Issue 38 items 9 and 10, over a FIFO: a writer's last line without a newline is a command once it
-/// closes (it was glued to the next writer's line, and both refused); a line over 4096 bytes is refused
-/// as too long (it was "unknown command `(a`"), and the lines after it are applied.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn fifo_lines_end_at_a_writers_close_and_long_ones_are_named() {
-    let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["alternate", "1", "300"]);
-    h.read_until("ready");
-    let dir = std::env::temp_dir().join(format!("ksw-control-close-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let fifo = dir.join("ctl");
-    let pid = h.pid.to_string();
-    let mut t = util::Tracer::start(&[
-        "write",
-        "-p",
-        &pid,
-        "target_var",
-        "--control",
-        fifo.to_str().expect("utf-8 path"),
-        "--no-status",
-    ]);
+// Issue 38 items 9 and 10, over a FIFO: a writer's last line without a newline is a command once it
+// closes (it was glued to the next writer's line, and both refused); a line over 4096 bytes is refused
+// as too long (it was "unknown command `(a`"), and the lines after it are applied.
+live_test!(fifo_lines_end_at_a_writers_close_and_long_ones_are_named, {
+    let (mut h, mut t, dir, fifo) = watched_with_a_fifo("1", "ksw-control-close");
     // A mark that never comes must fail the test, not hang it with the live lock held. The child is not
     // reaped before `done` is sent or dropped, so its pid is still its own when the watchdog fires.
     let pid = t.child.id() as i32;
@@ -617,4 +593,4 @@ fn fifo_lines_end_at_a_writers_close_and_long_ones_are_named() {
     h.finish();
     assert_eq!(code, 0, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
-}
+});

@@ -54,10 +54,7 @@ fn user_stores(hits: &[Value]) -> Vec<&Value> {
     hits.iter().filter(|h| h["in_kernel"] == false).collect()
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn each_store_of_a_sequence_has_its_value_and_the_one_before() {
-    let Some(_live) = util::live() else { return };
+live_test!(each_store_of_a_sequence_has_its_value_and_the_one_before, {
     let (hits, summary, err) = watch_helper(&["write", "1000", "0"], &["--value"]);
     let stores = user_stores(&hits);
     let values: Vec<Option<u64>> = stores.iter().map(|h| hex(&h["value"])).collect();
@@ -71,12 +68,9 @@ fn each_store_of_a_sequence_has_its_value_and_the_one_before() {
         assert_eq!(*old, Some(i as u64 - 1), "store {i}");
     }
     assert_eq!(summary["lost"], 0, "{summary}");
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_condition_keeps_only_the_matching_store() {
-    let Some(_live) = util::live() else { return };
+live_test!(a_condition_keeps_only_the_matching_store, {
     let (hits, summary, err) = watch_helper(&["write", "1000", "0"], &["--if", "value == 500"]);
     let stores = user_stores(&hits);
     assert_eq!(stores.len(), 1, "{err}\n{hits:?}");
@@ -85,12 +79,9 @@ fn a_condition_keeps_only_the_matching_store() {
     // The other 999 stores were dropped in the kernel, and are counted as filtered.
     assert!(summary["filtered"].as_u64().unwrap() >= 999, "{summary}");
     assert_eq!(summary["hits"], 1, "{summary}");
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn changed_reports_the_first_store_and_the_change_only() {
-    let Some(_live) = util::live() else { return };
+live_test!(changed_reports_the_first_store_and_the_change_only, {
     // Stores 1 once, then 7 a thousand times.
     let (hits, _, err) = watch_helper(&["same", "1000", "0"], &["--if", "changed"]);
     let got: Vec<(Option<u64>, Option<u64>)> = user_stores(&hits)
@@ -98,15 +89,12 @@ fn changed_reports_the_first_store_and_the_change_only() {
         .map(|h| (hex(&h["value"]), hex(&h["old"])))
         .collect();
     assert_eq!(got, [(Some(1), None), (Some(7), Some(1))], "{err}");
-}
+});
 
-/// A kernel writer: read() from /dev/zero into the watched word after the helper filled it with 0xff.
-/// The kernel's `rep stos` stores a byte at a time, and each store traps: the values show the word being
-/// zeroed from its low byte up, each hit's old value the previous hit's value.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_kernel_writer_shows_the_bytes_being_zeroed() {
-    let Some(_live) = util::live() else { return };
+// A kernel writer: read() from /dev/zero into the watched word after the helper filled it with 0xff.
+// The kernel's `rep stos` stores a byte at a time, and each store traps: the values show the word being
+// zeroed from its low byte up, each hit's old value the previous hit's value.
+live_test!(a_kernel_writer_shows_the_bytes_being_zeroed, {
     let (hits, _, err) = watch_helper(&["fill", "1", "0"], &["--value"]);
     let (user, kernel): (Vec<&Value>, Vec<&Value>) =
         hits.iter().partition(|h| h["in_kernel"] == false);
@@ -129,15 +117,12 @@ fn a_kernel_writer_shows_the_bytes_being_zeroed() {
         before = v;
     }
     assert_eq!(before, 0, "the last kernel store leaves the word zero");
-}
+});
 
-/// A flood into a one-page ring, so records are lost: the helper stores each value from one of two store
-/// sites picked by a hash of the value, so a value shown on another store's hit would, half the time,
-/// show at the wrong site. No value may be at the wrong site, and every pair the kernel saw is consecutive.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_lossy_ring_never_pairs_a_value_with_the_wrong_hit() {
-    let Some(_live) = util::live() else { return };
+// A flood into a one-page ring, so records are lost: the helper stores each value from one of two store
+// sites picked by a hash of the value, so a value shown on another store's hit would, half the time,
+// show at the wrong site. No value may be at the wrong site, and every pair the kernel saw is consecutive.
+live_test!(a_lossy_ring_never_pairs_a_value_with_the_wrong_hit, {
     let (hits, summary, err) = watch_helper(
         &["sites", "100000", "0"],
         &["--value", "--buffer-pages", "1"],
@@ -175,7 +160,7 @@ fn a_lossy_ring_never_pairs_a_value_with_the_wrong_hit() {
         known > 100,
         "too few values arrived to check: {known}; {err}"
     );
-}
+});
 
 /// --value without BPF: exit 4 and the reason, before anything is armed.
 #[test]

@@ -46,68 +46,68 @@ fn hits(out: &str) -> Vec<Hit> {
         .collect()
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_writer_gone_before_its_hit_is_named_still_gets_named_frames() {
-    let Some(_lock) = util::live() else { return };
-    let cpus = util::online_cpus();
-    // Non-PIE: every run has its global at the same address, so one system-wide watch armed before any
-    // of them starts sees them all.
-    let writer = util::helper_with("writer", &["-no-pie"]);
-    let banner = Command::new(&writer)
-        .args(["now", "0", "0"])
-        .output()
-        .expect("run writer");
-    let banner = String::from_utf8_lossy(&banner.stdout);
-    let field = |b: &str, k: &str| -> String {
-        b.split_whitespace()
-            .find_map(|w| w.strip_prefix(k))
-            .unwrap_or_else(|| panic!("no {k} in {b:?}"))
-            .to_string()
-    };
-    let target = format!("{}/8", field(&banner, "addr="));
-    let file = writer.file_name().expect("helper file").to_string_lossy();
-    let t = util::Tracer::start_json(&["write", &target, "--json"]);
-    const RUNS: usize = 20;
-    let mut pids = Vec::with_capacity(RUNS);
-    for i in 0..RUNS {
-        let cpu = cpus[i % cpus.len()].to_string();
-        let run = Command::new(&writer)
-            .args(["now", "1", &cpu])
+live_test!(
+    a_writer_gone_before_its_hit_is_named_still_gets_named_frames,
+    {
+        let cpus = util::online_cpus();
+        // Non-PIE: every run has its global at the same address, so one system-wide watch armed before any
+        // of them starts sees them all.
+        let writer = util::helper_with("writer", &["-no-pie"]);
+        let banner = Command::new(&writer)
+            .args(["now", "0", "0"])
             .output()
             .expect("run writer");
-        assert!(run.status.success());
-        let pid: u64 = field(&String::from_utf8_lossy(&run.stdout), "pid=")
-            .parse()
-            .expect("pid");
-        assert!(
-            !Path::new(&format!("/proc/{pid}")).exists(),
-            "the writer is reaped before the next one starts"
-        );
-        pids.push(pid);
+        let banner = String::from_utf8_lossy(&banner.stdout);
+        let field = |b: &str, k: &str| -> String {
+            b.split_whitespace()
+                .find_map(|w| w.strip_prefix(k))
+                .unwrap_or_else(|| panic!("no {k} in {b:?}"))
+                .to_string()
+        };
+        let target = format!("{}/8", field(&banner, "addr="));
+        let file = writer.file_name().expect("helper file").to_string_lossy();
+        let t = util::Tracer::start_json(&["write", &target, "--json"]);
+        const RUNS: usize = 20;
+        let mut pids = Vec::with_capacity(RUNS);
+        for i in 0..RUNS {
+            let cpu = cpus[i % cpus.len()].to_string();
+            let run = Command::new(&writer)
+                .args(["now", "1", &cpu])
+                .output()
+                .expect("run writer");
+            assert!(run.status.success());
+            let pid: u64 = field(&String::from_utf8_lossy(&run.stdout), "pid=")
+                .parse()
+                .expect("pid");
+            assert!(
+                !Path::new(&format!("/proc/{pid}")).exists(),
+                "the writer is reaped before the next one starts"
+            );
+            pids.push(pid);
+        }
+        let (code, out, err) = t.interrupt(Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
+        let hits = hits(&out);
+        for pid in pids {
+            let stores: Vec<&Hit> = hits.iter().filter(|h| h.pid == pid && !h.kernel).collect();
+            assert_eq!(
+                stores.len(),
+                1,
+                "pid {pid}: one store from user space\n{err}"
+            );
+            let h = stores[0];
+            assert_eq!(
+                (h.sym.as_deref(), h.binary.as_deref()),
+                (Some("main"), Some(&*file)),
+                "pid {pid}: named from its ELF symbols, not a bare address"
+            );
+            assert!(h.off > 0 && h.size.is_some_and(|s| h.off < s), "pid {pid}");
+            // Its caller is in libc, mapped by the dynamic loader after exec: reported by the kernel too.
+            assert!(
+                h.chain_binaries.iter().any(|b| b.starts_with("libc")),
+                "pid {pid}: {:?}",
+                h.chain_binaries
+            );
+        }
     }
-    let (code, out, err) = t.interrupt(Duration::from_secs(30));
-    assert_eq!(code, 0, "{err}");
-    let hits = hits(&out);
-    for pid in pids {
-        let stores: Vec<&Hit> = hits.iter().filter(|h| h.pid == pid && !h.kernel).collect();
-        assert_eq!(
-            stores.len(),
-            1,
-            "pid {pid}: one store from user space\n{err}"
-        );
-        let h = stores[0];
-        assert_eq!(
-            (h.sym.as_deref(), h.binary.as_deref()),
-            (Some("main"), Some(&*file)),
-            "pid {pid}: named from its ELF symbols, not a bare address"
-        );
-        assert!(h.off > 0 && h.size.is_some_and(|s| h.off < s), "pid {pid}");
-        // Its caller is in libc, mapped by the dynamic loader after exec: reported by the kernel too.
-        assert!(
-            h.chain_binaries.iter().any(|b| b.starts_with("libc")),
-            "pid {pid}: {:?}",
-            h.chain_binaries
-        );
-    }
-}
+);

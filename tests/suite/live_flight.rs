@@ -15,57 +15,51 @@ fn value(l: &HitLine) -> u64 {
     u64::from_str_radix(v.trim_start_matches("0x"), 16).unwrap_or_else(|_| panic!("value {v}"))
 }
 
-/// The helper stores 0..=1000; `--last 10 --dump-on 'value == 500'` prints one dump: 490..=499 and then
-/// 500, nothing else.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_hit_condition_prints_the_ten_stores_before_it_and_itself() {
-    let Some(_live) = util::live() else { return };
-    let mut h = Writer::start(&["write", "1001", "0"]);
-    let (pid, tid) = (h.pid.to_string(), h.tid);
-    let t = Tracer::start(&[
-        "write",
-        "--no-status",
-        "--last",
-        "10",
-        "--dump-on",
-        "value == 500",
-        "-p",
-        &pid,
-        "target_var",
-    ]);
-    h.go();
-    h.finish();
-    let (code, out, err) = t.wait(Duration::from_secs(30));
-    assert_eq!(code, 0, "{err}");
-    assert!(err.contains("1001 hits"), "every store counted: {err}");
-    let headings: Vec<&str> = out.lines().filter(|l| l.starts_with("# dump")).collect();
-    assert_eq!(headings.len(), 1, "{out}");
-    assert!(
-        headings[0].contains("--dump-on 'value == 0x1f4' held; the last 10 hits, then it"),
-        "{out}"
-    );
-    let hits = parse_hits(&out);
-    assert!(
-        hits.iter()
-            .all(|l| l.tid == tid && l.ip.starts_with("main+")),
-        "only the helper's stores: {out}"
-    );
-    let values: Vec<u64> = hits.iter().map(value).collect();
-    assert_eq!(values, (490..=500).collect::<Vec<_>>(), "{out}");
-}
+// The helper stores 0..=1000; `--last 10 --dump-on 'value == 500'` prints one dump: 490..=499 and then
+// 500, nothing else.
+live_test!(
+    a_hit_condition_prints_the_ten_stores_before_it_and_itself,
+    {
+        let mut h = Writer::start(&["write", "1001", "0"]);
+        let (pid, tid) = (h.pid.to_string(), h.tid);
+        let t = Tracer::start(&[
+            "write",
+            "--no-status",
+            "--last",
+            "10",
+            "--dump-on",
+            "value == 500",
+            "-p",
+            &pid,
+            "target_var",
+        ]);
+        h.go();
+        h.finish();
+        let (code, out, err) = t.wait(Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains("1001 hits"), "every store counted: {err}");
+        let headings: Vec<&str> = out.lines().filter(|l| l.starts_with("# dump")).collect();
+        assert_eq!(headings.len(), 1, "{out}");
+        assert!(
+            headings[0].contains("--dump-on 'value == 0x1f4' held; the last 10 hits, then it"),
+            "{out}"
+        );
+        let hits = parse_hits(&out);
+        assert!(
+            hits.iter()
+                .all(|l| l.tid == tid && l.ip.starts_with("main+")),
+            "only the helper's stores: {out}"
+        );
+        let values: Vec<u64> = hits.iter().map(value).collect();
+        assert_eq!(values, (490..=500).collect::<Vec<_>>(), "{out}");
+    }
+);
 
-/// SIGUSR1 prints the last 5 hits under a `dump` record (JSON), and the run goes on to its normal end.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn sigusr1_dumps_the_last_hits_and_the_run_goes_on() {
-    let Some(_live) = util::live() else { return };
+// SIGUSR1 prints the last 5 hits under a `dump` record (JSON), and the run goes on to its normal end.
+live_test!(sigusr1_dumps_the_last_hits_and_the_run_goes_on, {
     let mut h = Writer::start(&["spin", "0"]);
     let pid = h.pid.to_string();
-    let mut t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
+    let mut t = Tracer::write_json(&[
         "--last",
         "5",
         "--dump-on",
@@ -82,11 +76,7 @@ fn sigusr1_dumps_the_last_hits_and_the_run_goes_on() {
         text.push_str(&t.read_until(|_| true));
     }
     // Still watching: stores made after the dump are counted.
-    std::thread::sleep(Duration::from_millis(100));
-    h.send("stop");
-    h.read_until("done");
-    h.finish();
-    let (code, rest, err) = t.wait(Duration::from_secs(30));
+    let (code, rest, err) = stop_a_while_later(h, t);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("stopped: watched process exited"), "{err}");
     text.push_str(&rest);
@@ -117,14 +107,32 @@ fn sigusr1_dumps_the_last_hits_and_the_run_goes_on() {
     );
     let summary = util::summary_record(&records);
     assert!(summary["hits"].as_u64().unwrap() > 5, "{summary}");
+});
+
+/// Lets the spinning helper store 100 ms more, stops it and waits for the tracer's end (the watched
+/// process exited): its exit code, the rest of its stdout and its stderr.
+fn stop_a_while_later(mut h: Writer, t: Tracer) -> (i32, String, String) {
+    std::thread::sleep(Duration::from_millis(100));
+    h.send("stop");
+    h.read_until("done");
+    h.finish();
+    t.wait(Duration::from_secs(30))
 }
 
 /// Runs the helper's stores under `--last 4 --dump-on tracepoint:GROUP:NAME` (with tracefs unmounted, as on
 /// a fresh machine: the tracepoint is found in the kernel's BTF), fires the tracepoint with `fire`, and
 /// checks the dumps: each holds hits from before its firing only, consecutive stores of the helper, and
 /// one with hits follows the test's firing. `busy`: the tracepoint fires often on this machine (a fork),
-/// also before the helper's first store, so a dump may be empty. Returns the tracer's stderr.
+/// also before the helper's first store, so a dump may be empty. Returns the tracer's stderr, empty when
+/// the test was skipped (visibly): the kernel's BTF has no such tracepoint, or tracefs cannot be hidden.
 fn dumps_on_tracepoint(tracepoint: &str, busy: bool, fire: impl FnOnce()) -> String {
+    let name = tracepoint.rsplit(':').next().unwrap_or(tracepoint);
+    if util::btf_tracepoint(name).is_none() {
+        util::skip(format_args!(
+            "the kernel's BTF has no {tracepoint} tracepoint (btf_trace_{name})"
+        ));
+        return String::new();
+    }
     let Some(no_tracefs) = util::without_tracefs() else {
         return String::new();
     };
@@ -149,11 +157,7 @@ fn dumps_on_tracepoint(tracepoint: &str, busy: bool, fire: impl FnOnce()) -> Str
     std::thread::sleep(Duration::from_millis(300));
     fire();
     let mut text = t.read_until(|l| l.starts_with("# dump"));
-    std::thread::sleep(Duration::from_millis(100));
-    h.send("stop");
-    h.read_until("done");
-    h.finish();
-    let (code, rest, err) = t.wait(Duration::from_secs(30));
+    let (code, rest, err) = stop_a_while_later(h, t);
     assert_eq!(code, 0, "{err}");
     text.push_str(&rest);
     assert!(
@@ -186,17 +190,10 @@ fn dumps_on_tracepoint(tracepoint: &str, busy: bool, fire: impl FnOnce()) -> Str
     err
 }
 
-/// `--dump-on tracepoint:printk:console`, fired by a line written to /dev/kmsg: the dump holds the last
-/// hits before the firing. Another printk on this machine may fire it too; every dump must hold hits
-/// from before its firing only, and one must follow the test's line.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_tracepoint_dumps_the_hits_before_it_fired() {
-    let Some(_live) = util::live() else { return };
-    if util::btf_tracepoint("console").is_none() {
-        util::skip("the kernel's BTF has no printk:console tracepoint (btf_trace_console)");
-        return;
-    }
+// `--dump-on tracepoint:printk:console`, fired by a line written to /dev/kmsg: the dump holds the last
+// hits before the firing. Another printk on this machine may fire it too; every dump must hold hits
+// from before its firing only, and one must follow the test's line.
+live_test!(a_tracepoint_dumps_the_hits_before_it_fired, {
     dumps_on_tracepoint("printk:console", false, || {
         let mut kmsg = std::fs::OpenOptions::new()
             .write(true)
@@ -208,18 +205,11 @@ fn a_tracepoint_dumps_the_hits_before_it_fired() {
         )
         .unwrap();
     });
-}
+});
 
-/// `--dump-on tracepoint:sched:sched_process_fork` without tracefs, fired by the test starting a
-/// process: the kernel's BTF alone finds the tracepoint, and the note says the group went unchecked.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_tracepoint_found_in_btf_alone_dumps_on_a_fork() {
-    let Some(_live) = util::live() else { return };
-    if util::btf_tracepoint("sched_process_fork").is_none() {
-        util::skip("the kernel's BTF has no sched:sched_process_fork tracepoint");
-        return;
-    }
+// `--dump-on tracepoint:sched:sched_process_fork` without tracefs, fired by the test starting a
+// process: the kernel's BTF alone finds the tracepoint, and the note says the group went unchecked.
+live_test!(a_tracepoint_found_in_btf_alone_dumps_on_a_fork, {
     let err = dumps_on_tracepoint("sched:sched_process_fork", true, || {
         let status = std::process::Command::new("true").status().expect("true");
         assert!(status.success());
@@ -234,7 +224,7 @@ fn a_tracepoint_found_in_btf_alone_dumps_on_a_fork() {
         ),
         "{err}"
     );
-}
+});
 
 /// A tracefs event with no raw tracepoint behind it (`syscalls:*`, made by ftrace) is refused before
 /// anything is armed, naming why (exit 2), with tracefs mounted or not: the kernel's BTF has no raw

@@ -35,8 +35,7 @@ fn fake_kallsyms_of(file: &str, busy: u64, symbols: &[(&str, u64)]) -> PathBuf {
             .unwrap_or_else(|| panic!("{name} not in /proc/kallsyms"))
     };
     let (text, stack) = (addr("_text"), busy - 0x3e00);
-    let dir = std::env::temp_dir().join(format!("ksymwatch-live-module-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = util::temp_dir("ksymwatch-live-module");
     let k = dir.join(file);
     let mut lines = format!("{text:016x} T _text\n");
     for (name, off) in symbols {
@@ -96,20 +95,21 @@ fn removal(module: &str) -> bool {
     ])
 }
 
+/// The module's variable, stood in for by a helper storing on CPU 0: the helper, a kallsyms that puts the
+/// fake module's `fake_stack+0x3e00` at the helper's global, and that target.
+fn module_target() -> (Writer, PathBuf, String) {
+    let writer = Writer::spinning(0);
+    let k = fake_kallsyms(writer.addr);
+    (writer, k, format!("{MODULE}:fake_stack+0x3e00"))
+}
+
 /// Reads `t`'s stream until a hit has been printed.
 fn until_a_hit(t: &mut Tracer) -> String {
     t.read_until(|l| !l.starts_with('#') && !l.trim().is_empty())
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_module_watch_ends_at_its_unload_with_exit_0() {
-    let Some(_lock) = util::live() else {
-        return;
-    };
-    let writer = Writer::spinning(0);
-    let k = fake_kallsyms(writer.addr);
-    let target = format!("{MODULE}:fake_stack+0x3e00");
+live_test!(a_module_watch_ends_at_its_unload_with_exit_0, {
+    let (_writer, k, target) = module_target();
     let mut t = Tracer::start(&["write", &target, "--kallsyms", k.to_str().unwrap()]);
     let before = until_a_hit(&mut t);
     // Another module's removal leaves the watch alone.
@@ -141,18 +141,11 @@ fn a_module_watch_ends_at_its_unload_with_exit_0() {
         err.contains("stopped: watched module unloaded"),
         "the usual summary, with the reason: {err}"
     );
-}
+});
 
-/// With a target outside the module, the unload disarms the module's target only and the run goes on.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn other_targets_outlive_the_module() {
-    let Some(_lock) = util::live() else {
-        return;
-    };
-    let writer = Writer::spinning(0);
-    let k = fake_kallsyms(writer.addr);
-    let target = format!("{MODULE}:fake_stack+0x3e00");
+// With a target outside the module, the unload disarms the module's target only and the run goes on.
+live_test!(other_targets_outlive_the_module, {
+    let (_writer, k, target) = module_target();
     let mut t = Tracer::start_json(&[
         "write",
         &target,
@@ -181,16 +174,11 @@ fn other_targets_outlive_the_module() {
         "no hit of the module's target after the mark:\n{rest}"
     );
     assert!(rest.contains("\"stop\":\"signal\""), "{rest}");
-}
+});
 
-/// A typed target on a module's variable (its base among the module's symbols, the member from BTF) is
-/// the module's memory too: it ends at the unload like any other.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_typed_watch_on_a_module_variable_ends_at_its_unload() {
-    let Some(_lock) = util::live() else {
-        return;
-    };
+// A typed target on a module's variable (its base among the module's symbols, the member from BTF) is
+// the module's memory too: it ends at the unload like any other.
+live_test!(a_typed_watch_on_a_module_variable_ends_at_its_unload, {
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
         util::skip("/sys/kernel/btf/vmlinux is missing: this kernel has no BTF");
         return;
@@ -216,4 +204,4 @@ fn a_typed_watch_on_a_module_variable_ends_at_its_unload() {
         "no unload mark:\n{rest}\nstderr: {err}"
     );
     assert!(err.contains("stopped: watched module unloaded"), "{err}");
-}
+});

@@ -107,14 +107,9 @@ fn skip_without_pipes_tracepoint() -> bool {
     skip_without_tracepoints(&["kmalloc", "kfree", "kmem_cache_free"])
 }
 
-/// Each of the helper's pipes is armed as it is created, its `head` is hit exactly once per write (by
-/// `anon_pipe_write`), it is freed with that count, and the freed register is reused for the next pipe.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn each_pipe_is_armed_hit_once_per_write_and_freed() {
-    let Some(_live) = util::live_kernel() else {
-        return;
-    };
+// Each of the helper's pipes is armed as it is created, its `head` is hit exactly once per write (by
+// `anon_pipe_write`), it is freed with that count, and the freed register is reused for the next pipe.
+live_kernel_test!(each_pipe_is_armed_hit_once_per_write_and_freed, {
     if skip_without_pipes_tracepoint() {
         return;
     }
@@ -201,16 +196,11 @@ fn each_pipe_is_armed_hit_once_per_write_and_freed() {
         "allocation to armed: median {median} ns, p99 {}",
         o["gap_p99_ns"]
     );
-}
+});
 
-/// More live pipes than registers (the helper's only, with -p): without `--rotate` the extra ones are
-/// skipped and counted; with it, each new pipe evicts the oldest armed object.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn rotate_evicts_the_oldest_when_every_register_is_busy() {
-    let Some(_live) = util::live_kernel() else {
-        return;
-    };
+// More live pipes than registers (the helper's only, with -p): without `--rotate` the extra ones are
+// skipped and counted; with it, each new pipe evicts the oldest armed object.
+live_kernel_test!(rotate_evicts_the_oldest_when_every_register_is_busy, {
     if skip_without_pipes_tracepoint() {
         return;
     }
@@ -245,16 +235,11 @@ fn rotate_evicts_the_oldest_when_every_register_is_busy() {
         .filter(|r| r["type"] == "object_armed" && !r["evicted"].is_null())
         .count();
     assert!(evictions >= 2, "{o}");
-}
+});
 
-/// Objects from any tracepoint's pointer argument: `sched_process_fork`'s second argument is the child's
-/// `task_struct`; the child's own exit writes its `flags`.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_tracepoint_argument_is_a_source() {
-    let Some(_live) = util::live_kernel() else {
-        return;
-    };
+// Objects from any tracepoint's pointer argument: `sched_process_fork`'s second argument is the child's
+// `task_struct`; the child's own exit writes its `flags`.
+live_kernel_test!(a_tracepoint_argument_is_a_source, {
     if skip_without_tracepoints(&["sched_process_fork", "kfree", "kmem_cache_free"]) {
         return;
     }
@@ -284,17 +269,12 @@ fn a_tracepoint_argument_is_a_source() {
             })
     });
     assert!(hit_mine, "a child's flags written: {summary}");
-}
+});
 
-/// Objects from a tracepoint event's pointer field that is no argument (its format file, the one source
-/// that needs tracefs): `sock:inet_sock_set_state`'s `skaddr` is the socket changing state; the helper's
-/// connections' later state changes are hits on `skc_state`, written by `inet_sk_state_store`.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_tracepoint_field_is_a_source() {
-    let Some(_live) = util::live_kernel() else {
-        return;
-    };
+// Objects from a tracepoint event's pointer field that is no argument (its format file, the one source
+// that needs tracefs): `sock:inet_sock_set_state`'s `skaddr` is the socket changing state; the helper's
+// connections' later state changes are hits on `skc_state`, written by `inet_sk_state_store`.
+live_kernel_test!(a_tracepoint_field_is_a_source, {
     if !std::path::Path::new("/sys/kernel/tracing/events/sock/inet_sock_set_state/format").exists()
     {
         return util::skip(
@@ -336,16 +316,11 @@ fn a_tracepoint_field_is_a_source() {
         })
         .count();
     assert!(stores >= 1, "a state store on an armed socket: {summary}");
-}
+});
 
-/// `kmem_cache_alloc:FUNC`: task_structs from `copy_process`'s cache (larger than the struct: the FPU
-/// state follows it), taken for the helper's forks; each child's exit writes its `flags`.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_kmem_cache_source_takes_its_caches_objects() {
-    let Some(_live) = util::live_kernel() else {
-        return;
-    };
+// `kmem_cache_alloc:FUNC`: task_structs from `copy_process`'s cache (larger than the struct: the FPU
+// state follows it), taken for the helper's forks; each child's exit writes its `flags`.
+live_kernel_test!(a_kmem_cache_source_takes_its_caches_objects, {
     if skip_without_tracepoints(&["kmem_cache_alloc", "kfree", "kmem_cache_free"]) {
         return;
     }
@@ -386,16 +361,11 @@ fn a_kmem_cache_source_takes_its_caches_objects() {
         })
         .count();
     assert!(exits >= 1, "a child's exit writes its flags: {summary}");
-}
+});
 
-/// `--if` with `--on` decides on each armed object's stores in the kernel, as on any watch: of three
-/// writes into each pipe (head 0 -> 1 -> 2 -> 3), only the one that makes `head` 2 is kept.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_condition_keeps_the_matching_stores_of_every_object() {
-    let Some(_live) = util::live_kernel() else {
-        return;
-    };
+// `--if` with `--on` decides on each armed object's stores in the kernel, as on any watch: of three
+// writes into each pipe (head 0 -> 1 -> 2 -> 3), only the one that makes `head` 2 is kept.
+live_kernel_test!(a_condition_keeps_the_matching_stores_of_every_object, {
     if skip_without_pipes_tracepoint() {
         return;
     }
@@ -425,7 +395,7 @@ fn a_condition_keeps_the_matching_stores_of_every_object() {
         summary["filtered"].as_u64().unwrap() >= 2 * mine.len() as u64,
         "{summary}"
     );
-}
+});
 
 /// Runs `write --dry-run --on SOURCE TARGET` with tracefs unmounted: (exit code, stdout, stderr).
 fn dry_run_without_tracefs(
@@ -508,49 +478,49 @@ fn every_source_is_planned_without_tracefs() {
     }
 }
 
-/// Arming an argument source without tracefs goes as far as the kernel lets it: where kernel breakpoints
-/// work the watch arms and its header names the argument; where they are refused the run ends at arming
-/// (exit 3 or 4, not 2: the plan was fine), never with a word about tracefs.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn an_argument_source_arms_without_tracefs_or_meets_the_kernels_refusal() {
-    let Some(_live) = util::live() else { return };
-    if skip_without_tracepoints(&["sched_process_fork", "kfree", "kmem_cache_free"]) {
-        return;
-    }
-    let Some(no_tracefs) = util::without_tracefs() else {
-        return;
-    };
-    let (code, out, err) = util::run_with(
-        &no_tracefs,
-        &[
-            "write",
-            "--on",
-            "tracepoint:sched:sched_process_fork:child",
-            "(struct task_struct)$obj.flags",
-            "--duration",
-            "300ms",
-        ],
-        Duration::from_secs(60),
-    );
-    assert!(!err.contains("tracefs"), "{err}");
-    match util::kernel_breakpoints() {
-        Ok(()) => {
-            assert_eq!(code, 0, "{err}");
-            assert!(
-                out.contains("(argument 1, `struct task_struct *child`;")
-                    && out.contains("# armed"),
-                "{out}"
-            );
+// Arming an argument source without tracefs goes as far as the kernel lets it: where kernel breakpoints
+// work the watch arms and its header names the argument; where they are refused the run ends at arming
+// (exit 3 or 4, not 2: the plan was fine), never with a word about tracefs.
+live_test!(
+    an_argument_source_arms_without_tracefs_or_meets_the_kernels_refusal,
+    {
+        if skip_without_tracepoints(&["sched_process_fork", "kfree", "kmem_cache_free"]) {
+            return;
         }
-        Err(why) => {
-            // The plan went through; arming met the kernel's refusal. How that refusal is worded (and
-            // whether it is exit 4 or, as before issue 37, 3) is the arming's tests' subject.
-            assert!(
-                matches!(code, 3 | 4),
-                "kernel breakpoints are refused here ({why}), at arming: {err}"
-            );
-            assert!(!out.contains("# armed"), "{out}");
+        let Some(no_tracefs) = util::without_tracefs() else {
+            return;
+        };
+        let (code, out, err) = util::run_with(
+            &no_tracefs,
+            &[
+                "write",
+                "--on",
+                "tracepoint:sched:sched_process_fork:child",
+                "(struct task_struct)$obj.flags",
+                "--duration",
+                "300ms",
+            ],
+            Duration::from_secs(60),
+        );
+        assert!(!err.contains("tracefs"), "{err}");
+        match util::kernel_breakpoints() {
+            Ok(()) => {
+                assert_eq!(code, 0, "{err}");
+                assert!(
+                    out.contains("(argument 1, `struct task_struct *child`;")
+                        && out.contains("# armed"),
+                    "{out}"
+                );
+            }
+            Err(why) => {
+                // The plan went through; arming met the kernel's refusal. How that refusal is worded (and
+                // whether it is exit 4 or, as before issue 37, 3) is the arming's tests' subject.
+                assert!(
+                    matches!(code, 3 | 4),
+                    "kernel breakpoints are refused here ({why}), at arming: {err}"
+                );
+                assert!(!out.contains("# armed"), "{out}");
+            }
         }
     }
-}
+);

@@ -62,13 +62,10 @@ fn wall_ns() -> u64 {
         .as_nanos() as u64
 }
 
-/// A process watch written as OTLP: every store of the helper is a valid LogRecord of its pid and thread,
-/// named in `main`, with its call chain, value and a wall-clock time within the run; the armed mark comes
-/// first and the summary last, both as events.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn otlp_json_stores_are_valid_log_records_with_their_chain() {
-    let Some(_live) = util::live() else { return };
+// A process watch written as OTLP: every store of the helper is a valid LogRecord of its pid and thread,
+// named in `main`, with its call chain, value and a wall-clock time within the run; the armed mark comes
+// first and the summary last, both as events.
+live_test!(otlp_json_stores_are_valid_log_records_with_their_chain, {
     if let Some(why) = checker_missing() {
         return util::skip(why);
     }
@@ -149,4 +146,4 @@ fn otlp_json_stores_are_valid_log_records_with_their_chain() {
         "{summary}"
     );
     h.finish();
-}
+});

@@ -308,10 +308,7 @@ fn first_cpu() -> String {
 
 const ARMED_JSON: Ready = Ready::Stdout("\"type\":\"armed\"");
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn json_lines_fit_the_schema_and_carry_the_helpers_writes() {
-    let Some(_lock) = util::live() else { return };
+live_test!(json_lines_fit_the_schema_and_carry_the_helpers_writes, {
     const N: usize = 200;
     let cpu = first_cpu();
     let (tid, code, out, err) = trace_helper(
@@ -357,7 +354,7 @@ fn json_lines_fit_the_schema_and_carry_the_helpers_writes() {
         err.contains(&format!("ksymwatch: {} hits", hits.len())),
         "stderr keeps the one-line summary: {err}"
     );
-}
+});
 
 fn json_hits(lines: &[schema::Line]) -> Vec<&schema::Hit> {
     lines
@@ -376,10 +373,7 @@ fn json_summary(lines: &[schema::Line]) -> &schema::Summary {
     }
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn filters_drop_hits_before_printing_and_counting() {
-    let Some(_lock) = util::live() else { return };
+live_test!(filters_drop_hits_before_printing_and_counting, {
     const N: usize = 100;
     let cpu = first_cpu();
     let helper = ["write", "100", cpu.as_str()];
@@ -426,12 +420,9 @@ fn filters_drop_hits_before_printing_and_counting() {
     assert_eq!(summary.hits, 0);
     assert!(summary.filtered >= N as u64, "{summary:?}");
     assert!(err.contains(" filtered,"), "{err}");
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn filtered_hits_do_not_count_toward_count() {
-    let Some(_lock) = util::live() else { return };
+live_test!(filtered_hits_do_not_count_toward_count, {
     // The helper's 100 stores all run in user space: with --kernel-only, --count 1 is never met.
     let cpu = first_cpu();
     let (_, code, out, err) = trace_helper(
@@ -452,31 +443,31 @@ fn filtered_hits_do_not_count_toward_count() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no filtered count: {err}"));
     assert!(filtered >= 100, "{err}");
-}
+});
 
-/// A run that ends at --count still reports what the kernel dropped before it (the program's filtered
-/// count is read on every kind of stop): `--if 'value == 50'` over stores of 0..99 keeps one hit, and the 50
-/// stores before it are counted as filtered.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_run_stopped_by_count_still_counts_what_the_kernel_filtered() {
-    let Some(_lock) = util::live() else { return };
-    let cpu = first_cpu();
-    let (_, code, out, err) = trace_helper(
-        &["sites", "100", &cpu],
-        &owned(&["write", "{addr}", "--if", "value == 50", "--count", "1"]),
-        Ready::Stdout("# armed"),
-    );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(parse_hits(&out).len(), 1, "{out}");
-    assert!(err.contains("stopped: count reached"), "{err}");
-    let filtered: u64 = err
-        .split(", ")
-        .find_map(|p| p.strip_suffix(" filtered"))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no filtered count: {err}"));
-    assert!(filtered >= 50, "{err}");
-}
+// A run that ends at --count still reports what the kernel dropped before it (the program's filtered
+// count is read on every kind of stop): `--if 'value == 50'` over stores of 0..99 keeps one hit, and the 50
+// stores before it are counted as filtered.
+live_test!(
+    a_run_stopped_by_count_still_counts_what_the_kernel_filtered,
+    {
+        let cpu = first_cpu();
+        let (_, code, out, err) = trace_helper(
+            &["sites", "100", &cpu],
+            &owned(&["write", "{addr}", "--if", "value == 50", "--count", "1"]),
+            Ready::Stdout("# armed"),
+        );
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(parse_hits(&out).len(), 1, "{out}");
+        assert!(err.contains("stopped: count reached"), "{err}");
+        let filtered: u64 = err
+            .split(", ")
+            .find_map(|p| p.strip_suffix(" filtered"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no filtered count: {err}"));
+        assert!(filtered >= 50, "{err}");
+    }
+);
 
 #[test]
 fn contradictory_flags_are_a_one_line_usage_error() {
@@ -489,52 +480,49 @@ fn contradictory_flags_are_a_one_line_usage_error() {
 
 const ARMED_STDERR: Ready = Ready::Stderr("ksymwatch: armed ");
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn quiet_prints_only_the_summary_of_the_helpers_kernel_writes() {
-    let Some(_lock) = util::live() else { return };
-    const N: u64 = 40;
-    let cpu = first_cpu();
-    // read() from /dev/zero: the kernel writes the watched global on the helper's behalf, N times.
-    let (_, code, out, err) = trace_helper(
-        &["read", &N.to_string(), &cpu],
-        &owned(&["write", "{addr}", "--quiet", "--tid", "{tid}", "--top", "0"]),
-        ARMED_STDERR,
-    );
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        out.lines().all(|l| l.starts_with('#')),
-        "only the report: {out}"
-    );
-    // The kernel clears the 8 bytes with `rep stosb`: a trap per byte stored, so N reads give N*k hits.
-    let hits: u64 = out
-        .strip_prefix("# summary: ")
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no summary first: {out}"));
-    assert!(
-        hits >= N && hits.is_multiple_of(N),
-        "{hits} hits for {N} reads: {out}"
-    );
-    assert!(
-        out.contains("stopped: signal SIGINT"),
-        "written on Ctrl-C: {out}"
-    );
-    assert!(out.contains("comm: writer "), "{out}");
-    assert!(out.contains("#  => read_zero+0x"), "{out}");
-    assert!(out.contains("#  => vfs_read+0x"), "{out}");
-    assert!(
-        out.contains(&format!("# hits by comm:\n# {hits:>8} 100.0%  writer\n")),
-        "{out}"
-    );
-    assert!(out.contains(&format!("100.0%  cpu{cpu}\n")), "{out}");
-    assert!(err.contains(&format!("ksymwatch: {hits} hits")), "{err}");
-}
+live_test!(
+    quiet_prints_only_the_summary_of_the_helpers_kernel_writes,
+    {
+        const N: u64 = 40;
+        let cpu = first_cpu();
+        // read() from /dev/zero: the kernel writes the watched global on the helper's behalf, N times.
+        let (_, code, out, err) = trace_helper(
+            &["read", &N.to_string(), &cpu],
+            &owned(&["write", "{addr}", "--quiet", "--tid", "{tid}", "--top", "0"]),
+            ARMED_STDERR,
+        );
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            out.lines().all(|l| l.starts_with('#')),
+            "only the report: {out}"
+        );
+        // The kernel clears the 8 bytes with `rep stosb`: a trap per byte stored, so N reads give N*k hits.
+        let hits: u64 = out
+            .strip_prefix("# summary: ")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no summary first: {out}"));
+        assert!(
+            hits >= N && hits.is_multiple_of(N),
+            "{hits} hits for {N} reads: {out}"
+        );
+        assert!(
+            out.contains("stopped: signal SIGINT"),
+            "written on Ctrl-C: {out}"
+        );
+        assert!(out.contains("comm: writer "), "{out}");
+        assert!(out.contains("#  => read_zero+0x"), "{out}");
+        assert!(out.contains("#  => vfs_read+0x"), "{out}");
+        assert!(
+            out.contains(&format!("# hits by comm:\n# {hits:>8} 100.0%  writer\n")),
+            "{out}"
+        );
+        assert!(out.contains(&format!("100.0%  cpu{cpu}\n")), "{out}");
+        assert!(err.contains(&format!("ksymwatch: {hits} hits")), "{err}");
+    }
+);
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn json_summary_record_counts_chains_ips_and_comms() {
-    let Some(_lock) = util::live() else { return };
+live_test!(json_summary_record_counts_chains_ips_and_comms, {
     const N: u64 = 60;
     let cpu = first_cpu();
     let (_, code, out, err) = trace_helper(
@@ -562,80 +550,77 @@ fn json_summary_record_counts_chains_ips_and_comms() {
     assert!(!by_ip[0].ip.kernel);
     let by_comm = s.by_comm.as_ref().expect("by_comm");
     assert_eq!((by_comm[0].comm.as_str(), by_comm[0].count), ("writer", N));
-}
+});
 
-/// "Who wrote" names the task as it was named when it wrote. 100 short-lived writers, each started by a
-/// bash loop on one CPU through `taskset` and `setarch` onto the other: every new task is first named after
-/// its parent (FORK), then renamed by each exec (COMM). Applied out of order with the samples, hits were
-/// credited to `taskset` or `bash`, and `--comm writer` dropped most of them.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn short_lived_writers_are_named_as_they_were_when_they_wrote() {
-    let Some(_lock) = util::live() else { return };
-    let cpus = util::online_cpus();
-    if cpus.len() < 2 {
-        return util::skip("needs two online CPUs");
-    }
-    for tool in ["taskset", "setarch", "bash"] {
-        if !ksymwatch_symbols::testing::have(tool) {
-            return util::skip(format!("needs {tool}"));
+// "Who wrote" names the task as it was named when it wrote. 100 short-lived writers, each started by a
+// bash loop on one CPU through `taskset` and `setarch` onto the other: every new task is first named after
+// its parent (FORK), then renamed by each exec (COMM). Applied out of order with the samples, hits were
+// credited to `taskset` or `bash`, and `--comm writer` dropped most of them.
+live_test!(
+    short_lived_writers_are_named_as_they_were_when_they_wrote,
+    {
+        let cpus = util::online_cpus();
+        if cpus.len() < 2 {
+            return util::skip("needs two online CPUs");
         }
-    }
-    const RUNS: usize = 100;
-    const STORES: usize = 5;
-    let writer = util::helper("writer");
-    // With ASLR off every run has its global at the same address: one system-wide watch sees them all.
-    let banner = Command::new("setarch")
-        .arg("-R")
-        .arg(&writer)
-        .args(["now", "0", "0"])
-        .output()
-        .expect("run writer");
-    let banner = String::from_utf8_lossy(&banner.stdout);
-    let addr = banner
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("addr="))
-        .expect("addr")
-        .to_string();
-    let script = format!(
+        for tool in ["taskset", "setarch", "bash"] {
+            if !ksymwatch_symbols::testing::have(tool) {
+                return util::skip(format!("needs {tool}"));
+            }
+        }
+        const RUNS: usize = 100;
+        const STORES: usize = 5;
+        let writer = util::helper("writer");
+        // With ASLR off every run has its global at the same address: one system-wide watch sees them all.
+        let banner = Command::new("setarch")
+            .arg("-R")
+            .arg(&writer)
+            .args(["now", "0", "0"])
+            .output()
+            .expect("run writer");
+        let banner = String::from_utf8_lossy(&banner.stdout);
+        let addr = banner
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("addr="))
+            .expect("addr")
+            .to_string();
+        let script = format!(
         "for i in $(seq {RUNS}); do taskset -c {} setarch -R {} now {STORES} {} >/dev/null; done",
         cpus[0],
         writer.display(),
         cpus[0]
     );
-    for filter in [&[][..], &["--comm", "writer"][..]] {
-        let mut args = vec!["write", addr.as_str(), "--json", "--summary"];
-        args.extend_from_slice(filter);
-        let t = util::Tracer::start_json(&args);
-        let status = Command::new("taskset")
-            .args(["-c", &cpus[1].to_string(), "bash", "-c", &script])
-            .status()
-            .expect("run the loop");
-        assert!(status.success());
-        let (code, out, err) = t.interrupt(Duration::from_secs(30));
-        assert_eq!(code, 0, "{err}");
-        let lines = schema::parse(&out);
-        let hits = json_hits(&lines);
-        let s = json_summary(&lines);
-        let wrong: Vec<_> = hits.iter().filter(|h| h.comm != "writer").collect();
-        assert!(wrong.is_empty(), "{filter:?}: named wrong: {wrong:?}");
-        assert_eq!(
-            s.filtered, 0,
-            "{filter:?}: no hit is filtered out as another task"
-        );
-        // Each run: its own stores from user space, plus the kernel's when exec clears its .bss.
-        let user = hits.iter().filter(|h| !h.ip.kernel).count();
-        assert_eq!(user, RUNS * STORES, "{filter:?}: {err}");
-        let by_comm = s.by_comm.as_ref().expect("by_comm");
-        assert_eq!(by_comm.len(), 1, "{by_comm:?}");
-        assert_eq!(by_comm[0].comm, "writer");
+        for filter in [&[][..], &["--comm", "writer"][..]] {
+            let mut args = vec!["write", addr.as_str(), "--json", "--summary"];
+            args.extend_from_slice(filter);
+            let t = util::Tracer::start_json(&args);
+            let status = Command::new("taskset")
+                .args(["-c", &cpus[1].to_string(), "bash", "-c", &script])
+                .status()
+                .expect("run the loop");
+            assert!(status.success());
+            let (code, out, err) = t.interrupt(Duration::from_secs(30));
+            assert_eq!(code, 0, "{err}");
+            let lines = schema::parse(&out);
+            let hits = json_hits(&lines);
+            let s = json_summary(&lines);
+            let wrong: Vec<_> = hits.iter().filter(|h| h.comm != "writer").collect();
+            assert!(wrong.is_empty(), "{filter:?}: named wrong: {wrong:?}");
+            assert_eq!(
+                s.filtered, 0,
+                "{filter:?}: no hit is filtered out as another task"
+            );
+            // Each run: its own stores from user space, plus the kernel's when exec clears its .bss.
+            let user = hits.iter().filter(|h| !h.ip.kernel).count();
+            assert_eq!(user, RUNS * STORES, "{filter:?}: {err}");
+            let by_comm = s.by_comm.as_ref().expect("by_comm");
+            assert_eq!(by_comm.len(), 1, "{by_comm:?}");
+            assert_eq!(by_comm[0].comm, "writer");
+        }
     }
-}
+);
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn folded_stacks_feed_inferno_and_flamegraph_writes_an_svg() {
-    let Some(_lock) = util::live() else { return };
+live_test!(folded_stacks_feed_inferno_and_flamegraph_writes_an_svg, {
     let cpu = first_cpu();
     let (_, code, out, err) = trace_helper(
         &["read", "20", &cpu],
@@ -689,7 +674,7 @@ fn folded_stacks_feed_inferno_and_flamegraph_writes_an_svg() {
     let svg = std::fs::read_to_string(&path).expect("flame graph written");
     let _ = std::fs::remove_file(&path);
     assert!(svg.contains("<svg") && svg.contains("read_zero") && svg.contains("writer"));
-}
+});
 
 /// The total of a folded file's counts.
 fn folded_total(text: &str) -> u64 {
@@ -792,10 +777,7 @@ fn stdout_has_one_product() {
     assert!(err.contains("--flamegraph: cannot create"), "{err}");
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn user_frames_are_named_from_the_writers_elf_symbols() {
-    let Some(_lock) = util::live() else { return };
+live_test!(user_frames_are_named_from_the_writers_elf_symbols, {
     let cpu = first_cpu();
     let (tid, code, out, err) = trace_helper(
         &["write", "5", &cpu],
@@ -839,50 +821,49 @@ fn user_frames_are_named_from_the_writers_elf_symbols() {
             "{h:?}"
         );
     }
-}
+});
 
-/// A watched process chooses which files the root tracer opens: one running from a 4 GiB sparse copy of the
-/// helper still gets named frames, and the tracer reads the headers and tables it needs, not the file.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_writer_running_from_a_huge_sparse_file_is_named_without_reading_the_file() {
-    let Some(_lock) = util::live() else { return };
-    let dir = std::env::temp_dir().join(format!("ksymwatch-sparse-writer-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("writer");
-    std::fs::copy(util::helper("writer"), &exe).unwrap();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&exe)
-        .unwrap()
-        .set_len(4 << 30)
-        .unwrap();
-    let w = Writer::start_binary(&exe, &["write", "3", &first_cpu()]);
-    let mut t = util::Tracer::start(&[
-        "write",
-        &format!("0x{:x}", w.addr),
-        "--tid",
-        &w.tid.to_string(),
-    ]);
-    w.go_and_finish();
-    let mut out = t.read_until(|l| l.contains(" [writer]"));
-    let peak_kib = util::peak_rss_kib(t.child.id());
-    let (code, rest, err) = t.interrupt(Duration::from_secs(30));
-    out.push_str(&rest);
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(code, 0, "{err}");
-    let hits = parse_hits(&out);
-    assert_eq!(hits.len(), 3, "{out}");
-    for h in &hits {
-        assert!(h.ip.starts_with("main+0x"), "{h:?}");
-        assert!(h.chain[0].ends_with(" [writer]"), "{h:?}");
+// A watched process chooses which files the root tracer opens: one running from a 4 GiB sparse copy of the
+// helper still gets named frames, and the tracer reads the headers and tables it needs, not the file.
+live_test!(
+    a_writer_running_from_a_huge_sparse_file_is_named_without_reading_the_file,
+    {
+        let dir = util::temp_dir("ksymwatch-sparse-writer");
+        let exe = dir.join("writer");
+        std::fs::copy(util::helper("writer"), &exe).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&exe)
+            .unwrap()
+            .set_len(4 << 30)
+            .unwrap();
+        let w = Writer::start_binary(&exe, &["write", "3", &first_cpu()]);
+        let mut t = util::Tracer::start(&[
+            "write",
+            &format!("0x{:x}", w.addr),
+            "--tid",
+            &w.tid.to_string(),
+        ]);
+        w.go_and_finish();
+        let mut out = t.read_until(|l| l.contains(" [writer]"));
+        let peak_kib = util::peak_rss_kib(t.child.id());
+        let (code, rest, err) = t.interrupt(Duration::from_secs(30));
+        out.push_str(&rest);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(code, 0, "{err}");
+        let hits = parse_hits(&out);
+        assert_eq!(hits.len(), 3, "{out}");
+        for h in &hits {
+            assert!(h.ip.starts_with("main+0x"), "{h:?}");
+            assert!(h.chain[0].ends_with(" [writer]"), "{h:?}");
+        }
+        // Reading the file would take 4 GiB; the tracer itself needs a few MB.
+        assert!(
+            peak_kib < 256 * 1024,
+            "peak RSS {peak_kib} KiB: the file was read, not its tables"
+        );
     }
-    // Reading the file would take 4 GiB; the tracer itself needs a few MB.
-    assert!(
-        peak_kib < 256 * 1024,
-        "peak RSS {peak_kib} KiB: the file was read, not its tables"
-    );
-}
+);
 
 /// The helper in `write2` mode, started by hand: util::Writer knows only the first global's address.
 struct TwoGlobals {
@@ -944,10 +925,7 @@ impl Drop for TwoGlobals {
     }
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn two_targets_armed_together_and_named_in_every_mode() {
-    let Some(_lock) = util::live() else { return };
+live_test!(two_targets_armed_together_and_named_in_every_mode, {
     const N: usize = 50;
     let cpu = first_cpu();
     let folded_path =
@@ -1019,53 +997,50 @@ fn two_targets_armed_together_and_named_in_every_mode() {
         );
     }
     let _ = std::fs::remove_file(&folded_path);
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn status_line_only_on_a_terminal_and_cleared_before_the_report() {
-    let Some(_lock) = util::live() else { return };
-    let w = Writer::spinning(0);
-    let target = w.target();
-    // Not a terminal: not a byte of it.
-    let (code, out, err) = run(&["write", &target, "--quiet", "--duration", "600ms"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        !err.contains('\r') && !err.contains('\x1b') && !err.contains("cpus armed"),
-        "{err:?}"
-    );
-    assert!(!out.contains("cpus armed"));
-    // A terminal (script(1) gives the command a pty for stdout and stderr; --quiet keeps stdout free).
-    if Command::new("script").arg("--version").output().is_err() {
-        util::skip("no script(1) to give ksymwatch a terminal");
-        return;
+live_test!(
+    status_line_only_on_a_terminal_and_cleared_before_the_report,
+    {
+        let w = Writer::spinning(0);
+        let target = w.target();
+        // Not a terminal: not a byte of it.
+        let (code, out, err) = run(&["write", &target, "--quiet", "--duration", "600ms"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            !err.contains('\r') && !err.contains('\x1b') && !err.contains("cpus armed"),
+            "{err:?}"
+        );
+        assert!(!out.contains("cpus armed"));
+        // A terminal (script(1) gives the command a pty for stdout and stderr; --quiet keeps stdout free).
+        if Command::new("script").arg("--version").output().is_err() {
+            util::skip("no script(1) to give ksymwatch a terminal");
+            return;
+        }
+        let cmd = format!("{BIN} write {target} --quiet --duration 1500ms --top 1");
+        let tty = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .output()
+            .expect("script");
+        let text = String::from_utf8_lossy(&tty.stdout);
+        assert!(tty.status.success(), "{text}");
+        let last_status = text
+            .rfind("cpus armed")
+            .unwrap_or_else(|| panic!("no status line: {text:?}"));
+        let report = text.find("# summary: ").expect("report");
+        assert!(
+            last_status < report,
+            "status drawn after the report: {text:?}"
+        );
+        // Cleared (erase-line) between the last draw and the report.
+        assert!(text[last_status..report].contains("\x1b[2K"), "{text:?}");
     }
-    let cmd = format!("{BIN} write {target} --quiet --duration 1500ms --top 1");
-    let tty = Command::new("script")
-        .args(["-qec", &cmd, "/dev/null"])
-        .output()
-        .expect("script");
-    let text = String::from_utf8_lossy(&tty.stdout);
-    assert!(tty.status.success(), "{text}");
-    let last_status = text
-        .rfind("cpus armed")
-        .unwrap_or_else(|| panic!("no status line: {text:?}"));
-    let report = text.find("# summary: ").expect("report");
-    assert!(
-        last_status < report,
-        "status drawn after the report: {text:?}"
-    );
-    // Cleared (erase-line) between the last draw and the report.
-    assert!(text[last_status..report].contains("\x1b[2K"), "{text:?}");
-}
+);
 
-/// Issue 38 item 6, live: a thread that names itself `x\n => evil+0x1`, then ESC, CR and a backslash,
-/// storing into a watched global. Every hit is exactly one line, its name escaped; no chain line is forged
-/// and no control character reaches the output (the summary's comm table included).
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_hostile_thread_name_cannot_forge_lines() {
-    let Some(_live) = util::live() else { return };
+// Issue 38 item 6, live: a thread that names itself `x\n => evil+0x1`, then ESC, CR and a backslash,
+// storing into a watched global. Every hit is exactly one line, its name escaped; no chain line is forged
+// and no control character reaches the output (the summary's comm table included).
+live_test!(a_hostile_thread_name_cannot_forge_lines, {
     const N: usize = 20;
     let names = ["x\n => evil+0x1", "\u{1b}[2J\r\\e"];
     let shown = ["x\\n => evil+0x1", "\\x1b[2J\\r\\\\e"];
@@ -1116,4 +1091,4 @@ fn a_hostile_thread_name_cannot_forge_lines() {
             "summary by comm: {out}"
         );
     }
-}
+});

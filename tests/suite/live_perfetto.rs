@@ -37,10 +37,7 @@ fn checked_hits(trace: &std::path::Path) -> Option<Vec<serde_json::Value>> {
     Some(util::ndjson(&String::from_utf8(out.stdout).unwrap()))
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn every_store_is_in_the_perfetto_trace_with_its_chain() {
-    let Some(_lock) = util::live() else { return };
+live_test!(every_store_is_in_the_perfetto_trace_with_its_chain, {
     const N: usize = 1000;
     let cpu = util::online_cpus()[0].to_string();
     let w = Writer::start(&["write", &N.to_string(), &cpu]);
@@ -83,16 +80,13 @@ fn every_store_is_in_the_perfetto_trace_with_its_chain() {
         assert!(ts >= last_ts, "in time order: {h}");
         last_ts = ts;
     }
-}
+});
 
-/// Issue 38 item 12: a thread that renames itself between its stores stays one thread track, named as
-/// Perfetto's importer names it (its first name; the thread takes the newest), with every store on it;
-/// the file passes the independent reader's checks (it failed them: the CPU tracks named the writer by
-/// a name its track no longer had).
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_renamed_thread_is_one_perfetto_track_with_every_store() {
-    let Some(_lock) = util::live() else { return };
+// Issue 38 item 12: a thread that renames itself between its stores stays one thread track, named as
+// Perfetto's importer names it (its first name; the thread takes the newest), with every store on it;
+// the file passes the independent reader's checks (it failed them: the CPU tracks named the writer by
+// a name its track no longer had).
+live_test!(a_renamed_thread_is_one_perfetto_track_with_every_store, {
     const N: usize = 100;
     let mut w = Writer::start_binary(
         &util::helper("renamer"),
@@ -140,4 +134,4 @@ fn a_renamed_thread_is_one_perfetto_track_with_every_store() {
     assert!(comms[..N].iter().all(|c| *c == track), "{comms:?}");
     assert!(comms[N..2 * N].iter().all(|c| *c == "second"), "{comms:?}");
     assert!(comms[2 * N..].iter().all(|c| *c == "third"), "{comms:?}");
-}
+});

@@ -18,9 +18,8 @@ use crate::util::{self, helper, helper_with, parse_hits, Tracer, Writer, BIN};
 
 /// The helper's own stores: the kernel's writes (exec zeroing .bss) have kernel ips.
 fn user_stores(records: &[Value], pid: u32) -> Vec<&Value> {
-    records
-        .iter()
-        .filter(|v| v["type"] == "hit" && v["pid"] == pid)
+    util::hits_of_pid(records, pid)
+        .into_iter()
         .filter(|v| v["ip"]["sym"] == "ksw_thread_store")
         .collect()
 }
@@ -46,42 +45,20 @@ fn is_pie(path: &Path) -> bool {
     u16::from_le_bytes([bytes[16], bytes[17]]) == 3
 }
 
-/// `done tids=K`: how many distinct tids stored (fewer than N+LATE only if the kernel reused a tid).
-fn done_tids(lines: &[String]) -> usize {
-    lines
-        .iter()
-        .find_map(|l| l.strip_prefix("done tids="))
-        .and_then(|k| k.parse().ok())
-        .unwrap_or_else(|| panic!("no `done tids=` in {lines:?}"))
-}
-
-/// 1,000 threads store once each after a barrier, then 20 threads created after arming store once each:
-/// exactly 1,020 user-space hits from as many distinct tids, all of the helper's pid.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn attach_sees_every_thread_including_later_ones() {
-    let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["threads", "1000", "20"]);
-    h.read_until("ready");
+// 1,000 threads store once each after a barrier, then 20 threads created after arming store once each:
+// exactly 1,020 user-space hits from as many distinct tids, all of the helper's pid.
+live_test!(attach_sees_every_thread_including_later_ones, {
+    let mut h = Writer::threads(&["threads", "1000", "20"]);
     let pid = h.pid;
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
-        "-p",
-        &pid.to_string(),
-        "target_var",
-    ]);
+    let t = Tracer::write_json(&["-p", &pid.to_string(), "target_var"]);
     let header = util::ndjson(&t.header);
-    let head = header
-        .iter()
-        .find(|v| v["type"] == "header")
-        .expect("header record");
+    let head = util::record(&header, "header");
     assert_eq!(head["pids"], serde_json::json!([pid]));
     assert_eq!(head["threads"], 1001, "{head}");
     h.send("go");
     let lines = h.read_until_prefix("done tids=");
-    let distinct = done_tids(&lines);
+    // `done tids=K`: the distinct tids that stored (fewer than asked only if the kernel reused a tid).
+    let distinct = util::helper_number::<usize>(&lines, "done tids=");
     // EOF: the helper exits, and the watch ends by itself.
     h.finish();
     let (code, out, err) = t.wait(Duration::from_secs(30));
@@ -99,42 +76,21 @@ fn attach_sees_every_thread_including_later_ones() {
     let summary = records.last().expect("summary");
     assert_eq!(summary["stop"], "exited");
     assert_eq!(summary["lost"], 0, "{summary}");
-}
+});
 
-/// Launch mode on a PIE build: the symbol is resolved once the load bias is known (at the exec stop), the
-/// command's stdin/stdout stay its own, the stream goes to `-o`, and the exit status is the command's.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn launch_mode_covers_every_thread_of_a_pie() {
-    let Some(_live) = util::live() else { return };
+// Launch mode on a PIE build: the symbol is resolved once the load bias is known (at the exec stop), the
+// command's stdin/stdout stay its own, the stream goes to `-o`, and the exit status is the command's.
+live_test!(launch_mode_covers_every_thread_of_a_pie, {
     let bin = helper_with("threads", &["-pie", "-fPIE"]);
     assert!(is_pie(&bin), "{} must be a PIE (ET_DYN)", bin.display());
-    let dir = std::env::temp_dir().join(format!("ksw-launch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = util::temp_dir("ksw-launch");
     let stream = dir.join("stream.ndjson");
-    let stream_arg = stream.to_str().expect("utf-8 path");
-    let bin_arg = bin.to_str().expect("utf-8 path");
-    let mut h = Writer::start_binary(
-        Path::new(BIN),
-        &[
-            "write",
-            "--json",
-            "--no-status",
-            "-o",
-            stream_arg,
-            "target_var",
-            "--",
-            bin_arg,
-            "threads",
-            "1000",
-            "20",
-        ],
-    );
-    h.read_until("ready");
+    let mut h =
+        Writer::launched(&stream, &["target_var"], &bin, &["threads", "1000", "20"]).ready();
     let (pid, banner_addr) = (h.pid, h.addr);
     h.send("go");
     let lines = h.read_until_prefix("done tids=");
-    let distinct = done_tids(&lines);
+    let distinct = util::helper_number::<usize>(&lines, "done tids=");
     let status = h.close_and_wait(Duration::from_secs(30));
     assert_eq!(
         status.code(),
@@ -142,10 +98,7 @@ fn launch_mode_covers_every_thread_of_a_pie() {
         "ksymwatch exits with the command's status"
     );
     let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
-    let head = records
-        .iter()
-        .find(|v| v["type"] == "header")
-        .expect("header");
+    let head = util::record(&records, "header");
     assert_eq!(head["pids"], serde_json::json!([pid]));
     // The helper's banner says where the PIE really put target_var: the watch was set there.
     assert_eq!(
@@ -166,58 +119,50 @@ fn launch_mode_covers_every_thread_of_a_pie() {
     assert!(records.iter().all(|v| v["type"] != "lost"));
     assert_eq!(records.last().expect("summary")["stop"], "exited");
     let _ = std::fs::remove_dir_all(&dir);
-}
+});
 
-/// A launched command that stores and exits at once, before the tracer has named a single hit: its stores
-/// are still named in its own code, since its executable was mapped before the watch existed and no
-/// record reports it.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_launched_command_that_exits_at_once_has_its_stores_named() {
-    let Some(_live) = util::live() else { return };
-    let bin = util::helper("writer");
-    let bin_arg = bin.to_str().expect("utf-8 path");
-    let (code, out, err) = util::run_within(
-        &[
-            "write",
-            "--json",
-            "--no-status",
-            "target_var",
-            "--",
-            bin_arg,
-            "now",
-            "5",
-            "0",
-        ],
-        Duration::from_secs(30),
-    );
-    assert_eq!(code, 0, "{err}");
-    // The command's own banner shares stdout with the stream.
-    let stream: String = out
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let records = util::ndjson(&stream);
-    let user: Vec<&serde_json::Value> = records
-        .iter()
+/// `write --json --no-status target_var -- BIN ARGS...` run to its end within `limit`: its exit code,
+/// stdout and stderr, and the user-space hits of the stream (which shares stdout with the command's own
+/// lines).
+fn launched_user_hits(
+    bin: &Path,
+    args: &[&str],
+    limit: Duration,
+) -> (i32, String, String, Vec<Value>) {
+    let bin = bin.to_str().expect("utf-8 path");
+    let mut all = vec!["write", "--json", "--no-status", "target_var", "--", bin];
+    all.extend_from_slice(args);
+    let (code, out, err) = util::run_within(&all, limit);
+    let user = util::stream_records(&out)
+        .into_iter()
         .filter(|v| v["type"] == "hit" && v["in_kernel"] == false)
         .collect();
-    assert_eq!(user.len(), 5, "{out}");
-    for h in user {
-        assert_eq!(h["ip"]["sym"], "main", "{h}");
-        assert_eq!(h["ip"]["binary"], "writer", "{h}");
-    }
+    (code, out, err, user)
 }
 
-/// A thread that holds 4 task-bound breakpoints of its own cannot be armed: the run fails with exit 3,
-/// names the CPU whose registers that thread's watchpoints fill (the default, one breakpoint per CPU) or
-/// the thread (`--per-thread`, one breakpoint per thread), prints no hit, and leaves every register free
-/// again.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_thread_with_full_debug_registers_fails_the_whole_attach() {
-    let Some(_live) = util::live() else { return };
+// A launched command that stores and exits at once, before the tracer has named a single hit: its stores
+// are still named in its own code, since its executable was mapped before the watch existed and no
+// record reports it.
+live_test!(
+    a_launched_command_that_exits_at_once_has_its_stores_named,
+    {
+        let bin = util::helper("writer");
+        let (code, out, err, user) =
+            launched_user_hits(&bin, &["now", "5", "0"], Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(user.len(), 5, "{out}");
+        for h in user {
+            assert_eq!(h["ip"]["sym"], "main", "{h}");
+            assert_eq!(h["ip"]["binary"], "writer", "{h}");
+        }
+    }
+);
+
+// A thread that holds 4 task-bound breakpoints of its own cannot be armed: the run fails with exit 3,
+// names the CPU whose registers that thread's watchpoints fill (the default, one breakpoint per CPU) or
+// the thread (`--per-thread`, one breakpoint per thread), prints no hit, and leaves every register free
+// again.
+live_test!(a_thread_with_full_debug_registers_fails_the_whole_attach, {
     let Some((mut h, tid)) = start_hog() else {
         return;
     };
@@ -246,13 +191,10 @@ fn a_thread_with_full_debug_registers_fails_the_whole_attach() {
         out.contains("debug registers") && !out.contains("cannot arm"),
         "{out}"
     );
-}
+});
 
-/// `-- CMD`: the command's exit status, or 128+N when signal N killed it, as a shell reports it.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn launch_mode_exits_with_the_commands_status() {
-    let Some(_live) = util::live() else { return };
+// `-- CMD`: the command's exit status, or 128+N when signal N killed it, as a shell reports it.
+live_test!(launch_mode_exits_with_the_commands_status, {
     for (script, want) in [
         ("exit 7", 7),
         ("exit 0", 0),
@@ -275,15 +217,12 @@ fn launch_mode_exits_with_the_commands_status() {
             .expect("run ksymwatch");
         assert_eq!(status.code(), Some(want), "sh -c '{script}'");
     }
-}
+});
 
-/// A launched shell that execs the helper: with one breakpoint per CPU (the default) the exec ends the
-/// watch of that process, reported; with `--per-thread` the watch follows the exec (the kernel keeps a
-/// task's events), and `--remove-on-exec` drops it there.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn remove_on_exec_drops_the_watch_at_a_later_exec() {
-    let Some(_live) = util::live() else { return };
+// A launched shell that execs the helper: with one breakpoint per CPU (the default) the exec ends the
+// watch of that process, reported; with `--per-thread` the watch follows the exec (the kernel keeps a
+// task's events), and `--remove-on-exec` drops it there.
+live_test!(remove_on_exec_drops_the_watch_at_a_later_exec, {
     if !util::require("nm") {
         return;
     }
@@ -334,9 +273,8 @@ fn remove_on_exec_drops_the_watch_at_a_later_exec() {
         );
     }
     let _ = std::fs::remove_file(&stream);
-}
+});
 
-/// `hog tid=T held=K` from the hog helper's lines.
 /// Starts the `threads hog` helper: 8 threads, one of which holds all 4 of its own breakpoints. Returns
 /// the helper and the hog's tid, or `None` (skipped visibly) when the hog could not take all 4.
 fn start_hog() -> Option<(Writer, u32)> {
@@ -349,6 +287,7 @@ fn start_hog() -> Option<(Writer, u32)> {
     Some((h, tid))
 }
 
+/// `hog tid=T held=K` from the hog helper's lines.
 fn hog_line(lines: &[String]) -> (u32, u32) {
     lines
         .iter()
@@ -368,72 +307,66 @@ fn own_perf_events() -> (usize, usize) {
     (util::fd_count(std::process::id()).1, mapped)
 }
 
-/// The arming transaction itself, on the process with the full thread: `open_threads` arms the threads in
-/// tid order, so every thread before the hog had its events open (one per CPU, the first thread's with the
-/// CPU's mapped ring, the others redirected into it) when the hog's refusal came. The refusal names the hog,
-/// and every one of those events is closed, and every ring unmapped, again.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_refused_thread_closes_every_event_already_opened_for_the_others() {
-    let Some(_live) = util::live() else { return };
-    let Some((mut h, hog)) = start_hog() else {
-        return;
-    };
-    let tids: Vec<u32> = std::fs::read_dir(format!("/proc/{}/task", h.pid))
-        .expect("the helper's task list")
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    assert_eq!(tids.len(), 9, "main thread and 8 workers: {tids:?}");
-    let armed_first = tids.iter().filter(|&&t| t < hog).count();
-    if armed_first == 0 {
-        util::skip("the hog thread has the lowest tid (tids wrapped): nothing is armed before it");
-        return;
-    }
-    let cpus: BTreeSet<u32> = util::online_cpus().into_iter().collect();
-    let watch = Watch {
-        label: "target_var".into(),
-        addr: h.addr,
-        len: 8,
-        access: Access::Write,
-        module: None,
-        per_cpu: None,
-    };
-    let cfg = EventConfig {
-        ring_pages: 8,
-        user_only: false,
-        track_tasks: true,
-        count_lost: true,
-        remove_on_exec: false,
-        values: None,
-        hits: None,
-        percpu: None,
-    };
-    let before = own_perf_events();
-    let err = arm_in(&[watch], &cpus, &Scope::Processes(vec![h.pid]), &cfg)
-        .err()
-        .expect("a thread with 4 breakpoints of its own cannot be armed");
-    assert_eq!(err.code, ksymwatch::error::ExitCode::Arm, "{err}");
-    let text = err.to_string();
-    assert!(text.contains(&format!("tid {hog} (")), "{text}");
-    assert!(text.contains("nothing was armed"), "{text}");
-    assert_eq!(
+// The arming transaction itself, on the process with the full thread: `open_threads` arms the threads in
+// tid order, so every thread before the hog had its events open (one per CPU, the first thread's with the
+// CPU's mapped ring, the others redirected into it) when the hog's refusal came. The refusal names the hog,
+// and every one of those events is closed, and every ring unmapped, again.
+live_test!(
+    a_refused_thread_closes_every_event_already_opened_for_the_others,
+    {
+        let Some((mut h, hog)) = start_hog() else {
+            return;
+        };
+        let tids: Vec<u32> = std::fs::read_dir(format!("/proc/{}/task", h.pid))
+            .expect("the helper's task list")
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        assert_eq!(tids.len(), 9, "main thread and 8 workers: {tids:?}");
+        let armed_first = tids.iter().filter(|&&t| t < hog).count();
+        if armed_first == 0 {
+            util::skip(
+                "the hog thread has the lowest tid (tids wrapped): nothing is armed before it",
+            );
+            return;
+        }
+        let cpus: BTreeSet<u32> = util::online_cpus().into_iter().collect();
+        let watch = Watch {
+            label: "target_var".into(),
+            addr: h.addr,
+            len: 8,
+            access: Access::Write,
+            module: None,
+            per_cpu: None,
+        };
+        let cfg = EventConfig {
+            track_tasks: true,
+            count_lost: true,
+            ..EventConfig::bare(8)
+        };
+        let before = own_perf_events();
+        let err = arm_in(&[watch], &cpus, &Scope::Processes(vec![h.pid]), &cfg)
+            .err()
+            .expect("a thread with 4 breakpoints of its own cannot be armed");
+        assert_eq!(err.code, ksymwatch::error::ExitCode::Arm, "{err}");
+        let text = err.to_string();
+        assert!(text.contains(&format!("tid {hog} (")), "{text}");
+        assert!(text.contains("nothing was armed"), "{text}");
+        assert_eq!(
         own_perf_events(),
         before,
         "(descriptors, mapped rings) after the refusal: the events of the {armed_first} threads armed \
          before tid {hog} on {} CPUs must all be gone",
         cpus.len()
     );
-    h.send("go");
-    h.read_until_prefix("done tids=");
-}
+        h.send("go");
+        h.read_until_prefix("done tids=");
+    }
+);
 
-/// Two processes of one non-PIE program (the global at the same address in both): `-p A -p B` arms every
-/// thread of both, the header names both, each one's stores are reported under its own pid, the run goes on
-/// after the first exits (the second's stores are still caught) and ends by itself after the second.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn two_pids_are_watched_until_both_have_exited() {
-    let Some(_live) = util::live() else { return };
+// Two processes of one non-PIE program (the global at the same address in both): `-p A -p B` arms every
+// thread of both, the header names both, each one's stores are reported under its own pid, the run goes on
+// after the first exits (the second's stores are still caught) and ends by itself after the second.
+live_test!(two_pids_are_watched_until_both_have_exited, {
     let bin = helper_with("threads", &["-no-pie"]);
     let mut a = Writer::start_binary(&bin, &["threads", "3", "0"]);
     let mut b = Writer::start_binary(&bin, &["threads", "3", "0"]);
@@ -464,16 +397,7 @@ fn two_pids_are_watched_until_both_have_exited() {
     assert_eq!(code, 0, "{err}");
     assert!(parse_hits(&out).is_empty(), "no store yet: {out}");
 
-    let mut t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
-        "-p",
-        &pa,
-        "-p",
-        &pb,
-        "target_var",
-    ]);
+    let mut t = Tracer::write_json(&["-p", &pa, "-p", &pb, "target_var"]);
     a.send("go");
     a.read_until_prefix("done tids=");
     a.finish();
@@ -496,10 +420,7 @@ fn two_pids_are_watched_until_both_have_exited() {
     let (code, out, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
     let records = util::ndjson(&(header + &out));
-    let head = records
-        .iter()
-        .find(|v| v["type"] == "header")
-        .expect("header");
+    let head = util::record(&records, "header");
     assert_eq!(head["pids"], serde_json::json!([pid_a, pid_b]));
     assert_eq!(head["threads"], 8, "{head}");
     let mut by_pid: BTreeMap<u64, usize> = BTreeMap::new();
@@ -515,146 +436,133 @@ fn two_pids_are_watched_until_both_have_exited() {
         "user stores by pid"
     );
     assert_eq!(records.last().expect("summary")["stop"], "exited");
-}
+});
 
-/// Two runs of one PIE load it at two addresses: one watch cannot have both. `-p A -p B SYMBOL` used to arm
-/// A's address in B too, silently watching some other byte there and missing every store of B; it is
-/// refused (exit 2) naming both addresses, before anything is armed.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn two_pids_with_the_symbol_at_different_addresses_are_refused() {
-    let Some(_live) = util::live() else { return };
-    let bin = helper_with("threads", &["-pie", "-fPIE"]);
-    let mut a = Writer::start_binary(&bin, &["threads", "1", "0"]);
-    let mut b = Writer::start_binary(&bin, &["threads", "1", "0"]);
-    a.read_until("ready");
-    b.read_until("ready");
-    if a.addr == b.addr {
-        util::skip(format!(
-            "both PIE runs loaded at the same address 0x{:x} (address randomization off?)",
-            a.addr
-        ));
-        return;
+// Two runs of one PIE load it at two addresses: one watch cannot have both. `-p A -p B SYMBOL` used to arm
+// A's address in B too, silently watching some other byte there and missing every store of B; it is
+// refused (exit 2) naming both addresses, before anything is armed.
+live_test!(
+    two_pids_with_the_symbol_at_different_addresses_are_refused,
+    {
+        let bin = helper_with("threads", &["-pie", "-fPIE"]);
+        let mut a = Writer::start_binary(&bin, &["threads", "1", "0"]);
+        let mut b = Writer::start_binary(&bin, &["threads", "1", "0"]);
+        a.read_until("ready");
+        b.read_until("ready");
+        if a.addr == b.addr {
+            util::skip(format!(
+                "both PIE runs loaded at the same address 0x{:x} (address randomization off?)",
+                a.addr
+            ));
+            return;
+        }
+        let (pa, pb) = (a.pid.to_string(), b.pid.to_string());
+        util::rejects(
+            &["write", "-p", &pa, "-p", &pb, "target_var"],
+            2,
+            &[
+                "`target_var`",
+                &format!("0x{:x}/8 in pid {pa}", a.addr),
+                &format!("0x{:x}/8 in pid {pb}", b.addr),
+            ],
+        );
+        // An address means the same number in both: allowed (it is the user's to choose).
+        let addr = format!("0x{:x}", a.addr);
+        let t = Tracer::write_json(&["-p", &pa, "-p", &pb, &addr]);
+        t.signal(libc::SIGINT);
+        let (code, _, err) = t.wait(Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
     }
-    let (pa, pb) = (a.pid.to_string(), b.pid.to_string());
-    util::rejects(
-        &["write", "-p", &pa, "-p", &pb, "target_var"],
-        2,
-        &[
-            "`target_var`",
-            &format!("0x{:x}/8 in pid {pa}", a.addr),
-            &format!("0x{:x}/8 in pid {pb}", b.addr),
-        ],
-    );
-    // An address means the same number in both: allowed (it is the user's to choose).
-    let addr = format!("0x{:x}", a.addr);
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
-        "-p",
-        &pa,
-        "-p",
-        &pb,
-        &addr,
-    ]);
-    t.signal(libc::SIGINT);
-    let (code, _, err) = t.wait(Duration::from_secs(30));
-    assert_eq!(code, 0, "{err}");
-}
+);
 
-/// A user without root or CAP_PERFMON (perf_event_paranoid 2 here) watches their own process: user-space
-/// writers only (`exclude_kernel`), said on stderr, every store of the helper seen; the kernel's symbols,
-/// hidden from that user, are not needed. Another user's process is exit 4 naming perf_event_paranoid.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn an_unprivileged_user_watches_their_own_process_from_user_space() {
-    let Some(_live) = util::live() else { return };
-    if !Path::new("/usr/bin/setpriv").exists() {
-        return util::skip("setpriv is not installed");
-    }
-    let paranoid =
-        std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
-    if paranoid.trim().parse::<i32>().map_or(true, |p| p > 2) {
-        return util::skip(format!(
-            "perf_event_paranoid is {} here: unprivileged users may not watch at all",
-            paranoid.trim()
-        ));
-    }
-    let nobody = util::AS_NOBODY;
-    const STORES: usize = 50;
-    let writer = helper("writer");
-    let mut args: Vec<&str> = nobody.to_vec();
-    let stores = STORES.to_string();
-    args.extend([writer.to_str().expect("utf-8 path"), "write", &stores, "0"]);
-    let mut h = Writer::start_binary(Path::new("/usr/bin/setpriv"), &args);
-    let target = format!("0x{:x}/8", h.addr);
-    let pid = h.pid.to_string();
-    let mut tracer = Command::new("setpriv")
-        .args(nobody)
-        .args([BIN, "write", "--json", "--no-status", "-p", &pid, &target])
-        .args(["--count", &stores])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run ksymwatch as nobody");
-    let mut out = BufReader::new(tracer.stdout.take().expect("stdout"));
-    let mut text = String::new();
-    loop {
-        let mut line = String::new();
-        if out.read_line(&mut line).expect("read") == 0 {
-            break;
+// A user without root or CAP_PERFMON (perf_event_paranoid 2 here) watches their own process: user-space
+// writers only (`exclude_kernel`), said on stderr, every store of the helper seen; the kernel's symbols,
+// hidden from that user, are not needed. Another user's process is exit 4 naming perf_event_paranoid.
+live_test!(
+    an_unprivileged_user_watches_their_own_process_from_user_space,
+    {
+        if !Path::new("/usr/bin/setpriv").exists() {
+            return util::skip("setpriv is not installed");
         }
-        text += &line;
-        if line.contains("\"type\":\"armed\"") {
-            break;
+        let paranoid =
+            std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+        if paranoid.trim().parse::<i32>().map_or(true, |p| p > 2) {
+            return util::skip(format!(
+                "perf_event_paranoid is {} here: unprivileged users may not watch at all",
+                paranoid.trim()
+            ));
         }
+        let nobody = util::AS_NOBODY;
+        const STORES: usize = 50;
+        let writer = helper("writer");
+        let mut args: Vec<&str> = nobody.to_vec();
+        let stores = STORES.to_string();
+        args.extend([writer.to_str().expect("utf-8 path"), "write", &stores, "0"]);
+        let mut h = Writer::start_binary(Path::new("/usr/bin/setpriv"), &args);
+        let target = format!("0x{:x}/8", h.addr);
+        let pid = h.pid.to_string();
+        let mut tracer = Command::new("setpriv")
+            .args(nobody)
+            .args([BIN, "write", "--json", "--no-status", "-p", &pid, &target])
+            .args(["--count", &stores])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run ksymwatch as nobody");
+        let mut out = BufReader::new(tracer.stdout.take().expect("stdout"));
+        let mut text = String::new();
+        loop {
+            let mut line = String::new();
+            if out.read_line(&mut line).expect("read") == 0 {
+                break;
+            }
+            text += &line;
+            if line.contains("\"type\":\"armed\"") {
+                break;
+            }
+        }
+        assert!(text.contains("\"type\":\"armed\""), "never armed: {text}");
+        h.go();
+        let status = util::wait_within(&mut tracer, Duration::from_secs(30));
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).expect("read");
+        text += &rest;
+        let mut err = String::new();
+        tracer
+            .stderr
+            .take()
+            .expect("stderr")
+            .read_to_string(&mut err)
+            .expect("read");
+        h.finish();
+        assert_eq!(status.code(), Some(0), "{err}");
+        assert!(err.contains("user-space writers only"), "{err}");
+        let records = util::ndjson(&text);
+        let hits: Vec<_> = records.iter().filter(|v| v["type"] == "hit").collect();
+        assert_eq!(hits.len(), STORES, "{err}");
+        assert!(hits.iter().all(|v| v["in_kernel"] == false));
+        // Someone else's process: refused by the kernel, exit 4, with the reason.
+        let mut theirs = Writer::start(&["write", "1", "0"]);
+        let target = format!("0x{:x}/8", theirs.addr);
+        let Some((code, _, err)) =
+            util::run_as_nobody(&["write", "-p", &theirs.pid.to_string(), &target])
+        else {
+            return;
+        };
+        theirs.send("go");
+        theirs.finish();
+        assert_eq!(code, 4, "{err}");
+        assert!(err.contains("not permitted"), "{err}");
     }
-    assert!(text.contains("\"type\":\"armed\""), "never armed: {text}");
-    h.go();
-    let status = util::wait_within(&mut tracer, Duration::from_secs(30));
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).expect("read");
-    text += &rest;
-    let mut err = String::new();
-    tracer
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut err)
-        .expect("read");
-    h.finish();
-    assert_eq!(status.code(), Some(0), "{err}");
-    assert!(err.contains("user-space writers only"), "{err}");
-    let records = util::ndjson(&text);
-    let hits: Vec<_> = records.iter().filter(|v| v["type"] == "hit").collect();
-    assert_eq!(hits.len(), STORES, "{err}");
-    assert!(hits.iter().all(|v| v["in_kernel"] == false));
-    // Someone else's process: refused by the kernel, exit 4, with the reason.
-    let mut theirs = Writer::start(&["write", "1", "0"]);
-    let target = format!("0x{:x}/8", theirs.addr);
-    let Some((code, _, err)) =
-        util::run_as_nobody(&["write", "-p", &theirs.pid.to_string(), &target])
-    else {
-        return;
-    };
-    theirs.send("go");
-    theirs.finish();
-    assert_eq!(code, 4, "{err}");
-    assert!(err.contains("not permitted"), "{err}");
-}
+);
 
 /// `--per-thread`, 64 threads storing `stores` times each, watched with ring pages `pages`: the records
 /// of the hits, and the summary.
 fn per_thread_run(pages: &str, stores: u64) -> (Vec<Value>, Value) {
     let count = stores.to_string();
-    let mut h = Writer::start_binary(&helper("threads"), &["tagged", "64", &count, "0"]);
-    h.read_until("ready");
+    let mut h = Writer::threads(&["tagged", "64", &count, "0"]);
     let pid = h.pid;
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
+    let t = Tracer::write_json(&[
         "--per-thread",
         "--buffer-pages",
         pages,
@@ -681,14 +589,11 @@ fn per_thread_run(pages: &str, stores: u64) -> (Vec<Value>, Value) {
     (hits, summary)
 }
 
-/// On the per-thread path a full ring also drops the threads' exit records: `lost` counts only the hits
-/// that were dropped (the breakpoints' own counters say how many), so hits + lost is exactly the 64,000
-/// stores made with a one-page ring that loses some; and 64 x 100 stores with a ring large enough to lose
-/// none are all there, none lost.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn per_thread_lost_counts_only_lost_hits() {
-    let Some(_live) = util::live() else { return };
+// On the per-thread path a full ring also drops the threads' exit records: `lost` counts only the hits
+// that were dropped (the breakpoints' own counters say how many), so hits + lost is exactly the 64,000
+// stores made with a one-page ring that loses some; and 64 x 100 stores with a ring large enough to lose
+// none are all there, none lost.
+live_test!(per_thread_lost_counts_only_lost_hits, {
     let (hits, s) = per_thread_run("1", 1000);
     let lost = s["lost"].as_u64().expect("lost");
     assert!(lost > 0, "a one-page ring loses records here: {s}");
@@ -703,51 +608,25 @@ fn per_thread_lost_counts_only_lost_hits() {
     let (hits, s) = per_thread_run("1024", 100);
     assert_eq!(s["lost"], 0, "{s}");
     assert_eq!(hits.len(), 6_400, "{s}");
-}
+});
 
-/// A launched non-PIE program, 100 times over: every frame of its own (the store, and `main` below it)
-/// is named, on every run. The start-up scan of /proc can read the command between its fork and its
-/// exec; the read at its exec stop must replace what that saw at once.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_launched_non_pie_programs_own_frames_are_always_named() {
-    let Some(_live) = util::live() else { return };
+// A launched non-PIE program, 100 times over: every frame of its own (the store, and `main` below it)
+// is named, on every run. The start-up scan of /proc can read the command between its fork and its
+// exec; the read at its exec stop must replace what that saw at once.
+live_test!(a_launched_non_pie_programs_own_frames_are_always_named, {
     let bin = helper_with("threads", &["-no-pie"]);
     let name = bin
         .file_name()
         .and_then(|n| n.to_str())
         .expect("helper name")
         .to_string();
-    let bin_arg = bin.to_str().expect("utf-8 path");
     let mut unnamed = Vec::new();
     for run in 0..100 {
-        let (code, out, err) = util::run_within(
-            &[
-                "write",
-                "--json",
-                "--no-status",
-                "target_var",
-                "--",
-                bin_arg,
-                "exec-store",
-                "5",
-            ],
-            Duration::from_secs(60),
-        );
+        let (code, out, err, stores) =
+            launched_user_hits(&bin, &["exec-store", "5"], Duration::from_secs(60));
         assert_eq!(code, 0, "run {run}: {err}");
-        // The command's banner shares stdout with the stream.
-        let json: String = out
-            .lines()
-            .filter(|l| l.starts_with('{'))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        let records = util::ndjson(&json);
-        let stores: Vec<&Value> = records
-            .iter()
-            .filter(|v| v["type"] == "hit" && v["in_kernel"] == false)
-            .collect();
         assert_eq!(stores.len(), 1, "run {run}: one user store: {out}");
-        let hit = stores[0];
+        let hit = &stores[0];
         let own: Vec<&Value> = std::iter::once(&hit["ip"])
             .chain(hit["chain"].as_array().expect("chain"))
             .filter(|f| f["addr"].as_str().is_some_and(|a| a.len() <= 8))
@@ -761,4 +640,4 @@ fn a_launched_non_pie_programs_own_frames_are_always_named() {
         }
     }
     assert!(unnamed.is_empty(), "frames of {name} unnamed: {unnamed:?}");
-}
+});

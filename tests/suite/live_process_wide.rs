@@ -14,9 +14,8 @@ use crate::util::{self, helper, helper_with, Tracer, Writer};
 /// ips).
 fn stores_by_tid(records: &[Value], pid: u32) -> BTreeMap<u64, usize> {
     let mut by_tid = BTreeMap::new();
-    for v in records
-        .iter()
-        .filter(|v| v["type"] == "hit" && v["pid"] == pid)
+    for v in util::hits_of_pid(records, pid)
+        .into_iter()
         .filter(|v| v["ip"]["sym"] == "ksw_thread_store")
     {
         *by_tid.entry(v["tid"].as_u64().expect("tid")).or_default() += 1;
@@ -24,27 +23,12 @@ fn stores_by_tid(records: &[Value], pid: u32) -> BTreeMap<u64, usize> {
     by_tid
 }
 
-fn stores_line(lines: &[String]) -> usize {
-    lines
-        .iter()
-        .find_map(|l| l.strip_prefix("stores="))
-        .and_then(|k| k.parse().ok())
-        .unwrap_or_else(|| panic!("no `stores=` in {lines:?}"))
-}
-
-/// 10,000 threads, each storing once after the watch is armed: 10,000 hits from 10,000 tids, nothing
-/// lost, nothing foreign, with 2 events per CPU-and-target (not one per thread) armed.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn ten_thousand_threads_each_store_exactly_once() {
-    let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["threads", "10000", "0"]);
-    h.read_until("ready");
+// 10,000 threads, each storing once after the watch is armed: 10,000 hits from 10,000 tids, nothing
+// lost, nothing foreign, with 2 events per CPU-and-target (not one per thread) armed.
+live_test!(ten_thousand_threads_each_store_exactly_once, {
+    let mut h = Writer::threads(&["threads", "10000", "0"]);
     let pid = h.pid;
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
+    let t = Tracer::write_json(&[
         // 10,000 hits in a fraction of a second, with the tracer sharing 2 CPUs with 10,000 writers: a
         // ring per CPU that holds them all (each hit record is ~360 bytes), so "exactly once" is testable.
         "--buffer-pages",
@@ -54,12 +38,9 @@ fn ten_thousand_threads_each_store_exactly_once() {
         "target_var",
     ]);
     let header = util::ndjson(&t.header);
-    let head = header
-        .iter()
-        .find(|v| v["type"] == "header")
-        .expect("header");
+    let head = util::record(&header, "header");
     assert_eq!(head["threads"], 10001, "{head}");
-    let armed = header.iter().find(|v| v["type"] == "armed").expect("armed");
+    let armed = util::record(&header, "armed");
     assert_eq!(
         armed["events"].as_u64(),
         Some(util::online_cpus().len() as u64),
@@ -94,22 +75,15 @@ fn ten_thousand_threads_each_store_exactly_once() {
         "{}",
         util::summary_record(&records)
     );
-}
+});
 
-/// Chains of threads that each store once and create the next, running while the watch is armed (storing
-/// elsewhere until "go") and after it (into the watch): every store after "go" is one hit from its own tid,
-/// none twice, though the process is named twice (`-p P -p P`).
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn threads_born_during_and_after_arming_are_each_seen_once() {
-    let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["churn", "4"]);
-    h.read_until("ready");
+// Chains of threads that each store once and create the next, running while the watch is armed (storing
+// elsewhere until "go") and after it (into the watch): every store after "go" is one hit from its own tid,
+// none twice, though the process is named twice (`-p P -p P`).
+live_test!(threads_born_during_and_after_arming_are_each_seen_once, {
+    let mut h = Writer::threads(&["churn", "4"]);
     let pid = h.pid.to_string();
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
+    let t = Tracer::write_json(&[
         "--buffer-pages",
         "4096",
         "-p",
@@ -122,7 +96,7 @@ fn threads_born_during_and_after_arming_are_each_seen_once() {
     std::thread::sleep(Duration::from_millis(300));
     h.send("stop");
     let lines = h.read_until("done");
-    let stores = stores_line(&lines);
+    let stores = util::helper_number::<usize>(&lines, "stores=");
     h.finish();
     let (code, out, err) = t.wait(Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
@@ -147,96 +121,70 @@ fn threads_born_during_and_after_arming_are_each_seen_once() {
         "{}",
         util::summary_record(&records)
     );
-}
+});
 
 fn h_pid(pid: &str) -> u32 {
     pid.parse().expect("pid")
 }
 
-/// Two runs of one non-PIE program have the watched global at the same address: watching one, the other's
-/// stores trap too, are dropped in the kernel, and are counted as filtered, never shown.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn another_process_at_the_same_address_is_dropped_and_counted() {
-    let Some(_live) = util::live() else { return };
-    let bin = helper_with("threads", &["-no-pie"]);
-    let mut watched = Writer::start_binary(&bin, &["threads", "3", "0"]);
-    let mut other = Writer::start_binary(&bin, &["threads", "5", "0"]);
-    assert_eq!(
-        watched.addr, other.addr,
-        "a non-PIE global is at one address"
-    );
-    watched.read_until("ready");
-    other.read_until("ready");
-    let pid = watched.pid;
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
-        "-p",
-        &pid.to_string(),
-        "target_var",
-    ]);
-    other.send("go");
-    other.read_until_prefix("done tids=");
-    watched.send("go");
-    watched.read_until_prefix("done tids=");
-    other.finish();
-    watched.finish();
-    let (code, out, err) = t.wait(Duration::from_secs(30));
-    assert_eq!(code, 0, "{err}");
-    let records = util::ndjson(&out);
-    assert_eq!(
-        stores_by_tid(&records, pid).len(),
-        3,
-        "the watched process's 3 stores"
-    );
-    let foreign: Vec<&Value> = records
-        .iter()
-        .filter(|v| v["type"] == "hit" && v["pid"] != pid)
-        .collect();
-    assert!(
-        foreign.is_empty(),
-        "another process's hits shown: {foreign:?}"
-    );
-    let s = util::summary_record(&records);
-    assert!(
-        s["filtered"].as_u64().is_some_and(|f| f >= 5),
-        "the other process's 5 stores counted as filtered: {s}"
-    );
-    assert!(
-        s["filtered_other_process"].as_u64().is_some_and(|f| f >= 5),
-        "and said to be another process's: {s}"
-    );
-}
+// Two runs of one non-PIE program have the watched global at the same address: watching one, the other's
+// stores trap too, are dropped in the kernel, and are counted as filtered, never shown.
+live_test!(
+    another_process_at_the_same_address_is_dropped_and_counted,
+    {
+        let bin = helper_with("threads", &["-no-pie"]);
+        let mut watched = Writer::start_binary(&bin, &["threads", "3", "0"]);
+        let mut other = Writer::start_binary(&bin, &["threads", "5", "0"]);
+        assert_eq!(
+            watched.addr, other.addr,
+            "a non-PIE global is at one address"
+        );
+        watched.read_until("ready");
+        other.read_until("ready");
+        let pid = watched.pid;
+        let t = Tracer::write_json(&["-p", &pid.to_string(), "target_var"]);
+        other.send("go");
+        other.read_until_prefix("done tids=");
+        watched.send("go");
+        watched.read_until_prefix("done tids=");
+        other.finish();
+        watched.finish();
+        let (code, out, err) = t.wait(Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
+        let records = util::ndjson(&out);
+        assert_eq!(
+            stores_by_tid(&records, pid).len(),
+            3,
+            "the watched process's 3 stores"
+        );
+        let foreign: Vec<&Value> = records
+            .iter()
+            .filter(|v| v["type"] == "hit" && v["pid"] != pid)
+            .collect();
+        assert!(
+            foreign.is_empty(),
+            "another process's hits shown: {foreign:?}"
+        );
+        let s = util::summary_record(&records);
+        assert!(
+            s["filtered"].as_u64().is_some_and(|f| f >= 5),
+            "the other process's 5 stores counted as filtered: {s}"
+        );
+        assert!(
+            s["filtered_other_process"].as_u64().is_some_and(|f| f >= 5),
+            "and said to be another process's: {s}"
+        );
+    }
+);
 
-/// Launch mode follows the command's children, as `perf record -- CMD` does: each child the command forks
-/// is added to the watched processes in the kernel before it runs, so its store is seen, named by its own
-/// pid.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn launch_mode_follows_the_commands_children() {
-    let Some(_live) = util::live() else { return };
-    let dir = std::env::temp_dir().join(format!("ksw-forks-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+// Launch mode follows the command's children, as `perf record -- CMD` does: each child the command forks
+// is added to the watched processes in the kernel before it runs, so its store is seen, named by its own
+// pid.
+live_test!(launch_mode_follows_the_commands_children, {
+    let dir = util::temp_dir("ksw-forks");
     let stream = dir.join("stream.ndjson");
     let bin = helper("threads");
-    let mut h = Writer::start_binary(
-        std::path::Path::new(util::BIN),
-        &[
-            "write",
-            "--json",
-            "--no-status",
-            "-o",
-            stream.to_str().expect("utf-8 path"),
-            "target_var",
-            "--",
-            bin.to_str().expect("utf-8 path"),
-            "forks",
-            "3",
-        ],
-    );
-    h.read_until("ready");
+    let mut h = Writer::launched(&stream, &["target_var"], &bin, &["forks", "3"]).ready();
     let parent = h.pid;
     h.send("go");
     let lines = h.read_until("done");
@@ -259,30 +207,19 @@ fn launch_mode_follows_the_commands_children() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
-}
+});
 
-/// `-p TID` of a thread that is not its process's leader watches the whole process (said on stderr), and
-/// ends with it.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_non_leader_tid_watches_its_process_and_ends_with_it() {
-    let Some(_live) = util::live() else { return };
-    let mut h = Writer::start_binary(&helper("threads"), &["threads", "3", "0"]);
-    h.read_until("ready");
+// `-p TID` of a thread that is not its process's leader watches the whole process (said on stderr), and
+// ends with it.
+live_test!(a_non_leader_tid_watches_its_process_and_ends_with_it, {
+    let mut h = Writer::threads(&["threads", "3", "0"]);
     let pid = h.pid;
     let tid = std::fs::read_dir(format!("/proc/{pid}/task"))
         .expect("task dir")
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .find(|&t| t != pid)
         .expect("a thread that is not the leader");
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
-        "-p",
-        &tid.to_string(),
-        "target_var",
-    ]);
+    let t = Tracer::write_json(&["-p", &tid.to_string(), "target_var"]);
     h.send("go");
     h.read_until_prefix("done tids=");
     h.finish();
@@ -299,26 +236,16 @@ fn a_non_leader_tid_watches_its_process_and_ends_with_it() {
         "every thread of the process"
     );
     assert_eq!(util::summary_record(&records)["stop"], "exited");
-}
+});
 
-/// A watched process that execs another program stops being watched there, before the new program runs:
-/// the program re-exec'd (non-PIE, so the global is at the same address) stores into it again, and that
-/// store is never a hit. The exec is reported in the stream, and with no watched process left the run ends.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn an_exec_ends_the_watch_of_that_process_and_is_reported() {
-    let Some(_live) = util::live() else { return };
+// A watched process that execs another program stops being watched there, before the new program runs:
+// the program re-exec'd (non-PIE, so the global is at the same address) stores into it again, and that
+// store is never a hit. The exec is reported in the stream, and with no watched process left the run ends.
+live_test!(an_exec_ends_the_watch_of_that_process_and_is_reported, {
     let mut h = Writer::start_binary(&helper_with("threads", &["-no-pie"]), &["reexec", "7"]);
     h.read_until("ready");
     let pid = h.pid;
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
-        "-p",
-        &pid.to_string(),
-        "target_var",
-    ]);
+    let t = Tracer::write_json(&["-p", &pid.to_string(), "target_var"]);
     h.send("go");
     h.read_until("exec'd");
     // The tracer ends by itself: its only process is no longer watched (it is still running).
@@ -348,7 +275,7 @@ fn an_exec_ends_the_watch_of_that_process_and_is_reported() {
         util::summary_record(&records)["filtered"].as_u64() >= Some(1),
         "{err}"
     );
-}
+});
 
 /// Makes the next process the kernel creates get pid `want`, as root can (`ns_last_pid`), and runs `make`
 /// until the process it makes has that pid: another process may fork in between and take it. `make` gives
@@ -365,169 +292,136 @@ fn with_pid<T>(want: u32, mut make: impl FnMut() -> (u32, T)) -> Option<T> {
     None
 }
 
-/// `-p A -p B`; A exits; an unrelated process then forks a child that gets A's pid (no exec), and later a
-/// new program is started under it (fork and exec), both storing into the same address (non-PIE): A left
-/// the kernel's set of watched processes when it ended, so neither is reported (both counted among the
-/// other processes' traps, dropped in the kernel), and the second's exec is no `process_exec` of A.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_pid_reused_after_a_watched_process_exited_is_not_watched() {
-    let Some(_live) = util::live() else { return };
-    let bin = helper_with("threads", &["-no-pie"]);
-    let mut a = Writer::start_binary(&bin, &["threads", "2", "0"]);
-    let mut b = Writer::start_binary(&bin, &["threads", "3", "0"]);
-    let mut forker = Writer::start_binary(&bin, &["forker", "1"]);
-    a.read_until("ready");
-    b.read_until("ready");
-    forker.read_until("ready");
-    let (pid_a, pid_b) = (a.pid, b.pid);
-    let t = Tracer::start_json(&[
-        "write",
-        "--json",
-        "--no-status",
-        "-p",
-        &pid_a.to_string(),
-        "-p",
-        &pid_b.to_string(),
-        "target_var",
-    ]);
-    a.send("go");
-    a.read_until_prefix("done tids=");
-    // A exits and is reaped: its pid is free.
-    a.finish();
-    // An unwatched process's child under A's pid: it stores its pid and exits.
-    let forked = with_pid(pid_a, || {
-        forker.send("fork");
-        let lines = forker.read_until_prefix("child=");
-        let child = lines
-            .iter()
-            .find_map(|l| l.strip_prefix("child="))
-            .and_then(|p| p.parse().ok())
-            .expect("child pid");
-        (child, ())
-    });
-    // A new program under A's pid: `threads threads 5 0`, started as any command is (fork, exec).
-    let started = with_pid(pid_a, || {
-        let w = Writer::start_binary(&bin, &["threads", "5", "0"]);
-        (w.pid, w)
-    });
-    let (Some(()), Some(mut reused)) = (forked, started) else {
-        util::skip(format!(
-            "pid {pid_a} could not be given to a new process (other processes took it first)"
-        ));
-        return;
-    };
-    reused.read_until("ready");
-    reused.send("go");
-    reused.read_until_prefix("done tids=");
-    reused.finish();
-    forker.finish();
-    b.send("go");
-    b.read_until_prefix("done tids=");
-    b.finish();
-    let header = t.header.clone();
-    let (code, out, err) = t.wait(Duration::from_secs(30));
-    assert_eq!(code, 0, "{err}");
-    let records = util::ndjson(&(header + &out));
-    let of_a: Vec<&Value> = records
-        .iter()
-        .filter(|v| v["type"] == "hit" && v["pid"] == pid_a)
-        .collect();
-    assert_eq!(
-        of_a.len(),
-        2,
-        "only A's own 2 stores under pid {pid_a}: {of_a:?}"
-    );
-    assert!(of_a.iter().all(|v| v["ip"]["sym"] == "ksw_thread_store"));
-    assert_eq!(stores_by_tid(&records, pid_b).len(), 3, "B's 3 stores");
-    let execs: Vec<&Value> = records
-        .iter()
-        .filter(|v| v["type"] == "process_exec")
-        .collect();
-    assert!(execs.is_empty(), "no watched process exec'd: {execs:?}");
-    let s = util::summary_record(&records);
-    assert_eq!(s["stop"], "exited");
-    // Decided in the kernel: the forked child's store and the new program's 5 are other processes'.
-    assert!(
-        s["filtered_other_process"].as_u64().is_some_and(|f| f >= 6),
-        "the stores under the reused pid dropped in the kernel: {s}"
-    );
-}
-
-/// Launch mode follows a forked child that then execs a non-PIE program with the global at the same
-/// address, by the rule the launched process itself follows: the child's store before its exec is its
-/// hit, its exec is reported (`process_exec` with its pid), and nothing of it after that is a hit (not the
-/// ELF loader's writes into the new program's memory, not the new program's store); the loader's writes
-/// are counted as filtered.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_followed_child_that_execs_is_reported_and_no_longer_watched() {
-    let Some(_live) = util::live() else { return };
-    let dir = std::env::temp_dir().join(format!("ksw-forkexec-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let stream = dir.join("stream.ndjson");
-    let bin = helper_with("threads", &["-no-pie"]);
-    let mut h = Writer::start_binary(
-        std::path::Path::new(util::BIN),
-        &[
-            "write",
-            "--json",
-            "--no-status",
-            "-o",
-            stream.to_str().expect("utf-8 path"),
+// `-p A -p B`; A exits; an unrelated process then forks a child that gets A's pid (no exec), and later a
+// new program is started under it (fork and exec), both storing into the same address (non-PIE): A left
+// the kernel's set of watched processes when it ended, so neither is reported (both counted among the
+// other processes' traps, dropped in the kernel), and the second's exec is no `process_exec` of A.
+live_test!(
+    a_pid_reused_after_a_watched_process_exited_is_not_watched,
+    {
+        let bin = helper_with("threads", &["-no-pie"]);
+        let mut a = Writer::start_binary(&bin, &["threads", "2", "0"]);
+        let mut b = Writer::start_binary(&bin, &["threads", "3", "0"]);
+        let mut forker = Writer::start_binary(&bin, &["forker", "1"]);
+        a.read_until("ready");
+        b.read_until("ready");
+        forker.read_until("ready");
+        let (pid_a, pid_b) = (a.pid, b.pid);
+        let t = Tracer::write_json(&[
+            "-p",
+            &pid_a.to_string(),
+            "-p",
+            &pid_b.to_string(),
             "target_var",
-            "--",
-            bin.to_str().expect("utf-8 path"),
-            "forkexec",
-            "9",
-        ],
-    );
-    h.read_until("ready");
-    let parent = h.pid;
-    h.send("go");
-    let lines = h.read_until("done");
-    let child: u32 = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("child="))
-        .and_then(|p| p.parse().ok())
-        .expect("child line");
-    let status = h.close_and_wait(Duration::from_secs(30));
-    assert_eq!(status.code(), Some(0));
-    let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
-    let _ = std::fs::remove_dir_all(&dir);
-    let of_child: Vec<&Value> = records
-        .iter()
-        .filter(|v| v["type"] == "hit" && v["pid"] == child)
-        .collect();
-    assert_eq!(
-        of_child.len(),
-        1,
-        "the child's one store before its exec, nothing else: {of_child:?}"
-    );
-    assert_eq!(of_child[0]["ip"]["sym"], "ksw_thread_store");
-    assert_eq!(of_child[0]["value"], format!("{child:#x}"));
-    let execs: Vec<(usize, &Value)> = records
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| v["type"] == "process_exec")
-        .collect();
-    assert_eq!(execs.len(), 1, "one exec record: {execs:?}");
-    let (at, exec) = execs[0];
-    assert_eq!(exec["pid"], child);
-    assert!(
-        records[at..]
+        ]);
+        a.send("go");
+        a.read_until_prefix("done tids=");
+        // A exits and is reaped: its pid is free.
+        a.finish();
+        // An unwatched process's child under A's pid: it stores its pid and exits.
+        let forked = with_pid(pid_a, || {
+            forker.send("fork");
+            let lines = forker.read_until_prefix("child=");
+            let child = util::helper_number(&lines, "child=");
+            (child, ())
+        });
+        // A new program under A's pid: `threads threads 5 0`, started as any command is (fork, exec).
+        let started = with_pid(pid_a, || {
+            let w = Writer::start_binary(&bin, &["threads", "5", "0"]);
+            (w.pid, w)
+        });
+        let (Some(()), Some(mut reused)) = (forked, started) else {
+            util::skip(format!(
+                "pid {pid_a} could not be given to a new process (other processes took it first)"
+            ));
+            return;
+        };
+        reused.read_until("ready");
+        reused.send("go");
+        reused.read_until_prefix("done tids=");
+        reused.finish();
+        forker.finish();
+        b.send("go");
+        b.read_until_prefix("done tids=");
+        b.finish();
+        let header = t.header.clone();
+        let (code, out, err) = t.wait(Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
+        let records = util::ndjson(&(header + &out));
+        let of_a = util::hits_of_pid(&records, pid_a);
+        assert_eq!(
+            of_a.len(),
+            2,
+            "only A's own 2 stores under pid {pid_a}: {of_a:?}"
+        );
+        assert!(of_a.iter().all(|v| v["ip"]["sym"] == "ksw_thread_store"));
+        assert_eq!(stores_by_tid(&records, pid_b).len(), 3, "B's 3 stores");
+        let execs: Vec<&Value> = records
             .iter()
-            .all(|v| v["type"] != "hit" || v["pid"] != child),
-        "no hit of the child after its exec"
-    );
-    assert_eq!(
-        stores_by_tid(&records, parent).values().sum::<usize>(),
-        1,
-        "the parent's store: {records:?}"
-    );
-    let s = util::summary_record(&records);
-    assert!(
-        s["filtered"].as_u64() >= Some(1),
-        "the ELF loader's writes into the exec'd program, filtered: {s}"
-    );
-}
+            .filter(|v| v["type"] == "process_exec")
+            .collect();
+        assert!(execs.is_empty(), "no watched process exec'd: {execs:?}");
+        let s = util::summary_record(&records);
+        assert_eq!(s["stop"], "exited");
+        // Decided in the kernel: the forked child's store and the new program's 5 are other processes'.
+        assert!(
+            s["filtered_other_process"].as_u64().is_some_and(|f| f >= 6),
+            "the stores under the reused pid dropped in the kernel: {s}"
+        );
+    }
+);
+
+// Launch mode follows a forked child that then execs a non-PIE program with the global at the same
+// address, by the rule the launched process itself follows: the child's store before its exec is its
+// hit, its exec is reported (`process_exec` with its pid), and nothing of it after that is a hit (not the
+// ELF loader's writes into the new program's memory, not the new program's store); the loader's writes
+// are counted as filtered.
+live_test!(
+    a_followed_child_that_execs_is_reported_and_no_longer_watched,
+    {
+        let dir = util::temp_dir("ksw-forkexec");
+        let stream = dir.join("stream.ndjson");
+        let bin = helper_with("threads", &["-no-pie"]);
+        let mut h = Writer::launched(&stream, &["target_var"], &bin, &["forkexec", "9"]).ready();
+        let parent = h.pid;
+        h.send("go");
+        let lines = h.read_until("done");
+        let child: u32 = util::helper_number(&lines, "child=");
+        let status = h.close_and_wait(Duration::from_secs(30));
+        assert_eq!(status.code(), Some(0));
+        let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let of_child = util::hits_of_pid(&records, child);
+        assert_eq!(
+            of_child.len(),
+            1,
+            "the child's one store before its exec, nothing else: {of_child:?}"
+        );
+        assert_eq!(of_child[0]["ip"]["sym"], "ksw_thread_store");
+        assert_eq!(of_child[0]["value"], format!("{child:#x}"));
+        let execs: Vec<(usize, &Value)> = records
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v["type"] == "process_exec")
+            .collect();
+        assert_eq!(execs.len(), 1, "one exec record: {execs:?}");
+        let (at, exec) = execs[0];
+        assert_eq!(exec["pid"], child);
+        assert!(
+            records[at..]
+                .iter()
+                .all(|v| v["type"] != "hit" || v["pid"] != child),
+            "no hit of the child after its exec"
+        );
+        assert_eq!(
+            stores_by_tid(&records, parent).values().sum::<usize>(),
+            1,
+            "the parent's store: {records:?}"
+        );
+        let s = util::summary_record(&records);
+        assert!(
+            s["filtered"].as_u64() >= Some(1),
+            "the ELF loader's writes into the exec'd program, filtered: {s}"
+        );
+    }
+);

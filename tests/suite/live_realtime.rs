@@ -39,49 +39,49 @@ fn policy_while_watching(prefix: &[String], extra: &[&str]) -> (u32, u32) {
     p
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn the_reader_runs_sched_fifo_where_permitted_and_normal_with_off() {
-    let Some(_live) = util::live() else { return };
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        util::skip("raising the reader's priority needs root (CAP_SYS_NICE)");
-        return;
+live_test!(
+    the_reader_runs_sched_fifo_where_permitted_and_normal_with_off,
+    {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            util::skip("raising the reader's priority needs root (CAP_SYS_NICE)");
+            return;
+        }
+        assert_eq!(policy_while_watching(&[], &[]), (SCHED_FIFO, 1));
+        assert_eq!(
+            policy_while_watching(&[], &["--realtime", "7"]),
+            (SCHED_FIFO, 7)
+        );
+        assert_eq!(
+            policy_while_watching(&[], &["--realtime", "off"]),
+            (SCHED_OTHER, 0)
+        );
     }
-    assert_eq!(policy_while_watching(&[], &[]), (SCHED_FIFO, 1));
-    assert_eq!(
-        policy_while_watching(&[], &["--realtime", "7"]),
-        (SCHED_FIFO, 7)
-    );
-    assert_eq!(
-        policy_while_watching(&[], &["--realtime", "off"]),
-        (SCHED_OTHER, 0)
-    );
-}
+);
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_refused_raise_leaves_the_reader_at_the_normal_policy_and_watching() {
-    let Some(_live) = util::live() else { return };
-    let mut rtprio = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the rlimit we own.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut rtprio) };
-    assert_eq!(rc, 0);
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || !std::path::Path::new("/usr/bin/setpriv").exists() || rtprio.rlim_cur != 0 {
-        util::skip("refusing the raise needs root, setpriv and an RLIMIT_RTPRIO of 0");
-        return;
+live_test!(
+    a_refused_raise_leaves_the_reader_at_the_normal_policy_and_watching,
+    {
+        let mut rtprio = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the rlimit we own.
+        let rc = unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut rtprio) };
+        assert_eq!(rc, 0);
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        if !root || !std::path::Path::new("/usr/bin/setpriv").exists() || rtprio.rlim_cur != 0 {
+            util::skip("refusing the raise needs root, setpriv and an RLIMIT_RTPRIO of 0");
+            return;
+        }
+        let no_nice: Vec<String> = [
+            "setpriv",
+            "--bounding-set=-sys_nice",
+            "--inh-caps=-sys_nice",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(policy_while_watching(&no_nice, &[]), (SCHED_OTHER, 0));
     }
-    let no_nice: Vec<String> = [
-        "setpriv",
-        "--bounding-set=-sys_nice",
-        "--inh-caps=-sys_nice",
-    ]
-    .map(String::from)
-    .to_vec();
-    assert_eq!(policy_while_watching(&no_nice, &[]), (SCHED_OTHER, 0));
-}
+);

@@ -5,8 +5,7 @@
 //! and the runs without CAP_SYS_ADMIN (`capsh --drop=cap_sys_admin`) must be refused everywhere, while
 //! CAP_PERFMON keeps user-space watches working.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use crate::util::{self, helper, BIN};
 
@@ -37,31 +36,17 @@ fn capsh() -> bool {
 /// Runs ksymwatch with `args` as root without CAP_SYS_ADMIN (capsh drops it from the bounding set and every
 /// set; CAP_PERFMON, CAP_BPF and the rest stay), `stdin` written to its standard input.
 fn without_cap_sys_admin(args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new("capsh")
-        .args([
-            "--drop=cap_sys_admin",
-            "--",
-            "-c",
-            "exec \"$0\" \"$@\"",
-            BIN,
-        ])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run capsh");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write stdin");
-    let out = child.wait_with_output().expect("wait for capsh");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    util::run_fed(
+        Command::new("capsh")
+            .args([
+                "--drop=cap_sys_admin",
+                "--",
+                "-c",
+                "exec \"$0\" \"$@\"",
+                BIN,
+            ])
+            .args(args),
+        stdin,
     )
 }
 
@@ -81,117 +66,110 @@ fn error_record(out: &str, err: &str) -> (String, i64) {
     )
 }
 
-/// The README's first command as root: refused with the kernel's policy named, and what still works, where
-/// the kernel refuses kernel breakpoints; armed, with hits, where it does not.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_kernel_address_is_refused_as_the_kernel_refuses_it_or_armed() {
-    let Some(_lock) = util::live() else { return };
-    if !util::has_cap_sys_admin() {
-        return util::skip(
+// The README's first command as root: refused with the kernel's policy named, and what still works, where
+// the kernel refuses kernel breakpoints; armed, with hits, where it does not.
+live_test!(
+    a_kernel_address_is_refused_as_the_kernel_refuses_it_or_armed,
+    {
+        if !util::has_cap_sys_admin() {
+            return util::skip(
             "this test process has no CAP_SYS_ADMIN: the kernel refuses kernel addresses for that, which \
              without_cap_sys_admin_kernel_addresses_need_it_and_user_space_works covers",
         );
-    }
-    let addr = init_stack();
-    let target = format!("0x{addr:x}");
-    let refused = util::kernel_refusal(addr);
-    let (code, out, err) = util::run(&["write", &target, "--duration", "1s"]);
-    match refused {
-        Some(why) => {
-            assert!(why.contains(REFUSED), "the probe's own wording: {why}");
-            assert_eq!(code, 4, "{err}");
-            assert_eq!(err.lines().count(), 1, "{err}");
-            assert!(
-                err.starts_with("ksymwatch: error: cpu ") && err.contains(REFUSED),
-                "{err}"
-            );
-            assert!(
+        }
+        let addr = init_stack();
+        let target = format!("0x{addr:x}");
+        let refused = util::kernel_refusal(addr);
+        let (code, out, err) = util::run(&["write", &target, "--duration", "1s"]);
+        match refused {
+            Some(why) => {
+                assert!(why.contains(REFUSED), "the probe's own wording: {why}");
+                assert_eq!(code, 4, "{err}");
+                assert_eq!(err.lines().count(), 1, "{err}");
+                assert!(
+                    err.starts_with("ksymwatch: error: cpu ") && err.contains(REFUSED),
+                    "{err}"
+                );
+                assert!(
                 err.contains("user-space watches still work (`-p PID`, `-- CMD`, or a process's address system-wide), e.g. `ksymwatch write ")
                     && err.trim_end().ends_with("; nothing was armed"),
                 "{err}"
             );
-            assert!(!err.contains("grant CAP_PERFMON"), "{err}");
-            assert!(out.is_empty(), "nothing printed on stdout: {out}");
-            // A JSON stream is one `error` record saying which refusal, as the stderr line does.
-            let (code, out, err) = util::run(&["write", &target, "--duration", "1s", "--json"]);
-            assert_eq!(code, 4, "{err}");
-            assert_eq!(
-                error_record(&out, &err),
-                ("kernel_breakpoints_refused".into(), 4)
-            );
-        }
-        None => {
-            assert_eq!(code, 0, "the kernel takes kernel breakpoints here: {err}");
-            assert!(out.contains("# armed "), "{out}");
+                assert!(!err.contains("grant CAP_PERFMON"), "{err}");
+                assert!(out.is_empty(), "nothing printed on stdout: {out}");
+                // A JSON stream is one `error` record saying which refusal, as the stderr line does.
+                let (code, out, err) = util::run(&["write", &target, "--duration", "1s", "--json"]);
+                assert_eq!(code, 4, "{err}");
+                assert_eq!(
+                    error_record(&out, &err),
+                    ("kernel_breakpoints_refused".into(), 4)
+                );
+            }
+            None => {
+                assert_eq!(code, 0, "the kernel takes kernel breakpoints here: {err}");
+                assert!(out.contains("# armed "), "{out}");
+            }
         }
     }
-}
+);
 
-/// Without CAP_SYS_ADMIN a kernel address is refused on every machine, saying that CAP_SYS_ADMIN is what
-/// it needs; a user-space watch of a process still works there (CAP_PERFMON), kernel writers included.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn without_cap_sys_admin_kernel_addresses_need_it_and_user_space_works() {
-    let Some(_lock) = util::live() else { return };
-    if !capsh() {
-        return;
+// Without CAP_SYS_ADMIN a kernel address is refused on every machine, saying that CAP_SYS_ADMIN is what
+// it needs; a user-space watch of a process still works there (CAP_PERFMON), kernel writers included.
+live_test!(
+    without_cap_sys_admin_kernel_addresses_need_it_and_user_space_works,
+    {
+        if !capsh() {
+            return;
+        }
+        let target = format!("0x{:x}", init_stack());
+        let (code, out, err) = without_cap_sys_admin(&["write", &target, "--duration", "1s"], "");
+        assert_eq!(code, 4, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(NEEDS_ADMIN) && err.contains("which this process does not have"),
+            "{err}"
+        );
+        assert!(
+            !err.contains("grant CAP_PERFMON") && !err.contains(REFUSED),
+            "{err}"
+        );
+        assert!(out.is_empty(), "{out}");
+        let (code, out, err) =
+            without_cap_sys_admin(&["write", &target, "--duration", "1s", "--json"], "");
+        assert_eq!(code, 4, "{err}");
+        assert_eq!(error_record(&out, &err), ("needs_cap_sys_admin".into(), 4));
+        // The same process's user-space watch: a helper's global, filled by the kernel's read() from
+        // /dev/zero, in launch mode.
+        let writer = helper("writer");
+        let (code, out, err) = without_cap_sys_admin(
+            &[
+                "write",
+                "target_var",
+                "--json",
+                "--",
+                writer.to_str().expect("utf-8 path"),
+                "read",
+                "10",
+                "0",
+            ],
+            "go\n",
+        );
+        assert_eq!(code, 0, "{err}");
+        let records = util::stream_records(&out);
+        let kernel_hits = records
+            .iter()
+            .filter(|r| r["type"] == "hit" && r["in_kernel"] == true)
+            .count();
+        assert!(
+            kernel_hits >= 10,
+            "every read() is a kernel write into the global: {out}\n{err}"
+        );
     }
-    let target = format!("0x{:x}", init_stack());
-    let (code, out, err) = without_cap_sys_admin(&["write", &target, "--duration", "1s"], "");
-    assert_eq!(code, 4, "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.contains(NEEDS_ADMIN) && err.contains("which this process does not have"),
-        "{err}"
-    );
-    assert!(
-        !err.contains("grant CAP_PERFMON") && !err.contains(REFUSED),
-        "{err}"
-    );
-    assert!(out.is_empty(), "{out}");
-    let (code, out, err) =
-        without_cap_sys_admin(&["write", &target, "--duration", "1s", "--json"], "");
-    assert_eq!(code, 4, "{err}");
-    assert_eq!(error_record(&out, &err), ("needs_cap_sys_admin".into(), 4));
-    // The same process's user-space watch: a helper's global, filled by the kernel's read() from
-    // /dev/zero, in launch mode.
-    let writer = helper("writer");
-    let (code, out, err) = without_cap_sys_admin(
-        &[
-            "write",
-            "target_var",
-            "--json",
-            "--",
-            writer.to_str().expect("utf-8 path"),
-            "read",
-            "10",
-            "0",
-        ],
-        "go\n",
-    );
-    assert_eq!(code, 0, "{err}");
-    let records: Vec<serde_json::Value> = out
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
-    let kernel_hits = records
-        .iter()
-        .filter(|r| r["type"] == "hit" && r["in_kernel"] == true)
-        .count();
-    assert!(
-        kernel_hits >= 10,
-        "every read() is a kernel write into the global: {out}\n{err}"
-    );
-}
+);
 
-/// `--on`'s object slots are kernel addresses too: refused the same way (exit 4), never blamed on the
-/// debug registers being in use.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn on_objects_are_refused_with_the_same_words() {
-    let Some(_lock) = util::live() else { return };
+// `--on`'s object slots are kernel addresses too: refused the same way (exit 4), never blamed on the
+// debug registers being in use.
+live_test!(on_objects_are_refused_with_the_same_words, {
     if !util::has_cap_sys_admin() {
         return util::skip(
             "this test process has no CAP_SYS_ADMIN: the kernel refuses kernel addresses for that, which \
@@ -227,15 +205,12 @@ fn on_objects_are_refused_with_the_same_words() {
     assert_eq!(code, 4, "{err}");
     assert!(err.contains(NEEDS_ADMIN), "{err}");
     assert!(!err.contains("in use"), "{err}");
-}
+});
 
-/// A `--control` move to a kernel address is refused in the same words, and the JSON record says which
-/// refusal it was in `kind`; the watch stays where it was. Without CAP_SYS_ADMIN on every machine; as
-/// root where the kernel refuses kernel breakpoints (elsewhere the move is made).
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_control_move_to_a_kernel_address_says_why_in_kind() {
-    let Some(_lock) = util::live() else { return };
+// A `--control` move to a kernel address is refused in the same words, and the JSON record says which
+// refusal it was in `kind`; the watch stays where it was. Without CAP_SYS_ADMIN on every machine; as
+// root where the kernel refuses kernel breakpoints (elsewhere the move is made).
+live_test!(a_control_move_to_a_kernel_address_says_why_in_kind, {
     if !util::has_cap_sys_admin() {
         return util::skip(
             "this test process has no CAP_SYS_ADMIN: the kernel refuses kernel addresses for that, which \
@@ -255,32 +230,10 @@ fn a_control_move_to_a_kernel_address_says_why_in_kind() {
         "--control",
         "-",
     ];
-    let records = |out: &str| -> Vec<serde_json::Value> {
-        out.lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-            .collect()
-    };
     let refused = util::kernel_refusal(init_stack());
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ksymwatch");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(to.as_bytes())
-        .expect("write the control line");
-    let out = child.wait_with_output().expect("ksymwatch");
-    let (stdout, err) = (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let recs = records(&stdout);
+    let (code, stdout, err) = util::run_fed(Command::new(BIN).args(args), &to);
+    assert_eq!(code, 0, "{err}");
+    let recs = util::ndjson(&stdout);
     let find = |ty: &str| recs.iter().find(|r| r["type"] == ty);
     match refused {
         Some(_) => {
@@ -300,7 +253,7 @@ fn a_control_move_to_a_kernel_address_says_why_in_kind() {
     }
     let (code, stdout, err) = without_cap_sys_admin(&args, &to);
     assert_eq!(code, 0, "{err}");
-    let recs = records(&stdout);
+    let recs = util::ndjson(&stdout);
     let r = recs
         .iter()
         .find(|r| r["type"] == "control_refused")
@@ -317,14 +270,11 @@ fn a_control_move_to_a_kernel_address_says_why_in_kind() {
         err.contains("control `watch 0x") && err.contains(NEEDS_ADMIN),
         "the stderr line says it too: {err}"
     );
-}
+});
 
-/// `check` without CAP_SYS_ADMIN, on any machine: kernel addresses refused for want of it, user addresses
-/// fine, so the answer is partial ("user-space watches only", exit 4).
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn check_without_cap_sys_admin_is_user_space_only() {
-    let Some(_lock) = util::live() else { return };
+// `check` without CAP_SYS_ADMIN, on any machine: kernel addresses refused for want of it, user addresses
+// fine, so the answer is partial ("user-space watches only", exit 4).
+live_test!(check_without_cap_sys_admin_is_user_space_only, {
     if !capsh() {
         return;
     }
@@ -355,4 +305,4 @@ fn check_without_cap_sys_admin_is_user_space_only() {
             v["reason"].as_str().unwrap_or_default()
         )
     );
-}
+});

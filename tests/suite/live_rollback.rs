@@ -31,10 +31,7 @@ fn assert_refused(args: &[&str], cpu: u32, context: &str) -> String {
     err
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_full_cpu_fails_the_whole_arm_and_rolls_back() {
-    let Some(_lock) = util::live() else { return };
+live_test!(a_full_cpu_fails_the_whole_arm_and_rolls_back, {
     let cpus = util::online_cpus();
     let last = *cpus.last().unwrap();
     for &busy in &[cpus[0], last] {
@@ -67,15 +64,12 @@ fn a_full_cpu_fails_the_whole_arm_and_rolls_back() {
         }
         assert_all_slots_free(&format!("after cpu {busy} was full"));
     }
-}
+});
 
-/// With two targets the events open CPU by CPU, target by target: (cpu0,a) (cpu0,b) (cpu1,a) (cpu1,b). Leaving
-/// one register free on a CPU makes the failure land in the middle of the transaction (after an event on
-/// that very CPU succeeded); the last CPU with one free makes it the very last open.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn failure_in_the_middle_or_at_the_last_event_rolls_back_too() {
-    let Some(_lock) = util::live() else { return };
+// With two targets the events open CPU by CPU, target by target: (cpu0,a) (cpu0,b) (cpu1,a) (cpu1,b). Leaving
+// one register free on a CPU makes the failure land in the middle of the transaction (after an event on
+// that very CPU succeeded); the last CPU with one free makes it the very last open.
+live_test!(failure_in_the_middle_or_at_the_last_event_rolls_back_too, {
     let cpus = util::online_cpus();
     for &busy in &[cpus[0], *cpus.last().unwrap()] {
         {
@@ -93,13 +87,10 @@ fn failure_in_the_middle_or_at_the_last_event_rolls_back_too() {
         }
         assert_all_slots_free(&format!("after two targets failed on cpu {busy}"));
     }
-}
+});
 
-/// A full CPU that is neither the first nor the last to be armed: the failure lands between CPUs.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn failure_on_a_middle_cpu_rolls_back_too() {
-    let Some(_lock) = util::live() else { return };
+// A full CPU that is neither the first nor the last to be armed: the failure lands between CPUs.
+live_test!(failure_on_a_middle_cpu_rolls_back_too, {
     let cpus = util::online_cpus();
     if cpus.len() < 3 {
         util::skip(format_args!(
@@ -114,12 +105,9 @@ fn failure_on_a_middle_cpu_rolls_back_too() {
         let _ = assert_refused(&["write", "0x10000"], middle, "middle CPU full");
     }
     assert_all_slots_free("after the middle CPU was full");
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_cpu_not_in_the_list_does_not_matter() {
-    let Some(_lock) = util::live() else { return };
+live_test!(a_cpu_not_in_the_list_does_not_matter, {
     let cpus = util::online_cpus();
     if cpus.len() < 2 {
         util::skip("needs two online CPUs");
@@ -139,4 +127,4 @@ fn a_cpu_not_in_the_list_does_not_matter() {
         out.contains(&format!("# armed 1 breakpoint on cpus {} ", cpus[0])),
         "{out}"
     );
-}
+});

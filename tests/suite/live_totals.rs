@@ -4,18 +4,23 @@
 
 use std::time::Duration;
 
-use crate::util::{self, helper, Tracer, Writer};
+use crate::util::{self, Tracer, Writer};
 
-/// The threads helper's `tagged` run: the tracer's args (around `-p PID target_var`), and the stores and
-/// adds the helper made.
-fn tagged(threads: u32, count: u32, args: &[&str]) -> (i32, String, String, u64) {
-    let mut h = Writer::start_binary(
-        &helper("threads"),
-        &["tagged", &threads.to_string(), &count.to_string()],
-    );
-    h.read_until("ready");
+/// The threads helper's `tagged` run of 64 threads storing 1,000 times each, watched by `write --json
+/// --summary` into one-page rings with `extra` args: the tracer's exit code, stdout and stderr, and the
+/// stores and adds the helper made.
+fn tagged_into_the_smallest_ring(extra: &[&str]) -> (i32, String, String, u64) {
+    let mut h = Writer::threads(&["tagged", "64", "1000"]);
     let pid = h.pid.to_string();
-    let mut all: Vec<&str> = args.to_vec();
+    let mut all = vec![
+        "write",
+        "--json",
+        "--summary",
+        "--no-status",
+        "--buffer-pages",
+        "1",
+    ];
+    all.extend_from_slice(extra);
     all.extend(["-p", &pid, "target_var"]);
     let t = Tracer::start_json(&all);
     h.send("go");
@@ -37,116 +42,90 @@ fn tagged(threads: u32, count: u32, args: &[&str]) -> (i32, String, String, u64)
     (code, out, err, made)
 }
 
-/// 64 threads store 1,000 times each and add 100 times each into one global, at once, into one-page
-/// rings: most records are dropped, yet the summary's hits, its chains, its per-thread tally and the
-/// folded stacks each add up to every store, and the stream says how many it could not print.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn with_the_smallest_ring_every_store_is_counted_from_the_kernels_totals() {
-    let Some(_live) = util::live() else { return };
-    let dir = std::env::temp_dir().join(format!("ksw-totals-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let folded = dir.join("stacks.folded");
-    let folded_arg = format!("--folded={}", folded.display());
-    let (code, out, err, made) = tagged(
-        64,
-        1000,
-        &[
-            "write",
-            "--json",
-            "--summary",
-            "--no-status",
-            "--buffer-pages",
-            "1",
-            &folded_arg,
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(made, 64 * 1100);
-    let records = util::ndjson(&out);
-    let s = util::summary_record(&records);
-    let printed = records.iter().filter(|r| r["type"] == "hit").count() as u64;
-    assert!(
-        s["unprinted"].as_u64() > Some(0),
-        "a one-page ring drops: {s}"
-    );
-    assert_eq!(s["unprinted"].as_u64(), Some(made - printed), "{s}");
-    assert_eq!(s["from_totals"], true);
-    assert_eq!(
-        (s["hits"].as_u64(), s["lost"].as_u64()),
-        (Some(made), Some(0))
-    );
-    let sum = |list: &serde_json::Value| -> u64 {
-        list.as_array()
-            .expect("a list")
-            .iter()
-            .map(|c| c["count"].as_u64().expect("count"))
-            .sum()
-    };
-    assert_eq!(sum(&s["chains"]), made, "chains");
-    assert_eq!(sum(&s["by_comm"]), made, "by comm");
-    assert_eq!(sum(&s["hits_by_cpu"]), made, "by cpu");
-    let threads = s["by_thread"].as_array().expect("by_thread");
-    assert_eq!(threads.len(), 64, "{s}");
-    assert!(
-        threads.iter().all(|t| t["count"] == 1100),
-        "each thread's 1,000 stores and 100 adds: {s}"
-    );
-    let text = std::fs::read_to_string(&folded).expect("folded file");
-    let stacks: u64 = text
-        .lines()
-        .map(|l| {
-            l.rsplit(' ')
-                .next()
-                .and_then(|n| n.parse::<u64>().ok())
-                .expect("count")
-        })
-        .sum();
-    assert_eq!(stacks, made, "{text}");
-    assert!(
-        err.contains("not printed") && err.contains("kernel's totals"),
-        "{err}"
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// `--count N` with the smallest ring: the programs keep exactly N hits, all CPUs together, and the run
-/// stops there, though most of their records were dropped: the summary and the per-thread tally say N.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn count_stops_after_exactly_n_kept_hits_even_when_records_are_dropped() {
-    let Some(_live) = util::live() else { return };
-    const N: u64 = 5000;
-    let (code, out, err, made) = tagged(
-        64,
-        1000,
-        &[
-            "write",
-            "--json",
-            "--summary",
-            "--no-status",
-            "--buffer-pages",
-            "1",
-            "--count",
-            &N.to_string(),
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    assert!(made > N);
-    let records = util::ndjson(&out);
-    let s = util::summary_record(&records);
-    let printed = records.iter().filter(|r| r["type"] == "hit").count() as u64;
-    assert_eq!(s["stop"], "count", "{s}");
-    assert_eq!(s["hits"].as_u64(), Some(N), "{s}");
-    assert!(printed <= N, "{printed} printed");
-    let by_thread: u64 = s["by_thread"]
-        .as_array()
-        .expect("by_thread")
-        .iter()
-        .map(|t| t["count"].as_u64().expect("count"))
-        .sum();
-    assert_eq!(by_thread, N, "{s}");
-    if printed < N {
-        assert_eq!(s["unprinted"].as_u64(), Some(N - printed), "{s}");
+// 64 threads store 1,000 times each and add 100 times each into one global, at once, into one-page
+// rings: most records are dropped, yet the summary's hits, its chains, its per-thread tally and the
+// folded stacks each add up to every store, and the stream says how many it could not print.
+live_test!(
+    with_the_smallest_ring_every_store_is_counted_from_the_kernels_totals,
+    {
+        let dir = util::temp_dir("ksw-totals");
+        let folded = dir.join("stacks.folded");
+        let folded_arg = format!("--folded={}", folded.display());
+        let (code, out, err, made) = tagged_into_the_smallest_ring(&[&folded_arg]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(made, 64 * 1100);
+        let records = util::ndjson(&out);
+        let s = util::summary_record(&records);
+        let printed = records.iter().filter(|r| r["type"] == "hit").count() as u64;
+        assert!(
+            s["unprinted"].as_u64() > Some(0),
+            "a one-page ring drops: {s}"
+        );
+        assert_eq!(s["unprinted"].as_u64(), Some(made - printed), "{s}");
+        assert_eq!(s["from_totals"], true);
+        assert_eq!(
+            (s["hits"].as_u64(), s["lost"].as_u64()),
+            (Some(made), Some(0))
+        );
+        let sum = |list: &serde_json::Value| -> u64 {
+            list.as_array()
+                .expect("a list")
+                .iter()
+                .map(|c| c["count"].as_u64().expect("count"))
+                .sum()
+        };
+        assert_eq!(sum(&s["chains"]), made, "chains");
+        assert_eq!(sum(&s["by_comm"]), made, "by comm");
+        assert_eq!(sum(&s["hits_by_cpu"]), made, "by cpu");
+        let threads = s["by_thread"].as_array().expect("by_thread");
+        assert_eq!(threads.len(), 64, "{s}");
+        assert!(
+            threads.iter().all(|t| t["count"] == 1100),
+            "each thread's 1,000 stores and 100 adds: {s}"
+        );
+        let text = std::fs::read_to_string(&folded).expect("folded file");
+        let stacks: u64 = text
+            .lines()
+            .map(|l| {
+                l.rsplit(' ')
+                    .next()
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .expect("count")
+            })
+            .sum();
+        assert_eq!(stacks, made, "{text}");
+        assert!(
+            err.contains("not printed") && err.contains("kernel's totals"),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
-}
+);
+
+// `--count N` with the smallest ring: the programs keep exactly N hits, all CPUs together, and the run
+// stops there, though most of their records were dropped: the summary and the per-thread tally say N.
+live_test!(
+    count_stops_after_exactly_n_kept_hits_even_when_records_are_dropped,
+    {
+        const N: u64 = 5000;
+        let (code, out, err, made) = tagged_into_the_smallest_ring(&["--count", &N.to_string()]);
+        assert_eq!(code, 0, "{err}");
+        assert!(made > N);
+        let records = util::ndjson(&out);
+        let s = util::summary_record(&records);
+        let printed = records.iter().filter(|r| r["type"] == "hit").count() as u64;
+        assert_eq!(s["stop"], "count", "{s}");
+        assert_eq!(s["hits"].as_u64(), Some(N), "{s}");
+        assert!(printed <= N, "{printed} printed");
+        let by_thread: u64 = s["by_thread"]
+            .as_array()
+            .expect("by_thread")
+            .iter()
+            .map(|t| t["count"].as_u64().expect("count"))
+            .sum();
+        assert_eq!(by_thread, N, "{s}");
+        if printed < N {
+            assert_eq!(s["unprinted"].as_u64(), Some(N - printed), "{s}");
+        }
+    }
+);

@@ -237,128 +237,126 @@ fn chain_has(hit: &Value, sym: &str) -> bool {
         .is_some_and(|c| c.iter().any(|f| f["sym"].as_str() == Some(sym)))
 }
 
-/// A kernel object known only by its address: bpftrace prints the helper's `task_struct` (`curtask`) as it
-/// switches out, and a watch on its `nvcsw` sees `__schedule` count each of the helper's naps.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn the_kernel_writes_a_task_structs_switch_count_at_the_address_bpftrace_gave() {
-    let Some(_live) = util::live_kernel() else {
-        return;
-    };
-    if !util::require("bpftrace") {
-        return;
-    }
-    let mut h = Writer::start(&["naps", "0"]);
-    let program = format!(
+// A kernel object known only by its address: bpftrace prints the helper's `task_struct` (`curtask`) as it
+// switches out, and a watch on its `nvcsw` sees `__schedule` count each of the helper's naps.
+live_kernel_test!(
+    the_kernel_writes_a_task_structs_switch_count_at_the_address_bpftrace_gave,
+    {
+        if !util::require("bpftrace") {
+            return;
+        }
+        let mut h = Writer::start(&["naps", "0"]);
+        let program = format!(
         "tracepoint:sched:sched_switch /args->prev_pid == {}/ {{ printf(\"task=%p\\n\", curtask); exit(); }}",
         h.pid
     );
-    // bpftrace reads tracepoints from tracefs. Where it is not mounted (a fresh machine), bpftrace runs
-    // in a mount namespace of its own with tracefs mounted there: the machine's mounts stay as they were.
-    let mut bpftrace = if Path::new("/sys/kernel/tracing/events").exists() {
-        let mut c = Command::new("bpftrace");
-        c.args(["-q", "-e", &program]);
-        c
-    } else {
-        if !util::require("unshare") {
+        // bpftrace reads tracepoints from tracefs. Where it is not mounted (a fresh machine), bpftrace runs
+        // in a mount namespace of its own with tracefs mounted there: the machine's mounts stay as they were.
+        let mut bpftrace = if Path::new("/sys/kernel/tracing/events").exists() {
+            let mut c = Command::new("bpftrace");
+            c.args(["-q", "-e", &program]);
+            c
+        } else {
+            if !util::require("unshare") {
+                return;
+            }
+            let mut c = Command::new("unshare");
+            c.args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                "mount -t tracefs nodev /sys/kernel/tracing && exec bpftrace -q -e \"$0\"",
+                &program,
+            ]);
+            c
+        };
+        let mut bpftrace = bpftrace
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start bpftrace");
+        util::wait_within(&mut bpftrace, Duration::from_secs(60));
+        let mut out = String::new();
+        let mut err = String::new();
+        if let Some(mut o) = bpftrace.stdout.take() {
+            o.read_to_string(&mut out).expect("bpftrace output");
+        }
+        if let Some(mut e) = bpftrace.stderr.take() {
+            e.read_to_string(&mut err).expect("bpftrace errors");
+        }
+        let Some(task) = out
+            .lines()
+            .find_map(|l| l.strip_prefix("task=0x"))
+            .and_then(|a| u64::from_str_radix(a.trim(), 16).ok())
+        else {
+            util::skip(format_args!("bpftrace gave no task address: {out} {err}"));
+            return;
+        };
+        let target = format!("(struct task_struct)0x{task:x}.nvcsw");
+        let t = Tracer::write_json(&["--count", "20", &target]);
+        let (code, out, err) = t.wait(Duration::from_secs(60));
+        h.send("stop");
+        h.read_until("done");
+        assert_eq!(code, 0, "{err}");
+        let hits = hits(&out);
+        assert_eq!(hits.len(), 20, "{out}");
+        for hit in &hits {
+            // Only the task itself counts its voluntary switches, in __schedule, as it goes to sleep.
+            assert_eq!(hit["tid"], h.tid, "{hit}");
+            assert_eq!(hit["target"], target.as_str(), "{hit}");
+            assert_eq!(hit["ip"]["kernel"], true, "{hit}");
+            assert!(chain_has(hit, "__schedule"), "{hit}");
+        }
+    }
+);
+
+// A user buffer with a kernel struct's layout: `sysinfo()` fills the helper's `struct sysinfo` with
+// copy_to_user, and the typed watch on its `procs` sees that kernel write and the helper's own store, once
+// per call each.
+live_test!(
+    a_user_buffer_typed_as_a_kernel_struct_is_watched_on_its_member,
+    {
+        if !Path::new(BTF).exists() {
+            util::skip(format_args!("{BTF} is missing: this kernel has no BTF"));
             return;
         }
-        let mut c = Command::new("unshare");
-        c.args([
-            "--mount",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            "mount -t tracefs nodev /sys/kernel/tracing && exec bpftrace -q -e \"$0\"",
-            &program,
-        ]);
-        c
-    };
-    let mut bpftrace = bpftrace
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start bpftrace");
-    util::wait_within(&mut bpftrace, Duration::from_secs(60));
-    let mut out = String::new();
-    let mut err = String::new();
-    if let Some(mut o) = bpftrace.stdout.take() {
-        o.read_to_string(&mut out).expect("bpftrace output");
+        let n = 25;
+        let h = Writer::start(&["sysinfo", &n.to_string(), "0"]);
+        let pid = h.pid.to_string();
+        let target = "(struct sysinfo)ksw_sysinfo.procs";
+        let t = Tracer::write_json(&["-p", &pid, target]);
+        // `procs` is a 2-byte `__u16`, so the watch takes BTF's size for its length.
+        let header: Value = t
+            .header
+            .lines()
+            .find_map(|l| {
+                serde_json::from_str::<Value>(l)
+                    .ok()
+                    .filter(|v| v["type"] == "header")
+            })
+            .unwrap_or(Value::Null);
+        assert_eq!(header["targets"][0]["name"], target, "{}", t.header);
+        assert_eq!(header["targets"][0]["len"], 2, "{}", t.header);
+        let tid = h.go_and_finish();
+        let (code, out, err) = t.wait(Duration::from_secs(60));
+        assert_eq!(code, 0, "{err}");
+        let mine: Vec<Value> = hits(&out).into_iter().filter(|v| v["tid"] == tid).collect();
+        let kernel = mine
+            .iter()
+            .filter(|v| v["ip"]["kernel"] == true && chain_has(v, "__do_sys_sysinfo"))
+            .count();
+        let user = mine
+            .iter()
+            .filter(|v| v["ip"]["kernel"] == false && v["ip"]["sym"] == "main")
+            .count();
+        // A `rep movsb` copy traps once per watched byte it writes, so each call's copy is one hit or (here)
+        // two, never none; the helper's 2-byte store is one.
+        assert!((n..=2 * n).contains(&kernel), "{kernel} kernel hits: {out}");
+        assert_eq!(user, n, "{out}");
     }
-    if let Some(mut e) = bpftrace.stderr.take() {
-        e.read_to_string(&mut err).expect("bpftrace errors");
-    }
-    let Some(task) = out
-        .lines()
-        .find_map(|l| l.strip_prefix("task=0x"))
-        .and_then(|a| u64::from_str_radix(a.trim(), 16).ok())
-    else {
-        util::skip(format_args!("bpftrace gave no task address: {out} {err}"));
-        return;
-    };
-    let target = format!("(struct task_struct)0x{task:x}.nvcsw");
-    let t = Tracer::start_json(&["write", "--json", "--no-status", "--count", "20", &target]);
-    let (code, out, err) = t.wait(Duration::from_secs(60));
-    h.send("stop");
-    h.read_until("done");
-    assert_eq!(code, 0, "{err}");
-    let hits = hits(&out);
-    assert_eq!(hits.len(), 20, "{out}");
-    for hit in &hits {
-        // Only the task itself counts its voluntary switches, in __schedule, as it goes to sleep.
-        assert_eq!(hit["tid"], h.tid, "{hit}");
-        assert_eq!(hit["target"], target.as_str(), "{hit}");
-        assert_eq!(hit["ip"]["kernel"], true, "{hit}");
-        assert!(chain_has(hit, "__schedule"), "{hit}");
-    }
-}
-
-/// A user buffer with a kernel struct's layout: `sysinfo()` fills the helper's `struct sysinfo` with
-/// copy_to_user, and the typed watch on its `procs` sees that kernel write and the helper's own store, once
-/// per call each.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_user_buffer_typed_as_a_kernel_struct_is_watched_on_its_member() {
-    let Some(_live) = util::live() else { return };
-    if !Path::new(BTF).exists() {
-        util::skip(format_args!("{BTF} is missing: this kernel has no BTF"));
-        return;
-    }
-    let n = 25;
-    let h = Writer::start(&["sysinfo", &n.to_string(), "0"]);
-    let pid = h.pid.to_string();
-    let target = "(struct sysinfo)ksw_sysinfo.procs";
-    let t = Tracer::start_json(&["write", "--json", "--no-status", "-p", &pid, target]);
-    // `procs` is a 2-byte `__u16`, so the watch takes BTF's size for its length.
-    let header: Value = t
-        .header
-        .lines()
-        .find_map(|l| {
-            serde_json::from_str::<Value>(l)
-                .ok()
-                .filter(|v| v["type"] == "header")
-        })
-        .unwrap_or(Value::Null);
-    assert_eq!(header["targets"][0]["name"], target, "{}", t.header);
-    assert_eq!(header["targets"][0]["len"], 2, "{}", t.header);
-    let tid = h.go_and_finish();
-    let (code, out, err) = t.wait(Duration::from_secs(60));
-    assert_eq!(code, 0, "{err}");
-    let mine: Vec<Value> = hits(&out).into_iter().filter(|v| v["tid"] == tid).collect();
-    let kernel = mine
-        .iter()
-        .filter(|v| v["ip"]["kernel"] == true && chain_has(v, "__do_sys_sysinfo"))
-        .count();
-    let user = mine
-        .iter()
-        .filter(|v| v["ip"]["kernel"] == false && v["ip"]["sym"] == "main")
-        .count();
-    // A `rep movsb` copy traps once per watched byte it writes, so each call's copy is one hit or (here)
-    // two, never none; the helper's 2-byte store is one.
-    assert!((n..=2 * n).contains(&kernel), "{kernel} kernel hits: {out}");
-    assert_eq!(user, n, "{out}");
-}
+);
 
 /// A raw BTF blob as pahole lays out a kernel built with its global-variable encoding: `int`,
 /// `struct pair { int a; int b; }`, and a global `ksw_global` of that type in `.data`.
@@ -401,8 +399,7 @@ fn btf_with_a_global() -> Vec<u8> {
 /// it needs no cast and no DWARF: kallsyms gives the address, BTF the member.
 #[test]
 fn a_global_whose_type_btf_records_has_fields_without_dwarf() {
-    let dir = std::env::temp_dir().join(format!("ksymwatch-btf-global-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = util::temp_dir("ksymwatch-btf-global");
     let btf = dir.join("btf");
     std::fs::write(&btf, btf_with_a_global()).unwrap();
     let kallsyms = dir.join("kallsyms");
@@ -451,8 +448,7 @@ fn a_cast_gives_a_module_variable_fields() {
         util::skip(format_args!("{BTF} is missing: this kernel has no BTF"));
         return;
     }
-    let dir = std::env::temp_dir().join(format!("ksymwatch-typed-module-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = util::temp_dir("ksymwatch-typed-module");
     let kallsyms = dir.join("kallsyms");
     std::fs::write(&kallsyms, ksymwatch_symbols::testing::MODULES_KALLSYMS).unwrap();
     let (code, out, err) = util::run(&[
@@ -477,67 +473,67 @@ fn a_cast_gives_a_module_variable_fields() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `--btf FILE` of another kernel (here: the running kernel's BTF with one byte changed) would put a live
-/// watch on another kernel's offsets: `write` and `rw` with a cast refuse it (exit 2, nothing armed), while
-/// `resolve` answers and says whose types they are; a byte-identical copy of the running kernel's BTF is
-/// accepted for a watch.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn another_kernels_btf_is_refused_for_a_watch_and_noted_by_resolve() {
-    let Some(_live) = util::live() else { return };
-    let Ok(mut bytes) = std::fs::read("/sys/kernel/btf/vmlinux") else {
-        util::skip("no /sys/kernel/btf/vmlinux");
-        return;
-    };
-    let dir = std::env::temp_dir().join(format!("ksw-btf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let same = dir.join("same.btf");
-    std::fs::write(&same, &bytes).unwrap();
-    // One letter of a name near the end of the string section changes case: still valid BTF, another kernel.
-    let Some(at) = bytes.iter().rposition(|b| b.is_ascii_lowercase()) else {
-        util::skip("the BTF has no lowercase name byte");
-        return;
-    };
-    bytes[at] ^= 0x20;
-    let other = dir.join("other.btf");
-    std::fs::write(&other, &bytes).unwrap();
-    let target = "(struct task_struct)0xffff888100000000.pid";
-    for verb in ["write", "rw"] {
-        let err = util::rejects(
-            &[
-                verb,
-                target,
-                "--btf",
-                other.to_str().unwrap(),
-                "--duration",
-                "100ms",
-            ],
-            2,
-            &["not the running kernel's BTF", "leave out --btf"],
-        );
-        assert!(err.contains("other.btf"), "{err}");
-    }
-    let (code, out, err) = util::run(&["resolve", target, "--btf", other.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("offset"), "{out}");
-    assert!(err.contains("is not the running kernel's BTF"), "{err}");
-    // Accepted for a watch: the plan is made (a dry run arms nothing), then armed where the kernel allows.
-    let same_btf = ["--btf", same.to_str().unwrap()];
-    let (code, _out, err) = util::run(&[&["write", target, "--dry-run"][..], &same_btf].concat());
-    assert_eq!(
-        code, 0,
-        "a copy of the running kernel's BTF is that kernel's: {err}"
-    );
-    if !util::kernel_part_skipped("arming the cast with the copied BTF") {
+// `--btf FILE` of another kernel (here: the running kernel's BTF with one byte changed) would put a live
+// watch on another kernel's offsets: `write` and `rw` with a cast refuse it (exit 2, nothing armed), while
+// `resolve` answers and says whose types they are; a byte-identical copy of the running kernel's BTF is
+// accepted for a watch.
+live_test!(
+    another_kernels_btf_is_refused_for_a_watch_and_noted_by_resolve,
+    {
+        let Ok(mut bytes) = std::fs::read("/sys/kernel/btf/vmlinux") else {
+            util::skip("no /sys/kernel/btf/vmlinux");
+            return;
+        };
+        let dir = util::temp_dir("ksw-btf");
+        let same = dir.join("same.btf");
+        std::fs::write(&same, &bytes).unwrap();
+        // One letter of a name near the end of the string section changes case: still valid BTF, another kernel.
+        let Some(at) = bytes.iter().rposition(|b| b.is_ascii_lowercase()) else {
+            util::skip("the BTF has no lowercase name byte");
+            return;
+        };
+        bytes[at] ^= 0x20;
+        let other = dir.join("other.btf");
+        std::fs::write(&other, &bytes).unwrap();
+        let target = "(struct task_struct)0xffff888100000000.pid";
+        for verb in ["write", "rw"] {
+            let err = util::rejects(
+                &[
+                    verb,
+                    target,
+                    "--btf",
+                    other.to_str().unwrap(),
+                    "--duration",
+                    "100ms",
+                ],
+                2,
+                &["not the running kernel's BTF", "leave out --btf"],
+            );
+            assert!(err.contains("other.btf"), "{err}");
+        }
+        let (code, out, err) = util::run(&["resolve", target, "--btf", other.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("offset"), "{out}");
+        assert!(err.contains("is not the running kernel's BTF"), "{err}");
+        // Accepted for a watch: the plan is made (a dry run arms nothing), then armed where the kernel allows.
+        let same_btf = ["--btf", same.to_str().unwrap()];
         let (code, _out, err) =
-            util::run(&[&["write", target, "--duration", "100ms"][..], &same_btf].concat());
+            util::run(&[&["write", target, "--dry-run"][..], &same_btf].concat());
         assert_eq!(
             code, 0,
             "a copy of the running kernel's BTF is that kernel's: {err}"
         );
+        if !util::kernel_part_skipped("arming the cast with the copied BTF") {
+            let (code, _out, err) =
+                util::run(&[&["write", target, "--duration", "100ms"][..], &same_btf].concat());
+            assert_eq!(
+                code, 0,
+                "a copy of the running kernel's BTF is that kernel's: {err}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
-    let _ = std::fs::remove_dir_all(&dir);
-}
+);
 
 /// Every struct name the running kernel's BTF has more than once with different sizes (two `struct
 /// irq_info`, two `struct console`, three `struct perf_aux_event`): the bare cast is refused for `resolve`
@@ -623,16 +619,11 @@ fn scheduler_churn(cpus: &[u32], for_: Duration) -> Vec<std::process::Child> {
         .collect()
 }
 
-/// A per-CPU variable is watched at each CPU's own copy: the header lists one copy per online CPU (each
-/// CPU's per-CPU base asked of the kernel by a BPF program on that CPU), every hit on cpu N is at cpu N's
-/// copy and names it, and every CPU's copy is hit (`nr_running` changes whenever a task is enqueued or
-/// dequeued there). With `--percpu-cpu N`, every hit is at CPU N's copy, whichever CPU wrote it.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_per_cpu_variable_is_watched_at_each_cpus_copy() {
-    let Some(_live) = util::live_kernel() else {
-        return;
-    };
+// A per-CPU variable is watched at each CPU's own copy: the header lists one copy per online CPU (each
+// CPU's per-CPU base asked of the kernel by a BPF program on that CPU), every hit on cpu N is at cpu N's
+// copy and names it, and every CPU's copy is hit (`nr_running` changes whenever a task is enqueued or
+// dequeued there). With `--percpu-cpu N`, every hit is at CPU N's copy, whichever CPU wrote it.
+live_kernel_test!(a_per_cpu_variable_is_watched_at_each_cpus_copy, {
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
         return util::skip("no kernel BTF");
     }
@@ -729,4 +720,4 @@ fn a_per_cpu_variable_is_watched_at_each_cpus_copy() {
         let _ = c.kill();
         let _ = c.wait();
     }
-}
+});

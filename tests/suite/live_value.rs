@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{self, parse_hits, HitLine, Tracer, Writer, BIN};
+use crate::util::{self, parse_hits, HitLine, Tracer, Writer};
 
 /// Stored in this order: small, zero, 32-bit, and 64-bit values with the top bit set.
 const VALUES: [u64; 6] = [
@@ -21,11 +21,8 @@ const VALUES: [u64; 6] = [
     0xfedc_ba98_7654_3210,
 ];
 
-/// `-p`, text: every store's hit line ends with `value=0x<what was stored>`.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn attach_prints_each_stored_value() {
-    let Some(_live) = util::live() else { return };
+// `-p`, text: every store's hit line ends with `value=0x<what was stored>`.
+live_test!(attach_prints_each_stored_value, {
     let mut h = Writer::start(&["set", "0"]);
     let (pid, tid) = (h.pid.to_string(), h.tid);
     let mut t = Tracer::start(&["write", "--no-status", "-p", &pid, "target_var"]);
@@ -57,33 +54,15 @@ fn attach_prints_each_stored_value() {
         .collect();
     let want: Vec<String> = VALUES.iter().map(|v| format!("{v:#x}")).collect();
     assert_eq!(values, want, "{text}");
-}
+});
 
-/// Launch mode, NDJSON, a 4-byte watch on the upper half of the 8-byte global: `value` is that half as a
-/// little-endian integer, a hex string.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn launch_mode_json_reads_the_watched_width() {
-    let Some(_live) = util::live() else { return };
-    let dir = std::env::temp_dir().join(format!("ksw-value-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+// Launch mode, NDJSON, a 4-byte watch on the upper half of the 8-byte global: `value` is that half as a
+// little-endian integer, a hex string.
+live_test!(launch_mode_json_reads_the_watched_width, {
+    let dir = util::temp_dir("ksw-value");
     let stream = dir.join("stream.ndjson");
     let writer = util::helper("writer");
-    let mut h = Writer::start_binary(
-        Path::new(BIN),
-        &[
-            "write",
-            "--json",
-            "--no-status",
-            "-o",
-            stream.to_str().expect("utf-8 path"),
-            "target_var+4/4",
-            "--",
-            writer.to_str().expect("utf-8 path"),
-            "set",
-            "0",
-        ],
-    );
+    let mut h = Writer::launched(&stream, &["target_var+4/4"], &writer, &["set", "0"]);
     let pid = h.pid;
     let mine = |v: &Value| v["type"] == "hit" && v["pid"] == pid && v["ip"]["sym"] == "main";
     for (i, v) in VALUES.iter().enumerate() {
@@ -94,10 +73,7 @@ fn launch_mode_json_reads_the_watched_width() {
     let status = h.close_and_wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(0));
     let records = read_records(&stream);
-    let head = records
-        .iter()
-        .find(|v| v["type"] == "header")
-        .expect("header");
+    let head = util::record(&records, "header");
     assert_eq!(head["targets"][0]["len"], 4, "{head}");
     let hits: Vec<&Value> = records.iter().filter(|v| mine(v)).collect();
     let values: Vec<&Value> = hits.iter().map(|v| &v["value"]).collect();
@@ -109,7 +85,7 @@ fn launch_mode_json_reads_the_watched_width() {
     assert_eq!(values, want, "{hits:?}");
     assert!(hits.iter().all(|v| v["len"] == 4));
     let _ = std::fs::remove_dir_all(&dir);
-}
+});
 
 /// The complete lines of the stream file so far, parsed.
 fn read_records(path: &Path) -> Vec<Value> {
@@ -137,44 +113,38 @@ fn wait_for_records(path: &Path, done: impl Fn(&[Value]) -> bool) {
     }
 }
 
-/// A `--comm` of 16 bytes or more (the kernel keeps 15) once failed the `--value` program in the verifier
-/// (exit 1): it is matched on the 15 bytes the kernel keeps, with a note saying so, and the run works.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_comm_longer_than_the_kernel_keeps_is_matched_on_its_first_15_bytes() {
-    let Some(_live) = crate::util::live() else {
-        return;
-    };
-    let w = Writer::spinning(0);
-    let target = w.target();
-    for flags in [&["--value"][..], &["--if", "value != 0"][..], &[][..]] {
-        let mut args = vec![
-            "write",
-            &target,
-            "--comm",
-            "a-very-long-task-name",
-            "--duration",
-            "200ms",
-        ];
-        args.extend_from_slice(flags);
-        let (code, _out, err) = crate::util::run_within(&args, std::time::Duration::from_secs(30));
-        assert_eq!(code, 0, "{args:?}: {err}");
-        assert!(
-            err.contains("the kernel keeps only the first 15 bytes")
-                && err.contains("`a-very-long-tas`"),
-            "{args:?}: {err}"
-        );
+// A `--comm` of 16 bytes or more (the kernel keeps 15) once failed the `--value` program in the verifier
+// (exit 1): it is matched on the 15 bytes the kernel keeps, with a note saying so, and the run works.
+live_test!(
+    a_comm_longer_than_the_kernel_keeps_is_matched_on_its_first_15_bytes,
+    {
+        let w = Writer::spinning(0);
+        let target = w.target();
+        for flags in [&["--value"][..], &["--if", "value != 0"][..], &[][..]] {
+            let mut args = vec![
+                "write",
+                &target,
+                "--comm",
+                "a-very-long-task-name",
+                "--duration",
+                "200ms",
+            ];
+            args.extend_from_slice(flags);
+            let (code, _out, err) =
+                crate::util::run_within(&args, std::time::Duration::from_secs(30));
+            assert_eq!(code, 0, "{args:?}: {err}");
+            assert!(
+                err.contains("the kernel keeps only the first 15 bytes")
+                    && err.contains("`a-very-long-tas`"),
+                "{args:?}: {err}"
+            );
+        }
     }
-}
+);
 
-/// A few hundred comparisons once overflowed the verifier's 64 KiB log (ENOSPC), which was reported as a
-/// refusal: the program is now loaded without a log, and a log is asked for only to explain a refusal.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_condition_of_thousands_of_terms_loads() {
-    let Some(_live) = crate::util::live() else {
-        return;
-    };
+// A few hundred comparisons once overflowed the verifier's 64 KiB log (ENOSPC), which was reported as a
+// refusal: the program is now loaded without a log, and a log is asked for only to explain a refusal.
+live_test!(a_condition_of_thousands_of_terms_loads, {
     let w = Writer::spinning(0);
     let target = w.target();
     for n in [300, 3000] {
@@ -188,4 +158,4 @@ fn a_condition_of_thousands_of_terms_loads() {
         );
         assert_eq!(code, 0, "{n} terms: {}", &err[..err.len().min(500)]);
     }
-}
+});

@@ -27,12 +27,9 @@ fn frame_name(frame: &str) -> &str {
     frame.split('+').next().unwrap_or(frame)
 }
 
-/// The kernel writes the helper's global (`read()` from /dev/zero, system-wide watch): every hit's kernel
-/// frames are kallsyms functions as `func+0xOFF/0xSIZE`, and the summary counts what was printed.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn kernel_writer_chains_symbolize_to_kallsyms_functions() {
-    let Some(_lock) = util::live() else { return };
+// The kernel writes the helper's global (`read()` from /dev/zero, system-wide watch): every hit's kernel
+// frames are kallsyms functions as `func+0xOFF/0xSIZE`, and the summary counts what was printed.
+live_test!(kernel_writer_chains_symbolize_to_kallsyms_functions, {
     const READS: usize = 20;
     let w = Writer::start(&["read", &READS.to_string(), "0"]);
     let (target, label) = (w.target(), format!("0x{:x}", w.addr));
@@ -85,16 +82,13 @@ fn kernel_writer_chains_symbolize_to_kallsyms_functions() {
         "summary counts what was printed: {err}"
     );
     assert!(err.contains("stopped: duration reached"), "{err}");
-}
+});
 
 fn hits_of(hits: &[HitLine], tid: u32) -> Vec<&HitLine> {
     hits.iter().filter(|h| h.tid == tid).collect()
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn every_online_cpu_reports_exactly_the_helpers_writes() {
-    let Some(_lock) = util::live() else { return };
+live_test!(every_online_cpu_reports_exactly_the_helpers_writes, {
     const N: usize = 1000;
     for cpu in util::online_cpus() {
         let w = Writer::start(&["write", &N.to_string(), &cpu.to_string()]);
@@ -129,12 +123,9 @@ fn every_online_cpu_reports_exactly_the_helpers_writes() {
             .all(|h| !h.ip.is_empty() && h.chain.iter().any(|f| f.ends_with("[writer]"))));
         assert!(err.contains("0 lost"), "{err}");
     }
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn kernel_write_into_watched_user_buffer_shows_the_read_path() {
-    let Some(_lock) = util::live() else { return };
+live_test!(kernel_write_into_watched_user_buffer_shows_the_read_path, {
     let w = Writer::start(&["read", "3", "0"]);
     let target = format!("0x{:x}", w.addr);
     let t = Tracer::start(&["write", &target]);
@@ -164,12 +155,9 @@ fn kernel_write_into_watched_user_buffer_shows_the_read_path() {
             h.ip
         );
     }
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn count_prints_exactly_that_many_hits() {
-    let Some(_lock) = util::live() else { return };
+live_test!(count_prints_exactly_that_many_hits, {
     let w = Writer::start(&["write", "100", "0"]);
     let t = Tracer::start(&["write", &w.target(), "--count", "5", "--duration", "60s"]);
     w.go_and_finish();
@@ -180,23 +168,17 @@ fn count_prints_exactly_that_many_hits() {
         err.contains("5 hits") && err.contains("stopped: count reached"),
         "{err}"
     );
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn duration_stops_on_time() {
-    let Some(_lock) = util::live() else { return };
+live_test!(duration_stops_on_time, {
     let w = Writer::spinning(0);
     let t = Tracer::start(&["write", &w.target(), "--duration", "500ms"]);
     let (code, _out, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("stopped: duration reached"), "{err}");
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn sigint_and_sigterm_stop_cleanly_with_summary() {
-    let Some(_lock) = util::live() else { return };
+live_test!(sigint_and_sigterm_stop_cleanly_with_summary, {
     let w = Writer::spinning(0);
     for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
         let t = Tracer::start(&["write", &w.target()]);
@@ -214,12 +196,9 @@ fn sigint_and_sigterm_stop_cleanly_with_summary() {
             "{hits} hits printed; {err}"
         );
     }
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn closed_stdout_is_a_quiet_normal_end() {
-    let Some(_lock) = util::live() else { return };
+live_test!(closed_stdout_is_a_quiet_normal_end, {
     let w = Writer::spinning(0);
     let mut t = Tracer::start(&["write", &w.target()]);
     // Read one hit, then hang up like `| head -n 20` does: ksymwatch's next write gets EPIPE.
@@ -229,12 +208,9 @@ fn closed_stdout_is_a_quiet_normal_end() {
     assert_eq!(code, 0, "stderr: {err}");
     assert!(!err.contains("error"), "{err}");
     assert!(err.contains("stopped: output closed"), "{err}");
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn rw_reports_reads_too() {
-    let Some(_lock) = util::live() else { return };
+live_test!(rw_reports_reads_too, {
     // The helper only loads its global: a `write` watch sees none of it, `rw` reports the reads as RW.
     let w = Writer::start(&["load", "100", "0"]);
     let t = Tracer::start(&["write", &w.target(), "--duration", "60s"]);
@@ -253,7 +229,7 @@ fn rw_reports_reads_too() {
     assert_eq!(hits.len(), 3, "{out}");
     assert!(hits.iter().all(|h| h.access == "RW"));
     assert_eq!(hits_of(&hits, tid).len(), 3, "the helper's reads: {out}");
-}
+});
 
 /// Records lost as the stream's `# lost N ...` lines add them up, and as the stderr summary counts the
 /// hits it could not print (on the hit path every kept hit is counted in the kernel: those hits are not
@@ -273,10 +249,7 @@ fn lost_counts(out: &str, err: &str) -> (u64, u64) {
     (in_stream, in_summary)
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_full_ring_loses_records_loudly() {
-    let Some(_lock) = util::live() else { return };
+live_test!(a_full_ring_loses_records_loudly, {
     // One data page per CPU cannot hold 10 ms of a writer at full speed: the kernel must drop records, and
     // ksymwatch must say so in the stream and the summary, never silently.
     const N: usize = 100_000;
@@ -305,45 +278,42 @@ fn a_full_ring_loses_records_loudly() {
         err.contains("counted in the kernel's totals") && err.contains("--buffer-pages"),
         "{err}"
     );
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_loss_at_the_end_of_a_burst_is_counted_by_the_kernel_and_reported() {
-    let Some(_lock) = util::live() else { return };
-    // The tracer is stopped while a one-page ring overflows and the writer exits: the kernel writes a LOST
-    // record only at the next sample that fits, and there is none. Only the event's own lost counter
-    // (PERF_FORMAT_LOST) knows; the stream and the summary must say it.
-    const N: u64 = 20_000;
-    let mut w = Writer::start(&["write", &N.to_string(), "0"]);
-    let target = format!("0x{:x}/8", w.addr);
-    let t = Tracer::start(&["write", &target, "--buffer-pages", "1"]);
-    t.signal(libc::SIGSTOP);
-    w.go();
-    let tid = w.tid;
-    w.finish();
-    t.signal(libc::SIGCONT);
-    std::thread::sleep(Duration::from_millis(200));
-    t.signal(libc::SIGINT);
-    let (code, out, err) = t.wait(Duration::from_secs(60));
-    assert_eq!(code, 0, "{err}");
-    let mine = parse_hits(&out).iter().filter(|h| h.tid == tid).count() as u64;
-    let (lost_in_stream, lost_in_summary) = lost_counts(&out, &err);
-    assert!(mine < N, "a one-page ring held {N} hits? {err}");
-    // The stream's `# lost` lines also count the task records (names, forks, maps) a full perf ring
-    // dropped; the summary counts hits only.
-    assert!(lost_in_stream >= lost_in_summary, "{err}");
-    assert!(
-        mine + lost_in_summary >= N,
-        "{mine} printed + {lost_in_summary} not printed < {N}: a silent tail loss\n{err}"
-    );
-    assert!(!err.contains("unaccounted"), "{err}");
-}
+live_test!(
+    a_loss_at_the_end_of_a_burst_is_counted_by_the_kernel_and_reported,
+    {
+        // The tracer is stopped while a one-page ring overflows and the writer exits: the kernel writes a LOST
+        // record only at the next sample that fits, and there is none. Only the event's own lost counter
+        // (PERF_FORMAT_LOST) knows; the stream and the summary must say it.
+        const N: u64 = 20_000;
+        let mut w = Writer::start(&["write", &N.to_string(), "0"]);
+        let target = format!("0x{:x}/8", w.addr);
+        let t = Tracer::start(&["write", &target, "--buffer-pages", "1"]);
+        t.signal(libc::SIGSTOP);
+        w.go();
+        let tid = w.tid;
+        w.finish();
+        t.signal(libc::SIGCONT);
+        std::thread::sleep(Duration::from_millis(200));
+        t.signal(libc::SIGINT);
+        let (code, out, err) = t.wait(Duration::from_secs(60));
+        assert_eq!(code, 0, "{err}");
+        let mine = parse_hits(&out).iter().filter(|h| h.tid == tid).count() as u64;
+        let (lost_in_stream, lost_in_summary) = lost_counts(&out, &err);
+        assert!(mine < N, "a one-page ring held {N} hits? {err}");
+        // The stream's `# lost` lines also count the task records (names, forks, maps) a full perf ring
+        // dropped; the summary counts hits only.
+        assert!(lost_in_stream >= lost_in_summary, "{err}");
+        assert!(
+            mine + lost_in_summary >= N,
+            "{mine} printed + {lost_in_summary} not printed < {N}: a silent tail loss\n{err}"
+        );
+        assert!(!err.contains("unaccounted"), "{err}");
+    }
+);
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn timestamps_never_go_backwards_in_a_two_cpu_flood() {
-    let Some(_lock) = util::live() else { return };
+live_test!(timestamps_never_go_backwards_in_a_two_cpu_flood, {
     let cpus = util::online_cpus();
     if cpus.len() < 2 {
         util::skip("needs 2 online CPUs");
@@ -403,4 +373,4 @@ fn timestamps_never_go_backwards_in_a_two_cpu_flood() {
         "{hits} hits + {lost} lost from the two writers: {err}"
     );
     assert_eq!(by_cpu.len(), 2, "both CPUs flooded: {by_cpu:?}");
-}
+});

@@ -1,12 +1,15 @@
 //! The root crate's one integration-test binary: one module per area, sharing [`util`].
 //!
 //! Live modules (`live_*`, `check`, parts of `bad_input` and `resolve_cli`) arm real breakpoints and take
-//! CPU 1 offline and back; they are serialized machine-wide by `util::live()`. A test that cannot run here
+//! CPU 1 offline and back. Such a test is a `live_test!` (or `live_kernel_test!`, both in `util`): an
+//! ignored `#[test]` whose body holds the machine-wide lock of `util::live()` (the hotplug tests take it
+//! in their own setup). A test that cannot run here
 //! prints `SKIP: <test>: <reason>` (see `util::skip`), which `scripts/test` counts. Some kernels refuse
 //! hardware breakpoints on kernel addresses: a test whose subject is not a kernel address watches a helper
 //! process's memory (it runs alike on both kinds of machine), and one whose subject is a kernel address
 //! takes `util::live_kernel()`, which skips with the shared probe's reason where they are refused.
 
+#[macro_use]
 mod util;
 
 mod bad_input;

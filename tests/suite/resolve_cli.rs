@@ -169,26 +169,9 @@ fn resolve_json_field_paths_match_gdb() {
         let (code, out, err) = run(&["resolve", t, "--vmlinux", p(&f.vmlinux), "--json"]);
         assert_eq!(code, 0, "{t}: {err}");
         let j = json(&out);
-        let g = tool(
-            "gdb",
-            &[
-                "-nx",
-                "-batch",
-                "-ex",
-                &format!("p/x &{t}"),
-                "-ex",
-                &format!("p sizeof({t})"),
-                p(&f.vmlinux),
-            ],
-        );
-        let vals: Vec<&str> = g.lines().filter_map(|l| l.split(" = ").nth(1)).collect();
-        let gdb_addr = u64::from_str_radix(
-            vals[0].rsplit(' ').next().unwrap().trim_start_matches("0x"),
-            16,
-        )
-        .unwrap();
+        let (gdb_addr, gdb_size) = ksymwatch_symbols::testing::gdb_addr_and_size(&f.vmlinux, t);
         assert_eq!(hex(&j["link_addr"]), gdb_addr, "{t}");
-        assert_eq!(j["size"].as_u64(), vals[1].trim().parse().ok(), "{t}");
+        assert_eq!(j["size"].as_u64(), Some(gdb_size), "{t}");
         assert_eq!(j["target"], t);
         assert_eq!(j["source"]["kind"], "vmlinux");
         assert_eq!(j["source"]["path"], p(&f.vmlinux));
@@ -642,9 +625,7 @@ fn line_source_matches_addr2line() {
 
 /// A made-up kernel with two modules (this machine's kernel has no module support, so no real one).
 fn modules_kallsyms() -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("ksymwatch-resolve-modules-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = util::temp_dir("ksymwatch-resolve-modules");
     let k = dir.join("kallsyms");
     std::fs::write(&k, ksymwatch_symbols::testing::MODULES_KALLSYMS).unwrap();
     k

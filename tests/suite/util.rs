@@ -6,6 +6,32 @@
 /// skips when a tool is missing. Shared with the symbols crate's tests, as is the vmlinux fixture.
 pub use ksymwatch_symbols::testing::{fixture, have, require, skip, tool};
 
+/// A live test: `#[test]`, ignored unless asked for (`scripts/test` runs them as root, with
+/// `--include-ignored`), its body run holding the machine-wide lock ([`live`]).
+macro_rules! live_test {
+    ($name:ident, $body:block) => {
+        live_test!(@lock live, $name, $body);
+    };
+    (@lock $lock:ident, $name:ident, $body:block) => {
+        #[test]
+        #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+        fn $name() {
+            let Some(_live) = crate::util::$lock() else {
+                return;
+            };
+            $body
+        }
+    };
+}
+
+/// [`live_test!`] for a test whose subject is a kernel address: the lock from [`live_kernel`], which
+/// skips (visibly) where the kernel refuses such breakpoints.
+macro_rules! live_kernel_test {
+    ($name:ident, $body:block) => {
+        live_test!(@lock live_kernel, $name, $body);
+    };
+}
+
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
@@ -75,6 +101,11 @@ pub fn kernel_breakpoints() -> Result<(), String> {
 /// refused kernel address is called depends on it (`kernel_breakpoints_refused` with it, a kernel's own
 /// policy; `needs_cap_sys_admin` without, e.g. the suite run under `capsh --drop=cap_sys_admin`).
 pub fn has_cap_sys_admin() -> bool {
+    has_cap(21)
+}
+
+/// Whether this test process holds capability number `cap` (effective; CAP_SYS_PTRACE is 19).
+pub fn has_cap(cap: u32) -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -82,7 +113,7 @@ pub fn has_cap_sys_admin() -> bool {
                 .find_map(|l| l.strip_prefix("CapEff:"))
                 .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         })
-        .is_some_and(|caps| caps & (1 << 21) != 0)
+        .is_some_and(|caps| caps & (1 << cap) != 0)
 }
 
 /// The running kernel's address of `name` in /proc/kallsyms; `None` when it is not there or hidden (0).
@@ -268,6 +299,29 @@ impl Writer {
     /// Like [`Writer::start`] with the helper's binary at `path` (a copy the test prepared).
     pub fn start_binary(path: &Path, args: &[&str]) -> Writer {
         Writer::spawn(Command::new(path).args(args))
+    }
+
+    /// The `threads` helper started with `args`, past its `ready` line (its threads exist and wait).
+    pub fn threads(args: &[&str]) -> Writer {
+        Writer::start_binary(&helper("threads"), args).ready()
+    }
+
+    /// Reads through the helper's `ready` line.
+    pub fn ready(mut self) -> Writer {
+        self.read_until("ready");
+        self
+    }
+
+    /// `ksymwatch write --json --no-status -o STREAM WATCH... -- BIN ARGS...`: ksymwatch launching the
+    /// helper `bin`, whose banner and lines come through ksymwatch's stdout while the records go to `stream`.
+    pub fn launched(stream: &Path, watch: &[&str], bin: &Path, args: &[&str]) -> Writer {
+        let stream = stream.to_str().expect("utf-8 path");
+        let bin = bin.to_str().expect("utf-8 path");
+        let mut all = vec!["write", "--json", "--no-status", "-o", stream];
+        all.extend_from_slice(watch);
+        all.extend(["--", bin]);
+        all.extend_from_slice(args);
+        Writer::start_binary(Path::new(BIN), &all)
     }
 
     fn spawn(cmd: &mut Command) -> Writer {
@@ -470,6 +524,13 @@ impl Tracer {
     /// Like [`Tracer::start`] for `--json`: waits for the `armed` record.
     pub fn start_json(args: &[&str]) -> Tracer {
         Tracer::start_until(args, |l| l.contains("\"type\":\"armed\""))
+    }
+
+    /// `ksymwatch write --json --no-status ARGS`, started as [`Tracer::start_json`] does.
+    pub fn write_json(args: &[&str]) -> Tracer {
+        let mut all = vec!["write", "--json", "--no-status"];
+        all.extend_from_slice(args);
+        Tracer::start_json(&all)
     }
 
     /// Like [`Tracer::start`] for `--format otlp-json`: waits for the line with the `ksymwatch.armed` event.
@@ -942,11 +1003,77 @@ pub fn run_as_nobody_with(caps: &[&str], args: &[&str]) -> Option<(i32, String, 
     ))
 }
 
+/// Runs `cmd` with `input` on its standard input (then closed): its exit code (-1 for a signal), stdout
+/// and stderr.
+pub fn run_fed(cmd: &mut Command, input: &str) -> (i32, String, String) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the command");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait for the command");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// NDJSON output, one parsed record per line (a line that is not JSON fails the test, naming it).
 pub fn ndjson(text: &str) -> Vec<serde_json::Value> {
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect()
+}
+
+/// The `hit` records of process `pid`.
+pub fn hits_of_pid(records: &[serde_json::Value], pid: u32) -> Vec<&serde_json::Value> {
+    records
+        .iter()
+        .filter(|v| v["type"] == "hit" && v["pid"] == pid)
+        .collect()
+}
+
+/// The first record of type `kind` (`header`, `armed`, ...) of NDJSON output.
+pub fn record<'a>(records: &'a [serde_json::Value], kind: &str) -> &'a serde_json::Value {
+    records
+        .iter()
+        .find(|v| v["type"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} record in {records:?}"))
+}
+
+/// The lines of `out` that are JSON objects, parsed: a stream that shares stdout with other lines (a
+/// launched command's own).
+pub fn stream_records(out: &str) -> Vec<serde_json::Value> {
+    ndjson(
+        &out.lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
+    )
+}
+
+/// The number after `prefix` on the first of a helper's `lines` that starts with it (`done tids=`).
+pub fn helper_number<T: std::str::FromStr>(lines: &[String], prefix: &str) -> T {
+    lines
+        .iter()
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|k| k.parse().ok())
+        .unwrap_or_else(|| panic!("no number after `{prefix}` in {lines:?}"))
+}
+
+/// The directory `NAME-PID` under the temporary directory (made if missing), for one test's files.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
 }
 
 /// The last `summary` record of NDJSON output.

@@ -16,13 +16,14 @@
 //! (`bpf_ringbuf_query`) answers the same with ~25-30 ns more of every kept hit (stamps), and once the
 //! ring is that full it wakes on every record, an interrupt each time on the writer's CPU.
 
-use crate::perf::bpf::insn::{Alu, Asm, AsmError, Cond, Insn, Reg, DW, R0, R1, R2, R3, R4};
-use crate::perf::bpf::insn::{R7, R8, R9};
-use crate::perf::bpf::program::{self, helper};
+use crate::perf::bpf::hit::{Instrument, Plain};
+use crate::perf::bpf::insn::{Alu, Asm, AsmError, Cond, Insn, Kept, Reg, DW, R0, R1, R2, R3, R4};
+use crate::perf::bpf::kernel::{Helper, RB_FORCE_WAKEUP, RB_NO_WAKEUP};
+use crate::perf::bpf::seq;
 use crate::perf::hit_record as rec;
 
-/// The scratch entry's bytes past the record: the wake-up asked for, the hand-over's stamp, and the bytes
-/// written to the ring since its reader was last woken.
+/// The scratch entry's bytes past the record: the wake-up asked for, the hand-over's stamp (the
+/// writer-cost benchmark's), and the bytes written to the ring since its reader was last woken.
 pub const OFF_WAKE: i16 = rec::MAX_LEN as i16;
 pub const OFF_STAMP: i16 = OFF_WAKE + 8;
 pub const OFF_SINCE: i16 = OFF_STAMP + 8;
@@ -33,13 +34,11 @@ pub const SCRATCH_LEN: u32 = rec::MAX_LEN as u32 + 24;
 /// last one. (0: the kernel's rule, which wakes a reader that had read everything.)
 pub const BURST: i32 = 1;
 
-/// `BPF_RB_NO_WAKEUP`, `BPF_RB_FORCE_WAKEUP`.
-const NO_WAKEUP: i32 = 1;
-const FORCE_WAKEUP: i32 = 2;
-
-// Stack slots: the scratch key, the stats or stamps key.
-const SCRATCH_KEY: i16 = -4;
-const STAT_KEY: i16 = -8;
+/// The registers the emitter binds: the scratch entry (the record), the record's size, and the
+/// `bpf_ringbuf_output` flags.
+pub(crate) const RECORD: Kept = Kept::R7;
+const SIZE: Kept = Kept::R8;
+const WAKE: Kept = Kept::R9;
 
 /// The maps one emitter uses, by descriptor.
 #[derive(Debug, Clone, Copy)]
@@ -50,75 +49,81 @@ pub struct EmitMaps {
     pub lost: (i32, u32),
     /// This CPU's `BPF_MAP_TYPE_RINGBUF`.
     pub ring: i32,
-    /// The writer-cost benchmark's stamps map and the slot of the part the emitter times, the output (see
-    /// `hit::Parts::stamps`).
-    pub stamps: Option<(i32, u32)>,
 }
 
 /// The emitter for one CPU's ring; `wake_bytes`: bytes written since the reader was last woken at which a
 /// hit within a burst wakes it.
 pub fn generate(maps: &EmitMaps, wake_bytes: u32) -> Result<Vec<Insn>, AsmError> {
+    generate_with(maps, wake_bytes, &Plain)
+}
+
+/// [`generate`] with `ins` looking in at its end ([`Instrument::emitted`]).
+pub(crate) fn generate_with(
+    maps: &EmitMaps,
+    wake_bytes: u32,
+    ins: &dyn Instrument,
+) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
+    let (scratch_key, stat_key) = (a.slot(4).off(), a.slot(4).off());
     let out = a.label();
-    program::lookup(&mut a, (maps.scratch, 0, SCRATCH_KEY), out);
-    a.mov(R7, R0);
+    seq::lookup(&mut a, (maps.scratch, 0, scratch_key), out);
+    a.mov(RECORD, R0);
     record_size(&mut a);
     wake_flags(&mut a, wake_bytes);
     let written = a.label();
     a.ld_map_fd(R1, maps.ring)
-        .mov(R2, R7)
-        .mov(R3, R8)
-        .mov(R4, R9)
-        .call(helper::RINGBUF_OUTPUT)
+        .mov(R2, RECORD)
+        .mov(R3, SIZE)
+        .mov(R4, WAKE)
+        .call(Helper::RingbufOutput)
         .jump_imm(Cond::Eq, R0, 0, written);
-    count_lost(&mut a, R7, maps.lost, STAT_KEY);
+    count_lost(&mut a, RECORD.into(), maps.lost, stat_key);
     a.bind(written);
-    if let Some(stamps) = maps.stamps {
-        stamp_output(&mut a, stamps);
-    }
+    ins.emitted(&mut a);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
     a.finish()
 }
 
-/// The flags in r9 (the record's size in r8, the scratch entry in r7): as the hit program asked, or a
-/// forced wake-up once `wake_bytes` were written since the last one, which restarts the count.
+/// The flags into [`WAKE`]: as the hit program asked, or a forced wake-up once `wake_bytes` were written
+/// since the last one, which restarts the count.
 fn wake_flags(a: &mut Asm, wake_bytes: u32) {
     let wake_bytes = i32::try_from(wake_bytes).unwrap_or(i32::MAX);
     let (asked, counted) = (a.label(), a.label());
-    a.load(DW, R1, R7, OFF_SINCE)
-        .alu(Alu::Add, R1, R8)
-        .load(DW, R9, R7, OFF_WAKE)
+    a.load(DW, R1, RECORD, OFF_SINCE)
+        .alu(Alu::Add, R1, SIZE)
+        .load(DW, WAKE, RECORD, OFF_WAKE)
         .jump_imm(Cond::Lt, R1, wake_bytes, asked)
         .mov_imm(R1, 0)
-        .mov_imm(R9, FORCE_WAKEUP)
+        .mov_imm(WAKE, RB_FORCE_WAKEUP)
         .goto(counted);
     a.bind(asked);
-    a.jump_imm(Cond::Eq, R9, 0, counted).mov_imm(R9, NO_WAKEUP);
+    a.jump_imm(Cond::Eq, WAKE, 0, counted)
+        .mov_imm(WAKE, RB_NO_WAKEUP);
     a.bind(counted);
-    a.store(DW, R7, OFF_SINCE, R1);
+    a.store(DW, RECORD, OFF_SINCE, R1);
 }
 
-/// The record's size into r8 (the record in r7): its fixed part, with or without the registers, and its
-/// two stacks, each bounded so that the verifier knows the whole fits the scratch entry.
+/// The record's size into [`SIZE`]: its fixed part, with or without the registers, and its two stacks,
+/// each bounded so that the verifier knows the whole fits the scratch entry.
 fn record_size(a: &mut Asm) {
     let max = (8 * rec::MAX_FRAMES) as i32;
-    a.load(DW, R8, R7, rec::OFF_KSTACK_BYTES);
-    at_most(a, R8, max);
-    a.load(DW, R1, R7, rec::OFF_USTACK_BYTES);
+    a.load(DW, SIZE, RECORD, rec::OFF_KSTACK_BYTES);
+    at_most(a, SIZE.into(), max);
+    a.load(DW, R1, RECORD, rec::OFF_USTACK_BYTES);
     at_most(a, R1, max);
-    a.alu(Alu::Add, R8, R1);
+    a.alu(Alu::Add, SIZE, R1);
     let plain = a.label();
-    a.load(DW, R1, R7, rec::OFF_FLAGS)
+    a.load(DW, R1, RECORD, rec::OFF_FLAGS)
         .alu_imm(Alu::And, R1, rec::REGS_KNOWN as i32)
         .jump_imm(Cond::Eq, R1, 0, plain)
         .alu_imm(
             Alu::Add,
-            R8,
+            SIZE,
             i32::from(rec::OFF_STACKS_REGS - rec::OFF_STACKS),
         );
     a.bind(plain);
-    a.alu_imm(Alu::Add, R8, i32::from(rec::OFF_STACKS));
+    a.alu_imm(Alu::Add, SIZE, i32::from(rec::OFF_STACKS));
 }
 
 /// `reg` = min(`reg`, `max`), unsigned.
@@ -139,14 +144,5 @@ pub fn count_lost(a: &mut Asm, record: Reg, (stats, slot): (i32, u32), key: i16)
 
 /// Adds one to `stats[slot]` of this CPU (r0-r5 clobbered; `key`: a free 4-byte stack slot).
 pub fn add_one(a: &mut Asm, stats: i32, slot: u32, key: i16) {
-    program::add_to(a, (stats, slot, key), None);
-}
-
-/// With stamps: the time since the hit program handed over, added to the stamps map's last part.
-fn stamp_output(a: &mut Asm, (stamps, slot): (i32, u32)) {
-    a.call(helper::KTIME_GET_NS)
-        .load(DW, R1, R7, OFF_STAMP)
-        .alu(Alu::Sub, R0, R1)
-        .mov(R9, R0);
-    program::add_to(a, (stamps, slot, STAT_KEY), Some(R9));
+    seq::add_to(a, (stats, slot, key), None);
 }

@@ -15,49 +15,34 @@
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use super::insn::{Alu, Asm, AsmError, Cond, Insn, DW, FP, R0, R1, R2, R3, R4, R6, R7, W};
-use super::program::{self, helper};
+use super::insn::{Asm, AsmError, Cond, Insn, Kept, DW, FP, R0, R1, R2, R3, W};
+use super::kernel::{Helper, ProgType};
+use super::seq;
 use crate::error::Error;
-use crate::perf::sys;
 
-const PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
-
-// Stack slots.
-const PARENT_TGID: i16 = -4;
-const CHILD_TGID: i16 = -8;
-const ONE: i16 = -12;
-// The exit program's: the exiting task's `signal` pointer, and its count of live threads.
-const SIGNAL: i16 = -24;
-const LIVE: i16 = -28;
+/// The fork program's binding: the child's `task_struct`, the tracepoint's second argument.
+const CHILD: Kept = Kept::R7;
+/// The exit program's: the exiting task, the tracepoint's first argument.
+const TASK: Kept = Kept::R6;
 
 /// The program: `procs` is the watched-process map (u32 tgid -> u32), `tgid_offset` the byte offset of
 /// `tgid` in `struct task_struct`.
 pub fn generate(procs: i32, tgid_offset: i16) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
+    let (parent_tgid, child_tgid, one) = (a.slot(4).off(), a.slot(4).off(), a.slot(4).off());
     let out = a.label();
-    a.load(DW, R7, R1, 8).mov(R6, R1);
+    a.load(DW, CHILD, R1, 8);
     // The parent is the current task.
-    program::current_tgid_map_op(&mut a, procs, PARENT_TGID, helper::MAP_LOOKUP_ELEM);
+    seq::current_tgid_map_op(&mut a, procs, parent_tgid, Helper::MapLookupElem);
     a.jump_imm(Cond::Eq, R0, 0, out);
-    a.mov(R1, FP)
-        .alu_imm(Alu::Add, R1, i32::from(CHILD_TGID))
-        .mov_imm(R2, 4)
-        .mov(R3, R7)
-        .alu_imm(Alu::Add, R3, i32::from(tgid_offset))
-        .call(helper::PROBE_READ_KERNEL)
-        .jump_imm(Cond::Ne, R0, 0, out);
+    let tgid = (CHILD.into(), i32::from(tgid_offset));
+    seq::read_kernel(&mut a, child_tgid, 4, tgid, out);
     // A thread of the same process is covered already.
-    a.load(W, R1, FP, CHILD_TGID)
-        .load(W, R2, FP, PARENT_TGID)
+    a.load(W, R1, FP, child_tgid)
+        .load(W, R2, FP, parent_tgid)
         .jump(Cond::Eq, R1, R2, out);
-    a.store_imm(W, FP, ONE, 1)
-        .ld_map_fd(R1, procs)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(CHILD_TGID))
-        .mov(R3, FP)
-        .alu_imm(Alu::Add, R3, i32::from(ONE))
-        .mov_imm(R4, 0)
-        .call(helper::MAP_UPDATE_ELEM);
+    a.store_imm(W, FP, one, 1);
+    seq::update(&mut a, procs, (child_tgid, one), 0);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
     a.finish()
@@ -66,7 +51,8 @@ pub fn generate(procs: i32, tgid_offset: i16) -> Result<Vec<Insn>, AsmError> {
 /// The exec program: deletes the current process (the one exec'ing) from `procs`.
 pub fn generate_exec(procs: i32) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
-    program::current_tgid_map_op(&mut a, procs, PARENT_TGID, helper::MAP_DELETE_ELEM);
+    let tgid = a.slot(4).off();
+    seq::current_tgid_map_op(&mut a, procs, tgid, Helper::MapDeleteElem);
     a.mov_imm(R0, 0).exit();
     a.finish()
 }
@@ -82,25 +68,21 @@ pub fn generate_exit(
     live_offset: i16,
 ) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
+    // The exiting task's `signal` pointer, its count of live threads, and the tgid key.
+    let (signal, live, tgid) = (a.slot(8).off(), a.slot(4).off(), a.slot(4).off());
     let out = a.label();
-    // The tracepoint's first argument: the exiting task (current).
-    a.load(DW, R6, R1, 0);
-    a.mov(R1, FP)
-        .alu_imm(Alu::Add, R1, i32::from(SIGNAL))
-        .mov_imm(R2, 8)
-        .mov(R3, R6)
-        .alu_imm(Alu::Add, R3, i32::from(signal_offset))
-        .call(helper::PROBE_READ_KERNEL)
-        .jump_imm(Cond::Ne, R0, 0, out);
-    a.load(DW, R3, FP, SIGNAL)
-        .alu_imm(Alu::Add, R3, i32::from(live_offset))
-        .mov(R1, FP)
-        .alu_imm(Alu::Add, R1, i32::from(LIVE))
-        .mov_imm(R2, 4)
-        .call(helper::PROBE_READ_KERNEL)
-        .jump_imm(Cond::Ne, R0, 0, out);
-    a.load(W, R1, FP, LIVE).jump_imm(Cond::Ne, R1, 0, out);
-    program::current_tgid_map_op(&mut a, procs, PARENT_TGID, helper::MAP_DELETE_ELEM);
+    a.load(DW, TASK, R1, 0);
+    seq::read_kernel(
+        &mut a,
+        signal,
+        8,
+        (TASK.into(), i32::from(signal_offset)),
+        out,
+    );
+    a.load(DW, R3, FP, signal);
+    seq::read_kernel(&mut a, live, 4, (R3, i32::from(live_offset)), out);
+    a.load(W, R1, FP, live).jump_imm(Cond::Ne, R1, 0, out);
+    seq::current_tgid_map_op(&mut a, procs, tgid, Helper::MapDeleteElem);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
     a.finish()
@@ -199,19 +181,12 @@ impl Follower {
     }
 
     fn load(insns: &[Insn], tracepoint: &str, name: &str) -> std::io::Result<Follower> {
-        let insns: Vec<u64> = insns.iter().map(|i| i.raw()).collect();
         let mut log = Vec::new();
         let prog =
-            sys::bpf_prog_load(PROG_TYPE_RAW_TRACEPOINT, &insns, name, &mut log).map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!(
-                        "{e}: {}",
-                        String::from_utf8_lossy(&log).trim().replace('\n', " | ")
-                    ),
-                )
+            super::load_program(ProgType::RawTracepoint, insns, name, &mut log).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("{e}: {}", super::log_line(&log)))
             })?;
-        let link = sys::bpf_raw_tracepoint_open(tracepoint, prog.as_fd())?;
+        let link = crate::perf::sys::bpf_raw_tracepoint_open(tracepoint, prog.as_fd())?;
         Ok(Follower {
             _link: link,
             _prog: prog,
@@ -222,17 +197,7 @@ impl Follower {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::bpf::program::helper;
-
-    /// The helpers a program calls, in order.
-    fn calls(insns: &[Insn]) -> Vec<i32> {
-        insns
-            .iter()
-            .map(|i| i.raw())
-            .filter(|raw| raw & 0xff == 0x85 && (raw >> 12) & 0xf == 0)
-            .map(|raw| (raw >> 32) as i32)
-            .collect()
-    }
+    use crate::perf::bpf::insn::calls;
 
     /// The exit program reads the task's `signal`, then its `live` count, and only then deletes the
     /// process: a thread that is not the last one leaves the process watched.
@@ -242,10 +207,10 @@ mod tests {
         assert_eq!(
             calls(&insns),
             [
-                helper::PROBE_READ_KERNEL,
-                helper::PROBE_READ_KERNEL,
-                helper::GET_CURRENT_PID_TGID,
-                helper::MAP_DELETE_ELEM
+                Helper::ProbeReadKernel,
+                Helper::ProbeReadKernel,
+                Helper::GetCurrentPidTgid,
+                Helper::MapDeleteElem
             ]
         );
         // The two offsets are added to the pointers the reads go through.

@@ -32,20 +32,14 @@
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::perf::bpf::emit;
-use crate::perf::bpf::insn::{Alu, Asm, AsmError, Cond, Insn, Label, DW, FP, R0, R1, R2, R3, R4};
-use crate::perf::bpf::insn::{R6, R7, R8, R9};
-use crate::perf::bpf::program::{self, helper, CTX_ADDR, CTX_CS};
-use crate::perf::bpf::totals::{self, TotalsMaps};
+use crate::perf::bpf::insn::{
+    Alu, Asm, AsmError, Cond, Insn, Kept, Label, DW, FP, R0, R1, R2, R3, R4,
+};
+use crate::perf::bpf::kernel::{ctx, Helper, USER_CS, USER_STACK};
+use crate::perf::bpf::program::{self, ValueSlots, CTX, FLAGS, OLD, VALUE};
+use crate::perf::bpf::seq;
+use crate::perf::bpf::totals::{self, TotalsMaps, TotalsSlots};
 use crate::perf::hit_record as rec;
-
-/// `BPF_F_USER_STACK`: `bpf_get_stack` walks the user stack.
-const USER_STACK: i32 = 1 << 8;
-/// `pt_regs.ip` in the context.
-const CTX_IP: i16 = 8 * rec::reg::IP as i16;
-/// `pt_regs.bp`: the frame pointer at the trap.
-const CTX_BP: i16 = 8 * 4;
-/// `__USER_CS`: the code segment of a 64-bit task in user mode (a 32-bit one's is `__USER32_CS`).
-const USER_CS: i32 = 0x33;
 
 /// A kept hit this soon after its CPU's previous one does not wake the reader: the reader, busy since
 /// that one, reads its rings every millisecond anyway (`trace::pace`), and a wake-up costs the
@@ -61,90 +55,105 @@ pub const STAT_LOST: u32 = 2;
 /// Slots in `stats`.
 pub const STATS: u32 = 3;
 
-// Stack slots of this program's own, below those the value code uses (down to -88).
-const STAT_KEY: i16 = -92;
-const SCRATCH_KEY: i16 = -96;
-const PROC_KEY: i16 = -100;
-// The stamps' slots (see [`Parts::stamps`]): the previous stamp, then one running delta per part.
-const STAMP_PREV: i16 = -112;
-const STAMP_KEY: i16 = -116;
-const STAMP_DELTAS: i16 = -128;
-// One user frame as the walk reads it: the saved frame pointer, then the return address.
-const FRAME: i16 = -176;
-// The time of the CPU's previous kept hit (what the scratch entry held before this one's).
-const PREV_TIME: i16 = -184;
-// The dropped hit's stamps (see [`Parts::drop_stamps`]): one running delta per part.
-const DROP_DELTAS: i16 = -192;
+/// The registers the program binds once the hit is kept, after the value code's ([`program::CTX`] stays
+/// the context throughout): the record in the scratch entry; the kernel stack's bytes (the record's size
+/// once the user stack is in); and, once the flags are in the record, the frame pointer the user stack's
+/// walk follows.
+pub(crate) const RECORD: Kept = Kept::R7;
+pub(crate) const STACK_BYTES: Kept = Kept::R8;
+const WALK_FP: Kept = Kept::R9;
 
-/// How far a kept hit's work goes: all of it ([`Parts::ALL`]) in every program ksymwatch loads. The
-/// writer-cost benchmark (`hit_bench`) builds programs that stop earlier, each part's cost to the writer
-/// being the difference between two of them.
+/// The program's own stack slots, after the value code's ([`ValueSlots`]).
+#[derive(Debug, Clone, Copy)]
+struct Slots {
+    value: ValueSlots,
+    /// The `stats` index.
+    stat_key: i16,
+    /// The scratch entry's index.
+    scratch_key: i16,
+    /// The tgid looked up in `procs`.
+    proc_key: i16,
+    /// One user frame as the walk reads it: the saved frame pointer, then the return address.
+    frame: i16,
+    /// The time of the CPU's previous kept hit (what the scratch entry held before this one's).
+    prev_time: i16,
+    /// The totals' keys, with totals.
+    totals: Option<TotalsSlots>,
+}
+
+impl Slots {
+    fn new(a: &mut Asm, maps: &HitMaps) -> Slots {
+        Slots {
+            value: ValueSlots::new(a),
+            stat_key: a.slot(4).off(),
+            scratch_key: a.slot(4).off(),
+            proc_key: a.slot(4).off(),
+            frame: a.slot(16).off(),
+            prev_time: a.slot(8).off(),
+            totals: maps.totals.map(|_| TotalsSlots::new(a)),
+        }
+    }
+}
+
+/// Where a test looks into the program as it is built: the writer-cost benchmark (`hit_variants`) times
+/// its parts and ends kept hits early. The tool builds every program with [`Plain`], which adds nothing.
+pub(crate) trait Instrument {
+    /// The spec and maps as this build takes them.
+    fn adjust(&self, _spec: &mut HitSpec<'_>, _maps: &mut HitMaps) {}
+    /// Whether a kept hit goes no further than `stage`.
+    fn ends_at(&self, _stage: Stage) -> bool {
+        false
+    }
+    /// Code at `point` (r0-r5 free, r6-r9 the program's).
+    fn at(&self, _a: &mut Asm, _point: Point) {}
+    /// Take a user-mode trap's user stack with `bpf_get_stack`, not the program's own walk.
+    fn kernel_user_walk(&self) -> bool {
+        false
+    }
+    /// Code at the end of the emitter ([`super::emit`]), after the record went to the ring.
+    fn emitted(&self, _a: &mut Asm) {}
+}
+
+/// What the tool runs: the whole program, nothing added.
+pub(crate) struct Plain;
+
+impl Instrument for Plain {}
+
+/// How far a kept hit's work has gone, where an [`Instrument`] may end it (counted as filtered; from
+/// [`Stage::Header`] on, the scratch entry is taken).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-// Only the benchmark builds the shorter programs.
-#[cfg_attr(not(test), allow(dead_code))]
-pub(crate) enum Until {
-    /// `return 0` and nothing else: what running any program on the trap costs.
+pub(crate) enum Stage {
+    /// Nothing done: the program is `return 0`.
     Entry,
-    /// The value, the filters and the condition; a kept hit then goes no further (counted as filtered).
+    /// The value, the filters and the condition.
     Decided,
     /// The record's fixed fields (scratch entry, time, comm, ip, flags).
     Header,
     /// And the kernel stack.
     KernelStack,
-    /// And the user stack.
+    /// And the user stack (the hit not counted in the totals).
     UserStack,
-    /// And the record written to the ring: the whole program.
-    Output,
 }
 
-/// What [`generate_parts`] builds: how far a kept hit goes, and whether to time its parts.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Parts {
-    pub until: Until,
-    /// A `BPF_MAP_TYPE_PERCPU_ARRAY` of [`STAMP_SLOTS`] u64s: each kept hit adds 1 to slot 0 and, to slot
-    /// 1 + i, the nanoseconds (`bpf_ktime_get_ns`) its part i took ([`STAMP_PARTS`]).
-    pub stamps: Option<i32>,
-    /// Take a user-mode trap's user stack with `bpf_get_stack`, as before the program walked it itself
-    /// (the benchmark's before-and-after).
-    pub kernel_user_walk: bool,
-    /// A `BPF_MAP_TYPE_PERCPU_ARRAY` of [`DROP_STAMP_SLOTS`] u64s: each dropped hit adds 1 to slot 0 and,
-    /// to slot 1 + i, the nanoseconds its part i took ([`DROP_STAMP_PARTS`]). Not with `stamps`.
-    pub drop_stamps: Option<i32>,
-    /// Keep old values where the watch shows them; off, a benchmark sees what the olds map costs.
-    pub olds: bool,
-    /// Keep a user address's old values in the by-tgid array where there is one; off, in the hash only
-    /// (the benchmark's before).
-    pub olds_by_tgid: bool,
-    /// Count each kept hit in the in-kernel totals ([`super::totals`]); off, the benchmark's before.
-    pub totals: bool,
+/// Where an [`Instrument`] may add code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Point {
+    /// The program's start, the context in [`program::CTX`].
+    Start,
+    /// After a step of the value code.
+    Step(program::Step),
+    /// The hit is kept.
+    Decided,
+    /// Past each [`Stage`] of a kept hit.
+    Header,
+    KernelStack,
+    UserStack,
+    /// The record (in [`RECORD`]) about to go to the emitter.
+    HandOver,
+    /// A dropped hit, before and after it is counted; the program returns right after.
+    Dropping,
+    Dropped,
 }
-
-impl Parts {
-    pub(crate) const ALL: Parts = Parts {
-        until: Until::Output,
-        stamps: None,
-        kernel_user_walk: false,
-        drop_stamps: None,
-        olds: true,
-        olds_by_tgid: true,
-        totals: true,
-    };
-}
-
-/// The parts a stamped program times, in order: from the program's start to the hit being kept (the value,
-/// the old value, the filters, the condition), the record's fixed fields, the kernel stack, the user
-/// stack, and the output.
-pub(crate) const STAMP_PARTS: [&str; 5] = ["decided", "header", "kstack", "ustack", "output"];
-/// Slots in the stamps map: the count of kept hits, then one per part.
-pub(crate) const STAMP_SLOTS: u32 = 1 + STAMP_PARTS.len() as u32;
-
-/// The parts a drop-stamped program times, in order: one stamp right after another (what a stamp itself
-/// costs, included in every part), the task and the olds key, the value read, the old value's swap, the
-/// filters and the condition, and the count of the dropped hit.
-pub(crate) const DROP_STAMP_PARTS: [&str; 6] =
-    ["stamp", "task", "value", "old", "condition", "count"];
-/// Slots in the drop stamps map: the count of dropped hits, then one per part.
-pub(crate) const DROP_STAMP_SLOTS: u32 = 1 + DROP_STAMP_PARTS.len() as u32;
 
 /// The maps the program uses, by descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,186 +218,135 @@ impl<'a> HitSpec<'a> {
 
 /// The hit program for `spec`.
 pub fn generate(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmError> {
-    generate_parts(spec, maps, &Parts::ALL)
+    generate_with(spec, maps, &Plain)
 }
 
-/// [`generate`] going only as far as `parts` says, timing its parts if asked.
-pub(crate) fn generate_parts(
+/// [`generate`] with `ins` looking in.
+pub(crate) fn generate_with(
     spec: &HitSpec<'_>,
     maps: &HitMaps,
-    parts: &Parts,
+    ins: &dyn Instrument,
 ) -> Result<Vec<Insn>, AsmError> {
+    let (mut spec, mut maps) = (*spec, *maps);
+    ins.adjust(&mut spec, &mut maps);
+    let (spec, maps) = (&spec, &maps);
     let mut a = Asm::new();
-    if parts.until == Until::Entry {
+    if ins.ends_at(Stage::Entry) {
         a.mov_imm(R0, 0).exit();
         return a.finish();
     }
+    let slots = Slots::new(&mut a, maps);
     let filtered = a.label();
     let other = a.label();
     let filters = a.label();
     let emit = a.label();
 
-    a.mov(R6, R1);
-    start_stamps(&mut a, parts);
+    a.mov(CTX, R1);
+    ins.at(&mut a, Point::Start);
     if let Some(procs) = maps.procs {
-        program::current_tgid_map_op(&mut a, procs, PROC_KEY, helper::MAP_LOOKUP_ELEM);
+        seq::current_tgid_map_op(&mut a, procs, slots.proc_key, Helper::MapLookupElem);
         a.jump_imm(Cond::Eq, R0, 0, other);
     }
     if spec.read_value {
-        let olds = (spec.old && parts.olds).then_some(program::Olds {
+        let olds = spec.old.then_some(program::Olds {
             hash: maps.olds,
-            by_tgid: maps.olds_by_tgid.filter(|_| parts.olds_by_tgid),
+            by_tgid: maps.olds_by_tgid,
         });
         let reads = (olds, maps.reads);
-        program::value_and_old_steps(&mut a, spec.len, reads, filters, &mut |a, step| {
-            let part = match step {
-                program::Step::Task => 1,
-                program::Step::Value => 2,
-                program::Step::Old => 3,
-            };
-            drop_stamp(a, parts, part);
-        });
+        program::value_and_old_steps(
+            &mut a,
+            &slots.value,
+            spec.len,
+            reads,
+            filters,
+            &mut |a, step| ins.at(a, Point::Step(step)),
+        );
     } else {
-        a.call(helper::GET_CURRENT_PID_TGID)
-            .store(DW, FP, program::PID_TGID, R0)
-            .mov_imm(R7, 0)
-            .mov_imm(R8, 0)
-            .mov_imm(R9, 0);
+        a.call(Helper::GetCurrentPidTgid)
+            .store(DW, FP, slots.value.pid_tgid, R0)
+            .mov_imm(VALUE, 0)
+            .mov_imm(OLD, 0)
+            .mov_imm(FLAGS, 0);
     }
     a.bind(filters);
-    program::filter(&mut a, spec.filter, filtered);
+    program::filter(&mut a, &slots.value, spec.filter, filtered);
     if let Some(cond) = spec.condition {
         // An unknown value is kept whatever the condition says: a write is not hidden because its value
         // could not be seen.
-        a.mov(R1, R9)
+        a.mov(R1, FLAGS)
             .alu_imm(Alu::And, R1, rec::VALUE_KNOWN as i32)
             .jump_imm(Cond::Eq, R1, 0, emit);
         program::condition(&mut a, cond, spec.len, emit, filtered);
     }
     a.bind(emit);
     // `--count N`: a hit past the N-th is not kept.
-    if let Some(t) = &maps.totals {
-        totals::claim(&mut a, t);
+    if let (Some(t), Some(s)) = (&maps.totals, &slots.totals) {
+        totals::claim(&mut a, t, s);
     }
-    stamp(&mut a, parts, 0);
-    if parts.until == Until::Decided {
+    ins.at(&mut a, Point::Decided);
+    if ins.ends_at(Stage::Decided) {
         a.goto(filtered);
     } else {
-        emit_record(&mut a, maps, spec, parts, filtered);
+        emit_record(&mut a, (maps, spec), &slots, ins, filtered);
     }
-    if parts.drop_stamps.is_some() && a.used(filtered) {
-        a.bind(filtered);
-        drop_stamp(&mut a, parts, 4);
-        emit::add_one(&mut a, maps.stats, STAT_FILTERED, STAT_KEY);
-        drop_stamp(&mut a, parts, 5);
-        flush_drop_stamps(&mut a, parts);
-        a.mov_imm(R0, 0).exit();
-    } else {
-        count(&mut a, filtered, maps.stats, STAT_FILTERED);
-    }
+    count(
+        &mut a,
+        filtered,
+        (maps.stats, STAT_FILTERED),
+        &slots,
+        Some(ins),
+    );
     if maps.procs.is_some() {
-        count(&mut a, other, maps.stats, STAT_OTHER_PROCESS);
+        count(
+            &mut a,
+            other,
+            (maps.stats, STAT_OTHER_PROCESS),
+            &slots,
+            None,
+        );
     }
     a.finish()
 }
 
-/// At `label`: adds one to `stats[slot]` of this CPU and returns 0.
-fn count(a: &mut Asm, label: Label, stats: i32, slot: u32) {
+/// At `label`: adds one to `stats[index]` of this CPU and returns 0 (`ins` looks in before and after).
+fn count(
+    a: &mut Asm,
+    label: Label,
+    (stats, index): (i32, u32),
+    slots: &Slots,
+    ins: Option<&dyn Instrument>,
+) {
     if !a.used(label) {
         return;
     }
     a.bind(label);
-    emit::add_one(a, stats, slot, STAT_KEY);
+    if let Some(ins) = ins {
+        ins.at(a, Point::Dropping);
+    }
+    emit::add_one(a, stats, index, slots.stat_key);
+    if let Some(ins) = ins {
+        ins.at(a, Point::Dropped);
+    }
     a.mov_imm(R0, 0).exit();
 }
 
-/// With stamps of either kind: the first stamp, and every part's delta zeroed.
-fn start_stamps(a: &mut Asm, parts: &Parts) {
-    let deltas = match (parts.stamps, parts.drop_stamps) {
-        (Some(_), _) => (STAMP_DELTAS, STAMP_PARTS.len()),
-        (None, Some(_)) => (DROP_DELTAS, DROP_STAMP_PARTS.len()),
-        (None, None) => return,
-    };
-    a.call(helper::KTIME_GET_NS)
-        .store(DW, FP, STAMP_PREV, R0)
-        .mov_imm(R1, 0);
-    for i in 0..deltas.1 as i16 {
-        a.store(DW, FP, deltas.0 - 8 * i, R1);
-    }
-    // The first part is a stamp alone: what each of the others includes.
-    drop_stamp(a, parts, 0);
-}
-
-/// With stamps: adds the time since the previous stamp to part `part`'s delta (calls a helper: r0-r5
-/// clobbered).
-fn stamp(a: &mut Asm, parts: &Parts, part: i16) {
-    if parts.stamps.is_none() {
-        return;
-    }
-    stamp_at(a, STAMP_DELTAS - 8 * part);
-}
-
-/// With drop stamps: as [`stamp`], for part `part` of [`DROP_STAMP_PARTS`].
-fn drop_stamp(a: &mut Asm, parts: &Parts, part: i16) {
-    if parts.drop_stamps.is_none() || parts.stamps.is_some() {
-        return;
-    }
-    stamp_at(a, DROP_DELTAS - 8 * part);
-}
-
-fn stamp_at(a: &mut Asm, delta: i16) {
-    a.call(helper::KTIME_GET_NS)
-        .load(DW, R1, FP, STAMP_PREV)
-        .store(DW, FP, STAMP_PREV, R0)
-        .alu(Alu::Sub, R0, R1)
-        .load(DW, R1, FP, delta)
-        .alu(Alu::Add, R1, R0)
-        .store(DW, FP, delta, R1);
-}
-
-/// With stamps: adds one kept hit and its parts' deltas to this CPU's stamps map.
-fn flush_stamps(a: &mut Asm, parts: &Parts) {
-    if let Some(map) = parts.stamps {
-        flush_deltas(a, map, STAMP_DELTAS, STAMP_SLOTS);
-    }
-}
-
-/// With drop stamps: adds one dropped hit and its parts' deltas to this CPU's drop stamps map.
-fn flush_drop_stamps(a: &mut Asm, parts: &Parts) {
-    if let (Some(map), None) = (parts.drop_stamps, parts.stamps) {
-        flush_deltas(a, map, DROP_DELTAS, DROP_STAMP_SLOTS);
-    }
-}
-
-/// Adds one to slot 0 of this CPU's entry of `map` and each of the `slots - 1` deltas on the stack from
-/// `deltas` down to the slots after it.
-fn flush_deltas(a: &mut Asm, map: i32, deltas: i16, slots: u32) {
-    for slot in 0..slots as i16 {
-        let skip = a.label();
-        program::lookup(a, (map, slot as u32, STAMP_KEY), skip);
-        a.load(DW, R1, R0, 0);
-        if slot == 0 {
-            a.alu_imm(Alu::Add, R1, 1);
-        } else {
-            a.load(DW, R2, FP, deltas - 8 * (slot - 1))
-                .alu(Alu::Add, R1, R2);
-        }
-        a.store(DW, R0, 0, R1);
-        a.bind(skip);
-    }
-}
-
-/// Builds the record in the scratch entry (value in r7, old in r8, flags in r9, context in r6) and
+/// Builds the record in the scratch entry (value, old and flags in the value code's registers) and
 /// writes it to this CPU's ring buffer; returns 0. With `spec.regs`, the registers and instruction bytes
-/// too. A program whose `parts` stop short of the output jumps to `stop` where they end.
-fn emit_record(a: &mut Asm, maps: &HitMaps, spec: &HitSpec<'_>, parts: &Parts, stop: Label) {
+/// too. A kept hit that `ins` ends early jumps to `stop` where it ends.
+fn emit_record(
+    a: &mut Asm,
+    (maps, spec): (&HitMaps, &HitSpec<'_>),
+    slots: &Slots,
+    ins: &dyn Instrument,
+    stop: Label,
+) {
     let regs = spec.regs;
     let out = a.label();
-    program::lookup(a, (maps.scratch, 0, SCRATCH_KEY), out);
-    fill_header(a, regs, spec.comm_offset);
-    a.store(DW, R7, rec::OFF_FLAGS, R9);
-    stamp(a, parts, 1);
-    if parts.until == Until::Header {
+    seq::lookup(a, (maps.scratch, 0, slots.scratch_key), out);
+    fill_header(a, regs, spec.comm_offset, slots);
+    a.store(DW, RECORD, rec::OFF_FLAGS, FLAGS);
+    ins.at(a, Point::Header);
+    if ins.ends_at(Stage::Header) {
         return stop_early(a, stop, out);
     }
     // The stacks: the kernel's, then the user's right after it; a failed walk is an empty stack.
@@ -399,173 +357,167 @@ fn emit_record(a: &mut Asm, maps: &HitMaps, spec: &HitSpec<'_>, parts: &Parts, s
         rec::OFF_STACKS
     });
     kernel_stack(a, stacks, max);
-    a.store(DW, R7, rec::OFF_KSTACK_BYTES, R8);
-    stamp(a, parts, 2);
-    if parts.until == Until::KernelStack {
+    a.store(DW, RECORD, rec::OFF_KSTACK_BYTES, STACK_BYTES);
+    ins.at(a, Point::KernelStack);
+    if ins.ends_at(Stage::KernelStack) {
         return stop_early(a, stop, out);
     }
-    user_stack(a, parts, stacks, max);
-    a.store(DW, R7, rec::OFF_USTACK_BYTES, R0);
-    // The size in r8 (kernel stack bytes + user stack bytes + header): r0-r5 do not survive the lookup.
-    a.alu(Alu::Add, R8, R0).alu_imm(Alu::Add, R8, stacks);
-    // Counted before the ring is tried: a record the ring has no room for is still in the totals. (With
-    // stamps, in the user stack's part.)
-    if let Some(t) = maps
-        .totals
-        .as_ref()
-        .filter(|_| parts.totals && parts.until == Until::Output)
-    {
-        totals::count(a, t, stacks as i16);
+    user_stack(a, ins.kernel_user_walk(), (stacks, max), slots.frame);
+    a.store(DW, RECORD, rec::OFF_USTACK_BYTES, R0);
+    // The record's size (kernel stack bytes + user stack bytes + header).
+    a.alu(Alu::Add, STACK_BYTES, R0)
+        .alu_imm(Alu::Add, STACK_BYTES, stacks);
+    // Counted before the ring is tried: a record the ring has no room for is still in the totals.
+    if let (Some(t), Some(s)) = (&maps.totals, &slots.totals) {
+        if !ins.ends_at(Stage::UserStack) {
+            totals::count(a, t, s, (RECORD.into(), stacks as i16));
+        }
     }
-    stamp(a, parts, 3);
-    if parts.until == Until::UserStack {
+    ins.at(a, Point::UserStack);
+    if ins.ends_at(Stage::UserStack) {
         return stop_early(a, stop, out);
     }
-    hand_over(a, maps, parts);
+    hand_over(a, maps, slots, ins);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
 }
 
-/// Fills the record's fixed part in the scratch entry (r0 on entry, kept in r7 after): value (r7), old
-/// (r8), pid, time, address, name, ip, and with `regs` the registers and instruction bytes; the flags in
-/// r9 gain the user-mode bit and what `regs` read.
-fn fill_header(a: &mut Asm, regs: bool, comm_offset: Option<i16>) {
-    a.store(DW, R0, rec::OFF_VALUE, R7)
-        .store(DW, R0, rec::OFF_OLD, R8)
-        .mov(R7, R0);
+/// Fills the record's fixed part in the scratch entry (r0 on entry, kept in [`RECORD`] after): value,
+/// old, pid, time, address, name, ip, and with `regs` the registers and instruction bytes; the flags
+/// gain the user-mode bit and what `regs` read.
+fn fill_header(a: &mut Asm, regs: bool, comm_offset: Option<i16>, slots: &Slots) {
+    a.store(DW, R0, rec::OFF_VALUE, VALUE)
+        .store(DW, R0, rec::OFF_OLD, OLD)
+        .mov(RECORD, R0);
     // The value code's flags are the record's (the same bits); the mode comes from the trap's cs.
-    a.load(DW, R1, R6, CTX_CS).alu_imm(Alu::And, R1, 3);
+    a.load(DW, R1, CTX, ctx::CS).alu_imm(Alu::And, R1, 3);
     let kernel_mode = a.label();
     a.jump_imm(Cond::Eq, R1, 0, kernel_mode)
-        .alu_imm(Alu::Or, R9, rec::USER_MODE as i32);
+        .alu_imm(Alu::Or, FLAGS, rec::USER_MODE as i32);
     a.bind(kernel_mode);
-    a.load(DW, R1, FP, program::PID_TGID)
-        .store(DW, R7, rec::OFF_PID_TGID, R1)
-        .load(DW, R1, R7, rec::OFF_TIME)
-        .store(DW, FP, PREV_TIME, R1)
-        .call(helper::KTIME_GET_NS)
-        .store(DW, R7, rec::OFF_TIME, R0)
-        .load(DW, R1, R6, CTX_ADDR)
-        .store(DW, R7, rec::OFF_ADDR, R1);
+    a.load(DW, R1, FP, slots.value.pid_tgid)
+        .store(DW, RECORD, rec::OFF_PID_TGID, R1)
+        .load(DW, R1, RECORD, rec::OFF_TIME)
+        .store(DW, FP, slots.prev_time, R1)
+        .call(Helper::KtimeGetNs)
+        .store(DW, RECORD, rec::OFF_TIME, R0)
+        .load(DW, R1, CTX, ctx::ADDR)
+        .store(DW, RECORD, rec::OFF_ADDR, R1);
     write_comm(a, comm_offset);
-    a.load(DW, R1, R6, CTX_IP).store(DW, R7, rec::OFF_IP, R1);
+    a.load(DW, R1, CTX, ctx::IP)
+        .store(DW, RECORD, rec::OFF_IP, R1);
     if regs {
         fill_regs(a);
     }
 }
 
-/// The writer's name into the record (in r7): its task's 16 bytes, loaded straight from the task (the
-/// kernel keeps them NUL-padded) or copied by the helper.
+/// The writer's name into the record: its task's 16 bytes, loaded straight from the task (the kernel
+/// keeps them NUL-padded) or copied by the helper.
 fn write_comm(a: &mut Asm, comm_offset: Option<i16>) {
     match comm_offset {
         Some(off) => {
-            a.call(helper::GET_CURRENT_TASK_BTF)
+            a.call(Helper::GetCurrentTaskBtf)
                 .load(DW, R1, R0, off)
-                .store(DW, R7, rec::OFF_COMM, R1)
+                .store(DW, RECORD, rec::OFF_COMM, R1)
                 .load(DW, R1, R0, off + 8)
-                .store(DW, R7, rec::OFF_COMM + 8, R1);
+                .store(DW, RECORD, rec::OFF_COMM + 8, R1);
         }
         None => {
-            a.mov(R1, R7)
+            a.mov(R1, RECORD)
                 .alu_imm(Alu::Add, R1, i32::from(rec::OFF_COMM))
                 .mov_imm(R2, 16)
-                .call(helper::GET_CURRENT_COMM);
+                .call(Helper::GetCurrentComm);
         }
     }
 }
 
-/// The trap's registers and the instruction bytes that end at its ip into the record (in r7), with their
-/// flags in r9.
+/// The trap's registers and the instruction bytes that end at its ip into the record, with their flags.
 fn fill_regs(a: &mut Asm) {
-    a.alu_imm(Alu::Or, R9, rec::REGS_KNOWN as i32);
+    a.alu_imm(Alu::Or, FLAGS, rec::REGS_KNOWN as i32);
     for i in 0..rec::REGS as i16 {
-        a.load(DW, R1, R6, 8 * i)
-            .store(DW, R7, rec::OFF_REGS + 8 * i, R1);
+        a.load(DW, R1, CTX, 8 * i)
+            .store(DW, RECORD, rec::OFF_REGS + 8 * i, R1);
     }
     // The instruction that ends at the trap ip, read from where it runs.
-    a.mov(R1, R7)
+    a.mov(R1, RECORD)
         .alu_imm(Alu::Add, R1, i32::from(rec::OFF_INSN))
         .mov_imm(R2, rec::INSN_BYTES as i32)
-        .load(DW, R3, R6, CTX_IP)
+        .load(DW, R3, CTX, ctx::IP)
         .alu_imm(Alu::Sub, R3, rec::INSN_BYTES as i32);
-    program::probe_read(a);
+    seq::probe_read(a);
     let no_insn = a.label();
     a.jump_imm(Cond::Ne, R0, 0, no_insn)
-        .alu_imm(Alu::Or, R9, rec::INSN_KNOWN as i32);
+        .alu_imm(Alu::Or, FLAGS, rec::INSN_KNOWN as i32);
     a.bind(no_insn);
 }
 
-/// The kernel stack into the record (in r7) at `stacks`, its length in r8; none for a trap in user mode
-/// (flags in r9).
+/// The kernel stack into the record at `stacks`, its length in [`STACK_BYTES`]; none for a trap in user
+/// mode.
 fn kernel_stack(a: &mut Asm, stacks: i32, max: i32) {
     // A trap in user mode has no kernel frames, and asking costs the writer ~0.5 us (measured: `hit_bench`).
     let no_kernel = a.label();
-    a.mov_imm(R8, 0)
-        .mov(R1, R9)
+    a.mov_imm(STACK_BYTES, 0)
+        .mov(R1, FLAGS)
         .alu_imm(Alu::And, R1, rec::USER_MODE as i32)
         .jump_imm(Cond::Ne, R1, 0, no_kernel);
-    a.mov(R1, R6)
-        .mov(R2, R7)
+    a.mov(R1, CTX)
+        .mov(R2, RECORD)
         .alu_imm(Alu::Add, R2, stacks)
         .mov_imm(R3, max)
         .mov_imm(R4, 0)
-        .call(helper::GET_STACK);
+        .call(Helper::GetStack);
     clamp(a, max);
-    a.mov(R8, R0);
+    a.mov(STACK_BYTES, R0);
     a.bind(no_kernel);
 }
 
-/// The user stack into the record (in r7) right after the kernel stack's r8 bytes, its length in r0.
-fn user_stack(a: &mut Asm, parts: &Parts, stacks: i32, max: i32) {
-    let kernel_walk = a.label();
+/// The user stack into the record right after the kernel stack's bytes, its length in r0: walked here
+/// for a 64-bit task's trap in user mode (unless `kernel_walk`), by `bpf_get_stack` otherwise.
+fn user_stack(a: &mut Asm, kernel_walk: bool, (stacks, max): (i32, i32), frame: i16) {
+    let by_kernel = a.label();
     let walked = a.label();
-    if !parts.kernel_user_walk {
-        a.load(DW, R1, R6, CTX_CS)
-            .jump_imm(Cond::Ne, R1, USER_CS, kernel_walk);
-        walk_user_frames(a, stacks, walked);
+    if !kernel_walk {
+        a.load(DW, R1, CTX, ctx::CS)
+            .jump_imm(Cond::Ne, R1, USER_CS, by_kernel);
+        walk_user_frames(a, stacks, frame, walked);
     }
-    a.bind(kernel_walk);
-    a.mov(R1, R6)
-        .mov(R2, R7)
+    a.bind(by_kernel);
+    a.mov(R1, CTX)
+        .mov(R2, RECORD)
         .alu_imm(Alu::Add, R2, stacks)
-        .alu(Alu::Add, R2, R8)
+        .alu(Alu::Add, R2, STACK_BYTES)
         .mov_imm(R3, max)
         .mov_imm(R4, USER_STACK)
-        .call(helper::GET_STACK);
+        .call(Helper::GetStack);
     clamp(a, max);
     a.bind(walked);
 }
 
-/// Hands the record (in the scratch entry, r7) to this CPU's emitter ([`super::emit`]) by a tail call,
+/// Hands the record (in the scratch entry) to this CPU's emitter ([`super::emit`]) by a tail call,
 /// with the wake-up it asks for in the scratch entry: the kernel's rule when the CPU's previous hit was
 /// [`WAKE_GAP_NS`] or more before, none within a burst (the emitter still wakes the reader every quarter
 /// ring written). A CPU without an emitter counts the record as lost, as the emitter does when the ring
 /// has no room.
-fn hand_over(a: &mut Asm, maps: &HitMaps, parts: &Parts) {
+fn hand_over(a: &mut Asm, maps: &HitMaps, slots: &Slots, ins: &dyn Instrument) {
     let flags = a.label();
     a.mov_imm(R1, 0)
-        .load(DW, R2, R7, rec::OFF_TIME)
-        .load(DW, R3, FP, PREV_TIME)
+        .load(DW, R2, RECORD, rec::OFF_TIME)
+        .load(DW, R3, FP, slots.prev_time)
         .alu(Alu::Sub, R2, R3)
         .jump_imm(Cond::Ge, R2, WAKE_GAP_NS, flags)
         .mov_imm(R1, emit::BURST);
     a.bind(flags);
-    a.store(DW, R7, emit::OFF_WAKE, R1);
-    if parts.stamps.is_some() {
-        // The emitter times the output from here.
-        flush_stamps(a, parts);
-        a.call(helper::KTIME_GET_NS)
-            .store(DW, R7, emit::OFF_STAMP, R0);
-    }
-    a.call(helper::GET_SMP_PROCESSOR_ID)
+    a.store(DW, RECORD, emit::OFF_WAKE, R1);
+    ins.at(a, Point::HandOver);
+    a.call(Helper::GetSmpProcessorId)
         .mov(R3, R0)
-        .mov(R1, R6)
+        .mov(R1, CTX)
         .ld_map_fd(R2, maps.emitters)
-        .call(helper::TAIL_CALL);
-    emit::count_lost(a, R7, (maps.stats, STAT_LOST), STAT_KEY);
+        .call(Helper::TailCall);
+    emit::count_lost(a, RECORD.into(), (maps.stats, STAT_LOST), slots.stat_key);
 }
 
-/// The end of a program whose parts stop before the output: on to `stop`, and `out` (no scratch entry)
+/// The end of a kept hit an [`Instrument`] ends early: on to `stop`, and `out` (no scratch entry)
 /// returns 0.
 fn stop_early(a: &mut Asm, stop: Label, out: Label) {
     a.goto(stop);
@@ -573,44 +525,49 @@ fn stop_early(a: &mut Asm, stop: Label, out: Label) {
     a.mov_imm(R0, 0).exit();
 }
 
-/// The user stack of a trap a 64-bit task took in user mode (no kernel frames before it, r8 = 0), walked
-/// here as the kernel's frame-pointer walk does it (`perf_callchain_user`): the trap ip, then each frame's
-/// return address, following the saved frame pointers from the trap's rbp, up to [`rec::MAX_FRAMES`]
-/// addresses, stopping at the first frame that cannot be read. One difference, which is why it is done
-/// here: a chain that ends in a null frame pointer (`_start` clears rbp, so every chain of a program with
-/// frame pointers ends so) stops here without reading address 0, where the kernel's walk takes a page
-/// fault and its fixup, ~1 us a hit in this VM (measured: `hit_bench`). Leaves the bytes written in r0
-/// and jumps to `walked`; r9 holds the frame pointer.
+/// The user stack of a trap a 64-bit task took in user mode (no kernel frames before it, so
+/// [`STACK_BYTES`] becomes 0), walked here as the kernel's frame-pointer walk does it
+/// (`perf_callchain_user`): the trap ip, then each frame's return address, following the saved frame
+/// pointers from the trap's rbp, up to [`rec::MAX_FRAMES`] addresses, stopping at the first frame that
+/// cannot be read. One difference, which is why it is done here: a chain that ends in a null frame
+/// pointer (`_start` clears rbp, so every chain of a program with frame pointers ends so) stops here
+/// without reading address 0, where the kernel's walk takes a page fault and its fixup, ~1 us a hit in
+/// this VM (measured: `hit_bench`). Leaves the bytes written in r0 and jumps to `walked`; each frame is
+/// read into the stack at `frame` (16 bytes).
 ///
 /// The count of bytes written is kept in the record, not in a register: the verifier tracks a register's
 /// constant on every path, so each of the walk's exits would reach the rest of the program as a state of
 /// its own and have it verified again (127 times: ~7 ms of every start). Read back from the map value it
 /// is one bounded unknown, and the exits after the first are pruned where they join.
-fn walk_user_frames(a: &mut Asm, stacks: i32, walked: Label) {
+fn walk_user_frames(a: &mut Asm, stacks: i32, frame: i16, walked: Label) {
     let end = a.label();
-    a.load(DW, R1, R6, CTX_IP)
-        .store(DW, R7, stacks as i16, R1)
-        .load(DW, R9, R6, CTX_BP);
+    a.load(DW, R1, CTX, ctx::IP)
+        .store(DW, RECORD, stacks as i16, R1)
+        .load(DW, WALK_FP, CTX, ctx::BP);
     for i in 1..rec::MAX_FRAMES as i32 {
-        a.store_imm(DW, R7, rec::OFF_USTACK_BYTES, 8 * i)
+        a.store_imm(DW, RECORD, rec::OFF_USTACK_BYTES, 8 * i)
             // Below the first page nothing is mapped (`vm.mmap_min_addr`): the read would fault.
-            .jump_imm(Cond::Lt, R9, 4096, end)
-            .mov(R1, FP)
-            .alu_imm(Alu::Add, R1, i32::from(FRAME))
+            .jump_imm(Cond::Lt, WALK_FP, 4096, end)
+            .stack_addr(R1, frame)
             .mov_imm(R2, 16)
-            .mov(R3, R9)
-            .call(helper::PROBE_READ_USER)
+            .mov(R3, WALK_FP)
+            .call(Helper::ProbeReadUser)
             .jump_imm(Cond::Ne, R0, 0, end)
-            .load(DW, R1, FP, FRAME + 8)
-            .store(DW, R7, (stacks + 8 * i) as i16, R1)
-            .load(DW, R9, FP, FRAME);
+            .load(DW, R1, FP, frame + 8)
+            .store(DW, RECORD, (stacks + 8 * i) as i16, R1)
+            .load(DW, WALK_FP, FP, frame);
     }
-    a.store_imm(DW, R7, rec::OFF_USTACK_BYTES, 8 * rec::MAX_FRAMES as i32);
-    // Every way out: r0 the bytes written, r8 the kernel stack's (none).
+    a.store_imm(
+        DW,
+        RECORD,
+        rec::OFF_USTACK_BYTES,
+        8 * rec::MAX_FRAMES as i32,
+    );
+    // Every way out: r0 the bytes written, no kernel stack.
     a.bind(end);
-    a.load(DW, R0, R7, rec::OFF_USTACK_BYTES);
+    a.load(DW, R0, RECORD, rec::OFF_USTACK_BYTES);
     clamp(a, 8 * rec::MAX_FRAMES as i32);
-    a.mov_imm(R8, 0).goto(walked);
+    a.mov_imm(STACK_BYTES, 0).goto(walked);
 }
 
 /// r0 = 0 when negative (an error), else at most `max`, so the verifier knows its bounds.

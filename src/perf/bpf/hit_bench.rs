@@ -1,10 +1,10 @@
 //! The writer's cost per store, part by part: a harness that arms one write watch on a writer process
 //! (`tests/helpers/writer.c`, `writer write N CPU`) with a chosen variant of the hit program, times the
 //! writer's N stores, and checks that every trap reached the variant. Each variant stops the kept hit's work
-//! at a later part ([`super::hit::Until`]), so the difference between two is what that part costs the
-//! writer; `stamped` is the whole program with `bpf_ktime_get_ns` read between its parts, summed per part
-//! in a map: the in-kernel split of the same work, which a sampling profiler on this VM cannot see (the
-//! debug exception runs with interrupts off).
+//! at a later part ([`super::hit::Stage`]; the variants are [`super::hit_variants`]'s), so the difference
+//! between two is what that part costs the writer; `stamped` is the whole program with
+//! `bpf_ktime_get_ns` read between its parts, summed per part in a map: the in-kernel split of the same
+//! work, which a sampling profiler on this VM cannot see (the debug exception runs with interrupts off).
 //!
 //! Variants (`KSW_BENCH_PARTS`, comma-separated; default all):
 //! - `bare`: a counting breakpoint (no ring, no program, no sample): the trap alone;
@@ -42,8 +42,11 @@ use std::time::{Duration, Instant};
 
 use perf_event_open_sys::bindings as pb;
 
-use super::hit::{Parts, Until, DROP_STAMP_PARTS, DROP_STAMP_SLOTS, STAMP_PARTS, STAMP_SLOTS};
+use super::hit::Stage;
 use super::hit_set::HitPrograms;
+use super::hit_variants::{Stamps, Variant, DROP_STAMP_PARTS, DROP_STAMP_SLOTS};
+use super::hit_variants::{STAMP_PARTS, STAMP_SLOTS};
+use super::kernel::MapType;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
 use crate::perf::bpf_ring::BpfRing;
@@ -203,15 +206,15 @@ fn bare_breakpoint(addr: u64, cpu: u32) -> OwnedFd {
     sys::perf_event_open(&a, -1, cpu as i32).expect("bare breakpoint")
 }
 
-/// The program parts `variant` builds, with its stamps map (and the map's slots) if it times them.
-fn parts_of(variant: &str) -> (Parts, Option<OwnedFd>, Option<u32>) {
+/// The program `variant` builds, with its stamps map (and the map's slots) if it times them.
+fn parts_of(variant: &str) -> (Variant, Option<OwnedFd>, Option<u32>) {
     let until = match variant {
-        "ret0" | "ret0-callchain" | "ret0-nosample" => Until::Entry,
-        "decided" => Until::Decided,
-        "header" => Until::Header,
-        "kstack" => Until::KernelStack,
-        "ustack" | "ustack-getstack" => Until::UserStack,
-        _ => Until::Output,
+        "ret0" | "ret0-callchain" | "ret0-nosample" => Some(Stage::Entry),
+        "decided" => Some(Stage::Decided),
+        "header" => Some(Stage::Header),
+        "kstack" => Some(Stage::KernelStack),
+        "ustack" | "ustack-getstack" => Some(Stage::UserStack),
+        _ => None,
     };
     let slots = if variant.starts_with("stamped") {
         Some(STAMP_SLOTS)
@@ -221,19 +224,21 @@ fn parts_of(variant: &str) -> (Parts, Option<OwnedFd>, Option<u32>) {
         None
     };
     let stamps = slots.map(|n| {
-        sys::bpf_map_create(super::MAP_TYPE_PERCPU_ARRAY, 4, 8, n, "ksw_stamps")
-            .expect("stamps map")
+        super::create_map(MapType::PercpuArray, (4, 8), n, "ksw_stamps").expect("stamps map")
     });
     let stamps_fd = stamps.as_ref().map(|m| super::raw(m.as_fd()));
     let drop = variant.starts_with("drop");
-    let parts = Parts {
+    let parts = Variant {
         until,
-        stamps: stamps_fd.filter(|_| !drop),
+        stamps: stamps_fd.map(|m| match drop {
+            true => Stamps::Dropped(m),
+            false => Stamps::Kept(m),
+        }),
         kernel_user_walk: variant.ends_with("-getstack"),
-        drop_stamps: stamps_fd.filter(|_| drop),
-        olds: variant != "drop-noold",
-        olds_by_tgid: !variant.starts_with("drop-hash"),
-        totals: !variant.ends_with("-nototals"),
+        no_olds: variant == "drop-noold",
+        no_olds_by_tgid: variant.starts_with("drop-hash"),
+        no_totals: variant.ends_with("-nototals"),
+        ..Variant::default()
     };
     (parts, stamps, slots)
 }
@@ -261,10 +266,8 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
     let (parts, stamps, slots) = parts_of(variant);
     let drop = variant.starts_with("drop");
     let condition = drop.then(|| crate::model::condition::parse(NO_MATCH).unwrap());
-    let programs = HitPrograms::load_parts(
-        &[watch_of(addr)],
-        condition.as_ref(),
-        &Filter::default(),
+    let programs = HitPrograms::load_instrumented(
+        (&[watch_of(addr)], condition.as_ref(), &Filter::default()),
         // As the tool loads them: a condition makes the hits carry the value and the old one.
         (false, condition.is_some()),
         RING_PAGES,
@@ -297,7 +300,9 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         }
         let bp = sys::perf_event_open(&attr, -1, cpu as i32).expect("breakpoint");
         let ring = Ring::map(bp.as_fd(), RING_PAGES).expect("ring");
-        let hits = programs.attach(0, cpu, bp.as_fd()).expect("attach");
+        let hits = programs
+            .attach_with(0, cpu, bp.as_fd(), &parts)
+            .expect("attach");
         armed.push((bp, ring, hits));
     }
     // The ring buffers are read on the tick, not on their wake-ups: the tracer's loop in a flood.
@@ -393,8 +398,7 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn each_part_of_the_hit_program_runs_on_every_trap() {
-    if sys::geteuid() != 0 {
-        println!("SKIP: perf::bpf::hit_bench: needs root (BPF and CPU-wide breakpoints)");
+    if !super::root_or_skip("hit_bench", "BPF and CPU-wide breakpoints") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("ksw-hit-bench-{}", std::process::id()));

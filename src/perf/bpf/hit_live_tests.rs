@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use perf_event_open_sys::bindings as pb;
 
-use super::hit::Parts;
+use super::hit::{Instrument, Plain};
 use super::hit_set::HitPrograms;
+use super::hit_variants::Variant;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
@@ -41,10 +42,10 @@ fn breakpoint(addr: u64, cpu: u32) -> std::io::Result<OwnedFd> {
 
 /// The live-test lock, or `None` (after saying why) when this is not root.
 fn live(test: &str) -> Option<std::fs::File> {
-    if sys::geteuid() != 0 {
-        println!(
-            "SKIP: perf::bpf::hit_live_tests::{test}: needs root (BPF and CPU-wide breakpoints)"
-        );
+    if !super::root_or_skip(
+        &format!("hit_live_tests::{test}"),
+        "BPF and CPU-wide breakpoints",
+    ) {
         return None;
     }
     let lock = std::fs::File::create("/tmp/ksymwatch-live-tests.lock").expect("lock file");
@@ -58,13 +59,13 @@ fn watch_during(
     addr: u64,
     work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
 ) -> (Vec<(u32, HitRecord)>, HitPrograms) {
-    watch_during_parts(addr, &Parts::ALL, work)
+    watch_during_parts(addr, &Plain, work)
 }
 
 /// [`watch_during`] with the program `parts` builds. `work` gets the programs and the CPUs' ring buffers.
 fn watch_during_parts(
     addr: u64,
-    parts: &Parts,
+    parts: &dyn Instrument,
     work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
 ) -> (Vec<(u32, HitRecord)>, HitPrograms) {
     watch_during_ring(addr, parts, 64, work)
@@ -73,7 +74,7 @@ fn watch_during_parts(
 /// [`watch_during_parts`] with rings of `pages` data pages.
 fn watch_during_ring(
     addr: u64,
-    parts: &Parts,
+    parts: &dyn Instrument,
     pages: usize,
     work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
 ) -> (Vec<(u32, HitRecord)>, HitPrograms) {
@@ -85,10 +86,8 @@ fn watch_during_ring(
         module: None,
         per_cpu: None,
     };
-    let programs = HitPrograms::load_parts(
-        &[watch],
-        None,
-        &Filter::default(),
+    let programs = HitPrograms::load_instrumented(
+        (&[watch], None, &Filter::default()),
         (true, true),
         pages,
         parts,
@@ -101,7 +100,9 @@ fn watch_during_ring(
     for &cpu in &cpus {
         let bp = breakpoint(addr, cpu).expect("breakpoint");
         let ring = Ring::map(bp.as_fd(), 64).expect("ring");
-        let hits = programs.attach(0, cpu, bp.as_fd()).expect("attach");
+        let hits = programs
+            .attach_with(0, cpu, bp.as_fd(), parts)
+            .expect("attach");
         armed.push((cpu, bp, ring, hits));
     }
     for (_, bp, _, _) in &armed {
@@ -145,7 +146,7 @@ fn every_kept_hit_is_counted_in_the_kernel_when_the_ring_is_full() {
         return;
     };
     const STORES: u64 = 3000;
-    let (mine, programs) = watch_during_ring(TARGET.as_ptr() as u64, &Parts::ALL, 1, |_, _| {
+    let (mine, programs) = watch_during_ring(TARGET.as_ptr() as u64, &Plain, 1, |_, _| {
         for v in 1..=STORES {
             store(v);
         }
@@ -313,7 +314,7 @@ fn the_programs_user_stack_walk_gives_the_kernels_frames() {
         return;
     };
     let addr = TARGET.as_ptr() as u64;
-    let stacks = |parts: &Parts| {
+    let stacks = |parts: &dyn Instrument| {
         let (hits, _) = watch_during_parts(addr, parts, |_, _| {
             for v in 0..5 {
                 store(v);
@@ -324,10 +325,10 @@ fn the_programs_user_stack_walk_gives_the_kernels_frames() {
             .map(|(_, h)| h.user_stack)
             .collect::<Vec<_>>()
     };
-    let own = stacks(&Parts::ALL);
-    let kernel = stacks(&Parts {
+    let own = stacks(&Plain);
+    let kernel = stacks(&Variant {
         kernel_user_walk: true,
-        ..Parts::ALL
+        ..Variant::default()
     });
     assert!(own[0].len() >= 3, "a call chain: {:x?}", own[0]);
     assert_eq!(own, kernel, "the same frames as bpf_get_stack's");

@@ -15,13 +15,11 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::emit::{self, EmitMaps};
-use super::hit::{self, HitMaps, HitSpec, Parts};
+use super::hit::{self, HitMaps, HitSpec, Instrument, Plain};
+use super::kernel::{MapType, ProgType};
 use super::tgid_olds::TgidOlds;
 use super::totals::{Counted, Limit, Totals};
-use super::{
-    possible_cpus, raw, ProgramError, MAP_TYPE_ARRAY, MAP_TYPE_HASH, MAP_TYPE_LRU_HASH,
-    MAP_TYPE_PERCPU_ARRAY, MAP_TYPE_PROG_ARRAY, MAP_TYPE_RINGBUF, OLDS_MAX, PROG_TYPE_PERF_EVENT,
-};
+use super::{create_map, load_program, log_line, possible_cpus, raw, ProgramError, OLDS_MAX};
 use crate::error::Error;
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
@@ -32,15 +30,16 @@ use crate::perf::sys;
 /// Loads the hit program for `spec`. A kernel that will not have a perf-event program read the task
 /// through BTF (before 5.11, or BTF it refuses) still has the helper: the name then costs more, nothing
 /// is lost, and the helper's program is loaded instead.
-fn load_hit(spec: &HitSpec<'_>, maps: &HitMaps, parts: &Parts) -> Result<OwnedFd, ProgramError> {
+fn load_hit(
+    spec: &HitSpec<'_>,
+    maps: &HitMaps,
+    ins: &dyn Instrument,
+) -> Result<OwnedFd, ProgramError> {
     let load = |spec: &HitSpec<'_>| -> Result<OwnedFd, ProgramError> {
-        let insns: Vec<u64> = hit::generate_parts(spec, maps, parts)
-            .map_err(|e| super::too_big(&e, spec.condition))?
-            .iter()
-            .map(|i| i.raw())
-            .collect();
+        let insns =
+            hit::generate_with(spec, maps, ins).map_err(|e| super::too_big(&e, spec.condition))?;
         let mut log = Vec::new();
-        sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "ksw_hit", &mut log)
+        load_program(ProgType::PerfEvent, &insns, "ksw_hit", &mut log)
             .map_err(|e| ProgramError::load("hit", e, &log))
     };
     match load(spec) {
@@ -91,26 +90,25 @@ fn reads(w: &Watch) -> bool {
 impl WatchMaps {
     /// `written`: the watch keeps old values (`--value`/`--if`), so it has a by-tgid array too.
     fn create(written: bool) -> Result<WatchMaps, ProgramError> {
-        let map = |kind, key, value, max, name| {
-            sys::bpf_map_create(kind, key, value, max, name).map_err(ProgramError::Unavailable)
+        let map = |kind, sizes, max, name| {
+            create_map(kind, sizes, max, name).map_err(ProgramError::Unavailable)
         };
         let olds_by_tgid = match written {
             true => Some(TgidOlds::new().map_err(ProgramError::Unavailable)?),
             false => None,
         };
         Ok(WatchMaps {
-            emitters: map(MAP_TYPE_PROG_ARRAY, 4, 4, possible_cpus(), "ksw_emitters")?,
-            olds: map(MAP_TYPE_LRU_HASH, 8, 8, OLDS_MAX, "ksw_olds")?,
+            emitters: map(MapType::ProgArray, (4, 4), possible_cpus(), "ksw_emitters")?,
+            olds: map(MapType::LruHash, (8, 8), OLDS_MAX, "ksw_olds")?,
             olds_by_tgid,
             scratch: map(
-                MAP_TYPE_PERCPU_ARRAY,
-                4,
-                emit::SCRATCH_LEN,
+                MapType::PercpuArray,
+                (4, emit::SCRATCH_LEN),
                 1,
                 "ksw_scratch",
             )?,
-            stats: map(MAP_TYPE_PERCPU_ARRAY, 4, 8, hit::STATS, "ksw_stats")?,
-            reads: map(MAP_TYPE_ARRAY, 4, 4, 1, "ksw_reads")?,
+            stats: map(MapType::PercpuArray, (4, 8), hit::STATS, "ksw_stats")?,
+            reads: map(MapType::Array, (4, 4), 1, "ksw_reads")?,
             totals: Totals::create(written).map_err(ProgramError::Unavailable)?,
         })
     }
@@ -161,8 +159,6 @@ pub struct HitPrograms {
     pub written: bool,
     /// Data pages of each CPU's ring buffer (a power of two).
     ring_pages: usize,
-    /// The benchmark's stamps map, which the emitters add their part to.
-    stamps: Option<i32>,
     /// `--count N`: the programs keep no hit past the N-th ([`super::totals::claim`]).
     limit: Option<Limit>,
 }
@@ -214,37 +210,32 @@ impl HitPrograms {
             .map(Limit::create)
             .transpose()
             .map_err(ProgramError::Unavailable)?;
-        let parts = &Parts::ALL;
-        HitPrograms::load_limited(watches, condition, filter, kinds, ring_pages, parts, limit)
+        let watch = (watches, condition, filter);
+        HitPrograms::load_with(watch, kinds, ring_pages, limit, &Plain)
     }
 
-    /// [`HitPrograms::load`] with programs that go only as far as `parts` says (the writer-cost
-    /// benchmark's).
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn load_parts(
-        watches: &[Watch],
-        condition: Option<&Condition>,
-        filter: &Filter,
-        (processes, written): (bool, bool),
+    /// [`HitPrograms::load`] with `ins` looking into each program as it is built (the writer-cost
+    /// benchmark's variants, `hit_variants`).
+    #[cfg(test)]
+    pub(crate) fn load_instrumented(
+        watch: (&[Watch], Option<&Condition>, &Filter),
+        kinds: (bool, bool),
         ring_pages: usize,
-        parts: &Parts,
+        ins: &dyn Instrument,
     ) -> Result<HitPrograms, ProgramError> {
-        let kinds = (processes, written);
-        HitPrograms::load_limited(watches, condition, filter, kinds, ring_pages, parts, None)
+        HitPrograms::load_with(watch, kinds, ring_pages, None, ins)
     }
 
-    fn load_limited(
-        watches: &[Watch],
-        condition: Option<&Condition>,
-        filter: &Filter,
+    fn load_with(
+        (watches, condition, filter): (&[Watch], Option<&Condition>, &Filter),
         (processes, written): (bool, bool),
         ring_pages: usize,
-        parts: &Parts,
         limit: Option<Limit>,
+        ins: &dyn Instrument,
     ) -> Result<HitPrograms, ProgramError> {
         let procs = match processes {
             true => Some(
-                sys::bpf_map_create(MAP_TYPE_HASH, 4, 4, PROCS_MAX, "ksw_procs")
+                create_map(MapType::Hash, (4, 4), PROCS_MAX, "ksw_procs")
                     .map_err(ProgramError::Unavailable)?,
             ),
             false => None,
@@ -266,12 +257,12 @@ impl HitPrograms {
             };
             let procs = procs.as_ref().map(|p| raw(p.as_fd()));
             let lim = limit.as_ref().map(Limit::fds);
-            let prog = match load_hit(&spec, &maps.fds_limited(procs, lim), parts) {
+            let prog = match load_hit(&spec, &maps.fds_limited(procs, lim), ins) {
                 // Before Linux 6.1 a perf-event program may use only preallocated hash maps.
                 Err(ProgramError::Refused { .. }) => {
                     maps.totals =
                         Totals::create_preallocated(written).map_err(ProgramError::Unavailable)?;
-                    load_hit(&spec, &maps.fds_limited(procs, lim), parts)?
+                    load_hit(&spec, &maps.fds_limited(procs, lim), ins)?
                 }
                 r => r?,
             };
@@ -290,7 +281,6 @@ impl HitPrograms {
             exit_end: None,
             written,
             ring_pages,
-            stamps: parts.stamps,
             limit,
         })
     }
@@ -361,31 +351,36 @@ impl HitPrograms {
     /// and loads its emitter, enters that in the `emitters` array, and attaches the program. Returns the
     /// ring, mapped.
     pub fn attach(&self, watch: usize, cpu: u32, bp: BorrowedFd<'_>) -> io::Result<BpfRing> {
+        self.attach_with(watch, cpu, bp, &Plain)
+    }
+
+    /// [`HitPrograms::attach`] with `ins` looking into the emitter as it is built.
+    pub(crate) fn attach_with(
+        &self,
+        watch: usize,
+        cpu: u32,
+        bp: BorrowedFd<'_>,
+        ins: &dyn Instrument,
+    ) -> io::Result<BpfRing> {
         let p = self.program(watch)?;
         let bytes = self.ring_pages * sys::page_size();
         let size = u32::try_from(bytes).map_err(|_| {
             io::Error::other(format!("a ring buffer of {bytes} bytes is over 4 GiB"))
         })?;
-        let map = sys::bpf_map_create(MAP_TYPE_RINGBUF, 0, 0, size, "ksw_ring")?;
+        let map = create_map(MapType::Ringbuf, (0, 0), size, "ksw_ring")?;
         let maps = EmitMaps {
             scratch: raw(p.maps.scratch.as_fd()),
             lost: (raw(p.maps.stats.as_fd()), hit::STAT_LOST),
             ring: raw(map.as_fd()),
-            // The output is the stamps' last part.
-            stamps: self.stamps.map(|m| (m, hit::STAMP_PARTS.len() as u32)),
         };
-        let insns: Vec<u64> = emit::generate(&maps, size / 4)
-            .map_err(|e| io::Error::other(format!("the emitter program: {e}")))?
-            .iter()
-            .map(|i| i.raw())
-            .collect();
+        let insns = emit::generate_with(&maps, size / 4, ins)
+            .map_err(|e| io::Error::other(format!("the emitter program: {e}")))?;
         let mut log = Vec::new();
-        let emitter = sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "ksw_emit", &mut log)
-            .map_err(|e| {
-                let log = String::from_utf8_lossy(&log);
+        let emitter =
+            load_program(ProgType::PerfEvent, &insns, "ksw_emit", &mut log).map_err(|e| {
                 io::Error::new(
                     e.kind(),
-                    format!("the emitter program: {e}: {}", log.trim()),
+                    format!("the emitter program: {e}: {}", log_line(&log)),
                 )
             })?;
         // The array holds the emitter from here; the emitter holds its ring.
@@ -500,8 +495,7 @@ mod tests {
     #[test]
     #[ignore = "live: loads BPF programs (run by scripts/test as root)"]
     fn a_name_offset_the_kernel_refuses_falls_back_to_the_helper() {
-        if sys::geteuid() != 0 {
-            eprintln!("SKIP: perf::bpf::hit_set::tests: needs root to load BPF programs");
+        if !super::super::root_or_skip("hit_set::tests", "to load BPF programs") {
             return;
         }
         let maps = WatchMaps::create(false).unwrap();
@@ -509,14 +503,10 @@ mod tests {
         let filter = Filter::default();
         // Far past the end of any task_struct: the verifier refuses the loads from the task.
         let spec = HitSpec::plain(&filter, Some(32_000));
-        let insns: Vec<u64> = hit::generate(&spec, &maps)
-            .unwrap()
-            .iter()
-            .map(|i| i.raw())
-            .collect();
-        let refused = sys::bpf_prog_load(PROG_TYPE_PERF_EVENT, &insns, "t_hit", &mut Vec::new());
+        let insns = hit::generate(&spec, &maps).unwrap();
+        let refused = load_program(ProgType::PerfEvent, &insns, "t_hit", &mut Vec::new());
         assert!(refused.is_err(), "the kernel loaded reads past task_struct");
-        load_hit(&spec, &maps, &Parts::ALL).expect("the helper's program");
+        load_hit(&spec, &maps, &Plain).expect("the helper's program");
     }
 
     /// A process watch's program holds the read and its `reads` flag (the verifier takes the flag's
@@ -525,8 +515,7 @@ mod tests {
     #[test]
     #[ignore = "live: loads BPF programs (run by scripts/test as root)"]
     fn the_reads_flag_follows_the_watch_through_moves() {
-        if sys::geteuid() != 0 {
-            eprintln!("SKIP: perf::bpf::hit_set::tests: needs root to load BPF programs");
+        if !super::super::root_or_skip("hit_set::tests", "to load BPF programs") {
             return;
         }
         let at = |addr: u64, access: Access| Watch {
@@ -568,8 +557,7 @@ mod tests {
     #[test]
     #[ignore = "live: loads BPF programs (run by scripts/test as root)"]
     fn every_kind_of_hit_program_with_its_totals_loads() {
-        if sys::geteuid() != 0 {
-            eprintln!("SKIP: perf::bpf::hit_set::tests: needs root to load BPF programs");
+        if !super::super::root_or_skip("hit_set::tests", "to load BPF programs") {
             return;
         }
         let watch = Watch {

@@ -1,14 +1,18 @@
-//! A small eBPF instruction builder: the few instructions the value program needs, encoded as the kernel's
+//! A small eBPF instruction builder: the few instructions the programs here need, encoded as the kernel's
 //! `struct bpf_insn` (8 bytes: opcode, dst/src registers in one byte, a signed 16-bit offset and a signed
 //! 32-bit immediate, in the machine's byte order), with forward labels so the code generator never counts
-//! jump offsets by hand. Pure: the encodings are checked against the kernel's documented bytes in the tests,
-//! and `super::interp` runs the result offline.
+//! jump offsets by hand, and a [`Frame`] that hands out the program's stack slots. Pure: the encodings are
+//! checked against the kernel's documented bytes in the tests, and `super::interp` runs the result
+//! offline.
 //!
 //! No clang, no bpf-linker, no assembler crate: the program is a few dozen instructions, and every one of
 //! them is built here.
 
-/// A register: r0 return value, r1-r5 arguments (clobbered by calls), r6-r9 kept across calls, r10 the
-/// read-only frame pointer.
+use super::frame::{Frame, Slot, STACK_MAX};
+use super::kernel::Helper;
+
+/// A register: r0 return value, r1-r5 arguments (clobbered by calls), r6-r9 kept across calls (named
+/// only as [`Kept`]), r10 the read-only frame pointer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reg(pub u8);
 
@@ -18,11 +22,30 @@ pub const R2: Reg = Reg(2);
 pub const R3: Reg = Reg(3);
 pub const R4: Reg = Reg(4);
 pub const R5: Reg = Reg(5);
-pub const R6: Reg = Reg(6);
-pub const R7: Reg = Reg(7);
-pub const R8: Reg = Reg(8);
-pub const R9: Reg = Reg(9);
+const R6: Reg = Reg(6);
+const R7: Reg = Reg(7);
+const R8: Reg = Reg(8);
+const R9: Reg = Reg(9);
 pub const FP: Reg = Reg(10);
+
+/// A register helper calls keep (r6-r9), the only kind a value may be bound to across a call: each
+/// program names its bindings as constants of this type (the context, the value, the record...), so a
+/// role can never be given a register a call clobbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kept(Reg);
+
+impl Kept {
+    pub const R6: Kept = Kept(R6);
+    pub const R7: Kept = Kept(R7);
+    pub const R8: Kept = Kept(R8);
+    pub const R9: Kept = Kept(R9);
+}
+
+impl From<Kept> for Reg {
+    fn from(k: Kept) -> Reg {
+        k.0
+    }
+}
 
 // Instruction classes.
 pub const LD: u8 = 0x00;
@@ -98,11 +121,11 @@ pub struct Insn {
 }
 
 impl Insn {
-    const fn new(code: u8, dst: Reg, src: Reg, off: i16, imm: i32) -> Insn {
+    fn new(code: u8, dst: impl Into<Reg>, src: impl Into<Reg>, off: i16, imm: i32) -> Insn {
         Insn {
             code,
-            dst: dst.0,
-            src: src.0,
+            dst: dst.into().0,
+            src: src.into().0,
             off,
             imm,
         }
@@ -132,9 +155,12 @@ impl Insn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Label(usize);
 
-/// Builds a program: instructions in order, jumps to labels resolved by [`Asm::finish`].
+/// Builds a program: instructions in order, jumps to labels resolved by [`Asm::finish`], stack slots
+/// handed out by its [`Frame`].
 #[derive(Debug, Default)]
 pub struct Asm {
+    /// The program's stack slots.
+    frame: Frame,
     insns: Vec<Insn>,
     /// Where each label was bound (instruction slot).
     labels: Vec<Option<usize>>,
@@ -147,6 +173,8 @@ pub struct Asm {
 pub enum AsmError {
     Unbound(usize),
     TooFar(usize),
+    /// The frame's slots take more than the kernel's 512 bytes of stack (a generator bug).
+    Stack(u32),
 }
 
 impl std::fmt::Display for AsmError {
@@ -154,6 +182,10 @@ impl std::fmt::Display for AsmError {
         match self {
             AsmError::Unbound(l) => write!(f, "BPF label {l} jumped to but never placed"),
             AsmError::TooFar(at) => write!(f, "BPF jump at {at} is out of the 16-bit range"),
+            AsmError::Stack(used) => write!(
+                f,
+                "the program's stack slots take {used} bytes, more than BPF's {STACK_MAX}"
+            ),
         }
     }
 }
@@ -163,6 +195,11 @@ impl std::error::Error for AsmError {}
 impl Asm {
     pub fn new() -> Asm {
         Asm::default()
+    }
+
+    /// A stack slot of `len` bytes of its own, below r10 ([`Frame::slot`]).
+    pub fn slot(&mut self, len: u16) -> Slot {
+        self.frame.slot(len)
     }
 
     pub fn label(&mut self) -> Label {
@@ -186,38 +223,38 @@ impl Asm {
     }
 
     /// `dst = imm` (sign-extended to 64 bits).
-    pub fn mov_imm(&mut self, dst: Reg, imm: i32) -> &mut Asm {
+    pub fn mov_imm(&mut self, dst: impl Into<Reg>, imm: i32) -> &mut Asm {
         self.alu_imm(Alu::Mov, dst, imm)
     }
 
     /// `dst = src`.
-    pub fn mov(&mut self, dst: Reg, src: Reg) -> &mut Asm {
+    pub fn mov(&mut self, dst: impl Into<Reg>, src: impl Into<Reg>) -> &mut Asm {
         self.alu(Alu::Mov, dst, src)
     }
 
     /// `dst OP= imm` (64-bit; the immediate is sign-extended).
-    pub fn alu_imm(&mut self, op: Alu, dst: Reg, imm: i32) -> &mut Asm {
+    pub fn alu_imm(&mut self, op: Alu, dst: impl Into<Reg>, imm: i32) -> &mut Asm {
         self.push(Insn::new(ALU64 | op as u8 | K, dst, R0, 0, imm))
     }
 
     /// `dst OP= src` (64-bit).
-    pub fn alu(&mut self, op: Alu, dst: Reg, src: Reg) -> &mut Asm {
+    pub fn alu(&mut self, op: Alu, dst: impl Into<Reg>, src: impl Into<Reg>) -> &mut Asm {
         self.push(Insn::new(ALU64 | op as u8 | X, dst, src, 0, 0))
     }
 
     /// `dst = imm64`: two slots.
-    pub fn ld_imm64(&mut self, dst: Reg, imm: u64) -> &mut Asm {
+    pub fn ld_imm64(&mut self, dst: impl Into<Reg>, imm: u64) -> &mut Asm {
         self.ld_imm64_src(dst, R0, imm)
     }
 
     /// `dst = map` for the map with descriptor `fd`: two slots, rewritten by the kernel at load.
-    pub fn ld_map_fd(&mut self, dst: Reg, fd: i32) -> &mut Asm {
+    pub fn ld_map_fd(&mut self, dst: impl Into<Reg>, fd: i32) -> &mut Asm {
         self.ld_imm64_src(dst, Reg(PSEUDO_MAP_FD), fd as u32 as u64)
     }
 
     /// `dst = &value + off` for the (first) value of the array map with descriptor `fd`: two slots,
     /// rewritten by the kernel at load.
-    pub fn ld_map_value(&mut self, dst: Reg, fd: i32, off: u32) -> &mut Asm {
+    pub fn ld_map_value(&mut self, dst: impl Into<Reg>, fd: i32, off: u32) -> &mut Asm {
         self.ld_imm64_src(
             dst,
             Reg(PSEUDO_MAP_VALUE),
@@ -225,46 +262,75 @@ impl Asm {
         )
     }
 
-    fn ld_imm64_src(&mut self, dst: Reg, src: Reg, imm: u64) -> &mut Asm {
+    fn ld_imm64_src(&mut self, dst: impl Into<Reg>, src: Reg, imm: u64) -> &mut Asm {
         self.push(Insn::new(LD | DW | IMM, dst, src, 0, imm as u32 as i32));
         self.push(Insn::new(0, R0, R0, 0, (imm >> 32) as u32 as i32))
     }
 
     /// `dst = *(size *)(src + off)`, zero-extended.
-    pub fn load(&mut self, size: u8, dst: Reg, src: Reg, off: i16) -> &mut Asm {
+    pub fn load(
+        &mut self,
+        size: u8,
+        dst: impl Into<Reg>,
+        src: impl Into<Reg>,
+        off: i16,
+    ) -> &mut Asm {
         self.push(Insn::new(LDX | size | MEM, dst, src, off, 0))
     }
 
     /// `*(size *)(dst + off) = src`.
-    pub fn store(&mut self, size: u8, dst: Reg, off: i16, src: Reg) -> &mut Asm {
+    pub fn store(
+        &mut self,
+        size: u8,
+        dst: impl Into<Reg>,
+        off: i16,
+        src: impl Into<Reg>,
+    ) -> &mut Asm {
         self.push(Insn::new(STX | size | MEM, dst, src, off, 0))
     }
 
     /// `*(size *)(dst + off) = imm`.
-    pub fn store_imm(&mut self, size: u8, dst: Reg, off: i16, imm: i32) -> &mut Asm {
+    pub fn store_imm(&mut self, size: u8, dst: impl Into<Reg>, off: i16, imm: i32) -> &mut Asm {
         self.push(Insn::new(ST | size | MEM, dst, R0, off, imm))
     }
 
     /// `lock *(u64 *)(dst + off) += src` (`BPF_ATOMIC` `BPF_ADD`, what `__sync_fetch_and_add` compiles to
     /// when its result is unused): a count several CPUs add to at once.
-    pub fn atomic_add(&mut self, dst: Reg, off: i16, src: Reg) -> &mut Asm {
+    pub fn atomic_add(&mut self, dst: impl Into<Reg>, off: i16, src: impl Into<Reg>) -> &mut Asm {
         self.push(Insn::new(STX | DW | ATOMIC, dst, src, off, 0))
     }
 
     /// `src = atomic_fetch_add((u64 *)(dst + off), src)` (`BPF_ATOMIC` `BPF_ADD | BPF_FETCH`, Linux 5.12):
     /// the value before the add comes back in `src`.
-    pub fn atomic_fetch_add(&mut self, dst: Reg, off: i16, src: Reg) -> &mut Asm {
+    pub fn atomic_fetch_add(
+        &mut self,
+        dst: impl Into<Reg>,
+        off: i16,
+        src: impl Into<Reg>,
+    ) -> &mut Asm {
         self.push(Insn::new(STX | DW | ATOMIC, dst, src, off, 0x01))
     }
 
     /// `if dst COND imm goto label` (the immediate is sign-extended to 64 bits).
-    pub fn jump_imm(&mut self, cond: Cond, dst: Reg, imm: i32, label: Label) -> &mut Asm {
+    pub fn jump_imm(
+        &mut self,
+        cond: Cond,
+        dst: impl Into<Reg>,
+        imm: i32,
+        label: Label,
+    ) -> &mut Asm {
         self.fixups.push((self.insns.len(), label));
         self.push(Insn::new(JMP | cond as u8 | K, dst, R0, 0, imm))
     }
 
     /// `if dst COND src goto label`.
-    pub fn jump(&mut self, cond: Cond, dst: Reg, src: Reg, label: Label) -> &mut Asm {
+    pub fn jump(
+        &mut self,
+        cond: Cond,
+        dst: impl Into<Reg>,
+        src: impl Into<Reg>,
+        label: Label,
+    ) -> &mut Asm {
         self.fixups.push((self.insns.len(), label));
         self.push(Insn::new(JMP | cond as u8 | X, dst, src, 0, 0))
     }
@@ -275,9 +341,14 @@ impl Asm {
         self.push(Insn::new(JMP | JA, R0, R0, 0, 0))
     }
 
-    /// Calls kernel helper number `helper`: arguments in r1-r5, result in r0, r1-r5 clobbered.
-    pub fn call(&mut self, helper: i32) -> &mut Asm {
-        self.push(Insn::new(JMP | CALL, R0, R0, 0, helper))
+    /// Calls kernel helper `helper`: arguments in r1-r5, result in r0, r1-r5 clobbered.
+    pub fn call(&mut self, helper: Helper) -> &mut Asm {
+        self.push(Insn::new(JMP | CALL, R0, R0, 0, helper as i32))
+    }
+
+    /// `dst = r10 + off`: the address of a stack slot's byte, what a helper takes a pointer to.
+    pub fn stack_addr(&mut self, dst: impl Into<Reg> + Copy, off: i16) -> &mut Asm {
+        self.mov(dst, FP).alu_imm(Alu::Add, dst, i32::from(off))
     }
 
     /// Returns r0.
@@ -287,6 +358,9 @@ impl Asm {
 
     /// The program, every jump pointed at its label (offsets count from the next instruction).
     pub fn finish(mut self) -> Result<Vec<Insn>, AsmError> {
+        if self.frame.used() > u32::from(STACK_MAX) {
+            return Err(AsmError::Stack(self.frame.used()));
+        }
         for &(at, label) in &self.fixups {
             let to = self.labels[label.0].ok_or(AsmError::Unbound(label.0))?;
             let off = to as i64 - at as i64 - 1;
@@ -294,6 +368,16 @@ impl Asm {
         }
         Ok(self.insns)
     }
+}
+
+/// The helpers `insns` call, in order (a test checks what a program asks of the kernel).
+#[cfg(test)]
+pub fn calls(insns: &[Insn]) -> Vec<Helper> {
+    insns
+        .iter()
+        .filter(|i| i.code == JMP | CALL && i.src == 0)
+        .filter_map(|i| Helper::from_id(i.imm))
+        .collect()
 }
 
 #[cfg(all(test, target_endian = "little"))]
@@ -344,7 +428,7 @@ mod tests {
         // call bpf_get_current_pid_tgid (14)
         assert_eq!(
             bytes(|a| {
-                a.call(14);
+                a.call(Helper::GetCurrentPidTgid);
             }),
             [[0x85, 0, 0, 0, 14, 0, 0, 0]]
         );

@@ -22,21 +22,20 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use perf_event_open_sys::bindings as pb;
 
-use super::insn::{Alu, Asm, AsmError, Cond, Insn, DW, FP, R0, R1, R2, R3, R4, R5, R6, R7, R8, W};
-use super::program::{self, helper};
+use super::frame::Slot;
+use super::insn::{Asm, AsmError, Cond, Insn, Kept, DW, FP, R0, R1, R2, R3, W};
+use super::kernel::{Helper, MapType, ProgType};
+use super::seq;
+use super::{create_map, load_program, log_line};
 use crate::error::Error;
 use crate::perf::ring::Ring;
 use crate::perf::sys;
 
-const PROG_TYPE_TRACEPOINT: u32 = 5;
-const PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
-/// LRU: a flood of objects the tracer has not taken out yet pushes out the oldest instead of failing.
-const MAP_TYPE_LRU_HASH: u32 = 9;
-const MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
-/// `bpf_ktime_get_ns`: CLOCK_MONOTONIC, the clock the breakpoint rings stamp hits with.
-const KTIME_GET_NS: i32 = 5;
-/// `BPF_F_CURRENT_CPU`.
-const CURRENT_CPU: u64 = 0xffff_ffff;
+/// The programs' bindings: the context (the tracepoint's arguments or its record), the object's pointer
+/// and its allocation's call site.
+const CTX: Kept = Kept::R6;
+const PTR: Kept = Kept::R7;
+const CALL_SITE: Kept = Kept::R8;
 /// Objects handed over and not freed yet that the free programs recognise; past this many live ones the
 /// least recently entered are forgotten (a forgotten object's free is not reported).
 const ARMED_MAX: u32 = 16384;
@@ -48,10 +47,6 @@ pub const ALLOCATED: u64 = 1;
 pub const FREED: u64 = 2;
 /// The record: kind, time, pointer, call site, pid_tgid, size, `comm[16]`, native-endian.
 pub const RECORD_LEN: usize = 64;
-
-// Stack: the record, at OUT.
-const OUT: i16 = -64;
-const SCRATCH: i16 = -72;
 
 /// Which objects the allocation program takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,65 +88,87 @@ pub enum SizeFrom {
     Cache(i16),
 }
 
+/// The programs' stack slots: the record, and a word for the size (the allocation's) or the key (the
+/// free's).
+struct Slots {
+    out: Slot,
+    scratch: i16,
+}
+
+impl Slots {
+    fn new(a: &mut Asm) -> Slots {
+        Slots {
+            out: a.slot(RECORD_LEN as u16),
+            scratch: a.slot(8).off(),
+        }
+    }
+}
+
+/// The record's words: kind, time, pointer, call site, pid_tgid, size, then the name.
+mod word {
+    pub const KIND: i16 = 0;
+    pub const TIME: i16 = 1;
+    pub const PTR: i16 = 2;
+    pub const CALL_SITE: i16 = 3;
+    pub const PID_TGID: i16 = 4;
+    pub const SIZE: i16 = 5;
+    pub const COMM: i16 = 6;
+}
+
 /// The allocation program: a matching new object is entered in `armed` and goes out as an [`ALLOCATED`]
 /// record.
 pub fn generate_alloc(outputs: i32, armed: i32, select: Select) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
+    let Slots { out: rec, scratch } = Slots::new(&mut a);
     let out = a.label();
-    a.mov(R6, R1);
-    a.load(DW, R7, R6, select.ptr.offset())
-        .jump_imm(Cond::Eq, R7, 0, out);
+    a.mov(CTX, R1);
+    a.load(DW, PTR, CTX, select.ptr.offset())
+        .jump_imm(Cond::Eq, PTR, 0, out);
     // A raw allocation tracepoint's call site; a record field's source has none.
     match select.ptr {
-        PtrAt::Arg(_) => a.load(DW, R8, R6, 0),
-        PtrAt::Field(_) => a.mov_imm(R8, 0),
+        PtrAt::Arg(_) => a.load(DW, CALL_SITE, CTX, 0),
+        PtrAt::Field(_) => a.mov_imm(CALL_SITE, 0),
     };
     if let Some((lo, hi)) = select.call_site {
         a.ld_imm64(R1, lo)
-            .jump(Cond::Lt, R8, R1, out)
+            .jump(Cond::Lt, CALL_SITE, R1, out)
             .ld_imm64(R1, hi)
-            .jump(Cond::Ge, R8, R1, out);
+            .jump(Cond::Ge, CALL_SITE, R1, out);
     }
     match select.size {
         None => {
-            a.mov_imm(R1, 0).store(DW, FP, SCRATCH, R1);
+            a.mov_imm(R1, 0).store(DW, FP, scratch, R1);
         }
         Some((SizeFrom::Requested, size)) => {
-            a.load(DW, R1, R6, 16)
-                .store(DW, FP, SCRATCH, R1)
+            a.load(DW, R1, CTX, 16)
+                .store(DW, FP, scratch, R1)
                 .ld_imm64(R2, size)
                 .jump(Cond::Ne, R1, R2, out);
         }
         Some((SizeFrom::Cache(offset), size)) => {
-            a.store_imm(DW, FP, SCRATCH, 0)
-                .mov(R1, FP)
-                .alu_imm(Alu::Add, R1, i32::from(SCRATCH))
-                .mov_imm(R2, 4)
-                .load(DW, R3, R6, 16)
-                .alu_imm(Alu::Add, R3, i32::from(offset))
-                .call(helper::PROBE_READ_KERNEL)
-                .jump_imm(Cond::Ne, R0, 0, out)
-                .load(W, R1, FP, SCRATCH)
+            a.store_imm(DW, FP, scratch, 0).load(DW, R3, CTX, 16);
+            seq::read_kernel(&mut a, scratch, 4, (R3, i32::from(offset)), out);
+            a.load(W, R1, FP, scratch)
                 .ld_imm64(R2, size)
                 .jump(Cond::Lt, R1, R2, out);
         }
     }
-    a.store(DW, FP, OUT + 16, R7)
-        .store_imm(W, FP, OUT, 1)
-        .ld_map_fd(R1, armed)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(OUT + 16))
-        .mov(R3, FP)
-        .alu_imm(Alu::Add, R3, i32::from(OUT))
-        .mov_imm(R4, 0)
-        .call(helper::MAP_UPDATE_ELEM);
+    // `armed[ptr] = 1`, the record's words lending the key and the value.
+    a.store(DW, FP, rec.word(word::PTR), PTR)
+        .store_imm(W, FP, rec.word(word::KIND), 1);
+    seq::update(
+        &mut a,
+        armed,
+        (rec.word(word::PTR), rec.word(word::KIND)),
+        0,
+    );
     a.mov_imm(R1, ALLOCATED as i32)
-        .store(DW, FP, OUT, R1)
-        .store(DW, FP, OUT + 16, R7)
-        .store(DW, FP, OUT + 24, R8)
-        .load(DW, R1, FP, SCRATCH)
-        .store(DW, FP, OUT + 40, R1);
-    emit(&mut a, outputs);
+        .store(DW, FP, rec.word(word::KIND), R1)
+        .store(DW, FP, rec.word(word::PTR), PTR)
+        .store(DW, FP, rec.word(word::CALL_SITE), CALL_SITE)
+        .load(DW, R1, FP, scratch)
+        .store(DW, FP, rec.word(word::SIZE), R1);
+    emit(&mut a, outputs, rec);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
     a.finish()
@@ -161,43 +178,35 @@ pub fn generate_alloc(outputs: i32, armed: i32, select: Select) -> Result<Vec<In
 /// goes out as a [`FREED`] record.
 pub fn generate_free(outputs: i32, armed: i32) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
+    let Slots { out: rec, scratch } = Slots::new(&mut a);
     let out = a.label();
-    a.mov(R6, R1);
-    a.load(DW, R7, R6, 8).store(DW, FP, SCRATCH, R7);
-    program::lookup_key(&mut a, armed, SCRATCH, out);
-    a.ld_map_fd(R1, armed)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(SCRATCH))
-        .call(helper::MAP_DELETE_ELEM);
+    a.mov(CTX, R1);
+    a.load(DW, PTR, CTX, 8).store(DW, FP, scratch, PTR);
+    seq::lookup_key(&mut a, armed, scratch, out);
+    seq::delete(&mut a, armed, scratch);
     a.mov_imm(R1, FREED as i32)
-        .store(DW, FP, OUT, R1)
-        .store(DW, FP, OUT + 16, R7)
-        .load(DW, R1, R6, 0)
-        .store(DW, FP, OUT + 24, R1)
-        .store_imm(DW, FP, OUT + 40, 0);
-    emit(&mut a, outputs);
+        .store(DW, FP, rec.word(word::KIND), R1)
+        .store(DW, FP, rec.word(word::PTR), PTR)
+        .load(DW, R1, CTX, 0)
+        .store(DW, FP, rec.word(word::CALL_SITE), R1)
+        .store_imm(DW, FP, rec.word(word::SIZE), 0);
+    emit(&mut a, outputs, rec);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
     a.finish()
 }
 
-/// Fills the time, task and name of the record at OUT (kind, pointer, call site and size are set) and
-/// writes it to this CPU's output.
-fn emit(a: &mut Asm, outputs: i32) {
-    a.call(KTIME_GET_NS).store(DW, FP, OUT + 8, R0);
-    a.call(helper::GET_CURRENT_PID_TGID)
-        .store(DW, FP, OUT + 32, R0);
-    a.mov(R1, FP)
-        .alu_imm(Alu::Add, R1, i32::from(OUT + 48))
+/// Fills the time, task and name of the record at `rec` (kind, pointer, call site and size are set)
+/// and writes it to this CPU's output.
+fn emit(a: &mut Asm, outputs: i32, rec: Slot) {
+    a.call(Helper::KtimeGetNs)
+        .store(DW, FP, rec.word(word::TIME), R0);
+    a.call(Helper::GetCurrentPidTgid)
+        .store(DW, FP, rec.word(word::PID_TGID), R0);
+    a.stack_addr(R1, rec.word(word::COMM))
         .mov_imm(R2, 16)
-        .call(helper::GET_CURRENT_COMM);
-    a.mov(R1, R6)
-        .ld_map_fd(R2, outputs)
-        .ld_imm64(R3, CURRENT_CPU)
-        .mov(R4, FP)
-        .alu_imm(Alu::Add, R4, i32::from(OUT))
-        .mov_imm(R5, RECORD_LEN as i32)
-        .call(helper::PERF_EVENT_OUTPUT);
+        .call(Helper::GetCurrentComm);
+    seq::perf_output(a, CTX.into(), outputs, (rec.off(), RECORD_LEN as i32));
 }
 
 /// One record, decoded.
@@ -300,9 +309,11 @@ impl ObjectSource {
                 super::why_unavailable(&e)
             ))
         };
-        let outputs = sys::bpf_map_create(MAP_TYPE_PERF_EVENT_ARRAY, 4, 4, possible, "ksw_objout")
+        let outputs = create_map(MapType::PerfEventArray, (4, 4), possible, "ksw_objout")
             .map_err(|e| unavailable("the output map", e))?;
-        let armed = sys::bpf_map_create(MAP_TYPE_LRU_HASH, 8, 4, ARMED_MAX, "ksw_armed")
+        // LRU: a flood of objects the tracer has not taken out yet pushes out the oldest instead of
+        // failing.
+        let armed = create_map(MapType::LruHash, (8, 4), ARMED_MAX, "ksw_armed")
             .map_err(|e| unavailable("the armed map", e))?;
         let mut source = ObjectSource {
             outputs,
@@ -324,22 +335,21 @@ impl ObjectSource {
             source.outputs.as_raw_fd(),
             source.armed.as_raw_fd(),
         ))?;
-        let load = |insns: &[Insn], prog_type: u32, tp: &str| -> Result<OwnedFd, Error> {
-            let raw: Vec<u64> = insns.iter().map(|i| i.raw()).collect();
+        let load = |insns: &[Insn], prog_type: ProgType, tp: &str| -> Result<OwnedFd, Error> {
             let mut log = Vec::new();
-            sys::bpf_prog_load(prog_type, &raw, "ksw_objects", &mut log).map_err(|e| {
+            load_program(prog_type, insns, "ksw_objects", &mut log).map_err(|e| {
                 if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) {
                     return unavailable("loading its program", e);
                 }
                 Error::runtime(format!(
                     "the kernel refused the program for `{tp}`: {}",
-                    String::from_utf8_lossy(&log).trim().replace('\n', " | ")
+                    log_line(&log)
                 ))
                 .caused_by(e)
             })
         };
         let attach = |insns: &[Insn], tp: &str| -> Result<(OwnedFd, OwnedFd), Error> {
-            let prog = load(insns, PROG_TYPE_RAW_TRACEPOINT, tp)?;
+            let prog = load(insns, ProgType::RawTracepoint, tp)?;
             let link = sys::bpf_raw_tracepoint_open(tp, prog.as_fd()).map_err(|e| {
                 Error::usage(format!(
                     "no raw tracepoint `{tp}` to attach to ({e}); the kernel's BTF names each one it has \
@@ -351,7 +361,7 @@ impl ObjectSource {
         match attach_to {
             Attach::Raw(name) => source._links.push(attach(&alloc, name)?),
             Attach::Event(id) => {
-                source.event = Some((*id, load(&alloc, PROG_TYPE_TRACEPOINT, &tracepoint)?));
+                source.event = Some((*id, load(&alloc, ProgType::Tracepoint, &tracepoint)?));
             }
         }
         for tp in ["kfree", "kmem_cache_free"] {
@@ -447,6 +457,49 @@ mod tests {
             size: None,
         };
         assert!(generate_alloc(3, 4, field).expect("field alloc").len() > 10);
+    }
+
+    /// Every shape of the allocation program, and the free program, passes the verifier as the kind of
+    /// program it is loaded as (nothing is attached).
+    #[test]
+    #[ignore = "live: loads BPF programs (run by scripts/test as root)"]
+    fn the_programs_pass_the_verifier() {
+        if !super::super::root_or_skip("objects::tests", "to load BPF programs") {
+            return;
+        }
+        let outputs = create_map(MapType::PerfEventArray, (4, 4), 64, "t_objout").expect("map");
+        let armed = create_map(MapType::LruHash, (8, 4), 16, "t_armed").expect("map");
+        let (outputs, armed) = (outputs.as_raw_fd(), armed.as_raw_fd());
+        let raw = Select {
+            ptr: PtrAt::Arg(1),
+            call_site: Some((0xffffffff81000000, 0xffffffff81000100)),
+            size: Some((SizeFrom::Requested, 320)),
+        };
+        let cache = Select {
+            size: Some((SizeFrom::Cache(24), 320)),
+            ..raw
+        };
+        let field = Select {
+            ptr: PtrAt::Field(8),
+            call_site: None,
+            size: None,
+        };
+        let programs = [
+            (generate_alloc(outputs, armed, raw), ProgType::RawTracepoint),
+            (
+                generate_alloc(outputs, armed, cache),
+                ProgType::RawTracepoint,
+            ),
+            (generate_alloc(outputs, armed, field), ProgType::Tracepoint),
+            (generate_free(outputs, armed), ProgType::RawTracepoint),
+        ];
+        for (i, (insns, kind)) in programs.into_iter().enumerate() {
+            let mut log = Vec::new();
+            let insns = insns.expect("assembles");
+            if let Err(e) = load_program(kind, &insns, "t_objects", &mut log) {
+                panic!("program {i} ({kind:?}): {e}: {}", log_line(&log));
+            }
+        }
     }
 
     /// A sample carrying the program's record decodes to its fields; a LOST record to its count; short

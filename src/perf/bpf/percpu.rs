@@ -16,13 +16,14 @@ use ksymwatch_symbols::btf::{Btf, CastKind, CastType};
 use ksymwatch_symbols::PathElem;
 use perf_event_open_sys::bindings as pb;
 
-use super::insn::{Alu, Asm, AsmError, Cond, Insn, DW, FP, R0, R1, R2, R3, R6};
-use super::program::{self, helper};
+use super::insn::{Asm, AsmError, Cond, Insn, Kept, DW, FP, R0, R1, R3};
+use super::kernel::{Helper, MapType, ProgType};
+use super::seq;
 use crate::error::Error;
 use crate::perf::sys;
 
-/// `bpf_get_current_task`.
-const GET_CURRENT_TASK: i32 = 35;
+/// The program's binding: the current task.
+const TASK: Kept = Kept::R6;
 const PERCPU_SECTION: &str = ".data..percpu";
 
 /// Where the program finds the runqueue pointer: byte offsets in the running kernel's structures.
@@ -69,34 +70,18 @@ fn path_text(path: &[PathElem]) -> String {
         .join(".")
 }
 
-// Stack slots.
-const CFS_RQ: i16 = -8;
-const RQ: i16 = -16;
-const KEY: i16 = -20;
-
 /// The program: reads `current->se.cfs_rq->rq` into this CPU's slot of `slots` (a per-CPU array of one
 /// u64); returns 0 (the cpu-clock event writes nothing).
 pub fn generate(slots: i32, at: Offsets) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
+    let (cfs_rq, rq, key) = (a.slot(8).off(), a.slot(8).off(), a.slot(4).off());
     let out = a.label();
-    a.call(GET_CURRENT_TASK).mov(R6, R0);
-    a.mov(R1, FP)
-        .alu_imm(Alu::Add, R1, i32::from(CFS_RQ))
-        .mov_imm(R2, 8)
-        .mov(R3, R6)
-        .alu_imm(Alu::Add, R3, at.cfs_rq)
-        .call(helper::PROBE_READ_KERNEL)
-        .jump_imm(Cond::Ne, R0, 0, out);
-    a.load(DW, R3, FP, CFS_RQ)
-        .jump_imm(Cond::Eq, R3, 0, out)
-        .alu_imm(Alu::Add, R3, at.rq)
-        .mov(R1, FP)
-        .alu_imm(Alu::Add, R1, i32::from(RQ))
-        .mov_imm(R2, 8)
-        .call(helper::PROBE_READ_KERNEL)
-        .jump_imm(Cond::Ne, R0, 0, out);
-    program::lookup(&mut a, (slots, 0, KEY), out);
-    a.load(DW, R1, FP, RQ).store(DW, R0, 0, R1);
+    a.call(Helper::GetCurrentTask).mov(TASK, R0);
+    seq::read_kernel(&mut a, cfs_rq, 8, (TASK.into(), at.cfs_rq), out);
+    a.load(DW, R3, FP, cfs_rq).jump_imm(Cond::Eq, R3, 0, out);
+    seq::read_kernel(&mut a, rq, 8, (R3, at.rq), out);
+    seq::lookup(&mut a, (slots, 0, key), out);
+    a.load(DW, R1, FP, rq).store(DW, R0, 0, R1);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
     a.finish()
@@ -109,15 +94,12 @@ const WAIT: Duration = Duration::from_millis(200);
 pub fn bases(cpus: &[u32], at: Offsets) -> Result<BTreeMap<u32, u64>, Error> {
     use std::os::fd::AsRawFd;
     let unavailable = |e: std::io::Error| Error::not_permitted(super::why_unavailable(&e));
-    let slots = sys::bpf_map_create(super::MAP_TYPE_PERCPU_ARRAY, 4, 8, 1, "ksw_percpu")
-        .map_err(unavailable)?;
-    let insns: Vec<u64> = generate(slots.as_raw_fd(), at)
-        .map_err(|e| Error::runtime("building the per-CPU base program").caused_by(e))?
-        .iter()
-        .map(|i| i.raw())
-        .collect();
+    let slots =
+        super::create_map(MapType::PercpuArray, (4, 8), 1, "ksw_percpu").map_err(unavailable)?;
+    let insns = generate(slots.as_raw_fd(), at)
+        .map_err(|e| Error::runtime("building the per-CPU base program").caused_by(e))?;
     let mut log = Vec::new();
-    let prog = sys::bpf_prog_load(super::PROG_TYPE_PERF_EVENT, &insns, "ksw_percpu", &mut log)
+    let prog = super::load_program(ProgType::PerfEvent, &insns, "ksw_percpu", &mut log)
         .map_err(unavailable)?;
     let mut attr = crate::perf::attr::ring_attr(pb::PERF_TYPE_SOFTWARE);
     attr.config = u64::from(pb::PERF_COUNT_SW_CPU_CLOCK);

@@ -30,6 +30,7 @@ fn reachable(offset: u64) -> Option<i16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::perf::bpf::kernel::Helper;
 
     #[test]
     fn an_offset_is_used_only_where_both_words_can_be_loaded() {
@@ -40,7 +41,7 @@ mod tests {
     }
 
     /// The helpers a hit program calls, in order.
-    fn calls(comm_offset: Option<i16>) -> Vec<i32> {
+    fn calls(comm_offset: Option<i16>) -> Vec<Helper> {
         use crate::perf::bpf::hit::{generate, HitMaps, HitSpec};
         let filter = crate::model::filter::Filter::default();
         let spec = HitSpec::plain(&filter, comm_offset);
@@ -54,25 +55,18 @@ mod tests {
             reads: None,
             totals: None,
         };
-        let insns = generate(&spec, &maps).expect("assembles");
-        // A helper call: BPF_JMP | BPF_CALL with src_reg 0; its id in the upper 32 bits.
-        insns
-            .iter()
-            .map(|i| i.raw())
-            .filter(|raw| raw & 0xff == 0x85 && (raw >> 12) & 0xf == 0)
-            .map(|raw| (raw >> 32) as i32)
-            .collect()
+        crate::perf::bpf::insn::calls(&generate(&spec, &maps).expect("assembles"))
     }
 
     #[test]
     fn the_name_is_loaded_from_the_task_when_its_offset_is_known() {
-        use crate::perf::bpf::program::helper;
+        let (btf, comm) = (Helper::GetCurrentTaskBtf, Helper::GetCurrentComm);
         let loaded = calls(Some(1752));
-        assert!(loaded.contains(&helper::GET_CURRENT_TASK_BTF));
-        assert!(!loaded.contains(&helper::GET_CURRENT_COMM));
+        assert!(loaded.contains(&btf));
+        assert!(!loaded.contains(&comm));
         let copied = calls(None);
-        assert!(copied.contains(&helper::GET_CURRENT_COMM));
-        assert!(!copied.contains(&helper::GET_CURRENT_TASK_BTF));
+        assert!(copied.contains(&comm));
+        assert!(!copied.contains(&btf));
     }
 
     #[test]

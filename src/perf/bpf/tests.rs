@@ -2,7 +2,8 @@
 //! that every condition means what a plain Rust reading of it says, at every width and sign.
 
 use super::interp::{Machine, BY_TGID_ENTRIES};
-use super::program::{generate, helper, Maps, Spec};
+use super::kernel::Helper;
+use super::program::{generate, Maps, Spec};
 use crate::model::condition::{Compare, Condition, Op, Rhs, Side};
 use crate::model::filter::{Filter, Place};
 use crate::perf::record::{OLD_KNOWN, VALUE_KNOWN};
@@ -76,7 +77,7 @@ fn reports_value_and_old_for_each_store() {
     assert_eq!(first, [0x1f3, 0, USER_ADDR, VALUE_KNOWN]);
     let second = store(&mut m, &prog, Some(0x1f4)).unwrap();
     assert_eq!(second, [0x1f4, 0x1f3, USER_ADDR, VALUE_KNOWN | OLD_KNOWN]);
-    assert_eq!(m.read_with, Some(helper::PROBE_READ_USER));
+    assert_eq!(m.read_with, Some(Helper::ProbeReadUser));
     // A user address keeps its old value per process (tgid 100 in the machine).
     assert_eq!(m.old(100), Some(0x1f4));
     // Only the watch's 4 bytes are read: the upper half of the word is not part of the value.
@@ -93,7 +94,7 @@ fn a_kernel_address_is_read_as_kernel_memory_with_one_old_value() {
     store(&mut m, &prog, Some(7));
     m.pid_tgid = (200 << 32) | 201;
     let rec = store(&mut m, &prog, Some(8)).unwrap();
-    assert_eq!(m.read_with, Some(helper::PROBE_READ_KERNEL));
+    assert_eq!(m.read_with, Some(Helper::ProbeReadKernel));
     assert_eq!(
         rec[..2],
         [8, 7],

@@ -7,11 +7,9 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::kernel::MapType;
 use super::program::OLD_SLOT;
 use crate::perf::sys;
-
-/// `BPF_MAP_TYPE_ARRAY`.
-const MAP_TYPE_ARRAY: u32 = 2;
 
 /// The most entries the array takes: 1 MB of 16-byte values. A system whose `pid_max` is larger keeps
 /// the last values of higher tgids in the hash.
@@ -43,10 +41,9 @@ pub struct TgidOlds {
 impl TgidOlds {
     /// A fresh array, every entry unknown (generation 0 against a current generation of 1).
     pub fn new() -> io::Result<TgidOlds> {
-        let map = sys::bpf_map_create(
-            MAP_TYPE_ARRAY,
-            4,
-            OLD_SLOT,
+        let map = super::create_map(
+            MapType::Array,
+            (4, OLD_SLOT),
             entries(pid_max()),
             "ksw_olds_tgid",
         )?;

@@ -31,16 +31,14 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-use crate::perf::bpf::insn::{Alu, Asm, Cond, Label, Reg, DW, FP, R0, R1, R2, R3, R4, R7, W};
-use crate::perf::bpf::program::{self, helper};
+use crate::perf::bpf::insn::{Alu, Asm, Cond, Label, Reg, DW, FP, R0, R1, R2, R3, R4, W};
+use crate::perf::bpf::kernel::{Helper, MapType, EEXIST, NOEXIST};
+use crate::perf::bpf::{create_map, seq};
 use crate::perf::hit_record as rec;
 use crate::perf::sys;
 
-const MAP_TYPE_HASH: u32 = 1;
-const MAP_TYPE_ARRAY: u32 = 2;
 /// `BPF_F_NO_PREALLOC`.
 const NO_PREALLOC: u32 = 1;
-const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 
 /// Words a chain holds at most: both stacks full.
 pub const CHAIN_WORDS: usize = 2 * rec::MAX_FRAMES;
@@ -69,15 +67,29 @@ pub const STATS: u32 = 4;
 const MUL: u64 = 0x9e37_79b9_7f4a_7c15;
 const SEED: u64 = 0x6b73_7977_6174_6368;
 
-/// `BPF_NOEXIST`: an update that only inserts.
-const NOEXIST: i32 = 1;
-const EEXIST: i32 = -17;
+/// The counting code's stack slots, in the frame of the program that counts.
+#[derive(Debug, Clone, Copy)]
+pub struct TotalsSlots {
+    /// A `counts` key ([`COUNT_KEY`] bytes), its chain key from its byte 8.
+    key: i16,
+    /// The 1 a new count starts at.
+    one: i16,
+    /// A `values` key.
+    value_key: i16,
+    /// A `stats` or `limit` index.
+    stat_key: i16,
+}
 
-// Stack slots, below every slot the hit program and the value code use (down to -232).
-const KEY: i16 = -304;
-const ONE: i16 = -312;
-const VALUE_KEY: i16 = -320;
-const STAT_KEY: i16 = -324;
+impl TotalsSlots {
+    pub fn new(a: &mut Asm) -> TotalsSlots {
+        TotalsSlots {
+            key: a.slot(COUNT_KEY as u16).off(),
+            one: a.slot(8).off(),
+            value_key: a.slot(8).off(),
+            stat_key: a.slot(4).off(),
+        }
+    }
+}
 
 /// The maps the program counts into, by descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,18 +145,17 @@ impl Totals {
     }
 
     fn create_with(values: bool, flags: u32) -> io::Result<Totals> {
-        let map = |kind, key, value, max, name| sys::bpf_map_create(kind, key, value, max, name);
         let hash = |key, value, max, name| {
-            sys::bpf_map_create_flags(MAP_TYPE_HASH, (key, value, max), flags, name)
+            sys::bpf_map_create_flags(MapType::Hash as u32, (key, value, max), flags, name)
         };
         Ok(Totals {
             chains: hash(CHAIN_KEY, CHAIN_VALUE, CHAINS_MAX, "ksw_chains")?,
             counts: hash(COUNT_KEY, 8, COUNTS_MAX, "ksw_counts")?,
             values: match values {
-                true => Some(map(MAP_TYPE_HASH, 8, 8, VALUES_MAX, "ksw_values")?),
+                true => Some(create_map(MapType::Hash, (8, 8), VALUES_MAX, "ksw_values")?),
                 false => None,
             },
-            stats: map(MAP_TYPE_PERCPU_ARRAY, 4, 8, STATS, "ksw_tstats")?,
+            stats: create_map(MapType::PercpuArray, (4, 8), STATS, "ksw_tstats")?,
         })
     }
 
@@ -313,7 +324,7 @@ pub struct Limit {
 impl Limit {
     pub fn create(count: u64) -> io::Result<Limit> {
         Ok(Limit {
-            map: sys::bpf_map_create(MAP_TYPE_ARRAY, 4, 8, 1, "ksw_limit")?,
+            map: create_map(MapType::Array, (4, 8), 1, "ksw_limit")?,
             count,
         })
     }
@@ -335,12 +346,12 @@ impl Limit {
 /// whose claim comes after the N-th returns 0 here, not kept and not counted (the run ends at the N-th,
 /// as the tracer learns from [`Limit::reached`]). So the totals hold exactly N hits however many CPUs
 /// stored at once. r0-r5 clobbered.
-pub fn claim(a: &mut Asm, maps: &TotalsMaps) {
+pub fn claim(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots) {
     let Some((map, n)) = maps.limit else {
         return;
     };
     let keep = a.label();
-    program::lookup(a, (map, 0, STAT_KEY), keep);
+    seq::lookup(a, (map, 0, slots.stat_key), keep);
     a.mov_imm(R1, 1).atomic_fetch_add(R0, 0, R1);
     match i32::try_from(n) {
         Ok(n) => a.jump_imm(Cond::Lt, R1, n, keep),
@@ -350,36 +361,38 @@ pub fn claim(a: &mut Asm, maps: &TotalsMaps) {
     a.bind(keep);
 }
 
-/// Counts the hit whose record is in r7 (stacks at `stacks`): its chain stored once, its
-/// (thread, chain, name) count and with `maps.values` its value's count added to, and `STAT_KEPT`.
-/// r6-r9 are kept; r0-r5 clobbered.
-pub fn count(a: &mut Asm, maps: &TotalsMaps, stacks: i16) {
-    hash_chain(a, R7, stacks);
-    a.store(DW, FP, KEY + 8, R1)
-        .load(DW, R1, R7, rec::OFF_PID_TGID)
-        .store(DW, FP, KEY, R1)
-        .load(DW, R1, R7, rec::OFF_KSTACK_BYTES)
-        .store(W, FP, KEY + 16, R1)
-        .load(DW, R1, R7, rec::OFF_USTACK_BYTES)
-        .store(W, FP, KEY + 20, R1)
-        .load(DW, R1, R7, rec::OFF_COMM)
-        .store(DW, FP, KEY + 24, R1)
-        .load(DW, R1, R7, rec::OFF_COMM + 8)
-        .store(DW, FP, KEY + 32, R1);
-    store_chain(a, maps, stacks);
-    add_count(a, maps.counts, KEY, (maps.stats, STAT_UNCOUNTED));
+/// Counts the hit whose record is in `record` (a kept register; its stacks at `stacks`): its chain
+/// stored once, its (thread, chain, name) count and with `maps.values` its value's count added to, and
+/// `STAT_KEPT`. r6-r9 are kept; r0-r5 clobbered.
+pub fn count(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, stacks): (Reg, i16)) {
+    let key = slots.key;
+    hash_chain(a, record, stacks);
+    a.store(DW, FP, key + 8, R1)
+        .load(DW, R1, record, rec::OFF_PID_TGID)
+        .store(DW, FP, key, R1)
+        .load(DW, R1, record, rec::OFF_KSTACK_BYTES)
+        .store(W, FP, key + 16, R1)
+        .load(DW, R1, record, rec::OFF_USTACK_BYTES)
+        .store(W, FP, key + 20, R1)
+        .load(DW, R1, record, rec::OFF_COMM)
+        .store(DW, FP, key + 24, R1)
+        .load(DW, R1, record, rec::OFF_COMM + 8)
+        .store(DW, FP, key + 32, R1);
+    store_chain(a, maps, slots, (record, stacks));
+    add_count(a, maps.counts, slots, (key, (maps.stats, STAT_UNCOUNTED)));
     if let Some(values) = maps.values {
         let unknown = a.label();
-        // The flags from the record: the user stack's walk used r9.
-        a.load(DW, R1, R7, rec::OFF_FLAGS)
+        // The flags from the record: the user stack's walk took their register.
+        a.load(DW, R1, record, rec::OFF_FLAGS)
             .alu_imm(Alu::And, R1, rec::VALUE_KNOWN as i32)
             .jump_imm(Cond::Eq, R1, 0, unknown)
-            .load(DW, R1, R7, rec::OFF_VALUE)
-            .store(DW, FP, VALUE_KEY, R1);
-        add_count(a, values, VALUE_KEY, (maps.stats, STAT_VALUES_OVER));
+            .load(DW, R1, record, rec::OFF_VALUE)
+            .store(DW, FP, slots.value_key, R1);
+        let over = (maps.stats, STAT_VALUES_OVER);
+        add_count(a, values, slots, (slots.value_key, over));
         a.bind(unknown);
     }
-    program::add_to(a, (maps.stats, STAT_KEPT, STAT_KEY), None);
+    seq::add_to(a, (maps.stats, STAT_KEPT, slots.stat_key), None);
 }
 
 /// r1 = [`chain_hash`] of the chain in the record at `record` (its stacks at `stacks`, their lengths in
@@ -410,51 +423,45 @@ pub fn hash_chain(a: &mut Asm, record: Reg, stacks: i16) {
         .alu(Alu::Xor, R1, R2);
 }
 
-/// The chain (the record's stack words) into `chains` under the key at `KEY + 8`, unless it is there.
-fn store_chain(a: &mut Asm, maps: &TotalsMaps, stacks: i16) {
+/// The chain (the record's stack words) into `chains` under the chain key (the `counts` key's from its
+/// byte 8), unless it is there.
+fn store_chain(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, stacks): (Reg, i16)) {
     let (known, stored) = (a.label(), a.label());
+    let chain_key = slots.key + 8;
     a.ld_map_fd(R1, maps.chains)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(KEY + 8))
-        .call(helper::MAP_LOOKUP_ELEM)
+        .stack_addr(R2, chain_key)
+        .call(Helper::MapLookupElem)
         .jump_imm(Cond::Ne, R0, 0, known);
     a.ld_map_fd(R1, maps.chains)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(KEY + 8))
-        .mov(R3, R7)
+        .stack_addr(R2, chain_key)
+        .mov(R3, record)
         .alu_imm(Alu::Add, R3, i32::from(stacks))
         .mov_imm(R4, NOEXIST)
-        .call(helper::MAP_UPDATE_ELEM)
+        .call(Helper::MapUpdateElem)
         // Another CPU stored it first: as good.
         .jump_imm(Cond::Eq, R0, 0, stored)
         .jump_imm(Cond::Eq, R0, EEXIST, stored);
-    program::add_to(a, (maps.stats, STAT_NO_CHAIN, STAT_KEY), None);
+    seq::add_to(a, (maps.stats, STAT_NO_CHAIN, slots.stat_key), None);
     a.bind(known);
     a.bind(stored);
 }
 
-/// Adds one to `map`'s u64 under the key at stack slot `key`, inserting it when absent; a key the map has
-/// no room for adds one to `this CPU's stats[slot]` instead.
-fn add_count(a: &mut Asm, map: i32, key: i16, (stats, slot): (i32, u32)) {
+/// Adds one to `map`'s u64 under the key at stack offset `key`, inserting it when absent; a key the map
+/// has no room for adds one to this CPU's `stats[index]` instead.
+fn add_count(a: &mut Asm, map: i32, slots: &TotalsSlots, (key, (stats, index)): (i16, (i32, u32))) {
     let (insert, done, failed) = (a.label(), a.label(), a.label());
-    program::lookup_key(a, map, key, insert);
+    seq::lookup_key(a, map, key, insert);
     atomic_one(a, done);
     a.bind(insert);
-    a.store_imm(DW, FP, ONE, 1)
-        .ld_map_fd(R1, map)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(key))
-        .mov(R3, FP)
-        .alu_imm(Alu::Add, R3, i32::from(ONE))
-        .mov_imm(R4, NOEXIST)
-        .call(helper::MAP_UPDATE_ELEM)
-        .jump_imm(Cond::Eq, R0, 0, done)
+    a.store_imm(DW, FP, slots.one, 1);
+    seq::update(a, map, (key, slots.one), NOEXIST);
+    a.jump_imm(Cond::Eq, R0, 0, done)
         .jump_imm(Cond::Ne, R0, EEXIST, failed);
     // Another CPU inserted it between the lookup and the update: add to theirs.
-    program::lookup_key(a, map, key, failed);
+    seq::lookup_key(a, map, key, failed);
     atomic_one(a, done);
     a.bind(failed);
-    program::add_to(a, (stats, slot, STAT_KEY), None);
+    seq::add_to(a, (stats, index, slots.stat_key), None);
     a.bind(done);
 }
 
@@ -466,6 +473,7 @@ fn atomic_one(a: &mut Asm, done: Label) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::perf::bpf::insn::Kept;
     use crate::perf::bpf::interp::Machine;
     use crate::perf::bpf::program::Maps;
 
@@ -506,8 +514,8 @@ mod tests {
                 );
             }
             let mut a = Asm::new();
-            a.ld_imm64(R7, record);
-            hash_chain(&mut a, R7, rec::OFF_STACKS);
+            a.ld_imm64(Kept::R7, record);
+            hash_chain(&mut a, Kept::R7.into(), rec::OFF_STACKS);
             a.mov(R0, R1).exit();
             let prog = a.finish().unwrap();
             assert_eq!(

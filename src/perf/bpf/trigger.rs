@@ -10,48 +10,32 @@
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-use super::insn::{Alu, Asm, AsmError, Cond, Insn, DW, FP, R0, R1, R2, R6, W};
-use super::program::helper;
+use super::insn::{Asm, AsmError, Insn, Kept, DW, R0};
+use super::kernel::{Helper, MapType, ProgType};
+use super::seq;
 use crate::error::ExitCode;
 use crate::perf::sys;
-
-const PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
-const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
-const KTIME_GET_NS: i32 = 5;
 
 const COUNT: u32 = 0;
 const LAST_NS: u32 = 1;
 
-/// Stack slot of the map key.
-const KEY: i16 = -4;
+/// The program's binding: the time of this firing.
+const NOW: Kept = Kept::R6;
 
 /// The program: `map` is the per-CPU array of counts (key 0) and last times (key 1).
 pub fn generate(map: i32) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
+    let key = a.slot(4).off();
     let out = a.label();
     // The time first (see the module docs).
-    a.call(KTIME_GET_NS).mov(R6, R0);
-    lookup(&mut a, map, LAST_NS);
-    a.jump_imm(Cond::Eq, R0, 0, out);
-    a.store(DW, R0, 0, R6);
-    lookup(&mut a, map, COUNT);
-    a.jump_imm(Cond::Eq, R0, 0, out);
+    a.call(Helper::KtimeGetNs).mov(NOW, R0);
+    seq::lookup(&mut a, (map, LAST_NS, key), out);
+    a.store(DW, R0, 0, NOW);
     // Per-CPU, and a raw tracepoint's program runs with migration off: a plain add is this CPU's alone.
-    a.load(DW, R1, R0, 0)
-        .alu_imm(Alu::Add, R1, 1)
-        .store(DW, R0, 0, R1);
+    seq::add_to(&mut a, (map, COUNT, key), None);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
     a.finish()
-}
-
-/// r0 = &map[key] on this CPU (0 when absent).
-fn lookup(a: &mut Asm, map: i32, key: u32) {
-    a.store_imm(W, FP, KEY, key as i32)
-        .ld_map_fd(R1, map)
-        .mov(R2, FP)
-        .alu_imm(Alu::Add, R2, i32::from(KEY))
-        .call(helper::MAP_LOOKUP_ELEM);
 }
 
 /// Why a tracepoint could not be counted.
@@ -143,14 +127,10 @@ impl Tracepoint {
         };
         let refused = |e| fail(Refused::Bpf(e));
         let map =
-            sys::bpf_map_create(MAP_TYPE_PERCPU_ARRAY, 4, 8, 2, "ksw_trigger").map_err(refused)?;
-        let insns: Vec<u64> = generate(map.as_raw_fd())
-            .map_err(|e| fail(Refused::Build(e)))?
-            .iter()
-            .map(|i| i.raw())
-            .collect();
+            super::create_map(MapType::PercpuArray, (4, 8), 2, "ksw_trigger").map_err(refused)?;
+        let insns = generate(map.as_raw_fd()).map_err(|e| fail(Refused::Build(e)))?;
         let mut log = Vec::new();
-        let prog = sys::bpf_prog_load(PROG_TYPE_RAW_TRACEPOINT, &insns, "ksw_trigger", &mut log)
+        let prog = super::load_program(ProgType::RawTracepoint, &insns, "ksw_trigger", &mut log)
             .map_err(refused)?;
         let link = sys::bpf_raw_tracepoint_open(name, prog.as_fd()).map_err(|e| {
             if e.raw_os_error() == Some(libc::ENOENT) {
@@ -191,5 +171,30 @@ impl Tracepoint {
             .max_by_key(|&(_, time)| time);
         self.seen = counts;
         Ok(latest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counting program passes the verifier as a raw-tracepoint program (nothing is attached).
+    #[test]
+    #[ignore = "live: loads BPF programs (run by scripts/test as root)"]
+    fn the_program_passes_the_verifier() {
+        if !super::super::root_or_skip("trigger::tests", "to load BPF programs") {
+            return;
+        }
+        let map =
+            super::super::create_map(MapType::PercpuArray, (4, 8), 2, "t_trigger").expect("map");
+        let insns = generate(map.as_raw_fd()).expect("assembles");
+        let mut log = Vec::new();
+        let loaded =
+            super::super::load_program(ProgType::RawTracepoint, &insns, "t_trig", &mut log);
+        assert!(
+            loaded.is_ok(),
+            "{loaded:?}: {}",
+            super::super::log_line(&log)
+        );
     }
 }

@@ -60,6 +60,15 @@ impl Table {
         self.ids.insert(s.into(), id);
         (id, true)
     }
+
+    /// The id of `s`; a new one's entry (`entry(id)`) goes into `pending`, which the next packet carries.
+    fn intern<T>(&mut self, s: &str, pending: &mut Vec<T>, entry: impl FnOnce(u64) -> T) -> u64 {
+        let (id, new) = self.id(s);
+        if new {
+            pending.push(entry(id));
+        }
+        id
+    }
 }
 
 /// The sequence's interned strings, and what the next packet must carry of them.
@@ -73,40 +82,28 @@ struct Interner {
 
 impl Interner {
     fn event_name(&mut self, s: &str) -> u64 {
-        let (id, new) = self.event_names.id(s);
-        if new {
-            self.pending.event_names.push(proto::EventName {
-                iid: Some(id),
-                name: Some(s.into()),
-            });
-        }
-        id
+        let pending = &mut self.pending.event_names;
+        self.event_names.intern(s, pending, |id| proto::EventName {
+            iid: Some(id),
+            name: Some(s.into()),
+        })
     }
 
     fn annotation_name(&mut self, s: &str) -> u64 {
-        let (id, new) = self.annotation_names.id(s);
-        if new {
-            self.pending
-                .debug_annotation_names
-                .push(proto::DebugAnnotationName {
-                    iid: Some(id),
-                    name: Some(s.into()),
-                });
-        }
-        id
+        let pending = &mut self.pending.debug_annotation_names;
+        self.annotation_names
+            .intern(s, pending, |id| proto::DebugAnnotationName {
+                iid: Some(id),
+                name: Some(s.into()),
+            })
     }
 
     fn string(&mut self, s: &str) -> u64 {
-        let (id, new) = self.strings.id(s);
-        if new {
-            self.pending
-                .debug_annotation_string_values
-                .push(proto::InternedString {
-                    iid: Some(id),
-                    str: Some(s.as_bytes().to_vec()),
-                });
-        }
-        id
+        let pending = &mut self.pending.debug_annotation_string_values;
+        self.strings.intern(s, pending, |id| proto::InternedString {
+            iid: Some(id),
+            str: Some(s.as_bytes().to_vec()),
+        })
     }
 
     /// A debug annotation `name` = `value`.

@@ -302,26 +302,19 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let first = "ffffffff81000000 T _text\n";
-        assert_eq!(
-            parse(&format!("{first}zz T x\n")),
-            (2, LineProblem::BadAddress)
-        );
-        assert_eq!(
-            parse(&format!("{first}1 T\n")),
-            (2, LineProblem::MissingFields)
-        );
-        assert_eq!(
-            parse(&format!("{first}1 TT x\n")),
-            (2, LineProblem::TypeTooLong)
-        );
-        assert_eq!(
-            parse(&format!("{first}1 7 x\n")),
-            (2, LineProblem::TypeNotLetter)
-        );
-        assert_eq!(
-            parse(&format!("{first}1 T x y\n")),
-            (2, LineProblem::TrailingText)
-        );
+        for (second, problem) in [
+            ("zz T x", LineProblem::BadAddress),
+            ("1 T", LineProblem::MissingFields),
+            ("1 TT x", LineProblem::TypeTooLong),
+            ("1 7 x", LineProblem::TypeNotLetter),
+            ("1 T x y", LineProblem::TrailingText),
+        ] {
+            assert_eq!(
+                parse(&format!("{first}{second}\n")),
+                (2, problem),
+                "{second}"
+            );
+        }
         let e = sysmap::from_text(&format!("{first}2 t f\t[m]\n"), Path::new("System.map"))
             .unwrap_err();
         assert!(

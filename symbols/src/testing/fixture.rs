@@ -14,6 +14,22 @@ pub struct Fixture {
     pub vmlinux: PathBuf,
 }
 
+impl Fixture {
+    /// The fixture vmlinux's GNU build-id.
+    pub fn build_id(&self) -> crate::BuildId {
+        build_id_of(&self.vmlinux)
+    }
+}
+
+/// The GNU build-id of the vmlinux at `path` (one the tests built, which has one).
+pub fn build_id_of(path: &Path) -> crate::BuildId {
+    crate::Vmlinux::open(path)
+        .expect("open the vmlinux")
+        .build_id()
+        .expect("the vmlinux has a build-id")
+        .clone()
+}
+
 /// symbols/tests/fixture: the C sources and linker script.
 pub fn sources() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixture")

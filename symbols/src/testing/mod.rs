@@ -92,6 +92,33 @@ pub fn note(name: &[u8], ntype: u32, desc: &[u8]) -> Vec<u8> {
     v
 }
 
+/// What gdb says of C expression `expr` in the ELF file `elf`: its address (`p/x &EXPR`) and size
+/// (`p sizeof(EXPR)`), the reference the member-path arithmetic is checked against. Needs gdb
+/// ([`require`] it first).
+pub fn gdb_addr_and_size(elf: &std::path::Path, expr: &str) -> (u64, u64) {
+    let out = tool(
+        "gdb",
+        &[
+            "-nx",
+            "-batch",
+            "-ex",
+            &format!("p/x &{expr}"),
+            "-ex",
+            &format!("p sizeof({expr})"),
+            elf.to_str().expect("utf-8 path"),
+        ],
+    );
+    let vals: Vec<&str> = out.lines().filter_map(|l| l.split(" = ").nth(1)).collect();
+    let addr = vals[0].rsplit(' ').next().unwrap_or_default();
+    let addr = u64::from_str_radix(addr.trim_start_matches("0x"), 16)
+        .unwrap_or_else(|e| panic!("gdb's address of {expr}: {e}: {out}"));
+    let size = vals[1]
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("gdb's size of {expr}: {e}: {out}"));
+    (addr, size)
+}
+
 /// Runs `cmd args`, panicking with its stderr if it fails; returns its stdout.
 pub fn tool(cmd: &str, args: &[&str]) -> String {
     let out = Command::new(cmd).args(args).output().unwrap();

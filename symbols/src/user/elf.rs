@@ -182,24 +182,15 @@ impl Headers {
         let header = Elf::parse_header(&hbytes).ok()?;
         let ctx = Ctx::new(header.container().ok()?, header.endianness().ok()?);
         // Counts are 16-bit, so both header tables are at most a few MB.
-        let ph_size = ProgramHeader::size(ctx) as u64;
-        let program = read(
-            src,
-            header.e_phoff,
-            ph_size * u64::from(header.e_phnum),
-            u64::MAX,
-        )
-        .and_then(|b| ProgramHeader::parse(&b, 0, usize::from(header.e_phnum), ctx).ok())
-        .unwrap_or_default();
-        let sh_size = SectionHeader::size(ctx) as u64;
-        let sections = read(
-            src,
-            header.e_shoff,
-            sh_size * u64::from(header.e_shnum),
-            u64::MAX,
-        )
-        .and_then(|b| SectionHeader::parse_from(&b, 0, usize::from(header.e_shnum), ctx).ok())
-        .unwrap_or_default();
+        let table = |off: u64, entry: usize, count: u16| {
+            read(src, off, entry as u64 * u64::from(count), u64::MAX)
+        };
+        let program = table(header.e_phoff, ProgramHeader::size(ctx), header.e_phnum)
+            .and_then(|b| ProgramHeader::parse(&b, 0, usize::from(header.e_phnum), ctx).ok())
+            .unwrap_or_default();
+        let sections = table(header.e_shoff, SectionHeader::size(ctx), header.e_shnum)
+            .and_then(|b| SectionHeader::parse_from(&b, 0, usize::from(header.e_shnum), ctx).ok())
+            .unwrap_or_default();
         Some(Headers {
             header,
             ctx,

@@ -4,11 +4,10 @@
 //! and pass; checks needing nm, readelf or gdb skip the same way.
 
 use ksymwatch_symbols::testing::fixture::{self, Fixture};
-use ksymwatch_symbols::testing::{note, require, tool};
+use ksymwatch_symbols::testing::{gdb_addr_and_size, note, require, tool};
 use ksymwatch_symbols::{
-    dwarf, BuildId, Error, FieldError, KernelMatch, LookupError, MemberInfo, MismatchPolicy,
-    NoProgress, PathElem, ResolveError, ResolveOptions, Resolver, Source, SourceSearch,
-    VariableQuery, Vmlinux,
+    dwarf, Error, FieldError, KernelMatch, LookupError, MemberInfo, MismatchPolicy, NoProgress,
+    PathElem, ResolveError, ResolveOptions, Resolver, Source, SourceSearch, VariableQuery, Vmlinux,
 };
 
 macro_rules! need_fixture {
@@ -76,14 +75,6 @@ fn notes_blob(id: &[u8]) -> Vec<u8> {
     v
 }
 
-fn build_id(f: &Fixture) -> BuildId {
-    Vmlinux::open(&f.vmlinux)
-        .unwrap()
-        .build_id()
-        .unwrap()
-        .clone()
-}
-
 #[test]
 fn symbols_match_nm() {
     let f = need_fixture!();
@@ -120,7 +111,7 @@ fn build_id_matches_readelf() {
         .lines()
         .find_map(|l| l.trim().strip_prefix("Build ID: "))
         .unwrap();
-    assert_eq!(build_id(f).to_string(), id.trim());
+    assert_eq!(f.build_id().to_string(), id.trim());
 }
 
 #[test]
@@ -151,22 +142,7 @@ fn member_paths_match_gdb() {
         let (name, _) = target(t);
         let symbols = vm.symbols_named(&name).unwrap();
         let m = member(&vm, t).unwrap_or_else(|e| panic!("{t}: {e}"));
-        let out = tool(
-            "gdb",
-            &[
-                "-nx",
-                "-batch",
-                "-ex",
-                &format!("p/x &{t}"),
-                "-ex",
-                &format!("p sizeof({t})"),
-                f.vmlinux.to_str().unwrap(),
-            ],
-        );
-        let vals: Vec<&str> = out.lines().filter_map(|l| l.split(" = ").nth(1)).collect();
-        let addr = vals[0].rsplit(' ').next().unwrap();
-        let addr = u64::from_str_radix(addr.trim_start_matches("0x"), 16).unwrap();
-        let size: u64 = vals[1].trim().parse().unwrap();
+        let (addr, size) = gdb_addr_and_size(&f.vmlinux, t);
         assert_eq!(symbols[0].addr + m.offset, addr, "{t}: address");
         assert_eq!(m.size, Some(size), "{t}: size");
     }
@@ -263,7 +239,7 @@ fn same_named_statics_are_ambiguous_and_resolve_by_index() {
 #[test]
 fn a_name_lookup_answers_as_the_full_table_without_building_it() {
     let f = need_fixture!();
-    let id = build_id(f);
+    let id = f.build_id();
     let relocated = search_with(
         f,
         "byname-match",
@@ -321,7 +297,7 @@ fn a_name_lookup_answers_as_the_full_table_without_building_it() {
 #[test]
 fn build_id_match_relocates_by_kallsyms_text() {
     let f = need_fixture!();
-    let id = build_id(f);
+    let id = f.build_id();
     let s = search_with(
         f,
         "match",
@@ -482,7 +458,7 @@ fn source_search_order() {
 #[test]
 fn source_search_uses_a_verified_debuginfod_cache() {
     let f = need_fixture!();
-    let id = build_id(f);
+    let id = f.build_id();
     let mut s = search_with(
         f,
         "dbgd",

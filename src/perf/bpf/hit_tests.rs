@@ -1,0 +1,378 @@
+//! The hit program run offline in [`super::interp`], its emitter entered by the tail call as the kernel
+//! would: the records it writes to the ring buffer, byte for byte as the tracer decodes them
+//! ([`crate::perf::hit_record::decode`]), what it counts instead of writing (filtered, another process,
+//! past `--count`, a full ring, a CPU without an emitter), and what it counts in the kernel's totals.
+
+use super::hit::{generate, HitMaps, HitSpec, STAT_FILTERED, STAT_LOST, STAT_OTHER_PROCESS};
+use super::insn::Insn;
+use super::interp::{Machine, COMM_OFFSET};
+use super::kernel::{Helper, RB_FORCE_WAKEUP, RB_NO_WAKEUP};
+use super::totals::{self, CountKey, TotalsMaps};
+use crate::model::condition::{self, Condition};
+use crate::model::filter::Filter;
+use crate::perf::hit_record::{decode, HitRecord, INSN_KNOWN, OLD_KNOWN, REGS_KNOWN};
+use crate::perf::hit_record::{USER_MODE, VALUE_KNOWN};
+
+const TOTALS: TotalsMaps = TotalsMaps {
+    chains: 20,
+    counts: 21,
+    values: Some(23),
+    stats: 22,
+    limit: None,
+};
+/// A process watch's maps, as `HitPrograms` makes them for `--value`.
+const MAPS: HitMaps = HitMaps {
+    emitters: 3,
+    olds: 4,
+    olds_by_tgid: Some(6),
+    stats: 5,
+    scratch: 7,
+    procs: Some(9),
+    reads: Some(8),
+    totals: Some(TOTALS),
+};
+const RING: i32 = 30;
+const LIMIT: i32 = 24;
+const ADDR: u64 = 0x60_1000;
+/// The trap: its ip, and the user frames from its rbp (saved rbp, return address), the last one's saved
+/// rbp null as `_start` leaves it.
+const IP: u64 = 0x40_1234;
+const FP0: u64 = 0x7ffd_0000;
+const FP1: u64 = 0x7ffd_0100;
+const RET0: u64 = 0x40_2000;
+const RET1: u64 = 0x40_3000;
+/// The 16 bytes that end at the trap ip.
+const CODE: [u8; 16] = *b"0123456789abcdef";
+
+fn spec<'a>(filter: &'a Filter, condition: Option<&'a Condition>, value: bool) -> HitSpec<'a> {
+    HitSpec {
+        len: 8,
+        read_value: value,
+        old: value,
+        regs: value,
+        condition,
+        filter,
+        comm_offset: Some(COMM_OFFSET),
+    }
+}
+
+/// A machine with the process (tgid 100) watched, a user-mode trap at [`IP`] with its frames
+/// readable, and the CPU's emitter waking the reader every `wake_bytes`.
+fn machine(maps: &HitMaps, wake_bytes: u32) -> Machine {
+    let mut m = Machine::for_hit(maps, ADDR, RING, wake_bytes);
+    if let Some(procs) = maps.procs {
+        m.set(procs, &100u32.to_le_bytes(), &1u32.to_le_bytes());
+    }
+    m.regs[16] = IP;
+    m.regs[4] = FP0;
+    let frame = |fp: u64, ret: u64| [fp.to_le_bytes(), ret.to_le_bytes()].concat();
+    m.readable = vec![
+        (FP0, frame(FP1, RET0)),
+        (FP1, frame(0, RET1)),
+        (IP - 16, CODE.to_vec()),
+    ];
+    m
+}
+
+/// A process watch's program without filters or condition (`value`: `--value`'s), and its machine.
+fn setup(value: bool) -> (Vec<Insn>, Machine) {
+    let f = Filter::default();
+    let prog = generate(&spec(&f, None, value), &MAPS).expect("assembles");
+    (prog, machine(&MAPS, 1 << 14))
+}
+
+/// Runs the program once (it always returns 0: the kernel writes no sample of its own); the records
+/// the ring took meanwhile, decoded, with their wake-up flags.
+fn hit(m: &mut Machine, prog: &[Insn]) -> Vec<(HitRecord, u64)> {
+    let before = m.ring(RING).len();
+    assert_eq!(m.run(prog), 0, "the program returns 0");
+    m.ring(RING)[before..]
+        .iter()
+        .map(|(bytes, flags)| (decode(bytes).expect("a record the tracer decodes"), *flags))
+        .collect()
+}
+
+/// What a user-mode store of the watched process gives with `value` read (`old` before it).
+fn expected(m: &Machine, value: Option<(u64, Option<u64>)>) -> HitRecord {
+    let known = |b: bool, flag: u64| if b { flag } else { 0 };
+    let old = value.and_then(|(_, o)| o);
+    HitRecord {
+        flags: USER_MODE | known(value.is_some(), VALUE_KNOWN) | known(old.is_some(), OLD_KNOWN),
+        pid: 100,
+        tid: 101,
+        time: m.now,
+        addr: ADDR,
+        value: value.map(|(v, _)| v),
+        old,
+        comm: "writer".into(),
+        ip: IP,
+        lost: 0,
+        regs: None,
+        insn: None,
+        kernel_stack: Vec::new(),
+        user_stack: vec![IP, RET0, RET1],
+    }
+}
+
+fn total(m: &Machine, index: u32) -> u64 {
+    m.word(TOTALS.stats, u64::from(index)).unwrap_or(0)
+}
+
+/// A kept hit of a plain process watch: one record, through the tail call to the CPU's emitter, with the
+/// writer's task, time, name, ip and the user stack the program walked itself; nothing dropped; counted
+/// once in the kernel's totals under its thread, name and chain.
+#[test]
+fn a_kept_hit_is_one_record_written_by_the_emitter() {
+    let f = Filter::default();
+    let maps = HitMaps {
+        totals: Some(TotalsMaps {
+            values: None,
+            ..TOTALS
+        }),
+        ..MAPS
+    };
+    let prog = generate(&spec(&f, None, false), &maps).expect("assembles");
+    let mut m = machine(&maps, 1 << 14);
+    let got = hit(&mut m, &prog);
+    assert_eq!(
+        got,
+        [(expected(&m, None), 0)],
+        "one record, the kernel's wake-up rule"
+    );
+    assert!(m.calls.contains(&Helper::TailCall) && m.calls.contains(&Helper::RingbufOutput));
+    let dropped = [STAT_FILTERED, STAT_OTHER_PROCESS, STAT_LOST].map(|s| m.stat(s));
+    assert_eq!(dropped, [0, 0, 0]);
+    assert_eq!(total(&m, totals::STAT_KEPT), 1);
+    let counts = m.entries(TOTALS.counts);
+    assert_eq!(counts.len(), 1);
+    let key = CountKey::parse(&counts[0].0).expect("a counts key");
+    assert_eq!((key.pid, key.tid, key.comm()), (100, 101, &b"writer"[..]));
+    let words = [IP, RET0, RET1];
+    assert_eq!(key.chain.hash, totals::chain_hash(words));
+    assert_eq!((key.chain.kbytes, key.chain.ubytes), (0, 24));
+    assert_eq!(u64::from_le_bytes(counts[0].1[..8].try_into().unwrap()), 1);
+    // The chain is stored once under its key; a second hit along it only counts.
+    assert_eq!(m.entries(TOTALS.chains).len(), 1);
+    m.now += 5_000_000;
+    hit(&mut m, &prog);
+    assert_eq!(m.entries(TOTALS.chains).len(), 1);
+    let counts = m.entries(TOTALS.counts);
+    assert_eq!(u64::from_le_bytes(counts[0].1[..8].try_into().unwrap()), 2);
+}
+
+/// A trap of a process not in `procs` writes nothing and is counted as another process's.
+#[test]
+fn a_process_not_watched_is_counted_not_written() {
+    let (prog, mut m) = setup(true);
+    m.pid_tgid = (200 << 32) | 201;
+    assert!(hit(&mut m, &prog).is_empty());
+    assert_eq!(m.stat(STAT_OTHER_PROCESS), 1);
+    assert_eq!(m.stat(STAT_FILTERED), 0);
+    assert_eq!(total(&m, totals::STAT_KEPT), 0);
+    assert_eq!(m.read_with, None, "nothing read for another process");
+}
+
+/// A hit the filters or the condition drop writes nothing, is counted as filtered and in no total, and
+/// still leaves its value as the next hit's old one.
+#[test]
+fn a_filtered_hit_is_counted_not_written() {
+    let other_tid = Filter {
+        tids: vec![7],
+        ..Filter::default()
+    };
+    let prog = generate(&spec(&other_tid, None, true), &MAPS).expect("assembles");
+    let mut m = machine(&MAPS, 1 << 14);
+    assert!(hit(&mut m, &prog).is_empty());
+    assert_eq!(m.stat(STAT_FILTERED), 1);
+
+    let f = Filter::default();
+    let five = condition::parse("value == 5").expect("parses");
+    let prog = generate(&spec(&f, Some(&five), true), &MAPS).expect("assembles");
+    let mut m = machine(&MAPS, 1 << 14);
+    m.memory = Some(4);
+    assert!(hit(&mut m, &prog).is_empty());
+    assert_eq!(
+        (m.stat(STAT_FILTERED), total(&m, totals::STAT_KEPT)),
+        (1, 0)
+    );
+    m.memory = Some(5);
+    let got = hit(&mut m, &prog);
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].0.value, got[0].0.old), (Some(5), Some(4)));
+}
+
+/// `--count 2`: the programs keep the first two hits and no more; the third is neither written nor
+/// counted anywhere, and the shared claims counter says the limit was reached.
+#[test]
+fn the_count_limit_keeps_exactly_n_hits() {
+    let f = Filter::default();
+    let maps = HitMaps {
+        totals: Some(TotalsMaps {
+            limit: Some((LIMIT, 2)),
+            ..TOTALS
+        }),
+        ..MAPS
+    };
+    let prog = generate(&spec(&f, None, true), &maps).expect("assembles");
+    let mut m = machine(&maps, 1 << 14);
+    let kept: Vec<usize> = (0..3)
+        .map(|i| {
+            m.memory = Some(i);
+            hit(&mut m, &prog).len()
+        })
+        .collect();
+    assert_eq!(kept, [1, 1, 0]);
+    assert_eq!(total(&m, totals::STAT_KEPT), 2);
+    assert_eq!(m.stat(STAT_FILTERED), 0, "past the limit is not filtered");
+    assert_eq!(m.word(LIMIT, 0), Some(3), "three claims");
+}
+
+/// With `--value`: the value read at the trap, the one before it, the trap's registers and the
+/// instruction bytes that end at its ip; the values map counts each value.
+#[test]
+fn a_value_hit_carries_value_old_registers_and_instruction() {
+    let (prog, mut m) = setup(true);
+    m.regs[0] = 0x1f4;
+    m.memory = Some(0x1f3);
+    let first = hit(&mut m, &prog);
+    assert_eq!(first[0].0.value, Some(0x1f3));
+    assert_eq!(first[0].0.old, None, "the first hit has no old value");
+    m.memory = Some(0x1f4);
+    m.now += 5_000_000;
+    let got = hit(&mut m, &prog);
+    let mut regs = m.regs;
+    regs[17] = 0x33;
+    let plain = expected(&m, Some((0x1f4, Some(0x1f3))));
+    let want = HitRecord {
+        flags: plain.flags | REGS_KNOWN | INSN_KNOWN,
+        regs: Some(regs),
+        insn: Some(CODE),
+        ..plain
+    };
+    assert_eq!(got, [(want, 0)]);
+    assert_eq!(m.read_with, Some(Helper::ProbeReadUser));
+    let values = m.entries(TOTALS.values.unwrap());
+    let count = |v: u64| {
+        values
+            .iter()
+            .find(|(k, _)| k[..] == v.to_le_bytes())
+            .map(|(_, n)| u64::from_le_bytes(n[..8].try_into().unwrap()))
+    };
+    assert_eq!((count(0x1f3), count(0x1f4)), (Some(1), Some(1)));
+}
+
+/// A value that cannot be read is kept as unknown whatever the condition, and counted by no value.
+#[test]
+fn an_unreadable_value_is_kept_as_unknown() {
+    let f = Filter::default();
+    let never = condition::parse("value == 12345").expect("parses");
+    let prog = generate(&spec(&f, Some(&never), true), &MAPS).expect("assembles");
+    let mut m = machine(&MAPS, 1 << 14);
+    m.memory = None;
+    let got = hit(&mut m, &prog);
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].0.value, got[0].0.old), (None, None));
+    assert!(m.entries(TOTALS.values.unwrap()).is_empty());
+    assert_eq!(total(&m, totals::STAT_KEPT), 1);
+}
+
+/// While the `reads` flag is off (a read-write watch of a user address), a trap in user space is not
+/// read (the read would trap again); one in the kernel still is.
+#[test]
+fn the_reads_flag_off_leaves_a_user_mode_trap_unread() {
+    let (prog, mut m) = setup(true);
+    m.set(
+        MAPS.reads.unwrap(),
+        &0u32.to_le_bytes(),
+        &0u32.to_le_bytes(),
+    );
+    m.memory = Some(9);
+    assert_eq!(hit(&mut m, &prog)[0].0.value, None);
+    assert_eq!(m.read_with, None);
+    m.user_mode = false;
+    assert_eq!(hit(&mut m, &prog)[0].0.value, Some(9));
+}
+
+/// A record the ring has no room for is counted lost, in the program's stats and in the record that
+/// next fits; the totals count it all the same.
+#[test]
+fn a_full_ring_counts_the_record_lost_and_the_next_carries_it() {
+    let (prog, mut m) = setup(true);
+    m.ring_room = 0;
+    assert!(hit(&mut m, &prog).is_empty());
+    assert_eq!(m.stat(STAT_LOST), 1);
+    m.ring_room = usize::MAX;
+    let got = hit(&mut m, &prog);
+    assert_eq!(got[0].0.lost, 1);
+    assert_eq!(total(&m, totals::STAT_KEPT), 2);
+}
+
+/// A CPU whose emitter is not in the program array (not wired yet) counts its records lost.
+#[test]
+fn a_cpu_without_an_emitter_counts_its_record_lost() {
+    let (prog, mut m) = setup(false);
+    m.cpu = 1;
+    assert!(hit(&mut m, &prog).is_empty());
+    assert_eq!(m.stat(STAT_LOST), 1);
+    assert!(m.calls.contains(&Helper::TailCall));
+}
+
+/// A trap taken in the kernel: both stacks come from `bpf_get_stack`, the kernel's then the user's.
+#[test]
+fn a_kernel_mode_trap_takes_both_stacks_from_the_kernel() {
+    let (prog, mut m) = setup(false);
+    m.user_mode = false;
+    m.regs[16] = 0xffff_ffff_8123_4567;
+    m.kernel_stack = vec![0xffff_ffff_8123_4567, 0xffff_ffff_8100_1000];
+    m.user_stack = vec![0x40_5000, 0x40_6000, 0x40_7000];
+    let got = hit(&mut m, &prog);
+    let want = HitRecord {
+        flags: 0,
+        ip: 0xffff_ffff_8123_4567,
+        kernel_stack: m.kernel_stack.clone(),
+        user_stack: m.user_stack.clone(),
+        ..expected(&m, None)
+    };
+    assert_eq!(got, [(want, 0)]);
+    let stacks = m.calls.iter().filter(|&&c| c == Helper::GetStack).count();
+    assert_eq!(stacks, 2);
+}
+
+/// A hit 1 ms or more after its CPU's previous one asks for the kernel's wake-up rule; one within a
+/// burst asks for none, except the one that brings what was written since the last wake-up to
+/// `wake_bytes`, which forces one.
+#[test]
+fn the_emitter_wakes_a_lone_hit_and_every_wake_bytes_of_a_burst() {
+    let f = Filter::default();
+    let prog = generate(&spec(&f, None, false), &MAPS).expect("assembles");
+    // A record here is 120 bytes: the header and three user frames.
+    let mut m = machine(&MAPS, 200);
+    let mut flags = Vec::new();
+    for gap in [0, 1_000, 1_000, 1_000, 2_000_000] {
+        m.now += gap;
+        flags.extend(hit(&mut m, &prog).iter().map(|(_, f)| *f));
+    }
+    let (no, force) = (RB_NO_WAKEUP as u64, RB_FORCE_WAKEUP as u64);
+    assert_eq!(flags, [0, force, no, force, 0]);
+}
+
+/// The writer's name, loaded from the task where its offset is known or copied by the helper, is the
+/// same name.
+#[test]
+fn the_name_comes_from_the_task_or_the_helper() {
+    let f = Filter::default();
+    for (offset, helper) in [
+        (Some(COMM_OFFSET), Helper::GetCurrentTaskBtf),
+        (None, Helper::GetCurrentComm),
+    ] {
+        let s = HitSpec {
+            comm_offset: offset,
+            ..spec(&f, None, false)
+        };
+        let prog = generate(&s, &MAPS).expect("assembles");
+        let mut m = machine(&MAPS, 1 << 14);
+        m.comm = *b"pipes\0\0\0\0\0\0\0\0\0\0\0";
+        assert_eq!(hit(&mut m, &prog)[0].0.comm, "pipes");
+        assert!(m.calls.contains(&helper), "{helper:?}");
+    }
+}

@@ -1,0 +1,284 @@
+//! The writer-cost benchmark's variants of the hit program (`hit_bench`), test-only: a [`Variant`] is an
+//! [`Instrument`] that ends kept hits early ([`Stage`]), times the program's parts with
+//! `bpf_ktime_get_ns` stamps into a per-CPU map, or builds the program without a part (the old values,
+//! the by-tgid array, the totals, its own user stack walk), each part's cost to the writer being the
+//! difference between two variants. The tool never builds these: its programs are [`super::hit::Plain`].
+
+use std::cell::Cell;
+
+use super::emit;
+use super::hit::{self, HitMaps, HitSpec, Instrument, Point, Stage};
+use super::insn::{Alu, Asm, Kept, DW, FP, R0, R1, R2};
+use super::kernel::Helper;
+use super::program::Step;
+use super::seq;
+
+/// The parts a stamped program times, in order: from the program's start to the hit being kept (the value,
+/// the old value, the filters, the condition), the record's fixed fields, the kernel stack, the user
+/// stack, and the output.
+pub(crate) const STAMP_PARTS: [&str; 5] = ["decided", "header", "kstack", "ustack", "output"];
+/// Slots in the stamps map: the count of kept hits, then one per part.
+pub(crate) const STAMP_SLOTS: u32 = 1 + STAMP_PARTS.len() as u32;
+
+/// The parts a drop-stamped program times, in order: one stamp right after another (what a stamp itself
+/// costs, included in every part), the task and the olds key, the value read, the old value's swap, the
+/// filters and the condition, and the count of the dropped hit.
+pub(crate) const DROP_STAMP_PARTS: [&str; 6] =
+    ["stamp", "task", "value", "old", "condition", "count"];
+/// Slots in the drop stamps map: the count of dropped hits, then one per part.
+pub(crate) const DROP_STAMP_SLOTS: u32 = 1 + DROP_STAMP_PARTS.len() as u32;
+
+/// Which hits a variant times, into which `BPF_MAP_TYPE_PERCPU_ARRAY` of u64s: each timed hit adds 1 to
+/// slot 0 and, to slot 1 + i, the nanoseconds its part i took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stamps {
+    /// Kept hits, [`STAMP_SLOTS`] slots ([`STAMP_PARTS`]); the emitter adds the output's part.
+    Kept(i32),
+    /// Dropped hits, [`DROP_STAMP_SLOTS`] slots ([`DROP_STAMP_PARTS`]).
+    Dropped(i32),
+}
+
+/// One variant of the hit program.
+#[derive(Debug, Default)]
+pub(crate) struct Variant {
+    /// Where a kept hit ends (counted as filtered); `None`: the whole program.
+    pub until: Option<Stage>,
+    pub stamps: Option<Stamps>,
+    /// Take a user-mode trap's user stack with `bpf_get_stack`, as before the program walked it itself.
+    pub kernel_user_walk: bool,
+    /// Leave out the old values (what the olds map costs).
+    pub no_olds: bool,
+    /// Keep a user address's old values in the hash only (the by-tgid array's before).
+    pub no_olds_by_tgid: bool,
+    /// Leave out the in-kernel totals.
+    pub no_totals: bool,
+    /// The stamps' stack slots in the program being built: the previous stamp, the map key, the deltas.
+    pub slots: Cell<Option<(i16, i16, i16)>>,
+}
+
+impl Variant {
+    /// The map, its slot count and, for `point`, the part whose delta it ends (`None`: not one).
+    fn part(&self, point: Point) -> Option<(i32, u32, i16)> {
+        match (self.stamps?, point) {
+            (Stamps::Kept(m), p) => {
+                let part = match p {
+                    Point::Decided => 0,
+                    Point::Header => 1,
+                    Point::KernelStack => 2,
+                    Point::UserStack => 3,
+                    _ => return None,
+                };
+                Some((m, STAMP_SLOTS, part))
+            }
+            (Stamps::Dropped(m), p) => {
+                let part = match p {
+                    Point::Start => 0,
+                    Point::Step(Step::Task) => 1,
+                    Point::Step(Step::Value) => 2,
+                    Point::Step(Step::Old) => 3,
+                    Point::Dropping => 4,
+                    Point::Dropped => 5,
+                    _ => return None,
+                };
+                Some((m, DROP_STAMP_SLOTS, part))
+            }
+        }
+    }
+
+    /// The first stamp, and every part's delta zeroed.
+    fn start(&self, a: &mut Asm, slots: u32) {
+        let parts = slots - 1;
+        let (prev, key, deltas) = (a.slot(8).off(), a.slot(4).off(), a.slot(8 * parts as u16));
+        self.slots.set(Some((prev, key, deltas.off())));
+        a.call(Helper::KtimeGetNs)
+            .store(DW, FP, prev, R0)
+            .mov_imm(R1, 0);
+        for i in 0..parts as i16 {
+            a.store(DW, FP, deltas.word(i), R1);
+        }
+    }
+
+    /// Adds the time since the previous stamp to part `part`'s delta (calls a helper: r0-r5 clobbered).
+    fn stamp(&self, a: &mut Asm, part: i16) {
+        let Some((prev, _, deltas)) = self.slots.get() else {
+            return;
+        };
+        let delta = deltas + 8 * part;
+        a.call(Helper::KtimeGetNs)
+            .load(DW, R1, FP, prev)
+            .store(DW, FP, prev, R0)
+            .alu(Alu::Sub, R0, R1)
+            .load(DW, R1, FP, delta)
+            .alu(Alu::Add, R1, R0)
+            .store(DW, FP, delta, R1);
+    }
+
+    /// Adds one hit to slot 0 of this CPU's entry of `map` and each part's delta to the slot after it.
+    fn flush(&self, a: &mut Asm, map: i32, slots: u32) {
+        let Some((_, key, deltas)) = self.slots.get() else {
+            return;
+        };
+        for slot in 0..slots as i16 {
+            let skip = a.label();
+            seq::lookup(a, (map, slot as u32, key), skip);
+            a.load(DW, R1, R0, 0);
+            if slot == 0 {
+                a.alu_imm(Alu::Add, R1, 1);
+            } else {
+                a.load(DW, R2, FP, deltas + 8 * (slot - 1))
+                    .alu(Alu::Add, R1, R2);
+            }
+            a.store(DW, R0, 0, R1);
+            a.bind(skip);
+        }
+    }
+}
+
+impl Instrument for Variant {
+    fn adjust(&self, spec: &mut HitSpec<'_>, maps: &mut HitMaps) {
+        if self.no_olds {
+            spec.old = false;
+        }
+        if self.no_olds_by_tgid {
+            maps.olds_by_tgid = None;
+        }
+        if self.no_totals {
+            maps.totals = None;
+        }
+    }
+
+    fn ends_at(&self, stage: Stage) -> bool {
+        self.until == Some(stage)
+    }
+
+    fn at(&self, a: &mut Asm, point: Point) {
+        if point == Point::Start {
+            self.slots.set(None);
+            match self.stamps {
+                Some(Stamps::Kept(_)) => self.start(a, STAMP_SLOTS),
+                Some(Stamps::Dropped(_)) => self.start(a, DROP_STAMP_SLOTS),
+                None => return,
+            }
+        }
+        if let (Some(Stamps::Kept(map)), Point::HandOver) = (self.stamps, point) {
+            // The emitter times the output from here.
+            self.flush(a, map, STAMP_SLOTS);
+            a.call(Helper::KtimeGetNs)
+                .store(DW, hit::RECORD, emit::OFF_STAMP, R0);
+        }
+        if let Some((map, slots, part)) = self.part(point) {
+            self.stamp(a, part);
+            if point == Point::Dropped {
+                self.flush(a, map, slots);
+            }
+        }
+    }
+
+    fn kernel_user_walk(&self) -> bool {
+        self.kernel_user_walk
+    }
+
+    /// With kept stamps: the time since the hit program handed over, added to the output's part.
+    fn emitted(&self, a: &mut Asm) {
+        let Some(Stamps::Kept(map)) = self.stamps else {
+            return;
+        };
+        let key = a.slot(4).off();
+        a.call(Helper::KtimeGetNs)
+            .load(DW, R1, emit::RECORD, emit::OFF_STAMP)
+            .alu(Alu::Sub, R0, R1)
+            .mov(Kept::R9, R0);
+        // r9, the emitter's flags, is free once the record is out.
+        let output = STAMP_PARTS.len() as u32;
+        seq::add_to(a, (map, output, key), Some(Kept::R9.into()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::condition;
+    use crate::model::filter::Filter;
+    use crate::perf::bpf::hit::{generate_with, STAT_FILTERED};
+    use crate::perf::bpf::interp::{Machine, COMM_OFFSET};
+    use crate::perf::bpf::kernel::MapType;
+
+    const MAPS: HitMaps = HitMaps {
+        emitters: 3,
+        olds: 4,
+        olds_by_tgid: None,
+        stats: 5,
+        scratch: 7,
+        procs: None,
+        reads: None,
+        totals: None,
+    };
+    const RING: i32 = 30;
+    const STAMPS: i32 = 40;
+
+    /// Runs `variant` once on a kept hit and once on a dropped one (a condition no value meets): the
+    /// records its ring took, the hits it counted as filtered, and the stamps map's slot 0.
+    fn run(variant: &Variant, slots: u32) -> (usize, u64, u64) {
+        let f = Filter::default();
+        let never = condition::parse("value == 12345").expect("parses");
+        let mut m = Machine::for_hit(&MAPS, 0x60_1000, RING, 1 << 14);
+        m.declare(STAMPS, MapType::PercpuArray, (4, 8), slots as usize);
+        for cond in [None, Some(&never)] {
+            let spec = HitSpec {
+                len: 8,
+                read_value: true,
+                old: true,
+                regs: false,
+                condition: cond,
+                filter: &f,
+                comm_offset: Some(COMM_OFFSET),
+            };
+            let prog = generate_with(&spec, &MAPS, variant).expect("assembles");
+            assert_eq!(m.run(&prog), 0);
+        }
+        let timed = m.word(STAMPS, 0).unwrap_or(0);
+        (m.ring(RING).len(), m.stat(STAT_FILTERED), timed)
+    }
+
+    /// Each variant the benchmark builds runs offline: one ending early writes no record and counts its
+    /// kept hit as filtered; a stamped one times the hits it is for, once each.
+    #[test]
+    fn every_variant_runs_and_times_what_it_says() {
+        let whole = Variant::default();
+        assert_eq!(run(&whole, 1), (1, 1, 0));
+        let entry = Variant {
+            until: Some(Stage::Entry),
+            ..Variant::default()
+        };
+        assert_eq!(run(&entry, 1), (0, 0, 0), "return 0 and nothing else");
+        for stage in [
+            Stage::Decided,
+            Stage::Header,
+            Stage::KernelStack,
+            Stage::UserStack,
+        ] {
+            let early = Variant {
+                until: Some(stage),
+                ..Variant::default()
+            };
+            assert_eq!(run(&early, 1), (0, 2, 0), "{stage:?}");
+        }
+        let kept = Variant {
+            stamps: Some(Stamps::Kept(STAMPS)),
+            ..Variant::default()
+        };
+        assert_eq!(run(&kept, STAMP_SLOTS), (1, 1, 1));
+        let dropped = Variant {
+            stamps: Some(Stamps::Dropped(STAMPS)),
+            ..Variant::default()
+        };
+        assert_eq!(run(&dropped, DROP_STAMP_SLOTS), (1, 1, 1));
+        let walk = Variant {
+            kernel_user_walk: true,
+            no_olds: true,
+            no_totals: true,
+            ..Variant::default()
+        };
+        assert_eq!(run(&walk, 1), (1, 1, 0));
+    }
+}

@@ -224,12 +224,17 @@ impl ArmedLine {
     }
 }
 
-/// The threads a process watch covers at the start, for the header: on the hit path the kernel's own
-/// count (one read per process; listing 100,000 threads would take longer than arming them), on the
-/// per-thread path the threads armed.
-fn threads_at_start(delivery: Delivery, scope: &arm::Scope, armed: &arm::Armed) -> usize {
-    if delivery == Delivery::HitProgram {
-        arm::thread_count(&scope.pids())
+/// The processes a watch covers at the start, (pid, comm), and their threads, for the header. The threads:
+/// on the hit path the kernel's own count (one read per process; listing 100,000 threads would take longer
+/// than arming them), on the per-thread path the threads armed.
+fn covered_at_start(
+    delivery: Delivery,
+    scope: &arm::Scope,
+    armed: &arm::Armed,
+) -> (Vec<(u32, String)>, usize) {
+    let pids = scope.pids();
+    let threads = if delivery == Delivery::HitProgram {
+        arm::thread_count(&pids)
     } else {
         armed
             .events
@@ -237,7 +242,17 @@ fn threads_at_start(delivery: Delivery, scope: &arm::Scope, armed: &arm::Armed) 
             .flat_map(|e| e.tids())
             .collect::<BTreeSet<u32>>()
             .len()
-    }
+    };
+    let processes = pids
+        .into_iter()
+        .map(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|s| s.trim_end().to_string())
+                .unwrap_or_else(|_| "?".into());
+            (pid, comm)
+        })
+        .collect();
+    (processes, threads)
 }
 
 /// The hit programs, or the value programs, or neither.
@@ -335,8 +350,7 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &Machine) -> Result
         }
     };
     let armed_line = ArmedLine::of(&armed);
-    let threads = threads_at_start(plan.delivery(), &scope, &armed);
-    let processes = watched_processes(&scope);
+    let (processes, threads) = covered_at_start(plan.delivery(), &scope, &armed);
     let header = Header {
         watches: &watches,
         cpus,
@@ -590,18 +604,4 @@ fn resolver<'a>(
             .ok_or_else(|| Error::usage("the target resolved to nothing"))?;
         Ok(typed::apply(types, t, resolved, access)?.watch)
     })
-}
-
-/// The header's processes: (pid, comm).
-fn watched_processes(scope: &arm::Scope) -> Vec<(u32, String)> {
-    scope
-        .pids()
-        .into_iter()
-        .map(|pid| {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .map(|s| s.trim_end().to_string())
-                .unwrap_or_else(|_| "?".into());
-            (pid, comm)
-        })
-        .collect()
 }

@@ -17,15 +17,13 @@ use crate::cli::request;
 use crate::cli::ring_size::{self, Coverage};
 use crate::config::flight::Flight;
 use crate::config::plan::{
-    self, processes_watches, Decided, Delivery, FoldedTo, KernelSymbols, Launch, Machine,
-    ObjectPlan, Outputs, Scope, WatchPlan, Writers,
+    self, Decided, Delivery, FoldedTo, Launch, Machine, ObjectPlan, Outputs, Scope, WatchPlan,
+    Writers,
 };
 use crate::config::request::Format;
 use crate::config::symbols::FileSymbols;
-use crate::config::typed;
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
-use crate::model::target::Target;
 use crate::model::watch::{Access, Watch};
 use crate::perf::arm;
 use crate::perf::bpf::hit_set::HitPrograms;
@@ -48,7 +46,7 @@ use crate::trace::comm::Comms;
 use crate::trace::control::Control;
 use crate::trace::flight::Recorder;
 use crate::trace::hotplug::Hotplug;
-use crate::trace::moves::{Controller, Resolve};
+use crate::trace::moves::Controller;
 use crate::trace::objects::ObjectWatch;
 use crate::trace::objects::Slots;
 use crate::trace::session::{Plan, Session};
@@ -372,7 +370,7 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &Machine) -> Result
         lines: line_source.as_ref().map(|l| l as &dyn LineSource),
         control: control_source.map(|source| Controller {
             source,
-            resolve: resolver(plan.scope(), &kernel.symbols, &kernel.types, machine),
+            resolve: Box::new(plan.resolver(machine)),
             access: plan.access(),
         }),
         scope,
@@ -580,28 +578,4 @@ fn recorder(flight: &Flight) -> Result<Recorder> {
         .map(|(group, name)| Tracepoint::attach(group, name).map_err(advice::tracepoint))
         .collect::<Result<Vec<_>>>()?;
     Ok(Recorder::new(flight, tracepoints))
-}
-
-/// How a `--control watch` target is resolved: as the command line's were, in the same symbols or process,
-/// a `(TYPE)` cast included.
-fn resolver<'a>(
-    scope: &Scope,
-    kernel: &'a KernelSymbols,
-    types: &'a typed::Types,
-    machine: &'a Machine,
-) -> Resolve<'a> {
-    let pids = scope.pids();
-    let system = scope.system_wide();
-    Box::new(move |t: &Target, access| {
-        let base = [typed::base_target(t)];
-        let found = match system {
-            true => kernel.resolve(&base, access)?,
-            false => processes_watches(machine, &pids, &base, access)?,
-        };
-        let resolved = found
-            .into_iter()
-            .next()
-            .ok_or_else(|| Error::usage("the target resolved to nothing"))?;
-        Ok(typed::apply(types, t, resolved, access)?.watch)
-    })
 }

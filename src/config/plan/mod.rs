@@ -36,7 +36,7 @@ use ksymwatch_symbols::{Origin, SymbolTable};
 use crate::config::flight::{Flight, Trigger};
 use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
-use crate::config::typed::Types;
+use crate::config::typed::{self, Types};
 use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
 use crate::model::condition::Condition;
@@ -51,7 +51,6 @@ pub use host::{Host, Launch};
 pub use machine::{Launcher, Machine};
 pub use objects::ObjectPlan;
 pub use outputs::{FoldedTo, Outputs};
-pub use process::processes_watches;
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;
@@ -413,6 +412,28 @@ impl WatchPlan {
         match &mut self.scope {
             Scope::Launched(c) => c.child.take(),
             _ => None,
+        }
+    }
+
+    /// How a `--control watch` target is resolved: as the command line's were, in the same kernel
+    /// symbols or processes (`host` reads them), a `(TYPE)` cast included.
+    pub fn resolver<'a>(
+        &'a self,
+        host: &'a dyn Host,
+    ) -> impl FnMut(&Target, Access) -> Result<Watch> + 'a {
+        let pids = self.scope.pids();
+        let system = self.scope.system_wide();
+        move |t: &Target, access| {
+            let base = [typed::base_target(t)];
+            let found = match system {
+                true => self.kernel.symbols.resolve(&base, access)?,
+                false => process::processes_watches(host, &pids, &base, access)?,
+            };
+            let resolved = found
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::usage("the target resolved to nothing"))?;
+            Ok(typed::apply(&self.kernel.types, t, resolved, access)?.watch)
         }
     }
 

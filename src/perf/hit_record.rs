@@ -12,23 +12,22 @@
 //!  40      8  old: the value before, for this target (and process, at a user address)
 //!  48     16  comm: the writer's name as the kernel keeps it, NUL-padded
 //!  64      8  ip: the trap ip (the instruction after the store)
-//!  72      8  kstack_bytes: bytes of kernel stack in the call chain
+//!  72      8  kstack_bytes: bytes of kernel stack in the record
 //!  80      8  ustack_bytes: bytes of user stack after the kernel stack
+//!             (with CHAIN_ID, 72..88 is the call chain's key instead, as the `chains` map holds it:
+//!             its hash (8), then the kernel and user stacks' bytes (u32 each); see [`ChainKey`])
 //!  88      8  lost: records the CPU's ring had no room for so far, before this one
 //! with REGS_KNOWN (`--value`: the store's value is decoded from them):
 //!  96    168  regs: the trap's `struct pt_regs` (21 words, x86-64 order)
 //! 264     16  insn: the 16 bytes that end at the trap ip (the store's instruction ends there)
-//! then (at 96, or 280 with REGS_KNOWN), with CHAIN_ID:
-//!          8  the call chain's hash: its words are in the kernel's `chains` map under the chain key
-//!             (this hash, kstack_bytes, ustack_bytes; [`ChainKey`])
-//! else, the chain inline:
+//! then (at 96, or 280 with REGS_KNOWN), without CHAIN_ID (the chain inline):
 //!          -  kernel return addresses (kstack_bytes / 8), then user ones (ustack_bytes / 8)
 //! ```
 //!
 //! The chain by id: the program stores each distinct call chain once in the watch's `chains` map
 //! ([`crate::perf::bpf::totals`], where the in-kernel totals name chains by the same key) and the record
-//! carries the key, 104 bytes in all where the chain inline made it 96 + 8 a frame (a user-space writer's
-//! five frames: 136; a kernel writer's twenty: 256). The tracer reads each distinct chain once from the
+//! carries the key where the stacks' lengths were: 96 bytes whatever the chain (280 with registers), where
+//! the chain inline made it 96 + 8 a frame (a kernel writer's `read()` of six frames: 144). The tracer reads each distinct chain once from the
 //! map, on the first record that names it. A chain the map has no room for (or whose insert failed)
 //! comes inline, as does every record of a program built without totals: the flag says which, and no
 //! record is ever without its chain.
@@ -53,7 +52,7 @@ pub const USER_MODE: u64 = 4;
 pub const INSN_KNOWN: u64 = 8;
 /// Flag: the record carries `regs` and `insn`.
 pub const REGS_KNOWN: u64 = 16;
-/// Flag: the record carries its call chain's key (one word, its hash), not the chain's words.
+/// Flag: the record carries its call chain's key (in place of the stacks' lengths), not the chain's words.
 pub const CHAIN_ID: u64 = 32;
 
 pub const OFF_FLAGS: i16 = 0;
@@ -67,6 +66,8 @@ pub const OFF_IP: i16 = 64;
 pub const OFF_KSTACK_BYTES: i16 = 72;
 pub const OFF_USTACK_BYTES: i16 = 80;
 pub const OFF_LOST: i16 = 88;
+/// With CHAIN_ID: the chain's key ([`ChainKey`], 16 bytes) over the two stack lengths.
+pub const OFF_CHAIN_KEY: i16 = OFF_KSTACK_BYTES;
 pub const OFF_REGS: i16 = 96;
 pub const OFF_INSN: i16 = 264;
 /// Where the stacks start without registers, and with them.
@@ -178,22 +179,21 @@ impl<'a> HitView<'a> {
         } else {
             OFF_STACKS
         } as usize;
-        let (kbytes, ubytes) = (word(raw, OFF_KSTACK_BYTES)?, word(raw, OFF_USTACK_BYTES)?);
         let (chain, kernel_stack, user_stack) = if flags & CHAIN_ID != 0 {
-            let max = 8 * MAX_FRAMES as u64;
-            if kbytes > max || ubytes > max {
+            let key = bytes_at(raw, OFF_CHAIN_KEY as usize, 16)?;
+            let key = ChainKey::parse(key).ok_or_else(|| short(OFF_LOST as usize, raw))?;
+            let max = 8 * MAX_FRAMES as u32;
+            if key.kbytes > max || key.ubytes > max {
                 return Err(short(usize::MAX, raw));
             }
-            let hash = u64::from_ne_bytes(bytes_at(raw, stacks, 8)?.try_into().unwrap_or([0; 8]));
-            let key = ChainKey {
-                hash,
-                kbytes: kbytes as u32,
-                ubytes: ubytes as u32,
-            };
             (Some(key), &raw[..0], &raw[..0])
         } else {
-            let kernel_stack = stack_at(raw, stacks, kbytes)?;
-            let user_stack = stack_at(raw, stacks + kernel_stack.len(), ubytes)?;
+            let kernel_stack = stack_at(raw, stacks, word(raw, OFF_KSTACK_BYTES)?)?;
+            let user_stack = stack_at(
+                raw,
+                stacks + kernel_stack.len(),
+                word(raw, OFF_USTACK_BYTES)?,
+            )?;
             (None, kernel_stack, user_stack)
         };
         Ok(HitView {
@@ -349,27 +349,28 @@ pub fn encode(r: &HitRecord) -> Vec<u8> {
             put(OFF_REGS + 8 * i as i16, *x);
         }
     }
-    let (kbytes, ubytes) = match r.chain {
-        Some(key) => (u64::from(key.kbytes), u64::from(key.ubytes)),
-        None => (
-            8 * r.kernel_stack.len() as u64,
-            8 * r.user_stack.len() as u64,
-        ),
-    };
-    put(OFF_KSTACK_BYTES, kbytes);
-    put(OFF_USTACK_BYTES, ubytes);
+    match r.chain {
+        Some(key) => {
+            put(OFF_CHAIN_KEY, key.hash);
+            put(
+                OFF_CHAIN_KEY + 8,
+                u64::from(key.kbytes) | (u64::from(key.ubytes) << 32),
+            );
+        }
+        None => {
+            put(OFF_KSTACK_BYTES, 8 * r.kernel_stack.len() as u64);
+            put(OFF_USTACK_BYTES, 8 * r.user_stack.len() as u64);
+        }
+    }
     let comm = r.comm.as_bytes();
     let n = comm.len().min(15);
     v[OFF_COMM as usize..OFF_COMM as usize + n].copy_from_slice(&comm[..n]);
     if let (Some(insn), Some(_)) = (r.insn, r.regs) {
         v[OFF_INSN as usize..OFF_INSN as usize + INSN_BYTES].copy_from_slice(&insn);
     }
-    match r.chain {
-        Some(key) => v.extend_from_slice(&key.hash.to_ne_bytes()),
-        None => {
-            for x in r.kernel_stack.iter().chain(&r.user_stack) {
-                v.extend_from_slice(&x.to_ne_bytes());
-            }
+    if r.chain.is_none() {
+        for x in r.kernel_stack.iter().chain(&r.user_stack) {
+            v.extend_from_slice(&x.to_ne_bytes());
         }
     }
     v
@@ -465,9 +466,9 @@ mod tests {
         );
     }
 
-    /// A record with CHAIN_ID carries the chain's key in one word after the header, whatever the chain's
-    /// length: 104 bytes without registers, where the same chain inline is 96 + 8 a frame; the view has no
-    /// frames of its own, and its sample takes them from the chain as the map holds it.
+    /// A record with CHAIN_ID carries the chain's key in its header, whatever the chain's length: 96 bytes
+    /// without registers, where the same chain inline is 96 + 8 a frame; the view has no frames of its
+    /// own, and its sample takes them from the chain as the map holds it.
     #[test]
     fn a_chain_by_id_is_one_word_and_its_sample_takes_the_chain_given() {
         let key = ChainKey {
@@ -484,7 +485,12 @@ mod tests {
             ..record()
         };
         let bytes = encode(&by_id);
-        assert_eq!(bytes.len(), OFF_STACKS as usize + 8);
+        assert_eq!(bytes.len(), OFF_STACKS as usize);
+        assert_eq!(
+            &bytes[72..88],
+            &key.bytes()[..],
+            "the key as the map holds it"
+        );
         let got = decode(&bytes).unwrap();
         assert_eq!(got.chain, Some(key));
         assert_eq!(got.flags & CHAIN_ID, CHAIN_ID);
@@ -514,7 +520,7 @@ mod tests {
             ..record()
         };
         let bytes = encode(&with_regs);
-        assert_eq!(bytes.len(), OFF_STACKS_REGS as usize + 8);
+        assert_eq!(bytes.len(), OFF_STACKS_REGS as usize);
         assert_eq!(decode(&bytes).unwrap().chain, Some(key));
         // Inline, the same record is longer by the frames.
         let inline = HitRecord {
@@ -525,7 +531,7 @@ mod tests {
         assert_eq!(encode(&inline).len(), OFF_STACKS as usize + 8 * 3);
     }
 
-    /// A CHAIN_ID record cut before its key, or whose lengths are more than a chain holds, is an error.
+    /// A CHAIN_ID record cut in its key, or whose lengths are more than a chain holds, is an error.
     #[test]
     fn a_short_or_lying_chain_id_is_an_error() {
         let key = ChainKey {
@@ -539,10 +545,10 @@ mod tests {
             chain: Some(key),
             ..record()
         });
-        assert!(decode(&bytes[..bytes.len() - 1]).is_err());
+        assert!(decode(&bytes[..80]).is_err());
         let mut lying = bytes.clone();
-        lying[OFF_KSTACK_BYTES as usize..OFF_KSTACK_BYTES as usize + 8]
-            .copy_from_slice(&(8 * MAX_FRAMES as u64 + 8).to_ne_bytes());
+        let at = OFF_CHAIN_KEY as usize + 8;
+        lying[at..at + 4].copy_from_slice(&(8 * MAX_FRAMES as u32 + 8).to_ne_bytes());
         assert!(decode(&lying).is_err());
     }
 }

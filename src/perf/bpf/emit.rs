@@ -104,16 +104,16 @@ fn wake_flags(a: &mut Asm, wake_bytes: u32) {
     a.store(DW, RECORD, OFF_SINCE, R1);
 }
 
-/// The record's size into [`SIZE`]: its fixed part, with or without the registers, and its chain's key
-/// (one word) or its two stacks, each bounded so that the verifier knows the whole fits the scratch entry.
+/// The record's size into [`SIZE`]: its fixed part, with or without the registers, and its two stacks
+/// (none when the header names the chain), each bounded so that the verifier knows the whole fits the scratch entry.
 fn record_size(a: &mut Asm) {
     let max = (8 * rec::MAX_FRAMES) as i32;
     let (inline, sized) = (a.label(), a.label());
-    // A chain the map holds is one word, its key's hash.
+    // A chain the map holds is named in the header: no stacks follow it.
     a.load(DW, R1, RECORD, rec::OFF_FLAGS)
         .alu_imm(Alu::And, R1, rec::CHAIN_ID as i32)
         .jump_imm(Cond::Eq, R1, 0, inline)
-        .mov_imm(SIZE, 8)
+        .mov_imm(SIZE, 0)
         .goto(sized);
     a.bind(inline);
     a.load(DW, SIZE, RECORD, rec::OFF_KSTACK_BYTES);

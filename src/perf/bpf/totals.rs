@@ -446,8 +446,8 @@ pub fn hash_chain(a: &mut Asm, record: Reg, stacks: i16) {
 
 /// The chain (the record's stack words) into `chains` under the chain key (the `counts` key's from its
 /// byte 8), unless it is there. Once the map holds it, the record names it by its key instead of
-/// carrying it ([`rec::CHAIN_ID`]): the hash replaces the first stack word and the flag is set, so the
-/// emitter writes one word where the chain was. A chain the map has no room for stays in the record.
+/// carrying it ([`rec::CHAIN_ID`]): the key replaces the stacks' lengths and the flag is set, so the
+/// emitter writes the header alone. A chain the map has no room for stays in the record.
 fn store_chain(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, stacks): (Reg, i16)) {
     let (known, done) = (a.label(), a.label());
     let chain_key = slots.key + 8;
@@ -467,8 +467,11 @@ fn store_chain(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, sta
     seq::add_to(a, (maps.stats, STAT_NO_CHAIN, slots.stat_key), None);
     a.goto(done);
     a.bind(known);
+    // The key's 16 bytes over the two stack lengths: the record ends there.
     a.load(DW, R1, FP, chain_key)
-        .store(DW, record, stacks, R1)
+        .store(DW, record, rec::OFF_CHAIN_KEY, R1)
+        .load(DW, R1, FP, chain_key + 8)
+        .store(DW, record, rec::OFF_CHAIN_KEY + 8, R1)
         .load(DW, R1, record, rec::OFF_FLAGS)
         .alu_imm(Alu::Or, R1, rec::CHAIN_ID as i32)
         .store(DW, record, rec::OFF_FLAGS, R1);

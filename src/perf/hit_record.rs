@@ -36,8 +36,8 @@
 //! a kept hit pays nothing for it, a hit the ring had no room for adds one, and the reader learns of a
 //! loss in order, from the next record that fits (and at the end, from the program's `stats`).
 //!
-//! Registers and instruction bytes are 184 bytes of a record that is otherwise about 180: they are carried
-//! only where a value is decoded, so a plain watch's ring holds twice the hits.
+//! Registers and instruction bytes are 184 bytes of a record that is otherwise 96 (its chain by id): they
+//! are carried only where a value is decoded, so a plain watch's ring holds three times the hits.
 
 use crate::perf::bpf::totals::ChainKey;
 use crate::perf::record::{Context, DecodeError, Frame, Sample, RECORD_SAMPLE};

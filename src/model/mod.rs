@@ -16,7 +16,7 @@ use std::time::Duration;
 pub use target::{parse, Base, Target, TargetError};
 
 /// When to stop, besides a signal.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Limits {
     pub duration: Option<Duration>,
     pub count: Option<u64>,

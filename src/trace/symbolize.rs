@@ -11,16 +11,17 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use ksymwatch_symbols::{annotate, LineSource, Origin, SymbolTable, UserSymbols};
+use ksymwatch_symbols::{annotate, LineSource, Origin, UserSymbols};
 use rustc_hash::FxHashMap;
 
+use crate::config::symbols::KernelTable;
 use crate::perf::record::{Context, Sample};
 use crate::report::{Rendered, ResolvedFrame, SourceLine};
 use crate::trace::store_value::{self, InsnStarts};
 
 /// The one place addresses become names.
 pub struct Symbolizer<'a> {
-    kernel: &'a SymbolTable,
+    kernel: KernelTable<'a>,
     /// Where `kernel` came from: a cached kallsyms table lacks code the kernel created since.
     origin: Origin,
     /// Distinct kernel addresses no symbol covered.
@@ -82,9 +83,9 @@ const KERNEL_CACHE_MAX: usize = 1 << 16;
 
 impl<'a> Symbolizer<'a> {
     /// Kernel frames only; user frames stay addresses.
-    pub fn new(kernel: &'a SymbolTable) -> Symbolizer<'a> {
+    pub fn new(kernel: impl Into<KernelTable<'a>>) -> Symbolizer<'a> {
         Symbolizer {
-            kernel,
+            kernel: kernel.into(),
             origin: Origin::Parsed,
             kernel_misses: 0,
             user: None,
@@ -103,7 +104,7 @@ impl<'a> Symbolizer<'a> {
     }
 
     /// Also names user frames from each writer's mappings.
-    pub fn with_user(kernel: &'a SymbolTable, user: UserSymbols) -> Symbolizer<'a> {
+    pub fn with_user(kernel: impl Into<KernelTable<'a>>, user: UserSymbols) -> Symbolizer<'a> {
         Symbolizer {
             user: Some(user),
             ..Symbolizer::new(kernel)
@@ -331,7 +332,9 @@ impl<'a> Symbolizer<'a> {
             .as_mut()
             .map(UserSymbols::take_notes)
             .unwrap_or_default();
-        if self.origin == Origin::Cached && self.kernel_misses > 0 {
+        // A table read on first use knows its own origin.
+        let origin = self.kernel.origin().unwrap_or(self.origin);
+        if origin == Origin::Cached && self.kernel_misses > 0 {
             notes.push(format!(
                 "{} kernel address(es) in call chains had no symbol in the cached kallsyms table; code the \
                  kernel created after the cache was written (BPF programs, trampolines) is not in it: run \

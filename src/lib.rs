@@ -16,7 +16,8 @@
 //! - [`perf`]: the raw kernel interface: system calls, breakpoint events, rings, record decoding, arming.
 //! - [`model`]: the vocabulary every layer shares (watches, targets, filters, conditions).
 //!
-//! [`error`] (the error type and exit codes), [`cpulist`] (the kernel's CPU-list text), [`x86_store`] (the value a
+//! [`error`] (the error type and exit codes), [`cpulist`] (the kernel's CPU-list text), [`host`] (the cgroup v2
+//! hierarchy's files), [`x86_store`] (the value a
 //! store instruction wrote, decoded from its bytes and registers) and `stderr` (message output whose failure
 //! cannot change the exit code) are shared leaves. All symbol-table code, kernel and user space, lives in the `ksymwatch-symbols` crate.
 
@@ -24,6 +25,7 @@ pub mod cli;
 pub mod config;
 pub mod cpulist;
 pub mod error;
+pub mod host;
 pub mod model;
 pub mod perf;
 pub(crate) mod report;

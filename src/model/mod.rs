@@ -6,6 +6,7 @@
 //! symbols, `perf` arms them, `trace` and `report` name hits with them. Nothing here reads a file, opens
 //! a descriptor or knows a flag's name.
 
+pub mod cgroup;
 pub mod condition;
 pub(crate) mod filter;
 pub mod target;

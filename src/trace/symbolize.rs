@@ -17,7 +17,6 @@ use rustc_hash::FxHashMap;
 use crate::config::symbols::KernelTable;
 use crate::perf::record::{Context, Frame, Sample};
 use crate::report::{Rendered, ResolvedFrame, SourceLine};
-use crate::trace::store_value::{self, InsnStarts};
 
 /// The one place addresses become names.
 pub struct Symbolizer<'a> {
@@ -134,6 +133,37 @@ impl Chains {
 /// One step of the key's hash (FxHash's): a rotate, an xor and a multiply a word.
 fn mix(h: u64, word: u64) -> u64 {
     (h.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
+
+/// Store sites remembered before that cache starts over.
+const INSN_STARTS_MAX: usize = 1 << 16;
+
+/// The length of the instruction that ends at each `--value` store site, by (process, ip), as the
+/// store-value walk found it (`None`: no start could be found): a flood repeats a few sites. It lives with
+/// the symbols because it is dropped with a process's frames when the process execs or exits.
+#[derive(Debug, Default)]
+pub struct InsnStarts {
+    known: FxHashMap<(u32, u64), Option<u8>>,
+}
+
+impl InsnStarts {
+    /// Process `pid` ran exec or is gone: its addresses mean another program's code, or none.
+    pub fn forget(&mut self, pid: u32) {
+        self.known.retain(|&(p, _), _| p != pid);
+    }
+
+    /// What was found for the site ending at `ip` in `pid`, if it was walked.
+    pub fn get(&self, pid: u32, ip: u64) -> Option<Option<u8>> {
+        self.known.get(&(pid, ip)).copied()
+    }
+
+    /// Remembers what the walk found for a site; a full cache starts over.
+    pub fn remember(&mut self, pid: u32, ip: u64, len: Option<u8>) {
+        if self.known.len() >= INSN_STARTS_MAX {
+            self.known.clear();
+        }
+        self.known.insert((pid, ip), len);
+    }
 }
 
 /// Distinct chains remembered before that cache starts over: a flood has a few; each entry holds its
@@ -430,16 +460,9 @@ impl<'a> Symbolizer<'a> {
         fr
     }
 
-    /// The length of the instruction that ends at the trap ip `ip` of process `pid` (the 16 bytes
-    /// before ip in `insn`), walked from the start of the function that holds it
-    /// ([`store_value::insn_len`]); `None` where that start is not known.
-    pub fn insn_len(&mut self, pid: u32, ip: u64, insn: &[u8; 16]) -> Option<usize> {
-        let mut starts = std::mem::take(&mut self.starts);
-        let n = store_value::insn_len(&mut starts, pid, ip, insn, || {
-            store_value::function_bytes(self, pid, ip)
-        });
-        self.starts = starts;
-        n
+    /// The `--value` store sites' instruction lengths, kept with this session's other per-process caches.
+    pub fn insn_starts(&mut self) -> &mut InsnStarts {
+        &mut self.starts
     }
 
     /// What symbol loading left out, for the summary's warnings: user binaries with oversized tables, and

@@ -39,7 +39,6 @@
 //! Registers and instruction bytes are 184 bytes of a record that is otherwise 96 (its chain by id): they
 //! are carried only where a value is decoded, so a plain watch's ring holds three times the hits.
 
-use crate::perf::bpf::totals::ChainKey;
 use crate::perf::record::{Context, DecodeError, Frame, Sample, RECORD_SAMPLE};
 
 /// Flag: `value` was read.
@@ -88,6 +87,50 @@ pub mod reg {
     pub const IP: usize = 16;
     pub const CS: usize = 17;
     pub const SP: usize = 19;
+}
+
+/// A `chains` key: the hash, then the kernel and user stacks' lengths in bytes (u32 each).
+pub const CHAIN_KEY: u32 = 16;
+
+/// The id of a chain as the program keys it (the totals' `chains` map) and a record that names its chain
+/// carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChainKey {
+    pub hash: u64,
+    /// Bytes of kernel stack, then of user stack, in the chain's words.
+    pub kbytes: u32,
+    pub ubytes: u32,
+}
+
+impl ChainKey {
+    pub fn parse(b: &[u8]) -> Option<ChainKey> {
+        Some(ChainKey {
+            hash: u64::from_ne_bytes(b.get(0..8)?.try_into().ok()?),
+            kbytes: u32::from_ne_bytes(b.get(8..12)?.try_into().ok()?),
+            ubytes: u32::from_ne_bytes(b.get(12..16)?.try_into().ok()?),
+        })
+    }
+
+    /// The key as the map holds it.
+    pub fn bytes(&self) -> [u8; CHAIN_KEY as usize] {
+        let mut b = [0u8; CHAIN_KEY as usize];
+        b[..8].copy_from_slice(&self.hash.to_ne_bytes());
+        b[8..12].copy_from_slice(&self.kbytes.to_ne_bytes());
+        b[12..].copy_from_slice(&self.ubytes.to_ne_bytes());
+        b
+    }
+
+    /// The kernel and user return addresses in a `chains` value, each innermost first; `None` when the
+    /// lengths do not fit it.
+    pub fn split(&self, value: &[u8]) -> Option<(Vec<u64>, Vec<u64>)> {
+        let (k, u) = (self.kbytes as usize / 8, self.ubytes as usize / 8);
+        let words: Vec<u64> = value
+            .chunks_exact(8)
+            .take(k + u)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect();
+        (words.len() == k + u).then(|| (words[..k].to_vec(), words[k..].to_vec()))
+    }
 }
 
 /// A hit record as it lies in the ring: its fixed fields decoded, its name and stacks still the ring's

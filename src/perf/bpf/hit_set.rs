@@ -18,13 +18,14 @@ use super::emit::{self, EmitMaps};
 use super::hit::{self, HitMaps, HitSpec, Instrument, Plain};
 use super::kernel::{MapType, ProgType};
 use super::tgid_olds::TgidOlds;
-use super::totals::{ChainKey, Counted, Limit, Totals};
+use super::totals::{Counted, Limit, Totals};
 use super::{create_map, load_program, log_line, possible_cpus, raw, ProgramError, OLDS_MAX};
 use crate::error::Error;
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
 use crate::perf::bpf_ring::BpfRing;
+use crate::perf::hit_record::ChainKey;
 use crate::perf::sys;
 
 /// Loads the hit program for `spec`. A kernel that will not have a perf-event program read the task
@@ -373,7 +374,7 @@ impl HitPrograms {
             lost: (raw(p.maps.stats.as_fd()), hit::STAT_LOST),
             ring: raw(map.as_fd()),
         };
-        let insns = emit::generate_with(&maps, size / 4, ins)
+        let insns = emit::generate_with(&maps, size / 4, &|a| ins.emitted(a))
             .map_err(|e| io::Error::other(format!("the emitter program: {e}")))?;
         let mut log = Vec::new();
         let emitter =

@@ -36,7 +36,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use crate::perf::bpf::insn::{Alu, Asm, Cond, Label, Reg, DW, FP, R0, R1, R2, R3, R4, W};
 use crate::perf::bpf::kernel::{Helper, MapType, EEXIST, NOEXIST};
 use crate::perf::bpf::{create_map, seq};
-use crate::perf::hit_record as rec;
+use crate::perf::hit_record::{self as rec, ChainKey, CHAIN_KEY};
 use crate::perf::sys;
 
 /// `BPF_F_NO_PREALLOC`.
@@ -46,8 +46,6 @@ const NO_PREALLOC: u32 = 1;
 pub const CHAIN_WORDS: usize = 2 * rec::MAX_FRAMES;
 /// A `chains` value: the words of both stacks (only the first `kbytes + ubytes` of them are the chain's).
 pub const CHAIN_VALUE: u32 = 8 * CHAIN_WORDS as u32;
-/// A `chains` key: the hash, then the kernel and user stacks' lengths in bytes (u32 each).
-pub const CHAIN_KEY: u32 = 16;
 /// A `counts` key: pid_tgid (u64), the chain key, the writer's name (16 bytes).
 pub const COUNT_KEY: u32 = 8 + CHAIN_KEY + 16;
 /// Distinct chains kept per watch.
@@ -251,46 +249,6 @@ fn entries(map: &OwnedFd, key_len: usize, value_len: usize) -> io::Result<Vec<(V
         key = Some(next.clone());
     }
     Ok(out)
-}
-
-/// The id of a chain as the program keys it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ChainKey {
-    pub hash: u64,
-    /// Bytes of kernel stack, then of user stack, in the chain's words.
-    pub kbytes: u32,
-    pub ubytes: u32,
-}
-
-impl ChainKey {
-    pub fn parse(b: &[u8]) -> Option<ChainKey> {
-        Some(ChainKey {
-            hash: u64::from_ne_bytes(b.get(0..8)?.try_into().ok()?),
-            kbytes: u32::from_ne_bytes(b.get(8..12)?.try_into().ok()?),
-            ubytes: u32::from_ne_bytes(b.get(12..16)?.try_into().ok()?),
-        })
-    }
-
-    /// The key as the map holds it.
-    pub fn bytes(&self) -> [u8; CHAIN_KEY as usize] {
-        let mut b = [0u8; CHAIN_KEY as usize];
-        b[..8].copy_from_slice(&self.hash.to_ne_bytes());
-        b[8..12].copy_from_slice(&self.kbytes.to_ne_bytes());
-        b[12..].copy_from_slice(&self.ubytes.to_ne_bytes());
-        b
-    }
-
-    /// The kernel and user return addresses in a `chains` value, each innermost first; `None` when the
-    /// lengths do not fit it.
-    pub fn split(&self, value: &[u8]) -> Option<(Vec<u64>, Vec<u64>)> {
-        let (k, u) = (self.kbytes as usize / 8, self.ubytes as usize / 8);
-        let words: Vec<u64> = value
-            .chunks_exact(8)
-            .take(k + u)
-            .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
-            .collect();
-        (words.len() == k + u).then(|| (words[..k].to_vec(), words[k..].to_vec()))
-    }
 }
 
 /// One `counts` key: who wrote along which chain.

@@ -3,7 +3,7 @@
 //! holds against the kernel's counters. A decoder is pure: bytes in, items out through [`Out`], so each is
 //! tested on constructed bytes with [`testing::Collect`] standing in for the rings' merge.
 
-use crate::perf::bpf::totals::ChainKey;
+use crate::perf::hit_record::ChainKey;
 use crate::perf::record::Frame;
 use crate::report::Value;
 use crate::trace::events::Item;

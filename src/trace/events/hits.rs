@@ -133,7 +133,7 @@ impl HitDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::bpf::totals::ChainKey;
+    use crate::perf::hit_record::ChainKey;
     use crate::perf::hit_record::{encode, HitRecord, INSN_BYTES, REGS, USER_MODE};
     use crate::perf::record::Context;
     use crate::trace::events::decode::testing::Collect;

@@ -85,6 +85,21 @@ pub(crate) fn fixture() -> Option<&'static Fixture> {
     derived.as_ref()
 }
 
+impl Fixture {
+    /// `args`, then the flags that make the fixture the running kernel: its kallsyms (moved by KASLR)
+    /// and its notes.
+    pub(crate) fn running<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        let mut a = args.to_vec();
+        a.extend([
+            "--kallsyms",
+            p(&self.kallsyms),
+            "--kernel-notes",
+            p(&self.notes),
+        ]);
+        a
+    }
+}
+
 macro_rules! need_fixture {
     () => {
         match fixture() {
@@ -217,16 +232,9 @@ fn mismatched_vmlinux_still_answers_and_says_so() {
 #[test]
 fn matching_build_id_gives_kaslr_relocated_addresses() {
     let f = need_fixture!();
-    let args = [
-        "--vmlinux",
-        p(&f.vmlinux),
-        "--kallsyms",
-        p(&f.kallsyms),
-        "--kernel-notes",
-        p(&f.notes),
-    ];
+    let args = f.running(&["--vmlinux", p(&f.vmlinux)]);
     let mut a = vec!["resolve", "sym.field[3].pts[2].y", "--json"];
-    a.extend(args);
+    a.extend(&args);
     let (code, out, err) = run(&a);
     assert_eq!(code, 0, "{err}");
     let j = json(&out);
@@ -234,7 +242,7 @@ fn matching_build_id_gives_kaslr_relocated_addresses() {
     let link = hex(&j["link_addr"]);
     assert_eq!(hex(&j["runtime_addr"]), link - LINK_TEXT + RUNTIME_TEXT);
     let mut a = vec!["resolve", "banner"];
-    a.extend(args);
+    a.extend(&args);
     let (_, out, _) = run(&a);
     assert!(
         field(&out, "kernel").starts_with("match (build-id "),
@@ -556,18 +564,14 @@ fn write_with_force_gets_past_resolution() {
 fn misaligned_length_on_a_field_is_refused() {
     let f = need_fixture!();
     // sym.halves.hi is a short at an offset that is 2 mod 8: /8 cannot be armed there.
-    let err = usage_error(&[
+    let err = usage_error(&f.running(&[
         "write",
         "sym.halves.hi/8",
         "--vmlinux",
         p(&f.vmlinux),
-        "--kallsyms",
-        p(&f.kallsyms),
-        "--kernel-notes",
-        p(&f.notes),
         "--duration",
         "200ms",
-    ]);
+    ]));
     assert!(err.contains("naturally aligned"), "{err}");
 }
 

@@ -154,6 +154,11 @@ mod tests {
         encode::sample(0xffffffff81000077, tid, tid, time, addr, cpu, &[])
     }
 
+    /// A comm record of task `tid` named `name`, at `time`.
+    fn comm(tid: u32, name: &str, time: u64) -> Vec<u8> {
+        encode::with_trailer(encode::comm(tid, tid, name, false), tid, tid, time, 0)
+    }
+
     /// What `which` releases now: (time, what) with what a hit's tid, or `lost N` / `comm NAME`.
     fn released(p: &mut Pipeline, which: Release) -> Vec<(u64, String)> {
         std::iter::from_fn(|| p.next(which))
@@ -183,6 +188,25 @@ mod tests {
         .unwrap()
     }
 
+    /// Target 0's event on CPU 0 alone, released as soon as read: the pipeline, its epoll, and the writing
+    /// side of its ring.
+    fn one_cpu() -> (Pipeline, Epoll, FileRing) {
+        let epoll = Epoll::new().unwrap();
+        let (e0, w0) = event(0, 0);
+        let p = pipeline(vec![e0], &epoll, 0);
+        (p, epoll, w0)
+    }
+
+    /// Target 0's events on CPUs 0 and 1 merged with `slack_ns`: the pipeline, its epoll, and the writing
+    /// sides of CPU 0's and CPU 1's rings.
+    fn two_cpus(slack_ns: u64) -> (Pipeline, Epoll, FileRing, FileRing) {
+        let epoll = Epoll::new().unwrap();
+        let (e0, w0) = event(0, 0);
+        let (e1, w1) = event(1, 0);
+        let p = pipeline(vec![e0, e1], &epoll, slack_ns);
+        (p, epoll, w0, w1)
+    }
+
     fn want(items: &[(u64, &str)]) -> Vec<(u64, String)> {
         items.iter().map(|&(t, w)| (t, w.into())).collect()
     }
@@ -194,11 +218,8 @@ mod tests {
     /// newer than a drain is held until every ring has been read past it.
     #[test]
     fn records_of_all_rings_come_out_in_time_order() {
-        let epoll = Epoll::new().unwrap();
-        let (e0, mut w0) = event(0, 0);
-        let (e1, mut w1) = event(1, 0);
         let now = sys::monotonic_ns();
-        let mut p = pipeline(vec![e0, e1], &epoll, 0);
+        let (mut p, _epoll, mut w0, mut w1) = two_cpus(0);
         let (t1, t2, t3, t4) = (now + 1000, now + 2000, now + 3000, now + 4000);
         w0.write(&hit(10, t1, 0, 0)).unwrap();
         w0.write(&hit(11, t3, 0, 0)).unwrap();
@@ -223,10 +244,7 @@ mod tests {
     /// others' later ones back; `Until` lets out what is from a time or before, ready or not.
     #[test]
     fn the_slack_holds_records_back_and_until_lets_them_out() {
-        let epoll = Epoll::new().unwrap();
-        let (e0, mut w0) = event(0, 0);
-        let (e1, _w1) = event(1, 0);
-        let mut p = pipeline(vec![e0, e1], &epoll, HOUR);
+        let (mut p, _epoll, mut w0, _w1) = two_cpus(HOUR);
         let now = sys::monotonic_ns();
         w0.write(&hit(10, now + 1000, 0, 0)).unwrap();
         w0.write(&hit(11, now + 2000, 0, 0)).unwrap();
@@ -251,10 +269,7 @@ mod tests {
     /// with the others', and it holds nothing back any more.
     #[test]
     fn closing_a_cpu_keeps_what_its_ring_held_in_order() {
-        let epoll = Epoll::new().unwrap();
-        let (e0, mut w0) = event(0, 0);
-        let (e1, mut w1) = event(1, 0);
-        let mut p = pipeline(vec![e0, e1], &epoll, HOUR);
+        let (mut p, epoll, mut w0, mut w1) = two_cpus(HOUR);
         let now = sys::monotonic_ns();
         w0.write(&hit(10, now + 1000, 0, 0)).unwrap();
         w0.write(&hit(11, now + 3000, 0, 0)).unwrap();
@@ -320,9 +335,7 @@ mod tests {
     /// A CPU that comes online joins the merge: what its ring gives is merged with the rest.
     #[test]
     fn an_opened_cpu_joins_the_merge() {
-        let epoll = Epoll::new().unwrap();
-        let (e0, mut w0) = event(0, 0);
-        let mut p = pipeline(vec![e0], &epoll, 0);
+        let (mut p, epoll, mut w0) = one_cpu();
         let (e1, mut w1) = event(1, 0);
         // What `open_cpu` does once the kernel opened the events.
         p.events
@@ -371,9 +384,7 @@ mod tests {
         w_hits.write(&hit(10, now + 1000, 0)).unwrap();
         w_hits.write(&hit(10, now + 3000, 2)).unwrap();
         w_hits.write(&hit(10, now + 4000, 2)).unwrap();
-        let comm = encode::comm(11, 11, "other", false);
-        w0.write(&encode::with_trailer(comm, 11, 11, now + 2000, 0))
-            .unwrap();
+        w0.write(&comm(11, "other", now + 2000)).unwrap();
         std::thread::sleep(std::time::Duration::from_micros(10));
         p.drain();
         let all = want(&[
@@ -393,9 +404,7 @@ mod tests {
     /// cannot be decoded is a loss of one, never silent.
     #[test]
     fn losses_and_undecodable_records_are_counted_and_released() {
-        let epoll = Epoll::new().unwrap();
-        let (e0, mut w0) = event(0, 0);
-        let mut p = pipeline(vec![e0], &epoll, 0);
+        let (mut p, _epoll, mut w0) = one_cpu();
         let now = sys::monotonic_ns();
         w0.write(&hit(10, now + 1000, 0, 0)).unwrap();
         let lost = encode::with_trailer(encode::lost(1, 5), 0, 0, now + 2000, 0);
@@ -404,9 +413,7 @@ mod tests {
         truncated.truncate(24);
         truncated[6..8].copy_from_slice(&24u16.to_ne_bytes());
         w0.write(&truncated).unwrap();
-        let comm = encode::comm(12, 12, "writer", false);
-        w0.write(&encode::with_trailer(comm, 12, 12, now + 4000, 0))
-            .unwrap();
+        w0.write(&comm(12, "writer", now + 4000)).unwrap();
         p.drain();
         let all = want(&[
             (now + 1000, "10@0"),

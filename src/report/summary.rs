@@ -618,6 +618,7 @@ mod tests {
             "# ... 1 more chains with 1 hits",
             "#        4 100.0%  read_zero+0x10/0x100",
             "#        2  50.0%  cpu1",
+            "# ... 3 more threads with 3 hits (--top 0 shows all)",
         ] {
             assert!(text.contains(part), "`{part}` missing from:\n{text}");
         }

@@ -629,17 +629,14 @@ live_kernel_test!(a_per_cpu_variable_is_watched_at_each_cpus_copy, {
     }
     let cpus = util::online_cpus();
     let mut churn = scheduler_churn(&cpus, Duration::from_secs(2));
-    let (code, out, err) = util::run_within(
-        &[
-            "write",
-            "runqueues.nr_running",
-            "--json",
-            "--duration",
-            "1s",
-        ],
-        Duration::from_secs(30),
-    );
-    assert_eq!(code, 0, "{err}");
+    // `write runqueues.nr_running EXTRA...`, which must end with exit 0: its stdout.
+    let nr_running = |extra: &[&str]| {
+        let args = [&["write", "runqueues.nr_running"][..], extra].concat();
+        let (code, out, err) = util::run_within(&args, Duration::from_secs(30));
+        assert_eq!(code, 0, "{args:?}: {err}");
+        out
+    };
+    let out = nr_running(&["--json", "--duration", "1s"]);
     let records = util::ndjson(&out);
     let target = &records[0]["targets"][0];
     assert_eq!(target["name"], "runqueues.nr_running", "{target}");
@@ -678,19 +675,13 @@ live_kernel_test!(a_per_cpu_variable_is_watched_at_each_cpus_copy, {
 
     // Every CPU watches the last CPU's copy.
     let last = *cpus.last().expect("a CPU");
-    let (code, out, err) = util::run_within(
-        &[
-            "write",
-            "runqueues.nr_running",
-            "--percpu-cpu",
-            &last.to_string(),
-            "--json",
-            "--duration",
-            "1s",
-        ],
-        Duration::from_secs(30),
-    );
-    assert_eq!(code, 0, "{err}");
+    let out = nr_running(&[
+        "--percpu-cpu",
+        &last.to_string(),
+        "--json",
+        "--duration",
+        "1s",
+    ]);
     let remote = hits(&out);
     assert!(!remote.is_empty(), "{out}");
     for h in &remote {
@@ -702,18 +693,7 @@ live_kernel_test!(a_per_cpu_variable_is_watched_at_each_cpus_copy, {
         );
     }
     // The text stream names the copy after the target.
-    let (code, out, err) = util::run_within(
-        &[
-            "write",
-            "runqueues.nr_running",
-            "--count",
-            "2",
-            "--duration",
-            "20s",
-        ],
-        Duration::from_secs(30),
-    );
-    assert_eq!(code, 0, "{err}");
+    let out = nr_running(&["--count", "2", "--duration", "20s"]);
     assert!(out.contains("per-cpu: +0x"), "{out}");
     assert!(out.contains("runqueues.nr_running@cpu"), "{out}");
     for c in &mut churn {

@@ -154,15 +154,13 @@ fn resolve_reads_member_offsets_from_the_kernels_btf() {
         &format!("(struct task_struct *)0x{base:x}.se.vruntime"),
     ]);
     assert_eq!(code, 0, "{err}");
-    assert!(
-        out.contains("member:       .se.vruntime at offset 0x"),
-        "{out}"
-    );
-    assert!(out.contains("type:         u64\n"), "{out}");
-    assert!(
-        out.contains("object:       struct task_struct at 0xffff888100000000"),
-        "{out}"
-    );
+    for line in [
+        "member:       .se.vruntime at offset 0x",
+        "type:         u64\n",
+        "object:       struct task_struct at 0xffff888100000000",
+    ] {
+        assert!(out.contains(line), "`{line}` missing from:\n{out}");
+    }
     // A bitfield is refused, with the byte that holds it as a target of the same base.
     let (name, bits) = dump
         .bitfield("task_struct")

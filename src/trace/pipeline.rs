@@ -8,9 +8,7 @@
 
 use std::io;
 
-use crate::model::watch::Watch;
-use crate::perf::arm::Scope;
-use crate::perf::event::{CpuEvent, EventConfig, OpenError};
+use crate::perf::event::OpenError;
 use crate::perf::record::Frame;
 use crate::perf::sys::Epoll;
 use crate::trace::events::{Audit, EventSet, Item, Sorter};
@@ -33,19 +31,15 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// Takes the armed events; each is registered with `epoll` under `token`. `slack_ns`: how long after
-    /// its timestamp a record may still become visible in its ring.
+    /// The merge of the rings of the events `events` makes ([`EventSet::new`]: it registers their rings
+    /// with the sorter it is given). `slack_ns`: how long after its timestamp a record may still become
+    /// visible in its ring.
     pub fn new(
-        watches: &[Watch],
-        cfg: EventConfig,
-        scope: Scope,
-        armed: Vec<CpuEvent>,
-        epoll: &Epoll,
-        token: u64,
         slack_ns: u64,
+        events: impl FnOnce(&mut Sorter) -> io::Result<EventSet>,
     ) -> io::Result<Pipeline> {
         let mut sorter = Sorter::new(slack_ns);
-        let events = EventSet::new(watches, cfg, scope, armed, epoll, token, &mut sorter)?;
+        let events = events(&mut sorter)?;
         Ok(Pipeline { events, sorter })
     }
 
@@ -114,8 +108,10 @@ mod tests {
     use std::os::unix::net::UnixStream;
 
     use super::*;
-    use crate::model::watch::Access;
+    use crate::model::watch::{Access, Watch};
+    use crate::perf::arm::Scope;
     use crate::perf::bpf_ring::testing::FileBpfRing;
+    use crate::perf::event::{CpuEvent, EventConfig};
     use crate::perf::hit_record::{self, HitRecord};
     use crate::perf::record::{encode, Task};
     use crate::perf::ring::testing::FileRing;
@@ -176,15 +172,9 @@ mod tests {
 
     /// A pipeline over `evs` (their rings read past the moment it is made: nothing older can come).
     fn pipeline(evs: Vec<CpuEvent>, epoll: &Epoll, slack_ns: u64) -> Pipeline {
-        Pipeline::new(
-            &watches(),
-            cfg(),
-            Scope::System,
-            evs,
-            epoll,
-            TOKEN,
-            slack_ns,
-        )
+        Pipeline::new(slack_ns, |sorter| {
+            EventSet::new(&watches(), cfg(), Scope::System, evs, epoll, TOKEN, sorter)
+        })
         .unwrap()
     }
 

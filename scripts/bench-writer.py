@@ -16,6 +16,8 @@ Modes (`--modes`, comma-separated; default all, bpftrace only if installed):
              (sample_period 1<<62: every store traps, none samples; no ring, no BPF program): the floor
              any system-wide write watch pays per store
     plain    ksymwatch write ADDR/8 --quiet           (every hit kept by the BPF program, stack and sample)
+    plain-normal  ksymwatch write ADDR/8 --quiet --realtime off   (as plain, the reader at normal priority as
+             before issue #40: its SCHED_FIFO reader preempts a writer on its CPU)
     value    ksymwatch write ADDR/8 --value --quiet   (registers and instruction bytes captured as well)
     if       ksymwatch write ADDR/8 --if 'value == 12345678' --quiet   (no store matches: every hit is
              dropped in the kernel)
@@ -53,12 +55,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import ROOT, Locked  # noqa: E402
 
-ALL_MODES = ("none", "bare", "plain", "value", "if", "other", "bpftrace")
+ALL_MODES = ("none", "bare", "plain", "plain-normal", "value", "if", "other", "bpftrace")
 NO_MATCH = 12345678  # the writer stores 0..N-1; keep N below this so `--if` never matches
 LABELS = {
     "none": "none (no watch)",
     "bare": "bare: counting breakpoint per CPU (`bench-bare-count`)",
     "plain": "`ksymwatch write ADDR/8 --quiet`",
+    "plain-normal": "`ksymwatch write ADDR/8 --quiet --realtime off`",
     "value": "`ksymwatch write ADDR/8 --value --quiet`",
     "if": f"`ksymwatch write ADDR/8 --if 'value == {NO_MATCH}' --quiet` (all dropped)",
     "other": "`ksymwatch write -p OTHER ADDR/8 --quiet` (all dropped: other process)",
@@ -138,7 +141,8 @@ def tracer_argv(mode, addr, other_pid, ksym, bare):
     if mode == "other":
         argv += ["-p", str(other_pid)]
     argv += [f"{addr}/8", "--quiet", "--no-status"]
-    argv += {"value": ["--value"], "if": ["--if", f"value == {NO_MATCH}"]}.get(mode, [])
+    argv += {"value": ["--value"], "if": ["--if", f"value == {NO_MATCH}"],
+             "plain-normal": ["--realtime", "off"]}.get(mode, [])
     return argv, "err", "armed"
 
 
@@ -159,7 +163,7 @@ def check(mode, n, out, err):
     filt = re.search(r"(\d+) filtered", err)
     hits, lost, filt = (int(x.group(1)) if x else 0 for x in (hits, lost, filt))
     note = f"{hits} hits, {lost} lost, {filt} filtered"
-    if mode in ("plain", "value"):
+    if mode in ("plain", "plain-normal", "value"):
         return note, hits >= n and lost == 0
     return note, hits == 0 and filt >= n
 

@@ -2,11 +2,10 @@
 //! command line: each remedy that is an option names the option. The one place the flags behind a kernel
 //! refusal are named, for refusals at start-up and (through `trace::session::Plan::advise`) while running.
 
-use std::io;
-
+pub use crate::config::plan::no_bpf;
 use crate::error::Error;
 use crate::perf::bpf::trigger::TracepointError;
-use crate::perf::bpf::{why_unavailable, ProgramError};
+use crate::perf::bpf::ProgramError;
 use crate::perf::refusal::{Refusal, Remedy};
 
 /// An arming refusal as the one line the user reads.
@@ -25,15 +24,6 @@ pub fn refusal(r: &Refusal) -> String {
 /// An arming refusal as the error that ends the run, with the refusal's exit code.
 pub fn arming(r: Refusal) -> Error {
     Error::new(r.code, refusal(&r))
-}
-
-/// BPF cannot be had here: `--value` and `--if` need it (exit 4, not permitted or not supported, since a
-/// plain watch still works).
-pub fn no_bpf(err: &io::Error) -> Error {
-    Error::not_permitted(format!(
-        "--value and --if read the value in the kernel with BPF, but {}; a watch without them works",
-        why_unavailable(err)
-    ))
 }
 
 /// A breakpoint program (`--value`'s, or the hit path's) that could not be had.
@@ -67,6 +57,8 @@ pub fn tracepoint(e: TracepointError) -> Error {
 
 #[cfg(test)]
 mod tests {
+    use std::io;
+
     use super::*;
     use crate::error::ExitCode;
     use crate::perf::event::{OpenError, Stage};

@@ -5,6 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use crate::config::request::Format;
+use crate::config::request::SymbolRequest;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "ksymwatch",
@@ -43,9 +46,11 @@ pub enum Command {
     },
 }
 
+/// The kernel's symbol files, named the same way for `write`, `rw` and `resolve`.
 #[derive(Args, Debug)]
-pub struct SymbolArgs {
-    /// kallsyms-format file to resolve symbols and call chains with.
+pub struct KernelFileArgs {
+    /// kallsyms-format file to resolve symbols and call chains with (the last resort, and the running
+    /// kernel to compare a file with).
     #[arg(long, value_name = "FILE", default_value = crate::config::symbols::DEFAULT_KALLSYMS)]
     pub kallsyms: PathBuf,
     /// vmlinux ELF to resolve symbols, struct fields and sizes with (tried first).
@@ -57,12 +62,6 @@ pub struct SymbolArgs {
     /// BTF to take the types of '(TYPE)BASE.FIELD' targets from (modules' BTF is looked for next to it).
     #[arg(long, value_name = "FILE", default_value = crate::config::typed::DEFAULT_BTF)]
     pub btf: PathBuf,
-    /// Arm even if the vmlinux/System.map is proven not to be the running kernel (build-id mismatch).
-    #[arg(long)]
-    pub force: bool,
-    /// Add (file:line) and inlined frames to kernel call-chain frames, from vmlinux DWARF (needs --vmlinux).
-    #[arg(long)]
-    pub lines: bool,
     /// ELF notes of the running kernel, for its build-id (tests point this at a made-up kernel).
     #[arg(long, value_name = "FILE", default_value = crate::config::symbols::DEFAULT_NOTES, hide = true)]
     pub kernel_notes: PathBuf,
@@ -77,6 +76,19 @@ pub struct SymbolArgs {
     /// (default 10m).
     #[arg(long, value_name = "DUR", value_parser = crate::cli::duration::parse)]
     pub debuginfod_timeout: Option<std::time::Duration>,
+}
+
+/// A watch's symbol options: the files, and how they are used.
+#[derive(Args, Debug)]
+pub struct SymbolArgs {
+    #[command(flatten)]
+    pub files: KernelFileArgs,
+    /// Arm even if the vmlinux/System.map is proven not to be the running kernel (build-id mismatch).
+    #[arg(long)]
+    pub force: bool,
+    /// Add (file:line) and inlined frames to kernel call-chain frames, from vmlinux DWARF (needs --vmlinux).
+    #[arg(long)]
+    pub lines: bool,
     /// Parse /proc/kallsyms afresh instead of using the parsed copy kept for this boot and module set in
     /// /var/cache/ksymwatch ($KSYMWATCH_CACHE_DIR), and do not write that copy.
     #[arg(long)]
@@ -96,32 +108,8 @@ pub struct ResolveArgs {
     /// file address, load bias and runtime address.
     #[arg(long, value_name = "PID", conflicts_with_all = ["kallsyms", "vmlinux", "system_map"])]
     pub pid: Option<u32>,
-    /// kallsyms-format file (the last resort, and the running kernel to compare a file with).
-    #[arg(long, value_name = "FILE", default_value = crate::config::symbols::DEFAULT_KALLSYMS)]
-    pub kallsyms: PathBuf,
-    /// vmlinux ELF to resolve with (tried first).
-    #[arg(long, value_name = "FILE")]
-    pub vmlinux: Option<PathBuf>,
-    /// System.map to resolve with (tried after --vmlinux).
-    #[arg(long, value_name = "FILE")]
-    pub system_map: Option<PathBuf>,
-    /// ELF notes of the running kernel, for its build-id (tests point this at a made-up kernel).
-    #[arg(long, value_name = "FILE", default_value = crate::config::symbols::DEFAULT_NOTES, hide = true)]
-    pub kernel_notes: PathBuf,
-    /// BTF to take the types of '(TYPE)BASE.FIELD' targets from (modules' BTF is looked for next to it).
-    #[arg(long, value_name = "FILE", default_value = crate::config::typed::DEFAULT_BTF)]
-    pub btf: PathBuf,
-    /// Never fetch the running kernel's vmlinux from the debuginfod servers in DEBUGINFOD_URLS (one already
-    /// in the debuginfod cache is still used).
-    #[arg(long)]
-    pub offline: bool,
-    /// The most a debuginfod server may send (default 2G; K, M, G, T are powers of 1024).
-    #[arg(long, value_name = "SIZE", value_parser = crate::config::debuginfod::parse_size)]
-    pub debuginfod_max_size: Option<u64>,
-    /// Give up fetching from debuginfod (connecting, waiting, downloading; every server) after this long
-    /// (default 10m).
-    #[arg(long, value_name = "DUR", value_parser = crate::cli::duration::parse)]
-    pub debuginfod_timeout: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub files: KernelFileArgs,
 }
 
 #[derive(Args, Debug)]
@@ -270,52 +258,43 @@ pub struct OutputArgs {
     pub user_only: bool,
 }
 
-/// `--format`: how the stream is written.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Text,
-    Json,
-    OtlpJson,
+/// `--format`'s values, as clap offers them.
+impl clap::ValueEnum for Format {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Format::Text, Format::Json, Format::OtlpJson]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()))
+    }
+}
+
+impl KernelFileArgs {
+    /// The files and debuginfod options as planning and `resolve` take them; `force`, `lines` and the
+    /// cache as a watch gives them (`resolve` uses neither).
+    pub fn request(self, force: bool, lines: bool, symbol_cache: bool) -> SymbolRequest {
+        SymbolRequest {
+            kallsyms: self.kallsyms,
+            vmlinux: self.vmlinux,
+            system_map: self.system_map,
+            notes: self.kernel_notes,
+            btf: self.btf,
+            debuginfod: crate::config::debuginfod::Options {
+                offline: self.offline,
+                max_size: self.debuginfod_max_size,
+                deadline: self.debuginfod_timeout,
+            },
+            force,
+            lines,
+            symbol_cache,
+        }
+    }
 }
 
 impl SymbolArgs {
-    /// The symbol files named on the command line, as the target layer takes them.
-    pub fn files(&self) -> crate::config::symbols::Files<'_> {
-        crate::config::symbols::Files {
-            kallsyms: &self.kallsyms,
-            vmlinux: self.vmlinux.as_deref(),
-            system_map: self.system_map.as_deref(),
-            notes: &self.kernel_notes,
-        }
-    }
-
-    /// What the debuginfod options ask for.
-    pub fn debuginfod(&self) -> crate::config::debuginfod::Options {
-        crate::config::debuginfod::Options {
-            offline: self.offline,
-            max_size: self.debuginfod_max_size,
-            deadline: self.debuginfod_timeout,
-        }
-    }
-}
-
-impl ResolveArgs {
-    /// The symbol files named on the command line, as [`SymbolArgs::files`] gives them for a watch.
-    pub fn files(&self) -> crate::config::symbols::Files<'_> {
-        crate::config::symbols::Files {
-            kallsyms: &self.kallsyms,
-            vmlinux: self.vmlinux.as_deref(),
-            system_map: self.system_map.as_deref(),
-            notes: &self.kernel_notes,
-        }
-    }
-
-    /// What the debuginfod options ask for.
-    pub fn debuginfod(&self) -> crate::config::debuginfod::Options {
-        crate::config::debuginfod::Options {
-            offline: self.offline,
-            max_size: self.debuginfod_max_size,
-            deadline: self.debuginfod_timeout,
-        }
+    /// The request's symbol part.
+    pub fn request(self) -> SymbolRequest {
+        self.files
+            .request(self.force, self.lines, !self.no_symbol_cache)
     }
 }

@@ -1,6 +1,7 @@
-//! The command-line layer: clap argument types (`args`), their conversion into the typed configs the
-//! layers below take, one module per subcommand, opening the files named for output (`output_file`), and
-//! the one place an error becomes a line on stderr and a documented exit code.
+//! The command-line layer: clap argument types (`args`), their conversion into the plain request planning
+//! takes (`request`), launch mode's command as planning starts it (`launch`), one module per subcommand (`watch` arms the
+//! plan `config::plan` makes), opening the files named for output (`output_file`), and the one place an
+//! error becomes a line on stderr and a documented exit code.
 //!
 //! May use every other layer; nothing outside `cli/` imports it.
 
@@ -8,9 +9,10 @@ mod advice;
 pub(crate) mod args;
 mod check;
 pub(crate) mod duration;
+mod launch;
 mod otlp;
 mod output_file;
-mod plan;
+mod request;
 mod resolve;
 mod ring_size;
 mod watch;

@@ -9,24 +9,40 @@ use ksymwatch_symbols::{Resolver, Source, SourceSearch};
 
 use crate::cli::args::ResolveArgs;
 use crate::config::advice::SymbolsContext;
+use crate::config::request::SymbolRequest;
 use crate::config::symbols;
 use crate::config::{debuginfod, process, typed};
 use crate::error::{Context, Error, Result};
 use crate::model::target;
 use crate::model::target::{Base, Target};
 
+/// `resolve`'s command line as plain values.
+struct Query {
+    target: String,
+    json: bool,
+    pid: Option<u32>,
+    symbols: SymbolRequest,
+}
+
 pub fn run(args: ResolveArgs) -> Result<()> {
+    let args = Query {
+        target: args.target,
+        json: args.json,
+        pid: args.pid,
+        // `resolve` opens the files it is given; `--force`, `--lines` and the cache are a watch's.
+        symbols: args.files.request(false, false, true),
+    };
     let answered = answer(&args);
     // After an answer only: a refusal stays one line.
     if answered.is_ok() {
-        if let Some(note) = typed::btf_note(&args.btf) {
+        if let Some(note) = typed::btf_note(&args.symbols.btf) {
             crate::stderr::line(format_args!("ksymwatch: note: {note}"));
         }
     }
     answered
 }
 
-fn answer(args: &ResolveArgs) -> Result<()> {
+fn answer(args: &Query) -> Result<()> {
     let target = target::parse(&args.target).bad_input()?;
     if target.len.is_some() {
         return Err(Error::usage(format!(
@@ -34,7 +50,7 @@ fn answer(args: &ResolveArgs) -> Result<()> {
             target.text
         )));
     }
-    let types = typed::Types::new(&args.btf);
+    let types = typed::Types::new(&args.symbols.btf);
     if target.cast.is_some() {
         return typed(args, &target, &types);
     }
@@ -47,13 +63,13 @@ fn answer(args: &ResolveArgs) -> Result<()> {
         };
         return super::print_answer(&(text + "\n"));
     }
-    let mut search = symbols::search(args.files());
+    let mut search = symbols::search(args.symbols.files());
     let picked = search.pick();
     let picked = debuginfod::fetch_if_needed(
         &mut search,
         picked,
         debuginfod::needs_dwarf(&target),
-        args.debuginfod(),
+        args.symbols.debuginfod,
     )?;
     // Without DWARF, BTF may still know the variable's type: `SYMBOL.FIELD` as a typed target.
     if !matches!(picked, Source::Vmlinux(_)) {
@@ -73,7 +89,7 @@ fn answer(args: &ResolveArgs) -> Result<()> {
 
 /// A typed target: its base resolved as a plain target would be (in the process with `--pid`), then
 /// the member from BTF.
-fn typed(args: &ResolveArgs, target: &Target, types: &typed::Types) -> Result<()> {
+fn typed(args: &Query, target: &Target, types: &typed::Types) -> Result<()> {
     let base = typed::base_target(target);
     let (addr, label, source) = match (&base.base, args.pid) {
         (Base::Address(a), _) => (*a, base.text.clone(), None),
@@ -83,7 +99,7 @@ fn typed(args: &ResolveArgs, target: &Target, types: &typed::Types) -> Result<()
             (r.addr, base.text.clone(), Some(source))
         }
         (Base::Symbol { .. }, None) => {
-            let mut search = symbols::search(args.files());
+            let mut search = symbols::search(args.symbols.files());
             let picked = search.pick();
             let resolver = open(picked, &mut search, &base, args)?;
             let r = symbols::resolve(&resolver, &base, true)?;
@@ -109,7 +125,7 @@ fn open(
     picked: Source,
     search: &mut SourceSearch,
     target: &Target,
-    args: &ResolveArgs,
+    args: &Query,
 ) -> Result<Resolver> {
     let resolver = symbols::open(picked, search)?;
     if !matches!(resolver.source(), Source::Kallsyms(_)) {
@@ -120,7 +136,7 @@ fn open(
         return Ok(resolver);
     };
     let kallsyms = resolver.source().clone();
-    match debuginfod::fetch_for_symbol(search, kallsyms, &name, args.debuginfod())? {
+    match debuginfod::fetch_for_symbol(search, kallsyms, &name, args.symbols.debuginfod)? {
         fetched @ Source::Vmlinux(_) => symbols::open(fetched, search),
         _ => Ok(resolver),
     }

@@ -6,27 +6,29 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ksymwatch_symbols::{LineSource, SymbolTable, UserSymbols, VmlinuxLines};
+use ksymwatch_symbols::{LineSource, UserSymbols, VmlinuxLines};
 
 use crate::cli::advice;
 use crate::cli::args::WatchArgs;
-use crate::cli::args::{Format, OutputArgs};
+use crate::cli::launch;
 use crate::cli::otlp;
 use crate::cli::output_file::{self, Named};
-use crate::cli::plan::{
-    folded_to_stdout, processes_watches, stream_format, Mode, ObjectPlan, WatchPlan,
-};
+use crate::cli::request;
 use crate::cli::ring_size::{self, Coverage};
 use crate::config::flight::Flight;
-use crate::config::symbols::FileSymbols;
+use crate::config::plan::{
+    self, processes_watches, Decided, Delivery, FoldedTo, Launch, Machine, ObjectPlan, Outputs,
+    Scope, WatchPlan, Writers,
+};
+use crate::config::request::Format;
+use crate::config::symbols::{FileSymbols, KernelTable};
 use crate::config::typed;
 use crate::config::watch::{self, Resolved};
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::model::target::Target;
 use crate::model::watch::{Access, Watch};
-use crate::model::Limits;
-use crate::perf::arm::{self, Scope};
+use crate::perf::arm;
 use crate::perf::bpf::hit_set::HitPrograms;
 use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::bpf::trigger::Tracepoint;
@@ -47,7 +49,6 @@ use crate::trace::comm::Comms;
 use crate::trace::control::Control;
 use crate::trace::flight::Recorder;
 use crate::trace::hotplug::Hotplug;
-use crate::trace::launch::Launched;
 use crate::trace::moves::{Controller, Resolve};
 use crate::trace::objects::ObjectWatch;
 use crate::trace::objects::Slots;
@@ -62,7 +63,7 @@ fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {
 /// The printers `args` ask for, in the order they run. Files are created now, before anything is armed and
 /// before the stop signals are blocked, so a bad path fails at once instead of after a long session (and
 /// an open that did block could still be interrupted; see `output_file` for why none does).
-fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
+fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
     let stdout = || {
         let out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
         Named::new(out, "stdout".to_string())
@@ -78,8 +79,8 @@ fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
         }
     };
     // stderr carries messages, never the product: its failure must not end the session (crate::stderr).
-    let quiet = args.quiet || folded_to_stdout(args);
-    let stream: Box<dyn Output> = match (stream_format(args)?, quiet) {
+    let quiet = args.quiet;
+    let stream: Box<dyn Output> = match (args.format, quiet) {
         (Format::Json, false) => Box::new(Json::new(stream_sink()?, Stderr)),
         (Format::Json, true) => Box::new(Quiet::new(Json::new(stream_sink()?, Stderr), Stderr)),
         (Format::OtlpJson, quiet) => {
@@ -98,7 +99,7 @@ fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
     };
     // The status line shares the terminal with a stream on stdout only if stdout is elsewhere; first in the
     // tee so it is cleared before any end-of-session report.
-    let status = !args.no_status
+    let status = args.status
         && io::stderr().is_terminal()
         && (quiet || args.stream_file.is_some() || !io::stdout().is_terminal());
     let mut outs: Vec<Box<dyn Output>> = Vec::new();
@@ -106,11 +107,10 @@ fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
         outs.push(Box::new(Status::new()));
     }
     outs.push(stream);
-    if let Some(path) = &args.folded {
-        let sink = if folded_to_stdout(args) {
-            Box::new(stdout())
-        } else {
-            create(path, "--folded")?
+    if let Some(folded) = &args.folded {
+        let sink = match folded {
+            FoldedTo::Stdout => Box::new(stdout()),
+            FoldedTo::File(path) => create(path, "--folded")?,
         };
         outs.push(Box::new(Folded::new(Sink::Lines(sink))));
     }
@@ -133,18 +133,24 @@ fn outputs(args: &OutputArgs, title: &str) -> Result<Tee> {
 
 /// Exit status of the run: 0, or with `-- CMD` the command's own.
 pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
-    if args.dry_run {
-        let plan = WatchPlan::from_args(&args, access)?;
+    let dry_run = args.dry_run;
+    // clap gives an empty command for a bare trailing `--`, which is a missing command.
+    let dashes = std::env::args_os().skip(1).any(|a| a == "--");
+    let request = request::watch(args, access, dashes);
+    let mut machine = Machine::new(launch::start);
+    let decided = plan::decide(request, &mut machine)?;
+    if dry_run {
+        let plan = decided.into_plan(&mut machine)?;
         print!("{}", plan.describe());
         return Ok(0);
     }
-    // Started before the plan, to overlap with its symbol loading: every live task's name and process's
-    // maps (a writer already running that exits right after its hits must have had them read, and a read
-    // after `armed` would race with a script that starts it on that line), and the first CPU-bound
-    // breakpoint open, which waits out an RCU grace period.
-    let prefetch = Prefetch::start(&args);
-    let plan = WatchPlan::from_args(&args, access)?;
-    execute(&args, plan, prefetch)
+    // Started before the targets are resolved, to overlap with the symbol loading: every live task's
+    // name and process's maps (a writer already running that exits right after its hits must have had
+    // them read, and a read after `armed` would race with a script that starts it on that line), and the
+    // first CPU-bound breakpoint open, which waits out an RCU grace period.
+    let prefetch = Prefetch::start(&decided);
+    let plan = decided.into_plan(&mut machine)?;
+    execute(plan, prefetch, &machine)
 }
 
 /// How long after `armed` the symbol cache starts being written (at exit at the latest).
@@ -157,10 +163,10 @@ struct Prefetch {
 }
 
 impl Prefetch {
-    fn start(args: &WatchArgs) -> Prefetch {
+    fn start(decided: &Decided) -> Prefetch {
         // On the hit path every hit record carries its writer's name: reading every task's name (a second
         // for a process of 100,000 threads) is for perf samples only.
-        let names = args.per_thread || args.remove_on_exec || crate::perf::bpf::probe().is_err();
+        let names = decided.delivery() != Delivery::HitProgram;
         let task_scan = std::thread::Builder::new()
             .name("ksymwatch-tasks".into())
             .spawn(move || {
@@ -177,16 +183,14 @@ impl Prefetch {
                 (comms, user)
             })
             .ok();
-        // With --on, -p chooses allocators: the watch itself is system-wide.
-        let system = (args.pids.is_empty() || args.on.is_some()) && args.command.is_empty();
-        let warmup = (system
-            && crate::perf::privilege::Privilege::current()
-                .system_wide()
-                .is_ok())
-        .then(|| cpulist::read(Path::new(cpulist::ONLINE)).ok())
-        .flatten()
-        .and_then(|cpus| cpus.first().copied())
-        .map(Warmup::start);
+        // A system-wide watch was decided only where this process may open system-wide events.
+        let warmup = decided
+            .scope()
+            .system_wide()
+            .then(|| cpulist::read(Path::new(cpulist::ONLINE)).ok())
+            .flatten()
+            .and_then(|cpus| cpus.first().copied())
+            .map(Warmup::start);
         Prefetch { task_scan, warmup }
     }
 }
@@ -224,8 +228,8 @@ impl ArmedLine {
 /// The threads a process watch covers at the start, for the header: on the hit path the kernel's own
 /// count (one read per process; listing 100,000 threads would take longer than arming them), on the
 /// per-thread path the threads armed.
-fn threads_at_start(hit_path: bool, scope: &Scope, armed: &arm::Armed) -> usize {
-    if hit_path {
+fn threads_at_start(delivery: Delivery, scope: &arm::Scope, armed: &arm::Armed) -> usize {
+    if delivery == Delivery::HitProgram {
         arm::thread_count(&scope.pids())
     } else {
         armed
@@ -242,101 +246,88 @@ type Programs = (Option<Arc<HitPrograms>>, Option<Arc<Values>>);
 
 /// The BPF programs the plan's events get: the hit programs on the hit path (following the launched
 /// command's children, ending a process's watch at its exec, with the watched processes entered), or
-/// `--value`'s value programs on the per-thread path. `ring_pages`: each hit ring buffer's data pages;
-/// `count`: `--count`, which the hit programs stop keeping hits at.
-fn programs(plan: &WatchPlan, ring_pages: usize, count: Option<u64>) -> Result<Programs> {
-    let system = plan.system();
-    if plan.hit_path {
-        let mut hits = HitPrograms::load_counting(
-            &plan.watches,
-            plan.condition.as_ref(),
-            &plan.filter,
-            (!system, plan.values),
-            ring_pages,
-            count,
-        )
-        .map_err(advice::program)?;
-        // A launched command's children are watched too, as `perf record -- CMD` follows them.
-        if matches!(plan.mode, Mode::Launch(_)) {
-            if let Err(e) = hits.follow_children() {
-                stderr::line(format_args!(
-                    "ksymwatch: warning: {e}; the command's own threads are watched, processes it forks are not"
-                ));
-            }
+/// `--value`'s value programs on the per-thread path. `ring_pages`: each hit ring buffer's data pages.
+fn programs(plan: &WatchPlan, ring_pages: usize) -> Result<Programs> {
+    let scope = plan.scope();
+    let system = scope.system_wide();
+    let values = plan.values();
+    match plan.delivery() {
+        Delivery::HitProgram => {}
+        Delivery::PerThread { .. } if values.read() => {
+            let v = Values::load(plan.watches(), values.condition(), plan.filter())
+                .map_err(advice::program)?;
+            return Ok((None, Some(Arc::new(v))));
         }
-        // The watched address means something else in another program: an exec ends that process's
-        // watch, in the kernel before the new program runs, and the session reports it.
-        // A process that exits leaves the watched set as it ends: a process given its pid later is not it.
-        if !system {
-            if let Err(e) = hits.end_on_exec() {
-                stderr::line(format_args!("ksymwatch: warning: {e}"));
-            }
-            if let Err(e) = hits.end_on_exit() {
-                stderr::line(format_args!("ksymwatch: warning: {e}"));
-            }
-        }
-        for pid in plan.scope.pids() {
-            hits.watch_process(pid).or_exit(
-                ExitCode::Runtime,
-                "adding a process to the watched-process map",
-            )?;
-        }
-        return Ok((Some(Arc::new(hits)), None));
+        Delivery::PerThread { .. } | Delivery::Samples => return Ok((None, None)),
     }
-    if plan.values {
-        let v = Values::load(&plan.watches, plan.condition.as_ref(), &plan.filter)
-            .map_err(advice::program)?;
-        return Ok((None, Some(Arc::new(v))));
+    let mut hits = HitPrograms::load_counting(
+        plan.watches(),
+        values.condition(),
+        plan.filter(),
+        (!system, values.read()),
+        ring_pages,
+        plan.running().limits.count,
+    )
+    .map_err(advice::program)?;
+    // A launched command's children are watched too, as `perf record -- CMD` follows them.
+    if matches!(scope, Scope::Launched(_)) {
+        if let Err(e) = hits.follow_children() {
+            stderr::line(format_args!(
+                "ksymwatch: warning: {e}; the command's own threads are watched, processes it forks are not"
+            ));
+        }
     }
-    Ok((None, None))
+    // The watched address means something else in another program: an exec ends that process's
+    // watch, in the kernel before the new program runs, and the session reports it.
+    // A process that exits leaves the watched set as it ends: a process given its pid later is not it.
+    if !system {
+        if let Err(e) = hits.end_on_exec() {
+            stderr::line(format_args!("ksymwatch: warning: {e}"));
+        }
+        if let Err(e) = hits.end_on_exit() {
+            stderr::line(format_args!("ksymwatch: warning: {e}"));
+        }
+    }
+    for pid in scope.pids() {
+        hits.watch_process(pid).or_exit(
+            ExitCode::Runtime,
+            "adding a process to the watched-process map",
+        )?;
+    }
+    Ok((Some(Arc::new(hits)), None))
 }
 
-/// Arms `plan` and runs the session until it stops; the exit status as [`run`]'s.
-fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
-    let programs = programs(&plan, hit_ring_pages(args, &plan), args.count)?;
-    let realtime = super::plan::realtime(&args.realtime)?;
-    let WatchPlan {
-        mode: _,
-        access,
-        mut watches,
-        cpus,
-        follow,
-        scope,
-        filter,
-        condition,
-        values,
-        flight,
-        hit_path,
-        user_only,
-        kernel,
-        symbols_origin,
-        source_text,
-        types,
-        launched,
-        percpu_offsets,
-        objects,
-    } = plan;
+/// Arms `plan` and runs the session until it stops; the exit status as [`run`]'s. `machine` resolves
+/// `--control`'s targets in a process.
+fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &Machine) -> Result<i32> {
+    let launched = plan.take_command();
+    let programs = programs(&plan, hit_ring_pages(&plan))?;
     let Prefetch {
         task_scan,
         mut warmup,
     } = prefetch;
-    let condition_text = condition.as_ref().map(|c| c.to_string());
-    let symbols = kernel.chains()?;
-    let file_symbols = kernel.files();
+    let (kernel, running, values) = (plan.kernel(), plan.running(), plan.values());
+    let condition_text = values.condition().map(|c| c.to_string());
+    let symbols = kernel.symbols.chains()?;
+    let file_symbols = kernel.symbols.files();
     // Built (and checked) before arming, so a vmlinux without usable line tables fails before any hit.
-    let line_source = line_source(file_symbols, args.symbols.lines)?;
-    let cfg = event_config(args, user_only, programs, percpu_offsets);
-    let mut out = outputs(&args.output, &title(access, &watches))?;
-    let control_source = args.control.as_deref().map(Control::open).transpose()?;
-    let recorder = flight.as_ref().map(recorder).transpose()?;
-    let signals = block_stop_signals(flight.as_ref())?;
-    let hotplug = hotplug(follow, args.strict_hotplug);
+    let line_source = line_source(file_symbols, running.lines)?;
+    let cfg = event_config(&plan, programs);
+    let mut watches = plan.watches().to_vec();
+    let mut out = outputs(plan.outputs(), &title(plan.access(), &watches))?;
+    let control_source = running.control.as_deref().map(Control::open).transpose()?;
+    let recorder = plan.flight().map(recorder).transpose()?;
+    let signals = block_stop_signals(plan.flight())?;
+    let cpus = &plan.cpus().now;
+    let hotplug = hotplug(plan.cpus().follow.clone(), running.strict_hotplug);
     if let Some(w) = warmup.take() {
         w.finish();
     }
-    let objects_line = objects.as_ref().map(ObjectPlan::describe);
-    let armed = match keep_free_slots(&mut watches, &cpus, &cfg, objects.is_some())
-        .and_then(|()| arm::arm_in(&watches, &cpus, &scope, &cfg))
+    let objects = plan.objects();
+    let objects_line = objects.map(ObjectPlan::describe);
+    let scope = plan.scope().arming();
+    let armed = match keep_free_slots(&mut watches, cpus, &cfg, objects.is_some())
+        .and_then(|()| arm::arm_in(&watches, cpus, &scope, &cfg))
     {
         Ok(armed) => armed,
         Err(r) => {
@@ -346,42 +337,37 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
         }
     };
     let armed_line = ArmedLine::of(&armed);
-    let threads = threads_at_start(hit_path, &scope, &armed);
+    let threads = threads_at_start(plan.delivery(), &scope, &armed);
     let processes = watched_processes(&scope);
     let header = Header {
         watches: &watches,
-        cpus: &cpus,
-        source: &source_text,
+        cpus,
+        source: &kernel.source_text,
         processes: &processes,
         threads,
-        values,
+        values: values.read(),
         condition: condition_text.as_deref(),
         objects: objects_line.as_deref(),
     };
-    let limits = Limits {
-        duration: args.duration,
-        count: args.count,
-    };
-    let (comms, user) = scanned_tasks(task_scan, launched.as_ref());
-    let plan = Plan {
+    let (comms, user) = scanned_tasks(task_scan, launched.as_deref());
+    let session_plan = Plan {
         watches: &watches,
         symbols,
         cfg,
-        limits,
-        filter,
-        tally: args.output.summary || args.output.quiet,
-        // Built (and checked) before arming, so a vmlinux without usable line tables fails before any hit.
+        limits: running.limits,
+        filter: plan.filter().clone(),
+        tally: plan.outputs().tally,
         lines: line_source.as_ref().map(|l| l as &dyn LineSource),
         control: control_source.map(|source| Controller {
             source,
-            resolve: resolver(&scope, symbols, file_symbols, &types),
-            access,
+            resolve: resolver(plan.scope(), symbols, file_symbols, &kernel.types, machine),
+            access: plan.access(),
         }),
         scope,
         comms,
         user,
-        symbols_origin,
-        condition: condition.clone(),
+        symbols_origin: kernel.origin,
+        condition: values.condition().cloned(),
         flight: recorder,
         advise: advice::refusal,
     };
@@ -389,49 +375,52 @@ fn execute(args: &WatchArgs, plan: WatchPlan, prefetch: Prefetch) -> Result<i32>
     // right after (a script starts its workload on that line: a task the scan misses is one that started
     // after arming, and the FORK/COMM records name it). Those alive before were named, and their maps
     // read, while the symbols loaded (`task_scan`).
-    let mut session = Session::new(plan, out, armed, signals, Some(hotplug))?;
+    let mut session = Session::new(session_plan, out, armed, signals, Some(hotplug))?;
     if let Some(o) = objects {
-        session.watch_objects(object_watch(o, &cpus, &watches)?)?;
+        session.watch_objects(object_watch(o.clone(), cpus, &watches)?)?;
     }
-    announce_and_run(session, &armed_line, &header, launched, realtime)
+    announce_and_run(session, &armed_line, &header, launched, running.realtime)
 }
 
 /// Each hit ring buffer's data pages: `--buffer-pages`, or sized from the CPUs and what the watch covers
 /// ([`ring_size`]).
-fn hit_ring_pages(args: &WatchArgs, plan: &WatchPlan) -> usize {
-    if let Some(pages) = args.buffer_pages {
+fn hit_ring_pages(plan: &WatchPlan) -> usize {
+    if let Some(pages) = plan.running().buffer_pages {
         return pages;
     }
-    let coverage = match &plan.scope {
+    let coverage = match plan.scope() {
         Scope::System => Coverage::System,
         Scope::Processes(pids) => Coverage::Threads(arm::thread_count(pids) as u64),
         Scope::Launched(_) => Coverage::Launch,
     };
     ring_size::hit_ring_pages(
-        plan.cpus.len(),
-        plan.watches.len(),
+        plan.cpus().now.len(),
+        plan.watches().len(),
         coverage,
-        plan.values,
+        plan.values().read(),
         sys::page_size(),
     )
 }
 
 /// How every breakpoint event of the watch is opened: `programs` attached, `--buffer-pages` rings.
-fn event_config(
-    args: &WatchArgs,
-    user_only: bool,
-    (hits, values): Programs,
-    percpu: Option<crate::perf::bpf::percpu::Offsets>,
-) -> EventConfig {
+fn event_config(plan: &WatchPlan, (hits, values): Programs) -> EventConfig {
     EventConfig {
-        ring_pages: args.buffer_pages.unwrap_or(ring_size::PERF_RING_PAGES),
-        user_only,
+        ring_pages: plan
+            .running()
+            .buffer_pages
+            .unwrap_or(ring_size::PERF_RING_PAGES),
+        user_only: plan.writers() == Writers::UserSpaceOnly,
         track_tasks: true,
         count_lost: true,
-        remove_on_exec: args.remove_on_exec,
+        remove_on_exec: matches!(
+            plan.delivery(),
+            Delivery::PerThread {
+                remove_on_exec: true
+            }
+        ),
         values,
         hits,
-        percpu,
+        percpu: plan.kernel().percpu,
     }
 }
 
@@ -447,7 +436,7 @@ fn announce_and_run(
     mut session: Session<'_, Tee>,
     armed_line: &ArmedLine,
     header: &Header<'_>,
-    mut launched: Option<Launched>,
+    mut launched: Option<Box<dyn Launch>>,
     realtime: Option<u8>,
 ) -> Result<i32> {
     let announced = armed_line.announce(session.out(), header);
@@ -474,7 +463,7 @@ fn announce_and_run(
     let _ = io::stdout().flush();
     // The command's status if it has ended; a run stopped first (signal, --duration, --count) leaves it
     // running unwatched and ends as a watch of a running process does.
-    Ok(launched.as_mut().and_then(Launched::status).unwrap_or(0))
+    Ok(launched.as_mut().and_then(|l| l.status()).unwrap_or(0))
 }
 
 /// The line table `--lines` asks for, from the vmlinux's own files; none without them.
@@ -536,7 +525,7 @@ fn keep_free_slots(
 /// The task names and process maps the prefetch scan read, with a launched command's maps added.
 fn scanned_tasks(
     task_scan: Option<std::thread::JoinHandle<(Comms, UserSymbols)>>,
-    launched: Option<&Launched>,
+    launched: Option<&dyn Launch>,
 ) -> (Comms, UserSymbols) {
     // Joined before `armed`: the scan is long over by now (a few ms, against the symbol load's tens).
     let (comms, mut user) = task_scan.and_then(|t| t.join().ok()).unwrap_or_default();
@@ -544,7 +533,7 @@ fn scanned_tasks(
     // any event existed to report it: read it while the command is stopped there, or a command that exits
     // right after its hits leaves them unnamed.
     if let Some(l) = launched {
-        user.read_process(l.pid);
+        user.read_process(l.pid());
     }
     (comms, user)
 }
@@ -583,11 +572,12 @@ fn recorder(flight: &Flight) -> Result<Recorder> {
 /// a `(TYPE)` cast included.
 fn resolver<'a>(
     scope: &Scope,
-    kernel: &'a SymbolTable,
+    kernel: KernelTable<'a>,
     files: Option<&'a FileSymbols>,
     types: &'a typed::Types,
+    machine: &'a Machine,
 ) -> Resolve<'a> {
-    let mut base = base_resolver(scope, kernel, files);
+    let mut base = base_resolver(scope, kernel, files, machine);
     Box::new(move |t: &Target, access| {
         let w = base(&typed::base_target(t), access)?;
         let resolved = Resolved {
@@ -600,8 +590,9 @@ fn resolver<'a>(
 
 fn base_resolver<'a>(
     scope: &Scope,
-    kernel: &'a SymbolTable,
+    kernel: KernelTable<'a>,
     files: Option<&'a FileSymbols>,
+    machine: &'a Machine,
 ) -> Resolve<'a> {
     let first = |r: Vec<Resolved>| {
         r.into_iter()
@@ -612,19 +603,24 @@ fn base_resolver<'a>(
     match scope {
         Scope::System => Box::new(move |t: &Target, access| match files {
             Some(f) => first(f.watches(std::slice::from_ref(t), access)?),
-            None => watch::resolve(t, access, kernel).map(|r| r.watch),
+            None => watch::resolve(t, access, kernel.table()).map(|r| r.watch),
         }),
         Scope::Processes(_) | Scope::Launched(_) => {
             let pids = scope.pids();
             Box::new(move |t: &Target, access| {
-                first(processes_watches(&pids, std::slice::from_ref(t), access)?)
+                first(processes_watches(
+                    machine,
+                    &pids,
+                    std::slice::from_ref(t),
+                    access,
+                )?)
             })
         }
     }
 }
 
 /// The header's processes: (pid, comm).
-fn watched_processes(scope: &Scope) -> Vec<(u32, String)> {
+fn watched_processes(scope: &arm::Scope) -> Vec<(u32, String)> {
     scope
         .pids()
         .into_iter()

@@ -29,7 +29,7 @@ const NAME_SUFFIXES: &[&str] = &[
 ];
 
 /// The debuginfod options of a command (`--offline`, `--debuginfod-max-size`, `--debuginfod-timeout`).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Options {
     pub offline: bool,
     pub max_size: Option<u64>,

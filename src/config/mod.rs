@@ -6,15 +6,21 @@
 //! ([`flight`]); the tracepoints both name, from BTF and, where mounted, tracefs ([`tracepoints`]); a
 //! kernel's debuginfod fetch (`debuginfod`); the symbols crate's progress drawn on stderr (`progress`).
 //!
-//! Uses the `ksymwatch-symbols` crate and the model, nothing of perf, the tracer or the CLI: the command
-//! line hands it plain values (`symbols::Files`), never clap types.
+//! Planning a `write`/`rw` watch ([`plan`]): the command line's [`request`] checked and resolved into
+//! everything the watch needs, with each choice decided once, through a narrow view of the machine
+//! ([`plan::Host`]) so that every decision is unit-tested without a kernel.
+//!
+//! Uses the `ksymwatch-symbols` crate, the model and perf's plain types (what is armed, never arming);
+//! nothing of the tracer or the CLI: the command line hands it plain values, never clap types.
 
 pub(crate) mod advice;
 pub(crate) mod debuginfod;
 pub mod flight;
 pub mod objects;
+pub mod plan;
 pub mod process;
 pub(crate) mod progress;
+pub mod request;
 pub(crate) mod symbols;
 pub mod tracepoints;
 pub mod typed;

@@ -7,10 +7,11 @@
 //! provably the running kernel gets a best-guess relocation only when the user insists (`--force`).
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use ksymwatch_symbols::{
     cache, Kaslr, KernelMatch, LookupError, MismatchPolicy, NoProgress, Origin, ResolveError,
-    ResolveOptions, Resolved, Resolver, Source, SourceSearch, SymbolCache, SymbolTable,
+    ResolveOptions, Resolved, Resolver, Source, SourceSearch, SymbolCache, SymbolTable, Symbolized,
     VmlinuxLines,
 };
 
@@ -42,6 +43,79 @@ pub fn running_kallsyms(
         SymbolCache::new(dir)
     });
     cache::load_kallsyms(kallsyms, notes, cache.as_ref())
+}
+
+/// The running kernel's kallsyms, read the first time a kernel frame is named: a watch of a process's
+/// memory may never see one, and reading the table (tens of milliseconds, more without the cache) is then
+/// off the way from start to the first hit. A table that cannot be read leaves kernel frames unnamed and
+/// says why on stderr, once.
+pub struct LazyKallsyms {
+    kallsyms: PathBuf,
+    notes: PathBuf,
+    cache: bool,
+    loaded: OnceLock<(SymbolTable, Origin)>,
+}
+
+impl LazyKallsyms {
+    /// Reads `kallsyms` (the running kernel's, `notes` its build-id) when first asked; through the symbol
+    /// cache when `cache`.
+    pub fn new(kallsyms: &Path, notes: &Path, cache: bool) -> LazyKallsyms {
+        LazyKallsyms {
+            kallsyms: kallsyms.to_path_buf(),
+            notes: notes.to_path_buf(),
+            cache,
+            loaded: OnceLock::new(),
+        }
+    }
+
+    fn loaded(&self) -> &(SymbolTable, Origin) {
+        self.loaded.get_or_init(|| {
+            running_kallsyms(&self.kallsyms, &self.notes, self.cache).unwrap_or_else(|e| {
+                crate::stderr::line(format_args!(
+                    "ksymwatch: warning: kernel frames stay unnamed: {}",
+                    Advised(e)
+                ));
+                (SymbolTable::new(Vec::new(), false), Origin::Parsed)
+            })
+        })
+    }
+}
+
+/// The kernel's symbol table a session names frames with: loaded, or read on first use.
+#[derive(Clone, Copy)]
+pub enum KernelTable<'a> {
+    Loaded(&'a SymbolTable),
+    Lazy(&'a LazyKallsyms),
+}
+
+impl<'a> From<&'a SymbolTable> for KernelTable<'a> {
+    fn from(table: &'a SymbolTable) -> KernelTable<'a> {
+        KernelTable::Loaded(table)
+    }
+}
+
+impl<'a> KernelTable<'a> {
+    /// The table, read now if it was not yet.
+    pub fn table(self) -> &'a SymbolTable {
+        match self {
+            KernelTable::Loaded(t) => t,
+            KernelTable::Lazy(l) => &l.loaded().0,
+        }
+    }
+
+    /// The symbol covering `addr`.
+    pub fn symbolize(self, addr: u64) -> Option<Symbolized<'a>> {
+        self.table().symbolize(addr)
+    }
+
+    /// Where a table read on first use came from, once read (a loaded table's origin is its owner's to
+    /// say).
+    pub fn origin(self) -> Option<Origin> {
+        match self {
+            KernelTable::Loaded(_) => None,
+            KernelTable::Lazy(l) => l.loaded.get().map(|(_, o)| *o),
+        }
+    }
 }
 
 /// The files named on the command line.
@@ -434,5 +508,30 @@ mod tests {
         let k = guess_kaslr(&resolver, &running).unwrap();
         assert_eq!(k.link_text, 0xffff_ffff_8100_0000);
         assert!(!resolver.table_loaded());
+    }
+
+    /// A lazy kallsyms is read on the first kernel frame, once, and then knows where it came from; one
+    /// that cannot be read names nothing instead of failing the watch.
+    #[test]
+    fn lazy_kallsyms_is_read_on_the_first_frame() {
+        let dir = std::env::temp_dir().join(format!("ksw-lazy-kallsyms-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("kallsyms");
+        std::fs::write(
+            &path,
+            "ffffffff81000000 T _text\nffffffff81000100 T do_work\n",
+        )
+        .unwrap();
+        let lazy = LazyKallsyms::new(&path, &dir.join("notes"), false);
+        let table = KernelTable::Lazy(&lazy);
+        assert_eq!(table.origin(), None, "read before a frame asked");
+        let s = table.symbolize(0xffff_ffff_8100_0104).unwrap();
+        assert_eq!((s.symbol.name, s.offset), ("do_work", 4));
+        assert_eq!(table.origin(), Some(Origin::Parsed));
+        let missing = LazyKallsyms::new(&dir.join("absent"), &dir.join("notes"), false);
+        assert!(KernelTable::Lazy(&missing)
+            .symbolize(0xffff_ffff_8100_0104)
+            .is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

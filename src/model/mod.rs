@@ -6,6 +6,7 @@
 //! symbols, `perf` arms them, `trace` and `report` name hits with them. Nothing here reads a file, opens
 //! a descriptor or knows a flag's name.
 
+pub mod cgroup;
 pub mod condition;
 pub(crate) mod filter;
 pub mod target;
@@ -16,7 +17,7 @@ use std::time::Duration;
 pub use target::{parse, Base, Target, TargetError};
 
 /// When to stop, besides a signal.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Limits {
     pub duration: Option<Duration>,
     pub count: Option<u64>,

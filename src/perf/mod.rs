@@ -2,7 +2,8 @@
 //! attributes every ring's events share (`attr`), the typed breakpoint event ([`event`]), the ring-buffer readers (`ring`, and [`bpf_ring`] for the hit programs' BPF ring buffers), the pure record decoders
 //! ([`record`]; [`hit_record`] and [`value_record`] for the records BPF programs write), the all-or-nothing arming of a set of events ([`arm`]), why the kernel refused one ([`refusal`]; [`denial`] for a refusal of permission), the privilege check
 //! (`privilege`), the warm-up that overlaps the first open's RCU wait with start-up ([`warmup`]), and the
-//! BPF program that reads each hit's value and decides `--if` in the kernel ([`bpf`]).
+//! BPF program that reads each hit's value and decides `--if` in the kernel ([`bpf`]), and the `uprobe` PMU's
+//! events ([`uprobe`]).
 //!
 //! Uses only the watch it is asked to arm ([`crate::model::watch::Watch`]), for `--value` the condition
 //! and filters compiled into the program, and the shared error type; it
@@ -21,5 +22,6 @@ pub mod record;
 pub mod refusal;
 pub(crate) mod ring;
 pub(crate) mod sys;
+pub mod uprobe;
 pub mod value_record;
 pub mod warmup;

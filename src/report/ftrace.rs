@@ -17,14 +17,14 @@ use std::io::{self, Write};
 
 use super::escape::{self, escaped};
 use super::frame::Text;
-use super::numbers::{push_dec_zero, push_hex, push_left, push_right, push_time};
+use super::numbers::{push_dec_zero, push_hex, push_left, push_right, push_time_right};
 use super::summary::write_text;
 use super::{
     arm_failed_note, format_time, summary_line, DumpTrigger, Header, Hit, Output, StreamEvent,
     Summary, Value, ValueFrom,
 };
 use crate::cpulist;
-use crate::model::watch::Watch;
+use crate::model::watch::{Access, Watch};
 
 /// A target's header line: `# target: LABEL addr=0x... len=N access=W (write)` (also `--dry-run`'s).
 pub(crate) fn target_line(w: &Watch) -> String {
@@ -62,6 +62,8 @@ pub struct Ftrace<W: Write, E: Write> {
     top: usize,
     /// One hit's text, built here and written at once; reused so a hit allocates nothing.
     line: String,
+    /// The parts of a hit line that repeat from hit to hit, spelled once.
+    spelled: Spelled,
     /// A process watch's processes and threads at the start, from the header, for the `# armed` line.
     watched: Option<(usize, usize)>,
 }
@@ -75,6 +77,7 @@ impl<W: Write, E: Write> Ftrace<W, E> {
             err,
             top: 20,
             line: String::new(),
+            spelled: Spelled::default(),
             watched: None,
         }
     }
@@ -89,6 +92,108 @@ impl<W: Write, E: Write> Ftrace<W, E> {
     pub fn into_inner(self) -> (W, E) {
         (self.out, self.err)
     }
+}
+
+/// The parts of a hit line that repeat, kept spelled: a flood prints the same task on a CPU and the
+/// same target hit after hit, and padding, escaping and digits were most of a line's cost. Each is
+/// checked against the hit (a few compares) and spelled again when it differs.
+#[derive(Default)]
+struct Spelled {
+    /// By CPU: the last task printed there and `{comm:>16}-{tid:<7} [{cpu:03}] `.
+    tasks: Vec<Option<TaskPart>>,
+    /// By watch index: the target as last printed and `: {label}[@cpuN] {access} ip=`.
+    targets: Vec<Option<TargetPart>>,
+}
+
+struct TaskPart {
+    tid: u32,
+    comm: String,
+    text: String,
+}
+
+struct TargetPart {
+    label: String,
+    access: Access,
+    copy: Option<u32>,
+    text: String,
+}
+
+/// CPUs and targets past these are spelled every time (the caches stay small whatever the numbers).
+const SPELLED_CPUS: usize = 1024;
+const SPELLED_TARGETS: usize = 64;
+
+impl Spelled {
+    /// Appends `{comm:>16}-{tid:<7} [{cpu:03}] `.
+    fn task(&mut self, l: &mut String, comm: &str, tid: u32, cpu: u32) {
+        let i = cpu as usize;
+        if i >= SPELLED_CPUS {
+            return spell_task(l, comm, tid, cpu);
+        }
+        if self.tasks.len() <= i {
+            self.tasks.resize_with(i + 1, || None);
+        }
+        let slot = &mut self.tasks[i];
+        if !matches!(slot, Some(t) if t.tid == tid && t.comm == comm) {
+            let mut text = String::new();
+            spell_task(&mut text, comm, tid, cpu);
+            *slot = Some(TaskPart {
+                tid,
+                comm: comm.to_owned(),
+                text,
+            });
+        }
+        if let Some(t) = slot {
+            l.push_str(&t.text);
+        }
+    }
+
+    /// Appends `: {label}[@cpuN] {access} ip=` for target `index`, `w`, hit at `addr`.
+    fn target(&mut self, l: &mut String, index: usize, w: &Watch, addr: u64) {
+        let copy = w.copy_at(addr);
+        if index >= SPELLED_TARGETS {
+            return spell_target(l, w, copy);
+        }
+        if self.targets.len() <= index {
+            self.targets.resize_with(index + 1, || None);
+        }
+        let slot = &mut self.targets[index];
+        // A `--control` move can change a target's label or access under the same index.
+        if !matches!(slot, Some(t) if t.copy == copy && t.access == w.access && t.label == w.label)
+        {
+            let mut text = String::new();
+            spell_target(&mut text, w, copy);
+            *slot = Some(TargetPart {
+                label: w.label.clone(),
+                access: w.access,
+                copy,
+                text,
+            });
+        }
+        if let Some(t) = slot {
+            l.push_str(&t.text);
+        }
+    }
+}
+
+fn spell_task(l: &mut String, comm: &str, tid: u32, cpu: u32) {
+    push_right(l, &escaped(comm), 16);
+    l.push('-');
+    push_left(l, itoa::Buffer::new().format(tid), 7);
+    l.push_str(" [");
+    push_dec_zero(l, u64::from(cpu), 3);
+    l.push_str("] ");
+}
+
+fn spell_target(l: &mut String, w: &Watch, copy: Option<u32>) {
+    l.push_str(": ");
+    escape::push(l, &w.label);
+    if let Some(cpu) = copy {
+        l.push_str("@cpu");
+        l.push_str(itoa::Buffer::new().format(cpu));
+    }
+    l.push(' ');
+    l.push_str(w.access.letters());
+    l.push_str(" ip=");
 }
 
 /// The ` => frame` lines of a hit's chain, innermost first.
@@ -224,28 +329,9 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
         let l = &mut self.line;
         l.clear();
         // `{comm:>16}-{tid:<7} [{cpu:03}] {time:>12}: {label} {access} ip={ip}[ value=0x{value:x}]`
-        push_right(l, &escaped(hit.comm), 16);
-        l.push('-');
-        let mut tid = itoa::Buffer::new();
-        push_left(l, tid.format(s.tid), 7);
-        l.push_str(" [");
-        push_dec_zero(l, u64::from(s.cpu), 3);
-        l.push_str("] ");
-        let start = l.len();
-        push_time(l, s.time);
-        let width = l.len() - start;
-        if width < 12 {
-            l.insert_str(start, &"            "[..12 - width]);
-        }
-        l.push_str(": ");
-        escape::push(l, &hit.watch.label);
-        if let Some(cpu) = hit.watch.copy_at(s.addr) {
-            l.push_str("@cpu");
-            l.push_str(itoa::Buffer::new().format(cpu));
-        }
-        l.push(' ');
-        l.push_str(hit.watch.access.letters());
-        l.push_str(" ip=");
+        self.spelled.task(l, hit.comm, s.tid, s.cpu);
+        push_time_right(l, s.time, 12);
+        self.spelled.target(l, hit.watch_index, hit.watch, s.addr);
         // A chain seen before is copied as it was spelled the first time (for this comm, if it matters).
         let cached = hit.rendered.map(|r| {
             let mut t = r.text.borrow_mut();
@@ -387,6 +473,60 @@ mod tests {
     use crate::model::watch::Access;
     use crate::perf::record::encode;
     use crate::report::testutil::{each_hit, each_value_of_a_user_store, sample, table, watch};
+
+    /// The parts a printer keeps spelled (the task per CPU, the target per index) are spelled again
+    /// whenever a hit differs from what they were spelled for: every line equals a fresh printer's.
+    #[test]
+    fn kept_parts_follow_every_change() {
+        use crate::report::testutil::percpu_watch;
+        let chain = [encode::KERNEL, 0xffffffff81000077];
+        let at =
+            |tid, cpu, addr| sample(0xffffffff81000077, 1, tid, 5_000_000_000, addr, cpu, &chain);
+        let hits = [
+            (at(5, 0, 0x7ffd0000), "w", 0),
+            (at(5, 0, 0x7ffd0000), "w", 0),
+            (at(6, 0, 0x7ffd0000), "w", 0),
+            (at(6, 0, 0x7ffd0000), "renamed", 0),
+            (at(6, 1, 0x7ffd0000), "renamed", 0),
+            (at(5, 0, 0x7ffc0010), "w", 1),
+            (at(5, 0, 0x7ffd0000), "w", 1),
+            (at(5, 0, 0x7ffd0000), "w", 0),
+            (at(5, 2000, 0x7ffd0000), "w", 70),
+        ];
+        let mut watches = vec![
+            watch("a", 0x7ffd0000, Access::Write),
+            percpu_watch("pc", None),
+        ];
+        watches.resize(71, watch("far", 0x7ffd0000, Access::Write));
+        // The same index moved (`--control`): another label, then another access.
+        let moved = [watch("b", 0x7ffd0000, Access::Write)];
+        let rw = [watch("b", 0x7ffd0000, Access::ReadWrite)];
+        let mut kept = Ftrace::new(Vec::new(), Vec::new());
+        let mut want = String::new();
+        let mut each = |hit: &Hit<'_>| {
+            kept.hit(hit).unwrap();
+            let mut fresh = Ftrace::new(Vec::new(), Vec::new());
+            fresh.hit(hit).unwrap();
+            want.push_str(&String::from_utf8(fresh.into_inner().0).unwrap());
+        };
+        each_hit(&table(), &watches, &hits, &mut each);
+        each_hit(&table(), &moved, &hits[..1], &mut each);
+        each_hit(&table(), &rw, &hits[..1], &mut each);
+        let got = String::from_utf8(kept.into_inner().0).unwrap();
+        assert_eq!(got, want);
+        for part in [
+            "               w-6       [000]",
+            "         renamed-6       [001]",
+            "               w-5       [2000]",
+            ": pc@cpu0 W ip=",
+            ": pc@cpu1 W ip=",
+            ": far W ip=",
+            ": b W ip=",
+            ": b RW ip=",
+        ] {
+            assert!(got.contains(part), "{part:?} in {got}");
+        }
+    }
 
     #[test]
     fn formats_a_hit_from_record_bytes() {

@@ -8,6 +8,7 @@
 //! `old` (the store's own value and the one before it, `null` when unknown), and the `--summary` record
 //! `by_value`.
 
+mod frame;
 mod hit;
 mod records;
 mod summary;

@@ -45,9 +45,38 @@ pub fn push_left(out: &mut String, s: &str, width: usize) {
 
 /// A perf timestamp as ftrace prints it: seconds, a dot, six digits of microseconds.
 pub fn push_time(out: &mut String, ns: u64) {
-    push_dec(out, ns / 1_000_000_000);
-    out.push('.');
-    push_dec_zero(out, (ns % 1_000_000_000) / 1000, 6);
+    push_time_right(out, ns, 0);
+}
+
+/// [`push_time`] right-aligned in `width` characters, as `{:>width$}` of its text: digits spelled from
+/// the right into one buffer, two at a time after the dot, and appended at once (once per hit).
+pub fn push_time_right(out: &mut String, ns: u64, width: usize) {
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+                                2021222324252627282930313233343536373839\
+                                4041424344454647484950515253545556575859\
+                                6061626364656667686970717273747576777879\
+                                8081828384858687888990919293949596979899";
+    // u64::MAX ns is 18446744073.709551: 18 characters; the spaces pad to the usual widths.
+    let mut buf = [b' '; 24];
+    let micros = ns / 1000;
+    let (mut secs, frac) = (micros / 1_000_000, (micros % 1_000_000) as usize);
+    let mut i = buf.len();
+    for pair in [frac % 100, frac / 100 % 100, frac / 10_000] {
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[2 * pair..2 * pair + 2]);
+    }
+    i -= 1;
+    buf[i] = b'.';
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (secs % 10) as u8;
+        secs /= 10;
+        if secs == 0 {
+            break;
+        }
+    }
+    pad(out, width.saturating_sub(buf.len()), ' ');
+    push_ascii(out, &buf[i.min(buf.len().saturating_sub(width))..]);
 }
 
 /// `core::fmt` pads by `char`s, not bytes; a comm can hold any bytes the task chose.
@@ -60,15 +89,30 @@ fn chars(s: &str) -> usize {
 }
 
 fn pad(out: &mut String, n: usize, c: char) {
+    const SPACES: &str = "                                ";
+    const ZEROS: &str = "00000000000000000000000000000000";
+    let run = match c {
+        ' ' => SPACES,
+        '0' => ZEROS,
+        _ => "",
+    };
+    if n <= run.len() {
+        out.push_str(&run[..n]);
+        return;
+    }
     for _ in 0..n {
         out.push(c);
     }
 }
 
-fn push_ascii(out: &mut String, digits: &[u8]) {
-    for &d in digits {
-        out.push(char::from(d));
+/// ASCII bytes (digits, a dot, spaces) appended at once.
+fn push_ascii(out: &mut String, ascii: &[u8]) {
+    if !ascii.is_ascii() {
+        // Never: every caller passes digits. Kept correct rather than trusted.
+        return out.extend(ascii.iter().map(|&b| char::from(b)));
     }
+    // SAFETY: `ascii` is all ASCII (checked above), so `out` stays valid UTF-8.
+    unsafe { out.as_mut_vec() }.extend_from_slice(ascii);
 }
 
 #[cfg(test)]
@@ -106,6 +150,14 @@ mod tests {
                 s,
                 format!("{}.{:06}", n / 1_000_000_000, (n % 1_000_000_000) / 1000)
             );
+            for width in [0, 8, 12, 30] {
+                let mut r = String::from("x");
+                push_time_right(&mut r, n, width);
+                assert_eq!(r, format!("x{s:>width$}"), "{n} in {width}");
+            }
+            s.clear();
+            push_dec_zero(&mut s, n, 40);
+            assert_eq!(s, format!("{n:040}"));
         }
         for text in [
             "",
@@ -121,6 +173,9 @@ mod tests {
             s.clear();
             push_left(&mut s, text, 7);
             assert_eq!(s, format!("{text:<7}"));
+            s.clear();
+            push_right(&mut s, text, 40);
+            assert_eq!(s, format!("{text:>40}"), "longer than the run of spaces");
         }
     }
 }

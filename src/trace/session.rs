@@ -12,8 +12,9 @@ use std::io;
 use std::path::Path;
 use std::time::Instant;
 
-use ksymwatch_symbols::{LineSource, Origin, SymbolTable, UserSymbols};
+use ksymwatch_symbols::{LineSource, Origin, UserSymbols};
 
+use crate::config::symbols::KernelTable;
 use crate::error::{Context, ExitCode, Result};
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
@@ -45,7 +46,7 @@ use crate::trace::watched::Watched;
 /// What a session watches and how: fixed for its lifetime.
 pub struct Plan<'a> {
     pub watches: &'a [Watch],
-    pub symbols: &'a SymbolTable,
+    pub symbols: KernelTable<'a>,
     pub cfg: EventConfig,
     pub limits: Limits,
     pub filter: Filter,

@@ -10,13 +10,11 @@
 //! such walk: the tracer cannot read kernel text (no `/proc/kcore` on the machines this runs on), so a
 //! kernel writer's value is memory's, marked as one with no known start ([`ValueFrom::NoStart`]).
 
-use rustc_hash::FxHashMap;
-
 use crate::perf::record::Sample;
 use crate::perf::sys;
 use crate::report::{Value, ValueFrom};
 use crate::trace::events::Trap;
-use crate::trace::symbolize::Symbolizer;
+use crate::trace::symbolize::{InsnStarts, Symbolizer};
 use crate::x86_store::{self, Stored};
 
 /// Kernel addresses start here.
@@ -25,22 +23,6 @@ const KERNEL_HALF: u64 = 1 << 63;
 /// The longest walk: a function's start further than this before ip is not walked (its bytes are read
 /// once per store site, and a store site this deep into one function is rare).
 const WALK_MAX: u64 = 1 << 20;
-
-/// Store sites remembered before the cache starts over.
-const KNOWN_MAX: usize = 1 << 16;
-
-/// The length of the instruction that ends at each store site, by (process, ip): a flood repeats a few.
-#[derive(Debug, Default)]
-pub struct InsnStarts {
-    known: FxHashMap<(u32, u64), Option<u8>>,
-}
-
-impl InsnStarts {
-    /// Process `pid` ran exec or is gone: its addresses mean another program's code, or none.
-    pub fn forget(&mut self, pid: u32) {
-        self.known.retain(|&(p, _), _| p != pid);
-    }
-}
 
 /// The bytes that tell where a user-space instruction ending at `ip` starts: the function that holds
 /// `ip - 1`, from its first byte to `ip`, and whether that answer may be remembered (a mapping named it).
@@ -63,7 +45,7 @@ pub fn insn_len(
     if ip >= KERNEL_HALF || ip == 0 {
         return None;
     }
-    if let Some(&n) = starts.known.get(&(pid, ip)) {
+    if let Some(n) = starts.get(pid, ip) {
         return n.map(usize::from).filter(|&n| same_tail(insn, n, None));
     }
     let f = bytes()?;
@@ -76,12 +58,26 @@ pub fn insn_len(
         })
         .and_then(|n| u8::try_from(n).ok());
     if f.mapped {
-        if starts.known.len() >= KNOWN_MAX {
-            starts.known.clear();
-        }
-        starts.known.insert((pid, ip), n);
+        starts.remember(pid, ip, n);
     }
     n.map(usize::from)
+}
+
+/// [`insn_len`] over the session's symbols: the function's bytes from the mapping or the process that
+/// `symbolizer` knows, the answer remembered in its [`InsnStarts`] (dropped with the process's other
+/// caches when it execs or exits).
+pub fn insn_len_of(
+    symbolizer: &mut Symbolizer,
+    pid: u32,
+    ip: u64,
+    insn: &[u8; 16],
+) -> Option<usize> {
+    let mut starts = std::mem::take(symbolizer.insn_starts());
+    let n = insn_len(&mut starts, pid, ip, insn, || {
+        function_bytes(symbolizer, pid, ip)
+    });
+    *symbolizer.insn_starts() = starts;
+    n
 }
 
 /// Whether the instruction of the last `n` bytes fits in the record's 16 and, given the function's `code`,

@@ -258,7 +258,9 @@ impl<O: Output> Stream<'_, O> {
         *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
         // Where the store's instruction starts, from its function's symbol: before the chain is named
         // (that borrows the symbols until the hit is printed).
-        let insn_len = trap.and_then(|t| self.symbolizer.insn_len(sample.pid, sample.ip, &t.insn));
+        let insn_len = trap.and_then(|t| {
+            store_value::insn_len_of(&mut self.symbolizer, sample.pid, sample.ip, &t.insn)
+        });
         // A kept hit holds its chain: the symbolizer's cached one, shared.
         let shared = self
             .flight

@@ -11,16 +11,16 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use ksymwatch_symbols::{annotate, LineSource, Origin, SymbolTable, UserSymbols};
+use ksymwatch_symbols::{annotate, LineSource, Origin, UserSymbols};
 use rustc_hash::FxHashMap;
 
-use crate::perf::record::{Context, Sample};
+use crate::config::symbols::KernelTable;
+use crate::perf::record::{Context, Frame, Sample};
 use crate::report::{Rendered, ResolvedFrame, SourceLine};
-use crate::trace::store_value::{self, InsnStarts};
 
 /// The one place addresses become names.
 pub struct Symbolizer<'a> {
-    kernel: &'a SymbolTable,
+    kernel: KernelTable<'a>,
     /// Where `kernel` came from: a cached kallsyms table lacks code the kernel created since.
     origin: Origin,
     /// Distinct kernel addresses no symbol covered.
@@ -38,9 +38,13 @@ pub struct Symbolizer<'a> {
     user_cached: usize,
     /// Whole chains by raw key (see [`Symbolizer::named`]); cleared when full. Shared with the flight
     /// recorder's kept hits ([`Symbolizer::shared`]), which keep a chain alive after a clear.
-    chains: FxHashMap<Box<[u64]>, Rc<NamedChain>>,
+    chains: Chains,
+    /// By CPU: the chain last named there (see [`Symbolizer::named`]); as many as the kernel has CPUs.
+    last: Vec<Option<Last>>,
     /// The key of the sample being named (reused).
     key: Vec<u64>,
+    /// Its kernel-context bits while it is made (reused).
+    bits: Vec<u64>,
     /// Address-space ids of processes whose chains are cached: a pid that runs exec or exits is
     /// forgotten, and the same pid later gets a fresh id, so no chain of the old program is reused.
     spaces: FxHashMap<u32, u64>,
@@ -70,6 +74,98 @@ impl NamedChain {
     }
 }
 
+/// A CPU's last named chain and the raw fields it was named for.
+struct Last {
+    pid: u32,
+    ip: u64,
+    frames: Vec<Frame>,
+    chain: Rc<NamedChain>,
+}
+
+impl Last {
+    /// `sample` is the same chain of the same process: what the chain cache's key holds (the kernel
+    /// contexts are in the frames, the address space follows from the pid while it is not forgotten).
+    fn is(&self, sample: &Sample) -> bool {
+        self.pid == sample.pid && self.ip == sample.ip && self.frames == sample.frames
+    }
+}
+
+/// The chain cache: each chain under its raw key's 64-bit hash, with the key itself to confirm a match.
+/// A hit hashes its key once as it builds it and finds its chain with one probe of a `u64` map; two keys
+/// with one hash (never seen, but possible) take turns in the slot, each named again when it comes back.
+#[derive(Default)]
+struct Chains {
+    by_hash: FxHashMap<u64, (Box<[u64]>, Rc<NamedChain>)>,
+}
+
+impl Chains {
+    /// The chain of `key` (hashed `hash`), if it is the one cached under that hash.
+    fn get(&self, hash: u64, key: &[u64]) -> Option<&Rc<NamedChain>> {
+        self.by_hash
+            .get(&hash)
+            .filter(|(k, _)| **k == *key)
+            .map(|(_, c)| c)
+    }
+
+    fn insert(&mut self, hash: u64, key: &[u64], chain: Rc<NamedChain>) {
+        self.by_hash.insert(hash, (key.into(), chain));
+    }
+
+    fn len(&self) -> usize {
+        self.by_hash.len()
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.by_hash.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.by_hash.clear();
+    }
+
+    /// Drops the chains of address space `space` (a key's second word).
+    fn forget_space(&mut self, space: u64) {
+        self.by_hash.retain(|_, (k, _)| k[1] != space);
+    }
+}
+
+/// One step of the key's hash (FxHash's): a rotate, an xor and a multiply a word.
+fn mix(h: u64, word: u64) -> u64 {
+    (h.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
+
+/// Store sites remembered before that cache starts over.
+const INSN_STARTS_MAX: usize = 1 << 16;
+
+/// The length of the instruction that ends at each `--value` store site, by (process, ip), as the
+/// store-value walk found it (`None`: no start could be found): a flood repeats a few sites. It lives with
+/// the symbols because it is dropped with a process's frames when the process execs or exits.
+#[derive(Debug, Default)]
+pub struct InsnStarts {
+    known: FxHashMap<(u32, u64), Option<u8>>,
+}
+
+impl InsnStarts {
+    /// Process `pid` ran exec or is gone: its addresses mean another program's code, or none.
+    pub fn forget(&mut self, pid: u32) {
+        self.known.retain(|&(p, _), _| p != pid);
+    }
+
+    /// What was found for the site ending at `ip` in `pid`, if it was walked.
+    pub fn get(&self, pid: u32, ip: u64) -> Option<Option<u8>> {
+        self.known.get(&(pid, ip)).copied()
+    }
+
+    /// Remembers what the walk found for a site; a full cache starts over.
+    pub fn remember(&mut self, pid: u32, ip: u64, len: Option<u8>) {
+        if self.known.len() >= INSN_STARTS_MAX {
+            self.known.clear();
+        }
+        self.known.insert((pid, ip), len);
+    }
+}
+
 /// Distinct chains remembered before that cache starts over: a flood has a few; each entry holds its
 /// frames and one printer's spelling (~2 KB), so the bound is ~2 MB.
 const CHAINS_MAX: usize = 1024;
@@ -82,9 +178,9 @@ const KERNEL_CACHE_MAX: usize = 1 << 16;
 
 impl<'a> Symbolizer<'a> {
     /// Kernel frames only; user frames stay addresses.
-    pub fn new(kernel: &'a SymbolTable) -> Symbolizer<'a> {
+    pub fn new(kernel: impl Into<KernelTable<'a>>) -> Symbolizer<'a> {
         Symbolizer {
-            kernel,
+            kernel: kernel.into(),
             origin: Origin::Parsed,
             kernel_misses: 0,
             user: None,
@@ -93,8 +189,10 @@ impl<'a> Symbolizer<'a> {
             kernel_cache: FxHashMap::default(),
             user_cache: FxHashMap::default(),
             user_cached: 0,
-            chains: FxHashMap::default(),
+            chains: Chains::default(),
+            last: Vec::new(),
             key: Vec::new(),
+            bits: Vec::new(),
             spaces: FxHashMap::default(),
             next_space: 0,
             uncached: NamedChain::default(),
@@ -103,7 +201,7 @@ impl<'a> Symbolizer<'a> {
     }
 
     /// Also names user frames from each writer's mappings.
-    pub fn with_user(kernel: &'a SymbolTable, user: UserSymbols) -> Symbolizer<'a> {
+    pub fn with_user(kernel: impl Into<KernelTable<'a>>, user: UserSymbols) -> Symbolizer<'a> {
         Symbolizer {
             user: Some(user),
             ..Symbolizer::new(kernel)
@@ -175,45 +273,85 @@ impl<'a> Symbolizer<'a> {
     /// Names the writer's ip and chain, from the chain cache when this raw chain was named before. Only
     /// chains whose user frames all fell in a known mapping are cached: one that did not is asked again
     /// next time (its process's maps may since have been read).
+    ///
+    /// A CPU's hits mostly repeat the one before them there (a flood is a loop on each CPU): the chain
+    /// last named on each CPU is kept with the raw fields it was named for (process, ip, frames), and a
+    /// hit equal to them takes it with one compare, without making a key or probing the cache.
     pub fn named(&mut self, sample: &Sample) -> &NamedChain {
-        self.chain_key(sample);
-        if !self.chains.contains_key(self.key.as_slice()) {
-            let mut c = std::mem::take(&mut self.uncached);
-            c.ip = self.resolve(sample, &mut c.frames);
-            let known = self.user.is_none()
-                || std::iter::once(&c.ip)
-                    .chain(&c.frames)
-                    .all(|f| f.kernel || f.binary.is_some());
-            if !known {
-                c.cached = false;
-                self.uncached = c;
-                return &self.uncached;
+        let cpu = sample.cpu as usize;
+        let again = matches!(self.last.get(cpu), Some(Some(l)) if l.is(sample));
+        if !again {
+            let chain = self.named_anew(sample);
+            if self.last.len() <= cpu {
+                self.last.resize_with(cpu + 1, || None);
             }
-            if self.chains.len() >= CHAINS_MAX {
-                self.chains.clear();
-                self.spaces.clear();
-                // The key may hold an address-space id just dropped; it is made again for the new map.
-                self.chain_key(sample);
+            match (chain, &mut self.last[cpu]) {
+                // The slot's frame vector is reused: chains taking turns on a CPU allocate nothing.
+                (Some(chain), Some(l)) => {
+                    l.pid = sample.pid;
+                    l.ip = sample.ip;
+                    l.frames.clear();
+                    l.frames.extend_from_slice(&sample.frames);
+                    l.chain = chain;
+                }
+                (Some(chain), slot) => {
+                    *slot = Some(Last {
+                        pid: sample.pid,
+                        ip: sample.ip,
+                        frames: sample.frames.clone(),
+                        chain,
+                    })
+                }
+                (None, slot) => *slot = None,
             }
-            let cached = NamedChain {
-                rendered: Rendered::new(&c.ip, &c.frames),
-                ip: c.ip.clone(),
-                frames: c.frames.clone(),
-                cached: true,
-            };
-            self.uncached = c;
-            self.chains
-                .insert(self.key.as_slice().into(), Rc::new(cached));
         }
-        &self.chains[self.key.as_slice()]
+        match self.last.get(cpu) {
+            Some(Some(l)) => &l.chain,
+            _ => &self.uncached,
+        }
+    }
+
+    /// [`Symbolizer::named`] through the chain cache: the cached chain, or `None` for a chain named for
+    /// this hit only (in `self.uncached`).
+    fn named_anew(&mut self, sample: &Sample) -> Option<Rc<NamedChain>> {
+        let mut hash = self.chain_key(sample);
+        if let Some(c) = self.chains.get(hash, &self.key) {
+            return Some(Rc::clone(c));
+        }
+        let mut c = std::mem::take(&mut self.uncached);
+        c.ip = self.resolve(sample, &mut c.frames);
+        let known = self.user.is_none()
+            || std::iter::once(&c.ip)
+                .chain(&c.frames)
+                .all(|f| f.kernel || f.binary.is_some());
+        if !known {
+            c.cached = false;
+            self.uncached = c;
+            return None;
+        }
+        if self.chains.len() >= CHAINS_MAX {
+            self.chains.clear();
+            self.spaces.clear();
+            // The key may hold an address-space id just dropped; it is made again for the new map.
+            hash = self.chain_key(sample);
+        }
+        let cached = Rc::new(NamedChain {
+            rendered: Rendered::new(&c.ip, &c.frames),
+            ip: c.ip.clone(),
+            frames: c.frames.clone(),
+            cached: true,
+        });
+        self.uncached = c;
+        self.chains.insert(hash, &self.key, Rc::clone(&cached));
+        Some(cached)
     }
 
     /// As [`Symbolizer::named`], as a handle to keep: the cached chain itself (a reference count, its
     /// spellings shared with every hit on it), or a copy of a chain named for this hit only.
     pub fn shared(&mut self, sample: &Sample) -> Rc<NamedChain> {
         if self.named(sample).cached {
-            if let Some(c) = self.chains.get(self.key.as_slice()) {
-                return Rc::clone(c);
+            if let Some(Some(l)) = self.last.get(sample.cpu as usize) {
+                return Rc::clone(&l.chain);
             }
         }
         Rc::new(NamedChain {
@@ -223,12 +361,29 @@ impl<'a> Symbolizer<'a> {
         })
     }
 
-    /// The cache key of `sample`'s chain: ip, address space (`u64::MAX` when every frame is the
-    /// kernel's), whether it ran in the kernel, the frame count, the frames' addresses, then one bit per
-    /// frame for kernel context.
-    fn chain_key(&mut self, sample: &Sample) {
+    /// The hash of the key last made by [`Symbolizer::chain_key`].
+    fn key_hash(&self) -> u64 {
+        self.key.iter().fold(0, |h, &w| mix(h, w))
+    }
+
+    /// The cache key of `sample`'s chain, into `self.key`, and its hash: ip, address space (`u64::MAX`
+    /// when every frame is the kernel's), whether it ran in the kernel, the frame count, the frames'
+    /// addresses, then one bit per frame for kernel context.
+    fn chain_key(&mut self, sample: &Sample) -> u64 {
         let in_kernel = sample.in_kernel();
-        let user = !in_kernel || sample.frames.iter().any(|f| f.context != Context::Kernel);
+        // One pass over the frames for their kernel bits, and whether any is the user's.
+        let mut user = !in_kernel;
+        let bits = &mut self.bits;
+        bits.clear();
+        for word in sample.frames.chunks(64) {
+            let mut b = 0u64;
+            for (i, f) in word.iter().enumerate() {
+                let kernel = f.context == Context::Kernel;
+                b |= u64::from(kernel) << i;
+                user |= !kernel;
+            }
+            bits.push(b);
+        }
         let space = if user {
             let next = &mut self.next_space;
             *self.spaces.entry(sample.pid).or_insert_with(|| {
@@ -240,21 +395,15 @@ impl<'a> Symbolizer<'a> {
         };
         let key = &mut self.key;
         key.clear();
-        key.extend([
+        key.extend_from_slice(&[
             sample.ip,
             space,
             u64::from(in_kernel),
             sample.frames.len() as u64,
         ]);
         key.extend(sample.frames.iter().map(|f| f.addr));
-        for word in sample.frames.chunks(64) {
-            let bits = word
-                .iter()
-                .enumerate()
-                .filter(|(_, f)| f.context == Context::Kernel)
-                .fold(0u64, |b, (i, _)| b | 1 << i);
-            key.push(bits);
-        }
+        key.extend_from_slice(bits);
+        self.key_hash()
     }
 
     pub fn frame(&mut self, pid: u32, addr: u64, kernel: bool) -> ResolvedFrame {
@@ -311,16 +460,9 @@ impl<'a> Symbolizer<'a> {
         fr
     }
 
-    /// The length of the instruction that ends at the trap ip `ip` of process `pid` (the 16 bytes
-    /// before ip in `insn`), walked from the start of the function that holds it
-    /// ([`store_value::insn_len`]); `None` where that start is not known.
-    pub fn insn_len(&mut self, pid: u32, ip: u64, insn: &[u8; 16]) -> Option<usize> {
-        let mut starts = std::mem::take(&mut self.starts);
-        let n = store_value::insn_len(&mut starts, pid, ip, insn, || {
-            store_value::function_bytes(self, pid, ip)
-        });
-        self.starts = starts;
-        n
+    /// The `--value` store sites' instruction lengths, kept with this session's other per-process caches.
+    pub fn insn_starts(&mut self) -> &mut InsnStarts {
+        &mut self.starts
     }
 
     /// What symbol loading left out, for the summary's warnings: user binaries with oversized tables, and
@@ -331,7 +473,9 @@ impl<'a> Symbolizer<'a> {
             .as_mut()
             .map(UserSymbols::take_notes)
             .unwrap_or_default();
-        if self.origin == Origin::Cached && self.kernel_misses > 0 {
+        // A table read on first use knows its own origin.
+        let origin = self.kernel.origin().unwrap_or(self.origin);
+        if origin == Origin::Cached && self.kernel_misses > 0 {
             notes.push(format!(
                 "{} kernel address(es) in call chains had no symbol in the cached kallsyms table; code the \
                  kernel created after the cache was written (BPF programs, trampolines) is not in it: run \
@@ -358,7 +502,12 @@ impl<'a> Symbolizer<'a> {
             self.user_cached -= p.len();
         }
         if let Some(space) = self.spaces.remove(&pid) {
-            self.chains.retain(|k, _| k[1] != space);
+            self.chains.forget_space(space);
+        }
+        for last in &mut self.last {
+            if last.as_ref().is_some_and(|l| l.pid == pid) {
+                *last = None;
+            }
         }
     }
 }
@@ -594,6 +743,68 @@ mod tests {
             s.chains.is_empty(),
             "not cached: the maps are read again next time"
         );
+    }
+
+    /// A CPU's last chain is taken again only for the same process, ip and frames; a forgotten process
+    /// gets its chains named anew; chains taking turns on one CPU allocate nothing once named.
+    #[test]
+    fn a_cpus_last_chain_is_reused_only_for_the_same_raw_chain() {
+        use crate::perf::record::encode::{KERNEL, USER};
+        let table = kallsyms::from_text(
+            "ffffffff81000000 T read_zero\nffffffff81000100 T end\n",
+            Path::new("f"),
+        )
+        .unwrap();
+        let kernel = [KERNEL, 0xffffffff81000077, 0xffffffff81000010];
+        let other = [KERNEL, 0xffffffff81000077, 0xffffffff81000020];
+        let user = [KERNEL, 0xffffffff81000077, USER, 0x401000];
+        let mut s = Symbolizer::new(&table);
+        let a = s.shared(&chain_sample(1, &kernel));
+        assert!(Rc::ptr_eq(&a, &s.shared(&chain_sample(1, &kernel))));
+        let b = s.shared(&chain_sample(1, &other));
+        assert!(!Rc::ptr_eq(&a, &b), "other frames: another chain");
+        assert_eq!(b.frames[1].off, 0x20);
+        assert!(
+            Rc::ptr_eq(&a, &s.shared(&chain_sample(2, &kernel))),
+            "an all-kernel chain is one for every process (from the cache)"
+        );
+        let u1 = s.shared(&chain_sample(1, &user));
+        let u2 = s.shared(&chain_sample(2, &user));
+        assert!(!Rc::ptr_eq(&u1, &u2), "user frames: one chain per process");
+        assert!(Rc::ptr_eq(&u2, &s.shared(&chain_sample(2, &user))));
+        s.forget_process(2);
+        assert!(
+            !Rc::ptr_eq(&u2, &s.shared(&chain_sample(2, &user))),
+            "a forgotten process's chain is named anew"
+        );
+        let samples = [chain_sample(1, &kernel), chain_sample(1, &user)];
+        for s2 in &samples {
+            s.named(s2);
+        }
+        let before = crate::testalloc::allocations();
+        for _ in 0..100 {
+            for s2 in &samples {
+                s.named(s2);
+            }
+        }
+        assert_eq!(crate::testalloc::allocations() - before, 0);
+    }
+
+    /// Two keys under one hash: each is found only as itself, and the later one takes the slot.
+    #[test]
+    fn a_shared_hash_never_gives_another_keys_chain() {
+        let mut c = Chains::default();
+        let first = Rc::new(NamedChain::default());
+        let second = Rc::new(NamedChain::default());
+        c.insert(7, &[1, 2, 3], Rc::clone(&first));
+        assert!(c.get(7, &[1, 2, 3]).is_some_and(|x| Rc::ptr_eq(x, &first)));
+        assert!(c.get(7, &[1, 2, 4]).is_none());
+        assert!(c.get(8, &[1, 2, 3]).is_none());
+        c.insert(7, &[1, 2, 4], Rc::clone(&second));
+        assert!(c.get(7, &[1, 2, 3]).is_none());
+        assert!(c.get(7, &[1, 2, 4]).is_some_and(|x| Rc::ptr_eq(x, &second)));
+        c.forget_space(2);
+        assert!(c.is_empty(), "the key's second word is its address space");
     }
 
     /// A line table with one inlined call at 0x...10 (looked up at addr-1, as return addresses need).

@@ -56,6 +56,7 @@ pub mod sysmap;
 mod table;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod uprobe;
 pub mod user;
 pub mod vmlinux;
 

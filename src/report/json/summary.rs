@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::records::{Frame, Hex};
+use super::frame::{Frame, Hex};
 use crate::report::{StopReason, Summary};
 
 #[derive(Serialize)]

@@ -82,11 +82,9 @@ pub(crate) fn find(
     let Some(id) = build_id(file, headers) else {
         return Ok(None);
     };
-    let hex = id.to_string();
-    let Some((dir, rest)) = hex.split_at_checked(2).filter(|(_, r)| !r.is_empty()) else {
+    let Some(relative) = debug_file_path(&id) else {
         return Ok(None);
     };
-    let relative = format!("usr/lib/debug/.build-id/{dir}/{rest}.debug");
     for root in [proc_root.join(format!("{pid}/root")), PathBuf::from("/")] {
         let candidate = root.join(&relative);
         let Some((f, _)) = open_if_regular(&candidate) else {
@@ -103,6 +101,13 @@ pub(crate) fn find(
         }
     }
     Ok(None)
+}
+
+/// Where a separate debug file of build-id `id` is, relative to a root (`usr/lib/debug/.build-id/ab/cdef….debug`).
+pub(crate) fn debug_file_path(id: &BuildId) -> Option<String> {
+    let hex = id.to_string();
+    let (dir, rest) = hex.split_at_checked(2).filter(|(_, r)| !r.is_empty())?;
+    Some(format!("usr/lib/debug/.build-id/{dir}/{rest}.debug"))
 }
 
 /// The wanted DWARF sections of one file: `Ok(None)` when it has no `.debug_info` with contents (a
@@ -159,7 +164,7 @@ fn load(
 }
 
 /// The GNU build-id from the note sections, or from the note segments of a file without section headers.
-fn build_id(src: &dyn ReadAt, headers: &Headers) -> Option<BuildId> {
+pub(crate) fn build_id(src: &dyn ReadAt, headers: &Headers) -> Option<BuildId> {
     let le = headers.ctx.is_little_endian();
     let notes = |off, size| read(src, off, size, MAX_NOTES);
     headers

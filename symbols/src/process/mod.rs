@@ -17,7 +17,7 @@
 //!
 //! No perf code: the tracer arms what [`resolve`] returns.
 
-mod debug;
+pub(crate) mod debug;
 mod error;
 
 pub use error::{Caller, DebugProblem, LayoutProblem, ObjectProblem, ProcessError, Unreadable};
@@ -382,7 +382,7 @@ fn is_definition(s: &ElfSym) -> bool {
 }
 
 /// A process's mappings and which file is its executable.
-struct Process {
+pub(crate) struct Process {
     /// Its `/proc/PID` directory.
     dir: PathBuf,
     pid: u32,
@@ -392,22 +392,22 @@ struct Process {
 }
 
 /// One mapped file and its mappings, in maps order.
-struct Object<'p> {
-    path: &'p str,
+pub(crate) struct Object<'p> {
+    pub(crate) path: &'p str,
     dev: &'p str,
     inode: u64,
-    maps: Vec<&'p Mapping>,
+    pub(crate) maps: Vec<&'p Mapping>,
     is_exe: bool,
 }
 
 impl Object<'_> {
-    fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         basename(self.path)
     }
 }
 
 impl Process {
-    fn read(proc_root: &Path, pid: u32) -> Result<Process, ProcessError> {
+    pub(crate) fn read(proc_root: &Path, pid: u32) -> Result<Process, ProcessError> {
         if pid == 0 {
             return Err(ProcessError::NoProcess { pid });
         }
@@ -448,7 +448,7 @@ impl Process {
     }
 
     /// The mapped files, the executable first, then the others in maps (address) order.
-    fn objects(&self) -> Vec<Object<'_>> {
+    pub(crate) fn objects(&self) -> Vec<Object<'_>> {
         let mut out: Vec<Object> = Vec::new();
         for m in &self.maps {
             match out
@@ -471,7 +471,7 @@ impl Process {
     }
 
     /// The mapped file `OBJECT:` names (see [`resolve`]).
-    fn find<'o, 'p>(
+    pub(crate) fn find<'o, 'p>(
         &self,
         objects: &'o [Object<'p>],
         object: &str,

@@ -1,0 +1,189 @@
+//! `write`/`rw`'s clap arguments turned into the plain [`WatchRequest`] planning takes: the one place a
+//! watch's clap types are read. Reads nothing but the arguments (a bare trailing `--`, which clap does not
+//! tell apart from none, is told by the caller).
+
+use crate::cli::args::{OutputArgs, WatchArgs};
+use crate::config::request::{OutputRequest, WatchRequest};
+use crate::model::watch::Access;
+
+/// The request `args` make for `access`. `bare_dashes`: the command line has a `--` (clap gives an empty
+/// command for a bare trailing one, which is a missing command, not a system-wide watch).
+pub fn watch(args: WatchArgs, access: Access, bare_dashes: bool) -> WatchRequest {
+    let WatchArgs {
+        targets,
+        duration,
+        count,
+        cpus,
+        on,
+        rotate,
+        percpu_cpu,
+        buffer_pages,
+        realtime,
+        strict_hotplug,
+        pids,
+        command,
+        control,
+        remove_on_exec,
+        per_thread,
+        dry_run: _,
+        value,
+        condition,
+        last,
+        dump_on,
+        symbols,
+        output,
+    } = args;
+    let command = (!command.is_empty() || bare_dashes).then_some(command);
+    WatchRequest {
+        access,
+        targets,
+        pids,
+        command,
+        cpus,
+        on,
+        rotate,
+        percpu_cpu,
+        buffer_pages,
+        realtime,
+        strict_hotplug,
+        control,
+        remove_on_exec,
+        per_thread,
+        value,
+        condition,
+        last,
+        dump_on,
+        duration,
+        count,
+        symbols: symbols.request(),
+        output: outputs(output),
+    }
+}
+
+fn outputs(args: OutputArgs) -> OutputRequest {
+    let OutputArgs {
+        json,
+        format,
+        stream_file,
+        summary,
+        quiet,
+        top,
+        folded,
+        no_status,
+        flamegraph,
+        perfetto,
+        comms,
+        tids,
+        exclude_idle,
+        kernel_only,
+        user_only,
+    } = args;
+    OutputRequest {
+        json,
+        format,
+        stream_file,
+        summary,
+        quiet,
+        top,
+        folded,
+        no_status,
+        flamegraph,
+        perfetto,
+        comms,
+        tids,
+        exclude_idle,
+        kernel_only,
+        user_only,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::args::{Cli, Command};
+    use crate::config::request::Format;
+
+    fn request(line: &[&str]) -> WatchRequest {
+        let cli = Cli::try_parse_from(line).expect("parses");
+        let bare = line.contains(&"--");
+        match cli.command {
+            Command::Write(args) => watch(args, Access::Write, bare),
+            Command::Rw(args) => watch(args, Access::ReadWrite, bare),
+            other => panic!("not a watch: {other:?}"),
+        }
+    }
+
+    /// Every flag lands in its field, typed as clap parsed it; nothing is checked yet.
+    #[test]
+    fn flags_become_plain_fields() {
+        let r = request(&[
+            "ksymwatch",
+            "rw",
+            "jiffies",
+            "0x10/4",
+            "-p",
+            "7",
+            "-p",
+            "9",
+            "--cpus",
+            "0-1",
+            "--buffer-pages",
+            "64",
+            "--if",
+            "value == 0",
+            "--last",
+            "5",
+            "--dump-on",
+            "signal",
+            "--format",
+            "otlp-json",
+            "--folded=out.folded",
+            "--comm",
+            "bash",
+            "--tid",
+            "3",
+            "--vmlinux",
+            "/tmp/vmlinux",
+            "--offline",
+            "--no-symbol-cache",
+            "--lines",
+        ]);
+        assert_eq!(r.access, Access::ReadWrite);
+        assert_eq!(r.targets, ["jiffies", "0x10/4"]);
+        assert_eq!(r.pids, [7, 9]);
+        assert_eq!(r.command, None);
+        assert_eq!(r.cpus.as_deref(), Some("0-1"));
+        assert_eq!(r.buffer_pages, Some(64));
+        assert_eq!(r.condition.as_deref(), Some("value == 0"));
+        assert_eq!(
+            (r.last, r.dump_on.as_slice()),
+            (Some(5), &["signal".to_string()][..])
+        );
+        assert_eq!(r.realtime, "1");
+        assert_eq!(r.output.format, Some(Format::OtlpJson));
+        assert_eq!(r.output.folded, Some(PathBuf::from("out.folded")));
+        assert!(!r.output.folded_to_stdout());
+        assert_eq!(
+            (r.output.comms.as_slice(), r.output.tids.as_slice()),
+            (&["bash".to_string()][..], &[3][..])
+        );
+        assert_eq!(r.symbols.vmlinux, Some(PathBuf::from("/tmp/vmlinux")));
+        assert!(r.symbols.debuginfod.offline && r.symbols.lines && !r.symbols.symbol_cache);
+    }
+
+    /// `-- CMD` is a command; a bare `--` is an empty one (refused by the plan), and none is `None`.
+    #[test]
+    fn a_command_after_dashes() {
+        let r = request(&["ksymwatch", "write", "counter", "--", "./app", "-v"]);
+        assert_eq!(r.command, Some(vec!["./app".to_string(), "-v".to_string()]));
+        let r = request(&["ksymwatch", "write", "counter", "--"]);
+        assert_eq!(r.command, Some(Vec::new()));
+        let r = request(&["ksymwatch", "write", "counter", "--folded"]);
+        assert_eq!(r.command, None);
+        assert!(r.output.folded_to_stdout());
+    }
+}

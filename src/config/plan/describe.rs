@@ -1,0 +1,72 @@
+//! `--dry-run`: a plan as the `#` lines the header would print, and what would be armed.
+
+use std::fmt::Write as _;
+
+use crate::cpulist;
+
+use super::{Delivery, Scope, Values, WatchPlan, Writers};
+
+pub fn describe(plan: &WatchPlan) -> String {
+    let mut s = String::new();
+    match &plan.objects {
+        Some(o) => {
+            let _ = writeln!(s, "{}", o.describe());
+        }
+        None => {
+            for w in &plan.watches {
+                let _ = writeln!(s, "{}", crate::report::ftrace::target_line(w));
+            }
+        }
+    }
+    let _ = writeln!(s, "# symbols: {}", plan.kernel.source_text);
+    let _ = writeln!(s, "# cpus: {}", cpulist::format(&plan.cpus.now));
+    let who = match &plan.scope {
+        Scope::System => "every task (system-wide)".to_string(),
+        Scope::Processes(pids) => format!(
+            "process{} {}",
+            if pids.len() == 1 { "" } else { "es" },
+            pids.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Scope::Launched(c) => format!(
+            "the command `{}` (started, then killed unrun)",
+            c.argv.join(" ")
+        ),
+    };
+    let _ = writeln!(s, "# covers: {who}");
+    let path = match plan.delivery {
+        Delivery::HitProgram => {
+            "one breakpoint per CPU and target, hits chosen and emitted by a BPF program"
+        }
+        Delivery::Samples => "one breakpoint per CPU and target, hits as perf samples",
+        Delivery::PerThread { .. } => {
+            "one breakpoint per thread, CPU and target, hits as perf samples"
+        }
+    };
+    let _ = writeln!(s, "# path: {path}");
+    if plan.writers == Writers::UserSpaceOnly {
+        let _ = writeln!(s, "# user-space writers only (not privileged)");
+    }
+    match &plan.values {
+        Values::If(c) => {
+            let _ = writeln!(s, "# if: {c}");
+        }
+        Values::Read => {
+            let _ = writeln!(s, "# value: read at each hit");
+        }
+        Values::Unread => {}
+    }
+    if let Some(f) = &plan.flight {
+        let on: Vec<String> = f.triggers.iter().map(|t| t.to_string()).collect();
+        let _ = writeln!(
+            s,
+            "# last: {} hits kept, printed on --dump-on {}",
+            f.last,
+            on.join(", ")
+        );
+    }
+    let _ = writeln!(s, "# dry run: nothing armed");
+    s
+}

@@ -1,0 +1,161 @@
+//! The machine planning reads ([`Host`]), as this process sees it: BPF, privileges, CPUs, /proc, the
+//! kernel's symbol files and BTF, tracefs. Launch mode's command is started by the function the command
+//! line gives (the tracer's, under ptrace).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use ksymwatch_symbols::{Origin, Source, SourceSearch, SymbolTable};
+
+use super::host::{Fetch, Task};
+use super::{Host, Launch};
+use crate::config::debuginfod;
+use crate::config::request::SymbolRequest;
+use crate::config::symbols::{self, FileSymbols};
+use crate::config::tracepoints;
+use crate::config::typed;
+use crate::config::watch::{self, Resolved};
+use crate::cpulist;
+use crate::error::Result;
+use crate::model::target::Target;
+use crate::model::watch::Access;
+use crate::perf::bpf::percpu::{self, Offsets};
+use crate::perf::privilege::Privilege;
+use crate::perf::{arm, bpf, sys};
+
+/// Starts launch mode's command, stopped before its first instruction.
+pub type Launcher = fn(&[String]) -> Result<Box<dyn Launch>>;
+
+/// This machine. Keeps the symbol search made for the request, which a debuginfod fetch updates.
+pub struct Machine {
+    search: Option<SourceSearch>,
+    launcher: Launcher,
+}
+
+impl Machine {
+    pub fn new(launcher: Launcher) -> Machine {
+        Machine {
+            search: None,
+            launcher,
+        }
+    }
+
+    fn search(&mut self, symbols: &SymbolRequest) -> &mut SourceSearch {
+        self.search
+            .get_or_insert_with(|| symbols::search(symbols.files()))
+    }
+}
+
+impl Host for Machine {
+    fn bpf(&self) -> io::Result<()> {
+        bpf::probe()
+    }
+
+    fn privilege(&self) -> Privilege {
+        Privilege::current()
+    }
+
+    fn online_cpus(&self) -> io::Result<BTreeSet<u32>> {
+        cpulist::read(Path::new(cpulist::ONLINE))
+    }
+
+    fn possible_cpus(&self) -> Option<BTreeSet<u32>> {
+        cpulist::read(Path::new(cpulist::POSSIBLE)).ok()
+    }
+
+    fn task(&self, pid: u32) -> Option<Task> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let field = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(|v| v.trim().to_string())
+        };
+        Some(Task {
+            tgid: field("Tgid:")
+                .and_then(|t| t.parse::<u32>().ok())
+                .unwrap_or(pid),
+            name: field("Name:").unwrap_or_else(|| "?".into()),
+        })
+    }
+
+    fn process_exists(&self, pid: u32) -> bool {
+        Path::new(&format!("/proc/{pid}")).exists()
+    }
+
+    fn resolve_in_process(&self, pid: u32, target: &Target, access: Access) -> Result<Resolved> {
+        watch::resolve_in_process(pid, target, access)
+    }
+
+    fn threads(&self, pids: &[u32]) -> usize {
+        arm::threads(pids).len()
+    }
+
+    fn fd_limit(&self) -> Option<u64> {
+        sys::raise_fd_limit().ok()
+    }
+
+    fn launch(&mut self, argv: &[String]) -> Result<Box<dyn Launch>> {
+        (self.launcher)(argv)
+    }
+
+    fn pick_symbols(&mut self, symbols: &SymbolRequest) -> Source {
+        self.search(symbols).pick()
+    }
+
+    fn fetch_vmlinux(
+        &mut self,
+        picked: Source,
+        why: Fetch,
+        symbols: &SymbolRequest,
+    ) -> Result<Source> {
+        let search = self.search(symbols);
+        match why {
+            Fetch::Dwarf => debuginfod::fetch_if_needed(search, picked, true, symbols.debuginfod),
+            Fetch::Symbol(name) => {
+                debuginfod::fetch_for_symbol(search, picked, &name, symbols.debuginfod)
+            }
+        }
+    }
+
+    fn open_symbol_files(
+        &mut self,
+        picked: &Source,
+        symbols: &SymbolRequest,
+    ) -> Result<FileSymbols> {
+        let search = self.search(symbols);
+        FileSymbols::open(picked.clone(), search, symbols.force, symbols.symbol_cache)
+    }
+
+    fn kallsyms(
+        &mut self,
+        symbols: &SymbolRequest,
+        cache: bool,
+    ) -> std::result::Result<(SymbolTable, Origin), ksymwatch_symbols::Error> {
+        symbols::running_kallsyms(&symbols.kallsyms, &symbols.notes, cache)
+    }
+
+    fn check_btf_for_live_watch(&self, btf: &Path) -> Result<()> {
+        typed::check_btf_for_live_watch(btf)
+    }
+
+    fn percpu_bases(
+        &self,
+        cpus: &[u32],
+    ) -> std::result::Result<(BTreeMap<u32, u64>, Offsets), String> {
+        let btf =
+            ksymwatch_symbols::btf::Btf::open(Path::new(ksymwatch_symbols::btf::Btf::VMLINUX))
+                .map_err(|e| format!("the running kernel's BTF: {e}"))?;
+        let at = Offsets::from_btf(&btf)?;
+        Ok((percpu::bases(cpus, at).map_err(|e| e.to_string())?, at))
+    }
+
+    fn tracefs_events(&self) -> Option<PathBuf> {
+        tracepoints::tracefs_events()
+    }
+
+    fn read_tracefs(&self, path: &Path) -> io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+}

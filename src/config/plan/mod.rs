@@ -1,0 +1,388 @@
+//! Planning a watch: a [`WatchRequest`] (the command line, plain) checked against itself and the machine
+//! ([`Host`]) and turned into a [`WatchPlan`], everything a watch needs, resolved, with each choice made
+//! once as a sum type: who it covers ([`Scope`]), how hits reach the tracer ([`Delivery`]), which writers
+//! it sees ([`Writers`]), whether values are read ([`Values`]), where kernel frames are named from
+//! ([`KernelSymbols`]). Opens no perf event and loads no BPF program; the command line arms the plan.
+//!
+//! Two steps, so that work the run needs anyway can start between them: [`decide`] reads the options
+//! alone (and whether BPF loads, and the privileges), [`Decided::into_plan`] loads symbols and types and resolves
+//! every target. [`plan`] is both.
+//!
+//! The one side effect a plan can have is launch mode's: the command is started, stopped at its exec, so
+//! its own symbols can be resolved; dropping the plan kills it before it ran any code of its own.
+//!
+//! Parts, one job each: `options` (the request's options against each other), `outputs` (the stream and
+//! reports), `kernel` (the kernel's symbols and types), `percpu` (per-CPU variables), `process` (the
+//! processes a watch covers and its targets there), `objects` (`--on`), `describe` (`--dry-run`),
+//! `machine` (the real [`Host`]).
+
+mod describe;
+pub mod host;
+mod kernel;
+mod machine;
+mod objects;
+mod options;
+mod outputs;
+mod percpu;
+mod process;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use ksymwatch_symbols::{Origin, SymbolTable};
+
+use crate::config::flight::{Flight, Trigger};
+use crate::config::request::WatchRequest;
+use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
+use crate::config::typed::Types;
+use crate::error::Result;
+use crate::model::condition::Condition;
+use crate::model::filter::Filter;
+use crate::model::watch::{Access, Watch};
+use crate::model::Limits;
+use crate::perf::arm;
+use crate::perf::bpf::percpu::Offsets;
+
+pub use host::{Host, Launch};
+pub use machine::{Launcher, Machine};
+pub use objects::ObjectPlan;
+pub use outputs::{FoldedTo, Outputs};
+pub use process::processes_watches;
+
+/// x86 has four debug registers per CPU; more watches than that can never be armed together.
+pub const MAX_WATCHES: usize = 4;
+
+/// Who a watch covers.
+pub enum Scope {
+    /// Every task on the watched CPUs.
+    System,
+    /// Every thread of these processes, and the threads they create.
+    Processes(Vec<u32>),
+    /// A command started for the watch, and every thread it starts.
+    Launched(Command),
+}
+
+/// Launch mode's command: its words, and once started, the process, stopped before its first instruction.
+pub struct Command {
+    pub argv: Vec<String>,
+    child: Option<Box<dyn Launch>>,
+    pid: u32,
+}
+
+impl Scope {
+    /// The one answer to "is this watch system-wide?".
+    pub fn system_wide(&self) -> bool {
+        matches!(self, Scope::System)
+    }
+
+    /// The watched processes: none for a system-wide watch.
+    pub fn pids(&self) -> Vec<u32> {
+        match self {
+            Scope::System => Vec::new(),
+            Scope::Processes(pids) => pids.clone(),
+            Scope::Launched(c) => vec![c.pid],
+        }
+    }
+
+    /// Who the breakpoints are opened for.
+    pub fn arming(&self) -> arm::Scope {
+        match self {
+            Scope::System => arm::Scope::System,
+            Scope::Processes(pids) => arm::Scope::Processes(pids.clone()),
+            Scope::Launched(c) => arm::Scope::Launched(c.pid),
+        }
+    }
+}
+
+/// How hits reach the tracer: decided once, from the scope, the options and whether BPF loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// One breakpoint per CPU and target whose BPF program keeps the hits (a process watch chooses its
+    /// processes in the kernel) and emits them into a BPF ring buffer.
+    HitProgram,
+    /// One breakpoint per CPU and target, hits as perf samples (a system-wide watch without BPF).
+    Samples,
+    /// One breakpoint per thread, CPU and target, hits as perf samples (a process watch without BPF, or
+    /// with `--per-thread` or `--remove-on-exec`, which the kernel applies per event).
+    PerThread {
+        /// `--remove-on-exec`: a thread that execs another program drops its events.
+        remove_on_exec: bool,
+    },
+}
+
+/// Which writers the events see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writers {
+    /// Kernel and user space.
+    All,
+    /// User space only (`exclude_kernel`): an unprivileged user's own process.
+    UserSpaceOnly,
+}
+
+/// Whether hits carry the value they stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Values {
+    /// Not read.
+    Unread,
+    /// Read at each hit (`--value`, or a `--dump-on` condition).
+    Read,
+    /// Read, and only hits it matches kept (`--if`).
+    If(Condition),
+}
+
+impl Values {
+    pub fn read(&self) -> bool {
+        !matches!(self, Values::Unread)
+    }
+
+    pub fn condition(&self) -> Option<&Condition> {
+        match self {
+            Values::If(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// The kernel's symbols a watch names frames (and a system-wide watch resolves its targets) with.
+pub enum KernelSymbols {
+    /// A vmlinux or System.map, which also resolves `--control` targets and gives source lines.
+    Files(Box<FileSymbols>),
+    /// The running kernel's kallsyms (possibly empty: a user who cannot see it, watching user space only).
+    Kallsyms(SymbolTable),
+    /// The running kernel's kallsyms, read when a kernel frame is first named: a watch of a process's
+    /// memory, which may never see one.
+    Lazy(LazyKallsyms),
+}
+
+impl KernelSymbols {
+    /// The table call chains are named from (read on first use for [`KernelSymbols::Lazy`]).
+    pub fn chains(&self) -> Result<KernelTable<'_>> {
+        match self {
+            KernelSymbols::Files(f) => f.chains().map(KernelTable::Loaded),
+            KernelSymbols::Kallsyms(t) => Ok(KernelTable::Loaded(t)),
+            KernelSymbols::Lazy(l) => Ok(KernelTable::Lazy(l)),
+        }
+    }
+
+    pub fn files(&self) -> Option<&FileSymbols> {
+        match self {
+            KernelSymbols::Files(f) => Some(f),
+            KernelSymbols::Kallsyms(_) | KernelSymbols::Lazy(_) => None,
+        }
+    }
+}
+
+/// The kernel side of a plan: its symbols, where they came from, and its types.
+pub struct Kernel {
+    pub symbols: KernelSymbols,
+    /// Whether the kallsyms came from the cache (unnamed kernel frames then get a hint).
+    pub origin: Origin,
+    /// The header's `# symbols:` text.
+    pub source_text: String,
+    pub types: Types,
+    /// A per-CPU variable is watched: how a CPU that comes online later finds its per-CPU base.
+    pub percpu: Option<Offsets>,
+}
+
+/// How the session runs, besides what it watches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Running {
+    pub limits: Limits,
+    /// The reader's SCHED_FIFO priority, if any.
+    pub realtime: Option<u8>,
+    /// A CPU that comes online and cannot be armed ends the run.
+    pub strict_hotplug: bool,
+    /// `--control`: where commands come from.
+    pub control: Option<PathBuf>,
+    /// `--buffer-pages`: every ring's size, instead of the defaults.
+    pub buffer_pages: Option<usize>,
+    /// `--lines`: file:line for kernel frames.
+    pub lines: bool,
+}
+
+/// The CPUs a watch arms now, and the ones it follows through hotplug.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cpus {
+    pub now: BTreeSet<u32>,
+    /// `None`: every CPU that comes online.
+    pub follow: Option<BTreeSet<u32>>,
+}
+
+/// A request decided on its options, before any symbol is loaded ([`decide`]).
+pub struct Decided {
+    options: options::Options,
+}
+
+impl Decided {
+    /// Resolves every target of the decided request (a launched command is started for it).
+    pub fn into_plan(self, host: &mut dyn Host) -> Result<WatchPlan> {
+        plan_of(self.options, host)
+    }
+
+    pub fn delivery(&self) -> Delivery {
+        self.options.delivery
+    }
+
+    pub fn scope(&self) -> &Scope {
+        &self.options.scope
+    }
+}
+
+/// Everything a watch needs, resolved and checked, before anything is armed.
+pub struct WatchPlan {
+    access: Access,
+    /// One per target, in the command line's order (with `--on`, its slots).
+    watches: Vec<Watch>,
+    cpus: Cpus,
+    scope: Scope,
+    delivery: Delivery,
+    writers: Writers,
+    filter: Filter,
+    values: Values,
+    flight: Option<Flight>,
+    kernel: Kernel,
+    objects: Option<ObjectPlan>,
+    outputs: Outputs,
+    running: Running,
+}
+
+/// Checks the request's options against each other and decides the scope and the delivery: nothing is
+/// loaded but whether BPF works, and nothing started.
+pub fn decide(request: WatchRequest, host: &mut dyn Host) -> Result<Decided> {
+    Ok(Decided {
+        options: options::Options::check(request, host)?,
+    })
+}
+
+fn plan_of(o: options::Options, host: &mut dyn Host) -> Result<WatchPlan> {
+    let mut kernel = kernel::KernelSide::load(&o, host)?;
+    let cpus = options::select_cpus(o.cpus.as_deref(), host)?;
+    if let (Scope::Processes(pids), Delivery::PerThread { .. }) = (&o.scope, o.delivery) {
+        process::check_fd_budget(host, pids, cpus.now.len(), kernel.targets.len())?;
+    }
+    let mut scope = o.scope;
+    let mut watches = process::resolve_watches(&mut scope, &mut kernel, o.access, host)?;
+    let objects = match &o.on {
+        Some(on) => {
+            let plan = objects::plan(on, &kernel, o.access, host)?;
+            watches = plan.slots();
+            Some(plan)
+        }
+        None => None,
+    };
+    if let (Some(cond), Some(text)) = (o.values.condition(), &o.condition_text) {
+        options::check_condition_widths("--if", text, cond, &watches)?;
+    }
+    for (text, trigger) in o
+        .dump_on
+        .iter()
+        .zip(o.flight.iter().flat_map(|f| &f.triggers))
+    {
+        if let Trigger::Hit(cond) = trigger {
+            options::check_condition_widths("--dump-on", text, cond, &watches)?;
+        }
+    }
+    Ok(WatchPlan {
+        access: o.access,
+        watches,
+        cpus,
+        scope,
+        delivery: o.delivery,
+        writers: o.writers,
+        filter: o.filter,
+        values: o.values,
+        flight: o.flight,
+        kernel: kernel.into_kernel(),
+        objects,
+        outputs: o.outputs,
+        running: o.running,
+    })
+}
+
+/// [`decide`], then [`Decided::into_plan`].
+pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
+    decide(request, host)?.into_plan(host)
+}
+
+impl WatchPlan {
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    pub fn watches(&self) -> &[Watch] {
+        &self.watches
+    }
+
+    pub fn cpus(&self) -> &Cpus {
+        &self.cpus
+    }
+
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    pub fn delivery(&self) -> Delivery {
+        self.delivery
+    }
+
+    pub fn writers(&self) -> Writers {
+        self.writers
+    }
+
+    pub fn filter(&self) -> &Filter {
+        &self.filter
+    }
+
+    pub fn values(&self) -> &Values {
+        &self.values
+    }
+
+    pub fn flight(&self) -> Option<&Flight> {
+        self.flight.as_ref()
+    }
+
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    pub fn objects(&self) -> Option<&ObjectPlan> {
+        self.objects.as_ref()
+    }
+
+    pub fn outputs(&self) -> &Outputs {
+        &self.outputs
+    }
+
+    pub fn running(&self) -> &Running {
+        &self.running
+    }
+
+    /// The launched command, taken over by whoever runs the watch (dropping it unreleased kills it).
+    pub fn take_command(&mut self) -> Option<Box<dyn Launch>> {
+        match &mut self.scope {
+            Scope::Launched(c) => c.child.take(),
+            _ => None,
+        }
+    }
+
+    /// `--dry-run`: what would be armed, one `#` line each, as the header says it.
+    pub fn describe(&self) -> String {
+        describe::describe(self)
+    }
+}
+
+/// BPF cannot be had here: `--value` and `--if` need it (exit 4, not permitted or not supported, since a
+/// plain watch still works).
+pub fn no_bpf(err: &std::io::Error) -> crate::error::Error {
+    crate::error::Error::not_permitted(format!(
+        "--value and --if read the value in the kernel with BPF, but {}; a watch without them works",
+        crate::perf::bpf::why_unavailable(err)
+    ))
+}
+
+/// `--control -`: stdin.
+fn is_stdin(path: Option<&Path>) -> bool {
+    path == Some(Path::new("-"))
+}

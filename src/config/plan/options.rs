@@ -1,0 +1,416 @@
+//! The request's options alone, checked against each other, and the choices they make: who the watch
+//! covers, how hits reach the tracer, which writers it sees, whether values are read. Nothing is read but
+//! the request and, through the host, whether BPF loads, the privileges, the `-p` processes and the CPUs.
+
+use crate::config::flight::{self, Flight};
+use crate::config::objects;
+use crate::config::request::{SymbolRequest, WatchRequest};
+use crate::config::tracepoints;
+use crate::config::typed;
+use crate::error::{Context, Error, ExitCode, Result};
+use crate::model::condition::{self, Condition};
+use crate::model::filter::Filter;
+use crate::model::target::{self, Target};
+use crate::model::watch::{Access, Watch};
+use crate::model::Limits;
+use crate::stderr;
+
+use super::host::Host;
+use super::outputs::{self, Outputs};
+use super::{
+    is_stdin, process, Command, Cpus, Delivery, Running, Scope, Values, Writers, MAX_WATCHES,
+};
+
+/// `--on` as requested: the source and the `$obj` target, with who may allocate.
+pub struct OnRequest {
+    pub source: objects::Source,
+    pub text: String,
+    pub rotate: bool,
+    /// `-p`: only objects these processes allocate (checked processes).
+    pub pids: Vec<u32>,
+    /// `--comm`: only objects tasks so named allocate.
+    pub comms: Vec<String>,
+}
+
+/// A request's options, checked, with the choices they make.
+pub struct Options {
+    pub access: Access,
+    pub scope: Scope,
+    pub delivery: Delivery,
+    pub writers: Writers,
+    pub filter: Filter,
+    pub values: Values,
+    pub flight: Option<Flight>,
+    /// The targets, parsed (none with `--on`, whose `$obj` target is resolved per object).
+    pub targets: Vec<Target>,
+    pub on: Option<OnRequest>,
+    pub cpus: Option<String>,
+    pub percpu_cpu: Option<u32>,
+    pub symbols: SymbolRequest,
+    pub outputs: Outputs,
+    pub running: Running,
+    /// `--if`'s and `--dump-on`'s text, for the messages that quote them.
+    pub condition_text: Option<String>,
+    pub dump_on: Vec<String>,
+}
+
+impl Options {
+    pub fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
+        let scope = scope(&r, host)?;
+        if let Some(pages) = r.buffer_pages {
+            if !pages.is_power_of_two() || pages > 1 << 16 {
+                return Err(Error::usage(format!(
+                    "--buffer-pages {pages} must be a power of two up to 65536 (e.g. 64, 128, 256)"
+                )));
+            }
+        }
+        let realtime = realtime(&r.realtime)?;
+        let mut filter = outputs::filter(&r.output)?;
+        // With --on, --comm chooses the allocating tasks (`objects`), not the hits.
+        if r.on.is_some() {
+            filter.comms.clear();
+        }
+        let outputs = Outputs::check(&r.output)?;
+        let condition = parse_condition(r.condition.as_deref())?;
+        let flight = parse_flight(&r, host)?;
+        // A hit trigger is evaluated on the value the kernel read at the trap.
+        let values = match condition {
+            Some(c) => Values::If(c),
+            None if r.value
+                || flight
+                    .as_ref()
+                    .is_some_and(|f| f.conditions().next().is_some()) =>
+            {
+                Values::Read
+            }
+            None => Values::Unread,
+        };
+        let on = on(&r, &scope, host)?;
+        // A `$obj` target is resolved per object (`objects`), not as a target of its own.
+        let targets = match on {
+            Some(_) => Vec::new(),
+            None => r
+                .targets
+                .iter()
+                .map(|t| target::parse(t).bad_input())
+                .collect::<Result<Vec<_>>>()?,
+        };
+        let system = scope.system_wide();
+        if r.remove_on_exec && system {
+            return Err(Error::usage(
+                "--remove-on-exec is for a process watch (-p PID or -- CMD): a system-wide watch is not tied to a program",
+            ));
+        }
+        if let (Some(cpu), false) = (r.percpu_cpu, system) {
+            return Err(Error::usage(format!(
+                "--percpu-cpu {cpu} chooses the copy of a kernel per-CPU variable a system-wide watch \
+                 watches, and -p/-- watch a process's own memory; drop --percpu-cpu or -p/--"
+            )));
+        }
+        if r.control.is_some() && targets.len() > 1 {
+            return Err(Error::usage(format!(
+                "--control moves one watch, but {} targets were given; give one TARGET",
+                targets.len()
+            )));
+        }
+        if is_stdin(r.control.as_deref()) && matches!(scope, Scope::Launched(_)) {
+            return Err(Error::usage(
+                "--control - reads stdin, which `-- CMD` leaves to the command; give a FIFO path instead",
+            ));
+        }
+        if targets.len() > MAX_WATCHES {
+            return Err(Error::usage(format!(
+                "{} targets given, but a CPU has only {MAX_WATCHES} debug registers; watch at most {MAX_WATCHES} at once",
+                targets.len()
+            )));
+        }
+        // Before any symbol is loaded or anything armed: without BPF, --value cannot work at all.
+        let tracepoints = flight
+            .as_ref()
+            .is_some_and(|f| f.tracepoints().next().is_some());
+        if values.read() || tracepoints {
+            host.bpf().map_err(|e| super::no_bpf(&e))?;
+        }
+        if r.per_thread && system {
+            return Err(Error::usage(
+                "--per-thread is for a process watch (-p PID or -- CMD): a system-wide watch has no threads to arm",
+            ));
+        }
+        let (writers, delivery) = delivery(&r, &scope, &values, host)?;
+        Ok(Options {
+            access: r.access,
+            scope,
+            delivery,
+            writers,
+            filter,
+            values,
+            flight,
+            targets,
+            on,
+            cpus: r.cpus,
+            percpu_cpu: r.percpu_cpu,
+            outputs,
+            running: Running {
+                limits: Limits {
+                    duration: r.duration,
+                    count: r.count,
+                },
+                realtime,
+                strict_hotplug: r.strict_hotplug,
+                control: r.control,
+                buffer_pages: r.buffer_pages,
+                lines: r.symbols.lines,
+            },
+            symbols: r.symbols,
+            condition_text: r.condition,
+            dump_on: r.dump_on,
+        })
+    }
+}
+
+/// Who the watch covers, from `-p` and `-- CMD` (with `--on`, `-p` chooses the allocating processes of a
+/// system-wide watch instead).
+fn scope(r: &WatchRequest, host: &dyn Host) -> Result<Scope> {
+    let pids = if r.on.is_some() { &[][..] } else { &r.pids[..] };
+    match (pids.is_empty(), &r.command) {
+        (true, None) => Ok(Scope::System),
+        (true, Some(argv)) if argv.is_empty() => Err(Error::usage(
+            "`--` must be followed by a command to run (`-- CMD ARGS`); leave `--` out for a \
+             system-wide watch",
+        )),
+        (true, Some(argv)) => Ok(Scope::Launched(Command {
+            argv: argv.clone(),
+            child: None,
+            pid: 0,
+        })),
+        (false, Some(argv)) if !argv.is_empty() => Err(Error::usage(
+            "-p watches a running process and `-- CMD` starts one: give one of them",
+        )),
+        (false, _) => Ok(Scope::Processes(process::processes_of(host, pids)?)),
+    }
+}
+
+/// Which writers the events see, and which path the hits take. Says so on stderr when this user may not
+/// see the kernel.
+fn delivery(
+    r: &WatchRequest,
+    scope: &Scope,
+    values: &Values,
+    host: &dyn Host,
+) -> Result<(Writers, Delivery)> {
+    // Where BPF can be used, every watch is one breakpoint per CPU whose program keeps the hits and emits
+    // them (the hit path): a dropped trap costs the writer little, and a process watch chooses its process
+    // in the kernel, so its cost depends on CPUs and targets, never on threads. Without BPF (or with
+    // --per-thread, or --remove-on-exec, which the kernel applies per event) hits are perf samples and a
+    // process watch gives each thread its own events.
+    // Without root or CAP_PERFMON, perf_event_paranoid 2 (the default) still lets a user watch their own
+    // process, from user space only: its events exclude the kernel, and the kernel's symbols (hidden from
+    // this user) are not needed.
+    let privilege = host.privilege();
+    let system = scope.system_wide();
+    let writers = if !system && !privilege.kernel_allowed() {
+        stderr::line(format_args!(
+            "ksymwatch: note: not privileged (uid {}, kernel.perf_event_paranoid is {}): watching user-space \
+             writers only; a kernel write into the process (read() into the variable) is not seen. Run as \
+             root or with CAP_PERFMON to see those",
+            privilege.euid,
+            privilege
+                .paranoid
+                .map_or("unreadable".to_string(), |p| p.to_string())
+        ));
+        Writers::UserSpaceOnly
+    } else {
+        Writers::All
+    };
+    let program = !r.per_thread && !r.remove_on_exec && (values.read() || host.bpf().is_ok());
+    let delivery = match (program, system) {
+        (true, _) => Delivery::HitProgram,
+        (false, true) => Delivery::Samples,
+        (false, false) => Delivery::PerThread {
+            remove_on_exec: r.remove_on_exec,
+        },
+    };
+    if system {
+        privilege.system_wide().map_err(Error::not_permitted)?;
+    }
+    Ok((writers, delivery))
+}
+
+/// `--on` and `--rotate` against the rest of the command line.
+fn on(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Result<Option<OnRequest>> {
+    let Some(on) = &r.on else {
+        if r.rotate {
+            return Err(Error::usage(
+                "--rotate chooses what happens to objects armed from --on when every register is busy; \
+                 add --on SOURCE, or drop --rotate",
+            ));
+        }
+        return Ok(None);
+    };
+    let source = objects::parse_source(on)?;
+    if !scope.system_wide() {
+        return Err(Error::usage(
+            "--on watches kernel objects system-wide and `-- CMD` starts a process to watch; to take only \
+             the objects a process allocates, start it first and give -p PID",
+        ));
+    }
+    if r.targets.len() != 1 {
+        return Err(Error::usage(format!(
+            "--on takes one TARGET, a field of each object ('(struct TYPE)$obj.FIELD'); {} were given",
+            r.targets.len()
+        )));
+    }
+    if r.control.is_some() {
+        return Err(Error::usage(
+            "--on moves its breakpoints to each new object itself; drop --control",
+        ));
+    }
+    Ok(Some(OnRequest {
+        source,
+        text: r.targets.first().cloned().unwrap_or_default(),
+        rotate: r.rotate,
+        pids: if r.pids.is_empty() {
+            Vec::new()
+        } else {
+            process::processes_of(host, &r.pids)?
+        },
+        comms: r
+            .output
+            .comms
+            .iter()
+            .map(|c| outputs::kernel_comm(c))
+            .collect(),
+    }))
+}
+
+/// The `--if` condition, parsed; a bad one is a usage error that points at the column.
+fn parse_condition(text: Option<&str>) -> Result<Option<Condition>> {
+    text.map(|t| condition::parse(t).map_err(|e| Error::usage(format!("--if '{t}': {e}"))))
+        .transpose()
+}
+
+/// `--realtime PRIO|off`: the reader's SCHED_FIFO priority, or none.
+fn realtime(text: &str) -> Result<Option<u8>> {
+    if text == "off" {
+        return Ok(None);
+    }
+    match text.parse::<u8>() {
+        Ok(p @ 1..=99) => Ok(Some(p)),
+        _ => Err(Error::usage(format!(
+            "--realtime {text} must be a priority from 1 to 99 or `off` (e.g. --realtime 1)"
+        ))),
+    }
+}
+
+/// `--last N` and its `--dump-on` triggers, checked against each other and the outputs.
+fn parse_flight(r: &WatchRequest, host: &dyn Host) -> Result<Option<Flight>> {
+    let last = match (r.last, r.dump_on.is_empty()) {
+        (None, true) => return Ok(None),
+        (None, false) => {
+            return Err(Error::usage(
+                "--dump-on prints the hits --last N keeps; add --last N (e.g. --last 100)",
+            ))
+        }
+        (Some(_), true) => {
+            return Err(Error::usage(
+                "--last N prints only when a trigger fires; add --dump-on TRIGGER (a condition, `signal` or \
+                 tracepoint:GROUP:NAME)",
+            ))
+        }
+        (Some(0), false) => {
+            return Err(Error::usage(
+                "--last 0 keeps no hit to print; give N of 1 or more",
+            ))
+        }
+        (Some(n), false) => n,
+    };
+    if r.output.quiet || r.output.folded_to_stdout() {
+        let flag = if r.output.quiet {
+            "--quiet"
+        } else {
+            "--folded"
+        };
+        return Err(Error::usage(format!(
+            "--last prints its hits in the stream, which {flag} turns off; drop {flag} (or use --folded=FILE)"
+        )));
+    }
+    // A tracepoint is found in the kernel's BTF (opened only when one is named), its group in tracefs
+    // where that is mounted.
+    let types = typed::Types::new(&r.symbols.btf);
+    let events = host.tracefs_events();
+    let check = |group: &str, name: &str| -> std::result::Result<Option<String>, String> {
+        let btf = types.tracepoint(name).map_err(|e| e.to_string())?;
+        tracepoints::find(group, name, btf, events.as_deref()).map(|e| e.group_note())
+    };
+    let mut triggers = Vec::new();
+    for t in &r.dump_on {
+        let (trigger, note) = flight::parse_trigger(t, &check)
+            .map_err(|e| Error::usage(format!("--dump-on '{t}': {e}")))?;
+        if let Some(note) = note {
+            stderr::line(format_args!("ksymwatch: note: --dump-on {trigger}: {note}"));
+        }
+        triggers.push(trigger);
+    }
+    Ok(Some(Flight { last, triggers }))
+}
+
+/// Every watch's length can hold the condition's constants.
+pub fn check_condition_widths(
+    flag: &str,
+    text: &str,
+    cond: &Condition,
+    watches: &[Watch],
+) -> Result<()> {
+    for w in watches {
+        cond.check_width(w.len).map_err(|e| {
+            Error::usage(format!(
+                "{flag} '{text}': {e} (`{}` is watched {} byte{} wide; give TARGET/LEN to watch more)",
+                w.label,
+                w.len,
+                if w.len == 1 { "" } else { "s" }
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// The CPUs to arm now and the set to follow through hotplug (`None`: every CPU that comes online).
+pub fn select_cpus(list: Option<&str>, host: &dyn Host) -> Result<Cpus> {
+    let online = host
+        .online_cpus()
+        .or_exit(ExitCode::Runtime, "cannot read the online CPU list")?;
+    let Some(list) = list else {
+        return Ok(Cpus {
+            now: online,
+            follow: None,
+        });
+    };
+    let wanted = crate::cpulist::parse(list)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            Error::usage(format!("--cpus `{list}` is not a CPU list; use e.g. 0-3,6"))
+        })?;
+    let possible = host.possible_cpus().unwrap_or_else(|| online.clone());
+    let format = crate::cpulist::format;
+    let absent: std::collections::BTreeSet<u32> = wanted.difference(&possible).copied().collect();
+    if !absent.is_empty() {
+        return Err(Error::usage(format!(
+            "--cpus: cpu {} does not exist on this machine (possible CPUs: {})",
+            format(&absent),
+            format(&possible)
+        )));
+    }
+    let offline: std::collections::BTreeSet<u32> = wanted.difference(&online).copied().collect();
+    if !offline.is_empty() {
+        return Err(Error::usage(format!(
+            "--cpus: cpu {} is offline (online: {}); bring it online with `echo 1 > /sys/devices/system/cpu/cpuN/online` \
+             or leave it out",
+            format(&offline),
+            format(&online)
+        )));
+    }
+    Ok(Cpus {
+        now: wanted.clone(),
+        follow: Some(wanted),
+    })
+}

@@ -1,0 +1,125 @@
+//! The request's output options checked against each other: the stream's format, where the stream and the
+//! end-of-session reports go ([`Outputs`]), and which hits are kept ([`Filter`]).
+
+use std::path::PathBuf;
+
+use crate::config::request::{Format, OutputRequest};
+use crate::error::{Error, Result};
+use crate::model::filter::{Filter, Place};
+use crate::stderr;
+
+/// `--folded`'s destination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FoldedTo {
+    Stdout,
+    File(PathBuf),
+}
+
+/// Where a watch's products go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outputs {
+    pub format: Format,
+    /// No per-hit stream, only the end-of-session report (`--quiet`, or `--folded` on stdout).
+    pub quiet: bool,
+    /// `-o FILE`; stdout otherwise.
+    pub stream_file: Option<PathBuf>,
+    /// How many call chains the text summary lists.
+    pub top: usize,
+    pub folded: Option<FoldedTo>,
+    pub flamegraph: Option<PathBuf>,
+    pub perfetto: Option<PathBuf>,
+    /// The live status line may be shown (not `--no-status`).
+    pub status: bool,
+    /// Keep the `--summary` counts.
+    pub tally: bool,
+}
+
+impl Outputs {
+    /// The outputs `r` asks for; two products on stdout are a usage error.
+    pub fn check(r: &OutputRequest) -> Result<Outputs> {
+        let format = stream_format(r)?;
+        let folded_to_stdout = r.folded_to_stdout();
+        if folded_to_stdout {
+            let flag = match (r.json, format) {
+                (true, _) => "--json".to_string(),
+                (false, f) => format!("--format {}", f.name()),
+            };
+            for (set, flag) in [
+                (format != Format::Text, flag.as_str()),
+                (r.summary, "--summary"),
+                (r.quiet, "--quiet"),
+            ] {
+                if set {
+                    return Err(Error::usage(format!(
+                        "--folded writes stdout, and so does {flag}; use --folded=FILE"
+                    )));
+                }
+            }
+        }
+        Ok(Outputs {
+            format,
+            quiet: r.quiet || folded_to_stdout,
+            stream_file: r.stream_file.clone(),
+            top: r.top,
+            folded: r.folded.as_ref().map(|p| match folded_to_stdout {
+                true => FoldedTo::Stdout,
+                false => FoldedTo::File(p.clone()),
+            }),
+            flamegraph: r.flamegraph.clone(),
+            perfetto: r.perfetto.clone(),
+            status: !r.no_status,
+            tally: r.summary || r.quiet,
+        })
+    }
+}
+
+/// The stream's format: `--format`, or `--json` (which is `--format json`); the two disagreeing is a usage
+/// error.
+fn stream_format(r: &OutputRequest) -> Result<Format> {
+    match (r.json, r.format) {
+        (true, Some(f)) if f != Format::Json => Err(Error::usage(format!(
+            "--json is --format json, and --format {} was given too; give one of them",
+            f.name()
+        ))),
+        (true, _) => Ok(Format::Json),
+        (false, f) => Ok(f.unwrap_or(Format::Text)),
+    }
+}
+
+/// The hits `r` keeps; a contradiction is a usage error.
+pub fn filter(r: &OutputRequest) -> Result<Filter> {
+    let place = match (r.kernel_only, r.user_only) {
+        (true, true) => {
+            return Err(Error::usage(
+                "--kernel-only and --user-only exclude each other; give one",
+            ))
+        }
+        (true, false) => Place::Kernel,
+        (false, true) => Place::User,
+        (false, false) => Place::Anywhere,
+    };
+    Ok(Filter {
+        comms: r.comms.iter().map(|c| kernel_comm(c)).collect(),
+        tids: r.tids.clone(),
+        exclude_idle: r.exclude_idle,
+        place,
+    })
+}
+
+/// The kernel keeps the first 15 bytes of a task's name (TASK_COMM_LEN 16 with its NUL): a longer `--comm`
+/// could never match, so it is matched on those 15 (cut at a character boundary), and a note says so.
+pub fn kernel_comm(name: &str) -> String {
+    const KEPT: usize = 15;
+    if name.len() <= KEPT || name.starts_with('<') {
+        return name.to_string();
+    }
+    let cut = (0..=KEPT)
+        .rev()
+        .find(|&i| name.is_char_boundary(i))
+        .unwrap_or(0);
+    let kept = &name[..cut];
+    stderr::line(format_args!(
+        "ksymwatch: note: --comm {name}: the kernel keeps only the first 15 bytes of a task's name; matching `{kept}`"
+    ));
+    kept.to_string()
+}

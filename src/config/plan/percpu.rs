@@ -1,0 +1,147 @@
+//! Per-CPU variables: a target on one has a copy per CPU and none at its symbol's address, so it is moved
+//! onto one CPU's copy (`--percpu-cpu N`'s, else the lowest online CPU's) to resolve like a cast on an
+//! address, and the plan keeps where every CPU's copy is. The per-CPU bases come from the kernel, through
+//! the host; a kernel that cannot give them is exit 4 with the way to watch one copy by hand.
+
+use std::collections::BTreeMap;
+
+use ksymwatch_symbols::SymbolTable;
+
+use crate::config::typed::{self, Types};
+use crate::cpulist;
+use crate::error::{Error, Result};
+use crate::model::target::{Base, Target};
+use crate::model::watch::PerCpu;
+use crate::perf::bpf::percpu::Offsets;
+
+use super::host::Host;
+
+/// A target on a per-CPU variable: the base of the CPU whose copy stood in for it while resolving, and the
+/// copies (their `offset` is filled in once the member is resolved).
+#[derive(Debug, Clone)]
+pub struct PerCpuTarget {
+    pub base: u64,
+    pub copies: PerCpu,
+}
+
+/// [`targets`]' answer: the targets, the per-CPU copies of each, and how the bases were found.
+pub type PerCpuTargets = (Vec<Target>, Vec<Option<PerCpuTarget>>, Option<Offsets>);
+
+/// The targets with each one on a per-CPU variable moved onto one CPU's copy, and for those, where every
+/// online CPU's copy is.
+///
+/// Named with a member path (`runqueues.nr_running`), a per-CPU variable is recognized from BTF before any
+/// symbol is loaded. A bare name (`cpu_number`) is looked up in BTF only once `table` (the kallsyms
+/// table) has no such symbol: loading the kernel's BTF for every plain `jiffies` would cost every start-up
+/// milliseconds.
+pub fn targets(
+    types: &Types,
+    targets: Vec<Target>,
+    copy: Option<u32>,
+    table: Option<&SymbolTable>,
+    host: &dyn Host,
+) -> Result<PerCpuTargets> {
+    let mut found: Option<(BTreeMap<u32, u64>, Offsets)> = None;
+    let mut moved = Vec::with_capacity(targets.len());
+    let mut percpu = Vec::with_capacity(targets.len());
+    for t in targets {
+        let plain_unknown = |name: &str| table.is_some_and(|tb| tb.by_name(name).next().is_none());
+        let candidate = match (&t.base, table) {
+            (_, None) => !t.path.is_empty(),
+            (Base::Symbol { name, .. }, Some(_)) => t.path.is_empty() && plain_unknown(name),
+            _ => false,
+        };
+        let Some(v) = candidate
+            .then(|| typed::percpu_variable(types, &t))
+            .flatten()
+        else {
+            moved.push(t);
+            percpu.push(None);
+            continue;
+        };
+        let (bases, _) = match &mut found {
+            Some(f) => f,
+            None => found.insert(bases(&t, &v, host)?),
+        };
+        let cpu = copy.unwrap_or_else(|| bases.keys().next().copied().unwrap_or(0));
+        let Some(&base) = bases.get(&cpu) else {
+            return Err(Error::usage(format!(
+                "--percpu-cpu {cpu}: cpu{cpu} is not online, so its copy of `{}` cannot be placed; online: {}",
+                v.name,
+                cpulist::format(&bases.keys().copied().collect())
+            )));
+        };
+        moved.push(v.copy_target(&t, base.wrapping_add(v.offset_in_section)));
+        percpu.push(Some(PerCpuTarget {
+            base,
+            copies: PerCpu {
+                offset: 0,
+                bases: bases.clone(),
+                copy,
+            },
+        }));
+    }
+    Ok((moved, percpu, found.map(|(_, at)| at)))
+}
+
+/// [`targets`] again once the kallsyms `table` is loaded, for per-CPU variables named bare: the targets it
+/// moves, and the copies and bases it finds added to `percpu` and `offsets`.
+pub fn by_name(
+    types: &Types,
+    targets: Vec<Target>,
+    copy: Option<u32>,
+    table: &SymbolTable,
+    percpu: &mut [Option<PerCpuTarget>],
+    offsets: &mut Option<Offsets>,
+    host: &dyn Host,
+) -> Result<Vec<Target>> {
+    let (moved, plain, at) = self::targets(types, targets, copy, Some(table), host)?;
+    for (p, found) in percpu.iter_mut().zip(plain) {
+        if found.is_some() {
+            *p = found;
+        }
+    }
+    *offsets = offsets.take().or(at);
+    Ok(moved)
+}
+
+/// `--percpu-cpu` chooses a per-CPU variable's copy: an error naming the fix when no target is one.
+pub fn copy_needs_percpu(copy: Option<u32>, percpu: &[Option<PerCpuTarget>]) -> Result<()> {
+    if let (Some(cpu), true) = (copy, percpu.iter().all(Option::is_none)) {
+        return Err(Error::usage(format!(
+            "--percpu-cpu {cpu} chooses which CPU's copy of a per-CPU variable to watch, and no target \
+             is one; drop --percpu-cpu"
+        )));
+    }
+    Ok(())
+}
+
+/// Every online CPU's per-CPU base; exit 4 with the reason and the way to watch one copy by hand when the
+/// kernel cannot answer for all of them.
+fn bases(
+    target: &Target,
+    v: &typed::PerCpuVariable,
+    host: &dyn Host,
+) -> Result<(BTreeMap<u32, u64>, Offsets)> {
+    let cpus: Vec<u32> = host
+        .online_cpus()
+        .map(|c| c.into_iter().collect())
+        .unwrap_or_default();
+    let missing = |b: &BTreeMap<u32, u64>| cpus.iter().copied().find(|c| !b.contains_key(c));
+    let reason = match host.percpu_bases(&cpus) {
+        Ok((b, at)) => match missing(&b) {
+            None => return Ok((b, at)),
+            Some(cpu) => format!("cpu{cpu}'s per-CPU base could not be read"),
+        },
+        Err(e) => e,
+    };
+    Err(Error::not_permitted(format!(
+        "`{}`: `{}` is a per-CPU variable, and the per-CPU bases cannot be had here ({reason}); watch one \
+         CPU's copy by its address: '({})0xADDR{}' (that CPU's per-CPU base plus 0x{:x})",
+        target.text,
+        v.name,
+        v.cast,
+        v.path_text(),
+        v.offset_in_section
+    )))
+}

@@ -1,0 +1,206 @@
+//! The processes a watch covers and its targets there: `-p`'s pids checked (a thread stands for its
+//! process), each target resolved in every process (one address in all of them), a launched command
+//! started and its targets resolved once its libraries are mapped, and the per-thread path's descriptor
+//! budget. Every target is then moved onto its member by its type, per-CPU copies placed.
+
+use crate::config::typed;
+use crate::config::watch::{self, Resolved};
+use crate::error::{Error, Result};
+use crate::model::target::{Base, Target};
+use crate::model::watch::{Access, PerCpu, Watch};
+use crate::stderr;
+
+use super::host::Host;
+use super::kernel::KernelSide;
+use super::Scope;
+
+/// The processes `-p` names, each once: a thread id that is not its process's leader stands for its
+/// process (said on stderr), since a watch covers every thread of a process.
+pub fn processes_of(host: &dyn Host, pids: &[u32]) -> Result<Vec<u32>> {
+    let mut out: Vec<u32> = Vec::new();
+    for &pid in pids {
+        let task = (pid != 0)
+            .then(|| host.task(pid))
+            .flatten()
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "-p {pid}: no such process; give the pid of a running process (pgrep NAME)"
+                ))
+            })?;
+        if task.tgid != pid {
+            stderr::line(format_args!(
+                "ksymwatch: -p {pid} is a thread of process {} ({}): watching every thread of process {}",
+                task.tgid, task.name, task.tgid
+            ));
+        }
+        if !out.contains(&task.tgid) {
+            out.push(task.tgid);
+        }
+    }
+    Ok(out)
+}
+
+/// Who the watch covers, and each target resolved there (a launched command is started for it), moved
+/// onto its member by its type.
+pub fn resolve_watches(
+    scope: &mut Scope,
+    kernel: &mut KernelSide,
+    access: Access,
+    host: &mut dyn Host,
+) -> Result<Vec<Watch>> {
+    let resolved = match scope {
+        Scope::System => std::mem::take(&mut kernel.resolved),
+        Scope::Processes(pids) => processes_watches(&*host, pids, &kernel.bases, access)?,
+        Scope::Launched(command) => {
+            // The command starts now, stopped at its exec, so its own symbols can be resolved.
+            let mut child = host.launch(&command.argv)?;
+            command.pid = child.pid();
+            let resolved = launch_watches(&mut *child, &kernel.bases, access, &*host);
+            command.child = Some(child);
+            resolved?
+        }
+    };
+    let resolved = kernel
+        .targets
+        .iter()
+        .zip(resolved)
+        .map(|(t, r)| typed::apply(&kernel.types, t, r, access))
+        .collect::<Result<Vec<_>>>()?;
+    let mut watches: Vec<Watch> = Vec::new();
+    for ((r, t), p) in resolved
+        .into_iter()
+        .zip(&kernel.targets)
+        .zip(&kernel.percpu)
+    {
+        for w in &r.warnings {
+            stderr::line(format_args!("ksymwatch: warning: {w}"));
+        }
+        let mut watch = r.watch;
+        if let Some(p) = p {
+            // Hits are named after the variable, not the stand-in copy's address.
+            watch.label = t.text.split('/').next().unwrap_or(&t.text).to_string();
+            watch.per_cpu = Some(PerCpu {
+                offset: watch.addr.wrapping_sub(p.base),
+                ..p.copies.clone()
+            });
+        }
+        watches.push(watch);
+    }
+    Ok(watches)
+}
+
+/// Resolves `targets` in process `pid`'s own address space.
+fn process_watches(
+    host: &dyn Host,
+    pid: u32,
+    targets: &[Target],
+    access: Access,
+) -> Result<Vec<Resolved>> {
+    let empty = ksymwatch_symbols::SymbolTable::default();
+    targets
+        .iter()
+        .map(|t| match t.base {
+            Base::Address(_) => watch::resolve(t, access, &empty),
+            Base::Symbol { .. } => host.resolve_in_process(pid, t, access),
+        })
+        .collect()
+}
+
+/// Resolves `targets` in every process of a `-p` watch. A watch has one address in every process it
+/// covers, so each symbol must resolve to the same address in all of them: two runs of a PIE, or a library
+/// under ASLR, usually do not, and arming the first process's address in the others would silently watch
+/// some other byte there. A process that has exited meanwhile (a `--control` move late in a run) is skipped.
+pub fn processes_watches(
+    host: &dyn Host,
+    pids: &[u32],
+    targets: &[Target],
+    access: Access,
+) -> Result<Vec<Resolved>> {
+    let mut first: Option<(u32, Vec<Resolved>)> = None;
+    let mut gone = None;
+    for &pid in pids {
+        let resolved = match process_watches(host, pid, targets, access) {
+            Ok(r) => r,
+            Err(e) if !host.process_exists(pid) => {
+                gone.get_or_insert(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let Some((p0, r0)) = &first else {
+            first = Some((pid, resolved));
+            continue;
+        };
+        for (t, (a, b)) in targets.iter().zip(r0.iter().zip(&resolved)) {
+            if (a.watch.addr, a.watch.len) != (b.watch.addr, b.watch.len) {
+                return Err(Error::usage(format!(
+                    "`{}` is at 0x{:x}/{} in pid {p0} but at 0x{:x}/{} in pid {pid} (each loaded at its own \
+                     address); one watch has one address in every process: watch them in separate runs, or \
+                     start them with address randomization off (setarch -R)",
+                    t.text, a.watch.addr, a.watch.len, b.watch.addr, b.watch.len
+                )));
+            }
+        }
+    }
+    match (first, gone) {
+        (Some((_, r)), _) => Ok(r),
+        (None, Some(e)) => Err(e),
+        (None, None) => Err(Error::usage("no process to resolve the target in")),
+    }
+}
+
+/// Descriptors kept free for everything else a session opens (epoll, signalfd, files, /proc reads).
+const FD_RESERVE: u64 = 64;
+
+/// A watch of running processes on the per-thread path takes one descriptor per thread, CPU and target (an
+/// inherited event cannot be mapped per thread, so each thread's event is bound to each CPU and joins that
+/// CPU's ring). Checked before anything is opened, so a process too big for this limit fails with a way out
+/// instead of EMFILE half-way through its threads.
+pub fn check_fd_budget(host: &dyn Host, pids: &[u32], cpus: usize, targets: usize) -> Result<()> {
+    let Some(limit) = host.fd_limit() else {
+        return Ok(());
+    };
+    let threads = host.threads(pids);
+    let need = (threads * cpus * targets) as u64;
+    if need + FD_RESERVE <= limit {
+        return Ok(());
+    }
+    Err(Error::arm(format!(
+        "watching {threads} threads on {cpus} CPUs one breakpoint per thread takes {need} file descriptors (one \
+         per thread, CPU and target), over this process's limit of {limit}; raise the hard limit (ulimit -Hn), \
+         watch without --per-thread/--remove-on-exec where BPF can be loaded (one breakpoint per CPU), or start \
+         the program under ksymwatch (`ksymwatch write TARGET -- CMD`), where every thread inherits {} events",
+        cpus * targets
+    )))
+}
+
+/// Resolves `targets` in a launched command stopped at its exec. A library's symbol (`LIB:SYM`) is resolved
+/// once ld.so has mapped the library: the command is run to its program's entry point (one stop, before
+/// any code of the program's own). A library still not mapped there is loaded later (dlopen) or never,
+/// and is refused (exit 2) with the command killed before its code ran.
+fn launch_watches(
+    child: &mut dyn super::Launch,
+    targets: &[Target],
+    access: Access,
+    host: &dyn Host,
+) -> Result<Vec<Resolved>> {
+    match process_watches(host, child.pid(), targets, access) {
+        Err(e) if watch::is_not_mapped_yet(&e) => {}
+        other => return other,
+    }
+    if !child.run_to_entry()? {
+        return Err(Error::usage(
+            "the command ended before its program started, so the library holding the target was never mapped",
+        ));
+    }
+    process_watches(host, child.pid(), targets, access).map_err(|e| {
+        if watch::is_not_mapped_yet(&e) {
+            Error::usage(format!(
+                "{e}; that library is not loaded when the command starts (loaded later with dlopen, or not at \
+                 all): start the command, then watch it with -p PID once the library is loaded; nothing ran"
+            ))
+        } else {
+            e
+        }
+    })
+}

@@ -1,0 +1,646 @@
+//! Planning decisions on a made-up machine: which path hits take, who a watch covers, which writers it
+//! sees, per-CPU copies, launch against attach, and the refusals that are the user's to fix.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use ksymwatch_symbols::{Origin, Source, SymbolTable};
+
+use super::host::{Fetch, Task};
+use super::*;
+use crate::config::request::{OutputRequest, SymbolRequest};
+use crate::config::watch::Resolved;
+use crate::error::{Error, ExitCode};
+use crate::model::target::{Base, Target};
+use crate::perf::privilege::Privilege;
+
+const KALLSYMS: &str = "\
+ffffffff81000000 T _text
+ffffffff81000100 T do_work
+ffffffff82000000 D jiffies
+ffffffff82000040 D other
+";
+
+/// The command a launch-mode plan started, as the tests see it.
+struct Child {
+    pid: u32,
+    ran_to_entry: Rc<RefCell<bool>>,
+}
+
+impl Launch for Child {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+    fn run_to_entry(&mut self) -> crate::error::Result<bool> {
+        *self.ran_to_entry.borrow_mut() = true;
+        Ok(true)
+    }
+    fn release(&mut self) -> crate::error::Result<()> {
+        Ok(())
+    }
+    fn status(&mut self) -> Option<i32> {
+        None
+    }
+}
+
+/// A machine: 2 CPUs, root, BPF unless told otherwise, a few tasks, one process-wide symbol `counter`.
+struct Machine {
+    bpf: bool,
+    privilege: Privilege,
+    online: BTreeSet<u32>,
+    /// Task id -> its process.
+    tasks: BTreeMap<u32, u32>,
+    /// Where `counter` is in each process.
+    counter_at: BTreeMap<u32, u64>,
+    threads: usize,
+    fd_limit: Option<u64>,
+    launched: Rc<RefCell<Vec<Vec<String>>>>,
+    ran_to_entry: Rc<RefCell<bool>>,
+    kallsyms_loads: Rc<RefCell<usize>>,
+}
+
+impl Machine {
+    fn new() -> Machine {
+        Machine {
+            bpf: true,
+            privilege: Privilege {
+                euid: 0,
+                cap_perfmon: true,
+                cap_sys_admin: true,
+                paranoid: Some(2),
+                initial_user_ns: true,
+            },
+            online: [0, 1].into(),
+            tasks: [(100, 100), (101, 100), (200, 200)].into(),
+            counter_at: [(100, 0x5000), (200, 0x5000), (4242, 0x6000)].into(),
+            threads: 3,
+            fd_limit: Some(1024),
+            launched: Rc::default(),
+            ran_to_entry: Rc::default(),
+            kallsyms_loads: Rc::default(),
+        }
+    }
+
+    fn without_bpf() -> Machine {
+        Machine {
+            bpf: false,
+            ..Machine::new()
+        }
+    }
+
+    /// A user without CAP_PERFMON at perf_event_paranoid 2.
+    fn unprivileged() -> Machine {
+        Machine {
+            privilege: Privilege {
+                euid: 1000,
+                cap_perfmon: false,
+                cap_sys_admin: false,
+                paranoid: Some(2),
+                initial_user_ns: true,
+            },
+            ..Machine::new()
+        }
+    }
+}
+
+impl Host for Machine {
+    fn bpf(&self) -> io::Result<()> {
+        match self.bpf {
+            true => Ok(()),
+            false => Err(io::Error::from_raw_os_error(libc::EPERM)),
+        }
+    }
+    fn privilege(&self) -> Privilege {
+        self.privilege.clone()
+    }
+    fn online_cpus(&self) -> io::Result<BTreeSet<u32>> {
+        Ok(self.online.clone())
+    }
+    fn possible_cpus(&self) -> Option<BTreeSet<u32>> {
+        Some([0, 1, 2, 3].into())
+    }
+    fn task(&self, pid: u32) -> Option<Task> {
+        self.tasks.get(&pid).map(|&tgid| Task {
+            tgid,
+            name: "app".into(),
+        })
+    }
+    fn process_exists(&self, pid: u32) -> bool {
+        self.tasks.values().any(|&p| p == pid)
+    }
+    fn resolve_in_process(
+        &self,
+        pid: u32,
+        target: &Target,
+        access: Access,
+    ) -> crate::error::Result<Resolved> {
+        let addr = match &target.base {
+            Base::Symbol { name, .. } if name == "counter" => self.counter_at.get(&pid).copied(),
+            _ => None,
+        }
+        .ok_or_else(|| Error::usage(format!("`{}` is not in process {pid}", target.text)))?;
+        Ok(Resolved {
+            watch: Watch {
+                label: target.text.clone(),
+                addr,
+                len: target.len.unwrap_or(4),
+                access,
+                module: None,
+                per_cpu: None,
+            },
+            warnings: Vec::new(),
+        })
+    }
+    fn threads(&self, _pids: &[u32]) -> usize {
+        self.threads
+    }
+    fn fd_limit(&self) -> Option<u64> {
+        self.fd_limit
+    }
+    fn launch(&mut self, argv: &[String]) -> crate::error::Result<Box<dyn Launch>> {
+        self.launched.borrow_mut().push(argv.to_vec());
+        Ok(Box::new(Child {
+            pid: 4242,
+            ran_to_entry: Rc::clone(&self.ran_to_entry),
+        }))
+    }
+    fn pick_symbols(&mut self, symbols: &SymbolRequest) -> Source {
+        Source::Kallsyms(symbols.kallsyms.clone())
+    }
+    fn fetch_vmlinux(
+        &mut self,
+        picked: Source,
+        _why: Fetch,
+        _symbols: &SymbolRequest,
+    ) -> crate::error::Result<Source> {
+        Ok(picked)
+    }
+    fn open_symbol_files(
+        &mut self,
+        picked: &Source,
+        _symbols: &SymbolRequest,
+    ) -> crate::error::Result<FileSymbols> {
+        Err(Error::usage(format!("no {picked} here")))
+    }
+    fn kallsyms(
+        &mut self,
+        symbols: &SymbolRequest,
+        _cache: bool,
+    ) -> std::result::Result<(SymbolTable, Origin), ksymwatch_symbols::Error> {
+        *self.kallsyms_loads.borrow_mut() += 1;
+        let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &symbols.kallsyms)?;
+        Ok((table, Origin::Parsed))
+    }
+    fn check_btf_for_live_watch(&self, _btf: &Path) -> crate::error::Result<()> {
+        Ok(())
+    }
+    fn percpu_bases(
+        &self,
+        _cpus: &[u32],
+    ) -> std::result::Result<(BTreeMap<u32, u64>, Offsets), String> {
+        Err("no per-CPU bases on this made-up machine".into())
+    }
+    fn tracefs_events(&self) -> Option<PathBuf> {
+        None
+    }
+    fn read_tracefs(&self, path: &Path) -> io::Result<String> {
+        Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            path.display().to_string(),
+        ))
+    }
+}
+
+/// `write TARGETS` with every option at its default.
+fn request(targets: &[&str]) -> WatchRequest {
+    WatchRequest {
+        access: Access::Write,
+        targets: targets.iter().map(|t| t.to_string()).collect(),
+        pids: Vec::new(),
+        command: None,
+        cpus: None,
+        on: None,
+        rotate: false,
+        percpu_cpu: None,
+        buffer_pages: None,
+        realtime: "1".into(),
+        strict_hotplug: false,
+        control: None,
+        remove_on_exec: false,
+        per_thread: false,
+        value: false,
+        condition: None,
+        last: None,
+        dump_on: Vec::new(),
+        duration: None,
+        count: None,
+        symbols: SymbolRequest {
+            kallsyms: "/made-up/kallsyms".into(),
+            vmlinux: None,
+            system_map: None,
+            notes: "/made-up/notes".into(),
+            btf: "/made-up/btf".into(),
+            debuginfod: Default::default(),
+            force: false,
+            lines: false,
+            symbol_cache: false,
+        },
+        output: OutputRequest {
+            top: 20,
+            ..OutputRequest::default()
+        },
+    }
+}
+
+fn pids(mut r: WatchRequest, pids: &[u32]) -> WatchRequest {
+    r.pids = pids.to_vec();
+    r
+}
+
+fn planned(r: WatchRequest, host: &mut Machine) -> WatchPlan {
+    match plan(r, host) {
+        Ok(p) => p,
+        Err(e) => panic!("refused: {e}"),
+    }
+}
+
+fn refused(r: WatchRequest, host: &mut Machine) -> Error {
+    match plan(r, host) {
+        Ok(p) => panic!("planned: {}", p.describe()),
+        Err(e) => e,
+    }
+}
+
+/// Where BPF loads, every watch takes the hit program; without it, a system-wide watch takes perf samples
+/// and a process watch one breakpoint per thread.
+#[test]
+fn the_delivery_follows_bpf_and_the_scope() {
+    let p = planned(request(&["jiffies"]), &mut Machine::new());
+    assert_eq!(p.delivery(), Delivery::HitProgram);
+    assert!(p.scope().system_wide());
+    let p = planned(request(&["jiffies"]), &mut Machine::without_bpf());
+    assert_eq!(p.delivery(), Delivery::Samples);
+    let p = planned(
+        pids(request(&["counter"]), &[100]),
+        &mut Machine::without_bpf(),
+    );
+    assert_eq!(
+        p.delivery(),
+        Delivery::PerThread {
+            remove_on_exec: false
+        }
+    );
+    assert!(p
+        .describe()
+        .contains("# path: one breakpoint per thread, CPU and target"));
+}
+
+/// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads.
+#[test]
+fn per_thread_options_choose_the_per_thread_path() {
+    let mut r = pids(request(&["counter"]), &[100]);
+    r.per_thread = true;
+    let p = planned(r, &mut Machine::new());
+    assert_eq!(
+        p.delivery(),
+        Delivery::PerThread {
+            remove_on_exec: false
+        }
+    );
+    let mut r = pids(request(&["counter"]), &[100]);
+    r.remove_on_exec = true;
+    let p = planned(r, &mut Machine::new());
+    assert_eq!(
+        p.delivery(),
+        Delivery::PerThread {
+            remove_on_exec: true
+        }
+    );
+}
+
+/// `--value` without BPF cannot work at all: exit 4 before any symbol is loaded.
+#[test]
+fn values_without_bpf_are_refused_before_loading_symbols() {
+    let mut r = request(&["jiffies"]);
+    r.value = true;
+    let mut machine = Machine::without_bpf();
+    let e = refused(r, &mut machine);
+    assert_eq!(e.code, ExitCode::NotPermitted);
+    assert!(
+        e.to_string().starts_with("--value and --if read the value"),
+        "{e}"
+    );
+    assert_eq!(*machine.kallsyms_loads.borrow(), 0);
+    let mut r = request(&["jiffies"]);
+    r.condition = Some("value == 3".into());
+    let p = planned(r, &mut Machine::new());
+    assert!(matches!(p.values(), Values::If(_)));
+    assert!(
+        p.describe().contains("# if: value == 3"),
+        "{}",
+        p.describe()
+    );
+}
+
+/// `-p` names processes: a thread stands for its process, each process once; the target is resolved in
+/// every one of them.
+#[test]
+fn a_thread_stands_for_its_process() {
+    let p = planned(
+        pids(request(&["counter"]), &[101, 100]),
+        &mut Machine::new(),
+    );
+    assert!(matches!(p.scope(), Scope::Processes(pids) if pids == &[100]));
+    assert!(!p.scope().system_wide());
+    assert_eq!(p.watches()[0].addr, 0x5000);
+    let p = planned(
+        pids(request(&["counter"]), &[100, 200]),
+        &mut Machine::new(),
+    );
+    assert_eq!(p.scope().pids(), [100, 200]);
+}
+
+/// A symbol at different addresses in two processes cannot be one watch.
+#[test]
+fn processes_must_agree_on_the_address() {
+    let mut machine = Machine::new();
+    machine.counter_at.insert(200, 0x7000);
+    let e = refused(pids(request(&["counter"]), &[100, 200]), &mut machine);
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(
+        e.to_string()
+            .contains("is at 0x5000/4 in pid 100 but at 0x7000/4 in pid 200"),
+        "{e}"
+    );
+}
+
+/// `-- CMD` starts the command (and nothing is started for `-p`), resolves the target in it, and the
+/// plan holds it until the run takes it over.
+#[test]
+fn launch_starts_the_command_and_attach_does_not() {
+    let mut machine = Machine::new();
+    let mut r = request(&["counter"]);
+    r.command = Some(vec!["./app".into(), "-v".into()]);
+    let mut p = planned(r, &mut machine);
+    assert_eq!(
+        *machine.launched.borrow(),
+        [vec!["./app".to_string(), "-v".into()]]
+    );
+    assert!(matches!(p.scope(), Scope::Launched(c) if c.argv == ["./app", "-v"]));
+    assert_eq!(p.scope().pids(), [4242]);
+    assert_eq!(p.watches()[0].addr, 0x6000);
+    assert!(matches!(p.scope().arming(), arm::Scope::Launched(4242)));
+    assert!(p.take_command().is_some_and(|c| c.pid() == 4242));
+    assert!(p.take_command().is_none());
+
+    let mut machine = Machine::new();
+    planned(pids(request(&["counter"]), &[100]), &mut machine);
+    assert!(machine.launched.borrow().is_empty());
+}
+
+/// A bare `--`, and `-p` with `-- CMD`, are the user's to fix; a missing process too.
+#[test]
+fn who_to_watch_must_be_said_once() {
+    let mut r = request(&["counter"]);
+    r.command = Some(Vec::new());
+    let e = refused(r, &mut Machine::new());
+    assert!(
+        e.to_string()
+            .starts_with("`--` must be followed by a command"),
+        "{e}"
+    );
+    let mut r = pids(request(&["counter"]), &[100]);
+    r.command = Some(vec!["./app".into()]);
+    let e = refused(r, &mut Machine::new());
+    assert!(
+        e.to_string().starts_with("-p watches a running process"),
+        "{e}"
+    );
+    let e = refused(pids(request(&["counter"]), &[999]), &mut Machine::new());
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(e.to_string().starts_with("-p 999: no such process"), "{e}");
+}
+
+/// Without CAP_PERFMON, a process watch sees user-space writers only (and needs no kernel symbols it
+/// cannot read); a system-wide watch is refused with exit 4.
+#[test]
+fn an_unprivileged_user_watches_user_space_of_own_processes() {
+    let p = planned(
+        pids(request(&["counter"]), &[100]),
+        &mut Machine::unprivileged(),
+    );
+    assert_eq!(p.writers(), Writers::UserSpaceOnly);
+    assert!(p.describe().contains("# user-space writers only"));
+    let p = planned(pids(request(&["counter"]), &[100]), &mut Machine::new());
+    assert_eq!(p.writers(), Writers::All);
+    let e = refused(request(&["jiffies"]), &mut Machine::unprivileged());
+    assert_eq!(e.code, ExitCode::NotPermitted);
+    assert!(
+        e.to_string()
+            .starts_with("system-wide breakpoints need root or CAP_PERFMON"),
+        "{e}"
+    );
+}
+
+/// `--percpu-cpu` is for a system-wide watch of a per-CPU variable: refused with `-p`, and refused when no
+/// target is one.
+#[test]
+fn percpu_cpu_needs_a_system_wide_per_cpu_target() {
+    let mut r = pids(request(&["counter"]), &[100]);
+    r.percpu_cpu = Some(1);
+    let e = refused(r, &mut Machine::new());
+    assert!(
+        e.to_string()
+            .starts_with("--percpu-cpu 1 chooses the copy of a kernel per-CPU variable"),
+        "{e}"
+    );
+    let mut r = request(&["jiffies"]);
+    r.percpu_cpu = Some(1);
+    let e = refused(r, &mut Machine::new());
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(
+        e.to_string()
+            .contains("and no target is one; drop --percpu-cpu"),
+        "{e}"
+    );
+    let p = planned(request(&["jiffies"]), &mut Machine::new());
+    assert!(p.watches()[0].per_cpu.is_none());
+    assert!(p.kernel().percpu.is_none());
+}
+
+/// The CPUs: every online one, followed through hotplug; `--cpus` those only, refused when offline or
+/// absent.
+#[test]
+fn cpus_are_online_ones() {
+    let p = planned(request(&["jiffies"]), &mut Machine::new());
+    assert_eq!(p.cpus().now, BTreeSet::from([0, 1]));
+    assert_eq!(p.cpus().follow, None);
+    let mut r = request(&["jiffies"]);
+    r.cpus = Some("1".into());
+    let p = planned(r, &mut Machine::new());
+    assert_eq!(p.cpus().follow, Some(BTreeSet::from([1])));
+    let mut r = request(&["jiffies"]);
+    r.cpus = Some("3".into());
+    let e = refused(r, &mut Machine::new());
+    assert!(e.to_string().starts_with("--cpus: cpu 3 is offline"), "{e}");
+    let mut r = request(&["jiffies"]);
+    r.cpus = Some("9".into());
+    let e = refused(r, &mut Machine::new());
+    assert!(
+        e.to_string().starts_with("--cpus: cpu 9 does not exist"),
+        "{e}"
+    );
+}
+
+/// The per-thread path of a process with more threads than descriptors fails before opening any.
+#[test]
+fn the_per_thread_path_checks_its_descriptors() {
+    let mut machine = Machine::without_bpf();
+    machine.threads = 1000;
+    let e = refused(pids(request(&["counter"]), &[100]), &mut machine);
+    assert_eq!(e.code, ExitCode::Arm);
+    assert!(
+        e.to_string().starts_with("watching 1000 threads on 2 CPUs"),
+        "{e}"
+    );
+    // The hit path takes one breakpoint per CPU, whatever the threads.
+    let mut machine = Machine::new();
+    machine.threads = 1000;
+    planned(pids(request(&["counter"]), &[100]), &mut machine);
+}
+
+/// An edit of a request.
+type Change = Box<dyn Fn(&mut WatchRequest)>;
+
+/// Options that contradict each other, or ask for what no CPU has, are usage errors (exit 2).
+#[test]
+fn contradictions_are_usage_errors() {
+    let cases: Vec<(Change, &str)> = vec![
+        (
+            Box::new(|r| r.buffer_pages = Some(3)),
+            "--buffer-pages 3 must be a power of two",
+        ),
+        (
+            Box::new(|r| r.realtime = "0".into()),
+            "--realtime 0 must be a priority",
+        ),
+        (
+            Box::new(|r| {
+                r.output.kernel_only = true;
+                r.output.user_only = true
+            }),
+            "--kernel-only and --user-only exclude each other",
+        ),
+        (
+            Box::new(|r| r.rotate = true),
+            "--rotate chooses what happens",
+        ),
+        (
+            Box::new(|r| r.remove_on_exec = true),
+            "--remove-on-exec is for a process watch",
+        ),
+        (
+            Box::new(|r| r.per_thread = true),
+            "--per-thread is for a process watch",
+        ),
+        (
+            Box::new(|r| r.targets = ["a", "b", "c", "d", "e"].map(String::from).to_vec()),
+            "5 targets given, but a CPU has only 4 debug registers",
+        ),
+        (
+            Box::new(|r| {
+                r.targets.push("other".into());
+                r.control = Some("/tmp/fifo".into())
+            }),
+            "--control moves one watch, but 2 targets were given",
+        ),
+        (
+            Box::new(|r| {
+                r.command = Some(vec!["./app".into()]);
+                r.control = Some("-".into())
+            }),
+            "--control - reads stdin",
+        ),
+        (
+            Box::new(|r| r.last = Some(5)),
+            "--last N prints only when a trigger fires",
+        ),
+        (
+            Box::new(|r| {
+                r.output.json = true;
+                r.output.format = Some(crate::config::request::Format::Text)
+            }),
+            "--json is --format json, and --format text was given too",
+        ),
+        (
+            Box::new(|r| {
+                r.output.folded = Some("-".into());
+                r.output.summary = true
+            }),
+            "--folded writes stdout, and so does --summary",
+        ),
+        (
+            Box::new(|r| r.condition = Some("value ==".into())),
+            "--if 'value =='",
+        ),
+    ];
+    for (change, message) in cases {
+        let mut r = request(&["jiffies"]);
+        change(&mut r);
+        let mut machine = Machine::new();
+        let e = refused(r, &mut machine);
+        assert_eq!(e.code, ExitCode::Usage, "{e}");
+        assert!(e.to_string().starts_with(message), "{e}");
+        assert!(machine.launched.borrow().is_empty());
+    }
+}
+
+/// A condition's constants must fit the watched width.
+#[test]
+fn a_condition_must_fit_the_watch() {
+    let mut r = request(&["jiffies/1"]);
+    r.condition = Some("value == 300".into());
+    let e = refused(r, &mut Machine::new());
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(e.to_string().starts_with("--if 'value == 300': "), "{e}");
+}
+
+/// A system-wide target resolves in kallsyms; the plan says where its symbols came from.
+#[test]
+fn a_system_wide_target_resolves_in_kallsyms() {
+    let p = planned(
+        request(&["jiffies", "0xffffffff82000040/8"]),
+        &mut Machine::new(),
+    );
+    assert_eq!(p.watches()[0].addr, 0xffff_ffff_8200_0000);
+    assert_eq!(p.watches()[1].addr, 0xffff_ffff_8200_0040);
+    assert!(p.describe().contains("# covers: every task (system-wide)"));
+    assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
+}
+
+/// A process watch reads the running kernel's kallsyms only when a kernel frame comes, under the same
+/// `# symbols:` line; a system-wide watch, and a `--kallsyms FILE`, read it while planning.
+#[test]
+fn a_process_watch_reads_kernel_symbols_on_first_use() {
+    let mut machine = Machine::new();
+    let mut r = pids(request(&["counter"]), &[100]);
+    r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
+    let p = planned(r, &mut machine);
+    assert!(matches!(p.kernel().symbols, KernelSymbols::Lazy(_)));
+    assert_eq!(*machine.kallsyms_loads.borrow(), 0);
+    let kallsyms = Source::Kallsyms(crate::config::symbols::DEFAULT_KALLSYMS.into());
+    assert_eq!(p.kernel().source_text, kallsyms.to_string());
+
+    let mut machine = Machine::new();
+    let p = planned(pids(request(&["counter"]), &[100]), &mut machine);
+    assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
+    assert_eq!(*machine.kallsyms_loads.borrow(), 1);
+    let mut machine = Machine::new();
+    let mut r = request(&["jiffies"]);
+    r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
+    let p = planned(r, &mut machine);
+    assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
+}

@@ -1,0 +1,126 @@
+//! What a `write`/`rw` command line asks for, as plain data: the command line's words, typed where their
+//! syntax alone decides (numbers, paths, durations), checked against nothing. `cli` builds a
+//! [`WatchRequest`] from its clap types; [`crate::config::plan`] checks it against itself and the machine
+//! and decides how the watch is made. Nothing here reads a file or knows clap.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::debuginfod;
+use crate::config::symbols::Files;
+use crate::model::watch::Access;
+
+/// A `write` or `rw` command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchRequest {
+    pub access: Access,
+    /// TARGET, in the command line's order.
+    pub targets: Vec<String>,
+    /// `-p PID`, as given (a thread id, a repeated pid: the plan sorts them out).
+    pub pids: Vec<u32>,
+    /// `-- CMD ARGS`: `Some` with an empty command for a bare trailing `--`.
+    pub command: Option<Vec<String>>,
+    /// `--cpus LIST`, unparsed.
+    pub cpus: Option<String>,
+    /// `--on SOURCE`, unparsed.
+    pub on: Option<String>,
+    pub rotate: bool,
+    pub percpu_cpu: Option<u32>,
+    pub buffer_pages: Option<usize>,
+    /// `--realtime PRIO|off`, unparsed.
+    pub realtime: String,
+    pub strict_hotplug: bool,
+    pub control: Option<PathBuf>,
+    pub remove_on_exec: bool,
+    pub per_thread: bool,
+    pub value: bool,
+    /// `--if EXPR`, unparsed.
+    pub condition: Option<String>,
+    pub last: Option<usize>,
+    /// `--dump-on TRIGGER`, unparsed, in order.
+    pub dump_on: Vec<String>,
+    pub duration: Option<Duration>,
+    pub count: Option<u64>,
+    pub symbols: SymbolRequest,
+    pub output: OutputRequest,
+}
+
+/// The kernel's symbol files and how to use them (`write`'s and `resolve`'s options).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SymbolRequest {
+    pub kallsyms: PathBuf,
+    pub vmlinux: Option<PathBuf>,
+    pub system_map: Option<PathBuf>,
+    /// The running kernel's ELF notes (its build-id).
+    pub notes: PathBuf,
+    pub btf: PathBuf,
+    pub debuginfod: debuginfod::Options,
+    /// `--force`: arm with a file proven not to be the running kernel.
+    pub force: bool,
+    /// `--lines`: file:line for kernel frames.
+    pub lines: bool,
+    /// The parsed kallsyms kept per boot may be used and written (`--no-symbol-cache` says no).
+    pub symbol_cache: bool,
+}
+
+impl SymbolRequest {
+    /// The files named, as the symbol search takes them.
+    pub fn files(&self) -> Files<'_> {
+        Files {
+            kallsyms: &self.kallsyms,
+            vmlinux: self.vmlinux.as_deref(),
+            system_map: self.system_map.as_deref(),
+            notes: &self.notes,
+        }
+    }
+}
+
+/// `--format`: how the stream is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+    OtlpJson,
+}
+
+impl Format {
+    /// As `--format` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Json => "json",
+            Format::OtlpJson => "otlp-json",
+        }
+    }
+}
+
+/// How hits are reported: the stream, the end-of-session reports, the hit filters.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OutputRequest {
+    /// `--json` (the same as `--format json`).
+    pub json: bool,
+    pub format: Option<Format>,
+    /// `-o FILE`: the stream's file instead of stdout.
+    pub stream_file: Option<PathBuf>,
+    pub summary: bool,
+    pub quiet: bool,
+    /// How many chains the text summary lists.
+    pub top: usize,
+    /// `--folded[=FILE]`: `-` for stdout.
+    pub folded: Option<PathBuf>,
+    pub no_status: bool,
+    pub flamegraph: Option<PathBuf>,
+    pub perfetto: Option<PathBuf>,
+    pub comms: Vec<String>,
+    pub tids: Vec<u32>,
+    pub exclude_idle: bool,
+    pub kernel_only: bool,
+    pub user_only: bool,
+}
+
+impl OutputRequest {
+    /// `--folded` without a file: the stacks are stdout's only content.
+    pub fn folded_to_stdout(&self) -> bool {
+        self.folded.as_deref() == Some(Path::new("-"))
+    }
+}

@@ -1,0 +1,360 @@
+//! A library name for a program that has not loaded it yet: a command launched with `--` is stopped at
+//! its exec, before the dynamic linker has mapped anything, so `libc:malloc` cannot be looked up in its
+//! maps. The program's own `.dynamic` says which libraries it needs (`DT_NEEDED`, and theirs in turn), and
+//! the dynamic linker's search finds them: the program's `DT_RPATH` (when it has no `DT_RUNPATH`) or
+//! `DT_RUNPATH` (`$ORIGIN` expanded), the directories of `/etc/ld.so.conf` and its includes, then the
+//! default ones. `LD_LIBRARY_PATH` and `LD_PRELOAD` of the command are not followed, nor `ld.so.cache`'s
+//! own entries beyond the configured directories: for those, a path is the way.
+//!
+//! The files are read as everywhere in this crate: headers and the dynamic segment with bounded
+//! positioned reads.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+
+use goblin::elf::program_header::PT_DYNAMIC;
+
+use super::UprobeError;
+use crate::user::elf::{c_string, read, Headers, ReadAt, MAX_TABLE};
+use crate::user::open_if_regular;
+
+/// The most libraries one search visits.
+const MAX_LIBRARIES: usize = 256;
+
+/// Directories searched after the configured ones, as glibc's dynamic linker on x86-64 does.
+const DEFAULT_DIRS: [&str; 6] = [
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+];
+
+const DT_NULL: u64 = 0;
+const DT_NEEDED: u64 = 1;
+const DT_STRTAB: u64 = 5;
+const DT_STRSZ: u64 = 10;
+const DT_RPATH: u64 = 15;
+const DT_RUNPATH: u64 = 29;
+
+/// What a program's (or a library's) `.dynamic` says about loading it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Dynamic {
+    pub needed: Vec<String>,
+    pub rpath: Vec<String>,
+    pub runpath: Vec<String>,
+}
+
+/// Reads `src`'s dynamic segment; `None` for a file without one (statically linked).
+pub(crate) fn dynamic(src: &dyn ReadAt, headers: &Headers) -> Option<Dynamic> {
+    let seg = headers.program.iter().find(|p| p.p_type == PT_DYNAMIC)?;
+    let raw = read(src, seg.p_offset, seg.p_filesz, MAX_TABLE)?;
+    let le = headers.ctx.is_little_endian();
+    let word = |b: &[u8]| {
+        let a: [u8; 8] = b.try_into().ok()?;
+        Some(if le {
+            u64::from_le_bytes(a)
+        } else {
+            u64::from_be_bytes(a)
+        })
+    };
+    let mut entries = Vec::new();
+    for e in raw.chunks_exact(16) {
+        let (tag, val) = (word(&e[..8])?, word(&e[8..])?);
+        if tag == DT_NULL {
+            break;
+        }
+        entries.push((tag, val));
+    }
+    let value = |tag| entries.iter().find(|e| e.0 == tag).map(|e| e.1);
+    // DT_STRTAB is an address: its file offset comes through the segment holding it.
+    let strtab = value(DT_STRTAB)?;
+    let offset = headers
+        .loads()
+        .find(|p| strtab >= p.p_vaddr && strtab - p.p_vaddr < p.p_filesz)
+        .map(|p| strtab - p.p_vaddr + p.p_offset)?;
+    let strings = read(src, offset, value(DT_STRSZ)?, MAX_TABLE)?;
+    let text = |at: u64| {
+        c_string(&strings, usize::try_from(at).ok()?)
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+    };
+    let all = |tag| -> Vec<String> {
+        entries
+            .iter()
+            .filter(|e| e.0 == tag)
+            .filter_map(|e| text(e.1))
+            .collect()
+    };
+    let dirs = |tag| -> Vec<String> {
+        all(tag)
+            .iter()
+            .flat_map(|s| s.split(':').map(str::to_string).collect::<Vec<_>>())
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    Some(Dynamic {
+        needed: all(DT_NEEDED),
+        rpath: dirs(DT_RPATH),
+        runpath: dirs(DT_RUNPATH),
+    })
+}
+
+/// Whether the file name `file` is what `name` calls a library: the same, or `name` followed by `.` or
+/// `-` (`libc` for `libc.so.6`, not for `libcrypto.so.3`), the rule of the process lookup.
+pub fn names(name: &str, file: &str) -> bool {
+    file == name
+        || file
+            .strip_prefix(name)
+            .is_some_and(|rest| rest.starts_with(['.', '-']))
+}
+
+/// The directories of an `ld.so.conf` text, with its `include` patterns expanded by `include` (a pattern
+/// to the texts of the files it names, in order).
+pub fn conf_dirs(
+    text: &str,
+    include: &mut dyn FnMut(&str) -> Vec<String>,
+    depth: u8,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        if let Some(pattern) = line.strip_prefix("include") {
+            if depth < 4 {
+                for t in include(pattern.trim()) {
+                    out.extend(conf_dirs(&t, include, depth + 1));
+                }
+            }
+        } else if line.starts_with('/') {
+            out.push(line.trim_end_matches('/').to_string());
+        }
+    }
+    out
+}
+
+/// The files a `dir/*.conf`-style pattern names, sorted (as the dynamic linker's `glob` gives them); a
+/// pattern without `*` names itself.
+fn glob(pattern: &str) -> Vec<PathBuf> {
+    let p = Path::new(pattern);
+    let (Some(dir), Some(name)) = (p.parent(), p.file_name().and_then(|n| n.to_str())) else {
+        return Vec::new();
+    };
+    let Some((pre, post)) = name.split_once('*') else {
+        return vec![p.to_path_buf()];
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.len() >= pre.len() + post.len() && n.starts_with(pre) && n.ends_with(post)
+        })
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    files
+}
+
+/// The configured directories of this system (`/etc/ld.so.conf` and its includes), then the defaults.
+fn system_dirs() -> Vec<String> {
+    let read_small = |p: &Path| {
+        open_if_regular(p)
+            .and_then(|(f, _)| read(&f, 0, f.metadata().ok()?.len(), 1 << 20))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    };
+    let mut include = |pattern: &str| -> Vec<String> {
+        glob(pattern).iter().filter_map(|p| read_small(p)).collect()
+    };
+    let mut dirs = read_small(Path::new("/etc/ld.so.conf"))
+        .map(|t| conf_dirs(&t, &mut include, 0))
+        .unwrap_or_default();
+    dirs.extend(DEFAULT_DIRS.iter().map(|d| d.to_string()));
+    dirs
+}
+
+/// The library `name` that program `exe` loads at its start (its own `DT_NEEDED` or one of theirs), found
+/// where the dynamic linker would find it.
+pub fn find(exe: &Path, name: &str) -> Result<PathBuf, UprobeError> {
+    find_in(exe, name, &system_dirs())
+}
+
+/// [`find`] with the system's directories given.
+pub fn find_in(exe: &Path, name: &str, system: &[String]) -> Result<PathBuf, UprobeError> {
+    let shown = exe.display().to_string();
+    let (file, _) = open_if_regular(exe).ok_or_else(|| UprobeError::Unreadable {
+        path: shown.clone(),
+        source: std::io::Error::other("not a regular file"),
+    })?;
+    let headers = Headers::read(&file).ok_or(UprobeError::NotElf {
+        path: shown.clone(),
+    })?;
+    let machine = headers.header.e_machine;
+    let mut queue: VecDeque<(PathBuf, Dynamic)> = VecDeque::new();
+    queue.extend(dynamic(&file, &headers).map(|d| (exe.to_path_buf(), d)));
+    let mut seen: Vec<String> = Vec::new();
+    while let Some((from, dynamic)) = queue.pop_front() {
+        let origin = from
+            .parent()
+            .unwrap_or(Path::new("/"))
+            .display()
+            .to_string();
+        // DT_RPATH is used only by a file without DT_RUNPATH.
+        let own = if dynamic.runpath.is_empty() {
+            &dynamic.rpath
+        } else {
+            &dynamic.runpath
+        };
+        let dirs: Vec<String> = own
+            .iter()
+            .map(|d| d.replace("${ORIGIN}", &origin).replace("$ORIGIN", &origin))
+            .chain(system.iter().cloned())
+            .collect();
+        for lib in &dynamic.needed {
+            if seen.contains(lib) || seen.len() >= MAX_LIBRARIES {
+                continue;
+            }
+            seen.push(lib.clone());
+            let Some((path, lib_dynamic)) = locate_library(lib, &dirs, machine) else {
+                continue;
+            };
+            if names(name, lib) {
+                return Ok(path);
+            }
+            queue.push_back((path, lib_dynamic));
+        }
+    }
+    Err(UprobeError::NotNeeded {
+        program: shown,
+        library: name.to_string(),
+        needed: seen,
+    })
+}
+
+/// `lib` (a `DT_NEEDED` name) in the first of `dirs` that has it as an ELF file for `machine`, with its
+/// own dynamic section.
+fn locate_library(lib: &str, dirs: &[String], machine: u16) -> Option<(PathBuf, Dynamic)> {
+    let candidates: Vec<PathBuf> = if lib.contains('/') {
+        vec![PathBuf::from(lib)]
+    } else {
+        dirs.iter().map(|d| Path::new(d).join(lib)).collect()
+    };
+    candidates.into_iter().find_map(|p| {
+        let (f, _) = open_if_regular(&p)?;
+        let h = Headers::read(&f)?;
+        (h.header.e_machine == machine).then(|| {
+            let d = dynamic(&f, &h).unwrap_or_default();
+            (p, d)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_names_match_as_in_a_process() {
+        assert!(names("libc", "libc.so.6"));
+        assert!(names("libc.so.6", "libc.so.6"));
+        assert!(names("libfoo", "libfoo-2.31.so"));
+        assert!(!names("libc", "libcrypto.so.3"));
+        assert!(!names("libc.so", "libc"));
+    }
+
+    #[test]
+    fn ld_so_conf_includes_are_followed() {
+        let mut include = |p: &str| -> Vec<String> {
+            assert_eq!(p, "/etc/ld.so.conf.d/*.conf");
+            vec![
+                "# libc default configuration\n/usr/local/lib\n".into(),
+                "/lib/x86_64-linux-gnu\n/usr/lib/x86_64-linux-gnu/\ninclude /etc/ld.so.conf.d/*.conf\n"
+                    .into(),
+            ]
+        };
+        let dirs = conf_dirs(
+            "include /etc/ld.so.conf.d/*.conf\n\n/opt/lib # mine\n",
+            &mut include,
+            3,
+        );
+        assert_eq!(
+            dirs,
+            [
+                "/usr/local/lib",
+                "/lib/x86_64-linux-gnu",
+                "/usr/lib/x86_64-linux-gnu",
+                "/opt/lib"
+            ]
+        );
+    }
+
+    /// This test binary's `libc`, found from its own `.dynamic` and the system's directories, is the very
+    /// file the running process maps (same inode).
+    #[test]
+    fn the_libc_a_program_needs_is_the_one_it_maps() {
+        use std::os::unix::fs::MetadataExt;
+        let exe = std::env::current_exe().unwrap();
+        let found = find(&exe, "libc").unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let mapped = crate::user::parse_maps(&maps)
+            .into_iter()
+            .find(|m| names("libc", &crate::user::basename(&m.path)))
+            .expect("this process maps a libc");
+        assert_eq!(
+            std::fs::metadata(&found).unwrap().ino(),
+            mapped.inode,
+            "{found:?}"
+        );
+        let e = find(&exe, "libssl").unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("libc.so.6") && msg.contains("dlopen") && msg.contains("path"),
+            "{msg}"
+        );
+    }
+
+    /// `$ORIGIN` in a program's run path is its directory: a library beside it is found there first.
+    #[test]
+    fn origin_in_the_run_path_is_the_programs_directory() {
+        use crate::testing::{have, skip};
+        if !have("gcc") {
+            skip("gcc not found");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("ksymwatch-needed-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("lib")).unwrap();
+        std::fs::write(dir.join("w.c"), "int widget(int x) { return x + 1; }\n").unwrap();
+        std::fs::write(
+            dir.join("m.c"),
+            "int widget(int); int main(int c, char **v) { (void)v; return widget(c); }\n",
+        )
+        .unwrap();
+        let gcc = |args: &[&str]| {
+            let ok = std::process::Command::new("gcc")
+                .current_dir(&dir)
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "gcc {args:?}");
+        };
+        gcc(&[
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libwidget.so.1",
+            "-o",
+            "lib/libwidget.so.1",
+            "w.c",
+        ]);
+        gcc(&[
+            "-o",
+            "m",
+            "m.c",
+            "lib/libwidget.so.1",
+            "-Wl,--enable-new-dtags,-rpath,$ORIGIN/lib",
+        ]);
+        let found = find(&dir.join("m"), "libwidget").unwrap();
+        assert_eq!(found, dir.join("lib/libwidget.so.1"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,379 @@
+//! The placement rules on hand-laid ELF files (segments where file offsets and addresses differ, stripped
+//! and C++ tables, a made-up process), and on real files: this test binary and the libc it maps, where the
+//! bytes at the offset found must be the bytes the function has in memory.
+
+use super::*;
+use crate::testing::elf::{Layout, Segment, Sym, GLOBAL_FUNC, GLOBAL_OBJECT};
+use crate::testing::fake_proc::FakeProc;
+
+/// `STT_GNU_IFUNC`, global.
+const GLOBAL_IFUNC: u8 = 0x1a;
+
+fn sym(name: &str, value: u64, size: u64, info: u8) -> Sym<'_> {
+    Sym {
+        name,
+        value,
+        size,
+        info,
+        shndx: 1,
+    }
+}
+
+/// Headers and rodata at 0, then code one page further in memory than in the file (as `ld` lays out a
+/// PIE or a library), 0x1000 bytes of it in the file and more in memory.
+fn segments() -> Vec<Segment> {
+    vec![
+        Segment {
+            offset: 0,
+            vaddr: 0,
+            filesz: 0x800,
+            memsz: 0x800,
+            flags: 4,
+        },
+        Segment {
+            offset: 0x1000,
+            vaddr: 0x2000,
+            filesz: 0x1000,
+            memsz: 0x2000,
+            flags: 5,
+        },
+    ]
+}
+
+fn file<'a>(symtab: Vec<Sym<'a>>, dynsym: Vec<Sym<'a>>) -> Vec<u8> {
+    Layout {
+        segments: segments(),
+        symtab,
+        dynsym,
+        ..Layout::default()
+    }
+    .build()
+    .bytes
+}
+
+#[test]
+fn the_offset_comes_from_the_segment_holding_the_function() {
+    let bytes = file(
+        vec![
+            sym("make_widget", 0x2040, 0x30, GLOBAL_FUNC),
+            sym("early", 0x100, 0x10, GLOBAL_FUNC),
+        ],
+        vec![],
+    );
+    let got = locate_in_bytes(&bytes, "make_widget").unwrap();
+    assert_eq!(
+        got,
+        Located {
+            symbol: "make_widget".into(),
+            vaddr: 0x2040,
+            size: Some(0x30),
+            offset: 0x1040,
+            table: Table::Symtab,
+            debug_file: None,
+        }
+    );
+    assert_eq!(locate_in_bytes(&bytes, "early").unwrap().offset, 0x100);
+}
+
+#[test]
+fn a_stripped_file_answers_from_dynsym_and_says_what_to_install() {
+    let bytes = file(vec![], vec![sym("malloc", 0x2080, 0x20, GLOBAL_FUNC)]);
+    let got = locate_in_bytes(&bytes, "malloc").unwrap();
+    assert_eq!((got.offset, got.table), (0x1080, Table::Dynsym));
+    let e = locate_in_bytes(&bytes, "internal_helper").unwrap_err();
+    assert!(matches!(e, UprobeError::Stripped { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("stripped")
+            && msg.contains("debug symbols")
+            && msg.contains("internal_helper"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn an_unknown_function_names_the_nearest_ones() {
+    let bytes = file(
+        vec![
+            sym("make_widget", 0x2040, 0x30, GLOBAL_FUNC),
+            sym("free_widget", 0x2080, 0x30, GLOBAL_FUNC),
+            sym("widget_count", 0x2100, 0x8, GLOBAL_OBJECT),
+        ],
+        vec![],
+    );
+    let e = locate_in_bytes(&bytes, "make_widgte").unwrap_err();
+    let UprobeError::Unknown { nearest, .. } = &e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(nearest.first().map(String::as_str), Some("make_widget"));
+    assert!(
+        !nearest.iter().any(|n| n == "widget_count"),
+        "data is not suggested: {nearest:?}"
+    );
+    assert!(e.to_string().contains("nearest: make_widget"), "{e}");
+}
+
+#[test]
+fn data_ifuncs_and_bytes_past_the_file_are_refused() {
+    let bytes = file(
+        vec![
+            sym("widget_count", 0x2100, 0x8, GLOBAL_OBJECT),
+            sym("memcpy", 0x2200, 0x10, GLOBAL_IFUNC),
+            // Past the code segment's file bytes: in memory only.
+            sym("beyond", 0x3100, 0x10, GLOBAL_FUNC),
+        ],
+        vec![],
+    );
+    let e = locate_in_bytes(&bytes, "widget_count").unwrap_err();
+    assert!(matches!(e, UprobeError::NotFunction { .. }), "{e:?}");
+    let e = locate_in_bytes(&bytes, "memcpy").unwrap_err();
+    assert!(
+        matches!(e, UprobeError::Ifunc { .. }) && e.to_string().contains("resolver"),
+        "{e}"
+    );
+    let e = locate_in_bytes(&bytes, "beyond").unwrap_err();
+    assert!(
+        matches!(e, UprobeError::NotInFile { vaddr: 0x3100, .. }),
+        "{e:?}"
+    );
+    let e = locate_in_bytes(b"#!/bin/sh\n", "main").unwrap_err();
+    assert!(matches!(e, UprobeError::NotElf { .. }), "{e:?}");
+}
+
+#[test]
+fn cpp_functions_are_found_by_their_demangled_names() {
+    let bytes = file(
+        vec![
+            // ns::Widget::make(int), ns::Widget::make(), ns::Widget::destroy()
+            sym("_ZN2ns6Widget4makeEi", 0x2040, 0x20, GLOBAL_FUNC),
+            sym("_ZN2ns6Widget4makeEv", 0x2060, 0x20, GLOBAL_FUNC),
+            sym("_ZN2ns6Widget7destroyEv", 0x2080, 0x20, GLOBAL_FUNC),
+            // An alias at the same address is the same function.
+            sym("_ZN2ns6Widget7destroyEv", 0x2080, 0, GLOBAL_FUNC),
+        ],
+        vec![],
+    );
+    let got = locate_in_bytes(&bytes, "ns::Widget::destroy").unwrap();
+    assert_eq!(
+        (got.symbol.as_str(), got.offset),
+        ("_ZN2ns6Widget7destroyEv", 0x1080)
+    );
+    assert_eq!(
+        locate_in_bytes(&bytes, "ns::Widget::make(int)")
+            .unwrap()
+            .offset,
+        0x1040
+    );
+    assert_eq!(
+        locate_in_bytes(&bytes, "_ZN2ns6Widget4makeEv")
+            .unwrap()
+            .offset,
+        0x1060
+    );
+    let e = locate_in_bytes(&bytes, "ns::Widget::make").unwrap_err();
+    let UprobeError::Ambiguous { candidates, .. } = &e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(
+        candidates,
+        &[
+            ("ns::Widget::make(int)".to_string(), 0x1040),
+            ("ns::Widget::make()".to_string(), 0x1060)
+        ]
+    );
+}
+
+#[test]
+fn specs_split_at_the_first_single_colon() {
+    assert_eq!(split_spec("libc:malloc").unwrap(), ("libc", "malloc"));
+    assert_eq!(
+        split_spec("/opt/app/bin/app:ns::Widget::make").unwrap(),
+        ("/opt/app/bin/app", "ns::Widget::make")
+    );
+    for bad in ["malloc", ":malloc", "libc:", "", "ns::f"] {
+        let e = split_spec(bad).unwrap_err();
+        assert!(e.to_string().contains("FILE:FUNC"), "{bad}: {e}");
+    }
+}
+
+/// A library named by the process's maps: found by a prefix of its name, probed through the file it
+/// maps; one it does not map says it is not loaded yet and how to get around that; no process, no name.
+#[test]
+fn a_library_name_is_looked_up_in_the_process() {
+    let f = FakeProc::new("uprobe-library");
+    let lib = f.file(
+        "libwidget.so.1",
+        &file(vec![sym("make_widget", 0x2040, 0x30, GLOBAL_FUNC)], vec![]),
+    );
+    let base = 0x7f00_0000_0000u64;
+    f.process(
+        42,
+        None,
+        &[
+            (base, base + 0x1000, "r--p", 0, Some(&lib)),
+            (base + 0x2000, base + 0x3000, "r-xp", 0x1000, Some(&lib)),
+        ],
+    );
+    let got = place(&f.root, Some(42), "libwidget", "make_widget").unwrap();
+    assert_eq!(got.file, lib);
+    assert_eq!(got.shown, lib.display().to_string());
+    assert_eq!(got.func.offset, 0x1040);
+    // The same through its path, with or without a process.
+    let by_path = place(&f.root, None, &lib.display().to_string(), "make_widget").unwrap();
+    assert_eq!(by_path.func, got.func);
+
+    let e = place(&f.root, Some(42), "libssl", "SSL_write").unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, UprobeError::NotLoaded { pid: 42, .. }), "{e:?}");
+    assert!(
+        msg.contains("not mapped `libssl` (yet)")
+            && msg.contains("dlopen")
+            && msg.contains("`--`")
+            && msg.contains("libwidget.so.1"),
+        "{msg}"
+    );
+    let e = place(&f.root, None, "libc", "malloc").unwrap_err();
+    assert!(
+        matches!(e, UprobeError::NeedsProcess { .. }) && e.to_string().contains("-p PID"),
+        "{e}"
+    );
+    let e = place(&f.root, Some(43), "libc", "malloc").unwrap_err();
+    assert!(matches!(e, UprobeError::Process(_)), "{e:?}");
+}
+
+/// A function of this test binary, named as the C side would name it.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn ksymwatch_uprobe_placement_target(x: u64) -> u64 {
+    x.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5bd1_e995
+}
+
+/// `len` bytes of `path` at `offset`.
+fn file_bytes(path: &Path, offset: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0; len];
+    std::fs::File::open(path)
+        .unwrap()
+        .read_exact_at(&mut buf, offset)
+        .unwrap();
+    buf
+}
+
+/// The offset found in this very binary, and in the libc this process maps (by the name `libc`), holds the
+/// bytes the function has in memory: what the kernel will find there when it places the probe.
+#[test]
+fn the_offset_holds_the_functions_code_in_real_files() {
+    let f = ksymwatch_uprobe_placement_target as extern "C" fn(u64) -> u64 as usize;
+    assert_eq!(ksymwatch_uprobe_placement_target(0), 0x5bd1_e995);
+    // SAFETY: 16 bytes of this function's code, mapped and readable while the test runs.
+    let in_memory = unsafe { std::slice::from_raw_parts(f as *const u8, 16) };
+    let exe = std::env::current_exe().unwrap();
+    let placed = place_file(&exe, "ksymwatch_uprobe_placement_target").unwrap();
+    assert_eq!(placed.func.table, Table::Symtab);
+    assert_eq!(file_bytes(&exe, placed.func.offset, 16), in_memory);
+
+    let pid = std::process::id();
+    let placed = match place(Path::new("/proc"), Some(pid), "libc", "malloc") {
+        Ok(p) => p,
+        Err(e) => {
+            crate::testing::skip(format_args!("no libc:malloc in this process: {e}"));
+            return;
+        }
+    };
+    // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the global scope.
+    let malloc = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) } as usize;
+    assert_ne!(malloc, 0);
+    // SAFETY: 16 bytes of libc's malloc, mapped for the life of the process.
+    let in_memory = unsafe { std::slice::from_raw_parts(malloc as *const u8, 16) };
+    assert_eq!(
+        file_bytes(&placed.file, placed.func.offset, 16),
+        in_memory,
+        "{placed:?}"
+    );
+    assert!(placed.shown.contains("libc"), "{placed:?}");
+}
+
+/// A gcc-built program, stripped, with its debug file where a `-dbgsym` package puts it (under a made-up
+/// root): a function only `.symtab` knew is found there, at the offset the unstripped build gives; without
+/// the debug file, the error says to install it.
+#[test]
+fn a_stripped_programs_functions_come_from_its_debug_file() {
+    use crate::testing::{have, skip};
+    if !["gcc", "objcopy", "strip"].iter().all(|t| have(t)) {
+        skip("gcc, objcopy or strip not found");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ksymwatch-uprobe-debug-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("p.c");
+    std::fs::write(
+        &src,
+        "static int __attribute__((noinline)) hidden_step(int x) { return x * 3 + 1; }\n\
+         int main(int argc, char **argv) { (void)argv; return hidden_step(argc); }\n",
+    )
+    .unwrap();
+    let full = dir.join("p");
+    let run = |cmd: &str, args: &[&std::ffi::OsStr]| {
+        let ok = std::process::Command::new(cmd)
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "{cmd} {args:?}");
+    };
+    run(
+        "gcc",
+        &[
+            "-O1".as_ref(),
+            "-g".as_ref(),
+            "-Wl,--build-id".as_ref(),
+            "-o".as_ref(),
+            full.as_os_str(),
+            src.as_os_str(),
+        ],
+    );
+    let want = place_file(&full, "hidden_step").unwrap().func;
+    assert_eq!(want.debug_file, None);
+
+    let stripped = dir.join("p.stripped");
+    let debug = dir.join("p.debug");
+    run(
+        "objcopy",
+        &[
+            "--only-keep-debug".as_ref(),
+            full.as_os_str(),
+            debug.as_os_str(),
+        ],
+    );
+    run(
+        "strip",
+        &[
+            "--strip-all".as_ref(),
+            "-o".as_ref(),
+            stripped.as_os_str(),
+            full.as_os_str(),
+        ],
+    );
+    let e = place_file_with(&stripped, "hidden_step", &[]).unwrap_err();
+    assert!(
+        matches!(e, UprobeError::Stripped { .. }) && e.to_string().contains(".build-id"),
+        "{e}"
+    );
+
+    // Where the package puts it: ROOT/usr/lib/debug/.build-id/ab/cdef….debug.
+    let file = std::fs::File::open(&stripped).unwrap();
+    let headers = Headers::read(&file).unwrap();
+    let id = crate::process::debug::build_id(&file, &headers).expect("a build-id");
+    let root = dir.join("root");
+    let at = root.join(crate::process::debug::debug_file_path(&id).unwrap());
+    std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+    std::fs::copy(&debug, &at).unwrap();
+    let got = place_file_with(&stripped, "hidden_step", std::slice::from_ref(&root))
+        .unwrap()
+        .func;
+    assert_eq!(got.debug_file.as_deref(), Some(at.as_path()));
+    assert_eq!(
+        (got.offset, got.vaddr, got.table),
+        (want.offset, want.vaddr, Table::Symtab)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

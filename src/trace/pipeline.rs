@@ -367,6 +367,7 @@ mod tests {
                 lost,
                 regs: None,
                 insn: None,
+                chain: None,
                 kernel_stack: vec![],
                 user_stack: vec![0x401136],
             })

@@ -104,15 +104,24 @@ fn wake_flags(a: &mut Asm, wake_bytes: u32) {
     a.store(DW, RECORD, OFF_SINCE, R1);
 }
 
-/// The record's size into [`SIZE`]: its fixed part, with or without the registers, and its two stacks,
-/// each bounded so that the verifier knows the whole fits the scratch entry.
+/// The record's size into [`SIZE`]: its fixed part, with or without the registers, and its two stacks
+/// (none when the header names the chain), each bounded so that the verifier knows the whole fits the scratch entry.
 fn record_size(a: &mut Asm) {
     let max = (8 * rec::MAX_FRAMES) as i32;
+    let (inline, sized) = (a.label(), a.label());
+    // A chain the map holds is named in the header: no stacks follow it.
+    a.load(DW, R1, RECORD, rec::OFF_FLAGS)
+        .alu_imm(Alu::And, R1, rec::CHAIN_ID as i32)
+        .jump_imm(Cond::Eq, R1, 0, inline)
+        .mov_imm(SIZE, 0)
+        .goto(sized);
+    a.bind(inline);
     a.load(DW, SIZE, RECORD, rec::OFF_KSTACK_BYTES);
     at_most(a, SIZE.into(), max);
     a.load(DW, R1, RECORD, rec::OFF_USTACK_BYTES);
     at_most(a, R1, max);
     a.alu(Alu::Add, SIZE, R1);
+    a.bind(sized);
     let plain = a.label();
     a.load(DW, R1, RECORD, rec::OFF_FLAGS)
         .alu_imm(Alu::And, R1, rec::REGS_KNOWN as i32)

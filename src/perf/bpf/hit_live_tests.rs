@@ -134,6 +134,14 @@ fn watch_during_ring(
         assert!(cpus.contains(cpu));
         h.pid == me
     });
+    // A record that names its chain by id gets it from the program's map, as the tracer reads it.
+    for (_, h) in &mut hits {
+        if let Some(key) = h.chain.take() {
+            let chain = programs.chain(0, key).expect("reads the chains map");
+            (h.kernel_stack, h.user_stack) = chain.expect("the map holds the chain a record names");
+            h.flags &= !crate::perf::hit_record::CHAIN_ID;
+        }
+    }
     (hits, programs)
 }
 

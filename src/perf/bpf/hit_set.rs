@@ -18,7 +18,7 @@ use super::emit::{self, EmitMaps};
 use super::hit::{self, HitMaps, HitSpec, Instrument, Plain};
 use super::kernel::{MapType, ProgType};
 use super::tgid_olds::TgidOlds;
-use super::totals::{Counted, Limit, Totals};
+use super::totals::{ChainKey, Counted, Limit, Totals};
 use super::{create_map, load_program, log_line, possible_cpus, raw, ProgramError, OLDS_MAX};
 use crate::error::Error;
 use crate::model::condition::Condition;
@@ -465,6 +465,12 @@ impl HitPrograms {
     /// What the kernel counted of watch `watch`'s kept hits ([`super::totals`]).
     pub fn counted(&self, watch: usize) -> io::Result<Counted> {
         self.program(watch)?.maps.totals.read()
+    }
+
+    /// The call chain watch `watch`'s program stored under `key` (kernel, then user return addresses):
+    /// what a hit record that names its chain by id ([`crate::perf::hit_record::CHAIN_ID`]) stands for.
+    pub fn chain(&self, watch: usize, key: ChainKey) -> io::Result<Option<(Vec<u64>, Vec<u64>)>> {
+        self.program(watch)?.maps.totals.chain(key)
     }
 
     /// Hits every watch's program kept so far, all CPUs together.

@@ -11,8 +11,10 @@
 //!   chains meeting in one bucket either lose the second (`-EEXIST`) or overwrite the first
 //!   (`BPF_F_REUSE_STACKID`, which makes every count under the old id name the new chain), and its user
 //!   stack walk takes the page fault at the null frame pointer that the program's own walk avoids (~1 us
-//!   a hit here). Two different chains with one 64-bit hash are not told apart: at a few thousand chains,
-//!   about one run in 10^12.
+//!   a hit here). Two different chains with one 64-bit hash and the same two lengths are not told apart:
+//!   at the map's [`CHAINS_MAX`] chains, about one run in 10^13 (n^2 / 2^65). The hit record names its
+//!   chain by this same key once the map holds it ([`crate::perf::hit_record`]), so the tracer reads each
+//!   distinct chain once ([`Totals::chain`]), and a chain the map has no room for goes inline.
 //! - `counts` (`BPF_MAP_TYPE_HASH`, [`COUNTS_MAX`] entries): [`CountKey`] (thread, process, chain id,
 //!   the writer's name) to the number of hits, added to atomically (`BPF_ATOMIC` add: two CPUs may count
 //!   the same key at once).
@@ -179,6 +181,16 @@ impl Totals {
         )
     }
 
+    /// The call chain stored under `key` (kernel, then user return addresses, innermost first): what a
+    /// hit record with [`rec::CHAIN_ID`] names. `None` when the map does not hold it.
+    pub fn chain(&self, key: ChainKey) -> io::Result<Option<(Vec<u64>, Vec<u64>)>> {
+        let mut value = vec![0u8; CHAIN_VALUE as usize];
+        if !sys::bpf_map_lookup(self.chains.as_fd(), &key.bytes(), &mut value)? {
+            return Ok(None);
+        }
+        Ok(key.split(&value))
+    }
+
     /// Reads everything counted (the events disabled: nothing is added meanwhile).
     pub fn read(&self) -> io::Result<Counted> {
         let stats = |slot| sys::bpf_map_lookup_percpu_u64(self.stats.as_fd(), slot);
@@ -257,6 +269,15 @@ impl ChainKey {
             kbytes: u32::from_ne_bytes(b.get(8..12)?.try_into().ok()?),
             ubytes: u32::from_ne_bytes(b.get(12..16)?.try_into().ok()?),
         })
+    }
+
+    /// The key as the map holds it.
+    pub fn bytes(&self) -> [u8; CHAIN_KEY as usize] {
+        let mut b = [0u8; CHAIN_KEY as usize];
+        b[..8].copy_from_slice(&self.hash.to_ne_bytes());
+        b[8..12].copy_from_slice(&self.kbytes.to_ne_bytes());
+        b[12..].copy_from_slice(&self.ubytes.to_ne_bytes());
+        b
     }
 
     /// The kernel and user return addresses in a `chains` value, each innermost first; `None` when the
@@ -362,7 +383,7 @@ pub fn claim(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots) {
 }
 
 /// Counts the hit whose record is in `record` (a kept register; its stacks at `stacks`): its chain
-/// stored once, its (thread, chain, name) count and with `maps.values` its value's count added to, and
+/// stored once (and the record then naming it by id, [`rec::CHAIN_ID`]), its (thread, chain, name) count and with `maps.values` its value's count added to, and
 /// `STAT_KEPT`. r6-r9 are kept; r0-r5 clobbered.
 pub fn count(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, stacks): (Reg, i16)) {
     let key = slots.key;
@@ -424,9 +445,11 @@ pub fn hash_chain(a: &mut Asm, record: Reg, stacks: i16) {
 }
 
 /// The chain (the record's stack words) into `chains` under the chain key (the `counts` key's from its
-/// byte 8), unless it is there.
+/// byte 8), unless it is there. Once the map holds it, the record names it by its key instead of
+/// carrying it ([`rec::CHAIN_ID`]): the key replaces the stacks' lengths and the flag is set, so the
+/// emitter writes the header alone. A chain the map has no room for stays in the record.
 fn store_chain(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, stacks): (Reg, i16)) {
-    let (known, stored) = (a.label(), a.label());
+    let (known, done) = (a.label(), a.label());
     let chain_key = slots.key + 8;
     a.ld_map_fd(R1, maps.chains)
         .stack_addr(R2, chain_key)
@@ -439,11 +462,20 @@ fn store_chain(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, sta
         .mov_imm(R4, NOEXIST)
         .call(Helper::MapUpdateElem)
         // Another CPU stored it first: as good.
-        .jump_imm(Cond::Eq, R0, 0, stored)
-        .jump_imm(Cond::Eq, R0, EEXIST, stored);
+        .jump_imm(Cond::Eq, R0, 0, known)
+        .jump_imm(Cond::Eq, R0, EEXIST, known);
     seq::add_to(a, (maps.stats, STAT_NO_CHAIN, slots.stat_key), None);
+    a.goto(done);
     a.bind(known);
-    a.bind(stored);
+    // The key's 16 bytes over the two stack lengths: the record ends there.
+    a.load(DW, R1, FP, chain_key)
+        .store(DW, record, rec::OFF_CHAIN_KEY, R1)
+        .load(DW, R1, FP, chain_key + 8)
+        .store(DW, record, rec::OFF_CHAIN_KEY + 8, R1)
+        .load(DW, R1, record, rec::OFF_FLAGS)
+        .alu_imm(Alu::Or, R1, rec::CHAIN_ID as i32)
+        .store(DW, record, rec::OFF_FLAGS, R1);
+    a.bind(done);
 }
 
 /// Adds one to `map`'s u64 under the key at stack offset `key`, inserting it when absent; a key the map

@@ -35,20 +35,7 @@ spec.loader.exec_module(peers)
 
 
 def ksymwatch(binary, pid, cache_dir, cold):
-    if cold:
-        shutil.rmtree(cache_dir, ignore_errors=True)
-    env = dict(os.environ, KSYMWATCH_CACHE_DIR=cache_dir)
-
-    def want(line):
-        if line.startswith("# armed"):
-            return "armed"
-        if line.strip() and not line.startswith("#"):
-            return "hit"
-        return None
-
-    with Locked():
-        return peers.time_to([binary, "write", "-p", str(pid), "target_var", "--count", "1", "--no-status"],
-                             peers.text_lines, want, env, exits=True)
+    return peers.ksymwatch_first_hit(binary, cache_dir, cold, target=("-p", str(pid), "target_var"))
 
 
 def bpftrace(pid, addr):

@@ -14,7 +14,6 @@ the trap). Reports p50, p99 and max over N stores for:
 
 Needs root and gcc. Takes /tmp/ksymwatch-live-tests.lock around each tracer's run.
 """
-import argparse
 import json
 import os
 import shutil
@@ -25,14 +24,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import ROOT, Locked  # noqa: E402
-
-
-def build_writer(workdir):
-    out = os.path.join(workdir, "writer")
-    subprocess.run(["gcc", "-O1", "-fno-omit-frame-pointer", "-no-pie", "-o", out,
-                    os.path.join(ROOT, "tests/helpers/writer.c")], check=True)
-    return out
+from benchlib import Locked, build_writer, paced_bench_args  # noqa: E402
 
 
 def measure(tracer_argv, writer, n, interval, parse, ready):
@@ -106,20 +98,14 @@ def row(name, lat):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("-n", type=int, default=200)
-    ap.add_argument("--interval-ms", type=float, default=50)
-    ap.add_argument("binary", nargs="?", default=os.path.join(ROOT, "target/release/ksymwatch"))
-    a = ap.parse_args()
-    if a.binary.endswith("target/release/ksymwatch"):
-        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    a, binary = paced_bench_args(__doc__, 50)
     rows = []
     with tempfile.TemporaryDirectory() as d:
-        writer = build_writer(d)
+        writer, _ = build_writer(d)
         runs = [
-            ("ksymwatch --json", [a.binary, "write", "ADDR/8", "--json", "--no-status"], json_time,
+            ("ksymwatch --json", [binary, "write", "ADDR/8", "--json", "--no-status"], json_time,
              lambda l: '"type":"armed"' in l),
-            ("ksymwatch text", [a.binary, "write", "ADDR/8", "--no-status"], text_time,
+            ("ksymwatch text", [binary, "write", "ADDR/8", "--no-status"], text_time,
              lambda l: l.startswith("#            TASK-PID")),
         ]
         if shutil.which("bpftrace"):

@@ -12,7 +12,6 @@ helper's objects, how many of its pipes were armed, and how many of their writes
 
 Needs root. Takes /tmp/ksymwatch-live-tests.lock around the run.
 """
-import argparse
 import json
 import os
 import subprocess
@@ -20,7 +19,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import ROOT, Locked  # noqa: E402
+from benchlib import Locked, paced_bench_args  # noqa: E402
 
 HELPER = """
 import os, sys, time
@@ -41,16 +40,12 @@ def pct(sorted_values, q):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("-n", type=int, default=200)
-    ap.add_argument("--interval-ms", type=float, default=20)
-    ap.add_argument("tracer", nargs="?", default=os.path.join(ROOT, "target/release/ksymwatch"))
-    a = ap.parse_args()
+    a, tracer = paced_bench_args(__doc__, 20)
     helper = subprocess.Popen([sys.executable, "-c", HELPER, str(a.n), str(a.interval_ms / 1000)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     helper.stdout.readline()
     with Locked():
-        t = subprocess.Popen([a.tracer, "write", "--on", "kmalloc:alloc_pipe_info",
+        t = subprocess.Popen([tracer, "write", "--on", "kmalloc:alloc_pipe_info",
                               "(struct pipe_inode_info)$obj.head", "--json", "--no-status"],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
         records = []

@@ -263,7 +263,9 @@ def time_to(argv, parse, want, env=None, exits=False):
     return marks
 
 
-def ksymwatch_first_hit(binary, cache_dir, cold):
+def ksymwatch_first_hit(binary, cache_dir, cold, target=(KERNEL_TARGET,)):
+    """Milliseconds to `# armed` and to the first hit of `write TARGET --count 1` (`target`: the watch's
+    arguments), its symbol cache emptied first when `cold`."""
     if cold:
         shutil.rmtree(cache_dir, ignore_errors=True)
     env = dict(os.environ, KSYMWATCH_CACHE_DIR=cache_dir)
@@ -276,7 +278,7 @@ def ksymwatch_first_hit(binary, cache_dir, cold):
         return None
 
     with Locked():
-        return time_to([binary, "write", KERNEL_TARGET, "--count", "1", "--no-status"], text_lines, want, env,
+        return time_to([binary, "write", *target, "--count", "1", "--no-status"], text_lines, want, env,
                        exits=True)
 
 

@@ -121,6 +121,17 @@ def thread_bench_args(doc, k, k_help, threads):
     return args, [int(x) for x in args.threads.split(",")], release_binary(args.binary)
 
 
+def paced_bench_args(doc, interval_ms):
+    """The latency benchmarks' command line (`-n COUNT`, `--interval-ms MS`, an optional binary): the
+    parsed arguments and the binary to measure ([`release_binary`])."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("-n", type=int, default=200)
+    ap.add_argument("--interval-ms", type=float, default=interval_ms)
+    ap.add_argument("binary", nargs="?", help="ksymwatch binary (default: target/release/ksymwatch, built)")
+    args = ap.parse_args()
+    return args, release_binary(args.binary)
+
+
 def interrupt(tracer, timeout):
     """Ends ksymwatch the way a user does (SIGINT), killing it after `timeout` s; its stderr (the
     summary)."""

@@ -461,6 +461,11 @@ mod tests {
         b
     }
 
+    /// A store that writes the `mask` bits of the watch, as `bits`.
+    fn part(bits: u64, mask: u64) -> Stored {
+        Stored::Part { bits, mask }
+    }
+
     const IP: u64 = 0x40_1000;
 
     /// What `code`, one instruction ending at the trap ip (its start known), stored into the range.
@@ -569,13 +574,7 @@ mod tests {
         r[13] = 0x7000; // rsi
         r[10] = 0x2a; // rax, as the 4-byte load left it
         let insn = bytes(&[0x8b, 0x47, 0x48, 0x89, 0x06]);
-        assert_eq!(
-            stored(&insn, 2, &r, 0x7000, 8),
-            Stored::Part {
-                bits: 0x2a,
-                mask: 0xffff_ffff
-            }
-        );
+        assert_eq!(stored(&insn, 2, &r, 0x7000, 8), part(0x2a, 0xffff_ffff));
         assert_eq!(stored(&insn, 3, &r, 0x7000, 8), Stored::Whole(0x2a));
         assert_eq!(stored(&insn, 2, &r, 0x7000, 4), Stored::Whole(0x2a));
         // The upper half alone is not written by it; a read of the range writes nothing.
@@ -603,13 +602,7 @@ mod tests {
         assert_eq!(stored(&insn, 5, &r, 0x7000, 1), Stored::Whole(0x11));
         // movbe %ax,(%rsi) into a 4-byte watch: two of its bytes.
         let insn = bytes(&[0x66, 0x0f, 0x38, 0xf1, 0x06]);
-        assert_eq!(
-            stored(&insn, 5, &r, 0x7000, 4),
-            Stored::Part {
-                bits: 0x8877,
-                mask: 0xffff
-            }
-        );
+        assert_eq!(stored(&insn, 5, &r, 0x7000, 4), part(0x8877, 0xffff));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! off   size  field
-//!   0      8  flags: VALUE_KNOWN, OLD_KNOWN, USER_MODE, INSN_KNOWN, REGS_KNOWN
+//!   0      8  flags: VALUE_KNOWN, OLD_KNOWN, USER_MODE, INSN_KNOWN, REGS_KNOWN, CHAIN_ID
 //!   8      8  pid_tgid (tgid << 32 | tid), from bpf_get_current_pid_tgid
 //!  16      8  time: CLOCK_MONOTONIC ns at the trap (bpf_ktime_get_ns)
 //!  24      8  addr: the breakpoint's address
@@ -14,20 +14,30 @@
 //!  64      8  ip: the trap ip (the instruction after the store)
 //!  72      8  kstack_bytes: bytes of kernel stack in the record
 //!  80      8  ustack_bytes: bytes of user stack after the kernel stack
+//!             (with CHAIN_ID, 72..88 is the call chain's key instead, as the `chains` map holds it:
+//!             its hash (8), then the kernel and user stacks' bytes (u32 each); see [`ChainKey`])
 //!  88      8  lost: records the CPU's ring had no room for so far, before this one
 //! with REGS_KNOWN (`--value`: the store's value is decoded from them):
 //!  96    168  regs: the trap's `struct pt_regs` (21 words, x86-64 order)
 //! 264     16  insn: the 16 bytes that end at the trap ip (the store's instruction ends there)
-//! then (at 96, or 280 with REGS_KNOWN)
+//! then (at 96, or 280 with REGS_KNOWN), without CHAIN_ID (the chain inline):
 //!          -  kernel return addresses (kstack_bytes / 8), then user ones (ustack_bytes / 8)
 //! ```
+//!
+//! The chain by id: the program stores each distinct call chain once in the watch's `chains` map
+//! ([`crate::perf::bpf::totals`], where the in-kernel totals name chains by the same key) and the record
+//! carries the key where the stacks' lengths were: 96 bytes whatever the chain (280 with registers), where
+//! the chain inline made it 96 + 8 a frame (a kernel writer's `read()` of six frames: 144). The tracer reads each distinct chain once from the
+//! map, on the first record that names it. A chain the map has no room for (or whose insert failed)
+//! comes inline, as does every record of a program built without totals: the flag says which, and no
+//! record is ever without its chain.
 //!
 //! `lost` is a running count the program keeps in its per-CPU scratch entry, where the record is built:
 //! a kept hit pays nothing for it, a hit the ring had no room for adds one, and the reader learns of a
 //! loss in order, from the next record that fits (and at the end, from the program's `stats`).
 //!
-//! Registers and instruction bytes are 184 bytes of a record that is otherwise about 180: they are carried
-//! only where a value is decoded, so a plain watch's ring holds twice the hits.
+//! Registers and instruction bytes are 184 bytes of a record that is otherwise 96 (its chain by id): they
+//! are carried only where a value is decoded, so a plain watch's ring holds three times the hits.
 
 use crate::perf::record::{Context, DecodeError, Frame, Sample, RECORD_SAMPLE};
 
@@ -41,6 +51,8 @@ pub const USER_MODE: u64 = 4;
 pub const INSN_KNOWN: u64 = 8;
 /// Flag: the record carries `regs` and `insn`.
 pub const REGS_KNOWN: u64 = 16;
+/// Flag: the record carries its call chain's key (in place of the stacks' lengths), not the chain's words.
+pub const CHAIN_ID: u64 = 32;
 
 pub const OFF_FLAGS: i16 = 0;
 pub const OFF_PID_TGID: i16 = 8;
@@ -53,6 +65,8 @@ pub const OFF_IP: i16 = 64;
 pub const OFF_KSTACK_BYTES: i16 = 72;
 pub const OFF_USTACK_BYTES: i16 = 80;
 pub const OFF_LOST: i16 = 88;
+/// With CHAIN_ID: the chain's key ([`ChainKey`], 16 bytes) over the two stack lengths.
+pub const OFF_CHAIN_KEY: i16 = OFF_KSTACK_BYTES;
 pub const OFF_REGS: i16 = 96;
 pub const OFF_INSN: i16 = 264;
 /// Where the stacks start without registers, and with them.
@@ -73,6 +87,50 @@ pub mod reg {
     pub const IP: usize = 16;
     pub const CS: usize = 17;
     pub const SP: usize = 19;
+}
+
+/// A `chains` key: the hash, then the kernel and user stacks' lengths in bytes (u32 each).
+pub const CHAIN_KEY: u32 = 16;
+
+/// The id of a chain as the program keys it (the totals' `chains` map) and a record that names its chain
+/// carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChainKey {
+    pub hash: u64,
+    /// Bytes of kernel stack, then of user stack, in the chain's words.
+    pub kbytes: u32,
+    pub ubytes: u32,
+}
+
+impl ChainKey {
+    pub fn parse(b: &[u8]) -> Option<ChainKey> {
+        Some(ChainKey {
+            hash: u64::from_ne_bytes(b.get(0..8)?.try_into().ok()?),
+            kbytes: u32::from_ne_bytes(b.get(8..12)?.try_into().ok()?),
+            ubytes: u32::from_ne_bytes(b.get(12..16)?.try_into().ok()?),
+        })
+    }
+
+    /// The key as the map holds it.
+    pub fn bytes(&self) -> [u8; CHAIN_KEY as usize] {
+        let mut b = [0u8; CHAIN_KEY as usize];
+        b[..8].copy_from_slice(&self.hash.to_ne_bytes());
+        b[8..12].copy_from_slice(&self.kbytes.to_ne_bytes());
+        b[12..].copy_from_slice(&self.ubytes.to_ne_bytes());
+        b
+    }
+
+    /// The kernel and user return addresses in a `chains` value, each innermost first; `None` when the
+    /// lengths do not fit it.
+    pub fn split(&self, value: &[u8]) -> Option<(Vec<u64>, Vec<u64>)> {
+        let (k, u) = (self.kbytes as usize / 8, self.ubytes as usize / 8);
+        let words: Vec<u64> = value
+            .chunks_exact(8)
+            .take(k + u)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect();
+        (words.len() == k + u).then(|| (words[..k].to_vec(), words[k..].to_vec()))
+    }
 }
 
 /// A hit record as it lies in the ring: its fixed fields decoded, its name and stacks still the ring's
@@ -96,6 +154,9 @@ pub struct HitView<'a> {
     /// The trap's registers (a record with REGS_KNOWN).
     pub regs: Option<[u64; REGS]>,
     pub insn: Option<[u8; INSN_BYTES]>,
+    /// A record with CHAIN_ID: the key its call chain is stored under in the kernel's `chains` map (its
+    /// stacks here are then empty).
+    pub chain: Option<ChainKey>,
     kernel_stack: &'a [u8],
     user_stack: &'a [u8],
 }
@@ -161,12 +222,23 @@ impl<'a> HitView<'a> {
         } else {
             OFF_STACKS
         } as usize;
-        let kernel_stack = stack_at(raw, stacks, word(raw, OFF_KSTACK_BYTES)?)?;
-        let user_stack = stack_at(
-            raw,
-            stacks + kernel_stack.len(),
-            word(raw, OFF_USTACK_BYTES)?,
-        )?;
+        let (chain, kernel_stack, user_stack) = if flags & CHAIN_ID != 0 {
+            let key = bytes_at(raw, OFF_CHAIN_KEY as usize, 16)?;
+            let key = ChainKey::parse(key).ok_or_else(|| short(OFF_LOST as usize, raw))?;
+            let max = 8 * MAX_FRAMES as u32;
+            if key.kbytes > max || key.ubytes > max {
+                return Err(short(usize::MAX, raw));
+            }
+            (Some(key), &raw[..0], &raw[..0])
+        } else {
+            let kernel_stack = stack_at(raw, stacks, word(raw, OFF_KSTACK_BYTES)?)?;
+            let user_stack = stack_at(
+                raw,
+                stacks + kernel_stack.len(),
+                word(raw, OFF_USTACK_BYTES)?,
+            )?;
+            (None, kernel_stack, user_stack)
+        };
         Ok(HitView {
             flags,
             pid: (pid_tgid >> 32) as u32,
@@ -184,6 +256,7 @@ impl<'a> HitView<'a> {
             lost: word(raw, OFF_LOST)?,
             regs,
             insn,
+            chain,
             kernel_stack,
             user_stack,
         })
@@ -201,14 +274,27 @@ impl<'a> HitView<'a> {
 
     /// The hit as the tracer's [`Sample`], its call chain in `frames` (emptied first, its capacity reused):
     /// kernel frames, then user frames, as a perf call chain reads. A zero return address ends the user
-    /// chain (the outermost frame's saved frame pointer).
-    pub fn sample(&self, cpu: u32, id: u64, mut frames: Vec<Frame>) -> Sample {
+    /// chain (the outermost frame's saved frame pointer). A record with [`HitView::chain`] has no frames
+    /// of its own: see [`HitView::sample_along`].
+    pub fn sample(&self, cpu: u32, id: u64, frames: Vec<Frame>) -> Sample {
+        self.sample_along(cpu, id, frames, (self.kernel_stack(), self.user_stack()))
+    }
+
+    /// [`HitView::sample`] along a call chain given apart from the record (`kernel`, `user` return
+    /// addresses, innermost first): the chain a CHAIN_ID record names, as read from the kernel's map.
+    pub fn sample_along(
+        &self,
+        cpu: u32,
+        id: u64,
+        mut frames: Vec<Frame>,
+        (kernel, user): (impl Iterator<Item = u64>, impl Iterator<Item = u64>),
+    ) -> Sample {
         frames.clear();
-        let kernel = self.kernel_stack().map(|addr| Frame {
+        let kernel = kernel.map(|addr| Frame {
             addr,
             context: Context::Kernel,
         });
-        let user = self.user_stack().take_while(|&a| a != 0).map(|addr| Frame {
+        let user = user.take_while(|&a| a != 0).map(|addr| Frame {
             addr,
             context: Context::User,
         });
@@ -242,6 +328,8 @@ pub struct HitRecord {
     pub lost: u64,
     pub regs: Option<[u64; REGS]>,
     pub insn: Option<[u8; INSN_BYTES]>,
+    /// CHAIN_ID: the key the chain is stored under (the stacks are then empty, and not encoded).
+    pub chain: Option<ChainKey>,
     pub kernel_stack: Vec<u64>,
     pub user_stack: Vec<u64>,
 }
@@ -263,6 +351,7 @@ pub fn decode(raw: &[u8]) -> Result<HitRecord, DecodeError> {
         lost: v.lost,
         regs: v.regs,
         insn: v.insn,
+        chain: v.chain,
         kernel_stack: v.kernel_stack().collect(),
         user_stack: v.user_stack().collect(),
     })
@@ -288,7 +377,8 @@ pub fn encode(r: &HitRecord) -> Vec<u8> {
             INSN_KNOWN
         } else {
             0
-        };
+        }
+        | if r.chain.is_some() { CHAIN_ID } else { 0 };
     put(OFF_FLAGS, flags);
     put(OFF_PID_TGID, (u64::from(r.pid) << 32) | u64::from(r.tid));
     put(OFF_TIME, r.time);
@@ -302,16 +392,29 @@ pub fn encode(r: &HitRecord) -> Vec<u8> {
             put(OFF_REGS + 8 * i as i16, *x);
         }
     }
-    put(OFF_KSTACK_BYTES, 8 * r.kernel_stack.len() as u64);
-    put(OFF_USTACK_BYTES, 8 * r.user_stack.len() as u64);
+    match r.chain {
+        Some(key) => {
+            put(OFF_CHAIN_KEY, key.hash);
+            put(
+                OFF_CHAIN_KEY + 8,
+                u64::from(key.kbytes) | (u64::from(key.ubytes) << 32),
+            );
+        }
+        None => {
+            put(OFF_KSTACK_BYTES, 8 * r.kernel_stack.len() as u64);
+            put(OFF_USTACK_BYTES, 8 * r.user_stack.len() as u64);
+        }
+    }
     let comm = r.comm.as_bytes();
     let n = comm.len().min(15);
     v[OFF_COMM as usize..OFF_COMM as usize + n].copy_from_slice(&comm[..n]);
     if let (Some(insn), Some(_)) = (r.insn, r.regs) {
         v[OFF_INSN as usize..OFF_INSN as usize + INSN_BYTES].copy_from_slice(&insn);
     }
-    for x in r.kernel_stack.iter().chain(&r.user_stack) {
-        v.extend_from_slice(&x.to_ne_bytes());
+    if r.chain.is_none() {
+        for x in r.kernel_stack.iter().chain(&r.user_stack) {
+            v.extend_from_slice(&x.to_ne_bytes());
+        }
     }
     v
 }
@@ -337,6 +440,7 @@ mod tests {
             lost: 3,
             regs: Some(regs),
             insn: Some([0x90; INSN_BYTES]),
+            chain: None,
             kernel_stack: vec![],
             user_stack: vec![0x401136, 0x401200, 0],
         }
@@ -403,5 +507,91 @@ mod tests {
             (unknown.value, unknown.old, unknown.insn),
             (None, None, None)
         );
+    }
+
+    /// A record with CHAIN_ID carries the chain's key in its header, whatever the chain's length: 96 bytes
+    /// without registers, where the same chain inline is 96 + 8 a frame; the view has no frames of its
+    /// own, and its sample takes them from the chain as the map holds it.
+    #[test]
+    fn a_chain_by_id_is_one_word_and_its_sample_takes_the_chain_given() {
+        let key = ChainKey {
+            hash: 0x1234_5678_9abc_def0,
+            kbytes: 16,
+            ubytes: 24,
+        };
+        let by_id = HitRecord {
+            regs: None,
+            insn: None,
+            chain: Some(key),
+            kernel_stack: vec![],
+            user_stack: vec![],
+            ..record()
+        };
+        let bytes = encode(&by_id);
+        assert_eq!(bytes.len(), OFF_STACKS as usize);
+        assert_eq!(
+            &bytes[72..88],
+            &key.bytes()[..],
+            "the key as the map holds it"
+        );
+        let got = decode(&bytes).unwrap();
+        assert_eq!(got.chain, Some(key));
+        assert_eq!(got.flags & CHAIN_ID, CHAIN_ID);
+        assert!(got.kernel_stack.is_empty() && got.user_stack.is_empty());
+        let view = HitView::parse(&bytes).unwrap();
+        assert!(view.sample(0, 0, Vec::new()).frames.is_empty());
+        let (k, u) = (
+            [0xffff_ffff_8100_0077u64, 0xffff_ffff_8100_0100],
+            [0x401136u64, 0x401200, 0],
+        );
+        let s = view.sample_along(1, 0, Vec::new(), (k.into_iter(), u.into_iter()));
+        let ctx: Vec<_> = s.frames.iter().map(|f| (f.addr, f.context)).collect();
+        assert_eq!(
+            ctx,
+            [
+                (k[0], Context::Kernel),
+                (k[1], Context::Kernel),
+                (u[0], Context::User),
+                (u[1], Context::User),
+            ]
+        );
+        // With registers the key follows them.
+        let with_regs = HitRecord {
+            chain: Some(key),
+            kernel_stack: vec![],
+            user_stack: vec![],
+            ..record()
+        };
+        let bytes = encode(&with_regs);
+        assert_eq!(bytes.len(), OFF_STACKS_REGS as usize);
+        assert_eq!(decode(&bytes).unwrap().chain, Some(key));
+        // Inline, the same record is longer by the frames.
+        let inline = HitRecord {
+            regs: None,
+            insn: None,
+            ..record()
+        };
+        assert_eq!(encode(&inline).len(), OFF_STACKS as usize + 8 * 3);
+    }
+
+    /// A CHAIN_ID record cut in its key, or whose lengths are more than a chain holds, is an error.
+    #[test]
+    fn a_short_or_lying_chain_id_is_an_error() {
+        let key = ChainKey {
+            hash: 7,
+            kbytes: 0,
+            ubytes: 8,
+        };
+        let bytes = encode(&HitRecord {
+            regs: None,
+            insn: None,
+            chain: Some(key),
+            ..record()
+        });
+        assert!(decode(&bytes[..80]).is_err());
+        let mut lying = bytes.clone();
+        let at = OFF_CHAIN_KEY as usize + 8;
+        lying[at..at + 4].copy_from_slice(&(8 * MAX_FRAMES as u32 + 8).to_ne_bytes());
+        assert!(decode(&lying).is_err());
     }
 }

@@ -355,6 +355,35 @@ fn pct(n: u64, total: u64) -> f64 {
     }
 }
 
+/// How many of `len` rows `--top` shows (0: all of them).
+fn shown_of(len: usize, top: usize) -> usize {
+    if top == 0 {
+        len
+    } else {
+        top.min(len)
+    }
+}
+
+/// `#`, then a section's title line.
+fn write_heading(w: &mut impl Write, title: &str) -> io::Result<()> {
+    writeln!(w, "#")?;
+    writeln!(w, "# {title}:")
+}
+
+/// The line for the rows `--top` left out, `hits` their counts: how many, and their hits together.
+fn write_more(
+    w: &mut impl Write,
+    what: &str,
+    hits: impl ExactSizeIterator<Item = u64>,
+) -> io::Result<()> {
+    let left = hits.len();
+    let rest: u64 = hits.sum();
+    writeln!(
+        w,
+        "# ... {left} more {what} with {rest} hits (--top 0 shows all)"
+    )
+}
+
 /// The report for people: totals, then the `top` most frequent chains (0: all), then by ip, comm and CPU.
 pub fn write_text(
     w: &mut impl Write,
@@ -381,11 +410,7 @@ pub fn write_text(
     }
     writeln!(w)?;
     let chains = tally.chains();
-    let shown = if top == 0 {
-        chains.len()
-    } else {
-        top.min(chains.len())
-    };
+    let shown = shown_of(chains.len(), top);
     writeln!(w, "#")?;
     writeln!(
         w,
@@ -415,34 +440,23 @@ pub fn write_text(
         }
     }
     if shown < chains.len() {
-        let rest: u64 = chains[shown..].iter().map(|c| c.count).sum();
         writeln!(w, "#")?;
-        writeln!(
-            w,
-            "# ... {} more chains with {rest} hits (--top 0 shows all)",
-            chains.len() - shown
-        )?;
+        let rest = chains[shown..].iter().map(|c| c.count);
+        write_more(w, "chains", rest)?;
     }
-    writeln!(w, "#")?;
-    writeln!(w, "# hits by writer ip:")?;
+    write_heading(w, "hits by writer ip")?;
     for (name, c) in tally.by_ip() {
         let name = escaped(name);
         writeln!(w, "# {:>8} {:>5.1}%  {name}", c.count, pct(c.count, total))?;
     }
-    writeln!(w, "#")?;
-    writeln!(w, "# hits by comm:")?;
+    write_heading(w, "hits by comm")?;
     for (name, n) in tally.by_comm() {
         let name = escaped(name);
         writeln!(w, "# {n:>8} {:>5.1}%  {name}", pct(n, total))?;
     }
     let threads = tally.by_thread();
-    let shown = if top == 0 {
-        threads.len()
-    } else {
-        top.min(threads.len())
-    };
-    writeln!(w, "#")?;
-    writeln!(w, "# hits by thread:")?;
+    let shown = shown_of(threads.len(), top);
+    write_heading(w, "hits by thread")?;
     for t in &threads[..shown] {
         writeln!(
             w,
@@ -455,15 +469,9 @@ pub fn write_text(
         )?;
     }
     if shown < threads.len() {
-        let rest: u64 = threads[shown..].iter().map(|t| t.count).sum();
-        writeln!(
-            w,
-            "# ... {} more threads with {rest} hits (--top 0 shows all)",
-            threads.len() - shown
-        )?;
+        write_more(w, "threads", threads[shown..].iter().map(|t| t.count))?;
     }
-    writeln!(w, "#")?;
-    writeln!(w, "# hits by cpu:")?;
+    write_heading(w, "hits by cpu")?;
     for (cpu, &n) in &summary.hits_by_cpu {
         writeln!(w, "# {n:>8} {:>5.1}%  cpu{cpu}", pct(n, total))?;
     }
@@ -564,9 +572,7 @@ mod tests {
         };
         summary.hits_by_cpu.insert(0, 6);
         summary.unprinted_by_cpu.insert(0, 4);
-        let mut out = Vec::new();
-        write_text(&mut out, &summary, &once, 0).unwrap();
-        let text = String::from_utf8(out).unwrap();
+        let text = text_of(&summary, &once, 0);
         assert!(
             text.starts_with(
                 "# summary: 6 hits, 0 lost, 0 filtered, 0.000s, 4 not printed (ring full): every count \
@@ -601,28 +607,29 @@ mod tests {
         assert_eq!(tally.by_ip()[0].1.count, 4);
         assert_eq!(tally.by_comm(), [("cat", 2), ("dd", 2)]);
         summary.filtered = 9;
-        let mut out = Vec::new();
-        write_text(&mut out, &summary, &tally, 1).unwrap();
-        let text = String::from_utf8(out).unwrap();
+        let text = text_of(&summary, &tally, 1);
         assert!(
             text.starts_with("# summary: 4 hits, 0 lost, 9 filtered,"),
             "{text}"
         );
-        assert!(
-            text.contains("# call chains, most frequent first (2 unique):"),
-            "{text}"
-        );
-        assert!(
-            text.contains("#        3 hits  75.0%  target=target_var  comm: dd 2, cat 1\n#  => read_zero+0x10/0x100\n#  => vfs_read+0x10/0x100\n"),
-            "{text}"
-        );
-        assert!(text.contains("# ... 1 more chains with 1 hits"), "{text}");
-        assert!(
-            text.contains("#        4 100.0%  read_zero+0x10/0x100"),
-            "{text}"
-        );
-        assert!(text.contains("#        2  50.0%  cpu1"), "{text}");
+        for part in [
+            "# call chains, most frequent first (2 unique):",
+            "#        3 hits  75.0%  target=target_var  comm: dd 2, cat 1\n#  => read_zero+0x10/0x100\n#  => vfs_read+0x10/0x100\n",
+            "# ... 1 more chains with 1 hits",
+            "#        4 100.0%  read_zero+0x10/0x100",
+            "#        2  50.0%  cpu1",
+            "# ... 3 more threads with 3 hits (--top 0 shows all)",
+        ] {
+            assert!(text.contains(part), "`{part}` missing from:\n{text}");
+        }
         assert!(text.lines().all(|l| l.starts_with('#')));
+    }
+
+    /// The text summary of `summary` and `tally`, `top` chains shown.
+    fn text_of(summary: &Summary, tally: &Tally, top: usize) -> String {
+        let mut out = Vec::new();
+        write_text(&mut out, summary, tally, top).unwrap();
+        String::from_utf8(out).unwrap()
     }
 
     fn written(value: Option<u64>) -> Value {
@@ -665,9 +672,7 @@ mod tests {
         assert_eq!((t[0].target, t[0].target_name.as_str()), (0, "counter"));
         assert_eq!(t[0].values(), [(1, 3), (2, 2), (3, 2), (7, 1)]);
         assert!(!t[0].overflowed());
-        let mut out = Vec::new();
-        write_text(&mut out, &summary, &tally, 0).unwrap();
-        let text = String::from_utf8(out).unwrap();
+        let text = text_of(&summary, &tally, 0);
         assert!(
             text.ends_with(concat!(
                 "#\n",
@@ -682,9 +687,7 @@ mod tests {
 
         let (tally, summary) = tally_of_values(&[written(None)]);
         assert_eq!(tally.by_value()[0].values(), []);
-        let mut out = Vec::new();
-        write_text(&mut out, &summary, &tally, 0).unwrap();
-        let text = String::from_utf8(out).unwrap();
+        let text = text_of(&summary, &tally, 0);
         assert!(
             text.ends_with("#\n# by value written (target counter): none known\n"),
             "{text}"
@@ -697,9 +700,7 @@ mod tests {
         let (tally, summary) =
             tally_of_values(&[Value::Read(1), Value::Unreadable, Value::NotRead]);
         assert!(tally.by_value().is_empty());
-        let mut out = Vec::new();
-        write_text(&mut out, &summary, &tally, 0).unwrap();
-        assert!(!String::from_utf8(out).unwrap().contains("by value"));
+        assert!(!text_of(&summary, &tally, 0).contains("by value"));
     }
 
     /// 32 distinct values are counted; the 33rd drops the target's table for good.
@@ -724,9 +725,7 @@ mod tests {
         let t = tally.by_value();
         assert!(t[0].overflowed());
         assert_eq!(t[0].values(), []);
-        let mut out = Vec::new();
-        write_text(&mut out, &summary, &tally, 0).unwrap();
-        let text = String::from_utf8(out).unwrap();
+        let text = text_of(&summary, &tally, 0);
         assert!(
             text.ends_with(
                 "#\n# by value written (target counter): more than 32 distinct values\n"

@@ -14,8 +14,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::model::watch::Watch;
 use crate::perf::arm::{self, Scope};
 use crate::perf::bpf;
+use crate::perf::bpf::hit_set::HitPrograms;
 use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError};
 use crate::perf::hit_record;
+use crate::perf::hit_record::ChainKey;
 use crate::perf::record::{Frame, Sample, Task};
 use crate::perf::sys::{self, Epoll};
 use crate::report::{Covered, Value};
@@ -281,6 +283,35 @@ pub struct EventSet {
     by_cpu: BTreeMap<u32, Vec<Tracked>>,
     /// Call-chain vectors of handled samples, reused by the next ones decoded.
     spare: Vec<Vec<Frame>>,
+    /// The call chains hit records named by id, read once each from their watch's map.
+    chains: Chains,
+}
+
+/// The hit path's call chains by (watch, key), as read from each watch's `chains` map: a chain is read
+/// the first time a record names it and kept (the map holds at most
+/// [`bpf::totals::CHAINS_MAX`] a watch, so this does too).
+type Chains = std::collections::HashMap<(usize, ChainKey), (Vec<u64>, Vec<u64>)>;
+
+/// What every drain reuses: the spare call-chain vectors, the chains read so far, and the hit programs
+/// whose maps hold the chains.
+struct Reuse<'a> {
+    spare: &'a mut Vec<Vec<Frame>>,
+    chains: &'a mut Chains,
+    hits: Option<&'a HitPrograms>,
+}
+
+impl<'a> Reuse<'a> {
+    fn of(
+        spare: &'a mut Vec<Vec<Frame>>,
+        chains: &'a mut Chains,
+        cfg: &'a EventConfig,
+    ) -> Reuse<'a> {
+        Reuse {
+            spare,
+            chains,
+            hits: cfg.hits.as_deref(),
+        }
+    }
 }
 
 /// [`EventSet::watch_of`] over the current and retired watches (a free function so that a drain, which
@@ -319,6 +350,7 @@ impl EventSet {
             scope,
             by_cpu: BTreeMap::new(),
             spare: Vec::new(),
+            chains: Chains::new(),
         };
         let now = sys::monotonic_ns();
         for ev in armed {
@@ -475,7 +507,13 @@ impl EventSet {
             };
             // Dropped at the end of this block: its descriptors close, freeing the debug register.
             let mut t = evs.remove(at);
-            drain_one(&mut t, sorter, started, &mut self.spare, watches);
+            drain_one(
+                &mut t,
+                sorter,
+                started,
+                Reuse::of(&mut self.spare, &mut self.chains, &self.cfg),
+                watches,
+            );
             forget(&t.ev, epoll, sorter);
             audits.push(audit(&t, &self.cfg));
         }
@@ -502,7 +540,13 @@ impl EventSet {
         let started = sys::monotonic_ns();
         let watches = (self.watches.as_slice(), self.retired.as_slice());
         for t in self.by_cpu.values_mut().flatten() {
-            drain_one(t, sorter, started, &mut self.spare, watches);
+            drain_one(
+                t,
+                sorter,
+                started,
+                Reuse::of(&mut self.spare, &mut self.chains, &self.cfg),
+                watches,
+            );
         }
     }
 
@@ -617,7 +661,13 @@ impl EventSet {
         let mut audits = Vec::with_capacity(evs.len());
         let watches = (self.watches.as_slice(), self.retired.as_slice());
         for t in evs.iter_mut() {
-            drain_one(t, sorter, started, &mut self.spare, watches);
+            drain_one(
+                t,
+                sorter,
+                started,
+                Reuse::of(&mut self.spare, &mut self.chains, &self.cfg),
+                watches,
+            );
             forget(&t.ev, epoll, sorter);
             audits.push(audit(t, &self.cfg));
         }
@@ -688,7 +738,7 @@ pub(crate) fn read_value(pid: u32, addr: u64, len: u8) -> Value {
 struct Pass<'a> {
     key: RingKey,
     sorter: &'a mut Sorter,
-    spare: &'a mut Vec<Vec<Frame>>,
+    reuse: Reuse<'a>,
     /// The current and retired watches, to find a hit watch's length.
     watches: (&'a [Watch], &'a [Watch]),
     /// One read per process and watched range per pass: every hit taken out of the ring in this pass gets
@@ -703,11 +753,20 @@ impl Out for Pass<'_> {
     }
 
     fn frames(&mut self) -> Vec<Frame> {
-        self.spare.pop().unwrap_or_default()
+        self.reuse.spare.pop().unwrap_or_default()
     }
 
     fn recycle(&mut self, frames: Vec<Frame>) {
-        self.spare.push(frames);
+        self.reuse.spare.push(frames);
+    }
+
+    fn chain(&mut self, key: ChainKey) -> Option<&(Vec<u64>, Vec<u64>)> {
+        let at = (self.key.watch, key);
+        if !self.reuse.chains.contains_key(&at) {
+            let chain = self.reuse.hits?.chain(at.0, key).ok().flatten()?;
+            self.reuse.chains.insert(at, chain);
+        }
+        self.reuse.chains.get(&at)
     }
 
     fn watch_len(&self, addr: u64) -> u8 {
@@ -736,14 +795,14 @@ fn drain_one(
     t: &mut Tracked,
     sorter: &mut Sorter,
     started: u64,
-    spare: &mut Vec<Vec<Frame>>,
+    reuse: Reuse<'_>,
     watches: (&[Watch], &[Watch]),
 ) {
     let Tracked { ev, decoder, .. } = t;
     let mut pass = Pass {
         key: RingKey::perf(ev.cpu, ev.watch),
         sorter,
-        spare,
+        reuse,
         watches,
         read: None,
     };

@@ -621,13 +621,18 @@ mod tests {
         );
     }
 
+    /// CPU 0 armed, CPU 1 refusing with `errno` when it comes online; `strict`: `--strict-hotplug`.
+    fn refusing_cpu1(errno: i32, strict: bool) -> (Cpus, Follow) {
+        let mut ctx = Cpus::new(&[0]);
+        ctx.refuse.insert(1, errno);
+        (ctx, Follow::new(strict))
+    }
+
     /// A CPU that cannot be armed is marked once, retried on every look, and unwatched from its first
     /// sighting until it is armed.
     #[test]
     fn an_arm_failure_is_marked_once_and_retried_until_armed() {
-        let mut ctx = Cpus::new(&[0]);
-        ctx.refuse.insert(1, libc::EBUSY);
-        let mut f = Follow::new(false);
+        let (mut ctx, mut f) = refusing_cpu1(libc::EBUSY, false);
         ctx.log.now = 1_000;
         assert_eq!(f.apply(&online(&[1], Some(100)), &mut ctx), None);
         assert_eq!(ctx.log.calls(), ["open 1", "emit CpuArmFailed"]);
@@ -655,9 +660,7 @@ mod tests {
     /// or reconcile tells what it is.
     #[test]
     fn a_cpu_gone_again_before_it_was_armed_is_left_to_the_next_look() {
-        let mut ctx = Cpus::new(&[0]);
-        ctx.refuse.insert(1, libc::ENODEV);
-        let mut f = Follow::new(true);
+        let (mut ctx, mut f) = refusing_cpu1(libc::ENODEV, true);
         assert_eq!(f.apply(&online(&[1], Some(0)), &mut ctx), None);
         assert_eq!(ctx.log.calls(), ["open 1"]);
         assert!(f.end(1_000_000).is_empty());
@@ -671,9 +674,7 @@ mod tests {
     /// failure kept for after the summary; the CPUs after it are not tried.
     #[test]
     fn strict_hotplug_ends_the_run_after_the_first_failures_mark() {
-        let mut ctx = Cpus::new(&[0]);
-        ctx.refuse.insert(1, libc::ENOSPC);
-        let mut f = Follow::new(true);
+        let (mut ctx, mut f) = refusing_cpu1(libc::ENOSPC, true);
         let stop = f.apply(&online(&[1, 2], Some(0)), &mut ctx);
         assert_eq!(stop, Some(StopReason::StrictHotplug(1)));
         assert_eq!(ctx.log.calls(), ["open 1", "emit CpuArmFailed"]);

@@ -592,6 +592,17 @@ mod tests {
         objects.apply(|out| out.extend(records), ctx)
     }
 
+    /// Carries out a batch of one record of process 1.
+    fn apply_one(
+        objects: &mut Objects,
+        ctx: &mut Session,
+        kind: u64,
+        ptr: u64,
+        time: u64,
+    ) -> Option<StopReason> {
+        apply(objects, ctx, vec![record(kind, ptr, time, 1)])
+    }
+
     /// An object is armed in the free slot at its field, a second one (`--rotate`) evicts it, and its
     /// free prints its last hits, drops later ones and parks the slot before the mark, at the free's time.
     #[test]
@@ -599,11 +610,7 @@ mod tests {
         let (mut objects, mut ctx) = session(1, true);
         ctx.log.now = 1_000;
         assert_eq!(
-            apply(
-                &mut objects,
-                &mut ctx,
-                vec![record(bpf::ALLOCATED, 0xa000, 10, 1)]
-            ),
+            apply_one(&mut objects, &mut ctx, bpf::ALLOCATED, 0xa000, 10),
             None
         );
         assert_eq!(ctx.log.calls(), ["arm 0 0xa050", "emit ObjectArmed"]);
@@ -619,11 +626,7 @@ mod tests {
         assert_eq!(ctx.log.events, [(armed, 1_000)]);
         ctx.log.calls.clear();
         assert_eq!(
-            apply(
-                &mut objects,
-                &mut ctx,
-                vec![record(bpf::ALLOCATED, 0xb000, 20, 1)]
-            ),
+            apply_one(&mut objects, &mut ctx, bpf::ALLOCATED, 0xb000, 20),
             None
         );
         assert_eq!(ctx.log.calls(), ["arm 0 0xb050", "emit ObjectArmed"]);
@@ -641,11 +644,7 @@ mod tests {
         );
         ctx.log.calls.clear();
         assert_eq!(
-            apply(
-                &mut objects,
-                &mut ctx,
-                vec![record(bpf::FREED, 0xb000, 30, 1)]
-            ),
+            apply_one(&mut objects, &mut ctx, bpf::FREED, 0xb000, 30),
             None
         );
         assert_eq!(
@@ -674,11 +673,7 @@ mod tests {
     #[test]
     fn a_busy_slot_waits_for_the_batchs_frees_and_a_refusal_is_skipped() {
         let (mut objects, mut ctx) = session(1, false);
-        apply(
-            &mut objects,
-            &mut ctx,
-            vec![record(bpf::ALLOCATED, 0xa000, 10, 1)],
-        );
+        apply_one(&mut objects, &mut ctx, bpf::ALLOCATED, 0xa000, 10);
         ctx.log.calls.clear();
         let batch = vec![
             record(bpf::ALLOCATED, 0xc000, 40, 1),
@@ -699,11 +694,7 @@ mod tests {
         );
         ctx.refuse_arm = true;
         ctx.log.calls.clear();
-        apply(
-            &mut objects,
-            &mut ctx,
-            vec![record(bpf::FREED, 0xc000, 80, 1)],
-        );
+        apply_one(&mut objects, &mut ctx, bpf::FREED, 0xc000, 80);
         apply(
             &mut objects,
             &mut ctx,

@@ -134,6 +134,38 @@ impl Olds {
 mod tests {
     use super::*;
 
+    /// Target `index`'s 8-byte store of `value` at `addr` by `pid`, with no clock at hand.
+    fn store(
+        o: &mut Olds,
+        s: &mut Summary,
+        (index, addr, pid): (usize, u64, u32),
+        value: Value,
+        part: Option<Part>,
+    ) -> Value {
+        o.settle(index, addr, (8, pid), (value, part), || None, s)
+    }
+
+    /// The old value shown with target `index`'s 8-byte store of `value` (the instruction's) at `addr`
+    /// by `pid`.
+    fn old_after(o: &mut Olds, s: &mut Summary, at: (usize, u64, u32), value: u64) -> Option<u64> {
+        old(store(o, s, at, insn(value), None))
+    }
+
+    /// A value the instruction gave (no old from the kernel).
+    fn insn(value: u64) -> Value {
+        w(Some(value), ValueFrom::Insn)
+    }
+
+    /// A store whose value the trap could not tell (memory not read).
+    fn unknown() -> Value {
+        w(None, ValueFrom::Memory)
+    }
+
+    /// A store of `value` that memory, read at the trap, contradicts.
+    fn raced(value: u64, memory: u64) -> Value {
+        w(Some(value), ValueFrom::Raced { memory })
+    }
+
     fn w(value: Option<u64>, from: ValueFrom) -> Value {
         Value::Written {
             value,
@@ -162,119 +194,25 @@ mod tests {
         let mut o = Olds::new(None, false);
         let mut s = Summary::default();
         let user = 0x60_1000;
-        assert_eq!(
-            old(o.settle(
-                0,
-                user,
-                (8, 10),
-                (w(Some(1), ValueFrom::Insn), None),
-                || None,
-                &mut s
-            )),
-            None
-        );
-        assert_eq!(
-            old(o.settle(
-                0,
-                user,
-                (8, 10),
-                (w(Some(2), ValueFrom::Insn), None),
-                || None,
-                &mut s
-            )),
-            Some(1)
-        );
+        assert_eq!(old_after(&mut o, &mut s, (0, user, 10), 1), None);
+        assert_eq!(old_after(&mut o, &mut s, (0, user, 10), 2), Some(1));
         // Another process at the same user address has its own.
-        assert_eq!(
-            old(o.settle(
-                0,
-                user,
-                (8, 11),
-                (w(Some(5), ValueFrom::Insn), None),
-                || None,
-                &mut s
-            )),
-            None
-        );
+        assert_eq!(old_after(&mut o, &mut s, (0, user, 11), 5), None);
         // A kernel address is one variable whoever writes it.
         let k = 0xffff_ffff_8300_3e00;
-        o.settle(
-            1,
-            k,
-            (8, 10),
-            (w(Some(7), ValueFrom::Insn), None),
-            || None,
-            &mut s,
-        );
-        assert_eq!(
-            old(o.settle(
-                1,
-                k,
-                (8, 11),
-                (w(Some(8), ValueFrom::Insn), None),
-                || None,
-                &mut s
-            )),
-            Some(7)
-        );
+        store(&mut o, &mut s, (1, k, 10), insn(7), None);
+        assert_eq!(old_after(&mut o, &mut s, (1, k, 11), 8), Some(7));
         // Another CPU's copy of a per-CPU variable (same target, another address) has its own.
-        assert_eq!(
-            old(o.settle(
-                1,
-                k + 0x10_0000,
-                (8, 11),
-                (w(Some(6), ValueFrom::Insn), None),
-                || None,
-                &mut s
-            )),
-            None
-        );
+        assert_eq!(old_after(&mut o, &mut s, (1, k + 0x10_0000, 11), 6), None);
         // An unknown value leaves the next old unknown; a move forgets the target.
-        o.settle(
-            0,
-            user,
-            (8, 10),
-            (w(None, ValueFrom::Memory), None),
-            || None,
-            &mut s,
-        );
-        assert_eq!(
-            old(o.settle(
-                0,
-                user,
-                (8, 10),
-                (w(Some(3), ValueFrom::Insn), None),
-                || None,
-                &mut s
-            )),
-            None
-        );
+        store(&mut o, &mut s, (0, user, 10), unknown(), None);
+        assert_eq!(old_after(&mut o, &mut s, (0, user, 10), 3), None);
         o.forget(0);
-        assert_eq!(
-            old(o.settle(
-                0,
-                user,
-                (8, 10),
-                (w(Some(4), ValueFrom::Insn), None),
-                || None,
-                &mut s
-            )),
-            None
-        );
-        assert_eq!(
-            old(o.settle(
-                1,
-                k,
-                (8, 10),
-                (w(Some(9), ValueFrom::Insn), None),
-                || None,
-                &mut s
-            )),
-            Some(8)
-        );
+        assert_eq!(old_after(&mut o, &mut s, (0, user, 10), 4), None);
+        assert_eq!(old_after(&mut o, &mut s, (1, k, 10), 9), Some(8));
         assert_eq!(s.raced, 0);
         assert_eq!(
-            o.settle(0, user, (8, 10), (Value::Read(4), None), || None, &mut s),
+            store(&mut o, &mut s, (0, user, 10), Value::Read(4), None),
             Value::Read(4)
         );
     }
@@ -285,26 +223,26 @@ mod tests {
         let mut s = Summary::default();
         // Merged order: the printed previous value wins over the kernel's racy read.
         let mut o = Olds::new(None, false);
-        o.settle(0, k, (8, 1), (kernel(5, 4), None), || None, &mut s);
+        store(&mut o, &mut s, (0, k, 1), kernel(5, 4), None);
         assert_eq!(
-            old(o.settle(0, k, (8, 2), (kernel(6, 77), None), || None, &mut s)),
+            old(store(&mut o, &mut s, (0, k, 2), kernel(6, 77), None)),
             Some(5)
         );
         // After a loss, the kernel's until the next printed hit.
         o.lost();
         assert_eq!(
-            old(o.settle(0, k, (8, 2), (kernel(7, 66), None), || None, &mut s)),
+            old(store(&mut o, &mut s, (0, k, 2), kernel(7, 66), None)),
             Some(66)
         );
         assert_eq!(
-            old(o.settle(0, k, (8, 2), (kernel(8, 55), None), || None, &mut s)),
+            old(store(&mut o, &mut s, (0, k, 2), kernel(8, 55), None)),
             Some(7)
         );
         // With drops in the kernel, always the kernel's.
         let mut o = Olds::new(None, true);
-        o.settle(0, k, (8, 1), (kernel(5, 4), None), || None, &mut s);
+        store(&mut o, &mut s, (0, k, 1), kernel(5, 4), None);
         assert_eq!(
-            old(o.settle(0, k, (8, 2), (kernel(6, 77), None), || None, &mut s)),
+            old(store(&mut o, &mut s, (0, k, 2), kernel(6, 77), None)),
             Some(77)
         );
     }
@@ -324,50 +262,21 @@ mod tests {
             _ => panic!("not a written value"),
         };
         let mut o = Olds::new(None, false);
-        let first = o.settle(
-            0,
-            user,
-            (8, 10),
-            (w(None, ValueFrom::Memory), half),
-            || None,
-            &mut s,
-        );
+        let first = store(&mut o, &mut s, (0, user, 10), unknown(), half);
         assert_eq!(value(first), None);
-        o.settle(
-            0,
-            user,
-            (8, 10),
-            (w(Some(0x5a5a_5a5a_0000_0001), ValueFrom::Insn), None),
-            || None,
+        store(
+            &mut o,
             &mut s,
+            (0, user, 10),
+            insn(0x5a5a_5a5a_0000_0001),
+            None,
         );
-        let v = o.settle(
-            0,
-            user,
-            (8, 10),
-            (w(None, ValueFrom::Memory), half),
-            || None,
-            &mut s,
-        );
+        let v = store(&mut o, &mut s, (0, user, 10), unknown(), half);
         assert_eq!(value(v), Some(0x5a5a_5a5a_0000_002a));
         assert_eq!(old(v), Some(0x5a5a_5a5a_0000_0001));
         let mut o = Olds::new(None, true);
-        o.settle(
-            0,
-            user,
-            (8, 10),
-            (w(Some(1), ValueFrom::Insn), None),
-            || None,
-            &mut s,
-        );
-        let v = o.settle(
-            0,
-            user,
-            (8, 10),
-            (w(None, ValueFrom::Memory), half),
-            || None,
-            &mut s,
-        );
+        store(&mut o, &mut s, (0, user, 10), insn(1), None);
+        let v = store(&mut o, &mut s, (0, user, 10), unknown(), half);
         assert_eq!(value(v), None);
     }
 
@@ -377,31 +286,10 @@ mod tests {
         let mut o = Olds::new(Some(cond), true);
         let mut s = Summary::default();
         // Memory (kernel's verdict) said 20; the store wrote 5: raced, and the verdict is contradicted.
-        o.settle(
-            0,
-            0x1000,
-            (8, 1),
-            (w(Some(5), ValueFrom::Raced { memory: 20 }), None),
-            || None,
-            &mut s,
-        );
+        store(&mut o, &mut s, (0, 0x1000, 1), raced(5, 20), None);
         // The store wrote 15: raced, but it passes too.
-        o.settle(
-            0,
-            0x1000,
-            (8, 1),
-            (w(Some(15), ValueFrom::Raced { memory: 30 }), None),
-            || None,
-            &mut s,
-        );
-        o.settle(
-            0,
-            0x1000,
-            (8, 1),
-            (w(Some(15), ValueFrom::Insn), None),
-            || None,
-            &mut s,
-        );
+        store(&mut o, &mut s, (0, 0x1000, 1), raced(15, 30), None);
+        store(&mut o, &mut s, (0, 0x1000, 1), insn(15), None);
         assert_eq!((s.raced, s.condition_disagreed), (2, 1));
     }
 }

@@ -8,9 +8,7 @@
 
 use std::io;
 
-use crate::model::watch::Watch;
-use crate::perf::arm::Scope;
-use crate::perf::event::{CpuEvent, EventConfig, OpenError};
+use crate::perf::event::OpenError;
 use crate::perf::record::Frame;
 use crate::perf::sys::Epoll;
 use crate::trace::events::{Audit, EventSet, Item, Sorter};
@@ -33,19 +31,15 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// Takes the armed events; each is registered with `epoll` under `token`. `slack_ns`: how long after
-    /// its timestamp a record may still become visible in its ring.
+    /// The merge of the rings of the events `events` makes ([`EventSet::new`]: it registers their rings
+    /// with the sorter it is given). `slack_ns`: how long after its timestamp a record may still become
+    /// visible in its ring.
     pub fn new(
-        watches: &[Watch],
-        cfg: EventConfig,
-        scope: Scope,
-        armed: Vec<CpuEvent>,
-        epoll: &Epoll,
-        token: u64,
         slack_ns: u64,
+        events: impl FnOnce(&mut Sorter) -> io::Result<EventSet>,
     ) -> io::Result<Pipeline> {
         let mut sorter = Sorter::new(slack_ns);
-        let events = EventSet::new(watches, cfg, scope, armed, epoll, token, &mut sorter)?;
+        let events = events(&mut sorter)?;
         Ok(Pipeline { events, sorter })
     }
 
@@ -114,8 +108,10 @@ mod tests {
     use std::os::unix::net::UnixStream;
 
     use super::*;
-    use crate::model::watch::Access;
+    use crate::model::watch::{Access, Watch};
+    use crate::perf::arm::Scope;
     use crate::perf::bpf_ring::testing::FileBpfRing;
+    use crate::perf::event::{CpuEvent, EventConfig};
     use crate::perf::hit_record::{self, HitRecord};
     use crate::perf::record::{encode, Task};
     use crate::perf::ring::testing::FileRing;
@@ -154,6 +150,11 @@ mod tests {
         encode::sample(0xffffffff81000077, tid, tid, time, addr, cpu, &[])
     }
 
+    /// A comm record of task `tid` named `name`, at `time`.
+    fn comm(tid: u32, name: &str, time: u64) -> Vec<u8> {
+        encode::with_trailer(encode::comm(tid, tid, name, false), tid, tid, time, 0)
+    }
+
     /// What `which` releases now: (time, what) with what a hit's tid, or `lost N` / `comm NAME`.
     fn released(p: &mut Pipeline, which: Release) -> Vec<(u64, String)> {
         std::iter::from_fn(|| p.next(which))
@@ -171,16 +172,29 @@ mod tests {
 
     /// A pipeline over `evs` (their rings read past the moment it is made: nothing older can come).
     fn pipeline(evs: Vec<CpuEvent>, epoll: &Epoll, slack_ns: u64) -> Pipeline {
-        Pipeline::new(
-            &watches(),
-            cfg(),
-            Scope::System,
-            evs,
-            epoll,
-            TOKEN,
-            slack_ns,
-        )
+        Pipeline::new(slack_ns, |sorter| {
+            EventSet::new(&watches(), cfg(), Scope::System, evs, epoll, TOKEN, sorter)
+        })
         .unwrap()
+    }
+
+    /// Target 0's event on CPU 0 alone, released as soon as read: the pipeline, its epoll, and the writing
+    /// side of its ring.
+    fn one_cpu() -> (Pipeline, Epoll, FileRing) {
+        let epoll = Epoll::new().unwrap();
+        let (e0, w0) = event(0, 0);
+        let p = pipeline(vec![e0], &epoll, 0);
+        (p, epoll, w0)
+    }
+
+    /// Target 0's events on CPUs 0 and 1 merged with `slack_ns`: the pipeline, its epoll, and the writing
+    /// sides of CPU 0's and CPU 1's rings.
+    fn two_cpus(slack_ns: u64) -> (Pipeline, Epoll, FileRing, FileRing) {
+        let epoll = Epoll::new().unwrap();
+        let (e0, w0) = event(0, 0);
+        let (e1, w1) = event(1, 0);
+        let p = pipeline(vec![e0, e1], &epoll, slack_ns);
+        (p, epoll, w0, w1)
     }
 
     fn want(items: &[(u64, &str)]) -> Vec<(u64, String)> {
@@ -194,11 +208,8 @@ mod tests {
     /// newer than a drain is held until every ring has been read past it.
     #[test]
     fn records_of_all_rings_come_out_in_time_order() {
-        let epoll = Epoll::new().unwrap();
-        let (e0, mut w0) = event(0, 0);
-        let (e1, mut w1) = event(1, 0);
         let now = sys::monotonic_ns();
-        let mut p = pipeline(vec![e0, e1], &epoll, 0);
+        let (mut p, _epoll, mut w0, mut w1) = two_cpus(0);
         let (t1, t2, t3, t4) = (now + 1000, now + 2000, now + 3000, now + 4000);
         w0.write(&hit(10, t1, 0, 0)).unwrap();
         w0.write(&hit(11, t3, 0, 0)).unwrap();
@@ -223,10 +234,7 @@ mod tests {
     /// others' later ones back; `Until` lets out what is from a time or before, ready or not.
     #[test]
     fn the_slack_holds_records_back_and_until_lets_them_out() {
-        let epoll = Epoll::new().unwrap();
-        let (e0, mut w0) = event(0, 0);
-        let (e1, _w1) = event(1, 0);
-        let mut p = pipeline(vec![e0, e1], &epoll, HOUR);
+        let (mut p, _epoll, mut w0, _w1) = two_cpus(HOUR);
         let now = sys::monotonic_ns();
         w0.write(&hit(10, now + 1000, 0, 0)).unwrap();
         w0.write(&hit(11, now + 2000, 0, 0)).unwrap();
@@ -251,10 +259,7 @@ mod tests {
     /// with the others', and it holds nothing back any more.
     #[test]
     fn closing_a_cpu_keeps_what_its_ring_held_in_order() {
-        let epoll = Epoll::new().unwrap();
-        let (e0, mut w0) = event(0, 0);
-        let (e1, mut w1) = event(1, 0);
-        let mut p = pipeline(vec![e0, e1], &epoll, HOUR);
+        let (mut p, epoll, mut w0, mut w1) = two_cpus(HOUR);
         let now = sys::monotonic_ns();
         w0.write(&hit(10, now + 1000, 0, 0)).unwrap();
         w0.write(&hit(11, now + 3000, 0, 0)).unwrap();
@@ -320,9 +325,7 @@ mod tests {
     /// A CPU that comes online joins the merge: what its ring gives is merged with the rest.
     #[test]
     fn an_opened_cpu_joins_the_merge() {
-        let epoll = Epoll::new().unwrap();
-        let (e0, mut w0) = event(0, 0);
-        let mut p = pipeline(vec![e0], &epoll, 0);
+        let (mut p, epoll, mut w0) = one_cpu();
         let (e1, mut w1) = event(1, 0);
         // What `open_cpu` does once the kernel opened the events.
         p.events
@@ -364,6 +367,7 @@ mod tests {
                 lost,
                 regs: None,
                 insn: None,
+                chain: None,
                 kernel_stack: vec![],
                 user_stack: vec![0x401136],
             })
@@ -371,9 +375,7 @@ mod tests {
         w_hits.write(&hit(10, now + 1000, 0)).unwrap();
         w_hits.write(&hit(10, now + 3000, 2)).unwrap();
         w_hits.write(&hit(10, now + 4000, 2)).unwrap();
-        let comm = encode::comm(11, 11, "other", false);
-        w0.write(&encode::with_trailer(comm, 11, 11, now + 2000, 0))
-            .unwrap();
+        w0.write(&comm(11, "other", now + 2000)).unwrap();
         std::thread::sleep(std::time::Duration::from_micros(10));
         p.drain();
         let all = want(&[
@@ -393,9 +395,7 @@ mod tests {
     /// cannot be decoded is a loss of one, never silent.
     #[test]
     fn losses_and_undecodable_records_are_counted_and_released() {
-        let epoll = Epoll::new().unwrap();
-        let (e0, mut w0) = event(0, 0);
-        let mut p = pipeline(vec![e0], &epoll, 0);
+        let (mut p, _epoll, mut w0) = one_cpu();
         let now = sys::monotonic_ns();
         w0.write(&hit(10, now + 1000, 0, 0)).unwrap();
         let lost = encode::with_trailer(encode::lost(1, 5), 0, 0, now + 2000, 0);
@@ -404,9 +404,7 @@ mod tests {
         truncated.truncate(24);
         truncated[6..8].copy_from_slice(&24u16.to_ne_bytes());
         w0.write(&truncated).unwrap();
-        let comm = encode::comm(12, 12, "writer", false);
-        w0.write(&encode::with_trailer(comm, 12, 12, now + 4000, 0))
-            .unwrap();
+        w0.write(&comm(12, "writer", now + 4000)).unwrap();
         p.drain();
         let all = want(&[
             (now + 1000, "10@0"),

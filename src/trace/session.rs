@@ -160,8 +160,18 @@ impl<'a, O: Output> Session<'a, O> {
         } else {
             SORT_SLACK_NS
         };
-        let rings = Pipeline::new(watches, cfg, scope, armed.events, &epoll, TOKEN_RING, slack)
-            .or_exit(ExitCode::Runtime, "epoll")?;
+        let rings = Pipeline::new(slack, |sorter| {
+            events::EventSet::new(
+                watches,
+                cfg,
+                scope,
+                armed.events,
+                &epoll,
+                TOKEN_RING,
+                sorter,
+            )
+        })
+        .or_exit(ExitCode::Runtime, "epoll")?;
         if let Some(fd) = hotplug.as_ref().and_then(Hotplug::fd) {
             epoll
                 .add(fd, TOKEN_UEVENT)

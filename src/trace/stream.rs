@@ -498,7 +498,10 @@ mod tests {
             evs.push(CpuEvent::over(cpu, 0, ring, OwnedFd::from(fd)));
             writers.push(writer);
         }
-        let p = Pipeline::new(&watches(), cfg(), Scope::System, evs, epoll, 1, 0).unwrap();
+        let p = Pipeline::new(0, |sorter| {
+            EventSet::new(&watches(), cfg(), Scope::System, evs, epoll, 1, sorter)
+        })
+        .unwrap();
         (p, writers)
     }
 

@@ -155,6 +155,14 @@ mod tests {
         (w, epoll, me)
     }
 
+    /// [`watched`], and a child the watched process forked.
+    fn with_child(follows_children: bool) -> (Watched, Epoll, u32, u32) {
+        let (mut w, epoll, me) = watched(follows_children);
+        let child = me + 1_000_000;
+        w.fork(child, me);
+        (w, epoll, me, child)
+    }
+
     /// A followed child's exec is reported like the watched process's own, once, and ends its watch;
     /// the process given its pid later is not watched for having it.
     #[test]
@@ -182,9 +190,7 @@ mod tests {
     /// Without the kernel following children, a child is not watched and its exec means nothing.
     #[test]
     fn children_are_not_watched_unless_the_kernel_follows_them() {
-        let (mut w, epoll, me) = watched(false);
-        let child = me + 1_000_000;
-        w.fork(child, me);
+        let (mut w, epoll, me, child) = with_child(false);
         assert_eq!(w.exec(child, &epoll), None);
         assert_eq!(
             w.exec(me, &epoll),
@@ -197,9 +203,7 @@ mod tests {
     /// end the run again, so the records after it are still printed.
     #[test]
     fn an_exec_after_the_last_exit_does_not_end_the_run_again() {
-        let (mut w, epoll, me) = watched(true);
-        let child = me + 1_000_000;
-        w.fork(child, me);
+        let (mut w, epoll, me, child) = with_child(true);
         assert!(w.exited(0, &epoll), "no watched process left");
         assert_eq!(w.exec(child, &epoll), Some(false));
         assert_eq!(
@@ -212,9 +216,7 @@ mod tests {
     /// with it; a followed child's exec is marked and holds nothing.
     #[test]
     fn an_exec_ends_the_watch_with_its_mark() {
-        let (mut w, epoll, me) = watched(true);
-        let child = me + 1_000_000;
-        w.fork(child, me);
+        let (mut w, epoll, me, child) = with_child(true);
         let mut log = Log::default();
         assert_eq!(w.exec_seen(child, "sh", 5, &epoll, &mut log), None);
         assert_eq!(

@@ -45,6 +45,11 @@ fn fixture(name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// [`FIXTURE`] written as `name`: its path, for `--kallsyms`.
+fn kallsyms(name: &str) -> String {
+    fixture(name, FIXTURE).to_str().unwrap().to_string()
+}
+
 /// A FIFO nobody opens.
 fn fifo(name: &str) -> PathBuf {
     let p = scratch().join(name);
@@ -53,19 +58,17 @@ fn fifo(name: &str) -> PathBuf {
     p
 }
 
-fn with_fixture<'a>(k: &'a str, args: &[&'a str]) -> Vec<&'a str> {
-    let mut v = args.to_vec();
-    v.extend(["--kallsyms", k]);
-    v
+/// [`rejects`] (exit 2) of `args` run on [`FIXTURE`], written as `name`, for kallsyms.
+fn rejects_on_fixture(name: &str, args: &[&str], needles: &[&str]) -> String {
+    let k = kallsyms(name);
+    rejects(&[args, &["--kallsyms", &k]].concat(), 2, needles)
 }
 
 #[test]
 fn unknown_symbol_suggests_close_names() {
-    let k = fixture("k1", FIXTURE);
-    let k = k.to_str().unwrap();
-    rejects(
-        &with_fixture(k, &["write", "jiffes"]),
-        2,
+    rejects_on_fixture(
+        "k1",
+        &["write", "jiffes"],
         &["unknown symbol `jiffes`", "did you mean jiffies"],
     );
 }
@@ -82,11 +85,9 @@ fn missing_data_symbol_without_kallsyms_all_names_the_fix() {
 
 #[test]
 fn ambiguous_symbol_lists_candidates_and_how_to_choose() {
-    let k = fixture("k2", FIXTURE);
-    let k = k.to_str().unwrap();
-    rejects(
-        &with_fixture(k, &["write", "dup_static"]),
-        2,
+    rejects_on_fixture(
+        "k2",
+        &["write", "dup_static"],
         &[
             "ambiguous",
             "dup_static@0=0xffffffff81000100",
@@ -94,9 +95,9 @@ fn ambiguous_symbol_lists_candidates_and_how_to_choose() {
             "0xADDR",
         ],
     );
-    rejects(
-        &with_fixture(k, &["write", "dup_static@2"]),
-        2,
+    rejects_on_fixture(
+        "k2",
+        &["write", "dup_static@2"],
         &["only 2 symbols named `dup_static`"],
     );
 }
@@ -118,11 +119,9 @@ fn bad_ranges() {
         &["not a canonical x86-64 address"],
     );
     rejects(&["write", "jiffies+"], 2, &["bad target", "offset"]);
-    let k = fixture("k3", FIXTURE);
-    let k = k.to_str().unwrap();
-    rejects(
-        &with_fixture(k, &["write", "tiny+4"]),
-        2,
+    rejects_on_fixture(
+        "k3",
+        &["write", "tiny+4"],
         &["past the end of `tiny`", "size 0x4"],
     );
 }
@@ -183,32 +182,49 @@ fn bad_kallsyms_files() {
 
 #[test]
 fn bad_options() {
-    rejects(
-        &["write", "0x10000", "--duration", "0"],
-        2,
-        &["greater than zero"],
-    );
-    rejects(
-        &["write", "0x10000", "--duration", "soon"],
-        2,
-        &["not a duration"],
-    );
-    rejects(&["write", "0x10000", "--count", "0"], 2, &["--count"]);
-    rejects(
-        &["write", "0x10000", "--cpus", "0-"],
-        2,
-        &["not a CPU list"],
-    );
-    rejects(
-        &["write", "0x10000", "--cpus", "4095"],
-        2,
-        &["cpu 4095 does not exist"],
-    );
-    rejects(
-        &["write", "0x10000", "--buffer-pages", "3"],
-        2,
-        &["power of two"],
-    );
+    let refusals: [(&[&str], &[&str]); 12] = [
+        (
+            &["write", "0x10000", "--duration", "0"],
+            &["greater than zero"],
+        ),
+        (
+            &["write", "0x10000", "--duration", "soon"],
+            &["not a duration"],
+        ),
+        (&["write", "0x10000", "--count", "0"], &["--count"]),
+        (&["write", "0x10000", "--cpus", "0-"], &["not a CPU list"]),
+        (
+            &["write", "0x10000", "--cpus", "4095"],
+            &["cpu 4095 does not exist"],
+        ),
+        (
+            &["write", "0x10000", "--buffer-pages", "3"],
+            &["power of two"],
+        ),
+        (
+            &[
+                "write", "0x10000", "0x10008", "0x10010", "0x10018", "0x10020",
+            ],
+            &["at most 4"],
+        ),
+        (&["write"], &["<TARGET>"]),
+        (&["frobnicate"], &["unrecognized subcommand"]),
+        (
+            &["write", "0x10000", "--json", "--format", "otlp-json"],
+            &["--json is --format json, and --format otlp-json was given too; give one of them"],
+        ),
+        (
+            &["write", "0x10000", "--format", "yaml"],
+            &["invalid value 'yaml'", "otlp-json"],
+        ),
+        (
+            &["write", "0x10000", "--folded", "--format", "otlp-json"],
+            &["--folded writes stdout, and so does --format otlp-json; use --folded=FILE"],
+        ),
+    ];
+    for (args, needles) in refusals {
+        rejects(args, 2, needles);
+    }
     for prio in ["0", "100", "high"] {
         rejects(
             &["write", "0x10000", "--realtime", prio],
@@ -216,30 +232,6 @@ fn bad_options() {
             &["--realtime", "from 1 to 99 or `off`"],
         );
     }
-    rejects(
-        &[
-            "write", "0x10000", "0x10008", "0x10010", "0x10018", "0x10020",
-        ],
-        2,
-        &["at most 4"],
-    );
-    rejects(&["write"], 2, &["<TARGET>"]);
-    rejects(&["frobnicate"], 2, &["unrecognized subcommand"]);
-    rejects(
-        &["write", "0x10000", "--json", "--format", "otlp-json"],
-        2,
-        &["--json is --format json, and --format otlp-json was given too; give one of them"],
-    );
-    rejects(
-        &["write", "0x10000", "--format", "yaml"],
-        2,
-        &["invalid value 'yaml'", "otlp-json"],
-    );
-    rejects(
-        &["write", "0x10000", "--folded", "--format", "otlp-json"],
-        2,
-        &["--folded writes stdout, and so does --format otlp-json; use --folded=FILE"],
-    );
 }
 
 live_test!(offline_cpu_in_the_list_is_refused, {
@@ -295,16 +287,20 @@ live_test!(text_symbol_watched_for_writes_warns_and_still_runs, {
     assert!(out.contains("# armed"), "{out}");
 });
 
+/// `/dev/full`, open for writing: every write fails with ENOSPC.
+fn dev_full() -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap()
+}
+
 /// Runs ksymwatch with stdout on a full disk (`>/dev/full`) and checks it says so and exits 1, as any
 /// lost output does.
 fn fails_on_a_full_stdout(args: &[&str]) {
-    let full = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/full")
-        .unwrap();
     let out = std::process::Command::new(util::BIN)
         .args(args)
-        .stdout(full)
+        .stdout(dev_full())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -328,14 +324,10 @@ fn resolve_on_a_full_stdout_is_a_runtime_error() {
 
 /// Runs ksymwatch with stderr on a full disk (`2>/dev/full`) and stdout discarded; returns the exit code.
 fn exit_with_full_stderr(args: &[&str]) -> i32 {
-    let full = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/full")
-        .unwrap();
     let status = std::process::Command::new(util::BIN)
         .args(args)
         .stdout(std::process::Stdio::null())
-        .stderr(full)
+        .stderr(dev_full())
         .status()
         .unwrap();
     // 101 is Rust's panic exit: `eprintln!` panics when stderr cannot be written.
@@ -344,8 +336,7 @@ fn exit_with_full_stderr(args: &[&str]) -> i32 {
 
 #[test]
 fn stderr_that_cannot_be_written_does_not_change_the_exit_code() {
-    let k = fixture("k-full", FIXTURE);
-    let k = k.to_str().unwrap();
+    let k = &kallsyms("k-full");
     // A clean run that writes nothing to stderr, then ones whose error line is lost.
     assert_eq!(
         exit_with_full_stderr(&["resolve", "tiny", "--kallsyms", k]),
@@ -671,31 +662,23 @@ live_test!(
         }
         let h = util::Writer::threads(&["count", "100"]);
         let pid = h.pid.to_string();
-        let out = std::process::Command::new("prlimit")
-            .args([
-                "--nofile=128:128",
-                util::BIN,
-                "write",
-                "-p",
-                &pid,
-                "target_var",
-                "--per-thread",
-            ])
-            .output()
-            .expect("run prlimit");
-        let per_cpu = std::process::Command::new("prlimit")
-            .args([
-                "--nofile=128:128",
-                util::BIN,
-                "write",
-                "-p",
-                &pid,
-                "target_var",
-                "--duration",
-                "200ms",
-            ])
-            .output()
-            .expect("run prlimit");
+        // `write -p PID target_var` and `extra`, with room for 128 descriptors.
+        let with_128_fds = |extra: &[&str]| {
+            std::process::Command::new("prlimit")
+                .args([
+                    "--nofile=128:128",
+                    util::BIN,
+                    "write",
+                    "-p",
+                    &pid,
+                    "target_var",
+                ])
+                .args(extra)
+                .output()
+                .expect("run prlimit")
+        };
+        let out = with_128_fds(&["--per-thread"]);
+        let per_cpu = with_128_fds(&["--duration", "200ms"]);
         h.finish();
         assert_eq!(
             per_cpu.status.code(),

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ksymwatch_symbols::testing::debuginfod::Server;
+use ksymwatch_symbols::testing::debuginfod::{Canned, Server, Then};
 
 use crate::resolve_cli::{fixture, Fixture, LINK_TEXT, RUNTIME_TEXT};
 use crate::util::BIN;
@@ -51,15 +51,7 @@ fn run(args: &[&str], urls: Option<&str>, cache: &Path) -> (i32, String, String)
 
 /// `resolve TARGET --json` on the made-up running kernel.
 fn resolve_args<'a>(f: &'a Fixture, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut a = vec![
-        "resolve",
-        TARGET,
-        "--json",
-        "--kallsyms",
-        p(&f.kallsyms),
-        "--kernel-notes",
-        p(&f.notes),
-    ];
+    let mut a = f.running(&["resolve", TARGET, "--json"]);
     a.extend_from_slice(extra);
     a
 }
@@ -82,6 +74,42 @@ fn one_error(code: i32, err: &str) -> String {
     last.to_string()
 }
 
+/// The progress lines of a fetch of the fixture (build-id `id`, `size` bytes) from `url` into `cached`.
+fn fetched(url: &str, id: &str, size: u64, cached: &Path) -> [String; 3] {
+    [
+        format!("ksymwatch: debuginfod: connecting to {url}/buildid/{id}/debuginfo ..."),
+        format!("ksymwatch: debuginfod: receiving {size} bytes from {url}"),
+        format!(
+            "ksymwatch: debuginfod: fetched the running kernel's vmlinux (build-id {id}, {size} bytes) from \
+             {url} into {}",
+            cached.display()
+        ),
+    ]
+}
+
+/// A server address where nothing listens (a port bound and let go again).
+fn closed_url() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://127.0.0.1:{}", l.local_addr().unwrap().port())
+}
+
+/// A directory `serve` under `dir` holding the fixture as `vmlinux`, for a real debuginfod to serve.
+fn serve_dir(f: &Fixture, dir: &Path) -> PathBuf {
+    let serve = dir.join("serve");
+    std::fs::create_dir_all(&serve).unwrap();
+    std::fs::copy(&f.vmlinux, serve.join("vmlinux")).unwrap();
+    serve
+}
+
+/// Runs `resolve TARGET --json` on the fixture with `extra` against the server at `url`: its one error
+/// line and all its stderr, once it is checked that the failed fetch left nothing in `cache`.
+fn failed_fetch(f: &Fixture, extra: &[&str], url: &str, cache: &Path) -> (String, String) {
+    let (code, _, err) = run(&resolve_args(f, extra), Some(url), cache);
+    let line = one_error(code, &err);
+    assert!(is_empty_dir(cache), "nothing half-written is left: {line}");
+    (line, err)
+}
+
 fn is_empty_dir(d: &Path) -> bool {
     std::fs::read_dir(d).map_or(true, |mut r| r.next().is_none())
 }
@@ -102,9 +130,7 @@ fn runtime_addr(out: &str) -> u64 {
 fn a_member_path_fetches_the_running_kernels_vmlinux_then_uses_the_cache() {
     let Some(f) = fixture() else { return };
     let dir = scratch(f, "fetch");
-    let serve = dir.join("serve");
-    std::fs::create_dir_all(&serve).unwrap();
-    std::fs::copy(&f.vmlinux, serve.join("vmlinux")).unwrap();
+    let serve = serve_dir(f, &dir);
     let Some(mut server) = Server::start(&serve, &dir.join("server"), 1) else {
         return;
     };
@@ -113,38 +139,21 @@ fn a_member_path_fetches_the_running_kernels_vmlinux_then_uses_the_cache() {
     let cached = cache.join(&id).join("debuginfo");
 
     // `--offline` with nothing cached: a one-line error, and nothing fetched.
-    let (code, _, err) = run(&resolve_args(f, &["--offline"]), Some(&server.url), &cache);
-    let line = one_error(code, &err);
+    let (line, _) = failed_fetch(f, &["--offline"], &server.url, &cache);
     assert!(
         line.contains(&format!(
             "--offline forbids fetching the running kernel's vmlinux (build-id {id})"
         )) && line.contains("pass --vmlinux FILE"),
         "{line}"
     );
-    assert!(is_empty_dir(&cache));
 
     let (code, out, err) = run(&resolve_args(f, &[]), Some(&server.url), &cache);
     assert_eq!(code, 0, "{err}");
     let size = std::fs::metadata(&f.vmlinux).unwrap().len();
     // Progress from the start (a plain line where stderr is no terminal), then where the file came from.
-    let lines: Vec<&str> = err.lines().collect();
     assert_eq!(
-        lines,
-        [
-            format!(
-                "ksymwatch: debuginfod: connecting to {}/buildid/{id}/debuginfo ...",
-                server.url
-            ),
-            format!(
-                "ksymwatch: debuginfod: receiving {size} bytes from {}",
-                server.url
-            ),
-            format!(
-                "ksymwatch: debuginfod: fetched the running kernel's vmlinux (build-id {id}, {size} bytes) from {} into {}",
-                server.url,
-                cached.display()
-            ),
-        ]
+        err.lines().collect::<Vec<_>>(),
+        fetched(&server.url, &id, size, &cached)
     );
     let addr = runtime_addr(&out);
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -172,19 +181,14 @@ fn an_absent_server_or_no_server_is_a_one_line_error() {
     let Some(f) = fixture() else { return };
     let dir = scratch(f, "absent");
     let cache = dir.join("cache");
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://127.0.0.1:{}", l.local_addr().unwrap().port())
-    };
-    let (code, _, err) = run(&resolve_args(f, &[]), Some(&closed), &cache);
-    let line = one_error(code, &err);
+    let closed = closed_url();
+    let (line, _) = failed_fetch(f, &[], &closed, &cache);
     assert!(
         line.contains("cannot fetch debug info for build-id ")
             && line.contains(&closed)
             && line.ends_with("; or pass --vmlinux FILE, or --offline"),
         "{line}"
     );
-    assert!(is_empty_dir(&cache), "nothing half-written is left");
 
     // Without DEBUGINFOD_URLS the DWARF error names it as a way out.
     let (code, _, err) = run(&resolve_args(f, &[]), None, &cache);
@@ -211,28 +215,13 @@ fn an_absent_server_or_no_server_is_a_one_line_error() {
     );
 
     // A plain symbol needs no DWARF: no fetch is tried, even with a server that is not there.
-    let args = [
-        "resolve",
-        "use_a",
-        "--kallsyms",
-        p(&f.kallsyms),
-        "--kernel-notes",
-        p(&f.notes),
-    ];
+    let args = f.running(&["resolve", "use_a"]);
     let (code, _, err) = run(&args, Some(&closed), &cache);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("debuginfod"), "{err}");
 
     // `write` decides the same way, before arming anything.
-    let args = [
-        "write",
-        TARGET,
-        "--offline",
-        "--kallsyms",
-        p(&f.kallsyms),
-        "--kernel-notes",
-        p(&f.notes),
-    ];
+    let args = f.running(&["write", TARGET, "--offline"]);
     let (code, out, err) = run(&args, Some(&closed), &cache);
     if code == 4 {
         crate::util::skip(format_args!("write is not permitted here: {err}"));
@@ -304,6 +293,12 @@ fn wait_until(child: &mut std::process::Child, ready: impl Fn() -> bool) -> bool
     panic!("ksymwatch never reached the expected point of its fetch");
 }
 
+/// A server that announces the whole fixture, sends its first 100 bytes and then nothing.
+fn stalls_mid_body(f: &Fixture) -> Canned {
+    let bytes = std::fs::read(&f.vmlinux).unwrap();
+    Canned::start_then(Canned::ok(&bytes[..100], bytes.len()), Then::Hold)
+}
+
 /// The temporary files of downloads in progress under `cache`.
 fn temp_files(cache: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -319,26 +314,17 @@ fn temp_files(cache: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn a_stop_signal_during_a_fetch_leaves_nothing_in_the_cache() {
-    use ksymwatch_symbols::testing::debuginfod::{Canned, Then};
     use std::os::unix::process::ExitStatusExt;
     let Some(f) = fixture() else { return };
     let id = fixture_id(f);
-    let bytes = std::fs::read(&f.vmlinux).unwrap();
     // Two slow servers: one that sends the first 100 bytes of the file and then nothing (a temporary
     // file exists), one that never answers (no temporary file yet, only the made-up build-id's wait).
-    let mid_body = Canned::start_then(Canned::ok(&bytes[..100], bytes.len()), Then::Hold);
+    let mid_body = stalls_mid_body(f);
     let no_headers = Canned::start_then(Vec::new(), Then::Hold);
     let resolve = resolve_args(f, &[]);
     let member = resolve.clone();
     // `banner` is not in the fixture's kallsyms, which has no data symbols: the plain-symbol fetch.
-    let plain = [
-        "resolve",
-        "banner",
-        "--kallsyms",
-        p(&f.kallsyms),
-        "--kernel-notes",
-        p(&f.notes),
-    ];
+    let plain = f.running(&["resolve", "banner"]);
     for (sig, name) in [
         (libc::SIGINT, "SIGINT"),
         (libc::SIGTERM, "SIGTERM"),
@@ -397,25 +383,16 @@ fn a_stop_signal_during_a_fetch_leaves_nothing_in_the_cache() {
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_stop_signal_during_writes_fetch_leaves_nothing_either() {
     // `write` has a second thread by then (the perf warm-up), which may be the one the signal lands on.
-    use ksymwatch_symbols::testing::debuginfod::{Canned, Then};
     use std::os::unix::process::ExitStatusExt;
     let Some(f) = fixture() else { return };
     let Some(_lock) = crate::util::live() else {
         return;
     };
-    let bytes = std::fs::read(&f.vmlinux).unwrap();
-    let server = Canned::start_then(Canned::ok(&bytes[..100], bytes.len()), Then::Hold);
+    let server = stalls_mid_body(f);
     for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
         let dir = scratch(f, &format!("write-signal-{name}"));
         let cache = dir.join("cache");
-        let args = [
-            "write",
-            "banner",
-            "--kallsyms",
-            p(&f.kallsyms),
-            "--kernel-notes",
-            p(&f.notes),
-        ];
+        let args = f.running(&["write", "banner"]);
         let mut child = spawn(&args, &server.url, &cache);
         if !wait_until(&mut child, || !temp_files(&cache).is_empty()) {
             let out = child.wait_with_output().unwrap();
@@ -441,19 +418,13 @@ fn a_stop_signal_during_writes_fetch_leaves_nothing_either() {
 
 #[test]
 fn the_size_limit_and_the_deadline_are_options_and_their_errors_name_them() {
-    use ksymwatch_symbols::testing::debuginfod::{Canned, Then};
     let Some(f) = fixture() else { return };
     let bytes = std::fs::read(&f.vmlinux).unwrap();
     let dir = scratch(f, "limits");
     let cache = dir.join("cache");
 
     let whole = Canned::start(Canned::ok(&bytes, bytes.len()));
-    let (code, _, err) = run(
-        &resolve_args(f, &["--debuginfod-max-size", "4K"]),
-        Some(&whole.url),
-        &cache,
-    );
-    let line = one_error(code, &err);
+    let (line, _) = failed_fetch(f, &["--debuginfod-max-size", "4K"], &whole.url, &cache);
     assert!(
         line.contains(&format!(
             "{}: it offers {} bytes, over the limit of 4096 bytes; nothing was downloaded",
@@ -464,14 +435,12 @@ fn the_size_limit_and_the_deadline_are_options_and_their_errors_name_them() {
         ),
         "{line}"
     );
-    assert!(is_empty_dir(&cache));
 
     let junk = Canned::start_then(
         b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n".to_vec(),
         Then::Repeat(b"junk".repeat(4096)),
     );
-    let (code, _, err) = run(&resolve_args(f, &[]), Some(&junk.url), &cache);
-    let line = one_error(code, &err);
+    let (line, _) = failed_fetch(f, &[], &junk.url, &cache);
     assert!(
         line.contains(&format!(
             "{}: it sent something that is not an ELF file (no ELF magic; it starts with \"junkjunk",
@@ -479,15 +448,9 @@ fn the_size_limit_and_the_deadline_are_options_and_their_errors_name_them() {
         )),
         "{line}"
     );
-    assert!(is_empty_dir(&cache));
 
     let silent = Canned::start_then(Vec::new(), Then::Hold);
-    let (code, _, err) = run(
-        &resolve_args(f, &["--debuginfod-timeout", "1s"]),
-        Some(&silent.url),
-        &cache,
-    );
-    let line = one_error(code, &err);
+    let (line, err) = failed_fetch(f, &["--debuginfod-timeout", "1s"], &silent.url, &cache);
     assert!(
         line.contains(&format!(
             "{}: the 1 s deadline passed before the response headers",
@@ -525,40 +488,18 @@ fn the_size_limit_and_the_deadline_are_options_and_their_errors_name_them() {
 fn a_plain_symbol_kallsyms_lacks_is_fetched_or_the_error_names_every_way_out() {
     let Some(f) = fixture() else { return };
     let dir = scratch(f, "plain");
-    let serve = dir.join("serve");
-    std::fs::create_dir_all(&serve).unwrap();
-    std::fs::copy(&f.vmlinux, serve.join("vmlinux")).unwrap();
+    let serve = serve_dir(f, &dir);
     let cache = dir.join("cache");
     let id = fixture_id(f);
     let cached = cache.join(&id).join("debuginfo");
     // The made-up running kernel's kallsyms has text symbols only, like this machine's.
-    let resolve = |name: &'static str, extra: &[&'static str]| -> Vec<String> {
-        let mut a: Vec<String> = [
-            "resolve",
-            name,
-            "--json",
-            "--kallsyms",
-            p(&f.kallsyms),
-            "--kernel-notes",
-            p(&f.notes),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        a.extend(extra.iter().map(|s| s.to_string()));
-        a
-    };
-    let strs = |v: &[String]| {
-        v.iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .join("\u{0}")
+    let resolve = |name: &'static str, extra: &[&'static str]| {
+        [f.running(&["resolve", name, "--json"]), extra.to_vec()].concat()
     };
 
     // No DEBUGINFOD_URLS: the error names every way out, the exact flags and the variable.
     for name in ["banner", "sym"] {
         let args = resolve(name, &[]);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (code, _, err) = run(&args, None, &cache);
         let line = one_error(code, &err);
         assert!(
@@ -574,7 +515,6 @@ fn a_plain_symbol_kallsyms_lacks_is_fetched_or_the_error_names_every_way_out() {
     };
     // --offline with nothing cached: says so, fetches nothing.
     let args = resolve("banner", &["--offline"]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, _, err) = run(&args, Some(&server.url), &cache);
     let line = one_error(code, &err);
     assert!(
@@ -582,32 +522,15 @@ fn a_plain_symbol_kallsyms_lacks_is_fetched_or_the_error_names_every_way_out() {
             && line.contains("--offline forbids fetching the running kernel's vmlinux"),
         "{line}"
     );
-    assert!(is_empty_dir(&cache));
 
     // With a server: fetched by build-id, said where it came from, resolved in it.
     let args = resolve("banner", &[]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, out, err) = run(&args, Some(&server.url), &cache);
-    assert_eq!(code, 0, "{}: {err}", strs(&resolve("banner", &[])));
+    assert_eq!(code, 0, "{}: {err}", args.join("\u{0}"));
     let size = std::fs::metadata(&f.vmlinux).unwrap().len();
-    let lines: Vec<&str> = err.lines().collect();
     assert_eq!(
-        lines,
-        [
-            format!(
-                "ksymwatch: debuginfod: connecting to {}/buildid/{id}/debuginfo ...",
-                server.url
-            ),
-            format!(
-                "ksymwatch: debuginfod: receiving {size} bytes from {}",
-                server.url
-            ),
-            format!(
-                "ksymwatch: debuginfod: fetched the running kernel's vmlinux (build-id {id}, {size} bytes) from {} into {}",
-                server.url,
-                cached.display()
-            ),
-        ],
+        err.lines().collect::<Vec<_>>(),
+        fetched(&server.url, &id, size, &cached),
         "{err}"
     );
     let addr = runtime_addr(&out);
@@ -623,14 +546,7 @@ fn a_plain_symbol_kallsyms_lacks_is_fetched_or_the_error_names_every_way_out() {
     assert_eq!(runtime_addr(&out), addr);
     // A typed target's symbol base the same way (its type from the kernel's BTF).
     if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-        let typed = [
-            "resolve",
-            "(char)banner",
-            "--kallsyms",
-            p(&f.kallsyms),
-            "--kernel-notes",
-            p(&f.notes),
-        ];
+        let typed = f.running(&["resolve", "(char)banner"]);
         let (code, out, err) = run(&typed, Some(&server.url), &cache);
         assert_eq!(code, 0, "{err}");
         assert!(err.contains("from the cache"), "{err}");
@@ -641,10 +557,7 @@ fn a_plain_symbol_kallsyms_lacks_is_fetched_or_the_error_names_every_way_out() {
         );
     }
     // A server that cannot deliver: the error says why the vmlinux was wanted.
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://127.0.0.1:{}", l.local_addr().unwrap().port())
-    };
+    let closed = closed_url();
     let empty = dir.join("empty-cache");
     let (code, _, err) = run(&args, Some(&closed), &empty);
     let line = one_error(code, &err);
@@ -660,16 +573,7 @@ fn a_plain_symbol_kallsyms_lacks_is_fetched_or_the_error_names_every_way_out() {
     let Some(_lock) = crate::util::live() else {
         return;
     };
-    let write = [
-        "write",
-        "banner",
-        "--duration",
-        "100ms",
-        "--kallsyms",
-        p(&f.kallsyms),
-        "--kernel-notes",
-        p(&f.notes),
-    ];
+    let write = f.running(&["write", "banner", "--duration", "100ms"]);
     // `banner` is a kernel address: where the kernel refuses one, the fetch and the plan are checked with
     // a dry run, and the watch itself is skipped.
     let refused = crate::util::kernel_breakpoints().is_err();
@@ -697,11 +601,10 @@ fn a_plain_symbol_kallsyms_lacks_is_fetched_or_the_error_names_every_way_out() {
 #[test]
 fn what_a_killed_fetch_left_is_removed_by_the_next_one() {
     // SIGKILL cannot be caught: its temporary file stays, until the next fetch of that build-id.
-    use ksymwatch_symbols::testing::debuginfod::{Canned, Then};
     let Some(f) = fixture() else { return };
     let id = fixture_id(f);
+    let stalled = stalls_mid_body(f);
     let bytes = std::fs::read(&f.vmlinux).unwrap();
-    let stalled = Canned::start_then(Canned::ok(&bytes[..100], bytes.len()), Then::Hold);
     let whole = Canned::start(Canned::ok(&bytes, bytes.len()));
     let dir = scratch(f, "killed");
     let cache = dir.join("cache");

@@ -61,10 +61,8 @@ live_test!(attach_sees_every_thread_including_later_ones, {
     let distinct = util::helper_number::<usize>(&lines, "done tids=");
     // EOF: the helper exits, and the watch ends by itself.
     h.finish();
-    let (code, out, err) = t.wait(Duration::from_secs(30));
-    assert_eq!(code, 0, "{err}");
+    let (records, err) = t.json_records(Duration::from_secs(30));
     assert!(err.contains("stopped: watched process exited"), "{err}");
-    let records = util::ndjson(&out);
     let stores = user_stores(&records, pid);
     let tids: BTreeSet<u64> = stores.iter().filter_map(|v| v["tid"].as_u64()).collect();
     assert_eq!(stores.len(), 1020, "user-space hits");
@@ -416,10 +414,7 @@ live_test!(two_pids_are_watched_until_both_have_exited, {
     b.read_until_prefix("done tids=");
     b.finish();
     // The header and armed records were read by start_json; the rest comes now.
-    let header = t.header.clone();
-    let (code, out, err) = t.wait(Duration::from_secs(30));
-    assert_eq!(code, 0, "{err}");
-    let records = util::ndjson(&(header + &out));
+    let (records, _) = t.json_stream(Duration::from_secs(30));
     let head = util::record(&records, "header");
     assert_eq!(head["pids"], serde_json::json!([pid_a, pid_b]));
     assert_eq!(head["threads"], 8, "{head}");

@@ -49,9 +49,7 @@ live_test!(ten_thousand_threads_each_store_exactly_once, {
     h.send("go");
     let lines = h.read_until_prefix("done tids=");
     h.finish();
-    let (code, out, err) = t.wait(Duration::from_secs(60));
-    assert_eq!(code, 0, "{err}");
-    let records = util::ndjson(&out);
+    let (records, _) = t.json_records(Duration::from_secs(60));
     let by_tid = stores_by_tid(&records, pid);
     assert_eq!(
         by_tid.len(),
@@ -344,10 +342,7 @@ live_test!(
         b.send("go");
         b.read_until_prefix("done tids=");
         b.finish();
-        let header = t.header.clone();
-        let (code, out, err) = t.wait(Duration::from_secs(30));
-        assert_eq!(code, 0, "{err}");
-        let records = util::ndjson(&(header + &out));
+        let (records, _) = t.json_stream(Duration::from_secs(30));
         let of_a = util::hits_of_pid(&records, pid_a);
         assert_eq!(
             of_a.len(),

@@ -68,7 +68,10 @@ live_test!(
     a_store_after_a_0x48_byte_is_decoded_from_its_function_start,
     {
         const N: u64 = 400;
-        let (hits, summary, err) = run("write", "ksw_var", &["after48", "400", "0"], &["--value"]);
+        // `write TARGET EXTRA...` on the helper's N stores after a 0x48 byte.
+        let after48 =
+            |target: &str, extra: &[&str]| run("write", target, &["after48", "400", "0"], extra);
+        let (hits, summary, err) = after48("ksw_var", &["--value"]);
         let stores = at(&hits, "ksw_after48");
         assert_eq!(stores.len() as u64, N, "{err}");
         for (i, h) in stores.iter().enumerate() {
@@ -80,22 +83,12 @@ live_test!(
         }
         assert_eq!(summary["raced"], 0, "{summary}");
         // Kept on memory (upper half set): the 8-byte reading's value would not pass, the store's does.
-        let (hits, summary, err) = run(
-            "write",
-            "ksw_var",
-            &["after48", "400", "0"],
-            &["--if", "value > 0xffffffff"],
-        );
+        let (hits, summary, err) = after48("ksw_var", &["--if", "value > 0xffffffff"]);
         assert_eq!(at(&hits, "ksw_after48").len() as u64, N, "{err}");
         assert_eq!(summary["raced"], 0, "{summary}");
         assert_eq!(summary["condition_disagreed"], 0, "{summary}");
 
-        let (hits, summary, err) = run(
-            "write",
-            "ksw_var/4",
-            &["after48", "400", "0"],
-            &["--if", "value != 0xffffffff"],
-        );
+        let (hits, summary, err) = after48("ksw_var/4", &["--if", "value != 0xffffffff"]);
         let stores = at(&hits, "ksw_after48");
         assert_eq!(stores.len() as u64, N, "{err}");
         for (i, h) in stores.iter().enumerate() {

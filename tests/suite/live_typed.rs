@@ -154,15 +154,13 @@ fn resolve_reads_member_offsets_from_the_kernels_btf() {
         &format!("(struct task_struct *)0x{base:x}.se.vruntime"),
     ]);
     assert_eq!(code, 0, "{err}");
-    assert!(
-        out.contains("member:       .se.vruntime at offset 0x"),
-        "{out}"
-    );
-    assert!(out.contains("type:         u64\n"), "{out}");
-    assert!(
-        out.contains("object:       struct task_struct at 0xffff888100000000"),
-        "{out}"
-    );
+    for line in [
+        "member:       .se.vruntime at offset 0x",
+        "type:         u64\n",
+        "object:       struct task_struct at 0xffff888100000000",
+    ] {
+        assert!(out.contains(line), "`{line}` missing from:\n{out}");
+    }
     // A bitfield is refused, with the byte that holds it as a target of the same base.
     let (name, bits) = dump
         .bitfield("task_struct")
@@ -629,17 +627,14 @@ live_kernel_test!(a_per_cpu_variable_is_watched_at_each_cpus_copy, {
     }
     let cpus = util::online_cpus();
     let mut churn = scheduler_churn(&cpus, Duration::from_secs(2));
-    let (code, out, err) = util::run_within(
-        &[
-            "write",
-            "runqueues.nr_running",
-            "--json",
-            "--duration",
-            "1s",
-        ],
-        Duration::from_secs(30),
-    );
-    assert_eq!(code, 0, "{err}");
+    // `write runqueues.nr_running EXTRA...`, which must end with exit 0: its stdout.
+    let nr_running = |extra: &[&str]| {
+        let args = [&["write", "runqueues.nr_running"][..], extra].concat();
+        let (code, out, err) = util::run_within(&args, Duration::from_secs(30));
+        assert_eq!(code, 0, "{args:?}: {err}");
+        out
+    };
+    let out = nr_running(&["--json", "--duration", "1s"]);
     let records = util::ndjson(&out);
     let target = &records[0]["targets"][0];
     assert_eq!(target["name"], "runqueues.nr_running", "{target}");
@@ -678,19 +673,13 @@ live_kernel_test!(a_per_cpu_variable_is_watched_at_each_cpus_copy, {
 
     // Every CPU watches the last CPU's copy.
     let last = *cpus.last().expect("a CPU");
-    let (code, out, err) = util::run_within(
-        &[
-            "write",
-            "runqueues.nr_running",
-            "--percpu-cpu",
-            &last.to_string(),
-            "--json",
-            "--duration",
-            "1s",
-        ],
-        Duration::from_secs(30),
-    );
-    assert_eq!(code, 0, "{err}");
+    let out = nr_running(&[
+        "--percpu-cpu",
+        &last.to_string(),
+        "--json",
+        "--duration",
+        "1s",
+    ]);
     let remote = hits(&out);
     assert!(!remote.is_empty(), "{out}");
     for h in &remote {
@@ -702,18 +691,7 @@ live_kernel_test!(a_per_cpu_variable_is_watched_at_each_cpus_copy, {
         );
     }
     // The text stream names the copy after the target.
-    let (code, out, err) = util::run_within(
-        &[
-            "write",
-            "runqueues.nr_running",
-            "--count",
-            "2",
-            "--duration",
-            "20s",
-        ],
-        Duration::from_secs(30),
-    );
-    assert_eq!(code, 0, "{err}");
+    let out = nr_running(&["--count", "2", "--duration", "20s"]);
     assert!(out.contains("per-cpu: +0x"), "{out}");
     assert!(out.contains("runqueues.nr_running@cpu"), "{out}");
     for c in &mut churn {

@@ -9,7 +9,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use ksymwatch::perf::uprobe::{Pmu, Probe, Scope, Uprobe};
 use ksymwatch_symbols::uprobe as place;
 
-use crate::util::{helper_with, live, online_cpus, skip};
+use crate::util::{helper_with, live, online_cpus, skip, LiveLock};
 
 /// The helper, built with -pthread (its second thread).
 fn allocs_exe() -> std::path::PathBuf {
@@ -88,39 +88,64 @@ fn pmu() -> Option<Pmu> {
     }
 }
 
+/// An entry probe seen in `entry_scope` and a return probe seen in `return_scope` on `placed`'s function,
+/// both enabled.
+fn entry_and_return(
+    pmu: &Pmu,
+    placed: &place::Placement,
+    entry_scope: &Scope,
+    return_scope: &Scope,
+) -> (Uprobe, Uprobe) {
+    let open = |probe, scope: &Scope| {
+        let u = Uprobe::open(pmu, &placed.file, placed.func.offset, probe, scope)
+            .unwrap_or_else(|e| panic!("{probe:?} uprobe on {}: {e}", placed.shown));
+        u.enable().unwrap();
+        u
+    };
+    (
+        open(Probe::Entry, entry_scope),
+        open(Probe::Return, return_scope),
+    )
+}
+
+/// The live lock, the PMU and a started helper; `None` after a SKIP line where there is no PMU.
+fn probing_the_helper() -> Option<(LiveLock, Pmu, Allocs)> {
+    let lock = live()?;
+    let pmu = pmu()?;
+    Some((lock, pmu, Allocs::start()))
+}
+
+/// What `entry` and `ret` count after the helper made `main` calls on its main thread, then `threaded`
+/// on its other thread.
+fn calls_counted(
+    allocs: &mut Allocs,
+    (main, threaded): (u32, u32),
+    (entry, ret): (&Uprobe, &Uprobe),
+) -> (u64, u64) {
+    allocs.go(main);
+    allocs.go_threaded(threaded);
+    (entry.count().unwrap(), ret.count().unwrap())
+}
+
 /// Entry and return probes on the helper's own `make_widget`, one seen on every CPU for every process, one
 /// for the helper only: each counts exactly the calls made, on its main thread and on the thread that
 /// existed before the probes opened, none before the events were enabled.
 #[test]
 #[ignore = "live: opens uprobe events"]
 fn uprobe_and_uretprobe_count_the_helpers_calls() {
-    let Some(_lock) = live() else { return };
-    let Some(pmu) = pmu() else { return };
-    let mut allocs = Allocs::start();
+    let Some((_lock, pmu, mut allocs)) = probing_the_helper() else {
+        return;
+    };
     allocs.go(7); // before the probes: not counted
     let exe = allocs_exe();
     let placed = place::place_file(&exe, "make_widget").expect("make_widget in the helper");
-    let entry = Uprobe::open(
+    let (entry, ret) = entry_and_return(
         &pmu,
-        &placed.file,
-        placed.func.offset,
-        Probe::Entry,
+        &placed,
         &Scope::Cpus(online_cpus()),
-    )
-    .expect("an entry uprobe on every cpu");
-    let ret = Uprobe::open(
-        &pmu,
-        &placed.file,
-        placed.func.offset,
-        Probe::Return,
         &Scope::Process(allocs.pid),
-    )
-    .expect("a return uprobe on the helper");
-    entry.enable().unwrap();
-    ret.enable().unwrap();
-    allocs.go(1000);
-    allocs.go_threaded(234);
-    let (entries, returns) = (entry.count().unwrap(), ret.count().unwrap());
+    );
+    let (entries, returns) = calls_counted(&mut allocs, (1000, 234), (&entry, &ret));
     eprintln!(
         "make_widget at {}+0x{:x}: {entries} entries, {returns} returns counted",
         exe.display(),
@@ -139,27 +164,14 @@ fn uprobe_and_uretprobe_count_the_helpers_calls() {
 #[test]
 #[ignore = "live: opens uprobe events"]
 fn libc_malloc_found_in_the_helpers_maps_counts_its_mallocs() {
-    let Some(_lock) = live() else { return };
-    let Some(pmu) = pmu() else { return };
-    let mut allocs = Allocs::start();
+    let Some((_lock, pmu, mut allocs)) = probing_the_helper() else {
+        return;
+    };
     let placed = place::place(Path::new("/proc"), Some(allocs.pid), "libc", "malloc")
         .expect("libc:malloc in the helper's maps");
     let scope = Scope::Process(allocs.pid);
-    let entry = Uprobe::open(&pmu, &placed.file, placed.func.offset, Probe::Entry, &scope)
-        .expect("an entry uprobe on malloc");
-    let ret = Uprobe::open(
-        &pmu,
-        &placed.file,
-        placed.func.offset,
-        Probe::Return,
-        &scope,
-    )
-    .expect("a return uprobe on malloc");
-    entry.enable().unwrap();
-    ret.enable().unwrap();
-    allocs.go(300);
-    allocs.go_threaded(200);
-    let (entries, returns) = (entry.count().unwrap(), ret.count().unwrap());
+    let (entry, ret) = entry_and_return(&pmu, &placed, &scope, &scope);
+    let (entries, returns) = calls_counted(&mut allocs, (300, 200), (&entry, &ret));
     eprintln!(
         "malloc at {}+0x{:x} ({}): {entries} entries, {returns} returns counted",
         placed.shown, placed.func.offset, placed.func.table

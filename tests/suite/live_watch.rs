@@ -39,14 +39,7 @@ live_test!(kernel_writer_chains_symbolize_to_kallsyms_functions, {
         "{}",
         t.header
     );
-    assert!(
-        t.header.contains(&format!(
-            "# target: 0x{:x} addr=0x{:x} len=8 access=W",
-            w.addr, w.addr
-        )),
-        "{}",
-        t.header
-    );
+    assert!(t.header.contains(&target_line(w.addr)), "{}", t.header);
     let tid = w.go_and_finish();
     let (code, out, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "stderr: {err}");
@@ -84,6 +77,19 @@ live_test!(kernel_writer_chains_symbolize_to_kallsyms_functions, {
     assert!(err.contains("stopped: duration reached"), "{err}");
 });
 
+/// The header's line for an 8-byte write watch of the address `addr`.
+fn target_line(addr: u64) -> String {
+    format!("# target: 0x{addr:x} addr=0x{addr:x} len=8 access=W")
+}
+
+/// The hits of the helper's thread `tid` in the text output `out`.
+fn helper_hits(out: &str, tid: u32) -> Vec<HitLine> {
+    parse_hits(out)
+        .into_iter()
+        .filter(|h| h.tid == tid)
+        .collect()
+}
+
 fn hits_of(hits: &[HitLine], tid: u32) -> Vec<&HitLine> {
     hits.iter().filter(|h| h.tid == tid).collect()
 }
@@ -94,16 +100,12 @@ live_test!(every_online_cpu_reports_exactly_the_helpers_writes, {
         let w = Writer::start(&["write", &N.to_string(), &cpu.to_string()]);
         let target = format!("0x{:x}/8", w.addr);
         let t = Tracer::start(&["write", &target]);
-        assert!(t.header.contains(&format!(
-            "# target: 0x{:x} addr=0x{:x} len=8 access=W",
-            w.addr, w.addr
-        )));
+        assert!(t.header.contains(&target_line(w.addr)), "{}", t.header);
         // The helper is done; everything it wrote is in the rings. Stop and collect.
         let tid = w.go_and_finish();
         let (code, out, err) = t.interrupt(Duration::from_secs(20));
         assert_eq!(code, 0, "{err}");
-        let hits = parse_hits(&out);
-        let mine = hits_of(&hits, tid);
+        let mine = helper_hits(&out, tid);
         assert_eq!(
             mine.len(),
             N,
@@ -132,8 +134,7 @@ live_test!(kernel_write_into_watched_user_buffer_shows_the_read_path, {
     let tid = w.go_and_finish();
     let (code, out, err) = t.interrupt(Duration::from_secs(20));
     assert_eq!(code, 0, "{err}");
-    let hits = parse_hits(&out);
-    let mine = hits_of(&hits, tid);
+    let mine = helper_hits(&out, tid);
     assert!(!mine.is_empty(), "no hit from the reader; stderr: {err}");
     for h in &mine {
         let kernel: Vec<&str> = h.chain.iter().map(|f| frame_name(f)).collect();
@@ -217,7 +218,7 @@ live_test!(rw_reports_reads_too, {
     let tid = w.go_and_finish();
     let (code, out, err) = t.interrupt(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
-    assert!(hits_of(&parse_hits(&out), tid).is_empty(), "{out}");
+    assert!(helper_hits(&out, tid).is_empty(), "{out}");
 
     let w = Writer::start(&["load", "100", "0"]);
     let t = Tracer::start(&["rw", &w.target(), "--count", "3", "--duration", "60s"]);

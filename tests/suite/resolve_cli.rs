@@ -85,6 +85,21 @@ pub(crate) fn fixture() -> Option<&'static Fixture> {
     derived.as_ref()
 }
 
+impl Fixture {
+    /// `args`, then the flags that make the fixture the running kernel: its kallsyms (moved by KASLR)
+    /// and its notes.
+    pub(crate) fn running<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        let mut a = args.to_vec();
+        a.extend([
+            "--kallsyms",
+            p(&self.kallsyms),
+            "--kernel-notes",
+            p(&self.notes),
+        ]);
+        a
+    }
+}
+
 macro_rules! need_fixture {
     () => {
         match fixture() {
@@ -217,16 +232,9 @@ fn mismatched_vmlinux_still_answers_and_says_so() {
 #[test]
 fn matching_build_id_gives_kaslr_relocated_addresses() {
     let f = need_fixture!();
-    let args = [
-        "--vmlinux",
-        p(&f.vmlinux),
-        "--kallsyms",
-        p(&f.kallsyms),
-        "--kernel-notes",
-        p(&f.notes),
-    ];
+    let args = f.running(&["--vmlinux", p(&f.vmlinux)]);
     let mut a = vec!["resolve", "sym.field[3].pts[2].y", "--json"];
-    a.extend(args);
+    a.extend(&args);
     let (code, out, err) = run(&a);
     assert_eq!(code, 0, "{err}");
     let j = json(&out);
@@ -234,7 +242,7 @@ fn matching_build_id_gives_kaslr_relocated_addresses() {
     let link = hex(&j["link_addr"]);
     assert_eq!(hex(&j["runtime_addr"]), link - LINK_TEXT + RUNTIME_TEXT);
     let mut a = vec!["resolve", "banner"];
-    a.extend(args);
+    a.extend(&args);
     let (_, out, _) = run(&a);
     assert!(
         field(&out, "kernel").starts_with("match (build-id "),
@@ -248,7 +256,13 @@ fn system_map_from_nm() {
     let f = need_fixture!();
     let nm = std::fs::read_to_string(&f.system_map).unwrap();
     // Against the real running kernel: link-time addresses only, and no claim that it matches.
-    let (code, out, err) = run(&["resolve", "banner", "--system-map", p(&f.system_map)]);
+    // `resolve TARGET` from the fixture's System.map, then `extra`.
+    let with_map = |target: &'static str, extra: &[&'static str]| {
+        let mut a = vec!["resolve", target, "--system-map", p(&f.system_map)];
+        a.extend(extra);
+        a
+    };
+    let (code, out, err) = run(&with_map("banner", &[]));
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         field(&out, "link addr"),
@@ -259,15 +273,10 @@ fn system_map_from_nm() {
         format!("System.map {}", f.system_map.display())
     );
     // Against a kallsyms whose text symbols agree: relocated, and the check is named.
-    let (code, out, err) = run(&[
-        "resolve",
+    let (code, out, err) = run(&with_map(
         "zeroed_counter",
-        "--system-map",
-        p(&f.system_map),
-        "--kallsyms",
-        p(&f.kallsyms),
-        "--json",
-    ]);
+        &["--kallsyms", p(&f.kallsyms), "--json"],
+    ));
     assert_eq!(code, 0, "{err}");
     let j = json(&out);
     assert_eq!(j["source"]["kind"], "system-map");
@@ -284,17 +293,10 @@ fn system_map_from_nm() {
         nm_addr(&nm, "zeroed_counter") - LINK_TEXT + RUNTIME_TEXT
     );
     // --vmlinux wins over --system-map.
-    let (_, out, _) = run(&[
-        "resolve",
-        "banner",
-        "--system-map",
-        p(&f.system_map),
-        "--vmlinux",
-        p(&f.vmlinux),
-    ]);
+    let (_, out, _) = run(&with_map("banner", &["--vmlinux", p(&f.vmlinux)]));
     assert!(field(&out, "source").starts_with("vmlinux "), "{out}");
     // A System.map has no types: a field path says what to pass.
-    let err = usage_error(&["resolve", "sym.id", "--system-map", p(&f.system_map)]);
+    let err = usage_error(&with_map("sym.id", &[]));
     assert!(err.contains("--vmlinux"), "{err}");
 }
 
@@ -331,11 +333,13 @@ fn bad_input_is_exit_2_with_one_line() {
         err.contains("no field `nope`") && err.contains("halves"),
         "{err}"
     );
-    let err = usage_error(&["resolve", "dup", "--vmlinux", v]);
-    assert!(err.contains("dup@1"), "{err}");
+    util::rejects(&["resolve", "dup", "--vmlinux", v], 2, &["dup@1"]);
     usage_error(&["resolve", "sym..x", "--vmlinux", v]);
-    let err = usage_error(&["resolve", "banner", "--vmlinux", "/nonexistent/vmlinux"]);
-    assert!(err.contains("/nonexistent/vmlinux"), "{err}");
+    util::rejects(
+        &["resolve", "banner", "--vmlinux", "/nonexistent/vmlinux"],
+        2,
+        &["/nonexistent/vmlinux"],
+    );
     // kallsyms without data symbols: `resolve` and `write` say the same, naming every way out.
     let ks = f.dir.join("text-only-kallsyms");
     std::fs::write(
@@ -353,13 +357,15 @@ fn bad_input_is_exit_2_with_one_line() {
         "200ms",
     ];
     for args in [&resolve[..], &write[..]] {
-        let err = usage_error(args);
-        assert!(
-            err.contains("no data symbols")
-                && err.contains("--vmlinux FILE")
-                && err.contains("--system-map FILE")
-                && err.contains("set DEBUGINFOD_URLS=URL"),
-            "{err}"
+        util::rejects(
+            args,
+            2,
+            &[
+                "no data symbols",
+                "--vmlinux FILE",
+                "--system-map FILE",
+                "set DEBUGINFOD_URLS=URL",
+            ],
         );
     }
 }
@@ -394,19 +400,17 @@ fn truncated_or_corrupt_elf_is_exit_2() {
 #[test]
 fn write_refuses_a_mismatched_build_id() {
     let f = need_fixture!();
-    let err = usage_error(&[
-        "write",
-        "banner",
-        "--vmlinux",
-        p(&f.vmlinux),
-        "--duration",
-        "200ms",
-    ]);
-    assert!(
-        err.contains("not the running kernel")
-            && err.contains("MISMATCH")
-            && err.contains("--force"),
-        "{err}"
+    util::rejects(
+        &[
+            "write",
+            "banner",
+            "--vmlinux",
+            p(&f.vmlinux),
+            "--duration",
+            "200ms",
+        ],
+        2,
+        &["not the running kernel", "MISMATCH", "--force"],
     );
 }
 
@@ -441,29 +445,32 @@ fn lines_needs_a_vmlinux_with_debug_info() {
     let f = need_fixture!();
     let ks = f.dir.join("lines-kallsyms");
     std::fs::write(&ks, "ffffffff81000000 T _text\n").unwrap();
-    let err = usage_error(&[
-        "write",
-        "0xffffffff81000000",
-        "--lines",
-        "--kallsyms",
-        p(&ks),
-        "--duration",
-        "200ms",
-    ]);
-    assert!(
-        err.contains("--lines") && err.contains("--vmlinux"),
-        "{err}"
+    util::rejects(
+        &[
+            "write",
+            "0xffffffff81000000",
+            "--lines",
+            "--kallsyms",
+            p(&ks),
+            "--duration",
+            "200ms",
+        ],
+        2,
+        &["--lines", "--vmlinux"],
     );
-    let err = usage_error(&[
-        "write",
-        "banner",
-        "--lines",
-        "--system-map",
-        p(&f.system_map),
-        "--duration",
-        "200ms",
-    ]);
-    assert!(err.contains("--vmlinux"), "{err}");
+    util::rejects(
+        &[
+            "write",
+            "banner",
+            "--lines",
+            "--system-map",
+            p(&f.system_map),
+            "--duration",
+            "200ms",
+        ],
+        2,
+        &["--vmlinux"],
+    );
     if !require("strip") {
         return;
     }
@@ -472,17 +479,20 @@ fn lines_needs_a_vmlinux_with_debug_info() {
         "strip",
         &["--strip-debug", "-o", p(&stripped), p(&f.vmlinux)],
     );
-    let err = usage_error(&[
-        "write",
-        "banner",
-        "--lines",
-        "--vmlinux",
-        p(&stripped),
-        "--force",
-        "--duration",
-        "200ms",
-    ]);
-    assert!(err.contains("no DWARF debug info"), "{err}");
+    util::rejects(
+        &[
+            "write",
+            "banner",
+            "--lines",
+            "--vmlinux",
+            p(&stripped),
+            "--force",
+            "--duration",
+            "200ms",
+        ],
+        2,
+        &["no DWARF debug info"],
+    );
 }
 
 #[test]
@@ -556,18 +566,14 @@ fn write_with_force_gets_past_resolution() {
 fn misaligned_length_on_a_field_is_refused() {
     let f = need_fixture!();
     // sym.halves.hi is a short at an offset that is 2 mod 8: /8 cannot be armed there.
-    let err = usage_error(&[
+    let err = usage_error(&f.running(&[
         "write",
         "sym.halves.hi/8",
         "--vmlinux",
         p(&f.vmlinux),
-        "--kallsyms",
-        p(&f.kallsyms),
-        "--kernel-notes",
-        p(&f.notes),
         "--duration",
         "200ms",
-    ]);
+    ]));
     assert!(err.contains("naturally aligned"), "{err}");
 }
 

@@ -5,7 +5,7 @@
 
 use crate::util;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::testing::procsym::{self, Running};
 use util::{field, rejects, require, run, tool};
@@ -68,14 +68,18 @@ fn gdb(pid: u32, expr: &str) -> (u64, u64) {
     (hex(a), vals[1].trim().parse().unwrap())
 }
 
+/// The procsym program built as `variant` with `flags`, where `tool`, the test's ground truth, is here
+/// too (else a SKIP line).
+fn build_checked_by(variant: &str, flags: &[&str], tool: &str) -> Option<PathBuf> {
+    let prog = procsym::build(variant, flags)?;
+    require(tool).then_some(prog)
+}
+
 #[test]
 fn a_pie_global_is_nm_s_address_plus_the_load_bias() {
-    let Some(prog) = procsym::build("pie", procsym::PIE) else {
+    let Some(prog) = build_checked_by("pie", procsym::PIE, "nm") else {
         return;
     };
-    if !require("nm") {
-        return;
-    }
     let p = Running::start(&prog, &[]);
     let j = resolve_json(p.pid, "counters");
     let runtime = addr(&j, "runtime_addr");
@@ -107,12 +111,9 @@ fn a_pie_global_is_nm_s_address_plus_the_load_bias() {
 
 #[test]
 fn a_non_pie_global_has_bias_zero() {
-    let Some(prog) = procsym::build("no-pie", procsym::NO_PIE) else {
+    let Some(prog) = build_checked_by("no-pie", procsym::NO_PIE, "nm") else {
         return;
     };
-    if !require("nm") {
-        return;
-    }
     let p = Running::start(&prog, &[]);
     let (code, out, err) = run(&["resolve", "--pid", &p.pid.to_string(), "plain_global"]);
     assert_eq!(code, 0, "{err}");
@@ -126,12 +127,9 @@ fn a_non_pie_global_has_bias_zero() {
 
 #[test]
 fn fields_and_libc_environ_match_gdb() {
-    let Some(prog) = procsym::build("pie", procsym::PIE) else {
+    let Some(prog) = build_checked_by("pie", procsym::PIE, "gdb") else {
         return;
     };
-    if !require("gdb") {
-        return;
-    }
     let p = Running::start(&prog, &[]);
     for expr in [
         "counters.pts[2].y",

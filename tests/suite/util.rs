@@ -620,6 +620,22 @@ impl Tracer {
         self.wait(limit)
     }
 
+    /// Waits like [`Tracer::wait`] for a `--json` run that must end with exit 0; returns its records
+    /// (after the header already read) and stderr.
+    pub fn json_records(self, limit: Duration) -> (Vec<serde_json::Value>, String) {
+        let (code, out, err) = self.wait(limit);
+        assert_eq!(code, 0, "{err}");
+        (ndjson(&out), err)
+    }
+
+    /// Like [`Tracer::json_records`], with the records already read at the start (header, armed) first:
+    /// the whole stream.
+    pub fn json_stream(self, limit: Duration) -> (Vec<serde_json::Value>, String) {
+        let header = ndjson(&self.header);
+        let (rest, err) = self.json_records(limit);
+        (header.into_iter().chain(rest).collect(), err)
+    }
+
     /// Waits for exit (bounded, so a hung tracer fails the test instead of hanging it); returns
     /// (exit code, rest of stdout, stderr).
     pub fn wait(mut self, limit: Duration) -> (i32, String, String) {

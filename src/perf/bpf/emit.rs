@@ -16,7 +16,6 @@
 //! (`bpf_ringbuf_query`) answers the same with ~25-30 ns more of every kept hit (stamps), and once the
 //! ring is that full it wakes on every record, an interrupt each time on the writer's CPU.
 
-use crate::perf::bpf::hit::{Instrument, Plain};
 use crate::perf::bpf::insn::{Alu, Asm, AsmError, Cond, Insn, Kept, Reg, DW, R0, R1, R2, R3, R4};
 use crate::perf::bpf::kernel::{Helper, RB_FORCE_WAKEUP, RB_NO_WAKEUP};
 use crate::perf::bpf::seq;
@@ -54,14 +53,15 @@ pub struct EmitMaps {
 /// The emitter for one CPU's ring; `wake_bytes`: bytes written since the reader was last woken at which a
 /// hit within a burst wakes it.
 pub fn generate(maps: &EmitMaps, wake_bytes: u32) -> Result<Vec<Insn>, AsmError> {
-    generate_with(maps, wake_bytes, &Plain)
+    generate_with(maps, wake_bytes, &|_| {})
 }
 
-/// [`generate`] with `ins` looking in at its end ([`Instrument::emitted`]).
+/// [`generate`] with `emitted` adding code at its end, after the record went to the ring (a benchmark
+/// variant's stamp; the hit program's instrument hands it in, so the emitter knows nothing of it).
 pub(crate) fn generate_with(
     maps: &EmitMaps,
     wake_bytes: u32,
-    ins: &dyn Instrument,
+    emitted: &dyn Fn(&mut Asm),
 ) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
     let (scratch_key, stat_key) = (a.slot(4).off(), a.slot(4).off());
@@ -79,7 +79,7 @@ pub(crate) fn generate_with(
         .jump_imm(Cond::Eq, R0, 0, written);
     count_lost(&mut a, RECORD.into(), maps.lost, stat_key);
     a.bind(written);
-    ins.emitted(&mut a);
+    emitted(&mut a);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
     a.finish()
@@ -104,15 +104,24 @@ fn wake_flags(a: &mut Asm, wake_bytes: u32) {
     a.store(DW, RECORD, OFF_SINCE, R1);
 }
 
-/// The record's size into [`SIZE`]: its fixed part, with or without the registers, and its two stacks,
-/// each bounded so that the verifier knows the whole fits the scratch entry.
+/// The record's size into [`SIZE`]: its fixed part, with or without the registers, and its two stacks
+/// (none when the header names the chain), each bounded so that the verifier knows the whole fits the scratch entry.
 fn record_size(a: &mut Asm) {
     let max = (8 * rec::MAX_FRAMES) as i32;
+    let (inline, sized) = (a.label(), a.label());
+    // A chain the map holds is named in the header: no stacks follow it.
+    a.load(DW, R1, RECORD, rec::OFF_FLAGS)
+        .alu_imm(Alu::And, R1, rec::CHAIN_ID as i32)
+        .jump_imm(Cond::Eq, R1, 0, inline)
+        .mov_imm(SIZE, 0)
+        .goto(sized);
+    a.bind(inline);
     a.load(DW, SIZE, RECORD, rec::OFF_KSTACK_BYTES);
     at_most(a, SIZE.into(), max);
     a.load(DW, R1, RECORD, rec::OFF_USTACK_BYTES);
     at_most(a, R1, max);
     a.alu(Alu::Add, SIZE, R1);
+    a.bind(sized);
     let plain = a.label();
     a.load(DW, R1, RECORD, rec::OFF_FLAGS)
         .alu_imm(Alu::And, R1, rec::REGS_KNOWN as i32)

@@ -1,7 +1,9 @@
 //! The hit program: one program per watch that decides in the kernel whether a trap is a hit worth keeping
 //! and, for those it keeps, emits everything the tracer needs as one record ([`crate::perf::hit_record`]):
 //! tid, comm, time, ip, value and old, with `--value` the trap's registers and the instruction bytes that end
-//! at the trap ip, and the kernel and user stacks. It always returns 0, so the kernel writes no sample of its own.
+//! at the trap ip, and the kernel and user stacks: by id once the watch's `chains` map holds the chain
+//! ([`super::totals`], which stores each distinct chain once), inline when it has no room. It always
+//! returns 0, so the kernel writes no sample of its own.
 //!
 //! Why the program takes the stacks itself: since Linux 6.3 the kernel prepares the whole sample (call
 //! chain included, when `sample_type` asks for one) before a perf-event program runs, even if the program

@@ -134,6 +134,14 @@ fn watch_during_ring(
         assert!(cpus.contains(cpu));
         h.pid == me
     });
+    // A record that names its chain by id gets it from the program's map, as the tracer reads it.
+    for (_, h) in &mut hits {
+        if let Some(key) = h.chain.take() {
+            let chain = programs.chain(0, key).expect("reads the chains map");
+            (h.kernel_stack, h.user_stack) = chain.expect("the map holds the chain a record names");
+            h.flags &= !crate::perf::hit_record::CHAIN_ID;
+        }
+    }
     (hits, programs)
 }
 
@@ -164,7 +172,7 @@ fn every_kept_hit_is_counted_in_the_kernel_when_the_ring_is_full() {
     assert_eq!(counted.uncounted_by_cpu.iter().sum::<u64>(), 0);
     // Each record's chain is stored under its id, as the tracer hashes it.
     for (_, h) in &mine {
-        let key = super::totals::ChainKey {
+        let key = crate::perf::hit_record::ChainKey {
             hash: super::totals::chain_hash(h.kernel_stack.iter().chain(&h.user_stack).copied()),
             kbytes: 8 * h.kernel_stack.len() as u32,
             ubytes: 8 * h.user_stack.len() as u32,

@@ -25,6 +25,7 @@ use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
 use crate::perf::bpf_ring::BpfRing;
+use crate::perf::hit_record::ChainKey;
 use crate::perf::sys;
 
 /// Loads the hit program for `spec`. A kernel that will not have a perf-event program read the task
@@ -373,7 +374,7 @@ impl HitPrograms {
             lost: (raw(p.maps.stats.as_fd()), hit::STAT_LOST),
             ring: raw(map.as_fd()),
         };
-        let insns = emit::generate_with(&maps, size / 4, ins)
+        let insns = emit::generate_with(&maps, size / 4, &|a| ins.emitted(a))
             .map_err(|e| io::Error::other(format!("the emitter program: {e}")))?;
         let mut log = Vec::new();
         let emitter =
@@ -465,6 +466,12 @@ impl HitPrograms {
     /// What the kernel counted of watch `watch`'s kept hits ([`super::totals`]).
     pub fn counted(&self, watch: usize) -> io::Result<Counted> {
         self.program(watch)?.maps.totals.read()
+    }
+
+    /// The call chain watch `watch`'s program stored under `key` (kernel, then user return addresses):
+    /// what a hit record that names its chain by id ([`crate::perf::hit_record::CHAIN_ID`]) stands for.
+    pub fn chain(&self, watch: usize, key: ChainKey) -> io::Result<Option<(Vec<u64>, Vec<u64>)>> {
+        self.program(watch)?.maps.totals.chain(key)
     }
 
     /// Hits every watch's program kept so far, all CPUs together.

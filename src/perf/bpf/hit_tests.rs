@@ -11,7 +11,7 @@ use super::totals::{self, CountKey, TotalsMaps};
 use crate::model::condition::{self, Condition};
 use crate::model::filter::Filter;
 use crate::perf::hit_record::{decode, HitRecord, INSN_KNOWN, OLD_KNOWN, REGS_KNOWN};
-use crate::perf::hit_record::{USER_MODE, VALUE_KNOWN};
+use crate::perf::hit_record::{CHAIN_ID, OFF_STACKS, OFF_STACKS_REGS, USER_MODE, VALUE_KNOWN};
 
 const TOTALS: TotalsMaps = TotalsMaps {
     chains: 20,
@@ -82,14 +82,32 @@ fn setup(value: bool) -> (Vec<Insn>, Machine) {
 }
 
 /// Runs the program once (it always returns 0: the kernel writes no sample of its own); the records
-/// the ring took meanwhile, decoded, with their wake-up flags.
+/// the ring took meanwhile, decoded, with their wake-up flags, a chain named by id replaced by the chain
+/// the `chains` map holds under it, as the tracer reads it.
 fn hit(m: &mut Machine, prog: &[Insn]) -> Vec<(HitRecord, u64)> {
+    raw_hit(m, prog)
+        .into_iter()
+        .map(|(bytes, flags)| (resolved(m, decode(&bytes).expect("a record")), flags))
+        .collect()
+}
+
+/// [`hit`]'s records as the ring holds them.
+fn raw_hit(m: &mut Machine, prog: &[Insn]) -> Vec<(Vec<u8>, u64)> {
     let before = m.ring(RING).len();
     assert_eq!(m.run(prog), 0, "the program returns 0");
-    m.ring(RING)[before..]
-        .iter()
-        .map(|(bytes, flags)| (decode(bytes).expect("a record the tracer decodes"), *flags))
-        .collect()
+    m.ring(RING)[before..].to_vec()
+}
+
+/// `r` with the chain it names by id (if it does) read from the machine's `chains` map.
+fn resolved(m: &Machine, mut r: HitRecord) -> HitRecord {
+    if let Some(key) = r.chain.take() {
+        let value = m
+            .get(TOTALS.chains, &key.bytes())
+            .expect("the map holds the chain a record names");
+        (r.kernel_stack, r.user_stack) = key.split(&value).expect("the chain fits its value");
+        r.flags &= !CHAIN_ID;
+    }
+    r
 }
 
 /// What a user-mode store of the watched process gives with `value` read (`old` before it).
@@ -109,6 +127,7 @@ fn expected(m: &Machine, value: Option<(u64, Option<u64>)>) -> HitRecord {
         lost: 0,
         regs: None,
         insn: None,
+        chain: None,
         kernel_stack: Vec::new(),
         user_stack: vec![IP, RET0, RET1],
     }
@@ -345,8 +364,8 @@ fn a_kernel_mode_trap_takes_both_stacks_from_the_kernel() {
 fn the_emitter_wakes_a_lone_hit_and_every_wake_bytes_of_a_burst() {
     let f = Filter::default();
     let prog = generate(&spec(&f, None, false), &MAPS).expect("assembles");
-    // A record here is 120 bytes: the header and three user frames.
-    let mut m = machine(&MAPS, 200);
+    // A record here is 96 bytes: the header, naming its chain by id.
+    let mut m = machine(&MAPS, 180);
     let mut flags = Vec::new();
     for gap in [0, 1_000, 1_000, 1_000, 2_000_000] {
         m.now += gap;
@@ -375,4 +394,78 @@ fn the_name_comes_from_the_task_or_the_helper() {
         assert_eq!(hit(&mut m, &prog)[0].0.comm, "pipes");
         assert!(m.calls.contains(&helper), "{helper:?}");
     }
+}
+
+/// The first hit along a chain stores the chain in the `chains` map and its record names it by id: one
+/// header where the stacks' lengths were: 96 bytes where the chain inline made it 120 (and 280 with
+/// `--value`'s registers). A second hit along it names the same id, the map unchanged; a hit along another chain
+/// (taken in the kernel) stores that one too.
+#[test]
+fn a_chain_is_stored_once_and_each_record_names_it_by_id() {
+    for value in [false, true] {
+        let (prog, mut m) = setup(value);
+        let header = if value { OFF_STACKS_REGS } else { OFF_STACKS } as usize;
+        let first = raw_hit(&mut m, &prog);
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].0.len(), header, "the header alone");
+        let r = decode(&first[0].0).expect("a record");
+        let key = r.chain.expect("named by id");
+        assert_eq!(r.flags & CHAIN_ID, CHAIN_ID);
+        assert!(r.kernel_stack.is_empty() && r.user_stack.is_empty());
+        assert_eq!(key.hash, totals::chain_hash([IP, RET0, RET1]));
+        assert_eq!((key.kbytes, key.ubytes), (0, 24));
+        let chains = m.entries(TOTALS.chains);
+        assert_eq!(chains.len(), 1);
+        assert_eq!(chains[0].0, key.bytes());
+        assert_eq!(
+            resolved(&m, r).user_stack,
+            [IP, RET0, RET1],
+            "the map holds the chain"
+        );
+        // The repeat: the same id, nothing stored.
+        m.now += 5_000_000;
+        let again = raw_hit(&mut m, &prog);
+        assert_eq!(again[0].0.len(), header);
+        assert_eq!(decode(&again[0].0).expect("a record").chain, Some(key));
+        assert_eq!(m.entries(TOTALS.chains).len(), 1);
+        assert_eq!(total(&m, totals::STAT_NO_CHAIN), 0);
+        // Another chain: a kernel-mode trap's.
+        m.user_mode = false;
+        m.regs[16] = 0xffff_ffff_8123_4567;
+        m.kernel_stack = vec![0xffff_ffff_8123_4567, 0xffff_ffff_8100_1000];
+        m.user_stack = vec![0x40_5000, 0x40_6000];
+        let other = hit(&mut m, &prog);
+        assert_eq!(
+            (
+                other[0].0.kernel_stack.clone(),
+                other[0].0.user_stack.clone()
+            ),
+            (m.kernel_stack.clone(), m.user_stack.clone())
+        );
+        assert_eq!(m.entries(TOTALS.chains).len(), 2);
+    }
+}
+
+/// A chain the `chains` map has no room for comes inline in its record, as it did before chains were
+/// stored: nothing is missing; the totals count the hit, its chain counted as unknown.
+#[test]
+fn a_full_chains_map_puts_the_chain_inline() {
+    let (prog, mut m) = setup(false);
+    let value = vec![0u8; totals::CHAIN_VALUE as usize];
+    for i in 0..u64::from(totals::CHAINS_MAX) {
+        m.set(TOTALS.chains, &[i.to_le_bytes(), [0; 8]].concat(), &value);
+    }
+    let got = raw_hit(&mut m, &prog);
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0].0.len(),
+        OFF_STACKS as usize + 24,
+        "three frames inline"
+    );
+    let r = decode(&got[0].0).expect("a record");
+    assert_eq!(r.chain, None);
+    assert_eq!(r.flags & CHAIN_ID, 0);
+    assert_eq!(r, expected(&m, None));
+    assert_eq!(total(&m, totals::STAT_NO_CHAIN), 1);
+    assert_eq!(total(&m, totals::STAT_KEPT), 1);
 }

@@ -209,7 +209,10 @@ impl Machine {
     }
 
     fn declare_totals(&mut self, t: &TotalsMaps) {
-        let (key, value) = (totals::CHAIN_KEY as usize, totals::CHAIN_VALUE as usize);
+        let (key, value) = (
+            crate::perf::hit_record::CHAIN_KEY as usize,
+            totals::CHAIN_VALUE as usize,
+        );
         self.declare(
             t.chains,
             MapType::Hash,

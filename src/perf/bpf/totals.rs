@@ -11,8 +11,10 @@
 //!   chains meeting in one bucket either lose the second (`-EEXIST`) or overwrite the first
 //!   (`BPF_F_REUSE_STACKID`, which makes every count under the old id name the new chain), and its user
 //!   stack walk takes the page fault at the null frame pointer that the program's own walk avoids (~1 us
-//!   a hit here). Two different chains with one 64-bit hash are not told apart: at a few thousand chains,
-//!   about one run in 10^12.
+//!   a hit here). Two different chains with one 64-bit hash and the same two lengths are not told apart:
+//!   at the map's [`CHAINS_MAX`] chains, about one run in 10^13 (n^2 / 2^65). The hit record names its
+//!   chain by this same key once the map holds it ([`crate::perf::hit_record`]), so the tracer reads each
+//!   distinct chain once ([`Totals::chain`]), and a chain the map has no room for goes inline.
 //! - `counts` (`BPF_MAP_TYPE_HASH`, [`COUNTS_MAX`] entries): [`CountKey`] (thread, process, chain id,
 //!   the writer's name) to the number of hits, added to atomically (`BPF_ATOMIC` add: two CPUs may count
 //!   the same key at once).
@@ -34,7 +36,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use crate::perf::bpf::insn::{Alu, Asm, Cond, Label, Reg, DW, FP, R0, R1, R2, R3, R4, W};
 use crate::perf::bpf::kernel::{Helper, MapType, EEXIST, NOEXIST};
 use crate::perf::bpf::{create_map, seq};
-use crate::perf::hit_record as rec;
+use crate::perf::hit_record::{self as rec, ChainKey, CHAIN_KEY};
 use crate::perf::sys;
 
 /// `BPF_F_NO_PREALLOC`.
@@ -44,8 +46,6 @@ const NO_PREALLOC: u32 = 1;
 pub const CHAIN_WORDS: usize = 2 * rec::MAX_FRAMES;
 /// A `chains` value: the words of both stacks (only the first `kbytes + ubytes` of them are the chain's).
 pub const CHAIN_VALUE: u32 = 8 * CHAIN_WORDS as u32;
-/// A `chains` key: the hash, then the kernel and user stacks' lengths in bytes (u32 each).
-pub const CHAIN_KEY: u32 = 16;
 /// A `counts` key: pid_tgid (u64), the chain key, the writer's name (16 bytes).
 pub const COUNT_KEY: u32 = 8 + CHAIN_KEY + 16;
 /// Distinct chains kept per watch.
@@ -179,6 +179,16 @@ impl Totals {
         )
     }
 
+    /// The call chain stored under `key` (kernel, then user return addresses, innermost first): what a
+    /// hit record with [`rec::CHAIN_ID`] names. `None` when the map does not hold it.
+    pub fn chain(&self, key: ChainKey) -> io::Result<Option<(Vec<u64>, Vec<u64>)>> {
+        let mut value = vec![0u8; CHAIN_VALUE as usize];
+        if !sys::bpf_map_lookup(self.chains.as_fd(), &key.bytes(), &mut value)? {
+            return Ok(None);
+        }
+        Ok(key.split(&value))
+    }
+
     /// Reads everything counted (the events disabled: nothing is added meanwhile).
     pub fn read(&self) -> io::Result<Counted> {
         let stats = |slot| sys::bpf_map_lookup_percpu_u64(self.stats.as_fd(), slot);
@@ -239,37 +249,6 @@ fn entries(map: &OwnedFd, key_len: usize, value_len: usize) -> io::Result<Vec<(V
         key = Some(next.clone());
     }
     Ok(out)
-}
-
-/// The id of a chain as the program keys it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ChainKey {
-    pub hash: u64,
-    /// Bytes of kernel stack, then of user stack, in the chain's words.
-    pub kbytes: u32,
-    pub ubytes: u32,
-}
-
-impl ChainKey {
-    pub fn parse(b: &[u8]) -> Option<ChainKey> {
-        Some(ChainKey {
-            hash: u64::from_ne_bytes(b.get(0..8)?.try_into().ok()?),
-            kbytes: u32::from_ne_bytes(b.get(8..12)?.try_into().ok()?),
-            ubytes: u32::from_ne_bytes(b.get(12..16)?.try_into().ok()?),
-        })
-    }
-
-    /// The kernel and user return addresses in a `chains` value, each innermost first; `None` when the
-    /// lengths do not fit it.
-    pub fn split(&self, value: &[u8]) -> Option<(Vec<u64>, Vec<u64>)> {
-        let (k, u) = (self.kbytes as usize / 8, self.ubytes as usize / 8);
-        let words: Vec<u64> = value
-            .chunks_exact(8)
-            .take(k + u)
-            .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
-            .collect();
-        (words.len() == k + u).then(|| (words[..k].to_vec(), words[k..].to_vec()))
-    }
 }
 
 /// One `counts` key: who wrote along which chain.
@@ -362,7 +341,7 @@ pub fn claim(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots) {
 }
 
 /// Counts the hit whose record is in `record` (a kept register; its stacks at `stacks`): its chain
-/// stored once, its (thread, chain, name) count and with `maps.values` its value's count added to, and
+/// stored once (and the record then naming it by id, [`rec::CHAIN_ID`]), its (thread, chain, name) count and with `maps.values` its value's count added to, and
 /// `STAT_KEPT`. r6-r9 are kept; r0-r5 clobbered.
 pub fn count(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, stacks): (Reg, i16)) {
     let key = slots.key;
@@ -424,9 +403,11 @@ pub fn hash_chain(a: &mut Asm, record: Reg, stacks: i16) {
 }
 
 /// The chain (the record's stack words) into `chains` under the chain key (the `counts` key's from its
-/// byte 8), unless it is there.
+/// byte 8), unless it is there. Once the map holds it, the record names it by its key instead of
+/// carrying it ([`rec::CHAIN_ID`]): the key replaces the stacks' lengths and the flag is set, so the
+/// emitter writes the header alone. A chain the map has no room for stays in the record.
 fn store_chain(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, stacks): (Reg, i16)) {
-    let (known, stored) = (a.label(), a.label());
+    let (known, done) = (a.label(), a.label());
     let chain_key = slots.key + 8;
     a.ld_map_fd(R1, maps.chains)
         .stack_addr(R2, chain_key)
@@ -439,11 +420,20 @@ fn store_chain(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, sta
         .mov_imm(R4, NOEXIST)
         .call(Helper::MapUpdateElem)
         // Another CPU stored it first: as good.
-        .jump_imm(Cond::Eq, R0, 0, stored)
-        .jump_imm(Cond::Eq, R0, EEXIST, stored);
+        .jump_imm(Cond::Eq, R0, 0, known)
+        .jump_imm(Cond::Eq, R0, EEXIST, known);
     seq::add_to(a, (maps.stats, STAT_NO_CHAIN, slots.stat_key), None);
+    a.goto(done);
     a.bind(known);
-    a.bind(stored);
+    // The key's 16 bytes over the two stack lengths: the record ends there.
+    a.load(DW, R1, FP, chain_key)
+        .store(DW, record, rec::OFF_CHAIN_KEY, R1)
+        .load(DW, R1, FP, chain_key + 8)
+        .store(DW, record, rec::OFF_CHAIN_KEY + 8, R1)
+        .load(DW, R1, record, rec::OFF_FLAGS)
+        .alu_imm(Alu::Or, R1, rec::CHAIN_ID as i32)
+        .store(DW, record, rec::OFF_FLAGS, R1);
+    a.bind(done);
 }
 
 /// Adds one to `map`'s u64 under the key at stack offset `key`, inserting it when absent; a key the map

@@ -82,20 +82,28 @@ fn every_record_is_one_tagged_line() {
     assert!(err.contains("ksymwatch: 1 hits (cpu1 1)"), "{err}");
 }
 
+/// The hit records of a user store hit once with each of `values`.
+fn hit_records(values: &[HitValue]) -> Vec<Value> {
+    let mut p = Json::new(Vec::new(), Vec::new());
+    each_value_of_a_user_store(values, |hit| p.hit(hit).unwrap());
+    lines(p.into_inner().0)
+}
+
+/// A `--value` hit's value.
+fn written(value: Option<u64>, old: Option<u64>, from: ValueFrom) -> HitValue {
+    HitValue::Written { value, old, from }
+}
+
 /// `value`: a hex string of the watched integer (64-bit values intact), `null` when the process could
 /// not be read, absent for a system-wide watch's hit.
 #[test]
 fn a_process_hit_carries_its_value() {
-    let mut p = Json::new(Vec::new(), Vec::new());
-    let values = [
+    let v = hit_records(&[
         HitValue::Read(0x2a),
         HitValue::Read(0xfedc_ba98_7654_3210),
         HitValue::Unreadable,
         HitValue::NotRead,
-    ];
-    each_value_of_a_user_store(&values, |hit| p.hit(hit).unwrap());
-    let (out, _) = p.into_inner();
-    let v = lines(out);
+    ]);
     assert_eq!(v[0]["value"], "0x2a");
     assert_eq!(v[1]["value"], "0xfedcba9876543210");
     assert_eq!(v[2]["value"], Value::Null);
@@ -107,32 +115,12 @@ fn a_process_hit_carries_its_value() {
 /// `--value`: `value` and `old` as hex strings, each `null` when unknown and never left out.
 #[test]
 fn a_value_hit_carries_value_and_old() {
-    let mut p = Json::new(Vec::new(), Vec::new());
-    let values = [
-        HitValue::Written {
-            value: Some(0x1f4),
-            old: Some(0x1f3),
-            from: ValueFrom::Insn,
-        },
-        HitValue::Written {
-            value: Some(0xfedc_ba98_7654_3210),
-            old: None,
-            from: ValueFrom::Insn,
-        },
-        HitValue::Written {
-            value: None,
-            old: Some(0),
-            from: ValueFrom::Insn,
-        },
-        HitValue::Written {
-            value: None,
-            old: None,
-            from: ValueFrom::Insn,
-        },
-    ];
-    each_value_of_a_user_store(&values, |hit| p.hit(hit).unwrap());
-    let (out, _) = p.into_inner();
-    let v = lines(out);
+    let v = hit_records(&[
+        written(Some(0x1f4), Some(0x1f3), ValueFrom::Insn),
+        written(Some(0xfedc_ba98_7654_3210), None, ValueFrom::Insn),
+        written(None, Some(0), ValueFrom::Insn),
+        written(None, None, ValueFrom::Insn),
+    ]);
     let pairs: Vec<(&Value, &Value)> = v.iter().map(|h| (&h["value"], &h["old"])).collect();
     assert_eq!(
         pairs,
@@ -158,21 +146,10 @@ fn a_value_hit_carries_value_and_old() {
 /// is what memory held when it differed.
 #[test]
 fn a_value_hit_says_where_its_value_came_from() {
-    let mut p = Json::new(Vec::new(), Vec::new());
-    let values = [
-        HitValue::Written {
-            value: Some(1),
-            old: None,
-            from: ValueFrom::Memory,
-        },
-        HitValue::Written {
-            value: Some(1),
-            old: None,
-            from: ValueFrom::Raced { memory: 7 },
-        },
-    ];
-    each_value_of_a_user_store(&values, |hit| p.hit(hit).unwrap());
-    let v = lines(p.into_inner().0);
+    let v = hit_records(&[
+        written(Some(1), None, ValueFrom::Memory),
+        written(Some(1), None, ValueFrom::Raced { memory: 7 }),
+    ]);
     assert_eq!(
         (&v[0]["value_from"], v[0].get("raced")),
         (&"memory".into(), None)
@@ -186,11 +163,8 @@ fn a_value_hit_says_where_its_value_came_from() {
 /// A plain process watch's hit has no `old`: only `--value` knows it.
 #[test]
 fn only_a_value_hit_has_old() {
-    let mut p = Json::new(Vec::new(), Vec::new());
-    let values = [HitValue::Read(1), HitValue::Unreadable, HitValue::NotRead];
-    each_value_of_a_user_store(&values, |hit| p.hit(hit).unwrap());
-    let (out, _) = p.into_inner();
-    assert!(lines(out)
+    let v = hit_records(&[HitValue::Read(1), HitValue::Unreadable, HitValue::NotRead]);
+    assert!(v
         .iter()
         .all(|h| !h.as_object().unwrap().contains_key("old")));
 }
@@ -210,11 +184,7 @@ fn the_summary_counts_values_written() {
         p.finish(&summary).unwrap();
         lines(p.into_inner().0).remove(0)
     };
-    let w = |v| HitValue::Written {
-        value: Some(v),
-        old: None,
-        from: ValueFrom::Insn,
-    };
+    let w = |v| written(Some(v), None, ValueFrom::Insn);
     let v = record(&[w(0x1f3), w(0x1f4), w(0x1f4), HitValue::Read(9)]);
     assert_eq!(
         v["by_value"],

@@ -3,6 +3,7 @@
 //! holds against the kernel's counters. A decoder is pure: bytes in, items out through [`Out`], so each is
 //! tested on constructed bytes with [`testing::Collect`] standing in for the rings' merge.
 
+use crate::perf::hit_record::ChainKey;
 use crate::perf::record::Frame;
 use crate::report::Value;
 use crate::trace::events::Item;
@@ -26,6 +27,11 @@ pub trait Out {
     /// What process `pid` holds at `addr` now (the hit watch's length of it), for a process watch's hit
     /// whose value was not read at the trap.
     fn read_value(&mut self, pid: u32, addr: u64) -> Value;
+
+    /// The call chain (kernel, then user return addresses) the ring's hit program stored under `key`, for
+    /// a hit record that names its chain by id: read from the kernel's map the first time, then kept.
+    /// `None` when the map does not give it.
+    fn chain(&mut self, key: ChainKey) -> Option<&(Vec<u64>, Vec<u64>)>;
 }
 
 /// What one ring gave so far.
@@ -84,6 +90,9 @@ pub mod testing {
         pub reads: Vec<(u32, u64)>,
         /// Call chains handed back.
         pub recycled: usize,
+        /// The chains the kernel's map holds, by key, and the keys asked for.
+        pub chains: std::collections::HashMap<ChainKey, (Vec<u64>, Vec<u64>)>,
+        pub chains_asked: Vec<ChainKey>,
     }
 
     impl Collect {
@@ -94,6 +103,8 @@ pub mod testing {
                 value: Value::Read(0x77),
                 reads: Vec::new(),
                 recycled: 0,
+                chains: std::collections::HashMap::new(),
+                chains_asked: Vec::new(),
             }
         }
 
@@ -123,6 +134,11 @@ pub mod testing {
         fn read_value(&mut self, pid: u32, addr: u64) -> Value {
             self.reads.push((pid, addr));
             self.value
+        }
+
+        fn chain(&mut self, key: ChainKey) -> Option<&(Vec<u64>, Vec<u64>)> {
+            self.chains_asked.push(key);
+            self.chains.get(&key)
         }
     }
 }
@@ -165,6 +181,7 @@ mod prop {
             lost: 1,
             regs: Some([3; hit_record::REGS]),
             insn: Some([0x90; hit_record::INSN_BYTES]),
+            chain: None,
             kernel_stack: vec![0xffff_ffff_8100_0077],
             user_stack: vec![0x40_1005, 0],
         };

@@ -110,7 +110,22 @@ impl HitDecoder {
             (HitValue::NotRead, _) => Value::NotRead,
         };
         // Hit records carry no event id: only a per-thread ring's duplicate check reads one.
-        let sample = hit.sample(cpu, 0, out.frames());
+        let frames = out.frames();
+        let sample = match hit.chain {
+            None => hit.sample(cpu, 0, frames),
+            Some(key) => match out.chain(key) {
+                Some((kernel, user)) => hit.sample_along(
+                    cpu,
+                    0,
+                    frames,
+                    (kernel.iter().copied(), user.iter().copied()),
+                ),
+                // The map always holds a chain a record names (the program stored it first, and
+                // nothing removes one): this is a map the tracer could not read. The hit is shown, its
+                // chain unknown.
+                None => hit.sample(cpu, 0, frames),
+            },
+        };
         out.push(hit.time, Item::Sample(sample, self.watch, value, trap));
     }
 }
@@ -118,7 +133,9 @@ impl HitDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::perf::hit_record::ChainKey;
     use crate::perf::hit_record::{encode, HitRecord, INSN_BYTES, REGS, USER_MODE};
+    use crate::perf::record::Context;
     use crate::trace::events::decode::testing::Collect;
 
     fn record(tid: u32, time: u64, lost: u64) -> HitRecord {
@@ -135,6 +152,7 @@ mod tests {
             lost,
             regs: None,
             insn: None,
+            chain: None,
             kernel_stack: vec![],
             user_stack: vec![0x40_1005, 0],
         }
@@ -264,5 +282,61 @@ mod tests {
         assert_eq!(items.last(), Some(&(50, Item::Lost { cpu: 2, count: 1 })));
         let t = d.tally();
         assert_eq!((t.samples, t.undecodable), (1, 1));
+    }
+
+    /// A record that names its chain by id gets the chain the kernel's map holds, asked of [`Out`] (which
+    /// reads it once and keeps it); an inline one its own frames, nothing asked. A chain the map does not
+    /// give leaves the hit without frames, shown, never dropped.
+    #[test]
+    fn a_chain_by_id_is_looked_up_and_an_inline_one_is_not() {
+        let key = ChainKey {
+            hash: 0xfeed,
+            kbytes: 8,
+            ubytes: 16,
+        };
+        let by_id = HitRecord {
+            chain: Some(key),
+            user_stack: vec![],
+            ..record(8, 10, 0)
+        };
+        let mut d = HitDecoder::new(0, 0, HitValue::NotRead, 0, 0);
+        let mut out = Collect::new(8);
+        out.chains.insert(
+            key,
+            (vec![0xffff_ffff_8100_0077], vec![0x40_1005, 0x40_2000]),
+        );
+        d.record(&encode(&by_id), &mut out);
+        d.record(&encode(&record(8, 20, 0)), &mut out);
+        let frames: Vec<Vec<(u64, Context)>> = out
+            .take()
+            .into_iter()
+            .filter_map(|(_, item)| match item {
+                Item::Sample(s, ..) => Some(s.frames.iter().map(|f| (f.addr, f.context)).collect()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            frames,
+            [
+                vec![
+                    (0xffff_ffff_8100_0077, Context::Kernel),
+                    (0x40_1005, Context::User),
+                    (0x40_2000, Context::User),
+                ],
+                vec![(0x40_1005, Context::User)],
+            ]
+        );
+        assert_eq!(out.chains_asked, [key], "only the record by id asks");
+
+        let unknown = HitRecord {
+            chain: Some(ChainKey { hash: 1, ..key }),
+            ..by_id
+        };
+        d.record(&encode(&unknown), &mut out);
+        let Some((_, Item::Sample(s, ..))) = out.items.pop() else {
+            panic!("{:?}", out.items)
+        };
+        assert!(s.frames.is_empty());
+        assert_eq!(d.tally().samples, 3);
     }
 }

@@ -90,12 +90,16 @@ fn libraries_are_searched_after_the_executable_and_chosen_with_a_prefix() {
     assert_eq!(t.addr, PIE + 0x4010);
 }
 
+/// Why process 42 refuses `symbol` (`@at`) in `object`, or in every file it maps.
+fn refusal(f: &FakeProc, object: Option<&str>, symbol: &str, at: Option<usize>) -> String {
+    find(f, 42, object, symbol, at).unwrap_err().to_string()
+}
+
 #[test]
 fn a_symbol_of_two_libraries_is_ambiguous_and_names_both() {
     let (f, _) = standard("ambiguous");
-    let e = find(&f, 42, None, "both_libs", None).unwrap_err();
     assert_eq!(
-        e.to_string(),
+        refusal(&f, None, "both_libs", None),
         format!(
             "symbol `both_libs` is defined in 2 mapped files: libfoo.so.1:both_libs=0x{:x} \
              libbar.so.2:both_libs=0x{:x}; choose one with OBJECT:both_libs",
@@ -110,9 +114,8 @@ fn a_symbol_of_two_libraries_is_ambiguous_and_names_both() {
 #[test]
 fn same_named_symbols_of_one_file_take_at_n() {
     let (f, _) = standard("at-n");
-    let e = find(&f, 42, None, "dup", None).unwrap_err();
     assert_eq!(
-        e.to_string(),
+        refusal(&f, None, "dup", None),
         format!(
             "app: symbol `dup` is ambiguous (2 symbols): dup@0=0x{:x} (d) dup@1=0x{:x} (d); choose one \
              with dup@N or 0xADDR",
@@ -124,11 +127,8 @@ fn same_named_symbols_of_one_file_take_at_n() {
         find(&f, 42, None, "dup", Some(1)).unwrap().addr,
         PIE + 0x4028
     );
-    let e = find(&f, 42, None, "dup", Some(2)).unwrap_err();
-    assert!(
-        e.to_string().contains("there are only 2 symbols named"),
-        "{e}"
-    );
+    let e = refusal(&f, None, "dup", Some(2));
+    assert!(e.contains("there are only 2 symbols named"), "{e}");
 }
 
 #[test]
@@ -149,10 +149,9 @@ fn a_library_that_is_not_mapped_is_told_apart_from_an_unknown_symbol() {
          stripped: only exported symbols are known); check the name with nm FILE, name a library that is \
          not mapped yet as LIB:nosuch, or give the address as 0xADDR"
     );
-    let e = find(&f, 42, Some("libfoo"), "bar_var", None).unwrap_err();
+    let e = refusal(&f, Some("libfoo"), "bar_var", None);
     assert!(
-        e.to_string()
-            .starts_with("unknown symbol `bar_var` in process 42: not in libfoo.so.1;"),
+        e.starts_with("unknown symbol `bar_var` in process 42: not in libfoo.so.1;"),
         "{e}"
     );
 }
@@ -267,10 +266,9 @@ fn a_file_that_is_no_longer_the_mapped_one_is_not_read() {
         "{e:?}"
     );
     // Searched without OBJECT:, it is left out and said so.
-    let e = find(&f, 42, None, "foo_var", None).unwrap_err();
+    let e = refusal(&f, None, "foo_var", None);
     assert!(
-        e.to_string()
-            .contains("(not searched: libfoo.so.1: it cannot be opened"),
+        e.contains("(not searched: libfoo.so.1: it cannot be opened"),
         "{e}"
     );
 }

@@ -19,6 +19,13 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// [`scratch`] `name`, and the debuginfod cache to be in it (not made yet).
+fn scratch_and_cache(name: &str) -> (PathBuf, PathBuf) {
+    let dir = scratch(name);
+    let cache = dir.join("cache");
+    (dir, cache)
+}
+
 /// Every path under `dir`, for "nothing was left behind" checks.
 fn contents(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -52,6 +59,12 @@ fn fixture_id(vmlinux: &Path) -> BuildId {
         .build_id()
         .cloned()
         .expect("the fixture is linked with --build-id")
+}
+
+/// The fixture's bytes (what a canned server sends) and its build-id.
+fn fixture_bytes() -> Option<(Vec<u8>, BuildId)> {
+    let f = fixture::build()?;
+    Some((std::fs::read(&f.vmlinux).unwrap(), fixture_id(&f.vmlinux)))
 }
 
 fn build_id_of(path: &Path) -> Option<BuildId> {
@@ -162,8 +175,7 @@ fn not_found_everywhere_names_the_build_id_and_the_servers() {
 
 #[test]
 fn an_absent_server_is_a_clear_error() {
-    let dir = scratch("absent");
-    let cache = dir.join("cache");
+    let (dir, cache) = scratch_and_cache("absent");
     let url = closed_port_url();
     let e = Debuginfod::new(vec![url.clone()], cache.clone())
         .fetch(&BuildId(vec![1; 20]))
@@ -188,8 +200,7 @@ fn a_connection_closed_halfway_leaves_nothing_in_the_cache() {
     let bytes = std::fs::read(&f.vmlinux).unwrap();
     let half = bytes.len() / 2;
     let server = Canned::start(Canned::ok(&bytes[..half], bytes.len()));
-    let dir = scratch("halfway");
-    let cache = dir.join("cache");
+    let (dir, cache) = scratch_and_cache("halfway");
     let id = fixture_id(&f.vmlinux);
     let e = Debuginfod::new(vec![server.url.clone()], cache.clone())
         .with_stall_timeout(Duration::from_secs(5))
@@ -213,8 +224,7 @@ fn a_server_that_stalls_is_given_up_on_and_leaves_nothing() {
     let bytes = std::fs::read(&f.vmlinux).unwrap();
     let part = 100;
     let server = Canned::start_holding(Canned::ok(&bytes[..part], bytes.len()), true);
-    let dir = scratch("stall");
-    let cache = dir.join("cache");
+    let (dir, cache) = scratch_and_cache("stall");
     let e = Debuginfod::new(vec![server.url.clone()], cache.clone())
         .with_stall_timeout(Duration::from_millis(500))
         .fetch(&fixture_id(&f.vmlinux))
@@ -234,8 +244,7 @@ fn a_server_that_stalls_is_given_up_on_and_leaves_nothing() {
 fn a_file_with_another_build_id_or_no_elf_is_not_cached() {
     let Some(f) = fixture::build() else { return };
     let id = fixture_id(&f.vmlinux);
-    let dir = scratch("corrupt");
-    let cache = dir.join("cache");
+    let (dir, cache) = scratch_and_cache("corrupt");
     // The fixture with one byte of its build-id flipped: a whole, valid ELF of some other build.
     let mut other = std::fs::read(&f.vmlinux).unwrap();
     let at = other
@@ -277,8 +286,7 @@ fn a_file_with_another_build_id_or_no_elf_is_not_cached() {
 fn a_cached_file_of_another_build_is_not_used_and_the_error_says_so() {
     let Some(f) = fixture::build() else { return };
     let id = BuildId(vec![0x77; 20]);
-    let dir = scratch("stale");
-    let cache = dir.join("cache");
+    let (dir, cache) = scratch_and_cache("stale");
     let slot = cache.join(id.to_string());
     std::fs::create_dir_all(&slot).unwrap();
     std::fs::copy(&f.vmlinux, slot.join("debuginfo")).unwrap();
@@ -338,8 +346,7 @@ fn limit_of(e: &Error) -> Option<ksymwatch_symbols::debuginfod::Limit> {
 #[test]
 fn junk_is_refused_at_its_first_bad_byte_however_it_is_sent() {
     use ksymwatch_symbols::testing::debuginfod::Then;
-    let dir = scratch("junk");
-    let cache = dir.join("cache");
+    let (dir, cache) = scratch_and_cache("junk");
     let id = BuildId(vec![0x42; 20]);
     // Each server sends junk that would never end (or end only after a long trickle): the client must
     // stop on the first bytes, not when the junk ends. A deadline far beyond what the check needs turns
@@ -403,11 +410,10 @@ fn junk_is_refused_at_its_first_bad_byte_however_it_is_sent() {
 fn a_size_over_the_limit_is_refused_before_reading_or_stopped_at_the_limit() {
     use ksymwatch_symbols::debuginfod::{Limit, DEFAULT_MAX_SIZE};
     use ksymwatch_symbols::testing::debuginfod::Then;
-    let Some(f) = fixture::build() else { return };
-    let bytes = std::fs::read(&f.vmlinux).unwrap();
-    let id = fixture_id(&f.vmlinux);
-    let dir = scratch("maxsize");
-    let cache = dir.join("cache");
+    let Some((bytes, id)) = fixture_bytes() else {
+        return;
+    };
+    let (dir, cache) = scratch_and_cache("maxsize");
     assert_eq!(DEFAULT_MAX_SIZE, 2 << 30);
 
     // Content-Length over the default limit: refused from the header alone. The server then stalls,
@@ -501,11 +507,10 @@ fn a_size_over_the_limit_is_refused_before_reading_or_stopped_at_the_limit() {
 fn one_deadline_ends_the_whole_fetch_however_slowly_a_server_sends() {
     use ksymwatch_symbols::debuginfod::{Limit, DEFAULT_DEADLINE};
     use ksymwatch_symbols::testing::debuginfod::Then;
-    let Some(f) = fixture::build() else { return };
-    let bytes = std::fs::read(&f.vmlinux).unwrap();
-    let id = fixture_id(&f.vmlinux);
-    let dir = scratch("deadline");
-    let cache = dir.join("cache");
+    let Some((bytes, id)) = fixture_bytes() else {
+        return;
+    };
+    let (dir, cache) = scratch_and_cache("deadline");
     assert_eq!(DEFAULT_DEADLINE, Duration::from_secs(600));
     let every = Duration::from_millis(100);
     let deadline = Duration::from_millis(1500);

@@ -19,6 +19,12 @@ macro_rules! need_fixture {
     };
 }
 
+/// The fixture, where `tool` (the test's ground truth) is here too (else a SKIP line).
+fn fixture_with(tool: &str) -> Option<&'static Fixture> {
+    let f = fixture::build()?;
+    require(tool).then_some(f)
+}
+
 fn field(s: &str) -> PathElem {
     PathElem::Field(s.into())
 }
@@ -68,6 +74,19 @@ fn search_with(f: &Fixture, tag: &str, kallsyms: &str, notes: Option<&[u8]>) -> 
     SourceSearch::with_root(root, Some("6.99.0-test".into()))
 }
 
+/// The kallsyms text of the fixture running with a KASLR offset of 0x19000000.
+const MOVED_TEXT: &str = "ffffffff9a000000 T _text\nffffffff9a000000 T _stext\n";
+
+/// [`search_with`] a running kernel that is the fixture: its notes hold the fixture's build-id.
+fn search_running_fixture(f: &Fixture, tag: &str, kallsyms: &str) -> SourceSearch {
+    search_with(f, tag, kallsyms, Some(&notes_blob(&f.build_id().0)))
+}
+
+/// The fixture's vmlinux opened as the source, `s` telling about the running kernel.
+fn fixture_resolver(f: &Fixture, s: &SourceSearch) -> Resolver {
+    Resolver::open_source(Source::Vmlinux(f.vmlinux.clone()), s).unwrap()
+}
+
 /// What `/sys/kernel/notes` of a running kernel with build-id `id` holds (x86-64: little-endian).
 fn notes_blob(id: &[u8]) -> Vec<u8> {
     let mut v = note(b"Linux\0", 1, b"6.99\0");
@@ -77,10 +96,9 @@ fn notes_blob(id: &[u8]) -> Vec<u8> {
 
 #[test]
 fn symbols_match_nm() {
-    let f = need_fixture!();
-    if !require("nm") {
+    let Some(f) = fixture_with("nm") else {
         return;
-    }
+    };
     let vm = Vmlinux::open(&f.vmlinux).unwrap();
     let mut ours: Vec<String> = vm
         .symbols()
@@ -102,10 +120,9 @@ fn symbols_match_nm() {
 
 #[test]
 fn build_id_matches_readelf() {
-    let f = need_fixture!();
-    if !require("readelf") {
+    let Some(f) = fixture_with("readelf") else {
         return;
-    }
+    };
     let out = tool("readelf", &["-n", f.vmlinux.to_str().unwrap()]);
     let id = out
         .lines()
@@ -116,10 +133,9 @@ fn build_id_matches_readelf() {
 
 #[test]
 fn member_paths_match_gdb() {
-    let f = need_fixture!();
-    if !require("gdb") {
+    let Some(f) = fixture_with("gdb") else {
         return;
-    }
+    };
     let vm = Vmlinux::open(&f.vmlinux).unwrap();
     let targets = [
         "sym.field[3].pts[2].y",
@@ -207,7 +223,7 @@ fn path_errors_say_what_is_there() {
 fn same_named_statics_are_ambiguous_and_resolve_by_index() {
     let f = need_fixture!();
     let s = search_with(f, "dup", "", None);
-    let r = Resolver::open_source(Source::Vmlinux(f.vmlinux.clone()), &s).unwrap();
+    let r = fixture_resolver(f, &s);
     match r.resolve("dup", None, &[], ResolveOptions::default()) {
         Err(ResolveError::Lookup(LookupError::Ambiguous { candidates, .. })) => {
             assert_eq!(candidates.len(), 2)
@@ -239,13 +255,7 @@ fn same_named_statics_are_ambiguous_and_resolve_by_index() {
 #[test]
 fn a_name_lookup_answers_as_the_full_table_without_building_it() {
     let f = need_fixture!();
-    let id = f.build_id();
-    let relocated = search_with(
-        f,
-        "byname-match",
-        "ffffffff9a000000 T _text\nffffffff9a000000 T _stext\n",
-        Some(&notes_blob(&id.0)),
-    );
+    let relocated = search_running_fixture(f, "byname-match", MOVED_TEXT);
     let link_time = search_with(f, "byname-nokernel", "", None);
     let vm = Vmlinux::open(&f.vmlinux).unwrap();
     let mut names: Vec<String> = vm.symbols().unwrap().into_iter().map(|s| s.name).collect();
@@ -298,13 +308,9 @@ fn a_name_lookup_answers_as_the_full_table_without_building_it() {
 fn build_id_match_relocates_by_kallsyms_text() {
     let f = need_fixture!();
     let id = f.build_id();
-    let s = search_with(
-        f,
-        "match",
-        "0000000000000000 A fixed_percpu_data\nffffffff9a000000 T _text\nffffffff9a000000 T _stext\n",
-        Some(&notes_blob(&id.0)),
-    );
-    let r = Resolver::open_source(Source::Vmlinux(f.vmlinux.clone()), &s).unwrap();
+    let kallsyms = format!("0000000000000000 A fixed_percpu_data\n{MOVED_TEXT}");
+    let s = search_running_fixture(f, "match", &kallsyms);
+    let r = fixture_resolver(f, &s);
     assert_eq!(r.kernel_match(), &KernelMatch::BuildIdMatch(id));
     assert!(r.check(MismatchPolicy::Refuse).is_ok());
     let (name, path) = target("sym.field[3].pts[2].y");
@@ -348,7 +354,7 @@ fn build_id_mismatch_is_refused_but_still_resolves_link_time() {
         "ffffffff9a000000 T _text\n",
         Some(&notes_blob(&[0x5a; 20])),
     );
-    let r = Resolver::open_source(Source::Vmlinux(f.vmlinux.clone()), &s).unwrap();
+    let r = fixture_resolver(f, &s);
     assert!(r.kernel_match().is_mismatch());
     let err = r.check(MismatchPolicy::Refuse).unwrap_err();
     assert!(matches!(err, Error::KernelMismatch { .. }));
@@ -368,10 +374,9 @@ fn build_id_mismatch_is_refused_but_still_resolves_link_time() {
 
 #[test]
 fn system_map_relocates_and_cross_checks_with_kallsyms() {
-    let f = need_fixture!();
-    if !require("nm") {
+    let Some(f) = fixture_with("nm") else {
         return;
-    }
+    };
     let map = f.dir.join("System.map");
     std::fs::write(&map, tool("nm", &["-n", f.vmlinux.to_str().unwrap()])).unwrap();
     let kallsyms =
@@ -459,12 +464,7 @@ fn source_search_order() {
 fn source_search_uses_a_verified_debuginfod_cache() {
     let f = need_fixture!();
     let id = f.build_id();
-    let mut s = search_with(
-        f,
-        "dbgd",
-        "ffffffff81000000 T _text\n",
-        Some(&notes_blob(&id.0)),
-    );
+    let mut s = search_running_fixture(f, "dbgd", "ffffffff81000000 T _text\n");
     let cache = s.root.join("debuginfod_client");
     let slot = cache.join(id.to_string());
     std::fs::create_dir_all(&slot).unwrap();
@@ -556,34 +556,26 @@ fn truncated_and_corrupt_elf_are_errors_not_panics() {
 
 #[test]
 fn stripped_vmlinux_says_what_to_install() {
-    let f = need_fixture!();
-    if !require("objcopy") {
+    let Some(f) = fixture_with("objcopy") else {
         return;
-    }
-    let stripped = f.dir.join("vmlinux.stripped");
-    tool(
-        "objcopy",
-        &[
-            "--strip-all",
-            f.vmlinux.to_str().unwrap(),
-            stripped.to_str().unwrap(),
-        ],
-    );
+    };
+    // The fixture run through `objcopy FLAG` into `name`.
+    let objcopy = |flag: &str, name: &str| {
+        let out = f.dir.join(name);
+        tool(
+            "objcopy",
+            &[flag, f.vmlinux.to_str().unwrap(), out.to_str().unwrap()],
+        );
+        out
+    };
+    let stripped = objcopy("--strip-all", "vmlinux.stripped");
     let vm = Vmlinux::open(&stripped).unwrap();
     let e = vm.symbols().unwrap_err();
     assert!(
         matches!(e, Error::NoSymtab { .. }) && e.to_string().contains("-dbg"),
         "{e}"
     );
-    let nodebug = f.dir.join("vmlinux.nodebug");
-    tool(
-        "objcopy",
-        &[
-            "--strip-debug",
-            f.vmlinux.to_str().unwrap(),
-            nodebug.to_str().unwrap(),
-        ],
-    );
+    let nodebug = objcopy("--strip-debug", "vmlinux.nodebug");
     let s = search_with(f, "nodebug", "", None);
     let r = Resolver::open_source(Source::Vmlinux(nodebug), &s).unwrap();
     // The symbol still resolves without DWARF; only the member path needs it.
@@ -607,7 +599,7 @@ fn stripped_vmlinux_says_what_to_install() {
 fn lines_give_file_line_and_inlined_frames() {
     let f = need_fixture!();
     let s = search_with(f, "lines", "", None);
-    let r = Resolver::open_source(Source::Vmlinux(f.vmlinux.clone()), &s).unwrap();
+    let r = fixture_resolver(f, &s);
     let frames = r.frames(0xffffffff81000004).unwrap();
     assert_eq!(frames.len(), 1);
     assert_eq!(frames[0].function.as_deref(), Some("use_a"));

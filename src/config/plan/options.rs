@@ -17,9 +17,7 @@ use crate::stderr;
 
 use super::host::Host;
 use super::outputs::{self, Outputs};
-use super::{
-    is_stdin, process, Command, Cpus, Delivery, Running, Scope, Values, Writers, MAX_WATCHES,
-};
+use super::{is_stdin, Command, Cpus, Delivery, Running, Scope, Values, Writers, MAX_WATCHES};
 
 /// `--on` as requested: the source and the `$obj` target, with who may allocate.
 pub struct OnRequest {
@@ -58,7 +56,7 @@ impl Options {
     pub fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
         let scope = scope(&r)?;
         // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
-        let pids = process::processes_of(host, &r.pids)?;
+        let pids = processes_of(host, &r.pids)?;
         let scope = match scope {
             Scope::Processes(_) => Scope::Processes(pids.clone()),
             other => other,
@@ -398,4 +396,30 @@ fn select_cpus(list: Option<&str>, host: &dyn Host) -> Result<Cpus> {
         now: wanted.clone(),
         follow: Some(wanted),
     })
+}
+
+/// The processes `-p` names, each once: a thread id that is not its process's leader stands for its
+/// process (said on stderr), since a watch covers every thread of a process.
+pub fn processes_of(host: &dyn Host, pids: &[u32]) -> Result<Vec<u32>> {
+    let mut out: Vec<u32> = Vec::new();
+    for &pid in pids {
+        let task = (pid != 0)
+            .then(|| host.task(pid))
+            .flatten()
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "-p {pid}: no such process; give the pid of a running process (pgrep NAME)"
+                ))
+            })?;
+        if task.tgid != pid {
+            stderr::line(format_args!(
+                "ksymwatch: -p {pid} is a thread of process {} ({}): watching every thread of process {}",
+                task.tgid, task.name, task.tgid
+            ));
+        }
+        if !out.contains(&task.tgid) {
+            out.push(task.tgid);
+        }
+    }
+    Ok(out)
 }

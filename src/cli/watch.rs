@@ -164,6 +164,15 @@ impl Prefetch {
         // On the hit path every hit record carries its writer's name: reading every task's name (a second
         // for a process of 100,000 threads) is for perf samples only.
         let names = decided.delivery() != Delivery::HitProgram;
+        // Whose maps name user frames: any process's for a system-wide watch; a process watch's hits
+        // come from its own processes (and the children they fork, whose maps the kernel's records
+        // bring), so reading every other process's maps (a few ms per hundred) only delays the first
+        // hit; a launched command does not exist yet (it is read at its exec stop).
+        let maps_of = match decided.scope() {
+            Scope::System => None,
+            Scope::Processes(pids) => Some(pids.clone()),
+            Scope::Launched(_) => Some(Vec::new()),
+        };
         let task_scan = std::thread::Builder::new()
             .name("ksymwatch-tasks".into())
             .spawn(move || {
@@ -176,7 +185,14 @@ impl Prefetch {
                 if names {
                     comms.scan_all();
                 }
-                user.scan_all();
+                match &maps_of {
+                    None => user.scan_all(),
+                    Some(pids) => {
+                        for &pid in pids {
+                            user.read_process(pid);
+                        }
+                    }
+                }
                 (comms, user)
             })
             .ok();

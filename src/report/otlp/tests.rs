@@ -6,7 +6,7 @@ use super::*;
 use crate::model::watch::Access;
 use crate::perf::record::encode;
 use crate::report::testutil::{
-    each_hit, each_value_of_a_user_store, read_zero_frame, read_zero_sample, sample, table, watch,
+    decoded, each_hit, each_value_of_a_user_store, read_zero_frame, read_zero_sample, table, watch,
 };
 use crate::report::{Covered, Rendered, SourceLine, StopReason};
 use std::sync::Arc;
@@ -269,7 +269,15 @@ fn value_attributes_are_there_when_known() {
 #[test]
 fn strings_are_escaped() {
     let odd = "we\"ird\\\n\u{1}\u{7f}ü 日本";
-    let s = sample(0x401136, 1, 1, 1, 0x10, 0, &[encode::USER, 0x401136]);
+    let s = decoded(&encode::sample(
+        0x401136,
+        1,
+        1,
+        1,
+        0x10,
+        0,
+        &[encode::USER, 0x401136],
+    ));
     let watches = [watch(odd, 0x10, Access::Write)];
     let mut p = printer();
     each_hit(&table(), &watches, &[(s, odd, 0)], |hit| {
@@ -492,7 +500,7 @@ fn any_values_follow_the_otlp_mapping() {
 /// a chain whose text has the comm is spelled for each hit's comm.
 #[test]
 fn cached_chains_match_fresh_ones() {
-    let s = sample(
+    let s = decoded(&encode::sample(
         0xffffffff81000077,
         1,
         2,
@@ -500,7 +508,7 @@ fn cached_chains_match_fresh_ones() {
         0x10,
         0,
         &[encode::KERNEL, 0xffffffff81000077, encode::USER, 0x7f00],
-    );
+    ));
     let named = ResolvedFrame {
         line: Some(Arc::new(SourceLine {
             location: "fs/x.c:30".into(),

@@ -47,7 +47,7 @@ fn return_addresses_name_their_caller_and_a_zero_user_frame_is_dropped() {
         0x401000,
         0,
     ];
-    let sample = testutil::sample(chain[1], 7, 7, 1_000, 0x1000, 0, &chain);
+    let sample = testutil::decoded(&encode::sample(chain[1], 7, 7, 1_000, 0x1000, 0, &chain));
     let mut s = Symbolizer::new(&table);
     let mut frames = Vec::new();
     let ip = s.resolve(&sample, &mut frames);
@@ -109,12 +109,12 @@ fn module_frames_carry_their_module_in_every_printer() {
     let chain = [encode::KERNEL, 0xffffffffc0100010, 0xffffffff81000080];
     let hits = [
         (
-            testutil::sample(chain[1], 7, 7, 1_000, 0x1000, 0, &chain),
+            testutil::decoded(&encode::sample(chain[1], 7, 7, 1_000, 0x1000, 0, &chain)),
             "dd",
             0,
         ),
         (
-            testutil::sample(chain[1], 7, 7, 2_000, 0x1000, 0, &chain),
+            testutil::decoded(&encode::sample(chain[1], 7, 7, 2_000, 0x1000, 0, &chain)),
             "dd",
             0,
         ),
@@ -169,12 +169,8 @@ fn module_frames_carry_their_module_in_every_printer() {
 }
 
 fn chain_sample(pid: u32, chain: &[u64]) -> Sample {
-    use crate::perf::record::{decode, encode, Record, SAMPLE_TYPE};
-    let bytes = encode::sample(chain[1], pid, pid, 1, 0x1000, 0, chain);
-    let Ok(Record::Sample(s)) = decode(&bytes, SAMPLE_TYPE) else {
-        panic!("not a sample")
-    };
-    s
+    use crate::perf::record::encode;
+    crate::report::testutil::decoded(&encode::sample(chain[1], pid, pid, 1, 0x1000, 0, chain))
 }
 
 /// Chains are cached by raw addresses: a kernel chain once for every process, one with user frames

@@ -189,18 +189,14 @@ fn event_body(e: &StreamEvent) -> String {
         StreamEvent::ProcessExec { pid, comm } => {
             format!("process {pid} exec'd {comm}: no longer watched")
         }
-        StreamEvent::ObjectArmed {
-            index,
-            addr,
-            slot,
-            gap_ns,
-            pid,
-            comm,
-            ..
-        } => format!(
-            "object #{index} 0x{addr:x} allocated by {comm}-{pid}: armed in slot {slot}, {:.0} us after \
-             its allocation",
-            *gap_ns as f64 / 1e3
+        StreamEvent::ObjectArmed(o) => format!(
+            "object #{} 0x{:x} allocated by {}-{}: armed in slot {}, {:.0} us after its allocation",
+            o.index,
+            o.addr,
+            o.comm,
+            o.pid,
+            o.slot,
+            o.gap_ns as f64 / 1e3
         ),
         StreamEvent::ObjectFreed { index, addr, hits } => {
             format!("object #{index} 0x{addr:x} freed after {hits} hits")

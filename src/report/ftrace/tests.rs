@@ -487,17 +487,17 @@ fn module_unloaded_mark() {
 #[test]
 fn control_acknowledgements() {
     let mut p = Ftrace::new(Vec::new(), Vec::new());
-    let moved = StreamEvent::Retargeted {
+    let moved = StreamEvent::Retargeted(crate::report::Retarget {
         index: 0,
         watch: watch("target_var2", 0x5555_0040, Access::Write),
         covered: crate::report::Covered::Threads(1020),
         took_ns: 1_800_000,
         enabled: true,
-    };
+    });
     p.event(&moved, 7_000_000_000).unwrap();
     let mut paused = moved.clone();
-    if let StreamEvent::Retargeted { enabled, .. } = &mut paused {
-        *enabled = false;
+    if let StreamEvent::Retargeted(r) = &mut paused {
+        r.enabled = false;
     }
     p.event(&paused, 7_050_000_000).unwrap();
     p.event(&StreamEvent::Switched { on: false }, 7_100_000_000)

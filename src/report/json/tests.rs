@@ -372,13 +372,13 @@ fn a_per_cpu_hit_names_its_copy() {
 fn control_records() {
     let mut p = Json::new(Vec::new(), Vec::new());
     let events = [
-        StreamEvent::Retargeted {
+        StreamEvent::Retargeted(crate::report::Retarget {
             index: 0,
             watch: watch("target_var2", 0x5555_0040, Access::ReadWrite),
             covered: Covered::Cpus(2),
             took_ns: 41_000,
             enabled: true,
-        },
+        }),
         StreamEvent::Switched { on: false },
         StreamEvent::Switched { on: true },
         StreamEvent::ControlRefused {

@@ -85,7 +85,7 @@ fn value_records(values: &[Value]) -> Vec<JsonValue> {
 /// Every stream event has a body a reader can read without the attributes.
 #[test]
 fn object_and_dump_events_have_bodies() {
-    let armed = StreamEvent::ObjectArmed {
+    let armed = StreamEvent::ObjectArmed(crate::report::ArmedObject {
         index: 3,
         addr: 0xffff888104f2a000,
         slot: 1,
@@ -93,7 +93,7 @@ fn object_and_dump_events_have_bodies() {
         pid: 42,
         comm: "pipes".into(),
         evicted: None,
-    };
+    });
     assert_eq!(
         event_body(&armed),
         "object #3 0xffff888104f2a000 allocated by pipes-42: armed in slot 1, 115 us after its allocation"
@@ -378,13 +378,13 @@ fn stream_events_are_named_events() {
             reason: "busy".into(),
             kind: "busy",
         },
-        StreamEvent::Retargeted {
+        StreamEvent::Retargeted(crate::report::Retarget {
             index: 0,
             watch: watch("t2", 0x5555_0040, Access::ReadWrite),
             covered: Covered::Threads(4),
             took_ns: 41_000,
             enabled: true,
-        },
+        }),
         StreamEvent::ProcessExec {
             pid: 42,
             comm: "sh".into(),

@@ -303,13 +303,13 @@ fn lost_and_filtered_are_counters_and_the_session_marks_its_events() {
             after_uevent_ns: Some(10),
             open_ns: 3,
         },
-        StreamEvent::Retargeted {
+        StreamEvent::Retargeted(crate::report::Retarget {
             index: 0,
             watch,
             covered: Covered::Cpus(2),
             took_ns: 40,
             enabled: true,
-        },
+        }),
         StreamEvent::Switched { on: false },
         StreamEvent::ProcessExec {
             pid: 9,

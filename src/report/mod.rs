@@ -104,6 +104,30 @@ pub enum ValueFrom {
     NoStart,
 }
 
+/// The JSON outputs' words for a known value's source (NDJSON and OTLP say it alike).
+impl ValueFrom {
+    /// `value_from`: `insn` (the store's instruction, exact) or `memory` (read at the trap).
+    pub fn source(self) -> &'static str {
+        match self {
+            ValueFrom::Insn | ValueFrom::Raced { .. } => "insn",
+            ValueFrom::Memory | ValueFrom::NoStart => "memory",
+        }
+    }
+
+    /// `raced`: what memory held at the trap when another CPU's store came between.
+    pub fn raced(self) -> Option<u64> {
+        match self {
+            ValueFrom::Raced { memory } => Some(memory),
+            _ => None,
+        }
+    }
+
+    /// `insn_start: unknown`: memory was read because where the instruction starts is not known.
+    pub fn start_unknown(self) -> bool {
+        self == ValueFrom::NoStart
+    }
+}
+
 /// `--control` moved target `index` to `watch`. `covered` counts `unit`s (threads or CPUs); `took_ns` is
 /// from the first ioctl to the last.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -250,6 +250,15 @@ impl<'a> Record<'a> {
     #[cfg(test)]
     pub fn hit(h: &'a Hit<'a>) -> Record<'a> {
         let s = h.sample;
+        // A known value's source; an unknown value has none.
+        let known_from = match h.value {
+            Value::Written {
+                value: Some(_),
+                from,
+                ..
+            } => Some(from),
+            _ => None,
+        };
         Record::Hit {
             time_ns: s.time,
             cpu: s.cpu,
@@ -275,31 +284,9 @@ impl<'a> Record<'a> {
                 Value::Written { old, .. } => Some(old.map(Hex)),
                 _ => None,
             },
-            value_from: match h.value {
-                Value::Written {
-                    value: Some(_),
-                    from: ValueFrom::Memory | ValueFrom::NoStart,
-                    ..
-                } => Some("memory"),
-                Value::Written { value: Some(_), .. } => Some("insn"),
-                _ => None,
-            },
-            insn_start: match h.value {
-                Value::Written {
-                    value: Some(_),
-                    from: ValueFrom::NoStart,
-                    ..
-                } => Some("unknown"),
-                _ => None,
-            },
-            raced: match h.value {
-                Value::Written {
-                    value: Some(_),
-                    from: ValueFrom::Raced { memory },
-                    ..
-                } => Some(Hex(memory)),
-                _ => None,
-            },
+            value_from: known_from.map(ValueFrom::source),
+            insn_start: known_from.filter(|f| f.start_unknown()).map(|_| "unknown"),
+            raced: known_from.and_then(ValueFrom::raced).map(Hex),
         }
     }
 

@@ -8,7 +8,7 @@ use crate::perf::record::encode;
 use crate::report::testutil::{
     decoded, each_hit, each_value_of_a_user_store, read_zero_frame, read_zero_sample, table, watch,
 };
-use crate::report::{Covered, Rendered, SourceLine, StopReason};
+use crate::report::{Covered, Rendered, SourceLine, StopReason, ValueFrom};
 use std::sync::Arc;
 
 /// Monotonic 5 s is wall 1,700,000,005 s.

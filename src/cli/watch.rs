@@ -17,16 +17,13 @@ use crate::cli::request;
 use crate::cli::ring_size::{self, Coverage};
 use crate::config::flight::Flight;
 use crate::config::plan::{
-    self, processes_watches, Decided, Delivery, FoldedTo, Launch, Machine, ObjectPlan, Outputs,
-    Scope, WatchPlan, Writers,
+    self, Decided, Delivery, FoldedTo, Launch, Machine, ObjectPlan, Outputs, Scope, WatchPlan,
+    Writers,
 };
 use crate::config::request::Format;
-use crate::config::symbols::{FileSymbols, KernelTable};
-use crate::config::typed;
-use crate::config::watch::{self, Resolved};
+use crate::config::symbols::FileSymbols;
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
-use crate::model::target::Target;
 use crate::model::watch::{Access, Watch};
 use crate::perf::arm;
 use crate::perf::bpf::hit_set::HitPrograms;
@@ -49,7 +46,7 @@ use crate::trace::comm::Comms;
 use crate::trace::control::Control;
 use crate::trace::flight::Recorder;
 use crate::trace::hotplug::Hotplug;
-use crate::trace::moves::{Controller, Resolve};
+use crate::trace::moves::Controller;
 use crate::trace::objects::ObjectWatch;
 use crate::trace::objects::Slots;
 use crate::trace::session::{Plan, Session};
@@ -225,12 +222,17 @@ impl ArmedLine {
     }
 }
 
-/// The threads a process watch covers at the start, for the header: on the hit path the kernel's own
-/// count (one read per process; listing 100,000 threads would take longer than arming them), on the
-/// per-thread path the threads armed.
-fn threads_at_start(delivery: Delivery, scope: &arm::Scope, armed: &arm::Armed) -> usize {
-    if delivery == Delivery::HitProgram {
-        arm::thread_count(&scope.pids())
+/// The processes a watch covers at the start, (pid, comm), and their threads, for the header. The threads:
+/// on the hit path the kernel's own count (one read per process; listing 100,000 threads would take longer
+/// than arming them), on the per-thread path the threads armed.
+fn covered_at_start(
+    delivery: Delivery,
+    scope: &arm::Scope,
+    armed: &arm::Armed,
+) -> (Vec<(u32, String)>, usize) {
+    let pids = scope.pids();
+    let threads = if delivery == Delivery::HitProgram {
+        arm::thread_count(&pids)
     } else {
         armed
             .events
@@ -238,7 +240,17 @@ fn threads_at_start(delivery: Delivery, scope: &arm::Scope, armed: &arm::Armed) 
             .flat_map(|e| e.tids())
             .collect::<BTreeSet<u32>>()
             .len()
-    }
+    };
+    let processes = pids
+        .into_iter()
+        .map(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|s| s.trim_end().to_string())
+                .unwrap_or_else(|_| "?".into());
+            (pid, comm)
+        })
+        .collect();
+    (processes, threads)
 }
 
 /// The hit programs, or the value programs, or neither.
@@ -301,7 +313,7 @@ fn programs(plan: &WatchPlan, ring_pages: usize) -> Result<Programs> {
 /// `--control`'s targets in a process.
 fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &Machine) -> Result<i32> {
     let launched = plan.take_command();
-    let programs = programs(&plan, hit_ring_pages(&plan))?;
+    let cfg = event_config(&plan)?;
     let Prefetch {
         task_scan,
         mut warmup,
@@ -312,7 +324,6 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &Machine) -> Result
     let file_symbols = kernel.symbols.files();
     // Built (and checked) before arming, so a vmlinux without usable line tables fails before any hit.
     let line_source = line_source(file_symbols, running.lines)?;
-    let cfg = event_config(&plan, programs);
     let mut watches = plan.watches().to_vec();
     let mut out = outputs(plan.outputs(), &title(plan.access(), &watches))?;
     let control_source = running.control.as_deref().map(Control::open).transpose()?;
@@ -337,8 +348,7 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &Machine) -> Result
         }
     };
     let armed_line = ArmedLine::of(&armed);
-    let threads = threads_at_start(plan.delivery(), &scope, &armed);
-    let processes = watched_processes(&scope);
+    let (processes, threads) = covered_at_start(plan.delivery(), &scope, &armed);
     let header = Header {
         watches: &watches,
         cpus,
@@ -360,7 +370,7 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &Machine) -> Result
         lines: line_source.as_ref().map(|l| l as &dyn LineSource),
         control: control_source.map(|source| Controller {
             source,
-            resolve: resolver(plan.scope(), symbols, file_symbols, &kernel.types, machine),
+            resolve: Box::new(plan.resolver(machine)),
             access: plan.access(),
         }),
         scope,
@@ -402,9 +412,11 @@ fn hit_ring_pages(plan: &WatchPlan) -> usize {
     )
 }
 
-/// How every breakpoint event of the watch is opened: `programs` attached, `--buffer-pages` rings.
-fn event_config(plan: &WatchPlan, (hits, values): Programs) -> EventConfig {
-    EventConfig {
+/// How every breakpoint event of the watch is opened: its BPF programs loaded and attached
+/// ([`programs`], their hit rings sized by [`hit_ring_pages`]), `--buffer-pages` perf rings.
+fn event_config(plan: &WatchPlan) -> Result<EventConfig> {
+    let (hits, values) = programs(plan, hit_ring_pages(plan))?;
+    Ok(EventConfig {
         ring_pages: plan
             .running()
             .buffer_pages
@@ -421,7 +433,7 @@ fn event_config(plan: &WatchPlan, (hits, values): Programs) -> EventConfig {
         values,
         hits,
         percpu: plan.kernel().percpu,
-    }
+    })
 }
 
 /// The session's title (`--flamegraph`'s): the command and its targets.
@@ -566,69 +578,4 @@ fn recorder(flight: &Flight) -> Result<Recorder> {
         .map(|(group, name)| Tracepoint::attach(group, name).map_err(advice::tracepoint))
         .collect::<Result<Vec<_>>>()?;
     Ok(Recorder::new(flight, tracepoints))
-}
-
-/// How a `--control watch` target is resolved: as the command line's were, in the same symbols or process,
-/// a `(TYPE)` cast included.
-fn resolver<'a>(
-    scope: &Scope,
-    kernel: KernelTable<'a>,
-    files: Option<&'a FileSymbols>,
-    types: &'a typed::Types,
-    machine: &'a Machine,
-) -> Resolve<'a> {
-    let mut base = base_resolver(scope, kernel, files, machine);
-    Box::new(move |t: &Target, access| {
-        let w = base(&typed::base_target(t), access)?;
-        let resolved = Resolved {
-            watch: w,
-            warnings: Vec::new(),
-        };
-        Ok(typed::apply(types, t, resolved, access)?.watch)
-    })
-}
-
-fn base_resolver<'a>(
-    scope: &Scope,
-    kernel: KernelTable<'a>,
-    files: Option<&'a FileSymbols>,
-    machine: &'a Machine,
-) -> Resolve<'a> {
-    let first = |r: Vec<Resolved>| {
-        r.into_iter()
-            .next()
-            .map(|r| r.watch)
-            .ok_or_else(|| Error::usage("the target resolved to nothing"))
-    };
-    match scope {
-        Scope::System => Box::new(move |t: &Target, access| match files {
-            Some(f) => first(f.watches(std::slice::from_ref(t), access)?),
-            None => watch::resolve(t, access, kernel.table()).map(|r| r.watch),
-        }),
-        Scope::Processes(_) | Scope::Launched(_) => {
-            let pids = scope.pids();
-            Box::new(move |t: &Target, access| {
-                first(processes_watches(
-                    machine,
-                    &pids,
-                    std::slice::from_ref(t),
-                    access,
-                )?)
-            })
-        }
-    }
-}
-
-/// The header's processes: (pid, comm).
-fn watched_processes(scope: &arm::Scope) -> Vec<(u32, String)> {
-    scope
-        .pids()
-        .into_iter()
-        .map(|pid| {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .map(|s| s.trim_end().to_string())
-                .unwrap_or_else(|_| "?".into());
-            (pid, comm)
-        })
-        .collect()
 }

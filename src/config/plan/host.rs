@@ -26,13 +26,12 @@ pub struct Task {
     pub name: String,
 }
 
-/// Why the running kernel's vmlinux is fetched from debuginfod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fetch {
-    /// A struct member, an array element or `--lines` needs DWARF.
-    Dwarf,
-    /// A kallsyms without data symbols lacks this symbol.
-    Symbol(String),
+/// The kernel's symbols as [`Host::kernel_symbols`] loaded them.
+pub enum KernelFiles {
+    /// A vmlinux or System.map, opened.
+    Files(Box<FileSymbols>),
+    /// The running kernel's kallsyms, and whether it came from the cache.
+    Kallsyms(SymbolTable, Origin),
 }
 
 /// A command started for a launch-mode watch, stopped before its first instruction.
@@ -60,8 +59,13 @@ pub trait Host {
     fn task(&self, pid: u32) -> Option<Task>;
     /// Whether process `pid` still exists.
     fn process_exists(&self, pid: u32) -> bool;
-    /// `target` resolved in process `pid`'s own address space.
-    fn resolve_in_process(&self, pid: u32, target: &Target, access: Access) -> Result<Resolved>;
+    /// Each of `targets` resolved in process `pid`'s own address space (an address as it is).
+    fn resolve_in_process(
+        &self,
+        pid: u32,
+        targets: &[Target],
+        access: Access,
+    ) -> Result<Vec<Resolved>>;
     /// The threads of `pids` now.
     fn threads(&self, pids: &[u32]) -> usize;
     /// The open-file limit, raised to its hard limit; `None` if it cannot be had.
@@ -70,28 +74,22 @@ pub trait Host {
     fn launch(&mut self, argv: &[String]) -> Result<Box<dyn Launch>>;
 
     /// The kernel symbol source the search picks for `symbols` (its files, the distribution's, the
-    /// debuginfod cache, kallsyms).
-    fn pick_symbols(&mut self, symbols: &SymbolRequest) -> Source;
-    /// The running kernel's vmlinux from debuginfod instead of `picked`, for `why`; `picked` when none can
-    /// be had without an error.
-    fn fetch_vmlinux(
+    /// debuginfod cache, kallsyms); with `dwarf` (a struct member, an array element or `--lines` needs
+    /// it), the running kernel's vmlinux from debuginfod instead where the pick is no vmlinux and one can
+    /// be had.
+    fn symbol_source(&mut self, symbols: &SymbolRequest, dwarf: bool) -> Result<Source>;
+    /// The kernel's symbols from `picked`, loaded: its vmlinux or System.map opened, or the running
+    /// kernel's kallsyms read (through the symbol cache where `symbols` allows it; with `user_only`, a
+    /// table whose addresses this user may not see is an empty one, since no kernel frame is recorded).
+    /// A kallsyms that lacks one of `data_symbols` (a system-wide watch's bases) is replaced by the
+    /// running kernel's vmlinux from debuginfod where one can be had.
+    fn kernel_symbols(
         &mut self,
         picked: Source,
-        why: Fetch,
         symbols: &SymbolRequest,
-    ) -> Result<Source>;
-    /// The vmlinux or System.map `picked`, opened.
-    fn open_symbol_files(
-        &mut self,
-        picked: &Source,
-        symbols: &SymbolRequest,
-    ) -> Result<FileSymbols>;
-    /// The running kernel's kallsyms (through the symbol cache when `cache`).
-    fn kallsyms(
-        &mut self,
-        symbols: &SymbolRequest,
-        cache: bool,
-    ) -> std::result::Result<(SymbolTable, Origin), ksymwatch_symbols::Error>;
+        data_symbols: Option<&[Target]>,
+        user_only: bool,
+    ) -> Result<KernelFiles>;
     /// `btf` is the running kernel's, or a live watch must not place breakpoints by its offsets.
     fn check_btf_for_live_watch(&self, btf: &Path) -> Result<()>;
     /// Every CPU of `cpus`' per-CPU base, and how they were found.

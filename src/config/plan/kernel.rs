@@ -6,18 +6,15 @@ use std::path::Path;
 
 use ksymwatch_symbols::{Origin, Source, SymbolTable};
 
-use crate::config::advice::SymbolsContext;
 use crate::config::debuginfod;
-use crate::config::request::SymbolRequest;
 use crate::config::symbols::{FileSymbols, LazyKallsyms, DEFAULT_KALLSYMS};
 use crate::config::typed::{self, Types};
-use crate::config::watch::{self, Resolved};
+use crate::config::watch::Resolved;
 use crate::error::{Error, Result};
 use crate::model::target::Target;
-use crate::model::watch::Access;
 use crate::perf::bpf::percpu::Offsets;
 
-use super::host::{Fetch, Host};
+use super::host::{Host, KernelFiles};
 use super::options::Options;
 use super::percpu::{self, PerCpuTarget};
 use super::{Kernel, KernelSymbols, Writers};
@@ -40,21 +37,14 @@ pub struct KernelSide {
     percpu_offsets: Option<Offsets>,
 }
 
-/// A kallsyms table as loaded: the table, where it came from (cache or parse), and its source.
-type Loaded = (SymbolTable, Origin, Source);
-
 impl KernelSide {
     pub fn load(o: &Options, host: &mut dyn Host) -> Result<KernelSide> {
         let symbols = &o.symbols;
         let system = o.scope.system_wide();
         let targets = o.targets.clone();
-        let picked = host.pick_symbols(symbols);
         // Member paths of a process's own variables come from its binary; only a kernel target needs vmlinux.
         let needs_dwarf = symbols.lines || (system && targets.iter().any(debuginfod::needs_dwarf));
-        let picked = match needs_dwarf && !matches!(picked, Source::Vmlinux(_)) {
-            true => host.fetch_vmlinux(picked, Fetch::Dwarf, symbols)?,
-            false => picked,
-        };
+        let picked = host.symbol_source(symbols, needs_dwarf)?;
         let types = Types::new(&symbols.btf);
         // Member offsets from another kernel's BTF would put a live watch on the wrong bytes.
         let member_offsets = targets
@@ -85,19 +75,24 @@ impl KernelSide {
         // A `(TYPE)` target resolves its base like any other target, then moves onto the member (`typed`).
         let mut bases: Vec<Target> = targets.iter().map(typed::base_target).collect();
         lines_need_vmlinux(symbols.lines, &picked)?;
-        let (picked, loaded) = fetch_for_data_symbols(system, symbols, host, picked, &bases)?;
-        let file_symbols = match picked {
-            Source::Kallsyms(_) => None,
-            _ => Some(host.open_symbol_files(&picked, symbols)?),
+        // A process watch names kernel frames only if a kernel frame comes: the running kernel's kallsyms
+        // is read then, not on the way to the first hit. A file named with --kallsyms is read now, so that
+        // a wrong one fails before anything is armed.
+        let lazy = !system
+            && matches!(picked, Source::Kallsyms(_))
+            && symbols.kallsyms == Path::new(DEFAULT_KALLSYMS);
+        let loaded = match lazy {
+            true => None,
+            false => Some(host.kernel_symbols(
+                picked,
+                symbols,
+                system.then_some(&bases[..]),
+                o.writers == Writers::UserSpaceOnly,
+            )?),
         };
-        let (kernel, origin, source_text, resolved) = match file_symbols {
-            Some(files) => {
-                from_files(files, system.then_some(&bases[..]), o.access, symbols.lines)?
-            }
-            // A process watch names kernel frames only if a kernel frame comes: the running kernel's
-            // kallsyms is read then, not on the way to the first hit. A file named with --kallsyms is read
-            // now, so that a wrong one fails before anything is armed.
-            None if !system && symbols.kallsyms == Path::new(DEFAULT_KALLSYMS) => {
+        let (kernel, origin, source_text) = match loaded {
+            Some(KernelFiles::Files(files)) => from_files(files, symbols.lines)?,
+            None => {
                 let lazy =
                     LazyKallsyms::new(&symbols.kallsyms, &symbols.notes, symbols.symbol_cache);
                 let source = Source::Kallsyms(symbols.kallsyms.clone());
@@ -105,44 +100,31 @@ impl KernelSide {
                     KernelSymbols::Lazy(lazy),
                     Origin::Parsed,
                     source.to_string(),
-                    Vec::new(),
                 )
             }
-            None => {
-                let (table, origin, source) = match loaded {
-                    Some(l) => l,
-                    None if o.writers == Writers::UserSpaceOnly => kallsyms_or_none(symbols, host)?,
-                    None => kallsyms(symbols, host)?,
-                };
-                // A per-CPU variable named bare (`cpu_number`) is not in a kallsyms without data symbols.
-                if system {
-                    targets = percpu::by_name(
-                        &types,
-                        targets,
-                        o.percpu_cpu,
-                        &table,
-                        &mut percpu,
-                        &mut percpu_offsets,
-                        host,
-                    )?;
-                    bases = targets.iter().map(typed::base_target).collect();
-                }
-                let resolved = match system {
-                    true => bases
-                        .iter()
-                        .map(|t| watch::resolve(t, o.access, &table))
-                        .collect::<Result<Vec<_>>>()?,
-                    false => Vec::new(),
-                };
-                (
-                    KernelSymbols::Kallsyms(table),
-                    origin,
-                    source.to_string(),
-                    resolved,
-                )
+            Some(KernelFiles::Kallsyms(table, origin)) => {
+                let source = Source::Kallsyms(symbols.kallsyms.clone());
+                (KernelSymbols::Kallsyms(table), origin, source.to_string())
             }
         };
+        // A per-CPU variable named bare (`cpu_number`) is not in a kallsyms without data symbols.
+        if let (true, KernelSymbols::Kallsyms(table)) = (system, &kernel) {
+            targets = percpu::by_name(
+                &types,
+                targets,
+                o.percpu_cpu,
+                table,
+                &mut percpu,
+                &mut percpu_offsets,
+                host,
+            )?;
+            bases = targets.iter().map(typed::base_target).collect();
+        }
         percpu::copy_needs_percpu(o.percpu_cpu, &percpu)?;
+        let resolved = match system {
+            true => kernel.resolve(&bases, o.access)?,
+            false => Vec::new(),
+        };
         Ok(KernelSide {
             targets,
             bases,
@@ -184,72 +166,15 @@ fn lines_need_vmlinux(lines: bool, picked: &Source) -> Result<()> {
     Ok(())
 }
 
-/// The kernel symbols from a vmlinux or System.map, with `bases` (a system watch's) resolved; the chains
-/// and (with `lines`) the line tables loaded now, so a file that cannot give them fails before anything
-/// is armed.
-fn from_files(
-    files: FileSymbols,
-    bases: Option<&[Target]>,
-    access: Access,
-    lines: bool,
-) -> Result<(KernelSymbols, Origin, String, Vec<Resolved>)> {
-    let resolved = match bases {
-        Some(bases) => files.watches(bases, access)?,
-        None => Vec::new(),
-    };
-    // Chains named from a vmlinux or System.map never come from the kallsyms cache. Loaded now, so
-    // a file that cannot name them fails before anything is armed.
+/// The kernel symbols from a vmlinux or System.map; the chains and (with `lines`) the line tables loaded
+/// now, so a file that cannot give them fails before anything is armed.
+fn from_files(files: Box<FileSymbols>, lines: bool) -> Result<(KernelSymbols, Origin, String)> {
+    // Chains named from a vmlinux or System.map never come from the kallsyms cache.
     files.chains()?;
     // A vmlinux without usable line tables fails here, before any warning about the targets.
     if lines {
         files.check_lines()?;
     }
     let header = files.header();
-    Ok((
-        KernelSymbols::Files(Box::new(files)),
-        Origin::Parsed,
-        header,
-        resolved,
-    ))
-}
-
-/// A kallsyms without data symbols cannot place `jiffies`: the running kernel's vmlinux can, fetched from
-/// debuginfod where configured. Returns the source to use, and the kallsyms table loaded to find out when
-/// it is still the source (so it is not loaded twice).
-fn fetch_for_data_symbols(
-    system: bool,
-    symbols: &SymbolRequest,
-    host: &mut dyn Host,
-    picked: Source,
-    bases: &[Target],
-) -> Result<(Source, Option<Loaded>)> {
-    if !system || !matches!(picked, Source::Kallsyms(_)) {
-        return Ok((picked, None));
-    }
-    let l = kallsyms(symbols, host)?;
-    let Some(name) = debuginfod::missing_data_symbol(&l.0, bases) else {
-        return Ok((picked, Some(l)));
-    };
-    let picked = host.fetch_vmlinux(picked, Fetch::Symbol(name), symbols)?;
-    let keep = matches!(picked, Source::Kallsyms(_)).then_some(l);
-    Ok((picked, keep))
-}
-
-fn kallsyms(symbols: &SymbolRequest, host: &mut dyn Host) -> Result<Loaded> {
-    let (table, origin) = host.kallsyms(symbols, symbols.symbol_cache).bad_symbols()?;
-    Ok((table, origin, Source::Kallsyms(symbols.kallsyms.clone())))
-}
-
-/// [`kallsyms`] for a watch that cannot see the kernel (user-space writers only): kernel pointers hidden
-/// from this user (kptr_restrict) leave an empty table instead of an error, since no kernel frame is ever
-/// recorded.
-fn kallsyms_or_none(symbols: &SymbolRequest, host: &mut dyn Host) -> Result<Loaded> {
-    match host.kallsyms(symbols, false) {
-        Err(ksymwatch_symbols::Error::ZeroedAddresses { .. }) => Ok((
-            SymbolTable::new(Vec::new(), false),
-            Origin::Parsed,
-            Source::Kallsyms(symbols.kallsyms.clone()),
-        )),
-        _ => kallsyms(symbols, host),
-    }
+    Ok((KernelSymbols::Files(files), Origin::Parsed, header))
 }

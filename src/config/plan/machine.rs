@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::{Origin, Source, SourceSearch, SymbolTable};
 
-use super::host::{Fetch, Task};
+use super::host::{KernelFiles, Task};
 use super::{Host, Launch};
+use crate::config::advice::SymbolsContext;
 use crate::config::debuginfod;
 use crate::config::request::SymbolRequest;
 use crate::config::symbols::{self, FileSymbols};
@@ -45,6 +46,19 @@ impl Machine {
         self.search
             .get_or_insert_with(|| symbols::search(symbols.files()))
     }
+}
+
+/// The running kernel's kallsyms. For a watch of user-space writers only, kernel pointers hidden from
+/// this user (kptr_restrict) leave an empty table instead of an error, since no kernel frame is ever
+/// recorded.
+fn kallsyms(symbols: &SymbolRequest, user_only: bool) -> Result<(SymbolTable, Origin)> {
+    let read = |cache| symbols::running_kallsyms(&symbols.kallsyms, &symbols.notes, cache);
+    if user_only {
+        if let Err(ksymwatch_symbols::Error::ZeroedAddresses { .. }) = read(false) {
+            return Ok((SymbolTable::new(Vec::new(), false), Origin::Parsed));
+        }
+    }
+    read(symbols.symbol_cache).bad_symbols()
 }
 
 impl Host for Machine {
@@ -84,8 +98,16 @@ impl Host for Machine {
         Path::new(&format!("/proc/{pid}")).exists()
     }
 
-    fn resolve_in_process(&self, pid: u32, target: &Target, access: Access) -> Result<Resolved> {
-        watch::resolve_in_process(pid, target, access)
+    fn resolve_in_process(
+        &self,
+        pid: u32,
+        targets: &[Target],
+        access: Access,
+    ) -> Result<Vec<Resolved>> {
+        targets
+            .iter()
+            .map(|t| watch::resolve_in_process(pid, t, access))
+            .collect()
     }
 
     fn threads(&self, pids: &[u32]) -> usize {
@@ -100,40 +122,37 @@ impl Host for Machine {
         (self.launcher)(argv)
     }
 
-    fn pick_symbols(&mut self, symbols: &SymbolRequest) -> Source {
-        self.search(symbols).pick()
+    fn symbol_source(&mut self, symbols: &SymbolRequest, dwarf: bool) -> Result<Source> {
+        let search = self.search(symbols);
+        let picked = search.pick();
+        debuginfod::fetch_if_needed(search, picked, dwarf, symbols.debuginfod)
     }
 
-    fn fetch_vmlinux(
+    fn kernel_symbols(
         &mut self,
         picked: Source,
-        why: Fetch,
         symbols: &SymbolRequest,
-    ) -> Result<Source> {
-        let search = self.search(symbols);
-        match why {
-            Fetch::Dwarf => debuginfod::fetch_if_needed(search, picked, true, symbols.debuginfod),
-            Fetch::Symbol(name) => {
-                debuginfod::fetch_for_symbol(search, picked, &name, symbols.debuginfod)
-            }
+        data_symbols: Option<&[Target]>,
+        user_only: bool,
+    ) -> Result<KernelFiles> {
+        let open = |search: &mut SourceSearch, picked: &Source| {
+            FileSymbols::open(picked.clone(), search, symbols.force, symbols.symbol_cache)
+                .map(|f| KernelFiles::Files(Box::new(f)))
+        };
+        if !matches!(picked, Source::Kallsyms(_)) {
+            return open(self.search(symbols), &picked);
         }
-    }
-
-    fn open_symbol_files(
-        &mut self,
-        picked: &Source,
-        symbols: &SymbolRequest,
-    ) -> Result<FileSymbols> {
+        let (table, origin) = kallsyms(symbols, user_only)?;
+        // A kallsyms without data symbols cannot place `jiffies`: the running kernel's vmlinux can.
+        let Some(name) = data_symbols.and_then(|b| debuginfod::missing_data_symbol(&table, b))
+        else {
+            return Ok(KernelFiles::Kallsyms(table, origin));
+        };
         let search = self.search(symbols);
-        FileSymbols::open(picked.clone(), search, symbols.force, symbols.symbol_cache)
-    }
-
-    fn kallsyms(
-        &mut self,
-        symbols: &SymbolRequest,
-        cache: bool,
-    ) -> std::result::Result<(SymbolTable, Origin), ksymwatch_symbols::Error> {
-        symbols::running_kallsyms(&symbols.kallsyms, &symbols.notes, cache)
+        match debuginfod::fetch_for_symbol(search, picked, &name, symbols.debuginfod)? {
+            Source::Kallsyms(_) => Ok(KernelFiles::Kallsyms(table, origin)),
+            fetched => open(search, &fetched),
+        }
     }
 
     fn check_btf_for_live_watch(&self, btf: &Path) -> Result<()> {

@@ -36,10 +36,12 @@ use ksymwatch_symbols::{Origin, SymbolTable};
 use crate::config::flight::{Flight, Trigger};
 use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
-use crate::config::typed::Types;
-use crate::error::Result;
+use crate::config::typed::{self, Types};
+use crate::config::watch::{self, Resolved};
+use crate::error::{Error, Result};
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
+use crate::model::target::Target;
 use crate::model::watch::{Access, Watch};
 use crate::model::Limits;
 use crate::perf::arm;
@@ -49,7 +51,6 @@ pub use host::{Host, Launch};
 pub use machine::{Launcher, Machine};
 pub use objects::ObjectPlan;
 pub use outputs::{FoldedTo, Outputs};
-pub use process::processes_watches;
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;
@@ -166,6 +167,20 @@ impl KernelSymbols {
         }
     }
 
+    /// `targets` resolved in these symbols: a system-wide watch's, or a `--control` target's.
+    pub fn resolve(&self, targets: &[Target], access: Access) -> Result<Vec<Resolved>> {
+        match self {
+            KernelSymbols::Files(f) => f.watches(targets, access),
+            KernelSymbols::Kallsyms(_) | KernelSymbols::Lazy(_) => {
+                let table = self.chains()?.table();
+                targets
+                    .iter()
+                    .map(|t| watch::resolve(t, access, table))
+                    .collect()
+            }
+        }
+    }
+
     pub fn files(&self) -> Option<&FileSymbols> {
         match self {
             KernelSymbols::Files(f) => Some(f),
@@ -258,9 +273,8 @@ pub fn decide(request: WatchRequest, host: &mut dyn Host) -> Result<Decided> {
 
 fn plan_of(o: options::Options, host: &mut dyn Host) -> Result<WatchPlan> {
     let mut kernel = kernel::KernelSide::load(&o, host)?;
-    let cpus = options::select_cpus(o.cpus.as_deref(), host)?;
     if let (Scope::Processes(pids), Delivery::PerThread { .. }) = (&o.scope, o.delivery) {
-        process::check_fd_budget(host, pids, cpus.now.len(), kernel.targets.len())?;
+        process::check_fd_budget(host, pids, o.cpus.now.len(), kernel.targets.len())?;
     }
     let mut scope = o.scope;
     let mut watches = process::resolve_watches(&mut scope, &mut kernel, o.access, host)?;
@@ -272,22 +286,17 @@ fn plan_of(o: options::Options, host: &mut dyn Host) -> Result<WatchPlan> {
         }
         None => None,
     };
-    if let (Some(cond), Some(text)) = (o.values.condition(), &o.condition_text) {
-        options::check_condition_widths("--if", text, cond, &watches)?;
-    }
-    for (text, trigger) in o
-        .dump_on
-        .iter()
-        .zip(o.flight.iter().flat_map(|f| &f.triggers))
-    {
-        if let Trigger::Hit(cond) = trigger {
-            options::check_condition_widths("--dump-on", text, cond, &watches)?;
-        }
-    }
+    conditions_fit(
+        &o.values,
+        o.condition_text.as_deref(),
+        &o.dump_on,
+        o.flight.as_ref(),
+        &watches,
+    )?;
     Ok(WatchPlan {
         access: o.access,
         watches,
-        cpus,
+        cpus: o.cpus,
         scope,
         delivery: o.delivery,
         writers: o.writers,
@@ -299,6 +308,45 @@ fn plan_of(o: options::Options, host: &mut dyn Host) -> Result<WatchPlan> {
         outputs: o.outputs,
         running: o.running,
     })
+}
+
+/// `--if`'s condition and `--dump-on`'s hit conditions fit every watch's length.
+fn conditions_fit(
+    values: &Values,
+    condition_text: Option<&str>,
+    dump_on: &[String],
+    flight: Option<&Flight>,
+    watches: &[Watch],
+) -> Result<()> {
+    if let (Some(cond), Some(text)) = (values.condition(), condition_text) {
+        check_condition_widths("--if", text, cond, watches)?;
+    }
+    for (text, trigger) in dump_on.iter().zip(flight.iter().flat_map(|f| &f.triggers)) {
+        if let Trigger::Hit(cond) = trigger {
+            check_condition_widths("--dump-on", text, cond, watches)?;
+        }
+    }
+    Ok(())
+}
+
+/// Every watch's length can hold the condition's constants.
+fn check_condition_widths(
+    flag: &str,
+    text: &str,
+    cond: &Condition,
+    watches: &[Watch],
+) -> Result<()> {
+    for w in watches {
+        cond.check_width(w.len).map_err(|e| {
+            Error::usage(format!(
+                "{flag} '{text}': {e} (`{}` is watched {} byte{} wide; give TARGET/LEN to watch more)",
+                w.label,
+                w.len,
+                if w.len == 1 { "" } else { "s" }
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 /// [`decide`], then [`Decided::into_plan`].
@@ -367,6 +415,28 @@ impl WatchPlan {
         }
     }
 
+    /// How a `--control watch` target is resolved: as the command line's were, in the same kernel
+    /// symbols or processes (`host` reads them), a `(TYPE)` cast included.
+    pub fn resolver<'a>(
+        &'a self,
+        host: &'a dyn Host,
+    ) -> impl FnMut(&Target, Access) -> Result<Watch> + 'a {
+        let pids = self.scope.pids();
+        let system = self.scope.system_wide();
+        move |t: &Target, access| {
+            let base = [typed::base_target(t)];
+            let found = match system {
+                true => self.kernel.symbols.resolve(&base, access)?,
+                false => process::processes_watches(host, &pids, &base, access)?,
+            };
+            let resolved = found
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::usage("the target resolved to nothing"))?;
+            Ok(typed::apply(&self.kernel.types, t, resolved, access)?.watch)
+        }
+    }
+
     /// `--dry-run`: what would be armed, one `#` line each, as the header says it.
     pub fn describe(&self) -> String {
         describe::describe(self)
@@ -375,8 +445,8 @@ impl WatchPlan {
 
 /// BPF cannot be had here: `--value` and `--if` need it (exit 4, not permitted or not supported, since a
 /// plain watch still works).
-pub fn no_bpf(err: &std::io::Error) -> crate::error::Error {
-    crate::error::Error::not_permitted(format!(
+pub fn no_bpf(err: &std::io::Error) -> Error {
+    Error::not_permitted(format!(
         "--value and --if read the value in the kernel with BPF, but {}; a watch without them works",
         crate::perf::bpf::why_unavailable(err)
     ))

@@ -11,15 +11,13 @@ use crate::error::{Context, Error, ExitCode, Result};
 use crate::model::condition::{self, Condition};
 use crate::model::filter::Filter;
 use crate::model::target::{self, Target};
-use crate::model::watch::{Access, Watch};
+use crate::model::watch::Access;
 use crate::model::Limits;
 use crate::stderr;
 
 use super::host::Host;
 use super::outputs::{self, Outputs};
-use super::{
-    is_stdin, process, Command, Cpus, Delivery, Running, Scope, Values, Writers, MAX_WATCHES,
-};
+use super::{is_stdin, Command, Cpus, Delivery, Running, Scope, Values, Writers, MAX_WATCHES};
 
 /// `--on` as requested: the source and the `$obj` target, with who may allocate.
 pub struct OnRequest {
@@ -44,7 +42,7 @@ pub struct Options {
     /// The targets, parsed (none with `--on`, whose `$obj` target is resolved per object).
     pub targets: Vec<Target>,
     pub on: Option<OnRequest>,
-    pub cpus: Option<String>,
+    pub cpus: Cpus,
     pub percpu_cpu: Option<u32>,
     pub symbols: SymbolRequest,
     pub outputs: Outputs,
@@ -56,7 +54,13 @@ pub struct Options {
 
 impl Options {
     pub fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
-        let scope = scope(&r, host)?;
+        let scope = scope(&r)?;
+        // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
+        let pids = processes_of(host, &r.pids)?;
+        let scope = match scope {
+            Scope::Processes(_) => Scope::Processes(pids.clone()),
+            other => other,
+        };
         if let Some(pages) = r.buffer_pages {
             if !pages.is_power_of_two() || pages > 1 << 16 {
                 return Err(Error::usage(format!(
@@ -65,12 +69,12 @@ impl Options {
             }
         }
         let realtime = realtime(&r.realtime)?;
-        let mut filter = outputs::filter(&r.output)?;
+        let (outputs, mut filter) = outputs::check(&r.output)?;
         // With --on, --comm chooses the allocating tasks (`objects`), not the hits.
-        if r.on.is_some() {
-            filter.comms.clear();
-        }
-        let outputs = Outputs::check(&r.output)?;
+        let comms = match r.on {
+            Some(_) => std::mem::take(&mut filter.comms),
+            None => Vec::new(),
+        };
         let condition = parse_condition(r.condition.as_deref())?;
         let flight = parse_flight(&r, host)?;
         // A hit trigger is evaluated on the value the kernel read at the trap.
@@ -85,7 +89,7 @@ impl Options {
             }
             None => Values::Unread,
         };
-        let on = on(&r, &scope, host)?;
+        let on = on(&r, &scope, pids, comms)?;
         // A `$obj` target is resolved per object (`objects`), not as a target of its own.
         let targets = match on {
             Some(_) => Vec::new(),
@@ -137,6 +141,7 @@ impl Options {
             ));
         }
         let (writers, delivery) = delivery(&r, &scope, &values, host)?;
+        let cpus = select_cpus(r.cpus.as_deref(), host)?;
         Ok(Options {
             access: r.access,
             scope,
@@ -147,7 +152,7 @@ impl Options {
             flight,
             targets,
             on,
-            cpus: r.cpus,
+            cpus,
             percpu_cpu: r.percpu_cpu,
             outputs,
             running: Running {
@@ -170,7 +175,8 @@ impl Options {
 
 /// Who the watch covers, from `-p` and `-- CMD` (with `--on`, `-p` chooses the allocating processes of a
 /// system-wide watch instead).
-fn scope(r: &WatchRequest, host: &dyn Host) -> Result<Scope> {
+/// `-p`'s processes are left empty here, to be checked once for both uses.
+fn scope(r: &WatchRequest) -> Result<Scope> {
     let pids = if r.on.is_some() { &[][..] } else { &r.pids[..] };
     match (pids.is_empty(), &r.command) {
         (true, None) => Ok(Scope::System),
@@ -186,7 +192,7 @@ fn scope(r: &WatchRequest, host: &dyn Host) -> Result<Scope> {
         (false, Some(argv)) if !argv.is_empty() => Err(Error::usage(
             "-p watches a running process and `-- CMD` starts one: give one of them",
         )),
-        (false, _) => Ok(Scope::Processes(process::processes_of(host, pids)?)),
+        (false, _) => Ok(Scope::Processes(Vec::new())),
     }
 }
 
@@ -236,8 +242,14 @@ fn delivery(
     Ok((writers, delivery))
 }
 
-/// `--on` and `--rotate` against the rest of the command line.
-fn on(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Result<Option<OnRequest>> {
+/// `--on` and `--rotate` against the rest of the command line; `pids` and `comms` (kernel-length) choose
+/// the allocating tasks.
+fn on(
+    r: &WatchRequest,
+    scope: &Scope,
+    pids: Vec<u32>,
+    comms: Vec<String>,
+) -> Result<Option<OnRequest>> {
     let Some(on) = &r.on else {
         if r.rotate {
             return Err(Error::usage(
@@ -269,17 +281,8 @@ fn on(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Result<Option<OnReque
         source,
         text: r.targets.first().cloned().unwrap_or_default(),
         rotate: r.rotate,
-        pids: if r.pids.is_empty() {
-            Vec::new()
-        } else {
-            process::processes_of(host, &r.pids)?
-        },
-        comms: r
-            .output
-            .comms
-            .iter()
-            .map(|c| outputs::kernel_comm(c))
-            .collect(),
+        pids,
+        comms,
     }))
 }
 
@@ -354,28 +357,8 @@ fn parse_flight(r: &WatchRequest, host: &dyn Host) -> Result<Option<Flight>> {
     Ok(Some(Flight { last, triggers }))
 }
 
-/// Every watch's length can hold the condition's constants.
-pub fn check_condition_widths(
-    flag: &str,
-    text: &str,
-    cond: &Condition,
-    watches: &[Watch],
-) -> Result<()> {
-    for w in watches {
-        cond.check_width(w.len).map_err(|e| {
-            Error::usage(format!(
-                "{flag} '{text}': {e} (`{}` is watched {} byte{} wide; give TARGET/LEN to watch more)",
-                w.label,
-                w.len,
-                if w.len == 1 { "" } else { "s" }
-            ))
-        })?;
-    }
-    Ok(())
-}
-
 /// The CPUs to arm now and the set to follow through hotplug (`None`: every CPU that comes online).
-pub fn select_cpus(list: Option<&str>, host: &dyn Host) -> Result<Cpus> {
+fn select_cpus(list: Option<&str>, host: &dyn Host) -> Result<Cpus> {
     let online = host
         .online_cpus()
         .or_exit(ExitCode::Runtime, "cannot read the online CPU list")?;
@@ -413,4 +396,30 @@ pub fn select_cpus(list: Option<&str>, host: &dyn Host) -> Result<Cpus> {
         now: wanted.clone(),
         follow: Some(wanted),
     })
+}
+
+/// The processes `-p` names, each once: a thread id that is not its process's leader stands for its
+/// process (said on stderr), since a watch covers every thread of a process.
+pub fn processes_of(host: &dyn Host, pids: &[u32]) -> Result<Vec<u32>> {
+    let mut out: Vec<u32> = Vec::new();
+    for &pid in pids {
+        let task = (pid != 0)
+            .then(|| host.task(pid))
+            .flatten()
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "-p {pid}: no such process; give the pid of a running process (pgrep NAME)"
+                ))
+            })?;
+        if task.tgid != pid {
+            stderr::line(format_args!(
+                "ksymwatch: -p {pid} is a thread of process {} ({}): watching every thread of process {}",
+                task.tgid, task.name, task.tgid
+            ));
+        }
+        if !out.contains(&task.tgid) {
+            out.push(task.tgid);
+        }
+    }
+    Ok(out)
 }

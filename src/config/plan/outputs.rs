@@ -34,9 +34,15 @@ pub struct Outputs {
     pub tally: bool,
 }
 
+/// The outputs `r` asks for and the hits it keeps; two products on stdout, or a contradiction among the
+/// filters, are a usage error.
+pub fn check(r: &OutputRequest) -> Result<(Outputs, Filter)> {
+    let filter = filter(r)?;
+    Ok((Outputs::of(r)?, filter))
+}
+
 impl Outputs {
-    /// The outputs `r` asks for; two products on stdout are a usage error.
-    pub fn check(r: &OutputRequest) -> Result<Outputs> {
+    fn of(r: &OutputRequest) -> Result<Outputs> {
         let format = stream_format(r)?;
         let folded_to_stdout = r.folded_to_stdout();
         if folded_to_stdout {
@@ -87,7 +93,7 @@ fn stream_format(r: &OutputRequest) -> Result<Format> {
 }
 
 /// The hits `r` keeps; a contradiction is a usage error.
-pub fn filter(r: &OutputRequest) -> Result<Filter> {
+fn filter(r: &OutputRequest) -> Result<Filter> {
     let place = match (r.kernel_only, r.user_only) {
         (true, true) => {
             return Err(Error::usage(
@@ -108,7 +114,7 @@ pub fn filter(r: &OutputRequest) -> Result<Filter> {
 
 /// The kernel keeps the first 15 bytes of a task's name (TASK_COMM_LEN 16 with its NUL): a longer `--comm`
 /// could never match, so it is matched on those 15 (cut at a character boundary), and a note says so.
-pub fn kernel_comm(name: &str) -> String {
+fn kernel_comm(name: &str) -> String {
     const KEPT: usize = 15;
     if name.len() <= KEPT || name.starts_with('<') {
         return name.to_string();

@@ -6,39 +6,13 @@
 use crate::config::typed;
 use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
-use crate::model::target::{Base, Target};
+use crate::model::target::Target;
 use crate::model::watch::{Access, PerCpu, Watch};
 use crate::stderr;
 
 use super::host::Host;
 use super::kernel::KernelSide;
 use super::Scope;
-
-/// The processes `-p` names, each once: a thread id that is not its process's leader stands for its
-/// process (said on stderr), since a watch covers every thread of a process.
-pub fn processes_of(host: &dyn Host, pids: &[u32]) -> Result<Vec<u32>> {
-    let mut out: Vec<u32> = Vec::new();
-    for &pid in pids {
-        let task = (pid != 0)
-            .then(|| host.task(pid))
-            .flatten()
-            .ok_or_else(|| {
-                Error::usage(format!(
-                    "-p {pid}: no such process; give the pid of a running process (pgrep NAME)"
-                ))
-            })?;
-        if task.tgid != pid {
-            stderr::line(format_args!(
-                "ksymwatch: -p {pid} is a thread of process {} ({}): watching every thread of process {}",
-                task.tgid, task.name, task.tgid
-            ));
-        }
-        if !out.contains(&task.tgid) {
-            out.push(task.tgid);
-        }
-    }
-    Ok(out)
-}
 
 /// Who the watch covers, and each target resolved there (a launched command is started for it), moved
 /// onto its member by its type.
@@ -89,23 +63,6 @@ pub fn resolve_watches(
     Ok(watches)
 }
 
-/// Resolves `targets` in process `pid`'s own address space.
-fn process_watches(
-    host: &dyn Host,
-    pid: u32,
-    targets: &[Target],
-    access: Access,
-) -> Result<Vec<Resolved>> {
-    let empty = ksymwatch_symbols::SymbolTable::default();
-    targets
-        .iter()
-        .map(|t| match t.base {
-            Base::Address(_) => watch::resolve(t, access, &empty),
-            Base::Symbol { .. } => host.resolve_in_process(pid, t, access),
-        })
-        .collect()
-}
-
 /// Resolves `targets` in every process of a `-p` watch. A watch has one address in every process it
 /// covers, so each symbol must resolve to the same address in all of them: two runs of a PIE, or a library
 /// under ASLR, usually do not, and arming the first process's address in the others would silently watch
@@ -119,7 +76,7 @@ pub fn processes_watches(
     let mut first: Option<(u32, Vec<Resolved>)> = None;
     let mut gone = None;
     for &pid in pids {
-        let resolved = match process_watches(host, pid, targets, access) {
+        let resolved = match host.resolve_in_process(pid, targets, access) {
             Ok(r) => r,
             Err(e) if !host.process_exists(pid) => {
                 gone.get_or_insert(e);
@@ -184,7 +141,7 @@ fn launch_watches(
     access: Access,
     host: &dyn Host,
 ) -> Result<Vec<Resolved>> {
-    match process_watches(host, child.pid(), targets, access) {
+    match host.resolve_in_process(child.pid(), targets, access) {
         Err(e) if watch::is_not_mapped_yet(&e) => {}
         other => return other,
     }
@@ -193,7 +150,7 @@ fn launch_watches(
             "the command ended before its program started, so the library holding the target was never mapped",
         ));
     }
-    process_watches(host, child.pid(), targets, access).map_err(|e| {
+    host.resolve_in_process(child.pid(), targets, access).map_err(|e| {
         if watch::is_not_mapped_yet(&e) {
             Error::usage(format!(
                 "{e}; that library is not loaded when the command starts (loaded later with dlopen, or not at \

@@ -7,9 +7,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use ksymwatch_symbols::{Origin, Source, SymbolTable};
+use ksymwatch_symbols::{Origin, Source};
 
-use super::host::{Fetch, Task};
+use super::host::{KernelFiles, Task};
 use super::*;
 use crate::config::request::{OutputRequest, SymbolRequest};
 use crate::config::watch::Resolved;
@@ -134,25 +134,33 @@ impl Host for Machine {
     fn resolve_in_process(
         &self,
         pid: u32,
-        target: &Target,
+        targets: &[Target],
         access: Access,
-    ) -> crate::error::Result<Resolved> {
-        let addr = match &target.base {
-            Base::Symbol { name, .. } if name == "counter" => self.counter_at.get(&pid).copied(),
-            _ => None,
-        }
-        .ok_or_else(|| Error::usage(format!("`{}` is not in process {pid}", target.text)))?;
-        Ok(Resolved {
-            watch: Watch {
-                label: target.text.clone(),
-                addr,
-                len: target.len.unwrap_or(4),
-                access,
-                module: None,
-                per_cpu: None,
-            },
-            warnings: Vec::new(),
-        })
+    ) -> crate::error::Result<Vec<Resolved>> {
+        let in_process = |target: &Target| {
+            let addr = match &target.base {
+                Base::Address(_) => {
+                    return crate::config::watch::resolve(target, access, &Default::default())
+                }
+                Base::Symbol { name, .. } if name == "counter" => {
+                    self.counter_at.get(&pid).copied()
+                }
+                Base::Symbol { .. } => None,
+            }
+            .ok_or_else(|| Error::usage(format!("`{}` is not in process {pid}", target.text)))?;
+            Ok(Resolved {
+                watch: Watch {
+                    label: target.text.clone(),
+                    addr,
+                    len: target.len.unwrap_or(4),
+                    access,
+                    module: None,
+                    per_cpu: None,
+                },
+                warnings: Vec::new(),
+            })
+        };
+        targets.iter().map(in_process).collect()
     }
     fn threads(&self, _pids: &[u32]) -> usize {
         self.threads
@@ -167,32 +175,27 @@ impl Host for Machine {
             ran_to_entry: Rc::clone(&self.ran_to_entry),
         }))
     }
-    fn pick_symbols(&mut self, symbols: &SymbolRequest) -> Source {
-        Source::Kallsyms(symbols.kallsyms.clone())
-    }
-    fn fetch_vmlinux(
-        &mut self,
-        picked: Source,
-        _why: Fetch,
-        _symbols: &SymbolRequest,
-    ) -> crate::error::Result<Source> {
-        Ok(picked)
-    }
-    fn open_symbol_files(
-        &mut self,
-        picked: &Source,
-        _symbols: &SymbolRequest,
-    ) -> crate::error::Result<FileSymbols> {
-        Err(Error::usage(format!("no {picked} here")))
-    }
-    fn kallsyms(
+    fn symbol_source(
         &mut self,
         symbols: &SymbolRequest,
-        _cache: bool,
-    ) -> std::result::Result<(SymbolTable, Origin), ksymwatch_symbols::Error> {
+        _dwarf: bool,
+    ) -> crate::error::Result<Source> {
+        Ok(Source::Kallsyms(symbols.kallsyms.clone()))
+    }
+    fn kernel_symbols(
+        &mut self,
+        picked: Source,
+        symbols: &SymbolRequest,
+        _data_symbols: Option<&[Target]>,
+        _user_only: bool,
+    ) -> crate::error::Result<KernelFiles> {
+        if !matches!(picked, Source::Kallsyms(_)) {
+            return Err(Error::usage(format!("no {picked} here")));
+        }
         *self.kallsyms_loads.borrow_mut() += 1;
-        let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &symbols.kallsyms)?;
-        Ok((table, Origin::Parsed))
+        let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &symbols.kallsyms)
+            .map_err(|e| Error::usage(e.to_string()))?;
+        Ok(KernelFiles::Kallsyms(table, Origin::Parsed))
     }
     fn check_btf_for_live_watch(&self, _btf: &Path) -> crate::error::Result<()> {
         Ok(())

@@ -154,7 +154,7 @@ mod tests {
     }
 
     fn sample(chain: &[u64]) -> Sample {
-        testutil::sample(chain[1], 9, 9, 1, 0x1000, 0, chain)
+        testutil::decoded(&encode::sample(chain[1], 9, 9, 1, 0x1000, 0, chain))
     }
 
     fn run(sink: Sink, watches: &[Watch], hits: &[(Sample, &str, usize)]) {

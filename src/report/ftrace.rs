@@ -398,7 +398,7 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 writeln!(self.out, "# {text} at {t}")?;
                 writeln!(self.err, "ksymwatch: {text}")
             }
-            StreamEvent::Retargeted { .. } | StreamEvent::Switched { .. } => {
+            StreamEvent::Retargeted(_) | StreamEvent::Switched { .. } => {
                 let text = event.control_text().unwrap_or_default();
                 // Flushed at once: a script waits for the acknowledgement before its next step.
                 writeln!(self.out, "# {text} at {t}")?;
@@ -415,21 +415,17 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 "# process {pid} exec'd {} at {t}: no longer watched",
                 escaped(comm)
             ),
-            StreamEvent::ObjectArmed {
-                index,
-                addr,
-                slot,
-                gap_ns,
-                pid,
-                comm,
-                evicted,
-            } => writeln!(
+            StreamEvent::ObjectArmed(o) => writeln!(
                 self.out,
-                "# object #{index} 0x{addr:x} allocated by {}-{pid}: armed at {t} in slot {slot}, \
-                 {:.0} us after its allocation{}",
-                escaped(comm),
-                *gap_ns as f64 / 1e3,
-                evicted.map_or(String::new(), |e| format!(" (evicted #{e})"))
+                "# object #{} 0x{:x} allocated by {}-{}: armed at {t} in slot {}, {:.0} us after its \
+                 allocation{}",
+                o.index,
+                o.addr,
+                escaped(&o.comm),
+                o.pid,
+                o.slot,
+                o.gap_ns as f64 / 1e3,
+                o.evicted.map_or(String::new(), |e| format!(" (evicted #{e})"))
             ),
             StreamEvent::ObjectFreed { index, addr, hits } => writeln!(
                 self.out,

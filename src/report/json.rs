@@ -109,7 +109,7 @@ impl<W: Write, E: Write> Output for Json<W, E> {
                 writeln!(self.err, "ksymwatch: {text}")
             }
             // A script waits for the acknowledgement before its next step.
-            StreamEvent::Retargeted { .. } | StreamEvent::Switched { .. } => self.out.flush(),
+            StreamEvent::Retargeted(_) | StreamEvent::Switched { .. } => self.out.flush(),
             _ => Ok(()),
         }
     }

@@ -104,6 +104,56 @@ pub enum ValueFrom {
     NoStart,
 }
 
+/// The JSON outputs' words for a known value's source (NDJSON and OTLP say it alike).
+impl ValueFrom {
+    /// `value_from`: `insn` (the store's instruction, exact) or `memory` (read at the trap).
+    pub fn source(self) -> &'static str {
+        match self {
+            ValueFrom::Insn | ValueFrom::Raced { .. } => "insn",
+            ValueFrom::Memory | ValueFrom::NoStart => "memory",
+        }
+    }
+
+    /// `raced`: what memory held at the trap when another CPU's store came between.
+    pub fn raced(self) -> Option<u64> {
+        match self {
+            ValueFrom::Raced { memory } => Some(memory),
+            _ => None,
+        }
+    }
+
+    /// `insn_start: unknown`: memory was read because where the instruction starts is not known.
+    pub fn start_unknown(self) -> bool {
+        self == ValueFrom::NoStart
+    }
+}
+
+/// `--control` moved target `index` to `watch`. `covered` counts `unit`s (threads or CPUs); `took_ns` is
+/// from the first ioctl to the last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retarget {
+    pub index: usize,
+    pub watch: Watch,
+    pub covered: Covered,
+    pub took_ns: u64,
+    /// False when the move was made while `--control off` had the watch disabled: it stays off.
+    pub enabled: bool,
+}
+
+/// `--on`: object number `index` at `addr`, allocated by `pid` (`comm`), is watched from now on in slot
+/// `slot`, `gap_ns` after its allocation (writes in that gap were not seen); `evicted` is the object
+/// whose slot it took (`--rotate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArmedObject {
+    pub index: u64,
+    pub addr: u64,
+    pub slot: usize,
+    pub gap_ns: u64,
+    pub pid: u32,
+    pub comm: String,
+    pub evicted: Option<u64>,
+}
+
 /// Things that happen to the stream itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamEvent {
@@ -130,17 +180,9 @@ pub enum StreamEvent {
         /// What kind of refusal it was (`perf::refusal::Kind`'s name: `kernel_breakpoints_refused`, ...).
         kind: &'static str,
     },
-    /// `--control` moved target `index` to `watch`: hits before this mark are of the old watch, hits after
-    /// it of the new one. `covered` counts `unit`s (threads or CPUs); `took_ns` is from the first ioctl to
-    /// the last.
-    Retargeted {
-        index: usize,
-        watch: Watch,
-        covered: Covered,
-        took_ns: u64,
-        /// False when the move was made while `--control off` had the watch disabled: it stays off.
-        enabled: bool,
-    },
+    /// `--control` moved a target: hits before this mark are of the old watch, hits after it of the new
+    /// one.
+    Retargeted(Retarget),
     /// `--control off` (every event disabled, registers kept) or `on`.
     Switched {
         on: bool,
@@ -165,18 +207,8 @@ pub enum StreamEvent {
         pid: u32,
         comm: String,
     },
-    /// `--on`: object number `index` at `addr`, allocated by `pid` (`comm`), is watched from now on in
-    /// slot `slot`, `gap_ns` after its allocation (writes in that gap were not seen); `evicted` is the
-    /// object whose slot it took (`--rotate`).
-    ObjectArmed {
-        index: u64,
-        addr: u64,
-        slot: usize,
-        gap_ns: u64,
-        pid: u32,
-        comm: String,
-        evicted: Option<u64>,
-    },
+    /// `--on`: an allocated object is watched from now on.
+    ObjectArmed(ArmedObject),
     /// `--on`: an armed object was freed; its slot is free. `hits`: its hits while armed.
     ObjectFreed {
         index: u64,
@@ -266,20 +298,15 @@ impl StreamEvent {
     /// stderr note of modes without one; `None` for other events.
     pub fn control_text(&self) -> Option<String> {
         match self {
-            StreamEvent::Retargeted {
-                watch,
-                covered,
-                took_ns,
-                enabled,
-                ..
-            } => Some(format!(
-                "watch {} (0x{:x}/{} {}) armed on {covered} in {:.3} ms{}",
-                escape::escaped(&watch.label),
-                watch.addr,
-                watch.len,
-                watch.access.letters(),
-                *took_ns as f64 / 1e6,
-                if *enabled { "" } else { ", off until `on`" }
+            StreamEvent::Retargeted(r) => Some(format!(
+                "watch {} (0x{:x}/{} {}) armed on {} in {:.3} ms{}",
+                escape::escaped(&r.watch.label),
+                r.watch.addr,
+                r.watch.len,
+                r.watch.access.letters(),
+                r.covered,
+                r.took_ns as f64 / 1e6,
+                if r.enabled { "" } else { ", off until `on`" }
             )),
             StreamEvent::Switched { on } => {
                 Some(format!("watch {}", if *on { "on" } else { "off" }))
@@ -549,7 +576,7 @@ impl<O: Output, E: Write> Output for Quiet<O, E> {
                 escape::escaped(comm)
             ),
             // Objects come and go by the thousand: the summary counts them.
-            StreamEvent::ObjectArmed { .. } | StreamEvent::ObjectFreed { .. } => Ok(()),
+            StreamEvent::ObjectArmed(_) | StreamEvent::ObjectFreed { .. } => Ok(()),
             // A script driving --control waits for the acknowledgement; with no stream it is on stderr.
             _ => match event.control_text() {
                 Some(text) => {

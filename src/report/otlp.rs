@@ -46,7 +46,6 @@ use super::json::{push_string, watched, Record, SummaryRecord};
 use super::numbers::push_dec;
 use super::{
     arm_failed_note, summary_line, Header, Hit, Output, ResolvedFrame, StreamEvent, Summary, Value,
-    ValueFrom,
 };
 use attrs::{fields, push_fields, push_string_value, Attrs};
 
@@ -156,17 +155,12 @@ fn push_values(a: &mut Attrs<'_>, value: Value) {
                 a.hex("ksymwatch.old", o);
             }
             if value.is_some() {
-                match from {
-                    ValueFrom::Insn => a.str("ksymwatch.value_from", "insn"),
-                    ValueFrom::Raced { memory } => {
-                        a.str("ksymwatch.value_from", "insn");
-                        a.hex("ksymwatch.raced", memory);
-                    }
-                    ValueFrom::Memory => a.str("ksymwatch.value_from", "memory"),
-                    ValueFrom::NoStart => {
-                        a.str("ksymwatch.value_from", "memory");
-                        a.str("ksymwatch.insn_start", "unknown");
-                    }
+                a.str("ksymwatch.value_from", from.source());
+                if let Some(memory) = from.raced() {
+                    a.hex("ksymwatch.raced", memory);
+                }
+                if from.start_unknown() {
+                    a.str("ksymwatch.insn_start", "unknown");
                 }
             }
         }
@@ -189,18 +183,14 @@ fn event_body(e: &StreamEvent) -> String {
         StreamEvent::ProcessExec { pid, comm } => {
             format!("process {pid} exec'd {comm}: no longer watched")
         }
-        StreamEvent::ObjectArmed {
-            index,
-            addr,
-            slot,
-            gap_ns,
-            pid,
-            comm,
-            ..
-        } => format!(
-            "object #{index} 0x{addr:x} allocated by {comm}-{pid}: armed in slot {slot}, {:.0} us after \
-             its allocation",
-            *gap_ns as f64 / 1e3
+        StreamEvent::ObjectArmed(o) => format!(
+            "object #{} 0x{:x} allocated by {}-{}: armed in slot {}, {:.0} us after its allocation",
+            o.index,
+            o.addr,
+            o.comm,
+            o.pid,
+            o.slot,
+            o.gap_ns as f64 / 1e3
         ),
         StreamEvent::ObjectFreed { index, addr, hits } => {
             format!("object #{index} 0x{addr:x} freed after {hits} hits")

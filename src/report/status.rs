@@ -90,12 +90,12 @@ impl Output for Status {
                 self.cpus.insert(*cpu);
             }
             StreamEvent::CpuArmFailed { .. }
-            | StreamEvent::Retargeted { .. }
+            | StreamEvent::Retargeted(_)
             | StreamEvent::Switched { .. }
             | StreamEvent::ControlRefused { .. }
             | StreamEvent::ModuleUnloaded { .. }
             | StreamEvent::ProcessExec { .. }
-            | StreamEvent::ObjectArmed { .. }
+            | StreamEvent::ObjectArmed(_)
             | StreamEvent::ObjectFreed { .. }
             | StreamEvent::Dump { .. } => {}
         }

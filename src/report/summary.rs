@@ -507,7 +507,7 @@ mod tests {
     use ksymwatch_symbols::SymbolTable;
 
     fn sample(tid: u32, cpu: u32, chain: &[u64]) -> Sample {
-        testutil::sample(chain[1], tid, tid, 1, 0x1000, cpu, chain)
+        testutil::decoded(&encode::sample(chain[1], tid, tid, 1, 0x1000, cpu, chain))
     }
 
     fn tally_of(

@@ -23,18 +23,9 @@ pub fn table() -> SymbolTable {
     kallsyms::from_text(SYMS, Path::new("fixture")).unwrap()
 }
 
-/// A sample record (see [`encode::sample`] for the fields), encoded and decoded again.
-pub fn sample(
-    ip: u64,
-    pid: u32,
-    tid: u32,
-    time: u64,
-    addr: u64,
-    cpu: u32,
-    chain: &[u64],
-) -> Sample {
-    let bytes = encode::sample(ip, pid, tid, time, addr, cpu, chain);
-    let Record::Sample(s) = decode(&bytes, SAMPLE_TYPE).unwrap() else {
+/// A sample record's bytes (from [`encode::sample`]) decoded the way the session decodes them.
+pub fn decoded(bytes: &[u8]) -> Sample {
+    let Record::Sample(s) = decode(bytes, SAMPLE_TYPE).unwrap() else {
         panic!("not a sample")
     };
     s
@@ -50,7 +41,15 @@ pub fn read_zero_sample() -> Sample {
         encode::USER,
         0x401000,
     ];
-    sample(chain[1], 1234, 1235, 412_123_456_789, 0x7ffd0000, 1, &chain)
+    decoded(&encode::sample(
+        chain[1],
+        1234,
+        1235,
+        412_123_456_789,
+        0x7ffd0000,
+        1,
+        &chain,
+    ))
 }
 
 /// read_zero+0x77/0x100, the kernel frame of [`read_zero_sample`]'s ip, as the table names it.
@@ -103,7 +102,7 @@ pub fn watch(label: &str, addr: u64, access: Access) -> Watch {
 }
 
 /// A 4-byte per-CPU watch, each CPU its own copy: cpu0's at 0x7ffc0000 + `offset`... (bases 0x7ffc0000 and
-/// 0x7ffd0000 - 0x10, so cpu1's copy of offset 0x10 is at 0x7ffd0000, where [`sample`]s often hit).
+/// 0x7ffd0000 - 0x10, so cpu1's copy of offset 0x10 is at 0x7ffd0000, where the samples here often hit).
 pub fn percpu_watch(label: &str, copy: Option<u32>) -> Watch {
     let bases = [(0, 0x7ffc_0000), (1, 0x7ffd_0000 - 0x10)].into();
     let per_cpu = crate::model::watch::PerCpu {
@@ -122,7 +121,7 @@ pub fn percpu_watch(label: &str, copy: Option<u32>) -> Watch {
 /// Hands `f` one process watch's hit with each of `values`: a user-space store by `writer` (pid 4321,
 /// tid 4322, cpu 0, at 5 s) into `counter` at 0x404028, from ip 0x401136.
 pub fn each_value_of_a_user_store(values: &[Value], mut f: impl FnMut(&Hit<'_>)) {
-    let s = sample(
+    let s = decoded(&encode::sample(
         0x401136,
         4321,
         4322,
@@ -130,7 +129,7 @@ pub fn each_value_of_a_user_store(values: &[Value], mut f: impl FnMut(&Hit<'_>))
         0x404028,
         0,
         &[encode::USER, 0x401136],
-    );
+    ));
     let watches = [watch("counter", 0x404028, Access::Write)];
     each_hit(&table(), &watches, &[(s, "writer", 0)], |hit| {
         for &value in values {

@@ -284,7 +284,7 @@ mod tests {
         let watch = testutil::watch("counter", 0x404028, Access::Write);
         let mut symbolizer = crate::trace::symbolize::Symbolizer::new(&table);
         for v in values {
-            let sample = testutil::sample(
+            let sample = testutil::decoded(&encode::sample(
                 0xffffffff81000010,
                 42,
                 43,
@@ -292,7 +292,7 @@ mod tests {
                 0x404028,
                 1,
                 &[encode::KERNEL, 0xffffffff81000010, 0xffffffff81000110],
-            );
+            ));
             let chain = symbolizer.shared(&sample);
             let hit = Hit {
                 sample: &sample,

@@ -228,13 +228,13 @@ fn move_watch(line: &str, watch: Watch, ctx: &mut impl Steering) -> Option<StopR
             return refuse(line, format!("{reason}; the watch is now off"), kind, ctx);
         }
     }
-    let event = StreamEvent::Retargeted {
+    let event = StreamEvent::Retargeted(crate::report::Retarget {
         index: 0,
         watch,
         covered: ctx.coverage(),
         took_ns: ctx.now().saturating_sub(started),
         enabled: ctx.enabled(),
-    };
+    });
     ctx.emit(&event, acked)
 }
 
@@ -503,13 +503,13 @@ mod tests {
             ]
         );
         let Some((
-            StreamEvent::Retargeted {
+            StreamEvent::Retargeted(crate::report::Retarget {
                 index,
                 watch,
                 covered,
                 took_ns,
                 enabled,
-            },
+            }),
             at,
         )) = ctx.log.events.last()
         else {

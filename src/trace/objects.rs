@@ -128,7 +128,7 @@ impl Objects {
         let now = ctx.now();
         let gap_ns = now.saturating_sub(rec.time);
         ctx.slots().armed(slot, index, rec.ptr, rec.time, now);
-        let event = StreamEvent::ObjectArmed {
+        let event = StreamEvent::ObjectArmed(crate::report::ArmedObject {
             index,
             addr: rec.ptr,
             slot,
@@ -136,7 +136,7 @@ impl Objects {
             pid: rec.pid,
             comm: rec.comm.clone(),
             evicted,
-        };
+        });
         ctx.emit(&event, now)
     }
 
@@ -614,7 +614,7 @@ mod tests {
             None
         );
         assert_eq!(ctx.log.calls(), ["arm 0 0xa050", "emit ObjectArmed"]);
-        let armed = StreamEvent::ObjectArmed {
+        let armed = StreamEvent::ObjectArmed(crate::report::ArmedObject {
             index: 0,
             addr: 0xa000,
             slot: 0,
@@ -622,7 +622,7 @@ mod tests {
             pid: 1,
             comm: "task1".into(),
             evicted: None,
-        };
+        });
         assert_eq!(ctx.log.events, [(armed, 1_000)]);
         ctx.log.calls.clear();
         assert_eq!(
@@ -633,11 +633,11 @@ mod tests {
         assert!(
             matches!(
                 &ctx.log.events[1].0,
-                StreamEvent::ObjectArmed {
+                StreamEvent::ObjectArmed(crate::report::ArmedObject {
                     index: 1,
                     evicted: Some(0),
                     ..
-                }
+                })
             ),
             "{:?}",
             ctx.log.events[1]

@@ -2,7 +2,7 @@
 use super::*;
 use crate::model::watch::Access;
 use crate::perf::record::encode;
-use crate::report::testutil::{each_hit, each_value_of_a_user_store, sample, table, watch};
+use crate::report::testutil::{decoded, each_hit, each_value_of_a_user_store, table, watch};
 
 /// The parts a printer keeps spelled (the task per CPU, the target per index) are spelled again
 /// whenever a hit differs from what they were spelled for: every line equals a fresh printer's.
@@ -10,7 +10,17 @@ use crate::report::testutil::{each_hit, each_value_of_a_user_store, sample, tabl
 fn kept_parts_follow_every_change() {
     use crate::report::testutil::percpu_watch;
     let chain = [encode::KERNEL, 0xffffffff81000077];
-    let at = |tid, cpu, addr| sample(0xffffffff81000077, 1, tid, 5_000_000_000, addr, cpu, &chain);
+    let at = |tid, cpu, addr| {
+        decoded(&encode::sample(
+            0xffffffff81000077,
+            1,
+            tid,
+            5_000_000_000,
+            addr,
+            cpu,
+            &chain,
+        ))
+    };
     let hits = [
         (at(5, 0, 0x7ffd0000), "w", 0),
         (at(5, 0, 0x7ffd0000), "w", 0),
@@ -59,7 +69,7 @@ fn kept_parts_follow_every_change() {
 
 #[test]
 fn formats_a_hit_from_record_bytes() {
-    let sample = sample(
+    let sample = decoded(&encode::sample(
         0xffffffff81000077,
         1234,
         1235,
@@ -74,7 +84,7 @@ fn formats_a_hit_from_record_bytes() {
             encode::USER,
             0x401000,
         ],
-    );
+    ));
     let watches = [watch("0x7ffd0000", 0x7ffd0000, Access::Write)];
     let mut p = Ftrace::new(Vec::new(), Vec::new());
     each_hit(&table(), &watches, &[(sample, "reader", 0)], |hit| {
@@ -106,7 +116,7 @@ fn a_repeated_chain_prints_the_same() {
     let hits: Vec<_> = (0..6u32)
         .map(|i| {
             let chain: &[u64] = if i < 3 { &kernel } else { &user };
-            let s = sample(
+            let s = decoded(&encode::sample(
                 0xffffffff81000077,
                 10,
                 10 + i,
@@ -114,7 +124,7 @@ fn a_repeated_chain_prints_the_same() {
                 0x10,
                 i % 2,
                 chain,
-            );
+            ));
             (s, ["a", "bb", "a"][i as usize % 3], 0)
         })
         .collect();
@@ -155,7 +165,7 @@ fn a_repeated_chain_prints_the_same() {
 fn a_hostile_comm_is_escaped_everywhere() {
     let evil = "x\n => evil+0x1\u{1b}[2J\r\\";
     let shown = "x\\n => evil+0x1\\x1b[2J\\r\\\\";
-    let s = sample(
+    let s = decoded(&encode::sample(
         0x401000,
         7,
         7,
@@ -163,7 +173,7 @@ fn a_hostile_comm_is_escaped_everywhere() {
         0x7ffd0000,
         0,
         &[encode::USER, 0x401000, 0x401100],
-    );
+    ));
     let watches = [watch("counter", 0x7ffd0000, Access::Write)];
     let mut p = Ftrace::new(Vec::new(), Vec::new());
     let mut tally = crate::report::summary::Tally::default();
@@ -230,7 +240,15 @@ fn a_hostile_comm_is_escaped_everywhere() {
 #[test]
 fn a_per_cpu_hit_names_its_copy() {
     use crate::report::testutil::percpu_watch;
-    let s = sample(0xffffffff81000077, 1, 1, 5_000, 0x7ffd0000, 1, &[]);
+    let s = decoded(&encode::sample(
+        0xffffffff81000077,
+        1,
+        1,
+        5_000,
+        0x7ffd0000,
+        1,
+        &[],
+    ));
     let watches = [percpu_watch("runqueues.nr_running", None)];
     let mut p = Ftrace::new(Vec::new(), Vec::new());
     each_hit(&table(), &watches, &[(s, "a", 0)], |hit| {
@@ -469,17 +487,17 @@ fn module_unloaded_mark() {
 #[test]
 fn control_acknowledgements() {
     let mut p = Ftrace::new(Vec::new(), Vec::new());
-    let moved = StreamEvent::Retargeted {
+    let moved = StreamEvent::Retargeted(crate::report::Retarget {
         index: 0,
         watch: watch("target_var2", 0x5555_0040, Access::Write),
         covered: crate::report::Covered::Threads(1020),
         took_ns: 1_800_000,
         enabled: true,
-    };
+    });
     p.event(&moved, 7_000_000_000).unwrap();
     let mut paused = moved.clone();
-    if let StreamEvent::Retargeted { enabled, .. } = &mut paused {
-        *enabled = false;
+    if let StreamEvent::Retargeted(r) = &mut paused {
+        r.enabled = false;
     }
     p.event(&paused, 7_050_000_000).unwrap();
     p.event(&StreamEvent::Switched { on: false }, 7_100_000_000)

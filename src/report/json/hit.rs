@@ -2,7 +2,7 @@
 //! or `core::fmt`, byte for byte as serde_json would write [`super::Record::Hit`] (the tests compare both).
 
 use crate::report::numbers::{push_dec, push_hex};
-use crate::report::{Hit, ResolvedFrame, Value, ValueFrom};
+use crate::report::{Hit, ResolvedFrame, Value};
 
 /// Appends `s` as a JSON string, escaped byte for byte as serde_json escapes it (`"`, `\\` and the
 /// control characters; everything else, non-ASCII included, as is).
@@ -173,16 +173,15 @@ pub fn push_hit(out: &mut String, hit: &Hit<'_>) {
                 }
             }
             if value.is_some() {
-                match from {
-                    ValueFrom::Insn => out.push_str(",\"value_from\":\"insn\""),
-                    ValueFrom::Raced { memory } => {
-                        out.push_str(",\"value_from\":\"insn\",\"raced\":");
-                        push_hex_string(out, memory);
-                    }
-                    ValueFrom::Memory => out.push_str(",\"value_from\":\"memory\""),
-                    ValueFrom::NoStart => {
-                        out.push_str(",\"value_from\":\"memory\",\"insn_start\":\"unknown\"")
-                    }
+                out.push_str(",\"value_from\":\"");
+                out.push_str(from.source());
+                out.push('"');
+                if let Some(memory) = from.raced() {
+                    out.push_str(",\"raced\":");
+                    push_hex_string(out, memory);
+                }
+                if from.start_unknown() {
+                    out.push_str(",\"insn_start\":\"unknown\"");
                 }
             }
         }

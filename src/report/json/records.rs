@@ -250,6 +250,15 @@ impl<'a> Record<'a> {
     #[cfg(test)]
     pub fn hit(h: &'a Hit<'a>) -> Record<'a> {
         let s = h.sample;
+        // A known value's source; an unknown value has none.
+        let known_from = match h.value {
+            Value::Written {
+                value: Some(_),
+                from,
+                ..
+            } => Some(from),
+            _ => None,
+        };
         Record::Hit {
             time_ns: s.time,
             cpu: s.cpu,
@@ -275,31 +284,9 @@ impl<'a> Record<'a> {
                 Value::Written { old, .. } => Some(old.map(Hex)),
                 _ => None,
             },
-            value_from: match h.value {
-                Value::Written {
-                    value: Some(_),
-                    from: ValueFrom::Memory | ValueFrom::NoStart,
-                    ..
-                } => Some("memory"),
-                Value::Written { value: Some(_), .. } => Some("insn"),
-                _ => None,
-            },
-            insn_start: match h.value {
-                Value::Written {
-                    value: Some(_),
-                    from: ValueFrom::NoStart,
-                    ..
-                } => Some("unknown"),
-                _ => None,
-            },
-            raced: match h.value {
-                Value::Written {
-                    value: Some(_),
-                    from: ValueFrom::Raced { memory },
-                    ..
-                } => Some(Hex(memory)),
-                _ => None,
-            },
+            value_from: known_from.map(ValueFrom::source),
+            insn_start: known_from.filter(|f| f.start_unknown()).map(|_| "unknown"),
+            raced: known_from.and_then(ValueFrom::raced).map(Hex),
         }
     }
 
@@ -357,20 +344,14 @@ impl<'a> Record<'a> {
                 reason,
                 kind,
             },
-            StreamEvent::Retargeted {
-                index,
-                watch,
-                covered,
-                took_ns,
-                enabled,
-            } => Record::Watch {
+            StreamEvent::Retargeted(r) => Record::Watch {
                 time_ns,
-                target: Target::of(watch),
-                target_index: *index,
-                threads: covered.threads(),
-                cpus: covered.cpus(),
-                took_ns: *took_ns,
-                enabled: *enabled,
+                target: Target::of(&r.watch),
+                target_index: r.index,
+                threads: r.covered.threads(),
+                cpus: r.covered.cpus(),
+                took_ns: r.took_ns,
+                enabled: r.enabled,
             },
             StreamEvent::Switched { on: true } => Record::WatchOn { time_ns },
             StreamEvent::Switched { on: false } => Record::WatchOff { time_ns },
@@ -396,23 +377,15 @@ impl<'a> Record<'a> {
                 pid: *pid,
                 comm,
             },
-            StreamEvent::ObjectArmed {
-                index,
-                addr,
-                slot,
-                gap_ns,
-                pid,
-                comm,
-                evicted,
-            } => Record::ObjectArmed {
+            StreamEvent::ObjectArmed(o) => Record::ObjectArmed {
                 time_ns,
-                index: *index,
-                addr: Hex(*addr),
-                slot: *slot,
-                gap_ns: *gap_ns,
-                pid: *pid,
-                comm,
-                evicted: *evicted,
+                index: o.index,
+                addr: Hex(o.addr),
+                slot: o.slot,
+                gap_ns: o.gap_ns,
+                pid: o.pid,
+                comm: &o.comm,
+                evicted: o.evicted,
             },
             StreamEvent::ObjectFreed { index, addr, hits } => Record::ObjectFreed {
                 time_ns,

@@ -4,7 +4,7 @@ use super::*;
 use crate::model::watch::Access;
 use crate::perf::record::encode;
 use crate::report::testutil::{
-    each_hit, each_value_of_a_user_store, read_zero_frame, read_zero_sample, sample,
+    decoded, each_hit, each_value_of_a_user_store, read_zero_frame, read_zero_sample,
     system_wide_header, table, watch,
 };
 use crate::report::Value as HitValue;
@@ -243,7 +243,7 @@ fn strings_escape_like_serde() {
 fn hits_are_serdes_bytes() {
     use crate::report::{Rendered, SourceLine};
     use std::sync::Arc;
-    let s = sample(
+    let s = decoded(&encode::sample(
         0xffffffff81000077,
         1234,
         1235,
@@ -251,7 +251,7 @@ fn hits_are_serdes_bytes() {
         0x7ffd0000,
         1,
         &[encode::KERNEL, 0xffffffff81000077, encode::USER, 0x401000],
-    );
+    ));
     let named = ResolvedFrame {
         module: Some("mod\"x".into()),
         line: Some(Arc::new(SourceLine {
@@ -337,7 +337,15 @@ fn hits_are_serdes_bytes() {
 #[test]
 fn a_per_cpu_hit_names_its_copy() {
     use crate::report::testutil::{each_hit, percpu_watch, table};
-    let s = sample(0xffffffff81000077, 1, 1, 5, 0x7ffd0000, 1, &[]);
+    let s = decoded(&encode::sample(
+        0xffffffff81000077,
+        1,
+        1,
+        5,
+        0x7ffd0000,
+        1,
+        &[],
+    ));
     let watches = [percpu_watch("runqueues.nr_running", None)];
     let mut p = Json::new(Vec::new(), Vec::new());
     let cpus = [0, 1].into();
@@ -364,13 +372,13 @@ fn a_per_cpu_hit_names_its_copy() {
 fn control_records() {
     let mut p = Json::new(Vec::new(), Vec::new());
     let events = [
-        StreamEvent::Retargeted {
+        StreamEvent::Retargeted(crate::report::Retarget {
             index: 0,
             watch: watch("target_var2", 0x5555_0040, Access::ReadWrite),
             covered: Covered::Cpus(2),
             took_ns: 41_000,
             enabled: true,
-        },
+        }),
         StreamEvent::Switched { on: false },
         StreamEvent::Switched { on: true },
         StreamEvent::ControlRefused {

@@ -6,9 +6,9 @@ use super::*;
 use crate::model::watch::Access;
 use crate::perf::record::encode;
 use crate::report::testutil::{
-    each_hit, each_value_of_a_user_store, read_zero_frame, read_zero_sample, sample, table, watch,
+    decoded, each_hit, each_value_of_a_user_store, read_zero_frame, read_zero_sample, table, watch,
 };
-use crate::report::{Covered, Rendered, SourceLine, StopReason};
+use crate::report::{Covered, Rendered, SourceLine, StopReason, ValueFrom};
 use std::sync::Arc;
 
 /// Monotonic 5 s is wall 1,700,000,005 s.
@@ -85,7 +85,7 @@ fn value_records(values: &[Value]) -> Vec<JsonValue> {
 /// Every stream event has a body a reader can read without the attributes.
 #[test]
 fn object_and_dump_events_have_bodies() {
-    let armed = StreamEvent::ObjectArmed {
+    let armed = StreamEvent::ObjectArmed(crate::report::ArmedObject {
         index: 3,
         addr: 0xffff888104f2a000,
         slot: 1,
@@ -93,7 +93,7 @@ fn object_and_dump_events_have_bodies() {
         pid: 42,
         comm: "pipes".into(),
         evicted: None,
-    };
+    });
     assert_eq!(
         event_body(&armed),
         "object #3 0xffff888104f2a000 allocated by pipes-42: armed in slot 1, 115 us after its allocation"
@@ -269,7 +269,15 @@ fn value_attributes_are_there_when_known() {
 #[test]
 fn strings_are_escaped() {
     let odd = "we\"ird\\\n\u{1}\u{7f}ü 日本";
-    let s = sample(0x401136, 1, 1, 1, 0x10, 0, &[encode::USER, 0x401136]);
+    let s = decoded(&encode::sample(
+        0x401136,
+        1,
+        1,
+        1,
+        0x10,
+        0,
+        &[encode::USER, 0x401136],
+    ));
     let watches = [watch(odd, 0x10, Access::Write)];
     let mut p = printer();
     each_hit(&table(), &watches, &[(s, odd, 0)], |hit| {
@@ -370,13 +378,13 @@ fn stream_events_are_named_events() {
             reason: "busy".into(),
             kind: "busy",
         },
-        StreamEvent::Retargeted {
+        StreamEvent::Retargeted(crate::report::Retarget {
             index: 0,
             watch: watch("t2", 0x5555_0040, Access::ReadWrite),
             covered: Covered::Threads(4),
             took_ns: 41_000,
             enabled: true,
-        },
+        }),
         StreamEvent::ProcessExec {
             pid: 42,
             comm: "sh".into(),
@@ -492,7 +500,7 @@ fn any_values_follow_the_otlp_mapping() {
 /// a chain whose text has the comm is spelled for each hit's comm.
 #[test]
 fn cached_chains_match_fresh_ones() {
-    let s = sample(
+    let s = decoded(&encode::sample(
         0xffffffff81000077,
         1,
         2,
@@ -500,7 +508,7 @@ fn cached_chains_match_fresh_ones() {
         0x10,
         0,
         &[encode::KERNEL, 0xffffffff81000077, encode::USER, 0x7f00],
-    );
+    ));
     let named = ResolvedFrame {
         line: Some(Arc::new(SourceLine {
             location: "fs/x.c:30".into(),

@@ -21,8 +21,7 @@ use std::io::{self, Write};
 
 use prost::Message;
 
-use super::{Covered, Header, Hit, Output, StreamEvent, Summary, Value, ValueFrom};
-use crate::model::watch::Watch;
+use super::{Covered, Header, Hit, Output, Retarget, StreamEvent, Summary, Value, ValueFrom};
 use proto::{AnnotationValue, Data, DebugAnnotation, TracePacket, TrackDescriptor, TrackEvent};
 
 /// The one packet sequence this writer emits (any nonzero id; the interning is scoped to it).
@@ -436,16 +435,7 @@ fn event_mark(i: &mut Interner, e: &StreamEvent) -> (&'static str, Vec<DebugAnno
                 i.annotation("reason", text(reason)),
             ],
         ),
-        StreamEvent::Retargeted {
-            index,
-            watch,
-            covered,
-            took_ns,
-            enabled,
-        } => (
-            "watch",
-            watch_annotations(i, *index, watch, covered, *took_ns, *enabled),
-        ),
+        StreamEvent::Retargeted(r) => ("watch", watch_annotations(i, r)),
         StreamEvent::Switched { on } => (if *on { "watch on" } else { "watch off" }, vec![]),
         StreamEvent::ControlRefused {
             command,
@@ -474,17 +464,12 @@ fn event_mark(i: &mut Interner, e: &StreamEvent) -> (&'static str, Vec<DebugAnno
                 i.annotation("comm", text(comm)),
             ],
         ),
-        StreamEvent::ObjectArmed {
-            index,
-            addr,
-            gap_ns,
-            ..
-        } => (
+        StreamEvent::ObjectArmed(o) => (
             "object armed",
             vec![
-                i.annotation("object", AnnotationValue::Uint(*index)),
-                i.annotation("addr", text(&format!("0x{addr:x}"))),
-                i.annotation("gap_ns", AnnotationValue::Uint(*gap_ns)),
+                i.annotation("object", AnnotationValue::Uint(o.index)),
+                i.annotation("addr", text(&format!("0x{:x}", o.addr))),
+                i.annotation("gap_ns", AnnotationValue::Uint(o.gap_ns)),
             ],
         ),
         StreamEvent::ObjectFreed { index, hits, .. } => (
@@ -524,26 +509,20 @@ fn cpu_online_annotations(
 
 /// A moved watch's annotations: the new target, what it covers, how long the move took, and whether the
 /// watch is on.
-fn watch_annotations(
-    i: &mut Interner,
-    index: usize,
-    watch: &Watch,
-    covered: &Covered,
-    took_ns: u64,
-    enabled: bool,
-) -> Vec<DebugAnnotation> {
+fn watch_annotations(i: &mut Interner, r: &Retarget) -> Vec<DebugAnnotation> {
+    let watch = &r.watch;
     vec![
         i.annotation("target", text(&watch.label)),
-        i.annotation("target_index", AnnotationValue::Uint(index as u64)),
+        i.annotation("target_index", AnnotationValue::Uint(r.index as u64)),
         i.annotation("addr", AnnotationValue::Pointer(watch.addr)),
         i.annotation("len", AnnotationValue::Uint(u64::from(watch.len))),
         i.annotation("access", text(watch.access.letters())),
-        match covered {
-            Covered::Threads(n) => i.annotation("threads", AnnotationValue::Uint(*n as u64)),
-            Covered::Cpus(n) => i.annotation("cpus", AnnotationValue::Uint(*n as u64)),
+        match r.covered {
+            Covered::Threads(n) => i.annotation("threads", AnnotationValue::Uint(n as u64)),
+            Covered::Cpus(n) => i.annotation("cpus", AnnotationValue::Uint(n as u64)),
         },
-        i.annotation("took_ns", AnnotationValue::Uint(took_ns)),
-        i.annotation("enabled", AnnotationValue::Bool(enabled)),
+        i.annotation("took_ns", AnnotationValue::Uint(r.took_ns)),
+        i.annotation("enabled", AnnotationValue::Bool(r.enabled)),
     ]
 }
 

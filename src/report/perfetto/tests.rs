@@ -9,7 +9,7 @@ use prost::Message;
 use super::proto::{self, AnnotationValue, Data, Trace};
 use super::*;
 use crate::model::watch::Access;
-use crate::perf::record::Sample;
+use crate::perf::record::{encode, Sample};
 use crate::report::testutil::{self, each_hit, each_value_of_a_user_store, table};
 use crate::report::{Covered, StopReason};
 
@@ -38,7 +38,7 @@ fn header_of<'a>(
 /// A kernel chain through read_zero and vfs_read, as `dd` (pid 9, `tid`) on `cpu` at `time`.
 fn read_sample(tid: u32, cpu: u32, time: u64) -> Sample {
     let chain = testutil::READ_CHAIN;
-    testutil::sample(chain[1], 9, tid, time, 0x1000, cpu, &chain)
+    testutil::decoded(&encode::sample(chain[1], 9, tid, time, 0x1000, cpu, &chain))
 }
 
 /// The trace of `hits` (with no value), stream events after them, and the summary.
@@ -303,13 +303,13 @@ fn lost_and_filtered_are_counters_and_the_session_marks_its_events() {
             after_uevent_ns: Some(10),
             open_ns: 3,
         },
-        StreamEvent::Retargeted {
+        StreamEvent::Retargeted(crate::report::Retarget {
             index: 0,
             watch,
             covered: Covered::Cpus(2),
             took_ns: 40,
             enabled: true,
-        },
+        }),
         StreamEvent::Switched { on: false },
         StreamEvent::ProcessExec {
             pid: 9,

@@ -1,15 +1,18 @@
 //! Unit tests of the symbolize module.
 use super::*;
-use ksymwatch_symbols::kallsyms;
+use ksymwatch_symbols::{kallsyms, SymbolTable};
 use std::path::Path;
+
+/// Two kernel functions: `read_zero` at 0xffffffff81000000, 0x100 bytes.
+const READ_ZERO: &str = "ffffffff81000000 T read_zero\nffffffff81000100 T end\n";
+
+fn table(kallsyms: &str) -> SymbolTable {
+    kallsyms::from_text(kallsyms, Path::new("fixture")).unwrap()
+}
 
 #[test]
 fn unnamed_kernel_frames_of_a_cached_table_point_at_no_symbol_cache() {
-    let table = kallsyms::from_text(
-        "ffffffff81000000 T read_zero\nffffffff81000100 T end\n",
-        Path::new("fixture"),
-    )
-    .unwrap();
+    let table = table(READ_ZERO);
     let mut parsed = Symbolizer::new(&table);
     parsed.frame(1, 0xffffffffa0000000, true);
     assert!(parsed.take_notes().is_empty());
@@ -32,12 +35,10 @@ fn unnamed_kernel_frames_of_a_cached_table_point_at_no_symbol_cache() {
 fn return_addresses_name_their_caller_and_a_zero_user_frame_is_dropped() {
     use crate::perf::record::encode;
     use crate::report::testutil;
-    let table = kallsyms::from_text(
+    let table = table(
         "ffffffff81000000 T store_at_end\nffffffff81000020 T x86_64_start_reservations\n\
          ffffffff81000040 T __pfx_clear_bss\nffffffff81000050 T clear_bss\nffffffff81000100 T end\n",
-        Path::new("fixture"),
-    )
-    .unwrap();
+    );
     // The trap ip is exactly a symbol's start (the store was the last instruction before it): it stays.
     let chain = [
         encode::KERNEL,
@@ -47,7 +48,7 @@ fn return_addresses_name_their_caller_and_a_zero_user_frame_is_dropped() {
         0x401000,
         0,
     ];
-    let sample = testutil::sample(chain[1], 7, 7, 1_000, 0x1000, 0, &chain);
+    let sample = testutil::decoded(&encode::sample(chain[1], 7, 7, 1_000, 0x1000, 0, &chain));
     let mut s = Symbolizer::new(&table);
     let mut frames = Vec::new();
     let ip = s.resolve(&sample, &mut frames);
@@ -73,11 +74,9 @@ fn return_addresses_name_their_caller_and_a_zero_user_frame_is_dropped() {
 
 #[test]
 fn kernel_frames_print_like_kallsyms_symbolize() {
-    let table = kallsyms::from_text(
+    let table = table(
         "ffffffff81000000 T read_zero\nffffffff81000100 T end\nffffffffc0000000 t helper\t[mod]\nffffffffc0000100 t helper_end\t[mod]\n",
-        Path::new("fixture"),
-    )
-    .unwrap();
+    );
     let mut s = Symbolizer::new(&table);
     let f = s.frame(1, 0xffffffff81000077, true);
     assert_eq!(f.display("x").to_string(), "read_zero+0x77/0x100");
@@ -100,21 +99,19 @@ fn module_frames_carry_their_module_in_every_printer() {
     use crate::report::folded::{Folded, Sink};
     use crate::report::{ftrace::Ftrace, json::Json, testutil, Output};
     use std::io::Write;
-    let table = kallsyms::from_text(
+    let table = table(
         "ffffffff81000000 T vfs_write\nffffffff81000100 T end\n\
          ffffffffc0100000 t nfs_file_write\t[nfs]\nffffffffc0100040 t nfs_end\t[nfs]\n",
-        Path::new("f"),
-    )
-    .unwrap();
+    );
     let chain = [encode::KERNEL, 0xffffffffc0100010, 0xffffffff81000080];
     let hits = [
         (
-            testutil::sample(chain[1], 7, 7, 1_000, 0x1000, 0, &chain),
+            testutil::decoded(&encode::sample(chain[1], 7, 7, 1_000, 0x1000, 0, &chain)),
             "dd",
             0,
         ),
         (
-            testutil::sample(chain[1], 7, 7, 2_000, 0x1000, 0, &chain),
+            testutil::decoded(&encode::sample(chain[1], 7, 7, 2_000, 0x1000, 0, &chain)),
             "dd",
             0,
         ),
@@ -169,12 +166,8 @@ fn module_frames_carry_their_module_in_every_printer() {
 }
 
 fn chain_sample(pid: u32, chain: &[u64]) -> Sample {
-    use crate::perf::record::{decode, encode, Record, SAMPLE_TYPE};
-    let bytes = encode::sample(chain[1], pid, pid, 1, 0x1000, 0, chain);
-    let Ok(Record::Sample(s)) = decode(&bytes, SAMPLE_TYPE) else {
-        panic!("not a sample")
-    };
-    s
+    use crate::perf::record::encode;
+    crate::report::testutil::decoded(&encode::sample(chain[1], pid, pid, 1, 0x1000, 0, chain))
 }
 
 /// Chains are cached by raw addresses: a kernel chain once for every process, one with user frames
@@ -183,11 +176,7 @@ fn chain_sample(pid: u32, chain: &[u64]) -> Sample {
 #[test]
 fn whole_chains_are_cached_per_address_space() {
     use crate::perf::record::encode::{KERNEL, USER};
-    let table = kallsyms::from_text(
-        "ffffffff81000000 T read_zero\nffffffff81000100 T end\n",
-        Path::new("f"),
-    )
-    .unwrap();
+    let table = table(READ_ZERO);
     let kernel = [KERNEL, 0xffffffff81000077, 0xffffffff81000010];
     let user = [KERNEL, 0xffffffff81000077, USER, 0x401000];
     let mut s = Symbolizer::new(&table);
@@ -234,11 +223,7 @@ fn whole_chains_are_cached_per_address_space() {
 #[test]
 fn a_cpus_last_chain_is_reused_only_for_the_same_raw_chain() {
     use crate::perf::record::encode::{KERNEL, USER};
-    let table = kallsyms::from_text(
-        "ffffffff81000000 T read_zero\nffffffff81000100 T end\n",
-        Path::new("f"),
-    )
-    .unwrap();
+    let table = table(READ_ZERO);
     let kernel = [KERNEL, 0xffffffff81000077, 0xffffffff81000010];
     let other = [KERNEL, 0xffffffff81000077, 0xffffffff81000020];
     let user = [KERNEL, 0xffffffff81000077, USER, 0x401000];
@@ -314,14 +299,10 @@ impl LineSource for FakeLines {
 
 #[test]
 fn lines_annotate_kernel_frames_and_are_printed() {
-    use crate::model::watch::{Access, Watch};
-    use crate::perf::record::{decode, encode, Record, SAMPLE_TYPE};
-    use crate::report::{ftrace::Ftrace, Hit, Output};
-    let table = kallsyms::from_text(
-        "ffffffff81000000 T read_zero\nffffffff81000100 T end\n",
-        Path::new("f"),
-    )
-    .unwrap();
+    use crate::model::watch::Access;
+    use crate::perf::record::encode;
+    use crate::report::{ftrace::Ftrace, testutil, Hit, Output};
+    let table = table(READ_ZERO);
     let lines = FakeLines;
     let mut s = Symbolizer::new(&table).with_lines(Some(&lines));
     let f = s.frame(1, 0xffffffff81000010, true);
@@ -340,7 +321,7 @@ fn lines_annotate_kernel_frames_and_are_printed() {
         "user frames are not looked up"
     );
 
-    let bytes = encode::sample(
+    let sample = testutil::decoded(&encode::sample(
         0xffffffff81000077,
         5,
         5,
@@ -349,20 +330,10 @@ fn lines_annotate_kernel_frames_and_are_printed() {
         0,
         // The return address 0x11 is named by its call at 0x10, whose line the source knows.
         &[encode::KERNEL, 0xffffffff81000077, 0xffffffff81000011],
-    );
-    let Record::Sample(sample) = decode(&bytes, SAMPLE_TYPE).unwrap() else {
-        panic!()
-    };
+    ));
     let mut chain = Vec::new();
     let ip = s.resolve(&sample, &mut chain);
-    let watch = Watch {
-        label: "x".into(),
-        addr: 0x1000,
-        len: 8,
-        access: Access::Write,
-        module: None,
-        per_cpu: None,
-    };
+    let watch = testutil::watch("x", 0x1000, Access::Write);
     let mut p = Ftrace::new(Vec::new(), Vec::new());
     p.hit(&Hit {
         sample: &sample,

@@ -95,6 +95,8 @@ struct Tracked {
     other_base: u64,
     /// The hit path: kept hits the CPU's ring buffer had no room for, when it was opened.
     lost_base: u64,
+    /// The hit path: traps after `--count`'s N-th hit, when it was opened.
+    beyond_base: u64,
 }
 
 /// How an event's rings are decoded: one decoder per delivery path, chosen once, when the event is taken,
@@ -165,6 +167,7 @@ impl Tracked {
         let dropped_base = dropped(cfg, &ev);
         let other_base = other_process(cfg, &ev);
         let lost_base = ring_lost(cfg, &ev);
+        let beyond_base = beyond_count(cfg, &ev);
         let decoder = Decoder::of(&ev, cfg, lost_base, now);
         Tracked {
             ev,
@@ -172,6 +175,7 @@ impl Tracked {
             dropped_base,
             other_base,
             lost_base,
+            beyond_base,
         }
     }
 }
@@ -193,6 +197,14 @@ fn other_process(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
     cfg.hits
         .as_ref()
         .map_or(0, |h| on_cpu(h.other_process_by_cpu(ev.watch), ev))
+}
+
+/// Traps after `--count`'s N-th hit that `ev`'s CPU and watch's program kept none of (the hit path; 0
+/// otherwise).
+fn beyond_count(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
+    cfg.hits
+        .as_ref()
+        .map_or(0, |h| on_cpu(h.beyond_count_by_cpu(ev.watch), ev))
 }
 
 /// Kept hits `ev`'s CPU and watch had lost so far because the CPU's ring buffer was full (the hit path; 0
@@ -230,6 +242,9 @@ pub struct Audit {
     pub other_process: u64,
     /// `--value`: value records whose sample was lost.
     pub unpaired: u64,
+    /// `--count N` on the hit path: traps after the N-th hit, which the program kept none of (the run
+    /// ends at the N-th, but the breakpoint counts until it is closed).
+    pub beyond_count: u64,
 }
 
 impl Audit {
@@ -254,7 +269,9 @@ impl Audit {
     pub fn lost_hits(&self) -> u64 {
         let counted = self.counted_lost();
         match self.kernel_hits {
-            Some(hits) => counted.min(hits.saturating_sub(self.samples + self.filtered)),
+            Some(hits) => {
+                counted.min(hits.saturating_sub(self.samples + self.filtered + self.beyond_count))
+            }
             None => counted,
         }
     }
@@ -264,7 +281,9 @@ impl Audit {
     pub fn unaccounted(&self) -> Option<u64> {
         let lost = self.lost_records.max(self.kernel_lost.unwrap_or(0));
         let hits = self.kernel_hits?;
-        Some(hits.saturating_sub(self.samples + self.undecodable + lost + self.filtered))
+        Some(hits.saturating_sub(
+            self.samples + self.undecodable + lost + self.filtered + self.beyond_count,
+        ))
     }
 }
 
@@ -707,6 +726,7 @@ fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
     Audit {
         filtered: dropped(cfg, &t.ev).saturating_sub(t.dropped_base),
         other_process: other_process(cfg, &t.ev).saturating_sub(t.other_base),
+        beyond_count: beyond_count(cfg, &t.ev).saturating_sub(t.beyond_base),
         unpaired: t.decoder.unpaired(),
         cpu: t.ev.cpu,
         watch: t.ev.watch,
@@ -842,6 +862,7 @@ mod tests {
             filtered,
             other_process: 0,
             unpaired: 0,
+            beyond_count: 0,
         };
         let exits = audit(Some(1000), Some(104), 960, 90, 0);
         assert_eq!((exits.counted_lost(), exits.lost_hits()), (104, 40));
@@ -854,6 +875,16 @@ mod tests {
         assert_eq!(no_counter.lost_hits(), 10);
         let none_lost = audit(Some(900), Some(0), 900, 0, 0);
         assert_eq!(none_lost.lost_hits(), 0);
+        // `--count 1` on the hit path: the breakpoint went on counting until it was closed, the program
+        // kept nothing after the first hit.
+        let after_count = Audit {
+            beyond_count: 4,
+            ..audit(Some(5), Some(0), 1, 0, 0)
+        };
+        assert_eq!(
+            (after_count.lost_hits(), after_count.unaccounted()),
+            (0, Some(0))
+        );
     }
 
     /// The value is the watched width's little-endian integer, read from the process by pid; an address

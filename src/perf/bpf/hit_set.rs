@@ -435,6 +435,11 @@ impl HitPrograms {
         sys::bpf_map_lookup_percpu_u64(self.program(watch)?.maps.stats.as_fd(), hit::STAT_LOST)
     }
 
+    /// Traps after `--count`'s N-th hit that watch `watch`'s program kept none of, by CPU number.
+    pub fn beyond_count_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
+        self.program(watch)?.maps.totals.beyond_count_by_cpu()
+    }
+
     /// Traps of processes not watched that watch `watch`'s program dropped so far on each CPU, by CPU
     /// number (a part of [`HitPrograms::dropped_by_cpu`]).
     pub fn other_process_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {

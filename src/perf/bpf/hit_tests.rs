@@ -242,6 +242,11 @@ fn the_count_limit_keeps_exactly_n_hits() {
         .collect();
     assert_eq!(kept, [1, 1, 0]);
     assert_eq!(total(&m, totals::STAT_KEPT), 2);
+    assert_eq!(
+        total(&m, totals::STAT_BEYOND_COUNT),
+        1,
+        "the trap past the limit is counted for the audit"
+    );
     assert_eq!(m.stat(STAT_FILTERED), 0, "past the limit is not filtered");
     assert_eq!(m.word(LIMIT, 0), Some(3), "three claims");
 }

@@ -61,7 +61,9 @@ pub const STAT_KEPT: u32 = 0;
 pub const STAT_UNCOUNTED: u32 = 1;
 pub const STAT_NO_CHAIN: u32 = 2;
 pub const STAT_VALUES_OVER: u32 = 3;
-pub const STATS: u32 = 4;
+/// Traps after `--count`'s N-th hit: not kept, but the breakpoint counted them, so the audit must too.
+pub const STAT_BEYOND_COUNT: u32 = 4;
+pub const STATS: u32 = 5;
 
 /// The hash's multiplier (2^64 over the golden ratio) and starting value.
 const MUL: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -168,6 +170,11 @@ impl Totals {
             stats: self.stats.as_raw_fd(),
             limit: None,
         }
+    }
+
+    /// Traps after `--count`'s N-th hit, by CPU number: the breakpoints counted them, the program kept none.
+    pub fn beyond_count_by_cpu(&self) -> io::Result<Vec<u64>> {
+        sys::bpf_map_lookup_percpu_u64(self.stats.as_fd(), STAT_BEYOND_COUNT)
     }
 
     /// Every kept hit so far, all CPUs together (what `--count` compares with while running).
@@ -322,7 +329,7 @@ impl Limit {
 }
 
 /// `--count N` (with `maps.limit`): claims this hit, one added atomically to the shared counter; a hit
-/// whose claim comes after the N-th returns 0 here, not kept and not counted (the run ends at the N-th,
+/// whose claim comes after the N-th returns 0 here, not kept, counted only in [`STAT_BEYOND_COUNT`] (the run ends at the N-th,
 /// as the tracer learns from [`Limit::reached`]). So the totals hold exactly N hits however many CPUs
 /// stored at once. r0-r5 clobbered.
 pub fn claim(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots) {
@@ -336,6 +343,7 @@ pub fn claim(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots) {
         Ok(n) => a.jump_imm(Cond::Lt, R1, n, keep),
         Err(_) => a.ld_imm64(R2, n).jump(Cond::Lt, R1, R2, keep),
     };
+    seq::add_to(a, (maps.stats, STAT_BEYOND_COUNT, slots.stat_key), None);
     a.mov_imm(R0, 0).exit();
     a.bind(keep);
 }

@@ -30,7 +30,7 @@ use crate::perf::bpf::hit_set::HitPrograms;
 use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::bpf::trigger::Tracepoint;
 use crate::perf::bpf::Values;
-use crate::perf::event::EventConfig;
+use crate::perf::event::{self, EventConfig};
 use crate::perf::refusal::{self, Refusal};
 use crate::perf::sys::{self, SignalFd};
 use crate::perf::warmup::Warmup;
@@ -269,24 +269,32 @@ fn covered_at_start(
     (processes, threads)
 }
 
-/// The hit programs, or the value programs, or neither.
-type Programs = (Option<Arc<HitPrograms>>, Option<Arc<Values>>);
-
-/// The BPF programs the plan's events get: the hit programs on the hit path (following the launched
-/// command's children, ending a process's watch at its exec, with the watched processes entered), or
-/// `--value`'s value programs on the per-thread path. `ring_pages`: each hit ring buffer's data pages.
-fn programs(plan: &WatchPlan, ring_pages: usize) -> Result<Programs> {
+/// The plan's delivery as the events take it, with the BPF programs it attaches: the hit programs on the
+/// hit path (following the launched command's children, ending a process's watch at its exec, with the
+/// watched processes entered), or `--value`'s value programs on the per-thread path. `ring_pages`: each
+/// hit ring buffer's data pages.
+fn delivery(plan: &WatchPlan, ring_pages: usize) -> Result<event::Delivery> {
     let scope = plan.scope();
     let system = scope.system_wide();
     let values = plan.values();
     match plan.delivery() {
         Delivery::HitProgram => {}
-        Delivery::PerThread { .. } if values.read() => {
+        Delivery::PerThread { remove_on_exec } if values.read() => {
             let v = Values::load(plan.watches(), values.condition(), plan.filter())
                 .map_err(advice::program)?;
-            return Ok((None, Some(Arc::new(v))));
+            return Ok(event::Delivery::Paired {
+                values: Arc::new(v),
+                remove_on_exec,
+            });
         }
-        Delivery::PerThread { .. } | Delivery::Samples => return Ok((None, None)),
+        Delivery::PerThread { remove_on_exec } => {
+            return Ok(event::Delivery::Samples { remove_on_exec })
+        }
+        Delivery::Samples => {
+            return Ok(event::Delivery::Samples {
+                remove_on_exec: false,
+            })
+        }
     }
     let mut hits = HitPrograms::load_counting(
         plan.watches(),
@@ -322,7 +330,7 @@ fn programs(plan: &WatchPlan, ring_pages: usize) -> Result<Programs> {
             "adding a process to the watched-process map",
         )?;
     }
-    Ok((Some(Arc::new(hits)), None))
+    Ok(event::Delivery::Hits(Arc::new(hits)))
 }
 
 /// Arms `plan` and runs the session until it stops; the exit status as [`run`]'s. `machine` resolves
@@ -429,9 +437,9 @@ fn hit_ring_pages(plan: &WatchPlan) -> usize {
 }
 
 /// How every breakpoint event of the watch is opened: its BPF programs loaded and attached
-/// ([`programs`], their hit rings sized by [`hit_ring_pages`]), `--buffer-pages` perf rings.
+/// ([`delivery`], their hit rings sized by [`hit_ring_pages`]), `--buffer-pages` perf rings.
 fn event_config(plan: &WatchPlan) -> Result<EventConfig> {
-    let (hits, values) = programs(plan, hit_ring_pages(plan))?;
+    let delivery = delivery(plan, hit_ring_pages(plan))?;
     Ok(EventConfig {
         ring_pages: plan
             .running()
@@ -440,14 +448,7 @@ fn event_config(plan: &WatchPlan) -> Result<EventConfig> {
         user_only: plan.writers() == Writers::UserSpaceOnly,
         track_tasks: true,
         count_lost: true,
-        remove_on_exec: matches!(
-            plan.delivery(),
-            Delivery::PerThread {
-                remove_on_exec: true
-            }
-        ),
-        values,
-        hits,
+        delivery,
         percpu: plan.kernel().percpu,
     })
 }

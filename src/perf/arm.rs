@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::model::watch::Watch;
-use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError, Stage};
+use crate::perf::event::{Bind, CpuEvent, Delivery, EventConfig, OpenError, Stage};
 use crate::perf::refusal::{explain, Kind, Refusal};
 
 /// Who a watch covers.
@@ -61,8 +61,9 @@ pub fn free_slots(
 ) -> Result<usize, OpenError> {
     let cfg = EventConfig {
         track_tasks: false,
-        hits: None,
-        values: None,
+        delivery: Delivery::Samples {
+            remove_on_exec: cfg.delivery.remove_on_exec(),
+        },
         ..cfg.clone()
     };
     let attr = crate::perf::event::attr(watch, &cfg, Bind::Cpu);
@@ -115,7 +116,7 @@ pub fn open_cpu_in(
 ) -> Result<Vec<CpuEvent>, OpenError> {
     match scope {
         // On the hit path the process is chosen in the kernel: one event per CPU, whatever the scope.
-        _ if cfg.hits.is_some() => open_cpu(watches, cpu, cfg),
+        _ if matches!(cfg.delivery, Delivery::Hits(_)) => open_cpu(watches, cpu, cfg),
         Scope::System => open_cpu(watches, cpu, cfg),
         Scope::Launched(pid) => watches
             .iter()
@@ -139,7 +140,7 @@ pub fn arm_in(
     cfg: &EventConfig,
 ) -> Result<Armed, Refusal> {
     match scope {
-        _ if cfg.hits.is_some() => arm(watches, cpus, cfg),
+        _ if matches!(cfg.delivery, Delivery::Hits(_)) => arm(watches, cpus, cfg),
         Scope::System => arm(watches, cpus, cfg),
         Scope::Launched(_) => arm_with(watches, cpus, cfg, |w, cpu, cfg| {
             open_cpu_in(w, cpu, scope, cfg)

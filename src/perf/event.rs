@@ -28,19 +28,11 @@ pub struct EventConfig {
     /// Ask the kernel to count the samples it dropped (`PERF_FORMAT_LOST`, Linux 6.0+): the only way to
     /// see a loss at the end of a burst, which the kernel never writes a LOST record for.
     pub count_lost: bool,
-    /// A process watch: a thread that execs another program drops its event (`remove_on_exec`, Linux
-    /// 5.13+), since the watched address means something else there.
-    pub remove_on_exec: bool,
-    /// `--value`/`--if`: each watch's program, attached to every event, with the value events it writes
-    /// into each ring.
-    pub values: Option<Arc<Values>>,
+    /// How hits reach the tracer, with the programs that path attaches.
+    pub delivery: Delivery,
     /// Watch user-space writers only (`exclude_kernel`): an unprivileged user's own process, where
     /// perf_event_paranoid forbids kernel-mode events.
     pub user_only: bool,
-    /// The hit path: each watch's hit program ([`crate::perf::bpf::hit`]), attached to every event; it
-    /// emits every kept hit into a BPF ring buffer per CPU ([`CpuEvent::hits`]), and the breakpoint's own
-    /// samples carry no call chain. Excludes `values` (the hit program reads the value itself).
-    pub hits: Option<Arc<HitPrograms>>,
     /// A per-CPU variable is watched: where a CPU that comes online later finds its per-CPU base.
     pub percpu: Option<crate::perf::bpf::percpu::Offsets>,
 }
@@ -54,9 +46,9 @@ impl EventConfig {
             user_only: false,
             track_tasks: false,
             count_lost: false,
-            remove_on_exec: false,
-            values: None,
-            hits: None,
+            delivery: Delivery::Samples {
+                remove_on_exec: false,
+            },
             percpu: None,
         }
     }
@@ -64,10 +56,53 @@ impl EventConfig {
     /// The sample layout of a ring's breakpoint events: a process watch's, and every ring shared with
     /// value events, lead with the identifier of the event that wrote each record.
     pub fn sample_type(&self, bind: Bind) -> u64 {
-        match bind {
-            _ if self.hits.is_some() => SAMPLE_TYPE_TASK & !SAMPLE_CALLCHAIN,
-            Bind::Cpu if self.values.is_none() => SAMPLE_TYPE,
+        match (&self.delivery, bind) {
+            (Delivery::Hits(_), _) => SAMPLE_TYPE_TASK & !SAMPLE_CALLCHAIN,
+            (Delivery::Samples { .. }, Bind::Cpu) => SAMPLE_TYPE,
             _ => SAMPLE_TYPE_TASK,
+        }
+    }
+}
+
+/// How a breakpoint's hits reach the tracer, and the BPF programs that path attaches to every event: one
+/// choice, so a configuration cannot name two paths at once.
+#[derive(Debug, Clone)]
+pub enum Delivery {
+    /// The hit path: each watch's hit program ([`crate::perf::bpf::hit`]), attached to every event,
+    /// emits every kept hit into a BPF ring buffer per CPU ([`CpuEvent::hits`]); the breakpoint's own
+    /// samples carry no call chain, and the program reads the value itself.
+    Hits(Arc<HitPrograms>),
+    /// Perf samples, each paired with the value record `--value`/`--if`'s program writes into the same
+    /// ring (a value event per ring).
+    Paired {
+        values: Arc<Values>,
+        /// A process watch: a thread that execs another program drops its event (`remove_on_exec`, Linux
+        /// 5.13+), since the watched address means something else there.
+        remove_on_exec: bool,
+    },
+    /// Perf samples alone.
+    Samples {
+        /// As [`Delivery::Paired`]'s.
+        remove_on_exec: bool,
+    },
+}
+
+impl Delivery {
+    /// Whether a thread that execs another program drops its event.
+    pub fn remove_on_exec(&self) -> bool {
+        match self {
+            Delivery::Hits(_) => false,
+            Delivery::Paired { remove_on_exec, .. } | Delivery::Samples { remove_on_exec } => {
+                *remove_on_exec
+            }
+        }
+    }
+
+    /// The hit path's programs (none on the sample paths).
+    pub fn hit_programs(&self) -> Option<&Arc<HitPrograms>> {
+        match self {
+            Delivery::Hits(h) => Some(h),
+            Delivery::Paired { .. } | Delivery::Samples { .. } => None,
         }
     }
 }
@@ -94,12 +129,12 @@ pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr
     // On the hit path the breakpoint writes nothing itself: the program emits every hit, and the task
     // records come from a dummy event ([`tasks_attr`]). Asking nothing of its sample spares every trap
     // the kernel's preparing of fields no one reads (0.155 us a trap here: hit_bench's ret0-nosample).
-    let hit_path = cfg.hits.is_some();
+    let hit_path = matches!(cfg.delivery, Delivery::Hits(_));
     a.sample_type = if hit_path { 0 } else { cfg.sample_type(bind) };
     if let Bind::Task(_) = bind {
         a.set_inherit(1);
         a.set_inherit_thread(1);
-        if cfg.remove_on_exec {
+        if cfg.delivery.remove_on_exec() {
             a.set_remove_on_exec(1);
         }
     }
@@ -344,20 +379,20 @@ impl CpuEvent {
         let ring = Ring::map(fd.as_fd(), cfg.ring_pages)
             .map_err(|err| OpenError::new(cpu, bind, Stage::Mmap, err))?;
         let bpf_err = |err| OpenError::new(cpu, bind, Stage::Bpf, err);
-        let tasks = match &cfg.hits {
-            Some(_) if cfg.track_tasks => Some(open_tasks(fd.as_fd(), cpu, bind, cfg)?),
+        let tasks = match &cfg.delivery {
+            Delivery::Hits(_) if cfg.track_tasks => Some(open_tasks(fd.as_fd(), cpu, bind, cfg)?),
             _ => None,
         };
-        let (value_event, hits) = match (&cfg.hits, &cfg.values) {
-            (Some(h), _) => {
+        let (value_event, hits) = match &cfg.delivery {
+            Delivery::Hits(h) => {
                 let ring = h.attach(index, cpu, fd.as_fd()).map_err(bpf_err)?;
                 (None, Some(ring))
             }
-            (None, Some(v)) => (
-                Some(v.attach(index, cpu, fd.as_fd()).map_err(bpf_err)?),
+            Delivery::Paired { values, .. } => (
+                Some(values.attach(index, cpu, fd.as_fd()).map_err(bpf_err)?),
                 None,
             ),
-            (None, None) => (None, None),
+            Delivery::Samples { .. } => (None, None),
         };
         Ok(CpuEvent {
             cpu,
@@ -395,8 +430,9 @@ impl CpuEvent {
         }
         sys::perf_set_output(fd.as_fd(), self.fd.as_fd())
             .map_err(|err| OpenError::new(self.cpu, bind, Stage::Mmap, err))?;
-        if let Some(v) = &cfg.values {
-            v.attach_member(self.watch, fd.as_fd())
+        if let Delivery::Paired { values, .. } = &cfg.delivery {
+            values
+                .attach_member(self.watch, fd.as_fd())
                 .map_err(|err| OpenError::new(self.cpu, bind, Stage::Bpf, err))?;
         }
         self.members.push((tid, fd));

@@ -15,7 +15,7 @@ use crate::model::watch::Watch;
 use crate::perf::arm::{self, Scope};
 use crate::perf::bpf;
 use crate::perf::bpf::hit_set::HitPrograms;
-use crate::perf::event::{Bind, CpuEvent, EventConfig, OpenError};
+use crate::perf::event::{Bind, CpuEvent, Delivery, EventConfig, OpenError};
 use crate::perf::hit_record;
 use crate::perf::hit_record::ChainKey;
 use crate::perf::record::{Frame, Sample, Task};
@@ -119,10 +119,12 @@ impl Decoder {
     fn of(ev: &CpuEvent, cfg: &EventConfig, ring_lost: u64, now: u64) -> Decoder {
         let process = ev.bind != Bind::Cpu;
         let perf = SampleDecoder::new(ev.cpu, ev.watch, ev.sample_type, process, now);
+        // The hit ring, not the configuration, makes an event the hit path's: a test hands one to a bare
+        // configuration.
         if ev.hits.is_some() {
-            let value = match &cfg.hits {
-                Some(h) if h.written => HitValue::Written,
-                Some(h) if h.processes() => h
+            let value = match &cfg.delivery {
+                Delivery::Hits(h) if h.written => HitValue::Written,
+                Delivery::Hits(h) if h.processes() => h
                     .read_len(ev.watch)
                     .map_or(HitValue::NotRead, |len| HitValue::Read { len }),
                 _ => HitValue::NotRead,
@@ -130,9 +132,9 @@ impl Decoder {
             let hits = HitDecoder::new(ev.cpu, ev.watch, value, ring_lost, now);
             return Decoder::Hits { perf, hits };
         }
-        match ev.value_id() {
-            Some(id) => Decoder::Paired(PairedDecoder::new(perf, id)),
-            None => Decoder::Samples(perf),
+        match (&cfg.delivery, ev.value_id()) {
+            (Delivery::Paired { .. }, Some(id)) => Decoder::Paired(PairedDecoder::new(perf, id)),
+            _ => Decoder::Samples(perf),
         }
     }
 
@@ -183,10 +185,10 @@ impl Tracked {
 /// The hits `ev`'s CPU and watch had dropped by the `--value` program so far (0 without one, or if the
 /// counter cannot be read).
 fn dropped(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
-    let by_cpu = match (&cfg.hits, &cfg.values) {
-        (Some(h), _) => h.dropped_by_cpu(ev.watch),
-        (None, Some(v)) => v.dropped(ev.watch),
-        (None, None) => return 0,
+    let by_cpu = match &cfg.delivery {
+        Delivery::Hits(h) => h.dropped_by_cpu(ev.watch),
+        Delivery::Paired { values, .. } => values.dropped(ev.watch),
+        Delivery::Samples { .. } => return 0,
     };
     on_cpu(by_cpu, ev)
 }
@@ -194,25 +196,28 @@ fn dropped(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
 /// Traps of processes a process watch does not cover that `ev`'s CPU and watch dropped in the kernel (the
 /// hit path; 0 otherwise).
 fn other_process(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
-    cfg.hits
-        .as_ref()
-        .map_or(0, |h| on_cpu(h.other_process_by_cpu(ev.watch), ev))
+    match &cfg.delivery {
+        Delivery::Hits(h) => on_cpu(h.other_process_by_cpu(ev.watch), ev),
+        Delivery::Paired { .. } | Delivery::Samples { .. } => 0,
+    }
 }
 
 /// Traps after `--count`'s N-th hit that `ev`'s CPU and watch's program kept none of (the hit path; 0
 /// otherwise).
 fn beyond_count(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
-    cfg.hits
-        .as_ref()
-        .map_or(0, |h| on_cpu(h.beyond_count_by_cpu(ev.watch), ev))
+    match &cfg.delivery {
+        Delivery::Hits(h) => on_cpu(h.beyond_count_by_cpu(ev.watch), ev),
+        Delivery::Paired { .. } | Delivery::Samples { .. } => 0,
+    }
 }
 
 /// Kept hits `ev`'s CPU and watch had lost so far because the CPU's ring buffer was full (the hit path; 0
 /// otherwise).
 fn ring_lost(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
-    cfg.hits
-        .as_ref()
-        .map_or(0, |h| on_cpu(h.lost_by_cpu(ev.watch), ev))
+    match &cfg.delivery {
+        Delivery::Hits(h) => on_cpu(h.lost_by_cpu(ev.watch), ev),
+        Delivery::Paired { .. } | Delivery::Samples { .. } => 0,
+    }
 }
 
 /// `ev`'s CPU's count in a per-CPU counter read from a program's map (0 if it could not be read).
@@ -328,7 +333,7 @@ impl<'a> Reuse<'a> {
         Reuse {
             spare,
             chains,
-            hits: cfg.hits.as_deref(),
+            hits: cfg.delivery.hit_programs().map(|h| &**h),
         }
     }
 }
@@ -406,10 +411,11 @@ impl EventSet {
     /// /proc for each), else the watched processes' threads.
     pub fn coverage(&self) -> Covered {
         match &self.scope {
-            Scope::Processes(_) | Scope::Launched(_) if self.cfg.hits.is_none() => {
+            _ if matches!(self.cfg.delivery, Delivery::Hits(_)) => Covered::Cpus(self.by_cpu.len()),
+            Scope::Processes(_) | Scope::Launched(_) => {
                 Covered::Threads(arm::threads(&self.scope.pids()).len())
             }
-            _ => Covered::Cpus(self.by_cpu.len()),
+            Scope::System => Covered::Cpus(self.by_cpu.len()),
         }
     }
 
@@ -419,12 +425,12 @@ impl EventSet {
 
     /// The hit programs emit every hit (with its writer's name): the hit path.
     pub fn hit_path(&self) -> bool {
-        self.cfg.hits.is_some()
+        matches!(self.cfg.delivery, Delivery::Hits(_))
     }
 
     /// The hit path's programs, whose maps hold the kernel's totals of every kept hit.
     pub fn hit_programs(&self) -> Option<&crate::perf::bpf::hit_set::HitPrograms> {
-        self.cfg.hits.as_deref()
+        self.cfg.delivery.hit_programs().map(|h| &**h)
     }
 
     /// Moves target `index` to `new` in place with MODIFY_ATTRIBUTES, inherited children included: no
@@ -441,7 +447,7 @@ impl EventSet {
         let cfg = arm::task_cfg(&self.cfg, index);
         let old = self.watches[index].clone();
         let disabled = !(enable && self.enabled);
-        if let Some(h) = &self.cfg.hits {
+        if let Delivery::Hits(h) = &self.cfg.delivery {
             h.moving(index, &old, &new, false)?;
         }
         let result = self
@@ -451,7 +457,7 @@ impl EventSet {
             for ev in self.target_events(index) {
                 let _ = ev.modify(&old, &cfg, true);
             }
-            if let Some(h) = &self.cfg.hits {
+            if let Delivery::Hits(h) = &self.cfg.delivery {
                 let _ = h.moving(index, &new, &old, true);
             }
             if self.enabled {
@@ -459,7 +465,7 @@ impl EventSet {
             }
             return Err(e);
         }
-        if let Some(h) = &self.cfg.hits {
+        if let Delivery::Hits(h) = &self.cfg.delivery {
             h.moving(index, &old, &new, true)?;
         }
         // Each retarget drains the old watch's hits before enabling the new one, so only the newest few
@@ -471,11 +477,11 @@ impl EventSet {
         self.retired.push(old);
         self.watches[index] = new;
         // The kernel's `old` (what `--if` reads) starts afresh at the new target, as the printed one does.
-        if let Some(h) = &self.cfg.hits {
+        if let Delivery::Hits(h) = &self.cfg.delivery {
             h.forget_olds(index)?;
         }
-        if let Some(v) = &self.cfg.values {
-            v.forget_olds(index)?;
+        if let Delivery::Paired { values, .. } = &self.cfg.delivery {
+            values.forget_olds(index)?;
         }
         Ok(())
     }
@@ -484,8 +490,11 @@ impl EventSet {
     /// built for (and `--if` was checked against it).
     pub fn cannot_move(&self, index: usize, new: &Watch) -> Option<String> {
         let now = &self.watches[index];
-        let written =
-            self.cfg.values.is_some() || self.cfg.hits.as_ref().is_some_and(|h| h.written);
+        let written = match &self.cfg.delivery {
+            Delivery::Hits(h) => h.written,
+            Delivery::Paired { .. } => true,
+            Delivery::Samples { .. } => false,
+        };
         (written && new.len != now.len).then(|| {
             format!(
                 "--value/--if reads {} bytes at each hit and cannot change that while running; move to a target of {} bytes (TARGET/{}), or start a new run",

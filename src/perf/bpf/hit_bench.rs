@@ -50,7 +50,7 @@ use super::kernel::MapType;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
 use crate::perf::bpf_ring::BpfRing;
-use crate::perf::event::{self, Bind, EventConfig};
+use crate::perf::event::{self, Bind, Delivery, EventConfig};
 use crate::perf::record::{RECORD_SAMPLE, SAMPLE_CALLCHAIN};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
@@ -279,10 +279,8 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         ring_pages: RING_PAGES,
         track_tasks: true,
         count_lost: true,
-        remove_on_exec: false,
-        values: None,
+        delivery: Delivery::Hits(programs.clone()),
         user_only: false,
-        hits: Some(programs.clone()),
         percpu: None,
     };
     let mut armed = Vec::new();

@@ -26,7 +26,7 @@ use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::model::watch::{Access, Watch};
 use crate::perf::arm;
-use crate::perf::bpf::hit_set::HitPrograms;
+use crate::perf::bpf::hit_set::{HitKind, HitPrograms};
 use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::bpf::trigger::Tracepoint;
 use crate::perf::bpf::Values;
@@ -300,7 +300,10 @@ fn delivery(plan: &WatchPlan, ring_pages: usize) -> Result<event::Delivery> {
         plan.watches(),
         values.condition(),
         plan.filter(),
-        (!system, values.read()),
+        HitKind {
+            processes: !system,
+            written: values.read(),
+        },
         ring_pages,
         plan.running().limits.count,
     )

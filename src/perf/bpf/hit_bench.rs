@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 use perf_event_open_sys::bindings as pb;
 
 use super::hit::Stage;
-use super::hit_set::HitPrograms;
+use super::hit_set::{HitKind, HitPrograms};
 use super::hit_variants::{Stamps, Variant, DROP_STAMP_PARTS, DROP_STAMP_SLOTS};
 use super::hit_variants::{STAMP_PARTS, STAMP_SLOTS};
 use super::kernel::MapType;
@@ -269,7 +269,10 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
     let programs = HitPrograms::load_instrumented(
         (&[watch_of(addr)], condition.as_ref(), &Filter::default()),
         // As the tool loads them: a condition makes the hits carry the value and the old one.
-        (false, condition.is_some()),
+        HitKind {
+            processes: false,
+            written: condition.is_some(),
+        },
         RING_PAGES,
         &parts,
     )

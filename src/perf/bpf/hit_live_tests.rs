@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use perf_event_open_sys::bindings as pb;
 
 use super::hit::{Instrument, Plain};
-use super::hit_set::HitPrograms;
+use super::hit_set::{HitKind, HitPrograms};
 use super::hit_variants::Variant;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
@@ -88,7 +88,10 @@ fn watch_during_ring(
     };
     let programs = HitPrograms::load_instrumented(
         (&[watch], None, &Filter::default()),
-        (true, true),
+        HitKind {
+            processes: true,
+            written: true,
+        },
         pages,
         parts,
     )

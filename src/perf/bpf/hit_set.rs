@@ -181,20 +181,27 @@ pub struct Dropped {
     pub lost: u64,
 }
 
+/// The two choices besides the watches that shape every hit program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HitKind {
+    /// The watch is of chosen processes (a `procs` map, filled with [`HitPrograms::watch_process`]), not
+    /// of every task.
+    pub processes: bool,
+    /// `--value`/`--if`: hits carry the registers and instruction bytes the value is decoded from.
+    pub written: bool,
+}
+
 impl HitPrograms {
-    /// Creates the maps and loads one program per watch. `processes`: whether the watch is of chosen
-    /// processes (a `procs` map, filled with [`HitPrograms::watch_process`]) or of every task. `written`:
-    /// `--value`/`--if`, whose hits carry the registers and instruction bytes the value is decoded from.
-    /// `ring_pages`: data pages of each CPU's ring buffer (a power of two).
+    /// Creates the maps and loads one program per watch, of kind `kind`. `ring_pages`: data pages of
+    /// each CPU's ring buffer (a power of two).
     pub fn load(
         watches: &[Watch],
         condition: Option<&Condition>,
         filter: &Filter,
-        (processes, written): (bool, bool),
+        kind: HitKind,
         ring_pages: usize,
     ) -> Result<HitPrograms, ProgramError> {
-        let kinds = (processes, written);
-        HitPrograms::load_counting(watches, condition, filter, kinds, ring_pages, None)
+        HitPrograms::load_counting(watches, condition, filter, kind, ring_pages, None)
     }
 
     /// [`HitPrograms::load`] for `--count N` (`count`): the programs keep N hits, all watches together,
@@ -203,7 +210,7 @@ impl HitPrograms {
         watches: &[Watch],
         condition: Option<&Condition>,
         filter: &Filter,
-        kinds: (bool, bool),
+        kind: HitKind,
         ring_pages: usize,
         count: Option<u64>,
     ) -> Result<HitPrograms, ProgramError> {
@@ -212,7 +219,7 @@ impl HitPrograms {
             .transpose()
             .map_err(ProgramError::Unavailable)?;
         let watch = (watches, condition, filter);
-        HitPrograms::load_with(watch, kinds, ring_pages, limit, &Plain)
+        HitPrograms::load_with(watch, kind, ring_pages, limit, &Plain)
     }
 
     /// [`HitPrograms::load`] with `ins` looking into each program as it is built (the writer-cost
@@ -220,16 +227,16 @@ impl HitPrograms {
     #[cfg(test)]
     pub(crate) fn load_instrumented(
         watch: (&[Watch], Option<&Condition>, &Filter),
-        kinds: (bool, bool),
+        kind: HitKind,
         ring_pages: usize,
         ins: &dyn Instrument,
     ) -> Result<HitPrograms, ProgramError> {
-        HitPrograms::load_with(watch, kinds, ring_pages, None, ins)
+        HitPrograms::load_with(watch, kind, ring_pages, None, ins)
     }
 
     fn load_with(
         (watches, condition, filter): (&[Watch], Option<&Condition>, &Filter),
-        (processes, written): (bool, bool),
+        HitKind { processes, written }: HitKind,
         ring_pages: usize,
         limit: Option<Limit>,
         ins: &dyn Instrument,
@@ -543,8 +550,11 @@ mod tests {
         let kernel_rw = at(0xffff_ffff_8300_0000, Access::ReadWrite);
         assert!(reads(&w) && !reads(&rw) && reads(&kernel_rw));
         let filter = Filter::default();
-        let p = HitPrograms::load(std::slice::from_ref(&w), None, &filter, (true, true), 1)
-            .expect("loads");
+        let kind = HitKind {
+            processes: true,
+            written: true,
+        };
+        let p = HitPrograms::load(std::slice::from_ref(&w), None, &filter, kind, 1).expect("loads");
         let flag = |p: &HitPrograms| {
             let fd = p.programs[0].maps.reads.as_fd();
             sys::bpf_map_lookup_u32(fd, 0).expect("the flag")
@@ -560,7 +570,11 @@ mod tests {
         assert_eq!(flag(&p), 0);
         p.moving(0, &rw, &w, true).unwrap();
         assert_eq!(flag(&p), 1);
-        let p = HitPrograms::load(&[rw], None, &filter, (true, false), 1).expect("loads");
+        let kind = HitKind {
+            written: false,
+            ..kind
+        };
+        let p = HitPrograms::load(&[rw], None, &filter, kind, 1).expect("loads");
         assert_eq!(flag(&p), 0);
     }
 
@@ -580,18 +594,19 @@ mod tests {
             module: None,
             per_cpu: None,
         };
-        for kinds in [(false, false), (true, false), (false, true), (true, true)] {
+        for (processes, written) in [(false, false), (true, false), (false, true), (true, true)] {
+            let kind = HitKind { processes, written };
             let p = HitPrograms::load(
                 std::slice::from_ref(&watch),
                 None,
                 &Filter::default(),
-                kinds,
+                kind,
                 1,
             )
-            .unwrap_or_else(|e| panic!("{kinds:?}: {e}"));
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
             let counted = p.counted(0).expect("reads the totals");
             assert!(counted.counts.is_empty() && counted.chains.is_empty());
-            assert_eq!(counted.values.is_some(), kinds.1);
+            assert_eq!(counted.values.is_some(), kind.written);
             assert_eq!(p.kept().expect("kept"), 0);
         }
     }

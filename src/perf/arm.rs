@@ -15,24 +15,50 @@ use crate::model::watch::Watch;
 use crate::perf::event::{Bind, CpuEvent, Delivery, EventConfig, OpenError, Stage};
 use crate::perf::refusal::{explain, Kind, Refusal};
 
-/// Who a watch covers.
+/// Who a watch covers. `L` is a launched command as its layer holds it: the breakpoints need only its pid;
+/// the plan holds the stopped process itself and hands the breakpoints [`Scope::arming`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
+pub enum Scope<L = u32> {
     /// Every task on each CPU.
     System,
     /// Every thread of these processes, and the threads they create later.
     Processes(Vec<u32>),
     /// A command stopped at its exec: its events are inherited by every thread it starts.
-    Launched(u32),
+    Launched(L),
 }
 
-impl Scope {
+/// A launched command's process id, however the command is held.
+pub trait Pid {
+    fn pid(&self) -> u32;
+}
+
+impl Pid for u32 {
+    fn pid(&self) -> u32 {
+        *self
+    }
+}
+
+impl<L: Pid> Scope<L> {
+    /// The one answer to "is this watch system-wide?".
+    pub fn system_wide(&self) -> bool {
+        matches!(self, Scope::System)
+    }
+
     /// The watched processes: none for a system-wide watch.
     pub fn pids(&self) -> Vec<u32> {
         match self {
             Scope::System => Vec::new(),
             Scope::Processes(pids) => pids.clone(),
-            Scope::Launched(pid) => vec![*pid],
+            Scope::Launched(c) => vec![c.pid()],
+        }
+    }
+
+    /// Who the breakpoints are opened for: the launched command by its pid.
+    pub fn arming(&self) -> Scope {
+        match self {
+            Scope::System => Scope::System,
+            Scope::Processes(pids) => Scope::Processes(pids.clone()),
+            Scope::Launched(c) => Scope::Launched(c.pid()),
         }
     }
 }

@@ -55,15 +55,8 @@ pub use outputs::{FoldedTo, Outputs};
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;
 
-/// Who a watch covers.
-pub enum Scope {
-    /// Every task on the watched CPUs.
-    System,
-    /// Every thread of these processes, and the threads they create.
-    Processes(Vec<u32>),
-    /// A command started for the watch, and every thread it starts.
-    Launched(Command),
-}
+/// Who a watch covers ([`arm::Scope`]'s choices), a launched command held as the started process.
+pub type Scope = arm::Scope<Command>;
 
 /// Launch mode's command: its words, and once started, the process, stopped before its first instruction.
 pub struct Command {
@@ -72,28 +65,9 @@ pub struct Command {
     pid: u32,
 }
 
-impl Scope {
-    /// The one answer to "is this watch system-wide?".
-    pub fn system_wide(&self) -> bool {
-        matches!(self, Scope::System)
-    }
-
-    /// The watched processes: none for a system-wide watch.
-    pub fn pids(&self) -> Vec<u32> {
-        match self {
-            Scope::System => Vec::new(),
-            Scope::Processes(pids) => pids.clone(),
-            Scope::Launched(c) => vec![c.pid],
-        }
-    }
-
-    /// Who the breakpoints are opened for.
-    pub fn arming(&self) -> arm::Scope {
-        match self {
-            Scope::System => arm::Scope::System,
-            Scope::Processes(pids) => arm::Scope::Processes(pids.clone()),
-            Scope::Launched(c) => arm::Scope::Launched(c.pid),
-        }
+impl arm::Pid for Command {
+    fn pid(&self) -> u32 {
+        self.pid
     }
 }
 

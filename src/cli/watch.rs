@@ -17,7 +17,7 @@ use crate::cli::request;
 use crate::cli::ring_size::{self, Coverage};
 use crate::config::flight::Flight;
 use crate::config::plan::{
-    self, Decided, Delivery, FoldedTo, Launch, Machine, ObjectPlan, Outputs, Scope, WatchPlan,
+    self, Decided, Delivery, FoldedTo, Launch, ObjectPlan, Outputs, RealHost, Scope, WatchPlan,
     Writers,
 };
 use crate::config::request::Format;
@@ -29,7 +29,7 @@ use crate::perf::arm;
 use crate::perf::bpf::hit_set::{HitKind, HitPrograms};
 use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::bpf::trigger::Tracepoint;
-use crate::perf::bpf::Values;
+use crate::perf::bpf::ValuePrograms;
 use crate::perf::event::{self, EventConfig};
 use crate::perf::refusal::{self, Refusal};
 use crate::perf::sys::{self, SignalFd};
@@ -134,7 +134,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     // clap gives an empty command for a bare trailing `--`, which is a missing command.
     let dashes = std::env::args_os().skip(1).any(|a| a == "--");
     let request = request::watch(args, access, dashes);
-    let mut machine = Machine::new(launch::start);
+    let mut machine = RealHost::new(launch::start);
     let decided = plan::decide(request, &mut machine)?;
     if dry_run {
         let plan = decided.into_plan(&mut machine)?;
@@ -280,7 +280,7 @@ fn delivery(plan: &WatchPlan, ring_pages: usize) -> Result<event::Delivery> {
     match plan.delivery() {
         Delivery::HitProgram => {}
         Delivery::PerThread { remove_on_exec } if values.read() => {
-            let v = Values::load(plan.watches(), values.condition(), plan.filter())
+            let v = ValuePrograms::load(plan.watches(), values.condition(), plan.filter())
                 .map_err(advice::program)?;
             return Ok(event::Delivery::Paired {
                 values: Arc::new(v),
@@ -338,7 +338,7 @@ fn delivery(plan: &WatchPlan, ring_pages: usize) -> Result<event::Delivery> {
 
 /// Arms `plan` and runs the session until it stops; the exit status as [`run`]'s. `machine` resolves
 /// `--control`'s targets in a process.
-fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &Machine) -> Result<i32> {
+fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Result<i32> {
     let launched = plan.take_command();
     let cfg = event_config(&plan)?;
     let Prefetch {

@@ -11,7 +11,7 @@ use perf_event_open_sys::bindings as pb;
 use crate::model::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
 use crate::perf::bpf::hit_set::HitPrograms;
-use crate::perf::bpf::Values;
+use crate::perf::bpf::ValuePrograms;
 use crate::perf::bpf_ring::BpfRing;
 use crate::perf::record::{SAMPLE_CALLCHAIN, SAMPLE_TYPE, SAMPLE_TYPE_TASK};
 use crate::perf::ring::Ring;
@@ -75,7 +75,7 @@ pub enum Delivery {
     /// Perf samples, each paired with the value record `--value`/`--if`'s program writes into the same
     /// ring (a value event per ring).
     Paired {
-        values: Arc<Values>,
+        values: Arc<ValuePrograms>,
         /// A process watch: a thread that execs another program drops its event (`remove_on_exec`, Linux
         /// 5.13+), since the watched address means something else there.
         remove_on_exec: bool,

@@ -29,14 +29,14 @@ use crate::perf::{arm, bpf, sys};
 pub type Launcher = fn(&[String]) -> Result<Box<dyn Launch>>;
 
 /// This machine. Keeps the symbol search made for the request, which a debuginfod fetch updates.
-pub struct Machine {
+pub struct RealHost {
     search: Option<SourceSearch>,
     launcher: Launcher,
 }
 
-impl Machine {
-    pub fn new(launcher: Launcher) -> Machine {
-        Machine {
+impl RealHost {
+    pub fn new(launcher: Launcher) -> RealHost {
+        RealHost {
             search: None,
             launcher,
         }
@@ -61,7 +61,7 @@ fn kallsyms(symbols: &SymbolRequest, user_only: bool) -> Result<(SymbolTable, Or
     read(symbols.symbol_cache).bad_symbols()
 }
 
-impl Host for Machine {
+impl Host for RealHost {
     fn bpf(&self) -> io::Result<()> {
         bpf::probe()
     }

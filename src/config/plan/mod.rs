@@ -48,7 +48,7 @@ use crate::perf::arm;
 use crate::perf::bpf::percpu::Offsets;
 
 pub use host::{Host, Launch};
-pub use machine::{Launcher, Machine};
+pub use machine::{Launcher, RealHost};
 pub use objects::ObjectPlan;
 pub use outputs::{FoldedTo, Outputs};
 

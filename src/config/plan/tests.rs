@@ -47,7 +47,7 @@ impl Launch for Child {
 }
 
 /// A machine: 2 CPUs, root, BPF unless told otherwise, a few tasks, one process-wide symbol `counter`.
-struct Machine {
+struct FakeHost {
     bpf: bool,
     privilege: Privilege,
     online: BTreeSet<u32>,
@@ -62,9 +62,9 @@ struct Machine {
     kallsyms_loads: Rc<RefCell<usize>>,
 }
 
-impl Machine {
-    fn new() -> Machine {
-        Machine {
+impl FakeHost {
+    fn new() -> FakeHost {
+        FakeHost {
             bpf: true,
             privilege: Privilege {
                 euid: 0,
@@ -84,16 +84,16 @@ impl Machine {
         }
     }
 
-    fn without_bpf() -> Machine {
-        Machine {
+    fn without_bpf() -> FakeHost {
+        FakeHost {
             bpf: false,
-            ..Machine::new()
+            ..FakeHost::new()
         }
     }
 
     /// A user without CAP_PERFMON at perf_event_paranoid 2.
-    fn unprivileged() -> Machine {
-        Machine {
+    fn unprivileged() -> FakeHost {
+        FakeHost {
             privilege: Privilege {
                 euid: 1000,
                 cap_perfmon: false,
@@ -101,12 +101,12 @@ impl Machine {
                 paranoid: Some(2),
                 initial_user_ns: true,
             },
-            ..Machine::new()
+            ..FakeHost::new()
         }
     }
 }
 
-impl Host for Machine {
+impl Host for FakeHost {
     fn bpf(&self) -> io::Result<()> {
         match self.bpf {
             true => Ok(()),
@@ -263,14 +263,14 @@ fn pids(mut r: WatchRequest, pids: &[u32]) -> WatchRequest {
     r
 }
 
-fn planned(r: WatchRequest, host: &mut Machine) -> WatchPlan {
+fn planned(r: WatchRequest, host: &mut FakeHost) -> WatchPlan {
     match plan(r, host) {
         Ok(p) => p,
         Err(e) => panic!("refused: {e}"),
     }
 }
 
-fn refused(r: WatchRequest, host: &mut Machine) -> Error {
+fn refused(r: WatchRequest, host: &mut FakeHost) -> Error {
     match plan(r, host) {
         Ok(p) => panic!("planned: {}", p.describe()),
         Err(e) => e,
@@ -281,14 +281,14 @@ fn refused(r: WatchRequest, host: &mut Machine) -> Error {
 /// and a process watch one breakpoint per thread.
 #[test]
 fn the_delivery_follows_bpf_and_the_scope() {
-    let p = planned(request(&["jiffies"]), &mut Machine::new());
+    let p = planned(request(&["jiffies"]), &mut FakeHost::new());
     assert_eq!(p.delivery(), Delivery::HitProgram);
     assert!(p.scope().system_wide());
-    let p = planned(request(&["jiffies"]), &mut Machine::without_bpf());
+    let p = planned(request(&["jiffies"]), &mut FakeHost::without_bpf());
     assert_eq!(p.delivery(), Delivery::Samples);
     let p = planned(
         pids(request(&["counter"]), &[100]),
-        &mut Machine::without_bpf(),
+        &mut FakeHost::without_bpf(),
     );
     assert_eq!(
         p.delivery(),
@@ -306,7 +306,7 @@ fn the_delivery_follows_bpf_and_the_scope() {
 fn per_thread_options_choose_the_per_thread_path() {
     let mut r = pids(request(&["counter"]), &[100]);
     r.per_thread = true;
-    let p = planned(r, &mut Machine::new());
+    let p = planned(r, &mut FakeHost::new());
     assert_eq!(
         p.delivery(),
         Delivery::PerThread {
@@ -315,7 +315,7 @@ fn per_thread_options_choose_the_per_thread_path() {
     );
     let mut r = pids(request(&["counter"]), &[100]);
     r.remove_on_exec = true;
-    let p = planned(r, &mut Machine::new());
+    let p = planned(r, &mut FakeHost::new());
     assert_eq!(
         p.delivery(),
         Delivery::PerThread {
@@ -329,7 +329,7 @@ fn per_thread_options_choose_the_per_thread_path() {
 fn values_without_bpf_are_refused_before_loading_symbols() {
     let mut r = request(&["jiffies"]);
     r.value = true;
-    let mut machine = Machine::without_bpf();
+    let mut machine = FakeHost::without_bpf();
     let e = refused(r, &mut machine);
     assert_eq!(e.code, ExitCode::NotPermitted);
     assert!(
@@ -339,7 +339,7 @@ fn values_without_bpf_are_refused_before_loading_symbols() {
     assert_eq!(*machine.kallsyms_loads.borrow(), 0);
     let mut r = request(&["jiffies"]);
     r.condition = Some("value == 3".into());
-    let p = planned(r, &mut Machine::new());
+    let p = planned(r, &mut FakeHost::new());
     assert!(matches!(p.values(), Values::If(_)));
     assert!(
         p.describe().contains("# if: value == 3"),
@@ -354,14 +354,14 @@ fn values_without_bpf_are_refused_before_loading_symbols() {
 fn a_thread_stands_for_its_process() {
     let p = planned(
         pids(request(&["counter"]), &[101, 100]),
-        &mut Machine::new(),
+        &mut FakeHost::new(),
     );
     assert!(matches!(p.scope(), Scope::Processes(pids) if pids == &[100]));
     assert!(!p.scope().system_wide());
     assert_eq!(p.watches()[0].addr, 0x5000);
     let p = planned(
         pids(request(&["counter"]), &[100, 200]),
-        &mut Machine::new(),
+        &mut FakeHost::new(),
     );
     assert_eq!(p.scope().pids(), [100, 200]);
 }
@@ -369,7 +369,7 @@ fn a_thread_stands_for_its_process() {
 /// A symbol at different addresses in two processes cannot be one watch.
 #[test]
 fn processes_must_agree_on_the_address() {
-    let mut machine = Machine::new();
+    let mut machine = FakeHost::new();
     machine.counter_at.insert(200, 0x7000);
     let e = refused(pids(request(&["counter"]), &[100, 200]), &mut machine);
     assert_eq!(e.code, ExitCode::Usage);
@@ -384,7 +384,7 @@ fn processes_must_agree_on_the_address() {
 /// plan holds it until the run takes it over.
 #[test]
 fn launch_starts_the_command_and_attach_does_not() {
-    let mut machine = Machine::new();
+    let mut machine = FakeHost::new();
     let mut r = request(&["counter"]);
     r.command = Some(vec!["./app".into(), "-v".into()]);
     let mut p = planned(r, &mut machine);
@@ -399,7 +399,7 @@ fn launch_starts_the_command_and_attach_does_not() {
     assert!(p.take_command().is_some_and(|c| c.pid() == 4242));
     assert!(p.take_command().is_none());
 
-    let mut machine = Machine::new();
+    let mut machine = FakeHost::new();
     planned(pids(request(&["counter"]), &[100]), &mut machine);
     assert!(machine.launched.borrow().is_empty());
 }
@@ -409,7 +409,7 @@ fn launch_starts_the_command_and_attach_does_not() {
 fn who_to_watch_must_be_said_once() {
     let mut r = request(&["counter"]);
     r.command = Some(Vec::new());
-    let e = refused(r, &mut Machine::new());
+    let e = refused(r, &mut FakeHost::new());
     assert!(
         e.to_string()
             .starts_with("`--` must be followed by a command"),
@@ -417,12 +417,12 @@ fn who_to_watch_must_be_said_once() {
     );
     let mut r = pids(request(&["counter"]), &[100]);
     r.command = Some(vec!["./app".into()]);
-    let e = refused(r, &mut Machine::new());
+    let e = refused(r, &mut FakeHost::new());
     assert!(
         e.to_string().starts_with("-p watches a running process"),
         "{e}"
     );
-    let e = refused(pids(request(&["counter"]), &[999]), &mut Machine::new());
+    let e = refused(pids(request(&["counter"]), &[999]), &mut FakeHost::new());
     assert_eq!(e.code, ExitCode::Usage);
     assert!(e.to_string().starts_with("-p 999: no such process"), "{e}");
 }
@@ -433,13 +433,13 @@ fn who_to_watch_must_be_said_once() {
 fn an_unprivileged_user_watches_user_space_of_own_processes() {
     let p = planned(
         pids(request(&["counter"]), &[100]),
-        &mut Machine::unprivileged(),
+        &mut FakeHost::unprivileged(),
     );
     assert_eq!(p.writers(), Writers::UserSpaceOnly);
     assert!(p.describe().contains("# user-space writers only"));
-    let p = planned(pids(request(&["counter"]), &[100]), &mut Machine::new());
+    let p = planned(pids(request(&["counter"]), &[100]), &mut FakeHost::new());
     assert_eq!(p.writers(), Writers::All);
-    let e = refused(request(&["jiffies"]), &mut Machine::unprivileged());
+    let e = refused(request(&["jiffies"]), &mut FakeHost::unprivileged());
     assert_eq!(e.code, ExitCode::NotPermitted);
     assert!(
         e.to_string()
@@ -454,7 +454,7 @@ fn an_unprivileged_user_watches_user_space_of_own_processes() {
 fn percpu_cpu_needs_a_system_wide_per_cpu_target() {
     let mut r = pids(request(&["counter"]), &[100]);
     r.percpu_cpu = Some(1);
-    let e = refused(r, &mut Machine::new());
+    let e = refused(r, &mut FakeHost::new());
     assert!(
         e.to_string()
             .starts_with("--percpu-cpu 1 chooses the copy of a kernel per-CPU variable"),
@@ -462,14 +462,14 @@ fn percpu_cpu_needs_a_system_wide_per_cpu_target() {
     );
     let mut r = request(&["jiffies"]);
     r.percpu_cpu = Some(1);
-    let e = refused(r, &mut Machine::new());
+    let e = refused(r, &mut FakeHost::new());
     assert_eq!(e.code, ExitCode::Usage);
     assert!(
         e.to_string()
             .contains("and no target is one; drop --percpu-cpu"),
         "{e}"
     );
-    let p = planned(request(&["jiffies"]), &mut Machine::new());
+    let p = planned(request(&["jiffies"]), &mut FakeHost::new());
     assert!(p.watches()[0].per_cpu.is_none());
     assert!(p.kernel().percpu.is_none());
 }
@@ -478,20 +478,20 @@ fn percpu_cpu_needs_a_system_wide_per_cpu_target() {
 /// absent.
 #[test]
 fn cpus_are_online_ones() {
-    let p = planned(request(&["jiffies"]), &mut Machine::new());
+    let p = planned(request(&["jiffies"]), &mut FakeHost::new());
     assert_eq!(p.cpus().now, BTreeSet::from([0, 1]));
     assert_eq!(p.cpus().follow, None);
     let mut r = request(&["jiffies"]);
     r.cpus = Some("1".into());
-    let p = planned(r, &mut Machine::new());
+    let p = planned(r, &mut FakeHost::new());
     assert_eq!(p.cpus().follow, Some(BTreeSet::from([1])));
     let mut r = request(&["jiffies"]);
     r.cpus = Some("3".into());
-    let e = refused(r, &mut Machine::new());
+    let e = refused(r, &mut FakeHost::new());
     assert!(e.to_string().starts_with("--cpus: cpu 3 is offline"), "{e}");
     let mut r = request(&["jiffies"]);
     r.cpus = Some("9".into());
-    let e = refused(r, &mut Machine::new());
+    let e = refused(r, &mut FakeHost::new());
     assert!(
         e.to_string().starts_with("--cpus: cpu 9 does not exist"),
         "{e}"
@@ -501,7 +501,7 @@ fn cpus_are_online_ones() {
 /// The per-thread path of a process with more threads than descriptors fails before opening any.
 #[test]
 fn the_per_thread_path_checks_its_descriptors() {
-    let mut machine = Machine::without_bpf();
+    let mut machine = FakeHost::without_bpf();
     machine.threads = 1000;
     let e = refused(pids(request(&["counter"]), &[100]), &mut machine);
     assert_eq!(e.code, ExitCode::Arm);
@@ -510,7 +510,7 @@ fn the_per_thread_path_checks_its_descriptors() {
         "{e}"
     );
     // The hit path takes one breakpoint per CPU, whatever the threads.
-    let mut machine = Machine::new();
+    let mut machine = FakeHost::new();
     machine.threads = 1000;
     planned(pids(request(&["counter"]), &[100]), &mut machine);
 }
@@ -593,7 +593,7 @@ fn contradictions_are_usage_errors() {
     for (change, message) in cases {
         let mut r = request(&["jiffies"]);
         change(&mut r);
-        let mut machine = Machine::new();
+        let mut machine = FakeHost::new();
         let e = refused(r, &mut machine);
         assert_eq!(e.code, ExitCode::Usage, "{e}");
         assert!(e.to_string().starts_with(message), "{e}");
@@ -606,7 +606,7 @@ fn contradictions_are_usage_errors() {
 fn a_condition_must_fit_the_watch() {
     let mut r = request(&["jiffies/1"]);
     r.condition = Some("value == 300".into());
-    let e = refused(r, &mut Machine::new());
+    let e = refused(r, &mut FakeHost::new());
     assert_eq!(e.code, ExitCode::Usage);
     assert!(e.to_string().starts_with("--if 'value == 300': "), "{e}");
 }
@@ -616,7 +616,7 @@ fn a_condition_must_fit_the_watch() {
 fn a_system_wide_target_resolves_in_kallsyms() {
     let p = planned(
         request(&["jiffies", "0xffffffff82000040/8"]),
-        &mut Machine::new(),
+        &mut FakeHost::new(),
     );
     assert_eq!(p.watches()[0].addr, 0xffff_ffff_8200_0000);
     assert_eq!(p.watches()[1].addr, 0xffff_ffff_8200_0040);
@@ -628,7 +628,7 @@ fn a_system_wide_target_resolves_in_kallsyms() {
 /// `# symbols:` line; a system-wide watch, and a `--kallsyms FILE`, read it while planning.
 #[test]
 fn a_process_watch_reads_kernel_symbols_on_first_use() {
-    let mut machine = Machine::new();
+    let mut machine = FakeHost::new();
     let mut r = pids(request(&["counter"]), &[100]);
     r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
     let p = planned(r, &mut machine);
@@ -637,11 +637,11 @@ fn a_process_watch_reads_kernel_symbols_on_first_use() {
     let kallsyms = Source::Kallsyms(crate::config::symbols::DEFAULT_KALLSYMS.into());
     assert_eq!(p.kernel().source_text, kallsyms.to_string());
 
-    let mut machine = Machine::new();
+    let mut machine = FakeHost::new();
     let p = planned(pids(request(&["counter"]), &[100]), &mut machine);
     assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
     assert_eq!(*machine.kallsyms_loads.borrow(), 1);
-    let mut machine = Machine::new();
+    let mut machine = FakeHost::new();
     let mut r = request(&["jiffies"]);
     r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
     let p = planned(r, &mut machine);

@@ -5,7 +5,7 @@
 
 use super::hit::{generate, HitMaps, HitSpec, STAT_FILTERED, STAT_LOST, STAT_OTHER_PROCESS};
 use super::insn::Insn;
-use super::interp::{Machine, COMM_OFFSET};
+use super::interp::{FakeKernel, COMM_OFFSET};
 use super::kernel::{Helper, RB_FORCE_WAKEUP, RB_NO_WAKEUP};
 use super::totals::{self, CountKey, TotalsMaps};
 use crate::model::condition::{self, Condition};
@@ -58,8 +58,8 @@ fn spec<'a>(filter: &'a Filter, condition: Option<&'a Condition>, value: bool) -
 
 /// A machine with the process (tgid 100) watched, a user-mode trap at [`IP`] with its frames
 /// readable, and the CPU's emitter waking the reader every `wake_bytes`.
-fn machine(maps: &HitMaps, wake_bytes: u32) -> Machine {
-    let mut m = Machine::for_hit(maps, ADDR, RING, wake_bytes);
+fn machine(maps: &HitMaps, wake_bytes: u32) -> FakeKernel {
+    let mut m = FakeKernel::for_hit(maps, ADDR, RING, wake_bytes);
     if let Some(procs) = maps.procs {
         m.set(procs, &100u32.to_le_bytes(), &1u32.to_le_bytes());
     }
@@ -75,7 +75,7 @@ fn machine(maps: &HitMaps, wake_bytes: u32) -> Machine {
 }
 
 /// A process watch's program without filters or condition (`value`: `--value`'s), and its machine.
-fn setup(value: bool) -> (Vec<Insn>, Machine) {
+fn setup(value: bool) -> (Vec<Insn>, FakeKernel) {
     let f = Filter::default();
     let prog = generate(&spec(&f, None, value), &MAPS).expect("assembles");
     (prog, machine(&MAPS, 1 << 14))
@@ -84,7 +84,7 @@ fn setup(value: bool) -> (Vec<Insn>, Machine) {
 /// Runs the program once (it always returns 0: the kernel writes no sample of its own); the records
 /// the ring took meanwhile, decoded, with their wake-up flags, a chain named by id replaced by the chain
 /// the `chains` map holds under it, as the tracer reads it.
-fn hit(m: &mut Machine, prog: &[Insn]) -> Vec<(HitRecord, u64)> {
+fn hit(m: &mut FakeKernel, prog: &[Insn]) -> Vec<(HitRecord, u64)> {
     raw_hit(m, prog)
         .into_iter()
         .map(|(bytes, flags)| (resolved(m, decode(&bytes).expect("a record")), flags))
@@ -92,14 +92,14 @@ fn hit(m: &mut Machine, prog: &[Insn]) -> Vec<(HitRecord, u64)> {
 }
 
 /// [`hit`]'s records as the ring holds them.
-fn raw_hit(m: &mut Machine, prog: &[Insn]) -> Vec<(Vec<u8>, u64)> {
+fn raw_hit(m: &mut FakeKernel, prog: &[Insn]) -> Vec<(Vec<u8>, u64)> {
     let before = m.ring(RING).len();
     assert_eq!(m.run(prog), 0, "the program returns 0");
     m.ring(RING)[before..].to_vec()
 }
 
 /// `r` with the chain it names by id (if it does) read from the machine's `chains` map.
-fn resolved(m: &Machine, mut r: HitRecord) -> HitRecord {
+fn resolved(m: &FakeKernel, mut r: HitRecord) -> HitRecord {
     if let Some(key) = r.chain.take() {
         let value = m
             .get(TOTALS.chains, &key.bytes())
@@ -111,7 +111,7 @@ fn resolved(m: &Machine, mut r: HitRecord) -> HitRecord {
 }
 
 /// What a user-mode store of the watched process gives with `value` read (`old` before it).
-fn expected(m: &Machine, value: Option<(u64, Option<u64>)>) -> HitRecord {
+fn expected(m: &FakeKernel, value: Option<(u64, Option<u64>)>) -> HitRecord {
     let known = |b: bool, flag: u64| if b { flag } else { 0 };
     let old = value.and_then(|(_, o)| o);
     HitRecord {
@@ -133,7 +133,7 @@ fn expected(m: &Machine, value: Option<(u64, Option<u64>)>) -> HitRecord {
     }
 }
 
-fn total(m: &Machine, index: u32) -> u64 {
+fn total(m: &FakeKernel, index: u32) -> u64 {
     m.word(TOTALS.stats, u64::from(index)).unwrap_or(0)
 }
 

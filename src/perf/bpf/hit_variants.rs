@@ -200,7 +200,7 @@ mod tests {
     use crate::model::condition;
     use crate::model::filter::Filter;
     use crate::perf::bpf::hit::{generate_with, STAT_FILTERED};
-    use crate::perf::bpf::interp::{Machine, COMM_OFFSET};
+    use crate::perf::bpf::interp::{FakeKernel, COMM_OFFSET};
     use crate::perf::bpf::kernel::MapType;
 
     const MAPS: HitMaps = HitMaps {
@@ -221,7 +221,7 @@ mod tests {
     fn run(variant: &Variant, slots: u32) -> (usize, u64, u64) {
         let f = Filter::default();
         let never = condition::parse("value == 12345").expect("parses");
-        let mut m = Machine::for_hit(&MAPS, 0x60_1000, RING, 1 << 14);
+        let mut m = FakeKernel::for_hit(&MAPS, 0x60_1000, RING, 1 << 14);
         m.declare(STAMPS, MapType::PercpuArray, (4, 8), slots as usize);
         for cond in [None, Some(&never)] {
             let spec = HitSpec {

@@ -1,4 +1,4 @@
-//! A test-only interpreter for the programs built here, with the kernel played by a [`Machine`]: its
+//! A test-only interpreter for the programs built here, with the kernel played by a [`FakeKernel`]: its
 //! maps (arrays, hashes that refuse or forget when full, program arrays a tail call enters, ring buffers
 //! that run out of room), the task (pid, name, `task_struct`), the clock, the CPU, the trap's registers,
 //! the memory a probe read may reach and the stacks `bpf_get_stack` gives are all a test's to set. So a
@@ -69,7 +69,7 @@ struct Map {
 }
 
 /// The world one run of a program sees.
-pub struct Machine {
+pub struct FakeKernel {
     pub pid_tgid: u64,
     pub comm: [u8; 16],
     /// The breakpoint's address and whether the writer was in user space.
@@ -104,14 +104,14 @@ pub struct Machine {
     regions: Vec<Region>,
 }
 
-impl Machine {
+impl FakeKernel {
     /// A machine without maps: a task of pid 100, tid 101, named `writer`, a user-mode trap at `addr`.
-    fn bare(addr: u64) -> Machine {
+    fn bare(addr: u64) -> FakeKernel {
         let region = |len| Region {
             bytes: vec![0; len],
             stride: len,
         };
-        Machine {
+        FakeKernel {
             pid_tgid: (100 << 32) | 101,
             comm: *b"writer\0\0\0\0\0\0\0\0\0\0",
             addr,
@@ -136,8 +136,8 @@ impl Machine {
     }
 
     /// The value program's machine ([`super::program`]): its maps declared.
-    pub fn new(maps: Maps, addr: u64) -> Machine {
-        let mut m = Machine::bare(addr);
+    pub fn new(maps: Maps, addr: u64) -> FakeKernel {
+        let mut m = FakeKernel::bare(addr);
         m.declare(maps.outputs, MapType::PerfEventArray, (4, 4), 64);
         m.declare_olds(maps.olds, maps.olds_by_tgid);
         m.declare(maps.stats, MapType::PercpuArray, (4, 8), 1);
@@ -148,8 +148,8 @@ impl Machine {
     /// The hit program's machine ([`super::hit`]): its maps declared, the `reads` flag set, the
     /// by-tgid generation 1, and an emitter for CPU 0 writing into the ring buffer `ring` (a descriptor
     /// no other map has), waking the reader every `wake_bytes`.
-    pub fn for_hit(maps: &HitMaps, addr: u64, ring: i32, wake_bytes: u32) -> Machine {
-        let mut m = Machine::bare(addr);
+    pub fn for_hit(maps: &HitMaps, addr: u64, ring: i32, wake_bytes: u32) -> FakeKernel {
+        let mut m = FakeKernel::bare(addr);
         m.declare(maps.emitters, MapType::ProgArray, (4, 4), 64);
         m.declare_olds(maps.olds, maps.olds_by_tgid);
         m.declare(
@@ -320,7 +320,7 @@ impl Machine {
         base(HEAP)
     }
 
-    /// Writes `bytes` at `addr` (in [`Machine::scratch`]'s memory, the stack or the context).
+    /// Writes `bytes` at `addr` (in [`FakeKernel::scratch`]'s memory, the stack or the context).
     pub fn write(&mut self, addr: u64, bytes: &[u8]) {
         self.mem(addr, bytes.len()).copy_from_slice(bytes);
     }

@@ -2,7 +2,7 @@
 //! loads) every breakpoint runs [`hit`]: it reads the value, applies the filters and the condition,
 //! counts the kept hit in the in-kernel [`totals`] and hands it to [`emit`], which writes it into its CPU's
 //! ring buffer; [`hit_set`] loads them with their maps and rings. Beside them: [`program`] (the conditions
-//! and filters, and the per-thread path's value program, loaded by [`Values`]), [`follow`] (fork and exec),
+//! and filters, and the per-thread path's value program, loaded by [`ValuePrograms`]), [`follow`] (fork and exec),
 //! [`tgid_olds`], [`trigger`] (`--dump-on`), [`objects`] (`--on`) and [`percpu`].
 //!
 //! # How the programs are built
@@ -113,13 +113,13 @@ struct WatchProgram {
 }
 
 /// The loaded programs, one per watch (same order as the session's watches).
-pub struct Values {
+pub struct ValuePrograms {
     programs: Vec<WatchProgram>,
 }
 
-impl std::fmt::Debug for Values {
+impl std::fmt::Debug for ValuePrograms {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Values({} programs)", self.programs.len())
+        write!(f, "ValuePrograms({} programs)", self.programs.len())
     }
 }
 
@@ -254,7 +254,7 @@ pub fn probe() -> io::Result<()> {
     answer.map_err(io::Error::from_raw_os_error)
 }
 
-impl Values {
+impl ValuePrograms {
     /// Creates the maps and loads one program per watch (the condition already checked against each
     /// watch's length). A refusal by the kernel is [`ProgramError::Unavailable`], or the verifier's
     /// [`ProgramError::Refused`] with its log (a bug here, not the user's).
@@ -262,7 +262,7 @@ impl Values {
         watches: &[Watch],
         condition: Option<&Condition>,
         filter: &Filter,
-    ) -> Result<Values, ProgramError> {
+    ) -> Result<ValuePrograms, ProgramError> {
         let cpus = possible_cpus();
         let mut programs = Vec::with_capacity(watches.len());
         for w in watches {
@@ -296,7 +296,7 @@ impl Values {
                 stats,
             });
         }
-        Ok(Values { programs })
+        Ok(ValuePrograms { programs })
     }
 
     /// Wires watch `watch`'s program to the breakpoint event `bp` on `cpu`: opens the CPU's value event
@@ -308,7 +308,7 @@ impl Values {
     }
 
     /// Attaches watch `watch`'s program to another thread's breakpoint event `bp`, whose records go to a
-    /// ring [`Values::attach`] already wired.
+    /// ring [`ValuePrograms::attach`] already wired.
     pub fn attach_member(&self, watch: usize, bp: BorrowedFd<'_>) -> io::Result<()> {
         sys::perf_set_bpf(bp, self.program(watch)?.prog.as_fd())
     }

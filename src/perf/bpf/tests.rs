@@ -1,7 +1,7 @@
 //! The generated value program, run offline in [`super::interp`]: what it reports, what it drops, and
 //! that every condition means what a plain Rust reading of it says, at every width and sign.
 
-use super::interp::{Machine, BY_TGID_ENTRIES};
+use super::interp::{FakeKernel, BY_TGID_ENTRIES};
 use super::kernel::Helper;
 use super::program::{generate, Maps, Spec};
 use crate::model::condition::{Compare, Condition, Op, Rhs, Side};
@@ -41,8 +41,8 @@ fn program_with(
 }
 
 /// A machine whose by-tgid array (if the maps have one) is at generation 1, as the tracer makes it.
-fn machine(maps: Maps, addr: u64) -> Machine {
-    let mut m = Machine::new(maps, addr);
+fn machine(maps: Maps, addr: u64) -> FakeKernel {
+    let mut m = FakeKernel::new(maps, addr);
     m.set_generation(1);
     m
 }
@@ -55,7 +55,7 @@ fn words(rec: &[u8]) -> [u64; 4] {
 
 /// Stores `value` (as the memory holds it after the store) and runs the program: whether the hit is
 /// reported, and its record.
-fn store(m: &mut Machine, prog: &[super::insn::Insn], value: Option<u64>) -> Option<[u64; 4]> {
+fn store(m: &mut FakeKernel, prog: &[super::insn::Insn], value: Option<u64>) -> Option<[u64; 4]> {
     m.memory = value;
     let before = m.output.len();
     let r0 = m.run(prog);
@@ -72,7 +72,7 @@ fn store(m: &mut Machine, prog: &[super::insn::Insn], value: Option<u64>) -> Opt
 fn reports_value_and_old_for_each_store() {
     let f = Filter::default();
     let prog = program(4, None, &f);
-    let mut m = Machine::new(MAPS, USER_ADDR);
+    let mut m = FakeKernel::new(MAPS, USER_ADDR);
     let first = store(&mut m, &prog, Some(0x1f3)).unwrap();
     assert_eq!(first, [0x1f3, 0, USER_ADDR, VALUE_KNOWN]);
     let second = store(&mut m, &prog, Some(0x1f4)).unwrap();
@@ -90,7 +90,7 @@ fn reports_value_and_old_for_each_store() {
 fn a_kernel_address_is_read_as_kernel_memory_with_one_old_value() {
     let f = Filter::default();
     let prog = program(8, None, &f);
-    let mut m = Machine::new(MAPS, KERNEL_ADDR);
+    let mut m = FakeKernel::new(MAPS, KERNEL_ADDR);
     store(&mut m, &prog, Some(7));
     m.pid_tgid = (200 << 32) | 201;
     let rec = store(&mut m, &prog, Some(8)).unwrap();
@@ -113,7 +113,7 @@ fn a_kernel_address_is_read_as_kernel_memory_with_one_old_value() {
 fn separate_processes_have_separate_old_values_at_a_user_address() {
     let f = Filter::default();
     let prog = program(8, None, &f);
-    let mut m = Machine::new(MAPS, USER_ADDR);
+    let mut m = FakeKernel::new(MAPS, USER_ADDR);
     store(&mut m, &prog, Some(1));
     m.pid_tgid = (300 << 32) | 300;
     let rec = store(&mut m, &prog, Some(2)).unwrap();
@@ -129,7 +129,7 @@ fn an_unreadable_value_is_reported_not_filtered() {
     let f = Filter::default();
     let never = cmp(Side::Value, Op::Eq, 12345, false);
     let prog = program(8, Some(&never), &f);
-    let mut m = Machine::new(MAPS, USER_ADDR);
+    let mut m = FakeKernel::new(MAPS, USER_ADDR);
     assert_eq!(store(&mut m, &prog, Some(1)), None);
     assert_eq!(m.dropped(), 1);
     let rec = store(&mut m, &prog, None).unwrap();
@@ -258,7 +258,7 @@ fn filters_drop_in_the_kernel() {
         ..Filter::default()
     };
     let prog = program(8, None, &tids);
-    let mut m = Machine::new(MAPS, USER_ADDR);
+    let mut m = FakeKernel::new(MAPS, USER_ADDR);
     assert!(store(&mut m, &prog, Some(1)).is_some());
     m.pid_tgid = (100 << 32) | 102;
     assert!(store(&mut m, &prog, Some(2)).is_none());
@@ -272,7 +272,7 @@ fn filters_drop_in_the_kernel() {
         ..Filter::default()
     };
     let prog = program(8, None, &comms);
-    let mut m = Machine::new(MAPS, USER_ADDR);
+    let mut m = FakeKernel::new(MAPS, USER_ADDR);
     assert!(store(&mut m, &prog, Some(1)).is_some());
     m.comm = *b"writer2\0\0\0\0\0\0\0\0\0";
     assert!(store(&mut m, &prog, Some(1)).is_none());
@@ -284,7 +284,7 @@ fn filters_drop_in_the_kernel() {
         ..Filter::default()
     };
     let prog = program(8, None, &idle);
-    let mut m = Machine::new(MAPS, KERNEL_ADDR);
+    let mut m = FakeKernel::new(MAPS, KERNEL_ADDR);
     m.comm = *b"swapper/0\0\0\0\0\0\0\0";
     m.pid_tgid = 0;
     assert!(store(&mut m, &prog, Some(1)).is_some());
@@ -295,7 +295,7 @@ fn filters_drop_in_the_kernel() {
         ..Filter::default()
     };
     let prog = program(8, None, &no_idle);
-    let mut m = Machine::new(MAPS, KERNEL_ADDR);
+    let mut m = FakeKernel::new(MAPS, KERNEL_ADDR);
     m.pid_tgid = 0;
     assert!(store(&mut m, &prog, Some(1)).is_none());
 
@@ -310,7 +310,7 @@ fn filters_drop_in_the_kernel() {
             ..Filter::default()
         };
         let prog = program(8, None, &f);
-        let mut m = Machine::new(MAPS, USER_ADDR);
+        let mut m = FakeKernel::new(MAPS, USER_ADDR);
         m.user_mode = user_mode;
         assert_eq!(
             store(&mut m, &prog, Some(1)).is_some(),
@@ -329,7 +329,7 @@ fn made_up_names_are_left_to_the_tracer() {
         ..Filter::default()
     };
     let prog = program(8, None, &f);
-    let mut m = Machine::new(MAPS, USER_ADDR);
+    let mut m = FakeKernel::new(MAPS, USER_ADDR);
     assert!(store(&mut m, &prog, Some(1)).is_some());
 }
 

@@ -472,7 +472,7 @@ fn atomic_one(a: &mut Asm, done: Label) {
 mod tests {
     use super::*;
     use crate::perf::bpf::insn::Kept;
-    use crate::perf::bpf::interp::Machine;
+    use crate::perf::bpf::interp::FakeKernel;
     use crate::perf::bpf::program::Maps;
 
     /// The program's hash, run offline over chains of every length from none to full, is the tracer's.
@@ -495,7 +495,7 @@ mod tests {
             let words: Vec<u64> = (0..(k + u) as u64)
                 .map(|i| 0xffff_ffff_8100_0000u64.wrapping_add(i.wrapping_mul(0x1234_5677)))
                 .collect();
-            let mut m = Machine::new(maps, 0x1000);
+            let mut m = FakeKernel::new(maps, 0x1000);
             let record = m.scratch(rec::OFF_STACKS as usize + 8 * words.len());
             m.write(
                 record + rec::OFF_KSTACK_BYTES as u64,

@@ -1,6 +1,6 @@
 //! perf's errors, which speak of the kernel (a ring's pages, a BPF program, CAP_BPF), worded for this
 //! command line: each remedy that is an option names the option. The one place the flags behind a kernel
-//! refusal are named, for refusals at start-up and (through `trace::session::Plan::advise`) while running.
+//! refusal are named, for refusals at start-up and (through `trace::session::Setup::advise`) while running.
 
 pub use crate::config::plan::no_bpf;
 use crate::error::Error;

@@ -49,7 +49,7 @@ use crate::trace::hotplug::Hotplug;
 use crate::trace::moves::Controller;
 use crate::trace::objects::ObjectWatch;
 use crate::trace::objects::Slots;
-use crate::trace::session::{Plan, Session};
+use crate::trace::session::{Session, Setup};
 
 /// The output file `path` of option `flag`, buffered; its write errors name `flag` and `path`.
 fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {
@@ -387,7 +387,7 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Resul
         objects: objects_line.as_deref(),
     };
     let (comms, user) = scanned_tasks(task_scan, launched.as_deref());
-    let session_plan = Plan {
+    let setup = Setup {
         watches: &watches,
         symbols,
         cfg,
@@ -412,7 +412,7 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Resul
     // right after (a script starts its workload on that line: a task the scan misses is one that started
     // after arming, and the FORK/COMM records name it). Those alive before were named, and their maps
     // read, while the symbols loaded (`task_scan`).
-    let mut session = Session::new(session_plan, out, armed, signals, Some(hotplug))?;
+    let mut session = Session::new(setup, out, armed, signals, Some(hotplug))?;
     if let Some(o) = objects {
         session.watch_objects(object_watch(o.clone(), cpus, &watches)?)?;
     }

@@ -512,7 +512,7 @@ impl EventSet {
     }
 
     /// Whether target `index` still has events (it was not closed by [`EventSet::close_watch`]).
-    pub fn is_armed(&self, index: usize) -> bool {
+    pub fn watch_armed(&self, index: usize) -> bool {
         !self.closed.get(index).copied().unwrap_or(true)
     }
 

@@ -249,7 +249,7 @@ impl Unwatched {
 /// words for a refusal.
 pub trait Arming: Marks {
     /// Whether `cpu` has events.
-    fn is_armed(&self, cpu: u32) -> bool;
+    fn cpu_armed(&self, cpu: u32) -> bool;
     /// Reads `cpu`'s rings empty into the merge and closes its events; `false` when it had none.
     fn close_cpu(&mut self, cpu: u32) -> bool;
     /// Prints what the rings release now (a closed CPU holds nothing back any more).
@@ -320,7 +320,7 @@ impl Follow {
         uevent_ns: Option<u64>,
         ctx: &mut impl Arming,
     ) -> Option<StopReason> {
-        if ctx.is_armed(cpu) {
+        if ctx.cpu_armed(cpu) {
             return None;
         }
         let open_start = ctx.now();
@@ -531,7 +531,7 @@ mod tests {
     marks_through_log!(Cpus);
 
     impl Arming for Cpus {
-        fn is_armed(&self, cpu: u32) -> bool {
+        fn cpu_armed(&self, cpu: u32) -> bool {
             self.armed.contains(&cpu)
         }
 

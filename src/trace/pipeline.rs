@@ -303,8 +303,8 @@ mod tests {
         let audits = p.close_watch(1, &epoll);
         let closed: Vec<(u32, usize)> = audits.iter().map(|a| (a.cpu, a.watch)).collect();
         assert_eq!(closed, [(0, 1), (1, 1)]);
-        assert!(!p.events().is_armed(1));
-        assert!(p.events().is_armed(0));
+        assert!(!p.events().watch_armed(1));
+        assert!(p.events().watch_armed(0));
         assert_eq!(
             released(&mut p, Release::Ready),
             [],

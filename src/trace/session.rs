@@ -44,7 +44,7 @@ use crate::trace::unload::{self, Modules, Unloading};
 use crate::trace::watched::Watched;
 
 /// What a session watches and how: fixed for its lifetime.
-pub struct Plan<'a> {
+pub struct Setup<'a> {
     pub watches: &'a [Watch],
     pub symbols: KernelTable<'a>,
     pub cfg: EventConfig,
@@ -107,13 +107,13 @@ impl<'a, O: Output> Session<'a, O> {
     /// Takes ownership of the armed events. `signals` must have been created before arming so a Ctrl-C during
     /// arming is not lost; `hotplug` is the uevent listener when CPUs are followed.
     pub fn new(
-        plan: Plan<'a>,
+        setup: Setup<'a>,
         out: O,
         armed: Armed,
         signals: SignalFd,
         hotplug: Option<Hotplug>,
     ) -> Result<Self> {
-        let Plan {
+        let Setup {
             watches,
             symbols,
             cfg,
@@ -129,7 +129,7 @@ impl<'a, O: Output> Session<'a, O> {
             condition,
             flight,
             advise,
-        } = plan;
+        } = setup;
         // The program drops traps in the kernel only for a condition or a filter.
         let kernel_drops = condition.is_some() || filter != Filter::default();
         let epoll = Epoll::new().or_exit(ExitCode::Runtime, "epoll_create")?;
@@ -182,7 +182,7 @@ impl<'a, O: Output> Session<'a, O> {
             None => None,
         };
         let strict = hotplug.as_ref().is_some_and(|h| h.strict);
-        // No process is scanned here: `armed` goes out first (see `learn_tasks` and `Plan::user`).
+        // No process is scanned here: `armed` goes out first (see `learn_tasks` and `Setup::user`).
         Ok(Session {
             rings,
             stream: Stream {
@@ -235,7 +235,7 @@ impl<'a, O: Output> Session<'a, O> {
 
     /// Learns the name of every task alive now. Called right after `armed` is printed (a listing of every
     /// task, a few milliseconds, is not worth delaying that line for), for the tasks born since the
-    /// caller's own scan ([`Plan::comms`]): with the FORK and COMM records that follow, every task that
+    /// caller's own scan ([`Setup::comms`]): with the FORK and COMM records that follow, every task that
     /// can hit has a name even if it exits before its hit is printed.
     /// Reads every live task's name (a task the start-up scan missed started after arming, and its
     /// FORK/COMM records name it). Not on the hit path: each hit record carries its writer's name, and a
@@ -445,7 +445,7 @@ impl<O: Output> Turn<'_, '_, O> {
         self.stream.release(self.rings, self.epoll, Release::All)
     }
 
-    /// An open or enable refusal while running, in the user's words ([`Plan::advise`]), with its kind.
+    /// An open or enable refusal while running, in the user's words ([`Setup::advise`]), with its kind.
     fn explain_open(&self, e: &OpenError) -> (String, &'static str) {
         let r = explain(e, self.rings.events().watches());
         ((self.advise)(&r), r.kind.as_str())
@@ -463,7 +463,7 @@ impl<O: Output> Marks for Turn<'_, '_, O> {
 }
 
 impl<O: Output> Arming for Turn<'_, '_, O> {
-    fn is_armed(&self, cpu: u32) -> bool {
+    fn cpu_armed(&self, cpu: u32) -> bool {
         self.rings.events().cpus().contains(&cpu)
     }
 
@@ -503,8 +503,8 @@ impl<O: Output> Unloading for Turn<'_, '_, O> {
         self.rings.events().watches()
     }
 
-    fn is_armed(&self, index: usize) -> bool {
-        self.rings.events().is_armed(index)
+    fn watch_armed(&self, index: usize) -> bool {
+        self.rings.events().watch_armed(index)
     }
 
     fn close_watch(&mut self, index: usize) {

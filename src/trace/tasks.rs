@@ -23,7 +23,7 @@ pub struct Tasks {
 }
 
 impl Tasks {
-    /// Starts from the names already read (see `session::Plan::comms`).
+    /// Starts from the names already read (see `session::Setup::comms`).
     pub fn new(comms: Comms) -> Tasks {
         Tasks {
             comms,

@@ -88,7 +88,7 @@ pub fn gone(module: &str, sys_module: &Path) -> bool {
 pub trait Unloading: Marks {
     fn watches(&self) -> &[Watch];
     /// Whether target `index` still has events.
-    fn is_armed(&self, index: usize) -> bool;
+    fn watch_armed(&self, index: usize) -> bool;
     /// Reads target `index`'s rings empty into the merge and closes its events for good.
     fn close_watch(&mut self, index: usize);
     /// Drains every ring and prints every record held.
@@ -134,7 +134,7 @@ impl Modules {
     /// the other watches recorded after this moment; when no watch is left the run ends (exit 0).
     pub fn removed(&mut self, module: &str, ctx: &mut impl Unloading) -> Option<StopReason> {
         self.loaded.retain(|m| &**m != module);
-        let plan = plan(ctx.watches(), |i| ctx.is_armed(i), module)?;
+        let plan = plan(ctx.watches(), |i| ctx.watch_armed(i), module)?;
         for &i in &plan.targets {
             ctx.close_watch(i);
         }
@@ -306,7 +306,7 @@ mod tests {
             &self.watches
         }
 
-        fn is_armed(&self, index: usize) -> bool {
+        fn watch_armed(&self, index: usize) -> bool {
             self.armed[index]
         }
 

@@ -164,11 +164,11 @@ impl Prefetch {
         // On the hit path every hit record carries its writer's name: reading every task's name (a second
         // for a process of 100,000 threads) is for perf samples only.
         let names = decided.delivery() != Delivery::HitProgram;
-        // Whose maps name user frames: any process's for a system-wide watch; a process watch's hits
-        // come from its own processes (and the children they fork, whose maps the kernel's records
-        // bring), so reading every other process's maps (a few ms per hundred) only delays the first
+        // Whose names and maps the hits can need: any process's for a system-wide watch; a process
+        // watch's hits come from its own processes (and the children they fork, which the kernel's
+        // records bring), so reading every other process (a few ms per hundred) only delays the first
         // hit; a launched command does not exist yet (it is read at its exec stop).
-        let maps_of = match decided.scope() {
+        let writers = match decided.scope() {
             Scope::System => None,
             Scope::Processes(pids) => Some(pids.clone()),
             Scope::Launched(_) => Some(Vec::new()),
@@ -182,13 +182,18 @@ impl Prefetch {
                     let _ = crate::perf::bpf::task::comm_offset();
                 }
                 let (mut comms, mut user) = (Comms::default(), UserSymbols::default());
-                if names {
-                    comms.scan_all();
-                }
-                match &maps_of {
-                    None => user.scan_all(),
+                match &writers {
+                    None => {
+                        if names {
+                            comms.scan_all();
+                        }
+                        user.scan_all();
+                    }
                     Some(pids) => {
                         for &pid in pids {
+                            if names {
+                                comms.scan_process(pid);
+                            }
                             user.read_process(pid);
                         }
                     }

@@ -53,19 +53,24 @@ impl Comms {
             return;
         };
         for p in procs.flatten() {
-            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            if let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) {
+                self.scan_process(pid);
+            }
+        }
+    }
+
+    /// Learns the name of every thread of process `pid` alive now (a process watch's own tasks: no other
+    /// task's hit can reach it).
+    pub fn scan_process(&mut self, pid: u32) {
+        let Ok(tasks) = std::fs::read_dir(self.proc_root.join(format!("{pid}/task"))) else {
+            return;
+        };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
                 continue;
             };
-            let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else {
-                continue;
-            };
-            for t in tasks.flatten() {
-                let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                    continue;
-                };
-                if let Some(name) = self.read(pid, tid) {
-                    self.names.insert(tid, name);
-                }
+            if let Some(name) = self.read(pid, tid) {
+                self.names.insert(tid, name);
             }
         }
     }

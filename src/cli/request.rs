@@ -50,6 +50,7 @@ fn outputs(a: OutputArgs) -> OutputRequest {
         perfetto: a.perfetto,
         comms: a.comms,
         tids: a.tids,
+        cgroups: a.cgroups,
         exclude_idle: a.exclude_idle,
         kernel_only: a.kernel_only,
         user_only: a.user_only,

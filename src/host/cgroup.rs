@@ -15,6 +15,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub use crate::model::cgroup::Cgroup;
 use crate::model::cgroup::{self as text, Mount};
 
 /// The most cgroup directories one walk of the hierarchy visits: a busy Kubernetes node has a few
@@ -77,17 +78,6 @@ impl std::error::Error for CgroupError {
             _ => None,
         }
     }
-}
-
-/// One cgroup.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cgroup {
-    /// Its path in the hierarchy (`/system.slice/x.scope`; `/` the root).
-    pub path: String,
-    /// Its directory.
-    pub dir: PathBuf,
-    /// Its id: the directory's inode number.
-    pub id: u64,
 }
 
 /// The mounted cgroup v2 hierarchy.

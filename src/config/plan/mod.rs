@@ -16,6 +16,7 @@
 //! processes a watch covers and its targets there), `objects` (`--on`), `describe` (`--dry-run`),
 //! `machine` (the real [`Host`]).
 
+mod cgroup;
 mod describe;
 pub mod host;
 mod kernel;

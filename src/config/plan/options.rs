@@ -70,6 +70,7 @@ impl Options {
         }
         let realtime = realtime(&r.realtime)?;
         let (outputs, mut filter) = outputs::check(&r.output)?;
+        filter.cgroups = super::cgroup::check(&r, host)?;
         // With --on, --comm chooses the allocating tasks (`objects`), not the hits.
         let comms = match r.on {
             Some(_) => std::mem::take(&mut filter.comms),

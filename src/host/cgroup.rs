@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 pub use crate::model::cgroup::Cgroup;
 use crate::model::cgroup::{self as text, Mount};
@@ -21,9 +20,6 @@ use crate::model::cgroup::{self as text, Mount};
 /// The most cgroup directories one walk of the hierarchy visits: a busy Kubernetes node has a few
 /// thousand.
 const WALK_LIMIT: usize = 100_000;
-
-/// A miss in [`Names`] walks the hierarchy again at most this often.
-const REWALK_EVERY: Duration = Duration::from_secs(1);
 
 /// Why a cgroup could not be found.
 #[derive(Debug)]
@@ -198,31 +194,31 @@ impl Hierarchy {
 }
 
 /// Cgroup ids to paths, for naming the cgroup a hit's writer was in: walked once, and again on a miss (a
-/// cgroup created since), at most once a second.
+/// cgroup created since, or one removed). The reports ask once per id (`crate::report::cgroup`), so a
+/// walk is paid once per unknown id.
 #[derive(Debug)]
 pub struct Names {
     hierarchy: Hierarchy,
     paths: HashMap<u64, String>,
-    walked: Instant,
 }
 
 impl Names {
     pub fn new(hierarchy: Hierarchy) -> Names {
         let paths = hierarchy.walk();
-        Names {
-            hierarchy,
-            paths,
-            walked: Instant::now(),
-        }
+        Names { hierarchy, paths }
     }
 
     /// The path of cgroup `id`; `None` when no walk found it (removed before it could be named).
     pub fn get(&mut self, id: u64) -> Option<&str> {
-        if !self.paths.contains_key(&id) && self.walked.elapsed() >= REWALK_EVERY {
+        if !self.paths.contains_key(&id) {
             self.paths = self.hierarchy.walk();
-            self.walked = Instant::now();
         }
         self.paths.get(&id).map(String::as_str)
+    }
+
+    /// These names as the reports look them up ([`crate::report::cgroup::CgroupNames`]).
+    pub fn into_lookup(mut self) -> Box<dyn FnMut(u64) -> Option<String>> {
+        Box::new(move |id| self.get(id).map(str::to_string))
     }
 
     /// The container id, where the path of cgroup `id` holds one.

@@ -3,6 +3,7 @@
 //! [`Output`]; they format from parsed records only, so they are tested offline. Several printers run at
 //! once through a [`Tee`]; [`Quiet`] keeps one to its end-of-session report.
 
+pub mod cgroup;
 pub mod escape;
 pub mod folded;
 pub mod frame;
@@ -59,6 +60,8 @@ pub struct Hit<'a> {
     /// The printers' spellings of `ip` and `chain`, shared by every hit on the same raw chain; `None`
     /// spells them for this hit only.
     pub rendered: Option<&'a Rendered>,
+    /// The writer's cgroup, named, where the hit's record carried its id (the hit path's `--cgroup`).
+    pub cgroup: Option<&'a cgroup::CgroupName>,
 }
 
 /// What the watched range held when the tracer took the hit out of its ring: one `process_vm_readv` of the

@@ -188,6 +188,7 @@ pub fn each_hit(
             chain: frames,
             value: Value::NotRead,
             rendered: Some(rendered),
+            cgroup: None,
         });
     }
 }

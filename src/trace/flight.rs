@@ -45,6 +45,7 @@ impl Kept {
             chain: &self.chain.frames,
             value: self.value,
             rendered: self.chain.rendered(),
+            cgroup: None,
         }
     }
 }
@@ -307,6 +308,7 @@ mod tests {
                     from: ValueFrom::Insn,
                 },
                 rendered: chain.rendered(),
+                cgroup: None,
             };
             rec.offer(&hit, Rc::clone(&chain), out).unwrap();
         }

@@ -295,6 +295,7 @@ impl<O: Output> Stream<'_, O> {
             chain: &named.frames,
             value,
             rendered: named.rendered(),
+            cgroup: None,
         };
         if let Some(t) = &mut self.summary.tally {
             t.add(&hit);

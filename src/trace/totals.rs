@@ -74,6 +74,7 @@ pub fn apply<O: Output>(
                 chain: &named.frames,
                 value: Value::NotRead,
                 rendered: named.rendered(),
+                cgroup: None,
             };
             if let Some(t) = &mut tally {
                 t.add_n(&hit, *n);

@@ -140,6 +140,7 @@ fn a_repeated_chain_prints_the_same() {
         fresh
             .hit(&Hit {
                 rendered: None,
+                cgroup: None,
                 ..*hit
             })
             .unwrap();
@@ -185,6 +186,7 @@ fn a_hostile_comm_is_escaped_everywhere() {
             p.hit(hit).unwrap();
             p.hit(&Hit {
                 rendered: None,
+                cgroup: None,
                 ..*hit
             })
             .unwrap();

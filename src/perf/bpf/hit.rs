@@ -35,7 +35,7 @@
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::perf::bpf::insn::{
-    Alu, Asm, AsmError, Cond, Insn, Kept, Label, DW, FP, R0, R1, R2, R3, R4,
+    Alu, Asm, AsmError, Cond, Insn, Kept, Label, DW, FP, R0, R1, R2, R3, R4, R5, W,
 };
 use crate::perf::bpf::kernel::{ctx, Helper, USER_CS, USER_STACK};
 use crate::perf::bpf::program::{self, ValueSlots, CTX, FLAGS, OLD, VALUE};
@@ -199,11 +199,24 @@ pub struct HitSpec<'a> {
     /// Carry the trap's registers and instruction bytes (`--value`: the store's value is decoded from
     /// them); otherwise the record is 184 bytes shorter.
     pub regs: bool,
+    /// Carry the writer's cgroup id (`bpf_get_current_cgroup_id`, [`rec::CGROUP_KNOWN`]): 8 bytes more.
+    pub cgroup_ids: bool,
     pub condition: Option<&'a Condition>,
     pub filter: &'a Filter,
     /// Where `task_struct.comm` is ([`super::task::comm_offset`]): the name is then loaded from the
     /// current task; `None` asks `bpf_get_current_comm`.
     pub comm_offset: Option<i16>,
+}
+
+impl HitSpec<'_> {
+    /// The optional fields every record of this spec's program has.
+    pub fn layout(&self) -> rec::Layout {
+        rec::Layout {
+            values: self.read_value,
+            cgroup: self.cgroup_ids,
+            regs: self.regs,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -215,6 +228,7 @@ impl<'a> HitSpec<'a> {
             read_value: false,
             old: false,
             regs: false,
+            cgroup_ids: false,
             condition: None,
             filter,
             comm_offset,
@@ -349,56 +363,56 @@ fn emit_record(
     ins: &dyn Instrument,
     stop: Label,
 ) {
-    let regs = spec.regs;
+    let layout = spec.layout();
     let out = a.label();
     seq::lookup(a, (maps.scratch, 0, slots.scratch_key), out);
-    fill_header(a, regs, spec.comm_offset, slots);
-    a.store(DW, RECORD, rec::OFF_FLAGS, FLAGS);
+    fill_header(a, spec, slots);
+    a.store(W, RECORD, rec::OFF_FLAGS, FLAGS);
     ins.at(a, Point::Header);
     if ins.ends_at(Stage::Header) {
         return stop_early(a, stop, out);
     }
     // The stacks: the kernel's, then the user's right after it; a failed walk is an empty stack.
     let max = (8 * rec::MAX_FRAMES) as i32;
-    let stacks = i32::from(if regs {
-        rec::OFF_STACKS_REGS
-    } else {
-        rec::OFF_STACKS
-    });
-    kernel_stack(a, stacks, max);
-    a.store(DW, RECORD, rec::OFF_KSTACK_BYTES, STACK_BYTES);
+    kernel_stack(a, layout, max);
+    a.store(W, RECORD, layout.lengths(), STACK_BYTES);
     ins.at(a, Point::KernelStack);
     if ins.ends_at(Stage::KernelStack) {
         return stop_early(a, stop, out);
     }
-    user_stack(a, ins.kernel_user_walk(), (stacks, max), slots.frame);
-    a.store(DW, RECORD, rec::OFF_USTACK_BYTES, R0);
-    // The record's size (kernel stack bytes + user stack bytes + header).
-    a.alu(Alu::Add, STACK_BYTES, R0)
-        .alu_imm(Alu::Add, STACK_BYTES, stacks);
+    user_stack(a, ins.kernel_user_walk(), (layout, max), slots.frame);
+    a.store(W, RECORD, layout.lengths() + 4, R0);
+    // The chain's bytes, kernel and user.
+    a.alu(Alu::Add, STACK_BYTES, R0);
     // Counted before the ring is tried: a record the ring has no room for is still in the totals.
     if let (Some(t), Some(s)) = (&maps.totals, &slots.totals) {
         if !ins.ends_at(Stage::UserStack) {
-            totals::count(a, t, s, (RECORD.into(), stacks as i16));
+            totals::count(a, t, s, (RECORD.into(), layout));
         }
     }
     ins.at(a, Point::UserStack);
     if ins.ends_at(Stage::UserStack) {
         return stop_early(a, stop, out);
     }
+    finish(a, layout);
     hand_over(a, maps, slots, ins);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
 }
 
 /// Fills the record's fixed part in the scratch entry (r0 on entry, kept in [`RECORD`] after): value,
-/// old, pid, time, address, name, ip, and with `regs` the registers and instruction bytes; the flags
-/// gain the user-mode bit and what `regs` read.
-fn fill_header(a: &mut Asm, regs: bool, comm_offset: Option<i16>, slots: &Slots) {
-    a.store(DW, R0, rec::OFF_VALUE, VALUE)
-        .store(DW, R0, rec::OFF_OLD, OLD)
-        .mov(RECORD, R0);
+/// old, pid, time, address, with the spec's cgroup id and registers and instruction bytes, then the name
+/// and the ip where an inline record has them; the flags gain the user-mode bit, the spec's fields and
+/// whether the record carries the name ([`write_comm`]).
+fn fill_header(a: &mut Asm, spec: &HitSpec<'_>, slots: &Slots) {
+    let layout = spec.layout();
+    if layout.values {
+        a.store(DW, R0, layout.value(), VALUE)
+            .store(DW, R0, layout.old(), OLD);
+    }
+    a.mov(RECORD, R0);
     // The value code's flags are the record's (the same bits); the mode comes from the trap's cs.
+    a.alu_imm(Alu::Or, FLAGS, layout.flags() as i32);
     a.load(DW, R1, CTX, ctx::CS).alu_imm(Alu::And, R1, 3);
     let kernel_mode = a.label();
     a.jump_imm(Cond::Eq, R1, 0, kernel_mode)
@@ -412,44 +426,67 @@ fn fill_header(a: &mut Asm, regs: bool, comm_offset: Option<i16>, slots: &Slots)
         .store(DW, RECORD, rec::OFF_TIME, R0)
         .load(DW, R1, CTX, ctx::ADDR)
         .store(DW, RECORD, rec::OFF_ADDR, R1);
-    write_comm(a, comm_offset);
+    if layout.cgroup {
+        a.call(Helper::GetCurrentCgroupId)
+            .store(DW, RECORD, layout.cgroup(), R0);
+    }
+    write_comm(a, spec.comm_offset, layout.comm(), slots);
     a.load(DW, R1, CTX, ctx::IP)
-        .store(DW, RECORD, rec::OFF_IP, R1);
-    if regs {
-        fill_regs(a);
+        .store(DW, RECORD, layout.ip(), R1);
+    if layout.regs {
+        fill_regs(a, layout);
     }
 }
 
-/// The writer's name into the record: its task's 16 bytes, loaded straight from the task (the kernel
-/// keeps them NUL-padded) or copied by the helper.
-fn write_comm(a: &mut Asm, comm_offset: Option<i16>) {
+/// The writer's name into the record at `at`: its task's 16 bytes, loaded straight from the task (the
+/// kernel keeps them NUL-padded) or copied by the helper. The record carries it ([`rec::COMM_KNOWN`])
+/// when the writer or its name is not the CPU's last record's, which the scratch entry keeps
+/// ([`emit::OFF_LAST_WRITER`], [`emit::OFF_LAST_COMM`]; the emitter forgets them when a record is lost).
+fn write_comm(a: &mut Asm, comm_offset: Option<i16>, at: i16, slots: &Slots) {
     match comm_offset {
         Some(off) => {
             a.call(Helper::GetCurrentTaskBtf)
                 .load(DW, R1, R0, off)
-                .store(DW, RECORD, rec::OFF_COMM, R1)
+                .store(DW, RECORD, at, R1)
                 .load(DW, R1, R0, off + 8)
-                .store(DW, RECORD, rec::OFF_COMM + 8, R1);
+                .store(DW, RECORD, at + 8, R1);
         }
         None => {
             a.mov(R1, RECORD)
-                .alu_imm(Alu::Add, R1, i32::from(rec::OFF_COMM))
-                .mov_imm(R2, 16)
+                .alu_imm(Alu::Add, R1, i32::from(at))
+                .mov_imm(R2, rec::COMM_BYTES as i32)
                 .call(Helper::GetCurrentComm);
         }
     }
+    let (named, same) = (a.label(), a.label());
+    a.load(DW, R3, FP, slots.value.pid_tgid)
+        .load(DW, R4, RECORD, emit::OFF_LAST_WRITER)
+        .jump(Cond::Ne, R3, R4, named);
+    for word in [0, 8] {
+        a.load(DW, R1, RECORD, at + word)
+            .load(DW, R2, RECORD, emit::OFF_LAST_COMM + word)
+            .jump(Cond::Ne, R1, R2, named);
+    }
+    a.goto(same);
+    a.bind(named);
+    a.store(DW, RECORD, emit::OFF_LAST_WRITER, R3);
+    for word in [0, 8] {
+        a.load(DW, R1, RECORD, at + word)
+            .store(DW, RECORD, emit::OFF_LAST_COMM + word, R1);
+    }
+    a.alu_imm(Alu::Or, FLAGS, rec::COMM_KNOWN as i32);
+    a.bind(same);
 }
 
 /// The trap's registers and the instruction bytes that end at its ip into the record, with their flags.
-fn fill_regs(a: &mut Asm) {
-    a.alu_imm(Alu::Or, FLAGS, rec::REGS_KNOWN as i32);
+fn fill_regs(a: &mut Asm, layout: rec::Layout) {
     for i in 0..rec::REGS as i16 {
         a.load(DW, R1, CTX, 8 * i)
-            .store(DW, RECORD, rec::OFF_REGS + 8 * i, R1);
+            .store(DW, RECORD, layout.regs() + 8 * i, R1);
     }
     // The instruction that ends at the trap ip, read from where it runs.
     a.mov(R1, RECORD)
-        .alu_imm(Alu::Add, R1, i32::from(rec::OFF_INSN))
+        .alu_imm(Alu::Add, R1, i32::from(layout.insn()))
         .mov_imm(R2, rec::INSN_BYTES as i32)
         .load(DW, R3, CTX, ctx::IP)
         .alu_imm(Alu::Sub, R3, rec::INSN_BYTES as i32);
@@ -460,9 +497,9 @@ fn fill_regs(a: &mut Asm) {
     a.bind(no_insn);
 }
 
-/// The kernel stack into the record at `stacks`, its length in [`STACK_BYTES`]; none for a trap in user
-/// mode.
-fn kernel_stack(a: &mut Asm, stacks: i32, max: i32) {
+/// The kernel stack into the record at the layout's stacks, its length in [`STACK_BYTES`]; none for a
+/// trap in user mode.
+fn kernel_stack(a: &mut Asm, layout: rec::Layout, max: i32) {
     // A trap in user mode has no kernel frames, and asking costs the writer ~0.5 us (measured: `hit_bench`).
     let no_kernel = a.label();
     a.mov_imm(STACK_BYTES, 0)
@@ -471,7 +508,7 @@ fn kernel_stack(a: &mut Asm, stacks: i32, max: i32) {
         .jump_imm(Cond::Ne, R1, 0, no_kernel);
     a.mov(R1, CTX)
         .mov(R2, RECORD)
-        .alu_imm(Alu::Add, R2, stacks)
+        .alu_imm(Alu::Add, R2, i32::from(layout.stacks()))
         .mov_imm(R3, max)
         .mov_imm(R4, 0)
         .call(Helper::GetStack);
@@ -482,24 +519,66 @@ fn kernel_stack(a: &mut Asm, stacks: i32, max: i32) {
 
 /// The user stack into the record right after the kernel stack's bytes, its length in r0: walked here
 /// for a 64-bit task's trap in user mode (unless `kernel_walk`), by `bpf_get_stack` otherwise.
-fn user_stack(a: &mut Asm, kernel_walk: bool, (stacks, max): (i32, i32), frame: i16) {
+fn user_stack(a: &mut Asm, kernel_walk: bool, (layout, max): (rec::Layout, i32), frame: i16) {
     let by_kernel = a.label();
     let walked = a.label();
     if !kernel_walk {
         a.load(DW, R1, CTX, ctx::CS)
             .jump_imm(Cond::Ne, R1, USER_CS, by_kernel);
-        walk_user_frames(a, stacks, frame, walked);
+        walk_user_frames(a, layout, frame, walked);
     }
     a.bind(by_kernel);
     a.mov(R1, CTX)
         .mov(R2, RECORD)
-        .alu_imm(Alu::Add, R2, stacks)
+        .alu_imm(Alu::Add, R2, i32::from(layout.stacks()))
         .alu(Alu::Add, R2, STACK_BYTES)
         .mov_imm(R3, max)
         .mov_imm(R4, USER_STACK)
         .call(Helper::GetStack);
     clamp(a, max);
     a.bind(walked);
+}
+
+/// The record's last fields and its size (into [`emit::OFF_SIZE`]), once the chain is in ([`STACK_BYTES`]
+/// its bytes) and, with totals, named by id where the `chains` map holds it. A record by id leaves out the
+/// ip where the chain starts with it ([`rec::IP_IN_CHAIN`]), else carries it right after the name, or
+/// where the name would be; an inline record carries the name and the ip before its chain, where the
+/// header put them. r1-r5 clobbered, no call.
+fn finish(a: &mut Asm, layout: rec::Layout) {
+    let (inline, keep_ip, placed, sized) = (a.label(), a.label(), a.label(), a.label());
+    let size = R3;
+    a.load(W, R1, RECORD, rec::OFF_FLAGS)
+        .mov(R2, R1)
+        .alu_imm(Alu::And, R2, rec::CHAIN_ID as i32)
+        .jump_imm(Cond::Eq, R2, 0, inline);
+    let no_comm = a.label();
+    a.mov_imm(size, i32::from(layout.comm()))
+        .mov(R2, R1)
+        .alu_imm(Alu::And, R2, rec::COMM_KNOWN as i32)
+        .jump_imm(Cond::Eq, R2, 0, no_comm)
+        .alu_imm(Alu::Add, size, rec::COMM_BYTES as i32);
+    a.bind(no_comm);
+    a.load(DW, R5, CTX, ctx::IP)
+        .jump_imm(Cond::Eq, STACK_BYTES, 0, keep_ip)
+        .load(DW, R4, RECORD, layout.stacks())
+        .jump(Cond::Ne, R4, R5, keep_ip)
+        .alu_imm(Alu::Or, R1, rec::IP_IN_CHAIN as i32)
+        .goto(sized);
+    a.bind(keep_ip);
+    // Without the name, the ip moves up to where the name would be.
+    a.mov(R2, R1)
+        .alu_imm(Alu::And, R2, rec::COMM_KNOWN as i32)
+        .jump_imm(Cond::Ne, R2, 0, placed)
+        .store(DW, RECORD, layout.comm(), R5);
+    a.bind(placed);
+    a.alu_imm(Alu::Add, size, 8).goto(sized);
+    a.bind(inline);
+    a.alu_imm(Alu::Or, R1, rec::COMM_KNOWN as i32)
+        .mov(size, STACK_BYTES)
+        .alu_imm(Alu::Add, size, i32::from(layout.stacks()));
+    a.bind(sized);
+    a.store(W, RECORD, rec::OFF_FLAGS, R1)
+        .store(DW, RECORD, emit::OFF_SIZE, size);
 }
 
 /// Hands the record (in the scratch entry) to this CPU's emitter ([`super::emit`]) by a tail call,
@@ -544,17 +623,18 @@ fn stop_early(a: &mut Asm, stop: Label, out: Label) {
 /// this VM (measured: `hit_bench`). Leaves the bytes written in r0 and jumps to `walked`; each frame is
 /// read into the stack at `frame` (16 bytes).
 ///
-/// The count of bytes written is kept in the record, not in a register: the verifier tracks a register's
-/// constant on every path, so each of the walk's exits would reach the rest of the program as a state of
-/// its own and have it verified again (127 times: ~7 ms of every start). Read back from the map value it
-/// is one bounded unknown, and the exits after the first are pruned where they join.
-fn walk_user_frames(a: &mut Asm, stacks: i32, frame: i16, walked: Label) {
+/// The count of bytes written is kept in the record (its user length), not in a register: the verifier
+/// tracks a register's constant on every path, so each of the walk's exits would reach the rest of the
+/// program as a state of its own and have it verified again (127 times: ~7 ms of every start). Read back
+/// from the map value it is one bounded unknown, and the exits after the first are pruned where they join.
+fn walk_user_frames(a: &mut Asm, layout: rec::Layout, frame: i16, walked: Label) {
     let end = a.label();
+    let (stacks, ubytes) = (layout.stacks(), layout.lengths() + 4);
     a.load(DW, R1, CTX, ctx::IP)
-        .store(DW, RECORD, stacks as i16, R1)
+        .store(DW, RECORD, stacks, R1)
         .load(DW, WALK_FP, CTX, ctx::BP);
-    for i in 1..rec::MAX_FRAMES as i32 {
-        a.store_imm(DW, RECORD, rec::OFF_USTACK_BYTES, 8 * i)
+    for i in 1..rec::MAX_FRAMES as i16 {
+        a.store_imm(W, RECORD, ubytes, 8 * i32::from(i))
             // Below the first page nothing is mapped (`vm.mmap_min_addr`): the read would fault.
             .jump_imm(Cond::Lt, WALK_FP, 4096, end)
             .stack_addr(R1, frame)
@@ -563,18 +643,13 @@ fn walk_user_frames(a: &mut Asm, stacks: i32, frame: i16, walked: Label) {
             .call(Helper::ProbeReadUser)
             .jump_imm(Cond::Ne, R0, 0, end)
             .load(DW, R1, FP, frame + 8)
-            .store(DW, RECORD, (stacks + 8 * i) as i16, R1)
+            .store(DW, RECORD, stacks + 8 * i, R1)
             .load(DW, WALK_FP, FP, frame);
     }
-    a.store_imm(
-        DW,
-        RECORD,
-        rec::OFF_USTACK_BYTES,
-        8 * rec::MAX_FRAMES as i32,
-    );
+    a.store_imm(W, RECORD, ubytes, 8 * rec::MAX_FRAMES as i32);
     // Every way out: r0 the bytes written, no kernel stack.
     a.bind(end);
-    a.load(DW, R0, RECORD, rec::OFF_USTACK_BYTES);
+    a.load(W, R0, RECORD, ubytes);
     clamp(a, 8 * rec::MAX_FRAMES as i32);
     a.mov_imm(STACK_BYTES, 0).goto(walked);
 }

@@ -50,6 +50,8 @@ pub enum Helper {
     /// 1 when the current task is in the cgroup at an index of a `CgroupArray` or below it, 0 when not.
     CurrentTaskUnderCgroup = 37,
     GetStack = 67,
+    /// The current task's cgroup (v2) id: the inode number of its cgroup's directory.
+    GetCurrentCgroupId = 80,
     ProbeReadUser = 112,
     ProbeReadKernel = 113,
     RingbufOutput = 130,
@@ -74,6 +76,7 @@ impl Helper {
             GetCurrentTask,
             CurrentTaskUnderCgroup,
             GetStack,
+            GetCurrentCgroupId,
             ProbeReadUser,
             ProbeReadKernel,
             RingbufOutput,

@@ -216,7 +216,7 @@ impl Names {
         self.paths.get(&id).map(String::as_str)
     }
 
-    /// These names as the reports look them up ([`crate::report::cgroup::CgroupNames`]).
+    /// These names as the reports look them up (`report::cgroup::CgroupNames`).
     pub fn into_lookup(mut self) -> Box<dyn FnMut(u64) -> Option<String>> {
         Box::new(move |id| self.get(id).map(str::to_string))
     }

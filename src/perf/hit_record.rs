@@ -408,6 +408,7 @@ impl<'a> HitView<'a> {
             cpu,
             id,
             frames,
+            cgroup: self.cgroup,
         }
     }
 }

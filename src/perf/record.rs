@@ -87,6 +87,9 @@ pub struct Sample {
     /// type has no identifier.
     pub id: u64,
     pub frames: Vec<Frame>,
+    /// The writer's cgroup (v2) id, where the hit program read it (a hit record with `CGROUP_KNOWN`); a
+    /// perf sample never carries one.
+    pub cgroup: Option<u64>,
 }
 
 impl Sample {
@@ -381,6 +384,7 @@ fn decode_sample(
             frames.clear();
             frames
         },
+        cgroup: None,
     };
     if st & SAMPLE_IDENTIFIER != 0 {
         s.id = c.u64()?;

@@ -16,6 +16,7 @@ use ksymwatch_symbols::{LineSource, Origin, UserSymbols};
 
 use crate::config::symbols::KernelTable;
 use crate::error::{Context, ExitCode, Result};
+use crate::host::cgroup::{Hierarchy, Names};
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::model::watch::Watch;
@@ -26,6 +27,7 @@ use crate::perf::denial;
 use crate::perf::event::{Delivery, EventConfig, OpenError};
 use crate::perf::refusal::{explain, explain_move, Refusal};
 use crate::perf::sys::{self, Epoll, SignalFd};
+use crate::report::cgroup::CgroupNames;
 use crate::report::{Covered, DumpTrigger, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::comm::Comms;
 use crate::trace::context::Marks;
@@ -182,6 +184,13 @@ impl<'a, O: Output> Session<'a, O> {
             None => None,
         };
         let strict = hotplug.as_ref().is_some_and(|h| h.strict);
+        // `--cgroup`: the hits name their writers' cgroups, from the hierarchy planning found them in.
+        let cgroups = match filter.cgroups.is_empty() {
+            true => None,
+            false => Hierarchy::find()
+                .ok()
+                .map(|h| CgroupNames::new(Names::new(h).into_lookup())),
+        };
         // No process is scanned here: `armed` goes out first (see `learn_tasks` and `Setup::user`).
         Ok(Session {
             rings,
@@ -202,6 +211,7 @@ impl<'a, O: Output> Session<'a, O> {
                 watched,
                 slots: None,
                 flight,
+                cgroups,
             },
             epoll,
             signals,

@@ -192,6 +192,7 @@ mod tests {
             cpu: 0,
             id: 0,
             frames: Vec::new(),
+            cgroup: None,
         }
     }
 

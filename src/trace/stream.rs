@@ -14,6 +14,7 @@ use crate::model::filter::Filter;
 use crate::model::Limits;
 use crate::perf::record::{Sample, Task};
 use crate::perf::sys::{self, Epoll};
+use crate::report::cgroup::CgroupNames;
 use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::context::Marks;
 use crate::trace::events::{self, Audit, EventSet, Item, Trap};
@@ -99,6 +100,8 @@ pub struct Stream<'a, O: Output> {
     /// `--on`: what each breakpoint slot holds (a hit after its object's free is not a hit).
     pub slots: Option<Slots>,
     pub flight: Option<Recorder>,
+    /// `--cgroup`: the writers' cgroups by id, each named once; `None` leaves hits unnamed.
+    pub cgroups: Option<CgroupNames>,
 }
 
 impl<O: Output> Stream<'_, O> {
@@ -295,7 +298,10 @@ impl<O: Output> Stream<'_, O> {
             chain: &named.frames,
             value,
             rendered: named.rendered(),
-            cgroup: None,
+            cgroup: match (sample.cgroup, &mut self.cgroups) {
+                (Some(id), Some(names)) => Some(names.name(id)),
+                _ => None,
+            },
         };
         if let Some(t) = &mut self.summary.tally {
             t.add(&hit);
@@ -525,6 +531,7 @@ mod tests {
             watched: Watched::new(Vec::new(), (false, false), epoll, 16).unwrap(),
             slots: None,
             flight: None,
+            cgroups: None,
         }
     }
 

@@ -134,5 +134,6 @@ fn sample_of(key: &CountKey, c: &Counted, addr: u64) -> Sample {
         cpu: 0,
         id: 0,
         frames,
+        cgroup: None,
     }
 }

@@ -225,10 +225,25 @@ fn only_the_writer_inside_the_cgroup_is_kept() {
             .all(|v| v["pid"] == inside.pid),
         "only the inside writer's hits"
     );
+    // Each hit names the inside writer's cgroup, by the id the kernel read and its path.
+    let id = std::fs::metadata(&cg.dir).expect("the cgroup").ino();
+    for v in records.iter().filter(|v| v["type"] == "hit") {
+        assert_eq!(v["cgroup_id"], id, "{v}");
+        assert_eq!(v["cgroup"], cg.path.as_str(), "{v}");
+        assert!(v.get("container_id").is_none(), "{v}");
+    }
     let summary = util::summary_record(&records);
     assert!(
         summary["filtered"].as_u64().unwrap_or(0) >= STORES as u64,
         "the outside writer's stores are counted as filtered: {summary}"
+    );
+    let by_cgroup = summary["by_cgroup"].as_array().expect("by_cgroup");
+    assert_eq!(by_cgroup.len(), 1, "{summary}");
+    assert_eq!(by_cgroup[0]["path"], cg.path.as_str());
+    assert_eq!(
+        by_cgroup[0]["count"].as_u64(),
+        summary["hits"].as_u64(),
+        "{summary}"
     );
 
     // `-p` narrows further: the outside writer's own watch keeps nothing of it (fresh writers: each does

@@ -267,7 +267,8 @@ impl HitPrograms {
                 read_value: processes || written,
                 old: written,
                 regs: written,
-                cgroup_ids: false,
+                // `--cgroup`: each hit names its writer's cgroup (a container's, below the chosen one).
+                cgroup_ids: !filter.cgroups.is_empty(),
                 condition,
                 filter,
                 comm_offset: super::task::comm_offset(),

@@ -161,6 +161,7 @@ mod tests {
             cpu: 0,
             id,
             frames: Vec::new(),
+            cgroup: None,
         }
     }
 

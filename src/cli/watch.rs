@@ -381,6 +381,12 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Resul
     };
     let armed_line = ArmedLine::of(&armed);
     let (processes, threads) = covered_at_start(plan.delivery(), &scope, &armed);
+    let cgroup_paths: Vec<String> = plan
+        .filter()
+        .cgroups
+        .iter()
+        .map(|c| c.path.clone())
+        .collect();
     let header = Header {
         watches: &watches,
         cpus,
@@ -390,6 +396,7 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Resul
         values: values.read(),
         condition: condition_text.as_deref(),
         objects: objects_line.as_deref(),
+        cgroups: &cgroup_paths,
     };
     let (comms, user) = scanned_tasks(task_scan, launched.as_deref());
     let setup = Setup {

@@ -42,6 +42,8 @@ pub struct Header<'a> {
     pub condition: Option<&'a str>,
     /// `--on`: what objects are watched, and from where (`# objects: ...`); `watches` are then its slots.
     pub objects: Option<&'a str>,
+    /// `--cgroup`: the chosen cgroups' paths (only their writers' hits are kept).
+    pub cgroups: &'a [String],
 }
 
 /// One hit, ready to print: the raw sample plus its frames, already named by the tracer.

@@ -87,6 +87,7 @@ pub fn system_wide_header<'a>(
         values: false,
         condition: None,
         objects: None,
+        cgroups: &[],
     }
 }
 

@@ -85,6 +85,10 @@ pub fn apply<O: Output>(
             t.set_values(w, &watches[w].label, values, *over);
         }
     }
+    // The totals' keys have no cgroup: the by-cgroup counts stay the printed hits'.
+    if let (Some(t), Some(old)) = (&mut tally, &summary.tally) {
+        t.keep_cgroups_of(old);
+    }
     if tally.is_some() {
         summary.tally = tally;
     }

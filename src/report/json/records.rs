@@ -86,6 +86,9 @@ pub enum Record<'a> {
         /// `--on`: the objects line (`# objects: ...` without the `# `); `targets` are then its slots.
         #[serde(skip_serializing_if = "Option::is_none")]
         objects: Option<&'a str>,
+        /// `--cgroup`: the chosen cgroups' paths; only their writers' hits are kept. Absent otherwise.
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        cgroups: &'a [String],
     },
     Armed {
         time_ns: u64,
@@ -318,6 +321,7 @@ impl<'a> Record<'a> {
             value: h.values,
             condition: h.condition,
             objects: h.objects.map(|l| l.trim_start_matches("# ")),
+            cgroups: h.cgroups,
         }
     }
 

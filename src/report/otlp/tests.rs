@@ -325,6 +325,7 @@ fn armed_is_one_event_written_at_once_with_the_header() {
         values: true,
         condition: Some("value == 0"),
         objects: None,
+        cgroups: &[],
     })
     .unwrap();
     assert!(p.out.is_empty(), "the header waits for armed");

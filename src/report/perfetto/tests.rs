@@ -32,6 +32,7 @@ fn header_of<'a>(
         values: false,
         condition: None,
         objects: None,
+        cgroups: &[],
     }
 }
 

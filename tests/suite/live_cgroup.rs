@@ -309,4 +309,14 @@ fn a_missing_cgroup_is_refused_before_arming() {
         2,
         &["drop --per-thread"],
     );
+    // On a hybrid machine, a v1 controller's directory is not the unified hierarchy's.
+    let h = Hierarchy::find().expect("found above");
+    let v1 = std::path::Path::new("/sys/fs/cgroup/memory");
+    if h.mount.point != "/sys/fs/cgroup" && v1.is_dir() {
+        util::rejects(
+            &["write", "--cgroup", "/sys/fs/cgroup/memory", target],
+            2,
+            &["not in the cgroup v2 hierarchy", &h.mount.point],
+        );
+    }
 }

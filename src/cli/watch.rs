@@ -23,6 +23,7 @@ use crate::model::watch::{Access, Watch};
 use crate::perf::arm;
 use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::event::EventConfig;
+use crate::perf::probe;
 use crate::perf::refusal::{self, Refusal};
 use crate::perf::sys;
 use crate::perf::warmup::Warmup;
@@ -347,7 +348,7 @@ fn keep_free_slots(
     }
     let free = match watches.first() {
         // A slot the kernel refuses outright (not for want of a register) is refused as arming would be.
-        Some(w) => arm::free_slots(w, cpus, watches.len(), cfg)
+        Some(w) => probe::slots_for(w, cpus, watches.len(), cfg)
             .map_err(|e| refusal::explain(&e, std::slice::from_ref(w)).nothing_armed())?,
         None => 0,
     };

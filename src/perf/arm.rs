@@ -320,46 +320,6 @@ fn open_threads<K: Kernel>(
     Ok(rings.into_values().collect())
 }
 
-/// How many breakpoints like `watch` every one of `cpus` can take now, up to `most`: each is opened
-/// (pinned, disabled, which reserves its debug register) until one CPU refuses, then all are closed. A
-/// refusal of the very first open other than ENOSPC (no register free) is returned: the kernel will not
-/// take such a breakpoint at all (a kernel address where kernel breakpoints are refused), and the caller
-/// words it as an arming failure ([`explain`]).
-pub fn free_slots(
-    watch: &Watch,
-    cpus: &BTreeSet<u32>,
-    most: usize,
-    cfg: &EventConfig,
-) -> Result<usize, OpenError> {
-    let cfg = EventConfig {
-        track_tasks: false,
-        delivery: Delivery::Samples {
-            remove_on_exec: cfg.delivery.remove_on_exec(),
-        },
-        ..cfg.clone()
-    };
-    let attr = crate::perf::event::attr(watch, &cfg, Bind::Cpu);
-    let mut held = Vec::new();
-    for n in 0..most {
-        for &cpu in cpus {
-            match crate::perf::sys::perf_event_open(&attr, -1, cpu as i32) {
-                Ok(fd) => held.push(fd),
-                Err(err) if held.is_empty() && err.raw_os_error() != Some(libc::ENOSPC) => {
-                    return Err(OpenError {
-                        cpu,
-                        tid: None,
-                        stage: Stage::Open,
-                        err,
-                        bp: Some((watch.addr, watch.len)),
-                    })
-                }
-                Err(_) => return Ok(n),
-            }
-        }
-    }
-    Ok(most)
-}
-
 /// The threads of `pids` now (a process that has gone has none).
 pub fn threads(pids: &[u32]) -> Vec<u32> {
     let mut tids = Vec::new();

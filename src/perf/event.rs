@@ -1,6 +1,8 @@
 //! One hardware breakpoint ring on one CPU: its perf attributes, its descriptor and its ring buffer, and for
 //! a process watch the other threads' events whose records go to the same ring (`SET_OUTPUT`). A thin typed
-//! wrapper; the all-or-nothing arming across CPUs and threads is [`crate::perf::arm`]'s job.
+//! wrapper. A watch's events are described once, before anything is opened ([`Prepared`]: per CPU, each
+//! watch's [`RingSpec`] with its attributes built, and who they are opened for); the all-or-nothing
+//! arming of that set across CPUs and threads is [`crate::perf::arm`]'s job.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -409,7 +411,7 @@ pub struct OpenError {
 }
 
 impl OpenError {
-    fn new(cpu: u32, bind: Bind, stage: Stage, err: io::Error) -> OpenError {
+    pub(crate) fn new(cpu: u32, bind: Bind, stage: Stage, err: io::Error) -> OpenError {
         let tid = match bind {
             Bind::Cpu => None,
             Bind::Task(t) => Some(t),
@@ -424,7 +426,7 @@ impl OpenError {
     }
 
     /// The failure was the breakpoint's at `addr`, `len` bytes long.
-    fn at(mut self, addr: u64, len: u8) -> OpenError {
+    pub(crate) fn at(mut self, addr: u64, len: u8) -> OpenError {
         self.bp = Some((addr, len));
         self
     }
@@ -671,60 +673,6 @@ pub struct Counts {
     pub hits: u64,
     /// Samples the kernel could not write to the ring; `None` on kernels without `PERF_FORMAT_LOST`.
     pub lost: Option<u64>,
-}
-
-/// An address in our own data for the probe breakpoints; they are never enabled.
-static PROBE: [u64; 8] = [0; 8];
-
-/// The most breakpoints probed per CPU; x86 has four debug registers.
-const PROBE_MAX: u32 = 8;
-
-/// A probe's watch: 8 bytes at `addr`, written.
-fn probe_watch(addr: u64) -> Watch {
-    Watch {
-        label: "probe".into(),
-        addr,
-        len: 8,
-        access: Access::Write,
-        module: None,
-        per_cpu: None,
-    }
-}
-
-/// An address in this process's own memory (user space) that a probe may name.
-pub fn probe_user_address() -> u64 {
-    &PROBE[0] as *const u64 as u64
-}
-
-/// Whether the kernel would arm a breakpoint at `addr` on `cpu`: one disabled pinned write breakpoint of
-/// 8 bytes (naturally aligned `addr`) is opened and closed at once, never enabled, so it holds a debug
-/// register only for that moment. The kernel's refusal, if any, is returned as an arming failure's
-/// would be, for [`crate::perf::refusal::explain`] to word.
-pub fn probe(addr: u64, cpu: u32) -> Result<(), OpenError> {
-    let w = probe_watch(addr);
-    sys::perf_event_open(&attr(&w, &EventConfig::bare(1), Bind::Cpu), -1, cpu as i32)
-        .map(drop)
-        .map_err(|err| OpenError::new(cpu, Bind::Cpu, Stage::Open, err).at(addr, w.len))
-}
-
-/// Opens disabled pinned breakpoints on `cpu` until the kernel says no; all are closed on return. ENOSPC
-/// at the first open is `Ok(0)`; any other refusal of the first open is returned as is, so the caller can
-/// word it as an arming failure would be ([`crate::perf::refusal::explain`]).
-pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
-    let cfg = EventConfig::bare(1);
-    let mut held = Vec::new();
-    for i in 0..PROBE_MAX {
-        let w = probe_watch(&PROBE[i as usize] as *const u64 as u64);
-        match sys::perf_event_open(&attr(&w, &cfg, Bind::Cpu), -1, cpu as i32) {
-            Ok(fd) => held.push(fd),
-            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
-            Err(err) if held.is_empty() => {
-                return Err(OpenError::new(cpu, Bind::Cpu, Stage::Open, err).at(w.addr, w.len))
-            }
-            Err(_) => break,
-        }
-    }
-    Ok(held.len() as u32)
 }
 
 #[cfg(test)]

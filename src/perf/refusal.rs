@@ -275,7 +275,7 @@ pub fn explain_move(err: &io::Error, watch: &Watch, scope: Scope) -> Refusal {
 /// kernel's own accounting (disabled probe breakpoints opened until it refuses, then closed).
 fn slots(cpu: u32, needed: usize) -> String {
     let plural = |n: usize| if n == 1 { "" } else { "s" };
-    match crate::perf::event::free_slots(cpu) {
+    match crate::perf::probe::free_slots(cpu) {
         Ok(free) if (free as usize) < needed => format!(
             "cpu {cpu} has {free} free debug register{}, {needed} needed",
             plural(free as usize)

@@ -686,7 +686,11 @@ mod tests {
                 err: std::io::Error::from_raw_os_error(libc::EPERM),
                 bp: Some((addr, 8)),
             };
-            Probed::Refused(refusal::explain_as(&e, &[], creds))
+            let facts = refusal::Facts {
+                creds,
+                free_registers: None,
+            };
+            Probed::Refused(refusal::explain_as(&e, &[], facts))
         };
         let all = [slots(0, Some(4)), slots(1, Some(4))];
         let kernel = refused(KERNEL_TEXT);

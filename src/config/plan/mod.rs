@@ -4,8 +4,8 @@
 //! it sees ([`Writers`]), whether values are read ([`Values`]), where kernel frames are named from
 //! ([`KernelSymbols`]). Opens no perf event and loads no BPF program; the command line arms the plan.
 //!
-//! Two steps, so that work the run needs anyway can start between them: [`decide`] reads the options
-//! alone (and whether BPF loads, and the privileges), [`Decided::into_plan`] loads symbols and types and resolves
+//! Two steps, so that work the run needs anyway can start between them: [`options::decide`] reads the options
+//! alone (and whether BPF loads, and the privileges), [`resolve`] loads symbols and types and resolves
 //! every target. [`plan`] is both.
 //!
 //! The one side effect a plan can have is launch mode's: the command is started, stopped at its exec, so
@@ -16,12 +16,13 @@
 //! processes a watch covers and its targets there), `objects` (`--on`), `describe` (`--dry-run`),
 //! `machine` (the real [`Host`]).
 
+mod conditions;
 mod describe;
 pub mod host;
 mod kernel;
 mod machine;
 mod objects;
-mod options;
+pub mod options;
 mod outputs;
 mod percpu;
 mod process;
@@ -33,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::{Origin, SymbolTable};
 
-use crate::config::flight::{Flight, Trigger};
+use crate::config::flight::Flight;
 use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
 use crate::config::typed::{self, Types};
@@ -199,26 +200,6 @@ pub struct Cpus {
     pub follow: Option<BTreeSet<u32>>,
 }
 
-/// A request decided on its options, before any symbol is loaded ([`decide`]).
-pub struct Decided {
-    options: options::Options,
-}
-
-impl Decided {
-    /// Resolves every target of the decided request (a launched command is started for it).
-    pub fn into_plan(self, host: &mut dyn Host) -> Result<WatchPlan> {
-        plan_of(self.options, host)
-    }
-
-    pub fn delivery(&self) -> Delivery {
-        self.options.delivery
-    }
-
-    pub fn scope(&self) -> &Scope {
-        &self.options.scope
-    }
-}
-
 /// Everything a watch needs, resolved and checked, before anything is armed.
 pub struct WatchPlan {
     access: Access,
@@ -237,15 +218,11 @@ pub struct WatchPlan {
     running: Running,
 }
 
-/// Checks the request's options against each other and decides the scope and the delivery: nothing is
-/// loaded but whether BPF works, and nothing started.
-pub fn decide(request: WatchRequest, host: &mut dyn Host) -> Result<Decided> {
-    Ok(Decided {
-        options: options::Options::check(request, host)?,
-    })
-}
-
-fn plan_of(o: options::Options, host: &mut dyn Host) -> Result<WatchPlan> {
+/// Resolves every target of the decided request (a launched command is started for it): the stages after
+/// the options, in order, each entered once and taking the result of the one before (kernel symbols and
+/// per-CPU copies, processes, `--on`'s objects, then the conditions against the watches).
+pub fn resolve(decided: options::Decided, host: &mut dyn Host) -> Result<WatchPlan> {
+    let o = decided.options;
     let mut kernel = kernel::KernelSide::load(&o, host)?;
     if let (Scope::Processes(pids), Delivery::PerThread { .. }) = (&o.scope, o.delivery) {
         process::check_fd_budget(host, pids, o.cpus.now.len(), kernel.targets.len())?;
@@ -260,7 +237,7 @@ fn plan_of(o: options::Options, host: &mut dyn Host) -> Result<WatchPlan> {
         }
         None => None,
     };
-    conditions_fit(
+    conditions::fit(
         &o.values,
         o.condition_text.as_deref(),
         &o.dump_on,
@@ -284,48 +261,9 @@ fn plan_of(o: options::Options, host: &mut dyn Host) -> Result<WatchPlan> {
     })
 }
 
-/// `--if`'s condition and `--dump-on`'s hit conditions fit every watch's length.
-fn conditions_fit(
-    values: &Values,
-    condition_text: Option<&str>,
-    dump_on: &[String],
-    flight: Option<&Flight>,
-    watches: &[Watch],
-) -> Result<()> {
-    if let (Some(cond), Some(text)) = (values.condition(), condition_text) {
-        check_condition_widths("--if", text, cond, watches)?;
-    }
-    for (text, trigger) in dump_on.iter().zip(flight.iter().flat_map(|f| &f.triggers)) {
-        if let Trigger::Hit(cond) = trigger {
-            check_condition_widths("--dump-on", text, cond, watches)?;
-        }
-    }
-    Ok(())
-}
-
-/// Every watch's length can hold the condition's constants.
-fn check_condition_widths(
-    flag: &str,
-    text: &str,
-    cond: &Condition,
-    watches: &[Watch],
-) -> Result<()> {
-    for w in watches {
-        cond.check_width(w.len).map_err(|e| {
-            Error::usage(format!(
-                "{flag} '{text}': {e} (`{}` is watched {} byte{} wide; give TARGET/LEN to watch more)",
-                w.label,
-                w.len,
-                if w.len == 1 { "" } else { "s" }
-            ))
-        })?;
-    }
-    Ok(())
-}
-
-/// [`decide`], then [`Decided::into_plan`].
+/// [`options::decide`], then [`resolve`].
 pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
-    decide(request, host)?.into_plan(host)
+    resolve(options::decide(request, host)?, host)
 }
 
 impl WatchPlan {

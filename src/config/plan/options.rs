@@ -52,6 +52,30 @@ pub struct Options {
     pub dump_on: Vec<String>,
 }
 
+/// A request decided on its options, before any symbol is loaded ([`decide`]); [`super::resolve`]
+/// takes it through the later stages.
+pub struct Decided {
+    pub(super) options: Options,
+}
+
+/// The plan's first stage: the request's options checked against each other, and the scope and the
+/// delivery decided. Nothing is loaded but whether BPF works, and nothing started.
+pub fn decide(request: WatchRequest, host: &mut dyn Host) -> Result<Decided> {
+    Ok(Decided {
+        options: Options::check(request, host)?,
+    })
+}
+
+impl Decided {
+    pub fn delivery(&self) -> Delivery {
+        self.options.delivery
+    }
+
+    pub fn scope(&self) -> &Scope {
+        &self.options.scope
+    }
+}
+
 impl Options {
     pub fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
         let scope = scope(&r)?;

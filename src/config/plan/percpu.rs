@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use ksymwatch_symbols::SymbolTable;
+use ksymwatch_symbols::{CastType, PathElem, SymbolTable};
 
 use crate::config::typed::{self, Types};
 use crate::cpulist;
@@ -22,6 +22,63 @@ use super::host::Host;
 pub struct PerCpuTarget {
     pub base: u64,
     pub copies: PerCpu,
+}
+
+/// The section BTF puts per-CPU variables in.
+const PERCPU_SECTION: &str = ".data..percpu";
+
+/// A per-CPU variable (`runqueues.nr_running`, `cpu_number`), as BTF records it: what to cast each CPU's copy
+/// to, and where in the per-CPU area it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerCpuVariable {
+    pub name: String,
+    /// The cast that names the variable's type, as the target grammar spells it (`struct rq`).
+    pub cast: CastType,
+    /// The member path after the variable (`.nr_running`; empty for the whole variable).
+    pub path: Vec<PathElem>,
+    pub offset_in_section: u64,
+}
+
+impl PerCpuVariable {
+    /// The path as written (`.nr_running`).
+    pub fn path_text(&self) -> String {
+        self.path.iter().map(|e| e.to_string()).collect()
+    }
+
+    /// `target` moved onto the copy at `addr`: a cast on that address with the same path, `+OFF` and `/LEN`.
+    pub fn copy_target(&self, target: &Target, addr: u64) -> Target {
+        Target {
+            cast: Some(self.cast.clone()),
+            base: Base::Address(addr),
+            path: self.path.clone(),
+            offset: target.offset,
+            len: target.len,
+            text: target.text.clone(),
+        }
+    }
+}
+
+/// `target` when it names a per-CPU variable BTF records, with or without a member path (else `None`). Loads
+/// the kernel's BTF: a caller asks only where a per-CPU variable may be meant.
+fn percpu_variable(types: &Types, target: &Target) -> Option<PerCpuVariable> {
+    if target.cast.is_some()
+        || target.object().is_some()
+        || !matches!(target.base, Base::Symbol { .. })
+    {
+        return None;
+    }
+    let btf = types.vmlinux().ok()?;
+    target.symbol_splits().into_iter().find_map(|(name, rest)| {
+        let v = btf
+            .variable(&name)
+            .filter(|v| v.section == PERCPU_SECTION)?;
+        Some(PerCpuVariable {
+            cast: typed::cast_of(&v.type_name)?,
+            path: rest,
+            offset_in_section: v.offset_in_section,
+            name,
+        })
+    })
 }
 
 /// [`targets`]' answer: the targets, the per-CPU copies of each, and how the bases were found.
@@ -51,10 +108,7 @@ pub fn targets(
             (Base::Symbol { name, .. }, Some(_)) => t.path.is_empty() && plain_unknown(name),
             _ => false,
         };
-        let Some(v) = candidate
-            .then(|| typed::percpu_variable(types, &t))
-            .flatten()
-        else {
+        let Some(v) = candidate.then(|| percpu_variable(types, &t)).flatten() else {
             moved.push(t);
             percpu.push(None);
             continue;
@@ -120,7 +174,7 @@ pub fn copy_needs_percpu(copy: Option<u32>, percpu: &[Option<PerCpuTarget>]) -> 
 /// kernel cannot answer for all of them.
 fn bases(
     target: &Target,
-    v: &typed::PerCpuVariable,
+    v: &PerCpuVariable,
     host: &dyn Host,
 ) -> Result<(BTreeMap<u32, u64>, Offsets)> {
     let cpus: Vec<u32> = host

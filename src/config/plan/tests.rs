@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, Source};
 
-use super::host::{KernelFiles, Task};
+use super::host::{KernelFiles, SourceNeeds, Task};
 use super::*;
 use crate::config::request::{OutputRequest, SymbolRequest};
 use crate::config::watch::Resolved;
@@ -178,7 +178,7 @@ impl Host for FakeHost {
     fn symbol_source(
         &mut self,
         symbols: &SymbolRequest,
-        _dwarf: bool,
+        _needs: SourceNeeds,
     ) -> crate::error::Result<Source> {
         Ok(Source::Kallsyms(symbols.kallsyms.clone()))
     }
@@ -196,9 +196,6 @@ impl Host for FakeHost {
         let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &symbols.kallsyms)
             .map_err(|e| Error::usage(e.to_string()))?;
         Ok(KernelFiles::Kallsyms(table, Origin::Parsed))
-    }
-    fn check_btf_for_live_watch(&self, _btf: &Path) -> crate::error::Result<()> {
-        Ok(())
     }
     fn percpu_bases(
         &self,

@@ -17,6 +17,7 @@
 //! `machine` (the real [`Host`]).
 
 mod conditions;
+mod cpus;
 mod describe;
 pub mod host;
 mod kernel;
@@ -29,7 +30,6 @@ mod process;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::{Origin, SymbolTable};
@@ -48,6 +48,7 @@ use crate::model::Limits;
 use crate::perf::arm;
 use crate::perf::bpf::percpu::Offsets;
 
+pub use cpus::Cpus;
 pub use host::{Host, Launch};
 pub use machine::{Launcher, RealHost};
 pub use objects::ObjectPlan;
@@ -190,14 +191,6 @@ pub struct Running {
     pub buffer_pages: Option<usize>,
     /// `--lines`: file:line for kernel frames.
     pub lines: bool,
-}
-
-/// The CPUs a watch arms now, and the ones it follows through hotplug.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cpus {
-    pub now: BTreeSet<u32>,
-    /// `None`: every CPU that comes online.
-    pub follow: Option<BTreeSet<u32>>,
 }
 
 /// Everything a watch needs, resolved and checked, before anything is armed.

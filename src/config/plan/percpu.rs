@@ -44,18 +44,6 @@ impl PerCpuVariable {
     pub fn path_text(&self) -> String {
         self.path.iter().map(|e| e.to_string()).collect()
     }
-
-    /// `target` moved onto the copy at `addr`: a cast on that address with the same path, `+OFF` and `/LEN`.
-    pub fn copy_target(&self, target: &Target, addr: u64) -> Target {
-        Target {
-            cast: Some(self.cast.clone()),
-            base: Base::Address(addr),
-            path: self.path.clone(),
-            offset: target.offset,
-            len: target.len,
-            text: target.text.clone(),
-        }
-    }
 }
 
 /// `target` when it names a per-CPU variable BTF records, with or without a member path (else `None`). Loads
@@ -113,9 +101,21 @@ pub fn targets(
             percpu.push(None);
             continue;
         };
+        // Exit 4 with the reason and the way to watch one copy by hand when the kernel cannot give
+        // every online CPU's base.
         let (bases, _) = match &mut found {
             Some(f) => f,
-            None => found.insert(bases(&t, &v, host)?),
+            None => found.insert(online_bases(host).map_err(|reason| {
+                Error::not_permitted(format!(
+                    "`{}`: `{}` is a per-CPU variable, and the per-CPU bases cannot be had here ({reason}); \
+                     watch one CPU's copy by its address: '({})0xADDR{}' (that CPU's per-CPU base plus 0x{:x})",
+                    t.text,
+                    v.name,
+                    v.cast,
+                    v.path_text(),
+                    v.offset_in_section
+                ))
+            })?),
         };
         let cpu = copy.unwrap_or_else(|| bases.keys().next().copied().unwrap_or(0));
         let Some(&base) = bases.get(&cpu) else {
@@ -125,7 +125,15 @@ pub fn targets(
                 cpulist::format(&bases.keys().copied().collect())
             )));
         };
-        moved.push(v.copy_target(&t, base.wrapping_add(v.offset_in_section)));
+        // The target moved onto this CPU's copy: a cast on its address, with the same path, `+OFF` and `/LEN`.
+        moved.push(Target {
+            cast: Some(v.cast.clone()),
+            base: Base::Address(base.wrapping_add(v.offset_in_section)),
+            path: v.path.clone(),
+            offset: t.offset,
+            len: t.len,
+            text: t.text.clone(),
+        });
         percpu.push(Some(PerCpuTarget {
             base,
             copies: PerCpu {
@@ -170,32 +178,16 @@ pub fn copy_needs_percpu(copy: Option<u32>, percpu: &[Option<PerCpuTarget>]) -> 
     Ok(())
 }
 
-/// Every online CPU's per-CPU base; exit 4 with the reason and the way to watch one copy by hand when the
-/// kernel cannot answer for all of them.
-fn bases(
-    target: &Target,
-    v: &PerCpuVariable,
-    host: &dyn Host,
-) -> Result<(BTreeMap<u32, u64>, Offsets)> {
+/// Every online CPU's per-CPU base, and how they were found; why not, when the kernel cannot answer for
+/// all of them.
+fn online_bases(host: &dyn Host) -> std::result::Result<(BTreeMap<u32, u64>, Offsets), String> {
     let cpus: Vec<u32> = host
         .online_cpus()
         .map(|c| c.into_iter().collect())
         .unwrap_or_default();
-    let missing = |b: &BTreeMap<u32, u64>| cpus.iter().copied().find(|c| !b.contains_key(c));
-    let reason = match host.percpu_bases(&cpus) {
-        Ok((b, at)) => match missing(&b) {
-            None => return Ok((b, at)),
-            Some(cpu) => format!("cpu{cpu}'s per-CPU base could not be read"),
-        },
-        Err(e) => e,
-    };
-    Err(Error::not_permitted(format!(
-        "`{}`: `{}` is a per-CPU variable, and the per-CPU bases cannot be had here ({reason}); watch one \
-         CPU's copy by its address: '({})0xADDR{}' (that CPU's per-CPU base plus 0x{:x})",
-        target.text,
-        v.name,
-        v.cast,
-        v.path_text(),
-        v.offset_in_section
-    )))
+    let (bases, at) = host.percpu_bases(&cpus)?;
+    match cpus.iter().copied().find(|c| !bases.contains_key(c)) {
+        None => Ok((bases, at)),
+        Some(cpu) => Err(format!("cpu{cpu}'s per-CPU base could not be read")),
+    }
 }

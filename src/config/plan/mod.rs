@@ -4,17 +4,22 @@
 //! it sees ([`Writers`]), whether values are read ([`Values`]), where kernel frames are named from
 //! ([`KernelSymbols`]). Opens no perf event and loads no BPF program; the command line arms the plan.
 //!
-//! Two steps, so that work the run needs anyway can start between them: [`options::decide`] reads the options
-//! alone (and whether BPF loads, and the privileges), [`resolve`] loads symbols and types and resolves
-//! every target. [`plan`] is both.
+//! The stages, in the order a request goes through them, each entered once and taking the one before's
+//! result (the host is asked only where a stage needs the machine, and each stage asks it in one block):
+//!
+//! 1. `options` ([`options::decide`]): the request checked against itself, then against the machine (the
+//!    `-p` processes, `--dump-on`'s tracepoints, BPF, privileges, `cpus`); the scope and the delivery are
+//!    decided. The command line starts work that overlaps the rest here.
+//! 2. [`resolve`] runs the rest: `kernel` (the kernel's symbol source, types, and with `percpu` the
+//!    per-CPU copies; kernel symbols loaded, or left to first use for a process watch), `process` (the
+//!    processes a watch covers and its targets there; a launched command started), `objects` (`--on`),
+//!    and last `conditions` (`--if` and `--dump-on` against every watch's length). [`plan`] is both steps.
 //!
 //! The one side effect a plan can have is launch mode's: the command is started, stopped at its exec, so
 //! its own symbols can be resolved; dropping the plan kills it before it ran any code of its own.
 //!
-//! Parts, one job each: `options` (the request's options against each other), `outputs` (the stream and
-//! reports), `kernel` (the kernel's symbols and types), `percpu` (per-CPU variables), `process` (the
-//! processes a watch covers and its targets there), `objects` (`--on`), `describe` (`--dry-run`),
-//! `machine` (the real [`Host`]).
+//! Other parts: `outputs` (the stream and reports, checked with the options), `describe` (`--dry-run`),
+//! `host` (what planning reads of the machine) and `machine` (the real [`Host`]).
 
 mod conditions;
 mod cpus;

@@ -1,6 +1,7 @@
-//! The request's options alone, checked against each other, and the choices they make: who the watch
-//! covers, how hits reach the tracer, which writers it sees, whether values are read. Nothing is read but
-//! the request and, through the host, whether BPF loads, the privileges, the `-p` processes and the CPUs.
+//! The plan's first stage: the request's options checked against each other, and the choices they make:
+//! who the watch covers, how hits reach the tracer, which writers it sees, whether values are read. The
+//! request is read whole first; then, through the host, in this order: the privileges and whether BPF
+//! loads, the `-p` processes, the `--dump-on` tracepoints, and the CPUs. No symbol is loaded here.
 
 use crate::config::flight::Flight;
 use crate::config::objects;

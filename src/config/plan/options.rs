@@ -17,7 +17,6 @@ use crate::stderr;
 use super::cpus::{self, Cpus};
 use super::host::Host;
 use super::outputs::{self, Outputs};
-use super::process;
 use super::{is_stdin, Command, Delivery, Running, Scope, Values, Writers, MAX_WATCHES};
 
 /// `--on` as requested: the source and the `$obj` target, with who may allocate.
@@ -144,7 +143,7 @@ impl Options {
         let (writers, delivery) = delivery(&r, &scope, host)?;
         // The request against the machine, each part read once, in order.
         // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
-        let pids = process::processes_of(&*host, &r.pids)?;
+        let pids = processes_of(&*host, &r.pids)?;
         let flight = Flight::parse(r.last, &r.dump_on, &r.output, &r.symbols.btf, || {
             host.tracefs_events()
         })?;
@@ -327,4 +326,30 @@ fn realtime(text: &str) -> Result<Option<u8>> {
             "--realtime {text} must be a priority from 1 to 99 or `off` (e.g. --realtime 1)"
         ))),
     }
+}
+
+/// The processes `-p` names, each once: a thread id that is not its process's leader stands for its
+/// process (said on stderr), since a watch covers every thread of a process.
+pub fn processes_of(host: &dyn Host, pids: &[u32]) -> Result<Vec<u32>> {
+    let mut out: Vec<u32> = Vec::new();
+    for &pid in pids {
+        let task = (pid != 0)
+            .then(|| host.task(pid))
+            .flatten()
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "-p {pid}: no such process; give the pid of a running process (pgrep NAME)"
+                ))
+            })?;
+        if task.tgid != pid {
+            stderr::line(format_args!(
+                "ksymwatch: -p {pid} is a thread of process {} ({}): watching every thread of process {}",
+                task.tgid, task.name, task.tgid
+            ));
+        }
+        if !out.contains(&task.tgid) {
+            out.push(task.tgid);
+        }
+    }
+    Ok(out)
 }

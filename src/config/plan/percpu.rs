@@ -55,8 +55,9 @@ fn percpu_variable(types: &Types, target: &Target) -> Option<PerCpuVariable> {
     {
         return None;
     }
+    let splits = target.symbol_splits();
     let btf = types.vmlinux().ok()?;
-    target.symbol_splits().into_iter().find_map(|(name, rest)| {
+    splits.into_iter().find_map(|(name, rest)| {
         let v = btf
             .variable(&name)
             .filter(|v| v.section == PERCPU_SECTION)?;

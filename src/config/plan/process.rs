@@ -86,32 +86,6 @@ pub fn resolve_watches(
     Ok(watches)
 }
 
-/// The processes `-p` names, each once: a thread id that is not its process's leader stands for its
-/// process (said on stderr), since a watch covers every thread of a process.
-pub fn processes_of(host: &dyn Host, pids: &[u32]) -> Result<Vec<u32>> {
-    let mut out: Vec<u32> = Vec::new();
-    for &pid in pids {
-        let task = (pid != 0)
-            .then(|| host.task(pid))
-            .flatten()
-            .ok_or_else(|| {
-                Error::usage(format!(
-                    "-p {pid}: no such process; give the pid of a running process (pgrep NAME)"
-                ))
-            })?;
-        if task.tgid != pid {
-            stderr::line(format_args!(
-                "ksymwatch: -p {pid} is a thread of process {} ({}): watching every thread of process {}",
-                task.tgid, task.name, task.tgid
-            ));
-        }
-        if !out.contains(&task.tgid) {
-            out.push(task.tgid);
-        }
-    }
-    Ok(out)
-}
-
 /// Resolves `targets` in every process of a `-p` watch. A watch has one address in every process it
 /// covers, so each symbol must resolve to the same address in all of them: two runs of a PIE, or a library
 /// under ASLR, usually do not, and arming the first process's address in the others would silently watch

@@ -20,7 +20,7 @@ use super::outputs::{self, Outputs};
 use super::{is_stdin, Command, Delivery, Running, Scope, Values, Writers, MAX_WATCHES};
 
 /// `--on` as requested: the source and the `$obj` target, with who may allocate.
-pub struct OnRequest {
+pub(super) struct OnRequest {
     pub source: objects::Source,
     pub text: String,
     pub rotate: bool,
@@ -31,7 +31,7 @@ pub struct OnRequest {
 }
 
 /// A request's options, checked, with the choices they make.
-pub struct Options {
+pub(super) struct Options {
     pub access: Access,
     pub scope: Scope,
     pub delivery: Delivery,
@@ -330,7 +330,7 @@ fn realtime(text: &str) -> Result<Option<u8>> {
 
 /// The processes `-p` names, each once: a thread id that is not its process's leader stands for its
 /// process (said on stderr), since a watch covers every thread of a process.
-pub fn processes_of(host: &dyn Host, pids: &[u32]) -> Result<Vec<u32>> {
+fn processes_of(host: &dyn Host, pids: &[u32]) -> Result<Vec<u32>> {
     let mut out: Vec<u32> = Vec::new();
     for &pid in pids {
         let task = (pid != 0)

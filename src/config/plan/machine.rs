@@ -125,23 +125,24 @@ impl Host for RealHost {
         user_only: bool,
     ) -> Result<KernelFiles> {
         let search = self.search(symbols);
-        let open = |search: &mut SourceSearch, picked: Source| {
-            FileSymbols::open(picked, search, symbols.force, symbols.symbol_cache)
-                .map(|f| KernelFiles::Files(Box::new(f)))
+        // The file to open: the pick, or where kallsyms cannot place a data symbol (`jiffies`), the
+        // running kernel's vmlinux from debuginfod where one can be had.
+        let file = match picked {
+            Source::Kallsyms(_) => {
+                let (table, origin) = symbols::watch_kallsyms(symbols, user_only)?;
+                let missing = data_symbols.and_then(|b| debuginfod::missing_data_symbol(&table, b));
+                let Some(name) = missing else {
+                    return Ok(KernelFiles::Kallsyms(table, origin));
+                };
+                match debuginfod::fetch_for_symbol(search, picked, &name, symbols.debuginfod)? {
+                    Source::Kallsyms(_) => return Ok(KernelFiles::Kallsyms(table, origin)),
+                    fetched => fetched,
+                }
+            }
+            picked => picked,
         };
-        if !matches!(picked, Source::Kallsyms(_)) {
-            return open(search, picked);
-        }
-        let (table, origin) = symbols::watch_kallsyms(symbols, user_only)?;
-        // A kallsyms without data symbols cannot place `jiffies`: the running kernel's vmlinux can.
-        let Some(name) = data_symbols.and_then(|b| debuginfod::missing_data_symbol(&table, b))
-        else {
-            return Ok(KernelFiles::Kallsyms(table, origin));
-        };
-        match debuginfod::fetch_for_symbol(search, picked, &name, symbols.debuginfod)? {
-            Source::Kallsyms(_) => Ok(KernelFiles::Kallsyms(table, origin)),
-            fetched => open(search, fetched),
-        }
+        FileSymbols::open(file, search, symbols.force, symbols.symbol_cache)
+            .map(|f| KernelFiles::Files(Box::new(f)))
     }
 
     fn percpu_bases(

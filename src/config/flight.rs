@@ -75,41 +75,39 @@ impl Flight {
         tracefs: impl FnOnce() -> Option<PathBuf>,
     ) -> Result<Option<Flight>> {
         let last = match (last, dump_on.is_empty()) {
-        (None, true) => return Ok(None),
-        (None, false) => {
-            return Err(Error::usage(
-                "--dump-on prints the hits --last N keeps; add --last N (e.g. --last 100)",
-            ))
-        }
-        (Some(_), true) => {
-            return Err(Error::usage(
-                "--last N prints only when a trigger fires; add --dump-on TRIGGER (a condition, `signal` or \
-                 tracepoint:GROUP:NAME)",
-            ))
-        }
-        (Some(0), false) => {
-            return Err(Error::usage(
-                "--last 0 keeps no hit to print; give N of 1 or more",
-            ))
-        }
-        (Some(n), false) => n,
-    };
+            (None, true) => return Ok(None),
+            (None, false) => {
+                return Err(Error::usage(
+                    "--dump-on prints the hits --last N keeps; add --last N (e.g. --last 100)",
+                ))
+            }
+            (Some(_), true) => return Err(Error::usage(
+                "--last N prints only when a trigger fires; add --dump-on TRIGGER (a condition, \
+                     `signal` or tracepoint:GROUP:NAME)",
+            )),
+            (Some(0), false) => {
+                return Err(Error::usage(
+                    "--last 0 keeps no hit to print; give N of 1 or more",
+                ))
+            }
+            (Some(n), false) => n,
+        };
         if output.quiet || output.folded_to_stdout() {
             let flag = if output.quiet { "--quiet" } else { "--folded" };
             return Err(Error::usage(format!(
-            "--last prints its hits in the stream, which {flag} turns off; drop {flag} (or use --folded=FILE)"
-        )));
+                "--last prints its hits in the stream, which {flag} turns off; drop {flag} (or use \
+                 --folded=FILE)"
+            )));
         }
         let types = Types::new(btf);
         let events = tracefs();
-        let check = |group: &str, name: &str| -> std::result::Result<Option<String>, String> {
-            let btf = types.tracepoint(name).map_err(|e| e.to_string())?;
-            tracepoints::find(group, name, btf, events.as_deref()).map(|e| e.group_note())
-        };
         let mut triggers = Vec::new();
         for t in dump_on {
-            let (trigger, note) = parse_trigger(t, &check)
-                .map_err(|e| Error::usage(format!("--dump-on '{t}': {e}")))?;
+            let (trigger, note) = parse_trigger(t, &|group: &str, name: &str| {
+                let btf = types.tracepoint(name).map_err(|e| e.to_string())?;
+                tracepoints::find(group, name, btf, events.as_deref()).map(|e| e.group_note())
+            })
+            .map_err(|e| Error::usage(format!("--dump-on '{t}': {e}")))?;
             if let Some(note) = note {
                 stderr::line(format_args!("ksymwatch: note: --dump-on {trigger}: {note}"));
             }

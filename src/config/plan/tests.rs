@@ -644,3 +644,35 @@ fn a_process_watch_reads_kernel_symbols_on_first_use() {
     let p = planned(r, &mut machine);
     assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
 }
+
+/// The options stage reads the request whole before it asks the machine anything: a request that
+/// contradicts itself is refused for that, whatever the machine would have said about its `-p` process
+/// or its `--cpus`, and nothing of the kernel is loaded for a refused request.
+#[test]
+fn the_request_is_checked_whole_before_the_machine_is_read() {
+    let mut machine = FakeHost::new();
+    let mut r = pids(request(&["counter"]), &[999]);
+    r.percpu_cpu = Some(1);
+    r.cpus = Some("7".into());
+    let e = refused(r, &mut machine);
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(e.to_string().starts_with("--percpu-cpu 1 chooses"), "{e}");
+    // Once the request holds together, the machine answers: the pid first, then the CPUs.
+    let mut r = pids(request(&["counter"]), &[999]);
+    r.cpus = Some("7".into());
+    let e = refused(r, &mut machine);
+    assert!(e.to_string().starts_with("-p 999: no such process"), "{e}");
+    let e = refused(
+        {
+            let mut r = pids(request(&["counter"]), &[100]);
+            r.cpus = Some("7".into());
+            r
+        },
+        &mut machine,
+    );
+    assert!(
+        e.to_string().starts_with("--cpus: cpu 7 does not exist"),
+        "{e}"
+    );
+    assert_eq!(*machine.kallsyms_loads.borrow(), 0);
+}

@@ -1,6 +1,8 @@
-//! The kernel's side of a plan: the symbol source (a vmlinux or System.map found or fetched, else
-//! kallsyms), BTF types, and for a system-wide watch the targets resolved there (per-CPU variables moved
-//! onto one CPU's copy, `SYMBOL.FIELD` typed from BTF where no DWARF can place it).
+//! The plan's kernel stage: the symbol source (a vmlinux or System.map found or fetched, else kallsyms),
+//! BTF types, and for a system-wide watch the targets resolved there (per-CPU variables moved onto one
+//! CPU's copy by `percpu`, `SYMBOL.FIELD` typed from BTF where no DWARF can place it). The machine is
+//! asked twice, in order: which symbol source (checked for what the targets need), then its symbols
+//! (for a process watch, the running kernel's kallsyms is left to its first use instead).
 
 use std::path::Path;
 

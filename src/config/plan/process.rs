@@ -1,7 +1,8 @@
-//! The processes a watch covers and its targets there: `-p`'s pids checked (a thread stands for its
-//! process), each target resolved in every process (one address in all of them), a launched command
-//! started and its targets resolved once its libraries are mapped, and the per-thread path's descriptor
-//! budget. Every target is then moved onto its member by its type, per-CPU copies placed.
+//! The plan's process stage: the targets resolved where the watch's scope says (the kernel's, from the
+//! kernel stage; each `-p` process, with one address in all of them; a launched command, started and
+//! resolved once its libraries are mapped), and the per-thread path's descriptor budget. Every target is
+//! then moved onto its member by its type, per-CPU copies placed. (`-p`'s pids themselves are checked by
+//! the options stage: a thread stands for its process.)
 
 use crate::config::typed;
 use crate::config::watch::{self, Resolved};

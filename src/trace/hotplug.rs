@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::perf::event::{OpenError, Stage};
 use crate::perf::sys;
 use crate::report::{StopReason, StreamEvent};
-use crate::trace::context::Marks;
+use crate::trace::context::Rings;
 use crate::trace::unload;
 
 /// A CPU state change as a uevent reports it.
@@ -245,19 +245,15 @@ impl Unwatched {
     }
 }
 
-/// What following CPUs asks of the session: its armed CPUs, closing and opening a CPU's events, and
-/// words for a refusal.
-pub trait Arming: Marks {
+/// What following CPUs asks of the session: its armed CPUs, closing and opening a CPU's events (and,
+/// from [`Rings`], printing what a closed CPU no longer holds back, and words for a refusal).
+pub trait Arming: Rings {
     /// Whether `cpu` has events.
     fn cpu_armed(&self, cpu: u32) -> bool;
     /// Reads `cpu`'s rings empty into the merge and closes its events; `false` when it had none.
     fn close_cpu(&mut self, cpu: u32) -> bool;
-    /// Prints what the rings release now (a closed CPU holds nothing back any more).
-    fn release_ready(&mut self) -> Option<StopReason>;
     /// Opens and enables `cpu`'s events (all or none), their rings joining the merge.
     fn open_cpu(&mut self, cpu: u32) -> Result<(), OpenError>;
-    /// A refusal in the user's words, and its kind.
-    fn explain(&self, e: &OpenError) -> (String, &'static str);
 }
 
 /// The session's side of CPU hotplug: brings the armed set in line with the [`Changes`] the uevents and
@@ -530,6 +526,30 @@ mod tests {
 
     marks_through_log!(Cpus);
 
+    impl Rings for Cpus {
+        fn watches(&self) -> &[crate::model::watch::Watch] {
+            unreachable!("following CPUs names no watch");
+        }
+
+        fn drain(&mut self) {
+            unreachable!("a closed CPU's rings are read as it closes");
+        }
+
+        fn release_ready(&mut self) -> Option<StopReason> {
+            self.log.call("release");
+            None
+        }
+
+        fn flush(&mut self) -> Option<StopReason> {
+            unreachable!("following CPUs prints only what is ready");
+        }
+
+        fn explain(&self, e: &OpenError) -> (String, &'static str) {
+            let errno = e.err.raw_os_error().unwrap_or(0);
+            (format!("cpu {} refused (errno {errno})", e.cpu), "busy")
+        }
+    }
+
     impl Arming for Cpus {
         fn cpu_armed(&self, cpu: u32) -> bool {
             self.armed.contains(&cpu)
@@ -538,11 +558,6 @@ mod tests {
         fn close_cpu(&mut self, cpu: u32) -> bool {
             self.log.call(format!("close {cpu}"));
             self.armed.remove(&cpu)
-        }
-
-        fn release_ready(&mut self) -> Option<StopReason> {
-            self.log.call("release");
-            None
         }
 
         fn open_cpu(&mut self, cpu: u32) -> Result<(), OpenError> {
@@ -559,11 +574,6 @@ mod tests {
             }
             self.armed.insert(cpu);
             Ok(())
-        }
-
-        fn explain(&self, e: &OpenError) -> (String, &'static str) {
-            let errno = e.err.raw_os_error().unwrap_or(0);
-            (format!("cpu {} refused (errno {errno})", e.cpu), "busy")
         }
     }
 

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use crate::model::watch::Watch;
 use crate::report::{StopReason, StreamEvent};
-use crate::trace::context::Marks;
+use crate::trace::context::Rings;
 
 /// Where loaded modules show up in sysfs.
 pub const SYS_MODULE: &str = "/sys/module";
@@ -83,16 +83,13 @@ pub fn gone(module: &str, sys_module: &Path) -> bool {
     !sys_module.join(module).join("initstate").exists()
 }
 
-/// What ending a module's watches asks of the session: the watches, which are still armed, and
-/// closing one for good.
-pub trait Unloading: Marks {
-    fn watches(&self) -> &[Watch];
+/// What ending a module's watches asks of the session: which watches are still armed, and closing one
+/// for good (the watches themselves, and printing what the rings hold, from [`Rings`]).
+pub trait Unloading: Rings {
     /// Whether target `index` still has events.
     fn watch_armed(&self, index: usize) -> bool;
     /// Reads target `index`'s rings empty into the merge and closes its events for good.
     fn close_watch(&mut self, index: usize);
-    /// Drains every ring and prints every record held.
-    fn flush(&mut self) -> Option<StopReason>;
 }
 
 /// The session's side of module unloads: the loadable modules holding targets, followed in sysfs, and
@@ -301,11 +298,30 @@ mod tests {
 
     marks_through_log!(Session);
 
-    impl Unloading for Session {
+    impl Rings for Session {
         fn watches(&self) -> &[Watch] {
             &self.watches
         }
 
+        fn drain(&mut self) {
+            unreachable!("an unload flushes");
+        }
+
+        fn release_ready(&mut self) -> Option<StopReason> {
+            unreachable!("an unload flushes");
+        }
+
+        fn flush(&mut self) -> Option<StopReason> {
+            self.log.call("flush");
+            None
+        }
+
+        fn explain(&self, _: &crate::perf::event::OpenError) -> (String, &'static str) {
+            unreachable!("an unload opens nothing");
+        }
+    }
+
+    impl Unloading for Session {
         fn watch_armed(&self, index: usize) -> bool {
             self.armed[index]
         }
@@ -314,11 +330,6 @@ mod tests {
             self.log
                 .call(format!("close {}", self.watches[index].label));
             self.armed[index] = false;
-        }
-
-        fn flush(&mut self) -> Option<StopReason> {
-            self.log.call("flush");
-            None
         }
     }
 

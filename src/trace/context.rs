@@ -131,12 +131,17 @@ pub mod fake {
     #[derive(Debug, Default)]
     pub struct Log {
         pub now: u64,
-        /// What was asked, in order: `emit` lines are the marks' `Debug` spellings' first word.
+        /// What was asked, in order: `emit` lines are the marks' `Debug` spellings' first word; the
+        /// rings' `drain`, `release` and `flush`.
         pub calls: Vec<String>,
         /// Every mark printed, with its time.
         pub events: Vec<(StreamEvent, u64)>,
         /// The output is closed: every mark fails.
         pub closed: bool,
+        /// The watches the rings hold.
+        pub watches: Vec<Watch>,
+        /// How a refusal is worded (a test that meets none leaves it out).
+        pub explain: Option<fn(&OpenError) -> (String, &'static str)>,
     }
 
     impl Log {
@@ -151,8 +156,38 @@ pub mod fake {
         }
     }
 
-    /// Implements [`Marks`] for a test's fake session by handing both calls to its `log` field, so each
-    /// part's fake adds only its own narrow trait.
+    /// Implements [`Marks`] and [`Rings`] for a test's fake session by handing every call to its `log`
+    /// field, so each part's fake adds only its own narrow trait.
+    macro_rules! through_log {
+        ($fake:ty) => {
+            $crate::trace::context::fake::marks_through_log!($fake);
+
+            impl $crate::trace::context::Rings for $fake {
+                fn watches(&self) -> &[$crate::model::watch::Watch] {
+                    self.log.watches()
+                }
+
+                fn drain(&mut self) {
+                    self.log.drain()
+                }
+
+                fn release_ready(&mut self) -> Option<$crate::report::StopReason> {
+                    self.log.release_ready()
+                }
+
+                fn flush(&mut self) -> Option<$crate::report::StopReason> {
+                    self.log.flush()
+                }
+
+                fn explain(&self, e: &$crate::perf::event::OpenError) -> (String, &'static str) {
+                    self.log.explain(e)
+                }
+            }
+        };
+    }
+    pub(crate) use through_log;
+
+    /// Implements [`Marks`] for a test's fake session by handing both calls to its `log` field.
     macro_rules! marks_through_log {
         ($fake:ty) => {
             impl $crate::trace::context::Marks for $fake {
@@ -171,6 +206,33 @@ pub mod fake {
         };
     }
     pub(crate) use marks_through_log;
+
+    impl Rings for Log {
+        fn watches(&self) -> &[Watch] {
+            &self.watches
+        }
+
+        fn drain(&mut self) {
+            self.call("drain");
+        }
+
+        fn release_ready(&mut self) -> Option<StopReason> {
+            self.call("release");
+            None
+        }
+
+        fn flush(&mut self) -> Option<StopReason> {
+            self.call("flush");
+            None
+        }
+
+        fn explain(&self, e: &OpenError) -> (String, &'static str) {
+            match self.explain {
+                Some(explain) => explain(e),
+                None => panic!("no refusal expected: {e:?}"),
+            }
+        }
+    }
 
     impl Marks for Log {
         fn now(&self) -> u64 {

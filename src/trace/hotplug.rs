@@ -396,7 +396,7 @@ pub(crate) fn uevent(parts: &[&str]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::context::fake::{marks_through_log, Log};
+    use crate::trace::context::fake::{through_log, Log};
 
     use super::uevent as msg;
 
@@ -517,38 +517,20 @@ mod tests {
     impl Cpus {
         fn new(armed: &[u32]) -> Cpus {
             Cpus {
-                log: Log::default(),
+                log: Log {
+                    explain: Some(|e| {
+                        let errno = e.err.raw_os_error().unwrap_or(0);
+                        (format!("cpu {} refused (errno {errno})", e.cpu), "busy")
+                    }),
+                    ..Log::default()
+                },
                 armed: set(armed),
                 refuse: BTreeMap::new(),
             }
         }
     }
 
-    marks_through_log!(Cpus);
-
-    impl Rings for Cpus {
-        fn watches(&self) -> &[crate::model::watch::Watch] {
-            unreachable!("following CPUs names no watch");
-        }
-
-        fn drain(&mut self) {
-            unreachable!("a closed CPU's rings are read as it closes");
-        }
-
-        fn release_ready(&mut self) -> Option<StopReason> {
-            self.log.call("release");
-            None
-        }
-
-        fn flush(&mut self) -> Option<StopReason> {
-            unreachable!("following CPUs prints only what is ready");
-        }
-
-        fn explain(&self, e: &OpenError) -> (String, &'static str) {
-            let errno = e.err.raw_os_error().unwrap_or(0);
-            (format!("cpu {} refused (errno {errno})", e.cpu), "busy")
-        }
-    }
+    through_log!(Cpus);
 
     impl Arming for Cpus {
         fn cpu_armed(&self, cpu: u32) -> bool {

@@ -76,13 +76,44 @@ pub struct Setup<'a> {
     pub advise: fn(&Refusal) -> String,
 }
 
-const TOKEN_SIGNAL: u64 = 0;
-const TOKEN_RING: u64 = 1;
-const TOKEN_UEVENT: u64 = 2;
-const TOKEN_CONTROL: u64 = 3;
-const TOKEN_OBJECTS: u64 = 4;
-/// A watched process's pidfd: `TOKEN_PROCESS + i` for the i-th.
-const TOKEN_PROCESS: u64 = 16;
+/// What woke the loop: each source's epoll token names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    Signal,
+    Ring,
+    Uevent,
+    Control,
+    Objects,
+    /// The i-th watched process's pidfd.
+    Process(usize),
+}
+
+/// The first watched process's token; the others follow it.
+const PROCESS_TOKENS: u64 = 16;
+
+impl Wake {
+    const SOURCES: [Wake; 5] = [
+        Wake::Signal,
+        Wake::Ring,
+        Wake::Uevent,
+        Wake::Control,
+        Wake::Objects,
+    ];
+
+    fn token(self) -> u64 {
+        match self {
+            Wake::Process(i) => PROCESS_TOKENS + i as u64,
+            source => Wake::SOURCES.iter().position(|&s| s == source).unwrap_or(0) as u64,
+        }
+    }
+
+    fn of(token: u64) -> Option<Wake> {
+        match token.checked_sub(PROCESS_TOKENS) {
+            Some(i) => Some(Wake::Process(i as usize)),
+            None => Wake::SOURCES.get(token as usize).copied(),
+        }
+    }
+}
 /// The target `--control watch` moves: the planning takes one target with `--control`.
 const STEERED: usize = 0;
 
@@ -136,7 +167,7 @@ impl<'a, O: Output> Session<'a, O> {
         let kernel_drops = condition.is_some() || filter != Filter::default();
         let epoll = Epoll::new().or_exit(ExitCode::Runtime, "epoll_create")?;
         epoll
-            .add(signals.fd(), TOKEN_SIGNAL)
+            .add(signals.fd(), Wake::Signal.token())
             .or_exit(ExitCode::Runtime, "epoll")?;
         // Only a kernel watch can hold a module's memory.
         let scope_is_system = matches!(scope, Scope::System);
@@ -148,7 +179,7 @@ impl<'a, O: Output> Session<'a, O> {
             scope.pids(),
             kernel_follows,
             &epoll,
-            TOKEN_PROCESS,
+            Wake::Process(0).token(),
             sys::pidfd_open,
         )?;
         let mut olds = Olds::new(condition, kernel_drops);
@@ -169,18 +200,18 @@ impl<'a, O: Output> Session<'a, O> {
                 scope,
                 armed.events,
                 &epoll,
-                TOKEN_RING,
+                Wake::Ring.token(),
                 sorter,
             )
         })
         .or_exit(ExitCode::Runtime, "epoll")?;
         if let Some(fd) = hotplug.as_ref().and_then(Hotplug::fd) {
             epoll
-                .add(fd, TOKEN_UEVENT)
+                .add(fd, Wake::Uevent.token())
                 .or_exit(ExitCode::Runtime, "epoll")?;
         }
         let control = match control {
-            Some(c) => Some(Moves::new(c, &epoll, TOKEN_CONTROL, STEERED)?),
+            Some(c) => Some(Moves::new(c, &epoll, Wake::Control.token(), STEERED)?),
             None => None,
         };
         let strict = hotplug.as_ref().is_some_and(|h| h.strict);
@@ -221,7 +252,7 @@ impl<'a, O: Output> Session<'a, O> {
         let (source, slots, objects) = Objects::new(objects);
         for fd in source.fds() {
             self.epoll
-                .add(fd, TOKEN_OBJECTS)
+                .add(fd, Wake::Objects.token())
                 .or_exit(ExitCode::Runtime, "epoll")?;
         }
         self.stream.start_objects(slots);
@@ -324,8 +355,11 @@ impl<'a, O: Output> Session<'a, O> {
                 .wait(tokens, timeout)
                 .or_exit(ExitCode::Runtime, "epoll_wait")?;
             for &t in tokens.iter() {
-                let stop = match t {
-                    TOKEN_SIGNAL => match self.signals.read() {
+                let Some(wake) = Wake::of(t) else {
+                    continue;
+                };
+                let stop = match wake {
+                    Wake::Signal => match self.signals.read() {
                         // Only `--dump-on signal` reads SIGUSR1: the dump follows this turn's drain.
                         Ok(Some(sig)) if sig == libc::SIGUSR1 as u32 => {
                             signalled = Some(sys::monotonic_ns());
@@ -334,15 +368,15 @@ impl<'a, O: Output> Session<'a, O> {
                         Ok(Some(sig)) => Some(StopReason::Signal(sig)),
                         _ => None,
                     },
-                    TOKEN_UEVENT => self.on_uevent(),
-                    TOKEN_CONTROL => self.on_control()?,
-                    TOKEN_OBJECTS => self.on_objects(),
-                    t if t >= TOKEN_PROCESS => {
-                        let i = (t - TOKEN_PROCESS) as usize;
+                    Wake::Uevent => self.on_uevent(),
+                    Wake::Control => self.on_control()?,
+                    Wake::Objects => self.on_objects(),
+                    Wake::Process(i) => {
                         let none_left = self.stream.note_exit(i, &self.epoll);
                         none_left.then_some(StopReason::Exited)
                     }
-                    _ => None,
+                    // The rings are read on every turn, whatever woke the loop.
+                    Wake::Ring => None,
                 };
                 if let Some(stop) = stop {
                     return Ok(stop);
@@ -479,13 +513,13 @@ impl<O: Output> Arming for Turn<'_, '_, O> {
     }
 
     fn open_cpu(&mut self, cpu: u32) -> std::result::Result<(), OpenError> {
-        self.rings.open_cpu(cpu, self.epoll, TOKEN_RING)?;
+        self.rings.open_cpu(cpu, self.epoll, Wake::Ring.token())?;
         // `--on`: allocations on the new CPU reach the tracer. The ring of a CPU that went away stays,
         // emptied as any other.
         if let Some(source) = self.objects.as_deref_mut() {
             if source.open_cpu(cpu).is_ok() {
                 if let Some(fd) = source.fds().last() {
-                    let _ = self.epoll.add(fd, TOKEN_OBJECTS);
+                    let _ = self.epoll.add(fd, Wake::Objects.token());
                 }
             }
         }
@@ -568,5 +602,25 @@ impl<O: Output> Turning for Turn<'_, '_, O> {
 
     fn dump(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason> {
         self.stream.dump(trigger, time, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each source has its own token, and a token names its source back; the watched processes' follow
+    /// the sources', one each.
+    #[test]
+    fn a_token_names_what_woke_the_loop() {
+        let wakes = Wake::SOURCES
+            .into_iter()
+            .chain([Wake::Process(0), Wake::Process(3)]);
+        let tokens: Vec<u64> = wakes.clone().map(Wake::token).collect();
+        assert_eq!(tokens, [0, 1, 2, 3, 4, 16, 19]);
+        for w in wakes {
+            assert_eq!(Wake::of(w.token()), Some(w));
+        }
+        assert_eq!(Wake::of(5), None);
     }
 }

@@ -162,7 +162,7 @@ mod tests {
     use super::*;
     use crate::model::watch::Access;
 
-    use crate::trace::context::fake::{marks_through_log, Log};
+    use crate::trace::context::fake::{through_log, Log};
     use crate::trace::hotplug::uevent as msg;
 
     /// What the kernel sends for `rmmod nfs` (lib/kobject_uevent.c: the header, then ACTION, DEVPATH,
@@ -282,44 +282,22 @@ mod tests {
     /// A session of watches for [`Modules`]: which are armed, and a log.
     struct Session {
         log: Log,
-        watches: Vec<Watch>,
         armed: Vec<bool>,
     }
 
     impl Session {
         fn new(watches: Vec<Watch>) -> Session {
             Session {
-                log: Log::default(),
                 armed: vec![true; watches.len()],
-                watches,
+                log: Log {
+                    watches,
+                    ..Log::default()
+                },
             }
         }
     }
 
-    marks_through_log!(Session);
-
-    impl Rings for Session {
-        fn watches(&self) -> &[Watch] {
-            &self.watches
-        }
-
-        fn drain(&mut self) {
-            unreachable!("an unload flushes");
-        }
-
-        fn release_ready(&mut self) -> Option<StopReason> {
-            unreachable!("an unload flushes");
-        }
-
-        fn flush(&mut self) -> Option<StopReason> {
-            self.log.call("flush");
-            None
-        }
-
-        fn explain(&self, _: &crate::perf::event::OpenError) -> (String, &'static str) {
-            unreachable!("an unload opens nothing");
-        }
-    }
+    through_log!(Session);
 
     impl Unloading for Session {
         fn watch_armed(&self, index: usize) -> bool {
@@ -328,7 +306,7 @@ mod tests {
 
         fn close_watch(&mut self, index: usize) {
             self.log
-                .call(format!("close {}", self.watches[index].label));
+                .call(format!("close {}", self.log.watches[index].label));
             self.armed[index] = false;
         }
     }

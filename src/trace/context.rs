@@ -128,6 +128,9 @@ pub mod fake {
         }
     }
 
+    /// Words for a refusal, and its kind.
+    pub type Explain = fn(&OpenError) -> (String, &'static str);
+
     #[derive(Debug, Default)]
     pub struct Log {
         pub now: u64,
@@ -141,7 +144,7 @@ pub mod fake {
         /// The watches the rings hold.
         pub watches: Vec<Watch>,
         /// How a refusal is worded (a test that meets none leaves it out).
-        pub explain: Option<fn(&OpenError) -> (String, &'static str)>,
+        pub explain: Option<Explain>,
     }
 
     impl Log {

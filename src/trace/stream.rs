@@ -612,8 +612,10 @@ mod tests {
         EventConfig::bare(1)
     }
 
-    /// A pipeline over one file-backed ring per CPU in `cpus`, and the rings' writing sides.
-    fn rings(cpus: &[u32], epoll: &Epoll) -> (Pipeline, Vec<FileRing>) {
+    /// An epoll set, a pipeline over one file-backed ring per CPU in `cpus` in it, and the rings'
+    /// writing sides.
+    fn rings(cpus: &[u32]) -> (Epoll, Pipeline, Vec<FileRing>) {
+        let epoll = Epoll::new().unwrap();
         let mut writers = Vec::new();
         let mut evs = Vec::new();
         for &cpu in cpus {
@@ -623,10 +625,10 @@ mod tests {
             writers.push(writer);
         }
         let p = Pipeline::new(0, |sorter| {
-            EventSet::new(&watches(), cfg(), Scope::System, evs, epoll, 1, sorter)
+            EventSet::new(&watches(), cfg(), Scope::System, evs, &epoll, 1, sorter)
         })
         .unwrap();
-        (p, writers)
+        (epoll, p, writers)
     }
 
     /// A stream printing JSON, with no task known and no process watched.
@@ -678,8 +680,7 @@ mod tests {
     #[test]
     fn released_records_are_printed_in_time_order_with_their_losses() {
         let table = testutil::table();
-        let epoll = Epoll::new().unwrap();
-        let (mut p, mut w) = rings(&[0, 1], &epoll);
+        let (epoll, mut p, mut w) = rings(&[0, 1]);
         let filter = Filter {
             tids: vec![10, 20],
             ..Filter::default()
@@ -714,8 +715,7 @@ mod tests {
     #[test]
     fn the_count_ends_the_run_at_its_nth_hit() {
         let table = testutil::table();
-        let epoll = Epoll::new().unwrap();
-        let (mut p, mut w) = rings(&[0], &epoll);
+        let (epoll, mut p, mut w) = rings(&[0]);
         let limits = Limits {
             count: Some(2),
             duration: None,
@@ -775,8 +775,7 @@ mod tests {
     #[test]
     fn closed_events_audits_count_what_the_kernel_filtered() {
         let table = testutil::table();
-        let epoll = Epoll::new().unwrap();
-        let (mut p, _w) = rings(&[0], &epoll);
+        let (epoll, mut p, _w) = rings(&[0]);
         let mut s = stream(&table, &epoll, Limits::default(), Filter::default());
         s.audit_closed([audit(0, 3, 1), audit(1, 2, 0)]);
         let stop = s.end(&mut p, &epoll, StopReason::BrokenPipe);
@@ -793,8 +792,7 @@ mod tests {
     #[test]
     fn the_summary_says_how_the_run_ended_and_what_went_unwatched() {
         let table = testutil::table();
-        let epoll = Epoll::new().unwrap();
-        let (mut p, mut w) = rings(&[0], &epoll);
+        let (epoll, mut p, mut w) = rings(&[0]);
         let filter = Filter {
             tids: vec![10],
             ..Filter::default()
@@ -824,8 +822,7 @@ mod tests {
     #[test]
     fn objects_started_drop_hits_after_their_free() {
         let table = testutil::table();
-        let epoll = Epoll::new().unwrap();
-        let (mut p, mut w) = rings(&[0], &epoll);
+        let (epoll, mut p, mut w) = rings(&[0]);
         let mut s = stream(&table, &epoll, Limits::default(), Filter::default());
         let now = sys::monotonic_ns();
         s.start_objects(Slots::new(1, false));

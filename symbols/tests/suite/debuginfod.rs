@@ -337,8 +337,18 @@ fn chunked(body: &[u8]) -> (Vec<u8>, Vec<u8>) {
 
 /// The failure of a fetch from `url` alone with `client`'s settings: its message, after checking that
 /// the cache holds nothing at all (no temporary file, no build-id directory).
-fn failure(client: Debuginfod, id: &BuildId, cache: &Path) -> (Error, String) {
-    let e = client.fetch(id).unwrap_err();
+/// A client of `servers` with `cache`, set up by `client`, fails to fetch `id`: the error and its
+/// message, one line, the cache left as it was.
+fn failure(
+    servers: &[&String],
+    id: &BuildId,
+    cache: &Path,
+    client: impl FnOnce(Debuginfod) -> Debuginfod,
+) -> (Error, String) {
+    let urls = servers.iter().map(|u| u.to_string()).collect();
+    let e = client(Debuginfod::new(urls, cache.to_path_buf()))
+        .fetch(id)
+        .unwrap_err();
     let msg = e.to_string();
     assert!(!msg.contains('\n'), "{msg}");
     assert!(contents(cache).is_empty(), "{msg}: {:?}", contents(cache));
@@ -397,12 +407,9 @@ fn junk_is_refused_at_its_first_bad_byte_however_it_is_sent() {
     ];
     for (what, head, then, want) in cases {
         let server = Canned::start_then(head, then);
-        let (e, msg) = failure(
-            Debuginfod::new(vec![server.url.clone()], cache.clone())
-                .with_deadline(Duration::from_secs(60)),
-            &id,
-            &cache,
-        );
+        let (e, msg) = failure(&[&server.url], &id, &cache, |c| {
+            c.with_deadline(Duration::from_secs(60))
+        });
         assert_eq!(limit_of(&e), None, "{what}: {msg}");
         assert!(
             msg.contains(&format!(
@@ -428,12 +435,9 @@ fn a_size_over_the_limit_is_refused_before_reading_or_stopped_at_the_limit() {
     // so a client that read on would hang until the deadline, and say so.
     let huge = DEFAULT_MAX_SIZE + 1;
     let server = Canned::start_then(Canned::ok(&bytes[..64], huge as usize), Then::Hold);
-    let (e, msg) = failure(
-        Debuginfod::new(vec![server.url.clone()], cache.clone())
-            .with_deadline(Duration::from_secs(60)),
-        &id,
-        &cache,
-    );
+    let (e, msg) = failure(&[&server.url], &id, &cache, |c| {
+        c.with_deadline(Duration::from_secs(60))
+    });
     assert_eq!(limit_of(&e), Some(Limit::Size), "{msg}");
     assert!(
         msg.contains(&format!(
@@ -464,13 +468,10 @@ fn a_size_over_the_limit_is_refused_before_reading_or_stopped_at_the_limit() {
     ];
     for (head, then, want) in cases {
         let server = Canned::start_then(head, then);
-        let (e, msg) = failure(
-            Debuginfod::new(vec![server.url.clone()], cache.clone())
-                .with_max_size(limit)
-                .with_deadline(Duration::from_secs(60)),
-            &id,
-            &cache,
-        );
+        let (e, msg) = failure(&[&server.url], &id, &cache, |c| {
+            c.with_max_size(limit)
+                .with_deadline(Duration::from_secs(60))
+        });
         assert_eq!(limit_of(&e), Some(Limit::Size), "{msg}");
         assert!(msg.contains(&want), "{msg}");
     }
@@ -552,11 +553,7 @@ fn one_deadline_ends_the_whole_fetch_however_slowly_a_server_sends() {
     ];
     for (what, head, then, want) in cases {
         let server = Canned::start_then(head, then);
-        let (e, msg) = failure(
-            Debuginfod::new(vec![server.url.clone()], cache.clone()).with_deadline(deadline),
-            &id,
-            &cache,
-        );
+        let (e, msg) = failure(&[&server.url], &id, &cache, |c| c.with_deadline(deadline));
         assert_eq!(limit_of(&e), Some(Limit::Deadline), "{what}: {msg}");
         assert!(
             msg.contains(&format!("{}: {want}", server.url)),
@@ -568,12 +565,9 @@ fn one_deadline_ends_the_whole_fetch_however_slowly_a_server_sends() {
     // The deadline is the whole fetch's, not each server's: a second server is not given a fresh one.
     let slow = Canned::start_then(Vec::new(), Then::Hold);
     let second = Canned::start(Canned::ok(&bytes, bytes.len()));
-    let (e, msg) = failure(
-        Debuginfod::new(vec![slow.url.clone(), second.url.clone()], cache.clone())
-            .with_deadline(deadline),
-        &id,
-        &cache,
-    );
+    let (e, msg) = failure(&[&slow.url, &second.url], &id, &cache, |c| {
+        c.with_deadline(deadline)
+    });
     assert_eq!(limit_of(&e), Some(Limit::Deadline), "{msg}");
     assert!(
         msg.contains(&format!(
@@ -586,13 +580,10 @@ fn one_deadline_ends_the_whole_fetch_however_slowly_a_server_sends() {
 
     // A silent server is also given up on by the stall timeout, headers included, when that comes first.
     let silent = Canned::start_then(Vec::new(), Then::Hold);
-    let (e, msg) = failure(
-        Debuginfod::new(vec![silent.url.clone()], cache.clone())
-            .with_stall_timeout(Duration::from_millis(300))
-            .with_deadline(Duration::from_secs(60)),
-        &id,
-        &cache,
-    );
+    let (e, msg) = failure(&[&silent.url], &id, &cache, |c| {
+        c.with_stall_timeout(Duration::from_millis(300))
+            .with_deadline(Duration::from_secs(60))
+    });
     assert_eq!(limit_of(&e), None, "{msg}");
     assert!(
         msg.contains("it sent nothing for 0.3 s before the response headers"),

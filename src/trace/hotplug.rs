@@ -246,7 +246,7 @@ impl Unwatched {
 }
 
 /// What following CPUs asks of the session: its armed CPUs, closing and opening a CPU's events (and,
-/// from [`Rings`], printing what a closed CPU no longer holds back, and words for a refusal).
+/// from `Rings`, printing what a closed CPU no longer holds back, and words for a refusal).
 pub trait Arming: Rings {
     /// Whether `cpu` has events.
     fn cpu_armed(&self, cpu: u32) -> bool;

@@ -355,6 +355,18 @@ fn failure(
     (e, msg)
 }
 
+/// The failure `e` (its message `msg`) is of `limit` and says `want`; `what` names the case.
+fn says(
+    what: &str,
+    e: &Error,
+    msg: &str,
+    limit: Option<ksymwatch_symbols::debuginfod::Limit>,
+    want: &str,
+) {
+    assert_eq!(limit_of(e), limit, "{what}: {msg}");
+    assert!(msg.contains(want), "{what}: {msg}");
+}
+
 fn limit_of(e: &Error) -> Option<ksymwatch_symbols::debuginfod::Limit> {
     match e {
         Error::DebuginfodFailed { .. } => e.limit(),
@@ -438,14 +450,11 @@ fn a_size_over_the_limit_is_refused_before_reading_or_stopped_at_the_limit() {
     let (e, msg) = failure(&[&server.url], &id, &cache, |c| {
         c.with_deadline(Duration::from_secs(60))
     });
-    assert_eq!(limit_of(&e), Some(Limit::Size), "{msg}");
-    assert!(
-        msg.contains(&format!(
-            "{}: it offers {huge} bytes, over the limit of {DEFAULT_MAX_SIZE} bytes; nothing was downloaded",
-            server.url
-        )),
-        "{msg}"
+    let want = format!(
+        "{}: it offers {huge} bytes, over the limit of {DEFAULT_MAX_SIZE} bytes; nothing was downloaded",
+        server.url
     );
+    says("offered", &e, &msg, Some(Limit::Size), &want);
     assert!(!msg.contains("check the network"), "{msg}");
 
     // A smaller limit, and the real file over it: with Content-Length, refused the same way; without,
@@ -472,8 +481,7 @@ fn a_size_over_the_limit_is_refused_before_reading_or_stopped_at_the_limit() {
             c.with_max_size(limit)
                 .with_deadline(Duration::from_secs(60))
         });
-        assert_eq!(limit_of(&e), Some(Limit::Size), "{msg}");
-        assert!(msg.contains(&want), "{msg}");
+        says("sent", &e, &msg, Some(Limit::Size), &want);
     }
 
     // Under the limit but more than the cache's file system has free: refused before reading too, as a
@@ -554,11 +562,8 @@ fn one_deadline_ends_the_whole_fetch_however_slowly_a_server_sends() {
     for (what, head, then, want) in cases {
         let server = Canned::start_then(head, then);
         let (e, msg) = failure(&[&server.url], &id, &cache, |c| c.with_deadline(deadline));
-        assert_eq!(limit_of(&e), Some(Limit::Deadline), "{what}: {msg}");
-        assert!(
-            msg.contains(&format!("{}: {want}", server.url)),
-            "{what}: {msg}"
-        );
+        let want = format!("{}: {want}", server.url);
+        says(what, &e, &msg, Some(Limit::Deadline), &want);
         assert!(!msg.contains("check the network"), "{what}: {msg}");
     }
 
@@ -568,14 +573,8 @@ fn one_deadline_ends_the_whole_fetch_however_slowly_a_server_sends() {
     let (e, msg) = failure(&[&slow.url, &second.url], &id, &cache, |c| {
         c.with_deadline(deadline)
     });
-    assert_eq!(limit_of(&e), Some(Limit::Deadline), "{msg}");
-    assert!(
-        msg.contains(&format!(
-            "{}: not asked, the 1.5 s deadline had passed",
-            second.url
-        )),
-        "{msg}"
-    );
+    let want = format!("{}: not asked, the 1.5 s deadline had passed", second.url);
+    says("second", &e, &msg, Some(Limit::Deadline), &want);
     assert_eq!(second.requests.load(Ordering::SeqCst), 0);
 
     // A silent server is also given up on by the stall timeout, headers included, when that comes first.
@@ -584,9 +583,6 @@ fn one_deadline_ends_the_whole_fetch_however_slowly_a_server_sends() {
         c.with_stall_timeout(Duration::from_millis(300))
             .with_deadline(Duration::from_secs(60))
     });
-    assert_eq!(limit_of(&e), None, "{msg}");
-    assert!(
-        msg.contains("it sent nothing for 0.3 s before the response headers"),
-        "{msg}"
-    );
+    let want = "it sent nothing for 0.3 s before the response headers";
+    says("silent", &e, &msg, None, want);
 }

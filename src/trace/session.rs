@@ -4,8 +4,9 @@
 //! the rings to the [`Stream`] through the [`Pipeline`] (records in timestamp order across rings; with
 //! `--last`, the flight recorder's triggers, [`flight::turn`]), control lines to [`Moves`], uevents and
 //! the reconcile to [`Follow`] (CPUs) and [`Modules`] (module unloads), object records to [`Objects`],
-//! a pidfd to [`Watched`]. Each part acts on the session through its own narrow trait, implemented here
-//! by [`Turn`] over the rings, the stream and the epoll set.
+//! a pidfd to [`Watched`]. Each part acts on the session through its own narrow trait over the shared
+//! [`Rings`] (the watches, draining, printing, a refusal's words), implemented here by [`Turn`] over the
+//! rings, the stream and the epoll set; what woke the loop is a [`Wake`].
 
 use std::collections::BTreeSet;
 use std::io;

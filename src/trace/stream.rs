@@ -20,7 +20,7 @@ use crate::error::{Context, Error, ExitCode, Result};
 use crate::model::filter::Filter;
 use crate::model::Limits;
 use crate::perf::record::{Sample, Task};
-use crate::perf::sys::{self, Epoll};
+use crate::perf::sys;
 use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::context::Marks;
 use crate::trace::context::Poll;
@@ -227,7 +227,7 @@ impl<O: Output> Stream<'_, O> {
     pub fn release(
         &mut self,
         rings: &mut Pipeline,
-        epoll: &Epoll,
+        epoll: &impl Poll,
         which: Release,
     ) -> Option<StopReason> {
         let mut stop = None;
@@ -251,7 +251,7 @@ impl<O: Output> Stream<'_, O> {
     fn apply(
         &mut self,
         rings: &mut Pipeline,
-        epoll: &Epoll,
+        epoll: &impl Poll,
         time: u64,
         item: Item,
     ) -> Option<StopReason> {
@@ -309,7 +309,7 @@ impl<O: Output> Stream<'_, O> {
     pub fn dump_at(
         &mut self,
         rings: &mut Pipeline,
-        epoll: &Epoll,
+        epoll: &impl Poll,
         trigger: DumpTrigger,
         time: u64,
     ) -> Option<StopReason> {
@@ -493,7 +493,7 @@ impl<O: Output> Stream<'_, O> {
 
     /// The run ended (`stop`) and every event is disabled: what is still in the rings is printed, or
     /// only counted, by how it ended, and the events are closed and audited. The run's stop reason.
-    pub fn end(&mut self, rings: &mut Pipeline, epoll: &Epoll, stop: StopReason) -> StopReason {
+    pub fn end(&mut self, rings: &mut Pipeline, epoll: &impl Poll, stop: StopReason) -> StopReason {
         // Records written before the disable are still in the rings: print them, unless the reader is gone or
         // the count is already met. Only then do the kernel's counters tell the whole story.
         // On the hit path the programs themselves stop keeping hits at `--count`: what they kept is still
@@ -597,6 +597,7 @@ mod tests {
     use crate::perf::event::{CpuEvent, EventConfig};
     use crate::perf::record::encode;
     use crate::perf::ring::testing::FileRing;
+    use crate::perf::sys::Epoll;
     use crate::report::json::Json;
     use crate::report::testutil::{self, watch};
     use crate::trace::comm::Comms;
@@ -832,5 +833,30 @@ mod tests {
         p.drain();
         assert_eq!(s.release(&mut p, &epoll, Release::All), None);
         assert_eq!(printed(s), ["hit 10"]);
+    }
+
+    /// A watched process's exec, read from the rings, ends its watch through the stream: marked, its
+    /// pidfd out of the epoll set, and the run ends there (the hit after it is not applied).
+    #[test]
+    fn an_exec_read_from_the_rings_ends_the_watch() {
+        let table = testutil::table();
+        let (_epoll, mut p, mut w) = rings(&[0]);
+        let poll = Polled::default();
+        let pidfd = |_| Ok(std::fs::File::open("/dev/null")?.into());
+        let watched = Watched::new(vec![7], (true, false), &poll, 16, pidfd).unwrap();
+        let mut s = watching(&table, watched);
+        let now = sys::monotonic_ns();
+        let exec = encode::with_trailer(encode::comm(7, 7, "sh", true), 7, 7, now + 1000, 0);
+        w[0].write(&exec).unwrap();
+        w[0].write(&hit(7, now + 2000, 0)).unwrap();
+        p.drain();
+        assert_eq!(
+            s.release(&mut p, &poll, Release::All),
+            Some(StopReason::Exited)
+        );
+        let calls = poll.calls();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert!(calls[1].starts_with("delete"), "{calls:?}");
+        assert_eq!(printed(s), ["Some(\"process_exec\")"]);
     }
 }

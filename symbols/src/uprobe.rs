@@ -590,3 +590,4 @@ fn pick(
 pub mod needed;
 #[cfg(test)]
 mod tests;
+pub mod types;

@@ -27,6 +27,7 @@ mod percpu;
 mod process;
 #[cfg(test)]
 mod tests;
+mod user_objects;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -254,7 +255,12 @@ fn plan_of(o: options::Options, host: &mut dyn Host) -> Result<WatchPlan> {
     let mut watches = process::resolve_watches(&mut scope, &mut kernel, o.access, host)?;
     let objects = match &o.on {
         Some(on) => {
-            let plan = objects::plan(on, &kernel, o.access, host)?;
+            let process = match &scope {
+                Scope::Launched(c) => Some((c.pid, true)),
+                Scope::Processes(p) => p.first().map(|&pid| (pid, false)),
+                Scope::System => None,
+            };
+            let plan = objects::plan(on, &kernel, o.access, host, process)?;
             watches = plan.slots();
             Some(plan)
         }

@@ -30,6 +30,8 @@ use super::{create_map, load_program, log_line};
 use crate::error::Error;
 use crate::perf::ring::Ring;
 use crate::perf::sys;
+pub use crate::perf::uprobe::Probe;
+use crate::perf::uprobe::{Pmu, Scope, Uprobe};
 
 /// The programs' bindings: the context (the tracepoint's arguments or its record), the object's pointer
 /// and its allocation's call site.
@@ -69,15 +71,39 @@ pub enum PtrAt {
     Arg(u8),
     /// A classic tracepoint event's record field, at this byte offset (its format file).
     Field(i16),
+    /// A uprobe's register, at this offset of `struct pt_regs` ([`regs`]).
+    Reg(i16),
 }
 
 impl PtrAt {
     fn offset(self) -> i16 {
         match self {
             PtrAt::Arg(n) => 8 * i16::from(n),
-            PtrAt::Field(o) => o,
+            PtrAt::Field(o) | PtrAt::Reg(o) => o,
         }
     }
+}
+
+/// Where a uprobe program (its context the probed task's `struct pt_regs`, x86-64) finds a call's
+/// arguments and its return value.
+pub mod regs {
+    /// `rdi, rsi, rdx, rcx, r8, r9`: arguments 0 to 5 at the function's entry.
+    pub const ARGS: [i16; 6] = [112, 104, 96, 88, 72, 64];
+    /// `rax`: the return value at the return.
+    pub const RET: i16 = 80;
+
+    /// Argument `n`'s offset (`None` past the sixth: those are on the stack).
+    pub fn arg(n: u8) -> Option<i16> {
+        ARGS.get(usize::from(n)).copied()
+    }
+}
+
+/// The request size an allocator's entry program stashes: one argument register's value, or the product of
+/// two (`calloc`), as `pt_regs` offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StashSize {
+    One(i16),
+    Product(i16, i16),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +112,9 @@ pub enum SizeFrom {
     Requested,
     /// `*(u32 *)(arg2 + offset)`: `kmem_cache_alloc`'s `s->object_size`.
     Cache(i16),
+    /// What the entry program ([`generate_stash`]) left for this thread's call: a user-space allocator's
+    /// request, seen at its return.
+    AtEntry,
 }
 
 /// The programs' stack slots: the record, and a word for the size (the allocation's) or the key (the
@@ -117,7 +146,13 @@ mod word {
 
 /// The allocation program: a matching new object is entered in `armed` and goes out as an [`ALLOCATED`]
 /// record.
-pub fn generate_alloc(outputs: i32, armed: i32, select: Select) -> Result<Vec<Insn>, AsmError> {
+/// `stash` is the entry program's map (for [`SizeFrom::AtEntry`]; else unused).
+pub fn generate_alloc(
+    outputs: i32,
+    armed: i32,
+    stash: i32,
+    select: Select,
+) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
     let Slots { out: rec, scratch } = Slots::new(&mut a);
     let out = a.label();
@@ -127,7 +162,7 @@ pub fn generate_alloc(outputs: i32, armed: i32, select: Select) -> Result<Vec<In
     // A raw allocation tracepoint's call site; a record field's source has none.
     match select.ptr {
         PtrAt::Arg(_) => a.load(DW, CALL_SITE, CTX, 0),
-        PtrAt::Field(_) => a.mov_imm(CALL_SITE, 0),
+        PtrAt::Field(_) | PtrAt::Reg(_) => a.mov_imm(CALL_SITE, 0),
     };
     if let Some((lo, hi)) = select.call_site {
         a.ld_imm64(R1, lo)
@@ -152,6 +187,19 @@ pub fn generate_alloc(outputs: i32, armed: i32, select: Select) -> Result<Vec<In
                 .ld_imm64(R2, size)
                 .jump(Cond::Lt, R1, R2, out);
         }
+        Some((SizeFrom::AtEntry, size)) => {
+            // This thread's call's request, taken out so a later call that the entry did not see (a
+            // longjmp out of an earlier one) cannot reuse it.
+            a.call(Helper::GetCurrentPidTgid).store(DW, FP, scratch, R0);
+            seq::lookup_key(&mut a, stash, scratch, out);
+            a.load(DW, R1, R0, 0)
+                .store(DW, FP, rec.word(word::SIZE), R1);
+            seq::delete(&mut a, stash, scratch);
+            a.load(DW, R1, FP, rec.word(word::SIZE))
+                .store(DW, FP, scratch, R1)
+                .ld_imm64(R2, size)
+                .jump(Cond::Ne, R1, R2, out);
+        }
     }
     // `armed[ptr] = 1`, the record's words lending the key and the value.
     a.store(DW, FP, rec.word(word::PTR), PTR)
@@ -175,23 +223,52 @@ pub fn generate_alloc(outputs: i32, armed: i32, select: Select) -> Result<Vec<In
 }
 
 /// The free program: a freed object the allocation program handed over (in `armed`) is taken out of it and
-/// goes out as a [`FREED`] record.
-pub fn generate_free(outputs: i32, armed: i32) -> Result<Vec<Insn>, AsmError> {
+/// goes out as a [`FREED`] record. The pointer is `ptr`'s: `kfree`'s argument 1 (its call site argument
+/// 0), or a user-space free function's argument register (no call site).
+pub fn generate_free(outputs: i32, armed: i32, ptr: PtrAt) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
     let Slots { out: rec, scratch } = Slots::new(&mut a);
     let out = a.label();
     a.mov(CTX, R1);
-    a.load(DW, PTR, CTX, 8).store(DW, FP, scratch, PTR);
+    a.load(DW, PTR, CTX, ptr.offset())
+        .store(DW, FP, scratch, PTR);
     seq::lookup_key(&mut a, armed, scratch, out);
     seq::delete(&mut a, armed, scratch);
     a.mov_imm(R1, FREED as i32)
         .store(DW, FP, rec.word(word::KIND), R1)
-        .store(DW, FP, rec.word(word::PTR), PTR)
-        .load(DW, R1, CTX, 0)
-        .store(DW, FP, rec.word(word::CALL_SITE), R1)
+        .store(DW, FP, rec.word(word::PTR), PTR);
+    match ptr {
+        PtrAt::Arg(_) => a.load(DW, R1, CTX, 0),
+        PtrAt::Field(_) | PtrAt::Reg(_) => a.mov_imm(R1, 0),
+    };
+    a.store(DW, FP, rec.word(word::CALL_SITE), R1)
         .store_imm(DW, FP, rec.word(word::SIZE), 0);
     emit(&mut a, outputs, rec);
     a.bind(out);
+    a.mov_imm(R0, 0).exit();
+    a.finish()
+}
+
+/// A user-space allocator's entry program: the call's request size (`size`'s registers) is left in `stash`
+/// under the calling thread's pid_tgid, for the return's program ([`SizeFrom::AtEntry`]).
+pub fn generate_stash(stash: i32, size: StashSize) -> Result<Vec<Insn>, AsmError> {
+    let mut a = Asm::new();
+    let key = a.slot(8).off();
+    let value = a.slot(8).off();
+    a.mov(CTX, R1);
+    a.call(Helper::GetCurrentPidTgid).store(DW, FP, key, R0);
+    match size {
+        StashSize::One(r) => {
+            a.load(DW, R1, CTX, r);
+        }
+        StashSize::Product(r1, r2) => {
+            a.load(DW, R1, CTX, r1)
+                .load(DW, R2, CTX, r2)
+                .alu(super::insn::Alu::Mul, R1, R2);
+        }
+    }
+    a.store(DW, FP, value, R1);
+    seq::update(&mut a, stash, (key, value), 0);
     a.mov_imm(R0, 0).exit();
     a.finish()
 }
@@ -271,6 +348,21 @@ pub enum Attach {
     Raw(String),
     /// To the tracepoint event with this id (its `id` file), through a perf event of it.
     Event(u64),
+    /// To uprobes in one process's files.
+    User(UserProbes),
+}
+
+/// A user-space source's probes, placed ([`ksymwatch_symbols::uprobe`]), in one process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserProbes {
+    /// The process (its memory: every thread of it) whose calls are seen.
+    pub pid: u32,
+    /// The allocation: a file, the function's offset in it, and whether the object is its return value.
+    pub alloc: (std::path::PathBuf, u64, Probe),
+    /// A general allocator's request size, read at its entry (the same function) for its return.
+    pub stash: Option<StashSize>,
+    /// The calls that end an object: a file, the function's offset, the `pt_regs` offset of the pointer.
+    pub frees: Vec<(std::path::PathBuf, u64, i16)>,
 }
 
 /// The loaded programs, their maps and each CPU's output ring; detached when dropped.
@@ -282,6 +374,9 @@ pub struct ObjectSource {
     /// [`Attach::Event`]: the event id and the program, and the one perf event carrying it once opened.
     event: Option<(u64, OwnedFd)>,
     carrier: Option<OwnedFd>,
+    /// [`Attach::User`]: the uprobes and their programs (and the entry stash), closed when dropped.
+    _uprobes: Vec<(Uprobe, OwnedFd)>,
+    _stash: Option<OwnedFd>,
 }
 
 impl std::fmt::Debug for ObjectSource {
@@ -302,6 +397,7 @@ impl ObjectSource {
         let tracepoint = match attach_to {
             Attach::Raw(name) => name.clone(),
             Attach::Event(id) => format!("event {id}"),
+            Attach::User(p) => format!("{}", p.alloc.0.display()),
         };
         let unavailable = |what: &str, e: std::io::Error| {
             Error::not_permitted(format!(
@@ -322,18 +418,31 @@ impl ObjectSource {
             _links: Vec::new(),
             event: None,
             carrier: None,
+            _uprobes: Vec::new(),
+            _stash: None,
         };
         let build = |r: Result<Vec<Insn>, AsmError>| {
             r.map_err(|e| Error::runtime("building the object programs").caused_by(e))
         };
+        if let Attach::User(probes) = attach_to {
+            source.attach_user(probes, select)?;
+            for &cpu in cpus {
+                source
+                    .open_cpu(cpu)
+                    .map_err(|e| Error::runtime(format!("objects on cpu {cpu}")).caused_by(e))?;
+            }
+            return Ok(source);
+        }
         let alloc = build(generate_alloc(
             source.outputs.as_raw_fd(),
             source.armed.as_raw_fd(),
+            -1,
             select,
         ))?;
         let free = build(generate_free(
             source.outputs.as_raw_fd(),
             source.armed.as_raw_fd(),
+            PtrAt::Arg(1),
         ))?;
         let load = |insns: &[Insn], prog_type: ProgType, tp: &str| -> Result<OwnedFd, Error> {
             let mut log = Vec::new();
@@ -363,6 +472,7 @@ impl ObjectSource {
             Attach::Event(id) => {
                 source.event = Some((*id, load(&alloc, ProgType::Tracepoint, &tracepoint)?));
             }
+            Attach::User(_) => {}
         }
         for tp in ["kfree", "kmem_cache_free"] {
             source._links.push(attach(&free, tp)?);
@@ -373,6 +483,92 @@ impl ObjectSource {
                 .map_err(|e| Error::runtime(format!("objects on cpu {cpu}")).caused_by(e))?;
         }
         Ok(source)
+    }
+
+    /// Loads a user-space source's programs and opens its uprobes in the process, each carrying its
+    /// program, enabled: the allocator's entry (stashing the request size) before its return, and the
+    /// frees before either, so no object is handed over whose free would go unseen.
+    fn attach_user(&mut self, probes: &UserProbes, select: Select) -> Result<(), Error> {
+        let pmu = Pmu::read().map_err(|e| Error::not_permitted(format!("uprobes: {e}")))?;
+        let scope = Scope::Task(probes.pid);
+        let (outputs, armed) = (self.outputs.as_raw_fd(), self.armed.as_raw_fd());
+        let open = |path: &std::path::Path,
+                    offset: u64,
+                    probe: Probe,
+                    insns: Result<Vec<Insn>, AsmError>| {
+            let insns =
+                insns.map_err(|e| Error::runtime("building the uprobe programs").caused_by(e))?;
+            let shown = format!("{}+0x{offset:x}", path.display());
+            let mut log = Vec::new();
+            let prog =
+                load_program(ProgType::Kprobe, &insns, "ksw_uobjects", &mut log).map_err(|e| {
+                    if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) {
+                        return Error::not_permitted(format!(
+                            "objects from {shown}: loading the uprobe program: {}",
+                            super::why_unavailable(&e)
+                        ));
+                    }
+                    Error::runtime(format!(
+                        "the kernel refused the uprobe program for {shown}: {}",
+                        log_line(&log)
+                    ))
+                    .caused_by(e)
+                })?;
+            let uprobe = Uprobe::open(&pmu, path, offset, probe, &scope).map_err(|e| {
+                Error::not_permitted(format!(
+                    "a uprobe at {shown} in process {}: {e}{}",
+                    probes.pid,
+                    if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) {
+                        "; uprobe events need CAP_SYS_ADMIN (or CAP_PERFMON with perf_event_paranoid <= 1)"
+                    } else {
+                        ""
+                    }
+                ))
+            })?;
+            for fd in uprobe.fds() {
+                sys::perf_set_bpf(fd, prog.as_fd()).map_err(|e| {
+                    Error::runtime(format!("attaching the program at {shown}")).caused_by(e)
+                })?;
+            }
+            uprobe.enable().map_err(|e| {
+                Error::runtime(format!("enabling the uprobe at {shown}")).caused_by(e)
+            })?;
+            Ok::<_, Error>((uprobe, prog))
+        };
+        for (path, offset, reg) in &probes.frees {
+            let p = open(
+                path,
+                *offset,
+                Probe::Entry,
+                generate_free(outputs, armed, PtrAt::Reg(*reg)),
+            )?;
+            self._uprobes.push(p);
+        }
+        let (path, offset, probe) = &probes.alloc;
+        let mut stash_fd = -1;
+        if let Some(size) = probes.stash {
+            // LRU: a thread that never returns from a call (it exited inside it) leaves an entry behind.
+            let stash =
+                create_map(MapType::LruHash, (8, 8), ARMED_MAX, "ksw_ustash").map_err(|e| {
+                    Error::not_permitted(format!(
+                        "objects from {}: the request map: {}",
+                        path.display(),
+                        super::why_unavailable(&e)
+                    ))
+                })?;
+            stash_fd = stash.as_raw_fd();
+            let p = open(path, *offset, Probe::Entry, generate_stash(stash_fd, size))?;
+            self._uprobes.push(p);
+            self._stash = Some(stash);
+        }
+        let p = open(
+            path,
+            *offset,
+            *probe,
+            generate_alloc(outputs, armed, stash_fd, select),
+        )?;
+        self._uprobes.push(p);
+        Ok(())
     }
 
     /// Opens `cpu`'s output event and ring (a CPU that came online: the event it had before it went
@@ -444,19 +640,19 @@ mod tests {
             call_site: Some((0xffffffff81000000, 0xffffffff81000100)),
             size: Some((SizeFrom::Requested, 320)),
         };
-        assert!(generate_alloc(3, 4, select).expect("alloc").len() > 20);
+        assert!(generate_alloc(3, 4, -1, select).expect("alloc").len() > 20);
         let cache = Select {
             size: Some((SizeFrom::Cache(24), 320)),
             ..select
         };
-        assert!(generate_alloc(3, 4, cache).expect("cache alloc").len() > 20);
-        assert!(generate_free(3, 4).expect("free").len() > 10);
+        assert!(generate_alloc(3, 4, -1, cache).expect("cache alloc").len() > 20);
+        assert!(generate_free(3, 4, PtrAt::Arg(1)).expect("free").len() > 10);
         let field = Select {
             ptr: PtrAt::Field(8),
             call_site: None,
             size: None,
         };
-        assert!(generate_alloc(3, 4, field).expect("field alloc").len() > 10);
+        assert!(generate_alloc(3, 4, -1, field).expect("field alloc").len() > 10);
     }
 
     /// Every shape of the allocation program, and the free program, passes the verifier as the kind of
@@ -485,13 +681,22 @@ mod tests {
             size: None,
         };
         let programs = [
-            (generate_alloc(outputs, armed, raw), ProgType::RawTracepoint),
             (
-                generate_alloc(outputs, armed, cache),
+                generate_alloc(outputs, armed, -1, raw),
                 ProgType::RawTracepoint,
             ),
-            (generate_alloc(outputs, armed, field), ProgType::Tracepoint),
-            (generate_free(outputs, armed), ProgType::RawTracepoint),
+            (
+                generate_alloc(outputs, armed, -1, cache),
+                ProgType::RawTracepoint,
+            ),
+            (
+                generate_alloc(outputs, armed, -1, field),
+                ProgType::Tracepoint,
+            ),
+            (
+                generate_free(outputs, armed, PtrAt::Arg(1)),
+                ProgType::RawTracepoint,
+            ),
         ];
         for (i, (insns, kind)) in programs.into_iter().enumerate() {
             let mut log = Vec::new();

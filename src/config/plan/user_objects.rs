@@ -1,0 +1,176 @@
+//! `--on uretprobe:PATH:FUNC` and `--on uprobe:PATH:FUNC:argN`: objects as a program allocates them. The
+//! functions are placed in the watched process's files ([`ksymwatch_symbols::uprobe`]: a path, or a
+//! library it maps; for `-- CMD`, stopped at its exec, a library it links), the object's type comes from
+//! the program's DWARF (or the allocating library's), and the calls that end an object from `--free` or,
+//! for the malloc family and C++'s `operator new`, their usual partners. Whatever cannot be placed is
+//! exit 2 here, before anything is armed.
+
+use std::path::{Path, PathBuf};
+
+use ksymwatch_symbols::uprobe::{self as place, Placement};
+use ksymwatch_symbols::{CastType, MemberInfo, PathElem};
+
+use crate::config::objects::{self, Allocators, SizeArgs, UserArg, UserProbe};
+use crate::error::{Error, Result};
+use crate::model::watch::Access;
+use crate::perf::bpf::objects::{
+    regs, Attach, Probe, PtrAt, Select, SizeFrom, StashSize, UserProbes,
+};
+
+use super::objects::ObjectPlan;
+use super::options::OnRequest;
+
+/// Where a free slot's breakpoint waits in the process: its first page, which is never mapped
+/// (`vm.mmap_min_addr`), so nothing can write there.
+pub const USER_PARK: u64 = 0x1000;
+
+/// Plans a user-space source in process `pid` (`launched`: started with `--` and stopped at its exec).
+pub fn plan(
+    on: &OnRequest,
+    probe: &UserProbe,
+    access: Access,
+    pid: u32,
+    launched: bool,
+) -> Result<ObjectPlan> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
+        Error::usage(format!(
+            "--on {probe}: reading process {pid}'s program (/proc/{pid}/exe): {e}"
+        ))
+    })?;
+    let place_in = |p: &UserProbe| -> std::result::Result<Placement, String> {
+        let placed = if launched {
+            place::place_for_launch(&exe, &p.file, &p.func)
+        } else {
+            place::place(Path::new("/proc"), Some(pid), &p.file, &p.func)
+        };
+        placed.map_err(|e| e.to_string())
+    };
+    let alloc = place_in(probe).map_err(|e| Error::usage(format!("--on {probe}: {e}")))?;
+    let types = |cast: &CastType, path: &[PathElem]| member(pid, &exe, &alloc.file, cast, path);
+    let target = objects::resolve_user_target(&on.text, access, &types)?;
+    let frees = frees(on, probe, &place_in)?;
+    let (stash, size) = match (
+        probe.at,
+        objects::allocator_size(&probe.func),
+        target.object_size,
+    ) {
+        (UserArg::Return, Some(args), Some(n)) => {
+            let reg = |a: u8| regs::arg(a).unwrap_or(regs::ARGS[0]);
+            let stash = match args {
+                SizeArgs::One(a) => StashSize::One(reg(a)),
+                SizeArgs::Product(a, b) => StashSize::Product(reg(a), reg(b)),
+            };
+            (Some(stash), Some((SizeFrom::AtEntry, n)))
+        }
+        _ => (None, None),
+    };
+    let (ptr, kind) = match probe.at {
+        UserArg::Return => (regs::RET, Probe::Return),
+        UserArg::Arg(n) => (
+            regs::arg(n).ok_or_else(|| Error::usage(format!("--on {probe}: at most arg5")))?,
+            Probe::Entry,
+        ),
+    };
+    let detail = describe(&alloc, &frees, launched, pid, probe, size.is_some());
+    Ok(ObjectPlan {
+        source: on.source.clone(),
+        target,
+        select: Select {
+            ptr: PtrAt::Reg(ptr),
+            call_site: None,
+            size,
+        },
+        attach: Attach::User(UserProbes {
+            pid,
+            alloc: (alloc.file.clone(), alloc.func.offset, kind),
+            stash,
+            frees: frees
+                .iter()
+                .map(|(p, reg)| (p.file.clone(), p.func.offset, *reg))
+                .collect(),
+        }),
+        detail: Some(detail),
+        park: USER_PARK,
+        rotate: on.rotate,
+        allocators: Allocators {
+            pids: Vec::new(),
+            comms: on.comms.clone(),
+        },
+    })
+}
+
+/// The calls that end an object, placed: `--free`'s (each must be placed), else the source's usual
+/// partners (those the file has).
+fn frees(
+    on: &OnRequest,
+    probe: &UserProbe,
+    place_in: &dyn Fn(&UserProbe) -> std::result::Result<Placement, String>,
+) -> Result<Vec<(Placement, i16)>> {
+    let reg = |p: &UserProbe| match p.at {
+        UserArg::Arg(n) => regs::arg(n),
+        UserArg::Return => None,
+    };
+    if !on.frees.is_empty() {
+        return on
+            .frees
+            .iter()
+            .map(|f| {
+                let placed = place_in(f).map_err(|e| Error::usage(format!("--free {f}: {e}")))?;
+                let r = reg(f).ok_or_else(|| Error::usage(format!("--free {f}: at most arg5")))?;
+                Ok((placed, r))
+            })
+            .collect();
+    }
+    Ok(objects::default_frees(probe)
+        .iter()
+        .filter_map(|f| Some((place_in(f).ok()?, reg(f)?)))
+        .collect())
+}
+
+/// The header's parenthesis: where the probes are, what ends an object, what is not known.
+fn describe(
+    alloc: &Placement,
+    frees: &[(Placement, i16)],
+    launched: bool,
+    pid: u32,
+    probe: &UserProbe,
+    sized: bool,
+) -> String {
+    let mut parts = vec![format!(
+        "{}+0x{:x} in process {pid}",
+        alloc.shown, alloc.func.offset
+    )];
+    if frees.is_empty() {
+        parts.push(
+            "no free function: an object stays armed until evicted (--free uprobe:PATH:FUNC:argN)"
+                .into(),
+        );
+    } else {
+        let names: Vec<&str> = frees.iter().map(|(p, _)| p.func.symbol.as_str()).collect();
+        parts.push(format!("freed by {}", names.join(", ")));
+    }
+    if !sized && objects::allocator_size(&probe.func).is_some() && probe.at == UserArg::Return {
+        parts.push("every request taken: name the object's type to take only its size".into());
+    }
+    if !launched {
+        parts.push("objects allocated before the start are not known".into());
+    }
+    parts.join("; ")
+}
+
+/// `(cast)` and `path` in the program's DWARF, else in that of the file the objects come from.
+fn member(
+    pid: u32,
+    exe: &Path,
+    source_file: &PathBuf,
+    cast: &CastType,
+    path: &[PathElem],
+) -> std::result::Result<(MemberInfo, Option<u64>), String> {
+    match place::types::object_member(pid, exe, cast, path) {
+        Ok(found) => Ok(found),
+        Err(e) if source_file.as_path() != exe => {
+            place::types::object_member(pid, source_file, cast, path).map_err(|_| e)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,108 @@
+// Test helper for user-space `--on` sources: a program with its own allocator (widget_new/widget_free),
+// which also calls libc's malloc for requests of other sizes, and can load a library (argv[1], with
+// dlopen) that allocates objects of its own. Built with -g: the tests name `struct widget` from its DWARF.
+//
+// Writes "ready PID\n", then per line: "go N" makes N widgets (each: widget_new, then `count` stored
+// STORES times, then widget_free; between them a malloc of 24 and of 200 bytes, freed); "lib N" dlopens
+// argv[1] once and has its gizmo_cycle make N of its objects; "exit" ends. Each answered "done N\n".
+// Reads and writes with raw read/write: stdio would call malloc.
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STORES 3
+
+struct widget {
+    long id;
+    char name[40];
+    int count; // the watched field, at offset 48
+    int flags;
+    void *next;
+}; // 64 bytes
+
+static void *volatile keep;
+
+__attribute__((noinline)) struct widget *widget_new(long id) {
+    struct widget *w = malloc(sizeof *w);
+    if (w) {
+        memset(w, 0, sizeof *w);
+        w->id = id;
+    }
+    return w;
+}
+
+__attribute__((noinline)) void widget_free(struct widget *w) {
+    free(w);
+}
+
+static void say(const char *s, long n) {
+    char buf[64];
+    size_t len = strlen(s);
+    memcpy(buf, s, len);
+    char digits[24];
+    int d = 0;
+    do {
+        digits[d++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    while (d > 0)
+        buf[len++] = digits[--d];
+    buf[len++] = '\n';
+    if (write(1, buf, len) != (ssize_t)len)
+        exit(1);
+}
+
+static int read_line(char *line, size_t max) {
+    size_t n = 0;
+    while (n + 1 < max) {
+        char c;
+        if (read(0, &c, 1) != 1)
+            return -1;
+        if (c == '\n')
+            break;
+        line[n++] = c;
+    }
+    line[n] = 0;
+    return (int)n;
+}
+
+int main(int argc, char **argv) {
+    char line[64];
+    say("ready ", getpid());
+    void (*gizmo_cycle)(int) = NULL;
+    while (read_line(line, sizeof line) >= 0) {
+        if (strncmp(line, "go ", 3) == 0) {
+            long n = atol(line + 3);
+            for (long i = 0; i < n; i++) {
+                keep = malloc(24);
+                free(keep);
+                struct widget *w = widget_new(i);
+                // A pause for the tracer to arm it: arming is behind the allocation.
+                usleep(20000);
+                for (int k = 1; k <= STORES; k++)
+                    ((volatile struct widget *)w)->count = k;
+                keep = malloc(200);
+                free(keep);
+                widget_free(w);
+            }
+            say("done ", n);
+        } else if (strncmp(line, "lib ", 4) == 0 && argc > 1) {
+            long n = atol(line + 4);
+            if (!gizmo_cycle) {
+                void *h = dlopen(argv[1], RTLD_NOW);
+                if (!h)
+                    return 3;
+                gizmo_cycle = (void (*)(int))dlsym(h, "gizmo_cycle");
+                if (!gizmo_cycle)
+                    return 4;
+            }
+            for (long i = 0; i < n; i++)
+                gizmo_cycle(STORES);
+            say("done ", n);
+        } else if (strcmp(line, "exit") == 0) {
+            break;
+        }
+    }
+    return 0;
+}

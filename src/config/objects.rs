@@ -118,7 +118,8 @@ pub fn parse_free(text: &str) -> Result<UserProbe> {
     match parse_source(text) {
         Ok(Source::User(p)) if matches!(p.at, UserArg::Arg(_)) => Ok(p),
         _ => Err(Error::usage(format!(
-            "--free `{text}`: give uprobe:PATH:FUNC:argN, the call and the argument that ends an object              (uprobe:./app:widget_free:arg0)"
+            "--free `{text}`: give uprobe:PATH:FUNC:argN, the call and the argument that ends an \
+             object (uprobe:./app:widget_free:arg0)"
         ))),
     }
 }

@@ -1,6 +1,7 @@
-// Test helper: C++ objects from `new`. Writes "ready PID\n"; per "go N" line, N gadgets, each made with
-// new, its `hits` stored STORES times after a pause, deleted; a std::string of another size between.
-// Answers "done N\n". Raw read/write: iostreams would allocate.
+// Test helper: C++ objects from `new`. `gadgets go N` makes N gadgets and exits, writing nothing (for
+// `-- CMD`); else it writes "ready PID\n", and per "go N" line makes N and answers "done N\n". Each gadget
+// is made with new, its `hits` stored 3 times after a pause, and deleted; a std::string of another size
+// is made beside it. Raw read/write: iostreams would allocate.
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -19,7 +20,24 @@ static void say(const char *s, long n) {
         std::exit(1);
 }
 
-int main() {
+static void go(long n) {
+    for (long i = 0; i < n; i++) {
+        std::string other(100, 'x');
+        Gadget *g = new Gadget; // default-initialized: no store into hits before ours
+        g->serial = i;
+        usleep(20000);
+        for (int k = 1; k <= 3; k++)
+            static_cast<volatile Gadget *>(g)->hits = k;
+        delete g;
+        (void)other;
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 3 && std::strcmp(argv[1], "go") == 0) {
+        go(std::atol(argv[2]));
+        return 0;
+    }
     say("ready ", getpid());
     char line[64];
     size_t len = 0;
@@ -35,16 +53,7 @@ int main() {
         if (std::strncmp(line, "go ", 3) != 0)
             continue;
         long n = std::atol(line + 3);
-        for (long i = 0; i < n; i++) {
-            std::string other(100, 'x');
-            Gadget *g = new Gadget();
-            g->serial = i;
-            usleep(20000);
-            for (int k = 1; k <= 3; k++)
-                static_cast<volatile Gadget *>(g)->hits = k;
-            delete g;
-            (void)other;
-        }
+        go(n);
         say("done ", n);
     }
     return 0;

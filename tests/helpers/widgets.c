@@ -2,7 +2,8 @@
 // which also calls libc's malloc for requests of other sizes, and can load a library (argv[1], with
 // dlopen) that allocates objects of its own. Built with -g: the tests name `struct widget` from its DWARF.
 //
-// Writes "ready PID\n", then per line: "go N" makes N widgets (each: widget_new, then `count` stored
+// `widgets go N` / `widgets lib N LIB` do one command (below) and exit, writing nothing: for `-- CMD`.
+// `widgets [LIB]` writes "ready PID\n", then per line: "go N" makes N widgets (each: widget_new, then `count` stored
 // STORES times, then widget_free; between them a malloc of 24 and of 200 bytes, freed); "lib N" dlopens
 // argv[1] once and has its gizmo_cycle make N of its objects; "exit" ends. Each answered "done N\n".
 // Reads and writes with raw read/write: stdio would call malloc.
@@ -67,38 +68,56 @@ static int read_line(char *line, size_t max) {
     return (int)n;
 }
 
+static void go(long n) {
+    for (long i = 0; i < n; i++) {
+        keep = malloc(24);
+        free(keep);
+        struct widget *w = widget_new(i);
+        // A pause for the tracer to arm it: arming is behind the allocation.
+        usleep(20000);
+        for (int k = 1; k <= STORES; k++)
+            ((volatile struct widget *)w)->count = k;
+        keep = malloc(200);
+        free(keep);
+        widget_free(w);
+    }
+}
+
+static void (*gizmo_cycle)(int);
+
+static int lib(long n, const char *path) {
+    if (!gizmo_cycle) {
+        void *h = dlopen(path, RTLD_NOW);
+        if (!h)
+            return 3;
+        gizmo_cycle = (void (*)(int))dlsym(h, "gizmo_cycle");
+        if (!gizmo_cycle)
+            return 4;
+    }
+    for (long i = 0; i < n; i++)
+        gizmo_cycle(STORES);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     char line[64];
+    if (argc >= 3 && strcmp(argv[1], "go") == 0) {
+        go(atol(argv[2]));
+        return 0;
+    }
+    if (argc >= 4 && strcmp(argv[1], "lib") == 0)
+        return lib(atol(argv[2]), argv[3]);
     say("ready ", getpid());
-    void (*gizmo_cycle)(int) = NULL;
     while (read_line(line, sizeof line) >= 0) {
         if (strncmp(line, "go ", 3) == 0) {
             long n = atol(line + 3);
-            for (long i = 0; i < n; i++) {
-                keep = malloc(24);
-                free(keep);
-                struct widget *w = widget_new(i);
-                // A pause for the tracer to arm it: arming is behind the allocation.
-                usleep(20000);
-                for (int k = 1; k <= STORES; k++)
-                    ((volatile struct widget *)w)->count = k;
-                keep = malloc(200);
-                free(keep);
-                widget_free(w);
-            }
+            go(n);
             say("done ", n);
         } else if (strncmp(line, "lib ", 4) == 0 && argc > 1) {
             long n = atol(line + 4);
-            if (!gizmo_cycle) {
-                void *h = dlopen(argv[1], RTLD_NOW);
-                if (!h)
-                    return 3;
-                gizmo_cycle = (void (*)(int))dlsym(h, "gizmo_cycle");
-                if (!gizmo_cycle)
-                    return 4;
-            }
-            for (long i = 0; i < n; i++)
-                gizmo_cycle(STORES);
+            int e = lib(n, argv[1]);
+            if (e)
+                return e;
             say("done ", n);
         } else if (strcmp(line, "exit") == 0) {
             break;

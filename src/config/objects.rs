@@ -480,17 +480,23 @@ pub fn resolve_user_target(
             e.to_string().replace(&standing, text)
         ))
     })?;
-    if !matches!(t.base, Base::Address(USER_STAND_IN)) {
-        return Err(Error::usage(format!(
-            "`{text}`: `$obj` is the base: {forms}"
-        )));
-    }
+    // `0xADDR+OFF` parses to one address: what is past the stand-in is the offset.
+    let base_offset = match t.base {
+        Base::Address(a) if (USER_STAND_IN..USER_STAND_IN + (1 << 32)).contains(&a) => {
+            a - USER_STAND_IN
+        }
+        _ => {
+            return Err(Error::usage(format!(
+                "`{text}`: `$obj` is the base: {forms}"
+            )))
+        }
+    };
     let t = target::Target {
         text: text.to_string(),
         ..t
     };
     let (addr, size, object_size) = match &t.cast {
-        None if t.path.is_empty() => (USER_STAND_IN + t.offset, None, None),
+        None if t.path.is_empty() => (USER_STAND_IN + base_offset + t.offset, None, None),
         None => {
             return Err(Error::usage(format!(
                 "`{text}`: a field by name needs the object's type: {forms}"
@@ -499,7 +505,11 @@ pub fn resolve_user_target(
         Some(cast) => {
             let (m, whole) =
                 types(cast, &t.path).map_err(|e| Error::usage(format!("`{text}`: {e}")))?;
-            (USER_STAND_IN + m.offset + t.offset, m.size, whole)
+            (
+                USER_STAND_IN + base_offset + m.offset + t.offset,
+                m.size,
+                whole,
+            )
         }
     };
     let sized = watch::sized(&t, access, addr, size, text.to_string(), Vec::new())?;
@@ -563,6 +573,129 @@ mod tests {
                 e.contains("--on") && e.contains("kmalloc:FUNC"),
                 "{bad}: {e}"
             );
+        }
+    }
+
+    #[test]
+    fn user_sources_parse() {
+        let ret = parse_source("uretprobe:libc:malloc").unwrap();
+        let p = ret.user().expect("a user source");
+        assert_eq!(
+            (p.file.as_str(), p.func.as_str(), p.at),
+            ("libc", "malloc", UserArg::Return)
+        );
+        assert_eq!(ret.to_string(), "uretprobe:libc:malloc");
+        let arg = parse_source("uprobe:/opt/app/bin/app:widget_init:arg1").unwrap();
+        assert_eq!(
+            arg,
+            Source::User(UserProbe {
+                file: "/opt/app/bin/app".into(),
+                func: "widget_init".into(),
+                at: UserArg::Arg(1),
+            })
+        );
+        assert_eq!(arg.to_string(), "uprobe:/opt/app/bin/app:widget_init:arg1");
+        // C++ names, as the symbol table spells them.
+        assert!(parse_source("uretprobe:libstdc++:_Znwm").is_ok());
+        for bad in [
+            "uretprobe:malloc",
+            "uretprobe::malloc",
+            "uretprobe:libc:",
+            "uprobe:libc:free",
+            "uprobe:libc:free:arg6",
+            "uprobe:libc:free:x0",
+            "uprobe:libc:a b:arg0",
+        ] {
+            let e = parse_source(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("--on") && e.contains("uprobe:PATH:FUNC"),
+                "{bad}: {e}"
+            );
+        }
+        assert_eq!(
+            parse_free("uprobe:./app:widget_free:arg0").unwrap().at,
+            UserArg::Arg(0)
+        );
+        for bad in ["uretprobe:libc:free", "uprobe:libc:free", "kmalloc:f"] {
+            let e = parse_free(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("--free") && e.contains("uprobe:PATH:FUNC:argN"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    /// General allocators read their request size where their C signature has it, and end their objects
+    /// with their usual partner; a program's own function has neither.
+    #[test]
+    fn allocators_know_their_size_argument_and_their_frees() {
+        assert_eq!(allocator_size("malloc"), Some(SizeArgs::One(0)));
+        assert_eq!(allocator_size("calloc"), Some(SizeArgs::Product(0, 1)));
+        assert_eq!(allocator_size("realloc"), Some(SizeArgs::One(1)));
+        assert_eq!(allocator_size("aligned_alloc"), Some(SizeArgs::One(1)));
+        assert_eq!(allocator_size("_Znwm"), Some(SizeArgs::One(0)));
+        assert_eq!(allocator_size("widget_new"), None);
+        let source = |func: &str, at| UserProbe {
+            file: "libc".into(),
+            func: func.into(),
+            at,
+        };
+        let names = |p: &UserProbe| -> Vec<String> {
+            default_frees(p).iter().map(|f| f.to_string()).collect()
+        };
+        assert_eq!(
+            names(&source("calloc", UserArg::Return)),
+            ["uprobe:libc:free:arg0", "uprobe:libc:realloc:arg0"]
+        );
+        assert_eq!(
+            names(&source("_Znwm", UserArg::Return)),
+            ["uprobe:libc:_ZdlPv:arg0", "uprobe:libc:_ZdlPvm:arg0"]
+        );
+        assert!(names(&source("widget_new", UserArg::Return)).is_empty());
+        assert!(names(&source("malloc", UserArg::Arg(0))).is_empty());
+    }
+
+    /// A user-space target: a raw offset and length, or a member of a type the program's DWARF gives
+    /// (here a stand-in), with the type's size for the allocator's filter.
+    #[test]
+    fn user_targets_resolve_raw_or_by_type() {
+        let types = |cast: &CastType, path: &[ksymwatch_symbols::PathElem]| {
+            if cast.name != "widget" {
+                return Err(format!("no `{cast}`"));
+            }
+            let offset = if path.is_empty() { 0 } else { 48 };
+            let size = if path.is_empty() { 64 } else { 4 };
+            Ok((
+                ksymwatch_symbols::MemberInfo {
+                    offset,
+                    size: Some(size),
+                    type_name: "int".into(),
+                },
+                Some(64),
+            ))
+        };
+        let raw = resolve_user_target("$obj+0x30/4", Access::Write, &types).unwrap();
+        assert_eq!(
+            (raw.offset, raw.len, raw.object_size, raw.cast.is_none()),
+            (48, 4, None, true)
+        );
+        assert_eq!(raw.label(2, 0x5000), "0x5000+0x30#2");
+        let typed =
+            resolve_user_target("(struct widget)$obj.count", Access::Write, &types).unwrap();
+        assert_eq!(
+            (typed.offset, typed.len, typed.object_size),
+            (48, 4, Some(64))
+        );
+        assert_eq!(typed.label(0, 0x5000), "(struct widget)0x5000.count#0");
+        for (bad, says) in [
+            ("(struct gadget)$obj.count", "no `struct gadget`"),
+            ("0x5000", "write `$obj`"),
+            ("$obj.count", "name its type"),
+        ] {
+            let e = resolve_user_target(bad, Access::Write, &types)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{bad}: {e}");
         }
     }
 

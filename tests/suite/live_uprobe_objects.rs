@@ -212,6 +212,7 @@ live_test!(libc_malloc_chosen_by_size_in_a_running_process, {
         if out.read_line(&mut l).unwrap_or(0) == 0 {
             let (_, _, err) = util_collect(child);
             let _ = helper.kill();
+            let _ = helper.wait();
             if refused(&err) {
                 return;
             }

@@ -5,7 +5,7 @@
 //! for the malloc family and C++'s `operator new`, their usual partners. Whatever cannot be placed is
 //! exit 2 here, before anything is armed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ksymwatch_symbols::uprobe::{self as place, Placement};
 use ksymwatch_symbols::{CastType, MemberInfo, PathElem};
@@ -162,13 +162,13 @@ fn describe(
 fn member(
     pid: u32,
     exe: &Path,
-    source_file: &PathBuf,
+    source_file: &Path,
     cast: &CastType,
     path: &[PathElem],
 ) -> std::result::Result<(MemberInfo, Option<u64>), String> {
     match place::types::object_member(pid, exe, cast, path) {
         Ok(found) => Ok(found),
-        Err(e) if source_file.as_path() != exe => {
+        Err(e) if source_file != exe => {
             place::types::object_member(pid, source_file, cast, path).map_err(|_| e)
         }
         Err(e) => Err(e),

@@ -665,7 +665,13 @@ mod tests {
         }
         let outputs = create_map(MapType::PerfEventArray, (4, 4), 64, "t_objout").expect("map");
         let armed = create_map(MapType::LruHash, (8, 4), 16, "t_armed").expect("map");
-        let (outputs, armed) = (outputs.as_raw_fd(), armed.as_raw_fd());
+        let stash = create_map(MapType::LruHash, (8, 8), 16, "t_stash").expect("map");
+        let (outputs, armed, stash) = (outputs.as_raw_fd(), armed.as_raw_fd(), stash.as_raw_fd());
+        let user = Select {
+            ptr: PtrAt::Reg(regs::RET),
+            call_site: None,
+            size: Some((SizeFrom::AtEntry, 64)),
+        };
         let raw = Select {
             ptr: PtrAt::Arg(1),
             call_site: Some((0xffffffff81000000, 0xffffffff81000100)),
@@ -697,6 +703,18 @@ mod tests {
                 generate_free(outputs, armed, PtrAt::Arg(1)),
                 ProgType::RawTracepoint,
             ),
+            (
+                generate_stash(stash, StashSize::Product(regs::ARGS[0], regs::ARGS[1])),
+                ProgType::Kprobe,
+            ),
+            (
+                generate_alloc(outputs, armed, stash, user),
+                ProgType::Kprobe,
+            ),
+            (
+                generate_free(outputs, armed, PtrAt::Reg(regs::ARGS[0])),
+                ProgType::Kprobe,
+            ),
         ];
         for (i, (insns, kind)) in programs.into_iter().enumerate() {
             let mut log = Vec::new();
@@ -705,6 +723,97 @@ mod tests {
                 panic!("program {i} ({kind:?}): {e}: {}", log_line(&log));
             }
         }
+    }
+
+    /// The user-space programs on the offline interpreter, their context a `pt_regs`: an allocator's
+    /// entry stashes its request (calloc's product too), its return takes the object only for a request of
+    /// the type's size (and only after an entry it saw), and a free function's argument ends an armed
+    /// object once.
+    #[test]
+    fn user_space_programs_take_objects_of_the_size_asked_and_free_them() {
+        use crate::perf::bpf::interp::FakeKernel;
+        use crate::perf::bpf::program::Maps;
+        const OUT: i32 = 3;
+        const ARMED: i32 = 4;
+        const STASH: i32 = 5;
+        let reg = |offset: i16| (offset / 8) as usize;
+        let mut m = FakeKernel::new(
+            Maps {
+                outputs: OUT,
+                olds: 90,
+                olds_by_tgid: None,
+                stats: 91,
+            },
+            0,
+        );
+        m.declare(ARMED, MapType::LruHash, (8, 4), 16);
+        m.declare(STASH, MapType::LruHash, (8, 8), 16);
+        let entry = generate_stash(STASH, StashSize::One(regs::ARGS[0])).expect("stash");
+        let select = Select {
+            ptr: PtrAt::Reg(regs::RET),
+            call_site: None,
+            size: Some((SizeFrom::AtEntry, 64)),
+        };
+        let ret = generate_alloc(OUT, ARMED, STASH, select).expect("return");
+        let free = generate_free(OUT, ARMED, PtrAt::Reg(regs::ARGS[0])).expect("free");
+        let word =
+            |rec: &[u8], i: usize| u64::from_ne_bytes(rec[8 * i..8 * i + 8].try_into().unwrap());
+        let key = m.pid_tgid.to_ne_bytes();
+        // malloc(64) returning 0xa000: stashed, taken, entered in `armed`, the stash emptied.
+        m.regs[reg(regs::ARGS[0])] = 64;
+        m.run(&entry);
+        assert_eq!(m.get(STASH, &key), Some(64u64.to_ne_bytes().to_vec()));
+        m.regs[reg(regs::RET)] = 0xa000;
+        m.run(&ret);
+        assert_eq!(m.output.len(), 1);
+        let rec = m.output[0].clone();
+        assert_eq!(
+            (word(&rec, 0), word(&rec, 2), word(&rec, 3), word(&rec, 5)),
+            (ALLOCATED, 0xa000, 0, 64)
+        );
+        assert_eq!(word(&rec, 4), m.pid_tgid);
+        assert!(m.get(ARMED, &0xa000u64.to_ne_bytes()).is_some());
+        assert_eq!(m.get(STASH, &key), None, "taken out");
+        // malloc(24): not the type's size; a return without an entry seen: nothing either.
+        m.regs[reg(regs::ARGS[0])] = 24;
+        m.run(&entry);
+        m.regs[reg(regs::RET)] = 0xb000;
+        m.run(&ret);
+        m.run(&ret);
+        assert_eq!(m.output.len(), 1);
+        assert_eq!(m.get(STASH, &key), None);
+        // calloc(8, 8): the product is the request.
+        let calloc = generate_stash(STASH, StashSize::Product(regs::ARGS[0], regs::ARGS[1]))
+            .expect("calloc stash");
+        m.regs[reg(regs::ARGS[0])] = 8;
+        m.regs[reg(regs::ARGS[1])] = 8;
+        m.run(&calloc);
+        m.regs[reg(regs::RET)] = 0xc000;
+        m.run(&ret);
+        assert_eq!(m.output.len(), 2);
+        // free(0xa000) ends it once; free of an object never taken says nothing.
+        m.regs[reg(regs::ARGS[0])] = 0xa000;
+        m.run(&free);
+        m.run(&free);
+        m.regs[reg(regs::ARGS[0])] = 0xb000;
+        m.run(&free);
+        assert_eq!(m.output.len(), 3);
+        let rec = m.output[2].clone();
+        assert_eq!(
+            (word(&rec, 0), word(&rec, 2), word(&rec, 3)),
+            (FREED, 0xa000, 0)
+        );
+        assert_eq!(m.get(ARMED, &0xa000u64.to_ne_bytes()), None);
+        // An argument at a function's entry (`uprobe:...:arg1`), no size asked: every call's.
+        let arg = Select {
+            ptr: PtrAt::Reg(regs::ARGS[1]),
+            call_site: None,
+            size: None,
+        };
+        let init = generate_alloc(OUT, ARMED, -1, arg).expect("arg");
+        m.regs[reg(regs::ARGS[1])] = 0xd000;
+        m.run(&init);
+        assert_eq!(word(&m.output[3], 2), 0xd000);
     }
 
     /// A sample carrying the program's record decodes to its fields; a LOST record to its count; short

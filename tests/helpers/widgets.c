@@ -2,7 +2,8 @@
 // which also calls libc's malloc for requests of other sizes, and can load a library (argv[1], with
 // dlopen) that allocates objects of its own. Built with -g: the tests name `struct widget` from its DWARF.
 //
-// `widgets go N` / `widgets lib N LIB` do one command (below) and exit, writing nothing: for `-- CMD`.
+// `widgets go N` / `widgets regrow N` / `widgets lib N LIB` do one command (below) and exit, writing
+// nothing: for `-- CMD`.
 // `widgets [LIB]` writes "ready PID\n", then per line: "go N" makes N widgets (each: widget_new, then `count` stored
 // STORES times, then widget_free; between them a malloc of 24 and of 200 bytes, freed); "lib N" dlopens
 // argv[1] once and has its gizmo_cycle make N of its objects; "exit" ends. Each answered "done N\n".
@@ -83,6 +84,22 @@ static void go(long n) {
     }
 }
 
+// N objects that realloc makes: a 32-byte block grown to a widget (a new object of its size), its
+// `count` stored STORES times, then grown again to 200 bytes (which ends it) and freed.
+__attribute__((noinline)) static void regrow(long n) {
+    for (long i = 0; i < n; i++) {
+        char *p = malloc(32);
+        struct widget *w = realloc(p, sizeof *w);
+        if (!w)
+            exit(1);
+        usleep(20000);
+        for (int k = 1; k <= STORES; k++)
+            ((volatile struct widget *)w)->count = k;
+        keep = realloc(w, 200);
+        free(keep);
+    }
+}
+
 static void (*gizmo_cycle)(int);
 
 static int lib(long n, const char *path) {
@@ -103,6 +120,10 @@ int main(int argc, char **argv) {
     char line[64];
     if (argc >= 3 && strcmp(argv[1], "go") == 0) {
         go(atol(argv[2]));
+        return 0;
+    }
+    if (argc >= 3 && strcmp(argv[1], "regrow") == 0) {
+        regrow(atol(argv[2]));
         return 0;
     }
     if (argc >= 4 && strcmp(argv[1], "lib") == 0)

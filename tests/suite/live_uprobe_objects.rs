@@ -435,3 +435,21 @@ fn user_sources_need_a_process_and_free_its_form() {
         &["at most arg5"],
     );
 }
+
+// With the malloc family, realloc's result is a new object (a 32-byte block grown to a widget's 64 bytes)
+// and realloc ends the one it is given (grown again to 200 bytes): each armed, stored, ended.
+live_test!(realloc_ends_one_object_and_starts_another, {
+    let exe = widgets().display().to_string();
+    let Some(records) = launched(
+        &["--on", "uretprobe:libc:malloc", "(struct widget)$obj.count"],
+        &[&exe, "regrow", "5"],
+    ) else {
+        return;
+    };
+    let header = records[0]["objects"].as_str().unwrap_or_default();
+    assert!(
+        header.contains("realloc's new objects taken too"),
+        "{header}"
+    );
+    each_armed_stored_and_freed(&records, "regrow", 5);
+});

@@ -14,7 +14,7 @@ use crate::config::objects::{self, Allocators, SizeArgs, UserArg, UserProbe};
 use crate::error::{Error, Result};
 use crate::model::watch::Access;
 use crate::perf::bpf::objects::{
-    regs, Attach, Probe, PtrAt, Select, SizeFrom, StashSize, UserProbes,
+    regs, Attach, Probe, PtrAt, Select, SizeFrom, StashSize, UserAlloc, UserProbes,
 };
 
 use super::objects::ObjectPlan;
@@ -49,41 +49,47 @@ pub fn plan(
     let types = |cast: &CastType, path: &[PathElem]| member(pid, &exe, &alloc.file, cast, path);
     let target = objects::resolve_user_target(&on.text, access, &types)?;
     let frees = frees(on, probe, &place_in)?;
-    let (stash, size) = match (
-        probe.at,
-        objects::allocator_size(&probe.func),
-        target.object_size,
-    ) {
-        (UserArg::Return, Some(args), Some(n)) => {
-            let reg = |a: u8| regs::arg(a).unwrap_or(regs::ARGS[0]);
-            let stash = match args {
-                SizeArgs::One(a) => StashSize::One(reg(a)),
-                SizeArgs::Product(a, b) => StashSize::Product(reg(a), reg(b)),
-            };
-            (Some(stash), Some((SizeFrom::AtEntry, n)))
+    let general = probe.at == UserArg::Return && objects::allocator_size(&probe.func).is_some();
+    let size = target
+        .object_size
+        .filter(|_| general)
+        .map(|n| (SizeFrom::AtEntry, n));
+    let mut allocs = vec![user_alloc(probe, &alloc, size.is_some())?];
+    // realloc ends one object (a default free) and starts another: with the malloc family, its return
+    // is a source too.
+    if general
+        && objects::default_frees(probe)
+            .iter()
+            .any(|f| f.func == "realloc")
+    {
+        let realloc = UserProbe {
+            func: "realloc".into(),
+            ..probe.clone()
+        };
+        if probe.func != "realloc" {
+            if let Ok(placed) = place_in(&realloc) {
+                allocs.push(user_alloc(&realloc, &placed, size.is_some())?);
+            }
         }
-        _ => (None, None),
-    };
-    let (ptr, kind) = match probe.at {
-        UserArg::Return => (regs::RET, Probe::Return),
-        UserArg::Arg(n) => (
-            regs::arg(n).ok_or_else(|| Error::usage(format!("--on {probe}: at most arg5")))?,
-            Probe::Entry,
-        ),
-    };
-    let detail = describe(&alloc, &frees, launched, pid, probe, size.is_some());
+    }
+    let mut detail = describe(&alloc, &frees, launched, pid, probe, size.is_some());
+    if allocs.len() > 1 {
+        detail.push_str("; realloc's new objects taken too");
+    }
     Ok(ObjectPlan {
         source: on.source.clone(),
         target,
         select: Select {
-            ptr: PtrAt::Reg(ptr),
+            ptr: PtrAt::Reg(match probe.at {
+                UserArg::Return => regs::RET,
+                UserArg::Arg(n) => regs::arg(n).unwrap_or(regs::ARGS[0]),
+            }),
             call_site: None,
             size,
         },
         attach: Attach::User(UserProbes {
             pid,
-            alloc: (alloc.file.clone(), alloc.func.offset, kind),
-            stash,
+            allocs,
             frees: frees
                 .iter()
                 .map(|(p, reg)| (p.file.clone(), p.func.offset, *reg))
@@ -96,6 +102,28 @@ pub fn plan(
             pids: Vec::new(),
             comms: on.comms.clone(),
         },
+    })
+}
+
+/// The probes of allocating function `probe`, placed at `placed`; `sized`: its request size is read at
+/// its entry (a general allocator's, when the object's type gives the size to take).
+fn user_alloc(probe: &UserProbe, placed: &Placement, sized: bool) -> Result<UserAlloc> {
+    let reg = |a: u8| regs::arg(a).unwrap_or(regs::ARGS[0]);
+    let stash = match objects::allocator_size(&probe.func) {
+        Some(SizeArgs::One(a)) if sized => Some(StashSize::One(reg(a))),
+        Some(SizeArgs::Product(a, b)) if sized => Some(StashSize::Product(reg(a), reg(b))),
+        _ => None,
+    };
+    let kind = match probe.at {
+        UserArg::Return => Probe::Return,
+        UserArg::Arg(n) if regs::arg(n).is_some() => Probe::Entry,
+        UserArg::Arg(_) => return Err(Error::usage(format!("--on {probe}: at most arg5"))),
+    };
+    Ok(UserAlloc {
+        file: placed.file.clone(),
+        offset: placed.func.offset,
+        probe: kind,
+        stash,
     })
 }
 

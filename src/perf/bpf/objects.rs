@@ -352,15 +352,25 @@ pub enum Attach {
     User(UserProbes),
 }
 
+/// One allocating function of a user-space source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserAlloc {
+    pub file: std::path::PathBuf,
+    /// The function's offset in the file.
+    pub offset: u64,
+    /// The object is its return value ([`Probe::Return`]) or an argument at its entry.
+    pub probe: Probe,
+    /// A general allocator's request size, read at its entry for its return.
+    pub stash: Option<StashSize>,
+}
+
 /// A user-space source's probes, placed ([`ksymwatch_symbols::uprobe`]), in one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserProbes {
     /// The process (its memory: every thread of it) whose calls are seen.
     pub pid: u32,
-    /// The allocation: a file, the function's offset in it, and whether the object is its return value.
-    pub alloc: (std::path::PathBuf, u64, Probe),
-    /// A general allocator's request size, read at its entry (the same function) for its return.
-    pub stash: Option<StashSize>,
+    /// The allocations (a general allocator's family may have several: `malloc` and `realloc`).
+    pub allocs: Vec<UserAlloc>,
     /// The calls that end an object: a file, the function's offset, the `pt_regs` offset of the pointer.
     pub frees: Vec<(std::path::PathBuf, u64, i16)>,
 }
@@ -376,7 +386,7 @@ pub struct ObjectSource {
     carrier: Option<OwnedFd>,
     /// [`Attach::User`]: the uprobes and their programs (and the entry stash), closed when dropped.
     _uprobes: Vec<(Uprobe, OwnedFd)>,
-    _stash: Option<OwnedFd>,
+    _stash: Vec<OwnedFd>,
 }
 
 impl std::fmt::Debug for ObjectSource {
@@ -397,7 +407,10 @@ impl ObjectSource {
         let tracepoint = match attach_to {
             Attach::Raw(name) => name.clone(),
             Attach::Event(id) => format!("event {id}"),
-            Attach::User(p) => format!("{}", p.alloc.0.display()),
+            Attach::User(p) => p
+                .allocs
+                .first()
+                .map_or_else(String::new, |a| a.file.display().to_string()),
         };
         let unavailable = |what: &str, e: std::io::Error| {
             Error::not_permitted(format!(
@@ -419,7 +432,7 @@ impl ObjectSource {
             event: None,
             carrier: None,
             _uprobes: Vec::new(),
-            _stash: None,
+            _stash: Vec::new(),
         };
         let build = |r: Result<Vec<Insn>, AsmError>| {
             r.map_err(|e| Error::runtime("building the object programs").caused_by(e))
@@ -544,30 +557,33 @@ impl ObjectSource {
             )?;
             self._uprobes.push(p);
         }
-        let (path, offset, probe) = &probes.alloc;
-        let mut stash_fd = -1;
-        if let Some(size) = probes.stash {
-            // LRU: a thread that never returns from a call (it exited inside it) leaves an entry behind.
-            let stash =
-                create_map(MapType::LruHash, (8, 8), ARMED_MAX, "ksw_ustash").map_err(|e| {
-                    Error::not_permitted(format!(
-                        "objects from {}: the request map: {}",
-                        path.display(),
-                        super::why_unavailable(&e)
-                    ))
-                })?;
-            stash_fd = stash.as_raw_fd();
-            let p = open(path, *offset, Probe::Entry, generate_stash(stash_fd, size))?;
+        for alloc in &probes.allocs {
+            let mut stash_fd = -1;
+            if let Some(size) = alloc.stash {
+                // One map per function: realloc's entry must not see malloc's request (it may call it).
+                // LRU: a thread that never returns from a call (it exited inside it) leaves an entry.
+                let stash =
+                    create_map(MapType::LruHash, (8, 8), ARMED_MAX, "ksw_ustash").map_err(|e| {
+                        Error::not_permitted(format!(
+                            "objects from {}: the request map: {}",
+                            alloc.file.display(),
+                            super::why_unavailable(&e)
+                        ))
+                    })?;
+                stash_fd = stash.as_raw_fd();
+                let p = open(
+                    &alloc.file,
+                    alloc.offset,
+                    Probe::Entry,
+                    generate_stash(stash_fd, size),
+                )?;
+                self._uprobes.push(p);
+                self._stash.push(stash);
+            }
+            let insns = generate_alloc(outputs, armed, stash_fd, select);
+            let p = open(&alloc.file, alloc.offset, alloc.probe, insns)?;
             self._uprobes.push(p);
-            self._stash = Some(stash);
         }
-        let p = open(
-            path,
-            *offset,
-            *probe,
-            generate_alloc(outputs, armed, stash_fd, select),
-        )?;
-        self._uprobes.push(p);
         Ok(())
     }
 

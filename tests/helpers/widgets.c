@@ -2,13 +2,15 @@
 // which also calls libc's malloc for requests of other sizes, and can load a library (argv[1], with
 // dlopen) that allocates objects of its own. Built with -g: the tests name `struct widget` from its DWARF.
 //
-// `widgets go N` / `widgets regrow N` / `widgets lib N LIB` do one command (below) and exit, writing
-// nothing: for `-- CMD`.
+// `widgets go N [PAUSE_US]` / `widgets regrow N` / `widgets lib N LIB` do one command (below) and exit,
+// writing nothing: for `-- CMD`. `widgets bench N` times N widgets made and freed back to back (the
+// benchmark's cost per allocation) and writes "ns_per_widget X".
 // `widgets [LIB]` writes "ready PID\n", then per line: "go N" makes N widgets (each: widget_new, then `count` stored
 // STORES times, then widget_free; between them a malloc of 24 and of 200 bytes, freed); "lib N" dlopens
 // argv[1] once and has its gizmo_cycle make N of its objects; "exit" ends. Each answered "done N\n".
 // Reads and writes with raw read/write: stdio would call malloc.
 #include <dlfcn.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,6 +24,13 @@ struct widget {
     int flags;
     void *next;
 }; // 64 bytes
+
+// A type of another size that nothing allocates: the benchmark's source that fires on every malloc and
+// takes none (its probes' own cost).
+struct spare {
+    long words[5];
+};
+volatile struct spare spare_sink;
 
 static void *volatile keep;
 
@@ -69,19 +78,33 @@ static int read_line(char *line, size_t max) {
     return (int)n;
 }
 
-static void go(long n) {
+static void go(long n, long pause_us) {
     for (long i = 0; i < n; i++) {
         keep = malloc(24);
         free(keep);
         struct widget *w = widget_new(i);
         // A pause for the tracer to arm it: arming is behind the allocation.
-        usleep(20000);
+        usleep((useconds_t)pause_us);
         for (int k = 1; k <= STORES; k++)
             ((volatile struct widget *)w)->count = k;
         keep = malloc(200);
         free(keep);
         widget_free(w);
     }
+}
+
+// N widgets back to back (widget_new, one store, widget_free), timed: writes "ns_per_widget X\n".
+static void bench(long n) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (long i = 0; i < n; i++) {
+        struct widget *w = widget_new(i);
+        ((volatile struct widget *)w)->count = 1;
+        widget_free(w);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    long ns = (b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec);
+    say("ns_per_widget ", n > 0 ? ns / n : 0);
 }
 
 // N objects that realloc makes: a 32-byte block grown to a widget (a new object of its size), its
@@ -119,7 +142,11 @@ static int lib(long n, const char *path) {
 int main(int argc, char **argv) {
     char line[64];
     if (argc >= 3 && strcmp(argv[1], "go") == 0) {
-        go(atol(argv[2]));
+        go(atol(argv[2]), argc >= 4 ? atol(argv[3]) : 20000);
+        return 0;
+    }
+    if (argc >= 3 && strcmp(argv[1], "bench") == 0) {
+        bench(atol(argv[2]));
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "regrow") == 0) {
@@ -132,7 +159,7 @@ int main(int argc, char **argv) {
     while (read_line(line, sizeof line) >= 0) {
         if (strncmp(line, "go ", 3) == 0) {
             long n = atol(line + 3);
-            go(n);
+            go(n, 20000);
             say("done ", n);
         } else if (strncmp(line, "lib ", 4) == 0 && argc > 1) {
             long n = atol(line + 4);

@@ -181,40 +181,34 @@ live_test!(a_programs_own_allocator_and_free_function, {
     each_armed_stored_and_freed(&records, "go", 10);
 });
 
-// libc's malloc in a running process (-p): only the 64-byte requests (struct widget's size) are taken, not
-// the 24- and 200-byte ones between them; free ends each.
-live_test!(libc_malloc_chosen_by_size_in_a_running_process, {
-    let mut helper = Command::new(widgets())
+/// Starts `helper` (it writes "ready PID"), runs `write --json --no-status ARGS -p PID` on it, sends each of
+/// `commands` once armed (waiting for its "done N"), stops the tracer as Ctrl-C does; the records, or
+/// `None` after a SKIP line where uprobe events are refused.
+fn watch_running(helper: &Path, args: &[&str], commands: &[&str]) -> Option<Vec<Value>> {
+    let mut helper = Command::new(helper)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .expect("start widgets");
+        .expect("start the helper");
     let mut stdin = helper.stdin.take().expect("stdin");
     let mut stdout = BufReader::new(helper.stdout.take().expect("stdout"));
     let mut line = String::new();
     stdout.read_line(&mut line).expect("ready");
     let pid = helper.id().to_string();
-    let args = [
-        "write",
-        "--json",
-        "--no-status",
-        "--on",
-        "uretprobe:libc:malloc",
-        "(struct widget)$obj.count",
-        "-p",
-        &pid,
-    ];
-    let mut child = util::spawn(&args);
+    let mut all = vec!["write", "--json", "--no-status"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-p", &pid]);
+    let mut child = util::spawn(&all);
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
     let mut header = String::new();
     loop {
         let mut l = String::new();
         if out.read_line(&mut l).unwrap_or(0) == 0 {
-            let (_, _, err) = util_collect(child);
+            let err = stderr_of(child);
             let _ = helper.kill();
             let _ = helper.wait();
             if refused(&err) {
-                return;
+                return None;
             }
             panic!("ksymwatch ended before arming: {err}");
         }
@@ -223,10 +217,12 @@ live_test!(libc_malloc_chosen_by_size_in_a_running_process, {
             break;
         }
     }
-    writeln!(stdin, "go 8").expect("go");
-    line.clear();
-    stdout.read_line(&mut line).expect("done");
-    assert_eq!(line.trim(), "done 8");
+    for c in commands {
+        writeln!(stdin, "{c}").expect("command");
+        line.clear();
+        stdout.read_line(&mut line).expect("done");
+        assert!(line.starts_with("done "), "{c}: {line}");
+    }
     std::thread::sleep(Duration::from_millis(100));
     // SAFETY: our own child, signalled to stop as Ctrl-C would.
     unsafe {
@@ -238,7 +234,29 @@ live_test!(libc_malloc_chosen_by_size_in_a_running_process, {
     assert!(status.success(), "{status}");
     drop(stdin);
     let _ = helper.wait();
-    let records = util::ndjson(&(header + &rest));
+    Some(util::ndjson(&(header + &rest)))
+}
+
+/// ksymwatch's stderr once it has ended (bounded).
+fn stderr_of(mut child: std::process::Child) -> String {
+    util::wait_within(&mut child, Duration::from_secs(30));
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    err
+}
+
+// libc's malloc in a running process (-p): only the 64-byte requests (struct widget's size) are taken, not
+// the 24- and 200-byte ones between them; free ends each.
+live_test!(libc_malloc_chosen_by_size_in_a_running_process, {
+    let Some(records) = watch_running(
+        &widgets(),
+        &["--on", "uretprobe:libc:malloc", "(struct widget)$obj.count"],
+        &["go 8"],
+    ) else {
+        return;
+    };
     let objects_line = records[0]["objects"].as_str().unwrap_or_default();
     assert!(objects_line.contains("64-byte requests"), "{objects_line}");
     assert!(objects_line.contains("freed by free"), "{objects_line}");
@@ -249,15 +267,28 @@ live_test!(libc_malloc_chosen_by_size_in_a_running_process, {
     each_armed_stored_and_freed(&records, "go", 8);
 });
 
-/// ksymwatch's exit code, stdout and stderr once it has ended (bounded).
-fn util_collect(mut child: std::process::Child) -> (i32, String, String) {
-    let status = util::wait_within(&mut child, Duration::from_secs(30));
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut e, &mut err);
-    }
-    (status.code().unwrap_or(-1), String::new(), err)
-}
+// Every thread's calls are seen, each once: tests/helpers/allocs.c makes 50 objects on its second thread
+// (started before the watch) and 30 on its main thread, each freed at once; every one is seen (armed, or
+// freed before it could be), none twice.
+live_test!(every_threads_allocations_are_seen_once, {
+    let allocs = util::helper_with("allocs", &["-pthread"]);
+    let on = format!("uretprobe:{}:make_widget", allocs.display());
+    let Some(records) = watch_running(
+        &allocs,
+        &["--on", &on, "--free", "uprobe:libc:free:arg0", "$obj/1"],
+        &["tgo 50", "go 30"],
+    ) else {
+        return;
+    };
+    let o = &records.last().expect("summary")["objects"];
+    assert_eq!(o["seen"], 80, "{o}");
+    assert_eq!(
+        o["armed"].as_u64().unwrap() + o["freed_unarmed"].as_u64().unwrap(),
+        80,
+        "{o}"
+    );
+    assert_eq!(o["armed"], o["freed"], "every armed one freed: {o}");
+});
 
 // C++ objects from `new` (libstdc++'s operator new, size 56 taken; a std::string's 101 bytes not),
 // deleted by operator delete.
@@ -433,6 +464,16 @@ fn user_sources_need_a_process_and_free_its_form() {
     refused_before_arming(
         &["--on", "uprobe:libc:free:arg7", "$obj/8", "--", "true"],
         &["at most arg5"],
+    );
+    refused_before_arming(
+        &[
+            "--on",
+            "uretprobe:libc:posix_memalign",
+            "$obj/8",
+            "--",
+            "true",
+        ],
+        &["posix_memalign returns 0"],
     );
 }
 

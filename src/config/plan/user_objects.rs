@@ -32,6 +32,12 @@ pub fn plan(
     pid: u32,
     launched: bool,
 ) -> Result<ObjectPlan> {
+    if probe.at == UserArg::Return && probe.func == "posix_memalign" {
+        return Err(Error::usage(format!(
+            "--on {probe}: posix_memalign returns 0, not its object (that is stored through its argument \
+             0); watch a malloc-family function instead, or the function that uses the object"
+        )));
+    }
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
         Error::usage(format!(
             "--on {probe}: reading process {pid}'s program (/proc/{pid}/exe): {e}"

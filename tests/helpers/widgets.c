@@ -2,12 +2,12 @@
 // which also calls libc's malloc for requests of other sizes, and can load a library (argv[1], with
 // dlopen) that allocates objects of its own. Built with -g: the tests name `struct widget` from its DWARF.
 //
-// `widgets go N [PAUSE_US]` / `widgets regrow N` / `widgets lib N LIB` do one command (below) and exit,
-// writing nothing: for `-- CMD`. `widgets bench N` times N widgets made and freed back to back (the
-// benchmark's cost per allocation) and writes "ns_per_widget X".
-// `widgets [LIB]` writes "ready PID\n", then per line: "go N" makes N widgets (each: widget_new, then `count` stored
-// STORES times, then widget_free; between them a malloc of 24 and of 200 bytes, freed); "lib N" dlopens
-// argv[1] once and has its gizmo_cycle make N of its objects; "exit" ends. Each answered "done N\n".
+// `widgets go N [PAUSE_US]` / `widgets regrow N` / `widgets hold N` / `widgets lib N LIB` do one command
+// (below) and exit, writing nothing: for `-- CMD`. `widgets bench N` times N widgets made and freed back
+// to back (the benchmark's cost per allocation) and writes "ns_per_widget X". `widgets [LIB]` writes
+// "ready PID\n", then per line: "go N" makes N widgets (each: widget_new, then `count` stored STORES
+// times, then widget_free; between them a malloc of 24 and of 200 bytes, freed); "lib N" dlopens argv[1]
+// once and has its gizmo_cycle make N of its objects; "exit" ends. Each answered "done N\n".
 // Reads and writes with raw read/write: stdio would call malloc.
 #include <dlfcn.h>
 #include <time.h>
@@ -78,7 +78,7 @@ static int read_line(char *line, size_t max) {
     return (int)n;
 }
 
-static void go(long n, long pause_us) {
+__attribute__((noinline)) static void go(long n, long pause_us) {
     for (long i = 0; i < n; i++) {
         keep = malloc(24);
         free(keep);
@@ -91,6 +91,23 @@ static void go(long n, long pause_us) {
         free(keep);
         widget_free(w);
     }
+}
+
+// N widgets alive at once (at most 64): each made (a pause after each for the tracer), then each one's
+// `count` stored STORES times in the order they were made, then all freed.
+__attribute__((noinline)) static void hold(long n) {
+    struct widget *held[64];
+    if (n > 64)
+        n = 64;
+    for (long i = 0; i < n; i++) {
+        held[i] = widget_new(i);
+        usleep(20000);
+    }
+    for (long i = 0; i < n; i++)
+        for (int k = 1; k <= STORES; k++)
+            ((volatile struct widget *)held[i])->count = k;
+    for (long i = 0; i < n; i++)
+        widget_free(held[i]);
 }
 
 // N widgets back to back (widget_new, one store, widget_free), timed: writes "ns_per_widget X\n".
@@ -143,6 +160,10 @@ int main(int argc, char **argv) {
     char line[64];
     if (argc >= 3 && strcmp(argv[1], "go") == 0) {
         go(atol(argv[2]), argc >= 4 ? atol(argv[3]) : 20000);
+        return 0;
+    }
+    if (argc >= 3 && strcmp(argv[1], "hold") == 0) {
+        hold(atol(argv[2]));
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "bench") == 0) {

@@ -465,6 +465,19 @@ fn user_sources_need_a_process_and_free_its_form() {
         &["--on", "uprobe:libc:free:arg7", "$obj/8", "--", "true"],
         &["at most arg5"],
     );
+    let me = std::process::id().to_string();
+    refused_before_arming(
+        &[
+            "--on",
+            "uretprobe:libc:malloc",
+            "$obj/8",
+            "-p",
+            "1",
+            "-p",
+            &me,
+        ],
+        &["one process at a time"],
+    );
     refused_before_arming(
         &[
             "--on",
@@ -493,4 +506,64 @@ live_test!(realloc_ends_one_object_and_starts_another, {
         "{header}"
     );
     each_armed_stored_and_freed(&records, "regrow", 5);
+});
+
+// Eight widgets alive at once, more than the debug registers: without --rotate the first ones are armed
+// and the rest skipped; with it each new one evicts the oldest, so the last ones are armed when the
+// stores come (and only theirs are reported).
+live_test!(more_live_objects_than_registers_skip_or_rotate, {
+    let exe = widgets().display().to_string();
+    let on = format!("uretprobe:{exe}:widget_new");
+    let free = format!("uprobe:{exe}:widget_free:arg0");
+    for rotate in [false, true] {
+        let mut args = vec![
+            "--on",
+            on.as_str(),
+            "--free",
+            free.as_str(),
+            "(struct widget)$obj.count",
+        ];
+        if rotate {
+            args.push("--rotate");
+        }
+        let Some(records) = launched(&args, &[&exe, "hold", "8"]) else {
+            return;
+        };
+        let slots = records[0]["targets"].as_array().expect("the slots").len() as u64;
+        assert!((1..8).contains(&slots), "{}", records[0]);
+        let o = &records.last().expect("summary")["objects"];
+        assert_eq!(o["seen"], 8, "{o}");
+        let seen = objects(&records, "hold");
+        let stored: Vec<u64> = seen
+            .iter()
+            .filter(|(_, s)| !s.values.is_empty())
+            .map(|(i, _)| *i)
+            .collect();
+        if rotate {
+            assert_eq!(
+                (o["armed"].as_u64(), o["evicted"].as_u64()),
+                (Some(8), Some(8 - slots)),
+                "{o}"
+            );
+            assert_eq!(
+                stored,
+                (8 - slots..8).collect::<Vec<_>>(),
+                "the last armed: {o}"
+            );
+        } else {
+            assert_eq!(
+                (o["armed"].as_u64(), o["skipped"].as_u64()),
+                (Some(slots), Some(8 - slots)),
+                "{o}"
+            );
+            assert_eq!(
+                stored,
+                (0..slots).collect::<Vec<_>>(),
+                "the first armed: {o}"
+            );
+        }
+        for i in &stored {
+            assert_eq!(seen[i].values, ["0x1", "0x2", "0x3"], "object {i}");
+        }
+    }
 });

@@ -34,12 +34,16 @@ volatile struct spare spare_sink;
 
 static void *volatile keep;
 
+// Sets up a new widget: the object is its argument 0 (a `uprobe:...:widget_init:arg0` source).
+__attribute__((noinline)) void widget_init(struct widget *w, long id) {
+    memset(w, 0, sizeof *w);
+    w->id = id;
+}
+
 __attribute__((noinline)) struct widget *widget_new(long id) {
     struct widget *w = malloc(sizeof *w);
-    if (w) {
-        memset(w, 0, sizeof *w);
-        w->id = id;
-    }
+    if (w)
+        widget_init(w, id);
     return w;
 }
 

@@ -567,3 +567,18 @@ live_test!(more_live_objects_than_registers_skip_or_rotate, {
         }
     }
 });
+
+// An argument at a function's entry is the object (`uprobe:PATH:FUNC:argN`): widget_init's argument 0,
+// each armed, stored, freed.
+live_test!(an_argument_at_a_functions_entry_is_the_object, {
+    let exe = widgets().display().to_string();
+    let on = format!("uprobe:{exe}:widget_init:arg0");
+    let free = format!("uprobe:{exe}:widget_free:arg0");
+    let Some(records) = launched(
+        &["--on", &on, "--free", &free, "(struct widget)$obj.count"],
+        &[&exe, "go", "5"],
+    ) else {
+        return;
+    };
+    each_armed_stored_and_freed(&records, "go", 5);
+});

@@ -52,7 +52,14 @@ pub fn plan(
         placed.map_err(|e| e.to_string())
     };
     let alloc = place_in(probe).map_err(|e| Error::usage(format!("--on {probe}: {e}")))?;
-    let types = |cast: &CastType, path: &[PathElem]| member(pid, &exe, &alloc.file, cast, path);
+    // A running process's program is read through its /proc link: in a container, the path it names is
+    // in another mount namespace. (A launched one is ours; its path gives $ORIGIN for its libraries.)
+    let program = if launched {
+        exe.clone()
+    } else {
+        std::path::PathBuf::from(format!("/proc/{pid}/exe"))
+    };
+    let types = |cast: &CastType, path: &[PathElem]| member(pid, &program, &alloc.file, cast, path);
     let target = objects::resolve_user_target(&on.text, access, &types)?;
     let frees = frees(on, probe, &place_in)?;
     let general = probe.at == UserArg::Return && objects::allocator_size(&probe.func).is_some();

@@ -178,8 +178,8 @@ fn describe(
     sized: bool,
 ) -> String {
     let mut parts = vec![format!(
-        "{}+0x{:x} in process {pid}",
-        alloc.shown, alloc.func.offset
+        "{} at 0x{:x} of {} in process {pid}",
+        alloc.func.symbol, alloc.func.offset, alloc.shown
     )];
     if frees.is_empty() {
         parts.push(

@@ -68,13 +68,14 @@ pub fn plan(
         .filter(|_| general)
         .map(|n| (SizeFrom::AtEntry, n));
     let mut allocs = vec![user_alloc(probe, &alloc, size.is_some())?];
-    // realloc ends one object (a default free) and starts another: with the malloc family, its return
-    // is a source too.
-    if general
-        && objects::default_frees(probe)
-            .iter()
-            .any(|f| f.func == "realloc")
-    {
+    // realloc ends one object and starts another: where it is one of the frees (the malloc family's
+    // default, or named by --free), its return is a source too.
+    let ends = if on.frees.is_empty() {
+        objects::default_frees(probe)
+    } else {
+        on.frees.clone()
+    };
+    if general && ends.iter().any(|f| f.func == "realloc") {
         let realloc = UserProbe {
             func: "realloc".into(),
             ..probe.clone()

@@ -305,7 +305,10 @@ mod tests {
         let dirs = [a.clone(), b.clone(), root.join("missing")];
         let one = std::fs::canonicalize(a.join("libgizmo.so.1.2")).unwrap();
         assert_eq!(search_in("libgizmo", &dirs), std::slice::from_ref(&one));
-        assert_eq!(search_in("libgizmo.so.1", &dirs), std::slice::from_ref(&one));
+        assert_eq!(
+            search_in("libgizmo.so.1", &dirs),
+            std::slice::from_ref(&one)
+        );
         assert!(search_in("libnothing", &dirs).is_empty());
         std::fs::write(b.join("libgizmo.so.2"), b"\x7fELF").unwrap();
         assert_eq!(search_in("libgizmo", &dirs).len(), 2);

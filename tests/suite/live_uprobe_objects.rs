@@ -64,11 +64,11 @@ fn gadgets() -> PathBuf {
     build("g++", "gadgets.cpp", &[], "gadgets")
 }
 
-/// True (after a SKIP line) where this process may not open uprobe events: ksymwatch's own refusal.
+/// True (after a SKIP line) where this process may not open uprobe events, or the kernel has none:
+/// ksymwatch's own refusal.
 fn refused(err: &str) -> bool {
-    if err.contains("uprobe")
-        && (err.contains("Permission denied") || err.contains("not permitted"))
-    {
+    let denied = err.contains("Permission denied") || err.contains("not permitted");
+    if err.contains("no uprobe PMU") || (err.contains("uprobe") && denied) {
         skip(format!(
             "the kernel refused uprobe events here: {}",
             err.trim()

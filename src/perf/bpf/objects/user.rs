@@ -1,8 +1,9 @@
 //! User-space objects (`--on uretprobe:`/`uprobe:`): the programs on a process's uprobes, kprobe-type
 //! programs whose context is the probed task's `struct pt_regs`, and their attaching. A general
-//! allocator's entry program keeps the call's request size for its return ([`super::SizeFrom::AtEntry`]); the
-//! return (or entry) program is [`generate_alloc`] reading the object from a register, and each free
-//! function's is [`generate_free`]. They share the kernel sources' `armed` map and output rings.
+//! allocator's entry program keeps the call's request size for its return
+//! ([`super::SizeFrom::AtEntry`]); the return (or entry) program is [`generate_alloc`] reading the object
+//! from a register, and each free function's is [`generate_free`]. They share the kernel sources'
+//! `armed` map and output rings.
 
 use std::os::fd::{AsFd, AsRawFd};
 

@@ -14,9 +14,8 @@ use crate::cli::launch;
 use crate::cli::parts::Parts;
 use crate::cli::request;
 use crate::cli::ring_size::{self, Coverage};
-use crate::config::plan::{
-    self, Decided, Delivery, Launch, ObjectPlan, RealHost, Scope, WatchPlan,
-};
+use crate::config::plan::options::Decided;
+use crate::config::plan::{self, Delivery, Launch, ObjectPlan, RealHost, Scope, WatchPlan};
 use crate::cpulist;
 use crate::error::{Error, Result};
 use crate::model::watch::{Access, Watch};
@@ -41,19 +40,20 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     let dashes = std::env::args_os().skip(1).any(|a| a == "--");
     let request = request::watch(args, access, dashes);
     let mut machine = RealHost::new(launch::start);
-    let decided = plan::decide(request, &mut machine)?;
-    if dry_run {
-        let plan = decided.into_plan(&mut machine)?;
-        print!("{}", plan.describe());
-        return Ok(0);
-    }
+    let decided = plan::options::decide(request, &mut machine)?;
     // Started before the targets are resolved, to overlap with the symbol loading: every live task's
     // name and process's maps (a writer already running that exits right after its hits must have had
     // them read, and a read after `armed` would race with a script that starts it on that line), and the
-    // first CPU-bound breakpoint open, which waits out an RCU grace period.
-    let prefetch = Prefetch::start(&decided);
-    let plan = decided.into_plan(&mut machine)?;
-    execute(plan, prefetch, &machine)
+    // first CPU-bound breakpoint open, which waits out an RCU grace period. A dry run arms nothing.
+    let prefetch = (!dry_run).then(|| Prefetch::start(&decided));
+    let plan = plan::resolve(decided, &mut machine)?;
+    match prefetch {
+        Some(prefetch) => execute(plan, prefetch, &machine),
+        None => {
+            print!("{}", plan.describe());
+            Ok(0)
+        }
+    }
 }
 
 /// How long after `armed` the symbol cache starts being written (at exit at the latest).

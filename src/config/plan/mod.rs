@@ -232,6 +232,12 @@ pub fn resolve(decided: options::Decided, host: &mut dyn Host) -> Result<WatchPl
         Some(on) => {
             let process = match &scope {
                 Scope::Launched(c) => Some((c.pid, true)),
+                Scope::Processes(p) if p.len() > 1 && on.source.user().is_some() => {
+                    return Err(Error::usage(format!(
+                        "--on {}: one process at a time (each has its own addresses); give one -p PID",
+                        on.source
+                    )))
+                }
                 Scope::Processes(p) => p.first().map(|&pid| (pid, false)),
                 Scope::System => None,
             };

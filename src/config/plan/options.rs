@@ -307,11 +307,6 @@ fn on(r: &WatchRequest, scope: &Scope, comms: Vec<String>) -> Result<Option<OnRe
                  or start it with -- CMD"
             )));
         }
-        if scope.pids().len() > 1 {
-            return Err(Error::usage(format!(
-                "--on {probe}: one process at a time (each has its own addresses); give one -p PID"
-            )));
-        }
     } else if !frees.is_empty() {
         return Err(Error::usage(
             "--free names a user-space function; a kernel source's frees are kfree and kmem_cache_free already",

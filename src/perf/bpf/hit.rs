@@ -209,6 +209,7 @@ impl HitSpec<'_> {
     pub fn layout(&self) -> rec::Layout {
         rec::Layout {
             values: self.read_value,
+            olds: self.read_value && self.old,
             cgroup: self.cgroup_ids,
             regs: self.regs,
         }
@@ -400,8 +401,10 @@ fn emit_record(
 fn fill_header(a: &mut Asm, spec: &HitSpec<'_>, slots: &Slots) {
     let layout = spec.layout();
     if layout.values {
-        a.store(DW, R0, layout.value(), VALUE)
-            .store(DW, R0, layout.old(), OLD);
+        a.store(DW, R0, layout.value(), VALUE);
+    }
+    if layout.olds {
+        a.store(DW, R0, layout.old(), OLD);
     }
     a.mov(RECORD, R0);
     // The value code's flags are the record's (the same bits); the mode comes from the trap's cs.

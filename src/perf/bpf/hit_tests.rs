@@ -11,7 +11,7 @@ use super::totals::{self, CountKey, TotalsMaps};
 use crate::model::condition::{self, Condition};
 use crate::model::filter::Filter;
 use crate::perf::hit_record::{decode, split_chain, HitRecord, Layout, CGROUP_KNOWN, HEADER};
-use crate::perf::hit_record::{CHAIN_ID, COMM_KNOWN, IP_IN_CHAIN, USER_MODE, VALUES};
+use crate::perf::hit_record::{CHAIN_ID, COMM_KNOWN, IP_IN_CHAIN, OLDS, USER_MODE, VALUES};
 use crate::perf::hit_record::{INSN_KNOWN, OLD_KNOWN, REGS_KNOWN, VALUE_KNOWN};
 
 const TOTALS: TotalsMaps = TotalsMaps {
@@ -123,7 +123,7 @@ fn expected(m: &FakeKernel, value: Option<(u64, Option<u64>)>) -> HitRecord {
     let old = value.and_then(|(_, o)| o);
     HitRecord {
         flags: USER_MODE
-            | known(value.is_some(), VALUES | VALUE_KNOWN)
+            | known(value.is_some(), VALUES | VALUE_KNOWN | OLDS)
             | known(old.is_some(), OLD_KNOWN),
         pid: 100,
         tid: 101,

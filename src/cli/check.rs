@@ -16,8 +16,8 @@ use crate::config::advice::Advised;
 use crate::cpulist;
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::perf::privilege::Privilege;
+use crate::perf::refusal;
 use crate::perf::refusal::Refusal;
-use crate::perf::{event, refusal};
 
 #[derive(Debug, Serialize)]
 pub struct CpuSlots {
@@ -162,7 +162,7 @@ fn source_matches(source: &Source, search: &SourceSearch) -> String {
 fn cpu_slots(online: &BTreeSet<u32>) -> Vec<CpuSlots> {
     online
         .iter()
-        .map(|&cpu| match event::free_slots(cpu) {
+        .map(|&cpu| match crate::perf::probe::free_slots(cpu) {
             Ok(n) => CpuSlots {
                 cpu,
                 free: Some(n),
@@ -273,7 +273,7 @@ fn probe(addr: u64, free: &[CpuSlots], breakpoint_pmu: bool) -> Probed {
     else {
         return Probed::Unasked("no online CPU has a free debug register".into());
     };
-    match event::probe(addr, cpu) {
+    match crate::perf::probe::probe(addr, cpu) {
         Ok(()) => Probed::Opened { cpu },
         Err(e) => Probed::Refused(refusal::explain(&e, &[])),
     }
@@ -370,7 +370,11 @@ pub fn gather() -> Report {
     let unarmable: Vec<&CpuSlots> = free.iter().filter(|s| s.refused.is_some()).collect();
     let (kernel_at, kernel_addr) = kernel_probe_address(text);
     let kernel_probe = probe(kernel_addr, &free, breakpoint_pmu);
-    let user_probe = probe(event::probe_user_address(), &free, breakpoint_pmu);
+    let user_probe = probe(
+        crate::perf::probe::probe_user_address(),
+        &free,
+        breakpoint_pmu,
+    );
     let verdict = verdict(
         breakpoint_pmu,
         &privilege,
@@ -682,7 +686,11 @@ mod tests {
                 err: std::io::Error::from_raw_os_error(libc::EPERM),
                 bp: Some((addr, 8)),
             };
-            Probed::Refused(refusal::explain_as(&e, &[], creds))
+            let facts = refusal::Facts {
+                creds,
+                free_registers: None,
+            };
+            Probed::Refused(refusal::explain_as(&e, &[], facts))
         };
         let all = [slots(0, Some(4)), slots(1, Some(4))];
         let kernel = refused(KERNEL_TEXT);

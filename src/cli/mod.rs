@@ -8,10 +8,12 @@
 mod advice;
 pub(crate) mod args;
 mod check;
+mod delivery;
 pub(crate) mod duration;
 mod launch;
 mod otlp;
 mod output_file;
+mod parts;
 mod request;
 mod resolve;
 mod ring_size;

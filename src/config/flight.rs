@@ -3,8 +3,14 @@
 //! (SIGUSR1 to the tracer), or `tracepoint:GROUP:NAME` (a kernel tracepoint firing anywhere).
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 
+use crate::config::request::OutputRequest;
+use crate::config::tracepoints;
+use crate::config::typed::Types;
+use crate::error::{Error, Result};
 use crate::model::condition::{self, Condition};
+use crate::stderr;
 
 /// One `--dump-on` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +60,60 @@ impl Flight {
             Trigger::Tracepoint { group, name } => Some((group.as_str(), name.as_str())),
             _ => None,
         })
+    }
+}
+
+impl Flight {
+    /// `--last N` and its `--dump-on` triggers, checked against each other and the outputs (`output`). A
+    /// tracepoint is found in the kernel's BTF (`btf`, opened only when one is named), its group in
+    /// tracefs where `tracefs` says it is mounted.
+    pub fn parse(
+        last: Option<usize>,
+        dump_on: &[String],
+        output: &OutputRequest,
+        btf: &Path,
+        tracefs: impl FnOnce() -> Option<PathBuf>,
+    ) -> Result<Option<Flight>> {
+        let last = match (last, dump_on.is_empty()) {
+            (None, true) => return Ok(None),
+            (None, false) => {
+                return Err(Error::usage(
+                    "--dump-on prints the hits --last N keeps; add --last N (e.g. --last 100)",
+                ))
+            }
+            (Some(_), true) => return Err(Error::usage(
+                "--last N prints only when a trigger fires; add --dump-on TRIGGER (a condition, \
+                     `signal` or tracepoint:GROUP:NAME)",
+            )),
+            (Some(0), false) => {
+                return Err(Error::usage(
+                    "--last 0 keeps no hit to print; give N of 1 or more",
+                ))
+            }
+            (Some(n), false) => n,
+        };
+        if output.quiet || output.folded_to_stdout() {
+            let flag = if output.quiet { "--quiet" } else { "--folded" };
+            return Err(Error::usage(format!(
+                "--last prints its hits in the stream, which {flag} turns off; drop {flag} (or use \
+                 --folded=FILE)"
+            )));
+        }
+        let types = Types::new(btf);
+        let events = tracefs();
+        let mut triggers = Vec::new();
+        for t in dump_on {
+            let (trigger, note) = parse_trigger(t, &|group: &str, name: &str| {
+                let btf = types.tracepoint(name).map_err(|e| e.to_string())?;
+                tracepoints::find(group, name, btf, events.as_deref()).map(|e| e.group_note())
+            })
+            .map_err(|e| Error::usage(format!("--dump-on '{t}': {e}")))?;
+            if let Some(note) = note {
+                stderr::line(format_args!("ksymwatch: note: --dump-on {trigger}: {note}"));
+            }
+            triggers.push(trigger);
+        }
+        Ok(Some(Flight { last, triggers }))
     }
 }
 

@@ -17,6 +17,7 @@ use ksymwatch_symbols::{
 
 use crate::config::advice::{Advised, SymbolsContext};
 use crate::config::progress::Bars;
+use crate::config::request::SymbolRequest;
 use crate::config::watch;
 use crate::error::{Error, ExitCode, Result};
 use crate::model::target::{Base, Target};
@@ -43,6 +44,19 @@ pub fn running_kallsyms(
         SymbolCache::new(dir)
     });
     cache::load_kallsyms(kallsyms, notes, cache.as_ref())
+}
+
+/// The running kernel's kallsyms for a watch: through the symbol cache where `symbols` allows it. For a
+/// watch of user-space writers only (`user_only`), kernel pointers hidden from this user (kptr_restrict)
+/// leave an empty table instead of an error, since no kernel frame is ever recorded.
+pub fn watch_kallsyms(symbols: &SymbolRequest, user_only: bool) -> Result<(SymbolTable, Origin)> {
+    let read_through = |cache| running_kallsyms(&symbols.kallsyms, &symbols.notes, cache);
+    if user_only {
+        if let Err(ksymwatch_symbols::Error::ZeroedAddresses { .. }) = read_through(false) {
+            return Ok((SymbolTable::new(Vec::new(), false), Origin::Parsed));
+        }
+    }
+    read_through(symbols.symbol_cache).bad_symbols()
 }
 
 /// The running kernel's kallsyms, read the first time a kernel frame is named: a watch of a process's

@@ -113,7 +113,8 @@ impl Types {
         }
     }
 
-    fn vmlinux(&self) -> Result<&Arc<Btf>> {
+    /// The kernel's own BTF (not a module's), opened on first use.
+    pub fn vmlinux(&self) -> Result<&Arc<Btf>> {
         let opened = self.vmlinux.get_or_init(|| {
             Btf::open(&self.path)
                 .map(Arc::new)
@@ -250,60 +251,6 @@ pub fn base_target(t: &Target) -> Target {
     }
 }
 
-/// A per-CPU variable (`runqueues.nr_running`, `cpu_number`), as BTF records it: what to cast each CPU's copy
-/// to, and where in the per-CPU area it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PerCpuVariable {
-    pub name: String,
-    /// The cast that names the variable's type, as the target grammar spells it (`struct rq`).
-    pub cast: CastType,
-    /// The member path after the variable (`.nr_running`; empty for the whole variable).
-    pub path: Vec<PathElem>,
-    pub offset_in_section: u64,
-}
-
-impl PerCpuVariable {
-    /// The path as written (`.nr_running`).
-    pub fn path_text(&self) -> String {
-        self.path.iter().map(|e| e.to_string()).collect()
-    }
-
-    /// `target` moved onto the copy at `addr`: a cast on that address with the same path, `+OFF` and `/LEN`.
-    pub fn copy_target(&self, target: &Target, addr: u64) -> Target {
-        Target {
-            cast: Some(self.cast.clone()),
-            base: Base::Address(addr),
-            path: self.path.clone(),
-            offset: target.offset,
-            len: target.len,
-            text: target.text.clone(),
-        }
-    }
-}
-
-/// `target` when it names a per-CPU variable BTF records, with or without a member path (else `None`). Loads
-/// the kernel's BTF: a caller asks only where a per-CPU variable may be meant.
-pub fn percpu_variable(types: &Types, target: &Target) -> Option<PerCpuVariable> {
-    if target.cast.is_some()
-        || target.object().is_some()
-        || !matches!(target.base, Base::Symbol { .. })
-    {
-        return None;
-    }
-    let btf = types.vmlinux().ok()?;
-    target.symbol_splits().into_iter().find_map(|(name, rest)| {
-        let v = btf
-            .variable(&name)
-            .filter(|v| v.section == PERCPU_SECTION)?;
-        Some(PerCpuVariable {
-            cast: cast_of(&v.type_name)?,
-            path: rest,
-            offset_in_section: v.offset_in_section,
-            name,
-        })
-    })
-}
-
 /// `SYMBOL.PATH` without DWARF, for a variable whose type BTF knows (per-CPU variables; every global on
 /// kernels built with pahole's global-variable encoding): the same target with its type as a cast, so it
 /// resolves like `'(TYPE)SYMBOL.PATH'`. `None` when BTF does not know the variable (or there is no BTF):
@@ -363,7 +310,7 @@ const PERCPU_SECTION: &str = ".data..percpu";
 
 /// A C type name as BTF prints it (`struct cpu_hw_events`, `u64`) as a cast; `None` for a type with no
 /// name of its own (`int[4]`, `struct list_head *`).
-fn cast_of(type_name: &str) -> Option<CastType> {
+pub fn cast_of(type_name: &str) -> Option<CastType> {
     let (kind, name) = match type_name.split_once(' ') {
         Some(("struct", n)) => (Some(CastKind::Struct), n),
         Some(("union", n)) => (Some(CastKind::Union), n),

@@ -8,11 +8,18 @@
 //! ring per CPU and watch; the thread list is read again until a reading finds no thread left to arm. A
 //! launched command ([`Scope::Launched`]) is armed while it is stopped at its exec, before any thread
 //! exists: one inherited event per CPU and watch, no thread list at all.
+//!
+//! The events are prepared first, once ([`Prepared`]: every attribute built, per CPU and watch); the
+//! transaction here only opens, enables and rolls back that set, through a [`Kernel`] ([`Perf`] is the
+//! real one; a test drives the transaction with a fake). A failure is explained once, at the end
+//! ([`Failure::explain`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::model::watch::Watch;
-use crate::perf::event::{Bind, CpuEvent, Delivery, EventConfig, OpenError, Stage};
+use crate::perf::event::{
+    Bind, CpuEvent, Delivery, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
+};
 use crate::perf::refusal::{explain, Kind, Refusal};
 
 /// Who a watch covers. `L` is a launched command as its layer holds it: the breakpoints need only its pid;
@@ -61,130 +68,256 @@ impl<L: Pid> Scope<L> {
             Scope::Launched(c) => Scope::Launched(c.pid()),
         }
     }
+
+    /// Who the events are opened for on `delivery`: on the hit path the program chooses the processes in
+    /// the kernel, so there is one event per CPU whatever the scope.
+    pub fn targets(&self, delivery: &Delivery) -> Targets {
+        match self {
+            _ if matches!(delivery, Delivery::Hits(_)) => Targets::Cpus,
+            Scope::System => Targets::Cpus,
+            Scope::Launched(c) => Targets::Task(c.pid()),
+            Scope::Processes(pids) => Targets::Threads(pids.clone()),
+        }
+    }
 }
 
 /// Readings of a process's thread list before arming gives up waiting for it to stop growing (threads
 /// created by an armed thread are covered anyway; only ones created by a not-yet-armed one need a reading).
 const MAX_THREAD_READINGS: usize = 100;
 
+/// What the transaction asks of the kernel, one ring at a time. Closing is dropping a ring.
+pub trait Kernel {
+    /// An open ring and its events.
+    type Ring;
+    /// Opens `spec`'s ring, disabled, its events bound as `bind`.
+    fn open_ring(&mut self, spec: &RingSpec, bind: Bind) -> Result<Self::Ring, OpenError>;
+    /// Adds thread `tid`'s event of `spec`, disabled, to `ring` (a process watch's ring of that CPU and
+    /// watch).
+    fn add_thread(
+        &mut self,
+        ring: &mut Self::Ring,
+        spec: &RingSpec,
+        tid: u32,
+    ) -> Result<(), OpenError>;
+    fn enable_ring(&mut self, ring: &Self::Ring) -> Result<(), OpenError>;
+    /// Disables a ring whose transaction failed (best effort: it is closed right after).
+    fn disable_ring(&mut self, ring: &Self::Ring);
+    /// The threads of `pids` now.
+    fn threads(&mut self, pids: &[u32]) -> Vec<u32>;
+}
+
+/// The kernel's perf events, opened as `cfg` says (its ring size and the programs its delivery attaches).
+pub struct Perf<'a> {
+    pub cfg: &'a EventConfig,
+}
+
+impl Kernel for Perf<'_> {
+    type Ring = CpuEvent;
+
+    fn open_ring(&mut self, spec: &RingSpec, bind: Bind) -> Result<CpuEvent, OpenError> {
+        CpuEvent::open(spec, bind, self.cfg)
+    }
+
+    fn add_thread(
+        &mut self,
+        ring: &mut CpuEvent,
+        spec: &RingSpec,
+        tid: u32,
+    ) -> Result<(), OpenError> {
+        ring.add_thread(spec, tid, self.cfg)
+    }
+
+    fn enable_ring(&mut self, ring: &CpuEvent) -> Result<(), OpenError> {
+        ring.enable()
+    }
+
+    fn disable_ring(&mut self, ring: &CpuEvent) {
+        let _ = ring.disable();
+    }
+
+    fn threads(&mut self, pids: &[u32]) -> Vec<u32> {
+        threads(pids)
+    }
+}
+
 /// Events armed and enabled, in CPU then watch order.
-pub struct Armed {
-    pub events: Vec<CpuEvent>,
+pub struct Armed<R = CpuEvent> {
+    pub events: Vec<R>,
     /// CPUs that went offline while arming (ENODEV): not a failure, they are covered when they return.
     pub went_offline: Vec<u32>,
 }
 
-/// How many breakpoints like `watch` every one of `cpus` can take now, up to `most`: each is opened
-/// (pinned, disabled, which reserves its debug register) until one CPU refuses, then all are closed. A
-/// refusal of the very first open other than ENOSPC (no register free) is returned: the kernel will not
-/// take such a breakpoint at all (a kernel address where kernel breakpoints are refused), and the caller
-/// words it as an arming failure ([`explain`]).
-pub fn free_slots(
-    watch: &Watch,
-    cpus: &BTreeSet<u32>,
-    most: usize,
-    cfg: &EventConfig,
-) -> Result<usize, OpenError> {
-    let cfg = EventConfig {
-        track_tasks: false,
-        delivery: Delivery::Samples {
-            remove_on_exec: cfg.delivery.remove_on_exec(),
-        },
-        ..cfg.clone()
-    };
-    let attr = crate::perf::event::attr(watch, &cfg, Bind::Cpu);
-    let mut held = Vec::new();
-    for n in 0..most {
-        for &cpu in cpus {
-            match crate::perf::sys::perf_event_open(&attr, -1, cpu as i32) {
-                Ok(fd) => held.push(fd),
-                Err(err) if held.is_empty() && err.raw_os_error() != Some(libc::ENOSPC) => {
-                    return Err(OpenError {
-                        cpu,
-                        tid: None,
-                        stage: Stage::Open,
-                        err,
-                        bp: Some((watch.addr, watch.len)),
-                    })
-                }
-                Err(_) => return Ok(n),
-            }
+/// Why a transaction armed nothing.
+#[derive(Debug)]
+pub enum Failure {
+    /// The kernel refused an event (everything opened before was closed).
+    Open(OpenError),
+    /// Every requested CPU went offline while arming.
+    AllOffline(BTreeSet<u32>),
+    /// Every watched process exited while arming.
+    AllExited,
+}
+
+impl Failure {
+    /// The refusal to report, `watches` being what was armed.
+    pub fn explain(&self, watches: &[Watch]) -> Refusal {
+        match self {
+            Failure::Open(e) => explain(e, watches).nothing_armed(),
+            Failure::AllOffline(cpus) => Refusal::arm(
+                Kind::CpuOffline,
+                format!(
+                    "no CPU could be armed: every requested CPU ({}) went offline",
+                    crate::cpulist::format(cpus)
+                ),
+            ),
+            Failure::AllExited => Refusal::arm(
+                Kind::ProcessesExited,
+                "no thread could be armed: every watched process exited while arming",
+            ),
         }
     }
-    Ok(most)
 }
 
-/// Opens `watches` on one CPU: all or none.
-pub fn open_cpu(
-    watches: &[Watch],
-    cpu: u32,
-    cfg: &EventConfig,
-) -> Result<Vec<CpuEvent>, OpenError> {
-    watches
-        .iter()
-        .enumerate()
-        .map(|(i, w)| {
-            let cfg = EventConfig {
-                track_tasks: cfg.track_tasks && i == 0,
-                ..cfg.clone()
-            };
-            CpuEvent::open(w, i, cpu, &cfg)
-        })
-        .collect()
-}
-
-/// Opens `watches` on one CPU for `scope`: all or none. Threads that exit meanwhile are skipped.
-pub fn open_cpu_in(
-    watches: &[Watch],
-    cpu: u32,
-    scope: &Scope,
-    cfg: &EventConfig,
-) -> Result<Vec<CpuEvent>, OpenError> {
-    match scope {
-        // On the hit path the process is chosen in the kernel: one event per CPU, whatever the scope.
-        _ if matches!(cfg.delivery, Delivery::Hits(_)) => open_cpu(watches, cpu, cfg),
-        Scope::System => open_cpu(watches, cpu, cfg),
-        Scope::Launched(pid) => watches
-            .iter()
-            .enumerate()
-            .map(|(i, w)| CpuEvent::open_bound(w, i, cpu, Bind::Task(*pid), &task_cfg(cfg, i)))
-            .collect(),
-        Scope::Processes(pids) => open_threads(watches, &BTreeSet::from([cpu]), pids, cfg),
-    }
-}
-
-/// Arms `watches` on every CPU in `cpus`, or on none.
-pub fn arm(watches: &[Watch], cpus: &BTreeSet<u32>, cfg: &EventConfig) -> Result<Armed, Refusal> {
-    arm_with(watches, cpus, cfg, open_cpu)
-}
-
-/// [`arm`] for any [`Scope`].
+/// Arms `watches` on every one of `cpus` for `scope`, or nothing: the events prepared once, then the
+/// transaction ([`arm_set`]) on the kernel's perf events.
 pub fn arm_in(
     watches: &[Watch],
     cpus: &BTreeSet<u32>,
     scope: &Scope,
     cfg: &EventConfig,
 ) -> Result<Armed, Refusal> {
-    match scope {
-        _ if matches!(cfg.delivery, Delivery::Hits(_)) => arm(watches, cpus, cfg),
-        Scope::System => arm(watches, cpus, cfg),
-        Scope::Launched(_) => arm_with(watches, cpus, cfg, |w, cpu, cfg| {
-            open_cpu_in(w, cpu, scope, cfg)
-        }),
-        Scope::Processes(pids) => {
-            let events = open_threads(watches, cpus, pids, cfg)
-                .map_err(|e| explain(&e, watches).nothing_armed())?;
-            enable_all(events, Vec::new(), watches)
-        }
-    }
+    let set = Prepared::new(watches, cpus, scope.targets(&cfg.delivery), cfg);
+    arm_set(&set, &mut Perf { cfg }).map_err(|f| f.explain(watches))
 }
 
-/// Only the first watch's events report task names and forks: more would repeat them.
-pub fn task_cfg(cfg: &EventConfig, watch: usize) -> EventConfig {
-    EventConfig {
-        track_tasks: cfg.track_tasks && watch == 0,
-        ..cfg.clone()
+/// The transaction: opens every ring of `set` (disabled), then enables them all; on any failure every
+/// ring opened so far is disabled and closed. A CPU that went offline meanwhile is left out, not a
+/// failure, unless every one did.
+pub fn arm_set<K: Kernel>(set: &Prepared, kernel: &mut K) -> Result<Armed<K::Ring>, Failure> {
+    let (events, went_offline) = match &set.targets {
+        Targets::Threads(pids) => {
+            let events = open_threads(set, pids, kernel).map_err(Failure::Open)?;
+            if events.is_empty() {
+                return Err(Failure::AllExited);
+            }
+            (events, Vec::new())
+        }
+        Targets::Cpus | Targets::Task(_) => open_cpus(set, kernel)?,
+    };
+    for ev in &events {
+        if let Err(e) = kernel.enable_ring(ev) {
+            for ev in &events {
+                kernel.disable_ring(ev);
+            }
+            // Returning drops `events`: every descriptor is closed, freeing its debug register.
+            return Err(Failure::Open(e));
+        }
     }
+    Ok(Armed {
+        events,
+        went_offline,
+    })
+}
+
+/// Opens `set`'s rings on one CPU, disabled: all or none. Threads that exit meanwhile are skipped. What
+/// a CPU that comes online is armed with (the caller enables them).
+pub fn open_cpu<K: Kernel>(
+    set: &Prepared,
+    cpu: u32,
+    kernel: &mut K,
+) -> Result<Vec<K::Ring>, OpenError> {
+    let bind = match &set.targets {
+        Targets::Threads(pids) => return open_threads(set, pids, kernel),
+        Targets::Cpus => Bind::Cpu,
+        Targets::Task(pid) => Bind::Task(*pid),
+    };
+    let rings = set.cpus.iter().filter(|(c, _)| *c == cpu);
+    rings
+        .flat_map(|(_, specs)| specs)
+        .map(|spec| kernel.open_ring(spec, bind))
+        .collect()
+}
+
+/// Opens `watches` on `cpu` for `scope` (disabled): all or none. For a CPU that comes online.
+pub fn open_cpu_in(
+    watches: &[Watch],
+    cpu: u32,
+    scope: &Scope,
+    cfg: &EventConfig,
+) -> Result<Vec<CpuEvent>, OpenError> {
+    let set = Prepared::new(
+        watches,
+        &BTreeSet::from([cpu]),
+        scope.targets(&cfg.delivery),
+        cfg,
+    );
+    open_cpu(&set, cpu, &mut Perf { cfg })
+}
+
+/// Every CPU's rings of a CPU-wide or launched set, with the CPUs that went offline (ENODEV) while
+/// being opened.
+fn open_cpus<K: Kernel>(
+    set: &Prepared,
+    kernel: &mut K,
+) -> Result<(Vec<K::Ring>, Vec<u32>), Failure> {
+    let mut events = Vec::with_capacity(set.cpus.iter().map(|(_, r)| r.len()).sum());
+    let mut went_offline = Vec::new();
+    for &(cpu, _) in &set.cpus {
+        match open_cpu(set, cpu, kernel) {
+            Ok(evs) => events.extend(evs),
+            Err(e) if e.stage == Stage::Open && e.err.raw_os_error() == Some(libc::ENODEV) => {
+                went_offline.push(cpu)
+            }
+            // Returning drops `events`: every descriptor opened so far is closed.
+            Err(e) => return Err(Failure::Open(e)),
+        }
+    }
+    if events.is_empty() {
+        let cpus = set.cpus.iter().map(|&(cpu, _)| cpu).collect();
+        return Err(Failure::AllOffline(cpus));
+    }
+    Ok((events, went_offline))
+}
+
+/// One ring per CPU and watch, fed by every thread of `pids` on that CPU; the thread list is read again
+/// until a reading has no thread left to arm.
+fn open_threads<K: Kernel>(
+    set: &Prepared,
+    pids: &[u32],
+    kernel: &mut K,
+) -> Result<Vec<K::Ring>, OpenError> {
+    let mut rings: BTreeMap<(u32, usize), K::Ring> = BTreeMap::new();
+    let mut done = HashSet::new();
+    for _ in 0..MAX_THREAD_READINGS {
+        let fresh: Vec<u32> = kernel
+            .threads(pids)
+            .into_iter()
+            .filter(|t| !done.contains(t))
+            .collect();
+        if fresh.is_empty() {
+            break;
+        }
+        for tid in fresh {
+            done.insert(tid);
+            'cpus: for (cpu, specs) in &set.cpus {
+                for spec in specs {
+                    let opened = match rings.get_mut(&(*cpu, spec.watch)) {
+                        Some(ring) => kernel.add_thread(ring, spec, tid),
+                        None => kernel.open_ring(spec, Bind::Task(tid)).map(|ring| {
+                            rings.insert((*cpu, spec.watch), ring);
+                        }),
+                    };
+                    match opened {
+                        Ok(()) => {}
+                        // Exited while being armed: its events, if any, can never fire.
+                        Err(e) if e.thread_gone() => break 'cpus,
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+    }
+    Ok(rings.into_values().collect())
 }
 
 /// The threads of `pids` now (a process that has gone has none).
@@ -216,108 +349,298 @@ pub fn thread_count(pids: &[u32]) -> usize {
         .sum()
 }
 
-/// One ring per CPU and watch, fed by every thread of `pids` on that CPU; the thread list is read again
-/// until a reading has no thread left to arm.
-fn open_threads(
-    watches: &[Watch],
-    cpus: &BTreeSet<u32>,
-    pids: &[u32],
-    cfg: &EventConfig,
-) -> Result<Vec<CpuEvent>, OpenError> {
-    let mut rings: BTreeMap<(u32, usize), CpuEvent> = BTreeMap::new();
-    let mut done = HashSet::new();
-    for _ in 0..MAX_THREAD_READINGS {
-        let fresh: Vec<u32> = threads(pids)
-            .into_iter()
-            .filter(|t| !done.contains(t))
-            .collect();
-        if fresh.is_empty() {
-            break;
-        }
-        for tid in fresh {
-            done.insert(tid);
-            'cpus: for &cpu in cpus {
-                for (i, w) in watches.iter().enumerate() {
-                    let cfg = task_cfg(cfg, i);
-                    let opened = match rings.get_mut(&(cpu, i)) {
-                        Some(ring) => ring.attach(w, tid, &cfg),
-                        None => CpuEvent::open_bound(w, i, cpu, Bind::Task(tid), &cfg).map(|ev| {
-                            rings.insert((cpu, i), ev);
-                        }),
-                    };
-                    match opened {
-                        Ok(()) => {}
-                        // Exited while being armed: its events, if any, can never fire.
-                        Err(e) if e.thread_gone() => break 'cpus,
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
-        }
-    }
-    Ok(rings.into_values().collect())
-}
-
-/// [`arm`] with the per-CPU open step supplied, so tests can make a chosen CPU fail or vanish mid-transaction.
-pub fn arm_with(
-    watches: &[Watch],
-    cpus: &BTreeSet<u32>,
-    cfg: &EventConfig,
-    mut open: impl FnMut(&[Watch], u32, &EventConfig) -> Result<Vec<CpuEvent>, OpenError>,
-) -> Result<Armed, Refusal> {
-    let mut events = Vec::with_capacity(cpus.len() * watches.len());
-    let mut went_offline = Vec::new();
-    for &cpu in cpus {
-        match open(watches, cpu, cfg) {
-            Ok(evs) => events.extend(evs),
-            Err(e) if e.stage == Stage::Open && e.err.raw_os_error() == Some(libc::ENODEV) => {
-                went_offline.push(cpu)
-            }
-            // Returning drops `events`: every descriptor opened so far is closed, freeing its debug register.
-            Err(e) => return Err(explain(&e, watches).nothing_armed()),
-        }
-    }
-    if events.is_empty() {
-        return Err(Refusal::arm(
-            Kind::CpuOffline,
-            format!(
-                "no CPU could be armed: every requested CPU ({}) went offline",
-                crate::cpulist::format(cpus)
-            ),
-        ));
-    }
-    enable_all(events, went_offline, watches)
-}
-
-/// The second half of the transaction: enable everything opened, or disable it all again.
-fn enable_all(
-    events: Vec<CpuEvent>,
-    went_offline: Vec<u32>,
-    watches: &[Watch],
-) -> Result<Armed, Refusal> {
-    if events.is_empty() {
-        return Err(Refusal::arm(
-            Kind::ProcessesExited,
-            "no thread could be armed: every watched process exited while arming",
-        ));
-    }
-    for ev in &events {
-        if let Err(e) = ev.enable() {
-            for ev in &events {
-                let _ = ev.disable();
-            }
-            return Err(explain(&e, watches).nothing_armed());
-        }
-    }
-    Ok(Armed {
-        events,
-        went_offline,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::RefCell;
+    use std::io;
+    use std::rc::Rc;
+
+    use crate::model::watch::Access;
+
+    /// What the fake kernel did, shared with its rings (a ring that is dropped is closed).
+    #[derive(Default)]
+    struct Log {
+        open: usize,
+        enabled: usize,
+        disabled: usize,
+    }
+
+    /// A ring of the fake kernel: its CPU, watch and threads; dropping it closes it.
+    struct FakeRing {
+        cpu: u32,
+        watch: usize,
+        tids: Vec<u32>,
+        log: Rc<RefCell<Log>>,
+    }
+
+    impl Drop for FakeRing {
+        fn drop(&mut self) {
+            self.log.borrow_mut().open -= 1;
+        }
+    }
+
+    /// A kernel that refuses what a test tells it to: an open on `fail_cpu` (with `errno`), an enable on
+    /// `fail_enable`, a thread in `gone` (ESRCH); `readings` are the successive thread lists.
+    struct Fake {
+        log: Rc<RefCell<Log>>,
+        fail_cpu: Option<(u32, i32)>,
+        fail_enable: Option<u32>,
+        gone: Vec<u32>,
+        readings: Vec<Vec<u32>>,
+    }
+
+    impl Fake {
+        fn new() -> Fake {
+            Fake {
+                log: Rc::default(),
+                fail_cpu: None,
+                fail_enable: None,
+                gone: Vec::new(),
+                readings: Vec::new(),
+            }
+        }
+
+        fn open_now(&self) -> usize {
+            self.log.borrow().open
+        }
+    }
+
+    fn refused(cpu: u32, bind: Bind, stage: Stage, errno: i32) -> OpenError {
+        OpenError {
+            cpu,
+            tid: match bind {
+                Bind::Cpu => None,
+                Bind::Task(t) => Some(t),
+            },
+            stage,
+            err: io::Error::from_raw_os_error(errno),
+            bp: None,
+        }
+    }
+
+    impl Kernel for Fake {
+        type Ring = FakeRing;
+
+        fn open_ring(&mut self, spec: &RingSpec, bind: Bind) -> Result<FakeRing, OpenError> {
+            match (self.fail_cpu, bind) {
+                (Some((cpu, errno)), _) if cpu == spec.cpu => {
+                    return Err(refused(cpu, bind, Stage::Open, errno))
+                }
+                (_, Bind::Task(t)) if self.gone.contains(&t) => {
+                    return Err(refused(spec.cpu, bind, Stage::Open, libc::ESRCH))
+                }
+                _ => {}
+            }
+            self.log.borrow_mut().open += 1;
+            Ok(FakeRing {
+                cpu: spec.cpu,
+                watch: spec.watch,
+                tids: match bind {
+                    Bind::Cpu => Vec::new(),
+                    Bind::Task(t) => vec![t],
+                },
+                log: self.log.clone(),
+            })
+        }
+
+        fn add_thread(
+            &mut self,
+            ring: &mut FakeRing,
+            spec: &RingSpec,
+            tid: u32,
+        ) -> Result<(), OpenError> {
+            if self.gone.contains(&tid) {
+                return Err(refused(spec.cpu, Bind::Task(tid), Stage::Open, libc::ESRCH));
+            }
+            ring.tids.push(tid);
+            Ok(())
+        }
+
+        fn enable_ring(&mut self, ring: &FakeRing) -> Result<(), OpenError> {
+            if self.fail_enable == Some(ring.cpu) {
+                return Err(refused(ring.cpu, Bind::Cpu, Stage::Enable, libc::EBUSY));
+            }
+            self.log.borrow_mut().enabled += 1;
+            Ok(())
+        }
+
+        fn disable_ring(&mut self, _: &FakeRing) {
+            self.log.borrow_mut().disabled += 1;
+        }
+
+        fn threads(&mut self, _: &[u32]) -> Vec<u32> {
+            match self.readings.len() {
+                0 => Vec::new(),
+                1 => self.readings[0].clone(),
+                _ => self.readings.remove(0),
+            }
+        }
+    }
+
+    fn watches(n: usize) -> Vec<Watch> {
+        (0..n)
+            .map(|i| Watch {
+                label: format!("w{i}"),
+                addr: 0x1000 + 8 * i as u64,
+                len: 8,
+                access: Access::Write,
+                module: None,
+                per_cpu: None,
+            })
+            .collect()
+    }
+
+    fn set(n: usize, cpus: &[u32], targets: Targets) -> Prepared {
+        let cpus: BTreeSet<u32> = cpus.iter().copied().collect();
+        Prepared::new(&watches(n), &cpus, targets, &EventConfig::bare(1))
+    }
+
+    #[test]
+    fn every_cpu_and_watch_is_opened_then_enabled() {
+        let mut k = Fake::new();
+        let armed = arm_set(&set(2, &[0, 1, 2], Targets::Cpus), &mut k).expect("armed");
+        let placed: Vec<(u32, usize)> = armed.events.iter().map(|r| (r.cpu, r.watch)).collect();
+        assert_eq!(placed, [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]);
+        assert!(armed.went_offline.is_empty());
+        assert_eq!((k.open_now(), k.log.borrow().enabled), (6, 6));
+    }
+
+    #[test]
+    fn a_refused_cpu_closes_every_ring_opened_before_it() {
+        let mut k = Fake {
+            fail_cpu: Some((1, libc::EBUSY)),
+            ..Fake::new()
+        };
+        let err = arm_set(&set(2, &[0, 1, 2], Targets::Cpus), &mut k).err();
+        let Some(Failure::Open(e)) = err else {
+            panic!("a refusal: {err:?}")
+        };
+        assert_eq!((e.cpu, e.stage), (1, Stage::Open));
+        assert_eq!(k.open_now(), 0, "cpu 0's rings closed");
+        assert_eq!(k.log.borrow().enabled, 0, "nothing was enabled");
+        let text = Failure::Open(e).explain(&watches(2)).to_string();
+        assert!(text.contains("cpu 1: breakpoint PMU busy"), "{text}");
+        assert!(text.contains("nothing was armed"), "{text}");
+    }
+
+    #[test]
+    fn a_cpu_gone_offline_is_left_out_unless_every_one_is() {
+        let mut k = Fake {
+            fail_cpu: Some((1, libc::ENODEV)),
+            ..Fake::new()
+        };
+        let armed = arm_set(&set(1, &[0, 1], Targets::Cpus), &mut k).expect("armed");
+        assert_eq!(armed.went_offline, [1]);
+        assert_eq!(armed.events.len(), 1);
+        drop(armed);
+        let mut k = Fake {
+            fail_cpu: Some((1, libc::ENODEV)),
+            ..Fake::new()
+        };
+        let err = arm_set(&set(1, &[1], Targets::Cpus), &mut k).err();
+        let Some(f @ Failure::AllOffline(_)) = err else {
+            panic!("every CPU offline: {err:?}")
+        };
+        let refusal = f.explain(&watches(1));
+        assert_eq!(refusal.kind, Kind::CpuOffline);
+        assert!(
+            refusal
+                .to_string()
+                .contains("no CPU could be armed: every requested CPU (1) went offline"),
+            "{refusal}"
+        );
+    }
+
+    #[test]
+    fn an_enable_that_fails_disables_and_closes_everything() {
+        let mut k = Fake {
+            fail_enable: Some(1),
+            ..Fake::new()
+        };
+        let err = arm_set(&set(2, &[0, 1], Targets::Cpus), &mut k).err();
+        assert!(
+            matches!(&err, Some(Failure::Open(e)) if e.stage == Stage::Enable && e.cpu == 1),
+            "{err:?}"
+        );
+        assert_eq!(k.log.borrow().enabled, 2, "cpu 0's two rings were enabled");
+        assert_eq!(k.log.borrow().disabled, 4, "then every ring disabled");
+        assert_eq!(k.open_now(), 0, "and closed");
+    }
+
+    #[test]
+    fn a_launched_command_is_one_inherited_event_per_cpu_and_watch() {
+        let mut k = Fake::new();
+        let armed = arm_set(&set(2, &[0, 1], Targets::Task(42)), &mut k).expect("armed");
+        assert_eq!(armed.events.len(), 4);
+        assert!(armed.events.iter().all(|r| r.tids == [42]));
+    }
+
+    /// The thread list is read until a reading brings no new thread; every thread joins the one ring of
+    /// each CPU and watch, and a thread that exits while being armed is skipped.
+    #[test]
+    fn threads_join_one_ring_per_cpu_and_watch_until_none_is_new() {
+        let mut k = Fake {
+            readings: vec![vec![10, 11], vec![10, 11, 12, 13]],
+            gone: vec![11],
+            ..Fake::new()
+        };
+        let armed = arm_set(&set(2, &[0, 1], Targets::Threads(vec![10])), &mut k).expect("armed");
+        let rings: Vec<(u32, usize, Vec<u32>)> = armed
+            .events
+            .iter()
+            .map(|r| (r.cpu, r.watch, r.tids.clone()))
+            .collect();
+        let tids = vec![10, 12, 13];
+        assert_eq!(
+            rings,
+            [
+                (0, 0, tids.clone()),
+                (0, 1, tids.clone()),
+                (1, 0, tids.clone()),
+                (1, 1, tids)
+            ]
+        );
+        assert!(armed.went_offline.is_empty());
+    }
+
+    #[test]
+    fn processes_that_all_exited_are_a_failure_of_their_own() {
+        let mut k = Fake::new();
+        let err = arm_set(&set(1, &[0], Targets::Threads(vec![10])), &mut k).err();
+        let Some(f @ Failure::AllExited) = err else {
+            panic!("every process exited: {err:?}")
+        };
+        assert_eq!(f.explain(&watches(1)).kind, Kind::ProcessesExited);
+    }
+
+    /// A CPU that comes online is opened alone, disabled, with the same rings.
+    #[test]
+    fn one_cpu_is_opened_alone_and_left_disabled() {
+        let mut k = Fake::new();
+        let rings = open_cpu(&set(2, &[0, 1], Targets::Cpus), 1, &mut k).expect("opened");
+        assert_eq!(
+            rings.iter().map(|r| (r.cpu, r.watch)).collect::<Vec<_>>(),
+            [(1, 0), (1, 1)]
+        );
+        assert_eq!(k.log.borrow().enabled, 0);
+    }
+
+    #[test]
+    fn the_scope_decides_the_targets_off_the_hit_path() {
+        let samples = Delivery::Samples {
+            remove_on_exec: false,
+        };
+        assert_eq!(Scope::<u32>::System.targets(&samples), Targets::Cpus);
+        assert_eq!(
+            Scope::<u32>::Launched(7).targets(&samples),
+            Targets::Task(7)
+        );
+        assert_eq!(
+            Scope::<u32>::Processes(vec![7, 8]).targets(&samples),
+            Targets::Threads(vec![7, 8])
+        );
+    }
 
     /// A live process counts its threads (this one has the test's and the one spawned here at least; other
     /// tests' threads come and go, so no exact number), and a process that is gone counts nothing.

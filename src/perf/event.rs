@@ -1,6 +1,8 @@
 //! One hardware breakpoint ring on one CPU: its perf attributes, its descriptor and its ring buffer, and for
 //! a process watch the other threads' events whose records go to the same ring (`SET_OUTPUT`). A thin typed
-//! wrapper; the all-or-nothing arming across CPUs and threads is [`crate::perf::arm`]'s job.
+//! wrapper. A watch's events are described once, before anything is opened ([`Prepared`]: per CPU, each
+//! watch's [`RingSpec`] with its attributes built, and who they are opened for); the all-or-nothing
+//! arming of that set across CPUs and threads is [`crate::perf::arm`]'s job.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -50,6 +52,15 @@ impl EventConfig {
                 remove_on_exec: false,
             },
             percpu: None,
+        }
+    }
+
+    /// The configuration of watch `index`'s events: only the first watch's report task names and forks
+    /// (more would repeat them).
+    pub fn for_watch(&self, index: usize) -> EventConfig {
+        EventConfig {
+            track_tasks: self.track_tasks && index == 0,
+            ..self.clone()
         }
     }
 
@@ -199,6 +210,128 @@ fn attr_on(
     Ok(a)
 }
 
+/// Who the events of a [`Prepared`] set are opened for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Targets {
+    /// Every task on each CPU: one event per CPU and watch (a system-wide watch, and any watch on the hit
+    /// path, whose program chooses the processes in the kernel).
+    Cpus,
+    /// A command stopped at its exec, and every thread it starts: one inherited event per CPU and watch.
+    Task(u32),
+    /// Every thread of these processes (and the threads they create later): per CPU and watch, one ring
+    /// that every thread's event writes into.
+    Threads(Vec<u32>),
+}
+
+impl Targets {
+    /// The binding the attributes are built for: they differ between CPU-wide and task-bound events only,
+    /// not from one thread to another.
+    fn bind(&self) -> Bind {
+        match self {
+            Targets::Cpus => Bind::Cpu,
+            Targets::Task(pid) => Bind::Task(*pid),
+            Targets::Threads(_) => Bind::Task(0),
+        }
+    }
+}
+
+/// One ring of a [`Prepared`] set: watch `watch`'s breakpoint on `cpu`, its attributes built.
+#[derive(Debug, Clone)]
+pub struct RingSpec {
+    pub cpu: u32,
+    /// Index of the watch in the session's list.
+    pub watch: usize,
+    /// The breakpoint at the address this CPU watches; `None` where that is a per-CPU variable's copy
+    /// whose base this CPU has not given (opening it then fails, as a refusal would).
+    attr: Option<pb::perf_event_attr>,
+    /// The watched address and length, named by a refusal.
+    bp: (u64, u8),
+    /// The hit path's task-record event into this ring ([`tasks_attr`]), for the first watch only.
+    tasks: Option<pb::perf_event_attr>,
+    /// How the ring's breakpoint samples are laid out.
+    sample_type: u64,
+}
+
+impl RingSpec {
+    /// `watch`'s ring on `cpu` for events bound as `bind`.
+    fn new(watch: &Watch, index: usize, cpu: u32, bind: Bind, cfg: &EventConfig) -> RingSpec {
+        let cfg = cfg.for_watch(index);
+        let addr = watch.addr_on(cpu);
+        let attr = addr.map(|addr| {
+            let mut a = attr(watch, &cfg, bind);
+            a.bp_addr = addr;
+            a
+        });
+        let tasks = matches!(cfg.delivery, Delivery::Hits(_)) && cfg.track_tasks;
+        RingSpec {
+            cpu,
+            watch: index,
+            attr,
+            bp: (addr.unwrap_or(watch.addr), watch.len),
+            tasks: tasks.then(|| tasks_attr(&cfg, bind)),
+            sample_type: cfg.sample_type(bind),
+        }
+    }
+
+    /// The breakpoint's attributes, with the kernel's lost counter or without it.
+    fn attr(&self, bind: Bind, counts_lost: bool) -> Result<pb::perf_event_attr, OpenError> {
+        let mut a = self.attr.ok_or_else(|| {
+            OpenError::new(
+                self.cpu,
+                bind,
+                Stage::Open,
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("cpu{}'s per-CPU base is unknown", self.cpu),
+                ),
+            )
+        })?;
+        if !counts_lost {
+            a.read_format &= !u64::from(pb::PERF_FORMAT_LOST);
+        }
+        Ok(a)
+    }
+}
+
+/// Every event a watch arms, prepared once from its watches and [`EventConfig`] before anything is
+/// opened: per CPU, one [`RingSpec`] per watch, and who the events are opened for. [`crate::perf::arm`]
+/// opens, enables and rolls back exactly this set.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub cfg: EventConfig,
+    pub targets: Targets,
+    /// In CPU order, each CPU's rings in watch order: one CPU is armed all or none.
+    pub cpus: Vec<(u32, Vec<RingSpec>)>,
+}
+
+impl Prepared {
+    /// The events of `watches` on each of `cpus` for `targets`.
+    pub fn new(
+        watches: &[Watch],
+        cpus: &std::collections::BTreeSet<u32>,
+        targets: Targets,
+        cfg: &EventConfig,
+    ) -> Prepared {
+        let bind = targets.bind();
+        let cpus = cpus
+            .iter()
+            .map(|&cpu| {
+                let rings = watches
+                    .iter()
+                    .enumerate()
+                    .map(|(i, w)| RingSpec::new(w, i, cpu, bind, cfg))
+                    .collect();
+                (cpu, rings)
+            })
+            .collect();
+        Prepared {
+            cfg: cfg.clone(),
+            targets,
+            cpus,
+        }
+    }
+}
+
 /// An open breakpoint ring on one CPU: its own event and, for a process watch, other threads' events whose
 /// records it receives.
 pub struct CpuEvent {
@@ -278,7 +411,7 @@ pub struct OpenError {
 }
 
 impl OpenError {
-    fn new(cpu: u32, bind: Bind, stage: Stage, err: io::Error) -> OpenError {
+    pub(crate) fn new(cpu: u32, bind: Bind, stage: Stage, err: io::Error) -> OpenError {
         let tid = match bind {
             Bind::Cpu => None,
             Bind::Task(t) => Some(t),
@@ -293,7 +426,7 @@ impl OpenError {
     }
 
     /// The failure was the breakpoint's at `addr`, `len` bytes long.
-    fn at(mut self, addr: u64, len: u8) -> OpenError {
+    pub(crate) fn at(mut self, addr: u64, len: u8) -> OpenError {
         self.bp = Some((addr, len));
         self
     }
@@ -306,101 +439,80 @@ impl OpenError {
     }
 }
 
-/// Opens the hit path's task-record event on `cpu` into `bp`'s ring.
+/// The pid argument of perf_event_open for `bind`.
+fn pid_of(bind: Bind) -> i32 {
+    match bind {
+        Bind::Cpu => -1,
+        Bind::Task(t) => t as i32,
+    }
+}
+
+/// Opens the hit path's task-record event `tasks` on `cpu` into `bp`'s ring.
 fn open_tasks(
+    tasks: &pb::perf_event_attr,
     bp: BorrowedFd<'_>,
     cpu: u32,
     bind: Bind,
-    cfg: &EventConfig,
 ) -> Result<OwnedFd, OpenError> {
-    let pid = match bind {
-        Bind::Cpu => -1,
-        Bind::Task(t) => t as i32,
-    };
     let err = |err| OpenError::new(cpu, bind, Stage::Open, err);
-    let fd = sys::perf_event_open(&tasks_attr(cfg, bind), pid, cpu as i32).map_err(err)?;
+    let fd = sys::perf_event_open(tasks, pid_of(bind), cpu as i32).map_err(err)?;
     sys::perf_set_output(fd.as_fd(), bp).map_err(err)?;
     Ok(fd)
 }
 
-/// Opens `watch`'s event on `cpu` for `bind`, disabled, falling back to no lost counter on a kernel before
-/// 6.0 (it rejects the unknown read_format bit). Returns the descriptor and whether the counter is on.
-fn open_fd(
-    watch: &Watch,
-    cpu: u32,
-    bind: Bind,
-    cfg: &EventConfig,
-) -> Result<(OwnedFd, bool), OpenError> {
-    let pid = match bind {
-        Bind::Cpu => -1,
-        Bind::Task(t) => t as i32,
-    };
-    let mut counts_lost = cfg.count_lost;
-    let attr_here = |cfg: &EventConfig| {
-        attr_on(watch, cpu, cfg, bind).map_err(|err| OpenError::new(cpu, bind, Stage::Open, err))
-    };
-    let addr = watch.addr_on(cpu).unwrap_or(watch.addr);
-    let opened = match sys::perf_event_open(&attr_here(cfg)?, pid, cpu as i32) {
+/// Opens `spec`'s breakpoint for `bind`, disabled, falling back to no lost counter on a kernel before 6.0
+/// (it rejects the unknown read_format bit). Returns the descriptor and whether the counter is on.
+fn open_fd(spec: &RingSpec, bind: Bind, count_lost: bool) -> Result<(OwnedFd, bool), OpenError> {
+    let (pid, cpu) = (pid_of(bind), spec.cpu as i32);
+    let mut counts_lost = count_lost;
+    let opened = match sys::perf_event_open(&spec.attr(bind, counts_lost)?, pid, cpu) {
         Err(e) if counts_lost && e.raw_os_error() == Some(libc::EINVAL) => {
             counts_lost = false;
-            let cfg = EventConfig {
-                count_lost: false,
-                ..cfg.clone()
-            };
-            sys::perf_event_open(&attr_here(&cfg)?, pid, cpu as i32)
+            sys::perf_event_open(&spec.attr(bind, false)?, pid, cpu)
         }
         other => other,
     };
+    let (addr, len) = spec.bp;
     opened
         .map(|fd| (fd, counts_lost))
-        .map_err(|err| OpenError::new(cpu, bind, Stage::Open, err).at(addr, watch.len))
+        .map_err(|err| OpenError::new(spec.cpu, bind, Stage::Open, err).at(addr, len))
 }
 
 impl CpuEvent {
-    /// Opens (disabled) and maps the event for `watch` on `cpu`.
-    pub fn open(
-        watch: &Watch,
-        index: usize,
-        cpu: u32,
-        cfg: &EventConfig,
-    ) -> Result<CpuEvent, OpenError> {
-        CpuEvent::open_bound(watch, index, cpu, Bind::Cpu, cfg)
-    }
-
-    /// [`CpuEvent::open`] for one thread (and its later threads) instead of every task.
-    pub fn open_bound(
-        watch: &Watch,
-        index: usize,
-        cpu: u32,
-        bind: Bind,
-        cfg: &EventConfig,
-    ) -> Result<CpuEvent, OpenError> {
-        let (fd, counts_lost) = open_fd(watch, cpu, bind, cfg)?;
+    /// Opens (disabled) and maps `spec`'s ring for `bind`, with its task-record event and its programs
+    /// attached as `cfg`'s delivery asks.
+    pub fn open(spec: &RingSpec, bind: Bind, cfg: &EventConfig) -> Result<CpuEvent, OpenError> {
+        let cpu = spec.cpu;
+        let (fd, counts_lost) = open_fd(spec, bind, cfg.count_lost)?;
         let ring = Ring::map(fd.as_fd(), cfg.ring_pages)
             .map_err(|err| OpenError::new(cpu, bind, Stage::Mmap, err))?;
         let bpf_err = |err| OpenError::new(cpu, bind, Stage::Bpf, err);
-        let tasks = match &cfg.delivery {
-            Delivery::Hits(_) if cfg.track_tasks => Some(open_tasks(fd.as_fd(), cpu, bind, cfg)?),
-            _ => None,
+        let tasks = match &spec.tasks {
+            Some(tasks) => Some(open_tasks(tasks, fd.as_fd(), cpu, bind)?),
+            None => None,
         };
         let (value_event, hits) = match &cfg.delivery {
             Delivery::Hits(h) => {
-                let ring = h.attach(index, cpu, fd.as_fd()).map_err(bpf_err)?;
+                let ring = h.attach(spec.watch, cpu, fd.as_fd()).map_err(bpf_err)?;
                 (None, Some(ring))
             }
             Delivery::Paired { values, .. } => (
-                Some(values.attach(index, cpu, fd.as_fd()).map_err(bpf_err)?),
+                Some(
+                    values
+                        .attach(spec.watch, cpu, fd.as_fd())
+                        .map_err(bpf_err)?,
+                ),
                 None,
             ),
             Delivery::Samples { .. } => (None, None),
         };
         Ok(CpuEvent {
             cpu,
-            watch: index,
+            watch: spec.watch,
             bind,
             counts_lost,
             ring,
-            sample_type: cfg.sample_type(bind),
+            sample_type: spec.sample_type,
             value_event,
             hits,
             members: Vec::new(),
@@ -409,15 +521,16 @@ impl CpuEvent {
         })
     }
 
-    /// Adds thread `tid`'s event for `watch` on this CPU, disabled, writing into this ring. The kernel's lost
-    /// counter is asked for only if this ring's own event has it, so all members add up the same way.
-    pub fn attach(&mut self, watch: &Watch, tid: u32, cfg: &EventConfig) -> Result<(), OpenError> {
+    /// Adds thread `tid`'s event of `spec` (this ring's own), disabled, writing into this ring. The kernel's
+    /// lost counter is asked for only if this ring's own event has it, so all members add up the same way.
+    pub fn add_thread(
+        &mut self,
+        spec: &RingSpec,
+        tid: u32,
+        cfg: &EventConfig,
+    ) -> Result<(), OpenError> {
         let bind = Bind::Task(tid);
-        let cfg = EventConfig {
-            count_lost: self.counts_lost,
-            ..cfg.clone()
-        };
-        let (fd, counts_lost) = open_fd(watch, self.cpu, bind, &cfg)?;
+        let (fd, counts_lost) = open_fd(spec, bind, self.counts_lost)?;
         if counts_lost != self.counts_lost {
             return Err(OpenError::new(
                 self.cpu,
@@ -562,56 +675,105 @@ pub struct Counts {
     pub lost: Option<u64>,
 }
 
-/// An address in our own data for the probe breakpoints; they are never enabled.
-static PROBE: [u64; 8] = [0; 8];
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::watch::PerCpu;
+    use std::collections::{BTreeMap, BTreeSet};
 
-/// The most breakpoints probed per CPU; x86 has four debug registers.
-const PROBE_MAX: u32 = 8;
-
-/// A probe's watch: 8 bytes at `addr`, written.
-fn probe_watch(addr: u64) -> Watch {
-    Watch {
-        label: "probe".into(),
-        addr,
-        len: 8,
-        access: Access::Write,
-        module: None,
-        per_cpu: None,
-    }
-}
-
-/// An address in this process's own memory (user space) that a probe may name.
-pub fn probe_user_address() -> u64 {
-    &PROBE[0] as *const u64 as u64
-}
-
-/// Whether the kernel would arm a breakpoint at `addr` on `cpu`: one disabled pinned write breakpoint of
-/// 8 bytes (naturally aligned `addr`) is opened and closed at once, never enabled, so it holds a debug
-/// register only for that moment. The kernel's refusal, if any, is returned as an arming failure's
-/// would be, for [`crate::perf::refusal::explain`] to word.
-pub fn probe(addr: u64, cpu: u32) -> Result<(), OpenError> {
-    let w = probe_watch(addr);
-    sys::perf_event_open(&attr(&w, &EventConfig::bare(1), Bind::Cpu), -1, cpu as i32)
-        .map(drop)
-        .map_err(|err| OpenError::new(cpu, Bind::Cpu, Stage::Open, err).at(addr, w.len))
-}
-
-/// Opens disabled pinned breakpoints on `cpu` until the kernel says no; all are closed on return. ENOSPC
-/// at the first open is `Ok(0)`; any other refusal of the first open is returned as is, so the caller can
-/// word it as an arming failure would be ([`crate::perf::refusal::explain`]).
-pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
-    let cfg = EventConfig::bare(1);
-    let mut held = Vec::new();
-    for i in 0..PROBE_MAX {
-        let w = probe_watch(&PROBE[i as usize] as *const u64 as u64);
-        match sys::perf_event_open(&attr(&w, &cfg, Bind::Cpu), -1, cpu as i32) {
-            Ok(fd) => held.push(fd),
-            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
-            Err(err) if held.is_empty() => {
-                return Err(OpenError::new(cpu, Bind::Cpu, Stage::Open, err).at(w.addr, w.len))
-            }
-            Err(_) => break,
+    fn watch(addr: u64) -> Watch {
+        Watch {
+            label: format!("0x{addr:x}"),
+            addr,
+            len: 8,
+            access: Access::Write,
+            module: None,
+            per_cpu: None,
         }
     }
-    Ok(held.len() as u32)
+
+    fn tracking() -> EventConfig {
+        EventConfig {
+            track_tasks: true,
+            count_lost: true,
+            ..EventConfig::bare(4)
+        }
+    }
+
+    /// Every CPU gets one ring per watch, in order; only the first watch's asks for the task records.
+    #[test]
+    fn a_set_is_one_ring_per_cpu_and_watch_and_the_first_tracks_tasks() {
+        let cpus = BTreeSet::from([0, 3]);
+        let set = Prepared::new(
+            &[watch(0x1000), watch(0x2000)],
+            &cpus,
+            Targets::Cpus,
+            &tracking(),
+        );
+        let placed: Vec<(u32, usize, u64, u64)> = set
+            .cpus
+            .iter()
+            .flat_map(|(_, rings)| rings)
+            .map(|r| {
+                let a = r.attr.expect("attributes");
+                (r.cpu, r.watch, a.bp_addr, a.comm())
+            })
+            .collect();
+        assert_eq!(
+            placed,
+            [
+                (0, 0, 0x1000, 1),
+                (0, 1, 0x2000, 0),
+                (3, 0, 0x1000, 1),
+                (3, 1, 0x2000, 0)
+            ]
+        );
+    }
+
+    /// Events bound to a task inherit into the threads it creates; CPU-wide ones do not.
+    #[test]
+    fn task_targets_inherit_and_cpu_targets_do_not() {
+        let cpus = BTreeSet::from([0]);
+        let of = |targets| {
+            let set = Prepared::new(&[watch(0x1000)], &cpus, targets, &tracking());
+            let a = set.cpus[0].1[0].attr.expect("attributes");
+            (
+                a.inherit(),
+                a.inherit_thread(),
+                set.cpus[0].1[0].sample_type,
+            )
+        };
+        let cfg = tracking();
+        assert_eq!(of(Targets::Cpus), (0, 0, cfg.sample_type(Bind::Cpu)));
+        assert_eq!(of(Targets::Task(5)), (1, 1, cfg.sample_type(Bind::Task(5))));
+        assert_eq!(
+            of(Targets::Threads(vec![5])),
+            (1, 1, cfg.sample_type(Bind::Task(5)))
+        );
+    }
+
+    /// A per-CPU variable's breakpoint on each CPU is at that CPU's copy; a CPU whose base is unknown
+    /// fails as it is opened, naming the CPU, and the lost counter can be dropped for an older kernel.
+    #[test]
+    fn a_per_cpu_copy_is_placed_per_cpu_and_an_unknown_base_fails_its_open() {
+        let mut w = watch(0x10);
+        w.per_cpu = Some(PerCpu {
+            offset: 0x10,
+            bases: BTreeMap::from([(0, 0x7000)]),
+            copy: None,
+        });
+        let set = Prepared::new(&[w], &BTreeSet::from([0, 1]), Targets::Cpus, &tracking());
+        let (on0, on1) = (&set.cpus[0].1[0], &set.cpus[1].1[0]);
+        let a = on0.attr(Bind::Cpu, true).expect("cpu 0's base is known");
+        assert_eq!(
+            (a.bp_addr, a.read_format),
+            (0x7010, u64::from(pb::PERF_FORMAT_LOST))
+        );
+        assert_eq!(on0.attr(Bind::Cpu, false).expect("known").read_format, 0);
+        let e = on1
+            .attr(Bind::Cpu, true)
+            .expect_err("cpu 1's base is unknown");
+        assert_eq!((e.cpu, e.stage, e.tid), (1, Stage::Open, None));
+        assert!(e.err.to_string().contains("cpu1's per-CPU base is unknown"));
+    }
 }

@@ -18,6 +18,7 @@ pub mod denial;
 pub mod event;
 pub mod hit_record;
 pub(crate) mod privilege;
+pub mod probe;
 pub mod record;
 pub mod refusal;
 pub(crate) mod ring;

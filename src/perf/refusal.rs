@@ -149,16 +149,46 @@ impl fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
+/// What the wording of a refusal depends on besides the error itself, read from the system by [`explain`]
+/// (a test gives them): the process's credentials (a refusal of permission is worded from them) and, after
+/// a CPU had no debug register free, how many it has free now.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts {
+    pub creds: Credentials,
+    /// Counted by the kernel's own accounting (disabled probe breakpoints opened until it refuses, then
+    /// closed); `None` where not counted.
+    pub free_registers: Option<u32>,
+}
+
+impl Facts {
+    /// The facts about `e`, read now.
+    fn read(e: &OpenError) -> Facts {
+        let cpu_full = e.tid.is_none()
+            && !matches!(e.stage, Stage::Bpf | Stage::Mmap)
+            && e.err.raw_os_error() == Some(libc::ENOSPC);
+        let free_registers = if cpu_full {
+            crate::perf::probe::free_slots(e.cpu).ok()
+        } else {
+            None
+        };
+        Facts {
+            creds: Privilege::current().credentials(),
+            free_registers,
+        }
+    }
+}
+
 /// Words an open failure the way a kernel developer needs it: which CPU, what the errno means here, and what
 /// to do about it.
 pub fn explain(e: &OpenError, watches: &[Watch]) -> Refusal {
-    explain_as(e, watches, Privilege::current().credentials())
+    explain_as(e, watches, Facts::read(e))
 }
 
-/// [`explain`] with the process's credentials given (a refusal of permission is worded from them).
-pub fn explain_as(e: &OpenError, watches: &[Watch], creds: Credentials) -> Refusal {
+/// [`explain`] with the facts given: a pure function of the error, the watches and `facts`.
+pub fn explain_as(e: &OpenError, watches: &[Watch], facts: Facts) -> Refusal {
+    let creds = facts.creds;
     if let Some(tid) = e.tid {
-        return explain_thread(e, tid, watches, creds);
+        return explain_thread(e, tid, watches, facts);
     }
     let cpu = e.cpu;
     let what = match watches {
@@ -183,7 +213,7 @@ pub fn explain_as(e: &OpenError, watches: &[Watch], creds: Credentials) -> Refus
         ),
         (_, libc::ENOSPC) => arm(
             Kind::NoFreeDebugRegister,
-            slots(cpu, watches.len().max(1)),
+            slots(cpu, watches.len().max(1), facts.free_registers),
             kernel(
                 "the others are in use (by perf, a debugger, another ksymwatch, or a task-bound watchpoint \
                  of any process, which takes one on every CPU); free some or watch fewer targets",
@@ -271,17 +301,16 @@ pub fn explain_move(err: &io::Error, watch: &Watch, scope: Scope) -> Refusal {
     }
 }
 
-/// How many debug registers `cpu` has free now against the `needed` ones (one per target): counted by the
-/// kernel's own accounting (disabled probe breakpoints opened until it refuses, then closed).
-fn slots(cpu: u32, needed: usize) -> String {
+/// How many debug registers `cpu` has `free` now against the `needed` ones (one per target).
+fn slots(cpu: u32, needed: usize, free: Option<u32>) -> String {
     let plural = |n: usize| if n == 1 { "" } else { "s" };
-    match crate::perf::event::free_slots(cpu) {
-        Ok(free) if (free as usize) < needed => format!(
+    match free {
+        Some(free) if (free as usize) < needed => format!(
             "cpu {cpu} has {free} free debug register{}, {needed} needed",
             plural(free as usize)
         ),
-        // Freed since the refusal (another holder let go): say what the refusal meant.
-        Ok(_) | Err(_) => format!(
+        // Freed since the refusal (another holder let go), or not counted: say what the refusal meant.
+        Some(_) | None => format!(
             "cpu {cpu} had fewer than the {needed} free debug register{} needed",
             plural(needed)
         ),
@@ -290,7 +319,8 @@ fn slots(cpu: u32, needed: usize) -> String {
 
 /// [`explain`] for one thread's event of a process watch: the thread is named, since its own debug
 /// registers (not the CPU's) are what ran out.
-fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch], creds: Credentials) -> Refusal {
+fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch], facts: Facts) -> Refusal {
+    let creds = facts.creds;
     let comm = std::fs::read_to_string(format!("/proc/{tid}/comm"))
         .map(|s| s.trim_end().to_string())
         .unwrap_or_else(|_| "?".into());
@@ -338,7 +368,7 @@ fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch], creds: Credentials
                 err: io::Error::from_raw_os_error(e.err.raw_os_error().unwrap_or(0)),
                 ..*e
             };
-            let cpu_refusal = explain_as(&on_cpu, watches, creds);
+            let cpu_refusal = explain_as(&on_cpu, watches, facts);
             Refusal {
                 what: format!("{who}: {}", cpu_refusal.what),
                 ..cpu_refusal
@@ -350,6 +380,17 @@ fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch], creds: Credentials
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn watch() -> Watch {
+        Watch {
+            label: "x".into(),
+            addr: 0x5600_0000_1000,
+            len: 8,
+            access: crate::model::watch::Access::Write,
+            module: None,
+            per_cpu: None,
+        }
+    }
 
     fn refused(stage: Stage, errno: i32) -> OpenError {
         OpenError {
@@ -368,6 +409,42 @@ mod tests {
         paranoid: Some(2),
     };
 
+    /// The facts of a process with `creds` whose free registers were not counted.
+    fn facts(creds: Credentials) -> Facts {
+        Facts {
+            creds,
+            free_registers: None,
+        }
+    }
+
+    /// A CPU without a free debug register is told with the count made after the refusal; one freed since
+    /// (or not counted) is told as the refusal meant it.
+    #[test]
+    fn a_full_cpu_is_told_with_its_free_registers() {
+        let full = refused(Stage::Open, libc::ENOSPC);
+        let two = [watch(), watch()];
+        let counted = |free| Facts {
+            free_registers: free,
+            ..facts(ROOT)
+        };
+        let r = explain_as(&full, &two, counted(Some(1)));
+        assert_eq!((r.code, r.kind), (ExitCode::Arm, Kind::NoFreeDebugRegister));
+        assert!(
+            r.what.contains("cpu 1 has 1 free debug register, 2 needed"),
+            "{}",
+            r.what
+        );
+        for free in [Some(4), None] {
+            let r = explain_as(&full, &two, counted(free));
+            assert!(
+                r.what
+                    .contains("cpu 1 had fewer than the 2 free debug registers needed"),
+                "{}",
+                r.what
+            );
+        }
+    }
+
     /// A refusal of permission is worded from the breakpoint's address: every place that arms (the first
     /// arming, a CPU that came online, `--on`'s slots, `check`) goes through here, so each says the same.
     #[test]
@@ -376,7 +453,7 @@ mod tests {
             bp: Some((0xffff_ffff_82e0_3e00, 8)),
             ..refused(Stage::Open, libc::EPERM)
         };
-        let r = explain_as(&kernel, &[], ROOT).nothing_armed();
+        let r = explain_as(&kernel, &[], facts(ROOT)).nothing_armed();
         assert_eq!(r.code, ExitCode::NotPermitted);
         assert_eq!(r.kind, Kind::Denied(Denial::KernelBreakpointsRefused));
         assert_eq!(r.kind.as_str(), "kernel_breakpoints_refused");
@@ -392,7 +469,7 @@ mod tests {
             cap_sys_admin: false,
             ..ROOT
         };
-        let r = explain_as(&kernel, &[], no_admin);
+        let r = explain_as(&kernel, &[], facts(no_admin));
         assert_eq!(r.kind.as_str(), "needs_cap_sys_admin");
         assert_eq!(r.code, ExitCode::NotPermitted);
         // A thread's event says the same, with the thread named.
@@ -400,7 +477,7 @@ mod tests {
             tid: Some(u32::MAX - 1),
             ..kernel
         };
-        let r = explain_as(&thread, &[], ROOT);
+        let r = explain_as(&thread, &[], facts(ROOT));
         assert_eq!(r.kind.as_str(), "kernel_breakpoints_refused");
         assert!(
             r.what
@@ -419,7 +496,7 @@ mod tests {
             initial_user_ns: true,
             paranoid: Some(2),
         };
-        let r = explain_as(&user, &[], nobody);
+        let r = explain_as(&user, &[], facts(nobody));
         assert_eq!(r.kind.as_str(), "not_permitted");
         assert!(
             r.to_string().contains("run as root or grant CAP_PERFMON"),

@@ -448,7 +448,7 @@ impl EventSet {
     /// [`EventSet::retarget`], with the events enabled by the same MODIFY_ATTRIBUTES when `enable` and
     /// the watch is on: one call per CPU instead of two, for an object armed as it is allocated.
     pub fn move_target(&mut self, index: usize, new: Watch, enable: bool) -> std::io::Result<()> {
-        let cfg = arm::task_cfg(&self.cfg, index);
+        let cfg = self.cfg.for_watch(index);
         let old = self.watches[index].clone();
         let disabled = !(enable && self.enabled);
         if let Delivery::Hits(h) = &self.cfg.delivery {

@@ -4,8 +4,11 @@
 use crate::util;
 
 use ksymwatch::model::watch::{Access, Watch};
-use ksymwatch::perf::arm::{arm_with, open_cpu};
-use ksymwatch::perf::event::{EventConfig, OpenError, Stage};
+use ksymwatch::perf::arm::{arm_set, Armed, Kernel, Perf};
+use ksymwatch::perf::event::{
+    Bind, CpuEvent, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
+};
+use ksymwatch::perf::refusal::Refusal;
 use std::collections::BTreeSet;
 use std::io;
 
@@ -32,6 +35,53 @@ fn fail(cpu: u32, errno: i32) -> OpenError {
     }
 }
 
+/// The kernel's perf events, except that `fail` may answer for a CPU's rings instead (`None`: opened).
+struct FailOn<F> {
+    fail: F,
+}
+
+impl<F: FnMut(u32) -> Option<OpenError>> Kernel for FailOn<F> {
+    type Ring = CpuEvent;
+
+    fn open_ring(&mut self, spec: &RingSpec, bind: Bind) -> Result<CpuEvent, OpenError> {
+        match (self.fail)(spec.cpu) {
+            Some(e) => Err(e),
+            None => Perf { cfg: &CFG }.open_ring(spec, bind),
+        }
+    }
+
+    fn add_thread(
+        &mut self,
+        ring: &mut CpuEvent,
+        spec: &RingSpec,
+        tid: u32,
+    ) -> Result<(), OpenError> {
+        Perf { cfg: &CFG }.add_thread(ring, spec, tid)
+    }
+
+    fn enable_ring(&mut self, ring: &CpuEvent) -> Result<(), OpenError> {
+        Perf { cfg: &CFG }.enable_ring(ring)
+    }
+
+    fn disable_ring(&mut self, ring: &CpuEvent) {
+        Perf { cfg: &CFG }.disable_ring(ring)
+    }
+
+    fn threads(&mut self, pids: &[u32]) -> Vec<u32> {
+        Perf { cfg: &CFG }.threads(pids)
+    }
+}
+
+/// Arms `watches` on every one of `cpus` as the tracer does, `fail` answering for the CPUs it chooses.
+fn arm_with(
+    watches: &[Watch],
+    cpus: &BTreeSet<u32>,
+    fail: impl FnMut(u32) -> Option<OpenError>,
+) -> Result<Armed, Refusal> {
+    let set = Prepared::new(watches, cpus, Targets::Cpus, &CFG);
+    arm_set(&set, &mut FailOn { fail }).map_err(|f| f.explain(watches))
+}
+
 fn perf_fds() -> usize {
     util::fd_count(std::process::id()).1
 }
@@ -46,12 +96,8 @@ fn cpus_before_arming() -> (BTreeSet<u32>, u32, usize) {
 
 live_test!(a_cpu_that_vanishes_while_arming_is_not_a_failure, {
     let (cpus, last, before) = cpus_before_arming();
-    let armed = arm_with(&[watch()], &cpus, &CFG, |w, cpu, cfg| {
-        if cpu == last && cpus.len() > 1 {
-            Err(fail(cpu, libc::ENODEV))
-        } else {
-            open_cpu(w, cpu, cfg)
-        }
+    let armed = arm_with(&[watch()], &cpus, |cpu| {
+        (cpu == last && cpus.len() > 1).then(|| fail(cpu, libc::ENODEV))
     })
     .expect("ENODEV on one CPU must not fail the arm");
     if cpus.len() > 1 {
@@ -69,14 +115,12 @@ live_test!(a_cpu_that_vanishes_while_arming_is_not_a_failure, {
 live_test!(a_failure_after_other_cpus_opened_closes_them_all, {
     let (cpus, last, before) = cpus_before_arming();
     let mut opened_before_failure = 0;
-    let err = arm_with(&[watch(), watch()], &cpus, &CFG, |w, cpu, cfg| {
-        if cpu == last {
+    let err = arm_with(&[watch(), watch()], &cpus, |cpu| {
+        (cpu == last).then(|| {
             // Both watches of every earlier CPU are open at this point.
             opened_before_failure = perf_fds() - before;
-            Err(fail(cpu, libc::ENOSPC))
-        } else {
-            open_cpu(w, cpu, cfg)
-        }
+            fail(cpu, libc::ENOSPC)
+        })
     })
     .err()
     .expect("ENOSPC must fail the arm");
@@ -100,11 +144,9 @@ live_test!(a_failure_after_other_cpus_opened_closes_them_all, {
 
 live_test!(every_cpu_vanishing_is_an_arm_failure, {
     let cpus: BTreeSet<u32> = util::online_cpus().into_iter().collect();
-    let err = arm_with(&[watch()], &cpus, &CFG, |_, cpu, _| {
-        Err(fail(cpu, libc::ENODEV))
-    })
-    .err()
-    .expect("nothing armed is a failure");
+    let err = arm_with(&[watch()], &cpus, |cpu| Some(fail(cpu, libc::ENODEV)))
+        .err()
+        .expect("nothing armed is a failure");
     assert_eq!(err.code, ksymwatch::error::ExitCode::Arm);
     assert!(
         err.to_string().contains("went offline"),

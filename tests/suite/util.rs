@@ -133,7 +133,7 @@ pub fn kallsyms_addr(name: &str) -> Option<u64> {
 /// Why this kernel refuses this process a breakpoint on `addr`, worded as ksymwatch words it, or `None`
 /// when it takes one: the tool's own probe (one disabled breakpoint on the first online CPU, closed).
 pub fn kernel_refusal(addr: u64) -> Option<String> {
-    ksymwatch::perf::event::probe(addr, online_cpus()[0])
+    ksymwatch::perf::probe::probe(addr, online_cpus()[0])
         .err()
         .map(|e| ksymwatch::perf::refusal::explain(&e, &[]).to_string())
 }
@@ -157,7 +157,7 @@ fn probe_kernel_breakpoint() -> Result<(), String> {
         .or_else(|| find("_text"))
         .ok_or("kallsyms shows no kernel address (unreadable, or kptr_restrict)")?;
     // The tool's own probe: one disabled pinned write breakpoint, closed at once.
-    let Err(refused) = ksymwatch::perf::event::probe(addr, 0) else {
+    let Err(refused) = ksymwatch::perf::probe::probe(addr, 0) else {
         return Ok(());
     };
     let err = refused.err;

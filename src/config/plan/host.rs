@@ -34,6 +34,16 @@ pub enum KernelFiles {
     Kallsyms(SymbolTable, Origin),
 }
 
+/// What a watch needs of the kernel's symbol source ([`Host::symbol_source`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceNeeds {
+    /// A struct member, an array element or `--lines` needs DWARF.
+    pub dwarf: bool,
+    /// A live watch placed by BTF offsets (a cast, a member path, `--control`) needs the running
+    /// kernel's BTF: another kernel's offsets would put it on the wrong bytes.
+    pub live_offsets: bool,
+}
+
 /// A command started for a launch-mode watch, stopped before its first instruction.
 pub trait Launch {
     fn pid(&self) -> u32;
@@ -74,10 +84,10 @@ pub trait Host {
     fn launch(&mut self, argv: &[String]) -> Result<Box<dyn Launch>>;
 
     /// The kernel symbol source the search picks for `symbols` (its files, the distribution's, the
-    /// debuginfod cache, kallsyms); with `dwarf` (a struct member, an array element or `--lines` needs
-    /// it), the running kernel's vmlinux from debuginfod instead where the pick is no vmlinux and one can
-    /// be had.
-    fn symbol_source(&mut self, symbols: &SymbolRequest, dwarf: bool) -> Result<Source>;
+    /// debuginfod cache, kallsyms), checked for what `needs` says the watch needs of it: with `dwarf`, the
+    /// running kernel's vmlinux from debuginfod instead where the pick is no vmlinux and one can be had;
+    /// with `live_offsets`, `--btf` must be the running kernel's.
+    fn symbol_source(&mut self, symbols: &SymbolRequest, needs: SourceNeeds) -> Result<Source>;
     /// The kernel's symbols from `picked`, loaded: its vmlinux or System.map opened, or the running
     /// kernel's kallsyms read (through the symbol cache where `symbols` allows it; with `user_only`, a
     /// table whose addresses this user may not see is an empty one, since no kernel frame is recorded).
@@ -90,8 +100,6 @@ pub trait Host {
         data_symbols: Option<&[Target]>,
         user_only: bool,
     ) -> Result<KernelFiles>;
-    /// `btf` is the running kernel's, or a live watch must not place breakpoints by its offsets.
-    fn check_btf_for_live_watch(&self, btf: &Path) -> Result<()>;
     /// Every CPU of `cpus`' per-CPU base, and how they were found.
     fn percpu_bases(
         &self,

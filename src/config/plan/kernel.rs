@@ -1,20 +1,22 @@
-//! The kernel's side of a plan: the symbol source (a vmlinux or System.map found or fetched, else
-//! kallsyms), BTF types, and for a system-wide watch the targets resolved there (per-CPU variables moved
-//! onto one CPU's copy, `SYMBOL.FIELD` typed from BTF where no DWARF can place it).
+//! The plan's kernel stage: the symbol source (a vmlinux or System.map found or fetched, else kallsyms),
+//! BTF types, and for a system-wide watch the targets resolved there (per-CPU variables moved onto one
+//! CPU's copy by `percpu`, `SYMBOL.FIELD` typed from BTF where no DWARF can place it). The machine is
+//! asked twice, in order: which symbol source (checked for what the targets need), then its symbols
+//! (for a process watch, the running kernel's kallsyms is left to its first use instead).
 
 use std::path::Path;
 
 use ksymwatch_symbols::{Origin, Source, SymbolTable};
 
 use crate::config::debuginfod;
-use crate::config::symbols::{FileSymbols, LazyKallsyms, DEFAULT_KALLSYMS};
+use crate::config::symbols::{LazyKallsyms, DEFAULT_KALLSYMS};
 use crate::config::typed::{self, Types};
 use crate::config::watch::Resolved;
 use crate::error::{Error, Result};
 use crate::model::target::Target;
 use crate::perf::bpf::percpu::Offsets;
 
-use super::host::{Host, KernelFiles};
+use super::host::{Host, KernelFiles, SourceNeeds};
 use super::options::Options;
 use super::percpu::{self, PerCpuTarget};
 use super::{Kernel, KernelSymbols, Writers};
@@ -44,16 +46,24 @@ impl KernelSide {
         let targets = o.targets.clone();
         // Member paths of a process's own variables come from its binary; only a kernel target needs vmlinux.
         let needs_dwarf = symbols.lines || (system && targets.iter().any(debuginfod::needs_dwarf));
-        let picked = host.symbol_source(symbols, needs_dwarf)?;
-        let types = Types::new(&symbols.btf);
         // Member offsets from another kernel's BTF would put a live watch on the wrong bytes.
-        let member_offsets = targets
+        let live_offsets = targets
             .iter()
             .any(|t| t.cast.is_some() || !t.path.is_empty())
             || o.running.control.is_some();
-        if member_offsets {
-            host.check_btf_for_live_watch(&symbols.btf)?;
+        let needs = SourceNeeds {
+            dwarf: needs_dwarf,
+            live_offsets,
+        };
+        let picked = host.symbol_source(symbols, needs)?;
+        // `--lines` reads vmlinux DWARF: an error naming the fix when the symbols come from elsewhere.
+        if symbols.lines && !matches!(picked, Source::Vmlinux(_)) {
+            return Err(Error::usage(format!(
+                "--lines reads file:line from vmlinux DWARF, but the symbols come from {picked}; pass --vmlinux FILE \
+                 (an unstripped vmlinux with debug info)"
+            )));
         }
+        let types = Types::new(&symbols.btf);
         // A per-CPU variable has one copy per CPU, none at its symbol's address: each CPU's breakpoint goes
         // on a copy, resolved here as a cast on one CPU's.
         let (targets, mut percpu, mut percpu_offsets) = match system {
@@ -74,7 +84,6 @@ impl KernelSide {
         };
         // A `(TYPE)` target resolves its base like any other target, then moves onto the member (`typed`).
         let mut bases: Vec<Target> = targets.iter().map(typed::base_target).collect();
-        lines_need_vmlinux(symbols.lines, &picked)?;
         // A process watch names kernel frames only if a kernel frame comes: the running kernel's kallsyms
         // is read then, not on the way to the first hit. A file named with --kallsyms is read now, so that
         // a wrong one fails before anything is armed.
@@ -91,7 +100,17 @@ impl KernelSide {
             )?),
         };
         let (kernel, origin, source_text) = match loaded {
-            Some(KernelFiles::Files(files)) => from_files(files, symbols.lines)?,
+            Some(KernelFiles::Files(files)) => {
+                // The chains (and with `--lines` the line tables) are loaded now, so a file that cannot
+                // give them fails before anything is armed; named from a vmlinux or System.map, chains
+                // never come from the kallsyms cache.
+                files.chains()?;
+                if symbols.lines {
+                    files.check_lines()?;
+                }
+                let header = files.header();
+                (KernelSymbols::Files(files), Origin::Parsed, header)
+            }
             None => {
                 let lazy =
                     LazyKallsyms::new(&symbols.kallsyms, &symbols.notes, symbols.symbol_cache);
@@ -153,28 +172,4 @@ impl KernelSide {
             percpu: self.percpu_offsets,
         }
     }
-}
-
-/// `--lines` reads vmlinux DWARF: an error naming the fix when the symbols come from elsewhere.
-fn lines_need_vmlinux(lines: bool, picked: &Source) -> Result<()> {
-    if lines && !matches!(picked, Source::Vmlinux(_)) {
-        return Err(Error::usage(format!(
-            "--lines reads file:line from vmlinux DWARF, but the symbols come from {picked}; pass --vmlinux FILE \
-             (an unstripped vmlinux with debug info)"
-        )));
-    }
-    Ok(())
-}
-
-/// The kernel symbols from a vmlinux or System.map; the chains and (with `lines`) the line tables loaded
-/// now, so a file that cannot give them fails before anything is armed.
-fn from_files(files: Box<FileSymbols>, lines: bool) -> Result<(KernelSymbols, Origin, String)> {
-    // Chains named from a vmlinux or System.map never come from the kallsyms cache.
-    files.chains()?;
-    // A vmlinux without usable line tables fails here, before any warning about the targets.
-    if lines {
-        files.check_lines()?;
-    }
-    let header = files.header();
-    Ok((KernelSymbols::Files(files), Origin::Parsed, header))
 }

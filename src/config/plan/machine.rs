@@ -6,11 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use ksymwatch_symbols::{Origin, Source, SourceSearch, SymbolTable};
+use ksymwatch_symbols::{Source, SourceSearch};
 
-use super::host::{KernelFiles, Task};
+use super::host::{KernelFiles, SourceNeeds, Task};
 use super::{Host, Launch};
-use crate::config::advice::SymbolsContext;
 use crate::config::debuginfod;
 use crate::config::request::SymbolRequest;
 use crate::config::symbols::{self, FileSymbols};
@@ -46,19 +45,6 @@ impl RealHost {
         self.search
             .get_or_insert_with(|| symbols::search(symbols.files()))
     }
-}
-
-/// The running kernel's kallsyms. For a watch of user-space writers only, kernel pointers hidden from
-/// this user (kptr_restrict) leave an empty table instead of an error, since no kernel frame is ever
-/// recorded.
-fn kallsyms(symbols: &SymbolRequest, user_only: bool) -> Result<(SymbolTable, Origin)> {
-    let read = |cache| symbols::running_kallsyms(&symbols.kallsyms, &symbols.notes, cache);
-    if user_only {
-        if let Err(ksymwatch_symbols::Error::ZeroedAddresses { .. }) = read(false) {
-            return Ok((SymbolTable::new(Vec::new(), false), Origin::Parsed));
-        }
-    }
-    read(symbols.symbol_cache).bad_symbols()
 }
 
 impl Host for RealHost {
@@ -122,10 +108,13 @@ impl Host for RealHost {
         (self.launcher)(argv)
     }
 
-    fn symbol_source(&mut self, symbols: &SymbolRequest, dwarf: bool) -> Result<Source> {
+    fn symbol_source(&mut self, symbols: &SymbolRequest, needs: SourceNeeds) -> Result<Source> {
         let search = self.search(symbols);
         let picked = search.pick();
-        debuginfod::fetch_if_needed(search, picked, dwarf, symbols.debuginfod)
+        if needs.live_offsets {
+            typed::check_btf_for_live_watch(&symbols.btf)?;
+        }
+        debuginfod::fetch_if_needed(search, picked, needs.dwarf, symbols.debuginfod)
     }
 
     fn kernel_symbols(
@@ -135,28 +124,25 @@ impl Host for RealHost {
         data_symbols: Option<&[Target]>,
         user_only: bool,
     ) -> Result<KernelFiles> {
-        let open = |search: &mut SourceSearch, picked: &Source| {
-            FileSymbols::open(picked.clone(), search, symbols.force, symbols.symbol_cache)
-                .map(|f| KernelFiles::Files(Box::new(f)))
-        };
-        if !matches!(picked, Source::Kallsyms(_)) {
-            return open(self.search(symbols), &picked);
-        }
-        let (table, origin) = kallsyms(symbols, user_only)?;
-        // A kallsyms without data symbols cannot place `jiffies`: the running kernel's vmlinux can.
-        let Some(name) = data_symbols.and_then(|b| debuginfod::missing_data_symbol(&table, b))
-        else {
-            return Ok(KernelFiles::Kallsyms(table, origin));
-        };
         let search = self.search(symbols);
-        match debuginfod::fetch_for_symbol(search, picked, &name, symbols.debuginfod)? {
-            Source::Kallsyms(_) => Ok(KernelFiles::Kallsyms(table, origin)),
-            fetched => open(search, &fetched),
-        }
-    }
-
-    fn check_btf_for_live_watch(&self, btf: &Path) -> Result<()> {
-        typed::check_btf_for_live_watch(btf)
+        // The file to open: the pick, or where kallsyms cannot place a data symbol (`jiffies`), the
+        // running kernel's vmlinux from debuginfod where one can be had.
+        let file = match picked {
+            Source::Kallsyms(_) => {
+                let (table, origin) = symbols::watch_kallsyms(symbols, user_only)?;
+                let missing = data_symbols.and_then(|b| debuginfod::missing_data_symbol(&table, b));
+                let Some(name) = missing else {
+                    return Ok(KernelFiles::Kallsyms(table, origin));
+                };
+                match debuginfod::fetch_for_symbol(search, picked, &name, symbols.debuginfod)? {
+                    Source::Kallsyms(_) => return Ok(KernelFiles::Kallsyms(table, origin)),
+                    fetched => fetched,
+                }
+            }
+            picked => picked,
+        };
+        FileSymbols::open(file, search, symbols.force, symbols.symbol_cache)
+            .map(|f| KernelFiles::Files(Box::new(f)))
     }
 
     fn percpu_bases(

@@ -4,36 +4,43 @@
 //! it sees ([`Writers`]), whether values are read ([`Values`]), where kernel frames are named from
 //! ([`KernelSymbols`]). Opens no perf event and loads no BPF program; the command line arms the plan.
 //!
-//! Two steps, so that work the run needs anyway can start between them: [`decide`] reads the options
-//! alone (and whether BPF loads, and the privileges), [`Decided::into_plan`] loads symbols and types and resolves
-//! every target. [`plan`] is both.
+//! The stages, in the order a request goes through them, each entered once and taking the one before's
+//! result (the host is asked only where a stage needs the machine, and each stage asks it in one block):
+//!
+//! 1. `options` ([`options::decide`]): the request checked against itself, then against the machine (the
+//!    `-p` processes, `--dump-on`'s tracepoints, BPF, privileges, `cpus`); the scope and the delivery are
+//!    decided. The command line starts work that overlaps the rest here.
+//! 2. [`resolve`] runs the rest: `kernel` (the kernel's symbol source, types, and with `percpu` the
+//!    per-CPU copies; kernel symbols loaded, or left to first use for a process watch), `process` (the
+//!    processes a watch covers and its targets there; a launched command started), `objects` (`--on`),
+//!    and last `conditions` (`--if` and `--dump-on` against every watch's length). [`plan`] is both steps.
 //!
 //! The one side effect a plan can have is launch mode's: the command is started, stopped at its exec, so
 //! its own symbols can be resolved; dropping the plan kills it before it ran any code of its own.
 //!
-//! Parts, one job each: `options` (the request's options against each other), `outputs` (the stream and
-//! reports), `kernel` (the kernel's symbols and types), `percpu` (per-CPU variables), `process` (the
-//! processes a watch covers and its targets there), `objects` (`--on`), `describe` (`--dry-run`),
-//! `machine` (the real [`Host`]).
+//! Other parts: `outputs` (the stream and reports, checked with the options), `describe` (`--dry-run`),
+//! `host` (what planning reads of the machine) and `machine` (the real [`Host`]).
 
+mod conditions;
+mod cpus;
 mod describe;
 pub mod host;
 mod kernel;
 mod machine;
 mod objects;
-mod options;
+pub mod options;
 mod outputs;
 mod percpu;
 mod process;
 #[cfg(test)]
 mod tests;
+mod user_objects;
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::{Origin, SymbolTable};
 
-use crate::config::flight::{Flight, Trigger};
+use crate::config::flight::Flight;
 use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
 use crate::config::typed::{self, Types};
@@ -47,6 +54,7 @@ use crate::model::Limits;
 use crate::perf::arm;
 use crate::perf::bpf::percpu::Offsets;
 
+pub use cpus::Cpus;
 pub use host::{Host, Launch};
 pub use machine::{Launcher, RealHost};
 pub use objects::ObjectPlan;
@@ -191,34 +199,6 @@ pub struct Running {
     pub lines: bool,
 }
 
-/// The CPUs a watch arms now, and the ones it follows through hotplug.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cpus {
-    pub now: BTreeSet<u32>,
-    /// `None`: every CPU that comes online.
-    pub follow: Option<BTreeSet<u32>>,
-}
-
-/// A request decided on its options, before any symbol is loaded ([`decide`]).
-pub struct Decided {
-    options: options::Options,
-}
-
-impl Decided {
-    /// Resolves every target of the decided request (a launched command is started for it).
-    pub fn into_plan(self, host: &mut dyn Host) -> Result<WatchPlan> {
-        plan_of(self.options, host)
-    }
-
-    pub fn delivery(&self) -> Delivery {
-        self.options.delivery
-    }
-
-    pub fn scope(&self) -> &Scope {
-        &self.options.scope
-    }
-}
-
 /// Everything a watch needs, resolved and checked, before anything is armed.
 pub struct WatchPlan {
     access: Access,
@@ -237,15 +217,11 @@ pub struct WatchPlan {
     running: Running,
 }
 
-/// Checks the request's options against each other and decides the scope and the delivery: nothing is
-/// loaded but whether BPF works, and nothing started.
-pub fn decide(request: WatchRequest, host: &mut dyn Host) -> Result<Decided> {
-    Ok(Decided {
-        options: options::Options::check(request, host)?,
-    })
-}
-
-fn plan_of(o: options::Options, host: &mut dyn Host) -> Result<WatchPlan> {
+/// Resolves every target of the decided request (a launched command is started for it): the stages after
+/// the options, in order, each entered once and taking the result of the one before (kernel symbols and
+/// per-CPU copies, processes, `--on`'s objects, then the conditions against the watches).
+pub fn resolve(decided: options::Decided, host: &mut dyn Host) -> Result<WatchPlan> {
+    let o = decided.options;
     let mut kernel = kernel::KernelSide::load(&o, host)?;
     if let (Scope::Processes(pids), Delivery::PerThread { .. }) = (&o.scope, o.delivery) {
         process::check_fd_budget(host, pids, o.cpus.now.len(), kernel.targets.len())?;
@@ -254,13 +230,24 @@ fn plan_of(o: options::Options, host: &mut dyn Host) -> Result<WatchPlan> {
     let mut watches = process::resolve_watches(&mut scope, &mut kernel, o.access, host)?;
     let objects = match &o.on {
         Some(on) => {
-            let plan = objects::plan(on, &kernel, o.access, host)?;
+            let process = match &scope {
+                Scope::Launched(c) => Some((c.pid, true)),
+                Scope::Processes(p) if p.len() > 1 && on.source.user().is_some() => {
+                    return Err(Error::usage(format!(
+                        "--on {}: one process at a time (each has its own addresses); give one -p PID",
+                        on.source
+                    )))
+                }
+                Scope::Processes(p) => p.first().map(|&pid| (pid, false)),
+                Scope::System => None,
+            };
+            let plan = objects::plan(on, &kernel, o.access, host, process)?;
             watches = plan.slots();
             Some(plan)
         }
         None => None,
     };
-    conditions_fit(
+    conditions::fit(
         &o.values,
         o.condition_text.as_deref(),
         &o.dump_on,
@@ -284,48 +271,9 @@ fn plan_of(o: options::Options, host: &mut dyn Host) -> Result<WatchPlan> {
     })
 }
 
-/// `--if`'s condition and `--dump-on`'s hit conditions fit every watch's length.
-fn conditions_fit(
-    values: &Values,
-    condition_text: Option<&str>,
-    dump_on: &[String],
-    flight: Option<&Flight>,
-    watches: &[Watch],
-) -> Result<()> {
-    if let (Some(cond), Some(text)) = (values.condition(), condition_text) {
-        check_condition_widths("--if", text, cond, watches)?;
-    }
-    for (text, trigger) in dump_on.iter().zip(flight.iter().flat_map(|f| &f.triggers)) {
-        if let Trigger::Hit(cond) = trigger {
-            check_condition_widths("--dump-on", text, cond, watches)?;
-        }
-    }
-    Ok(())
-}
-
-/// Every watch's length can hold the condition's constants.
-fn check_condition_widths(
-    flag: &str,
-    text: &str,
-    cond: &Condition,
-    watches: &[Watch],
-) -> Result<()> {
-    for w in watches {
-        cond.check_width(w.len).map_err(|e| {
-            Error::usage(format!(
-                "{flag} '{text}': {e} (`{}` is watched {} byte{} wide; give TARGET/LEN to watch more)",
-                w.label,
-                w.len,
-                if w.len == 1 { "" } else { "s" }
-            ))
-        })?;
-    }
-    Ok(())
-}
-
-/// [`decide`], then [`Decided::into_plan`].
+/// [`options::decide`], then [`resolve`].
 pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
-    decide(request, host)?.into_plan(host)
+    resolve(options::decide(request, host)?, host)
 }
 
 impl WatchPlan {

@@ -1,13 +1,12 @@
-//! The request's options alone, checked against each other, and the choices they make: who the watch
-//! covers, how hits reach the tracer, which writers it sees, whether values are read. Nothing is read but
-//! the request and, through the host, whether BPF loads, the privileges, the `-p` processes and the CPUs.
+//! The plan's first stage: the request's options checked against each other, and the choices they make:
+//! who the watch covers, how hits reach the tracer, which writers it sees, whether values are read. The
+//! request is read whole first; then, through the host, in this order: the privileges and whether BPF
+//! loads, the `-p` processes, the `--dump-on` tracepoints, and the CPUs. No symbol is loaded here.
 
-use crate::config::flight::{self, Flight};
+use crate::config::flight::Flight;
 use crate::config::objects;
 use crate::config::request::{SymbolRequest, WatchRequest};
-use crate::config::tracepoints;
-use crate::config::typed;
-use crate::error::{Context, Error, ExitCode, Result};
+use crate::error::{Context, Error, Result};
 use crate::model::condition::{self, Condition};
 use crate::model::filter::Filter;
 use crate::model::target::{self, Target};
@@ -15,12 +14,13 @@ use crate::model::watch::Access;
 use crate::model::Limits;
 use crate::stderr;
 
+use super::cpus::{self, Cpus};
 use super::host::Host;
 use super::outputs::{self, Outputs};
-use super::{is_stdin, Command, Cpus, Delivery, Running, Scope, Values, Writers, MAX_WATCHES};
+use super::{is_stdin, Command, Delivery, Running, Scope, Values, Writers, MAX_WATCHES};
 
 /// `--on` as requested: the source and the `$obj` target, with who may allocate.
-pub struct OnRequest {
+pub(super) struct OnRequest {
     pub source: objects::Source,
     pub text: String,
     pub rotate: bool,
@@ -28,10 +28,12 @@ pub struct OnRequest {
     pub pids: Vec<u32>,
     /// `--comm`: only objects tasks so named allocate.
     pub comms: Vec<String>,
+    /// `--free`: the calls that end a user-space source's objects.
+    pub frees: Vec<objects::UserProbe>,
 }
 
 /// A request's options, checked, with the choices they make.
-pub struct Options {
+pub(super) struct Options {
     pub access: Access,
     pub scope: Scope,
     pub delivery: Delivery,
@@ -52,15 +54,35 @@ pub struct Options {
     pub dump_on: Vec<String>,
 }
 
+/// A request decided on its options, before any symbol is loaded ([`decide`]); [`super::resolve`]
+/// takes it through the later stages.
+pub struct Decided {
+    pub(super) options: Options,
+}
+
+/// The plan's first stage: the request's options checked against each other, and the scope and the
+/// delivery decided. Nothing is loaded but whether BPF works, and nothing started.
+pub fn decide(request: WatchRequest, host: &mut dyn Host) -> Result<Decided> {
+    Ok(Decided {
+        options: Options::check(request, host)?,
+    })
+}
+
+impl Decided {
+    pub fn delivery(&self) -> Delivery {
+        self.options.delivery
+    }
+
+    pub fn scope(&self) -> &Scope {
+        &self.options.scope
+    }
+}
+
 impl Options {
+    /// The request checked against itself first (nothing read), then against the machine: the `-p`
+    /// processes, the `--dump-on` tracepoints, BPF, and the CPUs.
     pub fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
         let scope = scope(&r)?;
-        // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
-        let pids = processes_of(host, &r.pids)?;
-        let scope = match scope {
-            Scope::Processes(_) => Scope::Processes(pids.clone()),
-            other => other,
-        };
         if let Some(pages) = r.buffer_pages {
             if !pages.is_power_of_two() || pages > 1 << 16 {
                 return Err(Error::usage(format!(
@@ -76,20 +98,7 @@ impl Options {
             None => Vec::new(),
         };
         let condition = parse_condition(r.condition.as_deref())?;
-        let flight = parse_flight(&r, host)?;
-        // A hit trigger is evaluated on the value the kernel read at the trap.
-        let values = match condition {
-            Some(c) => Values::If(c),
-            None if r.value
-                || flight
-                    .as_ref()
-                    .is_some_and(|f| f.conditions().next().is_some()) =>
-            {
-                Values::Read
-            }
-            None => Values::Unread,
-        };
-        let on = on(&r, &scope, pids, comms)?;
+        let mut on = on(&r, &scope, comms)?;
         // A `$obj` target is resolved per object (`objects`), not as a target of its own.
         let targets = match on {
             Some(_) => Vec::new(),
@@ -128,6 +137,30 @@ impl Options {
                 targets.len()
             )));
         }
+        if r.per_thread && system {
+            return Err(Error::usage(
+                "--per-thread is for a process watch (-p PID or -- CMD): a system-wide watch has no threads to arm",
+            ));
+        }
+        let (writers, delivery) = delivery(&r, &scope, host)?;
+        // The request against the machine, each part read once, in order.
+        // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
+        let pids = processes_of(&*host, &r.pids)?;
+        let flight = Flight::parse(r.last, &r.dump_on, &r.output, &r.symbols.btf, || {
+            host.tracefs_events()
+        })?;
+        // A hit trigger is evaluated on the value the kernel read at the trap.
+        let values = match condition {
+            Some(c) => Values::If(c),
+            None if r.value
+                || flight
+                    .as_ref()
+                    .is_some_and(|f| f.conditions().next().is_some()) =>
+            {
+                Values::Read
+            }
+            None => Values::Unread,
+        };
         // Before any symbol is loaded or anything armed: without BPF, --value cannot work at all.
         let tracepoints = flight
             .as_ref()
@@ -135,13 +168,14 @@ impl Options {
         if values.read() || tracepoints {
             host.bpf().map_err(|e| super::no_bpf(&e))?;
         }
-        if r.per_thread && system {
-            return Err(Error::usage(
-                "--per-thread is for a process watch (-p PID or -- CMD): a system-wide watch has no threads to arm",
-            ));
+        let scope = match scope {
+            Scope::Processes(_) => Scope::Processes(pids.clone()),
+            other => other,
+        };
+        if let Some(on) = &mut on {
+            on.pids = pids;
         }
-        let (writers, delivery) = delivery(&r, &scope, &values, host)?;
-        let cpus = select_cpus(r.cpus.as_deref(), host)?;
+        let cpus = cpus::select(r.cpus.as_deref(), &*host)?;
         Ok(Options {
             access: r.access,
             scope,
@@ -177,7 +211,11 @@ impl Options {
 /// system-wide watch instead).
 /// `-p`'s processes are left empty here, to be checked once for both uses.
 fn scope(r: &WatchRequest) -> Result<Scope> {
-    let pids = if r.on.is_some() { &[][..] } else { &r.pids[..] };
+    // A user-space source's objects are in the watched process: -p is its scope, as without --on.
+    let kernel_objects =
+        r.on.as_deref()
+            .is_some_and(|on| !on.starts_with("uprobe:") && !on.starts_with("uretprobe:"));
+    let pids = if kernel_objects { &[][..] } else { &r.pids[..] };
     match (pids.is_empty(), &r.command) {
         (true, None) => Ok(Scope::System),
         (true, Some(argv)) if argv.is_empty() => Err(Error::usage(
@@ -198,12 +236,7 @@ fn scope(r: &WatchRequest) -> Result<Scope> {
 
 /// Which writers the events see, and which path the hits take. Says so on stderr when this user may not
 /// see the kernel.
-fn delivery(
-    r: &WatchRequest,
-    scope: &Scope,
-    values: &Values,
-    host: &dyn Host,
-) -> Result<(Writers, Delivery)> {
+fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Result<(Writers, Delivery)> {
     // Where BPF can be used, every watch is one breakpoint per CPU whose program keeps the hits and emits
     // them (the hit path): a dropped trap costs the writer little, and a process watch chooses its process
     // in the kernel, so its cost depends on CPUs and targets, never on threads. Without BPF (or with
@@ -228,7 +261,8 @@ fn delivery(
     } else {
         Writers::All
     };
-    let program = !r.per_thread && !r.remove_on_exec && (values.read() || host.bpf().is_ok());
+    // `--value` and `--if` without BPF are refused once the request is read whole (`Options::check`).
+    let program = !r.per_thread && !r.remove_on_exec && host.bpf().is_ok();
     let delivery = match (program, system) {
         (true, _) => Delivery::HitProgram,
         (false, true) => Delivery::Samples,
@@ -242,15 +276,16 @@ fn delivery(
     Ok((writers, delivery))
 }
 
-/// `--on` and `--rotate` against the rest of the command line; `pids` and `comms` (kernel-length) choose
-/// the allocating tasks.
-fn on(
-    r: &WatchRequest,
-    scope: &Scope,
-    pids: Vec<u32>,
-    comms: Vec<String>,
-) -> Result<Option<OnRequest>> {
+/// `--on` and `--rotate` against the rest of the command line; `comms` (kernel-length), and the `-p`
+/// processes once they are checked, choose the allocating tasks.
+fn on(r: &WatchRequest, scope: &Scope, comms: Vec<String>) -> Result<Option<OnRequest>> {
     let Some(on) = &r.on else {
+        if !r.free.is_empty() {
+            return Err(Error::usage(
+                "--free names the call that ends a user-space object; add --on uretprobe:PATH:FUNC or \
+                 uprobe:PATH:FUNC:argN, or drop --free",
+            ));
+        }
         if r.rotate {
             return Err(Error::usage(
                 "--rotate chooses what happens to objects armed from --on when every register is busy; \
@@ -260,7 +295,23 @@ fn on(
         return Ok(None);
     };
     let source = objects::parse_source(on)?;
-    if !scope.system_wide() {
+    let frees = r
+        .free
+        .iter()
+        .map(|f| objects::parse_free(f))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(probe) = source.user() {
+        if scope.system_wide() {
+            return Err(Error::usage(format!(
+                "--on {probe}: a user-space source needs the process whose objects to watch: give -p PID, \
+                 or start it with -- CMD"
+            )));
+        }
+    } else if !frees.is_empty() {
+        return Err(Error::usage(
+            "--free names a user-space function; a kernel source's frees are kfree and kmem_cache_free already",
+        ));
+    } else if !scope.system_wide() {
         return Err(Error::usage(
             "--on watches kernel objects system-wide and `-- CMD` starts a process to watch; to take only \
              the objects a process allocates, start it first and give -p PID",
@@ -281,8 +332,9 @@ fn on(
         source,
         text: r.targets.first().cloned().unwrap_or_default(),
         rotate: r.rotate,
-        pids,
+        pids: Vec::new(),
         comms,
+        frees,
     }))
 }
 
@@ -305,102 +357,9 @@ fn realtime(text: &str) -> Result<Option<u8>> {
     }
 }
 
-/// `--last N` and its `--dump-on` triggers, checked against each other and the outputs.
-fn parse_flight(r: &WatchRequest, host: &dyn Host) -> Result<Option<Flight>> {
-    let last = match (r.last, r.dump_on.is_empty()) {
-        (None, true) => return Ok(None),
-        (None, false) => {
-            return Err(Error::usage(
-                "--dump-on prints the hits --last N keeps; add --last N (e.g. --last 100)",
-            ))
-        }
-        (Some(_), true) => {
-            return Err(Error::usage(
-                "--last N prints only when a trigger fires; add --dump-on TRIGGER (a condition, `signal` or \
-                 tracepoint:GROUP:NAME)",
-            ))
-        }
-        (Some(0), false) => {
-            return Err(Error::usage(
-                "--last 0 keeps no hit to print; give N of 1 or more",
-            ))
-        }
-        (Some(n), false) => n,
-    };
-    if r.output.quiet || r.output.folded_to_stdout() {
-        let flag = if r.output.quiet {
-            "--quiet"
-        } else {
-            "--folded"
-        };
-        return Err(Error::usage(format!(
-            "--last prints its hits in the stream, which {flag} turns off; drop {flag} (or use --folded=FILE)"
-        )));
-    }
-    // A tracepoint is found in the kernel's BTF (opened only when one is named), its group in tracefs
-    // where that is mounted.
-    let types = typed::Types::new(&r.symbols.btf);
-    let events = host.tracefs_events();
-    let check = |group: &str, name: &str| -> std::result::Result<Option<String>, String> {
-        let btf = types.tracepoint(name).map_err(|e| e.to_string())?;
-        tracepoints::find(group, name, btf, events.as_deref()).map(|e| e.group_note())
-    };
-    let mut triggers = Vec::new();
-    for t in &r.dump_on {
-        let (trigger, note) = flight::parse_trigger(t, &check)
-            .map_err(|e| Error::usage(format!("--dump-on '{t}': {e}")))?;
-        if let Some(note) = note {
-            stderr::line(format_args!("ksymwatch: note: --dump-on {trigger}: {note}"));
-        }
-        triggers.push(trigger);
-    }
-    Ok(Some(Flight { last, triggers }))
-}
-
-/// The CPUs to arm now and the set to follow through hotplug (`None`: every CPU that comes online).
-fn select_cpus(list: Option<&str>, host: &dyn Host) -> Result<Cpus> {
-    let online = host
-        .online_cpus()
-        .or_exit(ExitCode::Runtime, "cannot read the online CPU list")?;
-    let Some(list) = list else {
-        return Ok(Cpus {
-            now: online,
-            follow: None,
-        });
-    };
-    let wanted = crate::cpulist::parse(list)
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| {
-            Error::usage(format!("--cpus `{list}` is not a CPU list; use e.g. 0-3,6"))
-        })?;
-    let possible = host.possible_cpus().unwrap_or_else(|| online.clone());
-    let format = crate::cpulist::format;
-    let absent: std::collections::BTreeSet<u32> = wanted.difference(&possible).copied().collect();
-    if !absent.is_empty() {
-        return Err(Error::usage(format!(
-            "--cpus: cpu {} does not exist on this machine (possible CPUs: {})",
-            format(&absent),
-            format(&possible)
-        )));
-    }
-    let offline: std::collections::BTreeSet<u32> = wanted.difference(&online).copied().collect();
-    if !offline.is_empty() {
-        return Err(Error::usage(format!(
-            "--cpus: cpu {} is offline (online: {}); bring it online with `echo 1 > /sys/devices/system/cpu/cpuN/online` \
-             or leave it out",
-            format(&offline),
-            format(&online)
-        )));
-    }
-    Ok(Cpus {
-        now: wanted.clone(),
-        follow: Some(wanted),
-    })
-}
-
 /// The processes `-p` names, each once: a thread id that is not its process's leader stands for its
 /// process (said on stderr), since a watch covers every thread of a process.
-pub fn processes_of(host: &dyn Host, pids: &[u32]) -> Result<Vec<u32>> {
+fn processes_of(host: &dyn Host, pids: &[u32]) -> Result<Vec<u32>> {
     let mut out: Vec<u32> = Vec::new();
     for &pid in pids {
         let task = (pid != 0)

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use ksymwatch_symbols::SymbolTable;
+use ksymwatch_symbols::{CastType, PathElem, SymbolTable};
 
 use crate::config::typed::{self, Types};
 use crate::cpulist;
@@ -22,6 +22,52 @@ use super::host::Host;
 pub struct PerCpuTarget {
     pub base: u64,
     pub copies: PerCpu,
+}
+
+/// The section BTF puts per-CPU variables in.
+const PERCPU_SECTION: &str = ".data..percpu";
+
+/// A per-CPU variable (`runqueues.nr_running`, `cpu_number`), as BTF records it: what to cast each CPU's copy
+/// to, and where in the per-CPU area it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerCpuVariable {
+    pub name: String,
+    /// The cast that names the variable's type, as the target grammar spells it (`struct rq`).
+    pub cast: CastType,
+    /// The member path after the variable (`.nr_running`; empty for the whole variable).
+    pub path: Vec<PathElem>,
+    pub offset_in_section: u64,
+}
+
+impl PerCpuVariable {
+    /// The path as written (`.nr_running`).
+    pub fn path_text(&self) -> String {
+        self.path.iter().map(|e| e.to_string()).collect()
+    }
+}
+
+/// `target` when it names a per-CPU variable BTF records, with or without a member path (else `None`). Loads
+/// the kernel's BTF: a caller asks only where a per-CPU variable may be meant.
+fn percpu_variable(types: &Types, target: &Target) -> Option<PerCpuVariable> {
+    if target.cast.is_some()
+        || target.object().is_some()
+        || !matches!(target.base, Base::Symbol { .. })
+    {
+        return None;
+    }
+    let splits = target.symbol_splits();
+    let btf = types.vmlinux().ok()?;
+    splits.into_iter().find_map(|(name, rest)| {
+        let v = btf
+            .variable(&name)
+            .filter(|v| v.section == PERCPU_SECTION)?;
+        Some(PerCpuVariable {
+            cast: typed::cast_of(&v.type_name)?,
+            path: rest,
+            offset_in_section: v.offset_in_section,
+            name,
+        })
+    })
 }
 
 /// [`targets`]' answer: the targets, the per-CPU copies of each, and how the bases were found.
@@ -51,17 +97,26 @@ pub fn targets(
             (Base::Symbol { name, .. }, Some(_)) => t.path.is_empty() && plain_unknown(name),
             _ => false,
         };
-        let Some(v) = candidate
-            .then(|| typed::percpu_variable(types, &t))
-            .flatten()
-        else {
+        let Some(v) = candidate.then(|| percpu_variable(types, &t)).flatten() else {
             moved.push(t);
             percpu.push(None);
             continue;
         };
+        // Exit 4 with the reason and the way to watch one copy by hand when the kernel cannot give
+        // every online CPU's base.
         let (bases, _) = match &mut found {
             Some(f) => f,
-            None => found.insert(bases(&t, &v, host)?),
+            None => found.insert(online_bases(host).map_err(|reason| {
+                Error::not_permitted(format!(
+                    "`{}`: `{}` is a per-CPU variable, and the per-CPU bases cannot be had here ({reason}); \
+                     watch one CPU's copy by its address: '({})0xADDR{}' (that CPU's per-CPU base plus 0x{:x})",
+                    t.text,
+                    v.name,
+                    v.cast,
+                    v.path_text(),
+                    v.offset_in_section
+                ))
+            })?),
         };
         let cpu = copy.unwrap_or_else(|| bases.keys().next().copied().unwrap_or(0));
         let Some(&base) = bases.get(&cpu) else {
@@ -71,7 +126,15 @@ pub fn targets(
                 cpulist::format(&bases.keys().copied().collect())
             )));
         };
-        moved.push(v.copy_target(&t, base.wrapping_add(v.offset_in_section)));
+        // The target moved onto this CPU's copy: a cast on its address, with the same path, `+OFF` and `/LEN`.
+        moved.push(Target {
+            cast: Some(v.cast.clone()),
+            base: Base::Address(base.wrapping_add(v.offset_in_section)),
+            path: v.path.clone(),
+            offset: t.offset,
+            len: t.len,
+            text: t.text.clone(),
+        });
         percpu.push(Some(PerCpuTarget {
             base,
             copies: PerCpu {
@@ -116,32 +179,16 @@ pub fn copy_needs_percpu(copy: Option<u32>, percpu: &[Option<PerCpuTarget>]) -> 
     Ok(())
 }
 
-/// Every online CPU's per-CPU base; exit 4 with the reason and the way to watch one copy by hand when the
-/// kernel cannot answer for all of them.
-fn bases(
-    target: &Target,
-    v: &typed::PerCpuVariable,
-    host: &dyn Host,
-) -> Result<(BTreeMap<u32, u64>, Offsets)> {
+/// Every online CPU's per-CPU base, and how they were found; why not, when the kernel cannot answer for
+/// all of them.
+fn online_bases(host: &dyn Host) -> std::result::Result<(BTreeMap<u32, u64>, Offsets), String> {
     let cpus: Vec<u32> = host
         .online_cpus()
         .map(|c| c.into_iter().collect())
         .unwrap_or_default();
-    let missing = |b: &BTreeMap<u32, u64>| cpus.iter().copied().find(|c| !b.contains_key(c));
-    let reason = match host.percpu_bases(&cpus) {
-        Ok((b, at)) => match missing(&b) {
-            None => return Ok((b, at)),
-            Some(cpu) => format!("cpu{cpu}'s per-CPU base could not be read"),
-        },
-        Err(e) => e,
-    };
-    Err(Error::not_permitted(format!(
-        "`{}`: `{}` is a per-CPU variable, and the per-CPU bases cannot be had here ({reason}); watch one \
-         CPU's copy by its address: '({})0xADDR{}' (that CPU's per-CPU base plus 0x{:x})",
-        target.text,
-        v.name,
-        v.cast,
-        v.path_text(),
-        v.offset_in_section
-    )))
+    let (bases, at) = host.percpu_bases(&cpus)?;
+    match cpus.iter().copied().find(|c| !bases.contains_key(c)) {
+        None => Ok((bases, at)),
+        Some(cpu) => Err(format!("cpu{cpu}'s per-CPU base could not be read")),
+    }
 }

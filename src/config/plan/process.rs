@@ -1,7 +1,8 @@
-//! The processes a watch covers and its targets there: `-p`'s pids checked (a thread stands for its
-//! process), each target resolved in every process (one address in all of them), a launched command
-//! started and its targets resolved once its libraries are mapped, and the per-thread path's descriptor
-//! budget. Every target is then moved onto its member by its type, per-CPU copies placed.
+//! The plan's process stage: the targets resolved where the watch's scope says (the kernel's, from the
+//! kernel stage; each `-p` process, with one address in all of them; a launched command, started and
+//! resolved once its libraries are mapped), and the per-thread path's descriptor budget. Every target is
+//! then moved onto its member by its type, per-CPU copies placed. (`-p`'s pids themselves are checked by
+//! the options stage: a thread stands for its process.)
 
 use crate::config::typed;
 use crate::config::watch::{self, Resolved};
@@ -26,10 +27,33 @@ pub fn resolve_watches(
         Scope::System => std::mem::take(&mut kernel.resolved),
         Scope::Processes(pids) => processes_watches(&*host, pids, &kernel.bases, access)?,
         Scope::Launched(command) => {
-            // The command starts now, stopped at its exec, so its own symbols can be resolved.
+            // The command starts now, stopped at its exec, so its own symbols can be resolved. A
+            // library's symbol (`LIB:SYM`) is resolved once ld.so has mapped the library: the command is
+            // then run to its program's entry point (one stop, before any code of the program's own). A
+            // library still not mapped there is loaded later (dlopen) or never, and is refused (exit 2)
+            // with the command killed (dropped) before its code ran.
             let mut child = host.launch(&command.argv)?;
             command.pid = child.pid();
-            let resolved = launch_watches(&mut *child, &kernel.bases, access, &*host);
+            let pid = child.pid();
+            let resolved = match host.resolve_in_process(pid, &kernel.bases, access) {
+                Err(e) if watch::is_not_mapped_yet(&e) => match child.run_to_entry() {
+                    Ok(true) => host
+                        .resolve_in_process(pid, &kernel.bases, access)
+                        .map_err(|e| match watch::is_not_mapped_yet(&e) {
+                            true => Error::usage(format!(
+                                "{e}; that library is not loaded when the command starts (loaded later with \
+                                 dlopen, or not at all): start the command, then watch it with -p PID once the \
+                                 library is loaded; nothing ran"
+                            )),
+                            false => e,
+                        }),
+                    Ok(false) => Err(Error::usage(
+                        "the command ended before its program started, so the library holding the target was never mapped",
+                    )),
+                    Err(e) => Err(e),
+                },
+                other => other,
+            };
             command.child = Some(child);
             resolved?
         }
@@ -129,35 +153,4 @@ pub fn check_fd_budget(host: &dyn Host, pids: &[u32], cpus: usize, targets: usiz
          the program under ksymwatch (`ksymwatch write TARGET -- CMD`), where every thread inherits {} events",
         cpus * targets
     )))
-}
-
-/// Resolves `targets` in a launched command stopped at its exec. A library's symbol (`LIB:SYM`) is resolved
-/// once ld.so has mapped the library: the command is run to its program's entry point (one stop, before
-/// any code of the program's own). A library still not mapped there is loaded later (dlopen) or never,
-/// and is refused (exit 2) with the command killed before its code ran.
-fn launch_watches(
-    child: &mut dyn super::Launch,
-    targets: &[Target],
-    access: Access,
-    host: &dyn Host,
-) -> Result<Vec<Resolved>> {
-    match host.resolve_in_process(child.pid(), targets, access) {
-        Err(e) if watch::is_not_mapped_yet(&e) => {}
-        other => return other,
-    }
-    if !child.run_to_entry()? {
-        return Err(Error::usage(
-            "the command ended before its program started, so the library holding the target was never mapped",
-        ));
-    }
-    host.resolve_in_process(child.pid(), targets, access).map_err(|e| {
-        if watch::is_not_mapped_yet(&e) {
-            Error::usage(format!(
-                "{e}; that library is not loaded when the command starts (loaded later with dlopen, or not at \
-                 all): start the command, then watch it with -p PID once the library is loaded; nothing ran"
-            ))
-        } else {
-            e
-        }
-    })
 }

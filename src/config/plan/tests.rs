@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, Source};
 
-use super::host::{KernelFiles, Task};
+use super::host::{KernelFiles, SourceNeeds, Task};
 use super::*;
 use crate::config::request::{OutputRequest, SymbolRequest};
 use crate::config::watch::Resolved;
@@ -178,7 +178,7 @@ impl Host for FakeHost {
     fn symbol_source(
         &mut self,
         symbols: &SymbolRequest,
-        _dwarf: bool,
+        _needs: SourceNeeds,
     ) -> crate::error::Result<Source> {
         Ok(Source::Kallsyms(symbols.kallsyms.clone()))
     }
@@ -196,9 +196,6 @@ impl Host for FakeHost {
         let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &symbols.kallsyms)
             .map_err(|e| Error::usage(e.to_string()))?;
         Ok(KernelFiles::Kallsyms(table, Origin::Parsed))
-    }
-    fn check_btf_for_live_watch(&self, _btf: &Path) -> crate::error::Result<()> {
-        Ok(())
     }
     fn percpu_bases(
         &self,
@@ -227,6 +224,7 @@ fn request(targets: &[&str]) -> WatchRequest {
         cpus: None,
         on: None,
         rotate: false,
+        free: Vec::new(),
         percpu_cpu: None,
         buffer_pages: None,
         realtime: "1".into(),
@@ -646,4 +644,36 @@ fn a_process_watch_reads_kernel_symbols_on_first_use() {
     r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
     let p = planned(r, &mut machine);
     assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
+}
+
+/// The options stage reads the request whole before it asks the machine anything: a request that
+/// contradicts itself is refused for that, whatever the machine would have said about its `-p` process
+/// or its `--cpus`, and nothing of the kernel is loaded for a refused request.
+#[test]
+fn the_request_is_checked_whole_before_the_machine_is_read() {
+    let mut machine = FakeHost::new();
+    let mut r = pids(request(&["counter"]), &[999]);
+    r.percpu_cpu = Some(1);
+    r.cpus = Some("7".into());
+    let e = refused(r, &mut machine);
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(e.to_string().starts_with("--percpu-cpu 1 chooses"), "{e}");
+    // Once the request holds together, the machine answers: the pid first, then the CPUs.
+    let mut r = pids(request(&["counter"]), &[999]);
+    r.cpus = Some("7".into());
+    let e = refused(r, &mut machine);
+    assert!(e.to_string().starts_with("-p 999: no such process"), "{e}");
+    let e = refused(
+        {
+            let mut r = pids(request(&["counter"]), &[100]);
+            r.cpus = Some("7".into());
+            r
+        },
+        &mut machine,
+    );
+    assert!(
+        e.to_string().starts_with("--cpus: cpu 7 does not exist"),
+        "{e}"
+    );
+    assert_eq!(*machine.kallsyms_loads.borrow(), 0);
 }

@@ -1,0 +1,179 @@
+//! What a watch's session is given besides its events, opened before anything is armed and in this
+//! order: the kernel's symbol table and `--lines`' line table (a vmlinux without usable line tables fails
+//! before any hit), the printers the options ask for (their files created before the stop signals are
+//! blocked), `--control`'s source, `--last`'s recorder with its tracepoints attached, the stop signals
+//! blocked, and the CPU hotplug follower.
+
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::Path;
+
+use ksymwatch_symbols::VmlinuxLines;
+
+use crate::cli::advice;
+use crate::cli::otlp;
+use crate::cli::output_file::{self, Named};
+use crate::config::plan::{FoldedTo, Outputs, WatchPlan};
+use crate::config::request::Format;
+use crate::config::symbols::{FileSymbols, KernelTable};
+use crate::error::{Context, ExitCode, Result};
+use crate::perf::bpf::trigger::Tracepoint;
+use crate::perf::sys::{self, SignalFd};
+use crate::report::folded::{Folded, Sink};
+use crate::report::ftrace::Ftrace;
+use crate::report::json::Json;
+use crate::report::otlp::Otlp;
+use crate::report::perfetto::{Clocks, Perfetto};
+use crate::report::status::Status;
+use crate::report::{Output, Quiet, Tee};
+use crate::stderr::{self, Stderr};
+use crate::trace::control::Control;
+use crate::trace::flight::Recorder;
+use crate::trace::hotplug::Hotplug;
+
+/// The session's parts, opened by [`Parts::open`].
+pub struct Parts<'p> {
+    /// The table call chains are named from.
+    pub symbols: KernelTable<'p>,
+    /// `--lines`: the vmlinux's line table.
+    pub lines: Option<VmlinuxLines<'p>>,
+    /// Every printer, in the order they run.
+    pub out: Tee,
+    /// `--control`: where commands come from.
+    pub control: Option<Control>,
+    /// `--last`: the flight recorder.
+    pub recorder: Option<Recorder>,
+    pub signals: SignalFd,
+    pub hotplug: Hotplug,
+}
+
+impl<'p> Parts<'p> {
+    /// Opens `plan`'s parts, in the order the module says; `title` names the session (`--flamegraph`'s).
+    pub fn open(plan: &'p WatchPlan, title: &str) -> Result<Parts<'p>> {
+        let (kernel, running, flight) = (plan.kernel(), plan.running(), plan.flight());
+        let symbols = kernel.symbols.chains()?;
+        let lines = line_source(kernel.symbols.files(), running.lines)?;
+        let out = outputs(plan.outputs(), title)?;
+        let control = running.control.as_deref().map(Control::open).transpose()?;
+        // `--last`'s tracepoints are attached before arming: one the kernel refuses fails the run before
+        // any breakpoint is set.
+        let recorder = match flight {
+            Some(f) => {
+                let tracepoints = f
+                    .tracepoints()
+                    .map(|(group, name)| {
+                        Tracepoint::attach(group, name).map_err(advice::tracepoint)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Some(Recorder::new(f, tracepoints))
+            }
+            None => None,
+        };
+        // The stop signals (and `--flight`'s dump signal) are blocked before arming: a Ctrl-C from then on
+        // is read by the loop, which releases the breakpoints, instead of killing us with events
+        // half-set-up. (A launched command was started before: it must not inherit the blocked signals.)
+        let dump_signal: &[libc::c_int] = match flight {
+            Some(f) if f.on_signal() => &[libc::SIGUSR1],
+            _ => &[],
+        };
+        let signals =
+            SignalFd::stop_signals_and(dump_signal).or_exit(ExitCode::Runtime, "signalfd")?;
+        let (hotplug, warning) = Hotplug::new(plan.cpus().follow.clone(), running.strict_hotplug);
+        if let Some(w) = warning {
+            stderr::line(format_args!("ksymwatch: warning: {w}"));
+        }
+        Ok(Parts {
+            symbols,
+            lines,
+            out,
+            control,
+            recorder,
+            signals,
+            hotplug,
+        })
+    }
+}
+
+/// The line table `--lines` asks for, from the vmlinux's own files; none without them.
+fn line_source(files: Option<&FileSymbols>, lines: bool) -> Result<Option<VmlinuxLines<'_>>> {
+    Ok(match files {
+        Some(files) if lines => Some(files.line_source()?),
+        _ => None,
+    })
+}
+
+/// The output file `path` of option `flag`, buffered; its write errors name `flag` and `path`.
+fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {
+    let file = BufWriter::new(output_file::create(path, flag)?);
+    Ok(Box::new(Named::file(file, flag, path)))
+}
+
+/// The printers `args` ask for, in the order they run. Files are created now, before anything is armed and
+/// before the stop signals are blocked, so a bad path fails at once instead of after a long session (and
+/// an open that did block could still be interrupted; see `output_file` for why none does).
+fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
+    let stdout = || {
+        let out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+        Named::new(out, "stdout".to_string())
+    };
+    let stream_sink = || -> Result<Box<dyn Write>> {
+        match &args.stream_file {
+            Some(path) => {
+                let file =
+                    BufWriter::with_capacity(1 << 16, output_file::create(path, "--output")?);
+                Ok(Box::new(Named::file(file, "--output", path)))
+            }
+            None => Ok(Box::new(stdout())),
+        }
+    };
+    // stderr carries messages, never the product: its failure must not end the session (crate::stderr).
+    let quiet = args.quiet;
+    let stream: Box<dyn Output> = match (args.format, quiet) {
+        (Format::Json, false) => Box::new(Json::new(stream_sink()?, Stderr)),
+        (Format::Json, true) => Box::new(Quiet::new(Json::new(stream_sink()?, Stderr), Stderr)),
+        (Format::OtlpJson, quiet) => {
+            let o = Otlp::new(stream_sink()?, Stderr, &otlp::resource(), otlp::clock());
+            if quiet {
+                Box::new(Quiet::new(o, Stderr))
+            } else {
+                Box::new(o)
+            }
+        }
+        (Format::Text, false) => Box::new(Ftrace::new(stream_sink()?, Stderr).with_top(args.top)),
+        (Format::Text, true) => Box::new(Quiet::new(
+            Ftrace::new(stream_sink()?, Stderr).with_top(args.top),
+            Stderr,
+        )),
+    };
+    // The status line shares the terminal with a stream on stdout only if stdout is elsewhere; first in the
+    // tee so it is cleared before any end-of-session report.
+    let status = args.status
+        && io::stderr().is_terminal()
+        && (quiet || args.stream_file.is_some() || !io::stdout().is_terminal());
+    let mut outs: Vec<Box<dyn Output>> = Vec::new();
+    if status {
+        outs.push(Box::new(Status::new()));
+    }
+    outs.push(stream);
+    if let Some(folded) = &args.folded {
+        let sink = match folded {
+            FoldedTo::Stdout => Box::new(stdout()),
+            FoldedTo::File(path) => create(path, "--folded")?,
+        };
+        outs.push(Box::new(Folded::new(Sink::Lines(sink))));
+    }
+    if let Some(path) = &args.flamegraph {
+        let sink = create(path, "--flamegraph")?;
+        outs.push(Box::new(Folded::new(Sink::Svg(sink, title.to_string()))));
+    }
+    if let Some(path) = &args.perfetto {
+        let clocks = Clocks {
+            monotonic_ns: sys::monotonic_ns(),
+            boottime_ns: sys::boottime_ns(),
+        };
+        outs.push(Box::new(Perfetto::new(
+            create(path, "--perfetto")?,
+            Some(clocks),
+        )));
+    }
+    Ok(Tee(outs))
+}

@@ -412,6 +412,7 @@ impl<'a> HitView<'a> {
             addr: self.addr,
             cpu,
             id,
+            cgroup: self.cgroup,
             frames,
         }
     }
@@ -715,7 +716,7 @@ mod tests {
                 (u[1], Context::User),
             ]
         );
-        assert_eq!(s.ip, k[0]);
+        assert_eq!((s.ip, s.cgroup), (k[0], None));
         // The name and an ip the chain does not start with: 24 more bytes; a cgroup id 8.
         let named = HitRecord {
             comm: Some("w".into()),
@@ -731,6 +732,7 @@ mod tests {
             (k.into_iter(), u.into_iter()),
         );
         assert_eq!(s.ip, 0x401136, "a carried ip is the ip");
+        assert_eq!(s.cgroup, Some(5), "the cgroup id goes into the sample");
     }
 
     /// A `chains` value holds the two lengths, then the words; lengths past what it holds, or past

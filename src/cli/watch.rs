@@ -224,8 +224,10 @@ fn hit_ring_pages(plan: &WatchPlan) -> usize {
 
 /// Arms `plan` and runs the session until it stops; the exit status as [`run`]'s. `machine` resolves
 /// `--control`'s targets in a process. In order: what each stage needs is taken from the plan
-/// ([`HandOff`]); the events' programs are loaded ([`delivery`]); the session's other parts are opened
-/// ([`Parts`]); every CPU is armed as one transaction ([`arm::arm_in`]); the session starts and runs.
+/// ([`HandOff`]) and the prefetch scan's result joined; the events' programs are loaded ([`delivery`]);
+/// the session's other parts are opened ([`Parts`]); every CPU is armed as one transaction
+/// ([`arm::arm_in`], `--on`'s slots kept to the free registers first); what the header says of the armed
+/// set and `--on`'s objects are taken; the session starts and runs.
 fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Result<i32> {
     let launched = plan.take_command();
     let hand = HandOff::of(&plan);

@@ -126,10 +126,15 @@ pub struct WatchArgs {
     /// CPUs to watch and follow through hotplug (0-3,6); default: all.
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
-    /// Watch each object as the kernel allocates it: kmalloc:FUNC[+OFF], kmem_cache_alloc:FUNC[+OFF] or
-    /// tracepoint:GROUP:NAME:argN; TARGET names its field with `$obj`: '(struct TYPE)$obj.FIELD'.
+    /// Watch each object as it is allocated: kmalloc:FUNC[+OFF], kmem_cache_alloc:FUNC[+OFF],
+    /// tracepoint:GROUP:NAME:argN, or in a process (-p/--) uretprobe:PATH:FUNC or uprobe:PATH:FUNC:argN;
+    /// TARGET names its field with `$obj`: '(struct TYPE)$obj.FIELD' (or '$obj+OFF/LEN' in user space).
     #[arg(long, value_name = "SOURCE")]
     pub on: Option<String>,
+    /// With a user-space --on: the call that ends an object, uprobe:PATH:FUNC:argN (repeatable; default
+    /// for the malloc family: free and realloc).
+    #[arg(long = "free", value_name = "SOURCE")]
+    pub free: Vec<String>,
     /// With --on: when every debug register is busy, a new object evicts the oldest armed one (default:
     /// the new one is skipped and counted).
     #[arg(long)]

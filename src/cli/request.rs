@@ -18,6 +18,7 @@ pub fn watch(args: WatchArgs, access: Access, bare_dashes: bool) -> WatchRequest
         cpus: args.cpus,
         on: args.on,
         rotate: args.rotate,
+        free: args.free,
         percpu_cpu: args.percpu_cpu,
         buffer_pages: args.buffer_pages,
         realtime: args.realtime,

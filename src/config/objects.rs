@@ -9,6 +9,11 @@
 //!   is `arg1`), read as that raw argument; else a pointer field of the event's record, as its format file
 //!   lists it (`sock:inet_sock_set_state:skaddr`). Which it is, is [`crate::config::tracepoints`]' to say.
 //!
+//! - `uretprobe:PATH:FUNC`: each object a user-space function returns (`libc:malloc`, `./app:widget_new`);
+//!   `uprobe:PATH:FUNC:argN`: its argument N (from 0) at the call. PATH is a file, or a library name
+//!   looked up in the watched process ([`ksymwatch_symbols::uprobe`]). `--free uprobe:PATH:FUNC:argN` names
+//!   the call that ends an object; the malloc family and C++'s `operator new` have theirs by default.
+//!
 //! The target is written as any typed target with `$obj` for the object's address:
 //! `'(struct pipe_inode_info)$obj.head'`. It resolves once, at a stand-in address, to the member's offset
 //! and length; each object is then watched at its own address plus that offset.
@@ -34,6 +39,89 @@ pub enum Source {
         name: String,
         arg: TpArg,
     },
+    /// A user-space function's return value or argument.
+    User(UserProbe),
+}
+
+/// `PATH:FUNC` and what of the call is the object: `uretprobe:` its return value, `uprobe:…:argN` an
+/// argument at its entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserProbe {
+    /// A path (with a `/`) or a library name (`libc`).
+    pub file: String,
+    pub func: String,
+    pub at: UserArg,
+}
+
+/// Which value of a user-space call is the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserArg {
+    /// The return value (a uretprobe).
+    Return,
+    /// Argument N at the entry (x86-64's six register arguments: 0 to 5).
+    Arg(u8),
+}
+
+impl std::fmt::Display for UserProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.at {
+            UserArg::Return => write!(f, "uretprobe:{}:{}", self.file, self.func),
+            UserArg::Arg(n) => write!(f, "uprobe:{}:{}:arg{n}", self.file, self.func),
+        }
+    }
+}
+
+/// Where a general allocator's request size is, among its arguments: one argument, or the product of two
+/// (`calloc`'s count and size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeArgs {
+    One(u8),
+    Product(u8, u8),
+}
+
+/// The request size of a general allocator `func` (libc's, or C++'s `operator new` by its mangled name),
+/// where a returned object is taken only if it was asked for the type's size; `None`: not one we know.
+pub fn allocator_size(func: &str) -> Option<SizeArgs> {
+    Some(match func {
+        "malloc" | "valloc" | "pvalloc" => SizeArgs::One(0),
+        "calloc" => SizeArgs::Product(0, 1),
+        "realloc" | "aligned_alloc" | "memalign" => SizeArgs::One(1),
+        "reallocarray" => SizeArgs::Product(1, 2),
+        // operator new / new[] (size_t), with nothrow_t or align_val_t after it.
+        f if f.starts_with("_Znwm") || f.starts_with("_Znam") => SizeArgs::One(0),
+        _ => return None,
+    })
+}
+
+/// The calls that end an object `func` returns when `--free` names none, in the same file: libc's `free`
+/// (and `realloc`, which ends its argument 0) for the malloc family, `operator delete` for `operator new`.
+pub fn default_frees(source: &UserProbe) -> Vec<UserProbe> {
+    let free = |func: &str| UserProbe {
+        file: source.file.clone(),
+        func: func.to_string(),
+        at: UserArg::Arg(0),
+    };
+    if source.at != UserArg::Return {
+        return Vec::new();
+    }
+    match source.func.as_str() {
+        "malloc" | "calloc" | "realloc" | "reallocarray" | "aligned_alloc" | "memalign"
+        | "valloc" | "pvalloc" => vec![free("free"), free("realloc")],
+        f if f.starts_with("_Znwm") => vec![free("_ZdlPv"), free("_ZdlPvm")],
+        f if f.starts_with("_Znam") => vec![free("_ZdaPv"), free("_ZdaPvm")],
+        _ => Vec::new(),
+    }
+}
+
+/// Parses `--free`'s `uprobe:PATH:FUNC:argN`.
+pub fn parse_free(text: &str) -> Result<UserProbe> {
+    match parse_source(text) {
+        Ok(Source::User(p)) if matches!(p.at, UserArg::Arg(_)) => Ok(p),
+        _ => Err(Error::usage(format!(
+            "--free `{text}`: give uprobe:PATH:FUNC:argN, the call and the argument that ends an \
+             object (uprobe:./app:widget_free:arg0)"
+        ))),
+    }
 }
 
 /// Which pointer of a tracepoint is the object.
@@ -59,13 +147,22 @@ impl Source {
             Source::Kmalloc(_) => "kmalloc",
             Source::KmemCacheAlloc(_) => "kmem_cache_alloc",
             Source::Tracepoint { name, .. } => name,
+            Source::User(_) => "uprobe",
+        }
+    }
+
+    /// A user-space source's probe.
+    pub fn user(&self) -> Option<&UserProbe> {
+        match self {
+            Source::User(p) => Some(p),
+            _ => None,
         }
     }
 
     pub fn site(&self) -> Option<&Site> {
         match self {
             Source::Kmalloc(s) | Source::KmemCacheAlloc(s) => Some(s),
-            Source::Tracepoint { .. } => None,
+            Source::Tracepoint { .. } | Source::User(_) => None,
         }
     }
 
@@ -76,7 +173,7 @@ impl Source {
                 arg: TpArg::Index(i),
                 ..
             } => Some(*i),
-            Source::Tracepoint { .. } => None,
+            Source::Tracepoint { .. } | Source::User(_) => None,
             _ => Some(1),
         }
     }
@@ -98,14 +195,15 @@ impl std::fmt::Display for Source {
                     TpArg::Field(name) => f.write_str(name),
                 }
             }
+            Source::User(p) => p.fmt(f),
         }
     }
 }
 
 /// Parses `--on`'s SOURCE; the error names the forms.
 pub fn parse_source(text: &str) -> Result<Source> {
-    let forms =
-        "give kmalloc:FUNC[+OFF], kmem_cache_alloc:FUNC[+OFF] or tracepoint:GROUP:NAME:{argN|FIELD}";
+    let forms = "give kmalloc:FUNC[+OFF], kmem_cache_alloc:FUNC[+OFF], tracepoint:GROUP:NAME:{argN|FIELD}, \
+         uretprobe:PATH:FUNC or uprobe:PATH:FUNC:argN";
     let bad = |why: &str| Error::usage(format!("--on `{text}`: {why}; {forms}"));
     let name_ok = |s: &str| {
         !s.is_empty()
@@ -162,8 +260,52 @@ pub fn parse_source(text: &str) -> Result<Source> {
                 arg,
             })
         }
+        Some(("uretprobe", rest)) => {
+            let (file, func) = rest
+                .rsplit_once(':')
+                .ok_or_else(|| bad("a uretprobe source is uretprobe:PATH:FUNC"))?;
+            user(file, func, UserArg::Return)
+        }
+        Some(("uprobe", rest)) => {
+            let mut parts = rest.rsplitn(3, ':');
+            let (arg, func, file) = (parts.next(), parts.next(), parts.next());
+            let (Some(arg), Some(func), Some(file)) = (arg, func, file) else {
+                return Err(bad("a uprobe source is uprobe:PATH:FUNC:argN"));
+            };
+            match arg.strip_prefix("arg").and_then(|n| n.parse::<u8>().ok()) {
+                Some(n) if n < 6 => user(file, func, UserArg::Arg(n)),
+                _ => Err(bad(
+                    "argN counts the function's arguments from 0, at most arg5 (those passed in registers)",
+                )),
+            }
+        }
         _ => Err(bad("unknown source")),
     }
+}
+
+/// A user-space source, its file and function checked for shape (whether they exist is the plan's).
+fn user(file: &str, func: &str, at: UserArg) -> Result<Source> {
+    let symbol_ok = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|c| c.is_ascii_graphic() && !matches!(c, b':' | b'/'))
+    };
+    if file.is_empty() || !symbol_ok(func) {
+        let text = UserProbe {
+            file: file.into(),
+            func: func.into(),
+            at,
+        };
+        return Err(Error::usage(format!(
+            "--on `{text}`: PATH is a file or a library name (libc) and FUNC a function in it: \
+             uretprobe:PATH:FUNC or uprobe:PATH:FUNC:argN"
+        )));
+    }
+    Ok(Source::User(UserProbe {
+        file: file.to_string(),
+        func: func.to_string(),
+        at,
+    }))
 }
 
 /// Where pointer field `field` is in an event's record, from its format file's text: its byte offset; the
@@ -229,7 +371,8 @@ impl Allocators {
 pub struct ObjectTarget {
     /// As given (`(struct pipe_inode_info)$obj.head`).
     pub text: String,
-    pub cast: CastType,
+    /// The type named (`None`: a raw `$obj+OFF/LEN`).
+    pub cast: Option<CastType>,
     /// Bytes from the object's start to the watched ones.
     pub offset: u64,
     pub len: u8,
@@ -295,8 +438,88 @@ pub fn resolve_target(types: &Types, text: &str, access: Access) -> Result<Objec
     };
     Ok(ObjectTarget {
         text: text.to_string(),
-        cast,
+        cast: Some(cast),
         offset: typed.addr - STAND_IN,
+        len: sized.watch.len,
+        access,
+        object_size,
+    })
+}
+
+/// A user-space object's stand-in address while its target resolves: aligned to any member, in the user
+/// half.
+const USER_STAND_IN: u64 = 0x1000_0000_0000;
+
+/// What a user-space source's `(TYPE)` is: where a member path lands in it and the type's own size (the
+/// DWARF of the file that allocates the objects); the error a sentence with the way out.
+pub type UserTypes<'a> = dyn Fn(
+        &CastType,
+        &[ksymwatch_symbols::PathElem],
+    ) -> std::result::Result<(ksymwatch_symbols::MemberInfo, Option<u64>), String>
+    + 'a;
+
+/// Resolves a user-space object's target: `'(struct T)$obj.FIELD'` (the type from `types`) or a raw
+/// `'$obj+OFF/LEN'`.
+pub fn resolve_user_target(
+    text: &str,
+    access: Access,
+    types: &UserTypes<'_>,
+) -> Result<ObjectTarget> {
+    let forms =
+        "'(struct TYPE)$obj.FIELD' (the type from the program's DWARF) or '$obj+OFFSET/LEN'";
+    if !text.contains("$obj") {
+        return Err(Error::usage(format!(
+            "`{text}`: with --on, the target is a field of each new object: write `$obj` for its address, \
+             {forms}"
+        )));
+    }
+    let standing = text.replacen("$obj", &format!("0x{USER_STAND_IN:x}"), 1);
+    let t = target::parse(&standing).map_err(|e| {
+        Error::usage(format!(
+            "{}; {forms}",
+            e.to_string().replace(&standing, text)
+        ))
+    })?;
+    // `0xADDR+OFF` parses to one address: what is past the stand-in is the offset.
+    let base_offset = match t.base {
+        Base::Address(a) if (USER_STAND_IN..USER_STAND_IN + (1 << 32)).contains(&a) => {
+            a - USER_STAND_IN
+        }
+        _ => {
+            return Err(Error::usage(format!(
+                "`{text}`: `$obj` is the base: {forms}"
+            )))
+        }
+    };
+    let t = target::Target {
+        text: text.to_string(),
+        ..t
+    };
+    let (addr, size, object_size) = match &t.cast {
+        None if t.path.is_empty() => (USER_STAND_IN + base_offset + t.offset, None, None),
+        None => {
+            return Err(Error::usage(format!(
+                "`{text}`: a field by name needs the object's type: {forms}"
+            )))
+        }
+        Some(cast) => {
+            let (m, whole) =
+                types(cast, &t.path).map_err(|e| Error::usage(format!("`{text}`: {e}")))?;
+            (
+                USER_STAND_IN + base_offset + m.offset + t.offset,
+                m.size,
+                whole,
+            )
+        }
+    };
+    let sized = watch::sized(&t, access, addr, size, text.to_string(), Vec::new())?;
+    for w in &sized.warnings {
+        crate::stderr::line(format_args!("ksymwatch: warning: {w}"));
+    }
+    Ok(ObjectTarget {
+        text: text.to_string(),
+        cast: t.cast.clone(),
+        offset: addr - USER_STAND_IN,
         len: sized.watch.len,
         access,
         object_size,
@@ -354,6 +577,129 @@ mod tests {
     }
 
     #[test]
+    fn user_sources_parse() {
+        let ret = parse_source("uretprobe:libc:malloc").unwrap();
+        let p = ret.user().expect("a user source");
+        assert_eq!(
+            (p.file.as_str(), p.func.as_str(), p.at),
+            ("libc", "malloc", UserArg::Return)
+        );
+        assert_eq!(ret.to_string(), "uretprobe:libc:malloc");
+        let arg = parse_source("uprobe:/opt/app/bin/app:widget_init:arg1").unwrap();
+        assert_eq!(
+            arg,
+            Source::User(UserProbe {
+                file: "/opt/app/bin/app".into(),
+                func: "widget_init".into(),
+                at: UserArg::Arg(1),
+            })
+        );
+        assert_eq!(arg.to_string(), "uprobe:/opt/app/bin/app:widget_init:arg1");
+        // C++ names, as the symbol table spells them.
+        assert!(parse_source("uretprobe:libstdc++:_Znwm").is_ok());
+        for bad in [
+            "uretprobe:malloc",
+            "uretprobe::malloc",
+            "uretprobe:libc:",
+            "uprobe:libc:free",
+            "uprobe:libc:free:arg6",
+            "uprobe:libc:free:x0",
+            "uprobe:libc:a b:arg0",
+        ] {
+            let e = parse_source(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("--on") && e.contains("uprobe:PATH:FUNC"),
+                "{bad}: {e}"
+            );
+        }
+        assert_eq!(
+            parse_free("uprobe:./app:widget_free:arg0").unwrap().at,
+            UserArg::Arg(0)
+        );
+        for bad in ["uretprobe:libc:free", "uprobe:libc:free", "kmalloc:f"] {
+            let e = parse_free(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("--free") && e.contains("uprobe:PATH:FUNC:argN"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    /// General allocators read their request size where their C signature has it, and end their objects
+    /// with their usual partner; a program's own function has neither.
+    #[test]
+    fn allocators_know_their_size_argument_and_their_frees() {
+        assert_eq!(allocator_size("malloc"), Some(SizeArgs::One(0)));
+        assert_eq!(allocator_size("calloc"), Some(SizeArgs::Product(0, 1)));
+        assert_eq!(allocator_size("realloc"), Some(SizeArgs::One(1)));
+        assert_eq!(allocator_size("aligned_alloc"), Some(SizeArgs::One(1)));
+        assert_eq!(allocator_size("_Znwm"), Some(SizeArgs::One(0)));
+        assert_eq!(allocator_size("widget_new"), None);
+        let source = |func: &str, at| UserProbe {
+            file: "libc".into(),
+            func: func.into(),
+            at,
+        };
+        let names = |p: &UserProbe| -> Vec<String> {
+            default_frees(p).iter().map(|f| f.to_string()).collect()
+        };
+        assert_eq!(
+            names(&source("calloc", UserArg::Return)),
+            ["uprobe:libc:free:arg0", "uprobe:libc:realloc:arg0"]
+        );
+        assert_eq!(
+            names(&source("_Znwm", UserArg::Return)),
+            ["uprobe:libc:_ZdlPv:arg0", "uprobe:libc:_ZdlPvm:arg0"]
+        );
+        assert!(names(&source("widget_new", UserArg::Return)).is_empty());
+        assert!(names(&source("malloc", UserArg::Arg(0))).is_empty());
+    }
+
+    /// A user-space target: a raw offset and length, or a member of a type the program's DWARF gives
+    /// (here a stand-in), with the type's size for the allocator's filter.
+    #[test]
+    fn user_targets_resolve_raw_or_by_type() {
+        let types = |cast: &CastType, path: &[ksymwatch_symbols::PathElem]| {
+            if cast.name != "widget" {
+                return Err(format!("no `{cast}`"));
+            }
+            let offset = if path.is_empty() { 0 } else { 48 };
+            let size = if path.is_empty() { 64 } else { 4 };
+            Ok((
+                ksymwatch_symbols::MemberInfo {
+                    offset,
+                    size: Some(size),
+                    type_name: "int".into(),
+                },
+                Some(64),
+            ))
+        };
+        let raw = resolve_user_target("$obj+0x30/4", Access::Write, &types).unwrap();
+        assert_eq!(
+            (raw.offset, raw.len, raw.object_size, raw.cast.is_none()),
+            (48, 4, None, true)
+        );
+        assert_eq!(raw.label(2, 0x5000), "0x5000+0x30#2");
+        let typed =
+            resolve_user_target("(struct widget)$obj.count", Access::Write, &types).unwrap();
+        assert_eq!(
+            (typed.offset, typed.len, typed.object_size),
+            (48, 4, Some(64))
+        );
+        assert_eq!(typed.label(0, 0x5000), "(struct widget)0x5000.count#0");
+        for (bad, says) in [
+            ("(struct gadget)$obj.count", "no `struct gadget`"),
+            ("0x5000", "write `$obj`"),
+            ("$obj.count", "name its type"),
+        ] {
+            let e = resolve_user_target(bad, Access::Write, &types)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn format_fields_are_found_by_name_and_must_be_pointers() {
         let format = "name: inet_sock_set_state\nID: 2287\nformat:\n\
             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\
@@ -392,10 +738,10 @@ mod tests {
     fn labels_name_the_object() {
         let t = ObjectTarget {
             text: "(struct pipe_inode_info)$obj.head/4".into(),
-            cast: CastType {
+            cast: Some(CastType {
                 kind: None,
                 name: "pipe_inode_info".into(),
-            },
+            }),
             offset: 0x50,
             len: 4,
             access: Access::Write,

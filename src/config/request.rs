@@ -25,6 +25,8 @@ pub struct WatchRequest {
     /// `--on SOURCE`, unparsed.
     pub on: Option<String>,
     pub rotate: bool,
+    /// `--free SOURCE`, unparsed.
+    pub free: Vec<String>,
     pub percpu_cpu: Option<u32>,
     pub buffer_pages: Option<usize>,
     /// `--realtime PRIO|off`, unparsed.

@@ -142,6 +142,10 @@ pub enum Scope {
     Process(u32),
     /// Every process, one event on each of these CPUs.
     Cpus(Vec<u32>),
+    /// One event on this task, not inherited. The kernel places the probe in the task's memory and an
+    /// attached program runs at every hit of any thread sharing it (the probe's filter is the memory,
+    /// not the task), exactly once: one event, one program. (Its count is the task's own hits.)
+    Task(u32),
 }
 
 /// One uprobe, as one event per CPU or one for a process; closed when dropped.
@@ -167,13 +171,22 @@ impl Uprobe {
             )
         })?;
         // `c_path` outlives every open below: the kernel copies the string during the call.
-        let attr = pmu.attr(&c_path, offset, probe);
+        let mut attr = pmu.attr(&c_path, offset, probe);
+        if let Scope::Task(_) = scope {
+            attr.set_inherit(0);
+        }
         let targets: Vec<(i32, i32)> = match scope {
             Scope::Process(pid) => threads(Path::new("/proc"), *pid)?
                 .into_iter()
                 .map(|tid| (tid, -1))
                 .collect(),
             Scope::Cpus(cpus) => cpus.iter().map(|&c| (-1, c as i32)).collect(),
+            Scope::Task(tid) => vec![(
+                i32::try_from(*tid).map_err(|_| {
+                    io::Error::new(io::ErrorKind::InvalidInput, format!("pid {tid}"))
+                })?,
+                -1,
+            )],
         };
         let fds = targets
             .into_iter()

@@ -454,10 +454,10 @@ mod tests {
     fn target() -> ObjectTarget {
         ObjectTarget {
             text: "(struct pipe_inode_info)$obj.head".into(),
-            cast: ksymwatch_symbols::CastType {
+            cast: Some(ksymwatch_symbols::CastType {
                 kind: None,
                 name: "pipe_inode_info".into(),
-            },
+            }),
             offset: 0x50,
             len: 4,
             access: crate::model::watch::Access::Write,

@@ -113,6 +113,59 @@ pub fn resolve_path(
     scan.run(var, path)
 }
 
+/// Resolves `path` below an object of the named type (`(struct widget)`) in `src`'s DWARF: the first
+/// complete definition of that name among the units' top-level types (a `struct`/`union`/`enum` of the
+/// cast's kind, a C++ `class` for `struct`, or a typedef when the cast names no kind). Its size comes with
+/// an empty path.
+pub fn resolve_type(
+    src: &dyn DebugSections,
+    cast: &crate::btf::CastType,
+    path: &[PathElem],
+) -> Result<MemberInfo, FieldError> {
+    use crate::btf::CastKind;
+    let dwarf = load(src)?;
+    let tags: &[gimli::DwTag] = match cast.kind {
+        Some(CastKind::Struct) => &[gimli::DW_TAG_structure_type, gimli::DW_TAG_class_type],
+        Some(CastKind::Union) => &[gimli::DW_TAG_union_type],
+        Some(CastKind::Enum) => &[gimli::DW_TAG_enumeration_type],
+        None => &[
+            gimli::DW_TAG_typedef,
+            gimli::DW_TAG_structure_type,
+            gimli::DW_TAG_class_type,
+            gimli::DW_TAG_union_type,
+        ],
+    };
+    let mut units = dwarf.units();
+    while let Some(header) = units.next().map_err(|e| dwarf_err(src, e))? {
+        let unit = dwarf.unit(header).map_err(|e| dwarf_err(src, e))?;
+        let types = Types {
+            dwarf: &dwarf,
+            unit: &unit,
+            vm: src,
+        };
+        let mut cursor = unit.entries();
+        if !cursor.next_entry().map_err(|e| dwarf_err(src, e))?
+            || !cursor.next_entry().map_err(|e| dwarf_err(src, e))?
+        {
+            continue;
+        }
+        while let Some(entry) = cursor.current() {
+            if tags.contains(&entry.tag())
+                && entry.attr_value(gimli::DW_AT_declaration).is_none()
+                && types.name_of_die(entry)?.as_deref() == Some(cast.name.as_str())
+            {
+                let ty = Ty::Die(entry.offset());
+                return walk(&types, ty, format!("({cast})"), path)?.widened(&types);
+            }
+            cursor.next_sibling().map_err(|e| dwarf_err(src, e))?;
+        }
+    }
+    Err(FieldError::NoType {
+        name: cast.to_string(),
+        suggestions: Vec::new(),
+    })
+}
+
 /// One pass over the units, remembering the best failure in case nothing better turns up.
 struct Scan<'d, 'a, 'p> {
     dwarf: &'d Dwarf<'a>,

@@ -201,8 +201,9 @@ impl fmt::Display for UprobeError {
                     f,
                     "process {pid} has not mapped `{library}` (yet): a command started with `--` is \
                      stopped before its libraries are loaded, and a library opened with dlopen is mapped \
-                     only when the program opens it; give the library's path instead (a probe on a file \
-                     fires in every process that maps it later)"
+                     only when the program opens it (nor does one file of that name sit in the library \
+                     directories); give the library's path instead (a probe on a file fires in every \
+                     process that maps it later)"
                 )?;
                 if !mapped.is_empty() {
                     write!(f, "; mapped now: {}", mapped.join(", "))?;
@@ -222,8 +223,9 @@ impl fmt::Display for UprobeError {
                     write!(f, " (it loads {})", needed.join(", "))?;
                 }
                 f.write_str(
-                    ": a library it opens with dlopen is not known before it runs; give the library's \
-                     path instead (a probe on a file fires in every process that maps it later)",
+                    ": a library it opens with dlopen is not known before it runs (nor does one file \
+                     of that name sit in the library directories); give the library's path instead (a \
+                     probe on a file fires in every process that maps it later)",
                 )
             }
             UprobeError::Process(e) => e.fmt(f),
@@ -275,7 +277,24 @@ pub fn place(
             library: object.to_string(),
         });
     };
-    let (file, shown) = mapped_file(proc_root, pid, object)?;
+    let (file, shown) = match mapped_file(proc_root, pid, object) {
+        Ok(found) => found,
+        // Not mapped yet (it is opened with dlopen later): by its name in the library directories, as
+        // the process's dynamic linker would find it, if that names one file.
+        Err(e @ UprobeError::NotLoaded { .. }) => {
+            match needed::search(&proc_root.join(format!("{pid}/root")), object).as_slice() {
+                [one] => {
+                    let placed = place_file(one, func)?;
+                    return Ok(Placement {
+                        shown: format!("{} (not loaded yet; found by name)", one.display()),
+                        ..placed
+                    });
+                }
+                _ => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    };
     // The process's debug files first (the system it runs in), then ours.
     let roots = [proc_root.join(format!("{pid}/root")), PathBuf::from("/")];
     let placed = place_file_with(&file, func, &roots)?;
@@ -289,7 +308,24 @@ pub fn place_for_launch(exe: &Path, object: &str, func: &str) -> Result<Placemen
     if object.contains('/') {
         return place_file(Path::new(object), func);
     }
-    place_file(&needed::find(exe, object)?, func)
+    match needed::find(exe, object) {
+        Ok(path) => place_file(&path, func),
+        // Not linked (opened with dlopen later): by its name in the library directories, if that names
+        // one file.
+        Err(e @ UprobeError::NotNeeded { .. }) => {
+            match needed::search(Path::new("/"), object).as_slice() {
+                [one] => {
+                    let placed = place_file(one, func)?;
+                    Ok(Placement {
+                        shown: format!("{} (not linked; found by name)", one.display()),
+                        ..placed
+                    })
+                }
+                _ => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Places a uprobe on `func` of the ELF file at `path`; a stripped file's debug file is looked for under
@@ -590,3 +626,4 @@ fn pick(
 pub mod needed;
 #[cfg(test)]
 mod tests;
+pub mod types;

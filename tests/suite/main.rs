@@ -39,6 +39,7 @@ mod live_store_values;
 mod live_totals;
 mod live_typed;
 mod live_uprobe;
+mod live_uprobe_objects;
 mod live_value;
 mod live_watch;
 mod properties;

@@ -34,6 +34,7 @@ mod percpu;
 mod process;
 #[cfg(test)]
 mod tests;
+mod user_objects;
 
 use std::path::{Path, PathBuf};
 
@@ -229,7 +230,18 @@ pub fn resolve(decided: options::Decided, host: &mut dyn Host) -> Result<WatchPl
     let mut watches = process::resolve_watches(&mut scope, &mut kernel, o.access, host)?;
     let objects = match &o.on {
         Some(on) => {
-            let plan = objects::plan(on, &kernel, o.access, host)?;
+            let process = match &scope {
+                Scope::Launched(c) => Some((c.pid, true)),
+                Scope::Processes(p) if p.len() > 1 && on.source.user().is_some() => {
+                    return Err(Error::usage(format!(
+                        "--on {}: one process at a time (each has its own addresses); give one -p PID",
+                        on.source
+                    )))
+                }
+                Scope::Processes(p) => p.first().map(|&pid| (pid, false)),
+                Scope::System => None,
+            };
+            let plan = objects::plan(on, &kernel, o.access, host, process)?;
             watches = plan.slots();
             Some(plan)
         }

@@ -58,7 +58,9 @@ impl ObjectPlan {
     /// The header's line: what is watched, from where, which requests are taken.
     pub fn describe(&self) -> String {
         let size = match self.select.size {
-            Some((bpf::objects::SizeFrom::Requested, n)) => format!(", {n}-byte requests"),
+            Some((bpf::objects::SizeFrom::Requested | bpf::objects::SizeFrom::AtEntry, n)) => {
+                format!(", {n}-byte requests")
+            }
             Some((bpf::objects::SizeFrom::Cache(_), n)) => {
                 format!(", caches of {n}-byte objects or more")
             }
@@ -115,6 +117,11 @@ fn check_tracepoint(
     };
     let event = match source {
         objects::Source::Tracepoint { group, name, .. } => return find(group, name),
+        objects::Source::User(_) => {
+            return Err(Error::runtime(
+                "a user-space source has no tracepoint (a bug: it is planned apart)",
+            ))
+        }
         objects::Source::Kmalloc(_) => {
             let e = find("kmem", "kmalloc")?;
             tracepoints::expect_args(&e, &["call_site", "ptr", "bytes_req"])
@@ -135,18 +142,38 @@ fn check_tracepoint(
 }
 
 /// Resolves `--on`'s source (the call site in the kernel's symbols) and its `$obj` target (in BTF).
+/// `process`: the watched process, for a user-space source (`-p PID`, or `-- CMD` stopped at its exec:
+/// `true`).
 pub fn plan(
     on: &OnRequest,
     kernel: &KernelSide,
     access: Access,
     host: &dyn Host,
+    process: Option<(u32, bool)>,
 ) -> Result<ObjectPlan> {
+    if let objects::Source::User(probe) = &on.source {
+        let Some((pid, launched)) = process else {
+            return Err(Error::usage(format!(
+                "--on {probe}: a user-space source needs the process whose objects to watch: give -p PID, \
+                 or start it with -- CMD"
+            )));
+        };
+        return super::user_objects::plan(on, probe, access, pid, launched);
+    }
     let source = on.source.clone();
     let event = check_tracepoint(&source, &kernel.types, host)?;
     let (ptr, attach, detail) = pointer_and_attach(&source, &event, host)?;
     let target = objects::resolve_target(&kernel.types, &on.text, access)?;
     if let (objects::Source::Tracepoint { .. }, bpf::objects::PtrAt::Arg(i)) = (&source, ptr) {
-        if let Some(note) = tracepoints::cast_note(&event, i, &target.cast.to_string()) {
+        if let Some(note) = tracepoints::cast_note(
+            &event,
+            i,
+            &target
+                .cast
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+        ) {
             stderr::line(format_args!("ksymwatch: note: --on {source}: {note}"));
         }
     }

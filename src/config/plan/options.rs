@@ -28,6 +28,8 @@ pub(super) struct OnRequest {
     pub pids: Vec<u32>,
     /// `--comm`: only objects tasks so named allocate.
     pub comms: Vec<String>,
+    /// `--free`: the calls that end a user-space source's objects.
+    pub frees: Vec<objects::UserProbe>,
 }
 
 /// A request's options, checked, with the choices they make.
@@ -209,7 +211,11 @@ impl Options {
 /// system-wide watch instead).
 /// `-p`'s processes are left empty here, to be checked once for both uses.
 fn scope(r: &WatchRequest) -> Result<Scope> {
-    let pids = if r.on.is_some() { &[][..] } else { &r.pids[..] };
+    // A user-space source's objects are in the watched process: -p is its scope, as without --on.
+    let kernel_objects =
+        r.on.as_deref()
+            .is_some_and(|on| !on.starts_with("uprobe:") && !on.starts_with("uretprobe:"));
+    let pids = if kernel_objects { &[][..] } else { &r.pids[..] };
     match (pids.is_empty(), &r.command) {
         (true, None) => Ok(Scope::System),
         (true, Some(argv)) if argv.is_empty() => Err(Error::usage(
@@ -274,6 +280,12 @@ fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Result<(Writers
 /// processes once they are checked, choose the allocating tasks.
 fn on(r: &WatchRequest, scope: &Scope, comms: Vec<String>) -> Result<Option<OnRequest>> {
     let Some(on) = &r.on else {
+        if !r.free.is_empty() {
+            return Err(Error::usage(
+                "--free names the call that ends a user-space object; add --on uretprobe:PATH:FUNC or \
+                 uprobe:PATH:FUNC:argN, or drop --free",
+            ));
+        }
         if r.rotate {
             return Err(Error::usage(
                 "--rotate chooses what happens to objects armed from --on when every register is busy; \
@@ -283,7 +295,23 @@ fn on(r: &WatchRequest, scope: &Scope, comms: Vec<String>) -> Result<Option<OnRe
         return Ok(None);
     };
     let source = objects::parse_source(on)?;
-    if !scope.system_wide() {
+    let frees = r
+        .free
+        .iter()
+        .map(|f| objects::parse_free(f))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(probe) = source.user() {
+        if scope.system_wide() {
+            return Err(Error::usage(format!(
+                "--on {probe}: a user-space source needs the process whose objects to watch: give -p PID, \
+                 or start it with -- CMD"
+            )));
+        }
+    } else if !frees.is_empty() {
+        return Err(Error::usage(
+            "--free names a user-space function; a kernel source's frees are kfree and kmem_cache_free already",
+        ));
+    } else if !scope.system_wide() {
         return Err(Error::usage(
             "--on watches kernel objects system-wide and `-- CMD` starts a process to watch; to take only \
              the objects a process allocates, start it first and give -p PID",
@@ -306,6 +334,7 @@ fn on(r: &WatchRequest, scope: &Scope, comms: Vec<String>) -> Result<Option<OnRe
         rotate: r.rotate,
         pids: Vec::new(),
         comms,
+        frees,
     }))
 }
 

@@ -224,6 +224,7 @@ fn request(targets: &[&str]) -> WatchRequest {
         cpus: None,
         on: None,
         rotate: false,
+        free: Vec::new(),
         percpu_cpu: None,
         buffer_pages: None,
         realtime: "1".into(),

@@ -21,6 +21,8 @@ pub enum MapType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum ProgType {
+    /// A kprobe's or uprobe's program, its context the probed task's `struct pt_regs`.
+    Kprobe = 2,
     /// A classic tracepoint's program, its context the event's record.
     Tracepoint = 5,
     /// A perf event's overflow program: the breakpoints', the cpu-clock's.

@@ -1,6 +1,7 @@
 //! Objects as the kernel creates them (`--on`): a raw-tracepoint program on the allocation site's
 //! tracepoint hands each new object that matches (its call site, its size) to the tracer, and programs on
 //! `kfree` and `kmem_cache_free` tell it when an armed object is freed.
+//! Objects a program allocates come the same way from programs on its uprobes (the `user` submodule).
 //!
 //! Raw tracepoints see the tracepoint's own arguments (`TP_PROTO`), each a u64 at `ctx + 8 * i`:
 //! `kmalloc(call_site, ptr, bytes_req, bytes_alloc, gfp, node)`, `kmem_cache_alloc(call_site, ptr,
@@ -30,6 +31,10 @@ use super::{create_map, load_program, log_line};
 use crate::error::Error;
 use crate::perf::ring::Ring;
 use crate::perf::sys;
+pub use crate::perf::uprobe::Probe;
+
+mod user;
+pub use user::{generate_stash, regs, StashSize, UserAlloc, UserProbes};
 
 /// The programs' bindings: the context (the tracepoint's arguments or its record), the object's pointer
 /// and its allocation's call site.
@@ -69,13 +74,15 @@ pub enum PtrAt {
     Arg(u8),
     /// A classic tracepoint event's record field, at this byte offset (its format file).
     Field(i16),
+    /// A uprobe's register, at this offset of `struct pt_regs` ([`regs`]).
+    Reg(i16),
 }
 
 impl PtrAt {
     fn offset(self) -> i16 {
         match self {
             PtrAt::Arg(n) => 8 * i16::from(n),
-            PtrAt::Field(o) => o,
+            PtrAt::Field(o) | PtrAt::Reg(o) => o,
         }
     }
 }
@@ -86,6 +93,9 @@ pub enum SizeFrom {
     Requested,
     /// `*(u32 *)(arg2 + offset)`: `kmem_cache_alloc`'s `s->object_size`.
     Cache(i16),
+    /// What the entry program ([`generate_stash`]) left for this thread's call: a user-space allocator's
+    /// request, seen at its return.
+    AtEntry,
 }
 
 /// The programs' stack slots: the record, and a word for the size (the allocation's) or the key (the
@@ -117,7 +127,13 @@ mod word {
 
 /// The allocation program: a matching new object is entered in `armed` and goes out as an [`ALLOCATED`]
 /// record.
-pub fn generate_alloc(outputs: i32, armed: i32, select: Select) -> Result<Vec<Insn>, AsmError> {
+/// `stash` is the entry program's map (for [`SizeFrom::AtEntry`]; else unused).
+pub fn generate_alloc(
+    outputs: i32,
+    armed: i32,
+    stash: i32,
+    select: Select,
+) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
     let Slots { out: rec, scratch } = Slots::new(&mut a);
     let out = a.label();
@@ -127,7 +143,7 @@ pub fn generate_alloc(outputs: i32, armed: i32, select: Select) -> Result<Vec<In
     // A raw allocation tracepoint's call site; a record field's source has none.
     match select.ptr {
         PtrAt::Arg(_) => a.load(DW, CALL_SITE, CTX, 0),
-        PtrAt::Field(_) => a.mov_imm(CALL_SITE, 0),
+        PtrAt::Field(_) | PtrAt::Reg(_) => a.mov_imm(CALL_SITE, 0),
     };
     if let Some((lo, hi)) = select.call_site {
         a.ld_imm64(R1, lo)
@@ -152,6 +168,19 @@ pub fn generate_alloc(outputs: i32, armed: i32, select: Select) -> Result<Vec<In
                 .ld_imm64(R2, size)
                 .jump(Cond::Lt, R1, R2, out);
         }
+        Some((SizeFrom::AtEntry, size)) => {
+            // This thread's call's request, taken out so a later call that the entry did not see (a
+            // longjmp out of an earlier one) cannot reuse it.
+            a.call(Helper::GetCurrentPidTgid).store(DW, FP, scratch, R0);
+            seq::lookup_key(&mut a, stash, scratch, out);
+            a.load(DW, R1, R0, 0)
+                .store(DW, FP, rec.word(word::SIZE), R1);
+            seq::delete(&mut a, stash, scratch);
+            a.load(DW, R1, FP, rec.word(word::SIZE))
+                .store(DW, FP, scratch, R1)
+                .ld_imm64(R2, size)
+                .jump(Cond::Ne, R1, R2, out);
+        }
     }
     // `armed[ptr] = 1`, the record's words lending the key and the value.
     a.store(DW, FP, rec.word(word::PTR), PTR)
@@ -175,20 +204,25 @@ pub fn generate_alloc(outputs: i32, armed: i32, select: Select) -> Result<Vec<In
 }
 
 /// The free program: a freed object the allocation program handed over (in `armed`) is taken out of it and
-/// goes out as a [`FREED`] record.
-pub fn generate_free(outputs: i32, armed: i32) -> Result<Vec<Insn>, AsmError> {
+/// goes out as a [`FREED`] record. The pointer is `ptr`'s: `kfree`'s argument 1 (its call site argument
+/// 0), or a user-space free function's argument register (no call site).
+pub fn generate_free(outputs: i32, armed: i32, ptr: PtrAt) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
     let Slots { out: rec, scratch } = Slots::new(&mut a);
     let out = a.label();
     a.mov(CTX, R1);
-    a.load(DW, PTR, CTX, 8).store(DW, FP, scratch, PTR);
+    a.load(DW, PTR, CTX, ptr.offset())
+        .store(DW, FP, scratch, PTR);
     seq::lookup_key(&mut a, armed, scratch, out);
     seq::delete(&mut a, armed, scratch);
     a.mov_imm(R1, FREED as i32)
         .store(DW, FP, rec.word(word::KIND), R1)
-        .store(DW, FP, rec.word(word::PTR), PTR)
-        .load(DW, R1, CTX, 0)
-        .store(DW, FP, rec.word(word::CALL_SITE), R1)
+        .store(DW, FP, rec.word(word::PTR), PTR);
+    match ptr {
+        PtrAt::Arg(_) => a.load(DW, R1, CTX, 0),
+        PtrAt::Field(_) | PtrAt::Reg(_) => a.mov_imm(R1, 0),
+    };
+    a.store(DW, FP, rec.word(word::CALL_SITE), R1)
         .store_imm(DW, FP, rec.word(word::SIZE), 0);
     emit(&mut a, outputs, rec);
     a.bind(out);
@@ -271,6 +305,8 @@ pub enum Attach {
     Raw(String),
     /// To the tracepoint event with this id (its `id` file), through a perf event of it.
     Event(u64),
+    /// To uprobes in one process's files.
+    User(UserProbes),
 }
 
 /// The loaded programs, their maps and each CPU's output ring; detached when dropped.
@@ -282,6 +318,9 @@ pub struct ObjectSource {
     /// [`Attach::Event`]: the event id and the program, and the one perf event carrying it once opened.
     event: Option<(u64, OwnedFd)>,
     carrier: Option<OwnedFd>,
+    /// [`Attach::User`]: the uprobes and their programs (and the entry stash), closed when dropped.
+    _uprobes: Vec<(crate::perf::uprobe::Uprobe, OwnedFd)>,
+    _stash: Vec<OwnedFd>,
 }
 
 impl std::fmt::Debug for ObjectSource {
@@ -302,6 +341,10 @@ impl ObjectSource {
         let tracepoint = match attach_to {
             Attach::Raw(name) => name.clone(),
             Attach::Event(id) => format!("event {id}"),
+            Attach::User(p) => p
+                .allocs
+                .first()
+                .map_or_else(String::new, |a| a.file.display().to_string()),
         };
         let unavailable = |what: &str, e: std::io::Error| {
             Error::not_permitted(format!(
@@ -322,18 +365,31 @@ impl ObjectSource {
             _links: Vec::new(),
             event: None,
             carrier: None,
+            _uprobes: Vec::new(),
+            _stash: Vec::new(),
         };
         let build = |r: Result<Vec<Insn>, AsmError>| {
             r.map_err(|e| Error::runtime("building the object programs").caused_by(e))
         };
+        if let Attach::User(probes) = attach_to {
+            source.attach_user(probes, select)?;
+            for &cpu in cpus {
+                source
+                    .open_cpu(cpu)
+                    .map_err(|e| Error::runtime(format!("objects on cpu {cpu}")).caused_by(e))?;
+            }
+            return Ok(source);
+        }
         let alloc = build(generate_alloc(
             source.outputs.as_raw_fd(),
             source.armed.as_raw_fd(),
+            -1,
             select,
         ))?;
         let free = build(generate_free(
             source.outputs.as_raw_fd(),
             source.armed.as_raw_fd(),
+            PtrAt::Arg(1),
         ))?;
         let load = |insns: &[Insn], prog_type: ProgType, tp: &str| -> Result<OwnedFd, Error> {
             let mut log = Vec::new();
@@ -363,6 +419,7 @@ impl ObjectSource {
             Attach::Event(id) => {
                 source.event = Some((*id, load(&alloc, ProgType::Tracepoint, &tracepoint)?));
             }
+            Attach::User(_) => {}
         }
         for tp in ["kfree", "kmem_cache_free"] {
             source._links.push(attach(&free, tp)?);
@@ -444,19 +501,19 @@ mod tests {
             call_site: Some((0xffffffff81000000, 0xffffffff81000100)),
             size: Some((SizeFrom::Requested, 320)),
         };
-        assert!(generate_alloc(3, 4, select).expect("alloc").len() > 20);
+        assert!(generate_alloc(3, 4, -1, select).expect("alloc").len() > 20);
         let cache = Select {
             size: Some((SizeFrom::Cache(24), 320)),
             ..select
         };
-        assert!(generate_alloc(3, 4, cache).expect("cache alloc").len() > 20);
-        assert!(generate_free(3, 4).expect("free").len() > 10);
+        assert!(generate_alloc(3, 4, -1, cache).expect("cache alloc").len() > 20);
+        assert!(generate_free(3, 4, PtrAt::Arg(1)).expect("free").len() > 10);
         let field = Select {
             ptr: PtrAt::Field(8),
             call_site: None,
             size: None,
         };
-        assert!(generate_alloc(3, 4, field).expect("field alloc").len() > 10);
+        assert!(generate_alloc(3, 4, -1, field).expect("field alloc").len() > 10);
     }
 
     /// Every shape of the allocation program, and the free program, passes the verifier as the kind of
@@ -469,7 +526,13 @@ mod tests {
         }
         let outputs = create_map(MapType::PerfEventArray, (4, 4), 64, "t_objout").expect("map");
         let armed = create_map(MapType::LruHash, (8, 4), 16, "t_armed").expect("map");
-        let (outputs, armed) = (outputs.as_raw_fd(), armed.as_raw_fd());
+        let stash = create_map(MapType::LruHash, (8, 8), 16, "t_stash").expect("map");
+        let (outputs, armed, stash) = (outputs.as_raw_fd(), armed.as_raw_fd(), stash.as_raw_fd());
+        let user = Select {
+            ptr: PtrAt::Reg(regs::RET),
+            call_site: None,
+            size: Some((SizeFrom::AtEntry, 64)),
+        };
         let raw = Select {
             ptr: PtrAt::Arg(1),
             call_site: Some((0xffffffff81000000, 0xffffffff81000100)),
@@ -485,13 +548,34 @@ mod tests {
             size: None,
         };
         let programs = [
-            (generate_alloc(outputs, armed, raw), ProgType::RawTracepoint),
             (
-                generate_alloc(outputs, armed, cache),
+                generate_alloc(outputs, armed, -1, raw),
                 ProgType::RawTracepoint,
             ),
-            (generate_alloc(outputs, armed, field), ProgType::Tracepoint),
-            (generate_free(outputs, armed), ProgType::RawTracepoint),
+            (
+                generate_alloc(outputs, armed, -1, cache),
+                ProgType::RawTracepoint,
+            ),
+            (
+                generate_alloc(outputs, armed, -1, field),
+                ProgType::Tracepoint,
+            ),
+            (
+                generate_free(outputs, armed, PtrAt::Arg(1)),
+                ProgType::RawTracepoint,
+            ),
+            (
+                generate_stash(stash, StashSize::Product(regs::ARGS[0], regs::ARGS[1])),
+                ProgType::Kprobe,
+            ),
+            (
+                generate_alloc(outputs, armed, stash, user),
+                ProgType::Kprobe,
+            ),
+            (
+                generate_free(outputs, armed, PtrAt::Reg(regs::ARGS[0])),
+                ProgType::Kprobe,
+            ),
         ];
         for (i, (insns, kind)) in programs.into_iter().enumerate() {
             let mut log = Vec::new();

@@ -174,6 +174,41 @@ fn system_dirs() -> Vec<String> {
     dirs
 }
 
+/// A library `name` the program has not loaded (it opens it with dlopen later), found by its name among
+/// the system's library directories under `root` (`/`, or a process's `/proc/PID/root`), as the dynamic
+/// linker finds a plain name: the distinct files (links followed) that [`names`] calls `name`. One means
+/// the probe can go on it now; none or several, that a path is needed.
+pub fn search(root: &Path, name: &str) -> Vec<PathBuf> {
+    let dirs: Vec<PathBuf> = system_dirs()
+        .iter()
+        .map(|d| root.join(d.trim_start_matches('/')))
+        .collect();
+    search_in(name, &dirs)
+}
+
+/// [`search`] in the directories `dirs`.
+pub fn search_in(name: &str, dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let mut here: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| names(name, &e.file_name().to_string_lossy()))
+            .filter_map(|e| std::fs::canonicalize(e.path()).ok())
+            .filter(|p| open_if_regular(p).is_some())
+            .collect();
+        here.sort();
+        for p in here {
+            if !found.contains(&p) {
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
 /// The library `name` that program `exe` loads at its start (its own `DT_NEEDED` or one of theirs), found
 /// where the dynamic linker would find it.
 pub fn find(exe: &Path, name: &str) -> Result<PathBuf, UprobeError> {
@@ -253,6 +288,32 @@ fn locate_library(lib: &str, dirs: &[String], machine: u16) -> Option<(PathBuf, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A library not loaded yet is found by its name in library directories: its versioned file and the
+    /// links to it are one file; two different files of the name, or none, are not one answer.
+    #[test]
+    fn a_library_not_loaded_yet_is_found_by_name_in_the_library_directories() {
+        let root =
+            std::env::temp_dir().join(format!("ksymwatch-needed-search-{}", std::process::id()));
+        let (a, b) = (root.join("a"), root.join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::write(a.join("libgizmo.so.1.2"), b"\x7fELF").unwrap();
+        std::os::unix::fs::symlink("libgizmo.so.1.2", a.join("libgizmo.so.1")).unwrap();
+        std::os::unix::fs::symlink(a.join("libgizmo.so.1.2"), b.join("libgizmo.so")).unwrap();
+        std::fs::write(a.join("libgizmoplus.so"), b"\x7fELF").unwrap();
+        let dirs = [a.clone(), b.clone(), root.join("missing")];
+        let one = std::fs::canonicalize(a.join("libgizmo.so.1.2")).unwrap();
+        assert_eq!(search_in("libgizmo", &dirs), std::slice::from_ref(&one));
+        assert_eq!(
+            search_in("libgizmo.so.1", &dirs),
+            std::slice::from_ref(&one)
+        );
+        assert!(search_in("libnothing", &dirs).is_empty());
+        std::fs::write(b.join("libgizmo.so.2"), b"\x7fELF").unwrap();
+        assert_eq!(search_in("libgizmo", &dirs).len(), 2);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn library_names_match_as_in_a_process() {

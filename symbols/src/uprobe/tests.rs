@@ -378,3 +378,76 @@ fn a_stripped_programs_functions_come_from_its_debug_file() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A user object's type from a gcc-built program's DWARF: a member's offset and size and the type's own
+/// size (a C++-style `class` for `struct`, a typedef by its name too); a type or a field it lacks, and a
+/// file without DWARF, are errors naming the way out.
+#[test]
+fn an_objects_type_comes_from_the_programs_dwarf() {
+    use crate::btf::{CastKind, CastType};
+    use crate::path::PathElem;
+    use crate::testing::{have, skip};
+    if !have("gcc") {
+        skip("gcc not found");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ksymwatch-uprobe-types-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("t.c");
+    std::fs::write(
+        &src,
+        "struct widget { long id; char name[40]; int count; int flags; void *next; };\n\
+         typedef struct widget widget_t;\n\
+         widget_t *volatile w;\n\
+         int main(void) { return w ? w->count : 0; }\n",
+    )
+    .unwrap();
+    let build = |out: &Path, debug: bool| {
+        let mut cmd = std::process::Command::new("gcc");
+        cmd.arg("-O1");
+        if debug {
+            cmd.arg("-g");
+        }
+        let ok = cmd
+            .arg("-o")
+            .arg(out)
+            .arg(&src)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "gcc");
+    };
+    let (with, without) = (dir.join("t"), dir.join("t.nodebug"));
+    build(&with, true);
+    build(&without, false);
+    let pid = std::process::id();
+    let cast = |kind, name: &str| CastType {
+        kind,
+        name: name.into(),
+    };
+    let count = [PathElem::Field("count".into())];
+    let (m, whole) =
+        types::object_member(pid, &with, &cast(Some(CastKind::Struct), "widget"), &count).unwrap();
+    assert_eq!((m.offset, m.size, whole), (48, Some(4), Some(64)));
+    let (m, whole) = types::object_member(pid, &with, &cast(None, "widget_t"), &count).unwrap();
+    assert_eq!((m.offset, whole), (48, Some(64)));
+    let e = types::object_member(pid, &with, &cast(Some(CastKind::Struct), "gadget"), &count)
+        .unwrap_err();
+    assert!(e.contains("describes no `struct gadget`"), "{e}");
+    let e = types::object_member(
+        pid,
+        &with,
+        &cast(Some(CastKind::Struct), "widget"),
+        &[PathElem::Field("cnt".into())],
+    )
+    .unwrap_err();
+    assert!(e.contains("cnt") && e.contains("count"), "{e}");
+    let e = types::object_member(
+        pid,
+        &without,
+        &cast(Some(CastKind::Struct), "widget"),
+        &count,
+    )
+    .unwrap_err();
+    assert!(e.contains("has no DWARF") && e.contains("-g"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,218 @@
+//! `--on uretprobe:PATH:FUNC` and `--on uprobe:PATH:FUNC:argN`: objects as a program allocates them. The
+//! functions are placed in the watched process's files ([`ksymwatch_symbols::uprobe`]: a path, or a
+//! library it maps; for `-- CMD`, stopped at its exec, a library it links), the object's type comes from
+//! the program's DWARF (or the allocating library's), and the calls that end an object from `--free` or,
+//! for the malloc family and C++'s `operator new`, their usual partners. Whatever cannot be placed is
+//! exit 2 here, before anything is armed.
+
+use std::path::Path;
+
+use ksymwatch_symbols::uprobe::{self as place, Placement};
+use ksymwatch_symbols::{CastType, MemberInfo, PathElem};
+
+use crate::config::objects::{self, Allocators, SizeArgs, UserArg, UserProbe};
+use crate::error::{Error, Result};
+use crate::model::watch::Access;
+use crate::perf::bpf::objects::{
+    regs, Attach, Probe, PtrAt, Select, SizeFrom, StashSize, UserAlloc, UserProbes,
+};
+
+use super::objects::ObjectPlan;
+use super::options::OnRequest;
+
+/// Where a free slot's breakpoint waits in the process: its first page, which is never mapped
+/// (`vm.mmap_min_addr`), so nothing can write there.
+pub const USER_PARK: u64 = 0x1000;
+
+/// Plans a user-space source in process `pid` (`launched`: started with `--` and stopped at its exec).
+pub fn plan(
+    on: &OnRequest,
+    probe: &UserProbe,
+    access: Access,
+    pid: u32,
+    launched: bool,
+) -> Result<ObjectPlan> {
+    if probe.at == UserArg::Return && probe.func == "posix_memalign" {
+        return Err(Error::usage(format!(
+            "--on {probe}: posix_memalign returns 0, not its object (that is stored through its argument \
+             0); watch a malloc-family function instead, or the function that uses the object"
+        )));
+    }
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
+        Error::usage(format!(
+            "--on {probe}: reading process {pid}'s program (/proc/{pid}/exe): {e}"
+        ))
+    })?;
+    let place_in = |p: &UserProbe| -> std::result::Result<Placement, String> {
+        let placed = if launched {
+            place::place_for_launch(&exe, &p.file, &p.func)
+        } else {
+            place::place(Path::new("/proc"), Some(pid), &p.file, &p.func)
+        };
+        placed.map_err(|e| e.to_string())
+    };
+    let alloc = place_in(probe).map_err(|e| Error::usage(format!("--on {probe}: {e}")))?;
+    // A running process's program is read through its /proc link: in a container, the path it names is
+    // in another mount namespace. (A launched one is ours; its path gives $ORIGIN for its libraries.)
+    let program = if launched {
+        exe.clone()
+    } else {
+        std::path::PathBuf::from(format!("/proc/{pid}/exe"))
+    };
+    let types = |cast: &CastType, path: &[PathElem]| member(pid, &program, &alloc.file, cast, path);
+    let target = objects::resolve_user_target(&on.text, access, &types)?;
+    let frees = frees(on, probe, &place_in)?;
+    let general = probe.at == UserArg::Return && objects::allocator_size(&probe.func).is_some();
+    let size = target
+        .object_size
+        .filter(|_| general)
+        .map(|n| (SizeFrom::AtEntry, n));
+    let mut allocs = vec![user_alloc(probe, &alloc, size.is_some())?];
+    // realloc ends one object and starts another: where it is one of the frees (the malloc family's
+    // default, or named by --free), its return is a source too.
+    let ends = if on.frees.is_empty() {
+        objects::default_frees(probe)
+    } else {
+        on.frees.clone()
+    };
+    if general && ends.iter().any(|f| f.func == "realloc") {
+        let realloc = UserProbe {
+            func: "realloc".into(),
+            ..probe.clone()
+        };
+        if probe.func != "realloc" {
+            if let Ok(placed) = place_in(&realloc) {
+                allocs.push(user_alloc(&realloc, &placed, size.is_some())?);
+            }
+        }
+    }
+    let mut detail = describe(&alloc, &frees, launched, pid, probe, size.is_some());
+    if allocs.len() > 1 {
+        detail.push_str("; realloc's new objects taken too");
+    }
+    Ok(ObjectPlan {
+        source: on.source.clone(),
+        target,
+        select: Select {
+            ptr: PtrAt::Reg(match probe.at {
+                UserArg::Return => regs::RET,
+                UserArg::Arg(n) => regs::arg(n).unwrap_or(regs::ARGS[0]),
+            }),
+            call_site: None,
+            size,
+        },
+        attach: Attach::User(UserProbes {
+            pid,
+            allocs,
+            frees: frees
+                .iter()
+                .map(|(p, reg)| (p.file.clone(), p.func.offset, *reg))
+                .collect(),
+        }),
+        detail: Some(detail),
+        park: USER_PARK,
+        rotate: on.rotate,
+        allocators: Allocators {
+            pids: Vec::new(),
+            comms: on.comms.clone(),
+        },
+    })
+}
+
+/// The probes of allocating function `probe`, placed at `placed`; `sized`: its request size is read at
+/// its entry (a general allocator's, when the object's type gives the size to take).
+fn user_alloc(probe: &UserProbe, placed: &Placement, sized: bool) -> Result<UserAlloc> {
+    let reg = |a: u8| regs::arg(a).unwrap_or(regs::ARGS[0]);
+    let stash = match objects::allocator_size(&probe.func) {
+        Some(SizeArgs::One(a)) if sized => Some(StashSize::One(reg(a))),
+        Some(SizeArgs::Product(a, b)) if sized => Some(StashSize::Product(reg(a), reg(b))),
+        _ => None,
+    };
+    let kind = match probe.at {
+        UserArg::Return => Probe::Return,
+        UserArg::Arg(n) if regs::arg(n).is_some() => Probe::Entry,
+        UserArg::Arg(_) => return Err(Error::usage(format!("--on {probe}: at most arg5"))),
+    };
+    Ok(UserAlloc {
+        file: placed.file.clone(),
+        offset: placed.func.offset,
+        probe: kind,
+        stash,
+    })
+}
+
+/// The calls that end an object, placed: `--free`'s (each must be placed), else the source's usual
+/// partners (those the file has).
+fn frees(
+    on: &OnRequest,
+    probe: &UserProbe,
+    place_in: &dyn Fn(&UserProbe) -> std::result::Result<Placement, String>,
+) -> Result<Vec<(Placement, i16)>> {
+    let reg = |p: &UserProbe| match p.at {
+        UserArg::Arg(n) => regs::arg(n),
+        UserArg::Return => None,
+    };
+    if !on.frees.is_empty() {
+        return on
+            .frees
+            .iter()
+            .map(|f| {
+                let placed = place_in(f).map_err(|e| Error::usage(format!("--free {f}: {e}")))?;
+                let r = reg(f).ok_or_else(|| Error::usage(format!("--free {f}: at most arg5")))?;
+                Ok((placed, r))
+            })
+            .collect();
+    }
+    Ok(objects::default_frees(probe)
+        .iter()
+        .filter_map(|f| Some((place_in(f).ok()?, reg(f)?)))
+        .collect())
+}
+
+/// The header's parenthesis: where the probes are, what ends an object, what is not known.
+fn describe(
+    alloc: &Placement,
+    frees: &[(Placement, i16)],
+    launched: bool,
+    pid: u32,
+    probe: &UserProbe,
+    sized: bool,
+) -> String {
+    let mut parts = vec![format!(
+        "{} at 0x{:x} of {} in process {pid}",
+        alloc.func.symbol, alloc.func.offset, alloc.shown
+    )];
+    if frees.is_empty() {
+        parts.push(
+            "no free function: an object stays armed until evicted (--free uprobe:PATH:FUNC:argN)"
+                .into(),
+        );
+    } else {
+        let names: Vec<&str> = frees.iter().map(|(p, _)| p.func.symbol.as_str()).collect();
+        parts.push(format!("freed by {}", names.join(", ")));
+    }
+    if !sized && objects::allocator_size(&probe.func).is_some() && probe.at == UserArg::Return {
+        parts.push("every request taken: name the object's type to take only its size".into());
+    }
+    if !launched {
+        parts.push("objects allocated before the start are not known".into());
+    }
+    parts.join("; ")
+}
+
+/// `(cast)` and `path` in the program's DWARF, else in that of the file the objects come from.
+fn member(
+    pid: u32,
+    exe: &Path,
+    source_file: &Path,
+    cast: &CastType,
+    path: &[PathElem],
+) -> std::result::Result<(MemberInfo, Option<u64>), String> {
+    match place::types::object_member(pid, exe, cast, path) {
+        Ok(found) => Ok(found),
+        Err(e) if source_file != exe => {
+            place::types::object_member(pid, source_file, cast, path).map_err(|_| e)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -63,12 +63,16 @@ mod tests {
     #[test]
     fn control_characters_and_backslash_are_escaped() {
         assert!(matches!(escaped("writer"), Cow::Borrowed("writer")));
-        assert_eq!(escaped("x\n => evil+0x1"), "x\\n => evil+0x1");
-        assert_eq!(escaped("a\rb\tc"), "a\\rb\\tc");
-        assert_eq!(escaped("\u{1b}[2J"), "\\x1b[2J");
-        assert_eq!(escaped("\0\u{7f}"), "\\x00\\x7f");
-        assert_eq!(escaped("back\\slash"), "back\\\\slash");
-        assert_eq!(escaped("\u{9b}31m"), "\\u{9b}31m");
+        for (raw, want) in [
+            ("x\n => evil+0x1", "x\\n => evil+0x1"),
+            ("a\rb\tc", "a\\rb\\tc"),
+            ("\u{1b}[2J", "\\x1b[2J"),
+            ("\0\u{7f}", "\\x00\\x7f"),
+            ("back\\slash", "back\\\\slash"),
+            ("\u{9b}31m", "\\u{9b}31m"),
+        ] {
+            assert_eq!(escaped(raw), want, "{raw:?}");
+        }
         // Other non-ASCII text is kept: a name may be in any script.
         assert!(matches!(escaped("naïve_ß"), Cow::Borrowed(_)));
         assert_eq!(escaped("Â\u{85}"), "Â\\u{85}");

@@ -21,6 +21,7 @@ use crate::model::watch::Watch;
 use crate::perf::bpf::trigger::Tracepoint;
 use crate::perf::record::Sample;
 use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Value};
+use crate::trace::context::Rings;
 use crate::trace::symbolize::NamedChain;
 
 /// One kept hit.
@@ -216,16 +217,13 @@ impl Recorder {
     }
 }
 
-/// What one turn of the loop asks of the session for the flight recorder's triggers.
-pub trait Turning {
+/// What one turn of the loop asks of the session for the flight recorder's triggers (draining the rings
+/// and applying what they release are [`Rings`]').
+pub trait Turning: Rings {
     /// The latest `--dump-on` tracepoint firing since the last turn, and its time.
     fn fired(&mut self) -> crate::error::Result<Option<(DumpTrigger, u64)>>;
-    /// Reads every ring empty into the merge.
-    fn drain(&mut self);
     /// Applies every record up to `time` (hits recorded), then prints the kept hits up to `time`.
     fn dump_at(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason>;
-    /// Applies what the rings release now.
-    fn release_ready(&mut self) -> Option<StopReason>;
     /// Prints every kept hit under a heading for `trigger` at `time`.
     fn dump(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason>;
 }
@@ -506,22 +504,46 @@ mod tests {
         }
     }
 
-    impl Turning for Turns {
-        fn fired(&mut self) -> crate::error::Result<Option<(DumpTrigger, u64)>> {
-            self.log.push("fired?".into());
-            Ok(self.fired.take())
+    impl crate::trace::context::Marks for Turns {
+        fn now(&self) -> u64 {
+            unreachable!("a turn marks nothing itself");
+        }
+
+        fn emit(&mut self, _: &StreamEvent, _: u64) -> Option<StopReason> {
+            unreachable!("a turn marks nothing itself");
+        }
+    }
+
+    impl Rings for Turns {
+        fn watches(&self) -> &[Watch] {
+            unreachable!("a turn names no watch");
         }
 
         fn drain(&mut self) {
             self.log.push("drain".into());
         }
 
-        fn dump_at(&mut self, _: DumpTrigger, time: u64) -> Option<StopReason> {
-            self.step(format!("dump up to {time}"))
-        }
-
         fn release_ready(&mut self) -> Option<StopReason> {
             self.step("release".into())
+        }
+
+        fn flush(&mut self) -> Option<StopReason> {
+            unreachable!("a turn releases what is ready");
+        }
+
+        fn explain(&self, _: &crate::perf::event::OpenError) -> (String, &'static str) {
+            unreachable!("a turn opens nothing");
+        }
+    }
+
+    impl Turning for Turns {
+        fn fired(&mut self) -> crate::error::Result<Option<(DumpTrigger, u64)>> {
+            self.log.push("fired?".into());
+            Ok(self.fired.take())
+        }
+
+        fn dump_at(&mut self, _: DumpTrigger, time: u64) -> Option<StopReason> {
+            self.step(format!("dump up to {time}"))
         }
 
         fn dump(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason> {

@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::perf::event::{OpenError, Stage};
 use crate::perf::sys;
 use crate::report::{StopReason, StreamEvent};
-use crate::trace::context::Marks;
+use crate::trace::context::Rings;
 use crate::trace::unload;
 
 /// A CPU state change as a uevent reports it.
@@ -245,19 +245,15 @@ impl Unwatched {
     }
 }
 
-/// What following CPUs asks of the session: its armed CPUs, closing and opening a CPU's events, and
-/// words for a refusal.
-pub trait Arming: Marks {
+/// What following CPUs asks of the session: its armed CPUs, closing and opening a CPU's events (and,
+/// from `Rings`, printing what a closed CPU no longer holds back, and words for a refusal).
+pub trait Arming: Rings {
     /// Whether `cpu` has events.
     fn cpu_armed(&self, cpu: u32) -> bool;
     /// Reads `cpu`'s rings empty into the merge and closes its events; `false` when it had none.
     fn close_cpu(&mut self, cpu: u32) -> bool;
-    /// Prints what the rings release now (a closed CPU holds nothing back any more).
-    fn release_ready(&mut self) -> Option<StopReason>;
     /// Opens and enables `cpu`'s events (all or none), their rings joining the merge.
     fn open_cpu(&mut self, cpu: u32) -> Result<(), OpenError>;
-    /// A refusal in the user's words, and its kind.
-    fn explain(&self, e: &OpenError) -> (String, &'static str);
 }
 
 /// The session's side of CPU hotplug: brings the armed set in line with the [`Changes`] the uevents and
@@ -400,7 +396,7 @@ pub(crate) fn uevent(parts: &[&str]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::context::fake::{marks_through_log, Log};
+    use crate::trace::context::fake::{through_log, Log};
 
     use super::uevent as msg;
 
@@ -521,14 +517,20 @@ mod tests {
     impl Cpus {
         fn new(armed: &[u32]) -> Cpus {
             Cpus {
-                log: Log::default(),
+                log: Log {
+                    explain: Some(|e| {
+                        let errno = e.err.raw_os_error().unwrap_or(0);
+                        (format!("cpu {} refused (errno {errno})", e.cpu), "busy")
+                    }),
+                    ..Log::default()
+                },
                 armed: set(armed),
                 refuse: BTreeMap::new(),
             }
         }
     }
 
-    marks_through_log!(Cpus);
+    through_log!(Cpus);
 
     impl Arming for Cpus {
         fn cpu_armed(&self, cpu: u32) -> bool {
@@ -538,11 +540,6 @@ mod tests {
         fn close_cpu(&mut self, cpu: u32) -> bool {
             self.log.call(format!("close {cpu}"));
             self.armed.remove(&cpu)
-        }
-
-        fn release_ready(&mut self) -> Option<StopReason> {
-            self.log.call("release");
-            None
         }
 
         fn open_cpu(&mut self, cpu: u32) -> Result<(), OpenError> {
@@ -559,11 +556,6 @@ mod tests {
             }
             self.armed.insert(cpu);
             Ok(())
-        }
-
-        fn explain(&self, e: &OpenError) -> (String, &'static str) {
-            let errno = e.err.raw_os_error().unwrap_or(0);
-            (format!("cpu {} refused (errno {errno})", e.cpu), "busy")
         }
     }
 

@@ -1,7 +1,8 @@
 //! `--control` as the session runs it: the line source and the target resolver, the lines read and not
-//! yet applied, and what each line asks for ([`Step`]): switch the watch off or on, move it to a resolved
-//! target, or refuse the line. A step is carried out between two drains of the rings ([`Moves::apply`],
-//! through the session's [`Steering`]); [`refusal`] is the stream's mark for a line that was not applied.
+//! yet applied, the watch the lines steer, and what each line asks for ([`Step`]): switch the watches off
+//! or on, move the steered watch to a resolved target, or refuse the line. A step is carried out between
+//! two drains of the rings ([`Moves::apply`], through the session's [`Steering`]); [`refusal`] is the
+//! stream's mark for a line that was not applied.
 
 use std::io;
 
@@ -9,9 +10,8 @@ use crate::error::{Error, Result};
 use crate::model::target::Target;
 use crate::model::watch::{Access, Watch};
 use crate::perf::event::OpenError;
-use crate::perf::sys::Epoll;
 use crate::report::{Covered, StopReason, StreamEvent};
-use crate::trace::context::Marks;
+use crate::trace::context::{Poll, Rings};
 use crate::trace::control::{self, Command, Control};
 
 /// Resolves a `--control watch` target the way the command line's targets were resolved.
@@ -33,10 +33,10 @@ pub struct Controller<'a> {
 /// What one control line asks of the session.
 #[derive(Debug)]
 pub enum Step {
-    /// Disable the watch (its debug registers stay taken).
+    /// Disable every watch (their debug registers stay taken).
     Off,
     On,
-    /// Move the watch to this target.
+    /// Move the steered watch to this target.
     Move(Watch),
     /// The line is not applied, for this reason; `kind` names it ([`BAD_COMMAND`], [`BAD_TARGET`]).
     Refuse(String, &'static str),
@@ -51,13 +51,20 @@ pub struct Moves<'a> {
     unpolled: bool,
     /// The epoll token of the source's events.
     token: u64,
+    /// The target index a `watch` line moves.
+    steers: usize,
 }
 
 impl<'a> Moves<'a> {
-    /// Adds the source to `epoll` under `token`. A regular file or /dev/null as `--control -` cannot be
-    /// polled (epoll refuses it with EPERM); it never blocks either, so it is read to its end as the loop
-    /// starts instead.
-    pub fn new(ctl: Controller<'a>, epoll: &Epoll, token: u64) -> Result<Moves<'a>> {
+    /// Adds the source to `epoll` under `token`; `watch` lines move target `steers`. A regular file or
+    /// /dev/null as `--control -` cannot be polled (epoll refuses it with EPERM); it never blocks either,
+    /// so it is read to its end as the loop starts instead.
+    pub fn new(
+        ctl: Controller<'a>,
+        epoll: &impl Poll,
+        token: u64,
+        steers: usize,
+    ) -> Result<Moves<'a>> {
         let unpolled = match epoll.add(ctl.source.fd(), token) {
             Ok(()) => false,
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => true,
@@ -68,6 +75,7 @@ impl<'a> Moves<'a> {
             lines: Vec::new(),
             unpolled,
             token,
+            steers,
         })
     }
 
@@ -87,7 +95,7 @@ impl<'a> Moves<'a> {
     /// ended or failed leaves `epoll`: the watch goes on as it is, with no more commands. A FIFO opened
     /// afresh after a writer's close is polled under the same token (its old descriptor left `epoll` as
     /// it closed).
-    pub fn read(&mut self, epoll: &Epoll) -> (Vec<String>, io::Result<()>) {
+    pub fn read(&mut self, epoll: &impl Poll) -> (Vec<String>, io::Result<()>) {
         let mut lines = std::mem::take(&mut self.lines);
         let mut read = self.ctl.source.read_lines(&mut lines);
         if read.is_ok() && self.ctl.source.reopened {
@@ -126,27 +134,23 @@ impl<'a> Moves<'a> {
     }
 }
 
-/// What a control line asks of the session: the watch (target 0) switched, moved, and what it covers.
-pub trait Steering: Marks {
-    fn watches(&self) -> &[Watch];
-    /// What the watch covers now (for acknowledgements).
+/// What a control line asks of the session: every watch switched off or on, one watch (by target index)
+/// moved, and what they cover.
+pub trait Steering: Rings {
+    /// What the watches cover now (for acknowledgements).
     fn coverage(&self) -> Covered;
-    /// Whether the watch is on.
+    /// Whether the watches are on.
     fn enabled(&self) -> bool;
     /// Disables every event, each keeping its debug register.
     fn pause(&mut self);
     /// Enables every event.
     fn enable(&mut self) -> Result<(), OpenError>;
-    /// Why the watch cannot move to `watch` in place, if it cannot.
-    fn cannot_move(&self, watch: &Watch) -> Option<String>;
-    /// Moves the watch to `watch`, left disabled; on a refusal every event is back on the old watch.
-    fn retarget(&mut self, watch: Watch) -> io::Result<()>;
-    /// The moved watch's `old` values start afresh.
-    fn forget_olds(&mut self);
-    /// Drains every ring and prints every record held (the events are disabled: nothing older can come).
-    fn flush(&mut self) -> Option<StopReason>;
-    /// An enable refusal in the user's words, and its kind.
-    fn explain(&self, e: &OpenError) -> (String, &'static str);
+    /// Why target `index` cannot move to `watch` in place, if it cannot.
+    fn cannot_move(&self, index: usize, watch: &Watch) -> Option<String>;
+    /// Moves target `index` to `watch`, left disabled; on a refusal every event is back on the old watch.
+    fn retarget(&mut self, index: usize, watch: Watch) -> io::Result<()>;
+    /// Target `index`'s `old` values start afresh.
+    fn forget_olds(&mut self, index: usize);
     /// The kernel's refusal of a moved breakpoint at `watch`, in the user's words, and its kind.
     fn explain_move(&self, e: &io::Error, watch: &Watch) -> (String, &'static str);
 }
@@ -155,7 +159,7 @@ impl Moves<'_> {
     /// Reads the source and applies each complete line in order (see [`Moves::read`]).
     pub fn on_readable(
         &mut self,
-        epoll: &Epoll,
+        epoll: &impl Poll,
         ctx: &mut impl Steering,
     ) -> Result<Option<StopReason>> {
         let (mut lines, read) = self.read(epoll);
@@ -177,8 +181,9 @@ impl Moves<'_> {
     /// they recorded, and only then acknowledges: every hit printed before the mark is of the old state,
     /// every hit after it of the new one.
     pub fn apply(&mut self, line: &str, ctx: &mut impl Steering) -> Option<StopReason> {
+        let steers = self.steers;
         match self.step(line)? {
-            Step::Refuse(reason, kind) => refuse(line, reason, kind, ctx),
+            Step::Refuse(reason, kind) => refuse(line, reason, kind, steers, ctx),
             Step::Off => {
                 ctx.pause();
                 if let Some(stop) = ctx.flush() {
@@ -192,44 +197,51 @@ impl Moves<'_> {
                 if let Err(e) = ctx.enable() {
                     ctx.pause();
                     let (reason, kind) = ctx.explain(&e);
-                    return refuse(line, format!("{reason}; the watch stays off"), kind, ctx);
+                    let reason = format!("{reason}; the watch stays off");
+                    return refuse(line, reason, kind, steers, ctx);
                 }
                 ctx.emit(&StreamEvent::Switched { on: true }, now)
             }
-            Step::Move(watch) => move_watch(line, watch, ctx),
+            Step::Move(watch) => move_watch(line, steers, watch, ctx),
         }
     }
 }
 
-/// `--control watch`: the watch moves to `watch`, its old target's hits printed before the mark.
-fn move_watch(line: &str, watch: Watch, ctx: &mut impl Steering) -> Option<StopReason> {
-    if let Some(reason) = ctx.cannot_move(&watch) {
-        return refuse(line, reason, BAD_TARGET, ctx);
+/// `--control watch`: target `index` moves to `watch`, its old target's hits printed before the mark.
+fn move_watch(
+    line: &str,
+    index: usize,
+    watch: Watch,
+    ctx: &mut impl Steering,
+) -> Option<StopReason> {
+    if let Some(reason) = ctx.cannot_move(index, &watch) {
+        return refuse(line, reason, BAD_TARGET, index, ctx);
     }
     let started = ctx.now();
     // Hits of the old target still in the rings are printed below, with their own olds: the new
     // target's first hit then starts afresh.
-    if let Err(e) = ctx.retarget(watch.clone()) {
+    if let Err(e) = ctx.retarget(index, watch.clone()) {
         // The kernel checks a moved breakpoint as it checks a new one: a kernel address where kernel
         // breakpoints are refused is said as at arming.
         let (reason, kind) = ctx.explain_move(&e, &watch);
-        return refuse(line, reason, kind, ctx);
+        return refuse(line, reason, kind, index, ctx);
     }
     if let Some(stop) = ctx.flush() {
         return Some(stop);
     }
-    ctx.forget_olds();
+    ctx.forget_olds(index);
     let acked = ctx.now();
     if ctx.enabled() {
         if let Err(e) = ctx.enable() {
             // Everything is already moved; what cannot be enabled is off, and the reader must know.
             ctx.pause();
             let (reason, kind) = ctx.explain(&e);
-            return refuse(line, format!("{reason}; the watch is now off"), kind, ctx);
+            let reason = format!("{reason}; the watch is now off");
+            return refuse(line, reason, kind, index, ctx);
         }
     }
     let event = StreamEvent::Retargeted(crate::report::Retarget {
-        index: 0,
+        index,
         watch,
         covered: ctx.coverage(),
         took_ns: ctx.now().saturating_sub(started),
@@ -238,23 +250,28 @@ fn move_watch(line: &str, watch: Watch, ctx: &mut impl Steering) -> Option<StopR
     ctx.emit(&event, acked)
 }
 
-/// Marks `line` as not applied.
+/// Marks `line` as not applied, naming what target `steers` still watches.
 fn refuse(
     line: &str,
     reason: String,
     kind: &'static str,
+    steers: usize,
     ctx: &mut impl Steering,
 ) -> Option<StopReason> {
-    let event = refusal(line, reason, kind, ctx.watches());
+    let event = refusal(line, reason, kind, ctx.watches().get(steers));
     let now = ctx.now();
     ctx.emit(&event, now)
 }
 
-/// The stream's mark for a control `line` not applied for `reason` (of `kind`), naming what is still
-/// watched (the first of `watches`).
-pub fn refusal(line: &str, reason: String, kind: &'static str, watches: &[Watch]) -> StreamEvent {
-    let watching = watches
-        .first()
+/// The stream's mark for a control `line` not applied for `reason` (of `kind`), naming what the steered
+/// watch still watches (`watching`).
+pub fn refusal(
+    line: &str,
+    reason: String,
+    kind: &'static str,
+    watching: Option<&Watch>,
+) -> StreamEvent {
+    let watching = watching
         .map(|w| format!("{} (0x{:x}/{})", w.label, w.addr, w.len))
         .unwrap_or_default();
     StreamEvent::ControlRefused {
@@ -269,11 +286,24 @@ pub fn refusal(line: &str, reason: String, kind: &'static str, watches: &[Watch]
 mod tests {
     use super::*;
     use crate::report::testutil::watch;
-    use crate::trace::context::fake::{marks_through_log, Log};
+    use crate::trace::context::fake::{through_log, Log, Polled};
+
+    /// An epoll set that refuses a regular file, as the kernel's does.
+    fn epoll() -> Polled {
+        Polled {
+            refuse: Some(libc::EPERM),
+            ..Polled::default()
+        }
+    }
 
     /// A controller reading `text` from a regular file, resolving every target to a watch at 0x1000 with
-    /// the access and length asked (and refusing `missing`).
-    fn moves(text: &str, epoll: &Epoll) -> Moves<'static> {
+    /// the access and length asked (and refusing `missing`), steering target 0.
+    fn moves(text: &str, epoll: &impl Poll) -> Moves<'static> {
+        moves_steering(text, epoll, 0)
+    }
+
+    /// [`moves`], steering target `steers`.
+    fn moves_steering(text: &str, epoll: &impl Poll, steers: usize) -> Moves<'static> {
         let path = std::env::temp_dir().join(format!(
             "ksymwatch-moves-{}-{}",
             std::process::id(),
@@ -297,12 +327,12 @@ mod tests {
             resolve,
             access: Access::Write,
         };
-        Moves::new(ctl, epoll, 3).unwrap()
+        Moves::new(ctl, epoll, 3, steers).unwrap()
     }
 
     #[test]
     fn a_regular_file_is_read_to_its_end_unpolled() {
-        let epoll = Epoll::new().unwrap();
+        let epoll = epoll();
         let mut m = moves("off\non\nwatch x rw", &epoll);
         assert!(m.unpolled(), "epoll refuses a regular file");
         let mut all = Vec::new();
@@ -321,7 +351,7 @@ mod tests {
 
     #[test]
     fn lines_become_steps_with_targets_resolved() {
-        let epoll = Epoll::new().unwrap();
+        let epoll = epoll();
         let mut m = moves("", &epoll);
         assert!(m.step("# a comment").is_none());
         assert!(matches!(m.step("off"), Some(Step::Off)));
@@ -354,7 +384,7 @@ mod tests {
             "  watch nowhere \n",
             "no such symbol".into(),
             BAD_TARGET,
-            &watches,
+            watches.first(),
         )
         else {
             panic!("not a refusal");
@@ -364,42 +394,43 @@ mod tests {
         assert_eq!(watching, "counter (0x1000/8)");
         assert_eq!(kind, BAD_TARGET);
         let StreamEvent::ControlRefused { watching, .. } =
-            refusal("x", String::new(), BAD_COMMAND, &[])
+            refusal("x", String::new(), BAD_COMMAND, None)
         else {
             panic!("not a refusal");
         };
         assert_eq!(watching, "");
     }
-    /// A session of one watch for [`Moves::apply`]: the watch (`counter`, 8 bytes), whether it is on,
-    /// whether `--value` reads its length, what the kernel refuses, and a log.
+    /// A session of one watch for [`Moves::apply`]: the watch (`counter`, 8 bytes, in the log), whether
+    /// it is on, whether `--value` reads its length, what the kernel refuses, and a log.
     struct Watching {
         log: Log,
-        watches: Vec<Watch>,
         enabled: bool,
         written: bool,
         /// The kernel refuses a moved breakpoint with this errno.
         refuse_move: Option<i32>,
         refuse_enable: bool,
+        /// The target index each move asked about, moved or started afresh, in order.
+        steered: Vec<usize>,
     }
 
     fn watching() -> Watching {
         Watching {
-            log: Log::default(),
-            watches: vec![watch("counter", 0x1000, Access::Write)],
+            log: Log {
+                watches: vec![watch("counter", 0x1000, Access::Write)],
+                explain: Some(|e| (format!("cpu {}: no free debug register", e.cpu), "busy")),
+                ..Log::default()
+            },
             enabled: true,
             written: false,
             refuse_move: None,
             refuse_enable: false,
+            steered: Vec::new(),
         }
     }
 
-    marks_through_log!(Watching);
+    through_log!(Watching);
 
     impl Steering for Watching {
-        fn watches(&self) -> &[Watch] {
-            &self.watches
-        }
-
         fn coverage(&self) -> Covered {
             Covered::Cpus(2)
         }
@@ -428,12 +459,13 @@ mod tests {
             Ok(())
         }
 
-        fn cannot_move(&self, watch: &Watch) -> Option<String> {
-            let now = self.watches[0].len;
+        fn cannot_move(&self, index: usize, watch: &Watch) -> Option<String> {
+            let now = self.log.watches[index].len;
             (self.written && watch.len != now).then(|| format!("--value reads {now} bytes"))
         }
 
-        fn retarget(&mut self, watch: Watch) -> io::Result<()> {
+        fn retarget(&mut self, index: usize, watch: Watch) -> io::Result<()> {
+            self.steered.push(index);
             self.log.call(format!("retarget {}", watch.label));
             // The log moves 1 µs on: the move takes that long.
             self.log.now += 1_000;
@@ -441,21 +473,13 @@ mod tests {
                 // Every event is back on the old watch.
                 return Err(io::Error::from_raw_os_error(errno));
             }
-            self.watches[0] = watch;
+            self.log.watches[index] = watch;
             Ok(())
         }
 
-        fn forget_olds(&mut self) {
+        fn forget_olds(&mut self, index: usize) {
+            self.steered.push(index);
             self.log.call("forget olds");
-        }
-
-        fn flush(&mut self) -> Option<StopReason> {
-            self.log.call("flush");
-            None
-        }
-
-        fn explain(&self, e: &OpenError) -> (String, &'static str) {
-            (format!("cpu {}: no free debug register", e.cpu), "busy")
         }
 
         fn explain_move(&self, e: &io::Error, watch: &Watch) -> (String, &'static str) {
@@ -487,7 +511,7 @@ mod tests {
     /// start afresh, and the watch is on again; the mark is at the moment the move was done.
     #[test]
     fn a_move_prints_the_old_targets_hits_before_its_mark() {
-        let epoll = Epoll::new().unwrap();
+        let epoll = epoll();
         let mut m = moves("", &epoll);
         let mut ctx = watching();
         ctx.log.now = 5_000;
@@ -534,7 +558,7 @@ mod tests {
     /// anything moves, naming the watch still watched; the same length moves.
     #[test]
     fn a_length_move_with_value_is_refused_and_nothing_moves() {
-        let epoll = Epoll::new().unwrap();
+        let epoll = epoll();
         let mut m = moves("", &epoll);
         let mut ctx = watching();
         ctx.written = true;
@@ -554,7 +578,7 @@ mod tests {
     /// or acknowledged, and the refusal says why in the kernel's words and names the old target.
     #[test]
     fn a_refused_rearm_keeps_the_old_target() {
-        let epoll = Epoll::new().unwrap();
+        let epoll = epoll();
         let mut m = moves("", &epoll);
         let mut ctx = watching();
         ctx.refuse_move = Some(libc::EACCES);
@@ -569,7 +593,7 @@ mod tests {
             format!("kernel_var refused (errno {})", libc::EACCES)
         );
         assert_eq!((kind, still.as_str()), ("permission", "counter (0x1000/8)"));
-        assert_eq!(ctx.watches[0].label, "counter");
+        assert_eq!(ctx.log.watches[0].label, "counter");
         // An unresolvable target and a bad line are refused without touching the watch.
         ctx.log.calls.clear();
         assert_eq!(m.apply("watch missing", &mut ctx), None);
@@ -585,7 +609,7 @@ mod tests {
     /// stays off.
     #[test]
     fn off_and_on_switch_the_watch_and_a_refused_enable_leaves_it_off() {
-        let epoll = Epoll::new().unwrap();
+        let epoll = epoll();
         let mut m = moves("", &epoll);
         let mut ctx = watching();
         assert_eq!(m.apply("off", &mut ctx), None);
@@ -612,7 +636,7 @@ mod tests {
     /// A regular file's lines are applied in order as the loop starts.
     #[test]
     fn lines_read_are_applied_in_order() {
-        let epoll = Epoll::new().unwrap();
+        let epoll = epoll();
         let mut m = moves("off\nwatch other\n", &epoll);
         let mut ctx = watching();
         assert_eq!(m.on_readable(&epoll, &mut ctx).ok(), Some(None));
@@ -628,5 +652,57 @@ mod tests {
                 "emit Retargeted"
             ]
         );
+    }
+
+    /// A regular file is read unpolled; a polled source goes into the epoll set under its token and
+    /// leaves it at its end.
+    #[test]
+    fn a_polled_source_leaves_the_epoll_set_at_its_end() {
+        let epoll = Polled::default();
+        let mut m = moves("off\n", &epoll);
+        assert!(!m.unpolled());
+        let mut all = Vec::new();
+        while !m.ctl.source.ended {
+            let (lines, read) = m.read(&epoll);
+            read.unwrap();
+            all.extend(lines.iter().cloned());
+            m.recycle(lines);
+        }
+        assert_eq!(all, ["off"]);
+        let calls = epoll.calls();
+        let fd = calls[0].split(' ').nth(1).unwrap().to_string();
+        assert_eq!(calls, [format!("add {fd} 3"), format!("delete {fd}")]);
+    }
+
+    /// The moves steer the watch named at the start: target 1 of two moves, its olds start afresh, the
+    /// mark names it, a refusal names what it still watches, and target 0 stays as it is; `off` and `on`
+    /// switch every watch.
+    #[test]
+    fn the_steered_watch_is_the_one_moved_and_named() {
+        let epoll = epoll();
+        let mut m = moves_steering("", &epoll, 1);
+        let mut ctx = watching();
+        ctx.log
+            .watches
+            .push(watch("other_counter", 0x2000, Access::Write));
+        ctx.written = true;
+        assert_eq!(m.apply("watch third/8", &mut ctx), None);
+        assert_eq!(ctx.steered, [1, 1]);
+        assert_eq!(
+            (
+                ctx.log.watches[0].label.as_str(),
+                ctx.log.watches[1].label.as_str()
+            ),
+            ("counter", "third/8")
+        );
+        let Some((StreamEvent::Retargeted(r), _)) = ctx.log.events.last() else {
+            panic!("no acknowledgement: {:?}", ctx.log.events);
+        };
+        assert_eq!((r.index, r.watch.label.as_str()), (1, "third/8"));
+        assert_eq!(m.apply("watch missing", &mut ctx), None);
+        assert_eq!(refused(&ctx).2, "third/8 (0x1000/8)");
+        ctx.log.calls.clear();
+        assert_eq!(m.apply("off", &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["pause", "flush", "emit Switched"]);
     }
 }

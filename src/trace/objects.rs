@@ -11,7 +11,7 @@ use crate::config::objects::{Allocators, ObjectTarget};
 use crate::model::watch::Watch;
 use crate::perf::bpf::objects::{self as bpf, ObjectRecord, ObjectSource, Read};
 use crate::report::{ObjectTally, StopReason, StreamEvent};
-use crate::trace::context::Marks;
+use crate::trace::context::Rings;
 
 /// `--on`'s running state: where objects come from, what each slot holds, and where a free slot waits.
 pub struct ObjectWatch {
@@ -28,14 +28,12 @@ pub struct ObjectWatch {
 
 /// What arming objects asks of the session: moving a slot's breakpoint, the slots' books (the hit side
 /// keeps them too: a hit after its object's free is not a hit), and printing what the rings hold.
-pub trait Placing: Marks {
+pub trait Placing: Rings {
     /// Moves `slot`'s breakpoint onto `watch`, enabled when the watch is on.
     fn arm(&mut self, slot: usize, watch: Watch) -> std::io::Result<()>;
     /// Moves `slot`'s breakpoint back to where a free slot waits (`parked`), disabled.
     fn park(&mut self, slot: usize, parked: Watch);
     fn slots(&mut self) -> &mut Slots;
-    /// Drains every ring and prints every record held.
-    fn flush(&mut self) -> Option<StopReason>;
 }
 
 /// `--on`'s decisions, apart from where the records come from: whose objects are taken, what each
@@ -550,6 +548,24 @@ mod tests {
 
         fn slots(&mut self) -> &mut Slots {
             &mut self.slots
+        }
+    }
+
+    impl Rings for Session {
+        fn watches(&self) -> &[Watch] {
+            unreachable!("objects name their own watches");
+        }
+
+        fn drain(&mut self) {
+            unreachable!("a free flushes");
+        }
+
+        fn release_ready(&mut self) -> Option<StopReason> {
+            unreachable!("a free flushes");
+        }
+
+        fn explain(&self, _: &crate::perf::event::OpenError) -> (String, &'static str) {
+            unreachable!("objects open nothing");
         }
 
         fn flush(&mut self) -> Option<StopReason> {

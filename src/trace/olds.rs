@@ -13,7 +13,9 @@
 use rustc_hash::FxHashMap;
 
 use crate::model::condition::Condition;
+use crate::model::watch::Watch;
 use crate::report::{Summary, Value, ValueFrom};
+use crate::trace::context::Memory;
 use crate::trace::store_value::Part;
 
 /// Kernel addresses start here; below is a process's own.
@@ -47,6 +49,18 @@ impl Olds {
     /// Target `index` (at a user address) held `value` in process `pid` as it was armed.
     pub fn seed(&mut self, index: usize, pid: u32, value: u64) {
         self.seeds.insert((index, u64::from(pid)), value);
+    }
+
+    /// Seeds every target of `watches` in every process of `pids` with what `memory` holds there now
+    /// (the events armed); a range that cannot be read is not seeded.
+    pub fn seed_from(&mut self, watches: &[Watch], pids: &[u32], memory: &impl Memory) {
+        for (index, w) in watches.iter().enumerate() {
+            for &pid in pids {
+                if let Value::Read(v) = memory.read(pid, w.addr, w.len) {
+                    self.seed(index, pid, v);
+                }
+            }
+        }
     }
 
     /// The value to print for a hit on target `index` at `addr` (a `len`-byte watch) by process `pid`:
@@ -291,5 +305,35 @@ mod tests {
         store(&mut o, &mut s, (0, 0x1000, 1), raced(15, 30), None);
         store(&mut o, &mut s, (0, 0x1000, 1), insn(15), None);
         assert_eq!((s.raced, s.condition_disagreed), (2, 1));
+    }
+
+    /// The start's seeds are what memory holds in each watched process, per target; an unreadable range
+    /// is not seeded, and a seed is the base a narrow store is laid over at its key's first hit.
+    #[test]
+    fn seeds_are_read_per_target_and_process() {
+        use crate::model::watch::Access;
+        use crate::report::testutil::watch;
+        use crate::trace::context::fake::Memories;
+        let watches = [
+            watch("a", 0x1000, Access::Write),
+            watch("b", 0x2000, Access::Write),
+        ];
+        let memory = Memories(
+            [
+                ((7, 0x1000), 0x11),
+                ((8, 0x1000), 0x22),
+                ((7, 0x2000), 0x33),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let mut o = Olds::new(None, false);
+        o.seed_from(&watches, &[7, 8], &memory);
+        let seeds: std::collections::BTreeMap<_, _> =
+            o.seeds.iter().map(|(k, v)| (*k, *v)).collect();
+        assert_eq!(
+            seeds.into_iter().collect::<Vec<_>>(),
+            [((0, 7), 0x11), ((0, 8), 0x22), ((1, 7), 0x33)]
+        );
     }
 }

@@ -4,8 +4,9 @@
 //! the rings to the [`Stream`] through the [`Pipeline`] (records in timestamp order across rings; with
 //! `--last`, the flight recorder's triggers, [`flight::turn`]), control lines to [`Moves`], uevents and
 //! the reconcile to [`Follow`] (CPUs) and [`Modules`] (module unloads), object records to [`Objects`],
-//! a pidfd to [`Watched`]. Each part acts on the session through its own narrow trait, implemented here
-//! by [`Turn`] over the rings, the stream and the epoll set.
+//! a pidfd to [`Watched`]. Each part acts on the session through its own narrow trait over the shared
+//! [`Rings`] (the watches, draining, printing, a refusal's words), implemented here by [`Turn`] over the
+//! rings, the stream and the epoll set; what woke the loop is a [`Wake`].
 
 use std::collections::BTreeSet;
 use std::io;
@@ -26,9 +27,9 @@ use crate::perf::denial;
 use crate::perf::event::{Delivery, EventConfig, OpenError};
 use crate::perf::refusal::{explain, explain_move, Refusal};
 use crate::perf::sys::{self, Epoll, SignalFd};
-use crate::report::{Covered, DumpTrigger, Output, StopReason, StreamEvent, Summary, Value};
+use crate::report::{Covered, DumpTrigger, Output, StopReason, StreamEvent, Summary};
 use crate::trace::comm::Comms;
-use crate::trace::context::Marks;
+use crate::trace::context::{Marks, ProcessMemory, Rings};
 use crate::trace::events;
 use crate::trace::flight::{self, Recorder, Turning};
 use crate::trace::hotplug::{Arming, Changes, Follow, Hotplug};
@@ -37,7 +38,7 @@ use crate::trace::objects::{ObjectWatch, Objects, Placing, Slots};
 use crate::trace::olds::Olds;
 use crate::trace::pace::{Pace, HIT_SORT_SLACK_NS, SORT_SLACK_NS};
 use crate::trace::pipeline::{Pipeline, Release};
-use crate::trace::stream::{Sink, Stream};
+use crate::trace::stream::Stream;
 use crate::trace::symbolize::Symbolizer;
 use crate::trace::tasks::Tasks;
 use crate::trace::unload::{self, Modules, Unloading};
@@ -76,13 +77,46 @@ pub struct Setup<'a> {
     pub advise: fn(&Refusal) -> String,
 }
 
-const TOKEN_SIGNAL: u64 = 0;
-const TOKEN_RING: u64 = 1;
-const TOKEN_UEVENT: u64 = 2;
-const TOKEN_CONTROL: u64 = 3;
-const TOKEN_OBJECTS: u64 = 4;
-/// A watched process's pidfd: `TOKEN_PROCESS + i` for the i-th.
-const TOKEN_PROCESS: u64 = 16;
+/// What woke the loop: each source's epoll token names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    Signal,
+    Ring,
+    Uevent,
+    Control,
+    Objects,
+    /// The i-th watched process's pidfd.
+    Process(usize),
+}
+
+/// The first watched process's token; the others follow it.
+const PROCESS_TOKENS: u64 = 16;
+
+impl Wake {
+    const SOURCES: [Wake; 5] = [
+        Wake::Signal,
+        Wake::Ring,
+        Wake::Uevent,
+        Wake::Control,
+        Wake::Objects,
+    ];
+
+    fn token(self) -> u64 {
+        match self {
+            Wake::Process(i) => PROCESS_TOKENS + i as u64,
+            source => Wake::SOURCES.iter().position(|&s| s == source).unwrap_or(0) as u64,
+        }
+    }
+
+    fn of(token: u64) -> Option<Wake> {
+        match token.checked_sub(PROCESS_TOKENS) {
+            Some(i) => Some(Wake::Process(i as usize)),
+            None => Wake::SOURCES.get(token as usize).copied(),
+        }
+    }
+}
+/// The target `--control watch` moves: the planning takes one target with `--control`.
+const STEERED: usize = 0;
 
 pub struct Session<'a, O: Output> {
     /// The armed events' rings, drained into time order.
@@ -134,7 +168,7 @@ impl<'a, O: Output> Session<'a, O> {
         let kernel_drops = condition.is_some() || filter != Filter::default();
         let epoll = Epoll::new().or_exit(ExitCode::Runtime, "epoll_create")?;
         epoll
-            .add(signals.fd(), TOKEN_SIGNAL)
+            .add(signals.fd(), Wake::Signal.token())
             .or_exit(ExitCode::Runtime, "epoll")?;
         // Only a kernel watch can hold a module's memory.
         let scope_is_system = matches!(scope, Scope::System);
@@ -142,19 +176,19 @@ impl<'a, O: Output> Session<'a, O> {
             Delivery::Hits(h) => (h.ends_on_exec(), h.follows_children()),
             Delivery::Paired { .. } | Delivery::Samples { .. } => (false, false),
         };
-        let watched = Watched::new(scope.pids(), kernel_follows, &epoll, TOKEN_PROCESS)?;
+        let watched = Watched::new(
+            scope.pids(),
+            kernel_follows,
+            &epoll,
+            Wake::Process(0).token(),
+            sys::pidfd_open,
+        )?;
         let mut olds = Olds::new(condition, kernel_drops);
         if matches!((&scope, &cfg.delivery), (Scope::Processes(_), Delivery::Hits(h)) if h.written)
         {
             // What each watched range holds now, the events armed: a store narrower than the watch is laid
             // over it where the program does not read the range at the trap (a read-write watch).
-            for (index, w) in watches.iter().enumerate() {
-                for pid in scope.pids() {
-                    if let Value::Read(v) = events::read_value(pid, w.addr, w.len) {
-                        olds.seed(index, pid, v);
-                    }
-                }
-            }
+            olds.seed_from(watches, &scope.pids(), &ProcessMemory);
         }
         let slack = match cfg.delivery {
             Delivery::Hits(_) => HIT_SORT_SLACK_NS,
@@ -167,42 +201,36 @@ impl<'a, O: Output> Session<'a, O> {
                 scope,
                 armed.events,
                 &epoll,
-                TOKEN_RING,
+                Wake::Ring.token(),
                 sorter,
             )
         })
         .or_exit(ExitCode::Runtime, "epoll")?;
         if let Some(fd) = hotplug.as_ref().and_then(Hotplug::fd) {
             epoll
-                .add(fd, TOKEN_UEVENT)
+                .add(fd, Wake::Uevent.token())
                 .or_exit(ExitCode::Runtime, "epoll")?;
         }
         let control = match control {
-            Some(c) => Some(Moves::new(c, &epoll, TOKEN_CONTROL)?),
+            Some(c) => Some(Moves::new(c, &epoll, Wake::Control.token(), STEERED)?),
             None => None,
         };
         let strict = hotplug.as_ref().is_some_and(|h| h.strict);
         // No process is scanned here: `armed` goes out first (see `learn_tasks` and `Setup::user`).
         Ok(Session {
             rings,
-            stream: Stream {
-                sink: Sink::new(out),
-                symbolizer: Symbolizer::with_user(symbols, user)
+            stream: Stream::new(
+                out,
+                Symbolizer::with_user(symbols, user)
                     .with_lines(lines)
                     .with_origin(symbols_origin),
-                tasks: Tasks::new(comms),
-                summary: Summary {
-                    tally: tally.then(Default::default),
-                    ..Summary::default()
-                },
-                olds,
-                limits,
-                filter,
-                audits: Vec::new(),
+                Tasks::new(comms),
                 watched,
-                slots: None,
-                flight,
-            },
+                olds,
+            )
+            .with_limits(limits, filter)
+            .with_tally(tally)
+            .with_flight(flight),
             epoll,
             signals,
             control,
@@ -217,7 +245,7 @@ impl<'a, O: Output> Session<'a, O> {
 
     /// The output, for what is printed before the run (the `armed` line).
     pub fn out(&mut self) -> &mut O {
-        &mut self.stream.sink.out
+        self.stream.out()
     }
 
     /// `--on`: from now on each new object the source reports is armed in a free slot.
@@ -225,10 +253,10 @@ impl<'a, O: Output> Session<'a, O> {
         let (source, slots, objects) = Objects::new(objects);
         for fd in source.fds() {
             self.epoll
-                .add(fd, TOKEN_OBJECTS)
+                .add(fd, Wake::Objects.token())
                 .or_exit(ExitCode::Runtime, "epoll")?;
         }
-        self.stream.slots = Some(slots);
+        self.stream.start_objects(slots);
         self.objects = Some((source, objects));
         Ok(())
     }
@@ -244,7 +272,7 @@ impl<'a, O: Output> Session<'a, O> {
         if self.rings.events().hit_path() {
             return;
         }
-        self.stream.tasks.scan_all();
+        self.stream.scan_tasks();
     }
 
     pub fn armed_cpus(&self) -> BTreeSet<u32> {
@@ -294,15 +322,12 @@ impl<'a, O: Output> Session<'a, O> {
         let stop = self.stream.end(&mut self.rings, &self.epoll, stop);
         self.rings.close_all();
         // A CPU never armed since it came online was unwatched to the end.
-        let summary = &mut self.stream.summary;
         for (cpu, ns) in self.cpus.end(sys::monotonic_ns()) {
-            *summary.unwatched_ns_by_cpu.entry(cpu).or_default() += ns;
+            self.stream.note_unwatched(cpu, ns);
         }
-        self.stream.sink.take_error()?;
+        self.stream.take_error()?;
         self.stream.use_totals(self.rings.events());
-        self.stream.summary.elapsed = start.elapsed();
-        self.stream.summary.stop = Some(stop);
-        let summary = self.stream.finish()?;
+        let summary = self.stream.finish(stop, start.elapsed())?;
         if let Some(e) = self.cpus.take_fatal() {
             return Err(e);
         }
@@ -315,12 +340,11 @@ impl<'a, O: Output> Session<'a, O> {
                 return Ok(stop);
             }
         }
-        let counted = |s: &Summary| s.hits() + s.filtered;
-        let mut pace = Pace::new(sys::monotonic_ns(), counted(&self.stream.summary));
+        let mut pace = Pace::new(sys::monotonic_ns(), self.stream.counted());
         let mut signalled = None;
         loop {
             let due = self.rings.due();
-            let mut timeout = pace.timeout(sys::monotonic_ns(), counted(&self.stream.summary), due);
+            let mut timeout = pace.timeout(sys::monotonic_ns(), self.stream.counted(), due);
             if let Some(d) = deadline {
                 let left = d.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -332,8 +356,11 @@ impl<'a, O: Output> Session<'a, O> {
                 .wait(tokens, timeout)
                 .or_exit(ExitCode::Runtime, "epoll_wait")?;
             for &t in tokens.iter() {
-                let stop = match t {
-                    TOKEN_SIGNAL => match self.signals.read() {
+                let Some(wake) = Wake::of(t) else {
+                    continue;
+                };
+                let stop = match wake {
+                    Wake::Signal => match self.signals.read() {
                         // Only `--dump-on signal` reads SIGUSR1: the dump follows this turn's drain.
                         Ok(Some(sig)) if sig == libc::SIGUSR1 as u32 => {
                             signalled = Some(sys::monotonic_ns());
@@ -342,15 +369,15 @@ impl<'a, O: Output> Session<'a, O> {
                         Ok(Some(sig)) => Some(StopReason::Signal(sig)),
                         _ => None,
                     },
-                    TOKEN_UEVENT => self.on_uevent(),
-                    TOKEN_CONTROL => self.on_control()?,
-                    TOKEN_OBJECTS => self.on_objects(),
-                    t if t >= TOKEN_PROCESS => {
-                        let i = (t - TOKEN_PROCESS) as usize;
-                        let none_left = self.stream.watched.exited(i, &self.epoll);
+                    Wake::Uevent => self.on_uevent(),
+                    Wake::Control => self.on_control()?,
+                    Wake::Objects => self.on_objects(),
+                    Wake::Process(i) => {
+                        let none_left = self.stream.note_exit(i, &self.epoll);
                         none_left.then_some(StopReason::Exited)
                     }
-                    _ => None,
+                    // The rings are read on every turn, whatever woke the loop.
+                    Wake::Ring => None,
                 };
                 if let Some(stop) = stop {
                     return Ok(stop);
@@ -437,28 +464,39 @@ struct Turn<'t, 'a, O: Output> {
     advise: fn(&Refusal) -> String,
 }
 
-impl<O: Output> Turn<'_, '_, O> {
-    /// Drains every ring and prints every record held, in time order (the events are disabled, so
-    /// nothing older can still arrive).
-    fn flush_rings(&mut self) -> Option<StopReason> {
-        self.rings.drain();
-        self.stream.release(self.rings, self.epoll, Release::All)
-    }
-
-    /// An open or enable refusal while running, in the user's words ([`Setup::advise`]), with its kind.
-    fn explain_open(&self, e: &OpenError) -> (String, &'static str) {
-        let r = explain(e, self.rings.events().watches());
-        ((self.advise)(&r), r.kind.as_str())
-    }
-}
-
 impl<O: Output> Marks for Turn<'_, '_, O> {
     fn now(&self) -> u64 {
         sys::monotonic_ns()
     }
 
     fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
-        self.stream.sink.emit(event, time_ns)
+        self.stream.emit(event, time_ns)
+    }
+}
+
+impl<O: Output> Rings for Turn<'_, '_, O> {
+    fn watches(&self) -> &[Watch] {
+        self.rings.events().watches()
+    }
+
+    fn drain(&mut self) {
+        self.rings.drain();
+    }
+
+    fn release_ready(&mut self) -> Option<StopReason> {
+        self.stream.release(self.rings, self.epoll, Release::Ready)
+    }
+
+    /// In time order: the events are disabled, so nothing older can still arrive.
+    fn flush(&mut self) -> Option<StopReason> {
+        self.rings.drain();
+        self.stream.release(self.rings, self.epoll, Release::All)
+    }
+
+    /// In the user's words ([`Setup::advise`]).
+    fn explain(&self, e: &OpenError) -> (String, &'static str) {
+        let r = explain(e, self.rings.events().watches());
+        ((self.advise)(&r), r.kind.as_str())
     }
 }
 
@@ -471,57 +509,37 @@ impl<O: Output> Arming for Turn<'_, '_, O> {
         let Some(audits) = self.rings.close_cpu(cpu, self.epoll) else {
             return false;
         };
-        self.stream.audits.extend(audits);
+        self.stream.audit_closed(audits);
         true
     }
 
-    fn release_ready(&mut self) -> Option<StopReason> {
-        self.stream.release(self.rings, self.epoll, Release::Ready)
-    }
-
     fn open_cpu(&mut self, cpu: u32) -> std::result::Result<(), OpenError> {
-        self.rings.open_cpu(cpu, self.epoll, TOKEN_RING)?;
+        self.rings.open_cpu(cpu, self.epoll, Wake::Ring.token())?;
         // `--on`: allocations on the new CPU reach the tracer. The ring of a CPU that went away stays,
         // emptied as any other.
         if let Some(source) = self.objects.as_deref_mut() {
             if source.open_cpu(cpu).is_ok() {
                 if let Some(fd) = source.fds().last() {
-                    let _ = self.epoll.add(fd, TOKEN_OBJECTS);
+                    let _ = self.epoll.add(fd, Wake::Objects.token());
                 }
             }
         }
         Ok(())
     }
-
-    fn explain(&self, e: &OpenError) -> (String, &'static str) {
-        self.explain_open(e)
-    }
 }
 
 impl<O: Output> Unloading for Turn<'_, '_, O> {
-    fn watches(&self) -> &[Watch] {
-        self.rings.events().watches()
-    }
-
     fn watch_armed(&self, index: usize) -> bool {
         self.rings.events().watch_armed(index)
     }
 
     fn close_watch(&mut self, index: usize) {
         let audits = self.rings.close_watch(index, self.epoll);
-        self.stream.audits.extend(audits);
-    }
-
-    fn flush(&mut self) -> Option<StopReason> {
-        self.flush_rings()
+        self.stream.audit_closed(audits);
     }
 }
 
 impl<O: Output> Steering for Turn<'_, '_, O> {
-    fn watches(&self) -> &[Watch] {
-        self.rings.events().watches()
-    }
-
     fn coverage(&self) -> Covered {
         self.rings.events().coverage()
     }
@@ -538,24 +556,16 @@ impl<O: Output> Steering for Turn<'_, '_, O> {
         self.rings.events_mut().enable()
     }
 
-    fn cannot_move(&self, watch: &Watch) -> Option<String> {
-        self.rings.events().cannot_move(0, watch)
+    fn cannot_move(&self, index: usize, watch: &Watch) -> Option<String> {
+        self.rings.events().cannot_move(index, watch)
     }
 
-    fn retarget(&mut self, watch: Watch) -> io::Result<()> {
-        self.rings.events_mut().retarget(0, watch)
+    fn retarget(&mut self, index: usize, watch: Watch) -> io::Result<()> {
+        self.rings.events_mut().retarget(index, watch)
     }
 
-    fn forget_olds(&mut self) {
-        self.stream.olds.forget(0);
-    }
-
-    fn flush(&mut self) -> Option<StopReason> {
-        self.flush_rings()
-    }
-
-    fn explain(&self, e: &OpenError) -> (String, &'static str) {
-        self.explain_open(e)
+    fn forget_olds(&mut self, index: usize) {
+        self.stream.forget_olds(index);
     }
 
     fn explain_move(&self, e: &io::Error, watch: &Watch) -> (String, &'static str) {
@@ -578,13 +588,7 @@ impl<O: Output> Placing for Turn<'_, '_, O> {
     }
 
     fn slots(&mut self) -> &mut Slots {
-        self.stream
-            .slots
-            .get_or_insert_with(|| Slots::new(0, false))
-    }
-
-    fn flush(&mut self) -> Option<StopReason> {
-        self.flush_rings()
+        self.stream.slots()
     }
 }
 
@@ -593,19 +597,31 @@ impl<O: Output> Turning for Turn<'_, '_, O> {
         self.stream.tracepoint_fired()
     }
 
-    fn drain(&mut self) {
-        self.rings.drain();
-    }
-
     fn dump_at(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason> {
         self.stream.dump_at(self.rings, self.epoll, trigger, time)
     }
 
-    fn release_ready(&mut self) -> Option<StopReason> {
-        self.stream.release(self.rings, self.epoll, Release::Ready)
-    }
-
     fn dump(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason> {
         self.stream.dump(trigger, time, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each source has its own token, and a token names its source back; the watched processes' follow
+    /// the sources', one each.
+    #[test]
+    fn a_token_names_what_woke_the_loop() {
+        let wakes = Wake::SOURCES
+            .into_iter()
+            .chain([Wake::Process(0), Wake::Process(3)]);
+        let tokens: Vec<u64> = wakes.clone().map(Wake::token).collect();
+        assert_eq!(tokens, [0, 1, 2, 3, 4, 16, 19]);
+        for w in wakes {
+            assert_eq!(Wake::of(w.token()), Some(w));
+        }
+        assert_eq!(Wake::of(5), None);
     }
 }

@@ -6,16 +6,24 @@
 //!
 //! The output side alone is the [`Sink`]: the stream's marks ([`Marks`]) for every part of the session,
 //! and the first write error kept for the end.
+//!
+//! The session drives the stream only through its methods, each naming what the session does: start
+//! following objects ([`Stream::start_objects`]), a watched process's exit ([`Stream::note_exit`]),
+//! closed events' audits ([`Stream::audit_closed`]), a moved watch's olds ([`Stream::forget_olds`]), a
+//! CPU unwatched to the end ([`Stream::note_unwatched`]), and the end ([`Stream::end`],
+//! [`Stream::finish`]).
 
 use std::io;
+use std::time::Duration;
 
 use crate::error::{Context, Error, ExitCode, Result};
 use crate::model::filter::Filter;
 use crate::model::Limits;
 use crate::perf::record::{Sample, Task};
-use crate::perf::sys::{self, Epoll};
+use crate::perf::sys;
 use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::context::Marks;
+use crate::trace::context::Poll;
 use crate::trace::events::{self, Audit, EventSet, Item, Trap};
 use crate::trace::flight::Recorder;
 use crate::trace::objects::Slots;
@@ -82,32 +90,144 @@ impl<O: Output> Marks for Sink<O> {
     }
 }
 
+/// The stream's marks are its sink's.
+impl<O: Output> Marks for Stream<'_, O> {
+    fn now(&self) -> u64 {
+        self.sink.now()
+    }
+
+    fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
+        self.sink.emit(event, time_ns)
+    }
+}
+
 /// The hit side of a session: everything a released record is applied to.
 pub struct Stream<'a, O: Output> {
-    pub sink: Sink<O>,
-    pub symbolizer: Symbolizer<'a>,
-    pub tasks: Tasks,
-    pub summary: Summary,
+    sink: Sink<O>,
+    symbolizer: Symbolizer<'a>,
+    tasks: Tasks,
+    summary: Summary,
     /// `--value`'s `old` in merged time order.
-    pub olds: Olds,
-    pub limits: Limits,
-    pub filter: Filter,
+    olds: Olds,
+    limits: Limits,
+    filter: Filter,
     /// Every event closed so far, audited against the kernel's counters.
-    pub audits: Vec<Audit>,
+    audits: Vec<Audit>,
     /// A process watch's processes, followed to their exit or exec.
-    pub watched: Watched,
+    watched: Watched,
     /// `--on`: what each breakpoint slot holds (a hit after its object's free is not a hit).
-    pub slots: Option<Slots>,
-    pub flight: Option<Recorder>,
+    slots: Option<Slots>,
+    flight: Option<Recorder>,
+}
+
+impl<'a, O: Output> Stream<'a, O> {
+    /// A stream printing to `out`, naming with `symbolizer` and `tasks`, following `watched`, `--value`'s
+    /// olds kept by `olds`; no limit, no filter, no tally and no flight recorder until asked.
+    pub fn new(
+        out: O,
+        symbolizer: Symbolizer<'a>,
+        tasks: Tasks,
+        watched: Watched,
+        olds: Olds,
+    ) -> Stream<'a, O> {
+        Stream {
+            sink: Sink::new(out),
+            symbolizer,
+            tasks,
+            summary: Summary::default(),
+            olds,
+            limits: Limits::default(),
+            filter: Filter::default(),
+            audits: Vec::new(),
+            watched,
+            slots: None,
+            flight: None,
+        }
+    }
+
+    /// `--count`/`--duration`, and the filters a hit must pass.
+    pub fn with_limits(mut self, limits: Limits, filter: Filter) -> Self {
+        self.limits = limits;
+        self.filter = filter;
+        self
+    }
+
+    /// `--summary`: keeps the counts by chain, ip and comm.
+    pub fn with_tally(mut self, tally: bool) -> Self {
+        self.summary.tally = tally.then(Default::default);
+        self
+    }
+
+    /// `--last`: hits go to the flight recorder.
+    pub fn with_flight(mut self, flight: Option<Recorder>) -> Self {
+        self.flight = flight;
+        self
+    }
 }
 
 impl<O: Output> Stream<'_, O> {
+    /// The output, for what is printed before the run (the `armed` line).
+    pub fn out(&mut self) -> &mut O {
+        &mut self.sink.out
+    }
+
+    /// The summary so far.
+    #[cfg(test)]
+    pub fn summary(&self) -> &Summary {
+        &self.summary
+    }
+
+    /// `--on`: from now on hits are checked against the objects in `slots`.
+    pub fn start_objects(&mut self, slots: Slots) {
+        self.slots = Some(slots);
+    }
+
+    /// `--on`'s slots (empty ones when no object was followed yet).
+    pub fn slots(&mut self) -> &mut Slots {
+        self.slots.get_or_insert_with(|| Slots::new(0, false))
+    }
+
+    /// Learns the name of every task alive now.
+    pub fn scan_tasks(&mut self) {
+        self.tasks.scan_all();
+    }
+
+    /// The `i`-th watched process exited (its pidfd leaves `poll`): whether none is left.
+    pub fn note_exit(&mut self, i: usize, poll: &impl Poll) -> bool {
+        self.watched.exited(i, poll)
+    }
+
+    /// Events were closed, with these books: settled into the summary at the end.
+    pub fn audit_closed(&mut self, audits: impl IntoIterator<Item = Audit>) {
+        self.audits.extend(audits);
+    }
+
+    /// Target `index` moved: its `old` values start afresh.
+    pub fn forget_olds(&mut self, index: usize) {
+        self.olds.forget(index);
+    }
+
+    /// `cpu` was unwatched for `ns` (a CPU that came online and was never armed).
+    pub fn note_unwatched(&mut self, cpu: u32, ns: u64) {
+        *self.summary.unwatched_ns_by_cpu.entry(cpu).or_default() += ns;
+    }
+
+    /// The output's first write error that was not a closed pipe, as the run's.
+    pub fn take_error(&mut self) -> Result<()> {
+        self.sink.take_error()
+    }
+
+    /// Hits and hits filtered so far: what the loop's pace follows.
+    pub fn counted(&self) -> u64 {
+        self.summary.hits() + self.summary.filtered
+    }
+
     /// Hands every record `which` releases to the output, in time order, and flushes. Returns a stop reason
     /// when the count is met or stdout closed.
     pub fn release(
         &mut self,
         rings: &mut Pipeline,
-        epoll: &Epoll,
+        epoll: &impl Poll,
         which: Release,
     ) -> Option<StopReason> {
         let mut stop = None;
@@ -131,7 +251,7 @@ impl<O: Output> Stream<'_, O> {
     fn apply(
         &mut self,
         rings: &mut Pipeline,
-        epoll: &Epoll,
+        epoll: &impl Poll,
         time: u64,
         item: Item,
     ) -> Option<StopReason> {
@@ -189,7 +309,7 @@ impl<O: Output> Stream<'_, O> {
     pub fn dump_at(
         &mut self,
         rings: &mut Pipeline,
-        epoll: &Epoll,
+        epoll: &impl Poll,
         trigger: DumpTrigger,
         time: u64,
     ) -> Option<StopReason> {
@@ -373,7 +493,7 @@ impl<O: Output> Stream<'_, O> {
 
     /// The run ended (`stop`) and every event is disabled: what is still in the rings is printed, or
     /// only counted, by how it ended, and the events are closed and audited. The run's stop reason.
-    pub fn end(&mut self, rings: &mut Pipeline, epoll: &Epoll, stop: StopReason) -> StopReason {
+    pub fn end(&mut self, rings: &mut Pipeline, epoll: &impl Poll, stop: StopReason) -> StopReason {
         // Records written before the disable are still in the rings: print them, unless the reader is gone or
         // the count is already met. Only then do the kernel's counters tell the whole story.
         // On the hit path the programs themselves stop keeping hits at `--count`: what they kept is still
@@ -445,8 +565,11 @@ impl<O: Output> Stream<'_, O> {
         }
     }
 
-    /// The summary's last entries (the objects' books, the symbolizer's notes), printed.
-    pub fn finish(mut self) -> Result<Summary> {
+    /// The summary's last entries (how the run ended, after how long, the objects' books, the
+    /// symbolizer's notes), printed.
+    pub fn finish(mut self, stop: StopReason, elapsed: Duration) -> Result<Summary> {
+        self.summary.elapsed = elapsed;
+        self.summary.stop = Some(stop);
         self.summary.objects = self.slots.as_mut().map(Slots::finish);
         self.summary.warnings.extend(self.symbolizer.take_notes());
         match self.sink.out.finish(&self.summary) {
@@ -474,9 +597,11 @@ mod tests {
     use crate::perf::event::{CpuEvent, EventConfig};
     use crate::perf::record::encode;
     use crate::perf::ring::testing::FileRing;
+    use crate::perf::sys::Epoll;
     use crate::report::json::Json;
     use crate::report::testutil::{self, watch};
     use crate::trace::comm::Comms;
+    use crate::trace::context::fake::Polled;
 
     const ADDR: u64 = 0x7ffd0000;
 
@@ -488,8 +613,10 @@ mod tests {
         EventConfig::bare(1)
     }
 
-    /// A pipeline over one file-backed ring per CPU in `cpus`, and the rings' writing sides.
-    fn rings(cpus: &[u32], epoll: &Epoll) -> (Pipeline, Vec<FileRing>) {
+    /// An epoll set, a pipeline over one file-backed ring per CPU in `cpus` in it, and the rings'
+    /// writing sides.
+    fn rings(cpus: &[u32]) -> (Epoll, Pipeline, Vec<FileRing>) {
+        let epoll = Epoll::new().unwrap();
         let mut writers = Vec::new();
         let mut evs = Vec::new();
         for &cpu in cpus {
@@ -499,10 +626,10 @@ mod tests {
             writers.push(writer);
         }
         let p = Pipeline::new(0, |sorter| {
-            EventSet::new(&watches(), cfg(), Scope::System, evs, epoll, 1, sorter)
+            EventSet::new(&watches(), cfg(), Scope::System, evs, &epoll, 1, sorter)
         })
         .unwrap();
-        (p, writers)
+        (epoll, p, writers)
     }
 
     /// A stream printing JSON, with no task known and no process watched.
@@ -512,19 +639,22 @@ mod tests {
         limits: Limits,
         filter: Filter,
     ) -> Stream<'a, Json<Vec<u8>, Vec<u8>>> {
-        Stream {
-            sink: Sink::new(Json::new(Vec::new(), Vec::new())),
-            symbolizer: Symbolizer::new(table),
-            tasks: Tasks::new(Comms::new("/nonexistent")),
-            summary: Summary::default(),
-            olds: Olds::new(None, false),
-            limits,
-            filter,
-            audits: Vec::new(),
-            watched: Watched::new(Vec::new(), (false, false), epoll, 16).unwrap(),
-            slots: None,
-            flight: None,
-        }
+        let watched = Watched::new(Vec::new(), (false, false), epoll, 16, sys::pidfd_open).unwrap();
+        watching(table, watched).with_limits(limits, filter)
+    }
+
+    /// A stream printing JSON, with no task known, following `watched`.
+    fn watching(
+        table: &ksymwatch_symbols::SymbolTable,
+        watched: Watched,
+    ) -> Stream<'_, Json<Vec<u8>, Vec<u8>>> {
+        Stream::new(
+            Json::new(Vec::new(), Vec::new()),
+            Symbolizer::new(table),
+            Tasks::new(Comms::new("/nonexistent")),
+            watched,
+            Olds::new(None, false),
+        )
     }
 
     /// A kernel store into the watch by task `tid` on `cpu` at `time`.
@@ -551,8 +681,7 @@ mod tests {
     #[test]
     fn released_records_are_printed_in_time_order_with_their_losses() {
         let table = testutil::table();
-        let epoll = Epoll::new().unwrap();
-        let (mut p, mut w) = rings(&[0, 1], &epoll);
+        let (epoll, mut p, mut w) = rings(&[0, 1]);
         let filter = Filter {
             tids: vec![10, 20],
             ..Filter::default()
@@ -587,8 +716,7 @@ mod tests {
     #[test]
     fn the_count_ends_the_run_at_its_nth_hit() {
         let table = testutil::table();
-        let epoll = Epoll::new().unwrap();
-        let (mut p, mut w) = rings(&[0], &epoll);
+        let (epoll, mut p, mut w) = rings(&[0]);
         let limits = Limits {
             count: Some(2),
             duration: None,
@@ -605,5 +733,130 @@ mod tests {
             Some(StopReason::Count)
         );
         assert_eq!(printed(s), ["hit 10", "hit 11"]);
+    }
+
+    /// An audit with the kernel's counts read and nothing lost.
+    fn audit(cpu: u32, filtered: u64, other_process: u64) -> Audit {
+        Audit {
+            cpu,
+            watch: 0,
+            kernel_hits: Some(0),
+            kernel_lost: Some(0),
+            samples: 0,
+            lost_records: 0,
+            undecodable: 0,
+            filtered,
+            other_process,
+            unpaired: 0,
+            beyond_count: 0,
+        }
+    }
+
+    /// The watched processes' exits reach the stream through [`Stream::note_exit`]: each takes its pidfd
+    /// out of the epoll set, and the last one left says so.
+    #[test]
+    fn a_watched_process_exit_is_noted_until_none_is_left() {
+        let table = testutil::table();
+        let poll = Polled::default();
+        let pidfd = |_| Ok(std::fs::File::open("/dev/null")?.into());
+        let watched = Watched::new(vec![5, 6], (false, false), &poll, 16, pidfd).unwrap();
+        let mut s = watching(&table, watched);
+        assert!(!s.note_exit(1, &poll), "pid 5 is left");
+        assert!(s.note_exit(0, &poll), "none left");
+        let deletes = poll
+            .calls()
+            .iter()
+            .filter(|c| c.starts_with("delete"))
+            .count();
+        assert_eq!(deletes, 2);
+    }
+
+    /// Closed events' audits are settled at the end: what the kernel's programs filtered is counted even
+    /// when nothing more is printed (a closed pipe), and the closed pipe stays the reason.
+    #[test]
+    fn closed_events_audits_count_what_the_kernel_filtered() {
+        let table = testutil::table();
+        let (epoll, mut p, _w) = rings(&[0]);
+        let mut s = stream(&table, &epoll, Limits::default(), Filter::default());
+        s.audit_closed([audit(0, 3, 1), audit(1, 2, 0)]);
+        let stop = s.end(&mut p, &epoll, StopReason::BrokenPipe);
+        assert_eq!(stop, StopReason::BrokenPipe);
+        assert_eq!(
+            (s.summary().filtered, s.summary().filtered_other_process),
+            (5, 1)
+        );
+    }
+
+    /// The end's entries reach the printed summary: how the run ended, after how long, and the time a
+    /// CPU that came online was never armed (added up per CPU); hits and filtered hits are what the
+    /// loop's pace counts.
+    #[test]
+    fn the_summary_says_how_the_run_ended_and_what_went_unwatched() {
+        let table = testutil::table();
+        let (epoll, mut p, mut w) = rings(&[0]);
+        let filter = Filter {
+            tids: vec![10],
+            ..Filter::default()
+        };
+        let mut s = stream(&table, &epoll, Limits::default(), filter).with_tally(true);
+        let now = sys::monotonic_ns();
+        w[0].write(&hit(10, now + 1000, 0)).unwrap();
+        w[0].write(&hit(11, now + 2000, 0)).unwrap();
+        p.drain();
+        assert_eq!(s.release(&mut p, &epoll, Release::All), None);
+        assert_eq!(s.counted(), 2, "one printed, one filtered");
+        s.note_unwatched(1, 300);
+        s.note_unwatched(1, 200);
+        s.forget_olds(0);
+        s.take_error().unwrap();
+        let summary = s
+            .finish(StopReason::Duration, Duration::from_millis(7))
+            .unwrap();
+        assert_eq!(summary.stop, Some(StopReason::Duration));
+        assert_eq!(summary.elapsed, Duration::from_millis(7));
+        assert_eq!(summary.unwatched_ns_by_cpu.get(&1), Some(&500));
+        assert_eq!((summary.hits(), summary.filtered), (1, 1));
+        assert!(summary.tally.is_some(), "--summary keeps its tally");
+    }
+
+    /// `--on`: a hit on a slot after its object's free is not a hit; one before it is.
+    #[test]
+    fn objects_started_drop_hits_after_their_free() {
+        let table = testutil::table();
+        let (epoll, mut p, mut w) = rings(&[0]);
+        let mut s = stream(&table, &epoll, Limits::default(), Filter::default());
+        let now = sys::monotonic_ns();
+        s.start_objects(Slots::new(1, false));
+        s.slots().closing(Some((0, now + 1500)));
+        w[0].write(&hit(10, now + 1000, 0)).unwrap();
+        w[0].write(&hit(11, now + 2000, 0)).unwrap();
+        p.drain();
+        assert_eq!(s.release(&mut p, &epoll, Release::All), None);
+        assert_eq!(printed(s), ["hit 10"]);
+    }
+
+    /// A watched process's exec, read from the rings, ends its watch through the stream: marked, its
+    /// pidfd out of the epoll set, and the run ends there (the hit after it is not applied).
+    #[test]
+    fn an_exec_read_from_the_rings_ends_the_watch() {
+        let table = testutil::table();
+        let (_epoll, mut p, mut w) = rings(&[0]);
+        let poll = Polled::default();
+        let pidfd = |_| Ok(std::fs::File::open("/dev/null")?.into());
+        let watched = Watched::new(vec![7], (true, false), &poll, 16, pidfd).unwrap();
+        let mut s = watching(&table, watched);
+        let now = sys::monotonic_ns();
+        let exec = encode::with_trailer(encode::comm(7, 7, "sh", true), 7, 7, now + 1000, 0);
+        w[0].write(&exec).unwrap();
+        w[0].write(&hit(7, now + 2000, 0)).unwrap();
+        p.drain();
+        assert_eq!(
+            s.release(&mut p, &poll, Release::All),
+            Some(StopReason::Exited)
+        );
+        let calls = poll.calls();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert!(calls[1].starts_with("delete"), "{calls:?}");
+        assert_eq!(printed(s), ["Some(\"process_exec\")"]);
     }
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use crate::model::watch::Watch;
 use crate::report::{StopReason, StreamEvent};
-use crate::trace::context::Marks;
+use crate::trace::context::Rings;
 
 /// Where loaded modules show up in sysfs.
 pub const SYS_MODULE: &str = "/sys/module";
@@ -83,16 +83,13 @@ pub fn gone(module: &str, sys_module: &Path) -> bool {
     !sys_module.join(module).join("initstate").exists()
 }
 
-/// What ending a module's watches asks of the session: the watches, which are still armed, and
-/// closing one for good.
-pub trait Unloading: Marks {
-    fn watches(&self) -> &[Watch];
+/// What ending a module's watches asks of the session: which watches are still armed, and closing one
+/// for good (the watches themselves, and printing what the rings hold, from [`Rings`]).
+pub trait Unloading: Rings {
     /// Whether target `index` still has events.
     fn watch_armed(&self, index: usize) -> bool;
     /// Reads target `index`'s rings empty into the merge and closes its events for good.
     fn close_watch(&mut self, index: usize);
-    /// Drains every ring and prints every record held.
-    fn flush(&mut self) -> Option<StopReason>;
 }
 
 /// The session's side of module unloads: the loadable modules holding targets, followed in sysfs, and
@@ -165,7 +162,7 @@ mod tests {
     use super::*;
     use crate::model::watch::Access;
 
-    use crate::trace::context::fake::{marks_through_log, Log};
+    use crate::trace::context::fake::{through_log, Log};
     use crate::trace::hotplug::uevent as msg;
 
     /// What the kernel sends for `rmmod nfs` (lib/kobject_uevent.c: the header, then ACTION, DEVPATH,
@@ -285,40 +282,32 @@ mod tests {
     /// A session of watches for [`Modules`]: which are armed, and a log.
     struct Session {
         log: Log,
-        watches: Vec<Watch>,
         armed: Vec<bool>,
     }
 
     impl Session {
         fn new(watches: Vec<Watch>) -> Session {
             Session {
-                log: Log::default(),
                 armed: vec![true; watches.len()],
-                watches,
+                log: Log {
+                    watches,
+                    ..Log::default()
+                },
             }
         }
     }
 
-    marks_through_log!(Session);
+    through_log!(Session);
 
     impl Unloading for Session {
-        fn watches(&self) -> &[Watch] {
-            &self.watches
-        }
-
         fn watch_armed(&self, index: usize) -> bool {
             self.armed[index]
         }
 
         fn close_watch(&mut self, index: usize) {
             self.log
-                .call(format!("close {}", self.watches[index].label));
+                .call(format!("close {}", self.log.watches[index].label));
             self.armed[index] = false;
-        }
-
-        fn flush(&mut self) -> Option<StopReason> {
-            self.log.call("flush");
-            None
         }
     }
 

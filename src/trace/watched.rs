@@ -8,14 +8,14 @@
 //! they are forked; a new process under the pid of one that has exited is another process, whose exec
 //! means nothing here.
 
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
 use rustc_hash::FxHashSet;
 
 use crate::error::{Context, ExitCode, Result};
-use crate::perf::sys::{self, Epoll};
 use crate::report::{StopReason, StreamEvent};
-use crate::trace::context::Marks;
+use crate::trace::context::{Marks, Poll};
 
 pub struct Watched {
     /// The watched processes' pids, and each one's pidfd until it exits or execs.
@@ -33,21 +33,21 @@ pub struct Watched {
 }
 
 impl Watched {
-    /// Follows `pids`, each pidfd in `epoll` under `token + i`. A process already gone is not waited for
-    /// (its pidfd cannot be had).
+    /// Follows `pids`, each pidfd (`pidfd_open`'s) in `poll` under `token + i`. A process already gone
+    /// is not waited for (its pidfd cannot be had).
     /// `(ends_on_exec, follows_children)`: what the kernel's programs do (see the fields).
     pub fn new(
         pids: Vec<u32>,
         (ends_on_exec, follows_children): (bool, bool),
-        epoll: &Epoll,
+        poll: &impl Poll,
         token: u64,
+        mut pidfd_open: impl FnMut(u32) -> io::Result<OwnedFd>,
     ) -> Result<Watched> {
         let mut pidfds = Vec::with_capacity(pids.len());
         for (i, pid) in pids.iter().enumerate() {
-            match sys::pidfd_open(*pid) {
+            match pidfd_open(*pid) {
                 Ok(fd) => {
-                    epoll
-                        .add(fd.as_fd(), token + i as u64)
+                    poll.add(fd.as_fd(), token + i as u64)
                         .or_exit(ExitCode::Runtime, "epoll")?;
                     pidfds.push(Some(fd));
                 }
@@ -65,9 +65,9 @@ impl Watched {
     }
 
     /// The `i`-th process's pidfd was readable: it has exited. Whether none is left.
-    pub fn exited(&mut self, i: usize, epoll: &Epoll) -> bool {
+    pub fn exited(&mut self, i: usize, poll: &impl Poll) -> bool {
         if let Some(fd) = self.pidfds.get_mut(i).and_then(Option::take) {
-            let _ = epoll.delete(fd.as_fd());
+            let _ = poll.delete(fd.as_fd());
         }
         self.none_left()
     }
@@ -92,7 +92,7 @@ impl Watched {
     /// exec let go of the last process that holds it: a followed child holds none, and a process seen
     /// exiting before its exec record was read (one that exits right after its exec) already ended the
     /// run by its exit, whose last records are still being printed.
-    pub fn exec(&mut self, pid: u32, epoll: &Epoll) -> Option<bool> {
+    pub fn exec(&mut self, pid: u32, poll: &impl Poll) -> Option<bool> {
         if !self.ends_on_exec || !self.live.remove(&pid) {
             return None;
         }
@@ -105,7 +105,7 @@ impl Watched {
         let Some(fd) = pidfd else {
             return Some(false);
         };
-        let _ = epoll.delete(fd.as_fd());
+        let _ = poll.delete(fd.as_fd());
         Some(self.none_left())
     }
 
@@ -117,10 +117,10 @@ impl Watched {
         pid: u32,
         comm: &str,
         time: u64,
-        epoll: &Epoll,
+        poll: &impl Poll,
         marks: &mut impl Marks,
     ) -> Option<StopReason> {
-        let ends = self.exec(pid, epoll)?;
+        let ends = self.exec(pid, poll)?;
         let event = StreamEvent::ProcessExec {
             pid,
             comm: comm.to_string(),
@@ -144,19 +144,28 @@ impl Watched {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::context::fake::Log;
+    use crate::trace::context::fake::{Log, Polled};
 
     const OTHER: u32 = 1;
 
-    fn watched(follows_children: bool) -> (Watched, Epoll, u32) {
-        let epoll = Epoll::new().expect("epoll");
+    /// A stand-in for a process's pidfd: any descriptor polls the same for these tests; pid 0 is gone.
+    fn pidfd(pid: u32) -> io::Result<OwnedFd> {
+        if pid == 0 {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        Ok(std::fs::File::open("/dev/null")?.into())
+    }
+
+    fn watched(follows_children: bool) -> (Watched, Polled, u32) {
+        let epoll = Polled::default();
         let me = std::process::id();
-        let w = Watched::new(vec![me], (true, follows_children), &epoll, 100).expect("watched");
+        let w =
+            Watched::new(vec![me], (true, follows_children), &epoll, 100, pidfd).expect("watched");
         (w, epoll, me)
     }
 
     /// [`watched`], and a child the watched process forked.
-    fn with_child(follows_children: bool) -> (Watched, Epoll, u32, u32) {
+    fn with_child(follows_children: bool) -> (Watched, Polled, u32, u32) {
         let (mut w, epoll, me) = watched(follows_children);
         let child = me + 1_000_000;
         w.fork(child, me);
@@ -241,13 +250,52 @@ mod tests {
     /// ends the run.
     #[test]
     fn an_exit_ends_the_run_and_an_exec_without_the_program_does_not() {
-        let epoll = Epoll::new().expect("epoll");
+        let epoll = Polled::default();
         let me = std::process::id();
-        let mut w = Watched::new(vec![me], (false, false), &epoll, 100).expect("watched");
+        let mut w = Watched::new(vec![me], (false, false), &epoll, 100, pidfd).expect("watched");
         let mut log = Log::default();
         assert_eq!(w.exec_seen(me, "sh", 5, &epoll, &mut log), None);
         assert!(log.events.is_empty());
         assert!(!w.exec_ended(me));
         assert!(w.exited(0, &epoll), "no watched process left");
+    }
+
+    /// Each process's pidfd goes into the epoll set under its own token; a process already gone is not
+    /// waited for; an exit and an exec each take the pidfd out, once.
+    #[test]
+    fn pidfds_are_polled_under_their_tokens_and_taken_out_once() {
+        let epoll = Polled::default();
+        let mut w = Watched::new(vec![7, 0, 9], (true, false), &epoll, 16, pidfd).expect("watched");
+        let calls = epoll.calls();
+        let fds: Vec<&str> = calls.iter().map(|c| c.split(' ').nth(1).unwrap()).collect();
+        assert_eq!(
+            calls,
+            [format!("add {} 16", fds[0]), format!("add {} 18", fds[1])],
+            "pid 0 is gone: no pidfd, and its token is skipped"
+        );
+        let (seven, nine) = (fds[0].to_string(), fds[1].to_string());
+        assert!(!w.exited(0, &epoll), "pid 9 is left");
+        assert!(!w.exited(0, &epoll), "the same exit again");
+        assert_eq!(
+            w.exec(9, &epoll),
+            Some(true),
+            "pid 9's exec lets go of the last"
+        );
+        assert_eq!(
+            &epoll.calls()[2..],
+            [format!("delete {seven}"), format!("delete {nine}")]
+        );
+        assert!(w.exited(2, &epoll), "its pidfd already gone");
+        assert_eq!(epoll.calls().len(), 4);
+    }
+
+    /// A refusal to poll a pidfd is the run's error.
+    #[test]
+    fn a_pidfd_epoll_refuses_is_an_error() {
+        let epoll = Polled {
+            refuse: Some(libc::ENOMEM),
+            ..Polled::default()
+        };
+        assert!(Watched::new(vec![7], (true, false), &epoll, 16, pidfd).is_err());
     }
 }

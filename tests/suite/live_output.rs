@@ -298,6 +298,16 @@ fn trace_helper(helper: &[&str], args: &[String], ready: Ready) -> (u32, i32, St
     (tid, code, out, err)
 }
 
+/// [`trace_helper`] with the helper's `work` on the first online CPU, which must exit 0: (tid, stdout,
+/// stderr).
+fn traced(work: &[&str], args: &[&str], ready: Ready) -> (u32, String, String) {
+    let cpu = first_cpu();
+    let helper: Vec<&str> = work.iter().copied().chain([cpu.as_str()]).collect();
+    let (tid, code, out, err) = trace_helper(&helper, &owned(args), ready);
+    assert_eq!(code, 0, "{err}");
+    (tid, out, err)
+}
+
 fn owned(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
@@ -311,12 +321,11 @@ const ARMED_JSON: Ready = Ready::Stdout("\"type\":\"armed\"");
 live_test!(json_lines_fit_the_schema_and_carry_the_helpers_writes, {
     const N: usize = 200;
     let cpu = first_cpu();
-    let (tid, code, out, err) = trace_helper(
-        &["write", &N.to_string(), &cpu],
-        &owned(&["write", "{addr}/8", "--json"]),
+    let (tid, out, err) = traced(
+        &["write", &N.to_string()],
+        &["write", "{addr}/8", "--json"],
         ARMED_JSON,
     );
-    assert_eq!(code, 0, "{err}");
     let lines = schema::parse(&out);
     assert!(
         matches!(lines.first(), Some(schema::Line::Header(h)) if h.version == 1 && h.targets.len() == 1)
@@ -424,13 +433,11 @@ live_test!(filters_drop_hits_before_printing_and_counting, {
 
 live_test!(filtered_hits_do_not_count_toward_count, {
     // The helper's 100 stores all run in user space: with --kernel-only, --count 1 is never met.
-    let cpu = first_cpu();
-    let (_, code, out, err) = trace_helper(
-        &["write", "100", &cpu],
-        &owned(&["write", "{addr}", "--kernel-only", "--count", "1"]),
+    let (_, out, err) = traced(
+        &["write", "100"],
+        &["write", "{addr}", "--kernel-only", "--count", "1"],
         Ready::Stdout("# armed"),
     );
-    assert_eq!(code, 0, "{err}");
     assert!(parse_hits(&out).is_empty(), "{out}");
     assert!(err.contains("ksymwatch: 0 hits"), "{err}");
     assert!(
@@ -451,13 +458,11 @@ live_test!(filtered_hits_do_not_count_toward_count, {
 live_test!(
     a_run_stopped_by_count_still_counts_what_the_kernel_filtered,
     {
-        let cpu = first_cpu();
-        let (_, code, out, err) = trace_helper(
-            &["sites", "100", &cpu],
-            &owned(&["write", "{addr}", "--if", "value == 50", "--count", "1"]),
+        let (_, out, err) = traced(
+            &["sites", "100"],
+            &["write", "{addr}", "--if", "value == 50", "--count", "1"],
             Ready::Stdout("# armed"),
         );
-        assert_eq!(code, 0, "{err}");
         assert_eq!(parse_hits(&out).len(), 1, "{out}");
         assert!(err.contains("stopped: count reached"), "{err}");
         let filtered: u64 = err
@@ -486,12 +491,11 @@ live_test!(
         const N: u64 = 40;
         let cpu = first_cpu();
         // read() from /dev/zero: the kernel writes the watched global on the helper's behalf, N times.
-        let (_, code, out, err) = trace_helper(
-            &["read", &N.to_string(), &cpu],
-            &owned(&["write", "{addr}", "--quiet", "--tid", "{tid}", "--top", "0"]),
+        let (_, out, err) = traced(
+            &["read", &N.to_string()],
+            &["write", "{addr}", "--quiet", "--tid", "{tid}", "--top", "0"],
             ARMED_STDERR,
         );
-        assert_eq!(code, 0, "{err}");
         assert!(
             out.lines().all(|l| l.starts_with('#')),
             "only the report: {out}"
@@ -524,13 +528,11 @@ live_test!(
 
 live_test!(json_summary_record_counts_chains_ips_and_comms, {
     const N: u64 = 60;
-    let cpu = first_cpu();
-    let (_, code, out, err) = trace_helper(
-        &["write", &N.to_string(), &cpu],
-        &owned(&["write", "{addr}", "--json", "--summary", "--tid", "{tid}"]),
+    let (_, out, _) = traced(
+        &["write", &N.to_string()],
+        &["write", "{addr}", "--json", "--summary", "--tid", "{tid}"],
         ARMED_JSON,
     );
-    assert_eq!(code, 0, "{err}");
     let lines = schema::parse(&out);
     assert_eq!(
         json_hits(&lines).len() as u64,
@@ -806,12 +808,11 @@ live_test!(user_frames_are_named_from_the_writers_elf_symbols, {
         );
     }
     // The same names in ftrace form: ` => main+0xOFF [writer]`.
-    let (_, code, out, err) = trace_helper(
-        &["write", "2", &cpu],
-        &owned(&["write", "{addr}", "--tid", "{tid}"]),
+    let (_, out, _) = traced(
+        &["write", "2"],
+        &["write", "{addr}", "--tid", "{tid}"],
         Ready::Stdout("# armed"),
     );
-    assert_eq!(code, 0, "{err}");
     let hits = parse_hits(&out);
     assert_eq!(hits.len(), 2, "{out}");
     for h in &hits {

@@ -203,10 +203,8 @@ fn a_copy_relocation_makes_the_executable_s_environ_the_live_one() {
 
 #[test]
 fn refusals_are_one_line_with_their_exit_codes() {
-    let Some(prog) = procsym::build("pie", procsym::PIE) else {
-        return;
-    };
-    let Some(nodebug) = procsym::build("no-debug", procsym::NO_DEBUG) else {
+    let pie = ("pie", procsym::PIE);
+    let Some((prog, nodebug)) = procsym::build_two(pie, ("no-debug", procsym::NO_DEBUG)) else {
         return;
     };
     let p = Running::start(&prog, &[]);

@@ -49,6 +49,13 @@ fn fails(text: &str, column: usize, hint: &str) {
     );
 }
 
+/// [`fails`] for each `(text, column, hint)`.
+fn fail_all(cases: &[(&str, usize, &str)]) {
+    for &(text, column, hint) in cases {
+        fails(text, column, hint);
+    }
+}
+
 /// The tree with every column zeroed: what must survive a Display round trip.
 fn strip(c: &Condition) -> Condition {
     match c {
@@ -189,47 +196,51 @@ fn numbers() {
         }) => value,
         other => panic!("{text}: {other:?}"),
     };
-    assert_eq!(value("0"), 0);
-    assert_eq!(value("-0"), 0);
-    assert_eq!(value("007"), 7);
-    assert_eq!(value("1_000_000"), 1_000_000);
-    assert_eq!(value("1__0_"), 10);
-    assert_eq!(value("0x1f4"), 500);
-    assert_eq!(value("0X1F4"), 500);
-    assert_eq!(value("0x_dead_beef"), 0xdead_beef);
-    assert_eq!(value("0b101"), 5);
-    assert_eq!(value("0B1111_0000"), 0xf0);
-    assert_eq!(value("-0x80"), -128);
-    assert_eq!(value("-0b1"), -1);
-    assert_eq!(value("18446744073709551615"), u64::MAX as i128);
-    assert_eq!(value("0xffff_ffff_ffff_ffff"), u64::MAX as i128);
-    assert_eq!(value("-9223372036854775808"), i64::MIN as i128);
-    assert_eq!(value("-0x8000000000000000"), i64::MIN as i128);
-    assert_eq!(value("000000000000000000000000000000000000000000001"), 1);
+    for (text, want) in [
+        ("0", 0),
+        ("-0", 0),
+        ("007", 7),
+        ("1_000_000", 1_000_000),
+        ("1__0_", 10),
+        ("0x1f4", 500),
+        ("0X1F4", 500),
+        ("0x_dead_beef", 0xdead_beef),
+        ("0b101", 5),
+        ("0B1111_0000", 0xf0),
+        ("-0x80", -128),
+        ("-0b1", -1),
+        ("18446744073709551615", u64::MAX as i128),
+        ("0xffff_ffff_ffff_ffff", u64::MAX as i128),
+        ("-9223372036854775808", i64::MIN as i128),
+        ("-0x8000000000000000", i64::MIN as i128),
+        ("000000000000000000000000000000000000000000001", 1),
+    ] {
+        assert_eq!(value(text), want, "{text}");
+    }
 }
 
 #[test]
 fn numbers_out_of_range_or_malformed() {
-    fails("value == 18446744073709551616", 10, "out of range");
-    fails("value == 0x1_0000_0000_0000_0000", 10, "out of range");
-    fails("value == -9223372036854775809", 10, "out of range");
-    fails("value == -0x8000000000000001", 10, "out of range");
-    fails(
-        "value == 999999999999999999999999999999999999999999",
-        10,
-        "out of range",
-    );
-    fails("value == 0x", 10, "`0x` is not a number");
-    fails("value == 0x1g", 10, "`0x1g` is not a number");
-    fails("value == 0b102", 10, "`0b102` is not a number");
-    fails("value == 12ab", 10, "`12ab` is not a number");
-    fails("value == 0o17", 10, "not a number");
-    fails("value == 0x_", 10, "not a number");
-    fails("value == - 1", 10, "followed directly by digits");
-    fails("value == -x", 10, "followed directly by digits");
-    fails("value == -", 10, "followed directly by digits");
-    fails("value == --1", 10, "followed directly by digits");
-    fails("value - 1 == 5", 7, "arithmetic is not supported");
+    #[rustfmt::skip]
+    let cases = [
+        ("value == 18446744073709551616", 10, "out of range"),
+        ("value == 0x1_0000_0000_0000_0000", 10, "out of range"),
+        ("value == -9223372036854775809", 10, "out of range"),
+        ("value == -0x8000000000000001", 10, "out of range"),
+        ("value == 999999999999999999999999999999999999999999", 10, "out of range"),
+        ("value == 0x", 10, "`0x` is not a number"),
+        ("value == 0x1g", 10, "`0x1g` is not a number"),
+        ("value == 0b102", 10, "`0b102` is not a number"),
+        ("value == 12ab", 10, "`12ab` is not a number"),
+        ("value == 0o17", 10, "not a number"),
+        ("value == 0x_", 10, "not a number"),
+        ("value == - 1", 10, "followed directly by digits"),
+        ("value == -x", 10, "followed directly by digits"),
+        ("value == -", 10, "followed directly by digits"),
+        ("value == --1", 10, "followed directly by digits"),
+        ("value - 1 == 5", 7, "arithmetic is not supported"),
+    ];
+    fail_all(&cases);
 }
 
 #[test]
@@ -290,12 +301,12 @@ fn whitespace_anywhere() {
 #[test]
 fn columns_count_characters_not_bytes() {
     // `é` is two bytes in UTF-8 but one column.
-    fails(
-        "é",
-        1,
-        "expected `value`, `old`, `changed` or a number, found `é`",
-    );
-    fails("value == 1 && é", 15, "found `é`");
+    #[rustfmt::skip]
+    let cases = [
+        ("é", 1, "expected `value`, `old`, `changed` or a number, found `é`"),
+        ("value == 1 && é", 15, "found `é`"),
+    ];
+    fail_all(&cases);
     assert_eq!(
         ok("\u{a0}value == 1"),
         cmp(Side::Value, Op::Eq, k(1, 11), false, 2)
@@ -407,53 +418,37 @@ fn for_each_compare_in_text_order() {
 
 #[test]
 fn empty_and_trailing() {
-    fails("", 1, "the condition is empty");
-    fails("   ", 4, "the condition is empty");
-    fails(
-        "value == 1 value",
-        12,
-        "unexpected `value` after a complete condition; join",
-    );
-    fails("value == 1 2", 12, "unexpected `2`");
-    fails("changed changed", 9, "join conditions with `&&` or `||`");
-    fails("value == 1 && ", 15, "found the end of the condition");
-    fails("|| changed", 1, "found `||`");
-    fails(
-        "&& changed",
-        1,
-        "expected `value`, `old`, `changed` or a number, found `&&`",
-    );
-    fails("changed ||", 11, "found the end of the condition");
-    fails("changed;", 8, "unexpected `;`");
+    #[rustfmt::skip]
+    let cases = [
+        ("", 1, "the condition is empty"),
+        ("   ", 4, "the condition is empty"),
+        ("value == 1 value", 12, "unexpected `value` after a complete condition; join"),
+        ("value == 1 2", 12, "unexpected `2`"),
+        ("changed changed", 9, "join conditions with `&&` or `||`"),
+        ("value == 1 && ", 15, "found the end of the condition"),
+        ("|| changed", 1, "found `||`"),
+        ("&& changed", 1, "expected `value`, `old`, `changed` or a number, found `&&`"),
+        ("changed ||", 11, "found the end of the condition"),
+        ("changed;", 8, "unexpected `;`"),
+    ];
+    fail_all(&cases);
 }
 
 #[test]
 fn parentheses() {
-    fails(
-        "(value == 1",
-        12,
-        "expected `)` to close the `(` at column 1, found the end",
-    );
-    fails("((changed)", 11, "close the `(` at column 1");
-    fails(
-        "(changed value",
-        10,
-        "close the `(` at column 1, found `value`",
-    );
-    fails("value == 1)", 11, "unmatched `)`");
-    fails("changed && changed)", 19, "unmatched `)`");
-    fails(
-        "()",
-        2,
-        "expected `value`, `old`, `changed` or a number, found `)`",
-    );
-    fails(")", 1, "found `)`");
-    fails("(value) == 1", 7, "expected a comparison after `value`");
-    fails(
-        "value == (1)",
-        10,
-        "expected `value`, `old` or a number after `==`, found `(`",
-    );
+    #[rustfmt::skip]
+    let cases = [
+        ("(value == 1", 12, "expected `)` to close the `(` at column 1, found the end"),
+        ("((changed)", 11, "close the `(` at column 1"),
+        ("(changed value", 10, "close the `(` at column 1, found `value`"),
+        ("value == 1)", 11, "unmatched `)`"),
+        ("changed && changed)", 19, "unmatched `)`"),
+        ("()", 2, "expected `value`, `old`, `changed` or a number, found `)`"),
+        (")", 1, "found `)`"),
+        ("(value) == 1", 7, "expected a comparison after `value`"),
+        ("value == (1)", 10, "expected `value`, `old` or a number after `==`, found `(`"),
+    ];
+    fail_all(&cases);
     let deep = |n: usize| format!("{}changed{}", "(".repeat(n), ")".repeat(n));
     assert_eq!(ok(&deep(MAX_DEPTH)), Condition::Changed);
     fails(
@@ -466,122 +461,82 @@ fn parentheses() {
 
 #[test]
 fn wrong_operators_say_what_to_write() {
-    fails("value = 1", 7, "`=` is not a comparison; use `==`");
-    fails("value === 1", 9, "use `==`");
-    fails("value =< 1", 7, "use `<=`");
-    fails("value => 1", 7, "use `>=`");
-    fails("value <> 1", 7, "use `!=`");
-    fails(
-        "!changed",
-        1,
-        "`!` (not) is not supported; use `!=` or swap the comparison",
-    );
-    fails("!(value == 1)", 1, "use `!=` or swap");
-    fails("value !== 1", 9, "use `==`");
-    fails("value | 1", 7, "use `||`");
-    fails("changed | changed", 9, "use `||`");
-    fails("value && 1", 7, "expected a comparison after `value`");
-    fails("value &&& 1", 7, "expected a comparison after `value`");
-    fails("value ~ 1", 7, "found `~`");
-    fails("value + 1 == 2", 7, "found `+`");
-    fails("value", 6, "expected a comparison after `value`: `==`, `!=`, `<`, `<=`, `>`, `>=` or `&`, found the end");
-    fails(
-        "value ==",
-        9,
-        "expected `value`, `old` or a number after `==`, found the end",
-    );
-    fails("value < < 1", 9, "after `<`, found `<`");
+    #[rustfmt::skip]
+    let cases = [
+        ("value = 1", 7, "`=` is not a comparison; use `==`"),
+        ("value === 1", 9, "use `==`"),
+        ("value =< 1", 7, "use `<=`"),
+        ("value => 1", 7, "use `>=`"),
+        ("value <> 1", 7, "use `!=`"),
+        ("!changed", 1, "`!` (not) is not supported; use `!=` or swap the comparison"),
+        ("!(value == 1)", 1, "use `!=` or swap"),
+        ("value !== 1", 9, "use `==`"),
+        ("value | 1", 7, "use `||`"),
+        ("changed | changed", 9, "use `||`"),
+        ("value && 1", 7, "expected a comparison after `value`"),
+        ("value &&& 1", 7, "expected a comparison after `value`"),
+        ("value ~ 1", 7, "found `~`"),
+        ("value + 1 == 2", 7, "found `+`"),
+        ("value", 6, "expected a comparison after `value`: `==`, `!=`, `<`, `<=`, `>`, `>=` or `&`, found the end"),
+        ("value ==", 9, "expected `value`, `old` or a number after `==`, found the end"),
+        ("value < < 1", 9, "after `<`, found `<`"),
+    ];
+    fail_all(&cases);
 }
 
 #[test]
 fn words_say_what_to_write() {
-    fails(
-        "changed and value == 1",
-        9,
-        "`and` is not an operator; use `&&`",
-    );
-    fails(
-        "changed AND value == 1",
-        9,
-        "`AND` is not an operator; use `&&`",
-    );
-    fails(
-        "changed or value == 1",
-        9,
-        "`or` is not an operator; use `||`",
-    );
-    fails("changed Or value == 1", 9, "use `||`");
-    fails("not changed", 1, "`not` is not supported; use `!=` or swap");
-    fails("and", 1, "use `&&`");
-    fails(
-        "new == 1",
-        1,
-        "expected `value`, `old`, `changed` or a number, found `new`",
-    );
-    fails(
-        "value == x",
-        10,
-        "expected `value`, `old` or a number after `==`, found `x`",
-    );
-    fails("value == _", 10, "found `_`");
-    fails(
-        "Value == 1",
-        1,
-        "keywords are lowercase: write `value` for `Value`",
-    );
-    fails("value == OLD", 10, "write `old` for `OLD`");
-    fails("CHANGED", 1, "write `changed`");
-    fails("value == android", 10, "found `android`");
-    fails("values == 1", 1, "found `values`");
-    fails(
-        "s value == 1",
-        1,
-        "write `(s)` right before `value` or `old`",
-    );
-    fails("(S)value == 1", 2, "write `(s)` right before");
+    #[rustfmt::skip]
+    let cases = [
+        ("changed and value == 1", 9, "`and` is not an operator; use `&&`"),
+        ("changed AND value == 1", 9, "`AND` is not an operator; use `&&`"),
+        ("changed or value == 1", 9, "`or` is not an operator; use `||`"),
+        ("changed Or value == 1", 9, "use `||`"),
+        ("not changed", 1, "`not` is not supported; use `!=` or swap"),
+        ("and", 1, "use `&&`"),
+        ("new == 1", 1, "expected `value`, `old`, `changed` or a number, found `new`"),
+        ("value == x", 10, "expected `value`, `old` or a number after `==`, found `x`"),
+        ("value == _", 10, "found `_`"),
+        ("Value == 1", 1, "keywords are lowercase: write `value` for `Value`"),
+        ("value == OLD", 10, "write `old` for `OLD`"),
+        ("CHANGED", 1, "write `changed`"),
+        ("value == android", 10, "found `android`"),
+        ("values == 1", 1, "found `values`"),
+        ("s value == 1", 1, "write `(s)` right before `value` or `old`"),
+        ("(S)value == 1", 2, "write `(s)` right before"),
+    ];
+    fail_all(&cases);
 }
 
 #[test]
 fn compare_shape_errors() {
-    fails("value == value", 10, "compares `value` with itself");
-    fails("old != (s)old", 11, "compares `old` with itself");
-    fails(
-        "1 == 2",
-        6,
-        "compares two numbers; one side must be `value` or `old`",
-    );
-    fails(
-        "changed == 1",
-        9,
-        "`changed` is a condition of its own and takes no `==`",
-    );
-    fails("changed & 1", 9, "takes no `&`");
-    fails(
-        "value == changed",
-        10,
-        "`changed` is a condition of its own and cannot be compared",
-    );
-    fails("1 < changed", 5, "cannot be compared");
+    #[rustfmt::skip]
+    let cases = [
+        ("value == value", 10, "compares `value` with itself"),
+        ("old != (s)old", 11, "compares `old` with itself"),
+        ("1 == 2", 6, "compares two numbers; one side must be `value` or `old`"),
+        ("changed == 1", 9, "`changed` is a condition of its own and takes no `==`"),
+        ("changed & 1", 9, "takes no `&`"),
+        ("value == changed", 10, "`changed` is a condition of its own and cannot be compared"),
+        ("1 < changed", 5, "cannot be compared"),
+    ];
+    fail_all(&cases);
 }
 
 #[test]
 fn signed_prefix_errors() {
-    fails(
-        "(s)5 < value",
-        1,
-        "`(s)` goes on `value` or `old`, not on a number",
-    );
-    fails("value < (s)-1", 9, "not on a number");
-    fails("(s)changed", 1, "not on `changed`");
-    fails(
-        "(s)(s)value < 1",
-        4,
-        "expected `value` or `old` after `(s)`, found `(`",
-    );
-    fails("(s)(value < 1)", 4, "after `(s)`, found `(`");
-    fails("(s)", 4, "after `(s)`, found the end");
-    fails("(s) x", 5, "after `(s)`, found `x`");
-    fails("(s", 2, "found `s`");
+    #[rustfmt::skip]
+    let cases = [
+        ("(s)5 < value", 1, "`(s)` goes on `value` or `old`, not on a number"),
+        ("value < (s)-1", 9, "not on a number"),
+        ("(s)changed", 1, "not on `changed`"),
+        ("(s)(s)value < 1", 4, "expected `value` or `old` after `(s)`, found `(`"),
+        ("(s)(value < 1)", 4, "after `(s)`, found `(`"),
+        ("(s)", 4, "after `(s)`, found the end"),
+        ("(s) x", 5, "after `(s)`, found `x`"),
+        ("(s", 2, "found `s`"),
+    ];
+    fail_all(&cases);
 }
 
 #[test]
@@ -686,42 +641,50 @@ fn check_width_reports_the_first_bad_constant() {
 #[test]
 fn constant_bits_unsigned() {
     let bits = |v: i128, len: u8| Condition::constant_bits(v, len, false);
-    assert_eq!(bits(-1, 1), 0xff);
-    assert_eq!(bits(-1, 2), 0xffff);
-    assert_eq!(bits(-1, 4), 0xffff_ffff);
-    assert_eq!(bits(-1, 8), u64::MAX);
-    assert_eq!(bits(-128, 1), 0x80);
-    assert_eq!(bits(255, 1), 0xff);
-    assert_eq!(bits(0x1f4, 2), 0x1f4);
-    assert_eq!(bits(-32768, 2), 0x8000);
-    assert_eq!(bits(i64::MIN as i128, 8), 0x8000_0000_0000_0000);
-    assert_eq!(bits(u64::MAX as i128, 8), u64::MAX);
-    assert_eq!(bits(0, 8), 0);
-    assert_eq!(bits((1 << 32) - 1, 4), 0xffff_ffff);
-    assert_eq!(bits(i32::MIN as i128, 4), 0x8000_0000);
-    // Outside the checked range it still truncates rather than failing.
-    assert_eq!(bits(0x1ff, 1), 0xff);
+    for (v, len, want) in [
+        (-1, 1, 0xff),
+        (-1, 2, 0xffff),
+        (-1, 4, 0xffff_ffff),
+        (-1, 8, u64::MAX),
+        (-128, 1, 0x80),
+        (255, 1, 0xff),
+        (0x1f4, 2, 0x1f4),
+        (-32768, 2, 0x8000),
+        (i64::MIN as i128, 8, 0x8000_0000_0000_0000),
+        (u64::MAX as i128, 8, u64::MAX),
+        (0, 8, 0),
+        ((1 << 32) - 1, 4, 0xffff_ffff),
+        (i32::MIN as i128, 4, 0x8000_0000),
+        // Outside the checked range it still truncates rather than failing.
+        (0x1ff, 1, 0xff),
+    ] {
+        assert_eq!(bits(v, len), want, "{v} in {len} bytes");
+    }
 }
 
 #[test]
 fn constant_bits_signed() {
     let bits = |v: i128, len: u8| Condition::constant_bits(v, len, true);
-    assert_eq!(bits(-1, 1), u64::MAX);
-    assert_eq!(bits(0xff, 1), u64::MAX);
-    assert_eq!(bits(0x7f, 1), 0x7f);
-    assert_eq!(bits(0x80, 1), (-128i64) as u64);
-    assert_eq!(bits(-128, 1), (-128i64) as u64);
-    assert_eq!(bits(-1, 2), u64::MAX);
-    assert_eq!(bits(0xffff, 2), u64::MAX);
-    assert_eq!(bits(0x7fff, 2), 0x7fff);
-    assert_eq!(bits(-1, 4), u64::MAX);
-    assert_eq!(bits(0x8000_0000, 4), i32::MIN as i64 as u64);
-    assert_eq!(bits(i32::MAX as i128, 4), 0x7fff_ffff);
-    assert_eq!(bits(-1, 8), u64::MAX);
-    assert_eq!(bits(i64::MIN as i128, 8), 0x8000_0000_0000_0000);
-    assert_eq!(bits(u64::MAX as i128, 8), u64::MAX);
-    assert_eq!(bits(i64::MAX as i128, 8), i64::MAX as u64);
-    assert_eq!(bits(5, 8), 5);
+    for (v, len, want) in [
+        (-1, 1, u64::MAX),
+        (0xff, 1, u64::MAX),
+        (0x7f, 1, 0x7f),
+        (0x80, 1, (-128i64) as u64),
+        (-128, 1, (-128i64) as u64),
+        (-1, 2, u64::MAX),
+        (0xffff, 2, u64::MAX),
+        (0x7fff, 2, 0x7fff),
+        (-1, 4, u64::MAX),
+        (0x8000_0000, 4, i32::MIN as i64 as u64),
+        (i32::MAX as i128, 4, 0x7fff_ffff),
+        (-1, 8, u64::MAX),
+        (i64::MIN as i128, 8, 0x8000_0000_0000_0000),
+        (u64::MAX as i128, 8, u64::MAX),
+        (i64::MAX as i128, 8, i64::MAX as u64),
+        (5, 8, 5),
+    ] {
+        assert_eq!(bits(v, len), want, "{v} in {len} bytes");
+    }
 }
 
 #[test]

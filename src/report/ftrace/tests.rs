@@ -4,6 +4,18 @@ use crate::model::watch::Access;
 use crate::perf::record::encode;
 use crate::report::testutil::{decoded, each_hit, each_value_of_a_user_store, table, watch};
 
+/// A printer writing into memory.
+fn printer() -> Ftrace<Vec<u8>, Vec<u8>> {
+    Ftrace::new(Vec::new(), Vec::new())
+}
+
+/// What `p` printed: the stream, and the report on stderr.
+fn printed(p: Ftrace<Vec<u8>, Vec<u8>>) -> (String, String) {
+    let (out, err) = p.into_inner();
+    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+    (text(out), text(err))
+}
+
 /// The parts a printer keeps spelled (the task per CPU, the target per index) are spelled again
 /// whenever a hit differs from what they were spelled for: every line equals a fresh printer's.
 #[test]
@@ -40,11 +52,11 @@ fn kept_parts_follow_every_change() {
     // The same index moved (`--control`): another label, then another access.
     let moved = [watch("b", 0x7ffd0000, Access::Write)];
     let rw = [watch("b", 0x7ffd0000, Access::ReadWrite)];
-    let mut kept = Ftrace::new(Vec::new(), Vec::new());
+    let mut kept = printer();
     let mut want = String::new();
     let mut each = |hit: &Hit<'_>| {
         kept.hit(hit).unwrap();
-        let mut fresh = Ftrace::new(Vec::new(), Vec::new());
+        let mut fresh = printer();
         fresh.hit(hit).unwrap();
         want.push_str(&String::from_utf8(fresh.into_inner().0).unwrap());
     };
@@ -86,12 +98,11 @@ fn formats_a_hit_from_record_bytes() {
         ],
     ));
     let watches = [watch("0x7ffd0000", 0x7ffd0000, Access::Write)];
-    let mut p = Ftrace::new(Vec::new(), Vec::new());
+    let mut p = printer();
     each_hit(&table(), &watches, &[(sample, "reader", 0)], |hit| {
         p.hit(hit).unwrap()
     });
-    let (out, _) = p.into_inner();
-    let text = String::from_utf8(out).unwrap();
+    let (text, _) = printed(p);
     let expected = concat!(
         "          reader-1235    [001]   412.123456: 0x7ffd0000 W ip=read_zero+0x77/0x100\n",
         " => read_zero+0x77/0x100\n",
@@ -129,10 +140,7 @@ fn a_repeated_chain_prints_the_same() {
         })
         .collect();
     let watches = [watch("x", 0x10, Access::Write)];
-    let (mut cached, mut fresh) = (
-        Ftrace::new(Vec::new(), Vec::new()),
-        Ftrace::new(Vec::new(), Vec::new()),
-    );
+    let (mut cached, mut fresh) = (printer(), printer());
     let mut reused = 0;
     each_hit(&table(), &watches, &hits, |hit| {
         reused += usize::from(hit.rendered.is_some_and(|r| r.text.borrow().made));
@@ -175,7 +183,7 @@ fn a_hostile_comm_is_escaped_everywhere() {
         &[encode::USER, 0x401000, 0x401100],
     ));
     let watches = [watch("counter", 0x7ffd0000, Access::Write)];
-    let mut p = Ftrace::new(Vec::new(), Vec::new());
+    let mut p = printer();
     let mut tally = crate::report::summary::Tally::default();
     each_hit(
         &table(),
@@ -203,7 +211,7 @@ fn a_hostile_comm_is_escaped_everywhere() {
     summary.hits_by_cpu.insert(0, 2);
     summary.tally = Some(tally);
     p.finish(&summary).unwrap();
-    let text = String::from_utf8(p.into_inner().0).unwrap();
+    let text = printed(p).0;
     assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");
     let hits: Vec<&str> = text
         .lines()
@@ -250,11 +258,11 @@ fn a_per_cpu_hit_names_its_copy() {
         &[],
     ));
     let watches = [percpu_watch("runqueues.nr_running", None)];
-    let mut p = Ftrace::new(Vec::new(), Vec::new());
+    let mut p = printer();
     each_hit(&table(), &watches, &[(s, "a", 0)], |hit| {
         p.hit(hit).unwrap()
     });
-    let text = String::from_utf8(p.into_inner().0).unwrap();
+    let text = printed(p).0;
     assert!(
         text.contains(": runqueues.nr_running@cpu1 W ip=read_zero+0x77/0x100"),
         "{text}"
@@ -275,9 +283,9 @@ fn a_per_cpu_hit_names_its_copy() {
 /// The hit lines (not the chains) of a user store printed with each of `values`; every hit has its
 /// one-frame chain.
 fn hit_lines(values: &[Value]) -> Vec<String> {
-    let mut p = Ftrace::new(Vec::new(), Vec::new());
+    let mut p = printer();
     each_value_of_a_user_store(values, |hit| p.hit(hit).unwrap());
-    let text = String::from_utf8(p.into_inner().0).unwrap();
+    let text = printed(p).0;
     let chains = text.lines().filter(|l| *l == " => 0x401136 [writer]");
     assert_eq!(chains.count(), values.len(), "{text}");
     text.lines()
@@ -372,7 +380,7 @@ fn armed_counts_processes_and_threads() {
     let watch = watch("x", 0x404028, Access::Write);
     let cpus: BTreeSet<u32> = [0, 1].into();
     let processes = [(10, "a".to_string()), (11, "b".to_string())];
-    let mut p = Ftrace::new(Vec::new(), Vec::new());
+    let mut p = printer();
     p.header(&Header {
         watches: std::slice::from_ref(&watch),
         cpus: &cpus,
@@ -385,8 +393,7 @@ fn armed_counts_processes_and_threads() {
     })
     .unwrap();
     p.armed(2, &cpus, 5_000_001_000).unwrap();
-    let (out, _) = p.into_inner();
-    let text = String::from_utf8(out).unwrap();
+    let (text, _) = printed(p);
     assert!(
         text.contains(
             "# armed 2 breakpoints on cpus 0-1 for 2 processes (10001 threads at the start) at"
@@ -418,7 +425,7 @@ fn armed_counts_processes_and_threads() {
 fn header_armed_events_and_summary() {
     let watch = watch("x", 0xffffffff83003e00, Access::ReadWrite);
     let cpus: BTreeSet<u32> = [0, 1].into();
-    let mut p = Ftrace::new(Vec::new(), Vec::new());
+    let mut p = printer();
     p.header(&Header {
         watches: std::slice::from_ref(&watch),
         cpus: &cpus,
@@ -440,13 +447,11 @@ fn header_armed_events_and_summary() {
         .warnings
         .push("/tmp/a\nb: symbol table too large".into());
     p.finish(&summary).unwrap();
-    let (out, err) = p.into_inner();
-    let out = String::from_utf8(out).unwrap();
+    let (out, err) = printed(p);
     assert!(out.starts_with("# tracer: ksymwatch\n"));
     assert!(out.contains("# target: x addr=0xffffffff83003e00 len=8 access=RW"));
     assert!(out.contains("# armed 2 breakpoints on cpus 0-1 at 5.000001\n"));
     assert!(out.contains("# lost 3 events on cpu 1 at 6.000000\n"));
-    let err = String::from_utf8(err).unwrap();
     assert!(err.contains("5 hits (cpu0 5), 3 lost"), "{err}");
     assert!(err.contains("WARNING"));
     assert!(
@@ -459,7 +464,7 @@ fn header_armed_events_and_summary() {
 /// gives it as the reason the run stopped when they were the last.
 #[test]
 fn module_unloaded_mark() {
-    let mut p = Ftrace::new(Vec::new(), Vec::new());
+    let mut p = printer();
     let e = StreamEvent::ModuleUnloaded {
         module: "nfs".into(),
         targets: vec!["nfs:nfs_counter".into(), "nfs_flags+0x4".into()],
@@ -470,15 +475,14 @@ fn module_unloaded_mark() {
         ..Summary::default()
     };
     p.finish(&summary).unwrap();
-    let (out, err) = p.into_inner();
-    let out = String::from_utf8(out).unwrap();
+    let (out, err) = printed(p);
     assert!(
         out.starts_with(
             "# module nfs unloaded at 7.000000: no longer watching nfs:nfs_counter, nfs_flags+0x4\n"
         ),
         "{out}"
     );
-    let all = out + &String::from_utf8(err).unwrap();
+    let all = out + &err;
     assert!(all.contains("watched module unloaded"), "{all}");
 }
 
@@ -486,7 +490,7 @@ fn module_unloaded_mark() {
 /// also on stderr, since the script that sent it may not read the stream.
 #[test]
 fn control_acknowledgements() {
-    let mut p = Ftrace::new(Vec::new(), Vec::new());
+    let mut p = printer();
     let moved = StreamEvent::Retargeted(crate::report::Retarget {
         index: 0,
         watch: watch("target_var2", 0x5555_0040, Access::Write),
@@ -512,8 +516,7 @@ fn control_acknowledgements() {
         7_200_000_000,
     )
     .unwrap();
-    let (out, err) = p.into_inner();
-    let out = String::from_utf8(out).unwrap();
+    let (out, err) = printed(p);
     assert_eq!(
         out,
         concat!(
@@ -525,7 +528,6 @@ fn control_acknowledgements() {
              (0x55550040/8) at 7.200000\n",
         )
     );
-    let err = String::from_utf8(err).unwrap();
     assert_eq!(
         err,
         "ksymwatch: control `watch nope` refused: unknown symbol `nope`; still watching target_var2 \

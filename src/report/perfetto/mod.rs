@@ -70,6 +70,14 @@ impl Table {
     }
 }
 
+/// `s`'s id in `table`, a new one also added to `pending`.
+fn name(table: &mut Table, pending: &mut Vec<proto::InternedName>, s: &str) -> u64 {
+    table.intern(s, pending, |id| proto::InternedName {
+        iid: Some(id),
+        name: Some(s.into()),
+    })
+}
+
 /// The sequence's interned strings, and what the next packet must carry of them.
 #[derive(Default)]
 struct Interner {
@@ -81,20 +89,12 @@ struct Interner {
 
 impl Interner {
     fn event_name(&mut self, s: &str) -> u64 {
-        let pending = &mut self.pending.event_names;
-        self.event_names.intern(s, pending, |id| proto::EventName {
-            iid: Some(id),
-            name: Some(s.into()),
-        })
+        name(&mut self.event_names, &mut self.pending.event_names, s)
     }
 
     fn annotation_name(&mut self, s: &str) -> u64 {
         let pending = &mut self.pending.debug_annotation_names;
-        self.annotation_names
-            .intern(s, pending, |id| proto::DebugAnnotationName {
-                iid: Some(id),
-                name: Some(s.into()),
-            })
+        name(&mut self.annotation_names, pending, s)
     }
 
     fn string(&mut self, s: &str) -> u64 {

@@ -148,9 +148,9 @@ pub enum AnnotationValue {
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct InternedData {
     #[prost(message, repeated, tag = "2")]
-    pub event_names: Vec<EventName>,
+    pub event_names: Vec<InternedName>,
     #[prost(message, repeated, tag = "3")]
-    pub debug_annotation_names: Vec<DebugAnnotationName>,
+    pub debug_annotation_names: Vec<InternedName>,
     #[prost(message, repeated, tag = "29")]
     pub debug_annotation_string_values: Vec<InternedString>,
 }
@@ -163,16 +163,9 @@ impl InternedData {
     }
 }
 
+/// `EventName` and `DebugAnnotationName`: the same two fields on the wire.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct EventName {
-    #[prost(uint64, optional, tag = "1")]
-    pub iid: Option<u64>,
-    #[prost(string, optional, tag = "2")]
-    pub name: Option<String>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct DebugAnnotationName {
+pub struct InternedName {
     #[prost(uint64, optional, tag = "1")]
     pub iid: Option<u64>,
     #[prost(string, optional, tag = "2")]

@@ -157,6 +157,13 @@ fn expect(btf: &Btf, cast: &CastType, p: &str, offset: u64, size: Option<u64>, t
     );
 }
 
+/// [`expect`] for each `(path, offset, size, type)`.
+fn expect_all(btf: &Btf, cast: &CastType, rows: &[(&str, u64, Option<u64>, &str)]) {
+    for &(p, offset, size, type_name) in rows {
+        expect(btf, cast, p, offset, size, type_name);
+    }
+}
+
 fn info(offset: u64, size: Option<u64>, type_name: &str) -> MemberInfo {
     MemberInfo {
         offset,
@@ -209,17 +216,23 @@ fn kernel() -> Builder {
 fn nested_members_typedefs_and_qualifiers() {
     let btf = load(&kernel());
     let t = strukt("task");
-    expect(&btf, &t, "", 0, Some(184), "struct task");
-    expect(&btf, &t, "pid", 0, Some(4), "pid_t");
-    expect(&btf, &t, "in", 8, Some(16), "struct inner");
-    expect(&btf, &t, "in.b", 16, Some(8), "long unsigned int");
-    // Through a typedef'd struct: the typedef is looked through for the walk, kept in the name.
-    expect(&btf, &t, "it", 160, Some(16), "inner_t");
-    expect(&btf, &t, "it.b", 168, Some(8), "long unsigned int");
-    expect(&btf, &t, "cv", 144, Some(4), "volatile const int");
-    expect(&btf, &t, "tasks.next", 128, Some(8), "struct list_head *");
-    // A type tag (`__rcu`) is not part of the C type.
-    expect(&btf, &t, "rcu_head", 152, Some(8), "struct list_head *");
+    expect_all(
+        &btf,
+        &t,
+        &[
+            ("", 0, Some(184), "struct task"),
+            ("pid", 0, Some(4), "pid_t"),
+            ("in", 8, Some(16), "struct inner"),
+            ("in.b", 16, Some(8), "long unsigned int"),
+            // Through a typedef'd struct: the typedef is looked through for the walk, kept in the name.
+            ("it", 160, Some(16), "inner_t"),
+            ("it.b", 168, Some(8), "long unsigned int"),
+            ("cv", 144, Some(4), "volatile const int"),
+            ("tasks.next", 128, Some(8), "struct list_head *"),
+            // A type tag (`__rcu`) is not part of the C type.
+            ("rcu_head", 152, Some(8), "struct list_head *"),
+        ],
+    );
     // A typedef can be cast to, and so can a plain int.
     expect(&btf, &cast("pid_t"), "", 0, Some(4), "pid_t");
     expect(&btf, &cast("inner_t"), "a", 0, Some(4), "int");
@@ -231,16 +244,28 @@ fn big_endian_blobs_read_the_same() {
     let b = kernel();
     let btf = Btf::from_bytes(b.build_big_endian(), Path::new("be.btf"), None).unwrap();
     let t = cast("task");
-    expect(&btf, &t, "m[1][2]", 120, Some(4), "int");
-    expect(&btf, &t, "tasks.next", 128, Some(8), "struct list_head *");
+    expect_all(
+        &btf,
+        &t,
+        &[
+            ("m[1][2]", 120, Some(4), "int"),
+            ("tasks.next", 128, Some(8), "struct list_head *"),
+        ],
+    );
 }
 
 #[test]
 fn anonymous_union_members_are_searched_through() {
     let btf = load(&kernel());
     let t = cast("task");
-    expect(&btf, &t, "l", 24, Some(8), "long unsigned int");
-    expect(&btf, &t, "i", 24, Some(4), "int");
+    expect_all(
+        &btf,
+        &t,
+        &[
+            ("l", 24, Some(8), "long unsigned int"),
+            ("i", 24, Some(4), "int"),
+        ],
+    );
     match btf.member(&t, &path("nope")) {
         Err(FieldError::NoSuchField {
             at,
@@ -265,11 +290,17 @@ fn anonymous_union_members_are_searched_through() {
 fn array_elements_bounds_and_nested_arrays() {
     let btf = load(&kernel());
     let t = strukt("task");
-    expect(&btf, &t, "name", 32, Some(65), "char[65]");
-    expect(&btf, &t, "name[3]", 35, Some(1), "char");
-    expect(&btf, &t, "m", 100, Some(24), "int[2][3]");
-    expect(&btf, &t, "m[1]", 112, Some(12), "int[3]");
-    expect(&btf, &t, "m[1][2]", 120, Some(4), "int");
+    expect_all(
+        &btf,
+        &t,
+        &[
+            ("name", 32, Some(65), "char[65]"),
+            ("name[3]", 35, Some(1), "char"),
+            ("m", 100, Some(24), "int[2][3]"),
+            ("m[1]", 112, Some(12), "int[3]"),
+            ("m[1][2]", 120, Some(4), "int"),
+        ],
+    );
     match btf.member(&t, &path("name[65]")) {
         Err(e @ FieldError::IndexOutOfRange { len: 65, .. }) => {
             assert_eq!(
@@ -597,9 +628,15 @@ fn split_btf_continues_the_base_ids_and_strings() {
     assert_eq!((u8t, st), (first, first + 2));
     let btf = Btf::from_bytes(m.build(), Path::new("mod.btf"), Some(base_btf.clone())).unwrap();
     let s = strukt("mod_state");
-    expect(&btf, &s, "list.prev", 8, Some(8), "struct list_head *");
-    expect(&btf, &s, "owner", 16, Some(4), "pid_t");
-    expect(&btf, &s, "buf[3]", 23, Some(1), "unsigned char");
+    expect_all(
+        &btf,
+        &s,
+        &[
+            ("list.prev", 8, Some(8), "struct list_head *"),
+            ("owner", 16, Some(4), "pid_t"),
+            ("buf[3]", 23, Some(1), "unsigned char"),
+        ],
+    );
     // Base types are found through the split one; the base alone does not know the module's.
     expect(&btf, &strukt("inner"), "b", 8, Some(8), "long unsigned int");
     assert!(matches!(

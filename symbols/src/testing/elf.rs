@@ -4,6 +4,14 @@
 //! [`Layout`] chooses the file type, the segments, the symbols' types and bindings, and named sections, as
 //! the process resolver's tests need. No compiler needed.
 
+/// Appends each field's little-endian bytes to `$b`, each at its own width (an ELF structure's fields in
+/// order).
+macro_rules! le {
+    ($b:expr; $($field:expr),+ $(,)?) => {
+        $($b.extend_from_slice(&$field.to_le_bytes());)+
+    };
+}
+
 /// Where things are in [`Tiny::bytes`].
 #[derive(Debug, Clone)]
 pub struct Tiny {
@@ -241,19 +249,10 @@ impl Layout<'_> {
         let mut h = Vec::with_capacity(64);
         h.extend_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1, 1, 0]);
         h.extend_from_slice(&[0; 8]);
-        h.extend_from_slice(&self.e_type.to_le_bytes());
-        h.extend_from_slice(&62u16.to_le_bytes()); // x86-64
-        h.extend_from_slice(&1u32.to_le_bytes());
-        h.extend_from_slice(&entry.to_le_bytes());
-        h.extend_from_slice(&64u64.to_le_bytes()); // phoff
-        h.extend_from_slice(&shoff.to_le_bytes());
-        h.extend_from_slice(&0u32.to_le_bytes());
-        h.extend_from_slice(&64u16.to_le_bytes());
-        h.extend_from_slice(&56u16.to_le_bytes());
-        h.extend_from_slice(&phnum.to_le_bytes());
-        h.extend_from_slice(&64u16.to_le_bytes());
-        h.extend_from_slice(&shnum.to_le_bytes());
-        h.extend_from_slice(&shstrndx.to_le_bytes());
+        // e_type, e_machine (x86-64), e_version, e_entry, e_phoff, e_shoff, e_flags
+        le!(h; self.e_type, 62u16, 1u32, entry, 64u64, shoff, 0u32);
+        // e_ehsize, e_phentsize, e_phnum, e_shentsize, e_shnum, e_shstrndx
+        le!(h; 64u16, 56u16, phnum, 64u16, shnum, shstrndx);
         h
     }
 }
@@ -266,16 +265,10 @@ fn section_headers(b: &mut Vec<u8>, headers: &[[u64; 7]]) -> usize {
     }
     let shoff = b.len();
     for [name, kind, flags, addr, off, size, link_entsize] in headers {
-        b.extend_from_slice(&(*name as u32).to_le_bytes());
-        b.extend_from_slice(&(*kind as u32).to_le_bytes());
-        b.extend_from_slice(&flags.to_le_bytes());
-        b.extend_from_slice(&addr.to_le_bytes());
-        b.extend_from_slice(&off.to_le_bytes());
-        b.extend_from_slice(&size.to_le_bytes());
-        b.extend_from_slice(&((*link_entsize & 0xffff_ffff) as u32).to_le_bytes()); // link
-        b.extend_from_slice(&0u32.to_le_bytes()); // info
-        b.extend_from_slice(&8u64.to_le_bytes()); // addralign
-        b.extend_from_slice(&(link_entsize >> 32).to_le_bytes()); // entsize
+        // sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size
+        le!(b; *name as u32, *kind as u32, flags, addr, off, size);
+        // sh_link, sh_info, sh_addralign, sh_entsize
+        le!(b; (*link_entsize & 0xffff_ffff) as u32, 0u32, 8u64, link_entsize >> 32);
     }
     shoff
 }
@@ -283,14 +276,8 @@ fn section_headers(b: &mut Vec<u8>, headers: &[[u64; 7]]) -> usize {
 /// One PT_LOAD program header.
 fn program_header(s: &Segment) -> Vec<u8> {
     let mut p = Vec::with_capacity(56);
-    p.extend_from_slice(&1u32.to_le_bytes());
-    p.extend_from_slice(&s.flags.to_le_bytes());
-    p.extend_from_slice(&s.offset.to_le_bytes());
-    p.extend_from_slice(&s.vaddr.to_le_bytes());
-    p.extend_from_slice(&s.vaddr.to_le_bytes());
-    p.extend_from_slice(&s.filesz.to_le_bytes());
-    p.extend_from_slice(&s.memsz.to_le_bytes());
-    p.extend_from_slice(&0x1000u64.to_le_bytes());
+    // p_type (PT_LOAD), p_flags, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_align
+    le!(p; 1u32, s.flags, s.offset, s.vaddr, s.vaddr, s.filesz, s.memsz, 0x1000u64);
     p
 }
 
@@ -302,12 +289,8 @@ fn table(b: &mut Vec<u8>, syms_in: &[Sym<'_>]) -> (usize, usize, usize, usize) {
         let at = strings.len() as u32;
         strings.extend_from_slice(s.name.as_bytes());
         strings.push(0);
-        syms.extend_from_slice(&at.to_le_bytes());
-        syms.push(s.info);
-        syms.push(0);
-        syms.extend_from_slice(&s.shndx.to_le_bytes());
-        syms.extend_from_slice(&s.value.to_le_bytes());
-        syms.extend_from_slice(&s.size.to_le_bytes());
+        // st_name, st_info, st_other, st_shndx, st_value, st_size
+        le!(syms; at, s.info, 0u8, s.shndx, s.value, s.size);
     }
     while !b.len().is_multiple_of(8) {
         b.push(0);

@@ -59,6 +59,12 @@ pub fn build(variant: &str, flags: &[&str]) -> Option<PathBuf> {
     out
 }
 
+/// The program built as both `(variant, flags)`, for a test that compares two builds; `None` (after a
+/// SKIP line) when either cannot be built.
+pub fn build_two(a: (&str, &[&str]), b: (&str, &[&str])) -> Option<(PathBuf, PathBuf)> {
+    Some((build(a.0, a.1)?, build(b.0, b.1)?))
+}
+
 /// The program running, stopped at its first `fgets` after printing its addresses; killed when dropped.
 pub struct Running {
     child: Child,

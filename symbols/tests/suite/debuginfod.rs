@@ -11,16 +11,33 @@ use ksymwatch_symbols::testing::debuginfod::{Canned, Server};
 use ksymwatch_symbols::testing::fixture;
 use ksymwatch_symbols::{BuildId, Debuginfod, Error, Fetched, Vmlinux};
 
-/// A fresh directory of this test's own.
-fn scratch(name: &str) -> PathBuf {
+/// A fresh directory of this test's own, removed with everything in it when the test ends (also when
+/// it fails or skips).
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("ksymwatch-dbgd-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch(d)
 }
 
 /// [`scratch`] `name`, and the debuginfod cache to be in it (not made yet).
-fn scratch_and_cache(name: &str) -> (PathBuf, PathBuf) {
+fn scratch_and_cache(name: &str) -> (Scratch, PathBuf) {
     let dir = scratch(name);
     let cache = dir.join("cache");
     (dir, cache)
@@ -117,7 +134,6 @@ fn fetches_from_a_real_server_then_reuses_the_cache_without_asking() {
     let again = client.fetch(&id).unwrap();
     assert_eq!(again, Fetched::Cached(want.clone()));
     assert_eq!(empty.requests.load(Ordering::SeqCst), 1, "no request");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -145,7 +161,6 @@ fn follows_a_redirect_to_the_server_that_has_it() {
     );
     assert_eq!(build_id_of(got.path()), Some(id));
     drop(server);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -170,12 +185,11 @@ fn not_found_everywhere_names_the_build_id_and_the_servers() {
         "{msg}"
     );
     assert!(contents(&cache).is_empty(), "{:?}", contents(&cache));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn an_absent_server_is_a_clear_error() {
-    let (dir, cache) = scratch_and_cache("absent");
+    let (_dir, cache) = scratch_and_cache("absent");
     let url = closed_port_url();
     let e = Debuginfod::new(vec![url.clone()], cache.clone())
         .fetch(&BuildId(vec![1; 20]))
@@ -191,7 +205,6 @@ fn an_absent_server_is_a_clear_error() {
     );
     assert!(!msg.contains('\n'), "{msg}");
     assert!(contents(&cache).is_empty());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -200,7 +213,7 @@ fn a_connection_closed_halfway_leaves_nothing_in_the_cache() {
     let bytes = std::fs::read(&f.vmlinux).unwrap();
     let half = bytes.len() / 2;
     let server = Canned::start(Canned::ok(&bytes[..half], bytes.len()));
-    let (dir, cache) = scratch_and_cache("halfway");
+    let (_dir, cache) = scratch_and_cache("halfway");
     let id = fixture_id(&f.vmlinux);
     let e = Debuginfod::new(vec![server.url.clone()], cache.clone())
         .with_stall_timeout(Duration::from_secs(5))
@@ -215,7 +228,6 @@ fn a_connection_closed_halfway_leaves_nothing_in_the_cache() {
     assert_eq!(server.requests.load(Ordering::SeqCst), 1);
     assert!(contents(&cache).is_empty(), "{:?}", contents(&cache));
     assert_eq!(Debuginfod::cached(&cache, &id), None);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -224,7 +236,7 @@ fn a_server_that_stalls_is_given_up_on_and_leaves_nothing() {
     let bytes = std::fs::read(&f.vmlinux).unwrap();
     let part = 100;
     let server = Canned::start_holding(Canned::ok(&bytes[..part], bytes.len()), true);
-    let (dir, cache) = scratch_and_cache("stall");
+    let (_dir, cache) = scratch_and_cache("stall");
     let e = Debuginfod::new(vec![server.url.clone()], cache.clone())
         .with_stall_timeout(Duration::from_millis(500))
         .fetch(&fixture_id(&f.vmlinux))
@@ -237,14 +249,13 @@ fn a_server_that_stalls_is_given_up_on_and_leaves_nothing() {
         "{e}"
     );
     assert!(contents(&cache).is_empty(), "{:?}", contents(&cache));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_file_with_another_build_id_or_no_elf_is_not_cached() {
     let Some(f) = fixture::build() else { return };
     let id = fixture_id(&f.vmlinux);
-    let (dir, cache) = scratch_and_cache("corrupt");
+    let (_dir, cache) = scratch_and_cache("corrupt");
     // The fixture with one byte of its build-id flipped: a whole, valid ELF of some other build.
     let mut other = std::fs::read(&f.vmlinux).unwrap();
     let at = other
@@ -279,14 +290,13 @@ fn a_file_with_another_build_id_or_no_elf_is_not_cached() {
         "{e}"
     );
     assert!(contents(&cache).is_empty(), "{:?}", contents(&cache));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_cached_file_of_another_build_is_not_used_and_the_error_says_so() {
     let Some(f) = fixture::build() else { return };
     let id = BuildId(vec![0x77; 20]);
-    let (dir, cache) = scratch_and_cache("stale");
+    let (_dir, cache) = scratch_and_cache("stale");
     let slot = cache.join(id.to_string());
     std::fs::create_dir_all(&slot).unwrap();
     std::fs::copy(&f.vmlinux, slot.join("debuginfo")).unwrap();
@@ -308,7 +318,6 @@ fn a_cached_file_of_another_build_is_not_used_and_the_error_says_so() {
         build_id_of(&slot.join("debuginfo")),
         Some(fixture_id(&f.vmlinux))
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `200 OK` without `Content-Length` (the body ends when the connection closes, or never).
@@ -328,12 +337,34 @@ fn chunked(body: &[u8]) -> (Vec<u8>, Vec<u8>) {
 
 /// The failure of a fetch from `url` alone with `client`'s settings: its message, after checking that
 /// the cache holds nothing at all (no temporary file, no build-id directory).
-fn failure(client: Debuginfod, id: &BuildId, cache: &Path) -> (Error, String) {
-    let e = client.fetch(id).unwrap_err();
+/// A client of `servers` with `cache`, set up by `client`, fails to fetch `id`: the error and its
+/// message, one line, the cache left as it was.
+fn failure(
+    servers: &[&String],
+    id: &BuildId,
+    cache: &Path,
+    client: impl FnOnce(Debuginfod) -> Debuginfod,
+) -> (Error, String) {
+    let urls = servers.iter().map(|u| u.to_string()).collect();
+    let e = client(Debuginfod::new(urls, cache.to_path_buf()))
+        .fetch(id)
+        .unwrap_err();
     let msg = e.to_string();
     assert!(!msg.contains('\n'), "{msg}");
     assert!(contents(cache).is_empty(), "{msg}: {:?}", contents(cache));
     (e, msg)
+}
+
+/// The failure `e` (its message `msg`) is of `limit` and says `want`; `what` names the case.
+fn says(
+    what: &str,
+    e: &Error,
+    msg: &str,
+    limit: Option<ksymwatch_symbols::debuginfod::Limit>,
+    want: &str,
+) {
+    assert_eq!(limit_of(e), limit, "{what}: {msg}");
+    assert!(msg.contains(want), "{what}: {msg}");
 }
 
 fn limit_of(e: &Error) -> Option<ksymwatch_symbols::debuginfod::Limit> {
@@ -346,7 +377,7 @@ fn limit_of(e: &Error) -> Option<ksymwatch_symbols::debuginfod::Limit> {
 #[test]
 fn junk_is_refused_at_its_first_bad_byte_however_it_is_sent() {
     use ksymwatch_symbols::testing::debuginfod::Then;
-    let (dir, cache) = scratch_and_cache("junk");
+    let (_dir, cache) = scratch_and_cache("junk");
     let id = BuildId(vec![0x42; 20]);
     // Each server sends junk that would never end (or end only after a long trickle): the client must
     // stop on the first bytes, not when the junk ends. A deadline far beyond what the check needs turns
@@ -388,12 +419,9 @@ fn junk_is_refused_at_its_first_bad_byte_however_it_is_sent() {
     ];
     for (what, head, then, want) in cases {
         let server = Canned::start_then(head, then);
-        let (e, msg) = failure(
-            Debuginfod::new(vec![server.url.clone()], cache.clone())
-                .with_deadline(Duration::from_secs(60)),
-            &id,
-            &cache,
-        );
+        let (e, msg) = failure(&[&server.url], &id, &cache, |c| {
+            c.with_deadline(Duration::from_secs(60))
+        });
         assert_eq!(limit_of(&e), None, "{what}: {msg}");
         assert!(
             msg.contains(&format!(
@@ -403,7 +431,6 @@ fn junk_is_refused_at_its_first_bad_byte_however_it_is_sent() {
             "{what}: {msg}"
         );
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -413,27 +440,21 @@ fn a_size_over_the_limit_is_refused_before_reading_or_stopped_at_the_limit() {
     let Some((bytes, id)) = fixture_bytes() else {
         return;
     };
-    let (dir, cache) = scratch_and_cache("maxsize");
+    let (_dir, cache) = scratch_and_cache("maxsize");
     assert_eq!(DEFAULT_MAX_SIZE, 2 << 30);
 
     // Content-Length over the default limit: refused from the header alone. The server then stalls,
     // so a client that read on would hang until the deadline, and say so.
     let huge = DEFAULT_MAX_SIZE + 1;
     let server = Canned::start_then(Canned::ok(&bytes[..64], huge as usize), Then::Hold);
-    let (e, msg) = failure(
-        Debuginfod::new(vec![server.url.clone()], cache.clone())
-            .with_deadline(Duration::from_secs(60)),
-        &id,
-        &cache,
+    let (e, msg) = failure(&[&server.url], &id, &cache, |c| {
+        c.with_deadline(Duration::from_secs(60))
+    });
+    let want = format!(
+        "{}: it offers {huge} bytes, over the limit of {DEFAULT_MAX_SIZE} bytes; nothing was downloaded",
+        server.url
     );
-    assert_eq!(limit_of(&e), Some(Limit::Size), "{msg}");
-    assert!(
-        msg.contains(&format!(
-            "{}: it offers {huge} bytes, over the limit of {DEFAULT_MAX_SIZE} bytes; nothing was downloaded",
-            server.url
-        )),
-        "{msg}"
-    );
+    says("offered", &e, &msg, Some(Limit::Size), &want);
     assert!(!msg.contains("check the network"), "{msg}");
 
     // A smaller limit, and the real file over it: with Content-Length, refused the same way; without,
@@ -456,15 +477,11 @@ fn a_size_over_the_limit_is_refused_before_reading_or_stopped_at_the_limit() {
     ];
     for (head, then, want) in cases {
         let server = Canned::start_then(head, then);
-        let (e, msg) = failure(
-            Debuginfod::new(vec![server.url.clone()], cache.clone())
-                .with_max_size(limit)
-                .with_deadline(Duration::from_secs(60)),
-            &id,
-            &cache,
-        );
-        assert_eq!(limit_of(&e), Some(Limit::Size), "{msg}");
-        assert!(msg.contains(&want), "{msg}");
+        let (e, msg) = failure(&[&server.url], &id, &cache, |c| {
+            c.with_max_size(limit)
+                .with_deadline(Duration::from_secs(60))
+        });
+        says("sent", &e, &msg, Some(Limit::Size), &want);
     }
 
     // Under the limit but more than the cache's file system has free: refused before reading too, as a
@@ -500,7 +517,6 @@ fn a_size_over_the_limit_is_refused_before_reading_or_stopped_at_the_limit() {
         .fetch(&id)
         .unwrap();
     assert_eq!(build_id_of(got.path()), Some(id));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -510,7 +526,7 @@ fn one_deadline_ends_the_whole_fetch_however_slowly_a_server_sends() {
     let Some((bytes, id)) = fixture_bytes() else {
         return;
     };
-    let (dir, cache) = scratch_and_cache("deadline");
+    let (_dir, cache) = scratch_and_cache("deadline");
     assert_eq!(DEFAULT_DEADLINE, Duration::from_secs(600));
     let every = Duration::from_millis(100);
     let deadline = Duration::from_millis(1500);
@@ -545,51 +561,28 @@ fn one_deadline_ends_the_whole_fetch_however_slowly_a_server_sends() {
     ];
     for (what, head, then, want) in cases {
         let server = Canned::start_then(head, then);
-        let (e, msg) = failure(
-            Debuginfod::new(vec![server.url.clone()], cache.clone()).with_deadline(deadline),
-            &id,
-            &cache,
-        );
-        assert_eq!(limit_of(&e), Some(Limit::Deadline), "{what}: {msg}");
-        assert!(
-            msg.contains(&format!("{}: {want}", server.url)),
-            "{what}: {msg}"
-        );
+        let (e, msg) = failure(&[&server.url], &id, &cache, |c| c.with_deadline(deadline));
+        let want = format!("{}: {want}", server.url);
+        says(what, &e, &msg, Some(Limit::Deadline), &want);
         assert!(!msg.contains("check the network"), "{what}: {msg}");
     }
 
     // The deadline is the whole fetch's, not each server's: a second server is not given a fresh one.
     let slow = Canned::start_then(Vec::new(), Then::Hold);
     let second = Canned::start(Canned::ok(&bytes, bytes.len()));
-    let (e, msg) = failure(
-        Debuginfod::new(vec![slow.url.clone(), second.url.clone()], cache.clone())
-            .with_deadline(deadline),
-        &id,
-        &cache,
-    );
-    assert_eq!(limit_of(&e), Some(Limit::Deadline), "{msg}");
-    assert!(
-        msg.contains(&format!(
-            "{}: not asked, the 1.5 s deadline had passed",
-            second.url
-        )),
-        "{msg}"
-    );
+    let (e, msg) = failure(&[&slow.url, &second.url], &id, &cache, |c| {
+        c.with_deadline(deadline)
+    });
+    let want = format!("{}: not asked, the 1.5 s deadline had passed", second.url);
+    says("second", &e, &msg, Some(Limit::Deadline), &want);
     assert_eq!(second.requests.load(Ordering::SeqCst), 0);
 
     // A silent server is also given up on by the stall timeout, headers included, when that comes first.
     let silent = Canned::start_then(Vec::new(), Then::Hold);
-    let (e, msg) = failure(
-        Debuginfod::new(vec![silent.url.clone()], cache.clone())
-            .with_stall_timeout(Duration::from_millis(300))
-            .with_deadline(Duration::from_secs(60)),
-        &id,
-        &cache,
-    );
-    assert_eq!(limit_of(&e), None, "{msg}");
-    assert!(
-        msg.contains("it sent nothing for 0.3 s before the response headers"),
-        "{msg}"
-    );
-    std::fs::remove_dir_all(&dir).unwrap();
+    let (e, msg) = failure(&[&silent.url], &id, &cache, |c| {
+        c.with_stall_timeout(Duration::from_millis(300))
+            .with_deadline(Duration::from_secs(60))
+    });
+    let want = "it sent nothing for 0.3 s before the response headers";
+    says("silent", &e, &msg, None, want);
 }

@@ -69,10 +69,8 @@ fn member_paths_in_a_live_pie_match_what_it_prints() {
 /// distribution installs it, `/usr/lib/debug/.build-id/xx/yyyy.debug`.
 #[test]
 fn a_separate_debug_file_is_found_by_build_id() {
-    let Some(prog) = procsym::build("pie", procsym::PIE) else {
-        return;
-    };
-    let Some(other) = procsym::build("no-pie", procsym::NO_PIE) else {
+    let pie = ("pie", procsym::PIE);
+    let Some((prog, other)) = procsym::build_two(pie, ("no-pie", procsym::NO_PIE)) else {
         return;
     };
     if !require("objcopy") || !require("readelf") {

@@ -169,13 +169,17 @@ fn type_names_read_like_c() {
     let f = need_fixture!();
     let vm = Vmlinux::open(&f.vmlinux).unwrap();
     let ty = |t: &str| member(&vm, t).unwrap().type_name;
-    assert_eq!(ty("banner"), "char[65]");
-    assert_eq!(ty("sym"), "struct outer");
-    assert_eq!(ty("sym.field"), "struct inner[5]");
-    assert_eq!(ty("sym.grid"), "int[3][4]");
-    assert_eq!(ty("sym.grid[1]"), "int[4]");
-    assert_eq!(ty("sym.ptr"), "struct point *");
-    assert_eq!(ty("zeroed_counter"), "long unsigned int");
+    for (target, want) in [
+        ("banner", "char[65]"),
+        ("sym", "struct outer"),
+        ("sym.field", "struct inner[5]"),
+        ("sym.grid", "int[3][4]"),
+        ("sym.grid[1]", "int[4]"),
+        ("sym.ptr", "struct point *"),
+        ("zeroed_counter", "long unsigned int"),
+    ] {
+        assert_eq!(ty(target), want, "{target}");
+    }
     let counter = ty("sym.counter");
     assert!(
         counter.contains("const") && counter.contains("volatile") && counter.ends_with("ulong_t"),

@@ -4,16 +4,17 @@
 //!
 //! ```text
 //! off   size  field
-//!   0      4  flags: VALUES, VALUE_KNOWN, OLD_KNOWN, CGROUP_KNOWN, REGS_KNOWN, INSN_KNOWN, USER_MODE,
-//!             CHAIN_ID, COMM_KNOWN, IP_IN_CHAIN
+//!   0      4  flags: VALUES, VALUE_KNOWN, OLDS, OLD_KNOWN, CGROUP_KNOWN, REGS_KNOWN, INSN_KNOWN,
+//!             USER_MODE, CHAIN_ID, COMM_KNOWN, IP_IN_CHAIN
 //!   4      4  lost: records the CPU's ring had no room for so far, before this one (wrapping)
 //!   8      8  pid_tgid (tgid << 32 | tid), from bpf_get_current_pid_tgid
 //!  16      8  time: CLOCK_MONOTONIC ns at the trap (bpf_ktime_get_ns)
 //!  24      8  addr: the breakpoint's address
 //!  32      8  chain: with CHAIN_ID, the hash the watch's `chains` map keys the call chain by
 //!  40         then each field its flag names, in this order ([`Layout`]):
-//!         16  VALUES: value (the watched bytes read at the trap; VALUE_KNOWN says it was), then old
-//!             (the value before, for this target and process; OLD_KNOWN says there was one)
+//!          8  VALUES: value (the watched bytes read at the trap; VALUE_KNOWN says it was)
+//!          8  OLDS (`--value`, `--if`): old (the value before, for this target and process; OLD_KNOWN
+//!             says there was one)
 //!          8  CGROUP_KNOWN: the writer's cgroup id (bpf_get_current_cgroup_id)
 //!        168  REGS_KNOWN (`--value`: the store's value is decoded from them): the trap's `struct pt_regs`
 //!             (21 words, x86-64 order),
@@ -54,8 +55,10 @@ const _: () = assert!(VALUE_KNOWN == 1 && OLD_KNOWN == 2, "the value code's bits
 pub const VALUE_KNOWN: u32 = crate::perf::record::VALUE_KNOWN as u32;
 /// Flag: `old` is the value before (else this is the first hit of its key).
 pub const OLD_KNOWN: u32 = crate::perf::record::OLD_KNOWN as u32;
-/// Flag: the record has the value and old words (the program reads the watched bytes).
+/// Flag: the record has the value word (the program reads the watched bytes).
 pub const VALUES: u32 = 1 << 2;
+/// Flag: the record has the old word (the program keeps each key's last value).
+pub const OLDS: u32 = 1 << 10;
 /// Flag: the record carries the writer's cgroup id.
 pub const CGROUP_KNOWN: u32 = 1 << 3;
 /// Flag: the record carries `regs` and `insn`.
@@ -107,6 +110,7 @@ pub mod reg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
     pub values: bool,
+    pub olds: bool,
     pub cgroup: bool,
     pub regs: bool,
 }
@@ -115,6 +119,7 @@ impl Layout {
     /// Every field the spec may ask for.
     pub const ALL: Layout = Layout {
         values: true,
+        olds: true,
         cgroup: true,
         regs: true,
     };
@@ -123,6 +128,7 @@ impl Layout {
     pub const fn of(flags: u32) -> Layout {
         Layout {
             values: flags & VALUES != 0,
+            olds: flags & OLDS != 0,
             cgroup: flags & CGROUP_KNOWN != 0,
             regs: flags & REGS_KNOWN != 0,
         }
@@ -131,6 +137,7 @@ impl Layout {
     /// The flags that say these fields are there.
     pub const fn flags(&self) -> u32 {
         (if self.values { VALUES } else { 0 })
+            | (if self.olds { OLDS } else { 0 })
             | (if self.cgroup { CGROUP_KNOWN } else { 0 })
             | (if self.regs { REGS_KNOWN } else { 0 })
     }
@@ -140,11 +147,11 @@ impl Layout {
     }
 
     pub const fn old(&self) -> i16 {
-        HEADER + 8
+        HEADER + if self.values { 8 } else { 0 }
     }
 
     pub const fn cgroup(&self) -> i16 {
-        HEADER + if self.values { 16 } else { 0 }
+        self.old() + if self.olds { 8 } else { 0 }
     }
 
     pub const fn regs(&self) -> i16 {
@@ -307,12 +314,10 @@ impl<'a> HitView<'a> {
         let addr = c.word()?;
         let chain_hash = c.word()?;
         let has = |flag: u32| flags & flag != 0;
-        let (mut value, mut old) = (None, None);
-        if has(VALUES) {
-            let (v, o) = (c.word()?, c.word()?);
-            value = has(VALUE_KNOWN).then_some(v);
-            old = has(OLD_KNOWN).then_some(o);
-        }
+        let value = has(VALUES).then(|| c.word()).transpose()?;
+        let value = value.filter(|_| has(VALUE_KNOWN));
+        let old = has(OLDS).then(|| c.word()).transpose()?;
+        let old = old.filter(|_| has(OLD_KNOWN));
         let cgroup = has(CGROUP_KNOWN).then(|| c.word()).transpose()?;
         let (mut regs, mut insn) = (None, None);
         if has(REGS_KNOWN) {
@@ -407,8 +412,8 @@ impl<'a> HitView<'a> {
             addr: self.addr,
             cpu,
             id,
-            frames,
             cgroup: self.cgroup,
+            frames,
         }
     }
 }
@@ -463,13 +468,14 @@ pub fn decode(raw: &[u8]) -> Result<HitRecord, DecodeError> {
     })
 }
 
-/// Builds a hit record's bytes the way the program lays them out; for tests. The value and old words
-/// are there when either is known or the flags say VALUES.
+/// Builds a hit record's bytes the way the program lays them out; for tests. The value word is there
+/// when it is known or the flags say VALUES, the old word likewise (OLDS).
 #[cfg(any(test, feature = "testing"))]
 pub fn encode(r: &HitRecord) -> Vec<u8> {
     let set = |b: bool, flag: u32| if b { flag } else { 0 };
     let flags = r.flags
-        | set(r.value.is_some() || r.old.is_some(), VALUES)
+        | set(r.value.is_some(), VALUES)
+        | set(r.old.is_some(), OLDS)
         | set(r.value.is_some(), VALUE_KNOWN)
         | set(r.old.is_some(), OLD_KNOWN)
         | set(r.cgroup.is_some(), CGROUP_KNOWN)
@@ -487,6 +493,8 @@ pub fn encode(r: &HitRecord) -> Vec<u8> {
     put(r.chain.map_or(0, |k| k.hash));
     if flags & VALUES != 0 {
         put(r.value.unwrap_or(0));
+    }
+    if flags & OLDS != 0 {
         put(r.old.unwrap_or(0));
     }
     if let Some(cgroup) = r.cgroup {
@@ -551,11 +559,11 @@ mod tests {
     #[test]
     fn round_trips_every_combination_of_fields() {
         let key = ChainKey { hash: 0xfeed_f00d };
-        for bits in 0..128u32 {
+        for bits in 0..256u32 {
             let on = |i: u32| bits & (1 << i) != 0;
             let base = record();
             let r = HitRecord {
-                flags: USER_MODE | if on(0) { VALUES } else { 0 },
+                flags: USER_MODE | if on(0) { VALUES } else { 0 } | if on(7) { OLDS } else { 0 },
                 value: on(1).then_some(7),
                 old: on(2).then_some(6),
                 cgroup: on(3).then_some(0x1234),
@@ -708,7 +716,7 @@ mod tests {
                 (u[1], Context::User),
             ]
         );
-        assert_eq!(s.ip, k[0]);
+        assert_eq!((s.ip, s.cgroup), (k[0], None));
         // The name and an ip the chain does not start with: 24 more bytes; a cgroup id 8.
         let named = HitRecord {
             comm: Some("w".into()),
@@ -724,6 +732,7 @@ mod tests {
             (k.into_iter(), u.into_iter()),
         );
         assert_eq!(s.ip, 0x401136, "a carried ip is the ip");
+        assert_eq!(s.cgroup, Some(5), "the cgroup id goes into the sample");
     }
 
     /// A `chains` value holds the two lengths, then the words; lengths past what it holds, or past

@@ -86,10 +86,10 @@ pub struct Sample {
     /// The id of the event that wrote the sample (its parent's for an inherited event); 0 when the sample
     /// type has no identifier.
     pub id: u64,
-    pub frames: Vec<Frame>,
-    /// The writer's cgroup (v2) id, where the hit program read it (a hit record with `CGROUP_KNOWN`); a
-    /// perf sample never carries one.
+    /// The writer's cgroup id, where the hit program read it ([`crate::perf::hit_record::CGROUP_KNOWN`]);
+    /// no report shows it yet.
     pub cgroup: Option<u64>,
+    pub frames: Vec<Frame>,
 }
 
 impl Sample {
@@ -380,11 +380,11 @@ fn decode_sample(
         addr: 0,
         cpu: 0,
         id: 0,
+        cgroup: None,
         frames: {
             frames.clear();
             frames
         },
-        cgroup: None,
     };
     if st & SAMPLE_IDENTIFIER != 0 {
         s.id = c.u64()?;

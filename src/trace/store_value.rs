@@ -191,8 +191,8 @@ mod tests {
             addr,
             cpu: 0,
             id: 0,
-            frames: Vec::new(),
             cgroup: None,
+            frames: Vec::new(),
         }
     }
 

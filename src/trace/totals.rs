@@ -137,7 +137,7 @@ fn sample_of(key: &CountKey, c: &Counted, addr: u64) -> Sample {
         addr,
         cpu: 0,
         id: 0,
-        frames,
         cgroup: None,
+        frames,
     }
 }

@@ -9,8 +9,8 @@
 //! namespace's and the depth is wrong, silently. The cgroup array is given the directory itself (its
 //! descriptor), so the kernel's own ancestry test answers wherever the tracer runs; the price is one
 //! helper call per chosen cgroup (a few, typically one) for each trap, against one per distinct level.
-//! Both helpers are there for perf-event programs since Linux 4.x/5.x; a kernel without one refuses the
-//! program at load, and planning says so.
+//! A kernel that refuses the helper or the map to a perf-event program refuses the program at load,
+//! before anything is armed, with the verifier's reason.
 
 use std::fs::File;
 use std::io;

@@ -11,7 +11,7 @@ use super::totals::{self, CountKey, TotalsMaps};
 use crate::model::condition::{self, Condition};
 use crate::model::filter::Filter;
 use crate::perf::hit_record::{decode, split_chain, HitRecord, Layout, CGROUP_KNOWN, HEADER};
-use crate::perf::hit_record::{CHAIN_ID, COMM_KNOWN, IP_IN_CHAIN, USER_MODE, VALUES};
+use crate::perf::hit_record::{CHAIN_ID, COMM_KNOWN, IP_IN_CHAIN, OLDS, USER_MODE, VALUES};
 use crate::perf::hit_record::{INSN_KNOWN, OLD_KNOWN, REGS_KNOWN, VALUE_KNOWN};
 
 const TOTALS: TotalsMaps = TotalsMaps {
@@ -124,7 +124,7 @@ fn expected(m: &FakeKernel, value: Option<(u64, Option<u64>)>) -> HitRecord {
     let old = value.and_then(|(_, o)| o);
     HitRecord {
         flags: USER_MODE
-            | known(value.is_some(), VALUES | VALUE_KNOWN)
+            | known(value.is_some(), VALUES | VALUE_KNOWN | OLDS)
             | known(old.is_some(), OLD_KNOWN),
         pid: 100,
         tid: 101,
@@ -573,4 +573,38 @@ fn a_full_chains_map_puts_the_chain_inline() {
     }
     assert_eq!(total(&m, totals::STAT_NO_CHAIN), 2);
     assert_eq!(total(&m, totals::STAT_KEPT), 2);
+}
+
+/// A CPU's hit along the chain its last hit found in the `chains` map does not look it up again; one
+/// along another chain does, and so does the next one along the first.
+#[test]
+fn a_chain_again_on_a_cpu_is_not_looked_up_again() {
+    let (prog, mut m) = setup(false);
+    let lookups = |m: &mut FakeKernel, user: bool| {
+        m.user_mode = user;
+        m.regs[16] = if user { IP } else { 0xffff_ffff_8123_4567 };
+        m.kernel_stack = vec![0xffff_ffff_8123_4567];
+        m.user_stack = vec![0x40_5000];
+        m.now += 5_000_000;
+        let got = hit(m, &prog);
+        assert_eq!(got.len(), 1);
+        let n = m
+            .calls
+            .iter()
+            .filter(|&&c| c == Helper::MapLookupElem)
+            .count();
+        (n, got[0].0.kernel_stack.len() + got[0].0.user_stack.len())
+    };
+    let first = lookups(&mut m, true);
+    let again = lookups(&mut m, true);
+    let other = lookups(&mut m, false);
+    let back = lookups(&mut m, true);
+    assert_eq!(again.0 + 1, first.0, "the chain is known: no lookup");
+    assert_eq!(
+        (back.0, back.1),
+        (again.0 + 1, first.1),
+        "after another chain: looked up"
+    );
+    assert_eq!(other.1, 2, "the kernel trap's chain");
+    assert_eq!(m.entries(TOTALS.chains).len(), 2);
 }

@@ -36,7 +36,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use crate::perf::bpf::insn::{Alu, Asm, Cond, Label, Reg, DW, FP, R0, R1, R2, R3, R4, W};
 use crate::perf::bpf::kernel::{Helper, MapType, EEXIST, NOEXIST};
-use crate::perf::bpf::{create_map, seq};
+use crate::perf::bpf::{create_map, emit, seq};
 use crate::perf::hit_record::{self as rec, ChainKey, Layout, CHAIN_KEY};
 use crate::perf::sys;
 
@@ -419,14 +419,24 @@ pub fn hash_chain(a: &mut Asm, record: Reg, lengths: i16) {
 /// key's from its byte 8), unless it is there. Once the map holds it, the record names it by its key
 /// instead of carrying it ([`rec::CHAIN_ID`]): the key in the header and the flag set, so the record ends
 /// before its chain. A chain the map has no room for stays in the record.
+///
+/// The CPU's last chain found in the map is kept in the scratch entry ([`emit::OFF_LAST_CHAIN`]): a
+/// writer that stores along one chain again and again (the common case, a loop) pays no lookup after its
+/// first hit (nothing removes a chain from the map). A chain whose hash is 0 is looked up every time, so
+/// the entry's first 0 names no chain.
 fn store_chain(
     a: &mut Asm,
     maps: &TotalsMaps,
     slots: &TotalsSlots,
     (record, layout): (Reg, Layout),
 ) {
-    let (known, done) = (a.label(), a.label());
+    let (known, done, look) = (a.label(), a.label(), a.label());
     let chain_key = slots.key + 8;
+    a.load(DW, R1, FP, chain_key)
+        .jump_imm(Cond::Eq, R1, 0, look)
+        .load(DW, R2, record, emit::OFF_LAST_CHAIN)
+        .jump(Cond::Eq, R1, R2, known);
+    a.bind(look);
     a.ld_map_fd(R1, maps.chains)
         .stack_addr(R2, chain_key)
         .call(Helper::MapLookupElem)
@@ -444,6 +454,7 @@ fn store_chain(
     a.goto(done);
     a.bind(known);
     a.load(DW, R1, FP, chain_key)
+        .store(DW, record, emit::OFF_LAST_CHAIN, R1)
         .store(DW, record, rec::OFF_CHAIN, R1)
         .load(W, R1, record, rec::OFF_FLAGS)
         .alu_imm(Alu::Or, R1, rec::CHAIN_ID as i32)

@@ -160,8 +160,8 @@ mod tests {
             addr: 0,
             cpu: 0,
             id,
-            frames: Vec::new(),
             cgroup: None,
+            frames: Vec::new(),
         }
     }
 

@@ -55,9 +55,12 @@ impl Objects {
             allocators,
             target,
             parked,
-            slots,
+            mut slots,
             records,
         } = watch;
+        // A program's objects are in its own memory: the same address in a child it forked is another
+        // object (the child's copy), written by the child.
+        slots.per_process = source.in_process();
         let objects = Objects {
             allocators,
             target,
@@ -126,6 +129,7 @@ impl Objects {
         let now = ctx.now();
         let gap_ns = now.saturating_sub(rec.time);
         ctx.slots().armed(slot, index, rec.ptr, rec.time, now);
+        ctx.slots().owned_by(slot, rec.pid);
         let event = StreamEvent::ObjectArmed(crate::report::ArmedObject {
             index,
             addr: rec.ptr,
@@ -245,6 +249,8 @@ pub struct Held {
     /// When the kernel allocated it (its record's time).
     pub allocated: u64,
     pub hits: u64,
+    /// The allocating process, where the object is in its memory (a user-space source's).
+    pub pid: Option<u32>,
 }
 
 /// What to do with a new object.
@@ -267,6 +273,9 @@ pub struct Slots {
     /// A slot whose object was freed at this time, while its last hits are drained: hits later than
     /// that are writes to memory that is no longer the object's.
     closing: Option<(usize, u64)>,
+    /// The objects are in their allocating process's memory (a user-space source): a store by another
+    /// process (a forked child, whose copy of the memory is not the object) is not the object's.
+    pub per_process: bool,
     pub tally: ObjectTally,
 }
 
@@ -277,6 +286,7 @@ impl Slots {
             rotate,
             next_index: 0,
             closing: None,
+            per_process: false,
             tally: ObjectTally::default(),
         }
     }
@@ -317,6 +327,7 @@ impl Slots {
                 addr,
                 allocated,
                 hits: 0,
+                pid: None,
             });
         }
         self.tally.armed += 1;
@@ -372,6 +383,19 @@ impl Slots {
         late
     }
 
+    /// `slot`'s object was allocated by process `pid` (its memory, where the objects are per process).
+    pub fn owned_by(&mut self, slot: usize, pid: u32) {
+        if let Some(Some(h)) = self.held.get_mut(slot) {
+            h.pid = self.per_process.then_some(pid);
+        }
+    }
+
+    /// Whether a hit by process `pid` on `slot` is a store into another process's memory at the
+    /// object's address (a child forked from the allocator): not the object's, counted as filtered.
+    pub fn foreign(&self, slot: usize, pid: u32) -> bool {
+        matches!(self.held.get(slot), Some(Some(Held { pid: Some(p), .. })) if *p != pid)
+    }
+
     /// A hit on `slot`'s breakpoint.
     pub fn hit(&mut self, slot: usize) {
         if let Some(Some(h)) = self.held.get_mut(slot) {
@@ -410,6 +434,25 @@ pub fn object_watch(target: &ObjectTarget, index: u64, addr: u64) -> Watch {
 mod tests {
     use super::*;
     use crate::trace::context::fake::{marks_through_log, Log};
+
+    /// A user-space source's object is its process's: another process's hit at its address (a forked
+    /// child's copy) is foreign; a kernel object's hits are anyone's.
+    #[test]
+    fn a_user_space_object_is_its_allocating_processs_only() {
+        let mut s = Slots::new(2, false);
+        s.per_process = true;
+        s.place();
+        s.armed(0, 0, 0xa000, 0, 1);
+        s.owned_by(0, 42);
+        assert!(!s.foreign(0, 42));
+        assert!(s.foreign(0, 43));
+        assert!(!s.foreign(1, 43), "an empty slot is nobody's");
+        let mut k = Slots::new(1, false);
+        k.place();
+        k.armed(0, 0, 0xa000, 0, 1);
+        k.owned_by(0, 42);
+        assert!(!k.foreign(0, 43));
+    }
 
     #[test]
     fn free_slots_first_then_skip_or_evict_the_oldest() {

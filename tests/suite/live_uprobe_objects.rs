@@ -326,6 +326,33 @@ live_test!(a_library_loaded_with_dlopen_after_the_start, {
     each_armed_stored_and_freed(&records, "gizmo_cycle", 5);
 });
 
+// A program that forks while its object is armed: the child inherits the breakpoints and stores into its
+// copy of the object, at the same address in its own memory. Those stores are not the object's: each
+// object has the parent's three stores (1, 2, 3) only, and the children's nine are filtered.
+live_test!(a_forked_childs_stores_are_not_its_parents_objects, {
+    let forks = util::helper_with("forks", &["-g"]);
+    let exe = forks.display().to_string();
+    let Some(records) = launched(
+        &[
+            "--on",
+            "uretprobe:libc:malloc",
+            "(struct parcel)$obj.weight",
+        ],
+        &[&exe, "3"],
+    ) else {
+        return;
+    };
+    each_armed_stored_and_freed(&records, "weigh", 3);
+    let summary = records.last().expect("summary");
+    for o in summary["objects"]["by_object"]
+        .as_array()
+        .expect("by_object")
+    {
+        assert_eq!(o["hits"], STORES, "{o}");
+    }
+    assert_eq!(summary["filtered"], 3 * STORES, "{summary}");
+});
+
 /// `write ARGS` must fail with exit 2 before arming anything, its one error line containing each of `says`.
 fn refused_before_arming(args: &[&str], says: &[&str]) {
     let mut all = vec!["write"];

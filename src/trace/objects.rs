@@ -33,6 +33,9 @@ pub trait Placing: Rings {
     fn arm(&mut self, slot: usize, watch: Watch) -> std::io::Result<()>;
     /// Moves `slot`'s breakpoint back to where a free slot waits (`parked`), disabled.
     fn park(&mut self, slot: usize, parked: Watch);
+    /// Drains the rings and prints, in order, every hit up to `time` (a free's): its object's last ones.
+    /// Later hits stay held for their turn: a free the tracer has not read yet may come before them.
+    fn flush_until(&mut self, time: u64) -> Option<StopReason>;
     fn slots(&mut self) -> &mut Slots;
 }
 
@@ -122,6 +125,9 @@ impl Objects {
             Placement::Evict(slot, old) => (slot, Some(old.index)),
         };
         let watch = object_watch(&self.target, index, rec.ptr);
+        // Hits on the slot from before its breakpoint moves are not this object's.
+        let moving = ctx.now();
+        ctx.slots().next_object(slot, moving);
         if ctx.arm(slot, watch).is_err() {
             ctx.slots().not_armed();
             return None;
@@ -150,8 +156,9 @@ impl Objects {
         let parked = self.parked.get(slot)?.clone();
         // Its last hits are printed before the line that says it is gone.
         ctx.park(slot, parked);
+        ctx.slots().retire(slot, time);
         ctx.slots().closing(Some((slot, time)));
-        let flushed = ctx.flush();
+        let flushed = ctx.flush_until(time);
         ctx.slots().closing(None);
         if let Some(stop) = flushed {
             return Some(stop);
@@ -273,6 +280,9 @@ pub struct Slots {
     /// A slot whose object was freed at this time, while its last hits are drained: hits later than
     /// that are writes to memory that is no longer the object's.
     closing: Option<(usize, u64)>,
+    /// Each slot's last free and when the slot took its next object (`u64::MAX`: not yet): a hit on the
+    /// slot between the two, released after the free's line, is a write after that free.
+    retired: Vec<Option<(u64, u64)>>,
     /// The objects are in their allocating process's memory (a user-space source): a store by another
     /// process (a forked child, whose copy of the memory is not the object) is not the object's.
     pub per_process: bool,
@@ -286,6 +296,7 @@ impl Slots {
             rotate,
             next_index: 0,
             closing: None,
+            retired: vec![None; slots],
             per_process: false,
             tally: ObjectTally::default(),
         }
@@ -371,6 +382,21 @@ impl Slots {
         Some(held)
     }
 
+    /// `slot`'s object was freed at `time`: its hits after that, whenever they are released, are writes
+    /// after a free, until the slot takes another object.
+    pub fn retire(&mut self, slot: usize, time: u64) {
+        if let Some(r) = self.retired.get_mut(slot) {
+            *r = Some((time, u64::MAX));
+        }
+    }
+
+    /// `slot`'s breakpoint moves to a new object at `time`: hits from then on are that object's.
+    pub fn next_object(&mut self, slot: usize, time: u64) {
+        if let Some(Some((_, next))) = self.retired.get_mut(slot) {
+            *next = (*next).min(time);
+        }
+    }
+
     /// `slot`'s object was freed at `time`; its breakpoint's hits are being drained (`None`: done).
     pub fn closing(&mut self, closing: Option<(usize, u64)>) {
         self.closing = closing;
@@ -378,7 +404,13 @@ impl Slots {
 
     /// Whether a hit at `time` on `slot` came after its object was freed (counted, not reported).
     pub fn after_free(&mut self, slot: usize, time: u64) -> bool {
-        let late = self.closing.is_some_and(|(s, t)| s == slot && time > t);
+        let retired = self
+            .retired
+            .get(slot)
+            .copied()
+            .flatten()
+            .is_some_and(|(freed, next)| time > freed && time < next);
+        let late = retired || self.closing.is_some_and(|(s, t)| s == slot && time > t);
         self.tally.after_free += u64::from(late);
         late
     }
@@ -434,6 +466,26 @@ pub fn object_watch(target: &ObjectTarget, index: u64, addr: u64) -> Watch {
 mod tests {
     use super::*;
     use crate::trace::context::fake::{marks_through_log, Log};
+
+    /// A hit on a freed object's slot after its free is a write after the free whenever it is released
+    /// (after the free's line too), until the slot's breakpoint moves to the next object.
+    #[test]
+    fn a_hit_after_a_free_released_late_is_not_the_objects() {
+        let mut s = Slots::new(1, false);
+        s.place();
+        s.armed(0, 0, 0xa000, 10, 20);
+        assert!(!s.after_free(0, 30));
+        s.retire(0, 100);
+        s.freed(0);
+        assert!(!s.after_free(0, 90), "before the free: its own");
+        assert!(s.after_free(0, 150), "parked since: after the free");
+        s.place();
+        s.next_object(0, 200);
+        s.armed(0, 1, 0xb000, 180, 210);
+        assert!(s.after_free(0, 199));
+        assert!(!s.after_free(0, 205), "the next object's");
+        assert_eq!(s.tally.after_free, 2);
+    }
 
     /// A user-space source's object is its process's: another process's hit at its address (a forked
     /// child's copy) is foreign; a kernel object's hits are anyone's.
@@ -587,6 +639,11 @@ mod tests {
 
         fn park(&mut self, slot: usize, parked: Watch) {
             self.log.call(format!("park {slot} {}", parked.label));
+        }
+
+        /// As a flush: the fake's rings hold nothing past the free being drained.
+        fn flush_until(&mut self, _time: u64) -> Option<StopReason> {
+            self.flush()
         }
 
         fn slots(&mut self) -> &mut Slots {

@@ -112,6 +112,8 @@ pub enum UprobeError {
     },
     /// A library name with no process to look it up in.
     NeedsProcess { library: String },
+    /// `program` is statically linked: it loads no library, and what it uses of `library` is in it.
+    Static { program: String, library: String },
     /// `program` needs no library of that name at its start; `needed` are the ones it does.
     NotNeeded {
         program: String,
@@ -210,6 +212,11 @@ impl fmt::Display for UprobeError {
                 }
                 Ok(())
             }
+            UprobeError::Static { program, library } => write!(
+                f,
+                "{program} is statically linked: it loads no library, and the functions of `{library}` it \
+                 uses are in the program itself; give the program's path as PATH ({program}:FUNC)"
+            ),
             UprobeError::NotNeeded {
                 program,
                 library,

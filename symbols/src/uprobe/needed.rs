@@ -228,6 +228,14 @@ pub fn find_in(exe: &Path, name: &str, system: &[String]) -> Result<PathBuf, Upr
     let machine = headers.header.e_machine;
     let mut queue: VecDeque<(PathBuf, Dynamic)> = VecDeque::new();
     queue.extend(dynamic(&file, &headers).map(|d| (exe.to_path_buf(), d)));
+    // A static program (a static-pie has a dynamic section, with no library in it) maps no library: a
+    // probe on a file of that name elsewhere would never fire in it.
+    if queue.iter().all(|(_, d)| d.needed.is_empty()) {
+        return Err(UprobeError::Static {
+            program: shown,
+            library: name.to_string(),
+        });
+    }
     let mut seen: Vec<String> = Vec::new();
     while let Some((from, dynamic)) = queue.pop_front() {
         let origin = from
@@ -416,6 +424,35 @@ mod tests {
         ]);
         let found = find(&dir.join("m"), "libwidget").unwrap();
         assert_eq!(found, dir.join("lib/libwidget.so.1"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A statically linked program loads no library: a library name is refused, saying to give the
+    /// program's own path, rather than probing a file of that name the program never maps.
+    #[test]
+    fn a_static_program_has_no_library_to_probe() {
+        use crate::testing::{have, skip};
+        if !have("gcc") {
+            skip("gcc not found");
+            return;
+        }
+        let dir =
+            std::env::temp_dir().join(format!("ksymwatch-needed-static-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("s.c"), "int main(void) { return 0; }\n").unwrap();
+        let built = std::process::Command::new("gcc")
+            .current_dir(&dir)
+            .args(["-static", "-o", "s", "s.c"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !built {
+            skip("gcc -static: no static libc here");
+            std::fs::remove_dir_all(&dir).unwrap();
+            return;
+        }
+        let err = find(&dir.join("s"), "libc").unwrap_err();
+        assert!(matches!(err, UprobeError::Static { .. }), "{err:?}");
+        assert!(err.to_string().contains("statically linked"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

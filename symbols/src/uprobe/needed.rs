@@ -186,6 +186,15 @@ pub fn search(root: &Path, name: &str) -> Vec<PathBuf> {
     search_in(name, &dirs)
 }
 
+/// Whether `path` is a regular ELF file: a library the dynamic linker can load, not a static archive
+/// (`libz.a`) or a linker script (`libc.so`) that share its name.
+fn is_elf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    open_if_regular(path).is_some_and(|(mut f, _)| f.read_exact(&mut magic).is_ok())
+        && magic == *b"\x7fELF"
+}
+
 /// [`search`] in the directories `dirs`.
 pub fn search_in(name: &str, dirs: &[PathBuf]) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = Vec::new();
@@ -197,7 +206,7 @@ pub fn search_in(name: &str, dirs: &[PathBuf]) -> Vec<PathBuf> {
             .flatten()
             .filter(|e| names(name, &e.file_name().to_string_lossy()))
             .filter_map(|e| std::fs::canonicalize(e.path()).ok())
-            .filter(|p| open_if_regular(p).is_some())
+            .filter(|p| is_elf(p))
             .collect();
         here.sort();
         for p in here {
@@ -310,6 +319,9 @@ mod tests {
         std::os::unix::fs::symlink("libgizmo.so.1.2", a.join("libgizmo.so.1")).unwrap();
         std::os::unix::fs::symlink(a.join("libgizmo.so.1.2"), b.join("libgizmo.so")).unwrap();
         std::fs::write(a.join("libgizmoplus.so"), b"\x7fELF").unwrap();
+        // A static archive and a linker script of the name are not libraries to probe.
+        std::fs::write(a.join("libgizmo.a"), b"!<arch>\n").unwrap();
+        std::fs::write(b.join("libgizmo.so.0"), b"/* GNU ld script */").unwrap();
         let dirs = [a.clone(), b.clone(), root.join("missing")];
         let one = std::fs::canonicalize(a.join("libgizmo.so.1.2")).unwrap();
         assert_eq!(search_in("libgizmo", &dirs), std::slice::from_ref(&one));

@@ -268,6 +268,8 @@ impl<'a, O: Output> Session<'a, O> {
         }
         self.stream.start_objects(slots);
         self.objects = Some((source, objects));
+        // From now on no hit is released before the object records of its time are carried out.
+        self.rings.read_elsewhere(sys::monotonic_ns());
         Ok(())
     }
 
@@ -400,6 +402,11 @@ impl<'a, O: Output> Session<'a, O> {
                     return Ok(stop);
                 }
             }
+            // `--on`: the frees written before the hits about to be released are carried out first, so
+            // a store after its object's free is never reported as the object's.
+            if let Some(stop) = self.on_objects() {
+                return Ok(stop);
+            }
             let (mut turn, ..) = self.turn();
             if let Some(stop) = flight::turn(&mut turn, signalled.take())? {
                 return Ok(stop);
@@ -421,8 +428,10 @@ impl<'a, O: Output> Session<'a, O> {
     }
 
     /// `--on`: arms each new object, disarms each freed one.
+    /// The hits released after this wait for it ([`Pipeline::read_elsewhere`]).
     fn on_objects(&mut self) -> Option<StopReason> {
         let (source, objects) = self.objects.as_mut()?;
+        let started = sys::monotonic_ns();
         let mut turn = Turn {
             rings: &mut self.rings,
             stream: &mut self.stream,
@@ -430,7 +439,9 @@ impl<'a, O: Output> Session<'a, O> {
             objects: None,
             advise: self.advise,
         };
-        objects.apply(|records| source.drain(records), &mut turn)
+        let stop = objects.apply(|records| source.drain(records), &mut turn);
+        self.rings.read_elsewhere(started);
+        stop
     }
 
     fn on_uevent(&mut self) -> Option<StopReason> {
@@ -595,6 +606,12 @@ impl<O: Output> Placing for Turn<'_, '_, O> {
 
     fn park(&mut self, slot: usize, parked: Watch) {
         let _ = self.rings.events_mut().retarget(slot, parked);
+    }
+
+    fn flush_until(&mut self, time: u64) -> Option<StopReason> {
+        self.rings.drain();
+        self.stream
+            .release(self.rings, self.epoll, Release::Until(time))
     }
 
     fn slots(&mut self) -> &mut Slots {

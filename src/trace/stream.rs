@@ -380,6 +380,10 @@ impl<O: Output> Stream<'_, O> {
             return None;
         }
         if let Some(slots) = &mut self.slots {
+            if slots.foreign(watch, sample.pid) {
+                self.summary.filtered += 1;
+                return None;
+            }
             if slots.after_free(watch, sample.time) {
                 return None;
             }

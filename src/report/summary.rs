@@ -307,12 +307,6 @@ impl Tally {
         v
     }
 
-    /// Takes `other`'s by-cgroup counts: the kernel's totals, which replace the other counts when the
-    /// stream dropped hits, do not keep the writer's cgroup.
-    pub fn keep_cgroups_of(&mut self, other: &Tally) {
-        self.by_cgroup = other.by_cgroup.clone();
-    }
-
     /// Hits by the writer's cgroup, most first (then by id); empty where no record carried one.
     pub fn by_cgroup(&self) -> Vec<(&CgroupName, u64)> {
         let mut v: Vec<(&CgroupName, u64)> =
@@ -499,13 +493,8 @@ pub fn write_text(
         writeln!(w, "# {n:>8} {:>5.1}%  cpu{cpu}", pct(n, total))?;
     }
     let cgroups = tally.by_cgroup();
-    match (cgroups.is_empty(), summary.from_totals) {
-        (true, _) => {}
-        (false, false) => write_heading(w, "hits by cgroup")?,
-        (false, true) => write_heading(
-            w,
-            "hits by cgroup (of the hits printed: the kernel's totals do not keep the cgroup)",
-        )?,
+    if !cgroups.is_empty() {
+        write_heading(w, "hits by cgroup")?;
     }
     for (c, n) in cgroups {
         write!(
@@ -867,14 +856,9 @@ mod tests {
         assert!(by[1]["path"].is_null() && by[1].get("container_id").is_none());
         assert_eq!(by[2]["path"], "/system.slice/app.service");
 
-        // Recounted from the kernel's totals, the by-cgroup counts are the printed hits', and say so.
-        let mut recounted = Tally::default();
-        recounted.keep_cgroups_of(&tally);
-        assert_eq!(recounted.by_cgroup(), tally.by_cgroup());
+        // Recounted from the kernel's totals (keyed by cgroup too), the heading is the same.
         summary.from_totals = true;
-        assert!(text_of(&summary, &recounted, 0).contains(
-            "# hits by cgroup (of the hits printed: the kernel's totals do not keep the cgroup):\n"
-        ));
+        assert!(text_of(&summary, &tally, 0).contains("# hits by cgroup:\n"));
         summary.from_totals = false;
 
         let none = Tally::default();

@@ -573,7 +573,7 @@ impl<O: Output> Stream<'_, O> {
         if let Err(e) = totals::apply(
             hits,
             events.watches(),
-            &mut self.symbolizer,
+            (&mut self.symbolizer, self.cgroups.as_mut()),
             &mut self.summary,
             &mut self.sink.out,
         ) {

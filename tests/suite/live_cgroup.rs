@@ -320,3 +320,54 @@ fn a_missing_cgroup_is_refused_before_arming() {
         );
     }
 }
+
+/// Stores of the writer inside the cgroup when the ring is made to fall behind.
+const FLOOD: usize = 100_000;
+
+// A one-page ring the reader cannot keep up with: most records are dropped and the summary's counts come
+// from the kernel's totals, so the by-cgroup count must too. The inside writer's every store is in its
+// cgroup's count, the outside writer's in none, whatever was printed.
+#[test]
+#[ignore = "live: makes a cgroup and arms hardware breakpoints"]
+fn by_cgroup_counts_every_store_when_the_ring_drops_records() {
+    let Some(_lock) = live() else { return };
+    let Some(cg) = TestCgroup::make("flood") else {
+        return;
+    };
+    let mut inside = Writer::start_fixed(&["write", &FLOOD.to_string(), "0"]);
+    let mut outside = Writer::start_fixed(&["write", "20000", "1"]);
+    assert_eq!(inside.addr, outside.addr, "one address for both");
+    cg.add(inside.pid);
+    let t = Tracer::write_json(&[
+        "--cgroup",
+        &cg.path,
+        "--summary",
+        "--buffer-pages",
+        "1",
+        &inside.target(),
+    ]);
+    outside.go();
+    inside.go();
+    let (_, out, err) = t.interrupt(Duration::from_secs(60));
+    drop((inside, outside));
+    let records = util::ndjson(&out);
+    let summary = util::summary_record(&records);
+    if summary["unprinted"].as_u64().unwrap_or(0) == 0 {
+        skip("a one-page ring dropped nothing: the totals were not needed");
+        return;
+    }
+    assert_eq!(summary["lost"].as_u64().unwrap_or(0), 0, "{summary}");
+    assert_eq!(
+        summary["hits"].as_u64(),
+        Some(FLOOD as u64),
+        "{summary}\n{err}"
+    );
+    let by_cgroup = summary["by_cgroup"].as_array().expect("by_cgroup");
+    assert_eq!(by_cgroup.len(), 1, "{summary}");
+    assert_eq!(by_cgroup[0]["path"], cg.path.as_str(), "{summary}");
+    assert_eq!(
+        by_cgroup[0]["count"].as_u64(),
+        Some(FLOOD as u64),
+        "{summary}"
+    );
+}

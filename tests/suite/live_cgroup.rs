@@ -159,6 +159,21 @@ impl TestCgroup {
         })
     }
 
+    /// A cgroup made below this one (drop it first).
+    fn child(&self, name: &str) -> TestCgroup {
+        let dir = self.dir.join(name);
+        std::fs::create_dir(&dir).expect("make a child cgroup");
+        TestCgroup {
+            dir,
+            path: format!("{}/{name}", self.path),
+        }
+    }
+
+    /// Its id: the directory's inode.
+    fn id(&self) -> u64 {
+        std::fs::metadata(&self.dir).expect("the cgroup").ino()
+    }
+
     fn add(&self, pid: u32) {
         std::fs::write(self.dir.join("cgroup.procs"), pid.to_string())
             .expect("move into the cgroup");
@@ -370,4 +385,45 @@ fn by_cgroup_counts_every_store_when_the_ring_drops_records() {
         Some(FLOOD as u64),
         "{summary}"
     );
+}
+
+// `--dry-run` names each chosen cgroup as planning found it: its path in the hierarchy, its id and its
+// directory, once each however it was given (absolute, relative, by directory), a nested one too.
+#[test]
+fn a_dry_run_names_each_chosen_cgroup_by_path_and_id() {
+    let Some(cg) = TestCgroup::make("dry-run") else {
+        return;
+    };
+    let sub = cg.child("sub");
+    let pid = std::process::id().to_string();
+    let relative = cg.path.trim_start_matches('/');
+    let (code, out, err) = util::run(&[
+        "write",
+        "--dry-run",
+        "--cgroup",
+        &cg.path,
+        "--cgroup",
+        relative,
+        "--cgroup",
+        &sub.dir.display().to_string(),
+        "0x7000/8",
+        "-p",
+        &pid,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("# cgroup: "))
+        .collect();
+    let line = |c: &TestCgroup| {
+        format!(
+            "# cgroup: {} (id {}, {}): writers in it or below only",
+            c.path,
+            c.id(),
+            c.dir.display()
+        )
+    };
+    assert_eq!(lines, [line(&cg), line(&sub)], "{out}");
+    assert!(out.ends_with("# dry run: nothing armed\n"), "{out}");
+    drop(sub);
 }

@@ -334,23 +334,23 @@ fn a_bitfield_is_refused_exactly_and_widened_otherwise() {
 #[test]
 fn a_misspelled_field_names_what_is_there() {
     let (g, outer) = outer();
-    match exact(&g, outer, "halfs").unwrap_err() {
-        FieldError::NoSuchField {
-            at,
-            field,
-            type_name,
-            available,
-        } => {
-            assert_eq!((at.as_str(), field.as_str()), ("x", "halfs"));
-            assert_eq!(type_name, "struct outer");
-            // Members of anonymous members are fields too.
-            assert_eq!(
-                available,
-                ["id", "as_int", "halves", "grid", "counter", "ptr", "flags", "cb"]
-            );
-        }
-        e => panic!("{e:?}"),
-    }
+    let e = exact(&g, outer, "halfs").unwrap_err();
+    let FieldError::NoSuchField {
+        at,
+        field,
+        type_name,
+        available,
+    } = e
+    else {
+        panic!("{e:?}")
+    };
+    assert_eq!((at.as_str(), field.as_str()), ("x", "halfs"));
+    assert_eq!(type_name, "struct outer");
+    // Members of anonymous members are fields too.
+    assert_eq!(
+        available,
+        ["id", "as_int", "halves", "grid", "counter", "ptr", "flags", "cb"]
+    );
     // A struct with many fields names the ones close to what was typed.
     let mut g = Graph::new();
     let int = g.int("int", 4);

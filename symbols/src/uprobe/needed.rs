@@ -378,9 +378,8 @@ mod tests {
     /// `$ORIGIN` in a program's run path is its directory: a library beside it is found there first.
     #[test]
     fn origin_in_the_run_path_is_the_programs_directory() {
-        use crate::testing::{have, skip};
-        if !have("gcc") {
-            skip("gcc not found");
+        use crate::testing::require;
+        if !require("gcc") {
             return;
         }
         let dir = std::env::temp_dir().join(format!("ksymwatch-needed-{}", std::process::id()));

@@ -21,7 +21,11 @@ pinned to cpu C, wall time from "go" to "done" over N). Each mode arms one watch
 - `ksymwatch` and `ksymwatch-if`: the real tracer, `write ADDR/8 --quiet` and `--if` false (bench-writer's
   `plain` and `if` modes), so the harness's `kept` and `drop` can be checked against the tool.
 
-K runs (default 5), each measuring every mode once in an order rotated by one each run; medians. Each
+K runs (default 5), each measuring every mode once in an order rotated by one each run; medians. Each part is
+given twice: from the writer's wall time, and from its time on a CPU (its /proc/PID/schedstat, as
+bench-writer.py reads it), which other tasks' preemptions of the writer do not change: on a loaded machine
+the second is the one to read, and the difference between the two is what the reader (or anyone else) took
+from the writer. Each
 measurement holds /tmp/ksymwatch-live-tests.lock. Prints the per-mode table, the split (differences of
 medians) and the in-kernel stamps per part. Needs root, gcc, cargo.
 """
@@ -123,6 +127,7 @@ def main():
     print(f"writer cost by part: {a.n} stores on cpu {a.cpu}, {a.runs} runs, {commit}, {os.uname().release}, "
           f"load {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}", file=sys.stderr, flush=True)
     us = {m: [] for m in modes}
+    on_cpu = {m: [] for m in modes}
     stamps = {}
     for run in range(a.runs):
         order = modes[run % len(modes):] + modes[:run % len(modes)]
@@ -130,30 +135,36 @@ def main():
             if m in TOOL:
                 secs, note, ok = bw.measure(TOOL[m], a.n, a.cpu, writer, ksym, None, work, f"{m}-{run}")
                 v = secs * 1e6 / a.n
+                c = bw.last_sched[0] * 1e6 / a.n
             else:
                 r = run_harness(harness, m, a.n, a.cpu, writer)
                 v, ok = r["writer_us_per_store"], r["as_expected"]
+                c = r["on_cpu_us_per_store"]
                 note = f"samples {r['samples']} filtered {r['filtered']}"
                 if r["stamp_ns_per_hit"]:
                     for part, ns in r["stamp_ns_per_hit"].items():
                         stamps.setdefault(m, {}).setdefault(part, []).append(ns)
             us[m].append(v)
-            print(f"  run {run} {m:<17} {v:8.3f} us/store  {note}{'' if ok else '  (UNEXPECTED)'}",
+            on_cpu[m].append(c)
+            print(f"  run {run} {m:<17} {v:8.3f} us/store (on cpu {c:.3f})  {note}{'' if ok else '  (UNEXPECTED)'}",
                   file=sys.stderr, flush=True)
     load1 = os.getloadavg()
     med = {m: statistics.median(v) for m, v in us.items()}
+    cmed = {m: statistics.median(v) for m, v in on_cpu.items()}
     print(f"writer cost by part: {a.n} stores on cpu {a.cpu}, median of {a.runs} runs, ksymwatch {commit}, "
           f"{os.uname().release}, load average {load0[0]:.2f} at the start, {load1[0]:.2f} at the end\n")
-    print(f"| mode | writer us/store, median of {a.runs} | the {a.runs} runs |")
-    print("| --- | --- | --- |")
+    print(f"| mode | writer us/store, median of {a.runs} | the {a.runs} runs | on a CPU, median | the runs on a CPU |")
+    print("| --- | --- | --- | --- | --- |")
     for m in modes:
-        print(f"| `{m}` | **{med[m]:.3f}** | {' '.join(f'{x:.2f}' for x in us[m])} |")
-    print("\n| part | us per store (difference of medians) |")
-    print("| --- | --- |")
+        print(f"| `{m}` | **{med[m]:.3f}** | {' '.join(f'{x:.2f}' for x in us[m])} | **{cmed[m]:.3f}** | "
+              f"{' '.join(f'{x:.2f}' for x in on_cpu[m])} |")
+    print("\n| part | us per store, wall (difference of medians) | on a CPU |")
+    print("| --- | --- | --- |")
     for label, plus, minus in SPLIT:
         if plus in med and (minus is None or minus in med):
             v = med[plus] - (med[minus] if minus else 0)
-            print(f"| {label} | {v:+.3f} |" if minus else f"| {label} | {v:.3f} |")
+            c = cmed[plus] - (cmed[minus] if minus else 0)
+            print(f"| {label} | {v:+.3f} | {c:+.3f} |" if minus else f"| {label} | {v:.3f} | {c:.3f} |")
     # One table per set of parts: a kept hit's (stamped) and a dropped hit's (drop-stamped).
     for what, order in (("kept", KEPT_PARTS), ("dropped", DROP_PARTS)):
         mine = {m: by for m, by in stamps.items() if m.startswith("drop-") == (what == "dropped")}

@@ -33,6 +33,13 @@ its summary; bpftrace: its map) and shown in the table's last column. Every meas
 stop, `none` included) holds /tmp/ksymwatch-live-tests.lock; the writers start and end outside it.
 `--jsonl` prints one JSON object per measurement and per mode instead of the progress lines.
 
+Beside the wall time, each measurement reads the writer's /proc/PID/schedstat before "go" and after
+"done": its time on a CPU (the stores, the traps and everything the kernel and the BPF programs do at
+them; not the time other tasks ran instead) and its time waiting runnable for a CPU (what other tasks,
+the tracer's reader among them, took from it). On a loaded machine the wall time carries other jobs'
+preemptions; the on-CPU time does not, so its `paired` column is the steadier measure of the traps'
+own cost, and the waiting column shows what the tracer's reader (or anyone else) took from the writer.
+
 On a VM whose speed drifts (another guest on the host), the medians of separate runs can differ by more
 than a watch costs. The table's `paired` column is therefore the median over runs of each mode minus that
 run's `bare`; with `--adjacent` every mode's measurement is preceded by a `bare` one of its own, and the
@@ -83,8 +90,16 @@ class Writer:
             self.close()
             raise SystemExit(f"writer: unexpected banner {banner!r}")
 
+    def schedstat(self):
+        """The writer's (on-CPU ns, waiting-runnable ns) so far, from /proc/PID/schedstat."""
+        with open(f"/proc/{self.p.pid}/schedstat") as f:
+            on_cpu, waited, _ = (int(x) for x in f.read().split())
+        return on_cpu, waited
+
     def run(self):
-        """Sends "go" and waits for "done": the wall time of the N stores (pinning and the pipe included)."""
+        """Sends "go" and waits for "done": the wall time of the N stores (pinning and the pipe included).
+        Leaves the writer's on-CPU and waiting time over the same span in `self.sched` (seconds each)."""
+        s0 = self.schedstat()
         t0 = time.perf_counter()
         self.p.stdin.write("go\n")
         self.p.stdin.flush()
@@ -93,7 +108,10 @@ class Writer:
             if not line:
                 raise SystemExit("writer exited before 'done'")
             if line.strip() == "done":
-                return time.perf_counter() - t0
+                secs = time.perf_counter() - t0
+                s1 = self.schedstat()
+                self.sched = ((s1[0] - s0[0]) / 1e9, (s1[1] - s0[1]) / 1e9)
+                return secs
 
     def close(self):
         try:
@@ -168,8 +186,14 @@ def check(mode, n, out, err):
     return note, hits == 0 and filt >= n
 
 
+# The last measurement's writer (on-CPU, waiting) seconds: `measure` keeps its three results for its callers.
+last_sched = (0.0, 0.0)
+
+
 def measure(mode, n, cpu, writer_bin, ksym, bare, work, label):
-    """One measurement of one mode: returns (writer seconds, tracer note, tracer's count as expected)."""
+    """One measurement of one mode: returns (writer seconds, tracer note, tracer's count as expected); the
+    writer's on-CPU and waiting seconds in `last_sched`."""
+    global last_sched
     w = Writer(writer_bin, n, cpu)
     other = None
     tracer = None
@@ -195,6 +219,7 @@ def measure(mode, n, cpu, writer_bin, ksym, bare, work, label):
                 if status != 0:
                     print(f"{label}: tracer exit status {status}: {open(err_path).read()[-400:]}",
                           file=sys.stderr)
+        last_sched = w.sched
         if mode == "none":
             return secs, "-", True
         note, ok = check(mode, n, open(out_path, errors="replace").read(), open(err_path, errors="replace").read())
@@ -247,35 +272,50 @@ def main():
         notes = {m: [] for m in modes}
         # Per mode, its cost minus a bare measurement's: the same run's, or with --adjacent the one just before.
         pairs = {m: [] for m in modes}
+        # The same for the writer's on-CPU time, and its time waiting for a CPU, in us per store.
+        cpu_us = {m: [] for m in modes}
+        cpu_pairs = {m: [] for m in modes}
+        wait_us = {m: [] for m in modes}
         for run in range(a.runs):
             order = modes[run % len(modes):] + modes[:run % len(modes)]
-            floor = {}
+            floor, cpu_floor = {}, {}
             for mode in order:
                 if a.adjacent and mode != "bare" and "bare" in modes:
                     secs, _, _ = measure("bare", a.n, a.cpu, writer_bin, ksym, bare, work, f"bare-{mode}-{run}")
                     floor[mode] = secs * 1e6 / a.n
+                    cpu_floor[mode] = last_sched[0] * 1e6 / a.n
                 secs, note, ok = measure(mode, a.n, a.cpu, writer_bin, ksym, bare, work, f"{mode}-{run}")
                 us = secs * 1e6 / a.n
+                on_cpu, waited = (x * 1e6 / a.n for x in last_sched)
                 results[mode].append(us)
+                cpu_us[mode].append(on_cpu)
+                wait_us[mode].append(waited)
                 notes[mode].append((note, ok))
                 if a.jsonl:
                     print(json.dumps({"type": "run", "run": run, "mode": mode, "writer_us_per_store": us,
+                                      "on_cpu_us_per_store": on_cpu, "waited_us_per_store": waited,
                                       "tracer": note, "as_expected": ok}), flush=True)
                 else:
-                    print(f"  run {run} {mode:<8} {us:8.3f} us/store  {note}{'' if ok else '  (UNEXPECTED)'}",
-                          flush=True)
+                    print(f"  run {run} {mode:<8} {us:8.3f} us/store (on cpu {on_cpu:.3f}, waited {waited:.3f})  "
+                          f"{note}{'' if ok else '  (UNEXPECTED)'}", flush=True)
             if "bare" in modes:
                 for mode in modes:
                     if mode != "bare":
                         pairs[mode].append(results[mode][-1] - floor.get(mode, results["bare"][-1]))
+                        cpu_pairs[mode].append(cpu_us[mode][-1] - cpu_floor.get(mode, cpu_us["bare"][-1]))
         med = {m: statistics.median(v) for m, v in results.items()}
         paired = {m: statistics.median(v) for m, v in pairs.items() if v}
+        cpu_med = {m: statistics.median(v) for m, v in cpu_us.items()}
+        cpu_paired = {m: statistics.median(v) for m, v in cpu_pairs.items() if v}
+        wait_med = {m: statistics.median(v) for m, v in wait_us.items()}
         base = med.get("bare")
         if a.jsonl:
             for m in modes:
                 print(json.dumps({"type": "median", "mode": m, "writer_us_per_store": med[m],
                                   "all": results[m], "minus_bare": None if base is None else med[m] - base,
                                   "paired": paired.get(m), "pairs": pairs[m],
+                                  "on_cpu": cpu_med[m], "on_cpu_paired": cpu_paired.get(m),
+                                  "on_cpu_pairs": cpu_pairs[m], "waited": wait_med[m],
                                   "as_expected": all(ok for _, ok in notes[m])}), flush=True)
             return
         print(f"\n{head}, load at the end {os.getloadavg()[0]:.2f}\n")
@@ -292,6 +332,14 @@ def main():
             if bad:
                 note += f" ({bad} of {a.runs} runs not as expected)"
             print(f"| {LABELS[m]} | **{med[m]:.3f}** | {runs} | {diff} | {pair} | {note} |")
+        print(f"\nThe writer's time on a CPU and waiting for one (/proc/PID/schedstat), us per store, median of "
+              f"{a.runs}; paired as above:\n")
+        print("| mode | on a CPU | paired on a CPU | the runs on a CPU | waiting for a CPU | the runs waiting |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for m in modes:
+            pair = f"**{cpu_paired[m]:+.3f}**" if m in cpu_paired else "-"
+            print(f"| {LABELS[m]} | {cpu_med[m]:.3f} | {pair} | {' '.join(f'{x:.3f}' for x in cpu_us[m])} | "
+                  f"{wait_med[m]:.3f} | {' '.join(f'{x:.3f}' for x in wait_us[m])} |")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

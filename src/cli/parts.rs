@@ -1,8 +1,8 @@
 //! What a watch's session is given besides its events, opened before anything is armed and in this
 //! order: the kernel's symbol table and `--lines`' line table (a vmlinux without usable line tables fails
 //! before any hit), the printers the options ask for (their files created before the stop signals are
-//! blocked), `--control`'s source, `--last`'s recorder with its tracepoints attached, the stop signals
-//! blocked, and the CPU hotplug follower.
+//! blocked), `--control`'s source with its target resolver, `--last`'s recorder with its tracepoints
+//! attached, the stop signals blocked, and the CPU hotplug follower.
 
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
@@ -12,7 +12,7 @@ use ksymwatch_symbols::VmlinuxLines;
 use crate::cli::advice;
 use crate::cli::otlp;
 use crate::cli::output_file::{self, Named};
-use crate::config::plan::{FoldedTo, Outputs, WatchPlan};
+use crate::config::plan::{FoldedTo, Outputs, RealHost, WatchPlan};
 use crate::config::request::Format;
 use crate::config::symbols::{FileSymbols, KernelTable};
 use crate::error::{Context, ExitCode, Result};
@@ -29,6 +29,7 @@ use crate::stderr::{self, Stderr};
 use crate::trace::control::Control;
 use crate::trace::flight::Recorder;
 use crate::trace::hotplug::Hotplug;
+use crate::trace::moves::Controller;
 
 /// The session's parts, opened by [`Parts::open`].
 pub struct Parts<'p> {
@@ -38,8 +39,8 @@ pub struct Parts<'p> {
     pub lines: Option<VmlinuxLines<'p>>,
     /// Every printer, in the order they run.
     pub out: Tee,
-    /// `--control`: where commands come from.
-    pub control: Option<Control>,
+    /// `--control`: where commands come from, and how their targets are resolved.
+    pub control: Option<Controller<'p>>,
     /// `--last`: the flight recorder.
     pub recorder: Option<Recorder>,
     pub signals: SignalFd,
@@ -47,13 +48,21 @@ pub struct Parts<'p> {
 }
 
 impl<'p> Parts<'p> {
-    /// Opens `plan`'s parts, in the order the module says; `title` names the session (`--flamegraph`'s).
-    pub fn open(plan: &'p WatchPlan, title: &str) -> Result<Parts<'p>> {
+    /// Opens `plan`'s parts, in the order the module says; `title` names the session (`--flamegraph`'s),
+    /// `machine` resolves `--control`'s targets in a process.
+    pub fn open(plan: &'p WatchPlan, title: &str, machine: &'p RealHost) -> Result<Parts<'p>> {
         let (kernel, running, flight) = (plan.kernel(), plan.running(), plan.flight());
         let symbols = kernel.symbols.chains()?;
         let lines = line_source(kernel.symbols.files(), running.lines)?;
         let out = outputs(plan.outputs(), title)?;
-        let control = running.control.as_deref().map(Control::open).transpose()?;
+        let control = match running.control.as_deref() {
+            Some(path) => Some(Controller {
+                source: Control::open(path)?,
+                resolve: Box::new(plan.resolver(machine)),
+                access: plan.access(),
+            }),
+            None => None,
+        };
         // `--last`'s tracepoints are attached before arming: one the kernel refuses fails the run before
         // any breakpoint is set.
         let recorder = match flight {

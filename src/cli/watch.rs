@@ -21,14 +21,10 @@ use crate::error::{Error, Result};
 use crate::model::watch::{Access, Watch};
 use crate::perf::arm;
 use crate::perf::bpf::objects::ObjectSource;
-use crate::perf::event::EventConfig;
-use crate::perf::probe;
-use crate::perf::refusal::{self, Refusal};
 use crate::perf::sys;
 use crate::perf::warmup::Warmup;
 use crate::report::{Header, Output, StreamEvent, Tee};
 use crate::trace::comm::Comms;
-use crate::trace::moves::Controller;
 use crate::trace::objects::ObjectWatch;
 use crate::trace::objects::Slots;
 use crate::trace::session::{Session, Setup};
@@ -228,20 +224,23 @@ fn hit_ring_pages(plan: &WatchPlan) -> usize {
 
 /// Arms `plan` and runs the session until it stops; the exit status as [`run`]'s. `machine` resolves
 /// `--control`'s targets in a process. In order: what each stage needs is taken from the plan
-/// ([`HandOff`]); the events' programs are loaded ([`delivery`]); the session's other parts are opened
-/// ([`Parts`]); every CPU is armed as one transaction ([`arm::arm_in`]); the session starts and runs.
+/// ([`HandOff`]) and the prefetch scan's result joined; the events' programs are loaded ([`delivery`]);
+/// the session's other parts are opened ([`Parts`]); every CPU is armed as one transaction
+/// ([`arm::arm_in`], `--on`'s slots kept to the free registers first); what the header says of the armed
+/// set and `--on`'s objects are taken; the session starts and runs.
 fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Result<i32> {
     let launched = plan.take_command();
     let hand = HandOff::of(&plan);
-    let cfg = delivery::event_config(&plan, hand.hit_ring_pages)?;
-    let mut parts = Parts::open(&plan, &hand.title)?;
     let Prefetch { task_scan, warmup } = prefetch;
+    let (comms, user) = scanned_tasks(task_scan, launched.as_deref());
+    let cfg = delivery::event_config(&plan, hand.hit_ring_pages)?;
+    let mut parts = Parts::open(&plan, &hand.title, machine)?;
     if let Some(w) = warmup {
         w.finish();
     }
     let (cpus, objects) = (&plan.cpus().now, plan.objects());
     let mut watches = plan.watches().to_vec();
-    let armed = match keep_free_slots(&mut watches, cpus, &cfg, objects.is_some())
+    let armed = match arm::keep_free_slots(&mut watches, cpus, &cfg, objects.is_some())
         .and_then(|()| arm::arm_in(&watches, cpus, &hand.scope, &cfg))
     {
         Ok(armed) => armed,
@@ -255,7 +254,9 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Resul
     };
     let armed_line = ArmedLine::of(&armed);
     let (processes, threads) = covered_at_start(plan.delivery(), &hand.scope, &armed);
-    let (comms, user) = scanned_tasks(task_scan, launched.as_deref());
+    let objects = objects
+        .map(|o| object_watch(o.clone(), cpus, &watches))
+        .transpose()?;
     let (kernel, running, values) = (plan.kernel(), plan.running(), plan.values());
     let header = Header {
         watches: &watches,
@@ -275,11 +276,7 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Resul
         filter: plan.filter().clone(),
         tally: plan.outputs().tally,
         lines: parts.lines.as_ref().map(|l| l as &dyn LineSource),
-        control: parts.control.map(|source| Controller {
-            source,
-            resolve: Box::new(plan.resolver(machine)),
-            access: plan.access(),
-        }),
+        control: parts.control,
         scope: hand.scope,
         comms,
         user,
@@ -294,7 +291,7 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Resul
     // read, while the symbols loaded (`task_scan`).
     let mut session = Session::new(setup, parts.out, armed, parts.signals, Some(parts.hotplug))?;
     if let Some(o) = objects {
-        session.watch_objects(object_watch(o.clone(), cpus, &watches)?)?;
+        session.watch_objects(o)?;
     }
     announce_and_run(session, &armed_line, &header, launched, running.realtime)
 }
@@ -335,40 +332,13 @@ fn announce_and_run(
     Ok(launched.as_mut().and_then(|l| l.status()).unwrap_or(0))
 }
 
-/// Keeps `--on`'s watches (`objects`) to one slot per debug register still free on every CPU; refused if
-/// none is. Other watches are left as they are.
-fn keep_free_slots(
-    watches: &mut Vec<Watch>,
-    cpus: &BTreeSet<u32>,
-    cfg: &EventConfig,
-    objects: bool,
-) -> std::result::Result<(), Refusal> {
-    if !objects {
-        return Ok(());
-    }
-    let free = match watches.first() {
-        // A slot the kernel refuses outright (not for want of a register) is refused as arming would be.
-        Some(w) => probe::slots_for(w, cpus, watches.len(), cfg)
-            .map_err(|e| refusal::explain(&e, std::slice::from_ref(w)).nothing_armed())?,
-        None => 0,
-    };
-    if free == 0 {
-        return Err(Refusal::arm(
-            refusal::Kind::NoFreeDebugRegister,
-            "--on needs a free debug register on every CPU, and every one is in use (perf, gdb, another \
-             watch); stop one and run again",
-        ));
-    }
-    watches.truncate(free);
-    Ok(())
-}
-
 /// The task names and process maps the prefetch scan read, with a launched command's maps added.
 fn scanned_tasks(
     task_scan: Option<std::thread::JoinHandle<(Comms, UserSymbols)>>,
     launched: Option<&dyn Launch>,
 ) -> (Comms, UserSymbols) {
-    // Joined before `armed`: the scan is long over by now (a few ms, against the symbol load's tens).
+    // Joined before anything is loaded or armed: the scan is long over by now (a few ms, against the
+    // symbol load's tens).
     let (comms, mut user) = task_scan.and_then(|t| t.join().ok()).unwrap_or_default();
     // A launched command started after the scan, and the kernel mapped its executable at its exec, before
     // any event existed to report it: read it while the command is stopped there, or a command that exits

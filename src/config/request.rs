@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::debuginfod;
-use crate::config::symbols::Files;
 use crate::model::watch::Access;
 
 /// A `write` or `rw` command line.
@@ -75,6 +74,15 @@ impl SymbolRequest {
             notes: &self.notes,
         }
     }
+}
+
+/// The files named on the command line.
+#[derive(Debug, Clone, Copy)]
+pub struct Files<'a> {
+    pub kallsyms: &'a Path,
+    pub vmlinux: Option<&'a Path>,
+    pub system_map: Option<&'a Path>,
+    pub notes: &'a Path,
 }
 
 /// `--format`: how the stream is written.

@@ -17,7 +17,7 @@ use ksymwatch_symbols::{
 
 use crate::config::advice::{Advised, SymbolsContext};
 use crate::config::progress::Bars;
-use crate::config::request::SymbolRequest;
+use crate::config::request::{Files, SymbolRequest};
 use crate::config::watch;
 use crate::error::{Error, ExitCode, Result};
 use crate::model::target::{Base, Target};
@@ -130,15 +130,6 @@ impl<'a> KernelTable<'a> {
             KernelTable::Lazy(l) => l.loaded.get().map(|(_, o)| *o),
         }
     }
-}
-
-/// The files named on the command line.
-#[derive(Debug, Clone, Copy)]
-pub struct Files<'a> {
-    pub kallsyms: &'a Path,
-    pub vmlinux: Option<&'a Path>,
-    pub system_map: Option<&'a Path>,
-    pub notes: &'a Path,
 }
 
 /// The search for this machine with the command line's choices applied.

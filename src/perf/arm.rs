@@ -20,6 +20,7 @@ use crate::model::watch::Watch;
 use crate::perf::event::{
     Bind, CpuEvent, Delivery, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
 };
+use crate::perf::probe;
 use crate::perf::refusal::{explain, Kind, Refusal};
 
 /// Who a watch covers. `L` is a launched command as its layer holds it: the breakpoints need only its pid;
@@ -176,6 +177,34 @@ impl Failure {
             ),
         }
     }
+}
+
+/// Keeps `--on`'s watches (`objects`) to one slot per debug register still free on every CPU; refused if
+/// none is. Other watches are left as they are.
+pub fn keep_free_slots(
+    watches: &mut Vec<Watch>,
+    cpus: &BTreeSet<u32>,
+    cfg: &EventConfig,
+    objects: bool,
+) -> std::result::Result<(), Refusal> {
+    if !objects {
+        return Ok(());
+    }
+    let free = match watches.first() {
+        // A slot the kernel refuses outright (not for want of a register) is refused as arming would be.
+        Some(w) => probe::slots_for(w, cpus, watches.len(), cfg)
+            .map_err(|e| explain(&e, std::slice::from_ref(w)).nothing_armed())?,
+        None => 0,
+    };
+    if free == 0 {
+        return Err(Refusal::arm(
+            Kind::NoFreeDebugRegister,
+            "--on needs a free debug register on every CPU, and every one is in use (perf, gdb, another \
+             watch); stop one and run again",
+        ));
+    }
+    watches.truncate(free);
+    Ok(())
 }
 
 /// Arms `watches` on every one of `cpus` for `scope`, or nothing: the events prepared once, then the

@@ -4,83 +4,96 @@
 //!
 //! ```text
 //! off   size  field
-//!   0      8  flags: VALUE_KNOWN, OLD_KNOWN, USER_MODE, INSN_KNOWN, REGS_KNOWN, CHAIN_ID
+//!   0      4  flags: VALUES, VALUE_KNOWN, OLDS, OLD_KNOWN, CGROUP_KNOWN, REGS_KNOWN, INSN_KNOWN,
+//!             USER_MODE, CHAIN_ID, COMM_KNOWN, IP_IN_CHAIN
+//!   4      4  lost: records the CPU's ring had no room for so far, before this one (wrapping)
 //!   8      8  pid_tgid (tgid << 32 | tid), from bpf_get_current_pid_tgid
 //!  16      8  time: CLOCK_MONOTONIC ns at the trap (bpf_ktime_get_ns)
 //!  24      8  addr: the breakpoint's address
-//!  32      8  value: the watched bytes read at the trap
-//!  40      8  old: the value before, for this target (and process, at a user address)
-//!  48     16  comm: the writer's name as the kernel keeps it, NUL-padded
-//!  64      8  ip: the trap ip (the instruction after the store)
-//!  72      8  kstack_bytes: bytes of kernel stack in the record
-//!  80      8  ustack_bytes: bytes of user stack after the kernel stack
-//!             (with CHAIN_ID, 72..88 is the call chain's key instead, as the `chains` map holds it:
-//!             its hash (8), then the kernel and user stacks' bytes (u32 each); see [`ChainKey`])
-//!  88      8  lost: records the CPU's ring had no room for so far, before this one
-//! with REGS_KNOWN (`--value`: the store's value is decoded from them):
-//!  96    168  regs: the trap's `struct pt_regs` (21 words, x86-64 order)
-//! 264     16  insn: the 16 bytes that end at the trap ip (the store's instruction ends there)
-//! then (at 96, or 280 with REGS_KNOWN), without CHAIN_ID (the chain inline):
-//!          -  kernel return addresses (kstack_bytes / 8), then user ones (ustack_bytes / 8)
+//!  32      8  chain: with CHAIN_ID, the hash the watch's `chains` map keys the call chain by
+//!  40         then each field its flag names, in this order ([`Layout`]):
+//!          8  VALUES: value (the watched bytes read at the trap; VALUE_KNOWN says it was)
+//!          8  OLDS (`--value`, `--if`): old (the value before, for this target and process; OLD_KNOWN
+//!             says there was one)
+//!          8  CGROUP_KNOWN: the writer's cgroup id (bpf_get_current_cgroup_id)
+//!        168  REGS_KNOWN (`--value`: the store's value is decoded from them): the trap's `struct pt_regs`
+//!             (21 words, x86-64 order),
+//!         16  then insn: the 16 bytes that end at the trap ip (INSN_KNOWN says they were read)
+//!         16  COMM_KNOWN: the writer's name as the kernel keeps it, NUL-padded
+//!          8  ip: the trap ip (the instruction after the store), unless IP_IN_CHAIN: the chain's first
+//!             frame is the trap ip
+//!             without CHAIN_ID (the chain inline):
+//!          8  the kernel and user stacks' lengths in bytes (u32 each),
+//!          -  then the kernel return addresses, then the user ones
 //! ```
 //!
-//! The chain by id: the program stores each distinct call chain once in the watch's `chains` map
-//! ([`crate::perf::bpf::totals`], where the in-kernel totals name chains by the same key) and the record
-//! carries the key where the stacks' lengths were: 96 bytes whatever the chain (280 with registers), where
-//! the chain inline made it 96 + 8 a frame (a kernel writer's `read()` of six frames: 144). The tracer reads each distinct chain once from the
-//! map, on the first record that names it. A chain the map has no room for (or whose insert failed)
-//! comes inline, as does every record of a program built without totals: the flag says which, and no
-//! record is ever without its chain.
+//! A plain kept hit is 40 bytes: the header alone. The program leaves out what the tracer knows:
+//! - the call chain: the program stores each distinct chain once in the watch's `chains` map
+//!   ([`crate::perf::bpf::totals`], where the in-kernel totals name chains by the same hash) and the record
+//!   carries the hash; the tracer reads each distinct chain once from the map, on the first record that
+//!   names it. A chain the map has no room for (or whose insert failed) comes inline, with the name and
+//!   the ip, as does every record of a program built without totals: the flag says which, and no record
+//!   is ever without its chain;
+//! - the ip, where the chain starts with it (a user-mode trap's walk and the kernel's stack both do);
+//! - the name, unless it differs from the name of the last record the CPU's ring took from this watch
+//!   (another thread, or the same one renamed): the program keeps that writer and name in its per-CPU
+//!   scratch entry, and forgets them when a record is lost, so the next one carries its name again. The
+//!   reader keeps the same per ring, so a record without a name is its ring's previous writer's;
+//! - value, old, registers and cgroup where the program's spec does not read them.
 //!
 //! `lost` is a running count the program keeps in its per-CPU scratch entry, where the record is built:
 //! a kept hit pays nothing for it, a hit the ring had no room for adds one, and the reader learns of a
-//! loss in order, from the next record that fits (and at the end, from the program's `stats`).
-//!
-//! Registers and instruction bytes are 184 bytes of a record that is otherwise 96 (its chain by id): they
-//! are carried only where a value is decoded, so a plain watch's ring holds three times the hits.
+//! loss in order, from the next record that fits (and at the end, from the program's `stats`). It is 32
+//! bits and wraps: the reader takes the difference from the last count it read.
 
 use crate::perf::record::{Context, DecodeError, Frame, Sample, RECORD_SAMPLE};
 
-/// Flag: `value` was read.
-pub const VALUE_KNOWN: u64 = 1;
+const _: () = assert!(VALUE_KNOWN == 1 && OLD_KNOWN == 2, "the value code's bits");
+
+/// Flag: `value` was read. (The value code's bits, shared with the value program's records: the hit
+/// program's flags start as that code leaves them.)
+pub const VALUE_KNOWN: u32 = crate::perf::record::VALUE_KNOWN as u32;
 /// Flag: `old` is the value before (else this is the first hit of its key).
-pub const OLD_KNOWN: u64 = 2;
-/// Flag: the writer was in user space at the trap.
-pub const USER_MODE: u64 = 4;
-/// Flag: `insn` holds the bytes before the trap ip.
-pub const INSN_KNOWN: u64 = 8;
+pub const OLD_KNOWN: u32 = crate::perf::record::OLD_KNOWN as u32;
+/// Flag: the record has the value word (the program reads the watched bytes).
+pub const VALUES: u32 = 1 << 2;
+/// Flag: the record has the old word (the program keeps each key's last value).
+pub const OLDS: u32 = 1 << 10;
+/// Flag: the record carries the writer's cgroup id.
+pub const CGROUP_KNOWN: u32 = 1 << 3;
 /// Flag: the record carries `regs` and `insn`.
-pub const REGS_KNOWN: u64 = 16;
-/// Flag: the record carries its call chain's key (in place of the stacks' lengths), not the chain's words.
-pub const CHAIN_ID: u64 = 32;
+pub const REGS_KNOWN: u32 = 1 << 4;
+/// Flag: `insn` holds the bytes before the trap ip.
+pub const INSN_KNOWN: u32 = 1 << 5;
+/// Flag: the writer was in user space at the trap.
+pub const USER_MODE: u32 = 1 << 6;
+/// Flag: the record names its call chain by its hash (the `chains` map holds it), not its words.
+pub const CHAIN_ID: u32 = 1 << 7;
+/// Flag: the record carries the writer's name.
+pub const COMM_KNOWN: u32 = 1 << 8;
+/// Flag: the trap ip is the call chain's first frame, and the record does not carry it.
+pub const IP_IN_CHAIN: u32 = 1 << 9;
 
 pub const OFF_FLAGS: i16 = 0;
+pub const OFF_LOST: i16 = 4;
 pub const OFF_PID_TGID: i16 = 8;
 pub const OFF_TIME: i16 = 16;
 pub const OFF_ADDR: i16 = 24;
-pub const OFF_VALUE: i16 = 32;
-pub const OFF_OLD: i16 = 40;
-pub const OFF_COMM: i16 = 48;
-pub const OFF_IP: i16 = 64;
-pub const OFF_KSTACK_BYTES: i16 = 72;
-pub const OFF_USTACK_BYTES: i16 = 80;
-pub const OFF_LOST: i16 = 88;
-/// With CHAIN_ID: the chain's key ([`ChainKey`], 16 bytes) over the two stack lengths.
-pub const OFF_CHAIN_KEY: i16 = OFF_KSTACK_BYTES;
-pub const OFF_REGS: i16 = 96;
-pub const OFF_INSN: i16 = 264;
-/// Where the stacks start without registers, and with them.
-pub const OFF_STACKS: i16 = 96;
-pub const OFF_STACKS_REGS: i16 = 280;
+/// With CHAIN_ID: the chain's hash ([`ChainKey`]).
+pub const OFF_CHAIN: i16 = 32;
+/// The fixed header: every record has it.
+pub const HEADER: i16 = 40;
 
 /// Words of `struct pt_regs` on x86-64.
 pub const REGS: usize = 21;
 /// Bytes of instruction kept before the trap ip: the longest x86 instruction is 15.
 pub const INSN_BYTES: usize = 16;
+/// Bytes of the writer's name.
+pub const COMM_BYTES: usize = 16;
 /// Frames kept per stack (kernel, user): the kernel's default `perf_event_max_stack`.
 pub const MAX_FRAMES: usize = 127;
-/// The largest record: header, registers and both stacks full.
-pub const MAX_LEN: usize = OFF_STACKS_REGS as usize + 2 * 8 * MAX_FRAMES;
+/// The largest record: every optional field and both stacks full.
+pub const MAX_LEN: usize = Layout::ALL.stacks() as usize + 2 * 8 * MAX_FRAMES;
 
 /// `pt_regs` word indexes the decoder names.
 pub mod reg {
@@ -89,68 +102,149 @@ pub mod reg {
     pub const SP: usize = 19;
 }
 
-/// A `chains` key: the hash, then the kernel and user stacks' lengths in bytes (u32 each).
-pub const CHAIN_KEY: u32 = 16;
+/// Where a record's optional fields lie: they follow the header in a fixed order, each present by its
+/// flag. The first three are the program's spec's (every record of a program has them or none does);
+/// the name, the ip and the inline chain vary from hit to hit, and the program writes them where an
+/// inline record has them: name at [`Layout::comm`], ip at [`Layout::ip`], the lengths and the stacks
+/// after (a record by id that carries no name moves its ip to [`Layout::comm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub values: bool,
+    pub olds: bool,
+    pub cgroup: bool,
+    pub regs: bool,
+}
+
+impl Layout {
+    /// Every field the spec may ask for.
+    pub const ALL: Layout = Layout {
+        values: true,
+        olds: true,
+        cgroup: true,
+        regs: true,
+    };
+
+    /// The layout a record's flags describe.
+    pub const fn of(flags: u32) -> Layout {
+        Layout {
+            values: flags & VALUES != 0,
+            olds: flags & OLDS != 0,
+            cgroup: flags & CGROUP_KNOWN != 0,
+            regs: flags & REGS_KNOWN != 0,
+        }
+    }
+
+    /// The flags that say these fields are there.
+    pub const fn flags(&self) -> u32 {
+        (if self.values { VALUES } else { 0 })
+            | (if self.olds { OLDS } else { 0 })
+            | (if self.cgroup { CGROUP_KNOWN } else { 0 })
+            | (if self.regs { REGS_KNOWN } else { 0 })
+    }
+
+    pub const fn value(&self) -> i16 {
+        HEADER
+    }
+
+    pub const fn old(&self) -> i16 {
+        HEADER + if self.values { 8 } else { 0 }
+    }
+
+    pub const fn cgroup(&self) -> i16 {
+        self.old() + if self.olds { 8 } else { 0 }
+    }
+
+    pub const fn regs(&self) -> i16 {
+        self.cgroup() + if self.cgroup { 8 } else { 0 }
+    }
+
+    pub const fn insn(&self) -> i16 {
+        self.regs() + 8 * REGS as i16
+    }
+
+    /// The end of the spec's fields: where the name goes.
+    pub const fn comm(&self) -> i16 {
+        self.regs()
+            + if self.regs {
+                (8 * REGS + INSN_BYTES) as i16
+            } else {
+                0
+            }
+    }
+
+    /// The ip of a record that carries its name.
+    pub const fn ip(&self) -> i16 {
+        self.comm() + COMM_BYTES as i16
+    }
+
+    /// An inline chain's lengths, then its words.
+    pub const fn lengths(&self) -> i16 {
+        self.ip() + 8
+    }
+
+    pub const fn stacks(&self) -> i16 {
+        self.lengths() + 8
+    }
+}
+
+/// A `chains` key: the chain's hash. (Its value holds the stacks' lengths, then the words.)
+pub const CHAIN_KEY: u32 = 8;
 
 /// The id of a chain as the program keys it (the totals' `chains` map) and a record that names its chain
 /// carries it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ChainKey {
     pub hash: u64,
-    /// Bytes of kernel stack, then of user stack, in the chain's words.
-    pub kbytes: u32,
-    pub ubytes: u32,
 }
 
 impl ChainKey {
     pub fn parse(b: &[u8]) -> Option<ChainKey> {
         Some(ChainKey {
             hash: u64::from_ne_bytes(b.get(0..8)?.try_into().ok()?),
-            kbytes: u32::from_ne_bytes(b.get(8..12)?.try_into().ok()?),
-            ubytes: u32::from_ne_bytes(b.get(12..16)?.try_into().ok()?),
         })
     }
 
     /// The key as the map holds it.
     pub fn bytes(&self) -> [u8; CHAIN_KEY as usize] {
-        let mut b = [0u8; CHAIN_KEY as usize];
-        b[..8].copy_from_slice(&self.hash.to_ne_bytes());
-        b[8..12].copy_from_slice(&self.kbytes.to_ne_bytes());
-        b[12..].copy_from_slice(&self.ubytes.to_ne_bytes());
-        b
-    }
-
-    /// The kernel and user return addresses in a `chains` value, each innermost first; `None` when the
-    /// lengths do not fit it.
-    pub fn split(&self, value: &[u8]) -> Option<(Vec<u64>, Vec<u64>)> {
-        let (k, u) = (self.kbytes as usize / 8, self.ubytes as usize / 8);
-        let words: Vec<u64> = value
-            .chunks_exact(8)
-            .take(k + u)
-            .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
-            .collect();
-        (words.len() == k + u).then(|| (words[..k].to_vec(), words[k..].to_vec()))
+        self.hash.to_ne_bytes()
     }
 }
 
-/// A hit record as it lies in the ring: its fixed fields decoded, its name and stacks still the ring's
-/// bytes, so the tracer turns a record into a [`Sample`] without allocating (a flood reads 100,000s a
-/// second).
+/// The kernel and user return addresses in a `chains` value (the two lengths in bytes, u32 each, then
+/// the words), each innermost first; `None` when the lengths do not fit it.
+pub fn split_chain(value: &[u8]) -> Option<(Vec<u64>, Vec<u64>)> {
+    let (k, u) = chain_lengths(value)?;
+    let words: Vec<u64> = addrs(value.get(8..)?).take(k + u).collect();
+    (words.len() == k + u).then(|| (words[..k].to_vec(), words[k..].to_vec()))
+}
+
+/// The kernel and user frame counts of a lengths word, each at most [`MAX_FRAMES`].
+fn chain_lengths(b: &[u8]) -> Option<(usize, usize)> {
+    let k = u32::from_ne_bytes(b.get(0..4)?.try_into().ok()?) as usize / 8;
+    let u = u32::from_ne_bytes(b.get(4..8)?.try_into().ok()?) as usize / 8;
+    (k <= MAX_FRAMES && u <= MAX_FRAMES).then_some((k, u))
+}
+
+/// A hit record as it lies in the ring: its fields decoded, its name and stacks still the ring's bytes,
+/// so the tracer turns a record into a [`Sample`] without allocating (a flood reads 100,000s a second).
 #[derive(Debug, Clone, Copy)]
 pub struct HitView<'a> {
-    pub flags: u64,
+    pub flags: u32,
     pub pid: u32,
     pub tid: u32,
     pub time: u64,
     pub addr: u64,
     pub value: Option<u64>,
     pub old: Option<u64>,
-    /// The writer's name as the kernel keeps it, without the NUL padding.
-    pub comm: &'a [u8],
-    /// The trap ip: the instruction after the store.
-    pub ip: u64,
-    /// Records the CPU's ring had no room for before this one, since the program was loaded.
-    pub lost: u64,
+    /// The writer's cgroup id (a program built to read it).
+    pub cgroup: Option<u64>,
+    /// The writer's name as the kernel keeps it, without the NUL padding; `None`: the name of the
+    /// previous record of this ring.
+    pub comm: Option<&'a [u8]>,
+    /// The trap ip (the instruction after the store); `None`: the call chain's first frame.
+    pub ip: Option<u64>,
+    /// Records the CPU's ring had no room for before this one, since the program was loaded (wrapping).
+    pub lost: u32,
     /// The trap's registers (a record with REGS_KNOWN).
     pub regs: Option<[u64; REGS]>,
     pub insn: Option<[u8; INSN_BYTES]>,
@@ -170,90 +264,97 @@ fn short(need: usize, raw: &[u8]) -> DecodeError {
     }
 }
 
-fn bytes_at(raw: &[u8], off: usize, len: usize) -> Result<&[u8], DecodeError> {
-    let end = off.checked_add(len).ok_or_else(|| short(usize::MAX, raw))?;
-    raw.get(off..end).ok_or_else(|| short(end, raw))
-}
-
-fn word(raw: &[u8], off: i16) -> Result<u64, DecodeError> {
-    let b = bytes_at(raw, off as usize, 8)?;
-    Ok(u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
-}
-
-/// `bytes` (a multiple of 8 once rounded down) of stack at `off`.
-fn stack_at(raw: &[u8], off: usize, bytes: u64) -> Result<&[u8], DecodeError> {
-    let len = usize::try_from(bytes & !7).map_err(|_| short(usize::MAX, raw))?;
-    bytes_at(raw, off, len)
-}
-
 fn addrs(stack: &[u8]) -> impl Iterator<Item = u64> + '_ {
     stack
         .chunks_exact(8)
         .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
 }
 
+/// Reads a record front to back: each field where the ones before it end.
+struct Cursor<'a> {
+    raw: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn bytes(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self
+            .at
+            .checked_add(len)
+            .ok_or_else(|| short(usize::MAX, self.raw))?;
+        let b = self
+            .raw
+            .get(self.at..end)
+            .ok_or_else(|| short(end, self.raw))?;
+        self.at = end;
+        Ok(b)
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_ne_bytes(
+            self.bytes(4)?.try_into().unwrap_or([0; 4]),
+        ))
+    }
+
+    fn word(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_ne_bytes(
+            self.bytes(8)?.try_into().unwrap_or([0; 8]),
+        ))
+    }
+}
+
 impl<'a> HitView<'a> {
     /// Reads one hit record's raw data.
     pub fn parse(raw: &'a [u8]) -> Result<HitView<'a>, DecodeError> {
-        let flags = word(raw, OFF_FLAGS)?;
-        let pid_tgid = word(raw, OFF_PID_TGID)?;
-        let with_regs = flags & REGS_KNOWN != 0;
-        let regs = if with_regs {
-            let mut regs = [0u64; REGS];
-            for (i, r) in regs.iter_mut().enumerate() {
-                *r = word(raw, OFF_REGS + 8 * i as i16)?;
+        let mut c = Cursor { raw, at: 0 };
+        let flags = c.u32()?;
+        let lost = c.u32()?;
+        let pid_tgid = c.word()?;
+        let time = c.word()?;
+        let addr = c.word()?;
+        let chain_hash = c.word()?;
+        let has = |flag: u32| flags & flag != 0;
+        let value = has(VALUES).then(|| c.word()).transpose()?;
+        let value = value.filter(|_| has(VALUE_KNOWN));
+        let old = has(OLDS).then(|| c.word()).transpose()?;
+        let old = old.filter(|_| has(OLD_KNOWN));
+        let cgroup = has(CGROUP_KNOWN).then(|| c.word()).transpose()?;
+        let (mut regs, mut insn) = (None, None);
+        if has(REGS_KNOWN) {
+            let mut r = [0u64; REGS];
+            for w in r.iter_mut() {
+                *w = c.word()?;
             }
-            Some(regs)
-        } else {
-            None
-        };
-        let comm = bytes_at(raw, OFF_COMM as usize, 16)?;
-        let comm = &comm[..comm.iter().position(|&b| b == 0).unwrap_or(16)];
-        let insn = if with_regs && flags & INSN_KNOWN != 0 {
-            let b = bytes_at(raw, OFF_INSN as usize, INSN_BYTES)?;
-            let mut a = [0u8; INSN_BYTES];
-            a.copy_from_slice(b);
-            Some(a)
-        } else {
-            None
-        };
-        let stacks = if with_regs {
-            OFF_STACKS_REGS
-        } else {
-            OFF_STACKS
-        } as usize;
-        let (chain, kernel_stack, user_stack) = if flags & CHAIN_ID != 0 {
-            let key = bytes_at(raw, OFF_CHAIN_KEY as usize, 16)?;
-            let key = ChainKey::parse(key).ok_or_else(|| short(OFF_LOST as usize, raw))?;
-            let max = 8 * MAX_FRAMES as u32;
-            if key.kbytes > max || key.ubytes > max {
-                return Err(short(usize::MAX, raw));
+            regs = Some(r);
+            let b = c.bytes(INSN_BYTES)?;
+            insn = has(INSN_KNOWN).then(|| b.try_into().unwrap_or([0; INSN_BYTES]));
+        }
+        let comm = match has(COMM_KNOWN) {
+            true => {
+                let b = c.bytes(COMM_BYTES)?;
+                Some(&b[..b.iter().position(|&x| x == 0).unwrap_or(COMM_BYTES)])
             }
-            (Some(key), &raw[..0], &raw[..0])
+            false => None,
+        };
+        let ip = (!has(IP_IN_CHAIN)).then(|| c.word()).transpose()?;
+        let (chain, kernel_stack, user_stack) = if has(CHAIN_ID) {
+            (Some(ChainKey { hash: chain_hash }), &raw[..0], &raw[..0])
         } else {
-            let kernel_stack = stack_at(raw, stacks, word(raw, OFF_KSTACK_BYTES)?)?;
-            let user_stack = stack_at(
-                raw,
-                stacks + kernel_stack.len(),
-                word(raw, OFF_USTACK_BYTES)?,
-            )?;
-            (None, kernel_stack, user_stack)
+            let (k, u) = chain_lengths(c.bytes(8)?).ok_or_else(|| short(usize::MAX, raw))?;
+            (None, c.bytes(8 * k)?, c.bytes(8 * u)?)
         };
         Ok(HitView {
             flags,
             pid: (pid_tgid >> 32) as u32,
             tid: pid_tgid as u32,
-            time: word(raw, OFF_TIME)?,
-            addr: word(raw, OFF_ADDR)?,
-            value: (flags & VALUE_KNOWN != 0)
-                .then(|| word(raw, OFF_VALUE))
-                .transpose()?,
-            old: (flags & OLD_KNOWN != 0)
-                .then(|| word(raw, OFF_OLD))
-                .transpose()?,
+            time,
+            addr,
+            value,
+            old,
+            cgroup,
             comm,
-            ip: word(raw, OFF_IP)?,
-            lost: word(raw, OFF_LOST)?,
+            ip,
+            lost,
             regs,
             insn,
             chain,
@@ -282,6 +383,7 @@ impl<'a> HitView<'a> {
 
     /// [`HitView::sample`] along a call chain given apart from the record (`kernel`, `user` return
     /// addresses, innermost first): the chain a CHAIN_ID record names, as read from the kernel's map.
+    /// A record without its ip takes the chain's first frame (none: 0).
     pub fn sample_along(
         &self,
         cpu: u32,
@@ -300,13 +402,17 @@ impl<'a> HitView<'a> {
         });
         frames.extend(kernel.chain(user));
         Sample {
-            ip: self.ip,
+            ip: self
+                .ip
+                .or_else(|| frames.first().map(|f| f.addr))
+                .unwrap_or(0),
             pid: self.pid,
             tid: self.tid,
             time: self.time,
             addr: self.addr,
             cpu,
             id,
+            cgroup: self.cgroup,
             frames,
         }
     }
@@ -316,16 +422,20 @@ impl<'a> HitView<'a> {
 #[cfg(any(test, feature = "testing"))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HitRecord {
-    pub flags: u64,
+    /// The flags besides those the fields below imply (the encoder adds them).
+    pub flags: u32,
     pub pid: u32,
     pub tid: u32,
     pub time: u64,
     pub addr: u64,
     pub value: Option<u64>,
     pub old: Option<u64>,
-    pub comm: String,
-    pub ip: u64,
-    pub lost: u64,
+    pub cgroup: Option<u64>,
+    /// `None`: the record does not carry a name.
+    pub comm: Option<String>,
+    /// `None`: the chain's first frame (IP_IN_CHAIN).
+    pub ip: Option<u64>,
+    pub lost: u32,
     pub regs: Option<[u64; REGS]>,
     pub insn: Option<[u8; INSN_BYTES]>,
     /// CHAIN_ID: the key the chain is stored under (the stacks are then empty, and not encoded).
@@ -346,7 +456,8 @@ pub fn decode(raw: &[u8]) -> Result<HitRecord, DecodeError> {
         addr: v.addr,
         value: v.value,
         old: v.old,
-        comm: String::from_utf8_lossy(v.comm).into_owned(),
+        cgroup: v.cgroup,
+        comm: v.comm.map(|c| String::from_utf8_lossy(c).into_owned()),
         ip: v.ip,
         lost: v.lost,
         regs: v.regs,
@@ -357,61 +468,57 @@ pub fn decode(raw: &[u8]) -> Result<HitRecord, DecodeError> {
     })
 }
 
-/// Builds a hit record's bytes the way the program lays them out; for tests.
+/// Builds a hit record's bytes the way the program lays them out; for tests. The value word is there
+/// when it is known or the flags say VALUES, the old word likewise (OLDS).
 #[cfg(any(test, feature = "testing"))]
 pub fn encode(r: &HitRecord) -> Vec<u8> {
-    let stacks = if r.regs.is_some() {
-        OFF_STACKS_REGS
-    } else {
-        OFF_STACKS
-    };
-    let mut v = vec![0u8; stacks as usize];
-    let mut put = |off: i16, x: u64| {
-        v[off as usize..off as usize + 8].copy_from_slice(&x.to_ne_bytes());
-    };
+    let set = |b: bool, flag: u32| if b { flag } else { 0 };
     let flags = r.flags
-        | if r.value.is_some() { VALUE_KNOWN } else { 0 }
-        | if r.old.is_some() { OLD_KNOWN } else { 0 }
-        | if r.regs.is_some() { REGS_KNOWN } else { 0 }
-        | if r.regs.is_some() && r.insn.is_some() {
-            INSN_KNOWN
-        } else {
-            0
-        }
-        | if r.chain.is_some() { CHAIN_ID } else { 0 };
-    put(OFF_FLAGS, flags);
-    put(OFF_PID_TGID, (u64::from(r.pid) << 32) | u64::from(r.tid));
-    put(OFF_TIME, r.time);
-    put(OFF_ADDR, r.addr);
-    put(OFF_VALUE, r.value.unwrap_or(0));
-    put(OFF_OLD, r.old.unwrap_or(0));
-    put(OFF_IP, r.ip);
-    put(OFF_LOST, r.lost);
+        | set(r.value.is_some(), VALUES)
+        | set(r.old.is_some(), OLDS)
+        | set(r.value.is_some(), VALUE_KNOWN)
+        | set(r.old.is_some(), OLD_KNOWN)
+        | set(r.cgroup.is_some(), CGROUP_KNOWN)
+        | set(r.regs.is_some(), REGS_KNOWN)
+        | set(r.regs.is_some() && r.insn.is_some(), INSN_KNOWN)
+        | set(r.chain.is_some(), CHAIN_ID)
+        | set(r.comm.is_some(), COMM_KNOWN)
+        | set(r.ip.is_none(), IP_IN_CHAIN);
+    let mut v = Vec::new();
+    let mut put = |x: u64| v.extend_from_slice(&x.to_ne_bytes());
+    put(u64::from(flags) | (u64::from(r.lost) << 32));
+    put((u64::from(r.pid) << 32) | u64::from(r.tid));
+    put(r.time);
+    put(r.addr);
+    put(r.chain.map_or(0, |k| k.hash));
+    if flags & VALUES != 0 {
+        put(r.value.unwrap_or(0));
+    }
+    if flags & OLDS != 0 {
+        put(r.old.unwrap_or(0));
+    }
+    if let Some(cgroup) = r.cgroup {
+        put(cgroup);
+    }
     if let Some(regs) = &r.regs {
-        for (i, x) in regs.iter().enumerate() {
-            put(OFF_REGS + 8 * i as i16, *x);
-        }
+        regs.iter().for_each(|&x| put(x));
     }
-    match r.chain {
-        Some(key) => {
-            put(OFF_CHAIN_KEY, key.hash);
-            put(
-                OFF_CHAIN_KEY + 8,
-                u64::from(key.kbytes) | (u64::from(key.ubytes) << 32),
-            );
-        }
-        None => {
-            put(OFF_KSTACK_BYTES, 8 * r.kernel_stack.len() as u64);
-            put(OFF_USTACK_BYTES, 8 * r.user_stack.len() as u64);
-        }
+    if r.regs.is_some() {
+        v.extend_from_slice(&r.insn.unwrap_or([0; INSN_BYTES]));
     }
-    let comm = r.comm.as_bytes();
-    let n = comm.len().min(15);
-    v[OFF_COMM as usize..OFF_COMM as usize + n].copy_from_slice(&comm[..n]);
-    if let (Some(insn), Some(_)) = (r.insn, r.regs) {
-        v[OFF_INSN as usize..OFF_INSN as usize + INSN_BYTES].copy_from_slice(&insn);
+    if let Some(comm) = &r.comm {
+        let mut b = [0u8; COMM_BYTES];
+        let n = comm.len().min(COMM_BYTES - 1);
+        b[..n].copy_from_slice(&comm.as_bytes()[..n]);
+        v.extend_from_slice(&b);
+    }
+    if let Some(ip) = r.ip {
+        v.extend_from_slice(&ip.to_ne_bytes());
     }
     if r.chain.is_none() {
+        let (k, u) = (r.kernel_stack.len() as u32, r.user_stack.len() as u32);
+        v.extend_from_slice(&(8 * k).to_ne_bytes());
+        v.extend_from_slice(&(8 * u).to_ne_bytes());
         for x in r.kernel_stack.iter().chain(&r.user_stack) {
             v.extend_from_slice(&x.to_ne_bytes());
         }
@@ -435,8 +542,9 @@ mod tests {
             addr: 0x404028,
             value: Some(0x1f4),
             old: None,
-            comm: "writer".into(),
-            ip: 0x401136,
+            cgroup: None,
+            comm: Some("writer".into()),
+            ip: Some(0x401136),
             lost: 3,
             regs: Some(regs),
             insn: Some([0x90; INSN_BYTES]),
@@ -446,34 +554,86 @@ mod tests {
         }
     }
 
+    /// Every combination of the optional fields round-trips, each field where [`Layout`] puts it, and
+    /// the record is as long as the fields it has.
     #[test]
-    fn round_trips_every_field() {
-        let r = record();
-        let mut want = r.clone();
-        want.flags |= VALUE_KNOWN | INSN_KNOWN | REGS_KNOWN;
-        assert_eq!(decode(&encode(&r)).unwrap(), want);
-        // Without registers (no `--value`) the stacks follow the ip words: 184 bytes shorter.
-        let short = HitRecord {
-            regs: None,
-            insn: None,
-            ..r.clone()
+    fn round_trips_every_combination_of_fields() {
+        let key = ChainKey { hash: 0xfeed_f00d };
+        for bits in 0..256u32 {
+            let on = |i: u32| bits & (1 << i) != 0;
+            let base = record();
+            let r = HitRecord {
+                flags: USER_MODE | if on(0) { VALUES } else { 0 } | if on(7) { OLDS } else { 0 },
+                value: on(1).then_some(7),
+                old: on(2).then_some(6),
+                cgroup: on(3).then_some(0x1234),
+                regs: if on(4) { base.regs } else { None },
+                comm: if on(5) { base.comm.clone() } else { None },
+                ip: if on(6) { base.ip } else { None },
+                chain: (bits % 3 == 0).then_some(key),
+                ..base
+            };
+            let bytes = encode(&r);
+            let mut want = r.clone();
+            want.flags = decode(&bytes).unwrap().flags;
+            if r.chain.is_some() {
+                (want.kernel_stack, want.user_stack) = (vec![], vec![]);
+            }
+            if r.regs.is_none() {
+                want.insn = None;
+            }
+            assert_eq!(decode(&bytes).unwrap(), want, "fields {bits:#b}");
+            let layout = Layout::of(want.flags);
+            let mut len = layout.comm() as usize;
+            len += if r.comm.is_some() { COMM_BYTES } else { 0 };
+            len += if r.ip.is_some() { 8 } else { 0 };
+            if r.chain.is_none() {
+                len += 8 + 8 * (r.kernel_stack.len() + r.user_stack.len());
+            }
+            assert_eq!(bytes.len(), len, "fields {bits:#b}");
+        }
+    }
+
+    /// The offsets the program writes at are where the decoder reads: a `--value` record's value at 40,
+    /// its registers after the cgroup where there is one, and the name, ip and inline chain after them.
+    #[test]
+    fn the_layout_is_the_decoders() {
+        let r = HitRecord {
+            cgroup: Some(0xc9),
+            old: Some(0x1f3),
+            ..record()
         };
-        let bytes = encode(&short);
-        assert_eq!(bytes.len() + 184, encode(&r).len());
-        let mut want = short.clone();
-        want.flags |= VALUE_KNOWN;
-        assert_eq!(decode(&bytes).unwrap(), want);
+        let bytes = encode(&r);
+        let l = Layout::of(decode(&bytes).unwrap().flags);
+        let word = |off: i16| u64::from_ne_bytes(bytes[off as usize..][..8].try_into().unwrap());
+        assert_eq!(
+            (word(l.value()), word(l.old()), word(l.cgroup())),
+            (0x1f4, 0x1f3, 0xc9)
+        );
+        assert_eq!(word(l.regs() + 8 * reg::IP as i16), 0x401136);
+        assert_eq!(
+            &bytes[l.insn() as usize..][..INSN_BYTES],
+            &[0x90; INSN_BYTES]
+        );
+        assert_eq!(&bytes[l.comm() as usize..][..7], b"writer\0");
+        assert_eq!(word(l.ip()), 0x401136);
+        assert_eq!(word(l.lengths()), 24 << 32, "no kernel bytes, 24 user ones");
+        assert_eq!(word(l.stacks() + 8), 0x401200);
+        assert_eq!(word(OFF_ADDR), 0x404028);
+        assert_eq!(MAX_LEN, Layout::ALL.stacks() as usize + 16 * MAX_FRAMES);
     }
 
     #[test]
     fn becomes_a_sample_with_kernel_then_user_frames_and_no_zero_frame() {
         let mut r = record();
         r.kernel_stack = vec![0xffff_ffff_8100_0077, 0xffff_ffff_8100_0100];
+        r.ip = None;
         let bytes = encode(&r);
         let s = HitView::parse(&bytes).unwrap().sample(1, 9, Vec::new());
         assert_eq!(
             (s.ip, s.pid, s.tid, s.cpu, s.id),
-            (0x401136, 4321, 4322, 1, 9)
+            (0xffff_ffff_8100_0077, 4321, 4322, 1, 9),
+            "the ip is the chain's first frame"
         );
         let ctx: Vec<_> = s.frames.iter().map(|f| (f.addr, f.context)).collect();
         assert_eq!(
@@ -491,35 +651,40 @@ mod tests {
     #[test]
     fn a_short_or_lying_record_is_an_error_not_a_panic() {
         let bytes = encode(&record());
-        for cut in [0, 7, 63, 200, OFF_STACKS_REGS as usize, bytes.len() - 1] {
+        for cut in [0, 7, 39, 63, 200, bytes.len() - 25, bytes.len() - 1] {
             assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
-        let mut lying = bytes.clone();
-        lying[OFF_USTACK_BYTES as usize..OFF_USTACK_BYTES as usize + 8]
-            .copy_from_slice(&u64::MAX.to_ne_bytes());
-        assert!(decode(&lying).is_err());
+        let lengths = Layout::of(decode(&bytes).unwrap().flags).lengths() as usize;
+        for lie in [u32::MAX, 8 * MAX_FRAMES as u32 + 8] {
+            let mut lying = bytes.clone();
+            lying[lengths + 4..lengths + 8].copy_from_slice(&lie.to_ne_bytes());
+            assert!(decode(&lying).is_err(), "{lie} user bytes");
+        }
+        // No flags: the fixed header, then an ip and an inline chain read from the value's words.
         let unknown = {
             let mut b = bytes;
-            b[0] = 0;
-            decode(&b).unwrap()
+            b[..4].copy_from_slice(&0u32.to_ne_bytes());
+            decode(&b)
         };
-        assert_eq!(
-            (unknown.value, unknown.old, unknown.insn),
-            (None, None, None)
-        );
+        if let Ok(u) = unknown {
+            assert_eq!((u.value, u.old, u.insn, u.comm), (None, None, None, None));
+        }
     }
 
-    /// A record with CHAIN_ID carries the chain's key in its header, whatever the chain's length: 96 bytes
-    /// without registers, where the same chain inline is 96 + 8 a frame; the view has no frames of its
-    /// own, and its sample takes them from the chain as the map holds it.
+    /// A plain kept hit whose chain the map holds, whose ip is the chain's first frame, and whose writer
+    /// is the ring's previous one is the 40-byte header alone; its sample takes its frames and ip from
+    /// the chain given.
     #[test]
-    fn a_chain_by_id_is_one_word_and_its_sample_takes_the_chain_given() {
+    fn a_plain_hit_by_id_is_the_header_alone() {
         let key = ChainKey {
             hash: 0x1234_5678_9abc_def0,
-            kbytes: 16,
-            ubytes: 24,
         };
-        let by_id = HitRecord {
+        let plain = HitRecord {
+            flags: USER_MODE,
+            value: None,
+            old: None,
+            comm: None,
+            ip: None,
             regs: None,
             insn: None,
             chain: Some(key),
@@ -527,71 +692,65 @@ mod tests {
             user_stack: vec![],
             ..record()
         };
-        let bytes = encode(&by_id);
-        assert_eq!(bytes.len(), OFF_STACKS as usize);
+        let bytes = encode(&plain);
+        assert_eq!(bytes.len(), HEADER as usize);
         assert_eq!(
-            &bytes[72..88],
+            &bytes[32..40],
             &key.bytes()[..],
             "the key as the map holds it"
         );
         let got = decode(&bytes).unwrap();
-        assert_eq!(got.chain, Some(key));
-        assert_eq!(got.flags & CHAIN_ID, CHAIN_ID);
-        assert!(got.kernel_stack.is_empty() && got.user_stack.is_empty());
+        assert_eq!((got.chain, got.comm, got.ip), (Some(key), None, None));
         let view = HitView::parse(&bytes).unwrap();
-        assert!(view.sample(0, 0, Vec::new()).frames.is_empty());
-        let (k, u) = (
-            [0xffff_ffff_8100_0077u64, 0xffff_ffff_8100_0100],
-            [0x401136u64, 0x401200, 0],
-        );
+        let none = view.sample(0, 0, Vec::new());
+        assert!(none.frames.is_empty());
+        assert_eq!(none.ip, 0, "no chain, no ip");
+        let (k, u) = ([0xffff_ffff_8100_0077u64], [0x401136u64, 0x401200, 0]);
         let s = view.sample_along(1, 0, Vec::new(), (k.into_iter(), u.into_iter()));
         let ctx: Vec<_> = s.frames.iter().map(|f| (f.addr, f.context)).collect();
         assert_eq!(
             ctx,
             [
                 (k[0], Context::Kernel),
-                (k[1], Context::Kernel),
                 (u[0], Context::User),
                 (u[1], Context::User),
             ]
         );
-        // With registers the key follows them.
-        let with_regs = HitRecord {
-            chain: Some(key),
-            kernel_stack: vec![],
-            user_stack: vec![],
-            ..record()
+        assert_eq!((s.ip, s.cgroup), (k[0], None));
+        // The name and an ip the chain does not start with: 24 more bytes; a cgroup id 8.
+        let named = HitRecord {
+            comm: Some("w".into()),
+            ip: Some(0x401136),
+            cgroup: Some(5),
+            ..plain
         };
-        let bytes = encode(&with_regs);
-        assert_eq!(bytes.len(), OFF_STACKS_REGS as usize);
-        assert_eq!(decode(&bytes).unwrap().chain, Some(key));
-        // Inline, the same record is longer by the frames.
-        let inline = HitRecord {
-            regs: None,
-            insn: None,
-            ..record()
-        };
-        assert_eq!(encode(&inline).len(), OFF_STACKS as usize + 8 * 3);
+        assert_eq!(encode(&named).len(), HEADER as usize + 32);
+        let s = HitView::parse(&encode(&named)).unwrap().sample_along(
+            1,
+            0,
+            Vec::new(),
+            (k.into_iter(), u.into_iter()),
+        );
+        assert_eq!(s.ip, 0x401136, "a carried ip is the ip");
+        assert_eq!(s.cgroup, Some(5), "the cgroup id goes into the sample");
     }
 
-    /// A CHAIN_ID record cut in its key, or whose lengths are more than a chain holds, is an error.
+    /// A `chains` value holds the two lengths, then the words; lengths past what it holds, or past
+    /// [`MAX_FRAMES`], are no chain.
     #[test]
-    fn a_short_or_lying_chain_id_is_an_error() {
-        let key = ChainKey {
-            hash: 7,
-            kbytes: 0,
-            ubytes: 8,
-        };
-        let bytes = encode(&HitRecord {
-            regs: None,
-            insn: None,
-            chain: Some(key),
-            ..record()
-        });
-        assert!(decode(&bytes[..80]).is_err());
-        let mut lying = bytes.clone();
-        let at = OFF_CHAIN_KEY as usize + 8;
-        lying[at..at + 4].copy_from_slice(&(8 * MAX_FRAMES as u32 + 8).to_ne_bytes());
-        assert!(decode(&lying).is_err());
+    fn a_chains_value_splits_by_its_lengths() {
+        let mut value = Vec::new();
+        value.extend_from_slice(&16u32.to_ne_bytes());
+        value.extend_from_slice(&8u32.to_ne_bytes());
+        for w in [1u64, 2, 3, 0, 0] {
+            value.extend_from_slice(&w.to_ne_bytes());
+        }
+        assert_eq!(split_chain(&value), Some((vec![1, 2], vec![3])));
+        let mut lying = value.clone();
+        lying[..4].copy_from_slice(&80u32.to_ne_bytes());
+        assert_eq!(split_chain(&lying), None);
+        lying[..4].copy_from_slice(&u32::MAX.to_ne_bytes());
+        assert_eq!(split_chain(&lying), None);
+        assert_eq!(split_chain(&value[..6]), None);
     }
 }

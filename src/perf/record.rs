@@ -86,6 +86,9 @@ pub struct Sample {
     /// The id of the event that wrote the sample (its parent's for an inherited event); 0 when the sample
     /// type has no identifier.
     pub id: u64,
+    /// The writer's cgroup id, where the hit program read it ([`crate::perf::hit_record::CGROUP_KNOWN`]);
+    /// no report shows it yet.
+    pub cgroup: Option<u64>,
     pub frames: Vec<Frame>,
 }
 
@@ -377,6 +380,7 @@ fn decode_sample(
         addr: 0,
         cpu: 0,
         id: 0,
+        cgroup: None,
         frames: {
             frames.clear();
             frames

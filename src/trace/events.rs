@@ -26,6 +26,7 @@ use crate::trace::sorter;
 mod decode;
 mod hits;
 mod paired;
+mod placement;
 mod samples;
 
 use decode::{Out, Tally};
@@ -309,6 +310,8 @@ pub struct EventSet {
     spare: Vec<Vec<Frame>>,
     /// The call chains hit records named by id, read once each from their watch's map.
     chains: Chains,
+    /// Which CPUs the reader (the thread that drains) keeps to while writers flood others.
+    placement: placement::Placement,
 }
 
 /// The hit path's call chains by (watch, key), as read from each watch's `chains` map: a chain is read
@@ -375,6 +378,7 @@ impl EventSet {
             by_cpu: BTreeMap::new(),
             spare: Vec::new(),
             chains: Chains::new(),
+            placement: placement::Placement::new(sys::monotonic_ns()),
         };
         let now = sys::monotonic_ns();
         for ev in armed {
@@ -575,6 +579,25 @@ impl EventSet {
                 Reuse::of(&mut self.spare, &mut self.chains, &self.cfg),
                 watches,
             );
+        }
+        self.place(started);
+    }
+
+    /// Keeps a real-time reader off the CPUs whose writers flood it, once a window has passed
+    /// ([`placement`]). A refused affinity leaves it where it was.
+    fn place(&mut self, now: u64) {
+        if !self.placement.due(now) {
+            return;
+        }
+        let mut counts = BTreeMap::new();
+        for (&cpu, events) in &self.by_cpu {
+            counts.insert(cpu, events.iter().map(|t| t.decoder.tally().samples).sum());
+        }
+        if let Some(held) = self.placement.update(now, &counts, sys::is_realtime()) {
+            let _ = match held {
+                Some(cpus) => sys::set_affinity(cpus),
+                None => sys::set_affinity(0..libc::CPU_SETSIZE as u32),
+            };
         }
     }
 

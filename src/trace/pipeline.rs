@@ -353,7 +353,7 @@ mod tests {
         let mut w_hits = w_hits;
         let mut p = pipeline(vec![e0.with_hits(hits)], &epoll, 0);
         let now = sys::monotonic_ns();
-        let hit = |tid: u32, time: u64, lost: u64| {
+        let hit = |tid: u32, time: u64, lost: u32| {
             hit_record::encode(&HitRecord {
                 flags: hit_record::USER_MODE,
                 pid: tid,
@@ -362,8 +362,9 @@ mod tests {
                 addr: watches()[0].addr,
                 value: None,
                 old: None,
-                comm: format!("t{tid}"),
-                ip: 0x401136,
+                cgroup: None,
+                comm: Some(format!("t{tid}")),
+                ip: Some(0x401136),
                 lost,
                 regs: None,
                 insn: None,

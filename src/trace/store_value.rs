@@ -191,6 +191,7 @@ mod tests {
             addr,
             cpu: 0,
             id: 0,
+            cgroup: None,
             frames: Vec::new(),
         }
     }

@@ -132,6 +132,7 @@ fn sample_of(key: &CountKey, c: &Counted, addr: u64) -> Sample {
         addr,
         cpu: 0,
         id: 0,
+        cgroup: None,
         frames,
     }
 }

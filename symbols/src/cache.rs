@@ -218,21 +218,20 @@ pub fn load_kallsyms(
     notes: &Path,
     cache: Option<&SymbolCache>,
 ) -> Result<(SymbolTable, Origin), Error> {
-    let Some(cache) = cache else {
-        return Ok((kallsyms::load(kallsyms_path)?, Origin::Parsed));
-    };
-    // Read before kallsyms: see the module docs.
-    let key = CacheKey::running(notes);
-    if let Some(t) = key.as_ref().and_then(|k| cache.load(k)) {
+    // One way down: the key (read before kallsyms: see the module docs), the cached table for it, and only
+    // without one the parse of kallsyms itself.
+    let key = cache.and_then(|_| CacheKey::running(notes));
+    let cached = cache.zip(key.as_ref()).and_then(|(c, k)| c.load(k));
+    if let Some(t) = cached {
         return Ok((t, Origin::Cached));
     }
     let table = kallsyms::load(kallsyms_path)?;
-    if let Some(k) = &key {
+    if let (Some(cache), Some(k)) = (cache, key) {
         // Written later, on a thread: the caller has a watch to arm, and the file is only for the next
         // run. The layout and its checksum are made there too: a table parsed here is not laid out yet.
-        let (to, key, shared) = (cache.clone(), k.clone(), table.share());
+        let (to, shared) = (cache.clone(), table.share());
         writes().deferred.push(Box::new(move || {
-            let _ = to.store(&key, &shared);
+            let _ = to.store(&k, &shared);
         }));
     }
     Ok((table, Origin::Parsed))

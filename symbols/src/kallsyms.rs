@@ -123,22 +123,22 @@ impl Modules {
 /// Loads a kallsyms file into a table, refusing empty files and kptr_restrict-zeroed addresses. Only a
 /// regular file of at most [`crate::file::TEXT_LIMIT`] bytes is read ([`crate::file`]).
 ///
-/// The kernel generates `/proc/kallsyms` as it is read, which is most of the time this takes: a thread
-/// reads it in pieces while this one parses the pieces already read, so the parsing is done by the time
-/// the kernel is.
+/// The kernel generates `/proc/kallsyms` as it is read, which is most of the time this takes: this thread
+/// reads it in pieces while a second one parses the pieces already read, so the parsing is done by the
+/// time the kernel is.
 pub fn load(path: &Path) -> Result<SymbolTable, Error> {
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(64);
     std::thread::scope(|scope| {
-        let reader = scope.spawn(move || {
-            file::read_chunks(path, Role::Kallsyms, CHUNK, |piece| tx.send(piece).is_ok())
-        });
-        let parsed = parse_pieces(rx, path);
-        // A read error explains a short or odd parse better than the parse error does.
-        match reader.join() {
-            Ok(Err(e)) => Err(e),
-            Ok(Ok(())) => parsed,
+        let parser = scope.spawn(move || parse_pieces(rx, path));
+        // A parser that stopped early (a bad line) drops its end of the channel, which stops the read.
+        let read = file::read_chunks(path, Role::Kallsyms, CHUNK, |piece| tx.send(piece).is_ok());
+        drop(tx);
+        let parsed = match parser.join() {
+            Ok(parsed) => parsed,
             Err(panic) => std::panic::resume_unwind(panic),
-        }
+        };
+        // A read error explains a short or odd parse better than the parse error does.
+        read.and(parsed)
     })
 }
 

@@ -6,8 +6,8 @@
 //! constant of the emitter, not a lookup per hit.
 //!
 //! What the hit program leaves past the record in the scratch entry: the wake-up it asks for
-//! ([`OFF_WAKE`]), and with stamps the time it handed over at ([`OFF_STAMP`]). The emitter sizes the
-//! record from its stack lengths, wakes the reader as asked, and counts a record the ring has no room for
+//! ([`OFF_WAKE`]), the record's size ([`OFF_SIZE`]), and with stamps the time it handed over at
+//! ([`OFF_STAMP`]). The emitter writes the record at that size, wakes the reader as asked, and counts a record the ring has no room for
 //! as lost: in the record's running `lost` (the next one carries it) and in `stats`.
 //!
 //! Within a burst it also wakes the reader once `wake_bytes` were written since the last time it did
@@ -16,18 +16,28 @@
 //! (`bpf_ringbuf_query`) answers the same with ~25-30 ns more of every kept hit (stamps), and once the
 //! ring is that full it wakes on every record, an interrupt each time on the writer's CPU.
 
-use crate::perf::bpf::insn::{Alu, Asm, AsmError, Cond, Insn, Kept, Reg, DW, R0, R1, R2, R3, R4};
+use crate::perf::bpf::insn::{
+    Alu, Asm, AsmError, Cond, Insn, Kept, Reg, DW, R0, R1, R2, R3, R4, W,
+};
 use crate::perf::bpf::kernel::{Helper, RB_FORCE_WAKEUP, RB_NO_WAKEUP};
 use crate::perf::bpf::seq;
 use crate::perf::hit_record as rec;
 
 /// The scratch entry's bytes past the record: the wake-up asked for, the hand-over's stamp (the
-/// writer-cost benchmark's), and the bytes written to the ring since its reader was last woken.
+/// writer-cost benchmark's), the bytes written to the ring since its reader was last woken, the record's
+/// size (the hit program's reckoning), and the writer (pid_tgid) and name of the last record this CPU
+/// handed over since one was lost, which a record carries its name only when it differs from
+/// ([`crate::perf::hit_record::COMM_KNOWN`]), and the hash of the last chain this CPU found in the
+/// watch's `chains` map ([`crate::perf::bpf::totals`]: a chain again is not looked up again).
 pub const OFF_WAKE: i16 = rec::MAX_LEN as i16;
 pub const OFF_STAMP: i16 = OFF_WAKE + 8;
 pub const OFF_SINCE: i16 = OFF_STAMP + 8;
-/// The scratch entry: the largest record and those three words.
-pub const SCRATCH_LEN: u32 = rec::MAX_LEN as u32 + 24;
+pub const OFF_SIZE: i16 = OFF_SINCE + 8;
+pub const OFF_LAST_WRITER: i16 = OFF_SIZE + 8;
+pub const OFF_LAST_COMM: i16 = OFF_LAST_WRITER + 8;
+pub const OFF_LAST_CHAIN: i16 = OFF_LAST_COMM + rec::COMM_BYTES as i16;
+/// The scratch entry: the largest record and those words.
+pub const SCRATCH_LEN: u32 = OFF_LAST_CHAIN as u32 + 8;
 
 /// [`OFF_WAKE`]'s value for a hit within a burst: no wake-up unless `wake_bytes` were written since the
 /// last one. (0: the kernel's rule, which wakes a reader that had read everything.)
@@ -104,35 +114,11 @@ fn wake_flags(a: &mut Asm, wake_bytes: u32) {
     a.store(DW, RECORD, OFF_SINCE, R1);
 }
 
-/// The record's size into [`SIZE`]: its fixed part, with or without the registers, and its two stacks
-/// (none when the header names the chain), each bounded so that the verifier knows the whole fits the scratch entry.
+/// The record's size into [`SIZE`]: as the hit program reckoned it ([`OFF_SIZE`]), bounded so that the
+/// verifier knows the record fits the scratch entry.
 fn record_size(a: &mut Asm) {
-    let max = (8 * rec::MAX_FRAMES) as i32;
-    let (inline, sized) = (a.label(), a.label());
-    // A chain the map holds is named in the header: no stacks follow it.
-    a.load(DW, R1, RECORD, rec::OFF_FLAGS)
-        .alu_imm(Alu::And, R1, rec::CHAIN_ID as i32)
-        .jump_imm(Cond::Eq, R1, 0, inline)
-        .mov_imm(SIZE, 0)
-        .goto(sized);
-    a.bind(inline);
-    a.load(DW, SIZE, RECORD, rec::OFF_KSTACK_BYTES);
-    at_most(a, SIZE.into(), max);
-    a.load(DW, R1, RECORD, rec::OFF_USTACK_BYTES);
-    at_most(a, R1, max);
-    a.alu(Alu::Add, SIZE, R1);
-    a.bind(sized);
-    let plain = a.label();
-    a.load(DW, R1, RECORD, rec::OFF_FLAGS)
-        .alu_imm(Alu::And, R1, rec::REGS_KNOWN as i32)
-        .jump_imm(Cond::Eq, R1, 0, plain)
-        .alu_imm(
-            Alu::Add,
-            SIZE,
-            i32::from(rec::OFF_STACKS_REGS - rec::OFF_STACKS),
-        );
-    a.bind(plain);
-    a.alu_imm(Alu::Add, SIZE, i32::from(rec::OFF_STACKS));
+    a.load(DW, SIZE, RECORD, OFF_SIZE);
+    at_most(a, SIZE.into(), rec::MAX_LEN as i32);
 }
 
 /// `reg` = min(`reg`, `max`), unsigned.
@@ -143,11 +129,13 @@ fn at_most(a: &mut Asm, reg: Reg, max: i32) {
 }
 
 /// A record the ring had no room for (the record in `record`): one more in its running `lost` and in
-/// the `(stats, slot)` counter (r0-r5 clobbered; `key`: a free 4-byte stack slot).
+/// the `(stats, slot)` counter, and the CPU's last writer forgotten, so the next record carries its name
+/// (r0-r5 clobbered; `key`: a free 4-byte stack slot).
 pub fn count_lost(a: &mut Asm, record: Reg, (stats, slot): (i32, u32), key: i16) {
-    a.load(DW, R1, record, rec::OFF_LOST)
+    a.load(W, R1, record, rec::OFF_LOST)
         .alu_imm(Alu::Add, R1, 1)
-        .store(DW, record, rec::OFF_LOST, R1);
+        .store(W, record, rec::OFF_LOST, R1)
+        .store_imm(DW, record, OFF_LAST_WRITER, -1);
     add_one(a, stats, slot, key);
 }
 

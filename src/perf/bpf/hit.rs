@@ -35,7 +35,7 @@ use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::perf::bpf::emit;
 use crate::perf::bpf::insn::{
-    Alu, Asm, AsmError, Cond, Insn, Kept, Label, DW, FP, R0, R1, R2, R3, R4,
+    Alu, Asm, AsmError, Bound, Cond, Insn, Kept, Label, DW, FP, R0, R1, R2, R3, R4, R5, W,
 };
 use crate::perf::bpf::kernel::{ctx, Helper, USER_CS, USER_STACK};
 use crate::perf::bpf::program::{self, ValueSlots, CTX, FLAGS, OLD, VALUE};
@@ -57,13 +57,13 @@ pub const STAT_LOST: u32 = 2;
 /// Slots in `stats`.
 pub const STATS: u32 = 3;
 
-/// The registers the program binds once the hit is kept, after the value code's ([`program::CTX`] stays
-/// the context throughout): the record in the scratch entry; the kernel stack's bytes (the record's size
-/// once the user stack is in); and, once the flags are in the record, the frame pointer the user stack's
-/// walk follows.
+/// Where the record is once the hit is kept: the register the value had ([`program::VALUE`]), which the
+/// generator's binding of the record ([`Bound`]) takes over, as the stack's bytes take over the old value's
+/// ([`program::OLD`]) and the user stack's walk the flags' ([`program::FLAGS`]) once each is in the record
+/// ([`program::CTX`] stays the context throughout). The bindings are handed on by moving them, so the
+/// compiler refuses generator code that uses a role after its register went to the next one; this
+/// constant is for an [`Instrument`], which sees only the finished roles (the emitter has its own).
 pub(crate) const RECORD: Kept = Kept::R7;
-pub(crate) const STACK_BYTES: Kept = Kept::R8;
-const WALK_FP: Kept = Kept::R9;
 
 /// The program's own stack slots, after the value code's ([`ValueSlots`]).
 #[derive(Debug, Clone, Copy)]
@@ -195,11 +195,25 @@ pub struct HitSpec<'a> {
     /// Carry the trap's registers and instruction bytes (`--value`: the store's value is decoded from
     /// them); otherwise the record is 184 bytes shorter.
     pub regs: bool,
+    /// Carry the writer's cgroup id (`bpf_get_current_cgroup_id`, [`rec::CGROUP_KNOWN`]): 8 bytes more.
+    pub cgroup_ids: bool,
     pub condition: Option<&'a Condition>,
     pub filter: &'a Filter,
     /// Where `task_struct.comm` is ([`super::task::comm_offset`]): the name is then loaded from the
     /// current task; `None` asks `bpf_get_current_comm`.
     pub comm_offset: Option<i16>,
+}
+
+impl HitSpec<'_> {
+    /// The optional fields every record of this spec's program has.
+    pub fn layout(&self) -> rec::Layout {
+        rec::Layout {
+            values: self.read_value,
+            olds: self.read_value && self.old,
+            cgroup: self.cgroup_ids,
+            regs: self.regs,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -211,6 +225,7 @@ impl<'a> HitSpec<'a> {
             read_value: false,
             old: false,
             regs: false,
+            cgroup_ids: false,
             condition: None,
             filter,
             comm_offset,
@@ -342,152 +357,217 @@ fn emit_record(
     ins: &dyn Instrument,
     stop: Label,
 ) {
-    let regs = spec.regs;
+    let layout = spec.layout();
+    // The value code's results, whose registers the record, the stack's bytes and the walk take over.
+    let (value, old, flags) = (Bound::first(VALUE), Bound::first(OLD), Bound::first(FLAGS));
     let out = a.label();
     seq::lookup(a, (maps.scratch, 0, slots.scratch_key), out);
-    fill_header(a, regs, spec.comm_offset, slots);
-    a.store(DW, RECORD, rec::OFF_FLAGS, FLAGS);
+    let record = fill_header(a, spec, slots, (value, &old, &flags));
+    debug_assert_eq!(record.kept(), RECORD, "where instruments find the record");
+    let record = &record;
+    a.store(W, record, rec::OFF_FLAGS, &flags);
     ins.at(a, Point::Header);
     if ins.ends_at(Stage::Header) {
         return stop_early(a, stop, out);
     }
     // The stacks: the kernel's, then the user's right after it; a failed walk is an empty stack.
     let max = (8 * rec::MAX_FRAMES) as i32;
-    let stacks = i32::from(if regs {
-        rec::OFF_STACKS_REGS
-    } else {
-        rec::OFF_STACKS
-    });
-    kernel_stack(a, stacks, max);
-    a.store(DW, RECORD, rec::OFF_KSTACK_BYTES, STACK_BYTES);
+    let stack_bytes = &kernel_stack(a, layout, max, record, (&flags, old));
+    a.store(W, record, layout.lengths(), stack_bytes);
     ins.at(a, Point::KernelStack);
     if ins.ends_at(Stage::KernelStack) {
         return stop_early(a, stop, out);
     }
-    user_stack(a, ins.kernel_user_walk(), (stacks, max), slots.frame);
-    a.store(DW, RECORD, rec::OFF_USTACK_BYTES, R0);
-    // The record's size (kernel stack bytes + user stack bytes + header).
-    a.alu(Alu::Add, STACK_BYTES, R0)
-        .alu_imm(Alu::Add, STACK_BYTES, stacks);
+    user_stack(
+        a,
+        ins.kernel_user_walk(),
+        (layout, max, slots.frame),
+        (record, stack_bytes, flags),
+    );
+    a.store(W, record, layout.lengths() + 4, R0);
+    // The chain's bytes, kernel and user.
+    a.alu(Alu::Add, stack_bytes, R0);
     // Counted before the ring is tried: a record the ring has no room for is still in the totals.
     if let (Some(t), Some(s)) = (&maps.totals, &slots.totals) {
         if !ins.ends_at(Stage::UserStack) {
-            totals::count(a, t, s, (RECORD.into(), stacks as i16));
+            totals::count(a, t, s, (record.into(), layout));
         }
     }
     ins.at(a, Point::UserStack);
     if ins.ends_at(Stage::UserStack) {
         return stop_early(a, stop, out);
     }
-    hand_over(a, maps, slots, ins);
+    finish(a, layout, record, stack_bytes);
+    hand_over(a, maps, slots, ins, record);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
 }
 
-/// Fills the record's fixed part in the scratch entry (r0 on entry, kept in [`RECORD`] after): value,
-/// old, pid, time, address, name, ip, and with `regs` the registers and instruction bytes; the flags
-/// gain the user-mode bit and what `regs` read.
-fn fill_header(a: &mut Asm, regs: bool, comm_offset: Option<i16>, slots: &Slots) {
-    a.store(DW, R0, rec::OFF_VALUE, VALUE)
-        .store(DW, R0, rec::OFF_OLD, OLD)
-        .mov(RECORD, R0);
+/// Fills the record's fixed part in the scratch entry (r0 on entry; the record's binding, returned, takes
+/// over the value's register, [`RECORD`]): value,
+/// old, pid, time, address, with the spec's cgroup id and registers and instruction bytes, then the name
+/// and the ip where an inline record has them; the flags gain the user-mode bit, the spec's fields and
+/// whether the record carries the name ([`write_comm`]).
+fn fill_header(
+    a: &mut Asm,
+    spec: &HitSpec<'_>,
+    slots: &Slots,
+    (value, old, flags): (Bound, &Bound, &Bound),
+) -> Bound {
+    let layout = spec.layout();
+    if layout.values {
+        a.store(DW, R0, layout.value(), &value);
+    }
+    if layout.olds {
+        a.store(DW, R0, layout.old(), old);
+    }
+    let owned = value.becomes();
+    let record = &owned;
+    a.mov(record, R0);
     // The value code's flags are the record's (the same bits); the mode comes from the trap's cs.
+    a.alu_imm(Alu::Or, flags, layout.flags() as i32);
     a.load(DW, R1, CTX, ctx::CS).alu_imm(Alu::And, R1, 3);
     let kernel_mode = a.label();
     a.jump_imm(Cond::Eq, R1, 0, kernel_mode)
-        .alu_imm(Alu::Or, FLAGS, rec::USER_MODE as i32);
+        .alu_imm(Alu::Or, flags, rec::USER_MODE as i32);
     a.bind(kernel_mode);
     a.load(DW, R1, FP, slots.value.pid_tgid)
-        .store(DW, RECORD, rec::OFF_PID_TGID, R1)
-        .load(DW, R1, RECORD, rec::OFF_TIME)
+        .store(DW, record, rec::OFF_PID_TGID, R1)
+        .load(DW, R1, record, rec::OFF_TIME)
         .store(DW, FP, slots.prev_time, R1)
         .call(Helper::KtimeGetNs)
-        .store(DW, RECORD, rec::OFF_TIME, R0)
+        .store(DW, record, rec::OFF_TIME, R0)
         .load(DW, R1, CTX, ctx::ADDR)
-        .store(DW, RECORD, rec::OFF_ADDR, R1);
-    write_comm(a, comm_offset);
-    a.load(DW, R1, CTX, ctx::IP)
-        .store(DW, RECORD, rec::OFF_IP, R1);
-    if regs {
-        fill_regs(a);
+        .store(DW, record, rec::OFF_ADDR, R1);
+    if layout.cgroup {
+        a.call(Helper::GetCurrentCgroupId)
+            .store(DW, record, layout.cgroup(), R0);
     }
+    write_comm(a, (spec.comm_offset, layout.comm()), slots, (record, flags));
+    a.load(DW, R1, CTX, ctx::IP)
+        .store(DW, record, layout.ip(), R1);
+    if layout.regs {
+        fill_regs(a, layout, (record, flags));
+    }
+    owned
 }
 
-/// The writer's name into the record: its task's 16 bytes, loaded straight from the task (the kernel
-/// keeps them NUL-padded) or copied by the helper.
-fn write_comm(a: &mut Asm, comm_offset: Option<i16>) {
+/// The writer's name into the record at `at`: its task's 16 bytes, loaded straight from the task (the
+/// kernel keeps them NUL-padded) or copied by the helper. The record carries it ([`rec::COMM_KNOWN`])
+/// when the writer or its name is not the CPU's last record's, which the scratch entry keeps
+/// ([`emit::OFF_LAST_WRITER`], [`emit::OFF_LAST_COMM`]; the emitter forgets them when a record is lost).
+fn write_comm(
+    a: &mut Asm,
+    (comm_offset, at): (Option<i16>, i16),
+    slots: &Slots,
+    (record, flags): (&Bound, &Bound),
+) {
     match comm_offset {
         Some(off) => {
             a.call(Helper::GetCurrentTaskBtf)
                 .load(DW, R1, R0, off)
-                .store(DW, RECORD, rec::OFF_COMM, R1)
+                .store(DW, record, at, R1)
                 .load(DW, R1, R0, off + 8)
-                .store(DW, RECORD, rec::OFF_COMM + 8, R1);
+                .store(DW, record, at + 8, R1);
         }
         None => {
-            a.mov(R1, RECORD)
-                .alu_imm(Alu::Add, R1, i32::from(rec::OFF_COMM))
-                .mov_imm(R2, 16)
+            a.mov(R1, record)
+                .alu_imm(Alu::Add, R1, i32::from(at))
+                .mov_imm(R2, rec::COMM_BYTES as i32)
                 .call(Helper::GetCurrentComm);
         }
     }
+    let (named, same) = (a.label(), a.label());
+    a.load(DW, R3, FP, slots.value.pid_tgid)
+        .load(DW, R4, record, emit::OFF_LAST_WRITER)
+        .jump(Cond::Ne, R3, R4, named);
+    for word in [0, 8] {
+        a.load(DW, R1, record, at + word)
+            .load(DW, R2, record, emit::OFF_LAST_COMM + word)
+            .jump(Cond::Ne, R1, R2, named);
+    }
+    a.goto(same);
+    a.bind(named);
+    a.store(DW, record, emit::OFF_LAST_WRITER, R3);
+    for word in [0, 8] {
+        a.load(DW, R1, record, at + word)
+            .store(DW, record, emit::OFF_LAST_COMM + word, R1);
+    }
+    a.alu_imm(Alu::Or, flags, rec::COMM_KNOWN as i32);
+    a.bind(same);
 }
 
 /// The trap's registers and the instruction bytes that end at its ip into the record, with their flags.
-fn fill_regs(a: &mut Asm) {
-    a.alu_imm(Alu::Or, FLAGS, rec::REGS_KNOWN as i32);
+fn fill_regs(a: &mut Asm, layout: rec::Layout, (record, flags): (&Bound, &Bound)) {
     for i in 0..rec::REGS as i16 {
         a.load(DW, R1, CTX, 8 * i)
-            .store(DW, RECORD, rec::OFF_REGS + 8 * i, R1);
+            .store(DW, record, layout.regs() + 8 * i, R1);
     }
     // The instruction that ends at the trap ip, read from where it runs.
-    a.mov(R1, RECORD)
-        .alu_imm(Alu::Add, R1, i32::from(rec::OFF_INSN))
+    a.mov(R1, record)
+        .alu_imm(Alu::Add, R1, i32::from(layout.insn()))
         .mov_imm(R2, rec::INSN_BYTES as i32)
         .load(DW, R3, CTX, ctx::IP)
         .alu_imm(Alu::Sub, R3, rec::INSN_BYTES as i32);
     seq::probe_read(a);
     let no_insn = a.label();
     a.jump_imm(Cond::Ne, R0, 0, no_insn)
-        .alu_imm(Alu::Or, FLAGS, rec::INSN_KNOWN as i32);
+        .alu_imm(Alu::Or, flags, rec::INSN_KNOWN as i32);
     a.bind(no_insn);
 }
 
-/// The kernel stack into the record at `stacks`, its length in [`STACK_BYTES`]; none for a trap in user
-/// mode.
-fn kernel_stack(a: &mut Asm, stacks: i32, max: i32) {
+/// The kernel stack into the record at the layout's stacks, its length in the returned binding (the
+/// stack's bytes, which takes over the old value's register, `old`, in the record by now); none for a
+/// trap in user mode.
+fn kernel_stack(
+    a: &mut Asm,
+    layout: rec::Layout,
+    max: i32,
+    record: &Bound,
+    (flags, old): (&Bound, Bound),
+) -> Bound {
+    let owned = old.becomes();
+    let stack_bytes = &owned;
     // A trap in user mode has no kernel frames, and asking costs the writer ~0.5 us (measured: `hit_bench`).
     let no_kernel = a.label();
-    a.mov_imm(STACK_BYTES, 0)
-        .mov(R1, FLAGS)
+    a.mov_imm(stack_bytes, 0)
+        .mov(R1, flags)
         .alu_imm(Alu::And, R1, rec::USER_MODE as i32)
         .jump_imm(Cond::Ne, R1, 0, no_kernel);
     a.mov(R1, CTX)
-        .mov(R2, RECORD)
-        .alu_imm(Alu::Add, R2, stacks)
+        .mov(R2, record)
+        .alu_imm(Alu::Add, R2, i32::from(layout.stacks()))
         .mov_imm(R3, max)
         .mov_imm(R4, 0)
         .call(Helper::GetStack);
     clamp(a, max);
-    a.mov(STACK_BYTES, R0);
+    a.mov(stack_bytes, R0);
     a.bind(no_kernel);
+    owned
 }
 
 /// The user stack into the record right after the kernel stack's bytes, its length in r0: walked here
 /// for a 64-bit task's trap in user mode (unless `kernel_walk`), by `bpf_get_stack` otherwise.
-fn user_stack(a: &mut Asm, kernel_walk: bool, (stacks, max): (i32, i32), frame: i16) {
+fn user_stack(
+    a: &mut Asm,
+    kernel_walk: bool,
+    (layout, max, frame): (rec::Layout, i32, i16),
+    (record, stack_bytes, flags): (&Bound, &Bound, Bound),
+) {
     let by_kernel = a.label();
     let walked = a.label();
     if !kernel_walk {
         a.load(DW, R1, CTX, ctx::CS)
             .jump_imm(Cond::Ne, R1, USER_CS, by_kernel);
-        walk_user_frames(a, stacks, frame, walked);
+        // The flags are in the record: their register follows the saved frame pointers.
+        let walk_fp = flags.becomes();
+        walk_user_frames(a, (layout, frame, walked), (record, stack_bytes, walk_fp));
     }
     a.bind(by_kernel);
     a.mov(R1, CTX)
-        .mov(R2, RECORD)
-        .alu_imm(Alu::Add, R2, stacks)
-        .alu(Alu::Add, R2, STACK_BYTES)
+        .mov(R2, record)
+        .alu_imm(Alu::Add, R2, i32::from(layout.stacks()))
+        .alu(Alu::Add, R2, stack_bytes)
         .mov_imm(R3, max)
         .mov_imm(R4, USER_STACK)
         .call(Helper::GetStack);
@@ -495,28 +575,70 @@ fn user_stack(a: &mut Asm, kernel_walk: bool, (stacks, max): (i32, i32), frame: 
     a.bind(walked);
 }
 
+/// The record's last fields and its size (into [`emit::OFF_SIZE`]), once the chain is in (`stack_bytes`
+/// its bytes) and, with totals, named by id where the `chains` map holds it. A record by id leaves out the
+/// ip where the chain starts with it ([`rec::IP_IN_CHAIN`]), else carries it right after the name, or
+/// where the name would be; an inline record carries the name and the ip before its chain, where the
+/// header put them. r1-r5 clobbered, no call.
+fn finish(a: &mut Asm, layout: rec::Layout, record: &Bound, stack_bytes: &Bound) {
+    let (inline, keep_ip, placed, sized) = (a.label(), a.label(), a.label(), a.label());
+    let size = R3;
+    a.load(W, R1, record, rec::OFF_FLAGS)
+        .mov(R2, R1)
+        .alu_imm(Alu::And, R2, rec::CHAIN_ID as i32)
+        .jump_imm(Cond::Eq, R2, 0, inline);
+    let no_comm = a.label();
+    a.mov_imm(size, i32::from(layout.comm()))
+        .mov(R2, R1)
+        .alu_imm(Alu::And, R2, rec::COMM_KNOWN as i32)
+        .jump_imm(Cond::Eq, R2, 0, no_comm)
+        .alu_imm(Alu::Add, size, rec::COMM_BYTES as i32);
+    a.bind(no_comm);
+    a.load(DW, R5, CTX, ctx::IP)
+        .jump_imm(Cond::Eq, stack_bytes, 0, keep_ip)
+        .load(DW, R4, record, layout.stacks())
+        .jump(Cond::Ne, R4, R5, keep_ip)
+        .alu_imm(Alu::Or, R1, rec::IP_IN_CHAIN as i32)
+        .goto(sized);
+    a.bind(keep_ip);
+    // Without the name, the ip moves up to where the name would be.
+    a.mov(R2, R1)
+        .alu_imm(Alu::And, R2, rec::COMM_KNOWN as i32)
+        .jump_imm(Cond::Ne, R2, 0, placed)
+        .store(DW, record, layout.comm(), R5);
+    a.bind(placed);
+    a.alu_imm(Alu::Add, size, 8).goto(sized);
+    a.bind(inline);
+    a.alu_imm(Alu::Or, R1, rec::COMM_KNOWN as i32)
+        .mov(size, stack_bytes)
+        .alu_imm(Alu::Add, size, i32::from(layout.stacks()));
+    a.bind(sized);
+    a.store(W, record, rec::OFF_FLAGS, R1)
+        .store(DW, record, emit::OFF_SIZE, size);
+}
+
 /// Hands the record (in the scratch entry) to this CPU's emitter ([`super::emit`]) by a tail call,
 /// with the wake-up it asks for in the scratch entry: the kernel's rule when the CPU's previous hit was
 /// [`WAKE_GAP_NS`] or more before, none within a burst (the emitter still wakes the reader every quarter
 /// ring written). A CPU without an emitter counts the record as lost, as the emitter does when the ring
 /// has no room.
-fn hand_over(a: &mut Asm, maps: &HitMaps, slots: &Slots, ins: &dyn Instrument) {
+fn hand_over(a: &mut Asm, maps: &HitMaps, slots: &Slots, ins: &dyn Instrument, record: &Bound) {
     let flags = a.label();
     a.mov_imm(R1, 0)
-        .load(DW, R2, RECORD, rec::OFF_TIME)
+        .load(DW, R2, record, rec::OFF_TIME)
         .load(DW, R3, FP, slots.prev_time)
         .alu(Alu::Sub, R2, R3)
         .jump_imm(Cond::Ge, R2, WAKE_GAP_NS, flags)
         .mov_imm(R1, emit::BURST);
     a.bind(flags);
-    a.store(DW, RECORD, emit::OFF_WAKE, R1);
+    a.store(DW, record, emit::OFF_WAKE, R1);
     ins.at(a, Point::HandOver);
     a.call(Helper::GetSmpProcessorId)
         .mov(R3, R0)
         .mov(R1, CTX)
         .ld_map_fd(R2, maps.emitters)
         .call(Helper::TailCall);
-    emit::count_lost(a, RECORD.into(), (maps.stats, STAT_LOST), slots.stat_key);
+    emit::count_lost(a, record.into(), (maps.stats, STAT_LOST), slots.stat_key);
 }
 
 /// The end of a kept hit an [`Instrument`] ends early: on to `stop`, and `out` (no scratch entry)
@@ -528,7 +650,7 @@ fn stop_early(a: &mut Asm, stop: Label, out: Label) {
 }
 
 /// The user stack of a trap a 64-bit task took in user mode (no kernel frames before it, so
-/// [`STACK_BYTES`] becomes 0), walked here as the kernel's frame-pointer walk does it
+/// `stack_bytes` becomes 0), walked here as the kernel's frame-pointer walk does it
 /// (`perf_callchain_user`): the trap ip, then each frame's return address, following the saved frame
 /// pointers from the trap's rbp, up to [`rec::MAX_FRAMES`] addresses, stopping at the first frame that
 /// cannot be read. One difference, which is why it is done here: a chain that ends in a null frame
@@ -537,39 +659,40 @@ fn stop_early(a: &mut Asm, stop: Label, out: Label) {
 /// this VM (measured: `hit_bench`). Leaves the bytes written in r0 and jumps to `walked`; each frame is
 /// read into the stack at `frame` (16 bytes).
 ///
-/// The count of bytes written is kept in the record, not in a register: the verifier tracks a register's
-/// constant on every path, so each of the walk's exits would reach the rest of the program as a state of
-/// its own and have it verified again (127 times: ~7 ms of every start). Read back from the map value it
-/// is one bounded unknown, and the exits after the first are pruned where they join.
-fn walk_user_frames(a: &mut Asm, stacks: i32, frame: i16, walked: Label) {
+/// The count of bytes written is kept in the record (its user length), not in a register: the verifier
+/// tracks a register's constant on every path, so each of the walk's exits would reach the rest of the
+/// program as a state of its own and have it verified again (127 times: ~7 ms of every start). Read back
+/// from the map value it is one bounded unknown, and the exits after the first are pruned where they join.
+fn walk_user_frames(
+    a: &mut Asm,
+    (layout, frame, walked): (rec::Layout, i16, Label),
+    (record, stack_bytes, walk_fp): (&Bound, &Bound, Bound),
+) {
+    let walk_fp = &walk_fp;
     let end = a.label();
+    let (stacks, ubytes) = (layout.stacks(), layout.lengths() + 4);
     a.load(DW, R1, CTX, ctx::IP)
-        .store(DW, RECORD, stacks as i16, R1)
-        .load(DW, WALK_FP, CTX, ctx::BP);
-    for i in 1..rec::MAX_FRAMES as i32 {
-        a.store_imm(DW, RECORD, rec::OFF_USTACK_BYTES, 8 * i)
+        .store(DW, record, stacks, R1)
+        .load(DW, walk_fp, CTX, ctx::BP);
+    for i in 1..rec::MAX_FRAMES as i16 {
+        a.store_imm(W, record, ubytes, 8 * i32::from(i))
             // Below the first page nothing is mapped (`vm.mmap_min_addr`): the read would fault.
-            .jump_imm(Cond::Lt, WALK_FP, 4096, end)
+            .jump_imm(Cond::Lt, walk_fp, 4096, end)
             .stack_addr(R1, frame)
             .mov_imm(R2, 16)
-            .mov(R3, WALK_FP)
+            .mov(R3, walk_fp)
             .call(Helper::ProbeReadUser)
             .jump_imm(Cond::Ne, R0, 0, end)
             .load(DW, R1, FP, frame + 8)
-            .store(DW, RECORD, (stacks + 8 * i) as i16, R1)
-            .load(DW, WALK_FP, FP, frame);
+            .store(DW, record, stacks + 8 * i, R1)
+            .load(DW, walk_fp, FP, frame);
     }
-    a.store_imm(
-        DW,
-        RECORD,
-        rec::OFF_USTACK_BYTES,
-        8 * rec::MAX_FRAMES as i32,
-    );
+    a.store_imm(W, record, ubytes, 8 * rec::MAX_FRAMES as i32);
     // Every way out: r0 the bytes written, no kernel stack.
     a.bind(end);
-    a.load(DW, R0, RECORD, rec::OFF_USTACK_BYTES);
+    a.load(W, R0, record, ubytes);
     clamp(a, 8 * rec::MAX_FRAMES as i32);
-    a.mov_imm(STACK_BYTES, 0).goto(walked);
+    a.mov_imm(stack_bytes, 0).goto(walked);
 }
 
 /// r0 = 0 when negative (an error), else at most `max`, so the verifier knows its bounds.

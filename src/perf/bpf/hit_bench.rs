@@ -81,8 +81,10 @@ const VARIANTS: [&str; 20] = [
 /// A value the writer (storing 0..N-1) never stores.
 const NO_MATCH: &str = "value == 12345678";
 
-/// ksymwatch's default ring size (`--buffer-pages`).
-const RING_PAGES: usize = 128;
+/// Each ring's pages: 2 MiB, room for ~0.2 s of one writer's records by id (~20,000; ~0.1 s of the
+/// `-nototals` variants' inline ones), so a harness reader that a loaded machine keeps from its CPU for
+/// a while loses none.
+const RING_PAGES: usize = 512;
 
 struct Writer {
     child: Child,
@@ -122,10 +124,11 @@ impl Writer {
         }
     }
 
-    /// "go" to "done": the wall time of the N stores, as bench-writer.py takes it, and the page faults
-    /// the writer took meanwhile (the kernel's own fault-and-fixup when a stack walk reads a bad frame
-    /// counts as one).
-    fn run(&mut self) -> (Duration, u64) {
+    /// "go" to "done": the wall time of the N stores, as bench-writer.py takes it, the page faults the
+    /// writer took meanwhile (the kernel's own fault-and-fixup when a stack walk reads a bad frame counts
+    /// as one), and its time on a CPU and waiting for one (ns, from its schedstat): the wall time less
+    /// what other tasks took from it, and what they took.
+    fn run(&mut self) -> (Duration, u64, (u64, u64)) {
         let mut a = pb::perf_event_attr {
             type_: pb::PERF_TYPE_SOFTWARE,
             size: std::mem::size_of::<pb::perf_event_attr>() as u32,
@@ -135,11 +138,23 @@ impl Writer {
         a.set_disabled(1);
         let faults = sys::perf_event_open(&a, self.pid as i32, -1).expect("fault counter");
         sys::perf_enable(faults.as_fd()).unwrap();
+        let s0 = self.schedstat();
         let took = self.go();
+        let s1 = self.schedstat();
         sys::perf_disable(faults.as_fd()).unwrap();
         let mut buf = [0u64; 1];
         sys::perf_read(faults.as_fd(), &mut buf).unwrap();
-        (took, buf[0])
+        (took, buf[0], (s1.0 - s0.0, s1.1 - s0.1))
+    }
+
+    /// The writer's time on a CPU and waiting for one so far, ns (`/proc/PID/schedstat`).
+    fn schedstat(&self) -> (u64, u64) {
+        let text =
+            std::fs::read_to_string(format!("/proc/{}/schedstat", self.pid)).expect("schedstat");
+        let mut f = text
+            .split_whitespace()
+            .map(|x| x.parse::<u64>().unwrap_or(0));
+        (f.next().unwrap_or(0), f.next().unwrap_or(0))
     }
 
     fn go(&mut self) -> Duration {
@@ -177,6 +192,8 @@ struct Seen {
     stamps: Vec<u64>,
     /// The writer's page faults during its stores.
     faults: u64,
+    /// The writer's time on a CPU and waiting for one during its stores, ns.
+    sched: (u64, u64),
 }
 
 fn watch_of(addr: u64) -> Watch {
@@ -250,9 +267,10 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         let fds: Vec<OwnedFd> = cpus.iter().map(|&c| bare_breakpoint(addr, c)).collect();
         fds.iter()
             .for_each(|fd| sys::perf_enable(fd.as_fd()).unwrap());
-        let (took, faults) = writer.run();
+        let (took, faults, sched) = writer.run();
         let mut seen = Seen {
             faults,
+            sched,
             ..Seen::default()
         };
         for fd in &fds {
@@ -313,7 +331,7 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         sys::perf_enable(bp.as_fd()).unwrap();
     }
     let mut seen = Seen::default();
-    let (took, faults) = std::thread::scope(|s| {
+    let (took, faults, sched) = std::thread::scope(|s| {
         let run = s.spawn(|| writer.run());
         // The reader, as the tracer's loop: woken by the rings (or a 10 ms tick), it drains every ring.
         let mut tokens = Vec::new();
@@ -328,6 +346,7 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
     }
     drain(&mut armed, &mut seen);
     seen.faults = faults;
+    seen.sched = sched;
     seen.filtered = programs.dropped(0).unwrap().filtered;
     if let Some(m) = &stamps {
         seen.stamps = (0..slots.unwrap_or(0))
@@ -449,6 +468,8 @@ fn each_part_of_the_hit_program_runs_on_every_trap() {
                 serde_json::json!({
                     "run": run, "variant": v, "n": n,
                     "writer_us_per_store": took.as_secs_f64() * 1e6 / n as f64,
+                    "on_cpu_us_per_store": seen.sched.0 as f64 / 1e3 / n as f64,
+                    "waited_us_per_store": seen.sched.1 as f64 / 1e3 / n as f64,
                     "samples": seen.samples, "filtered": seen.filtered, "count": seen.count,
                     "faults_per_store": seen.faults as f64 / n as f64,
                     "stamped_hits": seen.stamps.first(), "stamp_ns_per_hit": per_part,

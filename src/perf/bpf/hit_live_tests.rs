@@ -128,8 +128,15 @@ fn watch_during_ring(
             );
             true
         });
+        // A record without a name is its ring's previous writer's, as the tracer reads it.
+        let mut last_comm = None;
         ring_buffer.drain(|bytes| {
-            hits.push((*cpu, decode(bytes).expect("a hit record")));
+            let mut h = decode(bytes).expect("a hit record");
+            match &h.comm {
+                Some(c) => last_comm = Some(c.clone()),
+                None => h.comm.clone_from(&last_comm),
+            }
+            hits.push((*cpu, h));
             true
         });
     }
@@ -143,6 +150,10 @@ fn watch_during_ring(
             let chain = programs.chain(0, key).expect("reads the chains map");
             (h.kernel_stack, h.user_stack) = chain.expect("the map holds the chain a record names");
             h.flags &= !crate::perf::hit_record::CHAIN_ID;
+        }
+        // A record without its ip has it as its chain's first frame.
+        if h.ip.is_none() {
+            h.ip = h.kernel_stack.first().or(h.user_stack.first()).copied();
         }
     }
     (hits, programs)
@@ -176,9 +187,7 @@ fn every_kept_hit_is_counted_in_the_kernel_when_the_ring_is_full() {
     // Each record's chain is stored under its id, as the tracer hashes it.
     for (_, h) in &mine {
         let key = crate::perf::hit_record::ChainKey {
-            hash: super::totals::chain_hash(h.kernel_stack.iter().chain(&h.user_stack).copied()),
-            kbytes: 8 * h.kernel_stack.len() as u32,
-            ubytes: 8 * h.user_stack.len() as u32,
+            hash: super::totals::chain_hash(&h.kernel_stack, &h.user_stack),
         };
         assert_eq!(
             counted.chains.get(&key),
@@ -236,9 +245,12 @@ fn the_hit_program_emits_each_watched_store_and_counts_the_others() {
             h.kernel_stack.is_empty(),
             "no kernel frames for a user store"
         );
+        // The trap ip as the registers have it: the record's, or its chain's first frame.
+        let trap_ip = h.regs.expect("registers")[crate::perf::hit_record::reg::IP];
+        assert_eq!(h.ip, Some(trap_ip));
         assert_eq!(
             h.user_stack.first(),
-            Some(&h.ip),
+            Some(&trap_ip),
             "the stack starts at the trap ip"
         );
         assert!(
@@ -248,7 +260,7 @@ fn the_hit_program_emits_each_watched_store_and_counts_the_others() {
         );
         let insn = h.insn.expect("instruction bytes");
         // The store's instruction ends at the trap ip: these bytes are the function's own code.
-        let code = unsafe_free_code(h.ip);
+        let code = unsafe_free_code(h.ip.expect("the trap ip"));
         assert_eq!(
             &insn[16 - code.len()..],
             &code[..],
@@ -257,7 +269,7 @@ fn the_hit_program_emits_each_watched_store_and_counts_the_others() {
         // Loaded from the task through BTF where the kernel has it, else copied by the helper: the same
         // name either way, the one the kernel keeps for this thread.
         let comm = std::fs::read_to_string("/proc/thread-self/comm").expect("own comm");
-        assert_eq!(h.comm, comm.trim_end_matches('\n'));
+        assert_eq!(h.comm.as_deref(), Some(comm.trim_end_matches('\n')));
     }
     let dropped = programs.dropped(0).expect("stats");
     assert_eq!(
@@ -291,10 +303,16 @@ fn a_kernel_writer_gets_its_kernel_stack_and_the_user_stack_that_called_it() {
     );
     for (_, h) in &hits {
         assert!(h.flags & USER_MODE == 0, "written by the kernel");
-        assert!(h.ip >= 1 << 63, "a kernel trap ip: 0x{:x}", h.ip);
+        let ip = h.regs.expect("registers")[crate::perf::hit_record::reg::IP];
+        assert_eq!(
+            h.ip,
+            Some(ip),
+            "the record's ip, or its chain's first frame"
+        );
+        assert!(ip >= 1 << 63, "a kernel trap ip: 0x{ip:x}");
         assert_eq!(
             h.kernel_stack.first(),
-            Some(&h.ip),
+            Some(&ip),
             "the kernel stack starts at the trap"
         );
         assert!(

@@ -259,6 +259,7 @@ impl HitPrograms {
                 read_value: processes || written,
                 old: written,
                 regs: written,
+                cgroup_ids: false,
                 condition,
                 filter,
                 comm_offset: super::task::comm_offset(),

@@ -10,8 +10,9 @@ use super::kernel::{Helper, RB_FORCE_WAKEUP, RB_NO_WAKEUP};
 use super::totals::{self, CountKey, TotalsMaps};
 use crate::model::condition::{self, Condition};
 use crate::model::filter::Filter;
-use crate::perf::hit_record::{decode, HitRecord, INSN_KNOWN, OLD_KNOWN, REGS_KNOWN};
-use crate::perf::hit_record::{CHAIN_ID, OFF_STACKS, OFF_STACKS_REGS, USER_MODE, VALUE_KNOWN};
+use crate::perf::hit_record::{decode, split_chain, HitRecord, Layout, CGROUP_KNOWN, HEADER};
+use crate::perf::hit_record::{CHAIN_ID, COMM_KNOWN, IP_IN_CHAIN, OLDS, USER_MODE, VALUES};
+use crate::perf::hit_record::{INSN_KNOWN, OLD_KNOWN, REGS_KNOWN, VALUE_KNOWN};
 
 const TOTALS: TotalsMaps = TotalsMaps {
     chains: 20,
@@ -50,6 +51,7 @@ fn spec<'a>(filter: &'a Filter, condition: Option<&'a Condition>, value: bool) -
         read_value: value,
         old: value,
         regs: value,
+        cgroup_ids: false,
         condition,
         filter,
         comm_offset: Some(COMM_OFFSET),
@@ -82,8 +84,7 @@ fn setup(value: bool) -> (Vec<Insn>, FakeKernel) {
 }
 
 /// Runs the program once (it always returns 0: the kernel writes no sample of its own); the records
-/// the ring took meanwhile, decoded, with their wake-up flags, a chain named by id replaced by the chain
-/// the `chains` map holds under it, as the tracer reads it.
+/// the ring took meanwhile, decoded, with their wake-up flags, as the tracer reads them ([`resolved`]).
 fn hit(m: &mut FakeKernel, prog: &[Insn]) -> Vec<(HitRecord, u64)> {
     raw_hit(m, prog)
         .into_iter()
@@ -98,32 +99,41 @@ fn raw_hit(m: &mut FakeKernel, prog: &[Insn]) -> Vec<(Vec<u8>, u64)> {
     m.ring(RING)[before..].to_vec()
 }
 
-/// `r` with the chain it names by id (if it does) read from the machine's `chains` map.
+/// `r` as the tracer reads it: the chain it names by id (if it does) read from the machine's `chains`
+/// map, and its ip, where it leaves it out, the chain's first frame; without the flags that say where
+/// each came from (whether it carries its name stays in `comm`).
 fn resolved(m: &FakeKernel, mut r: HitRecord) -> HitRecord {
     if let Some(key) = r.chain.take() {
         let value = m
             .get(TOTALS.chains, &key.bytes())
             .expect("the map holds the chain a record names");
-        (r.kernel_stack, r.user_stack) = key.split(&value).expect("the chain fits its value");
-        r.flags &= !CHAIN_ID;
+        (r.kernel_stack, r.user_stack) = split_chain(&value).expect("the chain fits its value");
     }
+    if r.ip.is_none() {
+        r.ip = r.kernel_stack.first().or(r.user_stack.first()).copied();
+    }
+    r.flags &= !(CHAIN_ID | IP_IN_CHAIN | COMM_KNOWN);
     r
 }
 
-/// What a user-mode store of the watched process gives with `value` read (`old` before it).
+/// What a user-mode store of the watched process gives with `value` read (`old` before it), resolved,
+/// as the CPU's first record of its writer (with the name).
 fn expected(m: &FakeKernel, value: Option<(u64, Option<u64>)>) -> HitRecord {
-    let known = |b: bool, flag: u64| if b { flag } else { 0 };
+    let known = |b: bool, flag: u32| if b { flag } else { 0 };
     let old = value.and_then(|(_, o)| o);
     HitRecord {
-        flags: USER_MODE | known(value.is_some(), VALUE_KNOWN) | known(old.is_some(), OLD_KNOWN),
+        flags: USER_MODE
+            | known(value.is_some(), VALUES | VALUE_KNOWN | OLDS)
+            | known(old.is_some(), OLD_KNOWN),
         pid: 100,
         tid: 101,
         time: m.now,
         addr: ADDR,
         value: value.map(|(v, _)| v),
         old,
-        comm: "writer".into(),
-        ip: IP,
+        cgroup: None,
+        comm: Some("writer".into()),
+        ip: Some(IP),
         lost: 0,
         regs: None,
         insn: None,
@@ -166,9 +176,7 @@ fn a_kept_hit_is_one_record_written_by_the_emitter() {
     assert_eq!(counts.len(), 1);
     let key = CountKey::parse(&counts[0].0).expect("a counts key");
     assert_eq!((key.pid, key.tid, key.comm()), (100, 101, &b"writer"[..]));
-    let words = [IP, RET0, RET1];
-    assert_eq!(key.chain.hash, totals::chain_hash(words));
-    assert_eq!((key.chain.kbytes, key.chain.ubytes), (0, 24));
+    assert_eq!(key.chain.hash, totals::chain_hash(&[], &[IP, RET0, RET1]));
     assert_eq!(u64::from_le_bytes(counts[0].1[..8].try_into().unwrap()), 1);
     // The chain is stored once under its key; a second hit along it only counts.
     assert_eq!(m.entries(TOTALS.chains).len(), 1);
@@ -271,6 +279,7 @@ fn a_value_hit_carries_value_old_registers_and_instruction() {
         flags: plain.flags | REGS_KNOWN | INSN_KNOWN,
         regs: Some(regs),
         insn: Some(CODE),
+        comm: None,
         ..plain
     };
     assert_eq!(got, [(want, 0)]);
@@ -352,7 +361,7 @@ fn a_kernel_mode_trap_takes_both_stacks_from_the_kernel() {
     let got = hit(&mut m, &prog);
     let want = HitRecord {
         flags: 0,
-        ip: 0xffff_ffff_8123_4567,
+        ip: Some(0xffff_ffff_8123_4567),
         kernel_stack: m.kernel_stack.clone(),
         user_stack: m.user_stack.clone(),
         ..expected(&m, None)
@@ -369,8 +378,9 @@ fn a_kernel_mode_trap_takes_both_stacks_from_the_kernel() {
 fn the_emitter_wakes_a_lone_hit_and_every_wake_bytes_of_a_burst() {
     let f = Filter::default();
     let prog = generate(&spec(&f, None, false), &MAPS).expect("assembles");
-    // A record here is 96 bytes: the header, naming its chain by id.
-    let mut m = machine(&MAPS, 180);
+    // A record here is 56 bytes, the header and the name, then 40, the header alone: the 2nd and 4th
+    // bring what was written to 64 or more.
+    let mut m = machine(&MAPS, 64);
     let mut flags = Vec::new();
     for gap in [0, 1_000, 1_000, 1_000, 2_000_000] {
         m.now += gap;
@@ -396,42 +406,42 @@ fn the_name_comes_from_the_task_or_the_helper() {
         let prog = generate(&s, &MAPS).expect("assembles");
         let mut m = machine(&MAPS, 1 << 14);
         m.comm = *b"pipes\0\0\0\0\0\0\0\0\0\0\0";
-        assert_eq!(hit(&mut m, &prog)[0].0.comm, "pipes");
+        assert_eq!(hit(&mut m, &prog)[0].0.comm.as_deref(), Some("pipes"));
         assert!(m.calls.contains(&helper), "{helper:?}");
     }
 }
 
-/// The first hit along a chain stores the chain in the `chains` map and its record names it by id: one
-/// header where the stacks' lengths were: 96 bytes where the chain inline made it 120 (and 280 with
-/// `--value`'s registers). A second hit along it names the same id, the map unchanged; a hit along another chain
-/// (taken in the kernel) stores that one too.
+/// The first hit along a chain stores the chain in the `chains` map and its record names it by id: the
+/// 40-byte header, and the name on the CPU's first record of its writer (240 and 256 with `--value`'s
+/// value, old, registers and instruction bytes), where the chain inline made it 120 (280). A second hit
+/// along it names the same id, the map unchanged; a hit along another chain (taken in the kernel) stores
+/// that one too.
 #[test]
 fn a_chain_is_stored_once_and_each_record_names_it_by_id() {
     for value in [false, true] {
         let (prog, mut m) = setup(value);
-        let header = if value { OFF_STACKS_REGS } else { OFF_STACKS } as usize;
+        let header = if value { 240 } else { HEADER as usize };
         let first = raw_hit(&mut m, &prog);
         assert_eq!(first.len(), 1);
-        assert_eq!(first[0].0.len(), header, "the header alone");
+        assert_eq!(first[0].0.len(), header + 16, "the header and the name");
         let r = decode(&first[0].0).expect("a record");
         let key = r.chain.expect("named by id");
-        assert_eq!(r.flags & CHAIN_ID, CHAIN_ID);
+        assert_eq!(r.flags & (CHAIN_ID | IP_IN_CHAIN), CHAIN_ID | IP_IN_CHAIN);
+        assert_eq!((r.ip, r.comm.as_deref()), (None, Some("writer")));
         assert!(r.kernel_stack.is_empty() && r.user_stack.is_empty());
-        assert_eq!(key.hash, totals::chain_hash([IP, RET0, RET1]));
-        assert_eq!((key.kbytes, key.ubytes), (0, 24));
+        assert_eq!(key.hash, totals::chain_hash(&[], &[IP, RET0, RET1]));
         let chains = m.entries(TOTALS.chains);
         assert_eq!(chains.len(), 1);
         assert_eq!(chains[0].0, key.bytes());
-        assert_eq!(
-            resolved(&m, r).user_stack,
-            [IP, RET0, RET1],
-            "the map holds the chain"
-        );
-        // The repeat: the same id, nothing stored.
+        let r = resolved(&m, r);
+        assert_eq!(r.user_stack, [IP, RET0, RET1], "the map holds the chain");
+        assert_eq!(r.ip, Some(IP), "the chain's first frame");
+        // The repeat: the same id, nothing stored, no name.
         m.now += 5_000_000;
         let again = raw_hit(&mut m, &prog);
         assert_eq!(again[0].0.len(), header);
-        assert_eq!(decode(&again[0].0).expect("a record").chain, Some(key));
+        let r = decode(&again[0].0).expect("a record");
+        assert_eq!((r.chain, r.comm), (Some(key), None));
         assert_eq!(m.entries(TOTALS.chains).len(), 1);
         assert_eq!(total(&m, totals::STAT_NO_CHAIN), 0);
         // Another chain: a kernel-mode trap's.
@@ -447,30 +457,153 @@ fn a_chain_is_stored_once_and_each_record_names_it_by_id() {
             ),
             (m.kernel_stack.clone(), m.user_stack.clone())
         );
+        assert_eq!(other[0].0.ip, Some(0xffff_ffff_8123_4567));
         assert_eq!(m.entries(TOTALS.chains).len(), 2);
     }
 }
 
-/// A chain the `chains` map has no room for comes inline in its record, as it did before chains were
-/// stored: nothing is missing; the totals count the hit, its chain counted as unknown.
+/// A trap whose chain does not start at its ip (a kernel stack the kernel could not take, here) carries
+/// its ip: where the name would be when the record has no name, after the name when it has one.
+#[test]
+fn an_ip_the_chain_does_not_start_with_is_carried() {
+    let (prog, mut m) = setup(false);
+    m.user_mode = false;
+    m.regs[16] = 0xffff_ffff_8123_4567;
+    m.kernel_stack = vec![];
+    m.user_stack = vec![0x40_5000, 0x40_6000];
+    for (len, comm) in [(HEADER + 24, Some("writer")), (HEADER + 8, None)] {
+        let got = raw_hit(&mut m, &prog);
+        assert_eq!(got[0].0.len(), len as usize);
+        let r = decode(&got[0].0).expect("a record");
+        assert_eq!(r.flags & IP_IN_CHAIN, 0);
+        assert_eq!(
+            (r.ip, r.comm.as_deref()),
+            (Some(0xffff_ffff_8123_4567), comm)
+        );
+        m.now += 5_000_000;
+    }
+}
+
+/// The writer's name is in the record when the writer or its name is not the CPU's last record's, and
+/// again after a record is lost (the reader never saw the last one's); not otherwise.
+#[test]
+fn the_name_comes_when_the_writer_or_its_name_changes_or_after_a_loss() {
+    let (prog, mut m) = setup(false);
+    let mut names = Vec::new();
+    let mut step = |m: &mut FakeKernel, change: &dyn Fn(&mut FakeKernel)| {
+        change(m);
+        m.now += 5_000_000;
+        let got = hit(m, &prog);
+        names.push(got.first().map(|(r, _)| r.comm.clone()));
+    };
+    step(&mut m, &|_| {});
+    step(&mut m, &|_| {});
+    step(&mut m, &|m| m.comm = *b"renamed\0\0\0\0\0\0\0\0\0");
+    step(&mut m, &|_| {});
+    step(&mut m, &|m| m.pid_tgid = (100 << 32) | 102);
+    step(&mut m, &|m| m.ring_room = 0);
+    step(&mut m, &|m| m.ring_room = usize::MAX);
+    step(&mut m, &|_| {});
+    let s = |n: &str| Some(Some(n.to_string()));
+    assert_eq!(
+        names,
+        [
+            s("writer"),
+            Some(None),
+            s("renamed"),
+            Some(None),
+            s("renamed"),
+            None,
+            s("renamed"),
+            Some(None)
+        ]
+    );
+}
+
+/// With `cgroup_ids` the record carries the writer's cgroup id (8 bytes after the header); without, the
+/// helper is not called and the record has none.
+#[test]
+fn a_cgroup_id_is_read_only_where_the_spec_asks() {
+    let f = Filter::default();
+    for ids in [false, true] {
+        let s = HitSpec {
+            cgroup_ids: ids,
+            ..spec(&f, None, false)
+        };
+        let prog = generate(&s, &MAPS).expect("assembles");
+        let mut m = machine(&MAPS, 1 << 14);
+        m.cgroup_id = 0x1234_5678;
+        let got = raw_hit(&mut m, &prog);
+        let r = decode(&got[0].0).expect("a record");
+        assert_eq!(r.cgroup, ids.then_some(0x1234_5678));
+        assert_eq!(r.flags & CGROUP_KNOWN != 0, ids);
+        assert_eq!(
+            got[0].0.len(),
+            HEADER as usize + 16 + if ids { 8 } else { 0 }
+        );
+        assert_eq!(m.calls.contains(&Helper::GetCurrentCgroupId), ids);
+        let layout = Layout::of(r.flags);
+        assert_eq!(layout.comm(), HEADER + if ids { 8 } else { 0 });
+    }
+}
+
+/// A chain the `chains` map has no room for comes inline in its record, with the name and the ip: nothing
+/// is missing; the totals count the hit, its chain counted as unknown.
 #[test]
 fn a_full_chains_map_puts_the_chain_inline() {
     let (prog, mut m) = setup(false);
     let value = vec![0u8; totals::CHAIN_VALUE as usize];
     for i in 0..u64::from(totals::CHAINS_MAX) {
-        m.set(TOTALS.chains, &[i.to_le_bytes(), [0; 8]].concat(), &value);
+        m.set(TOTALS.chains, &i.to_le_bytes(), &value);
     }
-    let got = raw_hit(&mut m, &prog);
-    assert_eq!(got.len(), 1);
+    for _ in 0..2 {
+        let got = raw_hit(&mut m, &prog);
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            got[0].0.len(),
+            HEADER as usize + 16 + 8 + 8 + 24,
+            "name, ip, lengths and three frames inline, the writer's second record too"
+        );
+        let r = decode(&got[0].0).expect("a record");
+        assert_eq!(r.chain, None);
+        assert_eq!(r.flags & (CHAIN_ID | IP_IN_CHAIN), 0);
+        assert_eq!(resolved(&m, r), expected(&m, None));
+        m.now += 5_000_000;
+    }
+    assert_eq!(total(&m, totals::STAT_NO_CHAIN), 2);
+    assert_eq!(total(&m, totals::STAT_KEPT), 2);
+}
+
+/// A CPU's hit along the chain its last hit found in the `chains` map does not look it up again; one
+/// along another chain does, and so does the next one along the first.
+#[test]
+fn a_chain_again_on_a_cpu_is_not_looked_up_again() {
+    let (prog, mut m) = setup(false);
+    let lookups = |m: &mut FakeKernel, user: bool| {
+        m.user_mode = user;
+        m.regs[16] = if user { IP } else { 0xffff_ffff_8123_4567 };
+        m.kernel_stack = vec![0xffff_ffff_8123_4567];
+        m.user_stack = vec![0x40_5000];
+        m.now += 5_000_000;
+        let got = hit(m, &prog);
+        assert_eq!(got.len(), 1);
+        let n = m
+            .calls
+            .iter()
+            .filter(|&&c| c == Helper::MapLookupElem)
+            .count();
+        (n, got[0].0.kernel_stack.len() + got[0].0.user_stack.len())
+    };
+    let first = lookups(&mut m, true);
+    let again = lookups(&mut m, true);
+    let other = lookups(&mut m, false);
+    let back = lookups(&mut m, true);
+    assert_eq!(again.0 + 1, first.0, "the chain is known: no lookup");
     assert_eq!(
-        got[0].0.len(),
-        OFF_STACKS as usize + 24,
-        "three frames inline"
+        (back.0, back.1),
+        (again.0 + 1, first.1),
+        "after another chain: looked up"
     );
-    let r = decode(&got[0].0).expect("a record");
-    assert_eq!(r.chain, None);
-    assert_eq!(r.flags & CHAIN_ID, 0);
-    assert_eq!(r, expected(&m, None));
-    assert_eq!(total(&m, totals::STAT_NO_CHAIN), 1);
-    assert_eq!(total(&m, totals::STAT_KEPT), 1);
+    assert_eq!(other.1, 2, "the kernel trap's chain");
+    assert_eq!(m.entries(TOTALS.chains).len(), 2);
 }

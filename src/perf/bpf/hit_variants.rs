@@ -229,6 +229,7 @@ mod tests {
                 read_value: true,
                 old: true,
                 regs: false,
+                cgroup_ids: false,
                 condition: cond,
                 filter: &f,
                 comm_offset: Some(COMM_OFFSET),

@@ -47,6 +47,37 @@ impl From<Kept> for Reg {
     }
 }
 
+/// A kept register bound to one role of a program (the value read, the record, the stack's bytes...) from
+/// where the generator binds it to where it hands the register to the next role. Neither `Copy` nor
+/// `Clone`: handing the register on ([`Bound::becomes`]) moves the binding, so generator code that still
+/// uses a role after its register went to another does not compile. A binding is passed by reference to
+/// the code that uses the role, by value to the code that ends it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Bound(Kept);
+
+impl Bound {
+    /// The first role of `reg` in the generator that takes the bindings over (the registers a shared
+    /// part of the program, such as the value code, leaves its results in).
+    pub(crate) fn first(reg: Kept) -> Bound {
+        Bound(reg)
+    }
+
+    /// The register's next role: this one ends here.
+    pub fn becomes(self) -> Bound {
+        self
+    }
+
+    pub fn kept(&self) -> Kept {
+        self.0
+    }
+}
+
+impl From<&Bound> for Reg {
+    fn from(b: &Bound) -> Reg {
+        b.0.into()
+    }
+}
+
 // Instruction classes.
 pub const LD: u8 = 0x00;
 pub const LDX: u8 = 0x01;

@@ -72,6 +72,8 @@ struct Map {
 pub struct FakeKernel {
     pub pid_tgid: u64,
     pub comm: [u8; 16],
+    /// `bpf_get_current_cgroup_id`.
+    pub cgroup_id: u64,
     /// The breakpoint's address and whether the writer was in user space.
     pub addr: u64,
     pub user_mode: bool,
@@ -114,6 +116,7 @@ impl FakeKernel {
         FakeKernel {
             pid_tgid: (100 << 32) | 101,
             comm: *b"writer\0\0\0\0\0\0\0\0\0\0",
+            cgroup_id: 0x2a51,
             addr,
             user_mode: true,
             memory: Some(0),
@@ -482,6 +485,7 @@ impl FakeKernel {
                 base(TASK) as i64
             }
             Helper::KtimeGetNs => self.now as i64,
+            Helper::GetCurrentCgroupId => self.cgroup_id as i64,
             Helper::GetSmpProcessorId => i64::from(self.cpu),
             Helper::ProbeReadUser | Helper::ProbeReadKernel => {
                 self.probe_read(helper, (r[1], r[2] as usize, r[3]))

@@ -48,6 +48,8 @@ pub enum Helper {
     PerfEventOutput = 25,
     GetCurrentTask = 35,
     GetStack = 67,
+    /// The current task's cgroup (v2) id: the inode number of its cgroup's directory.
+    GetCurrentCgroupId = 80,
     ProbeReadUser = 112,
     ProbeReadKernel = 113,
     RingbufOutput = 130,
@@ -71,6 +73,7 @@ impl Helper {
             PerfEventOutput,
             GetCurrentTask,
             GetStack,
+            GetCurrentCgroupId,
             ProbeReadUser,
             ProbeReadKernel,
             RingbufOutput,

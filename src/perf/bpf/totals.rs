@@ -3,15 +3,16 @@
 //! the per-thread and per-chain tallies) stay exact when a full ring drops records.
 //!
 //! Per watch, four maps:
-//! - `chains` (`BPF_MAP_TYPE_HASH`, [`CHAINS_MAX`] entries): a call chain by its id, the chain's words
-//!   ([`CHAIN_VALUE`] bytes: kernel return addresses, then user ones) stored once, the first time the id
-//!   is seen. The id ([`ChainKey`]) is a 64-bit hash of the words ([`chain_hash`], computed by the
-//!   program over the stacks it already wrote into the record) with the two stacks' lengths. A kernel
+//! - `chains` (`BPF_MAP_TYPE_HASH`, [`CHAINS_MAX`] entries): a call chain by its id, stored once, the
+//!   first time the id is seen: the two stacks' lengths, then the chain's words ([`CHAIN_VALUE`] bytes:
+//!   kernel return addresses, then user ones), as the inline record has them. The id ([`ChainKey`]) is
+//!   a 64-bit hash of the lengths and the words ([`chain_hash`], computed by the program over the
+//!   lengths and stacks it already wrote into the record). A kernel
 //!   stack map (`bpf_get_stackid`) was not taken: its id is a bucket of a table of a few thousand, two
 //!   chains meeting in one bucket either lose the second (`-EEXIST`) or overwrite the first
 //!   (`BPF_F_REUSE_STACKID`, which makes every count under the old id name the new chain), and its user
 //!   stack walk takes the page fault at the null frame pointer that the program's own walk avoids (~1 us
-//!   a hit here). Two different chains with one 64-bit hash and the same two lengths are not told apart:
+//!   a hit here). Two different chains with one 64-bit hash are not told apart:
 //!   at the map's [`CHAINS_MAX`] chains, about one run in 10^13 (n^2 / 2^65). The hit record names its
 //!   chain by this same key once the map holds it ([`crate::perf::hit_record`]), so the tracer reads each
 //!   distinct chain once ([`Totals::chain`]), and a chain the map has no room for goes inline.
@@ -35,8 +36,8 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use crate::perf::bpf::insn::{Alu, Asm, Cond, Label, Reg, DW, FP, R0, R1, R2, R3, R4, W};
 use crate::perf::bpf::kernel::{Helper, MapType, EEXIST, NOEXIST};
-use crate::perf::bpf::{create_map, seq};
-use crate::perf::hit_record::{self as rec, ChainKey, CHAIN_KEY};
+use crate::perf::bpf::{create_map, emit, seq};
+use crate::perf::hit_record::{self as rec, ChainKey, Layout, CHAIN_KEY};
 use crate::perf::sys;
 
 /// `BPF_F_NO_PREALLOC`.
@@ -44,10 +45,11 @@ const NO_PREALLOC: u32 = 1;
 
 /// Words a chain holds at most: both stacks full.
 pub const CHAIN_WORDS: usize = 2 * rec::MAX_FRAMES;
-/// A `chains` value: the words of both stacks (only the first `kbytes + ubytes` of them are the chain's).
-pub const CHAIN_VALUE: u32 = 8 * CHAIN_WORDS as u32;
+/// A `chains` value: the two stacks' lengths in bytes (u32 each), then the words of both stacks (only the
+/// first `kbytes + ubytes` of them are the chain's).
+pub const CHAIN_VALUE: u32 = 8 + 8 * CHAIN_WORDS as u32;
 /// A `counts` key: pid_tgid (u64), the chain key, the writer's name (16 bytes).
-pub const COUNT_KEY: u32 = 8 + CHAIN_KEY + 16;
+pub const COUNT_KEY: u32 = 8 + CHAIN_KEY + rec::COMM_BYTES as u32;
 /// Distinct chains kept per watch.
 pub const CHAINS_MAX: u32 = 1024;
 /// Distinct (thread, chain, name) counted per watch: a process of 25,000 threads that each write along
@@ -193,7 +195,7 @@ impl Totals {
         if !sys::bpf_map_lookup(self.chains.as_fd(), &key.bytes(), &mut value)? {
             return Ok(None);
         }
-        Ok(key.split(&value))
+        Ok(rec::split_chain(&value))
     }
 
     /// Reads everything counted (the events disabled: nothing is added meanwhile).
@@ -208,7 +210,7 @@ impl Totals {
         let mut chains = HashMap::new();
         for (k, v) in entries(&self.chains, CHAIN_KEY as usize, CHAIN_VALUE as usize)? {
             if let Some(key) = ChainKey::parse(&k) {
-                if let Some(words) = key.split(&v) {
+                if let Some(words) = rec::split_chain(&v) {
                     chains.insert(key, words);
                 }
             }
@@ -274,8 +276,8 @@ impl CountKey {
         Some(CountKey {
             pid: (pid_tgid >> 32) as u32,
             tid: pid_tgid as u32,
-            chain: ChainKey::parse(b.get(8..24)?)?,
-            comm: b.get(24..40)?.try_into().ok()?,
+            chain: ChainKey::parse(b.get(8..16)?)?,
+            comm: b.get(16..32)?.try_into().ok()?,
         })
     }
 
@@ -286,14 +288,16 @@ impl CountKey {
     }
 }
 
-/// The chain hash the program computes over a chain's words (kernel then user, as in the record).
+/// The chain hash the program computes over a chain: the word of its two lengths in bytes (kernel's in
+/// the low half), then its words (kernel then user), as an inline record has them.
 ///
 /// FNV-1a over 64-bit words (one xor and one multiply a word: four instructions of the program's unrolled
 /// loop, which the verifier walks at every start), then a final mix so that every bit of every word
 /// reaches the low bits too.
-pub fn chain_hash(words: impl IntoIterator<Item = u64>) -> u64 {
+pub fn chain_hash(kernel: &[u64], user: &[u64]) -> u64 {
+    let lengths = (8 * kernel.len() as u64) | ((8 * user.len() as u64) << 32);
     let mut h = SEED;
-    for w in words {
+    for &w in std::iter::once(&lengths).chain(kernel).chain(user) {
         h = (h ^ w).wrapping_mul(MUL);
     }
     h ^= h >> 32;
@@ -348,32 +352,29 @@ pub fn claim(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots) {
     a.bind(keep);
 }
 
-/// Counts the hit whose record is in `record` (a kept register; its stacks at `stacks`): its chain
-/// stored once (and the record then naming it by id, [`rec::CHAIN_ID`]), its (thread, chain, name) count and with `maps.values` its value's count added to, and
-/// `STAT_KEPT`. r6-r9 are kept; r0-r5 clobbered.
-pub fn count(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, stacks): (Reg, i16)) {
+/// Counts the hit whose record is in `record` (a kept register; its fields where `layout` puts them, its
+/// chain inline): its chain stored once (and the record then naming it by id, [`rec::CHAIN_ID`]), its
+/// (thread, chain, name) count and with `maps.values` its value's count added to, and `STAT_KEPT`. r6-r9
+/// are kept; r0-r5 clobbered.
+pub fn count(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, layout): (Reg, Layout)) {
     let key = slots.key;
-    hash_chain(a, record, stacks);
+    hash_chain(a, record, layout.lengths());
     a.store(DW, FP, key + 8, R1)
         .load(DW, R1, record, rec::OFF_PID_TGID)
         .store(DW, FP, key, R1)
-        .load(DW, R1, record, rec::OFF_KSTACK_BYTES)
-        .store(W, FP, key + 16, R1)
-        .load(DW, R1, record, rec::OFF_USTACK_BYTES)
-        .store(W, FP, key + 20, R1)
-        .load(DW, R1, record, rec::OFF_COMM)
-        .store(DW, FP, key + 24, R1)
-        .load(DW, R1, record, rec::OFF_COMM + 8)
-        .store(DW, FP, key + 32, R1);
-    store_chain(a, maps, slots, (record, stacks));
+        .load(DW, R1, record, layout.comm())
+        .store(DW, FP, key + 16, R1)
+        .load(DW, R1, record, layout.comm() + 8)
+        .store(DW, FP, key + 24, R1);
+    store_chain(a, maps, slots, (record, layout));
     add_count(a, maps.counts, slots, (key, (maps.stats, STAT_UNCOUNTED)));
-    if let Some(values) = maps.values {
+    if let (Some(values), true) = (maps.values, layout.values) {
         let unknown = a.label();
         // The flags from the record: the user stack's walk took their register.
-        a.load(DW, R1, record, rec::OFF_FLAGS)
+        a.load(W, R1, record, rec::OFF_FLAGS)
             .alu_imm(Alu::And, R1, rec::VALUE_KNOWN as i32)
             .jump_imm(Cond::Eq, R1, 0, unknown)
-            .load(DW, R1, record, rec::OFF_VALUE)
+            .load(DW, R1, record, layout.value())
             .store(DW, FP, slots.value_key, R1);
         let over = (maps.stats, STAT_VALUES_OVER);
         add_count(a, values, slots, (slots.value_key, over));
@@ -382,21 +383,25 @@ pub fn count(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, stack
     seq::add_to(a, (maps.stats, STAT_KEPT, slots.stat_key), None);
 }
 
-/// r1 = [`chain_hash`] of the chain in the record at `record` (its stacks at `stacks`, their lengths in
-/// its header); r2-r4 clobbered, no call.
+/// r1 = [`chain_hash`] of the chain in the record at `record` (its lengths word at `lengths`, its words
+/// right after); r2-r4 clobbered, no call.
 ///
 /// Unrolled, one exit per word count: the count is read from the record, not kept in a register past the
 /// exits, so the verifier finds every exit's state the same and prunes them where they join.
-pub fn hash_chain(a: &mut Asm, record: Reg, stacks: i16) {
+pub fn hash_chain(a: &mut Asm, record: Reg, lengths: i16) {
     let done = a.label();
-    a.load(DW, R4, record, rec::OFF_KSTACK_BYTES)
-        .load(DW, R2, record, rec::OFF_USTACK_BYTES)
+    let words = lengths + 8;
+    a.load(W, R4, record, lengths)
+        .load(W, R2, record, lengths + 4)
         .alu(Alu::Add, R4, R2)
         .ld_imm64(R1, SEED)
-        .ld_imm64(R3, MUL);
+        .ld_imm64(R3, MUL)
+        .load(DW, R2, record, lengths)
+        .alu(Alu::Xor, R1, R2)
+        .alu(Alu::Mul, R1, R3);
     for i in 0..CHAIN_WORDS as i32 {
         a.jump_imm(Cond::Le, R4, 8 * i, done)
-            .load(DW, R2, record, stacks + 8 * i as i16)
+            .load(DW, R2, record, words + 8 * i as i16)
             .alu(Alu::Xor, R1, R2)
             .alu(Alu::Mul, R1, R3);
     }
@@ -410,13 +415,28 @@ pub fn hash_chain(a: &mut Asm, record: Reg, stacks: i16) {
         .alu(Alu::Xor, R1, R2);
 }
 
-/// The chain (the record's stack words) into `chains` under the chain key (the `counts` key's from its
-/// byte 8), unless it is there. Once the map holds it, the record names it by its key instead of
-/// carrying it ([`rec::CHAIN_ID`]): the key replaces the stacks' lengths and the flag is set, so the
-/// emitter writes the header alone. A chain the map has no room for stays in the record.
-fn store_chain(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, stacks): (Reg, i16)) {
-    let (known, done) = (a.label(), a.label());
+/// The chain (the record's lengths word and stack words) into `chains` under the chain key (the `counts`
+/// key's from its byte 8), unless it is there. Once the map holds it, the record names it by its key
+/// instead of carrying it ([`rec::CHAIN_ID`]): the key in the header and the flag set, so the record ends
+/// before its chain. A chain the map has no room for stays in the record.
+///
+/// The CPU's last chain found in the map is kept in the scratch entry ([`emit::OFF_LAST_CHAIN`]): a
+/// writer that stores along one chain again and again (the common case, a loop) pays no lookup after its
+/// first hit (nothing removes a chain from the map). A chain whose hash is 0 is looked up every time, so
+/// the entry's first 0 names no chain.
+fn store_chain(
+    a: &mut Asm,
+    maps: &TotalsMaps,
+    slots: &TotalsSlots,
+    (record, layout): (Reg, Layout),
+) {
+    let (known, done, look) = (a.label(), a.label(), a.label());
     let chain_key = slots.key + 8;
+    a.load(DW, R1, FP, chain_key)
+        .jump_imm(Cond::Eq, R1, 0, look)
+        .load(DW, R2, record, emit::OFF_LAST_CHAIN)
+        .jump(Cond::Eq, R1, R2, known);
+    a.bind(look);
     a.ld_map_fd(R1, maps.chains)
         .stack_addr(R2, chain_key)
         .call(Helper::MapLookupElem)
@@ -424,7 +444,7 @@ fn store_chain(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, sta
     a.ld_map_fd(R1, maps.chains)
         .stack_addr(R2, chain_key)
         .mov(R3, record)
-        .alu_imm(Alu::Add, R3, i32::from(stacks))
+        .alu_imm(Alu::Add, R3, i32::from(layout.lengths()))
         .mov_imm(R4, NOEXIST)
         .call(Helper::MapUpdateElem)
         // Another CPU stored it first: as good.
@@ -433,14 +453,12 @@ fn store_chain(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, sta
     seq::add_to(a, (maps.stats, STAT_NO_CHAIN, slots.stat_key), None);
     a.goto(done);
     a.bind(known);
-    // The key's 16 bytes over the two stack lengths: the record ends there.
     a.load(DW, R1, FP, chain_key)
-        .store(DW, record, rec::OFF_CHAIN_KEY, R1)
-        .load(DW, R1, FP, chain_key + 8)
-        .store(DW, record, rec::OFF_CHAIN_KEY + 8, R1)
-        .load(DW, R1, record, rec::OFF_FLAGS)
+        .store(DW, record, emit::OFF_LAST_CHAIN, R1)
+        .store(DW, record, rec::OFF_CHAIN, R1)
+        .load(W, R1, record, rec::OFF_FLAGS)
         .alu_imm(Alu::Or, R1, rec::CHAIN_ID as i32)
-        .store(DW, record, rec::OFF_FLAGS, R1);
+        .store(W, record, rec::OFF_FLAGS, R1);
     a.bind(done);
 }
 
@@ -496,32 +514,27 @@ mod tests {
                 .map(|i| 0xffff_ffff_8100_0000u64.wrapping_add(i.wrapping_mul(0x1234_5677)))
                 .collect();
             let mut m = FakeKernel::new(maps, 0x1000);
-            let record = m.scratch(rec::OFF_STACKS as usize + 8 * words.len());
-            m.write(
-                record + rec::OFF_KSTACK_BYTES as u64,
-                &(8 * k as u64).to_ne_bytes(),
-            );
-            m.write(
-                record + rec::OFF_USTACK_BYTES as u64,
-                &(8 * u as u64).to_ne_bytes(),
-            );
+            let lengths = rec::Layout::ALL.lengths();
+            let record = m.scratch(lengths as usize + 8 + 8 * words.len());
+            let at = record + lengths as u64;
+            m.write(at, &(8 * k as u32).to_ne_bytes());
+            m.write(at + 4, &(8 * u as u32).to_ne_bytes());
             for (i, w) in words.iter().enumerate() {
-                m.write(
-                    record + rec::OFF_STACKS as u64 + 8 * i as u64,
-                    &w.to_ne_bytes(),
-                );
+                m.write(at + 8 + 8 * i as u64, &w.to_ne_bytes());
             }
             let mut a = Asm::new();
             a.ld_imm64(Kept::R7, record);
-            hash_chain(&mut a, Kept::R7.into(), rec::OFF_STACKS);
+            hash_chain(&mut a, Kept::R7.into(), lengths);
             a.mov(R0, R1).exit();
             let prog = a.finish().unwrap();
             assert_eq!(
                 m.run(&prog),
-                chain_hash(words.iter().copied()),
+                chain_hash(&words[..k], &words[k..]),
                 "{k} kernel and {u} user words"
             );
         }
+        // The lengths are in the hash: the same words split otherwise are another chain.
+        assert_ne!(chain_hash(&[1], &[2]), chain_hash(&[1, 2], &[]));
     }
 
     #[test]
@@ -529,30 +542,11 @@ mod tests {
         let mut b = Vec::new();
         b.extend_from_slice(&((7u64 << 32) | 9).to_ne_bytes());
         b.extend_from_slice(&0xabcdu64.to_ne_bytes());
-        b.extend_from_slice(&16u32.to_ne_bytes());
-        b.extend_from_slice(&8u32.to_ne_bytes());
         b.extend_from_slice(b"writer\0\0\0\0\0\0\0\0\0\0");
         assert_eq!(b.len(), COUNT_KEY as usize);
         let k = CountKey::parse(&b).unwrap();
         assert_eq!((k.pid, k.tid, k.comm()), (7, 9, &b"writer"[..]));
-        assert_eq!(
-            k.chain,
-            ChainKey {
-                hash: 0xabcd,
-                kbytes: 16,
-                ubytes: 8
-            }
-        );
-        assert!(CountKey::parse(&b[..39]).is_none());
-        let mut value = Vec::new();
-        for w in [1u64, 2, 3, 0, 0] {
-            value.extend_from_slice(&w.to_ne_bytes());
-        }
-        assert_eq!(k.chain.split(&value), Some((vec![1, 2], vec![3])));
-        let lying = ChainKey {
-            kbytes: 80,
-            ..k.chain
-        };
-        assert_eq!(lying.split(&value), None);
+        assert_eq!(k.chain, ChainKey { hash: 0xabcd });
+        assert!(CountKey::parse(&b[..31]).is_none());
     }
 }

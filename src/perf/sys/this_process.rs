@@ -19,6 +19,33 @@ pub fn set_fifo(priority: u8) -> io::Result<()> {
     })
 }
 
+/// Whether the calling thread runs under a real-time policy (SCHED_FIFO or SCHED_RR).
+pub fn is_realtime() -> bool {
+    // SAFETY: no arguments but the calling thread's id 0.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    // The policy may carry SCHED_RESET_ON_FORK.
+    matches!(
+        policy & !libc::SCHED_RESET_ON_FORK,
+        libc::SCHED_FIFO | libc::SCHED_RR
+    )
+}
+
+/// Lets the calling thread run only on `cpus` (CPU numbers below `CPU_SETSIZE`, 1024; larger ones are
+/// left out). EINVAL when none of them is online.
+pub fn set_affinity(cpus: impl IntoIterator<Item = u32>) -> io::Result<()> {
+    // SAFETY: cpu_set_t is a plain bit array, valid all zero.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for cpu in cpus {
+        if (cpu as usize) < libc::CPU_SETSIZE as usize {
+            // SAFETY: the index is below CPU_SETSIZE, the set's size in bits.
+            unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+        }
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size passed, read during the call; pid 0 is the calling
+    // thread.
+    cvt(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })
+}
+
 /// Clears `O_NONBLOCK` on an open file: outputs are opened non-blocking so a FIFO with no reader fails at
 /// once (ENXIO) instead of hanging, then written blocking so a slow reader is waited for, not an EAGAIN.
 pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {

@@ -1,7 +1,7 @@
 //! The hit path's decoder: the records the hit program ([`crate::perf::bpf::hit`]) writes into its CPU's
-//! BPF ring buffer, one per kept hit ([`crate::perf::hit_record`]). Each carries the writer's name, the
-//! value the program read at the trap, and the program's running count of records the ring had no room
-//! for, so a loss is reported in order, ahead of the first hit after it. (The breakpoint's own perf ring
+//! BPF ring buffer, one per kept hit ([`crate::perf::hit_record`]). Each carries the writer's name where
+//! it is not the ring's previous record's writer and name, the value the program read at the trap, and
+//! the program's running count of records the ring had no room for, so a loss is reported in order, ahead of the first hit after it. (The breakpoint's own perf ring
 //! beside it holds task records only, read by [`super::samples`].)
 
 use crate::perf::hit_record::HitView;
@@ -30,8 +30,9 @@ pub struct HitDecoder {
     value: HitValue,
     /// The last (tid, comm) a record named, so a task's name goes to the tracker only when it changes.
     last_comm: Option<(u32, Vec<u8>)>,
-    /// The program's count of records lost on this CPU as of the last record read (each carries it).
-    ring_lost: u64,
+    /// The program's count of records lost on this CPU as of the last record read (each carries it, in
+    /// 32 bits that wrap).
+    ring_lost: u32,
     tally: Tally,
 }
 
@@ -44,7 +45,8 @@ impl HitDecoder {
             watch,
             value,
             last_comm: None,
-            ring_lost,
+            // The low 32 bits: what the records carry.
+            ring_lost: ring_lost as u32,
             tally: Tally::new(now),
         }
     }
@@ -62,24 +64,27 @@ impl HitDecoder {
         let cpu = self.cpu;
         self.tally.samples += 1;
         self.tally.last_time = self.tally.last_time.max(hit.time);
-        if hit.lost > self.ring_lost {
-            let count = hit.lost - self.ring_lost;
+        if hit.lost != self.ring_lost {
+            let count = u64::from(hit.lost.wrapping_sub(self.ring_lost));
             self.ring_lost = hit.lost;
             self.tally.lost_records += count;
             out.push(hit.time, Item::Lost { cpu, count });
         }
-        let renamed = self
-            .last_comm
-            .as_ref()
-            .is_none_or(|(tid, comm)| *tid != hit.tid || comm.as_slice() != hit.comm);
-        if renamed {
+        // A record without a name is by the ring's previous record's writer, under the same name (the
+        // program carries the name when either changes, and again after a record is lost).
+        let renamed = hit.comm.filter(|&name| {
+            self.last_comm
+                .as_ref()
+                .is_none_or(|(tid, comm)| *tid != hit.tid || comm.as_slice() != name)
+        });
+        if let Some(name) = renamed {
             // The writer's name as the kernel had it at the trap, ahead of its hit: a task is never
             // `<...>`, whatever records were lost or came late.
-            self.last_comm = Some((hit.tid, hit.comm.to_vec()));
+            self.last_comm = Some((hit.tid, name.to_vec()));
             let comm = Task::Comm {
                 pid: hit.pid,
                 tid: hit.tid,
-                comm: String::from_utf8_lossy(hit.comm).into_owned(),
+                comm: String::from_utf8_lossy(name).into_owned(),
                 exec: false,
             };
             out.push(hit.time, Item::Task(comm));
@@ -138,7 +143,7 @@ mod tests {
     use crate::perf::record::Context;
     use crate::trace::events::decode::testing::Collect;
 
-    fn record(tid: u32, time: u64, lost: u64) -> HitRecord {
+    fn record(tid: u32, time: u64, lost: u32) -> HitRecord {
         HitRecord {
             flags: USER_MODE,
             pid: 40,
@@ -147,8 +152,9 @@ mod tests {
             addr: 0x60_1000,
             value: Some(0x1122_3344_5566_7788),
             old: Some(1),
-            comm: "writer".into(),
-            ip: 0x40_1005,
+            cgroup: None,
+            comm: Some("writer".into()),
+            ip: Some(0x40_1005),
             lost,
             regs: None,
             insn: None,
@@ -178,7 +184,7 @@ mod tests {
         let mut d = HitDecoder::new(1, 3, HitValue::NotRead, 2, 0);
         let mut out = Collect::new(8);
         let renamed = HitRecord {
-            comm: "worker".into(),
+            comm: Some("worker".into()),
             ..record(8, 40, 5)
         };
         for r in [
@@ -289,11 +295,7 @@ mod tests {
     /// give leaves the hit without frames, shown, never dropped.
     #[test]
     fn a_chain_by_id_is_looked_up_and_an_inline_one_is_not() {
-        let key = ChainKey {
-            hash: 0xfeed,
-            kbytes: 8,
-            ubytes: 16,
-        };
+        let key = ChainKey { hash: 0xfeed };
         let by_id = HitRecord {
             chain: Some(key),
             user_stack: vec![],
@@ -329,7 +331,7 @@ mod tests {
         assert_eq!(out.chains_asked, [key], "only the record by id asks");
 
         let unknown = HitRecord {
-            chain: Some(ChainKey { hash: 1, ..key }),
+            chain: Some(ChainKey { hash: 1 }),
             ..by_id
         };
         d.record(&encode(&unknown), &mut out);
@@ -338,5 +340,43 @@ mod tests {
         };
         assert!(s.frames.is_empty());
         assert_eq!(d.tally().samples, 3);
+    }
+
+    /// A record without a name is its ring's previous writer's under the same name: no name goes to the
+    /// tracker for it, and its sample is the hit all the same, its ip the chain's first frame where the
+    /// record leaves it out. A running `lost` that wraps past 32 bits still counts what was lost.
+    #[test]
+    fn a_record_without_a_name_is_the_previous_writers_and_lost_wraps() {
+        let mut d = HitDecoder::new(1, 0, HitValue::NotRead, u64::from(u32::MAX) - 1, 0);
+        let mut out = Collect::new(8);
+        let unnamed = HitRecord {
+            comm: None,
+            ip: None,
+            ..record(8, 20, u32::MAX - 1)
+        };
+        d.record(&encode(&record(8, 10, u32::MAX - 1)), &mut out);
+        d.record(&encode(&unnamed), &mut out);
+        d.record(
+            &encode(&HitRecord {
+                lost: 1,
+                ..unnamed.clone()
+            }),
+            &mut out,
+        );
+        assert_eq!(
+            what(&out.take()),
+            [
+                "10 comm 8 writer",
+                "10 hit 8@0",
+                "20 hit 8@0",
+                "20 lost 3 on 1",
+                "20 hit 8@0",
+            ]
+        );
+        d.record(&encode(&unnamed), &mut out);
+        let Some((_, Item::Sample(s, ..))) = out.items.pop() else {
+            panic!("{:?}", out.items)
+        };
+        assert_eq!(s.ip, 0x40_1005, "the chain's first frame");
     }
 }

@@ -160,6 +160,7 @@ mod tests {
             addr: 0,
             cpu: 0,
             id,
+            cgroup: None,
             frames: Vec::new(),
         }
     }

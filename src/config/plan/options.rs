@@ -142,7 +142,6 @@ impl Options {
                 "--per-thread is for a process watch (-p PID or -- CMD): a system-wide watch has no threads to arm",
             ));
         }
-        let (writers, delivery) = delivery(&r, &scope, host)?;
         // The request against the machine, each part read once, in order.
         // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
         let pids = processes_of(&*host, &r.pids)?;
@@ -168,6 +167,8 @@ impl Options {
         if values.read() || tracepoints {
             host.bpf().map_err(|e| super::no_bpf(&e))?;
         }
+        // After BPF: a --value that cannot load its program is told so before the breakpoints' privilege.
+        let (writers, delivery) = delivery(&r, &scope, host)?;
         let scope = match scope {
             Scope::Processes(_) => Scope::Processes(pids.clone()),
             other => other,

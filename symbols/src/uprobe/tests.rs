@@ -7,7 +7,7 @@ use crate::testing::elf::{Layout, Segment, Sym, GLOBAL_FUNC, GLOBAL_OBJECT};
 use crate::testing::fake_proc::FakeProc;
 
 /// `STT_GNU_IFUNC`, global.
-const GLOBAL_IFUNC: u8 = 0x1a;
+const GLOBAL_IFUNC: u8 = (goblin::elf::sym::STB_GLOBAL << 4) | goblin::elf::sym::STT_GNU_IFUNC;
 
 fn sym(name: &str, value: u64, size: u64, info: u8) -> Sym<'_> {
     Sym {

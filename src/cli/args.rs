@@ -252,6 +252,11 @@ pub struct OutputArgs {
     /// Report only hits by this thread id; repeatable.
     #[arg(long = "tid", value_name = "N")]
     pub tids: Vec<u32>,
+    /// Report only hits whose writer is in this cgroup (v2) or below it, decided in the kernel: a
+    /// directory under the cgroup2 mount, or a path in the hierarchy as /proc/PID/cgroup prints it;
+    /// repeatable.
+    #[arg(long = "cgroup", value_name = "PATH")]
+    pub cgroups: Vec<String>,
     /// Drop hits by the idle task (`<idle>-0`).
     #[arg(long)]
     pub exclude_idle: bool,

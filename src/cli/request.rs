@@ -51,6 +51,7 @@ fn outputs(a: OutputArgs) -> OutputRequest {
         perfetto: a.perfetto,
         comms: a.comms,
         tids: a.tids,
+        cgroups: a.cgroups,
         exclude_idle: a.exclude_idle,
         kernel_only: a.kernel_only,
         user_only: a.user_only,
@@ -106,6 +107,10 @@ mod tests {
             "bash",
             "--tid",
             "3",
+            "--cgroup",
+            "/pods/a",
+            "--cgroup",
+            "pods/b",
             "--vmlinux",
             "/tmp/vmlinux",
             "--offline",
@@ -131,6 +136,7 @@ mod tests {
             (r.output.comms.as_slice(), r.output.tids.as_slice()),
             (&["bash".to_string()][..], &[3][..])
         );
+        assert_eq!(r.output.cgroups, ["/pods/a", "pods/b"]);
         assert_eq!(r.symbols.vmlinux, Some(PathBuf::from("/tmp/vmlinux")));
         assert!(r.symbols.debuginfod.offline && r.symbols.lines && !r.symbols.symbol_cache);
     }

@@ -258,6 +258,12 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Resul
         .map(|o| object_watch(o.clone(), cpus, &watches))
         .transpose()?;
     let (kernel, running, values) = (plan.kernel(), plan.running(), plan.values());
+    let cgroup_paths: Vec<String> = plan
+        .filter()
+        .cgroups
+        .iter()
+        .map(|c| c.path.clone())
+        .collect();
     let header = Header {
         watches: &watches,
         cpus,
@@ -267,6 +273,7 @@ fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Resul
         values: values.read(),
         condition: hand.condition.as_deref(),
         objects: hand.objects.as_deref(),
+        cgroups: &cgroup_paths,
     };
     let setup = Setup {
         watches: &watches,

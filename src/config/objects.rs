@@ -117,10 +117,25 @@ pub fn default_frees(source: &UserProbe) -> Vec<UserProbe> {
 pub fn parse_free(text: &str) -> Result<UserProbe> {
     match parse_source(text) {
         Ok(Source::User(p)) if matches!(p.at, UserArg::Arg(_)) => Ok(p),
-        _ => Err(Error::usage(format!(
-            "--free `{text}`: give uprobe:PATH:FUNC:argN, the call and the argument that ends an \
-             object (uprobe:./app:widget_free:arg0)"
-        ))),
+        _ => {
+            // An argument past the registers' is the one thing wrong with an otherwise good form.
+            let past_registers = text.starts_with("uprobe:")
+                && text.matches(':').count() >= 3
+                && text
+                    .rsplit(':')
+                    .next()
+                    .and_then(|a| a.strip_prefix("arg"))
+                    .is_some_and(|n| n.parse::<u8>().map_or(true, |n| n > 5));
+            let why = if past_registers {
+                "argN counts the function's arguments from 0, at most arg5 (those passed in registers); "
+            } else {
+                ""
+            };
+            Err(Error::usage(format!(
+                "--free `{text}`: {why}give uprobe:PATH:FUNC:argN, the call and the argument that \
+                 ends an object (uprobe:./app:widget_free:arg0)"
+            )))
+        }
     }
 }
 
@@ -626,6 +641,16 @@ mod tests {
             &["uretprobe:libc:free", "uprobe:libc:free", "kmalloc:f"],
             &["--free", "uprobe:PATH:FUNC:argN"],
         );
+        // Past arg5, --free says so, as --on does.
+        refused(
+            parse_free,
+            &["uprobe:libc:free:arg6", "uprobe:libc:free:arg300"],
+            &["at most arg5"],
+        );
+        assert!(!parse_free("uprobe:libc:free")
+            .unwrap_err()
+            .to_string()
+            .contains("at most arg5"));
     }
 
     /// General allocators read their request size where their C signature has it, and end their objects

@@ -123,6 +123,8 @@ pub struct OutputRequest {
     pub perfetto: Option<PathBuf>,
     pub comms: Vec<String>,
     pub tids: Vec<u32>,
+    /// `--cgroup PATH`, as given.
+    pub cgroups: Vec<String>,
     pub exclude_idle: bool,
     pub kernel_only: bool,
     pub user_only: bool,

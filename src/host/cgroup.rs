@@ -13,16 +13,13 @@ use std::collections::HashMap;
 use std::fmt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
+pub use crate::model::cgroup::Cgroup;
 use crate::model::cgroup::{self as text, Mount};
 
 /// The most cgroup directories one walk of the hierarchy visits: a busy Kubernetes node has a few
 /// thousand.
 const WALK_LIMIT: usize = 100_000;
-
-/// A miss in [`Names`] walks the hierarchy again at most this often.
-const REWALK_EVERY: Duration = Duration::from_secs(1);
 
 /// Why a cgroup could not be found.
 #[derive(Debug)]
@@ -77,17 +74,6 @@ impl std::error::Error for CgroupError {
             _ => None,
         }
     }
-}
-
-/// One cgroup.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cgroup {
-    /// Its path in the hierarchy (`/system.slice/x.scope`; `/` the root).
-    pub path: String,
-    /// Its directory.
-    pub dir: PathBuf,
-    /// Its id: the directory's inode number.
-    pub id: u64,
 }
 
 /// The mounted cgroup v2 hierarchy.
@@ -208,31 +194,31 @@ impl Hierarchy {
 }
 
 /// Cgroup ids to paths, for naming the cgroup a hit's writer was in: walked once, and again on a miss (a
-/// cgroup created since), at most once a second.
+/// cgroup created since, or one removed). The reports ask once per id (`crate::report::cgroup`), so a
+/// walk is paid once per unknown id.
 #[derive(Debug)]
 pub struct Names {
     hierarchy: Hierarchy,
     paths: HashMap<u64, String>,
-    walked: Instant,
 }
 
 impl Names {
     pub fn new(hierarchy: Hierarchy) -> Names {
         let paths = hierarchy.walk();
-        Names {
-            hierarchy,
-            paths,
-            walked: Instant::now(),
-        }
+        Names { hierarchy, paths }
     }
 
     /// The path of cgroup `id`; `None` when no walk found it (removed before it could be named).
     pub fn get(&mut self, id: u64) -> Option<&str> {
-        if !self.paths.contains_key(&id) && self.walked.elapsed() >= REWALK_EVERY {
+        if !self.paths.contains_key(&id) {
             self.paths = self.hierarchy.walk();
-            self.walked = Instant::now();
         }
         self.paths.get(&id).map(String::as_str)
+    }
+
+    /// These names as the reports look them up (`report::cgroup::CgroupNames`).
+    pub fn into_lookup(mut self) -> Box<dyn FnMut(u64) -> Option<String>> {
+        Box::new(move |id| self.get(id).map(str::to_string))
     }
 
     /// The container id, where the path of cgroup `id` holds one.

@@ -8,6 +8,19 @@
 //! (`/sys/fs/cgroup/system.slice/...`); both are taken. The files themselves are read by
 //! `crate::host::cgroup`.
 
+use std::path::PathBuf;
+
+/// One cgroup of the v2 hierarchy, found on the host: what `--cgroup` names, kept by the hit filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cgroup {
+    /// Its path in the hierarchy (`/system.slice/x.scope`; `/` the root).
+    pub path: String,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// Its id: the directory's inode number.
+    pub id: u64,
+}
+
 /// The cgroup v2 hierarchy's mount, from one mountinfo line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {

@@ -1,4 +1,5 @@
-//! Which hits are reported: `--comm`, `--tid`, `--exclude-idle`, `--kernel-only`, `--user-only`. Applied
+//! Which hits are reported: `--comm`, `--tid`, `--exclude-idle`, `--kernel-only`, `--user-only`,
+//! `--cgroup` (decided only in the kernel, by the hit program: see `crate::perf::bpf::cgroup`). Applied
 //! before anything is named or printed; a dropped hit is only counted (as filtered), never printed,
 //! summarized nor counted toward `--count`.
 
@@ -18,10 +19,14 @@ pub struct Filter {
     pub tids: Vec<u32>,
     pub exclude_idle: bool,
     pub place: Place,
+    /// `--cgroup`: only writers in one of these cgroups or below (none: any).
+    pub cgroups: Vec<crate::model::cgroup::Cgroup>,
 }
 
 impl Filter {
-    /// Whether a hit by task `tid` named `comm`, which wrote from the kernel or not, is kept.
+    /// Whether a hit by task `tid` named `comm`, which wrote from the kernel or not, is kept. `cgroups`
+    /// is not checked here: a perf sample does not say the writer's cgroup, so only the hit program
+    /// applies it (planning refuses `--cgroup` where there is none).
     pub fn admits(&self, tid: u32, in_kernel: bool, comm: &str) -> bool {
         if self.exclude_idle && tid == 0 {
             return false;

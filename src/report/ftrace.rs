@@ -288,6 +288,14 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
         if let Some(c) = h.condition {
             writeln!(self.out, "# if: {c} (decided in the kernel)")?;
         }
+        if !h.cgroups.is_empty() {
+            let paths: Vec<String> = h.cgroups.iter().map(|p| escaped(p).to_string()).collect();
+            writeln!(
+                self.out,
+                "# cgroup: {} (writers in it or below only, decided in the kernel)",
+                paths.join(", ")
+            )?;
+        }
         writeln!(self.out, "# symbols: {}", h.source)?;
         writeln!(self.out, "# cpus: {}", cpulist::format(h.cpus))?;
         Ok(())

@@ -3,6 +3,7 @@
 //! [`Output`]; they format from parsed records only, so they are tested offline. Several printers run at
 //! once through a [`Tee`]; [`Quiet`] keeps one to its end-of-session report.
 
+pub mod cgroup;
 pub mod escape;
 pub mod folded;
 pub mod frame;
@@ -41,6 +42,8 @@ pub struct Header<'a> {
     pub condition: Option<&'a str>,
     /// `--on`: what objects are watched, and from where (`# objects: ...`); `watches` are then its slots.
     pub objects: Option<&'a str>,
+    /// `--cgroup`: the chosen cgroups' paths (only their writers' hits are kept).
+    pub cgroups: &'a [String],
 }
 
 /// One hit, ready to print: the raw sample plus its frames, already named by the tracer.
@@ -59,6 +62,8 @@ pub struct Hit<'a> {
     /// The printers' spellings of `ip` and `chain`, shared by every hit on the same raw chain; `None`
     /// spells them for this hit only.
     pub rendered: Option<&'a Rendered>,
+    /// The writer's cgroup, named, where the hit's record carried its id (the hit path's `--cgroup`).
+    pub cgroup: Option<&'a cgroup::CgroupName>,
 }
 
 /// What the watched range held when the tracer took the hit out of its ring: one `process_vm_readv` of the

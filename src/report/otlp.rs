@@ -42,6 +42,7 @@ use serde_json::{Map, Value as JsonValue};
 
 mod attrs;
 
+use super::cgroup::CgroupName;
 use super::json::{push_string, watched, Record, SummaryRecord};
 use super::numbers::push_dec;
 use super::{
@@ -164,6 +165,20 @@ fn push_values(a: &mut Attrs<'_>, value: Value) {
                 }
             }
         }
+    }
+}
+
+/// The writer's cgroup: `ksymwatch.cgroup.id`, `ksymwatch.cgroup.path` (absent when it was removed before
+/// it could be named), and OpenTelemetry's `container.id` and `container.runtime.name` where the path
+/// holds a container.
+fn push_cgroup(a: &mut Attrs<'_>, c: &CgroupName) {
+    a.int("ksymwatch.cgroup.id", c.id);
+    if let Some(path) = &c.path {
+        a.str("ksymwatch.cgroup.path", path);
+    }
+    if let Some(container) = &c.container {
+        a.str("container.id", &container.id);
+        a.str("container.runtime.name", container.runtime.name());
     }
 }
 
@@ -395,6 +410,9 @@ impl<W: Write, E: Write> Output for Otlp<W, E> {
             None => push_ip_chain(l, hit),
         }
         push_values(&mut Attrs::after(l), hit.value);
+        if let Some(c) = hit.cgroup {
+            push_cgroup(&mut Attrs::after(l), c);
+        }
         self.end_record()
     }
 

@@ -8,6 +8,7 @@ use std::io::{self, Write};
 
 use rustc_hash::FxHashMap;
 
+use super::cgroup::CgroupName;
 use super::escape::escaped;
 use super::{Hit, ResolvedFrame, Summary, Value};
 
@@ -115,6 +116,8 @@ pub struct Tally {
     values: Vec<ValueCounts>,
     /// Hits by thread: (pid, tid) to the writer's name (the latest) and the count.
     by_thread: BTreeMap<(u32, u32), (String, u64)>,
+    /// Hits by the writer's cgroup, where the records carried it: id to its name and the count.
+    by_cgroup: BTreeMap<u64, (CgroupName, u64)>,
 }
 
 /// One writing thread's hits.
@@ -207,6 +210,12 @@ impl Tally {
             thread.0 = hit.comm.to_string();
         }
         thread.1 += n;
+        if let Some(c) = hit.cgroup {
+            self.by_cgroup
+                .entry(c.id)
+                .or_insert_with(|| (c.clone(), 0))
+                .1 += n;
+        }
 
         if let Value::Written { value, .. } = hit.value {
             // The table is made by the first hit of `--value`, known value or not, so a target whose values
@@ -295,6 +304,20 @@ impl Tally {
                 .cmp(&a.count)
                 .then((a.pid, a.tid).cmp(&(b.pid, b.tid)))
         });
+        v
+    }
+
+    /// Takes `other`'s by-cgroup counts: the kernel's totals, which replace the other counts when the
+    /// stream dropped hits, do not keep the writer's cgroup.
+    pub fn keep_cgroups_of(&mut self, other: &Tally) {
+        self.by_cgroup = other.by_cgroup.clone();
+    }
+
+    /// Hits by the writer's cgroup, most first (then by id); empty where no record carried one.
+    pub fn by_cgroup(&self) -> Vec<(&CgroupName, u64)> {
+        let mut v: Vec<(&CgroupName, u64)> =
+            self.by_cgroup.values().map(|(c, n)| (c, *n)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.id.cmp(&b.0.id)));
         v
     }
 
@@ -474,6 +497,32 @@ pub fn write_text(
     write_heading(w, "hits by cpu")?;
     for (cpu, &n) in &summary.hits_by_cpu {
         writeln!(w, "# {n:>8} {:>5.1}%  cpu{cpu}", pct(n, total))?;
+    }
+    let cgroups = tally.by_cgroup();
+    match (cgroups.is_empty(), summary.from_totals) {
+        (true, _) => {}
+        (false, false) => write_heading(w, "hits by cgroup")?,
+        (false, true) => write_heading(
+            w,
+            "hits by cgroup (of the hits printed: the kernel's totals do not keep the cgroup)",
+        )?,
+    }
+    for (c, n) in cgroups {
+        write!(
+            w,
+            "# {n:>8} {:>5.1}%  {}",
+            pct(n, total),
+            escaped(&c.display_path())
+        )?;
+        if let Some(container) = &c.container {
+            write!(
+                w,
+                "  container={} ({})",
+                container.id,
+                container.runtime.name()
+            )?;
+        }
+        writeln!(w)?;
     }
     for t in tally.by_value() {
         let name = escaped(&t.target_name);
@@ -769,5 +818,69 @@ mod tests {
         let t = tally.by_value();
         assert_eq!(t[0].values().len(), 3);
         assert!(t[1].overflowed());
+    }
+
+    /// `--summary` counts hits by the writer's cgroup, most first, each with its path and container; a
+    /// cgroup removed before it was named keeps its id; no section where no record carried a cgroup. The
+    /// JSON summary carries the same tally.
+    #[test]
+    fn hits_are_counted_by_cgroup() {
+        use crate::report::cgroup::tests::{pod, ID};
+        use crate::report::json::SummaryRecord;
+        let pod = pod();
+        let plain = CgroupName::new(2, Some("/system.slice/app.service".into()));
+        let gone = CgroupName::new(3, None);
+        let watches = [watch("a", 0x1000, Access::Write)];
+        let s = sample(5, 0, &[encode::KERNEL, 0xffffffff81000010]);
+        let mut tally = Tally::default();
+        let mut summary = Summary::default();
+        each_hit(&table(), &watches, &[(s, "w", 0)], |hit| {
+            for (c, n) in [(&pod, 3), (&plain, 1), (&gone, 2)] {
+                tally.add_n(
+                    &Hit {
+                        cgroup: Some(c),
+                        ..*hit
+                    },
+                    n,
+                );
+            }
+            tally.add(hit);
+        });
+        summary.hits_by_cpu.insert(0, 7);
+        let text = text_of(&summary, &tally, 0);
+        let section = &text[text.find("# hits by cgroup:").expect(&text)..];
+        let pod_path = pod.path.clone().unwrap();
+        assert_eq!(
+            section,
+            format!(
+                "# hits by cgroup:\n#        3  42.9%  {pod_path}  container={ID} (containerd)\n\
+                 #        2  28.6%  (removed, id 3)\n#        1  14.3%  /system.slice/app.service\n"
+            )
+        );
+        summary.tally = Some(tally.clone());
+        let json = serde_json::to_value(SummaryRecord::new(&summary)).unwrap();
+        let by = &json["by_cgroup"];
+        assert_eq!(by[0]["id"], 0x1a);
+        assert_eq!(by[0]["container_id"], ID);
+        assert_eq!(by[0]["container_runtime"], "containerd");
+        assert_eq!(by[0]["count"], 3);
+        assert!(by[1]["path"].is_null() && by[1].get("container_id").is_none());
+        assert_eq!(by[2]["path"], "/system.slice/app.service");
+
+        // Recounted from the kernel's totals, the by-cgroup counts are the printed hits', and say so.
+        let mut recounted = Tally::default();
+        recounted.keep_cgroups_of(&tally);
+        assert_eq!(recounted.by_cgroup(), tally.by_cgroup());
+        summary.from_totals = true;
+        assert!(text_of(&summary, &recounted, 0).contains(
+            "# hits by cgroup (of the hits printed: the kernel's totals do not keep the cgroup):\n"
+        ));
+        summary.from_totals = false;
+
+        let none = Tally::default();
+        assert!(!text_of(&summary, &none, 0).contains("by cgroup"));
+        summary.tally = Some(none);
+        let json = serde_json::to_value(SummaryRecord::new(&summary)).unwrap();
+        assert!(json.get("by_cgroup").is_none());
     }
 }

@@ -87,6 +87,7 @@ pub fn system_wide_header<'a>(
         values: false,
         condition: None,
         objects: None,
+        cgroups: &[],
     }
 }
 
@@ -188,6 +189,7 @@ pub fn each_hit(
             chain: frames,
             value: Value::NotRead,
             rendered: Some(rendered),
+            cgroup: None,
         });
     }
 }

@@ -46,6 +46,13 @@ pub struct RingKey {
 }
 
 impl RingKey {
+    /// A ring read outside the merge that holds its release back ([`super::pipeline::Pipeline::read_elsewhere`]).
+    pub const ELSEWHERE: RingKey = RingKey {
+        cpu: u32::MAX,
+        watch: usize::MAX,
+        hits: false,
+    };
+
     fn perf(cpu: u32, watch: usize) -> RingKey {
         RingKey {
             cpu,

@@ -20,6 +20,7 @@ use crate::model::condition::Condition;
 use crate::model::watch::Watch;
 use crate::perf::bpf::trigger::Tracepoint;
 use crate::perf::record::Sample;
+use crate::report::cgroup::CgroupName;
 use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Value};
 use crate::trace::context::Rings;
 use crate::trace::symbolize::NamedChain;
@@ -33,6 +34,8 @@ struct Kept {
     comm: Rc<str>,
     chain: Rc<NamedChain>,
     value: Value,
+    /// `--cgroup`: the writer's cgroup, named.
+    cgroup: Option<Rc<CgroupName>>,
 }
 
 impl Kept {
@@ -46,6 +49,7 @@ impl Kept {
             chain: &self.chain.frames,
             value: self.value,
             rendered: self.chain.rendered(),
+            cgroup: self.cgroup.as_deref(),
         }
     }
 }
@@ -77,6 +81,7 @@ pub struct Recorder {
     /// The last handles made, reused while hits repeat them.
     comm: Option<Rc<str>>,
     watch: Option<Rc<Watch>>,
+    cgroup: Option<Rc<CgroupName>>,
 }
 
 /// The buffer grows to N as hits come; a large N is not allocated before it fills.
@@ -101,6 +106,7 @@ impl Recorder {
             tracepoints,
             comm: None,
             watch: None,
+            cgroup: None,
         }
     }
 
@@ -159,6 +165,14 @@ impl Recorder {
                 w
             }
         };
+        let cgroup = hit.cgroup.map(|c| match &self.cgroup {
+            Some(k) if k.id == c.id => Rc::clone(k),
+            _ => {
+                let k = Rc::new(c.clone());
+                self.cgroup = Some(Rc::clone(&k));
+                k
+            }
+        });
         let kept = Kept {
             // No frames: `chain` has them named; an empty Vec allocates nothing.
             sample: Sample {
@@ -170,6 +184,7 @@ impl Recorder {
             comm,
             chain,
             value: hit.value,
+            cgroup,
         };
         if self.kept.len() >= self.last {
             self.kept.pop_front();
@@ -278,6 +293,16 @@ mod tests {
         out: &mut dyn Output,
         values: impl IntoIterator<Item = u64>,
     ) {
+        offer_values_in(rec, out, values, None);
+    }
+
+    /// [`offer_values`] by a writer in cgroup `cgroup`.
+    fn offer_values_in(
+        rec: &mut Recorder,
+        out: &mut dyn Output,
+        values: impl IntoIterator<Item = u64>,
+        cgroup: Option<&CgroupName>,
+    ) {
         let table = testutil::table();
         let watch = testutil::watch("counter", 0x404028, Access::Write);
         let mut symbolizer = crate::trace::symbolize::Symbolizer::new(&table);
@@ -305,6 +330,7 @@ mod tests {
                     from: ValueFrom::Insn,
                 },
                 rendered: chain.rendered(),
+                cgroup,
             };
             rec.offer(&hit, Rc::clone(&chain), out).unwrap();
         }
@@ -601,5 +627,25 @@ mod tests {
             ["fired?", "drain", "release"],
             "no dump after a stop"
         );
+    }
+
+    /// A kept hit keeps its writer's cgroup: the dump names it as the stream would have.
+    #[test]
+    fn a_dumped_hit_names_its_cgroup() {
+        let pod = crate::report::cgroup::tests::pod();
+        let mut rec = recorder(10, &[]);
+        let mut out = Json::new(Vec::new(), Vec::new());
+        offer_values_in(&mut rec, &mut out, 1..=2, Some(&pod));
+        offer_values(&mut rec, &mut out, 3..=3);
+        rec.dump(&mut out, DumpTrigger::Signal, 5_000_000, None)
+            .unwrap();
+        let ndjson = String::from_utf8(out.into_inner().0).unwrap();
+        let ids: Vec<Option<u64>> = ndjson
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|r| r["type"] == "hit")
+            .map(|r| r["cgroup_id"].as_u64())
+            .collect();
+        assert_eq!(ids, [Some(0x1a), Some(0x1a), None]);
     }
 }

@@ -85,6 +85,7 @@ fn a_repeated_chain_allocates_nothing() {
                     chain: &named.frames,
                     value,
                     rendered: named.rendered(),
+                    cgroup: None,
                 };
                 tally.add(&hit);
                 text.hit(&hit).unwrap();

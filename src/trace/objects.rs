@@ -33,6 +33,9 @@ pub trait Placing: Rings {
     fn arm(&mut self, slot: usize, watch: Watch) -> std::io::Result<()>;
     /// Moves `slot`'s breakpoint back to where a free slot waits (`parked`), disabled.
     fn park(&mut self, slot: usize, parked: Watch);
+    /// Drains the rings and prints, in order, every hit up to `time` (a free's): its object's last ones.
+    /// Later hits stay held for their turn: a free the tracer has not read yet may come before them.
+    fn flush_until(&mut self, time: u64) -> Option<StopReason>;
     fn slots(&mut self) -> &mut Slots;
 }
 
@@ -55,9 +58,12 @@ impl Objects {
             allocators,
             target,
             parked,
-            slots,
+            mut slots,
             records,
         } = watch;
+        // A program's objects are in its own memory: the same address in a child it forked is another
+        // object (the child's copy), written by the child.
+        slots.per_process = source.in_process();
         let objects = Objects {
             allocators,
             target,
@@ -119,6 +125,9 @@ impl Objects {
             Placement::Evict(slot, old) => (slot, Some(old.index)),
         };
         let watch = object_watch(&self.target, index, rec.ptr);
+        // Hits on the slot from before its breakpoint moves are not this object's.
+        let moving = ctx.now();
+        ctx.slots().next_object(slot, moving);
         if ctx.arm(slot, watch).is_err() {
             ctx.slots().not_armed();
             return None;
@@ -126,6 +135,7 @@ impl Objects {
         let now = ctx.now();
         let gap_ns = now.saturating_sub(rec.time);
         ctx.slots().armed(slot, index, rec.ptr, rec.time, now);
+        ctx.slots().owned_by(slot, rec.pid);
         let event = StreamEvent::ObjectArmed(crate::report::ArmedObject {
             index,
             addr: rec.ptr,
@@ -146,8 +156,9 @@ impl Objects {
         let parked = self.parked.get(slot)?.clone();
         // Its last hits are printed before the line that says it is gone.
         ctx.park(slot, parked);
+        ctx.slots().retire(slot, time);
         ctx.slots().closing(Some((slot, time)));
-        let flushed = ctx.flush();
+        let flushed = ctx.flush_until(time);
         ctx.slots().closing(None);
         if let Some(stop) = flushed {
             return Some(stop);
@@ -245,6 +256,8 @@ pub struct Held {
     /// When the kernel allocated it (its record's time).
     pub allocated: u64,
     pub hits: u64,
+    /// The allocating process, where the object is in its memory (a user-space source's).
+    pub pid: Option<u32>,
 }
 
 /// What to do with a new object.
@@ -267,6 +280,12 @@ pub struct Slots {
     /// A slot whose object was freed at this time, while its last hits are drained: hits later than
     /// that are writes to memory that is no longer the object's.
     closing: Option<(usize, u64)>,
+    /// Each slot's last free and when the slot took its next object (`u64::MAX`: not yet): a hit on the
+    /// slot between the two, released after the free's line, is a write after that free.
+    retired: Vec<Option<(u64, u64)>>,
+    /// The objects are in their allocating process's memory (a user-space source): a store by another
+    /// process (a forked child, whose copy of the memory is not the object) is not the object's.
+    pub per_process: bool,
     pub tally: ObjectTally,
 }
 
@@ -277,6 +296,8 @@ impl Slots {
             rotate,
             next_index: 0,
             closing: None,
+            retired: vec![None; slots],
+            per_process: false,
             tally: ObjectTally::default(),
         }
     }
@@ -317,6 +338,7 @@ impl Slots {
                 addr,
                 allocated,
                 hits: 0,
+                pid: None,
             });
         }
         self.tally.armed += 1;
@@ -360,6 +382,21 @@ impl Slots {
         Some(held)
     }
 
+    /// `slot`'s object was freed at `time`: its hits after that, whenever they are released, are writes
+    /// after a free, until the slot takes another object.
+    pub fn retire(&mut self, slot: usize, time: u64) {
+        if let Some(r) = self.retired.get_mut(slot) {
+            *r = Some((time, u64::MAX));
+        }
+    }
+
+    /// `slot`'s breakpoint moves to a new object at `time`: hits from then on are that object's.
+    pub fn next_object(&mut self, slot: usize, time: u64) {
+        if let Some(Some((_, next))) = self.retired.get_mut(slot) {
+            *next = (*next).min(time);
+        }
+    }
+
     /// `slot`'s object was freed at `time`; its breakpoint's hits are being drained (`None`: done).
     pub fn closing(&mut self, closing: Option<(usize, u64)>) {
         self.closing = closing;
@@ -367,9 +404,28 @@ impl Slots {
 
     /// Whether a hit at `time` on `slot` came after its object was freed (counted, not reported).
     pub fn after_free(&mut self, slot: usize, time: u64) -> bool {
-        let late = self.closing.is_some_and(|(s, t)| s == slot && time > t);
+        let retired = self
+            .retired
+            .get(slot)
+            .copied()
+            .flatten()
+            .is_some_and(|(freed, next)| time > freed && time < next);
+        let late = retired || self.closing.is_some_and(|(s, t)| s == slot && time > t);
         self.tally.after_free += u64::from(late);
         late
+    }
+
+    /// `slot`'s object was allocated by process `pid` (its memory, where the objects are per process).
+    pub fn owned_by(&mut self, slot: usize, pid: u32) {
+        if let Some(Some(h)) = self.held.get_mut(slot) {
+            h.pid = self.per_process.then_some(pid);
+        }
+    }
+
+    /// Whether a hit by process `pid` on `slot` is a store into another process's memory at the
+    /// object's address (a child forked from the allocator): not the object's, counted as filtered.
+    pub fn foreign(&self, slot: usize, pid: u32) -> bool {
+        matches!(self.held.get(slot), Some(Some(Held { pid: Some(p), .. })) if *p != pid)
     }
 
     /// A hit on `slot`'s breakpoint.
@@ -410,6 +466,45 @@ pub fn object_watch(target: &ObjectTarget, index: u64, addr: u64) -> Watch {
 mod tests {
     use super::*;
     use crate::trace::context::fake::{marks_through_log, Log};
+
+    /// A hit on a freed object's slot after its free is a write after the free whenever it is released
+    /// (after the free's line too), until the slot's breakpoint moves to the next object.
+    #[test]
+    fn a_hit_after_a_free_released_late_is_not_the_objects() {
+        let mut s = Slots::new(1, false);
+        s.place();
+        s.armed(0, 0, 0xa000, 10, 20);
+        assert!(!s.after_free(0, 30));
+        s.retire(0, 100);
+        s.freed(0);
+        assert!(!s.after_free(0, 90), "before the free: its own");
+        assert!(s.after_free(0, 150), "parked since: after the free");
+        s.place();
+        s.next_object(0, 200);
+        s.armed(0, 1, 0xb000, 180, 210);
+        assert!(s.after_free(0, 199));
+        assert!(!s.after_free(0, 205), "the next object's");
+        assert_eq!(s.tally.after_free, 2);
+    }
+
+    /// A user-space source's object is its process's: another process's hit at its address (a forked
+    /// child's copy) is foreign; a kernel object's hits are anyone's.
+    #[test]
+    fn a_user_space_object_is_its_allocating_processs_only() {
+        let mut s = Slots::new(2, false);
+        s.per_process = true;
+        s.place();
+        s.armed(0, 0, 0xa000, 0, 1);
+        s.owned_by(0, 42);
+        assert!(!s.foreign(0, 42));
+        assert!(s.foreign(0, 43));
+        assert!(!s.foreign(1, 43), "an empty slot is nobody's");
+        let mut k = Slots::new(1, false);
+        k.place();
+        k.armed(0, 0, 0xa000, 0, 1);
+        k.owned_by(0, 42);
+        assert!(!k.foreign(0, 43));
+    }
 
     #[test]
     fn free_slots_first_then_skip_or_evict_the_oldest() {
@@ -544,6 +639,11 @@ mod tests {
 
         fn park(&mut self, slot: usize, parked: Watch) {
             self.log.call(format!("park {slot} {}", parked.label));
+        }
+
+        /// As a flush: the fake's rings hold nothing past the free being drained.
+        fn flush_until(&mut self, _time: u64) -> Option<StopReason> {
+            self.flush()
         }
 
         fn slots(&mut self) -> &mut Slots {

@@ -11,7 +11,7 @@ use std::io;
 use crate::perf::event::OpenError;
 use crate::perf::record::Frame;
 use crate::perf::sys::Epoll;
-use crate::trace::events::{Audit, EventSet, Item, Sorter};
+use crate::trace::events::{Audit, EventSet, Item, RingKey, Sorter};
 
 /// Which held items [`Pipeline::next`] gives out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +56,13 @@ impl Pipeline {
     /// Reads every ring empty into the merge.
     pub fn drain(&mut self) {
         self.events.drain(&mut self.sorter);
+    }
+
+    /// A ring outside the merge (`--on`'s object records) was read empty, and what it held carried out, by
+    /// a read that started at `started`: from its first call, no item is ready before the last such read.
+    /// A free must be carried out before the hits after it are released, or they count as its object's.
+    pub fn read_elsewhere(&mut self, started: u64) {
+        self.sorter.read_empty(RingKey::ELSEWHERE, started);
     }
 
     /// The oldest held item that `which` lets out, and its time.

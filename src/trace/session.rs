@@ -17,6 +17,7 @@ use ksymwatch_symbols::{LineSource, Origin, UserSymbols};
 
 use crate::config::symbols::KernelTable;
 use crate::error::{Context, ExitCode, Result};
+use crate::host::cgroup::{Hierarchy, Names};
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::model::watch::Watch;
@@ -27,6 +28,7 @@ use crate::perf::denial;
 use crate::perf::event::{Delivery, EventConfig, OpenError};
 use crate::perf::refusal::{explain, explain_move, Refusal};
 use crate::perf::sys::{self, Epoll, SignalFd};
+use crate::report::cgroup::CgroupNames;
 use crate::report::{Covered, DumpTrigger, Output, StopReason, StreamEvent, Summary};
 use crate::trace::comm::Comms;
 use crate::trace::context::{Marks, ProcessMemory, Rings};
@@ -216,6 +218,13 @@ impl<'a, O: Output> Session<'a, O> {
             None => None,
         };
         let strict = hotplug.as_ref().is_some_and(|h| h.strict);
+        // `--cgroup`: the hits name their writers' cgroups, from the hierarchy planning found them in.
+        let cgroups = match filter.cgroups.is_empty() {
+            true => None,
+            false => Hierarchy::find()
+                .ok()
+                .map(|h| CgroupNames::new(Names::new(h).into_lookup())),
+        };
         // No process is scanned here: `armed` goes out first (see `learn_tasks` and `Setup::user`).
         Ok(Session {
             rings,
@@ -230,7 +239,8 @@ impl<'a, O: Output> Session<'a, O> {
             )
             .with_limits(limits, filter)
             .with_tally(tally)
-            .with_flight(flight),
+            .with_flight(flight)
+            .with_cgroups(cgroups),
             epoll,
             signals,
             control,
@@ -258,6 +268,8 @@ impl<'a, O: Output> Session<'a, O> {
         }
         self.stream.start_objects(slots);
         self.objects = Some((source, objects));
+        // From now on no hit is released before the object records of its time are carried out.
+        self.rings.read_elsewhere(sys::monotonic_ns());
         Ok(())
     }
 
@@ -390,6 +402,11 @@ impl<'a, O: Output> Session<'a, O> {
                     return Ok(stop);
                 }
             }
+            // `--on`: the frees written before the hits about to be released are carried out first, so
+            // a store after its object's free is never reported as the object's.
+            if let Some(stop) = self.on_objects() {
+                return Ok(stop);
+            }
             let (mut turn, ..) = self.turn();
             if let Some(stop) = flight::turn(&mut turn, signalled.take())? {
                 return Ok(stop);
@@ -411,8 +428,10 @@ impl<'a, O: Output> Session<'a, O> {
     }
 
     /// `--on`: arms each new object, disarms each freed one.
+    /// The hits released after this wait for it ([`Pipeline::read_elsewhere`]).
     fn on_objects(&mut self) -> Option<StopReason> {
         let (source, objects) = self.objects.as_mut()?;
+        let started = sys::monotonic_ns();
         let mut turn = Turn {
             rings: &mut self.rings,
             stream: &mut self.stream,
@@ -420,7 +439,9 @@ impl<'a, O: Output> Session<'a, O> {
             objects: None,
             advise: self.advise,
         };
-        objects.apply(|records| source.drain(records), &mut turn)
+        let stop = objects.apply(|records| source.drain(records), &mut turn);
+        self.rings.read_elsewhere(started);
+        stop
     }
 
     fn on_uevent(&mut self) -> Option<StopReason> {
@@ -585,6 +606,12 @@ impl<O: Output> Placing for Turn<'_, '_, O> {
 
     fn park(&mut self, slot: usize, parked: Watch) {
         let _ = self.rings.events_mut().retarget(slot, parked);
+    }
+
+    fn flush_until(&mut self, time: u64) -> Option<StopReason> {
+        self.rings.drain();
+        self.stream
+            .release(self.rings, self.epoll, Release::Until(time))
     }
 
     fn slots(&mut self) -> &mut Slots {

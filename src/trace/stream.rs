@@ -21,6 +21,7 @@ use crate::model::filter::Filter;
 use crate::model::Limits;
 use crate::perf::record::{Sample, Task};
 use crate::perf::sys;
+use crate::report::cgroup::CgroupNames;
 use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
 use crate::trace::context::Marks;
 use crate::trace::context::Poll;
@@ -118,6 +119,8 @@ pub struct Stream<'a, O: Output> {
     /// `--on`: what each breakpoint slot holds (a hit after its object's free is not a hit).
     slots: Option<Slots>,
     flight: Option<Recorder>,
+    /// `--cgroup`: the writers' cgroups by id, each named once; `None` leaves hits unnamed.
+    cgroups: Option<CgroupNames>,
 }
 
 impl<'a, O: Output> Stream<'a, O> {
@@ -142,6 +145,7 @@ impl<'a, O: Output> Stream<'a, O> {
             watched,
             slots: None,
             flight: None,
+            cgroups: None,
         }
     }
 
@@ -161,6 +165,12 @@ impl<'a, O: Output> Stream<'a, O> {
     /// `--last`: hits go to the flight recorder.
     pub fn with_flight(mut self, flight: Option<Recorder>) -> Self {
         self.flight = flight;
+        self
+    }
+
+    /// `--cgroup`: hits name their writers' cgroups through `names`.
+    pub fn with_cgroups(mut self, names: Option<CgroupNames>) -> Self {
+        self.cgroups = names;
         self
     }
 }
@@ -370,6 +380,10 @@ impl<O: Output> Stream<'_, O> {
             return None;
         }
         if let Some(slots) = &mut self.slots {
+            if slots.foreign(watch, sample.pid) {
+                self.summary.filtered += 1;
+                return None;
+            }
             if slots.after_free(watch, sample.time) {
                 return None;
             }
@@ -415,6 +429,10 @@ impl<O: Output> Stream<'_, O> {
             chain: &named.frames,
             value,
             rendered: named.rendered(),
+            cgroup: match (sample.cgroup, &mut self.cgroups) {
+                (Some(id), Some(names)) => Some(names.name(id)),
+                _ => None,
+            },
         };
         if let Some(t) = &mut self.summary.tally {
             t.add(&hit);

@@ -74,6 +74,7 @@ pub fn apply<O: Output>(
                 chain: &named.frames,
                 value: Value::NotRead,
                 rendered: named.rendered(),
+                cgroup: None,
             };
             if let Some(t) = &mut tally {
                 t.add_n(&hit, *n);
@@ -83,6 +84,10 @@ pub fn apply<O: Output>(
         if let (Some(t), Some((values, over))) = (&mut tally, &c.values) {
             t.set_values(w, &watches[w].label, values, *over);
         }
+    }
+    // The totals' keys have no cgroup: the by-cgroup counts stay the printed hits'.
+    if let (Some(t), Some(old)) = (&mut tally, &summary.tally) {
+        t.keep_cgroups_of(old);
     }
     if tally.is_some() {
         summary.tally = tally;

@@ -87,7 +87,12 @@ pub enum UprobeError {
     /// The file is not ELF.
     NotElf { path: String },
     /// No symbol table names `func`, and the file has no `.symtab` (it is stripped).
-    Stripped { path: String, func: String },
+    /// `nearest`: the exported functions closest to `func` (a typo is not fixed by debug symbols).
+    Stripped {
+        path: String,
+        func: String,
+        nearest: Vec<String>,
+    },
     /// The symbol tables do not name `func`; `nearest` are the closest function names there are.
     Unknown {
         path: String,
@@ -112,6 +117,8 @@ pub enum UprobeError {
     },
     /// A library name with no process to look it up in.
     NeedsProcess { library: String },
+    /// `program` is statically linked: it loads no library, and what it uses of `library` is in it.
+    Static { program: String, library: String },
     /// `program` needs no library of that name at its start; `needed` are the ones it does.
     NotNeeded {
         program: String,
@@ -142,12 +149,24 @@ impl fmt::Display for UprobeError {
             UprobeError::NotElf { path } => {
                 write!(f, "{path} is not an ELF file: give the program or library itself")
             }
-            UprobeError::Stripped { path, func } => write!(
-                f,
-                "{path} is stripped (no .symtab) and its exported functions (.dynsym) do not include \
-                 `{func}`: install its debug symbols (the -dbg or -dbgsym or -debuginfo package, found by \
-                 build-id under /usr/lib/debug/.build-id), or give the path of a build with symbols"
-            ),
+            UprobeError::Stripped {
+                path,
+                func,
+                nearest,
+            } => {
+                write!(
+                    f,
+                    "{path} is stripped (no .symtab) and its exported functions (.dynsym) do not include \
+                     `{func}`"
+                )?;
+                if !nearest.is_empty() {
+                    write!(f, " (nearest exported: {})", nearest.join(", "))?;
+                }
+                f.write_str(
+                    ": install its debug symbols (the -dbg or -dbgsym or -debuginfo package, found by \
+                     build-id under /usr/lib/debug/.build-id), or give the path of a build with symbols",
+                )
+            }
             UprobeError::Unknown {
                 path,
                 func,
@@ -210,6 +229,11 @@ impl fmt::Display for UprobeError {
                 }
                 Ok(())
             }
+            UprobeError::Static { program, library } => write!(
+                f,
+                "{program} is statically linked: it loads no library, and the functions of `{library}` it \
+                 uses are in the program itself; give the program's path as PATH ({program}:FUNC)"
+            ),
             UprobeError::NotNeeded {
                 program,
                 library,
@@ -409,7 +433,7 @@ fn mapped_file(
 /// A [`UprobeError`] before the file's path is known.
 enum Problem {
     NotElf,
-    Stripped,
+    Stripped(Vec<String>),
     Unknown(Vec<String>),
     NotFunction,
     Ifunc,
@@ -422,7 +446,11 @@ impl Problem {
         let (path, func) = (path.to_string(), func.to_string());
         match self {
             Problem::NotElf => UprobeError::NotElf { path },
-            Problem::Stripped => UprobeError::Stripped { path, func },
+            Problem::Stripped(nearest) => UprobeError::Stripped {
+                path,
+                func,
+                nearest,
+            },
             Problem::Unknown(nearest) => UprobeError::Unknown {
                 path,
                 func,
@@ -456,14 +484,14 @@ fn locate(src: &dyn ReadAt, func: &str, debug_roots: &[PathBuf]) -> Result<Locat
         Ok((found, table)) => return pick(&headers, &found, table, None),
         Err(miss) => miss,
     };
+    let mut names = miss.names;
+    names.sort_unstable();
+    names.dedup();
+    let nearest: Vec<String> = crate::suggest::best(func, names.iter(), NEAREST)
+        .into_iter()
+        .map(|n| demangle(n))
+        .collect();
     if !miss.stripped {
-        let mut names = miss.names;
-        names.sort_unstable();
-        names.dedup();
-        let nearest = crate::suggest::best(func, names.iter(), NEAREST)
-            .into_iter()
-            .map(|n| demangle(n))
-            .collect();
         return Err(Problem::Unknown(nearest));
     }
     // A debug file has the stripped file's symbols at the same addresses; its own segments may be
@@ -476,7 +504,7 @@ fn locate(src: &dyn ReadAt, func: &str, debug_roots: &[PathBuf]) -> Result<Locat
             return pick(&headers, &found, Table::Symtab, Some(path));
         }
     }
-    Err(Problem::Stripped)
+    Err(Problem::Stripped(nearest))
 }
 
 /// What a lookup that found nothing learned: whether the file is stripped, and its function names.

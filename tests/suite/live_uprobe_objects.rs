@@ -332,6 +332,62 @@ live_test!(a_library_loaded_with_dlopen_after_the_start, {
     each_armed_stored_and_freed(&records, "gizmo_cycle", 5);
 });
 
+// A program that forks while its object is armed: the child inherits the breakpoints and stores into its
+// copy of the object, at the same address in its own memory. Those stores are not the object's: each
+// object has the parent's three stores (1, 2, 3) only, and the children's nine are filtered.
+live_test!(a_forked_childs_stores_are_not_its_parents_objects, {
+    let forks = util::helper_with("forks", &["-g"]);
+    let exe = forks.display().to_string();
+    let Some(records) = launched(
+        &[
+            "--on",
+            "uretprobe:libc:malloc",
+            "(struct parcel)$obj.weight",
+        ],
+        &[&exe, "3"],
+    ) else {
+        return;
+    };
+    each_armed_stored_and_freed(&records, "weigh", 3);
+    let summary = records.last().expect("summary");
+    for o in summary["objects"]["by_object"]
+        .as_array()
+        .expect("by_object")
+    {
+        assert_eq!(o["hits"], STORES, "{o}");
+    }
+    assert_eq!(summary["filtered"], 3 * STORES, "{summary}");
+});
+
+// Objects freed and their memory reused at once, by four threads at the same time: glibc's free writes
+// its tcache key over the watched field and the next malloc clears it, often before the tracer has read
+// the free. Those stores are writes after a free, never hits of the freed object: each object has exactly
+// its three stores, and the run exactly 3 per object.
+live_test!(stores_after_a_free_are_never_the_freed_objects, {
+    let reuse = util::helper_with("reuse", &["-g", "-pthread"]);
+    let exe = reuse.display().to_string();
+    let Some(records) = launched(
+        &["--on", "uretprobe:libc:malloc", "(struct slip)$obj.mark"],
+        &[&exe, "4", "6"],
+    ) else {
+        return;
+    };
+    each_armed_stored_and_freed(&records, "stamp", 24);
+    let summary = records.last().expect("summary");
+    for o in summary["objects"]["by_object"]
+        .as_array()
+        .expect("by_object")
+    {
+        assert_eq!(o["hits"], STORES, "{o}");
+    }
+    for r in &records {
+        if r["type"] == "object_freed" {
+            assert_eq!(r["hits"], STORES, "{r}");
+        }
+    }
+    assert_eq!(summary["hits"], 24 * STORES, "{summary}");
+});
+
 /// `write ARGS` must fail with exit 2 before arming anything, its one error line containing each of `says`.
 fn refused_before_arming(args: &[&str], says: &[&str]) {
     let mut all = vec!["write"];

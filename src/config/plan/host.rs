@@ -13,6 +13,7 @@ use crate::config::request::SymbolRequest;
 use crate::config::symbols::FileSymbols;
 use crate::config::watch::Resolved;
 use crate::error::Result;
+use crate::host::cgroup::{Cgroup, CgroupError};
 use crate::model::target::Target;
 use crate::model::watch::Access;
 use crate::perf::bpf::percpu::Offsets;
@@ -109,4 +110,6 @@ pub trait Host {
     fn tracefs_events(&self) -> Option<PathBuf>;
     /// A file of tracefs.
     fn read_tracefs(&self, path: &Path) -> io::Result<String>;
+    /// The cgroup v2 cgroup `--cgroup ARG` names.
+    fn cgroup(&self, arg: &str) -> std::result::Result<Cgroup, CgroupError>;
 }

@@ -18,6 +18,7 @@ use crate::config::typed;
 use crate::config::watch::{self, Resolved};
 use crate::cpulist;
 use crate::error::Result;
+use crate::host::cgroup::{Cgroup, CgroupError, Hierarchy};
 use crate::model::target::Target;
 use crate::model::watch::Access;
 use crate::perf::bpf::percpu::{self, Offsets};
@@ -162,5 +163,9 @@ impl Host for RealHost {
 
     fn read_tracefs(&self, path: &Path) -> io::Result<String> {
         std::fs::read_to_string(path)
+    }
+
+    fn cgroup(&self, arg: &str) -> std::result::Result<Cgroup, CgroupError> {
+        Hierarchy::find()?.resolve(arg)
     }
 }

@@ -18,9 +18,11 @@
 //! The one side effect a plan can have is launch mode's: the command is started, stopped at its exec, so
 //! its own symbols can be resolved; dropping the plan kills it before it ran any code of its own.
 //!
-//! Other parts: `outputs` (the stream and reports, checked with the options), `describe` (`--dry-run`),
+//! Other parts: `outputs` (the stream and reports, checked with the options), `cgroup` (`--cgroup`, found
+//! on the host with the options), `describe` (`--dry-run`),
 //! `host` (what planning reads of the machine) and `machine` (the real [`Host`]).
 
+mod cgroup;
 mod conditions;
 mod cpus;
 mod describe;

@@ -167,6 +167,8 @@ impl Options {
         if values.read() || tracepoints {
             host.bpf().map_err(|e| super::no_bpf(&e))?;
         }
+        // `--cgroup`: each found in the cgroup v2 hierarchy, and the hit program that tests them loads.
+        filter.cgroups = super::cgroup::check(&r, &*host)?;
         // After BPF: a --value that cannot load its program is told so before the breakpoints' privilege.
         let (writers, delivery) = delivery(&r, &scope, host)?;
         let scope = match scope {

@@ -109,6 +109,8 @@ fn filter(r: &OutputRequest) -> Result<Filter> {
         tids: r.tids.clone(),
         exclude_idle: r.exclude_idle,
         place,
+        // Found on the host by planning (`cgroup`).
+        cgroups: Vec::new(),
     })
 }
 

@@ -14,6 +14,7 @@ use super::*;
 use crate::config::request::{OutputRequest, SymbolRequest};
 use crate::config::watch::Resolved;
 use crate::error::{Error, ExitCode};
+use crate::host::cgroup::{Cgroup, CgroupError};
 use crate::model::target::{Base, Target};
 use crate::perf::privilege::Privilege;
 
@@ -211,6 +212,9 @@ impl Host for FakeHost {
             io::ErrorKind::NotFound,
             path.display().to_string(),
         ))
+    }
+    fn cgroup(&self, _arg: &str) -> std::result::Result<Cgroup, CgroupError> {
+        Err(CgroupError::NoHierarchy)
     }
 }
 

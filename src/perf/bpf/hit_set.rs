@@ -14,6 +14,7 @@
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+use super::cgroup::CgroupMap;
 use super::emit::{self, EmitMaps};
 use super::hit::{self, HitMaps, HitSpec, Instrument, Plain};
 use super::kernel::{MapType, ProgType};
@@ -141,6 +142,7 @@ impl WatchMaps {
             procs,
             reads: Some(raw(self.reads.as_fd())),
             totals: Some(self.totals.fds()),
+            cgroups: None,
         }
     }
 }
@@ -248,6 +250,12 @@ impl HitPrograms {
             ),
             false => None,
         };
+        // `--cgroup`: one array of the chosen cgroups, which every watch's program tests the writer
+        // against (the loaded programs hold it; its descriptor is closed once they are loaded).
+        let cgroups = match filter.cgroups.is_empty() {
+            true => None,
+            false => Some(CgroupMap::create(&filter.cgroups).map_err(ProgramError::Unavailable)?),
+        };
         let mut programs = Vec::with_capacity(watches.len());
         for w in watches {
             let mut maps = WatchMaps::create(written)?;
@@ -259,19 +267,24 @@ impl HitPrograms {
                 read_value: processes || written,
                 old: written,
                 regs: written,
-                cgroup_ids: false,
+                // `--cgroup`: each hit names its writer's cgroup (a container's, below the chosen one).
+                cgroup_ids: !filter.cgroups.is_empty(),
                 condition,
                 filter,
                 comm_offset: super::task::comm_offset(),
             };
             let procs = procs.as_ref().map(|p| raw(p.as_fd()));
             let lim = limit.as_ref().map(Limit::fds);
-            let prog = match load_hit(&spec, &maps.fds_limited(procs, lim), ins) {
+            let fds = |m: &WatchMaps| HitMaps {
+                cgroups: cgroups.as_ref().map(CgroupMap::fds),
+                ..m.fds_limited(procs, lim)
+            };
+            let prog = match load_hit(&spec, &fds(&maps), ins) {
                 // Before Linux 6.1 a perf-event program may use only preallocated hash maps.
                 Err(ProgramError::Refused { .. }) => {
                     maps.totals =
                         Totals::create_preallocated(written).map_err(ProgramError::Unavailable)?;
-                    load_hit(&spec, &maps.fds_limited(procs, lim), ins)?
+                    load_hit(&spec, &fds(&maps), ins)?
                 }
                 r => r?,
             };

@@ -31,6 +31,7 @@ const MAPS: HitMaps = HitMaps {
     procs: Some(9),
     reads: Some(8),
     totals: Some(TOTALS),
+    cgroups: None,
 };
 const RING: i32 = 30;
 const LIMIT: i32 = 24;

@@ -212,6 +212,7 @@ mod tests {
         procs: None,
         reads: None,
         totals: None,
+        cgroups: None,
     };
     const RING: i32 = 30;
     const STAMPS: i32 = 40;

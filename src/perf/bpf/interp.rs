@@ -36,6 +36,7 @@ pub const BY_TGID_ENTRIES: usize = 1000;
 const ENOENT: i64 = -2;
 const E2BIG: i64 = -7;
 const EAGAIN: i64 = -11;
+const EINVAL: i64 = -22;
 const EFAULT: i64 = -14;
 
 fn base(region: usize) -> u64 {
@@ -98,6 +99,9 @@ pub struct FakeKernel {
     pub read_with: Option<Helper>,
     /// The helpers the last run called, in order.
     pub calls: Vec<Helper>,
+    /// The writer's cgroup and its ancestors, by id: what `bpf_current_task_under_cgroup` tests a cgroup
+    /// array's entry against (whose value here is the cgroup's id, where the kernel's holds the cgroup).
+    pub cgroups: Vec<u64>,
     /// The value program's or hit program's olds hash, by-tgid array and stats.
     olds: i32,
     by_tgid: Option<i32>,
@@ -130,6 +134,7 @@ impl FakeKernel {
             output: Vec::new(),
             read_with: None,
             calls: Vec::new(),
+            cgroups: Vec::new(),
             olds: -1,
             by_tgid: None,
             stats: -1,
@@ -173,6 +178,9 @@ impl FakeKernel {
         }
         if let Some(t) = &maps.totals {
             m.declare_totals(t);
+        }
+        if let Some((cgroups, entries)) = maps.cgroups {
+            m.declare(cgroups, MapType::CgroupArray, (4, 8), entries as usize);
         }
         if maps.olds_by_tgid.is_some() {
             m.set_generation(1);
@@ -246,7 +254,7 @@ impl FakeKernel {
     /// Declares map `fd`: `(key, value)` bytes, `max` entries (the one CPU's, for a per-CPU array).
     pub fn declare(&mut self, fd: i32, kind: MapType, (key, value): (usize, usize), max: usize) {
         let entries = match kind {
-            MapType::Array | MapType::PercpuArray => {
+            MapType::Array | MapType::PercpuArray | MapType::CgroupArray => {
                 self.regions.push(Region {
                     bytes: vec![0; value * max],
                     stride: value,
@@ -483,6 +491,15 @@ impl FakeKernel {
                 let comm = self.comm;
                 self.write(at, &comm);
                 base(TASK) as i64
+            }
+            Helper::CurrentTaskUnderCgroup => {
+                let fd = map(r[1]);
+                assert_eq!(self.maps[&fd].kind, MapType::CgroupArray, "map {fd}");
+                match self.word(fd, r[2]) {
+                    None => EINVAL,
+                    Some(0) => EAGAIN,
+                    Some(id) => i64::from(self.cgroups.contains(&id)),
+                }
             }
             Helper::KtimeGetNs => self.now as i64,
             Helper::GetCurrentCgroupId => self.cgroup_id as i64,

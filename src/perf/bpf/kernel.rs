@@ -12,6 +12,8 @@ pub enum MapType {
     ProgArray = 3,
     PerfEventArray = 4,
     PercpuArray = 6,
+    /// cgroup directories' descriptors, which `bpf_current_task_under_cgroup` tests the writer against.
+    CgroupArray = 8,
     /// A hash that forgets its least recently used key rather than refuse a new one when full.
     LruHash = 9,
     Ringbuf = 27,
@@ -47,6 +49,8 @@ pub enum Helper {
     GetCurrentComm = 16,
     PerfEventOutput = 25,
     GetCurrentTask = 35,
+    /// 1 when the current task is in the cgroup at an index of a `CgroupArray` or below it, 0 when not.
+    CurrentTaskUnderCgroup = 37,
     GetStack = 67,
     /// The current task's cgroup (v2) id: the inode number of its cgroup's directory.
     GetCurrentCgroupId = 80,
@@ -72,6 +76,7 @@ impl Helper {
             GetCurrentComm,
             PerfEventOutput,
             GetCurrentTask,
+            CurrentTaskUnderCgroup,
             GetStack,
             GetCurrentCgroupId,
             ProbeReadUser,

@@ -30,6 +30,7 @@
 //! programs while another BPF program runs on the same CPU (`bpf_prog_active`): a store made from inside a
 //! BPF program, or while one runs there, is not reported with `--value`.
 
+pub mod cgroup;
 pub mod emit;
 pub mod follow;
 pub mod frame;

@@ -323,6 +323,13 @@ pub struct ObjectSource {
     _stash: Vec<OwnedFd>,
 }
 
+impl ObjectSource {
+    /// Whether its objects come from a process's uprobes (they are in that process's memory).
+    pub fn in_process(&self) -> bool {
+        !self._uprobes.is_empty()
+    }
+}
+
 impl std::fmt::Debug for ObjectSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ObjectSource")

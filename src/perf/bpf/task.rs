@@ -54,6 +54,7 @@ mod tests {
             procs: None,
             reads: None,
             totals: None,
+            cgroups: None,
         };
         crate::perf::bpf::insn::calls(&generate(&spec, &maps).expect("assembles"))
     }

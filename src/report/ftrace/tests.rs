@@ -148,6 +148,7 @@ fn a_repeated_chain_prints_the_same() {
         fresh
             .hit(&Hit {
                 rendered: None,
+                cgroup: None,
                 ..*hit
             })
             .unwrap();
@@ -193,6 +194,7 @@ fn a_hostile_comm_is_escaped_everywhere() {
             p.hit(hit).unwrap();
             p.hit(&Hit {
                 rendered: None,
+                cgroup: None,
                 ..*hit
             })
             .unwrap();
@@ -390,6 +392,7 @@ fn armed_counts_processes_and_threads() {
         values: false,
         condition: None,
         objects: None,
+        cgroups: &[],
     })
     .unwrap();
     p.armed(2, &cpus, 5_000_001_000).unwrap();
@@ -410,6 +413,7 @@ fn armed_counts_processes_and_threads() {
         values: false,
         condition: None,
         objects: None,
+        cgroups: &[],
     })
     .unwrap();
     j.armed(2, &cpus, 5_000_001_000).unwrap();
@@ -435,6 +439,7 @@ fn header_armed_events_and_summary() {
         values: false,
         condition: None,
         objects: None,
+        cgroups: &[],
     })
     .unwrap();
     p.armed(2, &cpus, 5_000_001_000).unwrap();
@@ -533,4 +538,47 @@ fn control_acknowledgements() {
         "ksymwatch: control `watch nope` refused: unknown symbol `nope`; still watching target_var2 \
          (0x55550040/8)\n"
     );
+}
+
+/// `--cgroup`: the text header names the chosen cgroups on a line of its own, the JSON header as
+/// `cgroups`; without it neither says anything of cgroups.
+#[test]
+fn the_header_names_the_chosen_cgroups() {
+    let watch = watch("x", 0x404028, Access::Write);
+    let cpus: BTreeSet<u32> = [0].into();
+    let chosen = ["/pods/a".to_string(), "/pods/b c".to_string()];
+    let header = |cgroups| Header {
+        watches: std::slice::from_ref(&watch),
+        cpus: &cpus,
+        source: "kallsyms /proc/kallsyms",
+        processes: &[],
+        threads: 0,
+        values: false,
+        condition: None,
+        objects: None,
+        cgroups,
+    };
+    for (cgroups, line) in [
+        (
+            &chosen[..],
+            Some(
+                "# cgroup: /pods/a, /pods/b c (writers in it or below only, decided in the kernel)",
+            ),
+        ),
+        (&[][..], None),
+    ] {
+        let mut p = Ftrace::new(Vec::new(), Vec::new());
+        p.header(&header(cgroups)).unwrap();
+        let text = String::from_utf8(p.into_inner().0).unwrap();
+        let found = text.lines().find(|l| l.starts_with("# cgroup"));
+        assert_eq!(found, line, "{text}");
+        let mut j = crate::report::json::Json::new(Vec::new(), Vec::new());
+        j.header(&header(cgroups)).unwrap();
+        let out = String::from_utf8(j.into_inner().0).unwrap();
+        let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+        match line {
+            Some(_) => assert_eq!(v["cgroups"], serde_json::json!(["/pods/a", "/pods/b c"])),
+            None => assert!(v.get("cgroups").is_none(), "{v}"),
+        }
+    }
 }

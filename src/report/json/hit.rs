@@ -1,6 +1,7 @@
 //! The `hit` record written by hand: the one record written at flood rates, so it is built without serde
 //! or `core::fmt`, byte for byte as serde_json would write [`super::Record::Hit`] (the tests compare both).
 
+use crate::report::cgroup::CgroupName;
 use crate::report::numbers::{push_dec, push_hex};
 use crate::report::{Hit, ResolvedFrame};
 
@@ -124,6 +125,20 @@ pub(crate) fn push_array<T>(
     out.push(']');
 }
 
+/// A hit's `cgroup_id`, `cgroup` and, where the path holds one, `container_id` and `container_runtime`.
+fn push_cgroup(out: &mut String, c: &CgroupName) {
+    out.push_str(",\"cgroup_id\":");
+    push_dec(out, c.id);
+    out.push_str(",\"cgroup\":");
+    push_opt_string(out, c.path.as_deref());
+    if let Some(container) = &c.container {
+        out.push_str(",\"container_id\":");
+        push_string(out, &container.id);
+        out.push_str(",\"container_runtime\":");
+        push_string(out, container.runtime.name());
+    }
+}
+
 /// A hit record ([`Record::Hit`]) without its newline, the bytes serde_json gives for it, written without
 /// serde or `core::fmt`: a hit is the one record written at flood rates. A chain seen before (`rendered`)
 /// is copied as it was spelled the first time.
@@ -183,6 +198,9 @@ pub fn push_hit(out: &mut String, hit: &Hit<'_>) {
                 out.push_str(",\"insn_start\":\"unknown\"");
             }
         }
+    }
+    if let Some(c) = hit.cgroup {
+        push_cgroup(out, c);
     }
     out.push('}');
 }

@@ -86,6 +86,9 @@ pub enum Record<'a> {
         /// `--on`: the objects line (`# objects: ...` without the `# `); `targets` are then its slots.
         #[serde(skip_serializing_if = "Option::is_none")]
         objects: Option<&'a str>,
+        /// `--cgroup`: the chosen cgroups' paths; only their writers' hits are kept. Absent otherwise.
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        cgroups: &'a [String],
     },
     Armed {
         time_ns: u64,
@@ -140,6 +143,19 @@ pub enum Record<'a> {
         /// in between.
         #[serde(skip_serializing_if = "Option::is_none")]
         raced: Option<Hex>,
+        /// The writer's cgroup (v2) id, where the hit program read it (`--cgroup`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cgroup_id: Option<u64>,
+        /// Its path in the hierarchy, `null` when the cgroup was removed before it could be named. Absent
+        /// with `cgroup_id`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cgroup: Option<Option<&'a str>>,
+        /// The container that path belongs to (its 64 hex digits) and the runtime that named it
+        /// (`docker`, `containerd`, `cri-o`, `podman`), where the path holds one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        container_id: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        container_runtime: Option<&'static str>,
     },
     Lost {
         time_ns: u64,
@@ -287,6 +303,10 @@ impl<'a> Record<'a> {
             value_from: known_from.map(ValueFrom::source),
             insn_start: known_from.filter(|f| f.start_unknown()).map(|_| "unknown"),
             raced: known_from.and_then(ValueFrom::raced).map(Hex),
+            cgroup_id: h.cgroup.map(|c| c.id),
+            cgroup: h.cgroup.map(|c| c.path.as_deref()),
+            container_id: h.cgroup.and_then(|c| c.container_id()),
+            container_runtime: h.cgroup.and_then(|c| c.container_runtime()),
         }
     }
 
@@ -301,6 +321,7 @@ impl<'a> Record<'a> {
             value: h.values,
             condition: h.condition,
             objects: h.objects.map(|l| l.trim_start_matches("# ")),
+            cgroups: h.cgroups,
         }
     }
 

@@ -103,6 +103,22 @@ pub struct SummaryRecord<'a> {
     /// `--on`: what became of the objects.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub objects: Option<ObjectsRecord>,
+    /// `--summary`, where hit records carried the writer's cgroup: hits by cgroup, most first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_cgroup: Option<Vec<CgroupRecord<'a>>>,
+}
+
+/// One cgroup's hits in the summary record: its id, path (`null`: removed before it was named) and,
+/// where the path holds one, its container.
+#[derive(Serialize)]
+pub struct CgroupRecord<'a> {
+    pub id: u64,
+    pub path: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_runtime: Option<&'static str>,
+    pub count: u64,
 }
 
 /// One writing thread's hits in the summary record.
@@ -192,6 +208,22 @@ impl<'a> SummaryRecord<'a> {
             from_totals: s.from_totals,
             unwatched_ns_by_cpu: counts(&s.unwatched_ns_by_cpu),
             objects: s.objects.as_ref().map(ObjectsRecord::of),
+            by_cgroup: s
+                .tally
+                .as_ref()
+                .map(|t| t.by_cgroup())
+                .filter(|v| !v.is_empty())
+                .map(|v| {
+                    v.into_iter()
+                        .map(|(c, count)| CgroupRecord {
+                            id: c.id,
+                            path: c.path.as_deref(),
+                            container_id: c.container_id(),
+                            container_runtime: c.container_runtime(),
+                            count,
+                        })
+                        .collect()
+                }),
             chains: s.tally.as_ref().map(|t| {
                 t.chains()
                     .into_iter()

@@ -3,6 +3,7 @@
 use super::*;
 use crate::model::watch::Access;
 use crate::perf::record::encode;
+use crate::report::cgroup::CgroupName;
 use crate::report::testutil::{
     decoded, each_hit, each_value_of_a_user_store, read_zero_frame, read_zero_sample,
     system_wide_header, table, watch,
@@ -289,6 +290,12 @@ fn hits_are_serdes_bytes() {
         crate::report::testutil::percpu_watch("runqueues.nr_running", None),
     ];
     let rendered = Rendered::default();
+    // A container's cgroup, a plain one with a name to escape, one removed before it was named.
+    let cgroups = [
+        crate::report::cgroup::tests::pod(),
+        CgroupName::new(1, Some("/a \"b\"".into())),
+        CgroupName::new(u64::MAX, None),
+    ];
     let known = [None, Some(0), Some(0x1f4), Some(u64::MAX)];
     let froms = [
         ValueFrom::Insn,
@@ -314,7 +321,12 @@ fn hits_are_serdes_bytes() {
     .chain(written)
     {
         for (w, comm) in [(0, "writer"), (1, "we\"ird\n\u{1}ü"), (2, "percpu")] {
-            for r in [None, Some(&rendered), Some(&rendered)] {
+            for (r, cgroup) in [
+                (None, None),
+                (Some(&rendered), Some(&cgroups[0])),
+                (Some(&rendered), Some(&cgroups[1])),
+                (None, Some(&cgroups[2])),
+            ] {
                 let hit = Hit {
                     sample: &s,
                     watch: &watches[w],
@@ -324,6 +336,7 @@ fn hits_are_serdes_bytes() {
                     chain: &chain,
                     value,
                     rendered: r,
+                    cgroup,
                 };
                 let mut line = String::new();
                 push_hit(&mut line, &hit);
@@ -454,4 +467,47 @@ fn module_unloaded_record_and_stop() {
     assert_eq!(v[0]["targets"], serde_json::json!(["nfs:nfs_counter"]));
     assert_eq!(v[1]["type"], "summary");
     assert_eq!(v[1]["stop"], "module_unloaded");
+}
+
+/// A hit whose record carried the writer's cgroup names it: id, path, and the container's id and runtime
+/// as fields of their own; a cgroup removed before it was named keeps its id, its path `null`; a hit
+/// without one has none of these fields.
+#[test]
+fn a_hit_names_its_writers_cgroup_and_container() {
+    use crate::report::cgroup::tests::{pod, ID};
+    let s = decoded(&encode::sample(0x401000, 7, 7, 5, 0x7ffd0000, 0, &[]));
+    let w = watch("target_var", 0x7ffd0000, Access::Write);
+    let ip = ResolvedFrame::unknown(0x401000, false);
+    let line = |cgroup: Option<&CgroupName>| -> Value {
+        let hit = Hit {
+            sample: &s,
+            watch: &w,
+            watch_index: 0,
+            comm: "app",
+            ip: &ip,
+            chain: &[],
+            value: HitValue::NotRead,
+            rendered: None,
+            cgroup,
+        };
+        let mut out = String::new();
+        push_hit(&mut out, &hit);
+        serde_json::from_str(&out).unwrap()
+    };
+    let v = line(Some(&pod()));
+    assert_eq!(v["cgroup_id"], 0x1a);
+    assert!(v["cgroup"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!("cri-containerd-{ID}.scope")));
+    assert_eq!(v["container_id"], ID);
+    assert_eq!(v["container_runtime"], "containerd");
+    let v = line(Some(&CgroupName::new(9, None)));
+    assert_eq!(
+        (v["cgroup_id"].as_u64(), v["cgroup"].is_null()),
+        (Some(9), true)
+    );
+    assert!(v.get("container_id").is_none());
+    let v = line(None);
+    assert!(v.get("cgroup_id").is_none() && v.get("cgroup").is_none());
 }

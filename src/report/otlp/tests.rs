@@ -325,6 +325,7 @@ fn armed_is_one_event_written_at_once_with_the_header() {
         values: true,
         condition: Some("value == 0"),
         objects: None,
+        cgroups: &[],
     })
     .unwrap();
     assert!(p.out.is_empty(), "the header waits for armed");
@@ -540,6 +541,7 @@ fn cached_chains_match_fresh_ones() {
                 chain: frames,
                 value: Value::NotRead,
                 rendered: r,
+                cgroup: None,
             };
             let mut p = printer();
             p.hit(&hit).unwrap();
@@ -565,4 +567,47 @@ fn cached_chains_match_fresh_ones() {
     for i in 5..8 {
         assert_eq!(got[4].1, got[i].1);
     }
+}
+
+/// A hit whose record carried the writer's cgroup has its id and path as attributes, and the container's
+/// id and runtime under OpenTelemetry's names; a removed cgroup keeps its id, without a path.
+#[test]
+fn a_hit_names_its_writers_cgroup_and_container() {
+    use crate::report::cgroup::{tests as cg, CgroupName};
+    let s = decoded(&encode::sample(0x401000, 7, 7, 5, 0x10, 0, &[]));
+    let w = watch("t", 0x10, Access::Write);
+    let ip = ResolvedFrame::unknown(0x401000, false);
+    let pod = cg::pod();
+    let gone = CgroupName::new(9, None);
+    let mut p = printer();
+    for c in [Some(&pod), Some(&gone), None] {
+        p.hit(&Hit {
+            sample: &s,
+            watch: &w,
+            watch_index: 0,
+            comm: "app",
+            ip: &ip,
+            chain: &[],
+            value: Value::NotRead,
+            rendered: None,
+            cgroup: c,
+        })
+        .unwrap();
+    }
+    p.flush().unwrap();
+    let recs = all_records(&p.into_inner().0);
+    assert_eq!(attr(&recs[0], "ksymwatch.cgroup.id")["intValue"], "26");
+    assert_eq!(
+        attr(&recs[0], "ksymwatch.cgroup.path")["stringValue"],
+        pod.path.as_deref().unwrap()
+    );
+    assert_eq!(attr(&recs[0], "container.id")["stringValue"], cg::ID);
+    assert_eq!(
+        attr(&recs[0], "container.runtime.name")["stringValue"],
+        "containerd"
+    );
+    assert_eq!(attr(&recs[1], "ksymwatch.cgroup.id")["intValue"], "9");
+    assert!(find(&recs[1], "ksymwatch.cgroup.path").is_none());
+    assert!(find(&recs[1], "container.id").is_none());
+    assert!(find(&recs[2], "ksymwatch.cgroup.id").is_none());
 }

@@ -365,6 +365,14 @@ impl<W: Write> Perfetto<W> {
         self.spell(hit.chain, hit.comm);
         a.push(self.interner.interned("chain", &self.text));
         value_annotations(&mut self.interner, hit.value, &mut a);
+        if let Some(c) = hit.cgroup {
+            let i = &mut self.interner;
+            a.push(i.annotation("cgroup_id", AnnotationValue::Uint(c.id)));
+            a.push(i.interned("cgroup", &c.display_path()));
+            if let Some(id) = c.container_id() {
+                a.push(i.interned("container_id", id));
+            }
+        }
         a
     }
 }

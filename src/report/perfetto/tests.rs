@@ -32,6 +32,7 @@ fn header_of<'a>(
         values: false,
         condition: None,
         objects: None,
+        cgroups: &[],
     }
 }
 
@@ -427,4 +428,35 @@ fn a_renamed_thread_stays_one_track() {
     assert_eq!(on_cpu.len(), hits.len());
     assert!(on_cpu.iter().all(|e| str_arg(e, "thread") == "dd-11"));
     assert_eq!(str_arg(on_cpu[2], "comm"), "renamed");
+}
+
+/// A hit whose record carried the writer's cgroup has its id, path and container id as arguments; one
+/// without has none of them.
+#[test]
+fn a_hit_names_its_writers_cgroup() {
+    use crate::report::cgroup::{tests as cg, CgroupName};
+    let watches = [testutil::watch("jiffies", 0x1000, Access::Write)];
+    let cpus = BTreeSet::from([0, 1]);
+    let mut p = Perfetto::new(Vec::new(), Some(CLOCKS));
+    p.header(&header_of(&watches, &cpus, &[])).unwrap();
+    let pod = cg::pod();
+    let gone = CgroupName::new(9, None);
+    let hits = [(read_sample(10, 0, 500), "dd", 0)];
+    each_hit(&table(), &watches, &hits, |hit| {
+        for c in [Some(&pod), Some(&gone), None] {
+            p.hit(&Hit { cgroup: c, ..*hit }).unwrap();
+        }
+    });
+    let (events, _) = read(&p.into_inner());
+    let hits: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.args.contains_key("chain"))
+        .collect();
+    assert_eq!(hits.len(), 3);
+    assert_eq!(hits[0].args["cgroup_id"], Arg::Uint(0x1a));
+    assert_eq!(str_arg(hits[0], "cgroup"), pod.path.as_deref().unwrap());
+    assert_eq!(str_arg(hits[0], "container_id"), cg::ID);
+    assert_eq!(str_arg(hits[1], "cgroup"), "(removed, id 9)");
+    assert!(!hits[1].args.contains_key("container_id"));
+    assert!(!hits[2].args.contains_key("cgroup_id") && !hits[2].args.contains_key("cgroup"));
 }

@@ -344,6 +344,7 @@ fn lines_annotate_kernel_frames_and_are_printed() {
         chain: &chain,
         value: crate::report::Value::NotRead,
         rendered: None,
+        cgroup: None,
     })
     .unwrap();
     let text = String::from_utf8(p.into_inner().0).unwrap();

@@ -180,6 +180,15 @@ pub fn search(root: &Path, name: &str) -> Vec<PathBuf> {
     search_in(name, &dirs)
 }
 
+/// Whether `path` is a regular ELF file: a library the dynamic linker can load, not a static archive
+/// (`libz.a`) or a linker script (`libc.so`) that share its name.
+fn is_elf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    open_if_regular(path).is_some_and(|(mut f, _)| f.read_exact(&mut magic).is_ok())
+        && magic == *b"\x7fELF"
+}
+
 /// [`search`] in the directories `dirs`.
 pub fn search_in(name: &str, dirs: &[PathBuf]) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = Vec::new();
@@ -191,7 +200,7 @@ pub fn search_in(name: &str, dirs: &[PathBuf]) -> Vec<PathBuf> {
             .flatten()
             .filter(|e| names(name, &e.file_name().to_string_lossy()))
             .filter_map(|e| std::fs::canonicalize(e.path()).ok())
-            .filter(|p| open_if_regular(p).is_some())
+            .filter(|p| is_elf(p))
             .collect();
         here.sort();
         for p in here {
@@ -222,6 +231,14 @@ pub fn find_in(exe: &Path, name: &str, system: &[String]) -> Result<PathBuf, Upr
     let machine = headers.header.e_machine;
     let mut queue: VecDeque<(PathBuf, Dynamic)> = VecDeque::new();
     queue.extend(dynamic(&file, &headers).map(|d| (exe.to_path_buf(), d)));
+    // A static program (a static-pie has a dynamic section, with no library in it) maps no library: a
+    // probe on a file of that name elsewhere would never fire in it.
+    if queue.iter().all(|(_, d)| d.needed.is_empty()) {
+        return Err(UprobeError::Static {
+            program: shown,
+            library: name.to_string(),
+        });
+    }
     let mut seen: Vec<String> = Vec::new();
     while let Some((from, dynamic)) = queue.pop_front() {
         let origin = from
@@ -296,6 +313,9 @@ mod tests {
         std::os::unix::fs::symlink("libgizmo.so.1.2", a.join("libgizmo.so.1")).unwrap();
         std::os::unix::fs::symlink(a.join("libgizmo.so.1.2"), b.join("libgizmo.so")).unwrap();
         std::fs::write(a.join("libgizmoplus.so"), b"\x7fELF").unwrap();
+        // A static archive and a linker script of the name are not libraries to probe.
+        std::fs::write(a.join("libgizmo.a"), b"!<arch>\n").unwrap();
+        std::fs::write(b.join("libgizmo.so.0"), b"/* GNU ld script */").unwrap();
         let dirs = [a.clone(), b.clone(), root.join("missing")];
         let one = std::fs::canonicalize(a.join("libgizmo.so.1.2")).unwrap();
         assert_eq!(search_in("libgizmo", &dirs), std::slice::from_ref(&one));
@@ -409,6 +429,35 @@ mod tests {
         ]);
         let found = find(&dir.join("m"), "libwidget").unwrap();
         assert_eq!(found, dir.join("lib/libwidget.so.1"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A statically linked program loads no library: a library name is refused, saying to give the
+    /// program's own path, rather than probing a file of that name the program never maps.
+    #[test]
+    fn a_static_program_has_no_library_to_probe() {
+        use crate::testing::{have, skip};
+        if !have("gcc") {
+            skip("gcc not found");
+            return;
+        }
+        let dir =
+            std::env::temp_dir().join(format!("ksymwatch-needed-static-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("s.c"), "int main(void) { return 0; }\n").unwrap();
+        let built = std::process::Command::new("gcc")
+            .current_dir(&dir)
+            .args(["-static", "-o", "s", "s.c"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !built {
+            skip("gcc -static: no static libc here");
+            std::fs::remove_dir_all(&dir).unwrap();
+            return;
+        }
+        let err = find(&dir.join("s"), "libc").unwrap_err();
+        assert!(matches!(err, UprobeError::Static { .. }), "{err:?}");
+        assert!(err.to_string().contains("statically linked"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -75,6 +75,19 @@ fn the_offset_comes_from_the_segment_holding_the_function() {
     assert_eq!(locate_in_bytes(&bytes, "early").unwrap().offset, 0x100);
 }
 
+/// A typo in a stripped file's function is answered with the exported names nearest to it: debug
+/// symbols would not help it.
+#[test]
+fn a_stripped_files_missing_function_names_the_nearest_exported_ones() {
+    let bytes = file(vec![], vec![sym("malloc", 0x2080, 0x20, GLOBAL_FUNC)]);
+    let e = locate_in_bytes(&bytes, "mallocc").unwrap_err();
+    assert!(
+        matches!(&e, UprobeError::Stripped { nearest, .. } if nearest == &["malloc"]),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("nearest exported: malloc"), "{e}");
+}
+
 #[test]
 fn a_stripped_file_answers_from_dynsym_and_says_what_to_install() {
     let bytes = file(vec![], vec![sym("malloc", 0x2080, 0x20, GLOBAL_FUNC)]);

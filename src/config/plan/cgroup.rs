@@ -1,0 +1,164 @@
+//! `--cgroup PATH` checked against the rest of the request and found on the host: each argument names one
+//! cgroup of the v2 hierarchy (its directory, or its path as `/proc/PID/cgroup` prints it), and the hit
+//! program is what keeps only those writers' hits, so a watch without one (no BPF, `--per-thread`,
+//! `--remove-on-exec`) is refused rather than run unfiltered.
+//!
+//! Why the perf-sample path refuses instead of using perf's own cgroup mode (`PERF_FLAG_PID_CGROUP`, the
+//! cgroup directory's descriptor as the pid, cpu-wide events): such an event counts only while a task of
+//! that one cgroup runs, so each chosen cgroup would need its own breakpoint on every CPU, a debug register
+//! each (four per CPU, shared with every watch); and on a hybrid mount with a v1 `perf_event` controller
+//! the kernel takes only that v1 hierarchy's directories, never the unified one's.
+
+use std::io;
+
+use crate::config::request::WatchRequest;
+use crate::error::{Error, Result};
+use crate::host::cgroup::CgroupError;
+use crate::model::cgroup::Cgroup;
+use crate::perf::bpf;
+
+use super::host::Host;
+
+/// The cgroups `r`'s `--cgroup` arguments name, each once; none without the option.
+pub fn check(r: &WatchRequest, host: &dyn Host) -> Result<Vec<Cgroup>> {
+    let per_event = match (r.per_thread, r.remove_on_exec) {
+        (true, _) => Some("--per-thread"),
+        (false, true) => Some("--remove-on-exec"),
+        (false, false) => None,
+    };
+    check_with(
+        &r.output.cgroups,
+        per_event,
+        || host.bpf(),
+        |a| host.cgroup(a),
+    )
+}
+
+/// [`check`] with its parts given: `per_event` a flag that makes per-thread perf events, `bpf` whether
+/// BPF loads, `find` one argument's cgroup.
+fn check_with(
+    args: &[String],
+    per_event: Option<&str>,
+    bpf: impl FnOnce() -> io::Result<()>,
+    find: impl Fn(&str) -> std::result::Result<Cgroup, CgroupError>,
+) -> Result<Vec<Cgroup>> {
+    let Some(first) = args.first() else {
+        return Ok(Vec::new());
+    };
+    if let Some(flag) = per_event {
+        return Err(Error::usage(format!(
+            "--cgroup {first}: the writer's cgroup is tested by the BPF hit program, and {flag} arms \
+             per-thread perf events without it; drop {flag}"
+        )));
+    }
+    if args.len() > bpf::cgroup::MAX {
+        return Err(Error::usage(format!(
+            "{} --cgroup options given; at most {} (each costs every trap a test), or give their \
+             common parent",
+            args.len(),
+            bpf::cgroup::MAX
+        )));
+    }
+    let mut out: Vec<Cgroup> = Vec::new();
+    for arg in args {
+        let c = find(arg).map_err(|e| Error::usage(format!("--cgroup {arg}: {e}")))?;
+        if !out.iter().any(|o| o.id == c.id) {
+            out.push(c);
+        }
+    }
+    // After the paths: a wrong one is the first thing to fix, whoever runs it.
+    bpf().map_err(|e| {
+        Error::not_permitted(format!(
+            "--cgroup {first}: the writer's cgroup is tested in the kernel by a BPF program, but {}; \
+             drop --cgroup (a container's processes can be watched with -p PID instead)",
+            bpf::why_unavailable(&e)
+        ))
+    })?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::error::ExitCode;
+
+    fn find(arg: &str) -> std::result::Result<Cgroup, CgroupError> {
+        let path = arg.trim_start_matches("/sys/fs/cgroup/unified");
+        match path.trim_start_matches('/') {
+            "pods/a" | "pods/b" => Ok(Cgroup {
+                path: format!("/{}", path.trim_start_matches('/')),
+                dir: PathBuf::from("/sys/fs/cgroup/unified").join(path.trim_start_matches('/')),
+                id: if path.ends_with('a') { 0x1a } else { 0x1b },
+            }),
+            _ => Err(CgroupError::NotFound {
+                path: path.into(),
+                dir: PathBuf::from("/sys/fs/cgroup/unified").join(path),
+            }),
+        }
+    }
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn ok() -> io::Result<()> {
+        Ok(())
+    }
+
+    #[test]
+    fn each_argument_names_one_cgroup_once() {
+        let got = check_with(
+            &args(&["/pods/a", "pods/b", "/sys/fs/cgroup/unified/pods/a"]),
+            None,
+            ok,
+            find,
+        )
+        .expect("found");
+        let ids: Vec<u64> = got.iter().map(|c| c.id).collect();
+        assert_eq!(ids, [0x1a, 0x1b]);
+        assert_eq!(got[1].path, "/pods/b");
+        assert!(check_with(
+            &[],
+            Some("--per-thread"),
+            || Err(io::Error::other("x")),
+            find
+        )
+        .expect("nothing to check")
+        .is_empty());
+    }
+
+    #[test]
+    fn a_missing_cgroup_is_a_usage_error_naming_the_way_out() {
+        let e = check_with(&args(&["/pods/nope"]), None, ok, find).unwrap_err();
+        assert_eq!(e.code, ExitCode::Usage);
+        let text = e.to_string();
+        assert!(
+            text.contains("--cgroup /pods/nope") && text.contains("/proc/PID/cgroup"),
+            "{text}"
+        );
+        let e = check_with(&args(&["/pods/a"]), None, ok, |_| {
+            Err(CgroupError::NoHierarchy)
+        })
+        .unwrap_err();
+        assert_eq!(e.code, ExitCode::Usage);
+        assert!(e.to_string().contains("cgroup2"), "{e}");
+    }
+
+    #[test]
+    fn a_watch_without_the_hit_program_is_refused() {
+        let e = check_with(&args(&["/pods/a"]), Some("--per-thread"), ok, find).unwrap_err();
+        assert_eq!(e.code, ExitCode::Usage);
+        assert!(e.to_string().contains("drop --per-thread"), "{e}");
+        let no_bpf = || Err(io::Error::from_raw_os_error(libc::EPERM));
+        let e = check_with(&args(&["/pods/a"]), None, no_bpf, find).unwrap_err();
+        assert_eq!(e.code, ExitCode::NotPermitted);
+        assert!(e.to_string().contains("drop --cgroup"), "{e}");
+        let many: Vec<String> = (0..=bpf::cgroup::MAX).map(|_| "/pods/a".into()).collect();
+        assert_eq!(
+            check_with(&many, None, ok, find).unwrap_err().code,
+            ExitCode::Usage
+        );
+    }
+}

@@ -349,13 +349,7 @@ live_test!(a_forked_childs_stores_are_not_its_parents_objects, {
         return;
     };
     each_armed_stored_and_freed(&records, "weigh", 3);
-    let summary = records.last().expect("summary");
-    for o in summary["objects"]["by_object"]
-        .as_array()
-        .expect("by_object")
-    {
-        assert_eq!(o["hits"], STORES, "{o}");
-    }
+    let summary = each_object_has_its_stores_only(&records);
     assert_eq!(summary["filtered"], 3 * STORES, "{summary}");
 });
 
@@ -373,13 +367,7 @@ live_test!(stores_after_a_free_are_never_the_freed_objects, {
         return;
     };
     each_armed_stored_and_freed(&records, "stamp", 24);
-    let summary = records.last().expect("summary");
-    for o in summary["objects"]["by_object"]
-        .as_array()
-        .expect("by_object")
-    {
-        assert_eq!(o["hits"], STORES, "{o}");
-    }
+    let summary = each_object_has_its_stores_only(&records);
     for r in &records {
         if r["type"] == "object_freed" {
             assert_eq!(r["hits"], STORES, "{r}");
@@ -387,6 +375,18 @@ live_test!(stores_after_a_free_are_never_the_freed_objects, {
     }
     assert_eq!(summary["hits"], 24 * STORES, "{summary}");
 });
+
+/// The summary, after checking that each armed object's hits are exactly its [`STORES`] stores.
+fn each_object_has_its_stores_only(records: &[Value]) -> &Value {
+    let summary = records.last().expect("summary");
+    for o in summary["objects"]["by_object"]
+        .as_array()
+        .expect("by_object")
+    {
+        assert_eq!(o["hits"], STORES, "{o}");
+    }
+    summary
+}
 
 /// `write ARGS` must fail with exit 2 before arming anything, its one error line containing each of `says`.
 fn refused_before_arming(args: &[&str], says: &[&str]) {

@@ -188,6 +188,9 @@ live_test!(a_programs_own_allocator_and_free_function, {
 
     // The text summary: the chains are the target's (not named after the first object a breakpoint slot
     // held), and each object's hits are listed.
+    let exe_text = widgets().display().to_string();
+    let on = format!("uretprobe:{exe_text}:widget_new");
+    let free = format!("uprobe:{exe_text}:widget_free:arg0");
     let (code, out, err) = util::run_within(
         &[
             "write",

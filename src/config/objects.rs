@@ -397,10 +397,15 @@ pub struct ObjectTarget {
 }
 
 impl ObjectTarget {
+    /// The target as given, without its length: `(struct pipe_inode_info)$obj.head`.
+    pub fn name(&self) -> &str {
+        self.text.split('/').next().unwrap_or(&self.text)
+    }
+
     /// The hit label of object number `index` at `addr`: the target with `$obj` spelled as the address,
     /// and `#index` after it.
     pub fn label(&self, index: u64, addr: u64) -> String {
-        let text = self.text.split('/').next().unwrap_or(&self.text);
+        let text = self.name();
         format!(
             "{}#{index}",
             text.replacen("$obj", &format!("0x{addr:x}"), 1)

@@ -806,6 +806,9 @@ live_test!(user_frames_are_named_from_the_writers_elf_symbols, {
             h.chain[0].starts_with("main+0x") && h.chain[0].ends_with(" [writer]"),
             "{h:?}"
         );
+        // Its caller is named by libc's mapping, as JSON's `binary` (the program's name only outside
+        // every mapping): `0x7f... [libc.so.6]` where a stripped libc has no symbol there.
+        assert!(h.chain[1..].iter().any(|f| f.contains(" [libc")), "{h:?}");
     }
 });
 

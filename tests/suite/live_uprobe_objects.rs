@@ -185,6 +185,45 @@ live_test!(a_programs_own_allocator_and_free_function, {
         "launched: every object is known: {header}"
     );
     each_armed_stored_and_freed(&records, "go", 10);
+
+    // The text summary: the chains are the target's (not named after the first object a breakpoint slot
+    // held), and each object's hits are listed.
+    let exe_text = widgets().display().to_string();
+    let on = format!("uretprobe:{exe_text}:widget_new");
+    let free = format!("uprobe:{exe_text}:widget_free:arg0");
+    let (code, out, err) = util::run_within(
+        &[
+            "write",
+            "--quiet",
+            "--no-status",
+            "--on",
+            &on,
+            "--free",
+            &free,
+            "(struct widget)$obj.count",
+            "--",
+            &exe_text,
+            "go",
+            "10",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, 0, "{err}");
+    let summary = &out[out.find("# summary: 30 hits").expect(&out)..];
+    assert!(
+        summary.contains("target=(struct widget)$obj.count  comm:") && !summary.contains(".count#"),
+        "{summary}"
+    );
+    let by_object = &summary[summary
+        .find("# hits by object (10 armed, 0 with no hit):\n")
+        .expect(summary)..];
+    let objects = by_object
+        .lines()
+        .skip(1)
+        .take_while(|l| l.len() > 1)
+        .filter(|l| l.starts_with("#        3  10.0%  #"))
+        .count();
+    assert_eq!(objects, 10, "{summary}");
 });
 
 /// Starts `helper` (it writes "ready PID"), runs `write --json --no-status ARGS -p PID` on it, sends each of

@@ -59,7 +59,7 @@ pub fn apply<O: Output>(
     summary.hits_by_cpu = less(&kept, &uncounted);
     summary.lost_by_cpu = uncounted;
     summary.from_totals = true;
-    let mut tally = summary.tally.as_ref().map(|_| Tally::default());
+    let mut tally = summary.tally.as_ref().map(Tally::emptied);
     out.recount();
     let mut no_chain = 0;
     for (w, c) in counted.iter().enumerate() {

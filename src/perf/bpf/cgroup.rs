@@ -78,15 +78,8 @@ mod tests {
     const CGROUPS: i32 = 12;
     /// A system-wide watch's maps, with two chosen cgroups.
     const MAPS: HitMaps = HitMaps {
-        emitters: 3,
-        olds: 4,
-        olds_by_tgid: None,
-        stats: 5,
-        scratch: 7,
-        procs: None,
-        reads: None,
-        totals: None,
         cgroups: Some((CGROUPS, 2)),
+        ..HitMaps::SYSTEM_FOR_TESTS
     };
     /// The chosen cgroups' ids: `/pods/a` and `/pods/b`.
     const A: u64 = 0x1a;

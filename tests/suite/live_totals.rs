@@ -210,6 +210,15 @@ live_test!(
             "{err}"
         );
         assert!(!err.contains("not printed, and in no total"), "{err}");
+        // Of the hits counted, all but those of the 1,024 chains the chains map holds have no chain: the
+        // lost hits are in no total, with or without one.
+        assert!(
+            err.contains(&format!(
+                "{} hits are counted without their call chain",
+                hits - 1024
+            )),
+            "{err}"
+        );
         for p in &printed {
             let v = p.value.as_deref().and_then(hex).expect("a value");
             let spelled: u64 = p

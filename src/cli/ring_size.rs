@@ -113,11 +113,16 @@ mod tests {
 
     const PAGE: usize = 4096;
 
+    /// One target's pages on 2 CPUs under `coverage`: without `--value`, and with it.
+    fn without_and_with_values(coverage: Coverage) -> (usize, usize) {
+        let pages = |values| hit_ring_pages(2, 1, coverage, values, PAGE);
+        (pages(false), pages(true))
+    }
+
     #[test]
     fn a_system_watch_holds_a_tick_and_a_slice() {
         // 10 ms + 1.5 ms at a hit per 5 us: 2,300 records of 192 bytes, 108 pages: the old default.
-        assert_eq!(hit_ring_pages(2, 1, Coverage::System, false, PAGE), 128);
-        assert_eq!(hit_ring_pages(2, 1, Coverage::System, true, PAGE), 256);
+        assert_eq!(without_and_with_values(Coverage::System), (128, 256));
     }
 
     #[test]
@@ -144,8 +149,7 @@ mod tests {
     #[test]
     fn a_launch_assumes_many_writers() {
         // As 64 threads on 2 CPUs.
-        assert_eq!(hit_ring_pages(2, 1, Coverage::Launch, false, PAGE), 1024);
-        assert_eq!(hit_ring_pages(2, 1, Coverage::Launch, true, PAGE), 2048);
+        assert_eq!(without_and_with_values(Coverage::Launch), (1024, 2048));
     }
 
     #[test]

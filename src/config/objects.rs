@@ -397,10 +397,15 @@ pub struct ObjectTarget {
 }
 
 impl ObjectTarget {
+    /// The target as given, without its length: `(struct pipe_inode_info)$obj.head`.
+    pub fn name(&self) -> &str {
+        self.text.split('/').next().unwrap_or(&self.text)
+    }
+
     /// The hit label of object number `index` at `addr`: the target with `$obj` spelled as the address,
     /// and `#index` after it.
     pub fn label(&self, index: u64, addr: u64) -> String {
-        let text = self.text.split('/').next().unwrap_or(&self.text);
+        let text = self.name();
         format!(
             "{}#{index}",
             text.replacen("$obj", &format!("0x{addr:x}"), 1)
@@ -545,6 +550,15 @@ pub fn resolve_user_target(
 mod tests {
     use super::*;
 
+    /// Each of `bads` is refused by `parse` with an error naming every one of `parts`.
+    #[track_caller]
+    fn refused<T: std::fmt::Debug>(parse: fn(&str) -> Result<T>, bads: &[&str], parts: &[&str]) {
+        for bad in bads {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(parts.iter().all(|p| e.contains(p)), "{bad}: {e}");
+        }
+    }
+
     #[test]
     fn sources_parse() {
         assert_eq!(
@@ -571,24 +585,22 @@ mod tests {
             "tracepoint:sock:inet_sock_set_state:skaddr"
         );
         assert_eq!(tp.to_string(), "tracepoint:sched:sched_process_fork:arg1");
-        for bad in [
-            "",
-            "kmalloc",
-            "kmalloc:",
-            "kmalloc:1abc",
-            "kmalloc:f+zz",
-            "vmalloc:f",
-            "tracepoint:sched:sched_process_fork",
-            "tracepoint:sched:sched_process_fork:arg99",
-            "tracepoint:sched:sched_process_fork:1x",
-            "tracepoint:s ched:x:arg0",
-        ] {
-            let e = parse_source(bad).unwrap_err().to_string();
-            assert!(
-                e.contains("--on") && e.contains("kmalloc:FUNC"),
-                "{bad}: {e}"
-            );
-        }
+        refused(
+            parse_source,
+            &[
+                "",
+                "kmalloc",
+                "kmalloc:",
+                "kmalloc:1abc",
+                "kmalloc:f+zz",
+                "vmalloc:f",
+                "tracepoint:sched:sched_process_fork",
+                "tracepoint:sched:sched_process_fork:arg99",
+                "tracepoint:sched:sched_process_fork:1x",
+                "tracepoint:s ched:x:arg0",
+            ],
+            &["--on", "kmalloc:FUNC"],
+        );
     }
 
     #[test]
@@ -612,37 +624,34 @@ mod tests {
         assert_eq!(arg.to_string(), "uprobe:/opt/app/bin/app:widget_init:arg1");
         // C++ names, as the symbol table spells them.
         assert!(parse_source("uretprobe:libstdc++:_Znwm").is_ok());
-        for bad in [
-            "uretprobe:malloc",
-            "uretprobe::malloc",
-            "uretprobe:libc:",
-            "uprobe:libc:free",
-            "uprobe:libc:free:arg6",
-            "uprobe:libc:free:x0",
-            "uprobe:libc:a b:arg0",
-        ] {
-            let e = parse_source(bad).unwrap_err().to_string();
-            assert!(
-                e.contains("--on") && e.contains("uprobe:PATH:FUNC"),
-                "{bad}: {e}"
-            );
-        }
+        refused(
+            parse_source,
+            &[
+                "uretprobe:malloc",
+                "uretprobe::malloc",
+                "uretprobe:libc:",
+                "uprobe:libc:free",
+                "uprobe:libc:free:arg6",
+                "uprobe:libc:free:x0",
+                "uprobe:libc:a b:arg0",
+            ],
+            &["--on", "uprobe:PATH:FUNC"],
+        );
         assert_eq!(
             parse_free("uprobe:./app:widget_free:arg0").unwrap().at,
             UserArg::Arg(0)
         );
-        for bad in ["uretprobe:libc:free", "uprobe:libc:free", "kmalloc:f"] {
-            let e = parse_free(bad).unwrap_err().to_string();
-            assert!(
-                e.contains("--free") && e.contains("uprobe:PATH:FUNC:argN"),
-                "{bad}: {e}"
-            );
-        }
+        refused(
+            parse_free,
+            &["uretprobe:libc:free", "uprobe:libc:free", "kmalloc:f"],
+            &["--free", "uprobe:PATH:FUNC:argN"],
+        );
         // Past arg5, --free says so, as --on does.
-        for bad in ["uprobe:libc:free:arg6", "uprobe:libc:free:arg300"] {
-            let e = parse_free(bad).unwrap_err().to_string();
-            assert!(e.contains("at most arg5"), "{bad}: {e}");
-        }
+        refused(
+            parse_free,
+            &["uprobe:libc:free:arg6", "uprobe:libc:free:arg300"],
+            &["at most arg5"],
+        );
         assert!(!parse_free("uprobe:libc:free")
             .unwrap_err()
             .to_string()

@@ -381,6 +381,13 @@ pub fn expect_args(event: &Event, expected: &[&str]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ksymwatch_symbols::testing::assert_mentions;
+
+    /// `arg` of `event` is no object pointer: refused with a message holding every one of `parts`.
+    #[track_caller]
+    fn refuses_pointer(event: &Event, arg: TpArg, parts: &[&str]) {
+        assert_mentions(&pointer(event, &arg).unwrap_err(), parts);
+    }
 
     fn value(name: Option<&str>, type_name: &str, pointee: Option<&str>, size: u64) -> TpValue {
         TpValue {
@@ -546,33 +553,40 @@ mod tests {
     #[test]
     fn arguments_out_of_range_or_not_pointers_are_refused() {
         let e = found("sched", fork(), None);
-        let far = pointer(&e, &TpArg::Index(2)).unwrap_err();
-        assert!(
-            far.contains("has 2 arguments: arg0 `struct task_struct *parent`, arg1"),
-            "{far}"
+        refuses_pointer(
+            &e,
+            TpArg::Index(2),
+            &["has 2 arguments: arg0 `struct task_struct *parent`, arg1"],
         );
         let e = found("sock", sock_state(), None);
-        let int = pointer(&e, &TpArg::Field("oldstate".into())).unwrap_err();
-        assert!(
-            int.contains("`oldstate` (argument 1")
-                && int.contains("`const int oldstate`, not a pointer"),
-            "{int}"
+        refuses_pointer(
+            &e,
+            TpArg::Field("oldstate".into()),
+            &[
+                "`oldstate` (argument 1",
+                "`const int oldstate`, not a pointer",
+                "its pointer arguments: sk",
+            ],
         );
-        assert!(int.contains("its pointer arguments: sk"), "{int}");
-        let int = pointer(&e, &TpArg::Index(2)).unwrap_err();
-        assert!(int.contains("argument 2 of `inet_sock_set_state`"), "{int}");
+        refuses_pointer(
+            &e,
+            TpArg::Index(2),
+            &["argument 2 of `inet_sock_set_state`"],
+        );
     }
 
     #[test]
     fn a_record_field_needs_tracefs_only_when_it_is_no_argument() {
-        let e = found("sock", sock_state(), None);
-        let e = pointer(&e, &TpArg::Field("skaddr".into())).unwrap_err();
-        assert!(
-            e.contains("`skaddr` is a field of `inet_sock_set_state`'s tracefs record")
-                && e.contains("arg0 `const struct sock *sk`")
-                && e.contains("mount -t tracefs")
-                && e.contains("e.g. tracepoint:sock:inet_sock_set_state:sk"),
-            "{e}"
+        // Without tracefs.
+        refuses_pointer(
+            &found("sock", sock_state(), None),
+            TpArg::Field("skaddr".into()),
+            &[
+                "`skaddr` is a field of `inet_sock_set_state`'s tracefs record",
+                "arg0 `const struct sock *sk`",
+                "mount -t tracefs",
+                "e.g. tracepoint:sock:inet_sock_set_state:sk",
+            ],
         );
         let events = tracefs("record", &[("sock", "inet_sock_set_state")]);
         let mounted = found("sock", sock_state(), Some(&events));
@@ -587,23 +601,29 @@ mod tests {
             found("sched", fork(), None),
             found("sched", fork(), Some(&events)),
         ] {
-            let pid = pointer(&e, &TpArg::Field("child_pid".into())).unwrap_err();
-            assert!(
-                pid.contains("`child_pid` (a field of `sched_process_fork`'s record) is `pid_t child_pid`, not a pointer")
-                    && pid.contains("its pointer arguments: parent, child"),
-                "{pid}"
+            refuses_pointer(
+                &e,
+                TpArg::Field("child_pid".into()),
+                &[
+                    "`child_pid` (a field of `sched_process_fork`'s record) is `pid_t child_pid`, not a pointer",
+                    "its pointer arguments: parent, child",
+                ],
             );
-            let comm = pointer(&e, &TpArg::Field("parent_comm".into())).unwrap_err();
-            assert!(
-                comm.contains("`parent_comm` is a string or array the event's record holds itself")
-                    && comm.contains("its pointer arguments: parent, child"),
-                "{comm}"
+            refuses_pointer(
+                &e,
+                TpArg::Field("parent_comm".into()),
+                &[
+                    "`parent_comm` is a string or array the event's record holds itself",
+                    "its pointer arguments: parent, child",
+                ],
             );
-            let nope = pointer(&e, &TpArg::Field("nope".into())).unwrap_err();
-            assert!(
-                nope.contains("has no argument and no field `nope`")
-                    && nope.contains("record's pointer fields: none"),
-                "{nope}"
+            refuses_pointer(
+                &e,
+                TpArg::Field("nope".into()),
+                &[
+                    "has no argument and no field `nope`",
+                    "record's pointer fields: none",
+                ],
             );
         }
     }
@@ -616,12 +636,13 @@ mod tests {
             record: None,
         };
         let e = found("sched", wakeup.clone(), None);
-        let comm = pointer(&e, &TpArg::Field("comm".into())).unwrap_err();
-        assert!(
-            comm.contains(
-                "`comm` is not an argument of `sched_wakeup` (arg0 `struct task_struct *p`)"
-            ) && comm.contains("needs tracefs"),
-            "{comm}"
+        refuses_pointer(
+            &e,
+            TpArg::Field("comm".into()),
+            &[
+                "`comm` is not an argument of `sched_wakeup` (arg0 `struct task_struct *p`)",
+                "needs tracefs",
+            ],
         );
         let events = tracefs("class", &[("sched", "sched_wakeup")]);
         let mounted = found("sched", wakeup.clone(), Some(&events));

@@ -507,14 +507,7 @@ mod tests {
     /// A refused move (`--control`) is worded as arming is; another errno as the kernel said it.
     #[test]
     fn a_refused_move_names_the_rule_or_the_errno() {
-        let w = Watch {
-            label: "x".into(),
-            addr: 0x5600_0000_1000,
-            len: 8,
-            access: crate::model::watch::Access::Write,
-            module: None,
-            per_cpu: None,
-        };
+        let w = watch();
         let r = explain_move(&io::Error::from_raw_os_error(libc::EINVAL), &w, Scope::Cpu);
         assert_eq!(r.kind, Kind::InvalidBreakpoint);
         assert_eq!(

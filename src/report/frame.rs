@@ -54,7 +54,9 @@ impl ResolvedFrame {
     }
 
     /// The ftrace form: `func+0xOFF/0xSIZE [module]` for the kernel, `func+0xOFF [binary]` for user code,
-    /// `0xADDR` for an unknown kernel frame and `0xADDR [comm]` for an unknown user one.
+    /// `0xADDR` for an unknown kernel frame, `0xADDR [binary]` for a user one with no symbol in a known
+    /// mapping (a static function of a stripped libc) and `0xADDR [comm]` for one outside every known
+    /// mapping.
     pub fn display<'a>(&'a self, comm: &'a str) -> Display<'a> {
         Display { frame: self, comm }
     }
@@ -78,9 +80,9 @@ impl ResolvedFrame {
 /// digits, names, JSON escapes) was most of a printer's work. The tracer keeps one per distinct raw chain
 /// (see the symbolizer's chain cache) and hands it with each hit; a hit without one is spelled afresh.
 ///
-/// An unnamed user frame prints the hit's comm (`0x7f00 [writer]`, libc's static functions are such
-/// frames), and threads on one chain can have different comms: such a chain's text is kept with the comm
-/// it was spelled for, and spelled again for another.
+/// A user frame outside every known mapping prints the hit's comm (`0x7f00 [writer]`), and threads on one
+/// chain can have different comms: such a chain's text is kept with the comm it was spelled for, and
+/// spelled again for another.
 #[derive(Debug, Default)]
 pub struct Rendered {
     /// Some frame's text has the comm in it.
@@ -109,7 +111,7 @@ impl Rendered {
         Rendered {
             needs_comm: std::iter::once(ip)
                 .chain(frames)
-                .any(|f| !f.kernel && f.sym.is_none()),
+                .any(|f| !f.kernel && f.sym.is_none() && f.binary.is_none()),
             ..Rendered::default()
         }
     }
@@ -163,8 +165,10 @@ impl ResolvedFrame {
             None => {
                 out.push_str("0x");
                 push_hex(out, self.addr);
+                // The mapping the address is in, as JSON's `binary` says; the comm only when no mapping
+                // is known, as the one hint left of whose code it was.
                 if !self.kernel {
-                    bracketed(out, comm, name);
+                    bracketed(out, self.binary.as_deref().unwrap_or(comm), name);
                 }
             }
         }
@@ -202,7 +206,15 @@ mod tests {
             binary: Some("libc.so.6".into()),
             ..ResolvedFrame::unknown(0x7f00, false)
         };
-        assert_eq!(b.display("comm").to_string(), "0x7f00 [comm]");
+        assert_eq!(
+            b.display("writer").to_string(),
+            "0x7f00 [libc.so.6]",
+            "a frame with no symbol names the mapping it is in, not the program"
+        );
         assert_eq!(b.flame_name(), "[libc.so.6]");
+        assert!(!Rendered::new(&f, std::slice::from_ref(&b)).needs_comm);
+        let outside = ResolvedFrame::unknown(0x7f00, false);
+        assert_eq!(outside.display("writer").to_string(), "0x7f00 [writer]");
+        assert!(Rendered::new(&f, &[b, outside]).needs_comm);
     }
 }

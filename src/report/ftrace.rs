@@ -221,37 +221,34 @@ fn push_chain(l: &mut String, hit: &Hit<'_>) {
 /// A hit's value as the end of its text line: ` value=0x2a`, ` value=?`, ` value=0x1f4(mem) old=0x1f3`;
 /// nothing when not read.
 pub(crate) fn push_value(l: &mut String, value: Value) {
-    match value {
-        Value::NotRead => {}
-        Value::Unreadable => l.push_str(" value=?"),
-        Value::Read(v) => {
-            l.push_str(" value=0x");
+    let Some(shown) = value.shown() else {
+        return;
+    };
+    push_hex_or_unknown(l, " value=", shown.value);
+    match shown.from {
+        None | Some(ValueFrom::Insn) => {}
+        Some(ValueFrom::Raced { memory }) => {
+            l.push_str("(raced:0x");
+            push_hex(l, memory);
+            l.push(')');
+        }
+        Some(ValueFrom::Memory) => l.push_str("(mem)"),
+        Some(ValueFrom::NoStart) => l.push_str("(mem,nostart)"),
+    }
+    if let Some(old) = shown.old {
+        push_hex_or_unknown(l, " old=", old);
+    }
+}
+
+/// `key` and `0x`-hex `v`, or `?` when unknown.
+fn push_hex_or_unknown(l: &mut String, key: &str, v: Option<u64>) {
+    l.push_str(key);
+    match v {
+        Some(v) => {
+            l.push_str("0x");
             push_hex(l, v);
         }
-        Value::Written { value, old, from } => {
-            for (key, v) in [(" value=", value), (" old=", old)] {
-                l.push_str(key);
-                match v {
-                    Some(v) => {
-                        l.push_str("0x");
-                        push_hex(l, v);
-                    }
-                    None => l.push('?'),
-                }
-                if key == " value=" && value.is_some() {
-                    match from {
-                        ValueFrom::Insn => {}
-                        ValueFrom::Raced { memory } => {
-                            l.push_str("(raced:0x");
-                            push_hex(l, memory);
-                            l.push(')');
-                        }
-                        ValueFrom::Memory => l.push_str("(mem)"),
-                        ValueFrom::NoStart => l.push_str("(mem,nostart)"),
-                    }
-                }
-            }
-        }
+        None => l.push('?'),
     }
 }
 

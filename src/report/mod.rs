@@ -88,6 +88,30 @@ pub enum Value {
     },
 }
 
+/// A value as the text and JSON hit lines show it (`None` from [`Value::shown`]: nothing is shown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shown {
+    /// The value; `None`: unknown (`?`, `null`).
+    pub value: Option<u64>,
+    /// `--value`/`--if` only: the old value (`None` inside: unknown).
+    pub old: Option<Option<u64>>,
+    /// `--value`/`--if` with a known value: where it came from.
+    pub from: Option<ValueFrom>,
+}
+
+impl Value {
+    /// What a hit line shows of this value, in one place for the text and the JSON hit lines.
+    pub fn shown(self) -> Option<Shown> {
+        let (value, old, from) = match self {
+            Value::NotRead => return None,
+            Value::Unreadable => (None, None, None),
+            Value::Read(v) => (Some(v), None, None),
+            Value::Written { value, old, from } => (value, Some(old), value.map(|_| from)),
+        };
+        Some(Shown { value, old, from })
+    }
+}
+
 /// Where a `--value` hit's value comes from ([`crate::x86_store`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueFrom {

@@ -2,6 +2,10 @@
 //! writer ip and by comm (by CPU is already in [`Summary`]), and with `--value` by the value each store
 //! wrote, while a target has few distinct ones ([`VALUES_MAX`]); [`write_text`] prints it, most frequent
 //! first, as `#` lines so an ftrace parser still skips it. The JSON form is in [`super::json`].
+//!
+//! With `--on` a target index is a breakpoint slot, which holds one object after another: the tally then
+//! counts every slot's hits as the one target's ([`Tally::of_objects`]), named without any object's
+//! address, and the text adds the hits by object from the objects' books ([`Summary::objects`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
@@ -10,7 +14,7 @@ use rustc_hash::FxHashMap;
 
 use super::cgroup::CgroupName;
 use super::escape::escaped;
-use super::{Hit, ResolvedFrame, Summary, Value};
+use super::{Hit, ObjectTally, ResolvedFrame, Summary, Value};
 
 /// One unique call chain of one target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,6 +122,10 @@ pub struct Tally {
     by_thread: BTreeMap<(u32, u32), (String, u64)>,
     /// Hits by the writer's cgroup, where the records carried it: id to its name and the count.
     by_cgroup: BTreeMap<u64, (CgroupName, u64)>,
+    /// `--on`: the target every slot's objects are a field of (`(struct widget)$obj.count`). A slot's
+    /// label names the object it held at the hit, and a chain or a value table keyed by slot would carry
+    /// the first object's name for the hits of every later one: all slots count as target 0, so named.
+    objects: Option<String>,
 }
 
 /// One writing thread's hits.
@@ -133,6 +141,28 @@ pub struct ThreadCount<'a> {
 const RAW_KEYS_MAX: usize = 1 << 16;
 
 impl Tally {
+    /// `--on` with `target` (`(struct widget)$obj.count`): every slot's hits are counted as that
+    /// target's.
+    pub fn of_objects(&mut self, target: &str) {
+        self.objects = Some(target.to_string());
+    }
+
+    /// An empty tally that counts as this one does (`--on`'s target kept): the kernel's totals' recount.
+    pub fn emptied(&self) -> Tally {
+        Tally {
+            objects: self.objects.clone(),
+            ..Tally::default()
+        }
+    }
+
+    /// The target `hit` counts toward, and its name: its own, or with `--on` the objects' one.
+    fn target_of<'h>(&'h self, hit: &'h Hit<'_>) -> (usize, &'h str) {
+        match &self.objects {
+            Some(name) => (0, name),
+            None => (hit.watch_index, &hit.watch.label),
+        }
+    }
+
     pub fn add(&mut self, hit: &Hit<'_>) {
         self.add_n(hit, 1);
     }
@@ -144,9 +174,10 @@ impl Tally {
 
         // The chain: [target, pid, comm, (addr, kernel)...]; pid and comm only matter for user frames.
         let user = hit.chain.iter().any(|f| !f.kernel);
+        let target = self.target_of(hit).0;
         let mut raw = std::mem::take(&mut self.scratch);
         raw.clear();
-        raw.push(hit.watch_index as u64);
+        raw.push(target as u64);
         raw.push(if user { pid } else { u64::MAX });
         raw.push(if user { comm } else { u64::MAX });
         for f in hit.chain {
@@ -220,11 +251,12 @@ impl Tally {
         if let Value::Written { value, .. } = hit.value {
             // The table is made by the first hit of `--value`, known value or not, so a target whose values
             // were all lost still has its (empty) section.
-            let i = match self.values.iter().position(|t| t.target == hit.watch_index) {
+            let i = match self.values.iter().position(|t| t.target == target) {
                 Some(i) => i,
                 None => {
-                    self.values
-                        .push(ValueCounts::new(hit.watch_index, &hit.watch.label));
+                    let (target, name) = self.target_of(hit);
+                    let table = ValueCounts::new(target, name);
+                    self.values.push(table);
                     self.values.len() - 1
                 }
             };
@@ -250,7 +282,9 @@ impl Tally {
             .iter()
             .map(|f| f.display(hit.comm).to_string())
             .collect();
-        let key = (hit.watch_index, key);
+        let (target, name) = self.target_of(hit);
+        let target_name = name.to_string();
+        let key = (target, key);
         if let Some(&i) = self.chain_index.get(&key) {
             return i;
         }
@@ -258,8 +292,8 @@ impl Tally {
             key.clone(),
             Chain {
                 count: 0,
-                target: hit.watch_index,
-                target_name: hit.watch.label.clone(),
+                target,
+                target_name,
                 frames: hit.chain.to_vec(),
                 comms: BTreeMap::new(),
             },
@@ -307,12 +341,6 @@ impl Tally {
         v
     }
 
-    /// Takes `other`'s by-cgroup counts: the kernel's totals, which replace the other counts when the
-    /// stream dropped hits, do not keep the writer's cgroup.
-    pub fn keep_cgroups_of(&mut self, other: &Tally) {
-        self.by_cgroup = other.by_cgroup.clone();
-    }
-
     /// Hits by the writer's cgroup, most first (then by id); empty where no record carried one.
     pub fn by_cgroup(&self) -> Vec<(&CgroupName, u64)> {
         let mut v: Vec<(&CgroupName, u64)> =
@@ -322,7 +350,9 @@ impl Tally {
     }
 
     /// The kernel's counts of target `target`'s values: `(value, count)`, `overflowed` when it was written
-    /// more distinct values than the table keeps; replaces what the stream counted.
+    /// more distinct values than the table keeps; replaces what the stream counted. With `--on`, `target`
+    /// is a slot and its counts are added to the objects' one table: call it on an [`Tally::emptied`]
+    /// tally, once per slot.
     pub fn set_values(
         &mut self,
         target: usize,
@@ -330,6 +360,24 @@ impl Tally {
         counts: &[(u64, u64)],
         overflowed: bool,
     ) {
+        if let Some(name) = &self.objects {
+            let i = match self.values.iter().position(|t| t.target == 0) {
+                Some(i) => i,
+                None => {
+                    self.values.push(ValueCounts::new(0, name));
+                    self.values.len() - 1
+                }
+            };
+            let t = &mut self.values[i];
+            for &(v, n) in counts {
+                t.add(v, n);
+            }
+            if overflowed {
+                t.overflowed = true;
+                t.counts = Vec::new();
+            }
+            return;
+        }
         let mut t = ValueCounts::new(target, name);
         for &(v, n) in counts {
             t.add(v, n);
@@ -494,18 +542,16 @@ pub fn write_text(
     if shown < threads.len() {
         write_more(w, "threads", threads[shown..].iter().map(|t| t.count))?;
     }
+    if let Some(objects) = &summary.objects {
+        write_objects(w, objects, summary.from_totals, total, top)?;
+    }
     write_heading(w, "hits by cpu")?;
     for (cpu, &n) in &summary.hits_by_cpu {
         writeln!(w, "# {n:>8} {:>5.1}%  cpu{cpu}", pct(n, total))?;
     }
     let cgroups = tally.by_cgroup();
-    match (cgroups.is_empty(), summary.from_totals) {
-        (true, _) => {}
-        (false, false) => write_heading(w, "hits by cgroup")?,
-        (false, true) => write_heading(
-            w,
-            "hits by cgroup (of the hits printed: the kernel's totals do not keep the cgroup)",
-        )?,
+    if !cgroups.is_empty() {
+        write_heading(w, "hits by cgroup")?;
     }
     for (c, n) in cgroups {
         write!(
@@ -543,6 +589,39 @@ pub fn write_text(
         for (v, n) in values {
             writeln!(w, "# {n:>8} {:>5.1}%  0x{v:x}", pct(n, total))?;
         }
+    }
+    Ok(())
+}
+
+/// `--on`: each armed object's hits, most first (then by number), as the stream names it (`#N 0xADDR`);
+/// objects with none are only counted.
+fn write_objects(
+    w: &mut impl Write,
+    objects: &ObjectTally,
+    from_totals: bool,
+    total: u64,
+    top: usize,
+) -> io::Result<()> {
+    let mut hit: Vec<&(u64, u64, u64)> = objects.objects.iter().filter(|o| o.2 > 0).collect();
+    hit.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    let armed = objects.objects.len();
+    let none = armed - hit.len();
+    // The kernel's totals are by slot, not by object: recounted, these stay the printed hits'.
+    let of = if from_totals {
+        ", of the hits printed: the kernel's totals do not keep the object"
+    } else {
+        ""
+    };
+    write_heading(
+        w,
+        &format!("hits by object ({armed} armed, {none} with no hit{of})"),
+    )?;
+    let shown = shown_of(hit.len(), top);
+    for &&(index, addr, n) in &hit[..shown] {
+        writeln!(w, "# {n:>8} {:>5.1}%  #{index} 0x{addr:x}", pct(n, total))?;
+    }
+    if shown < hit.len() {
+        write_more(w, "objects", hit[shown..].iter().map(|o| o.2))?;
     }
     Ok(())
 }
@@ -820,6 +899,127 @@ mod tests {
         assert!(t[1].overflowed());
     }
 
+    /// `--on`: a slot holds one object after another. Hits are counted as the one target's, named
+    /// without an object's address (not as the first object a slot held), a chain through several slots
+    /// is one chain, values are one table, the kernel's recount counts the same way, and the text lists
+    /// the hits by object from the objects' books.
+    #[test]
+    fn object_hits_are_the_targets_and_listed_by_object() {
+        use crate::report::json::SummaryRecord;
+        let target = "(struct widget)$obj.count";
+        let object = |i: u64, addr: u64| {
+            watch(
+                &format!("(struct widget)0x{addr:x}.count#{i}"),
+                addr,
+                Access::Write,
+            )
+        };
+        let (o0, o1, o2) = (object(0, 0xa000), object(1, 0xc000), object(2, 0xb000));
+        let read = [encode::KERNEL, 0xffffffff81000010, 0xffffffff81000110];
+        let ksys = [encode::KERNEL, 0xffffffff81000010, 0xffffffff81000210];
+        let hits = [(sample(5, 0, &read), "w", 0), (sample(5, 0, &ksys), "w", 0)];
+        // (object's watch, slot, chain, hits): #0 and then #2 in slot 0, #1 in slot 1.
+        let made = [(&o0, 0, 0, 3), (&o1, 1, 0, 2), (&o2, 0, 1, 1)];
+        let count = |tally: &mut Tally| {
+            let mut i = 0;
+            each_hit(
+                &table(),
+                &[watch("slot", 0x1000, Access::Write)],
+                &hits,
+                |hit| {
+                    for &(w, slot, chain, n) in &made {
+                        if chain == i {
+                            let hit = Hit {
+                                watch: w,
+                                watch_index: slot,
+                                value: written(Some(7)),
+                                ..*hit
+                            };
+                            tally.add_n(&hit, n);
+                        }
+                    }
+                    i += 1;
+                },
+            );
+        };
+        let mut by_slot = Tally::default();
+        count(&mut by_slot);
+        assert_eq!(
+            by_slot.chains()[0].target_name,
+            "(struct widget)0xa000.count#0",
+            "without --on: by target"
+        );
+
+        let mut tally = Tally::default();
+        tally.of_objects(target);
+        count(&mut tally);
+        let chains = tally.chains();
+        assert_eq!(chains.len(), 2, "{chains:?}");
+        assert_eq!((chains[0].count, chains[1].count), (5, 1));
+        assert!(chains
+            .iter()
+            .all(|c| (c.target, c.target_name.as_str()) == (0, target)));
+        let values = tally.by_value();
+        assert_eq!(values.len(), 1);
+        assert_eq!(
+            (values[0].target_name.as_str(), values[0].values()),
+            (target, vec![(7, 6)])
+        );
+
+        let mut summary = Summary {
+            objects: Some(ObjectTally {
+                objects: vec![
+                    (0, 0xa000, 3),
+                    (1, 0xc000, 2),
+                    (2, 0xb000, 1),
+                    (3, 0xd000, 0),
+                ],
+                ..ObjectTally::default()
+            }),
+            ..Summary::default()
+        };
+        summary.hits_by_cpu.insert(0, 6);
+        let text = text_of(&summary, &tally, 2);
+        assert!(
+            text.contains(&format!(
+                "#        5 hits  83.3%  target={target}  comm: w 5\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            !text.contains("0xa000.count"),
+            "no object's name on a chain: {text}"
+        );
+        let section = &text[text.find("# hits by object").expect(&text)..];
+        let section = &section[..section.find("#\n").expect(&text)];
+        assert_eq!(
+            section,
+            "# hits by object (4 armed, 1 with no hit):\n#        3  50.0%  #0 0xa000\n\
+             #        2  33.3%  #1 0xc000\n# ... 1 more objects with 1 hits (--top 0 shows all)\n"
+        );
+        summary.tally = Some(tally.clone());
+        let json = serde_json::to_value(SummaryRecord::new(&summary)).unwrap();
+        assert_eq!(json["chains"][0]["target"], target);
+
+        // The kernel's totals are by slot: recounted, the slots' values add up in the objects' table.
+        let mut recounted = tally.emptied();
+        recounted.set_values(0, "slot", &[(7, 4), (9, 1)], false);
+        recounted.set_values(1, "slot", &[(7, 2)], false);
+        let values = recounted.by_value();
+        assert_eq!(
+            (values[0].target_name.as_str(), values[0].values()),
+            (target, vec![(7, 6), (9, 1)])
+        );
+        summary.from_totals = true;
+        assert!(text_of(&summary, &recounted, 0).contains(
+            "# hits by object (4 armed, 1 with no hit, of the hits printed: the kernel's totals do not keep the object):\n"
+        ));
+        assert!(
+            !text_of(&Summary::default(), &tally, 0).contains("by object"),
+            "no section without --on"
+        );
+    }
+
     /// `--summary` counts hits by the writer's cgroup, most first, each with its path and container; a
     /// cgroup removed before it was named keeps its id; no section where no record carried a cgroup. The
     /// JSON summary carries the same tally.
@@ -867,14 +1067,9 @@ mod tests {
         assert!(by[1]["path"].is_null() && by[1].get("container_id").is_none());
         assert_eq!(by[2]["path"], "/system.slice/app.service");
 
-        // Recounted from the kernel's totals, the by-cgroup counts are the printed hits', and say so.
-        let mut recounted = Tally::default();
-        recounted.keep_cgroups_of(&tally);
-        assert_eq!(recounted.by_cgroup(), tally.by_cgroup());
+        // Recounted from the kernel's totals (keyed by cgroup too), the heading is the same.
         summary.from_totals = true;
-        assert!(text_of(&summary, &recounted, 0).contains(
-            "# hits by cgroup (of the hits printed: the kernel's totals do not keep the cgroup):\n"
-        ));
+        assert!(text_of(&summary, &tally, 0).contains("# hits by cgroup:\n"));
         summary.from_totals = false;
 
         let none = Tally::default();

@@ -139,6 +139,26 @@ pub fn each_value_of_a_user_store(values: &[Value], mut f: impl FnMut(&Hit<'_>))
     });
 }
 
+/// A hit of `sample` on `watch` (index 0) by `app` at the bare `ip`: no chain, no value, from `cgroup`.
+pub fn app_hit<'a>(
+    sample: &'a Sample,
+    watch: &'a Watch,
+    ip: &'a ResolvedFrame,
+    cgroup: Option<&'a super::cgroup::CgroupName>,
+) -> Hit<'a> {
+    Hit {
+        sample,
+        watch,
+        watch_index: 0,
+        comm: "app",
+        ip,
+        chain: &[],
+        value: Value::NotRead,
+        rendered: None,
+        cgroup,
+    }
+}
+
 /// A frame named from `table` (kernel frames; user frames stay unnamed, as with no process maps).
 fn frame(table: &SymbolTable, addr: u64, kernel: bool) -> ResolvedFrame {
     let mut f = ResolvedFrame::unknown(addr, kernel);

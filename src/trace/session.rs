@@ -266,7 +266,7 @@ impl<'a, O: Output> Session<'a, O> {
                 .add(fd, Wake::Objects.token())
                 .or_exit(ExitCode::Runtime, "epoll")?;
         }
-        self.stream.start_objects(slots);
+        self.stream.start_objects(slots, objects.target.name());
         self.objects = Some((source, objects));
         // From now on no hit is released before the object records of its time are carried out.
         self.rings.read_elsewhere(sys::monotonic_ns());

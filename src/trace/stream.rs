@@ -187,9 +187,12 @@ impl<O: Output> Stream<'_, O> {
         &self.summary
     }
 
-    /// `--on`: from now on hits are checked against the objects in `slots`.
-    pub fn start_objects(&mut self, slots: Slots) {
+    /// `--on`: from now on hits are checked against the objects in `slots`, and counted as `target`'s.
+    pub fn start_objects(&mut self, slots: Slots, target: &str) {
         self.slots = Some(slots);
+        if let Some(t) = &mut self.summary.tally {
+            t.of_objects(target);
+        }
     }
 
     /// `--on`'s slots (empty ones when no object was followed yet).
@@ -573,7 +576,7 @@ impl<O: Output> Stream<'_, O> {
         if let Err(e) = totals::apply(
             hits,
             events.watches(),
-            &mut self.symbolizer,
+            (&mut self.symbolizer, self.cgroups.as_mut()),
             &mut self.summary,
             &mut self.sink.out,
         ) {
@@ -844,7 +847,7 @@ mod tests {
         let (epoll, mut p, mut w) = rings(&[0]);
         let mut s = stream(&table, &epoll, Limits::default(), Filter::default());
         let now = sys::monotonic_ns();
-        s.start_objects(Slots::new(1, false));
+        s.start_objects(Slots::new(1, false), "$obj+0/4");
         s.slots().closing(Some((0, now + 1500)));
         w[0].write(&hit(10, now + 1000, 0)).unwrap();
         w[0].write(&hit(11, now + 2000, 0)).unwrap();

@@ -2,7 +2,8 @@
 //! record is tried ([`crate::perf::bpf::totals`]). When the stream dropped records (a full ring), what
 //! the reports aggregate starts over from those totals: the hits and hits by CPU, the `--summary` tally
 //! (chains, ips, names, threads, values) and what an [`Output`] aggregates (`--folded`, `--flamegraph`),
-//! so each is exact; the stream itself stays what it printed, and the summary says how many hits it could
+//! so each is exact (with `--cgroup` the hits by cgroup too: the totals are keyed by the writer's
+//! cgroup id as well); the stream itself stays what it printed, and the summary says how many hits it could
 //! not print. `lost` then counts only hits in no total. When nothing was dropped the stream's counts are
 //! already every hit's and stay as they are (they hold what only the stream knows: a `--value` hit's
 //! value decoded from its instruction, the tracer's own filters).
@@ -14,16 +15,18 @@ use crate::model::watch::Watch;
 use crate::perf::bpf::hit_set::HitPrograms;
 use crate::perf::bpf::totals::{CountKey, Counted};
 use crate::perf::record::{Context, Frame, Sample};
+use crate::report::cgroup::CgroupNames;
 use crate::report::summary::Tally;
 use crate::report::{Hit, Output, Summary, Value};
 use crate::trace::symbolize::Symbolizer;
 
 /// Replaces the summary's counts and `out`'s aggregates with the kernel's totals when the stream dropped
 /// hits; does nothing otherwise. An error reading the maps leaves everything as the stream counted it.
+/// `cgroups` (`--cgroup`) names the writers' cgroups as the stream does.
 pub fn apply<O: Output>(
     hits: &HitPrograms,
     watches: &[Watch],
-    symbolizer: &mut Symbolizer<'_>,
+    (symbolizer, mut cgroups): (&mut Symbolizer<'_>, Option<&mut CgroupNames>),
     summary: &mut Summary,
     out: &mut O,
 ) -> io::Result<()> {
@@ -56,7 +59,7 @@ pub fn apply<O: Output>(
     summary.hits_by_cpu = less(&kept, &uncounted);
     summary.lost_by_cpu = uncounted;
     summary.from_totals = true;
-    let mut tally = summary.tally.as_ref().map(|_| Tally::default());
+    let mut tally = summary.tally.as_ref().map(Tally::emptied);
     out.recount();
     let mut no_chain = 0;
     for (w, c) in counted.iter().enumerate() {
@@ -69,6 +72,10 @@ pub fn apply<O: Output>(
             let sample = sample_of(key, c, watches[w].addr);
             let comm = comm_of(key);
             let named = symbolizer.named(&sample);
+            let cgroup = match (key.cgroup, cgroups.as_deref_mut()) {
+                (Some(id), Some(names)) => Some(names.name(id)),
+                _ => None,
+            };
             let hit = Hit {
                 sample: &sample,
                 watch: &watches[w],
@@ -78,7 +85,7 @@ pub fn apply<O: Output>(
                 chain: &named.frames,
                 value: Value::NotRead,
                 rendered: named.rendered(),
-                cgroup: None,
+                cgroup,
             };
             if let Some(t) = &mut tally {
                 t.add_n(&hit, *n);
@@ -88,10 +95,6 @@ pub fn apply<O: Output>(
         if let (Some(t), Some((values, over))) = (&mut tally, &c.values) {
             t.set_values(w, &watches[w].label, values, *over);
         }
-    }
-    // The totals' keys have no cgroup: the by-cgroup counts stay the printed hits'.
-    if let (Some(t), Some(old)) = (&mut tally, &summary.tally) {
-        t.keep_cgroups_of(old);
     }
     if tally.is_some() {
         summary.tally = tally;
@@ -141,7 +144,7 @@ fn sample_of(key: &CountKey, c: &Counted, addr: u64) -> Sample {
         addr,
         cpu: 0,
         id: 0,
-        cgroup: None,
+        cgroup: key.cgroup,
         frames,
     }
 }

@@ -159,6 +159,21 @@ impl TestCgroup {
         })
     }
 
+    /// A cgroup made below this one (drop it first).
+    fn child(&self, name: &str) -> TestCgroup {
+        let dir = self.dir.join(name);
+        std::fs::create_dir(&dir).expect("make a child cgroup");
+        TestCgroup {
+            dir,
+            path: format!("{}/{name}", self.path),
+        }
+    }
+
+    /// Its id: the directory's inode.
+    fn id(&self) -> u64 {
+        std::fs::metadata(&self.dir).expect("the cgroup").ino()
+    }
+
     fn add(&self, pid: u32) {
         std::fs::write(self.dir.join("cgroup.procs"), pid.to_string())
             .expect("move into the cgroup");
@@ -319,4 +334,327 @@ fn a_missing_cgroup_is_refused_before_arming() {
             &["not in the cgroup v2 hierarchy", &h.mount.point],
         );
     }
+}
+
+/// Stores of the writer inside the cgroup when the ring is made to fall behind.
+const FLOOD: usize = 100_000;
+
+// A one-page ring the reader cannot keep up with: most records are dropped and the summary's counts come
+// from the kernel's totals, so the by-cgroup count must too. The inside writer's every store is in its
+// cgroup's count, the outside writer's in none, whatever was printed.
+#[test]
+#[ignore = "live: makes a cgroup and arms hardware breakpoints"]
+fn by_cgroup_counts_every_store_when_the_ring_drops_records() {
+    let Some(_lock) = live() else { return };
+    let Some(cg) = TestCgroup::make("flood") else {
+        return;
+    };
+    let mut inside = Writer::start_fixed(&["write", &FLOOD.to_string(), "0"]);
+    let mut outside = Writer::start_fixed(&["write", "20000", "1"]);
+    assert_eq!(inside.addr, outside.addr, "one address for both");
+    cg.add(inside.pid);
+    let t = Tracer::write_json(&[
+        "--cgroup",
+        &cg.path,
+        "--summary",
+        "--buffer-pages",
+        "1",
+        &inside.target(),
+    ]);
+    outside.go();
+    inside.go();
+    let (_, out, err) = t.interrupt(Duration::from_secs(60));
+    drop((inside, outside));
+    let records = util::ndjson(&out);
+    let summary = util::summary_record(&records);
+    if summary["unprinted"].as_u64().unwrap_or(0) == 0 {
+        skip("a one-page ring dropped nothing: the totals were not needed");
+        return;
+    }
+    assert_eq!(summary["lost"].as_u64().unwrap_or(0), 0, "{summary}");
+    assert_eq!(
+        summary["hits"].as_u64(),
+        Some(FLOOD as u64),
+        "{summary}\n{err}"
+    );
+    let by_cgroup = summary["by_cgroup"].as_array().expect("by_cgroup");
+    assert_eq!(by_cgroup.len(), 1, "{summary}");
+    assert_eq!(by_cgroup[0]["path"], cg.path.as_str(), "{summary}");
+    assert_eq!(
+        by_cgroup[0]["count"].as_u64(),
+        Some(FLOOD as u64),
+        "{summary}"
+    );
+}
+
+// `--dry-run` names each chosen cgroup as planning found it: its path in the hierarchy, its id and its
+// directory, once each however it was given (absolute, relative, by directory), a nested one too.
+#[test]
+fn a_dry_run_names_each_chosen_cgroup_by_path_and_id() {
+    let Some(cg) = TestCgroup::make("dry-run") else {
+        return;
+    };
+    let sub = cg.child("sub");
+    let pid = std::process::id().to_string();
+    let relative = cg.path.trim_start_matches('/');
+    let (code, out, err) = util::run(&[
+        "write",
+        "--dry-run",
+        "--cgroup",
+        &cg.path,
+        "--cgroup",
+        relative,
+        "--cgroup",
+        &sub.dir.display().to_string(),
+        "0x7000/8",
+        "-p",
+        &pid,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("# cgroup: "))
+        .collect();
+    let line = |c: &TestCgroup| {
+        format!(
+            "# cgroup: {} (id {}, {}): writers in it or below only",
+            c.path,
+            c.id(),
+            c.dir.display()
+        )
+    };
+    assert_eq!(lines, [line(&cg), line(&sub)], "{out}");
+    assert!(out.ends_with("# dry run: nothing armed\n"), "{out}");
+    drop(sub);
+}
+
+/// Each JSON hit's `cgroup` path, by writer: (hits, the paths they named).
+fn cgroups_of(records: &[serde_json::Value], pid: u32) -> Vec<String> {
+    util::hits_of_pid(records, pid)
+        .into_iter()
+        .map(|v| v["cgroup"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+// As a user would run it on a node: a writer moved into the cgroup after the watch armed is kept from
+// then on; one in a cgroup nested below the chosen one is kept and named by its own (nested) path; one
+// outside is not; the summary counts each cgroup on its own. The same run as OTLP names the cgroup in
+// each log record's attributes.
+#[test]
+#[ignore = "live: makes cgroups and arms hardware breakpoints"]
+fn a_writer_moved_in_while_watching_and_one_below_are_kept() {
+    let Some(_lock) = live() else { return };
+    let Some(cg) = TestCgroup::make("moved") else {
+        return;
+    };
+    let sub = cg.child("pod");
+    let n = STORES.to_string();
+    let mut late = Writer::start_fixed(&["write", &n, "0"]);
+    let mut below = Writer::start_fixed(&["write", &n, "1"]);
+    let mut outside = Writer::start_fixed(&["write", &n, "1"]);
+    sub.add(below.pid);
+    let target = late.target();
+    let t = Tracer::write_json(&["--cgroup", &cg.path, "--summary", &target]);
+    // Moved after arming: the kernel asks for the writer's cgroup at each trap.
+    cg.add(late.pid);
+    late.go();
+    below.go();
+    outside.go();
+    let (_, out, err) = t.interrupt(Duration::from_secs(30));
+    let records = util::ndjson(&out);
+    assert_eq!(user_hits(&records, late.pid), STORES, "{err}");
+    assert_eq!(user_hits(&records, below.pid), STORES, "{err}");
+    assert_eq!(util::hits_of_pid(&records, outside.pid).len(), 0, "{err}");
+    assert!(cgroups_of(&records, late.pid).iter().all(|p| *p == cg.path));
+    assert!(cgroups_of(&records, below.pid)
+        .iter()
+        .all(|p| *p == sub.path));
+    let summary = util::summary_record(&records);
+    let mut by: Vec<(String, u64)> = summary["by_cgroup"]
+        .as_array()
+        .expect("by_cgroup")
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap_or("?").to_string(),
+                c["count"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    by.sort();
+    let hits_of = |pid| util::hits_of_pid(&records, pid).len() as u64;
+    assert_eq!(
+        by,
+        [
+            (cg.path.clone(), hits_of(late.pid)),
+            (sub.path.clone(), hits_of(below.pid))
+        ],
+        "{summary}"
+    );
+    drop((late, below, outside));
+
+    // OTLP: the cgroup's id and path on every log record of a hit.
+    let mut inside = Writer::start_fixed(&["write", &n, "0"]);
+    sub.add(inside.pid);
+    let t = Tracer::start_otlp(&[
+        "write",
+        "--format",
+        "otlp-json",
+        "--no-status",
+        "--cgroup",
+        &cg.path,
+        &target,
+    ]);
+    inside.go();
+    let (_, out, err) = t.interrupt(Duration::from_secs(30));
+    drop(inside);
+    // Hit log records are the ones without an event name; each attribute a {key, value} pair.
+    let mut hits = 0;
+    for line in out.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("an OTLP/JSON line");
+        for rl in v["resourceLogs"].as_array().into_iter().flatten() {
+            for sl in rl["scopeLogs"].as_array().into_iter().flatten() {
+                for r in sl["logRecords"].as_array().into_iter().flatten() {
+                    if r.get("eventName").is_some() {
+                        continue;
+                    }
+                    let attr = |k: &str| {
+                        r["attributes"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .find(|a| a["key"] == k)
+                            .map(|a| a["value"].clone())
+                    };
+                    assert_eq!(
+                        attr("ksymwatch.cgroup.id"),
+                        Some(serde_json::json!({ "intValue": sub.id().to_string() })),
+                        "{r}"
+                    );
+                    assert_eq!(
+                        attr("ksymwatch.cgroup.path"),
+                        Some(serde_json::json!({ "stringValue": sub.path })),
+                        "{r}"
+                    );
+                    hits += 1;
+                }
+            }
+        }
+    }
+    assert!(hits > 0, "{err}");
+    drop(sub);
+}
+
+// `-- CMD` with `--cgroup` narrows: the launched command's stores are kept only while it is in the
+// chosen cgroup. The command moved in (by the test, before it stores) has every store kept; the same
+// command left where the tracer runs has none, and the run still ends with the command.
+#[test]
+#[ignore = "live: makes a cgroup and arms hardware breakpoints"]
+fn a_launched_command_is_kept_only_inside_the_cgroup() {
+    let Some(_lock) = live() else { return };
+    let Some(cg) = TestCgroup::make("launched") else {
+        return;
+    };
+    let dir = util::temp_dir("ksw-cgroup-launch");
+    let n = STORES.to_string();
+    for (move_in, want) in [(true, STORES), (false, 0)] {
+        let stream = dir.join(format!("stream-{move_in}.ndjson"));
+        let watch = ["--cgroup", &cg.path, "--summary", "target_var"];
+        let mut h = Writer::launched(
+            &stream,
+            &watch,
+            &util::helper("writer"),
+            &["write", &n, "0"],
+        );
+        let pid = h.pid;
+        if move_in {
+            cg.add(pid);
+        }
+        h.go();
+        let status = h.close_and_wait(Duration::from_secs(30));
+        assert_eq!(status.code(), Some(0), "ends with the command");
+        let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
+        assert_eq!(user_hits(&records, pid), want, "moved in: {move_in}");
+        let summary = util::summary_record(&records);
+        let by = summary["by_cgroup"].as_array().map_or(0, |a| a.len());
+        assert_eq!(by, usize::from(move_in), "{summary}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// The chosen cgroup removed while the watch runs (its writer done and gone): the run goes on and ends as
+// asked, its hits still named by the path they had, and a writer in a cgroup made anew under the same
+// name is not kept (another cgroup, another id).
+#[test]
+#[ignore = "live: makes a cgroup and arms hardware breakpoints"]
+fn a_cgroup_removed_while_watching_ends_nothing() {
+    let Some(_lock) = live() else { return };
+    let Some(cg) = TestCgroup::make("removed") else {
+        return;
+    };
+    let n = STORES.to_string();
+    let mut w = Writer::start_fixed(&["write", &n, "0"]);
+    cg.add(w.pid);
+    let target = w.target();
+    let t = Tracer::write_json(&["--cgroup", &cg.path, "--summary", &target]);
+    w.go();
+    let first = w.pid;
+    drop(w);
+    std::fs::remove_dir(&cg.dir).expect("remove the emptied cgroup");
+    std::fs::create_dir(&cg.dir).expect("a new cgroup under the same name");
+    let mut again = Writer::start_fixed(&["write", &n, "0"]);
+    cg.add(again.pid);
+    again.go();
+    let (code, out, err) = t.interrupt(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let records = util::ndjson(&out);
+    assert_eq!(user_hits(&records, first), STORES, "{err}");
+    assert!(cgroups_of(&records, first).iter().all(|p| *p == cg.path));
+    assert_eq!(util::hits_of_pid(&records, again.pid).len(), 0, "{err}");
+    let summary = util::summary_record(&records);
+    assert_eq!(
+        summary["by_cgroup"][0]["path"],
+        cg.path.as_str(),
+        "{summary}"
+    );
+    drop(again);
+}
+
+// Without the right to load BPF (root without CAP_BPF and CAP_SYS_ADMIN) `--cgroup` cannot be decided in
+// the kernel: exit 4 before anything is armed, saying why and the way out; an empty path (an unset
+// variable) is exit 2, not the root.
+#[test]
+fn without_bpf_or_with_an_empty_path_cgroup_is_refused() {
+    util::rejects(
+        &["write", "--cgroup", "", "0x601040/8"],
+        2,
+        &["--cgroup ''", "empty path"],
+    );
+    let capsh = Command::new("capsh").arg("--print").output();
+    if !capsh.is_ok_and(|o| o.status.success()) {
+        skip("capsh is not installed (package libcap2-bin)");
+        return;
+    }
+    let pid = std::process::id().to_string();
+    let (code, out, err) = util::run_fed(
+        Command::new("capsh")
+            .args([
+                "--drop=cap_bpf,cap_sys_admin,cap_perfmon",
+                "--",
+                "-c",
+                "exec \"$0\" \"$@\"",
+                util::BIN,
+            ])
+            .args(["write", "--cgroup", "/", "0x601040/8", "-p", &pid]),
+        "",
+    );
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(
+        err.contains("--cgroup /") && err.contains("BPF") && err.contains("drop --cgroup"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("# armed") && !out.contains("# armed"),
+        "{out}"
+    );
 }

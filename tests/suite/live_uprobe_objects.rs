@@ -92,6 +92,19 @@ fn launched(args: &[&str], cmd: &[&str]) -> Option<Vec<Value>> {
     Some(util::ndjson(&out))
 }
 
+/// [`launched`] `widgets RUN...` watching each widget's `count`: the objects from its `PROBE:...:AT` (`uretprobe`
+/// `widget_new`, `uprobe` `widget_init:arg0`), freed by `widget_free`, with `extra` options.
+fn widgets_launched(probe: &str, at: &str, extra: &[&str], run: &[&str]) -> Option<Vec<Value>> {
+    let exe = widgets().display().to_string();
+    let on = format!("{probe}:{exe}:{at}");
+    let free = format!("uprobe:{exe}:widget_free:arg0");
+    let mut args = vec!["--on", &on, "--free", &free, "(struct widget)$obj.count"];
+    args.extend_from_slice(extra);
+    let mut cmd = vec![exe.as_str()];
+    cmd.extend_from_slice(run);
+    launched(&args, &cmd)
+}
+
 /// What happened to one object: its address, its hits' values (in order) at store sites in `sym`, and
 /// the hit count its free reported (`None`: never freed).
 #[derive(Debug)]
@@ -162,14 +175,7 @@ fn each_armed_stored_and_freed(records: &[Value], sym: &str, n: u64) {
 // A program's own allocator and free function, launched: each widget armed before its stores, each of
 // the three stores of `count` reported once, each freed by widget_free with its hits.
 live_test!(a_programs_own_allocator_and_free_function, {
-    let exe = widgets();
-    let exe_text = exe.display().to_string();
-    let on = format!("uretprobe:{exe_text}:widget_new");
-    let free = format!("uprobe:{exe_text}:widget_free:arg0");
-    let Some(records) = launched(
-        &["--on", &on, "--free", &free, "(struct widget)$obj.count"],
-        &[&exe_text, "go", "10"],
-    ) else {
+    let Some(records) = widgets_launched("uretprobe", "widget_new", &[], &["go", "10"]) else {
         return;
     };
     let header = records[0]["objects"].as_str().unwrap_or_default();
@@ -179,6 +185,45 @@ live_test!(a_programs_own_allocator_and_free_function, {
         "launched: every object is known: {header}"
     );
     each_armed_stored_and_freed(&records, "go", 10);
+
+    // The text summary: the chains are the target's (not named after the first object a breakpoint slot
+    // held), and each object's hits are listed.
+    let exe_text = widgets().display().to_string();
+    let on = format!("uretprobe:{exe_text}:widget_new");
+    let free = format!("uprobe:{exe_text}:widget_free:arg0");
+    let (code, out, err) = util::run_within(
+        &[
+            "write",
+            "--quiet",
+            "--no-status",
+            "--on",
+            &on,
+            "--free",
+            &free,
+            "(struct widget)$obj.count",
+            "--",
+            &exe_text,
+            "go",
+            "10",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, 0, "{err}");
+    let summary = &out[out.find("# summary: 30 hits").expect(&out)..];
+    assert!(
+        summary.contains("target=(struct widget)$obj.count  comm:") && !summary.contains(".count#"),
+        "{summary}"
+    );
+    let by_object = &summary[summary
+        .find("# hits by object (10 armed, 0 with no hit):\n")
+        .expect(summary)..];
+    let objects = by_object
+        .lines()
+        .skip(1)
+        .take_while(|l| l.len() > 1)
+        .filter(|l| l.starts_with("#        3  10.0%  #"))
+        .count();
+    assert_eq!(objects, 10, "{summary}");
 });
 
 /// Starts `helper` (it writes "ready PID"), runs `write --json --no-status ARGS -p PID` on it, sends each of
@@ -343,13 +388,7 @@ live_test!(a_forked_childs_stores_are_not_its_parents_objects, {
         return;
     };
     each_armed_stored_and_freed(&records, "weigh", 3);
-    let summary = records.last().expect("summary");
-    for o in summary["objects"]["by_object"]
-        .as_array()
-        .expect("by_object")
-    {
-        assert_eq!(o["hits"], STORES, "{o}");
-    }
+    let summary = each_object_has_its_stores_only(&records);
     assert_eq!(summary["filtered"], 3 * STORES, "{summary}");
 });
 
@@ -367,13 +406,7 @@ live_test!(stores_after_a_free_are_never_the_freed_objects, {
         return;
     };
     each_armed_stored_and_freed(&records, "stamp", 24);
-    let summary = records.last().expect("summary");
-    for o in summary["objects"]["by_object"]
-        .as_array()
-        .expect("by_object")
-    {
-        assert_eq!(o["hits"], STORES, "{o}");
-    }
+    let summary = each_object_has_its_stores_only(&records);
     for r in &records {
         if r["type"] == "object_freed" {
             assert_eq!(r["hits"], STORES, "{r}");
@@ -381,6 +414,18 @@ live_test!(stores_after_a_free_are_never_the_freed_objects, {
     }
     assert_eq!(summary["hits"], 24 * STORES, "{summary}");
 });
+
+/// The summary, after checking that each armed object's hits are exactly its [`STORES`] stores.
+fn each_object_has_its_stores_only(records: &[Value]) -> &Value {
+    let summary = records.last().expect("summary");
+    for o in summary["objects"]["by_object"]
+        .as_array()
+        .expect("by_object")
+    {
+        assert_eq!(o["hits"], STORES, "{o}");
+    }
+    summary
+}
 
 /// `write ARGS` must fail with exit 2 before arming anything, its one error line containing each of `says`.
 fn refused_before_arming(args: &[&str], says: &[&str]) {
@@ -568,21 +613,10 @@ live_test!(realloc_ends_one_object_and_starts_another, {
 // and the rest skipped; with it each new one evicts the oldest, so the last ones are armed when the
 // stores come (and only theirs are reported).
 live_test!(more_live_objects_than_registers_skip_or_rotate, {
-    let exe = widgets().display().to_string();
-    let on = format!("uretprobe:{exe}:widget_new");
-    let free = format!("uprobe:{exe}:widget_free:arg0");
     for rotate in [false, true] {
-        let mut args = vec![
-            "--on",
-            on.as_str(),
-            "--free",
-            free.as_str(),
-            "(struct widget)$obj.count",
-        ];
-        if rotate {
-            args.push("--rotate");
-        }
-        let Some(records) = launched(&args, &[&exe, "hold", "8"]) else {
+        let extra: &[&str] = if rotate { &["--rotate"] } else { &[] };
+        let Some(records) = widgets_launched("uretprobe", "widget_new", extra, &["hold", "8"])
+        else {
             return;
         };
         let slots = records[0]["targets"].as_array().expect("the slots").len() as u64;
@@ -627,13 +661,7 @@ live_test!(more_live_objects_than_registers_skip_or_rotate, {
 // An argument at a function's entry is the object (`uprobe:PATH:FUNC:argN`): widget_init's argument 0,
 // each armed, stored, freed.
 live_test!(an_argument_at_a_functions_entry_is_the_object, {
-    let exe = widgets().display().to_string();
-    let on = format!("uprobe:{exe}:widget_init:arg0");
-    let free = format!("uprobe:{exe}:widget_free:arg0");
-    let Some(records) = launched(
-        &["--on", &on, "--free", &free, "(struct widget)$obj.count"],
-        &[&exe, "go", "5"],
-    ) else {
+    let Some(records) = widgets_launched("uprobe", "widget_init:arg0", &[], &["go", "5"]) else {
         return;
     };
     each_armed_stored_and_freed(&records, "go", 5);

@@ -61,6 +61,13 @@ fn check_with(
     }
     let mut out: Vec<Cgroup> = Vec::new();
     for arg in args {
+        // An unset variable (`--cgroup "$POD_CGROUP"`) would otherwise name the root: every writer.
+        if arg.trim().is_empty() {
+            return Err(Error::usage(
+                "--cgroup '': an empty path; give the cgroup's path (`/` for every writer), as \
+                 `cat /proc/PID/cgroup` prints it on its `0::` line",
+            ));
+        }
         let c = find(arg).map_err(|e| Error::usage(format!("--cgroup {arg}: {e}")))?;
         if !out.iter().any(|o| o.id == c.id) {
             out.push(c);
@@ -144,6 +151,23 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.code, ExitCode::Usage);
         assert!(e.to_string().contains("cgroup2"), "{e}");
+    }
+
+    /// An empty argument (an unset variable) is refused, not taken as the root, which keeps every writer.
+    #[test]
+    fn an_empty_path_is_refused_not_taken_as_the_root() {
+        let root = |_: &str| {
+            Ok(Cgroup {
+                path: "/".into(),
+                dir: PathBuf::from("/sys/fs/cgroup/unified"),
+                id: 1,
+            })
+        };
+        for arg in ["", " "] {
+            let e = check_with(&args(&["/pods/a", arg]), None, ok, root).unwrap_err();
+            assert_eq!(e.code, ExitCode::Usage);
+            assert!(e.to_string().contains("empty path"), "{e}");
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::cpulist;
+use crate::report::escape::escaped;
 
 use super::{Delivery, Scope, Values, WatchPlan, Writers};
 
@@ -36,6 +37,17 @@ pub fn describe(plan: &WatchPlan) -> String {
         ),
     };
     let _ = writeln!(s, "# covers: {who}");
+    // `--cgroup`: each chosen cgroup as it was found, so a path that resolved elsewhere than meant shows.
+    for c in &plan.filter.cgroups {
+        let dir = c.dir.to_string_lossy();
+        let _ = writeln!(
+            s,
+            "# cgroup: {} (id {}, {}): writers in it or below only",
+            escaped(&c.path),
+            c.id,
+            escaped(&dir)
+        );
+    }
     let path = match plan.delivery {
         Delivery::HitProgram => {
             "one breakpoint per CPU and target, hits chosen and emitted by a BPF program"

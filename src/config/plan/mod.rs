@@ -243,7 +243,12 @@ pub fn resolve(decided: options::Decided, host: &mut dyn Host) -> Result<WatchPl
                 Scope::Processes(p) => p.first().map(|&pid| (pid, false)),
                 Scope::System => None,
             };
-            let plan = objects::plan(on, &kernel, o.access, host, process)?;
+            let plan = match &on.source {
+                crate::config::objects::Source::User(probe) => {
+                    user_objects::plan(on, probe, o.access, process)?
+                }
+                _ => objects::plan(on, &kernel, o.access, host)?,
+            };
             watches = plan.slots();
             Some(plan)
         }

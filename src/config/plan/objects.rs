@@ -141,25 +141,14 @@ fn check_tracepoint(
     Ok(event)
 }
 
-/// Resolves `--on`'s source (the call site in the kernel's symbols) and its `$obj` target (in BTF).
-/// `process`: the watched process, for a user-space source (`-p PID`, or `-- CMD` stopped at its exec:
-/// `true`).
+/// Resolves a kernel `--on` source (the call site in the kernel's symbols) and its `$obj` target (in
+/// BTF). A user-space source is planned by [`super::user_objects`].
 pub fn plan(
     on: &OnRequest,
     kernel: &KernelSide,
     access: Access,
     host: &dyn Host,
-    process: Option<(u32, bool)>,
 ) -> Result<ObjectPlan> {
-    if let objects::Source::User(probe) = &on.source {
-        let Some((pid, launched)) = process else {
-            return Err(Error::usage(format!(
-                "--on {probe}: a user-space source needs the process whose objects to watch: give -p PID, \
-                 or start it with -- CMD"
-            )));
-        };
-        return super::user_objects::plan(on, probe, access, pid, launched);
-    }
     let source = on.source.clone();
     let event = check_tracepoint(&source, &kernel.types, host)?;
     let (ptr, attach, detail) = pointer_and_attach(&source, &event, host)?;

@@ -24,14 +24,20 @@ use super::options::OnRequest;
 /// (`vm.mmap_min_addr`), so nothing can write there.
 pub const USER_PARK: u64 = 0x1000;
 
-/// Plans a user-space source in process `pid` (`launched`: started with `--` and stopped at its exec).
+/// Plans a user-space source in the watched process: `process` is its pid and whether it was started with
+/// `--` and stopped at its exec (`-p PID`: `false`); without one there is nothing to place the probes in.
 pub fn plan(
     on: &OnRequest,
     probe: &UserProbe,
     access: Access,
-    pid: u32,
-    launched: bool,
+    process: Option<(u32, bool)>,
 ) -> Result<ObjectPlan> {
+    let Some((pid, launched)) = process else {
+        return Err(Error::usage(format!(
+            "--on {probe}: a user-space source needs the process whose objects to watch: give -p PID, \
+             or start it with -- CMD"
+        )));
+    };
     if probe.at == UserArg::Return && probe.func == "posix_memalign" {
         return Err(Error::usage(format!(
             "--on {probe}: posix_memalign returns 0, not its object (that is stored through its argument \

@@ -78,15 +78,8 @@ mod tests {
     const CGROUPS: i32 = 12;
     /// A system-wide watch's maps, with two chosen cgroups.
     const MAPS: HitMaps = HitMaps {
-        emitters: 3,
-        olds: 4,
-        olds_by_tgid: None,
-        stats: 5,
-        scratch: 7,
-        procs: None,
-        reads: None,
-        totals: None,
         cgroups: Some((CGROUPS, 2)),
+        ..HitMaps::SYSTEM_FOR_TESTS
     };
     /// The chosen cgroups' ids: `/pods/a` and `/pods/b`.
     const A: u64 = 0x1a;
@@ -134,6 +127,60 @@ mod tests {
         // With `--tid`, both must hold (the test writer is tid 101).
         assert_eq!(kept(&[&[A, pods, root]], vec![101]), (1, 0));
         assert_eq!(kept(&[&[A, pods, root]], vec![7]), (0, 1));
+    }
+
+    /// With a full ring, the kernel's totals still count every kept hit under its writer's cgroup (the
+    /// id the record carries, in the `counts` key): two writers in two cgroups, each hit once in its
+    /// cgroup's count though the ring took none; a writer in no chosen cgroup is in no count.
+    #[test]
+    fn the_totals_count_every_kept_hit_by_cgroup_with_the_ring_full() {
+        use super::super::hit::STAT_LOST;
+        use super::super::totals::{self, CountKey, TotalsMaps};
+        let maps = HitMaps {
+            totals: Some(TotalsMaps {
+                chains: 20,
+                counts: 21,
+                values: None,
+                stats: 22,
+                limit: None,
+            }),
+            ..MAPS
+        };
+        let filter = Filter::default();
+        let spec = HitSpec {
+            cgroup_ids: true,
+            ..HitSpec::plain(&filter, Some(COMM_OFFSET))
+        };
+        let prog = generate(&spec, &maps).expect("assembles");
+        let mut m = FakeKernel::for_hit(&maps, 0x60_1000, RING, 1 << 14);
+        m.set(CGROUPS, &0u32.to_le_bytes(), &A.to_le_bytes());
+        m.set(CGROUPS, &1u32.to_le_bytes(), &B.to_le_bytes());
+        m.ring_room = 0;
+        let below_b = 0x2b;
+        for (id, n) in [(A, 3), (below_b, 2), (0x1c, 4)] {
+            m.cgroup_id = id;
+            m.cgroups = vec![id, 0x10, 1];
+            if id == below_b {
+                m.cgroups.insert(1, B);
+            }
+            for _ in 0..n {
+                m.run(&prog);
+            }
+        }
+        assert!(m.ring(RING).is_empty());
+        assert_eq!(m.stat(STAT_LOST), 5);
+        assert_eq!(m.stat(STAT_FILTERED), 4);
+        let mut by_cgroup: Vec<(Option<u64>, u64)> = m
+            .entries(21)
+            .iter()
+            .map(|(k, v)| {
+                let key = CountKey::parse(k).expect("a counts key");
+                (key.cgroup, u64::from_le_bytes(v[..8].try_into().unwrap()))
+            })
+            .collect();
+        by_cgroup.sort();
+        assert_eq!(by_cgroup, [(Some(A), 3), (Some(below_b), 2)]);
+        assert_eq!(m.word(22, u64::from(totals::STAT_KEPT)), Some(5));
     }
 
     /// Without `--cgroup` the helper is never called; with it, once per cgroup at most.

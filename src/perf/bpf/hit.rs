@@ -185,6 +185,23 @@ pub struct HitMaps {
     pub cgroups: Option<(i32, u32)>,
 }
 
+#[cfg(test)]
+impl HitMaps {
+    /// A system-wide watch's maps, numbered as the offline tests number them: every process, no totals,
+    /// no cgroups. Tests that need more set those fields over it.
+    pub const SYSTEM_FOR_TESTS: HitMaps = HitMaps {
+        emitters: 3,
+        olds: 4,
+        olds_by_tgid: None,
+        stats: 5,
+        scratch: 7,
+        procs: None,
+        reads: None,
+        totals: None,
+        cgroups: None,
+    };
+}
+
 /// What one watch's hit program checks and reads.
 #[derive(Debug, Clone, Copy)]
 pub struct HitSpec<'a> {

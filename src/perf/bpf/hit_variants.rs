@@ -203,17 +203,7 @@ mod tests {
     use crate::perf::bpf::interp::{FakeKernel, COMM_OFFSET};
     use crate::perf::bpf::kernel::MapType;
 
-    const MAPS: HitMaps = HitMaps {
-        emitters: 3,
-        olds: 4,
-        olds_by_tgid: None,
-        stats: 5,
-        scratch: 7,
-        procs: None,
-        reads: None,
-        totals: None,
-        cgroups: None,
-    };
+    const MAPS: HitMaps = HitMaps::SYSTEM_FOR_TESTS;
     const RING: i32 = 30;
     const STAMPS: i32 = 40;
 

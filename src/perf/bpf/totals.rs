@@ -17,8 +17,11 @@
 //!   chain by this same key once the map holds it ([`crate::perf::hit_record`]), so the tracer reads each
 //!   distinct chain once ([`Totals::chain`]), and a chain the map has no room for goes inline.
 //! - `counts` (`BPF_MAP_TYPE_HASH`, [`COUNTS_MAX`] entries): [`CountKey`] (thread, process, chain id,
-//!   the writer's name) to the number of hits, added to atomically (`BPF_ATOMIC` add: two CPUs may count
-//!   the same key at once).
+//!   the writer's name, and with `--cgroup` the writer's cgroup id) to the number of hits, added to
+//!   atomically (`BPF_ATOMIC` add: two CPUs may count the same key at once). The cgroup is in the key,
+//!   not in a map of its own, so the by-cgroup counts cost a hit two instructions (the id the record
+//!   already carries, copied into the key) and no map operation; a thread that moves between cgroups
+//!   has one count in each.
 //! - `values` (`--value` only, [`VALUES_MAX`] entries): the value the program read at the trap to its
 //!   count; a watch written more distinct values than the summary lists (32) fills it, and a value it
 //!   has no room for is counted in [`STAT_VALUES_OVER`].
@@ -48,8 +51,11 @@ pub const CHAIN_WORDS: usize = 2 * rec::MAX_FRAMES;
 /// A `chains` value: the two stacks' lengths in bytes (u32 each), then the words of both stacks (only the
 /// first `kbytes + ubytes` of them are the chain's).
 pub const CHAIN_VALUE: u32 = 8 + 8 * CHAIN_WORDS as u32;
-/// A `counts` key: pid_tgid (u64), the chain key, the writer's name (16 bytes).
-pub const COUNT_KEY: u32 = 8 + CHAIN_KEY + rec::COMM_BYTES as u32;
+/// A `counts` key: pid_tgid (u64), the chain key, the writer's name (16 bytes), the writer's cgroup id
+/// (u64; 0, which names no cgroup, where the record does not carry it).
+pub const COUNT_KEY: u32 = 8 + CHAIN_KEY + rec::COMM_BYTES as u32 + 8;
+/// Where a `counts` key holds the cgroup id.
+const KEY_CGROUP: i16 = 8 + CHAIN_KEY as i16 + rec::COMM_BYTES as i16;
 /// Distinct chains kept per watch.
 pub const CHAINS_MAX: u32 = 1024;
 /// Distinct (thread, chain, name) counted per watch: a process of 25,000 threads that each write along
@@ -268,6 +274,8 @@ pub struct CountKey {
     pub chain: ChainKey,
     /// The writer's name as the kernel keeps it, NUL-padded.
     pub comm: [u8; 16],
+    /// The writer's cgroup id, where the program read it (`--cgroup`).
+    pub cgroup: Option<u64>,
 }
 
 impl CountKey {
@@ -278,6 +286,7 @@ impl CountKey {
             tid: pid_tgid as u32,
             chain: ChainKey::parse(b.get(8..16)?)?,
             comm: b.get(16..32)?.try_into().ok()?,
+            cgroup: Some(u64_at(b.get(32..40)?)?).filter(|&id| id != 0),
         })
     }
 
@@ -354,7 +363,7 @@ pub fn claim(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots) {
 
 /// Counts the hit whose record is in `record` (a kept register; its fields where `layout` puts them, its
 /// chain inline): its chain stored once (and the record then naming it by id, [`rec::CHAIN_ID`]), its
-/// (thread, chain, name) count and with `maps.values` its value's count added to, and `STAT_KEPT`. r6-r9
+/// (thread, chain, name, cgroup) count and with `maps.values` its value's count added to, and `STAT_KEPT`. r6-r9
 /// are kept; r0-r5 clobbered.
 pub fn count(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, layout): (Reg, Layout)) {
     let key = slots.key;
@@ -366,6 +375,12 @@ pub fn count(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, layou
         .store(DW, FP, key + 16, R1)
         .load(DW, R1, record, layout.comm() + 8)
         .store(DW, FP, key + 24, R1);
+    if layout.cgroup {
+        a.load(DW, R1, record, layout.cgroup())
+            .store(DW, FP, key + KEY_CGROUP, R1);
+    } else {
+        a.store_imm(DW, FP, key + KEY_CGROUP, 0);
+    }
     store_chain(a, maps, slots, (record, layout));
     add_count(a, maps.counts, slots, (key, (maps.stats, STAT_UNCOUNTED)));
     if let (Some(values), true) = (maps.values, layout.values) {
@@ -543,10 +558,17 @@ mod tests {
         b.extend_from_slice(&((7u64 << 32) | 9).to_ne_bytes());
         b.extend_from_slice(&0xabcdu64.to_ne_bytes());
         b.extend_from_slice(b"writer\0\0\0\0\0\0\0\0\0\0");
+        b.extend_from_slice(&0x1au64.to_ne_bytes());
         assert_eq!(b.len(), COUNT_KEY as usize);
         let k = CountKey::parse(&b).unwrap();
         assert_eq!((k.pid, k.tid, k.comm()), (7, 9, &b"writer"[..]));
-        assert_eq!(k.chain, ChainKey { hash: 0xabcd });
-        assert!(CountKey::parse(&b[..31]).is_none());
+        assert_eq!((k.chain, k.cgroup), (ChainKey { hash: 0xabcd }, Some(0x1a)));
+        b[32..].fill(0);
+        assert_eq!(
+            CountKey::parse(&b).unwrap().cgroup,
+            None,
+            "0 names no cgroup"
+        );
+        assert!(CountKey::parse(&b[..39]).is_none());
     }
 }

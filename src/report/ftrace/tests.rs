@@ -2,7 +2,7 @@
 use super::*;
 use crate::model::watch::Access;
 use crate::perf::record::encode;
-use crate::report::testutil::{decoded, each_hit, each_value_of_a_user_store, table, watch};
+use crate::report::testutil::{self, decoded, each_hit, each_value_of_a_user_store, table, watch};
 
 /// A printer writing into memory.
 fn printer() -> Ftrace<Vec<u8>, Vec<u8>> {
@@ -430,17 +430,11 @@ fn header_armed_events_and_summary() {
     let watch = watch("x", 0xffffffff83003e00, Access::ReadWrite);
     let cpus: BTreeSet<u32> = [0, 1].into();
     let mut p = printer();
-    p.header(&Header {
-        watches: std::slice::from_ref(&watch),
-        cpus: &cpus,
-        source: "kallsyms /proc/kallsyms",
-        processes: &[],
-        threads: 0,
-        values: false,
-        condition: None,
-        objects: None,
-        cgroups: &[],
-    })
+    p.header(&testutil::system_wide_header(
+        std::slice::from_ref(&watch),
+        &cpus,
+        "kallsyms /proc/kallsyms",
+    ))
     .unwrap();
     p.armed(2, &cpus, 5_000_001_000).unwrap();
     p.event(&StreamEvent::Lost { cpu: 1, count: 3 }, 6_000_000_000)
@@ -548,15 +542,12 @@ fn the_header_names_the_chosen_cgroups() {
     let cpus: BTreeSet<u32> = [0].into();
     let chosen = ["/pods/a".to_string(), "/pods/b c".to_string()];
     let header = |cgroups| Header {
-        watches: std::slice::from_ref(&watch),
-        cpus: &cpus,
-        source: "kallsyms /proc/kallsyms",
-        processes: &[],
-        threads: 0,
-        values: false,
-        condition: None,
-        objects: None,
         cgroups,
+        ..testutil::system_wide_header(
+            std::slice::from_ref(&watch),
+            &cpus,
+            "kallsyms /proc/kallsyms",
+        )
     };
     for (cgroups, line) in [
         (

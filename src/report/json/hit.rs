@@ -3,7 +3,7 @@
 
 use crate::report::cgroup::CgroupName;
 use crate::report::numbers::{push_dec, push_hex};
-use crate::report::{Hit, ResolvedFrame, Value};
+use crate::report::{Hit, ResolvedFrame};
 
 /// Appends `s` as a JSON string, escaped byte for byte as serde_json escapes it (`"`, `\\` and the
 /// control characters; everything else, non-ASCII included, as is).
@@ -48,6 +48,15 @@ fn push_hex_string(out: &mut String, v: u64) {
     out.push_str("\"0x");
     push_hex(out, v);
     out.push('"');
+}
+
+/// `key` and `v` as a [`Hex`], or `null` when unknown.
+fn push_hex_or_null(out: &mut String, key: &str, v: Option<u64>) {
+    out.push_str(key);
+    match v {
+        Some(v) => push_hex_string(out, v),
+        None => out.push_str("null"),
+    }
 }
 
 /// Why `f` has no name, where it is a user frame that no mapping named.
@@ -172,32 +181,21 @@ pub fn push_hit(out: &mut String, hit: &Hit<'_>) {
         })),
         None => push_ip_chain(out, hit),
     }
-    match hit.value {
-        Value::NotRead => {}
-        Value::Unreadable => out.push_str(",\"value\":null"),
-        Value::Read(v) => {
-            out.push_str(",\"value\":");
-            push_hex_string(out, v);
+    if let Some(shown) = hit.value.shown() {
+        push_hex_or_null(out, ",\"value\":", shown.value);
+        if let Some(old) = shown.old {
+            push_hex_or_null(out, ",\"old\":", old);
         }
-        Value::Written { value, old, from } => {
-            for (key, v) in [(",\"value\":", value), (",\"old\":", old)] {
-                out.push_str(key);
-                match v {
-                    Some(v) => push_hex_string(out, v),
-                    None => out.push_str("null"),
-                }
+        if let Some(from) = shown.from {
+            out.push_str(",\"value_from\":\"");
+            out.push_str(from.source());
+            out.push('"');
+            if let Some(memory) = from.raced() {
+                out.push_str(",\"raced\":");
+                push_hex_string(out, memory);
             }
-            if value.is_some() {
-                out.push_str(",\"value_from\":\"");
-                out.push_str(from.source());
-                out.push('"');
-                if let Some(memory) = from.raced() {
-                    out.push_str(",\"raced\":");
-                    push_hex_string(out, memory);
-                }
-                if from.start_unknown() {
-                    out.push_str(",\"insn_start\":\"unknown\"");
-                }
+            if from.start_unknown() {
+                out.push_str(",\"insn_start\":\"unknown\"");
             }
         }
     }

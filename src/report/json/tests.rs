@@ -479,19 +479,11 @@ fn a_hit_names_its_writers_cgroup_and_container() {
     let w = watch("target_var", 0x7ffd0000, Access::Write);
     let ip = ResolvedFrame::unknown(0x401000, false);
     let line = |cgroup: Option<&CgroupName>| -> Value {
-        let hit = Hit {
-            sample: &s,
-            watch: &w,
-            watch_index: 0,
-            comm: "app",
-            ip: &ip,
-            chain: &[],
-            value: HitValue::NotRead,
-            rendered: None,
-            cgroup,
-        };
         let mut out = String::new();
-        push_hit(&mut out, &hit);
+        push_hit(
+            &mut out,
+            &crate::report::testutil::app_hit(&s, &w, &ip, cgroup),
+        );
         serde_json::from_str(&out).unwrap()
     };
     let v = line(Some(&pod()));

@@ -581,18 +581,8 @@ fn a_hit_names_its_writers_cgroup_and_container() {
     let gone = CgroupName::new(9, None);
     let mut p = printer();
     for c in [Some(&pod), Some(&gone), None] {
-        p.hit(&Hit {
-            sample: &s,
-            watch: &w,
-            watch_index: 0,
-            comm: "app",
-            ip: &ip,
-            chain: &[],
-            value: Value::NotRead,
-            rendered: None,
-            cgroup: c,
-        })
-        .unwrap();
+        p.hit(&crate::report::testutil::app_hit(&s, &w, &ip, c))
+            .unwrap();
     }
     p.flush().unwrap();
     let recs = all_records(&p.into_inner().0);

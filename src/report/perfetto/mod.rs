@@ -26,13 +26,24 @@ use proto::{AnnotationValue, Data, DebugAnnotation, TracePacket, TrackDescriptor
 
 /// The one packet sequence this writer emits (any nonzero id; the interning is scoped to it).
 const SEQUENCE: u32 = 1;
-/// The `ksymwatch` track; the other tracks' uuids are a kind in the high half and an id in the low half.
+/// The `ksymwatch` track; the other tracks' uuids are [`uuid`]s.
 const SESSION_TRACK: u64 = 1;
 const FILTERED_TRACK: u64 = 2;
-const PROCESS: u64 = 1 << 32;
-const THREAD: u64 = 2 << 32;
-const CPU: u64 = 3 << 32;
-const LOST: u64 = 4 << 32;
+
+/// The tracks there is one of per process, thread or CPU.
+#[derive(Debug, Clone, Copy)]
+enum Per {
+    Process = 1,
+    Thread,
+    Cpu,
+    /// A CPU's lost-records counter.
+    Lost,
+}
+
+/// The uuid of `kind`'s track for `id`: the kind in the high half, the id in the low half.
+fn uuid(kind: Per, id: u32) -> u64 {
+    ((kind as u64) << 32) | u64::from(id)
+}
 
 /// CLOCK_MONOTONIC and CLOCK_BOOTTIME read together at the start: the clock snapshot that places the
 /// trace's MONOTONIC times on Perfetto's BOOTTIME timeline.
@@ -254,7 +265,7 @@ impl<W: Write> Perfetto<W> {
         }
         self.processes.insert(pid, name.to_string());
         self.describe(TrackDescriptor {
-            uuid: Some(PROCESS | u64::from(pid)),
+            uuid: Some(uuid(Per::Process, pid)),
             name: Some(name.to_string()),
             process: Some(proto::ProcessDescriptor {
                 pid: Some(pid as i32),
@@ -285,7 +296,7 @@ impl<W: Write> Perfetto<W> {
         };
         self.threads.insert(tid, track);
         self.describe(TrackDescriptor {
-            uuid: Some(THREAD | u64::from(tid)),
+            uuid: Some(uuid(Per::Thread, tid)),
             name: Some(name),
             thread: Some(proto::ThreadDescriptor {
                 pid: Some(pid as i32),
@@ -301,7 +312,7 @@ impl<W: Write> Perfetto<W> {
             return Ok(());
         }
         self.describe(TrackDescriptor {
-            uuid: Some(CPU | u64::from(cpu)),
+            uuid: Some(uuid(Per::Cpu, cpu)),
             name: Some(format!("cpu {cpu}")),
             ..TrackDescriptor::default()
         })
@@ -313,18 +324,18 @@ impl<W: Write> Perfetto<W> {
         if !self.lost.contains_key(&cpu) {
             self.describe_cpu(cpu)?;
             self.describe(TrackDescriptor {
-                uuid: Some(LOST | u64::from(cpu)),
-                parent_uuid: Some(CPU | u64::from(cpu)),
+                uuid: Some(uuid(Per::Lost, cpu)),
+                parent_uuid: Some(uuid(Per::Cpu, cpu)),
                 name: Some(format!("lost cpu {cpu}")),
                 counter: Some(proto::CounterDescriptor {}),
                 ..TrackDescriptor::default()
             })?;
             if let Some(armed) = self.armed_ns.filter(|&a| a < time_ns) {
-                self.counter(LOST | u64::from(cpu), armed, 0)?;
+                self.counter(uuid(Per::Lost, cpu), armed, 0)?;
             }
         }
         self.lost.insert(cpu, total);
-        self.counter(LOST | u64::from(cpu), time_ns, total)
+        self.counter(uuid(Per::Lost, cpu), time_ns, total)
     }
 
     /// Spells `frames` one a line, innermost first, into `self.text`.
@@ -597,12 +608,12 @@ impl<W: Write> Output for Perfetto<W> {
             a.push(c);
         }
         self.instant(
-            THREAD | u64::from(s.tid),
+            uuid(Per::Thread, s.tid),
             s.time,
             &hit.watch.label,
             annotations,
         )?;
-        self.instant(CPU | u64::from(s.cpu), s.time, &hit.watch.label, a)
+        self.instant(uuid(Per::Cpu, s.cpu), s.time, &hit.watch.label, a)
     }
 
     fn event(&mut self, event: &StreamEvent, time_ns: u64) -> io::Result<()> {

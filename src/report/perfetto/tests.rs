@@ -183,19 +183,19 @@ fn every_hit_is_an_instant_on_its_thread_and_its_cpu_with_the_chain_interned_onc
     // Two packets a hit (thread and CPU), ~100 bytes together: the chain's text is not among them.
     assert!(bytes.len() < N * 110, "{} bytes for {N} hits", bytes.len());
 
-    let thread = &tracks[&(THREAD | 11)];
+    let thread = &tracks[&uuid(Per::Thread, 11)];
     assert_eq!(thread.name.as_deref(), Some("dd-11"));
     let t = thread.thread.as_ref().unwrap();
     assert_eq!(
         (t.pid, t.tid, t.thread_name.as_deref()),
         (Some(9), Some(11), Some("dd"))
     );
-    let process = tracks[&(PROCESS | 9)].process.as_ref().unwrap();
+    let process = tracks[&uuid(Per::Process, 9)].process.as_ref().unwrap();
     assert_eq!(
         (process.pid, process.process_name.as_deref()),
         (Some(9), Some("dd"))
     );
-    assert_eq!(tracks[&(CPU | 1)].name.as_deref(), Some("cpu 1"));
+    assert_eq!(tracks[&uuid(Per::Cpu, 1)].name.as_deref(), Some("cpu 1"));
     assert_eq!(
         tracks.len(),
         2 + 1 + 2 + 2,
@@ -333,12 +333,18 @@ fn lost_and_filtered_are_counters_and_the_session_marks_its_events() {
             .collect()
     };
     let end = 100 + 3_000_000_000;
-    assert_eq!(counter(LOST | 1), [(100, 0), (2_000, 5), (2_000, 7)]);
+    assert_eq!(
+        counter(uuid(Per::Lost, 1)),
+        [(100, 0), (2_000, 5), (2_000, 7)]
+    );
     // cpu 0's loss reached the summary without a record.
-    assert_eq!(counter(LOST), [(100, 0), (end, 4)]);
+    assert_eq!(counter(uuid(Per::Lost, 0)), [(100, 0), (end, 4)]);
     assert_eq!(counter(FILTERED_TRACK), [(100, 0), (end, 12)]);
-    assert!(tracks[&(LOST | 1)].counter.is_some());
-    assert_eq!(tracks[&(LOST | 1)].parent_uuid, Some(CPU | 1));
+    assert!(tracks[&uuid(Per::Lost, 1)].counter.is_some());
+    assert_eq!(
+        tracks[&uuid(Per::Lost, 1)].parent_uuid,
+        Some(uuid(Per::Cpu, 1))
+    );
 
     let marks: Vec<&str> = events
         .iter()
@@ -384,7 +390,7 @@ fn a_renamed_thread_stays_one_track() {
     let threads: Vec<&proto::TrackDescriptor> =
         tracks.values().filter(|t| t.thread.is_some()).collect();
     assert_eq!(threads.len(), 1, "{threads:?}");
-    let thread = &tracks[&(THREAD | 11)];
+    let thread = &tracks[&uuid(Per::Thread, 11)];
     assert_eq!(thread.name.as_deref(), Some("dd-11"), "the first name");
     assert_eq!(
         thread.thread.as_ref().unwrap().thread_name.as_deref(),
@@ -397,7 +403,7 @@ fn a_renamed_thread_stays_one_track() {
         .packet
         .into_iter()
         .filter_map(|p| match p.data {
-            Some(Data::TrackDescriptor(t)) if t.uuid == Some(THREAD | 11) => {
+            Some(Data::TrackDescriptor(t)) if t.uuid == Some(uuid(Per::Thread, 11)) => {
                 Some((t.name, t.thread.and_then(|t| t.thread_name)))
             }
             _ => None,
@@ -405,14 +411,20 @@ fn a_renamed_thread_stays_one_track() {
         .collect();
     let named = |thread: &str| (Some("dd-11".to_string()), Some(thread.to_string()));
     assert_eq!(described, [named("dd"), named("renamed"), named("dd")]);
-    let on_thread: Vec<&Event> = events.iter().filter(|e| e.track == THREAD | 11).collect();
+    let on_thread: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.track == uuid(Per::Thread, 11))
+        .collect();
     assert_eq!(on_thread.len(), hits.len(), "every hit on the one track");
     let comms: Vec<Option<&str>> = on_thread
         .iter()
         .map(|e| e.args.contains_key("comm").then(|| str_arg(e, "comm")))
         .collect();
     assert_eq!(comms, [None, None, Some("renamed"), Some("renamed"), None]);
-    let on_cpu: Vec<&Event> = events.iter().filter(|e| e.track == CPU).collect();
+    let on_cpu: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.track == uuid(Per::Cpu, 0))
+        .collect();
     assert_eq!(on_cpu.len(), hits.len());
     assert!(on_cpu.iter().all(|e| str_arg(e, "thread") == "dd-11"));
     assert_eq!(str_arg(on_cpu[2], "comm"), "renamed");

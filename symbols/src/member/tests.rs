@@ -306,19 +306,19 @@ fn typedefs_and_qualifiers_are_looked_through_for_size_and_steps() {
 fn a_bitfield_is_refused_exactly_and_widened_otherwise() {
     let (g, outer) = outer();
     // `flags` is 3 bits at bit 645: byte 80, bits 5..8.
-    match exact(&g, outer, "flags").unwrap_err() {
-        FieldError::Bitfield {
-            at,
-            bits,
-            bit_offset,
-            word_offset,
-            word_size,
-        } => {
-            assert_eq!((at.as_str(), bits, bit_offset), ("x.flags", 3, 645));
-            assert_eq!((word_offset, word_size), (80, 1));
-        }
-        e => panic!("{e:?}"),
-    }
+    let e = exact(&g, outer, "flags").unwrap_err();
+    let FieldError::Bitfield {
+        at,
+        bits,
+        bit_offset,
+        word_offset,
+        word_size,
+    } = e
+    else {
+        panic!("{e:?}")
+    };
+    assert_eq!((at.as_str(), bits, bit_offset), ("x.flags", 3, 645));
+    assert_eq!((word_offset, word_size), (80, 1));
     assert_eq!(
         widened(&g, outer, "flags").unwrap(),
         info(80, Some(1), "unsigned int : 3")
@@ -334,23 +334,23 @@ fn a_bitfield_is_refused_exactly_and_widened_otherwise() {
 #[test]
 fn a_misspelled_field_names_what_is_there() {
     let (g, outer) = outer();
-    match exact(&g, outer, "halfs").unwrap_err() {
-        FieldError::NoSuchField {
-            at,
-            field,
-            type_name,
-            available,
-        } => {
-            assert_eq!((at.as_str(), field.as_str()), ("x", "halfs"));
-            assert_eq!(type_name, "struct outer");
-            // Members of anonymous members are fields too.
-            assert_eq!(
-                available,
-                ["id", "as_int", "halves", "grid", "counter", "ptr", "flags", "cb"]
-            );
-        }
-        e => panic!("{e:?}"),
-    }
+    let e = exact(&g, outer, "halfs").unwrap_err();
+    let FieldError::NoSuchField {
+        at,
+        field,
+        type_name,
+        available,
+    } = e
+    else {
+        panic!("{e:?}")
+    };
+    assert_eq!((at.as_str(), field.as_str()), ("x", "halfs"));
+    assert_eq!(type_name, "struct outer");
+    // Members of anonymous members are fields too.
+    assert_eq!(
+        available,
+        ["id", "as_int", "halves", "grid", "counter", "ptr", "flags", "cb"]
+    );
     // A struct with many fields names the ones close to what was typed.
     let mut g = Graph::new();
     let int = g.int("int", 4);

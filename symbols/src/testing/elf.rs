@@ -4,6 +4,8 @@
 //! [`Layout`] chooses the file type, the segments, the symbols' types and bindings, and named sections, as
 //! the process resolver's tests need. No compiler needed.
 
+use goblin::elf::sym::{STB_GLOBAL, STB_LOCAL, STT_FUNC, STT_OBJECT, STT_TLS};
+
 /// Appends each field's little-endian bytes to `$b`, each at its own width (an ELF structure's fields in
 /// order).
 macro_rules! le {
@@ -28,16 +30,15 @@ pub struct Tiny {
 /// Virtual address of file offset 0 in [`tiny`].
 pub const BASE: u64 = 0x40_0000;
 
-/// `e_type` of an executable linked at a fixed address (`-no-pie`).
-pub const ET_EXEC: u16 = 2;
-/// `e_type` of a shared library or a position-independent executable.
-pub const ET_DYN: u16 = 3;
+/// `e_type` of an executable linked at a fixed address (`-no-pie`), and of a shared library or a
+/// position-independent executable.
+pub use goblin::elf::header::{ET_DYN, ET_EXEC};
 
 /// `st_info` values: binding in the high nibble, type in the low one.
-pub const GLOBAL_FUNC: u8 = 0x12;
-pub const GLOBAL_OBJECT: u8 = 0x11;
-pub const LOCAL_OBJECT: u8 = 0x01;
-pub const GLOBAL_TLS: u8 = 0x16;
+pub const GLOBAL_FUNC: u8 = (STB_GLOBAL << 4) | STT_FUNC;
+pub const GLOBAL_OBJECT: u8 = (STB_GLOBAL << 4) | STT_OBJECT;
+pub const LOCAL_OBJECT: u8 = (STB_LOCAL << 4) | STT_OBJECT;
+pub const GLOBAL_TLS: u8 = (STB_GLOBAL << 4) | STT_TLS;
 
 /// One symbol table entry.
 #[derive(Debug, Clone, Copy)]

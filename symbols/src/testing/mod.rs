@@ -78,6 +78,15 @@ pub fn require(tool: &str) -> bool {
     ok
 }
 
+/// Asserts that `text` holds every one of `parts` (an error message's facts and its way out), naming the
+/// first one missing.
+#[track_caller]
+pub fn assert_mentions(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "`{part}` missing from: {text}");
+    }
+}
+
 /// One little-endian ELF note (as in `/sys/kernel/notes` or a `.notes` section on x86-64): namesz,
 /// descsz, type, then the name and the descriptor, each padded to 4 bytes.
 pub fn note(name: &[u8], ntype: u32, desc: &[u8]) -> Vec<u8> {

@@ -12,6 +12,7 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
+use goblin::elf::dynamic::{DT_NEEDED, DT_NULL, DT_RPATH, DT_RUNPATH, DT_STRSZ, DT_STRTAB};
 use goblin::elf::program_header::PT_DYNAMIC;
 
 use super::UprobeError;
@@ -30,13 +31,6 @@ const DEFAULT_DIRS: [&str; 6] = [
     "/lib",
     "/usr/lib",
 ];
-
-const DT_NULL: u64 = 0;
-const DT_NEEDED: u64 = 1;
-const DT_STRTAB: u64 = 5;
-const DT_STRSZ: u64 = 10;
-const DT_RPATH: u64 = 15;
-const DT_RUNPATH: u64 = 29;
 
 /// What a program's (or a library's) `.dynamic` says about loading it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -398,9 +392,8 @@ mod tests {
     /// `$ORIGIN` in a program's run path is its directory: a library beside it is found there first.
     #[test]
     fn origin_in_the_run_path_is_the_programs_directory() {
-        use crate::testing::{have, skip};
-        if !have("gcc") {
-            skip("gcc not found");
+        use crate::testing::require;
+        if !require("gcc") {
             return;
         }
         let dir = std::env::temp_dir().join(format!("ksymwatch-needed-{}", std::process::id()));

@@ -7,7 +7,7 @@ use crate::testing::elf::{Layout, Segment, Sym, GLOBAL_FUNC, GLOBAL_OBJECT};
 use crate::testing::fake_proc::FakeProc;
 
 /// `STT_GNU_IFUNC`, global.
-const GLOBAL_IFUNC: u8 = 0x1a;
+const GLOBAL_IFUNC: u8 = (goblin::elf::sym::STB_GLOBAL << 4) | goblin::elf::sym::STT_GNU_IFUNC;
 
 fn sym(name: &str, value: u64, size: u64, info: u8) -> Sym<'_> {
     Sym {
@@ -236,16 +236,16 @@ fn a_library_name_is_looked_up_in_the_process() {
     assert_eq!(by_path.func, got.func);
 
     let e = place(&f.root, Some(42), "libssl", "SSL_write").unwrap_err();
-    let msg = e.to_string();
     assert!(matches!(e, UprobeError::NotLoaded { pid: 42, .. }), "{e:?}");
-    for part in [
-        "not mapped `libssl` (yet)",
-        "dlopen",
-        "`--`",
-        "libwidget.so.1",
-    ] {
-        assert!(msg.contains(part), "`{part}` missing from: {msg}");
-    }
+    crate::testing::assert_mentions(
+        &e.to_string(),
+        &[
+            "not mapped `libssl` (yet)",
+            "dlopen",
+            "`--`",
+            "libwidget.so.1",
+        ],
+    );
     let e = place(&f.root, None, "libc", "malloc").unwrap_err();
     assert!(
         matches!(e, UprobeError::NeedsProcess { .. }) && e.to_string().contains("-p PID"),
@@ -399,9 +399,8 @@ fn a_stripped_programs_functions_come_from_its_debug_file() {
 fn an_objects_type_comes_from_the_programs_dwarf() {
     use crate::btf::{CastKind, CastType};
     use crate::path::PathElem;
-    use crate::testing::{have, skip};
-    if !have("gcc") {
-        skip("gcc not found");
+    use crate::testing::require;
+    if !require("gcc") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("ksymwatch-uprobe-types-{}", std::process::id()));

@@ -70,6 +70,15 @@ fn serve(vmlinux: &Path, dir: &Path) -> Option<Server> {
     Server::start(&serve, &dir.join("server"), 1)
 }
 
+/// The vmlinux fixture, [`scratch`] `name`, and a real debuginfod [`serve`]ing the fixture from it (`None`:
+/// the fixture or the server cannot be had, already said).
+fn fixture_served(name: &str) -> Option<(&'static fixture::Fixture, Scratch, Server)> {
+    let f = fixture::build()?;
+    let dir = scratch(name);
+    let server = serve(&f.vmlinux, &dir)?;
+    Some((f, dir, server))
+}
+
 fn fixture_id(vmlinux: &Path) -> BuildId {
     Vmlinux::open(vmlinux)
         .unwrap()
@@ -98,9 +107,7 @@ fn closed_port_url() -> String {
 
 #[test]
 fn fetches_from_a_real_server_then_reuses_the_cache_without_asking() {
-    let Some(f) = fixture::build() else { return };
-    let dir = scratch("real");
-    let Some(mut server) = serve(&f.vmlinux, &dir) else {
+    let Some((f, dir, mut server)) = fixture_served("real") else {
         return;
     };
     let id = fixture_id(&f.vmlinux);
@@ -138,9 +145,7 @@ fn fetches_from_a_real_server_then_reuses_the_cache_without_asking() {
 
 #[test]
 fn follows_a_redirect_to_the_server_that_has_it() {
-    let Some(f) = fixture::build() else { return };
-    let dir = scratch("redirect");
-    let Some(server) = serve(&f.vmlinux, &dir) else {
+    let Some((f, dir, server)) = fixture_served("redirect") else {
         return;
     };
     let id = fixture_id(&f.vmlinux);
@@ -165,9 +170,7 @@ fn follows_a_redirect_to_the_server_that_has_it() {
 
 #[test]
 fn not_found_everywhere_names_the_build_id_and_the_servers() {
-    let Some(f) = fixture::build() else { return };
-    let dir = scratch("notfound");
-    let Some(server) = serve(&f.vmlinux, &dir) else {
+    let Some((_, dir, server)) = fixture_served("notfound") else {
         return;
     };
     let cache = dir.join("cache");
@@ -215,11 +218,9 @@ fn a_connection_closed_halfway_leaves_nothing_in_the_cache() {
     let server = Canned::start(Canned::ok(&bytes[..half], bytes.len()));
     let (_dir, cache) = scratch_and_cache("halfway");
     let id = fixture_id(&f.vmlinux);
-    let e = Debuginfod::new(vec![server.url.clone()], cache.clone())
-        .with_stall_timeout(Duration::from_secs(5))
-        .fetch(&id)
-        .unwrap_err();
-    let msg = e.to_string();
+    let (e, msg) = failure(&[&server.url], &id, &cache, |c| {
+        c.with_stall_timeout(Duration::from_secs(5))
+    });
     assert!(matches!(e, Error::DebuginfodFailed { .. }), "{e:?}");
     assert!(
         msg.contains(&format!("{half} of {} bytes", bytes.len())),
@@ -335,10 +336,8 @@ fn chunked(body: &[u8]) -> (Vec<u8>, Vec<u8>) {
     (head, chunk)
 }
 
-/// The failure of a fetch from `url` alone with `client`'s settings: its message, after checking that
-/// the cache holds nothing at all (no temporary file, no build-id directory).
 /// A client of `servers` with `cache`, set up by `client`, fails to fetch `id`: the error and its
-/// message, one line, the cache left as it was.
+/// message, one line, the cache left as it was (no temporary file, no build-id directory).
 fn failure(
     servers: &[&String],
     id: &BuildId,
@@ -495,12 +494,10 @@ fn a_size_over_the_limit_is_refused_before_reading_or_stopped_at_the_limit() {
         .concat(),
         Then::Hold,
     );
-    let e = Debuginfod::new(vec![server.url.clone()], cache.clone())
-        .with_max_size(u64::MAX)
-        .with_deadline(Duration::from_secs(60))
-        .fetch(&id)
-        .unwrap_err();
-    let msg = e.to_string();
+    let (e, msg) = failure(&[&server.url], &id, &cache, |c| {
+        c.with_max_size(u64::MAX)
+            .with_deadline(Duration::from_secs(60))
+    });
     assert!(matches!(e, Error::DebuginfodCache { .. }), "{e:?}");
     assert!(
         msg.contains(&format!(

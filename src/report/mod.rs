@@ -736,8 +736,9 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
     if summary.lost() > 0 && summary.from_totals {
         writeln!(
             err,
-            "ksymwatch: WARNING: {} hits lost ({}): not printed, and in no total (the kernel's table of \
-             counts was full)",
+            "ksymwatch: WARNING: {} hits lost ({}): in no total (the kernel's table of counts was \
+             full), so the counts, the summary and --folded leave them out; the stream printed those its \
+             rings had room for",
             summary.lost(),
             per_cpu(&summary.lost_by_cpu)
         )?;
@@ -819,6 +820,6 @@ mod tests {
         assert!(!totals.contains("WARNING"), "{totals}");
         assert!(totals.contains("90 hits not printed (cpu0 90)"), "{totals}");
         s.lost_by_cpu.insert(1, 3);
-        assert!(line(&s).contains("WARNING: 3 hits lost (cpu1 3): not printed, and in no total"));
+        assert!(line(&s).contains("WARNING: 3 hits lost (cpu1 3): in no total"));
     }
 }

@@ -63,8 +63,12 @@ pub fn apply<O: Output>(
     out.recount();
     let mut no_chain = 0;
     for (w, c) in counted.iter().enumerate() {
-        no_chain += c.no_chain;
         for (key, n) in &c.counts {
+            // Of the counted hits: the kernel's own count of chains without room also has the hits
+            // that found no room in `counts` either, which no total holds.
+            if !c.chains.contains_key(&key.chain) {
+                no_chain += n;
+            }
             let sample = sample_of(key, c, watches[w].addr);
             let comm = comm_of(key);
             let named = symbolizer.named(&sample);

@@ -131,3 +131,112 @@ live_test!(
         assert!(!s.to_string().contains("unaccounted"), "{s}");
     }
 );
+
+// One thread stores from 2^16 distinct call chains, twice the (thread, chain, name) keys the kernel's
+// table of counts holds, into one-page rings. The hits that found no room are in no total, so the summary
+// reports them lost; but their records still went to the ring, and the stream printed those it had room
+// for (the helper pauses every 256 stores, so the ring takes a few records all along): the warning must
+// not say they were not printed. Every printed hit's chain, whether its record
+// named it by id (the first 1,024 chains, which the chains map holds) or carried it inline, spells the
+// number the helper stored from it.
+live_test!(
+    hits_the_table_of_counts_has_no_room_for_are_lost_yet_printed_where_the_ring_had_room,
+    {
+        const BITS: u32 = 16;
+        let mut h = Writer::start_binary(
+            &util::helper("chains"),
+            &[&BITS.to_string(), "1", "0", "1000"],
+        );
+        let pid = h.pid.to_string();
+        // The stream into a file: a pipe nobody reads until the end would stall the reader.
+        let dir = util::temp_dir("ksw-counts-full");
+        let stream = dir.join("stream.txt");
+        let child = util::spawn(&[
+            "write",
+            "--no-status",
+            "-o",
+            stream.to_str().expect("utf-8 path"),
+            "--buffer-pages",
+            "1",
+            "--realtime",
+            "off",
+            "-p",
+            &pid,
+            "target_var",
+        ]);
+        let armed = std::time::Instant::now();
+        while !std::fs::read_to_string(&stream).is_ok_and(|s| s.contains("# armed")) {
+            assert!(armed.elapsed() < Duration::from_secs(30), "not armed");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        h.send("go");
+        let lines = h.read_until("done");
+        h.finish();
+        let done = child.wait_with_output().expect("ksymwatch ends");
+        let err = String::from_utf8_lossy(&done.stderr).into_owned();
+        assert_eq!(done.status.code(), Some(0), "{err}");
+        let out = std::fs::read_to_string(&stream).expect("the stream");
+        let _ = std::fs::remove_dir_all(&dir);
+        let stores: u64 = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("stores="))
+            .and_then(|n| n.parse().ok())
+            .expect("stores=N");
+        assert_eq!(stores, 1 << BITS);
+        let end = err
+            .lines()
+            .find(|l| l.starts_with("ksymwatch: ") && l.contains(" hits ("))
+            .unwrap_or_else(|| panic!("no end line: {err}"));
+        let number = |after: &str| -> u64 {
+            let before = end.split(after).next().expect("a field");
+            let word = before.rsplit([' ', '(']).next().expect("a number");
+            word.parse().unwrap_or_else(|_| panic!("{after} in {end}"))
+        };
+        let (hits, lost, unprinted) = (number(" hits ("), number(" lost"), number(" not printed"));
+        assert!(lost > 0, "the table of counts is full: {end}");
+        assert_eq!(hits + lost, stores, "{end}");
+        let printed = util::parse_hits(&out);
+        assert_eq!(printed.len() as u64 + unprinted, stores, "{end}");
+        // The first `hits` chains found room; a printed hit of a later one is a lost hit printed.
+        let lost_yet_printed = printed
+            .iter()
+            .filter(|p| p.value.as_deref().and_then(hex).is_some_and(|v| v >= hits))
+            .count();
+        assert!(lost_yet_printed > 0, "{end}");
+        assert!(
+            err.contains(&format!("{lost} hits lost (cpu0 {lost}): in no total")),
+            "{err}"
+        );
+        assert!(!err.contains("not printed, and in no total"), "{err}");
+        // Of the hits counted, all but those of the 1,024 chains the chains map holds have no chain: the
+        // lost hits are in no total, with or without one.
+        assert!(
+            err.contains(&format!(
+                "{} hits are counted without their call chain",
+                hits - 1024
+            )),
+            "{err}"
+        );
+        for p in &printed {
+            let v = p.value.as_deref().and_then(hex).expect("a value");
+            let spelled: u64 = p
+                .chain
+                .iter()
+                .filter_map(|f| match f.split('+').next() {
+                    Some("ksw_via0") => Some(0),
+                    Some("ksw_via1") => Some(1),
+                    _ => None,
+                })
+                .enumerate()
+                .map(|(bit, b)| b << bit)
+                .sum();
+            let depth = p.chain.iter().filter(|f| f.starts_with("ksw_via")).count();
+            assert_eq!((spelled, depth), (v, BITS as usize), "{:?}", p.chain);
+            assert!(p.ip.starts_with("ksw_chain_store+"), "{}", p.ip);
+        }
+    }
+);
+
+fn hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
+}

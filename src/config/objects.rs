@@ -77,6 +77,9 @@ impl std::fmt::Display for UserProbe {
 pub enum SizeArgs {
     One(u8),
     Product(u8, u8),
+    /// The size argument and the out-pointer argument the object is stored through
+    /// (`posix_memalign(&p, alignment, size)`, which returns 0 or an error code).
+    Out(u8, u8),
 }
 
 /// The request size of a general allocator `func` (libc's, or C++'s `operator new` by its mangled name),
@@ -87,6 +90,7 @@ pub fn allocator_size(func: &str) -> Option<SizeArgs> {
         "calloc" => SizeArgs::Product(0, 1),
         "realloc" | "aligned_alloc" | "memalign" => SizeArgs::One(1),
         "reallocarray" => SizeArgs::Product(1, 2),
+        "posix_memalign" => SizeArgs::Out(2, 0),
         // operator new / new[] (size_t), with nothrow_t or align_val_t after it.
         f if f.starts_with("_Znwm") || f.starts_with("_Znam") => SizeArgs::One(0),
         _ => return None,
@@ -106,7 +110,7 @@ pub fn default_frees(source: &UserProbe) -> Vec<UserProbe> {
     }
     match source.func.as_str() {
         "malloc" | "calloc" | "realloc" | "reallocarray" | "aligned_alloc" | "memalign"
-        | "valloc" | "pvalloc" => vec![free("free"), free("realloc")],
+        | "valloc" | "pvalloc" | "posix_memalign" => vec![free("free"), free("realloc")],
         f if f.starts_with("_Znwm") => vec![free("_ZdlPv"), free("_ZdlPvm")],
         f if f.starts_with("_Znam") => vec![free("_ZdaPv"), free("_ZdaPvm")],
         _ => Vec::new(),
@@ -667,6 +671,7 @@ mod tests {
         assert_eq!(allocator_size("realloc"), Some(SizeArgs::One(1)));
         assert_eq!(allocator_size("aligned_alloc"), Some(SizeArgs::One(1)));
         assert_eq!(allocator_size("_Znwm"), Some(SizeArgs::One(0)));
+        assert_eq!(allocator_size("posix_memalign"), Some(SizeArgs::Out(2, 0)));
         assert_eq!(allocator_size("widget_new"), None);
         let source = |func: &str, at| UserProbe {
             file: "libc".into(),
@@ -683,6 +688,10 @@ mod tests {
         assert_eq!(
             names(&source("_Znwm", UserArg::Return)),
             ["uprobe:libc:_ZdlPv:arg0", "uprobe:libc:_ZdlPvm:arg0"]
+        );
+        assert_eq!(
+            names(&source("posix_memalign", UserArg::Return)),
+            ["uprobe:libc:free:arg0", "uprobe:libc:realloc:arg0"]
         );
         assert!(names(&source("widget_new", UserArg::Return)).is_empty());
         assert!(names(&source("malloc", UserArg::Arg(0))).is_empty());

@@ -2,8 +2,8 @@
 // which also calls libc's malloc for requests of other sizes, and can load a library (argv[1], with
 // dlopen) that allocates objects of its own. Built with -g: the tests name `struct widget` from its DWARF.
 //
-// `widgets go N [PAUSE_US]` / `widgets regrow N` / `widgets hold N` / `widgets lib N LIB` do one command
-// (below) and exit, writing nothing: for `-- CMD`. `widgets bench N` times N widgets made and freed back
+// `widgets go N [PAUSE_US]` / `widgets regrow N` / `widgets aligned N` / `widgets hold N` /
+// `widgets lib N LIB` do one command (below) and exit, writing nothing: for `-- CMD`. `widgets bench N` times N widgets made and freed back
 // to back (the benchmark's cost per allocation) and writes "ns_per_widget X". `widgets [LIB]` writes
 // "ready PID\n", then per line: "go N" makes N widgets (each: widget_new, then `count` stored STORES
 // times, then widget_free; between them a malloc of 24 and of 200 bytes, freed); "lib N" dlopens argv[1]
@@ -144,6 +144,30 @@ __attribute__((noinline)) static void regrow(long n) {
     }
 }
 
+// N widgets from posix_memalign (16-byte aligned), each `count` stored STORES times, then freed; beside
+// each, a call that fails (alignment 3: EINVAL, its out-pointer holding a live 200-byte block) and one
+// for 24 bytes, neither a widget.
+__attribute__((noinline)) static void aligned(long n) {
+    for (long i = 0; i < n; i++) {
+        void *p = NULL;
+        if (posix_memalign(&p, 16, sizeof(struct widget)) != 0)
+            exit(1);
+        struct widget *w = p;
+        usleep(20000);
+        for (int k = 1; k <= STORES; k++)
+            ((volatile struct widget *)w)->count = k;
+        free(w);
+        void *q = malloc(200);
+        if (posix_memalign(&q, 3, sizeof(struct widget)) == 0)
+            exit(1);
+        free(q);
+        if (posix_memalign(&q, 16, 24) != 0)
+            exit(1);
+        keep = q;
+        free(keep);
+    }
+}
+
 static void (*gizmo_cycle)(int);
 
 static int lib(long n, const char *path) {
@@ -172,6 +196,10 @@ int main(int argc, char **argv) {
     }
     if (argc >= 3 && strcmp(argv[1], "bench") == 0) {
         bench(atol(argv[2]));
+        return 0;
+    }
+    if (argc >= 3 && strcmp(argv[1], "aligned") == 0) {
+        aligned(atol(argv[2]));
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "regrow") == 0) {

@@ -38,12 +38,6 @@ pub fn plan(
              or start it with -- CMD"
         )));
     };
-    if probe.at == UserArg::Return && probe.func == "posix_memalign" {
-        return Err(Error::usage(format!(
-            "--on {probe}: posix_memalign returns 0, not its object (that is stored through its argument \
-             0); watch a malloc-family function instead, or the function that uses the object"
-        )));
-    }
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
         Error::usage(format!(
             "--on {probe}: reading process {pid}'s program (/proc/{pid}/exe): {e}"
@@ -69,6 +63,11 @@ pub fn plan(
     let target = objects::resolve_user_target(&on.text, access, &types)?;
     let frees = frees(on, probe, &place_in)?;
     let general = probe.at == UserArg::Return && objects::allocator_size(&probe.func).is_some();
+    // posix_memalign returns 0 and stores its object through its argument 0: the entry keeps that too.
+    let out = match objects::allocator_size(&probe.func) {
+        Some(SizeArgs::Out(..)) => general,
+        _ => false,
+    };
     let size = target
         .object_size
         .filter(|_| general)
@@ -81,7 +80,8 @@ pub fn plan(
     } else {
         on.frees.clone()
     };
-    if general && ends.iter().any(|f| f.func == "realloc") {
+    // (Not beside an out-pointer source: the programs share one `Select`, and realloc returns its object.)
+    if general && !out && ends.iter().any(|f| f.func == "realloc") {
         let realloc = UserProbe {
             func: "realloc".into(),
             ..probe.clone()
@@ -100,10 +100,11 @@ pub fn plan(
         source: on.source.clone(),
         target,
         select: Select {
-            ptr: PtrAt::Reg(match probe.at {
-                UserArg::Return => regs::RET,
-                UserArg::Arg(n) => regs::arg(n).unwrap_or(regs::ARGS[0]),
-            }),
+            ptr: match probe.at {
+                UserArg::Return if out => PtrAt::Out(regs::RET),
+                UserArg::Return => PtrAt::Reg(regs::RET),
+                UserArg::Arg(n) => PtrAt::Reg(regs::arg(n).unwrap_or(regs::ARGS[0])),
+            },
             call_site: None,
             size,
         },
@@ -132,6 +133,10 @@ fn user_alloc(probe: &UserProbe, placed: &Placement, sized: bool) -> Result<User
     let stash = match objects::allocator_size(&probe.func) {
         Some(SizeArgs::One(a)) if sized => Some(StashSize::One(reg(a))),
         Some(SizeArgs::Product(a, b)) if sized => Some(StashSize::Product(reg(a), reg(b))),
+        // Its object is only known through the out-pointer the entry keeps: stashed, sized or not.
+        Some(SizeArgs::Out(a, o)) if probe.at == UserArg::Return => {
+            Some(StashSize::WithOut(reg(a), reg(o)))
+        }
         _ => None,
     };
     let kind = match probe.at {

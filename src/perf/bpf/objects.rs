@@ -24,7 +24,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use perf_event_open_sys::bindings as pb;
 
 use super::frame::Slot;
-use super::insn::{Asm, AsmError, Cond, Insn, Kept, DW, FP, R0, R1, R2, R3, W};
+use super::insn::{Asm, AsmError, Cond, Insn, Kept, Label, DW, FP, R0, R1, R2, R3, W};
 use super::kernel::{Helper, MapType, ProgType};
 use super::seq;
 use super::{create_map, load_program, log_line};
@@ -76,13 +76,17 @@ pub enum PtrAt {
     Field(i16),
     /// A uprobe's register, at this offset of `struct pt_regs` ([`regs`]).
     Reg(i16),
+    /// Stored through the out-pointer argument the entry program stashed ([`StashSize::WithOut`]:
+    /// `posix_memalign`'s `memptr`), read at the return when the register at this `pt_regs` offset (the
+    /// return value) is 0: the function returns an error code, not its object.
+    Out(i16),
 }
 
 impl PtrAt {
     fn offset(self) -> i16 {
         match self {
             PtrAt::Arg(n) => 8 * i16::from(n),
-            PtrAt::Field(o) | PtrAt::Reg(o) => o,
+            PtrAt::Field(o) | PtrAt::Reg(o) | PtrAt::Out(o) => o,
         }
     }
 }
@@ -138,12 +142,16 @@ pub fn generate_alloc(
     let Slots { out: rec, scratch } = Slots::new(&mut a);
     let out = a.label();
     a.mov(CTX, R1);
-    a.load(DW, PTR, CTX, select.ptr.offset())
-        .jump_imm(Cond::Eq, PTR, 0, out);
+    if let PtrAt::Out(ret) = select.ptr {
+        out_pointer(&mut a, (stash, ret), (rec, scratch), out);
+    } else {
+        a.load(DW, PTR, CTX, select.ptr.offset());
+    }
+    a.jump_imm(Cond::Eq, PTR, 0, out);
     // A raw allocation tracepoint's call site; a record field's source has none.
     match select.ptr {
         PtrAt::Arg(_) => a.load(DW, CALL_SITE, CTX, 0),
-        PtrAt::Field(_) | PtrAt::Reg(_) => a.mov_imm(CALL_SITE, 0),
+        PtrAt::Field(_) | PtrAt::Reg(_) | PtrAt::Out(_) => a.mov_imm(CALL_SITE, 0),
     };
     if let Some((lo, hi)) = select.call_site {
         a.ld_imm64(R1, lo)
@@ -152,6 +160,13 @@ pub fn generate_alloc(
             .jump(Cond::Ge, CALL_SITE, R1, out);
     }
     match select.size {
+        // The out-pointer's request size is in `scratch` already (its entry stashed both).
+        None if matches!(select.ptr, PtrAt::Out(_)) => {}
+        Some((SizeFrom::AtEntry, size)) if matches!(select.ptr, PtrAt::Out(_)) => {
+            a.load(DW, R1, FP, scratch)
+                .ld_imm64(R2, size)
+                .jump(Cond::Ne, R1, R2, out);
+        }
         None => {
             a.mov_imm(R1, 0).store(DW, FP, scratch, R1);
         }
@@ -203,6 +218,30 @@ pub fn generate_alloc(
     a.finish()
 }
 
+/// [`PtrAt::Out`]'s prologue: this thread's call's stash entry (request size, out-pointer) is taken out
+/// (whatever the call returned, so a later call cannot reuse it); on a return of 0 (register `ret`) the
+/// object pointer is read through the out-pointer into [`PTR`] and the request size left in `scratch`.
+/// On to `out` when there is no entry, the call failed or the read did.
+fn out_pointer(a: &mut Asm, (stash, ret): (i32, i16), (rec, scratch): (Slot, i16), out: Label) {
+    a.call(Helper::GetCurrentPidTgid).store(DW, FP, scratch, R0);
+    seq::lookup_key(a, stash, scratch, out);
+    // The record's size and pointer words hold the entry's two words until the record is built.
+    a.load(DW, R1, R0, 0)
+        .store(DW, FP, rec.word(word::SIZE), R1)
+        .load(DW, R1, R0, 8)
+        .store(DW, FP, rec.word(word::PTR), R1);
+    seq::delete(a, stash, scratch);
+    a.load(DW, R1, CTX, ret).jump_imm(Cond::Ne, R1, 0, out);
+    a.stack_addr(R1, scratch)
+        .mov_imm(R2, 8)
+        .load(DW, R3, FP, rec.word(word::PTR))
+        .call(Helper::ProbeReadUser)
+        .jump_imm(Cond::Ne, R0, 0, out);
+    a.load(DW, PTR, FP, scratch)
+        .load(DW, R1, FP, rec.word(word::SIZE))
+        .store(DW, FP, scratch, R1);
+}
+
 /// The free program: a freed object the allocation program handed over (in `armed`) is taken out of it and
 /// goes out as a [`FREED`] record. The pointer is `ptr`'s: `kfree`'s argument 1 (its call site argument
 /// 0), or a user-space free function's argument register (no call site).
@@ -220,7 +259,7 @@ pub fn generate_free(outputs: i32, armed: i32, ptr: PtrAt) -> Result<Vec<Insn>, 
         .store(DW, FP, rec.word(word::PTR), PTR);
     match ptr {
         PtrAt::Arg(_) => a.load(DW, R1, CTX, 0),
-        PtrAt::Field(_) | PtrAt::Reg(_) => a.mov_imm(R1, 0),
+        PtrAt::Field(_) | PtrAt::Reg(_) | PtrAt::Out(_) => a.mov_imm(R1, 0),
     };
     a.store(DW, FP, rec.word(word::CALL_SITE), R1)
         .store_imm(DW, FP, rec.word(word::SIZE), 0);
@@ -534,7 +573,9 @@ mod tests {
         let outputs = create_map(MapType::PerfEventArray, (4, 4), 64, "t_objout").expect("map");
         let armed = create_map(MapType::LruHash, (8, 4), 16, "t_armed").expect("map");
         let stash = create_map(MapType::LruHash, (8, 8), 16, "t_stash").expect("map");
+        let stash16 = create_map(MapType::LruHash, (8, 16), 16, "t_stash16").expect("map");
         let (outputs, armed, stash) = (outputs.as_raw_fd(), armed.as_raw_fd(), stash.as_raw_fd());
+        let stash16 = stash16.as_raw_fd();
         let user = Select {
             ptr: PtrAt::Reg(regs::RET),
             call_site: None,
@@ -581,6 +622,35 @@ mod tests {
             ),
             (
                 generate_free(outputs, armed, PtrAt::Reg(regs::ARGS[0])),
+                ProgType::Kprobe,
+            ),
+            (
+                generate_stash(stash16, StashSize::WithOut(regs::ARGS[2], regs::ARGS[0])),
+                ProgType::Kprobe,
+            ),
+            (
+                generate_alloc(
+                    outputs,
+                    armed,
+                    stash16,
+                    Select {
+                        ptr: PtrAt::Out(regs::RET),
+                        ..user
+                    },
+                ),
+                ProgType::Kprobe,
+            ),
+            (
+                generate_alloc(
+                    outputs,
+                    armed,
+                    stash16,
+                    Select {
+                        ptr: PtrAt::Out(regs::RET),
+                        size: None,
+                        ..user
+                    },
+                ),
                 ProgType::Kprobe,
             ),
         ];

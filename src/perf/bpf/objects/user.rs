@@ -36,6 +36,19 @@ pub mod regs {
 pub enum StashSize {
     One(i16),
     Product(i16, i16),
+    /// The size register's value and, after it, the out-pointer register's (`posix_memalign`: the object
+    /// is stored through its argument 0, read at the return by [`PtrAt::Out`]).
+    WithOut(i16, i16),
+}
+
+impl StashSize {
+    /// The bytes of the stash map's value.
+    pub fn value_len(self) -> u32 {
+        match self {
+            StashSize::One(_) | StashSize::Product(..) => 8,
+            StashSize::WithOut(..) => 16,
+        }
+    }
 }
 
 /// A user-space allocator's entry program: the call's request size (`size`'s registers) is left in `stash`
@@ -43,10 +56,14 @@ pub enum StashSize {
 pub fn generate_stash(stash: i32, size: StashSize) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
     let key = a.slot(8).off();
-    let value = a.slot(8).off();
+    let value = a.slot(16);
     a.mov(CTX, R1);
     a.call(Helper::GetCurrentPidTgid).store(DW, FP, key, R0);
     match size {
+        StashSize::WithOut(r, out) => {
+            a.load(DW, R1, CTX, out).store(DW, FP, value.word(1), R1);
+            a.load(DW, R1, CTX, r);
+        }
         StashSize::One(r) => {
             a.load(DW, R1, CTX, r);
         }
@@ -56,8 +73,8 @@ pub fn generate_stash(stash: i32, size: StashSize) -> Result<Vec<Insn>, AsmError
                 .alu(Alu::Mul, R1, R2);
         }
     }
-    a.store(DW, FP, value, R1);
-    seq::update(&mut a, stash, (key, value), 0);
+    a.store(DW, FP, value.word(0), R1);
+    seq::update(&mut a, stash, (key, value.off()), 0);
     a.mov_imm(R0, 0).exit();
     a.finish()
 }
@@ -150,14 +167,19 @@ impl ObjectSource {
             if let Some(size) = alloc.stash {
                 // One map per function: realloc's entry must not see malloc's request (it may call it).
                 // LRU: a thread that never returns from a call (it exited inside it) leaves an entry.
-                let stash =
-                    create_map(MapType::LruHash, (8, 8), ARMED_MAX, "ksw_ustash").map_err(|e| {
-                        Error::not_permitted(format!(
-                            "objects from {}: the request map: {}",
-                            alloc.file.display(),
-                            super::super::why_unavailable(&e)
-                        ))
-                    })?;
+                let stash = create_map(
+                    MapType::LruHash,
+                    (8, size.value_len()),
+                    ARMED_MAX,
+                    "ksw_ustash",
+                )
+                .map_err(|e| {
+                    Error::not_permitted(format!(
+                        "objects from {}: the request map: {}",
+                        alloc.file.display(),
+                        super::super::why_unavailable(&e)
+                    ))
+                })?;
                 stash_fd = stash.as_raw_fd();
                 let p = open(
                     &alloc.file,
@@ -270,5 +292,97 @@ mod tests {
         m.regs[reg(regs::ARGS[1])] = 0xd000;
         m.run(&init);
         assert_eq!(word(&m.output[3], 2), 0xd000);
+    }
+
+    /// posix_memalign(&p, 16, 64): its entry keeps the size and `memptr`; its return, on 0, takes the
+    /// object read through `memptr`; a return of ENOMEM, or a request of another size, takes nothing and
+    /// still empties the stash; unsized, any request is taken with its size in the record.
+    #[test]
+    fn posix_memalign_objects_are_read_through_the_out_pointer() {
+        use crate::perf::bpf::interp::FakeKernel;
+        use crate::perf::bpf::program::Maps;
+        const OUT: i32 = 3;
+        const ARMED: i32 = 4;
+        const STASH: i32 = 5;
+        const MEMPTR: u64 = 0x7ffd_0000_1000;
+        let reg = |offset: i16| (offset / 8) as usize;
+        let mut m = FakeKernel::new(
+            Maps {
+                outputs: OUT,
+                olds: 90,
+                olds_by_tgid: None,
+                stats: 91,
+            },
+            0,
+        );
+        m.declare(ARMED, MapType::LruHash, (8, 4), 16);
+        m.declare(STASH, MapType::LruHash, (8, 16), 16);
+        let entry =
+            generate_stash(STASH, StashSize::WithOut(regs::ARGS[2], regs::ARGS[0])).expect("stash");
+        let sized = Select {
+            ptr: PtrAt::Out(regs::RET),
+            call_site: None,
+            size: Some((SizeFrom::AtEntry, 64)),
+        };
+        let ret = generate_alloc(OUT, ARMED, STASH, sized).expect("return");
+        let word =
+            |rec: &[u8], i: usize| u64::from_ne_bytes(rec[8 * i..8 * i + 8].try_into().unwrap());
+        let key = m.pid_tgid.to_ne_bytes();
+        let call = |m: &mut FakeKernel, size: u64, obj: u64, returns: u64, ret: &[Insn]| {
+            m.regs[reg(regs::ARGS[0])] = MEMPTR;
+            m.regs[reg(regs::ARGS[1])] = 16;
+            m.regs[reg(regs::ARGS[2])] = size;
+            m.run(&entry);
+            m.readable = vec![(MEMPTR, obj.to_ne_bytes().to_vec())];
+            // The return's registers: rdi and the others are the callee's by now.
+            m.regs[reg(regs::ARGS[0])] = 0x5555;
+            m.regs[reg(regs::ARGS[2])] = 0;
+            m.regs[reg(regs::RET)] = returns;
+            m.run(ret);
+        };
+        // posix_memalign(&p, 16, 64) == 0, p = 0xa040: taken, through memptr.
+        m.regs[reg(regs::ARGS[0])] = MEMPTR;
+        m.regs[reg(regs::ARGS[2])] = 64;
+        m.run(&entry);
+        let mut stashed = 64u64.to_ne_bytes().to_vec();
+        stashed.extend_from_slice(&MEMPTR.to_ne_bytes());
+        assert_eq!(m.get(STASH, &key), Some(stashed));
+        call(&mut m, 64, 0xa040, 0, &ret);
+        assert_eq!(m.output.len(), 1);
+        let rec = m.output[0].clone();
+        assert_eq!(
+            (word(&rec, 0), word(&rec, 2), word(&rec, 3), word(&rec, 5)),
+            (ALLOCATED, 0xa040, 0, 64)
+        );
+        assert!(m.get(ARMED, &0xa040u64.to_ne_bytes()).is_some());
+        assert_eq!(m.get(STASH, &key), None, "taken out");
+        // ENOMEM (12): nothing, whatever memptr holds; the stash is emptied all the same.
+        call(&mut m, 64, 0xb040, 12, &ret);
+        assert_eq!(m.output.len(), 1);
+        assert_eq!(m.get(ARMED, &0xb040u64.to_ne_bytes()), None);
+        assert_eq!(m.get(STASH, &key), None);
+        // A request of 24 bytes: not the type's size.
+        call(&mut m, 24, 0xc040, 0, &ret);
+        assert_eq!(m.output.len(), 1);
+        // A return without an entry seen: nothing.
+        m.regs[reg(regs::RET)] = 0;
+        m.run(&ret);
+        assert_eq!(m.output.len(), 1);
+        // memptr unreadable: nothing.
+        m.regs[reg(regs::ARGS[0])] = MEMPTR + 0x100;
+        m.regs[reg(regs::ARGS[2])] = 64;
+        m.run(&entry);
+        m.regs[reg(regs::RET)] = 0;
+        m.run(&ret);
+        assert_eq!(m.output.len(), 1);
+        // No type size asked: every successful call, its request in the record.
+        let any = Select {
+            size: None,
+            ..sized
+        };
+        let any_size = generate_alloc(OUT, ARMED, STASH, any).expect("unsized");
+        call(&mut m, 24, 0xd040, 0, &any_size);
+        assert_eq!(m.output.len(), 2);
+        assert_eq!((word(&m.output[1], 2), word(&m.output[1], 5)), (0xd040, 24));
     }
 }

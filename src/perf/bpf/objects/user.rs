@@ -202,19 +202,21 @@ impl ObjectSource {
 mod tests {
     use super::super::{SizeFrom, ALLOCATED, FREED};
     use super::*;
+    use crate::perf::bpf::interp::FakeKernel;
+    use crate::perf::bpf::program::Maps;
 
-    /// The user-space programs on the offline interpreter, their context a `pt_regs`: an allocator's
-    /// entry stashes its request (calloc's product too), its return takes the object only for a request of
-    /// the type's size (and only after an entry it saw), and a free function's argument ends an armed
-    /// object once.
-    #[test]
-    fn user_space_programs_take_objects_of_the_size_asked_and_free_them() {
-        use crate::perf::bpf::interp::FakeKernel;
-        use crate::perf::bpf::program::Maps;
-        const OUT: i32 = 3;
-        const ARMED: i32 = 4;
-        const STASH: i32 = 5;
-        let reg = |offset: i16| (offset / 8) as usize;
+    const OUT: i32 = 3;
+    const ARMED: i32 = 4;
+    const STASH: i32 = 5;
+
+    /// A `pt_regs` offset as the interpreter's register index.
+    fn reg(offset: i16) -> usize {
+        (offset / 8) as usize
+    }
+
+    /// The interpreter with the user-space programs' maps: the output ring, `armed`, and a stash whose
+    /// values are `stash_value` bytes (8: a request size; 16: a size and an out-pointer).
+    fn fake(stash_value: usize) -> FakeKernel {
         let mut m = FakeKernel::new(
             Maps {
                 outputs: OUT,
@@ -225,7 +227,17 @@ mod tests {
             0,
         );
         m.declare(ARMED, MapType::LruHash, (8, 4), 16);
-        m.declare(STASH, MapType::LruHash, (8, 8), 16);
+        m.declare(STASH, MapType::LruHash, (8, stash_value), 16);
+        m
+    }
+
+    /// The user-space programs on the offline interpreter, their context a `pt_regs`: an allocator's
+    /// entry stashes its request (calloc's product too), its return takes the object only for a request of
+    /// the type's size (and only after an entry it saw), and a free function's argument ends an armed
+    /// object once.
+    #[test]
+    fn user_space_programs_take_objects_of_the_size_asked_and_free_them() {
+        let mut m = fake(8);
         let entry = generate_stash(STASH, StashSize::One(regs::ARGS[0])).expect("stash");
         let select = Select {
             ptr: PtrAt::Reg(regs::RET),
@@ -299,24 +311,8 @@ mod tests {
     /// still empties the stash; unsized, any request is taken with its size in the record.
     #[test]
     fn posix_memalign_objects_are_read_through_the_out_pointer() {
-        use crate::perf::bpf::interp::FakeKernel;
-        use crate::perf::bpf::program::Maps;
-        const OUT: i32 = 3;
-        const ARMED: i32 = 4;
-        const STASH: i32 = 5;
         const MEMPTR: u64 = 0x7ffd_0000_1000;
-        let reg = |offset: i16| (offset / 8) as usize;
-        let mut m = FakeKernel::new(
-            Maps {
-                outputs: OUT,
-                olds: 90,
-                olds_by_tgid: None,
-                stats: 91,
-            },
-            0,
-        );
-        m.declare(ARMED, MapType::LruHash, (8, 4), 16);
-        m.declare(STASH, MapType::LruHash, (8, 16), 16);
+        let mut m = fake(16);
         let entry =
             generate_stash(STASH, StashSize::WithOut(regs::ARGS[2], regs::ARGS[0])).expect("stash");
         let sized = Select {

@@ -8,7 +8,7 @@ use crate::cli::ring_size;
 use crate::config::plan::{Delivery, Scope, WatchPlan, Writers};
 use crate::error::{Context, ExitCode, Result};
 use crate::perf::bpf::hit_set::{HitKind, HitPrograms};
-use crate::perf::bpf::ValuePrograms;
+use crate::perf::bpf::value_set::ValuePrograms;
 use crate::perf::event::{self, EventConfig};
 use crate::stderr;
 

@@ -1,6 +1,6 @@
 //! The command-line layer: clap argument types (`args`), their conversion into the plain request planning
-//! takes (`request`), launch mode's command as planning starts it (`launch`), one module per subcommand (`watch` arms the
-//! plan `config::plan` makes), opening the files named for output (`output_file`), and the one place an
+//! takes (`request`), launch mode's command as planning starts it (`launch`), one module per subcommand (`watch` has
+//! `config::plan` make the plan, which `execute` arms), opening the files named for output (`output_file`), and the one place an
 //! error becomes a line on stderr and a documented exit code.
 //!
 //! May use every other layer; nothing outside `cli/` imports it.
@@ -10,6 +10,7 @@ pub(crate) mod args;
 mod check;
 mod delivery;
 pub(crate) mod duration;
+mod execute;
 mod launch;
 mod otlp;
 mod output_file;

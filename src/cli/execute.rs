@@ -1,7 +1,8 @@
 //! `execute(plan)`: arms a planned watch and runs its session until it stops. What each stage needs is
-//! taken from the plan once ([`HandOff`]); the events' programs are loaded ([`delivery`]), the session's
-//! other parts opened ([`Parts`]), every CPU armed as one transaction ([`arm::arm_in`]), the armed set
-//! announced and the session run.
+//! taken from the plan once ([`HandOff`]), with how the events are opened ([`delivery`]); the session's
+//! other parts are opened ([`Parts`]), then the events' programs loaded, every CPU armed as one
+//! transaction ([`arm::arm_in`]), the armed set announced and the session run: a descent from the
+//! command line to the kernel, each stage handed what it needs.
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -20,9 +21,11 @@ use crate::error::{Error, Result};
 use crate::model::watch::Watch;
 use crate::perf::arm;
 use crate::perf::bpf::objects::ObjectSource;
+use crate::perf::programs::Events;
 use crate::perf::sys;
 use crate::perf::warmup::Warmup;
 use crate::report::{Header, Output, StreamEvent, Tee};
+use crate::stderr;
 use crate::trace::comm::Comms;
 use crate::trace::objects::ObjectWatch;
 use crate::trace::objects::Slots;
@@ -145,8 +148,9 @@ fn hit_ring_pages(plan: &WatchPlan) -> usize {
 /// Arms `plan` and runs the session until it stops; the exit status: 0, or with `-- CMD` the command's
 /// own. `task_scan` and `warmup`: the work started before the plan. `machine` resolves
 /// `--control`'s targets in a process. In order: what each stage needs is taken from the plan
-/// ([`HandOff`]) and the prefetch scan's result joined; the events' programs are loaded ([`delivery`]);
-/// the session's other parts are opened ([`Parts`]); every CPU is armed as one transaction
+/// ([`HandOff`]) and the prefetch scan's result joined; how the events are opened is decided
+/// ([`delivery`]); the session's other parts are opened ([`Parts`]); the events' programs are loaded
+/// ([`crate::perf::programs`]); every CPU is armed as one transaction
 /// ([`arm::arm_in`], `--on`'s slots kept to the free registers first); what the header says of the armed
 /// set and `--on`'s objects are taken; the session starts and runs.
 pub fn execute(
@@ -157,8 +161,13 @@ pub fn execute(
     let launched = plan.take_command();
     let hand = HandOff::of(&plan);
     let (comms, user) = scanned_tasks(task_scan, launched.as_deref());
-    let cfg = delivery::event_config(&plan, hand.hit_ring_pages)?;
+    let events: Events = delivery::events(&plan, hand.hit_ring_pages);
     let mut parts = Parts::open(&plan, &hand.title, machine)?;
+    let loaded = events.load_programs().map_err(delivery::refused)?;
+    for warning in &loaded.warnings {
+        stderr::line(format_args!("ksymwatch: warning: {warning}"));
+    }
+    let cfg = loaded.cfg;
     if let Some(w) = warmup {
         w.finish();
     }

@@ -163,11 +163,8 @@ pub fn execute(
     let (comms, user) = scanned_tasks(task_scan, launched.as_deref());
     let events: Events = delivery::events(&plan, hand.hit_ring_pages);
     let mut parts = Parts::open(&plan, &hand.title, machine)?;
-    let loaded = events.load_programs().map_err(delivery::refused)?;
-    for warning in &loaded.warnings {
-        stderr::line(format_args!("ksymwatch: warning: {warning}"));
-    }
-    let cfg = loaded.cfg;
+    let mut warn = |w: &str| stderr::line(format_args!("ksymwatch: warning: {w}"));
+    let cfg = events.load_programs(&mut warn).map_err(delivery::refused)?;
     if let Some(w) = warmup {
         w.finish();
     }

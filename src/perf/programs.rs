@@ -71,21 +71,13 @@ pub enum LoadError {
     WatchProcess(io::Error),
 }
 
-/// The events' configuration, and what their programs could not set up, each a warning: the watch goes on
-/// without it.
-pub struct Loaded {
-    pub cfg: EventConfig,
-    pub warnings: Vec<String>,
-}
-
 impl Events<'_> {
-    /// Loads and attaches the programs; task records and loss counts asked of every event.
-    pub fn load_programs(self) -> Result<Loaded, LoadError> {
-        let mut warnings = Vec::new();
+    /// Loads and attaches the programs; task records and loss counts asked of every event. What the
+    /// programs could not set up is handed to `warn` as it happens, one line each: the watch goes on
+    /// without it (the perf layer prints nothing itself).
+    pub fn load_programs(self, warn: &mut dyn FnMut(&str)) -> Result<EventConfig, LoadError> {
         let delivery = match self.programs {
-            Programs::Hits(set) => {
-                Delivery::Hits(Arc::new(load_hits(self.checks, set, &mut warnings)?))
-            }
+            Programs::Hits(set) => Delivery::Hits(Arc::new(load_hits(self.checks, set, warn)?)),
             Programs::Values { remove_on_exec } => {
                 let values = ValuePrograms::load(
                     self.checks.watches,
@@ -100,26 +92,23 @@ impl Events<'_> {
             }
             Programs::None { remove_on_exec } => Delivery::Samples { remove_on_exec },
         };
-        Ok(Loaded {
-            cfg: EventConfig {
-                ring_pages: self.ring_pages,
-                user_only: self.user_only,
-                track_tasks: true,
-                count_lost: true,
-                delivery,
-                percpu: self.percpu,
-            },
-            warnings,
+        Ok(EventConfig {
+            ring_pages: self.ring_pages,
+            user_only: self.user_only,
+            track_tasks: true,
+            count_lost: true,
+            delivery,
+            percpu: self.percpu,
         })
     }
 }
 
-/// The hit programs of `set`, following and ending processes as it says (what cannot be is a warning in
-/// `warnings`), with its processes entered.
+/// The hit programs of `set`, following and ending processes as it says (what cannot be is handed to
+/// `warn`), with its processes entered.
 fn load_hits(
     checks: Checks<'_>,
     set: HitSet,
-    warnings: &mut Vec<String>,
+    warn: &mut dyn FnMut(&str),
 ) -> Result<HitPrograms, LoadError> {
     let mut hits = HitPrograms::load_counting(
         checks.watches,
@@ -132,7 +121,7 @@ fn load_hits(
     .map_err(LoadError::Program)?;
     if set.follow_children {
         if let Err(e) = hits.follow_children() {
-            warnings.push(format!(
+            warn(&format!(
                 "{e}; the command's own threads are watched, processes it forks are not"
             ));
         }
@@ -142,10 +131,10 @@ fn load_hits(
     // A process that exits leaves the watched set as it ends: a process given its pid later is not it.
     if set.kind.processes {
         if let Err(e) = hits.end_on_exec() {
-            warnings.push(e.to_string());
+            warn(&e.to_string());
         }
         if let Err(e) = hits.end_on_exit() {
-            warnings.push(e.to_string());
+            warn(&e.to_string());
         }
     }
     for pid in set.pids {

@@ -1,7 +1,8 @@
 //! The plan's first stage: the request's options checked against each other, and the choices they make:
 //! who the watch covers, how hits reach the tracer, which writers it sees, whether values are read. The
 //! request is read whole first; then, through the host, in this order: the privileges and whether BPF
-//! loads, the `-p` processes, the `--dump-on` tracepoints, and the CPUs. No symbol is loaded here.
+//! loads (the delivery), the `-p` processes, the `--dump-on` tracepoints, the cgroups, and the CPUs. No
+//! symbol is loaded here.
 
 use crate::config::flight::Flight;
 use crate::config::objects;
@@ -79,8 +80,8 @@ impl Decided {
 }
 
 impl Options {
-    /// The request checked against itself first (nothing read), then against the machine: the `-p`
-    /// processes, the `--dump-on` tracepoints, BPF, and the CPUs.
+    /// The request checked against itself first (nothing read), then against the machine: the delivery
+    /// (privileges, BPF), the `-p` processes, the `--dump-on` tracepoints, the cgroups, and the CPUs.
     pub fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
         let scope = scope(&r)?;
         if let Some(pages) = r.buffer_pages {

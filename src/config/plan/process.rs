@@ -77,31 +77,36 @@ fn in_processes(
         command.child = Some(child);
     }
     let pids = scope.pids();
-    let mut at_entry = false;
+    let mut ran_to_entry = false;
     loop {
         let resolved = processes_watches(&*host, &pids, bases, access);
-        let child = match (&resolved, &mut *scope) {
-            (Err(e), Scope::Launched(command)) if watch::is_not_mapped_yet(e) => &mut command.child,
-            _ => return resolved,
-        };
-        if at_entry {
-            return resolved.map_err(|e| {
-                Error::usage(format!(
-                    "{e}; that library is not loaded when the command starts (loaded later with dlopen, or \
-                     not at all): start the command, then watch it with -p PID once the library is loaded; \
-                     nothing ran"
-                ))
-            });
-        }
-        let Some(child) = child else {
+        let Err(e) = &resolved else {
             return resolved;
         };
-        if !child.run_to_entry()? {
-            return Err(Error::usage(
-                "the command ended before its program started, so the library holding the target was never mapped",
-            ));
+        let child = match scope {
+            Scope::Launched(command) if watch::is_not_mapped_yet(e) => command.child.as_mut(),
+            _ => None,
+        };
+        match (child, ran_to_entry) {
+            (Some(child), false) => {
+                if !child.run_to_entry()? {
+                    return Err(Error::usage(
+                        "the command ended before its program started, so the library holding the target was never mapped",
+                    ));
+                }
+                ran_to_entry = true;
+            }
+            (Some(_), true) => {
+                return resolved.map_err(|e| {
+                    Error::usage(format!(
+                        "{e}; that library is not loaded when the command starts (loaded later with dlopen, or \
+                         not at all): start the command, then watch it with -p PID once the library is loaded; \
+                         nothing ran"
+                    ))
+                })
+            }
+            (None, _) => return resolved,
         }
-        at_entry = true;
     }
 }
 

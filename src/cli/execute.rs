@@ -14,6 +14,7 @@ use ksymwatch_symbols::{LineSource, UserSymbols};
 use crate::cli::advice;
 use crate::cli::delivery;
 use crate::cli::parts::Parts;
+use crate::cli::prefetch::Prefetch;
 use crate::cli::ring_size::{self, Coverage};
 use crate::config::plan::{Delivery, Launch, ObjectPlan, RealHost, Scope, WatchPlan};
 use crate::cpulist;
@@ -23,17 +24,12 @@ use crate::perf::arm;
 use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::programs::Events;
 use crate::perf::sys;
-use crate::perf::warmup::Warmup;
 use crate::report::{Header, Output, StreamEvent, Tee};
 use crate::stderr;
 use crate::trace::comm::Comms;
 use crate::trace::objects::ObjectWatch;
 use crate::trace::objects::Slots;
 use crate::trace::session::{Session, Setup};
-
-/// The prefetch's scan of every live task's name and process's maps, started before the plan
-/// (`cli::watch`).
-pub type TaskScan = std::thread::JoinHandle<(Comms, UserSymbols)>;
 
 /// How long after `armed` the symbol cache starts being written (at exit at the latest).
 const CACHE_WRITE_DELAY: Duration = Duration::from_millis(100);
@@ -146,20 +142,17 @@ fn hit_ring_pages(plan: &WatchPlan) -> usize {
 }
 
 /// Arms `plan` and runs the session until it stops; the exit status: 0, or with `-- CMD` the command's
-/// own. `task_scan` and `warmup`: the work started before the plan. `machine` resolves
+/// own. `prefetch`: the work started before the plan. `machine` resolves
 /// `--control`'s targets in a process. In order: what each stage needs is taken from the plan
 /// ([`HandOff`]) and the prefetch scan's result joined; how the events are opened is decided
 /// ([`delivery`]); the session's other parts are opened ([`Parts`]); the events' programs are loaded
 /// ([`crate::perf::programs`]); every CPU is armed as one transaction
 /// ([`arm::arm_in`], `--on`'s slots kept to the free registers first); what the header says of the armed
 /// set and `--on`'s objects are taken; the session starts and runs.
-pub fn execute(
-    mut plan: WatchPlan,
-    (task_scan, warmup): (Option<TaskScan>, Option<Warmup>),
-    machine: &RealHost,
-) -> Result<i32> {
+pub fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Result<i32> {
     let launched = plan.take_command();
     let hand = HandOff::of(&plan);
+    let Prefetch { task_scan, warmup } = prefetch;
     let (comms, user) = scanned_tasks(task_scan, launched.as_deref());
     let events: Events = delivery::events(&plan, hand.hit_ring_pages);
     let mut parts = Parts::open(&plan, &hand.title, machine)?;
@@ -271,7 +264,7 @@ fn announce_and_run(
 
 /// The task names and process maps the prefetch scan read, with a launched command's maps added.
 fn scanned_tasks(
-    task_scan: Option<TaskScan>,
+    task_scan: Option<std::thread::JoinHandle<(Comms, UserSymbols)>>,
     launched: Option<&dyn Launch>,
 ) -> (Comms, UserSymbols) {
     // Joined before anything is loaded or armed: the scan is long over by now (a few ms, against the

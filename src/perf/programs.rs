@@ -142,3 +142,40 @@ fn load_hits(
     }
     Ok(hits)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Perf samples alone load nothing: the configuration says what the events were decided with, and
+    /// no warning is given.
+    #[test]
+    fn samples_load_no_program_and_keep_the_decided_settings() {
+        let filter = Filter::default();
+        for remove_on_exec in [false, true] {
+            let events = Events {
+                ring_pages: 64,
+                user_only: true,
+                percpu: None,
+                checks: Checks {
+                    watches: &[],
+                    condition: None,
+                    filter: &filter,
+                },
+                programs: Programs::None { remove_on_exec },
+            };
+            let mut warned = Vec::new();
+            let cfg = events
+                .load_programs(&mut |w| warned.push(w.to_string()))
+                .unwrap();
+            assert!(matches!(
+                cfg.delivery,
+                Delivery::Samples { remove_on_exec: r } if r == remove_on_exec
+            ));
+            assert_eq!(cfg.ring_pages, 64);
+            assert!(cfg.user_only && cfg.track_tasks && cfg.count_lost);
+            assert!(cfg.percpu.is_none());
+            assert!(warned.is_empty(), "{warned:?}");
+        }
+    }
+}

@@ -6,7 +6,9 @@
 //! (10 ms; in a flood exactly then), and a CPU takes a hit every ~7 us at most here (the debug exception and
 //! the hit program; [`MIN_HIT_GAP`] allows for a faster machine), so one tick is 2,000 records. When the reader shares its CPU with `w`
 //! runnable writers and runs at the normal priority (the raise refused or `--realtime off`), the scheduler
-//! runs each of them for its slice first: the ring must also hold `w` slices' worth. A process watch knows
+//! runs each of them for its slice first, and one slice of the reader's does not drain what `w` slices
+//! wrote (a printed hit costs it more than a store costs a writer): the ring holds [`SLICE_ROUNDS`] rounds
+//! of `w` slices, as measured (below). A process watch knows
 //! its threads at start (`w` = threads per CPU); a launched command starts its threads later, so it gets
 //! [`LAUNCH_WRITERS`]; a system-wide watch one writer a CPU.
 //!
@@ -48,6 +50,13 @@ pub const MAX_TOTAL_PAGES: usize = 16384;
 /// (BENCHMARKS.md, throughput); a little faster, for a faster machine.
 const MIN_HIT_GAP: Duration = Duration::from_micros(5);
 
+/// Rounds of every writer's slice a ring holds beside the tick. Measured with `scripts/bench-bursts.py`
+/// (p64: 64 threads x 1,000 stores under `-p`; launch96: 96 threads x 700 under `-- CMD`) at `--realtime
+/// off` on 2 CPUs: one round (256 pages) printed 29,000-61,000 of 64,000 and 67,200 stores, two (512)
+/// 57,500-64,000, four (1024) every store (the summary holds every store either way: it counts in the
+/// kernel). At the default real-time priority the reader needs none of this.
+const SLICE_ROUNDS: u64 = 4;
+
 /// Writers per CPU assumed for a launched command, whose threads are not known when the rings are made.
 pub const LAUNCH_WRITERS: u64 = 32;
 
@@ -81,8 +90,9 @@ pub fn hit_ring_pages(
         Coverage::Launch => LAUNCH_WRITERS,
     }
     .min(MAX_WRITERS);
-    // Away a tick, plus a slice for each writer that runs before the reader at the normal priority.
-    let away = TICK.as_nanos() as u64 + writers * slice_ns(cpus);
+    // Away a tick, plus rounds of a slice for each writer that runs before the reader at the normal
+    // priority.
+    let away = TICK.as_nanos() as u64 + SLICE_ROUNDS * writers * slice_ns(cpus);
     let hits = away.div_ceil(MIN_HIT_GAP.as_nanos() as u64);
     let want = (hits * record_bytes(coverage, values)).div_ceil(page.max(1) as u64) as usize;
     let budget = MAX_TOTAL_PAGES / (cpus as usize * targets.max(1));
@@ -147,17 +157,18 @@ mod tests {
 
     #[test]
     fn a_system_watch_holds_a_tick_and_a_slice() {
-        // 10 ms + 1.5 ms at a hit per 5 us: 2,300 records of 48 bytes, 27 pages: the floor, the old
-        // default; with --value 248 bytes, 140 pages.
+        // 10 ms + 4 x 1.5 ms at a hit per 5 us: 3,200 records of 48 bytes, 38 pages: the floor, the old
+        // default; with --value 248 bytes, 194 pages.
         assert_eq!(without_and_with_values(Coverage::System), (128, 256));
     }
 
     #[test]
     fn more_threads_per_cpu_make_bigger_rings() {
-        // 64 threads on 2 CPUs: 10 + 32 x 1.5 ms = 58 ms, 11,600 records of 56 bytes, 159 pages -> 256.
+        // 64 threads on 2 CPUs: 10 + 4 x 32 x 1.5 ms = 202 ms, 40,400 records of 56 bytes, 553 pages ->
+        // 1024.
         assert_eq!(
             hit_ring_pages(2, 1, Coverage::Threads(64), false, PAGE),
-            256
+            1024
         );
         assert_eq!(hit_ring_pages(2, 1, Coverage::Threads(2), false, PAGE), 128);
         let mut last = 0;
@@ -175,8 +186,8 @@ mod tests {
 
     #[test]
     fn a_launch_assumes_many_writers() {
-        // As 64 threads on 2 CPUs; with --value 11,600 records of 248 bytes, 703 pages -> 1024.
-        assert_eq!(without_and_with_values(Coverage::Launch), (256, 1024));
+        // As 64 threads on 2 CPUs; with --value 40,400 records of 248 bytes, 2,447 pages -> 4096.
+        assert_eq!(without_and_with_values(Coverage::Launch), (1024, 4096));
     }
 
     #[test]
@@ -221,10 +232,10 @@ mod tests {
 
     #[test]
     fn larger_pages_need_fewer() {
-        // The 2.9 MB of 64 threads' --value records: 176 pages of 16 KiB -> 256, against 1024 of 4 KiB.
+        // The 10 MB of 64 threads' --value records: 612 pages of 16 KiB -> 1024, against 4096 of 4 KiB.
         assert_eq!(
             hit_ring_pages(2, 1, Coverage::Threads(64), true, 16384),
-            256
+            1024
         );
     }
 }

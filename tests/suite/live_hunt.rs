@@ -33,3 +33,21 @@ live_test!(kernel_dropped_hits_are_all_accounted_for, {
         assert!(!err.contains("unaccounted"), "{filter:?}: {err}");
     }
 });
+
+// `ksymwatch write ADDR | head -1` over a busy writer: the hits still in the rings when the reader went
+// away were reported as "not printed (ring full)" with "a larger --buffer-pages prints more"; they were
+// not printed because the output was closed.
+live_test!(a_closed_output_is_not_called_a_full_ring, {
+    let w = tight_writer(0);
+    let mut t = Tracer::start(&["write", &w.target(), "--no-status"]);
+    t.read_until(|l| !l.starts_with('#'));
+    t.close_stdout();
+    let (code, _, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("stopped: output closed"), "{err}");
+    assert!(!err.contains("ring full"), "{err}");
+    assert!(!err.contains("rings were full"), "{err}");
+    if err.contains("not printed") {
+        assert!(err.contains("not printed (output closed)"), "{err}");
+    }
+});

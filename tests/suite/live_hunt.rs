@@ -51,3 +51,46 @@ live_test!(a_closed_output_is_not_called_a_full_ring, {
         assert!(err.contains("not printed (output closed)"), "{err}");
     }
 });
+
+// A per-thread watch of three targets while `perf record -a` (here the holder helper) keeps two of
+// CPU 1's registers: the refusal said "tid N (writer): all debug registers of this thread are in use (its
+// own watchpoints, a debugger's, ...)" and so sent the user after the thread, which held none; it is
+// CPU 1 that has only two left for any thread. Once the holder is gone, a second run arms all three.
+live_test!(a_per_thread_watch_refused_by_a_full_cpu_names_the_cpu, {
+    let Some(&busy) = online_cpus().iter().find(|&&c| c != 0) else {
+        skip("needs a second online CPU");
+        return;
+    };
+    let w = Writer::start(&["set", "0"]);
+    let pid = w.pid.to_string();
+    let watch = [
+        "write",
+        "-p",
+        pid.as_str(),
+        "target_var",
+        "target_var2",
+        "ksw_sysinfo/8",
+        "--per-thread",
+        "--duration",
+        "200ms",
+    ];
+    let holder = Holder::start(busy, 2);
+    assert_eq!(holder.held, 2);
+    let line = rejects(
+        &watch,
+        3,
+        // 2 free, or fewer while another tool holds one for a moment: the CPU is named either way.
+        &[
+            &format!("cpu {busy} has "),
+            " free debug register",
+            ", 3 needed",
+            "breakpoints of that CPU",
+            "nothing was armed",
+        ],
+    );
+    assert!(!line.contains("of this thread"), "{line}");
+    drop(holder);
+    let (code, out, err) = run_within(&watch, Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("# armed"), "{out}");
+});

@@ -2,7 +2,7 @@
 //! the symbol loading: every live task's name and process's maps that the hits can need (a writer already
 //! running that exits right after its hits must have had them read, and a read after `armed` would race
 //! with a script that starts it on that line), and the first CPU-bound breakpoint open, which waits out an
-//! RCU grace period. `watch` starts it from the decided options and takes its results when it arms.
+//! RCU grace period. `watch` starts it from the decided options; `execute` takes its results when it arms.
 
 use std::path::Path;
 

@@ -13,7 +13,7 @@ use perf_event_open_sys::bindings as pb;
 use crate::model::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
 use crate::perf::bpf::hit_set::HitPrograms;
-use crate::perf::bpf::ValuePrograms;
+use crate::perf::bpf::value_set::ValuePrograms;
 use crate::perf::bpf_ring::BpfRing;
 use crate::perf::record::{SAMPLE_CALLCHAIN, SAMPLE_TYPE, SAMPLE_TYPE_TASK};
 use crate::perf::ring::Ring;

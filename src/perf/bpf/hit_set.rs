@@ -1,5 +1,5 @@
 //! Loading the hit programs ([`super::hit`]) and their maps, one program per watch, and wiring them to the
-//! breakpoint events: the counterpart of [`super::ValuePrograms`] for the path where the program emits every kept
+//! breakpoint events: the counterpart of [`super::value_set::ValuePrograms`] for the path where the program emits every kept
 //! hit itself.
 //!
 //! Each watch's program hands its records to an emitter per CPU ([`super::emit`]) that writes them into

@@ -1,0 +1,300 @@
+//! `execute(plan)`: arms a planned watch and runs its session until it stops. What each stage needs is
+//! taken from the plan once ([`HandOff`]), with how the events are opened ([`delivery`]); the session's
+//! other parts are opened ([`Parts`]), then the events' programs loaded, every CPU armed as one
+//! transaction ([`arm::arm_in`]), the armed set announced and the session run: a descent from the
+//! command line to the kernel, each stage handed what it needs.
+
+use std::collections::BTreeSet;
+use std::io::{self, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use ksymwatch_symbols::{LineSource, UserSymbols};
+
+use crate::cli::advice;
+use crate::cli::delivery;
+use crate::cli::parts::Parts;
+use crate::cli::prefetch::Prefetch;
+use crate::cli::ring_size::{self, Coverage};
+use crate::config::plan::{Delivery, Launch, ObjectPlan, RealHost, Scope, WatchPlan};
+use crate::cpulist;
+use crate::error::{Error, Result};
+use crate::model::watch::Watch;
+use crate::perf::arm;
+use crate::perf::bpf::objects::ObjectSource;
+use crate::perf::programs::Events;
+use crate::perf::sys;
+use crate::report::{Header, Output, StreamEvent, Tee};
+use crate::stderr;
+use crate::trace::comm::Comms;
+use crate::trace::objects::ObjectWatch;
+use crate::trace::objects::Slots;
+use crate::trace::session::{Session, Setup};
+
+/// How long after `armed` the symbol cache starts being written (at exit at the latest).
+const CACHE_WRITE_DELAY: Duration = Duration::from_millis(100);
+
+/// What the `# armed` line and the marks right after it say, taken from the armed set before the session
+/// owns it.
+struct ArmedLine {
+    /// Every breakpoint event, per-thread ones included: a ring of the per-thread path holds one per thread.
+    events: usize,
+    cpus: BTreeSet<u32>,
+    /// CPUs that went offline while arming: not a failure, but not covered until they return.
+    went_offline: Vec<u32>,
+}
+
+impl ArmedLine {
+    fn of(armed: &arm::Armed) -> ArmedLine {
+        ArmedLine {
+            events: armed.events.iter().map(|e| e.breakpoints()).sum(),
+            cpus: armed.events.iter().map(|e| e.cpu).collect(),
+            went_offline: armed.went_offline.clone(),
+        }
+    }
+
+    /// The header, `# armed` (the moment every breakpoint is enabled), and a mark for each CPU that went
+    /// offline while arming (the loop arms it when it returns).
+    fn announce(&self, out: &mut dyn Output, header: &Header<'_>) -> io::Result<()> {
+        out.header(header)?;
+        out.armed(self.events, &self.cpus, sys::monotonic_ns())?;
+        self.went_offline
+            .iter()
+            .try_for_each(|&cpu| out.event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns()))
+    }
+}
+
+/// The processes a watch covers at the start, (pid, comm), and their threads, for the header. The threads:
+/// on the hit path the kernel's own count (one read per process; listing 100,000 threads would take longer
+/// than arming them), on the per-thread path the threads armed.
+fn covered_at_start(
+    delivery: Delivery,
+    scope: &arm::Scope,
+    armed: &arm::Armed,
+) -> (Vec<(u32, String)>, usize) {
+    let pids = scope.pids();
+    let threads = if delivery == Delivery::HitProgram {
+        arm::thread_count(&pids)
+    } else {
+        armed
+            .events
+            .iter()
+            .flat_map(|e| e.tids())
+            .collect::<BTreeSet<u32>>()
+            .len()
+    };
+    let processes = pids
+        .into_iter()
+        .map(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|s| s.trim_end().to_string())
+                .unwrap_or_else(|_| "?".into());
+            (pid, comm)
+        })
+        .collect();
+    (processes, threads)
+}
+
+/// What each stage of [`execute`] needs from the plan, taken once before anything is opened.
+struct HandOff {
+    /// The session's title (`--flamegraph`'s): the command and its targets.
+    title: String,
+    /// Each hit ring buffer's data pages.
+    hit_ring_pages: usize,
+    /// Who the breakpoints are opened for (a launched command by its pid).
+    scope: arm::Scope,
+    /// The header's `--if` and `--on` lines.
+    condition: Option<String>,
+    objects: Option<String>,
+}
+
+impl HandOff {
+    fn of(plan: &WatchPlan) -> HandOff {
+        let labels: Vec<&str> = plan.watches().iter().map(|w| w.label.as_str()).collect();
+        HandOff {
+            title: format!("ksymwatch {} {}", plan.access().word(), labels.join(" ")),
+            hit_ring_pages: hit_ring_pages(plan),
+            scope: plan.scope().arming(),
+            condition: plan.values().condition().map(|c| c.to_string()),
+            objects: plan.objects().map(ObjectPlan::describe),
+        }
+    }
+}
+
+/// Each hit ring buffer's data pages: `--buffer-pages`, or sized from the CPUs and what the watch covers
+/// ([`ring_size`]).
+fn hit_ring_pages(plan: &WatchPlan) -> usize {
+    if let Some(pages) = plan.running().buffer_pages {
+        return pages;
+    }
+    let coverage = match plan.scope() {
+        Scope::System => Coverage::System,
+        Scope::Processes(pids) => Coverage::Threads(arm::thread_count(pids) as u64),
+        Scope::Launched(_) => Coverage::Launch,
+    };
+    ring_size::hit_ring_pages(
+        plan.cpus().now.len(),
+        plan.watches().len(),
+        coverage,
+        plan.values().read(),
+        sys::page_size(),
+    )
+}
+
+/// Arms `plan` and runs the session until it stops; the exit status: 0, or with `-- CMD` the command's
+/// own. `prefetch`: the work started before the plan. `machine` resolves
+/// `--control`'s targets in a process. In order: what each stage needs is taken from the plan
+/// ([`HandOff`]) and the prefetch scan's result joined; how the events are opened is decided
+/// ([`delivery`]); the session's other parts are opened ([`Parts`]); the events' programs are loaded
+/// ([`crate::perf::programs`]); every CPU is armed as one transaction
+/// ([`arm::arm_in`], `--on`'s slots kept to the free registers first); what the header says of the armed
+/// set and `--on`'s objects are taken; the session starts and runs.
+pub fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Result<i32> {
+    let launched = plan.take_command();
+    let hand = HandOff::of(&plan);
+    let Prefetch { task_scan, warmup } = prefetch;
+    let (comms, user) = scanned_tasks(task_scan, launched.as_deref());
+    let events: Events = delivery::events(&plan, hand.hit_ring_pages);
+    let mut parts = Parts::open(&plan, &hand.title, machine)?;
+    let mut warn = |w: &str| stderr::line(format_args!("ksymwatch: warning: {w}"));
+    let cfg = events.load_programs(&mut warn).map_err(delivery::refused)?;
+    if let Some(w) = warmup {
+        w.finish();
+    }
+    let (cpus, objects) = (&plan.cpus().now, plan.objects());
+    let mut watches = plan.watches().to_vec();
+    let armed = match arm::keep_free_slots(&mut watches, cpus, &cfg, objects.is_some())
+        .and_then(|()| arm::arm_in(&watches, cpus, &hand.scope, &cfg))
+    {
+        Ok(armed) => armed,
+        Err(r) => {
+            // A JSON stream says why it is empty; the error line itself is main's.
+            let _ = parts
+                .out
+                .refused(r.kind.as_str(), &advice::refusal(&r), r.code as i32);
+            return Err(advice::arming(r));
+        }
+    };
+    let armed_line = ArmedLine::of(&armed);
+    let (processes, threads) = covered_at_start(plan.delivery(), &hand.scope, &armed);
+    let objects = objects
+        .map(|o| object_watch(o.clone(), cpus, &watches))
+        .transpose()?;
+    let (kernel, running, values) = (plan.kernel(), plan.running(), plan.values());
+    let cgroup_paths: Vec<String> = plan
+        .filter()
+        .cgroups
+        .iter()
+        .map(|c| c.path.clone())
+        .collect();
+    let header = Header {
+        watches: &watches,
+        cpus,
+        source: &kernel.source_text,
+        processes: &processes,
+        threads,
+        values: values.read(),
+        condition: hand.condition.as_deref(),
+        objects: hand.objects.as_deref(),
+        cgroups: &cgroup_paths,
+    };
+    let setup = Setup {
+        watches: &watches,
+        symbols: parts.symbols,
+        cfg,
+        limits: running.limits,
+        filter: plan.filter().clone(),
+        tally: plan.outputs().tally,
+        lines: parts.lines.as_ref().map(|l| l as &dyn LineSource),
+        control: parts.control,
+        scope: hand.scope,
+        comms,
+        user,
+        symbols_origin: kernel.origin,
+        condition: values.condition().cloned(),
+        flight: parts.recorder,
+        advise: advice::refusal,
+    };
+    // `armed` goes out the moment every breakpoint is enabled; the session learns every live task's name
+    // right after (a script starts its workload on that line: a task the scan misses is one that started
+    // after arming, and the FORK/COMM records name it). Those alive before were named, and their maps
+    // read, while the symbols loaded (`task_scan`).
+    let mut session = Session::new(setup, parts.out, armed, parts.signals, Some(parts.hotplug))?;
+    if let Some(o) = objects {
+        session.watch_objects(o)?;
+    }
+    announce_and_run(session, &armed_line, &header, launched, running.realtime)
+}
+
+/// Announces the armed watch, lets a launched command go on, and runs the session until it stops; the
+/// launched command's exit status if it has ended by then, else 0.
+fn announce_and_run(
+    mut session: Session<'_, Tee>,
+    armed_line: &ArmedLine,
+    header: &Header<'_>,
+    mut launched: Option<Box<dyn Launch>>,
+    realtime: Option<u8>,
+) -> Result<i32> {
+    let announced = armed_line.announce(session.out(), header);
+    // The symbol cache is written a little after `armed`, off the path from start to the first hits: a
+    // CPU busy writing it is a CPU that does not go idle (or run the writer) when the watch is new.
+    ksymwatch_symbols::cache::start_writes_after(CACHE_WRITE_DELAY);
+    session.learn_tasks();
+    match announced {
+        Ok(()) => {}
+        // stdout is already closed: a normal, quiet end. Dropping the session releases every breakpoint.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(0),
+        Err(e) => return Err(Error::runtime("writing output").caused_by(e)),
+    }
+    if let Some(l) = launched.as_mut() {
+        l.release()?;
+    }
+    // The reader (this thread) runs before the writers on its CPU, however many are runnable: each wake-up
+    // drains what the rings held when it began (bounded by their size) and it sleeps in epoll between, so
+    // it cannot starve the CPU. Refused (no CAP_SYS_NICE): it reads at the normal priority, as before.
+    if let Some(priority) = realtime {
+        let _ = sys::set_fifo(priority);
+    }
+    session.run()?;
+    let _ = io::stdout().flush();
+    // The command's status if it has ended; a run stopped first (signal, --duration, --count) leaves it
+    // running unwatched and ends as a watch of a running process does.
+    Ok(launched.as_mut().and_then(|l| l.status()).unwrap_or(0))
+}
+
+/// The task names and process maps the prefetch scan read, with a launched command's maps added.
+fn scanned_tasks(
+    task_scan: Option<std::thread::JoinHandle<(Comms, UserSymbols)>>,
+    launched: Option<&dyn Launch>,
+) -> (Comms, UserSymbols) {
+    // Joined before anything is loaded or armed: the scan is long over by now (a few ms, against the
+    // symbol load's tens).
+    let (comms, mut user) = task_scan.and_then(|t| t.join().ok()).unwrap_or_default();
+    // A launched command started after the scan, and the kernel mapped its executable at its exec, before
+    // any event existed to report it: read it while the command is stopped there, or a command that exits
+    // right after its hits leaves them unnamed.
+    if let Some(l) = launched {
+        user.read_process(l.pid());
+    }
+    (comms, user)
+}
+
+/// `--on`'s source loaded and attached, with an output ring on each of `cpus`; `slots` are the armed
+/// slots, parked.
+fn object_watch(plan: ObjectPlan, cpus: &BTreeSet<u32>, slots: &[Watch]) -> Result<ObjectWatch> {
+    let online: Vec<u32> = cpus.iter().copied().collect();
+    let possible = cpulist::read(Path::new(cpulist::POSSIBLE))
+        .ok()
+        .and_then(|p| p.last().copied())
+        .or_else(|| online.last().copied())
+        .map_or(1, |last| last + 1);
+    let source = ObjectSource::load(&plan.attach, plan.select, &online, possible)?;
+    Ok(ObjectWatch {
+        source,
+        parked: (0..slots.len()).map(|i| plan.parked(i)).collect(),
+        allocators: plan.allocators,
+        slots: Slots::new(slots.len(), plan.rotate),
+        target: plan.target,
+        records: Vec::new(),
+    })
+}

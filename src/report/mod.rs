@@ -252,8 +252,9 @@ pub enum StreamEvent {
     },
 }
 
-/// `--on`'s books: what became of the objects the source handed over.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// `--on`'s books: what became of the objects the source handed over. Its counts are the JSON summary's
+/// `objects` fields as they are (serialized by name, in this order); the lists are summed up there.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ObjectTally {
     /// Objects the source handed over.
     pub seen: u64,
@@ -264,16 +265,18 @@ pub struct ObjectTally {
     pub evicted: u64,
     /// Freed while armed.
     pub freed: u64,
-    /// Object records the kernel dropped (their objects were never armed).
-    pub lost: u64,
     /// Freed before the tracer could arm them (lived less than the allocation-to-armed gap).
     pub freed_unarmed: u64,
     /// Writes on an armed object's memory after its free, before the tracer heard of it (the memory is
     /// another object's by then): not reported as hits.
     pub after_free: u64,
+    /// Object records the kernel dropped (their objects were never armed).
+    pub lost: u64,
     /// Allocation to armed, for each armed object.
+    #[serde(skip)]
     pub gaps_ns: Vec<u64>,
     /// Each armed object: index, address, hits while armed.
+    #[serde(skip)]
     pub objects: Vec<(u64, u64, u64)>,
 }
 

@@ -203,6 +203,36 @@ fn the_summary_counts_values_written() {
     assert!(v.get("by_comm").is_some(), "{v}");
 }
 
+/// `--on`'s books in the summary record: the tally's counts by name, in their documented order, then the
+/// allocation-to-armed gap's quantiles and each armed object.
+#[test]
+fn the_summary_names_the_object_counts_in_order() {
+    let summary = Summary {
+        objects: Some(crate::report::ObjectTally {
+            seen: 9,
+            armed: 8,
+            skipped: 7,
+            evicted: 6,
+            freed: 5,
+            freed_unarmed: 4,
+            after_free: 3,
+            lost: 2,
+            gaps_ns: vec![30, 10, 20],
+            objects: vec![(1, 0x7ffd0040, 3)],
+        }),
+        ..Summary::default()
+    };
+    let mut p = Json::new(Vec::new(), Vec::new());
+    p.finish(&summary).unwrap();
+    let out = String::from_utf8(p.into_inner().0).unwrap();
+    assert!(
+        out.contains(
+            r#""objects":{"seen":9,"armed":8,"skipped":7,"evicted":6,"freed":5,"freed_unarmed":4,"after_free":3,"lost":2,"gap_median_ns":20,"gap_p99_ns":30,"by_object":[{"index":1,"addr":"0x7ffd0040","hits":3}]}"#
+        ),
+        "{out}"
+    );
+}
+
 #[test]
 fn a_strict_hotplug_stop_is_named_in_both_summaries() {
     let mut p = Json::new(Vec::new(), Vec::new());

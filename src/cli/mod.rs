@@ -1,7 +1,8 @@
 //! The command-line layer: clap argument types (`args`), their conversion into the plain request planning
-//! takes (`request`), launch mode's command as planning starts it (`launch`), one module per subcommand (`watch` arms the
-//! plan `config::plan` makes), opening the files named for output (`output_file`), and the one place an
-//! error becomes a line on stderr and a documented exit code.
+//! takes (`request`), launch mode's command as planning starts it (`launch`), one module per subcommand
+//! (`watch` arms the plan `config::plan` makes; `prefetch` is the work it overlaps with planning), opening
+//! the files named for output (`output_file`), and the one place an error becomes a line on stderr and a
+//! documented exit code.
 //!
 //! May use every other layer; nothing outside `cli/` imports it.
 
@@ -14,6 +15,7 @@ mod launch;
 mod otlp;
 mod output_file;
 mod parts;
+mod prefetch;
 mod request;
 mod resolve;
 mod ring_size;

@@ -47,11 +47,29 @@ pub fn btf_is_running(path: &Path) -> Option<bool> {
     if mine.is_dir() || !mine.is_file() {
         return None;
     }
-    // The sysfs file reports no size; compare the bytes (a few MB, read once).
-    let (Ok(a), Ok(b)) = (std::fs::read(path), std::fs::read(running)) else {
-        return None;
-    };
-    Some(a == b)
+    // The sysfs file reports no size: compare the bytes (a few MB).
+    same_bytes(path, running).ok()
+}
+
+/// Whether files `a` and `b` hold the same bytes, read side by side a block at a time (neither is held
+/// whole), up to the first block that differs.
+fn same_bytes(a: &Path, b: &Path) -> std::io::Result<bool> {
+    use std::io::Read;
+    const BLOCK: u64 = 1 << 16;
+    let (mut a, mut b) = (std::fs::File::open(a)?, std::fs::File::open(b)?);
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    loop {
+        x.clear();
+        y.clear();
+        (&mut a).take(BLOCK).read_to_end(&mut x)?;
+        (&mut b).take(BLOCK).read_to_end(&mut y)?;
+        if x != y {
+            return Ok(false);
+        }
+        if x.is_empty() {
+            return Ok(true);
+        }
+    }
 }
 
 /// `--btf` names a raw BTF file: a directory, or an ELF file (a vmlinux, whose `.BTF` section is what is
@@ -545,5 +563,38 @@ impl fmt::Display for Typed {
             write!(f, "\nsource:       {s}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Files compare equal only with the same bytes: a difference in a later block, or one file ending
+    /// sooner (a prefix of the other), is told apart.
+    #[test]
+    fn same_bytes_compares_every_block() {
+        let dir = std::env::temp_dir().join(format!("ksw-same-bytes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let bytes: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let write = |name: &str, b: &[u8]| {
+            let p = dir.join(name);
+            std::fs::write(&p, b).expect("write");
+            p
+        };
+        let a = write("a", &bytes);
+        let same = write("same", &bytes);
+        let mut changed = bytes.clone();
+        changed[150_000] ^= 1;
+        let changed = write("changed", &changed);
+        let prefix = write("prefix", &bytes[..(1 << 16)]);
+        let empty = write("empty", &[]);
+        assert!(same_bytes(&a, &same).expect("readable"));
+        assert!(!same_bytes(&a, &changed).expect("readable"));
+        assert!(!same_bytes(&a, &prefix).expect("readable"));
+        assert!(!same_bytes(&empty, &a).expect("readable"));
+        assert!(same_bytes(&empty, &empty).expect("readable"));
+        assert!(same_bytes(&a, &dir.join("missing")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -8,8 +8,9 @@
 //! result (the host is asked only where a stage needs the machine, and each stage asks it in one block):
 //!
 //! 1. `options` ([`options::decide`]): the request checked against itself, then against the machine (the
-//!    `-p` processes, `--dump-on`'s tracepoints, BPF, privileges, `cpus`); the scope and the delivery are
-//!    decided. The command line starts work that overlaps the rest here.
+//!    delivery first, from the privileges and whether BPF loads; then the `-p` processes, `--dump-on`'s
+//!    tracepoints, `--cgroup`, `cpus`); the scope and the delivery are decided. The command line starts
+//!    work that overlaps the rest here.
 //! 2. [`resolve`] runs the rest: `kernel` (the kernel's symbol source, types, and with `percpu` the
 //!    per-CPU copies; kernel symbols loaded, or left to first use for a process watch), `process` (the
 //!    processes a watch covers and its targets there; a launched command started), `objects` (`--on`),

@@ -1,7 +1,8 @@
 //! The plan's first stage: the request's options checked against each other, and the choices they make:
 //! who the watch covers, how hits reach the tracer, which writers it sees, whether values are read. The
 //! request is read whole first; then, through the host, in this order: the privileges and whether BPF
-//! loads, the `-p` processes, the `--dump-on` tracepoints, and the CPUs. No symbol is loaded here.
+//! loads (the delivery), the `-p` processes, the `--dump-on` tracepoints, the cgroups, and the CPUs. No
+//! symbol is loaded here.
 
 use crate::config::flight::Flight;
 use crate::config::objects;
@@ -79,8 +80,8 @@ impl Decided {
 }
 
 impl Options {
-    /// The request checked against itself first (nothing read), then against the machine: the `-p`
-    /// processes, the `--dump-on` tracepoints, BPF, and the CPUs.
+    /// The request checked against itself first (nothing read), then against the machine: the delivery
+    /// (privileges, BPF), the `-p` processes, the `--dump-on` tracepoints, the cgroups, and the CPUs.
     pub fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
         let scope = scope(&r)?;
         if let Some(pages) = r.buffer_pages {
@@ -142,7 +143,10 @@ impl Options {
                 "--per-thread is for a process watch (-p PID or -- CMD): a system-wide watch has no threads to arm",
             ));
         }
-        // The request against the machine, each part read once, in order.
+        // The request against the machine, each part read once, in order. Which path the hits take is
+        // decided first, from the privileges and whether BPF loads; what it has to say (a note, or a
+        // system-wide watch refused) is said in its turn below, after the checks that come before it.
+        let decision = delivery(&r, &scope, host);
         // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
         let pids = processes_of(&*host, &r.pids)?;
         let flight = Flight::parse(r.last, &r.dump_on, &r.output, &r.symbols.btf, || {
@@ -170,7 +174,13 @@ impl Options {
         // `--cgroup`: each found in the cgroup v2 hierarchy, and the hit program that tests them loads.
         filter.cgroups = super::cgroup::check(&r, &*host)?;
         // After BPF: a --value that cannot load its program is told so before the breakpoints' privilege.
-        let (writers, delivery) = delivery(&r, &scope, host)?;
+        if let Some(note) = &decision.note {
+            stderr::line(format_args!("{note}"));
+        }
+        if let Some(refused) = decision.refused {
+            return Err(Error::not_permitted(refused));
+        }
+        let (writers, delivery) = (decision.writers, decision.delivery);
         let scope = match scope {
             Scope::Processes(_) => Scope::Processes(pids.clone()),
             other => other,
@@ -237,9 +247,19 @@ fn scope(r: &WatchRequest) -> Result<Scope> {
     }
 }
 
-/// Which writers the events see, and which path the hits take. Says so on stderr when this user may not
-/// see the kernel.
-fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Result<(Writers, Delivery)> {
+/// [`delivery`]'s choices, and what is to be said of them once the checks before them have passed.
+struct Decision {
+    writers: Writers,
+    delivery: Delivery,
+    /// This user may not see the kernel: the watch sees user-space writers only (said on stderr).
+    note: Option<String>,
+    /// A system-wide watch this process may not open (exit 4).
+    refused: Option<String>,
+}
+
+/// Which writers the events see, and which path the hits take; what is to be said when this user may not
+/// see the kernel, or may not watch the whole system.
+fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Decision {
     // Where BPF can be used, every watch is one breakpoint per CPU whose program keeps the hits and emits
     // them (the hit path): a dropped trap costs the writer little, and a process watch chooses its process
     // in the kernel, so its cost depends on CPUs and targets, never on threads. Without BPF (or with
@@ -250,8 +270,9 @@ fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Result<(Writers
     // this user) are not needed.
     let privilege = host.privilege();
     let system = scope.system_wide();
-    let writers = if !system && !privilege.kernel_allowed() {
-        stderr::line(format_args!(
+    let user_only = !system && !privilege.kernel_allowed();
+    let note = user_only.then(|| {
+        format!(
             "ksymwatch: note: not privileged (uid {}, kernel.perf_event_paranoid is {}): watching user-space \
              writers only; a kernel write into the process (read() into the variable) is not seen. Run as \
              root or with CAP_PERFMON to see those",
@@ -259,10 +280,11 @@ fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Result<(Writers
             privilege
                 .paranoid
                 .map_or("unreadable".to_string(), |p| p.to_string())
-        ));
-        Writers::UserSpaceOnly
-    } else {
-        Writers::All
+        )
+    });
+    let writers = match user_only {
+        true => Writers::UserSpaceOnly,
+        false => Writers::All,
     };
     // `--value` and `--if` without BPF are refused once the request is read whole (`Options::check`).
     let program = !r.per_thread && !r.remove_on_exec && host.bpf().is_ok();
@@ -273,10 +295,16 @@ fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Result<(Writers
             remove_on_exec: r.remove_on_exec,
         },
     };
-    if system {
-        privilege.system_wide().map_err(Error::not_permitted)?;
+    let refused = match system {
+        true => privilege.system_wide().err(),
+        false => None,
+    };
+    Decision {
+        writers,
+        delivery,
+        note,
+        refused,
     }
-    Ok((writers, delivery))
 }
 
 /// `--on` and `--rotate` against the rest of the command line; `comms` (kernel-length), and the `-p`

@@ -25,37 +25,8 @@ pub fn resolve_watches(
 ) -> Result<Vec<Watch>> {
     let resolved = match scope {
         Scope::System => std::mem::take(&mut kernel.resolved),
-        Scope::Processes(pids) => processes_watches(&*host, pids, &kernel.bases, access)?,
-        Scope::Launched(command) => {
-            // The command starts now, stopped at its exec, so its own symbols can be resolved. A
-            // library's symbol (`LIB:SYM`) is resolved once ld.so has mapped the library: the command is
-            // then run to its program's entry point (one stop, before any code of the program's own). A
-            // library still not mapped there is loaded later (dlopen) or never, and is refused (exit 2)
-            // with the command killed (dropped) before its code ran.
-            let mut child = host.launch(&command.argv)?;
-            command.pid = child.pid();
-            let pid = child.pid();
-            let resolved = match host.resolve_in_process(pid, &kernel.bases, access) {
-                Err(e) if watch::is_not_mapped_yet(&e) => match child.run_to_entry() {
-                    Ok(true) => host
-                        .resolve_in_process(pid, &kernel.bases, access)
-                        .map_err(|e| match watch::is_not_mapped_yet(&e) {
-                            true => Error::usage(format!(
-                                "{e}; that library is not loaded when the command starts (loaded later with \
-                                 dlopen, or not at all): start the command, then watch it with -p PID once the \
-                                 library is loaded; nothing ran"
-                            )),
-                            false => e,
-                        }),
-                    Ok(false) => Err(Error::usage(
-                        "the command ended before its program started, so the library holding the target was never mapped",
-                    )),
-                    Err(e) => Err(e),
-                },
-                other => other,
-            };
-            command.child = Some(child);
-            resolved?
+        Scope::Processes(_) | Scope::Launched(_) => {
+            in_processes(scope, &kernel.bases, access, host)?
         }
     };
     let resolved = kernel
@@ -85,6 +56,58 @@ pub fn resolve_watches(
         watches.push(watch);
     }
     Ok(watches)
+}
+
+/// `bases` resolved in the watch's processes: each `-p` process, or the launched command, started here.
+///
+/// The command starts now, stopped at its exec, so its own symbols can be resolved. A library's symbol
+/// (`LIB:SYM`) is resolved once ld.so has mapped the library: the command is then run to its program's
+/// entry point (one stop, before any code of the program's own) and resolved again. A library still not
+/// mapped there is loaded later (dlopen) or never, and is refused (exit 2) with the command killed (dropped
+/// with the scope) before its code ran.
+fn in_processes(
+    scope: &mut Scope,
+    bases: &[Target],
+    access: Access,
+    host: &mut dyn Host,
+) -> Result<Vec<Resolved>> {
+    if let Scope::Launched(command) = scope {
+        let child = host.launch(&command.argv)?;
+        command.pid = child.pid();
+        command.child = Some(child);
+    }
+    let pids = scope.pids();
+    let mut ran_to_entry = false;
+    loop {
+        let resolved = processes_watches(&*host, &pids, bases, access);
+        let Err(e) = &resolved else {
+            return resolved;
+        };
+        let child = match scope {
+            Scope::Launched(command) if watch::is_not_mapped_yet(e) => command.child.as_mut(),
+            _ => None,
+        };
+        match (child, ran_to_entry) {
+            (Some(child), false) => {
+                if !child.run_to_entry()? {
+                    return Err(Error::usage(
+                        "the command ended before its program started, so the library holding the target was never mapped",
+                    ));
+                }
+                ran_to_entry = true;
+            }
+            (Some(_), true) => {
+                return resolved.map_err(|e| {
+                    Error::usage(format!(
+                        "{e}; that library is not loaded when the command starts (loaded later with dlopen, or \
+                         not at all): start the command, then watch it with -p PID once the library is loaded; \
+                         nothing ran"
+                    ))
+                })
+            }
+            (None, _) => return resolved,
+        }
+    }
 }
 
 /// Resolves `targets` in every process of a `-p` watch. A watch has one address in every process it

@@ -143,6 +143,22 @@ impl Host for FakeHost {
                 Base::Address(_) => {
                     return crate::config::watch::resolve(target, access, &Default::default())
                 }
+                // `liblate:` is mapped once the command has run to its entry; `libnever:` never is.
+                Base::Symbol {
+                    object: Some(o), ..
+                } if o == "libnever" || (o == "liblate" && !*self.ran_to_entry.borrow()) => {
+                    return Err(Error::from_cause(
+                        ExitCode::Usage,
+                        ksymwatch_symbols::process::ProcessError::NotMapped {
+                            pid,
+                            object: o.clone(),
+                            mapped: Vec::new(),
+                        },
+                    ));
+                }
+                Base::Symbol {
+                    object: Some(o), ..
+                } if o == "liblate" => Some(0x7000),
                 Base::Symbol { name, .. } if name == "counter" => {
                     self.counter_at.get(&pid).copied()
                 }
@@ -404,6 +420,36 @@ fn launch_starts_the_command_and_attach_does_not() {
     let mut machine = FakeHost::new();
     planned(pids(request(&["counter"]), &[100]), &mut machine);
     assert!(machine.launched.borrow().is_empty());
+}
+
+/// A launched command's library symbol is resolved once the command has run to its entry (one retry); a
+/// library still not mapped there is refused with the way out, and a running process is never retried.
+#[test]
+fn a_launched_library_symbol_is_resolved_at_the_entry() {
+    let mut machine = FakeHost::new();
+    let mut r = request(&["liblate:counter"]);
+    r.command = Some(vec!["./app".into()]);
+    let p = planned(r, &mut machine);
+    assert!(*machine.ran_to_entry.borrow());
+    assert_eq!(p.watches()[0].addr, 0x7000);
+
+    let mut machine = FakeHost::new();
+    let mut r = request(&["libnever:counter"]);
+    r.command = Some(vec!["./app".into()]);
+    let e = refused(r, &mut machine);
+    assert!(*machine.ran_to_entry.borrow());
+    assert!(
+        e.to_string().contains("not loaded when the command starts"),
+        "{e}"
+    );
+
+    let mut machine = FakeHost::new();
+    let e = refused(pids(request(&["libnever:counter"]), &[100]), &mut machine);
+    assert!(!*machine.ran_to_entry.borrow());
+    assert!(
+        !e.to_string().contains("not loaded when the command starts"),
+        "{e}"
+    );
 }
 
 /// A bare `--`, and `-p` with `-- CMD`, are the user's to fix; a missing process too.

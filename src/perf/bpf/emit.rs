@@ -28,7 +28,9 @@ use crate::perf::hit_record as rec;
 /// size (the hit program's reckoning), and the writer (pid_tgid) and name of the last record this CPU
 /// handed over since one was lost, which a record carries its name only when it differs from
 /// ([`crate::perf::hit_record::COMM_KNOWN`]), and the hash of the last chain this CPU found in the
-/// watch's `chains` map ([`crate::perf::bpf::totals`]: a chain again is not looked up again).
+/// watch's `chains` map ([`crate::perf::bpf::totals`]: a chain again is not looked up again), and the
+/// CPU's pending count: a `counts` key and the hits under it not yet added to the map
+/// ([`crate::perf::bpf::totals`]: a writer storing along one chain again and again pays no map operation).
 pub const OFF_WAKE: i16 = rec::MAX_LEN as i16;
 pub const OFF_STAMP: i16 = OFF_WAKE + 8;
 pub const OFF_SINCE: i16 = OFF_STAMP + 8;
@@ -36,8 +38,10 @@ pub const OFF_SIZE: i16 = OFF_SINCE + 8;
 pub const OFF_LAST_WRITER: i16 = OFF_SIZE + 8;
 pub const OFF_LAST_COMM: i16 = OFF_LAST_WRITER + 8;
 pub const OFF_LAST_CHAIN: i16 = OFF_LAST_COMM + rec::COMM_BYTES as i16;
+pub const OFF_PENDING_KEY: i16 = OFF_LAST_CHAIN + 8;
+pub const OFF_PENDING_N: i16 = OFF_PENDING_KEY + crate::perf::bpf::totals::COUNT_KEY as i16;
 /// The scratch entry: the largest record and those words.
-pub const SCRATCH_LEN: u32 = OFF_LAST_CHAIN as u32 + 8;
+pub const SCRATCH_LEN: u32 = OFF_PENDING_N as u32 + 8;
 
 /// [`OFF_WAKE`]'s value for a hit within a burst: no wake-up unless `wake_bytes` were written since the
 /// last one. (0: the kernel's rule, which wakes a reader that had read everything.)

@@ -19,7 +19,7 @@ use super::emit::{self, EmitMaps};
 use super::hit::{self, HitMaps, HitSpec, Instrument, Plain};
 use super::kernel::{MapType, ProgType};
 use super::tgid_olds::TgidOlds;
-use super::totals::{Counted, Limit, Totals};
+use super::totals::{self, Counted, Limit, Totals};
 use super::{create_map, load_program, log_line, possible_cpus, raw, ProgramError, OLDS_MAX};
 use crate::error::Error;
 use crate::model::condition::Condition;
@@ -491,7 +491,18 @@ impl HitPrograms {
 
     /// What the kernel counted of watch `watch`'s kept hits ([`super::totals`]).
     pub fn counted(&self, watch: usize) -> io::Result<Counted> {
-        self.program(watch)?.maps.totals.read()
+        let maps = &self.program(watch)?.maps;
+        let mut counted = maps.totals.read()?;
+        let scratch = sys::bpf_map_lookup_percpu(
+            maps.scratch.as_fd(),
+            0,
+            emit::SCRATCH_LEN as usize,
+            possible_cpus() as usize,
+        )?;
+        for (key, n) in scratch.iter().filter_map(|s| totals::pending(s)) {
+            counted.add_pending(key, n);
+        }
+        Ok(counted)
     }
 
     /// The call chain watch `watch`'s program stored under `key` (kernel, then user return addresses):

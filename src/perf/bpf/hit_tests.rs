@@ -7,7 +7,7 @@ use super::hit::{generate, HitMaps, HitSpec, STAT_FILTERED, STAT_LOST, STAT_OTHE
 use super::insn::Insn;
 use super::interp::{FakeKernel, COMM_OFFSET};
 use super::kernel::{Helper, RB_FORCE_WAKEUP, RB_NO_WAKEUP};
-use super::totals::{self, CountKey, TotalsMaps};
+use super::totals::{self, TotalsMaps};
 use crate::model::condition::{self, Condition};
 use crate::model::filter::Filter;
 use crate::perf::hit_record::{decode, split_chain, HitRecord, Layout, CGROUP_KNOWN, HEADER};
@@ -173,19 +173,18 @@ fn a_kept_hit_is_one_record_written_by_the_emitter() {
     let dropped = [STAT_FILTERED, STAT_OTHER_PROCESS, STAT_LOST].map(|s| m.stat(s));
     assert_eq!(dropped, [0, 0, 0]);
     assert_eq!(total(&m, totals::STAT_KEPT), 1);
-    let counts = m.entries(TOTALS.counts);
+    let counts = m.counts(TOTALS.counts, MAPS.scratch);
     assert_eq!(counts.len(), 1);
-    let key = CountKey::parse(&counts[0].0).expect("a counts key");
+    let key = counts[0].0;
     assert_eq!((key.pid, key.tid, key.comm()), (100, 101, &b"writer"[..]));
     assert_eq!(key.chain.hash, totals::chain_hash(&[], &[IP, RET0, RET1]));
-    assert_eq!(u64::from_le_bytes(counts[0].1[..8].try_into().unwrap()), 1);
+    assert_eq!(counts[0].1, 1);
     // The chain is stored once under its key; a second hit along it only counts.
     assert_eq!(m.entries(TOTALS.chains).len(), 1);
     m.now += 5_000_000;
     hit(&mut m, &prog);
     assert_eq!(m.entries(TOTALS.chains).len(), 1);
-    let counts = m.entries(TOTALS.counts);
-    assert_eq!(u64::from_le_bytes(counts[0].1[..8].try_into().unwrap()), 2);
+    assert_eq!(m.counts(TOTALS.counts, MAPS.scratch)[0].1, 2);
 }
 
 /// A trap of a process not in `procs` writes nothing and is counted as another process's.
@@ -600,11 +599,83 @@ fn a_chain_again_on_a_cpu_is_not_looked_up_again() {
     let other = lookups(&mut m, false);
     let back = lookups(&mut m, true);
     assert_eq!(again.0 + 1, first.0, "the chain is known: no lookup");
+    // Back to the first chain: it is looked up, and the other chain's pending count goes to `counts`
+    // (one lookup there).
     assert_eq!(
         (back.0, back.1),
-        (again.0 + 1, first.1),
+        (again.0 + 2, first.1),
         "after another chain: looked up"
     );
     assert_eq!(other.1, 2, "the kernel trap's chain");
     assert_eq!(m.entries(TOTALS.chains).len(), 2);
+}
+
+/// A writer that stores again along one chain is counted in the CPU's pending count, with no map
+/// operation; another key adds the pending hits to `counts` first. What the tracer reads (`counts` and
+/// the pending count) holds every kept hit.
+#[test]
+fn hits_along_one_key_are_counted_pending_and_added_when_the_key_changes() {
+    let (prog, mut m) = setup(false);
+    let key = |m: &FakeKernel, tid: u32| totals::CountKey {
+        pid: 100,
+        tid,
+        chain: crate::perf::hit_record::ChainKey {
+            hash: totals::chain_hash(&[], &[IP, RET0, RET1]),
+        },
+        comm: m.comm,
+        cgroup: None,
+    };
+    for _ in 0..5 {
+        m.now += 5_000_000;
+        hit(&mut m, &prog);
+    }
+    assert!(
+        m.entries(TOTALS.counts).is_empty(),
+        "nothing added to the map yet"
+    );
+    assert_eq!(m.counts(TOTALS.counts, MAPS.scratch), [(key(&m, 101), 5)]);
+    m.pid_tgid = (100 << 32) | 102;
+    hit(&mut m, &prog);
+    assert_eq!(
+        m.entries(TOTALS.counts).len(),
+        1,
+        "the first thread's five, added"
+    );
+    assert_eq!(
+        m.counts(TOTALS.counts, MAPS.scratch),
+        [(key(&m, 101), 5), (key(&m, 102), 1)]
+    );
+    m.pid_tgid = (100 << 32) | 101;
+    hit(&mut m, &prog);
+    assert_eq!(
+        m.counts(TOTALS.counts, MAPS.scratch),
+        [(key(&m, 101), 6), (key(&m, 102), 1)],
+        "added to the key the map holds"
+    );
+    assert_eq!(total(&m, totals::STAT_KEPT), 7);
+    assert_eq!(total(&m, totals::STAT_UNCOUNTED), 0);
+}
+
+/// Pending hits that `counts` has no room for when their key changes are counted as uncounted, all of
+/// them: kept = counted + pending + uncounted.
+#[test]
+fn pending_hits_a_full_table_has_no_room_for_are_all_uncounted() {
+    let (prog, mut m) = setup(false);
+    m.limit(TOTALS.counts, 1);
+    for tid in [101, 102, 103] {
+        m.pid_tgid = (100 << 32) | tid;
+        for _ in 0..3 {
+            m.now += 5_000_000;
+            hit(&mut m, &prog);
+        }
+    }
+    let counts = m.counts(TOTALS.counts, MAPS.scratch);
+    let tids: Vec<(u32, u64)> = counts.iter().map(|(k, n)| (k.tid, *n)).collect();
+    assert_eq!(
+        tids,
+        [(101, 3), (103, 3)],
+        "the map's one key, and the pending one"
+    );
+    assert_eq!(total(&m, totals::STAT_UNCOUNTED), 3, "thread 102's three");
+    assert_eq!(total(&m, totals::STAT_KEPT), 9);
 }

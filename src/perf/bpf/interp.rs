@@ -297,6 +297,11 @@ impl FakeKernel {
         Some(u64::from_le_bytes(v[..8].try_into().ok()?))
     }
 
+    /// Map `fd` holds at most `max` entries from now on (a test fills a hash without writing all of them).
+    pub fn limit(&mut self, fd: i32, max: usize) {
+        self.maps.get_mut(&fd).expect("a declared map").max = max;
+    }
+
     /// Sets map `fd`'s value for `key`, as the tracer would.
     pub fn set(&mut self, fd: i32, key: &[u8], value: &[u8]) {
         assert_eq!(self.update(fd, key, value, 0), 0, "update of map {fd}");
@@ -312,6 +317,25 @@ impl FakeKernel {
             .iter()
             .map(|(k, r)| (k.clone(), self.regions[*r].bytes.clone()))
             .collect()
+    }
+
+    /// The hits counted in hash `counts` with the CPU's pending ones in scratch entry `scratch` added, as the
+    /// tracer reads them ([`totals::pending`], [`totals::Counted::add_pending`]), in the order inserted.
+    pub fn counts(&self, counts: i32, scratch: i32) -> Vec<(totals::CountKey, u64)> {
+        let mut counted = totals::Counted::default();
+        for (k, v) in self.entries(counts) {
+            let key = totals::CountKey::parse(&k).expect("a counts key");
+            counted
+                .counts
+                .push((key, u64::from_le_bytes(v[..8].try_into().unwrap())));
+        }
+        let entry = self
+            .get(scratch, &0u32.to_le_bytes())
+            .expect("the scratch entry");
+        if let Some((key, n)) = totals::pending(&entry) {
+            counted.add_pending(key, n);
+        }
+        counted.counts
     }
 
     /// The records ring buffer `fd` took, with the flags each came with.

@@ -243,6 +243,31 @@ impl Totals {
     }
 }
 
+impl Counted {
+    /// Adds a CPU's pending hits ([`pending`]) to the count of their key: what the program had not yet
+    /// added to `counts` when the events were disabled.
+    pub fn add_pending(&mut self, key: CountKey, n: u64) {
+        match self.counts.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, total)) => *total += n,
+            None => self.counts.push((key, n)),
+        }
+    }
+}
+
+/// The pending count in one CPU's scratch entry (its bytes, as the tracer reads them): the `counts` key
+/// and the hits under it the program has not yet added to the map; `None` when there are none.
+pub fn pending(scratch: &[u8]) -> Option<(CountKey, u64)> {
+    let at = |off: i16, len: usize| scratch.get(off as usize..)?.get(..len);
+    let n = u64_at(at(emit::OFF_PENDING_N, 8)?)?;
+    if n == 0 {
+        return None;
+    }
+    Some((
+        CountKey::parse(at(emit::OFF_PENDING_KEY, COUNT_KEY as usize)?)?,
+        n,
+    ))
+}
+
 fn u64_at(b: &[u8]) -> Option<u64> {
     Some(u64::from_ne_bytes(b.get(0..8)?.try_into().ok()?))
 }
@@ -382,7 +407,7 @@ pub fn count(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, layou
         a.store_imm(DW, FP, key + KEY_CGROUP, 0);
     }
     store_chain(a, maps, slots, (record, layout));
-    add_count(a, maps.counts, slots, (key, (maps.stats, STAT_UNCOUNTED)));
+    add_pending(a, maps, slots, record);
     if let (Some(values), true) = (maps.values, layout.values) {
         let unknown = a.label();
         // The flags from the record: the user stack's walk took their register.
@@ -474,6 +499,84 @@ fn store_chain(
         .load(W, R1, record, rec::OFF_FLAGS)
         .alu_imm(Alu::Or, R1, rec::CHAIN_ID as i32)
         .store(W, record, rec::OFF_FLAGS, R1);
+    a.bind(done);
+}
+
+/// Counts the hit under the `counts` key at `slots.key` through the CPU's pending count in the scratch
+/// entry at `record` ([`emit::OFF_PENDING_KEY`], [`emit::OFF_PENDING_N`]): the same key as the CPU's
+/// last hit adds one there, with no map operation; another key first adds the pending hits to `counts`
+/// ([`flush_pending`]) and then becomes the pending key, at one. A writer that stores along one chain
+/// again and again (the common case, a loop) so pays five compares a hit instead of a hash lookup and an
+/// atomic add (~60 ns a kept hit here: BENCHMARKS.md, #40). The tracer adds each CPU's pending hits to
+/// what it reads from `counts` ([`Counted::add_pending`]); it reads them once the events are disabled, so
+/// every kept hit is in exactly one of `counts`, a pending count or [`STAT_UNCOUNTED`]. Programs do not
+/// nest on a CPU, so the pending count needs no atomic operation.
+fn add_pending(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, record: Reg) {
+    let (other, start, done) = (a.label(), a.label(), a.label());
+    for word in (0..COUNT_KEY as i16).step_by(8) {
+        a.load(DW, R1, FP, slots.key + word)
+            .load(DW, R2, record, emit::OFF_PENDING_KEY + word)
+            .jump(Cond::Ne, R1, R2, other);
+    }
+    a.load(DW, R1, record, emit::OFF_PENDING_N)
+        .alu_imm(Alu::Add, R1, 1)
+        .store(DW, record, emit::OFF_PENDING_N, R1)
+        .goto(done);
+    a.bind(other);
+    a.load(DW, R1, record, emit::OFF_PENDING_N)
+        .jump_imm(Cond::Eq, R1, 0, start);
+    flush_pending(a, maps, slots, record);
+    a.bind(start);
+    for word in (0..COUNT_KEY as i16).step_by(8) {
+        a.load(DW, R1, FP, slots.key + word)
+            .store(DW, record, emit::OFF_PENDING_KEY + word, R1);
+    }
+    a.store_imm(DW, record, emit::OFF_PENDING_N, 1);
+    a.bind(done);
+}
+
+/// Adds the CPU's pending hits (at least one) to `counts` under the pending key, both in the scratch
+/// entry at `record`, inserting the key when absent; hits the map has no room for go to this CPU's
+/// [`STAT_UNCOUNTED`]. r0-r5 clobbered.
+fn flush_pending(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, record: Reg) {
+    let (insert, done, failed) = (a.label(), a.label(), a.label());
+    let lookup = |a: &mut Asm, missing| {
+        a.ld_map_fd(R1, maps.counts)
+            .mov(R2, record)
+            .alu_imm(Alu::Add, R2, i32::from(emit::OFF_PENDING_KEY))
+            .call(Helper::MapLookupElem)
+            .jump_imm(Cond::Eq, R0, 0, missing);
+    };
+    let add = |a: &mut Asm| {
+        a.load(DW, R1, record, emit::OFF_PENDING_N)
+            .atomic_add(R0, 0, R1)
+            .goto(done);
+    };
+    lookup(a, insert);
+    add(a);
+    a.bind(insert);
+    a.ld_map_fd(R1, maps.counts)
+        .mov(R2, record)
+        .alu_imm(Alu::Add, R2, i32::from(emit::OFF_PENDING_KEY))
+        .mov(R3, record)
+        .alu_imm(Alu::Add, R3, i32::from(emit::OFF_PENDING_N))
+        .mov_imm(R4, NOEXIST)
+        .call(Helper::MapUpdateElem)
+        .jump_imm(Cond::Eq, R0, 0, done)
+        .jump_imm(Cond::Ne, R0, EEXIST, failed);
+    // Another CPU inserted it between the lookup and the update: add to theirs.
+    lookup(a, failed);
+    add(a);
+    a.bind(failed);
+    a.store_imm(W, FP, slots.stat_key, STAT_UNCOUNTED as i32);
+    a.ld_map_fd(R1, maps.stats)
+        .stack_addr(R2, slots.stat_key)
+        .call(Helper::MapLookupElem)
+        .jump_imm(Cond::Eq, R0, 0, done)
+        .load(DW, R1, R0, 0)
+        .load(DW, R2, record, emit::OFF_PENDING_N)
+        .alu(Alu::Add, R1, R2)
+        .store(DW, R0, 0, R1);
     a.bind(done);
 }
 

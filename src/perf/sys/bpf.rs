@@ -297,6 +297,33 @@ pub fn bpf_map_lookup_percpu_u64(map: BorrowedFd<'_>, key: u32) -> io::Result<Ve
     Ok(values)
 }
 
+/// BPF_MAP_LOOKUP_ELEM of a `BPF_MAP_TYPE_PERCPU_ARRAY` with a u32 key and `value_len`-byte values, on a
+/// machine of `cpus` possible CPUs: each possible CPU's value, by CPU number.
+pub fn bpf_map_lookup_percpu(
+    map: BorrowedFd<'_>,
+    key: u32,
+    value_len: usize,
+    cpus: usize,
+) -> io::Result<Vec<Vec<u8>>> {
+    // The kernel copies each CPU's value rounded up to 8 bytes.
+    let stride = value_len.div_ceil(8) * 8;
+    let key = key.to_ne_bytes();
+    let mut values = vec![0u8; stride * cpus];
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: key.as_ptr() as u64,
+        value: values.as_mut_ptr() as u64,
+        ..MapElemAttr::default()
+    };
+    // SAFETY: the key is the u32 the map was created with; the kernel writes `stride` bytes for each
+    // possible CPU, `cpus` of them (the caller's count of possible CPUs), into `values`, live for the call.
+    unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }?;
+    Ok(values
+        .chunks(stride)
+        .map(|c| c[..value_len].to_vec())
+        .collect())
+}
+
 /// Whether a map command found its key: ENOENT is `false`, not an error.
 fn found(ret: io::Result<libc::c_long>) -> io::Result<bool> {
     match ret {

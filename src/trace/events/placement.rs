@@ -6,17 +6,24 @@
 //! another real-time task. So once it has run on a writer's CPU it stays there for the whole run,
 //! preempting that writer at every drain, and the writer pays the reader's time (~0.3 us a hit with
 //! `--quiet`, measured: `scripts/bench-writer.py`'s waiting column) while another CPU may sit idle. At the
-//! normal policy the scheduler's balancing would have moved it. So every [`WINDOW_NS`] the reader counts
-//! the hits each CPU's rings gave it: when the window was busy (at least [`BUSY_HITS`]) and some CPUs gave
-//! at most a quarter of the busiest one's hits, it runs only on those; otherwise (a burst on every CPU,
-//! a quiet watch) anywhere, as started. The decision is pure ([`quiet_cpus`]); the affinity is set only
-//! when it changes.
+//! normal policy the scheduler's balancing would have moved it. So the reader counts the hits each CPU's
+//! rings gave it in a window: when the window was busy (at least [`BUSY_HITS`]) and some CPUs gave at
+//! most a quarter of the busiest one's hits, it runs only on those; otherwise (a burst on every CPU, a
+//! quiet watch) anywhere, as started. A window ends once it is busy and [`MIN_WINDOW_NS`] old, or at
+//! [`WINDOW_NS`] whatever it holds: a flood is seen within milliseconds of its start, where a fixed
+//! 100 ms window left the reader on the writer's CPU for the flood's first 100 ms (~11,000 hits here,
+//! 0.14 us of every store of a 100,000-store run: BENCHMARKS.md, #40). The decision is pure
+//! ([`quiet_cpus`]); the affinity is set only when it changes.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// How often the reader looks at where the hits come from: soon enough that a flood of a second is
-/// mostly read from the quiet CPUs, seldom enough that it costs nothing (one system call a window).
+/// The longest window: how often the reader looks at where the hits come from when they are few, seldom
+/// enough that it costs nothing (one system call a window at most).
 pub const WINDOW_NS: u64 = 100_000_000;
+
+/// The shortest window: a busy one ends this soon, a few of the reader's millisecond drains, so that
+/// one drain's hits do not decide alone.
+pub const MIN_WINDOW_NS: u64 = 5_000_000;
 
 /// Hits in a window below which the reader stays where it is: at fewer than 4,000 a second its time is
 /// no writer's concern.
@@ -55,9 +62,9 @@ impl Placement {
         }
     }
 
-    /// Whether a window has passed at `now`: [`Placement::update`] has something to decide.
+    /// Whether a window may have ended at `now`: [`Placement::update`] has something to look at.
     pub fn due(&self, now: u64) -> bool {
-        now.saturating_sub(self.since) >= WINDOW_NS
+        now.saturating_sub(self.since) >= MIN_WINDOW_NS
     }
 
     /// At `now`, with each CPU's running count of hits read: once a window has passed, where the reader
@@ -80,6 +87,10 @@ impl Placement {
                 (cpu, n.saturating_sub(before))
             })
             .collect();
+        let busy = window.values().sum::<u64>() >= BUSY_HITS;
+        if !busy && now.saturating_sub(self.since) < WINDOW_NS {
+            return None;
+        }
         self.since = now;
         self.at_start = counts.clone();
         let want = if realtime { quiet_cpus(&window) } else { None };
@@ -117,7 +128,7 @@ mod tests {
     fn the_affinity_changes_only_when_the_decision_does() {
         let mut p = Placement::new(0);
         let w = WINDOW_NS;
-        assert_eq!(p.update(w / 2, &hits(&[(0, 0), (1, 5_000)]), true), None);
+        assert_eq!(p.update(w / 2, &hits(&[(0, 0), (1, 100)]), true), None);
         assert_eq!(
             p.update(w, &hits(&[(0, 0), (1, 5_000)]), true),
             Some(Some([0].into()))
@@ -136,5 +147,35 @@ mod tests {
         // At the normal policy the reader is never held.
         let mut p = Placement::new(0);
         assert_eq!(p.update(w, &hits(&[(0, 0), (1, 5_000)]), false), None);
+    }
+
+    /// A flood is seen as soon as its window is busy and a few drains old; a quiet window runs its whole
+    /// length, its hits adding up until then.
+    #[test]
+    fn a_busy_window_ends_early_a_quiet_one_at_its_length() {
+        let mut p = Placement::new(0);
+        assert!(!p.due(MIN_WINDOW_NS - 1));
+        assert_eq!(
+            p.update(MIN_WINDOW_NS, &hits(&[(0, 0), (1, BUSY_HITS)]), true),
+            Some(Some([0].into())),
+            "a busy window, 5 ms old"
+        );
+        let mut p = Placement::new(0);
+        let few = BUSY_HITS / 4;
+        for i in 1..4 {
+            let at = MIN_WINDOW_NS * i;
+            assert_eq!(p.update(at, &hits(&[(0, 0), (1, few * i)]), true), None);
+        }
+        // The window's hits are counted from its start, not from the last look.
+        assert_eq!(
+            p.update(WINDOW_NS / 2, &hits(&[(0, 0), (1, BUSY_HITS)]), true),
+            Some(Some([0].into()))
+        );
+        // Quiet for a whole window: anywhere again.
+        let at = WINDOW_NS / 2 + WINDOW_NS;
+        assert_eq!(
+            p.update(at, &hits(&[(0, 0), (1, BUSY_HITS + 1)]), true),
+            Some(None)
+        );
     }
 }

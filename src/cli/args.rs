@@ -172,7 +172,8 @@ pub struct WatchArgs {
     pub remove_on_exec: bool,
     /// With -p or -- CMD: one breakpoint per thread, CPU and target, as a user without BPF gets, instead
     /// of one per CPU with the process chosen in the kernel. Other processes that touch the same address
-    /// then never trap.
+    /// then never trap; but hits are counted as their records arrive (a full ring loses them), children
+    /// are not followed, and an exec keeps the watch.
     #[arg(long)]
     pub per_thread: bool,
     /// Resolve and check everything, print what would be armed, and arm nothing.
@@ -222,13 +223,14 @@ pub struct OutputArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub stream_file: Option<PathBuf>,
     /// At exit (also on Ctrl-C), unique call chains with counts, most frequent first, and totals by writer
-    /// ip, comm and CPU; with --json or otlp-json, as the summary record's extra fields.
+    /// ip, comm, thread and CPU; with --json or otlp-json, as the summary record's extra fields.
     #[arg(long)]
     pub summary: bool,
     /// No per-hit stream: only the end-of-session report (implies --summary).
     #[arg(long, short = 'q')]
     pub quiet: bool,
-    /// How many call chains the text summary lists (0: all). JSON lists all.
+    /// How many call chains, threads and --on objects the text summary lists, the most frequent (0: all).
+    /// JSON lists all.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
     /// At exit, collapsed stacks (`comm;outer;...;inner count`) for flamegraph.pl or inferno: to stdout
@@ -306,5 +308,50 @@ impl SymbolArgs {
     pub fn request(self) -> SymbolRequest {
         self.files
             .request(self.force, self.lines, !self.no_symbol_cache)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+    use crate::cli::ring_size::{MAX_RING_PAGES, MIN_RING_PAGES, PERF_RING_PAGES};
+
+    /// `write`'s help of option `long`, as `--help` prints it.
+    fn help(long: &str) -> String {
+        let cli = Cli::command();
+        let write = cli.find_subcommand("write").expect("the write command");
+        let arg = write
+            .get_arguments()
+            .find(|a| a.get_long() == Some(long))
+            .unwrap_or_else(|| panic!("--{long}"));
+        arg.get_help().map(|h| h.to_string()).unwrap_or_default()
+    }
+
+    /// The help texts say what the options do now: the summary's lists `--top` cuts, the default ring
+    /// sizes from the sizing's own constants, the per-thread path's counts.
+    #[test]
+    fn help_texts_say_what_the_options_do() {
+        let top = help("top");
+        for list in ["call chains", "threads", "--on objects", "JSON lists all"] {
+            assert!(top.contains(list), "{top}");
+        }
+        let pages = help("buffer-pages");
+        assert!(
+            pages.contains(&format!("({MIN_RING_PAGES}-{MAX_RING_PAGES})"))
+                && pages.contains(&format!("the perf rings {PERF_RING_PAGES}")),
+            "{pages}"
+        );
+        let per_thread = help("per-thread");
+        assert!(
+            per_thread.contains("counted as their records arrive"),
+            "{per_thread}"
+        );
+        let realtime = help("realtime");
+        assert!(
+            realtime.contains("SCHED_FIFO") && realtime.contains("`off`"),
+            "{realtime}"
+        );
     }
 }

@@ -27,6 +27,12 @@ const DISCARD: u32 = 1 << 30;
 /// The record header: length word, page offset.
 const HEADER: usize = 8;
 
+/// The ring bytes a record of `len` data bytes takes: its header and its data, rounded up to 8 bytes (the
+/// kernel's `BPF_RINGBUF_HDR_SZ` and alignment).
+pub const fn record_space(len: usize) -> usize {
+    (len + HEADER).next_multiple_of(8)
+}
+
 /// A mapped BPF ring buffer.
 pub struct BpfRing {
     /// The consumer position's page, writable.
@@ -101,7 +107,7 @@ impl BpfRing {
                 break;
             }
             let len = (len_word & !(BUSY | DISCARD)) as usize;
-            let total = (len + HEADER).next_multiple_of(8) as u64;
+            let total = record_space(len) as u64;
             if total > prod - cons || len > self.size {
                 // A header that lies would make us loop or read past the mapping: drop what is pending.
                 cons = prod;
@@ -138,7 +144,7 @@ pub mod testing {
     use std::os::unix::fs::FileExt;
     use std::os::unix::net::UnixStream;
 
-    use super::{BpfRing, BUSY, DISCARD, HEADER};
+    use super::{record_space, BpfRing, BUSY, DISCARD};
     use crate::perf::ring::testing::unlinked_file;
     use crate::perf::sys;
 
@@ -184,7 +190,7 @@ pub mod testing {
             let mut rec = ((data.len() as u32) | BUSY).to_ne_bytes().to_vec();
             rec.extend_from_slice(&[0; 4]);
             rec.extend_from_slice(data);
-            rec.resize((data.len() + HEADER).next_multiple_of(8), 0);
+            rec.resize(record_space(data.len()), 0);
             self.put(pos, &rec)?;
             self.head += rec.len() as u64;
             self.file

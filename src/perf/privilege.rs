@@ -6,9 +6,21 @@
 
 use crate::perf::denial::Credentials;
 
-/// CAP_SYS_ADMIN and CAP_PERFMON bit numbers (linux/capability.h).
-const CAP_SYS_ADMIN: u32 = 21;
-const CAP_PERFMON: u32 = 38;
+/// CAP_SYS_ADMIN, CAP_PERFMON and CAP_BPF bit numbers (linux/capability.h).
+pub(crate) const CAP_SYS_ADMIN: u32 = 21;
+pub(crate) const CAP_PERFMON: u32 = 38;
+pub(crate) const CAP_BPF: u32 = 39;
+
+/// This process's effective capabilities (`CapEff` in /proc/self/status) as a mask of bits by number;
+/// none when it cannot be read.
+pub(crate) fn effective_capabilities() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0)
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Privilege {
@@ -35,7 +47,7 @@ const INITIAL_USER_NS: &str = "user:[4026531837]";
 /// `/proc/self/uid_map` alone (a privileged runtime may map all ids into a child namespace). Only when the
 /// link cannot be read is the uid map asked: a kernel without CONFIG_USER_NS has neither file and only the
 /// initial namespace, so unreadable means initial.
-fn in_initial_user_ns() -> bool {
+pub(crate) fn in_initial_user_ns() -> bool {
     match std::fs::read_link("/proc/self/ns/user") {
         Ok(link) => link.as_os_str() == INITIAL_USER_NS,
         Err(_) => std::fs::read_to_string("/proc/self/uid_map").map_or(true, |m| identity_map(&m)),
@@ -50,12 +62,7 @@ fn identity_map(map: &str) -> bool {
 
 impl Privilege {
     pub fn current() -> Privilege {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        let cap_eff = status
-            .lines()
-            .find_map(|l| l.strip_prefix("CapEff:"))
-            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-            .unwrap_or(0);
+        let cap_eff = effective_capabilities();
         Privilege {
             euid: crate::perf::sys::geteuid(),
             cap_perfmon: cap_eff & (1 << CAP_PERFMON) != 0,

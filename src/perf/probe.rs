@@ -47,11 +47,25 @@ pub fn probe(addr: u64, cpu: u32) -> Result<(), OpenError> {
 /// at the first open is `Ok(0)`; any other refusal of the first open is returned as is, so the caller can
 /// word it as an arming failure would be ([`crate::perf::refusal::explain`]).
 pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
+    count_slots(-1, cpu)
+}
+
+/// How many breakpoints a thread that holds none could take on `cpu` now, counted as [`free_slots`]
+/// counts with probes bound to the calling thread on `cpu`. The kernel counts a thread's breakpoint on a
+/// CPU against that CPU's CPU-wide breakpoints and that thread's own only, so this is what the CPU-wide
+/// ones leave to every thread there: fewer than a per-thread watch needs, and the CPU is what is full,
+/// not the thread.
+pub fn free_thread_slots(cpu: u32) -> Result<u32, OpenError> {
+    count_slots(0, cpu)
+}
+
+/// Probes bound to `pid` (-1: the CPU; 0: the calling thread) on `cpu`, opened until the kernel says no.
+fn count_slots(pid: i32, cpu: u32) -> Result<u32, OpenError> {
     let cfg = EventConfig::bare(1);
     let mut held = Vec::new();
     for i in 0..PROBE_MAX {
         let w = probe_watch(&PROBE[i as usize] as *const u64 as u64);
-        match sys::perf_event_open(&attr(&w, &cfg, Bind::Cpu), -1, cpu as i32) {
+        match sys::perf_event_open(&attr(&w, &cfg, Bind::Cpu), pid, cpu as i32) {
             Ok(fd) => held.push(fd),
             Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
             Err(err) if held.is_empty() => {

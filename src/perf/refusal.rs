@@ -156,20 +156,20 @@ impl std::error::Error for Refusal {}
 pub struct Facts {
     pub creds: Credentials,
     /// Counted by the kernel's own accounting (disabled probe breakpoints opened until it refuses, then
-    /// closed); `None` where not counted.
+    /// closed); `None` where not counted. For a thread's event, what the CPU's CPU-wide breakpoints leave
+    /// to a thread on that CPU ([`crate::perf::probe::free_thread_slots`]).
     pub free_registers: Option<u32>,
 }
 
 impl Facts {
     /// The facts about `e`, read now.
     fn read(e: &OpenError) -> Facts {
-        let cpu_full = e.tid.is_none()
-            && !matches!(e.stage, Stage::Bpf | Stage::Mmap)
+        let full = !matches!(e.stage, Stage::Bpf | Stage::Mmap)
             && e.err.raw_os_error() == Some(libc::ENOSPC);
-        let free_registers = if cpu_full {
-            crate::perf::probe::free_slots(e.cpu).ok()
-        } else {
-            None
+        let free_registers = match (full, e.tid) {
+            (false, _) => None,
+            (true, None) => crate::perf::probe::free_slots(e.cpu).ok(),
+            (true, Some(_)) => crate::perf::probe::free_thread_slots(e.cpu).ok(),
         };
         Facts {
             creds: Privilege::current().credentials(),
@@ -344,6 +344,25 @@ fn explain_thread(e: &OpenError, tid: u32, watches: &[Watch], facts: Facts) -> R
             ),
             Remedy::SmallerRing,
         ),
+        // The kernel counts a thread's breakpoint on a CPU against the CPU's CPU-wide ones and the
+        // thread's own: which of them is full decides what to free.
+        (_, libc::ENOSPC)
+            if facts
+                .free_registers
+                .is_some_and(|free| (free as usize) < watches.len().max(1)) =>
+        {
+            arm(
+                Kind::NoFreeDebugRegister,
+                format!(
+                    "{who}: {}",
+                    slots(e.cpu, watches.len().max(1), facts.free_registers)
+                ),
+                kernel(
+                    "the others are in use by breakpoints of that CPU (perf record -a, another ksymwatch's \
+                     system-wide watch); free some or watch fewer targets",
+                ),
+            )
+        }
         (_, libc::ENOSPC) => arm(
             Kind::NoFreeDebugRegister,
             format!(
@@ -439,6 +458,42 @@ mod tests {
             assert!(
                 r.what
                     .contains("cpu 1 had fewer than the 2 free debug registers needed"),
+                "{}",
+                r.what
+            );
+        }
+    }
+
+    /// A thread's event refused for want of a register names the CPU when the CPU-wide breakpoints there
+    /// leave a thread fewer registers than the watch needs (`perf record -a` or another system-wide watch
+    /// on that CPU), and the thread only when they leave enough (its own watchpoints, or a debugger's).
+    #[test]
+    fn a_thread_refused_for_a_full_cpu_names_the_cpu() {
+        let full = OpenError {
+            tid: Some(u32::MAX - 1),
+            ..refused(Stage::Open, libc::ENOSPC)
+        };
+        let three = [watch(), watch(), watch()];
+        let left = |free| Facts {
+            free_registers: free,
+            ..facts(ROOT)
+        };
+        let r = explain_as(&full, &three, left(Some(2))).nothing_armed();
+        assert_eq!((r.code, r.kind), (ExitCode::Arm, Kind::NoFreeDebugRegister));
+        assert_eq!(
+            r.to_string(),
+            format!(
+                "tid {} (?): cpu 1 has 2 free debug registers, 3 needed; the others are in use by \
+                 breakpoints of that CPU (perf record -a, another ksymwatch's system-wide watch); free \
+                 some or watch fewer targets; nothing was armed",
+                u32::MAX - 1
+            )
+        );
+        for free in [Some(4), None] {
+            let r = explain_as(&full, &three, left(free));
+            assert!(
+                r.what
+                    .contains("all debug registers of this thread are in use"),
                 "{}",
                 r.what
             );

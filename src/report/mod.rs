@@ -479,6 +479,15 @@ impl Summary {
         self.unprinted_by_cpu.values().sum()
     }
 
+    /// Why [`Summary::unprinted`]'s hits were not printed, in a few words: a full ring, or, when the run
+    /// ended because the output was closed (`| head`), that (the hits after it stay in the rings).
+    pub fn unprinted_because(&self) -> &'static str {
+        match self.stop {
+            Some(StopReason::BrokenPipe) => "output closed",
+            _ => "ring full",
+        }
+    }
+
     pub fn hits(&self) -> u64 {
         self.hits_by_cpu.values().sum()
     }
@@ -687,8 +696,9 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
     if summary.unprinted() > 0 {
         write!(
             err,
-            ", {} not printed (ring full){}",
+            ", {} not printed ({}){}",
             summary.unprinted(),
+            summary.unprinted_because(),
             if summary.from_totals {
                 ", counted in the kernel's totals"
             } else {
@@ -753,7 +763,15 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
             per_cpu(&summary.lost_by_cpu)
         )?;
     }
-    if summary.from_totals {
+    if summary.from_totals && summary.stop == Some(StopReason::BrokenPipe) {
+        writeln!(
+            err,
+            "ksymwatch: {} hits not printed ({}): the output was closed before they could be printed; \
+             the counts, the summary and --folded include them, from the kernel's totals",
+            summary.unprinted(),
+            per_cpu(&summary.unprinted_by_cpu)
+        )?;
+    } else if summary.from_totals {
         writeln!(
             err,
             "ksymwatch: {} hits not printed ({}): their rings were full; the counts, the summary and \
@@ -824,5 +842,45 @@ mod tests {
         assert!(totals.contains("90 hits not printed (cpu0 90)"), "{totals}");
         s.lost_by_cpu.insert(1, 3);
         assert!(line(&s).contains("WARNING: 3 hits lost (cpu1 3): in no total"));
+    }
+
+    /// A run whose reader went away (`| head -1`) leaves the hits after it in the rings: not printed
+    /// because the output was closed, not because a ring was full, and no larger ring would print them.
+    #[test]
+    fn hits_left_when_the_output_closed_are_not_blamed_on_full_rings() {
+        let mut s = Summary {
+            from_totals: true,
+            stop: Some(StopReason::BrokenPipe),
+            ..Summary::default()
+        };
+        s.hits_by_cpu.insert(0, 13);
+        s.unprinted_by_cpu.insert(0, 9);
+        let text = line(&s);
+        assert!(
+            text.starts_with(
+                "ksymwatch: 13 hits (cpu0 13), 0 lost, 0.000s, 9 not printed (output closed), counted in \
+                 the kernel's totals, stopped: output closed\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "ksymwatch: 9 hits not printed (cpu0 9): the output was closed before they could be \
+                 printed; the counts, the summary and --folded include them, from the kernel's totals\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("ring"), "{text}");
+        let mut report = Vec::new();
+        let tally = summary::Tally::default();
+        summary::write_text(&mut report, &s, &tally, 0).unwrap();
+        let report = String::from_utf8(report).unwrap();
+        assert!(
+            report.starts_with(
+                "# summary: 13 hits, 0 lost, 0 filtered, 0.000s, 9 not printed (output closed): every \
+                 count below is the kernel's, of every hit, stopped: output closed\n"
+            ),
+            "{report}"
+        );
     }
 }

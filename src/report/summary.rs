@@ -471,7 +471,12 @@ pub fn write_text(
         summary.elapsed.as_secs_f64()
     )?;
     if summary.unprinted() > 0 {
-        write!(w, ", {} not printed (ring full)", summary.unprinted())?;
+        write!(
+            w,
+            ", {} not printed ({})",
+            summary.unprinted(),
+            summary.unprinted_because()
+        )?;
         if summary.from_totals {
             w.write_all(b": every count below is the kernel's, of every hit")?;
         }

@@ -97,14 +97,35 @@ pub struct Trap {
 struct Tracked {
     ev: CpuEvent,
     decoder: Decoder,
-    /// `--value`: the in-kernel drop counter of this ring's CPU and watch when it was opened.
-    dropped_base: u64,
-    /// The hit path: of those, traps of other processes, when it was opened.
-    other_base: u64,
-    /// The hit path: kept hits the CPU's ring buffer had no room for, when it was opened.
-    lost_base: u64,
-    /// The hit path: traps after `--count`'s N-th hit, when it was opened.
-    beyond_base: u64,
+    /// The programs' counters of this ring's CPU and watch before the event was enabled.
+    bases: Bases,
+}
+
+/// The in-kernel counters of one CPU and watch, as an event's audit starts from them. They must be read
+/// before the event is enabled: the kernel's own count of the event's hits starts at its open, and a
+/// counter read later would leave the traps in between in no count.
+#[derive(Debug, Clone, Copy, Default)]
+struct Bases {
+    /// `--value`: the in-kernel drop counter.
+    dropped: u64,
+    /// The hit path: of those, traps of other processes.
+    other: u64,
+    /// The hit path: kept hits the CPU's ring buffer had no room for.
+    lost: u64,
+    /// The hit path: traps after `--count`'s N-th hit.
+    beyond: u64,
+}
+
+impl Bases {
+    /// The counters of `ev`'s CPU and watch now.
+    fn read(cfg: &EventConfig, ev: &CpuEvent) -> Bases {
+        Bases {
+            dropped: dropped(cfg, ev),
+            other: other_process(cfg, ev),
+            lost: ring_lost(cfg, ev),
+            beyond: beyond_count(cfg, ev),
+        }
+    }
 }
 
 /// How an event's rings are decoded: one decoder per delivery path, chosen once, when the event is taken,
@@ -173,20 +194,9 @@ impl Decoder {
 }
 
 impl Tracked {
-    fn new(ev: CpuEvent, now: u64, cfg: &EventConfig) -> Tracked {
-        let dropped_base = dropped(cfg, &ev);
-        let other_base = other_process(cfg, &ev);
-        let lost_base = ring_lost(cfg, &ev);
-        let beyond_base = beyond_count(cfg, &ev);
-        let decoder = Decoder::of(&ev, cfg, lost_base, now);
-        Tracked {
-            ev,
-            decoder,
-            dropped_base,
-            other_base,
-            lost_base,
-            beyond_base,
-        }
+    fn new(ev: CpuEvent, now: u64, cfg: &EventConfig, bases: Bases) -> Tracked {
+        let decoder = Decoder::of(&ev, cfg, bases.lost, now);
+        Tracked { ev, decoder, bases }
     }
 }
 
@@ -395,7 +405,9 @@ impl EventSet {
             for key in RingKey::of(&ev) {
                 sorter.add_ring(key, now);
             }
-            let t = Tracked::new(ev, now, &set.cfg);
+            // The programs were loaded for this run, and their counters were zero while the events were
+            // still disabled; read now, they would hold the traps since the events were enabled.
+            let t = Tracked::new(ev, now, &set.cfg, Bases::default());
             set.by_cpu.entry(t.ev.cpu).or_default().push(t);
         }
         Ok(set)
@@ -666,17 +678,36 @@ impl EventSet {
         let mut evs = arm::open_cpu_in(&self.watches, cpu, &scope, &self.cfg)?;
         // Opened disabled, so a closed target's event never fires before it is dropped here.
         evs.retain(|e| !self.closed.get(e.watch).copied().unwrap_or(false));
+        // A CPU that was armed before keeps its counters from then: they are the starting point.
+        let bases = evs.iter().map(|e| Bases::read(&self.cfg, e)).collect();
         if self.enabled {
             evs.iter().try_for_each(|e| e.enable())?;
         }
-        self.adopt_cpu(cpu, evs, epoll, token, sorter)
+        self.adopt_counted(cpu, evs, bases, epoll, token, sorter)
     }
 
-    /// Takes `cpu`'s opened events: registered with `epoll` under `token`, and their rings with `sorter`.
+    /// Takes `cpu`'s opened events: registered with `epoll` under `token`, and their rings with `sorter`;
+    /// their counters start from what they are now (a test's events, which no kernel counts for).
+    #[cfg(test)]
     pub fn adopt_cpu(
         &mut self,
         cpu: u32,
         evs: Vec<CpuEvent>,
+        epoll: &Epoll,
+        token: u64,
+        sorter: &mut Sorter,
+    ) -> Result<(), OpenError> {
+        let bases = evs.iter().map(|e| Bases::read(&self.cfg, e)).collect();
+        self.adopt_counted(cpu, evs, bases, epoll, token, sorter)
+    }
+
+    /// Takes `cpu`'s opened events: registered with `epoll` under `token`, and their rings with `sorter`;
+    /// `bases`: each event's counters as read before it was enabled.
+    fn adopt_counted(
+        &mut self,
+        cpu: u32,
+        evs: Vec<CpuEvent>,
+        bases: Vec<Bases>,
         epoll: &Epoll,
         token: u64,
         sorter: &mut Sorter,
@@ -696,11 +727,11 @@ impl EventSet {
         }
         let now = sys::monotonic_ns();
         let mut tracked = Vec::with_capacity(evs.len());
-        for ev in evs {
+        for (ev, bases) in evs.into_iter().zip(bases) {
             for key in RingKey::of(&ev) {
                 sorter.add_ring(key, now);
             }
-            tracked.push(Tracked::new(ev, now, &self.cfg));
+            tracked.push(Tracked::new(ev, now, &self.cfg, bases));
         }
         self.by_cpu.insert(cpu, tracked);
         Ok(())
@@ -761,11 +792,11 @@ fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
     let hits_lost =
         t.ev.hits
             .as_ref()
-            .map(|_| ring_lost(cfg, &t.ev).saturating_sub(t.lost_base));
+            .map(|_| ring_lost(cfg, &t.ev).saturating_sub(t.bases.lost));
     Audit {
-        filtered: dropped(cfg, &t.ev).saturating_sub(t.dropped_base),
-        other_process: other_process(cfg, &t.ev).saturating_sub(t.other_base),
-        beyond_count: beyond_count(cfg, &t.ev).saturating_sub(t.beyond_base),
+        filtered: dropped(cfg, &t.ev).saturating_sub(t.bases.dropped),
+        other_process: other_process(cfg, &t.ev).saturating_sub(t.bases.other),
+        beyond_count: beyond_count(cfg, &t.ev).saturating_sub(t.bases.beyond),
         unpaired: t.decoder.unpaired(),
         cpu: t.ev.cpu,
         watch: t.ev.watch,

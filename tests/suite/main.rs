@@ -25,6 +25,7 @@ mod live_exact;
 mod live_exited;
 mod live_flight;
 mod live_hotplug;
+mod live_hunt;
 mod live_module;
 mod live_objects;
 mod live_otlp;

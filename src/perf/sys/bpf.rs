@@ -283,18 +283,12 @@ pub fn bpf_map_lookup_u32(map: BorrowedFd<'_>, key: u32) -> io::Result<u32> {
 /// BPF_MAP_LOOKUP_ELEM of a `BPF_MAP_TYPE_PERCPU_ARRAY` of u64 values with a u32 key: each possible CPU's
 /// value, by CPU number.
 pub fn bpf_map_lookup_percpu_u64(map: BorrowedFd<'_>, key: u32) -> io::Result<Vec<u64>> {
-    let key = key.to_ne_bytes();
-    let mut values = vec![0u64; NR_CPUS_MAX];
-    let mut attr = MapElemAttr {
-        map_fd: map.as_raw_fd() as u32,
-        key: key.as_ptr() as u64,
-        value: values.as_mut_ptr() as u64,
-        ..MapElemAttr::default()
-    };
-    // SAFETY: the key is the u32 the map was created with; the kernel writes 8 bytes per possible CPU
-    // (a u64 value needs no rounding), at most NR_CPUS_MAX of them, into `values`, live for the call.
-    unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }?;
-    Ok(values)
+    // A u64 value needs no rounding; room for NR_CPUS_MAX of them holds every possible CPU's.
+    let bytes = lookup_percpu(map, key, 8 * NR_CPUS_MAX)?;
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect())
 }
 
 /// BPF_MAP_LOOKUP_ELEM of a `BPF_MAP_TYPE_PERCPU_ARRAY` with a u32 key and `value_len`-byte values, on a
@@ -307,21 +301,29 @@ pub fn bpf_map_lookup_percpu(
 ) -> io::Result<Vec<Vec<u8>>> {
     // The kernel copies each CPU's value rounded up to 8 bytes.
     let stride = value_len.div_ceil(8) * 8;
+    let bytes = lookup_percpu(map, key, stride * cpus)?;
+    Ok(bytes
+        .chunks(stride)
+        .map(|c| c[..value_len].to_vec())
+        .collect())
+}
+
+/// The bytes a per-CPU array's lookup of u32 `key` writes, every possible CPU's value one after the other,
+/// into a buffer of `room` bytes, which the caller makes large enough for all of them.
+fn lookup_percpu(map: BorrowedFd<'_>, key: u32, room: usize) -> io::Result<Vec<u8>> {
     let key = key.to_ne_bytes();
-    let mut values = vec![0u8; stride * cpus];
+    let mut values = vec![0u8; room];
     let mut attr = MapElemAttr {
         map_fd: map.as_raw_fd() as u32,
         key: key.as_ptr() as u64,
         value: values.as_mut_ptr() as u64,
         ..MapElemAttr::default()
     };
-    // SAFETY: the key is the u32 the map was created with; the kernel writes `stride` bytes for each
-    // possible CPU, `cpus` of them (the caller's count of possible CPUs), into `values`, live for the call.
+    // SAFETY: the key is the u32 the map was created with; the kernel writes each possible CPU's value
+    // (rounded up to 8 bytes) into `values`, which the callers size for every possible CPU, live for the
+    // call.
     unsafe { bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }?;
-    Ok(values
-        .chunks(stride)
-        .map(|c| c[..value_len].to_vec())
-        .collect())
+    Ok(values)
 }
 
 /// Whether a map command found its key: ENOENT is `false`, not an error.

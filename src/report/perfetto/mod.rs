@@ -6,8 +6,15 @@
 //!   instant per hit at its sample time, carrying the target, access, address, CPU, writer ip, call chain
 //!   and `--value`'s value and old value as debug annotations;
 //! - a track per CPU, with an instant per hit naming the writer;
-//! - a `ksymwatch` track with the session's own marks (armed, lost records, CPUs going and coming, `--control`
-//!   moves, module unloads, execs, the stop), and counter tracks of lost records per CPU and of filtered hits.
+//! - a `ksymwatch` track with the session's own marks (armed, hits a full ring did not print, CPUs going
+//!   and coming, `--control` moves, module unloads, execs, the stop), and counter tracks per CPU of the hits
+//!   not printed and of the hits lost, and of filtered hits.
+//!
+//! Not printed and lost mean what they mean in the other outputs' summaries: a record a full ring had no
+//! room for is a hit the stream did not print (`not printed`, JSON's `unprinted`), which on the hit path
+//! the kernel's totals still count; `lost` is a hit in no total, known only at the end (the summary's
+//! `lost`). Without BPF (the per-thread path) there are no totals, and the hits not printed are the lost
+//! ones.
 //!
 //! Every string a hit carries (event names, annotation names, the target, the ip and the chain) is interned:
 //! written once, the first time it is used, and named by a number after that, so a chain seen a million
@@ -24,6 +31,9 @@ use prost::Message;
 use super::{Covered, Header, Hit, Output, Retarget, StreamEvent, Summary, Value, ValueFrom};
 use proto::{AnnotationValue, Data, DebugAnnotation, TracePacket, TrackDescriptor, TrackEvent};
 
+/// The per-CPU counter of hits not printed, and its tracks' name.
+const UNPRINTED: (Per, &str) = (Per::Unprinted, "not printed");
+
 /// The one packet sequence this writer emits (any nonzero id; the interning is scoped to it).
 const SEQUENCE: u32 = 1;
 /// The `ksymwatch` track; the other tracks' uuids are [`uuid`]s.
@@ -36,7 +46,9 @@ enum Per {
     Process = 1,
     Thread,
     Cpu,
-    /// A CPU's lost-records counter.
+    /// A CPU's counter of hits its ring had no room for (not printed).
+    Unprinted,
+    /// A CPU's counter of hits in no total (the summary's `lost`).
     Lost,
 }
 
@@ -152,8 +164,8 @@ pub struct Perfetto<W: Write> {
     /// Threads described, by tid; re-described when the comm changes.
     threads: HashMap<u32, ThreadTrack>,
     cpus: BTreeSet<u32>,
-    /// Records lost so far, per CPU (the counters' values).
-    lost: BTreeMap<u32, u64>,
+    /// Hits not printed so far, per CPU (the counters' values).
+    unprinted: BTreeMap<u32, u64>,
     armed_ns: Option<u64>,
     /// The latest time seen, for the marks written at the end.
     last_ns: u64,
@@ -174,7 +186,7 @@ impl<W: Write> Perfetto<W> {
             processes: HashMap::new(),
             threads: HashMap::new(),
             cpus: BTreeSet::new(),
-            lost: BTreeMap::new(),
+            unprinted: BTreeMap::new(),
             armed_ns: None,
             last_ns: 0,
             buf: Vec::new(),
@@ -318,24 +330,33 @@ impl<W: Write> Perfetto<W> {
         })
     }
 
-    /// Sets CPU `cpu`'s lost-records counter to `total` at `time_ns`; its track is described, and starts at
-    /// 0 when the session was armed, the first time.
-    fn lost_counter(&mut self, cpu: u32, total: u64, time_ns: u64) -> io::Result<()> {
-        if !self.lost.contains_key(&cpu) {
+    /// Sets CPU `cpu`'s counter `kind` (named `"{name} cpu {cpu}"`) to `total` at `time_ns`; the first
+    /// time, its track is described, and starts at 0 when the session was armed.
+    fn cpu_counter(
+        &mut self,
+        (kind, name): (Per, &str),
+        cpu: u32,
+        total: u64,
+        time_ns: u64,
+    ) -> io::Result<()> {
+        let first = match kind {
+            Per::Unprinted => self.unprinted.insert(cpu, total).is_none(),
+            _ => true,
+        };
+        if first {
             self.describe_cpu(cpu)?;
             self.describe(TrackDescriptor {
-                uuid: Some(uuid(Per::Lost, cpu)),
+                uuid: Some(uuid(kind, cpu)),
                 parent_uuid: Some(uuid(Per::Cpu, cpu)),
-                name: Some(format!("lost cpu {cpu}")),
+                name: Some(format!("{name} cpu {cpu}")),
                 counter: Some(proto::CounterDescriptor {}),
                 ..TrackDescriptor::default()
             })?;
             if let Some(armed) = self.armed_ns.filter(|&a| a < time_ns) {
-                self.counter(uuid(Per::Lost, cpu), armed, 0)?;
+                self.counter(uuid(kind, cpu), armed, 0)?;
             }
         }
-        self.lost.insert(cpu, total);
-        self.counter(uuid(Per::Lost, cpu), time_ns, total)
+        self.counter(uuid(kind, cpu), time_ns, total)
     }
 
     /// Spells `frames` one a line, innermost first, into `self.text`.
@@ -428,8 +449,10 @@ fn text(s: &str) -> AnnotationValue {
 /// The `ksymwatch` track's instant for a stream event: its name and annotations.
 fn event_mark(i: &mut Interner, e: &StreamEvent) -> (&'static str, Vec<DebugAnnotation>) {
     match e {
+        // The records a full ring dropped: hits not printed (the totals may still count them; the stop
+        // says how many are lost).
         StreamEvent::Lost { cpu, count } => (
-            "lost",
+            "not printed",
             vec![
                 i.annotation("cpu", AnnotationValue::Uint(u64::from(*cpu))),
                 i.annotation("count", AnnotationValue::Uint(*count)),
@@ -620,8 +643,8 @@ impl<W: Write> Output for Perfetto<W> {
         let (name, annotations) = event_mark(&mut self.interner, event);
         self.instant(SESSION_TRACK, time_ns, name, annotations)?;
         if let StreamEvent::Lost { cpu, count } = event {
-            let total = self.lost.get(cpu).copied().unwrap_or(0) + count;
-            self.lost_counter(*cpu, total, time_ns)?;
+            let total = self.unprinted.get(cpu).copied().unwrap_or(0) + count;
+            self.cpu_counter(UNPRINTED, *cpu, total, time_ns)?;
         }
         Ok(())
     }
@@ -635,16 +658,20 @@ impl<W: Write> Output for Perfetto<W> {
             Some(a) => self.last_ns.max(a + summary.elapsed.as_nanos() as u64),
             None => self.last_ns,
         };
-        // Losses the summary counted that no record reported (a ring's last words). From the totals, the
-        // records the rings dropped are the unprinted hits; `lost` is then the hits in no total.
+        // The hits not printed as the summary counts them, where the marks fell short (a ring's last
+        // words): from the totals, the unprinted ones; without them, every hit dropped is lost.
         let dropped = match summary.from_totals {
             true => &summary.unprinted_by_cpu,
             false => &summary.lost_by_cpu,
         };
         for (&cpu, &total) in dropped {
-            if self.lost.get(&cpu) != Some(&total) {
-                self.lost_counter(cpu, total, end)?;
+            if self.unprinted.get(&cpu) != Some(&total) {
+                self.cpu_counter(UNPRINTED, cpu, total, end)?;
             }
+        }
+        // The hits in no total, known only now.
+        for (&cpu, &total) in summary.lost_by_cpu.iter().filter(|&(_, &n)| n > 0) {
+            self.cpu_counter((Per::Lost, "lost"), cpu, total, end)?;
         }
         self.counter(FILTERED_TRACK, end, summary.filtered)?;
         let i = &mut self.interner;

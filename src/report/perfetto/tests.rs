@@ -292,6 +292,8 @@ fn values_are_hex_and_unknown_is_a_question_mark() {
     assert_eq!(str_arg(hits[0], "chain"), "0x401136 [writer]");
 }
 
+/// Without the kernel's totals (the per-thread path) the hits a full ring dropped are not printed and
+/// lost: both counters hold them, and the stop says how many were lost.
 #[test]
 fn lost_and_filtered_are_counters_and_the_session_marks_its_events() {
     let watch = testutil::watch("pid_max", 0x2000, Access::ReadWrite);
@@ -334,17 +336,23 @@ fn lost_and_filtered_are_counters_and_the_session_marks_its_events() {
     };
     let end = 100 + 3_000_000_000;
     assert_eq!(
-        counter(uuid(Per::Lost, 1)),
+        counter(uuid(Per::Unprinted, 1)),
         [(100, 0), (2_000, 5), (2_000, 7)]
     );
     // cpu 0's loss reached the summary without a record.
+    assert_eq!(counter(uuid(Per::Unprinted, 0)), [(100, 0), (end, 4)]);
     assert_eq!(counter(uuid(Per::Lost, 0)), [(100, 0), (end, 4)]);
+    assert_eq!(counter(uuid(Per::Lost, 1)), [(100, 0), (end, 7)]);
     assert_eq!(counter(FILTERED_TRACK), [(100, 0), (end, 12)]);
-    assert!(tracks[&uuid(Per::Lost, 1)].counter.is_some());
-    assert_eq!(
-        tracks[&uuid(Per::Lost, 1)].parent_uuid,
-        Some(uuid(Per::Cpu, 1))
-    );
+    for (kind, name) in [
+        (Per::Unprinted, "not printed cpu 1"),
+        (Per::Lost, "lost cpu 1"),
+    ] {
+        let track = &tracks[&uuid(kind, 1)];
+        assert!(track.counter.is_some());
+        assert_eq!(track.parent_uuid, Some(uuid(Per::Cpu, 1)));
+        assert_eq!(track.name.as_deref(), Some(name));
+    }
 
     let marks: Vec<&str> = events
         .iter()
@@ -355,8 +363,8 @@ fn lost_and_filtered_are_counters_and_the_session_marks_its_events() {
         marks,
         [
             "armed",
-            "lost",
-            "lost",
+            "not printed",
+            "not printed",
             "cpu offline",
             "cpu online",
             "watch",
@@ -373,6 +381,64 @@ fn lost_and_filtered_are_counters_and_the_session_marks_its_events() {
     assert_eq!(stop.time, end);
     assert_eq!(str_arg(stop, "reason"), "signal SIGINT");
     assert_eq!(stop.args["lost"], Arg::Uint(11));
+    let mark = events.iter().find(|e| e.name == "not printed").unwrap();
+    assert_eq!(
+        (&mark.args["cpu"], &mark.args["count"]),
+        (&Arg::Uint(1), &Arg::Uint(5))
+    );
+}
+
+/// From the kernel's totals, a full ring's records are hits not printed, which the totals count: the
+/// marks and the per-CPU counter say "not printed", and "lost" (a counter, the stop's argument) is only
+/// the hits in no total, as in the other outputs' summaries.
+#[test]
+fn hits_a_full_ring_dropped_are_not_printed_and_only_those_in_no_total_lost() {
+    let events = [StreamEvent::Lost { cpu: 1, count: 5 }];
+    let summary = Summary {
+        hits_by_cpu: [(1, 100)].into(),
+        // 5 marked, 4 more at the end of the burst; 2 of the kept hits found the totals' table full.
+        unprinted_by_cpu: [(1, 9)].into(),
+        lost_by_cpu: [(1, 2)].into(),
+        from_totals: true,
+        elapsed: Duration::from_secs(1),
+        ..Summary::default()
+    };
+    let (events, tracks) = read(&trace_of(&[], &events, &summary));
+    let counter = |track: u64| -> Vec<(u64, i64)> {
+        events
+            .iter()
+            .filter(|e| e.track == track && e.kind == proto::TYPE_COUNTER)
+            .map(|e| (e.time, e.counter.unwrap()))
+            .collect()
+    };
+    let end = 100 + 1_000_000_000;
+    assert_eq!(
+        counter(uuid(Per::Unprinted, 1)),
+        [(100, 0), (2_000, 5), (end, 9)]
+    );
+    assert_eq!(counter(uuid(Per::Lost, 1)), [(100, 0), (end, 2)]);
+    assert_eq!(
+        tracks[&uuid(Per::Unprinted, 1)].name.as_deref(),
+        Some("not printed cpu 1")
+    );
+    let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+    assert!(!names.contains(&"lost"), "{names:?}");
+    let stop = events.iter().find(|e| e.name == "stop").unwrap();
+    assert_eq!(stop.args["not printed"], Arg::Uint(9));
+    assert_eq!(stop.args["lost"], Arg::Uint(2));
+    assert_eq!(stop.args["hits"], Arg::Uint(100));
+
+    // Nothing in no total: no lost counter at all.
+    let summary = Summary {
+        lost_by_cpu: Default::default(),
+        ..summary
+    };
+    let (_, tracks) = read(&trace_of(
+        &[],
+        &[StreamEvent::Lost { cpu: 1, count: 5 }],
+        &summary,
+    ));
+    assert!(!tracks.contains_key(&uuid(Per::Lost, 1)));
 }
 
 /// A thread that renames itself stays one track, named as trace processor names it: the track keeps its

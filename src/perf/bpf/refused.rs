@@ -1,0 +1,223 @@
+//! Why the kernel refused to load a BPF program with EPERM or EACCES, and what would let it, worded from
+//! the capabilities this process holds: a pure function of the errno, the credentials and
+//! kernel.unprivileged_bpf_disabled, so every combination is tested without a kernel. [`super::why_unavailable`]
+//! gathers the facts (the effective capabilities as `perf::privilege` reads them) and uses the wording.
+//!
+//! What the kernel checks before it loads a perf-event program (kernel/bpf/syscall.c `bpf_prog_load`,
+//! since Linux 5.8): `bpf_capable()`, CAP_BPF or CAP_SYS_ADMIN, and `perfmon_capable()`, CAP_PERFMON or
+//! CAP_SYS_ADMIN, each counted only in the initial user namespace (`capable()`). No setting of
+//! kernel.unprivileged_bpf_disabled lets a process without them load this kind of program (the setting
+//! opens only socket filters). So root refused is root whose capabilities were taken (capsh, a
+//! container's or a service's capability set), and the advice names what is missing, not "run as root";
+//! a process that holds them all was refused by a security policy (a seccomp filter, a security module),
+//! which no privilege lifts.
+
+use std::io;
+
+/// What the kernel's checks for loading a perf-event program look at in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadCredentials {
+    /// The effective uid is 0.
+    pub root: bool,
+    /// In the effective set.
+    pub cap_bpf: bool,
+    pub cap_perfmon: bool,
+    pub cap_sys_admin: bool,
+    /// The process is in the initial user namespace: only there do its capabilities count.
+    pub initial_user_ns: bool,
+}
+
+impl LoadCredentials {
+    /// The capabilities a perf-event program needs that this process lacks, by name: CAP_BPF and
+    /// CAP_PERFMON, each unless CAP_SYS_ADMIN stands in for it; the ones it holds in a user namespace of
+    /// its own count as lacking.
+    pub fn missing(&self) -> Vec<&'static str> {
+        let counts = |held: bool| held && self.initial_user_ns;
+        if counts(self.cap_sys_admin) {
+            return Vec::new();
+        }
+        let mut missing = Vec::new();
+        if !counts(self.cap_bpf) {
+            missing.push("CAP_BPF");
+        }
+        if !counts(self.cap_perfmon) {
+            missing.push("CAP_PERFMON");
+        }
+        missing
+    }
+}
+
+/// The reason a program did not load (`err`), and the way out, as one clause for the callers' messages
+/// (`--value and --if read the value in the kernel with BPF, but {this}`). `setting` is
+/// kernel.unprivileged_bpf_disabled as read (or `unknown`).
+pub fn wording(err: &io::Error, creds: &LoadCredentials, setting: &str) -> String {
+    match err.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => refused(err, creds, setting),
+        Some(libc::ENOSYS) => {
+            "this kernel has no bpf() system call (CONFIG_BPF_SYSCALL is off)".to_string()
+        }
+        _ => format!("this kernel would not load a BPF perf-event program ({err})"),
+    }
+}
+
+fn refused(err: &io::Error, creds: &LoadCredentials, setting: &str) -> String {
+    let missing = creds.missing();
+    let refused = format!("loading a BPF program was refused ({err})");
+    if missing.is_empty() {
+        return format!(
+            "{refused} although this process has {}, which is all the kernel's own checks ask for: a \
+             security policy refuses bpf() here (a seccomp filter, as in a container's default profile, or \
+             a security module such as SELinux), not a missing privilege; the policy must allow it",
+            if creds.cap_sys_admin {
+                "CAP_SYS_ADMIN"
+            } else {
+                "CAP_BPF and CAP_PERFMON"
+            }
+        );
+    }
+    let lacks = missing.join(" and ");
+    let held_elsewhere =
+        !creds.initial_user_ns && (creds.cap_bpf || creds.cap_perfmon || creds.cap_sys_admin);
+    if held_elsewhere {
+        return format!(
+            "{refused}: this process's capabilities are those of a user namespace of its own (a \
+             container), and the kernel counts CAP_BPF and CAP_PERFMON for BPF only in the initial one; run \
+             it on the host with {lacks}"
+        );
+    }
+    if creds.root {
+        return format!(
+            "{refused}: this process runs as root but without {lacks} in its effective capabilities (taken \
+             by capsh, a container's or a service's capability set), and a perf-event program needs CAP_BPF \
+             and CAP_PERFMON (or CAP_SYS_ADMIN for both); run it with {lacks} kept"
+        );
+    }
+    format!(
+        "{refused}: a perf-event program needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN), and this \
+         process lacks {lacks}; run as root, or grant {lacks} (kernel.unprivileged_bpf_disabled is \
+         {setting}: no setting of it allows this kind of program without them)"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EPERM: i32 = libc::EPERM;
+
+    fn creds(root: bool, bpf: bool, perfmon: bool, admin: bool, initial: bool) -> LoadCredentials {
+        LoadCredentials {
+            root,
+            cap_bpf: bpf,
+            cap_perfmon: perfmon,
+            cap_sys_admin: admin,
+            initial_user_ns: initial,
+        }
+    }
+
+    fn worded(c: &LoadCredentials) -> String {
+        wording(&io::Error::from_raw_os_error(EPERM), c, "2")
+    }
+
+    /// Root with capabilities dropped is told what was dropped, never to run as root; `capsh
+    /// --drop=cap_bpf,cap_sys_admin` and `--drop=cap_perfmon,cap_sys_admin` are the live cases here.
+    #[test]
+    fn root_without_its_capabilities_is_told_which() {
+        let no_bpf = worded(&creds(true, false, true, false, true));
+        assert!(
+            no_bpf.contains("runs as root but without CAP_BPF in its effective capabilities")
+                && no_bpf.ends_with("run it with CAP_BPF kept"),
+            "{no_bpf}"
+        );
+        let no_perfmon = worded(&creds(true, true, false, false, true));
+        assert!(
+            no_perfmon.contains("without CAP_PERFMON in")
+                && !no_perfmon.contains("without CAP_BPF"),
+            "{no_perfmon}"
+        );
+        let neither = worded(&creds(true, false, false, false, true));
+        assert!(
+            neither.contains("without CAP_BPF and CAP_PERFMON in"),
+            "{neither}"
+        );
+        for w in [&no_bpf, &no_perfmon, &neither] {
+            assert!(!w.contains("run as root"), "{w}");
+            assert!(w.starts_with("loading a BPF program was refused (Operation not permitted"));
+        }
+    }
+
+    /// An unprivileged user is told to run as root or grant what is missing, with the setting named (it
+    /// does not help, and the message says so).
+    #[test]
+    fn a_user_is_told_to_run_as_root_or_grant_what_is_missing() {
+        let nobody = worded(&creds(false, false, false, false, true));
+        assert!(
+            nobody.contains("run as root, or grant CAP_BPF and CAP_PERFMON")
+                && nobody.contains("kernel.unprivileged_bpf_disabled is 2"),
+            "{nobody}"
+        );
+        let perfmon_only = worded(&creds(false, false, true, false, true));
+        assert!(
+            perfmon_only.contains("lacks CAP_BPF;") && perfmon_only.contains("grant CAP_BPF ("),
+            "{perfmon_only}"
+        );
+    }
+
+    /// Capabilities held only in a child user namespace count for nothing, and the message says why.
+    #[test]
+    fn capabilities_in_a_user_namespace_of_its_own_are_named() {
+        let container = worded(&creds(true, true, true, true, false));
+        assert!(
+            container.contains("a user namespace of its own")
+                && container.contains("on the host with CAP_BPF and CAP_PERFMON")
+                && !container.contains("run as root"),
+            "{container}"
+        );
+    }
+
+    /// Holding what the kernel asks for, a refusal is a policy's, not a missing privilege.
+    #[test]
+    fn a_refusal_with_every_capability_is_a_policys() {
+        for c in [
+            creds(true, true, true, true, true),
+            creds(true, false, false, true, true),
+            creds(false, true, true, false, true),
+        ] {
+            let w = worded(&c);
+            assert!(
+                w.contains("not a missing privilege")
+                    && !w.contains("grant")
+                    && !w.contains("run as root"),
+                "{c:?}: {w}"
+            );
+        }
+    }
+
+    /// CAP_SYS_ADMIN stands in for both; otherwise each is needed, counted only in the initial namespace.
+    #[test]
+    fn missing_follows_the_kernels_rule() {
+        assert!(creds(true, false, false, true, true).missing().is_empty());
+        assert_eq!(
+            creds(true, true, false, false, true).missing(),
+            ["CAP_PERFMON"]
+        );
+        assert_eq!(creds(true, false, true, false, true).missing(), ["CAP_BPF"]);
+        assert_eq!(
+            creds(true, true, true, true, false).missing(),
+            ["CAP_BPF", "CAP_PERFMON"]
+        );
+    }
+
+    #[test]
+    fn other_errors_are_the_kernels() {
+        let c = creds(true, true, true, true, true);
+        assert!(
+            wording(&io::Error::from_raw_os_error(libc::ENOSYS), &c, "2")
+                .contains("CONFIG_BPF_SYSCALL")
+        );
+        assert!(
+            wording(&io::Error::from_raw_os_error(libc::EINVAL), &c, "2")
+                .starts_with("this kernel would not load a BPF perf-event program")
+        );
+    }
+}

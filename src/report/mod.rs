@@ -811,6 +811,18 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    /// A run counted in the kernel's totals: `hits` on cpu 0, `unprinted` of them not printed.
+    fn counted_in_totals(hits: u64, unprinted: u64, stop: Option<StopReason>) -> Summary {
+        let mut s = Summary {
+            from_totals: true,
+            stop,
+            ..Summary::default()
+        };
+        s.hits_by_cpu.insert(0, hits);
+        s.unprinted_by_cpu.insert(0, unprinted);
+        s
+    }
+
     /// Records a full ring dropped: without totals they are lost; from the kernel's totals they are only
     /// not printed, and `lost` is what no total holds.
     #[test]
@@ -824,12 +836,7 @@ mod tests {
             "{plain}"
         );
         assert!(plain.contains("WARNING: 90 events lost (cpu0 90); use a larger --buffer-pages"));
-        let mut s = Summary {
-            from_totals: true,
-            ..Summary::default()
-        };
-        s.hits_by_cpu.insert(0, 100);
-        s.unprinted_by_cpu.insert(0, 90);
+        let mut s = counted_in_totals(100, 90, None);
         let totals = line(&s);
         assert!(
             totals.starts_with(
@@ -848,13 +855,7 @@ mod tests {
     /// because the output was closed, not because a ring was full, and no larger ring would print them.
     #[test]
     fn hits_left_when_the_output_closed_are_not_blamed_on_full_rings() {
-        let mut s = Summary {
-            from_totals: true,
-            stop: Some(StopReason::BrokenPipe),
-            ..Summary::default()
-        };
-        s.hits_by_cpu.insert(0, 13);
-        s.unprinted_by_cpu.insert(0, 9);
+        let s = counted_in_totals(13, 9, Some(StopReason::BrokenPipe));
         let text = line(&s);
         assert!(
             text.starts_with(

@@ -32,11 +32,7 @@ fn every_record_is_one_tagged_line() {
     each_hit(&table(), &watches, &[(sample, "reader", 0)], |hit| {
         p.hit(hit).unwrap()
     });
-    let lost = |count, counted| StreamEvent::Lost {
-        cpu: 1,
-        count,
-        counted,
-    };
+    let lost = crate::report::testutil::lost_on_cpu1;
     p.event(&lost(3, false), 6).unwrap();
     p.event(&lost(12, true), 6).unwrap();
     p.event(

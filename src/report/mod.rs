@@ -256,8 +256,9 @@ pub enum StreamEvent {
     },
 }
 
-/// `--on`'s books: what became of the objects the source handed over.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// `--on`'s books: what became of the objects the source handed over. Its counts are the JSON summary's
+/// `objects` fields as they are (serialized by name, in this order); the lists are summed up there.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ObjectTally {
     /// Objects the source handed over.
     pub seen: u64,
@@ -268,16 +269,18 @@ pub struct ObjectTally {
     pub evicted: u64,
     /// Freed while armed.
     pub freed: u64,
-    /// Object records the kernel dropped (their objects were never armed).
-    pub lost: u64,
     /// Freed before the tracer could arm them (lived less than the allocation-to-armed gap).
     pub freed_unarmed: u64,
     /// Writes on an armed object's memory after its free, before the tracer heard of it (the memory is
     /// another object's by then): not reported as hits.
     pub after_free: u64,
+    /// Object records the kernel dropped (their objects were never armed).
+    pub lost: u64,
     /// Allocation to armed, for each armed object.
+    #[serde(skip)]
     pub gaps_ns: Vec<u64>,
     /// Each armed object: index, address, hits while armed.
+    #[serde(skip)]
     pub objects: Vec<(u64, u64, u64)>,
 }
 
@@ -812,6 +815,18 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    /// A run counted in the kernel's totals: `hits` on cpu 0, `unprinted` of them not printed.
+    fn counted_in_totals(hits: u64, unprinted: u64, stop: Option<StopReason>) -> Summary {
+        let mut s = Summary {
+            from_totals: true,
+            stop,
+            ..Summary::default()
+        };
+        s.hits_by_cpu.insert(0, hits);
+        s.unprinted_by_cpu.insert(0, unprinted);
+        s
+    }
+
     /// Records a full ring dropped: without totals they are lost; from the kernel's totals they are only
     /// not printed, and `lost` is what no total holds.
     #[test]
@@ -825,12 +840,7 @@ mod tests {
             "{plain}"
         );
         assert!(plain.contains("WARNING: 90 events lost (cpu0 90); use a larger --buffer-pages"));
-        let mut s = Summary {
-            from_totals: true,
-            ..Summary::default()
-        };
-        s.hits_by_cpu.insert(0, 100);
-        s.unprinted_by_cpu.insert(0, 90);
+        let mut s = counted_in_totals(100, 90, None);
         let totals = line(&s);
         assert!(
             totals.starts_with(
@@ -849,13 +859,7 @@ mod tests {
     /// because the output was closed, not because a ring was full, and no larger ring would print them.
     #[test]
     fn hits_left_when_the_output_closed_are_not_blamed_on_full_rings() {
-        let mut s = Summary {
-            from_totals: true,
-            stop: Some(StopReason::BrokenPipe),
-            ..Summary::default()
-        };
-        s.hits_by_cpu.insert(0, 13);
-        s.unprinted_by_cpu.insert(0, 9);
+        let s = counted_in_totals(13, 9, Some(StopReason::BrokenPipe));
         let text = line(&s);
         assert!(
             text.starts_with(

@@ -145,11 +145,7 @@ mod tests {
         let mut s = Status::new();
         s.bar.set_draw_target(ProgressDrawTarget::hidden());
         s.armed(2, &BTreeSet::from([0, 1]), 0).unwrap();
-        let lost = |count, counted| StreamEvent::Lost {
-            cpu: 1,
-            count,
-            counted,
-        };
+        let lost = crate::report::testutil::lost_on_cpu1;
         s.event(&lost(4, false), 0).unwrap();
         // On the hit path a full ring's hits are counted in the kernel: not printed, not lost.
         s.event(&lost(7, true), 0).unwrap();

@@ -4,7 +4,7 @@
 //! `trace::symbolize`'s, tested there; this layer uses nothing above it.
 
 use super::frame::{Rendered, ResolvedFrame};
-use super::{Header, Hit, Value};
+use super::{Header, Hit, StreamEvent, Value};
 use crate::model::watch::{Access, Watch};
 use crate::perf::record::{decode, encode, Context, Record, Sample, SAMPLE_TYPE};
 use ksymwatch_symbols::{kallsyms, SymbolTable};
@@ -88,6 +88,15 @@ pub fn system_wide_header<'a>(
         condition: None,
         objects: None,
         cgroups: &[],
+    }
+}
+
+/// `count` records lost on cpu 1: a full ring's, `counted` in the kernel's totals on the hit path.
+pub fn lost_on_cpu1(count: u64, counted: bool) -> StreamEvent {
+    StreamEvent::Lost {
+        cpu: 1,
+        count,
+        counted,
     }
 }
 

@@ -184,27 +184,28 @@ static int lib(long n, const char *path) {
     return 0;
 }
 
+/* The commands `widgets NAME N` that do their work N times and exit. */
+static const struct {
+    const char *name;
+    void (*run)(long n);
+} counted[] = {
+    {"hold", hold},
+    {"bench", bench},
+    {"aligned", aligned},
+    {"regrow", regrow},
+};
+
 int main(int argc, char **argv) {
     char line[64];
     if (argc >= 3 && strcmp(argv[1], "go") == 0) {
         go(atol(argv[2]), argc >= 4 ? atol(argv[3]) : 20000);
         return 0;
     }
-    if (argc >= 3 && strcmp(argv[1], "hold") == 0) {
-        hold(atol(argv[2]));
-        return 0;
-    }
-    if (argc >= 3 && strcmp(argv[1], "bench") == 0) {
-        bench(atol(argv[2]));
-        return 0;
-    }
-    if (argc >= 3 && strcmp(argv[1], "aligned") == 0) {
-        aligned(atol(argv[2]));
-        return 0;
-    }
-    if (argc >= 3 && strcmp(argv[1], "regrow") == 0) {
-        regrow(atol(argv[2]));
-        return 0;
+    for (size_t i = 0; argc >= 3 && i < sizeof counted / sizeof counted[0]; i++) {
+        if (strcmp(argv[1], counted[i].name) == 0) {
+            counted[i].run(atol(argv[2]));
+            return 0;
+        }
     }
     if (argc >= 4 && strcmp(argv[1], "lib") == 0)
         return lib(atol(argv[2]), argv[3]);

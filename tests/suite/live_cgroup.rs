@@ -16,19 +16,13 @@ use std::time::Duration;
 
 use crate::util::{self, helper_with, live, skip, Tracer, Writer};
 
-/// The test's child cgroup and the helper in it: the helper is killed and the cgroup removed on drop.
-struct Moved {
-    dir: PathBuf,
-    child: Option<Child>,
-}
+/// A helper process, killed and reaped on drop (before its cgroup's drop removes the cgroup).
+struct Helper(Child);
 
-impl Drop for Moved {
+impl Drop for Helper {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = std::fs::remove_dir(&self.dir);
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -71,48 +65,35 @@ fn file_handle(path: &std::path::Path) -> std::io::Result<(i32, Vec<u8>)> {
 #[ignore = "live: makes a cgroup and moves a process into it"]
 fn a_helper_moved_into_a_child_cgroup_is_found_there_by_id() {
     let Some(_lock) = live() else { return };
-    let h = match Hierarchy::find() {
-        Ok(h) => h,
-        Err(CgroupError::NoHierarchy) => {
-            skip("no cgroup v2 hierarchy is mounted");
-            return;
-        }
-        Err(e) => panic!("{e}"),
-    };
-    let name = format!("ksymwatch-test-{}", std::process::id());
-    let dir = PathBuf::from(&h.mount.point).join(&name);
-    if let Err(e) = std::fs::create_dir(&dir) {
-        skip(format_args!(
-            "cannot make a cgroup under {}: {e}",
-            h.mount.point
-        ));
+    let Some(cg) = TestCgroup::make("test") else {
         return;
-    }
-    let mut moved = Moved { dir, child: None };
-    let child = Command::new(helper_with("allocs", &["-pthread"]))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start the helper");
-    let pid = child.id();
-    moved.child = Some(child);
+    };
+    let h = hierarchy().expect("found by TestCgroup::make");
+    let child = Helper(
+        Command::new(helper_with("allocs", &["-pthread"]))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start the helper"),
+    );
+    let pid = child.0.id();
     let before = h.of_process(pid).expect("the helper's cgroup");
-    std::fs::write(moved.dir.join("cgroup.procs"), pid.to_string()).expect("move the helper");
+    cg.add(pid);
 
-    let by_path = h.resolve(&format!("/{name}")).expect("the new cgroup");
+    let by_path = h.resolve(&cg.path).expect("the new cgroup");
     let by_process = h
         .of_process(pid)
         .expect("the helper's cgroup after the move");
     assert_eq!(by_process, by_path);
     assert_ne!(before.id, by_path.id, "the move changed its cgroup");
-    assert_eq!(by_path.id, std::fs::metadata(&moved.dir).unwrap().ino());
+    assert_eq!(by_path.id, cg.id());
     assert_eq!(
-        h.resolve(&moved.dir.display().to_string()).unwrap().id,
+        h.resolve(&cg.dir.display().to_string()).unwrap().id,
         by_path.id
     );
 
     // The kernel's own handle for the directory: kernfs encodes the node id, 8 bytes, native-endian.
-    let (kind, bytes) = file_handle(&moved.dir).expect("name_to_handle_at on the cgroup");
+    let (kind, bytes) = file_handle(&cg.dir).expect("name_to_handle_at on the cgroup");
     eprintln!(
         "cgroup {} (pid {pid}): id {} by /proc/{pid}/cgroup and stat; file handle type {kind}, bytes {bytes:02x?}",
         by_path.path, by_path.id
@@ -123,6 +104,18 @@ fn a_helper_moved_into_a_child_cgroup_is_found_there_by_id() {
     let mut names = Names::new(h.clone());
     assert_eq!(names.get(by_path.id), Some(by_path.path.as_str()));
     assert_eq!(names.container(by_path.id), None);
+}
+
+/// The cgroup v2 hierarchy; `None` (skipped, saying why) where none is mounted.
+fn hierarchy() -> Option<Hierarchy> {
+    match Hierarchy::find() {
+        Ok(h) => Some(h),
+        Err(CgroupError::NoHierarchy) => {
+            skip("no cgroup v2 hierarchy is mounted");
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
 }
 
 /// A child cgroup of the v2 hierarchy made for one test, removed on drop (after whatever was moved into it
@@ -136,14 +129,7 @@ struct TestCgroup {
 
 impl TestCgroup {
     fn make(tag: &str) -> Option<TestCgroup> {
-        let h = match Hierarchy::find() {
-            Ok(h) => h,
-            Err(CgroupError::NoHierarchy) => {
-                skip("no cgroup v2 hierarchy is mounted");
-                return None;
-            }
-            Err(e) => panic!("{e}"),
-        };
+        let h = hierarchy()?;
         let name = format!("ksymwatch-{tag}-{}", std::process::id());
         let dir = PathBuf::from(&h.mount.point).join(&name);
         if let Err(e) = std::fs::create_dir(&dir) {
@@ -193,6 +179,41 @@ impl Drop for TestCgroup {
     }
 }
 
+/// The machine-wide lock ([`live`]) and a [`TestCgroup`] tagged `tag`; `None` after a SKIP line.
+fn live_cgroup(tag: &str) -> Option<(util::LiveLock, TestCgroup)> {
+    let lock = live()?;
+    let cg = TestCgroup::make(tag)?;
+    Some((lock, cg))
+}
+
+/// The writer helper with address randomization off ([`Writer::start_fixed`]), to store `value` `stores`
+/// times once told to go: every such writer's global is at one address.
+fn writer(stores: usize, value: u8) -> Writer {
+    Writer::start_fixed(&["write", &stores.to_string(), &value.to_string()])
+}
+
+/// Stops a `--json` watch as Ctrl-C does, within `secs`: (exit code, its records, stderr).
+fn interrupted(t: Tracer, secs: u64) -> (i32, Vec<serde_json::Value>, String) {
+    let (code, out, err) = t.interrupt(Duration::from_secs(secs));
+    (code, util::ndjson(&out), err)
+}
+
+/// [`live_test!`] for a `--cgroup` test with a cgroup of its own: `#[test]`, ignored unless asked for, its
+/// body run holding the machine-wide lock with `$cg` the [`TestCgroup`] tagged `$tag` (skipped, saying
+/// why, where none can be made).
+macro_rules! live_cgroup_test {
+    ($name:ident, $tag:literal, $cg:ident, $body:block) => {
+        #[test]
+        #[ignore = "live: makes cgroups and arms hardware breakpoints"]
+        fn $name() {
+            let Some((_lock, $cg)) = live_cgroup($tag) else {
+                return;
+            };
+            $body
+        }
+    };
+}
+
 /// Stores each writer makes in the test below.
 const STORES: usize = 200;
 
@@ -212,79 +233,75 @@ fn user_hits(records: &[serde_json::Value], pid: u32) -> usize {
 // Two identical writers with their global at one address (no address randomization), one of them moved
 // into a cgroup the test makes: a system-wide watch with `--cgroup` keeps only the inside one's stores,
 // every one of them, and counts the other's as filtered; with `-p` the outside writer's, nothing is kept.
-#[test]
-#[ignore = "live: makes a cgroup and arms hardware breakpoints"]
-fn only_the_writer_inside_the_cgroup_is_kept() {
-    let Some(_lock) = live() else { return };
-    let Some(cg) = TestCgroup::make("two-writers") else {
-        return;
-    };
-    let n = STORES.to_string();
-    let mut inside = Writer::start_fixed(&["write", &n, "0"]);
-    let mut outside = Writer::start_fixed(&["write", &n, "1"]);
-    assert_eq!(inside.addr, outside.addr, "one address for both");
-    cg.add(inside.pid);
-    let target = inside.target();
+live_cgroup_test!(
+    only_the_writer_inside_the_cgroup_is_kept,
+    "two-writers",
+    cg,
+    {
+        let mut inside = writer(STORES, 0);
+        let mut outside = writer(STORES, 1);
+        assert_eq!(inside.addr, outside.addr, "one address for both");
+        cg.add(inside.pid);
+        let target = inside.target();
 
-    let t = Tracer::write_json(&["--cgroup", &cg.path, "--summary", &target]);
-    outside.go();
-    inside.go();
-    let (_, out, err) = t.interrupt(Duration::from_secs(30));
-    let records = util::ndjson(&out);
-    assert_eq!(user_hits(&records, inside.pid), STORES, "{err}");
-    assert_eq!(user_hits(&records, outside.pid), 0, "{err}");
-    assert!(
-        records
-            .iter()
-            .filter(|v| v["type"] == "hit")
-            .all(|v| v["pid"] == inside.pid),
-        "only the inside writer's hits"
-    );
-    // Each hit names the inside writer's cgroup, by the id the kernel read and its path.
-    let id = std::fs::metadata(&cg.dir).expect("the cgroup").ino();
-    for v in records.iter().filter(|v| v["type"] == "hit") {
-        assert_eq!(v["cgroup_id"], id, "{v}");
-        assert_eq!(v["cgroup"], cg.path.as_str(), "{v}");
-        assert!(v.get("container_id").is_none(), "{v}");
+        let t = Tracer::write_json(&["--cgroup", &cg.path, "--summary", &target]);
+        outside.go();
+        inside.go();
+        let (_, records, err) = interrupted(t, 30);
+        assert_eq!(user_hits(&records, inside.pid), STORES, "{err}");
+        assert_eq!(user_hits(&records, outside.pid), 0, "{err}");
+        assert!(
+            records
+                .iter()
+                .filter(|v| v["type"] == "hit")
+                .all(|v| v["pid"] == inside.pid),
+            "only the inside writer's hits"
+        );
+        // Each hit names the inside writer's cgroup, by the id the kernel read and its path.
+        let id = std::fs::metadata(&cg.dir).expect("the cgroup").ino();
+        for v in records.iter().filter(|v| v["type"] == "hit") {
+            assert_eq!(v["cgroup_id"], id, "{v}");
+            assert_eq!(v["cgroup"], cg.path.as_str(), "{v}");
+            assert!(v.get("container_id").is_none(), "{v}");
+        }
+        let summary = util::summary_record(&records);
+        assert!(
+            summary["filtered"].as_u64().unwrap_or(0) >= STORES as u64,
+            "the outside writer's stores are counted as filtered: {summary}"
+        );
+        let by_cgroup = summary["by_cgroup"].as_array().expect("by_cgroup");
+        assert_eq!(by_cgroup.len(), 1, "{summary}");
+        assert_eq!(by_cgroup[0]["path"], cg.path.as_str());
+        assert_eq!(
+            by_cgroup[0]["count"].as_u64(),
+            summary["hits"].as_u64(),
+            "{summary}"
+        );
+
+        // `-p` narrows further: the outside writer's own watch keeps nothing of it (fresh writers: each does
+        // one round of stores).
+        drop((inside, outside));
+        let mut inside = writer(STORES, 0);
+        let mut outside = writer(STORES, 1);
+        cg.add(inside.pid);
+        let t = Tracer::write_json(&[
+            "--cgroup",
+            &cg.dir.display().to_string(),
+            "-p",
+            &outside.pid.to_string(),
+            &target,
+        ]);
+        outside.go();
+        inside.go();
+        let (_, records, err) = interrupted(t, 30);
+        assert_eq!(
+            records.iter().filter(|v| v["type"] == "hit").count(),
+            0,
+            "{err}"
+        );
+        drop((inside, outside));
     }
-    let summary = util::summary_record(&records);
-    assert!(
-        summary["filtered"].as_u64().unwrap_or(0) >= STORES as u64,
-        "the outside writer's stores are counted as filtered: {summary}"
-    );
-    let by_cgroup = summary["by_cgroup"].as_array().expect("by_cgroup");
-    assert_eq!(by_cgroup.len(), 1, "{summary}");
-    assert_eq!(by_cgroup[0]["path"], cg.path.as_str());
-    assert_eq!(
-        by_cgroup[0]["count"].as_u64(),
-        summary["hits"].as_u64(),
-        "{summary}"
-    );
-
-    // `-p` narrows further: the outside writer's own watch keeps nothing of it (fresh writers: each does
-    // one round of stores).
-    drop((inside, outside));
-    let mut inside = Writer::start_fixed(&["write", &n, "0"]);
-    let mut outside = Writer::start_fixed(&["write", &n, "1"]);
-    cg.add(inside.pid);
-    let t = Tracer::write_json(&[
-        "--cgroup",
-        &cg.dir.display().to_string(),
-        "-p",
-        &outside.pid.to_string(),
-        &target,
-    ]);
-    outside.go();
-    inside.go();
-    let (_, out, err) = t.interrupt(Duration::from_secs(30));
-    let records = util::ndjson(&out);
-    assert_eq!(
-        records.iter().filter(|v| v["type"] == "hit").count(),
-        0,
-        "{err}"
-    );
-    drop((inside, outside));
-}
+);
 
 // A cgroup that does not exist, a file where a cgroup directory should be, a path out of the hierarchy:
 // exit 2 before anything is armed, the message naming the fix (on a machine without cgroup v2, the
@@ -342,50 +359,48 @@ const FLOOD: usize = 100_000;
 // A one-page ring the reader cannot keep up with: most records are dropped and the summary's counts come
 // from the kernel's totals, so the by-cgroup count must too. The inside writer's every store is in its
 // cgroup's count, the outside writer's in none, whatever was printed.
-#[test]
-#[ignore = "live: makes a cgroup and arms hardware breakpoints"]
-fn by_cgroup_counts_every_store_when_the_ring_drops_records() {
-    let Some(_lock) = live() else { return };
-    let Some(cg) = TestCgroup::make("flood") else {
-        return;
-    };
-    let mut inside = Writer::start_fixed(&["write", &FLOOD.to_string(), "0"]);
-    let mut outside = Writer::start_fixed(&["write", "20000", "1"]);
-    assert_eq!(inside.addr, outside.addr, "one address for both");
-    cg.add(inside.pid);
-    let t = Tracer::write_json(&[
-        "--cgroup",
-        &cg.path,
-        "--summary",
-        "--buffer-pages",
-        "1",
-        &inside.target(),
-    ]);
-    outside.go();
-    inside.go();
-    let (_, out, err) = t.interrupt(Duration::from_secs(60));
-    drop((inside, outside));
-    let records = util::ndjson(&out);
-    let summary = util::summary_record(&records);
-    if summary["unprinted"].as_u64().unwrap_or(0) == 0 {
-        skip("a one-page ring dropped nothing: the totals were not needed");
-        return;
+live_cgroup_test!(
+    by_cgroup_counts_every_store_when_the_ring_drops_records,
+    "flood",
+    cg,
+    {
+        let mut inside = writer(FLOOD, 0);
+        let mut outside = writer(20_000, 1);
+        assert_eq!(inside.addr, outside.addr, "one address for both");
+        cg.add(inside.pid);
+        let t = Tracer::write_json(&[
+            "--cgroup",
+            &cg.path,
+            "--summary",
+            "--buffer-pages",
+            "1",
+            &inside.target(),
+        ]);
+        outside.go();
+        inside.go();
+        let (_, records, err) = interrupted(t, 60);
+        drop((inside, outside));
+        let summary = util::summary_record(&records);
+        if summary["unprinted"].as_u64().unwrap_or(0) == 0 {
+            skip("a one-page ring dropped nothing: the totals were not needed");
+            return;
+        }
+        assert_eq!(summary["lost"].as_u64().unwrap_or(0), 0, "{summary}");
+        assert_eq!(
+            summary["hits"].as_u64(),
+            Some(FLOOD as u64),
+            "{summary}\n{err}"
+        );
+        let by_cgroup = summary["by_cgroup"].as_array().expect("by_cgroup");
+        assert_eq!(by_cgroup.len(), 1, "{summary}");
+        assert_eq!(by_cgroup[0]["path"], cg.path.as_str(), "{summary}");
+        assert_eq!(
+            by_cgroup[0]["count"].as_u64(),
+            Some(FLOOD as u64),
+            "{summary}"
+        );
     }
-    assert_eq!(summary["lost"].as_u64().unwrap_or(0), 0, "{summary}");
-    assert_eq!(
-        summary["hits"].as_u64(),
-        Some(FLOOD as u64),
-        "{summary}\n{err}"
-    );
-    let by_cgroup = summary["by_cgroup"].as_array().expect("by_cgroup");
-    assert_eq!(by_cgroup.len(), 1, "{summary}");
-    assert_eq!(by_cgroup[0]["path"], cg.path.as_str(), "{summary}");
-    assert_eq!(
-        by_cgroup[0]["count"].as_u64(),
-        Some(FLOOD as u64),
-        "{summary}"
-    );
-}
+);
 
 // `--dry-run` names each chosen cgroup as planning found it: its path in the hierarchy, its id and its
 // directory, once each however it was given (absolute, relative, by directory), a nested one too.
@@ -440,185 +455,178 @@ fn cgroups_of(records: &[serde_json::Value], pid: u32) -> Vec<String> {
 // then on; one in a cgroup nested below the chosen one is kept and named by its own (nested) path; one
 // outside is not; the summary counts each cgroup on its own. The same run as OTLP names the cgroup in
 // each log record's attributes.
-#[test]
-#[ignore = "live: makes cgroups and arms hardware breakpoints"]
-fn a_writer_moved_in_while_watching_and_one_below_are_kept() {
-    let Some(_lock) = live() else { return };
-    let Some(cg) = TestCgroup::make("moved") else {
-        return;
-    };
-    let sub = cg.child("pod");
-    let n = STORES.to_string();
-    let mut late = Writer::start_fixed(&["write", &n, "0"]);
-    let mut below = Writer::start_fixed(&["write", &n, "1"]);
-    let mut outside = Writer::start_fixed(&["write", &n, "1"]);
-    sub.add(below.pid);
-    let target = late.target();
-    let t = Tracer::write_json(&["--cgroup", &cg.path, "--summary", &target]);
-    // Moved after arming: the kernel asks for the writer's cgroup at each trap.
-    cg.add(late.pid);
-    late.go();
-    below.go();
-    outside.go();
-    let (_, out, err) = t.interrupt(Duration::from_secs(30));
-    let records = util::ndjson(&out);
-    assert_eq!(user_hits(&records, late.pid), STORES, "{err}");
-    assert_eq!(user_hits(&records, below.pid), STORES, "{err}");
-    assert_eq!(util::hits_of_pid(&records, outside.pid).len(), 0, "{err}");
-    assert!(cgroups_of(&records, late.pid).iter().all(|p| *p == cg.path));
-    assert!(cgroups_of(&records, below.pid)
-        .iter()
-        .all(|p| *p == sub.path));
-    let summary = util::summary_record(&records);
-    let mut by: Vec<(String, u64)> = summary["by_cgroup"]
-        .as_array()
-        .expect("by_cgroup")
-        .iter()
-        .map(|c| {
-            (
-                c["path"].as_str().unwrap_or("?").to_string(),
-                c["count"].as_u64().unwrap_or(0),
-            )
-        })
-        .collect();
-    by.sort();
-    let hits_of = |pid| util::hits_of_pid(&records, pid).len() as u64;
-    assert_eq!(
-        by,
-        [
-            (cg.path.clone(), hits_of(late.pid)),
-            (sub.path.clone(), hits_of(below.pid))
-        ],
-        "{summary}"
-    );
-    drop((late, below, outside));
+live_cgroup_test!(
+    a_writer_moved_in_while_watching_and_one_below_are_kept,
+    "moved",
+    cg,
+    {
+        let sub = cg.child("pod");
+        let mut late = writer(STORES, 0);
+        let mut below = writer(STORES, 1);
+        let mut outside = writer(STORES, 1);
+        sub.add(below.pid);
+        let target = late.target();
+        let t = Tracer::write_json(&["--cgroup", &cg.path, "--summary", &target]);
+        // Moved after arming: the kernel asks for the writer's cgroup at each trap.
+        cg.add(late.pid);
+        late.go();
+        below.go();
+        outside.go();
+        let (_, records, err) = interrupted(t, 30);
+        assert_eq!(user_hits(&records, late.pid), STORES, "{err}");
+        assert_eq!(user_hits(&records, below.pid), STORES, "{err}");
+        assert_eq!(util::hits_of_pid(&records, outside.pid).len(), 0, "{err}");
+        assert!(cgroups_of(&records, late.pid).iter().all(|p| *p == cg.path));
+        assert!(cgroups_of(&records, below.pid)
+            .iter()
+            .all(|p| *p == sub.path));
+        let summary = util::summary_record(&records);
+        let mut by: Vec<(String, u64)> = summary["by_cgroup"]
+            .as_array()
+            .expect("by_cgroup")
+            .iter()
+            .map(|c| {
+                (
+                    c["path"].as_str().unwrap_or("?").to_string(),
+                    c["count"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect();
+        by.sort();
+        let hits_of = |pid| util::hits_of_pid(&records, pid).len() as u64;
+        assert_eq!(
+            by,
+            [
+                (cg.path.clone(), hits_of(late.pid)),
+                (sub.path.clone(), hits_of(below.pid))
+            ],
+            "{summary}"
+        );
+        drop((late, below, outside));
 
-    // OTLP: the cgroup's id and path on every log record of a hit.
-    let mut inside = Writer::start_fixed(&["write", &n, "0"]);
-    sub.add(inside.pid);
-    let t = Tracer::start_otlp(&[
-        "write",
-        "--format",
-        "otlp-json",
-        "--no-status",
-        "--cgroup",
-        &cg.path,
-        &target,
-    ]);
-    inside.go();
-    let (_, out, err) = t.interrupt(Duration::from_secs(30));
-    drop(inside);
-    // Hit log records are the ones without an event name; each attribute a {key, value} pair.
-    let mut hits = 0;
-    for line in out.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).expect("an OTLP/JSON line");
-        for rl in v["resourceLogs"].as_array().into_iter().flatten() {
-            for sl in rl["scopeLogs"].as_array().into_iter().flatten() {
-                for r in sl["logRecords"].as_array().into_iter().flatten() {
-                    if r.get("eventName").is_some() {
-                        continue;
+        // OTLP: the cgroup's id and path on every log record of a hit.
+        let mut inside = writer(STORES, 0);
+        sub.add(inside.pid);
+        let t = Tracer::start_otlp(&[
+            "write",
+            "--format",
+            "otlp-json",
+            "--no-status",
+            "--cgroup",
+            &cg.path,
+            &target,
+        ]);
+        inside.go();
+        let (_, out, err) = t.interrupt(Duration::from_secs(30));
+        drop(inside);
+        // Hit log records are the ones without an event name; each attribute a {key, value} pair.
+        let mut hits = 0;
+        for line in out.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("an OTLP/JSON line");
+            for rl in v["resourceLogs"].as_array().into_iter().flatten() {
+                for sl in rl["scopeLogs"].as_array().into_iter().flatten() {
+                    for r in sl["logRecords"].as_array().into_iter().flatten() {
+                        if r.get("eventName").is_some() {
+                            continue;
+                        }
+                        let attr = |k: &str| {
+                            r["attributes"]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .find(|a| a["key"] == k)
+                                .map(|a| a["value"].clone())
+                        };
+                        assert_eq!(
+                            attr("ksymwatch.cgroup.id"),
+                            Some(serde_json::json!({ "intValue": sub.id().to_string() })),
+                            "{r}"
+                        );
+                        assert_eq!(
+                            attr("ksymwatch.cgroup.path"),
+                            Some(serde_json::json!({ "stringValue": sub.path })),
+                            "{r}"
+                        );
+                        hits += 1;
                     }
-                    let attr = |k: &str| {
-                        r["attributes"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .find(|a| a["key"] == k)
-                            .map(|a| a["value"].clone())
-                    };
-                    assert_eq!(
-                        attr("ksymwatch.cgroup.id"),
-                        Some(serde_json::json!({ "intValue": sub.id().to_string() })),
-                        "{r}"
-                    );
-                    assert_eq!(
-                        attr("ksymwatch.cgroup.path"),
-                        Some(serde_json::json!({ "stringValue": sub.path })),
-                        "{r}"
-                    );
-                    hits += 1;
                 }
             }
         }
+        assert!(hits > 0, "{err}");
+        drop(sub);
     }
-    assert!(hits > 0, "{err}");
-    drop(sub);
-}
+);
 
 // `-- CMD` with `--cgroup` narrows: the launched command's stores are kept only while it is in the
 // chosen cgroup. The command moved in (by the test, before it stores) has every store kept; the same
 // command left where the tracer runs has none, and the run still ends with the command.
-#[test]
-#[ignore = "live: makes a cgroup and arms hardware breakpoints"]
-fn a_launched_command_is_kept_only_inside_the_cgroup() {
-    let Some(_lock) = live() else { return };
-    let Some(cg) = TestCgroup::make("launched") else {
-        return;
-    };
-    let dir = util::temp_dir("ksw-cgroup-launch");
-    let n = STORES.to_string();
-    for (move_in, want) in [(true, STORES), (false, 0)] {
-        let stream = dir.join(format!("stream-{move_in}.ndjson"));
-        let watch = ["--cgroup", &cg.path, "--summary", "target_var"];
-        let mut h = Writer::launched(
-            &stream,
-            &watch,
-            &util::helper("writer"),
-            &["write", &n, "0"],
-        );
-        let pid = h.pid;
-        if move_in {
-            cg.add(pid);
+live_cgroup_test!(
+    a_launched_command_is_kept_only_inside_the_cgroup,
+    "launched",
+    cg,
+    {
+        let dir = util::temp_dir("ksw-cgroup-launch");
+        let n = STORES.to_string();
+        for (move_in, want) in [(true, STORES), (false, 0)] {
+            let stream = dir.join(format!("stream-{move_in}.ndjson"));
+            let watch = ["--cgroup", &cg.path, "--summary", "target_var"];
+            let mut h = Writer::launched(
+                &stream,
+                &watch,
+                &util::helper("writer"),
+                &["write", &n, "0"],
+            );
+            let pid = h.pid;
+            if move_in {
+                cg.add(pid);
+            }
+            h.go();
+            let status = h.close_and_wait(Duration::from_secs(30));
+            assert_eq!(status.code(), Some(0), "ends with the command");
+            let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
+            assert_eq!(user_hits(&records, pid), want, "moved in: {move_in}");
+            let summary = util::summary_record(&records);
+            let by = summary["by_cgroup"].as_array().map_or(0, |a| a.len());
+            assert_eq!(by, usize::from(move_in), "{summary}");
         }
-        h.go();
-        let status = h.close_and_wait(Duration::from_secs(30));
-        assert_eq!(status.code(), Some(0), "ends with the command");
-        let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
-        assert_eq!(user_hits(&records, pid), want, "moved in: {move_in}");
-        let summary = util::summary_record(&records);
-        let by = summary["by_cgroup"].as_array().map_or(0, |a| a.len());
-        assert_eq!(by, usize::from(move_in), "{summary}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
-    let _ = std::fs::remove_dir_all(&dir);
-}
+);
 
 // The chosen cgroup removed while the watch runs (its writer done and gone): the run goes on and ends as
 // asked, its hits still named by the path they had, and a writer in a cgroup made anew under the same
 // name is not kept (another cgroup, another id).
-#[test]
-#[ignore = "live: makes a cgroup and arms hardware breakpoints"]
-fn a_cgroup_removed_while_watching_ends_nothing() {
-    let Some(_lock) = live() else { return };
-    let Some(cg) = TestCgroup::make("removed") else {
-        return;
-    };
-    let n = STORES.to_string();
-    let mut w = Writer::start_fixed(&["write", &n, "0"]);
-    cg.add(w.pid);
-    let target = w.target();
-    let t = Tracer::write_json(&["--cgroup", &cg.path, "--summary", &target]);
-    w.go();
-    let first = w.pid;
-    drop(w);
-    std::fs::remove_dir(&cg.dir).expect("remove the emptied cgroup");
-    std::fs::create_dir(&cg.dir).expect("a new cgroup under the same name");
-    let mut again = Writer::start_fixed(&["write", &n, "0"]);
-    cg.add(again.pid);
-    again.go();
-    let (code, out, err) = t.interrupt(Duration::from_secs(30));
-    assert_eq!(code, 0, "{err}");
-    let records = util::ndjson(&out);
-    assert_eq!(user_hits(&records, first), STORES, "{err}");
-    assert!(cgroups_of(&records, first).iter().all(|p| *p == cg.path));
-    assert_eq!(util::hits_of_pid(&records, again.pid).len(), 0, "{err}");
-    let summary = util::summary_record(&records);
-    assert_eq!(
-        summary["by_cgroup"][0]["path"],
-        cg.path.as_str(),
-        "{summary}"
-    );
-    drop(again);
-}
+live_cgroup_test!(
+    a_cgroup_removed_while_watching_ends_nothing,
+    "removed",
+    cg,
+    {
+        let mut w = writer(STORES, 0);
+        cg.add(w.pid);
+        let target = w.target();
+        let t = Tracer::write_json(&["--cgroup", &cg.path, "--summary", &target]);
+        w.go();
+        let first = w.pid;
+        drop(w);
+        std::fs::remove_dir(&cg.dir).expect("remove the emptied cgroup");
+        std::fs::create_dir(&cg.dir).expect("a new cgroup under the same name");
+        let mut again = writer(STORES, 0);
+        cg.add(again.pid);
+        again.go();
+        let (code, records, err) = interrupted(t, 30);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(user_hits(&records, first), STORES, "{err}");
+        assert!(cgroups_of(&records, first).iter().all(|p| *p == cg.path));
+        assert_eq!(util::hits_of_pid(&records, again.pid).len(), 0, "{err}");
+        let summary = util::summary_record(&records);
+        assert_eq!(
+            summary["by_cgroup"][0]["path"],
+            cg.path.as_str(),
+            "{summary}"
+        );
+        drop(again);
+    }
+);
 
 // Without the right to load BPF (root without CAP_BPF and CAP_SYS_ADMIN) `--cgroup` cannot be decided in
 // the kernel: exit 4 before anything is armed, saying why and the way out; an empty path (an unset

@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::util;
 
 const PIPE_HEAD: &str = "(struct pipe_inode_info)$obj.head";
+const TASK_FLAGS: &str = "(struct task_struct)$obj.flags";
 
 /// Python: after `start` seconds, `pipes` pipes, `held` open at once; into each, `writes` one-byte writes,
 /// each read back before the next (an empty pipe's next write takes a new buffer: `head` moves once per
@@ -36,12 +37,27 @@ fn pipe_maker(pipes: usize, held: usize, writes: usize) -> Child {
          \x20       os.close(r)\n\
          \x20   time.sleep(0.02)\n"
     );
-    Command::new("python3")
-        .args(["-c", &script])
+    waiting("python3", &script)
+}
+
+/// `PROGRAM -c SCRIPT`, a helper that starts its work on a line on its stdin ([`watch_while`] sends it once
+/// the tracer is armed).
+fn waiting(program: &str, script: &str) -> Child {
+    Command::new(program)
+        .args(["-c", script])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
-        .expect("python3")
+        .expect(program)
+}
+
+/// The hits on armed object number `index`, of any process: those whose target ends in `tail#index`
+/// (`tail`: the member path, or "" for any).
+fn hits_on<'a>(records: &'a [Value], tail: &str, index: u64) -> impl Iterator<Item = &'a Value> {
+    let label = format!("{tail}#{index}");
+    records.iter().filter(move |r| {
+        r["type"] == "hit" && r["target"].as_str().is_some_and(|t| t.ends_with(&label))
+    })
 }
 
 /// Runs `write --on SOURCE TARGET -p HELPER EXTRA... --json` while `helper` runs (its objects only: other
@@ -65,6 +81,36 @@ fn watch_while(source: &str, target: &str, extra: &[&str], mut helper: Child) ->
     let (code, out, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
     (pid, util::ndjson(&(header + &out)))
+}
+
+/// [`watch_while`] on [`PIPE_HEAD`] of the pipes `kmalloc:alloc_pipe_info` gives while [`pipe_maker`]
+/// makes them.
+fn watch_pipes(extra: &[&str], pipes: usize, held: usize, writes: usize) -> (u32, Vec<Value>) {
+    watch_while(
+        "kmalloc:alloc_pipe_info",
+        PIPE_HEAD,
+        extra,
+        pipe_maker(pipes, held, writes),
+    )
+}
+
+/// [`watch_while`] on [`TASK_FLAGS`] of the task_structs `source` (from `tracepoint`, freed by the kfree
+/// family) gives while `sh -c SCRIPT` forks (each child's exit writes its flags): the records, and the
+/// numbers of the helper's armed objects; `None` after a SKIP line when the kernel lacks a tracepoint.
+fn watch_forks(source: &str, tracepoint: &str, script: &str) -> Option<(Vec<Value>, Vec<u64>)> {
+    if skip_without_tracepoints(&[tracepoint, "kfree", "kmem_cache_free"]) {
+        return None;
+    }
+    let (pid, records) = watch_while(source, TASK_FLAGS, &[], waiting("sh", script));
+    let mine = armed_by(&records, pid).into_keys().collect();
+    Some((records, mine))
+}
+
+/// The hits on the `flags` of the armed objects `mine`.
+fn flags_hits<'a>(records: &'a [Value], mine: &[u64]) -> Vec<&'a Value> {
+    mine.iter()
+        .flat_map(|i| hits_on(records, ".flags", *i))
+        .collect()
 }
 
 /// The helper's armed objects: index to (slot, address).
@@ -116,36 +162,15 @@ live_kernel_test!(each_pipe_is_armed_hit_once_per_write_and_freed, {
     const PIPES: usize = 12;
     const WRITES: u64 = 3;
     // -p: only the helper's pipes are taken, so the registers are not shared with anyone's.
-    let (pid, records) = watch_while(
-        "kmalloc:alloc_pipe_info",
-        PIPE_HEAD,
-        &[],
-        pipe_maker(PIPES, 1, WRITES as usize),
-    );
-    assert!(
-        records[0]["objects"]
-            .as_str()
-            .is_some_and(|o| o.contains(&format!("allocated by process {pid}"))),
-        "{}",
-        records[0]
-    );
+    let (pid, records) = watch_pipes(&[], PIPES, 1, WRITES as usize);
+    util::objects_header(&records, &[&format!("allocated by process {pid}")]);
     let armed: Vec<&Value> = records
         .iter()
         .filter(|r| r["type"] == "object_armed")
         .collect();
     assert!(armed.iter().all(|r| r["pid"] == pid), "only the helper's");
-    let header = &records[0];
-    assert!(
-        header["objects"]
-            .as_str()
-            .unwrap_or("")
-            .contains("176-byte requests")
-            || header["objects"]
-                .as_str()
-                .unwrap_or("")
-                .contains("-byte requests"),
-        "{header}"
-    );
+    // 176-byte requests on x86-64; the size is the kernel build's.
+    util::objects_header(&records, &["-byte requests"]);
     let mine = armed_by(&records, pid);
     let summary = &records.last().expect("summary")["objects"];
     // A busy machine can delay the tracer past a pipe's whole life (counted as freed before armed).
@@ -157,13 +182,7 @@ live_kernel_test!(each_pipe_is_armed_hit_once_per_write_and_freed, {
     let mut slots = std::collections::BTreeSet::new();
     for (index, (slot, addr)) in &mine {
         slots.insert(*slot);
-        let label = format!("#{index}");
-        let on_it: Vec<&Value> = records
-            .iter()
-            .filter(|r| {
-                r["type"] == "hit" && r["target"].as_str().is_some_and(|t| t.ends_with(&label))
-            })
-            .collect();
+        let on_it: Vec<&Value> = hits_on(&records, "", *index).collect();
         let freed = records
             .iter()
             .find(|r| r["type"] == "object_freed" && r["index"] == *index)
@@ -206,24 +225,14 @@ live_kernel_test!(rotate_evicts_the_oldest_when_every_register_is_busy, {
     }
     const PIPES: usize = 12;
     const HELD: usize = 6;
-    let (pid, records) = watch_while(
-        "kmalloc:alloc_pipe_info",
-        PIPE_HEAD,
-        &[],
-        pipe_maker(PIPES, HELD, 1),
-    );
+    let (pid, records) = watch_pipes(&[], PIPES, HELD, 1);
     // Only the helper's pipes (-p): each round holds 6 open, 4 are armed, 2 skipped.
     let o = &records.last().expect("summary")["objects"];
     assert!(o["skipped"].as_u64().unwrap() >= 2, "{o}");
     assert_eq!(o["evicted"], 0, "{o}");
     assert!(armed_by(&records, pid).len() <= PIPES - 2, "{o}");
 
-    let (pid, records) = watch_while(
-        "kmalloc:alloc_pipe_info",
-        PIPE_HEAD,
-        &["--rotate"],
-        pipe_maker(PIPES, HELD, 1),
-    );
+    let (pid, records) = watch_pipes(&["--rotate"], PIPES, HELD, 1);
     let o = &records.last().expect("summary")["objects"];
     assert!(o["evicted"].as_u64().unwrap() >= 2, "{o}");
     let mine = armed_by(&records, pid);
@@ -240,33 +249,19 @@ live_kernel_test!(rotate_evicts_the_oldest_when_every_register_is_busy, {
 // Objects from any tracepoint's pointer argument: `sched_process_fork`'s second argument is the child's
 // `task_struct`; the child's own exit writes its `flags`.
 live_kernel_test!(a_tracepoint_argument_is_a_source, {
-    if skip_without_tracepoints(&["sched_process_fork", "kfree", "kmem_cache_free"]) {
-        return;
-    }
-    let helper = Command::new("sh")
-        .args([
-            "-c",
-            "read go; for i in 1 2 3 4 5 6; do sleep 0.05 & wait; done",
-        ])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("sh");
-    let (pid, records) = watch_while(
+    let Some((records, mine)) = watch_forks(
         "tracepoint:sched:sched_process_fork:arg1",
-        "(struct task_struct)$obj.flags",
-        &[],
-        helper,
-    );
-    let mine = armed_by(&records, pid);
+        "sched_process_fork",
+        "read go; for i in 1 2 3 4 5 6; do sleep 0.05 & wait; done",
+    ) else {
+        return;
+    };
     let summary = &records.last().expect("summary")["objects"];
     assert!(!mine.is_empty(), "{summary}");
-    let hit_mine = records.iter().any(|r| {
-        r["type"] == "hit"
-            && mine.keys().any(|i| {
-                r["target"].as_str().is_some_and(|t| {
-                    t.starts_with("(struct task_struct)0x") && t.ends_with(&format!(".flags#{i}"))
-                })
-            })
+    let hit_mine = flags_hits(&records, &mine).iter().any(|r| {
+        r["target"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("(struct task_struct)0x"))
     });
     assert!(hit_mine, "a child's flags written: {summary}");
 });
@@ -291,11 +286,7 @@ live_kernel_test!(a_tracepoint_field_is_a_source, {
          \x20   time.sleep(0.05)\n\
          \x20   c.close(); time.sleep(0.02); s.close()\n\
          \x20   time.sleep(0.05)\n";
-    let helper = Command::new("python3")
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("python3");
+    let helper = waiting("python3", script);
     let (pid, records) = watch_while(
         "tracepoint:sock:inet_sock_set_state:skaddr",
         "(struct sock)$obj.__sk_common.skc_state",
@@ -321,44 +312,19 @@ live_kernel_test!(a_tracepoint_field_is_a_source, {
 // `kmem_cache_alloc:FUNC`: task_structs from `copy_process`'s cache (larger than the struct: the FPU
 // state follows it), taken for the helper's forks; each child's exit writes its `flags`.
 live_kernel_test!(a_kmem_cache_source_takes_its_caches_objects, {
-    if skip_without_tracepoints(&["kmem_cache_alloc", "kfree", "kmem_cache_free"]) {
-        return;
-    }
-    let helper = Command::new("sh")
-        .args([
-            "-c",
-            "read go; for i in 1 2 3 4 5 6; do /bin/true; sleep 0.05; done",
-        ])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("sh");
-    let (pid, records) = watch_while(
+    let Some((records, mine)) = watch_forks(
         "kmem_cache_alloc:copy_process",
-        "(struct task_struct)$obj.flags",
-        &[],
-        helper,
-    );
-    assert!(
-        records[0]["objects"]
-            .as_str()
-            .is_some_and(|o| o.contains("caches of") && o.contains("-byte objects or more")),
-        "{}",
-        records[0]
-    );
-    let mine = armed_by(&records, pid);
+        "kmem_cache_alloc",
+        "read go; for i in 1 2 3 4 5 6; do /bin/true; sleep 0.05; done",
+    ) else {
+        return;
+    };
+    util::objects_header(&records, &["caches of", "-byte objects or more"]);
     let summary = &records.last().expect("summary")["objects"];
     assert!(mine.len() >= 3, "{summary}");
-    let exits = records
+    let exits = flags_hits(&records, &mine)
         .iter()
-        .filter(|r| {
-            r["type"] == "hit"
-                && r["ip"]["sym"] == "do_exit"
-                && mine.keys().any(|i| {
-                    r["target"]
-                        .as_str()
-                        .is_some_and(|t| t.ends_with(&format!(".flags#{i}")))
-                })
-        })
+        .filter(|r| r["ip"]["sym"] == "do_exit")
         .count();
     assert!(exits >= 1, "a child's exit writes its flags: {summary}");
 });
@@ -369,24 +335,13 @@ live_kernel_test!(a_condition_keeps_the_matching_stores_of_every_object, {
     if skip_without_pipes_tracepoint() {
         return;
     }
-    let (pid, records) = watch_while(
-        "kmalloc:alloc_pipe_info",
-        PIPE_HEAD,
-        &["--if", "value == 2"],
-        pipe_maker(4, 1, 3),
-    );
+    let (pid, records) = watch_pipes(&["--if", "value == 2"], 4, 1, 3);
     let mine = armed_by(&records, pid);
     let summary = records.last().expect("summary");
     assert!(mine.len() >= 2, "{summary}");
     for index in mine.keys() {
-        let label = format!("#{index}");
-        let kept: Vec<&Value> = records
-            .iter()
-            .filter(|r| {
-                r["type"] == "hit"
-                    && r["pid"] == pid
-                    && r["target"].as_str().is_some_and(|t| t.ends_with(&label))
-            })
+        let kept: Vec<&Value> = hits_on(&records, "", *index)
+            .filter(|r| r["pid"] == pid)
             .collect();
         assert_eq!(kept.len(), 1, "object {index}: {summary}");
         assert_eq!(kept[0]["value"], "0x2", "{}", kept[0]);
@@ -429,7 +384,7 @@ fn every_source_is_planned_without_tracefs() {
     let Some(no_tracefs) = util::without_tracefs() else {
         return;
     };
-    let task = "(struct task_struct)$obj.flags";
+    let task = TASK_FLAGS;
     for (source, target, want) in [
         ("kmalloc:alloc_pipe_info", PIPE_HEAD, "from kmalloc:alloc_pipe_info, "),
         (
@@ -496,7 +451,7 @@ live_test!(
                 "write",
                 "--on",
                 "tracepoint:sched:sched_process_fork:child",
-                "(struct task_struct)$obj.flags",
+                TASK_FLAGS,
                 "--duration",
                 "300ms",
             ],

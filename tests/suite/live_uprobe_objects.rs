@@ -172,14 +172,28 @@ fn each_armed_stored_and_freed(records: &[Value], sym: &str, n: u64) {
     assert!(summary["gap_median_ns"].as_u64().is_some(), "{summary}");
 }
 
+/// [`launched`], then its header's `objects` line says each of `says` and [`each_armed_stored_and_freed`]
+/// holds for `n` objects stored in `sym`; the records for more checks, `None` after a SKIP line.
+fn launched_each(
+    args: &[&str],
+    cmd: &[&str],
+    says: &[&str],
+    sym: &str,
+    n: u64,
+) -> Option<Vec<Value>> {
+    let records = launched(args, cmd)?;
+    util::objects_header(&records, says);
+    each_armed_stored_and_freed(&records, sym, n);
+    Some(records)
+}
+
 // A program's own allocator and free function, launched: each widget armed before its stores, each of
 // the three stores of `count` reported once, each freed by widget_free with its hits.
 live_test!(a_programs_own_allocator_and_free_function, {
     let Some(records) = widgets_launched("uretprobe", "widget_new", &[], &["go", "10"]) else {
         return;
     };
-    let header = records[0]["objects"].as_str().unwrap_or_default();
-    assert!(header.contains("freed by widget_free"), "{header}");
+    let header = util::objects_header(&records, &["freed by widget_free"]);
     assert!(
         !header.contains("not known"),
         "launched: every object is known: {header}"
@@ -302,12 +316,13 @@ live_test!(libc_malloc_chosen_by_size_in_a_running_process, {
     ) else {
         return;
     };
-    let objects_line = records[0]["objects"].as_str().unwrap_or_default();
-    assert!(objects_line.contains("64-byte requests"), "{objects_line}");
-    assert!(objects_line.contains("freed by free"), "{objects_line}");
-    assert!(
-        objects_line.contains("objects allocated before the start are not known"),
-        "{objects_line}"
+    util::objects_header(
+        &records,
+        &[
+            "64-byte requests",
+            "freed by free",
+            "objects allocated before the start are not known",
+        ],
     );
     each_armed_stored_and_freed(&records, "go", 8);
 });
@@ -340,19 +355,17 @@ live_test!(every_threads_allocations_are_seen_once, {
 live_test!(cpp_new_allocated_objects, {
     let exe = gadgets();
     let exe_text = exe.display().to_string();
-    let Some(records) = launched(
+    launched_each(
         &[
             "--on",
             "uretprobe:libstdc++:_Znwm",
             "(struct Gadget)$obj.hits",
         ],
         &[&exe_text, "go", "6"],
-    ) else {
-        return;
-    };
-    let header = records[0]["objects"].as_str().unwrap_or_default();
-    assert!(header.contains("56-byte requests"), "{header}");
-    each_armed_stored_and_freed(&records, "go(long)", 6);
+        &["56-byte requests"],
+        "go(long)",
+        6,
+    );
 });
 
 // A library the program loads with dlopen after its start: the probe is on the file (by path), so it is
@@ -362,13 +375,13 @@ live_test!(a_library_loaded_with_dlopen_after_the_start, {
     let lib = gizmo_lib().display().to_string();
     let on = format!("uretprobe:{lib}:gizmo_new");
     let free = format!("uprobe:{lib}:gizmo_free:arg0");
-    let Some(records) = launched(
+    launched_each(
         &["--on", &on, "--free", &free, "(struct gizmo)$obj.level"],
         &[&exe, "lib", "5", &lib],
-    ) else {
-        return;
-    };
-    each_armed_stored_and_freed(&records, "gizmo_cycle", 5);
+        &[],
+        "gizmo_cycle",
+        5,
+    );
 });
 
 // A program that forks while its object is armed: the child inherits the breakpoints and stores into its
@@ -377,17 +390,19 @@ live_test!(a_library_loaded_with_dlopen_after_the_start, {
 live_test!(a_forked_childs_stores_are_not_its_parents_objects, {
     let forks = util::helper_with("forks", &["-g"]);
     let exe = forks.display().to_string();
-    let Some(records) = launched(
+    let Some(records) = launched_each(
         &[
             "--on",
             "uretprobe:libc:malloc",
             "(struct parcel)$obj.weight",
         ],
         &[&exe, "3"],
+        &[],
+        "weigh",
+        3,
     ) else {
         return;
     };
-    each_armed_stored_and_freed(&records, "weigh", 3);
     let summary = each_object_has_its_stores_only(&records);
     assert_eq!(summary["filtered"], 3 * STORES, "{summary}");
 });
@@ -399,13 +414,15 @@ live_test!(a_forked_childs_stores_are_not_its_parents_objects, {
 live_test!(stores_after_a_free_are_never_the_freed_objects, {
     let reuse = util::helper_with("reuse", &["-g", "-pthread"]);
     let exe = reuse.display().to_string();
-    let Some(records) = launched(
+    let Some(records) = launched_each(
         &["--on", "uretprobe:libc:malloc", "(struct slip)$obj.mark"],
         &[&exe, "4", "6"],
+        &[],
+        "stamp",
+        24,
     ) else {
         return;
     };
-    each_armed_stored_and_freed(&records, "stamp", 24);
     let summary = each_object_has_its_stores_only(&records);
     for r in &records {
         if r["type"] == "object_freed" {
@@ -585,18 +602,13 @@ fn user_sources_need_a_process_and_free_its_form() {
 // and realloc ends the one it is given (grown again to 200 bytes): each armed, stored, ended.
 live_test!(realloc_ends_one_object_and_starts_another, {
     let exe = widgets().display().to_string();
-    let Some(records) = launched(
+    launched_each(
         &["--on", "uretprobe:libc:malloc", "(struct widget)$obj.count"],
         &[&exe, "regrow", "5"],
-    ) else {
-        return;
-    };
-    let header = records[0]["objects"].as_str().unwrap_or_default();
-    assert!(
-        header.contains("realloc's new objects taken too"),
-        "{header}"
+        &["realloc's new objects taken too"],
+        "regrow",
+        5,
     );
-    each_armed_stored_and_freed(&records, "regrow", 5);
 });
 
 // posix_memalign's object is stored through its argument 0 and taken only on a return of 0: each
@@ -606,19 +618,17 @@ live_test!(
     posix_memalign_objects_are_taken_through_their_out_pointer,
     {
         let exe = widgets().display().to_string();
-        let Some(records) = launched(
+        launched_each(
             &[
                 "--on",
                 "uretprobe:libc:posix_memalign",
                 "(struct widget)$obj.count",
             ],
             &[&exe, "aligned", "5"],
-        ) else {
-            return;
-        };
-        let header = records[0]["objects"].as_str().unwrap_or_default();
-        assert!(header.contains("freed by free"), "{header}");
-        each_armed_stored_and_freed(&records, "aligned", 5);
+            &["freed by free"],
+            "aligned",
+            5,
+        );
     }
 );
 

@@ -1092,6 +1092,15 @@ pub fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The header's `objects` line of an `--on` watch's NDJSON records, asserted to say each of `says`.
+pub fn objects_header<'a>(records: &'a [serde_json::Value], says: &[&str]) -> &'a str {
+    let header = records[0]["objects"].as_str().unwrap_or_default();
+    for s in says {
+        assert!(header.contains(s), "{}", records[0]);
+    }
+    header
+}
+
 /// The last `summary` record of NDJSON output.
 pub fn summary_record(records: &[serde_json::Value]) -> &serde_json::Value {
     records

@@ -595,6 +595,11 @@ mod tests {
             call_site: None,
             size: None,
         };
+        // posix_memalign's object, stored through its argument 0: with a size, and without.
+        let out = Select {
+            ptr: PtrAt::Out(regs::RET),
+            ..user
+        };
         let programs = [
             (
                 generate_alloc(outputs, armed, -1, raw),
@@ -629,28 +634,11 @@ mod tests {
                 ProgType::Kprobe,
             ),
             (
-                generate_alloc(
-                    outputs,
-                    armed,
-                    stash16,
-                    Select {
-                        ptr: PtrAt::Out(regs::RET),
-                        ..user
-                    },
-                ),
+                generate_alloc(outputs, armed, stash16, out),
                 ProgType::Kprobe,
             ),
             (
-                generate_alloc(
-                    outputs,
-                    armed,
-                    stash16,
-                    Select {
-                        ptr: PtrAt::Out(regs::RET),
-                        size: None,
-                        ..user
-                    },
-                ),
+                generate_alloc(outputs, armed, stash16, Select { size: None, ..out }),
                 ProgType::Kprobe,
             ),
         ];

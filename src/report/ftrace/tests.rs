@@ -437,11 +437,7 @@ fn header_armed_events_and_summary() {
     ))
     .unwrap();
     p.armed(2, &cpus, 5_000_001_000).unwrap();
-    let lost = |count, counted| StreamEvent::Lost {
-        cpu: 1,
-        count,
-        counted,
-    };
+    let lost = crate::report::testutil::lost_on_cpu1;
     p.event(&lost(3, false), 6_000_000_000).unwrap();
     p.event(&lost(12, true), 6_500_000_000).unwrap();
     let mut summary = Summary::default();

@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use super::frame::{Frame, Hex};
-use crate::report::{StopReason, Summary};
+use crate::report::summary::Tally;
+use crate::report::{ObjectTally, StopReason, Summary};
 
 #[derive(Serialize)]
 pub struct CpuCount {
@@ -102,7 +103,7 @@ pub struct SummaryRecord<'a> {
     pub by_value: Option<Vec<ValuesRecord<'a>>>,
     /// `--on`: what became of the objects.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub objects: Option<ObjectsRecord>,
+    pub objects: Option<ObjectsRecord<'a>>,
     /// `--summary`, where hit records carried the writer's cgroup: hits by cgroup, most first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub by_cgroup: Option<Vec<CgroupRecord<'a>>>,
@@ -130,19 +131,11 @@ pub struct ThreadRecord<'a> {
     pub count: u64,
 }
 
-/// `--on`'s books in the summary record.
+/// `--on`'s books in the summary record: the tally's counts, then the gap's quantiles and each object.
 #[derive(Serialize)]
-pub struct ObjectsRecord {
-    pub seen: u64,
-    pub armed: u64,
-    pub skipped: u64,
-    pub evicted: u64,
-    pub freed: u64,
-    /// Freed before they could be armed.
-    pub freed_unarmed: u64,
-    /// Writes after an armed object's free, before the tracer heard of it: not reported.
-    pub after_free: u64,
-    pub lost: u64,
+pub struct ObjectsRecord<'a> {
+    #[serde(flatten)]
+    pub counts: &'a ObjectTally,
     /// Allocation to armed, over the armed objects (`null` when none was).
     pub gap_median_ns: Option<u64>,
     pub gap_p99_ns: Option<u64>,
@@ -157,17 +150,10 @@ pub struct ObjectHits {
     pub hits: u64,
 }
 
-impl ObjectsRecord {
-    fn of(t: &crate::report::ObjectTally) -> ObjectsRecord {
+impl<'a> ObjectsRecord<'a> {
+    fn of(t: &'a ObjectTally) -> ObjectsRecord<'a> {
         ObjectsRecord {
-            seen: t.seen,
-            armed: t.armed,
-            skipped: t.skipped,
-            evicted: t.evicted,
-            freed: t.freed,
-            freed_unarmed: t.freed_unarmed,
-            after_free: t.after_free,
-            lost: t.lost,
+            counts: t,
             gap_median_ns: t.gap(0.5),
             gap_p99_ns: t.gap(0.99),
             by_object: t
@@ -183,9 +169,19 @@ impl ObjectsRecord {
     }
 }
 
+/// One of `--summary`'s tables: the tally's `rows`, each made a record by `record`; `None` without a tally.
+fn table<'t, T, R>(
+    tally: Option<&'t Tally>,
+    rows: impl FnOnce(&'t Tally) -> Vec<T>,
+    record: impl FnMut(T) -> R,
+) -> Option<Vec<R>> {
+    tally.map(|t| rows(t).into_iter().map(record).collect())
+}
+
 impl<'a> SummaryRecord<'a> {
     pub fn new(s: &'a Summary) -> Self {
         let (stop, signal) = stop_word(s.stop);
+        let tally = s.tally.as_ref();
         let counts = |m: &std::collections::BTreeMap<u32, u64>| {
             m.iter()
                 .map(|(&cpu, &count)| CpuCount { cpu, count })
@@ -208,87 +204,53 @@ impl<'a> SummaryRecord<'a> {
             from_totals: s.from_totals,
             unwatched_ns_by_cpu: counts(&s.unwatched_ns_by_cpu),
             objects: s.objects.as_ref().map(ObjectsRecord::of),
-            by_cgroup: s
-                .tally
-                .as_ref()
-                .map(|t| t.by_cgroup())
-                .filter(|v| !v.is_empty())
-                .map(|v| {
-                    v.into_iter()
-                        .map(|(c, count)| CgroupRecord {
-                            id: c.id,
-                            path: c.path.as_deref(),
-                            container_id: c.container_id(),
-                            container_runtime: c.container_runtime(),
-                            count,
-                        })
-                        .collect()
-                }),
-            chains: s.tally.as_ref().map(|t| {
-                t.chains()
-                    .into_iter()
-                    .map(|c| ChainRecord {
-                        count: c.count,
-                        target: &c.target_name,
-                        target_index: c.target,
-                        comms: c
-                            .top_comms()
-                            .into_iter()
-                            .map(|(comm, count)| CommCount { comm, count })
-                            .collect(),
-                        chain: c.frames.iter().map(Frame::from).collect(),
-                    })
-                    .collect()
-            }),
-            by_ip: s.tally.as_ref().map(|t| {
-                t.by_ip()
-                    .into_iter()
-                    .map(|(_, c)| IpRecord {
-                        count: c.count,
-                        ip: (&c.ip).into(),
-                    })
-                    .collect()
-            }),
-            by_thread: s.tally.as_ref().map(|t| {
-                t.by_thread()
-                    .into_iter()
-                    .map(|t| ThreadRecord {
-                        pid: t.pid,
-                        tid: t.tid,
-                        comm: t.comm,
-                        count: t.count,
-                    })
-                    .collect()
-            }),
-            by_comm: s.tally.as_ref().map(|t| {
-                t.by_comm()
+            by_cgroup: table(tally, Tally::by_cgroup, |(c, count)| CgroupRecord {
+                id: c.id,
+                path: c.path.as_deref(),
+                container_id: c.container_id(),
+                container_runtime: c.container_runtime(),
+                count,
+            })
+            .filter(|v| !v.is_empty()),
+            chains: table(tally, Tally::chains, |c| ChainRecord {
+                count: c.count,
+                target: &c.target_name,
+                target_index: c.target,
+                comms: c
+                    .top_comms()
                     .into_iter()
                     .map(|(comm, count)| CommCount { comm, count })
-                    .collect()
+                    .collect(),
+                chain: c.frames.iter().map(Frame::from).collect(),
             }),
-            by_value: s
-                .tally
-                .as_ref()
-                .map(|t| t.by_value())
-                .filter(|v| !v.is_empty())
-                .map(|tables| {
-                    tables
-                        .into_iter()
-                        .map(|t| ValuesRecord {
-                            target: &t.target_name,
-                            target_index: t.target,
-                            values: t
-                                .values()
-                                .into_iter()
-                                .map(|(value, count)| ValueCount {
-                                    value: Hex(value),
-                                    count,
-                                })
-                                .collect(),
-                            overflowed: t.overflowed(),
-                        })
-                        .collect()
-                }),
+            by_ip: table(tally, Tally::by_ip, |(_, c)| IpRecord {
+                count: c.count,
+                ip: (&c.ip).into(),
+            }),
+            by_thread: table(tally, Tally::by_thread, |t| ThreadRecord {
+                pid: t.pid,
+                tid: t.tid,
+                comm: t.comm,
+                count: t.count,
+            }),
+            by_comm: table(tally, Tally::by_comm, |(comm, count)| CommCount {
+                comm,
+                count,
+            }),
+            by_value: table(tally, Tally::by_value, |t| ValuesRecord {
+                target: &t.target_name,
+                target_index: t.target,
+                values: t
+                    .values()
+                    .into_iter()
+                    .map(|(value, count)| ValueCount {
+                        value: Hex(value),
+                        count,
+                    })
+                    .collect(),
+                overflowed: t.overflowed(),
+            })
+            .filter(|v| !v.is_empty()),
         }
     }
 }

@@ -32,11 +32,7 @@ fn every_record_is_one_tagged_line() {
     each_hit(&table(), &watches, &[(sample, "reader", 0)], |hit| {
         p.hit(hit).unwrap()
     });
-    let lost = |count, counted| StreamEvent::Lost {
-        cpu: 1,
-        count,
-        counted,
-    };
+    let lost = crate::report::testutil::lost_on_cpu1;
     p.event(&lost(3, false), 6).unwrap();
     p.event(&lost(12, true), 6).unwrap();
     p.event(
@@ -223,6 +219,36 @@ fn the_summary_counts_values_written() {
     let v = record(&[HitValue::Read(9)]);
     assert!(v.get("by_value").is_none(), "{v}");
     assert!(v.get("by_comm").is_some(), "{v}");
+}
+
+/// `--on`'s books in the summary record: the tally's counts by name, in their documented order, then the
+/// allocation-to-armed gap's quantiles and each armed object.
+#[test]
+fn the_summary_names_the_object_counts_in_order() {
+    let summary = Summary {
+        objects: Some(crate::report::ObjectTally {
+            seen: 9,
+            armed: 8,
+            skipped: 7,
+            evicted: 6,
+            freed: 5,
+            freed_unarmed: 4,
+            after_free: 3,
+            lost: 2,
+            gaps_ns: vec![30, 10, 20],
+            objects: vec![(1, 0x7ffd0040, 3)],
+        }),
+        ..Summary::default()
+    };
+    let mut p = Json::new(Vec::new(), Vec::new());
+    p.finish(&summary).unwrap();
+    let out = String::from_utf8(p.into_inner().0).unwrap();
+    assert!(
+        out.contains(
+            r#""objects":{"seen":9,"armed":8,"skipped":7,"evicted":6,"freed":5,"freed_unarmed":4,"after_free":3,"lost":2,"gap_median_ns":20,"gap_p99_ns":30,"by_object":[{"index":1,"addr":"0x7ffd0040","hits":3}]}"#
+        ),
+        "{out}"
+    );
 }
 
 #[test]

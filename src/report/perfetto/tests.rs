@@ -128,6 +128,15 @@ fn read(bytes: &[u8]) -> (Vec<Event>, HashMap<u64, proto::TrackDescriptor>) {
     (events, tracks)
 }
 
+/// The counter events on `track`: (time, value), in order.
+fn counter_values(events: &[Event], track: u64) -> Vec<(u64, i64)> {
+    events
+        .iter()
+        .filter(|e| e.track == track && e.kind == proto::TYPE_COUNTER)
+        .map(|e| (e.time, e.counter.unwrap()))
+        .collect()
+}
+
 fn str_arg<'a>(e: &'a Event, k: &str) -> &'a str {
     match e.args.get(k) {
         Some(Arg::Str(s)) => s,
@@ -335,13 +344,7 @@ fn lost_and_filtered_are_counters_and_the_session_marks_its_events() {
         ..Summary::default()
     };
     let (events, tracks) = read(&trace_of(&[], &events, &summary));
-    let counter = |track: u64| -> Vec<(u64, i64)> {
-        events
-            .iter()
-            .filter(|e| e.track == track && e.kind == proto::TYPE_COUNTER)
-            .map(|e| (e.time, e.counter.unwrap()))
-            .collect()
-    };
+    let counter = |track: u64| counter_values(&events, track);
     let end = 100 + 3_000_000_000;
     assert_eq!(
         counter(uuid(Per::Unprinted, 1)),
@@ -416,13 +419,7 @@ fn hits_a_full_ring_dropped_are_not_printed_and_only_those_in_no_total_lost() {
         ..Summary::default()
     };
     let (events, tracks) = read(&trace_of(&[], &events, &summary));
-    let counter = |track: u64| -> Vec<(u64, i64)> {
-        events
-            .iter()
-            .filter(|e| e.track == track && e.kind == proto::TYPE_COUNTER)
-            .map(|e| (e.time, e.counter.unwrap()))
-            .collect()
-    };
+    let counter = |track: u64| counter_values(&events, track);
     let end = 100 + 1_000_000_000;
     assert_eq!(
         counter(uuid(Per::Unprinted, 1)),

@@ -132,6 +132,15 @@ fn text_of(summary: &Summary, tally: &Tally, top: usize) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// Asserts that the text summary ends with target `counter`'s by-value section, `rest` after its title.
+fn assert_ends_with_by_value(summary: &Summary, tally: &Tally, rest: &str) {
+    let text = text_of(summary, tally, 0);
+    assert!(
+        text.ends_with(&format!("#\n# by value written (target counter):{rest}")),
+        "{text}"
+    );
+}
+
 fn written(value: Option<u64>) -> Value {
     Value::Written {
         value,
@@ -172,26 +181,21 @@ fn values_written_most_frequent_first() {
     assert_eq!((t[0].target, t[0].target_name.as_str()), (0, "counter"));
     assert_eq!(t[0].values(), [(1, 3), (2, 2), (3, 2), (7, 1)]);
     assert!(!t[0].overflowed());
-    let text = text_of(&summary, &tally, 0);
-    assert!(
-        text.ends_with(concat!(
-            "#\n",
-            "# by value written (target counter):\n",
+    assert_ends_with_by_value(
+        &summary,
+        &tally,
+        concat!(
+            "\n",
             "#        3  25.0%  0x1\n",
             "#        2  16.7%  0x2\n",
             "#        2  16.7%  0x3\n",
             "#        1   8.3%  0x7\n",
-        )),
-        "{text}"
+        ),
     );
 
     let (tally, summary) = tally_of_values(&[written(None)]);
     assert_eq!(tally.by_value()[0].values(), []);
-    let text = text_of(&summary, &tally, 0);
-    assert!(
-        text.ends_with("#\n# by value written (target counter): none known\n"),
-        "{text}"
-    );
+    assert_ends_with_by_value(&summary, &tally, " none known\n");
 }
 
 /// Without `--value` there is no table and no section.
@@ -224,11 +228,7 @@ fn values_overflow_at_33_distinct() {
     let t = tally.by_value();
     assert!(t[0].overflowed());
     assert_eq!(t[0].values(), []);
-    let text = text_of(&summary, &tally, 0);
-    assert!(
-        text.ends_with("#\n# by value written (target counter): more than 32 distinct values\n"),
-        "{text}"
-    );
+    assert_ends_with_by_value(&summary, &tally, " more than 32 distinct values\n");
 }
 
 /// Counting a value already in its table, or on a target past its limit, allocates nothing.

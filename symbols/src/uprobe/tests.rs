@@ -5,6 +5,7 @@
 use super::*;
 use crate::testing::elf::{Layout, Segment, Sym, GLOBAL_FUNC, GLOBAL_OBJECT};
 use crate::testing::fake_proc::FakeProc;
+use std::process::Command;
 
 /// `STT_GNU_IFUNC`, global.
 const GLOBAL_IFUNC: u8 = (goblin::elf::sym::STB_GLOBAL << 4) | goblin::elf::sym::STT_GNU_IFUNC;
@@ -307,6 +308,22 @@ fn the_offset_holds_the_functions_code_in_real_files() {
     assert!(placed.shown.contains("libc"), "{placed:?}");
 }
 
+/// `ksymwatch-uprobe-TAG-PID` under the temporary directory, made, holding `file` with the C source
+/// `text`: (the directory, the source file).
+fn c_source(tag: &str, file: &str, text: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("ksymwatch-uprobe-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join(file);
+    std::fs::write(&src, text).unwrap();
+    (dir, src)
+}
+
+/// Runs a tool that builds a test's files; it must succeed.
+fn ran(cmd: &mut Command) {
+    let ok = cmd.status().is_ok_and(|s| s.success());
+    assert!(ok, "{cmd:?}");
+}
+
 /// A gcc-built program, stripped, with its debug file where a `-dbgsym` package puts it (under a made-up
 /// root): a function only `.symtab` knew is found there, at the offset the unstripped build gives; without
 /// the debug file, the error says to install it.
@@ -317,56 +334,30 @@ fn a_stripped_programs_functions_come_from_its_debug_file() {
         skip("gcc, objcopy or strip not found");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("ksymwatch-uprobe-debug-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("p.c");
-    std::fs::write(
-        &src,
+    let (dir, src) = c_source(
+        "debug",
+        "p.c",
         "static int __attribute__((noinline)) hidden_step(int x) { return x * 3 + 1; }\n\
          int main(int argc, char **argv) { (void)argv; return hidden_step(argc); }\n",
-    )
-    .unwrap();
-    let full = dir.join("p");
-    let run = |cmd: &str, args: &[&std::ffi::OsStr]| {
-        let ok = std::process::Command::new(cmd)
-            .args(args)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "{cmd} {args:?}");
-    };
-    run(
-        "gcc",
-        &[
-            "-O1".as_ref(),
-            "-g".as_ref(),
-            "-Wl,--build-id".as_ref(),
-            "-o".as_ref(),
-            full.as_os_str(),
-            src.as_os_str(),
-        ],
     );
+    let full = dir.join("p");
+    ran(Command::new("gcc")
+        .args(["-O1", "-g", "-Wl,--build-id", "-o"])
+        .arg(&full)
+        .arg(&src));
     let want = place_file(&full, "hidden_step").unwrap().func;
     assert_eq!(want.debug_file, None);
 
     let stripped = dir.join("p.stripped");
     let debug = dir.join("p.debug");
-    run(
-        "objcopy",
-        &[
-            "--only-keep-debug".as_ref(),
-            full.as_os_str(),
-            debug.as_os_str(),
-        ],
-    );
-    run(
-        "strip",
-        &[
-            "--strip-all".as_ref(),
-            "-o".as_ref(),
-            stripped.as_os_str(),
-            full.as_os_str(),
-        ],
-    );
+    ran(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&full)
+        .arg(&debug));
+    ran(Command::new("strip")
+        .args(["--strip-all", "-o"])
+        .arg(&stripped)
+        .arg(&full));
     let e = place_file_with(&stripped, "hidden_step", &[]).unwrap_err();
     assert!(
         matches!(e, UprobeError::Stripped { .. }) && e.to_string().contains(".build-id"),
@@ -403,30 +394,21 @@ fn an_objects_type_comes_from_the_programs_dwarf() {
     if !require("gcc") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("ksymwatch-uprobe-types-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("t.c");
-    std::fs::write(
-        &src,
+    let (dir, src) = c_source(
+        "types",
+        "t.c",
         "struct widget { long id; char name[40]; int count; int flags; void *next; };\n\
          typedef struct widget widget_t;\n\
          widget_t *volatile w;\n\
          int main(void) { return w ? w->count : 0; }\n",
-    )
-    .unwrap();
+    );
     let build = |out: &Path, debug: bool| {
-        let mut cmd = std::process::Command::new("gcc");
+        let mut cmd = Command::new("gcc");
         cmd.arg("-O1");
         if debug {
             cmd.arg("-g");
         }
-        let ok = cmd
-            .arg("-o")
-            .arg(out)
-            .arg(&src)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "gcc");
+        ran(cmd.arg("-o").arg(out).arg(&src));
     };
     let (with, without) = (dir.join("t"), dir.join("t.nodebug"));
     build(&with, true);

@@ -374,9 +374,20 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
     fn event(&mut self, event: &StreamEvent, time_ns: u64) -> io::Result<()> {
         let t = format_time(time_ns);
         match event {
-            StreamEvent::Lost { cpu, count } => {
-                writeln!(self.out, "# lost {count} events on cpu {cpu} at {t}")
-            }
+            // On the hit path the kernel's totals still count the hits a full ring dropped.
+            StreamEvent::Lost {
+                cpu,
+                count,
+                counted: true,
+            } => writeln!(
+                self.out,
+                "# {count} hits not printed on cpu {cpu} at {t} (ring full; counted in the totals)"
+            ),
+            StreamEvent::Lost {
+                cpu,
+                count,
+                counted: false,
+            } => writeln!(self.out, "# lost {count} events on cpu {cpu} at {t}"),
             StreamEvent::CpuOffline { cpu } => writeln!(self.out, "# cpu {cpu} offline at {t}"),
             StreamEvent::CpuOnline {
                 cpu,

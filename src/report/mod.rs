@@ -186,10 +186,14 @@ pub struct ArmedObject {
 /// Things that happen to the stream itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamEvent {
-    /// The kernel dropped records on this CPU's ring.
+    /// A full ring on this CPU had no room for `count` records: they are not printed. `counted`: they are
+    /// kept hits the kernel's totals hold (the hit path), which the summary counts; otherwise (perf
+    /// samples, the breakpoint's own perf ring, `--on`) they are lost: in no count but the summary's
+    /// `lost`.
     Lost {
         cpu: u32,
         count: u64,
+        counted: bool,
     },
     CpuOffline {
         cpu: u32,

@@ -17,7 +17,8 @@
 //!   attribute, for receivers that predate the field), attributes `ksymwatch.<field>` for the `--json`
 //!   record's fields (`cpu` is `cpu.logical_number`, `pid` `process.pid`), a short body, severity WARN for
 //!   what lost or missed stores (lost records, a CPU not armed, an unloaded module's watch, a refused
-//!   control line, a summary that counts losses) and INFO otherwise.
+//!   control line, a summary that counts losses) and INFO otherwise (hits a full ring did not print that
+//!   the kernel's totals count, too).
 //!
 //! The encoding is OTLP's JSON mapping of protobuf: lowerCamelCase field names, 64-bit integers
 //! (`timeUnixNano`, `intValue`) as decimal strings, `severityNumber` as its integer, `AnyValue` as
@@ -185,7 +186,16 @@ fn push_cgroup(a: &mut Attrs<'_>, c: &CgroupName) {
 /// A short human text of an event, the body of its record.
 fn event_body(e: &StreamEvent) -> String {
     match e {
-        StreamEvent::Lost { cpu, count } => format!("lost {count} events on cpu {cpu}"),
+        StreamEvent::Lost {
+            cpu,
+            count,
+            counted: true,
+        } => format!("{count} hits not printed on cpu {cpu} (ring full; counted in the totals)"),
+        StreamEvent::Lost {
+            cpu,
+            count,
+            counted: false,
+        } => format!("lost {count} events on cpu {cpu}"),
         StreamEvent::CpuOffline { cpu } => format!("cpu {cpu} offline"),
         StreamEvent::CpuOnline { cpu, .. } => format!("cpu {cpu} online: armed"),
         StreamEvent::CpuArmFailed { cpu, reason, .. } => {
@@ -217,7 +227,8 @@ fn event_body(e: &StreamEvent) -> String {
 
 fn event_severity(e: &StreamEvent) -> u8 {
     match e {
-        StreamEvent::Lost { .. }
+        // Hits not printed but counted in the totals lost no store: like the summary's `unprinted`, INFO.
+        StreamEvent::Lost { counted: false, .. }
         | StreamEvent::CpuArmFailed { .. }
         | StreamEvent::ModuleUnloaded { .. }
         | StreamEvent::ControlRefused { .. } => WARN,

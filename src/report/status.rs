@@ -1,4 +1,5 @@
-//! The live status line on a terminal's stderr: hits, hits per second, lost records, CPUs armed. It is a
+//! The live status line on a terminal's stderr: hits, hits per second, lost records, hits not printed
+//! (a full ring's on the hit path, which the kernel's totals still count), CPUs armed. It is a
 //! printer like the others, so it sees exactly the reported hits and stream events, and it redraws from the
 //! event loop's flush at most four times a second. It never writes stdout, is only made when stderr is a
 //! terminal, and clears itself before the end-of-session report is printed.
@@ -17,6 +18,8 @@ pub struct Status {
     bar: ProgressBar,
     hits: u64,
     lost: u64,
+    /// Hits a full ring dropped that the kernel's totals count: not lost.
+    unprinted: u64,
     cpus: BTreeSet<u32>,
     /// Hits and time at the last redraw, for the rate.
     last: (u64, Instant),
@@ -34,15 +37,20 @@ impl Status {
             bar,
             hits: 0,
             lost: 0,
+            unprinted: 0,
             cpus: BTreeSet::new(),
             last: (0, Instant::now()),
         }
     }
 
-    /// The line's text, given the rate.
-    pub fn text(hits: u64, per_sec: f64, lost: u64, cpus: usize) -> String {
+    /// The line's text, given the rate; hits not printed only when there are some, as in the summary.
+    pub fn text(hits: u64, per_sec: f64, (lost, unprinted): (u64, u64), cpus: usize) -> String {
+        let unprinted = match unprinted {
+            0 => String::new(),
+            n => format!(", {n} not printed"),
+        };
         format!(
-            "ksymwatch: {hits} hits, {per_sec:.0}/s, {lost} lost, {cpus} cpu{} armed",
+            "ksymwatch: {hits} hits, {per_sec:.0}/s, {lost} lost{unprinted}, {cpus} cpu{} armed",
             if cpus == 1 { "" } else { "s" }
         )
     }
@@ -55,8 +63,9 @@ impl Status {
             0.0
         };
         self.last = (self.hits, now);
+        let dropped = (self.lost, self.unprinted);
         self.bar
-            .set_message(Status::text(self.hits, rate, self.lost, self.cpus.len()));
+            .set_message(Status::text(self.hits, rate, dropped, self.cpus.len()));
     }
 }
 
@@ -82,6 +91,11 @@ impl Output for Status {
     }
     fn event(&mut self, event: &StreamEvent, _: u64) -> io::Result<()> {
         match event {
+            StreamEvent::Lost {
+                count,
+                counted: true,
+                ..
+            } => self.unprinted += count,
             StreamEvent::Lost { count, .. } => self.lost += count,
             StreamEvent::CpuOffline { cpu } => {
                 self.cpus.remove(cpu);
@@ -121,15 +135,26 @@ mod tests {
     #[test]
     fn text_and_counts() {
         assert_eq!(
-            Status::text(1234, 311.6, 0, 2),
+            Status::text(1234, 311.6, (0, 0), 2),
             "ksymwatch: 1234 hits, 312/s, 0 lost, 2 cpus armed"
+        );
+        assert_eq!(
+            Status::text(1234, 311.6, (3, 56), 1),
+            "ksymwatch: 1234 hits, 312/s, 3 lost, 56 not printed, 1 cpu armed"
         );
         let mut s = Status::new();
         s.bar.set_draw_target(ProgressDrawTarget::hidden());
         s.armed(2, &BTreeSet::from([0, 1]), 0).unwrap();
-        s.event(&StreamEvent::Lost { cpu: 1, count: 4 }, 0).unwrap();
+        let lost = |count, counted| StreamEvent::Lost {
+            cpu: 1,
+            count,
+            counted,
+        };
+        s.event(&lost(4, false), 0).unwrap();
+        // On the hit path a full ring's hits are counted in the kernel: not printed, not lost.
+        s.event(&lost(7, true), 0).unwrap();
         s.event(&StreamEvent::CpuOffline { cpu: 1 }, 0).unwrap();
-        assert_eq!((s.lost, s.cpus.len()), (4, 1));
+        assert_eq!((s.lost, s.unprinted, s.cpus.len()), (4, 7, 1));
         s.finish(&Summary::default()).unwrap();
     }
 }

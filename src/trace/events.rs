@@ -84,6 +84,10 @@ pub enum Item {
     Task(Task),
     /// Records the kernel dropped, or one we could not decode: never silent.
     Lost { cpu: u32, count: u64 },
+    /// The hit path: hits the program kept, and counted in the kernel's totals before it tried its ring
+    /// buffer, whose records the ring had no room for (or that could not be decoded). Not printed, but
+    /// not lost to the totals.
+    Unprinted { cpu: u32, count: u64 },
 }
 
 /// A `--value` hit's registers at the trap and the 16 bytes that end at its ip: the store's value is
@@ -184,6 +188,14 @@ impl Decoder {
         }
     }
 
+    /// The hit path: records the hit program's ring buffer reported it had no room for so far.
+    fn hit_ring_lost(&self) -> u64 {
+        match self {
+            Decoder::Hits { hits, .. } => hits.tally().lost_records,
+            Decoder::Samples(_) | Decoder::Paired(_) => 0,
+        }
+    }
+
     /// `--value`'s value records whose sample was lost.
     fn unpaired(&self) -> u64 {
         match self {
@@ -268,6 +280,10 @@ pub struct Audit {
     /// `--count N` on the hit path: traps after the N-th hit, which the program kept none of (the run
     /// ends at the N-th, but the breakpoint counts until it is closed).
     pub beyond_count: u64,
+    /// The hit path: of [`Audit::unreported_lost`], the kept hits the program's ring buffer had no room
+    /// for after its last record read (the kernel's totals count them; the rest of the tail is the
+    /// breakpoint's perf ring's).
+    pub unprinted_tail: u64,
 }
 
 impl Audit {
@@ -794,6 +810,7 @@ fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
             .as_ref()
             .map(|_| ring_lost(cfg, &t.ev).saturating_sub(t.bases.lost));
     Audit {
+        unprinted_tail: hits_lost.map_or(0, |n| n.saturating_sub(t.decoder.hit_ring_lost())),
         filtered: dropped(cfg, &t.ev).saturating_sub(t.bases.dropped),
         other_process: other_process(cfg, &t.ev).saturating_sub(t.bases.other),
         beyond_count: beyond_count(cfg, &t.ev).saturating_sub(t.bases.beyond),

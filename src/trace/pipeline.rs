@@ -162,13 +162,15 @@ mod tests {
         encode::with_trailer(encode::comm(tid, tid, name, false), tid, tid, time, 0)
     }
 
-    /// What `which` releases now: (time, what) with what a hit's tid, or `lost N` / `comm NAME`.
+    /// What `which` releases now: (time, what) with what a hit's tid, or `lost N` / `unprinted N` /
+    /// `comm NAME`.
     fn released(p: &mut Pipeline, which: Release) -> Vec<(u64, String)> {
         std::iter::from_fn(|| p.next(which))
             .map(|(t, item)| {
                 let what = match item {
                     Item::Sample(s, w, ..) => format!("{}@{w}", s.tid),
                     Item::Lost { cpu, count } => format!("lost {count} on {cpu}"),
+                    Item::Unprinted { cpu, count } => format!("unprinted {count} on {cpu}"),
                     Item::Task(Task::Comm { comm, .. }) => format!("comm {comm}"),
                     other => format!("{other:?}"),
                 };
@@ -350,8 +352,8 @@ mod tests {
     }
 
     /// On the hit path a CPU's records come from two rings, each in order by itself: the hit program's ring
-    /// buffer and the breakpoint's perf ring. They come out merged, and the losses the hit records carry
-    /// (a running count) are items just before the record that told of them.
+    /// buffer and the breakpoint's perf ring. They come out merged, and the hits not printed that the hit
+    /// records carry (a running count) are items just before the record that told of them.
     #[test]
     fn hit_records_merge_with_the_perf_ring_and_carry_their_losses() {
         let epoll = Epoll::new().unwrap();
@@ -390,7 +392,7 @@ mod tests {
             (now + 1000, "comm t10"),
             (now + 1000, "10@0"),
             (now + 2000, "comm other"),
-            (now + 3000, "lost 2 on 0"),
+            (now + 3000, "unprinted 2 on 0"),
             (now + 3000, "10@0"),
             (now + 4000, "10@0"),
         ]);

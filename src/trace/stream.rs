@@ -312,7 +312,12 @@ impl<O: Output> Stream<'_, O> {
             }
             Item::Lost { cpu, count } => {
                 self.olds.lost();
-                self.lost(cpu, count, time)
+                self.lost(cpu, count, time, false)
+            }
+            Item::Unprinted { cpu, count } => {
+                self.olds.lost();
+                let counted = self.counts_from_totals();
+                self.lost(cpu, count, time, counted)
             }
         }
     }
@@ -452,11 +457,24 @@ impl<O: Output> Stream<'_, O> {
         None
     }
 
-    /// Counts lost records in the summary and marks each in the stream: a loss is never silent, also not
-    /// when it is found in the ring of a CPU that just went offline.
-    fn lost(&mut self, cpu: u32, count: u64, time_ns: u64) -> Option<StopReason> {
+    /// Counts records a full ring dropped in the summary and marks each in the stream: a loss is never
+    /// silent, also not when it is found in the ring of a CPU that just went offline. `counted`: they are
+    /// kept hits the kernel's totals hold, which the summary will count from there ([`Stream::use_totals`]):
+    /// the mark says they were not printed rather than lost.
+    fn lost(&mut self, cpu: u32, count: u64, time_ns: u64, counted: bool) -> Option<StopReason> {
         *self.summary.lost_by_cpu.entry(cpu).or_default() += count;
-        self.sink.emit(&StreamEvent::Lost { cpu, count }, time_ns)
+        let event = StreamEvent::Lost {
+            cpu,
+            count,
+            counted,
+        };
+        self.sink.emit(&event, time_ns)
+    }
+
+    /// Whether the summary's counts come from the kernel's totals when the stream drops hits: on the hit
+    /// path, except with `--on` (see [`Stream::use_totals`]).
+    fn counts_from_totals(&self) -> bool {
+        self.slots.is_none()
     }
 
     /// Turns the audits of closed events into the losses the rings never reported, and warnings for hits
@@ -478,7 +496,17 @@ impl<O: Output> Stream<'_, O> {
             let tail = a.unreported_lost();
             let tail_counted = tail > 0 && stop.is_none();
             if tail_counted {
-                stop = self.lost(a.cpu, tail, now);
+                // The hit ring's part of the tail is kept hits the totals hold; the rest, the perf ring's.
+                let unprinted = a.unprinted_tail.min(tail);
+                let totals = self.counts_from_totals();
+                if unprinted > 0 {
+                    stop = self.lost(a.cpu, unprinted, now, totals);
+                }
+                // Counted in the summary whatever the first mark met.
+                if tail > unprinted {
+                    let other = self.lost(a.cpu, tail - unprinted, now, false);
+                    stop = stop.or(other);
+                }
             }
             // The stream's marks say what records the kernel dropped; the summary counts hits, and the
             // lost records that were not hits (thread exits sharing the ring) come out of it here.
@@ -683,7 +711,8 @@ mod tests {
         encode::sample(0xffffffff81000110, tid, tid, time, ADDR, cpu, &[])
     }
 
-    /// The records printed: each one's type, and a hit's tid.
+    /// The records printed: each one's type, a hit's tid, a loss's count and CPU (and `counted` when the
+    /// kernel's totals hold them).
     fn printed(s: Stream<'_, Json<Vec<u8>, Vec<u8>>>) -> Vec<String> {
         let ndjson = String::from_utf8(s.sink.out.into_inner().0).unwrap();
         ndjson
@@ -691,6 +720,9 @@ mod tests {
             .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
             .map(|r| match r["type"].as_str() {
                 Some("hit") => format!("hit {}", r["tid"]),
+                Some("lost") if r["counted"] == true => {
+                    format!("lost {} on {} counted", r["count"], r["cpu"])
+                }
                 Some("lost") => format!("lost {} on {}", r["count"], r["cpu"]),
                 other => format!("{other:?}"),
             })
@@ -733,6 +765,48 @@ mod tests {
         assert_eq!(printed(s), ["hit 10", "hit 20", "lost 5 on 0"]);
     }
 
+    /// The hit path's hits a full ring dropped are marked as counted in the kernel's totals (not lost), a
+    /// perf ring's lost records are not; with `--on` the totals are not used, so nothing is counted. Both
+    /// go to the summary's `lost` until the totals say otherwise.
+    #[test]
+    fn hits_the_totals_hold_are_marked_counted_and_lost_records_are_not() {
+        let table = testutil::table();
+        let (epoll, mut p, _w) = rings(&[0]);
+        let mut s = stream(&table, &epoll, Limits::default(), Filter::default());
+        let unprinted = |count| Item::Unprinted { cpu: 0, count };
+        assert_eq!(s.apply(&mut p, &epoll, 10, unprinted(4)), None);
+        let lost = Item::Lost { cpu: 0, count: 2 };
+        assert_eq!(s.apply(&mut p, &epoll, 20, lost), None);
+        s.start_objects(Slots::new(1, false), "$obj+0/4");
+        assert_eq!(s.apply(&mut p, &epoll, 30, unprinted(1)), None);
+        assert_eq!(s.summary.lost_by_cpu.get(&0), Some(&7));
+        assert_eq!(
+            printed(s),
+            ["lost 4 on 0 counted", "lost 2 on 0", "lost 1 on 0"]
+        );
+    }
+
+    /// At the end, the losses no record told of: the hit ring's (the program's count past its last
+    /// record) are hits the totals hold, the rest of the tail the perf ring's records.
+    #[test]
+    fn the_tail_of_a_burst_is_split_between_the_hit_ring_and_the_perf_ring() {
+        let table = testutil::table();
+        let (epoll, mut p, _w) = rings(&[0]);
+        let mut s = stream(&table, &epoll, Limits::default(), Filter::default());
+        s.audit_closed([Audit {
+            kernel_hits: None,
+            kernel_lost: Some(7),
+            unprinted_tail: 5,
+            ..audit(0, 0, 0)
+        }]);
+        assert_eq!(
+            s.end(&mut p, &epoll, StopReason::Duration),
+            StopReason::Duration
+        );
+        assert_eq!(s.summary.lost_by_cpu.get(&0), Some(&7));
+        assert_eq!(printed(s), ["lost 5 on 0 counted", "lost 2 on 0"]);
+    }
+
     /// `--count N`: the N-th hit printed ends the run; later ones stay unprinted.
     #[test]
     fn the_count_ends_the_run_at_its_nth_hit() {
@@ -770,6 +844,7 @@ mod tests {
             other_process,
             unpaired: 0,
             beyond_count: 0,
+            unprinted_tail: 0,
         }
     }
 

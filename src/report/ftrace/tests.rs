@@ -437,8 +437,13 @@ fn header_armed_events_and_summary() {
     ))
     .unwrap();
     p.armed(2, &cpus, 5_000_001_000).unwrap();
-    p.event(&StreamEvent::Lost { cpu: 1, count: 3 }, 6_000_000_000)
-        .unwrap();
+    let lost = |count, counted| StreamEvent::Lost {
+        cpu: 1,
+        count,
+        counted,
+    };
+    p.event(&lost(3, false), 6_000_000_000).unwrap();
+    p.event(&lost(12, true), 6_500_000_000).unwrap();
     let mut summary = Summary::default();
     summary.hits_by_cpu.insert(0, 5);
     summary.lost_by_cpu.insert(1, 3);
@@ -450,7 +455,11 @@ fn header_armed_events_and_summary() {
     assert!(out.starts_with("# tracer: ksymwatch\n"));
     assert!(out.contains("# target: x addr=0xffffffff83003e00 len=8 access=RW"));
     assert!(out.contains("# armed 2 breakpoints on cpus 0-1 at 5.000001\n"));
+    // Records in no total are lost; on the hit path a full ring's hits are only not printed.
     assert!(out.contains("# lost 3 events on cpu 1 at 6.000000\n"));
+    assert!(out.contains(
+        "# 12 hits not printed on cpu 1 at 6.500000 (ring full; counted in the totals)\n"
+    ));
     assert!(err.contains("5 hits (cpu0 5), 3 lost"), "{err}");
     assert!(err.contains("WARNING"));
     assert!(

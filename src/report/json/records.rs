@@ -157,10 +157,15 @@ pub enum Record<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         container_runtime: Option<&'static str>,
     },
+    /// Records a full ring had no room for, not printed. The type stays `lost` (scripts that add up
+    /// what the stream is missing keep working); `counted` says whether they are hits the kernel's
+    /// totals hold (the hit path: the summary counts them as `unprinted`) or lost (in no count but the
+    /// summary's `lost`).
     Lost {
         time_ns: u64,
         cpu: u32,
         count: u64,
+        counted: bool,
     },
     CpuOffline {
         time_ns: u64,
@@ -343,10 +348,15 @@ impl<'a> Record<'a> {
 
     pub fn event(e: &'a StreamEvent, time_ns: u64) -> Record<'a> {
         match e {
-            StreamEvent::Lost { cpu, count } => Record::Lost {
+            StreamEvent::Lost {
+                cpu,
+                count,
+                counted,
+            } => Record::Lost {
                 time_ns,
                 cpu: *cpu,
                 count: *count,
+                counted: *counted,
             },
             StreamEvent::CpuOffline { cpu } => Record::CpuOffline { time_ns, cpu: *cpu },
             StreamEvent::CpuOnline {

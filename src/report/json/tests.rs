@@ -32,7 +32,13 @@ fn every_record_is_one_tagged_line() {
     each_hit(&table(), &watches, &[(sample, "reader", 0)], |hit| {
         p.hit(hit).unwrap()
     });
-    p.event(&StreamEvent::Lost { cpu: 1, count: 3 }, 6).unwrap();
+    let lost = |count, counted| StreamEvent::Lost {
+        cpu: 1,
+        count,
+        counted,
+    };
+    p.event(&lost(3, false), 6).unwrap();
+    p.event(&lost(12, true), 6).unwrap();
     p.event(
         &StreamEvent::CpuArmFailed {
             cpu: 1,
@@ -56,9 +62,25 @@ fn every_record_is_one_tagged_line() {
             "armed",
             "hit",
             "lost",
+            "lost",
             "cpu_arm_failed",
             "summary"
         ]
+    );
+    // One type, its fields kept; `counted` tells the hits the kernel's totals hold from the lost ones.
+    let lost: Vec<(u64, bool)> = v[3..5]
+        .iter()
+        .map(|r| {
+            (
+                r["count"].as_u64().unwrap(),
+                r["counted"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(lost, [(3, false), (12, true)]);
+    assert_eq!(
+        (&v[3]["cpu"], &v[3]["time_ns"]),
+        (&Value::from(1), &Value::from(6))
     );
     assert_eq!(v[0]["targets"][0]["addr"], "0x7ffd0000");
     let hit = &v[2];
@@ -74,10 +96,10 @@ fn every_record_is_one_tagged_line() {
     assert_eq!(hit["chain"][1]["off"], 0xbb);
     assert_eq!(hit["chain"][2]["kernel"], false);
     assert_eq!(hit["chain"][2]["sym"], Value::Null);
-    assert_eq!(v[4]["kind"], "busy");
-    assert_eq!(v[5]["stop"], "signal");
-    assert_eq!(v[5]["signal"], "SIGINT");
-    assert_eq!(v[5]["hits_by_cpu"][0]["count"], 1);
+    assert_eq!(v[5]["kind"], "busy");
+    assert_eq!(v[6]["stop"], "signal");
+    assert_eq!(v[6]["signal"], "SIGINT");
+    assert_eq!(v[6]["hits_by_cpu"][0]["count"], 1);
     let err = String::from_utf8(err).unwrap();
     assert!(err.contains("could not be armed: busy"), "{err}");
     assert!(err.contains("ksymwatch: 1 hits (cpu1 1)"), "{err}");

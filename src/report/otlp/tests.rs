@@ -368,7 +368,16 @@ fn armed_is_one_event_written_at_once_with_the_header() {
 fn stream_events_are_named_events() {
     let mut p = printer();
     let events = [
-        StreamEvent::Lost { cpu: 1, count: 3 },
+        StreamEvent::Lost {
+            cpu: 1,
+            count: 3,
+            counted: false,
+        },
+        StreamEvent::Lost {
+            cpu: 1,
+            count: 12,
+            counted: true,
+        },
         StreamEvent::CpuOnline {
             cpu: 1,
             after_uevent_ns: None,
@@ -404,6 +413,7 @@ fn stream_events_are_named_events() {
         names,
         [
             "ksymwatch.lost",
+            "ksymwatch.lost",
             "ksymwatch.cpu_online",
             "ksymwatch.cpu_arm_failed",
             "ksymwatch.watch",
@@ -416,6 +426,15 @@ fn stream_events_are_named_events() {
     assert_eq!(str_value(&r[0]["body"]), "lost 3 events on cpu 1");
     assert_eq!(attr(&r[0], "cpu.logical_number")["intValue"], "1");
     assert_eq!(attr(&r[0], "ksymwatch.count")["intValue"], "3");
+    assert_eq!(attr(&r[0], "ksymwatch.counted")["boolValue"], false);
+    // On the hit path the hits a full ring dropped are in the kernel's totals: no store was lost.
+    assert_eq!(
+        str_value(&r[1]["body"]),
+        "12 hits not printed on cpu 1 (ring full; counted in the totals)"
+    );
+    assert_eq!(attr(&r[1], "ksymwatch.counted")["boolValue"], true);
+    assert_eq!(r[1]["severityText"], "INFO");
+    let r = &r[1..];
     assert!(
         find(&r[1], "ksymwatch.after_uevent_ns").is_none(),
         "null left out"

@@ -451,7 +451,7 @@ fn event_mark(i: &mut Interner, e: &StreamEvent) -> (&'static str, Vec<DebugAnno
     match e {
         // The records a full ring dropped: hits not printed (the totals may still count them; the stop
         // says how many are lost).
-        StreamEvent::Lost { cpu, count } => (
+        StreamEvent::Lost { cpu, count, .. } => (
             "not printed",
             vec![
                 i.annotation("cpu", AnnotationValue::Uint(u64::from(*cpu))),
@@ -642,7 +642,7 @@ impl<W: Write> Output for Perfetto<W> {
     fn event(&mut self, event: &StreamEvent, time_ns: u64) -> io::Result<()> {
         let (name, annotations) = event_mark(&mut self.interner, event);
         self.instant(SESSION_TRACK, time_ns, name, annotations)?;
-        if let StreamEvent::Lost { cpu, count } = event {
+        if let StreamEvent::Lost { cpu, count, .. } = event {
             let total = self.unprinted.get(cpu).copied().unwrap_or(0) + count;
             self.cpu_counter(UNPRINTED, *cpu, total, time_ns)?;
         }

@@ -298,8 +298,16 @@ fn values_are_hex_and_unknown_is_a_question_mark() {
 fn lost_and_filtered_are_counters_and_the_session_marks_its_events() {
     let watch = testutil::watch("pid_max", 0x2000, Access::ReadWrite);
     let events = [
-        StreamEvent::Lost { cpu: 1, count: 5 },
-        StreamEvent::Lost { cpu: 1, count: 2 },
+        StreamEvent::Lost {
+            cpu: 1,
+            count: 5,
+            counted: false,
+        },
+        StreamEvent::Lost {
+            cpu: 1,
+            count: 2,
+            counted: false,
+        },
         StreamEvent::CpuOffline { cpu: 1 },
         StreamEvent::CpuOnline {
             cpu: 1,
@@ -393,7 +401,11 @@ fn lost_and_filtered_are_counters_and_the_session_marks_its_events() {
 /// the hits in no total, as in the other outputs' summaries.
 #[test]
 fn hits_a_full_ring_dropped_are_not_printed_and_only_those_in_no_total_lost() {
-    let events = [StreamEvent::Lost { cpu: 1, count: 5 }];
+    let events = [StreamEvent::Lost {
+        cpu: 1,
+        count: 5,
+        counted: true,
+    }];
     let summary = Summary {
         hits_by_cpu: [(1, 100)].into(),
         // 5 marked, 4 more at the end of the burst; 2 of the kept hits found the totals' table full.
@@ -435,7 +447,11 @@ fn hits_a_full_ring_dropped_are_not_printed_and_only_those_in_no_total_lost() {
     };
     let (_, tracks) = read(&trace_of(
         &[],
-        &[StreamEvent::Lost { cpu: 1, count: 5 }],
+        &[StreamEvent::Lost {
+            cpu: 1,
+            count: 5,
+            counted: true,
+        }],
         &summary,
     ));
     assert!(!tracks.contains_key(&uuid(Per::Lost, 1)));

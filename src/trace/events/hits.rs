@@ -1,8 +1,10 @@
 //! The hit path's decoder: the records the hit program ([`crate::perf::bpf::hit`]) writes into its CPU's
 //! BPF ring buffer, one per kept hit ([`crate::perf::hit_record`]). Each carries the writer's name where
 //! it is not the ring's previous record's writer and name, the value the program read at the trap, and
-//! the program's running count of records the ring had no room for, so a loss is reported in order, ahead of the first hit after it. (The breakpoint's own perf ring
-//! beside it holds task records only, read by [`super::samples`].)
+//! the program's running count of records the ring had no room for, so those hits are reported in order,
+//! ahead of the first hit after them, as [`Item::Unprinted`]: the program counted them in the kernel's
+//! totals before it tried the ring. (The breakpoint's own perf ring beside it holds task records only,
+//! read by [`super::samples`].)
 
 use crate::perf::hit_record::HitView;
 use crate::perf::record::Task;
@@ -59,7 +61,16 @@ impl HitDecoder {
     /// the count), the writer's name where it changed, then the hit.
     pub fn record(&mut self, bytes: &[u8], out: &mut impl Out) {
         let Ok(hit) = HitView::parse(bytes) else {
-            return self.tally.undecodable(self.cpu, out);
+            // The program counted the hit before it wrote the record: not printed, still in the totals.
+            self.tally.undecodable += 1;
+            let count = 1;
+            return out.push(
+                self.tally.last_time,
+                Item::Unprinted {
+                    cpu: self.cpu,
+                    count,
+                },
+            );
         };
         let cpu = self.cpu;
         self.tally.samples += 1;
@@ -68,7 +79,8 @@ impl HitDecoder {
             let count = u64::from(hit.lost.wrapping_sub(self.ring_lost));
             self.ring_lost = hit.lost;
             self.tally.lost_records += count;
-            out.push(hit.time, Item::Lost { cpu, count });
+            // Kept hits, counted in the kernel's totals before the ring was tried.
+            out.push(hit.time, Item::Unprinted { cpu, count });
         }
         // A record without a name is by the ring's previous record's writer, under the same name (the
         // program carries the name when either changes, and again after a record is lost).
@@ -169,7 +181,7 @@ mod tests {
             .iter()
             .map(|(t, item)| match item {
                 Item::Sample(s, w, ..) => format!("{t} hit {}@{w}", s.tid),
-                Item::Lost { cpu, count } => format!("{t} lost {count} on {cpu}"),
+                Item::Unprinted { cpu, count } => format!("{t} unprinted {count} on {cpu}"),
                 Item::Task(Task::Comm { tid, comm, .. }) => format!("{t} comm {tid} {comm}"),
                 other => format!("{other:?}"),
             })
@@ -203,7 +215,7 @@ mod tests {
                 "20 hit 8@3",
                 "30 comm 9 writer",
                 "30 hit 9@3",
-                "40 lost 3 on 1",
+                "40 unprinted 3 on 1",
                 "40 comm 8 worker",
                 "40 hit 8@3",
             ]
@@ -276,16 +288,20 @@ mod tests {
         assert_eq!((s.ip, s.pid, s.tid, s.cpu), (0x40_1005, 40, 8, 0));
     }
 
-    /// A record cut short is a loss of one, dated by the newest time read, not a hit and not a panic.
+    /// A record cut short is a hit not printed (the program counted it), dated by the newest time read,
+    /// not a hit and not a panic.
     #[test]
-    fn a_short_record_is_a_loss() {
+    fn a_short_record_is_a_hit_not_printed() {
         let mut d = HitDecoder::new(2, 0, HitValue::NotRead, 0, 7);
         let mut out = Collect::new(8);
         let bytes = encode(&record(8, 50, 0));
         d.record(&bytes, &mut out);
         d.record(&bytes[..60], &mut out);
         let items = out.take();
-        assert_eq!(items.last(), Some(&(50, Item::Lost { cpu: 2, count: 1 })));
+        assert_eq!(
+            items.last(),
+            Some(&(50, Item::Unprinted { cpu: 2, count: 1 }))
+        );
         let t = d.tally();
         assert_eq!((t.samples, t.undecodable), (1, 1));
     }
@@ -369,7 +385,7 @@ mod tests {
                 "10 comm 8 writer",
                 "10 hit 8@0",
                 "20 hit 8@0",
-                "20 lost 3 on 1",
+                "20 unprinted 3 on 1",
                 "20 hit 8@0",
             ]
         );

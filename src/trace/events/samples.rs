@@ -66,7 +66,8 @@ impl SampleDecoder {
                 return Some(s);
             }
             Ok(Record::Lost { lost, .. }) => {
-                self.tally.lost_records += lost;
+                // A damaged record can claim any count: never an overflow.
+                self.tally.lost_records = self.tally.lost_records.saturating_add(lost);
                 Item::Lost {
                     cpu: self.cpu,
                     count: lost,

@@ -1,5 +1,6 @@
 //! Every raw system call ksymwatch makes, and nothing else: perf_event_open, its ioctls, mmap, epoll,
-//! signalfd, bpf (programs and maps for `--value`), the uevent netlink socket, fcntl for an output file's O_NONBLOCK, and for a process watch pidfds,
+//! signalfd, bpf (programs and maps for `--value`), the uevent netlink socket, fcntl for an output file's O_NONBLOCK, fstat
+//! (whether stdout is a pipe or socket whose reader can go away), and for a process watch pidfds,
 //! ptrace (a launched command stops at its exec), waitpid and process_vm_readv (a hit's value). Each returns
 //! owned file descriptors and `io::Error`s so callers never touch a raw fd or errno, and everything they
 //! open is closed on drop.
@@ -20,6 +21,7 @@ mod netlink;
 mod perf_event;
 mod poll;
 mod process;
+mod stat;
 mod this_process;
 
 pub use bpf::*;
@@ -29,6 +31,7 @@ pub use netlink::*;
 pub use perf_event::*;
 pub use poll::*;
 pub use process::*;
+pub use stat::*;
 pub use this_process::*;
 
 use std::io;

@@ -43,6 +43,9 @@ pub trait Rings: Marks {
 pub trait Poll {
     /// Wakes the loop with `token` when `fd` is readable.
     fn add(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()>;
+    /// Wakes the loop with `token` only when `fd` fails or hangs up (a pipe's reader gone), never for its
+    /// input.
+    fn add_hangup(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()>;
     /// Takes `fd` out of the set.
     fn delete(&self, fd: BorrowedFd<'_>) -> io::Result<()>;
 }
@@ -50,6 +53,10 @@ pub trait Poll {
 impl Poll for Epoll {
     fn add(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
         Epoll::add(self, fd, token)
+    }
+
+    fn add_hangup(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
+        Epoll::add_hangup(self, fd, token)
     }
 
     fn delete(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
@@ -82,7 +89,8 @@ pub mod fake {
 
     use super::*;
 
-    /// An epoll set that only records: each descriptor added (with its token) and taken out, in order;
+    /// An epoll set that only records: each descriptor added (with its token; `hangup FD TOKEN` for one
+    /// followed only for its hang-up) and taken out, in order;
     /// with `refuse`, every add is refused with that errno (epoll refuses a regular file with EPERM).
     #[derive(Debug, Default)]
     pub struct Polled {
@@ -104,6 +112,17 @@ pub mod fake {
                 return Err(io::Error::from_raw_os_error(errno));
             }
             self.calls.borrow_mut().push(format!("add {raw} {token}"));
+            Ok(())
+        }
+
+        fn add_hangup(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
+            let raw = fd.as_raw_fd();
+            if let Some(errno) = self.refuse {
+                return Err(io::Error::from_raw_os_error(errno));
+            }
+            self.calls
+                .borrow_mut()
+                .push(format!("hangup {raw} {token}"));
             Ok(())
         }
 

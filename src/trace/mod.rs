@@ -8,7 +8,7 @@
 //! mode (`launch`); reading `--control` commands (`control`) and turning them into steps (`moves`);
 //! ending the watches on a kernel module that is unloaded (`unload`); `--value`'s `old` in merged time
 //! order and its race counts (`olds`); the watched processes followed to their exit or exec
-//! (`watched`); the flight recorder that keeps the last hits until a trigger prints them (`flight`);
+//! (`watched`); the reader of a stream on stdout, whose going away ends the run (`reader`); the flight recorder that keeps the last hits until a trigger prints them (`flight`);
 //! `--on`'s object slots and batches (`objects`); the kernel's totals of every kept hit in the reports when
 //! the stream dropped some (`totals`).
 //!
@@ -31,6 +31,7 @@ pub(crate) mod objects;
 pub(crate) mod olds;
 pub(crate) mod pace;
 pub(crate) mod pipeline;
+pub(crate) mod reader;
 pub(crate) mod session;
 pub(crate) mod sorter;
 pub(crate) mod store_value;

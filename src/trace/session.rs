@@ -1,15 +1,17 @@
 //! The event loop, and the wiring of the session's parts: one epoll set holding every armed event's
 //! ring, the stop signals, the uevent socket (when following hotplug), the `--control` source, `--on`'s
-//! object rings and the watched processes' pidfds. Each wake is dispatched to the part it concerns:
+//! object rings, the watched processes' pidfds and stdout when the stream goes to a pipe or socket (its
+//! hang-up only, [`reader`]). Each wake is dispatched to the part it concerns:
 //! the rings to the [`Stream`] through the [`Pipeline`] (records in timestamp order across rings; with
 //! `--last`, the flight recorder's triggers, [`flight::turn`]), control lines to [`Moves`], uevents and
 //! the reconcile to [`Follow`] (CPUs) and [`Modules`] (module unloads), object records to [`Objects`],
-//! a pidfd to [`Watched`]. Each part acts on the session through its own narrow trait over the shared
+//! a pidfd to [`Watched`]; stdout's hang-up ends the run as a closed output. Each part acts on the session through its own narrow trait over the shared
 //! [`Rings`] (the watches, draining, printing, a refusal's words), implemented here by [`Turn`] over the
 //! rings, the stream and the epoll set; what woke the loop is a [`Wake`].
 
 use std::collections::BTreeSet;
 use std::io;
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::Instant;
 
@@ -40,6 +42,7 @@ use crate::trace::objects::{ObjectWatch, Objects, Placing, Slots};
 use crate::trace::olds::Olds;
 use crate::trace::pace::{Pace, HIT_SORT_SLACK_NS, SORT_SLACK_NS};
 use crate::trace::pipeline::{Pipeline, Release};
+use crate::trace::reader;
 use crate::trace::stream::Stream;
 use crate::trace::symbolize::Symbolizer;
 use crate::trace::tasks::Tasks;
@@ -77,6 +80,8 @@ pub struct Setup<'a> {
     /// Words a refusal to arm or enable while running (a CPU that came online, `--control on`) as the
     /// user reads it: the command line's layer names the option behind each remedy.
     pub advise: fn(&Refusal) -> String,
+    /// The stream goes to stdout (no `-o FILE`): its reader going away ends the run ([`reader`]).
+    pub stream_on_stdout: bool,
 }
 
 /// What woke the loop: each source's epoll token names it.
@@ -87,6 +92,8 @@ enum Wake {
     Uevent,
     Control,
     Objects,
+    /// stdout failed or hung up: its reader is gone.
+    Output,
     /// The i-th watched process's pidfd.
     Process(usize),
 }
@@ -95,12 +102,13 @@ enum Wake {
 const PROCESS_TOKENS: u64 = 16;
 
 impl Wake {
-    const SOURCES: [Wake; 5] = [
+    const SOURCES: [Wake; 6] = [
         Wake::Signal,
         Wake::Ring,
         Wake::Uevent,
         Wake::Control,
         Wake::Objects,
+        Wake::Output,
     ];
 
     fn token(self) -> u64 {
@@ -165,6 +173,7 @@ impl<'a, O: Output> Session<'a, O> {
             condition,
             flight,
             advise,
+            stream_on_stdout,
         } = setup;
         // The program drops traps in the kernel only for a condition or a filter.
         let kernel_drops = condition.is_some() || filter != Filter::default();
@@ -213,6 +222,14 @@ impl<'a, O: Output> Session<'a, O> {
                 .add(fd, Wake::Uevent.token())
                 .or_exit(ExitCode::Runtime, "epoll")?;
         }
+        // Registered once, for the whole run: stdout stays open to the end.
+        reader::follow(
+            stream_on_stdout,
+            io::stdout().as_fd(),
+            sys::file_mode,
+            &epoll,
+            Wake::Output.token(),
+        );
         let control = match control {
             Some(c) => Some(Moves::new(c, &epoll, Wake::Control.token(), STEERED)?),
             None => None,
@@ -384,6 +401,7 @@ impl<'a, O: Output> Session<'a, O> {
                     Wake::Uevent => self.on_uevent(),
                     Wake::Control => self.on_control()?,
                     Wake::Objects => self.on_objects(),
+                    Wake::Output => Some(reader::gone()),
                     Wake::Process(i) => {
                         let none_left = self.stream.note_exit(i, &self.epoll);
                         none_left.then_some(StopReason::Exited)
@@ -645,10 +663,10 @@ mod tests {
             .into_iter()
             .chain([Wake::Process(0), Wake::Process(3)]);
         let tokens: Vec<u64> = wakes.clone().map(Wake::token).collect();
-        assert_eq!(tokens, [0, 1, 2, 3, 4, 16, 19]);
+        assert_eq!(tokens, [0, 1, 2, 3, 4, 5, 16, 19]);
         for w in wakes {
             assert_eq!(Wake::of(w.token()), Some(w));
         }
-        assert_eq!(Wake::of(5), None);
+        assert_eq!(Wake::of(6), None);
     }
 }

@@ -2,7 +2,8 @@
 //! test that does what the user did: a helper process's memory (`tests/helpers/hunt.c`) watched the way a
 //! kernel developer or a bug-hunt script would, and what is printed compared with what the writer did.
 
-use std::time::Duration;
+use std::io::Read;
+use std::time::{Duration, Instant};
 
 use crate::util::*;
 
@@ -50,6 +51,62 @@ live_test!(a_closed_output_is_not_called_a_full_ring, {
     if err.contains("not printed") {
         assert!(err.contains("not printed (output closed)"), "{err}");
     }
+});
+
+/// Closes the tracer's stdout as `head` does once it has read enough, and waits for it to end (killed
+/// after 20 s): its exit code (-1 when killed), how long it took after the close, and its stderr.
+fn close_and_wait(mut t: Tracer) -> (i32, Duration, String) {
+    t.close_stdout();
+    let closed = Instant::now();
+    let status = wait_within(&mut t.child, Duration::from_secs(20));
+    let took = closed.elapsed();
+    let mut err = String::new();
+    if let Some(mut e) = t.child.stderr.take() {
+        e.read_to_string(&mut err).expect("ksymwatch's stderr");
+    }
+    (status.code().unwrap_or(-1), took, err)
+}
+
+// `ksymwatch write -p PID VAR | head -1` where the process stores once and then sleeps: `head` got its
+// line and exited, and ksymwatch ran on (its breakpoints held) until killed, since only a write could
+// meet the closed pipe and no hit came to be written. Its stdout's hang-up now ends the run.
+live_test!(a_reader_gone_ends_a_watch_that_gets_no_more_hits, {
+    let mut w = Writer::start(&["set", "0"]);
+    let pid = w.pid.to_string();
+    let mut t = Tracer::start(&["write", "-p", &pid, "target_var", "--no-status"]);
+    w.send("set 7");
+    w.read_until("done");
+    let line = t.read_until(|l| !l.starts_with('#'));
+    assert!(line.contains("target_var"), "the store's hit: {line}");
+    let (code, took, err) = close_and_wait(t);
+    assert_eq!(code, 0, "ended after {took:?}: {err}");
+    assert!(took < Duration::from_secs(5), "ended after {took:?}: {err}");
+    assert!(err.contains("stopped: output closed"), "{err}");
+    assert!(err.contains("1 hits"), "{err}");
+});
+
+// The same with `--last 5 --dump-on signal` and no hit at all: nothing is written until a SIGUSR1, so
+// nothing but the hang-up can tell that the reader has gone.
+live_test!(a_reader_gone_ends_a_flight_recorder_that_got_no_hits, {
+    let w = Writer::start(&["set", "0"]);
+    let pid = w.pid.to_string();
+    let args = [
+        "write",
+        "-p",
+        &pid,
+        "target_var",
+        "--last",
+        "5",
+        "--dump-on",
+        "signal",
+        "--no-status",
+    ];
+    let t = Tracer::start(&args);
+    let (code, took, err) = close_and_wait(t);
+    assert_eq!(code, 0, "ended after {took:?}: {err}");
+    assert!(took < Duration::from_secs(5), "ended after {took:?}: {err}");
+    assert!(err.contains("stopped: output closed"), "{err}");
+    assert!(err.contains("0 hits"), "{err}");
 });
 
 // A per-thread watch of three targets while `perf record -a` (here the holder helper) keeps two of

@@ -37,6 +37,25 @@ impl Epoll {
         })
     }
 
+    /// Watches `fd` for nothing but its failure or hang-up (EPOLLERR, EPOLLHUP: epoll reports those
+    /// whatever is asked), tagging them with `token`: the write end of a pipe whose reader has gone, a
+    /// socket shut both ways. Input that arrives (a socket's peer that only stopped writing) wakes nobody.
+    pub fn add_hangup(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: 0,
+            u64: token,
+        };
+        // SAFETY: both fds are live; `ev` is a valid epoll_event for the duration of the call.
+        cvt(unsafe {
+            libc::epoll_ctl(
+                self.0.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                fd.as_raw_fd(),
+                &mut ev,
+            )
+        })
+    }
+
     pub fn delete(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
         // SAFETY: both fds are live; DEL ignores the event pointer.
         cvt(unsafe {

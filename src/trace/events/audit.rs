@@ -1,0 +1,147 @@
+//! The end-of-run audit of one CPU and watch's event: what the kernel and the programs counted against what
+//! its rings delivered, each counter read from the base it had when the event was taken ([`super::Bases`]),
+//! so a loss the rings never reported is found.
+
+use crate::perf::event::{CpuEvent, Delivery, EventConfig};
+
+use super::Tracked;
+
+/// The hits `ev`'s CPU and watch had dropped by the `--value` program so far (0 without one, or if the
+/// counter cannot be read).
+pub(super) fn dropped(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
+    let by_cpu = match &cfg.delivery {
+        Delivery::Hits(h) => h.dropped_by_cpu(ev.watch),
+        Delivery::Paired { values, .. } => values.dropped(ev.watch),
+        Delivery::Samples { .. } => return 0,
+    };
+    on_cpu(by_cpu, ev)
+}
+
+/// Traps of processes a process watch does not cover that `ev`'s CPU and watch dropped in the kernel (the
+/// hit path; 0 otherwise).
+pub(super) fn other_process(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
+    match &cfg.delivery {
+        Delivery::Hits(h) => on_cpu(h.other_process_by_cpu(ev.watch), ev),
+        Delivery::Paired { .. } | Delivery::Samples { .. } => 0,
+    }
+}
+
+/// Traps after `--count`'s N-th hit that `ev`'s CPU and watch's program kept none of (the hit path; 0
+/// otherwise).
+pub(super) fn beyond_count(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
+    match &cfg.delivery {
+        Delivery::Hits(h) => on_cpu(h.beyond_count_by_cpu(ev.watch), ev),
+        Delivery::Paired { .. } | Delivery::Samples { .. } => 0,
+    }
+}
+
+/// Kept hits `ev`'s CPU and watch had lost so far because the CPU's ring buffer was full (the hit path; 0
+/// otherwise).
+pub(super) fn ring_lost(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
+    match &cfg.delivery {
+        Delivery::Hits(h) => on_cpu(h.lost_by_cpu(ev.watch), ev),
+        Delivery::Paired { .. } | Delivery::Samples { .. } => 0,
+    }
+}
+
+/// `ev`'s CPU's count in a per-CPU counter read from a program's map (0 if it could not be read).
+fn on_cpu(by_cpu: std::io::Result<Vec<u64>>, ev: &CpuEvent) -> u64 {
+    by_cpu
+        .ok()
+        .and_then(|by_cpu| by_cpu.get(ev.cpu as usize).copied())
+        .unwrap_or(0)
+}
+
+/// One event's books at the end: what the kernel counted against what reached us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Audit {
+    pub cpu: u32,
+    pub watch: usize,
+    /// Hits the kernel counted; `None` if the counter could not be read.
+    pub kernel_hits: Option<u64>,
+    /// Samples the kernel dropped, and on the hit path the records the program's ring buffer had no room
+    /// for; `None` on kernels without `PERF_FORMAT_LOST` (off the hit path).
+    pub kernel_lost: Option<u64>,
+    pub samples: u64,
+    pub lost_records: u64,
+    pub undecodable: u64,
+    /// `--value`/`--if`: hits the program dropped in the kernel (filters or condition).
+    pub filtered: u64,
+    /// Of `filtered`: traps of other processes at the watched address (a process watch on the hit path).
+    pub other_process: u64,
+    /// `--value`: value records whose sample was lost.
+    pub unpaired: u64,
+    /// `--count N` on the hit path: traps after the N-th hit, which the program kept none of (the run
+    /// ends at the N-th, but the breakpoint counts until it is closed).
+    pub beyond_count: u64,
+    /// The hit path: of [`Audit::unreported_lost`], the kept hits the program's ring buffer had no room
+    /// for after its last record read (the kernel's totals count them; the rest of the tail is the
+    /// breakpoint's perf ring's).
+    pub unprinted_tail: u64,
+}
+
+impl Audit {
+    /// Losses the kernel counted but never wrote a LOST record for (the tail of a burst that ended with the
+    /// ring full).
+    pub fn unreported_lost(&self) -> u64 {
+        self.kernel_lost
+            .map_or(0, |k| k.saturating_sub(self.lost_records))
+    }
+
+    /// What the session counts as lost for this ring once its tail is added: every record the kernel
+    /// said it dropped, and every record that could not be decoded.
+    pub fn counted_lost(&self) -> u64 {
+        self.lost_records + self.unreported_lost() + self.undecodable
+    }
+
+    /// Of [`Audit::counted_lost`], the hits. A full ring drops whatever record comes next, and the
+    /// kernel's count of them takes in the task records that share the ring (a thread's exit, a rename,
+    /// a mapping) as well as the breakpoint's samples; the breakpoint's own counter says how many hits
+    /// never arrived (counted, and neither a sample nor dropped by a program), and no more of the lost
+    /// records can have been hits. Without a counter, every lost record counts.
+    pub fn lost_hits(&self) -> u64 {
+        let counted = self.counted_lost();
+        match self.kernel_hits {
+            Some(hits) => {
+                counted.min(hits.saturating_sub(self.samples + self.filtered + self.beyond_count))
+            }
+            None => counted,
+        }
+    }
+
+    /// Hits the kernel counted that neither arrived nor were reported lost (throttled samples, or a
+    /// counter the kernel cannot give).
+    pub fn unaccounted(&self) -> Option<u64> {
+        let lost = self.lost_records.max(self.kernel_lost.unwrap_or(0));
+        let hits = self.kernel_hits?;
+        Some(hits.saturating_sub(
+            self.samples + self.undecodable + lost + self.filtered + self.beyond_count,
+        ))
+    }
+}
+
+pub(super) fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
+    let counts = t.ev.counts().ok();
+    let tally = t.decoder.tally();
+    let hits_lost =
+        t.ev.hits
+            .as_ref()
+            .map(|_| ring_lost(cfg, &t.ev).saturating_sub(t.bases.lost));
+    Audit {
+        unprinted_tail: hits_lost.map_or(0, |n| n.saturating_sub(t.decoder.hit_ring_lost())),
+        filtered: dropped(cfg, &t.ev).saturating_sub(t.bases.dropped),
+        other_process: other_process(cfg, &t.ev).saturating_sub(t.bases.other),
+        beyond_count: beyond_count(cfg, &t.ev).saturating_sub(t.bases.beyond),
+        unpaired: t.decoder.unpaired(),
+        cpu: t.ev.cpu,
+        watch: t.ev.watch,
+        kernel_hits: counts.map(|c| c.hits),
+        kernel_lost: match (counts.and_then(|c| c.lost), hits_lost) {
+            (Some(perf), ring) => Some(perf + ring.unwrap_or(0)),
+            (None, ring) => ring,
+        },
+        samples: tally.samples,
+        lost_records: tally.lost_records,
+        undecodable: tally.undecodable,
+    }
+}

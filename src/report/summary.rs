@@ -112,7 +112,7 @@ pub struct Tally {
     ips: Vec<(String, IpCount)>,
     ip_index: HashMap<String, usize>,
     raw_ips: FxHashMap<[u64; 4], usize>,
-    by_comm: HashMap<String, u64>,
+    by_comm: FxHashMap<String, u64>,
     /// Small ids for comms, so a raw key stays a list of integers.
     comm_ids: FxHashMap<String, u64>,
     scratch: Vec<u64>,
@@ -409,7 +409,7 @@ fn bump(map: &mut BTreeMap<String, u64>, name: &str, by: u64) {
     }
 }
 
-fn bump_hash(map: &mut HashMap<String, u64>, name: &str, by: u64) {
+fn bump_hash(map: &mut FxHashMap<String, u64>, name: &str, by: u64) {
     match map.get_mut(name) {
         Some(n) => *n += by,
         None => {

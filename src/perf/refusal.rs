@@ -436,32 +436,41 @@ mod tests {
         }
     }
 
+    /// The facts of a root session whose CPU has `free` debug registers left (`None`: not counted).
+    fn with_free(free: Option<u32>) -> Facts {
+        Facts {
+            free_registers: free,
+            ..facts(ROOT)
+        }
+    }
+
+    /// Asserts that `full` on `watches` says `said` when the CPU had enough free registers after all, or
+    /// they were not counted: the refusal is then worded as the kernel meant it, not from the count.
+    fn assert_uncounted_says(full: &OpenError, watches: &[Watch], said: &str) {
+        for free in [Some(4), None] {
+            let r = explain_as(full, watches, with_free(free));
+            assert!(r.what.contains(said), "{}", r.what);
+        }
+    }
+
     /// A CPU without a free debug register is told with the count made after the refusal; one freed since
     /// (or not counted) is told as the refusal meant it.
     #[test]
     fn a_full_cpu_is_told_with_its_free_registers() {
         let full = refused(Stage::Open, libc::ENOSPC);
         let two = [watch(), watch()];
-        let counted = |free| Facts {
-            free_registers: free,
-            ..facts(ROOT)
-        };
-        let r = explain_as(&full, &two, counted(Some(1)));
+        let r = explain_as(&full, &two, with_free(Some(1)));
         assert_eq!((r.code, r.kind), (ExitCode::Arm, Kind::NoFreeDebugRegister));
         assert!(
             r.what.contains("cpu 1 has 1 free debug register, 2 needed"),
             "{}",
             r.what
         );
-        for free in [Some(4), None] {
-            let r = explain_as(&full, &two, counted(free));
-            assert!(
-                r.what
-                    .contains("cpu 1 had fewer than the 2 free debug registers needed"),
-                "{}",
-                r.what
-            );
-        }
+        assert_uncounted_says(
+            &full,
+            &two,
+            "cpu 1 had fewer than the 2 free debug registers needed",
+        );
     }
 
     /// A thread's event refused for want of a register names the CPU when the CPU-wide breakpoints there
@@ -474,11 +483,7 @@ mod tests {
             ..refused(Stage::Open, libc::ENOSPC)
         };
         let three = [watch(), watch(), watch()];
-        let left = |free| Facts {
-            free_registers: free,
-            ..facts(ROOT)
-        };
-        let r = explain_as(&full, &three, left(Some(2))).nothing_armed();
+        let r = explain_as(&full, &three, with_free(Some(2))).nothing_armed();
         assert_eq!((r.code, r.kind), (ExitCode::Arm, Kind::NoFreeDebugRegister));
         assert_eq!(
             r.to_string(),
@@ -489,15 +494,11 @@ mod tests {
                 u32::MAX - 1
             )
         );
-        for free in [Some(4), None] {
-            let r = explain_as(&full, &three, left(free));
-            assert!(
-                r.what
-                    .contains("all debug registers of this thread are in use"),
-                "{}",
-                r.what
-            );
-        }
+        assert_uncounted_says(
+            &full,
+            &three,
+            "all debug registers of this thread are in use",
+        );
     }
 
     /// A refusal of permission is worded from the breakpoint's address: every place that arms (the first

@@ -53,9 +53,9 @@ live_test!(a_closed_output_is_not_called_a_full_ring, {
     }
 });
 
-/// Closes the tracer's stdout as `head` does once it has read enough, and waits for it to end (killed
-/// after 20 s): its exit code (-1 when killed), how long it took after the close, and its stderr.
-fn close_and_wait(mut t: Tracer) -> (i32, Duration, String) {
+/// Closes the tracer's stdout as `head` does once it has read enough, and checks that the hang-up alone
+/// ended the run within 5 s (it is killed after 20 s), cleanly, saying so and counting `hits` hits.
+fn assert_closing_output_ends_it(mut t: Tracer, hits: u32) {
     t.close_stdout();
     let closed = Instant::now();
     let status = wait_within(&mut t.child, Duration::from_secs(20));
@@ -64,7 +64,14 @@ fn close_and_wait(mut t: Tracer) -> (i32, Duration, String) {
     if let Some(mut e) = t.child.stderr.take() {
         e.read_to_string(&mut err).expect("ksymwatch's stderr");
     }
-    (status.code().unwrap_or(-1), took, err)
+    assert_eq!(
+        status.code().unwrap_or(-1),
+        0,
+        "ended after {took:?}: {err}"
+    );
+    assert!(took < Duration::from_secs(5), "ended after {took:?}: {err}");
+    assert!(err.contains("stopped: output closed"), "{err}");
+    assert!(err.contains(&format!("{hits} hits")), "{err}");
 }
 
 // `ksymwatch write -p PID VAR | head -1` where the process stores once and then sleeps: `head` got its
@@ -78,11 +85,7 @@ live_test!(a_reader_gone_ends_a_watch_that_gets_no_more_hits, {
     w.read_until("done");
     let line = t.read_until(|l| !l.starts_with('#'));
     assert!(line.contains("target_var"), "the store's hit: {line}");
-    let (code, took, err) = close_and_wait(t);
-    assert_eq!(code, 0, "ended after {took:?}: {err}");
-    assert!(took < Duration::from_secs(5), "ended after {took:?}: {err}");
-    assert!(err.contains("stopped: output closed"), "{err}");
-    assert!(err.contains("1 hits"), "{err}");
+    assert_closing_output_ends_it(t, 1);
 });
 
 // The same with `--last 5 --dump-on signal` and no hit at all: nothing is written until a SIGUSR1, so
@@ -102,11 +105,7 @@ live_test!(a_reader_gone_ends_a_flight_recorder_that_got_no_hits, {
         "--no-status",
     ];
     let t = Tracer::start(&args);
-    let (code, took, err) = close_and_wait(t);
-    assert_eq!(code, 0, "ended after {took:?}: {err}");
-    assert!(took < Duration::from_secs(5), "ended after {took:?}: {err}");
-    assert!(err.contains("stopped: output closed"), "{err}");
-    assert!(err.contains("0 hits"), "{err}");
+    assert_closing_output_ends_it(t, 0);
 });
 
 // A per-thread watch of three targets while `perf record -a` (here the holder helper) keeps two of

@@ -119,26 +119,32 @@ mod tests {
         wording(&io::Error::from_raw_os_error(EPERM), c, "2")
     }
 
+    /// The wording for `c`, checked to say each of `parts`.
+    fn worded_with(c: &LoadCredentials, parts: &[&str]) -> String {
+        let w = worded(c);
+        for part in parts {
+            assert!(w.contains(part), "{part:?} missing from: {w}");
+        }
+        w
+    }
+
     /// Root with capabilities dropped is told what was dropped, never to run as root; `capsh
     /// --drop=cap_bpf,cap_sys_admin` and `--drop=cap_perfmon,cap_sys_admin` are the live cases here.
     #[test]
     fn root_without_its_capabilities_is_told_which() {
-        let no_bpf = worded(&creds(true, false, true, false, true));
-        assert!(
-            no_bpf.contains("runs as root but without CAP_BPF in its effective capabilities")
-                && no_bpf.ends_with("run it with CAP_BPF kept"),
-            "{no_bpf}"
+        let no_bpf = worded_with(
+            &creds(true, false, true, false, true),
+            &["runs as root but without CAP_BPF in its effective capabilities"],
         );
-        let no_perfmon = worded(&creds(true, true, false, false, true));
-        assert!(
-            no_perfmon.contains("without CAP_PERFMON in")
-                && !no_perfmon.contains("without CAP_BPF"),
-            "{no_perfmon}"
+        assert!(no_bpf.ends_with("run it with CAP_BPF kept"), "{no_bpf}");
+        let no_perfmon = worded_with(
+            &creds(true, true, false, false, true),
+            &["without CAP_PERFMON in"],
         );
-        let neither = worded(&creds(true, false, false, false, true));
-        assert!(
-            neither.contains("without CAP_BPF and CAP_PERFMON in"),
-            "{neither}"
+        assert!(!no_perfmon.contains("without CAP_BPF"), "{no_perfmon}");
+        let neither = worded_with(
+            &creds(true, false, false, false, true),
+            &["without CAP_BPF and CAP_PERFMON in"],
         );
         for w in [&no_bpf, &no_perfmon, &neither] {
             assert!(!w.contains("run as root"), "{w}");
@@ -150,29 +156,30 @@ mod tests {
     /// does not help, and the message says so).
     #[test]
     fn a_user_is_told_to_run_as_root_or_grant_what_is_missing() {
-        let nobody = worded(&creds(false, false, false, false, true));
-        assert!(
-            nobody.contains("run as root, or grant CAP_BPF and CAP_PERFMON")
-                && nobody.contains("kernel.unprivileged_bpf_disabled is 2"),
-            "{nobody}"
+        worded_with(
+            &creds(false, false, false, false, true),
+            &[
+                "run as root, or grant CAP_BPF and CAP_PERFMON",
+                "kernel.unprivileged_bpf_disabled is 2",
+            ],
         );
-        let perfmon_only = worded(&creds(false, false, true, false, true));
-        assert!(
-            perfmon_only.contains("lacks CAP_BPF;") && perfmon_only.contains("grant CAP_BPF ("),
-            "{perfmon_only}"
+        worded_with(
+            &creds(false, false, true, false, true),
+            &["lacks CAP_BPF;", "grant CAP_BPF ("],
         );
     }
 
     /// Capabilities held only in a child user namespace count for nothing, and the message says why.
     #[test]
     fn capabilities_in_a_user_namespace_of_its_own_are_named() {
-        let container = worded(&creds(true, true, true, true, false));
-        assert!(
-            container.contains("a user namespace of its own")
-                && container.contains("on the host with CAP_BPF and CAP_PERFMON")
-                && !container.contains("run as root"),
-            "{container}"
+        let container = worded_with(
+            &creds(true, true, true, true, false),
+            &[
+                "a user namespace of its own",
+                "on the host with CAP_BPF and CAP_PERFMON",
+            ],
         );
+        assert!(!container.contains("run as root"), "{container}");
     }
 
     /// Holding what the kernel asks for, a refusal is a policy's, not a missing privilege.

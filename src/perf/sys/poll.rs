@@ -22,27 +22,20 @@ impl Epoll {
 
     /// Watches `fd` for input, tagging its events with `token`.
     pub fn add(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: token,
-        };
-        // SAFETY: both fds are live; `ev` is a valid epoll_event for the duration of the call.
-        cvt(unsafe {
-            libc::epoll_ctl(
-                self.0.as_raw_fd(),
-                libc::EPOLL_CTL_ADD,
-                fd.as_raw_fd(),
-                &mut ev,
-            )
-        })
+        self.add_with(fd, libc::EPOLLIN as u32, token)
     }
 
     /// Watches `fd` for nothing but its failure or hang-up (EPOLLERR, EPOLLHUP: epoll reports those
     /// whatever is asked), tagging them with `token`: the write end of a pipe whose reader has gone, a
     /// socket shut both ways. Input that arrives (a socket's peer that only stopped writing) wakes nobody.
     pub fn add_hangup(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
+        self.add_with(fd, 0, token)
+    }
+
+    /// Registers `fd` for the events in `mask`, tagging them with `token`.
+    fn add_with(&self, fd: BorrowedFd<'_>, mask: u32, token: u64) -> io::Result<()> {
         let mut ev = libc::epoll_event {
-            events: 0,
+            events: mask,
             u64: token,
         };
         // SAFETY: both fds are live; `ev` is a valid epoll_event for the duration of the call.

@@ -137,6 +137,11 @@ fn counter_values(events: &[Event], track: u64) -> Vec<(u64, i64)> {
         .collect()
 }
 
+/// The not-printed and the lost counter of `cpu`, each as `counter_values` gives it.
+fn cpu_counters(events: &[Event], cpu: u32) -> [Vec<(u64, i64)>; 2] {
+    [Per::Unprinted, Per::Lost].map(|kind| counter_values(events, uuid(kind, cpu)))
+}
+
 fn str_arg<'a>(e: &'a Event, k: &str) -> &'a str {
     match e.args.get(k) {
         Some(Arg::Str(s)) => s,
@@ -344,17 +349,22 @@ fn lost_and_filtered_are_counters_and_the_session_marks_its_events() {
         ..Summary::default()
     };
     let (events, tracks) = read(&trace_of(&[], &events, &summary));
-    let counter = |track: u64| counter_values(&events, track);
     let end = 100 + 3_000_000_000;
+    for (cpu, unprinted, lost) in [
+        (
+            1,
+            vec![(100, 0), (2_000, 5), (2_000, 7)],
+            vec![(100, 0), (end, 7)],
+        ),
+        // cpu 0's loss reached the summary without a record.
+        (0, vec![(100, 0), (end, 4)], vec![(100, 0), (end, 4)]),
+    ] {
+        assert_eq!(cpu_counters(&events, cpu), [unprinted, lost], "cpu {cpu}");
+    }
     assert_eq!(
-        counter(uuid(Per::Unprinted, 1)),
-        [(100, 0), (2_000, 5), (2_000, 7)]
+        counter_values(&events, FILTERED_TRACK),
+        [(100, 0), (end, 12)]
     );
-    // cpu 0's loss reached the summary without a record.
-    assert_eq!(counter(uuid(Per::Unprinted, 0)), [(100, 0), (end, 4)]);
-    assert_eq!(counter(uuid(Per::Lost, 0)), [(100, 0), (end, 4)]);
-    assert_eq!(counter(uuid(Per::Lost, 1)), [(100, 0), (end, 7)]);
-    assert_eq!(counter(FILTERED_TRACK), [(100, 0), (end, 12)]);
     for (kind, name) in [
         (Per::Unprinted, "not printed cpu 1"),
         (Per::Lost, "lost cpu 1"),
@@ -419,13 +429,14 @@ fn hits_a_full_ring_dropped_are_not_printed_and_only_those_in_no_total_lost() {
         ..Summary::default()
     };
     let (events, tracks) = read(&trace_of(&[], &events, &summary));
-    let counter = |track: u64| counter_values(&events, track);
     let end = 100 + 1_000_000_000;
     assert_eq!(
-        counter(uuid(Per::Unprinted, 1)),
-        [(100, 0), (2_000, 5), (end, 9)]
+        cpu_counters(&events, 1),
+        [
+            vec![(100, 0), (2_000, 5), (end, 9)],
+            vec![(100, 0), (end, 2)]
+        ]
     );
-    assert_eq!(counter(uuid(Per::Lost, 1)), [(100, 0), (end, 2)]);
     assert_eq!(
         tracks[&uuid(Per::Unprinted, 1)].name.as_deref(),
         Some("not printed cpu 1")

@@ -190,6 +190,13 @@ impl Layout {
 /// A `chains` key: the chain's hash. (Its value holds the stacks' lengths, then the words.)
 pub const CHAIN_KEY: u32 = 8;
 
+/// The in-kernel totals' `counts` key ([`crate::perf::bpf::totals`]), made of the record's fields:
+/// pid_tgid (u64), the chain key, the writer's name (16 bytes), the writer's cgroup id (u64; 0, which
+/// names no cgroup, where the record does not carry it). Here, beside the fields, because both the
+/// counting code and the scratch entry that keeps a CPU's pending key ([`crate::perf::bpf::emit`]) lay
+/// it out.
+pub const COUNT_KEY: u32 = 8 + CHAIN_KEY + COMM_BYTES as u32 + 8;
+
 /// The id of a chain as the program keys it (the totals' `chains` map) and a record that names its chain
 /// carries it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

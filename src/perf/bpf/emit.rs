@@ -39,7 +39,7 @@ pub const OFF_LAST_WRITER: i16 = OFF_SIZE + 8;
 pub const OFF_LAST_COMM: i16 = OFF_LAST_WRITER + 8;
 pub const OFF_LAST_CHAIN: i16 = OFF_LAST_COMM + rec::COMM_BYTES as i16;
 pub const OFF_PENDING_KEY: i16 = OFF_LAST_CHAIN + 8;
-pub const OFF_PENDING_N: i16 = OFF_PENDING_KEY + crate::perf::bpf::totals::COUNT_KEY as i16;
+pub const OFF_PENDING_N: i16 = OFF_PENDING_KEY + rec::COUNT_KEY as i16;
 /// The scratch entry: the largest record and those words.
 pub const SCRATCH_LEN: u32 = OFF_PENDING_N as u32 + 8;
 

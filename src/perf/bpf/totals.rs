@@ -51,9 +51,8 @@ pub const CHAIN_WORDS: usize = 2 * rec::MAX_FRAMES;
 /// A `chains` value: the two stacks' lengths in bytes (u32 each), then the words of both stacks (only the
 /// first `kbytes + ubytes` of them are the chain's).
 pub const CHAIN_VALUE: u32 = 8 + 8 * CHAIN_WORDS as u32;
-/// A `counts` key: pid_tgid (u64), the chain key, the writer's name (16 bytes), the writer's cgroup id
-/// (u64; 0, which names no cgroup, where the record does not carry it).
-pub const COUNT_KEY: u32 = 8 + CHAIN_KEY + rec::COMM_BYTES as u32 + 8;
+/// A `counts` key ([`rec::COUNT_KEY`]: the record's fields it is made of are laid out there).
+pub use rec::COUNT_KEY;
 /// Where a `counts` key holds the cgroup id.
 const KEY_CGROUP: i16 = 8 + CHAIN_KEY as i16 + rec::COMM_BYTES as i16;
 /// Distinct chains kept per watch.

@@ -37,7 +37,7 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-use crate::perf::bpf::insn::{Alu, Asm, Cond, Label, Reg, DW, FP, R0, R1, R2, R3, R4, W};
+use crate::perf::bpf::insn::{Alu, Asm, Cond, Reg, DW, FP, R0, R1, R2, R3, R4, W};
 use crate::perf::bpf::kernel::{Helper, MapType, EEXIST, NOEXIST};
 use crate::perf::bpf::{create_map, emit, seq};
 use crate::perf::hit_record::{self as rec, ChainKey, Layout, CHAIN_KEY};
@@ -416,7 +416,10 @@ pub fn count(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, (record, layou
             .load(DW, R1, record, layout.value())
             .store(DW, FP, slots.value_key, R1);
         let over = (maps.stats, STAT_VALUES_OVER);
-        add_count(a, values, slots, (slots.value_key, over));
+        let value = Addend::One {
+            key: slots.value_key,
+        };
+        add_count(a, values, slots, (value, over));
         a.bind(unknown);
     }
     seq::add_to(a, (maps.stats, STAT_KEPT, slots.stat_key), None);
@@ -504,7 +507,7 @@ fn store_chain(
 /// Counts the hit under the `counts` key at `slots.key` through the CPU's pending count in the scratch
 /// entry at `record` ([`emit::OFF_PENDING_KEY`], [`emit::OFF_PENDING_N`]): the same key as the CPU's
 /// last hit adds one there, with no map operation; another key first adds the pending hits to `counts`
-/// ([`flush_pending`]) and then becomes the pending key, at one. A writer that stores along one chain
+/// ([`add_count`]) and then becomes the pending key, at one. A writer that stores along one chain
 /// again and again (the common case, a loop) so pays five compares a hit instead of a hash lookup and an
 /// atomic add (~60 ns a kept hit here: BENCHMARKS.md, #40). The tracer adds each CPU's pending hits to
 /// what it reads from `counts` ([`Counted::add_pending`]); it reads them once the events are disabled, so
@@ -524,7 +527,8 @@ fn add_pending(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, record: Reg)
     a.bind(other);
     a.load(DW, R1, record, emit::OFF_PENDING_N)
         .jump_imm(Cond::Eq, R1, 0, start);
-    flush_pending(a, maps, slots, record);
+    let pending = (maps.stats, STAT_UNCOUNTED);
+    add_count(a, maps.counts, slots, (Addend::Pending { record }, pending));
     a.bind(start);
     for word in (0..COUNT_KEY as i16).step_by(8) {
         a.load(DW, R1, FP, slots.key + word)
@@ -534,32 +538,72 @@ fn add_pending(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, record: Reg)
     a.bind(done);
 }
 
-/// Adds the CPU's pending hits (at least one) to `counts` under the pending key, both in the scratch
-/// entry at `record`, inserting the key when absent; hits the map has no room for go to this CPU's
-/// [`STAT_UNCOUNTED`]. r0-r5 clobbered.
-fn flush_pending(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, record: Reg) {
+/// What [`add_count`] adds, and under which key: one under the key at a stack offset (a value's count),
+/// or a CPU's pending hits under the pending key, both in the scratch entry at `record`.
+#[derive(Clone, Copy)]
+enum Addend {
+    One { key: i16 },
+    Pending { record: Reg },
+}
+
+impl Addend {
+    /// r2 = the key's address.
+    fn key(self, a: &mut Asm) {
+        match self {
+            Addend::One { key } => a.stack_addr(R2, key),
+            Addend::Pending { record } => {
+                a.mov(R2, record)
+                    .alu_imm(Alu::Add, R2, i32::from(emit::OFF_PENDING_KEY))
+            }
+        };
+    }
+
+    /// r3 = the address of the amount as a new entry's value (`one`: a free 8-byte stack slot).
+    fn value(self, a: &mut Asm, one: i16) {
+        match self {
+            Addend::One { .. } => a.store_imm(DW, FP, one, 1).stack_addr(R3, one),
+            Addend::Pending { record } => {
+                a.mov(R3, record)
+                    .alu_imm(Alu::Add, R3, i32::from(emit::OFF_PENDING_N))
+            }
+        };
+    }
+
+    /// `reg` = the amount.
+    fn amount(self, a: &mut Asm, reg: Reg) {
+        match self {
+            Addend::One { .. } => a.mov_imm(reg, 1),
+            Addend::Pending { record } => a.load(DW, reg, record, emit::OFF_PENDING_N),
+        };
+    }
+}
+
+/// Adds `addend` to `map`'s u64 under its key, inserting the key when absent; what the map has no room
+/// for is added to this CPU's `stats[index]` instead. r0-r5 clobbered.
+fn add_count(
+    a: &mut Asm,
+    map: i32,
+    slots: &TotalsSlots,
+    (addend, (stats, index)): (Addend, (i32, u32)),
+) {
     let (insert, done, failed) = (a.label(), a.label(), a.label());
     let lookup = |a: &mut Asm, missing| {
-        a.ld_map_fd(R1, maps.counts)
-            .mov(R2, record)
-            .alu_imm(Alu::Add, R2, i32::from(emit::OFF_PENDING_KEY))
-            .call(Helper::MapLookupElem)
+        a.ld_map_fd(R1, map);
+        addend.key(a);
+        a.call(Helper::MapLookupElem)
             .jump_imm(Cond::Eq, R0, 0, missing);
     };
     let add = |a: &mut Asm| {
-        a.load(DW, R1, record, emit::OFF_PENDING_N)
-            .atomic_add(R0, 0, R1)
-            .goto(done);
+        addend.amount(a, R1);
+        a.atomic_add(R0, 0, R1).goto(done);
     };
     lookup(a, insert);
     add(a);
     a.bind(insert);
-    a.ld_map_fd(R1, maps.counts)
-        .mov(R2, record)
-        .alu_imm(Alu::Add, R2, i32::from(emit::OFF_PENDING_KEY))
-        .mov(R3, record)
-        .alu_imm(Alu::Add, R3, i32::from(emit::OFF_PENDING_N))
-        .mov_imm(R4, NOEXIST)
+    a.ld_map_fd(R1, map);
+    addend.key(a);
+    addend.value(a, slots.one);
+    a.mov_imm(R4, NOEXIST)
         .call(Helper::MapUpdateElem)
         .jump_imm(Cond::Eq, R0, 0, done)
         .jump_imm(Cond::Ne, R0, EEXIST, failed);
@@ -567,40 +611,11 @@ fn flush_pending(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, record: Re
     lookup(a, failed);
     add(a);
     a.bind(failed);
-    a.store_imm(W, FP, slots.stat_key, STAT_UNCOUNTED as i32);
-    a.ld_map_fd(R1, maps.stats)
-        .stack_addr(R2, slots.stat_key)
-        .call(Helper::MapLookupElem)
-        .jump_imm(Cond::Eq, R0, 0, done)
-        .load(DW, R1, R0, 0)
-        .load(DW, R2, record, emit::OFF_PENDING_N)
-        .alu(Alu::Add, R1, R2)
-        .store(DW, R0, 0, R1);
+    seq::lookup(a, (stats, index, slots.stat_key), done);
+    a.load(DW, R1, R0, 0);
+    addend.amount(a, R2);
+    a.alu(Alu::Add, R1, R2).store(DW, R0, 0, R1);
     a.bind(done);
-}
-
-/// Adds one to `map`'s u64 under the key at stack offset `key`, inserting it when absent; a key the map
-/// has no room for adds one to this CPU's `stats[index]` instead.
-fn add_count(a: &mut Asm, map: i32, slots: &TotalsSlots, (key, (stats, index)): (i16, (i32, u32))) {
-    let (insert, done, failed) = (a.label(), a.label(), a.label());
-    seq::lookup_key(a, map, key, insert);
-    atomic_one(a, done);
-    a.bind(insert);
-    a.store_imm(DW, FP, slots.one, 1);
-    seq::update(a, map, (key, slots.one), NOEXIST);
-    a.jump_imm(Cond::Eq, R0, 0, done)
-        .jump_imm(Cond::Ne, R0, EEXIST, failed);
-    // Another CPU inserted it between the lookup and the update: add to theirs.
-    seq::lookup_key(a, map, key, failed);
-    atomic_one(a, done);
-    a.bind(failed);
-    seq::add_to(a, (stats, index, slots.stat_key), None);
-    a.bind(done);
-}
-
-/// One added atomically to the u64 at r0, then on to `done`.
-fn atomic_one(a: &mut Asm, done: Label) {
-    a.mov_imm(R1, 1).atomic_add(R0, 0, R1).goto(done);
 }
 
 #[cfg(test)]

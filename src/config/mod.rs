@@ -25,3 +25,5 @@ pub(crate) mod symbols;
 pub mod tracepoints;
 pub mod typed;
 pub mod watch;
+
+pub use plan::plan;

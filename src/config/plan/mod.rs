@@ -7,14 +7,13 @@
 //! The stages, in the order a request goes through them, each entered once and taking the one before's
 //! result (the host is asked only where a stage needs the machine, and each stage asks it in one block):
 //!
-//! 1. `options` ([`options::decide`]): the request checked against itself, then against the machine (the
-//!    delivery first, from the privileges and whether BPF loads; then the `-p` processes, `--dump-on`'s
-//!    tracepoints, `--cgroup`, `cpus`); the scope and the delivery are decided. The command line starts
-//!    work that overlaps the rest here.
-//! 2. [`resolve`] runs the rest: `kernel` (the kernel's symbol source, types, and with `percpu` the
-//!    per-CPU copies; kernel symbols loaded, or left to first use for a process watch), `process` (the
-//!    processes a watch covers and its targets there; a launched command started), `objects` (`--on`),
-//!    and last `conditions` (`--if` and `--dump-on` against every watch's length). [`plan`] is both steps.
+//! 1. `options`: the request checked against itself, then against the machine (the delivery first, from
+//!    the privileges and whether BPF loads; then the `-p` processes, `--dump-on`'s tracepoints,
+//!    `--cgroup`, `cpus`); the scope and the delivery are decided.
+//! 2. `kernel` (the kernel's symbol source, types, and with `percpu` the per-CPU copies; kernel symbols
+//!    loaded, or left to first use for a process watch), `process` (the processes a watch covers and its
+//!    targets there; a launched command started), `objects` (`--on`), and last `conditions` (`--if` and
+//!    `--dump-on` against every watch's length). [`plan`] runs them all, in this order.
 //!
 //! The one side effect a plan can have is launch mode's: the command is started, stopped at its exec, so
 //! its own symbols can be resolved; dropping the plan kills it before it ran any code of its own.
@@ -31,7 +30,7 @@ pub mod host;
 mod kernel;
 mod machine;
 mod objects;
-pub mod options;
+mod options;
 mod outputs;
 mod percpu;
 mod process;
@@ -220,11 +219,11 @@ pub struct WatchPlan {
     running: Running,
 }
 
-/// Resolves every target of the decided request (a launched command is started for it): the stages after
-/// the options, in order, each entered once and taking the result of the one before (kernel symbols and
-/// per-CPU copies, processes, `--on`'s objects, then the conditions against the watches).
-pub fn resolve(decided: options::Decided, host: &mut dyn Host) -> Result<WatchPlan> {
-    let o = decided.options;
+/// The plan for `request` on `host` (a launched command is started for it): the stages in order, each
+/// entered once and taking the result of the one before (the options, the kernel's symbols and per-CPU
+/// copies, the processes, `--on`'s objects, then the conditions against the watches).
+pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
+    let o = options::check(request, host)?;
     let mut kernel = kernel::KernelSide::load(&o, host)?;
     if let (Scope::Processes(pids), Delivery::PerThread { .. }) = (&o.scope, o.delivery) {
         process::check_fd_budget(host, pids, o.cpus.now.len(), kernel.targets.len())?;
@@ -277,11 +276,6 @@ pub fn resolve(decided: options::Decided, host: &mut dyn Host) -> Result<WatchPl
         outputs: o.outputs,
         running: o.running,
     })
-}
-
-/// [`options::decide`], then [`resolve`].
-pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
-    resolve(options::decide(request, host)?, host)
 }
 
 impl WatchPlan {

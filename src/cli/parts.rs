@@ -12,7 +12,7 @@ use ksymwatch_symbols::VmlinuxLines;
 use crate::cli::advice;
 use crate::cli::otlp;
 use crate::cli::output_file::{self, Named};
-use crate::config::plan::{FoldedTo, Outputs, RealHost, WatchPlan};
+use crate::config::plan::{FoldedTo, Outputs, WatchPlan};
 use crate::config::request::Format;
 use crate::config::symbols::{FileSymbols, KernelTable};
 use crate::error::{Context, ExitCode, Result};
@@ -48,17 +48,16 @@ pub struct Parts<'p> {
 }
 
 impl<'p> Parts<'p> {
-    /// Opens `plan`'s parts, in the order the module says; `title` names the session (`--flamegraph`'s),
-    /// `machine` resolves `--control`'s targets in a process.
-    pub fn open(plan: &'p WatchPlan, title: &str, machine: &'p RealHost) -> Result<Parts<'p>> {
+    /// Opens `plan`'s parts, in the order the module says; `title` names the session (`--flamegraph`'s).
+    pub fn open(plan: &'p WatchPlan, title: &str) -> Result<Parts<'p>> {
         let (kernel, running, flight) = (plan.kernel(), plan.running(), plan.flight());
-        let symbols = kernel.symbols.chains()?;
-        let lines = line_source(kernel.symbols.files(), running.lines)?;
+        let symbols = kernel.symbols().chains()?;
+        let lines = line_source(kernel.symbols().files(), running.lines())?;
         let out = outputs(plan.outputs(), title)?;
-        let control = match running.control.as_deref() {
-            Some(path) => Some(Controller {
-                source: Control::open(path)?,
-                resolve: Box::new(plan.resolver(machine)),
+        let control = match plan.control() {
+            Some(control) => Some(Controller {
+                source: Control::open(control.path())?,
+                resolve: Box::new(|t, access| control.resolver().resolve(t, access)),
                 access: plan.access(),
             }),
             None => None,
@@ -86,7 +85,7 @@ impl<'p> Parts<'p> {
         };
         let signals =
             SignalFd::stop_signals_and(dump_signal).or_exit(ExitCode::Runtime, "signalfd")?;
-        let (hotplug, warning) = Hotplug::new(plan.cpus().follow.clone(), running.strict_hotplug);
+        let (hotplug, warning) = Hotplug::new(plan.cpus().follow.clone(), running.strict_hotplug());
         if let Some(w) = warning {
             stderr::line(format_args!("ksymwatch: warning: {w}"));
         }

@@ -20,10 +20,9 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     // Started from the request, to overlap with the planning and its symbol loading (see `prefetch`). A
     // dry run arms nothing.
     let prefetch = (!dry_run).then(|| Prefetch::start(&request));
-    let mut machine = RealHost::new(launch::start);
-    let plan = config::plan(request, &mut machine)?;
+    let plan = config::plan(request, &mut RealHost::new(launch::start))?;
     match prefetch {
-        Some(prefetch) => execute(plan, prefetch, &machine),
+        Some(prefetch) => execute(plan, prefetch),
         None => {
             print!("{}", plan.describe());
             Ok(0)

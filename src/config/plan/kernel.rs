@@ -50,7 +50,7 @@ impl KernelSide {
         let live_offsets = targets
             .iter()
             .any(|t| t.cast.is_some() || !t.path.is_empty())
-            || o.running.control.is_some();
+            || o.control.is_some();
         let needs = SourceNeeds {
             dwarf: needs_dwarf,
             live_offsets,
@@ -162,14 +162,14 @@ impl KernelSide {
         self.symbols.chains().map(|t| t.table())
     }
 
-    /// What the plan keeps.
-    pub fn into_kernel(self) -> Kernel {
-        Kernel {
-            symbols: self.symbols,
+    /// What the plan keeps: the kernel side, and the types `--control` moves its targets by.
+    pub fn into_kernel(self) -> (Kernel, Types) {
+        let kernel = Kernel {
+            symbols: std::rc::Rc::new(self.symbols),
             origin: self.origin,
             source_text: self.source_text,
-            types: self.types,
             percpu: self.percpu_offsets,
-        }
+        };
+        (kernel, self.types)
     }
 }

@@ -24,6 +24,7 @@
 
 mod cgroup;
 mod conditions;
+mod control;
 mod cpus;
 mod describe;
 pub mod host;
@@ -38,14 +39,14 @@ mod process;
 mod tests;
 mod user_objects;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, SymbolTable};
 
 use crate::config::flight::Flight;
 use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
-use crate::config::typed::{self, Types};
 use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
 use crate::model::condition::Condition;
@@ -56,6 +57,7 @@ use crate::model::Limits;
 use crate::perf::arm;
 use crate::perf::bpf::percpu::Offsets;
 
+pub use control::{Control, Resolver};
 pub use cpus::Cpus;
 pub use host::{Host, Launch};
 pub use machine::{Launcher, RealHost};
@@ -70,9 +72,16 @@ pub type Scope = arm::Scope<Command>;
 
 /// Launch mode's command: its words, and once started, the process, stopped before its first instruction.
 pub struct Command {
-    pub argv: Vec<String>,
+    argv: Vec<String>,
     child: Option<Box<dyn Launch>>,
     pid: u32,
+}
+
+impl Command {
+    /// The command's words, as given after `--`.
+    pub fn argv(&self) -> &[String] {
+        &self.argv
+    }
 }
 
 impl arm::Pid for Command {
@@ -173,32 +182,70 @@ impl KernelSymbols {
     }
 }
 
-/// The kernel side of a plan: its symbols, where they came from, and its types.
+/// The kernel side of a plan: its symbols and where they came from.
 pub struct Kernel {
-    pub symbols: KernelSymbols,
+    /// Shared with `--control`'s resolver.
+    symbols: Rc<KernelSymbols>,
     /// Whether the kallsyms came from the cache (unnamed kernel frames then get a hint).
-    pub origin: Origin,
+    origin: Origin,
     /// The header's `# symbols:` text.
-    pub source_text: String,
-    pub types: Types,
+    source_text: String,
     /// A per-CPU variable is watched: how a CPU that comes online later finds its per-CPU base.
-    pub percpu: Option<Offsets>,
+    percpu: Option<Offsets>,
+}
+
+impl Kernel {
+    pub fn symbols(&self) -> &KernelSymbols {
+        &self.symbols
+    }
+
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    pub fn source_text(&self) -> &str {
+        &self.source_text
+    }
+
+    pub fn percpu(&self) -> Option<Offsets> {
+        self.percpu
+    }
 }
 
 /// How the session runs, besides what it watches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Running {
-    pub limits: Limits,
+    limits: Limits,
     /// The reader's SCHED_FIFO priority, if any.
-    pub realtime: Option<u8>,
+    realtime: Option<u8>,
     /// A CPU that comes online and cannot be armed ends the run.
-    pub strict_hotplug: bool,
-    /// `--control`: where commands come from.
-    pub control: Option<PathBuf>,
+    strict_hotplug: bool,
     /// `--buffer-pages`: every ring's size, instead of the defaults.
-    pub buffer_pages: Option<usize>,
+    buffer_pages: Option<usize>,
     /// `--lines`: file:line for kernel frames.
-    pub lines: bool,
+    lines: bool,
+}
+
+impl Running {
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    pub fn realtime(&self) -> Option<u8> {
+        self.realtime
+    }
+
+    pub fn strict_hotplug(&self) -> bool {
+        self.strict_hotplug
+    }
+
+    pub fn buffer_pages(&self) -> Option<usize> {
+        self.buffer_pages
+    }
+
+    pub fn lines(&self) -> bool {
+        self.lines
+    }
 }
 
 /// Everything a watch needs, resolved and checked, before anything is armed.
@@ -217,6 +264,7 @@ pub struct WatchPlan {
     objects: Option<ObjectPlan>,
     outputs: Outputs,
     running: Running,
+    control: Option<Control>,
 }
 
 /// The plan for `request` on `host` (a launched command is started for it): the stages in order, each
@@ -261,6 +309,13 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
         o.flight.as_ref(),
         &watches,
     )?;
+    let (kernel, types) = kernel.into_kernel();
+    // `--control` resolves as the command line did: in the kernel's symbols for a system-wide watch, else
+    // in the processes, as they are once a launched command has started.
+    let control = o.control.map(|path| {
+        let system = scope.system_wide().then(|| Rc::clone(&kernel.symbols));
+        Control::new(path, system, scope.pids(), types)
+    });
     Ok(WatchPlan {
         access: o.access,
         watches,
@@ -271,10 +326,11 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
         filter: o.filter,
         values: o.values,
         flight: o.flight,
-        kernel: kernel.into_kernel(),
+        kernel,
         objects,
         outputs: o.outputs,
         running: o.running,
+        control,
     })
 }
 
@@ -339,26 +395,9 @@ impl WatchPlan {
         }
     }
 
-    /// How a `--control watch` target is resolved: as the command line's were, in the same kernel
-    /// symbols or processes (`host` reads them), a `(TYPE)` cast included.
-    pub fn resolver<'a>(
-        &'a self,
-        host: &'a dyn Host,
-    ) -> impl FnMut(&Target, Access) -> Result<Watch> + 'a {
-        let pids = self.scope.pids();
-        let system = self.scope.system_wide();
-        move |t: &Target, access| {
-            let base = [typed::base_target(t)];
-            let found = match system {
-                true => self.kernel.symbols.resolve(&base, access)?,
-                false => process::processes_watches(host, &pids, &base, access)?,
-            };
-            let resolved = found
-                .into_iter()
-                .next()
-                .ok_or_else(|| Error::usage("the target resolved to nothing"))?;
-            Ok(typed::apply(&self.kernel.types, t, resolved, access)?.watch)
-        }
+    /// `--control`: where its commands come from, and how their targets are resolved.
+    pub fn control(&self) -> Option<&Control> {
+        self.control.as_ref()
     }
 
     /// `--dry-run`: what would be armed, one `#` line each, as the header says it.

@@ -4,6 +4,8 @@
 //! loads (the delivery), the `-p` processes, the `--dump-on` tracepoints, the cgroups, and the CPUs. No
 //! symbol is loaded here.
 
+use std::path::PathBuf;
+
 use crate::config::flight::Flight;
 use crate::config::objects;
 use crate::config::request::{SymbolRequest, WatchRequest};
@@ -50,6 +52,8 @@ pub(super) struct Options {
     pub symbols: SymbolRequest,
     pub outputs: Outputs,
     pub running: Running,
+    /// `--control`'s source.
+    pub control: Option<PathBuf>,
     /// `--if`'s and `--dump-on`'s text, for the messages that quote them.
     pub condition_text: Option<String>,
     pub dump_on: Vec<String>,
@@ -184,10 +188,10 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
             },
             realtime,
             strict_hotplug: r.strict_hotplug,
-            control: r.control,
             buffer_pages: r.buffer_pages,
             lines: r.symbols.lines,
         },
+        control: r.control,
         symbols: r.symbols,
         condition_text: r.condition,
         dump_on: r.dump_on,

@@ -120,12 +120,28 @@ pub fn processes_watches(
     targets: &[Target],
     access: Access,
 ) -> Result<Vec<Resolved>> {
+    agreed(
+        pids,
+        targets,
+        |pid| host.resolve_in_process(pid, targets, access),
+        |pid| host.process_exists(pid),
+    )
+}
+
+/// [`processes_watches`] with each process's `targets` resolved by `resolve`, and `exists` telling a
+/// process that has exited: the planning asks the host, `--control` the machine while the session runs.
+pub fn agreed(
+    pids: &[u32],
+    targets: &[Target],
+    mut resolve: impl FnMut(u32) -> Result<Vec<Resolved>>,
+    exists: impl Fn(u32) -> bool,
+) -> Result<Vec<Resolved>> {
     let mut first: Option<(u32, Vec<Resolved>)> = None;
     let mut gone = None;
     for &pid in pids {
-        let resolved = match host.resolve_in_process(pid, targets, access) {
+        let resolved = match resolve(pid) {
             Ok(r) => r,
-            Err(e) if !host.process_exists(pid) => {
+            Err(e) if !exists(pid) => {
                 gone.get_or_insert(e);
                 continue;
             }

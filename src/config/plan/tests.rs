@@ -519,7 +519,7 @@ fn percpu_cpu_needs_a_system_wide_per_cpu_target() {
     );
     let p = planned(request(&["jiffies"]), &mut FakeHost::new());
     assert!(p.watches()[0].per_cpu.is_none());
-    assert!(p.kernel().percpu.is_none());
+    assert!(p.kernel().percpu().is_none());
 }
 
 /// The CPUs: every online one, followed through hotplug; `--cpus` those only, refused when offline or
@@ -669,7 +669,7 @@ fn a_system_wide_target_resolves_in_kallsyms() {
     assert_eq!(p.watches()[0].addr, 0xffff_ffff_8200_0000);
     assert_eq!(p.watches()[1].addr, 0xffff_ffff_8200_0040);
     assert!(p.describe().contains("# covers: every task (system-wide)"));
-    assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
+    assert!(matches!(p.kernel().symbols(), KernelSymbols::Kallsyms(_)));
 }
 
 /// A process watch reads the running kernel's kallsyms only when a kernel frame comes, under the same
@@ -680,20 +680,20 @@ fn a_process_watch_reads_kernel_symbols_on_first_use() {
     let mut r = pids(request(&["counter"]), &[100]);
     r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
     let p = planned(r, &mut machine);
-    assert!(matches!(p.kernel().symbols, KernelSymbols::Lazy(_)));
+    assert!(matches!(p.kernel().symbols(), KernelSymbols::Lazy(_)));
     assert_eq!(*machine.kallsyms_loads.borrow(), 0);
     let kallsyms = Source::Kallsyms(crate::config::symbols::DEFAULT_KALLSYMS.into());
-    assert_eq!(p.kernel().source_text, kallsyms.to_string());
+    assert_eq!(p.kernel().source_text(), kallsyms.to_string());
 
     let mut machine = FakeHost::new();
     let p = planned(pids(request(&["counter"]), &[100]), &mut machine);
-    assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
+    assert!(matches!(p.kernel().symbols(), KernelSymbols::Kallsyms(_)));
     assert_eq!(*machine.kallsyms_loads.borrow(), 1);
     let mut machine = FakeHost::new();
     let mut r = request(&["jiffies"]);
     r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
     let p = planned(r, &mut machine);
-    assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
+    assert!(matches!(p.kernel().symbols(), KernelSymbols::Kallsyms(_)));
 }
 
 /// The options stage reads the request whole before it asks the machine anything: a request that

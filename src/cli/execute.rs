@@ -203,7 +203,7 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
         cfg,
         limits: running.limits(),
         filter: plan.filter().clone(),
-        tally: plan.outputs().tally,
+        tally: plan.outputs().tally(),
         lines: parts.lines.as_ref().map(|l| l as &dyn LineSource),
         control: parts.control,
         scope: hand.scope,
@@ -213,7 +213,7 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
         condition: values.condition().cloned(),
         flight: parts.recorder,
         advise: advice::refusal,
-        stream_on_stdout: plan.outputs().stream_file.is_none(),
+        stream_on_stdout: plan.outputs().stream_file().is_none(),
     };
     // `armed` goes out the moment every breakpoint is enabled; the session learns every live task's name
     // right after (a script starts its workload on that line: a task the scan misses is one that started

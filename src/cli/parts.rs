@@ -124,7 +124,7 @@ fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
         Named::new(out, "stdout".to_string())
     };
     let stream_sink = || -> Result<Box<dyn Write>> {
-        match &args.stream_file {
+        match args.stream_file() {
             Some(path) => {
                 let file =
                     BufWriter::with_capacity(1 << 16, output_file::create(path, "--output")?);
@@ -134,8 +134,8 @@ fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
         }
     };
     // stderr carries messages, never the product: its failure must not end the session (crate::stderr).
-    let quiet = args.quiet;
-    let stream: Box<dyn Output> = match (args.format, quiet) {
+    let quiet = args.quiet();
+    let stream: Box<dyn Output> = match (args.format(), quiet) {
         (Format::Json, false) => Box::new(Json::new(stream_sink()?, Stderr)),
         (Format::Json, true) => Box::new(Quiet::new(Json::new(stream_sink()?, Stderr), Stderr)),
         (Format::OtlpJson, quiet) => {
@@ -146,34 +146,34 @@ fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
                 Box::new(o)
             }
         }
-        (Format::Text, false) => Box::new(Ftrace::new(stream_sink()?, Stderr).with_top(args.top)),
+        (Format::Text, false) => Box::new(Ftrace::new(stream_sink()?, Stderr).with_top(args.top())),
         (Format::Text, true) => Box::new(Quiet::new(
-            Ftrace::new(stream_sink()?, Stderr).with_top(args.top),
+            Ftrace::new(stream_sink()?, Stderr).with_top(args.top()),
             Stderr,
         )),
     };
     // The status line shares the terminal with a stream on stdout only if stdout is elsewhere; first in the
     // tee so it is cleared before any end-of-session report.
-    let status = args.status
+    let status = args.status()
         && io::stderr().is_terminal()
-        && (quiet || args.stream_file.is_some() || !io::stdout().is_terminal());
+        && (quiet || args.stream_file().is_some() || !io::stdout().is_terminal());
     let mut outs: Vec<Box<dyn Output>> = Vec::new();
     if status {
         outs.push(Box::new(Status::new()));
     }
     outs.push(stream);
-    if let Some(folded) = &args.folded {
+    if let Some(folded) = args.folded() {
         let sink = match folded {
             FoldedTo::Stdout => Box::new(stdout()),
             FoldedTo::File(path) => create(path, "--folded")?,
         };
         outs.push(Box::new(Folded::new(Sink::Lines(sink))));
     }
-    if let Some(path) = &args.flamegraph {
+    if let Some(path) = args.flamegraph() {
         let sink = create(path, "--flamegraph")?;
         outs.push(Box::new(Folded::new(Sink::Svg(sink, title.to_string()))));
     }
-    if let Some(path) = &args.perfetto {
+    if let Some(path) = args.perfetto() {
         let clocks = Clocks {
             monotonic_ns: sys::monotonic_ns(),
             boottime_ns: sys::boottime_ns(),

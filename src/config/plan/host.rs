@@ -27,22 +27,29 @@ pub struct Task {
     pub name: String,
 }
 
-/// The kernel's symbols as [`Host::kernel_symbols`] loaded them.
+/// What the kernel stage asks of the machine's kernel symbols, in one go ([`Host::kernel_symbols`]).
+pub struct KernelQuery<'a> {
+    pub symbols: &'a SymbolRequest,
+    /// A struct member, an array element or `--lines` needs DWARF: where the pick has none, the running
+    /// kernel's vmlinux from debuginfod instead, where one can be had.
+    pub dwarf: bool,
+    /// A system-wide watch's data symbols: a kallsyms that lacks one (no CONFIG_KALLSYMS_ALL) is replaced
+    /// by the running kernel's vmlinux from debuginfod, where one can be had.
+    pub data_symbols: Option<&'a [Target]>,
+    /// The running kernel's kallsyms is to be read on its first use, not now (a process watch).
+    pub kallsyms_later: bool,
+    /// Kernel addresses this user may not see leave an empty kallsyms (no kernel frame is recorded).
+    pub user_only: bool,
+}
+
+/// The kernel's symbols as [`Host::kernel_symbols`] found them.
 pub enum KernelFiles {
     /// A vmlinux or System.map, opened.
     Files(Box<FileSymbols>),
     /// The running kernel's kallsyms, and whether it came from the cache.
     Kallsyms(SymbolTable, Origin),
-}
-
-/// What a watch needs of the kernel's symbol source ([`Host::symbol_source`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SourceNeeds {
-    /// A struct member, an array element or `--lines` needs DWARF.
-    pub dwarf: bool,
-    /// A live watch placed by BTF offsets (a cast, a member path, `--control`) needs the running
-    /// kernel's BTF: another kernel's offsets would put it on the wrong bytes.
-    pub live_offsets: bool,
+    /// The running kernel's kallsyms, left to its first use.
+    KallsymsLater,
 }
 
 /// A command started for a launch-mode watch, stopped before its first instruction.
@@ -84,23 +91,11 @@ pub trait Host {
     /// Starts `argv` stopped at its exec.
     fn launch(&mut self, argv: &[String]) -> Result<Box<dyn Launch>>;
 
-    /// The kernel symbol source the search picks for `symbols` (its files, the distribution's, the
-    /// debuginfod cache, kallsyms), checked for what `needs` says the watch needs of it: with `dwarf`, the
-    /// running kernel's vmlinux from debuginfod instead where the pick is no vmlinux and one can be had;
-    /// with `live_offsets`, `--btf` must be the running kernel's.
-    fn symbol_source(&mut self, symbols: &SymbolRequest, needs: SourceNeeds) -> Result<Source>;
-    /// The kernel's symbols from `picked`, loaded: its vmlinux or System.map opened, or the running
-    /// kernel's kallsyms read (through the symbol cache where `symbols` allows it; with `user_only`, a
-    /// table whose addresses this user may not see is an empty one, since no kernel frame is recorded).
-    /// A kallsyms that lacks one of `data_symbols` (a system-wide watch's bases) is replaced by the
-    /// running kernel's vmlinux from debuginfod where one can be had.
-    fn kernel_symbols(
-        &mut self,
-        picked: Source,
-        symbols: &SymbolRequest,
-        data_symbols: Option<&[Target]>,
-        user_only: bool,
-    ) -> Result<KernelFiles>;
+    /// The kernel's symbols the query asks for: the source the search picks for its files (its files,
+    /// the distribution's, the debuginfod cache, kallsyms; a vmlinux from debuginfod where the query says),
+    /// and that source loaded (a vmlinux or System.map opened, or the running kernel's kallsyms read through
+    /// the symbol cache where the request allows it, unless it is left to first use).
+    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, KernelFiles)>;
     /// Every CPU of `cpus`' per-CPU base, and how they were found.
     fn percpu_bases(
         &self,

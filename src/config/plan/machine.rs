@@ -8,13 +8,12 @@ use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::{Source, SourceSearch};
 
-use super::host::{KernelFiles, SourceNeeds, Task};
+use super::host::{KernelFiles, KernelQuery, Task};
 use super::{Host, Launch};
 use crate::config::debuginfod;
 use crate::config::request::SymbolRequest;
 use crate::config::symbols::{self, FileSymbols};
 use crate::config::tracepoints;
-use crate::config::typed;
 use crate::config::watch::{self, Resolved};
 use crate::cpulist;
 use crate::error::Result;
@@ -109,41 +108,41 @@ impl Host for RealHost {
         (self.launcher)(argv)
     }
 
-    fn symbol_source(&mut self, symbols: &SymbolRequest, needs: SourceNeeds) -> Result<Source> {
+    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, KernelFiles)> {
+        let symbols = query.symbols;
         let search = self.search(symbols);
         let picked = search.pick();
-        if needs.live_offsets {
-            typed::check_btf_for_live_watch(&symbols.btf)?;
-        }
-        debuginfod::fetch_if_needed(search, picked, needs.dwarf, symbols.debuginfod)
-    }
-
-    fn kernel_symbols(
-        &mut self,
-        picked: Source,
-        symbols: &SymbolRequest,
-        data_symbols: Option<&[Target]>,
-        user_only: bool,
-    ) -> Result<KernelFiles> {
-        let search = self.search(symbols);
+        let picked = debuginfod::fetch_if_needed(search, picked, query.dwarf, symbols.debuginfod)?;
         // The file to open: the pick, or where kallsyms cannot place a data symbol (`jiffies`), the
         // running kernel's vmlinux from debuginfod where one can be had.
         let file = match picked {
+            Source::Kallsyms(_) if query.kallsyms_later => {
+                return Ok((picked, KernelFiles::KallsymsLater))
+            }
             Source::Kallsyms(_) => {
-                let (table, origin) = symbols::watch_kallsyms(symbols, user_only)?;
-                let missing = data_symbols.and_then(|b| debuginfod::missing_data_symbol(&table, b));
+                let (table, origin) = symbols::watch_kallsyms(symbols, query.user_only)?;
+                let missing = query
+                    .data_symbols
+                    .and_then(|b| debuginfod::missing_data_symbol(&table, b));
                 let Some(name) = missing else {
-                    return Ok(KernelFiles::Kallsyms(table, origin));
+                    return Ok((picked, KernelFiles::Kallsyms(table, origin)));
                 };
-                match debuginfod::fetch_for_symbol(search, picked, &name, symbols.debuginfod)? {
-                    Source::Kallsyms(_) => return Ok(KernelFiles::Kallsyms(table, origin)),
+                match debuginfod::fetch_for_symbol(
+                    search,
+                    picked.clone(),
+                    &name,
+                    symbols.debuginfod,
+                )? {
+                    Source::Kallsyms(_) => {
+                        return Ok((picked, KernelFiles::Kallsyms(table, origin)))
+                    }
                     fetched => fetched,
                 }
             }
             picked => picked,
         };
-        FileSymbols::open(file, search, symbols.force, symbols.symbol_cache)
-            .map(|f| KernelFiles::Files(Box::new(f)))
+        let files = FileSymbols::open(file.clone(), search, symbols.force, symbols.symbol_cache)?;
+        Ok((file, KernelFiles::Files(Box::new(files))))
     }
 
     fn percpu_bases(

@@ -55,8 +55,8 @@ fn percpu_variable(types: &Types, target: &Target) -> Option<PerCpuVariable> {
     {
         return None;
     }
-    let splits = target.symbol_splits();
     let btf = types.vmlinux().ok()?;
+    let splits = target.symbol_splits();
     splits.into_iter().find_map(|(name, rest)| {
         let v = btf
             .variable(&name)
@@ -166,17 +166,6 @@ pub fn by_name(
     }
     *offsets = offsets.take().or(at);
     Ok(moved)
-}
-
-/// `--percpu-cpu` chooses a per-CPU variable's copy: an error naming the fix when no target is one.
-pub fn copy_needs_percpu(copy: Option<u32>, percpu: &[Option<PerCpuTarget>]) -> Result<()> {
-    if let (Some(cpu), true) = (copy, percpu.iter().all(Option::is_none)) {
-        return Err(Error::usage(format!(
-            "--percpu-cpu {cpu} chooses which CPU's copy of a per-CPU variable to watch, and no target \
-             is one; drop --percpu-cpu"
-        )));
-    }
-    Ok(())
 }
 
 /// Every online CPU's per-CPU base, and how they were found; why not, when the kernel cannot answer for

@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, Source};
 
-use super::host::{KernelFiles, SourceNeeds, Task};
+use super::host::{KernelFiles, KernelQuery, Task};
 use super::*;
 use crate::config::request::{OutputRequest, SymbolRequest};
 use crate::config::watch::Resolved;
@@ -192,27 +192,18 @@ impl Host for FakeHost {
             ran_to_entry: Rc::clone(&self.ran_to_entry),
         }))
     }
-    fn symbol_source(
-        &mut self,
-        symbols: &SymbolRequest,
-        _needs: SourceNeeds,
-    ) -> crate::error::Result<Source> {
-        Ok(Source::Kallsyms(symbols.kallsyms.clone()))
-    }
     fn kernel_symbols(
         &mut self,
-        picked: Source,
-        symbols: &SymbolRequest,
-        _data_symbols: Option<&[Target]>,
-        _user_only: bool,
-    ) -> crate::error::Result<KernelFiles> {
-        if !matches!(picked, Source::Kallsyms(_)) {
-            return Err(Error::usage(format!("no {picked} here")));
+        query: &KernelQuery<'_>,
+    ) -> crate::error::Result<(Source, KernelFiles)> {
+        let picked = Source::Kallsyms(query.symbols.kallsyms.clone());
+        if query.kallsyms_later {
+            return Ok((picked, KernelFiles::KallsymsLater));
         }
         *self.kallsyms_loads.borrow_mut() += 1;
-        let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &symbols.kallsyms)
+        let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &query.symbols.kallsyms)
             .map_err(|e| Error::usage(e.to_string()))?;
-        Ok(KernelFiles::Kallsyms(table, Origin::Parsed))
+        Ok((picked, KernelFiles::Kallsyms(table, Origin::Parsed)))
     }
     fn percpu_bases(
         &self,

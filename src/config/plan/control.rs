@@ -22,7 +22,7 @@ pub struct Control {
 /// Resolves a `--control watch` target the way the command line's targets were.
 pub struct Resolver {
     within: Within,
-    types: Types,
+    types: Rc<Types>,
 }
 
 /// Where a target is looked for.
@@ -39,7 +39,7 @@ impl Control {
         path: PathBuf,
         system: Option<Rc<KernelSymbols>>,
         pids: Vec<u32>,
-        types: Types,
+        types: Rc<Types>,
     ) -> Control {
         let within = match system {
             Some(symbols) => Within::Kernel(symbols),

@@ -6,6 +6,7 @@
 //! first use).
 
 use std::path::Path;
+use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, Source, SymbolTable};
 
@@ -28,7 +29,7 @@ pub struct KernelSide {
     pub targets: Vec<Target>,
     /// Each target's base (the address a `(TYPE)` cast starts from; the target itself otherwise).
     pub bases: Vec<Target>,
-    pub types: Types,
+    pub types: Rc<Types>,
     symbols: KernelSymbols,
     origin: Origin,
     source_text: String,
@@ -47,7 +48,7 @@ impl KernelSide {
         let targets = o.targets.clone();
         // Member paths of a process's own variables come from its binary; only a kernel target needs vmlinux.
         let needs_dwarf = symbols.lines || (system && targets.iter().any(debuginfod::needs_dwarf));
-        let types = Types::new(&symbols.btf);
+        let types = Rc::clone(&o.types);
         // Member offsets from another kernel's BTF would put a live watch on the wrong bytes.
         let live_offsets = targets
             .iter()
@@ -163,9 +164,9 @@ impl KernelSide {
     }
 
     /// What the plan keeps: the kernel side, and the types `--control` moves its targets by.
-    pub fn into_kernel(self) -> (Kernel, Types) {
+    pub fn into_kernel(self) -> (Kernel, Rc<Types>) {
         let kernel = Kernel {
-            symbols: std::rc::Rc::new(self.symbols),
+            symbols: Rc::new(self.symbols),
             origin: self.origin,
             source_text: self.source_text,
             percpu: self.percpu_offsets,

@@ -13,14 +13,16 @@
 //! 2. `kernel` (the kernel's symbol source, types, and with `percpu` the per-CPU copies; kernel symbols
 //!    loaded, or left to first use for a process watch), `process` (the processes a watch covers and its
 //!    targets there; a launched command started), `objects` (`--on`), and last `conditions` (`--if` and
-//!    `--dump-on` against every watch's length). [`plan`] runs them all, in this order.
+//!    `--dump-on` against every watch's length). [`plan`] runs them all, in this order, and last makes
+//!    `--control`'s resolver (`control`) from what they found, so the session is handed it ready.
 //!
 //! The one side effect a plan can have is launch mode's: the command is started, stopped at its exec, so
 //! its own symbols can be resolved; dropping the plan kills it before it ran any code of its own.
 //!
 //! Other parts: `outputs` (the stream and reports, checked with the options), `cgroup` (`--cgroup`, found
 //! on the host with the options), `describe` (`--dry-run`),
-//! `host` (what planning reads of the machine) and `machine` (the real [`Host`]).
+//! `host` (what planning reads of the machine: it reads, the stages decide) and `machine` (the real
+//! [`Host`]).
 
 mod cgroup;
 mod conditions;

@@ -5,10 +5,12 @@
 //! symbol is loaded here.
 
 use std::path::PathBuf;
+use std::rc::Rc;
 
 use crate::config::flight::Flight;
 use crate::config::objects;
 use crate::config::request::{SymbolRequest, WatchRequest};
+use crate::config::typed::Types;
 use crate::error::{Context, Error, Result};
 use crate::model::condition::{self, Condition};
 use crate::model::filter::Filter;
@@ -49,6 +51,8 @@ pub(super) struct Options {
     pub on: Option<OnRequest>,
     pub cpus: Cpus,
     pub percpu_cpu: Option<u32>,
+    /// The kernel's BTF types (casts, per-CPU variables, tracepoints).
+    pub types: Rc<Types>,
     pub symbols: SymbolRequest,
     pub outputs: Outputs,
     pub running: Running,
@@ -128,7 +132,9 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
     let decision = delivery(&r, &scope, host);
     // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
     let pids = processes_of(&*host, &r.pids)?;
-    let flight = Flight::parse(r.last, &r.dump_on, &r.output, &r.symbols.btf, || {
+    // The kernel's BTF, opened on first use, once for every stage that asks it.
+    let types = Rc::new(Types::new(&r.symbols.btf));
+    let flight = Flight::parse(r.last, &r.dump_on, &r.output, &types, || {
         host.tracefs_events()
     })?;
     // A hit trigger is evaluated on the value the kernel read at the trap.
@@ -180,6 +186,7 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
         on,
         cpus,
         percpu_cpu: r.percpu_cpu,
+        types,
         outputs,
         running: Running {
             limits: Limits {

@@ -94,8 +94,10 @@ pub trait Host {
     /// The kernel's symbols the query asks for: the source the search picks for its files (its files,
     /// the distribution's, the debuginfod cache, kallsyms; a vmlinux from debuginfod where the query says),
     /// and that source loaded (a vmlinux or System.map opened, or the running kernel's kallsyms read through
-    /// the symbol cache where the request allows it, unless it is left to first use).
-    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, KernelFiles)>;
+    /// the symbol cache where the request allows it, unless it is left to first use). A source that cannot
+    /// be had fails the call; one that cannot be loaded is the inner error, for the stage to raise in its
+    /// turn.
+    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, Result<KernelFiles>)>;
     /// Every CPU of `cpus`' per-CPU base, and how they were found.
     fn percpu_bases(
         &self,

@@ -57,22 +57,12 @@ impl KernelSide {
         if live_offsets {
             typed::check_btf_for_live_watch(&symbols.btf)?;
         }
-        // A per-CPU variable has one copy per CPU, none at its symbol's address: each CPU's breakpoint goes
-        // on a copy, resolved here as a cast on one CPU's. Named with a member path it is found in BTF
-        // before the machine is asked for symbols; named bare (`cpu_number`), once a kallsyms is known to
-        // have no such symbol (below).
-        let (targets, mut percpu, mut percpu_offsets) = match system {
-            true => percpu::targets(&types, targets, o.percpu_cpu, None, host)?,
-            false => {
-                let none = vec![None; targets.len()];
-                (targets, none, None)
-            }
-        };
         // The machine, asked once: the symbol source (a vmlinux from debuginfod where DWARF is needed, or
         // where kallsyms cannot place a data symbol), loaded, unless a process watch leaves the running
         // kernel's kallsyms to its first use: it names kernel frames only if a kernel frame comes, so the
         // table is read then, not on the way to the first hit (a file named with --kallsyms is read now,
-        // so that a wrong one fails before anything is armed).
+        // so that a wrong one fails before anything is armed). What went wrong loading is said below, in
+        // its turn: after what the targets themselves have to say.
         let data_symbols: Vec<Target> = targets.iter().map(typed::base_target).collect();
         let (picked, loaded) = host.kernel_symbols(&KernelQuery {
             symbols,
@@ -88,8 +78,31 @@ impl KernelSide {
                  (an unstripped vmlinux with debug info)"
             )));
         }
+        // A per-CPU variable has one copy per CPU, none at its symbol's address: each CPU's breakpoint goes
+        // on a copy, resolved here as a cast on one CPU's. Named with a member path it is found in BTF;
+        // named bare (`cpu_number`), only where a kallsyms has no such symbol.
+        let table = match &loaded {
+            Ok(KernelFiles::Kallsyms(table, _)) => Some(table),
+            _ => None,
+        };
+        let (targets, percpu, percpu_offsets) = match system {
+            true => percpu::targets(&types, targets, o.percpu_cpu, table, host)?,
+            false => {
+                let none = vec![None; targets.len()];
+                (targets, none, None)
+            }
+        };
+        // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
+        let targets: Vec<Target> = if system && !matches!(picked, Source::Vmlinux(_)) {
+            targets
+                .into_iter()
+                .map(|t| Ok(typed::btf_variable(&types, &t)?.unwrap_or(t)))
+                .collect::<Result<_>>()?
+        } else {
+            targets
+        };
         let kallsyms = Source::Kallsyms(symbols.kallsyms.clone()).to_string();
-        let (kernel, origin, source_text) = match loaded {
+        let (kernel, origin, source_text) = match loaded? {
             KernelFiles::Kallsyms(table, origin) => {
                 (KernelSymbols::Kallsyms(table), origin, kallsyms)
             }
@@ -110,19 +123,6 @@ impl KernelSide {
                 (KernelSymbols::Files(files), Origin::Parsed, header)
             }
         };
-        // A per-CPU variable named bare (`cpu_number`) is not in a kallsyms without data symbols.
-        let targets = match (system, &kernel) {
-            (true, KernelSymbols::Kallsyms(table)) => percpu::by_name(
-                &types,
-                targets,
-                o.percpu_cpu,
-                table,
-                &mut percpu,
-                &mut percpu_offsets,
-                host,
-            )?,
-            _ => targets,
-        };
         // `--percpu-cpu` chooses a per-CPU variable's copy: an error naming the fix when no target is one.
         if let (Some(cpu), true) = (o.percpu_cpu, percpu.iter().all(Option::is_none)) {
             return Err(Error::usage(format!(
@@ -130,15 +130,6 @@ impl KernelSide {
                  is one; drop --percpu-cpu"
             )));
         }
-        // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
-        let targets: Vec<Target> = if system && !matches!(picked, Source::Vmlinux(_)) {
-            targets
-                .into_iter()
-                .map(|t| Ok(typed::btf_variable(&types, &t)?.unwrap_or(t)))
-                .collect::<Result<_>>()?
-        } else {
-            targets
-        };
         // A `(TYPE)` target resolves its base like any other target, then moves onto the member (`typed`).
         let bases: Vec<Target> = targets.iter().map(typed::base_target).collect();
         let resolved = match system {

@@ -108,41 +108,46 @@ impl Host for RealHost {
         (self.launcher)(argv)
     }
 
-    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, KernelFiles)> {
+    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, Result<KernelFiles>)> {
         let symbols = query.symbols;
         let search = self.search(symbols);
         let picked = search.pick();
         let picked = debuginfod::fetch_if_needed(search, picked, query.dwarf, symbols.debuginfod)?;
         // The file to open: the pick, or where kallsyms cannot place a data symbol (`jiffies`), the
         // running kernel's vmlinux from debuginfod where one can be had.
-        let file = match picked {
+        let file = match &picked {
             Source::Kallsyms(_) if query.kallsyms_later => {
-                return Ok((picked, KernelFiles::KallsymsLater))
+                return Ok((picked, Ok(KernelFiles::KallsymsLater)))
             }
             Source::Kallsyms(_) => {
-                let (table, origin) = symbols::watch_kallsyms(symbols, query.user_only)?;
+                let (table, origin) = match symbols::watch_kallsyms(symbols, query.user_only) {
+                    Ok(read) => read,
+                    Err(e) => return Ok((picked, Err(e))),
+                };
                 let missing = query
                     .data_symbols
                     .and_then(|b| debuginfod::missing_data_symbol(&table, b));
-                let Some(name) = missing else {
-                    return Ok((picked, KernelFiles::Kallsyms(table, origin)));
-                };
-                match debuginfod::fetch_for_symbol(
-                    search,
-                    picked.clone(),
-                    &name,
-                    symbols.debuginfod,
-                )? {
-                    Source::Kallsyms(_) => {
-                        return Ok((picked, KernelFiles::Kallsyms(table, origin)))
+                let fetched = match missing {
+                    None => None,
+                    Some(name) => {
+                        let opts = symbols.debuginfod;
+                        match debuginfod::fetch_for_symbol(search, picked.clone(), &name, opts) {
+                            Ok(Source::Kallsyms(_)) => None,
+                            Ok(fetched) => Some(fetched),
+                            Err(e) => return Ok((picked, Err(e))),
+                        }
                     }
-                    fetched => fetched,
+                };
+                match fetched {
+                    Some(vmlinux) => vmlinux,
+                    None => return Ok((picked, Ok(KernelFiles::Kallsyms(table, origin)))),
                 }
             }
-            picked => picked,
+            file => file.clone(),
         };
-        let files = FileSymbols::open(file.clone(), search, symbols.force, symbols.symbol_cache)?;
-        Ok((file, KernelFiles::Files(Box::new(files))))
+        let loaded = FileSymbols::open(file, search, symbols.force, symbols.symbol_cache)
+            .map(|f| KernelFiles::Files(Box::new(f)));
+        Ok((picked, loaded))
     }
 
     fn percpu_bases(

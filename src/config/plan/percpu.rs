@@ -55,8 +55,8 @@ fn percpu_variable(types: &Types, target: &Target) -> Option<PerCpuVariable> {
     {
         return None;
     }
-    let btf = types.vmlinux().ok()?;
     let splits = target.symbol_splits();
+    let btf = types.vmlinux().ok()?;
     splits.into_iter().find_map(|(name, rest)| {
         let v = btf
             .variable(&name)
@@ -76,9 +76,9 @@ pub type PerCpuTargets = (Vec<Target>, Vec<Option<PerCpuTarget>>, Option<Offsets
 /// The targets with each one on a per-CPU variable moved onto one CPU's copy, and for those, where every
 /// online CPU's copy is.
 ///
-/// Named with a member path (`runqueues.nr_running`), a per-CPU variable is recognized from BTF before any
-/// symbol is loaded. A bare name (`cpu_number`) is looked up in BTF only once `table` (the kallsyms
-/// table) has no such symbol: loading the kernel's BTF for every plain `jiffies` would cost every start-up
+/// Named with a member path (`runqueues.nr_running`), a per-CPU variable is recognized from BTF. A bare
+/// name (`cpu_number`) is looked up in BTF only where `table` (the kallsyms table, when the symbols are
+/// one) has no such symbol: loading the kernel's BTF for every plain `jiffies` would cost every start-up
 /// milliseconds.
 pub fn targets(
     types: &Types,
@@ -92,10 +92,10 @@ pub fn targets(
     let mut percpu = Vec::with_capacity(targets.len());
     for t in targets {
         let plain_unknown = |name: &str| table.is_some_and(|tb| tb.by_name(name).next().is_none());
-        let candidate = match (&t.base, table) {
-            (_, None) => !t.path.is_empty(),
-            (Base::Symbol { name, .. }, Some(_)) => t.path.is_empty() && plain_unknown(name),
-            _ => false,
+        let candidate = match &t.base {
+            _ if !t.path.is_empty() => true,
+            Base::Symbol { name, .. } => plain_unknown(name),
+            Base::Address(_) => false,
         };
         let Some(v) = candidate.then(|| percpu_variable(types, &t)).flatten() else {
             moved.push(t);
@@ -145,27 +145,6 @@ pub fn targets(
         }));
     }
     Ok((moved, percpu, found.map(|(_, at)| at)))
-}
-
-/// [`targets`] again once the kallsyms `table` is loaded, for per-CPU variables named bare: the targets it
-/// moves, and the copies and bases it finds added to `percpu` and `offsets`.
-pub fn by_name(
-    types: &Types,
-    targets: Vec<Target>,
-    copy: Option<u32>,
-    table: &SymbolTable,
-    percpu: &mut [Option<PerCpuTarget>],
-    offsets: &mut Option<Offsets>,
-    host: &dyn Host,
-) -> Result<Vec<Target>> {
-    let (moved, plain, at) = self::targets(types, targets, copy, Some(table), host)?;
-    for (p, found) in percpu.iter_mut().zip(plain) {
-        if found.is_some() {
-            *p = found;
-        }
-    }
-    *offsets = offsets.take().or(at);
-    Ok(moved)
 }
 
 /// Every online CPU's per-CPU base, and how they were found; why not, when the kernel cannot answer for

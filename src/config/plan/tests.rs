@@ -195,15 +195,16 @@ impl Host for FakeHost {
     fn kernel_symbols(
         &mut self,
         query: &KernelQuery<'_>,
-    ) -> crate::error::Result<(Source, KernelFiles)> {
+    ) -> crate::error::Result<(Source, crate::error::Result<KernelFiles>)> {
         let picked = Source::Kallsyms(query.symbols.kallsyms.clone());
         if query.kallsyms_later {
-            return Ok((picked, KernelFiles::KallsymsLater));
+            return Ok((picked, Ok(KernelFiles::KallsymsLater)));
         }
         *self.kallsyms_loads.borrow_mut() += 1;
         let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &query.symbols.kallsyms)
-            .map_err(|e| Error::usage(e.to_string()))?;
-        Ok((picked, KernelFiles::Kallsyms(table, Origin::Parsed)))
+            .map_err(|e| Error::usage(e.to_string()))
+            .map(|t| KernelFiles::Kallsyms(t, Origin::Parsed));
+        Ok((picked, table))
     }
     fn percpu_bases(
         &self,

@@ -9,13 +9,12 @@ use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::{Origin, Source, SymbolTable};
 
+use crate::config::process::InProcess;
 use crate::config::request::SymbolRequest;
 use crate::config::symbols::FileSymbols;
-use crate::config::watch::Resolved;
 use crate::error::Result;
 use crate::host::cgroup::{Cgroup, CgroupError};
 use crate::model::target::Target;
-use crate::model::watch::Access;
 use crate::perf::bpf::percpu::Offsets;
 use crate::perf::privilege::Privilege;
 
@@ -77,13 +76,9 @@ pub trait Host {
     fn task(&self, pid: u32) -> Option<Task>;
     /// Whether process `pid` still exists.
     fn process_exists(&self, pid: u32) -> bool;
-    /// Each of `targets` resolved in process `pid`'s own address space (an address as it is).
-    fn resolve_in_process(
-        &self,
-        pid: u32,
-        targets: &[Target],
-        access: Access,
-    ) -> Result<Vec<Resolved>>;
+    /// Symbol `target` looked up in process `pid`'s own binaries (its maps, their symbol tables and
+    /// DWARF).
+    fn process_symbol(&self, pid: u32, target: &Target) -> Result<InProcess>;
     /// The threads of `pids` now.
     fn threads(&self, pids: &[u32]) -> usize;
     /// The open-file limit, raised to its hard limit; `None` if it cannot be had.

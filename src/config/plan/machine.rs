@@ -11,15 +11,14 @@ use ksymwatch_symbols::{Source, SourceSearch};
 use super::host::{KernelFiles, KernelQuery, Task};
 use super::{Host, Launch};
 use crate::config::debuginfod;
+use crate::config::process::{self, InProcess};
 use crate::config::request::SymbolRequest;
 use crate::config::symbols::{self, FileSymbols};
 use crate::config::tracepoints;
-use crate::config::watch::{self, Resolved};
 use crate::cpulist;
 use crate::error::Result;
 use crate::host::cgroup::{Cgroup, CgroupError, Hierarchy};
 use crate::model::target::Target;
-use crate::model::watch::Access;
 use crate::perf::bpf::percpu::{self, Offsets};
 use crate::perf::privilege::Privilege;
 use crate::perf::{arm, bpf, sys};
@@ -84,16 +83,8 @@ impl Host for RealHost {
         Path::new(&format!("/proc/{pid}")).exists()
     }
 
-    fn resolve_in_process(
-        &self,
-        pid: u32,
-        targets: &[Target],
-        access: Access,
-    ) -> Result<Vec<Resolved>> {
-        targets
-            .iter()
-            .map(|t| watch::resolve_in_process(pid, t, access))
-            .collect()
+    fn process_symbol(&self, pid: u32, target: &Target) -> Result<InProcess> {
+        process::resolve(Path::new(process::PROC), pid, target)
     }
 
     fn threads(&self, pids: &[u32]) -> usize {

@@ -123,7 +123,15 @@ pub fn processes_watches(
     agreed(
         pids,
         targets,
-        |pid| host.resolve_in_process(pid, targets, access),
+        |pid| {
+            targets
+                .iter()
+                .map(|t| match watch::address_in_process(t, access) {
+                    Some(address) => address,
+                    None => watch::in_process(t, access, host.process_symbol(pid, t)?),
+                })
+                .collect()
+        },
         |pid| host.process_exists(pid),
     )
 }

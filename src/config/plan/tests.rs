@@ -11,8 +11,8 @@ use ksymwatch_symbols::{Origin, Source};
 
 use super::host::{KernelFiles, KernelQuery, Task};
 use super::*;
+use crate::config::process::InProcess;
 use crate::config::request::{OutputRequest, SymbolRequest};
-use crate::config::watch::Resolved;
 use crate::error::{Error, ExitCode};
 use crate::host::cgroup::{Cgroup, CgroupError};
 use crate::model::target::{Base, Target};
@@ -132,52 +132,54 @@ impl Host for FakeHost {
     fn process_exists(&self, pid: u32) -> bool {
         self.tasks.values().any(|&p| p == pid)
     }
-    fn resolve_in_process(
-        &self,
-        pid: u32,
-        targets: &[Target],
-        access: Access,
-    ) -> crate::error::Result<Vec<Resolved>> {
-        let in_process = |target: &Target| {
-            let addr = match &target.base {
-                Base::Address(_) => {
-                    return crate::config::watch::resolve(target, access, &Default::default())
-                }
-                // `liblate:` is mapped once the command has run to its entry; `libnever:` never is.
-                Base::Symbol {
-                    object: Some(o), ..
-                } if o == "libnever" || (o == "liblate" && !*self.ran_to_entry.borrow()) => {
-                    return Err(Error::from_cause(
-                        ExitCode::Usage,
-                        ksymwatch_symbols::process::ProcessError::NotMapped {
-                            pid,
-                            object: o.clone(),
-                            mapped: Vec::new(),
-                        },
-                    ));
-                }
-                Base::Symbol {
-                    object: Some(o), ..
-                } if o == "liblate" => Some(0x7000),
-                Base::Symbol { name, .. } if name == "counter" => {
-                    self.counter_at.get(&pid).copied()
-                }
-                Base::Symbol { .. } => None,
+    fn process_symbol(&self, pid: u32, target: &Target) -> crate::error::Result<InProcess> {
+        let addr = match &target.base {
+            // `liblate:` is mapped once the command has run to its entry; `libnever:` never is.
+            Base::Symbol {
+                object: Some(o), ..
+            } if o == "libnever" || (o == "liblate" && !*self.ran_to_entry.borrow()) => {
+                return Err(Error::from_cause(
+                    ExitCode::Usage,
+                    ksymwatch_symbols::process::ProcessError::NotMapped {
+                        pid,
+                        object: o.clone(),
+                        mapped: Vec::new(),
+                    },
+                ));
             }
-            .ok_or_else(|| Error::usage(format!("`{}` is not in process {pid}", target.text)))?;
-            Ok(Resolved {
-                watch: Watch {
-                    label: target.text.clone(),
-                    addr,
-                    len: target.len.unwrap_or(4),
-                    access,
-                    module: None,
-                    per_cpu: None,
-                },
-                warnings: Vec::new(),
-            })
+            Base::Symbol {
+                object: Some(o), ..
+            } if o == "liblate" => Some(0x7000),
+            Base::Symbol { name, .. } if name == "counter" => self.counter_at.get(&pid).copied(),
+            _ => None,
+        }
+        .ok_or_else(|| Error::usage(format!("`{}` is not in process {pid}", target.text)))?;
+        let found = ksymwatch_symbols::process::ProcessTarget {
+            symbol: target.text.clone(),
+            object: "/made-up/app".into(),
+            is_exe: true,
+            file_vaddr: addr,
+            bias: 0,
+            addr,
+            size: Some(4),
+            symbol_size: Some(4),
+            type_char: 'D',
+            section: None,
+            type_name: None,
+            member: None,
+            debug_file: None,
+            notes: Vec::new(),
         };
-        targets.iter().map(in_process).collect()
+        Ok(InProcess {
+            text: target.text.clone(),
+            pid,
+            comm: None,
+            found,
+            addr,
+            offset: 0,
+            size: Some(4),
+            type_name: None,
+        })
     }
     fn threads(&self, _pids: &[u32]) -> usize {
         self.threads

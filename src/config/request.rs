@@ -1,6 +1,6 @@
 //! What a `write`/`rw` command line asks for, as plain data: the command line's words, typed where their
 //! syntax alone decides (numbers, paths, durations), checked against nothing. `cli` builds a
-//! [`WatchRequest`] from its clap types; [`crate::config::plan`] checks it against itself and the machine
+//! [`WatchRequest`] from its clap types; [`crate::config::plan()`] checks it against itself and the machine
 //! and decides how the watch is made. Nothing here reads a file or knows clap.
 
 use std::path::{Path, PathBuf};

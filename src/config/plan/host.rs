@@ -1,4 +1,4 @@
-//! The machine as planning sees it: the one door through which [`crate::config::plan`] reads anything
+//! The machine as planning sees it: the one door through which [`mod@crate::config::plan`] reads anything
 //! (BPF, privileges, CPUs, /proc, the kernel's symbol files and BTF, tracefs) or starts a command. The
 //! command line gives the real machine (`cli`); the unit tests a made-up one, so every planning decision is
 //! tested without a kernel.

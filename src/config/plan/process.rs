@@ -114,7 +114,7 @@ fn in_processes(
 /// covers, so each symbol must resolve to the same address in all of them: two runs of a PIE, or a library
 /// under ASLR, usually do not, and arming the first process's address in the others would silently watch
 /// some other byte there. A process that has exited meanwhile (a `--control` move late in a run) is skipped.
-pub fn processes_watches(
+fn processes_watches(
     host: &dyn Host,
     pids: &[u32],
     targets: &[Target],
@@ -138,7 +138,7 @@ pub fn processes_watches(
 
 /// [`processes_watches`] with each process's `targets` resolved by `resolve`, and `exists` telling a
 /// process that has exited: the planning asks the host, `--control` the machine while the session runs.
-pub fn agreed(
+pub(super) fn agreed(
     pids: &[u32],
     targets: &[Target],
     mut resolve: impl FnMut(u32) -> Result<Vec<Resolved>>,

@@ -8,7 +8,10 @@
 
 use std::io::Read;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
+use crate::buildid::BuildId;
+use crate::error::Error;
 use crate::source::Source;
 
 /// The inputs of the source search; [`SourceSearch::system`] fills them for this machine.
@@ -29,6 +32,8 @@ pub struct SourceSearch {
     /// The debuginfod client cache ([`crate::debuginfod`]): a `CACHE/ID/debuginfo` whose build-id is the
     /// running kernel's is used after the distribution files. `None` skips it.
     pub debuginfod_cache: Option<PathBuf>,
+    /// The build-id in `notes`, once read ([`SourceSearch::running_build_id`]).
+    build_id: OnceLock<Option<BuildId>>,
 }
 
 impl SourceSearch {
@@ -56,7 +61,20 @@ impl SourceSearch {
             root,
             release,
             debuginfod_cache: None,
+            build_id: OnceLock::new(),
         }
+    }
+
+    /// The running kernel's build-id, from `notes` (read the first time it is asked, so set `notes`
+    /// before): the one id the source search, the check of a vmlinux against the running kernel, the
+    /// kallsyms cache's key and a debuginfod fetch all go by. A read that fails is not kept: each asker
+    /// gets its error (an unreadable notes file costs only what needs the id).
+    pub fn running_build_id(&self) -> Result<Option<&BuildId>, Error> {
+        if let Some(id) = self.build_id.get() {
+            return Ok(id.as_ref());
+        }
+        let id = crate::file::running_build_id(&self.notes)?;
+        Ok(self.build_id.get_or_init(|| id).as_ref())
     }
 
     /// The distribution places for the running kernel, in search order (existing or not).
@@ -95,8 +113,8 @@ impl SourceSearch {
     /// The running kernel's vmlinux in the debuginfod cache, when its build-id is the one in `notes`.
     pub fn debuginfod_cached(&self) -> Option<PathBuf> {
         let cache = self.debuginfod_cache.as_ref().filter(|c| c.is_dir())?;
-        let id = crate::file::running_build_id(&self.notes).ok().flatten()?;
-        crate::debuginfod::Debuginfod::cached(cache, &id)
+        let id = self.running_build_id().ok().flatten()?;
+        crate::debuginfod::Debuginfod::cached(cache, id)
     }
 }
 

@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 
 use crate::buildid::BuildId;
 use crate::error::Error;
+use crate::role::Role;
 use crate::source::Source;
 
 /// The inputs of the source search; [`SourceSearch::system`] fills them for this machine.
@@ -73,7 +74,10 @@ impl SourceSearch {
         if let Some(id) = self.build_id.get() {
             return Ok(id.as_ref());
         }
-        let id = crate::file::running_build_id(&self.notes)?;
+        // The blob is in the machine's own byte order, as the kernel writes its own memory out. Only a
+        // regular file of at most `NOTES_LIMIT` bytes is read.
+        let blob = crate::file::read(&self.notes, Role::KernelNotes)?;
+        let id = crate::buildid::from_notes(&blob, cfg!(target_endian = "little"));
         Ok(self.build_id.get_or_init(|| id).as_ref())
     }
 
@@ -132,5 +136,34 @@ fn usable(source: &Source) -> bool {
             n > 0 && !crate::sysmap::is_placeholder(&String::from_utf8_lossy(&head[..n]))
         }
         Source::Kallsyms(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::note;
+
+    /// The build-id is read once and kept for every asker; a notes file that cannot be read is asked
+    /// again (and kept once it can be read).
+    #[test]
+    fn the_running_build_id_is_read_once() {
+        let root = std::env::temp_dir().join(format!("ksymwatch-search-id-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let s = SourceSearch::with_root(&root, None);
+        assert!(s.running_build_id().is_err(), "no notes yet");
+        std::fs::create_dir_all(root.join("sys/kernel")).unwrap();
+        std::fs::write(&s.notes, note(b"GNU\0", 3, &[0xab; 20])).unwrap();
+        assert_eq!(
+            s.running_build_id().unwrap().map(BuildId::to_string),
+            Some("ab".repeat(20))
+        );
+        std::fs::write(&s.notes, note(b"GNU\0", 3, &[0xcd; 20])).unwrap();
+        assert_eq!(
+            s.running_build_id().unwrap().map(BuildId::to_string),
+            Some("ab".repeat(20)),
+            "kept from the first read"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

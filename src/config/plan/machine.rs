@@ -111,7 +111,8 @@ impl Host for RealHost {
                 return Ok((picked, Ok(KernelFiles::KallsymsLater)))
             }
             Source::Kallsyms(_) => {
-                let (table, origin) = match symbols::watch_kallsyms(symbols, query.user_only) {
+                let read = symbols::watch_kallsyms(search, symbols.symbol_cache, query.user_only);
+                let (table, origin) = match read {
                     Ok(read) => read,
                     Err(e) => return Ok((picked, Err(e))),
                 };

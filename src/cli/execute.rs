@@ -142,8 +142,8 @@ fn hit_ring_pages(plan: &WatchPlan) -> usize {
 }
 
 /// Arms `plan` and runs the session until it stops; the exit status: 0, or with `-- CMD` the command's
-/// own. `prefetch`: the work started before the plan. In order: what each stage needs is taken from the plan
-/// ([`HandOff`]) and the prefetch scan's result joined; how the events are opened is decided
+/// own. `prefetch`: the work started before the plan. In order: what each stage needs is taken from the
+/// plan ([`HandOff`]) and the prefetch scan's result joined; how the events are opened is decided
 /// ([`delivery`]); the session's other parts are opened ([`Parts`]); the events' programs are loaded
 /// ([`crate::perf::programs`]); every CPU is armed as one transaction
 /// ([`arm::arm_in`], `--on`'s slots kept to the free registers first); what the header says of the armed

@@ -653,6 +653,31 @@ fn a_condition_must_fit_the_watch() {
     assert!(e.to_string().starts_with("--if 'value == 300': "), "{e}");
 }
 
+/// `--control`'s resolver comes with the plan: a system-wide watch's `watch` line resolves in the same
+/// kernel symbols as the command line's targets did; no `--control`, no resolver.
+#[test]
+fn control_resolves_in_the_plans_kernel_symbols() {
+    let mut r = request(&["jiffies"]);
+    r.control = Some("/made-up/fifo".into());
+    let p = planned(r, &mut FakeHost::new());
+    let control = p.control().expect("--control planned");
+    assert_eq!(control.path(), Path::new("/made-up/fifo"));
+    let other = crate::model::target::parse("other/8").expect("parses");
+    let w = control
+        .resolver()
+        .resolve(&other, Access::ReadWrite)
+        .expect("resolves");
+    assert_eq!(
+        (w.addr, w.len, w.access),
+        (0xffff_ffff_8200_0040, 8, Access::ReadWrite)
+    );
+    let missing = crate::model::target::parse("nowhere").expect("parses");
+    assert!(control.resolver().resolve(&missing, Access::Write).is_err());
+    assert!(planned(request(&["jiffies"]), &mut FakeHost::new())
+        .control()
+        .is_none());
+}
+
 /// A system-wide target resolves in kallsyms; the plan says where its symbols came from.
 #[test]
 fn a_system_wide_target_resolves_in_kallsyms() {

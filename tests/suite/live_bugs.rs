@@ -4,6 +4,7 @@
 //! kernel-address breakpoints); a kernel address appears only where the refusal is the subject.
 
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use crate::util::{self, BIN};
 
@@ -77,4 +78,89 @@ live_test!(root_without_cap_sys_admin_is_told_to_keep_it, {
         !err.contains("sudo") && !err.contains("run as root"),
         "{err}"
     );
+});
+
+/// `pid`'s state letter in /proc/PID/status (`Z` for a zombie).
+fn state_of(pid: u32) -> Option<char> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .and_then(|s| s.trim().chars().next())
+}
+
+/// Waits (at most 5 s) until /proc shows `pid`'s leader as a zombie.
+fn until_zombie(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while state_of(pid) != Some('Z') {
+        assert!(Instant::now() < deadline, "{pid} never showed as a zombie");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+// `-p` of a zombie (exited, not reaped: here this test's own child, not yet waited for) is refused before
+// anything is armed, exit 2, saying what it is and the way out; it used to arm and end at once, exit 0.
+live_test!(p_of_a_zombie_is_refused_before_arming, {
+    let mut child = Command::new("true").spawn().expect("run true");
+    let pid = child.id();
+    until_zombie(pid);
+    let (code, out, err) = util::run_within(
+        &[
+            "write",
+            "-p",
+            &pid.to_string(),
+            "0x400000",
+            "--duration",
+            "2s",
+        ],
+        Duration::from_secs(20),
+    );
+    let _ = child.wait();
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.is_empty(), "nothing armed, nothing printed: {out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("ksymwatch: error: -p {pid}: process {pid} (true) has exited and is not reaped (a zombie"))
+            && err.contains("give the pid of a running process")
+            && err.contains("`-- CMD`"),
+        "{err}"
+    );
+    assert!(!err.contains("armed"), "{err}");
+});
+
+// A process whose main thread exited while another runs shows its leader as `Z` too: it is no zombie,
+// and `-p` watches it (the running thread's user stores are hits).
+live_test!(p_of_a_process_whose_leader_exited_is_watched, {
+    let bin = util::helper("leaderless");
+    let mut child = Command::new(&bin)
+        .stdout(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("start leaderless");
+    let mut line = String::new();
+    {
+        use std::io::BufRead;
+        let mut r = std::io::BufReader::new(child.stdout.as_mut().expect("stdout"));
+        r.read_line(&mut line).expect("the helper's address line");
+    }
+    let pid = child.id();
+    until_zombie(pid);
+    let addr = line.trim().to_string();
+    let (code, out, err) = util::run_within(
+        &[
+            "write",
+            "-p",
+            &pid.to_string(),
+            &addr,
+            "--count",
+            "3",
+            "--duration",
+            "5s",
+        ],
+        Duration::from_secs(30),
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(util::parse_hits(&out).len(), 3, "{out}{err}");
 });

@@ -401,6 +401,14 @@ fn processes_of(host: &dyn Host, pids: &[u32]) -> Result<Vec<u32>> {
                     "-p {pid}: no such process; give the pid of a running process (pgrep NAME)"
                 ))
             })?;
+        if task.zombie {
+            return Err(Error::usage(format!(
+                "-p {pid}: process {pid} ({}) has exited and is not reaped (a zombie, waiting for its \
+                 parent to wait() for it): there is nothing left to watch; give the pid of a running \
+                 process (pgrep NAME), or start the program under the watch (`-- CMD`)",
+                task.name
+            )));
+        }
         if task.tgid != pid {
             stderr::line(format_args!(
                 "ksymwatch: -p {pid} is a thread of process {} ({}): watching every thread of process {}",

@@ -129,6 +129,7 @@ impl Host for FakeHost {
         self.tasks.get(&pid).map(|&tgid| Task {
             tgid,
             name: "app".into(),
+            zombie: false,
         })
     }
     fn process_exists(&self, pid: u32) -> bool {

@@ -3,10 +3,11 @@
 //! `-o FILE` whose reader went away. Subjects are user-space helpers' memory (this kind of machine refuses
 //! kernel-address breakpoints); a kernel address appears only where the refusal is the subject.
 
+use std::io::Write;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::util::{self, BIN};
+use crate::util::{self, Tracer, Writer, BIN};
 
 /// Whether capsh (libcap2-bin) runs here, and this test runs as root (the case is root with a capability
 /// dropped); skipped, saying which, otherwise.
@@ -163,4 +164,75 @@ live_test!(p_of_a_process_whose_leader_exited_is_watched, {
     let _ = child.wait();
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(util::parse_hits(&out).len(), 3, "{out}{err}");
+});
+
+// A `--dump-on` tracepoint that fires before the first hit (printk:console, fired by a line to /dev/kmsg
+// before the helper stores anything) says that no hit had come yet; it said "the last 0 hits".
+live_test!(a_dump_before_the_first_hit_says_no_hit_had_come, {
+    if util::btf_tracepoint("console").is_none() {
+        return util::skip("the kernel's BTF has no printk:console tracepoint (btf_trace_console)");
+    }
+    let Some(no_tracefs) = util::without_tracefs() else {
+        return;
+    };
+    let mut h = Writer::start(&["spin", "0"]);
+    let pid = h.pid.to_string();
+    let mut t = Tracer::start_with(
+        &no_tracefs,
+        &[
+            "write",
+            "--no-status",
+            "--last",
+            "4",
+            "--dump-on",
+            "tracepoint:printk:console",
+            "-p",
+            &pid,
+            "target_var",
+        ],
+    );
+    let mut kmsg = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/kmsg")
+        .expect("open /dev/kmsg");
+    writeln!(kmsg, "ksymwatch live test: a dump before the first hit").expect("write /dev/kmsg");
+    let text = t.read_until(|l| l.starts_with("# dump"));
+    let heading = text.lines().last().unwrap_or_default();
+    assert!(
+        heading.contains(": tracepoint printk:console fired on cpu ")
+            && heading.ends_with("; no hit had come yet"),
+        "{text}"
+    );
+    h.send("go");
+    std::thread::sleep(Duration::from_millis(200));
+    h.send("stop");
+    h.read_until("done");
+    h.finish();
+    let (code, _, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+});
+
+// The same before the first hit with SIGUSR1, in JSON: the `dump` record has `hits` 0 and `no_hit_yet`.
+live_test!(a_signal_dump_before_the_first_hit_says_so_in_json, {
+    let h = Writer::start(&["spin", "0"]);
+    let pid = h.pid.to_string();
+    let mut t = Tracer::write_json(&[
+        "--last",
+        "4",
+        "--dump-on",
+        "signal",
+        "-p",
+        &pid,
+        "target_var",
+    ]);
+    t.signal(libc::SIGUSR1);
+    let line = t.read_until(|l| l.contains("\"type\":\"dump\""));
+    let dump: serde_json::Value = serde_json::from_str(line.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(dump["trigger"], "signal", "{dump}");
+    assert_eq!(dump["hits"], 0, "{dump}");
+    assert_eq!(dump["no_hit_yet"], true, "{dump}");
+    let (code, _, err) = t.interrupt(Duration::from_secs(30));
+    h.finish();
+    assert_eq!(code, 0, "{err}");
 });

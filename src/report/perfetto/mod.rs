@@ -521,7 +521,7 @@ fn event_mark(i: &mut Interner, e: &StreamEvent) -> (&'static str, Vec<DebugAnno
                 i.annotation("hits", AnnotationValue::Uint(*hits)),
             ],
         ),
-        StreamEvent::Dump { trigger, hits } => (
+        StreamEvent::Dump { trigger, hits, .. } => (
             "dump",
             vec![
                 i.annotation("trigger", text(&trigger.to_string())),

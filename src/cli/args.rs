@@ -184,8 +184,10 @@ pub struct WatchArgs {
     /// CAP_PERFMON).
     #[arg(long)]
     pub value: bool,
-    /// Report only hits whose stored value matches EXPR, evaluated in the kernel (a hit that does not match
-    /// costs no sample and no tracer time); implies --value. EXPR compares `value` (this store) or `old`
+    /// Report only hits whose stored value matches EXPR, evaluated in the kernel: the breakpoint's BPF
+    /// program drops a hit that does not match there, so it costs the writer the trap and the program
+    /// (about 15 us), the tracer nothing (no record, no ring space, no wake-up), and is counted as
+    /// `filtered` in the summary; implies --value. EXPR compares `value` (this store) or `old`
     /// (the one before) with a number or each other: `== != < <= > >=`, `&` (any bit set), `changed`,
     /// joined with `&&`, `||` and parentheses; unsigned unless an operand is prefixed `(s)`, e.g.
     /// `value == 0`, `(s)value < 0 && changed`, `value & 0x4`.
@@ -347,6 +349,16 @@ mod tests {
         assert!(
             per_thread.contains("counted as their records arrive"),
             "{per_thread}"
+        );
+        // A hit `--if` drops is dropped by the hit program in the kernel: the writer still pays the trap
+        // (it said "costs no sample", as if nothing were paid).
+        let cond = help("if");
+        assert!(
+            cond.contains("the breakpoint's BPF program drops a hit that does not match there")
+                && cond.contains("costs the writer the trap and the program")
+                && cond.contains("`filtered`")
+                && !cond.contains("costs no sample"),
+            "{cond}"
         );
         let realtime = help("realtime");
         assert!(

@@ -80,7 +80,8 @@ pub struct Setup<'a> {
     /// Words a refusal to arm or enable while running (a CPU that came online, `--control on`) as the
     /// user reads it: the command line's layer names the option behind each remedy.
     pub advise: fn(&Refusal) -> String,
-    /// The stream goes to stdout (no `-o FILE`): its reader going away ends the run ([`reader`]).
+    /// stdout carries a product (the stream, with no `-o FILE`; or `--folded`'s stacks): its reader going
+    /// away ends the run ([`reader`]).
     pub stream_on_stdout: bool,
 }
 

@@ -236,3 +236,97 @@ live_test!(a_signal_dump_before_the_first_hit_says_so_in_json, {
     h.finish();
     assert_eq!(code, 0, "{err}");
 });
+
+/// Waits (at most 20 s) until `path` holds `want`; returns what it holds then.
+fn until_file_has(path: &std::path::Path, want: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.contains(want) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never held {want:?}: {text}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// `--folded` on stdout with `-o FILE`: the stream goes to FILE (it was an empty file: `--folded` turned
+// the stream off wherever it went) and the stacks to stdout.
+live_test!(folded_on_stdout_with_o_file_keeps_the_stream_in_the_file, {
+    let h = Writer::spinning(0);
+    let pid = h.pid.to_string();
+    let file = util::temp_dir("ksymwatch-bugs-folded").join("stream.txt");
+    let file_arg = file.to_str().expect("utf-8 path");
+    let (code, out, err) = util::run_within(
+        &[
+            "write",
+            "-p",
+            &pid,
+            "target_var",
+            "-o",
+            file_arg,
+            "--folded",
+            "--duration",
+            "1s",
+        ],
+        Duration::from_secs(30),
+    );
+    h.finish();
+    assert_eq!(code, 0, "{err}");
+    let stream = std::fs::read_to_string(&file).expect("the stream file");
+    assert!(stream.contains("# armed "), "{stream}");
+    let hits = util::parse_hits(&stream);
+    assert!(!hits.is_empty(), "hits in the file: {stream}");
+    let stacks: Vec<&str> = out.lines().collect();
+    assert!(
+        !stacks.is_empty()
+            && stacks
+                .iter()
+                .all(|l| l.starts_with("writer;") && !l.starts_with('#')),
+        "stdout holds the stacks alone: {out}"
+    );
+});
+
+// With `-o FILE`, `--folded`'s reader on stdout going away ends the run as `| head` ends a streaming one
+// ("stopped: output closed", exit 0), instead of holding the breakpoints to the end for a report that
+// can no longer be delivered; the file keeps the stream up to then.
+live_test!(folded_on_stdout_with_o_file_ends_when_its_reader_goes, {
+    let h = Writer::spinning(0);
+    let pid = h.pid.to_string();
+    let file = util::temp_dir("ksymwatch-bugs-folded-closed").join("stream.txt");
+    let file_arg = file.to_str().expect("utf-8 path");
+    let mut child = util::spawn(&[
+        "write",
+        "-p",
+        &pid,
+        "target_var",
+        "-o",
+        file_arg,
+        "--folded",
+        "--duration",
+        "60s",
+    ]);
+    until_file_has(&file, "# armed ");
+    let started = Instant::now();
+    drop(child.stdout.take());
+    let status = util::wait_within(&mut child, Duration::from_secs(20));
+    let waited = started.elapsed();
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut err);
+    }
+    h.finish();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.contains("stopped: output closed"), "{err}");
+    assert!(
+        waited < Duration::from_secs(10),
+        "ended when stdout's reader went, not at --duration: {waited:?}"
+    );
+    let stream = std::fs::read_to_string(&file).expect("the stream file");
+    assert!(stream.contains("# armed "), "{stream}");
+});

@@ -3,7 +3,7 @@
 //! and kernel.perf_event_paranoid. One type for every refusal's wording: a breakpoint's
 //! ([`crate::perf::denial`]) and a BPF program's ([`crate::perf::bpf::refused`]), so both tell root whose
 //! capabilities were dropped (capsh, a container's or a service's capability set) which one is missing
-//! instead of telling it to run as root. [`crate::perf::privilege`] reads them.
+//! instead of telling it to run as root. `perf::privilege` reads them.
 
 /// This process's credentials, as the kernel's checks see them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -129,8 +129,10 @@ live_test!(p_of_a_zombie_is_refused_before_arming, {
     assert!(!err.contains("armed"), "{err}");
 });
 
-// A process whose main thread exited while another runs shows its leader as `Z` too: it is no zombie,
-// and `-p` watches it (the running thread's user stores are hits).
+// A process whose main thread exited while another runs shows its leader as `Z` too: it is no zombie, and
+// `-p` watches it, by its symbols, its hits' user frames named. Its process-level /proc files (maps, exe,
+// root) show nothing then, only a live thread's do: the symbol was "no file mapped (a kernel thread, or a
+// process that is exiting)", exit 2, and an address's frames were `0x... [leaderless]`.
 live_test!(p_of_a_process_whose_leader_exited_is_watched, {
     let bin = util::helper("leaderless");
     let mut child = Command::new(&bin)
@@ -147,23 +149,30 @@ live_test!(p_of_a_process_whose_leader_exited_is_watched, {
     let pid = child.id();
     until_zombie(pid);
     let addr = line.trim().to_string();
-    let (code, out, err) = util::run_within(
-        &[
-            "write",
-            "-p",
-            &pid.to_string(),
-            &addr,
-            "--count",
-            "3",
-            "--duration",
-            "5s",
-        ],
-        Duration::from_secs(30),
-    );
+    for target in ["leaderless_var", addr.as_str()] {
+        let (code, out, err) = util::run_within(
+            &[
+                "write",
+                "-p",
+                &pid.to_string(),
+                target,
+                "--count",
+                "3",
+                "--duration",
+                "5s",
+            ],
+            Duration::from_secs(30),
+        );
+        assert_eq!(code, 0, "{target}: {out}{err}");
+        let hits = util::parse_hits(&out);
+        assert_eq!(hits.len(), 3, "{target}: {out}{err}");
+        assert!(
+            out.contains("ip=storer+0x") && out.contains(" => storer+0x"),
+            "{target}: the user frames are named: {out}"
+        );
+    }
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(code, 0, "{out}{err}");
-    assert_eq!(util::parse_hits(&out).len(), 3, "{out}{err}");
 });
 
 // A `--dump-on` tracepoint that fires before the first hit (printk:console, fired by a line to /dev/kmsg

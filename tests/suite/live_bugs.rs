@@ -339,3 +339,35 @@ live_test!(folded_on_stdout_with_o_file_ends_when_its_reader_goes, {
     let stream = std::fs::read_to_string(&file).expect("the stream file");
     assert!(stream.contains("# armed "), "{stream}");
 });
+
+// `rw --if` on a user address kept every hit whatever it stored (`--if 'value == 5'` printed all 100 of
+// the helper's stores): the kernel cannot read the bytes of such a watch at the trap, and an unknown
+// value is never hidden. Refused before anything runs, exit 2; the launched command is never run.
+live_test!(if_on_a_read_write_watch_of_a_user_address_is_refused, {
+    let writer = util::helper("writer");
+    let (code, out, err) = util::run_fed(
+        Command::new(BIN).args([
+            "rw",
+            "target_var",
+            "--if",
+            "value == 5",
+            "--",
+            writer.to_str().expect("utf-8 path"),
+            "write",
+            "100",
+            "0",
+        ]),
+        "go\n",
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("`target_var` is a read-write watch of a user address")
+            && err.contains("watch it with `write`, or drop --if"),
+        "{err}"
+    );
+    assert!(
+        out.is_empty(),
+        "the command never ran, nothing armed: {out}"
+    );
+});

@@ -196,10 +196,11 @@ impl<'a, O: Output> Session<'a, O> {
             sys::pidfd_open,
         )?;
         let mut olds = Olds::new(condition, kernel_drops);
-        if matches!((&scope, &cfg.delivery), (Scope::Processes(_), Delivery::Hits(h)) if h.written)
+        if matches!((&scope, &cfg.delivery), (Scope::Processes(_) | Scope::Launched(_), Delivery::Hits(h)) if h.written)
         {
             // What each watched range holds now, the events armed: a store narrower than the watch is laid
-            // over it where the program does not read the range at the trap (a read-write watch).
+            // over it where the program does not read the range at the trap (a read-write watch). A
+            // launched command is still stopped at its exec here: its range as the program starts.
             olds.seed_from(watches, &scope.pids(), &ProcessMemory);
         }
         let slack = match cfg.delivery {

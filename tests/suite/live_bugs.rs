@@ -371,3 +371,36 @@ live_test!(if_on_a_read_write_watch_of_a_user_address_is_refused, {
         "the command never ran, nothing armed: {out}"
     );
 });
+
+// Launch mode seeds `--value`'s `rw` values as `-p` does: the range as the program starts (read while it
+// is stopped at its exec). A load's hit shows the value it read, the one before it: here 0 from .bss,
+// though the program then stores 5 and exits at once. It showed 0x5 (memory read when the tracer took the
+// hit, after the stores) or null (the process gone), right only when the tracer happened to be quick.
+live_test!(a_launched_commands_load_shows_the_value_before_it, {
+    let bin = util::helper("loadstore");
+    for run in 0..5 {
+        let (code, out, err) = util::run_within(
+            &[
+                "rw",
+                "ls_var",
+                "--value",
+                "--json",
+                "--no-status",
+                "--",
+                bin.to_str().expect("utf-8 path"),
+                "3",
+            ],
+            Duration::from_secs(30),
+        );
+        assert_eq!(code, 0, "{err}");
+        let hits: Vec<serde_json::Value> = util::ndjson(&out)
+            .into_iter()
+            .filter(|r| r["type"] == "hit" && r["in_kernel"] == false)
+            .collect();
+        let values: Vec<&str> = hits
+            .iter()
+            .map(|h| h["value"].as_str().unwrap_or("null"))
+            .collect();
+        assert_eq!(values, ["0x0", "0x5", "0x5", "0x5"], "run {run}: {out}");
+    }
+});

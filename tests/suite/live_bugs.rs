@@ -132,7 +132,8 @@ live_test!(p_of_a_zombie_is_refused_before_arming, {
 // A process whose main thread exited while another runs shows its leader as `Z` too: it is no zombie, and
 // `-p` watches it, by its symbols, its hits' user frames named. Its process-level /proc files (maps, exe,
 // root) show nothing then, only a live thread's do: the symbol was "no file mapped (a kernel thread, or a
-// process that is exiting)", exit 2, and an address's frames were `0x... [leaderless]`.
+// process that is exiting)", exit 2, an address's frames were `0x... [leaderless]`, and the per-thread
+// path's values `?` (read through the zombie leader's pid).
 live_test!(p_of_a_process_whose_leader_exited_is_watched, {
     let bin = util::helper("leaderless");
     let mut child = Command::new(&bin)
@@ -149,26 +150,35 @@ live_test!(p_of_a_process_whose_leader_exited_is_watched, {
     let pid = child.id();
     until_zombie(pid);
     let addr = line.trim().to_string();
-    for target in ["leaderless_var", addr.as_str()] {
-        let (code, out, err) = util::run_within(
-            &[
-                "write",
-                "-p",
-                &pid.to_string(),
-                target,
-                "--count",
-                "3",
-                "--duration",
-                "5s",
-            ],
-            Duration::from_secs(30),
-        );
-        assert_eq!(code, 0, "{target}: {out}{err}");
+    // The per-thread path reads each hit's value from the process's memory, through a live thread.
+    for (target, extra) in [
+        ("leaderless_var", None),
+        (addr.as_str(), None),
+        ("leaderless_var", Some("--per-thread")),
+    ] {
+        let pid = pid.to_string();
+        let mut args = vec![
+            "write",
+            "-p",
+            &pid,
+            target,
+            "--count",
+            "3",
+            "--duration",
+            "5s",
+        ];
+        args.extend(extra);
+        let (code, out, err) = util::run_within(&args, Duration::from_secs(30));
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
         let hits = util::parse_hits(&out);
-        assert_eq!(hits.len(), 3, "{target}: {out}{err}");
+        assert_eq!(hits.len(), 3, "{args:?}: {out}{err}");
         assert!(
             out.contains("ip=storer+0x") && out.contains(" => storer+0x"),
-            "{target}: the user frames are named: {out}"
+            "{args:?}: the user frames are named: {out}"
+        );
+        assert!(
+            out.contains(" value=0x") && !out.contains("value=?"),
+            "{args:?}: the values are read: {out}"
         );
     }
     let _ = child.kill();

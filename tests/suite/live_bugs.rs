@@ -414,3 +414,49 @@ live_test!(a_launched_commands_load_shows_the_value_before_it, {
         assert_eq!(values, ["0x0", "0x5", "0x5", "0x5"], "run {run}: {out}");
     }
 });
+
+// The same through `--control`: a move of an `--if` watch from `w` to `rw` of a user address is refused
+// (the move was made, and the filter then kept every hit), and the watch stays where it was.
+live_test!(a_control_move_to_rw_under_if_is_refused, {
+    let h = Writer::spinning(0);
+    let pid = h.pid.to_string();
+    let (code, out, err) = util::run_fed(
+        Command::new(BIN).args([
+            "write",
+            "-p",
+            &pid,
+            "target_var",
+            "--if",
+            "value != 0",
+            "--json",
+            "--no-status",
+            "--duration",
+            "1s",
+            "--control",
+            "-",
+        ]),
+        "watch target_var rw\n",
+    );
+    h.finish();
+    assert_eq!(code, 0, "{err}");
+    let recs = util::ndjson(&out);
+    let refused = recs
+        .iter()
+        .find(|r| r["type"] == "control_refused")
+        .unwrap_or_else(|| panic!("no refusal: {out}\n{err}"));
+    let reason = refused["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("a read-write watch of a user address") && reason.contains("move with `w`"),
+        "{refused}"
+    );
+    assert!(
+        !recs.iter().any(|r| r["type"] == "watch"),
+        "the watch did not move: {out}"
+    );
+    assert!(
+        recs.iter()
+            .filter(|r| r["type"] == "hit")
+            .all(|r| r["access"] == "W"),
+        "{out}"
+    );
+});

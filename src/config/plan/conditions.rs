@@ -5,7 +5,7 @@
 use crate::config::flight::{Flight, Trigger};
 use crate::error::{Error, Result};
 use crate::model::condition::Condition;
-use crate::model::watch::{Access, Watch};
+use crate::model::watch::Watch;
 
 use super::Values;
 
@@ -47,10 +47,7 @@ pub fn fit(
 /// those of a read-write watch of a user address (its own read would trap again): its hits would all be
 /// kept, whatever they stored (an unknown value is never hidden), so the combination is refused.
 fn kernel_reads(text: &str, watches: &[Watch]) -> Result<()> {
-    match watches
-        .iter()
-        .find(|w| w.access == Access::ReadWrite && w.addr < 1 << 63)
-    {
+    match watches.iter().find(|w| !w.kernel_reads_at_user_traps()) {
         Some(w) => Err(Error::usage(format!(
             "--if '{text}': `{}` is a read-write watch of a user address, whose bytes the kernel cannot \
              read at the trap (its own read would trap again), so --if could not be decided there and \
@@ -65,6 +62,7 @@ fn kernel_reads(text: &str, watches: &[Watch]) -> Result<()> {
 mod tests {
     use super::*;
     use crate::model::condition;
+    use crate::model::watch::Access;
 
     fn watch(addr: u64, access: Access) -> Watch {
         Watch {

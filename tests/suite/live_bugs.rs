@@ -460,3 +460,51 @@ live_test!(a_control_move_to_rw_under_if_is_refused, {
         "{out}"
     );
 });
+
+// Without BPF (root with CAP_BPF and CAP_SYS_ADMIN dropped), a `--dump-on` tracepoint or hit condition is
+// refused naming itself; it was refused as "--value and --if read the value in the kernel with BPF",
+// options the command line did not have.
+live_test!(dump_on_without_bpf_names_itself, {
+    if !root_with_capsh() {
+        return;
+    }
+    let h = Writer::spinning(0);
+    let pid = h.pid.to_string();
+    let run = |trigger: &str| {
+        dropped(
+            "cap_bpf,cap_sys_admin",
+            &[
+                "write",
+                "-p",
+                &pid,
+                "target_var",
+                "--last",
+                "3",
+                "--dump-on",
+                trigger,
+                "--duration",
+                "1s",
+            ],
+        )
+    };
+    let (code, _, err) = run("tracepoint:printk:console");
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains(
+            "error: --dump-on tracepoint:printk:console counts the tracepoint's firings in the kernel \
+             with BPF, but loading a BPF program was refused"
+        ) && err.contains("`--dump-on signal` works without it"),
+        "{err}"
+    );
+    assert!(!err.contains("--value and --if"), "{err}");
+    let (code, _, err) = run("value == 5");
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains(
+            "error: --dump-on 'value == 5' is decided on the value the kernel reads at each hit"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("--value and --if"), "{err}");
+    h.finish();
+});

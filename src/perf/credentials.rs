@@ -39,12 +39,6 @@ impl Credentials {
         (self.cap_bpf || self.cap_sys_admin) && self.initial_user_ns
     }
 
-    /// Some capability is held, but in a user namespace of the process's own, where the kernel's
-    /// `capable()` does not count it (a container).
-    pub fn held_elsewhere(&self) -> bool {
-        !self.initial_user_ns && (self.cap_sys_admin || self.cap_perfmon || self.cap_bpf)
-    }
-
     /// Root in the initial user namespace: a capability it lacks was taken from its effective set
     /// (capsh, a service's or a container's capability set), so it is told which to keep, never to run as
     /// root.
@@ -81,12 +75,12 @@ mod tests {
             ..ROOT
         };
         assert!(!dropped.admin() && dropped.perfmon() && dropped.bpf());
-        assert!(dropped.host_root() && !dropped.held_elsewhere());
+        assert!(dropped.host_root());
         let container = Credentials {
             initial_user_ns: false,
             ..ROOT
         };
         assert!(!container.admin() && !container.perfmon() && !container.bpf());
-        assert!(container.held_elsewhere() && !container.host_root());
+        assert!(!container.host_root());
     }
 }

@@ -60,7 +60,7 @@ fn refused(err: &io::Error, creds: &Credentials, setting: &str) -> String {
         );
     }
     let lacks = missing.join(" and ");
-    if creds.held_elsewhere() {
+    if !creds.initial_user_ns {
         return format!(
             "{refused}: this process's capabilities are those of a user namespace of its own (a \
              container), and the kernel counts CAP_BPF and CAP_PERFMON for BPF only in the initial one; run \
@@ -163,6 +163,12 @@ mod tests {
             ],
         );
         assert!(!container.contains("run as root"), "{container}");
+        // Root in a container with no capability at all is sent to the host too, not told to run as root.
+        let bare = worded_with(
+            &creds(true, false, false, false, false),
+            &["on the host with CAP_BPF and CAP_PERFMON"],
+        );
+        assert!(!bare.contains("run as root"), "{bare}");
     }
 
     /// Holding what the kernel asks for, a refusal is a policy's, not a missing privilege.

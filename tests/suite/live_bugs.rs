@@ -1,7 +1,9 @@
 //! Bugs found in landed code, each pinned by the run that showed it: root whose capabilities were dropped
-//! told to run as root, `-p` of a zombie, a `--dump-on` before the first hit, `--folded` on stdout with
-//! `-o FILE` whose reader went away. Subjects are user-space helpers' memory (this kind of machine refuses
-//! kernel-address breakpoints); a kernel address appears only where the refusal is the subject.
+//! told to run as root, `-p` of a zombie, a process whose main thread alone exited, a `--dump-on` before the
+//! first hit or without BPF, `--folded` on stdout with `-o FILE`, `rw --if` on a user address (and a
+//! `--control` move into it), a launched command's first `rw` values. Subjects are user-space helpers'
+//! memory (this kind of machine refuses kernel-address breakpoints); a kernel address appears only where
+//! the refusal is the subject.
 
 use std::io::Write;
 use std::process::Command;

@@ -221,7 +221,8 @@ pub struct OutputArgs {
     /// otlpjsonfile receiver reads).
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub format: Option<Format>,
-    /// Write the stream (text, JSON or OTLP) to FILE instead of stdout (with `-- CMD`, stdout is the command's).
+    /// Write the stream (text, JSON or OTLP) to FILE instead of stdout (with `-- CMD`, stdout is the command's;
+    /// `-o -` is stdout).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub stream_file: Option<PathBuf>,
     /// At exit (also on Ctrl-C), unique call chains with counts, most frequent first, and totals by writer

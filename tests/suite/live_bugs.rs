@@ -510,3 +510,38 @@ live_test!(dump_on_without_bpf_names_itself, {
     assert!(!err.contains("--value and --if"), "{err}");
     h.finish();
 });
+
+// `-o -` is stdout (as `--control -` is stdin): it wrote the stream to a file named `-` in the current
+// directory, and nothing to stdout.
+live_test!(o_dash_is_stdout, {
+    let dir = util::temp_dir("ksymwatch-bugs-dash");
+    let _ = std::fs::remove_file(dir.join("-"));
+    let h = Writer::spinning(0);
+    let out = Command::new(BIN)
+        .current_dir(&dir)
+        .args([
+            "write",
+            "-p",
+            &h.pid.to_string(),
+            "target_var",
+            "-o",
+            "-",
+            "--count",
+            "2",
+        ])
+        .output()
+        .expect("run ksymwatch");
+    h.finish();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("# armed ") && util::parse_hits(&stdout).len() == 2,
+        "{stdout}"
+    );
+    assert!(!dir.join("-").exists(), "no file named `-`");
+});

@@ -237,7 +237,7 @@ pub struct OutputArgs {
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
     /// At exit, collapsed stacks (`comm;outer;...;inner count`) for flamegraph.pl or inferno: to stdout
-    /// instead of the stream, or `--folded=FILE`.
+    /// instead of the stream (beside it with `-o FILE`), or `--folded=FILE`.
     #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
     pub folded: Option<PathBuf>,
     /// No live status line on stderr (shown only when stderr is a terminal and stdout is not, or carries no
@@ -361,6 +361,9 @@ mod tests {
                 && !cond.contains("costs no sample"),
             "{cond}"
         );
+        // With `-o FILE` the stream goes there, and `--folded` to stdout beside it.
+        let folded = help("folded");
+        assert!(folded.contains("(beside it with `-o FILE`)"), "{folded}");
         let realtime = help("realtime");
         assert!(
             realtime.contains("SCHED_FIFO") && realtime.contains("`off`"),

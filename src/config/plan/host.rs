@@ -24,6 +24,8 @@ pub struct Task {
     /// Its process (thread group) id.
     pub tgid: u32,
     pub name: String,
+    /// Exited and not reaped by its parent (state `Z` with no thread left running): nothing to watch.
+    pub zombie: bool,
 }
 
 /// What the kernel stage asks of the machine's kernel symbols, in one go ([`Host::kernel_symbols`]).

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::util::{self, Tracer, Writer, BIN};
+use crate::util::{self, Writer, BIN};
 
 /// Whether this test runs as root (the case is root with a capability dropped) and capsh runs here;
 /// skipped, saying which, otherwise.
@@ -198,17 +198,7 @@ live_test!(a_dump_before_the_first_hit_says_no_hit_had_come, {
 
 // The same before the first hit with SIGUSR1, in JSON: the `dump` record has `hits` 0 and `no_hit_yet`.
 live_test!(a_signal_dump_before_the_first_hit_says_so_in_json, {
-    let h = Writer::start(&["spin", "0"]);
-    let pid = h.pid.to_string();
-    let mut t = Tracer::write_json(&[
-        "--last",
-        "4",
-        "--dump-on",
-        "signal",
-        "-p",
-        &pid,
-        "target_var",
-    ]);
+    let (h, mut t) = util::dumping_on_signal("4");
     t.signal(libc::SIGUSR1);
     let line = t.read_until(|l| l.contains("\"type\":\"dump\""));
     let dump: serde_json::Value = serde_json::from_str(line.lines().last().unwrap_or_default())
@@ -388,10 +378,7 @@ live_test!(a_control_move_to_rw_under_if_is_refused, {
     h.finish();
     assert_eq!(code, 0, "{err}");
     let recs = util::ndjson(&out);
-    let refused = recs
-        .iter()
-        .find(|r| r["type"] == "control_refused")
-        .unwrap_or_else(|| panic!("no refusal: {out}\n{err}"));
+    let refused = util::record(&recs, "control_refused");
     let reason = refused["reason"].as_str().unwrap_or_default();
     assert!(
         reason.contains("a read-write watch of a user address") && reason.contains("move with `w`"),

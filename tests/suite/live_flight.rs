@@ -57,17 +57,7 @@ live_test!(
 
 // SIGUSR1 prints the last 5 hits under a `dump` record (JSON), and the run goes on to its normal end.
 live_test!(sigusr1_dumps_the_last_hits_and_the_run_goes_on, {
-    let mut h = Writer::start(&["spin", "0"]);
-    let pid = h.pid.to_string();
-    let mut t = Tracer::write_json(&[
-        "--last",
-        "5",
-        "--dump-on",
-        "signal",
-        "-p",
-        &pid,
-        "target_var",
-    ]);
+    let (mut h, mut t) = util::dumping_on_signal("5");
     h.send("go");
     std::thread::sleep(Duration::from_millis(300));
     t.signal(libc::SIGUSR1);

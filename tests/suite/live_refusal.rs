@@ -217,10 +217,7 @@ live_test!(a_control_move_to_a_kernel_address_says_why_in_kind, {
     let (code, stdout, err) = without_cap_sys_admin(&args, &to);
     assert_eq!(code, 0, "{err}");
     let recs = util::ndjson(&stdout);
-    let r = recs
-        .iter()
-        .find(|r| r["type"] == "control_refused")
-        .unwrap_or_else(|| panic!("no refusal: {stdout}\n{err}"));
+    let r = util::record(&recs, "control_refused");
     assert_eq!(r["kind"], "needs_cap_sys_admin", "{r}");
     assert!(
         r["reason"]

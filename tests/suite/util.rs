@@ -1042,6 +1042,23 @@ pub fn run_fed(cmd: &mut Command, input: &str) -> (i32, String, String) {
     )
 }
 
+/// The helper storing into its `target_var` once told "go" (`spin 0`), and a JSON tracer watching it
+/// under `--last LAST --dump-on signal`.
+pub fn dumping_on_signal(last: &str) -> (Writer, Tracer) {
+    let h = Writer::start(&["spin", "0"]);
+    let pid = h.pid.to_string();
+    let t = Tracer::write_json(&[
+        "--last",
+        last,
+        "--dump-on",
+        "signal",
+        "-p",
+        &pid,
+        "target_var",
+    ]);
+    (h, t)
+}
+
 /// The helper storing into its `target_var` once told "go" (`spin 0`), and the tracer watching it under
 /// `--no-status --last 4 --dump-on tracepoint:GROUP:NAME` with tracefs unmounted (as on a fresh machine:
 /// the tracepoint is found in the kernel's BTF). None when the test is skipped (visibly): the kernel's

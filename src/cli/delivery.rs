@@ -16,10 +16,10 @@ pub fn events(plan: &WatchPlan, hit_ring_pages: usize) -> Events<'_> {
     Events {
         ring_pages: plan
             .running()
-            .buffer_pages
+            .buffer_pages()
             .unwrap_or(ring_size::PERF_RING_PAGES),
         user_only: plan.writers() == Writers::UserSpaceOnly,
-        percpu: plan.kernel().percpu,
+        percpu: plan.kernel().percpu(),
         checks: Checks {
             watches: plan.watches(),
             condition: plan.values().condition(),
@@ -42,7 +42,7 @@ fn programs(plan: &WatchPlan, ring_pages: usize) -> Programs {
                 written: values.read(),
             },
             ring_pages,
-            count: plan.running().limits.count,
+            count: plan.running().limits().count,
             follow_children: matches!(scope, Scope::Launched(_)),
             pids: scope.pids(),
         }),

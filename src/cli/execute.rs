@@ -16,7 +16,7 @@ use crate::cli::delivery;
 use crate::cli::parts::Parts;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::ring_size::{self, Coverage};
-use crate::config::plan::{Delivery, Launch, ObjectPlan, RealHost, Scope, WatchPlan};
+use crate::config::plan::{Delivery, Launch, ObjectPlan, Scope, WatchPlan};
 use crate::cpulist;
 use crate::error::{Error, Result};
 use crate::model::watch::Watch;
@@ -124,7 +124,7 @@ impl HandOff {
 /// Each hit ring buffer's data pages: `--buffer-pages`, or sized from the CPUs and what the watch covers
 /// ([`ring_size`]).
 fn hit_ring_pages(plan: &WatchPlan) -> usize {
-    if let Some(pages) = plan.running().buffer_pages {
+    if let Some(pages) = plan.running().buffer_pages() {
         return pages;
     }
     let coverage = match plan.scope() {
@@ -142,20 +142,19 @@ fn hit_ring_pages(plan: &WatchPlan) -> usize {
 }
 
 /// Arms `plan` and runs the session until it stops; the exit status: 0, or with `-- CMD` the command's
-/// own. `prefetch`: the work started before the plan. `machine` resolves
-/// `--control`'s targets in a process. In order: what each stage needs is taken from the plan
-/// ([`HandOff`]) and the prefetch scan's result joined; how the events are opened is decided
+/// own. `prefetch`: the work started before the plan. In order: what each stage needs is taken from the
+/// plan ([`HandOff`]) and the prefetch scan's result joined; how the events are opened is decided
 /// ([`delivery`]); the session's other parts are opened ([`Parts`]); the events' programs are loaded
 /// ([`crate::perf::programs`]); every CPU is armed as one transaction
 /// ([`arm::arm_in`], `--on`'s slots kept to the free registers first); what the header says of the armed
 /// set and `--on`'s objects are taken; the session starts and runs.
-pub fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Result<i32> {
+pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
     let launched = plan.take_command();
     let hand = HandOff::of(&plan);
     let Prefetch { task_scan, warmup } = prefetch;
     let (comms, user) = scanned_tasks(task_scan, launched.as_deref());
     let events: Events = delivery::events(&plan, hand.hit_ring_pages);
-    let mut parts = Parts::open(&plan, &hand.title, machine)?;
+    let mut parts = Parts::open(&plan, &hand.title)?;
     let mut warn = |w: &str| stderr::line(format_args!("ksymwatch: warning: {w}"));
     let cfg = events.load_programs(&mut warn).map_err(delivery::refused)?;
     if let Some(w) = warmup {
@@ -190,7 +189,7 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> R
     let header = Header {
         watches: &watches,
         cpus,
-        source: &kernel.source_text,
+        source: kernel.source_text(),
         processes: &processes,
         threads,
         values: values.read(),
@@ -202,21 +201,21 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> R
         watches: &watches,
         symbols: parts.symbols,
         cfg,
-        limits: running.limits,
+        limits: running.limits(),
         filter: plan.filter().clone(),
-        tally: plan.outputs().tally,
+        tally: plan.outputs().tally(),
         lines: parts.lines.as_ref().map(|l| l as &dyn LineSource),
         control: parts.control,
         scope: hand.scope,
         comms,
         user,
-        symbols_origin: kernel.origin,
+        symbols_origin: kernel.origin(),
         condition: values.condition().cloned(),
         flight: parts.recorder,
         advise: advice::refusal,
         // With `-o FILE`, `--folded`'s stacks are stdout's: their reader gone, they cannot be delivered.
-        stream_on_stdout: plan.outputs().stream_file.is_none()
-            || plan.outputs().folded == Some(crate::config::plan::FoldedTo::Stdout),
+        stream_on_stdout: plan.outputs().stream_file().is_none()
+            || plan.outputs().folded() == Some(&crate::config::plan::FoldedTo::Stdout),
     };
     // `armed` goes out the moment every breakpoint is enabled; the session learns every live task's name
     // right after (a script starts its workload on that line: a task the scan misses is one that started
@@ -226,7 +225,7 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> R
     if let Some(o) = objects {
         session.watch_objects(o)?;
     }
-    announce_and_run(session, &armed_line, &header, launched, running.realtime)
+    announce_and_run(session, &armed_line, &header, launched, running.realtime())
 }
 
 /// Announces the armed watch, lets a launched command go on, and runs the session until it stops; the

@@ -163,9 +163,7 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> R
     }
     let (cpus, objects) = (&plan.cpus().now, plan.objects());
     let mut watches = plan.watches().to_vec();
-    let armed = match arm::keep_free_slots(&mut watches, cpus, &cfg, objects.is_some())
-        .and_then(|()| arm::arm_in(&watches, cpus, &hand.scope, &cfg))
-    {
+    let armed = match arm::arm_in(&mut watches, cpus, &hand.scope, &cfg, objects.is_some()) {
         Ok(armed) => armed,
         Err(r) => {
             // A JSON stream says why it is empty; the error line itself is main's.

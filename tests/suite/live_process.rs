@@ -342,9 +342,15 @@ live_test!(
             ..EventConfig::bare(8)
         };
         let before = own_perf_events();
-        let err = arm_in(&[watch], &cpus, &Scope::Processes(vec![h.pid]), &cfg)
-            .err()
-            .expect("a thread with 4 breakpoints of its own cannot be armed");
+        let err = arm_in(
+            &mut vec![watch],
+            &cpus,
+            &Scope::Processes(vec![h.pid]),
+            &cfg,
+            false,
+        )
+        .err()
+        .expect("a thread with 4 breakpoints of its own cannot be armed");
         assert_eq!(err.code, ksymwatch::error::ExitCode::Arm, "{err}");
         let text = err.to_string();
         assert!(text.contains(&format!("tid {hog} (")), "{text}");

@@ -9,10 +9,12 @@
 //! launched command ([`Scope::Launched`]) is armed while it is stopped at its exec, before any thread
 //! exists: one inherited event per CPU and watch, no thread list at all.
 //!
-//! The events are prepared first, once ([`Prepared`]: every attribute built, per CPU and watch); the
-//! transaction here only opens, enables and rolls back that set, through a [`Kernel`] ([`Perf`] is the
-//! real one; a test drives the transaction with a fake). A failure is explained once, at the end
-//! ([`Failure::explain`]).
+//! Arming is one call ([`arm_in`]): `--on`'s watches kept to the debug registers free on every CPU, the
+//! events prepared once ([`Prepared`]: every attribute built, per CPU and watch), then the transaction,
+//! which only opens, enables and rolls back that set. Everything it asks of the machine goes through a
+//! [`Kernel`] ([`Perf`] is the real one; a test drives the whole arming with a fake). A failure is
+//! explained once, at the end ([`Failure::explain`]), with the facts its wording needs read after the
+//! rollback ([`Kernel::facts`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -20,6 +22,7 @@ use crate::model::watch::Watch;
 use crate::perf::event::{
     Bind, CpuEvent, Delivery, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
 };
+use crate::perf::privilege::Privilege;
 use crate::perf::probe;
 use crate::perf::refusal::{explain_as, Facts, Kind, Refusal};
 
@@ -160,7 +163,10 @@ impl Kernel for Perf<'_> {
     }
 
     fn facts(&mut self, e: &OpenError) -> Facts {
-        Facts::read(e)
+        Facts {
+            creds: Privilege::current().credentials(),
+            free_registers: probe::free_after(e),
+        }
     }
 }
 
@@ -586,7 +592,7 @@ mod tests {
         fn facts(&mut self, _: &OpenError) -> Facts {
             self.open_at_facts = Some(self.open_now());
             Facts {
-                creds: crate::perf::privilege::Privilege::current().credentials(),
+                creds: Privilege::current().credentials(),
                 free_registers: self.free_registers,
             }
         }

@@ -311,3 +311,22 @@ fn object_watch(plan: ObjectPlan, cpus: &BTreeSet<u32>, slots: &[Watch]) -> Resu
         records: Vec::new(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process watch's processes are read with their names and the kernel's count of their threads; a
+    /// system-wide watch covers none.
+    #[test]
+    fn covered_reads_each_process_and_its_threads_once() {
+        let me = std::process::id();
+        let covered = Covered::read(&Scope::Processes(vec![me]));
+        let comm = std::fs::read_to_string("/proc/self/comm").expect("comm");
+        assert_eq!(covered.processes, [(me, comm.trim_end().to_string())]);
+        assert!(covered.threads >= 1, "{}", covered.threads);
+        let none = Covered::read(&Scope::System);
+        assert!(none.processes.is_empty());
+        assert_eq!(none.threads, 0);
+    }
+}

@@ -236,7 +236,7 @@ pub fn arm_in(
     arm_with(&mut Perf { cfg }, watches, cpus, targets, cfg, keep_to_free)
 }
 
-/// The whole arming on `kernel`: `--on`'s watches kept to the free slots ([`keep_free_slots`]), the events
+/// The whole arming on `kernel`: `--on`'s watches kept to the free slots (`keep_free_slots`), the events
 /// prepared once, the transaction ([`arm_set`]); a failure explained once, at the end, with the facts the
 /// kernel gives after everything opened was closed.
 pub fn arm_with<K: Kernel>(

@@ -181,7 +181,11 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> R
     }
     let (cpus, objects) = (&plan.cpus().now, plan.objects());
     let mut watches = plan.watches().to_vec();
-    let armed = match arm::arm_in(&mut watches, cpus, &hand.scope, &cfg, objects.is_some()) {
+    let fit = match objects {
+        Some(_) => arm::Fit::FreeRegisters,
+        None => arm::Fit::All,
+    };
+    let armed = match arm::arm_in(&mut watches, cpus, &hand.scope, &cfg, fit) {
         Ok(armed) => armed,
         Err(r) => {
             // A JSON stream says why it is empty; the error line itself is main's.

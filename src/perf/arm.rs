@@ -222,18 +222,26 @@ impl Failure {
     }
 }
 
+/// Which of the watches are armed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fit {
+    /// Every one, or nothing.
+    All,
+    /// `--on`'s slots: as many as every CPU has a debug register free for (at least one).
+    FreeRegisters,
+}
+
 /// Arms `watches` on every one of `cpus` for `scope`, or nothing, on the kernel's perf events
-/// ([`arm_with`]). `keep_to_free` (`--on`): `watches` are first kept to the debug registers free on every
-/// CPU.
+/// ([`arm_with`]); `fit` says whether `watches` are first kept to the debug registers free.
 pub fn arm_in(
     watches: &mut Vec<Watch>,
     cpus: &BTreeSet<u32>,
     scope: &Scope,
     cfg: &EventConfig,
-    keep_to_free: bool,
+    fit: Fit,
 ) -> Result<Armed, Refusal> {
     let targets = scope.targets(&cfg.delivery);
-    arm_with(&mut Perf { cfg }, watches, cpus, targets, cfg, keep_to_free)
+    arm_with(&mut Perf { cfg }, watches, cpus, targets, cfg, fit)
 }
 
 /// The whole arming on `kernel`: `--on`'s watches kept to the free slots (`keep_free_slots`), the events
@@ -245,9 +253,9 @@ pub fn arm_with<K: Kernel>(
     cpus: &BTreeSet<u32>,
     targets: Targets,
     cfg: &EventConfig,
-    keep_to_free: bool,
+    fit: Fit,
 ) -> Result<Armed<K::Ring>, Refusal> {
-    let armed = match keep_free_slots(watches, cpus, keep_to_free, kernel) {
+    let armed = match keep_free_slots(watches, cpus, fit, kernel) {
         Ok(()) => arm_set(&Prepared::new(watches, cpus, targets, cfg), kernel),
         Err(f) => Err(f),
     };
@@ -257,15 +265,15 @@ pub fn arm_with<K: Kernel>(
     }
 }
 
-/// With `keep_to_free` (`--on`), keeps `watches` to one slot per debug register still free on every CPU;
-/// a failure if none is. Without, they are left as they are.
+/// With [`Fit::FreeRegisters`] (`--on`), keeps `watches` to one slot per debug register still free on
+/// every CPU; a failure if none is. With [`Fit::All`] they are left as they are.
 fn keep_free_slots<K: Kernel>(
     watches: &mut Vec<Watch>,
     cpus: &BTreeSet<u32>,
-    keep_to_free: bool,
+    fit: Fit,
     kernel: &mut K,
 ) -> Result<(), Failure> {
-    if !keep_to_free {
+    if fit == Fit::All {
         return Ok(());
     }
     let free = match watches.first() {
@@ -747,15 +755,22 @@ mod tests {
         };
         let mut ws = watches(3);
         let cfg = EventConfig::bare(1);
-        let armed =
-            arm_with(&mut k, &mut ws, &cpus(&[0, 1]), Targets::Cpus, &cfg, true).expect("armed");
+        let armed = arm_with(
+            &mut k,
+            &mut ws,
+            &cpus(&[0, 1]),
+            Targets::Cpus,
+            &cfg,
+            Fit::FreeRegisters,
+        )
+        .expect("armed");
         assert_eq!(ws.len(), 2);
         let placed: Vec<(u32, usize)> = armed.events.iter().map(|r| (r.cpu, r.watch)).collect();
         assert_eq!(placed, [(0, 0), (0, 1), (1, 0), (1, 1)]);
         // Without `--on` every watch is armed, however few slots are free.
         let mut ws = watches(3);
         let armed =
-            arm_with(&mut k, &mut ws, &cpus(&[0]), Targets::Cpus, &cfg, false).expect("armed");
+            arm_with(&mut k, &mut ws, &cpus(&[0]), Targets::Cpus, &cfg, Fit::All).expect("armed");
         assert_eq!((ws.len(), armed.events.len()), (3, 3));
     }
 
@@ -774,7 +789,7 @@ mod tests {
             &cpus(&[0]),
             Targets::Cpus,
             &cfg,
-            true,
+            Fit::FreeRegisters,
         )
         .err()
         .expect("refused");
@@ -794,7 +809,7 @@ mod tests {
             &cpus(&[0]),
             Targets::Cpus,
             &cfg,
-            true,
+            Fit::FreeRegisters,
         )
         .err()
         .expect("refused");
@@ -821,7 +836,7 @@ mod tests {
             &cpus(&[0, 1]),
             Targets::Cpus,
             &cfg,
-            false,
+            Fit::All,
         )
         .err()
         .expect("refused");

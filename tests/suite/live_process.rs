@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ksymwatch::model::watch::{Access, Watch};
-use ksymwatch::perf::arm::{arm_in, Scope};
+use ksymwatch::perf::arm::{arm_in, Fit, Scope};
 use ksymwatch::perf::event::EventConfig;
 use serde_json::Value;
 
@@ -347,7 +347,7 @@ live_test!(
             &cpus,
             &Scope::Processes(vec![h.pid]),
             &cfg,
-            false,
+            Fit::All,
         )
         .err()
         .expect("a thread with 4 breakpoints of its own cannot be armed");

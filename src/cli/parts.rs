@@ -146,11 +146,14 @@ fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
                 Box::new(o)
             }
         }
-        (Format::Text, false) => Box::new(Ftrace::new(stream_sink()?, Stderr).with_top(args.top())),
-        (Format::Text, true) => Box::new(Quiet::new(
-            Ftrace::new(stream_sink()?, Stderr).with_top(args.top()),
-            Stderr,
-        )),
+        (Format::Text, quiet) => {
+            let f = Ftrace::new(stream_sink()?, Stderr).with_top(args.top());
+            if quiet {
+                Box::new(Quiet::new(f, Stderr))
+            } else {
+                Box::new(f)
+            }
+        }
     };
     // The status line shares the terminal with a stream on stdout only if stdout is elsewhere; first in the
     // tee so it is cleared before any end-of-session report.

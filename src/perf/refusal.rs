@@ -164,16 +164,9 @@ pub struct Facts {
 impl Facts {
     /// The facts about `e`, read now.
     fn read(e: &OpenError) -> Facts {
-        let full = !matches!(e.stage, Stage::Bpf | Stage::Mmap)
-            && e.err.raw_os_error() == Some(libc::ENOSPC);
-        let free_registers = match (full, e.tid) {
-            (false, _) => None,
-            (true, None) => crate::perf::probe::free_slots(e.cpu).ok(),
-            (true, Some(_)) => crate::perf::probe::free_thread_slots(e.cpu).ok(),
-        };
         Facts {
             creds: Privilege::current().credentials(),
-            free_registers,
+            free_registers: crate::perf::probe::free_after(e),
         }
     }
 }

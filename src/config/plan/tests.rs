@@ -67,14 +67,7 @@ impl FakeHost {
     fn new() -> FakeHost {
         FakeHost {
             bpf: true,
-            privilege: Privilege {
-                euid: 0,
-                cap_perfmon: true,
-                cap_sys_admin: true,
-                cap_bpf: true,
-                paranoid: Some(2),
-                initial_user_ns: true,
-            },
+            privilege: Privilege::ROOT,
             online: [0, 1].into(),
             tasks: [(100, 100), (101, 100), (200, 200)].into(),
             counter_at: [(100, 0x5000), (200, 0x5000), (4242, 0x6000)].into(),

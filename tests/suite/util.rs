@@ -214,6 +214,9 @@ pub fn helper_with(name: &str, extra: &[&str]) -> PathBuf {
     static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let dir = DIR.get_or_init(|| {
         let d = std::env::temp_dir().join(format!("ksymwatch-helpers-{}", std::process::id()));
+        // A run before this one that had the same pid left its builds here, maybe of older sources:
+        // they are this run's to build afresh.
+        let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).expect("helper dir");
         d
     });

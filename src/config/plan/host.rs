@@ -1,7 +1,8 @@
-//! The machine as planning sees it: the one door through which [`mod@crate::config::plan`] reads anything
-//! (BPF, privileges, CPUs, /proc, the kernel's symbol files and BTF, tracefs) or starts a command. The
-//! command line gives the real machine (`cli`); the unit tests a made-up one, so every planning decision is
-//! tested without a kernel.
+//! The machine as planning sees it: what [`mod@crate::config::plan`] asks of it (BPF, privileges, CPUs,
+//! /proc, the kernel's symbol files, per-CPU bases, tracefs, cgroups), and the one thing it does to it
+//! (start a command). The command line gives the real machine (`cli`); the unit tests a made-up one, so
+//! the planning decisions are tested without a kernel. (The BTF types and `--on`'s user-space probes still
+//! read their files themselves.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;

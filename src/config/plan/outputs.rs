@@ -103,6 +103,19 @@ impl Outputs {
                 }
             }
         }
+        // `-o -` is stdout, but these write files of their own beside the stream: a `-` would silently
+        // become a file named `-`.
+        for (path, flag, example) in [
+            (&r.flamegraph, "--flamegraph", "flame.svg"),
+            (&r.perfetto, "--perfetto", "trace.pftrace"),
+        ] {
+            if path.as_deref() == Some(Path::new("-")) {
+                return Err(Error::usage(format!(
+                    "{flag} writes a file of its own beside the stream, and `-` is not stdout there; give a \
+                     path, e.g. {flag} {example}"
+                )));
+            }
+        }
         Ok(Outputs {
             format,
             quiet: r.quiet || instead_of_stream,

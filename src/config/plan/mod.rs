@@ -65,6 +65,7 @@ pub use host::{Host, Launch};
 pub use machine::{Launcher, RealHost};
 pub use objects::ObjectPlan;
 pub use outputs::{FoldedTo, Outputs};
+use user_objects::ObjectProcess;
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;
@@ -283,14 +284,14 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
     let objects = match &o.on {
         Some(on) => {
             let process = match &scope {
-                Scope::Launched(c) => Some((c.pid, true)),
+                Scope::Launched(c) => Some(ObjectProcess::Launched(c.pid)),
                 Scope::Processes(p) if p.len() > 1 && on.source.user().is_some() => {
                     return Err(Error::usage(format!(
                         "--on {}: one process at a time (each has its own addresses); give one -p PID",
                         on.source
                     )))
                 }
-                Scope::Processes(p) => p.first().map(|&pid| (pid, false)),
+                Scope::Processes(p) => p.first().map(|&pid| ObjectProcess::Running(pid)),
                 Scope::System => None,
             };
             let plan = match &on.source {

@@ -25,6 +25,7 @@ use crate::model::filter::Filter;
 use crate::model::watch::Watch;
 use crate::model::Limits;
 use crate::perf::arm::{Armed, Scope};
+use crate::perf::bpf::hit_set::Following;
 use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::denial;
 use crate::perf::event::{Delivery, EventConfig, OpenError};
@@ -185,8 +186,8 @@ impl<'a, O: Output> Session<'a, O> {
         // Only a kernel watch can hold a module's memory.
         let scope_is_system = matches!(scope, Scope::System);
         let kernel_follows = match &cfg.delivery {
-            Delivery::Hits(h) => (h.ends_on_exec(), h.follows_children()),
-            Delivery::Paired { .. } | Delivery::Samples { .. } => (false, false),
+            Delivery::Hits(h) => h.following(),
+            Delivery::Paired { .. } | Delivery::Samples { .. } => Following::default(),
         };
         let watched = Watched::new(
             scope.pids(),

@@ -648,6 +648,7 @@ mod tests {
     use super::*;
     use crate::model::watch::{Access, Watch};
     use crate::perf::arm::Scope;
+    use crate::perf::bpf::hit_set::Following;
     use crate::perf::event::{CpuEvent, EventConfig};
     use crate::perf::record::encode;
     use crate::perf::ring::testing::FileRing;
@@ -693,7 +694,17 @@ mod tests {
         limits: Limits,
         filter: Filter,
     ) -> Stream<'a, Json<Vec<u8>, Vec<u8>>> {
-        let watched = Watched::new(Vec::new(), (false, false), epoll, 16, sys::pidfd_open).unwrap();
+        let watched = Watched::new(
+            Vec::new(),
+            Following {
+                ends_on_exec: false,
+                follows_children: false,
+            },
+            epoll,
+            16,
+            sys::pidfd_open,
+        )
+        .unwrap();
         watching(table, watched).with_limits(limits, filter)
     }
 
@@ -860,7 +871,17 @@ mod tests {
         let table = testutil::table();
         let poll = Polled::default();
         let pidfd = |_| Ok(std::fs::File::open("/dev/null")?.into());
-        let watched = Watched::new(vec![5, 6], (false, false), &poll, 16, pidfd).unwrap();
+        let watched = Watched::new(
+            vec![5, 6],
+            Following {
+                ends_on_exec: false,
+                follows_children: false,
+            },
+            &poll,
+            16,
+            pidfd,
+        )
+        .unwrap();
         let mut s = watching(&table, watched);
         assert!(!s.note_exit(1, &poll), "pid 5 is left");
         assert!(s.note_exit(0, &poll), "none left");
@@ -944,7 +965,17 @@ mod tests {
         let (_epoll, mut p, mut w) = rings(&[0]);
         let poll = Polled::default();
         let pidfd = |_| Ok(std::fs::File::open("/dev/null")?.into());
-        let watched = Watched::new(vec![7], (true, false), &poll, 16, pidfd).unwrap();
+        let watched = Watched::new(
+            vec![7],
+            Following {
+                ends_on_exec: true,
+                follows_children: false,
+            },
+            &poll,
+            16,
+            pidfd,
+        )
+        .unwrap();
         let mut s = watching(&table, watched);
         let now = sys::monotonic_ns();
         let exec = encode::with_trailer(encode::comm(7, 7, "sh", true), 7, 7, now + 1000, 0);

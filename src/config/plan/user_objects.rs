@@ -44,10 +44,12 @@ pub fn plan(
     let (pid, launched) = match process {
         Some(ObjectProcess::Launched(pid)) => (pid, true),
         Some(ObjectProcess::Running(pid)) => (pid, false),
-        None => return Err(Error::usage(format!(
+        None => {
+            return Err(Error::usage(format!(
             "--on {probe}: a user-space source needs the process whose objects to watch: give -p \
                  PID, or start it with -- CMD"
-        ))),
+        )))
+        }
     };
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
         Error::usage(format!(

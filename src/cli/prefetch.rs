@@ -11,6 +11,7 @@ use std::path::Path;
 
 use ksymwatch_symbols::UserSymbols;
 
+use crate::config::plan::read_task;
 use crate::config::request::WatchRequest;
 use crate::cpulist;
 use crate::perf::warmup::Warmup;
@@ -28,11 +29,8 @@ impl Prefetch {
         // watch's hits come from its own processes (and the children they fork, which the kernel's
         // records bring), so reading every other process (a few ms per hundred) only delays the first
         // hit; a launched command does not exist yet (it is read at its exec stop).
-        let writers = match (
-            request.pids.is_empty() || request.kernel_objects(),
-            &request.command,
-        ) {
-            (false, _) => Some(request.pids.clone()),
+        let writers = match (request.watched_pids().is_empty(), &request.command) {
+            (false, _) => Some(request.watched_pids().to_vec()),
             (true, Some(_)) => Some(Vec::new()),
             (true, None) => None,
         };
@@ -86,14 +84,7 @@ impl Prefetch {
 fn processes(pids: &[u32]) -> Vec<u32> {
     let mut out: Vec<u32> = Vec::new();
     for &pid in pids {
-        let tgid = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Tgid:"))
-                    .and_then(|t| t.trim().parse().ok())
-            })
-            .unwrap_or(pid);
+        let tgid = read_task(pid).map_or(pid, |t| t.tgid);
         if !out.contains(&tgid) {
             out.push(tgid);
         }

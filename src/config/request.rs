@@ -55,6 +55,15 @@ impl WatchRequest {
             .is_some_and(|on| !on.starts_with("uprobe:") && !on.starts_with("uretprobe:"))
     }
 
+    /// The processes whose memory is watched: `-p`'s, except with a kernel `--on` source, where `-p`
+    /// chooses the allocating processes of a system-wide watch.
+    pub fn watched_pids(&self) -> &[u32] {
+        match self.kernel_objects() {
+            true => &[],
+            false => &self.pids,
+        }
+    }
+
     /// `--per-thread` or `--remove-on-exec`: the kernel applies them per event, so hits come as perf
     /// samples whatever BPF can do.
     pub fn per_event(&self) -> bool {

@@ -46,6 +46,26 @@ impl RealHost {
     }
 }
 
+/// The task `pid` as `/proc/PID/status` names it, if it exists.
+pub fn read_task(pid: u32) -> Option<Task> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| v.trim().to_string())
+    };
+    Some(Task {
+        tgid: field("Tgid:")
+            .and_then(|t| t.parse::<u32>().ok())
+            .unwrap_or(pid),
+        name: field("Name:").unwrap_or_else(|| "?".into()),
+        // A leader that exited while its other threads run is `Z` too, with `Threads` above 1.
+        zombie: field("State:").is_some_and(|s| s.starts_with('Z'))
+            && field("Threads:").is_none_or(|t| t == "1"),
+    })
+}
+
 impl Host for RealHost {
     fn bpf(&self) -> io::Result<()> {
         bpf::probe()
@@ -64,22 +84,7 @@ impl Host for RealHost {
     }
 
     fn task(&self, pid: u32) -> Option<Task> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        let field = |key: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(key))
-                .map(|v| v.trim().to_string())
-        };
-        Some(Task {
-            tgid: field("Tgid:")
-                .and_then(|t| t.parse::<u32>().ok())
-                .unwrap_or(pid),
-            name: field("Name:").unwrap_or_else(|| "?".into()),
-            // A leader that exited while its other threads run is `Z` too, with `Threads` above 1.
-            zombie: field("State:").is_some_and(|s| s.starts_with('Z'))
-                && field("Threads:").is_none_or(|t| t == "1"),
-        })
+        read_task(pid)
     }
 
     fn process_exists(&self, pid: u32) -> bool {

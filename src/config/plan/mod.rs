@@ -62,7 +62,7 @@ use crate::perf::bpf::percpu::Offsets;
 pub use control::{Control, Resolver};
 pub use cpus::Cpus;
 pub use host::{Host, Launch};
-pub use machine::{Launcher, RealHost};
+pub use machine::{read_task, Launcher, RealHost};
 pub use objects::ObjectPlan;
 pub use outputs::{FoldedTo, Outputs};
 use user_objects::ObjectProcess;

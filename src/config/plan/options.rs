@@ -215,12 +215,7 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
 /// `-p`'s processes are left empty here, to be checked once for both uses.
 fn scope(r: &WatchRequest) -> Result<Scope> {
     // A user-space source's objects are in the watched process: -p is its scope, as without --on.
-    let pids = if r.kernel_objects() {
-        &[][..]
-    } else {
-        &r.pids[..]
-    };
-    match (pids.is_empty(), &r.command) {
+    match (r.watched_pids().is_empty(), &r.command) {
         (true, None) => Ok(Scope::System),
         (true, Some(argv)) if argv.is_empty() => Err(Error::usage(
             "`--` must be followed by a command to run (`-- CMD ARGS`); leave `--` out for a \

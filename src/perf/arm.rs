@@ -783,16 +783,20 @@ mod tests {
             free: Ok(0),
             ..Fake::new()
         };
-        let r = arm_with(
-            &mut k,
-            &mut watches(2),
-            &cpus(&[0]),
-            Targets::Cpus,
-            &cfg,
-            Fit::FreeRegisters,
-        )
-        .err()
-        .expect("refused");
+        // Two watches with --on's fit on CPU 0: refused, nothing left open.
+        let refused = |k: &mut Fake| {
+            arm_with(
+                k,
+                &mut watches(2),
+                &cpus(&[0]),
+                Targets::Cpus,
+                &cfg,
+                Fit::FreeRegisters,
+            )
+            .err()
+            .expect("refused")
+        };
+        let r = refused(&mut k);
         assert_eq!(r.kind, Kind::NoFreeDebugRegister);
         assert!(
             r.to_string()
@@ -803,16 +807,7 @@ mod tests {
             free: Err(libc::EINVAL),
             ..Fake::new()
         };
-        let r = arm_with(
-            &mut k,
-            &mut watches(2),
-            &cpus(&[0]),
-            Targets::Cpus,
-            &cfg,
-            Fit::FreeRegisters,
-        )
-        .err()
-        .expect("refused");
+        let r = refused(&mut k);
         assert_eq!(r.kind, Kind::InvalidBreakpoint);
         let text = r.to_string();
         assert!(text.contains("at 0x1000/8 (EINVAL)"), "{text}");

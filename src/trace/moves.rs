@@ -182,7 +182,16 @@ impl Moves<'_> {
     /// every hit after it of the new one.
     pub fn apply(&mut self, line: &str, ctx: &mut impl Steering) -> Option<StopReason> {
         let steers = self.steers;
-        match self.step(line)? {
+        let step = self.step(line)?;
+        let switch = match step {
+            Step::Off => Some(false),
+            Step::On => Some(true),
+            _ => None,
+        };
+        if let Some(reason) = switch.and_then(|on| control::already(on, ctx.enabled())) {
+            return refuse(line, reason, control::UNCHANGED, steers, ctx);
+        }
+        match step {
             Step::Refuse(reason, kind) => refuse(line, reason, kind, steers, ctx),
             Step::Off => {
                 ctx.pause();
@@ -632,6 +641,38 @@ mod tests {
         ctx.log.closed = true;
         assert_eq!(m.apply("# nothing", &mut ctx), None);
         assert_eq!(m.apply("off", &mut ctx), Some(StopReason::BrokenPipe));
+    }
+
+    /// A second `off` (or `on`) changes nothing: nothing is paused, flushed or enabled, and its mark says
+    /// the watch already is so, naming what is watched; the switch back applies.
+    #[test]
+    fn a_second_off_or_on_says_the_watch_already_is() {
+        let epoll = epoll();
+        let mut m = moves("", &epoll);
+        let mut ctx = watching();
+        assert_eq!(m.apply("on", &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["emit ControlRefused"]);
+        let (reason, kind, still) = refused(&ctx);
+        assert_eq!(
+            (reason.as_str(), kind, still.as_str()),
+            (
+                "the watch is already on",
+                control::UNCHANGED,
+                "counter (0x1000/8)"
+            )
+        );
+        ctx.log.calls.clear();
+        assert_eq!(m.apply("off", &mut ctx), None);
+        assert_eq!(m.apply("off", &mut ctx), None);
+        assert_eq!(
+            ctx.log.calls(),
+            ["pause", "flush", "emit Switched", "emit ControlRefused"]
+        );
+        assert_eq!(refused(&ctx).0, "the watch is already off");
+        assert!(!ctx.enabled);
+        ctx.log.calls.clear();
+        assert_eq!(m.apply("on", &mut ctx), None);
+        assert_eq!(ctx.log.calls(), ["enable", "emit Switched"]);
     }
 
     /// A regular file's lines are applied in order as the loop starts.

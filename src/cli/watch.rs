@@ -11,12 +11,15 @@ use crate::cli::execute::execute;
 use crate::cli::launch;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::request;
-use crate::config::{self, plan::RealHost, plan::WatchPlan};
+use crate::config::plan::{RealHost, Scope, WatchPlan};
+use crate::config::{self};
 use crate::error::Result;
 use crate::model::watch::{Access, Watch};
+use crate::perf::arm::Pid as _;
 use crate::perf::denial::AddressKind;
 use crate::perf::event::OpenError;
 use crate::perf::{probe, refusal};
+use crate::stderr;
 
 /// Exit status of the run: 0, or with `-- CMD` the command's own.
 pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
@@ -28,6 +31,9 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     // dry run arms nothing.
     let prefetch = (!dry_run).then(|| Prefetch::start(&request));
     let plan = config::plan(request, &mut RealHost::new(launch::start))?;
+    if let Some(line) = unmatched_filter(&plan) {
+        stderr::line(format_args!("ksymwatch: note: {line}"));
+    }
     match prefetch {
         Some(prefetch) => execute(plan, prefetch),
         None => {
@@ -38,6 +44,47 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             }
         }
     }
+}
+
+/// The line that says the `--tid`/`--comm` conditions match no thread of the watched processes now
+/// ([`crate::model::filter::Filter::admits_no_thread`]); `None` when one does, or the watch is
+/// system-wide (whose tasks come and go by the thousand: a `--comm` there usually names one to come).
+fn unmatched_filter(plan: &WatchPlan) -> Option<String> {
+    let (pids, whose) = match plan.scope() {
+        Scope::System => return None,
+        Scope::Processes(pids) => {
+            let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+            let noun = if pids.len() == 1 {
+                "process"
+            } else {
+                "processes"
+            };
+            (pids.clone(), format!("{noun} {}", list.join(", ")))
+        }
+        Scope::Launched(c) => {
+            let pid = c.pid();
+            (vec![pid], format!("the command (pid {pid})"))
+        }
+    };
+    let threads: Vec<(u32, String)> = pids.iter().flat_map(|&pid| threads_of(pid)).collect();
+    plan.filter().admits_no_thread(&threads, &whose)
+}
+
+/// Every thread of process `pid` now, with its name, from /proc (none when it is gone).
+fn threads_of(pid: u32) -> Vec<(u32, String)> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut threads: Vec<(u32, String)> = dir
+        .flatten()
+        .filter_map(|t| {
+            let tid = t.file_name().to_str()?.parse::<u32>().ok()?;
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            Some((tid, comm.trim_end_matches('\n').to_string()))
+        })
+        .collect();
+    threads.sort();
+    threads
 }
 
 /// What the run would be told at arming about the plan's kernel addresses, asked of the kernel as the run

@@ -75,3 +75,41 @@ live_test!(a_dry_run_of_a_kernel_address_ends_as_the_run_would, {
     assert_eq!(code, 0, "{err}");
     w.finish();
 });
+
+// `--tid`/`--comm` that no thread of the watched process has filtered every hit without a word: the
+// watch ran, printed nothing, and looked broken. A line on stderr at the start now names the condition and
+// the threads there; the watch still runs (a thread may start or be renamed later). One that a thread
+// meets says nothing.
+live_test!(a_filter_that_matches_no_watched_thread_is_told, {
+    let w = Writer::spinning(0);
+    let (pid, target) = (w.pid.to_string(), w.target());
+    let watch = |filter: &[&str]| {
+        let args = [
+            &["write", "-p", &pid, &target, "--duration", "500ms"],
+            filter,
+        ]
+        .concat();
+        util::run(&args)
+    };
+    let (code, out, err) = watch(&["--tid", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!(
+            "ksymwatch: note: no thread of process {pid} matches --tid 1 now (its threads: {pid} writer); \
+             every hit is filtered out until one does"
+        )),
+        "{err}"
+    );
+    assert!(util::parse_hits(&out).is_empty(), "{out}");
+    let (code, out, err) = watch(&["--comm", "writr", "--comm", "wrtier"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("matches --comm writr or --comm wrtier now (its threads: "),
+        "{err}"
+    );
+    assert!(util::parse_hits(&out).is_empty(), "{out}");
+    let (code, out, err) = watch(&["--comm", "writer", "--tid", &pid]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("no thread of"), "{err}");
+    assert!(!util::parse_hits(&out).is_empty(), "{out}");
+});

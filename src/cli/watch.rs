@@ -177,7 +177,7 @@ mod tests {
         assert_eq!(AddressKind::of(probe_address(&w), 8), AddressKind::Kernel);
         let e = persistent(probed(libc::EPERM, probe_address(&w)), &w).expect("a refusal");
         let facts = Facts {
-            creds: Privilege::ROOT.credentials(),
+            creds: Privilege::ROOT,
             free_registers: None,
         };
         let run = OpenError::new(

@@ -1,6 +1,6 @@
 //! Which of the kernel's rules refused a breakpoint with EPERM or EACCES, and how to say so: a pure
 //! function of the errno, the kind of address (x86-64's kernel or user half), the process's
-//! [`Credentials`] (root or not, CAP_SYS_ADMIN, CAP_PERFMON, counted only in the initial user namespace,
+//! [`Privilege`] (root or not, CAP_SYS_ADMIN, CAP_PERFMON, counted only in the initial user namespace,
 //! kernel.perf_event_paranoid) and whether the event is CPU-wide or bound to one thread, so that every
 //! combination is tested without a kernel. Root refused for a missing capability is root whose
 //! capabilities were dropped (capsh, a service's or a container's capability set): it is told which one
@@ -54,10 +54,10 @@ pub enum Scope {
     Thread,
 }
 
-pub use crate::perf::credentials::Credentials;
+use crate::perf::privilege::Privilege;
 
 /// The kernel's perf checks let a process with `creds` open a CPU-wide event that counts the kernel.
-fn cpu_wide_allowed(creds: &Credentials) -> bool {
+fn cpu_wide_allowed(creds: &Privilege) -> bool {
     creds.perfmon() || creds.paranoid.is_some_and(|p| p < 0)
 }
 
@@ -95,7 +95,7 @@ pub fn classify(
     errno: i32,
     kind: Option<AddressKind>,
     scope: Scope,
-    creds: &Credentials,
+    creds: &Privilege,
 ) -> Option<Denial> {
     if errno != libc::EPERM && errno != libc::EACCES {
         return None;
@@ -128,7 +128,7 @@ pub struct Refused<'a> {
     pub errno: i32,
     pub bp: Option<(u64, u8)>,
     pub scope: Scope,
-    pub creds: Credentials,
+    pub creds: Privilege,
 }
 
 /// The wording of an EPERM/EACCES refusal ([`classify`]'s rule, in words); `None` for any other errno.
@@ -365,7 +365,7 @@ mod tests {
                 assert!(!line.contains("grant CAP_PERFMON"), "{ctx}");
                 // Root on the host lacks it only because it was dropped: told to keep it, never to run
                 // as root; a container's root is sent to the host.
-                let dropped = c.creds.root && c.creds.initial_user_ns && !c.creds.cap_sys_admin;
+                let dropped = c.creds.root() && c.creds.initial_user_ns && !c.creds.cap_sys_admin;
                 assert_eq!(
                     line.contains(
                         "runs as root, but without CAP_SYS_ADMIN in its effective capabilities"
@@ -392,7 +392,7 @@ mod tests {
                 let paranoid = c.creds.paranoid.map_or("unknown".into(), |p| p.to_string());
                 // Root on the host without CAP_PERFMON (or CAP_SYS_ADMIN) had them dropped: it is told
                 // to keep CAP_PERFMON; everyone else gets the privilege advice as before.
-                let dropped = c.creds.root
+                let dropped = c.creds.root()
                     && c.creds.initial_user_ns
                     && !c.creds.cap_perfmon
                     && !c.creds.cap_sys_admin;
@@ -442,8 +442,8 @@ mod tests {
                                 errno,
                                 bp,
                                 scope,
-                                creds: Credentials {
-                                    root: bits & 8 != 0,
+                                creds: Privilege {
+                                    euid: if bits & 8 != 0 { 0 } else { 1000 },
                                     cap_sys_admin: bits & 1 != 0,
                                     cap_perfmon: bits & 2 != 0,
                                     cap_bpf: false,
@@ -462,14 +462,14 @@ mod tests {
     /// The cases the issues name, as whole lines.
     #[test]
     fn the_named_cases_read_in_full() {
-        let root = Credentials::ROOT;
+        let root = Privilege::ROOT;
         // Root whose CAP_SYS_ADMIN was dropped (`capsh --drop=cap_sys_admin`), and a user without it.
-        let dropped = Credentials {
+        let dropped = Privilege {
             cap_sys_admin: false,
             ..root
         };
-        let no_admin = Credentials {
-            root: false,
+        let no_admin = Privilege {
+            euid: 1000,
             ..dropped
         };
         // The whole line a refusal of `bp` with `creds` reads: what happened, then the remedy.
@@ -509,7 +509,7 @@ mod tests {
              effective capabilities (dropped by capsh, or a service's or a container's capability set); \
              run it with CAP_SYS_ADMIN kept; user-space watches (`-p PID`, `-- CMD`) do not need it"
         );
-        let nobody = Credentials::NOBODY;
+        let nobody = Privilege::NOBODY;
         assert_eq!(
             line(USER, nobody),
             "cpu 0: not permitted to open a system-wide breakpoint (Operation not permitted (os error 1)); \
@@ -520,8 +520,8 @@ mod tests {
         assert_eq!(
             line(
                 USER,
-                Credentials {
-                    root: true,
+                Privilege {
+                    euid: 0,
                     ..nobody
                 }
             ),

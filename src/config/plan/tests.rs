@@ -110,7 +110,7 @@ impl Host for FakeHost {
         }
     }
     fn privilege(&self) -> Privilege {
-        self.privilege.clone()
+        self.privilege
     }
     fn online_cpus(&self) -> io::Result<BTreeSet<u32>> {
         Ok(self.online.clone())

@@ -15,7 +15,6 @@ use crate::config::plan::{RealHost, Scope, WatchPlan};
 use crate::config::{self};
 use crate::error::Result;
 use crate::model::watch::{Access, Watch};
-use crate::perf::arm::Pid as _;
 use crate::perf::denial::AddressKind;
 use crate::perf::event::OpenError;
 use crate::perf::{probe, refusal};
@@ -47,25 +46,20 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
 }
 
 /// The line that says the `--tid`/`--comm` conditions match no thread of the watched processes now
-/// ([`crate::model::filter::Filter::admits_no_thread`]); `None` when one does, or the watch is
-/// system-wide (whose tasks come and go by the thousand: a `--comm` there usually names one to come).
+/// ([`crate::model::filter::Filter::admits_no_thread`]); `None` when one does, or the watch is not of
+/// running processes: system-wide, tasks come and go by the thousand and a `--comm` usually names one to
+/// come; a launched command has run nothing yet, so its threads and their names are all to come.
 fn unmatched_filter(plan: &WatchPlan) -> Option<String> {
-    let (pids, whose) = match plan.scope() {
-        Scope::System => return None,
-        Scope::Processes(pids) => {
-            let list: Vec<String> = pids.iter().map(u32::to_string).collect();
-            let noun = if pids.len() == 1 {
-                "process"
-            } else {
-                "processes"
-            };
-            (pids.clone(), format!("{noun} {}", list.join(", ")))
-        }
-        Scope::Launched(c) => {
-            let pid = c.pid();
-            (vec![pid], format!("the command (pid {pid})"))
-        }
+    let Scope::Processes(pids) = plan.scope() else {
+        return None;
     };
+    let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+    let noun = if pids.len() == 1 {
+        "process"
+    } else {
+        "processes"
+    };
+    let whose = format!("{noun} {}", list.join(", "));
     let threads: Vec<(u32, String)> = pids.iter().flat_map(|&pid| threads_of(pid)).collect();
     plan.filter().admits_no_thread(&threads, &whose)
 }

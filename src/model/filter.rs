@@ -97,7 +97,7 @@ impl Filter {
             false => there.join(", "),
         };
         Some(format!(
-            "no thread of {whose} matches {conditions} now (its threads: {there}); every hit is filtered \
+            "no thread of {whose} matches {conditions} now (threads: {there}); every hit is filtered \
              out until one does (a thread started, or renamed, later)"
         ))
     }
@@ -123,7 +123,7 @@ mod tests {
         assert_eq!(
             tid.admits_no_thread(&there, "process 42").as_deref(),
             Some(
-                "no thread of process 42 matches --tid 99 now (its threads: 42 writer, 43 worker); \
+                "no thread of process 42 matches --tid 99 now (threads: 42 writer, 43 worker); \
                  every hit is filtered out until one does (a thread started, or renamed, later)"
             )
         );
@@ -173,7 +173,7 @@ mod tests {
         let line = tid.admits_no_thread(&many, "processes 1, 2").unwrap();
         assert!(line.contains("7 w, ... 20 threads in all)"), "{line}");
         let line = tid.admits_no_thread(&[], "process 42").unwrap();
-        assert!(line.contains("(its threads: none found)"), "{line}");
+        assert!(line.contains("(threads: none found)"), "{line}");
     }
 
     #[test]

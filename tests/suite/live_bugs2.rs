@@ -95,7 +95,7 @@ live_test!(a_filter_that_matches_no_watched_thread_is_told, {
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains(&format!(
-            "ksymwatch: note: no thread of process {pid} matches --tid 1 now (its threads: {pid} writer); \
+            "ksymwatch: note: no thread of process {pid} matches --tid 1 now (threads: {pid} writer); \
              every hit is filtered out until one does"
         )),
         "{err}"
@@ -104,7 +104,7 @@ live_test!(a_filter_that_matches_no_watched_thread_is_told, {
     let (code, out, err) = watch(&["--comm", "writr", "--comm", "wrtier"]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("matches --comm writr or --comm wrtier now (its threads: "),
+        err.contains("matches --comm writr or --comm wrtier now (threads: "),
         "{err}"
     );
     assert!(util::parse_hits(&out).is_empty(), "{out}");

@@ -105,7 +105,7 @@ struct HandOff {
     /// Each hit ring buffer's data pages.
     hit_ring_pages: usize,
     /// Who the breakpoints are opened for (a launched command by its pid).
-    scope: arm::Scope,
+    scope: crate::model::scope::Scope,
     /// What the watch covers at the start, for the header.
     covered: Covered,
     /// The header counts the threads the kernel counts (the hit path: its programs cover every thread of

@@ -53,10 +53,10 @@ use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
+use crate::model::scope;
 use crate::model::target::Target;
 use crate::model::watch::{Access, Watch};
 use crate::model::Limits;
-use crate::perf::arm;
 use crate::perf::bpf::percpu::Offsets;
 
 pub use control::{Control, Resolver};
@@ -70,8 +70,8 @@ use user_objects::ObjectProcess;
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;
 
-/// Who a watch covers ([`arm::Scope`]'s choices), a launched command held as the started process.
-pub type Scope = arm::Scope<Command>;
+/// Who a watch covers ([`scope::Scope`]'s choices), a launched command held as the started process.
+pub type Scope = scope::Scope<Command>;
 
 /// Launch mode's command: its words, and once started, the process, stopped before its first instruction.
 pub struct Command {
@@ -87,7 +87,7 @@ impl Command {
     }
 }
 
-impl arm::Pid for Command {
+impl scope::Pid for Command {
     fn pid(&self) -> u32 {
         self.pid
     }

@@ -65,7 +65,6 @@ pub use host::{Host, Launch};
 pub use machine::{read_task, Launcher, RealHost};
 pub use objects::ObjectPlan;
 pub use outputs::{FoldedTo, Outputs};
-use user_objects::ObjectProcess;
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;
@@ -276,35 +275,12 @@ pub struct WatchPlan {
 pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
     let o = options::check(request, host)?;
     let mut kernel = kernel::KernelSide::load(&o, host)?;
-    if let (Scope::Processes(pids), Delivery::PerThread { .. }) = (&o.scope, o.delivery) {
-        process::check_fd_budget(host, pids, o.cpus.now.len(), kernel.targets.len())?;
-    }
     let mut scope = o.scope;
-    let mut watches = process::resolve_watches(&mut scope, &mut kernel, o.access, host)?;
-    let objects = match &o.on {
-        Some(on) => {
-            let process = match &scope {
-                Scope::Launched(c) => Some(ObjectProcess::Launched(c.pid)),
-                Scope::Processes(p) if p.len() > 1 && on.source.user().is_some() => {
-                    return Err(Error::usage(format!(
-                        "--on {}: one process at a time (each has its own addresses); give one -p PID",
-                        on.source
-                    )))
-                }
-                Scope::Processes(p) => p.first().map(|&pid| ObjectProcess::Running(pid)),
-                Scope::System => None,
-            };
-            let plan = match &on.source {
-                crate::config::objects::Source::User(probe) => {
-                    user_objects::plan(on, probe, o.access, process)?
-                }
-                _ => objects::plan(on, &kernel, o.access, host)?,
-            };
-            watches = plan.slots();
-            Some(plan)
-        }
-        None => None,
-    };
+    let watches =
+        process::resolve_watches(&mut scope, o.delivery, &o.cpus, &mut kernel, o.access, host)?;
+    let objects = objects::plan(o.on.as_ref(), &scope, &kernel, o.access, host)?;
+    // `--on` watches its objects' slots (it has no target of its own to resolve).
+    let watches = objects.as_ref().map_or(watches, ObjectPlan::slots);
     conditions::fit(
         &o.values,
         o.condition_text.as_deref(),

@@ -15,6 +15,8 @@ use crate::stderr;
 use super::host::Host;
 use super::kernel::KernelSide;
 use super::options::OnRequest;
+use super::user_objects;
+use super::Scope;
 
 /// `--on SOURCE '(TYPE)$obj.FIELD'`: objects armed as the kernel allocates them, one debug register each.
 #[derive(Debug, Clone)]
@@ -141,9 +143,29 @@ fn check_tracepoint(
     Ok(event)
 }
 
-/// Resolves a kernel `--on` source (the call site in the kernel's symbols) and its `$obj` target (in
-/// BTF). A user-space source is planned by [`super::user_objects`].
+/// The plan's objects stage: `--on`'s source and `$obj` target, planned where the source is (none
+/// without `--on`). A user-space source is planned in the watched process ([`super::user_objects`]), a
+/// kernel source in the kernel's symbols and BTF.
 pub fn plan(
+    on: Option<&OnRequest>,
+    scope: &Scope,
+    kernel: &KernelSide,
+    access: Access,
+    host: &dyn Host,
+) -> Result<Option<ObjectPlan>> {
+    let Some(on) = on else {
+        return Ok(None);
+    };
+    let plan = match &on.source {
+        objects::Source::User(probe) => user_objects::plan(on, probe, access, scope)?,
+        _ => in_kernel(on, kernel, access, host)?,
+    };
+    Ok(Some(plan))
+}
+
+/// Resolves a kernel `--on` source (the call site in the kernel's symbols) and its `$obj` target (in
+/// BTF).
+fn in_kernel(
     on: &OnRequest,
     kernel: &KernelSide,
     access: Access,

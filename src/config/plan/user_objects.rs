@@ -12,6 +12,7 @@ use ksymwatch_symbols::{CastType, MemberInfo, PathElem};
 
 use crate::config::objects::{self, Allocators, SizeArgs, UserArg, UserProbe};
 use crate::error::{Error, Result};
+use crate::model::scope::Pid;
 use crate::model::watch::Access;
 use crate::perf::bpf::objects::{
     regs, Attach, Probe, PtrAt, Select, SizeFrom, StashSize, UserAlloc, UserProbes,
@@ -19,37 +20,36 @@ use crate::perf::bpf::objects::{
 
 use super::objects::ObjectPlan;
 use super::options::OnRequest;
+use super::Scope;
 
 /// Where a free slot's breakpoint waits in the process: its first page, which is never mapped
 /// (`vm.mmap_min_addr`), so nothing can write there.
 pub const USER_PARK: u64 = 0x1000;
 
-/// The process whose objects a user-space source watches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ObjectProcess {
-    /// Started with `--` and stopped at its exec: its program is read by its own path (which gives
-    /// `$ORIGIN` for its libraries), its libraries placed as the loader will map them.
-    Launched(u32),
-    /// Running already (`-p PID`): read through /proc, where its mappings are.
-    Running(u32),
-}
-
-/// Plans a user-space source in the watched process; without one there is nothing to place the probes in.
+/// Plans a user-space source in the process `scope` watches: a launched command, or the one `-p` process
+/// (each process has its own addresses); without one there is nothing to place the probes in.
 pub fn plan(
     on: &OnRequest,
     probe: &UserProbe,
     access: Access,
-    process: Option<ObjectProcess>,
+    scope: &Scope,
 ) -> Result<ObjectPlan> {
-    let (pid, launched) = match process {
-        Some(ObjectProcess::Launched(pid)) => (pid, true),
-        Some(ObjectProcess::Running(pid)) => (pid, false),
-        None => {
+    // A launched command is read by its own path (which gives `$ORIGIN` for its libraries), its
+    // libraries placed as the loader will map them; a running process through /proc, where its mappings
+    // are.
+    let (pid, launched) = match scope {
+        Scope::Launched(c) => (c.pid(), true),
+        Scope::Processes(p) if p.len() > 1 => {
             return Err(Error::usage(format!(
+                "--on {}: one process at a time (each has its own addresses); give one -p PID",
+                on.source
+            )))
+        }
+        Scope::Processes(p) if !p.is_empty() => (p[0], false),
+        Scope::Processes(_) | Scope::System => return Err(Error::usage(format!(
             "--on {probe}: a user-space source needs the process whose objects to watch: give -p \
                  PID, or start it with -- CMD"
-        )))
-        }
+        ))),
     };
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
         Error::usage(format!(

@@ -12,9 +12,11 @@
 //!    `--cgroup`, `cpus`); the scope and the delivery are decided.
 //! 2. `kernel` (the kernel's symbol source, types, and with `percpu` the per-CPU copies; kernel symbols
 //!    loaded, or left to first use for a process watch), `process` (the processes a watch covers and its
-//!    targets there; a launched command started), `objects` (`--on`), and last `conditions` (`--if` and
-//!    `--dump-on` against every watch's length). [`plan`] runs them all, in this order, and last makes
-//!    `--control`'s resolver (`control`) from what they found, so the session is handed it ready.
+//!    targets there; a launched command started; with `-p` on the per-thread path, the descriptor
+//!    budget), `objects` (`--on`: a kernel source in `kernel_objects`, a user-space one in `user_objects`),
+//!    and last `conditions` (`--if` and `--dump-on` against every watch's length). [`plan`] runs them
+//!    all, in this order, and last makes `--control`'s resolver (`control`) from what they found, so the
+//!    session is handed it ready.
 //!
 //! The one side effect a plan can have is launch mode's: the command is started, stopped at its exec, so
 //! its own symbols can be resolved; dropping the plan kills it before it ran any code of its own.
@@ -31,6 +33,7 @@ mod cpus;
 mod describe;
 pub mod host;
 mod kernel;
+mod kernel_objects;
 mod machine;
 mod objects;
 mod options;

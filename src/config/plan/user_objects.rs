@@ -28,7 +28,7 @@ pub const USER_PARK: u64 = 0x1000;
 
 /// Plans a user-space source in the process `scope` watches: a launched command, or the one `-p` process
 /// (each process has its own addresses); without one there is nothing to place the probes in.
-pub fn plan(
+pub fn in_process(
     on: &OnRequest,
     probe: &UserProbe,
     access: Access,
@@ -46,10 +46,12 @@ pub fn plan(
             )))
         }
         Scope::Processes(p) if !p.is_empty() => (p[0], false),
-        Scope::Processes(_) | Scope::System => return Err(Error::usage(format!(
+        Scope::Processes(_) | Scope::System => {
+            return Err(Error::usage(format!(
             "--on {probe}: a user-space source needs the process whose objects to watch: give -p \
                  PID, or start it with -- CMD"
-        ))),
+        )))
+        }
     };
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
         Error::usage(format!(

@@ -4,8 +4,8 @@
 //! then moved onto its member by its type, per-CPU copies placed. (`-p`'s pids themselves are checked by
 //! the options stage: a thread stands for its process.)
 
-use crate::config::typed;
 use crate::config::watch::{self, Resolved};
+use crate::config::{process, typed};
 use crate::error::{Error, Result};
 use crate::model::target::Target;
 use crate::model::watch::{Access, PerCpu, Watch};
@@ -90,7 +90,7 @@ fn in_processes(
             return resolved;
         };
         let child = match scope {
-            Scope::Launched(command) if watch::is_not_mapped_yet(e) => command.child.as_mut(),
+            Scope::Launched(command) if process::is_not_mapped_yet(e) => command.child.as_mut(),
             _ => None,
         };
         match (child, ran_to_entry) {

@@ -15,8 +15,8 @@ use crate::stderr;
 
 use super::host::Host;
 use super::kernel::KernelSide;
-use super::objects::ObjectPlan;
 use super::options::OnRequest;
+use super::ObjectPlan;
 
 /// The tracepoint objects come from must exist, or nothing would ever be armed: exit 2 before arming.
 /// Found in the kernel's BTF (its group in tracefs, where mounted); a built-in source's tracepoint must

@@ -50,6 +50,7 @@ use std::rc::Rc;
 use ksymwatch_symbols::{Origin, SymbolTable};
 
 use crate::config::flight::Flight;
+use crate::config::objects::{Allocators, ObjectTarget, Source};
 use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
 use crate::config::watch::{self, Resolved};
@@ -60,13 +61,13 @@ use crate::model::scope;
 use crate::model::target::Target;
 use crate::model::watch::{Access, Watch};
 use crate::model::Limits;
+use crate::perf::bpf;
 use crate::perf::bpf::percpu::Offsets;
 
 pub use control::{Control, Resolver};
 pub use cpus::Cpus;
 pub use host::{Host, Launch};
 pub use machine::{read_task, Launcher, RealHost};
-pub use objects::ObjectPlan;
 pub use outputs::{FoldedTo, Outputs};
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
@@ -250,6 +251,86 @@ impl Running {
 
     pub fn lines(&self) -> bool {
         self.lines
+    }
+}
+
+/// `--on SOURCE '(TYPE)$obj.FIELD'`: objects armed as they are allocated, one debug register each.
+#[derive(Debug, Clone)]
+pub struct ObjectPlan {
+    pub source: Source,
+    pub target: ObjectTarget,
+    pub select: bpf::objects::Select,
+    /// Where the allocation program is attached.
+    pub attach: bpf::objects::Attach,
+    /// A tracepoint source: which argument or field is the object, and what was not checked (the header's
+    /// parenthesis after the source).
+    pub detail: Option<String>,
+    /// Where a free slot's breakpoint waits: kernel text, or a process's first page, which nothing writes.
+    pub park: u64,
+    pub rotate: bool,
+    /// `-p` and `--comm`: only objects these processes or tasks allocate.
+    pub allocators: Allocators,
+}
+
+impl ObjectPlan {
+    /// A free slot's watch.
+    pub fn parked(&self, slot: usize) -> Watch {
+        Watch {
+            label: format!("$obj slot {slot} (free)"),
+            addr: self.park & !(u64::from(self.target.len) - 1),
+            len: self.target.len,
+            access: self.target.access,
+            module: None,
+            per_cpu: None,
+        }
+    }
+
+    /// Every slot, one per debug register, parked (the execution keeps as many as the debug registers
+    /// free allow).
+    pub fn slots(&self) -> Vec<Watch> {
+        (0..MAX_WATCHES).map(|i| self.parked(i)).collect()
+    }
+
+    /// The header's line: what is watched, from where, which requests are taken.
+    pub fn describe(&self) -> String {
+        let size = match self.select.size {
+            Some((bpf::objects::SizeFrom::Requested | bpf::objects::SizeFrom::AtEntry, n)) => {
+                format!(", {n}-byte requests")
+            }
+            Some((bpf::objects::SizeFrom::Cache(_), n)) => {
+                format!(", caches of {n}-byte objects or more")
+            }
+            None => String::new(),
+        };
+        let mut by = Vec::new();
+        if !self.allocators.pids.is_empty() {
+            let pids: Vec<String> = self.allocators.pids.iter().map(u32::to_string).collect();
+            by.push(format!("process {}", pids.join(", ")));
+        }
+        if !self.allocators.comms.is_empty() {
+            by.push(format!("tasks named {}", self.allocators.comms.join(", ")));
+        }
+        let by = if by.is_empty() {
+            String::new()
+        } else {
+            format!(" allocated by {}", by.join(" and "))
+        };
+        let detail = self
+            .detail
+            .as_ref()
+            .map_or(String::new(), |d| format!(" ({d})"));
+        format!(
+            "# objects: {} from {}{detail}{size}{by}, len={} access={}{}",
+            self.target.text,
+            self.source,
+            self.target.len,
+            self.target.access.letters(),
+            if self.rotate {
+                ", the oldest evicted when every register is busy"
+            } else {
+                ""
+            }
+        )
     }
 }
 

@@ -18,8 +18,8 @@ use crate::perf::bpf::objects::{
     regs, Attach, Probe, PtrAt, Select, SizeFrom, StashSize, UserAlloc, UserProbes,
 };
 
-use super::objects::ObjectPlan;
 use super::options::OnRequest;
+use super::ObjectPlan;
 use super::Scope;
 
 /// Where a free slot's breakpoint waits in the process: its first page, which is never mapped

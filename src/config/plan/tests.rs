@@ -332,6 +332,44 @@ fn per_thread_options_choose_the_per_thread_path() {
     );
 }
 
+/// `--value`'s olds are seeded at arming only where the hit programs read a process's values (a launched
+/// command's too), and are the kernel's wherever it may drop traps (`--if`, a filter).
+#[test]
+fn the_olds_are_decided_once_from_scope_delivery_and_values() {
+    let valued = |r: WatchRequest| WatchRequest { value: true, ..r };
+    let olds = |r: WatchRequest| planned(r, &mut FakeHost::new()).olds();
+    assert_eq!(
+        olds(valued(pids(request(&["counter"]), &[100]))),
+        OldValues {
+            kernel_drops: false,
+            seeded: true
+        }
+    );
+    let mut launched = valued(request(&["counter"]));
+    launched.command = Some(vec!["./app".into()]);
+    assert!(olds(launched).seeded);
+    // No process's memory to read system-wide; no value read without --value; the per-thread path's
+    // value programs read the range at every trap.
+    assert!(!olds(valued(request(&["jiffies"]))).seeded);
+    assert!(!olds(pids(request(&["counter"]), &[100])).seeded);
+    let mut per_thread = valued(pids(request(&["counter"]), &[100]));
+    per_thread.per_thread = true;
+    assert!(!olds(per_thread).seeded);
+    let mut condition = pids(request(&["counter"]), &[100]);
+    condition.condition = Some("value == 3".into());
+    assert_eq!(
+        olds(condition),
+        OldValues {
+            kernel_drops: true,
+            seeded: true
+        }
+    );
+    let mut filtered = valued(request(&["jiffies"]));
+    filtered.output.comms = vec!["worker".into()];
+    assert!(olds(filtered).kernel_drops);
+    assert!(!olds(valued(request(&["jiffies"]))).kernel_drops);
+}
+
 /// `--value` without BPF cannot work at all: exit 4 before any symbol is loaded.
 #[test]
 fn values_without_bpf_are_refused_before_loading_symbols() {

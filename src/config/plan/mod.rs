@@ -64,6 +64,7 @@ pub use cpus::Cpus;
 pub use host::{Host, Launch};
 pub use machine::{read_task, Launcher, RealHost};
 pub use objects::ObjectPlan;
+pub use options::hit_program;
 pub use outputs::{FoldedTo, Outputs};
 use user_objects::ObjectProcess;
 

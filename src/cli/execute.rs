@@ -245,7 +245,6 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
         comms,
         user,
         symbols_origin: kernel.origin(),
-        condition: values.condition().cloned(),
         old_values: plan.olds(),
         following,
         sort_slack_ns: hand.sort_slack_ns,

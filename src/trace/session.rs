@@ -20,7 +20,6 @@ use ksymwatch_symbols::{LineSource, Origin, UserSymbols};
 use crate::config::plan::OldValues;
 use crate::config::symbols::KernelTable;
 use crate::error::{Context, ExitCode, Result};
-use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::model::watch::Watch;
 use crate::model::Limits;
@@ -55,8 +54,15 @@ pub struct Setup<'a> {
     pub watches: &'a [Watch],
     pub symbols: KernelTable<'a>,
     pub cfg: EventConfig,
+    /// What the loaded programs do to the watched processes as they live (nothing on the sample paths).
+    pub following: Following,
+    /// How long a record waits for older ones from the other rings before it is released in time order:
+    /// the hit rings' slack or the perf rings' ([`crate::trace::pace`]).
+    pub sort_slack_ns: u64,
     pub limits: Limits,
     pub filter: Filter,
+    /// `--cgroup`: the hits name their writers' cgroups, from the hierarchy planning found them in.
+    pub cgroups: Option<CgroupNames>,
     /// Keep the `--summary` counts (by chain, ip, comm).
     pub tally: bool,
     /// `--lines`: file:line (and inlined frames) for kernel frames.
@@ -73,18 +79,10 @@ pub struct Setup<'a> {
     pub user: UserSymbols,
     /// Whether `symbols` came from the kallsyms cache (unnamed kernel frames then get a hint).
     pub symbols_origin: Origin,
-    /// `--if`: checked again on the instruction's value of a hit that raced.
-    pub condition: Option<Condition>,
-    /// How `--value`'s `old` is kept, as the plan decided: the kernel's where it may drop traps, and
-    /// seeded, or not, with what each watched range holds once the events are armed.
+    /// How `--value`'s `old` is kept, as the plan decided (`--if` checked again on a hit that raced; the
+    /// kernel's `old` where it may drop traps), and whether it is seeded with what each watched range
+    /// holds once the events are armed.
     pub old_values: OldValues,
-    /// What the loaded programs do to the watched processes as they live (nothing on the sample paths).
-    pub following: Following,
-    /// How long a record waits for older ones from the other rings before it is released in time order:
-    /// the hit rings' slack or the perf rings' ([`crate::trace::pace`]).
-    pub sort_slack_ns: u64,
-    /// `--cgroup`: the hits name their writers' cgroups, from the hierarchy planning found them in.
-    pub cgroups: Option<CgroupNames>,
     /// `--last N --dump-on ...`: hits are kept, and printed when a trigger fires (SIGUSR1 is then among
     /// the signals read).
     pub flight: Option<Recorder>,
@@ -182,7 +180,6 @@ impl<'a, O: Output> Session<'a, O> {
             comms,
             user,
             symbols_origin,
-            condition,
             old_values,
             following,
             sort_slack_ns,
@@ -204,7 +201,7 @@ impl<'a, O: Output> Session<'a, O> {
             Wake::Process(0).token(),
             sys::pidfd_open,
         )?;
-        let mut olds = Olds::new(condition, old_values.kernel_drops);
+        let mut olds = Olds::new(old_values.condition, old_values.kernel_drops);
         if old_values.seeded {
             // The events are armed: a launched command is still stopped at its exec, its range as the
             // program starts.

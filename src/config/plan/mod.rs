@@ -144,8 +144,10 @@ impl Values {
 }
 
 /// How `--value`'s `old` is kept (`crate::trace::olds`), decided once from the plan ([`WatchPlan::olds`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OldValues {
+    /// `--if`: checked again on the instruction's value of a hit that raced.
+    pub condition: Option<Condition>,
     /// The kernel may drop traps (a condition or a filter): the trap before a hit may not be printed, so
     /// its `old` is the kernel's rather than the merged order's.
     pub kernel_drops: bool,
@@ -421,6 +423,7 @@ impl WatchPlan {
     /// the hit programs read a process's values.
     pub fn olds(&self) -> OldValues {
         OldValues {
+            condition: self.values.condition().cloned(),
             kernel_drops: self.values.condition().is_some() || self.filter != Filter::default(),
             seeded: !self.scope.system_wide()
                 && self.delivery == Delivery::HitProgram

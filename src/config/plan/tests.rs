@@ -309,6 +309,19 @@ fn the_delivery_follows_bpf_and_the_scope() {
         .contains("# path: one breakpoint per thread, CPU and target"));
 }
 
+/// The hit path or not, as the delivery and the prefetch both ask it: BPF is asked only where no option
+/// wants events per thread.
+#[test]
+fn the_hit_program_is_taken_where_bpf_loads_and_nothing_asks_for_events_per_thread() {
+    assert!(hit_program(false, || Ok(())));
+    assert!(!hit_program(false, || Err(io::Error::from_raw_os_error(
+        libc::EPERM
+    ))));
+    assert!(!hit_program(true, || panic!(
+        "BPF asked for per-thread events"
+    )));
+}
+
 /// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads.
 #[test]
 fn per_thread_options_choose_the_per_thread_path() {

@@ -164,8 +164,9 @@ fn hit_ring_pages(plan: &WatchPlan, threads: usize) -> usize {
     )
 }
 
-/// How long a record waits for older ones from the other rings on `delivery`: a hit ring's records are
-/// emitted by the program at the trap, a perf ring's by the kernel's sample path ([`crate::trace::pace`]).
+/// How long a record waits for older ones from the other rings on `delivery`: a hit record is written a
+/// microsecond or so after its time, a perf sample with its kernel-walked call chain tens later
+/// ([`crate::trace::pace`]).
 fn sort_slack_ns(delivery: Delivery) -> u64 {
     match delivery {
         Delivery::HitProgram => HIT_SORT_SLACK_NS,

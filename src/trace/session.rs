@@ -61,7 +61,8 @@ pub struct Setup<'a> {
     pub sort_slack_ns: u64,
     pub limits: Limits,
     pub filter: Filter,
-    /// `--cgroup`: the hits name their writers' cgroups, from the hierarchy planning found them in.
+    /// `--cgroup`: the hits name their writers' cgroups, from the v2 hierarchy (none without the option or
+    /// the hierarchy).
     pub cgroups: Option<CgroupNames>,
     /// Keep the `--summary` counts (by chain, ip, comm).
     pub tally: bool,

@@ -246,7 +246,7 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
         comms,
         user,
         symbols_origin: kernel.origin(),
-        old_values: plan.olds(),
+        old_values: plan.old_values(),
         following,
         sort_slack_ns: hand.sort_slack_ns,
         cgroups: parts.cgroups,

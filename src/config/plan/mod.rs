@@ -143,7 +143,8 @@ impl Values {
     }
 }
 
-/// How `--value`'s `old` is kept (`crate::trace::olds`), decided once from the plan ([`WatchPlan::olds`]).
+/// How `--value`'s `old` is kept (`crate::trace::olds`), decided once from the plan
+/// ([`WatchPlan::old_values`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OldValues {
     /// `--if`: checked again on the instruction's value of a hit that raced.
@@ -421,7 +422,7 @@ impl WatchPlan {
 
     /// How `--value`'s `old` is kept: from the kernel where it may drop traps, seeded at arming where
     /// the hit programs read a process's values.
-    pub fn olds(&self) -> OldValues {
+    pub fn old_values(&self) -> OldValues {
         OldValues {
             condition: self.values.condition().cloned(),
             kernel_drops: self.values.condition().is_some() || self.filter != Filter::default(),

@@ -350,7 +350,7 @@ fn per_thread_options_choose_the_per_thread_path() {
 #[test]
 fn the_olds_are_decided_once_from_scope_delivery_and_values() {
     let valued = |r: WatchRequest| WatchRequest { value: true, ..r };
-    let olds = |r: WatchRequest| planned(r, &mut FakeHost::new()).olds();
+    let olds = |r: WatchRequest| planned(r, &mut FakeHost::new()).old_values();
     assert_eq!(
         olds(valued(pids(request(&["counter"]), &[100]))),
         OldValues {

@@ -5,10 +5,12 @@
 
 use ksymwatch_symbols::SymbolTable;
 
-use crate::config::objects::{self, Allocators};
+use crate::config::objects::{self, Allocators, ObjectTarget};
 use crate::config::tracepoints::{self, PointerAt};
-use crate::config::typed;
+use crate::config::typed::{self, Types};
+use crate::config::watch;
 use crate::error::{Error, Result};
+use crate::model::target::{self, Base, Target};
 use crate::model::watch::Access;
 use crate::perf::bpf;
 use crate::stderr;
@@ -79,7 +81,7 @@ pub fn in_kernel(
     let call_site = call_site(table, &source)?;
     let cache_size_at = cache_size_offset(&kernel.types, &source);
     let (ptr, attach, detail) = pointer_and_attach(&source, &event, host)?;
-    let target = objects::resolve_target(&kernel.types, &on.text, access)?;
+    let target = resolve_target(&kernel.types, &on.text, access)?;
     if let (objects::Source::Tracepoint { .. }, bpf::objects::PtrAt::Arg(i)) = (&source, ptr) {
         if let Some(note) = tracepoints::cast_note(
             &event,
@@ -249,4 +251,61 @@ fn cache_size_offset(types: &typed::Types, source: &objects::Source) -> Option<R
     Some(
         i16::try_from(m.offset).map_err(|_| Error::runtime("kmem_cache.object_size is too far in")),
     )
+}
+
+/// The object stand-in's address while the target resolves: aligned to any member, in the kernel half.
+const STAND_IN: u64 = 0xffff_8880_0000_0000;
+
+/// Resolves `text`, which must hold `$obj` where an address would be: `'(TYPE)$obj.FIELD'`, its type
+/// from BTF.
+fn resolve_target(types: &Types, text: &str, access: Access) -> Result<ObjectTarget> {
+    if !text.contains("$obj") {
+        return Err(Error::usage(format!(
+            "`{text}`: with --on, the target is a field of each new object: write `$obj` for its address, \
+             e.g. '(struct pipe_inode_info)$obj.head'"
+        )));
+    }
+    if !text.trim_start().starts_with('(') {
+        return Err(Error::usage(format!(
+            "`{text}`: `$obj` needs its type to name a field: '(struct TYPE)$obj.FIELD'"
+        )));
+    }
+    let standing = text.replacen("$obj", &format!("0x{STAND_IN:x}"), 1);
+    let t = target::parse(&standing)
+        .map_err(|e| Error::usage(e.to_string().replace(&standing, text)))?;
+    let Some(cast) = t.cast.clone() else {
+        return Err(Error::usage(format!(
+            "`{text}`: `$obj` needs its type to name a field: '(struct TYPE)$obj.FIELD'"
+        )));
+    };
+    if !matches!(t.base, Base::Address(STAND_IN)) {
+        return Err(Error::usage(format!(
+            "`{text}`: `$obj` is the base, right after the cast: '(struct TYPE)$obj.FIELD'"
+        )));
+    }
+    let t = Target {
+        text: text.to_string(),
+        ..t
+    };
+    let typed = typed::resolve(types, &t, STAND_IN, "$obj")?;
+    let sized = watch::sized(
+        &t,
+        access,
+        typed.addr,
+        typed.size,
+        text.to_string(),
+        Vec::new(),
+    )?;
+    let object_size = match types.member(&cast, &[])? {
+        Ok((m, _)) => m.size,
+        Err(_) => None,
+    };
+    Ok(ObjectTarget {
+        text: text.to_string(),
+        cast: Some(cast),
+        offset: typed.addr - STAND_IN,
+        len: sized.watch.len,
+        access,
+        object_size,
+    })
 }

@@ -269,18 +269,110 @@ pub fn base_target(t: &Target) -> Target {
     }
 }
 
+/// A per-CPU variable (`runqueues.nr_running`, `cpu_number`), as BTF records it: what to cast each CPU's copy
+/// to, and where in the per-CPU area it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerCpuVariable {
+    pub name: String,
+    /// The cast that names the variable's type, as the target grammar spells it (`struct rq`).
+    pub cast: CastType,
+    /// The member path after the variable (`.nr_running`; empty for the whole variable).
+    pub path: Vec<PathElem>,
+    pub offset_in_section: u64,
+}
+
+impl PerCpuVariable {
+    /// The path as written (`.nr_running`).
+    pub fn path_text(&self) -> String {
+        self.path.iter().map(|e| e.to_string()).collect()
+    }
+}
+
+/// What the kernel's BTF says of the variable a target names.
+#[derive(Debug)]
+pub enum Variable {
+    /// Nothing that changes the target (no such variable, no BTF, or not asked).
+    Untyped,
+    /// A per-CPU variable: each CPU has its own copy.
+    PerCpu(PerCpuVariable),
+    /// `SYMBOL.PATH` as a cast on the symbol (see [`btf_variable`]), or why it cannot be one.
+    Cast(Result<Target>),
+}
+
+/// What BTF says of each of `targets`' variables, in order, asked of vmlinux's BTF once (read only when
+/// some target asks): a target that `percpu` marks may name a per-CPU variable (a member path, or a bare
+/// name that the symbols do not know); with `cast` (no DWARF to place a member path), any other
+/// `SYMBOL.PATH` BTF knows the variable of becomes a cast on the symbol, as [`btf_variable`] makes it.
+pub fn variables(types: &Types, targets: &[Target], percpu: &[bool], cast: bool) -> Vec<Variable> {
+    let typeable = |t: &Target| cast && names_variable(t);
+    let asked = targets.iter().zip(percpu).any(|(t, &p)| p || typeable(t));
+    let btf = match asked {
+        true => types.vmlinux().ok(),
+        false => None,
+    };
+    let Some(btf) = btf else {
+        return targets.iter().map(|_| Variable::Untyped).collect();
+    };
+    targets
+        .iter()
+        .zip(percpu)
+        .map(
+            |(t, &p)| match if p { percpu_variable(btf, t) } else { None } {
+                Some(v) => Variable::PerCpu(v),
+                None if typeable(t) => match cast_variable(btf, t) {
+                    Ok(Some(typed)) => Variable::Cast(Ok(typed)),
+                    Err(e) => Variable::Cast(Err(e)),
+                    Ok(None) => Variable::Untyped,
+                },
+                None => Variable::Untyped,
+            },
+        )
+        .collect()
+}
+
+/// `target` when it names a per-CPU variable `btf` records, with or without a member path (else `None`).
+fn percpu_variable(btf: &Btf, target: &Target) -> Option<PerCpuVariable> {
+    if target.cast.is_some()
+        || target.object().is_some()
+        || !matches!(target.base, Base::Symbol { .. })
+    {
+        return None;
+    }
+    target.symbol_splits().into_iter().find_map(|(name, rest)| {
+        let v = btf
+            .variable(&name)
+            .filter(|v| v.section == PERCPU_SECTION)?;
+        Some(PerCpuVariable {
+            cast: cast_of(&v.type_name)?,
+            path: rest,
+            offset_in_section: v.offset_in_section,
+            name,
+        })
+    })
+}
+
+/// Whether `target` is a `SYMBOL.PATH` that BTF may type (no cast, a member path, not a module's).
+fn names_variable(target: &Target) -> bool {
+    target.cast.is_none() && !target.path.is_empty() && target.object().is_none()
+}
+
 /// `SYMBOL.PATH` without DWARF, for a variable whose type BTF knows (per-CPU variables; every global on
 /// kernels built with pahole's global-variable encoding): the same target with its type as a cast, so it
 /// resolves like `'(TYPE)SYMBOL.PATH'`. `None` when BTF does not know the variable (or there is no BTF):
 /// the caller's own "needs DWARF" error stands. A per-CPU variable is refused: the symbol is one CPU's
 /// copy's offset from its per-CPU base, not an address.
 pub fn btf_variable(types: &Types, target: &Target) -> Result<Option<Target>> {
-    if target.cast.is_some() || target.path.is_empty() || target.object().is_some() {
+    if !names_variable(target) {
         return Ok(None);
     }
     let Ok(btf) = types.vmlinux() else {
         return Ok(None);
     };
+    cast_variable(btf, target)
+}
+
+/// [`btf_variable`] in `btf`.
+fn cast_variable(btf: &Btf, target: &Target) -> Result<Option<Target>> {
     for (name, rest) in target.symbol_splits() {
         if rest.is_empty() {
             continue;
@@ -328,7 +420,7 @@ const PERCPU_SECTION: &str = ".data..percpu";
 
 /// A C type name as BTF prints it (`struct cpu_hw_events`, `u64`) as a cast; `None` for a type with no
 /// name of its own (`int[4]`, `struct list_head *`).
-pub fn cast_of(type_name: &str) -> Option<CastType> {
+fn cast_of(type_name: &str) -> Option<CastType> {
     let (kind, name) = match type_name.split_once(' ') {
         Some(("struct", n)) => (Some(CastKind::Struct), n),
         Some(("union", n)) => (Some(CastKind::Union), n),

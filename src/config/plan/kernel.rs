@@ -85,21 +85,16 @@ impl KernelSide {
             Ok(KernelFiles::Kallsyms(table, _)) => Some(table),
             _ => None,
         };
+        // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
         let (targets, percpu, percpu_offsets) = match system {
-            true => percpu::targets(&types, targets, o.percpu_cpu, table, host)?,
+            true => {
+                let cast = !matches!(picked, Source::Vmlinux(_));
+                percpu::targets(&types, targets, o.percpu_cpu, table, cast, host)?
+            }
             false => {
                 let none = vec![None; targets.len()];
                 (targets, none, None)
             }
-        };
-        // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
-        let targets: Vec<Target> = if system && !matches!(picked, Source::Vmlinux(_)) {
-            targets
-                .into_iter()
-                .map(|t| Ok(typed::btf_variable(&types, &t)?.unwrap_or(t)))
-                .collect::<Result<_>>()?
-        } else {
-            targets
         };
         let kallsyms = Source::Kallsyms(symbols.kallsyms.clone()).to_string();
         let (kernel, origin, source_text) = match loaded? {

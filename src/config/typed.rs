@@ -26,17 +26,48 @@ use crate::model::watch::Access;
 /// Where the running kernel publishes its BTF.
 pub const DEFAULT_BTF: &str = Btf::VMLINUX;
 
-/// The BTF that casts are resolved in, opened on first use (a run without casts never reads it).
+/// The BTF that casts are resolved in, as the host gives it to planning (`plan::host::Host::types`): the
+/// real machine's are read on first use (a run without casts never reads them), a made-up machine's are
+/// given whole.
 pub struct Types {
     path: PathBuf,
+    file: OnceCell<BtfFile>,
     vmlinux: OnceCell<std::result::Result<Arc<Btf>, String>>,
     modules: OnceCell<Vec<Btf>>,
 }
 
-/// Whether a `--btf FILE` is the running kernel's BTF: `Some(false)` when it differs from
-/// `/sys/kernel/btf/vmlinux` (another kernel's types: its offsets would be wrong here), `None` when that
-/// cannot be told (either file unreadable; the default path is the running kernel's by definition).
-pub fn btf_is_running(path: &Path) -> Option<bool> {
+/// What a BTF file is, as far as `--btf`'s checks go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BtfFile {
+    pub exists: bool,
+    pub dir: bool,
+    /// An ELF file (a vmlinux), not raw BTF.
+    pub elf: bool,
+    /// Whether it is the running kernel's BTF: `Some(false)` when it differs from
+    /// `/sys/kernel/btf/vmlinux` (another kernel's types: its offsets would be wrong here), `None` when that
+    /// cannot be told (either file unreadable; the default path is the running kernel's by definition).
+    pub running: Option<bool>,
+}
+
+impl BtfFile {
+    /// The file at `path`, as this machine has it.
+    pub fn read(path: &Path) -> BtfFile {
+        let mut magic = [0u8; 4];
+        let elf = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+            .is_ok()
+            && &magic == b"\x7fELF";
+        BtfFile {
+            exists: path.exists(),
+            dir: path.is_dir(),
+            elf,
+            running: btf_is_running(path),
+        }
+    }
+}
+
+/// Whether a `--btf FILE` is the running kernel's BTF ([`BtfFile::running`]).
+fn btf_is_running(path: &Path) -> Option<bool> {
     let running = Path::new(Btf::VMLINUX);
     if path == running {
         return Some(true);
@@ -74,42 +105,20 @@ fn same_bytes(a: &Path, b: &Path) -> std::io::Result<bool> {
 
 /// `--btf` names a raw BTF file: a directory, or an ELF file (a vmlinux, whose `.BTF` section is what is
 /// wanted), is told what to give instead.
-fn check_btf_file(path: &Path) -> Result<()> {
+fn check_btf_file(path: &Path, file: &BtfFile) -> std::result::Result<(), String> {
     let shown = path.display();
-    if path.is_dir() {
-        return Err(Error::usage(format!(
+    if file.dir {
+        return Err(format!(
             "--btf {shown}: a directory; name the raw BTF file itself (the running kernel's is {DEFAULT_BTF})"
-        )));
+        ));
     }
-    let mut magic = [0u8; 4];
-    let elf = std::fs::File::open(path)
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-        .is_ok()
-        && &magic == b"\x7fELF";
-    if elf {
-        return Err(Error::usage(format!(
+    if file.elf {
+        return Err(format!(
             "--btf {shown}: an ELF file, not raw BTF; extract its .BTF section and pass that: objcopy -O binary \
              --only-section=.BTF {shown} vmlinux.btf (or pass --vmlinux {shown} for DWARF)"
-        )));
+        ));
     }
     Ok(())
-}
-
-/// A live watch takes member offsets from `--btf FILE`: from another kernel's BTF they would put the watch
-/// on the wrong bytes, so that is refused (exit 2); `resolve` may still use it (see [`btf_note`]).
-pub fn check_btf_for_live_watch(path: &Path) -> Result<()> {
-    check_btf_file(path)?;
-    match btf_is_running(path) {
-        Some(false) => Err(Error::usage(format!(
-            "--btf {}: not the running kernel's BTF (it differs from {}): its member offsets belong to another \
-             kernel and would put the watch on the wrong bytes; leave out --btf, or give a copy of {} \
-             (`ksymwatch resolve` may use another kernel's BTF)",
-            path.display(),
-            Btf::VMLINUX,
-            Btf::VMLINUX
-        ))),
-        _ => Ok(()),
-    }
 }
 
 /// `resolve`'s word on a `--btf FILE` that is not the running kernel's.
@@ -123,11 +132,48 @@ pub fn btf_note(path: &Path) -> Option<String> {
 }
 
 impl Types {
+    /// The BTF at `path`, read from this machine's files on first use.
     pub fn new(path: &Path) -> Types {
         Types {
             path: path.to_path_buf(),
+            file: OnceCell::new(),
             vmlinux: OnceCell::new(),
             modules: OnceCell::new(),
+        }
+    }
+
+    /// Types given whole, nothing read: the file `path` is, and its BTF (else why there is none).
+    #[cfg(test)]
+    pub fn given(path: &Path, file: BtfFile, vmlinux: std::result::Result<Btf, String>) -> Types {
+        Types {
+            path: path.to_path_buf(),
+            file: OnceCell::from(file),
+            vmlinux: OnceCell::from(vmlinux.map(Arc::new)),
+            modules: OnceCell::from(Vec::new()),
+        }
+    }
+
+    /// What the BTF file is.
+    fn file(&self) -> &BtfFile {
+        self.file.get_or_init(|| BtfFile::read(&self.path))
+    }
+
+    /// A live watch takes member offsets from `--btf FILE`: from another kernel's BTF they would put the
+    /// watch on the wrong bytes, so that is refused (exit 2); `resolve` may still use it (see [`btf_note`]).
+    pub fn check_for_live_watch(&self) -> Result<()> {
+        let path = &self.path;
+        let file = self.file();
+        check_btf_file(path, file).map_err(Error::usage)?;
+        match file.running {
+            Some(false) => Err(Error::usage(format!(
+                "--btf {}: not the running kernel's BTF (it differs from {}): its member offsets belong to another \
+                 kernel and would put the watch on the wrong bytes; leave out --btf, or give a copy of {} \
+                 (`ksymwatch resolve` may use another kernel's BTF)",
+                path.display(),
+                Btf::VMLINUX,
+                Btf::VMLINUX
+            ))),
+            _ => Ok(()),
         }
     }
 
@@ -136,23 +182,26 @@ impl Types {
         let opened = self.vmlinux.get_or_init(|| {
             Btf::open(&self.path)
                 .map(Arc::new)
-                .map_err(|e| Advised(e).to_string())
+                .map_err(|e| self.unavailable(Advised(e).to_string()))
         });
-        opened.as_ref().map_err(|e| {
-            let missing = !self.path.exists();
-            if let Err(e) = check_btf_file(&self.path) {
-                return e;
-            }
-            if missing && self.path == Path::new(DEFAULT_BTF) {
-                Error::usage(format!(
-                    "a typed target needs the kernel's BTF, and this kernel publishes none at {DEFAULT_BTF} \
-                     (built without CONFIG_DEBUG_INFO_BTF); pass --btf FILE with its raw BTF, or use \
-                     --vmlinux FILE (with DWARF) and SYMBOL.FIELD"
-                ))
-            } else {
-                Error::usage(format!("{e}; pass --btf FILE with the kernel's raw BTF"))
-            }
-        })
+        opened.as_ref().map_err(|e| Error::usage(e.clone()))
+    }
+
+    /// Why there are no types, `e` being why the file did not load.
+    fn unavailable(&self, e: String) -> String {
+        let file = self.file();
+        if let Err(e) = check_btf_file(&self.path, file) {
+            return e;
+        }
+        if !file.exists && self.path == Path::new(DEFAULT_BTF) {
+            format!(
+                "a typed target needs the kernel's BTF, and this kernel publishes none at {DEFAULT_BTF} \
+                 (built without CONFIG_DEBUG_INFO_BTF); pass --btf FILE with its raw BTF, or use \
+                 --vmlinux FILE (with DWARF) and SYMBOL.FIELD"
+            )
+        } else {
+            format!("{e}; pass --btf FILE with the kernel's raw BTF")
+        }
     }
 
     /// Split BTF of loaded modules, next to vmlinux's (`/sys/kernel/btf/MODULE`); unreadable ones are

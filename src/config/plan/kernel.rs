@@ -55,7 +55,7 @@ impl KernelSide {
             .any(|t| t.cast.is_some() || !t.path.is_empty())
             || o.control.is_some();
         if live_offsets {
-            typed::check_btf_for_live_watch(&symbols.btf)?;
+            types.check_for_live_watch()?;
         }
         // The machine, asked once: the symbol source (a vmlinux from debuginfod where DWARF is needed, or
         // where kallsyms cannot place a data symbol), loaded, unless a process watch leaves the running

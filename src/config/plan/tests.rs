@@ -13,6 +13,7 @@ use super::host::{KernelFiles, KernelQuery, Task};
 use super::*;
 use crate::config::process::InProcess;
 use crate::config::request::{OutputRequest, SymbolRequest};
+use crate::config::typed::{BtfFile, Types};
 use crate::error::{Error, ExitCode};
 use crate::host::cgroup::{Cgroup, CgroupError};
 use crate::model::target::{Base, Target};
@@ -61,6 +62,8 @@ struct FakeHost {
     launched: Rc<RefCell<Vec<Vec<String>>>>,
     ran_to_entry: Rc<RefCell<bool>>,
     kallsyms_loads: Rc<RefCell<usize>>,
+    /// Whether the `--btf` file is the running kernel's BTF (the machine has none to give types from).
+    btf_running: Option<bool>,
 }
 
 impl FakeHost {
@@ -76,6 +79,7 @@ impl FakeHost {
             launched: Rc::default(),
             ran_to_entry: Rc::default(),
             kallsyms_loads: Rc::default(),
+            btf_running: Some(true),
         }
     }
 
@@ -221,6 +225,15 @@ impl Host for FakeHost {
     }
     fn cgroup(&self, _arg: &str) -> std::result::Result<Cgroup, CgroupError> {
         Err(CgroupError::NoHierarchy)
+    }
+    fn types(&self, btf: &Path) -> Types {
+        let file = BtfFile {
+            exists: true,
+            dir: false,
+            elf: false,
+            running: self.btf_running,
+        };
+        Types::given(btf, file, Err("no BTF on this made-up machine".into()))
     }
 }
 
@@ -741,4 +754,26 @@ fn the_request_is_checked_whole_before_the_machine_is_read() {
         "{e}"
     );
     assert_eq!(*machine.kallsyms_loads.borrow(), 0);
+}
+
+/// A typed target takes its member's offset from `--btf`: another kernel's BTF is refused before anything
+/// is loaded; the running kernel's is asked for the type, and a machine without BTF says so.
+#[test]
+fn a_typed_target_takes_its_types_from_the_running_kernels_btf() {
+    let typed = "(struct rq)0xffff888100000000.nr_running";
+    let mut machine = FakeHost {
+        btf_running: Some(false),
+        ..FakeHost::new()
+    };
+    let e = refused(request(&[typed]), &mut machine);
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(
+        e.to_string()
+            .starts_with("--btf /made-up/btf: not the running kernel's BTF"),
+        "{e}"
+    );
+    assert_eq!(*machine.kallsyms_loads.borrow(), 0);
+    let e = refused(request(&[typed]), &mut FakeHost::new());
+    assert_eq!(e.code, ExitCode::Usage);
+    assert_eq!(e.to_string(), "no BTF on this made-up machine");
 }

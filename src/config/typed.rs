@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ksymwatch_symbols::{
-    Btf, CastKind, CastType, FieldError, MemberInfo, PathElem, TracepointInfo,
+    Btf, CastKind, CastType, FieldError, MemberInfo, PathElem, SymbolTable, TracepointInfo,
 };
 
 use crate::config::advice::Advised;
@@ -348,35 +348,64 @@ pub enum Variable {
     Cast(Result<Target>),
 }
 
-/// What BTF says of each of `targets`' variables, in order, asked of vmlinux's BTF once (read only when
-/// some target asks): a target that `percpu` marks may name a per-CPU variable (a member path, or a bare
-/// name that the symbols do not know); with `cast` (no DWARF to place a member path), any other
-/// `SYMBOL.PATH` BTF knows the variable of becomes a cast on the symbol, as [`btf_variable`] makes it.
-pub fn variables(types: &Types, targets: &[Target], percpu: &[bool], cast: bool) -> Vec<Variable> {
-    let typeable = |t: &Target| cast && names_variable(t);
-    let asked = targets.iter().zip(percpu).any(|(t, &p)| p || typeable(t));
-    let btf = match asked {
+/// What the kernel stage asks of the types for its targets, in one question ([`variables`]).
+pub struct Asked<'a> {
+    /// Member offsets go live (a cast, a member path, `--control`): another kernel's `--btf` is refused.
+    pub live: bool,
+    /// A target may name a per-CPU variable (a system-wide watch).
+    pub percpu: bool,
+    /// The kallsyms table, when the symbols are one: a bare name it knows is no per-CPU variable to ask
+    /// BTF about (loading the kernel's BTF for every plain `jiffies` would cost every start-up
+    /// milliseconds).
+    pub known: Option<&'a SymbolTable>,
+    /// No DWARF places a member path: a `SYMBOL.PATH` whose variable BTF knows becomes a cast on the
+    /// symbol, as [`btf_variable`] makes it.
+    pub cast: bool,
+}
+
+/// The kernel stage's question to the types: `--btf` checked for a live watch, then what BTF says of
+/// each of `targets`' variables, in order, asked of vmlinux's BTF once (read only when some target asks):
+/// a per-CPU variable (named with a member path, `runqueues.nr_running`, or bare, `cpu_number`, where
+/// the symbols do not know it), or a `SYMBOL.PATH` to type as a cast.
+pub fn variables(types: &Types, targets: &[Target], asked: &Asked<'_>) -> Result<Vec<Variable>> {
+    if asked.live {
+        types.check_for_live_watch()?;
+    }
+    let unknown = |name: &str| {
+        asked
+            .known
+            .is_some_and(|table| table.by_name(name).next().is_none())
+    };
+    let maybe_percpu = |t: &Target| match &t.base {
+        _ if !asked.percpu => false,
+        _ if !t.path.is_empty() => true,
+        Base::Symbol { name, .. } => unknown(name),
+        Base::Address(_) => false,
+    };
+    let typeable = |t: &Target| asked.cast && names_variable(t);
+    let btf = match targets.iter().any(|t| maybe_percpu(t) || typeable(t)) {
         true => types.vmlinux().ok(),
         false => None,
     };
     let Some(btf) = btf else {
-        return targets.iter().map(|_| Variable::Untyped).collect();
+        return Ok(targets.iter().map(|_| Variable::Untyped).collect());
     };
-    targets
-        .iter()
-        .zip(percpu)
-        .map(
-            |(t, &p)| match if p { percpu_variable(btf, t) } else { None } {
-                Some(v) => Variable::PerCpu(v),
-                None if typeable(t) => match cast_variable(btf, t) {
-                    Ok(Some(typed)) => Variable::Cast(Ok(typed)),
-                    Err(e) => Variable::Cast(Err(e)),
-                    Ok(None) => Variable::Untyped,
-                },
-                None => Variable::Untyped,
+    let variable = |t: &Target| {
+        let percpu = match maybe_percpu(t) {
+            true => percpu_variable(btf, t),
+            false => None,
+        };
+        match percpu {
+            Some(v) => Variable::PerCpu(v),
+            None if typeable(t) => match cast_variable(btf, t) {
+                Ok(Some(typed)) => Variable::Cast(Ok(typed)),
+                Err(e) => Variable::Cast(Err(e)),
+                Ok(None) => Variable::Untyped,
             },
-        )
-        .collect()
+            None => Variable::Untyped,
+        }
+    };
+    Ok(targets.iter().map(variable).collect())
 }
 
 /// `target` when it names a per-CPU variable `btf` records, with or without a member path (else `None`).

@@ -1,15 +1,14 @@
 //! Per-CPU variables: a target on one has a copy per CPU and none at its symbol's address, so it is moved
 //! onto one CPU's copy (`--percpu-cpu N`'s, else the lowest online CPU's) to resolve like a cast on an
 //! address, and the plan keeps where every CPU's copy is. The per-CPU bases come from the kernel, through
-//! the host; a kernel that cannot give them is exit 4 with the way to watch one copy by hand. Where no
-//! DWARF can place a member path, another variable BTF knows is typed here too (`SYMBOL.FIELD` as a cast
-//! on the symbol): the types are asked once, for both.
+//! the host; a kernel that cannot give them is exit 4 with the way to watch one copy by hand. Which
+//! targets are on a per-CPU variable the types say (`typed::variables`), with the other variables they
+//! type (`SYMBOL.FIELD` as a cast on the symbol, where no DWARF can place a member path), which take
+//! their cast here.
 
 use std::collections::BTreeMap;
 
-use ksymwatch_symbols::SymbolTable;
-
-use crate::config::typed::{self, Types, Variable};
+use crate::config::typed::Variable;
 use crate::cpulist;
 use crate::error::{Error, Result};
 use crate::model::target::{Base, Target};
@@ -30,31 +29,14 @@ pub struct PerCpuTarget {
 pub type PerCpuTargets = (Vec<Target>, Vec<Option<PerCpuTarget>>, Option<Offsets>);
 
 /// The targets with each one on a per-CPU variable moved onto one CPU's copy, and for those, where every
-/// online CPU's copy is; with `cast` (no DWARF to place a member path), a `SYMBOL.FIELD` whose variable BTF
-/// knows as a typed target (`typed::btf_variable`).
-///
-/// Named with a member path (`runqueues.nr_running`), a per-CPU variable is recognized from BTF. A bare
-/// name (`cpu_number`) is looked up in BTF only where `table` (the kallsyms table, when the symbols are
-/// one) has no such symbol: loading the kernel's BTF for every plain `jiffies` would cost every start-up
-/// milliseconds. The types are asked once, for every target, before any is moved.
+/// online CPU's copy is; a `SYMBOL.FIELD` the types made a cast of, as that cast. `variables` is what the
+/// types said of each target (`typed::variables`).
 pub fn targets(
-    types: &Types,
     targets: Vec<Target>,
+    variables: Vec<Variable>,
     copy: Option<u32>,
-    table: Option<&SymbolTable>,
-    cast: bool,
     host: &dyn Host,
 ) -> Result<PerCpuTargets> {
-    let unknown = |name: &str| table.is_some_and(|tb| tb.by_name(name).next().is_none());
-    let maybe_percpu: Vec<bool> = targets
-        .iter()
-        .map(|t| match &t.base {
-            _ if !t.path.is_empty() => true,
-            Base::Symbol { name, .. } => unknown(name),
-            Base::Address(_) => false,
-        })
-        .collect();
-    let variables = typed::variables(types, &targets, &maybe_percpu, cast);
     let mut found: Option<(BTreeMap<u32, u64>, Offsets)> = None;
     let mut moved = Vec::with_capacity(targets.len());
     let mut percpu = Vec::with_capacity(targets.len());

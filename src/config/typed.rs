@@ -7,6 +7,11 @@
 //! by whatever source answers symbols, or an address) resolves as a plain target would, then [`apply`]
 //! moves it by the member path. Module types are looked for in `/sys/kernel/btf/MODULE` (split BTF on
 //! top of vmlinux's) when vmlinux's BTF has no type of that name.
+//!
+//! A plan's [`Types`] are made once, by the host (the real machine's read on first use), and asked by
+//! each stage in one visit: the options stage for `--dump-on`'s tracepoints, the kernel stage for
+//! `--btf`'s check and what BTF says of its targets' variables ([`variables`]: per-CPU ones, and
+//! `SYMBOL.FIELD` typed without DWARF), the process stage to move each watch onto its member.
 
 use std::cell::OnceCell;
 use std::fmt;

@@ -374,6 +374,19 @@ fn the_delivery_follows_bpf_and_the_scope() {
         .contains("# path: one breakpoint per thread, CPU and target"));
 }
 
+/// The hit path or not, as the delivery and the prefetch both ask it: BPF is asked only where no option
+/// wants events per thread.
+#[test]
+fn the_hit_program_is_taken_where_bpf_loads_and_nothing_asks_for_events_per_thread() {
+    assert!(hit_program(false, || Ok(())));
+    assert!(!hit_program(false, || Err(io::Error::from_raw_os_error(
+        libc::EPERM
+    ))));
+    assert!(!hit_program(true, || panic!(
+        "BPF asked for per-thread events"
+    )));
+}
+
 /// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads.
 #[test]
 fn per_thread_options_choose_the_per_thread_path() {
@@ -395,6 +408,44 @@ fn per_thread_options_choose_the_per_thread_path() {
             remove_on_exec: true
         }
     );
+}
+
+/// `--value`'s olds are seeded at arming only where the hit programs read a process's values (a launched
+/// command's too), and are the kernel's wherever it may drop traps (`--if`, a filter).
+#[test]
+fn the_olds_are_decided_once_from_scope_delivery_and_values() {
+    let valued = |r: WatchRequest| WatchRequest { value: true, ..r };
+    let olds = |r: WatchRequest| planned(r, &mut FakeHost::new()).old_values();
+    assert_eq!(
+        olds(valued(pids(request(&["counter"]), &[100]))),
+        OldValues {
+            condition: None,
+            kernel_drops: false,
+            seeded: true
+        }
+    );
+    let mut launched = valued(request(&["counter"]));
+    launched.command = Some(vec!["./app".into()]);
+    assert!(olds(launched).seeded);
+    // No process's memory to read system-wide; no value read without --value; the per-thread path's
+    // value programs read the range at every trap.
+    assert!(!olds(valued(request(&["jiffies"]))).seeded);
+    assert!(!olds(pids(request(&["counter"]), &[100])).seeded);
+    let mut per_thread = valued(pids(request(&["counter"]), &[100]));
+    per_thread.per_thread = true;
+    assert!(!olds(per_thread).seeded);
+    let mut condition = pids(request(&["counter"]), &[100]);
+    condition.condition = Some("value == 3".into());
+    let decided = olds(condition);
+    assert_eq!(
+        decided.condition.map(|c| c.to_string()).as_deref(),
+        Some("value == 3")
+    );
+    assert!(decided.kernel_drops && decided.seeded);
+    let mut filtered = valued(request(&["jiffies"]));
+    filtered.output.comms = vec!["worker".into()];
+    assert!(olds(filtered).kernel_drops);
+    assert!(!olds(valued(request(&["jiffies"]))).kernel_drops);
 }
 
 /// `--value` without BPF cannot work at all: exit 4 before any symbol is loaded.

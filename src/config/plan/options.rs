@@ -133,8 +133,8 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
     let decision = delivery(&r, &scope, host);
     // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
     let pids = processes_of(&*host, &r.pids)?;
-    // The kernel's BTF, opened on first use, once for every stage that asks it.
-    let types = Rc::new(Types::new(&r.symbols.btf));
+    // The kernel's BTF as the host has it, read on first use, once for every stage that asks it.
+    let types = Rc::new(host.types(&r.symbols.btf));
     let flight = Flight::parse(r.last, &r.dump_on, &r.output, &types, || {
         host.tracefs_events()
     })?;

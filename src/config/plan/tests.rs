@@ -13,6 +13,7 @@ use super::host::{KernelFiles, KernelQuery, Task};
 use super::*;
 use crate::config::process::InProcess;
 use crate::config::request::{OutputRequest, SymbolRequest};
+use crate::config::typed::{BtfFile, Types};
 use crate::error::{Error, ExitCode};
 use crate::host::cgroup::{Cgroup, CgroupError};
 use crate::model::target::{Base, Target};
@@ -61,6 +62,10 @@ struct FakeHost {
     launched: Rc<RefCell<Vec<Vec<String>>>>,
     ran_to_entry: Rc<RefCell<bool>>,
     kallsyms_loads: Rc<RefCell<usize>>,
+    /// Whether the `--btf` file is the running kernel's BTF.
+    btf_running: Option<bool>,
+    /// The kernel's BTF, if the machine has any ([`kernel_btf`]'s).
+    btf: Option<Vec<u8>>,
 }
 
 impl FakeHost {
@@ -76,6 +81,8 @@ impl FakeHost {
             launched: Rc::default(),
             ran_to_entry: Rc::default(),
             kallsyms_loads: Rc::default(),
+            btf_running: Some(true),
+            btf: None,
         }
     }
 
@@ -222,6 +229,64 @@ impl Host for FakeHost {
     fn cgroup(&self, _arg: &str) -> std::result::Result<Cgroup, CgroupError> {
         Err(CgroupError::NoHierarchy)
     }
+    fn types(&self, btf: &Path) -> Types {
+        let file = BtfFile {
+            exists: true,
+            dir: false,
+            elf: false,
+            running: self.btf_running,
+        };
+        let vmlinux = match &self.btf {
+            Some(blob) => ksymwatch_symbols::Btf::from_bytes(blob.clone(), btf, None)
+                .map_err(|e| e.to_string()),
+            None => Err("no BTF on this made-up machine".into()),
+        };
+        Types::given(btf, file, vmlinux)
+    }
+}
+
+/// A kernel's BTF with `struct rq { int nr_running; int cpu; }`, the per-CPU variable `runqueues` (at 0x40
+/// in the per-CPU area) and the global `other` of that type.
+fn kernel_btf() -> Vec<u8> {
+    let mut strs = b"\0int\0rq\0nr_running\0cpu\0runqueues\0other\0.data..percpu\0.data\0".to_vec();
+    let at = |name: &str| {
+        let pos = strs.windows(name.len() + 2).position(|w| {
+            w[0] == 0 && &w[1..=name.len()] == name.as_bytes() && w[name.len() + 1] == 0
+        });
+        pos.map_or(0, |p| p as u32 + 1)
+    };
+    // Each type: name offset, info (kind << 24 | members), size or type, then its words.
+    let types: [&[u32]; 6] = [
+        &[at("int"), 1 << 24, 4, 32],
+        &[
+            at("rq"),
+            4 << 24 | 2,
+            8,
+            at("nr_running"),
+            1,
+            0,
+            at("cpu"),
+            1,
+            32,
+        ],
+        &[at("runqueues"), 14 << 24, 2, 1],
+        &[at("other"), 14 << 24, 2, 1],
+        &[at(".data..percpu"), 15 << 24 | 1, 0, 3, 0x40, 8],
+        &[at(".data"), 15 << 24 | 1, 0, 4, 0, 8],
+    ];
+    let words: Vec<u8> = types
+        .iter()
+        .flat_map(|t| t.iter())
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    let mut blob = vec![0x9f, 0xeb, 1, 0];
+    let len = words.len() as u32;
+    for w in [24, 0, len, len, strs.len() as u32] {
+        blob.extend_from_slice(&w.to_le_bytes());
+    }
+    blob.extend(words);
+    blob.append(&mut strs);
+    blob
 }
 
 /// `write TARGETS` with every option at its default.
@@ -795,4 +860,52 @@ fn the_request_is_checked_whole_before_the_machine_is_read() {
         "{e}"
     );
     assert_eq!(*machine.kallsyms_loads.borrow(), 0);
+}
+
+/// A typed target takes its member's offset from `--btf`: another kernel's BTF is refused; the running
+/// kernel's is asked for the type, and a machine without BTF says so.
+#[test]
+fn a_typed_target_takes_its_types_from_the_running_kernels_btf() {
+    let typed = "(struct rq)0xffff888100000000.nr_running";
+    let mut machine = FakeHost {
+        btf_running: Some(false),
+        ..FakeHost::new()
+    };
+    let e = refused(request(&[typed]), &mut machine);
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(
+        e.to_string()
+            .starts_with("--btf /made-up/btf: not the running kernel's BTF"),
+        "{e}"
+    );
+    let e = refused(request(&[typed]), &mut FakeHost::new());
+    assert_eq!(e.code, ExitCode::Usage);
+    assert_eq!(e.to_string(), "no BTF on this made-up machine");
+}
+
+/// The kernel stage's variables are typed from the BTF the host gives: without DWARF, `other.nr_running`
+/// is a cast on `other`, watched on its member; `runqueues.nr_running` is a per-CPU variable, whose copies
+/// need the per-CPU bases this machine cannot give (exit 4, with the copy's cast to watch by hand).
+#[test]
+fn variables_are_typed_from_the_hosts_btf() {
+    let mut machine = FakeHost {
+        btf: Some(kernel_btf()),
+        ..FakeHost::new()
+    };
+    let p = planned(request(&["other.cpu"]), &mut machine);
+    let w = &p.watches()[0];
+    assert_eq!((w.addr, w.len), (0xffff_ffff_8200_0044, 4));
+    let e = refused(request(&["runqueues.nr_running"]), &mut machine);
+    assert_eq!(e.code, ExitCode::NotPermitted);
+    assert!(
+        e.to_string().starts_with(
+            "`runqueues.nr_running`: `runqueues` is a per-CPU variable, and the per-CPU bases cannot be had here"
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .ends_with("'(struct rq)0xADDR.nr_running' (that CPU's per-CPU base plus 0x40)"),
+        "{e}"
+    );
 }

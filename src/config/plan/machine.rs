@@ -15,6 +15,7 @@ use crate::config::process::{self, InProcess};
 use crate::config::request::SymbolRequest;
 use crate::config::symbols::{self, FileSymbols};
 use crate::config::tracepoints;
+use crate::config::typed::Types;
 use crate::cpulist;
 use crate::error::Result;
 use crate::host::cgroup::{Cgroup, CgroupError, Hierarchy};
@@ -171,5 +172,9 @@ impl Host for RealHost {
 
     fn cgroup(&self, arg: &str) -> std::result::Result<Cgroup, CgroupError> {
         Hierarchy::find()?.resolve(arg)
+    }
+
+    fn types(&self, btf: &Path) -> Types {
+        Types::new(btf)
     }
 }

@@ -127,26 +127,26 @@ mod tests {
                  every hit is filtered out until one does (a thread started, or renamed, later)"
             )
         );
-        let comm = Filter {
-            comms: vec!["writr".into()],
-            ..Filter::default()
-        };
-        let line = comm.admits_no_thread(&there, "process 42").unwrap();
-        assert!(
-            line.starts_with("no thread of process 42 matches --comm writr now"),
-            "{line}"
-        );
-        // Each condition holds for some thread, but no thread meets both.
-        let both = Filter {
-            tids: vec![43],
-            comms: vec!["writer".into()],
-            ..Filter::default()
-        };
-        let line = both.admits_no_thread(&there, "process 42").unwrap();
-        assert!(
-            line.starts_with("no thread of process 42 matches --tid 43 and --comm writer now"),
-            "{line}"
-        );
+        // Values of one flag are "or", the two flags "and": the last holds for some thread each, but no
+        // thread meets both.
+        for (tids, comms, said) in [
+            (vec![], vec!["writr"], "--comm writr"),
+            (
+                vec![],
+                vec!["writr", "wrker"],
+                "--comm writr or --comm wrker",
+            ),
+            (vec![43], vec!["writer"], "--tid 43 and --comm writer"),
+        ] {
+            let f = Filter {
+                tids,
+                comms: comms.iter().map(|c| c.to_string()).collect(),
+                ..Filter::default()
+            };
+            let line = f.admits_no_thread(&there, "process 42").unwrap();
+            let want = format!("no thread of process 42 matches {said} now");
+            assert!(line.starts_with(&want), "{line}");
+        }
         for admits in [
             Filter {
                 tids: vec![43],

@@ -263,12 +263,13 @@ mod tests {
     /// should run as root, which it is.
     #[test]
     fn capabilities_in_a_user_namespace_of_its_own_do_not_count() {
-        let container = Privilege {
+        let container = |paranoid| Privilege {
             initial_user_ns: false,
+            paranoid: Some(paranoid),
             ..ROOT
         };
-        assert!(!container.kernel_allowed());
-        let e = container.system_wide().unwrap_err();
+        assert!(!container(2).kernel_allowed());
+        let e = container(2).system_wide().unwrap_err();
         assert!(
             e.contains("runs in a user namespace of its own (a container)")
                 && e.contains("perf_event_paranoid is 2")
@@ -277,7 +278,7 @@ mod tests {
                 && !e.contains("sudo"),
             "{e}"
         );
-        let note = container.user_space_only_note();
+        let note = container(2).user_space_only_note();
         assert!(
             note.starts_with("ksymwatch: note: this process runs in a user namespace of its own")
                 && note.contains("watching user-space writers only")
@@ -285,16 +286,8 @@ mod tests {
             "{note}"
         );
         // What perf_event_paranoid allows anyone, it allows the container too.
-        let lax = Privilege {
-            paranoid: Some(1),
-            ..container
-        };
-        assert!(lax.kernel_allowed() && lax.system_wide().is_err());
-        let open = Privilege {
-            paranoid: Some(-1),
-            ..container
-        };
-        assert!(open.system_wide().is_ok());
+        assert!(container(1).kernel_allowed() && container(1).system_wide().is_err());
+        assert!(container(-1).system_wide().is_ok());
         // On the host, the note reads as it always did.
         assert_eq!(
             Privilege::NOBODY.user_space_only_note(),

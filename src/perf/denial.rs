@@ -160,29 +160,12 @@ pub fn word(r: &Refused<'_>) -> Option<Worded> {
             ),
         ),
         Denial::NeedsCapSysAdmin => {
-            let creds = &r.creds;
-            let why = if creds.cap_sys_admin {
-                "which counts only in the initial user namespace, and this process holds it in a user \
-                 namespace of its own (a container)"
-            } else if creds.host_root() {
-                "which this process does not have: it runs as root, but without CAP_SYS_ADMIN in its \
-                 effective capabilities (dropped by capsh, or a service's or a container's capability set)"
-            } else {
-                "which this process does not have"
-            };
-            let remedy = if !creds.initial_user_ns {
-                "run it on the host (in the initial user namespace) with CAP_SYS_ADMIN"
-            } else if creds.host_root() {
-                "run it with CAP_SYS_ADMIN kept"
-            } else {
-                "run as root with CAP_SYS_ADMIN"
-            };
+            let (why, remedy) = without_cap_sys_admin(&r.creds);
             (
                 format!(
-                    "{who}: not permitted to set a breakpoint on kernel address {at} ({err}): kernel \
-                     addresses need CAP_SYS_ADMIN (CAP_PERFMON is not enough), {why}"
+                    "{who}: not permitted to set a breakpoint on kernel address {at} ({err}): {why}"
                 ),
-                format!("{remedy}; user-space watches (`-p PID`, `-- CMD`) do not need it"),
+                remedy,
             )
         }
         Denial::RefusedByPolicy => {
@@ -254,6 +237,47 @@ pub fn word(r: &Refused<'_>) -> Option<Worded> {
         what,
         remedy,
     })
+}
+
+/// Why a process with `creds` may not set a breakpoint on a kernel address, and what would let it: the
+/// clause after the refusal (`kernel addresses need CAP_SYS_ADMIN ..., which this process does not
+/// have`), and the remedy.
+fn without_cap_sys_admin(creds: &Privilege) -> (String, String) {
+    let why = if creds.cap_sys_admin {
+        "which counts only in the initial user namespace, and this process holds it in a user namespace \
+         of its own (a container)"
+    } else if creds.host_root() {
+        "which this process does not have: it runs as root, but without CAP_SYS_ADMIN in its effective \
+         capabilities (dropped by capsh, or a service's or a container's capability set)"
+    } else {
+        "which this process does not have"
+    };
+    let remedy = if !creds.initial_user_ns {
+        "run it on the host (in the initial user namespace) with CAP_SYS_ADMIN"
+    } else if creds.host_root() {
+        "run it with CAP_SYS_ADMIN kept"
+    } else {
+        "run as root with CAP_SYS_ADMIN"
+    };
+    (
+        format!("kernel addresses need CAP_SYS_ADMIN (CAP_PERFMON is not enough), {why}"),
+        format!("{remedy}; user-space watches (`-p PID`, `-- CMD`) do not need it"),
+    )
+}
+
+/// The refusal of target `label` at kernel address `addr` in a watch whose events exclude the kernel
+/// (a process watch without CAP_PERFMON at perf_event_paranoid 2: user-space writers only). Such an event
+/// on a kernel address is EINVAL to the kernel, which arming would have called an unwatchable address;
+/// the want is CAP_SYS_ADMIN, said before anything is armed.
+pub fn kernel_address_in_user_space_watch(label: &str, addr: u64, creds: &Privilege) -> String {
+    let (why, remedy) = without_cap_sys_admin(creds);
+    format!(
+        "`{label}` is at kernel address 0x{addr:x}, and this watch sees user-space writers only (no \
+         CAP_PERFMON, kernel.perf_event_paranoid is {}): {why}; {remedy}",
+        creds
+            .paranoid
+            .map_or("unreadable".to_string(), |p| p.to_string())
+    )
 }
 
 #[cfg(test)]
@@ -457,6 +481,18 @@ mod tests {
             }
         }
         all
+    }
+
+    /// A kernel address in a watch of user-space writers only is refused for the privilege it lacks.
+    #[test]
+    fn a_kernel_address_in_a_user_space_watch_needs_cap_sys_admin() {
+        assert_eq!(
+            kernel_address_in_user_space_watch("0xffffffff82e03e00", KERNEL.0, &Privilege::NOBODY),
+            "`0xffffffff82e03e00` is at kernel address 0xffffffff82e03e00, and this watch sees user-space \
+             writers only (no CAP_PERFMON, kernel.perf_event_paranoid is 2): kernel addresses need \
+             CAP_SYS_ADMIN (CAP_PERFMON is not enough), which this process does not have; run as root \
+             with CAP_SYS_ADMIN; user-space watches (`-p PID`, `-- CMD`) do not need it"
+        );
     }
 
     /// The cases the issues name, as whole lines.

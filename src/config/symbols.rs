@@ -416,18 +416,26 @@ impl FileSymbols {
         Ok(out)
     }
 
-    /// The table call chains are symbolized with: kallsyms when readable, else the file's own.
+    /// The table call chains are symbolized with: kallsyms when readable, else the file's own (loaded
+    /// and said once, by [`FileSymbols::load_chains`]).
     pub fn chains(&self) -> Result<&SymbolTable> {
         match &self.running {
             Ok(t) => Ok(t),
-            Err(why) => {
-                crate::stderr::line(format_args!(
-                    "ksymwatch: warning: call chains from {} instead of kallsyms ({why})",
-                    self.resolver.source()
-                ));
-                self.resolver.table().bad_symbols()
-            }
+            Err(_) => self.resolver.table().bad_symbols(),
         }
+    }
+
+    /// Loads the table call chains are named from, so that a file that cannot give them fails before
+    /// anything is armed; where kallsyms could not be read they come from the file's own table, which
+    /// is said on stderr here, once for the run (not at every asking of [`FileSymbols::chains`]).
+    pub fn load_chains(&self) -> Result<()> {
+        if let Err(why) = &self.running {
+            crate::stderr::line(format_args!(
+                "ksymwatch: warning: call chains from {} instead of kallsyms ({why})",
+                self.resolver.source()
+            ));
+        }
+        self.chains().map(|_| ())
     }
 
     /// The `# symbols:` header line.

@@ -115,7 +115,7 @@ impl KernelSide {
                 let header = files.header();
                 // The chains (and with `--lines` the line tables) are loaded now, so a file that cannot
                 // give them fails before anything is armed.
-                files.chains()?;
+                files.load_chains()?;
                 if symbols.lines {
                     files.check_lines()?;
                 }

@@ -234,7 +234,8 @@ impl Resolver {
     }
 
     /// Opens a given source; `search` supplies the running kernel's kallsyms and notes to compare with
-    /// (kallsyms read only as far as a vmlinux needs it: its relocation's markers).
+    /// (kallsyms read as far as the source needs it: a vmlinux's relocation markers, a System.map's
+    /// whole table).
     pub fn open_source(source: Source, search: &SourceSearch) -> Result<Resolver, Error> {
         Resolver::open_with(source, search, Running::Unread(&search.kallsyms))
     }

@@ -1,8 +1,8 @@
 //! The machine as planning sees it: what [`mod@crate::config::plan`] asks of it (BPF, privileges, CPUs,
 //! /proc, the kernel's symbol files, per-CPU bases, tracefs, cgroups), and the one thing it does to it
 //! (start a command). The command line gives the real machine (`cli`); the unit tests a made-up one, so
-//! the planning decisions are tested without a kernel. (The BTF types and `--on`'s user-space probes still
-//! read their files themselves.)
+//! the planning decisions are tested without a kernel. (The BTF types are the host's, the real machine's
+//! read on first use; `--on`'s user-space probes still read their files themselves.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -13,6 +13,7 @@ use ksymwatch_symbols::Source;
 
 use crate::config::process::InProcess;
 use crate::config::request::SymbolRequest;
+use crate::config::typed::Types;
 use crate::error::Result;
 use crate::host::cgroup::{Cgroup, CgroupError};
 use crate::model::target::Target;
@@ -99,4 +100,7 @@ pub trait Host {
     fn read_tracefs(&self, path: &Path) -> io::Result<String>;
     /// The cgroup v2 cgroup `--cgroup ARG` names.
     fn cgroup(&self, arg: &str) -> std::result::Result<Cgroup, CgroupError>;
+    /// The kernel's BTF types at `btf` (`--btf`, the running kernel's by default), and what that file is;
+    /// the real machine's are read on first use, so a run that names no type never reads them.
+    fn types(&self, btf: &Path) -> Types;
 }

@@ -13,7 +13,7 @@ use ksymwatch_symbols::{Origin, Source, SymbolTable};
 
 use crate::config::debuginfod;
 use crate::config::symbols::{FileSymbols, LazyKallsyms, DEFAULT_KALLSYMS};
-use crate::config::typed::{self, Types};
+use crate::config::typed::{self, Asked, Types};
 use crate::config::watch::Resolved;
 use crate::error::{Error, Result};
 use crate::model::target::Target;
@@ -55,9 +55,6 @@ impl KernelSide {
             .iter()
             .any(|t| t.cast.is_some() || !t.path.is_empty())
             || o.control.is_some();
-        if live_offsets {
-            typed::check_btf_for_live_watch(&symbols.btf)?;
-        }
         // The machine, asked once, for what this watch needs of the kernel's symbols: DWARF, the data
         // symbols a kallsyms must have (else a vmlinux from debuginfod), and whether the running kernel's
         // kallsyms is read now. A process watch leaves it to its first use: it names kernel frames only if
@@ -79,28 +76,28 @@ impl KernelSide {
                  (an unstripped vmlinux with debug info)"
             )));
         }
-        // A per-CPU variable has one copy per CPU, none at its symbol's address: each CPU's breakpoint goes
-        // on a copy, resolved here as a cast on one CPU's. Named with a member path it is found in BTF;
-        // named bare (`cpu_number`), only where a kallsyms has no such symbol.
+        // The types, asked once: another kernel's `--btf` is refused where member offsets go live, and for
+        // a system-wide watch, BTF says which targets are on a per-CPU variable (one copy per CPU, none at
+        // its symbol's address: each CPU's breakpoint goes on a copy, resolved here as a cast on one CPU's;
+        // named bare, `cpu_number`, looked for only where a kallsyms has no such symbol) and, without
+        // DWARF, which `SYMBOL.FIELD` becomes a typed target.
         let table = match &loaded {
             Ok(Loaded::Kallsyms(table, _)) => Some(table),
             _ => None,
         };
+        let asked = Asked {
+            live: live_offsets,
+            percpu: system,
+            known: table,
+            cast: system && !matches!(picked, Source::Vmlinux(_)),
+        };
+        let variables = typed::variables(&types, &targets, &asked)?;
         let (targets, percpu, percpu_offsets) = match system {
-            true => percpu::targets(&types, targets, o.percpu_cpu, table, host)?,
+            true => percpu::targets(targets, variables, o.percpu_cpu, host)?,
             false => {
                 let none = vec![None; targets.len()];
                 (targets, none, None)
             }
-        };
-        // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
-        let targets: Vec<Target> = if system && !matches!(picked, Source::Vmlinux(_)) {
-            targets
-                .into_iter()
-                .map(|t| Ok(typed::btf_variable(&types, &t)?.unwrap_or(t)))
-                .collect::<Result<_>>()?
-        } else {
-            targets
         };
         let kallsyms = Source::Kallsyms(symbols.kallsyms.clone()).to_string();
         let (kernel, origin, source_text) = match loaded? {

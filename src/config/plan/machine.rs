@@ -16,6 +16,7 @@ use crate::config::debuginfod;
 use crate::config::process::{self, InProcess};
 use crate::config::symbols;
 use crate::config::tracepoints;
+use crate::config::typed::Types;
 use crate::cpulist;
 use crate::error::Result;
 use crate::host::cgroup::{Cgroup, CgroupError, Hierarchy};
@@ -143,5 +144,9 @@ impl Host for RealHost {
 
     fn cgroup(&self, arg: &str) -> std::result::Result<Cgroup, CgroupError> {
         Hierarchy::find()?.resolve(arg)
+    }
+
+    fn types(&self, btf: &Path) -> Types {
+        Types::new(btf)
     }
 }

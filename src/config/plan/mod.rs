@@ -64,6 +64,7 @@ pub use cpus::Cpus;
 pub use host::{Host, Launch};
 pub use machine::{read_task, Launcher, RealHost};
 pub use objects::ObjectPlan;
+pub use options::hit_program;
 pub use outputs::{FoldedTo, Outputs};
 use user_objects::ObjectProcess;
 
@@ -140,6 +141,22 @@ impl Values {
             _ => None,
         }
     }
+}
+
+/// How `--value`'s `old` is kept (`crate::trace::olds`), decided once from the plan
+/// ([`WatchPlan::old_values`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OldValues {
+    /// `--if`: checked again on the instruction's value of a hit that raced.
+    pub condition: Option<Condition>,
+    /// The kernel may drop traps (a condition or a filter): the trap before a hit may not be printed, so
+    /// its `old` is the kernel's rather than the merged order's.
+    pub kernel_drops: bool,
+    /// What each watched range holds is read once the events are armed, and a store narrower than the
+    /// watch is laid over it where the program does not read the range at the trap (a read-write watch):
+    /// a process watch whose hit programs read values. A launched command is still stopped at its exec
+    /// then: its range as the program starts.
+    pub seeded: bool,
 }
 
 /// The kernel's symbols a watch names frames (and a system-wide watch resolves its targets) with.
@@ -401,6 +418,18 @@ impl WatchPlan {
     /// `--control`: where its commands come from, and how their targets are resolved.
     pub fn control(&self) -> Option<&Control> {
         self.control.as_ref()
+    }
+
+    /// How `--value`'s `old` is kept: from the kernel where it may drop traps, seeded at arming where
+    /// the hit programs read a process's values.
+    pub fn old_values(&self) -> OldValues {
+        OldValues {
+            condition: self.values.condition().cloned(),
+            kernel_drops: self.values.condition().is_some() || self.filter != Filter::default(),
+            seeded: !self.scope.system_wide()
+                && self.delivery == Delivery::HitProgram
+                && self.values.read(),
+        }
     }
 
     /// `--dry-run`: what would be armed, one `#` line each, as the header says it.

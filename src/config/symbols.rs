@@ -417,25 +417,12 @@ impl FileSymbols {
     }
 
     /// The table call chains are symbolized with: kallsyms when readable, else the file's own (loaded
-    /// and said once, by [`FileSymbols::load_chains`]).
+    /// with the file, and said then: [`ksymwatch_symbols::kernel::Loaded::File`]).
     pub fn chains(&self) -> Result<&SymbolTable> {
         match &self.running {
             Ok(t) => Ok(t),
             Err(_) => self.resolver.table().bad_symbols(),
         }
-    }
-
-    /// Loads the table call chains are named from, so that a file that cannot give them fails before
-    /// anything is armed; where kallsyms could not be read they come from the file's own table, which
-    /// is said on stderr here, once for the run (not at every asking of [`FileSymbols::chains`]).
-    pub fn load_chains(&self) -> Result<()> {
-        if let Err(why) = &self.running {
-            crate::stderr::line(format_args!(
-                "ksymwatch: warning: call chains from {} instead of kallsyms ({why})",
-                self.resolver.source()
-            ));
-        }
-        self.chains().map(|_| ())
     }
 
     /// The `# symbols:` header line.
@@ -454,13 +441,8 @@ impl FileSymbols {
         s
     }
 
-    /// `--lines`, checked: the vmlinux's line tables are built (and kept for [`FileSymbols::line_source`]),
-    /// so a file without them fails before anything else is said or armed.
-    pub fn check_lines(&self) -> Result<()> {
-        VmlinuxLines::new(&self.resolver).bad_symbols().map(|_| ())
-    }
-
-    /// `--lines`: the vmlinux's line tables, built now so a file without them fails before arming.
+    /// `--lines`: the vmlinux's line tables (built as the file was loaded, so a file without them has
+    /// failed before arming).
     pub fn line_source(&self) -> Result<VmlinuxLines<'_>> {
         let lines = VmlinuxLines::new(&self.resolver).bad_symbols()?;
         if self.resolver.kernel_match().is_mismatch() {

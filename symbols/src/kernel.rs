@@ -15,7 +15,7 @@ use crate::buildid::{BuildId, MismatchPolicy};
 use crate::cache::{self, Origin, SymbolCache};
 use crate::debuginfod::{Debuginfod, Fetched, Need, Unfetched};
 use crate::error::Error;
-use crate::resolve::Resolver;
+use crate::resolve::{Resolver, VmlinuxLines};
 use crate::search::SourceSearch;
 use crate::source::Source;
 use crate::table::SymbolTable;
@@ -70,6 +70,8 @@ pub struct KernelRequest {
     pub fetcher: Fetcher,
     /// Arm on a file proven not to be the running kernel ([`MismatchPolicy::Allow`]).
     pub force: bool,
+    /// Source lines are asked for: a vmlinux's line tables are built as it is loaded.
+    pub lines: bool,
 }
 
 /// The running kernel's symbols as [`load`] found them.
@@ -87,7 +89,8 @@ pub struct KernelSymbols {
 #[derive(Debug)]
 pub enum Loaded {
     /// A vmlinux or System.map, and the running kernel's kallsyms (call chains are named from it), or
-    /// why that could not be read.
+    /// why that could not be read (they are then named from the file's own table, loaded with it). Its
+    /// line tables are built where the request asks for source lines.
     File {
         resolver: Box<Resolver>,
         running: Result<SymbolTable, Error>,
@@ -183,31 +186,42 @@ pub fn load(request: KernelRequest) -> Result<KernelSymbols, Error> {
             running_kallsyms(&search, cache.as_ref()).map(|(t, _)| t),
         ),
     };
-    let loaded = open_file(file, &search, running, request.force);
+    let loaded = open_file(file, &search, running, (request.force, request.lines));
     Ok(answer(delivered, loaded))
 }
 
 /// A vmlinux or System.map opened beside the running kernel's kallsyms: refused when proven not to be
-/// the running kernel (unless `force`), and when the kallsyms path names no kallsyms file at all.
+/// the running kernel (unless `force`), and when the kallsyms path names no kallsyms file at all. What
+/// it is asked for later is loaded now, so that a file that cannot give it fails before it is used: its
+/// own table where kallsyms could not be read (call chains are then named from it), its line tables
+/// with `lines`.
 fn open_file(
     file: Source,
     search: &SourceSearch,
     running: Result<SymbolTable, Error>,
-    force: bool,
+    (force, lines): (bool, bool),
 ) -> Result<Loaded, Error> {
     let resolver = Resolver::open_beside(file, search, running.as_ref())?;
     if !force {
         resolver.check(MismatchPolicy::Refuse)?;
     }
-    match running {
+    let running = match running {
         // Unreadable kallsyms costs only call-chain names; a device or FIFO named as kallsyms is a
         // mistake on the command line.
-        Err(e) if e.is_wrong_file() => Err(e),
-        running => Ok(Loaded::File {
-            resolver: Box::new(resolver),
-            running,
-        }),
+        Err(e) if e.is_wrong_file() => return Err(e),
+        Err(e) => {
+            resolver.table()?;
+            Err(e)
+        }
+        Ok(t) => Ok(t),
+    };
+    if lines {
+        VmlinuxLines::new(&resolver)?;
     }
+    Ok(Loaded::File {
+        resolver: Box::new(resolver),
+        running,
+    })
 }
 
 /// The running kernel's symbols from `search.kallsyms`, through `cache` when given (pass one only for the
@@ -322,6 +336,7 @@ mod tests {
             cache: None,
             fetcher: Fetcher::NoServer,
             force: false,
+            lines: false,
         }
     }
 
@@ -476,7 +491,8 @@ mod tests {
 
     /// A System.map is relocated and checked against the kallsyms read for it; a kallsyms path that names
     /// no kallsyms file fails the load once the file itself has been opened, an unreadable one costs only
-    /// the call chains' names.
+    /// the call chains' names (then named from the file's own table, loaded with it); source lines the
+    /// file cannot give fail the load.
     #[test]
     fn a_system_map_is_checked_against_the_kallsyms_read_for_it() {
         let (dir, mut search) = machine("sysmap", crate::testing::MODULES_KALLSYMS, None);
@@ -503,14 +519,22 @@ mod tests {
         let wrong = load(request(search.clone())).unwrap();
         assert!(matches!(wrong.loaded, Err(ref e) if e.is_wrong_file()));
         search.kallsyms = dir.join("absent");
-        let absent = load(request(search)).unwrap();
-        assert!(matches!(
-            absent.loaded,
-            Ok(Loaded::File {
-                running: Err(_),
-                ..
-            })
-        ));
+        let absent = load(request(search.clone())).unwrap();
+        let Ok(Loaded::File { resolver, running }) = absent.loaded else {
+            panic!("not a file")
+        };
+        assert!(running.is_err());
+        assert!(
+            resolver.table_loaded(),
+            "chains come from the file's own table, loaded with it"
+        );
+        // Source lines asked of a file that has none fail the load.
+        let lines = load(KernelRequest {
+            lines: true,
+            ..request(search)
+        })
+        .unwrap();
+        assert!(lines.loaded.is_err());
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

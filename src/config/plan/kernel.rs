@@ -108,14 +108,10 @@ impl KernelSide {
                 (KernelSymbols::Lazy(lazy), Origin::Parsed, kallsyms)
             }
             Loaded::File { resolver, running } => {
+                // Its call chains' table (and with `--lines` its line tables) came loaded, so a file that
+                // cannot give them has failed before anything is armed.
                 let files = FileSymbols::new(resolver, running, &symbols.kallsyms, symbols.force);
                 let header = files.header();
-                // The chains (and with `--lines` the line tables) are loaded now, so a file that cannot
-                // give them fails before anything is armed.
-                files.load_chains()?;
-                if symbols.lines {
-                    files.check_lines()?;
-                }
                 (
                     KernelSymbols::Files(Box::new(files)),
                     Origin::Parsed,

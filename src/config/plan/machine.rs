@@ -11,7 +11,7 @@ use ksymwatch_symbols::Source;
 
 use super::host::{KernelQuery, Task};
 use super::{Host, Launch};
-use crate::config::advice::SymbolsContext;
+use crate::config::advice::{Advised, SymbolsContext};
 use crate::config::debuginfod;
 use crate::config::process::{self, InProcess};
 use crate::config::symbols;
@@ -115,10 +115,24 @@ impl Host for RealHost {
             hidden_ok: query.user_only,
             fetcher: debuginfod::fetcher(symbols.debuginfod),
             force: symbols.force,
+            lines: symbols.lines,
         };
         let found = kernel::load(request).bad_symbols()?;
+        // What the load went by, said as it is known: a vmlinux debuginfod delivered, call chains named
+        // from the file's own table where kallsyms could not be read.
         if let Some(delivered) = &found.delivered {
             crate::stderr::line(format_args!("ksymwatch: debuginfod: {delivered}"));
+        }
+        if let Ok(Loaded::File {
+            resolver,
+            running: Err(why),
+        }) = &found.loaded
+        {
+            crate::stderr::line(format_args!(
+                "ksymwatch: warning: call chains from {} instead of kallsyms ({})",
+                resolver.source(),
+                Advised(why)
+            ));
         }
         Ok((found.picked, found.loaded.bad_symbols()))
     }

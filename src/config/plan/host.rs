@@ -85,9 +85,10 @@ pub trait Host {
     /// files, the distribution's, the debuginfod cache, kallsyms; the running kernel's vmlinux from
     /// debuginfod where the query's needs say), and that source loaded, the running kernel's kallsyms
     /// read at most once (through the symbol cache where the request allows it), unless it is left to
-    /// first use. What debuginfod delivered is told on stderr. A vmlinux that DWARF needs and that cannot
-    /// be had fails the call; a source that cannot be loaded is the inner error, for the stage to raise
-    /// in its turn.
+    /// first use. What the load went by is told on stderr as it is known (a vmlinux debuginfod delivered;
+    /// call chains named from a vmlinux's or System.map's own table where kallsyms could not be read). A
+    /// vmlinux that DWARF needs and that cannot be had fails the call; a source that cannot be loaded is
+    /// the inner error, for the stage to raise in its turn.
     fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, Result<Loaded>)>;
     /// Every CPU of `cpus`' per-CPU base, and how they were found.
     fn percpu_bases(

@@ -542,7 +542,10 @@ fn launch_starts_the_command_and_attach_does_not() {
     assert!(matches!(p.scope(), Scope::Launched(c) if c.argv == ["./app", "-v"]));
     assert_eq!(p.scope().pids(), [4242]);
     assert_eq!(p.watches()[0].addr, 0x6000);
-    assert!(matches!(p.scope().arming(), arm::Scope::Launched(4242)));
+    assert!(matches!(
+        p.scope().arming(),
+        crate::model::scope::Scope::Launched(4242)
+    ));
     assert!(p.take_command().is_some_and(|c| c.pid() == 4242));
     assert!(p.take_command().is_none());
 

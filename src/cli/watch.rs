@@ -9,7 +9,7 @@ use crate::cli::execute::execute;
 use crate::cli::launch;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::request;
-use crate::config::plan::{Delivery, RealHost, Scope, WatchPlan};
+use crate::config::plan::{Delivery, RealHost};
 use crate::config::{self};
 use crate::error::Result;
 use crate::model::watch::Access;
@@ -26,7 +26,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     // dry run arms nothing.
     let prefetch = (!dry_run).then(|| Prefetch::start(&request));
     let plan = config::plan(request, &mut RealHost::new(launch::start))?;
-    if let Some(line) = unmatched_filter(&plan) {
+    if let Some(line) = plan.unmatched_filter() {
         stderr::line(format_args!("ksymwatch: note: {line}"));
     }
     match prefetch {
@@ -42,40 +42,4 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
             }
         }
     }
-}
-
-/// The line that says the `--tid`/`--comm` conditions match no thread of the watched processes now
-/// ([`crate::model::filter::Filter::admits_no_thread`]); `None` when one does, or the watch is not of
-/// running processes: system-wide, tasks come and go by the thousand and a `--comm` usually names one to
-/// come; a launched command has run nothing yet, so its threads and their names are all to come.
-fn unmatched_filter(plan: &WatchPlan) -> Option<String> {
-    let Scope::Processes(pids) = plan.scope() else {
-        return None;
-    };
-    let list: Vec<String> = pids.iter().map(u32::to_string).collect();
-    let noun = if pids.len() == 1 {
-        "process"
-    } else {
-        "processes"
-    };
-    let whose = format!("{noun} {}", list.join(", "));
-    let threads: Vec<(u32, String)> = pids.iter().flat_map(|&pid| threads_of(pid)).collect();
-    plan.filter().admits_no_thread(&threads, &whose)
-}
-
-/// Every thread of process `pid` now, with its name, from /proc (none when it is gone).
-fn threads_of(pid: u32) -> Vec<(u32, String)> {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    let mut threads: Vec<(u32, String)> = dir
-        .flatten()
-        .filter_map(|t| {
-            let tid = t.file_name().to_str()?.parse::<u32>().ok()?;
-            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
-            Some((tid, comm.trim_end_matches('\n').to_string()))
-        })
-        .collect();
-    threads.sort();
-    threads
 }

@@ -369,6 +369,8 @@ pub struct WatchPlan {
     outputs: Outputs,
     running: Running,
     control: Option<Control>,
+    /// The start's note that the `--tid`/`--comm` conditions match no thread of the watched processes now.
+    unmatched: Option<String>,
 }
 
 /// The plan for `request` on `host` (a launched command is started for it): the stages in order, each
@@ -391,6 +393,10 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
         o.flight.as_ref(),
         &watches,
     )?;
+    let unmatched = match &o.watched {
+        Some(watched) => o.filter.unmatched(watched),
+        None => None,
+    };
     let (kernel, types) = kernel.into_kernel();
     // `--control` resolves as the command line did: in the kernel's symbols for a system-wide watch, else
     // in the processes, as they are once a launched command has started.
@@ -413,6 +419,7 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
         outputs: o.outputs,
         running: o.running,
         control,
+        unmatched,
     })
 }
 
@@ -487,6 +494,12 @@ impl WatchPlan {
             Scope::Launched(c) => c.child.take(),
             _ => None,
         }
+    }
+
+    /// The note for the start: the `--tid`/`--comm` conditions match no thread of the watched processes
+    /// now ([`crate::model::filter::Filter::unmatched`]); every hit is filtered out until one does.
+    pub fn unmatched_filter(&self) -> Option<&str> {
+        self.unmatched.as_deref()
     }
 
     /// `--control`: where its commands come from, and how their targets are resolved.

@@ -9,7 +9,7 @@ use std::path::Path;
 use ksymwatch_symbols::UserSymbols;
 
 use crate::config::plan::options::Decided;
-use crate::config::plan::{Delivery, Scope};
+use crate::config::plan::Scope;
 use crate::cpulist;
 use crate::perf::warmup::Warmup;
 use crate::trace::comm::Comms;
@@ -24,7 +24,7 @@ impl Prefetch {
     pub(super) fn start(decided: &Decided) -> Prefetch {
         // On the hit path every hit record carries its writer's name: reading every task's name (a second
         // for a process of 100,000 threads) is for perf samples only.
-        let names = decided.delivery() != Delivery::HitProgram;
+        let names = !decided.delivery().hit_program();
         // Whose names and maps the hits can need: any process's for a system-wide watch; a process
         // watch's hits come from its own processes (and the children they fork, which the kernel's
         // records bring), so reading every other process (a few ms per hundred) only delays the first

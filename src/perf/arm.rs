@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::model::watch::Watch;
 use crate::perf::event::{
-    Bind, CpuEvent, Delivery, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
+    Bind, Binding, CpuEvent, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
 };
 use crate::perf::probe;
 use crate::perf::refusal::{explain, Kind, Refusal};
@@ -70,11 +70,11 @@ impl<L: Pid> Scope<L> {
         }
     }
 
-    /// Who the events are opened for on `delivery`: on the hit path the program chooses the processes in
-    /// the kernel, so there is one event per CPU whatever the scope.
-    pub fn targets(&self, delivery: &Delivery) -> Targets {
+    /// Who the events are opened for, bound as `binding`: where the program chooses the processes in the
+    /// kernel, one event per CPU whatever the scope.
+    pub fn targets(&self, binding: Binding) -> Targets {
         match self {
-            _ if matches!(delivery, Delivery::Hits(_)) => Targets::Cpus,
+            _ if binding == Binding::Cpus => Targets::Cpus,
             Scope::System => Targets::Cpus,
             Scope::Launched(c) => Targets::Task(c.pid()),
             Scope::Processes(pids) => Targets::Threads(pids.clone()),
@@ -215,7 +215,7 @@ pub fn arm_in(
     scope: &Scope,
     cfg: &EventConfig,
 ) -> Result<Armed, Refusal> {
-    let set = Prepared::new(watches, cpus, scope.targets(&cfg.delivery), cfg);
+    let set = Prepared::new(watches, cpus, scope.targets(cfg.binding), cfg);
     arm_set(&set, &mut Perf { cfg }).map_err(|f| f.explain(watches))
 }
 
@@ -277,7 +277,7 @@ pub fn open_cpu_in(
     let set = Prepared::new(
         watches,
         &BTreeSet::from([cpu]),
-        scope.targets(&cfg.delivery),
+        scope.targets(cfg.binding),
         cfg,
     );
     open_cpu(&set, cpu, &mut Perf { cfg })
@@ -657,16 +657,13 @@ mod tests {
 
     #[test]
     fn the_scope_decides_the_targets_off_the_hit_path() {
-        let samples = Delivery::Samples {
+        let samples = Binding::Scope {
             remove_on_exec: false,
         };
-        assert_eq!(Scope::<u32>::System.targets(&samples), Targets::Cpus);
+        assert_eq!(Scope::<u32>::System.targets(samples), Targets::Cpus);
+        assert_eq!(Scope::<u32>::Launched(7).targets(samples), Targets::Task(7));
         assert_eq!(
-            Scope::<u32>::Launched(7).targets(&samples),
-            Targets::Task(7)
-        );
-        assert_eq!(
-            Scope::<u32>::Processes(vec![7, 8]).targets(&samples),
+            Scope::<u32>::Processes(vec![7, 8]).targets(samples),
             Targets::Threads(vec![7, 8])
         );
     }

@@ -12,8 +12,7 @@ use perf_event_open_sys::bindings as pb;
 
 use crate::model::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
-use crate::perf::bpf::hit_set::HitPrograms;
-use crate::perf::bpf::value_set::ValuePrograms;
+use crate::perf::bpf::hit_set::{Following, HitPrograms};
 use crate::perf::bpf_ring::BpfRing;
 use crate::perf::record::{SAMPLE_CALLCHAIN, SAMPLE_TYPE, SAMPLE_TYPE_TASK};
 use crate::perf::ring::Ring;
@@ -32,6 +31,8 @@ pub struct EventConfig {
     pub count_lost: bool,
     /// How hits reach the tracer, with the programs that path attaches.
     pub delivery: Delivery,
+    /// Whom the events are opened for.
+    pub binding: Binding,
     /// Watch user-space writers only (`exclude_kernel`): an unprivileged user's own process, where
     /// perf_event_paranoid forbids kernel-mode events.
     pub user_only: bool,
@@ -48,7 +49,8 @@ impl EventConfig {
             user_only: false,
             track_tasks: false,
             count_lost: false,
-            delivery: Delivery::Samples {
+            delivery: Delivery::Samples,
+            binding: Binding::Scope {
                 remove_on_exec: false,
             },
             percpu: None,
@@ -64,56 +66,66 @@ impl EventConfig {
         }
     }
 
-    /// The sample layout of a ring's breakpoint events: a process watch's, and every ring shared with
-    /// value events, lead with the identifier of the event that wrote each record.
+    /// The sample layout of a ring's breakpoint events: a process watch's leads with the identifier of
+    /// the event that wrote each record. On the hit path no record carries a call chain (the program
+    /// takes the stacks itself), and the layout is only the task records' trailer.
     pub fn sample_type(&self, bind: Bind) -> u64 {
         match (&self.delivery, bind) {
             (Delivery::Hits(_), _) => SAMPLE_TYPE_TASK & !SAMPLE_CALLCHAIN,
-            (Delivery::Samples { .. }, Bind::Cpu) => SAMPLE_TYPE,
-            _ => SAMPLE_TYPE_TASK,
+            (Delivery::Samples, Bind::Cpu) => SAMPLE_TYPE,
+            (Delivery::Samples, Bind::Task(_)) => SAMPLE_TYPE_TASK,
         }
     }
 }
 
-/// How a breakpoint's hits reach the tracer, and the BPF programs that path attaches to every event: one
-/// choice, so a configuration cannot name two paths at once.
+/// How a breakpoint's hits reach the tracer, as loaded: the BPF programs attached to every event, or
+/// none. One choice, so a configuration cannot name two paths at once.
 #[derive(Debug, Clone)]
 pub enum Delivery {
     /// The hit path: each watch's hit program ([`crate::perf::bpf::hit`]), attached to every event,
-    /// emits every kept hit into a BPF ring buffer per CPU ([`CpuEvent::hits`]); the breakpoint's own
-    /// samples carry no call chain, and the program reads the value itself.
+    /// emits every kept hit into a BPF ring buffer per CPU ([`CpuEvent::hits`]) and reads the value
+    /// itself; the breakpoint writes no sample of its own.
     Hits(Arc<HitPrograms>),
-    /// Perf samples, each paired with the value record `--value`/`--if`'s program writes into the same
-    /// ring (a value event per ring).
-    Paired {
-        values: Arc<ValuePrograms>,
-        /// A process watch: a thread that execs another program drops its event (`remove_on_exec`, Linux
-        /// 5.13+), since the watched address means something else there.
-        remove_on_exec: bool,
-    },
     /// Perf samples alone.
-    Samples {
-        /// As [`Delivery::Paired`]'s.
+    Samples,
+}
+
+impl Delivery {
+    /// The hit path's programs (none for perf samples).
+    pub fn hit_programs(&self) -> Option<&Arc<HitPrograms>> {
+        match self {
+            Delivery::Hits(h) => Some(h),
+            Delivery::Samples => None,
+        }
+    }
+
+    /// What the kernel does to a process watch's processes as they live (nothing for perf samples).
+    pub fn following(&self) -> Following {
+        self.hit_programs()
+            .map_or(Following::default(), |h| h.following())
+    }
+}
+
+/// Whom a watch's events are opened for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// One event per CPU whatever the scope: the hit program chooses the processes in the kernel.
+    Cpus,
+    /// As the scope says: one event per CPU for a system-wide watch; for a process watch one per thread
+    /// (a launched command's one, inherited), which the kernel applies to that task only.
+    Scope {
+        /// A thread that execs another program drops its events (`remove_on_exec`, Linux 5.13+), since
+        /// the watched address means something else there.
         remove_on_exec: bool,
     },
 }
 
-impl Delivery {
+impl Binding {
     /// Whether a thread that execs another program drops its event.
     pub fn remove_on_exec(&self) -> bool {
         match self {
-            Delivery::Hits(_) => false,
-            Delivery::Paired { remove_on_exec, .. } | Delivery::Samples { remove_on_exec } => {
-                *remove_on_exec
-            }
-        }
-    }
-
-    /// The hit path's programs (none on the sample paths).
-    pub fn hit_programs(&self) -> Option<&Arc<HitPrograms>> {
-        match self {
-            Delivery::Hits(h) => Some(h),
-            Delivery::Paired { .. } | Delivery::Samples { .. } => None,
+            Binding::Cpus => false,
+            Binding::Scope { remove_on_exec } => *remove_on_exec,
         }
     }
 }
@@ -137,15 +149,17 @@ pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr
     };
     a.bp_addr = watch.addr;
     a.bp_len = u64::from(watch.len);
-    // On the hit path the breakpoint writes nothing itself: the program emits every hit, and the task
-    // records come from a dummy event ([`tasks_attr`]). Asking nothing of its sample spares every trap
-    // the kernel's preparing of fields no one reads (0.155 us a trap here: hit_bench's ret0-nosample).
-    let hit_path = matches!(cfg.delivery, Delivery::Hits(_));
-    a.sample_type = if hit_path { 0 } else { cfg.sample_type(bind) };
+    // On the hit path the breakpoint writes nothing itself: the program emits every hit. A CPU's
+    // breakpoint asks nothing of its sample, which spares every trap the kernel's preparing of fields
+    // no one reads (0.155 us a trap here: hit_bench's ret0-nosample), and its task records come from a
+    // dummy event ([`tasks_attr`]). A thread's breakpoint asks for its task records itself, inherited
+    // with it into the threads it creates, with their trailer's layout (no call chain).
+    let cpu_hits = dummy_tasks(cfg, bind);
+    a.sample_type = if cpu_hits { 0 } else { cfg.sample_type(bind) };
     if let Bind::Task(_) = bind {
         a.set_inherit(1);
         a.set_inherit_thread(1);
-        if cfg.delivery.remove_on_exec() {
+        if cfg.binding.remove_on_exec() {
             a.set_remove_on_exec(1);
         }
     }
@@ -164,10 +178,16 @@ pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr
     // single hit is never held back for long.
     a.set_watermark(1);
     a.wakeup_watermark = (cfg.ring_pages * sys::page_size() / 4) as u32;
-    if cfg.track_tasks && !hit_path {
+    if cfg.track_tasks && !cpu_hits {
         track_tasks(&mut a);
     }
     a
+}
+
+/// Whether a breakpoint bound as `bind` takes its task records from a dummy event ([`tasks_attr`]): a
+/// CPU's breakpoint on the hit path.
+fn dummy_tasks(cfg: &EventConfig, bind: Bind) -> bool {
+    matches!((&cfg.delivery, bind), (Delivery::Hits(_), Bind::Cpu))
 }
 
 /// Asks `a`'s event for the task records: names, forks and exits, executable mappings.
@@ -213,8 +233,8 @@ fn attr_on(
 /// Who the events of a [`Prepared`] set are opened for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Targets {
-    /// Every task on each CPU: one event per CPU and watch (a system-wide watch, and any watch on the hit
-    /// path, whose program chooses the processes in the kernel).
+    /// Every task on each CPU: one event per CPU and watch (a system-wide watch, and a watch bound to
+    /// [`Binding::Cpus`], whose program chooses the processes in the kernel).
     Cpus,
     /// A command stopped at its exec, and every thread it starts: one inherited event per CPU and watch.
     Task(u32),
@@ -262,7 +282,7 @@ impl RingSpec {
             a.bp_addr = addr;
             a
         });
-        let tasks = matches!(cfg.delivery, Delivery::Hits(_)) && cfg.track_tasks;
+        let tasks = dummy_tasks(&cfg, bind) && cfg.track_tasks;
         RingSpec {
             cpu,
             watch: index,
@@ -344,8 +364,6 @@ pub struct CpuEvent {
     pub ring: Ring,
     /// How this ring's breakpoint samples are laid out.
     pub sample_type: u64,
-    /// `--value` off the hit path: the value event writing into `ring`, and the id that leads its records.
-    value_event: Option<(OwnedFd, u64)>,
     /// The hit path: the ring buffer the hit program writes this CPU's records into.
     pub hits: Option<BpfRing>,
     /// Other threads' events redirected into `ring`, with their tids.
@@ -360,7 +378,7 @@ pub struct CpuEvent {
 /// An event over a test ring ([`crate::perf::ring::testing::FileRing`]) for tests without a kernel.
 #[cfg(test)]
 impl CpuEvent {
-    /// A CPU-bound ring of a system-wide watch with no value or hit events; `fd` stands in for the
+    /// A CPU-bound ring of a system-wide watch with no hit ring buffer; `fd` stands in for the
     /// event's descriptor (the ring's reader registers it with epoll and reads its counters: a
     /// non-blocking socket gives no counts).
     pub fn over(cpu: u32, watch: usize, ring: Ring, fd: OwnedFd) -> CpuEvent {
@@ -371,7 +389,6 @@ impl CpuEvent {
             counts_lost: false,
             ring,
             sample_type: SAMPLE_TYPE,
-            value_event: None,
             hits: None,
             members: Vec::new(),
             tasks: None,
@@ -393,7 +410,7 @@ impl CpuEvent {
 pub enum Stage {
     Open,
     Mmap,
-    /// Wiring the `--value` program and its value event.
+    /// Attaching the hit program, with its ring buffer and emitter.
     Bpf,
     Enable,
 }
@@ -491,20 +508,9 @@ impl CpuEvent {
             Some(tasks) => Some(open_tasks(tasks, fd.as_fd(), cpu, bind)?),
             None => None,
         };
-        let (value_event, hits) = match &cfg.delivery {
-            Delivery::Hits(h) => {
-                let ring = h.attach(spec.watch, cpu, fd.as_fd()).map_err(bpf_err)?;
-                (None, Some(ring))
-            }
-            Delivery::Paired { values, .. } => (
-                Some(
-                    values
-                        .attach(spec.watch, cpu, fd.as_fd())
-                        .map_err(bpf_err)?,
-                ),
-                None,
-            ),
-            Delivery::Samples { .. } => (None, None),
+        let hits = match &cfg.delivery {
+            Delivery::Hits(h) => Some(h.attach(spec.watch, cpu, fd.as_fd()).map_err(bpf_err)?),
+            Delivery::Samples => None,
         };
         Ok(CpuEvent {
             cpu,
@@ -513,7 +519,6 @@ impl CpuEvent {
             counts_lost,
             ring,
             sample_type: spec.sample_type,
-            value_event,
             hits,
             members: Vec::new(),
             tasks,
@@ -543,9 +548,9 @@ impl CpuEvent {
         }
         sys::perf_set_output(fd.as_fd(), self.fd.as_fd())
             .map_err(|err| OpenError::new(self.cpu, bind, Stage::Mmap, err))?;
-        if let Delivery::Paired { values, .. } = &cfg.delivery {
-            values
-                .attach_member(self.watch, fd.as_fd())
+        // The thread's hits go through the hit program into the ring buffer of this ring's CPU.
+        if let Delivery::Hits(h) = &cfg.delivery {
+            h.attach_member(self.watch, fd.as_fd())
                 .map_err(|err| OpenError::new(self.cpu, bind, Stage::Bpf, err))?;
         }
         self.members.push((tid, fd));
@@ -627,11 +632,6 @@ impl CpuEvent {
     /// hit path the ring buffer's.
     pub fn readable(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
         std::iter::once(self.fd.as_fd()).chain(self.hits.as_ref().map(|r| r.fd()))
-    }
-
-    /// The id leading this ring's value records (`--value`).
-    pub fn value_id(&self) -> Option<u64> {
-        self.value_event.as_ref().map(|(_, id)| *id)
     }
 
     /// What the kernel counted for this ring's events together: every hit while enabled (inherited

@@ -5,9 +5,9 @@
 //! process watch's hits also get the watched value, read from the writer's process as each is drained.
 //!
 //! Each event's rings are decoded into [`Item`]s by the decoder of its delivery path, chosen once when the
-//! event is taken ([`Decoder`]): the hit program's ring buffer on the hit path ([`hits`]), a breakpoint's
-//! perf ring ([`samples`]), and `--value`'s per-thread path, which pairs value records with their samples
-//! ([`paired`]). The decoders are pure; what they share, and write to, is [`decode`]'s.
+//! event is taken ([`Decoder`]): the hit program's ring buffer on the hit path ([`hits`]), and a
+//! breakpoint's perf ring ([`samples`]). The decoders are pure; what they share, and write to, is
+//! [`decode`]'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,7 +15,7 @@ use crate::model::watch::Watch;
 use crate::perf::arm::{self, Scope};
 use crate::perf::bpf;
 use crate::perf::bpf::hit_set::HitPrograms;
-use crate::perf::event::{Bind, CpuEvent, Delivery, EventConfig, OpenError};
+use crate::perf::event::{Bind, Binding, CpuEvent, Delivery, EventConfig, OpenError};
 use crate::perf::hit_record;
 use crate::perf::hit_record::ChainKey;
 use crate::perf::record::{Frame, Sample, Task};
@@ -26,7 +26,6 @@ use crate::trace::sorter;
 mod audit;
 mod decode;
 mod hits;
-mod paired;
 mod placement;
 mod samples;
 
@@ -34,7 +33,6 @@ pub use audit::Audit;
 use audit::{audit, beyond_count, dropped, other_process, ring_lost};
 use decode::{Out, Tally};
 use hits::{HitDecoder, HitValue};
-use paired::PairedDecoder;
 use samples::SampleDecoder;
 
 /// A ring as the merge names it: the CPU and watch it serves, and which of their rings it is. On the hit
@@ -113,7 +111,7 @@ struct Tracked {
 /// counter read later would leave the traps in between in no count.
 #[derive(Debug, Clone, Copy, Default)]
 struct Bases {
-    /// `--value`: the in-kernel drop counter.
+    /// The hit path: the in-kernel drop counter (filters, condition, other processes).
     dropped: u64,
     /// The hit path: of those, traps of other processes.
     other: u64,
@@ -145,8 +143,6 @@ enum Decoder {
     },
     /// Perf samples: one breakpoint per CPU (system-wide), or per thread (a process watch).
     Samples(SampleDecoder),
-    /// `--value` on the per-thread path: value records paired with their samples.
-    Paired(PairedDecoder),
 }
 
 impl Decoder {
@@ -168,17 +164,13 @@ impl Decoder {
             let hits = HitDecoder::new(ev.cpu, ev.watch, value, ring_lost, now);
             return Decoder::Hits { perf, hits };
         }
-        match (&cfg.delivery, ev.value_id()) {
-            (Delivery::Paired { .. }, Some(id)) => Decoder::Paired(PairedDecoder::new(perf, id)),
-            _ => Decoder::Samples(perf),
-        }
+        Decoder::Samples(perf)
     }
 
     /// A record of the breakpoint's perf ring.
     fn perf_record(&mut self, bytes: &[u8], out: &mut impl Out) {
         match self {
             Decoder::Hits { perf, .. } | Decoder::Samples(perf) => perf.record(bytes, out),
-            Decoder::Paired(paired) => paired.record(bytes, out),
         }
     }
 
@@ -187,7 +179,6 @@ impl Decoder {
         match self {
             Decoder::Hits { perf, hits } => perf.tally().and(hits.tally()),
             Decoder::Samples(perf) => perf.tally(),
-            Decoder::Paired(paired) => paired.tally(),
         }
     }
 
@@ -195,15 +186,7 @@ impl Decoder {
     fn hit_ring_lost(&self) -> u64 {
         match self {
             Decoder::Hits { hits, .. } => hits.tally().lost_records,
-            Decoder::Samples(_) | Decoder::Paired(_) => 0,
-        }
-    }
-
-    /// `--value`'s value records whose sample was lost.
-    fn unpaired(&self) -> u64 {
-        match self {
-            Decoder::Paired(paired) => paired.unpaired(),
-            Decoder::Hits { .. } | Decoder::Samples(_) => 0,
+            Decoder::Samples(_) => 0,
         }
     }
 }
@@ -335,11 +318,11 @@ impl EventSet {
 
     /// How many threads a process watch covers now, or CPUs for a system-wide one (for acknowledgements).
     /// What a moved watch covers: its CPUs where there is one breakpoint per CPU (system-wide, and a
-    /// process watch on the hit path, whose cost does not grow with threads: counting them would read
-    /// /proc for each), else the watched processes' threads.
+    /// process watch whose program chooses the processes, whose cost does not grow with threads:
+    /// counting them would read /proc for each), else the watched processes' threads.
     pub fn coverage(&self) -> Covered {
         match &self.scope {
-            _ if matches!(self.cfg.delivery, Delivery::Hits(_)) => Covered::Cpus(self.by_cpu.len()),
+            _ if self.cfg.binding == Binding::Cpus => Covered::Cpus(self.by_cpu.len()),
             Scope::Processes(_) | Scope::Launched(_) => {
                 Covered::Threads(arm::threads(&self.scope.pids()).len())
             }
@@ -408,9 +391,6 @@ impl EventSet {
         if let Delivery::Hits(h) = &self.cfg.delivery {
             h.forget_olds(index)?;
         }
-        if let Delivery::Paired { values, .. } = &self.cfg.delivery {
-            values.forget_olds(index)?;
-        }
         Ok(())
     }
 
@@ -420,8 +400,7 @@ impl EventSet {
         let now = &self.watches[index];
         let written = match &self.cfg.delivery {
             Delivery::Hits(h) => h.written,
-            Delivery::Paired { .. } => true,
-            Delivery::Samples { .. } => false,
+            Delivery::Samples => false,
         };
         (written && new.len != now.len).then(|| {
             format!(

@@ -27,7 +27,7 @@ use crate::model::Limits;
 use crate::perf::arm::{Armed, Scope};
 use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::denial;
-use crate::perf::event::{Delivery, EventConfig, OpenError};
+use crate::perf::event::{EventConfig, OpenError};
 use crate::perf::refusal::{explain, explain_move, Refusal};
 use crate::perf::sys::{self, Epoll, SignalFd};
 use crate::report::cgroup::CgroupNames;
@@ -183,27 +183,23 @@ impl<'a, O: Output> Session<'a, O> {
             .or_exit(ExitCode::Runtime, "epoll")?;
         // Only a kernel watch can hold a module's memory.
         let scope_is_system = matches!(scope, Scope::System);
-        let kernel_follows = match &cfg.delivery {
-            Delivery::Hits(h) => (h.ends_on_exec(), h.follows_children()),
-            Delivery::Paired { .. } | Delivery::Samples { .. } => (false, false),
-        };
+        let hits = cfg.delivery.hit_programs();
         let watched = Watched::new(
             scope.pids(),
-            kernel_follows,
+            cfg.delivery.following(),
             &epoll,
             Wake::Process(0).token(),
             sys::pidfd_open,
         )?;
         let mut olds = Olds::new(condition, kernel_drops);
-        if matches!((&scope, &cfg.delivery), (Scope::Processes(_), Delivery::Hits(h)) if h.written)
-        {
+        if matches!(scope, Scope::Processes(_)) && hits.is_some_and(|h| h.written) {
             // What each watched range holds now, the events armed: a store narrower than the watch is laid
             // over it where the program does not read the range at the trap (a read-write watch).
             olds.seed_from(watches, &scope.pids(), &ProcessMemory);
         }
-        let slack = match cfg.delivery {
-            Delivery::Hits(_) => HIT_SORT_SLACK_NS,
-            Delivery::Paired { .. } | Delivery::Samples { .. } => SORT_SLACK_NS,
+        let slack = match hits {
+            Some(_) => HIT_SORT_SLACK_NS,
+            None => SORT_SLACK_NS,
         };
         let rings = Pipeline::new(slack, |sorter| {
             events::EventSet::new(

@@ -483,13 +483,6 @@ impl<O: Output> Stream<'_, O> {
         let now = sys::monotonic_ns();
         let audits = std::mem::take(&mut self.audits);
         let mut stop = None;
-        let unpaired: u64 = audits.iter().map(|a| a.unpaired).sum();
-        if unpaired > 0 {
-            self.summary.warnings.push(format!(
-                "{unpaired} value records arrived without their hit's sample (lost with a full ring): those \
-                 hits are in the lost count; use a larger --buffer-pages"
-            ));
-        }
         for a in &audits {
             self.summary.filtered += a.filtered;
             self.summary.filtered_other_process += a.other_process;
@@ -643,6 +636,7 @@ mod tests {
     use super::*;
     use crate::model::watch::{Access, Watch};
     use crate::perf::arm::Scope;
+    use crate::perf::bpf::hit_set::Following;
     use crate::perf::event::{CpuEvent, EventConfig};
     use crate::perf::record::encode;
     use crate::perf::ring::testing::FileRing;
@@ -688,7 +682,8 @@ mod tests {
         limits: Limits,
         filter: Filter,
     ) -> Stream<'a, Json<Vec<u8>, Vec<u8>>> {
-        let watched = Watched::new(Vec::new(), (false, false), epoll, 16, sys::pidfd_open).unwrap();
+        let watched =
+            Watched::new(Vec::new(), Following::default(), epoll, 16, sys::pidfd_open).unwrap();
         watching(table, watched).with_limits(limits, filter)
     }
 
@@ -842,7 +837,6 @@ mod tests {
             undecodable: 0,
             filtered,
             other_process,
-            unpaired: 0,
             beyond_count: 0,
             unprinted_tail: 0,
         }
@@ -855,7 +849,7 @@ mod tests {
         let table = testutil::table();
         let poll = Polled::default();
         let pidfd = |_| Ok(std::fs::File::open("/dev/null")?.into());
-        let watched = Watched::new(vec![5, 6], (false, false), &poll, 16, pidfd).unwrap();
+        let watched = Watched::new(vec![5, 6], Following::default(), &poll, 16, pidfd).unwrap();
         let mut s = watching(&table, watched);
         assert!(!s.note_exit(1, &poll), "pid 5 is left");
         assert!(s.note_exit(0, &poll), "none left");
@@ -939,7 +933,17 @@ mod tests {
         let (_epoll, mut p, mut w) = rings(&[0]);
         let poll = Polled::default();
         let pidfd = |_| Ok(std::fs::File::open("/dev/null")?.into());
-        let watched = Watched::new(vec![7], (true, false), &poll, 16, pidfd).unwrap();
+        let watched = Watched::new(
+            vec![7],
+            Following {
+                ends_on_exec: true,
+                follows_children: false,
+            },
+            &poll,
+            16,
+            pidfd,
+        )
+        .unwrap();
         let mut s = watching(&table, watched);
         let now = sys::monotonic_ns();
         let exec = encode::with_trailer(encode::comm(7, 7, "sh", true), 7, 7, now + 1000, 0);

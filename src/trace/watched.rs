@@ -14,6 +14,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use rustc_hash::FxHashSet;
 
 use crate::error::{Context, ExitCode, Result};
+use crate::perf::bpf::hit_set::Following;
 use crate::report::{StopReason, StreamEvent};
 use crate::trace::context::{Marks, Poll};
 
@@ -35,10 +36,13 @@ pub struct Watched {
 impl Watched {
     /// Follows `pids`, each pidfd (`pidfd_open`'s) in `poll` under `token + i`. A process already gone
     /// is not waited for (its pidfd cannot be had).
-    /// `(ends_on_exec, follows_children)`: what the kernel's programs do (see the fields).
+    /// `following`: what the kernel's programs do (see the fields).
     pub fn new(
         pids: Vec<u32>,
-        (ends_on_exec, follows_children): (bool, bool),
+        Following {
+            ends_on_exec,
+            follows_children,
+        }: Following,
         poll: &impl Poll,
         token: u64,
         mut pidfd_open: impl FnMut(u32) -> io::Result<OwnedFd>,
@@ -148,6 +152,13 @@ mod tests {
 
     const OTHER: u32 = 1;
 
+    fn following(ends_on_exec: bool, follows_children: bool) -> Following {
+        Following {
+            ends_on_exec,
+            follows_children,
+        }
+    }
+
     /// A stand-in for a process's pidfd: any descriptor polls the same for these tests; pid 0 is gone.
     fn pidfd(pid: u32) -> io::Result<OwnedFd> {
         if pid == 0 {
@@ -159,8 +170,14 @@ mod tests {
     fn watched(follows_children: bool) -> (Watched, Polled, u32) {
         let epoll = Polled::default();
         let me = std::process::id();
-        let w =
-            Watched::new(vec![me], (true, follows_children), &epoll, 100, pidfd).expect("watched");
+        let w = Watched::new(
+            vec![me],
+            following(true, follows_children),
+            &epoll,
+            100,
+            pidfd,
+        )
+        .expect("watched");
         (w, epoll, me)
     }
 
@@ -252,7 +269,8 @@ mod tests {
     fn an_exit_ends_the_run_and_an_exec_without_the_program_does_not() {
         let epoll = Polled::default();
         let me = std::process::id();
-        let mut w = Watched::new(vec![me], (false, false), &epoll, 100, pidfd).expect("watched");
+        let mut w =
+            Watched::new(vec![me], Following::default(), &epoll, 100, pidfd).expect("watched");
         let mut log = Log::default();
         assert_eq!(w.exec_seen(me, "sh", 5, &epoll, &mut log), None);
         assert!(log.events.is_empty());
@@ -265,7 +283,8 @@ mod tests {
     #[test]
     fn pidfds_are_polled_under_their_tokens_and_taken_out_once() {
         let epoll = Polled::default();
-        let mut w = Watched::new(vec![7, 0, 9], (true, false), &epoll, 16, pidfd).expect("watched");
+        let mut w = Watched::new(vec![7, 0, 9], following(true, false), &epoll, 16, pidfd)
+            .expect("watched");
         let calls = epoll.calls();
         let fds: Vec<&str> = calls.iter().map(|c| c.split(' ').nth(1).unwrap()).collect();
         assert_eq!(
@@ -296,6 +315,6 @@ mod tests {
             refuse: Some(libc::ENOMEM),
             ..Polled::default()
         };
-        assert!(Watched::new(vec![7], (true, false), &epoll, 16, pidfd).is_err());
+        assert!(Watched::new(vec![7], following(true, false), &epoll, 16, pidfd).is_err());
     }
 }

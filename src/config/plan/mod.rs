@@ -90,12 +90,51 @@ pub enum Delivery {
     HitProgram,
     /// One breakpoint per CPU and target, hits as perf samples (a system-wide watch without BPF).
     Samples,
-    /// One breakpoint per thread, CPU and target, hits as perf samples (a process watch without BPF, or
-    /// with `--per-thread` or `--remove-on-exec`, which the kernel applies per event).
+    /// One breakpoint per thread, CPU and target (a process watch without BPF, or with `--per-thread` or
+    /// `--remove-on-exec`, which the kernel applies per event).
     PerThread {
         /// `--remove-on-exec`: a thread that execs another program drops its events.
         remove_on_exec: bool,
+        /// Where the hits come from.
+        hits: ThreadHits,
     },
+}
+
+/// Where the per-thread path's hits come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadHits {
+    /// Values are read (`--value`, `--if`, a `--dump-on` condition: BPF loads, or the request was
+    /// refused): every thread's event runs the hit program that [`Delivery::HitProgram`]'s events run,
+    /// which emits the kept hits into its CPU's ring buffer.
+    Program,
+    /// Perf samples.
+    Samples,
+}
+
+impl Delivery {
+    /// The hits come from the hit program (one event per CPU, or one per thread reading values).
+    pub fn hit_program(&self) -> bool {
+        matches!(
+            self,
+            Delivery::HitProgram
+                | Delivery::PerThread {
+                    hits: ThreadHits::Program,
+                    ..
+                }
+        )
+    }
+
+    /// The per-thread path with `values` read takes the hit program: the delivery once the values are
+    /// decided.
+    pub(super) fn reading(self, values: &Values) -> Delivery {
+        match self {
+            Delivery::PerThread { remove_on_exec, .. } if values.read() => Delivery::PerThread {
+                remove_on_exec,
+                hits: ThreadHits::Program,
+            },
+            other => other,
+        }
+    }
 }
 
 /// Which writers the events see.

@@ -18,7 +18,9 @@ use crate::stderr;
 use super::cpus::{self, Cpus};
 use super::host::Host;
 use super::outputs::{self, Outputs};
-use super::{is_stdin, Command, Delivery, Running, Scope, Values, Writers, MAX_WATCHES};
+use super::{
+    is_stdin, Command, Delivery, Running, Scope, ThreadHits, Values, Writers, MAX_WATCHES,
+};
 
 /// `--on` as requested: the source and the `$obj` target, with who may allocate.
 pub(super) struct OnRequest {
@@ -180,7 +182,7 @@ impl Options {
         if let Some(refused) = decision.refused {
             return Err(Error::not_permitted(refused));
         }
-        let (writers, delivery) = (decision.writers, decision.delivery);
+        let (writers, delivery) = (decision.writers, decision.delivery.reading(&values));
         let scope = match scope {
             Scope::Processes(_) => Scope::Processes(pids.clone()),
             other => other,
@@ -293,6 +295,7 @@ fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Decision {
         (false, true) => Delivery::Samples,
         (false, false) => Delivery::PerThread {
             remove_on_exec: r.remove_on_exec,
+            hits: ThreadHits::Samples,
         },
     };
     let refused = match system {

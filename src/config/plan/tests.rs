@@ -311,7 +311,8 @@ fn the_delivery_follows_bpf_and_the_scope() {
     assert_eq!(
         p.delivery(),
         Delivery::PerThread {
-            remove_on_exec: false
+            remove_on_exec: false,
+            hits: ThreadHits::Samples,
         }
     );
     assert!(p
@@ -319,7 +320,8 @@ fn the_delivery_follows_bpf_and_the_scope() {
         .contains("# path: one breakpoint per thread, CPU and target"));
 }
 
-/// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads.
+/// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads; reading values,
+/// its events run the hit program.
 #[test]
 fn per_thread_options_choose_the_per_thread_path() {
     let mut r = pids(request(&["counter"]), &[100]);
@@ -328,7 +330,8 @@ fn per_thread_options_choose_the_per_thread_path() {
     assert_eq!(
         p.delivery(),
         Delivery::PerThread {
-            remove_on_exec: false
+            remove_on_exec: false,
+            hits: ThreadHits::Samples,
         }
     );
     let mut r = pids(request(&["counter"]), &[100]);
@@ -337,9 +340,26 @@ fn per_thread_options_choose_the_per_thread_path() {
     assert_eq!(
         p.delivery(),
         Delivery::PerThread {
-            remove_on_exec: true
+            remove_on_exec: true,
+            hits: ThreadHits::Samples,
         }
     );
+    // Reading values, every thread's event runs the hit program.
+    let mut r = pids(request(&["counter"]), &[100]);
+    r.per_thread = true;
+    r.value = true;
+    let p = planned(r, &mut FakeHost::new());
+    assert_eq!(
+        p.delivery(),
+        Delivery::PerThread {
+            remove_on_exec: false,
+            hits: ThreadHits::Program,
+        }
+    );
+    assert!(p.delivery().hit_program());
+    assert!(p.describe().contains(
+        "# path: one breakpoint per thread, CPU and target, hits emitted by a BPF program"
+    ));
 }
 
 /// `--value` without BPF cannot work at all: exit 4 before any symbol is loaded.

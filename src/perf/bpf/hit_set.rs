@@ -1,6 +1,6 @@
 //! Loading the hit programs ([`super::hit`]) and their maps, one program per watch, and wiring them to the
-//! breakpoint events: the counterpart of [`super::value_set::ValuePrograms`] for the path where the program emits every kept
-//! hit itself.
+//! breakpoint events: one per CPU, or on the per-thread path one per thread and CPU, whose events on a
+//! CPU share that CPU's ring buffer (the first is wired with it, the others only attached).
 //!
 //! Each watch's program hands its records to an emitter per CPU ([`super::emit`]) that writes them into
 //! that CPU's BPF ring buffer ([`crate::perf::bpf_ring`]): both are made when the CPU's breakpoint is
@@ -183,6 +183,16 @@ pub struct Dropped {
     pub lost: u64,
 }
 
+/// What the kernel's programs do to a process watch's processes as they live (nothing, off the hit
+/// programs or without a `procs` map).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Following {
+    /// An exec ends a process's watch, before the new program runs.
+    pub ends_on_exec: bool,
+    /// The children of watched processes are watched too, as they are forked.
+    pub follows_children: bool,
+}
+
 /// The two choices besides the watches that shape every hit program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HitKind {
@@ -350,15 +360,13 @@ impl HitPrograms {
         Ok(())
     }
 
-    /// Whether the children of watched processes are watched too ([`HitPrograms::follow_children`]
-    /// attached).
-    pub fn follows_children(&self) -> bool {
-        self.follower.is_some()
-    }
-
-    /// Whether an exec ends a watched process's watch ([`HitPrograms::end_on_exec`] attached).
-    pub fn ends_on_exec(&self) -> bool {
-        self.exec_end.is_some()
+    /// What the programs do to the watched processes as they live: [`HitPrograms::end_on_exec`] and
+    /// [`HitPrograms::follow_children`], if attached.
+    pub fn following(&self) -> Following {
+        Following {
+            ends_on_exec: self.exec_end.is_some(),
+            follows_children: self.follower.is_some(),
+        }
     }
 
     /// Takes process `tgid` out of the watched processes: its traps are dropped from now on.
@@ -415,6 +423,12 @@ impl HitPrograms {
         let ring = BpfRing::map(map, bytes)?;
         sys::perf_set_bpf(bp, p.prog.as_fd())?;
         Ok(ring)
+    }
+
+    /// Attaches watch `watch`'s program to another thread's breakpoint event `bp` on a CPU whose ring
+    /// buffer [`HitPrograms::attach`] already wired: its hits go there.
+    pub fn attach_member(&self, watch: usize, bp: BorrowedFd<'_>) -> io::Result<()> {
+        sys::perf_set_bpf(bp, self.program(watch)?.prog.as_fd())
     }
 
     /// Watch `watch` moves from `old` to `new` (`done`: the breakpoints have moved): its program reads

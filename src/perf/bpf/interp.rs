@@ -17,7 +17,7 @@ use super::hit_set::PROCS_MAX;
 use super::insn::{Insn, ALU64, ATOMIC, DW, H, JMP, LD, LDX, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
 use super::insn::{ST, STX, W};
 use super::kernel::{ctx, Helper, MapType, CURRENT_CPU, EEXIST, NOEXIST, USER_STACK};
-use super::program::{Maps, OLD_SLOT};
+use super::program::OLD_SLOT;
 use super::totals::{self, TotalsMaps};
 use super::OLDS_MAX;
 
@@ -102,7 +102,7 @@ pub struct FakeKernel {
     /// The writer's cgroup and its ancestors, by id: what `bpf_current_task_under_cgroup` tests a cgroup
     /// array's entry against (whose value here is the cgroup's id, where the kernel's holds the cgroup).
     pub cgroups: Vec<u64>,
-    /// The value program's or hit program's olds hash, by-tgid array and stats.
+    /// The hit program's olds hash, by-tgid array and stats.
     olds: i32,
     by_tgid: Option<i32>,
     stats: i32,
@@ -143,13 +143,11 @@ impl FakeKernel {
         }
     }
 
-    /// The value program's machine ([`super::program`]): its maps declared.
-    pub fn new(maps: Maps, addr: u64) -> FakeKernel {
+    /// A machine whose programs write through the `BPF_OUTPUT` events of the perf event array `outputs`
+    /// (their records land in [`FakeKernel::output`]), a trap at `addr`.
+    pub fn with_outputs(outputs: i32, addr: u64) -> FakeKernel {
         let mut m = FakeKernel::bare(addr);
-        m.declare(maps.outputs, MapType::PerfEventArray, (4, 4), 64);
-        m.declare_olds(maps.olds, maps.olds_by_tgid);
-        m.declare(maps.stats, MapType::PercpuArray, (4, 8), 1);
-        m.stats = maps.stats;
+        m.declare(outputs, MapType::PerfEventArray, (4, 4), 64);
         m
     }
 

@@ -1,8 +1,9 @@
 //! The BPF programs a watch runs, generated here, and their loaders. On the hit path (the default where BPF
 //! loads) every breakpoint runs [`hit`]: it reads the value, applies the filters and the condition,
 //! counts the kept hit in the in-kernel [`totals`] and hands it to [`emit`], which writes it into its CPU's
-//! ring buffer; [`hit_set`] loads them with their maps and rings. Beside them: [`program`] (the conditions
-//! and filters, and the per-thread path's value program, loaded by [`value_set`]), [`follow`] (fork and exec),
+//! ring buffer; [`hit_set`] loads them with their maps and rings, on one event per CPU or, on the
+//! per-thread path, on every thread's. Beside them: [`program`] (the value, old value, filters and
+//! condition code the hit program runs), [`follow`] (fork and exec),
 //! [`tgid_olds`], [`trigger`] (`--dump-on`), [`objects`] (`--on`), [`percpu`], and [`refused`] (why the kernel would not load one).
 //!
 //! # How the programs are built
@@ -46,7 +47,6 @@ pub mod task;
 pub mod tgid_olds;
 pub mod totals;
 pub mod trigger;
-pub mod value_set;
 
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
@@ -96,7 +96,7 @@ fn possible_cpus() -> u32 {
         .map_or(1024, |last| last + 1)
 }
 
-/// Why a breakpoint's BPF program (the value program or the hit program) could not be had, in the
+/// Why a breakpoint's BPF program (the hit program) could not be had, in the
 /// kernel's terms; the CLI names the options it came from.
 #[derive(Debug)]
 pub enum ProgramError {

@@ -1,7 +1,6 @@
 //! The perf-sample path's decoder: a breakpoint's perf ring, as the kernel writes it (samples of the
 //! breakpoint, LOST records, and the task records one event per CPU asks for). The hit path reads its
-//! breakpoint's perf ring with it too (task records only there: the hit program emits the hits), and
-//! `--value`'s per-thread path ([`super::paired`]) builds on it.
+//! breakpoint's perf ring with it too (task records only there: the hit program emits the hits).
 //!
 //! A process watch's ring (one event per thread, writing into one ring per CPU) gets two things more:
 //! the second report of one store is dropped ([`Stores`]), and each hit's value is what the writer's
@@ -58,7 +57,7 @@ impl SampleDecoder {
 
     /// A record: a loss or a task record is handed on (one that cannot be decoded as a loss of one), a
     /// sample returned, counted and dated.
-    pub(super) fn decode(&mut self, bytes: &[u8], out: &mut impl Out) -> Option<Sample> {
+    fn decode(&mut self, bytes: &[u8], out: &mut impl Out) -> Option<Sample> {
         let item = match record::decode_reusing(bytes, self.sample_type, out.frames()) {
             Ok(Record::Sample(s)) => {
                 self.tally.samples += 1;
@@ -94,7 +93,7 @@ impl SampleDecoder {
     /// `s`, unless it is a second event's report of the store the sample before reported (a process
     /// watch): then its chain goes back to `out`, and it stays counted, since the kernel counted it as a
     /// hit too.
-    pub(super) fn keep(&mut self, s: Sample, out: &mut impl Out) -> Option<Sample> {
+    fn keep(&mut self, s: Sample, out: &mut impl Out) -> Option<Sample> {
         if self
             .stores
             .as_mut()
@@ -107,13 +106,8 @@ impl SampleDecoder {
     }
 
     /// Hands on a kept sample as a hit on this ring's watch, with `value`.
-    pub(super) fn push(&self, s: Sample, value: Value, out: &mut impl Out) {
+    fn push(&self, s: Sample, value: Value, out: &mut impl Out) {
         out.push(s.time, Item::Sample(s, self.watch, value, None));
-    }
-
-    /// A record that could not be decoded (for a record this decoder did not read itself).
-    pub(super) fn undecodable(&mut self, out: &mut impl Out) {
-        self.tally.undecodable(self.cpu, out);
     }
 }
 

@@ -126,7 +126,7 @@ impl Delivery {
 
     /// The per-thread path with `values` read takes the hit program: the delivery once the values are
     /// decided.
-    pub(super) fn reading(self, values: &Values) -> Delivery {
+    fn reading(self, values: &Values) -> Delivery {
         match self {
             Delivery::PerThread { remove_on_exec, .. } if values.read() => Delivery::PerThread {
                 remove_on_exec,

@@ -61,6 +61,7 @@ fn programs(plan: &WatchPlan, delivery: Delivery, ring_pages: usize) -> Option<H
         kind: HitKind {
             processes,
             written: plan.values().read(),
+            threads: matches!(delivery, Delivery::PerThread { .. }),
         },
         ring_pages,
         count: plan.running().limits.count,

@@ -30,7 +30,7 @@ mod placement;
 mod samples;
 
 pub use audit::Audit;
-use audit::{audit, beyond_count, dropped, other_process, ring_lost};
+use audit::{audit, beyond_count, dropped, other_process, repeated, ring_lost};
 use decode::{Out, Tally};
 use hits::{HitDecoder, HitValue};
 use samples::SampleDecoder;
@@ -119,6 +119,8 @@ struct Bases {
     lost: u64,
     /// The hit path: traps after `--count`'s N-th hit.
     beyond: u64,
+    /// The per-thread hit path: second reports of one store.
+    repeated: u64,
 }
 
 impl Bases {
@@ -129,6 +131,7 @@ impl Bases {
             other: other_process(cfg, ev),
             lost: ring_lost(cfg, ev),
             beyond: beyond_count(cfg, ev),
+            repeated: repeated(cfg, ev),
         }
     }
 }

@@ -838,6 +838,7 @@ mod tests {
             filtered,
             other_process,
             beyond_count: 0,
+            repeated: 0,
             unprinted_tail: 0,
         }
     }

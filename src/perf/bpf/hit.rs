@@ -39,6 +39,7 @@ use crate::perf::bpf::insn::{
 };
 use crate::perf::bpf::kernel::{ctx, Helper, USER_CS, USER_STACK};
 use crate::perf::bpf::program::{self, ValueSlots, CTX, FLAGS, OLD, VALUE};
+use crate::perf::bpf::repeats::{self, Repeats};
 use crate::perf::bpf::seq;
 use crate::perf::bpf::totals::{self, TotalsMaps, TotalsSlots};
 use crate::perf::bpf::{cgroup, emit};
@@ -55,8 +56,10 @@ pub const STAT_FILTERED: u32 = 0;
 pub const STAT_OTHER_PROCESS: u32 = 1;
 /// `stats` slot: kept hits the CPU's ring had no room for.
 pub const STAT_LOST: u32 = 2;
+/// `stats` slot: on the per-thread path, second reports of one store by another event ([`repeats`]).
+pub const STAT_REPEATED: u32 = 3;
 /// Slots in `stats`.
-pub const STATS: u32 = 3;
+pub const STATS: u32 = 4;
 
 /// Where the record is once the hit is kept: the register the value had ([`program::VALUE`]), which the
 /// generator's binding of the record ([`Bound`]) takes over, as the stack's bytes take over the old value's
@@ -223,6 +226,9 @@ pub struct HitSpec<'a> {
     /// Where `task_struct.comm` is ([`super::task::comm_offset`]): the name is then loaded from the
     /// current task; `None` asks `bpf_get_current_comm`.
     pub comm_offset: Option<i16>,
+    /// The per-thread path: a second event's report of one store is dropped first ([`repeats`]), as the
+    /// running kernel lets the program see which event fired. `None`: one breakpoint per CPU.
+    pub repeats: Option<Repeats>,
 }
 
 impl HitSpec<'_> {
@@ -250,6 +256,7 @@ impl<'a> HitSpec<'a> {
             condition: None,
             filter,
             comm_offset,
+            repeats: None,
         }
     }
 }
@@ -274,6 +281,8 @@ pub(crate) fn generate_with(
         return a.finish();
     }
     let slots = Slots::new(&mut a, maps);
+    // After the program's own slots, so a per-CPU program's code is the same with or without the check.
+    let repeat_slots = spec.repeats.map(|_| repeats::Slots::new(&mut a));
     let filtered = a.label();
     let other = a.label();
     let filters = a.label();
@@ -281,6 +290,9 @@ pub(crate) fn generate_with(
 
     a.mov(CTX, R1);
     ins.at(&mut a, Point::Start);
+    if let (Some(r), Some(slots)) = (&spec.repeats, &repeat_slots) {
+        repeats::check(&mut a, r, (maps.scratch, maps.stats), slots);
+    }
     if let Some(procs) = maps.procs {
         seq::current_tgid_map_op(&mut a, procs, slots.proc_key, Helper::MapLookupElem);
         a.jump_imm(Cond::Eq, R0, 0, other);

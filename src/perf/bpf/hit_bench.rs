@@ -290,6 +290,7 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         HitKind {
             processes: false,
             written: condition.is_some(),
+            threads: false,
         },
         RING_PAGES,
         &parts,

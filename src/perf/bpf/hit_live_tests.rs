@@ -91,6 +91,7 @@ fn watch_during_ring(
         HitKind {
             processes: true,
             written: true,
+            threads: false,
         },
         pages,
         parts,

@@ -201,6 +201,10 @@ pub struct HitKind {
     pub processes: bool,
     /// `--value`/`--if`: hits carry the registers and instruction bytes the value is decoded from.
     pub written: bool,
+    /// The per-thread path: the program runs on every thread's events, and drops a second event's report
+    /// of one store ([`super::repeats`]); a kernel that cannot tell the program which event fired is
+    /// refused ([`ProgramError::NoFiringEvent`]).
+    pub threads: bool,
 }
 
 impl HitPrograms {
@@ -248,11 +252,20 @@ impl HitPrograms {
 
     fn load_with(
         (watches, condition, filter): (&[Watch], Option<&Condition>, &Filter),
-        HitKind { processes, written }: HitKind,
+        HitKind {
+            processes,
+            written,
+            threads,
+        }: HitKind,
         ring_pages: usize,
         limit: Option<Limit>,
         ins: &dyn Instrument,
     ) -> Result<HitPrograms, ProgramError> {
+        // Before any map: a per-thread watch that could report a store twice is not started.
+        let repeats = match threads {
+            true => Some(super::repeats::find().ok_or(ProgramError::NoFiringEvent)?),
+            false => None,
+        };
         let procs = match processes {
             true => Some(
                 create_map(MapType::Hash, (4, 4), PROCS_MAX, "ksw_procs")
@@ -282,6 +295,7 @@ impl HitPrograms {
                 condition,
                 filter,
                 comm_offset: super::task::comm_offset(),
+                repeats,
             };
             let procs = procs.as_ref().map(|p| raw(p.as_fd()));
             let lim = limit.as_ref().map(Limit::fds);
@@ -475,6 +489,12 @@ impl HitPrograms {
         self.program(watch)?.maps.totals.beyond_count_by_cpu()
     }
 
+    /// Second reports of one store (by another of its thread's events) that watch `watch`'s program
+    /// dropped on the per-thread path, by CPU number: the breakpoints counted them as hits too.
+    pub fn repeated_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
+        sys::bpf_map_lookup_percpu_u64(self.program(watch)?.maps.stats.as_fd(), hit::STAT_REPEATED)
+    }
+
     /// Traps of processes not watched that watch `watch`'s program dropped so far on each CPU, by CPU
     /// number (a part of [`HitPrograms::dropped_by_cpu`]).
     pub fn other_process_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
@@ -592,6 +612,7 @@ mod tests {
         let kind = HitKind {
             processes: true,
             written: true,
+            threads: false,
         };
         let p = HitPrograms::load(std::slice::from_ref(&w), None, &filter, kind, 1).expect("loads");
         let flag = |p: &HitPrograms| {
@@ -633,8 +654,26 @@ mod tests {
             module: None,
             per_cpu: None,
         };
-        for (processes, written) in [(false, false), (true, false), (false, true), (true, true)] {
-            let kind = HitKind { processes, written };
+        // The per-thread path's program (`threads`) holds the check that a store is reported once, with
+        // its kfunc call and the event's pointer stored in the scratch entry.
+        let kinds = [
+            (false, false, false),
+            (true, false, false),
+            (false, true, false),
+            (true, true, false),
+            (false, true, true),
+            (false, false, true),
+        ];
+        for (processes, written, threads) in kinds {
+            if threads && super::super::repeats::find().is_none() {
+                println!("SKIP: hit_set::tests: no bpf_cast_to_kern_ctx in this kernel's BTF");
+                continue;
+            }
+            let kind = HitKind {
+                processes,
+                written,
+                threads,
+            };
             let p = HitPrograms::load(
                 std::slice::from_ref(&watch),
                 None,

@@ -42,6 +42,7 @@ fn program_with(maps: &Maps, len: u8, condition: Option<&Condition>, filter: &Fi
         condition,
         filter,
         comm_offset: Some(COMM_OFFSET),
+        repeats: None,
     };
     generate(&spec, maps).expect("assembles")
 }

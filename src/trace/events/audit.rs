@@ -15,6 +15,15 @@ pub(super) fn dropped(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
     }
 }
 
+/// Second reports of one store that `ev`'s CPU and watch's program dropped on the per-thread path (another
+/// of the writing thread's events reported it first; 0 otherwise).
+pub(super) fn repeated(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
+    match &cfg.delivery {
+        Delivery::Hits(h) => on_cpu(h.repeated_by_cpu(ev.watch), ev),
+        Delivery::Samples => 0,
+    }
+}
+
 /// Traps of processes a process watch does not cover that `ev`'s CPU and watch dropped in the kernel (the
 /// hit path; 0 otherwise).
 pub(super) fn other_process(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
@@ -70,6 +79,9 @@ pub struct Audit {
     /// `--count N` on the hit path: traps after the N-th hit, which the program kept none of (the run
     /// ends at the N-th, but the breakpoint counts until it is closed).
     pub beyond_count: u64,
+    /// The per-thread hit path: second reports of one store by another event of its thread, which the
+    /// program dropped (each breakpoint counted the store; it is one hit, not filtered).
+    pub repeated: u64,
     /// The hit path: of [`Audit::unreported_lost`], the kept hits the program's ring buffer had no room
     /// for after its last record read (the kernel's totals count them; the rest of the tail is the
     /// breakpoint's perf ring's).
@@ -99,7 +111,9 @@ impl Audit {
         let counted = self.counted_lost();
         match self.kernel_hits {
             Some(hits) => {
-                counted.min(hits.saturating_sub(self.samples + self.filtered + self.beyond_count))
+                counted.min(hits.saturating_sub(
+                    self.samples + self.filtered + self.beyond_count + self.repeated,
+                ))
             }
             None => counted,
         }
@@ -111,7 +125,12 @@ impl Audit {
         let lost = self.lost_records.max(self.kernel_lost.unwrap_or(0));
         let hits = self.kernel_hits?;
         Some(hits.saturating_sub(
-            self.samples + self.undecodable + lost + self.filtered + self.beyond_count,
+            self.samples
+                + self.undecodable
+                + lost
+                + self.filtered
+                + self.beyond_count
+                + self.repeated,
         ))
     }
 }
@@ -128,6 +147,7 @@ pub(super) fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
         filtered: dropped(cfg, &t.ev).saturating_sub(t.bases.dropped),
         other_process: other_process(cfg, &t.ev).saturating_sub(t.bases.other),
         beyond_count: beyond_count(cfg, &t.ev).saturating_sub(t.bases.beyond),
+        repeated: repeated(cfg, &t.ev).saturating_sub(t.bases.repeated),
         cpu: t.ev.cpu,
         watch: t.ev.watch,
         kernel_hits: counts.map(|c| c.hits),

@@ -44,12 +44,26 @@ fn load_hit(
         load_program(ProgType::PerfEvent, &insns, "ksw_hit", &mut log)
             .map_err(|e| ProgramError::load("hit", e, &log))
     };
-    match load(spec) {
+    let loaded = match load(spec) {
         Err(_) if spec.comm_offset.is_some() => load(&HitSpec {
             comm_offset: None,
             ..*spec
         }),
         r => r,
+    };
+    loaded.map_err(|e| kfunc_refused(e, spec.repeats.is_some()))
+}
+
+/// A per-thread program (`check`: with [`super::repeats`]'s check) the verifier refused because it calls
+/// a kernel function ("JIT is required for calling kernel function", "calling kernel function is not
+/// supported without CONFIG_DEBUG_INFO_BTF", ...) is the kernel's lack, as a missing kfunc is, not a bug
+/// here; any other refusal stays one.
+fn kfunc_refused(e: ProgramError, check: bool) -> ProgramError {
+    match e {
+        ProgramError::Refused { log, .. } if check && log.contains("kernel function") => {
+            ProgramError::NoFiringEvent
+        }
+        e => e,
     }
 }
 
@@ -569,6 +583,31 @@ impl HitPrograms {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The verifier's refusal of the kfunc call is the kernel's lack (exit 4), on the per-thread program
+    /// only; any other refusal stays a bug to report.
+    #[test]
+    fn a_refused_kfunc_call_is_the_kernels_lack() {
+        let refused = |log: &str| ProgramError::Refused {
+            program: "hit",
+            err: io::Error::from_raw_os_error(libc::EINVAL),
+            log: log.into(),
+        };
+        let jit =
+            "12: (85) call bpf_cast_to_kern_ctx#1234 | JIT is required for calling kernel function";
+        assert!(matches!(
+            kfunc_refused(refused(jit), true),
+            ProgramError::NoFiringEvent
+        ));
+        assert!(matches!(
+            kfunc_refused(refused(jit), false),
+            ProgramError::Refused { .. }
+        ));
+        assert!(matches!(
+            kfunc_refused(refused("R1 invalid mem access 'scalar'"), true),
+            ProgramError::Refused { .. }
+        ));
+    }
 
     #[test]
     #[ignore = "live: loads BPF programs (run by scripts/test as root)"]

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ksymwatch_symbols::{file, Debuginfod, Fetched, PathElem, Source, SourceSearch, SymbolTable};
+use ksymwatch_symbols::{Debuginfod, Fetched, PathElem, Source, SourceSearch, SymbolTable};
 
 use crate::config::advice::Advised;
 use crate::config::progress::Bars;
@@ -121,8 +121,8 @@ fn fetch_running(search: &mut SourceSearch, why: &str, opts: Options) -> Result<
         }
         return Ok(None);
     };
-    let id = match file::running_build_id(&search.notes) {
-        Ok(Some(id)) => id,
+    let id = match search.running_build_id() {
+        Ok(Some(id)) => id.clone(),
         Ok(None) => {
             return Err(Error::usage(format!(
             "{why}, and debuginfod cannot be asked for the running kernel's vmlinux: {} holds no \

@@ -17,7 +17,7 @@ use ksymwatch_symbols::{
 
 use crate::config::advice::{Advised, SymbolsContext};
 use crate::config::progress::Bars;
-use crate::config::request::{Files, SymbolRequest};
+use crate::config::request::Files;
 use crate::config::watch;
 use crate::error::{Error, ExitCode, Result};
 use crate::model::target::{Base, Target};
@@ -28,35 +28,46 @@ pub const DEFAULT_NOTES: &str = "/sys/kernel/notes";
 /// Overrides where the parsed kallsyms is cached (tests and benchmarks point it at a directory of their own).
 pub const CACHE_DIR_ENV: &str = "KSYMWATCH_CACHE_DIR";
 
-/// The running kernel's symbols from `kallsyms`. With `cache`, and only when `kallsyms` and `notes` are the
-/// real files (a made-up kernel must neither use nor overwrite the real one's cache), through the cache
-/// of [`ksymwatch_symbols::cache`], in `$KSYMWATCH_CACHE_DIR` or its default directory.
+/// The running kernel's symbols from `search.kallsyms`. With `cache`, and only when kallsyms and notes are
+/// the real files (a made-up kernel must neither use nor overwrite the real one's cache), through the cache
+/// of [`ksymwatch_symbols::cache`], in `$KSYMWATCH_CACHE_DIR` or its default directory, keyed by the
+/// search's build-id (read once for the source search, the debuginfod fetch and the cache alike).
 pub fn running_kallsyms(
-    kallsyms: &Path,
-    notes: &Path,
+    search: &SourceSearch,
     cache: bool,
 ) -> std::result::Result<(SymbolTable, Origin), ksymwatch_symbols::Error> {
-    let real = kallsyms == Path::new(DEFAULT_KALLSYMS) && notes == Path::new(DEFAULT_NOTES);
+    let real =
+        search.kallsyms == Path::new(DEFAULT_KALLSYMS) && search.notes == Path::new(DEFAULT_NOTES);
     let cache = (cache && real).then(|| {
         let dir = std::env::var_os(CACHE_DIR_ENV)
             .filter(|d| !d.is_empty())
             .map_or_else(|| PathBuf::from(cache::DEFAULT_DIR), PathBuf::from);
         SymbolCache::new(dir)
     });
-    cache::load_kallsyms(kallsyms, notes, cache.as_ref())
+    // Unreadable notes leave the key without a build-id, as a kernel without one.
+    let build_id = match &cache {
+        Some(_) => search.running_build_id().ok().flatten(),
+        None => None,
+    };
+    cache::load_kallsyms(&search.kallsyms, build_id, cache.as_ref())
 }
 
-/// The running kernel's kallsyms for a watch: through the symbol cache where `symbols` allows it. For a
+/// The running kernel's kallsyms for a watch: through the symbol cache when `cache` allows it. For a
 /// watch of user-space writers only (`user_only`), kernel pointers hidden from this user (kptr_restrict)
 /// leave an empty table instead of an error, since no kernel frame is ever recorded.
-pub fn watch_kallsyms(symbols: &SymbolRequest, user_only: bool) -> Result<(SymbolTable, Origin)> {
-    let read_through = |cache| running_kallsyms(&symbols.kallsyms, &symbols.notes, cache);
+pub fn watch_kallsyms(
+    search: &SourceSearch,
+    cache: bool,
+    user_only: bool,
+) -> Result<(SymbolTable, Origin)> {
     if user_only {
-        if let Err(ksymwatch_symbols::Error::ZeroedAddresses { .. }) = read_through(false) {
+        if let Err(ksymwatch_symbols::Error::ZeroedAddresses { .. }) =
+            running_kallsyms(search, false)
+        {
             return Ok((SymbolTable::new(Vec::new(), false), Origin::Parsed));
         }
     }
-    read_through(symbols.symbol_cache).bad_symbols()
+    running_kallsyms(search, cache).bad_symbols()
 }
 
 /// The running kernel's kallsyms, read the first time a kernel frame is named: a watch of a process's
@@ -84,7 +95,11 @@ impl LazyKallsyms {
 
     fn loaded(&self) -> &(SymbolTable, Origin) {
         self.loaded.get_or_init(|| {
-            running_kallsyms(&self.kallsyms, &self.notes, self.cache).unwrap_or_else(|e| {
+            // A search of these two files alone: no distribution file or debuginfod cache is looked at.
+            let mut search = SourceSearch::with_root("/", None);
+            search.kallsyms = self.kallsyms.clone();
+            search.notes = self.notes.clone();
+            running_kallsyms(&search, self.cache).unwrap_or_else(|e| {
                 crate::stderr::line(format_args!(
                     "ksymwatch: warning: kernel frames stay unnamed: {}",
                     Advised(e)
@@ -363,7 +378,7 @@ impl FileSymbols {
         if !force {
             resolver.check(MismatchPolicy::Refuse).bad_symbols()?;
         }
-        let running = match running_kallsyms(&search.kallsyms, &search.notes, cache) {
+        let running = match running_kallsyms(search, cache) {
             // Unreadable kallsyms costs only call-chain names (see `chains`); a device or FIFO named as
             // kallsyms is a mistake on the command line.
             Err(e) if e.is_wrong_file() => return Err(e).bad_symbols(),

@@ -3,7 +3,7 @@
 //!
 //! **Key.** A cached table is used only for the kernel and module set it was read from: the boot id
 //! (`/proc/sys/kernel/random/boot_id`, new on every boot, so a new KASLR layout never meets an old table),
-//! the release and build-id, and a hash of `/proc/modules`' names, sizes and load addresses (loading or
+//! the release and build-id (handed in: the caller reads the kernel's notes once for every use), and a hash of `/proc/modules`' names, sizes and load addresses (loading or
 //! unloading a module changes kallsyms; reference counts, which change all the time, are left out). The key
 //! is read *before* kallsyms, so a module loaded meanwhile makes the stored key older than the content and
 //! the next run re-reads, never the other way round.
@@ -32,10 +32,11 @@ use memmap2::MmapOptions;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::buildid::BuildId;
 use crate::columns::Bytes;
 use crate::error::Error;
+use crate::kallsyms;
 use crate::table::SymbolTable;
-use crate::{file, kallsyms};
 
 const MAGIC: &[u8; 8] = b"KSWSYMS\0";
 const VERSION: u32 = 2;
@@ -59,24 +60,20 @@ pub struct CacheKey {
 }
 
 impl CacheKey {
-    /// The running kernel's key; `None` when any part of it cannot be read (then nothing is cached).
-    pub fn running(notes: &Path) -> Option<CacheKey> {
-        CacheKey::read(Path::new("/proc"), notes)
+    /// The running kernel's key, `build_id` being its build-id (`None`: it has none, or its notes could
+    /// not be read); `None` when any other part cannot be read (then nothing is cached).
+    pub fn running(build_id: Option<&BuildId>) -> Option<CacheKey> {
+        CacheKey::read(Path::new("/proc"), build_id)
     }
 
-    /// The key from a `/proc`-like tree (tests use a made-up one).
-    pub fn read(proc_root: &Path, notes: &Path) -> Option<CacheKey> {
+    /// The key from a `/proc`-like tree (tests use a made-up one) and the kernel's build-id.
+    pub fn read(proc_root: &Path, build_id: Option<&BuildId>) -> Option<CacheKey> {
         let line = |p: &str| {
             fs::read_to_string(proc_root.join(p))
                 .ok()
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
         };
-        let build_id = file::running_build_id(notes)
-            .ok()
-            .flatten()
-            .map(|b| b.to_string())
-            .unwrap_or_default();
         // A kernel built without module support has no /proc/modules: its module set never changes.
         let modules = match fs::read_to_string(proc_root.join("modules")) {
             Ok(text) => modules_hash(&text),
@@ -86,7 +83,7 @@ impl CacheKey {
         Some(CacheKey {
             boot_id: line("sys/kernel/random/boot_id")?,
             release: line("sys/kernel/osrelease")?,
-            build_id,
+            build_id: build_id.map(BuildId::to_string).unwrap_or_default(),
             modules,
         })
     }
@@ -211,16 +208,17 @@ fn trusted(meta: &fs::Metadata, dir: bool) -> Option<()> {
 }
 
 /// The running kernel's symbol table from `kallsyms`, through `cache` when one is given: a cached table
-/// for the running kernel's key is used as it is; otherwise kallsyms is parsed and the cache rewritten
-/// (failing to write it costs only the next start-up). Pass a cache only for the real `/proc/kallsyms`.
+/// for the running kernel's key (`build_id` its build-id, as its caller read it once for every use) is used
+/// as it is; otherwise kallsyms is parsed and the cache rewritten (failing to write it costs only the next
+/// start-up). Pass a cache only for the real `/proc/kallsyms`.
 pub fn load_kallsyms(
     kallsyms_path: &Path,
-    notes: &Path,
+    build_id: Option<&BuildId>,
     cache: Option<&SymbolCache>,
 ) -> Result<(SymbolTable, Origin), Error> {
     // One way down: the key (read before kallsyms: see the module docs), the cached table for it, and only
     // without one the parse of kallsyms itself.
-    let key = cache.and_then(|_| CacheKey::running(notes));
+    let key = cache.and_then(|_| CacheKey::running(build_id));
     let cached = cache.zip(key.as_ref()).and_then(|(c, k)| c.load(k));
     if let Some(t) = cached {
         return Ok((t, Origin::Cached));
@@ -683,9 +681,8 @@ ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
         fs::create_dir_all(&d).unwrap();
         fs::write(&ks, TEXT).unwrap();
         let c = SymbolCache::new(d.join("cache"));
-        let notes = d.join("no-notes");
-        let running = CacheKey::running(&notes);
-        let (first, origin) = load_kallsyms(&ks, &notes, Some(&c)).unwrap();
+        let running = CacheKey::running(None);
+        let (first, origin) = load_kallsyms(&ks, None, Some(&c)).unwrap();
         finish_writes();
         assert_eq!(first.len(), 8);
         assert_eq!(origin, Origin::Parsed);
@@ -696,10 +693,10 @@ ffffffffc0003000 t bpf_prog_1234_x\t[bpf]
         // A cached table is used as it is: prove it by caching a different one under the running key.
         let other = kallsyms::from_text("ffffffff81000000 T only_one\n", Path::new("x")).unwrap();
         c.store(&k, &other).unwrap();
-        let (warm, origin) = load_kallsyms(&ks, &notes, Some(&c)).unwrap();
+        let (warm, origin) = load_kallsyms(&ks, None, Some(&c)).unwrap();
         assert_eq!(warm.len(), 1);
         assert_eq!(origin, Origin::Cached);
-        let (bypassed, origin) = load_kallsyms(&ks, &notes, None).unwrap();
+        let (bypassed, origin) = load_kallsyms(&ks, None, None).unwrap();
         assert_eq!(bypassed.len(), 8);
         assert_eq!(origin, Origin::Parsed);
         fs::remove_dir_all(&d).unwrap();

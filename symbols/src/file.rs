@@ -155,17 +155,6 @@ pub fn read_text(path: &Path, role: Role) -> Result<String, Error> {
     })
 }
 
-/// The running kernel's build-id from `/sys/kernel/notes` (or a file in that format). The blob is in the
-/// machine's own byte order, as the kernel writes its own memory out. Only a regular file of at most
-/// [`NOTES_LIMIT`] bytes is read.
-pub fn running_build_id(notes_path: &Path) -> Result<Option<crate::buildid::BuildId>, Error> {
-    let blob = read(notes_path, Role::KernelNotes)?;
-    Ok(crate::buildid::from_notes(
-        &blob,
-        cfg!(target_endian = "little"),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -275,11 +275,11 @@ impl Resolver {
             }
             Source::Vmlinux(p) => {
                 let vm = Vmlinux::open(p)?;
-                let running = match file::running_build_id(&search.notes) {
+                let running = match search.running_build_id() {
                     Err(e) if e.is_wrong_file() => return Err(e),
                     r => r.ok().flatten(),
                 };
-                let mut km = KernelMatch::compare(vm.build_id(), running.as_ref());
+                let mut km = KernelMatch::compare(vm.build_id(), running);
                 let mut kaslr = None;
                 if !km.is_mismatch() {
                     kaslr = vmlinux_kaslr(&vm, &search.kallsyms)?;

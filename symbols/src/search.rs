@@ -8,7 +8,11 @@
 
 use std::io::Read;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
+use crate::buildid::BuildId;
+use crate::error::Error;
+use crate::role::Role;
 use crate::source::Source;
 
 /// The inputs of the source search; [`SourceSearch::system`] fills them for this machine.
@@ -29,6 +33,8 @@ pub struct SourceSearch {
     /// The debuginfod client cache ([`crate::debuginfod`]): a `CACHE/ID/debuginfo` whose build-id is the
     /// running kernel's is used after the distribution files. `None` skips it.
     pub debuginfod_cache: Option<PathBuf>,
+    /// The build-id in `notes`, once read ([`SourceSearch::running_build_id`]).
+    build_id: OnceLock<Option<BuildId>>,
 }
 
 impl SourceSearch {
@@ -56,7 +62,23 @@ impl SourceSearch {
             root,
             release,
             debuginfod_cache: None,
+            build_id: OnceLock::new(),
         }
+    }
+
+    /// The running kernel's build-id, from `notes` (read the first time it is asked, so set `notes`
+    /// before): the one id the source search, the check of a vmlinux against the running kernel, the
+    /// kallsyms cache's key and a debuginfod fetch all go by. A read that fails is not kept: each asker
+    /// gets its error (an unreadable notes file costs only what needs the id).
+    pub fn running_build_id(&self) -> Result<Option<&BuildId>, Error> {
+        if let Some(id) = self.build_id.get() {
+            return Ok(id.as_ref());
+        }
+        // The blob is in the machine's own byte order, as the kernel writes its own memory out. Only a
+        // regular file of at most `NOTES_LIMIT` bytes is read.
+        let blob = crate::file::read(&self.notes, Role::KernelNotes)?;
+        let id = crate::buildid::from_notes(&blob, cfg!(target_endian = "little"));
+        Ok(self.build_id.get_or_init(|| id).as_ref())
     }
 
     /// The distribution places for the running kernel, in search order (existing or not).
@@ -95,8 +117,8 @@ impl SourceSearch {
     /// The running kernel's vmlinux in the debuginfod cache, when its build-id is the one in `notes`.
     pub fn debuginfod_cached(&self) -> Option<PathBuf> {
         let cache = self.debuginfod_cache.as_ref().filter(|c| c.is_dir())?;
-        let id = crate::file::running_build_id(&self.notes).ok().flatten()?;
-        crate::debuginfod::Debuginfod::cached(cache, &id)
+        let id = self.running_build_id().ok().flatten()?;
+        crate::debuginfod::Debuginfod::cached(cache, id)
     }
 }
 
@@ -114,5 +136,34 @@ fn usable(source: &Source) -> bool {
             n > 0 && !crate::sysmap::is_placeholder(&String::from_utf8_lossy(&head[..n]))
         }
         Source::Kallsyms(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::note;
+
+    /// The build-id is read once and kept for every asker; a notes file that cannot be read is asked
+    /// again (and kept once it can be read).
+    #[test]
+    fn the_running_build_id_is_read_once() {
+        let root = std::env::temp_dir().join(format!("ksymwatch-search-id-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let s = SourceSearch::with_root(&root, None);
+        assert!(s.running_build_id().is_err(), "no notes yet");
+        std::fs::create_dir_all(root.join("sys/kernel")).unwrap();
+        std::fs::write(&s.notes, note(b"GNU\0", 3, &[0xab; 20])).unwrap();
+        assert_eq!(
+            s.running_build_id().unwrap().map(BuildId::to_string),
+            Some("ab".repeat(20))
+        );
+        std::fs::write(&s.notes, note(b"GNU\0", 3, &[0xcd; 20])).unwrap();
+        assert_eq!(
+            s.running_build_id().unwrap().map(BuildId::to_string),
+            Some("ab".repeat(20)),
+            "kept from the first read"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -130,7 +130,8 @@ impl Host for RealHost {
         // running kernel's vmlinux from debuginfod where one can be had.
         let file = match picked {
             Source::Kallsyms(_) => {
-                let (table, origin) = symbols::watch_kallsyms(symbols, user_only)?;
+                let (table, origin) =
+                    symbols::watch_kallsyms(search, symbols.symbol_cache, user_only)?;
                 let missing = data_symbols.and_then(|b| debuginfod::missing_data_symbol(&table, b));
                 let Some(name) = missing else {
                     return Ok(KernelFiles::Kallsyms(table, origin));

@@ -477,11 +477,12 @@ fn source_search_uses_a_verified_debuginfod_cache() {
     assert_eq!(s.pick(), Source::Kallsyms(s.kallsyms.clone()));
     s.debuginfod_cache = Some(cache.clone());
     assert_eq!(s.pick(), Source::Vmlinux(slot.join("debuginfo")));
-    // A running kernel of another build does not take that file.
-    let other = s.root.join("sys/kernel/notes");
-    std::fs::write(&other, notes_blob(&[0x42; 20])).unwrap();
-    assert_eq!(s.pick(), Source::Kallsyms(s.kallsyms.clone()));
-    std::fs::write(&other, notes_blob(&id.0)).unwrap();
+    // A running kernel of another build does not take that file. (A search is for one running kernel:
+    // it reads the build-id once.)
+    let notes = notes_blob(&[0x42; 20]);
+    let mut other = search_with(f, "dbgd-other", "ffffffff81000000 T _text\n", Some(&notes));
+    other.debuginfod_cache = Some(cache.clone());
+    assert_eq!(other.pick(), Source::Kallsyms(other.kallsyms.clone()));
     // A distribution file still comes first.
     let map = s.root.join("boot/System.map-6.99.0-test");
     std::fs::create_dir_all(map.parent().unwrap()).unwrap();

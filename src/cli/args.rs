@@ -184,8 +184,10 @@ pub struct WatchArgs {
     /// CAP_PERFMON).
     #[arg(long)]
     pub value: bool,
-    /// Report only hits whose stored value matches EXPR, evaluated in the kernel (a hit that does not match
-    /// costs no sample and no tracer time); implies --value. EXPR compares `value` (this store) or `old`
+    /// Report only hits whose stored value matches EXPR, evaluated in the kernel: the breakpoint's BPF
+    /// program drops a hit that does not match there, so it costs the writer the trap and the program
+    /// (about 15 us), the tracer nothing (no record, no ring space, no wake-up), and is counted as
+    /// `filtered` in the summary; implies --value. EXPR compares `value` (this store) or `old`
     /// (the one before) with a number or each other: `== != < <= > >=`, `&` (any bit set), `changed`,
     /// joined with `&&`, `||` and parentheses; unsigned unless an operand is prefixed `(s)`, e.g.
     /// `value == 0`, `(s)value < 0 && changed`, `value & 0x4`.
@@ -219,7 +221,8 @@ pub struct OutputArgs {
     /// otlpjsonfile receiver reads).
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub format: Option<Format>,
-    /// Write the stream (text, JSON or OTLP) to FILE instead of stdout (with `-- CMD`, stdout is the command's).
+    /// Write the stream (text, JSON or OTLP) to FILE instead of stdout (with `-- CMD`, stdout is the command's;
+    /// `-o -` is stdout).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub stream_file: Option<PathBuf>,
     /// At exit (also on Ctrl-C), unique call chains with counts, most frequent first, and totals by writer
@@ -234,7 +237,7 @@ pub struct OutputArgs {
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
     /// At exit, collapsed stacks (`comm;outer;...;inner count`) for flamegraph.pl or inferno: to stdout
-    /// instead of the stream, or `--folded=FILE`.
+    /// instead of the stream (beside it with `-o FILE`), or `--folded=FILE`.
     #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true, default_missing_value = "-")]
     pub folded: Option<PathBuf>,
     /// No live status line on stderr (shown only when stderr is a terminal and stdout is not, or carries no
@@ -348,6 +351,19 @@ mod tests {
             per_thread.contains("counted as their records arrive"),
             "{per_thread}"
         );
+        // A hit `--if` drops is dropped by the hit program in the kernel: the writer still pays the trap
+        // (it said "costs no sample", as if nothing were paid).
+        let cond = help("if");
+        assert!(
+            cond.contains("the breakpoint's BPF program drops a hit that does not match there")
+                && cond.contains("costs the writer the trap and the program")
+                && cond.contains("`filtered`")
+                && !cond.contains("costs no sample"),
+            "{cond}"
+        );
+        // With `-o FILE` the stream goes there, and `--folded` to stdout beside it.
+        let folded = help("folded");
+        assert!(folded.contains("(beside it with `-o FILE`)"), "{folded}");
         let realtime = help("realtime");
         assert!(
             realtime.contains("SCHED_FIFO") && realtime.contains("`off`"),

@@ -674,6 +674,7 @@ mod tests {
             euid: 0,
             cap_perfmon: true,
             cap_sys_admin: true,
+            cap_bpf: true,
             paranoid: Some(2),
             initial_user_ns: true,
         };

@@ -214,7 +214,9 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> R
         condition: values.condition().cloned(),
         flight: parts.recorder,
         advise: advice::refusal,
-        stream_on_stdout: plan.outputs().stream_file.is_none(),
+        // With `-o FILE`, `--folded`'s stacks are stdout's: their reader gone, they cannot be delivered.
+        stream_on_stdout: plan.outputs().stream_file.is_none()
+            || plan.outputs().folded == Some(crate::config::plan::FoldedTo::Stdout),
     };
     // `armed` goes out the moment every breakpoint is enabled; the session learns every live task's name
     // right after (a script starts its workload on that line: a task the scan misses is one that started

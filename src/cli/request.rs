@@ -41,7 +41,8 @@ fn outputs(a: OutputArgs) -> OutputRequest {
     OutputRequest {
         json: a.json,
         format: a.format,
-        stream_file: a.stream_file,
+        // `-o -` is stdout, as `--control -` is stdin (it wrote a file named `-`).
+        stream_file: a.stream_file.filter(|p| p.as_os_str() != "-"),
         summary: a.summary,
         quiet: a.quiet,
         top: a.top,

@@ -92,7 +92,7 @@ impl Flight {
             }
             (Some(n), false) => n,
         };
-        if output.quiet || output.folded_to_stdout() {
+        if output.quiet || (output.folded_to_stdout() && output.stream_file.is_none()) {
             let flag = if output.quiet { "--quiet" } else { "--folded" };
             return Err(Error::usage(format!(
                 "--last prints its hits in the stream, which {flag} turns off; drop {flag} (or use \

@@ -56,6 +56,13 @@ pub struct PerCpu {
 }
 
 impl Watch {
+    /// Whether a BPF program can read the watched bytes at a trap taken in user space: not for a
+    /// read-write watch of a user address, where the breakpoint is still armed while the program runs and
+    /// its own read would trap again. `--if` is decided on those bytes.
+    pub fn kernel_reads_at_user_traps(&self) -> bool {
+        self.access == Access::Write || self.addr >= 1 << 63
+    }
+
     /// Where the breakpoint on `cpu` goes: `addr`, or for a per-CPU variable the copy that CPU watches;
     /// `None` while that CPU's per-CPU base is unknown.
     pub fn addr_on(&self, cpu: u32) -> Option<u64> {

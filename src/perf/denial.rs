@@ -1,8 +1,10 @@
 //! Which of the kernel's rules refused a breakpoint with EPERM or EACCES, and how to say so: a pure
-//! function of the errno, the kind of address (x86-64's kernel or user half), the process's capabilities
-//! (CAP_SYS_ADMIN, CAP_PERFMON, counted only in the initial user namespace), kernel.perf_event_paranoid and
-//! whether the event is CPU-wide or bound to one thread, so that every combination is tested without a
-//! kernel. [`crate::perf::refusal`] gathers those facts and uses the wording.
+//! function of the errno, the kind of address (x86-64's kernel or user half), the process's
+//! [`Credentials`] (root or not, CAP_SYS_ADMIN, CAP_PERFMON, counted only in the initial user namespace,
+//! kernel.perf_event_paranoid) and whether the event is CPU-wide or bound to one thread, so that every
+//! combination is tested without a kernel. Root refused for a missing capability is root whose
+//! capabilities were dropped (capsh, a service's or a container's capability set): it is told which one
+//! to keep, not to run as root. [`crate::perf::refusal`] gathers those facts and uses the wording.
 //!
 //! What the kernel checks, in order (kernel/events/core.c `perf_event_open`, kernel/events/hw_breakpoint.c
 //! `hw_breakpoint_parse`, arch/x86/kernel/hw_breakpoint.c `arch_check_bp_in_kernelspace`):
@@ -52,35 +54,11 @@ pub enum Scope {
     Thread,
 }
 
-/// What the kernel's permission checks look at in the process that opens the event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Credentials {
-    /// CAP_SYS_ADMIN in the effective set.
-    pub cap_sys_admin: bool,
-    /// CAP_PERFMON in the effective set.
-    pub cap_perfmon: bool,
-    /// The process is in the initial user namespace: only there do its capabilities count for the
-    /// kernel's `capable()`.
-    pub initial_user_ns: bool,
-    /// kernel.perf_event_paranoid, if readable.
-    pub paranoid: Option<i32>,
-}
+pub use crate::perf::credentials::Credentials;
 
-impl Credentials {
-    /// `capable(CAP_SYS_ADMIN)`: what a kernel-space breakpoint needs.
-    fn admin(&self) -> bool {
-        self.cap_sys_admin && self.initial_user_ns
-    }
-
-    /// `perfmon_capable()`: what a CPU-wide event needs when perf_event_paranoid does not allow it.
-    fn perfmon(&self) -> bool {
-        (self.cap_perfmon || self.cap_sys_admin) && self.initial_user_ns
-    }
-
-    /// The kernel's perf checks let this process open a CPU-wide event that counts the kernel.
-    fn cpu_wide_allowed(&self) -> bool {
-        self.perfmon() || self.paranoid.is_some_and(|p| p < 0)
-    }
+/// The kernel's perf checks let a process with `creds` open a CPU-wide event that counts the kernel.
+fn cpu_wide_allowed(creds: &Credentials) -> bool {
+    creds.perfmon() || creds.paranoid.is_some_and(|p| p < 0)
 }
 
 /// Why the kernel said EPERM or EACCES to a breakpoint.
@@ -126,7 +104,7 @@ pub fn classify(
         Some(AddressKind::Kernel) if !creds.admin() => Denial::NeedsCapSysAdmin,
         Some(AddressKind::Kernel) if errno == libc::EPERM => Denial::KernelBreakpointsRefused,
         Some(AddressKind::Kernel) => Denial::RefusedByPolicy,
-        _ if scope == Scope::Cpu && creds.cpu_wide_allowed() => Denial::RefusedByPolicy,
+        _ if scope == Scope::Cpu && cpu_wide_allowed(creds) => Denial::RefusedByPolicy,
         _ => Denial::NotPermitted,
     })
 }
@@ -181,20 +159,32 @@ pub fn word(r: &Refused<'_>) -> Option<Worded> {
                  e.g. `{USER_SPACE_EXAMPLE}`"
             ),
         ),
-        Denial::NeedsCapSysAdmin => (
-            format!(
-                "{who}: not permitted to set a breakpoint on kernel address {at} ({err}): kernel \
-                 addresses need CAP_SYS_ADMIN (CAP_PERFMON is not enough), {}",
-                if r.creds.cap_sys_admin {
-                    "which counts only in the initial user namespace, and this process holds it in a \
-                     user namespace of its own (a container)"
-                } else {
-                    "which this process does not have"
-                }
-            ),
-            "run as root with CAP_SYS_ADMIN; user-space watches (`-p PID`, `-- CMD`) do not need it"
-                .to_string(),
-        ),
+        Denial::NeedsCapSysAdmin => {
+            let creds = &r.creds;
+            let why = if creds.cap_sys_admin {
+                "which counts only in the initial user namespace, and this process holds it in a user \
+                 namespace of its own (a container)"
+            } else if creds.host_root() {
+                "which this process does not have: it runs as root, but without CAP_SYS_ADMIN in its \
+                 effective capabilities (dropped by capsh, or a service's or a container's capability set)"
+            } else {
+                "which this process does not have"
+            };
+            let remedy = if !creds.initial_user_ns {
+                "run it on the host (in the initial user namespace) with CAP_SYS_ADMIN"
+            } else if creds.host_root() {
+                "run it with CAP_SYS_ADMIN kept"
+            } else {
+                "run as root with CAP_SYS_ADMIN"
+            };
+            (
+                format!(
+                    "{who}: not permitted to set a breakpoint on kernel address {at} ({err}): kernel \
+                     addresses need CAP_SYS_ADMIN (CAP_PERFMON is not enough), {why}"
+                ),
+                format!("{remedy}; user-space watches (`-p PID`, `-- CMD`) do not need it"),
+            )
+        }
         Denial::RefusedByPolicy => {
             let held = if r.creds.admin() {
                 "CAP_SYS_ADMIN"
@@ -224,12 +214,22 @@ pub fn word(r: &Refused<'_>) -> Option<Worded> {
             } else {
                 ""
             };
+            // Root without CAP_PERFMON and CAP_SYS_ADMIN had them dropped: running as root is what it
+            // already does.
+            let dropped = r.creds.host_root() && !r.creds.perfmon();
+            let grant = if dropped {
+                "this process runs as root, but without CAP_PERFMON or CAP_SYS_ADMIN in its effective \
+                 capabilities (dropped by capsh, or a service's or a container's capability set): run it \
+                 with CAP_PERFMON kept"
+            } else {
+                "run as root or grant CAP_PERFMON"
+            };
             match r.scope {
                 Scope::Cpu => (
                     format!("{who}: not permitted to open a system-wide breakpoint ({err}){elsewhere}"),
                     format!(
-                        "run as root or grant CAP_PERFMON (kernel.perf_event_paranoid is {paranoid}; \
-                         system-wide events need -1 or CAP_PERFMON)"
+                        "{grant} (kernel.perf_event_paranoid is {paranoid}; system-wide events need -1 \
+                         or CAP_PERFMON)"
                     ),
                 ),
                 Scope::Thread => (
@@ -237,10 +237,14 @@ pub fn word(r: &Refused<'_>) -> Option<Worded> {
                         "{who}: not permitted to watch this thread ({err}; kernel.perf_event_paranoid is \
                          {paranoid}){elsewhere}"
                     ),
-                    "a user may watch only their own processes, from user space, with \
-                     perf_event_paranoid 2 or less; run as root or grant CAP_PERFMON, and check \
-                     kernel.yama.ptrace_scope"
-                        .to_string(),
+                    if dropped {
+                        format!("{grant}, and check kernel.yama.ptrace_scope")
+                    } else {
+                        "a user may watch only their own processes, from user space, with \
+                         perf_event_paranoid 2 or less; run as root or grant CAP_PERFMON, and check \
+                         kernel.yama.ptrace_scope"
+                            .to_string()
+                    },
                 ),
             }
         }
@@ -359,6 +363,21 @@ mod tests {
                 );
                 assert!(w.remedy.contains("user-space watches"), "{ctx}");
                 assert!(!line.contains("grant CAP_PERFMON"), "{ctx}");
+                // Root on the host lacks it only because it was dropped: told to keep it, never to run
+                // as root; a container's root is sent to the host.
+                let dropped = c.creds.root && c.creds.initial_user_ns && !c.creds.cap_sys_admin;
+                assert_eq!(
+                    line.contains(
+                        "runs as root, but without CAP_SYS_ADMIN in its effective capabilities"
+                    ) && w.remedy.starts_with("run it with CAP_SYS_ADMIN kept;"),
+                    dropped,
+                    "{ctx}"
+                );
+                assert_eq!(
+                    line.contains("run as root"),
+                    !dropped && c.creds.initial_user_ns,
+                    "{ctx}"
+                );
             }
             Denial::RefusedByPolicy => {
                 assert!(
@@ -371,11 +390,25 @@ mod tests {
             }
             Denial::NotPermitted => {
                 let paranoid = c.creds.paranoid.map_or("unknown".into(), |p| p.to_string());
+                // Root on the host without CAP_PERFMON (or CAP_SYS_ADMIN) had them dropped: it is told
+                // to keep CAP_PERFMON; everyone else gets the privilege advice as before.
+                let dropped = c.creds.root
+                    && c.creds.initial_user_ns
+                    && !c.creds.cap_perfmon
+                    && !c.creds.cap_sys_admin;
+                let advice = if dropped {
+                    "runs as root, but without CAP_PERFMON or CAP_SYS_ADMIN in its effective \
+                     capabilities (dropped by capsh, or a service's or a container's capability set): \
+                     run it with CAP_PERFMON kept"
+                } else {
+                    "run as root or grant CAP_PERFMON"
+                };
                 assert!(
                     line.contains(&format!("perf_event_paranoid is {paranoid}"))
-                        && line.contains("run as root or grant CAP_PERFMON"),
-                    "the privilege advice as before: {ctx}"
+                        && line.contains(advice),
+                    "the privilege advice: {ctx}"
                 );
+                assert_eq!(line.contains("run as root"), !dropped, "{ctx}");
                 let thread = line.contains("not permitted to watch this thread");
                 assert_eq!(thread, c.scope == Scope::Thread, "{ctx}");
                 assert_eq!(
@@ -389,14 +422,14 @@ mod tests {
     }
 
     /// Every combination: errnos (the two permission ones and two others), kernel, user and unknown
-    /// addresses, both scopes, every set of the two capabilities, in or out of the initial user namespace,
-    /// and paranoid levels from -1 to 4 and unreadable.
+    /// addresses, both scopes, every set of the two capabilities, root or not, in or out of the initial
+    /// user namespace, and paranoid levels from -1 to 4 and unreadable.
     fn combinations() -> Vec<Refused<'static>> {
         let mut all = Vec::new();
         for errno in [libc::EPERM, libc::EACCES, libc::EINVAL, libc::ENOSPC] {
             for bp in [Some(KERNEL), Some(USER), None] {
                 for scope in [Scope::Cpu, Scope::Thread] {
-                    for bits in 0..8u8 {
+                    for bits in 0..16u8 {
                         for paranoid in
                             [None, Some(-1), Some(0), Some(1), Some(2), Some(3), Some(4)]
                         {
@@ -410,8 +443,10 @@ mod tests {
                                 bp,
                                 scope,
                                 creds: Credentials {
+                                    root: bits & 8 != 0,
                                     cap_sys_admin: bits & 1 != 0,
                                     cap_perfmon: bits & 2 != 0,
+                                    cap_bpf: false,
                                     initial_user_ns: bits & 4 != 0,
                                     paranoid,
                                 },
@@ -424,12 +459,14 @@ mod tests {
         all
     }
 
-    /// The three cases the issue names, as whole lines.
+    /// The cases the issues name, as whole lines.
     #[test]
     fn the_named_cases_read_in_full() {
         let root = Credentials {
+            root: true,
             cap_sys_admin: true,
             cap_perfmon: true,
+            cap_bpf: true,
             initial_user_ns: true,
             paranoid: Some(2),
         };
@@ -449,7 +486,9 @@ mod tests {
              (`-p PID`, `-- CMD`, or a process's address system-wide), e.g. `ksymwatch write my_global -- \
              ./my_program`"
         );
+        // A user without CAP_SYS_ADMIN is told to run as root with it.
         let no_admin = Credentials {
+            root: false,
             cap_sys_admin: false,
             ..root
         };
@@ -461,9 +500,25 @@ mod tests {
              which this process does not have; run as root with CAP_SYS_ADMIN; user-space watches (`-p \
              PID`, `-- CMD`) do not need it"
         );
+        // Root whose CAP_SYS_ADMIN was dropped (`capsh --drop=cap_sys_admin`) is told to keep it.
+        let dropped = Credentials {
+            cap_sys_admin: false,
+            ..root
+        };
+        let w = word(&r(KERNEL, dropped)).unwrap();
+        assert_eq!(
+            format!("{}; {}", w.what, w.remedy),
+            "cpu 0: not permitted to set a breakpoint on kernel address 0xffffffff82e03e00 (Operation not \
+             permitted (os error 1)): kernel addresses need CAP_SYS_ADMIN (CAP_PERFMON is not enough), \
+             which this process does not have: it runs as root, but without CAP_SYS_ADMIN in its \
+             effective capabilities (dropped by capsh, or a service's or a container's capability set); \
+             run it with CAP_SYS_ADMIN kept; user-space watches (`-p PID`, `-- CMD`) do not need it"
+        );
         let nobody = Credentials {
+            root: false,
             cap_sys_admin: false,
             cap_perfmon: false,
+            cap_bpf: false,
             initial_user_ns: true,
             paranoid: Some(2),
         };
@@ -473,6 +528,22 @@ mod tests {
             "cpu 0: not permitted to open a system-wide breakpoint (Operation not permitted (os error 1)); \
              run as root or grant CAP_PERFMON (kernel.perf_event_paranoid is 2; system-wide events need \
              -1 or CAP_PERFMON)"
+        );
+        // Root without CAP_PERFMON and CAP_SYS_ADMIN (`capsh --drop=cap_perfmon,cap_sys_admin`).
+        let w = word(&r(
+            USER,
+            Credentials {
+                root: true,
+                ..nobody
+            },
+        ))
+        .unwrap();
+        assert_eq!(
+            format!("{}; {}", w.what, w.remedy),
+            "cpu 0: not permitted to open a system-wide breakpoint (Operation not permitted (os error 1)); \
+             this process runs as root, but without CAP_PERFMON or CAP_SYS_ADMIN in its effective \
+             capabilities (dropped by capsh, or a service's or a container's capability set): run it with \
+             CAP_PERFMON kept (kernel.perf_event_paranoid is 2; system-wide events need -1 or CAP_PERFMON)"
         );
     }
 }

@@ -1,10 +1,10 @@
 //! Whether this process may open system-wide perf events, decided up front so that an unprivileged user
 //! gets the one message that matters (root or CAP_PERFMON, and the paranoid level) instead of an error about
 //! kallsyms addresses being hidden from them. The kernel remains the judge: an open can still fail later.
-//! It also gives [`crate::perf::denial`] what the kernel checks when it refuses a breakpoint
-//! ([`Privilege::credentials`]).
+//! It also gives [`crate::perf::denial`] and [`crate::perf::bpf::refused`] what the kernel checks when it
+//! refuses a breakpoint or a BPF program ([`Privilege::credentials`]).
 
-use crate::perf::denial::Credentials;
+use crate::perf::credentials::Credentials;
 
 /// CAP_SYS_ADMIN, CAP_PERFMON and CAP_BPF bit numbers (linux/capability.h).
 pub(crate) const CAP_SYS_ADMIN: u32 = 21;
@@ -27,6 +27,7 @@ pub struct Privilege {
     pub euid: u32,
     pub cap_perfmon: bool,
     pub cap_sys_admin: bool,
+    pub cap_bpf: bool,
     /// kernel.perf_event_paranoid, if readable.
     pub paranoid: Option<i32>,
     /// This process is in the initial user namespace, the only one whose capabilities the kernel's
@@ -67,6 +68,7 @@ impl Privilege {
             euid: crate::perf::sys::geteuid(),
             cap_perfmon: cap_eff & (1 << CAP_PERFMON) != 0,
             cap_sys_admin: cap_eff & (1 << CAP_SYS_ADMIN) != 0,
+            cap_bpf: cap_eff & (1 << CAP_BPF) != 0,
             paranoid: std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
                 .ok()
                 .and_then(|s| s.trim().parse().ok()),
@@ -74,11 +76,13 @@ impl Privilege {
         }
     }
 
-    /// What the kernel's breakpoint checks look at in this process.
+    /// What the kernel's breakpoint and BPF checks look at in this process.
     pub fn credentials(&self) -> Credentials {
         Credentials {
+            root: self.euid == 0,
             cap_sys_admin: self.cap_sys_admin,
             cap_perfmon: self.cap_perfmon,
+            cap_bpf: self.cap_bpf,
             initial_user_ns: self.initial_user_ns,
             paranoid: self.paranoid,
         }
@@ -96,11 +100,22 @@ impl Privilege {
         if self.cap_perfmon || self.cap_sys_admin || self.paranoid.is_some_and(|p| p < 0) {
             return Ok(());
         }
+        let paranoid = self
+            .paranoid
+            .map_or("unreadable".to_string(), |p| p.to_string());
+        if self.euid == 0 {
+            // Root without them had them dropped: running as root is what it already does.
+            return Err(format!(
+                "system-wide breakpoints need CAP_PERFMON (or CAP_SYS_ADMIN), and this process runs as root \
+                 but without either in its effective capabilities (dropped by capsh, or a service's or a \
+                 container's capability set; kernel.perf_event_paranoid is {paranoid}); run it with \
+                 CAP_PERFMON kept, or set perf_event_paranoid to -1"
+            ));
+        }
         Err(format!(
-            "system-wide breakpoints need root or CAP_PERFMON (running as uid {}, kernel.perf_event_paranoid is {}); \
+            "system-wide breakpoints need root or CAP_PERFMON (running as uid {}, kernel.perf_event_paranoid is {paranoid}); \
              run with sudo, grant CAP_PERFMON (setcap cap_perfmon+ep), or set perf_event_paranoid to -1",
             self.euid,
-            self.paranoid.map_or("unreadable".to_string(), |p| p.to_string())
         ))
     }
 }
@@ -114,6 +129,7 @@ mod tests {
             euid: 65534,
             cap_perfmon: perfmon,
             cap_sys_admin: admin,
+            cap_bpf: false,
             paranoid,
             initial_user_ns: true,
         }
@@ -146,6 +162,19 @@ mod tests {
             e.contains("CAP_PERFMON")
                 && e.contains("perf_event_paranoid is 2")
                 && e.contains("uid 65534"),
+            "{e}"
+        );
+        // Root whose CAP_PERFMON and CAP_SYS_ADMIN were dropped is told which to keep, not to use sudo.
+        let dropped = Privilege {
+            euid: 0,
+            ..p(false, false, Some(2))
+        };
+        let e = dropped.system_wide().unwrap_err();
+        assert!(
+            e.contains("runs as root but without either")
+                && e.contains("run it with CAP_PERFMON kept")
+                && e.contains("perf_event_paranoid is 2")
+                && !e.contains("sudo"),
             "{e}"
         );
     }

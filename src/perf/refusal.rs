@@ -422,8 +422,10 @@ mod tests {
     }
 
     const ROOT: Credentials = Credentials {
+        root: true,
         cap_sys_admin: true,
         cap_perfmon: true,
+        cap_bpf: true,
         initial_user_ns: true,
         paranoid: Some(2),
     };
@@ -547,8 +549,10 @@ mod tests {
             ..refused(Stage::Open, libc::EACCES)
         };
         let nobody = Credentials {
+            root: false,
             cap_sys_admin: false,
             cap_perfmon: false,
+            cap_bpf: false,
             initial_user_ns: true,
             paranoid: Some(2),
         };

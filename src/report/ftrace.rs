@@ -448,17 +448,18 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 "# object #{index} 0x{addr:x} freed at {t} after {hits} hit{}",
                 if *hits == 1 { "" } else { "s" }
             ),
-            StreamEvent::Dump { trigger, hits } => {
+            StreamEvent::Dump {
+                trigger,
+                hits,
+                no_hit_yet,
+            } => {
                 let then = if matches!(trigger, DumpTrigger::Hit { .. }) {
                     ", then it"
                 } else {
                     ""
                 };
-                writeln!(
-                    self.out,
-                    "# dump at {t}: {trigger}; the last {hits} hit{}{then}",
-                    if *hits == 1 { "" } else { "s" }
-                )
+                let kept = super::dumped_hits(trigger, *hits, *no_hit_yet);
+                writeln!(self.out, "# dump at {t}: {trigger}; {kept}{then}")
             }
         }
     }

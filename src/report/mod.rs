@@ -249,11 +249,28 @@ pub enum StreamEvent {
         hits: u64,
     },
     /// `--last`: a `--dump-on` trigger fired (at the event's time); the `hits` kept hits follow, oldest
-    /// first, then for a hit trigger the hit that fired it.
+    /// first, then for a hit trigger the hit that fired it. `no_hit_yet`: none had come before it (a
+    /// tracepoint or a signal before the first hit), as opposed to none since the last dump.
     Dump {
         trigger: DumpTrigger,
         hits: usize,
+        no_hit_yet: bool,
     },
+}
+
+/// How a dump's heading counts the hits that follow it (`the last 3 hits`): `hits` of them, or none
+/// because no hit had come before the trigger (`no_hit_yet`) or none since the last dump. A hit
+/// trigger's own hit is not among them.
+pub fn dumped_hits(trigger: &DumpTrigger, hits: usize, no_hit_yet: bool) -> String {
+    match (hits, no_hit_yet) {
+        (0, true) if matches!(trigger, DumpTrigger::Hit { .. }) => {
+            "no hit had come before it".into()
+        }
+        (0, true) => "no hit had come yet".into(),
+        (0, false) => "no hit since the last dump".into(),
+        (1, _) => "the last 1 hit".into(),
+        (n, _) => format!("the last {n} hits"),
+    }
 }
 
 /// `--on`'s books: what became of the objects the source handed over. Its counts are the JSON summary's

@@ -220,7 +220,14 @@ fn event_body(e: &StreamEvent) -> String {
         StreamEvent::ObjectFreed { index, addr, hits } => {
             format!("object #{index} 0x{addr:x} freed after {hits} hits")
         }
-        StreamEvent::Dump { trigger, hits } => format!("dump: {trigger}; the last {hits} hits"),
+        StreamEvent::Dump {
+            trigger,
+            hits,
+            no_hit_yet,
+        } => format!(
+            "dump: {trigger}; {}",
+            super::dumped_hits(trigger, *hits, *no_hit_yet)
+        ),
         _ => e.control_text().unwrap_or_default(),
     }
 }

@@ -676,13 +676,28 @@ fn forget(ev: &CpuEvent, epoll: &Epoll, sorter: &mut Sorter) {
 /// The watched range in process `pid` now: `len` (1, 2, 4 or 8) bytes at `addr` as a little-endian
 /// integer, with one `process_vm_readv`. A short read or an error (ESRCH: the process is gone; EFAULT: the
 /// page is) is [`Value::Unreadable`], never an error of the session.
+///
+/// A process whose main thread alone has exited has no memory to read through its pid (its leader is a
+/// zombie): it is read through another of its threads, found in `/proc/PID/task`, when the pid's read
+/// fails.
 pub(crate) fn read_value(pid: u32, addr: u64, len: u8) -> Value {
     let mut buf = [0u8; 8];
     let len = usize::from(len).min(buf.len());
-    match sys::process_vm_read(pid, addr, &mut buf[..len]) {
-        Ok(n) if n == len => Value::Read(u64::from_le_bytes(buf)),
-        _ => Value::Unreadable,
+    let mut read =
+        |from: u32| matches!(sys::process_vm_read(from, addr, &mut buf[..len]), Ok(n) if n == len);
+    if read(pid) || other_thread(pid).is_some_and(&mut read) {
+        Value::Read(u64::from_le_bytes(buf))
+    } else {
+        Value::Unreadable
     }
+}
+
+/// A thread of process `pid` other than its leader, if it has one.
+fn other_thread(pid: u32) -> Option<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|&tid| tid != pid)
 }
 
 /// What the decoders of one CPU and watch's rings write to in one pass over them: the merge, and what a

@@ -78,6 +78,9 @@ pub struct Recorder {
     kept: VecDeque<Kept>,
     conditions: Vec<Condition>,
     tracepoints: Vec<Box<dyn Fires>>,
+    /// The time of the first hit recorded or that fired a dump: a dump before it says that no hit had
+    /// come yet, not that the last 0 hits follow.
+    first_hit: Option<u64>,
     /// The last handles made, reused while hits repeat them.
     comm: Option<Rc<str>>,
     watch: Option<Rc<Watch>>,
@@ -104,6 +107,7 @@ impl Recorder {
             kept: VecDeque::with_capacity(flight.last.min(INITIAL_CAPACITY)),
             conditions: flight.conditions().cloned().collect(),
             tracepoints,
+            first_hit: None,
             comm: None,
             watch: None,
             cgroup: None,
@@ -142,13 +146,20 @@ impl Recorder {
             }
             Some(trigger) => {
                 self.dump(out, trigger, hit.sample.time, None)?;
+                self.seen(hit.sample.time);
                 out.hit(hit)
             }
         }
     }
 
+    /// Notes a hit at `time`, for [`Recorder::dump`]'s "no hit had come yet".
+    fn seen(&mut self, time: u64) {
+        self.first_hit = Some(self.first_hit.map_or(time, |f| f.min(time)));
+    }
+
     /// Keeps `hit` (named as `chain`), forgetting the oldest kept hit when N are kept.
     fn record(&mut self, hit: &Hit<'_>, chain: Rc<NamedChain>) {
+        self.seen(hit.sample.time);
         let comm = match &self.comm {
             Some(c) if **c == *hit.comm => Rc::clone(c),
             _ => {
@@ -210,7 +221,16 @@ impl Recorder {
             Some(t) => self.kept.partition_point(|k| k.sample.time <= t),
             None => self.kept.len(),
         };
-        out.event(&StreamEvent::Dump { trigger, hits: n }, time_ns)?;
+        // A hit recorded after a tracepoint fired (read a little later) had not come when it fired.
+        let no_hit_yet = self
+            .first_hit
+            .is_none_or(|first| until.is_some_and(|t| first > t));
+        let dump = StreamEvent::Dump {
+            trigger,
+            hits: n,
+            no_hit_yet,
+        };
+        out.event(&dump, time_ns)?;
         for k in self.kept.drain(..n) {
             out.hit(&k.hit())?;
         }
@@ -412,20 +432,70 @@ mod tests {
         );
     }
 
+    /// A dump before the first hit says that no hit had come yet (it said "the last 0 hits"); one after
+    /// a dump emptied the buffer, that none came since.
     #[test]
     fn an_empty_buffer_dumps_its_heading_alone() {
         let mut rec = recorder(10, &[]);
         let mut out = Ftrace::new(Vec::new(), Vec::new());
         rec.dump(&mut out, DumpTrigger::Signal, 1_000_000, None)
             .unwrap();
-        assert_eq!(text(out), "# dump at 0.001000: SIGUSR1; the last 0 hits\n");
+        assert_eq!(
+            text(out),
+            "# dump at 0.001000: SIGUSR1; no hit had come yet\n"
+        );
         // A trigger on the very first hit: the heading, then that hit.
         let mut rec = recorder(10, &["value == 1"]);
         let mut out = Ftrace::new(Vec::new(), Vec::new());
         offer_values(&mut rec, &mut out, [1]);
         let t = text(out);
-        assert!(t.contains("the last 0 hits, then it\n"), "{t}");
+        assert!(t.contains("; no hit had come before it, then it\n"), "{t}");
         assert_eq!(values(&t), ["0x1"]);
+        // After a dump took every kept hit: none since.
+        let mut rec = recorder(10, &[]);
+        let mut out = Ftrace::new(Vec::new(), Vec::new());
+        offer_values(&mut rec, &mut out, [1, 2]);
+        rec.dump(&mut out, DumpTrigger::Signal, 5_000_000, None)
+            .unwrap();
+        rec.dump(&mut out, DumpTrigger::Signal, 6_000_000, None)
+            .unwrap();
+        let t = text(out);
+        assert!(t.contains("; the last 2 hits\n"), "{t}");
+        assert!(t.ends_with("SIGUSR1; no hit since the last dump\n"), "{t}");
+    }
+
+    /// A tracepoint that fired before the first hit (the hits read after it came later): its dump says no
+    /// hit had come yet, in text and JSON, and the later hits stay kept.
+    #[test]
+    fn a_tracepoint_before_the_first_hit_says_no_hit_had_come() {
+        let trigger = || DumpTrigger::Tracepoint {
+            name: "error_report:error_report_end".into(),
+            cpu: 0,
+        };
+        let mut rec = recorder(10, &[]);
+        let mut out = Ftrace::new(Vec::new(), Vec::new());
+        offer_values(&mut rec, &mut out, 1..=2);
+        rec.dump(&mut out, trigger(), 500_000, Some(500_000))
+            .unwrap();
+        assert_eq!(
+            text(out),
+            "# dump at 0.000500: tracepoint error_report:error_report_end fired on cpu 0; no hit had \
+             come yet\n"
+        );
+        let mut json = Json::new(Vec::new(), Vec::new());
+        rec.dump(&mut json, trigger(), 500_000, Some(500_000))
+            .unwrap();
+        rec.dump(&mut json, DumpTrigger::Signal, 9_000_000, None)
+            .unwrap();
+        let ndjson = String::from_utf8(json.into_inner().0).unwrap();
+        let records: Vec<serde_json::Value> = ndjson
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(records[0]["hits"], 0, "{ndjson}");
+        assert_eq!(records[0]["no_hit_yet"], true, "{ndjson}");
+        assert_eq!(records[1]["hits"], 2, "the later hits stayed: {ndjson}");
+        assert!(records[1].get("no_hit_yet").is_none(), "{ndjson}");
     }
 
     /// A tracepoint dump prints the hits up to its firing; those recorded after it stay for the next one.

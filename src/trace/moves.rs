@@ -304,11 +304,12 @@ mod tests {
 
     /// [`moves`], steering target `steers`.
     fn moves_steering(text: &str, epoll: &impl Poll, steers: usize) -> Moves<'static> {
-        let path = std::env::temp_dir().join(format!(
-            "ksymwatch-moves-{}-{}",
-            std::process::id(),
-            text.len()
-        ));
+        // One file per call: tests run in parallel, and two texts of one length raced for one name (one
+        // test removed the file another was about to open).
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("ksymwatch-moves-{}-{call}", std::process::id()));
         std::fs::write(&path, text).unwrap();
         let file = std::fs::File::open(&path).unwrap();
         std::fs::remove_file(&path).unwrap();

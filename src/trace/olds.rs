@@ -130,6 +130,11 @@ impl Olds {
         Value::Written { value, old, from }
     }
 
+    /// `--if`'s condition, as the kernel decides it.
+    pub fn condition(&self) -> Option<&Condition> {
+        self.condition.as_ref()
+    }
+
     /// Target `index` moved: its next hit has no `old` (the kernel's is emptied too).
     pub fn forget(&mut self, index: usize) {
         self.last.retain(|&(i, _), _| i != index);

@@ -7,7 +7,10 @@
 //!
 //! Only a pipe or a socket has a reader that can go away; a regular file or a terminal is not followed
 //! (and epoll refuses a regular file). Nor is an `-o FILE` stream (a FIFO given as `-o` included): a
-//! write there still ends the run when its reader is gone, as before.
+//! write there still ends the run when its reader is gone, as before. `--folded` on stdout beside an
+//! `-o FILE` stream is followed: its stacks are written at the end, but the pipe reports its reader gone
+//! the moment it goes, and a report that can no longer be delivered is no reason to keep the breakpoints
+//! (the run ends as without `-o`, and the file keeps the stream up to then).
 
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -40,8 +43,8 @@ impl Kind {
     }
 }
 
-/// Follows `out` (stdout) in `poll` under `token`, for its hang-up only, when the stream goes there
-/// (`stream_here`) and `mode` (its `fstat`) says it is a pipe or a socket. Whether it is followed. Not
+/// Follows `out` (stdout) in `poll` under `token`, for its hang-up only, when the stream or `--folded`'s
+/// stacks go there (`stream_here`) and `mode` (its `fstat`) says it is a pipe or a socket. Whether it is followed. Not
 /// being able to follow it is no error: a write there still finds its reader gone.
 pub fn follow(
     stream_here: bool,

@@ -80,7 +80,8 @@ pub struct Setup<'a> {
     /// Words a refusal to arm or enable while running (a CPU that came online, `--control on`) as the
     /// user reads it: the command line's layer names the option behind each remedy.
     pub advise: fn(&Refusal) -> String,
-    /// The stream goes to stdout (no `-o FILE`): its reader going away ends the run ([`reader`]).
+    /// stdout carries a product (the stream, with no `-o FILE`; or `--folded`'s stacks): its reader going
+    /// away ends the run ([`reader`]).
     pub stream_on_stdout: bool,
 }
 
@@ -192,9 +193,12 @@ impl<'a, O: Output> Session<'a, O> {
             sys::pidfd_open,
         )?;
         let mut olds = Olds::new(condition, kernel_drops);
-        if matches!(scope, Scope::Processes(_)) && hits.is_some_and(|h| h.written) {
+        if matches!(scope, Scope::Processes(_) | Scope::Launched(_))
+            && hits.is_some_and(|h| h.written)
+        {
             // What each watched range holds now, the events armed: a store narrower than the watch is laid
-            // over it where the program does not read the range at the trap (a read-write watch).
+            // over it where the program does not read the range at the trap (a read-write watch). A
+            // launched command is still stopped at its exec here: its range as the program starts.
             olds.seed_from(watches, &scope.pids(), &ProcessMemory);
         }
         let slack = match hits {
@@ -592,7 +596,17 @@ impl<O: Output> Steering for Turn<'_, '_, O> {
     }
 
     fn cannot_move(&self, index: usize, watch: &Watch) -> Option<String> {
-        self.rings.events().cannot_move(index, watch)
+        self.rings.events().cannot_move(index, watch).or_else(|| {
+            // As on the command line (config::plan::conditions): the kernel would keep every hit.
+            let cond = self.stream.condition()?;
+            (!watch.kernel_reads_at_user_traps()).then(|| {
+                format!(
+                    "--if '{cond}' is decided on the bytes the kernel reads at the trap, and it cannot read \
+                     those of a read-write watch of a user address (its own read would trap again): every \
+                     hit would be kept; move with `w`"
+                )
+            })
+        })
     }
 
     fn retarget(&mut self, index: usize, watch: Watch) -> io::Result<()> {

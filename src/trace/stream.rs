@@ -215,6 +215,11 @@ impl<O: Output> Stream<'_, O> {
         self.audits.extend(audits);
     }
 
+    /// `--if`'s condition, decided in the kernel.
+    pub fn condition(&self) -> Option<&crate::model::condition::Condition> {
+        self.olds.condition()
+    }
+
     /// Target `index` moved: its `old` values start afresh.
     pub fn forget_olds(&mut self, index: usize) {
         self.olds.forget(index);

@@ -17,6 +17,7 @@ mod check;
 mod debuginfod_cli;
 mod dry_run;
 mod live_arm;
+mod live_bugs;
 mod live_cache;
 mod live_cgroup;
 mod live_contended;

@@ -20,6 +20,7 @@ pub fn fit(
 ) -> Result<()> {
     let mut conditions: Vec<(&str, &str, &Condition)> = Vec::new();
     if let (Some(cond), Some(text)) = (values.condition(), condition_text) {
+        kernel_reads(text, watches)?;
         conditions.push(("--if", text, cond));
     }
     for (text, trigger) in dump_on.iter().zip(flight.iter().flat_map(|f| &f.triggers)) {
@@ -40,4 +41,57 @@ pub fn fit(
         }
     }
     Ok(())
+}
+
+/// `--if` is decided in the kernel on the bytes its program reads at the trap, and the program cannot read
+/// those of a read-write watch of a user address (its own read would trap again): its hits would all be
+/// kept, whatever they stored (an unknown value is never hidden), so the combination is refused.
+fn kernel_reads(text: &str, watches: &[Watch]) -> Result<()> {
+    match watches.iter().find(|w| !w.kernel_reads_at_user_traps()) {
+        Some(w) => Err(Error::usage(format!(
+            "--if '{text}': `{}` is a read-write watch of a user address, whose bytes the kernel cannot \
+             read at the trap (its own read would trap again), so --if could not be decided there and \
+             would keep every hit; watch it with `write`, or drop --if",
+            w.label
+        ))),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::condition;
+    use crate::model::watch::Access;
+
+    fn watch(addr: u64, access: Access) -> Watch {
+        Watch {
+            label: "counter".into(),
+            addr,
+            len: 8,
+            access,
+            module: None,
+            per_cpu: None,
+        }
+    }
+
+    /// `rw --if` of a user address kept every hit (the kernel could not read the value, and an unknown
+    /// value is kept): refused; a write watch, or a kernel address's rw watch, is decided in the kernel.
+    #[test]
+    fn if_on_a_read_write_watch_of_a_user_address_is_refused() {
+        let cond = condition::parse("value == 5").unwrap();
+        let values = Values::If(cond);
+        let fits = |w: Watch| fit(&values, Some("value == 5"), &[], None, &[w]);
+        let e = fits(watch(0x5600_0000_1000, Access::ReadWrite)).unwrap_err();
+        assert_eq!(e.code, crate::error::ExitCode::Usage);
+        assert!(
+            e.to_string().starts_with(
+                "--if 'value == 5': `counter` is a read-write watch of a user address, whose bytes the \
+                 kernel cannot read at the trap"
+            ) && e.to_string().ends_with("watch it with `write`, or drop --if"),
+            "{e}"
+        );
+        assert!(fits(watch(0x5600_0000_1000, Access::Write)).is_ok());
+        assert!(fits(watch(0xffff_ffff_8300_0000, Access::ReadWrite)).is_ok());
+    }
 }

@@ -25,6 +25,8 @@ pub struct Task {
     /// Its process (thread group) id.
     pub tgid: u32,
     pub name: String,
+    /// Exited and not reaped by its parent (state `Z` with no thread left running): nothing to watch.
+    pub zombie: bool,
 }
 
 /// The kernel's symbols as [`Host::kernel_symbols`] loaded them.

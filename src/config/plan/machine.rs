@@ -78,6 +78,9 @@ impl Host for RealHost {
                 .and_then(|t| t.parse::<u32>().ok())
                 .unwrap_or(pid),
             name: field("Name:").unwrap_or_else(|| "?".into()),
+            // A leader that exited while its other threads run is `Z` too, with `Threads` above 1.
+            zombie: field("State:").is_some_and(|s| s.starts_with('Z'))
+                && field("Threads:").is_none_or(|t| t == "1"),
         })
     }
 

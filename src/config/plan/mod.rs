@@ -421,6 +421,20 @@ pub fn no_bpf(err: &std::io::Error) -> Error {
     ))
 }
 
+/// BPF cannot be had here and a `--dump-on` trigger (`trigger`, as given) needs it: a hit condition is
+/// decided on the value the kernel reads, a tracepoint's firings are counted in the kernel (exit 4, as
+/// [`no_bpf`]; `--dump-on signal` still works).
+pub fn no_bpf_for_dump_on(trigger: &str, err: &std::io::Error) -> Error {
+    let what = match trigger.starts_with("tracepoint:") {
+        true => format!("{trigger} counts the tracepoint's firings in the kernel"),
+        false => format!("'{trigger}' is decided on the value the kernel reads at each hit"),
+    };
+    Error::not_permitted(format!(
+        "--dump-on {what} with BPF, but {}; `--dump-on signal` works without it",
+        crate::perf::bpf::why_unavailable(err)
+    ))
+}
+
 /// `--control -`: stdin.
 fn is_stdin(path: Option<&Path>) -> bool {
     path == Some(Path::new("-"))

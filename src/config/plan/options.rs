@@ -171,7 +171,12 @@ impl Options {
             .as_ref()
             .is_some_and(|f| f.tracepoints().next().is_some());
         if values.read() || tracepoints {
-            host.bpf().map_err(|e| super::no_bpf(&e))?;
+            // Named for what asked for it: `--dump-on` alone is not `--value`.
+            let trigger = r.dump_on.iter().find(|t| *t != "signal");
+            host.bpf().map_err(|e| match trigger {
+                Some(t) if !r.value && r.condition.is_none() => super::no_bpf_for_dump_on(t, &e),
+                _ => super::no_bpf(&e),
+            })?;
         }
         // `--cgroup`: each found in the cgroup v2 hierarchy, and the hit program that tests them loads.
         filter.cgroups = super::cgroup::check(&r, &*host)?;
@@ -404,6 +409,14 @@ fn processes_of(host: &dyn Host, pids: &[u32]) -> Result<Vec<u32>> {
                     "-p {pid}: no such process; give the pid of a running process (pgrep NAME)"
                 ))
             })?;
+        if task.zombie {
+            return Err(Error::usage(format!(
+                "-p {pid}: process {pid} ({}) has exited and is not reaped (a zombie, waiting for its \
+                 parent to wait() for it): there is nothing left to watch; give the pid of a running \
+                 process (pgrep NAME), or start the program under the watch (`-- CMD`)",
+                task.name
+            )));
+        }
         if task.tgid != pid {
             stderr::line(format_args!(
                 "ksymwatch: -p {pid} is a thread of process {} ({}): watching every thread of process {}",

@@ -19,7 +19,8 @@ pub enum FoldedTo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outputs {
     pub format: Format,
-    /// No per-hit stream, only the end-of-session report (`--quiet`, or `--folded` on stdout).
+    /// No per-hit stream, only the end-of-session report (`--quiet`, or `--folded` on stdout without
+    /// `-o FILE`).
     pub quiet: bool,
     /// `-o FILE`; stdout otherwise.
     pub stream_file: Option<PathBuf>,
@@ -45,7 +46,9 @@ impl Outputs {
     fn of(r: &OutputRequest) -> Result<Outputs> {
         let format = stream_format(r)?;
         let folded_to_stdout = r.folded_to_stdout();
-        if folded_to_stdout {
+        // With `-o FILE` the stream and its reports go there: stdout carries the stacks alone either way.
+        let instead_of_stream = folded_to_stdout && r.stream_file.is_none();
+        if instead_of_stream {
             let flag = match (r.json, format) {
                 (true, _) => "--json".to_string(),
                 (false, f) => format!("--format {}", f.name()),
@@ -64,7 +67,7 @@ impl Outputs {
         }
         Ok(Outputs {
             format,
-            quiet: r.quiet || folded_to_stdout,
+            quiet: r.quiet || instead_of_stream,
             stream_file: r.stream_file.clone(),
             top: r.top,
             folded: r.folded.as_ref().map(|p| match folded_to_stdout {

@@ -71,6 +71,7 @@ impl FakeHost {
                 euid: 0,
                 cap_perfmon: true,
                 cap_sys_admin: true,
+                cap_bpf: true,
                 paranoid: Some(2),
                 initial_user_ns: true,
             },
@@ -99,6 +100,7 @@ impl FakeHost {
                 euid: 1000,
                 cap_perfmon: false,
                 cap_sys_admin: false,
+                cap_bpf: false,
                 paranoid: Some(2),
                 initial_user_ns: true,
             },
@@ -127,6 +129,7 @@ impl Host for FakeHost {
         self.tasks.get(&pid).map(|&tgid| Task {
             tgid,
             name: "app".into(),
+            zombie: false,
         })
     }
     fn process_exists(&self, pid: u32) -> bool {

@@ -184,18 +184,10 @@ impl std::error::Error for ProgramError {
 /// Why the kernel would not load a BPF program, and what would let it, in the kernel's terms: worded
 /// ([`refused`]) from this process's effective capabilities and kernel.unprivileged_bpf_disabled.
 pub fn why_unavailable(err: &io::Error) -> String {
-    use crate::perf::privilege::{self, CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN};
     let setting = std::fs::read_to_string("/proc/sys/kernel/unprivileged_bpf_disabled")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());
-    let caps = privilege::effective_capabilities();
-    let creds = refused::LoadCredentials {
-        root: sys::geteuid() == 0,
-        cap_bpf: caps & (1 << CAP_BPF) != 0,
-        cap_perfmon: caps & (1 << CAP_PERFMON) != 0,
-        cap_sys_admin: caps & (1 << CAP_SYS_ADMIN) != 0,
-        initial_user_ns: privilege::in_initial_user_ns(),
-    };
+    let creds = crate::perf::privilege::Privilege::current().credentials();
     refused::wording(err, &creds, &setting)
 }
 

@@ -1,7 +1,8 @@
 //! Why the kernel refused to load a BPF program with EPERM or EACCES, and what would let it, worded from
-//! the capabilities this process holds: a pure function of the errno, the credentials and
-//! kernel.unprivileged_bpf_disabled, so every combination is tested without a kernel. [`super::why_unavailable`]
-//! gathers the facts (the effective capabilities as `perf::privilege` reads them) and uses the wording.
+//! the capabilities this process holds: a pure function of the errno, the [`Credentials`] (the ones a
+//! refused breakpoint is worded from too, [`crate::perf::denial`]) and kernel.unprivileged_bpf_disabled,
+//! so every combination is tested without a kernel. [`super::why_unavailable`] gathers the facts (as
+//! `perf::privilege` reads them) and uses the wording.
 //!
 //! What the kernel checks before it loads a perf-event program (kernel/bpf/syscall.c `bpf_prog_load`,
 //! since Linux 5.8): `bpf_capable()`, CAP_BPF or CAP_SYS_ADMIN, and `perfmon_capable()`, CAP_PERFMON or
@@ -14,43 +15,26 @@
 
 use std::io;
 
-/// What the kernel's checks for loading a perf-event program look at in this process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LoadCredentials {
-    /// The effective uid is 0.
-    pub root: bool,
-    /// In the effective set.
-    pub cap_bpf: bool,
-    pub cap_perfmon: bool,
-    pub cap_sys_admin: bool,
-    /// The process is in the initial user namespace: only there do its capabilities count.
-    pub initial_user_ns: bool,
-}
+use crate::perf::credentials::Credentials;
 
-impl LoadCredentials {
-    /// The capabilities a perf-event program needs that this process lacks, by name: CAP_BPF and
-    /// CAP_PERFMON, each unless CAP_SYS_ADMIN stands in for it; the ones it holds in a user namespace of
-    /// its own count as lacking.
-    pub fn missing(&self) -> Vec<&'static str> {
-        let counts = |held: bool| held && self.initial_user_ns;
-        if counts(self.cap_sys_admin) {
-            return Vec::new();
-        }
-        let mut missing = Vec::new();
-        if !counts(self.cap_bpf) {
-            missing.push("CAP_BPF");
-        }
-        if !counts(self.cap_perfmon) {
-            missing.push("CAP_PERFMON");
-        }
-        missing
+/// The capabilities a perf-event program needs that a process with `creds` lacks, by name: CAP_BPF and
+/// CAP_PERFMON, each unless CAP_SYS_ADMIN stands in for it; the ones it holds in a user namespace of its
+/// own count as lacking.
+pub fn missing(creds: &Credentials) -> Vec<&'static str> {
+    let mut missing = Vec::new();
+    if !creds.bpf() {
+        missing.push("CAP_BPF");
     }
+    if !creds.perfmon() {
+        missing.push("CAP_PERFMON");
+    }
+    missing
 }
 
 /// The reason a program did not load (`err`), and the way out, as one clause for the callers' messages
 /// (`--value and --if read the value in the kernel with BPF, but {this}`). `setting` is
 /// kernel.unprivileged_bpf_disabled as read (or `unknown`).
-pub fn wording(err: &io::Error, creds: &LoadCredentials, setting: &str) -> String {
+pub fn wording(err: &io::Error, creds: &Credentials, setting: &str) -> String {
     match err.raw_os_error() {
         Some(libc::EPERM | libc::EACCES) => refused(err, creds, setting),
         Some(libc::ENOSYS) => {
@@ -60,8 +44,8 @@ pub fn wording(err: &io::Error, creds: &LoadCredentials, setting: &str) -> Strin
     }
 }
 
-fn refused(err: &io::Error, creds: &LoadCredentials, setting: &str) -> String {
-    let missing = creds.missing();
+fn refused(err: &io::Error, creds: &Credentials, setting: &str) -> String {
+    let missing = missing(creds);
     let refused = format!("loading a BPF program was refused ({err})");
     if missing.is_empty() {
         return format!(
@@ -76,16 +60,14 @@ fn refused(err: &io::Error, creds: &LoadCredentials, setting: &str) -> String {
         );
     }
     let lacks = missing.join(" and ");
-    let held_elsewhere =
-        !creds.initial_user_ns && (creds.cap_bpf || creds.cap_perfmon || creds.cap_sys_admin);
-    if held_elsewhere {
+    if !creds.initial_user_ns {
         return format!(
             "{refused}: this process's capabilities are those of a user namespace of its own (a \
              container), and the kernel counts CAP_BPF and CAP_PERFMON for BPF only in the initial one; run \
              it on the host with {lacks}"
         );
     }
-    if creds.root {
+    if creds.host_root() {
         return format!(
             "{refused}: this process runs as root but without {lacks} in its effective capabilities (taken \
              by capsh, a container's or a service's capability set), and a perf-event program needs CAP_BPF \
@@ -105,22 +87,23 @@ mod tests {
 
     const EPERM: i32 = libc::EPERM;
 
-    fn creds(root: bool, bpf: bool, perfmon: bool, admin: bool, initial: bool) -> LoadCredentials {
-        LoadCredentials {
+    fn creds(root: bool, bpf: bool, perfmon: bool, admin: bool, initial: bool) -> Credentials {
+        Credentials {
             root,
             cap_bpf: bpf,
             cap_perfmon: perfmon,
             cap_sys_admin: admin,
             initial_user_ns: initial,
+            paranoid: Some(2),
         }
     }
 
-    fn worded(c: &LoadCredentials) -> String {
+    fn worded(c: &Credentials) -> String {
         wording(&io::Error::from_raw_os_error(EPERM), c, "2")
     }
 
     /// The wording for `c`, checked to say each of `parts`.
-    fn worded_with(c: &LoadCredentials, parts: &[&str]) -> String {
+    fn worded_with(c: &Credentials, parts: &[&str]) -> String {
         let w = worded(c);
         for part in parts {
             assert!(w.contains(part), "{part:?} missing from: {w}");
@@ -180,6 +163,12 @@ mod tests {
             ],
         );
         assert!(!container.contains("run as root"), "{container}");
+        // Root in a container with no capability at all is sent to the host too, not told to run as root.
+        let bare = worded_with(
+            &creds(true, false, false, false, false),
+            &["on the host with CAP_BPF and CAP_PERFMON"],
+        );
+        assert!(!bare.contains("run as root"), "{bare}");
     }
 
     /// Holding what the kernel asks for, a refusal is a policy's, not a missing privilege.
@@ -203,14 +192,14 @@ mod tests {
     /// CAP_SYS_ADMIN stands in for both; otherwise each is needed, counted only in the initial namespace.
     #[test]
     fn missing_follows_the_kernels_rule() {
-        assert!(creds(true, false, false, true, true).missing().is_empty());
+        assert!(missing(&creds(true, false, false, true, true)).is_empty());
         assert_eq!(
-            creds(true, true, false, false, true).missing(),
+            missing(&creds(true, true, false, false, true)),
             ["CAP_PERFMON"]
         );
-        assert_eq!(creds(true, false, true, false, true).missing(), ["CAP_BPF"]);
+        assert_eq!(missing(&creds(true, false, true, false, true)), ["CAP_BPF"]);
         assert_eq!(
-            creds(true, true, true, true, false).missing(),
+            missing(&creds(true, true, true, true, false)),
             ["CAP_BPF", "CAP_PERFMON"]
         );
     }

@@ -263,6 +263,9 @@ pub enum Record<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         cpu: Option<u32>,
         hits: usize,
+        /// No hit had come before the trigger fired (only then, `true`).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        no_hit_yet: bool,
     },
     Summary(SummaryRecord<'a>),
 }
@@ -424,13 +427,17 @@ impl<'a> Record<'a> {
                 addr: Hex(*addr),
                 hits: *hits,
             },
-            StreamEvent::Dump { trigger, hits } => Record::dump(time_ns, trigger, *hits),
+            StreamEvent::Dump {
+                trigger,
+                hits,
+                no_hit_yet,
+            } => Record::dump(time_ns, trigger, *hits, *no_hit_yet),
         }
     }
 
     /// A `dump` record: what fired it (a hit's condition, or a tracepoint and its CPU) and the hits that
     /// follow.
-    fn dump(time_ns: u64, trigger: &'a DumpTrigger, hits: usize) -> Record<'a> {
+    fn dump(time_ns: u64, trigger: &'a DumpTrigger, hits: usize, no_hit_yet: bool) -> Record<'a> {
         Record::Dump {
             time_ns,
             trigger: trigger.kind(),
@@ -447,6 +454,7 @@ impl<'a> Record<'a> {
                 _ => None,
             },
             hits,
+            no_hit_yet,
         }
     }
 }

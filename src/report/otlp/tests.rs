@@ -110,8 +110,16 @@ fn object_and_dump_events_have_bodies() {
     let dump = StreamEvent::Dump {
         trigger: crate::report::DumpTrigger::Signal,
         hits: 5,
+        no_hit_yet: false,
     };
     assert_eq!(event_body(&dump), "dump: SIGUSR1; the last 5 hits");
+    // A trigger before the first hit says so, not "the last 0 hits".
+    let early = StreamEvent::Dump {
+        trigger: crate::report::DumpTrigger::Signal,
+        hits: 0,
+        no_hit_yet: true,
+    };
+    assert_eq!(event_body(&early), "dump: SIGUSR1; no hit had come yet");
 }
 
 #[test]

@@ -521,11 +521,16 @@ fn event_mark(i: &mut Interner, e: &StreamEvent) -> (&'static str, Vec<DebugAnno
                 i.annotation("hits", AnnotationValue::Uint(*hits)),
             ],
         ),
-        StreamEvent::Dump { trigger, hits } => (
+        StreamEvent::Dump {
+            trigger,
+            hits,
+            no_hit_yet,
+        } => (
             "dump",
             vec![
                 i.annotation("trigger", text(&trigger.to_string())),
                 i.annotation("hits", AnnotationValue::Uint(*hits as u64)),
+                i.annotation("no_hit_yet", AnnotationValue::Bool(*no_hit_yet)),
             ],
         ),
     }

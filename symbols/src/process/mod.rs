@@ -36,7 +36,7 @@ use crate::path::PathElem;
 use crate::symbol::Symbol;
 use crate::table::SymbolTable;
 use crate::user::elf::{c_string, Headers};
-use crate::user::{basename, open_mapped, parse_maps, Mapping};
+use crate::user::{basename, live_thread_dir, open_mapped, parse_maps, Mapping};
 use crate::vmlinux::nm_letter;
 
 /// The most of `/proc/PID/maps` read: a process at the kernel's default limit of 65530 mappings has about
@@ -411,10 +411,21 @@ impl Process {
         if pid == 0 {
             return Err(ProcessError::NoProcess { pid });
         }
-        let dir = proc_root.join(pid.to_string());
+        let mut dir = proc_root.join(pid.to_string());
         let path = dir.join("maps");
         let mut text = String::new();
         let read = File::open(&path).and_then(|f| f.take(MAPS_LIMIT).read_to_string(&mut text));
+        // A process whose main thread alone has exited shows its memory (maps, exe, root) in a live
+        // thread's directory only.
+        if read.is_ok() && text.is_empty() {
+            if let Some(thread) = live_thread_dir(proc_root, pid) {
+                let again = File::open(thread.join("maps"))
+                    .and_then(|f| f.take(MAPS_LIMIT).read_to_string(&mut text));
+                if again.is_ok() {
+                    dir = thread;
+                }
+            }
+        }
         if let Err(source) = read {
             return Err(match source.kind() {
                 std::io::ErrorKind::NotFound => ProcessError::NoProcess { pid },

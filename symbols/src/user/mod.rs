@@ -143,6 +143,27 @@ struct Cached {
     used: u64,
 }
 
+/// The directory of a live thread of process `pid` other than its leader, for a process whose main thread
+/// has exited while others run: its leader is then a zombie whose process-level files (`maps`, `exe`,
+/// `root`) show nothing, while each live thread's `/proc/PID/task/TID` still shows the process's memory.
+/// `None` when no other thread's `maps` shows anything.
+pub(crate) fn live_thread_dir(proc_root: &Path, pid: u32) -> Option<PathBuf> {
+    let leader = pid.to_string();
+    std::fs::read_dir(proc_root.join(format!("{pid}/task")))
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_str() != Some(leader.as_str()))
+        .map(|e| e.path())
+        .find(|dir| maps_show_memory(&dir.join("maps")))
+}
+
+/// Whether the maps file at `path` lists any mapping (a zombie's lists none).
+fn maps_show_memory(path: &Path) -> bool {
+    use std::io::Read;
+    let mut byte = [0u8; 1];
+    std::fs::File::open(path).is_ok_and(|mut f| f.read(&mut byte).is_ok_and(|n| n > 0))
+}
+
 /// Parses `/proc/PID/maps` text; lines it does not understand are skipped.
 pub(crate) fn parse_maps(text: &str) -> Vec<Mapping> {
     let mut maps: Vec<Mapping> = text
@@ -327,7 +348,17 @@ impl UserSymbols {
             return false;
         }
         p.read_at = Some(Instant::now());
-        match std::fs::read_to_string(self.proc_root.join(format!("{pid}/maps"))) {
+        let read =
+            std::fs::read_to_string(self.proc_root.join(format!("{pid}/maps"))).map(|text| {
+                // A process whose main thread alone has exited: a live thread shows its memory.
+                match text.is_empty() {
+                    true => live_thread_dir(&self.proc_root, pid)
+                        .and_then(|dir| std::fs::read_to_string(dir.join("maps")).ok())
+                        .unwrap_or(text),
+                    false => text,
+                }
+            });
+        match read {
             // What the kernel's records taught stays (see `Proc::merge`): an exited process not yet
             // reaped reads as no mappings at all, one in the middle of exec as a few.
             Ok(text) => {
@@ -718,6 +749,29 @@ mod tests {
         assert_eq!(u.processes(), 0);
         assert_eq!(u.lookup(42, runtime), None);
         std::fs::remove_dir_all(&empty).unwrap();
+    }
+
+    /// A process whose main thread alone exited: its leader's maps are empty (a zombie's), a live
+    /// thread's show the memory; the leader itself, and a true zombie with no other thread, are no answer.
+    #[test]
+    fn a_live_thread_stands_in_for_an_exited_leader() {
+        let root =
+            std::env::temp_dir().join(format!("ksymwatch-leaderless-{}", std::process::id()));
+        let maps = "55e000000000-55e000001000 r-xp 00000000 fd:01 77 /usr/bin/prog\n";
+        for (task, text) in [("42", ""), ("43", ""), ("44", maps)] {
+            std::fs::create_dir_all(root.join(format!("42/task/{task}"))).unwrap();
+            std::fs::write(root.join(format!("42/task/{task}/maps")), text).unwrap();
+        }
+        std::fs::write(root.join("42/maps"), "").unwrap();
+        assert_eq!(live_thread_dir(&root, 42), Some(root.join("42/task/44")));
+        std::fs::create_dir_all(root.join("50/task/50")).unwrap();
+        std::fs::write(root.join("50/task/50/maps"), maps).unwrap();
+        assert_eq!(
+            live_thread_dir(&root, 50),
+            None,
+            "the leader is not its own stand-in"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     /// A command read between its fork and its exec (the start-up scan races its launch) shows its

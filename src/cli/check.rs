@@ -670,14 +670,7 @@ mod tests {
     fn kernel_addresses_refused_is_user_space_only() {
         use crate::perf::denial::Credentials;
         use crate::perf::event::{OpenError, Stage};
-        let root = Privilege {
-            euid: 0,
-            cap_perfmon: true,
-            cap_sys_admin: true,
-            cap_bpf: true,
-            paranoid: Some(2),
-            initial_user_ns: true,
-        };
+        let root = Privilege::ROOT;
         let creds: Credentials = root.credentials();
         let refused = |addr: u64| {
             let e = OpenError {

@@ -18,10 +18,10 @@ pub fn events(plan: &WatchPlan, hit_ring_pages: usize) -> Events<'_> {
     Events {
         ring_pages: plan
             .running()
-            .buffer_pages
+            .buffer_pages()
             .unwrap_or(ring_size::PERF_RING_PAGES),
         user_only: plan.writers() == Writers::UserSpaceOnly,
-        percpu: plan.kernel().percpu,
+        percpu: plan.kernel().percpu(),
         checks: Checks {
             watches: plan.watches(),
             condition: plan.values().condition(),
@@ -64,7 +64,7 @@ fn programs(plan: &WatchPlan, delivery: Delivery, ring_pages: usize) -> Option<H
             threads: matches!(delivery, Delivery::PerThread { .. }),
         },
         ring_pages,
-        count: plan.running().limits.count,
+        count: plan.running().limits().count,
         follow_children: processes && matches!(scope, Scope::Launched(_)),
         pids: match processes {
             true => scope.pids(),

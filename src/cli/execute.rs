@@ -16,7 +16,7 @@ use crate::cli::delivery;
 use crate::cli::parts::Parts;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::ring_size::{self, Coverage};
-use crate::config::plan::{Delivery, Launch, ObjectPlan, RealHost, Scope, WatchPlan};
+use crate::config::plan::{Delivery, Launch, ObjectPlan, Scope, WatchPlan};
 use crate::cpulist;
 use crate::error::{Error, Result};
 use crate::model::watch::Watch;
@@ -42,6 +42,8 @@ struct ArmedLine {
     cpus: BTreeSet<u32>,
     /// CPUs that went offline while arming: not a failure, but not covered until they return.
     went_offline: Vec<u32>,
+    /// The threads armed (per-thread events; none on the hit path, whose events are per CPU).
+    threads: usize,
 }
 
 impl ArmedLine {
@@ -50,6 +52,12 @@ impl ArmedLine {
             events: armed.events.iter().map(|e| e.breakpoints()).sum(),
             cpus: armed.events.iter().map(|e| e.cpu).collect(),
             went_offline: armed.went_offline.clone(),
+            threads: armed
+                .events
+                .iter()
+                .flat_map(|e| e.tids())
+                .collect::<BTreeSet<u32>>()
+                .len(),
         }
     }
 
@@ -64,35 +72,30 @@ impl ArmedLine {
     }
 }
 
-/// The processes a watch covers at the start, (pid, comm), and their threads, for the header. The threads:
-/// on the hit path the kernel's own count (one read per process; listing 100,000 threads would take longer
-/// than arming them), on the per-thread path the threads armed.
-fn covered_at_start(
-    delivery: Delivery,
-    scope: &arm::Scope,
-    armed: &arm::Armed,
-) -> (Vec<(u32, String)>, usize) {
-    let pids = scope.pids();
-    let threads = if delivery == Delivery::HitProgram {
-        arm::thread_count(&pids)
-    } else {
-        armed
-            .events
-            .iter()
-            .flat_map(|e| e.tids())
-            .collect::<BTreeSet<u32>>()
-            .len()
-    };
-    let processes = pids
-        .into_iter()
-        .map(|pid| {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .map(|s| s.trim_end().to_string())
-                .unwrap_or_else(|_| "?".into());
-            (pid, comm)
-        })
-        .collect();
-    (processes, threads)
+/// The processes a watch covers at the start, read once before anything is opened: each (pid, comm) for
+/// the header, and their threads by the kernel's own count (one read per process; listing 100,000 threads
+/// would take longer than arming them), which sizes the hit rings and is the header's count on the hit
+/// path. Empty for a system-wide watch.
+struct Covered {
+    processes: Vec<(u32, String)>,
+    threads: usize,
+}
+
+impl Covered {
+    fn read(scope: &Scope) -> Covered {
+        let pids = scope.pids();
+        let threads = arm::thread_count(&pids);
+        let processes = pids
+            .into_iter()
+            .map(|pid| {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .map(|s| s.trim_end().to_string())
+                    .unwrap_or_else(|_| "?".into());
+                (pid, comm)
+            })
+            .collect();
+        Covered { processes, threads }
+    }
 }
 
 /// What each stage of [`execute`] needs from the plan, taken once before anything is opened.
@@ -103,33 +106,48 @@ struct HandOff {
     hit_ring_pages: usize,
     /// Who the breakpoints are opened for (a launched command by its pid).
     scope: arm::Scope,
-    /// The header's `--if` and `--on` lines.
+    /// What the watch covers at the start, for the header.
+    covered: Covered,
+    /// The header counts the threads the kernel counts (the hit path: its programs cover every thread of
+    /// the processes), or else the threads armed (one event each).
+    threads_by_kernel: bool,
+    /// The header's `--if`, `--on` and `--cgroup` lines.
     condition: Option<String>,
     objects: Option<String>,
+    cgroups: Vec<String>,
 }
 
 impl HandOff {
     fn of(plan: &WatchPlan) -> HandOff {
         let labels: Vec<&str> = plan.watches().iter().map(|w| w.label.as_str()).collect();
+        let covered = Covered::read(plan.scope());
         HandOff {
             title: format!("ksymwatch {} {}", plan.access().word(), labels.join(" ")),
-            hit_ring_pages: hit_ring_pages(plan),
+            hit_ring_pages: hit_ring_pages(plan, covered.threads),
             scope: plan.scope().arming(),
+            covered,
+            threads_by_kernel: plan.delivery() == Delivery::HitProgram,
             condition: plan.values().condition().map(|c| c.to_string()),
             objects: plan.objects().map(ObjectPlan::describe),
+            cgroups: plan
+                .filter()
+                .cgroups
+                .iter()
+                .map(|c| c.path.clone())
+                .collect(),
         }
     }
 }
 
 /// Each hit ring buffer's data pages: `--buffer-pages`, or sized from the CPUs and what the watch covers
-/// ([`ring_size`]).
-fn hit_ring_pages(plan: &WatchPlan) -> usize {
-    if let Some(pages) = plan.running().buffer_pages {
+/// (`threads`: a process watch's, [`ring_size`]).
+fn hit_ring_pages(plan: &WatchPlan, threads: usize) -> usize {
+    if let Some(pages) = plan.running().buffer_pages() {
         return pages;
     }
     let coverage = match plan.scope() {
         Scope::System => Coverage::System,
-        Scope::Processes(pids) => Coverage::Threads(arm::thread_count(pids) as u64),
+        Scope::Processes(_) => Coverage::Threads(threads as u64),
         Scope::Launched(_) => Coverage::Launch,
     };
     ring_size::hit_ring_pages(
@@ -142,20 +160,19 @@ fn hit_ring_pages(plan: &WatchPlan) -> usize {
 }
 
 /// Arms `plan` and runs the session until it stops; the exit status: 0, or with `-- CMD` the command's
-/// own. `prefetch`: the work started before the plan. `machine` resolves
-/// `--control`'s targets in a process. In order: what each stage needs is taken from the plan
-/// ([`HandOff`]) and the prefetch scan's result joined; how the events are opened is decided
-/// ([`delivery`]); the session's other parts are opened ([`Parts`]); the events' programs are loaded
-/// ([`crate::perf::programs`]); every CPU is armed as one transaction
+/// own. `prefetch`: the work started before the plan. In order: what each stage needs is taken from the
+/// plan, with the processes it covers ([`HandOff`]), and the prefetch scan's result joined; how the events
+/// are opened is decided ([`delivery`]); the session's other parts are opened ([`Parts`]); the events'
+/// programs are loaded ([`crate::perf::programs`]); every CPU is armed as one transaction
 /// ([`arm::arm_in`], `--on`'s slots kept to the free registers first); what the header says of the armed
-/// set and `--on`'s objects are taken; the session starts and runs.
-pub fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> Result<i32> {
+/// set is taken and `--on`'s objects loaded; the session starts and runs.
+pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
     let launched = plan.take_command();
     let hand = HandOff::of(&plan);
     let Prefetch { task_scan, warmup } = prefetch;
     let (comms, user) = scanned_tasks(task_scan, launched.as_deref());
     let events: Events = delivery::events(&plan, hand.hit_ring_pages);
-    let mut parts = Parts::open(&plan, &hand.title, machine)?;
+    let mut parts = Parts::open(&plan, &hand.title)?;
     let mut warn = |w: &str| stderr::line(format_args!("ksymwatch: warning: {w}"));
     let cfg = events.load_programs(&mut warn).map_err(delivery::refused)?;
     if let Some(w) = warmup {
@@ -163,9 +180,11 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> R
     }
     let (cpus, objects) = (&plan.cpus().now, plan.objects());
     let mut watches = plan.watches().to_vec();
-    let armed = match arm::keep_free_slots(&mut watches, cpus, &cfg, objects.is_some())
-        .and_then(|()| arm::arm_in(&watches, cpus, &hand.scope, &cfg))
-    {
+    let fit = match objects {
+        Some(_) => arm::Fit::FreeRegisters,
+        None => arm::Fit::All,
+    };
+    let armed = match arm::arm_in(&mut watches, cpus, &hand.scope, &cfg, fit) {
         Ok(armed) => armed,
         Err(r) => {
             // A JSON stream says why it is empty; the error line itself is main's.
@@ -176,47 +195,43 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> R
         }
     };
     let armed_line = ArmedLine::of(&armed);
-    let (processes, threads) = covered_at_start(plan.delivery(), &hand.scope, &armed);
     let objects = objects
         .map(|o| object_watch(o.clone(), cpus, &watches))
         .transpose()?;
     let (kernel, running, values) = (plan.kernel(), plan.running(), plan.values());
-    let cgroup_paths: Vec<String> = plan
-        .filter()
-        .cgroups
-        .iter()
-        .map(|c| c.path.clone())
-        .collect();
     let header = Header {
         watches: &watches,
         cpus,
-        source: &kernel.source_text,
-        processes: &processes,
-        threads,
+        source: kernel.source_text(),
+        processes: &hand.covered.processes,
+        threads: match hand.threads_by_kernel {
+            true => hand.covered.threads,
+            false => armed_line.threads,
+        },
         values: values.read(),
         condition: hand.condition.as_deref(),
         objects: hand.objects.as_deref(),
-        cgroups: &cgroup_paths,
+        cgroups: &hand.cgroups,
     };
     let setup = Setup {
         watches: &watches,
         symbols: parts.symbols,
         cfg,
-        limits: running.limits,
+        limits: running.limits(),
         filter: plan.filter().clone(),
-        tally: plan.outputs().tally,
+        tally: plan.outputs().tally(),
         lines: parts.lines.as_ref().map(|l| l as &dyn LineSource),
         control: parts.control,
         scope: hand.scope,
         comms,
         user,
-        symbols_origin: kernel.origin,
+        symbols_origin: kernel.origin(),
         condition: values.condition().cloned(),
         flight: parts.recorder,
         advise: advice::refusal,
         // With `-o FILE`, `--folded`'s stacks are stdout's: their reader gone, they cannot be delivered.
-        stream_on_stdout: plan.outputs().stream_file.is_none()
-            || plan.outputs().folded == Some(crate::config::plan::FoldedTo::Stdout),
+        stream_on_stdout: plan.outputs().stream_file().is_none()
+            || plan.outputs().folded() == Some(&crate::config::plan::FoldedTo::Stdout),
     };
     // `armed` goes out the moment every breakpoint is enabled; the session learns every live task's name
     // right after (a script starts its workload on that line: a task the scan misses is one that started
@@ -226,7 +241,7 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch, machine: &RealHost) -> R
     if let Some(o) = objects {
         session.watch_objects(o)?;
     }
-    announce_and_run(session, &armed_line, &header, launched, running.realtime)
+    announce_and_run(session, &armed_line, &header, launched, running.realtime())
 }
 
 /// Announces the armed watch, lets a launched command go on, and runs the session until it stops; the
@@ -300,4 +315,23 @@ fn object_watch(plan: ObjectPlan, cpus: &BTreeSet<u32>, slots: &[Watch]) -> Resu
         target: plan.target,
         records: Vec::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process watch's processes are read with their names and the kernel's count of their threads; a
+    /// system-wide watch covers none.
+    #[test]
+    fn covered_reads_each_process_and_its_threads_once() {
+        let me = std::process::id();
+        let covered = Covered::read(&Scope::Processes(vec![me]));
+        let comm = std::fs::read_to_string("/proc/self/comm").expect("comm");
+        assert_eq!(covered.processes, [(me, comm.trim_end().to_string())]);
+        assert!(covered.threads >= 1, "{}", covered.threads);
+        let none = Covered::read(&Scope::System);
+        assert!(none.processes.is_empty());
+        assert_eq!(none.threads, 0);
+    }
 }

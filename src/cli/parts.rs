@@ -12,7 +12,7 @@ use ksymwatch_symbols::VmlinuxLines;
 use crate::cli::advice;
 use crate::cli::otlp;
 use crate::cli::output_file::{self, Named};
-use crate::config::plan::{FoldedTo, Outputs, RealHost, WatchPlan};
+use crate::config::plan::{FoldedTo, Outputs, WatchPlan};
 use crate::config::request::Format;
 use crate::config::symbols::{FileSymbols, KernelTable};
 use crate::error::{Context, ExitCode, Result};
@@ -48,17 +48,16 @@ pub struct Parts<'p> {
 }
 
 impl<'p> Parts<'p> {
-    /// Opens `plan`'s parts, in the order the module says; `title` names the session (`--flamegraph`'s),
-    /// `machine` resolves `--control`'s targets in a process.
-    pub fn open(plan: &'p WatchPlan, title: &str, machine: &'p RealHost) -> Result<Parts<'p>> {
+    /// Opens `plan`'s parts, in the order the module says; `title` names the session (`--flamegraph`'s).
+    pub fn open(plan: &'p WatchPlan, title: &str) -> Result<Parts<'p>> {
         let (kernel, running, flight) = (plan.kernel(), plan.running(), plan.flight());
-        let symbols = kernel.symbols.chains()?;
-        let lines = line_source(kernel.symbols.files(), running.lines)?;
+        let symbols = kernel.symbols().chains()?;
+        let lines = line_source(kernel.symbols().files(), running.lines())?;
         let out = outputs(plan.outputs(), title)?;
-        let control = match running.control.as_deref() {
-            Some(path) => Some(Controller {
-                source: Control::open(path)?,
-                resolve: Box::new(plan.resolver(machine)),
+        let control = match plan.control() {
+            Some(control) => Some(Controller {
+                source: Control::open(control.path())?,
+                resolve: Box::new(|t, access| control.resolver().resolve(t, access)),
                 access: plan.access(),
             }),
             None => None,
@@ -86,7 +85,7 @@ impl<'p> Parts<'p> {
         };
         let signals =
             SignalFd::stop_signals_and(dump_signal).or_exit(ExitCode::Runtime, "signalfd")?;
-        let (hotplug, warning) = Hotplug::new(plan.cpus().follow.clone(), running.strict_hotplug);
+        let (hotplug, warning) = Hotplug::new(plan.cpus().follow.clone(), running.strict_hotplug());
         if let Some(w) = warning {
             stderr::line(format_args!("ksymwatch: warning: {w}"));
         }
@@ -125,7 +124,7 @@ fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
         Named::new(out, "stdout".to_string())
     };
     let stream_sink = || -> Result<Box<dyn Write>> {
-        match &args.stream_file {
+        match args.stream_file() {
             Some(path) => {
                 let file =
                     BufWriter::with_capacity(1 << 16, output_file::create(path, "--output")?);
@@ -135,8 +134,8 @@ fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
         }
     };
     // stderr carries messages, never the product: its failure must not end the session (crate::stderr).
-    let quiet = args.quiet;
-    let stream: Box<dyn Output> = match (args.format, quiet) {
+    let quiet = args.quiet();
+    let stream: Box<dyn Output> = match (args.format(), quiet) {
         (Format::Json, false) => Box::new(Json::new(stream_sink()?, Stderr)),
         (Format::Json, true) => Box::new(Quiet::new(Json::new(stream_sink()?, Stderr), Stderr)),
         (Format::OtlpJson, quiet) => {
@@ -147,34 +146,37 @@ fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
                 Box::new(o)
             }
         }
-        (Format::Text, false) => Box::new(Ftrace::new(stream_sink()?, Stderr).with_top(args.top)),
-        (Format::Text, true) => Box::new(Quiet::new(
-            Ftrace::new(stream_sink()?, Stderr).with_top(args.top),
-            Stderr,
-        )),
+        (Format::Text, quiet) => {
+            let f = Ftrace::new(stream_sink()?, Stderr).with_top(args.top());
+            if quiet {
+                Box::new(Quiet::new(f, Stderr))
+            } else {
+                Box::new(f)
+            }
+        }
     };
     // The status line shares the terminal with a stream on stdout only if stdout is elsewhere; first in the
     // tee so it is cleared before any end-of-session report.
-    let status = args.status
+    let status = args.status()
         && io::stderr().is_terminal()
-        && (quiet || args.stream_file.is_some() || !io::stdout().is_terminal());
+        && (quiet || args.stream_file().is_some() || !io::stdout().is_terminal());
     let mut outs: Vec<Box<dyn Output>> = Vec::new();
     if status {
         outs.push(Box::new(Status::new()));
     }
     outs.push(stream);
-    if let Some(folded) = &args.folded {
+    if let Some(folded) = args.folded() {
         let sink = match folded {
             FoldedTo::Stdout => Box::new(stdout()),
             FoldedTo::File(path) => create(path, "--folded")?,
         };
         outs.push(Box::new(Folded::new(Sink::Lines(sink))));
     }
-    if let Some(path) = &args.flamegraph {
+    if let Some(path) = args.flamegraph() {
         let sink = create(path, "--flamegraph")?;
         outs.push(Box::new(Folded::new(Sink::Svg(sink, title.to_string()))));
     }
-    if let Some(path) = &args.perfetto {
+    if let Some(path) = args.perfetto() {
         let clocks = Clocks {
             monotonic_ns: sys::monotonic_ns(),
             boottime_ns: sys::boottime_ns(),

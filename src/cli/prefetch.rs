@@ -1,15 +1,18 @@
-//! Work a watch starts once its options are decided, before its targets are resolved, so that it overlaps
-//! the symbol loading: every live task's name and process's maps that the hits can need (a writer already
+//! Work a watch starts from its request, before it is planned, so that it overlaps the planning and its
+//! symbol loading: every live task's name and process's maps that the hits can need (a writer already
 //! running that exits right after its hits must have had them read, and a read after `armed` would race
 //! with a script that starts it on that line), and the first CPU-bound breakpoint open, which waits out an
-//! RCU grace period. `watch` starts it from the decided options; `execute` takes its results when it arms.
+//! RCU grace period. `watch` starts it from the request; `execute` takes its results when it arms.
+//!
+//! It reads what the request alone tells, before the plan has checked anything: a request the plan then
+//! refuses leaves it to end with the process (it reads, and holds no breakpoint).
 
 use std::path::Path;
 
 use ksymwatch_symbols::UserSymbols;
 
-use crate::config::plan::options::Decided;
-use crate::config::plan::Scope;
+use crate::config::plan::read_task;
+use crate::config::request::WatchRequest;
 use crate::cpulist;
 use crate::perf::warmup::Warmup;
 use crate::trace::comm::Comms;
@@ -21,22 +24,29 @@ pub(super) struct Prefetch {
 }
 
 impl Prefetch {
-    pub(super) fn start(decided: &Decided) -> Prefetch {
-        // On the hit path every hit record carries its writer's name: reading every task's name (a second
-        // for a process of 100,000 threads) is for perf samples only.
-        let names = !decided.delivery().hit_program();
+    pub(super) fn start(request: &WatchRequest) -> Prefetch {
         // Whose names and maps the hits can need: any process's for a system-wide watch; a process
         // watch's hits come from its own processes (and the children they fork, which the kernel's
         // records bring), so reading every other process (a few ms per hundred) only delays the first
         // hit; a launched command does not exist yet (it is read at its exec stop).
-        let writers = match decided.scope() {
-            Scope::System => None,
-            Scope::Processes(pids) => Some(pids.clone()),
-            Scope::Launched(_) => Some(Vec::new()),
+        let writers = match (request.watched_pids().is_empty(), &request.command) {
+            (false, _) => Some(request.watched_pids().to_vec()),
+            (true, Some(_)) => Some(Vec::new()),
+            (true, None) => None,
         };
+        let system = writers.is_none();
+        // `--per-thread`/`--remove-on-exec` take perf samples unless values are read (their hits then
+        // come from the hit program too); a `--dump-on` condition also reads values, which this
+        // request-only guess leaves to the names read for nothing.
+        let samples = request.per_event() && !request.value && request.condition.is_none();
         let task_scan = std::thread::Builder::new()
             .name("ksymwatch-tasks".into())
             .spawn(move || {
+                // On the hit path every hit record carries its writer's name: reading every task's name
+                // (a second for a process of 100,000 threads) is for perf samples only. The hit program
+                // runs where BPF loads and no option asks for perf samples per thread (the plan's
+                // delivery); whether BPF loads is asked once per run, so this is the plan's answer.
+                let names = samples || crate::perf::bpf::probe().is_err();
                 if !names {
                     // The hit program's load asks where the kernel keeps a task's name (its BTF,
                     // 1-2 ms to open): answered here, it is not on the way to arming.
@@ -51,7 +61,7 @@ impl Prefetch {
                         user.scan_all();
                     }
                     Some(pids) => {
-                        for &pid in pids {
+                        for pid in processes(pids) {
                             if names {
                                 comms.scan_process(pid);
                             }
@@ -62,14 +72,25 @@ impl Prefetch {
                 (comms, user)
             })
             .ok();
-        // A system-wide watch was decided only where this process may open system-wide events.
-        let warmup = decided
-            .scope()
-            .system_wide()
+        // Only a system-wide watch opens CPU-bound breakpoints; where this process may not open them, the
+        // probe is refused and its thread ends.
+        let warmup = system
             .then(|| cpulist::read(Path::new(cpulist::ONLINE)).ok())
             .flatten()
             .and_then(|cpus| cpus.first().copied())
             .map(Warmup::start);
         Prefetch { task_scan, warmup }
     }
+}
+
+/// The processes `-p` names, a thread standing for its process (as the plan takes them), each once.
+fn processes(pids: &[u32]) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    for &pid in pids {
+        let tgid = read_task(pid).map_or(pid, |t| t.tgid);
+        if !out.contains(&tgid) {
+            out.push(tgid);
+        }
+    }
+    out
 }

@@ -1,5 +1,5 @@
-//! `ksymwatch write|rw`: resolve the targets into a plan, with the work that overlaps the symbol loading
-//! started first (`prefetch`), and hand the plan to [`execute`] (arm every CPU as one transaction, stream
+//! `ksymwatch write|rw`: the arguments made a request, the work that overlaps the planning started from it
+//! (`prefetch`), the request planned (`config::plan`), and the plan handed to [`execute`] (arm every CPU as one transaction, stream
 //! hits until stopped), or with `--dry-run` describe it.
 
 use crate::cli::args::WatchArgs;
@@ -7,7 +7,7 @@ use crate::cli::execute::execute;
 use crate::cli::launch;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::request;
-use crate::config::plan::{self, RealHost};
+use crate::config::{self, plan::RealHost};
 use crate::error::Result;
 use crate::model::watch::Access;
 
@@ -17,14 +17,12 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     // clap gives an empty command for a bare trailing `--`, which is a missing command.
     let dashes = std::env::args_os().skip(1).any(|a| a == "--");
     let request = request::watch(args, access, dashes);
-    let mut machine = RealHost::new(launch::start);
-    let decided = plan::options::decide(request, &mut machine)?;
-    // Started before the targets are resolved, to overlap with the symbol loading (see `prefetch`). A
+    // Started from the request, to overlap with the planning and its symbol loading (see `prefetch`). A
     // dry run arms nothing.
-    let prefetch = (!dry_run).then(|| Prefetch::start(&decided));
-    let plan = plan::resolve(decided, &mut machine)?;
+    let prefetch = (!dry_run).then(|| Prefetch::start(&request));
+    let plan = config::plan(request, &mut RealHost::new(launch::start))?;
     match prefetch {
-        Some(prefetch) => execute(plan, prefetch, &machine),
+        Some(prefetch) => execute(plan, prefetch),
         None => {
             print!("{}", plan.describe());
             Ok(0)

@@ -3,7 +3,7 @@
 //! (SIGUSR1 to the tracer), or `tracepoint:GROUP:NAME` (a kernel tracepoint firing anywhere).
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::config::request::OutputRequest;
 use crate::config::tracepoints;
@@ -65,13 +65,13 @@ impl Flight {
 
 impl Flight {
     /// `--last N` and its `--dump-on` triggers, checked against each other and the outputs (`output`). A
-    /// tracepoint is found in the kernel's BTF (`btf`, opened only when one is named), its group in
+    /// tracepoint is found in the kernel's BTF (`types`, opened only when one is named), its group in
     /// tracefs where `tracefs` says it is mounted.
     pub fn parse(
         last: Option<usize>,
         dump_on: &[String],
         output: &OutputRequest,
-        btf: &Path,
+        types: &Types,
         tracefs: impl FnOnce() -> Option<PathBuf>,
     ) -> Result<Option<Flight>> {
         let last = match (last, dump_on.is_empty()) {
@@ -99,7 +99,6 @@ impl Flight {
                  --folded=FILE)"
             )));
         }
-        let types = Types::new(btf);
         let events = tracefs();
         let mut triggers = Vec::new();
         for t in dump_on {

@@ -6,8 +6,9 @@
 //! ([`flight`]); the tracepoints both name, from BTF and, where mounted, tracefs ([`tracepoints`]); a
 //! kernel's debuginfod fetch (`debuginfod`); the symbols crate's progress drawn on stderr (`progress`).
 //!
-//! Planning a `write`/`rw` watch ([`plan`]): the command line's [`request`] checked and resolved into
-//! everything the watch needs, with each choice decided once, through a narrow view of the machine
+//! Planning a `write`/`rw` watch ([`mod@plan`], entered by [`plan()`]): the command line's [`request`]
+//! checked and resolved into everything the watch needs, with each choice decided once, through a narrow
+//! view of the machine
 //! ([`plan::Host`]) so that every decision is unit-tested without a kernel.
 //!
 //! Uses the `ksymwatch-symbols` crate, the model and perf's plain types (what is armed, never arming);
@@ -25,3 +26,5 @@ pub(crate) mod symbols;
 pub mod tracepoints;
 pub mod typed;
 pub mod watch;
+
+pub use plan::plan;

@@ -1,6 +1,6 @@
 //! What a `write`/`rw` command line asks for, as plain data: the command line's words, typed where their
 //! syntax alone decides (numbers, paths, durations), checked against nothing. `cli` builds a
-//! [`WatchRequest`] from its clap types; [`crate::config::plan`] checks it against itself and the machine
+//! [`WatchRequest`] from its clap types; [`crate::config::plan()`] checks it against itself and the machine
 //! and decides how the watch is made. Nothing here reads a file or knows clap.
 
 use std::path::{Path, PathBuf};
@@ -44,6 +44,31 @@ pub struct WatchRequest {
     pub count: Option<u64>,
     pub symbols: SymbolRequest,
     pub output: OutputRequest,
+}
+
+impl WatchRequest {
+    /// `--on` names a kernel source: its objects are the kernel's, so the watch is system-wide and `-p`
+    /// chooses the allocating processes instead of the watched ones.
+    pub fn kernel_objects(&self) -> bool {
+        self.on
+            .as_deref()
+            .is_some_and(|on| !on.starts_with("uprobe:") && !on.starts_with("uretprobe:"))
+    }
+
+    /// The processes whose memory is watched: `-p`'s, except with a kernel `--on` source, where `-p`
+    /// chooses the allocating processes of a system-wide watch.
+    pub fn watched_pids(&self) -> &[u32] {
+        match self.kernel_objects() {
+            true => &[],
+            false => &self.pids,
+        }
+    }
+
+    /// `--per-thread` or `--remove-on-exec`: the kernel applies them per event, so hits come as perf
+    /// samples whatever BPF can do.
+    pub fn per_event(&self) -> bool {
+        self.per_thread || self.remove_on_exec
+    }
 }
 
 /// The kernel's symbol files and how to use them (`write`'s and `resolve`'s options).

@@ -272,10 +272,22 @@ pub fn resolve_in_process_at(
     target: &Target,
     access: Access,
 ) -> Result<Resolved> {
-    if let Base::Address(_) = target.base {
-        return resolve(target, access, &SymbolTable::default());
+    match address_in_process(target, access) {
+        Some(resolved) => resolved,
+        None => in_process(target, access, process::resolve(proc_root, pid, target)?),
     }
-    let p = process::resolve(proc_root, pid, target)?;
+}
+
+/// A raw address `target` in a process, as it is (`None` for a symbol, which the process's binaries
+/// place: [`in_process`]).
+pub fn address_in_process(target: &Target, access: Access) -> Option<Result<Resolved>> {
+    matches!(target.base, Base::Address(_))
+        .then(|| resolve(target, access, &SymbolTable::default()))
+}
+
+/// A symbol `target` as process `p`'s binaries place it, sized as a watch of `access`, with what the
+/// lookup noted (a write watch on code is warned about).
+pub fn in_process(target: &Target, access: Access, p: process::InProcess) -> Result<Resolved> {
     let mut warnings = p.found.notes.clone();
     if p.found.is_code() && access == Access::Write {
         warnings.push(text_warning(&p.found.symbol, p.found.type_char));

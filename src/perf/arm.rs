@@ -9,10 +9,12 @@
 //! launched command ([`Scope::Launched`]) is armed while it is stopped at its exec, before any thread
 //! exists: one inherited event per CPU and watch, no thread list at all.
 //!
-//! The events are prepared first, once ([`Prepared`]: every attribute built, per CPU and watch); the
-//! transaction here only opens, enables and rolls back that set, through a [`Kernel`] ([`Perf`] is the
-//! real one; a test drives the transaction with a fake). A failure is explained once, at the end
-//! ([`Failure::explain`]).
+//! Arming is one call ([`arm_in`]): `--on`'s watches kept to the debug registers free on every CPU, the
+//! events prepared once ([`Prepared`]: every attribute built, per CPU and watch), then the transaction,
+//! which only opens, enables and rolls back that set. Everything it asks of the machine goes through a
+//! [`Kernel`] ([`Perf`] is the real one; a test drives the whole arming with a fake). A failure is
+//! explained once, at the end ([`Failure::explain`]), with the facts its wording needs read after the
+//! rollback ([`Kernel::facts`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -20,8 +22,9 @@ use crate::model::watch::Watch;
 use crate::perf::event::{
     Bind, Binding, CpuEvent, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
 };
+use crate::perf::privilege::Privilege;
 use crate::perf::probe;
-use crate::perf::refusal::{explain, Kind, Refusal};
+use crate::perf::refusal::{explain_as, Facts, Kind, Refusal};
 
 /// Who a watch covers. `L` is a launched command as its layer holds it: the breakpoints need only its pid;
 /// the plan holds the stopped process itself and hands the breakpoints [`Scope::arming`].
@@ -105,6 +108,16 @@ pub trait Kernel {
     fn disable_ring(&mut self, ring: &Self::Ring);
     /// The threads of `pids` now.
     fn threads(&mut self, pids: &[u32]) -> Vec<u32>;
+    /// How many breakpoints like `watch` every one of `cpus` can take now, up to `most`; a refusal other
+    /// than for want of a debug register is returned (the kernel takes no such breakpoint at all).
+    fn free_slots(
+        &mut self,
+        watch: &Watch,
+        cpus: &BTreeSet<u32>,
+        most: usize,
+    ) -> Result<usize, OpenError>;
+    /// What the wording of refusal `e` depends on ([`Facts`]), read once the transaction is rolled back.
+    fn facts(&mut self, e: &OpenError) -> Facts;
 }
 
 /// The kernel's perf events, opened as `cfg` says (its ring size and the programs its delivery attaches).
@@ -139,6 +152,22 @@ impl Kernel for Perf<'_> {
     fn threads(&mut self, pids: &[u32]) -> Vec<u32> {
         threads(pids)
     }
+
+    fn free_slots(
+        &mut self,
+        watch: &Watch,
+        cpus: &BTreeSet<u32>,
+        most: usize,
+    ) -> Result<usize, OpenError> {
+        probe::slots_for(watch, cpus, most, self.cfg)
+    }
+
+    fn facts(&mut self, e: &OpenError) -> Facts {
+        Facts {
+            creds: Privilege::current().credentials(),
+            free_registers: probe::free_after(e),
+        }
+    }
 }
 
 /// Events armed and enabled, in CPU then watch order.
@@ -153,6 +182,11 @@ pub struct Armed<R = CpuEvent> {
 pub enum Failure {
     /// The kernel refused an event (everything opened before was closed).
     Open(OpenError),
+    /// Counting the debug registers free for `--on`'s watches, the kernel refused the first one outright
+    /// (not for want of a register): refused as arming it would be.
+    Probe(OpenError),
+    /// `--on` found no debug register free on every CPU.
+    NoFreeSlot,
     /// Every requested CPU went offline while arming.
     AllOffline(BTreeSet<u32>),
     /// Every watched process exited while arming.
@@ -160,10 +194,19 @@ pub enum Failure {
 }
 
 impl Failure {
-    /// The refusal to report, `watches` being what was armed.
-    pub fn explain(&self, watches: &[Watch]) -> Refusal {
+    /// The refusal to report, `watches` being what was to be armed; what its wording depends on is asked
+    /// of `kernel` now, after the rollback ([`Kernel::facts`]).
+    pub fn explain<K: Kernel>(&self, watches: &[Watch], kernel: &mut K) -> Refusal {
         match self {
-            Failure::Open(e) => explain(e, watches).nothing_armed(),
+            Failure::Open(e) => explain_as(e, watches, kernel.facts(e)).nothing_armed(),
+            Failure::Probe(e) => {
+                explain_as(e, &watches[..watches.len().min(1)], kernel.facts(e)).nothing_armed()
+            }
+            Failure::NoFreeSlot => Refusal::arm(
+                Kind::NoFreeDebugRegister,
+                "--on needs a free debug register on every CPU, and every one is in use (perf, gdb, another \
+                 watch); stop one and run again",
+            ),
             Failure::AllOffline(cpus) => Refusal::arm(
                 Kind::CpuOffline,
                 format!(
@@ -179,44 +222,72 @@ impl Failure {
     }
 }
 
-/// Keeps `--on`'s watches (`objects`) to one slot per debug register still free on every CPU; refused if
-/// none is. Other watches are left as they are.
-pub fn keep_free_slots(
+/// Which of the watches are armed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fit {
+    /// Every one, or nothing.
+    All,
+    /// `--on`'s slots: as many as every CPU has a debug register free for (at least one).
+    FreeRegisters,
+}
+
+/// Arms `watches` on every one of `cpus` for `scope`, or nothing, on the kernel's perf events
+/// ([`arm_with`]); `fit` says whether `watches` are first kept to the debug registers free.
+pub fn arm_in(
     watches: &mut Vec<Watch>,
     cpus: &BTreeSet<u32>,
+    scope: &Scope,
     cfg: &EventConfig,
-    objects: bool,
-) -> std::result::Result<(), Refusal> {
-    if !objects {
+    fit: Fit,
+) -> Result<Armed, Refusal> {
+    let targets = scope.targets(cfg.binding);
+    arm_with(&mut Perf { cfg }, watches, cpus, targets, cfg, fit)
+}
+
+/// The whole arming on `kernel`: `--on`'s watches kept to the free slots (`keep_free_slots`), the events
+/// prepared once, the transaction ([`arm_set`]); a failure explained once, at the end, with the facts the
+/// kernel gives after everything opened was closed.
+pub fn arm_with<K: Kernel>(
+    kernel: &mut K,
+    watches: &mut Vec<Watch>,
+    cpus: &BTreeSet<u32>,
+    targets: Targets,
+    cfg: &EventConfig,
+    fit: Fit,
+) -> Result<Armed<K::Ring>, Refusal> {
+    let armed = match keep_free_slots(watches, cpus, fit, kernel) {
+        Ok(()) => arm_set(&Prepared::new(watches, cpus, targets, cfg), kernel),
+        Err(f) => Err(f),
+    };
+    match armed {
+        Ok(armed) => Ok(armed),
+        Err(f) => Err(Failure::explain(&f, watches, kernel)),
+    }
+}
+
+/// With [`Fit::FreeRegisters`] (`--on`), keeps `watches` to one slot per debug register still free on
+/// every CPU; a failure if none is. With [`Fit::All`] they are left as they are.
+fn keep_free_slots<K: Kernel>(
+    watches: &mut Vec<Watch>,
+    cpus: &BTreeSet<u32>,
+    fit: Fit,
+    kernel: &mut K,
+) -> Result<(), Failure> {
+    if fit == Fit::All {
         return Ok(());
     }
     let free = match watches.first() {
         // A slot the kernel refuses outright (not for want of a register) is refused as arming would be.
-        Some(w) => probe::slots_for(w, cpus, watches.len(), cfg)
-            .map_err(|e| explain(&e, std::slice::from_ref(w)).nothing_armed())?,
+        Some(w) => kernel
+            .free_slots(w, cpus, watches.len())
+            .map_err(Failure::Probe)?,
         None => 0,
     };
     if free == 0 {
-        return Err(Refusal::arm(
-            Kind::NoFreeDebugRegister,
-            "--on needs a free debug register on every CPU, and every one is in use (perf, gdb, another \
-             watch); stop one and run again",
-        ));
+        return Err(Failure::NoFreeSlot);
     }
     watches.truncate(free);
     Ok(())
-}
-
-/// Arms `watches` on every one of `cpus` for `scope`, or nothing: the events prepared once, then the
-/// transaction ([`arm_set`]) on the kernel's perf events.
-pub fn arm_in(
-    watches: &[Watch],
-    cpus: &BTreeSet<u32>,
-    scope: &Scope,
-    cfg: &EventConfig,
-) -> Result<Armed, Refusal> {
-    let set = Prepared::new(watches, cpus, scope.targets(cfg.binding), cfg);
-    arm_set(&set, &mut Perf { cfg }).map_err(|f| f.explain(watches))
 }
 
 /// The transaction: opens every ring of `set` (disabled), then enables them all; on any failure every
@@ -410,13 +481,18 @@ mod tests {
     }
 
     /// A kernel that refuses what a test tells it to: an open on `fail_cpu` (with `errno`), an enable on
-    /// `fail_enable`, a thread in `gone` (ESRCH); `readings` are the successive thread lists.
+    /// `fail_enable`, a thread in `gone` (ESRCH); `readings` are the successive thread lists; `free` the
+    /// slots every CPU has free (or the errno of the first probe), `free_registers` what it counts after
+    /// a refusal (and `open_at_facts` how many rings were open then).
     struct Fake {
         log: Rc<RefCell<Log>>,
         fail_cpu: Option<(u32, i32)>,
         fail_enable: Option<u32>,
         gone: Vec<u32>,
         readings: Vec<Vec<u32>>,
+        free: Result<usize, i32>,
+        free_registers: Option<u32>,
+        open_at_facts: Option<usize>,
     }
 
     impl Fake {
@@ -427,6 +503,9 @@ mod tests {
                 fail_enable: None,
                 gone: Vec::new(),
                 readings: Vec::new(),
+                free: Ok(4),
+                free_registers: None,
+                open_at_facts: None,
             }
         }
 
@@ -505,6 +584,26 @@ mod tests {
                 _ => self.readings.remove(0),
             }
         }
+
+        fn free_slots(
+            &mut self,
+            _: &Watch,
+            cpus: &BTreeSet<u32>,
+            most: usize,
+        ) -> Result<usize, OpenError> {
+            let first = cpus.first().copied().unwrap_or(0);
+            self.free
+                .map(|free| free.min(most))
+                .map_err(|errno| refused(first, Bind::Cpu, Stage::Open, errno))
+        }
+
+        fn facts(&mut self, _: &OpenError) -> Facts {
+            self.open_at_facts = Some(self.open_now());
+            Facts {
+                creds: Privilege::current().credentials(),
+                free_registers: self.free_registers,
+            }
+        }
     }
 
     fn watches(n: usize) -> Vec<Watch> {
@@ -548,7 +647,7 @@ mod tests {
         assert_eq!((e.cpu, e.stage), (1, Stage::Open));
         assert_eq!(k.open_now(), 0, "cpu 0's rings closed");
         assert_eq!(k.log.borrow().enabled, 0, "nothing was enabled");
-        let text = Failure::Open(e).explain(&watches(2)).to_string();
+        let text = Failure::Open(e).explain(&watches(2), &mut k).to_string();
         assert!(text.contains("cpu 1: breakpoint PMU busy"), "{text}");
         assert!(text.contains("nothing was armed"), "{text}");
     }
@@ -571,7 +670,7 @@ mod tests {
         let Some(f @ Failure::AllOffline(_)) = err else {
             panic!("every CPU offline: {err:?}")
         };
-        let refusal = f.explain(&watches(1));
+        let refusal = f.explain(&watches(1), &mut k);
         assert_eq!(refusal.kind, Kind::CpuOffline);
         assert!(
             refusal
@@ -640,7 +739,114 @@ mod tests {
         let Some(f @ Failure::AllExited) = err else {
             panic!("every process exited: {err:?}")
         };
-        assert_eq!(f.explain(&watches(1)).kind, Kind::ProcessesExited);
+        assert_eq!(f.explain(&watches(1), &mut k).kind, Kind::ProcessesExited);
+    }
+
+    fn cpus(cpus: &[u32]) -> BTreeSet<u32> {
+        cpus.iter().copied().collect()
+    }
+
+    /// `--on` keeps its watches to the slots free on every CPU, and arms those alone.
+    #[test]
+    fn on_keeps_its_watches_to_the_free_slots() {
+        let mut k = Fake {
+            free: Ok(2),
+            ..Fake::new()
+        };
+        let mut ws = watches(3);
+        let cfg = EventConfig::bare(1);
+        let armed = arm_with(
+            &mut k,
+            &mut ws,
+            &cpus(&[0, 1]),
+            Targets::Cpus,
+            &cfg,
+            Fit::FreeRegisters,
+        )
+        .expect("armed");
+        assert_eq!(ws.len(), 2);
+        let placed: Vec<(u32, usize)> = armed.events.iter().map(|r| (r.cpu, r.watch)).collect();
+        assert_eq!(placed, [(0, 0), (0, 1), (1, 0), (1, 1)]);
+        // Without `--on` every watch is armed, however few slots are free.
+        let mut ws = watches(3);
+        let armed =
+            arm_with(&mut k, &mut ws, &cpus(&[0]), Targets::Cpus, &cfg, Fit::All).expect("armed");
+        assert_eq!((ws.len(), armed.events.len()), (3, 3));
+    }
+
+    /// `--on` with no slot free is refused, and a probe the kernel refuses outright is refused as arming
+    /// its first watch would be; nothing is opened either way.
+    #[test]
+    fn on_without_a_free_slot_or_with_a_refused_probe_arms_nothing() {
+        let cfg = EventConfig::bare(1);
+        let mut k = Fake {
+            free: Ok(0),
+            ..Fake::new()
+        };
+        // Two watches with --on's fit on CPU 0: refused, nothing left open.
+        let refused = |k: &mut Fake| {
+            arm_with(
+                k,
+                &mut watches(2),
+                &cpus(&[0]),
+                Targets::Cpus,
+                &cfg,
+                Fit::FreeRegisters,
+            )
+            .err()
+            .expect("refused")
+        };
+        let r = refused(&mut k);
+        assert_eq!(r.kind, Kind::NoFreeDebugRegister);
+        assert!(
+            r.to_string()
+                .contains("--on needs a free debug register on every CPU"),
+            "{r}"
+        );
+        let mut k = Fake {
+            free: Err(libc::EINVAL),
+            ..Fake::new()
+        };
+        let r = refused(&mut k);
+        assert_eq!(r.kind, Kind::InvalidBreakpoint);
+        let text = r.to_string();
+        assert!(text.contains("at 0x1000/8 (EINVAL)"), "{text}");
+        assert!(text.contains("nothing was armed"), "{text}");
+        assert_eq!(k.open_now(), 0);
+    }
+
+    /// A refusal for want of a debug register is worded with the registers free once everything opened
+    /// was closed again.
+    #[test]
+    fn a_full_cpu_is_counted_after_the_rollback() {
+        let mut k = Fake {
+            fail_cpu: Some((1, libc::ENOSPC)),
+            free_registers: Some(1),
+            ..Fake::new()
+        };
+        let cfg = EventConfig::bare(1);
+        let r = arm_with(
+            &mut k,
+            &mut watches(2),
+            &cpus(&[0, 1]),
+            Targets::Cpus,
+            &cfg,
+            Fit::All,
+        )
+        .err()
+        .expect("refused");
+        assert_eq!(
+            k.open_at_facts,
+            Some(0),
+            "counted after cpu 0's rings were closed"
+        );
+        assert_eq!(r.kind, Kind::NoFreeDebugRegister);
+        let text = r.to_string();
+        assert!(
+            text.contains("cpu 1 has 1 free debug register, 2 needed"),
+            "{text}"
+        );
+        assert!(text.contains("nothing was armed"), "{text}");
     }
 
     /// A CPU that comes online is opened alone, disabled, with the same rings.

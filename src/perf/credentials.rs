@@ -47,11 +47,11 @@ impl Credentials {
     }
 }
 
+/// The credentials the refusals' tests start from, written once.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const ROOT: Credentials = Credentials {
+impl Credentials {
+    /// Root in the initial user namespace with every capability, kernel.perf_event_paranoid 2.
+    pub(crate) const ROOT: Credentials = Credentials {
         root: true,
         cap_sys_admin: true,
         cap_perfmon: true,
@@ -59,6 +59,21 @@ mod tests {
         initial_user_ns: true,
         paranoid: Some(2),
     };
+    /// A user without any of the capabilities, in the initial user namespace, paranoid 2.
+    pub(crate) const NOBODY: Credentials = Credentials {
+        root: false,
+        cap_sys_admin: false,
+        cap_perfmon: false,
+        cap_bpf: false,
+        ..Credentials::ROOT
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROOT: Credentials = Credentials::ROOT;
 
     /// CAP_SYS_ADMIN stands in for CAP_PERFMON and CAP_BPF; none counts outside the initial namespace.
     #[test]

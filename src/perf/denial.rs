@@ -462,24 +462,30 @@ mod tests {
     /// The cases the issues name, as whole lines.
     #[test]
     fn the_named_cases_read_in_full() {
-        let root = Credentials {
-            root: true,
-            cap_sys_admin: true,
-            cap_perfmon: true,
-            cap_bpf: true,
-            initial_user_ns: true,
-            paranoid: Some(2),
+        let root = Credentials::ROOT;
+        // Root whose CAP_SYS_ADMIN was dropped (`capsh --drop=cap_sys_admin`), and a user without it.
+        let dropped = Credentials {
+            cap_sys_admin: false,
+            ..root
         };
-        let r = |bp, creds| Refused {
-            who: "cpu 0",
-            errno: libc::EPERM,
-            bp: Some(bp),
-            scope: Scope::Cpu,
-            creds,
+        let no_admin = Credentials {
+            root: false,
+            ..dropped
         };
-        let w = word(&r(KERNEL, root)).unwrap();
+        // The whole line a refusal of `bp` with `creds` reads: what happened, then the remedy.
+        let line = |bp, creds| {
+            let w = word(&Refused {
+                who: "cpu 0",
+                errno: libc::EPERM,
+                bp: Some(bp),
+                scope: Scope::Cpu,
+                creds,
+            })
+            .unwrap();
+            format!("{}; {}", w.what, w.remedy)
+        };
         assert_eq!(
-            format!("{}; {}", w.what, w.remedy),
+            line(KERNEL, root),
             "cpu 0: this kernel refuses hardware breakpoints on kernel addresses (a kernel or hypervisor \
              policy such as lockdown, not a missing privilege: this process has CAP_SYS_ADMIN, and \
              0xffffffff82e03e00 got Operation not permitted (os error 1)); user-space watches still work \
@@ -487,59 +493,38 @@ mod tests {
              ./my_program`"
         );
         // A user without CAP_SYS_ADMIN is told to run as root with it.
-        let no_admin = Credentials {
-            root: false,
-            cap_sys_admin: false,
-            ..root
-        };
-        let w = word(&r(KERNEL, no_admin)).unwrap();
         assert_eq!(
-            format!("{}; {}", w.what, w.remedy),
+            line(KERNEL, no_admin),
             "cpu 0: not permitted to set a breakpoint on kernel address 0xffffffff82e03e00 (Operation not \
              permitted (os error 1)): kernel addresses need CAP_SYS_ADMIN (CAP_PERFMON is not enough), \
              which this process does not have; run as root with CAP_SYS_ADMIN; user-space watches (`-p \
              PID`, `-- CMD`) do not need it"
         );
-        // Root whose CAP_SYS_ADMIN was dropped (`capsh --drop=cap_sys_admin`) is told to keep it.
-        let dropped = Credentials {
-            cap_sys_admin: false,
-            ..root
-        };
-        let w = word(&r(KERNEL, dropped)).unwrap();
+        // Root whose CAP_SYS_ADMIN was dropped is told to keep it.
         assert_eq!(
-            format!("{}; {}", w.what, w.remedy),
+            line(KERNEL, dropped),
             "cpu 0: not permitted to set a breakpoint on kernel address 0xffffffff82e03e00 (Operation not \
              permitted (os error 1)): kernel addresses need CAP_SYS_ADMIN (CAP_PERFMON is not enough), \
              which this process does not have: it runs as root, but without CAP_SYS_ADMIN in its \
              effective capabilities (dropped by capsh, or a service's or a container's capability set); \
              run it with CAP_SYS_ADMIN kept; user-space watches (`-p PID`, `-- CMD`) do not need it"
         );
-        let nobody = Credentials {
-            root: false,
-            cap_sys_admin: false,
-            cap_perfmon: false,
-            cap_bpf: false,
-            initial_user_ns: true,
-            paranoid: Some(2),
-        };
-        let w = word(&r(USER, nobody)).unwrap();
+        let nobody = Credentials::NOBODY;
         assert_eq!(
-            format!("{}; {}", w.what, w.remedy),
+            line(USER, nobody),
             "cpu 0: not permitted to open a system-wide breakpoint (Operation not permitted (os error 1)); \
              run as root or grant CAP_PERFMON (kernel.perf_event_paranoid is 2; system-wide events need \
              -1 or CAP_PERFMON)"
         );
         // Root without CAP_PERFMON and CAP_SYS_ADMIN (`capsh --drop=cap_perfmon,cap_sys_admin`).
-        let w = word(&r(
-            USER,
-            Credentials {
-                root: true,
-                ..nobody
-            },
-        ))
-        .unwrap();
         assert_eq!(
-            format!("{}; {}", w.what, w.remedy),
+            line(
+                USER,
+                Credentials {
+                    root: true,
+                    ..nobody
+                }
+            ),
             "cpu 0: not permitted to open a system-wide breakpoint (Operation not permitted (os error 1)); \
              this process runs as root, but without CAP_PERFMON or CAP_SYS_ADMIN in its effective \
              capabilities (dropped by capsh, or a service's or a container's capability set): run it with \

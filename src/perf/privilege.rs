@@ -120,6 +120,20 @@ impl Privilege {
     }
 }
 
+/// The privilege the tests of its users start from, written once.
+#[cfg(test)]
+impl Privilege {
+    /// Root in the initial user namespace with every capability, kernel.perf_event_paranoid 2.
+    pub(crate) const ROOT: Privilege = Privilege {
+        euid: 0,
+        cap_perfmon: true,
+        cap_sys_admin: true,
+        cap_bpf: true,
+        paranoid: Some(2),
+        initial_user_ns: true,
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

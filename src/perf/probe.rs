@@ -1,7 +1,8 @@
 //! Probe breakpoints: disabled, pinned breakpoints opened only to ask the kernel a question and closed at
 //! once, never enabled. Whether it would arm a breakpoint at an address on a CPU, and how many debug
 //! registers a CPU (or every CPU, for breakpoints like a given watch) has free now. `check` asks them, and
-//! arming failures are explained with them ([`crate::perf::refusal`]).
+//! arming asks them through its kernel ([`crate::perf::arm::Kernel`]): how many of `--on`'s slots fit, and
+//! after a refusal the facts its wording needs ([`free_after`], [`crate::perf::refusal`]).
 
 use std::collections::BTreeSet;
 
@@ -57,6 +58,19 @@ pub fn free_slots(cpu: u32) -> Result<u32, OpenError> {
 /// not the thread.
 pub fn free_thread_slots(cpu: u32) -> Result<u32, OpenError> {
     count_slots(0, cpu)
+}
+
+/// After refusal `e`, what its wording counts: the debug registers free now on its CPU (for a thread's
+/// event, what the CPU leaves to a thread there, [`free_thread_slots`]) where it was refused for want of
+/// one; `None` otherwise, or where they could not be counted.
+pub fn free_after(e: &OpenError) -> Option<u32> {
+    let full =
+        !matches!(e.stage, Stage::Bpf | Stage::Mmap) && e.err.raw_os_error() == Some(libc::ENOSPC);
+    match (full, e.tid) {
+        (false, _) => None,
+        (true, None) => free_slots(e.cpu).ok(),
+        (true, Some(_)) => free_thread_slots(e.cpu).ok(),
+    }
 }
 
 /// Probes bound to `pid` (-1: the CPU; 0: the calling thread) on `cpu`, opened until the kernel says no.

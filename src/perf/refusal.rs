@@ -164,16 +164,9 @@ pub struct Facts {
 impl Facts {
     /// The facts about `e`, read now.
     fn read(e: &OpenError) -> Facts {
-        let full = !matches!(e.stage, Stage::Bpf | Stage::Mmap)
-            && e.err.raw_os_error() == Some(libc::ENOSPC);
-        let free_registers = match (full, e.tid) {
-            (false, _) => None,
-            (true, None) => crate::perf::probe::free_slots(e.cpu).ok(),
-            (true, Some(_)) => crate::perf::probe::free_thread_slots(e.cpu).ok(),
-        };
         Facts {
             creds: Privilege::current().credentials(),
-            free_registers,
+            free_registers: crate::perf::probe::free_after(e),
         }
     }
 }
@@ -421,14 +414,7 @@ mod tests {
         }
     }
 
-    const ROOT: Credentials = Credentials {
-        root: true,
-        cap_sys_admin: true,
-        cap_perfmon: true,
-        cap_bpf: true,
-        initial_user_ns: true,
-        paranoid: Some(2),
-    };
+    const ROOT: Credentials = Credentials::ROOT;
 
     /// The facts of a process with `creds` whose free registers were not counted.
     fn facts(creds: Credentials) -> Facts {
@@ -548,15 +534,7 @@ mod tests {
             bp: Some((0x5600_0000_1000, 8)),
             ..refused(Stage::Open, libc::EACCES)
         };
-        let nobody = Credentials {
-            root: false,
-            cap_sys_admin: false,
-            cap_perfmon: false,
-            cap_bpf: false,
-            initial_user_ns: true,
-            paranoid: Some(2),
-        };
-        let r = explain_as(&user, &[], facts(nobody));
+        let r = explain_as(&user, &[], facts(Credentials::NOBODY));
         assert_eq!(r.kind.as_str(), "not_permitted");
         assert!(
             r.to_string().contains("run as root or grant CAP_PERFMON"),

@@ -360,6 +360,16 @@ mod tests {
         String::from_utf8(out.into_inner().0).unwrap()
     }
 
+    /// What a JSON output wrote, as text (for messages) and as its records.
+    fn json_records(out: Json<Vec<u8>, Vec<u8>>) -> (String, Vec<serde_json::Value>) {
+        let ndjson = String::from_utf8(out.into_inner().0).unwrap();
+        let records = ndjson
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (ndjson, records)
+    }
+
     /// The values of the hit lines in `text`, in order.
     fn values(text: &str) -> Vec<String> {
         text.lines()
@@ -487,11 +497,7 @@ mod tests {
             .unwrap();
         rec.dump(&mut json, DumpTrigger::Signal, 9_000_000, None)
             .unwrap();
-        let ndjson = String::from_utf8(json.into_inner().0).unwrap();
-        let records: Vec<serde_json::Value> = ndjson
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let (ndjson, records) = json_records(json);
         assert_eq!(records[0]["hits"], 0, "{ndjson}");
         assert_eq!(records[0]["no_hit_yet"], true, "{ndjson}");
         assert_eq!(records[1]["hits"], 2, "the later hits stayed: {ndjson}");
@@ -512,11 +518,7 @@ mod tests {
             .unwrap();
         rec.dump(&mut out, DumpTrigger::Signal, 5_000_000, None)
             .unwrap();
-        let ndjson = String::from_utf8(out.into_inner().0).unwrap();
-        let records: Vec<serde_json::Value> = ndjson
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let (_, records) = json_records(out);
         let kinds: Vec<(&str, Option<&str>)> = records
             .iter()
             .map(|r| (r["type"].as_str().unwrap(), r["value"].as_str()))
@@ -709,10 +711,9 @@ mod tests {
         offer_values(&mut rec, &mut out, 3..=3);
         rec.dump(&mut out, DumpTrigger::Signal, 5_000_000, None)
             .unwrap();
-        let ndjson = String::from_utf8(out.into_inner().0).unwrap();
-        let ids: Vec<Option<u64>> = ndjson
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        let ids: Vec<Option<u64>> = json_records(out)
+            .1
+            .into_iter()
             .filter(|r| r["type"] == "hit")
             .map(|r| r["cgroup_id"].as_u64())
             .collect();

@@ -183,7 +183,7 @@ fn bad_kallsyms_files() {
 
 #[test]
 fn bad_options() {
-    let refusals: [(&[&str], &[&str]); 12] = [
+    let refusals: [(&[&str], &[&str]); 14] = [
         (
             &["write", "0x10000", "--duration", "0"],
             &["greater than zero"],
@@ -221,6 +221,22 @@ fn bad_options() {
         (
             &["write", "0x10000", "--folded", "--format", "otlp-json"],
             &["--folded writes stdout, and so does --format otlp-json; use --folded=FILE"],
+        ),
+        (
+            &["write", "0x10000", "--perfetto", "-"],
+            &[
+                "--perfetto writes a file",
+                "`-` is not stdout",
+                "--perfetto trace.pftrace",
+            ],
+        ),
+        (
+            &["write", "0x10000", "--flamegraph", "-"],
+            &[
+                "--flamegraph writes a file",
+                "`-` is not stdout",
+                "--flamegraph flame.svg",
+            ],
         ),
     ];
     for (args, needles) in refusals {

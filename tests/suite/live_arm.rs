@@ -8,7 +8,7 @@ use ksymwatch::perf::arm::{arm_set, Armed, Kernel, Perf};
 use ksymwatch::perf::event::{
     Bind, CpuEvent, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
 };
-use ksymwatch::perf::refusal::Refusal;
+use ksymwatch::perf::refusal::{Facts, Refusal};
 use std::collections::BTreeSet;
 use std::io;
 
@@ -70,6 +70,19 @@ impl<F: FnMut(u32) -> Option<OpenError>> Kernel for FailOn<F> {
     fn threads(&mut self, pids: &[u32]) -> Vec<u32> {
         Perf { cfg: &CFG }.threads(pids)
     }
+
+    fn free_slots(
+        &mut self,
+        watch: &Watch,
+        cpus: &BTreeSet<u32>,
+        most: usize,
+    ) -> Result<usize, OpenError> {
+        Perf { cfg: &CFG }.free_slots(watch, cpus, most)
+    }
+
+    fn facts(&mut self, e: &OpenError) -> Facts {
+        Perf { cfg: &CFG }.facts(e)
+    }
 }
 
 /// Arms `watches` on every one of `cpus` as the tracer does, `fail` answering for the CPUs it chooses.
@@ -79,7 +92,8 @@ fn arm_with(
     fail: impl FnMut(u32) -> Option<OpenError>,
 ) -> Result<Armed, Refusal> {
     let set = Prepared::new(watches, cpus, Targets::Cpus, &CFG);
-    arm_set(&set, &mut FailOn { fail }).map_err(|f| f.explain(watches))
+    let mut kernel = FailOn { fail };
+    arm_set(&set, &mut kernel).map_err(|f| f.explain(watches, &mut kernel))
 }
 
 fn perf_fds() -> usize {

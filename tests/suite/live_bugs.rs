@@ -9,40 +9,22 @@ use std::io::Write;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::util::{self, Tracer, Writer, BIN};
+use crate::util::{self, Writer, BIN};
 
-/// Whether capsh (libcap2-bin) runs here, and this test runs as root (the case is root with a capability
-/// dropped); skipped, saying which, otherwise.
+/// Whether this test runs as root (the case is root with a capability dropped) and capsh runs here;
+/// skipped, saying which, otherwise.
 fn root_with_capsh() -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         util::skip("not root: the case is root whose capabilities were dropped");
         return false;
     }
-    let ok = Command::new("capsh")
-        .arg("--print")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        util::skip("capsh is not installed (package libcap2-bin)");
-    }
-    ok
+    util::capsh()
 }
 
 /// Runs ksymwatch with `args` as root with the capabilities `drop` dropped (capsh, e.g. `cap_sys_admin`).
 fn dropped(drop: &str, args: &[&str]) -> (i32, String, String) {
-    util::run_fed(
-        Command::new("capsh")
-            .args([
-                &format!("--drop={drop}"),
-                "--",
-                "-c",
-                "exec \"$0\" \"$@\"",
-                BIN,
-            ])
-            .args(args),
-        "",
-    )
+    util::run_dropping(drop, args, "")
 }
 
 // Root without CAP_SYS_ADMIN is refused a kernel address on every machine (this one refuses it even with
@@ -190,28 +172,9 @@ live_test!(p_of_a_process_whose_leader_exited_is_watched, {
 // A `--dump-on` tracepoint that fires before the first hit (printk:console, fired by a line to /dev/kmsg
 // before the helper stores anything) says that no hit had come yet; it said "the last 0 hits".
 live_test!(a_dump_before_the_first_hit_says_no_hit_had_come, {
-    if util::btf_tracepoint("console").is_none() {
-        return util::skip("the kernel's BTF has no printk:console tracepoint (btf_trace_console)");
-    }
-    let Some(no_tracefs) = util::without_tracefs() else {
+    let Some((mut h, mut t)) = util::dumping_on_tracepoint("printk:console") else {
         return;
     };
-    let mut h = Writer::start(&["spin", "0"]);
-    let pid = h.pid.to_string();
-    let mut t = Tracer::start_with(
-        &no_tracefs,
-        &[
-            "write",
-            "--no-status",
-            "--last",
-            "4",
-            "--dump-on",
-            "tracepoint:printk:console",
-            "-p",
-            &pid,
-            "target_var",
-        ],
-    );
     let mut kmsg = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/kmsg")
@@ -235,17 +198,7 @@ live_test!(a_dump_before_the_first_hit_says_no_hit_had_come, {
 
 // The same before the first hit with SIGUSR1, in JSON: the `dump` record has `hits` 0 and `no_hit_yet`.
 live_test!(a_signal_dump_before_the_first_hit_says_so_in_json, {
-    let h = Writer::start(&["spin", "0"]);
-    let pid = h.pid.to_string();
-    let mut t = Tracer::write_json(&[
-        "--last",
-        "4",
-        "--dump-on",
-        "signal",
-        "-p",
-        &pid,
-        "target_var",
-    ]);
+    let (h, mut t) = util::dumping_on_signal("4");
     t.signal(libc::SIGUSR1);
     let line = t.read_until(|l| l.contains("\"type\":\"dump\""));
     let dump: serde_json::Value = serde_json::from_str(line.lines().last().unwrap_or_default())
@@ -275,6 +228,21 @@ fn until_file_has(path: &std::path::Path, want: &str) -> String {
     }
 }
 
+/// `write -p PID target_var -o FILE --folded --duration DURATION`: the stream to FILE, the stacks to stdout.
+fn folded_with_o<'a>(pid: &'a str, file: &'a str, duration: &'a str) -> [&'a str; 9] {
+    [
+        "write",
+        "-p",
+        pid,
+        "target_var",
+        "-o",
+        file,
+        "--folded",
+        "--duration",
+        duration,
+    ]
+}
+
 // `--folded` on stdout with `-o FILE`: the stream goes to FILE (it was an empty file: `--folded` turned
 // the stream off wherever it went) and the stacks to stdout.
 live_test!(folded_on_stdout_with_o_file_keeps_the_stream_in_the_file, {
@@ -283,17 +251,7 @@ live_test!(folded_on_stdout_with_o_file_keeps_the_stream_in_the_file, {
     let file = util::temp_dir("ksymwatch-bugs-folded").join("stream.txt");
     let file_arg = file.to_str().expect("utf-8 path");
     let (code, out, err) = util::run_within(
-        &[
-            "write",
-            "-p",
-            &pid,
-            "target_var",
-            "-o",
-            file_arg,
-            "--folded",
-            "--duration",
-            "1s",
-        ],
+        &folded_with_o(&pid, file_arg, "1s"),
         Duration::from_secs(30),
     );
     h.finish();
@@ -320,17 +278,7 @@ live_test!(folded_on_stdout_with_o_file_ends_when_its_reader_goes, {
     let pid = h.pid.to_string();
     let file = util::temp_dir("ksymwatch-bugs-folded-closed").join("stream.txt");
     let file_arg = file.to_str().expect("utf-8 path");
-    let mut child = util::spawn(&[
-        "write",
-        "-p",
-        &pid,
-        "target_var",
-        "-o",
-        file_arg,
-        "--folded",
-        "--duration",
-        "60s",
-    ]);
+    let mut child = util::spawn(&folded_with_o(&pid, file_arg, "60s"));
     until_file_has(&file, "# armed ");
     let started = Instant::now();
     drop(child.stdout.take());
@@ -358,17 +306,11 @@ live_test!(folded_on_stdout_with_o_file_ends_when_its_reader_goes, {
 live_test!(if_on_a_read_write_watch_of_a_user_address_is_refused, {
     let writer = util::helper("writer");
     let (code, out, err) = util::run_fed(
-        Command::new(BIN).args([
-            "rw",
-            "target_var",
-            "--if",
-            "value == 5",
-            "--",
-            writer.to_str().expect("utf-8 path"),
-            "write",
-            "100",
-            "0",
-        ]),
+        Command::new(BIN).args(util::launching(
+            &["rw", "target_var", "--if", "value == 5"],
+            &writer,
+            &["write", "100", "0"],
+        )),
         "go\n",
     );
     assert_eq!(code, 2, "{out}{err}");
@@ -423,29 +365,20 @@ live_test!(a_control_move_to_rw_under_if_is_refused, {
     let h = Writer::spinning(0);
     let pid = h.pid.to_string();
     let (code, out, err) = util::run_fed(
-        Command::new(BIN).args([
+        Command::new(BIN).args(util::controlled_from_stdin(&[
             "write",
             "-p",
             &pid,
             "target_var",
             "--if",
             "value != 0",
-            "--json",
-            "--no-status",
-            "--duration",
-            "1s",
-            "--control",
-            "-",
-        ]),
+        ])),
         "watch target_var rw\n",
     );
     h.finish();
     assert_eq!(code, 0, "{err}");
     let recs = util::ndjson(&out);
-    let refused = recs
-        .iter()
-        .find(|r| r["type"] == "control_refused")
-        .unwrap_or_else(|| panic!("no refusal: {out}\n{err}"));
+    let refused = util::record(&recs, "control_refused");
     let reason = refused["reason"].as_str().unwrap_or_default();
     assert!(
         reason.contains("a read-write watch of a user address") && reason.contains("move with `w`"),

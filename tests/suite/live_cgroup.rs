@@ -638,22 +638,13 @@ fn without_bpf_or_with_an_empty_path_cgroup_is_refused() {
         2,
         &["--cgroup ''", "empty path"],
     );
-    let capsh = Command::new("capsh").arg("--print").output();
-    if !capsh.is_ok_and(|o| o.status.success()) {
-        skip("capsh is not installed (package libcap2-bin)");
+    if !util::capsh() {
         return;
     }
     let pid = std::process::id().to_string();
-    let (code, out, err) = util::run_fed(
-        Command::new("capsh")
-            .args([
-                "--drop=cap_bpf,cap_sys_admin,cap_perfmon",
-                "--",
-                "-c",
-                "exec \"$0\" \"$@\"",
-                util::BIN,
-            ])
-            .args(["write", "--cgroup", "/", "0x601040/8", "-p", &pid]),
+    let (code, out, err) = util::run_dropping(
+        "cap_bpf,cap_sys_admin,cap_perfmon",
+        &["write", "--cgroup", "/", "0x601040/8", "-p", &pid],
         "",
     );
     assert_eq!(code, 4, "{out}{err}");

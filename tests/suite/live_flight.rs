@@ -57,17 +57,7 @@ live_test!(
 
 // SIGUSR1 prints the last 5 hits under a `dump` record (JSON), and the run goes on to its normal end.
 live_test!(sigusr1_dumps_the_last_hits_and_the_run_goes_on, {
-    let mut h = Writer::start(&["spin", "0"]);
-    let pid = h.pid.to_string();
-    let mut t = Tracer::write_json(&[
-        "--last",
-        "5",
-        "--dump-on",
-        "signal",
-        "-p",
-        &pid,
-        "target_var",
-    ]);
+    let (mut h, mut t) = util::dumping_on_signal("5");
     h.send("go");
     std::thread::sleep(Duration::from_millis(300));
     t.signal(libc::SIGUSR1);
@@ -126,33 +116,10 @@ fn stop_a_while_later(mut h: Writer, t: Tracer) -> (i32, String, String) {
 /// also before the helper's first store, so a dump may be empty. Returns the tracer's stderr, empty when
 /// the test was skipped (visibly): the kernel's BTF has no such tracepoint, or tracefs cannot be hidden.
 fn dumps_on_tracepoint(tracepoint: &str, busy: bool, fire: impl FnOnce()) -> String {
-    let name = tracepoint.rsplit(':').next().unwrap_or(tracepoint);
-    if util::btf_tracepoint(name).is_none() {
-        util::skip(format_args!(
-            "the kernel's BTF has no {tracepoint} tracepoint (btf_trace_{name})"
-        ));
-        return String::new();
-    }
-    let Some(no_tracefs) = util::without_tracefs() else {
+    let Some((mut h, mut t)) = util::dumping_on_tracepoint(tracepoint) else {
         return String::new();
     };
-    let mut h = Writer::start(&["spin", "0"]);
-    let (pid, tid) = (h.pid.to_string(), h.tid);
-    let trigger = format!("tracepoint:{tracepoint}");
-    let mut t = Tracer::start_with(
-        &no_tracefs,
-        &[
-            "write",
-            "--no-status",
-            "--last",
-            "4",
-            "--dump-on",
-            &trigger,
-            "-p",
-            &pid,
-            "target_var",
-        ],
-    );
+    let tid = h.tid;
     h.send("go");
     std::thread::sleep(Duration::from_millis(300));
     fire();

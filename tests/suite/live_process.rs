@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ksymwatch::model::watch::{Access, Watch};
-use ksymwatch::perf::arm::{arm_in, Scope};
+use ksymwatch::perf::arm::{arm_in, Fit, Scope};
 use ksymwatch::perf::event::EventConfig;
 use serde_json::Value;
 
@@ -342,9 +342,15 @@ live_test!(
             ..EventConfig::bare(8)
         };
         let before = own_perf_events();
-        let err = arm_in(&[watch], &cpus, &Scope::Processes(vec![h.pid]), &cfg)
-            .err()
-            .expect("a thread with 4 breakpoints of its own cannot be armed");
+        let err = arm_in(
+            &mut vec![watch],
+            &cpus,
+            &Scope::Processes(vec![h.pid]),
+            &cfg,
+            Fit::All,
+        )
+        .err()
+        .expect("a thread with 4 breakpoints of its own cannot be armed");
         assert_eq!(err.code, ksymwatch::error::ExitCode::Arm, "{err}");
         let text = err.to_string();
         assert!(text.contains(&format!("tid {hog} (")), "{text}");

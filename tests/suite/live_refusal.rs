@@ -21,33 +21,10 @@ fn init_stack() -> u64 {
     util::kallsyms_addr("__start_init_stack").expect("__start_init_stack in kallsyms") + 0x3e00
 }
 
-/// Whether capsh (libcap2-bin) runs here; the test is skipped, saying so, when it does not.
-fn capsh() -> bool {
-    let ok = Command::new("capsh")
-        .arg("--print")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        util::skip("capsh is not installed (package libcap2-bin)");
-    }
-    ok
-}
-
 /// Runs ksymwatch with `args` as root without CAP_SYS_ADMIN (capsh drops it from the bounding set and every
 /// set; CAP_PERFMON, CAP_BPF and the rest stay), `stdin` written to its standard input.
 fn without_cap_sys_admin(args: &[&str], stdin: &str) -> (i32, String, String) {
-    util::run_fed(
-        Command::new("capsh")
-            .args([
-                "--drop=cap_sys_admin",
-                "--",
-                "-c",
-                "exec \"$0\" \"$@\"",
-                BIN,
-            ])
-            .args(args),
-        stdin,
-    )
+    util::run_dropping("cap_sys_admin", args, stdin)
 }
 
 /// A refused run's JSON stream: exactly one `error` record, whose `reason` is stderr's error line;
@@ -118,7 +95,7 @@ live_test!(
 live_test!(
     without_cap_sys_admin_kernel_addresses_need_it_and_user_space_works,
     {
-        if !capsh() {
+        if !util::capsh() {
             return;
         }
         let target = format!("0x{:x}", init_stack());
@@ -142,16 +119,11 @@ live_test!(
         // /dev/zero, in launch mode.
         let writer = helper("writer");
         let (code, out, err) = without_cap_sys_admin(
-            &[
-                "write",
-                "target_var",
-                "--json",
-                "--",
-                writer.to_str().expect("utf-8 path"),
-                "read",
-                "10",
-                "0",
-            ],
+            &util::launching(
+                &["write", "target_var", "--json"],
+                &writer,
+                &["read", "10", "0"],
+            ),
             "go\n",
         );
         assert_eq!(code, 0, "{err}");
@@ -198,7 +170,7 @@ live_test!(on_objects_are_refused_with_the_same_words, {
         }
         None => assert_eq!(code, 0, "{err}"),
     }
-    if !capsh() {
+    if !util::capsh() {
         return;
     }
     let (code, _, err) = without_cap_sys_admin(&args, "");
@@ -220,18 +192,9 @@ live_test!(a_control_move_to_a_kernel_address_says_why_in_kind, {
     static SPOT: u64 = 0;
     let start = format!("0x{:x}", &SPOT as *const u64 as u64);
     let to = format!("watch 0x{:x}\n", init_stack());
-    let args = [
-        "write",
-        start.as_str(),
-        "--json",
-        "--no-status",
-        "--duration",
-        "1s",
-        "--control",
-        "-",
-    ];
+    let args = util::controlled_from_stdin(&["write", start.as_str()]);
     let refused = util::kernel_refusal(init_stack());
-    let (code, stdout, err) = util::run_fed(Command::new(BIN).args(args), &to);
+    let (code, stdout, err) = util::run_fed(Command::new(BIN).args(&args), &to);
     assert_eq!(code, 0, "{err}");
     let recs = util::ndjson(&stdout);
     let find = |ty: &str| recs.iter().find(|r| r["type"] == ty);
@@ -248,16 +211,13 @@ live_test!(a_control_move_to_a_kernel_address_says_why_in_kind, {
         }
         None => assert!(find("watch").is_some(), "the move is made here: {stdout}"),
     }
-    if !capsh() {
+    if !util::capsh() {
         return;
     }
     let (code, stdout, err) = without_cap_sys_admin(&args, &to);
     assert_eq!(code, 0, "{err}");
     let recs = util::ndjson(&stdout);
-    let r = recs
-        .iter()
-        .find(|r| r["type"] == "control_refused")
-        .unwrap_or_else(|| panic!("no refusal: {stdout}\n{err}"));
+    let r = util::record(&recs, "control_refused");
     assert_eq!(r["kind"], "needs_cap_sys_admin", "{r}");
     assert!(
         r["reason"]
@@ -275,7 +235,7 @@ live_test!(a_control_move_to_a_kernel_address_says_why_in_kind, {
 // `check` without CAP_SYS_ADMIN, on any machine: kernel addresses refused for want of it, user addresses
 // fine, so the answer is partial ("user-space watches only", exit 4).
 live_test!(check_without_cap_sys_admin_is_user_space_only, {
-    if !capsh() {
+    if !util::capsh() {
         return;
     }
     let (code, out, err) = without_cap_sys_admin(&["check", "--json"], "");

@@ -214,6 +214,9 @@ pub fn helper_with(name: &str, extra: &[&str]) -> PathBuf {
     static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let dir = DIR.get_or_init(|| {
         let d = std::env::temp_dir().join(format!("ksymwatch-helpers-{}", std::process::id()));
+        // A run before this one that had the same pid left its builds here, maybe of older sources:
+        // they are this run's to build afresh.
+        let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).expect("helper dir");
         d
     });
@@ -1039,6 +1042,110 @@ pub fn run_fed(cmd: &mut Command, input: &str) -> (i32, String, String) {
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The helper storing into its `target_var` once told "go" (`spin 0`), and a JSON tracer watching it
+/// under `--last LAST --dump-on signal`.
+pub fn dumping_on_signal(last: &str) -> (Writer, Tracer) {
+    let h = Writer::start(&["spin", "0"]);
+    let pid = h.pid.to_string();
+    let t = Tracer::write_json(&[
+        "--last",
+        last,
+        "--dump-on",
+        "signal",
+        "-p",
+        &pid,
+        "target_var",
+    ]);
+    (h, t)
+}
+
+/// The helper storing into its `target_var` once told "go" (`spin 0`), and the tracer watching it under
+/// `--no-status --last 4 --dump-on tracepoint:GROUP:NAME` with tracefs unmounted (as on a fresh machine:
+/// the tracepoint is found in the kernel's BTF). None when the test is skipped (visibly): the kernel's
+/// BTF has no such tracepoint, or tracefs cannot be hidden.
+pub fn dumping_on_tracepoint(tracepoint: &str) -> Option<(Writer, Tracer)> {
+    let name = tracepoint.rsplit(':').next().unwrap_or(tracepoint);
+    if btf_tracepoint(name).is_none() {
+        skip(format_args!(
+            "the kernel's BTF has no {tracepoint} tracepoint (btf_trace_{name})"
+        ));
+        return None;
+    }
+    let no_tracefs = without_tracefs()?;
+    let h = Writer::start(&["spin", "0"]);
+    let pid = h.pid.to_string();
+    let trigger = format!("tracepoint:{tracepoint}");
+    let t = Tracer::start_with(
+        &no_tracefs,
+        &[
+            "write",
+            "--no-status",
+            "--last",
+            "4",
+            "--dump-on",
+            &trigger,
+            "-p",
+            &pid,
+            "target_var",
+        ],
+    );
+    Some((h, t))
+}
+
+/// `args`, then `-- HELPER HELPER_ARGS`: ksymwatch's arguments launching the helper built at `helper`.
+pub fn launching<'a>(args: &[&'a str], helper: &'a Path, helper_args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.push("--");
+    all.push(helper.to_str().expect("utf-8 path"));
+    all.extend_from_slice(helper_args);
+    all
+}
+
+/// `args`, then `--json --no-status --duration 1s --control -`: a one-second JSON run steered by the
+/// control commands on its standard input.
+pub fn controlled_from_stdin<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.extend([
+        "--json",
+        "--no-status",
+        "--duration",
+        "1s",
+        "--control",
+        "-",
+    ]);
+    all
+}
+
+/// Whether capsh (libcap2-bin) runs here; the test is skipped, saying so, when it does not.
+pub fn capsh() -> bool {
+    let ok = Command::new("capsh")
+        .arg("--print")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        skip("capsh is not installed (package libcap2-bin)");
+    }
+    ok
+}
+
+/// Runs ksymwatch with `args` as root with the capabilities `drop` dropped (`capsh --drop=DROP`, e.g.
+/// `cap_sys_admin`: gone from the bounding set and every set, the others stay), `stdin` written to its
+/// standard input.
+pub fn run_dropping(drop: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
+    run_fed(
+        Command::new("capsh")
+            .args([
+                &format!("--drop={drop}"),
+                "--",
+                "-c",
+                "exec \"$0\" \"$@\"",
+                BIN,
+            ])
+            .args(args),
+        stdin,
     )
 }
 

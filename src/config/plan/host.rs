@@ -1,7 +1,8 @@
-//! The machine as planning sees it: the one door through which [`crate::config::plan`] reads anything
-//! (BPF, privileges, CPUs, /proc, the kernel's symbol files and BTF, tracefs) or starts a command. The
-//! command line gives the real machine (`cli`); the unit tests a made-up one, so every planning decision is
-//! tested without a kernel.
+//! The machine as planning sees it: what [`mod@crate::config::plan`] asks of it (BPF, privileges, CPUs,
+//! /proc, the kernel's symbol files, per-CPU bases, tracefs, cgroups), and the one thing it does to it
+//! (start a command). The command line gives the real machine (`cli`); the unit tests a made-up one, so
+//! the planning decisions are tested without a kernel. (The BTF types and `--on`'s user-space probes still
+//! read their files themselves.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -9,13 +10,12 @@ use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::{Origin, Source, SymbolTable};
 
+use crate::config::process::InProcess;
 use crate::config::request::SymbolRequest;
 use crate::config::symbols::FileSymbols;
-use crate::config::watch::Resolved;
 use crate::error::Result;
 use crate::host::cgroup::{Cgroup, CgroupError};
 use crate::model::target::Target;
-use crate::model::watch::Access;
 use crate::perf::bpf::percpu::Offsets;
 use crate::perf::privilege::Privilege;
 
@@ -29,22 +29,29 @@ pub struct Task {
     pub zombie: bool,
 }
 
-/// The kernel's symbols as [`Host::kernel_symbols`] loaded them.
+/// What the kernel stage asks of the machine's kernel symbols, in one go ([`Host::kernel_symbols`]).
+pub struct KernelQuery<'a> {
+    pub symbols: &'a SymbolRequest,
+    /// A struct member, an array element or `--lines` needs DWARF: where the pick has none, the running
+    /// kernel's vmlinux from debuginfod instead, where one can be had.
+    pub dwarf: bool,
+    /// A system-wide watch's data symbols: a kallsyms that lacks one (no CONFIG_KALLSYMS_ALL) is replaced
+    /// by the running kernel's vmlinux from debuginfod, where one can be had.
+    pub data_symbols: Option<&'a [Target]>,
+    /// The running kernel's kallsyms is to be read on its first use, not now (a process watch).
+    pub kallsyms_later: bool,
+    /// Kernel addresses this user may not see leave an empty kallsyms (no kernel frame is recorded).
+    pub user_only: bool,
+}
+
+/// The kernel's symbols as [`Host::kernel_symbols`] found them.
 pub enum KernelFiles {
     /// A vmlinux or System.map, opened.
     Files(Box<FileSymbols>),
     /// The running kernel's kallsyms, and whether it came from the cache.
     Kallsyms(SymbolTable, Origin),
-}
-
-/// What a watch needs of the kernel's symbol source ([`Host::symbol_source`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SourceNeeds {
-    /// A struct member, an array element or `--lines` needs DWARF.
-    pub dwarf: bool,
-    /// A live watch placed by BTF offsets (a cast, a member path, `--control`) needs the running
-    /// kernel's BTF: another kernel's offsets would put it on the wrong bytes.
-    pub live_offsets: bool,
+    /// The running kernel's kallsyms, left to its first use.
+    KallsymsLater,
 }
 
 /// A command started for a launch-mode watch, stopped before its first instruction.
@@ -72,13 +79,9 @@ pub trait Host {
     fn task(&self, pid: u32) -> Option<Task>;
     /// Whether process `pid` still exists.
     fn process_exists(&self, pid: u32) -> bool;
-    /// Each of `targets` resolved in process `pid`'s own address space (an address as it is).
-    fn resolve_in_process(
-        &self,
-        pid: u32,
-        targets: &[Target],
-        access: Access,
-    ) -> Result<Vec<Resolved>>;
+    /// Symbol `target` looked up in process `pid`'s own binaries (its maps, their symbol tables and
+    /// DWARF).
+    fn process_symbol(&self, pid: u32, target: &Target) -> Result<InProcess>;
     /// The threads of `pids` now.
     fn threads(&self, pids: &[u32]) -> usize;
     /// The open-file limit, raised to its hard limit; `None` if it cannot be had.
@@ -86,23 +89,13 @@ pub trait Host {
     /// Starts `argv` stopped at its exec.
     fn launch(&mut self, argv: &[String]) -> Result<Box<dyn Launch>>;
 
-    /// The kernel symbol source the search picks for `symbols` (its files, the distribution's, the
-    /// debuginfod cache, kallsyms), checked for what `needs` says the watch needs of it: with `dwarf`, the
-    /// running kernel's vmlinux from debuginfod instead where the pick is no vmlinux and one can be had;
-    /// with `live_offsets`, `--btf` must be the running kernel's.
-    fn symbol_source(&mut self, symbols: &SymbolRequest, needs: SourceNeeds) -> Result<Source>;
-    /// The kernel's symbols from `picked`, loaded: its vmlinux or System.map opened, or the running
-    /// kernel's kallsyms read (through the symbol cache where `symbols` allows it; with `user_only`, a
-    /// table whose addresses this user may not see is an empty one, since no kernel frame is recorded).
-    /// A kallsyms that lacks one of `data_symbols` (a system-wide watch's bases) is replaced by the
-    /// running kernel's vmlinux from debuginfod where one can be had.
-    fn kernel_symbols(
-        &mut self,
-        picked: Source,
-        symbols: &SymbolRequest,
-        data_symbols: Option<&[Target]>,
-        user_only: bool,
-    ) -> Result<KernelFiles>;
+    /// The kernel's symbols the query asks for: the source the search picks for its files (its files,
+    /// the distribution's, the debuginfod cache, kallsyms; a vmlinux from debuginfod where the query says),
+    /// and that source loaded (a vmlinux or System.map opened, or the running kernel's kallsyms read through
+    /// the symbol cache where the request allows it, unless it is left to first use). A source that cannot
+    /// be had fails the call; one that cannot be loaded is the inner error, for the stage to raise in its
+    /// turn.
+    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, Result<KernelFiles>)>;
     /// Every CPU of `cpus`' per-CPU base, and how they were found.
     fn percpu_bases(
         &self,

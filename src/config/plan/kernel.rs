@@ -1,10 +1,12 @@
 //! The plan's kernel stage: the symbol source (a vmlinux or System.map found or fetched, else kallsyms),
 //! BTF types, and for a system-wide watch the targets resolved there (per-CPU variables moved onto one
-//! CPU's copy by `percpu`, `SYMBOL.FIELD` typed from BTF where no DWARF can place it). The machine is
-//! asked twice, in order: which symbol source (checked for what the targets need), then its symbols
-//! (for a process watch, the running kernel's kallsyms is left to its first use instead).
+//! CPU's copy by `percpu`, `SYMBOL.FIELD` typed from BTF where no DWARF can place it). The machine (the
+//! host) only reads: which source it has, a vmlinux fetched, a kallsyms read, a file opened; which of
+//! them a watch needs is decided here (for a process watch, the running kernel's kallsyms is left to its
+//! first use).
 
 use std::path::Path;
+use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, Source, SymbolTable};
 
@@ -16,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::model::target::Target;
 use crate::perf::bpf::percpu::Offsets;
 
-use super::host::{Host, KernelFiles, SourceNeeds};
+use super::host::{Host, KernelFiles, KernelQuery};
 use super::options::Options;
 use super::percpu::{self, PerCpuTarget};
 use super::{Kernel, KernelSymbols, Writers};
@@ -27,7 +29,7 @@ pub struct KernelSide {
     pub targets: Vec<Target>,
     /// Each target's base (the address a `(TYPE)` cast starts from; the target itself otherwise).
     pub bases: Vec<Target>,
-    pub types: Types,
+    pub types: Rc<Types>,
     symbols: KernelSymbols,
     origin: Origin,
     source_text: String,
@@ -46,16 +48,29 @@ impl KernelSide {
         let targets = o.targets.clone();
         // Member paths of a process's own variables come from its binary; only a kernel target needs vmlinux.
         let needs_dwarf = symbols.lines || (system && targets.iter().any(debuginfod::needs_dwarf));
+        let types = Rc::clone(&o.types);
         // Member offsets from another kernel's BTF would put a live watch on the wrong bytes.
         let live_offsets = targets
             .iter()
             .any(|t| t.cast.is_some() || !t.path.is_empty())
-            || o.running.control.is_some();
-        let needs = SourceNeeds {
+            || o.control.is_some();
+        if live_offsets {
+            typed::check_btf_for_live_watch(&symbols.btf)?;
+        }
+        // The machine, asked once: the symbol source (a vmlinux from debuginfod where DWARF is needed, or
+        // where kallsyms cannot place a data symbol), loaded, unless a process watch leaves the running
+        // kernel's kallsyms to its first use: it names kernel frames only if a kernel frame comes, so the
+        // table is read then, not on the way to the first hit (a file named with --kallsyms is read now,
+        // so that a wrong one fails before anything is armed). What went wrong loading is said below, in
+        // its turn: after what the targets themselves have to say.
+        let data_symbols: Vec<Target> = targets.iter().map(typed::base_target).collect();
+        let (picked, loaded) = host.kernel_symbols(&KernelQuery {
+            symbols,
             dwarf: needs_dwarf,
-            live_offsets,
-        };
-        let picked = host.symbol_source(symbols, needs)?;
+            data_symbols: system.then_some(&data_symbols[..]),
+            kallsyms_later: !system && symbols.kallsyms == Path::new(DEFAULT_KALLSYMS),
+            user_only: o.writers == Writers::UserSpaceOnly,
+        })?;
         // `--lines` reads vmlinux DWARF: an error naming the fix when the symbols come from elsewhere.
         if symbols.lines && !matches!(picked, Source::Vmlinux(_)) {
             return Err(Error::usage(format!(
@@ -63,18 +78,22 @@ impl KernelSide {
                  (an unstripped vmlinux with debug info)"
             )));
         }
-        let types = Types::new(&symbols.btf);
         // A per-CPU variable has one copy per CPU, none at its symbol's address: each CPU's breakpoint goes
-        // on a copy, resolved here as a cast on one CPU's.
-        let (targets, mut percpu, mut percpu_offsets) = match system {
-            true => percpu::targets(&types, targets, o.percpu_cpu, None, host)?,
+        // on a copy, resolved here as a cast on one CPU's. Named with a member path it is found in BTF;
+        // named bare (`cpu_number`), only where a kallsyms has no such symbol.
+        let table = match &loaded {
+            Ok(KernelFiles::Kallsyms(table, _)) => Some(table),
+            _ => None,
+        };
+        let (targets, percpu, percpu_offsets) = match system {
+            true => percpu::targets(&types, targets, o.percpu_cpu, table, host)?,
             false => {
                 let none = vec![None; targets.len()];
                 (targets, none, None)
             }
         };
         // Without DWARF, BTF may still know a kernel variable's type: `SYMBOL.FIELD` becomes a typed target.
-        let mut targets: Vec<Target> = if system && !matches!(picked, Source::Vmlinux(_)) {
+        let targets: Vec<Target> = if system && !matches!(picked, Source::Vmlinux(_)) {
             targets
                 .into_iter()
                 .map(|t| Ok(typed::btf_variable(&types, &t)?.unwrap_or(t)))
@@ -82,25 +101,17 @@ impl KernelSide {
         } else {
             targets
         };
-        // A `(TYPE)` target resolves its base like any other target, then moves onto the member (`typed`).
-        let mut bases: Vec<Target> = targets.iter().map(typed::base_target).collect();
-        // A process watch names kernel frames only if a kernel frame comes: the running kernel's kallsyms
-        // is read then, not on the way to the first hit. A file named with --kallsyms is read now, so that
-        // a wrong one fails before anything is armed.
-        let lazy = !system
-            && matches!(picked, Source::Kallsyms(_))
-            && symbols.kallsyms == Path::new(DEFAULT_KALLSYMS);
-        let loaded = match lazy {
-            true => None,
-            false => Some(host.kernel_symbols(
-                picked,
-                symbols,
-                system.then_some(&bases[..]),
-                o.writers == Writers::UserSpaceOnly,
-            )?),
-        };
-        let (kernel, origin, source_text) = match loaded {
-            Some(KernelFiles::Files(files)) => {
+        let kallsyms = Source::Kallsyms(symbols.kallsyms.clone()).to_string();
+        let (kernel, origin, source_text) = match loaded? {
+            KernelFiles::Kallsyms(table, origin) => {
+                (KernelSymbols::Kallsyms(table), origin, kallsyms)
+            }
+            KernelFiles::KallsymsLater => {
+                let lazy =
+                    LazyKallsyms::new(&symbols.kallsyms, &symbols.notes, symbols.symbol_cache);
+                (KernelSymbols::Lazy(lazy), Origin::Parsed, kallsyms)
+            }
+            KernelFiles::Files(files) => {
                 // The chains (and with `--lines` the line tables) are loaded now, so a file that cannot
                 // give them fails before anything is armed; named from a vmlinux or System.map, chains
                 // never come from the kallsyms cache.
@@ -111,35 +122,16 @@ impl KernelSide {
                 let header = files.header();
                 (KernelSymbols::Files(files), Origin::Parsed, header)
             }
-            None => {
-                let lazy =
-                    LazyKallsyms::new(&symbols.kallsyms, &symbols.notes, symbols.symbol_cache);
-                let source = Source::Kallsyms(symbols.kallsyms.clone());
-                (
-                    KernelSymbols::Lazy(lazy),
-                    Origin::Parsed,
-                    source.to_string(),
-                )
-            }
-            Some(KernelFiles::Kallsyms(table, origin)) => {
-                let source = Source::Kallsyms(symbols.kallsyms.clone());
-                (KernelSymbols::Kallsyms(table), origin, source.to_string())
-            }
         };
-        // A per-CPU variable named bare (`cpu_number`) is not in a kallsyms without data symbols.
-        if let (true, KernelSymbols::Kallsyms(table)) = (system, &kernel) {
-            targets = percpu::by_name(
-                &types,
-                targets,
-                o.percpu_cpu,
-                table,
-                &mut percpu,
-                &mut percpu_offsets,
-                host,
-            )?;
-            bases = targets.iter().map(typed::base_target).collect();
+        // `--percpu-cpu` chooses a per-CPU variable's copy: an error naming the fix when no target is one.
+        if let (Some(cpu), true) = (o.percpu_cpu, percpu.iter().all(Option::is_none)) {
+            return Err(Error::usage(format!(
+                "--percpu-cpu {cpu} chooses which CPU's copy of a per-CPU variable to watch, and no target \
+                 is one; drop --percpu-cpu"
+            )));
         }
-        percpu::copy_needs_percpu(o.percpu_cpu, &percpu)?;
+        // A `(TYPE)` target resolves its base like any other target, then moves onto the member (`typed`).
+        let bases: Vec<Target> = targets.iter().map(typed::base_target).collect();
         let resolved = match system {
             true => kernel.resolve(&bases, o.access)?,
             false => Vec::new(),
@@ -162,14 +154,14 @@ impl KernelSide {
         self.symbols.chains().map(|t| t.table())
     }
 
-    /// What the plan keeps.
-    pub fn into_kernel(self) -> Kernel {
-        Kernel {
-            symbols: self.symbols,
+    /// What the plan keeps: the kernel side, and the types `--control` moves its targets by.
+    pub fn into_kernel(self) -> (Kernel, Rc<Types>) {
+        let kernel = Kernel {
+            symbols: Rc::new(self.symbols),
             origin: self.origin,
             source_text: self.source_text,
-            types: self.types,
             percpu: self.percpu_offsets,
-        }
+        };
+        (kernel, self.types)
     }
 }

@@ -8,19 +8,17 @@ use std::path::{Path, PathBuf};
 
 use ksymwatch_symbols::{Source, SourceSearch};
 
-use super::host::{KernelFiles, SourceNeeds, Task};
+use super::host::{KernelFiles, KernelQuery, Task};
 use super::{Host, Launch};
 use crate::config::debuginfod;
+use crate::config::process::{self, InProcess};
 use crate::config::request::SymbolRequest;
 use crate::config::symbols::{self, FileSymbols};
 use crate::config::tracepoints;
-use crate::config::typed;
-use crate::config::watch::{self, Resolved};
 use crate::cpulist;
 use crate::error::Result;
 use crate::host::cgroup::{Cgroup, CgroupError, Hierarchy};
 use crate::model::target::Target;
-use crate::model::watch::Access;
 use crate::perf::bpf::percpu::{self, Offsets};
 use crate::perf::privilege::Privilege;
 use crate::perf::{arm, bpf, sys};
@@ -48,6 +46,26 @@ impl RealHost {
     }
 }
 
+/// The task `pid` as `/proc/PID/status` names it, if it exists.
+pub fn read_task(pid: u32) -> Option<Task> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| v.trim().to_string())
+    };
+    Some(Task {
+        tgid: field("Tgid:")
+            .and_then(|t| t.parse::<u32>().ok())
+            .unwrap_or(pid),
+        name: field("Name:").unwrap_or_else(|| "?".into()),
+        // A leader that exited while its other threads run is `Z` too, with `Threads` above 1.
+        zombie: field("State:").is_some_and(|s| s.starts_with('Z'))
+            && field("Threads:").is_none_or(|t| t == "1"),
+    })
+}
+
 impl Host for RealHost {
     fn bpf(&self) -> io::Result<()> {
         bpf::probe()
@@ -66,38 +84,15 @@ impl Host for RealHost {
     }
 
     fn task(&self, pid: u32) -> Option<Task> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        let field = |key: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(key))
-                .map(|v| v.trim().to_string())
-        };
-        Some(Task {
-            tgid: field("Tgid:")
-                .and_then(|t| t.parse::<u32>().ok())
-                .unwrap_or(pid),
-            name: field("Name:").unwrap_or_else(|| "?".into()),
-            // A leader that exited while its other threads run is `Z` too, with `Threads` above 1.
-            zombie: field("State:").is_some_and(|s| s.starts_with('Z'))
-                && field("Threads:").is_none_or(|t| t == "1"),
-        })
+        read_task(pid)
     }
 
     fn process_exists(&self, pid: u32) -> bool {
         Path::new(&format!("/proc/{pid}")).exists()
     }
 
-    fn resolve_in_process(
-        &self,
-        pid: u32,
-        targets: &[Target],
-        access: Access,
-    ) -> Result<Vec<Resolved>> {
-        targets
-            .iter()
-            .map(|t| watch::resolve_in_process(pid, t, access))
-            .collect()
+    fn process_symbol(&self, pid: u32, target: &Target) -> Result<InProcess> {
+        process::resolve(Path::new(process::PROC), pid, target)
     }
 
     fn threads(&self, pids: &[u32]) -> usize {
@@ -112,42 +107,47 @@ impl Host for RealHost {
         (self.launcher)(argv)
     }
 
-    fn symbol_source(&mut self, symbols: &SymbolRequest, needs: SourceNeeds) -> Result<Source> {
+    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, Result<KernelFiles>)> {
+        let symbols = query.symbols;
         let search = self.search(symbols);
         let picked = search.pick();
-        if needs.live_offsets {
-            typed::check_btf_for_live_watch(&symbols.btf)?;
-        }
-        debuginfod::fetch_if_needed(search, picked, needs.dwarf, symbols.debuginfod)
-    }
-
-    fn kernel_symbols(
-        &mut self,
-        picked: Source,
-        symbols: &SymbolRequest,
-        data_symbols: Option<&[Target]>,
-        user_only: bool,
-    ) -> Result<KernelFiles> {
-        let search = self.search(symbols);
+        let picked = debuginfod::fetch_if_needed(search, picked, query.dwarf, symbols.debuginfod)?;
         // The file to open: the pick, or where kallsyms cannot place a data symbol (`jiffies`), the
         // running kernel's vmlinux from debuginfod where one can be had.
-        let file = match picked {
+        let file = match &picked {
+            Source::Kallsyms(_) if query.kallsyms_later => {
+                return Ok((picked, Ok(KernelFiles::KallsymsLater)))
+            }
             Source::Kallsyms(_) => {
-                let (table, origin) =
-                    symbols::watch_kallsyms(search, symbols.symbol_cache, user_only)?;
-                let missing = data_symbols.and_then(|b| debuginfod::missing_data_symbol(&table, b));
-                let Some(name) = missing else {
-                    return Ok(KernelFiles::Kallsyms(table, origin));
+                let read = symbols::watch_kallsyms(search, symbols.symbol_cache, query.user_only);
+                let (table, origin) = match read {
+                    Ok(read) => read,
+                    Err(e) => return Ok((picked, Err(e))),
                 };
-                match debuginfod::fetch_for_symbol(search, picked, &name, symbols.debuginfod)? {
-                    Source::Kallsyms(_) => return Ok(KernelFiles::Kallsyms(table, origin)),
-                    fetched => fetched,
+                let missing = query
+                    .data_symbols
+                    .and_then(|b| debuginfod::missing_data_symbol(&table, b));
+                let fetched = match missing {
+                    None => None,
+                    Some(name) => {
+                        let opts = symbols.debuginfod;
+                        match debuginfod::fetch_for_symbol(search, picked.clone(), &name, opts) {
+                            Ok(Source::Kallsyms(_)) => None,
+                            Ok(fetched) => Some(fetched),
+                            Err(e) => return Ok((picked, Err(e))),
+                        }
+                    }
+                };
+                match fetched {
+                    Some(vmlinux) => vmlinux,
+                    None => return Ok((picked, Ok(KernelFiles::Kallsyms(table, origin)))),
                 }
             }
-            picked => picked,
+            file => file.clone(),
         };
-        FileSymbols::open(file, search, symbols.force, symbols.symbol_cache)
-            .map(|f| KernelFiles::Files(Box::new(f)))
+        let loaded = FileSymbols::open(file, search, symbols.force, symbols.symbol_cache)
+            .map(|f| KernelFiles::Files(Box::new(f)));
+        Ok((picked, loaded))
     }
 
     fn percpu_bases(

@@ -7,31 +7,33 @@
 //! The stages, in the order a request goes through them, each entered once and taking the one before's
 //! result (the host is asked only where a stage needs the machine, and each stage asks it in one block):
 //!
-//! 1. `options` ([`options::decide`]): the request checked against itself, then against the machine (the
-//!    delivery first, from the privileges and whether BPF loads; then the `-p` processes, `--dump-on`'s
-//!    tracepoints, `--cgroup`, `cpus`); the scope and the delivery are decided. The command line starts
-//!    work that overlaps the rest here.
-//! 2. [`resolve`] runs the rest: `kernel` (the kernel's symbol source, types, and with `percpu` the
-//!    per-CPU copies; kernel symbols loaded, or left to first use for a process watch), `process` (the
-//!    processes a watch covers and its targets there; a launched command started), `objects` (`--on`),
-//!    and last `conditions` (`--if` and `--dump-on` against every watch's length). [`plan`] is both steps.
+//! 1. `options`: the request checked against itself, then against the machine (the delivery first, from
+//!    the privileges and whether BPF loads; then the `-p` processes, `--dump-on`'s tracepoints,
+//!    `--cgroup`, `cpus`); the scope and the delivery are decided.
+//! 2. `kernel` (the kernel's symbol source, types, and with `percpu` the per-CPU copies; kernel symbols
+//!    loaded, or left to first use for a process watch), `process` (the processes a watch covers and its
+//!    targets there; a launched command started), `objects` (`--on`), and last `conditions` (`--if` and
+//!    `--dump-on` against every watch's length). [`plan`] runs them all, in this order, and last makes
+//!    `--control`'s resolver (`control`) from what they found, so the session is handed it ready.
 //!
 //! The one side effect a plan can have is launch mode's: the command is started, stopped at its exec, so
 //! its own symbols can be resolved; dropping the plan kills it before it ran any code of its own.
 //!
 //! Other parts: `outputs` (the stream and reports, checked with the options), `cgroup` (`--cgroup`, found
 //! on the host with the options), `describe` (`--dry-run`),
-//! `host` (what planning reads of the machine) and `machine` (the real [`Host`]).
+//! `host` (what planning reads of the machine: it reads, the stages decide) and `machine` (the real
+//! [`Host`]).
 
 mod cgroup;
 mod conditions;
+mod control;
 mod cpus;
 mod describe;
 pub mod host;
 mod kernel;
 mod machine;
 mod objects;
-pub mod options;
+mod options;
 mod outputs;
 mod percpu;
 mod process;
@@ -39,14 +41,14 @@ mod process;
 mod tests;
 mod user_objects;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, SymbolTable};
 
 use crate::config::flight::Flight;
 use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
-use crate::config::typed::{self, Types};
 use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
 use crate::model::condition::Condition;
@@ -57,11 +59,13 @@ use crate::model::Limits;
 use crate::perf::arm;
 use crate::perf::bpf::percpu::Offsets;
 
+pub use control::{Control, Resolver};
 pub use cpus::Cpus;
 pub use host::{Host, Launch};
-pub use machine::{Launcher, RealHost};
+pub use machine::{read_task, Launcher, RealHost};
 pub use objects::ObjectPlan;
 pub use outputs::{FoldedTo, Outputs};
+use user_objects::ObjectProcess;
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;
@@ -71,9 +75,16 @@ pub type Scope = arm::Scope<Command>;
 
 /// Launch mode's command: its words, and once started, the process, stopped before its first instruction.
 pub struct Command {
-    pub argv: Vec<String>,
+    argv: Vec<String>,
     child: Option<Box<dyn Launch>>,
     pid: u32,
+}
+
+impl Command {
+    /// The command's words, as given after `--`.
+    pub fn argv(&self) -> &[String] {
+        &self.argv
+    }
 }
 
 impl arm::Pid for Command {
@@ -213,32 +224,70 @@ impl KernelSymbols {
     }
 }
 
-/// The kernel side of a plan: its symbols, where they came from, and its types.
+/// The kernel side of a plan: its symbols and where they came from.
 pub struct Kernel {
-    pub symbols: KernelSymbols,
+    /// Shared with `--control`'s resolver.
+    symbols: Rc<KernelSymbols>,
     /// Whether the kallsyms came from the cache (unnamed kernel frames then get a hint).
-    pub origin: Origin,
+    origin: Origin,
     /// The header's `# symbols:` text.
-    pub source_text: String,
-    pub types: Types,
+    source_text: String,
     /// A per-CPU variable is watched: how a CPU that comes online later finds its per-CPU base.
-    pub percpu: Option<Offsets>,
+    percpu: Option<Offsets>,
+}
+
+impl Kernel {
+    pub fn symbols(&self) -> &KernelSymbols {
+        &self.symbols
+    }
+
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    pub fn source_text(&self) -> &str {
+        &self.source_text
+    }
+
+    pub fn percpu(&self) -> Option<Offsets> {
+        self.percpu
+    }
 }
 
 /// How the session runs, besides what it watches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Running {
-    pub limits: Limits,
+    limits: Limits,
     /// The reader's SCHED_FIFO priority, if any.
-    pub realtime: Option<u8>,
+    realtime: Option<u8>,
     /// A CPU that comes online and cannot be armed ends the run.
-    pub strict_hotplug: bool,
-    /// `--control`: where commands come from.
-    pub control: Option<PathBuf>,
+    strict_hotplug: bool,
     /// `--buffer-pages`: every ring's size, instead of the defaults.
-    pub buffer_pages: Option<usize>,
+    buffer_pages: Option<usize>,
     /// `--lines`: file:line for kernel frames.
-    pub lines: bool,
+    lines: bool,
+}
+
+impl Running {
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    pub fn realtime(&self) -> Option<u8> {
+        self.realtime
+    }
+
+    pub fn strict_hotplug(&self) -> bool {
+        self.strict_hotplug
+    }
+
+    pub fn buffer_pages(&self) -> Option<usize> {
+        self.buffer_pages
+    }
+
+    pub fn lines(&self) -> bool {
+        self.lines
+    }
 }
 
 /// Everything a watch needs, resolved and checked, before anything is armed.
@@ -257,13 +306,14 @@ pub struct WatchPlan {
     objects: Option<ObjectPlan>,
     outputs: Outputs,
     running: Running,
+    control: Option<Control>,
 }
 
-/// Resolves every target of the decided request (a launched command is started for it): the stages after
-/// the options, in order, each entered once and taking the result of the one before (kernel symbols and
-/// per-CPU copies, processes, `--on`'s objects, then the conditions against the watches).
-pub fn resolve(decided: options::Decided, host: &mut dyn Host) -> Result<WatchPlan> {
-    let o = decided.options;
+/// The plan for `request` on `host` (a launched command is started for it): the stages in order, each
+/// entered once and taking the result of the one before (the options, the kernel's symbols and per-CPU
+/// copies, the processes, `--on`'s objects, then the conditions against the watches).
+pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
+    let o = options::check(request, host)?;
     let mut kernel = kernel::KernelSide::load(&o, host)?;
     if let (Scope::Processes(pids), Delivery::PerThread { .. }) = (&o.scope, o.delivery) {
         process::check_fd_budget(host, pids, o.cpus.now.len(), kernel.targets.len())?;
@@ -273,14 +323,14 @@ pub fn resolve(decided: options::Decided, host: &mut dyn Host) -> Result<WatchPl
     let objects = match &o.on {
         Some(on) => {
             let process = match &scope {
-                Scope::Launched(c) => Some((c.pid, true)),
+                Scope::Launched(c) => Some(ObjectProcess::Launched(c.pid)),
                 Scope::Processes(p) if p.len() > 1 && on.source.user().is_some() => {
                     return Err(Error::usage(format!(
                         "--on {}: one process at a time (each has its own addresses); give one -p PID",
                         on.source
                     )))
                 }
-                Scope::Processes(p) => p.first().map(|&pid| (pid, false)),
+                Scope::Processes(p) => p.first().map(|&pid| ObjectProcess::Running(pid)),
                 Scope::System => None,
             };
             let plan = match &on.source {
@@ -301,6 +351,13 @@ pub fn resolve(decided: options::Decided, host: &mut dyn Host) -> Result<WatchPl
         o.flight.as_ref(),
         &watches,
     )?;
+    let (kernel, types) = kernel.into_kernel();
+    // `--control` resolves as the command line did: in the kernel's symbols for a system-wide watch, else
+    // in the processes, as they are once a launched command has started.
+    let control = o.control.map(|path| {
+        let system = scope.system_wide().then(|| Rc::clone(&kernel.symbols));
+        Control::new(path, system, scope.pids(), types)
+    });
     Ok(WatchPlan {
         access: o.access,
         watches,
@@ -311,16 +368,12 @@ pub fn resolve(decided: options::Decided, host: &mut dyn Host) -> Result<WatchPl
         filter: o.filter,
         values: o.values,
         flight: o.flight,
-        kernel: kernel.into_kernel(),
+        kernel,
         objects,
         outputs: o.outputs,
         running: o.running,
+        control,
     })
-}
-
-/// [`options::decide`], then [`resolve`].
-pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
-    resolve(options::decide(request, host)?, host)
 }
 
 impl WatchPlan {
@@ -384,26 +437,9 @@ impl WatchPlan {
         }
     }
 
-    /// How a `--control watch` target is resolved: as the command line's were, in the same kernel
-    /// symbols or processes (`host` reads them), a `(TYPE)` cast included.
-    pub fn resolver<'a>(
-        &'a self,
-        host: &'a dyn Host,
-    ) -> impl FnMut(&Target, Access) -> Result<Watch> + 'a {
-        let pids = self.scope.pids();
-        let system = self.scope.system_wide();
-        move |t: &Target, access| {
-            let base = [typed::base_target(t)];
-            let found = match system {
-                true => self.kernel.symbols.resolve(&base, access)?,
-                false => process::processes_watches(host, &pids, &base, access)?,
-            };
-            let resolved = found
-                .into_iter()
-                .next()
-                .ok_or_else(|| Error::usage("the target resolved to nothing"))?;
-            Ok(typed::apply(&self.kernel.types, t, resolved, access)?.watch)
-        }
+    /// `--control`: where its commands come from, and how their targets are resolved.
+    pub fn control(&self) -> Option<&Control> {
+        self.control.as_ref()
     }
 
     /// `--dry-run`: what would be armed, one `#` line each, as the header says it.

@@ -4,9 +4,13 @@
 //! loads (the delivery), the `-p` processes, the `--dump-on` tracepoints, the cgroups, and the CPUs. No
 //! symbol is loaded here.
 
+use std::path::PathBuf;
+use std::rc::Rc;
+
 use crate::config::flight::Flight;
 use crate::config::objects;
 use crate::config::request::{SymbolRequest, WatchRequest};
+use crate::config::typed::Types;
 use crate::error::{Context, Error, Result};
 use crate::model::condition::{self, Condition};
 use crate::model::filter::Filter;
@@ -49,182 +53,163 @@ pub(super) struct Options {
     pub on: Option<OnRequest>,
     pub cpus: Cpus,
     pub percpu_cpu: Option<u32>,
+    /// The kernel's BTF types (casts, per-CPU variables, tracepoints).
+    pub types: Rc<Types>,
     pub symbols: SymbolRequest,
     pub outputs: Outputs,
     pub running: Running,
+    /// `--control`'s source.
+    pub control: Option<PathBuf>,
     /// `--if`'s and `--dump-on`'s text, for the messages that quote them.
     pub condition_text: Option<String>,
     pub dump_on: Vec<String>,
 }
 
-/// A request decided on its options, before any symbol is loaded ([`decide`]); [`super::resolve`]
-/// takes it through the later stages.
-pub struct Decided {
-    pub(super) options: Options,
-}
-
-/// The plan's first stage: the request's options checked against each other, and the scope and the
-/// delivery decided. Nothing is loaded but whether BPF works, and nothing started.
-pub fn decide(request: WatchRequest, host: &mut dyn Host) -> Result<Decided> {
-    Ok(Decided {
-        options: Options::check(request, host)?,
-    })
-}
-
-impl Decided {
-    pub fn delivery(&self) -> Delivery {
-        self.options.delivery
+/// The request checked against itself first (nothing read), then against the machine: the delivery
+/// (privileges, BPF), the `-p` processes, the `--dump-on` tracepoints, the cgroups, and the CPUs.
+pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
+    let scope = scope(&r)?;
+    if let Some(pages) = r.buffer_pages {
+        if !pages.is_power_of_two() || pages > 1 << 16 {
+            return Err(Error::usage(format!(
+                "--buffer-pages {pages} must be a power of two up to 65536 (e.g. 64, 128, 256)"
+            )));
+        }
     }
-
-    pub fn scope(&self) -> &Scope {
-        &self.options.scope
+    let realtime = realtime(&r.realtime)?;
+    let (outputs, mut filter) = outputs::check(&r.output)?;
+    // With --on, --comm chooses the allocating tasks (`objects`), not the hits.
+    let comms = match r.on {
+        Some(_) => std::mem::take(&mut filter.comms),
+        None => Vec::new(),
+    };
+    let condition = parse_condition(r.condition.as_deref())?;
+    let mut on = on(&r, &scope, comms)?;
+    // A `$obj` target is resolved per object (`objects`), not as a target of its own.
+    let targets = match on {
+        Some(_) => Vec::new(),
+        None => r
+            .targets
+            .iter()
+            .map(|t| target::parse(t).bad_input())
+            .collect::<Result<Vec<_>>>()?,
+    };
+    let system = scope.system_wide();
+    if r.remove_on_exec && system {
+        return Err(Error::usage(
+            "--remove-on-exec is for a process watch (-p PID or -- CMD): a system-wide watch is not tied to a program",
+        ));
     }
-}
-
-impl Options {
-    /// The request checked against itself first (nothing read), then against the machine: the delivery
-    /// (privileges, BPF), the `-p` processes, the `--dump-on` tracepoints, the cgroups, and the CPUs.
-    pub fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
-        let scope = scope(&r)?;
-        if let Some(pages) = r.buffer_pages {
-            if !pages.is_power_of_two() || pages > 1 << 16 {
-                return Err(Error::usage(format!(
-                    "--buffer-pages {pages} must be a power of two up to 65536 (e.g. 64, 128, 256)"
-                )));
-            }
+    if let (Some(cpu), false) = (r.percpu_cpu, system) {
+        return Err(Error::usage(format!(
+            "--percpu-cpu {cpu} chooses the copy of a kernel per-CPU variable a system-wide watch \
+             watches, and -p/-- watch a process's own memory; drop --percpu-cpu or -p/--"
+        )));
+    }
+    if r.control.is_some() && targets.len() > 1 {
+        return Err(Error::usage(format!(
+            "--control moves one watch, but {} targets were given; give one TARGET",
+            targets.len()
+        )));
+    }
+    if is_stdin(r.control.as_deref()) && matches!(scope, Scope::Launched(_)) {
+        return Err(Error::usage(
+            "--control - reads stdin, which `-- CMD` leaves to the command; give a FIFO path instead",
+        ));
+    }
+    if targets.len() > MAX_WATCHES {
+        return Err(Error::usage(format!(
+            "{} targets given, but a CPU has only {MAX_WATCHES} debug registers; watch at most {MAX_WATCHES} at once",
+            targets.len()
+        )));
+    }
+    if r.per_thread && system {
+        return Err(Error::usage(
+            "--per-thread is for a process watch (-p PID or -- CMD): a system-wide watch has no threads to arm",
+        ));
+    }
+    // The request against the machine, each part read once, in order. Which path the hits take is
+    // decided first, from the privileges and whether BPF loads; what it has to say (a note, or a
+    // system-wide watch refused) is said in its turn below, after the checks that come before it.
+    let decision = delivery(&r, &scope, host);
+    // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
+    let pids = processes_of(&*host, &r.pids)?;
+    // The kernel's BTF, opened on first use, once for every stage that asks it.
+    let types = Rc::new(Types::new(&r.symbols.btf));
+    let flight = Flight::parse(r.last, &r.dump_on, &r.output, &types, || {
+        host.tracefs_events()
+    })?;
+    // A hit trigger is evaluated on the value the kernel read at the trap.
+    let values = match condition {
+        Some(c) => Values::If(c),
+        None if r.value
+            || flight
+                .as_ref()
+                .is_some_and(|f| f.conditions().next().is_some()) =>
+        {
+            Values::Read
         }
-        let realtime = realtime(&r.realtime)?;
-        let (outputs, mut filter) = outputs::check(&r.output)?;
-        // With --on, --comm chooses the allocating tasks (`objects`), not the hits.
-        let comms = match r.on {
-            Some(_) => std::mem::take(&mut filter.comms),
-            None => Vec::new(),
-        };
-        let condition = parse_condition(r.condition.as_deref())?;
-        let mut on = on(&r, &scope, comms)?;
-        // A `$obj` target is resolved per object (`objects`), not as a target of its own.
-        let targets = match on {
-            Some(_) => Vec::new(),
-            None => r
-                .targets
-                .iter()
-                .map(|t| target::parse(t).bad_input())
-                .collect::<Result<Vec<_>>>()?,
-        };
-        let system = scope.system_wide();
-        if r.remove_on_exec && system {
-            return Err(Error::usage(
-                "--remove-on-exec is for a process watch (-p PID or -- CMD): a system-wide watch is not tied to a program",
-            ));
-        }
-        if let (Some(cpu), false) = (r.percpu_cpu, system) {
-            return Err(Error::usage(format!(
-                "--percpu-cpu {cpu} chooses the copy of a kernel per-CPU variable a system-wide watch \
-                 watches, and -p/-- watch a process's own memory; drop --percpu-cpu or -p/--"
-            )));
-        }
-        if r.control.is_some() && targets.len() > 1 {
-            return Err(Error::usage(format!(
-                "--control moves one watch, but {} targets were given; give one TARGET",
-                targets.len()
-            )));
-        }
-        if is_stdin(r.control.as_deref()) && matches!(scope, Scope::Launched(_)) {
-            return Err(Error::usage(
-                "--control - reads stdin, which `-- CMD` leaves to the command; give a FIFO path instead",
-            ));
-        }
-        if targets.len() > MAX_WATCHES {
-            return Err(Error::usage(format!(
-                "{} targets given, but a CPU has only {MAX_WATCHES} debug registers; watch at most {MAX_WATCHES} at once",
-                targets.len()
-            )));
-        }
-        if r.per_thread && system {
-            return Err(Error::usage(
-                "--per-thread is for a process watch (-p PID or -- CMD): a system-wide watch has no threads to arm",
-            ));
-        }
-        // The request against the machine, each part read once, in order. Which path the hits take is
-        // decided first, from the privileges and whether BPF loads; what it has to say (a note, or a
-        // system-wide watch refused) is said in its turn below, after the checks that come before it.
-        let decision = delivery(&r, &scope, host);
-        // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
-        let pids = processes_of(&*host, &r.pids)?;
-        let flight = Flight::parse(r.last, &r.dump_on, &r.output, &r.symbols.btf, || {
-            host.tracefs_events()
+        None => Values::Unread,
+    };
+    // Before any symbol is loaded or anything armed: without BPF, --value cannot work at all.
+    let tracepoints = flight
+        .as_ref()
+        .is_some_and(|f| f.tracepoints().next().is_some());
+    if values.read() || tracepoints {
+        // Named for what asked for it: `--dump-on` alone is not `--value`.
+        let trigger = r.dump_on.iter().find(|t| *t != "signal");
+        host.bpf().map_err(|e| match trigger {
+            Some(t) if !r.value && r.condition.is_none() => super::no_bpf_for_dump_on(t, &e),
+            _ => super::no_bpf(&e),
         })?;
-        // A hit trigger is evaluated on the value the kernel read at the trap.
-        let values = match condition {
-            Some(c) => Values::If(c),
-            None if r.value
-                || flight
-                    .as_ref()
-                    .is_some_and(|f| f.conditions().next().is_some()) =>
-            {
-                Values::Read
-            }
-            None => Values::Unread,
-        };
-        // Before any symbol is loaded or anything armed: without BPF, --value cannot work at all.
-        let tracepoints = flight
-            .as_ref()
-            .is_some_and(|f| f.tracepoints().next().is_some());
-        if values.read() || tracepoints {
-            // Named for what asked for it: `--dump-on` alone is not `--value`.
-            let trigger = r.dump_on.iter().find(|t| *t != "signal");
-            host.bpf().map_err(|e| match trigger {
-                Some(t) if !r.value && r.condition.is_none() => super::no_bpf_for_dump_on(t, &e),
-                _ => super::no_bpf(&e),
-            })?;
-        }
-        // `--cgroup`: each found in the cgroup v2 hierarchy, and the hit program that tests them loads.
-        filter.cgroups = super::cgroup::check(&r, &*host)?;
-        // After BPF: a --value that cannot load its program is told so before the breakpoints' privilege.
-        if let Some(note) = &decision.note {
-            stderr::line(format_args!("{note}"));
-        }
-        if let Some(refused) = decision.refused {
-            return Err(Error::not_permitted(refused));
-        }
-        let (writers, delivery) = (decision.writers, decision.delivery.reading(&values));
-        let scope = match scope {
-            Scope::Processes(_) => Scope::Processes(pids.clone()),
-            other => other,
-        };
-        if let Some(on) = &mut on {
-            on.pids = pids;
-        }
-        let cpus = cpus::select(r.cpus.as_deref(), &*host)?;
-        Ok(Options {
-            access: r.access,
-            scope,
-            delivery,
-            writers,
-            filter,
-            values,
-            flight,
-            targets,
-            on,
-            cpus,
-            percpu_cpu: r.percpu_cpu,
-            outputs,
-            running: Running {
-                limits: Limits {
-                    duration: r.duration,
-                    count: r.count,
-                },
-                realtime,
-                strict_hotplug: r.strict_hotplug,
-                control: r.control,
-                buffer_pages: r.buffer_pages,
-                lines: r.symbols.lines,
-            },
-            symbols: r.symbols,
-            condition_text: r.condition,
-            dump_on: r.dump_on,
-        })
     }
+    // `--cgroup`: each found in the cgroup v2 hierarchy, and the hit program that tests them loads.
+    filter.cgroups = super::cgroup::check(&r, &*host)?;
+    // After BPF: a --value that cannot load its program is told so before the breakpoints' privilege.
+    if let Some(note) = &decision.note {
+        stderr::line(format_args!("{note}"));
+    }
+    if let Some(refused) = decision.refused {
+        return Err(Error::not_permitted(refused));
+    }
+    let (writers, delivery) = (decision.writers, decision.delivery.reading(&values));
+    let scope = match scope {
+        Scope::Processes(_) => Scope::Processes(pids.clone()),
+        other => other,
+    };
+    if let Some(on) = &mut on {
+        on.pids = pids;
+    }
+    let cpus = cpus::select(r.cpus.as_deref(), &*host)?;
+    Ok(Options {
+        access: r.access,
+        scope,
+        delivery,
+        writers,
+        filter,
+        values,
+        flight,
+        targets,
+        on,
+        cpus,
+        percpu_cpu: r.percpu_cpu,
+        types,
+        outputs,
+        running: Running {
+            limits: Limits {
+                duration: r.duration,
+                count: r.count,
+            },
+            realtime,
+            strict_hotplug: r.strict_hotplug,
+            buffer_pages: r.buffer_pages,
+            lines: r.symbols.lines,
+        },
+        control: r.control,
+        symbols: r.symbols,
+        condition_text: r.condition,
+        dump_on: r.dump_on,
+    })
 }
 
 /// Who the watch covers, from `-p` and `-- CMD` (with `--on`, `-p` chooses the allocating processes of a
@@ -232,11 +217,7 @@ impl Options {
 /// `-p`'s processes are left empty here, to be checked once for both uses.
 fn scope(r: &WatchRequest) -> Result<Scope> {
     // A user-space source's objects are in the watched process: -p is its scope, as without --on.
-    let kernel_objects =
-        r.on.as_deref()
-            .is_some_and(|on| !on.starts_with("uprobe:") && !on.starts_with("uretprobe:"));
-    let pids = if kernel_objects { &[][..] } else { &r.pids[..] };
-    match (pids.is_empty(), &r.command) {
+    match (r.watched_pids().is_empty(), &r.command) {
         (true, None) => Ok(Scope::System),
         (true, Some(argv)) if argv.is_empty() => Err(Error::usage(
             "`--` must be followed by a command to run (`-- CMD ARGS`); leave `--` out for a \
@@ -294,7 +275,7 @@ fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Decision {
         false => Writers::All,
     };
     // `--value` and `--if` without BPF are refused once the request is read whole (`Options::check`).
-    let program = !r.per_thread && !r.remove_on_exec && host.bpf().is_ok();
+    let program = !r.per_event() && host.bpf().is_ok();
     let delivery = match (program, system) {
         (true, _) => Delivery::HitProgram,
         (false, true) => Delivery::Samples,

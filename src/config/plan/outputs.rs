@@ -1,7 +1,7 @@
 //! The request's output options checked against each other: the stream's format, where the stream and the
 //! end-of-session reports go ([`Outputs`]), and which hits are kept ([`Filter`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::config::request::{Format, OutputRequest};
 use crate::error::{Error, Result};
@@ -18,21 +18,59 @@ pub enum FoldedTo {
 /// Where a watch's products go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outputs {
-    pub format: Format,
+    format: Format,
     /// No per-hit stream, only the end-of-session report (`--quiet`, or `--folded` on stdout without
     /// `-o FILE`).
-    pub quiet: bool,
+    quiet: bool,
     /// `-o FILE`; stdout otherwise.
-    pub stream_file: Option<PathBuf>,
+    stream_file: Option<PathBuf>,
     /// How many call chains the text summary lists.
-    pub top: usize,
-    pub folded: Option<FoldedTo>,
-    pub flamegraph: Option<PathBuf>,
-    pub perfetto: Option<PathBuf>,
+    top: usize,
+    folded: Option<FoldedTo>,
+    flamegraph: Option<PathBuf>,
+    perfetto: Option<PathBuf>,
     /// The live status line may be shown (not `--no-status`).
-    pub status: bool,
+    status: bool,
     /// Keep the `--summary` counts.
-    pub tally: bool,
+    tally: bool,
+}
+
+impl Outputs {
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    pub fn quiet(&self) -> bool {
+        self.quiet
+    }
+
+    pub fn stream_file(&self) -> Option<&Path> {
+        self.stream_file.as_deref()
+    }
+
+    pub fn top(&self) -> usize {
+        self.top
+    }
+
+    pub fn folded(&self) -> Option<&FoldedTo> {
+        self.folded.as_ref()
+    }
+
+    pub fn flamegraph(&self) -> Option<&Path> {
+        self.flamegraph.as_deref()
+    }
+
+    pub fn perfetto(&self) -> Option<&Path> {
+        self.perfetto.as_deref()
+    }
+
+    pub fn status(&self) -> bool {
+        self.status
+    }
+
+    pub fn tally(&self) -> bool {
+        self.tally
+    }
 }
 
 /// The outputs `r` asks for and the hits it keeps; two products on stdout, or a contradiction among the
@@ -63,6 +101,19 @@ impl Outputs {
                         "--folded writes stdout, and so does {flag}; use --folded=FILE"
                     )));
                 }
+            }
+        }
+        // `-o -` is stdout, but these write files of their own beside the stream: a `-` would silently
+        // become a file named `-`.
+        for (path, flag, example) in [
+            (&r.flamegraph, "--flamegraph", "flame.svg"),
+            (&r.perfetto, "--perfetto", "trace.pftrace"),
+        ] {
+            if path.as_deref() == Some(Path::new("-")) {
+                return Err(Error::usage(format!(
+                    "{flag} writes a file of its own beside the stream, and `-` is not stdout there; give a \
+                     path, e.g. {flag} {example}"
+                )));
             }
         }
         Ok(Outputs {

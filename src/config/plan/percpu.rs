@@ -76,9 +76,9 @@ pub type PerCpuTargets = (Vec<Target>, Vec<Option<PerCpuTarget>>, Option<Offsets
 /// The targets with each one on a per-CPU variable moved onto one CPU's copy, and for those, where every
 /// online CPU's copy is.
 ///
-/// Named with a member path (`runqueues.nr_running`), a per-CPU variable is recognized from BTF before any
-/// symbol is loaded. A bare name (`cpu_number`) is looked up in BTF only once `table` (the kallsyms
-/// table) has no such symbol: loading the kernel's BTF for every plain `jiffies` would cost every start-up
+/// Named with a member path (`runqueues.nr_running`), a per-CPU variable is recognized from BTF. A bare
+/// name (`cpu_number`) is looked up in BTF only where `table` (the kallsyms table, when the symbols are
+/// one) has no such symbol: loading the kernel's BTF for every plain `jiffies` would cost every start-up
 /// milliseconds.
 pub fn targets(
     types: &Types,
@@ -92,10 +92,10 @@ pub fn targets(
     let mut percpu = Vec::with_capacity(targets.len());
     for t in targets {
         let plain_unknown = |name: &str| table.is_some_and(|tb| tb.by_name(name).next().is_none());
-        let candidate = match (&t.base, table) {
-            (_, None) => !t.path.is_empty(),
-            (Base::Symbol { name, .. }, Some(_)) => t.path.is_empty() && plain_unknown(name),
-            _ => false,
+        let candidate = match &t.base {
+            _ if !t.path.is_empty() => true,
+            Base::Symbol { name, .. } => plain_unknown(name),
+            Base::Address(_) => false,
         };
         let Some(v) = candidate.then(|| percpu_variable(types, &t)).flatten() else {
             moved.push(t);
@@ -145,38 +145,6 @@ pub fn targets(
         }));
     }
     Ok((moved, percpu, found.map(|(_, at)| at)))
-}
-
-/// [`targets`] again once the kallsyms `table` is loaded, for per-CPU variables named bare: the targets it
-/// moves, and the copies and bases it finds added to `percpu` and `offsets`.
-pub fn by_name(
-    types: &Types,
-    targets: Vec<Target>,
-    copy: Option<u32>,
-    table: &SymbolTable,
-    percpu: &mut [Option<PerCpuTarget>],
-    offsets: &mut Option<Offsets>,
-    host: &dyn Host,
-) -> Result<Vec<Target>> {
-    let (moved, plain, at) = self::targets(types, targets, copy, Some(table), host)?;
-    for (p, found) in percpu.iter_mut().zip(plain) {
-        if found.is_some() {
-            *p = found;
-        }
-    }
-    *offsets = offsets.take().or(at);
-    Ok(moved)
-}
-
-/// `--percpu-cpu` chooses a per-CPU variable's copy: an error naming the fix when no target is one.
-pub fn copy_needs_percpu(copy: Option<u32>, percpu: &[Option<PerCpuTarget>]) -> Result<()> {
-    if let (Some(cpu), true) = (copy, percpu.iter().all(Option::is_none)) {
-        return Err(Error::usage(format!(
-            "--percpu-cpu {cpu} chooses which CPU's copy of a per-CPU variable to watch, and no target \
-             is one; drop --percpu-cpu"
-        )));
-    }
-    Ok(())
 }
 
 /// Every online CPU's per-CPU base, and how they were found; why not, when the kernel cannot answer for

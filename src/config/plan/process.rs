@@ -114,18 +114,42 @@ fn in_processes(
 /// covers, so each symbol must resolve to the same address in all of them: two runs of a PIE, or a library
 /// under ASLR, usually do not, and arming the first process's address in the others would silently watch
 /// some other byte there. A process that has exited meanwhile (a `--control` move late in a run) is skipped.
-pub fn processes_watches(
+fn processes_watches(
     host: &dyn Host,
     pids: &[u32],
     targets: &[Target],
     access: Access,
 ) -> Result<Vec<Resolved>> {
+    agreed(
+        pids,
+        targets,
+        |pid| {
+            targets
+                .iter()
+                .map(|t| match watch::address_in_process(t, access) {
+                    Some(address) => address,
+                    None => watch::in_process(t, access, host.process_symbol(pid, t)?),
+                })
+                .collect()
+        },
+        |pid| host.process_exists(pid),
+    )
+}
+
+/// [`processes_watches`] with each process's `targets` resolved by `resolve`, and `exists` telling a
+/// process that has exited: the planning asks the host, `--control` the machine while the session runs.
+pub(super) fn agreed(
+    pids: &[u32],
+    targets: &[Target],
+    mut resolve: impl FnMut(u32) -> Result<Vec<Resolved>>,
+    exists: impl Fn(u32) -> bool,
+) -> Result<Vec<Resolved>> {
     let mut first: Option<(u32, Vec<Resolved>)> = None;
     let mut gone = None;
     for &pid in pids {
-        let resolved = match host.resolve_in_process(pid, targets, access) {
+        let resolved = match resolve(pid) {
             Ok(r) => r,
-            Err(e) if !host.process_exists(pid) => {
+            Err(e) if !exists(pid) => {
                 gone.get_or_insert(e);
                 continue;
             }

@@ -9,10 +9,10 @@ use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, Source};
 
-use super::host::{KernelFiles, SourceNeeds, Task};
+use super::host::{KernelFiles, KernelQuery, Task};
 use super::*;
+use crate::config::process::InProcess;
 use crate::config::request::{OutputRequest, SymbolRequest};
-use crate::config::watch::Resolved;
 use crate::error::{Error, ExitCode};
 use crate::host::cgroup::{Cgroup, CgroupError};
 use crate::model::target::{Base, Target};
@@ -67,14 +67,7 @@ impl FakeHost {
     fn new() -> FakeHost {
         FakeHost {
             bpf: true,
-            privilege: Privilege {
-                euid: 0,
-                cap_perfmon: true,
-                cap_sys_admin: true,
-                cap_bpf: true,
-                paranoid: Some(2),
-                initial_user_ns: true,
-            },
+            privilege: Privilege::ROOT,
             online: [0, 1].into(),
             tasks: [(100, 100), (101, 100), (200, 200)].into(),
             counter_at: [(100, 0x5000), (200, 0x5000), (4242, 0x6000)].into(),
@@ -135,52 +128,54 @@ impl Host for FakeHost {
     fn process_exists(&self, pid: u32) -> bool {
         self.tasks.values().any(|&p| p == pid)
     }
-    fn resolve_in_process(
-        &self,
-        pid: u32,
-        targets: &[Target],
-        access: Access,
-    ) -> crate::error::Result<Vec<Resolved>> {
-        let in_process = |target: &Target| {
-            let addr = match &target.base {
-                Base::Address(_) => {
-                    return crate::config::watch::resolve(target, access, &Default::default())
-                }
-                // `liblate:` is mapped once the command has run to its entry; `libnever:` never is.
-                Base::Symbol {
-                    object: Some(o), ..
-                } if o == "libnever" || (o == "liblate" && !*self.ran_to_entry.borrow()) => {
-                    return Err(Error::from_cause(
-                        ExitCode::Usage,
-                        ksymwatch_symbols::process::ProcessError::NotMapped {
-                            pid,
-                            object: o.clone(),
-                            mapped: Vec::new(),
-                        },
-                    ));
-                }
-                Base::Symbol {
-                    object: Some(o), ..
-                } if o == "liblate" => Some(0x7000),
-                Base::Symbol { name, .. } if name == "counter" => {
-                    self.counter_at.get(&pid).copied()
-                }
-                Base::Symbol { .. } => None,
+    fn process_symbol(&self, pid: u32, target: &Target) -> crate::error::Result<InProcess> {
+        let addr = match &target.base {
+            // `liblate:` is mapped once the command has run to its entry; `libnever:` never is.
+            Base::Symbol {
+                object: Some(o), ..
+            } if o == "libnever" || (o == "liblate" && !*self.ran_to_entry.borrow()) => {
+                return Err(Error::from_cause(
+                    ExitCode::Usage,
+                    ksymwatch_symbols::process::ProcessError::NotMapped {
+                        pid,
+                        object: o.clone(),
+                        mapped: Vec::new(),
+                    },
+                ));
             }
-            .ok_or_else(|| Error::usage(format!("`{}` is not in process {pid}", target.text)))?;
-            Ok(Resolved {
-                watch: Watch {
-                    label: target.text.clone(),
-                    addr,
-                    len: target.len.unwrap_or(4),
-                    access,
-                    module: None,
-                    per_cpu: None,
-                },
-                warnings: Vec::new(),
-            })
+            Base::Symbol {
+                object: Some(o), ..
+            } if o == "liblate" => Some(0x7000),
+            Base::Symbol { name, .. } if name == "counter" => self.counter_at.get(&pid).copied(),
+            _ => None,
+        }
+        .ok_or_else(|| Error::usage(format!("`{}` is not in process {pid}", target.text)))?;
+        let found = ksymwatch_symbols::process::ProcessTarget {
+            symbol: target.text.clone(),
+            object: "/made-up/app".into(),
+            is_exe: true,
+            file_vaddr: addr,
+            bias: 0,
+            addr,
+            size: Some(4),
+            symbol_size: Some(4),
+            type_char: 'D',
+            section: None,
+            type_name: None,
+            member: None,
+            debug_file: None,
+            notes: Vec::new(),
         };
-        targets.iter().map(in_process).collect()
+        Ok(InProcess {
+            text: target.text.clone(),
+            pid,
+            comm: None,
+            found,
+            addr,
+            offset: 0,
+            size: Some(4),
+            type_name: None,
+        })
     }
     fn threads(&self, _pids: &[u32]) -> usize {
         self.threads
@@ -195,27 +190,19 @@ impl Host for FakeHost {
             ran_to_entry: Rc::clone(&self.ran_to_entry),
         }))
     }
-    fn symbol_source(
-        &mut self,
-        symbols: &SymbolRequest,
-        _needs: SourceNeeds,
-    ) -> crate::error::Result<Source> {
-        Ok(Source::Kallsyms(symbols.kallsyms.clone()))
-    }
     fn kernel_symbols(
         &mut self,
-        picked: Source,
-        symbols: &SymbolRequest,
-        _data_symbols: Option<&[Target]>,
-        _user_only: bool,
-    ) -> crate::error::Result<KernelFiles> {
-        if !matches!(picked, Source::Kallsyms(_)) {
-            return Err(Error::usage(format!("no {picked} here")));
+        query: &KernelQuery<'_>,
+    ) -> crate::error::Result<(Source, crate::error::Result<KernelFiles>)> {
+        let picked = Source::Kallsyms(query.symbols.kallsyms.clone());
+        if query.kallsyms_later {
+            return Ok((picked, Ok(KernelFiles::KallsymsLater)));
         }
         *self.kallsyms_loads.borrow_mut() += 1;
-        let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &symbols.kallsyms)
-            .map_err(|e| Error::usage(e.to_string()))?;
-        Ok(KernelFiles::Kallsyms(table, Origin::Parsed))
+        let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &query.symbols.kallsyms)
+            .map_err(|e| Error::usage(e.to_string()))
+            .map(|t| KernelFiles::Kallsyms(t, Origin::Parsed));
+        Ok((picked, table))
     }
     fn percpu_bases(
         &self,
@@ -542,7 +529,7 @@ fn percpu_cpu_needs_a_system_wide_per_cpu_target() {
     );
     let p = planned(request(&["jiffies"]), &mut FakeHost::new());
     assert!(p.watches()[0].per_cpu.is_none());
-    assert!(p.kernel().percpu.is_none());
+    assert!(p.kernel().percpu().is_none());
 }
 
 /// The CPUs: every online one, followed through hotplug; `--cpus` those only, refused when offline or
@@ -682,6 +669,31 @@ fn a_condition_must_fit_the_watch() {
     assert!(e.to_string().starts_with("--if 'value == 300': "), "{e}");
 }
 
+/// `--control`'s resolver comes with the plan: a system-wide watch's `watch` line resolves in the same
+/// kernel symbols as the command line's targets did; no `--control`, no resolver.
+#[test]
+fn control_resolves_in_the_plans_kernel_symbols() {
+    let mut r = request(&["jiffies"]);
+    r.control = Some("/made-up/fifo".into());
+    let p = planned(r, &mut FakeHost::new());
+    let control = p.control().expect("--control planned");
+    assert_eq!(control.path(), Path::new("/made-up/fifo"));
+    let other = crate::model::target::parse("other/8").expect("parses");
+    let w = control
+        .resolver()
+        .resolve(&other, Access::ReadWrite)
+        .expect("resolves");
+    assert_eq!(
+        (w.addr, w.len, w.access),
+        (0xffff_ffff_8200_0040, 8, Access::ReadWrite)
+    );
+    let missing = crate::model::target::parse("nowhere").expect("parses");
+    assert!(control.resolver().resolve(&missing, Access::Write).is_err());
+    assert!(planned(request(&["jiffies"]), &mut FakeHost::new())
+        .control()
+        .is_none());
+}
+
 /// A system-wide target resolves in kallsyms; the plan says where its symbols came from.
 #[test]
 fn a_system_wide_target_resolves_in_kallsyms() {
@@ -692,7 +704,7 @@ fn a_system_wide_target_resolves_in_kallsyms() {
     assert_eq!(p.watches()[0].addr, 0xffff_ffff_8200_0000);
     assert_eq!(p.watches()[1].addr, 0xffff_ffff_8200_0040);
     assert!(p.describe().contains("# covers: every task (system-wide)"));
-    assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
+    assert!(matches!(p.kernel().symbols(), KernelSymbols::Kallsyms(_)));
 }
 
 /// A process watch reads the running kernel's kallsyms only when a kernel frame comes, under the same
@@ -703,20 +715,20 @@ fn a_process_watch_reads_kernel_symbols_on_first_use() {
     let mut r = pids(request(&["counter"]), &[100]);
     r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
     let p = planned(r, &mut machine);
-    assert!(matches!(p.kernel().symbols, KernelSymbols::Lazy(_)));
+    assert!(matches!(p.kernel().symbols(), KernelSymbols::Lazy(_)));
     assert_eq!(*machine.kallsyms_loads.borrow(), 0);
     let kallsyms = Source::Kallsyms(crate::config::symbols::DEFAULT_KALLSYMS.into());
-    assert_eq!(p.kernel().source_text, kallsyms.to_string());
+    assert_eq!(p.kernel().source_text(), kallsyms.to_string());
 
     let mut machine = FakeHost::new();
     let p = planned(pids(request(&["counter"]), &[100]), &mut machine);
-    assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
+    assert!(matches!(p.kernel().symbols(), KernelSymbols::Kallsyms(_)));
     assert_eq!(*machine.kallsyms_loads.borrow(), 1);
     let mut machine = FakeHost::new();
     let mut r = request(&["jiffies"]);
     r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
     let p = planned(r, &mut machine);
-    assert!(matches!(p.kernel().symbols, KernelSymbols::Kallsyms(_)));
+    assert!(matches!(p.kernel().symbols(), KernelSymbols::Kallsyms(_)));
 }
 
 /// The options stage reads the request whole before it asks the machine anything: a request that

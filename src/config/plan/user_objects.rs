@@ -24,19 +24,32 @@ use super::options::OnRequest;
 /// (`vm.mmap_min_addr`), so nothing can write there.
 pub const USER_PARK: u64 = 0x1000;
 
-/// Plans a user-space source in the watched process: `process` is its pid and whether it was started with
-/// `--` and stopped at its exec (`-p PID`: `false`); without one there is nothing to place the probes in.
+/// The process whose objects a user-space source watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectProcess {
+    /// Started with `--` and stopped at its exec: its program is read by its own path (which gives
+    /// `$ORIGIN` for its libraries), its libraries placed as the loader will map them.
+    Launched(u32),
+    /// Running already (`-p PID`): read through /proc, where its mappings are.
+    Running(u32),
+}
+
+/// Plans a user-space source in the watched process; without one there is nothing to place the probes in.
 pub fn plan(
     on: &OnRequest,
     probe: &UserProbe,
     access: Access,
-    process: Option<(u32, bool)>,
+    process: Option<ObjectProcess>,
 ) -> Result<ObjectPlan> {
-    let Some((pid, launched)) = process else {
-        return Err(Error::usage(format!(
-            "--on {probe}: a user-space source needs the process whose objects to watch: give -p PID, \
-             or start it with -- CMD"
-        )));
+    let (pid, launched) = match process {
+        Some(ObjectProcess::Launched(pid)) => (pid, true),
+        Some(ObjectProcess::Running(pid)) => (pid, false),
+        None => {
+            return Err(Error::usage(format!(
+            "--on {probe}: a user-space source needs the process whose objects to watch: give -p \
+                 PID, or start it with -- CMD"
+        )))
+        }
     };
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
         Error::usage(format!(

@@ -153,10 +153,10 @@ impl Decoder {
     /// on its CPU when the event was taken, at `now`.
     fn of(ev: &CpuEvent, cfg: &EventConfig, ring_lost: u64, now: u64) -> Decoder {
         let process = ev.bind != Bind::Cpu;
-        let perf = SampleDecoder::new(ev.cpu, ev.watch, ev.sample_type, process, now);
         // The hit ring, not the configuration, makes an event the hit path's: a test hands one to a bare
         // configuration.
         if ev.hits.is_some() {
+            let perf = SampleDecoder::of_copies(ev.cpu, ev.watch, ev.sample_type, now);
             let value = match &cfg.delivery {
                 Delivery::Hits(h) if h.written => HitValue::Written,
                 Delivery::Hits(h) if h.processes() => h
@@ -167,7 +167,13 @@ impl Decoder {
             let hits = HitDecoder::new(ev.cpu, ev.watch, value, ring_lost, now);
             return Decoder::Hits { perf, hits };
         }
-        Decoder::Samples(perf)
+        Decoder::Samples(SampleDecoder::new(
+            ev.cpu,
+            ev.watch,
+            ev.sample_type,
+            process,
+            now,
+        ))
     }
 
     /// A record of the breakpoint's perf ring.

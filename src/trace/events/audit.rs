@@ -80,7 +80,8 @@ pub struct Audit {
     /// ends at the N-th, but the breakpoint counts until it is closed).
     pub beyond_count: u64,
     /// The per-thread hit path: second reports of one store by another event of its thread, which the
-    /// program dropped (each breakpoint counted the store; it is one hit, not filtered).
+    /// program dropped, or which came as a perf sample of a copy without the program and the decoder
+    /// dropped (each breakpoint counted the store; it is one hit, not filtered).
     pub repeated: u64,
     /// The hit path: of [`Audit::unreported_lost`], the kept hits the program's ring buffer had no room
     /// for after its last record read (the kernel's totals count them; the rest of the tail is the
@@ -147,7 +148,7 @@ pub(super) fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
         filtered: dropped(cfg, &t.ev).saturating_sub(t.bases.dropped),
         other_process: other_process(cfg, &t.ev).saturating_sub(t.bases.other),
         beyond_count: beyond_count(cfg, &t.ev).saturating_sub(t.bases.beyond),
-        repeated: repeated(cfg, &t.ev).saturating_sub(t.bases.repeated),
+        repeated: repeated(cfg, &t.ev).saturating_sub(t.bases.repeated) + tally.copies,
         cpu: t.ev.cpu,
         watch: t.ev.watch,
         kernel_hits: counts.map(|c| c.hits),

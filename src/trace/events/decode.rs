@@ -43,6 +43,10 @@ pub struct Tally {
     pub lost_records: u64,
     /// Records that could not be decoded (reported as lost one each).
     pub undecodable: u64,
+    /// The per-thread hit path: perf samples of inherited copies of a thread's event that have no
+    /// program, dropped (the thread's own event's program reported the same store; see
+    /// [`super::samples::SampleDecoder::of_copies`]).
+    pub copies: u64,
     /// The newest time read from the ring; dates records that carry none.
     pub last_time: u64,
 }
@@ -54,6 +58,7 @@ impl Tally {
             samples: 0,
             lost_records: 0,
             undecodable: 0,
+            copies: 0,
             last_time: now,
         }
     }
@@ -64,6 +69,7 @@ impl Tally {
             samples: self.samples + other.samples,
             lost_records: self.lost_records + other.lost_records,
             undecodable: self.undecodable + other.undecodable,
+            copies: self.copies + other.copies,
             last_time: self.last_time.max(other.last_time),
         }
     }

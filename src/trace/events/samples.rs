@@ -5,6 +5,9 @@
 //! A process watch's ring (one event per thread, writing into one ring per CPU) gets two things more:
 //! the second report of one store is dropped ([`Stores`]), and each hit's value is what the writer's
 //! process holds as the hit leaves the ring (read through [`Out::read_value`]).
+//!
+//! On the hit path a breakpoint writes no sample of its own (its program emits the hits), so a sample in
+//! its ring is an inherited copy's without the program: [`SampleDecoder::of_copies`] counts and drops it.
 
 use crate::perf::record::{self, Record, Sample};
 use crate::report::Value;
@@ -19,6 +22,8 @@ pub struct SampleDecoder {
     sample_type: u64,
     /// A process watch's ring: the store the last sample reported (see [`Stores`]).
     stores: Option<Stores>,
+    /// The hit path: every sample is a copy's second report ([`SampleDecoder::of_copies`]).
+    copies: bool,
     tally: Tally,
 }
 
@@ -31,7 +36,23 @@ impl SampleDecoder {
             watch,
             sample_type,
             stores: process.then(Stores::default),
+            copies: false,
             tally: Tally::new(now),
+        }
+    }
+
+    /// The decoder of a hit-path breakpoint's perf ring (task records only, for the hits come from the
+    /// program), set up at `now`. A sample there can only come from a copy of a thread's event that the
+    /// thread inherited while its creator's event was being armed, between the event's open and its
+    /// program's attach (`PERF_EVENT_IOC_SET_BPF` reaches the event itself, not the copies it has, and a
+    /// copy writes into its parent's ring). Every such thread was alive at the arming's last reading of
+    /// the threads, which comes after every attach, and was given its own event with the program then
+    /// (`perf::arm`), whose program reported the same store: the sample is a second report, counted
+    /// ([`Tally::copies`]) and neither printed nor counted as a hit.
+    pub fn of_copies(cpu: u32, watch: usize, sample_type: u64, now: u64) -> SampleDecoder {
+        SampleDecoder {
+            copies: true,
+            ..SampleDecoder::new(cpu, watch, sample_type, false, now)
         }
     }
 
@@ -59,6 +80,12 @@ impl SampleDecoder {
     /// sample returned, counted and dated.
     fn decode(&mut self, bytes: &[u8], out: &mut impl Out) -> Option<Sample> {
         let item = match record::decode_reusing(bytes, self.sample_type, out.frames()) {
+            Ok(Record::Sample(s)) if self.copies => {
+                self.tally.copies += 1;
+                self.tally.last_time = self.tally.last_time.max(s.time);
+                out.recycle(s.frames);
+                return None;
+            }
             Ok(Record::Sample(s)) => {
                 self.tally.samples += 1;
                 self.tally.last_time = s.time;
@@ -222,6 +249,33 @@ mod tests {
             (t.samples, t.lost_records, t.undecodable, t.last_time),
             (1, 3, 1, 110)
         );
+    }
+
+    /// A hit-path perf ring: a sample there is an inherited copy's without the program (the program
+    /// reported the store): dropped, its chain handed back, counted as a copy and not as a hit; task
+    /// records pass as they are.
+    #[test]
+    fn a_hit_path_ring_drops_a_copys_samples_and_counts_them() {
+        let mut d = SampleDecoder::of_copies(0, 0, SAMPLE_TYPE_TASK, 0);
+        let mut out = Collect::new(8);
+        let store = encode::with_id(
+            3,
+            &encode::sample(0x40_1005, 7, 8, 10, 0x60_1000, 0, &[USER, 0x40_1005]),
+        );
+        let comm = encode::with_trailer(encode::comm(7, 9, "writer", false), 7, 9, 12, 0);
+        for r in [&store, &comm, &store] {
+            d.record(r, &mut out);
+        }
+        let items = out.take();
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert!(
+            matches!(items[0], (_, Item::Task(Task::Comm { tid: 9, .. }))),
+            "{items:?}"
+        );
+        assert!(out.reads.is_empty());
+        assert_eq!(out.recycled, 2);
+        let t = d.tally();
+        assert_eq!((t.samples, t.copies), (0, 2));
     }
 
     /// A process ring: each hit gets what the writer's process holds at the hit's address, and the second

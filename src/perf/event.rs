@@ -448,6 +448,13 @@ impl OpenError {
         self
     }
 
+    /// A thread's event found every debug register its CPU gives the thread in use.
+    pub fn out_of_registers(&self) -> bool {
+        self.tid.is_some()
+            && self.stage == Stage::Open
+            && self.err.raw_os_error() == Some(libc::ENOSPC)
+    }
+
     /// The thread went away while being armed: not an error for a process watch.
     pub fn thread_gone(&self) -> bool {
         self.tid.is_some()

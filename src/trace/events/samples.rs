@@ -45,10 +45,12 @@ impl SampleDecoder {
     /// program), set up at `now`. A sample there can only come from a copy of a thread's event that the
     /// thread inherited while its creator's event was being armed, between the event's open and its
     /// program's attach (`PERF_EVENT_IOC_SET_BPF` reaches the event itself, not the copies it has, and a
-    /// copy writes into its parent's ring). Every such thread was alive at the arming's last reading of
-    /// the threads, which comes after every attach, and was given its own event with the program then
-    /// (`perf::arm`), whose program reported the same store: the sample is a second report, counted
-    /// ([`Tally::copies`]) and neither printed nor counted as a hit.
+    /// copy writes into its parent's ring). The arming reads the threads again until a reading finds
+    /// none new, after every attach, and gives each thread it finds its own event with the program
+    /// (`perf::arm`), whose program reports the same store: the sample is a second report, counted
+    /// ([`Tally::copies`]) and neither printed nor counted as a hit. (A process that makes threads
+    /// without pause through the arming's 100 readings leaves threads made after the last one by a
+    /// thread not yet armed uncovered, copies or not.)
     pub fn of_copies(cpu: u32, watch: usize, sample_type: u64, now: u64) -> SampleDecoder {
         SampleDecoder {
             copies: true,

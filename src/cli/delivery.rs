@@ -5,7 +5,7 @@
 
 use crate::cli::advice;
 use crate::cli::ring_size;
-use crate::config::plan::{Delivery, Scope, ThreadHits, WatchPlan, Writers};
+use crate::config::plan::{Delivery, Scope, WatchPlan, Writers};
 use crate::error::{Error, ExitCode};
 use crate::perf::bpf::hit_set::HitKind;
 use crate::perf::event::Binding;
@@ -29,10 +29,9 @@ pub fn events(plan: &WatchPlan, hit_ring_pages: usize) -> Events<'_> {
         },
         binding: match delivery {
             Delivery::HitProgram => Binding::Cpus,
-            Delivery::Samples => Binding::Scope {
-                remove_on_exec: false,
+            _ => Binding::Scope {
+                remove_on_exec: delivery.remove_on_exec(),
             },
-            Delivery::PerThread { remove_on_exec, .. } => Binding::Scope { remove_on_exec },
         },
         programs: programs(plan, delivery, hit_ring_pages),
     }
@@ -47,21 +46,14 @@ fn programs(plan: &WatchPlan, delivery: Delivery, ring_pages: usize) -> Option<H
     let scope = plan.scope();
     let processes = match delivery {
         Delivery::HitProgram => !scope.system_wide(),
-        Delivery::PerThread {
-            hits: ThreadHits::Program,
-            ..
-        } => false,
-        Delivery::Samples
-        | Delivery::PerThread {
-            hits: ThreadHits::Samples,
-            ..
-        } => return None,
+        Delivery::ThreadProgram { .. } => false,
+        Delivery::Samples | Delivery::ThreadSamples { .. } => return None,
     };
     Some(HitSet {
         kind: HitKind {
             processes,
             written: plan.values().read(),
-            threads: matches!(delivery, Delivery::PerThread { .. }),
+            threads: delivery.per_thread(),
         },
         ring_pages,
         count: plan.running().limits().count,

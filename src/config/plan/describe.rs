@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use crate::cpulist;
 use crate::report::escape::escaped;
 
-use super::{Delivery, Scope, ThreadHits, Values, WatchPlan, Writers};
+use super::{Delivery, Scope, Values, WatchPlan, Writers};
 
 pub fn describe(plan: &WatchPlan) -> String {
     let mut s = String::new();
@@ -53,14 +53,12 @@ pub fn describe(plan: &WatchPlan) -> String {
             "one breakpoint per CPU and target, hits chosen and emitted by a BPF program"
         }
         Delivery::Samples => "one breakpoint per CPU and target, hits as perf samples",
-        Delivery::PerThread {
-            hits: ThreadHits::Program,
-            ..
-        } => "one breakpoint per thread, CPU and target, hits emitted by a BPF program",
-        Delivery::PerThread {
-            hits: ThreadHits::Samples,
-            ..
-        } => "one breakpoint per thread, CPU and target, hits as perf samples",
+        Delivery::ThreadProgram { .. } => {
+            "one breakpoint per thread, CPU and target, hits emitted by a BPF program"
+        }
+        Delivery::ThreadSamples { .. } => {
+            "one breakpoint per thread, CPU and target, hits as perf samples"
+        }
     };
     let _ = writeln!(s, "# path: {path}");
     if plan.writers == Writers::UserSpaceOnly {

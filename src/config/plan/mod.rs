@@ -93,7 +93,9 @@ impl arm::Pid for Command {
     }
 }
 
-/// How hits reach the tracer: decided once, from the scope, the options and whether BPF loads.
+/// How hits reach the tracer: decided once, by the options stage, from the scope, the options, the
+/// values read and whether BPF loads. The layers below take only their part of it: whom the events are
+/// bound to, and the hit programs they attach, if any (`cli::delivery`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delivery {
     /// One breakpoint per CPU and target whose BPF program keeps the hits (a process watch chooses its
@@ -101,49 +103,42 @@ pub enum Delivery {
     HitProgram,
     /// One breakpoint per CPU and target, hits as perf samples (a system-wide watch without BPF).
     Samples,
-    /// One breakpoint per thread, CPU and target (a process watch without BPF, or with `--per-thread` or
-    /// `--remove-on-exec`, which the kernel applies per event).
-    PerThread {
+    /// One breakpoint per thread, CPU and target (`--per-thread` or `--remove-on-exec`, which the kernel
+    /// applies per event), reading values (`--value`, `--if`, a `--dump-on` condition, which need BPF):
+    /// every thread's event runs the hit program that [`Delivery::HitProgram`]'s events run, which
+    /// emits the kept hits into its CPU's ring buffer.
+    ThreadProgram {
         /// `--remove-on-exec`: a thread that execs another program drops its events.
         remove_on_exec: bool,
-        /// Where the hits come from.
-        hits: ThreadHits,
     },
-}
-
-/// Where the per-thread path's hits come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ThreadHits {
-    /// Values are read (`--value`, `--if`, a `--dump-on` condition: BPF loads, or the request was
-    /// refused): every thread's event runs the hit program that [`Delivery::HitProgram`]'s events run,
-    /// which emits the kept hits into its CPU's ring buffer.
-    Program,
-    /// Perf samples.
-    Samples,
+    /// One breakpoint per thread, CPU and target, hits as perf samples (a process watch without BPF, or
+    /// with `--per-thread` or `--remove-on-exec` reading no values).
+    ThreadSamples {
+        /// `--remove-on-exec`: a thread that execs another program drops its events.
+        remove_on_exec: bool,
+    },
 }
 
 impl Delivery {
     /// The hits come from the hit program (one event per CPU, or one per thread reading values).
     pub fn hit_program(&self) -> bool {
+        matches!(self, Delivery::HitProgram | Delivery::ThreadProgram { .. })
+    }
+
+    /// One breakpoint per thread (the kernel, not a program, chooses the threads).
+    pub fn per_thread(&self) -> bool {
         matches!(
             self,
-            Delivery::HitProgram
-                | Delivery::PerThread {
-                    hits: ThreadHits::Program,
-                    ..
-                }
+            Delivery::ThreadProgram { .. } | Delivery::ThreadSamples { .. }
         )
     }
 
-    /// The per-thread path with `values` read takes the hit program: the delivery once the values are
-    /// decided.
-    fn reading(self, values: &Values) -> Delivery {
+    /// A thread that execs another program drops its events (`--remove-on-exec`, per thread only).
+    pub fn remove_on_exec(&self) -> bool {
         match self {
-            Delivery::PerThread { remove_on_exec, .. } if values.read() => Delivery::PerThread {
-                remove_on_exec,
-                hits: ThreadHits::Program,
-            },
-            other => other,
+            Delivery::ThreadProgram { remove_on_exec }
+            | Delivery::ThreadSamples { remove_on_exec } => *remove_on_exec,
+            Delivery::HitProgram | Delivery::Samples => false,
         }
     }
 }
@@ -315,7 +310,7 @@ pub struct WatchPlan {
 pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
     let o = options::check(request, host)?;
     let mut kernel = kernel::KernelSide::load(&o, host)?;
-    if let (Scope::Processes(pids), Delivery::PerThread { .. }) = (&o.scope, o.delivery) {
+    if let (Scope::Processes(pids), true) = (&o.scope, o.delivery.per_thread()) {
         process::check_fd_budget(host, pids, o.cpus.now.len(), kernel.targets.len())?;
     }
     let mut scope = o.scope;

@@ -22,9 +22,7 @@ use crate::stderr;
 use super::cpus::{self, Cpus};
 use super::host::Host;
 use super::outputs::{self, Outputs};
-use super::{
-    is_stdin, Command, Delivery, Running, Scope, ThreadHits, Values, Writers, MAX_WATCHES,
-};
+use super::{is_stdin, Command, Delivery, Running, Scope, Values, Writers, MAX_WATCHES};
 
 /// `--on` as requested: the source and the `$obj` target, with who may allocate.
 pub(super) struct OnRequest {
@@ -172,7 +170,15 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
     if let Some(refused) = decision.refused {
         return Err(Error::not_permitted(refused));
     }
-    let (writers, delivery) = (decision.writers, decision.delivery.reading(&values));
+    // Which path the hits take, decided once the values are known (they are read only where BPF loads).
+    let remove_on_exec = r.remove_on_exec;
+    let delivery = match (decision.program, system) {
+        (true, _) => Delivery::HitProgram,
+        (false, true) => Delivery::Samples,
+        (false, false) if values.read() => Delivery::ThreadProgram { remove_on_exec },
+        (false, false) => Delivery::ThreadSamples { remove_on_exec },
+    };
+    let writers = decision.writers;
     let scope = match scope {
         Scope::Processes(_) => Scope::Processes(pids.clone()),
         other => other,
@@ -238,7 +244,8 @@ fn scope(r: &WatchRequest) -> Result<Scope> {
 /// [`delivery`]'s choices, and what is to be said of them once the checks before them have passed.
 struct Decision {
     writers: Writers,
-    delivery: Delivery,
+    /// The hit program can be used: BPF loads, and no option asks for events per thread.
+    program: bool,
     /// This user may not see the kernel: the watch sees user-space writers only (said on stderr).
     note: Option<String>,
     /// A system-wide watch this process may not open (exit 4).
@@ -274,23 +281,16 @@ fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Decision {
         true => Writers::UserSpaceOnly,
         false => Writers::All,
     };
-    // `--value` and `--if` without BPF are refused once the request is read whole (`Options::check`).
+    // `--value` and `--if` without BPF are refused once the request is read whole (`Options::check`),
+    // which decides the delivery once the values are known.
     let program = !r.per_event() && host.bpf().is_ok();
-    let delivery = match (program, system) {
-        (true, _) => Delivery::HitProgram,
-        (false, true) => Delivery::Samples,
-        (false, false) => Delivery::PerThread {
-            remove_on_exec: r.remove_on_exec,
-            hits: ThreadHits::Samples,
-        },
-    };
     let refused = match system {
         true => privilege.system_wide().err(),
         false => None,
     };
     Decision {
         writers,
-        delivery,
+        program,
         note,
         refused,
     }

@@ -300,9 +300,8 @@ fn the_delivery_follows_bpf_and_the_scope() {
     );
     assert_eq!(
         p.delivery(),
-        Delivery::PerThread {
+        Delivery::ThreadSamples {
             remove_on_exec: false,
-            hits: ThreadHits::Samples,
         }
     );
     assert!(p
@@ -319,9 +318,8 @@ fn per_thread_options_choose_the_per_thread_path() {
     let p = planned(r, &mut FakeHost::new());
     assert_eq!(
         p.delivery(),
-        Delivery::PerThread {
+        Delivery::ThreadSamples {
             remove_on_exec: false,
-            hits: ThreadHits::Samples,
         }
     );
     let mut r = pids(request(&["counter"]), &[100]);
@@ -329,9 +327,8 @@ fn per_thread_options_choose_the_per_thread_path() {
     let p = planned(r, &mut FakeHost::new());
     assert_eq!(
         p.delivery(),
-        Delivery::PerThread {
+        Delivery::ThreadSamples {
             remove_on_exec: true,
-            hits: ThreadHits::Samples,
         }
     );
     // Reading values, every thread's event runs the hit program.
@@ -341,9 +338,8 @@ fn per_thread_options_choose_the_per_thread_path() {
     let p = planned(r, &mut FakeHost::new());
     assert_eq!(
         p.delivery(),
-        Delivery::PerThread {
+        Delivery::ThreadProgram {
             remove_on_exec: false,
-            hits: ThreadHits::Program,
         }
     );
     assert!(p.delivery().hit_program());

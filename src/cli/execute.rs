@@ -21,6 +21,7 @@ use crate::cpulist;
 use crate::error::{Error, Result};
 use crate::model::watch::Watch;
 use crate::perf::arm;
+use crate::perf::bpf::hit_set::Following;
 use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::programs::Events;
 use crate::perf::sys;
@@ -29,6 +30,7 @@ use crate::stderr;
 use crate::trace::comm::Comms;
 use crate::trace::objects::ObjectWatch;
 use crate::trace::objects::Slots;
+use crate::trace::pace::{HIT_SORT_SLACK_NS, SORT_SLACK_NS};
 use crate::trace::session::{Session, Setup};
 
 /// How long after `armed` the symbol cache starts being written (at exit at the latest).
@@ -104,8 +106,10 @@ struct HandOff {
     title: String,
     /// Each hit ring buffer's data pages.
     hit_ring_pages: usize,
+    /// How long the session holds a record back for older ones from the other rings.
+    sort_slack_ns: u64,
     /// Who the breakpoints are opened for (a launched command by its pid).
-    scope: arm::Scope,
+    scope: crate::model::scope::Scope,
     /// What the watch covers at the start, for the header.
     covered: Covered,
     /// The header counts the threads the kernel counts (the hit path: its programs cover every thread of
@@ -124,6 +128,7 @@ impl HandOff {
         HandOff {
             title: format!("ksymwatch {} {}", plan.access().word(), labels.join(" ")),
             hit_ring_pages: hit_ring_pages(plan, covered.threads),
+            sort_slack_ns: sort_slack_ns(plan.delivery()),
             scope: plan.scope().arming(),
             covered,
             threads_by_kernel: plan.delivery() == Delivery::HitProgram,
@@ -157,6 +162,16 @@ fn hit_ring_pages(plan: &WatchPlan, threads: usize) -> usize {
         plan.values().read(),
         sys::page_size(),
     )
+}
+
+/// How long a record waits for older ones from the other rings on `delivery`: a hit record is written a
+/// microsecond or so after its time, a perf sample with its kernel-walked call chain tens later
+/// ([`crate::trace::pace`]).
+fn sort_slack_ns(delivery: Delivery) -> u64 {
+    match delivery {
+        Delivery::HitProgram | Delivery::ThreadProgram { .. } => HIT_SORT_SLACK_NS,
+        Delivery::Samples | Delivery::ThreadSamples { .. } => SORT_SLACK_NS,
+    }
 }
 
 /// Arms `plan` and runs the session until it stops; the exit status: 0, or with `-- CMD` the command's
@@ -213,6 +228,11 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
         objects: hand.objects.as_deref(),
         cgroups: &hand.cgroups,
     };
+    // What the programs loaded follow (one that could not be attached was warned of).
+    let following = cfg
+        .delivery
+        .hit_programs()
+        .map_or_else(Following::default, |h| h.following());
     let setup = Setup {
         watches: &watches,
         symbols: parts.symbols,
@@ -226,7 +246,10 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
         comms,
         user,
         symbols_origin: kernel.origin(),
-        condition: values.condition().cloned(),
+        old_values: plan.old_values(),
+        following,
+        sort_slack_ns: hand.sort_slack_ns,
+        cgroups: parts.cgroups,
         flight: parts.recorder,
         advise: advice::refusal,
         // With `-o FILE`, `--folded`'s stacks are stdout's: their reader gone, they cannot be delivered.
@@ -320,6 +343,23 @@ fn object_watch(plan: ObjectPlan, cpus: &BTreeSet<u32>, slots: &[Watch]) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Hit records wait for the hit rings' slack, perf samples for the perf rings', as the plan's delivery
+    /// says.
+    #[test]
+    fn the_sort_slack_follows_the_delivery() {
+        assert_eq!(sort_slack_ns(Delivery::HitProgram), HIT_SORT_SLACK_NS);
+        assert_eq!(sort_slack_ns(Delivery::Samples), SORT_SLACK_NS);
+        let per_thread = Delivery::ThreadSamples {
+            remove_on_exec: true,
+        };
+        assert_eq!(sort_slack_ns(per_thread), SORT_SLACK_NS);
+        // Reading values, every thread's event runs the hit program: its records are hit records.
+        let per_thread = Delivery::ThreadProgram {
+            remove_on_exec: true,
+        };
+        assert_eq!(sort_slack_ns(per_thread), HIT_SORT_SLACK_NS);
+    }
 
     /// A process watch's processes are read with their names and the kernel's count of their threads; a
     /// system-wide watch covers none.

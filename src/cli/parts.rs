@@ -1,8 +1,9 @@
 //! What a watch's session is given besides its events, opened before anything is armed and in this
 //! order: the kernel's symbol table and `--lines`' line table (a vmlinux without usable line tables fails
-//! before any hit), the printers the options ask for (their files created before the stop signals are
-//! blocked), `--control`'s source with its target resolver, `--last`'s recorder with its tracepoints
-//! attached, the stop signals blocked, and the CPU hotplug follower.
+//! before any hit), `--cgroup`'s names of the writers' cgroups (from the v2 hierarchy, looked up here
+//! once), the printers the options ask for (their files created before the stop signals are blocked),
+//! `--control`'s source with its target resolver, `--last`'s recorder with its tracepoints attached, the
+//! stop signals blocked, and the CPU hotplug follower.
 
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
@@ -16,8 +17,11 @@ use crate::config::plan::{FoldedTo, Outputs, WatchPlan};
 use crate::config::request::Format;
 use crate::config::symbols::{FileSymbols, KernelTable};
 use crate::error::{Context, ExitCode, Result};
+use crate::host::cgroup::{CgroupError, Hierarchy, Names};
+use crate::model::cgroup::Cgroup;
 use crate::perf::bpf::trigger::Tracepoint;
 use crate::perf::sys::{self, SignalFd};
+use crate::report::cgroup::CgroupNames;
 use crate::report::folded::{Folded, Sink};
 use crate::report::ftrace::Ftrace;
 use crate::report::json::Json;
@@ -41,6 +45,8 @@ pub struct Parts<'p> {
     pub out: Tee,
     /// `--control`: where commands come from, and how their targets are resolved.
     pub control: Option<Controller<'p>>,
+    /// `--cgroup`: the writers' cgroups named from the hierarchy.
+    pub cgroups: Option<CgroupNames>,
     /// `--last`: the flight recorder.
     pub recorder: Option<Recorder>,
     pub signals: SignalFd,
@@ -53,6 +59,7 @@ impl<'p> Parts<'p> {
         let (kernel, running, flight) = (plan.kernel(), plan.running(), plan.flight());
         let symbols = kernel.symbols().chains()?;
         let lines = line_source(kernel.symbols().files(), running.lines())?;
+        let cgroups = cgroup_names(&plan.filter().cgroups, Hierarchy::find);
         let out = outputs(plan.outputs(), title)?;
         let control = match plan.control() {
             Some(control) => Some(Controller {
@@ -94,6 +101,7 @@ impl<'p> Parts<'p> {
             lines,
             out,
             control,
+            cgroups,
             recorder,
             signals,
             hotplug,
@@ -107,6 +115,20 @@ fn line_source(files: Option<&FileSymbols>, lines: bool) -> Result<Option<Vmlinu
         Some(files) if lines => Some(files.line_source()?),
         _ => None,
     })
+}
+
+/// `--cgroup`'s names for the hits' cgroup ids, from the v2 hierarchy (`find`) the `cgroups` were found
+/// in; none without the option (the hierarchy is not looked for), or without the hierarchy (the hits keep
+/// their ids).
+fn cgroup_names(
+    cgroups: &[Cgroup],
+    find: impl FnOnce() -> std::result::Result<Hierarchy, CgroupError>,
+) -> Option<CgroupNames> {
+    if cgroups.is_empty() {
+        return None;
+    }
+    let hierarchy = find().ok()?;
+    Some(CgroupNames::new(Names::new(hierarchy).into_lookup()))
 }
 
 /// The output file `path` of option `flag`, buffered; its write errors name `flag` and `path`.
@@ -187,4 +209,40 @@ fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
         )));
     }
     Ok(Tee(outs))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    /// Without `--cgroup` the hierarchy is not looked for; without a hierarchy the hits keep their ids; with
+    /// both, a hit's cgroup id is named by its path in the hierarchy.
+    #[test]
+    fn cgroup_names_come_from_the_hierarchy_only_for_cgroup() {
+        assert!(cgroup_names(&[], || panic!("looked for a hierarchy without --cgroup")).is_none());
+        let root = std::env::temp_dir().join(format!("ksymwatch-parts-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("pods/a")).expect("cgroup directories");
+        let id = std::fs::metadata(root.join("pods/a"))
+            .expect("pods/a")
+            .ino();
+        let pod = Cgroup {
+            path: "/pods/a".into(),
+            dir: root.join("pods/a"),
+            id,
+        };
+        let gone = cgroup_names(std::slice::from_ref(&pod), || Err(CgroupError::NoHierarchy));
+        assert!(gone.is_none());
+        let mountinfo = root.join("mountinfo");
+        std::fs::write(
+            &mountinfo,
+            format!("30 1 0:26 / {} rw - cgroup2 cgroup2 rw\n", root.display()),
+        )
+        .expect("mountinfo");
+        let names = cgroup_names(&[pod], || Hierarchy::from_mountinfo(&mountinfo));
+        let named = names.map(|mut n| n.name(id).path.clone());
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(named, Some(Some("/pods/a".to_string())));
+    }
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use ksymwatch_symbols::UserSymbols;
 
-use crate::config::plan::read_task;
+use crate::config::plan::{hit_program, read_task};
 use crate::config::request::WatchRequest;
 use crate::cpulist;
 use crate::perf::warmup::Warmup;
@@ -43,10 +43,11 @@ impl Prefetch {
             .name("ksymwatch-tasks".into())
             .spawn(move || {
                 // On the hit path every hit record carries its writer's name: reading every task's name
-                // (a second for a process of 100,000 threads) is for perf samples only. The hit program
-                // runs where BPF loads and no option asks for perf samples per thread (the plan's
-                // delivery); whether BPF loads is asked once per run, so this is the plan's answer.
-                let names = samples || crate::perf::bpf::probe().is_err();
+                // (a second for a process of 100,000 threads) is for perf samples only. Whether hits take
+                // the hit program is answered as the plan's delivery answers it (the per-thread options
+                // take perf samples unless values are read, above), and whether BPF loads is asked once
+                // per run (here, off the planning's way): this is the plan's answer.
+                let names = !hit_program(samples, crate::perf::bpf::probe);
                 if !names {
                     // The hit program's load asks where the kernel keeps a task's name (its BTF,
                     // 1-2 ms to open): answered here, it is not on the way to arming.

@@ -17,14 +17,15 @@ use std::time::Instant;
 
 use ksymwatch_symbols::{LineSource, Origin, UserSymbols};
 
+use crate::config::plan::OldValues;
 use crate::config::symbols::KernelTable;
 use crate::error::{Context, ExitCode, Result};
-use crate::host::cgroup::{Hierarchy, Names};
-use crate::model::condition::Condition;
 use crate::model::filter::Filter;
+use crate::model::scope::Scope;
 use crate::model::watch::Watch;
 use crate::model::Limits;
-use crate::perf::arm::{Armed, Scope};
+use crate::perf::arm::Armed;
+use crate::perf::bpf::hit_set::Following;
 use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::denial;
 use crate::perf::event::{EventConfig, OpenError};
@@ -40,7 +41,7 @@ use crate::trace::hotplug::{Arming, Changes, Follow, Hotplug};
 use crate::trace::moves::{Controller, Moves, Steering};
 use crate::trace::objects::{ObjectWatch, Objects, Placing, Slots};
 use crate::trace::olds::Olds;
-use crate::trace::pace::{Pace, HIT_SORT_SLACK_NS, SORT_SLACK_NS};
+use crate::trace::pace::Pace;
 use crate::trace::pipeline::{Pipeline, Release};
 use crate::trace::reader;
 use crate::trace::stream::Stream;
@@ -54,8 +55,16 @@ pub struct Setup<'a> {
     pub watches: &'a [Watch],
     pub symbols: KernelTable<'a>,
     pub cfg: EventConfig,
+    /// What the loaded programs do to the watched processes as they live (nothing on the sample paths).
+    pub following: Following,
+    /// How long a record waits for older ones from the other rings before it is released in time order:
+    /// the hit rings' slack or the perf rings' ([`crate::trace::pace`]).
+    pub sort_slack_ns: u64,
     pub limits: Limits,
     pub filter: Filter,
+    /// `--cgroup`: the hits name their writers' cgroups, from the v2 hierarchy (none without the option or
+    /// the hierarchy).
+    pub cgroups: Option<CgroupNames>,
     /// Keep the `--summary` counts (by chain, ip, comm).
     pub tally: bool,
     /// `--lines`: file:line (and inlined frames) for kernel frames.
@@ -72,8 +81,10 @@ pub struct Setup<'a> {
     pub user: UserSymbols,
     /// Whether `symbols` came from the kallsyms cache (unnamed kernel frames then get a hint).
     pub symbols_origin: Origin,
-    /// `--if`: checked again on the instruction's value of a hit that raced.
-    pub condition: Option<Condition>,
+    /// How `--value`'s `old` is kept, as the plan decided (`--if` checked again on a hit that raced; the
+    /// kernel's `old` where it may drop traps), and whether it is seeded with what each watched range
+    /// holds once the events are armed.
+    pub old_values: OldValues,
     /// `--last N --dump-on ...`: hits are kept, and printed when a trigger fires (SIGUSR1 is then among
     /// the signals read).
     pub flight: Option<Recorder>,
@@ -171,41 +182,34 @@ impl<'a, O: Output> Session<'a, O> {
             comms,
             user,
             symbols_origin,
-            condition,
+            old_values,
+            following,
+            sort_slack_ns,
+            cgroups,
             flight,
             advise,
             stream_on_stdout,
         } = setup;
-        // The program drops traps in the kernel only for a condition or a filter.
-        let kernel_drops = condition.is_some() || filter != Filter::default();
         let epoll = Epoll::new().or_exit(ExitCode::Runtime, "epoll_create")?;
         epoll
             .add(signals.fd(), Wake::Signal.token())
             .or_exit(ExitCode::Runtime, "epoll")?;
         // Only a kernel watch can hold a module's memory.
         let scope_is_system = matches!(scope, Scope::System);
-        let hits = cfg.delivery.hit_programs();
         let watched = Watched::new(
             scope.pids(),
-            cfg.delivery.following(),
+            following,
             &epoll,
             Wake::Process(0).token(),
             sys::pidfd_open,
         )?;
-        let mut olds = Olds::new(condition, kernel_drops);
-        if matches!(scope, Scope::Processes(_) | Scope::Launched(_))
-            && hits.is_some_and(|h| h.written)
-        {
-            // What each watched range holds now, the events armed: a store narrower than the watch is laid
-            // over it where the program does not read the range at the trap (a read-write watch). A
-            // launched command is still stopped at its exec here: its range as the program starts.
+        let mut olds = Olds::new(old_values.condition, old_values.kernel_drops);
+        if old_values.seeded {
+            // The events are armed: a launched command is still stopped at its exec, its range as the
+            // program starts.
             olds.seed_from(watches, &scope.pids(), &ProcessMemory);
         }
-        let slack = match hits {
-            Some(_) => HIT_SORT_SLACK_NS,
-            None => SORT_SLACK_NS,
-        };
-        let rings = Pipeline::new(slack, |sorter| {
+        let rings = Pipeline::new(sort_slack_ns, |sorter| {
             events::EventSet::new(
                 watches,
                 cfg,
@@ -235,13 +239,6 @@ impl<'a, O: Output> Session<'a, O> {
             None => None,
         };
         let strict = hotplug.as_ref().is_some_and(|h| h.strict);
-        // `--cgroup`: the hits name their writers' cgroups, from the hierarchy planning found them in.
-        let cgroups = match filter.cgroups.is_empty() {
-            true => None,
-            false => Hierarchy::find()
-                .ok()
-                .map(|h| CgroupNames::new(Names::new(h).into_lookup())),
-        };
         // No process is scanned here: `armed` goes out first (see `learn_tasks` and `Setup::user`).
         Ok(Session {
             rings,

@@ -4,6 +4,7 @@
 //! loads (the delivery), the `-p` processes, the `--dump-on` tracepoints, the cgroups, and the CPUs. No
 //! symbol is loaded here.
 
+use std::io;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -132,8 +133,8 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
     let decision = delivery(&r, &scope, host);
     // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
     let pids = processes_of(&*host, &r.pids)?;
-    // The kernel's BTF, opened on first use, once for every stage that asks it.
-    let types = Rc::new(Types::new(&r.symbols.btf));
+    // The kernel's BTF as the host has it, read on first use, once for every stage that asks it.
+    let types = Rc::new(host.types(&r.symbols.btf));
     let flight = Flight::parse(r.last, &r.dump_on, &r.output, &types, || {
         host.tracefs_events()
     })?;
@@ -283,7 +284,7 @@ fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Decision {
     };
     // `--value` and `--if` without BPF are refused once the request is read whole (`Options::check`),
     // which decides the delivery once the values are known.
-    let program = !r.per_event() && host.bpf().is_ok();
+    let program = hit_program(r.per_event(), || host.bpf());
     let refused = match system {
         true => privilege.system_wide().err(),
         false => None,
@@ -294,6 +295,13 @@ fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Decision {
         note,
         refused,
     }
+}
+
+/// Whether hits take the hit program: no option asks for events per thread (`per_event`) and BPF loads
+/// (`bpf`, asked only then). The one answer to "the hit path or not": the delivery is chosen from it, and
+/// the prefetch, which starts before the plan, asks it too (on the hit path it reads no task's name).
+pub fn hit_program(per_event: bool, bpf: impl FnOnce() -> io::Result<()>) -> bool {
+    !per_event && bpf().is_ok()
 }
 
 /// `--on` and `--rotate` against the rest of the command line; `comms` (kernel-length), and the `-p`

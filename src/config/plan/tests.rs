@@ -9,10 +9,13 @@ use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, Source};
 
-use super::host::{KernelFiles, KernelQuery, Task};
+use ksymwatch_symbols::kernel::Loaded;
+
+use super::host::{KernelQuery, Task};
 use super::*;
 use crate::config::process::InProcess;
 use crate::config::request::{OutputRequest, SymbolRequest};
+use crate::config::typed::{BtfFile, Types};
 use crate::error::{Error, ExitCode};
 use crate::host::cgroup::{Cgroup, CgroupError};
 use crate::model::target::{Base, Target};
@@ -61,6 +64,22 @@ struct FakeHost {
     launched: Rc<RefCell<Vec<Vec<String>>>>,
     ran_to_entry: Rc<RefCell<bool>>,
     kallsyms_loads: Rc<RefCell<usize>>,
+    /// What the kernel stage asked of the kernel's symbols, each time.
+    asked: Rc<RefCell<Vec<SymbolsAsked>>>,
+    /// Whether the `--btf` file is the running kernel's BTF.
+    btf_running: Option<bool>,
+    /// The kernel's BTF, if the machine has any ([`kernel_btf`]'s).
+    btf: Option<Vec<u8>>,
+}
+
+/// A [`KernelQuery`] as the tests compare it: what planning decided the watch needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SymbolsAsked {
+    dwarf: bool,
+    /// The targets whose symbols a kallsyms must have (a system-wide watch's), as written.
+    data_symbols: Option<Vec<String>>,
+    later: bool,
+    user_only: bool,
 }
 
 impl FakeHost {
@@ -76,6 +95,9 @@ impl FakeHost {
             launched: Rc::default(),
             ran_to_entry: Rc::default(),
             kallsyms_loads: Rc::default(),
+            asked: Rc::default(),
+            btf_running: Some(true),
+            btf: None,
         }
     }
 
@@ -193,15 +215,23 @@ impl Host for FakeHost {
     fn kernel_symbols(
         &mut self,
         query: &KernelQuery<'_>,
-    ) -> crate::error::Result<(Source, crate::error::Result<KernelFiles>)> {
+    ) -> crate::error::Result<(Source, crate::error::Result<Loaded>)> {
+        self.asked.borrow_mut().push(SymbolsAsked {
+            dwarf: query.dwarf,
+            data_symbols: query
+                .data_symbols
+                .map(|t| t.iter().map(|t| t.text.clone()).collect()),
+            later: query.kallsyms_later,
+            user_only: query.user_only,
+        });
         let picked = Source::Kallsyms(query.symbols.kallsyms.clone());
         if query.kallsyms_later {
-            return Ok((picked, Ok(KernelFiles::KallsymsLater)));
+            return Ok((picked, Ok(Loaded::Later)));
         }
         *self.kallsyms_loads.borrow_mut() += 1;
         let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &query.symbols.kallsyms)
             .map_err(|e| Error::usage(e.to_string()))
-            .map(|t| KernelFiles::Kallsyms(t, Origin::Parsed));
+            .map(|t| Loaded::Kallsyms(t, Origin::Parsed));
         Ok((picked, table))
     }
     fn percpu_bases(
@@ -222,6 +252,64 @@ impl Host for FakeHost {
     fn cgroup(&self, _arg: &str) -> std::result::Result<Cgroup, CgroupError> {
         Err(CgroupError::NoHierarchy)
     }
+    fn types(&self, btf: &Path) -> Types {
+        let file = BtfFile {
+            exists: true,
+            dir: false,
+            elf: false,
+            running: self.btf_running,
+        };
+        let vmlinux = match &self.btf {
+            Some(blob) => ksymwatch_symbols::Btf::from_bytes(blob.clone(), btf, None)
+                .map_err(|e| e.to_string()),
+            None => Err("no BTF on this made-up machine".into()),
+        };
+        Types::given(btf, file, vmlinux)
+    }
+}
+
+/// A kernel's BTF with `struct rq { int nr_running; int cpu; }`, the per-CPU variable `runqueues` (at 0x40
+/// in the per-CPU area) and the global `other` of that type.
+fn kernel_btf() -> Vec<u8> {
+    let mut strs = b"\0int\0rq\0nr_running\0cpu\0runqueues\0other\0.data..percpu\0.data\0".to_vec();
+    let at = |name: &str| {
+        let pos = strs.windows(name.len() + 2).position(|w| {
+            w[0] == 0 && &w[1..=name.len()] == name.as_bytes() && w[name.len() + 1] == 0
+        });
+        pos.map_or(0, |p| p as u32 + 1)
+    };
+    // Each type: name offset, info (kind << 24 | members), size or type, then its words.
+    let types: [&[u32]; 6] = [
+        &[at("int"), 1 << 24, 4, 32],
+        &[
+            at("rq"),
+            4 << 24 | 2,
+            8,
+            at("nr_running"),
+            1,
+            0,
+            at("cpu"),
+            1,
+            32,
+        ],
+        &[at("runqueues"), 14 << 24, 2, 1],
+        &[at("other"), 14 << 24, 2, 1],
+        &[at(".data..percpu"), 15 << 24 | 1, 0, 3, 0x40, 8],
+        &[at(".data"), 15 << 24 | 1, 0, 4, 0, 8],
+    ];
+    let words: Vec<u8> = types
+        .iter()
+        .flat_map(|t| t.iter())
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    let mut blob = vec![0x9f, 0xeb, 1, 0];
+    let len = words.len() as u32;
+    for w in [24, 0, len, len, strs.len() as u32] {
+        blob.extend_from_slice(&w.to_le_bytes());
+    }
+    blob.extend(words);
+    blob.append(&mut strs);
+    blob
 }
 
 /// `write TARGETS` with every option at its default.
@@ -309,6 +397,19 @@ fn the_delivery_follows_bpf_and_the_scope() {
         .contains("# path: one breakpoint per thread, CPU and target"));
 }
 
+/// The hit path or not, as the delivery and the prefetch both ask it: BPF is asked only where no option
+/// wants events per thread.
+#[test]
+fn the_hit_program_is_taken_where_bpf_loads_and_nothing_asks_for_events_per_thread() {
+    assert!(hit_program(false, || Ok(())));
+    assert!(!hit_program(false, || Err(io::Error::from_raw_os_error(
+        libc::EPERM
+    ))));
+    assert!(!hit_program(true, || panic!(
+        "BPF asked for per-thread events"
+    )));
+}
+
 /// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads; reading values,
 /// its events run the hit program.
 #[test]
@@ -346,6 +447,44 @@ fn per_thread_options_choose_the_per_thread_path() {
     assert!(p.describe().contains(
         "# path: one breakpoint per thread, CPU and target, hits emitted by a BPF program"
     ));
+}
+
+/// `--value`'s olds are seeded at arming only where the hit programs read a process's values (a launched
+/// command's too), and are the kernel's wherever it may drop traps (`--if`, a filter).
+#[test]
+fn the_olds_are_decided_once_from_scope_delivery_and_values() {
+    let valued = |r: WatchRequest| WatchRequest { value: true, ..r };
+    let olds = |r: WatchRequest| planned(r, &mut FakeHost::new()).old_values();
+    assert_eq!(
+        olds(valued(pids(request(&["counter"]), &[100]))),
+        OldValues {
+            condition: None,
+            kernel_drops: false,
+            seeded: true
+        }
+    );
+    let mut launched = valued(request(&["counter"]));
+    launched.command = Some(vec!["./app".into()]);
+    assert!(olds(launched).seeded);
+    // No process's memory to read system-wide; no value read without --value.
+    assert!(!olds(valued(request(&["jiffies"]))).seeded);
+    assert!(!olds(pids(request(&["counter"]), &[100])).seeded);
+    let mut per_thread = valued(pids(request(&["counter"]), &[100]));
+    per_thread.per_thread = true;
+    // The per-thread path reading values runs the hit program: seeded as one breakpoint per CPU is.
+    assert!(olds(per_thread).seeded);
+    let mut condition = pids(request(&["counter"]), &[100]);
+    condition.condition = Some("value == 3".into());
+    let decided = olds(condition);
+    assert_eq!(
+        decided.condition.map(|c| c.to_string()).as_deref(),
+        Some("value == 3")
+    );
+    assert!(decided.kernel_drops && decided.seeded);
+    let mut filtered = valued(request(&["jiffies"]));
+    filtered.output.comms = vec!["worker".into()];
+    assert!(olds(filtered).kernel_drops);
+    assert!(!olds(valued(request(&["jiffies"]))).kernel_drops);
 }
 
 /// `--value` without BPF cannot work at all: exit 4 before any symbol is loaded.
@@ -419,7 +558,10 @@ fn launch_starts_the_command_and_attach_does_not() {
     assert!(matches!(p.scope(), Scope::Launched(c) if c.argv == ["./app", "-v"]));
     assert_eq!(p.scope().pids(), [4242]);
     assert_eq!(p.watches()[0].addr, 0x6000);
-    assert!(matches!(p.scope().arming(), arm::Scope::Launched(4242)));
+    assert!(matches!(
+        p.scope().arming(),
+        crate::model::scope::Scope::Launched(4242)
+    ));
     assert!(p.take_command().is_some_and(|c| c.pid() == 4242));
     assert!(p.take_command().is_none());
 
@@ -727,6 +869,65 @@ fn a_process_watch_reads_kernel_symbols_on_first_use() {
     assert!(matches!(p.kernel().symbols(), KernelSymbols::Kallsyms(_)));
 }
 
+/// What the kernel stage asks of the machine's symbols is decided from the request: DWARF for a kernel
+/// target's member or element (not for a `(TYPE)` cast, whose members come from BTF, nor for a process's
+/// own variable) and for `--lines`; the data symbols a kallsyms must have for a system-wide watch, as
+/// their bases; the running kernel's kallsyms left to first use for a process watch that names no file;
+/// hidden kernel addresses allowed where only user-space writers are seen.
+#[test]
+fn the_kernel_stage_says_what_the_watch_needs_of_the_symbols() {
+    let asked = |r: WatchRequest, machine: &mut FakeHost| {
+        let _ = plan(r, machine);
+        machine
+            .asked
+            .borrow_mut()
+            .pop()
+            .expect("the symbols were asked for")
+    };
+    let mut machine = FakeHost::new();
+    let got = asked(request(&["jiffies", "0xffffffff82000040/8"]), &mut machine);
+    let want = SymbolsAsked {
+        dwarf: false,
+        data_symbols: Some(vec!["jiffies".into(), "0xffffffff82000040/8".into()]),
+        later: false,
+        user_only: false,
+    };
+    assert_eq!(got, want);
+    let got = asked(request(&["init_uts_ns.name[2]"]), &mut machine);
+    assert!(got.dwarf, "{got:?}");
+    let got = asked(
+        request(&["(struct new_utsname)init_uts_ns.release"]),
+        &mut machine,
+    );
+    assert_eq!(got.data_symbols, Some(vec!["init_uts_ns".into()]));
+    assert!(!got.dwarf, "{got:?}");
+
+    let default_kallsyms = |mut r: WatchRequest| {
+        r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
+        r
+    };
+    let got = asked(
+        default_kallsyms(pids(request(&["counter.a[1]"]), &[100])),
+        &mut machine,
+    );
+    let want = SymbolsAsked {
+        dwarf: false,
+        data_symbols: None,
+        later: true,
+        user_only: false,
+    };
+    assert_eq!(got, want);
+    let got = asked(pids(request(&["counter"]), &[100]), &mut machine);
+    assert!(!got.later, "a --kallsyms FILE is read while planning");
+    let mut lines = default_kallsyms(pids(request(&["counter"]), &[100]));
+    lines.symbols.lines = true;
+    assert!(asked(lines, &mut machine).dwarf);
+
+    let mut machine = FakeHost::unprivileged();
+    let got = asked(pids(request(&["counter"]), &[100]), &mut machine);
+    assert!(got.user_only, "{got:?}");
+}
+
 /// The options stage reads the request whole before it asks the machine anything: a request that
 /// contradicts itself is refused for that, whatever the machine would have said about its `-p` process
 /// or its `--cpus`, and nothing of the kernel is loaded for a refused request.
@@ -757,4 +958,52 @@ fn the_request_is_checked_whole_before_the_machine_is_read() {
         "{e}"
     );
     assert_eq!(*machine.kallsyms_loads.borrow(), 0);
+}
+
+/// A typed target takes its member's offset from `--btf`: another kernel's BTF is refused; the running
+/// kernel's is asked for the type, and a machine without BTF says so.
+#[test]
+fn a_typed_target_takes_its_types_from_the_running_kernels_btf() {
+    let typed = "(struct rq)0xffff888100000000.nr_running";
+    let mut machine = FakeHost {
+        btf_running: Some(false),
+        ..FakeHost::new()
+    };
+    let e = refused(request(&[typed]), &mut machine);
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(
+        e.to_string()
+            .starts_with("--btf /made-up/btf: not the running kernel's BTF"),
+        "{e}"
+    );
+    let e = refused(request(&[typed]), &mut FakeHost::new());
+    assert_eq!(e.code, ExitCode::Usage);
+    assert_eq!(e.to_string(), "no BTF on this made-up machine");
+}
+
+/// The kernel stage's variables are typed from the BTF the host gives: without DWARF, `other.nr_running`
+/// is a cast on `other`, watched on its member; `runqueues.nr_running` is a per-CPU variable, whose copies
+/// need the per-CPU bases this machine cannot give (exit 4, with the copy's cast to watch by hand).
+#[test]
+fn variables_are_typed_from_the_hosts_btf() {
+    let mut machine = FakeHost {
+        btf: Some(kernel_btf()),
+        ..FakeHost::new()
+    };
+    let p = planned(request(&["other.cpu"]), &mut machine);
+    let w = &p.watches()[0];
+    assert_eq!((w.addr, w.len), (0xffff_ffff_8200_0044, 4));
+    let e = refused(request(&["runqueues.nr_running"]), &mut machine);
+    assert_eq!(e.code, ExitCode::NotPermitted);
+    assert!(
+        e.to_string().starts_with(
+            "`runqueues.nr_running`: `runqueues` is a per-CPU variable, and the per-CPU bases cannot be had here"
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .ends_with("'(struct rq)0xADDR.nr_running' (that CPU's per-CPU base plus 0x40)"),
+        "{e}"
+    );
 }

@@ -117,7 +117,7 @@ impl Kernel for Perf<'_> {
 
     fn facts(&mut self, e: &OpenError) -> Facts {
         Facts {
-            creds: Privilege::current().credentials(),
+            creds: Privilege::current(),
             free_registers: probe::free_after(e),
         }
     }
@@ -576,7 +576,7 @@ mod tests {
         fn facts(&mut self, _: &OpenError) -> Facts {
             self.open_at_facts = Some(self.open_now());
             Facts {
-                creds: Privilege::current().credentials(),
+                creds: Privilege::current(),
                 free_registers: self.free_registers,
             }
         }

@@ -63,6 +63,7 @@ use crate::model::watch::{Access, Watch};
 use crate::model::Limits;
 use crate::perf::bpf;
 use crate::perf::bpf::percpu::Offsets;
+use crate::perf::denial::{self, AddressKind};
 
 pub use control::{Control, Resolver};
 pub use cpus::Cpus;
@@ -413,6 +414,7 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
     let mut scope = o.scope;
     let watches =
         process::resolve_watches(&mut scope, o.delivery, &o.cpus, &mut kernel, o.access, host)?;
+    user_space_only(o.writers, &watches, host)?;
     let objects = objects::plan(o.on.as_ref(), &scope, &kernel, o.access, host)?;
     // `--on` watches its objects' slots (it has no target of its own to resolve).
     let watches = objects.as_ref().map_or(watches, ObjectPlan::slots);
@@ -446,6 +448,18 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
         running: o.running,
         control,
     })
+}
+
+/// A watch of user-space writers only (its events exclude the kernel) cannot have a kernel address: the
+/// kernel takes no such event (EINVAL), and what it lacks is CAP_SYS_ADMIN (exit 4).
+fn user_space_only(writers: Writers, watches: &[Watch], host: &dyn Host) -> Result<()> {
+    let kernel = |w: &&Watch| AddressKind::of(w.addr, w.len) == AddressKind::Kernel;
+    match watches.iter().find(kernel) {
+        Some(w) if writers == Writers::UserSpaceOnly => Err(Error::not_permitted(
+            denial::kernel_address_in_user_space_watch(&w.label, w.addr, &host.privilege()),
+        )),
+        _ => Ok(()),
+    }
 }
 
 impl WatchPlan {

@@ -267,17 +267,7 @@ fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Decision {
     let privilege = host.privilege();
     let system = scope.system_wide();
     let user_only = !system && !privilege.kernel_allowed();
-    let note = user_only.then(|| {
-        format!(
-            "ksymwatch: note: not privileged (uid {}, kernel.perf_event_paranoid is {}): watching user-space \
-             writers only; a kernel write into the process (read() into the variable) is not seen. Run as \
-             root or with CAP_PERFMON to see those",
-            privilege.euid,
-            privilege
-                .paranoid
-                .map_or("unreadable".to_string(), |p| p.to_string())
-        )
-    });
+    let note = user_only.then(|| privilege.user_space_only_note());
     let writers = match user_only {
         true => Writers::UserSpaceOnly,
         false => Writers::All,

@@ -132,7 +132,7 @@ impl Host for FakeHost {
         }
     }
     fn privilege(&self) -> Privilege {
-        self.privilege.clone()
+        self.privilege
     }
     fn online_cpus(&self) -> io::Result<BTreeSet<u32>> {
         Ok(self.online.clone())
@@ -642,6 +642,28 @@ fn an_unprivileged_user_watches_user_space_of_own_processes() {
             .starts_with("system-wide breakpoints need root or CAP_PERFMON"),
         "{e}"
     );
+}
+
+/// A process watch of user-space writers only (no CAP_PERFMON) refuses a kernel address before arming,
+/// naming CAP_SYS_ADMIN (exit 4): the kernel would take no such event (EINVAL), which arming called an
+/// unwatchable address (exit 3). With the kernel visible it is the kernel's to judge.
+#[test]
+fn a_kernel_address_in_a_user_space_only_watch_needs_cap_sys_admin() {
+    let kernel = "0xffffffff82e03e00";
+    let e = refused(
+        pids(request(&[kernel]), &[100]),
+        &mut FakeHost::unprivileged(),
+    );
+    assert_eq!(e.code, ExitCode::NotPermitted);
+    assert!(
+        e.to_string().starts_with(
+            "`0xffffffff82e03e00` is at kernel address 0xffffffff82e03e00, and this watch sees \
+             user-space writers only"
+        ),
+        "{e}"
+    );
+    let p = planned(pids(request(&[kernel]), &[100]), &mut FakeHost::new());
+    assert_eq!(p.writers(), Writers::All);
 }
 
 /// `--percpu-cpu` is for a system-wide watch of a per-CPU variable: refused with `-p`, and refused when no

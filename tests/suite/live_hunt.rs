@@ -204,3 +204,32 @@ fn task_records(per_cpu: usize) {
         }
     }
 }
+
+// `ksymwatch write ADDR | less`, the pager left at its first page (here: a stdout pipe nobody reads),
+// then `kill PID`: the tracer sat blocked in write(2) with the stop signals masked, holding its debug
+// registers until the reader read or went away, and then said "stopped: output closed". A stop signal
+// now ends a write that is waiting for a reader: the run ends at once, saying which signal and that the
+// hits it did not print were not read.
+live_test!(a_stop_signal_ends_a_run_whose_reader_reads_nothing, {
+    let w = Writer::spinning(0);
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
+        let mut t = Tracer::start(&["write", &w.target(), "--no-status"]);
+        // Nothing is read past `# armed`: a hit every ~200 us fills the 64 KiB pipe within a second.
+        std::thread::sleep(Duration::from_millis(1500));
+        t.signal(sig);
+        let signalled = Instant::now();
+        let status = wait_within(&mut t.child, Duration::from_secs(20));
+        let took = signalled.elapsed();
+        let mut err = String::new();
+        if let Some(mut e) = t.child.stderr.take() {
+            e.read_to_string(&mut err).expect("ksymwatch's stderr");
+        }
+        assert_eq!(status.code(), Some(0), "{name} after {took:?}: {err}");
+        assert!(
+            took < Duration::from_secs(5),
+            "{name}: ended after {took:?}: {err}"
+        );
+        assert!(err.contains(&format!("stopped: signal {name}")), "{err}");
+        assert!(err.contains("not printed (output not read)"), "{err}");
+    }
+});

@@ -205,6 +205,9 @@ pub enum StreamEvent {
         cpu: u32,
         after_uevent_ns: Option<u64>,
         open_ns: u64,
+        /// False while the watch is off (`--control off`): the event was armed disabled, and starts
+        /// with the others at `on`.
+        enabled: bool,
     },
     /// A CPU came online but could not be armed; retried on the next reconcile.
     CpuArmFailed {

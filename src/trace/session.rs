@@ -557,6 +557,10 @@ impl<O: Output> Rings for Turn<'_, '_, O> {
 }
 
 impl<O: Output> Arming for Turn<'_, '_, O> {
+    fn watching(&self) -> bool {
+        self.rings.events().enabled()
+    }
+
     fn cpu_armed(&self, cpu: u32) -> bool {
         self.rings.events().cpus().contains(&cpu)
     }

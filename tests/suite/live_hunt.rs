@@ -233,3 +233,44 @@ live_test!(a_stop_signal_ends_a_run_whose_reader_reads_nothing, {
         assert!(err.contains("not printed (output not read)"), "{err}");
     }
 });
+
+// `ksymwatch write target_var --count 5000 --buffer-pages 1 -- ./writer now 20000 0 | slow-reader`:
+// the writer stored and exited while stdout was blocked, the programs kept exactly 5,000 hits, and the
+// end's drain met the count. That path skipped settling the rings' unreported losses, so the stream
+// printed 178 hits and marked none of the 4,822 it could not print. Every hit is now printed or in a
+// `counted` mark.
+live_test!(a_count_met_at_the_end_still_marks_what_was_not_printed, {
+    const COUNT: u64 = 5_000;
+    let writer = helper("writer");
+    let writer = writer.to_str().expect("utf-8 path");
+    let count = COUNT.to_string();
+    let args = [
+        "target_var",
+        "--buffer-pages",
+        "1",
+        "--count",
+        &count,
+        "--",
+        writer,
+        "now",
+        "20000",
+        "0",
+    ];
+    let t = Tracer::write_json(&args);
+    // Nothing is read for a while: the writer's 20,000 stores (~0.3 s) fill the rings meanwhile.
+    std::thread::sleep(Duration::from_secs(2));
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let records = stream_records(&out);
+    let summary = summary_record(&records);
+    assert_eq!(summary["hits"], COUNT, "{err}");
+    let printed = records.iter().filter(|r| r["type"] == "hit").count() as u64;
+    let marked: u64 = records
+        .iter()
+        .filter(|r| r["type"] == "lost" && r["counted"] == true)
+        .map(|r| r["count"].as_u64().expect("count"))
+        .sum();
+    assert!(printed < COUNT, "the rings were to fill: {err}");
+    assert_eq!(printed + marked, COUNT, "{err}");
+    assert_eq!(summary["unprinted"], marked, "{err}");
+});

@@ -109,7 +109,7 @@ struct HandOff {
     /// How long the session holds a record back for older ones from the other rings.
     sort_slack_ns: u64,
     /// Who the breakpoints are opened for (a launched command by its pid).
-    scope: arm::Scope,
+    scope: crate::model::scope::Scope,
     /// What the watch covers at the start, for the header.
     covered: Covered,
     /// The header counts the threads the kernel counts (the hit path: its programs cover every thread of

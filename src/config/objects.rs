@@ -16,18 +16,15 @@
 //!
 //! The target is written as any typed target with `$obj` for the object's address:
 //! `'(struct pipe_inode_info)$obj.head'`. It resolves once, at a stand-in address, to the member's offset
-//! and length; each object is then watched at its own address plus that offset.
+//! and length ([`ObjectTarget`]; the type from BTF for a kernel source, from the program's DWARF for a
+//! user-space one, where the plan places each source); each object is then watched at its own address
+//! plus that offset.
 
 use ksymwatch_symbols::CastType;
 
-use crate::config::typed::{self, Types};
-use crate::config::watch;
 use crate::error::{Error, Result};
-use crate::model::target::{self, Base};
+use crate::model::target;
 use crate::model::watch::Access;
-
-/// The object stand-in's address while the target resolves: aligned to any member, in the kernel half.
-const STAND_IN: u64 = 0xffff_8880_0000_0000;
 
 /// Where objects come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -417,139 +414,6 @@ impl ObjectTarget {
     }
 }
 
-/// Resolves `text`, which must hold `$obj` where an address would be: `'(TYPE)$obj.FIELD'`.
-pub fn resolve_target(types: &Types, text: &str, access: Access) -> Result<ObjectTarget> {
-    if !text.contains("$obj") {
-        return Err(Error::usage(format!(
-            "`{text}`: with --on, the target is a field of each new object: write `$obj` for its address, \
-             e.g. '(struct pipe_inode_info)$obj.head'"
-        )));
-    }
-    if !text.trim_start().starts_with('(') {
-        return Err(Error::usage(format!(
-            "`{text}`: `$obj` needs its type to name a field: '(struct TYPE)$obj.FIELD'"
-        )));
-    }
-    let standing = text.replacen("$obj", &format!("0x{STAND_IN:x}"), 1);
-    let t = target::parse(&standing)
-        .map_err(|e| Error::usage(e.to_string().replace(&standing, text)))?;
-    let Some(cast) = t.cast.clone() else {
-        return Err(Error::usage(format!(
-            "`{text}`: `$obj` needs its type to name a field: '(struct TYPE)$obj.FIELD'"
-        )));
-    };
-    if !matches!(t.base, Base::Address(STAND_IN)) {
-        return Err(Error::usage(format!(
-            "`{text}`: `$obj` is the base, right after the cast: '(struct TYPE)$obj.FIELD'"
-        )));
-    }
-    let t = target::Target {
-        text: text.to_string(),
-        ..t
-    };
-    let typed = typed::resolve(types, &t, STAND_IN, "$obj")?;
-    let sized = watch::sized(
-        &t,
-        access,
-        typed.addr,
-        typed.size,
-        text.to_string(),
-        Vec::new(),
-    )?;
-    let object_size = match types.member(&cast, &[])? {
-        Ok((m, _)) => m.size,
-        Err(_) => None,
-    };
-    Ok(ObjectTarget {
-        text: text.to_string(),
-        cast: Some(cast),
-        offset: typed.addr - STAND_IN,
-        len: sized.watch.len,
-        access,
-        object_size,
-    })
-}
-
-/// A user-space object's stand-in address while its target resolves: aligned to any member, in the user
-/// half.
-const USER_STAND_IN: u64 = 0x1000_0000_0000;
-
-/// What a user-space source's `(TYPE)` is: where a member path lands in it and the type's own size (the
-/// DWARF of the file that allocates the objects); the error a sentence with the way out.
-pub type UserTypes<'a> = dyn Fn(
-        &CastType,
-        &[ksymwatch_symbols::PathElem],
-    ) -> std::result::Result<(ksymwatch_symbols::MemberInfo, Option<u64>), String>
-    + 'a;
-
-/// Resolves a user-space object's target: `'(struct T)$obj.FIELD'` (the type from `types`) or a raw
-/// `'$obj+OFF/LEN'`.
-pub fn resolve_user_target(
-    text: &str,
-    access: Access,
-    types: &UserTypes<'_>,
-) -> Result<ObjectTarget> {
-    let forms =
-        "'(struct TYPE)$obj.FIELD' (the type from the program's DWARF) or '$obj+OFFSET/LEN'";
-    if !text.contains("$obj") {
-        return Err(Error::usage(format!(
-            "`{text}`: with --on, the target is a field of each new object: write `$obj` for its address, \
-             {forms}"
-        )));
-    }
-    let standing = text.replacen("$obj", &format!("0x{USER_STAND_IN:x}"), 1);
-    let t = target::parse(&standing).map_err(|e| {
-        Error::usage(format!(
-            "{}; {forms}",
-            e.to_string().replace(&standing, text)
-        ))
-    })?;
-    // `0xADDR+OFF` parses to one address: what is past the stand-in is the offset.
-    let base_offset = match t.base {
-        Base::Address(a) if (USER_STAND_IN..USER_STAND_IN + (1 << 32)).contains(&a) => {
-            a - USER_STAND_IN
-        }
-        _ => {
-            return Err(Error::usage(format!(
-                "`{text}`: `$obj` is the base: {forms}"
-            )))
-        }
-    };
-    let t = target::Target {
-        text: text.to_string(),
-        ..t
-    };
-    let (addr, size, object_size) = match &t.cast {
-        None if t.path.is_empty() => (USER_STAND_IN + base_offset + t.offset, None, None),
-        None => {
-            return Err(Error::usage(format!(
-                "`{text}`: a field by name needs the object's type: {forms}"
-            )))
-        }
-        Some(cast) => {
-            let (m, whole) =
-                types(cast, &t.path).map_err(|e| Error::usage(format!("`{text}`: {e}")))?;
-            (
-                USER_STAND_IN + base_offset + m.offset + t.offset,
-                m.size,
-                whole,
-            )
-        }
-    };
-    let sized = watch::sized(&t, access, addr, size, text.to_string(), Vec::new())?;
-    for w in &sized.warnings {
-        crate::stderr::line(format_args!("ksymwatch: warning: {w}"));
-    }
-    Ok(ObjectTarget {
-        text: text.to_string(),
-        cast: t.cast.clone(),
-        offset: addr - USER_STAND_IN,
-        len: sized.watch.len,
-        access,
-        object_size,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -695,50 +559,6 @@ mod tests {
         );
         assert!(names(&source("widget_new", UserArg::Return)).is_empty());
         assert!(names(&source("malloc", UserArg::Arg(0))).is_empty());
-    }
-
-    /// A user-space target: a raw offset and length, or a member of a type the program's DWARF gives
-    /// (here a stand-in), with the type's size for the allocator's filter.
-    #[test]
-    fn user_targets_resolve_raw_or_by_type() {
-        let types = |cast: &CastType, path: &[ksymwatch_symbols::PathElem]| {
-            if cast.name != "widget" {
-                return Err(format!("no `{cast}`"));
-            }
-            let offset = if path.is_empty() { 0 } else { 48 };
-            let size = if path.is_empty() { 64 } else { 4 };
-            Ok((
-                ksymwatch_symbols::MemberInfo {
-                    offset,
-                    size: Some(size),
-                    type_name: "int".into(),
-                },
-                Some(64),
-            ))
-        };
-        let raw = resolve_user_target("$obj+0x30/4", Access::Write, &types).unwrap();
-        assert_eq!(
-            (raw.offset, raw.len, raw.object_size, raw.cast.is_none()),
-            (48, 4, None, true)
-        );
-        assert_eq!(raw.label(2, 0x5000), "0x5000+0x30#2");
-        let typed =
-            resolve_user_target("(struct widget)$obj.count", Access::Write, &types).unwrap();
-        assert_eq!(
-            (typed.offset, typed.len, typed.object_size),
-            (48, 4, Some(64))
-        );
-        assert_eq!(typed.label(0, 0x5000), "(struct widget)0x5000.count#0");
-        for (bad, says) in [
-            ("(struct gadget)$obj.count", "no `struct gadget`"),
-            ("0x5000", "write `$obj`"),
-            ("$obj.count", "name its type"),
-        ] {
-            let e = resolve_user_target(bad, Access::Write, &types)
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains(says), "{bad}: {e}");
-        }
     }
 
     #[test]

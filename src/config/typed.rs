@@ -7,6 +7,11 @@
 //! by whatever source answers symbols, or an address) resolves as a plain target would, then [`apply`]
 //! moves it by the member path. Module types are looked for in `/sys/kernel/btf/MODULE` (split BTF on
 //! top of vmlinux's) when vmlinux's BTF has no type of that name.
+//!
+//! A plan's [`Types`] are made once, by the host (the real machine's read on first use), and asked by
+//! each stage in one visit: the options stage for `--dump-on`'s tracepoints, the kernel stage for
+//! `--btf`'s check and what BTF says of its targets' variables ([`variables`]: per-CPU ones, and
+//! `SYMBOL.FIELD` typed without DWARF), the process stage to move each watch onto its member.
 
 use std::cell::OnceCell;
 use std::fmt;
@@ -14,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ksymwatch_symbols::{
-    Btf, CastKind, CastType, FieldError, MemberInfo, PathElem, TracepointInfo,
+    Btf, CastKind, CastType, FieldError, MemberInfo, PathElem, SymbolTable, TracepointInfo,
 };
 
 use crate::config::advice::Advised;
@@ -26,17 +31,48 @@ use crate::model::watch::Access;
 /// Where the running kernel publishes its BTF.
 pub const DEFAULT_BTF: &str = Btf::VMLINUX;
 
-/// The BTF that casts are resolved in, opened on first use (a run without casts never reads it).
+/// The BTF that casts are resolved in, as the host gives it to planning (`plan::host::Host::types`): the
+/// real machine's are read on first use (a run without casts never reads them), a made-up machine's are
+/// given whole.
 pub struct Types {
     path: PathBuf,
+    file: OnceCell<BtfFile>,
     vmlinux: OnceCell<std::result::Result<Arc<Btf>, String>>,
     modules: OnceCell<Vec<Btf>>,
 }
 
-/// Whether a `--btf FILE` is the running kernel's BTF: `Some(false)` when it differs from
-/// `/sys/kernel/btf/vmlinux` (another kernel's types: its offsets would be wrong here), `None` when that
-/// cannot be told (either file unreadable; the default path is the running kernel's by definition).
-pub fn btf_is_running(path: &Path) -> Option<bool> {
+/// What a BTF file is, as far as `--btf`'s checks go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BtfFile {
+    pub exists: bool,
+    pub dir: bool,
+    /// An ELF file (a vmlinux), not raw BTF.
+    pub elf: bool,
+    /// Whether it is the running kernel's BTF: `Some(false)` when it differs from
+    /// `/sys/kernel/btf/vmlinux` (another kernel's types: its offsets would be wrong here), `None` when that
+    /// cannot be told (either file unreadable; the default path is the running kernel's by definition).
+    pub running: Option<bool>,
+}
+
+impl BtfFile {
+    /// The file at `path`, as this machine has it.
+    pub fn read(path: &Path) -> BtfFile {
+        let mut magic = [0u8; 4];
+        let elf = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+            .is_ok()
+            && &magic == b"\x7fELF";
+        BtfFile {
+            exists: path.exists(),
+            dir: path.is_dir(),
+            elf,
+            running: btf_is_running(path),
+        }
+    }
+}
+
+/// Whether a `--btf FILE` is the running kernel's BTF ([`BtfFile::running`]).
+fn btf_is_running(path: &Path) -> Option<bool> {
     let running = Path::new(Btf::VMLINUX);
     if path == running {
         return Some(true);
@@ -74,42 +110,20 @@ fn same_bytes(a: &Path, b: &Path) -> std::io::Result<bool> {
 
 /// `--btf` names a raw BTF file: a directory, or an ELF file (a vmlinux, whose `.BTF` section is what is
 /// wanted), is told what to give instead.
-fn check_btf_file(path: &Path) -> Result<()> {
+fn check_btf_file(path: &Path, file: &BtfFile) -> std::result::Result<(), String> {
     let shown = path.display();
-    if path.is_dir() {
-        return Err(Error::usage(format!(
+    if file.dir {
+        return Err(format!(
             "--btf {shown}: a directory; name the raw BTF file itself (the running kernel's is {DEFAULT_BTF})"
-        )));
+        ));
     }
-    let mut magic = [0u8; 4];
-    let elf = std::fs::File::open(path)
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-        .is_ok()
-        && &magic == b"\x7fELF";
-    if elf {
-        return Err(Error::usage(format!(
+    if file.elf {
+        return Err(format!(
             "--btf {shown}: an ELF file, not raw BTF; extract its .BTF section and pass that: objcopy -O binary \
              --only-section=.BTF {shown} vmlinux.btf (or pass --vmlinux {shown} for DWARF)"
-        )));
+        ));
     }
     Ok(())
-}
-
-/// A live watch takes member offsets from `--btf FILE`: from another kernel's BTF they would put the watch
-/// on the wrong bytes, so that is refused (exit 2); `resolve` may still use it (see [`btf_note`]).
-pub fn check_btf_for_live_watch(path: &Path) -> Result<()> {
-    check_btf_file(path)?;
-    match btf_is_running(path) {
-        Some(false) => Err(Error::usage(format!(
-            "--btf {}: not the running kernel's BTF (it differs from {}): its member offsets belong to another \
-             kernel and would put the watch on the wrong bytes; leave out --btf, or give a copy of {} \
-             (`ksymwatch resolve` may use another kernel's BTF)",
-            path.display(),
-            Btf::VMLINUX,
-            Btf::VMLINUX
-        ))),
-        _ => Ok(()),
-    }
 }
 
 /// `resolve`'s word on a `--btf FILE` that is not the running kernel's.
@@ -123,11 +137,48 @@ pub fn btf_note(path: &Path) -> Option<String> {
 }
 
 impl Types {
+    /// The BTF at `path`, read from this machine's files on first use.
     pub fn new(path: &Path) -> Types {
         Types {
             path: path.to_path_buf(),
+            file: OnceCell::new(),
             vmlinux: OnceCell::new(),
             modules: OnceCell::new(),
+        }
+    }
+
+    /// Types given whole, nothing read: the file `path` is, and its BTF (else why there is none).
+    #[cfg(test)]
+    pub fn given(path: &Path, file: BtfFile, vmlinux: std::result::Result<Btf, String>) -> Types {
+        Types {
+            path: path.to_path_buf(),
+            file: OnceCell::from(file),
+            vmlinux: OnceCell::from(vmlinux.map(Arc::new)),
+            modules: OnceCell::from(Vec::new()),
+        }
+    }
+
+    /// What the BTF file is.
+    fn file(&self) -> &BtfFile {
+        self.file.get_or_init(|| BtfFile::read(&self.path))
+    }
+
+    /// A live watch takes member offsets from `--btf FILE`: from another kernel's BTF they would put the
+    /// watch on the wrong bytes, so that is refused (exit 2); `resolve` may still use it (see [`btf_note`]).
+    pub fn check_for_live_watch(&self) -> Result<()> {
+        let path = &self.path;
+        let file = self.file();
+        check_btf_file(path, file).map_err(Error::usage)?;
+        match file.running {
+            Some(false) => Err(Error::usage(format!(
+                "--btf {}: not the running kernel's BTF (it differs from {}): its member offsets belong to another \
+                 kernel and would put the watch on the wrong bytes; leave out --btf, or give a copy of {} \
+                 (`ksymwatch resolve` may use another kernel's BTF)",
+                path.display(),
+                Btf::VMLINUX,
+                Btf::VMLINUX
+            ))),
+            _ => Ok(()),
         }
     }
 
@@ -136,23 +187,26 @@ impl Types {
         let opened = self.vmlinux.get_or_init(|| {
             Btf::open(&self.path)
                 .map(Arc::new)
-                .map_err(|e| Advised(e).to_string())
+                .map_err(|e| self.unavailable(Advised(e).to_string()))
         });
-        opened.as_ref().map_err(|e| {
-            let missing = !self.path.exists();
-            if let Err(e) = check_btf_file(&self.path) {
-                return e;
-            }
-            if missing && self.path == Path::new(DEFAULT_BTF) {
-                Error::usage(format!(
-                    "a typed target needs the kernel's BTF, and this kernel publishes none at {DEFAULT_BTF} \
-                     (built without CONFIG_DEBUG_INFO_BTF); pass --btf FILE with its raw BTF, or use \
-                     --vmlinux FILE (with DWARF) and SYMBOL.FIELD"
-                ))
-            } else {
-                Error::usage(format!("{e}; pass --btf FILE with the kernel's raw BTF"))
-            }
-        })
+        opened.as_ref().map_err(|e| Error::usage(e.clone()))
+    }
+
+    /// Why there are no types, `e` being why the file did not load.
+    fn unavailable(&self, e: String) -> String {
+        let file = self.file();
+        if let Err(e) = check_btf_file(&self.path, file) {
+            return e;
+        }
+        if !file.exists && self.path == Path::new(DEFAULT_BTF) {
+            format!(
+                "a typed target needs the kernel's BTF, and this kernel publishes none at {DEFAULT_BTF} \
+                 (built without CONFIG_DEBUG_INFO_BTF); pass --btf FILE with its raw BTF, or use \
+                 --vmlinux FILE (with DWARF) and SYMBOL.FIELD"
+            )
+        } else {
+            format!("{e}; pass --btf FILE with the kernel's raw BTF")
+        }
     }
 
     /// Split BTF of loaded modules, next to vmlinux's (`/sys/kernel/btf/MODULE`); unreadable ones are
@@ -269,18 +323,139 @@ pub fn base_target(t: &Target) -> Target {
     }
 }
 
+/// A per-CPU variable (`runqueues.nr_running`, `cpu_number`), as BTF records it: what to cast each CPU's copy
+/// to, and where in the per-CPU area it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerCpuVariable {
+    pub name: String,
+    /// The cast that names the variable's type, as the target grammar spells it (`struct rq`).
+    pub cast: CastType,
+    /// The member path after the variable (`.nr_running`; empty for the whole variable).
+    pub path: Vec<PathElem>,
+    pub offset_in_section: u64,
+}
+
+impl PerCpuVariable {
+    /// The path as written (`.nr_running`).
+    pub fn path_text(&self) -> String {
+        self.path.iter().map(|e| e.to_string()).collect()
+    }
+}
+
+/// What the kernel's BTF says of the variable a target names.
+#[derive(Debug)]
+pub enum Variable {
+    /// Nothing that changes the target (no such variable, no BTF, or not asked).
+    Untyped,
+    /// A per-CPU variable: each CPU has its own copy.
+    PerCpu(PerCpuVariable),
+    /// `SYMBOL.PATH` as a cast on the symbol (see [`btf_variable`]), or why it cannot be one.
+    Cast(Result<Target>),
+}
+
+/// What the kernel stage asks of the types for its targets, in one question ([`variables`]).
+pub struct Asked<'a> {
+    /// Member offsets go live (a cast, a member path, `--control`): another kernel's `--btf` is refused.
+    pub live: bool,
+    /// A target may name a per-CPU variable (a system-wide watch).
+    pub percpu: bool,
+    /// The kallsyms table, when the symbols are one: a bare name it knows is no per-CPU variable to ask
+    /// BTF about (loading the kernel's BTF for every plain `jiffies` would cost every start-up
+    /// milliseconds).
+    pub known: Option<&'a SymbolTable>,
+    /// No DWARF places a member path: a `SYMBOL.PATH` whose variable BTF knows becomes a cast on the
+    /// symbol, as [`btf_variable`] makes it.
+    pub cast: bool,
+}
+
+/// The kernel stage's question to the types: `--btf` checked for a live watch, then what BTF says of
+/// each of `targets`' variables, in order, asked of vmlinux's BTF once (read only when some target asks):
+/// a per-CPU variable (named with a member path, `runqueues.nr_running`, or bare, `cpu_number`, where
+/// the symbols do not know it), or a `SYMBOL.PATH` to type as a cast.
+pub fn variables(types: &Types, targets: &[Target], asked: &Asked<'_>) -> Result<Vec<Variable>> {
+    if asked.live {
+        types.check_for_live_watch()?;
+    }
+    let unknown = |name: &str| {
+        asked
+            .known
+            .is_some_and(|table| table.by_name(name).next().is_none())
+    };
+    let maybe_percpu = |t: &Target| match &t.base {
+        _ if !asked.percpu => false,
+        _ if !t.path.is_empty() => true,
+        Base::Symbol { name, .. } => unknown(name),
+        Base::Address(_) => false,
+    };
+    let typeable = |t: &Target| asked.cast && names_variable(t);
+    let btf = match targets.iter().any(|t| maybe_percpu(t) || typeable(t)) {
+        true => types.vmlinux().ok(),
+        false => None,
+    };
+    let Some(btf) = btf else {
+        return Ok(targets.iter().map(|_| Variable::Untyped).collect());
+    };
+    let variable = |t: &Target| {
+        let percpu = match maybe_percpu(t) {
+            true => percpu_variable(btf, t),
+            false => None,
+        };
+        match percpu {
+            Some(v) => Variable::PerCpu(v),
+            None if typeable(t) => match cast_variable(btf, t) {
+                Ok(Some(typed)) => Variable::Cast(Ok(typed)),
+                Err(e) => Variable::Cast(Err(e)),
+                Ok(None) => Variable::Untyped,
+            },
+            None => Variable::Untyped,
+        }
+    };
+    Ok(targets.iter().map(variable).collect())
+}
+
+/// `target` when it names a per-CPU variable `btf` records, with or without a member path (else `None`).
+fn percpu_variable(btf: &Btf, target: &Target) -> Option<PerCpuVariable> {
+    if target.cast.is_some()
+        || target.object().is_some()
+        || !matches!(target.base, Base::Symbol { .. })
+    {
+        return None;
+    }
+    target.symbol_splits().into_iter().find_map(|(name, rest)| {
+        let v = btf
+            .variable(&name)
+            .filter(|v| v.section == PERCPU_SECTION)?;
+        Some(PerCpuVariable {
+            cast: cast_of(&v.type_name)?,
+            path: rest,
+            offset_in_section: v.offset_in_section,
+            name,
+        })
+    })
+}
+
+/// Whether `target` is a `SYMBOL.PATH` that BTF may type (no cast, a member path, not a module's).
+fn names_variable(target: &Target) -> bool {
+    target.cast.is_none() && !target.path.is_empty() && target.object().is_none()
+}
+
 /// `SYMBOL.PATH` without DWARF, for a variable whose type BTF knows (per-CPU variables; every global on
 /// kernels built with pahole's global-variable encoding): the same target with its type as a cast, so it
 /// resolves like `'(TYPE)SYMBOL.PATH'`. `None` when BTF does not know the variable (or there is no BTF):
 /// the caller's own "needs DWARF" error stands. A per-CPU variable is refused: the symbol is one CPU's
 /// copy's offset from its per-CPU base, not an address.
 pub fn btf_variable(types: &Types, target: &Target) -> Result<Option<Target>> {
-    if target.cast.is_some() || target.path.is_empty() || target.object().is_some() {
+    if !names_variable(target) {
         return Ok(None);
     }
     let Ok(btf) = types.vmlinux() else {
         return Ok(None);
     };
+    cast_variable(btf, target)
+}
+
+/// [`btf_variable`] in `btf`.
+fn cast_variable(btf: &Btf, target: &Target) -> Result<Option<Target>> {
     for (name, rest) in target.symbol_splits() {
         if rest.is_empty() {
             continue;
@@ -328,7 +503,7 @@ const PERCPU_SECTION: &str = ".data..percpu";
 
 /// A C type name as BTF prints it (`struct cpu_hw_events`, `u64`) as a cast; `None` for a type with no
 /// name of its own (`int[4]`, `struct list_head *`).
-pub fn cast_of(type_name: &str) -> Option<CastType> {
+fn cast_of(type_name: &str) -> Option<CastType> {
     let (kind, name) = match type_name.split_once(' ') {
         Some(("struct", n)) => (Some(CastKind::Struct), n),
         Some(("union", n)) => (Some(CastKind::Union), n),

@@ -302,11 +302,6 @@ pub fn in_process(target: &Target, access: Access, p: process::InProcess) -> Res
     )
 }
 
-/// The error [`resolve_in_process`] gives for a `LIB:SYMBOL` whose library is not mapped yet.
-pub fn is_not_mapped_yet(e: &Error) -> bool {
-    process::is_not_mapped_yet(e)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,6 @@
 //! The vocabulary every layer shares: what is watched ([`watch`]: a range and access, a per-CPU
-//! variable's copies), how a TARGET is written ([`target`], the grammar), which hits are kept
-//! (`filter`), the `--if` language ([`condition`]) and when a run stops ([`Limits`]).
+//! variable's copies), who it covers ([`scope`]), how a TARGET is written ([`target`], the grammar),
+//! which hits are kept (`filter`), the `--if` language ([`condition`]) and when a run stops ([`Limits`]).
 //!
 //! Plain data and pure functions only: `config` builds these from the command line and the kernel's
 //! symbols, `perf` arms them, `trace` and `report` name hits with them. Nothing here reads a file, opens
@@ -9,6 +9,7 @@
 pub mod cgroup;
 pub mod condition;
 pub(crate) mod filter;
+pub mod scope;
 pub mod target;
 pub mod watch;
 

@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
+use crate::model::scope::Scope;
 use crate::model::watch::Watch;
 use crate::perf::event::{
     Bind, CpuEvent, Delivery, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
@@ -26,62 +27,14 @@ use crate::perf::privilege::Privilege;
 use crate::perf::probe;
 use crate::perf::refusal::{explain_as, Facts, Kind, Refusal};
 
-/// Who a watch covers. `L` is a launched command as its layer holds it: the breakpoints need only its pid;
-/// the plan holds the stopped process itself and hands the breakpoints [`Scope::arming`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope<L = u32> {
-    /// Every task on each CPU.
-    System,
-    /// Every thread of these processes, and the threads they create later.
-    Processes(Vec<u32>),
-    /// A command stopped at its exec: its events are inherited by every thread it starts.
-    Launched(L),
-}
-
-/// A launched command's process id, however the command is held.
-pub trait Pid {
-    fn pid(&self) -> u32;
-}
-
-impl Pid for u32 {
-    fn pid(&self) -> u32 {
-        *self
-    }
-}
-
-impl<L: Pid> Scope<L> {
-    /// The one answer to "is this watch system-wide?".
-    pub fn system_wide(&self) -> bool {
-        matches!(self, Scope::System)
-    }
-
-    /// The watched processes: none for a system-wide watch.
-    pub fn pids(&self) -> Vec<u32> {
-        match self {
-            Scope::System => Vec::new(),
-            Scope::Processes(pids) => pids.clone(),
-            Scope::Launched(c) => vec![c.pid()],
-        }
-    }
-
-    /// Who the breakpoints are opened for: the launched command by its pid.
-    pub fn arming(&self) -> Scope {
-        match self {
-            Scope::System => Scope::System,
-            Scope::Processes(pids) => Scope::Processes(pids.clone()),
-            Scope::Launched(c) => Scope::Launched(c.pid()),
-        }
-    }
-
-    /// Who the events are opened for on `delivery`: on the hit path the program chooses the processes in
-    /// the kernel, so there is one event per CPU whatever the scope.
-    pub fn targets(&self, delivery: &Delivery) -> Targets {
-        match self {
-            _ if matches!(delivery, Delivery::Hits(_)) => Targets::Cpus,
-            Scope::System => Targets::Cpus,
-            Scope::Launched(c) => Targets::Task(c.pid()),
-            Scope::Processes(pids) => Targets::Threads(pids.clone()),
-        }
+/// Who the events are opened for on `delivery`: on the hit path the program chooses the processes in the
+/// kernel, so there is one event per CPU whatever the scope.
+pub fn targets(scope: &Scope, delivery: &Delivery) -> Targets {
+    match scope {
+        _ if matches!(delivery, Delivery::Hits(_)) => Targets::Cpus,
+        Scope::System => Targets::Cpus,
+        Scope::Launched(pid) => Targets::Task(*pid),
+        Scope::Processes(pids) => Targets::Threads(pids.clone()),
     }
 }
 
@@ -164,7 +117,7 @@ impl Kernel for Perf<'_> {
 
     fn facts(&mut self, e: &OpenError) -> Facts {
         Facts {
-            creds: Privilege::current().credentials(),
+            creds: Privilege::current(),
             free_registers: probe::free_after(e),
         }
     }
@@ -240,7 +193,7 @@ pub fn arm_in(
     cfg: &EventConfig,
     fit: Fit,
 ) -> Result<Armed, Refusal> {
-    let targets = scope.targets(&cfg.delivery);
+    let targets = targets(scope, &cfg.delivery);
     arm_with(&mut Perf { cfg }, watches, cpus, targets, cfg, fit)
 }
 
@@ -348,7 +301,7 @@ pub fn open_cpu_in(
     let set = Prepared::new(
         watches,
         &BTreeSet::from([cpu]),
-        scope.targets(&cfg.delivery),
+        targets(scope, &cfg.delivery),
         cfg,
     );
     open_cpu(&set, cpu, &mut Perf { cfg })
@@ -600,7 +553,7 @@ mod tests {
         fn facts(&mut self, _: &OpenError) -> Facts {
             self.open_at_facts = Some(self.open_now());
             Facts {
-                creds: Privilege::current().credentials(),
+                creds: Privilege::current(),
                 free_registers: self.free_registers,
             }
         }
@@ -866,13 +819,10 @@ mod tests {
         let samples = Delivery::Samples {
             remove_on_exec: false,
         };
-        assert_eq!(Scope::<u32>::System.targets(&samples), Targets::Cpus);
+        assert_eq!(targets(&Scope::System, &samples), Targets::Cpus);
+        assert_eq!(targets(&Scope::Launched(7), &samples), Targets::Task(7));
         assert_eq!(
-            Scope::<u32>::Launched(7).targets(&samples),
-            Targets::Task(7)
-        );
-        assert_eq!(
-            Scope::<u32>::Processes(vec![7, 8]).targets(&samples),
+            targets(&Scope::Processes(vec![7, 8]), &samples),
             Targets::Threads(vec![7, 8])
         );
     }

@@ -11,8 +11,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::model::scope::Scope;
 use crate::model::watch::Watch;
-use crate::perf::arm::{self, Scope};
+use crate::perf::arm;
 use crate::perf::bpf;
 use crate::perf::bpf::hit_set::HitPrograms;
 use crate::perf::event::{Bind, CpuEvent, Delivery, EventConfig, OpenError};

@@ -115,8 +115,8 @@ mod tests {
     use std::os::unix::net::UnixStream;
 
     use super::*;
+    use crate::model::scope::Scope;
     use crate::model::watch::{Access, Watch};
-    use crate::perf::arm::Scope;
     use crate::perf::bpf_ring::testing::FileBpfRing;
     use crate::perf::event::{CpuEvent, EventConfig};
     use crate::perf::hit_record::{self, HitRecord};

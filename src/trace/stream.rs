@@ -666,8 +666,8 @@ mod tests {
     use std::os::unix::net::UnixStream;
 
     use super::*;
+    use crate::model::scope::Scope;
     use crate::model::watch::{Access, Watch};
-    use crate::perf::arm::Scope;
     use crate::perf::bpf::hit_set::Following;
     use crate::perf::event::{CpuEvent, EventConfig};
     use crate::perf::record::encode;

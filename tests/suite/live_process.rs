@@ -9,8 +9,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use ksymwatch::model::scope::Scope;
 use ksymwatch::model::watch::{Access, Watch};
-use ksymwatch::perf::arm::{arm_in, Fit, Scope};
+use ksymwatch::perf::arm::{arm_in, Fit};
 use ksymwatch::perf::event::EventConfig;
 use serde_json::Value;
 

@@ -18,6 +18,7 @@ mod debuginfod_cli;
 mod dry_run;
 mod live_arm;
 mod live_bugs;
+mod live_bugs2;
 mod live_cache;
 mod live_cgroup;
 mod live_contended;

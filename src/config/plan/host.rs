@@ -1,18 +1,19 @@
 //! The machine as planning sees it: what [`mod@crate::config::plan`] asks of it (BPF, privileges, CPUs,
 //! /proc, the kernel's symbol files, per-CPU bases, tracefs, cgroups), and the one thing it does to it
 //! (start a command). The command line gives the real machine (`cli`); the unit tests a made-up one, so
-//! the planning decisions are tested without a kernel. (The BTF types and `--on`'s user-space probes still
-//! read their files themselves.)
+//! the planning decisions are tested without a kernel. (The BTF types are the host's, the real machine's
+//! read on first use; `--on`'s user-space probes still read their files themselves.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use ksymwatch_symbols::{Origin, Source, SymbolTable};
+use ksymwatch_symbols::kernel::Loaded;
+use ksymwatch_symbols::Source;
 
 use crate::config::process::InProcess;
 use crate::config::request::SymbolRequest;
-use crate::config::symbols::FileSymbols;
+use crate::config::typed::Types;
 use crate::error::Result;
 use crate::host::cgroup::{Cgroup, CgroupError};
 use crate::model::target::Target;
@@ -42,16 +43,6 @@ pub struct KernelQuery<'a> {
     pub kallsyms_later: bool,
     /// Kernel addresses this user may not see leave an empty kallsyms (no kernel frame is recorded).
     pub user_only: bool,
-}
-
-/// The kernel's symbols as [`Host::kernel_symbols`] found them.
-pub enum KernelFiles {
-    /// A vmlinux or System.map, opened.
-    Files(Box<FileSymbols>),
-    /// The running kernel's kallsyms, and whether it came from the cache.
-    Kallsyms(SymbolTable, Origin),
-    /// The running kernel's kallsyms, left to its first use.
-    KallsymsLater,
 }
 
 /// A command started for a launch-mode watch, stopped before its first instruction.
@@ -89,13 +80,16 @@ pub trait Host {
     /// Starts `argv` stopped at its exec.
     fn launch(&mut self, argv: &[String]) -> Result<Box<dyn Launch>>;
 
-    /// The kernel's symbols the query asks for: the source the search picks for its files (its files,
-    /// the distribution's, the debuginfod cache, kallsyms; a vmlinux from debuginfod where the query says),
-    /// and that source loaded (a vmlinux or System.map opened, or the running kernel's kallsyms read through
-    /// the symbol cache where the request allows it, unless it is left to first use). A source that cannot
-    /// be had fails the call; one that cannot be loaded is the inner error, for the stage to raise in its
-    /// turn.
-    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, Result<KernelFiles>)>;
+    /// The kernel's symbols the query asks for, as the symbols crate chooses and loads them in one go
+    /// ([`ksymwatch_symbols::kernel::load`]): the source the search picks for the request's files (its
+    /// files, the distribution's, the debuginfod cache, kallsyms; the running kernel's vmlinux from
+    /// debuginfod where the query's needs say), and that source loaded, the running kernel's kallsyms
+    /// read at most once (through the symbol cache where the request allows it), unless it is left to
+    /// first use. What the load went by is told on stderr as it is known (a vmlinux debuginfod delivered;
+    /// call chains named from a vmlinux's or System.map's own table where kallsyms could not be read). A
+    /// vmlinux that DWARF needs and that cannot be had fails the call; a source that cannot be loaded is
+    /// the inner error, for the stage to raise in its turn.
+    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, Result<Loaded>)>;
     /// Every CPU of `cpus`' per-CPU base, and how they were found.
     fn percpu_bases(
         &self,
@@ -107,4 +101,7 @@ pub trait Host {
     fn read_tracefs(&self, path: &Path) -> io::Result<String>;
     /// The cgroup v2 cgroup `--cgroup ARG` names.
     fn cgroup(&self, arg: &str) -> std::result::Result<Cgroup, CgroupError>;
+    /// The kernel's BTF types at `btf` (`--btf`, the running kernel's by default), and what that file is;
+    /// the real machine's are read on first use, so a run that names no type never reads them.
+    fn types(&self, btf: &Path) -> Types;
 }

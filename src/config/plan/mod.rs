@@ -12,9 +12,11 @@
 //!    `--cgroup`, `cpus`); the scope and the delivery are decided.
 //! 2. `kernel` (the kernel's symbol source, types, and with `percpu` the per-CPU copies; kernel symbols
 //!    loaded, or left to first use for a process watch), `process` (the processes a watch covers and its
-//!    targets there; a launched command started), `objects` (`--on`), and last `conditions` (`--if` and
-//!    `--dump-on` against every watch's length). [`plan`] runs them all, in this order, and last makes
-//!    `--control`'s resolver (`control`) from what they found, so the session is handed it ready.
+//!    targets there; a launched command started; with `-p` on the per-thread path, the descriptor
+//!    budget), `objects` (`--on`: a kernel source in `kernel_objects`, a user-space one in `user_objects`),
+//!    and last `conditions` (`--if` and `--dump-on` against every watch's length). [`plan`] runs them
+//!    all, in this order, and last makes `--control`'s resolver (`control`) from what they found, so the
+//!    session is handed it ready.
 //!
 //! The one side effect a plan can have is launch mode's: the command is started, stopped at its exec, so
 //! its own symbols can be resolved; dropping the plan kills it before it ran any code of its own.
@@ -31,6 +33,7 @@ mod cpus;
 mod describe;
 pub mod host;
 mod kernel;
+mod kernel_objects;
 mod machine;
 mod objects;
 mod options;
@@ -47,32 +50,33 @@ use std::rc::Rc;
 use ksymwatch_symbols::{Origin, SymbolTable};
 
 use crate::config::flight::Flight;
+use crate::config::objects::{Allocators, ObjectTarget, Source};
 use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
 use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
+use crate::model::scope;
 use crate::model::target::Target;
 use crate::model::watch::{Access, Watch};
 use crate::model::Limits;
-use crate::perf::arm;
+use crate::perf::bpf;
 use crate::perf::bpf::percpu::Offsets;
+use crate::perf::denial::{self, AddressKind};
 
 pub use control::{Control, Resolver};
 pub use cpus::Cpus;
 pub use host::{Host, Launch};
 pub use machine::{read_task, Launcher, RealHost};
-pub use objects::ObjectPlan;
 pub use options::hit_program;
 pub use outputs::{FoldedTo, Outputs};
-use user_objects::ObjectProcess;
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;
 
-/// Who a watch covers ([`arm::Scope`]'s choices), a launched command held as the started process.
-pub type Scope = arm::Scope<Command>;
+/// Who a watch covers ([`scope::Scope`]'s choices), a launched command held as the started process.
+pub type Scope = scope::Scope<Command>;
 
 /// Launch mode's command: its words, and once started, the process, stopped before its first instruction.
 pub struct Command {
@@ -88,7 +92,7 @@ impl Command {
     }
 }
 
-impl arm::Pid for Command {
+impl scope::Pid for Command {
     fn pid(&self) -> u32 {
         self.pid
     }
@@ -268,6 +272,86 @@ impl Running {
     }
 }
 
+/// `--on SOURCE '(TYPE)$obj.FIELD'`: objects armed as they are allocated, one debug register each.
+#[derive(Debug, Clone)]
+pub struct ObjectPlan {
+    pub source: Source,
+    pub target: ObjectTarget,
+    pub select: bpf::objects::Select,
+    /// Where the allocation program is attached.
+    pub attach: bpf::objects::Attach,
+    /// A tracepoint source: which argument or field is the object, and what was not checked (the header's
+    /// parenthesis after the source).
+    pub detail: Option<String>,
+    /// Where a free slot's breakpoint waits: kernel text, or a process's first page, which nothing writes.
+    pub park: u64,
+    pub rotate: bool,
+    /// `-p` and `--comm`: only objects these processes or tasks allocate.
+    pub allocators: Allocators,
+}
+
+impl ObjectPlan {
+    /// A free slot's watch.
+    pub fn parked(&self, slot: usize) -> Watch {
+        Watch {
+            label: format!("$obj slot {slot} (free)"),
+            addr: self.park & !(u64::from(self.target.len) - 1),
+            len: self.target.len,
+            access: self.target.access,
+            module: None,
+            per_cpu: None,
+        }
+    }
+
+    /// Every slot, one per debug register, parked (the execution keeps as many as the debug registers
+    /// free allow).
+    pub fn slots(&self) -> Vec<Watch> {
+        (0..MAX_WATCHES).map(|i| self.parked(i)).collect()
+    }
+
+    /// The header's line: what is watched, from where, which requests are taken.
+    pub fn describe(&self) -> String {
+        let size = match self.select.size {
+            Some((bpf::objects::SizeFrom::Requested | bpf::objects::SizeFrom::AtEntry, n)) => {
+                format!(", {n}-byte requests")
+            }
+            Some((bpf::objects::SizeFrom::Cache(_), n)) => {
+                format!(", caches of {n}-byte objects or more")
+            }
+            None => String::new(),
+        };
+        let mut by = Vec::new();
+        if !self.allocators.pids.is_empty() {
+            let pids: Vec<String> = self.allocators.pids.iter().map(u32::to_string).collect();
+            by.push(format!("process {}", pids.join(", ")));
+        }
+        if !self.allocators.comms.is_empty() {
+            by.push(format!("tasks named {}", self.allocators.comms.join(", ")));
+        }
+        let by = if by.is_empty() {
+            String::new()
+        } else {
+            format!(" allocated by {}", by.join(" and "))
+        };
+        let detail = self
+            .detail
+            .as_ref()
+            .map_or(String::new(), |d| format!(" ({d})"));
+        format!(
+            "# objects: {} from {}{detail}{size}{by}, len={} access={}{}",
+            self.target.text,
+            self.source,
+            self.target.len,
+            self.target.access.letters(),
+            if self.rotate {
+                ", the oldest evicted when every register is busy"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
 /// Everything a watch needs, resolved and checked, before anything is armed.
 pub struct WatchPlan {
     access: Access,
@@ -293,35 +377,13 @@ pub struct WatchPlan {
 pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
     let o = options::check(request, host)?;
     let mut kernel = kernel::KernelSide::load(&o, host)?;
-    if let (Scope::Processes(pids), Delivery::PerThread { .. }) = (&o.scope, o.delivery) {
-        process::check_fd_budget(host, pids, o.cpus.now.len(), kernel.targets.len())?;
-    }
     let mut scope = o.scope;
-    let mut watches = process::resolve_watches(&mut scope, &mut kernel, o.access, host)?;
-    let objects = match &o.on {
-        Some(on) => {
-            let process = match &scope {
-                Scope::Launched(c) => Some(ObjectProcess::Launched(c.pid)),
-                Scope::Processes(p) if p.len() > 1 && on.source.user().is_some() => {
-                    return Err(Error::usage(format!(
-                        "--on {}: one process at a time (each has its own addresses); give one -p PID",
-                        on.source
-                    )))
-                }
-                Scope::Processes(p) => p.first().map(|&pid| ObjectProcess::Running(pid)),
-                Scope::System => None,
-            };
-            let plan = match &on.source {
-                crate::config::objects::Source::User(probe) => {
-                    user_objects::plan(on, probe, o.access, process)?
-                }
-                _ => objects::plan(on, &kernel, o.access, host)?,
-            };
-            watches = plan.slots();
-            Some(plan)
-        }
-        None => None,
-    };
+    let watches =
+        process::resolve_watches(&mut scope, o.delivery, &o.cpus, &mut kernel, o.access, host)?;
+    user_space_only(o.writers, &watches, host)?;
+    let objects = objects::plan(o.on.as_ref(), &scope, &kernel, o.access, host)?;
+    // `--on` watches its objects' slots (it has no target of its own to resolve).
+    let watches = objects.as_ref().map_or(watches, ObjectPlan::slots);
     conditions::fit(
         &o.values,
         o.condition_text.as_deref(),
@@ -352,6 +414,18 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
         running: o.running,
         control,
     })
+}
+
+/// A watch of user-space writers only (its events exclude the kernel) cannot have a kernel address: the
+/// kernel takes no such event (EINVAL), and what it lacks is CAP_SYS_ADMIN (exit 4).
+fn user_space_only(writers: Writers, watches: &[Watch], host: &dyn Host) -> Result<()> {
+    let kernel = |w: &&Watch| AddressKind::of(w.addr, w.len) == AddressKind::Kernel;
+    match watches.iter().find(kernel) {
+        Some(w) if writers == Writers::UserSpaceOnly => Err(Error::not_permitted(
+            denial::kernel_address_in_user_space_watch(&w.label, w.addr, &host.privilege()),
+        )),
+        _ => Ok(()),
+    }
 }
 
 impl WatchPlan {

@@ -1,326 +1,35 @@
-//! `--on SOURCE '(TYPE)$obj.FIELD'`: where objects come from (an allocation tracepoint, its call site in
-//! the kernel's symbols, the size its requests must have) and which bytes of each to watch (from BTF),
-//! checked against the kernel's BTF and, where mounted, tracefs before anything is armed.
+//! The plan's objects stage, `--on SOURCE '(TYPE)$obj.FIELD'`: objects armed as they are allocated, one
+//! debug register each (the plan's [`ObjectPlan`]). Where they come from is planned by the source's
+//! kind: a kernel allocation tracepoint in the kernel's symbols, BTF and tracefs
+//! ([`super::kernel_objects`]), a user-space allocating function in the watched process's files
+//! ([`super::user_objects`]); either is checked before anything is armed.
 
-use ksymwatch_symbols::SymbolTable;
-
-use crate::config::objects::{self, Allocators};
-use crate::config::tracepoints::{self, PointerAt};
-use crate::config::typed;
-use crate::error::{Error, Result};
-use crate::model::watch::{Access, Watch};
-use crate::perf::bpf;
-use crate::stderr;
+use crate::config::objects;
+use crate::error::Result;
+use crate::model::watch::Access;
 
 use super::host::Host;
 use super::kernel::KernelSide;
 use super::options::OnRequest;
+use super::{kernel_objects, user_objects};
+use super::{ObjectPlan, Scope};
 
-/// `--on SOURCE '(TYPE)$obj.FIELD'`: objects armed as the kernel allocates them, one debug register each.
-#[derive(Debug, Clone)]
-pub struct ObjectPlan {
-    pub source: objects::Source,
-    pub target: objects::ObjectTarget,
-    pub select: bpf::objects::Select,
-    /// Where the allocation program is attached.
-    pub attach: bpf::objects::Attach,
-    /// A tracepoint source: which argument or field is the object, and what was not checked (the header's
-    /// parenthesis after the source).
-    pub detail: Option<String>,
-    /// Where a free slot's breakpoint waits: kernel text, which nothing writes.
-    pub park: u64,
-    pub rotate: bool,
-    /// `-p` and `--comm`: only objects these processes or tasks allocate.
-    pub allocators: Allocators,
-}
-
-/// Debug registers a CPU has: the most objects armed at once.
-const OBJECT_SLOTS: usize = 4;
-
-impl ObjectPlan {
-    /// A free slot's watch.
-    pub fn parked(&self, slot: usize) -> Watch {
-        Watch {
-            label: format!("$obj slot {slot} (free)"),
-            addr: self.park & !(u64::from(self.target.len) - 1),
-            len: self.target.len,
-            access: self.target.access,
-            module: None,
-            per_cpu: None,
-        }
-    }
-
-    /// Every slot, parked (the execution keeps as many as the debug registers free allow).
-    pub fn slots(&self) -> Vec<Watch> {
-        (0..OBJECT_SLOTS).map(|i| self.parked(i)).collect()
-    }
-
-    /// The header's line: what is watched, from where, which requests are taken.
-    pub fn describe(&self) -> String {
-        let size = match self.select.size {
-            Some((bpf::objects::SizeFrom::Requested | bpf::objects::SizeFrom::AtEntry, n)) => {
-                format!(", {n}-byte requests")
-            }
-            Some((bpf::objects::SizeFrom::Cache(_), n)) => {
-                format!(", caches of {n}-byte objects or more")
-            }
-            None => String::new(),
-        };
-        let mut by = Vec::new();
-        if !self.allocators.pids.is_empty() {
-            let pids: Vec<String> = self.allocators.pids.iter().map(u32::to_string).collect();
-            by.push(format!("process {}", pids.join(", ")));
-        }
-        if !self.allocators.comms.is_empty() {
-            by.push(format!("tasks named {}", self.allocators.comms.join(", ")));
-        }
-        let by = if by.is_empty() {
-            String::new()
-        } else {
-            format!(" allocated by {}", by.join(" and "))
-        };
-        let detail = self
-            .detail
-            .as_ref()
-            .map_or(String::new(), |d| format!(" ({d})"));
-        format!(
-            "# objects: {} from {}{detail}{size}{by}, len={} access={}{}",
-            self.target.text,
-            self.source,
-            self.target.len,
-            self.target.access.letters(),
-            if self.rotate {
-                ", the oldest evicted when every register is busy"
-            } else {
-                ""
-            }
-        )
-    }
-}
-
-/// The tracepoint objects come from must exist, or nothing would ever be armed: exit 2 before arming.
-/// Found in the kernel's BTF (its group in tracefs, where mounted); a built-in source's tracepoint must
-/// pass what its program reads where it reads it, and so must the free tracepoints.
-fn check_tracepoint(
-    source: &objects::Source,
-    types: &typed::Types,
-    host: &dyn Host,
-) -> Result<tracepoints::Event> {
-    let events = host.tracefs_events();
-    let find = |group: &str, name: &str| -> Result<tracepoints::Event> {
-        let btf = types.tracepoint(name)?;
-        tracepoints::find(group, name, btf, events.as_deref())
-            .map_err(|e| Error::usage(format!("--on {source}: {e}")))
-    };
-    let unsupported = |e: String| {
-        Error::not_permitted(format!("--on {source}: {e}; this source cannot work here"))
-    };
-    let event = match source {
-        objects::Source::Tracepoint { group, name, .. } => return find(group, name),
-        objects::Source::User(_) => {
-            return Err(Error::runtime(
-                "a user-space source has no tracepoint (a bug: it is planned apart)",
-            ))
-        }
-        objects::Source::Kmalloc(_) => {
-            let e = find("kmem", "kmalloc")?;
-            tracepoints::expect_args(&e, &["call_site", "ptr", "bytes_req"])
-                .map_err(unsupported)?;
-            e
-        }
-        objects::Source::KmemCacheAlloc(_) => {
-            let e = find("kmem", "kmem_cache_alloc")?;
-            tracepoints::expect_args(&e, &["call_site", "ptr", "s"]).map_err(unsupported)?;
-            e
-        }
-    };
-    for free in ["kfree", "kmem_cache_free"] {
-        tracepoints::expect_args(&find("kmem", free)?, &["call_site", "ptr"])
-            .map_err(unsupported)?;
-    }
-    Ok(event)
-}
-
-/// Resolves a kernel `--on` source (the call site in the kernel's symbols) and its `$obj` target (in
-/// BTF). A user-space source is planned by [`super::user_objects`].
+/// The plan's objects stage: `--on`'s source and `$obj` target, planned where the source is (none
+/// without `--on`). A user-space source is planned in the watched process ([`super::user_objects`]), a
+/// kernel source in the kernel's symbols and BTF.
 pub fn plan(
-    on: &OnRequest,
+    on: Option<&OnRequest>,
+    scope: &Scope,
     kernel: &KernelSide,
     access: Access,
     host: &dyn Host,
-) -> Result<ObjectPlan> {
-    let source = on.source.clone();
-    let event = check_tracepoint(&source, &kernel.types, host)?;
-    let (ptr, attach, detail) = pointer_and_attach(&source, &event, host)?;
-    let target = objects::resolve_target(&kernel.types, &on.text, access)?;
-    if let (objects::Source::Tracepoint { .. }, bpf::objects::PtrAt::Arg(i)) = (&source, ptr) {
-        if let Some(note) = tracepoints::cast_note(
-            &event,
-            i,
-            &target
-                .cast
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default(),
-        ) {
-            stderr::line(format_args!("ksymwatch: note: --on {source}: {note}"));
-        }
-    }
-    let table = kernel.chains()?;
-    let park = park_address(table)?;
-    let call_site = call_site(table, &source)?;
-    let size = size_select(&kernel.types, &source, target.object_size)?;
-    Ok(ObjectPlan {
-        attach,
-        detail,
-        allocators: Allocators {
-            pids: on.pids.clone(),
-            comms: on.comms.clone(),
-        },
-        select: bpf::objects::Select {
-            ptr,
-            call_site,
-            size,
-        },
-        source,
-        target,
-        park,
-        rotate: on.rotate,
-    })
-}
-
-/// Where `--on`'s program finds the new object's pointer, what it attaches to, and for a tracepoint source
-/// the header's words on both. An argument (by number, or by a name BTF gives it) is read at the raw
-/// tracepoint; a record field that is no argument needs the event's format file and id from tracefs
-/// (`event.events`); kmalloc's and kmem_cache_alloc's pointer is their argument 1.
-fn pointer_and_attach(
-    source: &objects::Source,
-    event: &tracepoints::Event,
-    host: &dyn Host,
-) -> Result<(bpf::objects::PtrAt, bpf::objects::Attach, Option<String>)> {
-    let objects::Source::Tracepoint {
-        group, name, arg, ..
-    } = source
-    else {
-        return Ok((
-            bpf::objects::PtrAt::Arg(1),
-            bpf::objects::Attach::Raw(source.tracepoint().to_string()),
-            None,
-        ));
-    };
-    let with_note = |how: String| match event.group_note() {
-        Some(note) => format!("{how}; {note}"),
-        None => how,
-    };
-    let field = match tracepoints::pointer(event, arg)
-        .map_err(|e| Error::usage(format!("--on {source}: {e}")))?
-    {
-        PointerAt::Arg { index, how } => {
-            return Ok((
-                bpf::objects::PtrAt::Arg(index),
-                bpf::objects::Attach::Raw(name.clone()),
-                Some(with_note(how)),
-            ))
-        }
-        PointerAt::Record { field } => field,
-    };
-    let Some(dir) = &event.events else {
-        return Err(Error::runtime(format!(
-            "--on {source}: a record field without tracefs (a bug: it was checked)"
-        )));
-    };
-    let event_dir = dir.join(group).join(name);
-    let read = |f: &str| {
-        host.read_tracefs(&event_dir.join(f)).map_err(|e| {
-            Error::not_permitted(format!(
-                "--on {source}: reading {}: {e}",
-                event_dir.join(f).display()
-            ))
-        })
-    };
-    let offset = objects::format_field(&read("format")?, &format!("{group}:{name}"), &field)?;
-    let id = read("id")?.trim().parse::<u64>().map_err(|_| {
-        Error::runtime(format!(
-            "--on {source}: {} is not a number",
-            event_dir.join("id").display()
-        ))
-    })?;
-    Ok((
-        bpf::objects::PtrAt::Field(offset),
-        bpf::objects::Attach::Event(id),
-        Some(with_note(format!(
-            "field `{field}` of the event's record, from tracefs"
-        ))),
-    ))
-}
-
-/// A kernel text symbol of `table` named `name`.
-fn text_symbol<'t>(table: &'t SymbolTable, name: &str) -> Option<ksymwatch_symbols::SymbolRef<'t>> {
-    table
-        .lookup(name, None)
-        .ok()
-        .filter(|s| s.kind() == ksymwatch_symbols::SymbolKind::Text)
-}
-
-/// Where a free `--on` slot's breakpoint waits: the kernel's `_text` (or `_stext`).
-fn park_address(table: &SymbolTable) -> Result<u64> {
-    text_symbol(table, "_text")
-        .or_else(|| text_symbol(table, "_stext"))
-        .map(|s| s.addr)
-        .ok_or_else(|| {
-            Error::runtime(
-                "the kernel's symbols have no `_text`, where a free slot's breakpoint waits",
-            )
-        })
-}
-
-/// The call sites `[lo, hi)` `--on`'s source allows: the instruction at `FUNC+OFF`, or all of `FUNC`;
-/// none for a source that names no function.
-fn call_site(table: &SymbolTable, source: &objects::Source) -> Result<Option<(u64, u64)>> {
-    let Some(site) = source.site() else {
+) -> Result<Option<ObjectPlan>> {
+    let Some(on) = on else {
         return Ok(None);
     };
-    let f = text_symbol(table, &site.func).ok_or_else(|| {
-        Error::usage(format!(
-            "--on {source}: `{}` is not a function of the running kernel (its text symbols); \
-             give the function that calls {}",
-            site.func,
-            source.tracepoint()
-        ))
-    })?;
-    Ok(Some(match site.offset {
-        Some(off) => (f.addr + off, f.addr + off + 1),
-        None => (f.addr, f.addr + f.size.unwrap_or(1)),
-    }))
-}
-
-/// The size `--on`'s allocations must have to be watched (`object_size`, the `$obj` type's): a kmalloc
-/// request's bytes, or a `kmem_cache`'s `object_size` (read at its BTF offset); none for a tracepoint.
-fn size_select(
-    types: &typed::Types,
-    source: &objects::Source,
-    object_size: Option<u64>,
-) -> Result<Option<(bpf::objects::SizeFrom, u64)>> {
-    Ok(match (source, object_size) {
-        (objects::Source::Kmalloc(_), Some(n)) => Some((bpf::objects::SizeFrom::Requested, n)),
-        (objects::Source::KmemCacheAlloc(_), Some(n)) => {
-            let cast = ksymwatch_symbols::CastType {
-                kind: Some(ksymwatch_symbols::CastKind::Struct),
-                name: "kmem_cache".into(),
-            };
-            let path = [ksymwatch_symbols::PathElem::Field("object_size".into())];
-            let m = match types.member(&cast, &path)? {
-                Ok((m, _)) => m,
-                Err(e) => {
-                    return Err(Error::not_permitted(format!(
-                        "--on {source}: kmem_cache.object_size in the kernel's BTF: {e}"
-                    )))
-                }
-            };
-            let offset = i16::try_from(m.offset)
-                .map_err(|_| Error::runtime("kmem_cache.object_size is too far in"))?;
-            Some((bpf::objects::SizeFrom::Cache(offset), n))
-        }
-        _ => None,
-    })
+    let plan = match &on.source {
+        objects::Source::User(probe) => user_objects::in_process(on, probe, access, scope)?,
+        _ => kernel_objects::in_kernel(on, kernel, access, host)?,
+    };
+    Ok(Some(plan))
 }

@@ -133,8 +133,8 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
     let decision = delivery(&r, &scope, host);
     // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
     let pids = processes_of(&*host, &r.pids)?;
-    // The kernel's BTF, opened on first use, once for every stage that asks it.
-    let types = Rc::new(Types::new(&r.symbols.btf));
+    // The kernel's BTF as the host has it, read on first use, once for every stage that asks it.
+    let types = Rc::new(host.types(&r.symbols.btf));
     let flight = Flight::parse(r.last, &r.dump_on, &r.output, &types, || {
         host.tracefs_events()
     })?;
@@ -258,17 +258,7 @@ fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Decision {
     let privilege = host.privilege();
     let system = scope.system_wide();
     let user_only = !system && !privilege.kernel_allowed();
-    let note = user_only.then(|| {
-        format!(
-            "ksymwatch: note: not privileged (uid {}, kernel.perf_event_paranoid is {}): watching user-space \
-             writers only; a kernel write into the process (read() into the variable) is not seen. Run as \
-             root or with CAP_PERFMON to see those",
-            privilege.euid,
-            privilege
-                .paranoid
-                .map_or("unreadable".to_string(), |p| p.to_string())
-        )
-    });
+    let note = user_only.then(|| privilege.user_space_only_note());
     let writers = match user_only {
         true => Writers::UserSpaceOnly,
         false => Writers::All,

@@ -4,8 +4,8 @@
 //! then moved onto its member by its type, per-CPU copies placed. (`-p`'s pids themselves are checked by
 //! the options stage: a thread stands for its process.)
 
-use crate::config::typed;
 use crate::config::watch::{self, Resolved};
+use crate::config::{process, typed};
 use crate::error::{Error, Result};
 use crate::model::target::Target;
 use crate::model::watch::{Access, PerCpu, Watch};
@@ -13,16 +13,22 @@ use crate::stderr;
 
 use super::host::Host;
 use super::kernel::KernelSide;
-use super::Scope;
+use super::{Cpus, Delivery, Scope};
 
 /// Who the watch covers, and each target resolved there (a launched command is started for it), moved
-/// onto its member by its type.
+/// onto its member by its type; first, for running processes on the per-thread path, whether their
+/// threads fit the descriptor limit on `cpus`.
 pub fn resolve_watches(
     scope: &mut Scope,
+    delivery: Delivery,
+    cpus: &Cpus,
     kernel: &mut KernelSide,
     access: Access,
     host: &mut dyn Host,
 ) -> Result<Vec<Watch>> {
+    if let (Scope::Processes(pids), Delivery::PerThread { .. }) = (&*scope, delivery) {
+        check_fd_budget(host, pids, cpus.now.len(), kernel.targets.len())?;
+    }
     let resolved = match scope {
         Scope::System => std::mem::take(&mut kernel.resolved),
         Scope::Processes(_) | Scope::Launched(_) => {
@@ -84,7 +90,7 @@ fn in_processes(
             return resolved;
         };
         let child = match scope {
-            Scope::Launched(command) if watch::is_not_mapped_yet(e) => command.child.as_mut(),
+            Scope::Launched(command) if process::is_not_mapped_yet(e) => command.child.as_mut(),
             _ => None,
         };
         match (child, ran_to_entry) {
@@ -184,7 +190,7 @@ const FD_RESERVE: u64 = 64;
 /// inherited event cannot be mapped per thread, so each thread's event is bound to each CPU and joins that
 /// CPU's ring). Checked before anything is opened, so a process too big for this limit fails with a way out
 /// instead of EMFILE half-way through its threads.
-pub fn check_fd_budget(host: &dyn Host, pids: &[u32], cpus: usize, targets: usize) -> Result<()> {
+fn check_fd_budget(host: &dyn Host, pids: &[u32], cpus: usize, targets: usize) -> Result<()> {
     let Some(limit) = host.fd_limit() else {
         return Ok(());
     };

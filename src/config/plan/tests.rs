@@ -9,10 +9,13 @@ use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, Source};
 
-use super::host::{KernelFiles, KernelQuery, Task};
+use ksymwatch_symbols::kernel::Loaded;
+
+use super::host::{KernelQuery, Task};
 use super::*;
 use crate::config::process::InProcess;
 use crate::config::request::{OutputRequest, SymbolRequest};
+use crate::config::typed::{BtfFile, Types};
 use crate::error::{Error, ExitCode};
 use crate::host::cgroup::{Cgroup, CgroupError};
 use crate::model::target::{Base, Target};
@@ -61,6 +64,22 @@ struct FakeHost {
     launched: Rc<RefCell<Vec<Vec<String>>>>,
     ran_to_entry: Rc<RefCell<bool>>,
     kallsyms_loads: Rc<RefCell<usize>>,
+    /// What the kernel stage asked of the kernel's symbols, each time.
+    asked: Rc<RefCell<Vec<SymbolsAsked>>>,
+    /// Whether the `--btf` file is the running kernel's BTF.
+    btf_running: Option<bool>,
+    /// The kernel's BTF, if the machine has any ([`kernel_btf`]'s).
+    btf: Option<Vec<u8>>,
+}
+
+/// A [`KernelQuery`] as the tests compare it: what planning decided the watch needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SymbolsAsked {
+    dwarf: bool,
+    /// The targets whose symbols a kallsyms must have (a system-wide watch's), as written.
+    data_symbols: Option<Vec<String>>,
+    later: bool,
+    user_only: bool,
 }
 
 impl FakeHost {
@@ -76,6 +95,9 @@ impl FakeHost {
             launched: Rc::default(),
             ran_to_entry: Rc::default(),
             kallsyms_loads: Rc::default(),
+            asked: Rc::default(),
+            btf_running: Some(true),
+            btf: None,
         }
     }
 
@@ -110,7 +132,7 @@ impl Host for FakeHost {
         }
     }
     fn privilege(&self) -> Privilege {
-        self.privilege.clone()
+        self.privilege
     }
     fn online_cpus(&self) -> io::Result<BTreeSet<u32>> {
         Ok(self.online.clone())
@@ -193,15 +215,23 @@ impl Host for FakeHost {
     fn kernel_symbols(
         &mut self,
         query: &KernelQuery<'_>,
-    ) -> crate::error::Result<(Source, crate::error::Result<KernelFiles>)> {
+    ) -> crate::error::Result<(Source, crate::error::Result<Loaded>)> {
+        self.asked.borrow_mut().push(SymbolsAsked {
+            dwarf: query.dwarf,
+            data_symbols: query
+                .data_symbols
+                .map(|t| t.iter().map(|t| t.text.clone()).collect()),
+            later: query.kallsyms_later,
+            user_only: query.user_only,
+        });
         let picked = Source::Kallsyms(query.symbols.kallsyms.clone());
         if query.kallsyms_later {
-            return Ok((picked, Ok(KernelFiles::KallsymsLater)));
+            return Ok((picked, Ok(Loaded::Later)));
         }
         *self.kallsyms_loads.borrow_mut() += 1;
         let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &query.symbols.kallsyms)
             .map_err(|e| Error::usage(e.to_string()))
-            .map(|t| KernelFiles::Kallsyms(t, Origin::Parsed));
+            .map(|t| Loaded::Kallsyms(t, Origin::Parsed));
         Ok((picked, table))
     }
     fn percpu_bases(
@@ -222,6 +252,64 @@ impl Host for FakeHost {
     fn cgroup(&self, _arg: &str) -> std::result::Result<Cgroup, CgroupError> {
         Err(CgroupError::NoHierarchy)
     }
+    fn types(&self, btf: &Path) -> Types {
+        let file = BtfFile {
+            exists: true,
+            dir: false,
+            elf: false,
+            running: self.btf_running,
+        };
+        let vmlinux = match &self.btf {
+            Some(blob) => ksymwatch_symbols::Btf::from_bytes(blob.clone(), btf, None)
+                .map_err(|e| e.to_string()),
+            None => Err("no BTF on this made-up machine".into()),
+        };
+        Types::given(btf, file, vmlinux)
+    }
+}
+
+/// A kernel's BTF with `struct rq { int nr_running; int cpu; }`, the per-CPU variable `runqueues` (at 0x40
+/// in the per-CPU area) and the global `other` of that type.
+fn kernel_btf() -> Vec<u8> {
+    let mut strs = b"\0int\0rq\0nr_running\0cpu\0runqueues\0other\0.data..percpu\0.data\0".to_vec();
+    let at = |name: &str| {
+        let pos = strs.windows(name.len() + 2).position(|w| {
+            w[0] == 0 && &w[1..=name.len()] == name.as_bytes() && w[name.len() + 1] == 0
+        });
+        pos.map_or(0, |p| p as u32 + 1)
+    };
+    // Each type: name offset, info (kind << 24 | members), size or type, then its words.
+    let types: [&[u32]; 6] = [
+        &[at("int"), 1 << 24, 4, 32],
+        &[
+            at("rq"),
+            4 << 24 | 2,
+            8,
+            at("nr_running"),
+            1,
+            0,
+            at("cpu"),
+            1,
+            32,
+        ],
+        &[at("runqueues"), 14 << 24, 2, 1],
+        &[at("other"), 14 << 24, 2, 1],
+        &[at(".data..percpu"), 15 << 24 | 1, 0, 3, 0x40, 8],
+        &[at(".data"), 15 << 24 | 1, 0, 4, 0, 8],
+    ];
+    let words: Vec<u8> = types
+        .iter()
+        .flat_map(|t| t.iter())
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    let mut blob = vec![0x9f, 0xeb, 1, 0];
+    let len = words.len() as u32;
+    for w in [24, 0, len, len, strs.len() as u32] {
+        blob.extend_from_slice(&w.to_le_bytes());
+    }
+    blob.extend(words);
+    blob.append(&mut strs);
+    blob
 }
 
 /// `write TARGETS` with every option at its default.
@@ -454,7 +542,10 @@ fn launch_starts_the_command_and_attach_does_not() {
     assert!(matches!(p.scope(), Scope::Launched(c) if c.argv == ["./app", "-v"]));
     assert_eq!(p.scope().pids(), [4242]);
     assert_eq!(p.watches()[0].addr, 0x6000);
-    assert!(matches!(p.scope().arming(), arm::Scope::Launched(4242)));
+    assert!(matches!(
+        p.scope().arming(),
+        crate::model::scope::Scope::Launched(4242)
+    ));
     assert!(p.take_command().is_some_and(|c| c.pid() == 4242));
     assert!(p.take_command().is_none());
 
@@ -535,6 +626,28 @@ fn an_unprivileged_user_watches_user_space_of_own_processes() {
             .starts_with("system-wide breakpoints need root or CAP_PERFMON"),
         "{e}"
     );
+}
+
+/// A process watch of user-space writers only (no CAP_PERFMON) refuses a kernel address before arming,
+/// naming CAP_SYS_ADMIN (exit 4): the kernel would take no such event (EINVAL), which arming called an
+/// unwatchable address (exit 3). With the kernel visible it is the kernel's to judge.
+#[test]
+fn a_kernel_address_in_a_user_space_only_watch_needs_cap_sys_admin() {
+    let kernel = "0xffffffff82e03e00";
+    let e = refused(
+        pids(request(&[kernel]), &[100]),
+        &mut FakeHost::unprivileged(),
+    );
+    assert_eq!(e.code, ExitCode::NotPermitted);
+    assert!(
+        e.to_string().starts_with(
+            "`0xffffffff82e03e00` is at kernel address 0xffffffff82e03e00, and this watch sees \
+             user-space writers only"
+        ),
+        "{e}"
+    );
+    let p = planned(pids(request(&[kernel]), &[100]), &mut FakeHost::new());
+    assert_eq!(p.writers(), Writers::All);
 }
 
 /// `--percpu-cpu` is for a system-wide watch of a per-CPU variable: refused with `-p`, and refused when no
@@ -762,6 +875,65 @@ fn a_process_watch_reads_kernel_symbols_on_first_use() {
     assert!(matches!(p.kernel().symbols(), KernelSymbols::Kallsyms(_)));
 }
 
+/// What the kernel stage asks of the machine's symbols is decided from the request: DWARF for a kernel
+/// target's member or element (not for a `(TYPE)` cast, whose members come from BTF, nor for a process's
+/// own variable) and for `--lines`; the data symbols a kallsyms must have for a system-wide watch, as
+/// their bases; the running kernel's kallsyms left to first use for a process watch that names no file;
+/// hidden kernel addresses allowed where only user-space writers are seen.
+#[test]
+fn the_kernel_stage_says_what_the_watch_needs_of_the_symbols() {
+    let asked = |r: WatchRequest, machine: &mut FakeHost| {
+        let _ = plan(r, machine);
+        machine
+            .asked
+            .borrow_mut()
+            .pop()
+            .expect("the symbols were asked for")
+    };
+    let mut machine = FakeHost::new();
+    let got = asked(request(&["jiffies", "0xffffffff82000040/8"]), &mut machine);
+    let want = SymbolsAsked {
+        dwarf: false,
+        data_symbols: Some(vec!["jiffies".into(), "0xffffffff82000040/8".into()]),
+        later: false,
+        user_only: false,
+    };
+    assert_eq!(got, want);
+    let got = asked(request(&["init_uts_ns.name[2]"]), &mut machine);
+    assert!(got.dwarf, "{got:?}");
+    let got = asked(
+        request(&["(struct new_utsname)init_uts_ns.release"]),
+        &mut machine,
+    );
+    assert_eq!(got.data_symbols, Some(vec!["init_uts_ns".into()]));
+    assert!(!got.dwarf, "{got:?}");
+
+    let default_kallsyms = |mut r: WatchRequest| {
+        r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
+        r
+    };
+    let got = asked(
+        default_kallsyms(pids(request(&["counter.a[1]"]), &[100])),
+        &mut machine,
+    );
+    let want = SymbolsAsked {
+        dwarf: false,
+        data_symbols: None,
+        later: true,
+        user_only: false,
+    };
+    assert_eq!(got, want);
+    let got = asked(pids(request(&["counter"]), &[100]), &mut machine);
+    assert!(!got.later, "a --kallsyms FILE is read while planning");
+    let mut lines = default_kallsyms(pids(request(&["counter"]), &[100]));
+    lines.symbols.lines = true;
+    assert!(asked(lines, &mut machine).dwarf);
+
+    let mut machine = FakeHost::unprivileged();
+    let got = asked(pids(request(&["counter"]), &[100]), &mut machine);
+    assert!(got.user_only, "{got:?}");
+}
+
 /// The options stage reads the request whole before it asks the machine anything: a request that
 /// contradicts itself is refused for that, whatever the machine would have said about its `-p` process
 /// or its `--cpus`, and nothing of the kernel is loaded for a refused request.
@@ -792,4 +964,52 @@ fn the_request_is_checked_whole_before_the_machine_is_read() {
         "{e}"
     );
     assert_eq!(*machine.kallsyms_loads.borrow(), 0);
+}
+
+/// A typed target takes its member's offset from `--btf`: another kernel's BTF is refused; the running
+/// kernel's is asked for the type, and a machine without BTF says so.
+#[test]
+fn a_typed_target_takes_its_types_from_the_running_kernels_btf() {
+    let typed = "(struct rq)0xffff888100000000.nr_running";
+    let mut machine = FakeHost {
+        btf_running: Some(false),
+        ..FakeHost::new()
+    };
+    let e = refused(request(&[typed]), &mut machine);
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(
+        e.to_string()
+            .starts_with("--btf /made-up/btf: not the running kernel's BTF"),
+        "{e}"
+    );
+    let e = refused(request(&[typed]), &mut FakeHost::new());
+    assert_eq!(e.code, ExitCode::Usage);
+    assert_eq!(e.to_string(), "no BTF on this made-up machine");
+}
+
+/// The kernel stage's variables are typed from the BTF the host gives: without DWARF, `other.nr_running`
+/// is a cast on `other`, watched on its member; `runqueues.nr_running` is a per-CPU variable, whose copies
+/// need the per-CPU bases this machine cannot give (exit 4, with the copy's cast to watch by hand).
+#[test]
+fn variables_are_typed_from_the_hosts_btf() {
+    let mut machine = FakeHost {
+        btf: Some(kernel_btf()),
+        ..FakeHost::new()
+    };
+    let p = planned(request(&["other.cpu"]), &mut machine);
+    let w = &p.watches()[0];
+    assert_eq!((w.addr, w.len), (0xffff_ffff_8200_0044, 4));
+    let e = refused(request(&["runqueues.nr_running"]), &mut machine);
+    assert_eq!(e.code, ExitCode::NotPermitted);
+    assert!(
+        e.to_string().starts_with(
+            "`runqueues.nr_running`: `runqueues` is a per-CPU variable, and the per-CPU bases cannot be had here"
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .ends_with("'(struct rq)0xADDR.nr_running' (that CPU's per-CPU base plus 0x40)"),
+        "{e}"
+    );
 }

@@ -10,41 +10,45 @@ use std::path::Path;
 use ksymwatch_symbols::uprobe::{self as place, Placement};
 use ksymwatch_symbols::{CastType, MemberInfo, PathElem};
 
-use crate::config::objects::{self, Allocators, SizeArgs, UserArg, UserProbe};
+use crate::config::objects::{self, Allocators, ObjectTarget, SizeArgs, UserArg, UserProbe};
+use crate::config::watch;
 use crate::error::{Error, Result};
+use crate::model::scope::Pid;
+use crate::model::target::{self, Base, Target};
 use crate::model::watch::Access;
 use crate::perf::bpf::objects::{
     regs, Attach, Probe, PtrAt, Select, SizeFrom, StashSize, UserAlloc, UserProbes,
 };
 
-use super::objects::ObjectPlan;
 use super::options::OnRequest;
+use super::ObjectPlan;
+use super::Scope;
 
 /// Where a free slot's breakpoint waits in the process: its first page, which is never mapped
 /// (`vm.mmap_min_addr`), so nothing can write there.
 pub const USER_PARK: u64 = 0x1000;
 
-/// The process whose objects a user-space source watches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ObjectProcess {
-    /// Started with `--` and stopped at its exec: its program is read by its own path (which gives
-    /// `$ORIGIN` for its libraries), its libraries placed as the loader will map them.
-    Launched(u32),
-    /// Running already (`-p PID`): read through /proc, where its mappings are.
-    Running(u32),
-}
-
-/// Plans a user-space source in the watched process; without one there is nothing to place the probes in.
-pub fn plan(
+/// Plans a user-space source in the process `scope` watches: a launched command, or the one `-p` process
+/// (each process has its own addresses); without one there is nothing to place the probes in.
+pub fn in_process(
     on: &OnRequest,
     probe: &UserProbe,
     access: Access,
-    process: Option<ObjectProcess>,
+    scope: &Scope,
 ) -> Result<ObjectPlan> {
-    let (pid, launched) = match process {
-        Some(ObjectProcess::Launched(pid)) => (pid, true),
-        Some(ObjectProcess::Running(pid)) => (pid, false),
-        None => {
+    // A launched command is read by its own path (which gives `$ORIGIN` for its libraries), its
+    // libraries placed as the loader will map them; a running process through /proc, where its mappings
+    // are.
+    let (pid, launched) = match scope {
+        Scope::Launched(c) => (c.pid(), true),
+        Scope::Processes(p) if p.len() > 1 => {
+            return Err(Error::usage(format!(
+                "--on {}: one process at a time (each has its own addresses); give one -p PID",
+                on.source
+            )))
+        }
+        Scope::Processes(p) if !p.is_empty() => (p[0], false),
+        Scope::Processes(_) | Scope::System => {
             return Err(Error::usage(format!(
             "--on {probe}: a user-space source needs the process whose objects to watch: give -p \
                  PID, or start it with -- CMD"
@@ -73,7 +77,7 @@ pub fn plan(
         std::path::PathBuf::from(format!("/proc/{pid}/exe"))
     };
     let types = |cast: &CastType, path: &[PathElem]| member(pid, &program, &alloc.file, cast, path);
-    let target = objects::resolve_user_target(&on.text, access, &types)?;
+    let target = resolve_user_target(&on.text, access, &types)?;
     let frees = frees(on, probe, &place_in)?;
     let general = probe.at == UserArg::Return && objects::allocator_size(&probe.func).is_some();
     // posix_memalign returns 0 and stores its object through its argument 0: the entry keeps that too.
@@ -136,6 +140,82 @@ pub fn plan(
             pids: Vec::new(),
             comms: on.comms.clone(),
         },
+    })
+}
+
+/// A user-space object's stand-in address while its target resolves: aligned to any member, in the user
+/// half.
+const USER_STAND_IN: u64 = 0x1000_0000_0000;
+
+/// What a user-space source's `(TYPE)` is: where a member path lands in it and the type's own size (the
+/// DWARF of the file that allocates the objects); the error a sentence with the way out.
+type UserTypes<'a> = dyn Fn(
+        &CastType,
+        &[ksymwatch_symbols::PathElem],
+    ) -> std::result::Result<(ksymwatch_symbols::MemberInfo, Option<u64>), String>
+    + 'a;
+
+/// Resolves a user-space object's target: `'(struct T)$obj.FIELD'` (the type from `types`) or a raw
+/// `'$obj+OFF/LEN'`.
+fn resolve_user_target(text: &str, access: Access, types: &UserTypes<'_>) -> Result<ObjectTarget> {
+    let forms =
+        "'(struct TYPE)$obj.FIELD' (the type from the program's DWARF) or '$obj+OFFSET/LEN'";
+    if !text.contains("$obj") {
+        return Err(Error::usage(format!(
+            "`{text}`: with --on, the target is a field of each new object: write `$obj` for its address, \
+             {forms}"
+        )));
+    }
+    let standing = text.replacen("$obj", &format!("0x{USER_STAND_IN:x}"), 1);
+    let t = target::parse(&standing).map_err(|e| {
+        Error::usage(format!(
+            "{}; {forms}",
+            e.to_string().replace(&standing, text)
+        ))
+    })?;
+    // `0xADDR+OFF` parses to one address: what is past the stand-in is the offset.
+    let base_offset = match t.base {
+        Base::Address(a) if (USER_STAND_IN..USER_STAND_IN + (1 << 32)).contains(&a) => {
+            a - USER_STAND_IN
+        }
+        _ => {
+            return Err(Error::usage(format!(
+                "`{text}`: `$obj` is the base: {forms}"
+            )))
+        }
+    };
+    let t = Target {
+        text: text.to_string(),
+        ..t
+    };
+    let (addr, size, object_size) = match &t.cast {
+        None if t.path.is_empty() => (USER_STAND_IN + base_offset + t.offset, None, None),
+        None => {
+            return Err(Error::usage(format!(
+                "`{text}`: a field by name needs the object's type: {forms}"
+            )))
+        }
+        Some(cast) => {
+            let (m, whole) =
+                types(cast, &t.path).map_err(|e| Error::usage(format!("`{text}`: {e}")))?;
+            (
+                USER_STAND_IN + base_offset + m.offset + t.offset,
+                m.size,
+                whole,
+            )
+        }
+    };
+    let sized = watch::sized(&t, access, addr, size, text.to_string(), Vec::new())?;
+    for w in &sized.warnings {
+        crate::stderr::line(format_args!("ksymwatch: warning: {w}"));
+    }
+    Ok(ObjectTarget {
+        text: text.to_string(),
+        cast: t.cast.clone(),
+        offset: addr - USER_STAND_IN,
+        len: sized.watch.len,
+        access,
+        object_size,
     })
 }
 
@@ -238,5 +318,54 @@ fn member(
             place::types::object_member(pid, source_file, cast, path).map_err(|_| e)
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A user-space target: a raw offset and length, or a member of a type the program's DWARF gives
+    /// (here a stand-in), with the type's size for the allocator's filter.
+    #[test]
+    fn user_targets_resolve_raw_or_by_type() {
+        let types = |cast: &CastType, path: &[ksymwatch_symbols::PathElem]| {
+            if cast.name != "widget" {
+                return Err(format!("no `{cast}`"));
+            }
+            let offset = if path.is_empty() { 0 } else { 48 };
+            let size = if path.is_empty() { 64 } else { 4 };
+            Ok((
+                ksymwatch_symbols::MemberInfo {
+                    offset,
+                    size: Some(size),
+                    type_name: "int".into(),
+                },
+                Some(64),
+            ))
+        };
+        let raw = resolve_user_target("$obj+0x30/4", Access::Write, &types).unwrap();
+        assert_eq!(
+            (raw.offset, raw.len, raw.object_size, raw.cast.is_none()),
+            (48, 4, None, true)
+        );
+        assert_eq!(raw.label(2, 0x5000), "0x5000+0x30#2");
+        let typed =
+            resolve_user_target("(struct widget)$obj.count", Access::Write, &types).unwrap();
+        assert_eq!(
+            (typed.offset, typed.len, typed.object_size),
+            (48, 4, Some(64))
+        );
+        assert_eq!(typed.label(0, 0x5000), "(struct widget)0x5000.count#0");
+        for (bad, says) in [
+            ("(struct gadget)$obj.count", "no `struct gadget`"),
+            ("0x5000", "write `$obj`"),
+            ("$obj.count", "name its type"),
+        ] {
+            let e = resolve_user_target(bad, Access::Write, &types)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 }

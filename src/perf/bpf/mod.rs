@@ -177,7 +177,7 @@ pub fn why_unavailable(err: &io::Error) -> String {
     let setting = std::fs::read_to_string("/proc/sys/kernel/unprivileged_bpf_disabled")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());
-    let creds = crate::perf::privilege::Privilege::current().credentials();
+    let creds = crate::perf::privilege::Privilege::current();
     refused::wording(err, &creds, &setting)
 }
 

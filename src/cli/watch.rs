@@ -5,11 +5,12 @@
 
 use crate::cli::advice;
 use crate::cli::args::WatchArgs;
+use crate::cli::delivery;
 use crate::cli::execute::execute;
 use crate::cli::launch;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::request;
-use crate::config::plan::{Delivery, RealHost};
+use crate::config::plan::RealHost;
 use crate::config::{self};
 use crate::error::Result;
 use crate::model::watch::Access;
@@ -33,10 +34,10 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         Some(prefetch) => execute(plan, prefetch),
         None => {
             print!("{}", plan.describe());
-            // Asked of the kernel as arming would open the events: one per CPU on the hit program's path.
-            let hits = plan.delivery() == Delivery::HitProgram;
-            let targets = arm::targets_of(&plan.scope().arming(), hits);
-            match arm::dry_run(plan.watches(), &plan.cpus().now, targets) {
+            // Asked of the kernel with the events bound as arming would bind them.
+            let binding = delivery::binding(plan.delivery());
+            let scope = plan.scope().arming();
+            match arm::dry_run(plan.watches(), &plan.cpus().now, &scope, binding) {
                 Some(refused) => Err(advice::arming(refused)),
                 None => Ok(0),
             }

@@ -39,6 +39,7 @@ mod live_realtime;
 mod live_refusal;
 mod live_rollback;
 mod live_store_values;
+mod live_thread_values;
 mod live_totals;
 mod live_typed;
 mod live_uprobe;

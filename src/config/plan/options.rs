@@ -183,7 +183,15 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
     if let Some(refused) = decision.refused {
         return Err(Error::not_permitted(refused));
     }
-    let (writers, delivery) = (decision.writers, decision.delivery);
+    // Which path the hits take, decided once the values are known (they are read only where BPF loads).
+    let remove_on_exec = r.remove_on_exec;
+    let delivery = match (decision.program, system) {
+        (true, _) => Delivery::HitProgram,
+        (false, true) => Delivery::Samples,
+        (false, false) if values.read() => Delivery::ThreadProgram { remove_on_exec },
+        (false, false) => Delivery::ThreadSamples { remove_on_exec },
+    };
+    let writers = decision.writers;
     let scope = match scope {
         Scope::Processes(_) => Scope::Processes(pids.clone()),
         other => other,
@@ -250,7 +258,8 @@ fn scope(r: &WatchRequest) -> Result<Scope> {
 /// [`delivery`]'s choices, and what is to be said of them once the checks before them have passed.
 struct Decision {
     writers: Writers,
-    delivery: Delivery,
+    /// The hit program can be used: BPF loads, and no option asks for events per thread.
+    program: bool,
     /// This user may not see the kernel: the watch sees user-space writers only (said on stderr).
     note: Option<String>,
     /// A system-wide watch this process may not open (exit 4).
@@ -276,22 +285,16 @@ fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Decision {
         true => Writers::UserSpaceOnly,
         false => Writers::All,
     };
-    // `--value` and `--if` without BPF are refused once the request is read whole (`Options::check`).
+    // `--value` and `--if` without BPF are refused once the request is read whole (`Options::check`),
+    // which decides the delivery once the values are known.
     let program = hit_program(r.per_event(), || host.bpf());
-    let delivery = match (program, system) {
-        (true, _) => Delivery::HitProgram,
-        (false, true) => Delivery::Samples,
-        (false, false) => Delivery::PerThread {
-            remove_on_exec: r.remove_on_exec,
-        },
-    };
     let refused = match system {
         true => privilege.system_wide().err(),
         false => None,
     };
     Decision {
         writers,
-        delivery,
+        program,
         note,
         refused,
     }

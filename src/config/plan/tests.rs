@@ -391,8 +391,8 @@ fn the_delivery_follows_bpf_and_the_scope() {
     );
     assert_eq!(
         p.delivery(),
-        Delivery::PerThread {
-            remove_on_exec: false
+        Delivery::ThreadSamples {
+            remove_on_exec: false,
         }
     );
     assert!(p
@@ -413,7 +413,8 @@ fn the_hit_program_is_taken_where_bpf_loads_and_nothing_asks_for_events_per_thre
     )));
 }
 
-/// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads.
+/// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads; reading values,
+/// its events run the hit program.
 #[test]
 fn per_thread_options_choose_the_per_thread_path() {
     let mut r = pids(request(&["counter"]), &[100]);
@@ -421,8 +422,8 @@ fn per_thread_options_choose_the_per_thread_path() {
     let p = planned(r, &mut FakeHost::new());
     assert_eq!(
         p.delivery(),
-        Delivery::PerThread {
-            remove_on_exec: false
+        Delivery::ThreadSamples {
+            remove_on_exec: false,
         }
     );
     let mut r = pids(request(&["counter"]), &[100]);
@@ -430,10 +431,25 @@ fn per_thread_options_choose_the_per_thread_path() {
     let p = planned(r, &mut FakeHost::new());
     assert_eq!(
         p.delivery(),
-        Delivery::PerThread {
-            remove_on_exec: true
+        Delivery::ThreadSamples {
+            remove_on_exec: true,
         }
     );
+    // Reading values, every thread's event runs the hit program.
+    let mut r = pids(request(&["counter"]), &[100]);
+    r.per_thread = true;
+    r.value = true;
+    let p = planned(r, &mut FakeHost::new());
+    assert_eq!(
+        p.delivery(),
+        Delivery::ThreadProgram {
+            remove_on_exec: false,
+        }
+    );
+    assert!(p.delivery().hit_program());
+    assert!(p.describe().contains(
+        "# path: one breakpoint per thread, CPU and target, hits emitted by a BPF program"
+    ));
 }
 
 /// `--value`'s olds are seeded at arming only where the hit programs read a process's values (a launched
@@ -453,13 +469,13 @@ fn the_olds_are_decided_once_from_scope_delivery_and_values() {
     let mut launched = valued(request(&["counter"]));
     launched.command = Some(vec!["./app".into()]);
     assert!(olds(launched).seeded);
-    // No process's memory to read system-wide; no value read without --value; the per-thread path's
-    // value programs read the range at every trap.
+    // No process's memory to read system-wide; no value read without --value.
     assert!(!olds(valued(request(&["jiffies"]))).seeded);
     assert!(!olds(pids(request(&["counter"]), &[100])).seeded);
     let mut per_thread = valued(pids(request(&["counter"]), &[100]));
     per_thread.per_thread = true;
-    assert!(!olds(per_thread).seeded);
+    // The per-thread path reading values runs the hit program: seeded as one breakpoint per CPU is.
+    assert!(olds(per_thread).seeded);
     let mut condition = pids(request(&["counter"]), &[100]);
     condition.condition = Some("value == 3".into());
     let decided = olds(condition);

@@ -132,7 +132,7 @@ impl Host for FakeHost {
         }
     }
     fn privilege(&self) -> Privilege {
-        self.privilege.clone()
+        self.privilege
     }
     fn online_cpus(&self) -> io::Result<BTreeSet<u32>> {
         Ok(self.online.clone())
@@ -388,8 +388,8 @@ fn the_delivery_follows_bpf_and_the_scope() {
     );
     assert_eq!(
         p.delivery(),
-        Delivery::PerThread {
-            remove_on_exec: false
+        Delivery::ThreadSamples {
+            remove_on_exec: false,
         }
     );
     assert!(p
@@ -410,7 +410,8 @@ fn the_hit_program_is_taken_where_bpf_loads_and_nothing_asks_for_events_per_thre
     )));
 }
 
-/// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads.
+/// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads; reading values,
+/// its events run the hit program.
 #[test]
 fn per_thread_options_choose_the_per_thread_path() {
     let mut r = pids(request(&["counter"]), &[100]);
@@ -418,8 +419,8 @@ fn per_thread_options_choose_the_per_thread_path() {
     let p = planned(r, &mut FakeHost::new());
     assert_eq!(
         p.delivery(),
-        Delivery::PerThread {
-            remove_on_exec: false
+        Delivery::ThreadSamples {
+            remove_on_exec: false,
         }
     );
     let mut r = pids(request(&["counter"]), &[100]);
@@ -427,10 +428,25 @@ fn per_thread_options_choose_the_per_thread_path() {
     let p = planned(r, &mut FakeHost::new());
     assert_eq!(
         p.delivery(),
-        Delivery::PerThread {
-            remove_on_exec: true
+        Delivery::ThreadSamples {
+            remove_on_exec: true,
         }
     );
+    // Reading values, every thread's event runs the hit program.
+    let mut r = pids(request(&["counter"]), &[100]);
+    r.per_thread = true;
+    r.value = true;
+    let p = planned(r, &mut FakeHost::new());
+    assert_eq!(
+        p.delivery(),
+        Delivery::ThreadProgram {
+            remove_on_exec: false,
+        }
+    );
+    assert!(p.delivery().hit_program());
+    assert!(p.describe().contains(
+        "# path: one breakpoint per thread, CPU and target, hits emitted by a BPF program"
+    ));
 }
 
 /// `--value`'s olds are seeded at arming only where the hit programs read a process's values (a launched
@@ -450,13 +466,13 @@ fn the_olds_are_decided_once_from_scope_delivery_and_values() {
     let mut launched = valued(request(&["counter"]));
     launched.command = Some(vec!["./app".into()]);
     assert!(olds(launched).seeded);
-    // No process's memory to read system-wide; no value read without --value; the per-thread path's
-    // value programs read the range at every trap.
+    // No process's memory to read system-wide; no value read without --value.
     assert!(!olds(valued(request(&["jiffies"]))).seeded);
     assert!(!olds(pids(request(&["counter"]), &[100])).seeded);
     let mut per_thread = valued(pids(request(&["counter"]), &[100]));
     per_thread.per_thread = true;
-    assert!(!olds(per_thread).seeded);
+    // The per-thread path reading values runs the hit program: seeded as one breakpoint per CPU is.
+    assert!(olds(per_thread).seeded);
     let mut condition = pids(request(&["counter"]), &[100]);
     condition.condition = Some("value == 3".into());
     let decided = olds(condition);
@@ -626,6 +642,28 @@ fn an_unprivileged_user_watches_user_space_of_own_processes() {
             .starts_with("system-wide breakpoints need root or CAP_PERFMON"),
         "{e}"
     );
+}
+
+/// A process watch of user-space writers only (no CAP_PERFMON) refuses a kernel address before arming,
+/// naming CAP_SYS_ADMIN (exit 4): the kernel would take no such event (EINVAL), which arming called an
+/// unwatchable address (exit 3). With the kernel visible it is the kernel's to judge.
+#[test]
+fn a_kernel_address_in_a_user_space_only_watch_needs_cap_sys_admin() {
+    let kernel = "0xffffffff82e03e00";
+    let e = refused(
+        pids(request(&[kernel]), &[100]),
+        &mut FakeHost::unprivileged(),
+    );
+    assert_eq!(e.code, ExitCode::NotPermitted);
+    assert!(
+        e.to_string().starts_with(
+            "`0xffffffff82e03e00` is at kernel address 0xffffffff82e03e00, and this watch sees \
+             user-space writers only"
+        ),
+        "{e}"
+    );
+    let p = planned(pids(request(&[kernel]), &[100]), &mut FakeHost::new());
+    assert_eq!(p.writers(), Writers::All);
 }
 
 /// `--percpu-cpu` is for a system-wide watch of a per-CPU variable: refused with `-p`, and refused when no

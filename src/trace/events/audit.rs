@@ -197,7 +197,7 @@ mod tests {
             undecodable: 0,
             filtered: 0,
             other_process: 0,
-            unpaired: 0,
+            repeated: 0,
             beyond_count: 0,
             unprinted_tail: 19_790 - 868,
         };

@@ -306,7 +306,7 @@ pub fn dry_run(
 /// The dry run on `kernel`: the kernel addresses' events prepared and opened as arming opens them
 /// (disabled), then closed at once, never enabled, so nothing is armed. A refusal is explained as
 /// arming's (`watches` being every watch of the plan), exit code and all, when it says what the run
-/// would be told whenever it ran ([`lasting`]).
+/// would be told whenever it ran (`lasting`).
 pub fn dry_run_with<K: Kernel>(
     kernel: &mut K,
     watches: &[Watch],
@@ -906,6 +906,14 @@ mod tests {
         assert_eq!(k.open_now(), 0);
     }
 
+    /// The refusal of arming every one of `watches` CPU-wide on `on` (bare events).
+    fn refused_on_cpus(k: &mut Fake, mut watches: Vec<Watch>, on: &[u32]) -> Refusal {
+        let cfg = EventConfig::bare(1);
+        arm_with(k, &mut watches, &cpus(on), Targets::Cpus, &cfg, Fit::All)
+            .err()
+            .expect("refused")
+    }
+
     /// A refusal for want of a debug register is worded with the registers free once everything opened
     /// was closed again.
     #[test]
@@ -915,17 +923,7 @@ mod tests {
             free_registers: Some(1),
             ..Fake::new()
         };
-        let cfg = EventConfig::bare(1);
-        let r = arm_with(
-            &mut k,
-            &mut watches(2),
-            &cpus(&[0, 1]),
-            Targets::Cpus,
-            &cfg,
-            Fit::All,
-        )
-        .err()
-        .expect("refused");
+        let r = refused_on_cpus(&mut k, watches(2), &[0, 1]);
         assert_eq!(
             k.open_at_facts,
             Some(0),
@@ -1012,19 +1010,16 @@ mod tests {
         assert_eq!(AddressKind::of(w.addr, w.len), AddressKind::Kernel);
         let cfg = EventConfig::bare(1);
         let mut k = refusing(libc::EPERM, &w);
-        let dry = dry_run_with(&mut k, &[w.clone()], &cpus(&[0, 1]), Targets::Cpus, &cfg)
-            .expect("a refusal");
-        assert_eq!((k.open_now(), k.log.borrow().enabled), (0, 0));
-        let real = arm_with(
-            &mut refusing(libc::EPERM, &w),
-            &mut vec![w],
+        let dry = dry_run_with(
+            &mut k,
+            std::slice::from_ref(&w),
             &cpus(&[0, 1]),
             Targets::Cpus,
             &cfg,
-            Fit::All,
         )
-        .err()
-        .expect("refused");
+        .expect("a refusal");
+        assert_eq!((k.open_now(), k.log.borrow().enabled), (0, 0));
+        let real = refused_on_cpus(&mut refusing(libc::EPERM, &w), vec![w], &[0, 1]);
         assert_eq!(dry, real);
         assert_eq!(dry.code, crate::error::ExitCode::NotPermitted);
         assert_eq!(dry.kind.as_str(), "kernel_breakpoints_refused");

@@ -525,7 +525,7 @@ impl WatchPlan {
     }
 
     /// The note for the start: the `--tid`/`--comm` conditions match no thread of the watched processes
-    /// now ([`crate::model::filter::Filter::unmatched`]); every hit is filtered out until one does.
+    /// now (`Filter::unmatched`); every hit is filtered out until one does.
     pub fn unmatched_filter(&self) -> Option<&str> {
         self.unmatched.as_deref()
     }

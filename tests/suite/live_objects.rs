@@ -385,6 +385,7 @@ fn every_source_is_planned_without_tracefs() {
     let Some(no_tracefs) = util::without_tracefs() else {
         return;
     };
+    let _registers = util::quiet_registers();
     let task = TASK_FLAGS;
     for (source, target, want) in [
         ("kmalloc:alloc_pipe_info", PIPE_HEAD, "from kmalloc:alloc_pipe_info, "),

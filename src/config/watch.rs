@@ -2,6 +2,7 @@
 //! can hold. Every rule about what is watchable lives here, so the tracer below never sees a bad range.
 
 use crate::config::advice::Advised;
+use crate::config::objects::ObjectTarget;
 use crate::config::process;
 use crate::error::{Error, Result};
 use crate::model::target::{Base, Target};
@@ -210,6 +211,38 @@ pub(crate) fn sized(
         None => natural_len(addr, room),
     };
     checked(target, access, addr, len, label, warnings)
+}
+
+/// An `--on` target's member, placed by its type on the stand-in object the target was resolved against,
+/// before its watch is sized: the stage plans its source first, then sizes this last ([`Self::sized`]).
+pub struct OnMember {
+    /// The target as given (`text`), parsed with the stand-in's address as `$obj`.
+    pub target: Target,
+    /// Where the member is on the stand-in, and its size when its type says.
+    pub addr: u64,
+    pub size: Option<u64>,
+    /// The whole type's size, which the allocations taken must have.
+    pub object_size: Option<u64>,
+}
+
+impl OnMember {
+    /// The target's watch on each object: the member's offset from `stand_in`, sized as any watch
+    /// ([`sized`]), with what sizing warned about.
+    pub fn sized(self, access: Access, stand_in: u64) -> Result<(ObjectTarget, Vec<String>)> {
+        let t = &self.target;
+        let r = sized(t, access, self.addr, self.size, t.text.clone(), Vec::new())?;
+        Ok((
+            ObjectTarget {
+                text: self.target.text,
+                cast: self.target.cast,
+                offset: self.addr - stand_in,
+                len: r.watch.len,
+                access,
+                object_size: self.object_size,
+            },
+            r.warnings,
+        ))
+    }
 }
 
 /// The checks every watch passes, however it was resolved: a debug register can hold it.

@@ -158,7 +158,7 @@ fn in_groups(name: &str, groups: &[String]) -> String {
 pub enum PointerAt {
     /// The raw tracepoint's argument `index`; `how` says which, for the header (`argument 1, `struct
     /// task_struct *child``); `note`, when it points to a struct or union of another name than the
-    /// target's cast ([`cast_note`]).
+    /// target's cast.
     Arg {
         index: u8,
         how: String,

@@ -53,6 +53,7 @@ use crate::config::flight::Flight;
 use crate::config::objects::{Allocators, ObjectTarget, Source};
 use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
+use crate::config::typed;
 use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
 use crate::model::condition::Condition;
@@ -377,8 +378,17 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
     let o = options::check(request, host)?;
     let mut kernel = kernel::KernelSide::load(&o, host)?;
     let mut scope = o.scope;
-    let watches =
-        process::resolve_watches(&mut scope, o.delivery, &o.cpus, &mut kernel, o.access, host)?;
+    // Each cast target's member, from the types before any process is started or asked.
+    let members = typed::watched_members(&kernel.types, &kernel.targets)?;
+    let watches = process::resolve_watches(
+        &mut scope,
+        o.delivery,
+        &o.cpus,
+        &mut kernel,
+        &members,
+        o.access,
+        host,
+    )?;
     let objects = objects::plan(o.on.as_ref(), &scope, &kernel, o.access, host)?;
     // `--on` watches its objects' slots (it has no target of its own to resolve).
     let watches = objects.as_ref().map_or(watches, ObjectPlan::slots);

@@ -1,11 +1,13 @@
 //! The plan's process stage: the targets resolved where the watch's scope says (the kernel's, from the
 //! kernel stage; each `-p` process, with one address in all of them; a launched command, started and
 //! resolved once its libraries are mapped), and the per-thread path's descriptor budget. Every target is
-//! then moved onto its member by its type, per-CPU copies placed. (`-p`'s pids themselves are checked by
+//! then moved onto its member (found in the types before: [`crate::config::typed::watched_members`]),
+//! per-CPU copies placed. (`-p`'s pids themselves are checked by
 //! the options stage: a thread stands for its process.)
 
+use crate::config::process;
+use crate::config::typed::Member;
 use crate::config::watch::{self, Resolved};
-use crate::config::{process, typed};
 use crate::error::{Error, Result};
 use crate::model::target::Target;
 use crate::model::watch::{Access, PerCpu, Watch};
@@ -16,13 +18,14 @@ use super::kernel::KernelSide;
 use super::{Cpus, Delivery, Scope};
 
 /// Who the watch covers, and each target resolved there (a launched command is started for it), moved
-/// onto its member by its type; first, for running processes on the per-thread path, whether their
-/// threads fit the descriptor limit on `cpus`.
+/// onto its member (`members`, each cast target's, from the types beforehand); first, for running
+/// processes on the per-thread path, whether their threads fit the descriptor limit on `cpus`.
 pub fn resolve_watches(
     scope: &mut Scope,
     delivery: Delivery,
     cpus: &Cpus,
     kernel: &mut KernelSide,
+    members: &[Option<Member>],
     access: Access,
     host: &mut dyn Host,
 ) -> Result<Vec<Watch>> {
@@ -38,8 +41,12 @@ pub fn resolve_watches(
     let resolved = kernel
         .targets
         .iter()
+        .zip(members)
         .zip(resolved)
-        .map(|(t, r)| typed::apply(&kernel.types, t, r, access))
+        .map(|((t, m), r)| match m {
+            Some(m) => watch::moved(t, m, r, access),
+            None => Ok(r),
+        })
         .collect::<Result<Vec<_>>>()?;
     let mut watches: Vec<Watch> = Vec::new();
     for ((r, t), p) in resolved

@@ -525,31 +525,23 @@ fn cast_of(type_name: &str) -> Option<CastType> {
 pub struct Typed {
     /// The target as given, without `/LEN`: the label of its hits.
     pub label: String,
-    pub cast: CastType,
     /// The base as resolved: `0xffff888103a4c000`, or the symbol's name.
     pub base: String,
     pub base_addr: u64,
     /// `.se.vruntime[2]`, empty for the whole object.
     pub path: String,
-    /// Bytes from the base to the watched address: the member's offset plus `+OFF`.
-    pub offset: u64,
+    /// Where the member is: `base_addr` plus its offset.
     pub addr: u64,
-    /// Bytes from the watched address to the end of the member (`None`: BTF does not know, `T[]`).
-    pub size: Option<u64>,
-    /// The member's C type; `None` after `+OFF`, which lands inside it.
-    pub type_name: Option<String>,
-    pub btf: PathBuf,
+    pub member: Member,
     /// Which file placed a symbol base, and whether it is the running kernel (`resolve` fills it).
     pub base_source: Option<String>,
 }
 
 /// A cast target's member in its type, as BTF gives it: where it is from the object's start (the
 /// target's `+OFF` included) and how big, whatever the object's address.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
     pub cast: CastType,
-    /// `.se.vruntime[2]`, empty for the whole object.
-    pub path: String,
     /// Bytes from the object's start to the watched ones: the member's offset plus `+OFF`.
     pub offset: u64,
     /// Bytes from there to the end of the member (`None`: BTF does not know, `T[]`).
@@ -604,7 +596,6 @@ pub fn member(types: &Types, target: &Target, base: &str) -> Result<Member> {
         .ok_or_else(|| watch::overflows(target))?;
     Ok(Member {
         cast: cast.clone(),
-        path: target.path.iter().map(|e| e.to_string()).collect(),
         offset,
         size: m.size.map(|s| s - off),
         type_name: (off == 0).then_some(m.type_name),
@@ -618,15 +609,11 @@ pub fn resolve(types: &Types, target: &Target, base_addr: u64, base: &str) -> Re
     let addr = watch::member_at(target, &m, base_addr)?;
     Ok(Typed {
         label: watch::member_label(target, &m, base),
-        cast: m.cast,
         base: base.to_string(),
         base_addr,
-        path: m.path,
-        offset: m.offset,
+        path: target.path.iter().map(|e| e.to_string()).collect(),
         addr,
-        size: m.size,
-        type_name: m.type_name,
-        btf: m.btf,
+        member: m,
         base_source: None,
     })
 }
@@ -677,15 +664,15 @@ impl Typed {
     pub fn to_json(&self) -> String {
         serde_json::json!({
             "target": self.label,
-            "cast": self.cast.to_string(),
+            "cast": self.member.cast.to_string(),
             "base": self.base,
             "base_addr": format!("0x{:x}", self.base_addr),
             "member": self.path,
-            "offset": self.offset,
+            "offset": self.member.offset,
             "runtime_addr": format!("0x{:x}", self.addr),
-            "size": self.size,
-            "type": self.type_name,
-            "btf": self.btf.to_string_lossy(),
+            "size": self.member.size,
+            "type": self.member.type_name,
+            "btf": self.member.btf.to_string_lossy(),
             "base_source": self.base_source,
         })
         .to_string()
@@ -699,7 +686,7 @@ impl fmt::Display for Typed {
         writeln!(
             f,
             "object:       {} at 0x{:016x}",
-            self.cast, self.base_addr
+            self.member.cast, self.base_addr
         )?;
         if !self.base.starts_with("0x") {
             writeln!(f, "base symbol:  {}", self.base)?;
@@ -709,21 +696,28 @@ impl fmt::Display for Typed {
         } else {
             &self.path
         };
-        writeln!(f, "member:       {member} at offset 0x{:x}", self.offset)?;
+        writeln!(
+            f,
+            "member:       {member} at offset 0x{:x}",
+            self.member.offset
+        )?;
         writeln!(f, "runtime addr: 0x{:016x}", self.addr)?;
         writeln!(
             f,
             "size:         {}",
-            self.size.map_or("unknown".to_string(), |n| n.to_string())
+            self.member
+                .size
+                .map_or("unknown".to_string(), |n| n.to_string())
         )?;
         writeln!(
             f,
             "type:         {}",
-            self.type_name
+            self.member
+                .type_name
                 .as_deref()
                 .unwrap_or("unknown (inside the member)")
         )?;
-        write!(f, "types:        BTF {}", self.btf.display())?;
+        write!(f, "types:        BTF {}", self.member.btf.display())?;
         if let Some(s) = &self.base_source {
             write!(f, "\nsource:       {s}")?;
         }

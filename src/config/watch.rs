@@ -273,7 +273,8 @@ pub fn member_at(target: &Target, m: &typed::Member, base_addr: u64) -> Result<u
 
 /// A member's label: `(CAST)BASE.PATH`, and `+0xOFF` when the target goes on into the member.
 pub fn member_label(target: &Target, m: &typed::Member, base: &str) -> String {
-    let mut label = format!("({}){base}{}", m.cast, m.path);
+    let path: String = target.path.iter().map(|e| e.to_string()).collect();
+    let mut label = format!("({}){base}{path}", m.cast);
     if target.offset > 0 {
         label.push_str(&format!("+0x{:x}", target.offset));
     }

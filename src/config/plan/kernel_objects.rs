@@ -313,7 +313,7 @@ fn resolve_target(types: &Types, text: &str) -> Result<OnMember> {
     Ok(OnMember {
         target: t,
         addr: typed.addr,
-        size: typed.size,
+        size: typed.member.size,
         object_size,
     })
 }

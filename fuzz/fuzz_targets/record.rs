@@ -4,9 +4,6 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let _ = ksymwatch::perf::record::decode(data, ksymwatch::perf::record::SAMPLE_TYPE);
-    // --value's records share the ring: the id peek and the value decoder take the same bytes.
-    let _ = ksymwatch::perf::value_record::sample_identifier(data);
-    let _ = ksymwatch::perf::value_record::decode_value(data);
     // The hit path's ring buffer holds the hit program's records.
     let _ = ksymwatch::perf::hit_record::HitView::parse(data);
     if data.len() >= 8 {

@@ -44,6 +44,11 @@ pub fn program(e: ProgramError) -> Error {
         )),
         ProgramError::Build(asm) => Error::runtime("building the in-kernel program").caused_by(asm),
         e @ ProgramError::Refused { .. } => Error::from_cause(e.code(), e),
+        ProgramError::NoFiringEvent => Error::not_permitted(format!(
+            "--value and --if with --per-thread or --remove-on-exec report each store once only where the \
+             kernel has {}; without those two options (one breakpoint per CPU) they work",
+            crate::perf::bpf::repeats::NEEDS
+        )),
     }
 }
 

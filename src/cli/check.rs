@@ -668,10 +668,9 @@ mod tests {
     /// exit code (4, as `write` of a kernel variable); a refused user address is no watch at all.
     #[test]
     fn kernel_addresses_refused_is_user_space_only() {
-        use crate::perf::denial::Credentials;
         use crate::perf::event::{OpenError, Stage};
         let root = Privilege::ROOT;
-        let creds: Credentials = root.credentials();
+        let creds = root;
         let refused = |addr: u64| {
             let e = OpenError {
                 cpu: 0,

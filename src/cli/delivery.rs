@@ -1,18 +1,20 @@
 //! How a watch's events are to be opened, decided from the plan before anything is opened ([`events`]):
-//! the plan's delivery as the events take it, the BPF programs it attaches (loaded after the session's
-//! other parts are open, [`crate::perf::programs`]), and the sizes of the rings; and what a refusal to
-//! load them says ([`refused`]).
+//! the plan's delivery as the events take it (whom they are bound to, and the BPF programs they attach,
+//! loaded after the session's other parts are open, [`crate::perf::programs`]), and the sizes of the
+//! rings; and what a refusal to load them says ([`refused`]).
 
 use crate::cli::advice;
 use crate::cli::ring_size;
 use crate::config::plan::{Delivery, Scope, WatchPlan, Writers};
 use crate::error::{Error, ExitCode};
 use crate::perf::bpf::hit_set::HitKind;
-use crate::perf::programs::{Checks, Events, HitSet, LoadError, Programs};
+use crate::perf::event::Binding;
+use crate::perf::programs::{Checks, Events, HitSet, LoadError};
 
 /// Every breakpoint event of the watch: its BPF programs ([`programs`]), each hit ring buffer of
 /// `hit_ring_pages` data pages, `--buffer-pages` perf rings.
 pub fn events(plan: &WatchPlan, hit_ring_pages: usize) -> Events<'_> {
+    let delivery = plan.delivery();
     Events {
         ring_pages: plan
             .running()
@@ -25,35 +27,42 @@ pub fn events(plan: &WatchPlan, hit_ring_pages: usize) -> Events<'_> {
             condition: plan.values().condition(),
             filter: plan.filter(),
         },
-        programs: programs(plan, hit_ring_pages),
+        binding: match delivery {
+            Delivery::HitProgram => Binding::Cpus,
+            _ => Binding::Scope {
+                remove_on_exec: delivery.remove_on_exec(),
+            },
+        },
+        programs: programs(plan, delivery, hit_ring_pages),
     }
 }
 
-/// The programs the plan's delivery attaches: the hit programs on the hit path (following the launched
-/// command's children, ending a process's watch at its exec, with the watched processes entered), or
-/// `--value`'s value programs on the per-thread path. `ring_pages`: each hit ring buffer's data pages.
-fn programs(plan: &WatchPlan, ring_pages: usize) -> Programs {
+/// The hit programs the plan's delivery attaches, if any: on one event per CPU they choose the
+/// processes (following the launched command's children, ending a process's watch at its exec, with the
+/// watched processes entered); on the per-thread path the events choose the threads, and the kernel
+/// keeps them across an exec unless `--remove-on-exec` drops them. `ring_pages`: each hit ring buffer's
+/// data pages.
+fn programs(plan: &WatchPlan, delivery: Delivery, ring_pages: usize) -> Option<HitSet> {
     let scope = plan.scope();
-    let values = plan.values();
-    match plan.delivery() {
-        Delivery::HitProgram => Programs::Hits(HitSet {
-            kind: HitKind {
-                processes: !scope.system_wide(),
-                written: values.read(),
-            },
-            ring_pages,
-            count: plan.running().limits().count,
-            follow_children: matches!(scope, Scope::Launched(_)),
-            pids: scope.pids(),
-        }),
-        Delivery::PerThread { remove_on_exec } if values.read() => {
-            Programs::Values { remove_on_exec }
-        }
-        Delivery::PerThread { remove_on_exec } => Programs::None { remove_on_exec },
-        Delivery::Samples => Programs::None {
-            remove_on_exec: false,
+    let processes = match delivery {
+        Delivery::HitProgram => !scope.system_wide(),
+        Delivery::ThreadProgram { .. } => false,
+        Delivery::Samples | Delivery::ThreadSamples { .. } => return None,
+    };
+    Some(HitSet {
+        kind: HitKind {
+            processes,
+            written: plan.values().read(),
+            threads: delivery.per_thread(),
         },
-    }
+        ring_pages,
+        count: plan.running().limits().count,
+        follow_children: processes && matches!(scope, Scope::Launched(_)),
+        pids: match processes {
+            true => scope.pids(),
+            false => Vec::new(),
+        },
+    })
 }
 
 /// A refusal to load the events' programs, as the command line reports it.

@@ -169,8 +169,8 @@ fn hit_ring_pages(plan: &WatchPlan, threads: usize) -> usize {
 /// ([`crate::trace::pace`]).
 fn sort_slack_ns(delivery: Delivery) -> u64 {
     match delivery {
-        Delivery::HitProgram => HIT_SORT_SLACK_NS,
-        Delivery::Samples | Delivery::PerThread { .. } => SORT_SLACK_NS,
+        Delivery::HitProgram | Delivery::ThreadProgram { .. } => HIT_SORT_SLACK_NS,
+        Delivery::Samples | Delivery::ThreadSamples { .. } => SORT_SLACK_NS,
     }
 }
 
@@ -350,10 +350,15 @@ mod tests {
     fn the_sort_slack_follows_the_delivery() {
         assert_eq!(sort_slack_ns(Delivery::HitProgram), HIT_SORT_SLACK_NS);
         assert_eq!(sort_slack_ns(Delivery::Samples), SORT_SLACK_NS);
-        let per_thread = Delivery::PerThread {
+        let per_thread = Delivery::ThreadSamples {
             remove_on_exec: true,
         };
         assert_eq!(sort_slack_ns(per_thread), SORT_SLACK_NS);
+        // Reading values, every thread's event runs the hit program: its records are hit records.
+        let per_thread = Delivery::ThreadProgram {
+            remove_on_exec: true,
+        };
+        assert_eq!(sort_slack_ns(per_thread), HIT_SORT_SLACK_NS);
     }
 
     /// A process watch's processes are read with their names and the kernel's count of their threads; a

@@ -35,15 +35,19 @@ impl Prefetch {
             (true, None) => None,
         };
         let system = writers.is_none();
-        let per_event = request.per_event();
+        // `--per-thread`/`--remove-on-exec` take perf samples unless values are read (their hits then
+        // come from the hit program too); a `--dump-on` condition also reads values, which this
+        // request-only guess leaves to the names read for nothing.
+        let samples = request.per_event() && !request.value && request.condition.is_none();
         let task_scan = std::thread::Builder::new()
             .name("ksymwatch-tasks".into())
             .spawn(move || {
                 // On the hit path every hit record carries its writer's name: reading every task's name
                 // (a second for a process of 100,000 threads) is for perf samples only. Whether hits take
-                // the hit program is answered as the plan's delivery answers it, and whether BPF loads
-                // is asked once per run (here, off the planning's way): this is the plan's answer.
-                let names = !hit_program(per_event, crate::perf::bpf::probe);
+                // the hit program is answered as the plan's delivery answers it (the per-thread options
+                // take perf samples unless values are read, above), and whether BPF loads is asked once
+                // per run (here, off the planning's way): this is the plan's answer.
+                let names = !hit_program(samples, crate::perf::bpf::probe);
                 if !names {
                     // The hit program's load asks where the kernel keeps a task's name (its BTF,
                     // 1-2 ms to open): answered here, it is not on the way to arming.

@@ -137,7 +137,10 @@ fn open(
     };
     let kallsyms = resolver.source().clone();
     match debuginfod::fetch_for_symbol(search, kallsyms, &name, args.symbols.debuginfod)? {
-        fetched @ Source::Vmlinux(_) => symbols::open(fetched, search),
+        // Opened beside the kallsyms just read: it is not read again for the relocation.
+        fetched @ Source::Vmlinux(_) => {
+            Resolver::open_beside(fetched, search, Ok(table)).bad_symbols()
+        }
         _ => Ok(resolver),
     }
 }

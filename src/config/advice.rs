@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use ksymwatch_symbols::debuginfod::Limit;
+use ksymwatch_symbols::debuginfod::{Limit, Need, Unfetched};
 use ksymwatch_symbols::file::Role;
 use ksymwatch_symbols::{Error as SymbolsError, FieldError, LookupError, Remedies, ResolveError};
 
@@ -71,6 +71,7 @@ fn load(error: &SymbolsError, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             )
         }
         SymbolsError::KernelMismatch { .. } => write!(f, "{e}, or pass --force to arm anyway"),
+        SymbolsError::NoVmlinux { need, problem } => no_vmlinux(f, (need, problem), &e),
         SymbolsError::Placeholder { .. } => write!(
             f,
             "{e} and pass --vmlinux /usr/lib/debug/boot/vmlinux-$(uname -r)"
@@ -82,6 +83,33 @@ fn load(error: &SymbolsError, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             None => write!(f, "{e}"),
         },
         _ => write!(f, "{e}"),
+    }
+}
+
+/// [`SymbolsError::NoVmlinux`] with this program's flags: `worded` is the crate's sentence
+/// with them, which a flag ends where the sentence allows; where a flag stands inside it, or the error
+/// beneath has flags of its own, the sentence is this program's.
+fn no_vmlinux(
+    f: &mut fmt::Formatter<'_>,
+    (need, problem): (&Need, &Unfetched),
+    worded: &dyn fmt::Display,
+) -> fmt::Result {
+    let why = need.why(Flags.source_lines());
+    match problem {
+        Unfetched::NoCache => write!(f, "{worded}, or pass --vmlinux FILE"),
+        Unfetched::NoBuildId { .. } => write!(f, "{worded}; pass --vmlinux FILE"),
+        Unfetched::BuildId(e) => write!(
+            f,
+            "{why}, and debuginfod cannot be asked for the running kernel's vmlinux without its \
+             build-id: {}; pass --vmlinux FILE",
+            Advised(&**e)
+        ),
+        Unfetched::NotCached { build_id } => write!(
+            f,
+            "{why}, and --offline forbids fetching the running kernel's vmlinux (build-id {build_id}) \
+             from DEBUGINFOD_URLS; pass --vmlinux FILE, or drop --offline"
+        ),
+        Unfetched::Fetch(e) => write!(f, "{why}: {}; or pass --vmlinux FILE, or --offline", Advised(&**e)),
     }
 }
 
@@ -108,6 +136,12 @@ fn field(e: &FieldError, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 impl fmt::Display for Advised<SymbolsError> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         load(&self.0, f)
+    }
+}
+
+impl fmt::Display for Advised<&SymbolsError> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        load(self.0, f)
     }
 }
 

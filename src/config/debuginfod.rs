@@ -1,19 +1,23 @@
-//! When a command fetches the running kernel's vmlinux from debuginfod: a target names a struct member or
-//! array element (or `--lines` asks for file:line), or a plain symbol that kallsyms lacks because it has
-//! no data symbols (`ksymwatch write jiffies` on a kernel without CONFIG_KALLSYMS_ALL), the symbols come
-//! from a file without DWARF (kallsyms or a System.map), `DEBUGINFOD_URLS` names a server, and `--offline`
-//! is not given. The fetch itself is the symbols crate's ([`ksymwatch_symbols::debuginfod`]); this module
-//! decides, tells the user on stderr what was fetched or taken from the cache, and words failures with
-//! this program's flags.
+//! What a command needs of debuginfod, in this program's terms. The running kernel's vmlinux replaces
+//! the picked source when a target names a struct member or array element (or `--lines` asks for
+//! file:line) and the pick has no DWARF, or when a plain symbol is missing from a kallsyms without data
+//! symbols (`ksymwatch write jiffies` on a kernel without CONFIG_KALLSYMS_ALL), `DEBUGINFOD_URLS` naming a
+//! server. That choice and the fetch are the symbols crate's ([`ksymwatch_symbols::kernel`]); this module
+//! says which targets need DWARF and which names a kallsyms must have, builds the client with this
+//! program's options (`--offline`, `--debuginfod-max-size`, `--debuginfod-timeout`, progress on stderr),
+//! and fetches for `resolve`, telling on stderr what was fetched or taken from the cache. Failures are
+//! worded with this program's flags in [`crate::config::advice`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ksymwatch_symbols::{Debuginfod, Fetched, PathElem, Source, SourceSearch, SymbolTable};
+use ksymwatch_symbols::debuginfod::Need;
+use ksymwatch_symbols::kernel::{self, Delivered, Fetcher};
+use ksymwatch_symbols::{PathElem, Source, SourceSearch, SymbolTable};
 
-use crate::config::advice::Advised;
+use crate::config::advice::SymbolsContext;
 use crate::config::progress::Bars;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::target::{Base, Target};
 
 /// Suffixes compilers add to a symbol's name (`counter.lto.7`, `f.isra.0`, `__key.123`): a dotted target
@@ -50,26 +54,52 @@ pub fn needs_dwarf(target: &Target) -> bool {
     })
 }
 
+/// Each symbol among kernel `targets` as the names it may be (longest first): what a kallsyms without data
+/// symbols is checked for ([`ksymwatch_symbols::kernel::missing_data_symbol`]). Addresses and module
+/// symbols (`MOD:SYM`) are left out: a vmlinux does not have the latter either.
+pub fn data_symbols(targets: &[Target]) -> Vec<Vec<String>> {
+    targets
+        .iter()
+        .filter(|t| matches!(t.base, Base::Symbol { .. }) && t.kernel_module().is_none())
+        .map(|t| t.symbol_splits().into_iter().map(|(n, _)| n).collect())
+        .collect()
+}
+
 /// The first symbol among `targets` that `table` cannot have because it holds no data symbols (a kallsyms
-/// without CONFIG_KALLSYMS_ALL): a name none of whose splits is in the table. Module symbols (`MOD:SYM`)
-/// are left out: a vmlinux does not have them either.
+/// without CONFIG_KALLSYMS_ALL): a name none of whose splits is in the table.
 pub fn missing_data_symbol(table: &SymbolTable, targets: &[Target]) -> Option<String> {
-    if table.has_data_symbols() {
-        return None;
+    kernel::missing_data_symbol(table, &data_symbols(targets))
+}
+
+/// How this command may fetch the running kernel's vmlinux: the client `DEBUGINFOD_URLS` names, with
+/// progress bars on stderr, the command's limits, and its temporary file removed on a stop signal.
+pub fn fetcher(opts: Options) -> Fetcher {
+    match Fetcher::from_env(opts.offline) {
+        Fetcher::Client {
+            client,
+            offline: false,
+        } => {
+            let mut client = client
+                .with_progress(Arc::new(Bars::stderr()))
+                .with_interrupt_cleanup(true);
+            if let Some(n) = opts.max_size {
+                client = client.with_max_size(n);
+            }
+            if let Some(d) = opts.deadline {
+                client = client.with_deadline(d);
+            }
+            Fetcher::Client {
+                client,
+                offline: false,
+            }
+        }
+        other => other,
     }
-    targets.iter().find_map(|t| {
-        if !matches!(t.base, Base::Symbol { .. }) || t.kernel_module().is_some() {
-            return None;
-        }
-        let splits = t.symbol_splits();
-        if splits
-            .iter()
-            .any(|(n, _)| table.by_name(n).next().is_some())
-        {
-            return None;
-        }
-        splits.last().map(|(n, _)| n.clone())
-    })
+}
+
+/// Tells on stderr what debuginfod delivered (fetched, or found in its cache).
+pub fn tell(delivered: &Delivered) {
+    crate::stderr::line(format_args!("ksymwatch: debuginfod: {delivered}"));
 }
 
 /// The source to use: `picked` itself unless DWARF is needed and `picked` has none, in which case the
@@ -84,9 +114,11 @@ pub fn fetch_if_needed(
     if !needs_dwarf || matches!(picked, Source::Vmlinux(_)) {
         return Ok(picked);
     }
-    let why = format!("struct fields and --lines need DWARF, which {picked} does not have");
     // Without a server, the caller's "needs DWARF" error says what to do (it names DEBUGINFOD_URLS).
-    Ok(fetch_running(search, &why, opts)?.unwrap_or(picked))
+    let need = Need::Dwarf {
+        picked: picked.clone(),
+    };
+    fetch(search, need, opts).map(|v| v.unwrap_or(picked))
 }
 
 /// For a symbol `name` that `picked` (kallsyms without data symbols) lacks: the running kernel's vmlinux
@@ -101,85 +133,20 @@ pub fn fetch_for_symbol(
     if matches!(picked, Source::Vmlinux(_)) {
         return Ok(picked);
     }
-    let why = format!(
-        "symbol `{name}` is not in {picked}, which has no data symbols (CONFIG_KALLSYMS_ALL is off)"
-    );
-    Ok(fetch_running(search, &why, opts)?.unwrap_or(picked))
+    let need = Need::DataSymbol {
+        name: name.to_string(),
+        picked: picked.clone(),
+    };
+    fetch(search, need, opts).map(|v| v.unwrap_or(picked))
 }
 
-/// The running kernel's vmlinux from the debuginfod cache or servers, `why` being the reason it is
-/// needed (for the errors); `None` when `DEBUGINFOD_URLS` names no server.
-fn fetch_running(search: &mut SourceSearch, why: &str, opts: Options) -> Result<Option<Source>> {
-    let Some(client) = Debuginfod::from_env() else {
-        let urls = std::env::var(ksymwatch_symbols::debuginfod::URLS_ENV).unwrap_or_default();
-        if !ksymwatch_symbols::debuginfod::parse_urls(&urls).is_empty() {
-            return Err(Error::usage(format!(
-                "{why}, and DEBUGINFOD_URLS is set but there is no debuginfod cache to fetch into \
-                 (DEBUGINFOD_CACHE_PATH, XDG_CACHE_HOME and HOME are unset); set DEBUGINFOD_CACHE_PATH, \
-                 or pass --vmlinux FILE"
-            )));
-        }
-        return Ok(None);
-    };
-    let id = match search.running_build_id() {
-        Ok(Some(id)) => id.clone(),
-        Ok(None) => {
-            return Err(Error::usage(format!(
-            "{why}, and debuginfod cannot be asked for the running kernel's vmlinux: {} holds no \
-                 build-id; pass --vmlinux FILE",
-            search.notes.display()
-        )))
-        }
-        Err(e) => {
-            return Err(Error::usage(format!(
-            "{why}, and debuginfod cannot be asked for the running kernel's vmlinux without its \
-                 build-id: {}; pass --vmlinux FILE",
-            Advised(e)
-        )))
-        }
-    };
-    let fetched = if opts.offline {
-        // The cache is a local file: --offline only forbids the network.
-        match Debuginfod::cached(client.cache_dir(), &id) {
-            Some(p) => Fetched::Cached(p),
-            None => {
-                return Err(Error::usage(format!(
-                    "{why}, and --offline forbids fetching the running kernel's vmlinux (build-id {id}) \
-                     from DEBUGINFOD_URLS; pass --vmlinux FILE, or drop --offline"
-                )))
-            }
-        }
-    } else {
-        let mut client = client
-            .with_progress(Arc::new(Bars::stderr()))
-            .with_interrupt_cleanup(true);
-        if let Some(n) = opts.max_size {
-            client = client.with_max_size(n);
-        }
-        if let Some(d) = opts.deadline {
-            client = client.with_deadline(d);
-        }
-        client.fetch(&id).map_err(|e| {
-            Error::usage(format!(
-                "{why}: {}; or pass --vmlinux FILE, or --offline",
-                Advised(e)
-            ))
-        })?
-    };
-    match &fetched {
-        Fetched::Cached(p) => crate::stderr::line(format_args!(
-            "ksymwatch: debuginfod: the running kernel's vmlinux (build-id {id}) from the cache: {}",
-            p.display()
-        )),
-        Fetched::Downloaded { path, bytes, from } => crate::stderr::line(format_args!(
-            "ksymwatch: debuginfod: fetched the running kernel's vmlinux (build-id {id}, {bytes} bytes) from {from} \
-             into {}",
-            path.display()
-        )),
-    }
-    let path = fetched.path().to_path_buf();
-    search.vmlinux = Some(path.clone());
-    Ok(Some(Source::Vmlinux(path)))
+/// The running kernel's vmlinux for `need`, told on stderr; `None` without a server.
+fn fetch(search: &mut SourceSearch, need: Need, opts: Options) -> Result<Option<Source>> {
+    let delivered = kernel::fetch_running(search, need, &fetcher(opts)).bad_symbols()?;
+    Ok(delivered.map(|d| {
+        tell(&d);
+        Source::Vmlinux(d.fetched.path().to_path_buf())
+    }))
 }
 
 /// A `--debuginfod-max-size` value: bytes, or a number with K, M, G or T (powers of 1024; `KiB`, `MB`

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use ksymwatch_symbols::{
-    cache, Kaslr, KernelMatch, LookupError, MismatchPolicy, NoProgress, Origin, ResolveError,
+    cache, kernel, Kaslr, KernelMatch, LookupError, NoProgress, Origin, ResolveError,
     ResolveOptions, Resolved, Resolver, Source, SourceSearch, SymbolCache, SymbolTable, Symbolized,
     VmlinuxLines,
 };
@@ -28,46 +28,18 @@ pub const DEFAULT_NOTES: &str = "/sys/kernel/notes";
 /// Overrides where the parsed kallsyms is cached (tests and benchmarks point it at a directory of their own).
 pub const CACHE_DIR_ENV: &str = "KSYMWATCH_CACHE_DIR";
 
-/// The running kernel's symbols from `search.kallsyms`. With `cache`, and only when kallsyms and notes are
-/// the real files (a made-up kernel must neither use nor overwrite the real one's cache), through the cache
-/// of [`ksymwatch_symbols::cache`], in `$KSYMWATCH_CACHE_DIR` or its default directory, keyed by the
-/// search's build-id (read once for the source search, the debuginfod fetch and the cache alike).
-pub fn running_kallsyms(
-    search: &SourceSearch,
-    cache: bool,
-) -> std::result::Result<(SymbolTable, Origin), ksymwatch_symbols::Error> {
+/// The symbol cache the running kernel's kallsyms is read through when `enabled`: only when kallsyms and
+/// notes are the real files (a made-up kernel must neither use nor overwrite the real one's cache), in
+/// `$KSYMWATCH_CACHE_DIR` or the cache's default directory ([`ksymwatch_symbols::cache`]).
+pub fn cache(search: &SourceSearch, enabled: bool) -> Option<SymbolCache> {
     let real =
         search.kallsyms == Path::new(DEFAULT_KALLSYMS) && search.notes == Path::new(DEFAULT_NOTES);
-    let cache = (cache && real).then(|| {
+    (enabled && real).then(|| {
         let dir = std::env::var_os(CACHE_DIR_ENV)
             .filter(|d| !d.is_empty())
             .map_or_else(|| PathBuf::from(cache::DEFAULT_DIR), PathBuf::from);
         SymbolCache::new(dir)
-    });
-    // Unreadable notes leave the key without a build-id, as a kernel without one.
-    let build_id = match &cache {
-        Some(_) => search.running_build_id().ok().flatten(),
-        None => None,
-    };
-    cache::load_kallsyms(&search.kallsyms, build_id, cache.as_ref())
-}
-
-/// The running kernel's kallsyms for a watch: through the symbol cache when `cache` allows it. For a
-/// watch of user-space writers only (`user_only`), kernel pointers hidden from this user (kptr_restrict)
-/// leave an empty table instead of an error, since no kernel frame is ever recorded.
-pub fn watch_kallsyms(
-    search: &SourceSearch,
-    cache: bool,
-    user_only: bool,
-) -> Result<(SymbolTable, Origin)> {
-    if user_only {
-        if let Err(ksymwatch_symbols::Error::ZeroedAddresses { .. }) =
-            running_kallsyms(search, false)
-        {
-            return Ok((SymbolTable::new(Vec::new(), false), Origin::Parsed));
-        }
-    }
-    running_kallsyms(search, cache).bad_symbols()
+    })
 }
 
 /// The running kernel's kallsyms, read the first time a kernel frame is named: a watch of a process's
@@ -99,7 +71,8 @@ impl LazyKallsyms {
             let mut search = SourceSearch::with_root("/", None);
             search.kallsyms = self.kallsyms.clone();
             search.notes = self.notes.clone();
-            running_kallsyms(&search, self.cache).unwrap_or_else(|e| {
+            let cache = cache(&search, self.cache);
+            kernel::running_kallsyms(&search, cache.as_ref()).unwrap_or_else(|e| {
                 crate::stderr::line(format_args!(
                     "ksymwatch: warning: kernel frames stay unnamed: {}",
                     Advised(e)
@@ -366,30 +339,22 @@ pub struct FileSymbols {
 }
 
 impl FileSymbols {
-    /// Opens the file and applies the mismatch policy: a file proven not to be this kernel is refused
-    /// (exit 2) unless `force`. `cache`: the running kernel's kallsyms may come from the symbol cache.
-    pub fn open(
-        source: Source,
-        search: &SourceSearch,
-        force: bool,
-        cache: bool,
-    ) -> Result<FileSymbols> {
-        let resolver = open(source, search)?;
-        if !force {
-            resolver.check(MismatchPolicy::Refuse).bad_symbols()?;
+    /// A vmlinux or System.map as the symbols crate loaded it ([`kernel::Loaded::File`]), beside the
+    /// running kernel's kallsyms read from `kallsyms` (or why it could not be); `forced`: armed under
+    /// `--force`.
+    pub fn new(
+        resolver: Box<Resolver>,
+        running: std::result::Result<SymbolTable, ksymwatch_symbols::Error>,
+        kallsyms: &Path,
+        forced: bool,
+    ) -> FileSymbols {
+        FileSymbols {
+            resolver: *resolver,
+            // Unreadable kallsyms costs only call-chain names (see `chains`).
+            running: running.map_err(|e| Advised(e).to_string()),
+            kallsyms: kallsyms.to_path_buf(),
+            forced,
         }
-        let running = match running_kallsyms(search, cache) {
-            // Unreadable kallsyms costs only call-chain names (see `chains`); a device or FIFO named as
-            // kallsyms is a mistake on the command line.
-            Err(e) if e.is_wrong_file() => return Err(e).bad_symbols(),
-            r => r.map(|(t, _)| t).map_err(|e| Advised(e).to_string()),
-        };
-        Ok(FileSymbols {
-            resolver,
-            running,
-            kallsyms: search.kallsyms.clone(),
-            forced: force,
-        })
     }
 
     /// Resolves every target to a watch at a runtime address. When the file's addresses are not provably
@@ -451,17 +416,12 @@ impl FileSymbols {
         Ok(out)
     }
 
-    /// The table call chains are symbolized with: kallsyms when readable, else the file's own.
+    /// The table call chains are symbolized with: kallsyms when readable, else the file's own (loaded
+    /// with the file, and said then: [`ksymwatch_symbols::kernel::Loaded::File`]).
     pub fn chains(&self) -> Result<&SymbolTable> {
         match &self.running {
             Ok(t) => Ok(t),
-            Err(why) => {
-                crate::stderr::line(format_args!(
-                    "ksymwatch: warning: call chains from {} instead of kallsyms ({why})",
-                    self.resolver.source()
-                ));
-                self.resolver.table().bad_symbols()
-            }
+            Err(_) => self.resolver.table().bad_symbols(),
         }
     }
 
@@ -481,13 +441,8 @@ impl FileSymbols {
         s
     }
 
-    /// `--lines`, checked: the vmlinux's line tables are built (and kept for [`FileSymbols::line_source`]),
-    /// so a file without them fails before anything else is said or armed.
-    pub fn check_lines(&self) -> Result<()> {
-        VmlinuxLines::new(&self.resolver).bad_symbols().map(|_| ())
-    }
-
-    /// `--lines`: the vmlinux's line tables, built now so a file without them fails before arming.
+    /// `--lines`: the vmlinux's line tables (built as the file was loaded, so a file without them has
+    /// failed before arming).
     pub fn line_source(&self) -> Result<VmlinuxLines<'_>> {
         let lines = VmlinuxLines::new(&self.resolver).bad_symbols()?;
         if self.resolver.kernel_match().is_mismatch() {

@@ -21,17 +21,17 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use crate::model::scope::Scope;
 use crate::model::watch::Watch;
 use crate::perf::event::{
-    Bind, CpuEvent, Delivery, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
+    Bind, Binding, CpuEvent, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
 };
 use crate::perf::privilege::Privilege;
 use crate::perf::probe;
 use crate::perf::refusal::{explain_as, Facts, Kind, Refusal};
 
-/// Who the events are opened for on `delivery`: on the hit path the program chooses the processes in the
-/// kernel, so there is one event per CPU whatever the scope.
-pub fn targets(scope: &Scope, delivery: &Delivery) -> Targets {
+/// Who the events are opened for, bound as `binding`: where the program chooses the processes in the
+/// kernel, one event per CPU whatever the scope.
+pub fn targets(scope: &Scope, binding: Binding) -> Targets {
     match scope {
-        _ if matches!(delivery, Delivery::Hits(_)) => Targets::Cpus,
+        _ if binding == Binding::Cpus => Targets::Cpus,
         Scope::System => Targets::Cpus,
         Scope::Launched(pid) => Targets::Task(*pid),
         Scope::Processes(pids) => Targets::Threads(pids.clone()),
@@ -117,7 +117,7 @@ impl Kernel for Perf<'_> {
 
     fn facts(&mut self, e: &OpenError) -> Facts {
         Facts {
-            creds: Privilege::current().credentials(),
+            creds: Privilege::current(),
             free_registers: probe::free_after(e),
         }
     }
@@ -193,7 +193,7 @@ pub fn arm_in(
     cfg: &EventConfig,
     fit: Fit,
 ) -> Result<Armed, Refusal> {
-    let targets = targets(scope, &cfg.delivery);
+    let targets = targets(scope, cfg.binding);
     arm_with(&mut Perf { cfg }, watches, cpus, targets, cfg, fit)
 }
 
@@ -301,7 +301,7 @@ pub fn open_cpu_in(
     let set = Prepared::new(
         watches,
         &BTreeSet::from([cpu]),
-        targets(scope, &cfg.delivery),
+        targets(scope, cfg.binding),
         cfg,
     );
     open_cpu(&set, cpu, &mut Perf { cfg })
@@ -333,7 +333,11 @@ fn open_cpus<K: Kernel>(
 }
 
 /// One ring per CPU and watch, fed by every thread of `pids` on that CPU; the thread list is read again
-/// until a reading has no thread left to arm.
+/// until a reading has no thread left to arm. Each event's program is attached as it is opened, so once a
+/// reading finds no new thread, every thread alive has an event of its own with the program (the hit
+/// path's decoder relies on it to drop the samples of copies without one). A thread first seen after the
+/// first reading that has no debug register left is armed by the copies it inherited (see the match
+/// below), not refused.
 fn open_threads<K: Kernel>(
     set: &Prepared,
     pids: &[u32],
@@ -341,7 +345,7 @@ fn open_threads<K: Kernel>(
 ) -> Result<Vec<K::Ring>, OpenError> {
     let mut rings: BTreeMap<(u32, usize), K::Ring> = BTreeMap::new();
     let mut done = HashSet::new();
-    for _ in 0..MAX_THREAD_READINGS {
+    for reading in 0..MAX_THREAD_READINGS {
         let fresh: Vec<u32> = kernel
             .threads(pids)
             .into_iter()
@@ -364,6 +368,12 @@ fn open_threads<K: Kernel>(
                         Ok(()) => {}
                         // Exited while being armed: its events, if any, can never fire.
                         Err(e) if e.thread_gone() => break 'cpus,
+                        // Made while the watch was being armed, by a thread whose events were open: it
+                        // inherited copies of them, and one made by a thread that had both its own and
+                        // copies inherits all of them, so a few generations on a thread holds every
+                        // debug register its CPU gives it. Those copies cover it (with the program: at
+                        // most one of them was made between its event's open and attach).
+                        Err(e) if reading > 0 && e.out_of_registers() => {}
                         Err(e) => return Err(e),
                     }
                 }
@@ -442,6 +452,7 @@ mod tests {
         fail_cpu: Option<(u32, i32)>,
         fail_enable: Option<u32>,
         gone: Vec<u32>,
+        full: Vec<u32>,
         readings: Vec<Vec<u32>>,
         free: Result<usize, i32>,
         free_registers: Option<u32>,
@@ -455,6 +466,7 @@ mod tests {
                 fail_cpu: None,
                 fail_enable: None,
                 gone: Vec::new(),
+                full: Vec::new(),
                 readings: Vec::new(),
                 free: Ok(4),
                 free_registers: None,
@@ -491,6 +503,9 @@ mod tests {
                 (_, Bind::Task(t)) if self.gone.contains(&t) => {
                     return Err(refused(spec.cpu, bind, Stage::Open, libc::ESRCH))
                 }
+                (_, Bind::Task(t)) if self.full.contains(&t) => {
+                    return Err(refused(spec.cpu, bind, Stage::Open, libc::ENOSPC))
+                }
                 _ => {}
             }
             self.log.borrow_mut().open += 1;
@@ -513,6 +528,14 @@ mod tests {
         ) -> Result<(), OpenError> {
             if self.gone.contains(&tid) {
                 return Err(refused(spec.cpu, Bind::Task(tid), Stage::Open, libc::ESRCH));
+            }
+            if self.full.contains(&tid) {
+                return Err(refused(
+                    spec.cpu,
+                    Bind::Task(tid),
+                    Stage::Open,
+                    libc::ENOSPC,
+                ));
             }
             ring.tids.push(tid);
             Ok(())
@@ -553,7 +576,7 @@ mod tests {
         fn facts(&mut self, _: &OpenError) -> Facts {
             self.open_at_facts = Some(self.open_now());
             Facts {
-                creds: Privilege::current().credentials(),
+                creds: Privilege::current(),
                 free_registers: self.free_registers,
             }
         }
@@ -683,6 +706,34 @@ mod tests {
             ]
         );
         assert!(armed.went_offline.is_empty());
+    }
+
+    /// A thread first seen after the first reading with no debug register left holds copies of the
+    /// armed threads' events: it is armed as it is. One of the first reading's is refused (its registers
+    /// are someone else's).
+    #[test]
+    fn a_thread_made_while_arming_with_no_register_left_is_covered_by_its_copies() {
+        let mut k = Fake {
+            readings: vec![vec![10], vec![10, 12, 13]],
+            full: vec![12],
+            ..Fake::new()
+        };
+        let armed = arm_set(&set(1, &[0, 1], Targets::Threads(vec![10])), &mut k).expect("armed");
+        assert!(armed.events.iter().all(|r| r.tids == [10, 13]));
+        let mut k = Fake {
+            readings: vec![vec![10, 12]],
+            full: vec![12],
+            ..Fake::new()
+        };
+        let err = arm_set(&set(1, &[0, 1], Targets::Threads(vec![10])), &mut k).err();
+        let Some(Failure::Open(e)) = err else {
+            panic!("refused: {err:?}")
+        };
+        assert_eq!(
+            (e.tid, e.err.raw_os_error()),
+            (Some(12), Some(libc::ENOSPC))
+        );
+        assert_eq!(k.open_now(), 0, "rolled back");
     }
 
     #[test]
@@ -816,13 +867,13 @@ mod tests {
 
     #[test]
     fn the_scope_decides_the_targets_off_the_hit_path() {
-        let samples = Delivery::Samples {
+        let samples = Binding::Scope {
             remove_on_exec: false,
         };
-        assert_eq!(targets(&Scope::System, &samples), Targets::Cpus);
-        assert_eq!(targets(&Scope::Launched(7), &samples), Targets::Task(7));
+        assert_eq!(targets(&Scope::System, samples), Targets::Cpus);
+        assert_eq!(targets(&Scope::Launched(7), samples), Targets::Task(7));
         assert_eq!(
-            targets(&Scope::Processes(vec![7, 8]), &samples),
+            targets(&Scope::Processes(vec![7, 8]), samples),
             Targets::Threads(vec![7, 8])
         );
     }

@@ -1,6 +1,6 @@
 //! Which of the kernel's rules refused a breakpoint with EPERM or EACCES, and how to say so: a pure
 //! function of the errno, the kind of address (x86-64's kernel or user half), the process's
-//! [`Credentials`] (root or not, CAP_SYS_ADMIN, CAP_PERFMON, counted only in the initial user namespace,
+//! [`Privilege`] (root or not, CAP_SYS_ADMIN, CAP_PERFMON, counted only in the initial user namespace,
 //! kernel.perf_event_paranoid) and whether the event is CPU-wide or bound to one thread, so that every
 //! combination is tested without a kernel. Root refused for a missing capability is root whose
 //! capabilities were dropped (capsh, a service's or a container's capability set): it is told which one
@@ -54,10 +54,10 @@ pub enum Scope {
     Thread,
 }
 
-pub use crate::perf::credentials::Credentials;
+use crate::perf::privilege::Privilege;
 
 /// The kernel's perf checks let a process with `creds` open a CPU-wide event that counts the kernel.
-fn cpu_wide_allowed(creds: &Credentials) -> bool {
+fn cpu_wide_allowed(creds: &Privilege) -> bool {
     creds.perfmon() || creds.paranoid.is_some_and(|p| p < 0)
 }
 
@@ -95,7 +95,7 @@ pub fn classify(
     errno: i32,
     kind: Option<AddressKind>,
     scope: Scope,
-    creds: &Credentials,
+    creds: &Privilege,
 ) -> Option<Denial> {
     if errno != libc::EPERM && errno != libc::EACCES {
         return None;
@@ -128,7 +128,7 @@ pub struct Refused<'a> {
     pub errno: i32,
     pub bp: Option<(u64, u8)>,
     pub scope: Scope,
-    pub creds: Credentials,
+    pub creds: Privilege,
 }
 
 /// The wording of an EPERM/EACCES refusal ([`classify`]'s rule, in words); `None` for any other errno.
@@ -160,29 +160,12 @@ pub fn word(r: &Refused<'_>) -> Option<Worded> {
             ),
         ),
         Denial::NeedsCapSysAdmin => {
-            let creds = &r.creds;
-            let why = if creds.cap_sys_admin {
-                "which counts only in the initial user namespace, and this process holds it in a user \
-                 namespace of its own (a container)"
-            } else if creds.host_root() {
-                "which this process does not have: it runs as root, but without CAP_SYS_ADMIN in its \
-                 effective capabilities (dropped by capsh, or a service's or a container's capability set)"
-            } else {
-                "which this process does not have"
-            };
-            let remedy = if !creds.initial_user_ns {
-                "run it on the host (in the initial user namespace) with CAP_SYS_ADMIN"
-            } else if creds.host_root() {
-                "run it with CAP_SYS_ADMIN kept"
-            } else {
-                "run as root with CAP_SYS_ADMIN"
-            };
+            let (why, remedy) = without_cap_sys_admin(&r.creds);
             (
                 format!(
-                    "{who}: not permitted to set a breakpoint on kernel address {at} ({err}): kernel \
-                     addresses need CAP_SYS_ADMIN (CAP_PERFMON is not enough), {why}"
+                    "{who}: not permitted to set a breakpoint on kernel address {at} ({err}): {why}"
                 ),
-                format!("{remedy}; user-space watches (`-p PID`, `-- CMD`) do not need it"),
+                remedy,
             )
         }
         Denial::RefusedByPolicy => {
@@ -254,6 +237,47 @@ pub fn word(r: &Refused<'_>) -> Option<Worded> {
         what,
         remedy,
     })
+}
+
+/// Why a process with `creds` may not set a breakpoint on a kernel address, and what would let it: the
+/// clause after the refusal (`kernel addresses need CAP_SYS_ADMIN ..., which this process does not
+/// have`), and the remedy.
+fn without_cap_sys_admin(creds: &Privilege) -> (String, String) {
+    let why = if creds.cap_sys_admin {
+        "which counts only in the initial user namespace, and this process holds it in a user namespace \
+         of its own (a container)"
+    } else if creds.host_root() {
+        "which this process does not have: it runs as root, but without CAP_SYS_ADMIN in its effective \
+         capabilities (dropped by capsh, or a service's or a container's capability set)"
+    } else {
+        "which this process does not have"
+    };
+    let remedy = if !creds.initial_user_ns {
+        "run it on the host (in the initial user namespace) with CAP_SYS_ADMIN"
+    } else if creds.host_root() {
+        "run it with CAP_SYS_ADMIN kept"
+    } else {
+        "run as root with CAP_SYS_ADMIN"
+    };
+    (
+        format!("kernel addresses need CAP_SYS_ADMIN (CAP_PERFMON is not enough), {why}"),
+        format!("{remedy}; user-space watches (`-p PID`, `-- CMD`) do not need it"),
+    )
+}
+
+/// The refusal of target `label` at kernel address `addr` in a watch whose events exclude the kernel
+/// (a process watch without CAP_PERFMON at perf_event_paranoid 2: user-space writers only). Such an event
+/// on a kernel address is EINVAL to the kernel, which arming would have called an unwatchable address;
+/// the want is CAP_SYS_ADMIN, said before anything is armed.
+pub fn kernel_address_in_user_space_watch(label: &str, addr: u64, creds: &Privilege) -> String {
+    let (why, remedy) = without_cap_sys_admin(creds);
+    format!(
+        "`{label}` is at kernel address 0x{addr:x}, and this watch sees user-space writers only (no \
+         CAP_PERFMON, kernel.perf_event_paranoid is {}): {why}; {remedy}",
+        creds
+            .paranoid
+            .map_or("unreadable".to_string(), |p| p.to_string())
+    )
 }
 
 #[cfg(test)]
@@ -365,7 +389,7 @@ mod tests {
                 assert!(!line.contains("grant CAP_PERFMON"), "{ctx}");
                 // Root on the host lacks it only because it was dropped: told to keep it, never to run
                 // as root; a container's root is sent to the host.
-                let dropped = c.creds.root && c.creds.initial_user_ns && !c.creds.cap_sys_admin;
+                let dropped = c.creds.root() && c.creds.initial_user_ns && !c.creds.cap_sys_admin;
                 assert_eq!(
                     line.contains(
                         "runs as root, but without CAP_SYS_ADMIN in its effective capabilities"
@@ -392,7 +416,7 @@ mod tests {
                 let paranoid = c.creds.paranoid.map_or("unknown".into(), |p| p.to_string());
                 // Root on the host without CAP_PERFMON (or CAP_SYS_ADMIN) had them dropped: it is told
                 // to keep CAP_PERFMON; everyone else gets the privilege advice as before.
-                let dropped = c.creds.root
+                let dropped = c.creds.root()
                     && c.creds.initial_user_ns
                     && !c.creds.cap_perfmon
                     && !c.creds.cap_sys_admin;
@@ -442,8 +466,8 @@ mod tests {
                                 errno,
                                 bp,
                                 scope,
-                                creds: Credentials {
-                                    root: bits & 8 != 0,
+                                creds: Privilege {
+                                    euid: if bits & 8 != 0 { 0 } else { 1000 },
                                     cap_sys_admin: bits & 1 != 0,
                                     cap_perfmon: bits & 2 != 0,
                                     cap_bpf: false,
@@ -459,17 +483,29 @@ mod tests {
         all
     }
 
+    /// A kernel address in a watch of user-space writers only is refused for the privilege it lacks.
+    #[test]
+    fn a_kernel_address_in_a_user_space_watch_needs_cap_sys_admin() {
+        assert_eq!(
+            kernel_address_in_user_space_watch("0xffffffff82e03e00", KERNEL.0, &Privilege::NOBODY),
+            "`0xffffffff82e03e00` is at kernel address 0xffffffff82e03e00, and this watch sees user-space \
+             writers only (no CAP_PERFMON, kernel.perf_event_paranoid is 2): kernel addresses need \
+             CAP_SYS_ADMIN (CAP_PERFMON is not enough), which this process does not have; run as root \
+             with CAP_SYS_ADMIN; user-space watches (`-p PID`, `-- CMD`) do not need it"
+        );
+    }
+
     /// The cases the issues name, as whole lines.
     #[test]
     fn the_named_cases_read_in_full() {
-        let root = Credentials::ROOT;
+        let root = Privilege::ROOT;
         // Root whose CAP_SYS_ADMIN was dropped (`capsh --drop=cap_sys_admin`), and a user without it.
-        let dropped = Credentials {
+        let dropped = Privilege {
             cap_sys_admin: false,
             ..root
         };
-        let no_admin = Credentials {
-            root: false,
+        let no_admin = Privilege {
+            euid: 1000,
             ..dropped
         };
         // The whole line a refusal of `bp` with `creds` reads: what happened, then the remedy.
@@ -509,7 +545,7 @@ mod tests {
              effective capabilities (dropped by capsh, or a service's or a container's capability set); \
              run it with CAP_SYS_ADMIN kept; user-space watches (`-p PID`, `-- CMD`) do not need it"
         );
-        let nobody = Credentials::NOBODY;
+        let nobody = Privilege::NOBODY;
         assert_eq!(
             line(USER, nobody),
             "cpu 0: not permitted to open a system-wide breakpoint (Operation not permitted (os error 1)); \
@@ -520,8 +556,8 @@ mod tests {
         assert_eq!(
             line(
                 USER,
-                Credentials {
-                    root: true,
+                Privilege {
+                    euid: 0,
                     ..nobody
                 }
             ),

@@ -12,8 +12,7 @@ use perf_event_open_sys::bindings as pb;
 
 use crate::model::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
-use crate::perf::bpf::hit_set::HitPrograms;
-use crate::perf::bpf::value_set::ValuePrograms;
+use crate::perf::bpf::hit_set::{Following, HitPrograms};
 use crate::perf::bpf_ring::BpfRing;
 use crate::perf::record::{SAMPLE_CALLCHAIN, SAMPLE_TYPE, SAMPLE_TYPE_TASK};
 use crate::perf::ring::Ring;
@@ -32,6 +31,8 @@ pub struct EventConfig {
     pub count_lost: bool,
     /// How hits reach the tracer, with the programs that path attaches.
     pub delivery: Delivery,
+    /// Whom the events are opened for.
+    pub binding: Binding,
     /// Watch user-space writers only (`exclude_kernel`): an unprivileged user's own process, where
     /// perf_event_paranoid forbids kernel-mode events.
     pub user_only: bool,
@@ -48,7 +49,8 @@ impl EventConfig {
             user_only: false,
             track_tasks: false,
             count_lost: false,
-            delivery: Delivery::Samples {
+            delivery: Delivery::Samples,
+            binding: Binding::Scope {
                 remove_on_exec: false,
             },
             percpu: None,
@@ -64,56 +66,66 @@ impl EventConfig {
         }
     }
 
-    /// The sample layout of a ring's breakpoint events: a process watch's, and every ring shared with
-    /// value events, lead with the identifier of the event that wrote each record.
+    /// The sample layout of a ring's breakpoint events: a process watch's leads with the identifier of
+    /// the event that wrote each record. On the hit path no record carries a call chain (the program
+    /// takes the stacks itself), and the layout is only the task records' trailer.
     pub fn sample_type(&self, bind: Bind) -> u64 {
         match (&self.delivery, bind) {
             (Delivery::Hits(_), _) => SAMPLE_TYPE_TASK & !SAMPLE_CALLCHAIN,
-            (Delivery::Samples { .. }, Bind::Cpu) => SAMPLE_TYPE,
-            _ => SAMPLE_TYPE_TASK,
+            (Delivery::Samples, Bind::Cpu) => SAMPLE_TYPE,
+            (Delivery::Samples, Bind::Task(_)) => SAMPLE_TYPE_TASK,
         }
     }
 }
 
-/// How a breakpoint's hits reach the tracer, and the BPF programs that path attaches to every event: one
-/// choice, so a configuration cannot name two paths at once.
+/// How a breakpoint's hits reach the tracer, as loaded: the BPF programs attached to every event, or
+/// none. One choice, so a configuration cannot name two paths at once.
 #[derive(Debug, Clone)]
 pub enum Delivery {
     /// The hit path: each watch's hit program ([`crate::perf::bpf::hit`]), attached to every event,
-    /// emits every kept hit into a BPF ring buffer per CPU ([`CpuEvent::hits`]); the breakpoint's own
-    /// samples carry no call chain, and the program reads the value itself.
+    /// emits every kept hit into a BPF ring buffer per CPU ([`CpuEvent::hits`]) and reads the value
+    /// itself; the breakpoint writes no sample of its own.
     Hits(Arc<HitPrograms>),
-    /// Perf samples, each paired with the value record `--value`/`--if`'s program writes into the same
-    /// ring (a value event per ring).
-    Paired {
-        values: Arc<ValuePrograms>,
-        /// A process watch: a thread that execs another program drops its event (`remove_on_exec`, Linux
-        /// 5.13+), since the watched address means something else there.
-        remove_on_exec: bool,
-    },
     /// Perf samples alone.
-    Samples {
-        /// As [`Delivery::Paired`]'s.
+    Samples,
+}
+
+impl Delivery {
+    /// The hit path's programs (none for perf samples).
+    pub fn hit_programs(&self) -> Option<&Arc<HitPrograms>> {
+        match self {
+            Delivery::Hits(h) => Some(h),
+            Delivery::Samples => None,
+        }
+    }
+
+    /// What the kernel does to a process watch's processes as they live (nothing for perf samples).
+    pub fn following(&self) -> Following {
+        self.hit_programs()
+            .map_or(Following::default(), |h| h.following())
+    }
+}
+
+/// Whom a watch's events are opened for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// One event per CPU whatever the scope: the hit program chooses the processes in the kernel.
+    Cpus,
+    /// As the scope says: one event per CPU for a system-wide watch; for a process watch one per thread
+    /// (a launched command's one, inherited), which the kernel applies to that task only.
+    Scope {
+        /// A thread that execs another program drops its events (`remove_on_exec`, Linux 5.13+), since
+        /// the watched address means something else there.
         remove_on_exec: bool,
     },
 }
 
-impl Delivery {
+impl Binding {
     /// Whether a thread that execs another program drops its event.
     pub fn remove_on_exec(&self) -> bool {
         match self {
-            Delivery::Hits(_) => false,
-            Delivery::Paired { remove_on_exec, .. } | Delivery::Samples { remove_on_exec } => {
-                *remove_on_exec
-            }
-        }
-    }
-
-    /// The hit path's programs (none on the sample paths).
-    pub fn hit_programs(&self) -> Option<&Arc<HitPrograms>> {
-        match self {
-            Delivery::Hits(h) => Some(h),
-            Delivery::Paired { .. } | Delivery::Samples { .. } => None,
+            Binding::Cpus => false,
+            Binding::Scope { remove_on_exec } => *remove_on_exec,
         }
     }
 }
@@ -137,15 +149,17 @@ pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr
     };
     a.bp_addr = watch.addr;
     a.bp_len = u64::from(watch.len);
-    // On the hit path the breakpoint writes nothing itself: the program emits every hit, and the task
-    // records come from a dummy event ([`tasks_attr`]). Asking nothing of its sample spares every trap
-    // the kernel's preparing of fields no one reads (0.155 us a trap here: hit_bench's ret0-nosample).
-    let hit_path = matches!(cfg.delivery, Delivery::Hits(_));
-    a.sample_type = if hit_path { 0 } else { cfg.sample_type(bind) };
+    // On the hit path the breakpoint writes nothing itself: the program emits every hit. A CPU's
+    // breakpoint asks nothing of its sample, which spares every trap the kernel's preparing of fields
+    // no one reads (0.155 us a trap here: hit_bench's ret0-nosample), and its task records come from a
+    // dummy event ([`tasks_attr`]). A thread's breakpoint asks for its task records itself, inherited
+    // with it into the threads it creates, with their trailer's layout (no call chain).
+    let cpu_hits = dummy_tasks(cfg, bind);
+    a.sample_type = if cpu_hits { 0 } else { cfg.sample_type(bind) };
     if let Bind::Task(_) = bind {
         a.set_inherit(1);
         a.set_inherit_thread(1);
-        if cfg.delivery.remove_on_exec() {
+        if cfg.binding.remove_on_exec() {
             a.set_remove_on_exec(1);
         }
     }
@@ -164,10 +178,16 @@ pub fn attr(watch: &Watch, cfg: &EventConfig, bind: Bind) -> pb::perf_event_attr
     // single hit is never held back for long.
     a.set_watermark(1);
     a.wakeup_watermark = (cfg.ring_pages * sys::page_size() / 4) as u32;
-    if cfg.track_tasks && !hit_path {
+    if cfg.track_tasks && !cpu_hits {
         track_tasks(&mut a);
     }
     a
+}
+
+/// Whether a breakpoint bound as `bind` takes its task records from a dummy event ([`tasks_attr`]): a
+/// CPU's breakpoint on the hit path.
+fn dummy_tasks(cfg: &EventConfig, bind: Bind) -> bool {
+    matches!((&cfg.delivery, bind), (Delivery::Hits(_), Bind::Cpu))
 }
 
 /// Asks `a`'s event for the task records: names, forks and exits, executable mappings.
@@ -213,8 +233,8 @@ fn attr_on(
 /// Who the events of a [`Prepared`] set are opened for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Targets {
-    /// Every task on each CPU: one event per CPU and watch (a system-wide watch, and any watch on the hit
-    /// path, whose program chooses the processes in the kernel).
+    /// Every task on each CPU: one event per CPU and watch (a system-wide watch, and a watch bound to
+    /// [`Binding::Cpus`], whose program chooses the processes in the kernel).
     Cpus,
     /// A command stopped at its exec, and every thread it starts: one inherited event per CPU and watch.
     Task(u32),
@@ -250,6 +270,9 @@ pub struct RingSpec {
     tasks: Option<pb::perf_event_attr>,
     /// How the ring's breakpoint samples are laid out.
     sample_type: u64,
+    /// Each thread this ring's events are opened for gets its [`guard`] here (the first CPU's first
+    /// watch's ring of events bound to tasks: one guard per thread).
+    guard: bool,
 }
 
 impl RingSpec {
@@ -262,7 +285,7 @@ impl RingSpec {
             a.bp_addr = addr;
             a
         });
-        let tasks = matches!(cfg.delivery, Delivery::Hits(_)) && cfg.track_tasks;
+        let tasks = dummy_tasks(&cfg, bind) && cfg.track_tasks;
         RingSpec {
             cpu,
             watch: index,
@@ -270,6 +293,7 @@ impl RingSpec {
             bp: (addr.unwrap_or(watch.addr), watch.len),
             tasks: tasks.then(|| tasks_attr(&cfg, bind)),
             sample_type: cfg.sample_type(bind),
+            guard: false,
         }
     }
 
@@ -313,7 +337,7 @@ impl Prepared {
         cfg: &EventConfig,
     ) -> Prepared {
         let bind = targets.bind();
-        let cpus = cpus
+        let mut cpus: Vec<(u32, Vec<RingSpec>)> = cpus
             .iter()
             .map(|&cpu| {
                 let rings = watches
@@ -324,6 +348,11 @@ impl Prepared {
                 (cpu, rings)
             })
             .collect();
+        if let (Bind::Task(_), Some(first)) =
+            (bind, cpus.first_mut().and_then(|(_, r)| r.first_mut()))
+        {
+            first.guard = true;
+        }
         Prepared {
             cfg: cfg.clone(),
             targets,
@@ -344,12 +373,13 @@ pub struct CpuEvent {
     pub ring: Ring,
     /// How this ring's breakpoint samples are laid out.
     pub sample_type: u64,
-    /// `--value` off the hit path: the value event writing into `ring`, and the id that leads its records.
-    value_event: Option<(OwnedFd, u64)>,
     /// The hit path: the ring buffer the hit program writes this CPU's records into.
     pub hits: Option<BpfRing>,
     /// Other threads' events redirected into `ring`, with their tids.
     members: Vec<(u32, OwnedFd)>,
+    /// The [`guard`]s of the threads whose events were opened here.
+    #[allow(dead_code)] // Held open for the ring's lifetime; nothing reads them.
+    guards: Vec<OwnedFd>,
     /// The hit path: the dummy event whose task records go into `ring` ([`tasks_attr`]).
     #[allow(dead_code)] // Held open for the ring's lifetime; nothing reads it.
     tasks: Option<OwnedFd>,
@@ -360,7 +390,7 @@ pub struct CpuEvent {
 /// An event over a test ring ([`crate::perf::ring::testing::FileRing`]) for tests without a kernel.
 #[cfg(test)]
 impl CpuEvent {
-    /// A CPU-bound ring of a system-wide watch with no value or hit events; `fd` stands in for the
+    /// A CPU-bound ring of a system-wide watch with no hit ring buffer; `fd` stands in for the
     /// event's descriptor (the ring's reader registers it with epoll and reads its counters: a
     /// non-blocking socket gives no counts).
     pub fn over(cpu: u32, watch: usize, ring: Ring, fd: OwnedFd) -> CpuEvent {
@@ -371,9 +401,9 @@ impl CpuEvent {
             counts_lost: false,
             ring,
             sample_type: SAMPLE_TYPE,
-            value_event: None,
             hits: None,
             members: Vec::new(),
+            guards: Vec::new(),
             tasks: None,
             fd,
         }
@@ -393,7 +423,7 @@ impl CpuEvent {
 pub enum Stage {
     Open,
     Mmap,
-    /// Wiring the `--value` program and its value event.
+    /// Attaching the hit program, with its ring buffer and emitter.
     Bpf,
     Enable,
 }
@@ -431,6 +461,13 @@ impl OpenError {
         self
     }
 
+    /// A thread's event found every debug register its CPU gives the thread in use.
+    pub fn out_of_registers(&self) -> bool {
+        self.tid.is_some()
+            && self.stage == Stage::Open
+            && self.err.raw_os_error() == Some(libc::ENOSPC)
+    }
+
     /// The thread went away while being armed: not an error for a process watch.
     pub fn thread_gone(&self) -> bool {
         self.tid.is_some()
@@ -444,6 +481,34 @@ fn pid_of(bind: Bind) -> i32 {
     match bind {
         Bind::Cpu => -1,
         Bind::Task(t) => t as i32,
+    }
+}
+
+/// The attributes of a [`guard`]: a software event that counts nothing and samples nothing, disabled,
+/// and not inherited.
+fn guard_attr() -> pb::perf_event_attr {
+    let mut a = ring_attr(pb::PERF_TYPE_SOFTWARE);
+    a.config = u64::from(pb::PERF_COUNT_SW_DUMMY);
+    a.sample_period = 0;
+    a.set_disabled(1);
+    a
+}
+
+/// Keeps a thread's own breakpoints with that thread, opened before them where `spec` asks for it (the
+/// first ring of events bound to tasks). A thread whose events are all inherited by the threads it
+/// creates gives them a clone of its events' context, and the kernel then swaps the two contexts
+/// between those threads at a context switch instead of switching events out and in (the
+/// context-switch optimization of kernel/events/core.c): the thread's own events, the originals that
+/// every copy is made from, can end up in a thread it created, and when that thread exits they are
+/// detached (state EXIT) and every thread created from then on inherits them turned off, so its stores
+/// are never seen (measured: 2,000 threads made while and after the arming, 1 round in 5 missed 400 to
+/// 2,500 stores; with the guard none in 38). One event that is not inherited makes a created thread's
+/// context no clone. Best effort: where it cannot be opened (a thread that is gone, no descriptor left),
+/// the breakpoints' own open says what is wrong.
+fn guard(spec: &RingSpec, bind: Bind) -> Option<OwnedFd> {
+    match (spec.guard, bind) {
+        (true, Bind::Task(tid)) => sys::perf_event_open(&guard_attr(), tid as i32, -1).ok(),
+        _ => None,
     }
 }
 
@@ -483,6 +548,7 @@ impl CpuEvent {
     /// attached as `cfg`'s delivery asks.
     pub fn open(spec: &RingSpec, bind: Bind, cfg: &EventConfig) -> Result<CpuEvent, OpenError> {
         let cpu = spec.cpu;
+        let guard = guard(spec, bind);
         let (fd, counts_lost) = open_fd(spec, bind, cfg.count_lost)?;
         let ring = Ring::map(fd.as_fd(), cfg.ring_pages)
             .map_err(|err| OpenError::new(cpu, bind, Stage::Mmap, err))?;
@@ -491,20 +557,9 @@ impl CpuEvent {
             Some(tasks) => Some(open_tasks(tasks, fd.as_fd(), cpu, bind)?),
             None => None,
         };
-        let (value_event, hits) = match &cfg.delivery {
-            Delivery::Hits(h) => {
-                let ring = h.attach(spec.watch, cpu, fd.as_fd()).map_err(bpf_err)?;
-                (None, Some(ring))
-            }
-            Delivery::Paired { values, .. } => (
-                Some(
-                    values
-                        .attach(spec.watch, cpu, fd.as_fd())
-                        .map_err(bpf_err)?,
-                ),
-                None,
-            ),
-            Delivery::Samples { .. } => (None, None),
+        let hits = match &cfg.delivery {
+            Delivery::Hits(h) => Some(h.attach(spec.watch, cpu, fd.as_fd()).map_err(bpf_err)?),
+            Delivery::Samples => None,
         };
         Ok(CpuEvent {
             cpu,
@@ -513,9 +568,9 @@ impl CpuEvent {
             counts_lost,
             ring,
             sample_type: spec.sample_type,
-            value_event,
             hits,
             members: Vec::new(),
+            guards: guard.into_iter().collect(),
             tasks,
             fd,
         })
@@ -530,6 +585,7 @@ impl CpuEvent {
         cfg: &EventConfig,
     ) -> Result<(), OpenError> {
         let bind = Bind::Task(tid);
+        let guard = guard(spec, bind);
         let (fd, counts_lost) = open_fd(spec, bind, self.counts_lost)?;
         if counts_lost != self.counts_lost {
             return Err(OpenError::new(
@@ -543,12 +599,13 @@ impl CpuEvent {
         }
         sys::perf_set_output(fd.as_fd(), self.fd.as_fd())
             .map_err(|err| OpenError::new(self.cpu, bind, Stage::Mmap, err))?;
-        if let Delivery::Paired { values, .. } = &cfg.delivery {
-            values
-                .attach_member(self.watch, fd.as_fd())
+        // The thread's hits go through the hit program into the ring buffer of this ring's CPU.
+        if let Delivery::Hits(h) = &cfg.delivery {
+            h.attach_member(self.watch, fd.as_fd())
                 .map_err(|err| OpenError::new(self.cpu, bind, Stage::Bpf, err))?;
         }
         self.members.push((tid, fd));
+        self.guards.extend(guard);
         Ok(())
     }
 
@@ -627,11 +684,6 @@ impl CpuEvent {
     /// hit path the ring buffer's.
     pub fn readable(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
         std::iter::once(self.fd.as_fd()).chain(self.hits.as_ref().map(|r| r.fd()))
-    }
-
-    /// The id leading this ring's value records (`--value`).
-    pub fn value_id(&self) -> Option<u64> {
-        self.value_event.as_ref().map(|(_, id)| *id)
     }
 
     /// What the kernel counted for this ring's events together: every hit while enabled (inherited
@@ -750,6 +802,27 @@ mod tests {
             of(Targets::Threads(vec![5])),
             (1, 1, cfg.sample_type(Bind::Task(5)))
         );
+    }
+
+    /// Only the first ring of events bound to tasks opens each thread's guard; CPU-wide events, which
+    /// are not inherited, need none.
+    #[test]
+    fn each_thread_gets_one_guard_on_the_first_ring_of_task_events() {
+        let cpus = BTreeSet::from([0, 1]);
+        let guards = |targets| {
+            let set = Prepared::new(&[watch(0x1000), watch(0x2000)], &cpus, targets, &tracking());
+            set.cpus
+                .iter()
+                .flat_map(|(_, rings)| rings)
+                .map(|r| r.guard)
+                .collect::<Vec<_>>()
+        };
+        let first = vec![true, false, false, false];
+        assert_eq!(guards(Targets::Threads(vec![5])), first);
+        assert_eq!(guards(Targets::Task(5)), first);
+        assert_eq!(guards(Targets::Cpus), [false; 4]);
+        let a = guard_attr();
+        assert_eq!((a.inherit(), a.disabled(), a.sample_period), (0, 1, 0));
     }
 
     /// A per-CPU variable's breakpoint on each CPU is at that CPU's copy; a CPU whose base is unknown

@@ -48,13 +48,11 @@
 
 use crate::perf::record::{Context, DecodeError, Frame, Sample, RECORD_SAMPLE};
 
-const _: () = assert!(VALUE_KNOWN == 1 && OLD_KNOWN == 2, "the value code's bits");
-
-/// Flag: `value` was read. (The value code's bits, shared with the value program's records: the hit
-/// program's flags start as that code leaves them.)
-pub const VALUE_KNOWN: u32 = crate::perf::record::VALUE_KNOWN as u32;
+/// Flag: `value` was read. (The value code's bit, [`crate::perf::bpf::program`]'s: the hit program's
+/// flags start as that code leaves them.)
+pub const VALUE_KNOWN: u32 = 1;
 /// Flag: `old` is the value before (else this is the first hit of its key).
-pub const OLD_KNOWN: u32 = crate::perf::record::OLD_KNOWN as u32;
+pub const OLD_KNOWN: u32 = 2;
 /// Flag: the record has the value word (the program reads the watched bytes).
 pub const VALUES: u32 = 1 << 2;
 /// Flag: the record has the old word (the program keeps each key's last value).

@@ -104,9 +104,7 @@ pub fn slots_for(
 ) -> Result<usize, OpenError> {
     let cfg = EventConfig {
         track_tasks: false,
-        delivery: Delivery::Samples {
-            remove_on_exec: cfg.delivery.remove_on_exec(),
-        },
+        delivery: Delivery::Samples,
         ..cfg.clone()
     };
     let attr = attr(watch, &cfg, Bind::Cpu);

@@ -1,8 +1,8 @@
 //! A watch's events as decided before anything is opened ([`Events`]), and the loading of the BPF
-//! programs their delivery attaches ([`Events::load_programs`]) into the [`EventConfig`] they are opened with: the
-//! hit programs on the hit path (following a launched command's children, ending a process's watch at its
-//! exec and exit, with the watched processes entered), `--value`'s value programs on the per-thread path,
-//! none for perf samples.
+//! programs their delivery attaches ([`Events::load_programs`]) into the [`EventConfig`] they are opened
+//! with: the hit programs wherever BPF is used (on one event per CPU, following a launched command's
+//! children and ending a process's watch at its exec and exit, with the watched processes entered; or
+//! on the per-thread path's events, whose threads the kernel chooses), none for perf samples.
 
 use std::io;
 use std::sync::Arc;
@@ -12,9 +12,8 @@ use crate::model::filter::Filter;
 use crate::model::watch::Watch;
 use crate::perf::bpf::hit_set::{HitKind, HitPrograms};
 use crate::perf::bpf::percpu::Offsets;
-use crate::perf::bpf::value_set::ValuePrograms;
 use crate::perf::bpf::ProgramError;
-use crate::perf::event::{Delivery, EventConfig};
+use crate::perf::event::{Binding, Delivery, EventConfig};
 
 /// Every breakpoint event of a watch, as [`EventConfig`] will say once its programs are loaded.
 pub struct Events<'a> {
@@ -24,9 +23,13 @@ pub struct Events<'a> {
     pub user_only: bool,
     /// As [`EventConfig::percpu`].
     pub percpu: Option<Offsets>,
-    /// What the programs check, whichever [`Programs`] are loaded.
+    /// What the programs check, if any are loaded.
     pub checks: Checks<'a>,
-    pub programs: Programs,
+    /// Whom the events are opened for.
+    pub binding: Binding,
+    /// The hit programs every event attaches ([`Delivery::Hits`]); `None`: the breakpoints write perf
+    /// samples ([`Delivery::Samples`]).
+    pub programs: Option<HitSet>,
 }
 
 /// What every watch's program checks: the watches (a program each), `--if` and the filters.
@@ -35,17 +38,6 @@ pub struct Checks<'a> {
     pub watches: &'a [Watch],
     pub condition: Option<&'a Condition>,
     pub filter: &'a Filter,
-}
-
-/// The programs a delivery attaches, chosen before any is loaded.
-#[derive(Debug, Clone)]
-pub enum Programs {
-    /// The hit path's programs ([`Delivery::Hits`]), wherever BPF loads.
-    Hits(HitSet),
-    /// The per-thread path's value programs, a value record before each sample ([`Delivery::Paired`]).
-    Values { remove_on_exec: bool },
-    /// None: the breakpoints write perf samples ([`Delivery::Samples`]).
-    None { remove_on_exec: bool },
 }
 
 /// How the hit programs are loaded and whom they watch.
@@ -77,20 +69,8 @@ impl Events<'_> {
     /// without it (the perf layer prints nothing itself).
     pub fn load_programs(self, warn: &mut dyn FnMut(&str)) -> Result<EventConfig, LoadError> {
         let delivery = match self.programs {
-            Programs::Hits(set) => Delivery::Hits(Arc::new(load_hits(self.checks, set, warn)?)),
-            Programs::Values { remove_on_exec } => {
-                let values = ValuePrograms::load(
-                    self.checks.watches,
-                    self.checks.condition,
-                    self.checks.filter,
-                )
-                .map_err(LoadError::Program)?;
-                Delivery::Paired {
-                    values: Arc::new(values),
-                    remove_on_exec,
-                }
-            }
-            Programs::None { remove_on_exec } => Delivery::Samples { remove_on_exec },
+            Some(set) => Delivery::Hits(Arc::new(load_hits(self.checks, set, warn)?)),
+            None => Delivery::Samples,
         };
         Ok(EventConfig {
             ring_pages: self.ring_pages,
@@ -98,6 +78,7 @@ impl Events<'_> {
             track_tasks: true,
             count_lost: true,
             delivery,
+            binding: self.binding,
             percpu: self.percpu,
         })
     }
@@ -162,16 +143,15 @@ mod tests {
                     condition: None,
                     filter: &filter,
                 },
-                programs: Programs::None { remove_on_exec },
+                binding: Binding::Scope { remove_on_exec },
+                programs: None,
             };
             let mut warned = Vec::new();
             let cfg = events
                 .load_programs(&mut |w| warned.push(w.to_string()))
                 .unwrap();
-            assert!(matches!(
-                cfg.delivery,
-                Delivery::Samples { remove_on_exec: r } if r == remove_on_exec
-            ));
+            assert!(matches!(cfg.delivery, Delivery::Samples));
+            assert_eq!(cfg.binding, Binding::Scope { remove_on_exec });
             assert_eq!(cfg.ring_pages, 64);
             assert!(cfg.user_only && cfg.track_tasks && cfg.count_lost);
             assert!(cfg.percpu.is_none());

@@ -1,8 +1,7 @@
 //! Decoding perf records from bytes. Pure: no kernel, no I/O, so it is tested (and fuzzed) on captured or
 //! synthesised bytes. The layout of a sample depends on the `sample_type` bits the event was opened with,
-//! which the caller passes in. The two records BPF programs write are decoded beside it:
-//! [`crate::perf::hit_record`] (the hit path's ring buffer) and [`crate::perf::value_record`]
-//! (`--value` on the per-thread path, in this ring).
+//! which the caller passes in. The record the hit programs write into their ring buffers is decoded
+//! beside it ([`crate::perf::hit_record`]).
 
 use perf_event_open_sys::bindings as pb;
 
@@ -16,7 +15,6 @@ pub const SAMPLE_CPU: u64 = pb::PERF_SAMPLE_CPU as u64;
 pub const SAMPLE_PERIOD: u64 = pb::PERF_SAMPLE_PERIOD as u64;
 pub const SAMPLE_CALLCHAIN: u64 = pb::PERF_SAMPLE_CALLCHAIN as u64;
 pub const SAMPLE_IDENTIFIER: u64 = pb::PERF_SAMPLE_IDENTIFIER as u64;
-pub const SAMPLE_RAW: u64 = pb::PERF_SAMPLE_RAW as u64;
 
 /// The fields ksymwatch asks for on every breakpoint event.
 pub const SAMPLE_TYPE: u64 =
@@ -26,12 +24,6 @@ pub const SAMPLE_TYPE: u64 =
 /// can be covered by two events (its own, and one inherited from the thread that created it while the
 /// watch was being armed), and the id tells the two copies of one store apart.
 pub const SAMPLE_TYPE_TASK: u64 = SAMPLE_TYPE | SAMPLE_IDENTIFIER;
-
-/// `--value`'s value record on the per-thread path has its own module; its layout stays reachable here,
-/// where the value program's generator ([`crate::perf::bpf::program`]) has always found it.
-pub use crate::perf::value_record::{
-    ValueRecord, OLD_KNOWN, VALUE_KNOWN, VALUE_RAW_LEN, VALUE_SAMPLE_TYPE,
-};
 
 /// The bits this decoder understands; anything else changes the layout in ways it cannot follow.
 const SUPPORTED: u64 = SAMPLE_IDENTIFIER
@@ -232,7 +224,7 @@ impl Cursor<'_> {
 
 /// The header's `misc`, and a cursor over the record's body (its `kind` the record type): the record's own
 /// size checked against the bytes there.
-pub(crate) fn record_cursor(bytes: &[u8]) -> Result<(u16, Cursor<'_>), DecodeError> {
+fn record_cursor(bytes: &[u8]) -> Result<(u16, Cursor<'_>), DecodeError> {
     if bytes.len() < 8 {
         return Err(DecodeError::Truncated {
             kind: 0,

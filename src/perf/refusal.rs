@@ -10,7 +10,7 @@ use std::io;
 
 use crate::error::ExitCode;
 use crate::model::watch::Watch;
-use crate::perf::denial::{self, Credentials, Denial, Scope};
+use crate::perf::denial::{self, Denial, Scope};
 use crate::perf::event::{OpenError, Stage};
 use crate::perf::privilege::Privilege;
 
@@ -154,7 +154,7 @@ impl std::error::Error for Refusal {}
 /// a CPU had no debug register free, how many it has free now.
 #[derive(Debug, Clone, Copy)]
 pub struct Facts {
-    pub creds: Credentials,
+    pub creds: Privilege,
     /// Counted by the kernel's own accounting (disabled probe breakpoints opened until it refuses, then
     /// closed); `None` where not counted. For a thread's event, what the CPU's CPU-wide breakpoints leave
     /// to a thread on that CPU ([`crate::perf::probe::free_thread_slots`]).
@@ -165,7 +165,7 @@ impl Facts {
     /// The facts about `e`, read now.
     fn read(e: &OpenError) -> Facts {
         Facts {
-            creds: Privilege::current().credentials(),
+            creds: Privilege::current(),
             free_registers: crate::perf::probe::free_after(e),
         }
     }
@@ -247,7 +247,7 @@ pub fn explain_as(e: &OpenError, watches: &[Watch], facts: Facts) -> Refusal {
 }
 
 /// An EPERM/EACCES refusal of `e`'s breakpoint, worded by [`denial::word`] for `who`.
-fn denied(who: &str, e: &OpenError, scope: Scope, creds: Credentials) -> Refusal {
+fn denied(who: &str, e: &OpenError, scope: Scope, creds: Privilege) -> Refusal {
     let refused = denial::Refused {
         who,
         errno: e.err.raw_os_error().unwrap_or(0),
@@ -276,7 +276,7 @@ pub fn explain_move(err: &io::Error, watch: &Watch, scope: Scope) -> Refusal {
         errno: err.raw_os_error().unwrap_or(0),
         bp: Some((watch.addr, watch.len)),
         scope,
-        creds: Privilege::current().credentials(),
+        creds: Privilege::current(),
     };
     match denial::word(&refused) {
         Some(w) => Refusal::denied(w),
@@ -414,10 +414,10 @@ mod tests {
         }
     }
 
-    const ROOT: Credentials = Credentials::ROOT;
+    const ROOT: Privilege = Privilege::ROOT;
 
     /// The facts of a process with `creds` whose free registers were not counted.
-    fn facts(creds: Credentials) -> Facts {
+    fn facts(creds: Privilege) -> Facts {
         Facts {
             creds,
             free_registers: None,
@@ -509,7 +509,7 @@ mod tests {
             ) && text.ends_with("./my_program`; nothing was armed"),
             "{text}"
         );
-        let no_admin = Credentials {
+        let no_admin = Privilege {
             cap_sys_admin: false,
             ..ROOT
         };
@@ -534,7 +534,7 @@ mod tests {
             bp: Some((0x5600_0000_1000, 8)),
             ..refused(Stage::Open, libc::EACCES)
         };
-        let r = explain_as(&user, &[], facts(Credentials::NOBODY));
+        let r = explain_as(&user, &[], facts(Privilege::NOBODY));
         assert_eq!(r.kind.as_str(), "not_permitted");
         assert!(
             r.to_string().contains("run as root or grant CAP_PERFMON"),

@@ -77,6 +77,18 @@ pub fn parse(line: &str) -> std::result::Result<Option<Command>, String> {
     }
 }
 
+/// The `control_refused` kind of a line that would change nothing: `off` of a watch already off, `on` of
+/// one already on ([`already`]).
+pub const UNCHANGED: &str = "unchanged";
+
+/// Why switching the watch `on` (or off) changes nothing when it is `enabled` (or not): the reason its
+/// acknowledgement gives. A second `off` used to be marked `# watch off` again, as if the watch had been
+/// on until then; it is marked as not applied instead, so every line still gets its one mark and a
+/// reader of the marks sees each real switch once. `None`: the switch changes the watch.
+pub fn already(on: bool, enabled: bool) -> Option<String> {
+    (on == enabled).then(|| format!("the watch is already {}", if on { "on" } else { "off" }))
+}
+
 /// The words after the verb, where a target's `(struct TYPE)` cast is one word with what follows it, spaces
 /// and all: `(struct task_struct)0xffff888103a4c000.pid rw` is a target and an access.
 fn words(args: &str) -> Vec<&str> {
@@ -332,6 +344,21 @@ impl Drop for Control {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A switch to the state the watch is in changes nothing and says so; the other switch applies.
+    #[test]
+    fn a_switch_to_the_state_the_watch_is_in_is_already_done() {
+        assert_eq!(
+            already(false, false).as_deref(),
+            Some("the watch is already off")
+        );
+        assert_eq!(
+            already(true, true).as_deref(),
+            Some("the watch is already on")
+        );
+        assert_eq!(already(false, true), None);
+        assert_eq!(already(true, false), None);
+    }
 
     #[test]
     fn commands_parse() {

@@ -5,9 +5,9 @@
 //! process watch's hits also get the watched value, read from the writer's process as each is drained.
 //!
 //! Each event's rings are decoded into [`Item`]s by the decoder of its delivery path, chosen once when the
-//! event is taken ([`Decoder`]): the hit program's ring buffer on the hit path ([`hits`]), a breakpoint's
-//! perf ring ([`samples`]), and `--value`'s per-thread path, which pairs value records with their samples
-//! ([`paired`]). The decoders are pure; what they share, and write to, is [`decode`]'s.
+//! event is taken ([`Decoder`]): the hit program's ring buffer on the hit path ([`hits`]), and a
+//! breakpoint's perf ring ([`samples`]). The decoders are pure; what they share, and write to, is
+//! [`decode`]'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,7 +16,7 @@ use crate::model::watch::Watch;
 use crate::perf::arm;
 use crate::perf::bpf;
 use crate::perf::bpf::hit_set::HitPrograms;
-use crate::perf::event::{Bind, CpuEvent, Delivery, EventConfig, OpenError};
+use crate::perf::event::{Bind, Binding, CpuEvent, Delivery, EventConfig, OpenError};
 use crate::perf::hit_record;
 use crate::perf::hit_record::ChainKey;
 use crate::perf::record::{Frame, Sample, Task};
@@ -27,15 +27,13 @@ use crate::trace::sorter;
 mod audit;
 mod decode;
 mod hits;
-mod paired;
 mod placement;
 mod samples;
 
 pub use audit::Audit;
-use audit::{audit, beyond_count, dropped, other_process, ring_lost};
+use audit::{audit, beyond_count, dropped, other_process, repeated, ring_lost};
 use decode::{Out, Tally};
 use hits::{HitDecoder, HitValue};
-use paired::PairedDecoder;
 use samples::SampleDecoder;
 
 /// A ring as the merge names it: the CPU and watch it serves, and which of their rings it is. On the hit
@@ -114,7 +112,7 @@ struct Tracked {
 /// counter read later would leave the traps in between in no count.
 #[derive(Debug, Clone, Copy, Default)]
 struct Bases {
-    /// `--value`: the in-kernel drop counter.
+    /// The hit path: the in-kernel drop counter (filters, condition, other processes).
     dropped: u64,
     /// The hit path: of those, traps of other processes.
     other: u64,
@@ -122,6 +120,8 @@ struct Bases {
     lost: u64,
     /// The hit path: traps after `--count`'s N-th hit.
     beyond: u64,
+    /// The per-thread hit path: second reports of one store.
+    repeated: u64,
 }
 
 impl Bases {
@@ -132,6 +132,7 @@ impl Bases {
             other: other_process(cfg, ev),
             lost: ring_lost(cfg, ev),
             beyond: beyond_count(cfg, ev),
+            repeated: repeated(cfg, ev),
         }
     }
 }
@@ -146,8 +147,6 @@ enum Decoder {
     },
     /// Perf samples: one breakpoint per CPU (system-wide), or per thread (a process watch).
     Samples(SampleDecoder),
-    /// `--value` on the per-thread path: value records paired with their samples.
-    Paired(PairedDecoder),
 }
 
 impl Decoder {
@@ -155,10 +154,10 @@ impl Decoder {
     /// on its CPU when the event was taken, at `now`.
     fn of(ev: &CpuEvent, cfg: &EventConfig, ring_lost: u64, now: u64) -> Decoder {
         let process = ev.bind != Bind::Cpu;
-        let perf = SampleDecoder::new(ev.cpu, ev.watch, ev.sample_type, process, now);
         // The hit ring, not the configuration, makes an event the hit path's: a test hands one to a bare
         // configuration.
         if ev.hits.is_some() {
+            let perf = SampleDecoder::of_copies(ev.cpu, ev.watch, ev.sample_type, now);
             let value = match &cfg.delivery {
                 Delivery::Hits(h) if h.written => HitValue::Written,
                 Delivery::Hits(h) if h.processes() => h
@@ -169,17 +168,19 @@ impl Decoder {
             let hits = HitDecoder::new(ev.cpu, ev.watch, value, ring_lost, now);
             return Decoder::Hits { perf, hits };
         }
-        match (&cfg.delivery, ev.value_id()) {
-            (Delivery::Paired { .. }, Some(id)) => Decoder::Paired(PairedDecoder::new(perf, id)),
-            _ => Decoder::Samples(perf),
-        }
+        Decoder::Samples(SampleDecoder::new(
+            ev.cpu,
+            ev.watch,
+            ev.sample_type,
+            process,
+            now,
+        ))
     }
 
     /// A record of the breakpoint's perf ring.
     fn perf_record(&mut self, bytes: &[u8], out: &mut impl Out) {
         match self {
             Decoder::Hits { perf, .. } | Decoder::Samples(perf) => perf.record(bytes, out),
-            Decoder::Paired(paired) => paired.record(bytes, out),
         }
     }
 
@@ -188,7 +189,6 @@ impl Decoder {
         match self {
             Decoder::Hits { perf, hits } => perf.tally().and(hits.tally()),
             Decoder::Samples(perf) => perf.tally(),
-            Decoder::Paired(paired) => paired.tally(),
         }
     }
 
@@ -196,15 +196,7 @@ impl Decoder {
     fn hit_ring_lost(&self) -> u64 {
         match self {
             Decoder::Hits { hits, .. } => hits.tally().lost_records,
-            Decoder::Samples(_) | Decoder::Paired(_) => 0,
-        }
-    }
-
-    /// `--value`'s value records whose sample was lost.
-    fn unpaired(&self) -> u64 {
-        match self {
-            Decoder::Paired(paired) => paired.unpaired(),
-            Decoder::Hits { .. } | Decoder::Samples(_) => 0,
+            Decoder::Samples(_) => 0,
         }
     }
 }
@@ -336,11 +328,11 @@ impl EventSet {
 
     /// How many threads a process watch covers now, or CPUs for a system-wide one (for acknowledgements).
     /// What a moved watch covers: its CPUs where there is one breakpoint per CPU (system-wide, and a
-    /// process watch on the hit path, whose cost does not grow with threads: counting them would read
-    /// /proc for each), else the watched processes' threads.
+    /// process watch whose program chooses the processes, whose cost does not grow with threads:
+    /// counting them would read /proc for each), else the watched processes' threads.
     pub fn coverage(&self) -> Covered {
         match &self.scope {
-            _ if matches!(self.cfg.delivery, Delivery::Hits(_)) => Covered::Cpus(self.by_cpu.len()),
+            _ if self.cfg.binding == Binding::Cpus => Covered::Cpus(self.by_cpu.len()),
             Scope::Processes(_) | Scope::Launched(_) => {
                 Covered::Threads(arm::threads(&self.scope.pids()).len())
             }
@@ -409,9 +401,6 @@ impl EventSet {
         if let Delivery::Hits(h) = &self.cfg.delivery {
             h.forget_olds(index)?;
         }
-        if let Delivery::Paired { values, .. } = &self.cfg.delivery {
-            values.forget_olds(index)?;
-        }
         Ok(())
     }
 
@@ -421,8 +410,7 @@ impl EventSet {
         let now = &self.watches[index];
         let written = match &self.cfg.delivery {
             Delivery::Hits(h) => h.written,
-            Delivery::Paired { .. } => true,
-            Delivery::Samples { .. } => false,
+            Delivery::Samples => false,
         };
         (written && new.len != now.len).then(|| {
             format!(

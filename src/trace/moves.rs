@@ -182,7 +182,16 @@ impl Moves<'_> {
     /// every hit after it of the new one.
     pub fn apply(&mut self, line: &str, ctx: &mut impl Steering) -> Option<StopReason> {
         let steers = self.steers;
-        match self.step(line)? {
+        let step = self.step(line)?;
+        let switch = match step {
+            Step::Off => Some(false),
+            Step::On => Some(true),
+            _ => None,
+        };
+        if let Some(reason) = switch.and_then(|on| control::already(on, ctx.enabled())) {
+            return refuse(line, reason, control::UNCHANGED, steers, ctx);
+        }
+        match step {
             Step::Refuse(reason, kind) => refuse(line, reason, kind, steers, ctx),
             Step::Off => {
                 ctx.pause();
@@ -632,6 +641,43 @@ mod tests {
         ctx.log.closed = true;
         assert_eq!(m.apply("# nothing", &mut ctx), None);
         assert_eq!(m.apply("off", &mut ctx), Some(StopReason::BrokenPipe));
+    }
+
+    /// A second `off` (or `on`) changes nothing: nothing is paused, flushed or enabled, and its mark says
+    /// the watch already is so, naming what is watched; the switch back applies.
+    #[test]
+    fn a_second_off_or_on_says_the_watch_already_is() {
+        let epoll = epoll();
+        let (mut m, mut ctx) = (moves("", &epoll), watching());
+        let mut reasons = Vec::new();
+        for line in ["on", "off", "off", "on"] {
+            assert_eq!(m.apply(line, &mut ctx), None);
+            if ctx.log.calls().last() == Some(&"emit ControlRefused") {
+                let (reason, kind, still) = refused(&ctx);
+                assert_eq!(
+                    (kind, still.as_str()),
+                    (control::UNCHANGED, "counter (0x1000/8)")
+                );
+                reasons.push(reason);
+            }
+        }
+        assert_eq!(
+            reasons,
+            ["the watch is already on", "the watch is already off"]
+        );
+        assert_eq!(
+            ctx.log.calls(),
+            [
+                "emit ControlRefused",
+                "pause",
+                "flush",
+                "emit Switched",
+                "emit ControlRefused",
+                "enable",
+                "emit Switched"
+            ]
+        );
+        assert!(ctx.enabled);
     }
 
     /// A regular file's lines are applied in order as the loop starts.

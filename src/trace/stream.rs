@@ -488,13 +488,6 @@ impl<O: Output> Stream<'_, O> {
         let now = sys::monotonic_ns();
         let audits = std::mem::take(&mut self.audits);
         let mut stop = None;
-        let unpaired: u64 = audits.iter().map(|a| a.unpaired).sum();
-        if unpaired > 0 {
-            self.summary.warnings.push(format!(
-                "{unpaired} value records arrived without their hit's sample (lost with a full ring): those \
-                 hits are in the lost count; use a larger --buffer-pages"
-            ));
-        }
         for a in &audits {
             self.summary.filtered += a.filtered;
             self.summary.filtered_other_process += a.other_process;
@@ -694,17 +687,8 @@ mod tests {
         limits: Limits,
         filter: Filter,
     ) -> Stream<'a, Json<Vec<u8>, Vec<u8>>> {
-        let watched = Watched::new(
-            Vec::new(),
-            Following {
-                ends_on_exec: false,
-                follows_children: false,
-            },
-            epoll,
-            16,
-            sys::pidfd_open,
-        )
-        .unwrap();
+        let watched =
+            Watched::new(Vec::new(), Following::default(), epoll, 16, sys::pidfd_open).unwrap();
         watching(table, watched).with_limits(limits, filter)
     }
 
@@ -858,8 +842,8 @@ mod tests {
             undecodable: 0,
             filtered,
             other_process,
-            unpaired: 0,
             beyond_count: 0,
+            repeated: 0,
             unprinted_tail: 0,
         }
     }
@@ -871,17 +855,7 @@ mod tests {
         let table = testutil::table();
         let poll = Polled::default();
         let pidfd = |_| Ok(std::fs::File::open("/dev/null")?.into());
-        let watched = Watched::new(
-            vec![5, 6],
-            Following {
-                ends_on_exec: false,
-                follows_children: false,
-            },
-            &poll,
-            16,
-            pidfd,
-        )
-        .unwrap();
+        let watched = Watched::new(vec![5, 6], Following::default(), &poll, 16, pidfd).unwrap();
         let mut s = watching(&table, watched);
         assert!(!s.note_exit(1, &poll), "pid 5 is left");
         assert!(s.note_exit(0, &poll), "none left");

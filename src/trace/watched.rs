@@ -152,6 +152,13 @@ mod tests {
 
     const OTHER: u32 = 1;
 
+    fn following(ends_on_exec: bool, follows_children: bool) -> Following {
+        Following {
+            ends_on_exec,
+            follows_children,
+        }
+    }
+
     /// A stand-in for a process's pidfd: any descriptor polls the same for these tests; pid 0 is gone.
     fn pidfd(pid: u32) -> io::Result<OwnedFd> {
         if pid == 0 {
@@ -165,10 +172,7 @@ mod tests {
         let me = std::process::id();
         let w = Watched::new(
             vec![me],
-            Following {
-                ends_on_exec: true,
-                follows_children,
-            },
+            following(true, follows_children),
             &epoll,
             100,
             pidfd,
@@ -265,17 +269,8 @@ mod tests {
     fn an_exit_ends_the_run_and_an_exec_without_the_program_does_not() {
         let epoll = Polled::default();
         let me = std::process::id();
-        let mut w = Watched::new(
-            vec![me],
-            Following {
-                ends_on_exec: false,
-                follows_children: false,
-            },
-            &epoll,
-            100,
-            pidfd,
-        )
-        .expect("watched");
+        let mut w =
+            Watched::new(vec![me], Following::default(), &epoll, 100, pidfd).expect("watched");
         let mut log = Log::default();
         assert_eq!(w.exec_seen(me, "sh", 5, &epoll, &mut log), None);
         assert!(log.events.is_empty());
@@ -288,17 +283,8 @@ mod tests {
     #[test]
     fn pidfds_are_polled_under_their_tokens_and_taken_out_once() {
         let epoll = Polled::default();
-        let mut w = Watched::new(
-            vec![7, 0, 9],
-            Following {
-                ends_on_exec: true,
-                follows_children: false,
-            },
-            &epoll,
-            16,
-            pidfd,
-        )
-        .expect("watched");
+        let mut w = Watched::new(vec![7, 0, 9], following(true, false), &epoll, 16, pidfd)
+            .expect("watched");
         let calls = epoll.calls();
         let fds: Vec<&str> = calls.iter().map(|c| c.split(' ').nth(1).unwrap()).collect();
         assert_eq!(
@@ -329,16 +315,6 @@ mod tests {
             refuse: Some(libc::ENOMEM),
             ..Polled::default()
         };
-        assert!(Watched::new(
-            vec![7],
-            Following {
-                ends_on_exec: true,
-                follows_children: false
-            },
-            &epoll,
-            16,
-            pidfd
-        )
-        .is_err());
+        assert!(Watched::new(vec![7], following(true, false), &epoll, 16, pidfd).is_err());
     }
 }

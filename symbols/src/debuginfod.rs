@@ -31,7 +31,7 @@ use crate::progress::{NoProgress, Progress, Running, Task};
 use crate::vmlinux::Vmlinux;
 
 pub use crate::error::debuginfod::{
-    BadFile, FailureKind, Limit, Received, ServerFailure, UnusableCache,
+    BadFile, FailureKind, Limit, Need, Received, ServerFailure, Unfetched, UnusableCache,
 };
 
 /// The servers to ask, space-separated, as elfutils reads it.

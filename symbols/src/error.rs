@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use crate::buildid::{BuildId, KernelMatch, MismatchPolicy};
 use crate::role::{FileKind, Role};
 use crate::source::Source;
-use debuginfod::{Limit, ServerFailure, UnusableCache};
+use debuginfod::{Limit, Need, ServerFailure, Unfetched, UnusableCache};
 
 pub(crate) mod debuginfod;
 mod kinds;
@@ -87,6 +87,8 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The running kernel's vmlinux was needed from debuginfod (`need` says why) and could not be had.
+    NoVmlinux { need: Need, problem: Unfetched },
 }
 
 /// The ways out that a front end has its own words for (an option, a command of its own): each default is
@@ -262,6 +264,34 @@ impl Error {
                  DEBUGINFOD_CACHE_PATH to a writable directory",
                 path.display()
             ),
+            Error::NoVmlinux { need, problem } => {
+                let why = need.why(r.source_lines());
+                match problem {
+                    Unfetched::NoCache => write!(
+                        f,
+                        "{why}, and DEBUGINFOD_URLS is set but there is no debuginfod cache to fetch into \
+                         (DEBUGINFOD_CACHE_PATH, XDG_CACHE_HOME and HOME are unset); set DEBUGINFOD_CACHE_PATH"
+                    ),
+                    Unfetched::NoBuildId { notes } => write!(
+                        f,
+                        "{why}, and debuginfod cannot be asked for the running kernel's vmlinux: {} holds no \
+                         build-id",
+                        notes.display()
+                    ),
+                    Unfetched::BuildId(e) => write!(
+                        f,
+                        "{why}, and debuginfod cannot be asked for the running kernel's vmlinux without its \
+                         build-id: {}",
+                        e.worded(r)
+                    ),
+                    Unfetched::NotCached { build_id } => write!(
+                        f,
+                        "{why}, and only the debuginfod cache may be used, which holds no vmlinux of build-id \
+                         {build_id}"
+                    ),
+                    Unfetched::Fetch(e) => write!(f, "{why}: {}", e.worded(r)),
+                }
+            }
         }
     }
 
@@ -351,6 +381,7 @@ impl std::error::Error for Error {
             Error::Elf { problem, .. } => problem.source().map(|e| e as _),
             Error::Dwarf { problem, .. } => problem.source().map(|e| e as _),
             Error::DebuginfodNotFound { cached, .. } => cached.as_deref().map(|c| c as _),
+            Error::NoVmlinux { problem, .. } => problem.source(),
             // The last failure that carries the transfer's own error, else the last one.
             Error::DebuginfodFailed { failures, .. } => failures
                 .iter()

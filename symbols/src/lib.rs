@@ -18,7 +18,8 @@
 //!
 //! Modules, one job each: [`file`](mod@file) opens every file the crate reads (regular files only, reads bounded),
 //! [`kallsyms`] and [`sysmap`] parse the text formats, [`cache`] keeps the running kernel's parsed kallsyms, [`vmlinux`] the ELF,
-//! [`buildid`] the notes, [`debuginfod`] fetches a vmlinux by build-id, [`kaslr`] the relocation
+//! [`buildid`] the notes, [`debuginfod`] fetches a vmlinux by build-id, [`kernel`] chooses and loads a
+//! tracer's running-kernel symbols in one descent (kallsyms read once), [`kaslr`] the relocation
 //! ([`relocate`] finds it and checks a file against kallsyms), [`dwarf`] member paths and types, [`btf`] the same from the kernel's BTF, [`lines`] file:line,
 //! [`annotate`](mod@annotate) a chain frame's file:line and inlined calls, [`user`] user-space frames,
 //! [`process`] variables in a process, [`progress`] how slow work reports how far it got, [`suggest`](mod@suggest) the "did you mean" names of every lookup; the table, the
@@ -40,6 +41,7 @@ mod error;
 pub mod file;
 pub mod kallsyms;
 pub mod kaslr;
+pub mod kernel;
 pub mod lines;
 mod member;
 mod path;

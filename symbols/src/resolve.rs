@@ -233,8 +233,31 @@ impl Resolver {
         Resolver::open_source(search.pick(), search)
     }
 
-    /// Opens a given source; `search` supplies the running kernel's kallsyms and notes to compare with.
+    /// Opens a given source; `search` supplies the running kernel's kallsyms and notes to compare with
+    /// (kallsyms read as far as the source needs it: a vmlinux's relocation markers, a System.map's
+    /// whole table).
     pub fn open_source(source: Source, search: &SourceSearch) -> Result<Resolver, Error> {
+        Resolver::open_with(source, search, Running::Unread(&search.kallsyms))
+    }
+
+    /// Opens a vmlinux or System.map beside the running kernel's kallsyms, already read (`running`, or
+    /// why it could not be): the relocation, the check against the running kernel and module symbols
+    /// come from that table, and kallsyms is not read again. A kallsyms that could not be read leaves
+    /// them unknown, as a missing file does for [`Resolver::open_source`]; raising a path that names no
+    /// kallsyms at all ([`Error::is_wrong_file`]) is the caller's, who holds the error.
+    pub fn open_beside(
+        source: Source,
+        search: &SourceSearch,
+        running: Result<&SymbolTable, &Error>,
+    ) -> Result<Resolver, Error> {
+        Resolver::open_with(source, search, Running::Read(running))
+    }
+
+    fn open_with(
+        source: Source,
+        search: &SourceSearch,
+        running: Running<'_>,
+    ) -> Result<Resolver, Error> {
         match &source {
             Source::Kallsyms(p) => {
                 let table = kallsyms::load(p)?;
@@ -245,14 +268,25 @@ impl Resolver {
             }
             Source::SystemMap(p) => {
                 let mut table = sysmap::load(p)?;
-                let (kaslr, km) = match kallsyms::load(&search.kallsyms) {
+                let loaded;
+                let running = match running {
+                    Running::Read(r) => r.map_err(Error::to_string),
                     // A missing kallsyms leaves the match unknown; a device or FIFO named as kallsyms is
                     // a mistake to report, not a file to do without.
-                    Err(e) if e.is_wrong_file() => return Err(e),
-                    Ok(running) => match relocate::between(&table, &running) {
+                    Running::Unread(path) => match kallsyms::load(path) {
+                        Err(e) if e.is_wrong_file() => return Err(e),
+                        Ok(t) => {
+                            loaded = t;
+                            Ok(&loaded)
+                        }
+                        Err(e) => Err(e.to_string()),
+                    },
+                };
+                let (kaslr, km) = match &running {
+                    Ok(running) => match relocate::between(&table, running) {
                         Some(k) => (
                             Some(k),
-                            relocate::verify(&table, &running, k, VERIFY_SAMPLES),
+                            relocate::verify(&table, running, k, VERIFY_SAMPLES),
                         ),
                         None => (
                             None,
@@ -271,29 +305,38 @@ impl Resolver {
                     table.relocate(k);
                 }
                 Ok(Resolver::with_table(source, None, table, kaslr, km)
-                    .with_kallsyms(&search.kallsyms))
+                    .with_kallsyms(&search.kallsyms)
+                    .with_running(running))
             }
             Source::Vmlinux(p) => {
                 let vm = Vmlinux::open(p)?;
-                let running = match search.running_build_id() {
+                let id = match search.running_build_id() {
                     Err(e) if e.is_wrong_file() => return Err(e),
                     r => r.ok().flatten(),
                 };
-                let mut km = KernelMatch::compare(vm.build_id(), running);
+                let mut km = KernelMatch::compare(vm.build_id(), id);
                 let mut kaslr = None;
                 if !km.is_mismatch() {
-                    kaslr = vmlinux_kaslr(&vm, &search.kallsyms)?;
+                    kaslr = vmlinux_kaslr(&vm, running)?;
                     if let (KernelMatch::Unknown(_), Some(k)) = (&km, kaslr) {
                         // No build-id to go by: fall back to comparing symbols, as for System.map.
-                        if let Ok(running) = kallsyms::load(&search.kallsyms) {
-                            km = relocate::verify(&vm.table()?, &running, k, VERIFY_SAMPLES);
+                        let loaded;
+                        let table = match running {
+                            Running::Read(r) => r.ok(),
+                            Running::Unread(path) => {
+                                loaded = kallsyms::load(path).ok();
+                                loaded.as_ref()
+                            }
+                        };
+                        if let Some(table) = table {
+                            km = relocate::verify(&vm.table()?, table, k, VERIFY_SAMPLES);
                         }
                     }
                     if !km.is_match() {
                         kaslr = None;
                     }
                 }
-                Ok(Resolver {
+                let resolver = Resolver {
                     source,
                     vmlinux: Some(vm),
                     table: OnceLock::new(),
@@ -302,6 +345,10 @@ impl Resolver {
                     lines: OnceLock::new(),
                     kallsyms: search.kallsyms.clone(),
                     running: OnceLock::new(),
+                };
+                Ok(match running {
+                    Running::Read(r) => resolver.with_running(r.map_err(|_| ())),
+                    Running::Unread(_) => resolver,
                 })
             }
         }
@@ -330,6 +377,14 @@ impl Resolver {
 
     fn with_kallsyms(mut self, kallsyms: &Path) -> Resolver {
         self.kallsyms = kallsyms.to_path_buf();
+        self
+    }
+
+    /// Module symbols looked up in `running`, the running kernel's kallsyms as already read.
+    fn with_running<E>(self, running: Result<&SymbolTable, E>) -> Resolver {
+        if let Ok(t) = running {
+            let _ = self.running.set(t.share());
+        }
         self
     }
 
@@ -574,10 +629,27 @@ impl std::ops::Deref for ByName<'_> {
     }
 }
 
+/// The running kernel's kallsyms a link-time source is related to: its path, read here only as far as
+/// needed, or the table its caller already read (or why it could not).
+#[derive(Clone, Copy)]
+enum Running<'a> {
+    Unread(&'a Path),
+    Read(Result<&'a SymbolTable, &'a Error>),
+}
+
 /// The relocation of a vmlinux: its `_text` against the running kernel's, reading kallsyms only as far as
-/// the marker (it comes first, and the whole file is slow to generate).
-fn vmlinux_kaslr(vm: &Vmlinux, kallsyms_path: &Path) -> Result<Option<Kaslr>, Error> {
-    let Some(runtime) = kallsyms_markers(kallsyms_path)? else {
+/// the marker (it comes first, and the whole file is slow to generate) when it is not read yet.
+fn vmlinux_kaslr(vm: &Vmlinux, running: Running<'_>) -> Result<Option<Kaslr>, Error> {
+    let runtime = match running {
+        Running::Unread(path) => kallsyms_markers(path)?,
+        Running::Read(Ok(t)) => Some(kaslr::TEXT_MARKERS.map(|name| {
+            t.by_name(name)
+                .find(|s| s.module.is_none() && s.addr != 0)
+                .map(|s| s.addr)
+        })),
+        Running::Read(Err(_)) => None,
+    };
+    let Some(runtime) = runtime else {
         return Ok(None);
     };
     for (name, runtime_text) in kaslr::TEXT_MARKERS.iter().zip(runtime) {

@@ -22,6 +22,10 @@
 //                           before it exits, from the start ("ready" at once): before "go" they store into
 //                           target_var2, after it into target_var; on "stop" the chains end and it prints
 //                           "stores=S" (stores into target_var) and "done"; exit on EOF
+//   threads sprout N [US]   "ready", then the main thread creates N threads, one every US microseconds
+//                           (default 200), each waiting for "go"; on "go" (read by another thread) each stores
+//                           its tid into target_var once and exits; print "stores=S" (S = threads made) and
+//                           "done" once all stored; exit on EOF
 //   threads tagged N COUNT [ADDS]  "ready"; on "go" N threads each store (tid << 32 | seq) for seq 1..COUNT
 //                           into target_var with a plain `mov` (ksw_thread_store), then ADDS (default
 //                           COUNT/10) locked adds of 1 (ksw_thread_add, a read-modify-write); they run at
@@ -268,6 +272,31 @@ static void run_store_once(long n, long late, int hog) {
     wait_eof();
 }
 
+// sprout: waits for "go", stores its tid once and exits.
+static void *sprout_waiter(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&mu);
+    while (!go) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    ksw_thread_store(&target_var, (unsigned long)gettid_());
+    pthread_mutex_lock(&mu);
+    stored++;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+// sprout's stdin: "go" lets the waiters store; EOF before it ends the process.
+static void *sprout_reader(void *arg) {
+    (void)arg;
+    if (!wait_for("go")) exit(0);
+    pthread_mutex_lock(&mu);
+    go = 1;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
 // Forks a child that stores its pid into `target_var` and exits; waits for it and returns its pid.
 static pid_t fork_a_storer(void) {
     pid_t c = fork();
@@ -284,7 +313,7 @@ int main(int argc, char **argv) {
     const char *mode = argc > 2 ? argv[1] : "";
     long n = argc > 2 ? atol(argv[2]) : 0;
     if (n <= 0 || (strcmp(mode, "threads") == 0 && argc < 4)) {
-        fprintf(stderr, "usage: threads threads N LATE | alternate N [US] | hog N | count N | churn N | forks N | forkexec N | forker N | tagged N COUNT [ADDS] | reexec N\n");
+        fprintf(stderr, "usage: threads threads N LATE | alternate N [US] | hog N | count N | churn N | sprout N [US] | forks N | forkexec N | forker N | tagged N COUNT [ADDS] | reexec N\n");
         return 2;
     }
     pthread_attr_init(&attr);
@@ -330,6 +359,24 @@ int main(int argc, char **argv) {
         while (churn_live > 0) pthread_cond_wait(&cv, &mu);
         pthread_mutex_unlock(&mu);
         printf("stores=%ld\ndone\n", __atomic_load_n(&churn_stores, __ATOMIC_RELAXED));
+        fflush(stdout);
+        wait_eof();
+    } else if (strcmp(mode, "sprout") == 0) {
+        // The main thread (the lowest tid, whose events a process watch opens first) makes the threads,
+        // so they are made while the watch is being armed.
+        useconds_t us = argc > 3 ? (useconds_t)strtoul(argv[3], NULL, 10) : 200;
+        pthread_t reader;
+        spawn(&reader, sprout_reader, NULL);
+        say("ready\n");
+        for (long i = 0; i < n; i++) {
+            pthread_t t;
+            spawn(&t, sprout_waiter, NULL);
+            pthread_detach(t);
+            if (us) usleep(us);
+        }
+        pthread_join(reader, NULL);
+        wait_count(&stored, n);
+        printf("stores=%ld\ndone\n", n);
         fflush(stdout);
         wait_eof();
     } else if (strcmp(mode, "tagged") == 0) {

@@ -286,7 +286,7 @@ fn unprivileged_user_gets_exit_4_with_the_paranoid_level() {
 live_test!(text_symbol_watched_for_writes_warns_and_still_runs, {
     // The warning comes from resolving the target: a dry run makes the whole plan and arms nothing.
     let (code, out, err) = run(&["write", "vfs_read", "--dry-run"]);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, util::kernel_dry_run_code(), "{err}");
     assert!(
         err.contains("warning: `vfs_read` is a text symbol"),
         "{err}"
@@ -384,7 +384,7 @@ live_test!(
         // A warning on the way (a text symbol watched for writes), then a plan printed and a clean stop.
         assert_eq!(
             exit_with_full_stderr(&["write", "vfs_read", "--dry-run"]),
-            0
+            util::kernel_dry_run_code()
         );
         // A note on the way (a --comm longer than the kernel keeps), then a clean stop of a live watch.
         assert_eq!(

@@ -148,6 +148,13 @@ pub fn check_code_when_all_free() -> i32 {
     }
 }
 
+/// The exit code of `write --dry-run` of a plan with a kernel address on this machine: 0 where the kernel
+/// takes breakpoints there, 4 where it refuses them (the dry run asks the kernel and says what the run
+/// would be told, with the run's code, its plan printed all the same).
+pub fn kernel_dry_run_code() -> i32 {
+    check_code_when_all_free()
+}
+
 fn probe_kernel_breakpoint() -> Result<(), String> {
     if let Some(why) = cannot_run_live() {
         return Err(why);

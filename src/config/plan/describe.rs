@@ -53,7 +53,10 @@ pub fn describe(plan: &WatchPlan) -> String {
             "one breakpoint per CPU and target, hits chosen and emitted by a BPF program"
         }
         Delivery::Samples => "one breakpoint per CPU and target, hits as perf samples",
-        Delivery::PerThread { .. } => {
+        Delivery::ThreadProgram { .. } => {
+            "one breakpoint per thread, CPU and target, hits emitted by a BPF program"
+        }
+        Delivery::ThreadSamples { .. } => {
             "one breakpoint per thread, CPU and target, hits as perf samples"
         }
     };

@@ -8,11 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use ksymwatch_symbols::{Origin, Source, SymbolTable};
+use ksymwatch_symbols::kernel::Loaded;
+use ksymwatch_symbols::Source;
 
 use crate::config::process::InProcess;
 use crate::config::request::SymbolRequest;
-use crate::config::symbols::FileSymbols;
 use crate::config::typed::Types;
 use crate::error::Result;
 use crate::host::cgroup::{Cgroup, CgroupError};
@@ -43,16 +43,6 @@ pub struct KernelQuery<'a> {
     pub kallsyms_later: bool,
     /// Kernel addresses this user may not see leave an empty kallsyms (no kernel frame is recorded).
     pub user_only: bool,
-}
-
-/// The kernel's symbols as [`Host::kernel_symbols`] found them.
-pub enum KernelFiles {
-    /// A vmlinux or System.map, opened.
-    Files(Box<FileSymbols>),
-    /// The running kernel's kallsyms, and whether it came from the cache.
-    Kallsyms(SymbolTable, Origin),
-    /// The running kernel's kallsyms, left to its first use.
-    KallsymsLater,
 }
 
 /// A command started for a launch-mode watch, stopped before its first instruction.
@@ -90,13 +80,16 @@ pub trait Host {
     /// Starts `argv` stopped at its exec.
     fn launch(&mut self, argv: &[String]) -> Result<Box<dyn Launch>>;
 
-    /// The kernel's symbols the query asks for: the source the search picks for its files (its files,
-    /// the distribution's, the debuginfod cache, kallsyms; a vmlinux from debuginfod where the query says),
-    /// and that source loaded (a vmlinux or System.map opened, or the running kernel's kallsyms read through
-    /// the symbol cache where the request allows it, unless it is left to first use). A source that cannot
-    /// be had fails the call; one that cannot be loaded is the inner error, for the stage to raise in its
-    /// turn.
-    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, Result<KernelFiles>)>;
+    /// The kernel's symbols the query asks for, as the symbols crate chooses and loads them in one go
+    /// ([`ksymwatch_symbols::kernel::load`]): the source the search picks for the request's files (its
+    /// files, the distribution's, the debuginfod cache, kallsyms; the running kernel's vmlinux from
+    /// debuginfod where the query's needs say), and that source loaded, the running kernel's kallsyms
+    /// read at most once (through the symbol cache where the request allows it), unless it is left to
+    /// first use. What the load went by is told on stderr as it is known (a vmlinux debuginfod delivered;
+    /// call chains named from a vmlinux's or System.map's own table where kallsyms could not be read). A
+    /// vmlinux that DWARF needs and that cannot be had fails the call; a source that cannot be loaded is
+    /// the inner error, for the stage to raise in its turn.
+    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, Result<Loaded>)>;
     /// Every CPU of `cpus`' per-CPU base, and how they were found.
     fn percpu_bases(
         &self,

@@ -1,24 +1,25 @@
 //! The plan's kernel stage: the symbol source (a vmlinux or System.map found or fetched, else kallsyms),
 //! BTF types, and for a system-wide watch the targets resolved there (per-CPU variables moved onto one
-//! CPU's copy by `percpu`, `SYMBOL.FIELD` typed from BTF where no DWARF can place it). The machine (the
-//! host) only reads: which source it has, a vmlinux fetched, a kallsyms read, a file opened; which of
-//! them a watch needs is decided here (for a process watch, the running kernel's kallsyms is left to its
-//! first use).
+//! CPU's copy by `percpu`, `SYMBOL.FIELD` typed from BTF where no DWARF can place it). What the watch
+//! needs of the kernel's symbols is decided here, from the request (DWARF, the data symbols a kallsyms
+//! must have, now or on first use, hidden addresses allowed); which file answers is the symbols crate's
+//! choice, made once as the machine loads them ([`Host::kernel_symbols`]).
 
 use std::path::Path;
 use std::rc::Rc;
 
+use ksymwatch_symbols::kernel::Loaded;
 use ksymwatch_symbols::{Origin, Source, SymbolTable};
 
 use crate::config::debuginfod;
-use crate::config::symbols::{LazyKallsyms, DEFAULT_KALLSYMS};
+use crate::config::symbols::{FileSymbols, LazyKallsyms, DEFAULT_KALLSYMS};
 use crate::config::typed::{self, Asked, Types};
 use crate::config::watch::Resolved;
 use crate::error::{Error, Result};
 use crate::model::target::Target;
 use crate::perf::bpf::percpu::Offsets;
 
-use super::host::{Host, KernelFiles, KernelQuery};
+use super::host::{Host, KernelQuery};
 use super::options::Options;
 use super::percpu::{self, PerCpuTarget};
 use super::{Kernel, KernelSymbols, Writers};
@@ -54,12 +55,12 @@ impl KernelSide {
             .iter()
             .any(|t| t.cast.is_some() || !t.path.is_empty())
             || o.control.is_some();
-        // The machine, asked once: the symbol source (a vmlinux from debuginfod where DWARF is needed, or
-        // where kallsyms cannot place a data symbol), loaded, unless a process watch leaves the running
-        // kernel's kallsyms to its first use: it names kernel frames only if a kernel frame comes, so the
-        // table is read then, not on the way to the first hit (a file named with --kallsyms is read now,
-        // so that a wrong one fails before anything is armed). What went wrong loading is said below, in
-        // its turn: after what the targets themselves have to say.
+        // The machine, asked once, for what this watch needs of the kernel's symbols: DWARF, the data
+        // symbols a kallsyms must have (else a vmlinux from debuginfod), and whether the running kernel's
+        // kallsyms is read now. A process watch leaves it to its first use: it names kernel frames only if
+        // a kernel frame comes, so the table is read then, not on the way to the first hit (a file named
+        // with --kallsyms is read now, so that a wrong one fails before anything is armed). What went
+        // wrong loading is said below, in its turn: after what the targets themselves have to say.
         let data_symbols: Vec<Target> = targets.iter().map(typed::base_target).collect();
         let (picked, loaded) = host.kernel_symbols(&KernelQuery {
             symbols,
@@ -81,7 +82,7 @@ impl KernelSide {
         // named bare, `cpu_number`, looked for only where a kallsyms has no such symbol) and, without
         // DWARF, which `SYMBOL.FIELD` becomes a typed target.
         let table = match &loaded {
-            Ok(KernelFiles::Kallsyms(table, _)) => Some(table),
+            Ok(Loaded::Kallsyms(table, _)) => Some(table),
             _ => None,
         };
         let asked = Asked {
@@ -100,24 +101,22 @@ impl KernelSide {
         };
         let kallsyms = Source::Kallsyms(symbols.kallsyms.clone()).to_string();
         let (kernel, origin, source_text) = match loaded? {
-            KernelFiles::Kallsyms(table, origin) => {
-                (KernelSymbols::Kallsyms(table), origin, kallsyms)
-            }
-            KernelFiles::KallsymsLater => {
+            Loaded::Kallsyms(table, origin) => (KernelSymbols::Kallsyms(table), origin, kallsyms),
+            Loaded::Later => {
                 let lazy =
                     LazyKallsyms::new(&symbols.kallsyms, &symbols.notes, symbols.symbol_cache);
                 (KernelSymbols::Lazy(lazy), Origin::Parsed, kallsyms)
             }
-            KernelFiles::Files(files) => {
-                // The chains (and with `--lines` the line tables) are loaded now, so a file that cannot
-                // give them fails before anything is armed; named from a vmlinux or System.map, chains
-                // never come from the kallsyms cache.
-                files.chains()?;
-                if symbols.lines {
-                    files.check_lines()?;
-                }
+            Loaded::File { resolver, running } => {
+                // Its call chains' table (and with `--lines` its line tables) came loaded, so a file that
+                // cannot give them has failed before anything is armed.
+                let files = FileSymbols::new(resolver, running, &symbols.kallsyms, symbols.force);
                 let header = files.header();
-                (KernelSymbols::Files(files), Origin::Parsed, header)
+                (
+                    KernelSymbols::Files(Box::new(files)),
+                    Origin::Parsed,
+                    header,
+                )
             }
         };
         // `--percpu-cpu` chooses a per-CPU variable's copy: an error naming the fix when no target is one.

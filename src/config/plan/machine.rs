@@ -6,14 +6,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use ksymwatch_symbols::{Source, SourceSearch};
+use ksymwatch_symbols::kernel::{self, KernelRequest, Loaded};
+use ksymwatch_symbols::Source;
 
-use super::host::{KernelFiles, KernelQuery, Task};
+use super::host::{KernelQuery, Task};
 use super::{Host, Launch};
+use crate::config::advice::{Advised, SymbolsContext};
 use crate::config::debuginfod;
 use crate::config::process::{self, InProcess};
-use crate::config::request::SymbolRequest;
-use crate::config::symbols::{self, FileSymbols};
+use crate::config::symbols;
 use crate::config::tracepoints;
 use crate::config::typed::Types;
 use crate::cpulist;
@@ -27,23 +28,14 @@ use crate::perf::{arm, bpf, sys};
 /// Starts launch mode's command, stopped before its first instruction.
 pub type Launcher = fn(&[String]) -> Result<Box<dyn Launch>>;
 
-/// This machine. Keeps the symbol search made for the request, which a debuginfod fetch updates.
+/// This machine.
 pub struct RealHost {
-    search: Option<SourceSearch>,
     launcher: Launcher,
 }
 
 impl RealHost {
     pub fn new(launcher: Launcher) -> RealHost {
-        RealHost {
-            search: None,
-            launcher,
-        }
-    }
-
-    fn search(&mut self, symbols: &SymbolRequest) -> &mut SourceSearch {
-        self.search
-            .get_or_insert_with(|| symbols::search(symbols.files()))
+        RealHost { launcher }
     }
 }
 
@@ -108,47 +100,41 @@ impl Host for RealHost {
         (self.launcher)(argv)
     }
 
-    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, Result<KernelFiles>)> {
+    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, Result<Loaded>)> {
         let symbols = query.symbols;
-        let search = self.search(symbols);
-        let picked = search.pick();
-        let picked = debuginfod::fetch_if_needed(search, picked, query.dwarf, symbols.debuginfod)?;
-        // The file to open: the pick, or where kallsyms cannot place a data symbol (`jiffies`), the
-        // running kernel's vmlinux from debuginfod where one can be had.
-        let file = match &picked {
-            Source::Kallsyms(_) if query.kallsyms_later => {
-                return Ok((picked, Ok(KernelFiles::KallsymsLater)))
-            }
-            Source::Kallsyms(_) => {
-                let read = symbols::watch_kallsyms(search, symbols.symbol_cache, query.user_only);
-                let (table, origin) = match read {
-                    Ok(read) => read,
-                    Err(e) => return Ok((picked, Err(e))),
-                };
-                let missing = query
-                    .data_symbols
-                    .and_then(|b| debuginfod::missing_data_symbol(&table, b));
-                let fetched = match missing {
-                    None => None,
-                    Some(name) => {
-                        let opts = symbols.debuginfod;
-                        match debuginfod::fetch_for_symbol(search, picked.clone(), &name, opts) {
-                            Ok(Source::Kallsyms(_)) => None,
-                            Ok(fetched) => Some(fetched),
-                            Err(e) => return Ok((picked, Err(e))),
-                        }
-                    }
-                };
-                match fetched {
-                    Some(vmlinux) => vmlinux,
-                    None => return Ok((picked, Ok(KernelFiles::Kallsyms(table, origin)))),
-                }
-            }
-            file => file.clone(),
+        let search = symbols::search(symbols.files());
+        let request = KernelRequest {
+            cache: symbols::cache(&search, symbols.symbol_cache),
+            search,
+            dwarf: query.dwarf,
+            data_symbols: query
+                .data_symbols
+                .map(debuginfod::data_symbols)
+                .unwrap_or_default(),
+            later: query.kallsyms_later,
+            hidden_ok: query.user_only,
+            fetcher: debuginfod::fetcher(symbols.debuginfod),
+            force: symbols.force,
+            lines: symbols.lines,
         };
-        let loaded = FileSymbols::open(file, search, symbols.force, symbols.symbol_cache)
-            .map(|f| KernelFiles::Files(Box::new(f)));
-        Ok((picked, loaded))
+        let found = kernel::load(request).bad_symbols()?;
+        // What the load went by, said as it is known: a vmlinux debuginfod delivered, call chains named
+        // from the file's own table where kallsyms could not be read.
+        if let Some(delivered) = &found.delivered {
+            crate::stderr::line(format_args!("ksymwatch: debuginfod: {delivered}"));
+        }
+        if let Ok(Loaded::File {
+            resolver,
+            running: Err(why),
+        }) = &found.loaded
+        {
+            crate::stderr::line(format_args!(
+                "ksymwatch: warning: call chains from {} instead of kallsyms ({})",
+                resolver.source(),
+                Advised(why)
+            ));
+        }
+        Ok((found.picked, found.loaded.bad_symbols()))
     }
 
     fn percpu_bases(

@@ -64,6 +64,7 @@ use crate::model::watch::{Access, Watch};
 use crate::model::Limits;
 use crate::perf::bpf;
 use crate::perf::bpf::percpu::Offsets;
+use crate::perf::denial::{self, AddressKind};
 
 pub use control::{Control, Resolver};
 pub use cpus::Cpus;
@@ -98,7 +99,9 @@ impl scope::Pid for Command {
     }
 }
 
-/// How hits reach the tracer: decided once, from the scope, the options and whether BPF loads.
+/// How hits reach the tracer: decided once, by the options stage, from the scope, the options, the
+/// values read and whether BPF loads. The layers below take only their part of it: whom the events are
+/// bound to, and the hit programs they attach, if any (`cli::delivery`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delivery {
     /// One breakpoint per CPU and target whose BPF program keeps the hits (a process watch chooses its
@@ -106,12 +109,44 @@ pub enum Delivery {
     HitProgram,
     /// One breakpoint per CPU and target, hits as perf samples (a system-wide watch without BPF).
     Samples,
-    /// One breakpoint per thread, CPU and target, hits as perf samples (a process watch without BPF, or
-    /// with `--per-thread` or `--remove-on-exec`, which the kernel applies per event).
-    PerThread {
+    /// One breakpoint per thread, CPU and target (`--per-thread` or `--remove-on-exec`, which the kernel
+    /// applies per event), reading values (`--value`, `--if`, a `--dump-on` condition, which need BPF):
+    /// every thread's event runs the hit program that [`Delivery::HitProgram`]'s events run, which
+    /// emits the kept hits into its CPU's ring buffer.
+    ThreadProgram {
         /// `--remove-on-exec`: a thread that execs another program drops its events.
         remove_on_exec: bool,
     },
+    /// One breakpoint per thread, CPU and target, hits as perf samples (a process watch without BPF, or
+    /// with `--per-thread` or `--remove-on-exec` reading no values).
+    ThreadSamples {
+        /// `--remove-on-exec`: a thread that execs another program drops its events.
+        remove_on_exec: bool,
+    },
+}
+
+impl Delivery {
+    /// The hits come from the hit program (one event per CPU, or one per thread reading values).
+    pub fn hit_program(&self) -> bool {
+        matches!(self, Delivery::HitProgram | Delivery::ThreadProgram { .. })
+    }
+
+    /// One breakpoint per thread (the kernel, not a program, chooses the threads).
+    pub fn per_thread(&self) -> bool {
+        matches!(
+            self,
+            Delivery::ThreadProgram { .. } | Delivery::ThreadSamples { .. }
+        )
+    }
+
+    /// A thread that execs another program drops its events (`--remove-on-exec`, per thread only).
+    pub fn remove_on_exec(&self) -> bool {
+        match self {
+            Delivery::ThreadProgram { remove_on_exec }
+            | Delivery::ThreadSamples { remove_on_exec } => *remove_on_exec,
+            Delivery::HitProgram | Delivery::Samples => false,
+        }
+    }
 }
 
 /// Which writers the events see.
@@ -389,6 +424,7 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
         o.access,
         host,
     )?;
+    user_space_only(o.writers, &watches, host)?;
     let objects = objects::plan(o.on.as_ref(), &scope, &kernel, o.access, host)?;
     // `--on` watches its objects' slots (it has no target of its own to resolve).
     let watches = objects.as_ref().map_or(watches, ObjectPlan::slots);
@@ -422,6 +458,18 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
         running: o.running,
         control,
     })
+}
+
+/// A watch of user-space writers only (its events exclude the kernel) cannot have a kernel address: the
+/// kernel takes no such event (EINVAL), and what it lacks is CAP_SYS_ADMIN (exit 4).
+fn user_space_only(writers: Writers, watches: &[Watch], host: &dyn Host) -> Result<()> {
+    let kernel = |w: &&Watch| AddressKind::of(w.addr, w.len) == AddressKind::Kernel;
+    match watches.iter().find(kernel) {
+        Some(w) if writers == Writers::UserSpaceOnly => Err(Error::not_permitted(
+            denial::kernel_address_in_user_space_watch(&w.label, w.addr, &host.privilege()),
+        )),
+        _ => Ok(()),
+    }
 }
 
 impl WatchPlan {
@@ -496,9 +544,7 @@ impl WatchPlan {
         OldValues {
             condition: self.values.condition().cloned(),
             kernel_drops: self.values.condition().is_some() || self.filter != Filter::default(),
-            seeded: !self.scope.system_wide()
-                && self.delivery == Delivery::HitProgram
-                && self.values.read(),
+            seeded: !self.scope.system_wide() && self.delivery.hit_program() && self.values.read(),
         }
     }
 

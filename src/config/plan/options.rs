@@ -171,7 +171,15 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
     if let Some(refused) = decision.refused {
         return Err(Error::not_permitted(refused));
     }
-    let (writers, delivery) = (decision.writers, decision.delivery);
+    // Which path the hits take, decided once the values are known (they are read only where BPF loads).
+    let remove_on_exec = r.remove_on_exec;
+    let delivery = match (decision.program, system) {
+        (true, _) => Delivery::HitProgram,
+        (false, true) => Delivery::Samples,
+        (false, false) if values.read() => Delivery::ThreadProgram { remove_on_exec },
+        (false, false) => Delivery::ThreadSamples { remove_on_exec },
+    };
+    let writers = decision.writers;
     let scope = match scope {
         Scope::Processes(_) => Scope::Processes(pids.clone()),
         other => other,
@@ -237,7 +245,8 @@ fn scope(r: &WatchRequest) -> Result<Scope> {
 /// [`delivery`]'s choices, and what is to be said of them once the checks before them have passed.
 struct Decision {
     writers: Writers,
-    delivery: Delivery,
+    /// The hit program can be used: BPF loads, and no option asks for events per thread.
+    program: bool,
     /// This user may not see the kernel: the watch sees user-space writers only (said on stderr).
     note: Option<String>,
     /// A system-wide watch this process may not open (exit 4).
@@ -258,37 +267,21 @@ fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Decision {
     let privilege = host.privilege();
     let system = scope.system_wide();
     let user_only = !system && !privilege.kernel_allowed();
-    let note = user_only.then(|| {
-        format!(
-            "ksymwatch: note: not privileged (uid {}, kernel.perf_event_paranoid is {}): watching user-space \
-             writers only; a kernel write into the process (read() into the variable) is not seen. Run as \
-             root or with CAP_PERFMON to see those",
-            privilege.euid,
-            privilege
-                .paranoid
-                .map_or("unreadable".to_string(), |p| p.to_string())
-        )
-    });
+    let note = user_only.then(|| privilege.user_space_only_note());
     let writers = match user_only {
         true => Writers::UserSpaceOnly,
         false => Writers::All,
     };
-    // `--value` and `--if` without BPF are refused once the request is read whole (`Options::check`).
+    // `--value` and `--if` without BPF are refused once the request is read whole (`Options::check`),
+    // which decides the delivery once the values are known.
     let program = hit_program(r.per_event(), || host.bpf());
-    let delivery = match (program, system) {
-        (true, _) => Delivery::HitProgram,
-        (false, true) => Delivery::Samples,
-        (false, false) => Delivery::PerThread {
-            remove_on_exec: r.remove_on_exec,
-        },
-    };
     let refused = match system {
         true => privilege.system_wide().err(),
         false => None,
     };
     Decision {
         writers,
-        delivery,
+        program,
         note,
         refused,
     }

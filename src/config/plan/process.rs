@@ -29,7 +29,7 @@ pub fn resolve_watches(
     access: Access,
     host: &mut dyn Host,
 ) -> Result<Vec<Watch>> {
-    if let (Scope::Processes(pids), Delivery::PerThread { .. }) = (&*scope, delivery) {
+    if let (Scope::Processes(pids), true) = (&*scope, delivery.per_thread()) {
         check_fd_budget(host, pids, cpus.now.len(), kernel.targets.len())?;
     }
     let resolved = match scope {

@@ -9,7 +9,9 @@ use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, Source};
 
-use super::host::{KernelFiles, KernelQuery, Task};
+use ksymwatch_symbols::kernel::Loaded;
+
+use super::host::{KernelQuery, Task};
 use super::*;
 use crate::config::process::InProcess;
 use crate::config::request::{OutputRequest, SymbolRequest};
@@ -62,10 +64,22 @@ struct FakeHost {
     launched: Rc<RefCell<Vec<Vec<String>>>>,
     ran_to_entry: Rc<RefCell<bool>>,
     kallsyms_loads: Rc<RefCell<usize>>,
+    /// What the kernel stage asked of the kernel's symbols, each time.
+    asked: Rc<RefCell<Vec<SymbolsAsked>>>,
     /// Whether the `--btf` file is the running kernel's BTF.
     btf_running: Option<bool>,
     /// The kernel's BTF, if the machine has any ([`kernel_btf`]'s).
     btf: Option<Vec<u8>>,
+}
+
+/// A [`KernelQuery`] as the tests compare it: what planning decided the watch needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SymbolsAsked {
+    dwarf: bool,
+    /// The targets whose symbols a kallsyms must have (a system-wide watch's), as written.
+    data_symbols: Option<Vec<String>>,
+    later: bool,
+    user_only: bool,
 }
 
 impl FakeHost {
@@ -81,6 +95,7 @@ impl FakeHost {
             launched: Rc::default(),
             ran_to_entry: Rc::default(),
             kallsyms_loads: Rc::default(),
+            asked: Rc::default(),
             btf_running: Some(true),
             btf: None,
         }
@@ -117,7 +132,7 @@ impl Host for FakeHost {
         }
     }
     fn privilege(&self) -> Privilege {
-        self.privilege.clone()
+        self.privilege
     }
     fn online_cpus(&self) -> io::Result<BTreeSet<u32>> {
         Ok(self.online.clone())
@@ -200,15 +215,23 @@ impl Host for FakeHost {
     fn kernel_symbols(
         &mut self,
         query: &KernelQuery<'_>,
-    ) -> crate::error::Result<(Source, crate::error::Result<KernelFiles>)> {
+    ) -> crate::error::Result<(Source, crate::error::Result<Loaded>)> {
+        self.asked.borrow_mut().push(SymbolsAsked {
+            dwarf: query.dwarf,
+            data_symbols: query
+                .data_symbols
+                .map(|t| t.iter().map(|t| t.text.clone()).collect()),
+            later: query.kallsyms_later,
+            user_only: query.user_only,
+        });
         let picked = Source::Kallsyms(query.symbols.kallsyms.clone());
         if query.kallsyms_later {
-            return Ok((picked, Ok(KernelFiles::KallsymsLater)));
+            return Ok((picked, Ok(Loaded::Later)));
         }
         *self.kallsyms_loads.borrow_mut() += 1;
         let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &query.symbols.kallsyms)
             .map_err(|e| Error::usage(e.to_string()))
-            .map(|t| KernelFiles::Kallsyms(t, Origin::Parsed));
+            .map(|t| Loaded::Kallsyms(t, Origin::Parsed));
         Ok((picked, table))
     }
     fn percpu_bases(
@@ -365,8 +388,8 @@ fn the_delivery_follows_bpf_and_the_scope() {
     );
     assert_eq!(
         p.delivery(),
-        Delivery::PerThread {
-            remove_on_exec: false
+        Delivery::ThreadSamples {
+            remove_on_exec: false,
         }
     );
     assert!(p
@@ -387,7 +410,8 @@ fn the_hit_program_is_taken_where_bpf_loads_and_nothing_asks_for_events_per_thre
     )));
 }
 
-/// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads.
+/// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads; reading values,
+/// its events run the hit program.
 #[test]
 fn per_thread_options_choose_the_per_thread_path() {
     let mut r = pids(request(&["counter"]), &[100]);
@@ -395,8 +419,8 @@ fn per_thread_options_choose_the_per_thread_path() {
     let p = planned(r, &mut FakeHost::new());
     assert_eq!(
         p.delivery(),
-        Delivery::PerThread {
-            remove_on_exec: false
+        Delivery::ThreadSamples {
+            remove_on_exec: false,
         }
     );
     let mut r = pids(request(&["counter"]), &[100]);
@@ -404,10 +428,25 @@ fn per_thread_options_choose_the_per_thread_path() {
     let p = planned(r, &mut FakeHost::new());
     assert_eq!(
         p.delivery(),
-        Delivery::PerThread {
-            remove_on_exec: true
+        Delivery::ThreadSamples {
+            remove_on_exec: true,
         }
     );
+    // Reading values, every thread's event runs the hit program.
+    let mut r = pids(request(&["counter"]), &[100]);
+    r.per_thread = true;
+    r.value = true;
+    let p = planned(r, &mut FakeHost::new());
+    assert_eq!(
+        p.delivery(),
+        Delivery::ThreadProgram {
+            remove_on_exec: false,
+        }
+    );
+    assert!(p.delivery().hit_program());
+    assert!(p.describe().contains(
+        "# path: one breakpoint per thread, CPU and target, hits emitted by a BPF program"
+    ));
 }
 
 /// `--value`'s olds are seeded at arming only where the hit programs read a process's values (a launched
@@ -427,13 +466,13 @@ fn the_olds_are_decided_once_from_scope_delivery_and_values() {
     let mut launched = valued(request(&["counter"]));
     launched.command = Some(vec!["./app".into()]);
     assert!(olds(launched).seeded);
-    // No process's memory to read system-wide; no value read without --value; the per-thread path's
-    // value programs read the range at every trap.
+    // No process's memory to read system-wide; no value read without --value.
     assert!(!olds(valued(request(&["jiffies"]))).seeded);
     assert!(!olds(pids(request(&["counter"]), &[100])).seeded);
     let mut per_thread = valued(pids(request(&["counter"]), &[100]));
     per_thread.per_thread = true;
-    assert!(!olds(per_thread).seeded);
+    // The per-thread path reading values runs the hit program: seeded as one breakpoint per CPU is.
+    assert!(olds(per_thread).seeded);
     let mut condition = pids(request(&["counter"]), &[100]);
     condition.condition = Some("value == 3".into());
     let decided = olds(condition);
@@ -603,6 +642,28 @@ fn an_unprivileged_user_watches_user_space_of_own_processes() {
             .starts_with("system-wide breakpoints need root or CAP_PERFMON"),
         "{e}"
     );
+}
+
+/// A process watch of user-space writers only (no CAP_PERFMON) refuses a kernel address before arming,
+/// naming CAP_SYS_ADMIN (exit 4): the kernel would take no such event (EINVAL), which arming called an
+/// unwatchable address (exit 3). With the kernel visible it is the kernel's to judge.
+#[test]
+fn a_kernel_address_in_a_user_space_only_watch_needs_cap_sys_admin() {
+    let kernel = "0xffffffff82e03e00";
+    let e = refused(
+        pids(request(&[kernel]), &[100]),
+        &mut FakeHost::unprivileged(),
+    );
+    assert_eq!(e.code, ExitCode::NotPermitted);
+    assert!(
+        e.to_string().starts_with(
+            "`0xffffffff82e03e00` is at kernel address 0xffffffff82e03e00, and this watch sees \
+             user-space writers only"
+        ),
+        "{e}"
+    );
+    let p = planned(pids(request(&[kernel]), &[100]), &mut FakeHost::new());
+    assert_eq!(p.writers(), Writers::All);
 }
 
 /// `--percpu-cpu` is for a system-wide watch of a per-CPU variable: refused with `-p`, and refused when no
@@ -828,6 +889,65 @@ fn a_process_watch_reads_kernel_symbols_on_first_use() {
     r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
     let p = planned(r, &mut machine);
     assert!(matches!(p.kernel().symbols(), KernelSymbols::Kallsyms(_)));
+}
+
+/// What the kernel stage asks of the machine's symbols is decided from the request: DWARF for a kernel
+/// target's member or element (not for a `(TYPE)` cast, whose members come from BTF, nor for a process's
+/// own variable) and for `--lines`; the data symbols a kallsyms must have for a system-wide watch, as
+/// their bases; the running kernel's kallsyms left to first use for a process watch that names no file;
+/// hidden kernel addresses allowed where only user-space writers are seen.
+#[test]
+fn the_kernel_stage_says_what_the_watch_needs_of_the_symbols() {
+    let asked = |r: WatchRequest, machine: &mut FakeHost| {
+        let _ = plan(r, machine);
+        machine
+            .asked
+            .borrow_mut()
+            .pop()
+            .expect("the symbols were asked for")
+    };
+    let mut machine = FakeHost::new();
+    let got = asked(request(&["jiffies", "0xffffffff82000040/8"]), &mut machine);
+    let want = SymbolsAsked {
+        dwarf: false,
+        data_symbols: Some(vec!["jiffies".into(), "0xffffffff82000040/8".into()]),
+        later: false,
+        user_only: false,
+    };
+    assert_eq!(got, want);
+    let got = asked(request(&["init_uts_ns.name[2]"]), &mut machine);
+    assert!(got.dwarf, "{got:?}");
+    let got = asked(
+        request(&["(struct new_utsname)init_uts_ns.release"]),
+        &mut machine,
+    );
+    assert_eq!(got.data_symbols, Some(vec!["init_uts_ns".into()]));
+    assert!(!got.dwarf, "{got:?}");
+
+    let default_kallsyms = |mut r: WatchRequest| {
+        r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
+        r
+    };
+    let got = asked(
+        default_kallsyms(pids(request(&["counter.a[1]"]), &[100])),
+        &mut machine,
+    );
+    let want = SymbolsAsked {
+        dwarf: false,
+        data_symbols: None,
+        later: true,
+        user_only: false,
+    };
+    assert_eq!(got, want);
+    let got = asked(pids(request(&["counter"]), &[100]), &mut machine);
+    assert!(!got.later, "a --kallsyms FILE is read while planning");
+    let mut lines = default_kallsyms(pids(request(&["counter"]), &[100]));
+    lines.symbols.lines = true;
+    assert!(asked(lines, &mut machine).dwarf);
+
+    let mut machine = FakeHost::unprivileged();
+    let got = asked(pids(request(&["counter"]), &[100]), &mut machine);
+    assert!(got.user_only, "{got:?}");
 }
 
 /// The options stage reads the request whole before it asks the machine anything: a request that

@@ -30,7 +30,9 @@ use crate::perf::hit_record as rec;
 /// ([`crate::perf::hit_record::COMM_KNOWN`]), and the hash of the last chain this CPU found in the
 /// watch's `chains` map ([`crate::perf::bpf::totals`]: a chain again is not looked up again), and the
 /// CPU's pending count: a `counts` key and the hits under it not yet added to the map
-/// ([`crate::perf::bpf::totals`]: a writer storing along one chain again and again pays no map operation).
+/// ([`crate::perf::bpf::totals`]: a writer storing along one chain again and again pays no map operation),
+/// and on the per-thread path the last store reported on the CPU and the events that reported it
+/// ([`crate::perf::bpf::repeats`]).
 pub const OFF_WAKE: i16 = rec::MAX_LEN as i16;
 pub const OFF_STAMP: i16 = OFF_WAKE + 8;
 pub const OFF_SINCE: i16 = OFF_STAMP + 8;
@@ -40,8 +42,12 @@ pub const OFF_LAST_COMM: i16 = OFF_LAST_WRITER + 8;
 pub const OFF_LAST_CHAIN: i16 = OFF_LAST_COMM + rec::COMM_BYTES as i16;
 pub const OFF_PENDING_KEY: i16 = OFF_LAST_CHAIN + 8;
 pub const OFF_PENDING_N: i16 = OFF_PENDING_KEY + rec::COUNT_KEY as i16;
+pub const OFF_REPORTED_WRITER: i16 = OFF_PENDING_N + 8;
+pub const OFF_REPORTED_IP: i16 = OFF_REPORTED_WRITER + 8;
+pub const OFF_REPORTED_BY: i16 = OFF_REPORTED_IP + 8;
+pub const OFF_REPORTING: i16 = OFF_REPORTED_BY + 8 * super::repeats::EVENTS as i16;
 /// The scratch entry: the largest record and those words.
-pub const SCRATCH_LEN: u32 = OFF_PENDING_N as u32 + 8;
+pub const SCRATCH_LEN: u32 = OFF_REPORTING as u32 + 8;
 
 /// [`OFF_WAKE`]'s value for a hit within a burst: no wake-up unless `wake_bytes` were written since the
 /// last one. (0: the kernel's rule, which wakes a reader that had read everything.)

@@ -50,7 +50,7 @@ use super::kernel::MapType;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
 use crate::perf::bpf_ring::BpfRing;
-use crate::perf::event::{self, Bind, Delivery, EventConfig};
+use crate::perf::event::{self, Bind, Binding, Delivery, EventConfig};
 use crate::perf::record::{RECORD_SAMPLE, SAMPLE_CALLCHAIN};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
@@ -290,6 +290,7 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         HitKind {
             processes: false,
             written: condition.is_some(),
+            threads: false,
         },
         RING_PAGES,
         &parts,
@@ -301,6 +302,7 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         track_tasks: true,
         count_lost: true,
         delivery: Delivery::Hits(programs.clone()),
+        binding: Binding::Cpus,
         user_only: false,
         percpu: None,
     };

@@ -91,6 +91,7 @@ fn watch_during_ring(
         HitKind {
             processes: true,
             written: true,
+            threads: false,
         },
         pages,
         parts,
@@ -408,4 +409,100 @@ fn a_lone_hit_wakes_a_reader_blocked_on_its_ring() {
         });
     });
     assert_eq!(mine.len(), 1, "{mine:?}");
+}
+
+/// A thread covered by two breakpoint events on the same address (as one created while its process is
+/// being armed is: its own event and the one it inherited), each running the per-thread hit program on
+/// every CPU: the kernel runs the program twice per store, and each store is one record all the same,
+/// with its own value and the one before it, counted once in the totals; the other report is counted as
+/// a repeat. The loop's stores all come from one ip, so the same event again is the next store.
+#[test]
+#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+fn a_thread_covered_by_two_events_has_each_store_reported_once() {
+    let Some(_lock) = live("a_thread_covered_by_two_events_has_each_store_reported_once") else {
+        return;
+    };
+    if super::repeats::find().is_none() {
+        println!("SKIP: hit_live_tests: no bpf_cast_to_kern_ctx in this kernel's BTF");
+        return;
+    }
+    const STORES: u64 = 1000;
+    let addr = TARGET.as_ptr() as u64;
+    let watch = Watch {
+        label: "TARGET".into(),
+        addr,
+        len: 8,
+        access: Access::Write,
+        module: None,
+        per_cpu: None,
+    };
+    let kind = HitKind {
+        processes: false,
+        written: true,
+        threads: true,
+    };
+    // Rings with room for every record (~250 bytes each with the registers).
+    let programs = HitPrograms::load(&[watch], None, &Filter::default(), kind, 256).expect("loads");
+    let tid = own_tid();
+    let on_thread = |cpu: u32| {
+        let mut a = ring_attr(pb::PERF_TYPE_BREAKPOINT);
+        a.bp_type = pb::HW_BREAKPOINT_W;
+        a.bp_addr = addr;
+        a.bp_len = 8;
+        a.set_disabled(1);
+        sys::perf_event_open(&a, tid as i32, cpu as i32).expect("a breakpoint on this thread")
+    };
+    let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
+    let mut armed = Vec::new();
+    for &cpu in &cpus {
+        let (own, inherited) = (on_thread(cpu), on_thread(cpu));
+        let ring = programs.attach(0, cpu, own.as_fd()).expect("attach");
+        programs
+            .attach_member(0, inherited.as_fd())
+            .expect("attach the second");
+        armed.push((cpu, own, inherited, ring));
+    }
+    for (_, own, inherited, _) in &armed {
+        sys::perf_enable(own.as_fd()).expect("enable");
+        sys::perf_enable(inherited.as_fd()).expect("enable");
+    }
+    for v in 1..=STORES {
+        store(v);
+    }
+    for (_, own, inherited, _) in &armed {
+        sys::perf_disable(own.as_fd()).expect("disable");
+        sys::perf_disable(inherited.as_fd()).expect("disable");
+    }
+    let mut values = Vec::new();
+    for (_, _, _, ring) in &mut armed {
+        ring.drain(|bytes| {
+            let h = decode(bytes).expect("a hit record");
+            if h.tid == tid {
+                values.push((h.time, h.value, h.old));
+            }
+            true
+        });
+    }
+    values.sort_unstable();
+    let want: Vec<(Option<u64>, Option<u64>)> = (1..=STORES)
+        .map(|v| (Some(v), (v > 1).then(|| v - 1)))
+        .collect();
+    let got: Vec<(Option<u64>, Option<u64>)> = values.iter().map(|&(_, v, o)| (v, o)).collect();
+    assert_eq!(programs.dropped(0).expect("stats").lost, 0);
+    assert_eq!(got.len(), want.len(), "one record per store");
+    assert_eq!(
+        got[1..],
+        want[1..],
+        "each store's value and the one before it"
+    );
+    let repeated: u64 = programs.repeated_by_cpu(0).expect("stats").iter().sum();
+    assert_eq!(repeated, STORES, "the second event's report of each store");
+    let counted = programs.counted(0).expect("totals");
+    let ours: u64 = counted
+        .counts
+        .iter()
+        .filter(|(k, _)| k.tid == tid)
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(ours, STORES, "each store counted once");
 }

@@ -1,6 +1,6 @@
 //! Loading the hit programs ([`super::hit`]) and their maps, one program per watch, and wiring them to the
-//! breakpoint events: the counterpart of [`super::value_set::ValuePrograms`] for the path where the program emits every kept
-//! hit itself.
+//! breakpoint events: one per CPU, or on the per-thread path one per thread and CPU, whose events on a
+//! CPU share that CPU's ring buffer (the first is wired with it, the others only attached).
 //!
 //! Each watch's program hands its records to an emitter per CPU ([`super::emit`]) that writes them into
 //! that CPU's BPF ring buffer ([`crate::perf::bpf_ring`]): both are made when the CPU's breakpoint is
@@ -44,12 +44,26 @@ fn load_hit(
         load_program(ProgType::PerfEvent, &insns, "ksw_hit", &mut log)
             .map_err(|e| ProgramError::load("hit", e, &log))
     };
-    match load(spec) {
+    let loaded = match load(spec) {
         Err(_) if spec.comm_offset.is_some() => load(&HitSpec {
             comm_offset: None,
             ..*spec
         }),
         r => r,
+    };
+    loaded.map_err(|e| kfunc_refused(e, spec.repeats.is_some()))
+}
+
+/// A per-thread program (`check`: with [`super::repeats`]'s check) the verifier refused because it calls
+/// a kernel function ("JIT is required for calling kernel function", "calling kernel function is not
+/// supported without CONFIG_DEBUG_INFO_BTF", ...) is the kernel's lack, as a missing kfunc is, not a bug
+/// here; any other refusal stays one.
+fn kfunc_refused(e: ProgramError, check: bool) -> ProgramError {
+    match e {
+        ProgramError::Refused { log, .. } if check && log.contains("kernel function") => {
+            ProgramError::NoFiringEvent
+        }
+        e => e,
     }
 }
 
@@ -201,6 +215,10 @@ pub struct HitKind {
     pub processes: bool,
     /// `--value`/`--if`: hits carry the registers and instruction bytes the value is decoded from.
     pub written: bool,
+    /// The per-thread path: the program runs on every thread's events, and drops a second event's report
+    /// of one store ([`super::repeats`]); a kernel that cannot tell the program which event fired is
+    /// refused ([`ProgramError::NoFiringEvent`]).
+    pub threads: bool,
 }
 
 impl HitPrograms {
@@ -248,11 +266,20 @@ impl HitPrograms {
 
     fn load_with(
         (watches, condition, filter): (&[Watch], Option<&Condition>, &Filter),
-        HitKind { processes, written }: HitKind,
+        HitKind {
+            processes,
+            written,
+            threads,
+        }: HitKind,
         ring_pages: usize,
         limit: Option<Limit>,
         ins: &dyn Instrument,
     ) -> Result<HitPrograms, ProgramError> {
+        // Before any map: a per-thread watch that could report a store twice is not started.
+        let repeats = match threads {
+            true => Some(super::repeats::find().ok_or(ProgramError::NoFiringEvent)?),
+            false => None,
+        };
         let procs = match processes {
             true => Some(
                 create_map(MapType::Hash, (4, 4), PROCS_MAX, "ksw_procs")
@@ -282,6 +309,7 @@ impl HitPrograms {
                 condition,
                 filter,
                 comm_offset: super::task::comm_offset(),
+                repeats,
             };
             let procs = procs.as_ref().map(|p| raw(p.as_fd()));
             let lim = limit.as_ref().map(Limit::fds);
@@ -425,6 +453,12 @@ impl HitPrograms {
         Ok(ring)
     }
 
+    /// Attaches watch `watch`'s program to another thread's breakpoint event `bp` on a CPU whose ring
+    /// buffer [`HitPrograms::attach`] already wired: its hits go there.
+    pub fn attach_member(&self, watch: usize, bp: BorrowedFd<'_>) -> io::Result<()> {
+        sys::perf_set_bpf(bp, self.program(watch)?.prog.as_fd())
+    }
+
     /// Watch `watch` moves from `old` to `new` (`done`: the breakpoints have moved): its program reads
     /// the watched bytes as one armed at `new` does. Called before the breakpoints move when the new
     /// watch must not be read, after when it may, so that no trap of either runs a read that traps.
@@ -467,6 +501,12 @@ impl HitPrograms {
     /// Traps after `--count`'s N-th hit that watch `watch`'s program kept none of, by CPU number.
     pub fn beyond_count_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
         self.program(watch)?.maps.totals.beyond_count_by_cpu()
+    }
+
+    /// Second reports of one store (by another of its thread's events) that watch `watch`'s program
+    /// dropped on the per-thread path, by CPU number: the breakpoints counted them as hits too.
+    pub fn repeated_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
+        sys::bpf_map_lookup_percpu_u64(self.program(watch)?.maps.stats.as_fd(), hit::STAT_REPEATED)
     }
 
     /// Traps of processes not watched that watch `watch`'s program dropped so far on each CPU, by CPU
@@ -544,6 +584,31 @@ impl HitPrograms {
 mod tests {
     use super::*;
 
+    /// The verifier's refusal of the kfunc call is the kernel's lack (exit 4), on the per-thread program
+    /// only; any other refusal stays a bug to report.
+    #[test]
+    fn a_refused_kfunc_call_is_the_kernels_lack() {
+        let refused = |log: &str| ProgramError::Refused {
+            program: "hit",
+            err: io::Error::from_raw_os_error(libc::EINVAL),
+            log: log.into(),
+        };
+        let jit =
+            "12: (85) call bpf_cast_to_kern_ctx#1234 | JIT is required for calling kernel function";
+        assert!(matches!(
+            kfunc_refused(refused(jit), true),
+            ProgramError::NoFiringEvent
+        ));
+        assert!(matches!(
+            kfunc_refused(refused(jit), false),
+            ProgramError::Refused { .. }
+        ));
+        assert!(matches!(
+            kfunc_refused(refused("R1 invalid mem access 'scalar'"), true),
+            ProgramError::Refused { .. }
+        ));
+    }
+
     #[test]
     #[ignore = "live: loads BPF programs (run by scripts/test as root)"]
     fn a_name_offset_the_kernel_refuses_falls_back_to_the_helper() {
@@ -586,6 +651,7 @@ mod tests {
         let kind = HitKind {
             processes: true,
             written: true,
+            threads: false,
         };
         let p = HitPrograms::load(std::slice::from_ref(&w), None, &filter, kind, 1).expect("loads");
         let flag = |p: &HitPrograms| {
@@ -627,8 +693,26 @@ mod tests {
             module: None,
             per_cpu: None,
         };
-        for (processes, written) in [(false, false), (true, false), (false, true), (true, true)] {
-            let kind = HitKind { processes, written };
+        // The per-thread path's program (`threads`) holds the check that a store is reported once, with
+        // its kfunc call and the event's pointer stored in the scratch entry.
+        let kinds = [
+            (false, false, false),
+            (true, false, false),
+            (false, true, false),
+            (true, true, false),
+            (false, true, true),
+            (false, false, true),
+        ];
+        for (processes, written, threads) in kinds {
+            if threads && super::super::repeats::find().is_none() {
+                println!("SKIP: hit_set::tests: no bpf_cast_to_kern_ctx in this kernel's BTF");
+                continue;
+            }
+            let kind = HitKind {
+                processes,
+                written,
+                threads,
+            };
             let p = HitPrograms::load(
                 std::slice::from_ref(&watch),
                 None,

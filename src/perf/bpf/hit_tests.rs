@@ -3,10 +3,12 @@
 //! ([`crate::perf::hit_record::decode`]), what it counts instead of writing (filtered, another process,
 //! past `--count`, a full ring, a CPU without an emitter), and what it counts in the kernel's totals.
 
+use super::hit::STAT_REPEATED;
 use super::hit::{generate, HitMaps, HitSpec, STAT_FILTERED, STAT_LOST, STAT_OTHER_PROCESS};
 use super::insn::Insn;
-use super::interp::{FakeKernel, COMM_OFFSET};
+use super::interp::{FakeKernel, COMM_OFFSET, EVENT_OFFSET, KERN_CTX_ID};
 use super::kernel::{Helper, RB_FORCE_WAKEUP, RB_NO_WAKEUP};
+use super::repeats::Repeats;
 use super::totals::{self, TotalsMaps};
 use crate::model::condition::{self, Condition};
 use crate::model::filter::Filter;
@@ -56,6 +58,7 @@ fn spec<'a>(filter: &'a Filter, condition: Option<&'a Condition>, value: bool) -
         condition,
         filter,
         comm_offset: Some(COMM_OFFSET),
+        repeats: None,
     }
 }
 
@@ -678,4 +681,127 @@ fn pending_hits_a_full_table_has_no_room_for_are_all_uncounted() {
     );
     assert_eq!(total(&m, totals::STAT_UNCOUNTED), 3, "thread 102's three");
     assert_eq!(total(&m, totals::STAT_KEPT), 9);
+}
+
+/// The per-thread path's maps: no `procs` (the events choose the threads).
+const THREAD_MAPS: HitMaps = HitMaps {
+    procs: None,
+    ..MAPS
+};
+
+/// The per-thread path's `--value` spec, its check as the machine's kernel has it.
+fn per_thread<'a>(filter: &'a Filter, condition: Option<&'a Condition>) -> HitSpec<'a> {
+    HitSpec {
+        repeats: Some(Repeats {
+            kern_ctx: KERN_CTX_ID,
+            event: EVENT_OFFSET,
+        }),
+        ..spec(filter, condition, true)
+    }
+}
+
+/// A thread covered by two events (its own, and the one inherited from its creator): the kernel runs the
+/// program once per event for each trap, back to back. Only the first report of a store is kept: the
+/// second is counted as a repeat, in no total, and the old value is swapped once (the next store's old
+/// is this one's value, not a repeat's). The same event again is the loop's next store at the same ip,
+/// and another thread's store at that ip is its own; a third event seen for one store is a repeat too.
+#[test]
+fn a_second_events_report_of_one_store_is_dropped_before_anything_counts() {
+    let f = Filter::default();
+    let prog = generate(&per_thread(&f, None), &THREAD_MAPS).expect("assembles");
+    let mut m = machine(&THREAD_MAPS, 1 << 14);
+    let (own, inherited, third) = (
+        0xffff_8880_0a00_0000,
+        0xffff_8880_0b00_0400,
+        0xffff_8880_0c00_0800,
+    );
+    let report = |m: &mut FakeKernel, event: u64, value: u64| {
+        m.event = event;
+        m.memory = Some(value);
+        m.now += 10;
+        hit(m, &prog)
+            .into_iter()
+            .map(|(r, _)| (r.tid, r.value, r.old))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(report(&mut m, own, 1), [(101, Some(1), None)]);
+    assert_eq!(report(&mut m, inherited, 1), []);
+    // The loop's next store: same thread, same ip, the first event again.
+    assert_eq!(report(&mut m, own, 2), [(101, Some(2), Some(1))]);
+    assert_eq!(report(&mut m, inherited, 2), []);
+    assert_eq!(report(&mut m, third, 2), []);
+    // The handlers' order is the kernel's: the inherited event may come first.
+    assert_eq!(report(&mut m, inherited, 3), [(101, Some(3), Some(2))]);
+    assert_eq!(report(&mut m, own, 3), []);
+    // Another thread of the process at the same ip, through the event it inherited.
+    m.pid_tgid = (100 << 32) | 102;
+    assert_eq!(report(&mut m, inherited, 4), [(102, Some(4), Some(3))]);
+    assert_eq!(m.stat(STAT_REPEATED), 4);
+    assert_eq!(m.stat(STAT_FILTERED), 0);
+    assert_eq!(total(&m, totals::STAT_KEPT), 4);
+    let counted: u64 = m
+        .counts(TOTALS.counts, THREAD_MAPS.scratch)
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(counted, 4, "each store counted once");
+}
+
+/// `--if` and `--count` on the per-thread path see each store once: a repeat is dropped before the
+/// condition (it is not counted as filtered) and before the count claims (two stores reported twice
+/// each fill `--count 2`, and the third store is past it).
+#[test]
+fn a_repeat_is_dropped_before_the_condition_and_the_count() {
+    let f = Filter::default();
+    let odd = condition::parse("value & 1").expect("parses");
+    let maps = HitMaps {
+        totals: Some(TotalsMaps {
+            limit: Some((LIMIT, 2)),
+            ..TOTALS
+        }),
+        ..THREAD_MAPS
+    };
+    let prog = generate(&per_thread(&f, Some(&odd)), &maps).expect("assembles");
+    let mut m = machine(&maps, 1 << 14);
+    let mut kept = Vec::new();
+    for value in [1, 2, 3, 5] {
+        for event in [0xffff_8880_0a00_0000, 0xffff_8880_0b00_0000] {
+            m.event = event;
+            m.memory = Some(value);
+            m.now += 10;
+            kept.extend(hit(&mut m, &prog).into_iter().map(|(r, _)| r.value));
+        }
+    }
+    assert_eq!(kept, [Some(1), Some(3)]);
+    assert_eq!(m.stat(STAT_REPEATED), 4);
+    assert_eq!(m.stat(STAT_FILTERED), 1, "the even store, once");
+    assert_eq!(total(&m, totals::STAT_KEPT), 2);
+    assert_eq!(
+        total(&m, totals::STAT_BEYOND_COUNT),
+        1,
+        "the fourth store, once"
+    );
+}
+
+/// The check is the per-thread program's alone: a per-CPU program is the same instructions as before
+/// it existed, and the per-thread one is that program with the check (which calls the kfunc) right
+/// after its first instruction.
+#[test]
+fn only_the_per_thread_program_has_the_check() {
+    let f = Filter::default();
+    let odd = condition::parse("value & 1").expect("parses");
+    for (cond, value) in [(None, false), (None, true), (Some(&odd), true)] {
+        let per_cpu = generate(&spec(&f, cond, value), &THREAD_MAPS).expect("assembles");
+        let threads = HitSpec {
+            repeats: per_thread(&f, cond).repeats,
+            ..spec(&f, cond, value)
+        };
+        let per_thread = generate(&threads, &THREAD_MAPS).expect("assembles");
+        let check = per_thread.len() - per_cpu.len();
+        assert_eq!(per_thread[0], per_cpu[0]);
+        assert_eq!(per_thread[1 + check..], per_cpu[1..]);
+        let kfunc = |i: &Insn| i.code == 0x85 && i.src == super::insn::PSEUDO_KFUNC_CALL;
+        assert_eq!(per_thread[1..=check].iter().filter(|i| kfunc(i)).count(), 1);
+        assert!(!per_cpu.iter().any(kfunc));
+    }
 }

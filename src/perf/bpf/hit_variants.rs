@@ -224,6 +224,7 @@ mod tests {
                 condition: cond,
                 filter: &f,
                 comm_offset: Some(COMM_OFFSET),
+                repeats: None,
             };
             let prog = generate_with(&spec, &MAPS, variant).expect("assembles");
             assert_eq!(m.run(&prog), 0);

@@ -141,6 +141,9 @@ pub const PSEUDO_MAP_FD: u8 = 1;
 /// one-entry array whose descriptor is `imm`, plus the second slot's offset (no helper call to reach it).
 pub const PSEUDO_MAP_VALUE: u8 = 2;
 
+/// `src_reg` of a call to a kernel function (kfunc) by its BTF id in `imm` (`off` 0: the kernel's own BTF).
+pub const PSEUDO_KFUNC_CALL: u8 = 2;
+
 /// One `struct bpf_insn`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Insn {
@@ -377,6 +380,12 @@ impl Asm {
         self.push(Insn::new(JMP | CALL, R0, R0, 0, helper as i32))
     }
 
+    /// Calls the kernel function (kfunc) whose id in the kernel's own BTF is `btf_id`: arguments in
+    /// r1-r5, result in r0, r1-r5 clobbered.
+    pub fn call_kfunc(&mut self, btf_id: i32) -> &mut Asm {
+        self.push(Insn::new(JMP | CALL, R0, Reg(PSEUDO_KFUNC_CALL), 0, btf_id))
+    }
+
     /// `dst = r10 + off`: the address of a stack slot's byte, what a helper takes a pointer to.
     pub fn stack_addr(&mut self, dst: impl Into<Reg> + Copy, off: i16) -> &mut Asm {
         self.mov(dst, FP).alu_imm(Alu::Add, dst, i32::from(off))
@@ -462,6 +471,13 @@ mod tests {
                 a.call(Helper::GetCurrentPidTgid);
             }),
             [[0x85, 0, 0, 0, 14, 0, 0, 0]]
+        );
+        // call kfunc 0x1234: src_reg 2 (BPF_PSEUDO_KFUNC_CALL), the BTF id in the immediate.
+        assert_eq!(
+            bytes(|a| {
+                a.call_kfunc(0x1234);
+            }),
+            [[0x85, 0x20, 0, 0, 0x34, 0x12, 0, 0]]
         );
         // r1 = map[fd 5] takes two slots: src_reg 1, the fd in the first immediate.
         assert_eq!(

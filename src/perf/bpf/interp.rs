@@ -5,8 +5,12 @@
 //! generated program's behaviour is checked offline, on the bytes it writes, and the live tests only
 //! check what needs the kernel (the verifier's word included).
 //!
+//! The one kernel function the programs call, `bpf_cast_to_kern_ctx` (by the id [`KERN_CTX_ID`]), gives
+//! the kernel's own context: the registers' address, the sample data's, and at [`EVENT_OFFSET`] the
+//! event whose handler runs the program ([`FakeKernel::event`]).
+//!
 //! Memory is a list of regions, region `i` at `(i + 1) << 32`: the stack, the context, the task, a test's
-//! own scratch memory, then one per map value (an array's values in one region). An access outside a
+//! own scratch memory, the kernel's context, then one per map value (an array's values in one region). An access outside a
 //! region, or across two array values, panics: the verifier would have refused the program.
 
 use std::collections::BTreeMap;
@@ -14,10 +18,11 @@ use std::collections::BTreeMap;
 use super::emit::{self, EmitMaps};
 use super::hit::{self, HitMaps};
 use super::hit_set::PROCS_MAX;
+use super::insn::PSEUDO_KFUNC_CALL;
 use super::insn::{Insn, ALU64, ATOMIC, DW, H, JMP, LD, LDX, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
 use super::insn::{ST, STX, W};
 use super::kernel::{ctx, Helper, MapType, CURRENT_CPU, EEXIST, NOEXIST, USER_STACK};
-use super::program::{Maps, OLD_SLOT};
+use super::program::OLD_SLOT;
 use super::totals::{self, TotalsMaps};
 use super::OLDS_MAX;
 
@@ -25,6 +30,11 @@ const STACK: usize = 0;
 const CTX: usize = 1;
 const TASK: usize = 2;
 const HEAP: usize = 3;
+const KERN_CTX: usize = 4;
+/// The machine's BTF id of `bpf_cast_to_kern_ctx`.
+pub const KERN_CTX_ID: i32 = 4242;
+/// Where the machine's `struct bpf_perf_event_data_kern` keeps `event` (after `regs` and `data`).
+pub const EVENT_OFFSET: i16 = 16;
 /// What `ld_map_fd` loads: this plus the map's descriptor, a value no region has.
 const MAP_TAG: u64 = 0x7fff_0000_0000_0000;
 /// Bytes of the machine's `task_struct`; its name is at [`COMM_OFFSET`].
@@ -102,7 +112,9 @@ pub struct FakeKernel {
     /// The writer's cgroup and its ancestors, by id: what `bpf_current_task_under_cgroup` tests a cgroup
     /// array's entry against (whose value here is the cgroup's id, where the kernel's holds the cgroup).
     pub cgroups: Vec<u64>,
-    /// The value program's or hit program's olds hash, by-tgid array and stats.
+    /// The event whose handler runs the program: the kernel context's `event` (a kernel address).
+    pub event: u64,
+    /// The hit program's olds hash, by-tgid array and stats.
     olds: i32,
     by_tgid: Option<i32>,
     stats: i32,
@@ -135,21 +147,26 @@ impl FakeKernel {
             read_with: None,
             calls: Vec::new(),
             cgroups: Vec::new(),
+            event: 0xffff_8880_0a00_0000,
             olds: -1,
             by_tgid: None,
             stats: -1,
             maps: BTreeMap::new(),
-            regions: vec![region(512), region(ctx::LEN), region(TASK_LEN), region(0)],
+            regions: vec![
+                region(512),
+                region(ctx::LEN),
+                region(TASK_LEN),
+                region(0),
+                region(EVENT_OFFSET as usize + 8),
+            ],
         }
     }
 
-    /// The value program's machine ([`super::program`]): its maps declared.
-    pub fn new(maps: Maps, addr: u64) -> FakeKernel {
+    /// A machine whose programs write through the `BPF_OUTPUT` events of the perf event array `outputs`
+    /// (their records land in [`FakeKernel::output`]), a trap at `addr`.
+    pub fn with_outputs(outputs: i32, addr: u64) -> FakeKernel {
         let mut m = FakeKernel::bare(addr);
-        m.declare(maps.outputs, MapType::PerfEventArray, (4, 4), 64);
-        m.declare_olds(maps.olds, maps.olds_by_tgid);
-        m.declare(maps.stats, MapType::PercpuArray, (4, 8), 1);
-        m.stats = maps.stats;
+        m.declare(outputs, MapType::PerfEventArray, (4, 4), 64);
         m
     }
 
@@ -624,6 +641,8 @@ impl FakeKernel {
             self.store(base(CTX) + 8 * i as u64, 8, *w);
         }
         self.store(base(CTX) + ctx::ADDR as u64, 8, self.addr);
+        self.store(base(KERN_CTX), 8, base(CTX));
+        self.store(base(KERN_CTX) + EVENT_OFFSET as u64, 8, self.event);
         self.read_with = None;
         self.calls.clear();
         let mut r = [0u64; 11];
@@ -687,6 +706,14 @@ impl FakeKernel {
                 STX => self.store(dst_addr(&r, &i), size(i.code), r[src]),
                 ST => self.store(dst_addr(&r, &i), size(i.code), imm),
                 JMP => match i.code & 0xf0 {
+                    0x80 if i.src == PSEUDO_KFUNC_CALL => {
+                        assert_eq!(i.imm, KERN_CTX_ID, "the one kfunc the machine has");
+                        assert_eq!(r[1], base(CTX), "the program's own context is cast");
+                        r[0] = base(KERN_CTX);
+                        for reg in r.iter_mut().take(6).skip(1) {
+                            *reg = 0xdead_beef;
+                        }
+                    }
                     0x80 => {
                         let helper =
                             Helper::from_id(i.imm).unwrap_or_else(|| panic!("helper {}", i.imm));

@@ -1,20 +1,17 @@
-//! The value program: what runs in the kernel at every hit of one watch when `--value` or `--if` is given.
-//! Generated from the watch's length, the `--if` condition and the `--tid`/`--comm`/`--exclude-idle`/
-//! `--kernel-only`/`--user-only` filters; pure, so it is checked offline by running it in
-//! `super::interp`.
+//! What the hit program ([`super::hit`]) does at a trap before it builds its record, generated from the
+//! watch's length, the `--if` condition and the `--tid`/`--comm`/`--exclude-idle`/`--kernel-only`/
+//! `--user-only` filters; pure, and run offline in `super::interp` through the hit program (its tests are
+//! `super::tests`). Beside it, [`probe`]: the smallest program, whether BPF loads here at all.
 //!
-//! At the trap (x86 data breakpoints trap after the store) it:
+//! At the trap (x86 data breakpoints trap after the store) the hit program:
 //! 1. reads the watched `len` bytes at the breakpoint's address (`bpf_probe_read_user`, or `_kernel` for a
-//!    kernel address): exactly what this store wrote;
+//!    kernel address): exactly what this store wrote (`value_and_old_steps`);
 //! 2. swaps it with the last value kept in the `olds` map (one entry per watched address, per process for a
 //!    user address, since each process has its own memory there): `old`, unknown for the first hit. With
 //!    an [`Olds::by_tgid`] array, a user address's entry for a tgid the array covers is kept there instead,
 //!    at the tgid's index: an array lookup is a few inlined instructions where the hash's is a call;
-//! 3. applies the filters, then the condition: a hit that fails either returns 0, so the kernel writes no
-//!    sample, and is counted in the per-CPU `stats` map instead (the tracer reports it as filtered);
-//! 4. writes the value record ([`crate::perf::record::ValueRecord`]: value, old, address, flags) through the
-//!    `outputs` map to this CPU's `BPF_OUTPUT` event, whose ring is the breakpoint's own, and returns 1: the
-//!    kernel then writes the sample right after it.
+//! 3. applies the filters (`filter`), then the condition (`condition`): a hit that fails either is
+//!    counted in the per-CPU `stats` map instead of written (the tracer reports it as filtered).
 //!
 //! A value that cannot be read (the page is gone) is reported as unknown, never filtered: a write is not
 //! hidden because its value could not be seen. The old value is updated before the filters, so `old` is the
@@ -23,11 +20,11 @@
 use crate::model::condition::{Compare, Condition, Op, Rhs, Side};
 use crate::model::filter::{Filter, Place};
 use crate::perf::bpf::insn::{
-    Alu, Asm, AsmError, Cond, Insn, Kept, Label, Reg, B, DW, FP, H, R0, R1, R2, R3, W,
+    Alu, Asm, Cond, Insn, Kept, Label, Reg, B, DW, FP, H, R0, R1, R2, R3, W,
 };
 use crate::perf::bpf::kernel::{ctx, Helper};
 use crate::perf::bpf::seq::{self, lookup, lookup_key};
-use crate::perf::record::{OLD_KNOWN, VALUE_KNOWN, VALUE_RAW_LEN};
+use crate::perf::hit_record::{OLD_KNOWN, VALUE_KNOWN};
 
 /// The registers the value code binds across its helper calls, which the hit program keeps until it
 /// builds its record: the program's context; the value read ([`VALUE_KNOWN`] in the flags), the old
@@ -39,7 +36,7 @@ pub(crate) const OLD: Kept = Kept::R8;
 pub(crate) const ADDR: Kept = Kept::R8;
 pub(crate) const FLAGS: Kept = Kept::R9;
 
-/// The value code's stack slots ([`value_and_old`], [`filter`]), allocated first by each program that
+/// The value code's stack slots ([`value_and_old_steps`], [`filter`]), allocated first by each program that
 /// runs it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ValueSlots {
@@ -70,19 +67,6 @@ impl ValueSlots {
     }
 }
 
-/// The maps the program uses, by descriptor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Maps {
-    /// `BPF_MAP_TYPE_PERF_EVENT_ARRAY`, one `BPF_OUTPUT` event per CPU.
-    pub outputs: i32,
-    /// `BPF_MAP_TYPE_LRU_HASH`, u64 key (0, or the tgid for a user address) to the last value.
-    pub olds: i32,
-    /// The by-tgid array of [`Olds::by_tgid`], if any.
-    pub olds_by_tgid: Option<i32>,
-    /// `BPF_MAP_TYPE_PERCPU_ARRAY` of one u64: hits the filters or the condition dropped.
-    pub stats: i32,
-}
-
 /// Where the last values are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Olds {
@@ -98,15 +82,6 @@ pub struct Olds {
 
 /// The size of an [`Olds::by_tgid`] value: the old value, then its generation.
 pub const OLD_SLOT: u32 = 16;
-
-/// What one watch's program checks.
-#[derive(Debug, Clone, Copy)]
-pub struct Spec<'a> {
-    /// The watch length: 1, 2, 4 or 8 bytes.
-    pub len: u8,
-    pub condition: Option<&'a Condition>,
-    pub filter: &'a Filter,
-}
 
 /// A task name as the kernel keeps it (`TASK_COMM_LEN`, NUL-padded), in the two words the program
 /// compares; `None` for a name the kernel cannot have (16 bytes or more, or a NUL in it).
@@ -134,71 +109,8 @@ fn comms_in_kernel(filter: &Filter) -> bool {
             .all(|c| c == IDLE || !c.starts_with('<'))
 }
 
-/// The program for `spec`.
-pub fn generate(spec: &Spec<'_>, maps: &Maps) -> Result<Vec<Insn>, AsmError> {
-    let mut a = Asm::new();
-    let slots = ValueSlots::new(&mut a);
-    // The value record: value, old, address, flags.
-    let out = a.slot(VALUE_RAW_LEN as u16);
-    let stat_key = a.slot(4).off();
-    let drop = a.label();
-    let emit = a.label();
-    let filters = a.label();
-
-    a.mov(CTX, R1);
-    let olds = Olds {
-        hash: maps.olds,
-        by_tgid: maps.olds_by_tgid,
-    };
-    value_and_old(&mut a, &slots, spec.len, Some(olds), filters);
-
-    a.bind(filters);
-    filter(&mut a, &slots, spec.filter, drop);
-    if let Some(cond) = spec.condition {
-        // An unknown value is reported whatever the condition says.
-        a.mov(R1, FLAGS)
-            .alu_imm(Alu::And, R1, VALUE_KNOWN as i32)
-            .jump_imm(Cond::Eq, R1, 0, emit);
-        condition(&mut a, cond, spec.len, emit, drop);
-    }
-
-    a.bind(emit);
-    a.store(DW, FP, out.word(0), VALUE)
-        .store(DW, FP, out.word(1), OLD)
-        .load(DW, R1, CTX, ctx::ADDR)
-        .store(DW, FP, out.word(2), R1)
-        .store(DW, FP, out.word(3), FLAGS);
-    seq::perf_output(
-        &mut a,
-        CTX.into(),
-        maps.outputs,
-        (out.off(), VALUE_RAW_LEN as i32),
-    );
-    a.mov_imm(R0, 1).exit();
-
-    if !a.used(drop) {
-        return a.finish();
-    }
-    a.bind(drop);
-    seq::add_to(&mut a, (maps.stats, 0, stat_key), None);
-    a.mov_imm(R0, 0).exit();
-    a.finish()
-}
-
-/// Reads the watched bytes at the trap into [`VALUE`], swaps them with the `olds` map's last value into
-/// [`OLD`] (none without one: 0) and sets [`FLAGS`]' `VALUE_KNOWN`/`OLD_KNOWN`, then jumps to `done`; the
-/// current task's pid/tgid is left in the `pid_tgid` slot. Expects the context in [`CTX`].
-pub(crate) fn value_and_old(
-    a: &mut Asm,
-    slots: &ValueSlots,
-    len: u8,
-    olds: Option<Olds>,
-    done: Label,
-) {
-    value_and_old_steps(a, slots, len, (olds, None), done, &mut |_, _| {});
-}
-
-/// The steps of [`value_and_old`] after which its `between` hook runs (a benchmark times them there).
+/// The steps of [`value_and_old_steps`] after which its `between` hook runs (a benchmark times them
+/// there).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Step {
     /// The task's pid/tgid and the olds key.
@@ -209,7 +121,10 @@ pub(crate) enum Step {
     Old,
 }
 
-/// [`value_and_old`], calling `between` after each [`Step`] of a readable value. The hook may use r0-r5
+/// Reads the watched bytes at the trap into [`VALUE`], swaps them with the `olds` map's last value into
+/// [`OLD`] (none without one: 0) and sets [`FLAGS`]' `VALUE_KNOWN`/`OLD_KNOWN`, then jumps to `done`; the
+/// current task's pid/tgid is left in the `pid_tgid` slot. Expects the context in [`CTX`]. Calls
+/// `between` after each [`Step`] of a readable value (a benchmark times them there). The hook may use r0-r5
 /// (and so call helpers): r6-r9 are what this code keeps. With `reads`, a one-entry array of one u32, the
 /// bytes of a trap taken in user space are read only while that is not 0, else left unknown as an
 /// unreadable value is: a read-write breakpoint on a user address traps on the program's own read, byte by

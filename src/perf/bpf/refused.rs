@@ -1,5 +1,5 @@
 //! Why the kernel refused to load a BPF program with EPERM or EACCES, and what would let it, worded from
-//! the capabilities this process holds: a pure function of the errno, the [`Credentials`] (the ones a
+//! the capabilities this process holds: a pure function of the errno, the [`Privilege`] (the ones a
 //! refused breakpoint is worded from too, [`crate::perf::denial`]) and kernel.unprivileged_bpf_disabled,
 //! so every combination is tested without a kernel. [`super::why_unavailable`] gathers the facts (as
 //! `perf::privilege` reads them) and uses the wording.
@@ -15,12 +15,12 @@
 
 use std::io;
 
-use crate::perf::credentials::Credentials;
+use crate::perf::privilege::Privilege;
 
 /// The capabilities a perf-event program needs that a process with `creds` lacks, by name: CAP_BPF and
 /// CAP_PERFMON, each unless CAP_SYS_ADMIN stands in for it; the ones it holds in a user namespace of its
 /// own count as lacking.
-pub fn missing(creds: &Credentials) -> Vec<&'static str> {
+pub fn missing(creds: &Privilege) -> Vec<&'static str> {
     let mut missing = Vec::new();
     if !creds.bpf() {
         missing.push("CAP_BPF");
@@ -34,7 +34,7 @@ pub fn missing(creds: &Credentials) -> Vec<&'static str> {
 /// The reason a program did not load (`err`), and the way out, as one clause for the callers' messages
 /// (`--value and --if read the value in the kernel with BPF, but {this}`). `setting` is
 /// kernel.unprivileged_bpf_disabled as read (or `unknown`).
-pub fn wording(err: &io::Error, creds: &Credentials, setting: &str) -> String {
+pub fn wording(err: &io::Error, creds: &Privilege, setting: &str) -> String {
     match err.raw_os_error() {
         Some(libc::EPERM | libc::EACCES) => refused(err, creds, setting),
         Some(libc::ENOSYS) => {
@@ -44,7 +44,7 @@ pub fn wording(err: &io::Error, creds: &Credentials, setting: &str) -> String {
     }
 }
 
-fn refused(err: &io::Error, creds: &Credentials, setting: &str) -> String {
+fn refused(err: &io::Error, creds: &Privilege, setting: &str) -> String {
     let missing = missing(creds);
     let refused = format!("loading a BPF program was refused ({err})");
     if missing.is_empty() {
@@ -87,9 +87,9 @@ mod tests {
 
     const EPERM: i32 = libc::EPERM;
 
-    fn creds(root: bool, bpf: bool, perfmon: bool, admin: bool, initial: bool) -> Credentials {
-        Credentials {
-            root,
+    fn creds(root: bool, bpf: bool, perfmon: bool, admin: bool, initial: bool) -> Privilege {
+        Privilege {
+            euid: if root { 0 } else { 1000 },
             cap_bpf: bpf,
             cap_perfmon: perfmon,
             cap_sys_admin: admin,
@@ -98,12 +98,12 @@ mod tests {
         }
     }
 
-    fn worded(c: &Credentials) -> String {
+    fn worded(c: &Privilege) -> String {
         wording(&io::Error::from_raw_os_error(EPERM), c, "2")
     }
 
     /// The wording for `c`, checked to say each of `parts`.
-    fn worded_with(c: &Credentials, parts: &[&str]) -> String {
+    fn worded_with(c: &Privilege, parts: &[&str]) -> String {
         let w = worded(c);
         for part in parts {
             assert!(w.contains(part), "{part:?} missing from: {w}");

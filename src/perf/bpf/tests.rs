@@ -1,78 +1,86 @@
-//! The generated value program, run offline in [`super::interp`]: what it reports, what it drops, and
-//! that every condition means what a plain Rust reading of it says, at every width and sign.
+//! The value, old value, filters and condition code ([`super::program`]) run offline in
+//! [`super::interp`] inside the hit program of a system-wide `--value` watch: what each hit reports
+//! (value, old, address and their flags, decoded from its record as the tracer reads it), what it drops,
+//! and that every condition means what a plain Rust reading of it says, at every width and sign.
 
-use super::interp::{FakeKernel, BY_TGID_ENTRIES};
+use super::hit::{generate, HitMaps, HitSpec};
+use super::insn::Insn;
+use super::interp::{FakeKernel, BY_TGID_ENTRIES, COMM_OFFSET};
 use super::kernel::Helper;
-use super::program::{generate, Maps, Spec};
 use crate::model::condition::{Compare, Condition, Op, Rhs, Side};
 use crate::model::filter::{Filter, Place};
-use crate::perf::record::{OLD_KNOWN, VALUE_KNOWN};
+use crate::perf::hit_record;
 
-const MAPS: Maps = Maps {
-    outputs: 3,
-    olds: 4,
-    olds_by_tgid: None,
-    stats: 5,
-};
+/// The maps of a system-wide watch that keeps old values in the hash alone.
+type Maps = HitMaps;
+const MAPS: Maps = HitMaps::SYSTEM_FOR_TESTS;
 /// The maps with a by-tgid olds array, as the hit program of a watch that keeps old values has them.
 const ARRAY_MAPS: Maps = Maps {
     olds_by_tgid: Some(6),
     ..MAPS
 };
+/// The ring buffer the CPU's emitter writes into.
+const RING: i32 = 30;
 const USER_ADDR: u64 = 0x60_1000;
 const KERNEL_ADDR: u64 = 0xffff_ffff_8300_3e00;
+/// A hit's flags as [`store`] gives them.
+const VALUE_KNOWN: u64 = hit_record::VALUE_KNOWN as u64;
+const OLD_KNOWN: u64 = hit_record::OLD_KNOWN as u64;
 
-fn program(len: u8, condition: Option<&Condition>, filter: &Filter) -> Vec<super::insn::Insn> {
+fn program(len: u8, condition: Option<&Condition>, filter: &Filter) -> Vec<Insn> {
     program_with(&MAPS, len, condition, filter)
 }
 
-fn program_with(
-    maps: &Maps,
-    len: u8,
-    condition: Option<&Condition>,
-    filter: &Filter,
-) -> Vec<super::insn::Insn> {
-    let spec = Spec {
+/// The hit program of a `--value` (`--if` with `condition`) watch of `len` bytes.
+fn program_with(maps: &Maps, len: u8, condition: Option<&Condition>, filter: &Filter) -> Vec<Insn> {
+    let spec = HitSpec {
         len,
+        read_value: true,
+        old: true,
+        regs: false,
+        cgroup_ids: false,
         condition,
         filter,
+        comm_offset: Some(COMM_OFFSET),
+        repeats: None,
     };
     generate(&spec, maps).expect("assembles")
 }
 
-/// A machine whose by-tgid array (if the maps have one) is at generation 1, as the tracer makes it.
+/// A machine for `maps`' program, a trap at `addr` (its by-tgid array, if any, at generation 1, as the
+/// tracer makes it).
 fn machine(maps: Maps, addr: u64) -> FakeKernel {
-    let mut m = FakeKernel::new(maps, addr);
-    m.set_generation(1);
-    m
-}
-
-/// The record's four words: value, old, address, flags.
-fn words(rec: &[u8]) -> [u64; 4] {
-    let w = |i: usize| u64::from_le_bytes(rec[i * 8..i * 8 + 8].try_into().unwrap());
-    [w(0), w(1), w(2), w(3)]
+    FakeKernel::for_hit(&maps, addr, RING, 1 << 14)
 }
 
 /// Stores `value` (as the memory holds it after the store) and runs the program: whether the hit is
-/// reported, and its record.
-fn store(m: &mut FakeKernel, prog: &[super::insn::Insn], value: Option<u64>) -> Option<[u64; 4]> {
+/// reported, and its record's value, old, address and flags (`VALUE_KNOWN`, `OLD_KNOWN`).
+fn store(m: &mut FakeKernel, prog: &[Insn], value: Option<u64>) -> Option<[u64; 4]> {
     m.memory = value;
-    let before = m.output.len();
-    let r0 = m.run(prog);
-    assert!(r0 == 0 || r0 == 1, "returns 0 or 1");
+    let before = m.ring(RING).len();
     assert_eq!(
-        m.output.len() - before,
-        r0 as usize,
-        "a record exactly when the sample is kept"
+        m.run(prog),
+        0,
+        "the program returns 0: the kernel writes no sample"
     );
-    (r0 == 1).then(|| words(m.output.last().unwrap()))
+    let records = &m.ring(RING)[before..];
+    assert!(records.len() <= 1, "one record a hit at most");
+    let (bytes, _) = records.first()?;
+    let r = hit_record::decode(bytes).expect("a record");
+    let flags = r.flags & (hit_record::VALUE_KNOWN | hit_record::OLD_KNOWN);
+    Some([
+        r.value.unwrap_or(0),
+        r.old.unwrap_or(0),
+        r.addr,
+        u64::from(flags),
+    ])
 }
 
 #[test]
 fn reports_value_and_old_for_each_store() {
     let f = Filter::default();
     let prog = program(4, None, &f);
-    let mut m = FakeKernel::new(MAPS, USER_ADDR);
+    let mut m = machine(MAPS, USER_ADDR);
     let first = store(&mut m, &prog, Some(0x1f3)).unwrap();
     assert_eq!(first, [0x1f3, 0, USER_ADDR, VALUE_KNOWN]);
     let second = store(&mut m, &prog, Some(0x1f4)).unwrap();
@@ -90,7 +98,7 @@ fn reports_value_and_old_for_each_store() {
 fn a_kernel_address_is_read_as_kernel_memory_with_one_old_value() {
     let f = Filter::default();
     let prog = program(8, None, &f);
-    let mut m = FakeKernel::new(MAPS, KERNEL_ADDR);
+    let mut m = machine(MAPS, KERNEL_ADDR);
     store(&mut m, &prog, Some(7));
     m.pid_tgid = (200 << 32) | 201;
     let rec = store(&mut m, &prog, Some(8)).unwrap();
@@ -113,7 +121,7 @@ fn a_kernel_address_is_read_as_kernel_memory_with_one_old_value() {
 fn separate_processes_have_separate_old_values_at_a_user_address() {
     let f = Filter::default();
     let prog = program(8, None, &f);
-    let mut m = FakeKernel::new(MAPS, USER_ADDR);
+    let mut m = machine(MAPS, USER_ADDR);
     store(&mut m, &prog, Some(1));
     m.pid_tgid = (300 << 32) | 300;
     let rec = store(&mut m, &prog, Some(2)).unwrap();
@@ -129,7 +137,7 @@ fn an_unreadable_value_is_reported_not_filtered() {
     let f = Filter::default();
     let never = cmp(Side::Value, Op::Eq, 12345, false);
     let prog = program(8, Some(&never), &f);
-    let mut m = FakeKernel::new(MAPS, USER_ADDR);
+    let mut m = machine(MAPS, USER_ADDR);
     assert_eq!(store(&mut m, &prog, Some(1)), None);
     assert_eq!(m.dropped(), 1);
     let rec = store(&mut m, &prog, None).unwrap();
@@ -258,7 +266,7 @@ fn filters_drop_in_the_kernel() {
         ..Filter::default()
     };
     let prog = program(8, None, &tids);
-    let mut m = FakeKernel::new(MAPS, USER_ADDR);
+    let mut m = machine(MAPS, USER_ADDR);
     assert!(store(&mut m, &prog, Some(1)).is_some());
     m.pid_tgid = (100 << 32) | 102;
     assert!(store(&mut m, &prog, Some(2)).is_none());
@@ -272,7 +280,7 @@ fn filters_drop_in_the_kernel() {
         ..Filter::default()
     };
     let prog = program(8, None, &comms);
-    let mut m = FakeKernel::new(MAPS, USER_ADDR);
+    let mut m = machine(MAPS, USER_ADDR);
     assert!(store(&mut m, &prog, Some(1)).is_some());
     m.comm = *b"writer2\0\0\0\0\0\0\0\0\0";
     assert!(store(&mut m, &prog, Some(1)).is_none());
@@ -284,7 +292,7 @@ fn filters_drop_in_the_kernel() {
         ..Filter::default()
     };
     let prog = program(8, None, &idle);
-    let mut m = FakeKernel::new(MAPS, KERNEL_ADDR);
+    let mut m = machine(MAPS, KERNEL_ADDR);
     m.comm = *b"swapper/0\0\0\0\0\0\0\0";
     m.pid_tgid = 0;
     assert!(store(&mut m, &prog, Some(1)).is_some());
@@ -295,7 +303,7 @@ fn filters_drop_in_the_kernel() {
         ..Filter::default()
     };
     let prog = program(8, None, &no_idle);
-    let mut m = FakeKernel::new(MAPS, KERNEL_ADDR);
+    let mut m = machine(MAPS, KERNEL_ADDR);
     m.pid_tgid = 0;
     assert!(store(&mut m, &prog, Some(1)).is_none());
 
@@ -310,7 +318,7 @@ fn filters_drop_in_the_kernel() {
             ..Filter::default()
         };
         let prog = program(8, None, &f);
-        let mut m = FakeKernel::new(MAPS, USER_ADDR);
+        let mut m = machine(MAPS, USER_ADDR);
         m.user_mode = user_mode;
         assert_eq!(
             store(&mut m, &prog, Some(1)).is_some(),
@@ -329,16 +337,12 @@ fn made_up_names_are_left_to_the_tracer() {
         ..Filter::default()
     };
     let prog = program(8, None, &f);
-    let mut m = FakeKernel::new(MAPS, USER_ADDR);
+    let mut m = machine(MAPS, USER_ADDR);
     assert!(store(&mut m, &prog, Some(1)).is_some());
 }
 
 /// One run of stores: (tgid, address, value), each through `prog` on one machine; the records kept.
-fn run_stores(
-    maps: Maps,
-    prog: &[super::insn::Insn],
-    stores: &[(u64, u64, u64)],
-) -> Vec<Option<[u64; 4]>> {
+fn run_stores(maps: Maps, prog: &[Insn], stores: &[(u64, u64, u64)]) -> Vec<Option<[u64; 4]>> {
     let mut m = machine(maps, USER_ADDR);
     stores
         .iter()

@@ -623,17 +623,10 @@ mod tests {
     use super::*;
     use crate::perf::bpf::insn::Kept;
     use crate::perf::bpf::interp::FakeKernel;
-    use crate::perf::bpf::program::Maps;
 
     /// The program's hash, run offline over chains of every length from none to full, is the tracer's.
     #[test]
     fn the_programs_chain_hash_is_the_tracers() {
-        let maps = Maps {
-            outputs: 1,
-            olds: 2,
-            olds_by_tgid: None,
-            stats: 3,
-        };
         for (k, u) in [
             (0usize, 0usize),
             (0, 1),
@@ -645,7 +638,7 @@ mod tests {
             let words: Vec<u64> = (0..(k + u) as u64)
                 .map(|i| 0xffff_ffff_8100_0000u64.wrapping_add(i.wrapping_mul(0x1234_5677)))
                 .collect();
-            let mut m = FakeKernel::new(maps, 0x1000);
+            let mut m = FakeKernel::with_outputs(1, 0x1000);
             let lengths = rec::Layout::ALL.lengths();
             let record = m.scratch(lengths as usize + 8 + 8 * words.len());
             let at = record + lengths as u64;

@@ -75,15 +75,6 @@ pub fn perf_modify_attributes(fd: BorrowedFd<'_>, attr: &perf_event_attr) -> io:
     cvt(unsafe { perf::ioctls::MODIFY_ATTRIBUTES(fd.as_raw_fd(), &mut attr) })
 }
 
-/// PERF_EVENT_IOC_ID: the id the kernel writes into this event's records (`PERF_SAMPLE_IDENTIFIER`).
-pub fn perf_event_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
-    let mut id = 0u64;
-    // SAFETY: `fd` is a live perf event descriptor; ID writes one u64 through the pointer, which is valid
-    // for the call.
-    cvt(unsafe { perf::ioctls::ID(fd.as_raw_fd(), &mut id) })?;
-    Ok(id)
-}
-
 /// PERF_EVENT_IOC_SET_BPF: runs the `BPF_PROG_TYPE_PERF_EVENT` program `prog` at every overflow of `fd`
 /// (every hit of a breakpoint); a return of 0 drops the sample. Copied into inherited children.
 pub fn perf_set_bpf(fd: BorrowedFd<'_>, prog: BorrowedFd<'_>) -> io::Result<()> {

@@ -6,15 +6,22 @@ use crate::perf::event::{CpuEvent, Delivery, EventConfig};
 
 use super::Tracked;
 
-/// The hits `ev`'s CPU and watch had dropped by the `--value` program so far (0 without one, or if the
-/// counter cannot be read).
+/// The hits `ev`'s CPU and watch's program had dropped so far (0 without one, or if the counter cannot
+/// be read).
 pub(super) fn dropped(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
-    let by_cpu = match &cfg.delivery {
-        Delivery::Hits(h) => h.dropped_by_cpu(ev.watch),
-        Delivery::Paired { values, .. } => values.dropped(ev.watch),
-        Delivery::Samples { .. } => return 0,
-    };
-    on_cpu(by_cpu, ev)
+    match &cfg.delivery {
+        Delivery::Hits(h) => on_cpu(h.dropped_by_cpu(ev.watch), ev),
+        Delivery::Samples => 0,
+    }
+}
+
+/// Second reports of one store that `ev`'s CPU and watch's program dropped on the per-thread path (another
+/// of the writing thread's events reported it first; 0 otherwise).
+pub(super) fn repeated(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
+    match &cfg.delivery {
+        Delivery::Hits(h) => on_cpu(h.repeated_by_cpu(ev.watch), ev),
+        Delivery::Samples => 0,
+    }
 }
 
 /// Traps of processes a process watch does not cover that `ev`'s CPU and watch dropped in the kernel (the
@@ -22,7 +29,7 @@ pub(super) fn dropped(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
 pub(super) fn other_process(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
     match &cfg.delivery {
         Delivery::Hits(h) => on_cpu(h.other_process_by_cpu(ev.watch), ev),
-        Delivery::Paired { .. } | Delivery::Samples { .. } => 0,
+        Delivery::Samples => 0,
     }
 }
 
@@ -31,7 +38,7 @@ pub(super) fn other_process(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
 pub(super) fn beyond_count(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
     match &cfg.delivery {
         Delivery::Hits(h) => on_cpu(h.beyond_count_by_cpu(ev.watch), ev),
-        Delivery::Paired { .. } | Delivery::Samples { .. } => 0,
+        Delivery::Samples => 0,
     }
 }
 
@@ -40,7 +47,7 @@ pub(super) fn beyond_count(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
 pub(super) fn ring_lost(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
     match &cfg.delivery {
         Delivery::Hits(h) => on_cpu(h.lost_by_cpu(ev.watch), ev),
-        Delivery::Paired { .. } | Delivery::Samples { .. } => 0,
+        Delivery::Samples => 0,
     }
 }
 
@@ -65,15 +72,17 @@ pub struct Audit {
     pub samples: u64,
     pub lost_records: u64,
     pub undecodable: u64,
-    /// `--value`/`--if`: hits the program dropped in the kernel (filters or condition).
+    /// The hit path: hits the program dropped in the kernel (filters, condition, other processes).
     pub filtered: u64,
     /// Of `filtered`: traps of other processes at the watched address (a process watch on the hit path).
     pub other_process: u64,
-    /// `--value`: value records whose sample was lost.
-    pub unpaired: u64,
     /// `--count N` on the hit path: traps after the N-th hit, which the program kept none of (the run
     /// ends at the N-th, but the breakpoint counts until it is closed).
     pub beyond_count: u64,
+    /// The per-thread hit path: second reports of one store by another event of its thread, which the
+    /// program dropped, or which came as a perf sample of a copy without the program and the decoder
+    /// dropped (each breakpoint counted the store; it is one hit, not filtered).
+    pub repeated: u64,
     /// The hit path: of [`Audit::unreported_lost`], the kept hits the program's ring buffer had no room
     /// for after its last record read (the kernel's totals count them; the rest of the tail is the
     /// breakpoint's perf ring's).
@@ -103,7 +112,9 @@ impl Audit {
         let counted = self.counted_lost();
         match self.kernel_hits {
             Some(hits) => {
-                counted.min(hits.saturating_sub(self.samples + self.filtered + self.beyond_count))
+                counted.min(hits.saturating_sub(
+                    self.samples + self.filtered + self.beyond_count + self.repeated,
+                ))
             }
             None => counted,
         }
@@ -115,7 +126,12 @@ impl Audit {
         let lost = self.lost_records.max(self.kernel_lost.unwrap_or(0));
         let hits = self.kernel_hits?;
         Some(hits.saturating_sub(
-            self.samples + self.undecodable + lost + self.filtered + self.beyond_count,
+            self.samples
+                + self.undecodable
+                + lost
+                + self.filtered
+                + self.beyond_count
+                + self.repeated,
         ))
     }
 }
@@ -132,7 +148,7 @@ pub(super) fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
         filtered: dropped(cfg, &t.ev).saturating_sub(t.bases.dropped),
         other_process: other_process(cfg, &t.ev).saturating_sub(t.bases.other),
         beyond_count: beyond_count(cfg, &t.ev).saturating_sub(t.bases.beyond),
-        unpaired: t.decoder.unpaired(),
+        repeated: repeated(cfg, &t.ev).saturating_sub(t.bases.repeated) + tally.copies,
         cpu: t.ev.cpu,
         watch: t.ev.watch,
         kernel_hits: counts.map(|c| c.hits),

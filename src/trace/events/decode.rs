@@ -1,4 +1,4 @@
-//! What the three ring decoders ([`super::hits`], [`super::samples`], [`super::paired`]) share: the
+//! What the two ring decoders ([`super::hits`], [`super::samples`]) share: the
 //! [`Out`] they hand decoded items to, and the [`Tally`] of what a ring gave, which the audit at the end
 //! holds against the kernel's counters. A decoder is pure: bytes in, items out through [`Out`], so each is
 //! tested on constructed bytes with [`testing::Collect`] standing in for the rings' merge.
@@ -43,6 +43,10 @@ pub struct Tally {
     pub lost_records: u64,
     /// Records that could not be decoded (reported as lost one each).
     pub undecodable: u64,
+    /// The per-thread hit path: perf samples of inherited copies of a thread's event that have no
+    /// program, dropped (the thread's own event's program reported the same store; see
+    /// [`super::samples::SampleDecoder::of_copies`]).
+    pub copies: u64,
     /// The newest time read from the ring; dates records that carry none.
     pub last_time: u64,
 }
@@ -54,15 +58,9 @@ impl Tally {
             samples: 0,
             lost_records: 0,
             undecodable: 0,
+            copies: 0,
             last_time: now,
         }
-    }
-
-    /// A record that could not be decoded, counted as lost on `cpu` and handed on as such: a loss is
-    /// never silent.
-    pub fn undecodable(&mut self, cpu: u32, out: &mut impl Out) {
-        self.undecodable += 1;
-        out.push(self.last_time, Item::Lost { cpu, count: 1 });
     }
 
     /// The counts of two rings read as one (the hit path's perf ring and ring buffer).
@@ -71,6 +69,7 @@ impl Tally {
             samples: self.samples + other.samples,
             lost_records: self.lost_records + other.lost_records,
             undecodable: self.undecodable + other.undecodable,
+            copies: self.copies + other.copies,
             last_time: self.last_time.max(other.last_time),
         }
     }
@@ -149,25 +148,13 @@ pub mod testing {
 mod prop {
     use crate::perf::hit_record::{self, HitRecord};
     use crate::perf::record::{encode, SAMPLE_TYPE_TASK};
-    use crate::perf::value_record::{self, ValueRecord};
     use crate::trace::events::decode::testing::Collect;
     use crate::trace::events::hits::{HitDecoder, HitValue};
-    use crate::trace::events::paired::PairedDecoder;
     use crate::trace::events::samples::SampleDecoder;
     use crate::trace::events::Item;
     use proptest::prelude::*;
 
     fn records() -> Vec<Vec<u8>> {
-        let v = ValueRecord {
-            ip: 0x40_1005,
-            pid: 7,
-            tid: 8,
-            time: 10,
-            cpu: 0,
-            addr: 0x60_1000,
-            value: Some(1),
-            old: None,
-        };
         let hit = HitRecord {
             flags: hit_record::USER_MODE,
             pid: 7,
@@ -189,7 +176,6 @@ mod prop {
         let sample = encode::sample(0x40_1005, 7, 8, 10, 0x60_1000, 0, &[encode::USER, 1]);
         vec![
             encode::with_id(5, &sample),
-            value_record::encode(42, &v),
             encode::with_trailer(encode::comm(7, 8, "writer", false), 7, 8, 9, 0),
             encode::with_trailer(encode::lost(1, 2), 0, 0, 9, 0),
             encode::mmap2(7, 8, 0x40_0000, 0x1000, 0, (8, 1), 99, "/bin/w"),
@@ -216,22 +202,19 @@ mod prop {
         #[test]
         fn no_record_panics_a_decoder_and_an_undecodable_one_is_a_loss(
             edits in proptest::collection::vec(
-                (0..6usize, any::<usize>(), any::<u8>(), any::<usize>()),
+                (0..5usize, any::<usize>(), any::<u8>(), any::<usize>()),
                 1..12,
             )
         ) {
-            let perf = || SampleDecoder::new(0, 0, SAMPLE_TYPE_TASK, true, 0);
-            let mut samples = perf();
-            let mut paired = PairedDecoder::new(perf(), 42);
+            let mut samples = SampleDecoder::new(0, 0, SAMPLE_TYPE_TASK, true, 0);
             let mut hits = HitDecoder::new(0, 0, HitValue::Written, 0, 0);
             let mut out = Collect::new(8);
             for (which, at, byte, cut) in edits {
                 let bytes = broken(which, at, byte, cut);
-                let before = [samples.tally(), paired.tally(), hits.tally()];
+                let before = [samples.tally(), hits.tally()];
                 samples.record(&bytes, &mut out);
-                paired.record(&bytes, &mut out);
                 hits.record(&bytes, &mut out);
-                let after = [samples.tally(), paired.tally(), hits.tally()];
+                let after = [samples.tally(), hits.tally()];
                 let new: Vec<u64> = after
                     .iter()
                     .zip(&before)

@@ -1,11 +1,13 @@
 //! The perf-sample path's decoder: a breakpoint's perf ring, as the kernel writes it (samples of the
 //! breakpoint, LOST records, and the task records one event per CPU asks for). The hit path reads its
-//! breakpoint's perf ring with it too (task records only there: the hit program emits the hits), and
-//! `--value`'s per-thread path ([`super::paired`]) builds on it.
+//! breakpoint's perf ring with it too (task records only there: the hit program emits the hits).
 //!
 //! A process watch's ring (one event per thread, writing into one ring per CPU) gets two things more:
 //! the second report of one store is dropped ([`Stores`]), and each hit's value is what the writer's
 //! process holds as the hit leaves the ring (read through [`Out::read_value`]).
+//!
+//! On the hit path a breakpoint writes no sample of its own (its program emits the hits), so a sample in
+//! its ring is an inherited copy's without the program: [`SampleDecoder::of_copies`] counts and drops it.
 
 use crate::perf::record::{self, Record, Sample};
 use crate::report::Value;
@@ -20,6 +22,8 @@ pub struct SampleDecoder {
     sample_type: u64,
     /// A process watch's ring: the store the last sample reported (see [`Stores`]).
     stores: Option<Stores>,
+    /// The hit path: every sample is a copy's second report ([`SampleDecoder::of_copies`]).
+    copies: bool,
     tally: Tally,
 }
 
@@ -32,7 +36,25 @@ impl SampleDecoder {
             watch,
             sample_type,
             stores: process.then(Stores::default),
+            copies: false,
             tally: Tally::new(now),
+        }
+    }
+
+    /// The decoder of a hit-path breakpoint's perf ring (task records only, for the hits come from the
+    /// program), set up at `now`. A sample there can only come from a copy of a thread's event that the
+    /// thread inherited while its creator's event was being armed, between the event's open and its
+    /// program's attach (`PERF_EVENT_IOC_SET_BPF` reaches the event itself, not the copies it has, and a
+    /// copy writes into its parent's ring). The arming reads the threads again until a reading finds
+    /// none new, after every attach, and gives each thread it finds its own event with the program
+    /// (`perf::arm`), whose program reports the same store: the sample is a second report, counted
+    /// ([`Tally::copies`]) and neither printed nor counted as a hit. (A process that makes threads
+    /// without pause through the arming's 100 readings leaves threads made after the last one by a
+    /// thread not yet armed uncovered, copies or not.)
+    pub fn of_copies(cpu: u32, watch: usize, sample_type: u64, now: u64) -> SampleDecoder {
+        SampleDecoder {
+            copies: true,
+            ..SampleDecoder::new(cpu, watch, sample_type, false, now)
         }
     }
 
@@ -58,8 +80,14 @@ impl SampleDecoder {
 
     /// A record: a loss or a task record is handed on (one that cannot be decoded as a loss of one), a
     /// sample returned, counted and dated.
-    pub(super) fn decode(&mut self, bytes: &[u8], out: &mut impl Out) -> Option<Sample> {
+    fn decode(&mut self, bytes: &[u8], out: &mut impl Out) -> Option<Sample> {
         let item = match record::decode_reusing(bytes, self.sample_type, out.frames()) {
+            Ok(Record::Sample(s)) if self.copies => {
+                self.tally.copies += 1;
+                self.tally.last_time = self.tally.last_time.max(s.time);
+                out.recycle(s.frames);
+                return None;
+            }
             Ok(Record::Sample(s)) => {
                 self.tally.samples += 1;
                 self.tally.last_time = s.time;
@@ -94,7 +122,7 @@ impl SampleDecoder {
     /// `s`, unless it is a second event's report of the store the sample before reported (a process
     /// watch): then its chain goes back to `out`, and it stays counted, since the kernel counted it as a
     /// hit too.
-    pub(super) fn keep(&mut self, s: Sample, out: &mut impl Out) -> Option<Sample> {
+    fn keep(&mut self, s: Sample, out: &mut impl Out) -> Option<Sample> {
         if self
             .stores
             .as_mut()
@@ -107,13 +135,8 @@ impl SampleDecoder {
     }
 
     /// Hands on a kept sample as a hit on this ring's watch, with `value`.
-    pub(super) fn push(&self, s: Sample, value: Value, out: &mut impl Out) {
+    fn push(&self, s: Sample, value: Value, out: &mut impl Out) {
         out.push(s.time, Item::Sample(s, self.watch, value, None));
-    }
-
-    /// A record that could not be decoded (for a record this decoder did not read itself).
-    pub(super) fn undecodable(&mut self, out: &mut impl Out) {
-        self.tally.undecodable(self.cpu, out);
     }
 }
 
@@ -228,6 +251,33 @@ mod tests {
             (t.samples, t.lost_records, t.undecodable, t.last_time),
             (1, 3, 1, 110)
         );
+    }
+
+    /// A hit-path perf ring: a sample there is an inherited copy's without the program (the program
+    /// reported the store): dropped, its chain handed back, counted as a copy and not as a hit; task
+    /// records pass as they are.
+    #[test]
+    fn a_hit_path_ring_drops_a_copys_samples_and_counts_them() {
+        let mut d = SampleDecoder::of_copies(0, 0, SAMPLE_TYPE_TASK, 0);
+        let mut out = Collect::new(8);
+        let store = encode::with_id(
+            3,
+            &encode::sample(0x40_1005, 7, 8, 10, 0x60_1000, 0, &[USER, 0x40_1005]),
+        );
+        let comm = encode::with_trailer(encode::comm(7, 9, "writer", false), 7, 9, 12, 0);
+        for r in [&store, &comm, &store] {
+            d.record(r, &mut out);
+        }
+        let items = out.take();
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert!(
+            matches!(items[0], (_, Item::Task(Task::Comm { tid: 9, .. }))),
+            "{items:?}"
+        );
+        assert!(out.reads.is_empty());
+        assert_eq!(out.recycled, 2);
+        let t = d.tally();
+        assert_eq!((t.samples, t.copies), (0, 2));
     }
 
     /// A process ring: each hit gets what the writer's process holds at the hit's address, and the second

@@ -17,8 +17,8 @@ fn lost_records_count_as_hits_only_as_far_as_the_counter_says() {
         undecodable: 0,
         filtered,
         other_process: 0,
-        unpaired: 0,
         beyond_count: 0,
+        repeated: 0,
         unprinted_tail: 0,
     };
     let exits = audit(Some(1000), Some(104), 960, 90, 0);

@@ -298,6 +298,18 @@ impl Btf {
         None
     }
 
+    /// The type id of the FUNC named `name` (a kernel function, or a kfunc a BPF program calls by this
+    /// id), found by scanning the records as [`Btf::struct_field_offset`] does: FUNCs are not in the name
+    /// index. `None` when there is none.
+    pub fn func_id(&self, name: &str) -> Option<u32> {
+        self.chain().find_map(|btf| {
+            (0..btf.raw.records.len())
+                .map_while(|i| btf.raw.record(i).map(|rec| (i, rec)))
+                .find(|(_, rec)| rec.kind == kind::FUNC && btf.string(rec.name_off) == name)
+                .map(|(i, _)| btf.first_id + i as u32)
+        })
+    }
+
     fn next_id(&self) -> u32 {
         // Checked in `from_bytes` to fit.
         self.first_id + self.raw.records.len() as u32

@@ -920,6 +920,26 @@ fn a_struct_field_offset_is_found_without_the_index() {
     assert_eq!(flags.struct_field_offset("flags", "a"), None, "a bitfield");
 }
 
+/// A FUNC's id is found by its name, and only a FUNC's (not a struct's, not a FUNC_PROTO's).
+#[test]
+fn a_func_id_is_found_by_name() {
+    let mut b = Builder::new();
+    let int = b.int("int", 4);
+    b.aggregate(
+        kind::STRUCT,
+        "bpf_cast_to_kern_ctx",
+        false,
+        4,
+        &[("x", int, 0)],
+    );
+    let proto = b.proto(int, &[("obj", int)]);
+    let func = b.func("bpf_cast_to_kern_ctx", proto);
+    let btf = load(&b);
+    assert_eq!(btf.func_id("bpf_cast_to_kern_ctx"), Some(func));
+    assert_eq!(btf.func_id("int"), None);
+    assert_eq!(btf.func_id("nope"), None);
+}
+
 #[test]
 fn the_running_kernels_task_comm_is_found_as_the_index_finds_it() {
     let path = std::path::Path::new(Btf::VMLINUX);

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::Error;
 use crate::buildid::BuildId;
+use crate::source::Source;
 
 /// Which of the client's limits stopped a fetch (the caller names the option that raises it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -381,5 +382,53 @@ mod tests {
             ),
             "{inner:?}"
         );
+    }
+}
+
+/// Why the running kernel's vmlinux was wanted from debuginfod instead of the source the search picked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    /// A member path, an array element or source lines need DWARF, which `picked` does not have.
+    Dwarf { picked: Source },
+    /// `picked` (a kallsyms without data symbols) lacks the symbol `name`.
+    DataSymbol { name: String, picked: Source },
+}
+
+impl Need {
+    /// The reason, with a front end's words for what needs source lines (this crate says `source lines`).
+    pub fn why(&self, source_lines: &str) -> String {
+        match self {
+            Need::Dwarf { picked } => {
+                format!("struct fields and {source_lines} need DWARF, which {picked} does not have")
+            }
+            Need::DataSymbol { name, picked } => format!(
+                "symbol `{name}` is not in {picked}, which has no data symbols (CONFIG_KALLSYMS_ALL is off)"
+            ),
+        }
+    }
+}
+
+/// Why the running kernel's vmlinux could not be had from debuginfod ([`Error::NoVmlinux`]).
+#[derive(Debug)]
+pub enum Unfetched {
+    /// Servers are named, but no cache directory can be (no `DEBUGINFOD_CACHE_PATH`, `XDG_CACHE_HOME` or
+    /// `HOME`).
+    NoCache,
+    /// The kernel's notes hold no build-id to ask for.
+    NoBuildId { notes: PathBuf },
+    /// The kernel's notes could not be read.
+    BuildId(Box<Error>),
+    /// Only the cache may be used, and it has no vmlinux of this build-id.
+    NotCached { build_id: BuildId },
+    /// The fetch failed.
+    Fetch(Box<Error>),
+}
+
+impl Unfetched {
+    pub(crate) fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Unfetched::BuildId(e) | Unfetched::Fetch(e) => Some(&**e),
+            _ => None,
+        }
     }
 }

@@ -203,7 +203,6 @@ mod tests {
     use super::super::{SizeFrom, ALLOCATED, FREED};
     use super::*;
     use crate::perf::bpf::interp::FakeKernel;
-    use crate::perf::bpf::program::Maps;
 
     const OUT: i32 = 3;
     const ARMED: i32 = 4;
@@ -217,15 +216,7 @@ mod tests {
     /// The interpreter with the user-space programs' maps: the output ring, `armed`, and a stash whose
     /// values are `stash_value` bytes (8: a request size; 16: a size and an out-pointer).
     fn fake(stash_value: usize) -> FakeKernel {
-        let mut m = FakeKernel::new(
-            Maps {
-                outputs: OUT,
-                olds: 90,
-                olds_by_tgid: None,
-                stats: 91,
-            },
-            0,
-        );
+        let mut m = FakeKernel::with_outputs(OUT, 0);
         m.declare(ARMED, MapType::LruHash, (8, 4), 16);
         m.declare(STASH, MapType::LruHash, (8, stash_value), 16);
         m

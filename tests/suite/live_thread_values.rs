@@ -1,0 +1,357 @@
+//! `--value` and `--if` on the per-thread path (`--per-thread`, `--remove-on-exec`): every thread's event
+//! runs the hit program that one breakpoint per CPU runs, so its hits carry the store's own value and the
+//! one before it, `--if` is decided in the kernel, and the events (not the program) choose the threads:
+//! an exec keeps them, or `--remove-on-exec` drops them.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{self, helper_with, Tracer, Writer, BIN};
+
+// A launched shell that execs the helper, whose 3 threads then store 1, 2 and 3: with `--per-thread
+// --value` the watch follows the exec and each store's hit carries its value, and the one before it
+// (the stores follow one another); `--remove-on-exec --value` drops the watch at the exec.
+live_test!(per_thread_values_follow_an_exec_or_end_at_it, {
+    if !util::require("nm") {
+        return;
+    }
+    // Non-PIE: the global's address is the same before the exec as after it.
+    let bin = helper_with("threads", &["-no-pie"]);
+    let nm = Command::new("nm").arg(&bin).output().expect("run nm");
+    let addr = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .find_map(|l| {
+            l.strip_suffix(" B target_var")
+                .map(|a| format!("0x{}", a.trim_start_matches('0')))
+        })
+        .expect("target_var in nm output");
+    let script = format!("exec {} threads 3 0", bin.display());
+    let stream = std::env::temp_dir().join(format!("ksw-thread-values-{}", std::process::id()));
+    let stream_arg = stream.to_str().expect("utf-8 path");
+    for (flag, want) in [("--per-thread", 3), ("--remove-on-exec", 0)] {
+        let mut args = vec!["write", "--json", "--no-status", "-o", stream_arg, flag];
+        args.extend(["--value", addr.as_str(), "--", "sh", "-c", &script]);
+        let mut h = Writer::start_binary(Path::new(BIN), &args);
+        h.read_until("ready");
+        h.send("go");
+        h.read_until_prefix("done tids=");
+        let pid = h.pid;
+        let status = h.close_and_wait(Duration::from_secs(30));
+        assert_eq!(status.code(), Some(0), "{flag}");
+        let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
+        let stores: Vec<&Value> = records
+            .iter()
+            .filter(|v| v["type"] == "hit" && v["pid"] == pid && v["in_kernel"] == false)
+            .collect();
+        assert_eq!(stores.len(), want, "{flag}: {stores:?}");
+        let mut values: Vec<&str> = stores
+            .iter()
+            .map(|v| v["value"].as_str().expect("a value"))
+            .collect();
+        values.sort_unstable();
+        let stored = ["0x1", "0x2", "0x3"];
+        assert_eq!(values, stored[..want], "{flag}");
+        // Each store's old value is the value before it: the one stored just before, or what the
+        // ELF loader left (0) before the first.
+        for v in &stores {
+            assert!(v["old"].is_string(), "{flag}: {v}");
+        }
+        let firsts = stores.iter().filter(|v| v["old"] == "0x0").count();
+        assert_eq!(firsts, usize::from(want > 0), "{flag}: {stores:?}");
+    }
+    let _ = std::fs::remove_file(&stream);
+});
+
+// 8 threads each store (tid << 32 | seq) for seq 1..1000, watched `--per-thread` with `--if 'value & 1'`:
+// the program decides on each store's value in the kernel, as it read it from memory at the trap.
+//
+// All on one CPU (the helper pinned to cpu 0), nothing comes between a store and its trap, so exactly the
+// 4,000 odd stores are hits (the summary counts them from the kernel's totals if the rings drop any) and
+// the 4,000 even ones are filtered; every hit printed is odd.
+//
+// On every CPU at once, another CPU's store can land between a store and the program's read of memory
+// (docs/values.md, `--if`), on this path as on one breakpoint per CPU: a store is then decided on the
+// other one's value. Each store is still decided once (hits and filtered add up to the 8,000 stores: no
+// second report of a store, by an inherited copy of an event or otherwise, passes `--if` unchecked), and
+// every kept hit whose own (instruction's) value is even is one the summary counts as
+// `condition_disagreed`.
+live_test!(per_thread_if_keeps_exactly_the_matching_stores, {
+    if !util::require("taskset") {
+        return;
+    }
+    let helper = util::helper("threads");
+    let helper = helper.to_str().expect("utf-8 path");
+    for pinned in [true, false] {
+        let mut args = vec![helper, "tagged", "8", "1000", "0"];
+        let mut h = match pinned {
+            true => {
+                args.splice(0..0, ["-c", "0"]);
+                Writer::start_binary(Path::new("taskset"), &args).ready()
+            }
+            false => Writer::threads(&args[1..]),
+        };
+        let pid = h.pid.to_string();
+        let t = Tracer::write_json(&[
+            "--per-thread",
+            "--if",
+            "value & 1",
+            "-p",
+            &pid,
+            "target_var",
+        ]);
+        h.send("go");
+        let lines = h.read_until("done");
+        assert!(lines.iter().any(|l| l == "stores=8000 adds=0"), "{lines:?}");
+        h.finish();
+        let (code, out, err) = t.wait(Duration::from_secs(60));
+        assert_eq!(code, 0, "{err}");
+        let records = util::ndjson(&out);
+        let summary = util::summary_record(&records);
+        let hits: Vec<&Value> = records.iter().filter(|v| v["type"] == "hit").collect();
+        let odd = |v: &&Value| {
+            v["value"]
+                .as_str()
+                .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+                .is_some_and(|n| n & 1 == 1)
+        };
+        if pinned {
+            assert_eq!(summary["hits"], 4000, "{summary}");
+            assert_eq!(summary["filtered"], 4000, "{summary}");
+            assert!(!hits.is_empty() && hits.len() <= 4000, "{summary}");
+            assert!(hits.iter().all(odd), "an even store kept");
+            continue;
+        }
+        let (kept, filtered) = (
+            summary["hits"].as_u64().expect("hits"),
+            summary["filtered"].as_u64().expect("filtered"),
+        );
+        assert_eq!(kept + filtered, 8000, "each store decided once: {summary}");
+        assert_eq!(summary["lost"], 0, "{summary}");
+        let even = hits.iter().filter(|v| !odd(v)).count() as u64;
+        assert_eq!(
+            summary["condition_disagreed"].as_u64().unwrap_or(0),
+            even,
+            "an even store kept is one memory raced: {summary}"
+        );
+    }
+});
+
+// Threads made while the watch is being armed and after it (the helper's main thread, whose events are
+// opened first, makes 2,000 of them, one every 200 us), each waiting, then storing its tid once:
+// - a thread made between one of its creator's events' open and its program's attach inherits a copy of
+//   that event without the program, which writes a perf sample of its stores beside the program's hit
+//   (4 to 109 of them a run before): the arming gives that thread its own event with the program, and
+//   the copy's samples are dropped;
+// - the main thread's own events, which every later thread's copies are made from, must stay with it
+//   (before, 1 round in 5 missed 400 to 2,500 stores of threads made after the arming: `perf::event`'s
+//   guard).
+// Each store is printed once, the program's (its value and an old one), and the summary counts each once.
+live_test!(threads_made_while_arming_report_each_store_once, {
+    for _ in 0..3 {
+        let mut h = Writer::threads(&["sprout", "2000", "200"]);
+        let pid = h.pid;
+        let pid_arg = pid.to_string();
+        let t = Tracer::write_json(&[
+            "--per-thread",
+            "--value",
+            "--buffer-pages",
+            "4096",
+            "-p",
+            &pid_arg,
+            "target_var",
+        ]);
+        h.send("go");
+        let lines = h.read_until("done");
+        let stores = util::helper_number::<u64>(&lines, "stores=");
+        h.finish();
+        let (code, out, err) = t.wait(Duration::from_secs(60));
+        assert_eq!(code, 0, "{err}");
+        let records = util::ndjson(&out);
+        let summary = util::summary_record(&records);
+        assert_eq!(summary["lost"], 0, "{summary}");
+        let stored: Vec<&Value> = util::hits_of_pid(&records, pid)
+            .into_iter()
+            .filter(|v| v["ip"]["sym"] == "ksw_thread_store")
+            .collect();
+        let mut by_tid = std::collections::BTreeMap::<u64, &Value>::new();
+        for v in &stored {
+            let tid = v["tid"].as_u64().expect("tid");
+            assert_eq!(
+                v["value"].as_str(),
+                Some(format!("0x{tid:x}").as_str()),
+                "a store's value is its thread's tid: {v}"
+            );
+            assert!(
+                v.get("old").is_some(),
+                "the program's hit (a sample has no old): {v}"
+            );
+            if let Some(first) = by_tid.insert(tid, v) {
+                panic!("a store reported twice: {first} and {v}");
+            }
+        }
+        assert_eq!(
+            by_tid.len() as u64,
+            stores,
+            "every store printed: {summary}"
+        );
+        assert_eq!(summary["hits"], stores, "{summary}");
+    }
+});
+
+/// `write --json --no-status ARGS` armed against a churning process: the tracer and its stdout once it
+/// said it is armed. A thread created while its creator's events were being opened inherits them and
+/// then is given its own, and the threads it creates inherit all of them: a chain that churns through
+/// the arming can reach every debug register a CPU gives a thread. Such a thread is armed by its copies
+/// (`perf::arm`), so the arming is never refused for it (it was, with exit 3, in 1 to 2 rounds of 25).
+// The armed tracer is handed back, and its caller waits for it.
+#[allow(clippy::zombie_processes)]
+fn arm_during_churn(args: &[&str]) -> (Child, BufReader<ChildStdout>) {
+    let mut all = vec!["write", "--json", "--no-status"];
+    all.extend_from_slice(args);
+    let mut child = util::spawn(&all);
+    let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if out.read_line(&mut line).expect("tracer stdout") == 0 {
+            let mut err = String::new();
+            let _ = child
+                .stderr
+                .take()
+                .expect("piped stderr")
+                .read_to_string(&mut err);
+            let status = child.wait().expect("tracer status");
+            panic!("ksymwatch {all:?} exited ({status}) before it was armed: {err}");
+        }
+        if line.contains("\"type\":\"armed\"") {
+            return (child, out);
+        }
+    }
+}
+
+// Chains of short-lived threads, each storing once and creating the next, running while the watch is
+// armed (storing elsewhere until "go") and after it: a thread created while its creator's event was
+// being armed carries its own event and the inherited copy (and the threads it creates inherit both),
+// and every event runs the hit program. The program reports each store once all the same: no thread's
+// store is printed twice, each with its own tid as the value and an old one, and (three rounds) every
+// store is printed. How many threads are covered twice depends on the arming's timing: most rounds have
+// thousands (before the program dropped a second event's report: 9,871 stores as 22,880 hits).
+//
+// A thread created between an event's open and its program's attach inherits a copy without the
+// program, whose trap is a perf sample beside the program's hit: dropped (never printed, never counted).
+// One round short of stores is forgiven (about one round in 30 missed a block of ~1,500 stores on
+// value1's branch, with or without the program's check: most likely the originals of a thread's events
+// lost to a thread it created, which `perf::event`'s guard now prevents; none in 75 rounds since, nor in
+// 50 of main's).
+live_test!(threads_covered_twice_report_each_store_once_with_values, {
+    let (mut exact, mut short) = (0, Vec::new());
+    while exact < 3 {
+        let mut h = Writer::threads(&["churn", "4"]);
+        let pid = h.pid;
+        let pid_arg = pid.to_string();
+        let args = [
+            "--per-thread",
+            "--value",
+            "--buffer-pages",
+            "1024",
+            "-p",
+            &pid_arg,
+            "target_var",
+        ];
+        let (mut tracer, mut stdout) = arm_during_churn(&args);
+        h.send("go");
+        std::thread::sleep(Duration::from_millis(300));
+        h.send("stop");
+        let lines = h.read_until("done");
+        let stores = util::helper_number::<u64>(&lines, "stores=");
+        h.finish();
+        let mut out = String::new();
+        stdout.read_to_string(&mut out).expect("tracer stdout");
+        let status = util::wait_within(&mut tracer, Duration::from_secs(60));
+        assert_eq!(status.code(), Some(0));
+        let records = util::ndjson(&out);
+        let summary = util::summary_record(&records);
+        assert!(stores > 100, "the helper churned: {stores} stores");
+        let stored: Vec<&Value> = util::hits_of_pid(&records, pid)
+            .into_iter()
+            .filter(|v| v["ip"]["sym"] == "ksw_thread_store")
+            .collect();
+        // The program's hits carry the old value; a perf sample of a copy without the program would not,
+        // and is dropped as the second report it is.
+        let (program, samples): (Vec<&Value>, Vec<&Value>) =
+            stored.into_iter().partition(|v| v.get("old").is_some());
+        assert!(samples.is_empty(), "a copy's sample printed: {samples:?}");
+        let mut by_tid = std::collections::BTreeMap::<u64, &Value>::new();
+        for v in &program {
+            let tid = v["tid"].as_u64().expect("tid");
+            assert_eq!(
+                v["value"].as_str(),
+                Some(format!("0x{tid:x}").as_str()),
+                "a store's value is its thread's tid: {v}"
+            );
+            if let Some(first) = by_tid.insert(tid, v) {
+                panic!("a store reported twice: {first} and {v}");
+            }
+        }
+        let printed = program.len() as u64;
+        let lost =
+            summary["lost"].as_u64().unwrap_or(0) + summary["unprinted"].as_u64().unwrap_or(0);
+        assert!(
+            printed + lost <= stores,
+            "{printed} printed of {stores}: {summary}"
+        );
+        assert_eq!(summary["hits"], printed, "{summary}");
+        if printed + lost == stores {
+            exact += 1;
+            continue;
+        }
+        eprintln!("NOTE: live_thread_values: {printed} of {stores} stores printed: {summary}");
+        short.push(format!("{printed} of {stores}"));
+        assert!(short.len() < 2, "two rounds short of stores: {short:?}");
+    }
+});
+
+// The same without `--value` (perf samples, as on main): 4,000 threads made one every 200 us, the watch
+// armed 300 ms after the helper started making them, so most are made after the arming, by the main
+// thread, and are covered by the copies of its events alone. Every store is seen once, in every round
+// (before the guard: 5 rounds in 8 here, 1 in 8 on main, missed 180 to 2,500 stores).
+live_test!(threads_made_after_arming_are_each_seen_with_samples, {
+    for _ in 0..3 {
+        let mut h = Writer::threads(&["sprout", "4000", "200"]);
+        std::thread::sleep(Duration::from_millis(300));
+        let pid = h.pid;
+        let pid_arg = pid.to_string();
+        let t = Tracer::write_json(&[
+            "--per-thread",
+            "--buffer-pages",
+            "4096",
+            "-p",
+            &pid_arg,
+            "target_var",
+        ]);
+        h.send("go");
+        let lines = h.read_until("done");
+        let stores = util::helper_number::<u64>(&lines, "stores=");
+        h.finish();
+        let (code, out, err) = t.wait(Duration::from_secs(60));
+        assert_eq!(code, 0, "{err}");
+        let records = util::ndjson(&out);
+        let summary = util::summary_record(&records);
+        assert_eq!(summary["lost"], 0, "{summary}");
+        let mut tids = std::collections::BTreeSet::new();
+        for v in util::hits_of_pid(&records, pid)
+            .into_iter()
+            .filter(|v| v["ip"]["sym"] == "ksw_thread_store")
+        {
+            assert!(
+                tids.insert(v["tid"].as_u64().expect("tid")),
+                "seen twice: {v}"
+            );
+        }
+        assert_eq!(tids.len() as u64, stores, "every store seen: {summary}");
+    }
+});

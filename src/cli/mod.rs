@@ -12,6 +12,7 @@ mod check;
 mod delivery;
 pub(crate) mod duration;
 mod execute;
+mod gives_way;
 mod launch;
 mod otlp;
 mod output_file;

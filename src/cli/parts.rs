@@ -5,12 +5,15 @@
 //! `--control`'s source with its target resolver, `--last`'s recorder with its tracepoints attached, the
 //! stop signals blocked, and the CPU hotplug follower.
 
+use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
+use std::os::fd::AsFd;
 use std::path::Path;
 
 use ksymwatch_symbols::VmlinuxLines;
 
 use crate::cli::advice;
+use crate::cli::gives_way::GivesWay;
 use crate::cli::otlp;
 use crate::cli::output_file::{self, Named};
 use crate::config::plan::{FoldedTo, Outputs, WatchPlan};
@@ -133,7 +136,7 @@ fn cgroup_names(
 
 /// The output file `path` of option `flag`, buffered; its write errors name `flag` and `path`.
 fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {
-    let file = BufWriter::new(output_file::create(path, flag)?);
+    let file = BufWriter::new(GivesWay::new(output_file::create(path, flag)?));
     Ok(Box::new(Named::file(file, flag, path)))
 }
 
@@ -141,18 +144,27 @@ fn create(path: &Path, flag: &str) -> Result<Box<dyn Write>> {
 /// before the stop signals are blocked, so a bad path fails at once instead of after a long session (and
 /// an open that did block could still be interrupted; see `output_file` for why none does).
 fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
-    let stdout = || {
-        let out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
-        Named::new(out, "stdout".to_string())
+    // Written through its own descriptor (a duplicate of fd 1), so each write is one write(2) that can
+    // give way to a stop signal (std's stdout buffers lines of its own). Nothing else writes stdout while
+    // a session runs.
+    let stdout = || -> Result<Named<BufWriter<GivesWay<File>>>> {
+        let fd = io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .or_exit(ExitCode::Runtime, "duplicating stdout")?;
+        let out = BufWriter::with_capacity(1 << 16, GivesWay::new(File::from(fd)));
+        Ok(Named::new(out, "stdout".to_string()))
     };
     let stream_sink = || -> Result<Box<dyn Write>> {
         match args.stream_file() {
             Some(path) => {
-                let file =
-                    BufWriter::with_capacity(1 << 16, output_file::create(path, "--output")?);
+                let file = BufWriter::with_capacity(
+                    1 << 16,
+                    GivesWay::new(output_file::create(path, "--output")?),
+                );
                 Ok(Box::new(Named::file(file, "--output", path)))
             }
-            None => Ok(Box::new(stdout())),
+            None => Ok(Box::new(stdout()?)),
         }
     };
     // stderr carries messages, never the product: its failure must not end the session (crate::stderr).
@@ -189,7 +201,7 @@ fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
     outs.push(stream);
     if let Some(folded) = args.folded() {
         let sink = match folded {
-            FoldedTo::Stdout => Box::new(stdout()),
+            FoldedTo::Stdout => Box::new(stdout()?),
             FoldedTo::File(path) => create(path, "--folded")?,
         };
         outs.push(Box::new(Folded::new(Sink::Lines(sink))));

@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-use ksymwatch_symbols::{Resolver, Source, SourceSearch};
+use ksymwatch_symbols::kernel::{self, KernelRequest};
+use ksymwatch_symbols::{Resolver, Source};
 
 use crate::cli::args::ResolveArgs;
 use crate::config::advice::SymbolsContext;
@@ -63,21 +64,19 @@ fn answer(args: &Query) -> Result<()> {
         };
         return super::print_answer(&(text + "\n"));
     }
-    let mut search = symbols::search(args.symbols.files());
-    let picked = search.pick();
-    let picked = debuginfod::fetch_if_needed(
-        &mut search,
-        picked,
-        debuginfod::needs_dwarf(&target),
-        args.symbols.debuginfod,
-    )?;
+    // The source is the symbols crate's choice, as for a watch: DWARF a member path needs is fetched first.
+    let mut request = request(args, &target, debuginfod::needs_dwarf(&target));
+    let chosen = kernel::choose(&mut request).bad_symbols()?;
+    if let Some(d) = &chosen.delivered {
+        debuginfod::tell(d);
+    }
     // Without DWARF, BTF may still know the variable's type: `SYMBOL.FIELD` as a typed target.
-    if !matches!(picked, Source::Vmlinux(_)) {
+    if !matches!(chosen.picked, Source::Vmlinux(_)) {
         if let Some(t) = typed::btf_variable(&types, &target)? {
             return typed(args, &t, &types);
         }
     }
-    let resolver = open(picked, &mut search, &target, args)?;
+    let resolver = open(request, chosen)?;
     let r = symbols::resolve(&resolver, &target, true)?;
     let text = if args.json {
         r.to_json()
@@ -99,9 +98,9 @@ fn typed(args: &Query, target: &Target, types: &typed::Types) -> Result<()> {
             (r.addr, base.text.clone(), Some(source))
         }
         (Base::Symbol { .. }, None) => {
-            let mut search = symbols::search(args.symbols.files());
-            let picked = search.pick();
-            let resolver = open(picked, &mut search, &base, args)?;
+            let mut request = request(args, &base, false);
+            let chosen = kernel::choose(&mut request).bad_symbols()?;
+            let resolver = open(request, chosen)?;
             let r = symbols::resolve(&resolver, &base, true)?;
             // A file that is not the running kernel places the base at its link address; say which.
             let source = format!("{}, kernel: {}", r.source, r.kernel_match);
@@ -118,29 +117,31 @@ fn typed(args: &Query, target: &Target, types: &typed::Types) -> Result<()> {
     super::print_answer(&(text + "\n"))
 }
 
-/// Opens the picked source for `target`; a kallsyms without data symbols cannot place `jiffies`, so when
-/// it lacks the name the running kernel's vmlinux is fetched from debuginfod (if `DEBUGINFOD_URLS` is set)
-/// and opened instead.
-fn open(
-    picked: Source,
-    search: &mut SourceSearch,
-    target: &Target,
-    args: &Query,
-) -> Result<Resolver> {
-    let resolver = symbols::open(picked, search)?;
-    if !matches!(resolver.source(), Source::Kallsyms(_)) {
-        return Ok(resolver);
+/// What `resolve` asks of the kernel's symbols for `target`: the files named, DWARF when `dwarf`, the
+/// target's symbol as a data symbol a kallsyms must have (else the running kernel's vmlinux from
+/// debuginfod, if `DEBUGINFOD_URLS` is set). Kallsyms is read as named, not through the cache: the cache
+/// is a watch's.
+fn request(args: &Query, target: &Target, dwarf: bool) -> KernelRequest {
+    KernelRequest {
+        search: symbols::search(args.symbols.files()),
+        dwarf,
+        data_symbols: debuginfod::data_symbols(std::slice::from_ref(target)),
+        later: false,
+        hidden_ok: false,
+        cache: None,
+        fetcher: debuginfod::fetcher(args.symbols.debuginfod),
+        force: false,
+        lines: false,
     }
-    let table = resolver.table().bad_symbols()?;
-    let Some(name) = debuginfod::missing_data_symbol(table, std::slice::from_ref(target)) else {
-        return Ok(resolver);
-    };
-    let kallsyms = resolver.source().clone();
-    match debuginfod::fetch_for_symbol(search, kallsyms, &name, args.symbols.debuginfod)? {
-        // Opened beside the kallsyms just read: it is not read again for the relocation.
-        fetched @ Source::Vmlinux(_) => {
-            Resolver::open_beside(fetched, search, Ok(table)).bad_symbols()
-        }
-        _ => Ok(resolver),
+}
+
+/// Opens the chosen source: a kallsyms without data symbols cannot place `jiffies`, so when it lacks the
+/// name the running kernel's vmlinux is fetched and opened beside it ([`kernel::lookup`]); what
+/// debuginfod delivered is told before any error opening it.
+fn open(request: KernelRequest, chosen: kernel::Chosen) -> Result<Resolver> {
+    let found = kernel::lookup(request, chosen);
+    if let Some(d) = &found.delivered {
+        debuginfod::tell(d);
     }
+    found.resolver.bad_symbols()
 }

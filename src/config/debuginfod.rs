@@ -5,19 +5,16 @@
 //! server. That choice and the fetch are the symbols crate's ([`ksymwatch_symbols::kernel`]); this module
 //! says which targets need DWARF and which names a kallsyms must have, builds the client with this
 //! program's options (`--offline`, `--debuginfod-max-size`, `--debuginfod-timeout`, progress on stderr),
-//! and fetches for `resolve`, telling on stderr what was fetched or taken from the cache. Failures are
+//! and tells on stderr what was fetched or taken from the cache. Failures are
 //! worded with this program's flags in [`crate::config::advice`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ksymwatch_symbols::debuginfod::Need;
-use ksymwatch_symbols::kernel::{self, Delivered, Fetcher};
-use ksymwatch_symbols::{PathElem, Source, SourceSearch, SymbolTable};
+use ksymwatch_symbols::kernel::{Delivered, Fetcher};
+use ksymwatch_symbols::PathElem;
 
-use crate::config::advice::SymbolsContext;
 use crate::config::progress::Bars;
-use crate::error::Result;
 use crate::model::target::{Base, Target};
 
 /// Suffixes compilers add to a symbol's name (`counter.lto.7`, `f.isra.0`, `__key.123`): a dotted target
@@ -65,12 +62,6 @@ pub fn data_symbols(targets: &[Target]) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The first symbol among `targets` that `table` cannot have because it holds no data symbols (a kallsyms
-/// without CONFIG_KALLSYMS_ALL): a name none of whose splits is in the table.
-pub fn missing_data_symbol(table: &SymbolTable, targets: &[Target]) -> Option<String> {
-    kernel::missing_data_symbol(table, &data_symbols(targets))
-}
-
 /// How this command may fetch the running kernel's vmlinux: the client `DEBUGINFOD_URLS` names, with
 /// progress bars on stderr, the command's limits, and its temporary file removed on a stop signal.
 pub fn fetcher(opts: Options) -> Fetcher {
@@ -100,53 +91,6 @@ pub fn fetcher(opts: Options) -> Fetcher {
 /// Tells on stderr what debuginfod delivered (fetched, or found in its cache).
 pub fn tell(delivered: &Delivered) {
     crate::stderr::line(format_args!("ksymwatch: debuginfod: {delivered}"));
-}
-
-/// The source to use: `picked` itself unless DWARF is needed and `picked` has none, in which case the
-/// running kernel's vmlinux from debuginfod (cache first). Then `search.vmlinux` names the fetched file,
-/// as if the user had passed it. Failures are bad input (exit 2), with the flags that get past them.
-pub fn fetch_if_needed(
-    search: &mut SourceSearch,
-    picked: Source,
-    needs_dwarf: bool,
-    opts: Options,
-) -> Result<Source> {
-    if !needs_dwarf || matches!(picked, Source::Vmlinux(_)) {
-        return Ok(picked);
-    }
-    // Without a server, the caller's "needs DWARF" error says what to do (it names DEBUGINFOD_URLS).
-    let need = Need::Dwarf {
-        picked: picked.clone(),
-    };
-    fetch(search, need, opts).map(|v| v.unwrap_or(picked))
-}
-
-/// For a symbol `name` that `picked` (kallsyms without data symbols) lacks: the running kernel's vmlinux
-/// from debuginfod when `DEBUGINFOD_URLS` is set, else `picked` (whose "not found" error names the ways
-/// out, DEBUGINFOD_URLS among them).
-pub fn fetch_for_symbol(
-    search: &mut SourceSearch,
-    picked: Source,
-    name: &str,
-    opts: Options,
-) -> Result<Source> {
-    if matches!(picked, Source::Vmlinux(_)) {
-        return Ok(picked);
-    }
-    let need = Need::DataSymbol {
-        name: name.to_string(),
-        picked: picked.clone(),
-    };
-    fetch(search, need, opts).map(|v| v.unwrap_or(picked))
-}
-
-/// The running kernel's vmlinux for `need`, told on stderr; `None` without a server.
-fn fetch(search: &mut SourceSearch, need: Need, opts: Options) -> Result<Option<Source>> {
-    let delivered = kernel::fetch_running(search, need, &fetcher(opts)).bad_symbols()?;
-    Ok(delivered.map(|d| {
-        tell(&d);
-        Source::Vmlinux(d.fetched.path().to_path_buf())
-    }))
 }
 
 /// A `--debuginfod-max-size` value: bytes, or a number with K, M, G or T (powers of 1024; `KiB`, `MB`

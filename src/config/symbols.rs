@@ -135,11 +135,6 @@ pub fn search(files: Files<'_>) -> SourceSearch {
     s
 }
 
-/// Opens a picked source; a file that cannot serve is bad input (exit 2).
-pub fn open(source: Source, search: &SourceSearch) -> Result<Resolver> {
-    Resolver::open_source(source, search).bad_symbols()
-}
-
 /// Whether `name` is a symbol of this source, without building a vmlinux's whole table.
 fn has_symbol(resolver: &Resolver, name: &str) -> Result<bool> {
     resolver
@@ -470,7 +465,7 @@ mod tests {
         std::fs::create_dir_all(root.join("proc")).unwrap();
         std::fs::write(root.join("proc/kallsyms"), "").unwrap();
         let search = SourceSearch::with_root(&root, None);
-        let resolver = open(Source::Vmlinux(f.vmlinux.clone()), &search).unwrap();
+        let resolver = Resolver::open_source(Source::Vmlinux(f.vmlinux.clone()), &search).unwrap();
         let banner = resolve(&resolver, &parse("banner").unwrap(), false).unwrap();
         assert_eq!(banner.size, Some(65));
         let y = resolve(&resolver, &parse("sym.field[3].pts[2].y").unwrap(), false).unwrap();

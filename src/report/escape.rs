@@ -3,7 +3,8 @@
 //! splits a hit line (`"x\n => evil+0x1"` forges a call-chain line) and ESC or CR drive the terminal. Text
 //! printers put every such name through [`push`]: control characters become `\n`, `\r`, `\t` or `\xHH`
 //! (C1 controls `\u{HH}`), a backslash `\\`, so each hit is one line and a name reads back unambiguously.
-//! JSON, OTLP and Perfetto carry names as their formats' strings; `--folded` has its own field rule.
+//! JSON, OTLP and Perfetto carry names as their formats' strings; `--folded` escapes them too, and turns a
+//! `;` (its frame separator) into `:`.
 
 use std::borrow::Cow;
 

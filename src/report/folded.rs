@@ -23,9 +23,11 @@ pub struct Folded {
     sink: Sink,
 }
 
-/// A frame or comm as one folded field: `;` separates frames and a newline ends the record.
+/// A frame or comm as one folded field. `;` separates frames and becomes `:`; the stacks go to a
+/// terminal (`--folded` on stdout) or into an SVG, whose XML allows no control characters, so a name is
+/// escaped as the text stream escapes it (a newline `\n`, ESC `\x1b`).
 fn field(s: &str) -> String {
-    s.replace([';', '\n'], ":")
+    super::escape::escaped(s).replace(';', ":")
 }
 
 impl Folded {
@@ -185,6 +187,33 @@ mod tests {
             text,
             "a:b;vfs_read;read_zero 1\ndd;[unknown];vfs_read;read_zero 2\n"
         );
+    }
+
+    /// A thread names itself: a name with control characters is escaped as in the text stream, so
+    /// `--folded` on a terminal is not driven by it and the SVG stays well-formed XML (a raw `\x01`
+    /// made inferno write a file no browser would open); a `;` still cannot split a frame.
+    #[test]
+    fn control_characters_in_names_are_escaped() {
+        let out = Shared::default();
+        let chain = testutil::READ_CHAIN;
+        let name = "\u{1b}]0;x\u{7}\r\n\u{1}\u{9b}";
+        let hits = vec![(sample(&chain[..3]), name, 0)];
+        run(Sink::Lines(Box::new(out.clone())), &[watch("x")], &hits);
+        let text = String::from_utf8(out.0.borrow().clone()).unwrap();
+        assert_eq!(
+            text,
+            "\\x1b]0:x\\x07\\r\\n\\x01\\u{9b};vfs_read;read_zero 1\n"
+        );
+        let rendered = Shared::default();
+        run(
+            Sink::Svg(Box::new(rendered.clone()), "t".into()),
+            &[watch("x")],
+            &hits,
+        );
+        let svg = String::from_utf8(rendered.0.borrow().clone()).unwrap();
+        assert!(svg.contains("x1b]0:x"), "{svg}");
+        let control = |c: char| c.is_control() && !matches!(c, '\n' | '\t' | '\r');
+        assert!(!svg.contains(control), "XML allows no control characters");
     }
 
     /// From the kernel's totals the counts start over, a key's hits added at once.

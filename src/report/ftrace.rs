@@ -393,8 +393,10 @@ impl<W: Write, E: Write> Output for Ftrace<W, E> {
                 cpu,
                 after_uevent_ns,
                 open_ns,
+                enabled,
             } => {
-                write!(self.out, "# cpu {cpu} online: armed at {t}")?;
+                let off = if *enabled { "" } else { ", off until `on`" };
+                write!(self.out, "# cpu {cpu} online: armed{off} at {t}")?;
                 if let Some(ns) = after_uevent_ns {
                     write!(
                         self.out,

@@ -205,6 +205,9 @@ pub enum StreamEvent {
         cpu: u32,
         after_uevent_ns: Option<u64>,
         open_ns: u64,
+        /// False while the watch is off (`--control off`): the event was armed disabled, and starts
+        /// with the others at `on`.
+        enabled: bool,
     },
     /// A CPU came online but could not be armed; retried on the next reconcile.
     CpuArmFailed {
@@ -492,6 +495,9 @@ pub struct Summary {
     /// The counts (hits, by CPU, the tally, `--folded`) are the kernel's totals of every kept hit, not
     /// the hits the stream printed: the stream dropped some ([`crate::perf::bpf::totals`]).
     pub from_totals: bool,
+    /// A stop signal ended an output whose reader read nothing (`cli::gives_way`): what the stream did
+    /// not print is for that, not a full ring.
+    pub output_not_read: bool,
 }
 
 impl Summary {
@@ -504,6 +510,7 @@ impl Summary {
     /// ended because the output was closed (`| head`), that (the hits after it stay in the rings).
     pub fn unprinted_because(&self) -> &'static str {
         match self.stop {
+            _ if self.output_not_read => "output not read",
             Some(StopReason::BrokenPipe) => "output closed",
             _ => "ring full",
         }
@@ -784,7 +791,15 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
             per_cpu(&summary.lost_by_cpu)
         )?;
     }
-    if summary.from_totals && summary.stop == Some(StopReason::BrokenPipe) {
+    if summary.from_totals && summary.output_not_read {
+        writeln!(
+            err,
+            "ksymwatch: {} hits not printed ({}): the output's reader read nothing when the stop signal \
+             came; the counts, the summary and --folded include them, from the kernel's totals",
+            summary.unprinted(),
+            per_cpu(&summary.unprinted_by_cpu)
+        )?;
+    } else if summary.from_totals && summary.stop == Some(StopReason::BrokenPipe) {
         writeln!(
             err,
             "ksymwatch: {} hits not printed ({}): the output was closed before they could be printed; \
@@ -904,5 +919,28 @@ mod tests {
             ),
             "{report}"
         );
+    }
+
+    /// A stop signal that ended an output whose reader read nothing: the signal is the reason, and the
+    /// hits not printed are put down to the reader, not to a full ring or a closed output.
+    #[test]
+    fn hits_a_stalled_reader_never_read_are_put_down_to_it() {
+        let mut s = counted_in_totals(13, 9, Some(StopReason::Signal(libc::SIGTERM as u32)));
+        s.output_not_read = true;
+        let text = line(&s);
+        assert!(
+            text.starts_with(
+                "ksymwatch: 13 hits (cpu0 13), 0 lost, 0.000s, 9 not printed (output not read), counted \
+                 in the kernel's totals, stopped: signal SIGTERM\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "9 hits not printed (cpu0 9): the output's reader read nothing when the stop"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("ring") && !text.contains("closed"), "{text}");
     }
 }

@@ -197,7 +197,10 @@ fn event_body(e: &StreamEvent) -> String {
             counted: false,
         } => format!("lost {count} events on cpu {cpu}"),
         StreamEvent::CpuOffline { cpu } => format!("cpu {cpu} offline"),
-        StreamEvent::CpuOnline { cpu, .. } => format!("cpu {cpu} online: armed"),
+        StreamEvent::CpuOnline { cpu, enabled, .. } => {
+            let off = if *enabled { "" } else { ", off until `on`" };
+            format!("cpu {cpu} online: armed{off}")
+        }
         StreamEvent::CpuArmFailed { cpu, reason, .. } => {
             format!("cpu {cpu} online: NOT armed: {reason}")
         }

@@ -252,8 +252,11 @@ pub trait Arming: Rings {
     fn cpu_armed(&self, cpu: u32) -> bool;
     /// Reads `cpu`'s rings empty into the merge and closes its events; `false` when it had none.
     fn close_cpu(&mut self, cpu: u32) -> bool;
-    /// Opens and enables `cpu`'s events (all or none), their rings joining the merge.
+    /// Opens and enables `cpu`'s events (all or none), their rings joining the merge; opened disabled
+    /// while the watch is off.
     fn open_cpu(&mut self, cpu: u32) -> Result<(), OpenError>;
+    /// Whether the watch is on (not `--control off`): a CPU's fresh events are enabled.
+    fn watching(&self) -> bool;
 }
 
 /// The session's side of CPU hotplug: brings the armed set in line with the [`Changes`] the uevents and
@@ -329,6 +332,7 @@ impl Follow {
                     cpu,
                     after_uevent_ns: uevent_ns.map(|t| now.saturating_sub(t)),
                     open_ns: now.saturating_sub(open_start),
+                    enabled: ctx.watching(),
                 }
             }
             // ENODEV: it went away again before we got to it; the next uevent or reconcile sorts it out.
@@ -512,6 +516,8 @@ mod tests {
         log: Log,
         armed: BTreeSet<u32>,
         refuse: BTreeMap<u32, i32>,
+        /// `--control off`.
+        off: bool,
     }
 
     impl Cpus {
@@ -526,6 +532,7 @@ mod tests {
                 },
                 armed: set(armed),
                 refuse: BTreeMap::new(),
+                off: false,
             }
         }
     }
@@ -556,6 +563,10 @@ mod tests {
             }
             self.armed.insert(cpu);
             Ok(())
+        }
+
+        fn watching(&self) -> bool {
+            !self.off
         }
     }
 
@@ -604,12 +615,30 @@ mod tests {
             cpu: 1,
             after_uevent_ns: Some(2_000),
             open_ns: 1_000,
+            enabled: true,
         };
         assert_eq!(ctx.log.events.last(), Some(&(online, 21_000)));
         assert_eq!(
             f.end(30_000),
             BTreeMap::from([(1, 2_000)]),
             "unwatched from its uevent to its arming"
+        );
+    }
+
+    /// A CPU back while the watch is off (`--control off`) is armed disabled, and its mark says so.
+    #[test]
+    fn a_cpu_back_while_the_watch_is_off_is_marked_off() {
+        let mut ctx = Cpus::new(&[0]);
+        ctx.off = true;
+        let mut f = Follow::new(false);
+        assert_eq!(f.apply(&online(&[1], None), &mut ctx), None);
+        assert!(
+            matches!(
+                ctx.log.events.last(),
+                Some((StreamEvent::CpuOnline { enabled: false, .. }, _))
+            ),
+            "{:?}",
+            ctx.log.events
         );
     }
 

@@ -345,7 +345,20 @@ impl<'a, O: Output> Session<'a, O> {
                 return Err(e);
             }
         };
+        // An output whose reader read nothing gave way to a stop signal (`cli::gives_way`): the run ends
+        // as a closed output ends it, nothing more written, and the signal is why.
+        let gave_way = match stop {
+            StopReason::BrokenPipe => self.stop_signal(),
+            _ => None,
+        };
         let stop = self.stream.end(&mut self.rings, &self.epoll, stop);
+        let stop = match gave_way {
+            Some(sig) => {
+                self.stream.output_not_read();
+                StopReason::Signal(sig)
+            }
+            None => stop,
+        };
         self.rings.close_all();
         // A CPU never armed since it came online was unwatched to the end.
         for (cpu, ns) in self.cpus.end(sys::monotonic_ns()) {
@@ -358,6 +371,14 @@ impl<'a, O: Output> Session<'a, O> {
             return Err(e);
         }
         Ok(summary)
+    }
+
+    /// A stop signal not read yet, read now.
+    fn stop_signal(&self) -> Option<u32> {
+        match self.signals.read() {
+            Ok(Some(sig)) if sig != libc::SIGUSR1 as u32 => Some(sig),
+            _ => None,
+        }
     }
 
     fn run_loop(&mut self, deadline: Option<Instant>, tokens: &mut Vec<u64>) -> Result<StopReason> {
@@ -537,6 +558,10 @@ impl<O: Output> Rings for Turn<'_, '_, O> {
 }
 
 impl<O: Output> Arming for Turn<'_, '_, O> {
+    fn watching(&self) -> bool {
+        self.rings.events().enabled()
+    }
+
     fn cpu_armed(&self, cpu: u32) -> bool {
         self.rings.events().cpus().contains(&cpu)
     }

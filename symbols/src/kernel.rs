@@ -130,24 +130,11 @@ impl fmt::Display for Delivered {
 /// most once. A vmlinux that DWARF needs and that cannot be had fails the call; anything else that goes
 /// wrong (kallsyms unreadable, a file that cannot serve, a vmlinux for a missing data symbol that cannot
 /// be had) is [`KernelSymbols::loaded`]'s error.
-pub fn load(request: KernelRequest) -> Result<KernelSymbols, Error> {
-    let KernelRequest {
-        mut search,
-        cache,
-        fetcher,
-        ..
-    } = request;
-    let mut picked = search.pick();
-    let mut delivered = None;
-    if request.dwarf && !matches!(picked, Source::Vmlinux(_)) {
-        let need = Need::Dwarf {
-            picked: picked.clone(),
-        };
-        if let Some(d) = fetch_running(&mut search, need, &fetcher)? {
-            picked = Source::Vmlinux(d.fetched.path().to_path_buf());
-            delivered = Some(d);
-        }
-    }
+pub fn load(mut request: KernelRequest) -> Result<KernelSymbols, Error> {
+    let Chosen {
+        picked,
+        mut delivered,
+    } = choose(&mut request)?;
     let answer = |delivered, loaded| KernelSymbols {
         picked: picked.clone(),
         delivered,
@@ -155,39 +142,155 @@ pub fn load(request: KernelRequest) -> Result<KernelSymbols, Error> {
     };
     let (file, running) = match &picked {
         Source::Kallsyms(_) if request.later => return Ok(answer(delivered, Ok(Loaded::Later))),
-        Source::Kallsyms(_) => {
-            let (table, origin, hidden) = match running_kallsyms(&search, cache.as_ref()) {
-                Ok((table, origin)) => (table, origin, None),
-                Err(e @ Error::ZeroedAddresses { .. }) if request.hidden_ok => {
-                    (SymbolTable::new(Vec::new(), false), Origin::Parsed, Some(e))
-                }
-                Err(e) => return Ok(answer(delivered, Err(e))),
-            };
-            let Some(name) = missing_data_symbol(&table, &request.data_symbols) else {
-                return Ok(answer(delivered, Ok(Loaded::Kallsyms(table, origin))));
-            };
-            let need = Need::DataSymbol {
-                name,
-                picked: picked.clone(),
-            };
-            match fetch_running(&mut search, need, &fetcher) {
-                Err(e) => return Ok(answer(delivered, Err(e))),
-                Ok(None) => return Ok(answer(delivered, Ok(Loaded::Kallsyms(table, origin)))),
-                Ok(Some(d)) => {
-                    let vmlinux = Source::Vmlinux(d.fetched.path().to_path_buf());
-                    delivered = Some(d);
-                    // The table stands for call chains as read: hidden addresses stay the error they were.
-                    (vmlinux, hidden.map_or(Ok(table), Err))
-                }
+        Source::Kallsyms(_) => match read_kallsyms(&mut request, &picked) {
+            Err(e) => return Ok(answer(delivered, Err(e))),
+            Ok(Read::Kallsyms(table, origin)) => {
+                return Ok(answer(delivered, Ok(Loaded::Kallsyms(table, origin))))
             }
-        }
+            Ok(Read::Fetched {
+                vmlinux,
+                delivered: d,
+                running,
+            }) => {
+                delivered = Some(d);
+                (vmlinux, running)
+            }
+        },
         file => (
             file.clone(),
-            running_kallsyms(&search, cache.as_ref()).map(|(t, _)| t),
+            running_kallsyms(&request.search, request.cache.as_ref()).map(|(t, _)| t),
         ),
     };
-    let loaded = open_file(file, &search, running, (request.force, request.lines));
+    let flags = (request.force, request.lines);
+    let loaded = open_file(file, &request.search, running, flags);
     Ok(answer(delivered, loaded))
+}
+
+/// The source a request's search picks, replaced by the running kernel's vmlinux from debuginfod where
+/// the request needs DWARF and the pick has none: [`load`]'s first step, and [`lookup`]'s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chosen {
+    pub picked: Source,
+    /// The vmlinux debuginfod delivered for DWARF, for the caller to tell.
+    pub delivered: Option<Delivered>,
+}
+
+/// The source for `request` ([`Chosen`]), nothing loaded yet: for a caller that looks at the choice
+/// before it loads (`resolve` answers `SYMBOL.FIELD` from BTF where no DWARF is to be had). A fetched
+/// vmlinux is set as the request's `search.vmlinux`. A vmlinux that DWARF needs and that cannot be had
+/// fails the call; without a server the pick stands (its lookup names the ways out).
+pub fn choose(request: &mut KernelRequest) -> Result<Chosen, Error> {
+    let picked = request.search.pick();
+    if !request.dwarf || matches!(picked, Source::Vmlinux(_)) {
+        return Ok(Chosen {
+            picked,
+            delivered: None,
+        });
+    }
+    let need = Need::Dwarf {
+        picked: picked.clone(),
+    };
+    Ok(
+        match fetch_running(&mut request.search, need, &request.fetcher)? {
+            Some(d) => Chosen {
+                picked: Source::Vmlinux(d.fetched.path().to_path_buf()),
+                delivered: Some(d),
+            },
+            None => Chosen {
+                picked,
+                delivered: None,
+            },
+        },
+    )
+}
+
+/// A resolver for a one-off lookup of the request's symbols, on the source [`choose`] gave: a picked
+/// kallsyms is read once (through the request's cache) and gives way to the running kernel's vmlinux,
+/// opened beside it, when it lacks a data symbol the request names, as in [`load`]. Nothing is named from
+/// call chains, so a vmlinux or System.map is opened as [`Resolver::open_source`] opens it: kallsyms read
+/// only as far as the file needs (a vmlinux, its relocation markers), not refused when proven not the
+/// running kernel (the lookup's answer says which kernel it is), no line tables. The request's `later`,
+/// `force` and `lines` are a tracer's, and not looked at.
+pub fn lookup(mut request: KernelRequest, chosen: Chosen) -> Lookup {
+    // What debuginfod delivered for DWARF came with the choice, for the caller to tell then.
+    let picked = chosen.picked;
+    let opened = |resolver| Lookup {
+        delivered: None,
+        resolver,
+    };
+    if !matches!(picked, Source::Kallsyms(_)) {
+        return opened(Resolver::open_source(picked, &request.search));
+    }
+    match read_kallsyms(&mut request, &picked) {
+        Err(e) => opened(Err(e)),
+        Ok(Read::Kallsyms(table, _)) => opened(Ok(Resolver::from_kallsyms(
+            picked,
+            table,
+            &request.search.kallsyms,
+        ))),
+        Ok(Read::Fetched {
+            vmlinux,
+            delivered,
+            running,
+        }) => Lookup {
+            resolver: Resolver::open_beside(vmlinux, &request.search, running.as_ref()),
+            delivered: Some(delivered),
+        },
+    }
+}
+
+/// What [`lookup`] opened.
+#[derive(Debug)]
+pub struct Lookup {
+    /// The vmlinux debuginfod delivered for a data symbol the kallsyms lacks, for the caller to tell
+    /// (one delivered for DWARF is the [`Chosen`]'s).
+    pub delivered: Option<Delivered>,
+    /// The source opened, or why it could not be.
+    pub resolver: Result<Resolver, Error>,
+}
+
+/// A picked kallsyms as read, or what replaced it.
+enum Read {
+    /// The running kernel's kallsyms, and whether it came from the cache.
+    Kallsyms(SymbolTable, Origin),
+    /// The running kernel's vmlinux from debuginfod, for a data symbol the kallsyms lacks; the kallsyms
+    /// as read beside it (hidden addresses the error they were).
+    Fetched {
+        vmlinux: Source,
+        delivered: Delivered,
+        running: Result<SymbolTable, Error>,
+    },
+}
+
+/// The picked kallsyms, read once through the request's cache (hidden addresses an empty table where the
+/// request allows them); replaced by the running kernel's vmlinux from debuginfod when it holds no data
+/// symbols and lacks one the request names. Without a server the kallsyms stands.
+fn read_kallsyms(request: &mut KernelRequest, picked: &Source) -> Result<Read, Error> {
+    let (table, origin, hidden) = match running_kallsyms(&request.search, request.cache.as_ref()) {
+        Ok((table, origin)) => (table, origin, None),
+        Err(e @ Error::ZeroedAddresses { .. }) if request.hidden_ok => {
+            (SymbolTable::new(Vec::new(), false), Origin::Parsed, Some(e))
+        }
+        Err(e) => return Err(e),
+    };
+    let Some(name) = missing_data_symbol(&table, &request.data_symbols) else {
+        return Ok(Read::Kallsyms(table, origin));
+    };
+    let need = Need::DataSymbol {
+        name,
+        picked: picked.clone(),
+    };
+    Ok(
+        match fetch_running(&mut request.search, need, &request.fetcher)? {
+            None => Read::Kallsyms(table, origin),
+            Some(delivered) => Read::Fetched {
+                vmlinux: Source::Vmlinux(delivered.fetched.path().to_path_buf()),
+                delivered,
+                // The table stands for call chains as read: hidden addresses stay the error they were.
+                running: hidden.map_or(Ok(table), Err),
+            },
+        },
+    )
 }
 
 /// A vmlinux or System.map opened beside the running kernel's kallsyms: refused when proven not to be
@@ -486,6 +589,60 @@ mod tests {
             refused,
             Error::NoVmlinux { problem: Unfetched::NotCached { ref build_id }, .. } if *build_id == id
         ));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A lookup goes by the same choice as a load: DWARF fetched first (told with the choice, not again
+    /// by the lookup), a kallsyms lacking a data symbol replaced by the running kernel's vmlinux opened
+    /// beside it, a kallsyms that has it answering itself; a file proven not the running kernel is opened
+    /// all the same (the answer says which kernel it is).
+    #[test]
+    fn a_lookup_goes_by_the_loads_choice() {
+        let Some((f, _, dir, search)) = fixture_kernel("lookup") else {
+            return;
+        };
+        // Each asks for DWARF or not, and for one data symbol, of a debuginfod cache holding the fixture.
+        let asked = |dwarf, name| KernelRequest {
+            dwarf,
+            data_symbols: names(name),
+            fetcher: cached_fixture(&dir, f),
+            ..request(search.clone())
+        };
+        let kallsyms = Source::Kallsyms(dir.join("proc/kallsyms"));
+
+        let mut dwarf = asked(true, "sym");
+        let chosen = choose(&mut dwarf).unwrap();
+        let vmlinux = Source::Vmlinux(chosen.delivered.as_ref().unwrap().fetched.path().into());
+        assert_eq!(chosen.picked, vmlinux);
+        let found = lookup(dwarf, chosen);
+        assert!(found.delivered.is_none(), "told with the choice");
+        assert_eq!(found.resolver.unwrap().source(), &vmlinux);
+
+        let mut data = asked(false, "banner");
+        let chosen = choose(&mut data).unwrap();
+        assert_eq!((&chosen.picked, &chosen.delivered), (&kallsyms, &None));
+        let found = lookup(data, chosen);
+        assert!(found.delivered.is_some());
+        let resolver = found.resolver.unwrap();
+        assert_eq!(resolver.source(), &vmlinux);
+        assert!(resolver.kernel_match().is_match());
+
+        let mut there = asked(false, "_stext");
+        let chosen = choose(&mut there).unwrap();
+        let found = lookup(there, chosen);
+        assert!(found.delivered.is_none());
+        assert_eq!(found.resolver.unwrap().source(), &kallsyms);
+
+        // Another kernel's vmlinux: a load refuses it, a lookup answers from it.
+        let (other, mut mismatched) =
+            machine("lookup-other", TEXT_ONLY, Some(&BuildId(vec![7; 20])));
+        mismatched.vmlinux = Some(f.vmlinux.clone());
+        assert!(load(request(mismatched.clone())).unwrap().loaded.is_err());
+        let mut named = request(mismatched);
+        let chosen = choose(&mut named).unwrap();
+        let resolver = lookup(named, chosen).resolver.unwrap();
+        assert!(resolver.kernel_match().is_mismatch());
+        std::fs::remove_dir_all(other).unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -354,6 +354,13 @@ impl Resolver {
         }
     }
 
+    /// The running kernel's kallsyms `table`, already read from `source` ([`crate::kernel::lookup`]), as
+    /// [`Resolver::open_source`] would have read it; `kallsyms` is the search's.
+    pub(crate) fn from_kallsyms(source: Source, table: SymbolTable, kallsyms: &Path) -> Resolver {
+        Resolver::with_table(source, None, table, None, KernelMatch::Running)
+            .with_kallsyms(kallsyms)
+    }
+
     fn with_table(
         source: Source,
         vmlinux: Option<Vmlinux>,

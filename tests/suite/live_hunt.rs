@@ -150,3 +150,127 @@ live_test!(a_per_thread_watch_refused_by_a_full_cpu_names_the_cpu, {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("# armed"), "{out}");
 });
+
+// `ksymwatch write ADDR --json --buffer-pages 1` with stdout blocked (a slow reader) on a busy machine:
+// the hit path's perf ring holds only task records (a dummy event's, every process on the CPU), and
+// its LOST records were subtracted from the hit ring's unreported tail, so the stream's marks said
+// 19,155 hits not printed and "lost 635 events" of task records where 19,790 hits were not printed.
+// Every hit the stream did not print is in a `counted` mark, as many as the summary's `unprinted`.
+live_test!(task_records_lost_do_not_shorten_the_not_printed_marks, {
+    const STORES: u64 = 20_000;
+    let mut w = Writer::start(&["write", &STORES.to_string(), "0"]);
+    let mut t = Tracer::write_json(&[&w.target(), "--buffer-pages", "1"]);
+    // Stdout is not read from here on: the tracer blocks on its first 64 KiB and its rings fill.
+    w.go();
+    // Task records on every CPU while the rings are full: each process a comm, mappings, an exit.
+    task_records(100);
+    // Read on until the first mark: the rings are being drained. The perf rings' LOST records are
+    // written ahead of their next record, so a few more processes make them.
+    let first = t.read_until(|l| l.contains("\"type\":\"lost\""));
+    std::thread::sleep(Duration::from_millis(100));
+    task_records(10);
+    t.signal(libc::SIGINT);
+    let (rest, err) = t.json_records(Duration::from_secs(30));
+    let records: Vec<_> = ndjson(&first).into_iter().chain(rest).collect();
+    let summary = summary_record(&records);
+    let printed = hits_of_pid(&records, w.pid).len() as u64;
+    let unprinted = summary["unprinted"].as_u64().expect("unprinted");
+    assert_eq!(printed + unprinted, STORES, "{err}");
+    let marks = |counted: bool| -> u64 {
+        records
+            .iter()
+            .filter(|r| r["type"] == "lost" && r["counted"] == counted)
+            .map(|r| r["count"].as_u64().expect("count"))
+            .sum()
+    };
+    let lost: Vec<_> = records.iter().filter(|r| r["type"] == "lost").collect();
+    assert!(unprinted > 0, "the rings were to fill: {lost:?} {err}");
+    assert!(
+        marks(false) > 0,
+        "task records were to be lost too (the case): {lost:?} {err}"
+    );
+    assert_eq!(marks(true), unprinted, "{lost:?} {err}");
+});
+
+/// Runs `per_cpu` short processes pinned to each online CPU, one after another.
+fn task_records(per_cpu: usize) {
+    for cpu in online_cpus() {
+        for _ in 0..per_cpu {
+            let status = std::process::Command::new("taskset")
+                .args(["-c", &cpu.to_string(), "true"])
+                .status()
+                .expect("taskset (util-linux)");
+            assert!(status.success());
+        }
+    }
+}
+
+// `ksymwatch write ADDR | less`, the pager left at its first page (here: a stdout pipe nobody reads),
+// then `kill PID`: the tracer sat blocked in write(2) with the stop signals masked, holding its debug
+// registers until the reader read or went away, and then said "stopped: output closed". A stop signal
+// now ends a write that is waiting for a reader: the run ends at once, saying which signal and that the
+// hits it did not print were not read.
+live_test!(a_stop_signal_ends_a_run_whose_reader_reads_nothing, {
+    let w = Writer::spinning(0);
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
+        let mut t = Tracer::start(&["write", &w.target(), "--no-status"]);
+        // Nothing is read past `# armed`: a hit every ~200 us fills the 64 KiB pipe within a second.
+        std::thread::sleep(Duration::from_millis(1500));
+        t.signal(sig);
+        let signalled = Instant::now();
+        let status = wait_within(&mut t.child, Duration::from_secs(20));
+        let took = signalled.elapsed();
+        let mut err = String::new();
+        if let Some(mut e) = t.child.stderr.take() {
+            e.read_to_string(&mut err).expect("ksymwatch's stderr");
+        }
+        assert_eq!(status.code(), Some(0), "{name} after {took:?}: {err}");
+        assert!(
+            took < Duration::from_secs(5),
+            "{name}: ended after {took:?}: {err}"
+        );
+        assert!(err.contains(&format!("stopped: signal {name}")), "{err}");
+        assert!(err.contains("not printed (output not read)"), "{err}");
+    }
+});
+
+// `ksymwatch write target_var --count 5000 --buffer-pages 1 -- ./writer now 20000 0 | slow-reader`:
+// the writer stored and exited while stdout was blocked, the programs kept exactly 5,000 hits, and the
+// end's drain met the count. That path skipped settling the rings' unreported losses, so the stream
+// printed 178 hits and marked none of the 4,822 it could not print. Every hit is now printed or in a
+// `counted` mark.
+live_test!(a_count_met_at_the_end_still_marks_what_was_not_printed, {
+    const COUNT: u64 = 5_000;
+    let writer = helper("writer");
+    let writer = writer.to_str().expect("utf-8 path");
+    let count = COUNT.to_string();
+    let args = [
+        "target_var",
+        "--buffer-pages",
+        "1",
+        "--count",
+        &count,
+        "--",
+        writer,
+        "now",
+        "20000",
+        "0",
+    ];
+    let t = Tracer::write_json(&args);
+    // Nothing is read for a while: the writer's 20,000 stores (~0.3 s) fill the rings meanwhile.
+    std::thread::sleep(Duration::from_secs(2));
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let records = stream_records(&out);
+    let summary = summary_record(&records);
+    assert_eq!(summary["hits"], COUNT, "{err}");
+    let printed = records.iter().filter(|r| r["type"] == "hit").count() as u64;
+    let marked: u64 = records
+        .iter()
+        .filter(|r| r["type"] == "lost" && r["counted"] == true)
+        .map(|r| r["count"].as_u64().expect("count"))
+        .sum();
+    assert!(printed < COUNT, "the rings were to fill: {err}");
+    assert_eq!(printed + marked, COUNT, "{err}");
+    assert_eq!(summary["unprinted"], marked, "{err}");
+});

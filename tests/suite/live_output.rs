@@ -58,6 +58,7 @@ mod schema {
         pub cpu: u32,
         pub after_uevent_ns: Option<u64>,
         pub open_ns: u64,
+        pub enabled: bool,
     }
 
     #[derive(Debug, Deserialize)]

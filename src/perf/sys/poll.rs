@@ -168,3 +168,37 @@ impl SignalFd {
         self.0.as_fd()
     }
 }
+
+/// Waits up to `timeout_ms` for `fd` to take a write (POLLOUT) or to have failed (POLLERR, POLLHUP: the
+/// write then says how); whether it did. A wait a signal interrupted (EINTR) did not.
+pub fn writable_within(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd for the call; `fd` is live (borrowed).
+    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if n < 0 {
+        let err = io::Error::last_os_error();
+        return match err.kind() {
+            io::ErrorKind::Interrupted => Ok(false),
+            _ => Err(err),
+        };
+    }
+    Ok(n > 0)
+}
+
+/// Whether a stop signal is pending: blocked for the [`SignalFd`] and not read from it yet.
+pub fn stop_signal_pending() -> bool {
+    // SAFETY: sigset_t is plain data; sigpending fills it.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a writable sigset_t.
+    if unsafe { libc::sigpending(&mut set) } != 0 {
+        return false;
+    }
+    STOP_SIGNALS
+        .iter()
+        // SAFETY: `set` was filled by sigpending.
+        .any(|&sig| unsafe { libc::sigismember(&set, sig) } == 1)
+}

@@ -490,6 +490,29 @@ fn module_unloaded_mark() {
     assert!(all.contains("watched module unloaded"), "{all}");
 }
 
+/// A CPU back online is armed; while the watch is off (`--control off`) its event waits for `on` with
+/// the others, and the mark says so, as a move made while off does: "armed" alone read as watching.
+#[test]
+fn a_cpu_online_while_the_watch_is_off_is_marked_off() {
+    let mut p = printer();
+    for enabled in [true, false] {
+        let e = StreamEvent::CpuOnline {
+            cpu: 1,
+            after_uevent_ns: Some(11_348_000),
+            open_ns: 11_192_000,
+            enabled,
+        };
+        p.event(&e, 7_000_000_000).unwrap();
+    }
+    let (out, _) = printed(p);
+    assert_eq!(
+        out,
+        "# cpu 1 online: armed at 7.000000 (11.348 ms after its uevent, 11.192 ms of it in perf_event_open)\n\
+         # cpu 1 online: armed, off until `on` at 7.000000 (11.348 ms after its uevent, 11.192 ms of it in \
+         perf_event_open)\n"
+    );
+}
+
 /// The control marks: a reader splits hits before and after a move at the `# watch` line; a refusal is
 /// also on stderr, since the script that sent it may not read the stream.
 #[test]

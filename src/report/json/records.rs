@@ -178,6 +178,8 @@ pub enum Record<'a> {
         after_uevent_ns: Option<u64>,
         /// How much of that the kernel spent inside perf_event_open.
         open_ns: u64,
+        /// False while the watch is off (`--control off`): armed disabled until `on`.
+        enabled: bool,
     },
     CpuArmFailed {
         time_ns: u64,
@@ -366,11 +368,13 @@ impl<'a> Record<'a> {
                 cpu,
                 after_uevent_ns,
                 open_ns,
+                enabled,
             } => Record::CpuOnline {
                 time_ns,
                 cpu: *cpu,
                 after_uevent_ns: *after_uevent_ns,
                 open_ns: *open_ns,
+                enabled: *enabled,
             },
             StreamEvent::CpuArmFailed { cpu, reason, kind } => Record::CpuArmFailed {
                 time_ns,

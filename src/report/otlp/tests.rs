@@ -390,6 +390,7 @@ fn stream_events_are_named_events() {
             cpu: 1,
             after_uevent_ns: None,
             open_ns: 9,
+            enabled: true,
         },
         StreamEvent::CpuArmFailed {
             cpu: 1,

@@ -466,6 +466,7 @@ fn event_mark(i: &mut Interner, e: &StreamEvent) -> (&'static str, Vec<DebugAnno
             cpu,
             after_uevent_ns,
             open_ns,
+            ..
         } => (
             "cpu online",
             cpu_online_annotations(i, *cpu, *after_uevent_ns, *open_ns),

@@ -327,6 +327,7 @@ fn lost_and_filtered_are_counters_and_the_session_marks_its_events() {
             cpu: 1,
             after_uevent_ns: Some(10),
             open_ns: 3,
+            enabled: true,
         },
         StreamEvent::Retargeted(crate::report::Retarget {
             index: 0,

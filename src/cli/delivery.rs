@@ -27,13 +27,19 @@ pub fn events(plan: &WatchPlan, hit_ring_pages: usize) -> Events<'_> {
             condition: plan.values().condition(),
             filter: plan.filter(),
         },
-        binding: match delivery {
-            Delivery::HitProgram => Binding::Cpus,
-            _ => Binding::Scope {
-                remove_on_exec: delivery.remove_on_exec(),
-            },
-        },
+        binding: binding(delivery),
         programs: programs(plan, delivery, hit_ring_pages),
+    }
+}
+
+/// Whom the events of `delivery` are bound to: one per CPU where the hit program chooses the processes
+/// in the kernel, else as the scope says. What arming opens, and what a dry run asks the kernel about.
+pub fn binding(delivery: Delivery) -> Binding {
+    match delivery {
+        Delivery::HitProgram => Binding::Cpus,
+        _ => Binding::Scope {
+            remove_on_exec: delivery.remove_on_exec(),
+        },
     }
 }
 

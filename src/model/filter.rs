@@ -45,10 +45,35 @@ impl Filter {
     }
 }
 
+/// The threads of a process watch's processes, with their names, read in planning when `--tid`/`--comm`
+/// must match one of them ([`Filter::unmatched`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watched {
+    pub pids: Vec<u32>,
+    pub threads: Vec<(u32, String)>,
+}
+
 /// How many of the watched threads [`Filter::admits_no_thread`] names before it only counts them.
 const THREADS_NAMED: usize = 8;
 
 impl Filter {
+    /// Whether `--tid` or `--comm` names the tasks whose hits are kept: a process watch's threads are then
+    /// read for [`Filter::unmatched`].
+    pub fn names_tasks(&self) -> bool {
+        !self.tids.is_empty() || !self.comms.is_empty()
+    }
+
+    /// The line that says the `--tid`/`--comm` conditions match no thread of `watched` now
+    /// ([`Filter::admits_no_thread`], `whose` being `process 42` or `processes 42, 43`).
+    pub fn unmatched(&self, watched: &Watched) -> Option<String> {
+        let list: Vec<String> = watched.pids.iter().map(u32::to_string).collect();
+        let noun = match watched.pids.len() {
+            1 => "process",
+            _ => "processes",
+        };
+        self.admits_no_thread(&watched.threads, &format!("{noun} {}", list.join(", ")))
+    }
+
     /// The `--tid`/`--comm` conditions in words: each list admits any of its members, and both must
     /// hold (`--tid 5 or --tid 6 and --comm writer`); empty when there are none.
     fn task_conditions(&self) -> String {

@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::model::scope::Scope;
 use crate::model::watch::Watch;
+use crate::perf::denial::AddressKind;
 use crate::perf::event::{
     Bind, Binding, CpuEvent, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
 };
@@ -247,16 +248,7 @@ fn keep_free_slots<K: Kernel>(
 /// ring opened so far is disabled and closed. A CPU that went offline meanwhile is left out, not a
 /// failure, unless every one did.
 pub fn arm_set<K: Kernel>(set: &Prepared, kernel: &mut K) -> Result<Armed<K::Ring>, Failure> {
-    let (events, went_offline) = match &set.targets {
-        Targets::Threads(pids) => {
-            let events = open_threads(set, pids, kernel).map_err(Failure::Open)?;
-            if events.is_empty() {
-                return Err(Failure::AllExited);
-            }
-            (events, Vec::new())
-        }
-        Targets::Cpus | Targets::Task(_) => open_cpus(set, kernel)?,
-    };
+    let (events, went_offline) = open_set(set, kernel)?;
     for ev in &events {
         if let Err(e) = kernel.enable_ring(ev) {
             for ev in &events {
@@ -270,6 +262,93 @@ pub fn arm_set<K: Kernel>(set: &Prepared, kernel: &mut K) -> Result<Armed<K::Rin
         events,
         went_offline,
     })
+}
+
+/// Opens every ring of `set`, disabled, with the CPUs that went offline meanwhile: the transaction's
+/// first half, all or none (a failure drops, so closes, every ring opened before it).
+fn open_set<K: Kernel>(
+    set: &Prepared,
+    kernel: &mut K,
+) -> Result<(Vec<K::Ring>, Vec<u32>), Failure> {
+    Ok(match &set.targets {
+        Targets::Threads(pids) => {
+            let events = open_threads(set, pids, kernel).map_err(Failure::Open)?;
+            if events.is_empty() {
+                return Err(Failure::AllExited);
+            }
+            (events, Vec::new())
+        }
+        Targets::Cpus | Targets::Task(_) => open_cpus(set, kernel)?,
+    })
+}
+
+/// `--dry-run`'s question to the kernel: would it take the kernel addresses among `watches` on `cpus`
+/// for `scope`, bound as `binding`? A refusal of a kernel-space breakpoint is a kernel's policy as much as a privilege (some
+/// refuse every one even to root with CAP_SYS_ADMIN), which nothing but an open can tell, so it is asked
+/// as arming asks it ([`dry_run_with`] on the kernel's perf events, opened for whom arming opens them, bare
+/// otherwise: no program, a one-page ring).
+/// User addresses are not opened: whether this process may watch them is the plan's to say from its
+/// privileges, and it has said it.
+pub fn dry_run(
+    watches: &[Watch],
+    cpus: &BTreeSet<u32>,
+    scope: &Scope,
+    binding: Binding,
+) -> Option<Refusal> {
+    let cfg = EventConfig {
+        binding,
+        ..EventConfig::bare(1)
+    };
+    let targets = targets(scope, binding);
+    dry_run_with(&mut Perf { cfg: &cfg }, watches, cpus, targets, &cfg)
+}
+
+/// The dry run on `kernel`: the kernel addresses' events prepared and opened as arming opens them
+/// (disabled), then closed at once, never enabled, so nothing is armed. A refusal is explained as
+/// arming's (`watches` being every watch of the plan), exit code and all, when it says what the run
+/// would be told whenever it ran (`lasting`).
+pub fn dry_run_with<K: Kernel>(
+    kernel: &mut K,
+    watches: &[Watch],
+    cpus: &BTreeSet<u32>,
+    targets: Targets,
+    cfg: &EventConfig,
+) -> Option<Refusal> {
+    let asked: Vec<Watch> = watches
+        .iter()
+        .filter(|w| AddressKind::of(w.addr, w.len) == AddressKind::Kernel)
+        .cloned()
+        .collect();
+    if asked.is_empty() {
+        return None;
+    }
+    // Dropping what was opened closes it: nothing is ever enabled.
+    let failure = open_set(&Prepared::new(&asked, cpus, targets, cfg), kernel).err()?;
+    if !lasting(&failure) {
+        return None;
+    }
+    Some(failure.explain(watches, kernel))
+}
+
+/// Whether arming's failure `f` says what the run would be told whenever it ran: a refusal of permission,
+/// or of the breakpoint itself. What only says how the machine is now (every debug register taken, a CPU
+/// going offline, the PMU busy, no descriptor left, the processes gone) does not: the run may well not
+/// meet it.
+fn lasting(f: &Failure) -> bool {
+    let passing = [
+        libc::ENOSPC,
+        libc::ENODEV,
+        libc::EBUSY,
+        libc::EMFILE,
+        libc::ENFILE,
+        libc::EINTR,
+    ];
+    match f {
+        Failure::Open(e) | Failure::Probe(e) => {
+            !passing.contains(&e.err.raw_os_error().unwrap_or(0))
+        }
+        Failure::NoFreeSlot | Failure::AllOffline(_) | Failure::AllExited => false,
+    }
 }
 
 /// Opens `set`'s rings on one CPU, disabled: all or none. Threads that exit meanwhile are skipped. What
@@ -457,6 +536,9 @@ mod tests {
         free: Result<usize, i32>,
         free_registers: Option<u32>,
         open_at_facts: Option<usize>,
+        creds: Privilege,
+        /// The address a refused open names (the real one names its ring's breakpoint).
+        bp: Option<(u64, u8)>,
     }
 
     impl Fake {
@@ -471,6 +553,8 @@ mod tests {
                 free: Ok(4),
                 free_registers: None,
                 open_at_facts: None,
+                creds: Privilege::current(),
+                bp: None,
             }
         }
 
@@ -498,7 +582,10 @@ mod tests {
         fn open_ring(&mut self, spec: &RingSpec, bind: Bind) -> Result<FakeRing, OpenError> {
             match (self.fail_cpu, bind) {
                 (Some((cpu, errno)), _) if cpu == spec.cpu => {
-                    return Err(refused(cpu, bind, Stage::Open, errno))
+                    return Err(OpenError {
+                        bp: self.bp,
+                        ..refused(cpu, bind, Stage::Open, errno)
+                    })
                 }
                 (_, Bind::Task(t)) if self.gone.contains(&t) => {
                     return Err(refused(spec.cpu, bind, Stage::Open, libc::ESRCH))
@@ -576,7 +663,7 @@ mod tests {
         fn facts(&mut self, _: &OpenError) -> Facts {
             self.open_at_facts = Some(self.open_now());
             Facts {
-                creds: Privilege::current(),
+                creds: self.creds,
                 free_registers: self.free_registers,
             }
         }
@@ -819,6 +906,14 @@ mod tests {
         assert_eq!(k.open_now(), 0);
     }
 
+    /// The refusal of arming every one of `watches` CPU-wide on `on` (bare events).
+    fn refused_on_cpus(k: &mut Fake, mut watches: Vec<Watch>, on: &[u32]) -> Refusal {
+        let cfg = EventConfig::bare(1);
+        arm_with(k, &mut watches, &cpus(on), Targets::Cpus, &cfg, Fit::All)
+            .err()
+            .expect("refused")
+    }
+
     /// A refusal for want of a debug register is worded with the registers free once everything opened
     /// was closed again.
     #[test]
@@ -828,17 +923,7 @@ mod tests {
             free_registers: Some(1),
             ..Fake::new()
         };
-        let cfg = EventConfig::bare(1);
-        let r = arm_with(
-            &mut k,
-            &mut watches(2),
-            &cpus(&[0, 1]),
-            Targets::Cpus,
-            &cfg,
-            Fit::All,
-        )
-        .err()
-        .expect("refused");
+        let r = refused_on_cpus(&mut k, watches(2), &[0, 1]);
         assert_eq!(
             k.open_at_facts,
             Some(0),
@@ -894,5 +979,85 @@ mod tests {
         stop.wait();
         other.join().expect("thread");
         assert_eq!(thread_count(&[u32::MAX - 1]), 0);
+    }
+
+    fn kernel_watch(addr: u64, len: u8) -> Watch {
+        Watch {
+            label: "__start_init_stack+0x3e01".into(),
+            addr,
+            len,
+            access: Access::Write,
+            module: None,
+            per_cpu: None,
+        }
+    }
+
+    /// A kernel that refuses every open of `w` on CPU 0 with `errno`, as root.
+    fn refusing(errno: i32, w: &Watch) -> Fake {
+        Fake {
+            fail_cpu: Some((0, errno)),
+            creds: Privilege::ROOT,
+            bp: Some((w.addr, w.len)),
+            ..Fake::new()
+        }
+    }
+
+    /// A dry run's refusal of a 1-byte kernel watch is the run's: the same events opened (disabled,
+    /// closed, never enabled), worded, coded and kinded as arming's, naming the watch's own address.
+    #[test]
+    fn a_refused_dry_run_reads_as_the_runs_refusal() {
+        let w = kernel_watch(0xffff_ffff_82e0_3e01, 1);
+        assert_eq!(AddressKind::of(w.addr, w.len), AddressKind::Kernel);
+        let cfg = EventConfig::bare(1);
+        let mut k = refusing(libc::EPERM, &w);
+        let dry = dry_run_with(
+            &mut k,
+            std::slice::from_ref(&w),
+            &cpus(&[0, 1]),
+            Targets::Cpus,
+            &cfg,
+        )
+        .expect("a refusal");
+        assert_eq!((k.open_now(), k.log.borrow().enabled), (0, 0));
+        let real = refused_on_cpus(&mut refusing(libc::EPERM, &w), vec![w], &[0, 1]);
+        assert_eq!(dry, real);
+        assert_eq!(dry.code, crate::error::ExitCode::NotPermitted);
+        assert_eq!(dry.kind.as_str(), "kernel_breakpoints_refused");
+        assert!(dry.what.contains("0xffffffff82e03e01 got"), "{}", dry.what);
+    }
+
+    /// Only what the run would be told whenever it ran ends a dry run: the debug registers in use now, a
+    /// CPU going offline, a busy PMU or the descriptors do not; user addresses are not asked at all.
+    #[test]
+    fn only_a_lasting_refusal_ends_a_dry_run() {
+        let w = [kernel_watch(0xffff_ffff_82e0_3e00, 8)];
+        let cfg = EventConfig::bare(1);
+        let dry = |errno| {
+            let mut k = refusing(errno, &w[0]);
+            dry_run_with(&mut k, &w, &cpus(&[0]), Targets::Cpus, &cfg)
+        };
+        for errno in [libc::EPERM, libc::EACCES, libc::EINVAL, libc::ENOENT] {
+            assert!(dry(errno).is_some(), "{errno}");
+        }
+        for errno in [libc::ENOSPC, libc::ENODEV, libc::EBUSY, libc::EMFILE] {
+            assert!(dry(errno).is_none(), "{errno}");
+        }
+        let mut k = refusing(libc::EPERM, &w[0]);
+        assert!(dry_run_with(&mut k, &watches(2), &cpus(&[0]), Targets::Cpus, &cfg).is_none());
+    }
+
+    /// A per-thread dry run is refused as the per-thread arming is: by the thread it opened for.
+    #[test]
+    fn a_per_thread_dry_run_is_refused_by_its_thread() {
+        let w = [kernel_watch(0xffff_ffff_82e0_3e00, 8)];
+        let cfg = EventConfig::bare(1);
+        let me = std::process::id();
+        let mut k = Fake {
+            readings: vec![vec![me]],
+            ..refusing(libc::EPERM, &w[0])
+        };
+        let dry = dry_run_with(&mut k, &w, &cpus(&[0]), Targets::Threads(vec![me]), &cfg)
+            .expect("a refusal");
+        assert!(dry.what.starts_with(&format!("tid {me} (")), "{}", dry.what);
     }
 }

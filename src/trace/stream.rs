@@ -731,6 +731,21 @@ mod tests {
         encode::sample(0xffffffff81000110, tid, tid, time, ADDR, cpu, &[])
     }
 
+    /// `--count 2`.
+    const COUNT_TWO: Limits = Limits {
+        count: Some(2),
+        duration: None,
+    };
+
+    /// Three hits on CPU 0 (tids 10, 11, 12, in this order), one more than [`COUNT_TWO`] prints.
+    fn three_hits(ring: &mut FileRing) {
+        let now = sys::monotonic_ns();
+        for (i, tid) in [10, 11, 12].into_iter().enumerate() {
+            ring.write(&hit(tid, now + 1000 * (i as u64 + 1), 0))
+                .unwrap();
+        }
+    }
+
     /// The records printed: each one's type, a hit's tid, a loss's count and CPU (and `counted` when the
     /// kernel's totals hold them).
     fn printed(s: Stream<'_, Json<Vec<u8>, Vec<u8>>>) -> Vec<String> {
@@ -834,16 +849,8 @@ mod tests {
     fn the_tail_is_settled_when_the_count_is_met_at_the_end() {
         let table = testutil::table();
         let (epoll, mut p, mut w) = rings(&[0]);
-        let limits = Limits {
-            count: Some(2),
-            duration: None,
-        };
-        let mut s = stream(&table, &epoll, limits, Filter::default());
-        let now = sys::monotonic_ns();
-        for (i, tid) in [10, 11, 12].into_iter().enumerate() {
-            w[0].write(&hit(tid, now + 1000 * (i as u64 + 1), 0))
-                .unwrap();
-        }
+        let mut s = stream(&table, &epoll, COUNT_TWO, Filter::default());
+        three_hits(&mut w[0]);
         s.audit_closed([Audit {
             kernel_hits: None,
             kernel_lost: Some(7),
@@ -864,16 +871,8 @@ mod tests {
     fn the_count_ends_the_run_at_its_nth_hit() {
         let table = testutil::table();
         let (epoll, mut p, mut w) = rings(&[0]);
-        let limits = Limits {
-            count: Some(2),
-            duration: None,
-        };
-        let mut s = stream(&table, &epoll, limits, Filter::default());
-        let now = sys::monotonic_ns();
-        for (i, tid) in [10, 11, 12].into_iter().enumerate() {
-            w[0].write(&hit(tid, now + 1000 * (i as u64 + 1), 0))
-                .unwrap();
-        }
+        let mut s = stream(&table, &epoll, COUNT_TWO, Filter::default());
+        three_hits(&mut w[0]);
         p.drain();
         assert_eq!(
             s.release(&mut p, &epoll, Release::All),

@@ -152,27 +152,8 @@ live_test!(per_thread_if_keeps_exactly_the_matching_stores, {
 // Each store is printed once, the program's (its value and an old one), and the summary counts each once.
 live_test!(threads_made_while_arming_report_each_store_once, {
     for _ in 0..3 {
-        let mut h = Writer::threads(&["sprout", "2000", "200"]);
-        let pid = h.pid;
-        let pid_arg = pid.to_string();
-        let t = Tracer::write_json(&[
-            "--per-thread",
-            "--value",
-            "--buffer-pages",
-            "4096",
-            "-p",
-            &pid_arg,
-            "target_var",
-        ]);
-        h.send("go");
-        let lines = h.read_until("done");
-        let stores = util::helper_number::<u64>(&lines, "stores=");
-        h.finish();
-        let (code, out, err) = t.wait(Duration::from_secs(60));
-        assert_eq!(code, 0, "{err}");
-        let records = util::ndjson(&out);
+        let (pid, stores, records) = sprout_round("2000", Duration::ZERO, &["--value"]);
         let summary = util::summary_record(&records);
-        assert_eq!(summary["lost"], 0, "{summary}");
         let stored: Vec<&Value> = util::hits_of_pid(&records, pid)
             .into_iter()
             .filter(|v| v["ip"]["sym"] == "ksw_thread_store")
@@ -321,27 +302,8 @@ live_test!(threads_covered_twice_report_each_store_once_with_values, {
 // (before the guard: 5 rounds in 8 here, 1 in 8 on main, missed 180 to 2,500 stores).
 live_test!(threads_made_after_arming_are_each_seen_with_samples, {
     for _ in 0..3 {
-        let mut h = Writer::threads(&["sprout", "4000", "200"]);
-        std::thread::sleep(Duration::from_millis(300));
-        let pid = h.pid;
-        let pid_arg = pid.to_string();
-        let t = Tracer::write_json(&[
-            "--per-thread",
-            "--buffer-pages",
-            "4096",
-            "-p",
-            &pid_arg,
-            "target_var",
-        ]);
-        h.send("go");
-        let lines = h.read_until("done");
-        let stores = util::helper_number::<u64>(&lines, "stores=");
-        h.finish();
-        let (code, out, err) = t.wait(Duration::from_secs(60));
-        assert_eq!(code, 0, "{err}");
-        let records = util::ndjson(&out);
+        let (pid, stores, records) = sprout_round("4000", Duration::from_millis(300), &[]);
         let summary = util::summary_record(&records);
-        assert_eq!(summary["lost"], 0, "{summary}");
         let mut tids = std::collections::BTreeSet::new();
         for v in util::hits_of_pid(&records, pid)
             .into_iter()
@@ -355,3 +317,31 @@ live_test!(threads_made_after_arming_are_each_seen_with_samples, {
         assert_eq!(tids.len() as u64, stores, "every store seen: {summary}");
     }
 });
+
+/// One round of the helper's `sprout` mode (`threads` threads made one every 200 µs, the tracer started
+/// `settle` after the helper) under `--per-thread` with `extra` options: the helper's pid, the stores it
+/// counted, and the run's records, the run ended with exit 0 and nothing lost.
+fn sprout_round(threads: &str, settle: Duration, extra: &[&str]) -> (u32, u64, Vec<Value>) {
+    let mut h = Writer::threads(&["sprout", threads, "200"]);
+    std::thread::sleep(settle);
+    let pid = h.pid;
+    let pid_arg = pid.to_string();
+    let mut args = vec!["--per-thread"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--buffer-pages", "4096", "-p", &pid_arg, "target_var"]);
+    let t = Tracer::write_json(&args);
+    h.send("go");
+    let lines = h.read_until("done");
+    let stores = util::helper_number::<u64>(&lines, "stores=");
+    h.finish();
+    let (code, out, err) = t.wait(Duration::from_secs(60));
+    assert_eq!(code, 0, "{err}");
+    let records = util::ndjson(&out);
+    assert_eq!(
+        util::summary_record(&records)["lost"],
+        0,
+        "{}",
+        util::summary_record(&records)
+    );
+    (pid, stores, records)
+}

@@ -75,6 +75,9 @@ pub trait Host {
     fn process_symbol(&self, pid: u32, target: &Target) -> Result<InProcess>;
     /// The threads of `pids` now.
     fn threads(&self, pids: &[u32]) -> usize;
+    /// Every thread of `pids` now, with its name, process by process in tid order (none for a process
+    /// that is gone).
+    fn named_threads(&self, pids: &[u32]) -> Vec<(u32, String)>;
     /// The open-file limit, raised to its hard limit; `None` if it cannot be had.
     fn fd_limit(&self) -> Option<u64>;
     /// Starts `argv` stopped at its exec.

@@ -92,6 +92,10 @@ impl Host for RealHost {
         arm::threads(pids).len()
     }
 
+    fn named_threads(&self, pids: &[u32]) -> Vec<(u32, String)> {
+        pids.iter().flat_map(|&pid| named_threads(pid)).collect()
+    }
+
     fn fd_limit(&self) -> Option<u64> {
         sys::raise_fd_limit().ok()
     }
@@ -163,4 +167,21 @@ impl Host for RealHost {
     fn types(&self, btf: &Path) -> Types {
         Types::new(btf)
     }
+}
+
+/// Every thread of process `pid` now, with its name, in tid order, from /proc (none when it is gone).
+fn named_threads(pid: u32) -> Vec<(u32, String)> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut threads: Vec<(u32, String)> = dir
+        .flatten()
+        .filter_map(|t| {
+            let tid = t.file_name().to_str()?.parse::<u32>().ok()?;
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            Some((tid, comm.trim_end_matches('\n').to_string()))
+        })
+        .collect();
+    threads.sort();
+    threads
 }

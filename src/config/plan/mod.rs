@@ -13,7 +13,8 @@
 //! 2. `kernel` (the kernel's symbol source, types, and with `percpu` the per-CPU copies; kernel symbols
 //!    loaded, or left to first use for a process watch), `process` (the processes a watch covers and its
 //!    targets there; a launched command started; with `-p` on the per-thread path, the descriptor
-//!    budget), `objects` (`--on`: a kernel source in `kernel_objects`, a user-space one in `user_objects`),
+//!    budget; a kernel address refused where the options stage decided user-space writers only),
+//!    `objects` (`--on`: a kernel source in `kernel_objects`, a user-space one in `user_objects`),
 //!    and last `conditions` (`--if` and `--dump-on` against every watch's length). [`plan`] runs them
 //!    all, in this order, and last makes `--control`'s resolver (`control`) from what they found, so the
 //!    session is handed it ready.
@@ -64,7 +65,6 @@ use crate::model::watch::{Access, Watch};
 use crate::model::Limits;
 use crate::perf::bpf;
 use crate::perf::bpf::percpu::Offsets;
-use crate::perf::denial::{self, AddressKind};
 
 pub use control::{Control, Resolver};
 pub use cpus::Cpus;
@@ -404,6 +404,8 @@ pub struct WatchPlan {
     outputs: Outputs,
     running: Running,
     control: Option<Control>,
+    /// The start's note that the `--tid`/`--comm` conditions match no thread of the watched processes now.
+    unmatched: Option<String>,
 }
 
 /// The plan for `request` on `host` (a launched command is started for it): the stages in order, each
@@ -418,13 +420,13 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
     let watches = process::resolve_watches(
         &mut scope,
         o.delivery,
+        o.writers,
         &o.cpus,
         &mut kernel,
         &members,
         o.access,
         host,
     )?;
-    user_space_only(o.writers, &watches, host)?;
     let objects = objects::plan(o.on.as_ref(), &scope, &kernel, o.access, host)?;
     // `--on` watches its objects' slots (it has no target of its own to resolve).
     let watches = objects.as_ref().map_or(watches, ObjectPlan::slots);
@@ -435,6 +437,10 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
         o.flight.as_ref(),
         &watches,
     )?;
+    let unmatched = match &o.watched {
+        Some(watched) => o.filter.unmatched(watched),
+        None => None,
+    };
     let (kernel, types) = kernel.into_kernel();
     // `--control` resolves as the command line did: in the kernel's symbols for a system-wide watch, else
     // in the processes, as they are once a launched command has started.
@@ -457,19 +463,8 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
         outputs: o.outputs,
         running: o.running,
         control,
+        unmatched,
     })
-}
-
-/// A watch of user-space writers only (its events exclude the kernel) cannot have a kernel address: the
-/// kernel takes no such event (EINVAL), and what it lacks is CAP_SYS_ADMIN (exit 4).
-fn user_space_only(writers: Writers, watches: &[Watch], host: &dyn Host) -> Result<()> {
-    let kernel = |w: &&Watch| AddressKind::of(w.addr, w.len) == AddressKind::Kernel;
-    match watches.iter().find(kernel) {
-        Some(w) if writers == Writers::UserSpaceOnly => Err(Error::not_permitted(
-            denial::kernel_address_in_user_space_watch(&w.label, w.addr, &host.privilege()),
-        )),
-        _ => Ok(()),
-    }
 }
 
 impl WatchPlan {
@@ -531,6 +526,12 @@ impl WatchPlan {
             Scope::Launched(c) => c.child.take(),
             _ => None,
         }
+    }
+
+    /// The note for the start: the `--tid`/`--comm` conditions match no thread of the watched processes
+    /// now (`Filter::unmatched`); every hit is filtered out until one does.
+    pub fn unmatched_filter(&self) -> Option<&str> {
+        self.unmatched.as_deref()
     }
 
     /// `--control`: where its commands come from, and how their targets are resolved.

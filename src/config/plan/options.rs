@@ -14,7 +14,7 @@ use crate::config::request::{SymbolRequest, WatchRequest};
 use crate::config::typed::Types;
 use crate::error::{Context, Error, Result};
 use crate::model::condition::{self, Condition};
-use crate::model::filter::Filter;
+use crate::model::filter::{Filter, Watched};
 use crate::model::target::{self, Target};
 use crate::model::watch::Access;
 use crate::model::Limits;
@@ -45,6 +45,8 @@ pub(super) struct Options {
     pub delivery: Delivery,
     pub writers: Writers,
     pub filter: Filter,
+    /// A process watch's threads, when `--tid`/`--comm` must match one.
+    pub watched: Option<Watched>,
     pub values: Values,
     pub flight: Option<Flight>,
     /// The targets, parsed (none with `--on`, whose `$obj` target is resolved per object).
@@ -133,6 +135,16 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
     let decision = delivery(&r, &scope, host);
     // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
     let pids = processes_of(&*host, &r.pids)?;
+    // Running processes' threads, now, when `--tid`/`--comm` must match one (`Filter::unmatched`). Not
+    // system-wide, where tasks come and go by the thousand and a `--comm` usually names one to come, nor
+    // for a launched command, which has run nothing yet: its threads and their names are all to come.
+    let watched = match (&scope, filter.names_tasks()) {
+        (Scope::Processes(_), true) => Some(Watched {
+            threads: host.named_threads(&pids),
+            pids: pids.clone(),
+        }),
+        _ => None,
+    };
     // The kernel's BTF as the host has it, read on first use, once for every stage that asks it.
     let types = Rc::new(host.types(&r.symbols.btf));
     let flight = Flight::parse(r.last, &r.dump_on, &r.output, &types, || {
@@ -194,6 +206,7 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
         delivery,
         writers,
         filter,
+        watched,
         values,
         flight,
         targets,

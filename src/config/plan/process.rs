@@ -2,7 +2,8 @@
 //! kernel stage; each `-p` process, with one address in all of them; a launched command, started and
 //! resolved once its libraries are mapped), and the per-thread path's descriptor budget. Every target is
 //! then moved onto its member (found in the types before: [`crate::config::typed::watched_members`]),
-//! per-CPU copies placed. (`-p`'s pids themselves are checked by
+//! per-CPU copies placed; a kernel address is refused where the events see user-space writers only (the
+//! options stage decides which). (`-p`'s pids themselves are checked by
 //! the options stage: a thread stands for its process.)
 
 use crate::config::process;
@@ -11,18 +12,21 @@ use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
 use crate::model::target::Target;
 use crate::model::watch::{Access, PerCpu, Watch};
+use crate::perf::denial::{self, AddressKind};
 use crate::stderr;
 
 use super::host::Host;
 use super::kernel::KernelSide;
-use super::{Cpus, Delivery, Scope};
+use super::{Cpus, Delivery, Scope, Writers};
 
 /// Who the watch covers, and each target resolved there (a launched command is started for it), moved
 /// onto its member (`members`, each cast target's, from the types beforehand); first, for running
-/// processes on the per-thread path, whether their threads fit the descriptor limit on `cpus`.
+/// processes on the per-thread path, whether their threads fit the descriptor limit on `cpus`; last,
+/// whether the `writers` the events see can have the watches' addresses.
 pub fn resolve_watches(
     scope: &mut Scope,
     delivery: Delivery,
+    writers: Writers,
     cpus: &Cpus,
     kernel: &mut KernelSide,
     members: &[Option<Member>],
@@ -67,6 +71,16 @@ pub fn resolve_watches(
             });
         }
         watches.push(watch);
+    }
+    // A watch of user-space writers only (its events exclude the kernel) cannot have a kernel address:
+    // the kernel takes no such event (EINVAL), and what it lacks is CAP_SYS_ADMIN (exit 4).
+    let kernel = watches
+        .iter()
+        .find(|w| AddressKind::of(w.addr, w.len) == AddressKind::Kernel);
+    if let (Some(w), Writers::UserSpaceOnly) = (kernel, writers) {
+        return Err(Error::not_permitted(
+            denial::kernel_address_in_user_space_watch(&w.label, w.addr, &host.privilege()),
+        ));
     }
     Ok(watches)
 }

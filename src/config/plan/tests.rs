@@ -202,6 +202,9 @@ impl Host for FakeHost {
     fn threads(&self, _pids: &[u32]) -> usize {
         self.threads
     }
+    fn named_threads(&self, _pids: &[u32]) -> Vec<(u32, String)> {
+        vec![(42, "writer".into())]
+    }
     fn fd_limit(&self) -> Option<u64> {
         self.fd_limit
     }
@@ -1054,4 +1057,25 @@ fn a_members_refusal_comes_before_the_command_is_launched() {
         (0x5004, 4, "(struct rq)0x5000.cpu")
     );
     assert_eq!(machine.launched.borrow().len(), 1);
+}
+
+/// The plan carries the note that `--tid`/`--comm` match no thread of the watched processes (the fake's
+/// one thread is 42 `writer`), and only for running processes with such a condition.
+#[test]
+fn a_filter_that_matches_no_watched_thread_is_a_note_of_the_plan() {
+    let filtered = |tids: &[u32], r: WatchRequest| {
+        let mut r = r;
+        r.output.tids = tids.to_vec();
+        planned(r, &mut FakeHost::new())
+            .unmatched_filter()
+            .map(str::to_string)
+    };
+    let note = filtered(&[99], pids(request(&["counter"]), &[100])).expect("a note");
+    assert!(
+        note.starts_with("no thread of process 100 matches --tid 99 now (threads: 42 writer)"),
+        "{note}"
+    );
+    assert_eq!(filtered(&[42], pids(request(&["counter"]), &[100])), None);
+    assert_eq!(filtered(&[], pids(request(&["counter"]), &[100])), None);
+    assert_eq!(filtered(&[99], request(&["jiffies"])), None);
 }

@@ -69,9 +69,10 @@ impl CgroupMap {
 
 #[cfg(test)]
 mod tests {
-    use super::super::hit::{generate, HitMaps, HitSpec, STAT_FILTERED};
+    use super::super::hit::{generate, HitMaps, HitSpec};
     use super::super::interp::{FakeKernel, COMM_OFFSET};
     use super::super::kernel::Helper;
+    use super::super::layout::STAT_FILTERED;
     use crate::model::filter::Filter;
 
     const RING: i32 = 30;
@@ -134,7 +135,7 @@ mod tests {
     /// cgroup's count though the ring took none; a writer in no chosen cgroup is in no count.
     #[test]
     fn the_totals_count_every_kept_hit_by_cgroup_with_the_ring_full() {
-        use super::super::hit::STAT_LOST;
+        use super::super::layout::STAT_LOST;
         use super::super::totals::{self, TotalsMaps};
         let maps = HitMaps {
             totals: Some(TotalsMaps {

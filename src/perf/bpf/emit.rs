@@ -7,7 +7,7 @@
 //!
 //! What the hit program leaves past the record in the scratch entry: the wake-up it asks for
 //! ([`OFF_WAKE`]), the record's size ([`OFF_SIZE`]), and with stamps the time it handed over at
-//! ([`OFF_STAMP`]). The emitter writes the record at that size, wakes the reader as asked, and counts a record the ring has no room for
+//! ([`layout::OFF_STAMP`](crate::perf::bpf::layout::OFF_STAMP)). The emitter writes the record at that size, wakes the reader as asked, and counts a record the ring has no room for
 //! as lost: in the record's running `lost` (the next one carries it) and in `stats`.
 //!
 //! Within a burst it also wakes the reader once `wake_bytes` were written since the last time it did
@@ -20,34 +20,9 @@ use crate::perf::bpf::insn::{
     Alu, Asm, AsmError, Cond, Insn, Kept, Reg, DW, R0, R1, R2, R3, R4, W,
 };
 use crate::perf::bpf::kernel::{Helper, RB_FORCE_WAKEUP, RB_NO_WAKEUP};
+use crate::perf::bpf::layout::{OFF_LAST_WRITER, OFF_SINCE, OFF_SIZE, OFF_WAKE};
 use crate::perf::bpf::seq;
 use crate::perf::hit_record as rec;
-
-/// The scratch entry's bytes past the record: the wake-up asked for, the hand-over's stamp (the
-/// writer-cost benchmark's), the bytes written to the ring since its reader was last woken, the record's
-/// size (the hit program's reckoning), and the writer (pid_tgid) and name of the last record this CPU
-/// handed over since one was lost, which a record carries its name only when it differs from
-/// ([`crate::perf::hit_record::COMM_KNOWN`]), and the hash of the last chain this CPU found in the
-/// watch's `chains` map ([`crate::perf::bpf::totals`]: a chain again is not looked up again), and the
-/// CPU's pending count: a `counts` key and the hits under it not yet added to the map
-/// ([`crate::perf::bpf::totals`]: a writer storing along one chain again and again pays no map operation),
-/// and on the per-thread path the last store reported on the CPU and the events that reported it
-/// ([`crate::perf::bpf::repeats`]).
-pub const OFF_WAKE: i16 = rec::MAX_LEN as i16;
-pub const OFF_STAMP: i16 = OFF_WAKE + 8;
-pub const OFF_SINCE: i16 = OFF_STAMP + 8;
-pub const OFF_SIZE: i16 = OFF_SINCE + 8;
-pub const OFF_LAST_WRITER: i16 = OFF_SIZE + 8;
-pub const OFF_LAST_COMM: i16 = OFF_LAST_WRITER + 8;
-pub const OFF_LAST_CHAIN: i16 = OFF_LAST_COMM + rec::COMM_BYTES as i16;
-pub const OFF_PENDING_KEY: i16 = OFF_LAST_CHAIN + 8;
-pub const OFF_PENDING_N: i16 = OFF_PENDING_KEY + rec::COUNT_KEY as i16;
-pub const OFF_REPORTED_WRITER: i16 = OFF_PENDING_N + 8;
-pub const OFF_REPORTED_IP: i16 = OFF_REPORTED_WRITER + 8;
-pub const OFF_REPORTED_BY: i16 = OFF_REPORTED_IP + 8;
-pub const OFF_REPORTING: i16 = OFF_REPORTED_BY + 8 * super::repeats::EVENTS as i16;
-/// The scratch entry: the largest record and those words.
-pub const SCRATCH_LEN: u32 = OFF_REPORTING as u32 + 8;
 
 /// [`OFF_WAKE`]'s value for a hit within a burst: no wake-up unless `wake_bytes` were written since the
 /// last one. (0: the kernel's rule, which wakes a reader that had read everything.)
@@ -62,7 +37,7 @@ const WAKE: Kept = Kept::R9;
 /// The maps one emitter uses, by descriptor.
 #[derive(Debug, Clone, Copy)]
 pub struct EmitMaps {
-    /// The hit program's scratch entry (`BPF_MAP_TYPE_PERCPU_ARRAY`, [`SCRATCH_LEN`] bytes).
+    /// The hit program's scratch entry (`BPF_MAP_TYPE_PERCPU_ARRAY`, [`layout::SCRATCH_LEN`](crate::perf::bpf::layout::SCRATCH_LEN) bytes).
     pub scratch: i32,
     /// The hit program's `stats` (`BPF_MAP_TYPE_PERCPU_ARRAY` of u64), and its slot for records lost.
     pub lost: (i32, u32),

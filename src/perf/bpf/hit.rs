@@ -38,6 +38,7 @@ use crate::perf::bpf::insn::{
     Alu, Asm, AsmError, Bound, Cond, Insn, Kept, Label, DW, FP, R0, R1, R2, R3, R4, R5, W,
 };
 use crate::perf::bpf::kernel::{ctx, Helper, USER_CS, USER_STACK};
+use crate::perf::bpf::layout::{self, STAT_FILTERED, STAT_LOST, STAT_OTHER_PROCESS};
 use crate::perf::bpf::program::{self, ValueSlots, CTX, FLAGS, OLD, VALUE};
 use crate::perf::bpf::repeats::{self, Repeats};
 use crate::perf::bpf::seq;
@@ -49,17 +50,6 @@ use crate::perf::hit_record as rec;
 /// that one, reads its rings every millisecond anyway (`trace::pace`), and a wake-up costs the
 /// writer an interrupt (~9 us in this VM, measured: `bench-writer-parts.py`). A lone hit wakes it at once.
 pub const WAKE_GAP_NS: i32 = 1_000_000;
-
-/// `stats` slot: traps the filters or the condition dropped.
-pub const STAT_FILTERED: u32 = 0;
-/// `stats` slot: traps of a process that is not watched.
-pub const STAT_OTHER_PROCESS: u32 = 1;
-/// `stats` slot: kept hits the CPU's ring had no room for.
-pub const STAT_LOST: u32 = 2;
-/// `stats` slot: on the per-thread path, second reports of one store by another event ([`repeats`]).
-pub const STAT_REPEATED: u32 = 3;
-/// Slots in `stats`.
-pub const STATS: u32 = 4;
 
 /// Where the record is once the hit is kept: the register the value had ([`program::VALUE`]), which the
 /// generator's binding of the record ([`Bound`]) takes over, as the stack's bytes take over the old value's
@@ -170,7 +160,7 @@ pub struct HitMaps {
     pub olds: i32,
     /// The last value per tgid ([`super::program::Olds::by_tgid`]), for a watch that keeps old values.
     pub olds_by_tgid: Option<i32>,
-    /// `BPF_MAP_TYPE_PERCPU_ARRAY` of [`STATS`] u64 counters.
+    /// `BPF_MAP_TYPE_PERCPU_ARRAY` of [`layout::STATS`] u64 counters.
     pub stats: i32,
     /// `BPF_MAP_TYPE_PERCPU_ARRAY`, one entry of [`rec::MAX_LEN`] bytes.
     pub scratch: i32,
@@ -491,7 +481,7 @@ fn fill_header(
 /// The writer's name into the record at `at`: its task's 16 bytes, loaded straight from the task (the
 /// kernel keeps them NUL-padded) or copied by the helper. The record carries it ([`rec::COMM_KNOWN`])
 /// when the writer or its name is not the CPU's last record's, which the scratch entry keeps
-/// ([`emit::OFF_LAST_WRITER`], [`emit::OFF_LAST_COMM`]; the emitter forgets them when a record is lost).
+/// ([`layout::OFF_LAST_WRITER`], [`layout::OFF_LAST_COMM`]; the emitter forgets them when a record is lost).
 fn write_comm(
     a: &mut Asm,
     (comm_offset, at): (Option<i16>, i16),
@@ -515,19 +505,19 @@ fn write_comm(
     }
     let (named, same) = (a.label(), a.label());
     a.load(DW, R3, FP, slots.value.pid_tgid)
-        .load(DW, R4, record, emit::OFF_LAST_WRITER)
+        .load(DW, R4, record, layout::OFF_LAST_WRITER)
         .jump(Cond::Ne, R3, R4, named);
     for word in [0, 8] {
         a.load(DW, R1, record, at + word)
-            .load(DW, R2, record, emit::OFF_LAST_COMM + word)
+            .load(DW, R2, record, layout::OFF_LAST_COMM + word)
             .jump(Cond::Ne, R1, R2, named);
     }
     a.goto(same);
     a.bind(named);
-    a.store(DW, record, emit::OFF_LAST_WRITER, R3);
+    a.store(DW, record, layout::OFF_LAST_WRITER, R3);
     for word in [0, 8] {
         a.load(DW, R1, record, at + word)
-            .store(DW, record, emit::OFF_LAST_COMM + word, R1);
+            .store(DW, record, layout::OFF_LAST_COMM + word, R1);
     }
     a.alu_imm(Alu::Or, flags, rec::COMM_KNOWN as i32);
     a.bind(same);
@@ -611,7 +601,7 @@ fn user_stack(
     a.bind(walked);
 }
 
-/// The record's last fields and its size (into [`emit::OFF_SIZE`]), once the chain is in (`stack_bytes`
+/// The record's last fields and its size (into [`layout::OFF_SIZE`]), once the chain is in (`stack_bytes`
 /// its bytes) and, with totals, named by id where the `chains` map holds it. A record by id leaves out the
 /// ip where the chain starts with it ([`rec::IP_IN_CHAIN`]), else carries it right after the name, or
 /// where the name would be; an inline record carries the name and the ip before its chain, where the
@@ -650,7 +640,7 @@ fn finish(a: &mut Asm, layout: rec::Layout, record: &Bound, stack_bytes: &Bound)
         .alu_imm(Alu::Add, size, i32::from(layout.stacks()));
     a.bind(sized);
     a.store(W, record, rec::OFF_FLAGS, R1)
-        .store(DW, record, emit::OFF_SIZE, size);
+        .store(DW, record, layout::OFF_SIZE, size);
 }
 
 /// Hands the record (in the scratch entry) to this CPU's emitter ([`super::emit`]) by a tail call,
@@ -667,7 +657,7 @@ fn hand_over(a: &mut Asm, maps: &HitMaps, slots: &Slots, ins: &dyn Instrument, r
         .jump_imm(Cond::Ge, R2, WAKE_GAP_NS, flags)
         .mov_imm(R1, emit::BURST);
     a.bind(flags);
-    a.store(DW, record, emit::OFF_WAKE, R1);
+    a.store(DW, record, layout::OFF_WAKE, R1);
     ins.at(a, Point::HandOver);
     a.call(Helper::GetSmpProcessorId)
         .mov(R3, R0)

@@ -25,6 +25,7 @@ use crate::error::Error;
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
+use crate::perf::bpf::layout;
 use crate::perf::bpf_ring::BpfRing;
 use crate::perf::hit_record::ChainKey;
 use crate::perf::sys;
@@ -119,11 +120,11 @@ impl WatchMaps {
             olds_by_tgid,
             scratch: map(
                 MapType::PercpuArray,
-                (4, emit::SCRATCH_LEN),
+                (4, layout::SCRATCH_LEN),
                 1,
                 "ksw_scratch",
             )?,
-            stats: map(MapType::PercpuArray, (4, 8), hit::STATS, "ksw_stats")?,
+            stats: map(MapType::PercpuArray, (4, 8), layout::STATS, "ksw_stats")?,
             reads: map(MapType::Array, (4, 4), 1, "ksw_reads")?,
             totals: Totals::create(written).map_err(ProgramError::Unavailable)?,
         })
@@ -428,7 +429,7 @@ impl HitPrograms {
         let map = create_map(MapType::Ringbuf, (0, 0), size, "ksw_ring")?;
         let maps = EmitMaps {
             scratch: raw(p.maps.scratch.as_fd()),
-            lost: (raw(p.maps.stats.as_fd()), hit::STAT_LOST),
+            lost: (raw(p.maps.stats.as_fd()), layout::STAT_LOST),
             ring: raw(map.as_fd()),
         };
         let insns = emit::generate_with(&maps, size / 4, &|a| ins.emitted(a))
@@ -488,14 +489,14 @@ impl HitPrograms {
     /// together), by CPU number.
     pub fn dropped_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
         let stats = self.program(watch)?.maps.stats.as_fd();
-        let filtered = sys::bpf_map_lookup_percpu_u64(stats, hit::STAT_FILTERED)?;
-        let other = sys::bpf_map_lookup_percpu_u64(stats, hit::STAT_OTHER_PROCESS)?;
+        let filtered = sys::bpf_map_lookup_percpu_u64(stats, layout::STAT_FILTERED)?;
+        let other = sys::bpf_map_lookup_percpu_u64(stats, layout::STAT_OTHER_PROCESS)?;
         Ok(filtered.iter().zip(&other).map(|(a, b)| a + b).collect())
     }
 
     /// Kept hits of watch `watch` that its CPU's ring had no room for so far, by CPU number.
     pub fn lost_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
-        sys::bpf_map_lookup_percpu_u64(self.program(watch)?.maps.stats.as_fd(), hit::STAT_LOST)
+        sys::bpf_map_lookup_percpu_u64(self.program(watch)?.maps.stats.as_fd(), layout::STAT_LOST)
     }
 
     /// Traps after `--count`'s N-th hit that watch `watch`'s program kept none of, by CPU number.
@@ -506,7 +507,10 @@ impl HitPrograms {
     /// Second reports of one store (by another of its thread's events) that watch `watch`'s program
     /// dropped on the per-thread path, by CPU number: the breakpoints counted them as hits too.
     pub fn repeated_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
-        sys::bpf_map_lookup_percpu_u64(self.program(watch)?.maps.stats.as_fd(), hit::STAT_REPEATED)
+        sys::bpf_map_lookup_percpu_u64(
+            self.program(watch)?.maps.stats.as_fd(),
+            layout::STAT_REPEATED,
+        )
     }
 
     /// Traps of processes not watched that watch `watch`'s program dropped so far on each CPU, by CPU
@@ -514,7 +518,7 @@ impl HitPrograms {
     pub fn other_process_by_cpu(&self, watch: usize) -> io::Result<Vec<u64>> {
         sys::bpf_map_lookup_percpu_u64(
             self.program(watch)?.maps.stats.as_fd(),
-            hit::STAT_OTHER_PROCESS,
+            layout::STAT_OTHER_PROCESS,
         )
     }
 
@@ -525,9 +529,9 @@ impl HitPrograms {
             Ok(sys::bpf_map_lookup_percpu_u64(stats, slot)?.iter().sum())
         };
         Ok(Dropped {
-            filtered: sum(hit::STAT_FILTERED)?,
-            other_process: sum(hit::STAT_OTHER_PROCESS)?,
-            lost: sum(hit::STAT_LOST)?,
+            filtered: sum(layout::STAT_FILTERED)?,
+            other_process: sum(layout::STAT_OTHER_PROCESS)?,
+            lost: sum(layout::STAT_LOST)?,
         })
     }
 
@@ -544,7 +548,7 @@ impl HitPrograms {
         let scratch = sys::bpf_map_lookup_percpu(
             maps.scratch.as_fd(),
             0,
-            emit::SCRATCH_LEN as usize,
+            layout::SCRATCH_LEN as usize,
             possible_cpus() as usize,
         )?;
         for (key, n) in scratch.iter().filter_map(|s| totals::pending(s)) {

@@ -3,11 +3,12 @@
 //! ([`crate::perf::hit_record::decode`]), what it counts instead of writing (filtered, another process,
 //! past `--count`, a full ring, a CPU without an emitter), and what it counts in the kernel's totals.
 
-use super::hit::STAT_REPEATED;
-use super::hit::{generate, HitMaps, HitSpec, STAT_FILTERED, STAT_LOST, STAT_OTHER_PROCESS};
+use super::hit::{generate, HitMaps, HitSpec};
 use super::insn::Insn;
 use super::interp::{FakeKernel, COMM_OFFSET, EVENT_OFFSET, KERN_CTX_ID};
 use super::kernel::{Helper, RB_FORCE_WAKEUP, RB_NO_WAKEUP};
+use super::layout::STAT_REPEATED;
+use super::layout::{STAT_FILTERED, STAT_LOST, STAT_OTHER_PROCESS};
 use super::repeats::Repeats;
 use super::totals::{self, TotalsMaps};
 use crate::model::condition::{self, Condition};

@@ -4,6 +4,7 @@
 //! the by-tgid array, the totals, its own user stack walk), each part's cost to the writer being the
 //! difference between two variants. The tool never builds these: its programs are [`super::hit::Plain`].
 
+use crate::perf::bpf::layout;
 use std::cell::Cell;
 
 use super::emit;
@@ -164,7 +165,7 @@ impl Instrument for Variant {
             // The emitter times the output from here.
             self.flush(a, map, STAMP_SLOTS);
             a.call(Helper::KtimeGetNs)
-                .store(DW, hit::RECORD, emit::OFF_STAMP, R0);
+                .store(DW, hit::RECORD, layout::OFF_STAMP, R0);
         }
         if let Some((map, slots, part)) = self.part(point) {
             self.stamp(a, part);
@@ -185,7 +186,7 @@ impl Instrument for Variant {
         };
         let key = a.slot(4).off();
         a.call(Helper::KtimeGetNs)
-            .load(DW, R1, emit::RECORD, emit::OFF_STAMP)
+            .load(DW, R1, emit::RECORD, layout::OFF_STAMP)
             .alu(Alu::Sub, R0, R1)
             .mov(Kept::R9, R0);
         // r9, the emitter's flags, is free once the record is out.
@@ -199,9 +200,10 @@ mod tests {
     use super::*;
     use crate::model::condition;
     use crate::model::filter::Filter;
-    use crate::perf::bpf::hit::{generate_with, STAT_FILTERED};
+    use crate::perf::bpf::hit::generate_with;
     use crate::perf::bpf::interp::{FakeKernel, COMM_OFFSET};
     use crate::perf::bpf::kernel::MapType;
+    use crate::perf::bpf::layout::STAT_FILTERED;
 
     const MAPS: HitMaps = HitMaps::SYSTEM_FOR_TESTS;
     const RING: i32 = 30;

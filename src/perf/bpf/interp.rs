@@ -13,10 +13,11 @@
 //! own scratch memory, the kernel's context, then one per map value (an array's values in one region). An access outside a
 //! region, or across two array values, panics: the verifier would have refused the program.
 
+use crate::perf::bpf::layout;
 use std::collections::BTreeMap;
 
 use super::emit::{self, EmitMaps};
-use super::hit::{self, HitMaps};
+use super::hit::HitMaps;
 use super::hit_set::PROCS_MAX;
 use super::insn::PSEUDO_KFUNC_CALL;
 use super::insn::{Insn, ALU64, ATOMIC, DW, H, JMP, LD, LDX, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
@@ -181,10 +182,10 @@ impl FakeKernel {
             maps.stats,
             MapType::PercpuArray,
             (4, 8),
-            hit::STATS as usize,
+            layout::STATS as usize,
         );
         m.stats = maps.stats;
-        let scratch = emit::SCRATCH_LEN as usize;
+        let scratch = layout::SCRATCH_LEN as usize;
         m.declare(maps.scratch, MapType::PercpuArray, (4, scratch), 1);
         if let Some(procs) = maps.procs {
             m.declare(procs, MapType::Hash, (4, 4), PROCS_MAX as usize);
@@ -212,7 +213,7 @@ impl FakeKernel {
     pub fn add_emitter(&mut self, maps: &HitMaps, ring: i32, wake_bytes: u32) {
         let emit_maps = EmitMaps {
             scratch: maps.scratch,
-            lost: (maps.stats, hit::STAT_LOST),
+            lost: (maps.stats, layout::STAT_LOST),
             ring,
         };
         let prog = emit::generate(&emit_maps, wake_bytes).expect("the emitter assembles");

@@ -6,9 +6,9 @@
 //!
 //! The check runs first in the per-thread hit program, before the value code swaps the old value, the
 //! totals count or `--count` claims: it keeps in the CPU's scratch entry the last store (writer and
-//! ip, [`emit::OFF_REPORTED_WRITER`], [`emit::OFF_REPORTED_IP`]) and the events that reported it (up to
-//! [`EVENTS`], [`emit::OFF_REPORTED_BY`]), and drops a report of that store by an event not yet seen for
-//! it, counted in `stats` ([`hit::STAT_REPEATED`]). The same event again is the loop's next store, at the
+//! ip, [`layout::OFF_REPORTED_WRITER`], [`layout::OFF_REPORTED_IP`]) and the events that reported it (up to
+//! [`EVENTS`], [`layout::OFF_REPORTED_BY`]), and drops a report of that store by an event not yet seen for
+//! it, counted in `stats` ([`layout::STAT_REPEATED`]). The same event again is the loop's next store, at the
 //! same ip. The perf-sample path's decoder does the same with the samples' event ids
 //! (`trace::events::samples::Stores`).
 //!
@@ -24,14 +24,11 @@ use std::sync::OnceLock;
 use ksymwatch_symbols::Btf;
 
 use super::emit;
-use super::hit;
 use super::insn::{Asm, Cond, DW, FP, R0, R1, R2, R3};
 use super::kernel::{ctx, Helper};
+use super::layout::{self, EVENTS};
 use super::program::CTX;
 use super::seq;
-
-/// The events one store can be reported by: a thread has 4 debug registers, one per event installed.
-pub const EVENTS: usize = 4;
 
 /// Where the running kernel lets a perf-event program see which event fired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,25 +95,25 @@ pub(crate) fn check(a: &mut Asm, r: &Repeats, (scratch, stats): (i32, i32), slot
     // The event's address as a number: the pointer goes through the entry (the verifier then knows it
     // as a scalar, which it lets the program compare).
     a.load(DW, R1, FP, slots.event)
-        .store(DW, R0, emit::OFF_REPORTING, R1)
-        .load(DW, R1, R0, emit::OFF_REPORTING);
+        .store(DW, R0, layout::OFF_REPORTING, R1)
+        .load(DW, R1, R0, layout::OFF_REPORTING);
     a.load(DW, R2, FP, slots.writer)
-        .load(DW, R3, R0, emit::OFF_REPORTED_WRITER)
+        .load(DW, R3, R0, layout::OFF_REPORTED_WRITER)
         .jump(Cond::Ne, R2, R3, next_store)
         .load(DW, R2, CTX, ctx::IP)
-        .load(DW, R3, R0, emit::OFF_REPORTED_IP)
+        .load(DW, R3, R0, layout::OFF_REPORTED_IP)
         .jump(Cond::Ne, R2, R3, next_store);
     // The store the CPU reported last: by this event already (the loop's next store), or a repeat.
     for i in 0..EVENTS as i16 {
-        a.load(DW, R2, R0, emit::OFF_REPORTED_BY + 8 * i)
+        a.load(DW, R2, R0, layout::OFF_REPORTED_BY + 8 * i)
             .jump(Cond::Eq, R1, R2, next_store);
     }
     // Slot 0 holds the event of the first report; the repeat's event goes into the first free one.
     for i in 1..EVENTS as i16 {
         let taken = a.label();
-        a.load(DW, R2, R0, emit::OFF_REPORTED_BY + 8 * i)
+        a.load(DW, R2, R0, layout::OFF_REPORTED_BY + 8 * i)
             .jump_imm(Cond::Ne, R2, 0, taken)
-            .store(DW, R0, emit::OFF_REPORTED_BY + 8 * i, R1)
+            .store(DW, R0, layout::OFF_REPORTED_BY + 8 * i, R1)
             .goto(repeat);
         a.bind(taken);
     }
@@ -124,16 +121,16 @@ pub(crate) fn check(a: &mut Asm, r: &Repeats, (scratch, stats): (i32, i32), slot
     // A store not reported yet: it is the CPU's last, this event the first to report it.
     a.bind(next_store);
     a.load(DW, R2, FP, slots.writer)
-        .store(DW, R0, emit::OFF_REPORTED_WRITER, R2)
+        .store(DW, R0, layout::OFF_REPORTED_WRITER, R2)
         .load(DW, R2, CTX, ctx::IP)
-        .store(DW, R0, emit::OFF_REPORTED_IP, R2)
-        .store(DW, R0, emit::OFF_REPORTED_BY, R1);
+        .store(DW, R0, layout::OFF_REPORTED_IP, R2)
+        .store(DW, R0, layout::OFF_REPORTED_BY, R1);
     for i in 1..EVENTS as i16 {
-        a.store_imm(DW, R0, emit::OFF_REPORTED_BY + 8 * i, 0);
+        a.store_imm(DW, R0, layout::OFF_REPORTED_BY + 8 * i, 0);
     }
     a.goto(go_on);
     a.bind(repeat);
-    emit::add_one(a, stats, hit::STAT_REPEATED, slots.key);
+    emit::add_one(a, stats, layout::STAT_REPEATED, slots.key);
     a.mov_imm(R0, 0).exit();
     a.bind(go_on);
 }

@@ -39,7 +39,8 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use crate::perf::bpf::insn::{Alu, Asm, Cond, Reg, DW, FP, R0, R1, R2, R3, R4, W};
 use crate::perf::bpf::kernel::{Helper, MapType, EEXIST, NOEXIST};
-use crate::perf::bpf::{create_map, emit, seq};
+use crate::perf::bpf::layout;
+use crate::perf::bpf::{create_map, seq};
 use crate::perf::hit_record::{self as rec, ChainKey, Layout, CHAIN_KEY};
 use crate::perf::sys;
 
@@ -257,12 +258,12 @@ impl Counted {
 /// and the hits under it the program has not yet added to the map; `None` when there are none.
 pub fn pending(scratch: &[u8]) -> Option<(CountKey, u64)> {
     let at = |off: i16, len: usize| scratch.get(off as usize..)?.get(..len);
-    let n = u64_at(at(emit::OFF_PENDING_N, 8)?)?;
+    let n = u64_at(at(layout::OFF_PENDING_N, 8)?)?;
     if n == 0 {
         return None;
     }
     Some((
-        CountKey::parse(at(emit::OFF_PENDING_KEY, COUNT_KEY as usize)?)?,
+        CountKey::parse(at(layout::OFF_PENDING_KEY, COUNT_KEY as usize)?)?,
         n,
     ))
 }
@@ -462,7 +463,7 @@ pub fn hash_chain(a: &mut Asm, record: Reg, lengths: i16) {
 /// instead of carrying it ([`rec::CHAIN_ID`]): the key in the header and the flag set, so the record ends
 /// before its chain. A chain the map has no room for stays in the record.
 ///
-/// The CPU's last chain found in the map is kept in the scratch entry ([`emit::OFF_LAST_CHAIN`]): a
+/// The CPU's last chain found in the map is kept in the scratch entry ([`layout::OFF_LAST_CHAIN`]): a
 /// writer that stores along one chain again and again (the common case, a loop) pays no lookup after its
 /// first hit (nothing removes a chain from the map). A chain whose hash is 0 is looked up every time, so
 /// the entry's first 0 names no chain.
@@ -476,7 +477,7 @@ fn store_chain(
     let chain_key = slots.key + 8;
     a.load(DW, R1, FP, chain_key)
         .jump_imm(Cond::Eq, R1, 0, look)
-        .load(DW, R2, record, emit::OFF_LAST_CHAIN)
+        .load(DW, R2, record, layout::OFF_LAST_CHAIN)
         .jump(Cond::Eq, R1, R2, known);
     a.bind(look);
     a.ld_map_fd(R1, maps.chains)
@@ -496,7 +497,7 @@ fn store_chain(
     a.goto(done);
     a.bind(known);
     a.load(DW, R1, FP, chain_key)
-        .store(DW, record, emit::OFF_LAST_CHAIN, R1)
+        .store(DW, record, layout::OFF_LAST_CHAIN, R1)
         .store(DW, record, rec::OFF_CHAIN, R1)
         .load(W, R1, record, rec::OFF_FLAGS)
         .alu_imm(Alu::Or, R1, rec::CHAIN_ID as i32)
@@ -505,7 +506,7 @@ fn store_chain(
 }
 
 /// Counts the hit under the `counts` key at `slots.key` through the CPU's pending count in the scratch
-/// entry at `record` ([`emit::OFF_PENDING_KEY`], [`emit::OFF_PENDING_N`]): the same key as the CPU's
+/// entry at `record` ([`layout::OFF_PENDING_KEY`], [`layout::OFF_PENDING_N`]): the same key as the CPU's
 /// last hit adds one there, with no map operation; another key first adds the pending hits to `counts`
 /// ([`add_count`]) and then becomes the pending key, at one. A writer that stores along one chain
 /// again and again (the common case, a loop) so pays five compares a hit instead of a hash lookup and an
@@ -517,24 +518,24 @@ fn add_pending(a: &mut Asm, maps: &TotalsMaps, slots: &TotalsSlots, record: Reg)
     let (other, start, done) = (a.label(), a.label(), a.label());
     for word in (0..COUNT_KEY as i16).step_by(8) {
         a.load(DW, R1, FP, slots.key + word)
-            .load(DW, R2, record, emit::OFF_PENDING_KEY + word)
+            .load(DW, R2, record, layout::OFF_PENDING_KEY + word)
             .jump(Cond::Ne, R1, R2, other);
     }
-    a.load(DW, R1, record, emit::OFF_PENDING_N)
+    a.load(DW, R1, record, layout::OFF_PENDING_N)
         .alu_imm(Alu::Add, R1, 1)
-        .store(DW, record, emit::OFF_PENDING_N, R1)
+        .store(DW, record, layout::OFF_PENDING_N, R1)
         .goto(done);
     a.bind(other);
-    a.load(DW, R1, record, emit::OFF_PENDING_N)
+    a.load(DW, R1, record, layout::OFF_PENDING_N)
         .jump_imm(Cond::Eq, R1, 0, start);
     let pending = (maps.stats, STAT_UNCOUNTED);
     add_count(a, maps.counts, slots, (Addend::Pending { record }, pending));
     a.bind(start);
     for word in (0..COUNT_KEY as i16).step_by(8) {
         a.load(DW, R1, FP, slots.key + word)
-            .store(DW, record, emit::OFF_PENDING_KEY + word, R1);
+            .store(DW, record, layout::OFF_PENDING_KEY + word, R1);
     }
-    a.store_imm(DW, record, emit::OFF_PENDING_N, 1);
+    a.store_imm(DW, record, layout::OFF_PENDING_N, 1);
     a.bind(done);
 }
 
@@ -553,7 +554,7 @@ impl Addend {
             Addend::One { key } => a.stack_addr(R2, key),
             Addend::Pending { record } => {
                 a.mov(R2, record)
-                    .alu_imm(Alu::Add, R2, i32::from(emit::OFF_PENDING_KEY))
+                    .alu_imm(Alu::Add, R2, i32::from(layout::OFF_PENDING_KEY))
             }
         };
     }
@@ -564,7 +565,7 @@ impl Addend {
             Addend::One { .. } => a.store_imm(DW, FP, one, 1).stack_addr(R3, one),
             Addend::Pending { record } => {
                 a.mov(R3, record)
-                    .alu_imm(Alu::Add, R3, i32::from(emit::OFF_PENDING_N))
+                    .alu_imm(Alu::Add, R3, i32::from(layout::OFF_PENDING_N))
             }
         };
     }
@@ -573,7 +574,7 @@ impl Addend {
     fn amount(self, a: &mut Asm, reg: Reg) {
         match self {
             Addend::One { .. } => a.mov_imm(reg, 1),
-            Addend::Pending { record } => a.load(DW, reg, record, emit::OFF_PENDING_N),
+            Addend::Pending { record } => a.load(DW, reg, record, layout::OFF_PENDING_N),
         };
     }
 }

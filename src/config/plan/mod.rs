@@ -54,7 +54,6 @@ use crate::config::flight::Flight;
 use crate::config::objects::{Allocators, ObjectTarget, Source};
 use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
-use crate::config::typed;
 use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
 use crate::model::condition::Condition;
@@ -415,15 +414,12 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
     let o = options::check(request, host)?;
     let mut kernel = kernel::KernelSide::load(&o, host)?;
     let mut scope = o.scope;
-    // Each cast target's member, from the types before any process is started or asked.
-    let members = typed::watched_members(&kernel.types, &kernel.targets)?;
     let watches = process::resolve_watches(
         &mut scope,
         o.delivery,
         o.writers,
         &o.cpus,
         &mut kernel,
-        &members,
         o.access,
         host,
     )?;

@@ -7,7 +7,7 @@
 //! the options stage: a thread stands for its process.)
 
 use crate::config::process;
-use crate::config::typed::Member;
+use crate::config::typed;
 use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
 use crate::model::target::Target;
@@ -20,19 +20,19 @@ use super::kernel::KernelSide;
 use super::{Cpus, Delivery, Scope, Writers};
 
 /// Who the watch covers, and each target resolved there (a launched command is started for it), moved
-/// onto its member (`members`, each cast target's, from the types beforehand); first, for running
-/// processes on the per-thread path, whether their threads fit the descriptor limit on `cpus`; last,
-/// whether the `writers` the events see can have the watches' addresses.
+/// onto its member; first each cast target's member from the types (before any process is started or
+/// asked), and for running processes on the per-thread path, whether their threads fit the descriptor
+/// limit on `cpus`; last, whether the `writers` the events see can have the watches' addresses.
 pub fn resolve_watches(
     scope: &mut Scope,
     delivery: Delivery,
     writers: Writers,
     cpus: &Cpus,
     kernel: &mut KernelSide,
-    members: &[Option<Member>],
     access: Access,
     host: &mut dyn Host,
 ) -> Result<Vec<Watch>> {
+    let members = typed::watched_members(&kernel.types, &kernel.targets)?;
     if let (Scope::Processes(pids), true) = (&*scope, delivery.per_thread()) {
         check_fd_budget(host, pids, cpus.now.len(), kernel.targets.len())?;
     }
@@ -45,7 +45,7 @@ pub fn resolve_watches(
     let resolved = kernel
         .targets
         .iter()
-        .zip(members)
+        .zip(&members)
         .zip(resolved)
         .map(|((t, m), r)| match m {
             Some(m) => watch::moved(t, m, r, access),

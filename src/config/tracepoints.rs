@@ -157,8 +157,13 @@ fn in_groups(name: &str, groups: &[String]) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PointerAt {
     /// The raw tracepoint's argument `index`; `how` says which, for the header (`argument 1, `struct
-    /// task_struct *child``).
-    Arg { index: u8, how: String },
+    /// task_struct *child``); `note`, when it points to a struct or union of another name than the
+    /// target's cast.
+    Arg {
+        index: u8,
+        how: String,
+        note: Option<String>,
+    },
     /// A field of the event's record, read where tracefs's format file says (`Event::events` is set).
     Record { field: String },
 }
@@ -209,8 +214,19 @@ fn arg_how(index: usize, a: &TpValue) -> String {
     format!("argument {index}, `{}`", a.declaration())
 }
 
-/// Where the object pointer `arg` names is in `event`. The error is the text after `--on SOURCE: `.
-pub fn pointer(event: &Event, arg: &TpArg) -> Result<PointerAt, String> {
+/// Where the object pointer `arg` names is in `event`, with a note when that argument's type is not
+/// `cast` (the `$obj` target's type, as written): all a source asks of its tracepoint, in one answer. The
+/// error is the text after `--on SOURCE: `.
+pub fn pointer(event: &Event, arg: &TpArg, cast: &str) -> Result<PointerAt, String> {
+    let mut at = place(event, arg)?;
+    if let PointerAt::Arg { index, note, .. } = &mut at {
+        *note = cast_note(event, *index, cast);
+    }
+    Ok(at)
+}
+
+/// [`pointer`]'s place, without the note.
+fn place(event: &Event, arg: &TpArg) -> Result<PointerAt, String> {
     let name = &event.name;
     let Some(info) = &event.info else {
         // No BTF: an argument is read as given; a field needs tracefs's format.
@@ -218,6 +234,7 @@ pub fn pointer(event: &Event, arg: &TpArg) -> Result<PointerAt, String> {
             TpArg::Index(i) => Ok(PointerAt::Arg {
                 index: *i,
                 how: format!("argument {i}, unchecked: no BTF"),
+                note: None,
             }),
             TpArg::Field(f) if event.events.is_some() => Ok(PointerAt::Record { field: f.clone() }),
             TpArg::Field(_) => Err(
@@ -251,6 +268,7 @@ pub fn pointer(event: &Event, arg: &TpArg) -> Result<PointerAt, String> {
             return Ok(PointerAt::Arg {
                 index: *i,
                 how: arg_how(index, a),
+                note: None,
             });
         }
         TpArg::Field(f) => f,
@@ -266,6 +284,7 @@ pub fn pointer(event: &Event, arg: &TpArg) -> Result<PointerAt, String> {
             index: u8::try_from(index)
                 .map_err(|_| format!("`{field}` is argument {index}, too far in"))?,
             how: arg_how(index, a),
+            note: None,
         });
     }
     let tracefs = event.events.is_some();
@@ -330,7 +349,7 @@ pub fn pointer(event: &Event, arg: &TpArg) -> Result<PointerAt, String> {
 /// A note when argument `index` points to a struct or union of another name than `cast` (the `$obj`
 /// target's type, as written): a likely mistake, though a type that begins with the other (`tcp_sock`
 /// and `sock`) is a right one, so it is said, not refused.
-pub fn cast_note(event: &Event, index: u8, cast: &str) -> Option<String> {
+fn cast_note(event: &Event, index: u8, cast: &str) -> Option<String> {
     let arg = event.info.as_ref()?.args.get(usize::from(index))?;
     let pointee = arg.pointee.as_deref()?;
     let bare = |t: &str| {
@@ -383,10 +402,13 @@ mod tests {
     use super::*;
     use ksymwatch_symbols::testing::assert_mentions;
 
+    /// The `$obj` cast the pointer tests write (the type `sched_process_fork`'s argument 1 points to).
+    const TASK: &str = "struct task_struct";
+
     /// `arg` of `event` is no object pointer: refused with a message holding every one of `parts`.
     #[track_caller]
     fn refuses_pointer(event: &Event, arg: TpArg, parts: &[&str]) {
-        assert_mentions(&pointer(event, &arg).unwrap_err(), parts);
+        assert_mentions(&pointer(event, &arg, TASK).unwrap_err(), parts);
     }
 
     fn value(name: Option<&str>, type_name: &str, pointee: Option<&str>, size: u64) -> TpValue {
@@ -535,19 +557,23 @@ mod tests {
     #[test]
     fn an_arguments_name_is_read_as_that_raw_argument() {
         let e = found("sched", fork(), None);
-        let at = pointer(&e, &TpArg::Field("child".into())).unwrap();
+        let at = pointer(&e, &TpArg::Field("child".into()), TASK).unwrap();
         assert_eq!(
             at,
             PointerAt::Arg {
                 index: 1,
-                how: "argument 1, `struct task_struct *child`".into()
+                how: "argument 1, `struct task_struct *child`".into(),
+                note: None,
             }
         );
-        assert_eq!(pointer(&e, &TpArg::Index(1)).unwrap(), at);
+        assert_eq!(pointer(&e, &TpArg::Index(1), TASK).unwrap(), at);
         // With tracefs mounted too: the argument, not the record.
         let events = tracefs("argname", &[("sched", "sched_process_fork")]);
         let e = found("sched", fork(), Some(&events));
-        assert_eq!(pointer(&e, &TpArg::Field("child".into())).unwrap(), at);
+        assert_eq!(
+            pointer(&e, &TpArg::Field("child".into()), TASK).unwrap(),
+            at
+        );
     }
 
     #[test]
@@ -591,7 +617,7 @@ mod tests {
         let events = tracefs("record", &[("sock", "inet_sock_set_state")]);
         let mounted = found("sock", sock_state(), Some(&events));
         assert_eq!(
-            pointer(&mounted, &TpArg::Field("skaddr".into())).unwrap(),
+            pointer(&mounted, &TpArg::Field("skaddr".into()), TASK).unwrap(),
             PointerAt::Record {
                 field: "skaddr".into()
             }
@@ -647,18 +673,18 @@ mod tests {
         let events = tracefs("class", &[("sched", "sched_wakeup")]);
         let mounted = found("sched", wakeup.clone(), Some(&events));
         assert!(matches!(
-            pointer(&mounted, &TpArg::Field("comm".into())),
+            pointer(&mounted, &TpArg::Field("comm".into()), TASK),
             Ok(PointerAt::Record { .. })
         ));
         wakeup.args[0].name = None;
         let e = found("sched", wakeup, None);
-        let p = pointer(&e, &TpArg::Field("p".into())).unwrap_err();
+        let p = pointer(&e, &TpArg::Field("p".into()), TASK).unwrap_err();
         assert!(
             p.contains("keeps no names") && p.contains("arg0 `struct task_struct *`"),
             "{p}"
         );
         assert!(matches!(
-            pointer(&e, &TpArg::Index(0)),
+            pointer(&e, &TpArg::Index(0), TASK),
             Ok(PointerAt::Arg { index: 0, .. })
         ));
     }
@@ -667,10 +693,10 @@ mod tests {
     fn without_btf_an_argument_is_taken_as_given() {
         let e = find("sched", "sched_process_fork", None, None).unwrap();
         assert!(matches!(
-            pointer(&e, &TpArg::Index(3)),
+            pointer(&e, &TpArg::Index(3), TASK),
             Ok(PointerAt::Arg { index: 3, .. })
         ));
-        let f = pointer(&e, &TpArg::Field("child".into())).unwrap_err();
+        let f = pointer(&e, &TpArg::Field("child".into()), TASK).unwrap_err();
         assert!(f.contains("argN"), "{f}");
     }
 
@@ -692,6 +718,9 @@ mod tests {
         };
         assert_eq!(cast_note(&found("kmem", void, None), 0, "struct x"), None);
         assert_eq!(cast_note(&e, 7, "struct x"), None);
+        // `pointer` answers with the note.
+        let at = pointer(&e, &TpArg::Index(1), "struct pipe_inode_info").unwrap();
+        assert!(matches!(at, PointerAt::Arg { note: Some(n), .. } if n == note));
     }
 
     #[test]

@@ -4,14 +4,16 @@
 //! address: a heap object from a crash log, a `%px`, a bpftrace map, a user buffer the kernel fills.
 //!
 //! Resolution is two steps so every base keeps its own rules: the base alone ([`base_target`]: a symbol
-//! by whatever source answers symbols, or an address) resolves as a plain target would, then [`apply`]
-//! moves it by the member path. Module types are looked for in `/sys/kernel/btf/MODULE` (split BTF on
+//! by whatever source answers symbols, or an address) resolves as a plain target would, then it is moved
+//! by the member path: the member found here ([`member`], an offset and a size whatever the object's
+//! address), placed on the base and sized by `config::watch` ([`watch::moved`]). Module types are looked for in `/sys/kernel/btf/MODULE` (split BTF on
 //! top of vmlinux's) when vmlinux's BTF has no type of that name.
 //!
 //! A plan's [`Types`] are made once, by the host (the real machine's read on first use), and asked by
 //! each stage in one visit: the options stage for `--dump-on`'s tracepoints, the kernel stage for
 //! `--btf`'s check and what BTF says of its targets' variables ([`variables`]: per-CPU ones, and
-//! `SYMBOL.FIELD` typed without DWARF), the process stage to move each watch onto its member.
+//! `SYMBOL.FIELD` typed without DWARF), the process stage, first, for each target's
+//! member ([`watched_members`]).
 
 use std::cell::OnceCell;
 use std::fmt;
@@ -523,26 +525,34 @@ fn cast_of(type_name: &str) -> Option<CastType> {
 pub struct Typed {
     /// The target as given, without `/LEN`: the label of its hits.
     pub label: String,
-    pub cast: CastType,
     /// The base as resolved: `0xffff888103a4c000`, or the symbol's name.
     pub base: String,
     pub base_addr: u64,
     /// `.se.vruntime[2]`, empty for the whole object.
     pub path: String,
-    /// Bytes from the base to the watched address: the member's offset plus `+OFF`.
-    pub offset: u64,
+    /// Where the member is: `base_addr` plus its offset.
     pub addr: u64,
-    /// Bytes from the watched address to the end of the member (`None`: BTF does not know, `T[]`).
-    pub size: Option<u64>,
-    /// The member's C type; `None` after `+OFF`, which lands inside it.
-    pub type_name: Option<String>,
-    pub btf: PathBuf,
+    pub member: Member,
     /// Which file placed a symbol base, and whether it is the running kernel (`resolve` fills it).
     pub base_source: Option<String>,
 }
 
-/// Resolves `target`'s cast and path at `base_addr` (where its base resolved).
-pub fn resolve(types: &Types, target: &Target, base_addr: u64, base: &str) -> Result<Typed> {
+/// A cast target's member in its type, as BTF gives it: where it is from the object's start (the
+/// target's `+OFF` included) and how big, whatever the object's address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub cast: CastType,
+    /// Bytes from the object's start to the watched ones: the member's offset plus `+OFF`.
+    pub offset: u64,
+    /// Bytes from there to the end of the member (`None`: BTF does not know, `T[]`).
+    pub size: Option<u64>,
+    /// The member's C type; `None` after `+OFF`, which lands inside it.
+    pub type_name: Option<String>,
+    pub btf: PathBuf,
+}
+
+/// `target`'s cast and path in BTF; `base` names its base in what a bitfield's refusal offers instead.
+pub fn member(types: &Types, target: &Target, base: &str) -> Result<Member> {
     let Some(cast) = &target.cast else {
         return Err(Error::usage(format!(
             "`{}` has no (TYPE) cast",
@@ -580,76 +590,59 @@ pub fn resolve(types: &Types, target: &Target, base_addr: u64, base: &str) -> Re
             )));
         }
     }
-    let overflow = || Error::usage(format!("`{}`: address overflows", target.text));
-    let offset = m.offset.checked_add(off).ok_or_else(overflow)?;
-    let addr = base_addr.checked_add(offset).ok_or_else(overflow)?;
-    check_object(
-        target,
-        cast,
-        base_addr,
-        offset,
-        addr,
-        m.size.map(|s| s - off),
-    )?;
-    let path: String = target.path.iter().map(|e| e.to_string()).collect();
-    let mut label = format!("({cast}){base}{path}");
-    if off > 0 {
-        label.push_str(&format!("+0x{off:x}"));
-    }
-    Ok(Typed {
-        label,
+    let offset = m
+        .offset
+        .checked_add(off)
+        .ok_or_else(|| watch::overflows(target))?;
+    Ok(Member {
         cast: cast.clone(),
-        base: base.to_string(),
-        base_addr,
-        path,
         offset,
-        addr,
         size: m.size.map(|s| s - off),
         type_name: (off == 0).then_some(m.type_name),
         btf,
+    })
+}
+
+/// Resolves `target`'s cast and path at `base_addr` (where its base resolved).
+pub fn resolve(types: &Types, target: &Target, base_addr: u64, base: &str) -> Result<Typed> {
+    let m = member(types, target, base)?;
+    let addr = watch::member_at(target, &m, base_addr)?;
+    Ok(Typed {
+        label: watch::member_label(target, &m, base),
+        base: base.to_string(),
+        base_addr,
+        path: target.path.iter().map(|e| e.to_string()).collect(),
+        addr,
+        member: m,
         base_source: None,
     })
 }
 
-/// Whether an x86-64 address is canonical: bits 63..47 all equal.
-fn canonical(addr: u64) -> bool {
-    matches!(addr >> 47, 0 | 0x1_ffff)
+/// The member each of `targets` watches, asked of BTF once for all of them before any base is resolved
+/// (`None` for a target without a cast): a hardware watchpoint covers at most 8 bytes, so a bigger member
+/// (a struct, an array) is refused here unless `/LEN` states how much of it to watch.
+pub fn watched_members(types: &Types, targets: &[Target]) -> Result<Vec<Option<Member>>> {
+    targets.iter().map(|t| watched_member(types, t)).collect()
 }
 
-/// The object a cast lays over memory must be one that can exist there: at a canonical address, ending
-/// before 2^64, and (when the member sits at an aligned offset in its type, as all but packed members do)
-/// at an address that aligns it. Otherwise the address is wrong, and watching it would report nothing or
-/// some other object: exit 2, never a silently narrowed watch.
-fn check_object(
-    target: &Target,
-    cast: &CastType,
-    base_addr: u64,
-    offset: u64,
-    addr: u64,
-    size: Option<u64>,
-) -> Result<()> {
-    let t = &target.text;
-    if !canonical(base_addr) || !canonical(addr) {
-        return Err(Error::usage(format!(
-            "`{t}`: 0x{base_addr:x} is not a canonical x86-64 address (bits 63..47 must be all 0 or all 1), so no \
-             ({cast}) can be there; check the address"
-        )));
+/// [`watched_members`]'s for one target; a bitfield's refusal spells its word on the base as written.
+fn watched_member(types: &Types, target: &Target) -> Result<Option<Member>> {
+    if target.cast.is_none() {
+        return Ok(None);
     }
-    if let Some(size) = size {
-        if addr.checked_add(size).is_none() || !canonical(addr + size.saturating_sub(1)) {
+    let m = member(types, target, &base_target(target).text)?;
+    // Never silently cut to its first 8 bytes: /LEN states the choice.
+    if let (Some(size), None) = (m.size, target.len) {
+        if size > 8 {
+            let what = m.type_name.as_deref().unwrap_or("the member");
             return Err(Error::usage(format!(
-                "`{t}`: the member's {size} bytes at 0x{addr:x} would run past the end of the address space; \
-                 check the address"
-            )));
-        }
-        if matches!(size, 2 | 4 | 8) && offset.is_multiple_of(size) && !addr.is_multiple_of(size) {
-            return Err(Error::usage(format!(
-                "`{t}`: this {size}-byte member lands at 0x{addr:x}, which is not {size}-byte aligned, because the \
-                 object's address 0x{base_addr:x} is not aligned as a ({cast}) is; check the address"
+                "`{}` is {size} bytes ({what}), and a hardware watchpoint covers at most 8: name one of its \
+                 fields (.FIELD), or add /LEN (1, 2, 4 or 8) to watch its first bytes",
+                target.text
             )));
         }
     }
-    Ok(())
+    Ok(Some(m))
 }
 
 /// Moves the watch its base resolved to (`base`, from [`base_target`]) onto the member, with the member's
@@ -660,26 +653,10 @@ pub fn apply(
     base: watch::Resolved,
     access: Access,
 ) -> Result<watch::Resolved> {
-    if target.cast.is_none() {
-        return Ok(base);
+    match watched_member(types, target)? {
+        Some(m) => watch::moved(target, &m, base, access),
+        None => Ok(base),
     }
-    let t = resolve(types, target, base.watch.addr, &base.watch.label)?;
-    // A hardware watchpoint covers at most 8 bytes: a bigger member (a struct, an array) is never silently
-    // cut to its first 8; /LEN states the choice.
-    if let (Some(size), None) = (t.size, target.len) {
-        if size > 8 {
-            let what = t.type_name.as_deref().unwrap_or("the member");
-            return Err(Error::usage(format!(
-                "`{}` is {size} bytes ({what}), and a hardware watchpoint covers at most 8: name one of its \
-                 fields (.FIELD), or add /LEN (1, 2, 4 or 8) to watch its first bytes",
-                target.text
-            )));
-        }
-    }
-    let mut moved = watch::sized(target, access, t.addr, t.size, t.label, base.warnings)?;
-    // The member is in the base's memory: a module's, the watch still ends when that module goes.
-    moved.watch.module = base.watch.module;
-    Ok(moved)
 }
 
 impl Typed {
@@ -687,15 +664,15 @@ impl Typed {
     pub fn to_json(&self) -> String {
         serde_json::json!({
             "target": self.label,
-            "cast": self.cast.to_string(),
+            "cast": self.member.cast.to_string(),
             "base": self.base,
             "base_addr": format!("0x{:x}", self.base_addr),
             "member": self.path,
-            "offset": self.offset,
+            "offset": self.member.offset,
             "runtime_addr": format!("0x{:x}", self.addr),
-            "size": self.size,
-            "type": self.type_name,
-            "btf": self.btf.to_string_lossy(),
+            "size": self.member.size,
+            "type": self.member.type_name,
+            "btf": self.member.btf.to_string_lossy(),
             "base_source": self.base_source,
         })
         .to_string()
@@ -709,7 +686,7 @@ impl fmt::Display for Typed {
         writeln!(
             f,
             "object:       {} at 0x{:016x}",
-            self.cast, self.base_addr
+            self.member.cast, self.base_addr
         )?;
         if !self.base.starts_with("0x") {
             writeln!(f, "base symbol:  {}", self.base)?;
@@ -719,21 +696,28 @@ impl fmt::Display for Typed {
         } else {
             &self.path
         };
-        writeln!(f, "member:       {member} at offset 0x{:x}", self.offset)?;
+        writeln!(
+            f,
+            "member:       {member} at offset 0x{:x}",
+            self.member.offset
+        )?;
         writeln!(f, "runtime addr: 0x{:016x}", self.addr)?;
         writeln!(
             f,
             "size:         {}",
-            self.size.map_or("unknown".to_string(), |n| n.to_string())
+            self.member
+                .size
+                .map_or("unknown".to_string(), |n| n.to_string())
         )?;
         writeln!(
             f,
             "type:         {}",
-            self.type_name
+            self.member
+                .type_name
                 .as_deref()
                 .unwrap_or("unknown (inside the member)")
         )?;
-        write!(f, "types:        BTF {}", self.btf.display())?;
+        write!(f, "types:        BTF {}", self.member.btf.display())?;
         if let Some(s) = &self.base_source {
             write!(f, "\nsource:       {s}")?;
         }

@@ -2,11 +2,12 @@
 //! can hold. Every rule about what is watchable lives here, so the tracer below never sees a bad range.
 
 use crate::config::advice::Advised;
-use crate::config::process;
+use crate::config::objects::ObjectTarget;
+use crate::config::{process, typed};
 use crate::error::{Error, Result};
 use crate::model::target::{Base, Target};
 use crate::model::watch::{Access, Watch};
-use ksymwatch_symbols::{LookupError, SymbolKind, SymbolTable};
+use ksymwatch_symbols::{CastType, LookupError, SymbolKind, SymbolTable};
 
 /// What resolving found, plus warnings the user should see before arming.
 #[derive(Debug)]
@@ -100,7 +101,7 @@ pub fn resolve(target: &Target, access: Access, table: &SymbolTable) -> Result<R
             let addr = sym
                 .addr
                 .checked_add(target.offset)
-                .ok_or_else(|| Error::usage(format!("`{}`: address overflows", target.text)))?;
+                .ok_or_else(|| overflows(target))?;
             let room = sym.size.map_or(8, |s| (s - target.offset).min(8));
             let len = target.len.unwrap_or_else(|| natural_len(addr, room));
             let mut label = if target.offset == 0 {
@@ -210,6 +211,115 @@ pub(crate) fn sized(
         None => natural_len(addr, room),
     };
     checked(target, access, addr, len, label, warnings)
+}
+
+/// An `--on` target's member, placed by its type on the stand-in object the target was resolved against,
+/// before its watch is sized: the stage plans its source first, then sizes this last ([`Self::sized`]).
+pub struct OnMember {
+    /// The target as given (`text`), parsed with the stand-in's address as `$obj`.
+    pub target: Target,
+    /// Where the member is on the stand-in, and its size when its type says.
+    pub addr: u64,
+    pub size: Option<u64>,
+    /// The whole type's size, which the allocations taken must have.
+    pub object_size: Option<u64>,
+}
+
+impl OnMember {
+    /// The target's watch on each object: the member's offset from `stand_in`, sized as any watch
+    /// (`sized`), with what sizing warned about.
+    pub fn sized(self, access: Access, stand_in: u64) -> Result<(ObjectTarget, Vec<String>)> {
+        let t = &self.target;
+        let r = sized(t, access, self.addr, self.size, t.text.clone(), Vec::new())?;
+        Ok((
+            ObjectTarget {
+                text: self.target.text,
+                cast: self.target.cast,
+                offset: self.addr - stand_in,
+                len: r.watch.len,
+                access,
+                object_size: self.object_size,
+            },
+            r.warnings,
+        ))
+    }
+}
+
+/// The watch on member `m` of the object its base resolved to (`base`: the base alone, resolved and
+/// checked as a target of its own, [`typed::base_target`]): the member placed on that object
+/// ([`member_at`]), labelled by the base, sized by the member unless `/LEN` says otherwise. The member is
+/// in the base's memory: a module's, the watch still ends when that module goes.
+pub fn moved(
+    target: &Target,
+    m: &typed::Member,
+    base: Resolved,
+    access: Access,
+) -> Result<Resolved> {
+    let addr = member_at(target, m, base.watch.addr)?;
+    let label = member_label(target, m, &base.watch.label);
+    let mut moved = sized(target, access, addr, m.size, label, base.warnings)?;
+    moved.watch.module = base.watch.module;
+    Ok(moved)
+}
+
+/// Where member `m` of an object at `base_addr` is, checked as an address such an object can have.
+pub fn member_at(target: &Target, m: &typed::Member, base_addr: u64) -> Result<u64> {
+    let addr = base_addr
+        .checked_add(m.offset)
+        .ok_or_else(|| overflows(target))?;
+    check_object(target, &m.cast, base_addr, m.offset, addr, m.size)?;
+    Ok(addr)
+}
+
+/// A member's label: `(CAST)BASE.PATH`, and `+0xOFF` when the target goes on into the member.
+pub fn member_label(target: &Target, m: &typed::Member, base: &str) -> String {
+    let path: String = target.path.iter().map(|e| e.to_string()).collect();
+    let mut label = format!("({}){base}{path}", m.cast);
+    if target.offset > 0 {
+        label.push_str(&format!("+0x{:x}", target.offset));
+    }
+    label
+}
+
+/// `target`'s address does not fit in 64 bits.
+pub fn overflows(target: &Target) -> Error {
+    Error::usage(format!("`{}`: address overflows", target.text))
+}
+
+/// The object a cast lays over memory must be one that can exist there: at a canonical address, ending
+/// before 2^64, and (when the member sits at an aligned offset in its type, as all but packed members do)
+/// at an address that aligns it. Otherwise the address is wrong, and watching it would report nothing or
+/// some other object: exit 2, never a silently narrowed watch.
+fn check_object(
+    target: &Target,
+    cast: &CastType,
+    base_addr: u64,
+    offset: u64,
+    addr: u64,
+    size: Option<u64>,
+) -> Result<()> {
+    let t = &target.text;
+    if !is_canonical(base_addr) || !is_canonical(addr) {
+        return Err(Error::usage(format!(
+            "`{t}`: 0x{base_addr:x} is not a canonical x86-64 address (bits 63..47 must be all 0 or all 1), so no \
+             ({cast}) can be there; check the address"
+        )));
+    }
+    if let Some(size) = size {
+        if addr.checked_add(size).is_none() || !is_canonical(addr + size.saturating_sub(1)) {
+            return Err(Error::usage(format!(
+                "`{t}`: the member's {size} bytes at 0x{addr:x} would run past the end of the address space; \
+                 check the address"
+            )));
+        }
+        if matches!(size, 2 | 4 | 8) && offset.is_multiple_of(size) && !addr.is_multiple_of(size) {
+            return Err(Error::usage(format!(
+                "`{t}`: this {size}-byte member lands at 0x{addr:x}, which is not {size}-byte aligned, because the \
+                 object's address 0x{base_addr:x} is not aligned as a ({cast}) is; check the address"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The checks every watch passes, however it was resolved: a debug register can hold it.

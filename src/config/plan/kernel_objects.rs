@@ -5,10 +5,10 @@
 
 use ksymwatch_symbols::SymbolTable;
 
-use crate::config::objects::{self, Allocators, ObjectTarget};
+use crate::config::objects::{self, Allocators};
 use crate::config::tracepoints::{self, PointerAt};
 use crate::config::typed::{self, Types};
-use crate::config::watch;
+use crate::config::watch::OnMember;
 use crate::error::{Error, Result};
 use crate::model::target::{self, Base, Target};
 use crate::model::watch::Access;
@@ -74,30 +74,26 @@ pub fn in_kernel(
     let source = on.source.clone();
     // The source first, whole: its tracepoint, then what it names in the kernel's symbols (where a free
     // slot waits, the call sites it allows) and, for a cache, where kmem_cache keeps its objects' size
-    // (refused only if the target's type gives a size to take); then where its pointer is.
+    // (refused only if the target's type gives a size to take); then the `$obj` target's member in BTF,
+    // where the source's pointer is (and whether it points to the target's type), and last the watch's
+    // length on that member.
     let event = check_tracepoint(&source, &kernel.types, host)?;
     let table = kernel.chains()?;
     let park = park_address(table)?;
     let call_site = call_site(table, &source)?;
     let cache_size_at = cache_size_offset(&kernel.types, &source);
-    let (ptr, attach, detail) = pointer_and_attach(&source, &event, host)?;
-    let target = resolve_target(&kernel.types, &on.text, access)?;
-    if let (objects::Source::Tracepoint { .. }, bpf::objects::PtrAt::Arg(i)) = (&source, ptr) {
-        if let Some(note) = tracepoints::cast_note(
-            &event,
-            i,
-            &target
-                .cast
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default(),
-        ) {
-            stderr::line(format_args!("ksymwatch: note: --on {source}: {note}"));
-        }
+    let member = resolve_target(&kernel.types, &on.text)?;
+    let cast = cast_text(&member.target);
+    let (ptr, attach, detail, note) = pointer_and_attach(&source, &event, &cast, host)?;
+    let object_size = member.object_size;
+    // (What sizing warns about, a /LEN past the member, is said by the header's length.)
+    let (target, _) = member.sized(access, STAND_IN)?;
+    if let Some(note) = note {
+        stderr::line(format_args!("ksymwatch: note: --on {source}: {note}"));
     }
     // The size `--on`'s allocations must have to be watched (the `$obj` type's): a kmalloc request's
     // bytes, or a cache's `object_size`; none for a tracepoint, or a type of unknown size.
-    let size = match (&source, target.object_size, cache_size_at) {
+    let size = match (&source, object_size, cache_size_at) {
         (objects::Source::Kmalloc(_), Some(n), _) => Some((bpf::objects::SizeFrom::Requested, n)),
         (objects::Source::KmemCacheAlloc(_), Some(n), Some(at)) => {
             Some((bpf::objects::SizeFrom::Cache(at?), n))
@@ -123,15 +119,25 @@ pub fn in_kernel(
     })
 }
 
+/// What a source's pointer is: where the program reads it, what it attaches to, the header's words on
+/// both, and a note when a tracepoint argument points to another type than the target's.
+type Pointer = (
+    bpf::objects::PtrAt,
+    bpf::objects::Attach,
+    Option<String>,
+    Option<String>,
+);
+
 /// Where `--on`'s program finds the new object's pointer, what it attaches to, and for a tracepoint source
-/// the header's words on both. An argument (by number, or by a name BTF gives it) is read at the raw
-/// tracepoint; a record field that is no argument needs the event's format file and id from tracefs
-/// (`event.events`); kmalloc's and kmem_cache_alloc's pointer is their argument 1.
+/// the header's words on both and the note on `cast`. An argument (by number, or by a name BTF gives it)
+/// is read at the raw tracepoint; a record field that is no argument needs the event's format file and
+/// id from tracefs (`event.events`); kmalloc's and kmem_cache_alloc's pointer is their argument 1.
 fn pointer_and_attach(
     source: &objects::Source,
     event: &tracepoints::Event,
+    cast: &str,
     host: &dyn Host,
-) -> Result<(bpf::objects::PtrAt, bpf::objects::Attach, Option<String>)> {
+) -> Result<Pointer> {
     let objects::Source::Tracepoint {
         group, name, arg, ..
     } = source
@@ -140,20 +146,22 @@ fn pointer_and_attach(
             bpf::objects::PtrAt::Arg(1),
             bpf::objects::Attach::Raw(source.tracepoint().to_string()),
             None,
+            None,
         ));
     };
     let with_note = |how: String| match event.group_note() {
         Some(note) => format!("{how}; {note}"),
         None => how,
     };
-    let field = match tracepoints::pointer(event, arg)
+    let field = match tracepoints::pointer(event, arg, cast)
         .map_err(|e| Error::usage(format!("--on {source}: {e}")))?
     {
-        PointerAt::Arg { index, how } => {
+        PointerAt::Arg { index, how, note } => {
             return Ok((
                 bpf::objects::PtrAt::Arg(index),
                 bpf::objects::Attach::Raw(name.clone()),
                 Some(with_note(how)),
+                note,
             ))
         }
         PointerAt::Record { field } => field,
@@ -185,6 +193,7 @@ fn pointer_and_attach(
         Some(with_note(format!(
             "field `{field}` of the event's record, from tracefs"
         ))),
+        None,
     ))
 }
 
@@ -253,12 +262,21 @@ fn cache_size_offset(types: &typed::Types, source: &objects::Source) -> Option<R
     )
 }
 
+/// The `$obj` target's type as written, which a tracepoint argument's type is compared with.
+fn cast_text(target: &Target) -> String {
+    target
+        .cast
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default()
+}
+
 /// The object stand-in's address while the target resolves: aligned to any member, in the kernel half.
 const STAND_IN: u64 = 0xffff_8880_0000_0000;
 
 /// Resolves `text`, which must hold `$obj` where an address would be: `'(TYPE)$obj.FIELD'`, its type
 /// from BTF.
-fn resolve_target(types: &Types, text: &str, access: Access) -> Result<ObjectTarget> {
+fn resolve_target(types: &Types, text: &str) -> Result<OnMember> {
     if !text.contains("$obj") {
         return Err(Error::usage(format!(
             "`{text}`: with --on, the target is a field of each new object: write `$obj` for its address, \
@@ -288,24 +306,14 @@ fn resolve_target(types: &Types, text: &str, access: Access) -> Result<ObjectTar
         ..t
     };
     let typed = typed::resolve(types, &t, STAND_IN, "$obj")?;
-    let sized = watch::sized(
-        &t,
-        access,
-        typed.addr,
-        typed.size,
-        text.to_string(),
-        Vec::new(),
-    )?;
     let object_size = match types.member(&cast, &[])? {
         Ok((m, _)) => m.size,
         Err(_) => None,
     };
-    Ok(ObjectTarget {
-        text: text.to_string(),
-        cast: Some(cast),
-        offset: typed.addr - STAND_IN,
-        len: sized.watch.len,
-        access,
+    Ok(OnMember {
+        target: t,
+        addr: typed.addr,
+        size: typed.member.size,
         object_size,
     })
 }

@@ -1,12 +1,14 @@
 //! The plan's process stage: the targets resolved where the watch's scope says (the kernel's, from the
 //! kernel stage; each `-p` process, with one address in all of them; a launched command, started and
 //! resolved once its libraries are mapped), and the per-thread path's descriptor budget. Every target is
-//! then moved onto its member by its type, per-CPU copies placed; a kernel address is refused where the
-//! events see user-space writers only (the options stage decides which). (`-p`'s pids themselves are checked by
+//! then moved onto its member (found in the types before: [`crate::config::typed::watched_members`]),
+//! per-CPU copies placed; a kernel address is refused where the events see user-space writers only (the
+//! options stage decides which). (`-p`'s pids themselves are checked by
 //! the options stage: a thread stands for its process.)
 
+use crate::config::process;
+use crate::config::typed;
 use crate::config::watch::{self, Resolved};
-use crate::config::{process, typed};
 use crate::error::{Error, Result};
 use crate::model::target::Target;
 use crate::model::watch::{Access, PerCpu, Watch};
@@ -18,9 +20,9 @@ use super::kernel::KernelSide;
 use super::{Cpus, Delivery, Scope, Writers};
 
 /// Who the watch covers, and each target resolved there (a launched command is started for it), moved
-/// onto its member by its type; first, for running processes on the per-thread path, whether their
-/// threads fit the descriptor limit on `cpus`; last, whether the `writers` the events see can have
-/// the watches' addresses.
+/// onto its member; first each cast target's member from the types (before any process is started or
+/// asked), and for running processes on the per-thread path, whether their threads fit the descriptor
+/// limit on `cpus`; last, whether the `writers` the events see can have the watches' addresses.
 pub fn resolve_watches(
     scope: &mut Scope,
     delivery: Delivery,
@@ -30,6 +32,7 @@ pub fn resolve_watches(
     access: Access,
     host: &mut dyn Host,
 ) -> Result<Vec<Watch>> {
+    let members = typed::watched_members(&kernel.types, &kernel.targets)?;
     if let (Scope::Processes(pids), true) = (&*scope, delivery.per_thread()) {
         check_fd_budget(host, pids, cpus.now.len(), kernel.targets.len())?;
     }
@@ -42,8 +45,12 @@ pub fn resolve_watches(
     let resolved = kernel
         .targets
         .iter()
+        .zip(&members)
         .zip(resolved)
-        .map(|(t, r)| typed::apply(&kernel.types, t, r, access))
+        .map(|((t, m), r)| match m {
+            Some(m) => watch::moved(t, m, r, access),
+            None => Ok(r),
+        })
         .collect::<Result<Vec<_>>>()?;
     let mut watches: Vec<Watch> = Vec::new();
     for ((r, t), p) in resolved

@@ -1033,6 +1033,32 @@ fn variables_are_typed_from_the_hosts_btf() {
     );
 }
 
+/// A cast target's member is found in the types before any process is asked: one the type does not
+/// have is refused before a launched command is started (nothing ran for a target that cannot
+/// resolve), and one it has is placed on the base and sized by the member.
+#[test]
+fn a_members_refusal_comes_before_the_command_is_launched() {
+    let mut machine = FakeHost {
+        btf: Some(kernel_btf()),
+        ..FakeHost::new()
+    };
+    let mut launched = request(&["(struct rq)0x5000.no_such_field"]);
+    launched.command = Some(vec!["./app".into()]);
+    let e = refused(launched, &mut machine);
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(e.to_string().contains("no_such_field"), "{e}");
+    assert!(machine.launched.borrow().is_empty());
+    let mut launched = request(&["(struct rq)0x5000.cpu"]);
+    launched.command = Some(vec!["./app".into()]);
+    let p = planned(launched, &mut machine);
+    let w = &p.watches()[0];
+    assert_eq!(
+        (w.addr, w.len, w.label.as_str()),
+        (0x5004, 4, "(struct rq)0x5000.cpu")
+    );
+    assert_eq!(machine.launched.borrow().len(), 1);
+}
+
 /// The plan carries the note that `--tid`/`--comm` match no thread of the watched processes (the fake's
 /// one thread is 42 `writer`), and only for running processes with such a condition.
 #[test]

@@ -10,8 +10,8 @@ use std::path::Path;
 use ksymwatch_symbols::uprobe::{self as place, Placement};
 use ksymwatch_symbols::{CastType, MemberInfo, PathElem};
 
-use crate::config::objects::{self, Allocators, ObjectTarget, SizeArgs, UserArg, UserProbe};
-use crate::config::watch;
+use crate::config::objects::{self, Allocators, SizeArgs, UserArg, UserProbe};
+use crate::config::watch::OnMember;
 use crate::error::{Error, Result};
 use crate::model::scope::Pid;
 use crate::model::target::{self, Base, Target};
@@ -77,7 +77,9 @@ pub fn in_process(
         std::path::PathBuf::from(format!("/proc/{pid}/exe"))
     };
     let types = |cast: &CastType, path: &[PathElem]| member(pid, &program, &alloc.file, cast, path);
-    let target = resolve_user_target(&on.text, access, &types)?;
+    // The target's member placed by its type first, the calls that end an object, and last the watch's
+    // length on the member.
+    let member = resolve_user_target(&on.text, &types)?;
     let frees = frees(on, probe, &place_in)?;
     let general = probe.at == UserArg::Return && objects::allocator_size(&probe.func).is_some();
     // posix_memalign returns 0 and stores its object through its argument 0: the entry keeps that too.
@@ -85,7 +87,7 @@ pub fn in_process(
         Some(SizeArgs::Out(..)) => general,
         _ => false,
     };
-    let size = target
+    let size = member
         .object_size
         .filter(|_| general)
         .map(|n| (SizeFrom::AtEntry, n));
@@ -112,6 +114,10 @@ pub fn in_process(
     let mut detail = describe(&alloc, &frees, launched, pid, probe, size.is_some());
     if allocs.len() > 1 {
         detail.push_str("; realloc's new objects taken too");
+    }
+    let (target, warnings) = member.sized(access, USER_STAND_IN)?;
+    for w in &warnings {
+        crate::stderr::line(format_args!("ksymwatch: warning: {w}"));
     }
     Ok(ObjectPlan {
         source: on.source.clone(),
@@ -157,7 +163,7 @@ type UserTypes<'a> = dyn Fn(
 
 /// Resolves a user-space object's target: `'(struct T)$obj.FIELD'` (the type from `types`) or a raw
 /// `'$obj+OFF/LEN'`.
-fn resolve_user_target(text: &str, access: Access, types: &UserTypes<'_>) -> Result<ObjectTarget> {
+fn resolve_user_target(text: &str, types: &UserTypes<'_>) -> Result<OnMember> {
     let forms =
         "'(struct TYPE)$obj.FIELD' (the type from the program's DWARF) or '$obj+OFFSET/LEN'";
     if !text.contains("$obj") {
@@ -205,16 +211,10 @@ fn resolve_user_target(text: &str, access: Access, types: &UserTypes<'_>) -> Res
             )
         }
     };
-    let sized = watch::sized(&t, access, addr, size, text.to_string(), Vec::new())?;
-    for w in &sized.warnings {
-        crate::stderr::line(format_args!("ksymwatch: warning: {w}"));
-    }
-    Ok(ObjectTarget {
-        text: text.to_string(),
-        cast: t.cast.clone(),
-        offset: addr - USER_STAND_IN,
-        len: sized.watch.len,
-        access,
+    Ok(OnMember {
+        target: t,
+        addr,
+        size,
         object_size,
     })
 }
@@ -325,6 +325,13 @@ fn member(
 mod tests {
     use super::*;
 
+    /// [`resolve_user_target`] sized as a write watch.
+    fn target(text: &str, types: &UserTypes<'_>) -> Result<objects::ObjectTarget> {
+        Ok(resolve_user_target(text, types)?
+            .sized(Access::Write, USER_STAND_IN)?
+            .0)
+    }
+
     /// A user-space target: a raw offset and length, or a member of a type the program's DWARF gives
     /// (here a stand-in), with the type's size for the allocator's filter.
     #[test]
@@ -344,14 +351,13 @@ mod tests {
                 Some(64),
             ))
         };
-        let raw = resolve_user_target("$obj+0x30/4", Access::Write, &types).unwrap();
+        let raw = target("$obj+0x30/4", &types).unwrap();
         assert_eq!(
             (raw.offset, raw.len, raw.object_size, raw.cast.is_none()),
             (48, 4, None, true)
         );
         assert_eq!(raw.label(2, 0x5000), "0x5000+0x30#2");
-        let typed =
-            resolve_user_target("(struct widget)$obj.count", Access::Write, &types).unwrap();
+        let typed = target("(struct widget)$obj.count", &types).unwrap();
         assert_eq!(
             (typed.offset, typed.len, typed.object_size),
             (48, 4, Some(64))
@@ -362,9 +368,7 @@ mod tests {
             ("0x5000", "write `$obj`"),
             ("$obj.count", "name its type"),
         ] {
-            let e = resolve_user_target(bad, Access::Write, &types)
-                .unwrap_err()
-                .to_string();
+            let e = target(bad, &types).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
     }

@@ -15,7 +15,7 @@ use crate::stderr;
 
 use super::host::Host;
 use super::kernel::KernelSide;
-use super::{Cpus, Delivery, Scope, Writers};
+use super::{Cpus, Delivery, EventsPer, Scope, Writers};
 
 /// Who the watch covers, and each target resolved there (a launched command is started for it), moved
 /// onto its member by its type; first, for running processes on the per-thread path, whether their
@@ -30,7 +30,7 @@ pub fn resolve_watches(
     access: Access,
     host: &mut dyn Host,
 ) -> Result<Vec<Watch>> {
-    if let (Scope::Processes(pids), true) = (&*scope, delivery.per_thread()) {
+    if let (Scope::Processes(pids), EventsPer::Thread { .. }) = (&*scope, delivery.events) {
         check_fd_budget(host, pids, cpus.now.len(), kernel.targets.len())?;
     }
     let resolved = match scope {

@@ -5,7 +5,7 @@
 
 use crate::cli::advice;
 use crate::cli::ring_size;
-use crate::config::plan::{Delivery, Scope, WatchPlan, Writers};
+use crate::config::plan::{Delivery, EventsPer, Hits, Scope, WatchPlan, Writers};
 use crate::error::{Error, ExitCode};
 use crate::perf::bpf::hit_set::HitKind;
 use crate::perf::event::Binding;
@@ -32,14 +32,13 @@ pub fn events(plan: &WatchPlan, hit_ring_pages: usize) -> Events<'_> {
     }
 }
 
-/// Whom the events of `delivery` are bound to: one per CPU where the hit program chooses the processes
-/// in the kernel, else as the scope says. What arming opens, and what a dry run asks the kernel about.
+/// Whom the events of `delivery` are bound to: one per CPU (where the hit program chooses a process
+/// watch's processes in the kernel, or system-wide), else one per thread of the scope. What arming opens,
+/// and what a dry run asks the kernel about.
 pub fn binding(delivery: Delivery) -> Binding {
-    match delivery {
-        Delivery::HitProgram => Binding::Cpus,
-        _ => Binding::Scope {
-            remove_on_exec: delivery.remove_on_exec(),
-        },
+    match delivery.events {
+        EventsPer::Cpu => Binding::Cpus,
+        EventsPer::Thread { remove_on_exec } => Binding::Scope { remove_on_exec },
     }
 }
 
@@ -49,17 +48,17 @@ pub fn binding(delivery: Delivery) -> Binding {
 /// keeps them across an exec unless `--remove-on-exec` drops them. `ring_pages`: each hit ring buffer's
 /// data pages.
 fn programs(plan: &WatchPlan, delivery: Delivery, ring_pages: usize) -> Option<HitSet> {
+    if delivery.hits == Hits::Samples {
+        return None;
+    }
     let scope = plan.scope();
-    let processes = match delivery {
-        Delivery::HitProgram => !scope.system_wide(),
-        Delivery::ThreadProgram { .. } => false,
-        Delivery::Samples | Delivery::ThreadSamples { .. } => return None,
-    };
+    let threads = matches!(delivery.events, EventsPer::Thread { .. });
+    let processes = !threads && !scope.system_wide();
     Some(HitSet {
         kind: HitKind {
             processes,
             written: plan.values().read(),
-            threads: delivery.per_thread(),
+            threads,
         },
         ring_pages,
         count: plan.running().limits().count,

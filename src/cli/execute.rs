@@ -16,7 +16,7 @@ use crate::cli::delivery;
 use crate::cli::parts::Parts;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::ring_size::{self, Coverage};
-use crate::config::plan::{Delivery, Launch, ObjectPlan, Scope, WatchPlan};
+use crate::config::plan::{EventsPer, Hits, Launch, ObjectPlan, Scope, WatchPlan};
 use crate::cpulist;
 use crate::error::{Error, Result};
 use crate::model::watch::Watch;
@@ -128,10 +128,10 @@ impl HandOff {
         HandOff {
             title: format!("ksymwatch {} {}", plan.access().word(), labels.join(" ")),
             hit_ring_pages: hit_ring_pages(plan, covered.threads),
-            sort_slack_ns: sort_slack_ns(plan.delivery()),
+            sort_slack_ns: sort_slack_ns(plan.delivery().hits),
             scope: plan.scope().arming(),
             covered,
-            threads_by_kernel: plan.delivery() == Delivery::HitProgram,
+            threads_by_kernel: plan.delivery().events == EventsPer::Cpu,
             condition: plan.values().condition().map(|c| c.to_string()),
             objects: plan.objects().map(ObjectPlan::describe),
             cgroups: plan
@@ -164,13 +164,13 @@ fn hit_ring_pages(plan: &WatchPlan, threads: usize) -> usize {
     )
 }
 
-/// How long a record waits for older ones from the other rings on `delivery`: a hit record is written a
-/// microsecond or so after its time, a perf sample with its kernel-walked call chain tens later
+/// How long a record waits for older ones from the other rings as the `hits` come: a hit record is
+/// written a microsecond or so after its time, a perf sample with its kernel-walked call chain tens later
 /// ([`crate::trace::pace`]).
-fn sort_slack_ns(delivery: Delivery) -> u64 {
-    match delivery {
-        Delivery::HitProgram | Delivery::ThreadProgram { .. } => HIT_SORT_SLACK_NS,
-        Delivery::Samples | Delivery::ThreadSamples { .. } => SORT_SLACK_NS,
+fn sort_slack_ns(hits: Hits) -> u64 {
+    match hits {
+        Hits::Program => HIT_SORT_SLACK_NS,
+        Hits::Samples => SORT_SLACK_NS,
     }
 }
 
@@ -348,17 +348,16 @@ mod tests {
     /// says.
     #[test]
     fn the_sort_slack_follows_the_delivery() {
-        assert_eq!(sort_slack_ns(Delivery::HitProgram), HIT_SORT_SLACK_NS);
-        assert_eq!(sort_slack_ns(Delivery::Samples), SORT_SLACK_NS);
-        let per_thread = Delivery::ThreadSamples {
+        use crate::config::plan::Delivery;
+        let slack = |hits, events| sort_slack_ns(Delivery { hits, events }.hits);
+        assert_eq!(slack(Hits::Program, EventsPer::Cpu), HIT_SORT_SLACK_NS);
+        assert_eq!(slack(Hits::Samples, EventsPer::Cpu), SORT_SLACK_NS);
+        let per_thread = EventsPer::Thread {
             remove_on_exec: true,
         };
-        assert_eq!(sort_slack_ns(per_thread), SORT_SLACK_NS);
+        assert_eq!(slack(Hits::Samples, per_thread), SORT_SLACK_NS);
         // Reading values, every thread's event runs the hit program: its records are hit records.
-        let per_thread = Delivery::ThreadProgram {
-            remove_on_exec: true,
-        };
-        assert_eq!(sort_slack_ns(per_thread), HIT_SORT_SLACK_NS);
+        assert_eq!(slack(Hits::Program, per_thread), HIT_SORT_SLACK_NS);
     }
 
     /// A process watch's processes are read with their names and the kernel's count of their threads; a

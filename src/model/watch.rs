@@ -63,6 +63,21 @@ impl Watch {
         self.access == Access::Write || self.addr >= 1 << 63
     }
 
+    /// Why `--if` cannot judge this watch's hits, `None` where it can: the one rule for the command line
+    /// and a `--control` move, each adding its own remedy. The condition is decided in the kernel on the
+    /// bytes it reads at the trap ([`Watch::kernel_reads_at_user_traps`]); without them every hit would
+    /// be kept, whatever it stored (an unknown value is never hidden).
+    pub fn if_undecidable(&self) -> Option<String> {
+        (!self.kernel_reads_at_user_traps()).then(|| {
+            format!(
+                "`{}` is a read-write watch of a user address, whose bytes the kernel cannot read at \
+                 the trap (its own read would trap again), so --if could not be decided there and would \
+                 keep every hit",
+                self.label
+            )
+        })
+    }
+
     /// Where the breakpoint on `cpu` goes: `addr`, or for a per-CPU variable the copy that CPU watches;
     /// `None` while that CPU's per-CPU base is unknown.
     pub fn addr_on(&self, cpu: u32) -> Option<u64> {

@@ -619,15 +619,10 @@ impl<O: Output> Steering for Turn<'_, '_, O> {
 
     fn cannot_move(&self, index: usize, watch: &Watch) -> Option<String> {
         self.rings.events().cannot_move(index, watch).or_else(|| {
-            // As on the command line (config::plan::conditions): the kernel would keep every hit.
+            // The command line's rule (`Watch::if_undecidable`); the remedy here is the move's.
             let cond = self.stream.condition()?;
-            (!watch.kernel_reads_at_user_traps()).then(|| {
-                format!(
-                    "--if '{cond}' is decided on the bytes the kernel reads at the trap, and it cannot read \
-                     those of a read-write watch of a user address (its own read would trap again): every \
-                     hit would be kept; move with `w`"
-                )
-            })
+            let why = watch.if_undecidable()?;
+            Some(format!("--if '{cond}': {why}; move with `w`"))
         })
     }
 

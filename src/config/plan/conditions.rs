@@ -43,16 +43,12 @@ pub fn fit(
     Ok(())
 }
 
-/// `--if` is decided in the kernel on the bytes its program reads at the trap, and the program cannot read
-/// those of a read-write watch of a user address (its own read would trap again): its hits would all be
-/// kept, whatever they stored (an unknown value is never hidden), so the combination is refused.
+/// `--if` on a watch it cannot judge ([`Watch::if_undecidable`]) is refused before anything runs: the
+/// command line is to change.
 fn kernel_reads(text: &str, watches: &[Watch]) -> Result<()> {
-    match watches.iter().find(|w| !w.kernel_reads_at_user_traps()) {
-        Some(w) => Err(Error::usage(format!(
-            "--if '{text}': `{}` is a read-write watch of a user address, whose bytes the kernel cannot \
-             read at the trap (its own read would trap again), so --if could not be decided there and \
-             would keep every hit; watch it with `write`, or drop --if",
-            w.label
+    match watches.iter().find_map(Watch::if_undecidable) {
+        Some(why) => Err(Error::usage(format!(
+            "--if '{text}': {why}; watch it with `write`, or drop --if"
         ))),
         None => Ok(()),
     }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use crate::cpulist;
 use crate::report::escape::escaped;
 
-use super::{Delivery, Scope, Values, WatchPlan, Writers};
+use super::{EventsPer, Hits, Scope, Values, WatchPlan, Writers};
 
 pub fn describe(plan: &WatchPlan) -> String {
     let mut s = String::new();
@@ -48,15 +48,17 @@ pub fn describe(plan: &WatchPlan) -> String {
             escaped(&dir)
         );
     }
-    let path = match plan.delivery {
-        Delivery::HitProgram => {
+    let path = match (plan.delivery.events, plan.delivery.hits) {
+        (EventsPer::Cpu, Hits::Program) => {
             "one breakpoint per CPU and target, hits chosen and emitted by a BPF program"
         }
-        Delivery::Samples => "one breakpoint per CPU and target, hits as perf samples",
-        Delivery::ThreadProgram { .. } => {
+        (EventsPer::Cpu, Hits::Samples) => {
+            "one breakpoint per CPU and target, hits as perf samples"
+        }
+        (EventsPer::Thread { .. }, Hits::Program) => {
             "one breakpoint per thread, CPU and target, hits emitted by a BPF program"
         }
-        Delivery::ThreadSamples { .. } => {
+        (EventsPer::Thread { .. }, Hits::Samples) => {
             "one breakpoint per thread, CPU and target, hits as perf samples"
         }
     };

@@ -99,53 +99,42 @@ impl scope::Pid for Command {
 }
 
 /// How hits reach the tracer: decided once, by the options stage, from the scope, the options, the
-/// values read and whether BPF loads. The layers below take only their part of it: whom the events are
-/// bound to, and the hit programs they attach, if any (`cli::delivery`).
+/// values read and whether BPF loads, as two choices: how the hits come ([`Hits`]) and which events
+/// carry them ([`EventsPer`]). The layers below take only the part they need: whom the events are bound
+/// to, the hit programs they attach, if any (`cli::delivery`), how long a record waits for older ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivery {
-    /// One breakpoint per CPU and target whose BPF program keeps the hits (a process watch chooses its
-    /// processes in the kernel) and emits them into a BPF ring buffer.
-    HitProgram,
-    /// One breakpoint per CPU and target, hits as perf samples (a system-wide watch without BPF).
-    Samples,
-    /// One breakpoint per thread, CPU and target (`--per-thread` or `--remove-on-exec`, which the kernel
-    /// applies per event), reading values (`--value`, `--if`, a `--dump-on` condition, which need BPF):
-    /// every thread's event runs the hit program that [`Delivery::HitProgram`]'s events run, which
-    /// emits the kept hits into its CPU's ring buffer.
-    ThreadProgram {
-        /// `--remove-on-exec`: a thread that execs another program drops its events.
-        remove_on_exec: bool,
-    },
-    /// One breakpoint per thread, CPU and target, hits as perf samples (a process watch without BPF, or
-    /// with `--per-thread` or `--remove-on-exec` reading no values).
-    ThreadSamples {
-        /// `--remove-on-exec`: a thread that execs another program drops its events.
-        remove_on_exec: bool,
-    },
+pub struct Delivery {
+    /// How the hits come: whether hit programs load, how long a record waits, whether `--value`'s olds
+    /// are seeded.
+    pub hits: Hits,
+    /// Which events carry them: whom they are bound to, the header's thread count, a process watch's
+    /// descriptor budget.
+    pub events: EventsPer,
 }
 
-impl Delivery {
-    /// The hits come from the hit program (one event per CPU, or one per thread reading values).
-    pub fn hit_program(&self) -> bool {
-        matches!(self, Delivery::HitProgram | Delivery::ThreadProgram { .. })
-    }
+/// How the hits come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hits {
+    /// Each event's BPF program keeps the hits (per CPU, a process watch's program chooses its
+    /// processes in the kernel) and emits them into its CPU's BPF ring buffer.
+    Program,
+    /// As perf samples: a watch without BPF, or with `--per-thread` or `--remove-on-exec` reading no
+    /// values (`--value`, `--if`, a `--dump-on` condition need the program).
+    Samples,
+}
 
-    /// One breakpoint per thread (the kernel, not a program, chooses the threads).
-    pub fn per_thread(&self) -> bool {
-        matches!(
-            self,
-            Delivery::ThreadProgram { .. } | Delivery::ThreadSamples { .. }
-        )
-    }
-
-    /// A thread that execs another program drops its events (`--remove-on-exec`, per thread only).
-    pub fn remove_on_exec(&self) -> bool {
-        match self {
-            Delivery::ThreadProgram { remove_on_exec }
-            | Delivery::ThreadSamples { remove_on_exec } => *remove_on_exec,
-            Delivery::HitProgram | Delivery::Samples => false,
-        }
-    }
+/// Which events carry the hits (each per target as well).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventsPer {
+    /// One breakpoint per CPU: system-wide, or on the hit program's path.
+    Cpu,
+    /// One breakpoint per thread and CPU, the kernel choosing the threads: a process watch without
+    /// the hit program's choice of processes (`--per-thread` or `--remove-on-exec`, which the kernel
+    /// applies per event, or no BPF).
+    Thread {
+        /// `--remove-on-exec`: a thread that execs another program drops its events.
+        remove_on_exec: bool,
+    },
 }
 
 /// Which writers the events see.
@@ -541,7 +530,9 @@ impl WatchPlan {
         OldValues {
             condition: self.values.condition().cloned(),
             kernel_drops: self.values.condition().is_some() || self.filter != Filter::default(),
-            seeded: !self.scope.system_wide() && self.delivery.hit_program() && self.values.read(),
+            seeded: !self.scope.system_wide()
+                && self.delivery.hits == Hits::Program
+                && self.values.read(),
         }
     }
 

@@ -23,7 +23,9 @@ use crate::stderr;
 use super::cpus::{self, Cpus};
 use super::host::Host;
 use super::outputs::{self, Outputs};
-use super::{is_stdin, Command, Delivery, Running, Scope, Values, Writers, MAX_WATCHES};
+use super::{
+    is_stdin, Command, Delivery, EventsPer, Hits, Running, Scope, Values, Writers, MAX_WATCHES,
+};
 
 /// `--on` as requested: the source and the `$obj` target, with who may allocate.
 pub(super) struct OnRequest {
@@ -184,13 +186,20 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
         return Err(Error::not_permitted(refused));
     }
     // Which path the hits take, decided once the values are known (they are read only where BPF loads).
-    let remove_on_exec = r.remove_on_exec;
-    let delivery = match (decision.program, system) {
-        (true, _) => Delivery::HitProgram,
-        (false, true) => Delivery::Samples,
-        (false, false) if values.read() => Delivery::ThreadProgram { remove_on_exec },
-        (false, false) => Delivery::ThreadSamples { remove_on_exec },
+    // A process watch whose processes the hit program cannot choose has events per thread; per thread, the
+    // program runs only for the values it reads (BPF was checked for them above).
+    let events = match (decision.program, system) {
+        (false, false) => EventsPer::Thread {
+            remove_on_exec: r.remove_on_exec,
+        },
+        _ => EventsPer::Cpu,
     };
+    let hits = match events {
+        EventsPer::Cpu if decision.program => Hits::Program,
+        EventsPer::Thread { .. } if values.read() => Hits::Program,
+        _ => Hits::Samples,
+    };
+    let delivery = Delivery { hits, events };
     let writers = decision.writers;
     let scope = match scope {
         Scope::Processes(_) => Scope::Processes(pids.clone()),

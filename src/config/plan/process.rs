@@ -17,7 +17,7 @@ use crate::stderr;
 
 use super::host::Host;
 use super::kernel::KernelSide;
-use super::{Cpus, Delivery, Scope, Writers};
+use super::{Cpus, Delivery, EventsPer, Scope, Writers};
 
 /// Who the watch covers, and each target resolved there (a launched command is started for it), moved
 /// onto its member; first each cast target's member from the types (before any process is started or
@@ -33,7 +33,7 @@ pub fn resolve_watches(
     host: &mut dyn Host,
 ) -> Result<Vec<Watch>> {
     let members = typed::watched_members(&kernel.types, &kernel.targets)?;
-    if let (Scope::Processes(pids), true) = (&*scope, delivery.per_thread()) {
+    if let (Scope::Processes(pids), EventsPer::Thread { .. }) = (&*scope, delivery.events) {
         check_fd_budget(host, pids, cpus.now.len(), kernel.targets.len())?;
     }
     let resolved = match scope {

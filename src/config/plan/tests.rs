@@ -381,18 +381,33 @@ fn refused(r: WatchRequest, host: &mut FakeHost) -> Error {
 #[test]
 fn the_delivery_follows_bpf_and_the_scope() {
     let p = planned(request(&["jiffies"]), &mut FakeHost::new());
-    assert_eq!(p.delivery(), Delivery::HitProgram);
+    assert_eq!(
+        p.delivery(),
+        Delivery {
+            hits: Hits::Program,
+            events: EventsPer::Cpu,
+        }
+    );
     assert!(p.scope().system_wide());
     let p = planned(request(&["jiffies"]), &mut FakeHost::without_bpf());
-    assert_eq!(p.delivery(), Delivery::Samples);
+    assert_eq!(
+        p.delivery(),
+        Delivery {
+            hits: Hits::Samples,
+            events: EventsPer::Cpu,
+        }
+    );
     let p = planned(
         pids(request(&["counter"]), &[100]),
         &mut FakeHost::without_bpf(),
     );
     assert_eq!(
         p.delivery(),
-        Delivery::ThreadSamples {
-            remove_on_exec: false,
+        Delivery {
+            hits: Hits::Samples,
+            events: EventsPer::Thread {
+                remove_on_exec: false,
+            },
         }
     );
     assert!(p
@@ -422,8 +437,11 @@ fn per_thread_options_choose_the_per_thread_path() {
     let p = planned(r, &mut FakeHost::new());
     assert_eq!(
         p.delivery(),
-        Delivery::ThreadSamples {
-            remove_on_exec: false,
+        Delivery {
+            hits: Hits::Samples,
+            events: EventsPer::Thread {
+                remove_on_exec: false,
+            },
         }
     );
     let mut r = pids(request(&["counter"]), &[100]);
@@ -431,8 +449,11 @@ fn per_thread_options_choose_the_per_thread_path() {
     let p = planned(r, &mut FakeHost::new());
     assert_eq!(
         p.delivery(),
-        Delivery::ThreadSamples {
-            remove_on_exec: true,
+        Delivery {
+            hits: Hits::Samples,
+            events: EventsPer::Thread {
+                remove_on_exec: true,
+            },
         }
     );
     // Reading values, every thread's event runs the hit program.
@@ -442,11 +463,14 @@ fn per_thread_options_choose_the_per_thread_path() {
     let p = planned(r, &mut FakeHost::new());
     assert_eq!(
         p.delivery(),
-        Delivery::ThreadProgram {
-            remove_on_exec: false,
+        Delivery {
+            hits: Hits::Program,
+            events: EventsPer::Thread {
+                remove_on_exec: false,
+            },
         }
     );
-    assert!(p.delivery().hit_program());
+    assert_eq!(p.delivery().hits, Hits::Program);
     assert!(p.describe().contains(
         "# path: one breakpoint per thread, CPU and target, hits emitted by a BPF program"
     ));

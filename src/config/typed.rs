@@ -27,7 +27,7 @@ use ksymwatch_symbols::{
 use crate::config::advice::Advised;
 use crate::config::watch;
 use crate::error::{Error, Result};
-use crate::model::target::{Base, Target};
+use crate::model::target::{Base, Member, Target};
 use crate::model::watch::Access;
 
 /// Where the running kernel publishes its BTF.
@@ -535,20 +535,6 @@ pub struct Typed {
     pub member: Member,
     /// Which file placed a symbol base, and whether it is the running kernel (`resolve` fills it).
     pub base_source: Option<String>,
-}
-
-/// A cast target's member in its type, as BTF gives it: where it is from the object's start (the
-/// target's `+OFF` included) and how big, whatever the object's address.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Member {
-    pub cast: CastType,
-    /// Bytes from the object's start to the watched ones: the member's offset plus `+OFF`.
-    pub offset: u64,
-    /// Bytes from there to the end of the member (`None`: BTF does not know, `T[]`).
-    pub size: Option<u64>,
-    /// The member's C type; `None` after `+OFF`, which lands inside it.
-    pub type_name: Option<String>,
-    pub btf: PathBuf,
 }
 
 /// `target`'s cast and path in BTF; `base` names its base in what a bitfield's refusal offers instead.

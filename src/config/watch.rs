@@ -3,9 +3,9 @@
 
 use crate::config::advice::Advised;
 use crate::config::objects::ObjectTarget;
-use crate::config::{process, typed};
+use crate::config::process;
 use crate::error::{Error, Result};
-use crate::model::target::{Base, Target};
+use crate::model::target::{Base, Member, Target};
 use crate::model::watch::{Access, Watch};
 use ksymwatch_symbols::{CastType, LookupError, SymbolKind, SymbolTable};
 
@@ -246,15 +246,10 @@ impl OnMember {
 }
 
 /// The watch on member `m` of the object its base resolved to (`base`: the base alone, resolved and
-/// checked as a target of its own, [`typed::base_target`]): the member placed on that object
+/// checked as a target of its own, [`crate::config::typed::base_target`]): the member placed on that object
 /// ([`member_at`]), labelled by the base, sized by the member unless `/LEN` says otherwise. The member is
 /// in the base's memory: a module's, the watch still ends when that module goes.
-pub fn moved(
-    target: &Target,
-    m: &typed::Member,
-    base: Resolved,
-    access: Access,
-) -> Result<Resolved> {
+pub fn moved(target: &Target, m: &Member, base: Resolved, access: Access) -> Result<Resolved> {
     let addr = member_at(target, m, base.watch.addr)?;
     let label = member_label(target, m, &base.watch.label);
     let mut moved = sized(target, access, addr, m.size, label, base.warnings)?;
@@ -263,7 +258,7 @@ pub fn moved(
 }
 
 /// Where member `m` of an object at `base_addr` is, checked as an address such an object can have.
-pub fn member_at(target: &Target, m: &typed::Member, base_addr: u64) -> Result<u64> {
+pub fn member_at(target: &Target, m: &Member, base_addr: u64) -> Result<u64> {
     let addr = base_addr
         .checked_add(m.offset)
         .ok_or_else(|| overflows(target))?;
@@ -272,7 +267,7 @@ pub fn member_at(target: &Target, m: &typed::Member, base_addr: u64) -> Result<u
 }
 
 /// A member's label: `(CAST)BASE.PATH`, and `+0xOFF` when the target goes on into the member.
-pub fn member_label(target: &Target, m: &typed::Member, base: &str) -> String {
+pub fn member_label(target: &Target, m: &Member, base: &str) -> String {
     let path: String = target.path.iter().map(|e| e.to_string()).collect();
     let mut label = format!("({}){base}{path}", m.cast);
     if target.offset > 0 {

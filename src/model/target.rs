@@ -24,6 +24,7 @@
 
 use ksymwatch_symbols::{CastKind, CastType, PathElem};
 use std::fmt;
+use std::path::PathBuf;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Base {
@@ -449,6 +450,20 @@ fn cast(p: &mut Parser<'_>) -> Result<CastType, TargetError> {
         kind,
         name: name.to_string(),
     })
+}
+
+/// A cast target's member in its type, as BTF gives it: where it is from the object's start (the
+/// target's `+OFF` included) and how big, whatever the object's address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub cast: CastType,
+    /// Bytes from the object's start to the watched ones: the member's offset plus `+OFF`.
+    pub offset: u64,
+    /// Bytes from there to the end of the member (`None`: BTF does not know, `T[]`).
+    pub size: Option<u64>,
+    /// The member's C type; `None` after `+OFF`, which lands inside it.
+    pub type_name: Option<String>,
+    pub btf: PathBuf,
 }
 
 #[cfg(test)]

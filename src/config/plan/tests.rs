@@ -432,44 +432,25 @@ fn the_hit_program_is_taken_where_bpf_loads_and_nothing_asks_for_events_per_thre
 /// its events run the hit program.
 #[test]
 fn per_thread_options_choose_the_per_thread_path() {
-    let mut r = pids(request(&["counter"]), &[100]);
-    r.per_thread = true;
-    let p = planned(r, &mut FakeHost::new());
-    assert_eq!(
-        p.delivery(),
-        Delivery {
-            hits: Hits::Samples,
-            events: EventsPer::Thread {
-                remove_on_exec: false,
-            },
-        }
-    );
-    let mut r = pids(request(&["counter"]), &[100]);
-    r.remove_on_exec = true;
-    let p = planned(r, &mut FakeHost::new());
-    assert_eq!(
-        p.delivery(),
-        Delivery {
-            hits: Hits::Samples,
-            events: EventsPer::Thread {
-                remove_on_exec: true,
-            },
-        }
-    );
-    // Reading values, every thread's event runs the hit program.
-    let mut r = pids(request(&["counter"]), &[100]);
-    r.per_thread = true;
-    r.value = true;
-    let p = planned(r, &mut FakeHost::new());
-    assert_eq!(
-        p.delivery(),
-        Delivery {
-            hits: Hits::Program,
-            events: EventsPer::Thread {
-                remove_on_exec: false,
-            },
-        }
-    );
+    // (--per-thread, --remove-on-exec, --value) -> how hits come, and whether an exec drops the events.
+    let cases = [
+        ((true, false, false), Hits::Samples, false),
+        ((false, true, false), Hits::Samples, true),
+        // Reading values, every thread's event runs the hit program.
+        ((true, false, true), Hits::Program, false),
+    ];
+    let mut p = None;
+    for ((per_thread, remove_on_exec, value), hits, dropped) in cases {
+        let mut r = pids(request(&["counter"]), &[100]);
+        (r.per_thread, r.remove_on_exec, r.value) = (per_thread, remove_on_exec, value);
+        let planned = planned(r, &mut FakeHost::new());
+        let events = EventsPer::Thread {
+            remove_on_exec: dropped,
+        };
+        assert_eq!(planned.delivery(), Delivery { hits, events });
+        p = Some(planned);
+    }
+    let p = p.expect("the last case's plan");
     assert_eq!(p.delivery().hits, Hits::Program);
     assert!(p.describe().contains(
         "# path: one breakpoint per thread, CPU and target, hits emitted by a BPF program"

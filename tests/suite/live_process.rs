@@ -222,20 +222,9 @@ live_test!(launch_mode_exits_with_the_commands_status, {
 // watch of that process, reported; with `--per-thread` the watch follows the exec (the kernel keeps a
 // task's events), and `--remove-on-exec` drops it there.
 live_test!(remove_on_exec_drops_the_watch_at_a_later_exec, {
-    if !util::require("nm") {
+    let Some((addr, script)) = util::execed_threads() else {
         return;
-    }
-    // Non-PIE: the global's address is the same before the exec as after it.
-    let bin = helper_with("threads", &["-no-pie"]);
-    let nm = Command::new("nm").arg(&bin).output().expect("run nm");
-    let addr = String::from_utf8_lossy(&nm.stdout)
-        .lines()
-        .find_map(|l| {
-            l.strip_suffix(" B target_var")
-                .map(|a| format!("0x{}", a.trim_start_matches('0')))
-        })
-        .expect("target_var in nm output");
-    let script = format!("exec {} threads 3 0", bin.display());
+    };
     let stream = std::env::temp_dir().join(format!("ksw-remove-on-exec-{}", std::process::id()));
     let stream_arg = stream.to_str().expect("utf-8 path");
     for (flag, want_user) in [

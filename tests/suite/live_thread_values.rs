@@ -5,31 +5,20 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command};
+use std::process::{Child, ChildStdout};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{self, helper_with, Tracer, Writer, BIN};
+use crate::util::{self, Tracer, Writer, BIN};
 
 // A launched shell that execs the helper, whose 3 threads then store 1, 2 and 3: with `--per-thread
 // --value` the watch follows the exec and each store's hit carries its value, and the one before it
 // (the stores follow one another); `--remove-on-exec --value` drops the watch at the exec.
 live_test!(per_thread_values_follow_an_exec_or_end_at_it, {
-    if !util::require("nm") {
+    let Some((addr, script)) = util::execed_threads() else {
         return;
-    }
-    // Non-PIE: the global's address is the same before the exec as after it.
-    let bin = helper_with("threads", &["-no-pie"]);
-    let nm = Command::new("nm").arg(&bin).output().expect("run nm");
-    let addr = String::from_utf8_lossy(&nm.stdout)
-        .lines()
-        .find_map(|l| {
-            l.strip_suffix(" B target_var")
-                .map(|a| format!("0x{}", a.trim_start_matches('0')))
-        })
-        .expect("target_var in nm output");
-    let script = format!("exec {} threads 3 0", bin.display());
+    };
     let stream = std::env::temp_dir().join(format!("ksw-thread-values-{}", std::process::id()));
     let stream_arg = stream.to_str().expect("utf-8 path");
     for (flag, want) in [("--per-thread", 3), ("--remove-on-exec", 0)] {

@@ -1238,3 +1238,22 @@ pub fn btf_tracepoint(name: &str) -> Option<ksymwatch_symbols::TracepointInfo> {
     let btf = ksymwatch_symbols::Btf::open(Path::new(ksymwatch_symbols::Btf::VMLINUX)).ok()?;
     btf.tracepoint(name).ok().flatten()
 }
+
+/// A shell command that execs the `threads` helper (3 threads, no delay), built non-PIE so that its
+/// globals have the same address before the exec as after it, and `target_var`'s address in it as `nm`
+/// gives it; `None` (skipped visibly) without `nm`.
+pub fn execed_threads() -> Option<(String, String)> {
+    if !require("nm") {
+        return None;
+    }
+    let bin = helper_with("threads", &["-no-pie"]);
+    let nm = Command::new("nm").arg(&bin).output().expect("run nm");
+    let addr = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .find_map(|l| {
+            l.strip_suffix(" B target_var")
+                .map(|a| format!("0x{}", a.trim_start_matches('0')))
+        })
+        .expect("target_var in nm output");
+    Some((addr, format!("exec {} threads 3 0", bin.display())))
+}

@@ -705,7 +705,8 @@ live_test!(
         );
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{err}");
-        let need = 101 * util::online_cpus().len();
+        // One per thread and CPU, and each thread's guard event.
+        let need = 101 * (util::online_cpus().len() + 1);
         assert!(
             err.contains("watching 101 threads on ")
                 && err.contains(&format!("takes {need} file descriptors")),

@@ -216,13 +216,14 @@ fn check_fd_budget(host: &dyn Host, pids: &[u32], cpus: usize, targets: usize) -
         return Ok(());
     };
     let threads = host.threads(pids);
-    let need = (threads * cpus * targets) as u64;
+    // Each thread also gets one guard event (`perf::event`: it keeps the thread's breakpoints its own).
+    let need = (threads * (cpus * targets + 1)) as u64;
     if need + FD_RESERVE <= limit {
         return Ok(());
     }
     Err(Error::arm(format!(
         "watching {threads} threads on {cpus} CPUs one breakpoint per thread takes {need} file descriptors (one \
-         per thread, CPU and target), over this process's limit of {limit}; raise the hard limit (ulimit -Hn), \
+         per thread, CPU and target, and one per thread to keep them its own), over this process's limit of {limit}; raise the hard limit (ulimit -Hn), \
          watch without --per-thread/--remove-on-exec where BPF can be loaded (one breakpoint per CPU), or start \
          the program under ksymwatch (`ksymwatch write TARGET -- CMD`), where every thread inherits {} events",
         cpus * targets

@@ -103,9 +103,42 @@ impl Watch {
     }
 }
 
+/// The first two of `watches` (their indexes, in order) that watch the same bytes the same way: each
+/// store there would trap both breakpoints and be reported, and counted, twice, for a debug register
+/// spent on nothing.
+pub fn same_twice(watches: &[Watch]) -> Option<(usize, usize)> {
+    watches.iter().enumerate().find_map(|(j, w)| {
+        watches[..j]
+            .iter()
+            .position(|v| {
+                (v.addr, v.len, v.access, &v.per_cpu) == (w.addr, w.len, w.access, &w.per_cpu)
+            })
+            .map(|i| (i, j))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A target given twice (or two names of one address) is found; the same bytes watched for writes and
+    /// for reads too, or two lengths at one address, are two watches.
+    #[test]
+    fn the_same_bytes_watched_twice_are_found() {
+        let at = |addr: u64, len: u8, access: Access| Watch {
+            label: format!("0x{addr:x}"),
+            addr,
+            len,
+            access,
+            module: None,
+            per_cpu: None,
+        };
+        let w = |addr| at(addr, 8, Access::Write);
+        assert_eq!(same_twice(&[w(0x10), w(0x20), w(0x10)]), Some((0, 2)));
+        assert_eq!(same_twice(&[w(0x10), w(0x20)]), None);
+        assert_eq!(same_twice(&[w(0x10), at(0x10, 8, Access::ReadWrite)]), None);
+        assert_eq!(same_twice(&[w(0x10), at(0x10, 4, Access::Write)]), None);
+    }
 
     /// Each CPU's breakpoint goes on the copy it watches (its own, or `--percpu-cpu N`'s), none where the
     /// base is unknown; an address names its copy.

@@ -11,7 +11,7 @@ use crate::config::typed;
 use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
 use crate::model::target::Target;
-use crate::model::watch::{Access, PerCpu, Watch};
+use crate::model::watch::{same_twice, Access, PerCpu, Watch};
 use crate::perf::denial::{self, AddressKind};
 use crate::stderr;
 
@@ -81,6 +81,14 @@ pub fn resolve_watches(
         return Err(Error::not_permitted(
             denial::kernel_address_in_user_space_watch(&w.label, w.addr, &host.privilege()),
         ));
+    }
+    if let Some((i, j)) = same_twice(&watches) {
+        let (a, b) = (&watches[i], &watches[j]);
+        return Err(Error::usage(format!(
+            "`{}` and `{}` are the same {} bytes at 0x{:x}: each store there would be reported twice; give \
+             the target once",
+            a.label, b.label, a.len, a.addr
+        )));
     }
     Ok(watches)
 }

@@ -674,6 +674,22 @@ fn a_kernel_address_in_a_user_space_only_watch_needs_cap_sys_admin() {
     assert_eq!(p.writers(), Writers::All);
 }
 
+/// A target given twice is refused (exit 2) before anything is armed: each store would be reported twice.
+#[test]
+fn a_target_given_twice_is_refused() {
+    let e = refused(
+        pids(request(&["counter", "counter"]), &[100]),
+        &mut FakeHost::new(),
+    );
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(
+        e.to_string()
+            .starts_with("`counter` and `counter` are the same "),
+        "{e}"
+    );
+    planned(pids(request(&["counter"]), &[100]), &mut FakeHost::new());
+}
+
 /// `--percpu-cpu` is for a system-wide watch of a per-CPU variable: refused with `-p`, and refused when no
 /// target is one.
 #[test]

@@ -26,10 +26,12 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     // Started from the request, to overlap with the planning and its symbol loading (see `prefetch`). A
     // dry run arms nothing.
     let prefetch = (!dry_run).then(|| Prefetch::start(&request));
-    let plan = config::plan(request, &mut RealHost::new(launch::start))?;
-    if let Some(line) = plan.unmatched_filter() {
-        stderr::line(format_args!("ksymwatch: note: {line}"));
+    let planned = config::plan(request, &mut RealHost::new(launch::start));
+    // What planning had to say, in its order, also before the error of a plan refused.
+    for line in &planned.notes {
+        stderr::line(format_args!("{line}"));
     }
+    let plan = planned.plan?;
     match prefetch {
         Some(prefetch) => execute(plan, prefetch),
         None => {

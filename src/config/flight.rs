@@ -10,7 +10,6 @@ use crate::config::tracepoints;
 use crate::config::typed::Types;
 use crate::error::{Error, Result};
 use crate::model::condition::{self, Condition};
-use crate::stderr;
 
 /// One `--dump-on` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,13 +65,14 @@ impl Flight {
 impl Flight {
     /// `--last N` and its `--dump-on` triggers, checked against each other and the outputs (`output`). A
     /// tracepoint is found in the kernel's BTF (`types`, opened only when one is named), its group in
-    /// tracefs where `tracefs` says it is mounted.
+    /// tracefs where `tracefs` says it is mounted; what a tracepoint's group has to say goes to `notes`.
     pub fn parse(
         last: Option<usize>,
         dump_on: &[String],
         output: &OutputRequest,
         types: &Types,
         tracefs: impl FnOnce() -> Option<PathBuf>,
+        notes: &mut Vec<String>,
     ) -> Result<Option<Flight>> {
         let last = match (last, dump_on.is_empty()) {
             (None, true) => return Ok(None),
@@ -108,7 +108,7 @@ impl Flight {
             })
             .map_err(|e| Error::usage(format!("--dump-on '{t}': {e}")))?;
             if let Some(note) = note {
-                stderr::line(format_args!("ksymwatch: note: --dump-on {trigger}: {note}"));
+                notes.push(format!("ksymwatch: note: --dump-on {trigger}: {note}"));
             }
             triggers.push(trigger);
         }

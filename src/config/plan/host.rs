@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use ksymwatch_symbols::kernel::Loaded;
+use ksymwatch_symbols::kernel::{Delivered, Loaded};
 use ksymwatch_symbols::Source;
 
 use crate::config::process::InProcess;
@@ -43,6 +43,17 @@ pub struct KernelQuery<'a> {
     pub kallsyms_later: bool,
     /// Kernel addresses this user may not see leave an empty kallsyms (no kernel frame is recorded).
     pub user_only: bool,
+}
+
+/// The kernel's symbols as the machine loaded them ([`Host::kernel_symbols`]).
+pub struct KernelLoad {
+    /// The source the search picked.
+    pub picked: Source,
+    /// That source loaded; a source that cannot be loaded is the error, for the stage to raise in its turn.
+    pub loaded: Result<Loaded>,
+    /// What debuginfod delivered on the way (a vmlinux fetched, or found in its cache), for the stage to
+    /// tell.
+    pub delivered: Option<Delivered>,
 }
 
 /// A command started for a launch-mode watch, stopped before its first instruction.
@@ -88,11 +99,9 @@ pub trait Host {
     /// files, the distribution's, the debuginfod cache, kallsyms; the running kernel's vmlinux from
     /// debuginfod where the query's needs say), and that source loaded, the running kernel's kallsyms
     /// read at most once (through the symbol cache where the request allows it), unless it is left to
-    /// first use. What the load went by is told on stderr as it is known (a vmlinux debuginfod delivered;
-    /// call chains named from a vmlinux's or System.map's own table where kallsyms could not be read). A
-    /// vmlinux that DWARF needs and that cannot be had fails the call; a source that cannot be loaded is
-    /// the inner error, for the stage to raise in its turn.
-    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, Result<Loaded>)>;
+    /// first use; and what debuginfod delivered on the way. A vmlinux that DWARF needs and that cannot be
+    /// had fails the call; a source that cannot be loaded is [`KernelLoad::loaded`]'s error.
+    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<KernelLoad>;
     /// Every CPU of `cpus`' per-CPU base, and how they were found.
     fn percpu_bases(
         &self,

@@ -11,6 +11,7 @@ use std::rc::Rc;
 use ksymwatch_symbols::kernel::Loaded;
 use ksymwatch_symbols::{Origin, Source, SymbolTable};
 
+use crate::config::advice::Advised;
 use crate::config::debuginfod;
 use crate::config::symbols::{FileSymbols, LazyKallsyms, DEFAULT_KALLSYMS};
 use crate::config::typed::{self, Asked, Types};
@@ -19,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::model::target::Target;
 use crate::perf::bpf::percpu::Offsets;
 
-use super::host::{Host, KernelQuery};
+use super::host::{Host, KernelLoad, KernelQuery};
 use super::options::Options;
 use super::percpu::{self, PerCpuTarget};
 use super::{Kernel, KernelSymbols, Writers};
@@ -43,7 +44,8 @@ pub struct KernelSide {
 }
 
 impl KernelSide {
-    pub fn load(o: &Options, host: &mut dyn Host) -> Result<KernelSide> {
+    /// The kernel side `o` needs, from `host`; what the load went by goes to `notes`.
+    pub fn load(o: &Options, host: &mut dyn Host, notes: &mut Vec<String>) -> Result<KernelSide> {
         let symbols = &o.symbols;
         let system = o.scope.system_wide();
         let targets = o.targets.clone();
@@ -62,13 +64,33 @@ impl KernelSide {
         // with --kallsyms is read now, so that a wrong one fails before anything is armed). What went
         // wrong loading is said below, in its turn: after what the targets themselves have to say.
         let data_symbols: Vec<Target> = targets.iter().map(typed::base_target).collect();
-        let (picked, loaded) = host.kernel_symbols(&KernelQuery {
+        let KernelLoad {
+            picked,
+            loaded,
+            delivered,
+        } = host.kernel_symbols(&KernelQuery {
             symbols,
             dwarf: needs_dwarf,
             data_symbols: system.then_some(&data_symbols[..]),
             kallsyms_later: !system && symbols.kallsyms == Path::new(DEFAULT_KALLSYMS),
             user_only: o.writers == Writers::UserSpaceOnly,
         })?;
+        // What the load went by, said as it is known: a vmlinux debuginfod delivered, call chains named
+        // from the file's own table where kallsyms could not be read.
+        if let Some(delivered) = &delivered {
+            notes.push(format!("ksymwatch: debuginfod: {delivered}"));
+        }
+        if let Ok(Loaded::File {
+            resolver,
+            running: Err(why),
+        }) = &loaded
+        {
+            notes.push(format!(
+                "ksymwatch: warning: call chains from {} instead of kallsyms ({})",
+                resolver.source(),
+                Advised(why)
+            ));
+        }
         // `--lines` reads vmlinux DWARF: an error naming the fix when the symbols come from elsewhere.
         if symbols.lines && !matches!(picked, Source::Vmlinux(_)) {
             return Err(Error::usage(format!(

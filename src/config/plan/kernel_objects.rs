@@ -13,7 +13,6 @@ use crate::error::{Error, Result};
 use crate::model::target::{self, Base, Target};
 use crate::model::watch::Access;
 use crate::perf::bpf;
-use crate::stderr;
 
 use super::host::Host;
 use super::kernel::KernelSide;
@@ -70,6 +69,7 @@ pub fn in_kernel(
     kernel: &KernelSide,
     access: Access,
     host: &dyn Host,
+    notes: &mut Vec<String>,
 ) -> Result<ObjectPlan> {
     let source = on.source.clone();
     // The source first, whole: its tracepoint, then what it names in the kernel's symbols (where a free
@@ -89,7 +89,7 @@ pub fn in_kernel(
     // (What sizing warns about, a /LEN past the member, is said by the header's length.)
     let (target, _) = member.sized(access, STAND_IN)?;
     if let Some(note) = note {
-        stderr::line(format_args!("ksymwatch: note: --on {source}: {note}"));
+        notes.push(format!("ksymwatch: note: --on {source}: {note}"));
     }
     // The size `--on`'s allocations must have to be watched (the `$obj` type's): a kmalloc request's
     // bytes, or a cache's `object_size`; none for a tracepoint, or a type of unknown size.

@@ -6,12 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use ksymwatch_symbols::kernel::{self, KernelRequest, Loaded};
-use ksymwatch_symbols::Source;
+use ksymwatch_symbols::kernel::{self, KernelRequest};
 
-use super::host::{KernelQuery, Task};
+use super::host::{KernelLoad, KernelQuery, Task};
 use super::{Host, Launch};
-use crate::config::advice::{Advised, SymbolsContext};
+use crate::config::advice::SymbolsContext;
 use crate::config::debuginfod;
 use crate::config::process::{self, InProcess};
 use crate::config::symbols;
@@ -104,7 +103,7 @@ impl Host for RealHost {
         (self.launcher)(argv)
     }
 
-    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<(Source, Result<Loaded>)> {
+    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<KernelLoad> {
         let symbols = query.symbols;
         let search = symbols::search(symbols.files());
         let request = KernelRequest {
@@ -122,23 +121,11 @@ impl Host for RealHost {
             lines: symbols.lines,
         };
         let found = kernel::load(request).bad_symbols()?;
-        // What the load went by, said as it is known: a vmlinux debuginfod delivered, call chains named
-        // from the file's own table where kallsyms could not be read.
-        if let Some(delivered) = &found.delivered {
-            crate::stderr::line(format_args!("ksymwatch: debuginfod: {delivered}"));
-        }
-        if let Ok(Loaded::File {
-            resolver,
-            running: Err(why),
-        }) = &found.loaded
-        {
-            crate::stderr::line(format_args!(
-                "ksymwatch: warning: call chains from {} instead of kallsyms ({})",
-                resolver.source(),
-                Advised(why)
-            ));
-        }
-        Ok((found.picked, found.loaded.bad_symbols()))
+        Ok(KernelLoad {
+            picked: found.picked,
+            loaded: found.loaded.bad_symbols(),
+            delivered: found.delivered,
+        })
     }
 
     fn percpu_bases(

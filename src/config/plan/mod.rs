@@ -19,6 +19,9 @@
 //!    all, in this order, and last makes `--control`'s resolver (`control`) from what they found, so the
 //!    session is handed it ready.
 //!
+//! Planning prints nothing: what the stages have to say (notes, warnings) comes back as lines with the
+//! plan or its error ([`Planned`]), for the command line to print.
+//!
 //! The one side effect a plan can have is launch mode's: the command is started, stopped at its exec, so
 //! its own symbols can be resolved; dropping the plan kills it before it ran any code of its own.
 //!
@@ -392,16 +395,36 @@ pub struct WatchPlan {
     outputs: Outputs,
     running: Running,
     control: Option<Control>,
-    /// The start's note that the `--tid`/`--comm` conditions match no thread of the watched processes now.
-    unmatched: Option<String>,
+}
+
+/// What planning ends with: the plan, or why there is none, and the notes and warnings the stages had
+/// for stderr, one line each (`ksymwatch: ...`), in the order they found them. Planning prints nothing:
+/// the command line says the notes, then goes on with the plan or reports the error, so a warning found
+/// before a refusal is still said, before it.
+pub struct Planned {
+    pub notes: Vec<String>,
+    pub plan: Result<WatchPlan>,
 }
 
 /// The plan for `request` on `host` (a launched command is started for it): the stages in order, each
 /// entered once and taking the result of the one before (the options, the kernel's symbols and per-CPU
-/// copies, the processes, `--on`'s objects, then the conditions against the watches).
-pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
-    let o = options::check(request, host)?;
-    let mut kernel = kernel::KernelSide::load(&o, host)?;
+/// copies, the processes, `--on`'s objects, then the conditions against the watches), with what they
+/// had to say ([`Planned`]).
+pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Planned {
+    let mut notes = Vec::new();
+    let plan = stages(request, host, &mut notes);
+    Planned { notes, plan }
+}
+
+/// [`plan`]'s stages, each adding its notes to `notes` as it finds them (last, the start's note that
+/// the `--tid`/`--comm` conditions match no thread of the watched processes now).
+fn stages(
+    request: WatchRequest,
+    host: &mut dyn Host,
+    notes: &mut Vec<String>,
+) -> Result<WatchPlan> {
+    let o = options::check(request, host, notes)?;
+    let mut kernel = kernel::KernelSide::load(&o, host, notes)?;
     let mut scope = o.scope;
     let watches = process::resolve_watches(
         &mut scope,
@@ -411,8 +434,9 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
         &mut kernel,
         o.access,
         host,
+        notes,
     )?;
-    let objects = objects::plan(o.on.as_ref(), &scope, &kernel, o.access, host)?;
+    let objects = objects::plan(o.on.as_ref(), &scope, &kernel, o.access, host, notes)?;
     // `--on` watches its objects' slots (it has no target of its own to resolve).
     let watches = objects.as_ref().map_or(watches, ObjectPlan::slots);
     conditions::fit(
@@ -422,10 +446,14 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
         o.flight.as_ref(),
         &watches,
     )?;
+    // Every hit is filtered out until a thread matches.
     let unmatched = match &o.watched {
         Some(watched) => o.filter.unmatched(watched),
         None => None,
     };
+    if let Some(line) = unmatched {
+        notes.push(format!("ksymwatch: note: {line}"));
+    }
     let (kernel, types) = kernel.into_kernel();
     // `--control` resolves as the command line did: in the kernel's symbols for a system-wide watch, else
     // in the processes, as they are once a launched command has started.
@@ -448,7 +476,6 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Result<WatchPlan> {
         outputs: o.outputs,
         running: o.running,
         control,
-        unmatched,
     })
 }
 
@@ -511,12 +538,6 @@ impl WatchPlan {
             Scope::Launched(c) => c.child.take(),
             _ => None,
         }
-    }
-
-    /// The note for the start: the `--tid`/`--comm` conditions match no thread of the watched processes
-    /// now (`Filter::unmatched`); every hit is filtered out until one does.
-    pub fn unmatched_filter(&self) -> Option<&str> {
-        self.unmatched.as_deref()
     }
 
     /// `--control`: where its commands come from, and how their targets are resolved.

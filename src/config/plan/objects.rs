@@ -16,20 +16,21 @@ use super::{ObjectPlan, Scope};
 
 /// The plan's objects stage: `--on`'s source and `$obj` target, planned where the source is (none
 /// without `--on`). A user-space source is planned in the watched process ([`super::user_objects`]), a
-/// kernel source in the kernel's symbols and BTF.
+/// kernel source in the kernel's symbols and BTF; their notes and warnings go to `notes`.
 pub fn plan(
     on: Option<&OnRequest>,
     scope: &Scope,
     kernel: &KernelSide,
     access: Access,
     host: &dyn Host,
+    notes: &mut Vec<String>,
 ) -> Result<Option<ObjectPlan>> {
     let Some(on) = on else {
         return Ok(None);
     };
     let plan = match &on.source {
-        objects::Source::User(probe) => user_objects::in_process(on, probe, access, scope)?,
-        _ => kernel_objects::in_kernel(on, kernel, access, host)?,
+        objects::Source::User(probe) => user_objects::in_process(on, probe, access, scope, notes)?,
+        _ => kernel_objects::in_kernel(on, kernel, access, host, notes)?,
     };
     Ok(Some(plan))
 }

@@ -18,7 +18,6 @@ use crate::model::filter::{Filter, Watched};
 use crate::model::target::{self, Target};
 use crate::model::watch::Access;
 use crate::model::Limits;
-use crate::stderr;
 
 use super::cpus::{self, Cpus};
 use super::host::Host;
@@ -69,8 +68,13 @@ pub(super) struct Options {
 }
 
 /// The request checked against itself first (nothing read), then against the machine: the delivery
-/// (privileges, BPF), the `-p` processes, the `--dump-on` tracepoints, the cgroups, and the CPUs.
-pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
+/// (privileges, BPF), the `-p` processes, the `--dump-on` tracepoints, the cgroups, and the CPUs. What it
+/// has to say on the way goes to `notes`.
+pub(super) fn check(
+    r: WatchRequest,
+    host: &mut dyn Host,
+    notes: &mut Vec<String>,
+) -> Result<Options> {
     let scope = scope(&r)?;
     if let Some(pages) = r.buffer_pages {
         if !pages.is_power_of_two() || pages > 1 << 16 {
@@ -80,7 +84,7 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
         }
     }
     let realtime = realtime(&r.realtime)?;
-    let (outputs, mut filter) = outputs::check(&r.output)?;
+    let (outputs, mut filter) = outputs::check(&r.output, notes)?;
     // With --on, --comm chooses the allocating tasks (`objects`), not the hits.
     let comms = match r.on {
         Some(_) => std::mem::take(&mut filter.comms),
@@ -136,7 +140,7 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
     // system-wide watch refused) is said in its turn below, after the checks that come before it.
     let decision = delivery(&r, &scope, host);
     // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
-    let pids = processes_of(&*host, &r.pids)?;
+    let pids = processes_of(&*host, &r.pids, notes)?;
     // Running processes' threads, now, when `--tid`/`--comm` must match one (`Filter::unmatched`). Not
     // system-wide, where tasks come and go by the thousand and a `--comm` usually names one to come, nor
     // for a launched command, which has run nothing yet: its threads and their names are all to come.
@@ -149,9 +153,14 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
     };
     // The kernel's BTF as the host has it, read on first use, once for every stage that asks it.
     let types = Rc::new(host.types(&r.symbols.btf));
-    let flight = Flight::parse(r.last, &r.dump_on, &r.output, &types, || {
-        host.tracefs_events()
-    })?;
+    let flight = Flight::parse(
+        r.last,
+        &r.dump_on,
+        &r.output,
+        &types,
+        || host.tracefs_events(),
+        notes,
+    )?;
     // A hit trigger is evaluated on the value the kernel read at the trap.
     let values = match condition {
         Some(c) => Values::If(c),
@@ -179,8 +188,8 @@ pub(super) fn check(r: WatchRequest, host: &mut dyn Host) -> Result<Options> {
     // `--cgroup`: each found in the cgroup v2 hierarchy, and the hit program that tests them loads.
     filter.cgroups = super::cgroup::check(&r, &*host)?;
     // After BPF: a --value that cannot load its program is told so before the breakpoints' privilege.
-    if let Some(note) = &decision.note {
-        stderr::line(format_args!("{note}"));
+    if let Some(note) = decision.note {
+        notes.push(note);
     }
     if let Some(refused) = decision.refused {
         return Err(Error::not_permitted(refused));
@@ -269,7 +278,7 @@ struct Decision {
     writers: Writers,
     /// The hit program can be used: BPF loads, and no option asks for events per thread.
     program: bool,
-    /// This user may not see the kernel: the watch sees user-space writers only (said on stderr).
+    /// This user may not see the kernel: the watch sees user-space writers only (a note of the plan).
     note: Option<String>,
     /// A system-wide watch this process may not open (exit 4).
     refused: Option<String>,
@@ -398,8 +407,8 @@ fn realtime(text: &str) -> Result<Option<u8>> {
 }
 
 /// The processes `-p` names, each once: a thread id that is not its process's leader stands for its
-/// process (said on stderr), since a watch covers every thread of a process.
-fn processes_of(host: &dyn Host, pids: &[u32]) -> Result<Vec<u32>> {
+/// process (said in `notes`), since a watch covers every thread of a process.
+fn processes_of(host: &dyn Host, pids: &[u32], notes: &mut Vec<String>) -> Result<Vec<u32>> {
     let mut out: Vec<u32> = Vec::new();
     for &pid in pids {
         let task = (pid != 0)
@@ -419,7 +428,7 @@ fn processes_of(host: &dyn Host, pids: &[u32]) -> Result<Vec<u32>> {
             )));
         }
         if task.tgid != pid {
-            stderr::line(format_args!(
+            notes.push(format!(
                 "ksymwatch: -p {pid} is a thread of process {} ({}): watching every thread of process {}",
                 task.tgid, task.name, task.tgid
             ));

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use crate::config::request::{Format, OutputRequest};
 use crate::error::{Error, Result};
 use crate::model::filter::{Filter, Place};
-use crate::stderr;
 
 /// `--folded`'s destination.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,8 +74,8 @@ impl Outputs {
 
 /// The outputs `r` asks for and the hits it keeps; two products on stdout, or a contradiction among the
 /// filters, are a usage error.
-pub fn check(r: &OutputRequest) -> Result<(Outputs, Filter)> {
-    let filter = filter(r)?;
+pub fn check(r: &OutputRequest, notes: &mut Vec<String>) -> Result<(Outputs, Filter)> {
+    let filter = filter(r, notes)?;
     Ok((Outputs::of(r)?, filter))
 }
 
@@ -147,7 +146,7 @@ fn stream_format(r: &OutputRequest) -> Result<Format> {
 }
 
 /// The hits `r` keeps; a contradiction is a usage error.
-fn filter(r: &OutputRequest) -> Result<Filter> {
+fn filter(r: &OutputRequest, notes: &mut Vec<String>) -> Result<Filter> {
     let place = match (r.kernel_only, r.user_only) {
         (true, true) => {
             return Err(Error::usage(
@@ -159,7 +158,7 @@ fn filter(r: &OutputRequest) -> Result<Filter> {
         (false, false) => Place::Anywhere,
     };
     Ok(Filter {
-        comms: r.comms.iter().map(|c| kernel_comm(c)).collect(),
+        comms: r.comms.iter().map(|c| kernel_comm(c, notes)).collect(),
         tids: r.tids.clone(),
         exclude_idle: r.exclude_idle,
         place,
@@ -170,7 +169,7 @@ fn filter(r: &OutputRequest) -> Result<Filter> {
 
 /// The kernel keeps the first 15 bytes of a task's name (TASK_COMM_LEN 16 with its NUL): a longer `--comm`
 /// could never match, so it is matched on those 15 (cut at a character boundary), and a note says so.
-fn kernel_comm(name: &str) -> String {
+fn kernel_comm(name: &str, notes: &mut Vec<String>) -> String {
     const KEPT: usize = 15;
     if name.len() <= KEPT || name.starts_with('<') {
         return name.to_string();
@@ -180,7 +179,7 @@ fn kernel_comm(name: &str) -> String {
         .find(|&i| name.is_char_boundary(i))
         .unwrap_or(0);
     let kept = &name[..cut];
-    stderr::line(format_args!(
+    notes.push(format!(
         "ksymwatch: note: --comm {name}: the kernel keeps only the first 15 bytes of a task's name; matching `{kept}`"
     ));
     kept.to_string()

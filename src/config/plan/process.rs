@@ -13,7 +13,6 @@ use crate::error::{Error, Result};
 use crate::model::target::Target;
 use crate::model::watch::{same_twice, Access, PerCpu, Watch};
 use crate::perf::denial::{self, AddressKind};
-use crate::stderr;
 
 use super::host::Host;
 use super::kernel::KernelSide;
@@ -22,7 +21,11 @@ use super::{Cpus, Delivery, EventsPer, Scope, Writers};
 /// Who the watch covers, and each target resolved there (a launched command is started for it), moved
 /// onto its member; first each cast target's member from the types (before any process is started or
 /// asked), and for running processes on the per-thread path, whether their threads fit the descriptor
-/// limit on `cpus`; last, whether the `writers` the events see can have the watches' addresses.
+/// limit on `cpus`; last, whether the `writers` the events see can have the watches' addresses. What
+/// resolving warns about goes to `notes`.
+// Each argument is a part of an earlier stage's result that this stage takes alone; a struct made for
+// this one call would only carry them across it.
+#[allow(clippy::too_many_arguments)]
 pub fn resolve_watches(
     scope: &mut Scope,
     delivery: Delivery,
@@ -31,6 +34,7 @@ pub fn resolve_watches(
     kernel: &mut KernelSide,
     access: Access,
     host: &mut dyn Host,
+    notes: &mut Vec<String>,
 ) -> Result<Vec<Watch>> {
     let members = typed::watched_members(&kernel.types, &kernel.targets)?;
     if let (Scope::Processes(pids), EventsPer::Thread { .. }) = (&*scope, delivery.events) {
@@ -59,7 +63,7 @@ pub fn resolve_watches(
         .zip(&kernel.percpu)
     {
         for w in &r.warnings {
-            stderr::line(format_args!("ksymwatch: warning: {w}"));
+            notes.push(format!("ksymwatch: warning: {w}"));
         }
         let mut watch = r.watch;
         if let Some(p) = p {

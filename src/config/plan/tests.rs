@@ -9,9 +9,9 @@ use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, Source};
 
-use ksymwatch_symbols::kernel::Loaded;
+use ksymwatch_symbols::kernel::{Delivered, Loaded};
 
-use super::host::{KernelQuery, Task};
+use super::host::{KernelLoad, KernelQuery, Task};
 use super::*;
 use crate::config::process::InProcess;
 use crate::config::request::{OutputRequest, SymbolRequest};
@@ -70,6 +70,8 @@ struct FakeHost {
     btf_running: Option<bool>,
     /// The kernel's BTF, if the machine has any ([`kernel_btf`]'s).
     btf: Option<Vec<u8>>,
+    /// What debuginfod delivers as the kernel's symbols are loaded.
+    delivered: Option<Delivered>,
 }
 
 /// A [`KernelQuery`] as the tests compare it: what planning decided the watch needs.
@@ -98,6 +100,7 @@ impl FakeHost {
             asked: Rc::default(),
             btf_running: Some(true),
             btf: None,
+            delivered: None,
         }
     }
 
@@ -215,10 +218,7 @@ impl Host for FakeHost {
             ran_to_entry: Rc::clone(&self.ran_to_entry),
         }))
     }
-    fn kernel_symbols(
-        &mut self,
-        query: &KernelQuery<'_>,
-    ) -> crate::error::Result<(Source, crate::error::Result<Loaded>)> {
+    fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> crate::error::Result<KernelLoad> {
         self.asked.borrow_mut().push(SymbolsAsked {
             dwarf: query.dwarf,
             data_symbols: query
@@ -229,13 +229,21 @@ impl Host for FakeHost {
         });
         let picked = Source::Kallsyms(query.symbols.kallsyms.clone());
         if query.kallsyms_later {
-            return Ok((picked, Ok(Loaded::Later)));
+            return Ok(KernelLoad {
+                picked,
+                loaded: Ok(Loaded::Later),
+                delivered: None,
+            });
         }
         *self.kallsyms_loads.borrow_mut() += 1;
         let table = ksymwatch_symbols::kallsyms::from_text(KALLSYMS, &query.symbols.kallsyms)
             .map_err(|e| Error::usage(e.to_string()))
             .map(|t| Loaded::Kallsyms(t, Origin::Parsed));
-        Ok((picked, table))
+        Ok(KernelLoad {
+            picked,
+            loaded: table,
+            delivered: self.delivered.clone(),
+        })
     }
     fn percpu_bases(
         &self,
@@ -363,14 +371,14 @@ fn pids(mut r: WatchRequest, pids: &[u32]) -> WatchRequest {
 }
 
 fn planned(r: WatchRequest, host: &mut FakeHost) -> WatchPlan {
-    match plan(r, host) {
+    match plan(r, host).plan {
         Ok(p) => p,
         Err(e) => panic!("refused: {e}"),
     }
 }
 
 fn refused(r: WatchRequest, host: &mut FakeHost) -> Error {
-    match plan(r, host) {
+    match plan(r, host).plan {
         Ok(p) => panic!("planned: {}", p.describe()),
         Err(e) => e,
     }
@@ -1087,16 +1095,99 @@ fn a_filter_that_matches_no_watched_thread_is_a_note_of_the_plan() {
     let filtered = |tids: &[u32], r: WatchRequest| {
         let mut r = r;
         r.output.tids = tids.to_vec();
-        planned(r, &mut FakeHost::new())
-            .unmatched_filter()
-            .map(str::to_string)
+        let planned = plan(r, &mut FakeHost::new());
+        assert!(planned.plan.is_ok());
+        planned.notes
     };
-    let note = filtered(&[99], pids(request(&["counter"]), &[100])).expect("a note");
+    let notes = filtered(&[99], pids(request(&["counter"]), &[100]));
+    assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(
-        note.starts_with("no thread of process 100 matches --tid 99 now (threads: 42 writer)"),
-        "{note}"
+        notes[0].starts_with(
+            "ksymwatch: note: no thread of process 100 matches --tid 99 now (threads: 42 writer)"
+        ),
+        "{notes:?}"
     );
-    assert_eq!(filtered(&[42], pids(request(&["counter"]), &[100])), None);
-    assert_eq!(filtered(&[], pids(request(&["counter"]), &[100])), None);
-    assert_eq!(filtered(&[99], request(&["jiffies"])), None);
+    assert!(filtered(&[42], pids(request(&["counter"]), &[100])).is_empty());
+    assert!(filtered(&[], pids(request(&["counter"]), &[100])).is_empty());
+    assert!(filtered(&[99], request(&["jiffies"])).is_empty());
+}
+
+/// Planning prints nothing: its notes come back with the plan, one `ksymwatch: ...` line each, in the
+/// order the stages found them (a `--comm` the kernel cuts with the options, a `-p` thread with the
+/// processes, the unmatched `--tid`/`--comm` last).
+#[test]
+fn planning_returns_its_notes_in_the_stages_order() {
+    let mut r = pids(request(&["counter"]), &[101]);
+    r.output.comms = vec!["a_name_of_twenty_bytes".into()];
+    let planned = plan(r, &mut FakeHost::new());
+    assert!(planned.plan.is_ok());
+    let notes = planned.notes;
+    assert_eq!(notes.len(), 3, "{notes:?}");
+    assert_eq!(
+        notes[0],
+        "ksymwatch: note: --comm a_name_of_twenty_bytes: the kernel keeps only the first 15 bytes of \
+         a task's name; matching `a_name_of_twent`"
+    );
+    assert_eq!(
+        notes[1],
+        "ksymwatch: -p 101 is a thread of process 100 (app): watching every thread of process 100"
+    );
+    assert!(
+        notes[2].starts_with("ksymwatch: note: no thread of process 100 matches"),
+        "{notes:?}"
+    );
+    let quiet = plan(pids(request(&["counter"]), &[100]), &mut FakeHost::new());
+    assert!(
+        quiet.plan.is_ok() && quiet.notes.is_empty(),
+        "{:?}",
+        quiet.notes
+    );
+}
+
+/// A note found before a stage refuses the request comes back with the error, so the command line still
+/// says it, before the error: the `-p` thread before a target its process lacks, and an unprivileged
+/// user's user-space-only note before its kernel address is refused.
+#[test]
+fn the_notes_before_a_refusal_come_back_with_it() {
+    let planned = plan(pids(request(&["nowhere"]), &[101]), &mut FakeHost::new());
+    let e = planned.plan.err().expect("refused");
+    assert!(e.to_string().contains("is not in process 100"), "{e}");
+    assert_eq!(
+        planned.notes,
+        ["ksymwatch: -p 101 is a thread of process 100 (app): watching every thread of process 100"]
+    );
+    let kernel = pids(request(&["0xffffffff82e03e00"]), &[100]);
+    let planned = plan(kernel, &mut FakeHost::unprivileged());
+    let e = planned.plan.err().expect("refused");
+    assert_eq!(e.code, ExitCode::NotPermitted);
+    assert_eq!(planned.notes.len(), 1, "{:?}", planned.notes);
+    assert!(
+        planned.notes[0].starts_with("ksymwatch: note: ")
+            && planned.notes[0].contains("watching user-space writers only"),
+        "{:?}",
+        planned.notes
+    );
+}
+
+/// What debuginfod delivered as the machine loaded the kernel's symbols is a note of the kernel stage,
+/// said before the stage's own refusal that follows it.
+#[test]
+fn what_debuginfod_delivered_is_a_note_of_the_kernel_stage() {
+    let mut machine = FakeHost::new();
+    machine.delivered = Some(Delivered {
+        build_id: ksymwatch_symbols::BuildId(vec![0xab, 0xcd]),
+        fetched: ksymwatch_symbols::debuginfod::Fetched::Cached("/made-up/vmlinux".into()),
+    });
+    let said =
+        "ksymwatch: debuginfod: the running kernel's vmlinux (build-id abcd) from the cache: \
+                /made-up/vmlinux";
+    let planned = plan(request(&["jiffies"]), &mut machine);
+    assert!(planned.plan.is_ok());
+    assert_eq!(planned.notes, [said]);
+    let mut r = request(&["jiffies"]);
+    r.percpu_cpu = Some(1);
+    let planned = plan(r, &mut machine);
+    let e = planned.plan.err().expect("refused");
+    assert!(e.to_string().starts_with("--percpu-cpu 1"), "{e}");
+    assert_eq!(planned.notes, [said]);
 }

@@ -29,12 +29,14 @@ use super::Scope;
 pub const USER_PARK: u64 = 0x1000;
 
 /// Plans a user-space source in the process `scope` watches: a launched command, or the one `-p` process
-/// (each process has its own addresses); without one there is nothing to place the probes in.
+/// (each process has its own addresses); without one there is nothing to place the probes in. What sizing
+/// the target warns about goes to `notes`.
 pub fn in_process(
     on: &OnRequest,
     probe: &UserProbe,
     access: Access,
     scope: &Scope,
+    notes: &mut Vec<String>,
 ) -> Result<ObjectPlan> {
     // A launched command is read by its own path (which gives `$ORIGIN` for its libraries), its
     // libraries placed as the loader will map them; a running process through /proc, where its mappings
@@ -117,7 +119,7 @@ pub fn in_process(
     }
     let (target, warnings) = member.sized(access, USER_STAND_IN)?;
     for w in &warnings {
-        crate::stderr::line(format_args!("ksymwatch: warning: {w}"));
+        notes.push(format!("ksymwatch: warning: {w}"));
     }
     Ok(ObjectPlan {
         source: on.source.clone(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{self, Tracer, Writer, BIN};
+use crate::util::{self, Tracer, Writer};
 
 // A launched shell that execs the helper, whose 3 threads then store 1, 2 and 3: with `--per-thread
 // --value` the watch follows the exec and each store's hit carries its value, and the one before it
@@ -20,18 +20,9 @@ live_test!(per_thread_values_follow_an_exec_or_end_at_it, {
         return;
     };
     let stream = std::env::temp_dir().join(format!("ksw-thread-values-{}", std::process::id()));
-    let stream_arg = stream.to_str().expect("utf-8 path");
     for (flag, want) in [("--per-thread", 3), ("--remove-on-exec", 0)] {
-        let mut args = vec!["write", "--json", "--no-status", "-o", stream_arg, flag];
-        args.extend(["--value", addr.as_str(), "--", "sh", "-c", &script]);
-        let mut h = Writer::start_binary(Path::new(BIN), &args);
-        h.read_until("ready");
-        h.send("go");
-        h.read_until_prefix("done tids=");
-        let pid = h.pid;
-        let status = h.close_and_wait(Duration::from_secs(30));
-        assert_eq!(status.code(), Some(0), "{flag}");
-        let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
+        let (pid, records) =
+            util::watch_execed_threads(&addr, &script, &[flag, "--value"], &stream);
         let stores: Vec<&Value> = records
             .iter()
             .filter(|v| v["type"] == "hit" && v["pid"] == pid && v["in_kernel"] == false)

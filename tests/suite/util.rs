@@ -1257,3 +1257,27 @@ pub fn execed_threads() -> Option<(String, String)> {
         .expect("target_var in nm output");
     Some((addr, format!("exec {} threads 3 0", bin.display())))
 }
+
+/// Runs `ksymwatch write --json --no-status -o STREAM FLAGS... ADDR -- sh -c SCRIPT` on what
+/// [`execed_threads`] gave, lets the helper's threads store, and returns the helper's pid and the stream's
+/// records once ksymwatch has ended with 0.
+pub fn watch_execed_threads(
+    addr: &str,
+    script: &str,
+    flags: &[&str],
+    stream: &Path,
+) -> (u32, Vec<serde_json::Value>) {
+    let mut args = vec!["write", "--json", "--no-status", "-o"];
+    args.push(stream.to_str().expect("utf-8 path"));
+    args.extend(flags);
+    args.extend([addr, "--", "sh", "-c", script]);
+    let mut h = Writer::start_binary(Path::new(BIN), &args);
+    h.read_until("ready");
+    h.send("go");
+    h.read_until_prefix("done tids=");
+    let pid = h.pid;
+    let status = h.close_and_wait(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{flags:?}");
+    let records = ndjson(&std::fs::read_to_string(stream).expect("stream file"));
+    (pid, records)
+}

@@ -435,6 +435,17 @@ impl Writer {
         wait_within(&mut self.child, limit)
     }
 
+    /// The `threads` helper in `churn` mode: lets its chains of threads store into the watch for 300 ms,
+    /// stops them and waits for the helper's exit; returns the stores it counted.
+    pub fn churn_stores<T: std::str::FromStr>(mut self) -> T {
+        self.send("go");
+        std::thread::sleep(Duration::from_millis(300));
+        self.send("stop");
+        let lines = self.read_until("done");
+        self.finish();
+        helper_number(&lines, "stores=")
+    }
+
     /// [`Writer::go`], then [`Writer::finish`]: the helper did all its work and exited. Returns its tid.
     pub fn go_and_finish(mut self) -> u32 {
         self.go();
@@ -1230,6 +1241,12 @@ pub fn summary_record(records: &[serde_json::Value]) -> &serde_json::Value {
         .rev()
         .find(|v| v["type"] == "summary")
         .expect("summary record")
+}
+
+/// Asserts that the run whose NDJSON `records` these are lost nothing, showing its summary if it did.
+pub fn assert_nothing_lost(records: &[serde_json::Value]) {
+    let summary = summary_record(records);
+    assert_eq!(summary["lost"], 0, "{summary}");
 }
 
 /// The running kernel's raw tracepoint `name` as its BTF describes it: what decides whether a tracepoint

@@ -66,7 +66,7 @@ thread_local! {
     static BUILDING: RefCell<Option<Rc<Variant>>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with every hit and emitter program built on this thread in it built as `variant`.
+/// Runs `f`, every hit and emitter program it builds on this thread being `variant`'s.
 pub(crate) fn with<T>(variant: Variant, f: impl FnOnce() -> T) -> T {
     /// Puts back what was built before, also when `f` panics.
     struct Restore(Option<Rc<Variant>>);

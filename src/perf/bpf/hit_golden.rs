@@ -5,32 +5,14 @@
 
 use super::emit::{self, EmitMaps};
 use super::hit::{generate, HitMaps, HitSpec};
+use super::hit_tests::{self, MAPS as PROCESS, TOTALS};
 use super::insn::Insn;
-use super::interp::{COMM_OFFSET, EVENT_OFFSET, KERN_CTX_ID};
+use super::interp::{EVENT_OFFSET, KERN_CTX_ID};
 use super::repeats::Repeats;
 use super::totals::TotalsMaps;
 use crate::model::condition::{self, Condition};
 use crate::model::filter::{Filter, Place};
 
-const TOTALS: TotalsMaps = TotalsMaps {
-    chains: 20,
-    counts: 21,
-    values: Some(23),
-    stats: 22,
-    limit: None,
-};
-/// A process watch's maps, as `HitPrograms` makes them for `--value`.
-const PROCESS: HitMaps = HitMaps {
-    emitters: 3,
-    olds: 4,
-    olds_by_tgid: Some(6),
-    stats: 5,
-    scratch: 7,
-    procs: Some(9),
-    reads: Some(8),
-    totals: Some(TOTALS),
-    cgroups: None,
-};
 /// The per-thread path's maps: no `procs` (the events choose the threads).
 const THREADS: HitMaps = HitMaps {
     procs: None,
@@ -55,7 +37,7 @@ fn fingerprint(prog: &[Insn]) -> (usize, u64) {
     (prog.len(), hash)
 }
 
-/// A spec of `len` bytes: with `value`, the value, the old one and the registers (`--value`).
+/// [`hit_tests::spec`], of `len` bytes.
 fn spec<'a>(
     len: u8,
     filter: &'a Filter,
@@ -64,14 +46,7 @@ fn spec<'a>(
 ) -> HitSpec<'a> {
     HitSpec {
         len,
-        read_value: value,
-        old: value,
-        regs: value,
-        cgroup_ids: false,
-        condition,
-        filter,
-        comm_offset: Some(COMM_OFFSET),
-        repeats: None,
+        ..hit_tests::spec(filter, condition, value)
     }
 }
 

@@ -70,6 +70,18 @@ fn watch_during_parts(
     watch_during_ring(addr, parts, 64, work)
 }
 
+/// The tests' watch: the 8 bytes at `addr`, for writes.
+fn target_watch(addr: u64) -> Watch {
+    Watch {
+        label: "TARGET".into(),
+        addr,
+        len: 8,
+        access: Access::Write,
+        module: None,
+        per_cpu: None,
+    }
+}
+
 /// [`watch_during_parts`] with rings of `pages` data pages.
 fn watch_during_ring(
     addr: u64,
@@ -77,14 +89,7 @@ fn watch_during_ring(
     pages: usize,
     work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
 ) -> (Vec<(u32, HitRecord)>, HitPrograms) {
-    let watch = Watch {
-        label: "TARGET".into(),
-        addr,
-        len: 8,
-        access: Access::Write,
-        module: None,
-        per_cpu: None,
-    };
+    let watch = target_watch(addr);
     let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
     // The hit program and each CPU's emitter as `parts` builds them.
     let (programs, mut armed) = hit_variants::with(parts, || {
@@ -249,14 +254,7 @@ fn the_hit_program_emits_each_watched_store_and_counts_the_others() {
             h.kernel_stack.is_empty(),
             "no kernel frames for a user store"
         );
-        // The trap ip as the registers have it: the record's, or its chain's first frame.
-        let trap_ip = h.regs.expect("registers")[crate::perf::hit_record::reg::IP];
-        assert_eq!(h.ip, Some(trap_ip));
-        assert_eq!(
-            h.user_stack.first(),
-            Some(&trap_ip),
-            "the stack starts at the trap ip"
-        );
+        trap_ip(h, &h.user_stack);
         assert!(
             h.user_stack.len() >= 2,
             "the caller is on the stack: {:x?}",
@@ -283,6 +281,19 @@ fn the_hit_program_emits_each_watched_store_and_counts_the_others() {
     assert_eq!(dropped.filtered, 0);
 }
 
+/// The trap ip as the registers have it, checked to be the record's (or its chain's first frame) and
+/// where `stack` starts.
+fn trap_ip(h: &HitRecord, stack: &[u64]) -> u64 {
+    let ip = h.regs.expect("registers")[crate::perf::hit_record::reg::IP];
+    assert_eq!(
+        h.ip,
+        Some(ip),
+        "the record's ip, or its chain's first frame"
+    );
+    assert_eq!(stack.first(), Some(&ip), "the stack starts at the trap ip");
+    ip
+}
+
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_kernel_writer_gets_its_kernel_stack_and_the_user_stack_that_called_it() {
@@ -307,18 +318,8 @@ fn a_kernel_writer_gets_its_kernel_stack_and_the_user_stack_that_called_it() {
     );
     for (_, h) in &hits {
         assert!(h.flags & USER_MODE == 0, "written by the kernel");
-        let ip = h.regs.expect("registers")[crate::perf::hit_record::reg::IP];
-        assert_eq!(
-            h.ip,
-            Some(ip),
-            "the record's ip, or its chain's first frame"
-        );
+        let ip = trap_ip(h, &h.kernel_stack);
         assert!(ip >= 1 << 63, "a kernel trap ip: 0x{ip:x}");
-        assert_eq!(
-            h.kernel_stack.first(),
-            Some(&ip),
-            "the kernel stack starts at the trap"
-        );
         assert!(
             h.kernel_stack.len() >= 3,
             "read's path: {:x?}",
@@ -431,14 +432,7 @@ fn a_thread_covered_by_two_events_has_each_store_reported_once() {
     }
     const STORES: u64 = 1000;
     let addr = TARGET.as_ptr() as u64;
-    let watch = Watch {
-        label: "TARGET".into(),
-        addr,
-        len: 8,
-        access: Access::Write,
-        module: None,
-        per_cpu: None,
-    };
+    let watch = target_watch(addr);
     let kind = HitKind {
         processes: false,
         written: true,

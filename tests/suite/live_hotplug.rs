@@ -189,6 +189,18 @@ fn hold_cpu1_then_offline() -> util::Holder {
     holder
 }
 
+/// `--strict-hotplug` run started by `start` with `args` while cpu1 comes back with its registers held
+/// ([`hold_cpu1_then_offline`]): the run must end with exit 3; its stdout and stderr.
+fn refused_by_a_returning_cpu1(start: fn(&[&str]) -> Tracer, args: &[&str]) -> (String, String) {
+    let holder = hold_cpu1_then_offline();
+    let t = start(args);
+    set_online(1, true);
+    let (code, out, err) = t.wait(Duration::from_secs(30));
+    drop(holder);
+    assert_eq!(code, 3, "{err}");
+    (out, err)
+}
+
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn unarmable_cpu_is_reported_and_retried() {
@@ -230,12 +242,8 @@ fn strict_hotplug_makes_an_unarmable_cpu_fatal() {
     let Some((_lock, _guard)) = setup() else {
         return;
     };
-    let holder = hold_cpu1_then_offline();
-    let t = Tracer::start(&["write", "0x10000/8", "--strict-hotplug"]);
-    set_online(1, true);
-    let (code, out, err) = t.wait(Duration::from_secs(30));
-    drop(holder);
-    assert_eq!(code, 3, "{err}");
+    let (out, err) =
+        refused_by_a_returning_cpu1(Tracer::start, &["write", "0x10000/8", "--strict-hotplug"]);
     // The stream marks the CPU as every unarmable CPU is marked, and the session ends as a signal ends it:
     // summary, then the one error line that explains the exit code.
     assert!(
@@ -267,16 +275,11 @@ fn strict_hotplug_json_ends_with_the_failure_and_the_summary_record() {
     let Some((_lock, _guard)) = setup() else {
         return;
     };
-    let holder = hold_cpu1_then_offline();
-    let t = Tracer::start_json(&["write", "0x10000/8", "--json", "--strict-hotplug"]);
-    set_online(1, true);
-    let (code, out, err) = t.wait(Duration::from_secs(30));
-    drop(holder);
-    assert_eq!(code, 3, "{err}");
-    let records: Vec<serde_json::Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
+    let (out, err) = refused_by_a_returning_cpu1(
+        Tracer::start_json,
+        &["write", "0x10000/8", "--json", "--strict-hotplug"],
+    );
+    let records = util::ndjson(&out);
     let failed = records
         .iter()
         .find(|r| r["type"] == "cpu_arm_failed")
@@ -312,10 +315,7 @@ fn json_stream_marks_cpus_going_and_coming() {
     let (code, out, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
     text += &out;
-    let records: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = util::ndjson(&text);
     let off = records
         .iter()
         .find(|r| r["type"] == "cpu_offline")

@@ -53,22 +53,25 @@ live_test!(a_closed_output_is_not_called_a_full_ring, {
     }
 });
 
-/// Closes the tracer's stdout as `head` does once it has read enough, and checks that the hang-up alone
-/// ended the run within 5 s (it is killed after 20 s), cleanly, saying so and counting `hits` hits.
-fn assert_closing_output_ends_it(mut t: Tracer, hits: u32) {
-    t.close_stdout();
-    let closed = Instant::now();
+/// Waits for a tracer just told to stop (killed after 20 s): its exit code, how long it took to end from
+/// now, and its stderr.
+fn time_to_end(mut t: Tracer) -> (Option<i32>, Duration, String) {
+    let asked = Instant::now();
     let status = wait_within(&mut t.child, Duration::from_secs(20));
-    let took = closed.elapsed();
+    let took = asked.elapsed();
     let mut err = String::new();
     if let Some(mut e) = t.child.stderr.take() {
         e.read_to_string(&mut err).expect("ksymwatch's stderr");
     }
-    assert_eq!(
-        status.code().unwrap_or(-1),
-        0,
-        "ended after {took:?}: {err}"
-    );
+    (status.code(), took, err)
+}
+
+/// Closes the tracer's stdout as `head` does once it has read enough, and checks that the hang-up alone
+/// ended the run within 5 s (it is killed after 20 s), cleanly, saying so and counting `hits` hits.
+fn assert_closing_output_ends_it(mut t: Tracer, hits: u32) {
+    t.close_stdout();
+    let (code, took, err) = time_to_end(t);
+    assert_eq!(code.unwrap_or(-1), 0, "ended after {took:?}: {err}");
     assert!(took < Duration::from_secs(5), "ended after {took:?}: {err}");
     assert!(err.contains("stopped: output closed"), "{err}");
     assert!(err.contains(&format!("{hits} hits")), "{err}");
@@ -213,18 +216,12 @@ fn task_records(per_cpu: usize) {
 live_test!(a_stop_signal_ends_a_run_whose_reader_reads_nothing, {
     let w = Writer::spinning(0);
     for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
-        let mut t = Tracer::start(&["write", &w.target(), "--no-status"]);
+        let t = Tracer::start(&["write", &w.target(), "--no-status"]);
         // Nothing is read past `# armed`: a hit every ~200 us fills the 64 KiB pipe within a second.
         std::thread::sleep(Duration::from_millis(1500));
         t.signal(sig);
-        let signalled = Instant::now();
-        let status = wait_within(&mut t.child, Duration::from_secs(20));
-        let took = signalled.elapsed();
-        let mut err = String::new();
-        if let Some(mut e) = t.child.stderr.take() {
-            e.read_to_string(&mut err).expect("ksymwatch's stderr");
-        }
-        assert_eq!(status.code(), Some(0), "{name} after {took:?}: {err}");
+        let (code, took, err) = time_to_end(t);
+        assert_eq!(code, Some(0), "{name} after {took:?}: {err}");
         assert!(
             took < Duration::from_secs(5),
             "{name}: ended after {took:?}: {err}"

@@ -226,23 +226,12 @@ live_test!(remove_on_exec_drops_the_watch_at_a_later_exec, {
         return;
     };
     let stream = std::env::temp_dir().join(format!("ksw-remove-on-exec-{}", std::process::id()));
-    let stream_arg = stream.to_str().expect("utf-8 path");
     for (flag, want_user) in [
         (None, 0),
         (Some("--per-thread"), 3),
         (Some("--remove-on-exec"), 0),
     ] {
-        let mut args = vec!["write", "--json", "--no-status", "-o", stream_arg];
-        args.extend(flag);
-        args.extend([addr.as_str(), "--", "sh", "-c", &script]);
-        let mut h = Writer::start_binary(Path::new(BIN), &args);
-        h.read_until("ready");
-        h.send("go");
-        h.read_until_prefix("done tids=");
-        let pid = h.pid;
-        let status = h.close_and_wait(Duration::from_secs(30));
-        assert_eq!(status.code(), Some(0));
-        let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
+        let (pid, records) = util::watch_execed_threads(&addr, &script, flag.as_slice(), &stream);
         // Counted by where they ran, not by name: the helper exits as soon as it is done, and a process
         // gone before its first hit was drained keeps unnamed user frames (the MMAP2 item of #12).
         let user = records

@@ -67,19 +67,14 @@ live_test!(ten_thousand_threads_each_store_exactly_once, {
             .all(|v| v["type"] != "hit" || v["comm"] == "threads"),
         "every writer named by the kernel"
     );
-    assert_eq!(
-        util::summary_record(&records)["lost"],
-        0,
-        "{}",
-        util::summary_record(&records)
-    );
+    util::assert_nothing_lost(&records);
 });
 
 // Chains of threads that each store once and create the next, running while the watch is armed (storing
 // elsewhere until "go") and after it (into the watch): every store after "go" is one hit from its own tid,
 // none twice, though the process is named twice (`-p P -p P`).
 live_test!(threads_born_during_and_after_arming_are_each_seen_once, {
-    let mut h = Writer::threads(&["churn", "4"]);
+    let h = Writer::threads(&["churn", "4"]);
     let pid = h.pid.to_string();
     let t = Tracer::write_json(&[
         "--buffer-pages",
@@ -90,34 +85,16 @@ live_test!(threads_born_during_and_after_arming_are_each_seen_once, {
         &pid,
         "target_var",
     ]);
-    h.send("go");
-    std::thread::sleep(Duration::from_millis(300));
-    h.send("stop");
-    let lines = h.read_until("done");
-    let stores = util::helper_number::<usize>(&lines, "stores=");
-    h.finish();
-    let (code, out, err) = t.wait(Duration::from_secs(60));
-    assert_eq!(code, 0, "{err}");
-    let records = util::ndjson(&out);
+    let stores = h.churn_stores::<usize>();
+    let (records, _) = t.json_records(Duration::from_secs(60));
     let by_tid = stores_by_tid(&records, h_pid(&pid));
     assert!(stores > 100, "the helper churned: {stores} stores");
-    assert_eq!(
-        util::summary_record(&records)["lost"],
-        0,
-        "{}",
-        util::summary_record(&records)
-    );
+    util::assert_nothing_lost(&records);
     assert_eq!(by_tid.values().sum::<usize>(), stores, "one hit per store");
     assert_eq!(
         by_tid.len(),
         stores,
         "each store by its own thread, seen once"
-    );
-    assert_eq!(
-        util::summary_record(&records)["lost"],
-        0,
-        "{}",
-        util::summary_record(&records)
     );
 });
 

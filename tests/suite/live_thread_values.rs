@@ -3,6 +3,7 @@
 //! one before it, `--if` is decided in the kernel, and the events (not the program) choose the threads:
 //! an exec keeps them, or `--remove-on-exec` drops them.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, ChildStdout};
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{self, Tracer, Writer, BIN};
+use crate::util::{self, Tracer, Writer};
 
 // A launched shell that execs the helper, whose 3 threads then store 1, 2 and 3: with `--per-thread
 // --value` the watch follows the exec and each store's hit carries its value, and the one before it
@@ -20,18 +21,9 @@ live_test!(per_thread_values_follow_an_exec_or_end_at_it, {
         return;
     };
     let stream = std::env::temp_dir().join(format!("ksw-thread-values-{}", std::process::id()));
-    let stream_arg = stream.to_str().expect("utf-8 path");
     for (flag, want) in [("--per-thread", 3), ("--remove-on-exec", 0)] {
-        let mut args = vec!["write", "--json", "--no-status", "-o", stream_arg, flag];
-        args.extend(["--value", addr.as_str(), "--", "sh", "-c", &script]);
-        let mut h = Writer::start_binary(Path::new(BIN), &args);
-        h.read_until("ready");
-        h.send("go");
-        h.read_until_prefix("done tids=");
-        let pid = h.pid;
-        let status = h.close_and_wait(Duration::from_secs(30));
-        assert_eq!(status.code(), Some(0), "{flag}");
-        let records = util::ndjson(&std::fs::read_to_string(&stream).expect("stream file"));
+        let (pid, records) =
+            util::watch_execed_threads(&addr, &script, &[flag, "--value"], &stream);
         let stores: Vec<&Value> = records
             .iter()
             .filter(|v| v["type"] == "hit" && v["pid"] == pid && v["in_kernel"] == false)
@@ -96,9 +88,7 @@ live_test!(per_thread_if_keeps_exactly_the_matching_stores, {
         let lines = h.read_until("done");
         assert!(lines.iter().any(|l| l == "stores=8000 adds=0"), "{lines:?}");
         h.finish();
-        let (code, out, err) = t.wait(Duration::from_secs(60));
-        assert_eq!(code, 0, "{err}");
-        let records = util::ndjson(&out);
+        let (records, _) = t.json_records(Duration::from_secs(60));
         let summary = util::summary_record(&records);
         let hits: Vec<&Value> = records.iter().filter(|v| v["type"] == "hit").collect();
         let odd = |v: &&Value| {
@@ -147,22 +137,13 @@ live_test!(threads_made_while_arming_report_each_store_once, {
             .into_iter()
             .filter(|v| v["ip"]["sym"] == "ksw_thread_store")
             .collect();
-        let mut by_tid = std::collections::BTreeMap::<u64, &Value>::new();
         for v in &stored {
-            let tid = v["tid"].as_u64().expect("tid");
-            assert_eq!(
-                v["value"].as_str(),
-                Some(format!("0x{tid:x}").as_str()),
-                "a store's value is its thread's tid: {v}"
-            );
             assert!(
                 v.get("old").is_some(),
                 "the program's hit (a sample has no old): {v}"
             );
-            if let Some(first) = by_tid.insert(tid, v) {
-                panic!("a store reported twice: {first} and {v}");
-            }
         }
+        let by_tid = tid_stores_once_each(&stored);
         assert_eq!(
             by_tid.len() as u64,
             stores,
@@ -220,7 +201,7 @@ fn arm_during_churn(args: &[&str]) -> (Child, BufReader<ChildStdout>) {
 live_test!(threads_covered_twice_report_each_store_once_with_values, {
     let (mut exact, mut short) = (0, Vec::new());
     while exact < 3 {
-        let mut h = Writer::threads(&["churn", "4"]);
+        let h = Writer::threads(&["churn", "4"]);
         let pid = h.pid;
         let pid_arg = pid.to_string();
         let args = [
@@ -233,12 +214,7 @@ live_test!(threads_covered_twice_report_each_store_once_with_values, {
             "target_var",
         ];
         let (mut tracer, mut stdout) = arm_during_churn(&args);
-        h.send("go");
-        std::thread::sleep(Duration::from_millis(300));
-        h.send("stop");
-        let lines = h.read_until("done");
-        let stores = util::helper_number::<u64>(&lines, "stores=");
-        h.finish();
+        let stores = h.churn_stores::<u64>();
         let mut out = String::new();
         stdout.read_to_string(&mut out).expect("tracer stdout");
         let status = util::wait_within(&mut tracer, Duration::from_secs(60));
@@ -255,18 +231,7 @@ live_test!(threads_covered_twice_report_each_store_once_with_values, {
         let (program, samples): (Vec<&Value>, Vec<&Value>) =
             stored.into_iter().partition(|v| v.get("old").is_some());
         assert!(samples.is_empty(), "a copy's sample printed: {samples:?}");
-        let mut by_tid = std::collections::BTreeMap::<u64, &Value>::new();
-        for v in &program {
-            let tid = v["tid"].as_u64().expect("tid");
-            assert_eq!(
-                v["value"].as_str(),
-                Some(format!("0x{tid:x}").as_str()),
-                "a store's value is its thread's tid: {v}"
-            );
-            if let Some(first) = by_tid.insert(tid, v) {
-                panic!("a store reported twice: {first} and {v}");
-            }
-        }
+        tid_stores_once_each(&program);
         let printed = program.len() as u64;
         let lost =
             summary["lost"].as_u64().unwrap_or(0) + summary["unprinted"].as_u64().unwrap_or(0);
@@ -307,6 +272,24 @@ live_test!(threads_made_after_arming_are_each_seen_with_samples, {
     }
 });
 
+/// The helper's stores of their own tids, by tid, each asserted to carry its thread's tid as the value and
+/// to be reported once.
+fn tid_stores_once_each<'a>(stores: &[&'a Value]) -> BTreeMap<u64, &'a Value> {
+    let mut by_tid = BTreeMap::new();
+    for v in stores {
+        let tid = v["tid"].as_u64().expect("tid");
+        assert_eq!(
+            v["value"].as_str(),
+            Some(format!("0x{tid:x}").as_str()),
+            "a store's value is its thread's tid: {v}"
+        );
+        if let Some(first) = by_tid.insert(tid, *v) {
+            panic!("a store reported twice: {first} and {v}");
+        }
+    }
+    by_tid
+}
+
 /// One round of the helper's `sprout` mode (`threads` threads made one every 200 µs, the tracer started
 /// `settle` after the helper) under `--per-thread` with `extra` options: the helper's pid, the stores it
 /// counted, and the run's records, the run ended with exit 0 and nothing lost.
@@ -323,14 +306,7 @@ fn sprout_round(threads: &str, settle: Duration, extra: &[&str]) -> (u32, u64, V
     let lines = h.read_until("done");
     let stores = util::helper_number::<u64>(&lines, "stores=");
     h.finish();
-    let (code, out, err) = t.wait(Duration::from_secs(60));
-    assert_eq!(code, 0, "{err}");
-    let records = util::ndjson(&out);
-    assert_eq!(
-        util::summary_record(&records)["lost"],
-        0,
-        "{}",
-        util::summary_record(&records)
-    );
+    let (records, _) = t.json_records(Duration::from_secs(60));
+    util::assert_nothing_lost(&records);
     (pid, stores, records)
 }

@@ -47,6 +47,18 @@ pub struct LiveLock(
     #[allow(dead_code, reason = "held, never read: the flock lasts until drop")] File,
 );
 
+thread_local! {
+    /// Whether this test's thread holds the lock: a second flock on a new descriptor would wait for the
+    /// first forever, so taking it twice is a test bug, reported as a panic rather than a hung suite.
+    static HOLDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+impl Drop for LiveLock {
+    fn drop(&mut self) {
+        HOLDING.with(|h| h.set(false));
+    }
+}
+
 /// Takes the machine-wide live-test lock, or returns `None` (after printing why) when this machine cannot
 /// run live breakpoint tests at all.
 pub fn live() -> Option<LiveLock> {
@@ -62,6 +74,10 @@ pub fn live() -> Option<LiveLock> {
 /// is "no free register" (ENOSPC, which does not end a dry run) before it ever says whether it takes
 /// such a breakpoint, so the dry run's exit code would depend on what ran beside it.
 pub fn quiet_registers() -> LiveLock {
+    assert!(
+        !HOLDING.with(|h| h.replace(true)),
+        "this test already holds the live tests' lock: taking it again would wait for itself"
+    );
     let f = File::create("/tmp/ksymwatch-live-tests.lock").expect("create lock file");
     // SAFETY: flock on a descriptor we own; blocks until the lock is free.
     let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
@@ -433,6 +449,17 @@ impl Writer {
     pub fn close_and_wait(mut self, limit: Duration) -> ExitStatus {
         self.stdin.take();
         wait_within(&mut self.child, limit)
+    }
+
+    /// The `threads` helper in `churn` mode: lets its chains of threads store into the watch for 300 ms,
+    /// stops them and waits for the helper's exit; returns the stores it counted.
+    pub fn churn_stores<T: std::str::FromStr>(mut self) -> T {
+        self.send("go");
+        std::thread::sleep(Duration::from_millis(300));
+        self.send("stop");
+        let lines = self.read_until("done");
+        self.finish();
+        helper_number(&lines, "stores=")
     }
 
     /// [`Writer::go`], then [`Writer::finish`]: the helper did all its work and exited. Returns its tid.
@@ -1232,6 +1259,12 @@ pub fn summary_record(records: &[serde_json::Value]) -> &serde_json::Value {
         .expect("summary record")
 }
 
+/// Asserts that the run whose NDJSON `records` these are lost nothing, showing its summary if it did.
+pub fn assert_nothing_lost(records: &[serde_json::Value]) {
+    let summary = summary_record(records);
+    assert_eq!(summary["lost"], 0, "{summary}");
+}
+
 /// The running kernel's raw tracepoint `name` as its BTF describes it: what decides whether a tracepoint
 /// test can run (tracefs need not be mounted). `None`: no BTF, or no such tracepoint.
 pub fn btf_tracepoint(name: &str) -> Option<ksymwatch_symbols::TracepointInfo> {
@@ -1256,4 +1289,28 @@ pub fn execed_threads() -> Option<(String, String)> {
         })
         .expect("target_var in nm output");
     Some((addr, format!("exec {} threads 3 0", bin.display())))
+}
+
+/// Runs `ksymwatch write --json --no-status -o STREAM FLAGS... ADDR -- sh -c SCRIPT` on what
+/// [`execed_threads`] gave, lets the helper's threads store, and returns the helper's pid and the stream's
+/// records once ksymwatch has ended with 0.
+pub fn watch_execed_threads(
+    addr: &str,
+    script: &str,
+    flags: &[&str],
+    stream: &Path,
+) -> (u32, Vec<serde_json::Value>) {
+    let mut args = vec!["write", "--json", "--no-status", "-o"];
+    args.push(stream.to_str().expect("utf-8 path"));
+    args.extend(flags);
+    args.extend([addr, "--", "sh", "-c", script]);
+    let mut h = Writer::start_binary(Path::new(BIN), &args);
+    h.read_until("ready");
+    h.send("go");
+    h.read_until_prefix("done tids=");
+    let pid = h.pid;
+    let status = h.close_and_wait(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{flags:?}");
+    let records = ndjson(&std::fs::read_to_string(stream).expect("stream file"));
+    (pid, records)
 }

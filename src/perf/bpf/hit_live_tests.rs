@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use perf_event_open_sys::bindings as pb;
 
-use super::hit::{Instrument, Plain};
 use super::hit_set::{HitKind, HitPrograms};
-use super::hit_variants::Variant;
+use super::hit_variants::{self, Variant};
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
@@ -59,56 +58,64 @@ fn watch_during(
     addr: u64,
     work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
 ) -> (Vec<(u32, HitRecord)>, HitPrograms) {
-    watch_during_parts(addr, &Plain, work)
+    watch_during_parts(addr, Variant::default(), work)
 }
 
-/// [`watch_during`] with the program `parts` builds. `work` gets the programs and the CPUs' ring buffers.
+/// [`watch_during`] with the programs `parts` builds. `work` gets the programs and the CPUs' ring buffers.
 fn watch_during_parts(
     addr: u64,
-    parts: &dyn Instrument,
+    parts: Variant,
     work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
 ) -> (Vec<(u32, HitRecord)>, HitPrograms) {
     watch_during_ring(addr, parts, 64, work)
 }
 
-/// [`watch_during_parts`] with rings of `pages` data pages.
-fn watch_during_ring(
-    addr: u64,
-    parts: &dyn Instrument,
-    pages: usize,
-    work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
-) -> (Vec<(u32, HitRecord)>, HitPrograms) {
-    let watch = Watch {
+/// The tests' watch: the 8 bytes at `addr`, for writes.
+fn target_watch(addr: u64) -> Watch {
+    Watch {
         label: "TARGET".into(),
         addr,
         len: 8,
         access: Access::Write,
         module: None,
         per_cpu: None,
-    };
-    let programs = HitPrograms::load_instrumented(
-        (&[watch], None, &Filter::default()),
-        HitKind {
-            processes: true,
-            written: true,
-            threads: false,
-        },
-        pages,
-        parts,
-    )
-    .expect("loads");
+    }
+}
+
+/// [`watch_during_parts`] with rings of `pages` data pages.
+fn watch_during_ring(
+    addr: u64,
+    parts: Variant,
+    pages: usize,
+    work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
+) -> (Vec<(u32, HitRecord)>, HitPrograms) {
+    let watch = target_watch(addr);
+    let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
+    // The hit program and each CPU's emitter as `parts` builds them.
+    let (programs, mut armed) = hit_variants::with(parts, || {
+        let programs = HitPrograms::load(
+            &[watch],
+            None,
+            &Filter::default(),
+            HitKind {
+                processes: true,
+                written: true,
+                threads: false,
+            },
+            pages,
+        )
+        .expect("loads");
+        let mut armed = Vec::new();
+        for &cpu in &cpus {
+            let bp = breakpoint(addr, cpu).expect("breakpoint");
+            let ring = Ring::map(bp.as_fd(), 64).expect("ring");
+            let hits = programs.attach(0, cpu, bp.as_fd()).expect("attach");
+            armed.push((cpu, bp, ring, hits));
+        }
+        (programs, armed)
+    });
     let me = std::process::id();
     programs.watch_process(me).expect("procs map");
-    let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
-    let mut armed = Vec::new();
-    for &cpu in &cpus {
-        let bp = breakpoint(addr, cpu).expect("breakpoint");
-        let ring = Ring::map(bp.as_fd(), 64).expect("ring");
-        let hits = programs
-            .attach_with(0, cpu, bp.as_fd(), parts)
-            .expect("attach");
-        armed.push((cpu, bp, ring, hits));
-    }
     for (_, bp, _, _) in &armed {
         sys::perf_enable(bp.as_fd()).expect("enable");
     }
@@ -169,11 +176,12 @@ fn every_kept_hit_is_counted_in_the_kernel_when_the_ring_is_full() {
         return;
     };
     const STORES: u64 = 3000;
-    let (mine, programs) = watch_during_ring(TARGET.as_ptr() as u64, &Plain, 1, |_, _| {
-        for v in 1..=STORES {
-            store(v);
-        }
-    });
+    let (mine, programs) =
+        watch_during_ring(TARGET.as_ptr() as u64, Variant::default(), 1, |_, _| {
+            for v in 1..=STORES {
+                store(v);
+            }
+        });
     let me = std::process::id();
     let tid = own_tid();
     let lost = programs.dropped(0).expect("stats").lost;
@@ -246,14 +254,7 @@ fn the_hit_program_emits_each_watched_store_and_counts_the_others() {
             h.kernel_stack.is_empty(),
             "no kernel frames for a user store"
         );
-        // The trap ip as the registers have it: the record's, or its chain's first frame.
-        let trap_ip = h.regs.expect("registers")[crate::perf::hit_record::reg::IP];
-        assert_eq!(h.ip, Some(trap_ip));
-        assert_eq!(
-            h.user_stack.first(),
-            Some(&trap_ip),
-            "the stack starts at the trap ip"
-        );
+        trap_ip(h, &h.user_stack);
         assert!(
             h.user_stack.len() >= 2,
             "the caller is on the stack: {:x?}",
@@ -280,6 +281,19 @@ fn the_hit_program_emits_each_watched_store_and_counts_the_others() {
     assert_eq!(dropped.filtered, 0);
 }
 
+/// The trap ip as the registers have it, checked to be the record's (or its chain's first frame) and
+/// where `stack` starts.
+fn trap_ip(h: &HitRecord, stack: &[u64]) -> u64 {
+    let ip = h.regs.expect("registers")[crate::perf::hit_record::reg::IP];
+    assert_eq!(
+        h.ip,
+        Some(ip),
+        "the record's ip, or its chain's first frame"
+    );
+    assert_eq!(stack.first(), Some(&ip), "the stack starts at the trap ip");
+    ip
+}
+
 #[test]
 #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
 fn a_kernel_writer_gets_its_kernel_stack_and_the_user_stack_that_called_it() {
@@ -304,18 +318,8 @@ fn a_kernel_writer_gets_its_kernel_stack_and_the_user_stack_that_called_it() {
     );
     for (_, h) in &hits {
         assert!(h.flags & USER_MODE == 0, "written by the kernel");
-        let ip = h.regs.expect("registers")[crate::perf::hit_record::reg::IP];
-        assert_eq!(
-            h.ip,
-            Some(ip),
-            "the record's ip, or its chain's first frame"
-        );
+        let ip = trap_ip(h, &h.kernel_stack);
         assert!(ip >= 1 << 63, "a kernel trap ip: 0x{ip:x}");
-        assert_eq!(
-            h.kernel_stack.first(),
-            Some(&ip),
-            "the kernel stack starts at the trap"
-        );
         assert!(
             h.kernel_stack.len() >= 3,
             "read's path: {:x?}",
@@ -344,7 +348,7 @@ fn the_programs_user_stack_walk_gives_the_kernels_frames() {
         return;
     };
     let addr = TARGET.as_ptr() as u64;
-    let stacks = |parts: &dyn Instrument| {
+    let stacks = |parts: Variant| {
         let (hits, _) = watch_during_parts(addr, parts, |_, _| {
             for v in 0..5 {
                 store(v);
@@ -355,8 +359,8 @@ fn the_programs_user_stack_walk_gives_the_kernels_frames() {
             .map(|(_, h)| h.user_stack)
             .collect::<Vec<_>>()
     };
-    let own = stacks(&Plain);
-    let kernel = stacks(&Variant {
+    let own = stacks(Variant::default());
+    let kernel = stacks(Variant {
         kernel_user_walk: true,
         ..Variant::default()
     });
@@ -428,14 +432,7 @@ fn a_thread_covered_by_two_events_has_each_store_reported_once() {
     }
     const STORES: u64 = 1000;
     let addr = TARGET.as_ptr() as u64;
-    let watch = Watch {
-        label: "TARGET".into(),
-        addr,
-        len: 8,
-        access: Access::Write,
-        module: None,
-        per_cpu: None,
-    };
+    let watch = target_watch(addr);
     let kind = HitKind {
         processes: false,
         written: true,

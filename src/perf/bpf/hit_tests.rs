@@ -17,7 +17,7 @@ use crate::perf::hit_record::{decode, split_chain, HitRecord, Layout, CGROUP_KNO
 use crate::perf::hit_record::{CHAIN_ID, COMM_KNOWN, IP_IN_CHAIN, OLDS, USER_MODE, VALUES};
 use crate::perf::hit_record::{INSN_KNOWN, OLD_KNOWN, REGS_KNOWN, VALUE_KNOWN};
 
-const TOTALS: TotalsMaps = TotalsMaps {
+pub(super) const TOTALS: TotalsMaps = TotalsMaps {
     chains: 20,
     counts: 21,
     values: Some(23),
@@ -25,7 +25,7 @@ const TOTALS: TotalsMaps = TotalsMaps {
     limit: None,
 };
 /// A process watch's maps, as `HitPrograms` makes them for `--value`.
-const MAPS: HitMaps = HitMaps {
+pub(super) const MAPS: HitMaps = HitMaps {
     emitters: 3,
     olds: 4,
     olds_by_tgid: Some(6),
@@ -49,7 +49,11 @@ const RET1: u64 = 0x40_3000;
 /// The 16 bytes that end at the trap ip.
 const CODE: [u8; 16] = *b"0123456789abcdef";
 
-fn spec<'a>(filter: &'a Filter, condition: Option<&'a Condition>, value: bool) -> HitSpec<'a> {
+pub(super) fn spec<'a>(
+    filter: &'a Filter,
+    condition: Option<&'a Condition>,
+    value: bool,
+) -> HitSpec<'a> {
     HitSpec {
         len: 8,
         read_value: value,

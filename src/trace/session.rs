@@ -361,7 +361,8 @@ impl<'a, O: Output> Session<'a, O> {
         };
         self.rings.close_all();
         // A CPU never armed since it came online was unwatched to the end.
-        for (cpu, ns) in self.cpus.end(sys::monotonic_ns()) {
+        let end = self.rings.events().watched_time(sys::monotonic_ns());
+        for (cpu, ns) in self.cpus.end(end) {
             self.stream.note_unwatched(cpu, ns);
         }
         self.stream.take_error()?;
@@ -560,6 +561,10 @@ impl<O: Output> Rings for Turn<'_, '_, O> {
 impl<O: Output> Arming for Turn<'_, '_, O> {
     fn watching(&self) -> bool {
         self.rings.events().enabled()
+    }
+
+    fn watched_time(&self, t: u64) -> u64 {
+        self.rings.events().watched_time(t)
     }
 
     fn cpu_armed(&self, cpu: u32) -> bool {

@@ -40,6 +40,7 @@ pub(crate) mod symbolize;
 pub(crate) mod tasks;
 pub(crate) mod totals;
 pub(crate) mod unload;
+pub(crate) mod wakes;
 pub(crate) mod watched;
 
 #[cfg(test)]

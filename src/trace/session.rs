@@ -36,6 +36,7 @@ use crate::report::cgroup::CgroupNames;
 use crate::report::{Covered, DumpTrigger, Output, StopReason, StreamEvent, Summary};
 use crate::trace::comm::Comms;
 use crate::trace::context::{Marks, ProcessMemory, Rings};
+use crate::trace::deadline;
 use crate::trace::events;
 use crate::trace::flight::{self, Recorder, Turning};
 use crate::trace::hotplug::{Arming, Changes, Follow, Hotplug};
@@ -299,8 +300,10 @@ impl<'a, O: Output> Session<'a, O> {
             .limits
             .duration
             .map(|d| sys::monotonic_ns().saturating_add(d.as_nanos() as u64));
+        // A write waiting for a stalled reader looks at the deadline too.
+        deadline::set(deadline);
         let ran = wakes::run(&mut self, deadline);
-        let stop = wakes::end(&mut self, ran)?;
+        let stop = wakes::end(&mut self, ran, deadline)?;
         let summary = self.stream.finish(stop, start.elapsed())?;
         if let Some(e) = self.cpus.take_fatal() {
             return Err(e);
@@ -409,6 +412,10 @@ impl<O: Output> Looping for Session<'_, O> {
 
 /// The end's view of the session: the rings, the stream and the CPUs followed.
 impl<O: Output> Ending for Session<'_, O> {
+    fn now(&self) -> u64 {
+        sys::monotonic_ns()
+    }
+
     fn disable(&mut self) {
         self.rings.events().disable_all();
     }

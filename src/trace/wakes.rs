@@ -178,6 +178,8 @@ fn turn(
 
 /// The session at the end of the run, as its end sees it.
 pub trait Ending {
+    /// CLOCK_MONOTONIC now, in ns (the deadline's clock).
+    fn now(&self) -> u64;
     /// Disables every event: nothing more is written into the rings.
     fn disable(&mut self);
     /// Closes every event (what they hold is no longer read).
@@ -197,10 +199,15 @@ pub trait Ending {
     fn use_totals(&mut self);
 }
 
-/// Ends the run that `ran` (the loop's result): every event disabled on every path; on an error, closed
-/// and the error returned; otherwise what the rings hold printed by how the run ended, the events closed,
-/// the unwatched CPUs noted and the totals taken. The stop reason the summary names.
-pub fn end(ctx: &mut impl Ending, ran: Result<StopReason>) -> Result<StopReason> {
+/// Ends the run that `ran` (the loop's result; `deadline` is `--duration`'s end): every event disabled
+/// on every path; on an error, closed and the error returned; otherwise what the rings hold printed by
+/// how the run ended, the events closed, the unwatched CPUs noted and the totals taken. The stop reason
+/// the summary names.
+pub fn end(
+    ctx: &mut impl Ending,
+    ran: Result<StopReason>,
+    deadline: Option<u64>,
+) -> Result<StopReason> {
     ctx.disable();
     let stop = match ran {
         Ok(stop) => stop,
@@ -209,17 +216,15 @@ pub fn end(ctx: &mut impl Ending, ran: Result<StopReason>) -> Result<StopReason>
             return Err(e);
         }
     };
-    // An output whose reader read nothing gave way to a stop signal (`cli::gives_way`): the run ends as
-    // a closed output ends it, nothing more written, and the signal is why.
     let gave_way = match stop {
-        StopReason::BrokenPipe => ctx.pending_signal().filter(|&sig| sig != DUMP_SIGNAL),
+        StopReason::BrokenPipe => gave_way_to(ctx, deadline),
         _ => None,
     };
     let stop = ctx.print_rest(stop);
     let stop = match gave_way {
-        Some(sig) => {
+        Some(why) => {
             ctx.output_not_read();
-            StopReason::Signal(sig)
+            why
         }
         None => stop,
     };
@@ -228,6 +233,18 @@ pub fn end(ctx: &mut impl Ending, ran: Result<StopReason>) -> Result<StopReason>
     ctx.take_error()?;
     ctx.use_totals();
     Ok(stop)
+}
+
+/// What a closed output gave way to, if anything: an output whose reader read nothing gives way to a
+/// stop signal, or to the deadline passed (`cli::gives_way`, [`crate::trace::deadline`]); the run then
+/// ends as a closed output ends it, nothing more written, and the signal or the deadline is why. A
+/// pending stop signal is that signal; otherwise a deadline passed is the duration.
+fn gave_way_to(ctx: &mut impl Ending, deadline: Option<u64>) -> Option<StopReason> {
+    if let Some(sig) = ctx.pending_signal().filter(|&sig| sig != DUMP_SIGNAL) {
+        return Some(StopReason::Signal(sig));
+    }
+    let passed = deadline.is_some_and(|d| crate::trace::deadline::passed_at(d, ctx.now()));
+    passed.then_some(StopReason::Duration)
 }
 
 #[cfg(test)]
@@ -542,6 +559,7 @@ mod tests {
     /// The end as it was asked for, in order.
     #[derive(Default)]
     struct End {
+        now: u64,
         /// A signal pending at the end.
         signal: Option<u32>,
         /// What printing the rest meets (the output closed, `--count` met), if anything.
@@ -551,6 +569,10 @@ mod tests {
     }
 
     impl Ending for End {
+        fn now(&self) -> u64 {
+            self.now
+        }
+
         fn disable(&mut self) {
             self.calls.push("disable".into());
         }
@@ -596,33 +618,31 @@ mod tests {
         }
     }
 
+    /// What the end asks after printing the rest, in order.
+    const AFTER_REST: [&str; 4] = ["close", "unwatched", "error", "totals"];
+
     /// Every end disables the events first; then the rings' rest is printed (or counted) by how the run
     /// ended, the events closed, the CPUs unwatched to the end noted and the totals taken.
     #[test]
     fn the_end_prints_the_rest_then_closes_and_takes_the_totals() {
         let mut e = End::default();
         assert_eq!(
-            end(&mut e, Ok(StopReason::Duration)).unwrap(),
+            end(&mut e, Ok(StopReason::Duration), None).unwrap(),
             StopReason::Duration
         );
-        assert_eq!(
-            e.calls(),
-            [
-                "disable",
-                "print rest: duration reached",
-                "close",
-                "unwatched",
-                "error",
-                "totals"
-            ]
-        );
+        let want = [
+            &["disable", "print rest: duration reached"][..],
+            &AFTER_REST,
+        ]
+        .concat();
+        assert_eq!(e.calls(), want);
         // `--count` met in what was left: that is why the run ended.
         let mut e = End {
             rest: Some(StopReason::Count),
             ..End::default()
         };
         assert_eq!(
-            end(&mut e, Ok(StopReason::Signal(2))).unwrap(),
+            end(&mut e, Ok(StopReason::Signal(2)), None).unwrap(),
             StopReason::Count
         );
     }
@@ -631,7 +651,7 @@ mod tests {
     #[test]
     fn an_error_closes_the_events_and_prints_nothing() {
         let mut e = End::default();
-        assert!(end(&mut e, Err(Error::runtime("epoll_wait"))).is_err());
+        assert!(end(&mut e, Err(Error::runtime("epoll_wait")), None).is_err());
         assert_eq!(e.calls(), ["disable", "close"]);
     }
 
@@ -642,17 +662,13 @@ mod tests {
             write_error: true,
             ..End::default()
         };
-        assert!(end(&mut e, Ok(StopReason::Duration)).is_err());
-        assert_eq!(
-            e.calls(),
-            [
-                "disable",
-                "print rest: duration reached",
-                "close",
-                "unwatched",
-                "error"
-            ]
-        );
+        assert!(end(&mut e, Ok(StopReason::Duration), None).is_err());
+        let want = [
+            &["disable", "print rest: duration reached"][..],
+            &AFTER_REST[..3],
+        ]
+        .concat();
+        assert_eq!(e.calls(), want);
     }
 
     /// A closed output with a stop signal pending: the output gave way to the signal (its reader read
@@ -663,27 +679,21 @@ mod tests {
             signal: Some(SIGTERM),
             ..End::default()
         };
-        let stop = end(&mut e, Ok(StopReason::BrokenPipe)).unwrap();
+        let stop = end(&mut e, Ok(StopReason::BrokenPipe), None).unwrap();
         assert_eq!(stop, StopReason::Signal(SIGTERM));
-        assert_eq!(
-            e.calls(),
-            [
-                "disable",
-                "signal",
-                "print rest: output closed",
-                "output not read",
-                "close",
-                "unwatched",
-                "error",
-                "totals"
-            ]
-        );
+        let gave_way = [
+            "disable",
+            "signal",
+            "print rest: output closed",
+            "output not read",
+        ];
+        assert_eq!(e.calls(), [&gave_way[..], &AFTER_REST].concat());
         for signal in [None, Some(DUMP_SIGNAL)] {
             let mut e = End {
                 signal,
                 ..End::default()
             };
-            let stop = end(&mut e, Ok(StopReason::BrokenPipe)).unwrap();
+            let stop = end(&mut e, Ok(StopReason::BrokenPipe), None).unwrap();
             assert_eq!(stop, StopReason::BrokenPipe);
             assert!(!e.calls.iter().any(|c| c == "output not read"));
         }
@@ -693,10 +703,41 @@ mod tests {
             ..End::default()
         };
         assert_eq!(
-            end(&mut e, Ok(StopReason::Exited)).unwrap(),
+            end(&mut e, Ok(StopReason::Exited), None).unwrap(),
             StopReason::Exited
         );
         assert!(!e.calls.iter().any(|c| c == "signal"));
+    }
+
+    /// A closed output past the deadline, no stop signal pending: the output gave way to the deadline
+    /// (its reader read nothing, `ksymwatch ... --duration 2 | (sleep 30; cat)`), and the duration is
+    /// why the run ended. Before the deadline it was closed; a stop signal pending is why before either.
+    #[test]
+    fn a_closed_output_past_the_deadline_gave_way_to_it() {
+        let deadline = Some(2_000 * MS);
+        let ended = |now: u64, signal: Option<u32>| {
+            let mut e = End {
+                now,
+                signal,
+                ..End::default()
+            };
+            let stop = end(&mut e, Ok(StopReason::BrokenPipe), deadline).unwrap();
+            let not_read = e.calls.iter().any(|c| c == "output not read");
+            (stop, not_read)
+        };
+        assert_eq!(ended(2_000 * MS, None), (StopReason::Duration, true));
+        assert_eq!(ended(1_999 * MS, None), (StopReason::BrokenPipe, false));
+        assert_eq!(
+            ended(2_000 * MS, Some(SIGTERM)),
+            (StopReason::Signal(SIGTERM), true)
+        );
+        // The deadline only ever ends a run that has one.
+        let mut e = End {
+            now: u64::MAX,
+            ..End::default()
+        };
+        let stop = end(&mut e, Ok(StopReason::BrokenPipe), None).unwrap();
+        assert_eq!(stop, StopReason::BrokenPipe);
     }
 
     /// Each source has its own token, and a token names its source back; the watched processes' follow

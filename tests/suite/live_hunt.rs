@@ -213,26 +213,44 @@ fn task_records(per_cpu: usize) {
 live_test!(a_stop_signal_ends_a_run_whose_reader_reads_nothing, {
     let w = Writer::spinning(0);
     for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
-        let mut t = Tracer::start(&["write", &w.target(), "--no-status"]);
+        let t = Tracer::start(&["write", &w.target(), "--no-status"]);
         // Nothing is read past `# armed`: a hit every ~200 us fills the 64 KiB pipe within a second.
         std::thread::sleep(Duration::from_millis(1500));
         t.signal(sig);
         let signalled = Instant::now();
-        let status = wait_within(&mut t.child, Duration::from_secs(20));
-        let took = signalled.elapsed();
-        let mut err = String::new();
-        if let Some(mut e) = t.child.stderr.take() {
-            e.read_to_string(&mut err).expect("ksymwatch's stderr");
-        }
-        assert_eq!(status.code(), Some(0), "{name} after {took:?}: {err}");
-        assert!(
-            took < Duration::from_secs(5),
-            "{name}: ended after {took:?}: {err}"
-        );
-        assert!(err.contains(&format!("stopped: signal {name}")), "{err}");
-        assert!(err.contains("not printed (output not read)"), "{err}");
+        let stopped = format!("signal {name}");
+        ends_unread(t, signalled, Duration::from_secs(5), &stopped);
     }
 });
+
+// `ksymwatch write ADDR --duration 2 | (sleep 30; cat)`: the pipe filled within a second, the loop's write
+// waited for the reader, and the run went on past its deadline, holding its debug registers, until the
+// reader read. A write waiting for a reader now gives way to the deadline as to a stop signal: the run
+// ends at its duration, saying so and that the hits it did not print were not read.
+live_test!(a_duration_ends_a_run_whose_reader_reads_nothing, {
+    let w = Writer::spinning(0);
+    let started = Instant::now();
+    let target = w.target();
+    // Nothing is read past `# armed`: a hit every ~200 us fills the 64 KiB pipe within a second.
+    let t = Tracer::start(&["write", &target, "--no-status", "--duration", "2"]);
+    // A behaviour bound, not a speed target: the reader never reads.
+    ends_unread(t, started, Duration::from_secs(20), "duration reached");
+});
+
+/// `t`, its stdout never read, ends by itself (exit code 0) within `bound` of `since`, `stopped` as it
+/// says why, and the hits it did not print not read (killed after a minute).
+fn ends_unread(mut t: Tracer, since: Instant, bound: Duration, stopped: &str) {
+    let status = wait_within(&mut t.child, Duration::from_secs(60));
+    let took = since.elapsed();
+    let mut err = String::new();
+    if let Some(mut e) = t.child.stderr.take() {
+        e.read_to_string(&mut err).expect("ksymwatch's stderr");
+    }
+    assert_eq!(status.code(), Some(0), "{stopped}: after {took:?}: {err}");
+    assert!(took < bound, "{stopped}: ended after {took:?}: {err}");
+    assert!(err.contains(&format!("stopped: {stopped}")), "{err}");
+    assert!(err.contains("not printed (output not read)"), "{err}");
+}
 
 // `ksymwatch write target_var --count 5000 --buffer-pages 1 -- ./writer now 20000 0 | slow-reader`:
 // the writer stored and exited while stdout was blocked, the programs kept exactly 5,000 hits, and the

@@ -161,7 +161,7 @@ pub struct WatchArgs {
     /// Run CMD ARGS with the watch armed before its first instruction, on every thread it starts; exit
     /// with its exit status.
     #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    pub command: Vec<std::ffi::OsString>,
     /// Read commands that move or pause the watch while it runs, one a line, from FIFO (created if
     /// absent) or `-` (stdin): `watch TARGET[/LEN] [w|rw]`, `off`, `on`. Each is acknowledged in the stream.
     #[arg(long, value_name = "FIFO")]
@@ -369,5 +369,28 @@ mod tests {
             realtime.contains("SCHED_FIFO") && realtime.contains("`off`"),
             "{realtime}"
         );
+    }
+
+    /// The launched command's words are any bytes the shell gives (a Latin-1 file name, a raw byte for
+    /// `printf`), kept as they are for exec: they used to be refused ("invalid UTF-8 was detected").
+    #[test]
+    fn a_launched_commands_words_need_not_be_utf8() {
+        use std::ffi::OsString;
+        use std::os::unix::ffi::OsStringExt;
+
+        use clap::Parser;
+
+        let raw = OsString::from_vec(b"caf\xe9.txt".to_vec());
+        let line: Vec<OsString> = ["ksymwatch", "write", "counter", "--", "cat"]
+            .into_iter()
+            .map(OsString::from)
+            .chain([raw.clone()])
+            .collect();
+        let cli = Cli::try_parse_from(line).unwrap_or_else(|e| panic!("{e}"));
+        let super::Command::Write(args) = cli.command else {
+            panic!("not write");
+        };
+        let words: Vec<&std::ffi::OsStr> = args.command.iter().map(|w| w.as_ref()).collect();
+        assert_eq!(words, [OsString::from("cat"), raw]);
     }
 }

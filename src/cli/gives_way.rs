@@ -4,15 +4,17 @@
 //! holds, whatever SIGTERM or Ctrl-C said, until the reader read again or went away.
 //!
 //! So a write to anything but a regular file waits for room in slices, looking between them for a
-//! pending stop signal; one that comes while no room does ends the output as a reader that went away
-//! ends it (`BrokenPipe`: nothing more is written there, the run ends, and the session names the signal
-//! as the reason, see `Session::run`). With room, a pipe takes `PIPE_BUF` bytes without blocking, so no
+//! pending stop signal or `--duration`'s deadline passed ([`deadline`]); either coming while no room
+//! does ends the output as a reader that went away ends it (`BrokenPipe`: nothing more is written there,
+//! the run ends, and the session names the signal or the duration as the reason, see
+//! `trace::wakes::end`). With room, a pipe takes `PIPE_BUF` bytes without blocking, so no
 //! write blocks longer than a reader that reads.
 
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 
 use crate::perf::sys;
+use crate::trace::deadline;
 
 /// How long one wait for room lasts before the stop signals are looked at again.
 const SLICE_MS: i32 = 50;
@@ -25,9 +27,9 @@ pub struct GivesWay<W> {
     inner: W,
     /// Not a regular file: a write there can wait for a reader.
     waits: bool,
-    /// A stop signal came while it had no room: nothing more is written.
+    /// A stop signal or the deadline came while it had no room: nothing more is written.
     gave_way: bool,
-    /// Whether a stop signal is pending ([`sys::stop_signal_pending`]; a test's stand-in).
+    /// Whether the run is to stop ([`stop_due`]; a test's stand-in).
     pending: fn() -> bool,
 }
 
@@ -39,16 +41,21 @@ impl<W: Write + AsFd> GivesWay<W> {
             inner,
             waits,
             gave_way: false,
-            pending: sys::stop_signal_pending,
+            pending: stop_due,
         }
     }
 
     fn gone() -> io::Error {
         io::Error::new(
             io::ErrorKind::BrokenPipe,
-            "a stop signal came while the output's reader read nothing",
+            "a stop signal or the deadline came while the output's reader read nothing",
         )
     }
+}
+
+/// A stop signal is pending, or the run's deadline has passed.
+fn stop_due() -> bool {
+    sys::stop_signal_pending() || deadline::passed()
 }
 
 impl<W: Write + AsFd> Write for GivesWay<W> {

@@ -1,5 +1,7 @@
 //! Launch mode's command as the plan takes it: the tracer's [`Launched`], started under ptrace.
 
+use std::ffi::OsString;
+
 use crate::config::plan::Launch;
 use crate::error::Result;
 use crate::trace::launch::Launched;
@@ -23,6 +25,6 @@ impl Launch for Launched {
 }
 
 /// Starts `argv` stopped at its exec.
-pub fn start(argv: &[String]) -> Result<Box<dyn Launch>> {
+pub fn start(argv: &[OsString]) -> Result<Box<dyn Launch>> {
     Ok(Box::new(Launched::start(argv)?))
 }

@@ -146,7 +146,7 @@ mod tests {
     #[test]
     fn a_command_after_dashes() {
         let r = request(&["ksymwatch", "write", "counter", "--", "./app", "-v"]);
-        assert_eq!(r.command, Some(vec!["./app".to_string(), "-v".to_string()]));
+        assert_eq!(r.command, Some(vec!["./app".into(), "-v".into()]));
         let r = request(&["ksymwatch", "write", "counter", "--"]);
         assert_eq!(r.command, Some(Vec::new()));
         let r = request(&["ksymwatch", "write", "counter", "--folded"]);

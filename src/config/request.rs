@@ -17,8 +17,9 @@ pub struct WatchRequest {
     pub targets: Vec<String>,
     /// `-p PID`, as given (a thread id, a repeated pid: the plan sorts them out).
     pub pids: Vec<u32>,
-    /// `-- CMD ARGS`: `Some` with an empty command for a bare trailing `--`.
-    pub command: Option<Vec<String>>,
+    /// `-- CMD ARGS`: `Some` with an empty command for a bare trailing `--`. Any bytes but NUL, as the
+    /// shell gave them: the command's words are passed to exec unchanged, never read as text.
+    pub command: Option<Vec<std::ffi::OsString>>,
     /// `--cpus LIST`, unparsed.
     pub cpus: Option<String>,
     /// `--on SOURCE`, unparsed.

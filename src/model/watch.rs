@@ -101,6 +101,12 @@ impl Watch {
     pub fn covers(&self, addr: u64) -> bool {
         addr == self.addr || self.copy_at(addr).is_some()
     }
+
+    /// Whether `other` watches the same bytes the same way, whatever its label: a store there traps both.
+    pub fn same_bytes(&self, other: &Watch) -> bool {
+        (self.addr, self.len, self.access, &self.per_cpu)
+            == (other.addr, other.len, other.access, &other.per_cpu)
+    }
 }
 
 /// The first two of `watches` (their indexes, in order) that watch the same bytes the same way: each
@@ -110,9 +116,7 @@ pub fn same_twice(watches: &[Watch]) -> Option<(usize, usize)> {
     watches.iter().enumerate().find_map(|(j, w)| {
         watches[..j]
             .iter()
-            .position(|v| {
-                (v.addr, v.len, v.access, &v.per_cpu) == (w.addr, w.len, w.access, &w.per_cpu)
-            })
+            .position(|v| v.same_bytes(w))
             .map(|i| (i, j))
     })
 }

@@ -3,7 +3,8 @@
 //!
 //! One command a line:
 //! - `watch TARGET[/LEN] [w|rw]`: move the watch to TARGET (resolved as on the command line; the access
-//!   defaults to the command's, `write` or `rw`; a `(struct TYPE)` cast's space is part of the target);
+//!   defaults to the command's, `write` or `rw`; a `(struct TYPE)` cast's space is part of the target;
+//!   the bytes already watched the same way are left as they are, the line marked [`UNCHANGED`]);
 //! - `off`, `on`: disable and re-enable the watch, keeping every debug register;
 //! - blank lines and lines starting with `#` are ignored.
 //!
@@ -78,7 +79,7 @@ pub fn parse(line: &str) -> std::result::Result<Option<Command>, String> {
 }
 
 /// The `control_refused` kind of a line that would change nothing: `off` of a watch already off, `on` of
-/// one already on ([`already`]).
+/// one already on ([`already`]), `watch` of the bytes already watched the same way.
 pub const UNCHANGED: &str = "unchanged";
 
 /// Why switching the watch `on` (or off) changes nothing when it is `enabled` (or not): the reason its

@@ -208,6 +208,38 @@ impl Tracked {
     }
 }
 
+/// The time the watch has spent switched off (`--control off`). Time the user chose not to watch is not
+/// time a CPU went unwatched against their wish: hotplug's unwatched spans are measured on
+/// [`OffClock::watched`], which stands still while the watch is off.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OffClock {
+    /// Off since then.
+    since: Option<u64>,
+    /// The off spans that ended.
+    total: u64,
+}
+
+impl OffClock {
+    /// The watch goes off at `now` (no change if it is off).
+    pub fn off(&mut self, now: u64) {
+        self.since.get_or_insert(now);
+    }
+
+    /// The watch goes on at `now` (no change if it is on).
+    pub fn on(&mut self, now: u64) {
+        if let Some(since) = self.since.take() {
+            self.total += now.saturating_sub(since);
+        }
+    }
+
+    /// `t` less the time spent off before it: exact for a `t` after the last switch (the spans are not
+    /// kept), as a hotplug change's times are, a few milliseconds old at most.
+    pub fn watched(&self, t: u64) -> u64 {
+        let current = self.since.map_or(0, |s| t.saturating_sub(s));
+        t.saturating_sub(self.total + current)
+    }
+}
+
 pub struct EventSet {
     /// What each target index watches now (`--control` moves them).
     watches: Vec<Watch>,
@@ -215,6 +247,8 @@ pub struct EventSet {
     retired: Vec<Watch>,
     /// `--control off` disabled every event; CPUs that come online meanwhile are armed disabled too.
     enabled: bool,
+    /// How long the watch has been off, for time that counts as unwatched ([`EventSet::watched_time`]).
+    off: OffClock,
     /// Targets whose events were closed for good ([`EventSet::close_watch`]), by index.
     closed: Vec<bool>,
     cfg: EventConfig,
@@ -287,6 +321,7 @@ impl EventSet {
             watches: watches.to_vec(),
             retired: Vec::new(),
             enabled: true,
+            off: OffClock::default(),
             closed: vec![false; watches.len()],
             cfg,
             scope,
@@ -342,6 +377,11 @@ impl EventSet {
 
     pub fn enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// `t` on a clock that stands still while the watch is switched off ([`OffClock`]).
+    pub fn watched_time(&self, t: u64) -> u64 {
+        self.off.watched(t)
     }
 
     /// The hit programs emit every hit (with its writer's name): the hit path.
@@ -468,6 +508,7 @@ impl EventSet {
     /// Enables every event (`--control on`, or after a retarget when the watch is on).
     pub fn enable(&mut self) -> Result<(), OpenError> {
         self.enabled = true;
+        self.off.on(sys::monotonic_ns());
         self.by_cpu
             .values()
             .flatten()
@@ -477,6 +518,7 @@ impl EventSet {
     /// `--control off`: every event disabled, each keeping its debug register.
     pub fn pause(&mut self) {
         self.enabled = false;
+        self.off.off(sys::monotonic_ns());
         self.disable_all();
     }
 

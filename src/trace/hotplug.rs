@@ -257,6 +257,9 @@ pub trait Arming: Rings {
     fn open_cpu(&mut self, cpu: u32) -> Result<(), OpenError>;
     /// Whether the watch is on (not `--control off`): a CPU's fresh events are enabled.
     fn watching(&self) -> bool;
+    /// `t` on a clock that stands still while the watch is switched off: the unwatched time is counted
+    /// on it, since time the user switched off is not a CPU missed.
+    fn watched_time(&self, t: u64) -> u64;
 }
 
 /// The session's side of CPU hotplug: brings the armed set in line with the [`Changes`] the uevents and
@@ -299,7 +302,7 @@ impl Follow {
     /// `cpu` went offline: whatever it wrote before it left is still in its ring, printed before the mark;
     /// its counters freeze where they were.
     fn offline(&mut self, cpu: u32, ctx: &mut impl Arming) -> Option<StopReason> {
-        if let Some(ns) = self.unwatched.offline(cpu, ctx.now()) {
+        if let Some(ns) = self.unwatched.offline(cpu, ctx.watched_time(ctx.now())) {
             *self.unwatched_ns.entry(cpu).or_default() += ns;
         }
         if !ctx.close_cpu(cpu) {
@@ -324,10 +327,14 @@ impl Follow {
         }
         let open_start = ctx.now();
         let seen = uevent_ns.unwrap_or(open_start);
+        let seen_watched = ctx.watched_time(seen);
         let event = match ctx.open_cpu(cpu) {
             Ok(()) => {
                 let now = ctx.now();
-                *self.unwatched_ns.entry(cpu).or_default() += self.unwatched.armed(cpu, seen, now);
+                let window = self
+                    .unwatched
+                    .armed(cpu, seen_watched, ctx.watched_time(now));
+                *self.unwatched_ns.entry(cpu).or_default() += window;
                 StreamEvent::CpuOnline {
                     cpu,
                     after_uevent_ns: uevent_ns.map(|t| now.saturating_sub(t)),
@@ -339,7 +346,7 @@ impl Follow {
             Err(e) if e.stage == Stage::Open && e.err.raw_os_error() == Some(libc::ENODEV) => {
                 return None
             }
-            Err(e) => self.arm_failed(cpu, seen, &e, ctx)?,
+            Err(e) => self.arm_failed(cpu, seen_watched, &e, ctx)?,
         };
         let now = ctx.now();
         if let Some(stop) = ctx.emit(&event, now) {
@@ -349,7 +356,8 @@ impl Follow {
         self.fatal.as_ref().map(|_| StopReason::StrictHotplug(cpu))
     }
 
-    /// A CPU came online (first seen at `seen`) and could not be armed: unwatched from then on, marked once
+    /// A CPU came online (first seen at `seen`, on the watched clock) and could not be armed: unwatched from
+    /// then on, marked once
     /// in the stream (and on stderr) and retried on every reconcile; `None` when it was already marked.
     /// With --strict-hotplug the mark is also the end: the failure is kept for [`Follow::take_fatal`].
     fn arm_failed(
@@ -374,13 +382,15 @@ impl Follow {
         self.fatal.take()
     }
 
-    /// The run ends at `now`: the time each CPU went unwatched, those never armed since they came online
-    /// unwatched to the end.
+    /// The run ends at `now` (on [`Arming::watched_time`]'s clock): the time each CPU went unwatched, those
+    /// never armed since they came online unwatched to the end.
     pub fn end(&mut self, now: u64) -> BTreeMap<u32, u64> {
         let mut out = std::mem::take(&mut self.unwatched_ns);
         for (cpu, ns) in self.unwatched.end(now) {
             *out.entry(cpu).or_default() += ns;
         }
+        // Spans spent wholly switched off: nothing was missed there.
+        out.retain(|_, &mut ns| ns > 0);
         out
     }
 }
@@ -401,6 +411,7 @@ pub(crate) fn uevent(parts: &[&str]) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::trace::context::fake::{through_log, Log};
+    use crate::trace::events::OffClock;
 
     use super::uevent as msg;
 
@@ -518,6 +529,8 @@ mod tests {
         refuse: BTreeMap<u32, i32>,
         /// `--control off`.
         off: bool,
+        /// The time the watch was switched off.
+        clock: OffClock,
     }
 
     impl Cpus {
@@ -533,6 +546,7 @@ mod tests {
                 armed: set(armed),
                 refuse: BTreeMap::new(),
                 off: false,
+                clock: OffClock::default(),
             }
         }
     }
@@ -567,6 +581,10 @@ mod tests {
 
         fn watching(&self) -> bool {
             !self.off
+        }
+
+        fn watched_time(&self, t: u64) -> u64 {
+            self.clock.watched(t)
         }
     }
 
@@ -639,6 +657,34 @@ mod tests {
             ),
             "{:?}",
             ctx.log.events
+        );
+    }
+
+    /// Time the user switched the watch off is not unwatched time: a CPU that could not be armed is
+    /// unwatched from its uevent to its arming less the time the watch was off, one back while the watch
+    /// is off is armed (disabled) with nothing missed, and one that cannot be armed while it is off
+    /// misses nothing either until the watch is on. (The off time was added to the summary's `unwatched` and its warning that stores
+    /// there were not counted.)
+    #[test]
+    fn time_switched_off_is_not_unwatched() {
+        let (mut ctx, mut f) = refusing_cpu1(libc::EBUSY, false);
+        ctx.log.now = 1_000;
+        assert_eq!(f.apply(&online(&[1], Some(100)), &mut ctx), None);
+        ctx.clock.off(2_000);
+        ctx.clock.on(4_500);
+        ctx.refuse.clear();
+        ctx.log.now = 5_000;
+        // Armed at 6 µs (the open takes 1 µs): 5.9 µs since the uevent, 2.5 of them off.
+        assert_eq!(f.apply(&online(&[1], None), &mut ctx), None);
+        ctx.off = true;
+        ctx.clock.off(7_000);
+        ctx.log.now = 8_000;
+        assert_eq!(f.apply(&online(&[2], Some(7_500)), &mut ctx), None);
+        ctx.refuse.insert(3, libc::EBUSY);
+        assert_eq!(f.apply(&online(&[3], Some(7_600)), &mut ctx), None);
+        assert_eq!(
+            f.end(ctx.watched_time(20_000)),
+            BTreeMap::from([(1, 5_900 - 2_500)])
         );
     }
 

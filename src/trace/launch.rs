@@ -4,6 +4,7 @@
 //! thread list to read and no race), then it is let go. Creating the watch before any thread exists
 //! is what makes it cover every thread without a race.
 
+use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command};
 
@@ -22,12 +23,14 @@ pub struct Launched {
 }
 
 impl Launched {
-    /// Starts `argv` stopped at its exec.
-    pub fn start(argv: &[String]) -> Result<Launched> {
+    /// Starts `argv` stopped at its exec. Its words go to exec as given, any bytes but NUL: a file name
+    /// or an argument need not be UTF-8 (only the messages here show them lossily).
+    pub fn start(argv: &[OsString]) -> Result<Launched> {
         let (program, args) = argv
             .split_first()
             .ok_or_else(|| Error::usage("`--` must be followed by a command to run"))?;
         let mut cmd = Command::new(program);
+        let program = program.to_string_lossy();
         cmd.args(args);
         // SAFETY: the closure runs in the child between fork and exec and makes one raw system call
         // (ptrace), which is async-signal-safe; it touches no lock or allocation.

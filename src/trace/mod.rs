@@ -1,6 +1,8 @@
 //! The running session: the loop that ties the armed events' rings to signals, the deadline and CPU
 //! hotplug, and wires the parts below (`session`); what every part asks of it, faked in their tests
-//! (`context`); the released records applied and printed (`stream`); its wake-up policy (`pace`); the armed event set
+//! (`context`); the loop's decisions, which wake goes to which part and when the run stops (`wakes`); the
+//! released records applied and printed (`stream`); its wake-up policy (`pace`); `--duration`'s end where a
+//! stalled write sees it (`deadline`); the armed event set
 //! that owns every descriptor and ring (`events`); the merge of records from all rings in timestamp order
 //! (`sorter`); the two as one drain → order pipeline (`pipeline`); following CPUs as they come and go ([`hotplug`]); the task tracker applying task records
 //! to names and user-space maps (`tasks`), over naming tasks (`comm`) and letting go of what exited tasks
@@ -21,6 +23,7 @@
 pub(crate) mod comm;
 pub(crate) mod context;
 pub(crate) mod control;
+pub(crate) mod deadline;
 pub(crate) mod events;
 pub(crate) mod exited;
 pub(crate) mod flight;
@@ -40,6 +43,7 @@ pub(crate) mod symbolize;
 pub(crate) mod tasks;
 pub(crate) mod totals;
 pub(crate) mod unload;
+pub(crate) mod wakes;
 pub(crate) mod watched;
 
 #[cfg(test)]

@@ -223,6 +223,9 @@ fn move_watch(
     watch: Watch,
     ctx: &mut impl Steering,
 ) -> Option<StopReason> {
+    if let Some((reason, kind)) = watched_already(ctx.watches(), index, &watch) {
+        return refuse(line, reason, kind, index, ctx);
+    }
     if let Some(reason) = ctx.cannot_move(index, &watch) {
         return refuse(line, reason, BAD_TARGET, index, ctx);
     }
@@ -257,6 +260,42 @@ fn move_watch(
         enabled: ctx.enabled(),
     });
     ctx.emit(&event, acked)
+}
+
+/// Why moving target `index` to `watch` is not done when some target already watches those bytes the same
+/// way, and its kind. Target `index` itself: the move would change nothing (it used to re-arm every event
+/// for it), so it is a no-op marked as such, as a second `off` is ([`control::UNCHANGED`]). Another
+/// target: each store there would be reported twice, which the command line refuses too (a target given
+/// twice).
+fn watched_already(
+    watches: &[Watch],
+    index: usize,
+    watch: &Watch,
+) -> Option<(String, &'static str)> {
+    let (at, same) = watches
+        .iter()
+        .enumerate()
+        .find(|(_, w)| w.same_bytes(watch))?;
+    let bytes = format!(
+        "the same {} bytes at 0x{:x}, {}",
+        watch.len,
+        watch.addr,
+        watch.access.letters()
+    );
+    Some(if at == index {
+        (
+            format!("`{}` is already watched ({bytes})", watch.label),
+            control::UNCHANGED,
+        )
+    } else {
+        (
+            format!(
+                "`{}` is already watched as `{}` ({bytes}): each store there would be reported twice",
+                watch.label, same.label
+            ),
+            BAD_TARGET,
+        )
+    })
 }
 
 /// Marks `line` as not applied, naming what target `steers` still watches.
@@ -410,7 +449,8 @@ mod tests {
         };
         assert_eq!(watching, "");
     }
-    /// A session of one watch for [`Moves::apply`]: the watch (`counter`, 8 bytes, in the log), whether
+    /// A session of one watch for [`Moves::apply`]: the watch (`counter`, 8 bytes, read-write, in the
+    /// log: the fake resolver's targets, at its address but for writes, are other bytes), whether
     /// it is on, whether `--value` reads its length, what the kernel refuses, and a log.
     struct Watching {
         log: Log,
@@ -426,7 +466,7 @@ mod tests {
     fn watching() -> Watching {
         Watching {
             log: Log {
-                watches: vec![watch("counter", 0x1000, Access::Write)],
+                watches: vec![watch("counter", 0x1000, Access::ReadWrite)],
                 explain: Some(|e| (format!("cpu {}: no free debug register", e.cpu), "busy")),
                 ..Log::default()
             },
@@ -678,6 +718,52 @@ mod tests {
             ]
         );
         assert!(ctx.enabled);
+    }
+
+    /// A move to the bytes the steered watch already watches the same way changes nothing and says so,
+    /// as a second `off` does (it used to re-arm every event); a move to another target's bytes is
+    /// refused, each store there would be reported twice; the same bytes for another access move.
+    #[test]
+    fn a_move_to_bytes_already_watched_changes_nothing() {
+        let epoll = epoll();
+        let mut ctx = watching();
+        ctx.log
+            .watches
+            .push(watch("other_counter", 0x2000, Access::Write));
+        let twice =
+            "`x` is already watched as `counter` (the same 8 bytes at 0x1000, RW): each store \
+                     there would be reported twice";
+        // (target steered, line, the refusal's reason, kind and what is still watched; `None`: moved)
+        let cases = [
+            (
+                0,
+                "watch 0x1000 rw",
+                Some((
+                    "`0x1000` is already watched (the same 8 bytes at 0x1000, RW)",
+                    control::UNCHANGED,
+                    "counter (0x1000/8)",
+                )),
+            ),
+            (
+                1,
+                "watch x rw",
+                Some((twice, BAD_TARGET, "other_counter (0x2000/8)")),
+            ),
+            (1, "watch x w", None),
+        ];
+        for (steers, line, want) in cases {
+            ctx.log.calls.clear();
+            let mut m = moves_steering("", &epoll, steers);
+            assert_eq!(m.apply(line, &mut ctx), None);
+            match want {
+                Some(want) => {
+                    assert_eq!(ctx.log.calls(), ["emit ControlRefused"], "{line}");
+                    let (reason, kind, still) = refused(&ctx);
+                    assert_eq!((reason.as_str(), kind, still.as_str()), want);
+                }
+                None => assert_eq!(ctx.log.calls()[0], "retarget x", "{line}"),
+            }
+        }
     }
 
     /// A regular file's lines are applied in order as the loop starts.

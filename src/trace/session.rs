@@ -1,19 +1,20 @@
-//! The event loop, and the wiring of the session's parts: one epoll set holding every armed event's
-//! ring, the stop signals, the uevent socket (when following hotplug), the `--control` source, `--on`'s
-//! object rings, the watched processes' pidfds and stdout when the stream goes to a pipe or socket (its
-//! hang-up only, [`reader`]). Each wake is dispatched to the part it concerns:
-//! the rings to the [`Stream`] through the [`Pipeline`] (records in timestamp order across rings; with
-//! `--last`, the flight recorder's triggers, [`flight::turn`]), control lines to [`Moves`], uevents and
-//! the reconcile to [`Follow`] (CPUs) and [`Modules`] (module unloads), object records to [`Objects`],
-//! a pidfd to [`Watched`]; stdout's hang-up ends the run as a closed output. Each part acts on the session through its own narrow trait over the shared
-//! [`Rings`] (the watches, draining, printing, a refusal's words), implemented here by [`Turn`] over the
-//! rings, the stream and the epoll set; what woke the loop is a [`Wake`].
+//! The wiring of the session's parts: one epoll set holding every armed event's ring, the stop signals,
+//! the uevent socket (when following hotplug), the `--control` source, `--on`'s object rings, the
+//! watched processes' pidfds and stdout when the stream goes to a pipe or socket (its hang-up only,
+//! [`reader`]). The loop itself, which wake goes to which part and when the run stops, is [`wakes`],
+//! driven through [`Looping`] and [`Ending`], implemented here over those descriptors. Each wake reaches
+//! the part it concerns: the rings the [`Stream`] through the [`Pipeline`] (records in timestamp order
+//! across rings; with `--last`, the flight recorder's triggers, [`flight::turn`]), control lines
+//! [`Moves`], uevents and the reconcile [`Follow`] (CPUs) and [`Modules`] (module unloads), object
+//! records [`Objects`], a pidfd [`Watched`]. Each part acts on the session through its own narrow trait
+//! over the shared [`Rings`] (the watches, draining, printing, a refusal's words), implemented here by
+//! [`Turn`] over the rings, the stream and the epoll set.
 
 use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ksymwatch_symbols::{LineSource, Origin, UserSymbols};
 
@@ -35,19 +36,20 @@ use crate::report::cgroup::CgroupNames;
 use crate::report::{Covered, DumpTrigger, Output, StopReason, StreamEvent, Summary};
 use crate::trace::comm::Comms;
 use crate::trace::context::{Marks, ProcessMemory, Rings};
+use crate::trace::deadline;
 use crate::trace::events;
 use crate::trace::flight::{self, Recorder, Turning};
 use crate::trace::hotplug::{Arming, Changes, Follow, Hotplug};
 use crate::trace::moves::{Controller, Moves, Steering};
 use crate::trace::objects::{ObjectWatch, Objects, Placing, Slots};
 use crate::trace::olds::Olds;
-use crate::trace::pace::Pace;
 use crate::trace::pipeline::{Pipeline, Release};
 use crate::trace::reader;
 use crate::trace::stream::Stream;
 use crate::trace::symbolize::Symbolizer;
 use crate::trace::tasks::Tasks;
 use crate::trace::unload::{self, Modules, Unloading};
+use crate::trace::wakes::{self, Ending, Looping, Wake};
 use crate::trace::watched::Watched;
 
 /// What a session watches and how: fixed for its lifetime.
@@ -96,47 +98,6 @@ pub struct Setup<'a> {
     pub stream_on_stdout: bool,
 }
 
-/// What woke the loop: each source's epoll token names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wake {
-    Signal,
-    Ring,
-    Uevent,
-    Control,
-    Objects,
-    /// stdout failed or hung up: its reader is gone.
-    Output,
-    /// The i-th watched process's pidfd.
-    Process(usize),
-}
-
-/// The first watched process's token; the others follow it.
-const PROCESS_TOKENS: u64 = 16;
-
-impl Wake {
-    const SOURCES: [Wake; 6] = [
-        Wake::Signal,
-        Wake::Ring,
-        Wake::Uevent,
-        Wake::Control,
-        Wake::Objects,
-        Wake::Output,
-    ];
-
-    fn token(self) -> u64 {
-        match self {
-            Wake::Process(i) => PROCESS_TOKENS + i as u64,
-            source => Wake::SOURCES.iter().position(|&s| s == source).unwrap_or(0) as u64,
-        }
-    }
-
-    fn of(token: u64) -> Option<Wake> {
-        match token.checked_sub(PROCESS_TOKENS) {
-            Some(i) => Some(Wake::Process(i as usize)),
-            None => Wake::SOURCES.get(token as usize).copied(),
-        }
-    }
-}
 /// The target `--control watch` moves: the planning takes one target with `--control`.
 const STEERED: usize = 0;
 
@@ -329,43 +290,20 @@ impl<'a, O: Output> Session<'a, O> {
         (turn, &mut self.control, &mut self.cpus, &mut self.modules)
     }
 
-    /// Runs until a limit, a signal or a closed stdout; returns the summary. Every event is disabled and
-    /// closed before this returns, on every path. A `--strict-hotplug` failure ends the session like a
-    /// signal (the rings drained, the summary printed) and is then returned as the error.
+    /// Runs until a limit, a signal or a closed stdout ([`wakes::run`]); returns the summary. Every event is
+    /// disabled and closed before this returns, on every path ([`wakes::end`]). A `--strict-hotplug`
+    /// failure ends the session like a signal (the rings drained, the summary printed) and is then
+    /// returned as the error.
     pub fn run(mut self) -> Result<Summary> {
         let start = Instant::now();
-        let deadline = self.limits.duration.map(|d| start + d);
-        let mut tokens = Vec::new();
-        let result = self.run_loop(deadline, &mut tokens);
-        self.rings.events().disable_all();
-        let stop = match result {
-            Ok(stop) => stop,
-            Err(e) => {
-                self.rings.close_all();
-                return Err(e);
-            }
-        };
-        // An output whose reader read nothing gave way to a stop signal (`cli::gives_way`): the run ends
-        // as a closed output ends it, nothing more written, and the signal is why.
-        let gave_way = match stop {
-            StopReason::BrokenPipe => self.stop_signal(),
-            _ => None,
-        };
-        let stop = self.stream.end(&mut self.rings, &self.epoll, stop);
-        let stop = match gave_way {
-            Some(sig) => {
-                self.stream.output_not_read();
-                StopReason::Signal(sig)
-            }
-            None => stop,
-        };
-        self.rings.close_all();
-        // A CPU never armed since it came online was unwatched to the end.
-        for (cpu, ns) in self.cpus.end(sys::monotonic_ns()) {
-            self.stream.note_unwatched(cpu, ns);
-        }
-        self.stream.take_error()?;
-        self.stream.use_totals(self.rings.events());
+        let deadline = self
+            .limits
+            .duration
+            .map(|d| sys::monotonic_ns().saturating_add(d.as_nanos() as u64));
+        // A write waiting for a stalled reader looks at the deadline too.
+        deadline::set(deadline);
+        let ran = wakes::run(&mut self, deadline);
+        let stop = wakes::end(&mut self, ran, deadline)?;
         let summary = self.stream.finish(stop, start.elapsed())?;
         if let Some(e) = self.cpus.take_fatal() {
             return Err(e);
@@ -373,87 +311,51 @@ impl<'a, O: Output> Session<'a, O> {
         Ok(summary)
     }
 
-    /// A stop signal not read yet, read now.
-    fn stop_signal(&self) -> Option<u32> {
-        match self.signals.read() {
-            Ok(Some(sig)) if sig != libc::SIGUSR1 as u32 => Some(sig),
-            _ => None,
+    /// Brings the watches in line with what the uevents and the reconcile report: modules removed first,
+    /// then CPUs.
+    fn follow(&mut self, changes: &Changes) -> Option<StopReason> {
+        let (mut turn, _, cpus, modules) = self.turn();
+        for m in &changes.modules_removed {
+            if let Some(stop) = modules.removed(m, &mut turn) {
+                return Some(stop);
+            }
         }
+        cpus.apply(changes, &mut turn)
+    }
+}
+
+/// The loop's view of the session: its epoll set and signals, each source handed to its part.
+impl<O: Output> Looping for Session<'_, O> {
+    fn now(&self) -> u64 {
+        sys::monotonic_ns()
     }
 
-    fn run_loop(&mut self, deadline: Option<Instant>, tokens: &mut Vec<u64>) -> Result<StopReason> {
-        while self.control.as_ref().is_some_and(Moves::unpolled) {
-            if let Some(stop) = self.on_control()? {
-                return Ok(stop);
-            }
-        }
-        let mut pace = Pace::new(sys::monotonic_ns(), self.stream.counted());
-        let mut signalled = None;
-        loop {
-            let due = self.rings.due();
-            let mut timeout = pace.timeout(sys::monotonic_ns(), self.stream.counted(), due);
-            if let Some(d) = deadline {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Ok(StopReason::Duration);
-                }
-                timeout = timeout.min(left);
-            }
-            self.epoll
-                .wait(tokens, timeout)
-                .or_exit(ExitCode::Runtime, "epoll_wait")?;
-            for &t in tokens.iter() {
-                let Some(wake) = Wake::of(t) else {
-                    continue;
-                };
-                let stop = match wake {
-                    Wake::Signal => match self.signals.read() {
-                        // Only `--dump-on signal` reads SIGUSR1: the dump follows this turn's drain.
-                        Ok(Some(sig)) if sig == libc::SIGUSR1 as u32 => {
-                            signalled = Some(sys::monotonic_ns());
-                            None
-                        }
-                        Ok(Some(sig)) => Some(StopReason::Signal(sig)),
-                        _ => None,
-                    },
-                    Wake::Uevent => self.on_uevent(),
-                    Wake::Control => self.on_control()?,
-                    Wake::Objects => self.on_objects(),
-                    Wake::Output => Some(reader::gone()),
-                    Wake::Process(i) => {
-                        let none_left = self.stream.note_exit(i, &self.epoll);
-                        none_left.then_some(StopReason::Exited)
-                    }
-                    // The rings are read on every turn, whatever woke the loop.
-                    Wake::Ring => None,
-                };
-                if let Some(stop) = stop {
-                    return Ok(stop);
-                }
-            }
-            // A control line left unended by a writer whose close raised no event is read again each
-            // turn (a tick at most), until its end-of-file ends it.
-            if self.control.as_ref().is_some_and(Moves::mid_line) {
-                if let Some(stop) = self.on_control()? {
-                    return Ok(stop);
-                }
-            }
-            // `--on`: the frees written before the hits about to be released are carried out first, so
-            // a store after its object's free is never reported as the object's.
-            if let Some(stop) = self.on_objects() {
-                return Ok(stop);
-            }
-            let (mut turn, ..) = self.turn();
-            if let Some(stop) = flight::turn(&mut turn, signalled.take())? {
-                return Ok(stop);
-            }
-            if let Some(stop) = self.reconcile_if_due() {
-                return Ok(stop);
-            }
-        }
+    fn counted(&self) -> u64 {
+        self.stream.counted()
     }
 
-    /// Reads the control source and applies each complete line in order.
+    fn due(&self) -> Option<u64> {
+        self.rings.due()
+    }
+
+    fn wait(&mut self, tokens: &mut Vec<u64>, timeout: Duration) -> Result<()> {
+        self.epoll
+            .wait(tokens, timeout)
+            .or_exit(ExitCode::Runtime, "epoll_wait")
+    }
+
+    fn signal(&mut self) -> Option<u32> {
+        self.signals.read().ok().flatten()
+    }
+
+    fn control_unpolled(&self) -> bool {
+        self.control.as_ref().is_some_and(Moves::unpolled)
+    }
+
+    fn control_mid_line(&self) -> bool {
+        self.control.as_ref().is_some_and(Moves::mid_line)
+    }
+
     fn on_control(&mut self) -> Result<Option<StopReason>> {
         let (mut turn, control, ..) = self.turn();
         let epoll = turn.epoll;
@@ -461,6 +363,12 @@ impl<'a, O: Output> Session<'a, O> {
             Some(c) => c.on_readable(epoll, &mut turn),
             None => Ok(None),
         }
+    }
+
+    fn on_uevent(&mut self) -> Option<StopReason> {
+        let armed = self.armed_cpus();
+        let changes = self.hotplug.as_mut()?.on_readable(&armed);
+        self.follow(&changes)
     }
 
     /// `--on`: arms each new object, disarms each freed one.
@@ -480,13 +388,16 @@ impl<'a, O: Output> Session<'a, O> {
         stop
     }
 
-    fn on_uevent(&mut self) -> Option<StopReason> {
-        let armed = self.armed_cpus();
-        let changes = self.hotplug.as_mut()?.on_readable(&armed);
-        self.follow(&changes)
+    fn exited(&mut self, i: usize) -> bool {
+        self.stream.note_exit(i, &self.epoll)
     }
 
-    fn reconcile_if_due(&mut self) -> Option<StopReason> {
+    fn read_rings(&mut self, signalled: Option<u64>) -> Result<Option<StopReason>> {
+        let (mut turn, ..) = self.turn();
+        flight::turn(&mut turn, signalled)
+    }
+
+    fn reconcile(&mut self) -> Option<StopReason> {
         // Asked after every drain: the armed set is only built (allocated) when a reconcile is due.
         if !self.hotplug.as_ref().is_some_and(Hotplug::reconcile_due) {
             return None;
@@ -497,17 +408,47 @@ impl<'a, O: Output> Session<'a, O> {
         changes.modules_removed.extend(self.modules.gone());
         self.follow(&changes)
     }
+}
 
-    /// Brings the watches in line with what the uevents and the reconcile report: modules removed first,
-    /// then CPUs.
-    fn follow(&mut self, changes: &Changes) -> Option<StopReason> {
-        let (mut turn, _, cpus, modules) = self.turn();
-        for m in &changes.modules_removed {
-            if let Some(stop) = modules.removed(m, &mut turn) {
-                return Some(stop);
-            }
+/// The end's view of the session: the rings, the stream and the CPUs followed.
+impl<O: Output> Ending for Session<'_, O> {
+    fn now(&self) -> u64 {
+        sys::monotonic_ns()
+    }
+
+    fn disable(&mut self) {
+        self.rings.events().disable_all();
+    }
+
+    fn close(&mut self) {
+        self.rings.close_all();
+    }
+
+    fn pending_signal(&mut self) -> Option<u32> {
+        self.signals.read().ok().flatten()
+    }
+
+    fn print_rest(&mut self, stop: StopReason) -> StopReason {
+        self.stream.end(&mut self.rings, &self.epoll, stop)
+    }
+
+    fn output_not_read(&mut self) {
+        self.stream.output_not_read();
+    }
+
+    fn note_unwatched(&mut self) {
+        let end = self.rings.events().watched_time(sys::monotonic_ns());
+        for (cpu, ns) in self.cpus.end(end) {
+            self.stream.note_unwatched(cpu, ns);
         }
-        cpus.apply(changes, &mut turn)
+    }
+
+    fn take_error(&mut self) -> Result<()> {
+        self.stream.take_error()
+    }
+
+    fn use_totals(&mut self) {
+        self.stream.use_totals(self.rings.events());
     }
 }
 
@@ -560,6 +501,10 @@ impl<O: Output> Rings for Turn<'_, '_, O> {
 impl<O: Output> Arming for Turn<'_, '_, O> {
     fn watching(&self) -> bool {
         self.rings.events().enabled()
+    }
+
+    fn watched_time(&self, t: u64) -> u64 {
+        self.rings.events().watched_time(t)
     }
 
     fn cpu_armed(&self, cpu: u32) -> bool {
@@ -675,25 +620,5 @@ impl<O: Output> Turning for Turn<'_, '_, O> {
 
     fn dump(&mut self, trigger: DumpTrigger, time: u64) -> Option<StopReason> {
         self.stream.dump(trigger, time, None)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Each source has its own token, and a token names its source back; the watched processes' follow
-    /// the sources', one each.
-    #[test]
-    fn a_token_names_what_woke_the_loop() {
-        let wakes = Wake::SOURCES
-            .into_iter()
-            .chain([Wake::Process(0), Wake::Process(3)]);
-        let tokens: Vec<u64> = wakes.clone().map(Wake::token).collect();
-        assert_eq!(tokens, [0, 1, 2, 3, 4, 5, 16, 19]);
-        for w in wakes {
-            assert_eq!(Wake::of(w.token()), Some(w));
-        }
-        assert_eq!(Wake::of(6), None);
     }
 }

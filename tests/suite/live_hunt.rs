@@ -53,11 +53,11 @@ live_test!(a_closed_output_is_not_called_a_full_ring, {
     }
 });
 
-/// Waits for a tracer just told to stop (killed after 20 s): its exit code, how long it took to end from
+/// Waits for a tracer just told to stop (killed after `kill_after`): its exit code, how long it took to end from
 /// now, and its stderr.
-fn time_to_end(mut t: Tracer) -> (Option<i32>, Duration, String) {
+fn time_to_end(mut t: Tracer, kill_after: Duration) -> (Option<i32>, Duration, String) {
     let asked = Instant::now();
-    let status = wait_within(&mut t.child, Duration::from_secs(20));
+    let status = wait_within(&mut t.child, kill_after);
     let took = asked.elapsed();
     let mut err = String::new();
     if let Some(mut e) = t.child.stderr.take() {
@@ -70,7 +70,7 @@ fn time_to_end(mut t: Tracer) -> (Option<i32>, Duration, String) {
 /// ended the run within 5 s (it is killed after 20 s), cleanly, saying so and counting `hits` hits.
 fn assert_closing_output_ends_it(mut t: Tracer, hits: u32) {
     t.close_stdout();
-    let (code, took, err) = time_to_end(t);
+    let (code, took, err) = time_to_end(t, Duration::from_secs(20));
     assert_eq!(code.unwrap_or(-1), 0, "ended after {took:?}: {err}");
     assert!(took < Duration::from_secs(5), "ended after {took:?}: {err}");
     assert!(err.contains("stopped: output closed"), "{err}");
@@ -220,16 +220,36 @@ live_test!(a_stop_signal_ends_a_run_whose_reader_reads_nothing, {
         // Nothing is read past `# armed`: a hit every ~200 us fills the 64 KiB pipe within a second.
         std::thread::sleep(Duration::from_millis(1500));
         t.signal(sig);
-        let (code, took, err) = time_to_end(t);
-        assert_eq!(code, Some(0), "{name} after {took:?}: {err}");
-        assert!(
-            took < Duration::from_secs(5),
-            "{name}: ended after {took:?}: {err}"
-        );
-        assert!(err.contains(&format!("stopped: signal {name}")), "{err}");
-        assert!(err.contains("not printed (output not read)"), "{err}");
+        let signalled = Instant::now();
+        let stopped = format!("signal {name}");
+        ends_unread(t, signalled, Duration::from_secs(5), &stopped);
     }
 });
+
+// `ksymwatch write ADDR --duration 2 | (sleep 30; cat)`: the pipe filled within a second, the loop's write
+// waited for the reader, and the run went on past its deadline, holding its debug registers, until the
+// reader read. A write waiting for a reader now gives way to the deadline as to a stop signal: the run
+// ends at its duration, saying so and that the hits it did not print were not read.
+live_test!(a_duration_ends_a_run_whose_reader_reads_nothing, {
+    let w = Writer::spinning(0);
+    let started = Instant::now();
+    let target = w.target();
+    // Nothing is read past `# armed`: a hit every ~200 us fills the 64 KiB pipe within a second.
+    let t = Tracer::start(&["write", &target, "--no-status", "--duration", "2"]);
+    // A behaviour bound, not a speed target: the reader never reads.
+    ends_unread(t, started, Duration::from_secs(20), "duration reached");
+});
+
+/// `t`, its stdout never read, ends by itself (exit code 0) within `bound` of `since`, `stopped` as it
+/// says why, and the hits it did not print not read (killed after a minute).
+fn ends_unread(t: Tracer, since: Instant, bound: Duration, stopped: &str) {
+    let (code, _, err) = time_to_end(t, Duration::from_secs(60));
+    let took = since.elapsed();
+    assert_eq!(code, Some(0), "{stopped}: after {took:?}: {err}");
+    assert!(took < bound, "{stopped}: ended after {took:?}: {err}");
+    assert!(err.contains(&format!("stopped: {stopped}")), "{err}");
+    assert!(err.contains("not printed (output not read)"), "{err}");
+}
 
 // `ksymwatch write target_var --count 5000 --buffer-pages 1 -- ./writer now 20000 0 | slow-reader`:
 // the writer stored and exited while stdout was blocked, the programs kept exactly 5,000 hits, and the

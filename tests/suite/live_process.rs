@@ -621,3 +621,38 @@ live_test!(a_launched_non_pie_programs_own_frames_are_always_named, {
     }
     assert!(unnamed.is_empty(), "frames of {name} unnamed: {unnamed:?}");
 });
+
+// A launched command's words are bytes, not text: a program and a file name that are not UTF-8 (a
+// Latin-1 `é`) reach exec unchanged. They were refused ("invalid UTF-8 was detected").
+live_test!(a_launched_commands_words_need_not_be_utf8, {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = util::temp_dir("ksw-launch-bytes");
+    let program = dir.join(std::ffi::OsStr::from_bytes(b"touch-\xe9"));
+    let made = dir.join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    let _ = std::fs::remove_file(&program);
+    let _ = std::fs::remove_file(&made);
+    let touch = ["/usr/bin/touch", "/bin/touch"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("touch");
+    std::os::unix::fs::symlink(touch, &program).expect("link touch under a Latin-1 name");
+    let mut child = Command::new(BIN)
+        .args(["write", "--no-status", "0x1000", "--"])
+        .arg(&program)
+        .arg(&made)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ksymwatch");
+    let status = util::wait_within(&mut child, Duration::from_secs(30));
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(
+        made.exists(),
+        "the command ran with its argument as given: {err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+});

@@ -33,7 +33,7 @@ pub fn describe(plan: &WatchPlan) -> String {
         ),
         Scope::Launched(c) => format!(
             "the command `{}` (started, then killed unrun)",
-            c.argv.join(" ")
+            c.argv.join(std::ffi::OsStr::new(" ")).to_string_lossy()
         ),
     };
     let _ = writeln!(s, "# covers: {who}");

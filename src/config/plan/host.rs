@@ -5,6 +5,7 @@
 //! read on first use; `--on`'s user-space probes still read their files themselves.)
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -92,7 +93,7 @@ pub trait Host {
     /// The open-file limit, raised to its hard limit; `None` if it cannot be had.
     fn fd_limit(&self) -> Option<u64>;
     /// Starts `argv` stopped at its exec.
-    fn launch(&mut self, argv: &[String]) -> Result<Box<dyn Launch>>;
+    fn launch(&mut self, argv: &[OsString]) -> Result<Box<dyn Launch>>;
 
     /// The kernel's symbols the query asks for, as the symbols crate chooses and loads them in one go
     /// ([`ksymwatch_symbols::kernel::load`]): the source the search picks for the request's files (its

@@ -3,6 +3,7 @@
 //! line gives (the tracer's, under ptrace).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -25,7 +26,7 @@ use crate::perf::privilege::Privilege;
 use crate::perf::{arm, bpf, sys};
 
 /// Starts launch mode's command, stopped before its first instruction.
-pub type Launcher = fn(&[String]) -> Result<Box<dyn Launch>>;
+pub type Launcher = fn(&[OsString]) -> Result<Box<dyn Launch>>;
 
 /// This machine.
 pub struct RealHost {
@@ -99,7 +100,7 @@ impl Host for RealHost {
         sys::raise_fd_limit().ok()
     }
 
-    fn launch(&mut self, argv: &[String]) -> Result<Box<dyn Launch>> {
+    fn launch(&mut self, argv: &[OsString]) -> Result<Box<dyn Launch>> {
         (self.launcher)(argv)
     }
 

@@ -48,6 +48,7 @@ mod process;
 mod tests;
 mod user_objects;
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::rc::Rc;
 
@@ -83,14 +84,14 @@ pub type Scope = scope::Scope<Command>;
 
 /// Launch mode's command: its words, and once started, the process, stopped before its first instruction.
 pub struct Command {
-    argv: Vec<String>,
+    argv: Vec<OsString>,
     child: Option<Box<dyn Launch>>,
     pid: u32,
 }
 
 impl Command {
     /// The command's words, as given after `--`.
-    pub fn argv(&self) -> &[String] {
+    pub fn argv(&self) -> &[OsString] {
         &self.argv
     }
 }

@@ -61,7 +61,7 @@ struct FakeHost {
     counter_at: BTreeMap<u32, u64>,
     threads: usize,
     fd_limit: Option<u64>,
-    launched: Rc<RefCell<Vec<Vec<String>>>>,
+    launched: Rc<RefCell<Vec<Vec<OsString>>>>,
     ran_to_entry: Rc<RefCell<bool>>,
     kallsyms_loads: Rc<RefCell<usize>>,
     /// What the kernel stage asked of the kernel's symbols, each time.
@@ -211,7 +211,7 @@ impl Host for FakeHost {
     fn fd_limit(&self) -> Option<u64> {
         self.fd_limit
     }
-    fn launch(&mut self, argv: &[String]) -> crate::error::Result<Box<dyn Launch>> {
+    fn launch(&mut self, argv: &[OsString]) -> crate::error::Result<Box<dyn Launch>> {
         self.launched.borrow_mut().push(argv.to_vec());
         Ok(Box::new(Child {
             pid: 4242,
@@ -569,7 +569,7 @@ fn launch_starts_the_command_and_attach_does_not() {
     let mut p = planned(r, &mut machine);
     assert_eq!(
         *machine.launched.borrow(),
-        [vec!["./app".to_string(), "-v".into()]]
+        [vec![OsString::from("./app"), "-v".into()]]
     );
     assert!(matches!(p.scope(), Scope::Launched(c) if c.argv == ["./app", "-v"]));
     assert_eq!(p.scope().pids(), [4242]);

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
-use std::path::Path;
 use std::time::Duration;
 
 use ksymwatch_symbols::{LineSource, UserSymbols};
@@ -16,20 +15,17 @@ use crate::cli::delivery;
 use crate::cli::parts::Parts;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::ring_size::{self, Coverage};
-use crate::config::plan::{EventsPer, Hits, Launch, ObjectPlan, Scope, WatchPlan};
-use crate::cpulist;
+use crate::config::plan::{EventsPer, FoldedTo, Hits, Launch, ObjectPlan, Scope, WatchPlan};
 use crate::error::{Error, Result};
-use crate::model::watch::Watch;
 use crate::perf::arm;
 use crate::perf::bpf::hit_set::Following;
 use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::programs::Events;
 use crate::perf::sys;
-use crate::report::{Header, Output, StreamEvent, Tee};
+use crate::report::{Header, Output, StreamEvent};
 use crate::stderr;
 use crate::trace::comm::Comms;
-use crate::trace::objects::ObjectWatch;
-use crate::trace::objects::Slots;
+use crate::trace::objects::{ObjectWatch, Slots};
 use crate::trace::pace::{HIT_SORT_SLACK_NS, SORT_SLACK_NS};
 use crate::trace::session::{Session, Setup};
 
@@ -61,16 +57,6 @@ impl ArmedLine {
                 .collect::<BTreeSet<u32>>()
                 .len(),
         }
-    }
-
-    /// The header, `# armed` (the moment every breakpoint is enabled), and a mark for each CPU that went
-    /// offline while arming (the loop arms it when it returns).
-    fn announce(&self, out: &mut dyn Output, header: &Header<'_>) -> io::Result<()> {
-        out.header(header)?;
-        out.armed(self.events, &self.cpus, sys::monotonic_ns())?;
-        self.went_offline
-            .iter()
-            .try_for_each(|&cpu| out.event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns()))
     }
 }
 
@@ -119,6 +105,11 @@ struct HandOff {
     condition: Option<String>,
     objects: Option<String>,
     cgroups: Vec<String>,
+    /// `--on` arms as many of its slots as debug registers are free; any other watch arms all or none.
+    fit: arm::Fit,
+    /// Whether the stream is stdout's (with `-o FILE`, `--folded`'s stacks are: their reader gone, they
+    /// cannot be delivered).
+    stream_on_stdout: bool,
 }
 
 impl HandOff {
@@ -140,6 +131,12 @@ impl HandOff {
                 .iter()
                 .map(|c| c.path.clone())
                 .collect(),
+            fit: match plan.objects() {
+                Some(_) => arm::Fit::FreeRegisters,
+                None => arm::Fit::All,
+            },
+            stream_on_stdout: plan.outputs().stream_file().is_none()
+                || plan.outputs().folded() == Some(&FoldedTo::Stdout),
         }
     }
 }
@@ -175,14 +172,14 @@ fn sort_slack_ns(hits: Hits) -> u64 {
 }
 
 /// Arms `plan` and runs the session until it stops; the exit status: 0, or with `-- CMD` the command's
-/// own. `prefetch`: the work started before the plan. In order: what each stage needs is taken from the
-/// plan, with the processes it covers ([`HandOff`]), and the prefetch scan's result joined; how the events
-/// are opened is decided ([`delivery`]); the session's other parts are opened ([`Parts`]); the events'
-/// programs are loaded ([`crate::perf::programs`]); every CPU is armed as one transaction
-/// ([`arm::arm_in`], `--on`'s slots kept to the free registers first); what the header says of the armed
-/// set is taken and `--on`'s objects loaded; the session starts and runs.
+/// own. `prefetch`: the work started before the plan. One pass down, in order: what each stage needs is
+/// taken from the plan, with the processes it covers ([`HandOff`]), and the prefetch scan's result joined;
+/// how the events are opened is decided ([`delivery`]); the session's other parts are opened ([`Parts`]);
+/// the events' programs are loaded ([`crate::perf::programs`]); every CPU is armed as one transaction
+/// ([`arm::arm_in`], `--on`'s slots kept to the free registers first); `--on`'s objects are loaded; the
+/// session starts, the armed set is announced, a launched command goes on, and the session runs.
 pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
-    let launched = plan.take_command();
+    let mut launched = plan.take_command();
     let hand = HandOff::of(&plan);
     let Prefetch { task_scan, warmup } = prefetch;
     let (comms, user) = scanned_tasks(task_scan, launched.as_deref());
@@ -193,13 +190,9 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
     if let Some(w) = warmup {
         w.finish();
     }
-    let (cpus, objects) = (&plan.cpus().now, plan.objects());
+    let cpus = &plan.cpus().now;
     let mut watches = plan.watches().to_vec();
-    let fit = match objects {
-        Some(_) => arm::Fit::FreeRegisters,
-        None => arm::Fit::All,
-    };
-    let armed = match arm::arm_in(&mut watches, cpus, &hand.scope, &cfg, fit) {
+    let armed = match arm::arm_in(&mut watches, cpus, &hand.scope, &cfg, hand.fit) {
         Ok(armed) => armed,
         Err(r) => {
             // A JSON stream says why it is empty; the error line itself is main's.
@@ -210,9 +203,19 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
         }
     };
     let armed_line = ArmedLine::of(&armed);
-    let objects = objects
-        .map(|o| object_watch(o.clone(), cpus, &watches))
-        .transpose()?;
+    // `--on`'s source, loaded once its slots are armed (a refusal to arm them is arming's), with an output
+    // ring on each CPU; the armed slots wait, parked.
+    let objects = match plan.objects() {
+        Some(o) => Some(ObjectWatch {
+            source: ObjectSource::load(&o.attach, o.select, cpus)?,
+            parked: (0..watches.len()).map(|i| o.parked(i)).collect(),
+            allocators: o.allocators.clone(),
+            slots: Slots::new(watches.len(), o.rotate),
+            target: o.target.clone(),
+            records: Vec::new(),
+        }),
+        None => None,
+    };
     let (kernel, running, values) = (plan.kernel(), plan.running(), plan.values());
     let header = Header {
         watches: &watches,
@@ -252,9 +255,7 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
         cgroups: parts.cgroups,
         flight: parts.recorder,
         advise: advice::refusal,
-        // With `-o FILE`, `--folded`'s stacks are stdout's: their reader gone, they cannot be delivered.
-        stream_on_stdout: plan.outputs().stream_file().is_none()
-            || plan.outputs().folded() == Some(&crate::config::plan::FoldedTo::Stdout),
+        stream_on_stdout: hand.stream_on_stdout,
     };
     // `armed` goes out the moment every breakpoint is enabled; the session learns every live task's name
     // right after (a script starts its workload on that line: a task the scan misses is one that started
@@ -264,19 +265,17 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
     if let Some(o) = objects {
         session.watch_objects(o)?;
     }
-    announce_and_run(session, &armed_line, &header, launched, running.realtime())
-}
-
-/// Announces the armed watch, lets a launched command go on, and runs the session until it stops; the
-/// launched command's exit status if it has ended by then, else 0.
-fn announce_and_run(
-    mut session: Session<'_, Tee>,
-    armed_line: &ArmedLine,
-    header: &Header<'_>,
-    mut launched: Option<Box<dyn Launch>>,
-    realtime: Option<u8>,
-) -> Result<i32> {
-    let announced = armed_line.announce(session.out(), header);
+    // The header, `# armed`, and a mark for each CPU that went offline while arming (the loop arms it
+    // when it returns).
+    let out = session.out();
+    let announced = out
+        .header(&header)
+        .and_then(|()| out.armed(armed_line.events, &armed_line.cpus, sys::monotonic_ns()))
+        .and_then(|()| {
+            armed_line.went_offline.iter().try_for_each(|&cpu| {
+                out.event(&StreamEvent::CpuOffline { cpu }, sys::monotonic_ns())
+            })
+        });
     // The symbol cache is written a little after `armed`, off the path from start to the first hits: a
     // CPU busy writing it is a CPU that does not go idle (or run the writer) when the watch is new.
     ksymwatch_symbols::cache::start_writes_after(CACHE_WRITE_DELAY);
@@ -293,7 +292,7 @@ fn announce_and_run(
     // The reader (this thread) runs before the writers on its CPU, however many are runnable: each wake-up
     // drains what the rings held when it began (bounded by their size) and it sleeps in epoll between, so
     // it cannot starve the CPU. Refused (no CAP_SYS_NICE): it reads at the normal priority, as before.
-    if let Some(priority) = realtime {
+    if let Some(priority) = running.realtime() {
         let _ = sys::set_fifo(priority);
     }
     session.run()?;
@@ -318,26 +317,6 @@ fn scanned_tasks(
         user.read_process(l.pid());
     }
     (comms, user)
-}
-
-/// `--on`'s source loaded and attached, with an output ring on each of `cpus`; `slots` are the armed
-/// slots, parked.
-fn object_watch(plan: ObjectPlan, cpus: &BTreeSet<u32>, slots: &[Watch]) -> Result<ObjectWatch> {
-    let online: Vec<u32> = cpus.iter().copied().collect();
-    let possible = cpulist::read(Path::new(cpulist::POSSIBLE))
-        .ok()
-        .and_then(|p| p.last().copied())
-        .or_else(|| online.last().copied())
-        .map_or(1, |last| last + 1);
-    let source = ObjectSource::load(&plan.attach, plan.select, &online, possible)?;
-    Ok(ObjectWatch {
-        source,
-        parked: (0..slots.len()).map(|i| plan.parked(i)).collect(),
-        allocators: plan.allocators,
-        slots: Slots::new(slots.len(), plan.rotate),
-        target: plan.target,
-        records: Vec::new(),
-    })
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 //! the address in between. A free of any other object costs a hash lookup and nothing else. The tracer
 //! never writes the map: an entry it deleted could already be the next object's at the same address.
 
+use std::collections::BTreeSet;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use perf_event_open_sys::bindings as pb;
@@ -27,7 +28,7 @@ use super::frame::Slot;
 use super::insn::{Asm, AsmError, Cond, Insn, Kept, Label, DW, FP, R0, R1, R2, R3, W};
 use super::kernel::{Helper, MapType, ProgType};
 use super::seq;
-use super::{create_map, load_program, log_line};
+use super::{create_map, load_program, log_line, possible_cpus};
 use crate::error::Error;
 use crate::perf::ring::Ring;
 use crate::perf::sys;
@@ -377,12 +378,12 @@ impl std::fmt::Debug for ObjectSource {
 
 impl ObjectSource {
     /// Loads the allocation program on raw tracepoint `tracepoint` and the free programs, with an output
-    /// ring on each of `cpus`. `possible` sizes the output map (CPUs that come online later).
+    /// ring on each of `cpus`. The output map has an index for every possible CPU (CPUs that come online
+    /// later).
     pub fn load(
         attach_to: &Attach,
         select: Select,
-        cpus: &[u32],
-        possible: u32,
+        cpus: &BTreeSet<u32>,
     ) -> Result<ObjectSource, Error> {
         let tracepoint = match attach_to {
             Attach::Raw(name) => name.clone(),
@@ -398,8 +399,13 @@ impl ObjectSource {
                 super::why_unavailable(&e)
             ))
         };
-        let outputs = create_map(MapType::PerfEventArray, (4, 4), possible, "ksw_objout")
-            .map_err(|e| unavailable("the output map", e))?;
+        let outputs = create_map(
+            MapType::PerfEventArray,
+            (4, 4),
+            possible_cpus(),
+            "ksw_objout",
+        )
+        .map_err(|e| unavailable("the output map", e))?;
         // LRU: a flood of objects the tracer has not taken out yet pushes out the oldest instead of
         // failing.
         let armed = create_map(MapType::LruHash, (8, 4), ARMED_MAX, "ksw_armed")

@@ -660,7 +660,17 @@ impl<O: Output, E: Write> Output for Quiet<O, E> {
         Ok(())
     }
     fn finish(&mut self, summary: &Summary) -> io::Result<()> {
-        self.inner.finish(summary)
+        if summary.unprinted() == 0 {
+            return self.inner.finish(summary);
+        }
+        // No hit is printed here by design, so none is "not printed" for want of room: saying so, with a
+        // larger --buffer-pages as the cure, would send the reader after nothing. The counts are the
+        // kernel's totals all the same.
+        let counted = Summary {
+            unprinted_by_cpu: BTreeMap::new(),
+            ..summary.clone()
+        };
+        self.inner.finish(&counted)
     }
     fn recount(&mut self) {
         self.inner.recount();
@@ -791,11 +801,13 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
             per_cpu(&summary.lost_by_cpu)
         )?;
     }
-    if summary.from_totals && summary.output_not_read {
+    if summary.unprinted() == 0 {
+        // Nothing the stream left out.
+    } else if summary.from_totals && summary.output_not_read {
         writeln!(
             err,
-            "ksymwatch: {} hits not printed ({}): the output's reader read nothing when the stop signal \
-             came; the counts, the summary and --folded include them, from the kernel's totals",
+            "ksymwatch: {} hits not printed ({}): the output's reader read nothing when the run was to \
+             stop (a signal, or --duration); the counts, the summary and --folded include them, from the kernel's totals",
             summary.unprinted(),
             per_cpu(&summary.unprinted_by_cpu)
         )?;
@@ -887,6 +899,28 @@ mod tests {
         assert!(line(&s).contains("WARNING: 3 hits lost (cpu1 3): in no total"));
     }
 
+    /// `--quiet` (and `--folded` on stdout) prints no hit by design: a run whose rings filled says nothing
+    /// of hits "not printed" nor of a larger --buffer-pages, on stderr or in the report; the counts stay the
+    /// kernel's totals.
+    #[test]
+    fn a_quiet_run_does_not_blame_full_rings_for_what_it_never_prints() {
+        let (mut out, mut err, mut notes) = (Vec::new(), Vec::new(), Vec::new());
+        let mut s = counted_in_totals(100, 90, None);
+        s.tally = Some(summary::Tally::default());
+        Quiet::new(ftrace::Ftrace::new(&mut out, &mut err), &mut notes)
+            .finish(&s)
+            .unwrap();
+        let (out, err) = (
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap(),
+        );
+        assert_eq!(err, "ksymwatch: 100 hits (cpu0 100), 0 lost, 0.000s\n");
+        assert!(!out.contains("not printed"), "{out}");
+        assert!(notes.is_empty());
+        // Where hits are printed, the same run says why 90 were not.
+        assert!(line(&s).contains("90 hits not printed (cpu0 90): their rings were full"));
+    }
+
     /// A run whose reader went away (`| head -1`) leaves the hits after it in the rings: not printed
     /// because the output was closed, not because a ring was full, and no larger ring would print them.
     #[test]
@@ -937,7 +971,7 @@ mod tests {
         );
         assert!(
             text.contains(
-                "9 hits not printed (cpu0 9): the output's reader read nothing when the stop"
+                "9 hits not printed (cpu0 9): the output's reader read nothing when the run was to stop"
             ),
             "{text}"
         );

@@ -628,7 +628,7 @@ impl<O: Output> Stream<'_, O> {
 
     /// The summary's last entries (how the run ended, after how long, the objects' books, the
     /// symbolizer's notes), printed.
-    /// The output ended because its reader read nothing when a stop signal came: what the stream did
+    /// The output ended because its reader read nothing when the run was to stop: what the stream did
     /// not print was not printed for that.
     pub fn output_not_read(&mut self) {
         self.summary.output_not_read = true;

@@ -11,6 +11,14 @@ use ksymwatch_symbols::testing::assert_mentions;
 /// --summary` into one-page rings with `extra` args: the tracer's exit code, stdout and stderr, and the
 /// stores and adds the helper made.
 fn tagged_into_the_smallest_ring(extra: &[&str]) -> (i32, String, String, u64) {
+    tagged_into_the_smallest_ring_by(extra, Tracer::start_json)
+}
+
+/// [`tagged_into_the_smallest_ring`], the tracer started by `start`.
+fn tagged_into_the_smallest_ring_by(
+    extra: &[&str],
+    start: fn(&[&str]) -> Tracer,
+) -> (i32, String, String, u64) {
     let mut h = Writer::threads(&["tagged", "64", "1000"]);
     let pid = h.pid.to_string();
     let mut all = vec![
@@ -23,7 +31,7 @@ fn tagged_into_the_smallest_ring(extra: &[&str]) -> (i32, String, String, u64) {
     ];
     all.extend_from_slice(extra);
     all.extend(["-p", &pid, "target_var"]);
-    let t = Tracer::start_json(&all);
+    let t = start(&all);
     h.send("go");
     let lines = h.read_until("done");
     h.finish();
@@ -240,3 +248,24 @@ live_test!(
 fn hex(s: &str) -> Option<u64> {
     u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
 }
+
+// The same flood with `--quiet`: nothing is printed by design, so no hit is "not printed" and no larger
+// --buffer-pages is advised; every store is still counted, from the kernel's totals.
+live_test!(a_quiet_run_counts_every_store_and_blames_no_ring, {
+    let (code, out, err, made) =
+        tagged_into_the_smallest_ring_by(&["--quiet"], Tracer::start_quiet);
+    assert_eq!(code, 0, "{err}");
+    let records = util::ndjson(&out);
+    assert!(!records.iter().any(|r| r["type"] == "hit"), "{out}");
+    let s = util::summary_record(&records);
+    assert_eq!(
+        (s["hits"].as_u64(), s["lost"].as_u64()),
+        (Some(made), Some(0)),
+        "{s}"
+    );
+    assert_eq!(s["unprinted"].as_u64().unwrap_or(0), 0, "{s}");
+    assert!(
+        !err.contains("not printed") && !err.contains("--buffer-pages"),
+        "{err}"
+    );
+});

@@ -578,6 +578,35 @@ impl Tracer {
         Tracer::start_json(&all)
     }
 
+    /// Like [`Tracer::start`] for `--quiet`, which says `ksymwatch: armed ...` on stderr: the line is read
+    /// a byte at a time, so the rest of stderr stays the child's for [`Tracer::wait`].
+    pub fn start_quiet(args: &[&str]) -> Tracer {
+        let mut child = spawn(args);
+        let mut stderr = child.stderr.take().expect("stderr");
+        let mut header = String::new();
+        while !header.starts_with("ksymwatch: armed ") {
+            header.clear();
+            let mut byte = [0u8];
+            loop {
+                if stderr.read(&mut byte).expect("ksymwatch's stderr") == 0 {
+                    let status = child.wait().expect("wait");
+                    panic!("ksymwatch {args:?} exited ({status}) before it armed: {header}");
+                }
+                header.push(char::from(byte[0]));
+                if byte[0] == b'\n' {
+                    break;
+                }
+            }
+        }
+        child.stderr = Some(stderr);
+        let stdout = child.stdout.take().map(BufReader::new);
+        Tracer {
+            child,
+            header,
+            stdout,
+        }
+    }
+
     /// Like [`Tracer::start`] for `--format otlp-json`: waits for the line with the `ksymwatch.armed` event.
     pub fn start_otlp(args: &[&str]) -> Tracer {
         Tracer::start_until(args, |l| l.contains("\"eventName\":\"ksymwatch.armed\""))

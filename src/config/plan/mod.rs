@@ -7,11 +7,12 @@
 //! The stages, in the order a request goes through them, each entered once and taking the one before's
 //! result (the host is asked only where a stage needs the machine, and each stage asks it in one block):
 //!
-//! 1. `options`: the request checked against itself, then against the machine (the delivery first, from
-//!    the privileges and whether BPF loads; then the `-p` processes, `--dump-on`'s tracepoints,
+//! 1. `options`: the request checked against itself (`--last`/`--dump-on` parsed), then against the
+//!    machine (the delivery first, from the privileges and whether BPF loads; then the `-p` processes,
 //!    `--cgroup`, `cpus`); the scope and the delivery are decided.
-//! 2. `kernel` (the kernel's symbol source, types, and with `percpu` the per-CPU copies; kernel symbols
-//!    loaded, or left to first use for a process watch), `process` (the processes a watch covers and its
+//! 2. `kernel` (the kernel's symbol source, types, asked once: casts, `--dump-on`'s tracepoints, and
+//!    with `percpu` the per-CPU copies; kernel symbols loaded, or left to first use for a process
+//!    watch), `process` (the processes a watch covers and its
 //!    targets there; a launched command started; with `-p` on the per-thread path, the descriptor
 //!    budget; a kernel address refused where the options stage decided user-space writers only),
 //!    `objects` (`--on`: a kernel source in `kernel_objects`, a user-space one in `user_objects`),

@@ -5,7 +5,7 @@
 //! must have, now or on first use, hidden addresses allowed); which file answers is the symbols crate's
 //! choice, made once as the machine loads them ([`Host::kernel_symbols`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use ksymwatch_symbols::kernel::Loaded;
@@ -35,7 +35,8 @@ pub struct KernelSide {
     pub types: Rc<Types>,
     symbols: KernelSymbols,
     origin: Origin,
-    source_text: String,
+    /// The kallsyms named (`--kallsyms`), for the header.
+    kallsyms: PathBuf,
     /// A system-wide watch's bases resolved in the kernel's symbols (empty for a process watch).
     pub resolved: Vec<Resolved>,
     /// For each target on a per-CPU variable, where its copies are.
@@ -143,24 +144,18 @@ impl KernelSide {
                 (targets, none, None)
             }
         };
-        let kallsyms = Source::Kallsyms(symbols.kallsyms.clone()).to_string();
-        let (kernel, origin, source_text) = match loaded? {
-            Loaded::Kallsyms(table, origin) => (KernelSymbols::Kallsyms(table), origin, kallsyms),
+        let (kernel, origin) = match loaded? {
+            Loaded::Kallsyms(table, origin) => (KernelSymbols::Kallsyms(table), origin),
             Loaded::Later => {
                 let lazy =
                     LazyKallsyms::new(&symbols.kallsyms, &symbols.notes, symbols.symbol_cache);
-                (KernelSymbols::Lazy(lazy), Origin::Parsed, kallsyms)
+                (KernelSymbols::Lazy(lazy), Origin::Parsed)
             }
             Loaded::File { resolver, running } => {
                 // Its call chains' table (and with `--lines` its line tables) came loaded, so a file that
                 // cannot give them has failed before anything is armed.
                 let files = FileSymbols::new(resolver, running, &symbols.kallsyms, symbols.force);
-                let header = files.header();
-                (
-                    KernelSymbols::Files(Box::new(files)),
-                    Origin::Parsed,
-                    header,
-                )
+                (KernelSymbols::Files(Box::new(files)), Origin::Parsed)
             }
         };
         // `--percpu-cpu` chooses a per-CPU variable's copy: an error naming the fix when no target is one.
@@ -182,7 +177,7 @@ impl KernelSide {
             types,
             symbols: kernel,
             origin,
-            source_text,
+            kallsyms: symbols.kallsyms.clone(),
             resolved,
             percpu,
             percpu_offsets,
@@ -199,7 +194,7 @@ impl KernelSide {
         let kernel = Kernel {
             symbols: Rc::new(self.symbols),
             origin: self.origin,
-            source_text: self.source_text,
+            kallsyms: self.kallsyms,
             percpu: self.percpu_offsets,
         };
         (kernel, self.types)

@@ -49,7 +49,7 @@ mod process;
 mod tests;
 mod user_objects;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, SymbolTable};
@@ -239,8 +239,8 @@ pub struct Kernel {
     symbols: Rc<KernelSymbols>,
     /// Whether the kallsyms came from the cache (unnamed kernel frames then get a hint).
     origin: Origin,
-    /// The header's `# symbols:` text.
-    source_text: String,
+    /// The kallsyms named (`--kallsyms`), which the header names where the symbols are its.
+    kallsyms: PathBuf,
     /// A per-CPU variable is watched: how a CPU that comes online later finds its per-CPU base.
     percpu: Option<Offsets>,
 }
@@ -254,8 +254,14 @@ impl Kernel {
         self.origin
     }
 
-    pub fn source_text(&self) -> &str {
-        &self.source_text
+    /// The header's `# symbols:` text: the file the symbols came from, described, or the kallsyms.
+    pub fn source_text(&self) -> String {
+        match &*self.symbols {
+            KernelSymbols::Files(f) => f.header(),
+            KernelSymbols::Kallsyms(_) | KernelSymbols::Lazy(_) => {
+                ksymwatch_symbols::Source::Kallsyms(self.kallsyms.clone()).to_string()
+            }
+        }
     }
 
     pub fn percpu(&self) -> Option<Offsets> {

@@ -576,7 +576,6 @@ fn a_plain_symbol_kallsyms_lacks_is_fetched_or_the_error_names_every_way_out() {
     let write = f.running(&["write", "banner", "--duration", "100ms"]);
     // `banner` is a kernel address: where the kernel refuses one, the fetch and the plan are checked with
     // a dry run, and the watch itself is skipped.
-    let _registers = crate::util::quiet_registers();
     let refused = crate::util::kernel_breakpoints().is_err();
     let dry_run = [&write[..], &["--dry-run"]].concat();
     let (code, out, err) = run(

@@ -502,7 +502,6 @@ fn write_with_force_gets_past_resolution() {
     let Some(_lock) = util::live() else { return };
     // The targets are kernel addresses: where the kernel refuses those, a dry run makes the same plan
     // (every target resolved and printed) and arms nothing.
-    let _registers = crate::util::quiet_registers();
     let refused = util::kernel_breakpoints().is_err();
     let how: &[&str] = if refused {
         &["--dry-run"]

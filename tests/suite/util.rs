@@ -47,6 +47,18 @@ pub struct LiveLock(
     #[allow(dead_code, reason = "held, never read: the flock lasts until drop")] File,
 );
 
+thread_local! {
+    /// Whether this test's thread holds the lock: a second flock on a new descriptor would wait for the
+    /// first forever, so taking it twice is a test bug, reported as a panic rather than a hung suite.
+    static HOLDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+impl Drop for LiveLock {
+    fn drop(&mut self) {
+        HOLDING.with(|h| h.set(false));
+    }
+}
+
 /// Takes the machine-wide live-test lock, or returns `None` (after printing why) when this machine cannot
 /// run live breakpoint tests at all.
 pub fn live() -> Option<LiveLock> {
@@ -62,6 +74,10 @@ pub fn live() -> Option<LiveLock> {
 /// is "no free register" (ENOSPC, which does not end a dry run) before it ever says whether it takes
 /// such a breakpoint, so the dry run's exit code would depend on what ran beside it.
 pub fn quiet_registers() -> LiveLock {
+    assert!(
+        !HOLDING.with(|h| h.replace(true)),
+        "this test already holds the live tests' lock: taking it again would wait for itself"
+    );
     let f = File::create("/tmp/ksymwatch-live-tests.lock").expect("create lock file");
     // SAFETY: flock on a descriptor we own; blocks until the lock is free.
     let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };

@@ -24,6 +24,9 @@ use crate::perf::bpf::layout::{OFF_LAST_WRITER, OFF_SINCE, OFF_SIZE, OFF_WAKE};
 use crate::perf::bpf::seq;
 use crate::perf::hit_record as rec;
 
+#[cfg(test)]
+use super::hit_variants::{self, Point};
+
 /// [`OFF_WAKE`]'s value for a hit within a burst: no wake-up unless `wake_bytes` were written since the
 /// last one. (0: the kernel's rule, which wakes a reader that had read everything.)
 pub const BURST: i32 = 1;
@@ -48,16 +51,6 @@ pub struct EmitMaps {
 /// The emitter for one CPU's ring; `wake_bytes`: bytes written since the reader was last woken at which a
 /// hit within a burst wakes it.
 pub fn generate(maps: &EmitMaps, wake_bytes: u32) -> Result<Vec<Insn>, AsmError> {
-    generate_with(maps, wake_bytes, &|_| {})
-}
-
-/// [`generate`] with `emitted` adding code at its end, after the record went to the ring (a benchmark
-/// variant's stamp; the hit program's instrument hands it in, so the emitter knows nothing of it).
-pub(crate) fn generate_with(
-    maps: &EmitMaps,
-    wake_bytes: u32,
-    emitted: &dyn Fn(&mut Asm),
-) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
     let (scratch_key, stat_key) = (a.slot(4).off(), a.slot(4).off());
     let out = a.label();
@@ -74,7 +67,9 @@ pub(crate) fn generate_with(
         .jump_imm(Cond::Eq, R0, 0, written);
     count_lost(&mut a, RECORD.into(), maps.lost, stat_key);
     a.bind(written);
-    emitted(&mut a);
+    // A benchmark variant (test builds) times the output from the hit program's hand-over to here.
+    #[cfg(test)]
+    hit_variants::at(&mut a, Point::Emitted);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
     a.finish()

@@ -31,6 +31,10 @@
 //! nobody until a quarter of the ring was written since the last wake-up, and the reader, busy since the
 //! first, reads them on its millisecond tick. A record the ring has no room for is counted in the scratch
 //! entry's `lost` (the next record carries it) and in `stats` ([`STAT_LOST`]).
+//!
+//! The writer-cost benchmark builds variants of this program (`hit_variants`, test builds only): lines
+//! marked `#[cfg(test)]` name the points where a variant adds its timing code or ends a kept hit early.
+//! The tool's build has none of them, and its programs are pinned to their bytes (`hit_golden`).
 
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
@@ -46,6 +50,9 @@ use crate::perf::bpf::totals::{self, TotalsMaps, TotalsSlots};
 use crate::perf::bpf::{cgroup, emit};
 use crate::perf::hit_record as rec;
 
+#[cfg(test)]
+use super::hit_variants::{self, Point, Stage};
+
 /// A kept hit this soon after its CPU's previous one does not wake the reader: the reader, busy since
 /// that one, reads its rings every millisecond anyway (`trace::pace`), and a wake-up costs the
 /// writer an interrupt (~9 us in this VM, measured: `bench-writer-parts.py`). A lone hit wakes it at once.
@@ -56,7 +63,7 @@ pub const WAKE_GAP_NS: i32 = 1_000_000;
 /// ([`program::OLD`]) and the user stack's walk the flags' ([`program::FLAGS`]) once each is in the record
 /// ([`program::CTX`] stays the context throughout). The bindings are handed on by moving them, so the
 /// compiler refuses generator code that uses a role after its register went to the next one; this
-/// constant is for an [`Instrument`], which sees only the finished roles (the emitter has its own).
+/// constant is for the benchmark's variants, which see only the finished roles (the emitter has its own).
 pub(crate) const RECORD: Kept = Kept::R7;
 
 /// The program's own stack slots, after the value code's ([`ValueSlots`]).
@@ -89,66 +96,6 @@ impl Slots {
             totals: maps.totals.map(|_| TotalsSlots::new(a)),
         }
     }
-}
-
-/// Where a test looks into the program as it is built: the writer-cost benchmark (`hit_variants`) times
-/// its parts and ends kept hits early. The tool builds every program with [`Plain`], which adds nothing.
-pub(crate) trait Instrument {
-    /// The spec and maps as this build takes them.
-    fn adjust(&self, _spec: &mut HitSpec<'_>, _maps: &mut HitMaps) {}
-    /// Whether a kept hit goes no further than `stage`.
-    fn ends_at(&self, _stage: Stage) -> bool {
-        false
-    }
-    /// Code at `point` (r0-r5 free, r6-r9 the program's).
-    fn at(&self, _a: &mut Asm, _point: Point) {}
-    /// Take a user-mode trap's user stack with `bpf_get_stack`, not the program's own walk.
-    fn kernel_user_walk(&self) -> bool {
-        false
-    }
-    /// Code at the end of the emitter ([`super::emit`]), after the record went to the ring.
-    fn emitted(&self, _a: &mut Asm) {}
-}
-
-/// What the tool runs: the whole program, nothing added.
-pub(crate) struct Plain;
-
-impl Instrument for Plain {}
-
-/// How far a kept hit's work has gone, where an [`Instrument`] may end it (counted as filtered; from
-/// [`Stage::Header`] on, the scratch entry is taken).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Stage {
-    /// Nothing done: the program is `return 0`.
-    Entry,
-    /// The value, the filters and the condition.
-    Decided,
-    /// The record's fixed fields (scratch entry, time, comm, ip, flags).
-    Header,
-    /// And the kernel stack.
-    KernelStack,
-    /// And the user stack (the hit not counted in the totals).
-    UserStack,
-}
-
-/// Where an [`Instrument`] may add code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Point {
-    /// The program's start, the context in [`program::CTX`].
-    Start,
-    /// After a step of the value code.
-    Step(program::Step),
-    /// The hit is kept.
-    Decided,
-    /// Past each [`Stage`] of a kept hit.
-    Header,
-    KernelStack,
-    UserStack,
-    /// The record (in [`RECORD`]) about to go to the emitter.
-    HandOver,
-    /// A dropped hit, before and after it is counted; the program returns right after.
-    Dropping,
-    Dropped,
 }
 
 /// The maps the program uses, by descriptor.
@@ -253,23 +200,16 @@ impl<'a> HitSpec<'a> {
 
 /// The hit program for `spec`.
 pub fn generate(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmError> {
-    generate_with(spec, maps, &Plain)
+    #[cfg(test)]
+    if let Some(variant) = hit_variants::building() {
+        return variant.generate(spec, maps);
+    }
+    program(spec, maps)
 }
 
-/// [`generate`] with `ins` looking in.
-pub(crate) fn generate_with(
-    spec: &HitSpec<'_>,
-    maps: &HitMaps,
-    ins: &dyn Instrument,
-) -> Result<Vec<Insn>, AsmError> {
-    let (mut spec, mut maps) = (*spec, *maps);
-    ins.adjust(&mut spec, &mut maps);
-    let (spec, maps) = (&spec, &maps);
+/// The program itself ([`generate`]); a benchmark variant builds it from its own spec and maps.
+pub(super) fn program(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
-    if ins.ends_at(Stage::Entry) {
-        a.mov_imm(R0, 0).exit();
-        return a.finish();
-    }
     let slots = Slots::new(&mut a, maps);
     // After the program's own slots, so a per-CPU program's code is the same with or without the check.
     let repeat_slots = spec.repeats.map(|_| repeats::Slots::new(&mut a));
@@ -279,7 +219,8 @@ pub(crate) fn generate_with(
     let emit = a.label();
 
     a.mov(CTX, R1);
-    ins.at(&mut a, Point::Start);
+    #[cfg(test)]
+    hit_variants::at(&mut a, Point::Start { drop: filtered });
     if let (Some(r), Some(slots)) = (&spec.repeats, &repeat_slots) {
         repeats::check(&mut a, r, (maps.scratch, maps.stats), slots);
     }
@@ -293,14 +234,7 @@ pub(crate) fn generate_with(
             by_tgid: maps.olds_by_tgid,
         });
         let reads = (olds, maps.reads);
-        program::value_and_old_steps(
-            &mut a,
-            &slots.value,
-            spec.len,
-            reads,
-            filters,
-            &mut |a, step| ins.at(a, Point::Step(step)),
-        );
+        program::value_and_old_steps(&mut a, &slots.value, spec.len, reads, filters);
     } else {
         a.call(Helper::GetCurrentPidTgid)
             .store(DW, FP, slots.value.pid_tgid, R0)
@@ -326,107 +260,81 @@ pub(crate) fn generate_with(
     if let (Some(t), Some(s)) = (&maps.totals, &slots.totals) {
         totals::claim(&mut a, t, s);
     }
-    ins.at(&mut a, Point::Decided);
-    if ins.ends_at(Stage::Decided) {
-        a.goto(filtered);
-    } else {
-        emit_record(&mut a, (maps, spec), &slots, ins, filtered);
-    }
-    count(
-        &mut a,
-        filtered,
-        (maps.stats, STAT_FILTERED),
-        &slots,
-        Some(ins),
-    );
+    emit_record(&mut a, (maps, spec), &slots);
+    count(&mut a, filtered, (maps.stats, STAT_FILTERED), &slots);
     if maps.procs.is_some() {
-        count(
-            &mut a,
-            other,
-            (maps.stats, STAT_OTHER_PROCESS),
-            &slots,
-            None,
-        );
+        count(&mut a, other, (maps.stats, STAT_OTHER_PROCESS), &slots);
     }
     a.finish()
 }
 
-/// At `label`: adds one to `stats[index]` of this CPU and returns 0 (`ins` looks in before and after).
-fn count(
-    a: &mut Asm,
-    label: Label,
-    (stats, index): (i32, u32),
-    slots: &Slots,
-    ins: Option<&dyn Instrument>,
-) {
+/// At `label`: adds one to `stats[index]` of this CPU and returns 0.
+fn count(a: &mut Asm, label: Label, (stats, index): (i32, u32), slots: &Slots) {
     if !a.used(label) {
         return;
     }
     a.bind(label);
-    if let Some(ins) = ins {
-        ins.at(a, Point::Dropping);
-    }
+    #[cfg(test)]
+    hit_variants::at(a, Point::Dropping(index));
     emit::add_one(a, stats, index, slots.stat_key);
-    if let Some(ins) = ins {
-        ins.at(a, Point::Dropped);
-    }
+    #[cfg(test)]
+    hit_variants::at(a, Point::Dropped(index));
     a.mov_imm(R0, 0).exit();
 }
 
-/// Builds the record in the scratch entry (value, old and flags in the value code's registers) and
-/// writes it to this CPU's ring buffer; returns 0. With `spec.regs`, the registers and instruction bytes
-/// too. A kept hit that `ins` ends early jumps to `stop` where it ends.
-fn emit_record(
-    a: &mut Asm,
-    (maps, spec): (&HitMaps, &HitSpec<'_>),
-    slots: &Slots,
-    ins: &dyn Instrument,
-    stop: Label,
-) {
+/// Writes the record ([`write_record`]) to this CPU's ring buffer through the scratch entry; returns 0.
+fn emit_record(a: &mut Asm, (maps, spec): (&HitMaps, &HitSpec<'_>), slots: &Slots) {
+    #[cfg(test)]
+    if hit_variants::ends_after(a, Stage::Decided) {
+        return;
+    }
+    let out = a.label();
+    seq::lookup(a, (maps.scratch, 0, slots.scratch_key), out);
+    write_record(a, (maps, spec), slots);
+    a.bind(out);
+    a.mov_imm(R0, 0).exit();
+}
+
+/// Builds the record in the scratch entry (r0 on entry; value, old and flags in the value code's
+/// registers), counts it in the totals and hands it to the emitter. With `spec.regs`, the registers and
+/// instruction bytes too.
+fn write_record(a: &mut Asm, (maps, spec): (&HitMaps, &HitSpec<'_>), slots: &Slots) {
     let layout = spec.layout();
     // The value code's results, whose registers the record, the stack's bytes and the walk take over.
     let (value, old, flags) = (Bound::first(VALUE), Bound::first(OLD), Bound::first(FLAGS));
-    let out = a.label();
-    seq::lookup(a, (maps.scratch, 0, slots.scratch_key), out);
     let record = fill_header(a, spec, slots, (value, &old, &flags));
-    debug_assert_eq!(record.kept(), RECORD, "where instruments find the record");
+    debug_assert_eq!(record.kept(), RECORD, "where the variants find the record");
     let record = &record;
     a.store(W, record, rec::OFF_FLAGS, &flags);
-    ins.at(a, Point::Header);
-    if ins.ends_at(Stage::Header) {
-        return stop_early(a, stop, out);
+    #[cfg(test)]
+    if hit_variants::ends_after(a, Stage::Header) {
+        return;
     }
     // The stacks: the kernel's, then the user's right after it; a failed walk is an empty stack.
     let max = (8 * rec::MAX_FRAMES) as i32;
     let stack_bytes = &kernel_stack(a, layout, max, record, (&flags, old));
     a.store(W, record, layout.lengths(), stack_bytes);
-    ins.at(a, Point::KernelStack);
-    if ins.ends_at(Stage::KernelStack) {
-        return stop_early(a, stop, out);
+    #[cfg(test)]
+    if hit_variants::ends_after(a, Stage::KernelStack) {
+        return;
     }
-    user_stack(
-        a,
-        ins.kernel_user_walk(),
-        (layout, max, slots.frame),
-        (record, stack_bytes, flags),
-    );
+    user_stack(a, (layout, max, slots.frame), (record, stack_bytes, flags));
     a.store(W, record, layout.lengths() + 4, R0);
     // The chain's bytes, kernel and user.
     a.alu(Alu::Add, stack_bytes, R0);
+    // A hit ended here is in no total.
+    #[cfg(test)]
+    if hit_variants::ends_after(a, Stage::UserStack) {
+        return;
+    }
     // Counted before the ring is tried: a record the ring has no room for is still in the totals.
     if let (Some(t), Some(s)) = (&maps.totals, &slots.totals) {
-        if !ins.ends_at(Stage::UserStack) {
-            totals::count(a, t, s, (record.into(), layout));
-        }
+        totals::count(a, t, s, (record.into(), layout));
     }
-    ins.at(a, Point::UserStack);
-    if ins.ends_at(Stage::UserStack) {
-        return stop_early(a, stop, out);
-    }
+    #[cfg(test)]
+    hit_variants::at(a, Point::Counted);
     finish(a, layout, record, stack_bytes);
-    hand_over(a, maps, slots, ins, record);
-    a.bind(out);
-    a.mov_imm(R0, 0).exit();
+    hand_over(a, maps, slots, record);
 }
 
 /// Fills the record's fixed part in the scratch entry (r0 on entry; the record's binding, returned, takes
@@ -573,16 +481,20 @@ fn kernel_stack(
 }
 
 /// The user stack into the record right after the kernel stack's bytes, its length in r0: walked here
-/// for a 64-bit task's trap in user mode (unless `kernel_walk`), by `bpf_get_stack` otherwise.
+/// for a 64-bit task's trap in user mode, by `bpf_get_stack` otherwise.
 fn user_stack(
     a: &mut Asm,
-    kernel_walk: bool,
     (layout, max, frame): (rec::Layout, i32, i16),
     (record, stack_bytes, flags): (&Bound, &Bound, Bound),
 ) {
     let by_kernel = a.label();
     let walked = a.label();
-    if !kernel_walk {
+    // A benchmark variant times the kernel's walk instead.
+    #[cfg(test)]
+    let own_walk = !hit_variants::kernel_user_walk();
+    #[cfg(not(test))]
+    let own_walk = true;
+    if own_walk {
         a.load(DW, R1, CTX, ctx::CS)
             .jump_imm(Cond::Ne, R1, USER_CS, by_kernel);
         // The flags are in the record: their register follows the saved frame pointers.
@@ -648,7 +560,7 @@ fn finish(a: &mut Asm, layout: rec::Layout, record: &Bound, stack_bytes: &Bound)
 /// [`WAKE_GAP_NS`] or more before, none within a burst (the emitter still wakes the reader every quarter
 /// ring written). A CPU without an emitter counts the record as lost, as the emitter does when the ring
 /// has no room.
-fn hand_over(a: &mut Asm, maps: &HitMaps, slots: &Slots, ins: &dyn Instrument, record: &Bound) {
+fn hand_over(a: &mut Asm, maps: &HitMaps, slots: &Slots, record: &Bound) {
     let flags = a.label();
     a.mov_imm(R1, 0)
         .load(DW, R2, record, rec::OFF_TIME)
@@ -658,21 +570,14 @@ fn hand_over(a: &mut Asm, maps: &HitMaps, slots: &Slots, ins: &dyn Instrument, r
         .mov_imm(R1, emit::BURST);
     a.bind(flags);
     a.store(DW, record, layout::OFF_WAKE, R1);
-    ins.at(a, Point::HandOver);
+    #[cfg(test)]
+    hit_variants::at(a, Point::HandOver);
     a.call(Helper::GetSmpProcessorId)
         .mov(R3, R0)
         .mov(R1, CTX)
         .ld_map_fd(R2, maps.emitters)
         .call(Helper::TailCall);
     emit::count_lost(a, record.into(), (maps.stats, STAT_LOST), slots.stat_key);
-}
-
-/// The end of a kept hit an [`Instrument`] ends early: on to `stop`, and `out` (no scratch entry)
-/// returns 0.
-fn stop_early(a: &mut Asm, stop: Label, out: Label) {
-    a.goto(stop);
-    a.bind(out);
-    a.mov_imm(R0, 0).exit();
 }
 
 /// The user stack of a trap a 64-bit task took in user mode (no kernel frames before it, so

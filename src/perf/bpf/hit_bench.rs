@@ -1,7 +1,7 @@
 //! The writer's cost per store, part by part: a harness that arms one write watch on a writer process
 //! (`tests/helpers/writer.c`, `writer write N CPU`) with a chosen variant of the hit program, times the
 //! writer's N stores, and checks that every trap reached the variant. Each variant stops the kept hit's work
-//! at a later part ([`super::hit::Stage`]; the variants are [`super::hit_variants`]'s), so the difference
+//! at a later part ([`super::hit_variants::Stage`]; the variants are [`super::hit_variants`]'s), so the difference
 //! between two is what that part costs the writer; `stamped` is the whole program with
 //! `bpf_ktime_get_ns` read between its parts, summed per part in a map: the in-kernel split of the same
 //! work, which a sampling profiler on this VM cannot see (the debug exception runs with interrupts off).
@@ -42,11 +42,11 @@ use std::time::{Duration, Instant};
 
 use perf_event_open_sys::bindings as pb;
 
-use super::hit::Stage;
 use super::hit_set::{HitKind, HitPrograms};
-use super::hit_variants::{Stamps, Variant, DROP_STAMP_PARTS, DROP_STAMP_SLOTS};
+use super::hit_variants::{self, Stage, Stamps, Variant, DROP_STAMP_PARTS, DROP_STAMP_SLOTS};
 use super::hit_variants::{STAMP_PARTS, STAMP_SLOTS};
 use super::kernel::MapType;
+use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
 use crate::perf::bpf_ring::BpfRing;
@@ -260,32 +260,18 @@ fn parts_of(variant: &str) -> (Variant, Option<OwnedFd>, Option<u32>) {
     (parts, stamps, slots)
 }
 
-/// Arms `variant` on every online CPU, runs the writer, disarms; the writer's time and what was seen.
-fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen) {
-    let addr = writer.addr;
-    if variant == "bare" {
-        let fds: Vec<OwnedFd> = cpus.iter().map(|&c| bare_breakpoint(addr, c)).collect();
-        fds.iter()
-            .for_each(|fd| sys::perf_enable(fd.as_fd()).unwrap());
-        let (took, faults, sched) = writer.run();
-        let mut seen = Seen {
-            faults,
-            sched,
-            ..Seen::default()
-        };
-        for fd in &fds {
-            sys::perf_disable(fd.as_fd()).unwrap();
-            let mut buf = [0u64; 1];
-            sys::perf_read(fd.as_fd(), &mut buf).unwrap();
-            seen.count += buf[0];
-        }
-        return (took, seen);
-    }
-    let (parts, stamps, slots) = parts_of(variant);
-    let drop = variant.starts_with("drop");
-    let condition = drop.then(|| crate::model::condition::parse(NO_MATCH).unwrap());
-    let programs = HitPrograms::load_instrumented(
-        (&[watch_of(addr)], condition.as_ref(), &Filter::default()),
+/// The variant's programs loaded (`condition` theirs) and attached to a breakpoint on `addr` on each of
+/// `cpus`, with its perf ring and its ring buffer.
+fn arm(
+    variant: &str,
+    addr: u64,
+    condition: &Option<Condition>,
+    cpus: &[u32],
+) -> (Arc<HitPrograms>, Vec<(OwnedFd, Ring, BpfRing)>) {
+    let programs = HitPrograms::load(
+        &[watch_of(addr)],
+        condition.as_ref(),
+        &Filter::default(),
         // As the tool loads them: a condition makes the hits carry the value and the old one.
         HitKind {
             processes: false,
@@ -293,7 +279,6 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
             threads: false,
         },
         RING_PAGES,
-        &parts,
     )
     .expect("the variant loads");
     let programs = Arc::new(programs);
@@ -321,11 +306,38 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
         }
         let bp = sys::perf_event_open(&attr, -1, cpu as i32).expect("breakpoint");
         let ring = Ring::map(bp.as_fd(), RING_PAGES).expect("ring");
-        let hits = programs
-            .attach_with(0, cpu, bp.as_fd(), &parts)
-            .expect("attach");
+        let hits = programs.attach(0, cpu, bp.as_fd()).expect("attach");
         armed.push((bp, ring, hits));
     }
+    (programs, armed)
+}
+
+/// Arms `variant` on every online CPU, runs the writer, disarms; the writer's time and what was seen.
+fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen) {
+    let addr = writer.addr;
+    if variant == "bare" {
+        let fds: Vec<OwnedFd> = cpus.iter().map(|&c| bare_breakpoint(addr, c)).collect();
+        fds.iter()
+            .for_each(|fd| sys::perf_enable(fd.as_fd()).unwrap());
+        let (took, faults, sched) = writer.run();
+        let mut seen = Seen {
+            faults,
+            sched,
+            ..Seen::default()
+        };
+        for fd in &fds {
+            sys::perf_disable(fd.as_fd()).unwrap();
+            let mut buf = [0u64; 1];
+            sys::perf_read(fd.as_fd(), &mut buf).unwrap();
+            seen.count += buf[0];
+        }
+        return (took, seen);
+    }
+    let (parts, stamps, slots) = parts_of(variant);
+    let drop = variant.starts_with("drop");
+    let condition = drop.then(|| crate::model::condition::parse(NO_MATCH).unwrap());
+    // The hit program and each CPU's emitter as the variant builds them.
+    let (programs, mut armed) = hit_variants::with(parts, || arm(variant, addr, &condition, cpus));
     // The ring buffers are read on the tick, not on their wake-ups: the tracer's loop in a flood.
     let epoll = sys::Epoll::new().unwrap();
     for (i, (bp, _, _)) in armed.iter().enumerate() {

@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use perf_event_open_sys::bindings as pb;
 
-use super::hit::{Instrument, Plain};
 use super::hit_set::{HitKind, HitPrograms};
-use super::hit_variants::Variant;
+use super::hit_variants::{self, Variant};
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
@@ -59,13 +58,13 @@ fn watch_during(
     addr: u64,
     work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
 ) -> (Vec<(u32, HitRecord)>, HitPrograms) {
-    watch_during_parts(addr, &Plain, work)
+    watch_during_parts(addr, Variant::default(), work)
 }
 
-/// [`watch_during`] with the program `parts` builds. `work` gets the programs and the CPUs' ring buffers.
+/// [`watch_during`] with the programs `parts` builds. `work` gets the programs and the CPUs' ring buffers.
 fn watch_during_parts(
     addr: u64,
-    parts: &dyn Instrument,
+    parts: Variant,
     work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
 ) -> (Vec<(u32, HitRecord)>, HitPrograms) {
     watch_during_ring(addr, parts, 64, work)
@@ -74,7 +73,7 @@ fn watch_during_parts(
 /// [`watch_during_parts`] with rings of `pages` data pages.
 fn watch_during_ring(
     addr: u64,
-    parts: &dyn Instrument,
+    parts: Variant,
     pages: usize,
     work: impl FnOnce(&HitPrograms, &[BorrowedFd<'_>]),
 ) -> (Vec<(u32, HitRecord)>, HitPrograms) {
@@ -86,29 +85,32 @@ fn watch_during_ring(
         module: None,
         per_cpu: None,
     };
-    let programs = HitPrograms::load_instrumented(
-        (&[watch], None, &Filter::default()),
-        HitKind {
-            processes: true,
-            written: true,
-            threads: false,
-        },
-        pages,
-        parts,
-    )
-    .expect("loads");
+    let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
+    // The hit program and each CPU's emitter as `parts` builds them.
+    let (programs, mut armed) = hit_variants::with(parts, || {
+        let programs = HitPrograms::load(
+            &[watch],
+            None,
+            &Filter::default(),
+            HitKind {
+                processes: true,
+                written: true,
+                threads: false,
+            },
+            pages,
+        )
+        .expect("loads");
+        let mut armed = Vec::new();
+        for &cpu in &cpus {
+            let bp = breakpoint(addr, cpu).expect("breakpoint");
+            let ring = Ring::map(bp.as_fd(), 64).expect("ring");
+            let hits = programs.attach(0, cpu, bp.as_fd()).expect("attach");
+            armed.push((cpu, bp, ring, hits));
+        }
+        (programs, armed)
+    });
     let me = std::process::id();
     programs.watch_process(me).expect("procs map");
-    let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
-    let mut armed = Vec::new();
-    for &cpu in &cpus {
-        let bp = breakpoint(addr, cpu).expect("breakpoint");
-        let ring = Ring::map(bp.as_fd(), 64).expect("ring");
-        let hits = programs
-            .attach_with(0, cpu, bp.as_fd(), parts)
-            .expect("attach");
-        armed.push((cpu, bp, ring, hits));
-    }
     for (_, bp, _, _) in &armed {
         sys::perf_enable(bp.as_fd()).expect("enable");
     }
@@ -169,11 +171,12 @@ fn every_kept_hit_is_counted_in_the_kernel_when_the_ring_is_full() {
         return;
     };
     const STORES: u64 = 3000;
-    let (mine, programs) = watch_during_ring(TARGET.as_ptr() as u64, &Plain, 1, |_, _| {
-        for v in 1..=STORES {
-            store(v);
-        }
-    });
+    let (mine, programs) =
+        watch_during_ring(TARGET.as_ptr() as u64, Variant::default(), 1, |_, _| {
+            for v in 1..=STORES {
+                store(v);
+            }
+        });
     let me = std::process::id();
     let tid = own_tid();
     let lost = programs.dropped(0).expect("stats").lost;
@@ -344,7 +347,7 @@ fn the_programs_user_stack_walk_gives_the_kernels_frames() {
         return;
     };
     let addr = TARGET.as_ptr() as u64;
-    let stacks = |parts: &dyn Instrument| {
+    let stacks = |parts: Variant| {
         let (hits, _) = watch_during_parts(addr, parts, |_, _| {
             for v in 0..5 {
                 store(v);
@@ -355,8 +358,8 @@ fn the_programs_user_stack_walk_gives_the_kernels_frames() {
             .map(|(_, h)| h.user_stack)
             .collect::<Vec<_>>()
     };
-    let own = stacks(&Plain);
-    let kernel = stacks(&Variant {
+    let own = stacks(Variant::default());
+    let kernel = stacks(Variant {
         kernel_user_walk: true,
         ..Variant::default()
     });

@@ -16,7 +16,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::cgroup::CgroupMap;
 use super::emit::{self, EmitMaps};
-use super::hit::{self, HitMaps, HitSpec, Instrument, Plain};
+use super::hit::{self, HitMaps, HitSpec};
 use super::kernel::{MapType, ProgType};
 use super::tgid_olds::TgidOlds;
 use super::totals::{self, Counted, Limit, Totals};
@@ -33,14 +33,9 @@ use crate::perf::sys;
 /// Loads the hit program for `spec`. A kernel that will not have a perf-event program read the task
 /// through BTF (before 5.11, or BTF it refuses) still has the helper: the name then costs more, nothing
 /// is lost, and the helper's program is loaded instead.
-fn load_hit(
-    spec: &HitSpec<'_>,
-    maps: &HitMaps,
-    ins: &dyn Instrument,
-) -> Result<OwnedFd, ProgramError> {
+fn load_hit(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<OwnedFd, ProgramError> {
     let load = |spec: &HitSpec<'_>| -> Result<OwnedFd, ProgramError> {
-        let insns =
-            hit::generate_with(spec, maps, ins).map_err(|e| super::too_big(&e, spec.condition))?;
+        let insns = hit::generate(spec, maps).map_err(|e| super::too_big(&e, spec.condition))?;
         let mut log = Vec::new();
         load_program(ProgType::PerfEvent, &insns, "ksw_hit", &mut log)
             .map_err(|e| ProgramError::load("hit", e, &log))
@@ -250,19 +245,7 @@ impl HitPrograms {
             .transpose()
             .map_err(ProgramError::Unavailable)?;
         let watch = (watches, condition, filter);
-        HitPrograms::load_with(watch, kind, ring_pages, limit, &Plain)
-    }
-
-    /// [`HitPrograms::load`] with `ins` looking into each program as it is built (the writer-cost
-    /// benchmark's variants, `hit_variants`).
-    #[cfg(test)]
-    pub(crate) fn load_instrumented(
-        watch: (&[Watch], Option<&Condition>, &Filter),
-        kind: HitKind,
-        ring_pages: usize,
-        ins: &dyn Instrument,
-    ) -> Result<HitPrograms, ProgramError> {
-        HitPrograms::load_with(watch, kind, ring_pages, None, ins)
+        HitPrograms::load_with(watch, kind, ring_pages, limit)
     }
 
     fn load_with(
@@ -274,7 +257,6 @@ impl HitPrograms {
         }: HitKind,
         ring_pages: usize,
         limit: Option<Limit>,
-        ins: &dyn Instrument,
     ) -> Result<HitPrograms, ProgramError> {
         // Before any map: a per-thread watch that could report a store twice is not started.
         let repeats = match threads {
@@ -318,12 +300,12 @@ impl HitPrograms {
                 cgroups: cgroups.as_ref().map(CgroupMap::fds),
                 ..m.fds_limited(procs, lim)
             };
-            let prog = match load_hit(&spec, &fds(&maps), ins) {
+            let prog = match load_hit(&spec, &fds(&maps)) {
                 // Before Linux 6.1 a perf-event program may use only preallocated hash maps.
                 Err(ProgramError::Refused { .. }) => {
                     maps.totals =
                         Totals::create_preallocated(written).map_err(ProgramError::Unavailable)?;
-                    load_hit(&spec, &fds(&maps), ins)?
+                    load_hit(&spec, &fds(&maps))?
                 }
                 r => r?,
             };
@@ -410,17 +392,6 @@ impl HitPrograms {
     /// and loads its emitter, enters that in the `emitters` array, and attaches the program. Returns the
     /// ring, mapped.
     pub fn attach(&self, watch: usize, cpu: u32, bp: BorrowedFd<'_>) -> io::Result<BpfRing> {
-        self.attach_with(watch, cpu, bp, &Plain)
-    }
-
-    /// [`HitPrograms::attach`] with `ins` looking into the emitter as it is built.
-    pub(crate) fn attach_with(
-        &self,
-        watch: usize,
-        cpu: u32,
-        bp: BorrowedFd<'_>,
-        ins: &dyn Instrument,
-    ) -> io::Result<BpfRing> {
         let p = self.program(watch)?;
         let bytes = self.ring_pages * sys::page_size();
         let size = u32::try_from(bytes).map_err(|_| {
@@ -432,7 +403,7 @@ impl HitPrograms {
             lost: (raw(p.maps.stats.as_fd()), layout::STAT_LOST),
             ring: raw(map.as_fd()),
         };
-        let insns = emit::generate_with(&maps, size / 4, &|a| ins.emitted(a))
+        let insns = emit::generate(&maps, size / 4)
             .map_err(|e| io::Error::other(format!("the emitter program: {e}")))?;
         let mut log = Vec::new();
         let emitter =
@@ -627,7 +598,7 @@ mod tests {
         let insns = hit::generate(&spec, &maps).unwrap();
         let refused = load_program(ProgType::PerfEvent, &insns, "t_hit", &mut Vec::new());
         assert!(refused.is_err(), "the kernel loaded reads past task_struct");
-        load_hit(&spec, &maps, &Plain).expect("the helper's program");
+        load_hit(&spec, &maps).expect("the helper's program");
     }
 
     /// A process watch's program holds the read and its `reads` flag (the verifier takes the flag's

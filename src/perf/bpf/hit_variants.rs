@@ -1,18 +1,116 @@
-//! The writer-cost benchmark's variants of the hit program (`hit_bench`), test-only: a [`Variant`] is an
-//! [`Instrument`] that ends kept hits early ([`Stage`]), times the program's parts with
-//! `bpf_ktime_get_ns` stamps into a per-CPU map, or builds the program without a part (the old values,
-//! the by-tgid array, the totals, its own user stack walk), each part's cost to the writer being the
-//! difference between two variants. The tool never builds these: its programs are [`super::hit::Plain`].
+//! The writer-cost benchmark's variants of the hit program (`hit_bench`), test-only: a [`Variant`] ends
+//! kept hits early ([`Stage`]), times the program's parts with `bpf_ktime_get_ns` stamps into a per-CPU
+//! map, or builds the program without a part (the old values, the by-tgid array, the totals, its own user
+//! stack walk), each part's cost to the writer being the difference between two variants.
+//!
+//! The seam: the generators ([`super::hit`], [`super::program`]'s value code, [`super::emit`]) pass
+//! named [`Point`]s in lines compiled into test builds only, which call [`at`], [`ends_after`] and
+//! [`kernel_user_walk`] here. While [`with`] runs, those add the variant's code to every program built on
+//! its thread; otherwise they add nothing, and a test build's programs are the tool's. The tool's build
+//! has neither the points nor this module.
 
 use crate::perf::bpf::layout;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use super::emit;
-use super::hit::{self, HitMaps, HitSpec, Instrument, Point, Stage};
-use super::insn::{Alu, Asm, Kept, DW, FP, R0, R1, R2};
+use super::hit::{self, HitMaps, HitSpec};
+use super::insn::{Alu, Asm, AsmError, Insn, Kept, Label, DW, FP, R0, R1, R2};
 use super::kernel::Helper;
-use super::program::Step;
 use super::seq;
+
+/// How far a kept hit's work has gone, where a variant may end it (counted as filtered; from
+/// [`Stage::Header`] on, the scratch entry is taken).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Stage {
+    /// Nothing done: the program is `return 0`.
+    Entry,
+    /// The value, the filters and the condition.
+    Decided,
+    /// The record's fixed fields (scratch entry, time, comm, ip, flags).
+    Header,
+    /// And the kernel stack.
+    KernelStack,
+    /// And the user stack (the hit not counted in the totals).
+    UserStack,
+}
+
+/// Where a variant may add code (r0-r5 free, r6-r9 the program's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Point {
+    /// The hit program's start, the context in [`super::program::CTX`]; a kept hit the variant ends early
+    /// jumps to `drop`, where it is counted as filtered.
+    Start {
+        drop: Label,
+    },
+    /// The value code's steps: the task's pid/tgid and the olds key, the watched bytes read, the old value
+    /// swapped (only with an `olds` map).
+    Task,
+    Value,
+    Old,
+    /// A kept hit past a [`Stage`] ([`ends_after`]).
+    Past(Stage),
+    /// A kept hit past its stacks and, with totals, counted in them.
+    Counted,
+    /// The record (in [`hit::RECORD`]) about to go to the emitter.
+    HandOver,
+    /// The emitter's end, the record in the ring.
+    Emitted,
+    /// A dropped hit, before and after it is counted in `stats[index]`; the program returns right after.
+    Dropping(u32),
+    Dropped(u32),
+}
+
+thread_local! {
+    /// The variant the programs built on this thread are, while [`with`] runs.
+    static BUILDING: RefCell<Option<Rc<Variant>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`, every hit and emitter program it builds on this thread being `variant`'s.
+pub(crate) fn with<T>(variant: Variant, f: impl FnOnce() -> T) -> T {
+    /// Puts back what was built before, also when `f` panics.
+    struct Restore(Option<Rc<Variant>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BUILDING.with(|b| *b.borrow_mut() = self.0.take());
+        }
+    }
+    let _restore = Restore(BUILDING.with(|b| b.replace(Some(Rc::new(variant)))));
+    f()
+}
+
+/// The variant being built on this thread, if any.
+pub(crate) fn building() -> Option<Rc<Variant>> {
+    BUILDING.with(|b| b.borrow().clone())
+}
+
+/// The variant's code at `point`, if a variant is being built.
+pub(crate) fn at(a: &mut Asm, point: Point) {
+    if let Some(v) = building() {
+        v.at(a, point);
+    }
+}
+
+/// A kept hit past `stage`: the variant's code there and, if the variant ends kept hits there, the jump
+/// to the drop (true: the generator builds no more of the kept hit).
+pub(crate) fn ends_after(a: &mut Asm, stage: Stage) -> bool {
+    let Some(v) = building() else {
+        return false;
+    };
+    v.at(a, Point::Past(stage));
+    match (v.until == Some(stage), v.drop.get()) {
+        (true, Some(drop)) => {
+            a.goto(drop);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Whether the variant takes a user-mode trap's user stack with `bpf_get_stack`, not the program's own walk.
+pub(crate) fn kernel_user_walk() -> bool {
+    building().is_some_and(|v| v.kernel_user_walk)
+}
 
 /// The parts a stamped program times, in order: from the program's start to the hit being kept (the value,
 /// the old value, the filters, the condition), the record's fixed fields, the kernel stack, the user
@@ -55,30 +153,56 @@ pub(crate) struct Variant {
     pub no_totals: bool,
     /// The stamps' stack slots in the program being built: the previous stamp, the map key, the deltas.
     pub slots: Cell<Option<(i16, i16, i16)>>,
+    /// Where the program being built counts a dropped hit as filtered ([`Point::Start`]).
+    pub drop: Cell<Option<Label>>,
 }
 
 impl Variant {
+    /// The hit program for `spec` as this variant builds it ([`hit::generate`] in a test build, in [`with`]).
+    pub(crate) fn generate(
+        &self,
+        spec: &HitSpec<'_>,
+        maps: &HitMaps,
+    ) -> Result<Vec<Insn>, AsmError> {
+        if self.until == Some(Stage::Entry) {
+            let mut a = Asm::new();
+            a.mov_imm(R0, 0).exit();
+            return a.finish();
+        }
+        let (mut spec, mut maps) = (*spec, *maps);
+        if self.no_olds {
+            spec.old = false;
+        }
+        if self.no_olds_by_tgid {
+            maps.olds_by_tgid = None;
+        }
+        if self.no_totals {
+            maps.totals = None;
+        }
+        hit::program(&spec, &maps)
+    }
+
     /// The map, its slot count and, for `point`, the part whose delta it ends (`None`: not one).
     fn part(&self, point: Point) -> Option<(i32, u32, i16)> {
         match (self.stamps?, point) {
             (Stamps::Kept(m), p) => {
                 let part = match p {
-                    Point::Decided => 0,
-                    Point::Header => 1,
-                    Point::KernelStack => 2,
-                    Point::UserStack => 3,
+                    Point::Past(Stage::Decided) => 0,
+                    Point::Past(Stage::Header) => 1,
+                    Point::Past(Stage::KernelStack) => 2,
+                    Point::Counted => 3,
                     _ => return None,
                 };
                 Some((m, STAMP_SLOTS, part))
             }
             (Stamps::Dropped(m), p) => {
                 let part = match p {
-                    Point::Start => 0,
-                    Point::Step(Step::Task) => 1,
-                    Point::Step(Step::Value) => 2,
-                    Point::Step(Step::Old) => 3,
-                    Point::Dropping => 4,
-                    Point::Dropped => 5,
+                    Point::Start { .. } => 0,
+                    Point::Task => 1,
+                    Point::Value => 2,
+                    Point::Old => 3,
+                    Point::Dropping(layout::STAT_FILTERED) => 4,
+                    Point::Dropped(layout::STAT_FILTERED) => 5,
                     _ => return None,
                 };
                 Some((m, DROP_STAMP_SLOTS, part))
@@ -135,25 +259,11 @@ impl Variant {
     }
 }
 
-impl Instrument for Variant {
-    fn adjust(&self, spec: &mut HitSpec<'_>, maps: &mut HitMaps) {
-        if self.no_olds {
-            spec.old = false;
-        }
-        if self.no_olds_by_tgid {
-            maps.olds_by_tgid = None;
-        }
-        if self.no_totals {
-            maps.totals = None;
-        }
-    }
-
-    fn ends_at(&self, stage: Stage) -> bool {
-        self.until == Some(stage)
-    }
-
+impl Variant {
+    /// Its code at `point`.
     fn at(&self, a: &mut Asm, point: Point) {
-        if point == Point::Start {
+        if let Point::Start { drop } = point {
+            self.drop.set(Some(drop));
             self.slots.set(None);
             match self.stamps {
                 Some(Stamps::Kept(_)) => self.start(a, STAMP_SLOTS),
@@ -161,29 +271,26 @@ impl Instrument for Variant {
                 None => return,
             }
         }
-        if let (Some(Stamps::Kept(map)), Point::HandOver) = (self.stamps, point) {
-            // The emitter times the output from here.
-            self.flush(a, map, STAMP_SLOTS);
-            a.call(Helper::KtimeGetNs)
-                .store(DW, hit::RECORD, layout::OFF_STAMP, R0);
+        match (self.stamps, point) {
+            (Some(Stamps::Kept(map)), Point::HandOver) => {
+                // The emitter times the output from here.
+                self.flush(a, map, STAMP_SLOTS);
+                a.call(Helper::KtimeGetNs)
+                    .store(DW, hit::RECORD, layout::OFF_STAMP, R0);
+            }
+            (Some(Stamps::Kept(map)), Point::Emitted) => self.emitted(a, map),
+            _ => {}
         }
         if let Some((map, slots, part)) = self.part(point) {
             self.stamp(a, part);
-            if point == Point::Dropped {
+            if matches!(point, Point::Dropped(_)) {
                 self.flush(a, map, slots);
             }
         }
     }
 
-    fn kernel_user_walk(&self) -> bool {
-        self.kernel_user_walk
-    }
-
-    /// With kept stamps: the time since the hit program handed over, added to the output's part.
-    fn emitted(&self, a: &mut Asm) {
-        let Some(Stamps::Kept(map)) = self.stamps else {
-            return;
-        };
+    /// The time since the hit program handed over, added to the output's part of `map`.
+    fn emitted(&self, a: &mut Asm, map: i32) {
         let key = a.slot(4).off();
         a.call(Helper::KtimeGetNs)
             .load(DW, R1, emit::RECORD, layout::OFF_STAMP)
@@ -200,7 +307,7 @@ mod tests {
     use super::*;
     use crate::model::condition;
     use crate::model::filter::Filter;
-    use crate::perf::bpf::hit::generate_with;
+    use crate::perf::bpf::hit::generate;
     use crate::perf::bpf::interp::{FakeKernel, COMM_OFFSET};
     use crate::perf::bpf::kernel::MapType;
     use crate::perf::bpf::layout::STAT_FILTERED;
@@ -211,26 +318,28 @@ mod tests {
 
     /// Runs `variant` once on a kept hit and once on a dropped one (a condition no value meets): the
     /// records its ring took, the hits it counted as filtered, and the stamps map's slot 0.
-    fn run(variant: &Variant, slots: u32) -> (usize, u64, u64) {
+    fn run(variant: Variant, slots: u32) -> (usize, u64, u64) {
         let f = Filter::default();
         let never = condition::parse("value == 12345").expect("parses");
         let mut m = FakeKernel::for_hit(&MAPS, 0x60_1000, RING, 1 << 14);
         m.declare(STAMPS, MapType::PercpuArray, (4, 8), slots as usize);
-        for cond in [None, Some(&never)] {
-            let spec = HitSpec {
-                len: 8,
-                read_value: true,
-                old: true,
-                regs: false,
-                cgroup_ids: false,
-                condition: cond,
-                filter: &f,
-                comm_offset: Some(COMM_OFFSET),
-                repeats: None,
-            };
-            let prog = generate_with(&spec, &MAPS, variant).expect("assembles");
-            assert_eq!(m.run(&prog), 0);
-        }
+        with(variant, || {
+            for cond in [None, Some(&never)] {
+                let spec = HitSpec {
+                    len: 8,
+                    read_value: true,
+                    old: true,
+                    regs: false,
+                    cgroup_ids: false,
+                    condition: cond,
+                    filter: &f,
+                    comm_offset: Some(COMM_OFFSET),
+                    repeats: None,
+                };
+                let prog = generate(&spec, &MAPS).expect("assembles");
+                assert_eq!(m.run(&prog), 0);
+            }
+        });
         let timed = m.word(STAMPS, 0).unwrap_or(0);
         (m.ring(RING).len(), m.stat(STAT_FILTERED), timed)
     }
@@ -240,12 +349,12 @@ mod tests {
     #[test]
     fn every_variant_runs_and_times_what_it_says() {
         let whole = Variant::default();
-        assert_eq!(run(&whole, 1), (1, 1, 0));
+        assert_eq!(run(whole, 1), (1, 1, 0));
         let entry = Variant {
             until: Some(Stage::Entry),
             ..Variant::default()
         };
-        assert_eq!(run(&entry, 1), (0, 0, 0), "return 0 and nothing else");
+        assert_eq!(run(entry, 1), (0, 0, 0), "return 0 and nothing else");
         for stage in [
             Stage::Decided,
             Stage::Header,
@@ -256,24 +365,24 @@ mod tests {
                 until: Some(stage),
                 ..Variant::default()
             };
-            assert_eq!(run(&early, 1), (0, 2, 0), "{stage:?}");
+            assert_eq!(run(early, 1), (0, 2, 0), "{stage:?}");
         }
         let kept = Variant {
             stamps: Some(Stamps::Kept(STAMPS)),
             ..Variant::default()
         };
-        assert_eq!(run(&kept, STAMP_SLOTS), (1, 1, 1));
+        assert_eq!(run(kept, STAMP_SLOTS), (1, 1, 1));
         let dropped = Variant {
             stamps: Some(Stamps::Dropped(STAMPS)),
             ..Variant::default()
         };
-        assert_eq!(run(&dropped, DROP_STAMP_SLOTS), (1, 1, 1));
+        assert_eq!(run(dropped, DROP_STAMP_SLOTS), (1, 1, 1));
         let walk = Variant {
             kernel_user_walk: true,
             no_olds: true,
             no_totals: true,
             ..Variant::default()
         };
-        assert_eq!(run(&walk, 1), (1, 1, 0));
+        assert_eq!(run(walk, 1), (1, 1, 0));
     }
 }

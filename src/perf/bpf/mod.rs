@@ -28,6 +28,8 @@ pub mod hit;
 #[cfg(test)]
 mod hit_bench;
 #[cfg(test)]
+mod hit_golden;
+#[cfg(test)]
 mod hit_live_tests;
 pub mod hit_set;
 #[cfg(test)]

@@ -26,6 +26,9 @@ use crate::perf::bpf::kernel::{ctx, Helper};
 use crate::perf::bpf::seq::{self, lookup, lookup_key};
 use crate::perf::hit_record::{OLD_KNOWN, VALUE_KNOWN};
 
+#[cfg(test)]
+use super::hit_variants::{self, Point};
+
 /// The registers the value code binds across its helper calls, which the hit program keeps until it
 /// builds its record: the program's context; the value read ([`VALUE_KNOWN`] in the flags), the old
 /// value ([`OLD_KNOWN`]) and the flags. Before the value is read, [`ADDR`] holds the breakpoint's
@@ -109,23 +112,11 @@ fn comms_in_kernel(filter: &Filter) -> bool {
             .all(|c| c == IDLE || !c.starts_with('<'))
 }
 
-/// The steps of [`value_and_old_steps`] after which its `between` hook runs (a benchmark times them
-/// there).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Step {
-    /// The task's pid/tgid and the olds key.
-    Task,
-    /// The watched bytes read ([`VALUE`], [`FLAGS`]).
-    Value,
-    /// The old value swapped ([`OLD`], [`FLAGS`]); only with an `olds` map.
-    Old,
-}
-
 /// Reads the watched bytes at the trap into [`VALUE`], swaps them with the `olds` map's last value into
 /// [`OLD`] (none without one: 0) and sets [`FLAGS`]' `VALUE_KNOWN`/`OLD_KNOWN`, then jumps to `done`; the
-/// current task's pid/tgid is left in the `pid_tgid` slot. Expects the context in [`CTX`]. Calls
-/// `between` after each [`Step`] of a readable value (a benchmark times them there). The hook may use r0-r5
-/// (and so call helpers): r6-r9 are what this code keeps. With `reads`, a one-entry array of one u32, the
+/// current task's pid/tgid is left in the `pid_tgid` slot. Expects the context in [`CTX`]. A benchmark
+/// variant (test builds) times the steps of a readable value, with code that may use r0-r5 (and so call
+/// helpers): r6-r9 are what this code keeps. With `reads`, a one-entry array of one u32, the
 /// bytes of a trap taken in user space are read only while that is not 0, else left unknown as an
 /// unreadable value is: a read-write breakpoint on a user address traps on the program's own read, byte by
 /// byte (the kernel counts those traps and runs no program for them), and `--control` can move a watch
@@ -136,7 +127,6 @@ pub(crate) fn value_and_old_steps(
     len: u8,
     (olds, reads): (Option<Olds>, Option<i32>),
     done: Label,
-    between: &mut dyn FnMut(&mut Asm, Step),
 ) {
     let unreadable = a.label();
     a.call(Helper::GetCurrentPidTgid);
@@ -149,8 +139,9 @@ pub(crate) fn value_and_old_steps(
     a.jump_imm(Cond::Sge, ADDR, 0, user).mov(R1, ADDR);
     a.bind(user);
     a.store(DW, FP, slots.key, R1);
-    between(a, Step::Task);
-    // The hook may have used r1-r5; the address is still in its kept register.
+    #[cfg(test)]
+    hit_variants::at(a, Point::Task);
+    // A variant's code may have used r1-r5; the address is still in its kept register.
     if let Some(reads) = reads {
         // A trap taken in the kernel runs with the debug registers cleared (the kernel's #DB handler
         // saves and clears DR7 for it): the read cannot trap there, and a kernel writer's bytes are read.
@@ -179,11 +170,13 @@ pub(crate) fn value_and_old_steps(
     };
     a.load(size, VALUE, FP, slots.buf)
         .mov_imm(FLAGS, VALUE_KNOWN as i32);
-    between(a, Step::Value);
+    #[cfg(test)]
+    hit_variants::at(a, Point::Value);
     match olds {
         Some(olds) => {
             swap_old(a, slots, olds);
-            between(a, Step::Old);
+            #[cfg(test)]
+            hit_variants::at(a, Point::Old);
         }
         None => {
             a.mov_imm(OLD, 0);

@@ -1,0 +1,251 @@
+//! The tool's hit and emitter programs pinned to their exact bytes: a hash of each program for a spread
+//! of specs, as the generator built them before the writer-cost benchmark's hooks left the tool's build
+//! (`hit_variants` looks in through test-only code). A change of the generator that changes a program
+//! changes its hash here: update the value in the same commit, saying why the program changed.
+
+use super::emit::{self, EmitMaps};
+use super::hit::{generate, HitMaps, HitSpec};
+use super::insn::Insn;
+use super::interp::{COMM_OFFSET, EVENT_OFFSET, KERN_CTX_ID};
+use super::repeats::Repeats;
+use super::totals::TotalsMaps;
+use crate::model::condition::{self, Condition};
+use crate::model::filter::{Filter, Place};
+
+const TOTALS: TotalsMaps = TotalsMaps {
+    chains: 20,
+    counts: 21,
+    values: Some(23),
+    stats: 22,
+    limit: None,
+};
+/// A process watch's maps, as `HitPrograms` makes them for `--value`.
+const PROCESS: HitMaps = HitMaps {
+    emitters: 3,
+    olds: 4,
+    olds_by_tgid: Some(6),
+    stats: 5,
+    scratch: 7,
+    procs: Some(9),
+    reads: Some(8),
+    totals: Some(TOTALS),
+    cgroups: None,
+};
+/// The per-thread path's maps: no `procs` (the events choose the threads).
+const THREADS: HitMaps = HitMaps {
+    procs: None,
+    ..PROCESS
+};
+/// A system-wide watch's, with its totals.
+const SYSTEM: HitMaps = HitMaps {
+    olds_by_tgid: None,
+    reads: None,
+    procs: None,
+    ..PROCESS
+};
+
+/// FNV-1a over the program's encoded instructions, and its length.
+fn fingerprint(prog: &[Insn]) -> (usize, u64) {
+    let hash = prog
+        .iter()
+        .flat_map(|i| i.encode())
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    (prog.len(), hash)
+}
+
+/// A spec of `len` bytes: with `value`, the value, the old one and the registers (`--value`).
+fn spec<'a>(
+    len: u8,
+    filter: &'a Filter,
+    condition: Option<&'a Condition>,
+    value: bool,
+) -> HitSpec<'a> {
+    HitSpec {
+        len,
+        read_value: value,
+        old: value,
+        regs: value,
+        cgroup_ids: false,
+        condition,
+        filter,
+        comm_offset: Some(COMM_OFFSET),
+        repeats: None,
+    }
+}
+
+const REPEATS: Repeats = Repeats {
+    kern_ctx: KERN_CTX_ID,
+    event: EVENT_OFFSET,
+};
+
+#[test]
+fn the_hit_programs_are_the_bytes_they_were() {
+    let none = Filter::default();
+    let picky = Filter {
+        tids: vec![7, 8],
+        comms: vec!["writer".into(), "other".into()],
+        exclude_idle: true,
+        ..Filter::default()
+    };
+    let user = Filter {
+        place: Place::User,
+        ..Filter::default()
+    };
+    let kernel = Filter {
+        place: Place::Kernel,
+        comms: vec!["writer".into()],
+        ..Filter::default()
+    };
+    let five = condition::parse("value == 5 && old != value").expect("parses");
+    let masked = condition::parse("(value & 0x0f || (s)value < -2) && changed").expect("parses");
+    let counting = HitMaps {
+        cgroups: Some((10, 2)),
+        totals: Some(TotalsMaps {
+            limit: Some((24, 2)),
+            ..TOTALS
+        }),
+        ..PROCESS
+    };
+    let untotalled = HitMaps {
+        totals: None,
+        ..PROCESS
+    };
+    let specs: Vec<(&str, HitSpec<'_>, &HitMaps)> = vec![
+        ("system", spec(8, &none, None, false), &SYSTEM),
+        (
+            "system, helper's name",
+            HitSpec {
+                comm_offset: None,
+                ..spec(8, &none, None, false)
+            },
+            &SYSTEM,
+        ),
+        (
+            "system, no totals",
+            spec(8, &none, None, false),
+            &HitMaps::SYSTEM_FOR_TESTS,
+        ),
+        ("system --value", spec(8, &none, Some(&five), true), &SYSTEM),
+        ("process", spec(8, &none, None, false), &PROCESS),
+        ("process --value", spec(8, &none, None, true), &PROCESS),
+        (
+            "process --if, filters",
+            spec(8, &picky, Some(&five), true),
+            &PROCESS,
+        ),
+        ("process --user-only", spec(8, &user, None, false), &PROCESS),
+        (
+            "process --kernel-only --comm",
+            spec(4, &kernel, Some(&masked), true),
+            &PROCESS,
+        ),
+        ("1 byte --if", spec(1, &none, Some(&masked), true), &PROCESS),
+        (
+            "2 bytes --if",
+            spec(2, &none, Some(&masked), true),
+            &PROCESS,
+        ),
+        (
+            "value without old or registers",
+            HitSpec {
+                old: false,
+                regs: false,
+                ..spec(8, &none, None, true)
+            },
+            &PROCESS,
+        ),
+        (
+            "value, no by-tgid olds, no reads flag",
+            spec(8, &none, None, true),
+            &HitMaps {
+                olds_by_tgid: None,
+                reads: None,
+                ..PROCESS
+            },
+        ),
+        (
+            "no totals --value",
+            spec(8, &none, Some(&five), true),
+            &untotalled,
+        ),
+        (
+            "per-thread",
+            HitSpec {
+                repeats: Some(REPEATS),
+                ..spec(8, &none, None, false)
+            },
+            &THREADS,
+        ),
+        (
+            "per-thread --value --if",
+            HitSpec {
+                repeats: Some(REPEATS),
+                ..spec(8, &picky, Some(&five), true)
+            },
+            &THREADS,
+        ),
+        (
+            "--cgroup --count",
+            HitSpec {
+                cgroup_ids: true,
+                ..spec(8, &none, None, true)
+            },
+            &counting,
+        ),
+    ];
+    let got: Vec<(&str, usize, u64)> = specs
+        .iter()
+        .map(|(name, spec, maps)| {
+            let (len, hash) = fingerprint(&generate(spec, maps).expect("assembles"));
+            (*name, len, hash)
+        })
+        .collect();
+    let before = [
+        ("system", 2696, 882805265647039446),
+        ("system, helper's name", 2695, 2180710931113928440),
+        ("system, no totals", 1537, 2693181707148102904),
+        ("system --value", 2863, 6244091737992004028),
+        ("process", 2717, 15567031703545421674),
+        ("process --value", 2892, 12451196030546487195),
+        ("process --if, filters", 2947, 9165190449537142164),
+        ("process --user-only", 2732, 15742352427691878341),
+        ("process --kernel-only --comm", 2940, 5157301091802462314),
+        ("1 byte --if", 2924, 1494760136014725412),
+        ("2 bytes --if", 2924, 15949354756634397711),
+        ("value without old or registers", 2791, 787420948187587857),
+        (
+            "value, no by-tgid olds, no reads flag",
+            2857,
+            14989926081312918561,
+        ),
+        ("no totals --value", 1715, 15407794275935707833),
+        ("per-thread", 2760, 1006686038957594474),
+        ("per-thread --value --if", 2990, 7921454582988880173),
+        ("--cgroup --count", 2940, 14294530958921718975),
+    ];
+    assert_eq!(got, before);
+}
+
+#[test]
+fn the_emitters_are_the_bytes_they_were() {
+    let maps = EmitMaps {
+        scratch: 7,
+        lost: (5, 2),
+        ring: 30,
+    };
+    let got: Vec<(u32, usize, u64)> = [1 << 12, 1 << 14, 1 << 20]
+        .into_iter()
+        .map(|wake| {
+            let (len, hash) = fingerprint(&emit::generate(&maps, wake).expect("assembles"));
+            (wake, len, hash)
+        })
+        .collect();
+    let before = [
+        (1 << 12, 44, 6856433967060143011),
+        (1 << 14, 44, 10802273941134259635),
+        (1 << 20, 44, 15671897496527345891),
+    ];
+    assert_eq!(got, before);
+}

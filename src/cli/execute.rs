@@ -220,7 +220,7 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
     let header = Header {
         watches: &watches,
         cpus,
-        source: kernel.source_text(),
+        source: &kernel.source_text(),
         processes: &hand.covered.processes,
         threads: match hand.threads_by_kernel {
             true => hand.covered.threads,

@@ -1,13 +1,12 @@
 //! The flight recorder's configuration (`--last N` with `--dump-on`): how many hits are kept, and what
 //! makes them print. A trigger is a condition on a hit (the `--if` language of [`condition`]), `signal`
-//! (SIGUSR1 to the tracer), or `tracepoint:GROUP:NAME` (a kernel tracepoint firing anywhere).
+//! (SIGUSR1 to the tracer), or `tracepoint:GROUP:NAME` (a kernel tracepoint firing anywhere). Parsing is
+//! the text's alone: whether a tracepoint exists in this kernel is the plan's kernel stage's question,
+//! asked with the kernel's other type questions.
 
 use std::fmt;
-use std::path::PathBuf;
 
 use crate::config::request::OutputRequest;
-use crate::config::tracepoints;
-use crate::config::typed::Types;
 use crate::error::{Error, Result};
 use crate::model::condition::{self, Condition};
 
@@ -63,16 +62,11 @@ impl Flight {
 }
 
 impl Flight {
-    /// `--last N` and its `--dump-on` triggers, checked against each other and the outputs (`output`). A
-    /// tracepoint is found in the kernel's BTF (`types`, opened only when one is named), its group in
-    /// tracefs where `tracefs` says it is mounted; what a tracepoint's group has to say goes to `notes`.
+    /// `--last N` and its `--dump-on` triggers, checked against each other and the outputs (`output`).
     pub fn parse(
         last: Option<usize>,
         dump_on: &[String],
         output: &OutputRequest,
-        types: &Types,
-        tracefs: impl FnOnce() -> Option<PathBuf>,
-        notes: &mut Vec<String>,
     ) -> Result<Option<Flight>> {
         let last = match (last, dump_on.is_empty()) {
             (None, true) => return Ok(None),
@@ -99,19 +93,10 @@ impl Flight {
                  --folded=FILE)"
             )));
         }
-        let events = tracefs();
-        let mut triggers = Vec::new();
-        for t in dump_on {
-            let (trigger, note) = parse_trigger(t, &|group: &str, name: &str| {
-                let btf = types.tracepoint(name).map_err(|e| e.to_string())?;
-                tracepoints::find(group, name, btf, events.as_deref()).map(|e| e.group_note())
-            })
-            .map_err(|e| Error::usage(format!("--dump-on '{t}': {e}")))?;
-            if let Some(note) = note {
-                notes.push(format!("ksymwatch: note: --dump-on {trigger}: {note}"));
-            }
-            triggers.push(trigger);
-        }
+        let triggers = dump_on
+            .iter()
+            .map(|t| parse_trigger(t).map_err(|e| Error::usage(format!("--dump-on '{t}': {e}"))))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Some(Flight { last, triggers }))
     }
 }
@@ -126,20 +111,12 @@ impl fmt::Display for TriggerError {
     }
 }
 
-/// Checks tracepoint `(group, name)`: a note for the user, or the refusal.
-pub type CheckTracepoint<'a> = dyn Fn(&str, &str) -> Result<Option<String>, String> + 'a;
-
-/// Parses one `--dump-on` value: `signal`, `tracepoint:GROUP:NAME`, or a condition on the hit's value.
-/// A tracepoint is checked by `check(group, name)` (the kernel's BTF, and tracefs where mounted: see
-/// [`crate::config::tracepoints::find`]): the kernel's raw tracepoint attach takes the name alone. `check`
-/// answers with a note for the user (the group was not checked) or the refusal.
-pub fn parse_trigger(
-    text: &str,
-    check: &CheckTracepoint<'_>,
-) -> Result<(Trigger, Option<String>), TriggerError> {
+/// Parses one `--dump-on` value: `signal`, `tracepoint:GROUP:NAME` (a name the kernel's raw tracepoint
+/// attach could take), or a condition on the hit's value.
+pub fn parse_trigger(text: &str) -> Result<Trigger, TriggerError> {
     let t = text.trim();
     if t == "signal" {
-        return Ok((Trigger::Signal, None));
+        return Ok(Trigger::Signal);
     }
     if let Some(rest) = t.strip_prefix("tracepoint:") {
         let Some((group, name)) = rest.split_once(':') else {
@@ -158,17 +135,13 @@ pub fn parse_trigger(
                 "`{group}:{name}` is not a tracepoint name (letters, digits, `_`)"
             )));
         }
-        let note = check(group, name).map_err(TriggerError)?;
-        return Ok((
-            Trigger::Tracepoint {
-                group: group.into(),
-                name: name.into(),
-            },
-            note,
-        ));
+        return Ok(Trigger::Tracepoint {
+            group: group.into(),
+            name: name.into(),
+        });
     }
     condition::parse(t)
-        .map(|c| (Trigger::Hit(c), None))
+        .map(Trigger::Hit)
         .map_err(|e| {
             TriggerError(format!(
                 "{e}; a trigger is a condition on the hit (`value == 500`, the --if language), `signal` or \
@@ -181,31 +154,17 @@ pub fn parse_trigger(
 mod tests {
     use super::*;
 
-    /// A kernel with only error_report:error_report_end, whose group is checked.
-    fn check(group: &str, name: &str) -> Result<Option<String>, String> {
-        match (group, name) {
-            ("error_report", "error_report_end") => Ok(None),
-            ("unchecked", "error_report_end") => Ok(Some("group not checked".into())),
-            _ => Err(format!("no tracepoint {group}:{name}")),
-        }
-    }
-
     #[test]
     fn triggers_parse_each_kind() {
-        assert_eq!(parse_trigger("signal", &check), Ok((Trigger::Signal, None)));
+        assert_eq!(parse_trigger("signal"), Ok(Trigger::Signal));
         assert_eq!(
-            parse_trigger("tracepoint:error_report:error_report_end", &check),
-            Ok((
-                Trigger::Tracepoint {
-                    group: "error_report".into(),
-                    name: "error_report_end".into()
-                },
-                None
-            ))
+            parse_trigger("tracepoint:error_report:error_report_end"),
+            Ok(Trigger::Tracepoint {
+                group: "error_report".into(),
+                name: "error_report_end".into()
+            })
         );
-        let (_, note) = parse_trigger("tracepoint:unchecked:error_report_end", &check).unwrap();
-        assert_eq!(note.as_deref(), Some("group not checked"));
-        let Ok((Trigger::Hit(c), None)) = parse_trigger("value == 500", &check) else {
+        let Ok(Trigger::Hit(c)) = parse_trigger("value == 500") else {
             panic!("a condition")
         };
         assert!(c.holds(500, None, 8) && !c.holds(499, None, 8));
@@ -213,13 +172,11 @@ mod tests {
 
     #[test]
     fn bad_triggers_say_what_a_trigger_is() {
-        let unknown = parse_trigger("tracepoint:nope:gone", &check).unwrap_err();
-        assert_eq!(unknown.0, "no tracepoint nope:gone");
-        let short = parse_trigger("tracepoint:error_report", &check).unwrap_err();
+        let short = parse_trigger("tracepoint:error_report").unwrap_err();
         assert!(short.0.contains("tracepoint:GROUP:NAME"), "{short}");
-        let dots = parse_trigger("tracepoint:../x:y", &check).unwrap_err();
+        let dots = parse_trigger("tracepoint:../x:y").unwrap_err();
         assert!(dots.0.contains("not a tracepoint name"), "{dots}");
-        let junk = parse_trigger("sigusr1", &check).unwrap_err();
+        let junk = parse_trigger("sigusr1").unwrap_err();
         assert!(junk.0.contains("`signal`"), "{junk}");
     }
 }

@@ -19,7 +19,7 @@ pub fn describe(plan: &WatchPlan) -> String {
             }
         }
     }
-    let _ = writeln!(s, "# symbols: {}", plan.kernel.source_text);
+    let _ = writeln!(s, "# symbols: {}", plan.kernel.source_text());
     let _ = writeln!(s, "# cpus: {}", cpulist::format(&plan.cpus.now));
     let who = match &plan.scope {
         Scope::System => "every task (system-wide)".to_string(),

@@ -1,11 +1,11 @@
 //! The plan's kernel stage: the symbol source (a vmlinux or System.map found or fetched, else kallsyms),
-//! BTF types, and for a system-wide watch the targets resolved there (per-CPU variables moved onto one
+//! BTF types (`--dump-on`'s tracepoints found there), and for a system-wide watch the targets resolved there (per-CPU variables moved onto one
 //! CPU's copy by `percpu`, `SYMBOL.FIELD` typed from BTF where no DWARF can place it). What the watch
 //! needs of the kernel's symbols is decided here, from the request (DWARF, the data symbols a kallsyms
 //! must have, now or on first use, hidden addresses allowed); which file answers is the symbols crate's
 //! choice, made once as the machine loads them ([`Host::kernel_symbols`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use ksymwatch_symbols::kernel::Loaded;
@@ -14,6 +14,7 @@ use ksymwatch_symbols::{Origin, Source, SymbolTable};
 use crate::config::advice::Advised;
 use crate::config::debuginfod;
 use crate::config::symbols::{FileSymbols, LazyKallsyms, DEFAULT_KALLSYMS};
+use crate::config::tracepoints;
 use crate::config::typed::{self, Asked, Types};
 use crate::config::watch::Resolved;
 use crate::error::{Error, Result};
@@ -34,7 +35,8 @@ pub struct KernelSide {
     pub types: Rc<Types>,
     symbols: KernelSymbols,
     origin: Origin,
-    source_text: String,
+    /// The kallsyms named (`--kallsyms`), for the header.
+    kallsyms: PathBuf,
     /// A system-wide watch's bases resolved in the kernel's symbols (empty for a process watch).
     pub resolved: Vec<Resolved>,
     /// For each target on a per-CPU variable, where its copies are.
@@ -51,7 +53,9 @@ impl KernelSide {
         let targets = o.targets.clone();
         // Member paths of a process's own variables come from its binary; only a kernel target needs vmlinux.
         let needs_dwarf = symbols.lines || (system && targets.iter().any(debuginfod::needs_dwarf));
-        let types = Rc::clone(&o.types);
+        // The kernel's BTF as the host has it, read on first use, once for every question below and for
+        // the stages after this one.
+        let types = Rc::new(host.types(&symbols.btf));
         // Member offsets from another kernel's BTF would put a live watch on the wrong bytes.
         let live_offsets = targets
             .iter()
@@ -102,7 +106,7 @@ impl KernelSide {
         // a system-wide watch, BTF says which targets are on a per-CPU variable (one copy per CPU, none at
         // its symbol's address: each CPU's breakpoint goes on a copy, resolved here as a cast on one CPU's;
         // named bare, `cpu_number`, looked for only where a kallsyms has no such symbol) and, without
-        // DWARF, which `SYMBOL.FIELD` becomes a typed target.
+        // DWARF, which `SYMBOL.FIELD` becomes a typed target; and `--dump-on`'s tracepoints are found there.
         let table = match &loaded {
             Ok(Loaded::Kallsyms(table, _)) => Some(table),
             _ => None,
@@ -114,6 +118,25 @@ impl KernelSide {
             cast: system && !matches!(picked, Source::Vmlinux(_)),
         };
         let variables = typed::variables(&types, &targets, &asked)?;
+        // `--dump-on`'s tracepoints, each found in BTF and its group in tracefs where mounted, so that a
+        // trigger that could never fire is refused before anything is armed; what was not checked is said.
+        let dump_on: Vec<(&str, &str)> = match &o.flight {
+            Some(flight) => flight.tracepoints().collect(),
+            None => Vec::new(),
+        };
+        let events = match dump_on.is_empty() {
+            true => None,
+            false => host.tracefs_events(),
+        };
+        for (group, name) in dump_on {
+            let trigger = format!("tracepoint:{group}:{name}");
+            let refused = |e: String| Error::usage(format!("--dump-on '{trigger}': {e}"));
+            let btf = types.tracepoint(name).map_err(|e| refused(e.to_string()))?;
+            let event = tracepoints::find(group, name, btf, events.as_deref()).map_err(refused)?;
+            if let Some(note) = event.group_note() {
+                notes.push(format!("ksymwatch: note: --dump-on {trigger}: {note}"));
+            }
+        }
         let (targets, percpu, percpu_offsets) = match system {
             true => percpu::targets(targets, variables, o.percpu_cpu, host)?,
             false => {
@@ -121,24 +144,18 @@ impl KernelSide {
                 (targets, none, None)
             }
         };
-        let kallsyms = Source::Kallsyms(symbols.kallsyms.clone()).to_string();
-        let (kernel, origin, source_text) = match loaded? {
-            Loaded::Kallsyms(table, origin) => (KernelSymbols::Kallsyms(table), origin, kallsyms),
+        let (kernel, origin) = match loaded? {
+            Loaded::Kallsyms(table, origin) => (KernelSymbols::Kallsyms(table), origin),
             Loaded::Later => {
                 let lazy =
                     LazyKallsyms::new(&symbols.kallsyms, &symbols.notes, symbols.symbol_cache);
-                (KernelSymbols::Lazy(lazy), Origin::Parsed, kallsyms)
+                (KernelSymbols::Lazy(lazy), Origin::Parsed)
             }
             Loaded::File { resolver, running } => {
                 // Its call chains' table (and with `--lines` its line tables) came loaded, so a file that
                 // cannot give them has failed before anything is armed.
                 let files = FileSymbols::new(resolver, running, &symbols.kallsyms, symbols.force);
-                let header = files.header();
-                (
-                    KernelSymbols::Files(Box::new(files)),
-                    Origin::Parsed,
-                    header,
-                )
+                (KernelSymbols::Files(Box::new(files)), Origin::Parsed)
             }
         };
         // `--percpu-cpu` chooses a per-CPU variable's copy: an error naming the fix when no target is one.
@@ -160,7 +177,7 @@ impl KernelSide {
             types,
             symbols: kernel,
             origin,
-            source_text,
+            kallsyms: symbols.kallsyms.clone(),
             resolved,
             percpu,
             percpu_offsets,
@@ -177,7 +194,7 @@ impl KernelSide {
         let kernel = Kernel {
             symbols: Rc::new(self.symbols),
             origin: self.origin,
-            source_text: self.source_text,
+            kallsyms: self.kallsyms,
             percpu: self.percpu_offsets,
         };
         (kernel, self.types)

@@ -7,11 +7,12 @@
 //! The stages, in the order a request goes through them, each entered once and taking the one before's
 //! result (the host is asked only where a stage needs the machine, and each stage asks it in one block):
 //!
-//! 1. `options`: the request checked against itself, then against the machine (the delivery first, from
-//!    the privileges and whether BPF loads; then the `-p` processes, `--dump-on`'s tracepoints,
+//! 1. `options`: the request checked against itself (`--last`/`--dump-on` parsed), then against the
+//!    machine (the delivery first, from the privileges and whether BPF loads; then the `-p` processes,
 //!    `--cgroup`, `cpus`); the scope and the delivery are decided.
-//! 2. `kernel` (the kernel's symbol source, types, and with `percpu` the per-CPU copies; kernel symbols
-//!    loaded, or left to first use for a process watch), `process` (the processes a watch covers and its
+//! 2. `kernel` (the kernel's symbol source, types, asked once: casts, `--dump-on`'s tracepoints, and
+//!    with `percpu` the per-CPU copies; kernel symbols loaded, or left to first use for a process
+//!    watch), `process` (the processes a watch covers and its
 //!    targets there; a launched command started; with `-p` on the per-thread path, the descriptor
 //!    budget; a kernel address refused where the options stage decided user-space writers only),
 //!    `objects` (`--on`: a kernel source in `kernel_objects`, a user-space one in `user_objects`),
@@ -49,7 +50,7 @@ mod tests;
 mod user_objects;
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use ksymwatch_symbols::{Origin, SymbolTable};
@@ -239,8 +240,8 @@ pub struct Kernel {
     symbols: Rc<KernelSymbols>,
     /// Whether the kallsyms came from the cache (unnamed kernel frames then get a hint).
     origin: Origin,
-    /// The header's `# symbols:` text.
-    source_text: String,
+    /// The kallsyms named (`--kallsyms`), which the header names where the symbols are its.
+    kallsyms: PathBuf,
     /// A per-CPU variable is watched: how a CPU that comes online later finds its per-CPU base.
     percpu: Option<Offsets>,
 }
@@ -254,8 +255,14 @@ impl Kernel {
         self.origin
     }
 
-    pub fn source_text(&self) -> &str {
-        &self.source_text
+    /// The header's `# symbols:` text: the file the symbols came from, described, or the kallsyms.
+    pub fn source_text(&self) -> String {
+        match &*self.symbols {
+            KernelSymbols::Files(f) => f.header(),
+            KernelSymbols::Kallsyms(_) | KernelSymbols::Lazy(_) => {
+                ksymwatch_symbols::Source::Kallsyms(self.kallsyms.clone()).to_string()
+            }
+        }
     }
 
     pub fn percpu(&self) -> Option<Offsets> {

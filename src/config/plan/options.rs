@@ -1,17 +1,15 @@
 //! The plan's first stage: the request's options checked against each other, and the choices they make:
 //! who the watch covers, how hits reach the tracer, which writers it sees, whether values are read. The
 //! request is read whole first; then, through the host, in this order: the privileges and whether BPF
-//! loads (the delivery), the `-p` processes, the `--dump-on` tracepoints, the cgroups, and the CPUs. No
-//! symbol is loaded here.
+//! loads (the delivery), the `-p` processes, the cgroups, and the CPUs. No symbol or type is read here
+//! (`--dump-on`'s tracepoints are found with the kernel's types, in the kernel stage).
 
 use std::io;
 use std::path::PathBuf;
-use std::rc::Rc;
 
 use crate::config::flight::Flight;
 use crate::config::objects;
 use crate::config::request::{SymbolRequest, WatchRequest};
-use crate::config::typed::Types;
 use crate::error::{Context, Error, Result};
 use crate::model::condition::{self, Condition};
 use crate::model::filter::{Filter, Watched};
@@ -55,8 +53,6 @@ pub(super) struct Options {
     pub on: Option<OnRequest>,
     pub cpus: Cpus,
     pub percpu_cpu: Option<u32>,
-    /// The kernel's BTF types (casts, per-CPU variables, tracepoints).
-    pub types: Rc<Types>,
     pub symbols: SymbolRequest,
     pub outputs: Outputs,
     pub running: Running,
@@ -68,8 +64,8 @@ pub(super) struct Options {
 }
 
 /// The request checked against itself first (nothing read), then against the machine: the delivery
-/// (privileges, BPF), the `-p` processes, the `--dump-on` tracepoints, the cgroups, and the CPUs. What it
-/// has to say on the way goes to `notes`.
+/// (privileges, BPF), the `-p` processes, the cgroups, and the CPUs. What it has to say on the way goes to
+/// `notes`.
 pub(super) fn check(
     r: WatchRequest,
     host: &mut dyn Host,
@@ -151,16 +147,7 @@ pub(super) fn check(
         }),
         _ => None,
     };
-    // The kernel's BTF as the host has it, read on first use, once for every stage that asks it.
-    let types = Rc::new(host.types(&r.symbols.btf));
-    let flight = Flight::parse(
-        r.last,
-        &r.dump_on,
-        &r.output,
-        &types,
-        || host.tracefs_events(),
-        notes,
-    )?;
+    let flight = Flight::parse(r.last, &r.dump_on, &r.output)?;
     // A hit trigger is evaluated on the value the kernel read at the trap.
     let values = match condition {
         Some(c) => Values::If(c),
@@ -231,7 +218,6 @@ pub(super) fn check(
         on,
         cpus,
         percpu_cpu: r.percpu_cpu,
-        types,
         outputs,
         running: Running {
             limits: Limits {

@@ -72,6 +72,8 @@ struct FakeHost {
     btf: Option<Vec<u8>>,
     /// What debuginfod delivers as the kernel's symbols are loaded.
     delivered: Option<Delivered>,
+    /// tracefs's `events` directory, where mounted.
+    tracefs: Option<PathBuf>,
 }
 
 /// A [`KernelQuery`] as the tests compare it: what planning decided the watch needs.
@@ -101,6 +103,7 @@ impl FakeHost {
             btf_running: Some(true),
             btf: None,
             delivered: None,
+            tracefs: None,
         }
     }
 
@@ -252,7 +255,7 @@ impl Host for FakeHost {
         Err("no per-CPU bases on this made-up machine".into())
     }
     fn tracefs_events(&self) -> Option<PathBuf> {
-        None
+        self.tracefs.clone()
     }
     fn read_tracefs(&self, path: &Path) -> io::Result<String> {
         Err(io::Error::new(
@@ -1190,4 +1193,39 @@ fn what_debuginfod_delivered_is_a_note_of_the_kernel_stage() {
     let e = planned.plan.err().expect("refused");
     assert!(e.to_string().starts_with("--percpu-cpu 1"), "{e}");
     assert_eq!(planned.notes, [said]);
+}
+
+/// `--dump-on`'s tracepoints are found with the kernel's types: one that is not there is refused (exit 2),
+/// naming the trigger; one whose group could not be checked is planned, with a note saying so.
+#[test]
+fn dump_on_tracepoints_are_found_in_the_kernel() {
+    let dump_on = |trigger: &str| {
+        let mut r = request(&["jiffies"]);
+        r.last = Some(5);
+        r.dump_on = vec![trigger.to_string()];
+        r
+    };
+    let mut host = FakeHost {
+        tracefs: Some("/made-up/events".into()),
+        ..FakeHost::new()
+    };
+    let e = refused(dump_on("tracepoint:nope:gone"), &mut host);
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(
+        e.to_string()
+            .contains("--dump-on 'tracepoint:nope:gone': no tracepoint nope:gone"),
+        "{e}"
+    );
+    let planned = plan(
+        dump_on("tracepoint:error_report:error_report_end"),
+        &mut FakeHost::new(),
+    );
+    assert!(planned.plan.is_ok());
+    assert!(
+        planned.notes.iter().any(|n| n.contains(
+            "note: --dump-on tracepoint:error_report:error_report_end: group `error_report` not checked"
+        )),
+        "{:?}",
+        planned.notes
+    );
 }

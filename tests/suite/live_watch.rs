@@ -263,14 +263,18 @@ live_test!(a_full_ring_loses_records_loudly, {
     const N: usize = 100_000;
     let mut w = Writer::start(&["write", &N.to_string(), "0"]);
     let target = format!("0x{:x}/8", w.addr);
-    let t = Tracer::start(&["write", &target, "--buffer-pages", "1"]);
+    let mut t = Tracer::start(&["write", &target, "--buffer-pages", "1"]);
+    // Read as it comes: the records the ring drops are the subject, not a pipe no one reads (which a
+    // stop signal treats as output not read).
+    let reader = t.keep_reading();
     w.go();
     let tid = w.tid;
     w.finish();
     std::thread::sleep(Duration::from_millis(100));
     t.signal(libc::SIGINT);
-    let (code, out, err) = t.wait(Duration::from_secs(60));
+    let (code, _, err) = t.wait(Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
+    let out = reader.join().expect("the stdout reader");
     let mine = parse_hits(&out).iter().filter(|h| h.tid == tid).count();
     let (lost_in_stream, lost_in_summary) = lost_counts(&out, &err);
     assert!(mine < N, "a one-page ring kept up with {N} hits? {err}");
@@ -300,7 +304,9 @@ live_test!(
         const N: u64 = 20_000;
         let mut w = Writer::start(&["write", &N.to_string(), "0"]);
         let target = format!("0x{:x}/8", w.addr);
-        let t = Tracer::start(&["write", &target, "--buffer-pages", "1"]);
+        let mut t = Tracer::start(&["write", &target, "--buffer-pages", "1"]);
+        // Read as it comes, so the stop finds no pipe no one reads (see the test above).
+        let reader = t.keep_reading();
         t.signal(libc::SIGSTOP);
         w.go();
         let tid = w.tid;
@@ -308,8 +314,9 @@ live_test!(
         t.signal(libc::SIGCONT);
         std::thread::sleep(Duration::from_millis(200));
         t.signal(libc::SIGINT);
-        let (code, out, err) = t.wait(Duration::from_secs(60));
+        let (code, _, err) = t.wait(Duration::from_secs(60));
         assert_eq!(code, 0, "{err}");
+        let out = reader.join().expect("the stdout reader");
         let mine = parse_hits(&out).iter().filter(|h| h.tid == tid).count() as u64;
         let (lost_in_stream, lost_in_summary) = lost_counts(&out, &err);
         assert!(mine < N, "a one-page ring held {N} hits? {err}");

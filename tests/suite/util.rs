@@ -669,6 +669,17 @@ impl Tracer {
         }
     }
 
+    /// Reads the rest of stdout on a thread of its own, as a reader that keeps up does, so that ksymwatch
+    /// never waits for room in the pipe; the thread returns all it read once the output ends.
+    pub fn keep_reading(&mut self) -> std::thread::JoinHandle<String> {
+        let mut stdout = self.stdout.take().expect("stdout");
+        std::thread::spawn(move || {
+            let mut out = String::new();
+            stdout.read_to_string(&mut out).expect("ksymwatch's stdout");
+            out
+        })
+    }
+
     /// Reads lines until `pred` matches one (or the output ends); returns everything read.
     pub fn read_until(&mut self, pred: impl Fn(&str) -> bool) -> String {
         let mut text = String::new();

@@ -265,9 +265,14 @@ live_test!(a_full_ring_loses_records_loudly, {
     let target = format!("0x{:x}/8", w.addr);
     let mut t = Tracer::start(&["write", &target, "--buffer-pages", "1"]);
     // Read as it comes: the records the ring drops are the subject, not a pipe no one reads (which a
-    // stop signal treats as output not read).
+    // stop signal treats as output not read). A reader that keeps up drains one page fast enough for a
+    // trapping writer, so the tracer is stopped for 50 ms of the burst: its ring fills meanwhile, and the
+    // burst's later records come after the loss.
     let reader = t.keep_reading();
+    t.signal(libc::SIGSTOP);
     w.go();
+    std::thread::sleep(Duration::from_millis(50));
+    t.signal(libc::SIGCONT);
     let tid = w.tid;
     w.finish();
     std::thread::sleep(Duration::from_millis(100));

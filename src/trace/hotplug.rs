@@ -357,8 +357,8 @@ impl Follow {
     }
 
     /// A CPU came online (first seen at `seen`, on the watched clock) and could not be armed: unwatched from
-    /// then on, marked once
-    /// in the stream (and on stderr) and retried on every reconcile; `None` when it was already marked.
+    /// then on, marked once in the stream (and on stderr) and retried on every reconcile; `None` when it
+    /// was already marked.
     /// With --strict-hotplug the mark is also the end: the failure is kept for [`Follow::take_fatal`].
     fn arm_failed(
         &mut self,
@@ -663,8 +663,8 @@ mod tests {
     /// Time the user switched the watch off is not unwatched time: a CPU that could not be armed is
     /// unwatched from its uevent to its arming less the time the watch was off, one back while the watch
     /// is off is armed (disabled) with nothing missed, and one that cannot be armed while it is off
-    /// misses nothing either until the watch is on. (The off time was added to the summary's `unwatched` and its warning that stores
-    /// there were not counted.)
+    /// misses nothing either until the watch is on. (The off time was added to the summary's `unwatched`
+    /// and its warning that stores there were not counted.)
     #[test]
     fn time_switched_off_is_not_unwatched() {
         let (mut ctx, mut f) = refusing_cpu1(libc::EBUSY, false);

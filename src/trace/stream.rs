@@ -626,14 +626,14 @@ impl<O: Output> Stream<'_, O> {
         }
     }
 
-    /// The summary's last entries (how the run ended, after how long, the objects' books, the
-    /// symbolizer's notes), printed.
     /// The output ended because its reader read nothing when the run was to stop: what the stream did
     /// not print was not printed for that.
     pub fn output_not_read(&mut self) {
         self.summary.output_not_read = true;
     }
 
+    /// The summary's last entries (how the run ended, after how long, the objects' books, the
+    /// symbolizer's notes), printed.
     pub fn finish(mut self, stop: StopReason, elapsed: Duration) -> Result<Summary> {
         self.summary.elapsed = elapsed;
         self.summary.stop = Some(stop);

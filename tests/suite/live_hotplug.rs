@@ -46,11 +46,21 @@ fn cpu_that_comes_online_after_arming_is_covered() {
     let tid = w.go_and_finish();
     let (code, out, err) = t.interrupt(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
-    let mine: Vec<_> = parse_hits(&(marks + &out))
-        .into_iter()
-        .filter(|h| h.tid == tid)
-        .collect();
-    assert_eq!(mine.len(), N, "exactly N hits from the late CPU; {err}");
+    let stream = marks + &out;
+    let (mine, others): (Vec<_>, Vec<_>) =
+        parse_hits(&stream).into_iter().partition(|h| h.tid == tid);
+    // Seen once in eight full runs: the summary counted N, the stream held fewer lines of the helper's
+    // tid. What else the stream held, and its marks, say where they went.
+    let marks: Vec<&str> = stream.lines().filter(|l| l.starts_with('#')).collect();
+    assert_eq!(
+        mine.len(),
+        N,
+        "exactly N hits from the late CPU; {err}\nother tids: {:?}\nmarks: {marks:#?}",
+        others
+            .iter()
+            .map(|h| h.tid)
+            .collect::<std::collections::BTreeSet<_>>()
+    );
     assert!(mine.iter().all(|h| h.cpu == 1));
 }
 

@@ -43,14 +43,16 @@ fn cpu_that_comes_online_after_arming_is_covered() {
     set_online(1, true);
     let marks = t.read_until(|l| l.starts_with("# cpu 1 online"));
     assert!(marks.contains("# cpu 1 online: armed at"), "{marks}");
+    // Read as it comes: N hit lines are about a pipe's 64 KiB, and a pipe left full when the stop signal
+    // comes is an output not read (the run gives way and prints no more), which is not this test's subject.
+    let reader = t.keep_reading();
     let tid = w.go_and_finish();
-    let (code, out, err) = t.interrupt(Duration::from_secs(30));
+    let (code, _, err) = t.interrupt(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
-    let stream = marks + &out;
+    let stream = marks + &reader.join().expect("the stdout reader");
     let (mine, others): (Vec<_>, Vec<_>) =
         parse_hits(&stream).into_iter().partition(|h| h.tid == tid);
-    // Seen once in eight full runs: the summary counted N, the stream held fewer lines of the helper's
-    // tid. What else the stream held, and its marks, say where they went.
+    // Should it fail: the other tids the stream held, and its marks, say where the hits went.
     let marks: Vec<&str> = stream.lines().filter(|l| l.starts_with('#')).collect();
     assert_eq!(
         mine.len(),

@@ -30,6 +30,7 @@ use crate::report::ftrace::Ftrace;
 use crate::report::json::Json;
 use crate::report::otlp::Otlp;
 use crate::report::perfetto::{Clocks, Perfetto};
+use crate::report::sent::{Ledger, Sent};
 use crate::report::status::Status;
 use crate::report::{Output, Quiet, Tee};
 use crate::stderr::{self, Stderr};
@@ -147,37 +148,51 @@ fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
     // Written through its own descriptor (a duplicate of fd 1), so each write is one write(2) that can
     // give way to a stop signal (std's stdout buffers lines of its own). Nothing else writes stdout while
     // a session runs.
-    let stdout = || -> Result<Named<BufWriter<GivesWay<File>>>> {
+    let stdout_fd = || -> Result<File> {
         let fd = io::stdout()
             .as_fd()
             .try_clone_to_owned()
             .or_exit(ExitCode::Runtime, "duplicating stdout")?;
-        let out = BufWriter::with_capacity(1 << 16, GivesWay::new(File::from(fd)));
+        Ok(File::from(fd))
+    };
+    let stdout = || -> Result<Named<BufWriter<GivesWay<File>>>> {
+        let out = BufWriter::with_capacity(1 << 16, GivesWay::new(stdout_fd()?));
         Ok(Named::new(out, "stdout".to_string()))
+    };
+    // The stream's writers keep the books of which hits' lines went out: a hit whose line was still in
+    // the buffer when the output failed was not printed (`report::sent`).
+    let ledger = Ledger::default();
+    let buffered = |file: File| {
+        ledger.taking(BufWriter::with_capacity(
+            1 << 16,
+            ledger.sending(GivesWay::new(file)),
+        ))
     };
     let stream_sink = || -> Result<Box<dyn Write>> {
         match args.stream_file() {
             Some(path) => {
-                let file = BufWriter::with_capacity(
-                    1 << 16,
-                    GivesWay::new(output_file::create(path, "--output")?),
-                );
+                let file = buffered(output_file::create(path, "--output")?);
                 Ok(Box::new(Named::file(file, "--output", path)))
             }
-            None => Ok(Box::new(stdout()?)),
+            None => Ok(Box::new(Named::new(
+                buffered(stdout_fd()?),
+                "stdout".to_string(),
+            ))),
         }
     };
     // stderr carries messages, never the product: its failure must not end the session (crate::stderr).
     let quiet = args.quiet();
     let stream: Box<dyn Output> = match (args.format(), quiet) {
-        (Format::Json, false) => Box::new(Json::new(stream_sink()?, Stderr)),
+        (Format::Json, false) => {
+            Box::new(Sent::new(Json::new(stream_sink()?, Stderr), ledger.clone()))
+        }
         (Format::Json, true) => Box::new(Quiet::new(Json::new(stream_sink()?, Stderr), Stderr)),
         (Format::OtlpJson, quiet) => {
             let o = Otlp::new(stream_sink()?, Stderr, &otlp::resource(), otlp::clock());
             if quiet {
                 Box::new(Quiet::new(o, Stderr))
             } else {
-                Box::new(o)
+                Box::new(Sent::new(o, ledger.clone()))
             }
         }
         (Format::Text, quiet) => {
@@ -185,7 +200,7 @@ fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
             if quiet {
                 Box::new(Quiet::new(f, Stderr))
             } else {
-                Box::new(f)
+                Box::new(Sent::new(f, ledger.clone()))
             }
         }
     };

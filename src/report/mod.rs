@@ -12,6 +12,7 @@ pub mod json;
 pub mod numbers;
 pub mod otlp;
 pub mod perfetto;
+pub mod sent;
 pub mod status;
 pub mod summary;
 #[cfg(test)]
@@ -544,6 +545,11 @@ pub trait Output {
     fn recount(&mut self) {}
     /// `count` hits like `hit` (its chain and writer) in the kernel's totals; see [`Output::recount`].
     fn counted(&mut self, _hit: &Hit<'_>, _count: u64) {}
+    /// Hits this printer took whose text never reached its destination (it failed first), by CPU: they
+    /// were not printed ([`sent`]). Only the stream's printer keeps these books.
+    fn unsent(&self) -> BTreeMap<u32, u64> {
+        BTreeMap::new()
+    }
 }
 
 /// Runs several printers as one, in order. Every printer is finished even when an earlier one failed (a
@@ -592,6 +598,13 @@ impl Output for Tee {
     }
     fn counted(&mut self, hit: &Hit<'_>, count: u64) {
         self.0.iter_mut().for_each(|o| o.counted(hit, count));
+    }
+    fn unsent(&self) -> BTreeMap<u32, u64> {
+        let mut by_cpu = BTreeMap::new();
+        for (cpu, n) in self.0.iter().flat_map(|o| o.unsent()) {
+            *by_cpu.entry(cpu).or_default() += n;
+        }
+        by_cpu
     }
 }
 

@@ -447,8 +447,8 @@ impl<O: Output> Ending for Session<'_, O> {
         self.stream.take_error()
     }
 
-    fn use_totals(&mut self) {
-        self.stream.use_totals(self.rings.events());
+    fn settle_counts(&mut self) {
+        self.stream.settle_counts(self.rings.events());
     }
 }
 

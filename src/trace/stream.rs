@@ -41,11 +41,17 @@ pub struct Sink<O: Output> {
     pub out: O,
     /// The first output error that was not a closed pipe.
     error: Option<io::Error>,
+    /// A write failed: nothing more is written; what is left is only counted.
+    gone: bool,
 }
 
 impl<O: Output> Sink<O> {
     pub fn new(out: O) -> Sink<O> {
-        Sink { out, error: None }
+        Sink {
+            out,
+            error: None,
+            gone: false,
+        }
     }
 
     /// A write error on the output ends the session. A closed pipe (`| head`) is a normal end; anything
@@ -54,11 +60,15 @@ impl<O: Output> Sink<O> {
         if e.kind() != io::ErrorKind::BrokenPipe {
             self.error.get_or_insert(e);
         }
+        self.gone = true;
         StopReason::BrokenPipe
     }
 
     /// Flushes the output; the stop a failure means.
     pub fn flush(&mut self) -> Option<StopReason> {
+        if self.gone {
+            return Some(StopReason::BrokenPipe);
+        }
         match self.out.flush() {
             Ok(()) => None,
             Err(e) => Some(self.write_failed(e)),
@@ -80,6 +90,9 @@ impl<O: Output> Marks for Sink<O> {
     }
 
     fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
+        if self.gone {
+            return Some(StopReason::BrokenPipe);
+        }
         match self
             .out
             .event(event, time_ns)
@@ -241,7 +254,8 @@ impl<O: Output> Stream<'_, O> {
     }
 
     /// Hands every record `which` releases to the output, in time order, and flushes. Returns a stop reason
-    /// when the count is met or stdout closed.
+    /// when the count is met or stdout closed. Once the output is gone, what is released is only counted
+    /// ([`Stream::hit`]): every hit decoded is in the summary, printed or not.
     pub fn release(
         &mut self,
         rings: &mut Pipeline,
@@ -250,9 +264,13 @@ impl<O: Output> Stream<'_, O> {
     ) -> Option<StopReason> {
         let mut stop = None;
         while let Some((time, item)) = rings.next(which) {
-            stop = self.apply(rings, epoll, time, item);
-            if stop.is_some() {
-                break;
+            match self.apply(rings, epoll, time, item) {
+                None => {}
+                Some(StopReason::BrokenPipe) => stop = stop.or(Some(StopReason::BrokenPipe)),
+                Some(other) => {
+                    stop = stop.or(Some(other));
+                    break;
+                }
             }
         }
         if stop.is_none() && self.limits.count.is_some_and(|n| self.summary.hits() >= n) {
@@ -403,6 +421,14 @@ impl<O: Output> Stream<'_, O> {
             slots.hit(watch);
         }
         *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
+        if self.sink.gone {
+            // The output is gone: a hit that would have been printed is counted as not printed (with
+            // `--last` it would only have been kept).
+            if self.flight.is_none() {
+                *self.summary.unprinted_by_cpu.entry(sample.cpu).or_default() += 1;
+            }
+            return None;
+        }
         // Where the store's instruction starts, from its function's symbol: before the chain is named
         // (that borrows the symbols until the hit is printed).
         let insn_len = trap.and_then(|t| {
@@ -464,7 +490,7 @@ impl<O: Output> Stream<'_, O> {
 
     /// Counts records a full ring dropped in the summary and marks each in the stream: a loss is never
     /// silent, also not when it is found in the ring of a CPU that just went offline. `counted`: they are
-    /// kept hits the kernel's totals hold, which the summary will count from there ([`Stream::use_totals`]):
+    /// kept hits the kernel's totals hold, which the summary will count from there ([`Stream::settle_counts`]):
     /// the mark says they were not printed rather than lost.
     fn lost(&mut self, cpu: u32, count: u64, time_ns: u64, counted: bool) -> Option<StopReason> {
         *self.summary.lost_by_cpu.entry(cpu).or_default() += count;
@@ -477,7 +503,7 @@ impl<O: Output> Stream<'_, O> {
     }
 
     /// Whether the summary's counts come from the kernel's totals when the stream drops hits: on the hit
-    /// path, except with `--on` (see [`Stream::use_totals`]).
+    /// path, except with `--on` (see [`Stream::settle_counts`]).
     fn counts_from_totals(&self) -> bool {
         self.slots.is_none()
     }
@@ -492,7 +518,8 @@ impl<O: Output> Stream<'_, O> {
             self.summary.filtered += a.filtered;
             self.summary.filtered_other_process += a.other_process;
             let tail = a.unreported_lost();
-            let tail_counted = tail > 0 && stop.is_none();
+            // Counted whether or not its mark could be printed.
+            let tail_counted = tail > 0;
             if tail_counted {
                 // The hit ring's part of the tail is kept hits the totals hold; the rest, the perf ring's.
                 let unprinted = a.unprinted_tail.min(tail);
@@ -541,60 +568,35 @@ impl<O: Output> Stream<'_, O> {
     /// The run ended (`stop`) and every event is disabled: what is still in the rings is printed, or
     /// only counted, by how it ended, and the events are closed and audited. The run's stop reason.
     pub fn end(&mut self, rings: &mut Pipeline, epoll: &impl Poll, stop: StopReason) -> StopReason {
-        // Records written before the disable are still in the rings: print them, unless the reader is gone or
-        // the count is already met. Only then do the kernel's counters tell the whole story.
+        // Records written before the disable are still in the rings: print them (only count them when the
+        // reader is gone: every hit decoded is in the summary), unless the count is already met. Only then
+        // do the kernel's counters tell the whole story.
         // On the hit path the programs themselves stop keeping hits at `--count`: what they kept is still
         // in the rings, and printed, as after a duration.
         let count_in_kernel = stop == StopReason::Count && kernel_count_reached(rings.events());
-        match stop {
-            StopReason::Count if count_in_kernel => {
-                rings.drain();
-                self.release(rings, epoll, Release::All);
-                self.audits.extend(rings.close_all());
-                self.settle_audits();
-                stop
-            }
-            StopReason::Duration
-            | StopReason::Signal(_)
-            | StopReason::StrictHotplug(_)
-            | StopReason::Exited
-            | StopReason::ModuleUnloaded => {
-                rings.drain();
-                let ended = self.release(rings, epoll, Release::All);
-                self.audits.extend(rings.close_all());
-                let ended = match ended {
-                    None => self.settle_audits(),
-                    // `--count` met in what was left (the programs kept the N-th hit before the end):
-                    // the losses the rings never reported are still marked, and counted.
-                    Some(StopReason::Count) => {
-                        self.settle_audits();
-                        ended
-                    }
-                    // The output closed: nothing more is printed, but what the kernel dropped in the
-                    // programs still belongs in the summary.
-                    Some(_) => {
-                        self.count_filtered();
-                        ended
-                    }
-                };
-                match stop {
-                    // What --strict-hotplug ended stays the reason, whatever printing the rest met.
-                    StopReason::StrictHotplug(_) => stop,
-                    _ => ended.unwrap_or(stop),
-                }
-            }
-            // --count met, or stdout closed: nothing more is printed, but what the kernel dropped in the
+        if stop == StopReason::Count && !count_in_kernel {
+            // --count met by the stream: nothing more is printed, but what the kernel dropped in the
             // program (filters, --if, other processes) still belongs in the summary.
-            other => {
-                self.audits.extend(rings.close_all());
-                self.count_filtered();
-                other
-            }
+            self.audits.extend(rings.close_all());
+            self.count_filtered();
+            return stop;
+        }
+        rings.drain();
+        let ended = self.release(rings, epoll, Release::All);
+        self.audits.extend(rings.close_all());
+        // The losses the rings never reported are marked (when the output is still there) and counted,
+        // also when `--count` was met in what was left (the programs kept the N-th hit before the end).
+        let settled = self.settle_audits();
+        match stop {
+            // What --strict-hotplug ended stays the reason, whatever printing the rest met; so does
+            // `--count` met in the kernel, and a closed output.
+            StopReason::StrictHotplug(_) | StopReason::Count | StopReason::BrokenPipe => stop,
+            _ => ended.or(settled).unwrap_or(stop),
         }
     }
 
-    /// The run ended with nothing more printed (`--count` met, stdout closed): what the kernel dropped in
-    /// the program (filters, --if, other processes) still belongs in the summary.
+    /// The run ended with nothing more printed (`--count` met): what the kernel dropped in the program
+    /// (filters, --if, other processes) still belongs in the summary.
     fn count_filtered(&mut self) {
         for a in std::mem::take(&mut self.audits) {
             self.summary.filtered += a.filtered;
@@ -602,11 +604,15 @@ impl<O: Output> Stream<'_, O> {
         }
     }
 
-    /// On the hit path, when the stream dropped hits: the counts become the kernel's totals of every kept
-    /// hit ([`crate::trace::totals`]); a failure to read them is a warning, the stream's counts kept.
-    /// Not with `--on`: its slots hold one object after another, and writes after an object's free are
-    /// not hits, which the kernel cannot tell.
-    pub fn use_totals(&mut self, events: &EventSet) {
+    /// The counts, once nothing more is written: the hits whose text the output took but never sent (it
+    /// failed first, [`crate::report::sent`]) were not printed. Then, on the hit path, when the stream
+    /// dropped hits, the counts become the kernel's totals of every kept hit ([`crate::trace::totals`]);
+    /// a failure to read them is a warning, the stream's counts kept. Not with `--on`: its slots hold one
+    /// object after another, and writes after an object's free are not hits, which the kernel cannot tell.
+    pub fn settle_counts(&mut self, events: &EventSet) {
+        for (cpu, n) in self.sink.out.unsent() {
+            *self.summary.unprinted_by_cpu.entry(cpu).or_default() += n;
+        }
         if self.slots.is_some() {
             return;
         }
@@ -655,6 +661,8 @@ fn kernel_count_reached(events: &EventSet) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+    use std::io::{BufWriter, Write};
     use std::os::fd::OwnedFd;
     use std::os::unix::net::UnixStream;
 
@@ -667,6 +675,7 @@ mod tests {
     use crate::perf::ring::testing::FileRing;
     use crate::perf::sys::Epoll;
     use crate::report::json::Json;
+    use crate::report::sent::{Ledger, Sent};
     use crate::report::testutil::{self, watch};
     use crate::trace::comm::Comms;
     use crate::trace::context::fake::Polled;
@@ -879,6 +888,75 @@ mod tests {
             Some(StopReason::Count)
         );
         assert_eq!(printed(s), ["hit 10", "hit 11"]);
+    }
+
+    /// A destination that takes `room` bytes, then fails as a reader gone.
+    struct Room(usize);
+
+    impl Write for Room {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if self.0 == 0 {
+                return Err(io::ErrorKind::BrokenPipe.into());
+            }
+            let n = buf.len().min(self.0);
+            self.0 -= n;
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// An output that failed with hits' lines still in its buffer: those hits were counted, and are not
+    /// printed. Three hits, a destination with room for the first line and half of the second: 2 of them
+    /// are not printed; three more released after that are counted and not printed.
+    #[test]
+    fn hits_whose_lines_never_went_out_are_not_printed() {
+        let table = testutil::table();
+        let (epoll, mut p, mut w) = rings(&[0]);
+        // The three hits' lines are as long as each other (their tids and times have as many digits).
+        let line = {
+            let mut s = stream(&table, &epoll, Limits::default(), Filter::default());
+            three_hits(&mut w[0]);
+            p.drain();
+            assert_eq!(s.release(&mut p, &epoll, Release::All), None);
+            let ndjson = String::from_utf8(s.sink.out.into_inner().0).unwrap();
+            ndjson.lines().next().unwrap().len() + 1
+        };
+        let ledger = Ledger::default();
+        let dest = ledger.sending(Room(line + line / 2));
+        let json = Json::new(ledger.taking(BufWriter::new(dest)), Vec::new());
+        let watched = Watched::new(
+            Vec::new(),
+            Following::default(),
+            &epoll,
+            16,
+            sys::pidfd_open,
+        )
+        .unwrap();
+        let mut s = Stream::new(
+            Sent::new(json, ledger),
+            Symbolizer::new(&table),
+            Tasks::new(Comms::new("/nonexistent")),
+            watched,
+            Olds::new(None, false),
+        );
+        three_hits(&mut w[0]);
+        p.drain();
+        assert_eq!(
+            s.release(&mut p, &epoll, Release::All),
+            Some(StopReason::BrokenPipe)
+        );
+        // Once the output is gone, what the rings still hold is counted, not printed.
+        three_hits(&mut w[0]);
+        p.drain();
+        assert_eq!(
+            s.release(&mut p, &epoll, Release::All),
+            Some(StopReason::BrokenPipe)
+        );
+        s.settle_counts(p.events());
+        assert_eq!(s.summary.hits(), 6);
+        assert_eq!(s.summary.unprinted_by_cpu, BTreeMap::from([(0, 5)]));
     }
 
     /// An audit with the kernel's counts read and nothing lost.

@@ -43,19 +43,21 @@ pub fn apply<O: Output>(
         }
     }
     // Kept hits the stream did not print: dropped by a full ring (reported lost, or at the end of a
-    // burst), or still in a ring when `--count` stopped the run. (The tracer's own filters drop a few
-    // on the hit path: those count as printed here.)
-    let printed = summary.hits() + summary.filtered;
-    if summary.lost() == 0 && kept.values().sum::<u64>() <= printed {
-        return Ok(());
-    }
+    // burst), still in a ring when `--count` stopped the run, or taken by an output that failed before
+    // their text went out (already in `unprinted_by_cpu`). (The tracer's own filters drop a few on the
+    // hit path: those count as printed here.)
     let less = |a: &BTreeMap<u32, u64>, b: &BTreeMap<u32, u64>| -> BTreeMap<u32, u64> {
         a.iter()
             .map(|(&cpu, &n)| (cpu, n.saturating_sub(b.get(&cpu).copied().unwrap_or(0))))
             .filter(|&(_, n)| n > 0)
             .collect()
     };
-    summary.unprinted_by_cpu = less(&kept, &summary.hits_by_cpu);
+    let printed_by_cpu = less(&summary.hits_by_cpu, &summary.unprinted_by_cpu);
+    let printed = printed_by_cpu.values().sum::<u64>() + summary.filtered;
+    if summary.lost() == 0 && kept.values().sum::<u64>() <= printed {
+        return Ok(());
+    }
+    summary.unprinted_by_cpu = less(&kept, &printed_by_cpu);
     summary.hits_by_cpu = less(&kept, &uncounted);
     summary.lost_by_cpu = uncounted;
     summary.from_totals = true;

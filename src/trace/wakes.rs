@@ -195,8 +195,9 @@ pub trait Ending {
     fn note_unwatched(&mut self);
     /// The first output error, as the run's.
     fn take_error(&mut self) -> Result<()>;
-    /// On the hit path, the kernel's totals as the counts, if the stream dropped hits.
-    fn use_totals(&mut self);
+    /// The counts, once nothing more is written: the hits the output took but never sent are not
+    /// printed; on the hit path, the kernel's totals as the counts, if the stream dropped hits.
+    fn settle_counts(&mut self);
 }
 
 /// Ends the run that `ran` (the loop's result; `deadline` is `--duration`'s end): every event disabled
@@ -231,7 +232,7 @@ pub fn end(
     ctx.close();
     ctx.note_unwatched();
     ctx.take_error()?;
-    ctx.use_totals();
+    ctx.settle_counts();
     Ok(stop)
 }
 
@@ -607,7 +608,7 @@ mod tests {
             }
         }
 
-        fn use_totals(&mut self) {
+        fn settle_counts(&mut self) {
             self.calls.push("totals".into());
         }
     }

@@ -5,7 +5,7 @@
 
 use crate::cli::advice;
 use crate::cli::ring_size;
-use crate::config::plan::{Delivery, EventsPer, Hits, Scope, WatchPlan, Writers};
+use crate::config::plan::{Delivery, Hits, Scope, WatchPlan, Writers};
 use crate::error::{Error, ExitCode};
 use crate::perf::bpf::hit_set::HitKind;
 use crate::perf::event::Binding;
@@ -27,18 +27,8 @@ pub fn events(plan: &WatchPlan, hit_ring_pages: usize) -> Events<'_> {
             condition: plan.values().condition(),
             filter: plan.filter(),
         },
-        binding: binding(delivery),
+        binding: delivery.events,
         programs: programs(plan, delivery, hit_ring_pages),
-    }
-}
-
-/// Whom the events of `delivery` are bound to: one per CPU (where the hit program chooses a process
-/// watch's processes in the kernel, or system-wide), else one per thread of the scope. What arming opens,
-/// and what a dry run asks the kernel about.
-pub fn binding(delivery: Delivery) -> Binding {
-    match delivery.events {
-        EventsPer::Cpu => Binding::Cpus,
-        EventsPer::Thread { remove_on_exec } => Binding::Scope { remove_on_exec },
     }
 }
 
@@ -52,7 +42,7 @@ fn programs(plan: &WatchPlan, delivery: Delivery, ring_pages: usize) -> Option<H
         return None;
     }
     let scope = plan.scope();
-    let threads = matches!(delivery.events, EventsPer::Thread { .. });
+    let threads = matches!(delivery.events, Binding::Scope { .. });
     let processes = !threads && !scope.system_wide();
     Some(HitSet {
         kind: HitKind {

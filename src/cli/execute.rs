@@ -15,11 +15,12 @@ use crate::cli::delivery;
 use crate::cli::parts::Parts;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::ring_size::{self, Coverage};
-use crate::config::plan::{EventsPer, FoldedTo, Hits, Launch, ObjectPlan, Scope, WatchPlan};
+use crate::config::plan::{FoldedTo, Hits, Launch, ObjectPlan, Scope, WatchPlan};
 use crate::error::{Error, Result};
 use crate::perf::arm;
 use crate::perf::bpf::hit_set::Following;
 use crate::perf::bpf::objects::ObjectSource;
+use crate::perf::event::Binding;
 use crate::perf::programs::Events;
 use crate::perf::sys;
 use crate::report::{Header, Output, StreamEvent};
@@ -122,7 +123,7 @@ impl HandOff {
             sort_slack_ns: sort_slack_ns(plan.delivery().hits),
             scope: plan.scope().arming(),
             covered,
-            threads_by_kernel: plan.delivery().events == EventsPer::Cpu,
+            threads_by_kernel: plan.delivery().events == Binding::Cpus,
             condition: plan.values().condition().map(|c| c.to_string()),
             objects: plan.objects().map(ObjectPlan::describe),
             cgroups: plan
@@ -329,9 +330,9 @@ mod tests {
     fn the_sort_slack_follows_the_delivery() {
         use crate::config::plan::Delivery;
         let slack = |hits, events| sort_slack_ns(Delivery { hits, events }.hits);
-        assert_eq!(slack(Hits::Program, EventsPer::Cpu), HIT_SORT_SLACK_NS);
-        assert_eq!(slack(Hits::Samples, EventsPer::Cpu), SORT_SLACK_NS);
-        let per_thread = EventsPer::Thread {
+        assert_eq!(slack(Hits::Program, Binding::Cpus), HIT_SORT_SLACK_NS);
+        assert_eq!(slack(Hits::Samples, Binding::Cpus), SORT_SLACK_NS);
+        let per_thread = Binding::Scope {
             remove_on_exec: true,
         };
         assert_eq!(slack(Hits::Samples, per_thread), SORT_SLACK_NS);

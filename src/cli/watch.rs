@@ -5,7 +5,6 @@
 
 use crate::cli::advice;
 use crate::cli::args::WatchArgs;
-use crate::cli::delivery;
 use crate::cli::execute::execute;
 use crate::cli::launch;
 use crate::cli::prefetch::Prefetch;
@@ -37,7 +36,7 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
         None => {
             print!("{}", plan.describe());
             // Asked of the kernel with the events bound as arming would bind them.
-            let binding = delivery::binding(plan.delivery());
+            let binding = plan.delivery().events;
             let scope = plan.scope().arming();
             match arm::dry_run(plan.watches(), &plan.cpus().now, &scope, binding) {
                 Some(refused) => Err(advice::arming(refused)),

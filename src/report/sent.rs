@@ -199,26 +199,18 @@ mod tests {
     use std::io::BufWriter;
 
     use super::*;
+    use crate::report::testutil::Room;
 
-    /// A destination that takes `room` bytes, then fails as a reader gone.
-    struct Room {
-        room: usize,
-        got: Vec<u8>,
-    }
-
-    impl Write for Room {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            if self.room == 0 {
-                return Err(io::ErrorKind::BrokenPipe.into());
-            }
-            let n = buf.len().min(self.room).min(7);
-            self.room -= n;
-            self.got.extend_from_slice(&buf[..n]);
-            Ok(n)
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
+    /// A ledger and the printer's writer through a `buffer`-byte buffer (none: straight) into a
+    /// destination that takes `room` bytes, 7 at a time.
+    fn stream(room: usize, buffer: Option<usize>) -> (Ledger, Box<dyn Write>) {
+        let ledger = Ledger::default();
+        let dest = ledger.sending(Room { room, slice: 7 });
+        let w: Box<dyn Write> = match buffer {
+            Some(n) => Box::new(ledger.taking(BufWriter::with_capacity(n, dest))),
+            None => Box::new(ledger.taking(dest)),
+        };
+        (ledger, w)
     }
 
     /// Lines of 10 bytes through a 32-byte buffer into a destination that takes 45 bytes (in slices of
@@ -226,12 +218,7 @@ mod tests {
     /// their CPUs, whichever write or flush failed.
     #[test]
     fn a_hit_is_sent_when_its_whole_line_went_out() {
-        let ledger = Ledger::default();
-        let dest = Room {
-            room: 45,
-            got: Vec::new(),
-        };
-        let mut w = ledger.taking(BufWriter::with_capacity(32, ledger.sending(dest)));
+        let (ledger, mut w) = stream(45, Some(32));
         let mut failed = false;
         for i in 0..8u32 {
             ledger.took(i % 2);
@@ -239,21 +226,14 @@ mod tests {
         }
         failed |= w.flush().is_err();
         assert!(failed);
-        let unsent = ledger.unsent();
-        assert_eq!(unsent.values().sum::<u64>(), 4, "{unsent:?}");
-        assert_eq!(unsent, BTreeMap::from([(0, 2), (1, 2)]));
+        assert_eq!(ledger.unsent(), BTreeMap::from([(0, 2), (1, 2)]));
     }
 
     /// A destination that takes everything leaves nothing unsent once flushed; before the flush the
     /// buffered lines are unsent.
     #[test]
     fn a_flushed_stream_has_nothing_unsent() {
-        let ledger = Ledger::default();
-        let dest = Room {
-            room: usize::MAX,
-            got: Vec::new(),
-        };
-        let mut w = ledger.taking(BufWriter::with_capacity(64, ledger.sending(dest)));
+        let (ledger, mut w) = stream(usize::MAX, Some(64));
         for i in 0..3u32 {
             ledger.took(5);
             w.write_all(format!("hit {i}\n").as_bytes()).unwrap();
@@ -263,16 +243,11 @@ mod tests {
         assert!(ledger.unsent().is_empty());
     }
 
-    /// A printer that batches (OTLP): the hits taken before a write end with it, and those taken after the
-    /// last write are unsent until a write carries them.
+    /// A printer that batches (OTLP): the hits taken before a write end with it (however many slices it
+    /// went out in), and those taken after the last write are unsent until a write carries them.
     #[test]
     fn a_batched_hit_ends_with_the_write_that_carries_it() {
-        let ledger = Ledger::default();
-        let dest = Room {
-            room: 20,
-            got: Vec::new(),
-        };
-        let mut w = ledger.taking(ledger.sending(dest));
+        let (ledger, mut w) = stream(20, None);
         ledger.took(0);
         ledger.took(1);
         w.write_all(b"batch of two\n").unwrap();

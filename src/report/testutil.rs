@@ -222,3 +222,24 @@ pub fn each_hit(
         });
     }
 }
+
+/// An output's destination that takes `room` bytes, at most `slice` at a time (a pipe's reader taking
+/// what it reads), then fails as a reader gone.
+pub struct Room {
+    pub room: usize,
+    pub slice: usize,
+}
+
+impl std::io::Write for Room {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.room == 0 {
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        }
+        let n = buf.len().min(self.room).min(self.slice);
+        self.room -= n;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -662,7 +662,7 @@ fn kernel_count_reached(events: &EventSet) -> bool {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::io::{BufWriter, Write};
+    use std::io::BufWriter;
     use std::os::fd::OwnedFd;
     use std::os::unix::net::UnixStream;
 
@@ -676,7 +676,7 @@ mod tests {
     use crate::perf::sys::Epoll;
     use crate::report::json::Json;
     use crate::report::sent::{Ledger, Sent};
-    use crate::report::testutil::{self, watch};
+    use crate::report::testutil::{self, watch, Room};
     use crate::trace::comm::Comms;
     use crate::trace::context::fake::Polled;
 
@@ -890,23 +890,6 @@ mod tests {
         assert_eq!(printed(s), ["hit 10", "hit 11"]);
     }
 
-    /// A destination that takes `room` bytes, then fails as a reader gone.
-    struct Room(usize);
-
-    impl Write for Room {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            if self.0 == 0 {
-                return Err(io::ErrorKind::BrokenPipe.into());
-            }
-            let n = buf.len().min(self.0);
-            self.0 -= n;
-            Ok(n)
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
     /// An output that failed with hits' lines still in its buffer: those hits were counted, and are not
     /// printed. Three hits, a destination with room for the first line and half of the second: 2 of them
     /// are not printed; three more released after that are counted and not printed.
@@ -924,7 +907,10 @@ mod tests {
             ndjson.lines().next().unwrap().len() + 1
         };
         let ledger = Ledger::default();
-        let dest = ledger.sending(Room(line + line / 2));
+        let dest = ledger.sending(Room {
+            room: line + line / 2,
+            slice: usize::MAX,
+        });
         let json = Json::new(ledger.taking(BufWriter::new(dest)), Vec::new());
         let watched = Watched::new(
             Vec::new(),

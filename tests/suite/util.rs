@@ -429,7 +429,11 @@ impl Writer {
         loop {
             let mut line = String::new();
             let n = self.stdout.read_line(&mut line).unwrap();
-            assert!(n > 0, "helper exited before `{what}`; got {lines:?}");
+            if n == 0 {
+                // How it ended says who ended it (a signal: which one).
+                let status = wait_within(&mut self.child, Duration::from_secs(5));
+                panic!("helper exited before `{what}` ({status}); got {lines:?}");
+            }
             let line = line.trim_end().to_string();
             let done = last(&line);
             lines.push(line);

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use crate::cpulist;
 use crate::report::escape::escaped;
 
-use super::{EventsPer, Hits, Scope, Values, WatchPlan, Writers};
+use super::{Binding, Hits, Scope, Values, WatchPlan, Writers};
 
 pub fn describe(plan: &WatchPlan) -> String {
     let mut s = String::new();
@@ -49,16 +49,14 @@ pub fn describe(plan: &WatchPlan) -> String {
         );
     }
     let path = match (plan.delivery.events, plan.delivery.hits) {
-        (EventsPer::Cpu, Hits::Program) => {
+        (Binding::Cpus, Hits::Program) => {
             "one breakpoint per CPU and target, hits chosen and emitted by a BPF program"
         }
-        (EventsPer::Cpu, Hits::Samples) => {
-            "one breakpoint per CPU and target, hits as perf samples"
-        }
-        (EventsPer::Thread { .. }, Hits::Program) => {
+        (Binding::Cpus, Hits::Samples) => "one breakpoint per CPU and target, hits as perf samples",
+        (Binding::Scope { .. }, Hits::Program) => {
             "one breakpoint per thread, CPU and target, hits emitted by a BPF program"
         }
-        (EventsPer::Thread { .. }, Hits::Samples) => {
+        (Binding::Scope { .. }, Hits::Samples) => {
             "one breakpoint per thread, CPU and target, hits as perf samples"
         }
     };

@@ -69,6 +69,7 @@ use crate::model::watch::{Access, Watch};
 use crate::model::Limits;
 use crate::perf::bpf;
 use crate::perf::bpf::percpu::Offsets;
+use crate::perf::event::Binding;
 
 pub use control::{Control, Resolver};
 pub use cpus::Cpus;
@@ -105,8 +106,9 @@ impl scope::Pid for Command {
 
 /// How hits reach the tracer: decided once, by the options stage, from the scope, the options, the
 /// values read and whether BPF loads, as two choices: how the hits come ([`Hits`]) and which events
-/// carry them ([`EventsPer`]). The layers below take only the part they need: whom the events are bound
-/// to, the hit programs they attach, if any (`cli::delivery`), how long a record waits for older ones.
+/// carry them ([`Binding`], as arming takes it). The layers below take only the part they need: whom the
+/// events are bound to, the hit programs they attach, if any (`cli::delivery`), how long a record waits
+/// for older ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Delivery {
     /// How the hits come: whether hit programs load, how long a record waits, whether `--value`'s olds
@@ -114,7 +116,7 @@ pub struct Delivery {
     pub hits: Hits,
     /// Which events carry them: whom they are bound to, the header's thread count, a process watch's
     /// descriptor budget.
-    pub events: EventsPer,
+    pub events: Binding,
 }
 
 /// How the hits come.
@@ -126,20 +128,6 @@ pub enum Hits {
     /// As perf samples: a watch without BPF, or with `--per-thread` or `--remove-on-exec` reading no
     /// values (`--value`, `--if`, a `--dump-on` condition need the program).
     Samples,
-}
-
-/// Which events carry the hits (each per target as well).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventsPer {
-    /// One breakpoint per CPU: system-wide, or on the hit program's path.
-    Cpu,
-    /// One breakpoint per thread and CPU, the kernel choosing the threads: a process watch without
-    /// the hit program's choice of processes (`--per-thread` or `--remove-on-exec`, which the kernel
-    /// applies per event, or no BPF).
-    Thread {
-        /// `--remove-on-exec`: a thread that execs another program drops its events.
-        remove_on_exec: bool,
-    },
 }
 
 /// Which writers the events see.

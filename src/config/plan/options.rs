@@ -21,7 +21,7 @@ use super::cpus::{self, Cpus};
 use super::host::Host;
 use super::outputs::{self, Outputs};
 use super::{
-    is_stdin, Command, Delivery, EventsPer, Hits, Running, Scope, Values, Writers, MAX_WATCHES,
+    is_stdin, Binding, Command, Delivery, Hits, Running, Scope, Values, Writers, MAX_WATCHES,
 };
 
 /// `--on` as requested: the source and the `$obj` target, with who may allocate.
@@ -185,14 +185,14 @@ pub(super) fn check(
     // A process watch whose processes the hit program cannot choose has events per thread; per thread, the
     // program runs only for the values it reads (BPF was checked for them above).
     let events = match (decision.program, system) {
-        (false, false) => EventsPer::Thread {
+        (false, false) => Binding::Scope {
             remove_on_exec: r.remove_on_exec,
         },
-        _ => EventsPer::Cpu,
+        _ => Binding::Cpus,
     };
     let hits = match events {
-        EventsPer::Cpu if decision.program => Hits::Program,
-        EventsPer::Thread { .. } if values.read() => Hits::Program,
+        Binding::Cpus if decision.program => Hits::Program,
+        Binding::Scope { .. } if values.read() => Hits::Program,
         _ => Hits::Samples,
     };
     let delivery = Delivery { hits, events };

@@ -16,7 +16,7 @@ use crate::perf::denial::{self, AddressKind};
 
 use super::host::Host;
 use super::kernel::KernelSide;
-use super::{Cpus, Delivery, EventsPer, Scope, Writers};
+use super::{Binding, Cpus, Delivery, Scope, Writers};
 
 /// Who the watch covers, and each target resolved there (a launched command is started for it), moved
 /// onto its member; first each cast target's member from the types (before any process is started or
@@ -37,7 +37,7 @@ pub fn resolve_watches(
     notes: &mut Vec<String>,
 ) -> Result<Vec<Watch>> {
     let members = typed::watched_members(&kernel.types, &kernel.targets)?;
-    if let (Scope::Processes(pids), EventsPer::Thread { .. }) = (&*scope, delivery.events) {
+    if let (Scope::Processes(pids), Binding::Scope { .. }) = (&*scope, delivery.events) {
         check_fd_budget(host, pids, cpus.now.len(), kernel.targets.len())?;
     }
     let resolved = match scope {

@@ -396,7 +396,7 @@ fn the_delivery_follows_bpf_and_the_scope() {
         p.delivery(),
         Delivery {
             hits: Hits::Program,
-            events: EventsPer::Cpu,
+            events: Binding::Cpus,
         }
     );
     assert!(p.scope().system_wide());
@@ -405,7 +405,7 @@ fn the_delivery_follows_bpf_and_the_scope() {
         p.delivery(),
         Delivery {
             hits: Hits::Samples,
-            events: EventsPer::Cpu,
+            events: Binding::Cpus,
         }
     );
     let p = planned(
@@ -416,7 +416,7 @@ fn the_delivery_follows_bpf_and_the_scope() {
         p.delivery(),
         Delivery {
             hits: Hits::Samples,
-            events: EventsPer::Thread {
+            events: Binding::Scope {
                 remove_on_exec: false,
             },
         }
@@ -455,7 +455,7 @@ fn per_thread_options_choose_the_per_thread_path() {
         let mut r = pids(request(&["counter"]), &[100]);
         (r.per_thread, r.remove_on_exec, r.value) = (per_thread, remove_on_exec, value);
         let planned = planned(r, &mut FakeHost::new());
-        let events = EventsPer::Thread {
+        let events = Binding::Scope {
             remove_on_exec: dropped,
         };
         assert_eq!(planned.delivery(), Delivery { hits, events });

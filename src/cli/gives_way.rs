@@ -69,6 +69,7 @@ impl<W: Write + AsFd> Write for GivesWay<W> {
         while !sys::writable_within(self.inner.as_fd(), SLICE_MS)? {
             if (self.pending)() {
                 self.gave_way = true;
+                deadline::note_gave_way();
                 return Err(Self::gone());
             }
         }

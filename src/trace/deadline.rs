@@ -6,10 +6,14 @@
 //! stop signal does: the output ends as a reader that went away ends it, and the run ends as its
 //! duration ends it, with nothing more written ([`crate::trace::wakes::end`]).
 //!
+//! A stop signal the loop has already read ends the run the same way: the writes of what the rings still
+//! hold then look for it here ([`now`]), since it is no longer pending. Whether a write gave way is kept
+//! here too ([`gave_way`]): the end tells an output that gave way from one whose reader closed it by it.
+//!
 //! One run per process, so the deadline is the process's: set when the run starts, on the records'
 //! clock (CLOCK_MONOTONIC).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::perf::sys;
 
@@ -19,6 +23,24 @@ static DEADLINE_NS: AtomicU64 = AtomicU64::new(0);
 /// The run ends at `deadline` (ns), or at no set time.
 pub fn set(deadline: Option<u64>) {
     DEADLINE_NS.store(deadline.unwrap_or(0), Ordering::Relaxed);
+}
+
+/// A write gave way to the deadline or a stop signal.
+static GAVE_WAY: AtomicBool = AtomicBool::new(false);
+
+/// The run is to stop now (a stop signal was read): the deadline has passed.
+pub fn now() {
+    DEADLINE_NS.store(1, Ordering::Relaxed);
+}
+
+/// A write waiting for a reader gave way to the deadline or a stop signal.
+pub fn note_gave_way() {
+    GAVE_WAY.store(true, Ordering::Relaxed);
+}
+
+/// Whether a write gave way ([`note_gave_way`]).
+pub fn gave_way() -> bool {
+    GAVE_WAY.load(Ordering::Relaxed)
 }
 
 /// Whether the run has a deadline, and it has passed.

@@ -436,6 +436,14 @@ impl<O: Output> Ending for Session<'_, O> {
         self.stream.output_not_read();
     }
 
+    fn stop_heard(&mut self) {
+        deadline::now();
+    }
+
+    fn gave_way(&self) -> bool {
+        deadline::gave_way()
+    }
+
     fn note_unwatched(&mut self) {
         let end = self.rings.events().watched_time(sys::monotonic_ns());
         for (cpu, ns) in self.cpus.end(end) {

@@ -191,6 +191,10 @@ pub trait Ending {
     fn print_rest(&mut self, stop: StopReason) -> StopReason;
     /// The output ended because its reader read nothing when the run was told to stop.
     fn output_not_read(&mut self);
+    /// A stop signal was read: a write waiting for a reader now gives way at once.
+    fn stop_heard(&mut self);
+    /// Whether a write gave way to a stop signal or the deadline (rather than meeting a closed output).
+    fn gave_way(&self) -> bool;
     /// The CPUs never armed since they came online, noted as unwatched to the end.
     fn note_unwatched(&mut self);
     /// The first output error, as the run's.
@@ -217,17 +221,25 @@ pub fn end(
             return Err(e);
         }
     };
+    if let StopReason::Signal(_) = stop {
+        ctx.stop_heard();
+    }
     let gave_way = match stop {
         StopReason::BrokenPipe => gave_way_to(ctx, deadline),
         _ => None,
     };
-    let stop = ctx.print_rest(stop);
+    let ended = ctx.print_rest(stop);
     let stop = match gave_way {
         Some(why) => {
             ctx.output_not_read();
             why
         }
-        None => stop,
+        // Printing the rest gave way (its reader stalled at the end): the run ended for its own reason.
+        None if ended == StopReason::BrokenPipe && stop != ended && ctx.gave_way() => {
+            ctx.output_not_read();
+            stop
+        }
+        None => ended,
     };
     ctx.close();
     ctx.note_unwatched();
@@ -241,6 +253,9 @@ pub fn end(
 /// ends as a closed output ends it, nothing more written, and the signal or the deadline is why. A
 /// pending stop signal is that signal; otherwise a deadline passed is the duration.
 fn gave_way_to(ctx: &mut impl Ending, deadline: Option<u64>) -> Option<StopReason> {
+    if !ctx.gave_way() {
+        return None;
+    }
     if let Some(sig) = ctx.pending_signal().filter(|&sig| sig != DUMP_SIGNAL) {
         return Some(StopReason::Signal(sig));
     }
@@ -565,6 +580,8 @@ mod tests {
         signal: Option<u32>,
         /// What printing the rest meets (the output closed, `--count` met), if anything.
         rest: Option<StopReason>,
+        /// A write gave way (to a signal or the deadline), rather than meeting a closed output.
+        gave_way: bool,
         write_error: bool,
         calls: Vec<String>,
     }
@@ -594,6 +611,14 @@ mod tests {
 
         fn output_not_read(&mut self) {
             self.calls.push("output not read".into());
+        }
+
+        fn stop_heard(&mut self) {
+            self.calls.push("stop heard".into());
+        }
+
+        fn gave_way(&self) -> bool {
+            self.gave_way
         }
 
         fn note_unwatched(&mut self) {
@@ -678,6 +703,7 @@ mod tests {
     fn a_closed_output_with_a_stop_signal_pending_gave_way_to_it() {
         let mut e = End {
             signal: Some(SIGTERM),
+            gave_way: true,
             ..End::default()
         };
         let stop = end(&mut e, Ok(StopReason::BrokenPipe), None).unwrap();
@@ -692,15 +718,25 @@ mod tests {
         for signal in [None, Some(DUMP_SIGNAL)] {
             let mut e = End {
                 signal,
+                gave_way: true,
                 ..End::default()
             };
             let stop = end(&mut e, Ok(StopReason::BrokenPipe), None).unwrap();
             assert_eq!(stop, StopReason::BrokenPipe);
             assert!(!e.calls.iter().any(|c| c == "output not read"));
         }
+        // An output its reader closed while a signal was pending was closed: no write gave way.
+        let mut e = End {
+            signal: Some(SIGTERM),
+            ..End::default()
+        };
+        let stop = end(&mut e, Ok(StopReason::BrokenPipe), None).unwrap();
+        assert_eq!(stop, StopReason::BrokenPipe);
+        assert!(!e.calls.iter().any(|c| c == "output not read"));
         // After any other end a pending signal is not read: the run ended for its own reason.
         let mut e = End {
             signal: Some(SIGTERM),
+            gave_way: true,
             ..End::default()
         };
         assert_eq!(
@@ -720,6 +756,7 @@ mod tests {
             let mut e = End {
                 now,
                 signal,
+                gave_way: true,
                 ..End::default()
             };
             let stop = end(&mut e, Ok(StopReason::BrokenPipe), deadline).unwrap();
@@ -739,6 +776,34 @@ mod tests {
         };
         let stop = end(&mut e, Ok(StopReason::BrokenPipe), None).unwrap();
         assert_eq!(stop, StopReason::BrokenPipe);
+    }
+
+    /// A stop signal read by the loop is heard before the rest is printed (a write waiting for a reader
+    /// then gives way at once). Printing the rest that gave way (its reader stalled at the end) keeps
+    /// the run's own reason and says the output was not read; one that met a closed output says so.
+    #[test]
+    fn printing_the_rest_that_gave_way_keeps_the_runs_reason() {
+        let ended = |stop: StopReason, gave_way: bool| {
+            let mut e = End {
+                rest: Some(StopReason::BrokenPipe),
+                gave_way,
+                ..End::default()
+            };
+            let stop = end(&mut e, Ok(stop), Some(MS)).unwrap();
+            let not_read = e.calls.iter().any(|c| c == "output not read");
+            (stop, not_read, e.calls)
+        };
+        let (stop, not_read, calls) = ended(StopReason::Signal(SIGTERM), true);
+        assert_eq!((stop, not_read), (StopReason::Signal(SIGTERM), true));
+        assert_eq!(
+            calls[..3],
+            ["disable", "stop heard", "print rest: signal SIGTERM"]
+        );
+        let (stop, not_read, calls) = ended(StopReason::Duration, true);
+        assert_eq!((stop, not_read), (StopReason::Duration, true));
+        assert!(!calls.iter().any(|c| c == "stop heard"));
+        let (stop, not_read, _) = ended(StopReason::Duration, false);
+        assert_eq!((stop, not_read), (StopReason::BrokenPipe, false));
     }
 
     /// Each source has its own token, and a token names its source back; the watched processes' follow

@@ -36,6 +36,7 @@ pub(crate) mod pace;
 pub(crate) mod pipeline;
 pub(crate) mod reader;
 pub(crate) mod session;
+pub(crate) mod sink;
 pub(crate) mod sorter;
 pub(crate) mod store_value;
 pub(crate) mod stream;

@@ -4,8 +4,8 @@
 //! the flight recorder, [`crate::trace::flight`]). It keeps the summary's counts and the audits of closed
 //! events, and turns those into the losses the rings never reported.
 //!
-//! The output side alone is the [`Sink`]: the stream's marks ([`Marks`]) for every part of the session,
-//! and the first write error kept for the end.
+//! The output side alone is the [`Sink`] ([`crate::trace::sink`]): the stream's marks ([`Marks`]) for
+//! every part of the session, and the first write error kept for the end.
 //!
 //! The session drives the stream only through its methods, each naming what the session does: start
 //! following objects ([`Stream::start_objects`]), a watched process's exit ([`Stream::note_exit`]),
@@ -30,79 +30,12 @@ use crate::trace::flight::Recorder;
 use crate::trace::objects::Slots;
 use crate::trace::olds::Olds;
 use crate::trace::pipeline::{Pipeline, Release};
+use crate::trace::sink::Sink;
 use crate::trace::store_value;
 use crate::trace::symbolize::{NamedChain, Symbolizer};
 use crate::trace::tasks::Tasks;
 use crate::trace::totals;
 use crate::trace::watched::Watched;
-
-/// The output and its first failure.
-pub struct Sink<O: Output> {
-    pub out: O,
-    /// The first output error that was not a closed pipe.
-    error: Option<io::Error>,
-    /// A write failed: nothing more is written; what is left is only counted.
-    gone: bool,
-}
-
-impl<O: Output> Sink<O> {
-    pub fn new(out: O) -> Sink<O> {
-        Sink {
-            out,
-            error: None,
-            gone: false,
-        }
-    }
-
-    /// A write error on the output ends the session. A closed pipe (`| head`) is a normal end; anything
-    /// else (a full disk) is kept and reported as a run-time error once every breakpoint is released.
-    pub fn write_failed(&mut self, e: io::Error) -> StopReason {
-        if e.kind() != io::ErrorKind::BrokenPipe {
-            self.error.get_or_insert(e);
-        }
-        self.gone = true;
-        StopReason::BrokenPipe
-    }
-
-    /// Flushes the output; the stop a failure means.
-    pub fn flush(&mut self) -> Option<StopReason> {
-        if self.gone {
-            return Some(StopReason::BrokenPipe);
-        }
-        match self.out.flush() {
-            Ok(()) => None,
-            Err(e) => Some(self.write_failed(e)),
-        }
-    }
-
-    /// The kept write error, as the run's.
-    pub fn take_error(&mut self) -> Result<()> {
-        match self.error.take() {
-            Some(e) => Err(Error::runtime("writing output").caused_by(e)),
-            None => Ok(()),
-        }
-    }
-}
-
-impl<O: Output> Marks for Sink<O> {
-    fn now(&self) -> u64 {
-        sys::monotonic_ns()
-    }
-
-    fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
-        if self.gone {
-            return Some(StopReason::BrokenPipe);
-        }
-        match self
-            .out
-            .event(event, time_ns)
-            .and_then(|_| self.out.flush())
-        {
-            Ok(()) => None,
-            Err(e) => Some(self.write_failed(e)),
-        }
-    }
-}
 
 /// The stream's marks are its sink's.
 impl<O: Output> Marks for Stream<'_, O> {
@@ -421,7 +354,7 @@ impl<O: Output> Stream<'_, O> {
             slots.hit(watch);
         }
         *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
-        if self.sink.gone {
+        if self.sink.gone() {
             // The output is gone: a hit that would have been printed is counted as not printed (with
             // `--last` it would only have been kept).
             if self.flight.is_none() {

@@ -2,7 +2,8 @@
 //! hotplug, and wires the parts below (`session`); what every part asks of it, faked in their tests
 //! (`context`); the loop's decisions, which wake goes to which part and when the run stops (`wakes`); the
 //! released records applied and printed (`stream`), through the output and its first failure (`sink`),
-//! counted in the summary with the closed events' audits (`books`); its wake-up policy (`pace`);
+//! counted in the summary with the closed events' audits (`books`), a sample admitted as a hit or not
+//! (`admit`); its wake-up policy (`pace`);
 //! `--duration`'s end where a stalled write sees it (`deadline`); the armed event set
 //! that owns every descriptor and ring (`events`); the merge of records from all rings in timestamp order
 //! (`sorter`); the two as one drain → order pipeline (`pipeline`); following CPUs as they come and go ([`hotplug`]); the task tracker applying task records
@@ -21,6 +22,7 @@
 //! `ksymwatch-symbols` crate (kernel tables, user-space maps and ELF symbols, source lines); `symbolize`
 //! only applies them to a sample.
 
+pub(crate) mod admit;
 pub(crate) mod books;
 pub(crate) mod comm;
 pub(crate) mod context;

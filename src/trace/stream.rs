@@ -24,6 +24,7 @@ use crate::perf::record::{Sample, Task};
 use crate::perf::sys;
 use crate::report::cgroup::CgroupNames;
 use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
+use crate::trace::admit::{Admission, Admit};
 use crate::trace::books::Books;
 use crate::trace::context::Marks;
 use crate::trace::context::Poll;
@@ -59,8 +60,8 @@ pub struct Stream<'a, O: Output> {
     books: Books,
     /// `--value`'s `old` in merged time order.
     olds: Olds,
-    limits: Limits,
-    filter: Filter,
+    /// `--count` and the filters: whether a sample is a hit at all.
+    admission: Admission,
     /// A process watch's processes, followed to their exit or exec.
     watched: Watched,
     /// `--on`: what each breakpoint slot holds (a hit after its object's free is not a hit).
@@ -86,8 +87,7 @@ impl<'a, O: Output> Stream<'a, O> {
             tasks,
             books: Books::default(),
             olds,
-            limits: Limits::default(),
-            filter: Filter::default(),
+            admission: Admission::default(),
             watched,
             slots: None,
             flight: None,
@@ -97,8 +97,7 @@ impl<'a, O: Output> Stream<'a, O> {
 
     /// `--count`/`--duration`, and the filters a hit must pass.
     pub fn with_limits(mut self, limits: Limits, filter: Filter) -> Self {
-        self.limits = limits;
-        self.filter = filter;
+        self.admission = Admission::new(limits, filter);
         self
     }
 
@@ -206,16 +205,11 @@ impl<O: Output> Stream<'_, O> {
                 }
             }
         }
-        if stop.is_none()
-            && self
-                .limits
-                .count
-                .is_some_and(|n| self.books.summary.hits() >= n)
-        {
+        if stop.is_none() && self.admission.count_met(self.books.summary.hits()) {
             stop = Some(StopReason::Count);
         }
         // Hits the rings dropped never reach the count above; the programs' own count of kept hits does.
-        if stop.is_none() && self.limits.count.is_some() && kernel_count_reached(rings.events()) {
+        if stop.is_none() && self.admission.counting() && kernel_count_reached(rings.events()) {
             stop = Some(StopReason::Count);
         }
         self.sink.flush().or(stop)
@@ -328,8 +322,8 @@ impl<O: Output> Stream<'_, O> {
         }
     }
 
-    /// Filters, names and prints one hit (with the value read when it was drained, or for `--value` the
-    /// store's, decoded from its `trap`), honouring --count.
+    /// Admits ([`Admission::admit`]: `--count`, the filters, `--on`'s objects), names and prints one hit
+    /// (with the value read when it was drained, or for `--value` the store's, decoded from its `trap`).
     fn hit(
         &mut self,
         events: &EventSet,
@@ -338,30 +332,23 @@ impl<O: Output> Stream<'_, O> {
         value: Value,
         trap: Option<&Trap>,
     ) -> Option<StopReason> {
-        if self
-            .limits
-            .count
-            .is_some_and(|n| self.books.summary.hits() >= n)
-        {
-            return Some(StopReason::Count);
-        }
-        let comm = self.tasks.name(sample.pid, sample.tid);
-        if !self.filter.admits(sample.tid, sample.in_kernel(), comm)
-            || self.watched.exec_ended(sample.pid)
-        {
-            self.books.filtered();
-            return None;
-        }
-        if let Some(slots) = &mut self.slots {
-            if slots.foreign(watch, sample.pid) {
+        let tasks = &mut self.tasks;
+        let admitted = self.admission.admit(
+            self.books.summary.hits(),
+            (sample, watch),
+            move || tasks.name(sample.pid, sample.tid),
+            self.watched.exec_ended(sample.pid),
+            self.slots.as_mut(),
+        );
+        let comm = match admitted {
+            Admit::CountMet => return Some(StopReason::Count),
+            Admit::Filtered => {
                 self.books.filtered();
                 return None;
             }
-            if slots.after_free(watch, sample.time) {
-                return None;
-            }
-            slots.hit(watch);
-        }
+            Admit::AfterFree => return None,
+            Admit::Hit(comm) => comm,
+        };
         self.books.admitted(sample.cpu);
         if self.sink.gone() {
             // The output is gone: a hit that would have been printed is counted as not printed (with

@@ -159,6 +159,16 @@ mod tests {
         assert_eq!(any.admit(0, (&s, 0), || "sh", true, None), Admit::Filtered);
     }
 
+    /// A store by process `pid` at `time` on `--on`'s slot 0, with no count and no filter.
+    fn on_slot(slots: &mut Slots, pid: u32, time: u64) -> Admit<'static> {
+        admit(
+            &Admission::default(),
+            0,
+            &sample(pid, pid, time),
+            Some(slots),
+        )
+    }
+
     /// `--on` with objects per process: a store by another process (a forked child's copy of the
     /// memory) is filtered; the allocator's is a hit, counted on its object.
     #[test]
@@ -167,15 +177,8 @@ mod tests {
         slots.per_process = true;
         slots.armed(0, 0, ADDR, 0, 0);
         slots.owned_by(0, 7);
-        let any = Admission::default();
-        assert_eq!(
-            admit(&any, 0, &sample(8, 8, 10), Some(&mut slots)),
-            Admit::Filtered
-        );
-        assert_eq!(
-            admit(&any, 0, &sample(7, 9, 10), Some(&mut slots)),
-            Admit::Hit("sh")
-        );
+        assert_eq!(on_slot(&mut slots, 8, 10), Admit::Filtered);
+        assert_eq!(on_slot(&mut slots, 7, 10), Admit::Hit("sh"));
         assert_eq!(slots.finish().objects, [(0, ADDR, 1)]);
     }
 
@@ -185,15 +188,8 @@ mod tests {
         let mut slots = Slots::new(1, false);
         slots.armed(0, 0, ADDR, 0, 0);
         slots.closing(Some((0, 100)));
-        let any = Admission::default();
-        assert_eq!(
-            admit(&any, 0, &sample(7, 7, 200), Some(&mut slots)),
-            Admit::AfterFree
-        );
-        assert_eq!(
-            admit(&any, 0, &sample(7, 7, 50), Some(&mut slots)),
-            Admit::Hit("sh")
-        );
+        assert_eq!(on_slot(&mut slots, 7, 200), Admit::AfterFree);
+        assert_eq!(on_slot(&mut slots, 7, 50), Admit::Hit("sh"));
         let books = slots.finish();
         assert_eq!((books.after_free, books.objects), (1, vec![(0, ADDR, 1)]));
     }

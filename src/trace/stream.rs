@@ -1,9 +1,9 @@
 //! The rings' records applied in merged time order: what the [`Pipeline`] releases becomes task names
 //! and maps (COMM/FORK/EXIT/MMAP2, so a hit is named as its task was named, and mapped, when it wrote),
-//! marks for losses, and hits, filtered, symbolized and handed to the [`Output`] (or with `--last` kept by
-//! the flight recorder, [`crate::trace::flight`]). The summary's counts and the audits of closed events
-//! are its [`Books`] ([`crate::trace::books`]), which find the losses the rings never reported; the
-//! stream marks them.
+//! marks for losses, and hits, admitted or not ([`crate::trace::admit`]: `--count`, the filters, `--on`'s
+//! objects), symbolized and handed to the [`Output`] (or with `--last` kept by the flight recorder,
+//! [`crate::trace::flight`]). The summary's counts and the audits of closed events are its [`Books`]
+//! ([`crate::trace::books`]), which find the losses the rings never reported; the stream marks them.
 //!
 //! The output side alone is the [`Sink`] ([`crate::trace::sink`]): the stream's marks ([`Marks`]) for
 //! every part of the session, and the first write error kept for the end.

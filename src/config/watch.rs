@@ -7,6 +7,7 @@ use crate::config::process;
 use crate::error::{Error, Result};
 use crate::model::target::{Base, Member, Target};
 use crate::model::watch::{Access, Watch};
+use crate::perf::denial::TASK_SIZE_MAX;
 use ksymwatch_symbols::{CastType, LookupError, SymbolKind, SymbolTable};
 
 /// What resolving found, plus warnings the user should see before arming.
@@ -19,8 +20,11 @@ pub struct Resolved {
 /// Lowest address of the kernel half on x86-64 (4-level paging); user space ends below 0x0000_8000_0000_0000.
 pub const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 
+/// Where x86-64's lower (user) half ends (4-level paging).
+const USER_END: u64 = 0x0000_8000_0000_0000;
+
 fn is_canonical(addr: u64) -> bool {
-    !(0x0000_8000_0000_0000..KERNEL_START).contains(&addr)
+    !(USER_END..KERNEL_START).contains(&addr)
 }
 
 /// The widest debug-register length that fits `room` bytes and keeps `addr` naturally aligned.
@@ -336,6 +340,18 @@ fn checked(
         return Err(Error::usage(format!(
             "`{}`: 0x{addr:x} is not a canonical x86-64 address (user space is below 0x800000000000, the kernel at or above 0x{KERNEL_START:x})",
             target.text
+        )));
+    }
+    // The last page below the kernel-space boundary is canonical, but no process can map it, and the
+    // kernel counts a breakpoint reaching it as a kernel one: refused as a kernel address, on a machine
+    // that refuses those, the user would be sent to watch a user address, which this looks like.
+    let last = addr.saturating_add(u64::from(len) - 1);
+    if (TASK_SIZE_MAX..USER_END).contains(&addr) || (TASK_SIZE_MAX..USER_END).contains(&last) {
+        return Err(Error::usage(format!(
+            "`{}`: 0x{addr:x}/{len} reaches into the guard page at the top of user space (user addresses \
+             end at 0x{:x}), which no process maps; check the address",
+            target.text,
+            TASK_SIZE_MAX - 1
         )));
     }
     if !addr.is_multiple_of(u64::from(len)) {

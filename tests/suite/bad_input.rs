@@ -119,6 +119,15 @@ fn bad_ranges() {
         2,
         &["not a canonical x86-64 address"],
     );
+    // The page below the kernel-space boundary: canonical, mapped by no process, a kernel address to
+    // the kernel (refused as one where such breakpoints are, with advice to watch a user address).
+    for target in ["0x7ffffffff000", "0x7ffffffffff8", "0x7fffffffeffc/8"] {
+        rejects(
+            &["write", target],
+            2,
+            &["guard page at the top of user space", "0x7fffffffefff"],
+        );
+    }
     rejects(&["write", "jiffies+"], 2, &["bad target", "offset"]);
     rejects_on_fixture(
         "k3",

@@ -1,8 +1,10 @@
 //! The running session: the loop that ties the armed events' rings to signals, the deadline and CPU
 //! hotplug, and wires the parts below (`session`); what every part asks of it, faked in their tests
 //! (`context`); the loop's decisions, which wake goes to which part and when the run stops (`wakes`); the
-//! released records applied and printed (`stream`); its wake-up policy (`pace`); `--duration`'s end where a
-//! stalled write sees it (`deadline`); the armed event set
+//! released records applied and printed (`stream`), through the output and its first failure (`sink`),
+//! counted in the summary with the closed events' audits (`books`), a sample admitted as a hit or not
+//! (`admit`); its wake-up policy (`pace`);
+//! `--duration`'s end where a stalled write sees it (`deadline`); the armed event set
 //! that owns every descriptor and ring (`events`); the merge of records from all rings in timestamp order
 //! (`sorter`); the two as one drain → order pipeline (`pipeline`); following CPUs as they come and go ([`hotplug`]); the task tracker applying task records
 //! to names and user-space maps (`tasks`), over naming tasks (`comm`) and letting go of what exited tasks
@@ -20,6 +22,8 @@
 //! `ksymwatch-symbols` crate (kernel tables, user-space maps and ELF symbols, source lines); `symbolize`
 //! only applies them to a sample.
 
+pub(crate) mod admit;
+pub(crate) mod books;
 pub(crate) mod comm;
 pub(crate) mod context;
 pub(crate) mod control;
@@ -36,6 +40,7 @@ pub(crate) mod pace;
 pub(crate) mod pipeline;
 pub(crate) mod reader;
 pub(crate) mod session;
+pub(crate) mod sink;
 pub(crate) mod sorter;
 pub(crate) mod store_value;
 pub(crate) mod stream;

@@ -1,11 +1,12 @@
 //! The rings' records applied in merged time order: what the [`Pipeline`] releases becomes task names
 //! and maps (COMM/FORK/EXIT/MMAP2, so a hit is named as its task was named, and mapped, when it wrote),
-//! marks for losses, and hits, filtered, symbolized and handed to the [`Output`] (or with `--last` kept by
-//! the flight recorder, [`crate::trace::flight`]). It keeps the summary's counts and the audits of closed
-//! events, and turns those into the losses the rings never reported.
+//! marks for losses, and hits, admitted or not ([`crate::trace::admit`]: `--count`, the filters, `--on`'s
+//! objects), symbolized and handed to the [`Output`] (or with `--last` kept by the flight recorder,
+//! [`crate::trace::flight`]). The summary's counts and the audits of closed events are its [`Books`]
+//! ([`crate::trace::books`]), which find the losses the rings never reported; the stream marks them.
 //!
-//! The output side alone is the [`Sink`]: the stream's marks ([`Marks`]) for every part of the session,
-//! and the first write error kept for the end.
+//! The output side alone is the [`Sink`] ([`crate::trace::sink`]): the stream's marks ([`Marks`]) for
+//! every part of the session, and the first write error kept for the end.
 //!
 //! The session drives the stream only through its methods, each naming what the session does: start
 //! following objects ([`Stream::start_objects`]), a watched process's exit ([`Stream::note_exit`]),
@@ -23,6 +24,8 @@ use crate::perf::record::{Sample, Task};
 use crate::perf::sys;
 use crate::report::cgroup::CgroupNames;
 use crate::report::{DumpTrigger, Hit, Output, StopReason, StreamEvent, Summary, Value};
+use crate::trace::admit::{Admission, Admit};
+use crate::trace::books::Books;
 use crate::trace::context::Marks;
 use crate::trace::context::Poll;
 use crate::trace::events::{self, Audit, EventSet, Item, Trap};
@@ -30,79 +33,12 @@ use crate::trace::flight::Recorder;
 use crate::trace::objects::Slots;
 use crate::trace::olds::Olds;
 use crate::trace::pipeline::{Pipeline, Release};
+use crate::trace::sink::Sink;
 use crate::trace::store_value;
 use crate::trace::symbolize::{NamedChain, Symbolizer};
 use crate::trace::tasks::Tasks;
 use crate::trace::totals;
 use crate::trace::watched::Watched;
-
-/// The output and its first failure.
-pub struct Sink<O: Output> {
-    pub out: O,
-    /// The first output error that was not a closed pipe.
-    error: Option<io::Error>,
-    /// A write failed: nothing more is written; what is left is only counted.
-    gone: bool,
-}
-
-impl<O: Output> Sink<O> {
-    pub fn new(out: O) -> Sink<O> {
-        Sink {
-            out,
-            error: None,
-            gone: false,
-        }
-    }
-
-    /// A write error on the output ends the session. A closed pipe (`| head`) is a normal end; anything
-    /// else (a full disk) is kept and reported as a run-time error once every breakpoint is released.
-    pub fn write_failed(&mut self, e: io::Error) -> StopReason {
-        if e.kind() != io::ErrorKind::BrokenPipe {
-            self.error.get_or_insert(e);
-        }
-        self.gone = true;
-        StopReason::BrokenPipe
-    }
-
-    /// Flushes the output; the stop a failure means.
-    pub fn flush(&mut self) -> Option<StopReason> {
-        if self.gone {
-            return Some(StopReason::BrokenPipe);
-        }
-        match self.out.flush() {
-            Ok(()) => None,
-            Err(e) => Some(self.write_failed(e)),
-        }
-    }
-
-    /// The kept write error, as the run's.
-    pub fn take_error(&mut self) -> Result<()> {
-        match self.error.take() {
-            Some(e) => Err(Error::runtime("writing output").caused_by(e)),
-            None => Ok(()),
-        }
-    }
-}
-
-impl<O: Output> Marks for Sink<O> {
-    fn now(&self) -> u64 {
-        sys::monotonic_ns()
-    }
-
-    fn emit(&mut self, event: &StreamEvent, time_ns: u64) -> Option<StopReason> {
-        if self.gone {
-            return Some(StopReason::BrokenPipe);
-        }
-        match self
-            .out
-            .event(event, time_ns)
-            .and_then(|_| self.out.flush())
-        {
-            Ok(()) => None,
-            Err(e) => Some(self.write_failed(e)),
-        }
-    }
-}
 
 /// The stream's marks are its sink's.
 impl<O: Output> Marks for Stream<'_, O> {
@@ -120,13 +56,12 @@ pub struct Stream<'a, O: Output> {
     sink: Sink<O>,
     symbolizer: Symbolizer<'a>,
     tasks: Tasks,
-    summary: Summary,
+    /// The summary's counts and the closed events' audits.
+    books: Books,
     /// `--value`'s `old` in merged time order.
     olds: Olds,
-    limits: Limits,
-    filter: Filter,
-    /// Every event closed so far, audited against the kernel's counters.
-    audits: Vec<Audit>,
+    /// `--count` and the filters: whether a sample is a hit at all.
+    admission: Admission,
     /// A process watch's processes, followed to their exit or exec.
     watched: Watched,
     /// `--on`: what each breakpoint slot holds (a hit after its object's free is not a hit).
@@ -150,11 +85,9 @@ impl<'a, O: Output> Stream<'a, O> {
             sink: Sink::new(out),
             symbolizer,
             tasks,
-            summary: Summary::default(),
+            books: Books::default(),
             olds,
-            limits: Limits::default(),
-            filter: Filter::default(),
-            audits: Vec::new(),
+            admission: Admission::default(),
             watched,
             slots: None,
             flight: None,
@@ -164,14 +97,13 @@ impl<'a, O: Output> Stream<'a, O> {
 
     /// `--count`/`--duration`, and the filters a hit must pass.
     pub fn with_limits(mut self, limits: Limits, filter: Filter) -> Self {
-        self.limits = limits;
-        self.filter = filter;
+        self.admission = Admission::new(limits, filter);
         self
     }
 
     /// `--summary`: keeps the counts by chain, ip and comm.
     pub fn with_tally(mut self, tally: bool) -> Self {
-        self.summary.tally = tally.then(Default::default);
+        self.books.summary.tally = tally.then(Default::default);
         self
     }
 
@@ -197,13 +129,13 @@ impl<O: Output> Stream<'_, O> {
     /// The summary so far.
     #[cfg(test)]
     pub fn summary(&self) -> &Summary {
-        &self.summary
+        &self.books.summary
     }
 
     /// `--on`: from now on hits are checked against the objects in `slots`, and counted as `target`'s.
     pub fn start_objects(&mut self, slots: Slots, target: &str) {
         self.slots = Some(slots);
-        if let Some(t) = &mut self.summary.tally {
+        if let Some(t) = &mut self.books.summary.tally {
             t.of_objects(target);
         }
     }
@@ -225,7 +157,7 @@ impl<O: Output> Stream<'_, O> {
 
     /// Events were closed, with these books: settled into the summary at the end.
     pub fn audit_closed(&mut self, audits: impl IntoIterator<Item = Audit>) {
-        self.audits.extend(audits);
+        self.books.audit_closed(audits);
     }
 
     /// `--if`'s condition, decided in the kernel.
@@ -240,7 +172,7 @@ impl<O: Output> Stream<'_, O> {
 
     /// `cpu` was unwatched for `ns` (a CPU that came online and was never armed).
     pub fn note_unwatched(&mut self, cpu: u32, ns: u64) {
-        *self.summary.unwatched_ns_by_cpu.entry(cpu).or_default() += ns;
+        self.books.note_unwatched(cpu, ns);
     }
 
     /// The output's first write error that was not a closed pipe, as the run's.
@@ -250,7 +182,7 @@ impl<O: Output> Stream<'_, O> {
 
     /// Hits and hits filtered so far: what the loop's pace follows.
     pub fn counted(&self) -> u64 {
-        self.summary.hits() + self.summary.filtered
+        self.books.counted()
     }
 
     /// Hands every record `which` releases to the output, in time order, and flushes. Returns a stop reason
@@ -273,11 +205,11 @@ impl<O: Output> Stream<'_, O> {
                 }
             }
         }
-        if stop.is_none() && self.limits.count.is_some_and(|n| self.summary.hits() >= n) {
+        if stop.is_none() && self.admission.count_met(self.books.summary.hits()) {
             stop = Some(StopReason::Count);
         }
         // Hits the rings dropped never reach the count above; the programs' own count of kept hits does.
-        if stop.is_none() && self.limits.count.is_some() && kernel_count_reached(rings.events()) {
+        if stop.is_none() && self.admission.counting() && kernel_count_reached(rings.events()) {
             stop = Some(StopReason::Count);
         }
         self.sink.flush().or(stop)
@@ -390,8 +322,8 @@ impl<O: Output> Stream<'_, O> {
         }
     }
 
-    /// Filters, names and prints one hit (with the value read when it was drained, or for `--value` the
-    /// store's, decoded from its `trap`), honouring --count.
+    /// Admits ([`Admission::admit`]: `--count`, the filters, `--on`'s objects), names and prints one hit
+    /// (with the value read when it was drained, or for `--value` the store's, decoded from its `trap`).
     fn hit(
         &mut self,
         events: &EventSet,
@@ -400,32 +332,29 @@ impl<O: Output> Stream<'_, O> {
         value: Value,
         trap: Option<&Trap>,
     ) -> Option<StopReason> {
-        if self.limits.count.is_some_and(|n| self.summary.hits() >= n) {
-            return Some(StopReason::Count);
-        }
-        let comm = self.tasks.name(sample.pid, sample.tid);
-        if !self.filter.admits(sample.tid, sample.in_kernel(), comm)
-            || self.watched.exec_ended(sample.pid)
-        {
-            self.summary.filtered += 1;
-            return None;
-        }
-        if let Some(slots) = &mut self.slots {
-            if slots.foreign(watch, sample.pid) {
-                self.summary.filtered += 1;
+        let tasks = &mut self.tasks;
+        let admitted = self.admission.admit(
+            self.books.summary.hits(),
+            (sample, watch),
+            move || tasks.name(sample.pid, sample.tid),
+            self.watched.exec_ended(sample.pid),
+            self.slots.as_mut(),
+        );
+        let comm = match admitted {
+            Admit::CountMet => return Some(StopReason::Count),
+            Admit::Filtered => {
+                self.books.filtered();
                 return None;
             }
-            if slots.after_free(watch, sample.time) {
-                return None;
-            }
-            slots.hit(watch);
-        }
-        *self.summary.hits_by_cpu.entry(sample.cpu).or_default() += 1;
-        if self.sink.gone {
+            Admit::AfterFree => return None,
+            Admit::Hit(comm) => comm,
+        };
+        self.books.admitted(sample.cpu);
+        if self.sink.gone() {
             // The output is gone: a hit that would have been printed is counted as not printed (with
             // `--last` it would only have been kept).
             if self.flight.is_none() {
-                *self.summary.unprinted_by_cpu.entry(sample.cpu).or_default() += 1;
+                self.books.unprinted(sample.cpu, 1);
             }
             return None;
         }
@@ -457,7 +386,7 @@ impl<O: Output> Stream<'_, O> {
                 Value::Read(v) => Some(v),
                 _ => None,
             },
-            &mut self.summary,
+            &mut self.books.summary,
         );
         let hit = Hit {
             sample,
@@ -473,7 +402,7 @@ impl<O: Output> Stream<'_, O> {
                 _ => None,
             },
         };
-        if let Some(t) = &mut self.summary.tally {
+        if let Some(t) = &mut self.books.summary.tally {
             t.add(&hit);
         }
         let printed = match (self.flight.as_mut(), &shared) {
@@ -493,13 +422,8 @@ impl<O: Output> Stream<'_, O> {
     /// kept hits the kernel's totals hold, which the summary will count from there ([`Stream::settle_counts`]):
     /// the mark says they were not printed rather than lost.
     fn lost(&mut self, cpu: u32, count: u64, time_ns: u64, counted: bool) -> Option<StopReason> {
-        *self.summary.lost_by_cpu.entry(cpu).or_default() += count;
-        let event = StreamEvent::Lost {
-            cpu,
-            count,
-            counted,
-        };
-        self.sink.emit(&event, time_ns)
+        let mark = self.books.lost(cpu, count, counted);
+        self.sink.emit(&mark, time_ns)
     }
 
     /// Whether the summary's counts come from the kernel's totals when the stream drops hits: on the hit
@@ -508,59 +432,13 @@ impl<O: Output> Stream<'_, O> {
         self.slots.is_none()
     }
 
-    /// Turns the audits of closed events into the losses the rings never reported, and warnings for hits
-    /// that neither arrived nor were reported lost.
+    /// Marks the losses the rings never reported, found in the audits of closed events
+    /// ([`Books::settle_audits`], which counts them whether or not a mark can be printed).
     fn settle_audits(&mut self) -> Option<StopReason> {
         let now = sys::monotonic_ns();
-        let audits = std::mem::take(&mut self.audits);
         let mut stop = None;
-        for a in &audits {
-            self.summary.filtered += a.filtered;
-            self.summary.filtered_other_process += a.other_process;
-            let tail = a.unreported_lost();
-            // Counted whether or not its mark could be printed.
-            let tail_counted = tail > 0;
-            if tail_counted {
-                // The hit ring's part of the tail is kept hits the totals hold; the rest, the perf ring's.
-                let unprinted = a.unprinted_tail.min(tail);
-                let totals = self.counts_from_totals();
-                if unprinted > 0 {
-                    stop = self.lost(a.cpu, unprinted, now, totals);
-                }
-                // Counted in the summary whatever the first mark met.
-                if tail > unprinted {
-                    let other = self.lost(a.cpu, tail - unprinted, now, false);
-                    stop = stop.or(other);
-                }
-            }
-            // The stream's marks say what records the kernel dropped; the summary counts hits, and the
-            // lost records that were not hits (thread exits sharing the ring) come out of it here.
-            let counted = a.counted_lost() - if tail_counted { 0 } else { tail };
-            let not_hits = counted.saturating_sub(a.lost_hits());
-            if let Some(n) = self.summary.lost_by_cpu.get_mut(&a.cpu) {
-                *n = n.saturating_sub(not_hits);
-                if *n == 0 {
-                    self.summary.lost_by_cpu.remove(&a.cpu);
-                }
-            }
-            if let Some(n) = a.unaccounted().filter(|&n| n > 0) {
-                self.summary.warnings.push(format!(
-                    "cpu {} target {}: the kernel counted {} hits, {} arrived and {} were reported lost; {n} \
-                     unaccounted for (throttled by kernel.perf_event_max_sample_rate?)",
-                    a.cpu,
-                    a.watch,
-                    a.kernel_hits.unwrap_or(0),
-                    a.samples,
-                    a.lost_records.max(a.kernel_lost.unwrap_or(0)),
-                ));
-            }
-        }
-        if audits.iter().any(|a| a.kernel_lost.is_none()) {
-            self.summary.warnings.push(
-                "this kernel cannot count dropped samples (PERF_FORMAT_LOST needs Linux 6.0): records lost \
-                 at the very end of a burst cannot be ruled out"
-                    .to_string(),
-            );
+        for mark in self.books.settle_audits(self.counts_from_totals()) {
+            stop = stop.or(self.sink.emit(&mark, now));
         }
         self.sink.flush().or(stop)
     }
@@ -577,13 +455,13 @@ impl<O: Output> Stream<'_, O> {
         if stop == StopReason::Count && !count_in_kernel {
             // --count met by the stream: nothing more is printed, but what the kernel dropped in the
             // program (filters, --if, other processes) still belongs in the summary.
-            self.audits.extend(rings.close_all());
-            self.count_filtered();
+            self.books.audit_closed(rings.close_all());
+            self.books.count_filtered();
             return stop;
         }
         rings.drain();
         let ended = self.release(rings, epoll, Release::All);
-        self.audits.extend(rings.close_all());
+        self.books.audit_closed(rings.close_all());
         // The losses the rings never reported are marked (when the output is still there) and counted,
         // also when `--count` was met in what was left (the programs kept the N-th hit before the end).
         let settled = self.settle_audits();
@@ -595,25 +473,14 @@ impl<O: Output> Stream<'_, O> {
         }
     }
 
-    /// The run ended with nothing more printed (`--count` met): what the kernel dropped in the program
-    /// (filters, --if, other processes) still belongs in the summary.
-    fn count_filtered(&mut self) {
-        for a in std::mem::take(&mut self.audits) {
-            self.summary.filtered += a.filtered;
-            self.summary.filtered_other_process += a.other_process;
-        }
-    }
-
     /// The counts, once nothing more is written: the hits whose text the output took but never sent (it
     /// failed first, [`crate::report::sent`]) were not printed. Then, on the hit path, when the stream
     /// dropped hits, the counts become the kernel's totals of every kept hit ([`crate::trace::totals`]);
     /// a failure to read them is a warning, the stream's counts kept. Not with `--on`: its slots hold one
     /// object after another, and writes after an object's free are not hits, which the kernel cannot tell.
     pub fn settle_counts(&mut self, events: &EventSet) {
-        for (cpu, n) in self.sink.out.unsent() {
-            *self.summary.unprinted_by_cpu.entry(cpu).or_default() += n;
-        }
-        if self.slots.is_some() {
+        self.books.unsent(self.sink.out.unsent());
+        if !self.counts_from_totals() {
             return;
         }
         let Some(hits) = events.hit_programs() else {
@@ -623,34 +490,33 @@ impl<O: Output> Stream<'_, O> {
             hits,
             events.watches(),
             (&mut self.symbolizer, self.cgroups.as_mut()),
-            &mut self.summary,
+            &mut self.books.summary,
             &mut self.sink.out,
         ) {
-            self.summary.warnings.push(format!(
-                "the kernel's totals could not be read ({e}): the counts are of the printed hits only"
-            ));
+            self.books.totals_unread(&e);
         }
     }
 
     /// The output ended because its reader read nothing when the run was to stop: what the stream did
     /// not print was not printed for that.
     pub fn output_not_read(&mut self) {
-        self.summary.output_not_read = true;
+        self.books.output_not_read();
     }
 
     /// The summary's last entries (how the run ended, after how long, the objects' books, the
     /// symbolizer's notes), printed.
     pub fn finish(mut self, stop: StopReason, elapsed: Duration) -> Result<Summary> {
-        self.summary.elapsed = elapsed;
-        self.summary.stop = Some(stop);
-        self.summary.objects = self.slots.as_mut().map(Slots::finish);
-        self.summary.warnings.extend(self.symbolizer.take_notes());
-        match self.sink.out.finish(&self.summary) {
+        let summary = &mut self.books.summary;
+        summary.elapsed = elapsed;
+        summary.stop = Some(stop);
+        summary.objects = self.slots.as_mut().map(Slots::finish);
+        summary.warnings.extend(self.symbolizer.take_notes());
+        match self.sink.out.finish(summary) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
             Err(e) => return Err(Error::runtime("writing output").caused_by(e)),
         }
-        Ok(self.summary)
+        Ok(self.books.summary)
     }
 }
 
@@ -677,6 +543,7 @@ mod tests {
     use crate::report::json::Json;
     use crate::report::sent::{Ledger, Sent};
     use crate::report::testutil::{self, watch, Room};
+    use crate::trace::books::tests::audit;
     use crate::trace::comm::Comms;
     use crate::trace::context::fake::Polled;
 
@@ -800,9 +667,9 @@ mod tests {
         assert_eq!(s.release(&mut p, &epoll, Release::All), None);
         assert_eq!(
             (
-                s.summary.hits(),
-                s.summary.filtered,
-                s.summary.lost_by_cpu.get(&0)
+                s.summary().hits(),
+                s.summary().filtered,
+                s.summary().lost_by_cpu.get(&0)
             ),
             (2, 1, Some(&5))
         );
@@ -823,7 +690,7 @@ mod tests {
         assert_eq!(s.apply(&mut p, &epoll, 20, lost), None);
         s.start_objects(Slots::new(1, false), "$obj+0/4");
         assert_eq!(s.apply(&mut p, &epoll, 30, unprinted(1)), None);
-        assert_eq!(s.summary.lost_by_cpu.get(&0), Some(&7));
+        assert_eq!(s.summary().lost_by_cpu.get(&0), Some(&7));
         assert_eq!(
             printed(s),
             ["lost 4 on 0 counted", "lost 2 on 0", "lost 1 on 0"]
@@ -847,7 +714,7 @@ mod tests {
             s.end(&mut p, &epoll, StopReason::Duration),
             StopReason::Duration
         );
-        assert_eq!(s.summary.lost_by_cpu.get(&0), Some(&7));
+        assert_eq!(s.summary().lost_by_cpu.get(&0), Some(&7));
         assert_eq!(printed(s), ["lost 5 on 0 counted", "lost 2 on 0"]);
     }
 
@@ -868,7 +735,7 @@ mod tests {
             ..audit(0, 0, 0)
         }]);
         assert_eq!(s.end(&mut p, &epoll, StopReason::Exited), StopReason::Count);
-        assert_eq!(s.summary.filtered, 3);
+        assert_eq!(s.summary().filtered, 3);
         assert_eq!(
             printed(s),
             ["hit 10", "hit 11", "lost 5 on 0 counted", "lost 2 on 0"]
@@ -941,26 +808,8 @@ mod tests {
             Some(StopReason::BrokenPipe)
         );
         s.settle_counts(p.events());
-        assert_eq!(s.summary.hits(), 6);
-        assert_eq!(s.summary.unprinted_by_cpu, BTreeMap::from([(0, 5)]));
-    }
-
-    /// An audit with the kernel's counts read and nothing lost.
-    fn audit(cpu: u32, filtered: u64, other_process: u64) -> Audit {
-        Audit {
-            cpu,
-            watch: 0,
-            kernel_hits: Some(0),
-            kernel_lost: Some(0),
-            samples: 0,
-            lost_records: 0,
-            undecodable: 0,
-            filtered,
-            other_process,
-            beyond_count: 0,
-            repeated: 0,
-            unprinted_tail: 0,
-        }
+        assert_eq!(s.summary().hits(), 6);
+        assert_eq!(s.summary().unprinted_by_cpu, BTreeMap::from([(0, 5)]));
     }
 
     /// The watched processes' exits reach the stream through [`Stream::note_exit`]: each takes its pidfd

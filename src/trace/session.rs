@@ -118,6 +118,8 @@ pub struct Session<'a, O: Output> {
     objects: Option<(ObjectSource, Objects)>,
     limits: Limits,
     advise: fn(&Refusal) -> String,
+    /// Every watched process was gone before the run began ([`Watched::gone_before`]).
+    gone_before: bool,
 }
 
 impl<'a, O: Output> Session<'a, O> {
@@ -164,6 +166,7 @@ impl<'a, O: Output> Session<'a, O> {
             Wake::Process(0).token(),
             sys::pidfd_open,
         )?;
+        let gone_before = watched.gone_before();
         let mut olds = Olds::new(old_values.condition, old_values.kernel_drops);
         if old_values.seeded {
             // The events are armed: a launched command is still stopped at its exec, its range as the
@@ -225,6 +228,7 @@ impl<'a, O: Output> Session<'a, O> {
             objects: None,
             limits,
             advise,
+            gone_before,
         })
     }
 
@@ -390,6 +394,10 @@ impl<O: Output> Looping for Session<'_, O> {
 
     fn exited(&mut self, i: usize) -> bool {
         self.stream.note_exit(i, &self.epoll)
+    }
+
+    fn gone_before(&self) -> bool {
+        self.gone_before
     }
 
     fn read_rings(&mut self, signalled: Option<u64>) -> Result<Option<StopReason>> {

@@ -89,6 +89,9 @@ pub trait Looping {
     fn on_objects(&mut self) -> Option<StopReason>;
     /// The i-th watched process is gone; whether none is left.
     fn exited(&mut self, i: usize) -> bool;
+    /// Every watched process was gone before the run began (it exited while the watch was being armed):
+    /// no exit will wake the loop.
+    fn gone_before(&self) -> bool;
     /// Reads the rings and prints what the merge releases (the flight recorder's turn), with a
     /// `--dump-on signal` read this turn at `signalled`.
     fn read_rings(&mut self, signalled: Option<u64>) -> Result<Option<StopReason>>;
@@ -104,6 +107,10 @@ pub fn run(ctx: &mut impl Looping, deadline: Option<u64>) -> Result<StopReason> 
         if let Some(stop) = ctx.on_control()? {
             return Ok(stop);
         }
+    }
+    // Nothing is left to watch: the run ends as the last exit would end it, its hits still printed.
+    if ctx.gone_before() {
+        return Ok(StopReason::Exited);
     }
     let mut pace = Pace::new(ctx.now(), ctx.counted());
     let mut tokens = Vec::new();
@@ -283,6 +290,8 @@ mod tests {
         signals: VecDeque<u32>,
         /// The watched processes still alive.
         alive: usize,
+        /// Every watched process was gone before the run began.
+        gone_before: bool,
         counted: u64,
         /// Times `--control` reads as unpolled before it is read to its end.
         unpolled: usize,
@@ -379,6 +388,10 @@ mod tests {
             self.calls.push(format!("exited {i}"));
             self.alive -= 1;
             self.alive == 0
+        }
+
+        fn gone_before(&self) -> bool {
+            self.gone_before
         }
 
         fn read_rings(&mut self, signalled: Option<u64>) -> Result<Option<StopReason>> {
@@ -480,6 +493,20 @@ mod tests {
         want.extend(AFTER_WAKES);
         want.extend(["wait", "exited 2"]);
         assert_eq!(s.calls(), want);
+    }
+
+    /// Every watched process gone before the run began (it exited while the watch was being armed, so no
+    /// pidfd could be had and no exit will wake the loop): the run ends at once, as the last exit ends
+    /// it, after a `--control` file's lines. It waited for a signal or the deadline.
+    #[test]
+    fn processes_gone_before_the_run_end_it_at_once() {
+        let mut s = Script {
+            gone_before: true,
+            unpolled: 1,
+            ..Script::default()
+        };
+        assert_eq!(run(&mut s, Some(5 * MS)).unwrap(), StopReason::Exited);
+        assert_eq!(s.calls(), ["control"]);
     }
 
     /// stdout's reader gone ends the run as a closed output.

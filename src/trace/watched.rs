@@ -140,6 +140,13 @@ impl Watched {
         self.exec_ended.contains(&pid)
     }
 
+    /// Whether every process given was gone before its pidfd could be had (one that exited while the
+    /// watch was being armed): no exit will be heard from any, so the run has nothing to wait for. Asked
+    /// once, as the run begins.
+    pub fn gone_before(&self) -> bool {
+        !self.pids.is_empty() && self.none_left()
+    }
+
     fn none_left(&self) -> bool {
         self.pidfds.iter().all(Option::is_none)
     }
@@ -280,6 +287,23 @@ mod tests {
 
     /// Each process's pidfd goes into the epoll set under its own token; a process already gone is not
     /// waited for; an exit and an exec each take the pidfd out, once.
+    /// Processes gone before the run (no pidfd: pid 0 here) leave nothing to wait for only when every one
+    /// of them is; a system-wide watch (no process) waits for none.
+    #[test]
+    fn processes_gone_before_the_run_leave_nothing_to_wait_for() {
+        let epoll = Polled::default();
+        let gone = |pids: Vec<u32>| {
+            Watched::new(pids, Following::default(), &epoll, 16, pidfd)
+                .expect("watched")
+                .gone_before()
+        };
+        assert!(gone(vec![0]));
+        assert!(gone(vec![0, 0]));
+        assert!(!gone(vec![0, 7]));
+        assert!(!gone(vec![7]));
+        assert!(!gone(Vec::new()));
+    }
+
     #[test]
     fn pidfds_are_polled_under_their_tokens_and_taken_out_once() {
         let epoll = Polled::default();

@@ -169,12 +169,19 @@ pub(crate) fn parse_maps(text: &str) -> Vec<Mapping> {
     let mut maps: Vec<Mapping> = text
         .lines()
         .filter_map(|l| {
-            let mut f = l.split_whitespace();
+            let mut rest = l;
+            let mut field = || {
+                let (word, after) = rest.trim_start_matches(' ').split_once(' ')?;
+                rest = after;
+                Some(word)
+            };
             let (range, _perms, offset, dev, inode) =
-                (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+                (field()?, field()?, field()?, field()?, field()?);
             let (start, end) = range.split_once('-')?;
-            // The path is the rest of the line and may hold spaces.
-            let path = f.collect::<Vec<_>>().join(" ");
+            // The path is the rest of the line, after the padding, exactly: it may hold runs of spaces
+            // or tabs, and the kernel writes a newline in it as `\012` (a path that differs from the
+            // file's opens nothing once the process is gone, and names the wrong file).
+            let path = rest.trim_start_matches(' ').replace("\\012", "\n");
             Some(Mapping {
                 start: u64::from_str_radix(start, 16).ok()?,
                 end: u64::from_str_radix(end, 16).ok()?,
@@ -568,9 +575,17 @@ mod tests {
             "55d0c0000000-55d0c0001000 r--p 00000000 fd:01 1234 /usr/bin/my prog\n\
              55d0c0001000-55d0c0002000 r-xp 00001000 fd:01 1234 /usr/bin/my prog\n\
              7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n\
-             7f0000000000-7f0000001000 rw-p 00000000 00:00 0\n",
+             7f0000000000-7f0000001000 rw-p 00000000 00:00 0\n\
+             7f0000001000-7f0000002000 r-xp 00000000 fd:01 99                         /tmp/a  b\tc\\012d (deleted)\n",
         );
-        assert_eq!(maps.len(), 3);
+        assert_eq!(maps.len(), 4);
+        // A path as the file has it: spaces and tabs kept, the kernel's `\012` a newline again.
+        let odd = maps
+            .iter()
+            .find(|m| m.inode == 99)
+            .expect("the odd path's line");
+        assert_eq!(odd.path, "/tmp/a  b\tc\nd (deleted)");
+        assert_eq!(basename(&odd.path), "a  b\tc\nd");
         assert_eq!(maps[1].offset, 0x1000);
         assert_eq!(maps[1].path, "/usr/bin/my prog");
         assert_eq!(basename(&maps[1].path), "my prog");

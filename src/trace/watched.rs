@@ -31,6 +31,8 @@ pub struct Watched {
     /// Processes whose exec ended their watch: reported once, and their later traps (the ELF loader
     /// clearing the new program's memory, before the kernel took the process out) are not hits.
     exec_ended: FxHashSet<u32>,
+    /// Every process given was gone (ESRCH) when its pidfd was asked for.
+    gone_before: bool,
 }
 
 impl Watched {
@@ -48,6 +50,7 @@ impl Watched {
         mut pidfd_open: impl FnMut(u32) -> io::Result<OwnedFd>,
     ) -> Result<Watched> {
         let mut pidfds = Vec::with_capacity(pids.len());
+        let mut gone = 0;
         for (i, pid) in pids.iter().enumerate() {
             match pidfd_open(*pid) {
                 Ok(fd) => {
@@ -55,13 +58,20 @@ impl Watched {
                         .or_exit(ExitCode::Runtime, "epoll")?;
                     pidfds.push(Some(fd));
                 }
-                Err(_) => pidfds.push(None),
+                // Gone (ESRCH), or not to be had here (no pidfd_open, a sandbox's refusal): not waited
+                // for either way, but only the first says the process has exited.
+                Err(e) => {
+                    gone += usize::from(e.raw_os_error() == Some(libc::ESRCH));
+                    pidfds.push(None);
+                }
             }
         }
+        let gone_before = !pids.is_empty() && gone == pids.len();
         Ok(Watched {
             live: pids.iter().copied().collect(),
             pids,
             pidfds,
+            gone_before,
             ends_on_exec,
             follows_children,
             exec_ended: FxHashSet::default(),
@@ -141,10 +151,11 @@ impl Watched {
     }
 
     /// Whether every process given was gone before its pidfd could be had (one that exited while the
-    /// watch was being armed): no exit will be heard from any, so the run has nothing to wait for. Asked
+    /// watch was being armed: ESRCH): no exit will be heard from any, so the run has nothing to wait for.
+    /// A pidfd refused for another reason (an old kernel, a sandbox) says nothing of the process. Asked
     /// once, as the run begins.
     pub fn gone_before(&self) -> bool {
-        !self.pids.is_empty() && self.none_left()
+        self.gone_before
     }
 
     fn none_left(&self) -> bool {
@@ -285,8 +296,6 @@ mod tests {
         assert!(w.exited(0, &epoll), "no watched process left");
     }
 
-    /// Each process's pidfd goes into the epoll set under its own token; a process already gone is not
-    /// waited for; an exit and an exec each take the pidfd out, once.
     /// Processes gone before the run (no pidfd: pid 0 here) leave nothing to wait for only when every one
     /// of them is; a system-wide watch (no process) waits for none.
     #[test]
@@ -302,8 +311,15 @@ mod tests {
         assert!(!gone(vec![0, 7]));
         assert!(!gone(vec![7]));
         assert!(!gone(Vec::new()));
+        // A pidfd refused for another reason than the process being gone (no pidfd_open here) is not an
+        // exit.
+        let refused = |_| Err(io::Error::from_raw_os_error(libc::ENOSYS));
+        let w = Watched::new(vec![5], Following::default(), &epoll, 16, refused).expect("watched");
+        assert!(!w.gone_before());
     }
 
+    /// Each process's pidfd goes into the epoll set under its own token; a process already gone is not
+    /// waited for; an exit and an exec each take the pidfd out, once.
     #[test]
     fn pidfds_are_polled_under_their_tokens_and_taken_out_once() {
         let epoll = Polled::default();

@@ -538,6 +538,24 @@ impl EventSet {
         self.place(started);
     }
 
+    /// On the hit path, after every ring was read: the records each program counted lost that no record
+    /// has carried yet (its ring stayed full) are put in the merge now, as the next record would have put
+    /// them, so a mark made now (a `--control` move, `off`) comes after them, not before.
+    pub fn lost_now(&mut self, sorter: &mut Sorter) {
+        for t in self.by_cpu.values_mut().flatten() {
+            if let Decoder::Hits { hits, .. } = &mut t.decoder {
+                let lost = audit::ring_lost(&self.cfg, &t.ev);
+                if let Some((time, item)) = hits.lost_now(lost) {
+                    let key = RingKey {
+                        hits: true,
+                        ..RingKey::perf(t.ev.cpu, t.ev.watch)
+                    };
+                    sorter.push(key, time, item);
+                }
+            }
+        }
+    }
+
     /// Keeps a real-time reader off the CPUs whose writers flood it, once a window has passed
     /// ([`placement`]). A refused affinity leaves it where it was.
     fn place(&mut self, now: u64) {

@@ -58,6 +58,13 @@ impl Pipeline {
         self.events.drain(&mut self.sorter);
     }
 
+    /// [`Pipeline::drain`], and the losses the hit programs counted that no record carried yet, so that
+    /// everything before now is in the merge ([`EventSet::lost_now`]).
+    pub fn drain_to_now(&mut self) {
+        self.events.drain(&mut self.sorter);
+        self.events.lost_now(&mut self.sorter);
+    }
+
     /// A ring outside the merge (`--on`'s object records) was read empty, and what it held carried out, by
     /// a read that started at `started`: from its first call, no item is ready before the last such read.
     /// A free must be carried out before the hits after it are released, or they count as its object's.

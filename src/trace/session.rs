@@ -503,7 +503,9 @@ impl<O: Output> Rings for Turn<'_, '_, O> {
 
     /// In time order: the events are disabled, so nothing older can still arrive.
     fn flush(&mut self) -> Option<StopReason> {
-        self.rings.drain();
+        // What the old watch lost is marked before the mark that follows (a move, `off`): the next record
+        // to carry the count would be after it.
+        self.rings.drain_to_now();
         self.stream.release(self.rings, self.epoll, Release::All)
     }
 

@@ -594,3 +594,72 @@ live_test!(fifo_lines_end_at_a_writers_close_and_long_ones_are_named, {
     assert_eq!(code, 0, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 });
+
+// `write -p PID target_var --control FIFO --json --buffer-pages 1 | (sleep 3; cat)`, then `watch
+// target_var2` while the reader was stalled: the hit program's one-page ring had dropped thousands of
+// target_var's hits (kept in the kernel's totals), and no record had carried their count when the move was
+// made, so their `lost` mark came at the end, after the `watch` record, among the new target's hits. The
+// move now marks what the old watch lost before its acknowledgement: every hit before it is target_var's,
+// printed or marked, and the writer, which never stores into target_var2, leaves nothing to mark after it.
+live_test!(a_move_marks_what_the_old_watch_lost_before_it, {
+    let w = Writer::spinning(0);
+    let dir = util::temp_dir("ksw-control-lost");
+    let fifo = dir.join("ctl");
+    let pid = w.pid.to_string();
+    let mut t = Tracer::start_json(&[
+        "write",
+        "--json",
+        "--no-status",
+        "-p",
+        &pid,
+        "target_var",
+        "--buffer-pages",
+        "1",
+        "--control",
+        fifo.to_str().expect("utf-8 path"),
+    ]);
+    // Nothing is read for a while: the tracer waits on the full pipe, its ring fills and the program counts
+    // what it drops. The move is sent meanwhile, and carried out once the reader reads again.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut ctl = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .expect("open the control FIFO");
+    writeln!(ctl, "watch target_var2").expect("write to the FIFO");
+    drop(ctl);
+    let reader = t.keep_reading();
+    std::thread::sleep(Duration::from_millis(1000));
+    t.signal(libc::SIGINT);
+    let (code, _, err) = t.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let records = util::ndjson(&reader.join().expect("the stdout reader"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let moved = records
+        .iter()
+        .position(|r| r["type"] == "watch")
+        .unwrap_or_else(|| panic!("no `watch` record: {err}"));
+    let counted = |rs: &[serde_json::Value]| -> u64 {
+        rs.iter()
+            .filter(|r| r["type"] == "lost")
+            .map(|r| r["count"].as_u64().expect("count"))
+            .sum()
+    };
+    let (before, after) = records.split_at(moved);
+    assert!(
+        counted(before) > 0,
+        "the one-page ring was to drop hits: {err}"
+    );
+    assert_eq!(counted(after), 0, "a loss marked after the move: {err}");
+    let hits = |rs: &[serde_json::Value], target: &str| {
+        rs.iter()
+            .filter(|r| r["type"] == "hit" && r["target"] == target)
+            .count() as u64
+    };
+    assert_eq!(hits(after, "target_var2"), 0, "{err}");
+    let summary = util::summary_record(&records);
+    assert_eq!(
+        hits(before, "target_var") + counted(before),
+        summary["hits"].as_u64().expect("hits"),
+        "every hit before the move printed or marked: {err}"
+    );
+});

@@ -57,6 +57,30 @@ impl HitDecoder {
         self.tally
     }
 
+    /// The records lost that the program's count `lost` (its 32 bits, which wrap) holds beyond the ones
+    /// already reported: kept hits, counted in the kernel's totals before the ring was tried, not printed.
+    fn lost_up_to(&mut self, lost: u32) -> Option<Item> {
+        if lost == self.ring_lost {
+            return None;
+        }
+        let count = u64::from(lost.wrapping_sub(self.ring_lost));
+        self.ring_lost = lost;
+        self.tally.lost_records += count;
+        Some(Item::Unprinted {
+            cpu: self.cpu,
+            count,
+        })
+    }
+
+    /// The program's count of records lost on this CPU, read from its map now (`lost`): what no record has
+    /// carried yet (the ring was full, and nothing has fit since), as of the last record read, to be
+    /// reported now rather than with the next record, which may be of a moved watch. A record that
+    /// later carries the same count reports nothing again.
+    pub fn lost_now(&mut self, lost: u64) -> Option<(u64, Item)> {
+        let item = self.lost_up_to(lost as u32)?;
+        Some((self.tally.last_time, item))
+    }
+
     /// One hit record: the records the ring had no room for since the one before (the record carries
     /// the count), the writer's name where it changed, then the hit.
     pub fn record(&mut self, bytes: &[u8], out: &mut impl Out) {
@@ -75,12 +99,8 @@ impl HitDecoder {
         let cpu = self.cpu;
         self.tally.samples += 1;
         self.tally.last_time = self.tally.last_time.max(hit.time);
-        if hit.lost != self.ring_lost {
-            let count = u64::from(hit.lost.wrapping_sub(self.ring_lost));
-            self.ring_lost = hit.lost;
-            self.tally.lost_records += count;
-            // Kept hits, counted in the kernel's totals before the ring was tried.
-            out.push(hit.time, Item::Unprinted { cpu, count });
+        if let Some(item) = self.lost_up_to(hit.lost) {
+            out.push(hit.time, item);
         }
         // A record without a name is by the ring's previous record's writer, under the same name (the
         // program carries the name when either changes, and again after a record is lost).
@@ -286,6 +306,35 @@ mod tests {
         );
         assert_eq!((trap.regs, trap.insn), (regs, [0x90; INSN_BYTES]));
         assert_eq!((s.ip, s.pid, s.tid, s.cpu), (0x40_1005, 40, 8, 0));
+    }
+
+    /// Losses the program counted that no record has carried yet (the ring stayed full) are reported
+    /// when asked, dated by the last record read, and not again when a later record carries that count:
+    /// only what it holds beyond it.
+    #[test]
+    fn losses_read_from_the_map_are_reported_once() {
+        let mut d = HitDecoder::new(1, 0, HitValue::NotRead, 2, 0);
+        let mut out = Collect::new(8);
+        d.record(&encode(&record(8, 10, 2)), &mut out);
+        assert_eq!(d.lost_now(2), None);
+        let Some((time, item)) = d.lost_now(6) else {
+            panic!("no loss reported")
+        };
+        assert_eq!((time, item), (10, Item::Unprinted { cpu: 1, count: 4 }));
+        for r in [record(8, 20, 6), record(8, 30, 7)] {
+            d.record(&encode(&r), &mut out);
+        }
+        assert_eq!(
+            what(&out.take()),
+            [
+                "10 comm 8 writer",
+                "10 hit 8@0",
+                "20 hit 8@0",
+                "30 unprinted 1 on 1",
+                "30 hit 8@0"
+            ]
+        );
+        assert_eq!(d.tally().lost_records, 5);
     }
 
     /// A record cut short is a hit not printed (the program counted it), dated by the newest time read,

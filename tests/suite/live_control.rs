@@ -26,6 +26,15 @@ fn watched_with_a_fifo(threads: &str, dir_name: &str) -> (Writer, Tracer, PathBu
     (h, t, dir, fifo)
 }
 
+/// Writes `line` to the control FIFO `fifo` and closes it (a writer that comes and goes, as `echo` does).
+fn send_line(fifo: &std::path::Path, line: &str) {
+    let mut ctl = std::fs::OpenOptions::new()
+        .write(true)
+        .open(fifo)
+        .expect("open the control FIFO");
+    writeln!(ctl, "{line}").expect("write to the FIFO");
+}
+
 // The retarget test: threads alternate stores to two globals; `watch target_var2` over a FIFO
 // moves the watch. Every hit before the acknowledgement is of target_var, every hit after it of
 // target_var2, and nothing is reported lost on the way.
@@ -33,12 +42,7 @@ live_test!(a_retarget_splits_the_stream_at_its_acknowledgement, {
     let (mut h, mut t, dir, fifo) = watched_with_a_fifo("4", "ksw-control");
     assert!(fifo.exists(), "ksymwatch creates the FIFO");
     let mut before = t.read_until(|l| l.contains(" target_var W "));
-    let mut ctl = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&fifo)
-        .expect("open the control FIFO");
-    writeln!(ctl, "watch target_var2").expect("write to the FIFO");
-    drop(ctl);
+    send_line(&fifo, "watch target_var2");
     before.push_str(&t.read_until(|l| l.starts_with("# watch ")));
     let (before, ack) = before.rsplit_once("# watch ").expect("acknowledgement");
     let ack = ack.trim_end().to_string();
@@ -621,12 +625,7 @@ live_test!(a_move_marks_what_the_old_watch_lost_before_it, {
     // Nothing is read for a while: the tracer waits on the full pipe, its ring fills and the program counts
     // what it drops. The move is sent meanwhile, and carried out once the reader reads again.
     std::thread::sleep(Duration::from_millis(1500));
-    let mut ctl = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&fifo)
-        .expect("open the control FIFO");
-    writeln!(ctl, "watch target_var2").expect("write to the FIFO");
-    drop(ctl);
+    send_line(&fifo, "watch target_var2");
     let reader = t.keep_reading();
     std::thread::sleep(Duration::from_millis(1000));
     t.signal(libc::SIGINT);

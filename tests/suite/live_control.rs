@@ -637,9 +637,11 @@ live_test!(a_move_marks_what_the_old_watch_lost_before_it, {
         .iter()
         .position(|r| r["type"] == "watch")
         .unwrap_or_else(|| panic!("no `watch` record: {err}"));
+    // Hits not printed, which the kernel's totals count (a mark of task records the perf ring lost, a
+    // thread's name or exit, is no hit, and comes when the ring has room again: after the move or not).
     let counted = |rs: &[serde_json::Value]| -> u64 {
         rs.iter()
-            .filter(|r| r["type"] == "lost")
+            .filter(|r| r["type"] == "lost" && r["counted"] == true)
             .map(|r| r["count"].as_u64().expect("count"))
             .sum()
     };
@@ -648,7 +650,13 @@ live_test!(a_move_marks_what_the_old_watch_lost_before_it, {
         counted(before) > 0,
         "the one-page ring was to drop hits: {err}"
     );
-    assert_eq!(counted(after), 0, "a loss marked after the move: {err}");
+    let marks_after: Vec<&serde_json::Value> =
+        after.iter().filter(|r| r["type"] == "lost").collect();
+    assert_eq!(
+        counted(after),
+        0,
+        "a loss marked after the move: {marks_after:?} {err}"
+    );
     let hits = |rs: &[serde_json::Value], target: &str| {
         rs.iter()
             .filter(|r| r["type"] == "hit" && r["target"] == target)

@@ -89,12 +89,12 @@ pub struct Taking<W> {
 impl<W: Write> Taking<W> {
     /// Every hit taken so far has its text written: it ends where the printer's writes end now.
     fn written(&self) {
-        let mut books = self.books.0.borrow_mut();
+        let books = &mut *self.books.0.borrow_mut();
         let end = books.taken;
-        let written: Vec<u32> = std::mem::take(&mut books.unwritten);
+        // Drained in place: the list keeps its room, so a hit allocates nothing here.
         books
             .unsent
-            .extend(written.into_iter().map(|cpu| (end, cpu)));
+            .extend(books.unwritten.drain(..).map(|cpu| (end, cpu)));
         books.forget_sent();
     }
 }

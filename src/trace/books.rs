@@ -78,8 +78,7 @@ impl Books {
             self.summary.filtered += a.filtered;
             self.summary.filtered_other_process += a.other_process;
             let tail = a.unreported_lost();
-            let tail_counted = tail > 0;
-            if tail_counted {
+            if tail > 0 {
                 // The hit ring's part of the tail is kept hits the totals hold; the rest, the perf ring's.
                 let unprinted = a.unprinted_tail.min(tail);
                 if unprinted > 0 {
@@ -91,8 +90,7 @@ impl Books {
             }
             // The stream's marks say what records the kernel dropped; the summary counts hits, and the
             // lost records that were not hits (thread exits sharing the ring) come out of it here.
-            let counted = a.counted_lost() - if tail_counted { 0 } else { tail };
-            let not_hits = counted.saturating_sub(a.lost_hits());
+            let not_hits = a.counted_lost().saturating_sub(a.lost_hits());
             if let Some(n) = self.summary.lost_by_cpu.get_mut(&a.cpu) {
                 *n = n.saturating_sub(not_hits);
                 if *n == 0 {

@@ -8,9 +8,14 @@
 // empty DR6, taken for an ICEBP; TRAP_HWBKPT a breakpoint bit it could not match with another bit set;
 // TRAP_TRACE a single-step bit). Without the handler the thread's process would be killed.
 //
+// With RING 1 each breakpoint instead samples every hit (ip, tid, time, user call chain) into a ring per CPU
+// that a reader thread keeps empty, waking it at every sample: each debug exception's handler then also
+// writes a record and raises an irq_work (a self-IPI), as a watch's perf samples do.
+//
 //   gcc -O1 -pthread scripts/trap-storm.c -o /tmp/trap-storm
-//   /tmp/trap-storm STORES [THREADS [PAUSE_EVERY]]   (default 2000000 stores, 2 threads; with PAUSE_EVERY
-//                                                     each thread sleeps 50 us every that many stores)
+//   /tmp/trap-storm STORES [THREADS [PAUSE_EVERY [RING]]]   (default 2000000 stores, 2 threads; with
+//                                                            PAUSE_EVERY each thread sleeps 50 us every that
+//                                                            many stores)
 //
 // Holds the live tests' lock (/tmp/ksymwatch-live-tests.lock) while it runs.
 #define _GNU_SOURCE
@@ -24,6 +29,8 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <poll.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,6 +47,25 @@ static void on_trap(int sig, siginfo_t *si, void *uc) {
     else
         __atomic_add_fetch(&other_code, 1, __ATOMIC_RELAXED);
     last_ip = (long)si->si_addr;
+}
+
+static volatile int done;
+static struct perf_event_mmap_page *rings[256];
+static int ring_fds[256], nrings;
+
+// Keeps every ring empty, so each sample finds room and wakes it.
+static void *reader(void *arg) {
+    (void)arg;
+    struct pollfd p[256];
+    for (int i = 0; i < nrings; i++) p[i] = (struct pollfd){.fd = ring_fds[i], .events = POLLIN};
+    while (!done) {
+        poll(p, nrings, 10);
+        for (int i = 0; i < nrings; i++) {
+            unsigned long long head = __atomic_load_n(&rings[i]->data_head, __ATOMIC_ACQUIRE);
+            __atomic_store_n(&rings[i]->data_tail, head, __ATOMIC_RELEASE);
+        }
+    }
+    return NULL;
 }
 
 static void *storer(void *arg) {
@@ -59,6 +85,7 @@ int main(int argc, char **argv) {
     stores = atol(argv[1]);
     int threads = argc > 2 ? atoi(argv[2]) : 2;
     pause_every = argc > 3 ? atol(argv[3]) : 0;
+    int ring = argc > 4 ? atoi(argv[4]) : 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_trap;
@@ -79,11 +106,31 @@ int main(int argc, char **argv) {
         a.pinned = 1;
         a.inherit = 1;
         a.inherit_thread = 1;
+        if (ring) {
+            a.sample_period = 1;
+            a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+            a.exclude_callchain_kernel = 1;
+            a.wakeup_events = 1;
+        }
         fds[cpu] = (int)syscall(SYS_perf_event_open, &a, 0, cpu, -1, 0);
         if (fds[cpu] < 0) {
             perror("perf_event_open");
             return 2;
         }
+    }
+    pthread_t rd;
+    if (ring) {
+        size_t len = (1 + 16) * (size_t)sysconf(_SC_PAGESIZE);
+        for (int cpu = 0; cpu < cpus && cpu < 256; cpu++) {
+            void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[cpu], 0);
+            if (m == MAP_FAILED) {
+                perror("mmap");
+                return 2;
+            }
+            rings[nrings] = m;
+            ring_fds[nrings++] = fds[cpu];
+        }
+        pthread_create(&rd, NULL, reader, NULL);
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -91,6 +138,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, storer, NULL);
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    done = 1;
+    if (ring) pthread_join(rd, NULL);
     long counted = 0;
     for (int cpu = 0; cpu < cpus && cpu < 256; cpu++) {
         long v = 0;

@@ -337,7 +337,7 @@ impl<O: Output> Stream<'_, O> {
             self.books.summary.hits(),
             (sample, watch),
             move || tasks.name(sample.pid, sample.tid),
-            self.watched.exec_ended(sample.pid),
+            self.watched.ended(sample.pid),
             self.slots.as_mut(),
         );
         let comm = match admitted {
@@ -533,6 +533,7 @@ mod tests {
     use std::os::unix::net::UnixStream;
 
     use super::*;
+    use crate::host::process;
     use crate::model::scope::Scope;
     use crate::model::watch::{Access, Watch};
     use crate::perf::bpf::hit_set::Following;
@@ -583,8 +584,16 @@ mod tests {
         limits: Limits,
         filter: Filter,
     ) -> Stream<'a, Json<Vec<u8>, Vec<u8>>> {
-        let watched =
-            Watched::new(Vec::new(), Following::default(), epoll, 16, sys::pidfd_open).unwrap();
+        let watched = Watched::new(
+            Vec::new(),
+            &[],
+            Following::default(),
+            epoll,
+            16,
+            sys::pidfd_open,
+            process::start_time,
+        )
+        .unwrap();
         watching(table, watched).with_limits(limits, filter)
     }
 
@@ -781,10 +790,12 @@ mod tests {
         let json = Json::new(ledger.taking(BufWriter::new(dest)), Vec::new());
         let watched = Watched::new(
             Vec::new(),
+            &[],
             Following::default(),
             &epoll,
             16,
             sys::pidfd_open,
+            process::start_time,
         )
         .unwrap();
         let mut s = Stream::new(
@@ -819,7 +830,16 @@ mod tests {
         let table = testutil::table();
         let poll = Polled::default();
         let pidfd = |_| Ok(std::fs::File::open("/dev/null")?.into());
-        let watched = Watched::new(vec![5, 6], Following::default(), &poll, 16, pidfd).unwrap();
+        let watched = Watched::new(
+            vec![5, 6],
+            &[],
+            Following::default(),
+            &poll,
+            16,
+            pidfd,
+            process::start_time,
+        )
+        .unwrap();
         let mut s = watching(&table, watched);
         assert!(!s.note_exit(1, &poll), "pid 5 is left");
         assert!(s.note_exit(0, &poll), "none left");
@@ -905,6 +925,7 @@ mod tests {
         let pidfd = |_| Ok(std::fs::File::open("/dev/null")?.into());
         let watched = Watched::new(
             vec![7],
+            &[],
             Following {
                 ends_on_exec: true,
                 follows_children: false,
@@ -912,6 +933,7 @@ mod tests {
             &poll,
             16,
             pidfd,
+            process::start_time,
         )
         .unwrap();
         let mut s = watching(&table, watched);

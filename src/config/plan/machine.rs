@@ -84,6 +84,10 @@ impl Host for RealHost {
         Path::new(&format!("/proc/{pid}")).exists()
     }
 
+    fn start_time(&self, pid: u32) -> Option<u64> {
+        crate::host::process::start_time(pid).ok()
+    }
+
     fn process_symbol(&self, pid: u32, target: &Target) -> Result<InProcess> {
         process::resolve(Path::new(process::PROC), pid, target)
     }

@@ -61,6 +61,7 @@ use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
 use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
+use crate::host::process::Started;
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::model::scope;
@@ -381,6 +382,9 @@ pub struct WatchPlan {
     watches: Vec<Watch>,
     cpus: Cpus,
     scope: Scope,
+    /// When each `-p` process started: which process its pid names, checked again once the watch is
+    /// armed (`crate::trace::watched`).
+    started: Vec<Started>,
     delivery: Delivery,
     writers: Writers,
     filter: Filter,
@@ -462,6 +466,7 @@ fn stages(
         watches,
         cpus: o.cpus,
         scope,
+        started: o.started,
         delivery: o.delivery,
         writers: o.writers,
         filter: o.filter,
@@ -490,6 +495,12 @@ impl WatchPlan {
 
     pub fn scope(&self) -> &Scope {
         &self.scope
+    }
+
+    /// When each `-p` process started, as planned (none for a launched command: this process's child,
+    /// whose pid stays its own until it is reaped here).
+    pub fn started(&self) -> &[Started] {
+        &self.started
     }
 
     pub fn delivery(&self) -> Delivery {

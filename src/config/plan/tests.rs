@@ -554,7 +554,8 @@ fn a_thread_stands_for_its_process() {
 
 /// Each `-p` process's start is planned with it (the fake's: ten times the pid), its own for a thread's
 /// process, so the session can tell the process from another given its pid; a process gone before its
-/// start is read is no process at all; a launched command's is not planned.
+/// start is read is no process at all; a launched command's is not planned (this process's child, its
+/// pid cannot be another's).
 #[test]
 fn each_process_is_planned_with_its_start() {
     let p = planned(
@@ -563,6 +564,9 @@ fn each_process_is_planned_with_its_start() {
     );
     let started = [(100, 1000), (200, 2000)].map(|(pid, ticks)| Started { pid, ticks });
     assert_eq!(p.started(), started);
+    let mut r = request(&["counter"]);
+    r.command = Some(vec!["./app".into()]);
+    assert!(planned(r, &mut FakeHost::new()).started().is_empty());
     // Task 300's process (301) is gone by the time its start is read: 301 is no task.
     let mut machine = FakeHost::new();
     machine.tasks.insert(300, 301);

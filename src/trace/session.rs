@@ -18,10 +18,9 @@ use std::time::{Duration, Instant};
 
 use ksymwatch_symbols::{LineSource, Origin, UserSymbols};
 
-use crate::config::plan::OldValues;
+use crate::config::plan::{read_start_time, OldValues, Started};
 use crate::config::symbols::KernelTable;
 use crate::error::{Context, ExitCode, Result};
-use crate::host::process::{self, Started};
 use crate::model::filter::Filter;
 use crate::model::scope::Scope;
 use crate::model::watch::Watch;
@@ -173,7 +172,7 @@ impl<'a, O: Output> Session<'a, O> {
             &epoll,
             Wake::Process(0).token(),
             sys::pidfd_open,
-            process::start_time,
+            read_start_time,
         )?;
         let gone_before = watched.gone_before();
         let mut olds = Olds::new(old_values.condition, old_values.kernel_drops);

@@ -21,8 +21,8 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use rustc_hash::FxHashSet;
 
+use crate::config::plan::Started;
 use crate::error::{Context, ExitCode, Result};
-use crate::host::process::Started;
 use crate::perf::bpf::hit_set::Following;
 use crate::report::{StopReason, StreamEvent};
 use crate::trace::context::{Marks, Poll};
@@ -433,15 +433,26 @@ mod tests {
         assert_eq!(epoll.calls().len(), 4);
     }
 
-    /// `-p` processes as planned: pid 7 started at 70 (`start_time`'s), pid 9 at `nine`.
-    fn planned(nine: u64) -> [Started; 2] {
-        [
-            Started { pid: 7, ticks: 70 },
-            Started {
-                pid: 9,
-                ticks: nine,
-            },
-        ]
+    /// `pids` watched as `-p` processes planned (pid 7 started at 70, `start_time`'s, pid 9 at `nine`),
+    /// each pidfd from `open` and start time read again by `start`.
+    fn checked(
+        pids: Vec<u32>,
+        nine: u64,
+        epoll: &Polled,
+        open: impl FnMut(u32) -> io::Result<OwnedFd>,
+        start: impl FnMut(u32) -> io::Result<u64>,
+    ) -> Watched {
+        let planned = [(7, 70), (9, nine)].map(|(pid, ticks)| Started { pid, ticks });
+        Watched::new(
+            pids,
+            &planned,
+            following(true, false),
+            epoll,
+            16,
+            open,
+            start,
+        )
+        .expect("watched")
     }
 
     /// A pid whose start time, read once its pidfd is open, is the one planned names the process
@@ -449,16 +460,7 @@ mod tests {
     #[test]
     fn a_pid_that_started_when_planned_is_followed() {
         let epoll = Polled::default();
-        let mut w = Watched::new(
-            vec![7],
-            &planned(90),
-            following(true, false),
-            &epoll,
-            16,
-            pidfd,
-            start_time,
-        )
-        .expect("watched");
+        let mut w = checked(vec![7], 90, &epoll, pidfd, start_time);
         assert!(!w.gone_before());
         assert_eq!(epoll.calls().len(), 1, "its pidfd polled");
         assert!(!w.ended(7));
@@ -476,25 +478,13 @@ mod tests {
     #[test]
     fn a_pid_now_anothers_is_gone_before_the_run() {
         let epoll = Polled::default();
-        let new = |pids, started: &[Started]| {
-            Watched::new(
-                pids,
-                started,
-                following(true, false),
-                &epoll,
-                16,
-                pidfd,
-                start_time,
-            )
-            .expect("watched")
-        };
-        let mut w = new(vec![9], &planned(91));
+        let mut w = checked(vec![9], 91, &epoll, pidfd, start_time);
         assert!(w.gone_before());
         assert!(epoll.calls().is_empty(), "no pidfd polled");
         assert!(w.ended(9), "its traps are not hits");
         assert_eq!(w.exec(9, &epoll), None, "its exec means nothing here");
         // With another process still there, the run goes on for that one alone.
-        let mut w = new(vec![9, 7], &planned(91));
+        let mut w = checked(vec![9, 7], 91, &epoll, pidfd, start_time);
         assert!(!w.gone_before());
         assert!(w.ended(9) && !w.ended(7));
         let calls = epoll.calls();
@@ -516,16 +506,8 @@ mod tests {
     fn an_unreadable_start_time_is_gone_only_when_the_process_is() {
         let epoll = Polled::default();
         let read_fails = |errno| {
-            let w = Watched::new(
-                vec![7],
-                &planned(90),
-                Following::default(),
-                &epoll,
-                16,
-                pidfd,
-                |_| Err(io::Error::from_raw_os_error(errno)),
-            )
-            .expect("watched");
+            let fails = |_| Err(io::Error::from_raw_os_error(errno));
+            let w = checked(vec![7], 90, &epoll, pidfd, fails);
             (w.gone_before(), w.ended(7))
         };
         assert_eq!(read_fails(libc::ENOENT), (true, false));
@@ -533,17 +515,7 @@ mod tests {
         assert_eq!(read_fails(libc::EACCES), (false, false));
         let refused = |_| Err(io::Error::from_raw_os_error(libc::ENOSYS));
         let unread = |_| -> io::Result<u64> { panic!("no pidfd: nothing to check") };
-        let w = Watched::new(
-            vec![7],
-            &planned(90),
-            Following::default(),
-            &epoll,
-            16,
-            refused,
-            unread,
-        )
-        .expect("watched");
-        assert!(!w.gone_before());
+        assert!(!checked(vec![7], 90, &epoll, refused, unread).gone_before());
     }
 
     /// A refusal to poll a pidfd is the run's error.

@@ -61,7 +61,6 @@ use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
 use crate::config::watch::{self, Resolved};
 use crate::error::{Error, Result};
-use crate::host::process::Started;
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::model::scope;
@@ -75,7 +74,7 @@ use crate::perf::event::Binding;
 pub use control::{Control, Resolver};
 pub use cpus::Cpus;
 pub use host::{Host, Launch};
-pub use machine::{read_task, Launcher, RealHost};
+pub use machine::{read_start_time, read_task, Launcher, RealHost};
 pub use options::hit_program;
 pub use outputs::{FoldedTo, Outputs};
 
@@ -103,6 +102,16 @@ impl scope::Pid for Command {
     fn pid(&self) -> u32 {
         self.pid
     }
+}
+
+/// A `-p` process as planned: its pid, and when it started (`starttime` in `/proc/PID/stat`, clock
+/// ticks after boot, [`read_start_time`]). A pid alone does not say which process it is once its process
+/// has exited, since the kernel gives the number to the next process that needs one; with the start, it
+/// does: another given the same pid later started later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Started {
+    pub pid: u32,
+    pub ticks: u64,
 }
 
 /// How hits reach the tracer: decided once, by the options stage, from the scope, the options, the

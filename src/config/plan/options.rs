@@ -11,7 +11,6 @@ use crate::config::flight::Flight;
 use crate::config::objects;
 use crate::config::request::{SymbolRequest, WatchRequest};
 use crate::error::{Context, Error, Result};
-use crate::host::process::Started;
 use crate::model::condition::{self, Condition};
 use crate::model::filter::{Filter, Watched};
 use crate::model::target::{self, Target};
@@ -22,7 +21,8 @@ use super::cpus::{self, Cpus};
 use super::host::Host;
 use super::outputs::{self, Outputs};
 use super::{
-    is_stdin, Binding, Command, Delivery, Hits, Running, Scope, Values, Writers, MAX_WATCHES,
+    is_stdin, Binding, Command, Delivery, Hits, Running, Scope, Started, Values, Writers,
+    MAX_WATCHES,
 };
 
 /// `--on` as requested: the source and the `$obj` target, with who may allocate.
@@ -42,7 +42,7 @@ pub(super) struct OnRequest {
 pub(super) struct Options {
     pub access: Access,
     pub scope: Scope,
-    /// When each `-p` process started: which process its pid names ([`crate::host::process`]).
+    /// When each `-p` process started: which process its pid names ([`Started`]).
     pub started: Vec<Started>,
     pub delivery: Delivery,
     pub writers: Writers,

@@ -245,6 +245,11 @@ impl<'a, O: Output> Session<'a, O> {
         self.stream.out()
     }
 
+    /// A warning the summary ends with (what arming knew of the watch's limits).
+    pub fn note(&mut self, warning: &str) {
+        self.stream.note(warning);
+    }
+
     /// `--on`: from now on each new object the source reports is armed in a free slot.
     pub fn watch_objects(&mut self, objects: ObjectWatch) -> Result<()> {
         let (source, slots, objects) = Objects::new(objects);

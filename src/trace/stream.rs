@@ -497,6 +497,11 @@ impl<O: Output> Stream<'_, O> {
         }
     }
 
+    /// A warning for the summary.
+    pub fn note(&mut self, warning: &str) {
+        self.books.summary.warnings.push(warning.to_string());
+    }
+
     /// The output ended because its reader read nothing when the run was to stop: what the stream did
     /// not print was not printed for that.
     pub fn output_not_read(&mut self) {

@@ -250,6 +250,7 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
         lines: parts.lines.as_ref().map(|l| l as &dyn LineSource),
         control: parts.control,
         scope: hand.scope,
+        started: plan.started(),
         comms,
         user,
         symbols_origin: kernel.origin(),

@@ -153,7 +153,9 @@ pub enum Bind {
 /// again once such a copy has joined the list enables it and the copies made from it since; a new miss
 /// then needs the same race again, from a copy the first one left off, during the repeat. The walk does
 /// nothing to a copy already in the state asked for, so a repeat costs a lock per copy and no interrupt.
-/// (A retarget is not repeated: the kernel turns each event off and on again to move it.)
+/// A move (MODIFY_ATTRIBUTES) walks the same list, and a copy made meanwhile keeps the old address: a
+/// move that leaves the events off is repeated too; one that enables them in the same call is not (the
+/// kernel turns each event off and on again to move it, so a repeat would open a gap of its own).
 pub const REPEAT_PAUSES: [Duration; 2] = [Duration::from_millis(1), Duration::from_millis(5)];
 
 /// `pass` (an enable or a disable) over every one of `events`, then again after each of

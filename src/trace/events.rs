@@ -411,9 +411,17 @@ impl EventSet {
         if let Delivery::Hits(h) = &self.cfg.delivery {
             h.moving(index, &old, &new, false)?;
         }
-        let result = self
-            .target_events(index)
-            .try_for_each(|ev| ev.modify(&new, &cfg, disabled));
+        let targets: Vec<&CpuEvent> = self.target_events(index).collect();
+        // Left off, a process watch's events are moved again after each pause: a copy made as a move
+        // walked its original's copies keeps the old address (and state). Moved and enabled in one call,
+        // they are not: the kernel turns each event off and on to move it, a gap of its own.
+        let result = if disabled {
+            event::repeated_for_copies(&targets, |ev| ev.modify(&new, &cfg, true))
+        } else {
+            targets
+                .iter()
+                .try_for_each(|ev| ev.modify(&new, &cfg, false))
+        };
         if let Err(e) = result {
             for ev in self.target_events(index) {
                 let _ = ev.modify(&old, &cfg, true);

@@ -140,9 +140,9 @@ pub struct Armed<R = CpuEvent> {
     pub events: Vec<R>,
     /// CPUs that went offline while arming (ENODEV): not a failure, they are covered when they return.
     pub went_offline: Vec<u32>,
-    /// A process watch whose thread list still had new threads at its last reading
-    /// ([`MAX_THREAD_READINGS`]): a thread created while those were armed, by a thread not armed yet, has
-    /// no event, and its stores are in no count.
+    /// A process watch whose thread list still had new threads at its last reading (of 100): a thread
+    /// created while those were armed, by a thread not armed yet, has no event, and its stores are in no
+    /// count.
     pub unsettled: bool,
 }
 

@@ -43,6 +43,8 @@ struct ArmedLine {
     went_offline: Vec<u32>,
     /// The threads armed (per-thread events; none on the hit path, whose events are per CPU).
     threads: usize,
+    /// The thread list still grew at its last reading ([`arm::Armed::unsettled`]).
+    unsettled: bool,
 }
 
 impl ArmedLine {
@@ -57,6 +59,7 @@ impl ArmedLine {
                 .flat_map(|e| e.tids())
                 .collect::<BTreeSet<u32>>()
                 .len(),
+            unsettled: armed.unsettled,
         }
     }
 }
@@ -247,6 +250,7 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
         lines: parts.lines.as_ref().map(|l| l as &dyn LineSource),
         control: parts.control,
         scope: hand.scope,
+        started: plan.started(),
         comms,
         user,
         symbols_origin: kernel.origin(),
@@ -263,6 +267,11 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
     // after arming, and the FORK/COMM records name it). Those alive before were named, and their maps
     // read, while the symbols loaded (`task_scan`).
     let mut session = Session::new(setup, parts.out, armed, parts.signals, Some(parts.hotplug))?;
+    if armed_line.unsettled {
+        let w = arm::UNSETTLED;
+        warn(w);
+        session.note(w);
+    }
     if let Some(o) = objects {
         session.watch_objects(o)?;
     }

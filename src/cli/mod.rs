@@ -23,6 +23,9 @@ mod resolve;
 mod ring_size;
 mod watch;
 
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+
 use clap::Parser;
 
 pub use args::{Cli, Command};
@@ -36,6 +39,17 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => {
+            if e.kind() == clap::error::ErrorKind::InvalidUtf8 {
+                let args: Vec<OsString> = std::env::args_os().collect();
+                if let Some(which) = not_utf8(&args) {
+                    stderr::line(format_args!(
+                        "ksymwatch: error: {which} is not UTF-8: options, names and targets are read as \
+                         UTF-8 (a process name with other bytes cannot be given to --comm); see \
+                         `ksymwatch --help`"
+                    ));
+                    return crate::error::ExitCode::Usage as i32;
+                }
+            }
             // One line, like every other error, so scripts can log it as is: clap's message up to its first
             // blank line, folded.
             let text = e.render().to_string();
@@ -75,6 +89,32 @@ pub fn main() -> i32 {
     }
 }
 
+/// The first argument of `args` (the program's own name first) that is not UTF-8, named for an error: its
+/// position, its bytes escaped, and the option before it. Arguments after `--` (a command to launch,
+/// passed on as they are) are not looked at.
+fn not_utf8(args: &[OsString]) -> Option<String> {
+    let mut before: Option<&str> = None;
+    for (i, arg) in args.iter().enumerate().skip(1) {
+        match arg.to_str() {
+            Some("--") => return None,
+            Some(text) => before = Some(text),
+            None => {
+                let escaped: String = arg
+                    .as_bytes()
+                    .iter()
+                    .flat_map(|&b| std::ascii::escape_default(b))
+                    .map(char::from)
+                    .collect();
+                return Some(match before.filter(|b| b.starts_with('-')) {
+                    Some(option) => format!("argument {i} (`{escaped}`, after `{option}`)"),
+                    None => format!("argument {i} (`{escaped}`)"),
+                });
+            }
+        }
+    }
+    None
+}
+
 /// Runs a command; the exit status on success is 0, except for a launched command's own.
 pub fn run(cli: Cli) -> Result<i32> {
     match cli.command {
@@ -94,5 +134,36 @@ fn print_answer(text: &str) -> Result<()> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(crate::error::Error::runtime("writing output to stdout").caused_by(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::ffi::OsStringExt;
+
+    use super::*;
+
+    fn args(list: &[&[u8]]) -> Vec<OsString> {
+        list.iter()
+            .map(|a| OsString::from_vec(a.to_vec()))
+            .collect()
+    }
+
+    /// The first argument that is not UTF-8 is named by its place, its bytes and the option before it;
+    /// a launched command's arguments (after `--`) are its own.
+    #[test]
+    fn the_argument_that_is_not_utf8_is_named() {
+        let comm = args(&[b"ksymwatch", b"write", b"--comm", b"\xffab", b"x"]);
+        assert_eq!(
+            not_utf8(&comm).as_deref(),
+            Some("argument 3 (`\\xffab`, after `--comm`)")
+        );
+        let target = args(&[b"ksymwatch", b"write", b"-p", b"1", b"va\xe9r"]);
+        assert_eq!(
+            not_utf8(&target).as_deref(),
+            Some("argument 4 (`va\\xe9r`)")
+        );
+        let launched = args(&[b"ksymwatch", b"write", b"x", b"--", b"cat", b"\xff"]);
+        assert_eq!(not_utf8(&launched), None);
     }
 }

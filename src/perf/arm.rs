@@ -17,12 +17,14 @@
 //! rollback ([`Kernel::facts`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::time::Duration;
 
 use crate::model::scope::Scope;
 use crate::model::watch::Watch;
 use crate::perf::denial::AddressKind;
 use crate::perf::event::{
     Bind, Binding, CpuEvent, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
+    REPEAT_PAUSES,
 };
 use crate::perf::privilege::Privilege;
 use crate::perf::probe;
@@ -43,6 +45,11 @@ pub fn targets(scope: &Scope, binding: Binding) -> Targets {
 /// created by an armed thread are covered anyway; only ones created by a not-yet-armed one need a reading).
 const MAX_THREAD_READINGS: usize = 100;
 
+/// What the run says of an [`Armed::unsettled`] watch, on stderr as it starts and in its summary.
+pub const UNSETTLED: &str = "the process was still creating threads at the last of 100 readings of its \
+                             thread list: a thread created then by one not yet armed is not watched, and \
+                             its stores are in no count";
+
 /// What the transaction asks of the kernel, one ring at a time. Closing is dropping a ring.
 pub trait Kernel {
     /// An open ring and its events.
@@ -62,6 +69,10 @@ pub trait Kernel {
     fn disable_ring(&mut self, ring: &Self::Ring);
     /// The threads of `pids` now.
     fn threads(&mut self, pids: &[u32]) -> Vec<u32>;
+    /// Waits `how_long` (between the enables of a process watch's events, [`REPEAT_PAUSES`]).
+    fn pause(&mut self, how_long: Duration) {
+        std::thread::sleep(how_long);
+    }
     /// How many breakpoints like `watch` every one of `cpus` can take now, up to `most`; a refusal other
     /// than for want of a debug register is returned (the kernel takes no such breakpoint at all).
     fn free_slots(
@@ -129,6 +140,10 @@ pub struct Armed<R = CpuEvent> {
     pub events: Vec<R>,
     /// CPUs that went offline while arming (ENODEV): not a failure, they are covered when they return.
     pub went_offline: Vec<u32>,
+    /// A process watch whose thread list still had new threads at its last reading (of 100): a thread
+    /// created while those were armed, by a thread not armed yet, has no event, and its stores are in no
+    /// count.
+    pub unsettled: bool,
 }
 
 /// Why a transaction armed nothing.
@@ -246,39 +261,55 @@ fn keep_free_slots<K: Kernel>(
 
 /// The transaction: opens every ring of `set` (disabled), then enables them all; on any failure every
 /// ring opened so far is disabled and closed. A CPU that went offline meanwhile is left out, not a
-/// failure, unless every one did.
+/// failure, unless every one did. A process watch's events are enabled again after each of
+/// [`REPEAT_PAUSES`]: its threads may be creating threads meanwhile, and a copy made as an enable passed
+/// can stay off. (A launched command is armed while it is stopped at its exec: no thread creates any.)
 pub fn arm_set<K: Kernel>(set: &Prepared, kernel: &mut K) -> Result<Armed<K::Ring>, Failure> {
-    let (events, went_offline) = open_set(set, kernel)?;
-    for ev in &events {
-        if let Err(e) = kernel.enable_ring(ev) {
-            for ev in &events {
+    let armed = open_set(set, kernel)?;
+    let events = &armed.events;
+    let repeats = match set.targets {
+        Targets::Threads(_) => REPEAT_PAUSES.as_slice(),
+        Targets::Cpus | Targets::Task(_) => &[],
+    };
+    let pauses = std::iter::once(None).chain(repeats.iter().map(Some));
+    for pause in pauses {
+        if let Some(&how_long) = pause {
+            kernel.pause(how_long);
+        }
+        if let Err(e) = events.iter().try_for_each(|ev| kernel.enable_ring(ev)) {
+            for ev in events {
                 kernel.disable_ring(ev);
             }
-            // Returning drops `events`: every descriptor is closed, freeing its debug register.
+            // Returning drops `armed`: every descriptor is closed, freeing its debug register.
             return Err(Failure::Open(e));
         }
     }
-    Ok(Armed {
-        events,
-        went_offline,
-    })
+    Ok(armed)
 }
 
 /// Opens every ring of `set`, disabled, with the CPUs that went offline meanwhile: the transaction's
 /// first half, all or none (a failure drops, so closes, every ring opened before it).
-fn open_set<K: Kernel>(
-    set: &Prepared,
-    kernel: &mut K,
-) -> Result<(Vec<K::Ring>, Vec<u32>), Failure> {
+fn open_set<K: Kernel>(set: &Prepared, kernel: &mut K) -> Result<Armed<K::Ring>, Failure> {
     Ok(match &set.targets {
         Targets::Threads(pids) => {
-            let events = open_threads(set, pids, kernel).map_err(Failure::Open)?;
+            let (events, settled) = open_threads(set, pids, kernel).map_err(Failure::Open)?;
             if events.is_empty() {
                 return Err(Failure::AllExited);
             }
-            (events, Vec::new())
+            Armed {
+                events,
+                went_offline: Vec::new(),
+                unsettled: !settled,
+            }
         }
-        Targets::Cpus | Targets::Task(_) => open_cpus(set, kernel)?,
+        Targets::Cpus | Targets::Task(_) => {
+            let (events, went_offline) = open_cpus(set, kernel)?;
+            Armed {
+                events,
+                went_offline,
+                unsettled: false,
+            }
+        }
     })
 }
 
@@ -359,7 +390,7 @@ pub fn open_cpu<K: Kernel>(
     kernel: &mut K,
 ) -> Result<Vec<K::Ring>, OpenError> {
     let bind = match &set.targets {
-        Targets::Threads(pids) => return open_threads(set, pids, kernel),
+        Targets::Threads(pids) => return open_threads(set, pids, kernel).map(|(rings, _)| rings),
         Targets::Cpus => Bind::Cpu,
         Targets::Task(pid) => Bind::Task(*pid),
     };
@@ -416,14 +447,17 @@ fn open_cpus<K: Kernel>(
 /// reading finds no new thread, every thread alive has an event of its own with the program (the hit
 /// path's decoder relies on it to drop the samples of copies without one). A thread first seen after the
 /// first reading that has no debug register left is armed by the copies it inherited (see the match
-/// below), not refused.
+/// below), not refused. Also returns whether a reading found no new thread: after
+/// [`MAX_THREAD_READINGS`] readings that each did, the threads created during the last one by threads
+/// not armed yet have no event ([`Armed::unsettled`]).
 fn open_threads<K: Kernel>(
     set: &Prepared,
     pids: &[u32],
     kernel: &mut K,
-) -> Result<Vec<K::Ring>, OpenError> {
+) -> Result<(Vec<K::Ring>, bool), OpenError> {
     let mut rings: BTreeMap<(u32, usize), K::Ring> = BTreeMap::new();
     let mut done = HashSet::new();
+    let mut settled = false;
     for reading in 0..MAX_THREAD_READINGS {
         let fresh: Vec<u32> = kernel
             .threads(pids)
@@ -431,6 +465,7 @@ fn open_threads<K: Kernel>(
             .filter(|t| !done.contains(t))
             .collect();
         if fresh.is_empty() {
+            settled = true;
             break;
         }
         for tid in fresh {
@@ -459,7 +494,7 @@ fn open_threads<K: Kernel>(
             }
         }
     }
-    Ok(rings.into_values().collect())
+    Ok((rings.into_values().collect(), settled))
 }
 
 /// The threads of `pids` now (a process that has gone has none).
@@ -506,6 +541,8 @@ mod tests {
         open: usize,
         enabled: usize,
         disabled: usize,
+        /// The pauses taken, in order.
+        paused: Vec<Duration>,
     }
 
     /// A ring of the fake kernel: its CPU, watch and threads; dropping it closes it.
@@ -530,6 +567,8 @@ mod tests {
         log: Rc<RefCell<Log>>,
         fail_cpu: Option<(u32, i32)>,
         fail_enable: Option<u32>,
+        /// Enables that succeed before `fail_enable` is refused (a repeat's refusal).
+        enables_before_failing: usize,
         gone: Vec<u32>,
         full: Vec<u32>,
         readings: Vec<Vec<u32>>,
@@ -547,6 +586,7 @@ mod tests {
                 log: Rc::default(),
                 fail_cpu: None,
                 fail_enable: None,
+                enables_before_failing: 0,
                 gone: Vec::new(),
                 full: Vec::new(),
                 readings: Vec::new(),
@@ -629,7 +669,8 @@ mod tests {
         }
 
         fn enable_ring(&mut self, ring: &FakeRing) -> Result<(), OpenError> {
-            if self.fail_enable == Some(ring.cpu) {
+            let refusing = self.log.borrow().enabled >= self.enables_before_failing;
+            if refusing && self.fail_enable == Some(ring.cpu) {
                 return Err(refused(ring.cpu, Bind::Cpu, Stage::Enable, libc::EBUSY));
             }
             self.log.borrow_mut().enabled += 1;
@@ -638,6 +679,10 @@ mod tests {
 
         fn disable_ring(&mut self, _: &FakeRing) {
             self.log.borrow_mut().disabled += 1;
+        }
+
+        fn pause(&mut self, how_long: Duration) {
+            self.log.borrow_mut().paused.push(how_long);
         }
 
         fn threads(&mut self, _: &[u32]) -> Vec<u32> {
@@ -765,6 +810,76 @@ mod tests {
         let armed = arm_set(&set(2, &[0, 1], Targets::Task(42)), &mut k).expect("armed");
         assert_eq!(armed.events.len(), 4);
         assert!(armed.events.iter().all(|r| r.tids == [42]));
+        // Stopped at its exec, it creates no thread while being enabled: one enable each.
+        assert_eq!(k.log.borrow().enabled, 4);
+        assert!(k.log.borrow().paused.is_empty());
+    }
+
+    /// A process watch's rings are enabled once, then again after each pause: a thread created as an
+    /// enable passed its creator's copy can keep a copy that is off. CPU-wide rings are enabled once.
+    #[test]
+    fn a_process_watch_is_enabled_again_after_each_pause() {
+        let mut k = Fake {
+            readings: vec![vec![10, 11]],
+            ..Fake::new()
+        };
+        let armed = arm_set(&set(1, &[0, 1], Targets::Threads(vec![10])), &mut k).expect("armed");
+        assert_eq!(armed.events.len(), 2);
+        let log = k.log.borrow();
+        assert_eq!(log.paused, REPEAT_PAUSES);
+        assert_eq!(log.enabled, 2 * (1 + REPEAT_PAUSES.len()));
+        drop(log);
+        let mut k = Fake::new();
+        arm_set(&set(1, &[0, 1], Targets::Cpus), &mut k).expect("armed");
+        assert_eq!(
+            (k.log.borrow().enabled, k.log.borrow().paused.len()),
+            (2, 0)
+        );
+    }
+
+    /// A thread list that still grows at the last reading leaves the watch unsettled; one that stops
+    /// growing does not.
+    #[test]
+    fn a_thread_list_that_never_stops_growing_is_unsettled() {
+        let growing: Vec<Vec<u32>> = (0..=MAX_THREAD_READINGS as u32)
+            .map(|n| (10..=10 + n).collect())
+            .collect();
+        let mut k = Fake {
+            readings: growing,
+            ..Fake::new()
+        };
+        let armed = arm_set(&set(1, &[0], Targets::Threads(vec![10])), &mut k).expect("armed");
+        assert!(armed.unsettled);
+        assert_eq!(armed.events[0].tids.len(), MAX_THREAD_READINGS);
+        assert!(UNSETTLED.contains(&format!(" {MAX_THREAD_READINGS} readings")));
+        let mut k = Fake {
+            readings: vec![vec![10], vec![10, 11]],
+            ..Fake::new()
+        };
+        let armed = arm_set(&set(1, &[0], Targets::Threads(vec![10])), &mut k).expect("armed");
+        assert!(!armed.unsettled);
+        let armed = arm_set(&set(1, &[0], Targets::Cpus), &mut Fake::new()).expect("armed");
+        assert!(!armed.unsettled);
+    }
+
+    /// A repeat that is refused rolls the whole transaction back as a first enable's refusal does.
+    #[test]
+    fn a_refused_repeat_disables_and_closes_everything() {
+        let mut k = Fake {
+            readings: vec![vec![10]],
+            fail_enable: Some(1),
+            // The first pass (two rings) succeeds.
+            enables_before_failing: 2,
+            ..Fake::new()
+        };
+        let err = arm_set(&set(1, &[0, 1], Targets::Threads(vec![10])), &mut k).err();
+        assert!(
+            matches!(&err, Some(Failure::Open(e)) if e.stage == Stage::Enable && e.cpu == 1),
+            "{err:?}"
+        );
+        assert_eq!(k.log.borrow().paused.len(), 1);
+        assert_eq!(k.log.borrow().disabled, 2, "every ring disabled");
+        assert_eq!(k.open_now(), 0, "and closed");
     }
 
     /// The thread list is read until a reading brings no new thread; every thread joins the one ring of

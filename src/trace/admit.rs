@@ -50,21 +50,22 @@ impl Admission {
     }
 
     /// What the sample is, given `hits` so far, its writer's `name` (looked up only once the count is
-    /// known not met: naming a task may read /proc), whether its process's watch ended at an exec, and
+    /// known not met: naming a task may read /proc), whether its process's watch has ended (at an exec, or
+    /// before it began: its pid named another process by then, [`crate::trace::watched`]), and
     /// `--on`'s `slots`, whose books count a write after a free and an object's hits as they are decided.
     pub fn admit<'n>(
         &self,
         hits: u64,
         (sample, watch): (&Sample, usize),
         name: impl FnOnce() -> &'n str,
-        exec_ended: bool,
+        ended: bool,
         slots: Option<&mut Slots>,
     ) -> Admit<'n> {
         if self.count_met(hits) {
             return Admit::CountMet;
         }
         let comm = name();
-        if !self.filter.admits(sample.tid, sample.in_kernel(), comm) || exec_ended {
+        if !self.filter.admits(sample.tid, sample.in_kernel(), comm) || ended {
             return Admit::Filtered;
         }
         if let Some(slots) = slots {

@@ -16,7 +16,7 @@ use crate::model::watch::Watch;
 use crate::perf::arm;
 use crate::perf::bpf;
 use crate::perf::bpf::hit_set::HitPrograms;
-use crate::perf::event::{Bind, Binding, CpuEvent, Delivery, EventConfig, OpenError};
+use crate::perf::event::{self, Bind, Binding, CpuEvent, Delivery, EventConfig, OpenError};
 use crate::perf::hit_record;
 use crate::perf::hit_record::ChainKey;
 use crate::perf::record::{Frame, Sample, Task};
@@ -411,9 +411,17 @@ impl EventSet {
         if let Delivery::Hits(h) = &self.cfg.delivery {
             h.moving(index, &old, &new, false)?;
         }
-        let result = self
-            .target_events(index)
-            .try_for_each(|ev| ev.modify(&new, &cfg, disabled));
+        let targets: Vec<&CpuEvent> = self.target_events(index).collect();
+        // Left off, a process watch's events are moved again after each pause: a copy made as a move
+        // walked its original's copies keeps the old address (and state). Moved and enabled in one call,
+        // they are not: the kernel turns each event off and on to move it, a gap of its own.
+        let result = if disabled {
+            event::repeated_for_copies(&targets, |ev| ev.modify(&new, &cfg, true))
+        } else {
+            targets
+                .iter()
+                .try_for_each(|ev| ev.modify(&new, &cfg, false))
+        };
         if let Err(e) = result {
             for ev in self.target_events(index) {
                 let _ = ev.modify(&old, &cfg, true);
@@ -505,21 +513,26 @@ impl EventSet {
         audits
     }
 
-    /// Enables every event (`--control on`, or after a retarget when the watch is on).
+    /// Enables every event (`--control on`, or after a retarget when the watch is on); a process watch's
+    /// again after each of [`event::REPEAT_PAUSES`], since its threads may be creating threads meanwhile.
     pub fn enable(&mut self) -> Result<(), OpenError> {
         self.enabled = true;
         self.off.on(sys::monotonic_ns());
-        self.by_cpu
-            .values()
-            .flatten()
-            .try_for_each(|t| t.ev.enable())
+        let all: Vec<&CpuEvent> = self.by_cpu.values().flatten().map(|t| &t.ev).collect();
+        event::repeated_for_copies(&all, CpuEvent::enable)
     }
 
-    /// `--control off`: every event disabled, each keeping its debug register.
+    /// `--control off`: every event disabled, each keeping its debug register (a process watch's again
+    /// after each pause, as [`Events::enable`] does: a copy made as the disable passed stays on).
     pub fn pause(&mut self) {
         self.enabled = false;
         self.off.off(sys::monotonic_ns());
-        self.disable_all();
+        let all: Vec<&CpuEvent> = self.by_cpu.values().flatten().map(|t| &t.ev).collect();
+        // Best effort, as at the end: an event that cannot be disabled is closed with the run.
+        let _ = event::repeated_for_copies(&all, |ev| {
+            let _ = ev.disable();
+            Ok::<(), ()>(())
+        });
     }
 
     /// Reads every ring empty into `sorter`.
@@ -635,7 +648,8 @@ impl EventSet {
         // A CPU that was armed before keeps its counters from then: they are the starting point.
         let bases = evs.iter().map(|e| Bases::read(&self.cfg, e)).collect();
         if self.enabled {
-            evs.iter().try_for_each(|e| e.enable())?;
+            let opened: Vec<&CpuEvent> = evs.iter().collect();
+            event::repeated_for_copies(&opened, CpuEvent::enable)?;
         }
         self.adopt_counted(cpu, evs, bases, epoll, token, sorter)
     }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use ksymwatch_symbols::{LineSource, Origin, UserSymbols};
 
-use crate::config::plan::OldValues;
+use crate::config::plan::{read_start_time, OldValues, Started};
 use crate::config::symbols::KernelTable;
 use crate::error::{Context, ExitCode, Result};
 use crate::model::filter::Filter;
@@ -73,6 +73,9 @@ pub struct Setup<'a> {
     pub lines: Option<&'a dyn LineSource>,
     /// Who the events cover; CPUs that come online are armed for the same.
     pub scope: Scope,
+    /// When each `-p` process started, as planned: a pid that names another process once its pidfd is
+    /// open is not followed ([`Watched`]).
+    pub started: &'a [Started],
     /// `--control`: where commands come from and how their targets are resolved.
     pub control: Option<Controller<'a>>,
     /// Task names and user-space symbols, with the names and maps of the processes alive at the start
@@ -141,6 +144,7 @@ impl<'a, O: Output> Session<'a, O> {
             tally,
             lines,
             scope,
+            started,
             control,
             comms,
             user,
@@ -159,12 +163,16 @@ impl<'a, O: Output> Session<'a, O> {
             .or_exit(ExitCode::Runtime, "epoll")?;
         // Only a kernel watch can hold a module's memory.
         let scope_is_system = matches!(scope, Scope::System);
+        // After arming: a process that exited since it was planned is not waited for, even where its
+        // pid is another process's by now.
         let watched = Watched::new(
             scope.pids(),
+            started,
             following,
             &epoll,
             Wake::Process(0).token(),
             sys::pidfd_open,
+            read_start_time,
         )?;
         let gone_before = watched.gone_before();
         let mut olds = Olds::new(old_values.condition, old_values.kernel_drops);
@@ -235,6 +243,11 @@ impl<'a, O: Output> Session<'a, O> {
     /// The output, for what is printed before the run (the `armed` line).
     pub fn out(&mut self) -> &mut O {
         self.stream.out()
+    }
+
+    /// A warning the summary ends with (what arming knew of the watch's limits).
+    pub fn note(&mut self, warning: &str) {
+        self.stream.note(warning);
     }
 
     /// `--on`: from now on each new object the source reports is armed in a free slot.

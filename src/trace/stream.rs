@@ -337,7 +337,7 @@ impl<O: Output> Stream<'_, O> {
             self.books.summary.hits(),
             (sample, watch),
             move || tasks.name(sample.pid, sample.tid),
-            self.watched.exec_ended(sample.pid),
+            self.watched.ended(sample.pid),
             self.slots.as_mut(),
         );
         let comm = match admitted {
@@ -497,6 +497,11 @@ impl<O: Output> Stream<'_, O> {
         }
     }
 
+    /// A warning for the summary.
+    pub fn note(&mut self, warning: &str) {
+        self.books.summary.warnings.push(warning.to_string());
+    }
+
     /// The output ended because its reader read nothing when the run was to stop: what the stream did
     /// not print was not printed for that.
     pub fn output_not_read(&mut self) {
@@ -533,6 +538,7 @@ mod tests {
     use std::os::unix::net::UnixStream;
 
     use super::*;
+    use crate::config::plan::read_start_time;
     use crate::model::scope::Scope;
     use crate::model::watch::{Access, Watch};
     use crate::perf::bpf::hit_set::Following;
@@ -583,9 +589,23 @@ mod tests {
         limits: Limits,
         filter: Filter,
     ) -> Stream<'a, Json<Vec<u8>, Vec<u8>>> {
-        let watched =
-            Watched::new(Vec::new(), Following::default(), epoll, 16, sys::pidfd_open).unwrap();
+        let watched = Watched::new(
+            Vec::new(),
+            &[],
+            Following::default(),
+            epoll,
+            16,
+            sys::pidfd_open,
+            read_start_time,
+        )
+        .unwrap();
         watching(table, watched).with_limits(limits, filter)
+    }
+
+    /// Processes `pids` followed as `following` says, each pidfd a stand-in in `poll`.
+    fn stand_ins(pids: Vec<u32>, following: Following, poll: &Polled) -> Watched {
+        let pidfd = |_| Ok(std::fs::File::open("/dev/null")?.into());
+        Watched::new(pids, &[], following, poll, 16, pidfd, read_start_time).unwrap()
     }
 
     /// A stream printing JSON, with no task known, following `watched`.
@@ -781,10 +801,12 @@ mod tests {
         let json = Json::new(ledger.taking(BufWriter::new(dest)), Vec::new());
         let watched = Watched::new(
             Vec::new(),
+            &[],
             Following::default(),
             &epoll,
             16,
             sys::pidfd_open,
+            read_start_time,
         )
         .unwrap();
         let mut s = Stream::new(
@@ -818,8 +840,7 @@ mod tests {
     fn a_watched_process_exit_is_noted_until_none_is_left() {
         let table = testutil::table();
         let poll = Polled::default();
-        let pidfd = |_| Ok(std::fs::File::open("/dev/null")?.into());
-        let watched = Watched::new(vec![5, 6], Following::default(), &poll, 16, pidfd).unwrap();
+        let watched = stand_ins(vec![5, 6], Following::default(), &poll);
         let mut s = watching(&table, watched);
         assert!(!s.note_exit(1, &poll), "pid 5 is left");
         assert!(s.note_exit(0, &poll), "none left");
@@ -902,18 +923,11 @@ mod tests {
         let table = testutil::table();
         let (_epoll, mut p, mut w) = rings(&[0]);
         let poll = Polled::default();
-        let pidfd = |_| Ok(std::fs::File::open("/dev/null")?.into());
-        let watched = Watched::new(
-            vec![7],
-            Following {
-                ends_on_exec: true,
-                follows_children: false,
-            },
-            &poll,
-            16,
-            pidfd,
-        )
-        .unwrap();
+        let following = Following {
+            ends_on_exec: true,
+            follows_children: false,
+        };
+        let watched = stand_ins(vec![7], following, &poll);
         let mut s = watching(&table, watched);
         let now = sys::monotonic_ns();
         let exec = encode::with_trailer(encode::comm(7, 7, "sh", true), 7, 7, now + 1000, 0);

@@ -7,12 +7,21 @@
 //! kernel's own programs follow it (`crate::perf::bpf::follow`): a launched command's children join as
 //! they are forked; a new process under the pid of one that has exited is another process, whose exec
 //! means nothing here.
+//!
+//! A `-p` process is the one planning found ([`Started`]: its pid and start time). One that exited
+//! before the watch was set up may have left its pid to another process by the time its pidfd is asked
+//! for, and `pidfd_open` then gives the other's: the start time is read again once the pidfd is open,
+//! and a pid that started at another time (or whose process is gone by then) names another process,
+//! which is not followed: the planned process counts as gone before the run, and the other's traps are
+//! not hits. (Read after the pidfd, a start time that matches can only be the planned process's: any
+//! process given its pid after it exited started later.)
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
 use rustc_hash::FxHashSet;
 
+use crate::config::plan::Started;
 use crate::error::{Context, ExitCode, Result};
 use crate::perf::bpf::hit_set::Following;
 use crate::report::{StopReason, StreamEvent};
@@ -28,19 +37,62 @@ pub struct Watched {
     follows_children: bool,
     /// The processes watched now, by pid, as the records up to the one applied last tell it.
     live: FxHashSet<u32>,
-    /// Processes whose exec ended their watch: reported once, and their later traps (the ELF loader
-    /// clearing the new program's memory, before the kernel took the process out) are not hits.
-    exec_ended: FxHashSet<u32>,
-    /// Every process given was gone (ESRCH) when its pidfd was asked for.
+    /// Processes whose watch ended, whose traps are not hits: by their exec (reported once; their later
+    /// traps are the ELF loader clearing the new program's memory, before the kernel took the process
+    /// out), or before it began (the pid named another process by the time its pidfd was open).
+    ended: FxHashSet<u32>,
+    /// Every process given was gone (ESRCH, or its pid another's) when its pidfd was asked for.
     gone_before: bool,
 }
 
+/// What asking for a watched process's pidfd came to.
+enum Pidfd {
+    /// The process planned, followed by its pidfd.
+    Open(OwnedFd),
+    /// Gone before the run: no process had its pid (ESRCH), or another process has it (`replaced`).
+    Gone { replaced: bool },
+    /// Not to be had here (no pidfd_open, a sandbox's refusal): nothing is said of the process.
+    Refused,
+}
+
+impl Pidfd {
+    /// Process `pid`'s pidfd from `open`, checked to be the process planned where `planned` says when it
+    /// started: `start_time` reads the pid's start once the pidfd is open (see the module). A start time
+    /// that cannot be read for another reason than the process being gone says nothing: it is followed.
+    fn of(
+        pid: u32,
+        planned: Option<u64>,
+        open: impl FnOnce(u32) -> io::Result<OwnedFd>,
+        start_time: impl FnOnce(u32) -> io::Result<u64>,
+    ) -> Pidfd {
+        let fd = match open(pid) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                return Pidfd::Gone { replaced: false }
+            }
+            Err(_) => return Pidfd::Refused,
+        };
+        let Some(planned) = planned else {
+            return Pidfd::Open(fd);
+        };
+        match start_time(pid) {
+            Ok(ticks) if ticks != planned => Pidfd::Gone { replaced: true },
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => {
+                Pidfd::Gone { replaced: false }
+            }
+            _ => Pidfd::Open(fd),
+        }
+    }
+}
+
 impl Watched {
-    /// Follows `pids`, each pidfd (`pidfd_open`'s) in `poll` under `token + i`. A process already gone
-    /// is not waited for (its pidfd cannot be had).
+    /// Follows `pids`, each pidfd (`pidfd_open`'s) in `poll` under `token + i`, a pid in `started` only
+    /// while it names the process planned (its start time now, `start_time`'s, the same). A process
+    /// already gone is not waited for (its pidfd cannot be had, or names another process).
     /// `following`: what the kernel's programs do (see the fields).
     pub fn new(
         pids: Vec<u32>,
+        started: &[Started],
         Following {
             ends_on_exec,
             follows_children,
@@ -48,33 +100,44 @@ impl Watched {
         poll: &impl Poll,
         token: u64,
         mut pidfd_open: impl FnMut(u32) -> io::Result<OwnedFd>,
+        mut start_time: impl FnMut(u32) -> io::Result<u64>,
     ) -> Result<Watched> {
         let mut pidfds = Vec::with_capacity(pids.len());
         let mut gone = 0;
-        for (i, pid) in pids.iter().enumerate() {
-            match pidfd_open(*pid) {
-                Ok(fd) => {
+        let mut replaced = FxHashSet::default();
+        for (i, &pid) in pids.iter().enumerate() {
+            let planned = started.iter().find(|s| s.pid == pid).map(|s| s.ticks);
+            match Pidfd::of(pid, planned, &mut pidfd_open, &mut start_time) {
+                Pidfd::Open(fd) => {
                     poll.add(fd.as_fd(), token + i as u64)
                         .or_exit(ExitCode::Runtime, "epoll")?;
                     pidfds.push(Some(fd));
+                    continue;
                 }
-                // Gone (ESRCH), or not to be had here (no pidfd_open, a sandbox's refusal): not waited
-                // for either way, but only the first says the process has exited.
-                Err(e) => {
-                    gone += usize::from(e.raw_os_error() == Some(libc::ESRCH));
-                    pidfds.push(None);
+                // Not waited for, but only a process gone says it has exited.
+                Pidfd::Gone { replaced: other } => {
+                    gone += 1;
+                    if other {
+                        replaced.insert(pid);
+                    }
                 }
+                Pidfd::Refused => {}
             }
+            pidfds.push(None);
         }
         let gone_before = !pids.is_empty() && gone == pids.len();
         Ok(Watched {
-            live: pids.iter().copied().collect(),
+            live: pids
+                .iter()
+                .filter(|p| !replaced.contains(p))
+                .copied()
+                .collect(),
             pids,
             pidfds,
             gone_before,
             ends_on_exec,
             follows_children,
-            exec_ended: FxHashSet::default(),
+            ended: replaced,
         })
     }
 
@@ -93,7 +156,7 @@ impl Watched {
         if pid == ppid {
             return;
         }
-        self.exec_ended.remove(&pid);
+        self.ended.remove(&pid);
         if self.follows_children && self.live.contains(&ppid) {
             self.live.insert(pid);
         } else {
@@ -110,7 +173,7 @@ impl Watched {
         if !self.ends_on_exec || !self.live.remove(&pid) {
             return None;
         }
-        self.exec_ended.insert(pid);
+        self.ended.insert(pid);
         let pidfd = self
             .pids
             .iter()
@@ -145,13 +208,15 @@ impl Watched {
         ends.then_some(StopReason::Exited)
     }
 
-    /// Whether `pid`'s watch ended at its exec: its traps from then on are not hits.
-    pub fn exec_ended(&self, pid: u32) -> bool {
-        self.exec_ended.contains(&pid)
+    /// Whether `pid`'s watch ended, at its exec or before the run (another process had its pid): its
+    /// traps are not hits.
+    pub fn ended(&self, pid: u32) -> bool {
+        self.ended.contains(&pid)
     }
 
     /// Whether every process given was gone before its pidfd could be had (one that exited while the
-    /// watch was being armed: ESRCH): no exit will be heard from any, so the run has nothing to wait for.
+    /// watch was being armed: ESRCH, or its pid another process's by then): no exit will be heard from
+    /// any, so the run has nothing to wait for.
     /// A pidfd refused for another reason (an old kernel, a sandbox) says nothing of the process. Asked
     /// once, as the run begins.
     pub fn gone_before(&self) -> bool {
@@ -185,15 +250,36 @@ mod tests {
         Ok(std::fs::File::open("/dev/null")?.into())
     }
 
+    /// A stand-in for a process's start time, read from its stat: ten times its pid; pid 0 is gone.
+    fn start_time(pid: u32) -> io::Result<u64> {
+        match pid {
+            0 => Err(io::Error::from_raw_os_error(libc::ENOENT)),
+            _ => Ok(u64::from(pid) * 10),
+        }
+    }
+
+    /// Watched processes whose start was not planned (a launched command), each pidfd from `open`,
+    /// polled under token 16 on.
+    fn unplanned(
+        pids: Vec<u32>,
+        following: Following,
+        epoll: &Polled,
+        open: impl FnMut(u32) -> io::Result<OwnedFd>,
+    ) -> Result<Watched> {
+        Watched::new(pids, &[], following, epoll, 16, open, start_time)
+    }
+
     fn watched(follows_children: bool) -> (Watched, Polled, u32) {
         let epoll = Polled::default();
         let me = std::process::id();
         let w = Watched::new(
             vec![me],
+            &[],
             following(true, follows_children),
             &epoll,
             100,
             pidfd,
+            start_time,
         )
         .expect("watched");
         (w, epoll, me)
@@ -220,11 +306,11 @@ mod tests {
             Some(false),
             "a child does not hold the run"
         );
-        assert!(w.exec_ended(child));
+        assert!(w.ended(child));
         assert_eq!(w.exec(child, &epoll), None, "reported once");
         // The child's pid, reused by a process forked elsewhere: not watched, its traps not filtered here.
         w.fork(child, OTHER);
-        assert!(!w.exec_ended(child));
+        assert!(!w.ended(child));
         assert_eq!(w.exec(child, &epoll), None);
         // The same for the watched process's own pid once another process has it.
         w.fork(me, OTHER);
@@ -287,12 +373,11 @@ mod tests {
     fn an_exit_ends_the_run_and_an_exec_without_the_program_does_not() {
         let epoll = Polled::default();
         let me = std::process::id();
-        let mut w =
-            Watched::new(vec![me], Following::default(), &epoll, 100, pidfd).expect("watched");
+        let mut w = unplanned(vec![me], Following::default(), &epoll, pidfd).expect("watched");
         let mut log = Log::default();
         assert_eq!(w.exec_seen(me, "sh", 5, &epoll, &mut log), None);
         assert!(log.events.is_empty());
-        assert!(!w.exec_ended(me));
+        assert!(!w.ended(me));
         assert!(w.exited(0, &epoll), "no watched process left");
     }
 
@@ -302,7 +387,7 @@ mod tests {
     fn processes_gone_before_the_run_leave_nothing_to_wait_for() {
         let epoll = Polled::default();
         let gone = |pids: Vec<u32>| {
-            Watched::new(pids, Following::default(), &epoll, 16, pidfd)
+            unplanned(pids, Following::default(), &epoll, pidfd)
                 .expect("watched")
                 .gone_before()
         };
@@ -314,7 +399,7 @@ mod tests {
         // A pidfd refused for another reason than the process being gone (no pidfd_open here) is not an
         // exit.
         let refused = |_| Err(io::Error::from_raw_os_error(libc::ENOSYS));
-        let w = Watched::new(vec![5], Following::default(), &epoll, 16, refused).expect("watched");
+        let w = unplanned(vec![5], Following::default(), &epoll, refused).expect("watched");
         assert!(!w.gone_before());
     }
 
@@ -323,8 +408,8 @@ mod tests {
     #[test]
     fn pidfds_are_polled_under_their_tokens_and_taken_out_once() {
         let epoll = Polled::default();
-        let mut w = Watched::new(vec![7, 0, 9], following(true, false), &epoll, 16, pidfd)
-            .expect("watched");
+        let mut w =
+            unplanned(vec![7, 0, 9], following(true, false), &epoll, pidfd).expect("watched");
         let calls = epoll.calls();
         let fds: Vec<&str> = calls.iter().map(|c| c.split(' ').nth(1).unwrap()).collect();
         assert_eq!(
@@ -348,6 +433,91 @@ mod tests {
         assert_eq!(epoll.calls().len(), 4);
     }
 
+    /// `pids` watched as `-p` processes planned (pid 7 started at 70, `start_time`'s, pid 9 at `nine`),
+    /// each pidfd from `open` and start time read again by `start`.
+    fn checked(
+        pids: Vec<u32>,
+        nine: u64,
+        epoll: &Polled,
+        open: impl FnMut(u32) -> io::Result<OwnedFd>,
+        start: impl FnMut(u32) -> io::Result<u64>,
+    ) -> Watched {
+        let planned = [(7, 70), (9, nine)].map(|(pid, ticks)| Started { pid, ticks });
+        Watched::new(
+            pids,
+            &planned,
+            following(true, false),
+            epoll,
+            16,
+            open,
+            start,
+        )
+        .expect("watched")
+    }
+
+    /// A pid whose start time, read once its pidfd is open, is the one planned names the process
+    /// planned: followed, as a pid never checked is.
+    #[test]
+    fn a_pid_that_started_when_planned_is_followed() {
+        let epoll = Polled::default();
+        let mut w = checked(vec![7], 90, &epoll, pidfd, start_time);
+        assert!(!w.gone_before());
+        assert_eq!(epoll.calls().len(), 1, "its pidfd polled");
+        assert!(!w.ended(7));
+        assert_eq!(
+            w.exec(7, &epoll),
+            Some(true),
+            "its exec is the watched one's"
+        );
+    }
+
+    /// A pid that started at another time than planned names another process (the planned one exited
+    /// and left it its pid before the pidfd was open): not followed, its pidfd not polled, its traps
+    /// and exec not the watched process's; the planned process is gone before the run, as one whose
+    /// pidfd could not be had.
+    #[test]
+    fn a_pid_now_anothers_is_gone_before_the_run() {
+        let epoll = Polled::default();
+        let mut w = checked(vec![9], 91, &epoll, pidfd, start_time);
+        assert!(w.gone_before());
+        assert!(epoll.calls().is_empty(), "no pidfd polled");
+        assert!(w.ended(9), "its traps are not hits");
+        assert_eq!(w.exec(9, &epoll), None, "its exec means nothing here");
+        // With another process still there, the run goes on for that one alone.
+        let mut w = checked(vec![9, 7], 91, &epoll, pidfd, start_time);
+        assert!(!w.gone_before());
+        assert!(w.ended(9) && !w.ended(7));
+        let calls = epoll.calls();
+        assert_eq!(calls.len(), 1);
+        assert!(
+            calls[0].ends_with(" 17"),
+            "pid 7 under its own token: {calls:?}"
+        );
+        assert!(w.exited(1, &epoll), "pid 7 was the last one followed");
+        // A later process given the pid by a FORK is watched no more than any other.
+        w.fork(9, OTHER);
+        assert!(!w.ended(9));
+    }
+
+    /// A start time that cannot be read because the process is gone (exited once its pidfd was open,
+    /// or before) is the process gone before the run; one that cannot be read for another reason says
+    /// nothing of the process, which is followed; a pidfd refused (no pidfd_open) is not checked.
+    #[test]
+    fn an_unreadable_start_time_is_gone_only_when_the_process_is() {
+        let epoll = Polled::default();
+        let read_fails = |errno| {
+            let fails = |_| Err(io::Error::from_raw_os_error(errno));
+            let w = checked(vec![7], 90, &epoll, pidfd, fails);
+            (w.gone_before(), w.ended(7))
+        };
+        assert_eq!(read_fails(libc::ENOENT), (true, false));
+        assert_eq!(read_fails(libc::ESRCH), (true, false));
+        assert_eq!(read_fails(libc::EACCES), (false, false));
+        let refused = |_| Err(io::Error::from_raw_os_error(libc::ENOSYS));
+        let unread = |_| -> io::Result<u64> { panic!("no pidfd: nothing to check") };
+        assert!(!checked(vec![7], 90, &epoll, refused, unread).gone_before());
+    }
+
     /// A refusal to poll a pidfd is the run's error.
     #[test]
     fn a_pidfd_epoll_refuses_is_an_error() {
@@ -355,6 +525,6 @@ mod tests {
             refuse: Some(libc::ENOMEM),
             ..Polled::default()
         };
-        assert!(Watched::new(vec![7], following(true, false), &epoll, 16, pidfd).is_err());
+        assert!(unplanned(vec![7], following(true, false), &epoll, pidfd).is_err());
     }
 }

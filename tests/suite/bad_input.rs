@@ -783,6 +783,26 @@ fn an_empty_command_after_dashes_is_refused() {
     );
 }
 
+/// An argument that is not UTF-8 is named (its place, its bytes, the option it follows), where clap says
+/// only that one of them is not; a launched command's own arguments are passed on as they are.
+#[test]
+fn an_argument_that_is_not_utf8_is_named() {
+    use std::os::unix::ffi::OsStrExt;
+    let out = std::process::Command::new(util::BIN)
+        .args(["write", "--comm"])
+        .arg(std::ffi::OsStr::from_bytes(b"\xffab"))
+        .arg("0x1000")
+        .output()
+        .expect("ksymwatch runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("ksymwatch: error: argument 3 (`\\xffab`, after `--comm`) is not UTF-8"),
+        "{err}"
+    );
+}
+
 /// Launch mode resolves `LIB:SYM` before the command runs any code of its own (at its program's entry
 /// point, where ld.so has mapped every library it links): an unknown symbol of a linked library, a library
 /// the program does not link (one it would dlopen later) or no such library at all is exit 2, and the

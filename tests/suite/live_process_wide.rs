@@ -1,10 +1,15 @@
 //! Process watches on the hit path (the default where BPF loads): one breakpoint per CPU, the process
 //! chosen in the kernel. Every thread of a 10,000-thread process exactly once; threads created and ended
 //! while the watch is being armed and afterwards, each exactly once, with the process named twice; another
-//! process storing to the same virtual address dropped in the kernel and counted, never shown.
+//! process storing to the same virtual address dropped in the kernel and counted, never shown; a process
+//! given a watched process's pid, during the run or before it was armed, never followed.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -397,3 +402,120 @@ live_test!(
         );
     }
 );
+
+/// A pipe whose buffer is full: (its read end, its write end, blocking), so the first write into it waits
+/// until the read end is read.
+fn full_pipe() -> (File, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills `fds` with two new descriptors, owned here from now on.
+    let (read, write) = unsafe {
+        assert_eq!(libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC), 0, "pipe2");
+        (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))
+    };
+    let set_flags = |flags: i32| {
+        // SAFETY: fcntl on a descriptor owned here.
+        let done = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETFL, flags) };
+        assert_eq!(done, 0, "fcntl");
+    };
+    // Filled without waiting, then made to wait again before it is handed on.
+    set_flags(libc::O_NONBLOCK);
+    let mut filling = File::from(write.try_clone().expect("dup"));
+    while filling.write(&[b'.'; 4096]).is_ok_and(|n| n > 0) {}
+    set_flags(0);
+    (File::from(read), write)
+}
+
+/// Waits (a minute at most) until process `pid`'s main thread is in a write(2) to its stderr; whether it
+/// got there.
+fn writing_stderr(pid: u32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        // x86-64's write is system call 1; its first argument the descriptor.
+        let call = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+        if call.starts_with("1 0x2 ") {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+// `-p A`, and A exits between the tracer's planning and its arming, leaving its pid to a new program (the
+// tracer held there: its stderr is a full pipe when it says its planning's note, `--comm` matching no
+// thread now). The newcomer is not followed: the run ends as it begins, as for a watched process gone
+// before the run (`stopped: watched process exited`, exit 0), with the newcomer still running and nothing
+// of it reported. No race: the tracer waits for the pipe, read only once the pid is the newcomer's (or a
+// visible skip when other processes keep taking the pid first).
+live_test!(a_pid_reused_before_arming_is_not_followed, {
+    let bin = helper_with("threads", &["-no-pie"]);
+    let a = Writer::start_binary(&bin, &["threads", "2", "0"]).ready();
+    let pid_a = a.pid;
+    let (mut err_read, err_write) = full_pipe();
+    let mut tracer = {
+        let pid = pid_a.to_string();
+        let args = [
+            "write",
+            "--json",
+            "--no-status",
+            "-p",
+            &pid,
+            "--comm",
+            "nosuch",
+            "target_var",
+        ];
+        Command::new(util::BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(err_write)
+            .spawn()
+            .expect("start ksymwatch")
+    };
+    // Planning reads A's start time; its note then waits for room in the pipe.
+    assert!(
+        writing_stderr(tracer.id()),
+        "the tracer never waited on its stderr: {:?}",
+        tracer.try_wait()
+    );
+    // A exits and is reaped: its pid goes to a new program, started as any command is.
+    assert!(a.close_and_wait(Duration::from_secs(10)).success());
+    let newcomer = with_pid(pid_a, || {
+        let w = Writer::start_binary(&bin, &["threads", "3", "0"]);
+        (w.pid, w)
+    });
+    let Some(newcomer) = newcomer else {
+        util::skip(format!(
+            "pid {pid_a} could not be given to a new process (other processes took it first)"
+        ));
+        return;
+    };
+    let mut newcomer = newcomer.ready();
+    let err = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = err_read.read_to_end(&mut text);
+        String::from_utf8_lossy(&text)
+            .trim_start_matches('.')
+            .to_string()
+    });
+    // Its few lines fit in the stdout pipe: read once it has ended (killed after 30 s, following the
+    // newcomer, it fails here).
+    let status = util::wait_within(&mut tracer, Duration::from_secs(30));
+    let mut out = String::new();
+    let mut stdout = tracer.stdout.take().expect("stdout");
+    stdout.read_to_string(&mut out).expect("ksymwatch's stdout");
+    let err = err.join().expect("stderr reader");
+    assert_eq!(status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        newcomer.child.try_wait().expect("wait").is_none(),
+        "the run ended on its own, the newcomer still running"
+    );
+    let records = util::ndjson(&out);
+    assert_eq!(
+        util::summary_record(&records)["stop"],
+        "exited",
+        "{out}\n{err}"
+    );
+    assert!(util::hits_of_pid(&records, pid_a).is_empty(), "{out}");
+    newcomer.send("go");
+    newcomer.read_until_prefix("done tids=");
+    newcomer.finish();
+});

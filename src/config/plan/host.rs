@@ -82,6 +82,9 @@ pub trait Host {
     fn task(&self, pid: u32) -> Option<Task>;
     /// Whether process `pid` still exists.
     fn process_exists(&self, pid: u32) -> bool;
+    /// When process `pid` started (clock ticks after boot: with the pid, which process it is), if it
+    /// exists.
+    fn start_time(&self, pid: u32) -> Option<u64>;
     /// Symbol `target` looked up in process `pid`'s own binaries (its maps, their symbol tables and
     /// DWARF).
     fn process_symbol(&self, pid: u32, target: &Target) -> Result<InProcess>;

@@ -1,6 +1,11 @@
 //! The machine planning reads ([`Host`]), as this process sees it: BPF, privileges, CPUs, /proc, the
 //! kernel's symbol files and BTF, tracefs. Launch mode's command is started by the function the command
 //! line gives (the tracer's, under ptrace).
+//!
+//! Two of its /proc readers serve beyond planning: a task's process and name ([`read_task`], for the
+//! start's task scan) and a process's start time ([`read_start_time`]: with its pid, which process it is;
+//! planned for each `-p` process, [`super::Started`], and read again by the session once the watch is
+//! armed, `crate::trace::watched`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -59,6 +64,27 @@ pub fn read_task(pid: u32) -> Option<Task> {
     })
 }
 
+/// When process `pid` started, from `/proc/PID/stat`: `ENOENT` (or `ESRCH`) when it is gone,
+/// `InvalidData` when the file does not read as a stat line.
+pub fn read_start_time(pid: u32) -> io::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    parse_start_time(&stat).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("/proc/{pid}/stat: no start time in it"),
+        )
+    })
+}
+
+/// The start time (field 22, `starttime`, clock ticks after boot) of a `/proc/PID/stat` line. The name
+/// (field 2) is in parentheses and may hold spaces and parentheses of its own: the fields after it are
+/// counted from the last `)`.
+fn parse_start_time(stat: &str) -> Option<u64> {
+    let (_, after_name) = stat.rsplit_once(')')?;
+    // Field 3 (the state) is the first after the name.
+    after_name.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
 impl Host for RealHost {
     fn bpf(&self) -> io::Result<()> {
         bpf::probe()
@@ -82,6 +108,10 @@ impl Host for RealHost {
 
     fn process_exists(&self, pid: u32) -> bool {
         Path::new(&format!("/proc/{pid}")).exists()
+    }
+
+    fn start_time(&self, pid: u32) -> Option<u64> {
+        read_start_time(pid).ok()
     }
 
     fn process_symbol(&self, pid: u32, target: &Target) -> Result<InProcess> {
@@ -172,4 +202,48 @@ fn named_threads(pid: u32) -> Vec<(u32, String)> {
         .collect();
     threads.sort();
     threads
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stat line whose name is `comm`, started at `start`.
+    fn stat(comm: &str, start: u64) -> String {
+        format!(
+            "4242 ({comm}) S 1 4242 4242 0 -1 4194560 120 0 0 0 3 1 0 0 20 0 1 0 {start} 2461696 234 \
+             18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+        )
+    }
+
+    #[test]
+    fn the_start_time_is_field_22() {
+        assert_eq!(parse_start_time(&stat("app", 98765)), Some(98765));
+    }
+
+    /// A name may hold spaces and parentheses, a `)` followed by what looks like fields among them.
+    #[test]
+    fn the_fields_are_counted_from_the_names_last_parenthesis() {
+        let fields = ") 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21";
+        for comm in ["a b", "x) S 1 2 3", "(", ")", fields] {
+            assert_eq!(parse_start_time(&stat(comm, 7)), Some(7), "name {comm:?}");
+        }
+    }
+
+    #[test]
+    fn a_line_without_its_fields_has_no_start_time() {
+        assert_eq!(parse_start_time(""), None);
+        assert_eq!(parse_start_time("4242 (app S 1 2"), None);
+        assert_eq!(parse_start_time("4242 (app) S 1 2 3"), None);
+        let unreadable = stat("app", 0).replace(" 0 2461696", " x 2461696");
+        assert_eq!(parse_start_time(&unreadable), None);
+    }
+
+    /// This process's own start time reads, and a pid that names no process is `ENOENT`.
+    #[test]
+    fn a_running_process_has_a_start_time_and_a_gone_one_none() {
+        assert!(read_start_time(std::process::id()).is_ok());
+        let gone = read_start_time(u32::MAX).expect_err("no such pid");
+        assert_eq!(gone.kind(), io::ErrorKind::NotFound);
+    }
 }

@@ -74,7 +74,7 @@ use crate::perf::event::Binding;
 pub use control::{Control, Resolver};
 pub use cpus::Cpus;
 pub use host::{Host, Launch};
-pub use machine::{read_task, Launcher, RealHost};
+pub use machine::{read_start_time, read_task, Launcher, RealHost};
 pub use options::hit_program;
 pub use outputs::{FoldedTo, Outputs};
 
@@ -102,6 +102,16 @@ impl scope::Pid for Command {
     fn pid(&self) -> u32 {
         self.pid
     }
+}
+
+/// A `-p` process as planned: its pid, and when it started (`starttime` in `/proc/PID/stat`, clock
+/// ticks after boot, [`read_start_time`]). A pid alone does not say which process it is once its process
+/// has exited, since the kernel gives the number to the next process that needs one; with the start, it
+/// does: another given the same pid later started later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Started {
+    pub pid: u32,
+    pub ticks: u64,
 }
 
 /// How hits reach the tracer: decided once, by the options stage, from the scope, the options, the
@@ -381,6 +391,9 @@ pub struct WatchPlan {
     watches: Vec<Watch>,
     cpus: Cpus,
     scope: Scope,
+    /// When each `-p` process started: which process its pid names, checked again once the watch is
+    /// armed (`crate::trace::watched`).
+    started: Vec<Started>,
     delivery: Delivery,
     writers: Writers,
     filter: Filter,
@@ -462,6 +475,7 @@ fn stages(
         watches,
         cpus: o.cpus,
         scope,
+        started: o.started,
         delivery: o.delivery,
         writers: o.writers,
         filter: o.filter,
@@ -490,6 +504,12 @@ impl WatchPlan {
 
     pub fn scope(&self) -> &Scope {
         &self.scope
+    }
+
+    /// When each `-p` process started, as planned (none for a launched command: this process's child,
+    /// whose pid stays its own until it is reaped here).
+    pub fn started(&self) -> &[Started] {
+        &self.started
     }
 
     pub fn delivery(&self) -> Delivery {

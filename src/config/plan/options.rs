@@ -21,7 +21,8 @@ use super::cpus::{self, Cpus};
 use super::host::Host;
 use super::outputs::{self, Outputs};
 use super::{
-    is_stdin, Binding, Command, Delivery, Hits, Running, Scope, Values, Writers, MAX_WATCHES,
+    is_stdin, Binding, Command, Delivery, Hits, Running, Scope, Started, Values, Writers,
+    MAX_WATCHES,
 };
 
 /// `--on` as requested: the source and the `$obj` target, with who may allocate.
@@ -41,6 +42,8 @@ pub(super) struct OnRequest {
 pub(super) struct Options {
     pub access: Access,
     pub scope: Scope,
+    /// When each `-p` process started: which process its pid names ([`Started`]).
+    pub started: Vec<Started>,
     pub delivery: Delivery,
     pub writers: Writers,
     pub filter: Filter,
@@ -136,7 +139,8 @@ pub(super) fn check(
     // system-wide watch refused) is said in its turn below, after the checks that come before it.
     let decision = delivery(&r, &scope, host);
     // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
-    let pids = processes_of(&*host, &r.pids, notes)?;
+    let started = processes_of(&*host, &r.pids, notes)?;
+    let pids: Vec<u32> = started.iter().map(|s| s.pid).collect();
     // Running processes' threads, now, when `--tid`/`--comm` must match one (`Filter::unmatched`). Not
     // system-wide, where tasks come and go by the thousand and a `--comm` usually names one to come, nor
     // for a launched command, which has run nothing yet: its threads and their names are all to come.
@@ -208,6 +212,7 @@ pub(super) fn check(
     Ok(Options {
         access: r.access,
         scope,
+        started,
         delivery,
         writers,
         filter,
@@ -392,19 +397,21 @@ fn realtime(text: &str) -> Result<Option<u8>> {
     }
 }
 
-/// The processes `-p` names, each once: a thread id that is not its process's leader stands for its
-/// process (said in `notes`), since a watch covers every thread of a process.
-fn processes_of(host: &dyn Host, pids: &[u32], notes: &mut Vec<String>) -> Result<Vec<u32>> {
-    let mut out: Vec<u32> = Vec::new();
+/// The processes `-p` names, each once, with when it started (from here on, which process the pid
+/// names): a thread id that is not its process's leader stands for its process (said in `notes`), since
+/// a watch covers every thread of a process.
+fn processes_of(host: &dyn Host, pids: &[u32], notes: &mut Vec<String>) -> Result<Vec<Started>> {
+    let mut out: Vec<Started> = Vec::new();
     for &pid in pids {
+        let no_such = || {
+            Error::usage(format!(
+                "-p {pid}: no such process; give the pid of a running process (pgrep NAME)"
+            ))
+        };
         let task = (pid != 0)
             .then(|| host.task(pid))
             .flatten()
-            .ok_or_else(|| {
-                Error::usage(format!(
-                    "-p {pid}: no such process; give the pid of a running process (pgrep NAME)"
-                ))
-            })?;
+            .ok_or_else(no_such)?;
         if task.zombie {
             return Err(Error::usage(format!(
                 "-p {pid}: process {pid} ({}) has exited and is not reaped (a zombie, waiting for its \
@@ -419,9 +426,15 @@ fn processes_of(host: &dyn Host, pids: &[u32], notes: &mut Vec<String>) -> Resul
                 task.tgid, task.name, task.tgid
             ));
         }
-        if !out.contains(&task.tgid) {
-            out.push(task.tgid);
+        if out.iter().any(|s| s.pid == task.tgid) {
+            continue;
         }
+        // Gone since its check: as gone as a pid that names no process.
+        let ticks = host.start_time(task.tgid).ok_or_else(no_such)?;
+        out.push(Started {
+            pid: task.tgid,
+            ticks,
+        });
     }
     Ok(out)
 }

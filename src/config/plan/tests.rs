@@ -156,6 +156,10 @@ impl Host for FakeHost {
     fn process_exists(&self, pid: u32) -> bool {
         self.tasks.values().any(|&p| p == pid)
     }
+    /// A process (a task that leads itself) started at ten times its pid.
+    fn start_time(&self, pid: u32) -> Option<u64> {
+        (self.tasks.get(&pid) == Some(&pid)).then_some(u64::from(pid) * 10)
+    }
     fn process_symbol(&self, pid: u32, target: &Target) -> crate::error::Result<InProcess> {
         let addr = match &target.base {
             // `liblate:` is mapped once the command has run to its entry; `libnever:` never is.
@@ -546,6 +550,29 @@ fn a_thread_stands_for_its_process() {
         &mut FakeHost::new(),
     );
     assert_eq!(p.scope().pids(), [100, 200]);
+}
+
+/// Each `-p` process's start is planned with it (the fake's: ten times the pid), its own for a thread's
+/// process, so the session can tell the process from another given its pid; a process gone before its
+/// start is read is no process at all; a launched command's is not planned (this process's child, its
+/// pid cannot be another's).
+#[test]
+fn each_process_is_planned_with_its_start() {
+    let p = planned(
+        pids(request(&["counter"]), &[101, 200]),
+        &mut FakeHost::new(),
+    );
+    let started = [(100, 1000), (200, 2000)].map(|(pid, ticks)| Started { pid, ticks });
+    assert_eq!(p.started(), started);
+    let mut r = request(&["counter"]);
+    r.command = Some(vec!["./app".into()]);
+    assert!(planned(r, &mut FakeHost::new()).started().is_empty());
+    // Task 300's process (301) is gone by the time its start is read: 301 is no task.
+    let mut machine = FakeHost::new();
+    machine.tasks.insert(300, 301);
+    let e = refused(pids(request(&["counter"]), &[300]), &mut machine);
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(e.to_string().starts_with("-p 300: no such process"), "{e}");
 }
 
 /// A symbol at different addresses in two processes cannot be one watch.

@@ -16,6 +16,9 @@
 //   /tmp/trap-race ROUNDS [THREADS [GAP_US [MODE [RING]]]]   (MODE: main | all; default 4000 200 all 0)
 //
 // Each round holds the live tests' lock (/tmp/ksymwatch-live-tests.lock) while it runs.
+//
+// Measured here (2 vCPUs, Firecracker, Linux 6.18, Intel, beside other builds), 4,000 threads every 200 us,
+// MODE all: RING 0, no death in 190 rounds; RING 1, a SIGTRAP death in round 150 of 150.
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>

@@ -15,6 +15,10 @@ log, marked DEATH when the helper ended by a signal or (with --catch) received a
 Modes: sprout (`threads sprout 4000 200`, --per-thread: perf samples per thread), sprout-value (the same with
 --value), sprout-hit (no --per-thread: one event per CPU and the hit program), sites (`writer sites 100000
 0`, --value --buffer-pages 1, as live_exact's lossy-ring test).
+
+Measured here (2 vCPUs, Firecracker, Linux 6.18, Intel, beside other helpers' builds and tests): sprout, 1
+death in 358 rounds; sprout-hit, none in 100; sites with --catch, 1 round in 60 with 2 SIGTRAPs (TRAP_BRKPT,
+at the instruction after the store; the summary's hits 99,998 of 100,000).
 """
 import argparse
 import fcntl

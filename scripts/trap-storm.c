@@ -18,6 +18,10 @@
 //                                                            many stores)
 //
 // Holds the live tests' lock (/tmp/ksymwatch-live-tests.lock) while it runs.
+//
+// Measured here (2 vCPUs, Firecracker, Linux 6.18, Intel, beside other builds), 2 threads: RING 1, 3 in 11
+// million stores (TRAP_BRKPT each, at the instruction after the store, and `counted` short by exactly as
+// many); RING 0, none in 14 million.
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <linux/hw_breakpoint.h>

@@ -23,8 +23,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/hw_breakpoint.h>
-#include <linux/perf_event.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,6 +34,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "write-bp.h"
 
 static volatile unsigned long target __attribute__((aligned(64)));
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -99,24 +99,8 @@ static void run_target(int ready, int go_fd, long threads, long gap_us) {
 static int ring;  // sample every hit into a ring per CPU
 
 static int open_bp(pid_t tid, int cpu) {
-    struct perf_event_attr a;
-    memset(&a, 0, sizeof a);
-    a.type = PERF_TYPE_BREAKPOINT;
-    a.size = sizeof a;
-    a.bp_type = HW_BREAKPOINT_W;
-    a.bp_addr = (unsigned long)&target;  // the same address in the forked target
-    a.bp_len = HW_BREAKPOINT_LEN_8;
-    a.disabled = 1;
-    a.pinned = 1;
-    a.inherit = 1;
-    a.inherit_thread = 1;
-    if (ring) {
-        a.sample_period = 1;
-        a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
-        a.exclude_callchain_kernel = 1;
-        a.wakeup_events = 1;
-    }
-    return (int)syscall(SYS_perf_event_open, &a, tid, cpu, -1, 0);
+    // The same address in the forked target.
+    return open_write_bp(&target, tid, cpu, 1, ring);
 }
 
 int main(int argc, char **argv) {

@@ -24,8 +24,6 @@
 // many); RING 0, none in 14 million.
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <linux/hw_breakpoint.h>
-#include <linux/perf_event.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -38,6 +36,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "write-bp.h"
 
 static volatile unsigned long word __attribute__((aligned(64)));
 static long stores, pause_every;
@@ -100,23 +100,7 @@ int main(int argc, char **argv) {
     int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int fds[256];
     for (int cpu = 0; cpu < cpus && cpu < 256; cpu++) {
-        struct perf_event_attr a;
-        memset(&a, 0, sizeof a);
-        a.type = PERF_TYPE_BREAKPOINT;
-        a.size = sizeof a;
-        a.bp_type = HW_BREAKPOINT_W;
-        a.bp_addr = (unsigned long)&word;
-        a.bp_len = HW_BREAKPOINT_LEN_8;
-        a.pinned = 1;
-        a.inherit = 1;
-        a.inherit_thread = 1;
-        if (ring) {
-            a.sample_period = 1;
-            a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
-            a.exclude_callchain_kernel = 1;
-            a.wakeup_events = 1;
-        }
-        fds[cpu] = (int)syscall(SYS_perf_event_open, &a, 0, cpu, -1, 0);
+        fds[cpu] = open_write_bp(&word, 0, cpu, 0, ring);
         if (fds[cpu] < 0) {
             perror("perf_event_open");
             return 2;

@@ -12,8 +12,13 @@
 //   gcc -O1 -pthread scripts/inherit-race.c -o /tmp/inherit-race
 //   flock /tmp/ksymwatch-live-tests.lock /tmp/inherit-race TRIALS REPEATS [CHAINS]
 //
-// Measured here (2 vCPUs, Linux 6.18, beside the library tests): 3,000 trials, no repeat: 24 short (4
-// counting nothing); one repeat: 0; two: 0.
+// Measured here (2 vCPUs, Linux 6.18, beside `cargo test --workspace --lib` in a loop): 3,000 trials, no
+// repeat: 24 short (4 counting nothing); one repeat: 0; two: 0 (and 44 of 1,500 with no repeat). Run it
+// beside such a load: on the idle machine this program's own counts fall far short for another reason,
+// repeats or not (one chain: 125 of 200 trials counted nothing; two: ~70% of each window's stores
+// missing), which ksymwatch's per-thread watches of the churn helper do not show (every store counted,
+// idle or loaded, one chain or four; its watched threads each hold a guard event, src/perf/event.rs);
+// beside two busy loops no trial falls short either way.
 #define _GNU_SOURCE
 #include <linux/hw_breakpoint.h>
 #include <linux/perf_event.h>

@@ -23,8 +23,7 @@ use crate::model::scope::Scope;
 use crate::model::watch::Watch;
 use crate::perf::denial::AddressKind;
 use crate::perf::event::{
-    Bind, Binding, CpuEvent, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
-    REPEAT_PAUSES,
+    self, Bind, Binding, CpuEvent, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
 };
 use crate::perf::privilege::Privilege;
 use crate::perf::probe;
@@ -69,7 +68,7 @@ pub trait Kernel {
     fn disable_ring(&mut self, ring: &Self::Ring);
     /// The threads of `pids` now.
     fn threads(&mut self, pids: &[u32]) -> Vec<u32>;
-    /// Waits `how_long` (between the enables of a process watch's events, [`REPEAT_PAUSES`]).
+    /// Waits `how_long` (between the enables of a process watch's events, [`event::REPEAT_PAUSES`]).
     fn pause(&mut self, how_long: Duration) {
         std::thread::sleep(how_long);
     }
@@ -262,27 +261,25 @@ fn keep_free_slots<K: Kernel>(
 /// The transaction: opens every ring of `set` (disabled), then enables them all; on any failure every
 /// ring opened so far is disabled and closed. A CPU that went offline meanwhile is left out, not a
 /// failure, unless every one did. A process watch's events are enabled again after each of
-/// [`REPEAT_PAUSES`]: its threads may be creating threads meanwhile, and a copy made as an enable passed
-/// can stay off. (A launched command is armed while it is stopped at its exec: no thread creates any.)
+/// [`event::REPEAT_PAUSES`]: its threads may be creating threads meanwhile, and a copy made as an enable
+/// passed can stay off. (A launched command is armed while it is stopped at its exec: no thread creates
+/// any.)
 pub fn arm_set<K: Kernel>(set: &Prepared, kernel: &mut K) -> Result<Armed<K::Ring>, Failure> {
     let armed = open_set(set, kernel)?;
     let events = &armed.events;
-    let repeats = match set.targets {
-        Targets::Threads(_) => REPEAT_PAUSES.as_slice(),
-        Targets::Cpus | Targets::Task(_) => &[],
-    };
-    let pauses = std::iter::once(None).chain(repeats.iter().map(Some));
-    for pause in pauses {
-        if let Some(&how_long) = pause {
+    let threads = matches!(set.targets, Targets::Threads(_));
+    let enabled = event::with_repeats(threads, |pause| {
+        if let Some(how_long) = pause {
             kernel.pause(how_long);
         }
-        if let Err(e) = events.iter().try_for_each(|ev| kernel.enable_ring(ev)) {
-            for ev in events {
-                kernel.disable_ring(ev);
-            }
-            // Returning drops `armed`: every descriptor is closed, freeing its debug register.
-            return Err(Failure::Open(e));
+        events.iter().try_for_each(|ev| kernel.enable_ring(ev))
+    });
+    if let Err(e) = enabled {
+        for ev in events {
+            kernel.disable_ring(ev);
         }
+        // Returning drops `armed`: every descriptor is closed, freeing its debug register.
+        return Err(Failure::Open(e));
     }
     Ok(armed)
 }
@@ -529,6 +526,7 @@ pub fn thread_count(pids: &[u32]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::perf::event::REPEAT_PAUSES;
     use std::cell::RefCell;
     use std::io;
     use std::rc::Rc;

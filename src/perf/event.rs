@@ -158,20 +158,36 @@ pub enum Bind {
 /// kernel turns each event off and on again to move it, so a repeat would open a gap of its own).
 pub const REPEAT_PAUSES: [Duration; 2] = [Duration::from_millis(1), Duration::from_millis(5)];
 
-/// `pass` (an enable or a disable) over every one of `events`, then again after each of
-/// [`REPEAT_PAUSES`] when threads inherit any of them; the first error ends it.
-pub fn repeated_for_copies<E>(
-    events: &[&CpuEvent],
-    pass: impl Fn(&CpuEvent) -> Result<(), E>,
+/// Runs `pass` once, then, when `repeat`, again after each of [`REPEAT_PAUSES`]: `pass` is handed the
+/// pause to wait out first (none the first time), so it waits the way its caller's kernel does. The first
+/// error ends it.
+pub fn with_repeats<E>(
+    repeat: bool,
+    mut pass: impl FnMut(Option<Duration>) -> Result<(), E>,
 ) -> Result<(), E> {
-    events.iter().try_for_each(|ev| pass(ev))?;
-    if events.iter().any(|ev| ev.inherited()) {
-        for how_long in REPEAT_PAUSES {
+    let repeats = if repeat {
+        REPEAT_PAUSES.as_slice()
+    } else {
+        &[]
+    };
+    std::iter::once(None)
+        .chain(repeats.iter().copied().map(Some))
+        .try_for_each(&mut pass)
+}
+
+/// `set` (an enable, a disable, a move) on every one of `events`, then again after each of
+/// [`REPEAT_PAUSES`] when threads inherit any of them ([`with_repeats`]); the first error ends it.
+pub fn repeated_for_copies<'a, E>(
+    events: impl Iterator<Item = &'a CpuEvent> + Clone,
+    set: impl Fn(&CpuEvent) -> Result<(), E>,
+) -> Result<(), E> {
+    let inherited = events.clone().any(CpuEvent::inherited);
+    with_repeats(inherited, |pause| {
+        if let Some(how_long) = pause {
             std::thread::sleep(how_long);
-            events.iter().try_for_each(|ev| pass(ev))?;
         }
-    }
-    Ok(())
+        events.clone().try_for_each(&set)
+    })
 }
 
 /// The attributes of a pinned, disabled, every-hit breakpoint on `watch`.

@@ -411,15 +411,13 @@ impl EventSet {
         if let Delivery::Hits(h) = &self.cfg.delivery {
             h.moving(index, &old, &new, false)?;
         }
-        let targets: Vec<&CpuEvent> = self.target_events(index).collect();
         // Left off, a process watch's events are moved again after each pause: a copy made as a move
         // walked its original's copies keeps the old address (and state). Moved and enabled in one call,
         // they are not: the kernel turns each event off and on to move it, a gap of its own.
         let result = if disabled {
-            event::repeated_for_copies(&targets, |ev| ev.modify(&new, &cfg, true))
+            event::repeated_for_copies(self.target_events(index), |ev| ev.modify(&new, &cfg, true))
         } else {
-            targets
-                .iter()
+            self.target_events(index)
                 .try_for_each(|ev| ev.modify(&new, &cfg, false))
         };
         if let Err(e) = result {
@@ -468,12 +466,13 @@ impl EventSet {
         })
     }
 
-    fn target_events(&self, index: usize) -> impl Iterator<Item = &CpuEvent> {
-        self.by_cpu
-            .values()
-            .flatten()
-            .map(|t| &t.ev)
-            .filter(move |ev| ev.watch == index)
+    fn target_events(&self, index: usize) -> impl Iterator<Item = &CpuEvent> + Clone {
+        self.all_events().filter(move |ev| ev.watch == index)
+    }
+
+    /// Every event, of every CPU and target.
+    fn all_events(&self) -> impl Iterator<Item = &CpuEvent> + Clone {
+        self.by_cpu.values().flatten().map(|t| &t.ev)
     }
 
     /// Whether target `index` still has events (it was not closed by [`EventSet::close_watch`]).
@@ -518,8 +517,7 @@ impl EventSet {
     pub fn enable(&mut self) -> Result<(), OpenError> {
         self.enabled = true;
         self.off.on(sys::monotonic_ns());
-        let all: Vec<&CpuEvent> = self.by_cpu.values().flatten().map(|t| &t.ev).collect();
-        event::repeated_for_copies(&all, CpuEvent::enable)
+        event::repeated_for_copies(self.all_events(), CpuEvent::enable)
     }
 
     /// `--control off`: every event disabled, each keeping its debug register (a process watch's again
@@ -527,9 +525,8 @@ impl EventSet {
     pub fn pause(&mut self) {
         self.enabled = false;
         self.off.off(sys::monotonic_ns());
-        let all: Vec<&CpuEvent> = self.by_cpu.values().flatten().map(|t| &t.ev).collect();
         // Best effort, as at the end: an event that cannot be disabled is closed with the run.
-        let _ = event::repeated_for_copies(&all, |ev| {
+        let _ = event::repeated_for_copies(self.all_events(), |ev| {
             let _ = ev.disable();
             Ok::<(), ()>(())
         });
@@ -596,8 +593,8 @@ impl EventSet {
     }
 
     pub fn disable_all(&self) {
-        for t in self.by_cpu.values().flatten() {
-            let _ = t.ev.disable();
+        for ev in self.all_events() {
+            let _ = ev.disable();
         }
     }
 
@@ -648,8 +645,7 @@ impl EventSet {
         // A CPU that was armed before keeps its counters from then: they are the starting point.
         let bases = evs.iter().map(|e| Bases::read(&self.cfg, e)).collect();
         if self.enabled {
-            let opened: Vec<&CpuEvent> = evs.iter().collect();
-            event::repeated_for_copies(&opened, CpuEvent::enable)?;
+            event::repeated_for_copies(evs.iter(), CpuEvent::enable)?;
         }
         self.adopt_counted(cpu, evs, bases, epoll, token, sorter)
     }

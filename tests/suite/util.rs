@@ -37,7 +37,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_ksymwatch");
@@ -231,17 +232,20 @@ pub fn helper(name: &str) -> PathBuf {
 }
 
 thread_local! {
-    /// A helper this test watched ended by SIGTRAP ([`note_helper_end`]).
-    static HELPER_TRAPPED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Whether a helper this thread's test started ended by SIGTRAP ([`note_helper_end`]). Each
+    /// [`Writer`] holds its starter's flag, so a helper a test hands to another thread (to drive two at
+    /// once) sets its test's flag wherever it ends.
+    static HELPER_TRAPPED: Arc<AtomicBool> = Arc::new(AtomicBool::new(false));
 }
 
-/// Notes how a watched helper ended: one killed by SIGTRAP was hit by the machine's debug exception with
-/// an empty DR6 (docs/machine.md, "A watched process killed by SIGTRAP": about one trapped store in 1 to
-/// 4 million here, with or without ksymwatch), which [`again_if_a_helper_was_trapped`] answers.
-pub fn note_helper_end(status: ExitStatus) {
+/// Notes how a watched helper ended in `trapped` (its test's flag): one killed by SIGTRAP was hit by the
+/// machine's debug exception with an empty DR6 (docs/machine.md, "A watched process killed by SIGTRAP":
+/// about one trapped store in 1 to 4 million here, with or without ksymwatch), which
+/// [`again_if_a_helper_was_trapped`] answers.
+pub fn note_helper_end(trapped: &AtomicBool, status: ExitStatus) {
     use std::os::unix::process::ExitStatusExt;
     if status.signal() == Some(libc::SIGTRAP) {
-        HELPER_TRAPPED.with(|t| t.set(true));
+        trapped.store(true, Ordering::Relaxed);
     }
 }
 
@@ -257,11 +261,12 @@ pub fn again_if_a_helper_was_trapped(body: impl Fn()) {
 
 /// [`again_if_a_helper_was_trapped`], saying its `RETRY` line through `say`.
 fn again_if_trapped(body: impl Fn(), say: impl FnOnce(&str)) {
-    HELPER_TRAPPED.with(|t| t.set(false));
+    let trapped = HELPER_TRAPPED.with(Arc::clone);
+    trapped.store(false, Ordering::Relaxed);
     let Err(first) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&body)) else {
         return;
     };
-    if !HELPER_TRAPPED.with(|t| t.replace(false)) {
+    if !trapped.swap(false, Ordering::Relaxed) {
         std::panic::resume_unwind(first);
     }
     let why = first
@@ -351,6 +356,8 @@ pub struct Writer {
     pub addr2: Option<u64>,
     pub pid: u32,
     pub tid: u32,
+    /// The flag of the test that started it ([`note_helper_end`]).
+    trapped: Arc<AtomicBool>,
 }
 
 impl Writer {
@@ -450,6 +457,7 @@ impl Writer {
             addr2,
             pid,
             tid,
+            trapped: HELPER_TRAPPED.with(Arc::clone),
         }
     }
 
@@ -485,7 +493,7 @@ impl Writer {
             if n == 0 {
                 // How it ended says who ended it (a signal: which one).
                 let status = wait_within(&mut self.child, Duration::from_secs(5));
-                note_helper_end(status);
+                note_helper_end(&self.trapped, status);
                 panic!("helper exited before `{what}` ({status}); got {lines:?}");
             }
             let line = line.trim_end().to_string();
@@ -500,7 +508,7 @@ impl Writer {
     pub fn finish(mut self) {
         self.stdin.take();
         if let Ok(status) = self.child.wait() {
-            note_helper_end(status);
+            note_helper_end(&self.trapped, status);
         }
     }
 
@@ -536,7 +544,7 @@ impl Drop for Writer {
         self.stdin.take();
         // One that already ended says how; killing it then changes nothing.
         if let Ok(Some(status)) = self.child.try_wait() {
-            note_helper_end(status);
+            note_helper_end(&self.trapped, status);
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -1428,7 +1436,11 @@ fn a_body_that_failed_after_a_trapped_helper_runs_once_more() {
             .args(["-c", "kill -TRAP $$"])
             .status()
             .expect("sh runs");
-        note_helper_end(status);
+        // Ended on another thread, as a helper a test drives from a thread of its own.
+        let flag = HELPER_TRAPPED.with(Arc::clone);
+        std::thread::spawn(move || note_helper_end(&flag, status))
+            .join()
+            .expect("the noting thread");
     };
     let runs = std::cell::Cell::new(0);
     let said = std::cell::RefCell::new(String::new());

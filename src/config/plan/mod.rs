@@ -59,7 +59,7 @@ use crate::config::flight::Flight;
 use crate::config::objects::{Allocators, ObjectTarget, Source};
 use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
-use crate::config::watch::{self, Resolved};
+use crate::config::watch::{self, OnMember, Resolved};
 use crate::error::{Error, Result};
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
@@ -382,6 +382,22 @@ impl ObjectPlan {
             }
         )
     }
+}
+
+/// An `--on` source planned where it is (`kernel_objects`, `user_objects`), its `$obj` member placed but
+/// not yet sized: the parts of an [`ObjectPlan`] that depend on the source's kind. The objects stage sizes
+/// the member and makes the plan.
+struct Placed {
+    member: OnMember,
+    /// The stand-in object's address the member was placed on, which its offset is taken from.
+    stand_in: u64,
+    select: bpf::objects::Select,
+    attach: bpf::objects::Attach,
+    detail: Option<String>,
+    park: u64,
+    allocators: Allocators,
+    /// A line to say once the watch is sized (a tracepoint argument of another type than the target's).
+    note: Option<String>,
 }
 
 /// Everything a watch needs, resolved and checked, before anything is armed.

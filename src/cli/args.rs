@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::cli::parsed::Parsed;
+use crate::config::flight::{self, DumpOn};
 pub use crate::config::request::Format;
 use crate::config::request::SymbolRequest;
 
@@ -201,8 +203,8 @@ pub struct WatchArgs {
     /// --value; hits that do not match are still recorded); `signal` (SIGUSR1 to ksymwatch); or
     /// `tracepoint:GROUP:NAME`, a kernel tracepoint firing anywhere (error_report:error_report_end: a KASAN
     /// or KFENCE report).
-    #[arg(long = "dump-on", value_name = "TRIGGER")]
-    pub dump_on: Vec<String>,
+    #[arg(long = "dump-on", value_name = "TRIGGER", value_parser = Parsed(flight::dump_on))]
+    pub dump_on: Vec<DumpOn>,
     #[command(flatten)]
     pub symbols: SymbolArgs,
     #[command(flatten)]

@@ -1,5 +1,5 @@
 //! What a `write`/`rw` command line asks for, as plain data: the command line's words, typed where their
-//! syntax alone decides (numbers, paths, durations), checked against nothing. `cli` builds a
+//! syntax alone decides (numbers, paths, durations, `--dump-on` triggers), checked against nothing. `cli` builds a
 //! [`WatchRequest`] from its clap types; [`crate::config::plan()`] checks it against itself and the machine
 //! and decides how the watch is made. Nothing here reads a file or knows clap.
 
@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::debuginfod;
+use crate::config::flight::DumpOn;
 use crate::model::watch::Access;
 
 /// A `write` or `rw` command line.
@@ -39,8 +40,8 @@ pub struct WatchRequest {
     /// `--if EXPR`, unparsed.
     pub condition: Option<String>,
     pub last: Option<usize>,
-    /// `--dump-on TRIGGER`, unparsed, in order.
-    pub dump_on: Vec<String>,
+    /// `--dump-on TRIGGER`, in order, parsed as it entered (the text kept for messages).
+    pub dump_on: Vec<DumpOn>,
     pub duration: Option<Duration>,
     pub count: Option<u64>,
     pub symbols: SymbolRequest,

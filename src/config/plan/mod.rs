@@ -7,7 +7,7 @@
 //! The stages, in the order a request goes through them, each entered once and taking the one before's
 //! result (the host is asked only where a stage needs the machine, and each stage asks it in one block):
 //!
-//! 1. `options`: the request checked against itself (`--last`/`--dump-on` parsed), then against the
+//! 1. `options`: the request checked against itself (`--last` with `--dump-on`), then against the
 //!    machine (the delivery first, from the privileges and whether BPF loads; then the `-p` processes,
 //!    `--cgroup`, `cpus`); the scope and the delivery are decided.
 //! 2. `kernel` (the kernel's symbol source, types, asked once: casts, `--dump-on`'s tracepoints, and
@@ -464,13 +464,7 @@ fn stages(
     let objects = objects::plan(o.on.as_ref(), &scope, &kernel, o.access, host, notes)?;
     // `--on` watches its objects' slots (it has no target of its own to resolve).
     let watches = objects.as_ref().map_or(watches, ObjectPlan::slots);
-    conditions::fit(
-        &o.values,
-        o.condition_text.as_deref(),
-        &o.dump_on,
-        o.flight.as_ref(),
-        &watches,
-    )?;
+    conditions::fit(&o.values, o.condition_text.as_deref(), &o.dump_on, &watches)?;
     // Every hit is filtered out until a thread matches.
     let unmatched = match &o.watched {
         Some(watched) => o.filter.unmatched(watched),

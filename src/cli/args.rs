@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::cli::parsed::Parsed;
 use crate::config::flight::{self, DumpOn};
+use crate::config::objects::{self, Source, UserProbe};
 pub use crate::config::request::Format;
 use crate::config::request::SymbolRequest;
 
@@ -131,12 +132,12 @@ pub struct WatchArgs {
     /// Watch each object as it is allocated: kmalloc:FUNC[+OFF], kmem_cache_alloc:FUNC[+OFF],
     /// tracepoint:GROUP:NAME:argN, or in a process (-p/--) uretprobe:PATH:FUNC or uprobe:PATH:FUNC:argN;
     /// TARGET names its field with `$obj`: '(struct TYPE)$obj.FIELD' (or '$obj+OFF/LEN' in user space).
-    #[arg(long, value_name = "SOURCE")]
-    pub on: Option<String>,
+    #[arg(long, value_name = "SOURCE", value_parser = Parsed(objects::parse_source))]
+    pub on: Option<Source>,
     /// With a user-space --on: the call that ends an object, uprobe:PATH:FUNC:argN (repeatable; default
     /// for the malloc family: free and realloc).
-    #[arg(long = "free", value_name = "SOURCE")]
-    pub free: Vec<String>,
+    #[arg(long = "free", value_name = "SOURCE", value_parser = Parsed(objects::parse_free))]
+    pub free: Vec<UserProbe>,
     /// With --on: when every debug register is busy, a new object evicts the oldest armed one (default:
     /// the new one is skipped and counted).
     #[arg(long)]

@@ -335,12 +335,8 @@ fn on(r: &WatchRequest, scope: &Scope, comms: Vec<String>) -> Result<Option<OnRe
         }
         return Ok(None);
     };
-    let source = objects::parse_source(on)?;
-    let frees = r
-        .free
-        .iter()
-        .map(|f| objects::parse_free(f))
-        .collect::<Result<Vec<_>>>()?;
+    let source = on.clone();
+    let frees = r.free.clone();
     if let Some(probe) = source.user() {
         if scope.system_wide() {
             return Err(Error::usage(format!(

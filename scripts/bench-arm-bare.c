@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "bench-cpus.h"
+#include "write-bp.h"
 
 static int *tids, ntids, cpus[1024], ncpus, pages = 8;
 static unsigned long addr, newaddr;
@@ -80,12 +81,7 @@ static void read_tasks(int pid) {
 static void read_cpus(void) { ncpus = read_online_cpus(cpus, 1024); }
 
 static void attr_for(struct perf_event_attr *a, int inherit) {
-    memset(a, 0, sizeof *a);
-    a->type = PERF_TYPE_BREAKPOINT;
-    a->size = sizeof *a;
-    a->bp_type = HW_BREAKPOINT_W;
-    a->bp_addr = addr;
-    a->bp_len = HW_BREAKPOINT_LEN_8;
+    write_bp_attr(a, addr, HW_BREAKPOINT_LEN_8);
     a->sample_period = 1;
     a->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
     a->disabled = 1;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "bench-cpus.h"
+#include "write-bp.h"
 
 static int cpus[1024], ncpus;
 
@@ -49,12 +50,7 @@ int main(int argc, char **argv) {
     int fds[1024];
     for (int i = 0; i < ncpus; i++) {
         struct perf_event_attr a;
-        memset(&a, 0, sizeof a);
-        a.size = sizeof a;
-        a.type = PERF_TYPE_BREAKPOINT;
-        a.bp_type = HW_BREAKPOINT_W;
-        a.bp_addr = addr;
-        a.bp_len = len;
+        write_bp_attr(&a, addr, len);
         a.sample_period = 1ULL << 62;  // counts only: 0 is refused for breakpoints
         a.pinned = 1;
         a.disabled = 1;

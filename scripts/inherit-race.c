@@ -31,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "write-bp.h"
+
 static volatile long target __attribute__((aligned(64)));
 static long stores, stop, live;
 static pthread_attr_t attr;
@@ -73,12 +75,7 @@ int main(int argc, char **argv) {
     int short_trials = 0, none_counted = 0;
     for (int t = 0; t < trials; t++) {
         struct perf_event_attr a;
-        memset(&a, 0, sizeof a);
-        a.type = PERF_TYPE_BREAKPOINT;
-        a.size = sizeof a;
-        a.bp_type = HW_BREAKPOINT_W;
-        a.bp_addr = (unsigned long)&target;
-        a.bp_len = HW_BREAKPOINT_LEN_8;
+        write_bp_attr(&a, (unsigned long)&target, HW_BREAKPOINT_LEN_8);
         a.disabled = 1;
         a.inherit = 1;
         a.inherit_thread = 1;

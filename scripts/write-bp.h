@@ -1,7 +1,6 @@
-// The write breakpoint the SIGTRAP measuring scripts open (trap-race.c, trap-storm.c), as
-// ksymwatch opens a process watch's: on an 8-byte word, pinned, bound to one thread (or every thread of
-// the caller on `cpu` when `tid` is 0) and inherited by the threads it creates, not by forked children.
-// Included by the scripts next to it (each is built alone: `gcc -O1 -pthread scripts/NAME.c`).
+// The write breakpoints the C programs here open: the measuring scripts next to this header (each is
+// built alone: `gcc -O1 -pthread scripts/NAME.c`) and the live tests' helpers (through
+// tests/helpers/helpers.h). Every function is static and may go unused in one program.
 #ifndef KSW_WRITE_BP_H
 #define KSW_WRITE_BP_H
 
@@ -12,17 +11,26 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-// Opens it for `tid` on `cpu` (-1: any), `disabled` until PERF_EVENT_IOC_ENABLE; with `sampling`, every hit
-// is a sample (ip, tid, time, user call chain) waking the ring's reader, as a reader that keeps up asks.
-// Returns the descriptor, or -1 with errno set.
-static int open_write_bp(const volatile void *word, pid_t tid, int cpu, int disabled, int sampling) {
+// Fills `a` for a write breakpoint on the `len` bytes at `addr`, every other field zero.
+static __attribute__((unused)) void write_bp_attr(struct perf_event_attr *a, unsigned long addr, int len) {
+    memset(a, 0, sizeof *a);
+    a->type = PERF_TYPE_BREAKPOINT;
+    a->size = sizeof *a;
+    a->bp_type = HW_BREAKPOINT_W;
+    a->bp_addr = addr;
+    a->bp_len = len;
+}
+
+// Opens the write breakpoint the SIGTRAP measuring scripts take (trap-race.c, trap-storm.c), as ksymwatch
+// opens a process watch's: on an 8-byte word, pinned, bound to one thread (or every thread of the caller on
+// `cpu` when `tid` is 0) and inherited by the threads it creates, not by forked children. For `tid` on `cpu`
+// (-1: any), `disabled` until PERF_EVENT_IOC_ENABLE; with `sampling`, every hit is a sample (ip, tid, time,
+// user call chain) waking the ring's reader, as a reader that keeps up asks. Returns the descriptor, or -1
+// with errno set.
+static __attribute__((unused)) int open_write_bp(const volatile void *word, pid_t tid, int cpu, int disabled,
+                                                 int sampling) {
     struct perf_event_attr a;
-    memset(&a, 0, sizeof a);
-    a.type = PERF_TYPE_BREAKPOINT;
-    a.size = sizeof a;
-    a.bp_type = HW_BREAKPOINT_W;
-    a.bp_addr = (unsigned long)word;
-    a.bp_len = HW_BREAKPOINT_LEN_8;
+    write_bp_attr(&a, (unsigned long)word, HW_BREAKPOINT_LEN_8);
     a.disabled = disabled ? 1 : 0;
     a.pinned = 1;
     a.inherit = 1;

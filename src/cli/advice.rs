@@ -3,9 +3,10 @@
 //! refusal are named, for refusals at start-up and (through `trace::session::Setup::advise`) while running.
 
 pub use crate::config::plan::no_bpf;
-use crate::error::Error;
+use crate::error::{Error, ExitCode};
 use crate::perf::bpf::trigger::TracepointError;
 use crate::perf::bpf::ProgramError;
+use crate::perf::programs::LoadError;
 use crate::perf::refusal::{Refusal, Remedy};
 
 /// An arming refusal as the one line the user reads.
@@ -49,6 +50,18 @@ pub fn program(e: ProgramError) -> Error {
              kernel has {}; without those two options (one breakpoint per CPU) they work",
             crate::perf::bpf::repeats::NEEDS
         )),
+    }
+}
+
+/// A refusal to load the events' programs (the hit path's, with the watched processes entered).
+pub fn loading(e: LoadError) -> Error {
+    match e {
+        LoadError::Program(e) => program(e),
+        LoadError::WatchProcess(e) => Error::new(
+            ExitCode::Runtime,
+            "adding a process to the watched-process map",
+        )
+        .caused_by(e),
     }
 }
 

@@ -1,8 +1,8 @@
 //! `execute(plan)`: arms a planned watch and runs its session until it stops. What each stage needs is
-//! taken from the plan once ([`HandOff`]), with how the events are opened ([`delivery`]); the session's
-//! other parts are opened ([`Parts`]), then the events' programs loaded, every CPU armed as one
-//! transaction ([`arm::arm_in`]), the armed set announced and the session run: a descent from the
-//! command line to the kernel, each stage handed what it needs.
+//! taken from the plan once ([`HandOff`]), how the events are opened among it (their binding, rings and
+//! BPF programs, as [`Events`]); the session's other parts are opened ([`Parts`]), then the events'
+//! programs loaded, every CPU armed as one transaction ([`arm::arm_in`]), the armed set announced and the
+//! session run: a descent from the command line to the kernel, each stage handed what it needs.
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -11,17 +11,16 @@ use std::time::Duration;
 use ksymwatch_symbols::{LineSource, UserSymbols};
 
 use crate::cli::advice;
-use crate::cli::delivery;
 use crate::cli::parts::Parts;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::ring_size::{self, Coverage};
-use crate::config::plan::{FoldedTo, Hits, Launch, ObjectPlan, Scope, WatchPlan};
+use crate::config::plan::{FoldedTo, Hits, Launch, ObjectPlan, Scope, WatchPlan, Writers};
 use crate::error::{Error, Result};
 use crate::perf::arm;
-use crate::perf::bpf::hit_set::Following;
+use crate::perf::bpf::hit_set::{Following, HitKind};
 use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::event::Binding;
-use crate::perf::programs::Events;
+use crate::perf::programs::{Checks, Events, HitSet};
 use crate::perf::sys;
 use crate::report::{Header, Output, StreamEvent};
 use crate::stderr;
@@ -91,11 +90,11 @@ impl Covered {
 }
 
 /// What each stage of [`execute`] needs from the plan, taken once before anything is opened.
-struct HandOff {
+struct HandOff<'p> {
     /// The session's title (`--flamegraph`'s): the command and its targets.
     title: String,
-    /// Each hit ring buffer's data pages.
-    hit_ring_pages: usize,
+    /// How every breakpoint event is opened: the plan's delivery as the events take it ([`events`]).
+    events: Events<'p>,
     /// How long the session holds a record back for older ones from the other rings.
     sort_slack_ns: u64,
     /// Who the breakpoints are opened for (a launched command by its pid).
@@ -116,13 +115,13 @@ struct HandOff {
     stream_on_stdout: bool,
 }
 
-impl HandOff {
-    fn of(plan: &WatchPlan) -> HandOff {
+impl<'p> HandOff<'p> {
+    fn of(plan: &'p WatchPlan) -> HandOff<'p> {
         let labels: Vec<&str> = plan.watches().iter().map(|w| w.label.as_str()).collect();
         let covered = Covered::read(plan.scope());
         HandOff {
             title: format!("ksymwatch {} {}", plan.access().word(), labels.join(" ")),
-            hit_ring_pages: hit_ring_pages(plan, covered.threads),
+            events: events(plan, hit_ring_pages(plan, covered.threads)),
             sort_slack_ns: sort_slack_ns(plan.delivery().hits),
             scope: plan.scope().arming(),
             covered,
@@ -165,6 +164,56 @@ fn hit_ring_pages(plan: &WatchPlan, threads: usize) -> usize {
     )
 }
 
+/// Every breakpoint event of the watch: its BPF programs ([`programs`]), each hit ring buffer of
+/// `hit_ring_pages` data pages, `--buffer-pages` perf rings.
+fn events(plan: &WatchPlan, hit_ring_pages: usize) -> Events<'_> {
+    let delivery = plan.delivery();
+    Events {
+        ring_pages: plan
+            .running()
+            .buffer_pages()
+            .unwrap_or(ring_size::PERF_RING_PAGES),
+        user_only: plan.writers() == Writers::UserSpaceOnly,
+        percpu: plan.kernel().percpu(),
+        checks: Checks {
+            watches: plan.watches(),
+            condition: plan.values().condition(),
+            filter: plan.filter(),
+        },
+        binding: delivery.events,
+        programs: programs(plan, hit_ring_pages),
+    }
+}
+
+/// The hit programs the plan's delivery attaches, if any: on one event per CPU they choose the
+/// processes (following the launched command's children, ending a process's watch at its exec, with the
+/// watched processes entered); on the per-thread path the events choose the threads, and the kernel
+/// keeps them across an exec unless `--remove-on-exec` drops them. `ring_pages`: each hit ring buffer's
+/// data pages.
+fn programs(plan: &WatchPlan, ring_pages: usize) -> Option<HitSet> {
+    let delivery = plan.delivery();
+    if delivery.hits == Hits::Samples {
+        return None;
+    }
+    let scope = plan.scope();
+    let threads = matches!(delivery.events, Binding::Scope { .. });
+    let processes = !threads && !scope.system_wide();
+    Some(HitSet {
+        kind: HitKind {
+            processes,
+            written: plan.values().read(),
+            threads,
+        },
+        ring_pages,
+        count: plan.running().limits().count,
+        follow_children: processes && matches!(scope, Scope::Launched(_)),
+        pids: match processes {
+            true => scope.pids(),
+            false => Vec::new(),
+        },
+    })
+}
+
 /// How long a record waits for older ones from the other rings as the `hits` come: a hit record is
 /// written a microsecond or so after its time, a perf sample with its kernel-walked call chain tens later
 /// ([`crate::trace::pace`]).
@@ -177,8 +226,8 @@ fn sort_slack_ns(hits: Hits) -> u64 {
 
 /// Arms `plan` and runs the session until it stops; the exit status: 0, or with `-- CMD` the command's
 /// own. `prefetch`: the work started before the plan. One pass down, in order: what each stage needs is
-/// taken from the plan, with the processes it covers ([`HandOff`]), and the prefetch scan's result joined;
-/// how the events are opened is decided ([`delivery`]); the session's other parts are opened ([`Parts`]);
+/// taken from the plan, with the processes it covers and how the events are opened ([`HandOff`]), and the
+/// prefetch scan's result joined; the session's other parts are opened ([`Parts`]);
 /// the events' programs are loaded ([`crate::perf::programs`]); every CPU is armed as one transaction
 /// ([`arm::arm_in`], `--on`'s slots kept to the free registers first); `--on`'s objects are loaded; the
 /// session starts, the armed set is announced, a launched command goes on, and the session runs.
@@ -187,10 +236,12 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
     let hand = HandOff::of(&plan);
     let Prefetch { task_scan, warmup } = prefetch;
     let (comms, user) = scanned_tasks(task_scan, launched.as_deref());
-    let events: Events = delivery::events(&plan, hand.hit_ring_pages);
     let mut parts = Parts::open(&plan, &hand.title)?;
     let mut warn = |w: &str| stderr::line(format_args!("ksymwatch: warning: {w}"));
-    let cfg = events.load_programs(&mut warn).map_err(delivery::refused)?;
+    let cfg = hand
+        .events
+        .load_programs(&mut warn)
+        .map_err(advice::loading)?;
     if let Some(w) = warmup {
         w.finish();
     }

@@ -9,7 +9,6 @@
 mod advice;
 pub(crate) mod args;
 mod check;
-mod delivery;
 pub(crate) mod duration;
 mod execute;
 mod gives_way;

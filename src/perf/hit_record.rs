@@ -230,10 +230,12 @@ fn chain_lengths(b: &[u8]) -> Option<(usize, usize)> {
     (k <= MAX_FRAMES && u <= MAX_FRAMES).then_some((k, u))
 }
 
-/// A hit record as it lies in the ring: its fields decoded, its name and stacks still the ring's bytes,
-/// so the tracer turns a record into a [`Sample`] without allocating (a flood reads 100,000s a second).
-#[derive(Debug, Clone, Copy)]
-pub struct HitView<'a> {
+/// A hit record's fields, its writer's name a `Name` and its stacks each a `Stack`: as the record lies in
+/// the ring, a [`HitView`]; owned, for tests, a `HitRecord`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit<Name, Stack> {
+    /// The record's flags (building one to encode: those the fields below do not imply; the encoder
+    /// adds those).
     pub flags: u32,
     pub pid: u32,
     pub tid: u32,
@@ -243,10 +245,10 @@ pub struct HitView<'a> {
     pub old: Option<u64>,
     /// The writer's cgroup id (a program built to read it).
     pub cgroup: Option<u64>,
-    /// The writer's name as the kernel keeps it, without the NUL padding; `None`: the name of the
-    /// previous record of this ring.
-    pub comm: Option<&'a [u8]>,
-    /// The trap ip (the instruction after the store); `None`: the call chain's first frame.
+    /// The writer's name as the kernel keeps it, without the NUL padding; `None`: the record carries
+    /// none (the writer is the previous record's of this ring, under the same name).
+    pub comm: Option<Name>,
+    /// The trap ip (the instruction after the store); `None` (IP_IN_CHAIN): the call chain's first frame.
     pub ip: Option<u64>,
     /// Records the CPU's ring had no room for before this one, since the program was loaded (wrapping).
     pub lost: u32,
@@ -254,11 +256,18 @@ pub struct HitView<'a> {
     pub regs: Option<[u64; REGS]>,
     pub insn: Option<[u8; INSN_BYTES]>,
     /// A record with CHAIN_ID: the key its call chain is stored under in the kernel's `chains` map (its
-    /// stacks here are then empty).
+    /// stacks are then empty, and not encoded).
     pub chain: Option<ChainKey>,
-    kernel_stack: &'a [u8],
-    user_stack: &'a [u8],
+    /// The kernel return addresses, innermost first.
+    pub kernel_stack: Stack,
+    /// The user return addresses, innermost first.
+    pub user_stack: Stack,
 }
+
+/// A hit record as it lies in the ring: its fields decoded, its name and stacks still the ring's bytes
+/// (native-endian words), so the tracer turns a record into a [`Sample`] without allocating (a flood
+/// reads 100,000s a second).
+pub type HitView<'a> = Hit<&'a [u8], &'a [u8]>;
 
 /// The record is shorter than its fields (or its stack lengths) say.
 fn short(need: usize, raw: &[u8]) -> DecodeError {
@@ -368,22 +377,13 @@ impl<'a> HitView<'a> {
         })
     }
 
-    /// The kernel return addresses, innermost first.
-    pub fn kernel_stack(&self) -> impl Iterator<Item = u64> + 'a {
-        addrs(self.kernel_stack)
-    }
-
-    /// The user return addresses, innermost first.
-    pub fn user_stack(&self) -> impl Iterator<Item = u64> + 'a {
-        addrs(self.user_stack)
-    }
-
     /// The hit as the tracer's [`Sample`], its call chain in `frames` (emptied first, its capacity reused):
     /// kernel frames, then user frames, as a perf call chain reads. A zero return address ends the user
     /// chain (the outermost frame's saved frame pointer). A record with [`HitView::chain`] has no frames
     /// of its own: see [`HitView::sample_along`].
     pub fn sample(&self, cpu: u32, id: u64, frames: Vec<Frame>) -> Sample {
-        self.sample_along(cpu, id, frames, (self.kernel_stack(), self.user_stack()))
+        let stacks = (addrs(self.kernel_stack), addrs(self.user_stack));
+        self.sample_along(cpu, id, frames, stacks)
     }
 
     /// [`HitView::sample`] along a call chain given apart from the record (`kernel`, `user` return
@@ -425,29 +425,7 @@ impl<'a> HitView<'a> {
 
 /// One hit record, owned: what tests build records from and compare them with.
 #[cfg(any(test, feature = "testing"))]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HitRecord {
-    /// The flags besides those the fields below imply (the encoder adds them).
-    pub flags: u32,
-    pub pid: u32,
-    pub tid: u32,
-    pub time: u64,
-    pub addr: u64,
-    pub value: Option<u64>,
-    pub old: Option<u64>,
-    pub cgroup: Option<u64>,
-    /// `None`: the record does not carry a name.
-    pub comm: Option<String>,
-    /// `None`: the chain's first frame (IP_IN_CHAIN).
-    pub ip: Option<u64>,
-    pub lost: u32,
-    pub regs: Option<[u64; REGS]>,
-    pub insn: Option<[u8; INSN_BYTES]>,
-    /// CHAIN_ID: the key the chain is stored under (the stacks are then empty, and not encoded).
-    pub chain: Option<ChainKey>,
-    pub kernel_stack: Vec<u64>,
-    pub user_stack: Vec<u64>,
-}
+pub type HitRecord = Hit<String, Vec<u64>>;
 
 /// Decodes the raw data of one hit record into an owned one.
 #[cfg(any(test, feature = "testing"))]
@@ -468,8 +446,8 @@ pub fn decode(raw: &[u8]) -> Result<HitRecord, DecodeError> {
         regs: v.regs,
         insn: v.insn,
         chain: v.chain,
-        kernel_stack: v.kernel_stack().collect(),
-        user_stack: v.user_stack().collect(),
+        kernel_stack: addrs(v.kernel_stack).collect(),
+        user_stack: addrs(v.user_stack).collect(),
     })
 }
 

@@ -1,21 +1,21 @@
 // What several test helpers do alike: pin themselves to a CPU, wait for the test's next stdin line, and
-// hold a debug register with a pinned write breakpoint of their own. Included by the helpers' .c files
-// (each is built alone by the suite, by `#include "helpers.h"` next to it); every function is static and
-// may go unused in one helper.
+// hold a debug register with a pinned write breakpoint of their own (filled as the scripts' are, by
+// scripts/write-bp.h). Included by the helpers' .c files (each is built alone by the suite, by
+// `#include "helpers.h"` next to it); every function is static and may go unused in one helper.
 #ifndef KSW_HELPERS_H
 #define KSW_HELPERS_H
 
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <linux/hw_breakpoint.h>
-#include <linux/perf_event.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "../../scripts/write-bp.h"
 
 // Pins the calling thread to `cpu`; exits 2 when the kernel refuses (an offline CPU).
 static __attribute__((unused)) void pin(int cpu) {
@@ -63,12 +63,7 @@ static __attribute__((unused)) int unknown_mode(const char *mode) {
 // errno set.
 static __attribute__((unused)) int hold_breakpoint(volatile void *addr, pid_t pid, int cpu) {
     struct perf_event_attr a;
-    memset(&a, 0, sizeof a);
-    a.type = PERF_TYPE_BREAKPOINT;
-    a.size = sizeof a;
-    a.bp_type = HW_BREAKPOINT_W;
-    a.bp_addr = (unsigned long)addr;
-    a.bp_len = HW_BREAKPOINT_LEN_8;
+    write_bp_attr(&a, (unsigned long)addr, HW_BREAKPOINT_LEN_8);
     a.sample_period = 1;
     a.pinned = 1;
     a.disabled = 1;

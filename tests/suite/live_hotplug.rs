@@ -5,7 +5,7 @@
 use crate::util;
 
 use std::time::Duration;
-use util::{parse_hits, set_online, OnlineGuard, Tracer, Writer};
+use util::{parse_hits, set_online, HitLine, OnlineGuard, Tracer, Writer};
 
 fn setup() -> Option<(util::LiveLock, OnlineGuard)> {
     setup_with(util::live()?)
@@ -25,12 +25,28 @@ fn setup_with(lock: util::LiveLock) -> Option<(util::LiveLock, OnlineGuard)> {
     Some((lock, guard))
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn cpu_that_comes_online_after_arming_is_covered() {
-    let Some((_lock, _guard)) = setup() else {
-        return;
+/// A live test that takes cpu1 offline: run with the live lock and a guard that brings cpu1 back online
+/// ([`setup`]; `kernel:` [`setup_kernel`]), skipped where cpu1 cannot be hot-plugged.
+macro_rules! hotplug_test {
+    ($name:ident, $body:block) => {
+        hotplug_test!(@with setup, $name, $body);
     };
+    (kernel: $name:ident, $body:block) => {
+        hotplug_test!(@with setup_kernel, $name, $body);
+    };
+    (@with $setup:ident, $name:ident, $body:block) => {
+        #[test]
+        #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+        fn $name() {
+            let Some((_lock, _guard)) = $setup() else {
+                return;
+            };
+            $body
+        }
+    };
+}
+
+hotplug_test!(cpu_that_comes_online_after_arming_is_covered, {
     const N: usize = 500;
     set_online(1, false);
     let w = Writer::start(&["write", &N.to_string(), "1"]);
@@ -64,14 +80,30 @@ fn cpu_that_comes_online_after_arming_is_covered() {
             .collect::<std::collections::BTreeSet<_>>()
     );
     assert!(mine.iter().all(|h| h.cpu == 1));
+});
+
+/// The writer stores 100 times on cpu1, then the tracer is interrupted (it must exit 0 within `limit`) and
+/// the rest of its stream added to `stream`. The writer's hits in the whole stream, and the tracer's stderr.
+fn burst_on_cpu1_and_stop(
+    w: &mut Writer,
+    t: Tracer,
+    stream: &mut String,
+    limit: Duration,
+) -> (Vec<HitLine>, String) {
+    w.send("burst 100 1");
+    w.read_until("done");
+    let (code, out, err) = t.interrupt(limit);
+    assert_eq!(code, 0, "{err}");
+    stream.push_str(&out);
+    let tid = w.tid;
+    let mine = parse_hits(stream)
+        .into_iter()
+        .filter(|h| h.tid == tid)
+        .collect();
+    (mine, err)
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
-    let Some((_lock, _guard)) = setup() else {
-        return;
-    };
+hotplug_test!(churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds, {
     const CYCLES: usize = 50;
     let mut w = Writer::start(&["spin", "0"]);
     let mut t = Tracer::start(&["write", &format!("0x{:x}", w.addr)]);
@@ -100,16 +132,7 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
         .parse()
         .unwrap();
     // After the churn cpu1 is still covered by the same tracer.
-    w.send("burst 100 1");
-    w.read_until("done");
-    let tid = w.tid;
-    let (code, out, err) = t.interrupt(Duration::from_secs(60));
-    assert_eq!(code, 0, "{err}");
-    stream += &out;
-    let mine: Vec<_> = parse_hits(&stream)
-        .into_iter()
-        .filter(|h| h.tid == tid)
-        .collect();
+    let (mine, err) = burst_on_cpu1_and_stop(&mut w, t, &mut stream, Duration::from_secs(60));
     let on_cpu0 = mine.iter().filter(|h| h.cpu == 0).count();
     let on_cpu1 = mine.iter().filter(|h| h.cpu == 1).count();
     // On a quiet machine every store is a hit. When other jobs starve the tracer, the kernel drops
@@ -154,43 +177,33 @@ fn churn_keeps_the_tool_up_loses_nothing_and_leaks_no_fds() {
     assert_eq!(fds_before.1, fds_after.1);
     // Each time cpu1 came back it ran unwatched until its fresh event was armed: said, not hidden.
     assert!(err.contains(", unwatched cpu1 "), "{err}");
-}
+});
 
-/// A process watch across a CPU's offline and online: re-armed when it returns (one breakpoint per CPU, as
-/// system-wide), the gap between its coming online and the re-arm reported in the summary rather than
-/// behind "0 lost", and every store made on it after the re-arm seen.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_process_watch_follows_a_cpu_that_comes_back_and_reports_the_gap() {
-    let Some((_lock, _guard)) = setup() else {
-        return;
-    };
-    let mut w = Writer::start(&["spin", "0"]);
-    let mut t = Tracer::start(&["write", "-p", &w.pid.to_string(), "target_var"]);
-    w.send("go");
-    set_online(1, false);
-    let mut stream = t.read_until(|l| l.starts_with("# cpu 1 offline"));
-    set_online(1, true);
-    stream += &t.read_until(|l| l.starts_with("# cpu 1 online"));
-    assert!(stream.contains("# cpu 1 online: armed at"), "{stream}");
-    w.send("stop");
-    w.read_until("done");
-    w.send("burst 100 1");
-    w.read_until("done");
-    let tid = w.tid;
-    let (code, out, err) = t.interrupt(Duration::from_secs(30));
-    assert_eq!(code, 0, "{err}");
-    stream += &out;
-    let on_cpu1 = parse_hits(&stream)
-        .into_iter()
-        .filter(|h| h.tid == tid && h.cpu == 1)
-        .count();
-    assert!(
-        on_cpu1 >= 100,
-        "the burst on cpu1 after the re-arm: {on_cpu1}"
-    );
-    assert!(err.contains(", unwatched cpu1 "), "{err}");
-}
+// A process watch across a CPU's offline and online: re-armed when it returns (one breakpoint per CPU, as
+// system-wide), the gap between its coming online and the re-arm reported in the summary rather than
+// behind "0 lost", and every store made on it after the re-arm seen.
+hotplug_test!(
+    a_process_watch_follows_a_cpu_that_comes_back_and_reports_the_gap,
+    {
+        let mut w = Writer::start(&["spin", "0"]);
+        let mut t = Tracer::start(&["write", "-p", &w.pid.to_string(), "target_var"]);
+        w.send("go");
+        set_online(1, false);
+        let mut stream = t.read_until(|l| l.starts_with("# cpu 1 offline"));
+        set_online(1, true);
+        stream += &t.read_until(|l| l.starts_with("# cpu 1 online"));
+        assert!(stream.contains("# cpu 1 online: armed at"), "{stream}");
+        w.send("stop");
+        w.read_until("done");
+        let (mine, err) = burst_on_cpu1_and_stop(&mut w, t, &mut stream, Duration::from_secs(30));
+        let on_cpu1 = mine.iter().filter(|h| h.cpu == 1).count();
+        assert!(
+            on_cpu1 >= 100,
+            "the burst on cpu1 after the re-arm: {on_cpu1}"
+        );
+        assert!(err.contains(", unwatched cpu1 "), "{err}");
+    }
+);
 
 /// Takes every debug register of cpu1 with a helper, then takes cpu1 offline: the helper's dead events keep
 /// their slots, so when cpu1 returns ksymwatch cannot arm it.
@@ -213,12 +226,7 @@ fn refused_by_a_returning_cpu1(start: fn(&[&str]) -> Tracer, args: &[&str]) -> (
     (out, err)
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn unarmable_cpu_is_reported_and_retried() {
-    let Some((_lock, _guard)) = setup() else {
-        return;
-    };
+hotplug_test!(unarmable_cpu_is_reported_and_retried, {
     let holder = hold_cpu1_then_offline();
     let mut t = Tracer::start(&["write", "0x10000/8"]);
     set_online(1, true);
@@ -246,14 +254,9 @@ fn unarmable_cpu_is_reported_and_retried() {
         err.contains("ran unwatched until its breakpoint was armed"),
         "{err}"
     );
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn strict_hotplug_makes_an_unarmable_cpu_fatal() {
-    let Some((_lock, _guard)) = setup() else {
-        return;
-    };
+hotplug_test!(strict_hotplug_makes_an_unarmable_cpu_fatal, {
     let (out, err) =
         refused_by_a_returning_cpu1(Tracer::start, &["write", "0x10000/8", "--strict-hotplug"]);
     // The stream marks the CPU as every unarmable CPU is marked, and the session ends as a signal ends it:
@@ -279,45 +282,38 @@ fn strict_hotplug_makes_an_unarmable_cpu_fatal() {
             && last.contains("cpu 1 has 0 free debug registers, 1 needed"),
         "the error line comes last: {err}"
     );
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn strict_hotplug_json_ends_with_the_failure_and_the_summary_record() {
-    let Some((_lock, _guard)) = setup() else {
-        return;
-    };
-    let (out, err) = refused_by_a_returning_cpu1(
-        Tracer::start_json,
-        &["write", "0x10000/8", "--json", "--strict-hotplug"],
-    );
-    let records = util::ndjson(&out);
-    let failed = records
-        .iter()
-        .find(|r| r["type"] == "cpu_arm_failed")
-        .unwrap_or_else(|| panic!("no cpu_arm_failed record: {out}"));
-    assert_eq!(failed["cpu"], 1);
-    let last = records.last().unwrap();
-    assert_eq!(last["type"], "summary", "{out}");
-    assert_eq!(last["stop"], "strict_hotplug", "{last}");
-    let unwatched = &last["unwatched_ns_by_cpu"];
-    assert_eq!(unwatched[0]["cpu"], 1, "{last}");
-    assert!(
-        unwatched[0]["count"].as_u64().is_some_and(|ns| ns > 0),
-        "{last}"
-    );
-    assert!(
-        err.contains("ksymwatch: error: --strict-hotplug: cpu 1 has 0 free debug registers"),
-        "{err}"
-    );
-}
+hotplug_test!(
+    strict_hotplug_json_ends_with_the_failure_and_the_summary_record,
+    {
+        let (out, err) = refused_by_a_returning_cpu1(
+            Tracer::start_json,
+            &["write", "0x10000/8", "--json", "--strict-hotplug"],
+        );
+        let records = util::ndjson(&out);
+        let failed = records
+            .iter()
+            .find(|r| r["type"] == "cpu_arm_failed")
+            .unwrap_or_else(|| panic!("no cpu_arm_failed record: {out}"));
+        assert_eq!(failed["cpu"], 1);
+        let last = records.last().unwrap();
+        assert_eq!(last["type"], "summary", "{out}");
+        assert_eq!(last["stop"], "strict_hotplug", "{last}");
+        let unwatched = &last["unwatched_ns_by_cpu"];
+        assert_eq!(unwatched[0]["cpu"], 1, "{last}");
+        assert!(
+            unwatched[0]["count"].as_u64().is_some_and(|ns| ns > 0),
+            "{last}"
+        );
+        assert!(
+            err.contains("ksymwatch: error: --strict-hotplug: cpu 1 has 0 free debug registers"),
+            "{err}"
+        );
+    }
+);
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn json_stream_marks_cpus_going_and_coming() {
-    let Some((_lock, _guard)) = setup() else {
-        return;
-    };
+hotplug_test!(json_stream_marks_cpus_going_and_coming, {
     let mut t = Tracer::start_json(&["write", "0x10000/8", "--json"]);
     set_online(1, false);
     let mut text = t.read_until(|l| l.contains("\"type\":\"cpu_offline\""));
@@ -344,14 +340,9 @@ fn json_stream_marks_cpus_going_and_coming() {
         "{on}"
     );
     assert_eq!(records.last().unwrap()["type"], "summary");
-}
+});
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn cpus_outside_the_list_are_not_followed() {
-    let Some((_lock, _guard)) = setup() else {
-        return;
-    };
+hotplug_test!(cpus_outside_the_list_are_not_followed, {
     let t = Tracer::start(&["write", "0x10000/8", "--cpus", "0"]);
     assert!(
         t.header.contains("# armed 1 breakpoint on cpus 0 "),
@@ -366,16 +357,11 @@ fn cpus_outside_the_list_are_not_followed() {
     let (code, out, err) = t.wait(Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("# cpu 1"), "cpu 1 is not in --cpus: {out}");
-}
+});
 
-/// A per-CPU variable watched while cpu1 is offline: cpu1's per-CPU base is learnt when it comes online
-/// (one BPF reading on that CPU), and its breakpoint goes on cpu1's own copy.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_per_cpu_watch_covers_a_cpu_that_comes_online_at_its_own_copy() {
-    let Some((_lock, _guard)) = setup_kernel() else {
-        return;
-    };
+// A per-CPU variable watched while cpu1 is offline: cpu1's per-CPU base is learnt when it comes online
+// (one BPF reading on that CPU), and its breakpoint goes on cpu1's own copy.
+hotplug_test!(kernel: a_per_cpu_watch_covers_a_cpu_that_comes_online_at_its_own_copy, {
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
         return util::skip("no kernel BTF");
     }
@@ -417,4 +403,4 @@ fn a_per_cpu_watch_covers_a_cpu_that_comes_online_at_its_own_copy() {
         .iter()
         .filter(|h| h["cpu"] == 0)
         .all(|h| h["copy"] == 0));
-}
+});

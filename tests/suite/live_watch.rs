@@ -257,31 +257,63 @@ fn lost_counts(out: &str, err: &str) -> (u64, u64) {
     (in_stream, in_summary)
 }
 
-live_test!(a_full_ring_loses_records_loudly, {
-    // One data page per CPU cannot hold 10 ms of a writer at full speed: the kernel must drop records, and
-    // ksymwatch must say so in the stream and the summary, never silently.
-    const N: usize = 100_000;
-    let mut w = Writer::start(&["write", &N.to_string(), "0"]);
+/// What a one-page ring made of a writer's `n` stores while its tracer was stopped.
+struct Burst {
+    /// The writer's hits the stream printed.
+    mine: u64,
+    lost_in_stream: u64,
+    lost_in_summary: u64,
+    out: String,
+    err: String,
+}
+
+/// Watches a writer of `n` stores with a one-page ring and stops the tracer (SIGSTOP) before the writer
+/// starts; `burst` runs the writer and lets the tracer go on (SIGCONT) in the order its test is about.
+/// The tracer is then interrupted and must exit 0.
+fn burst_into_a_stopped_ring(n: u64, burst: impl FnOnce(Writer, &Tracer)) -> Burst {
+    let w = Writer::start(&["write", &n.to_string(), "0"]);
     let target = format!("0x{:x}/8", w.addr);
     let mut t = Tracer::start(&["write", &target, "--buffer-pages", "1"]);
     // Read as it comes: the records the ring drops are the subject, not a pipe no one reads (which a
-    // stop signal treats as output not read). A reader that keeps up drains one page fast enough for a
-    // trapping writer, so the tracer is stopped for 50 ms of the burst: its ring fills meanwhile, and the
-    // burst's later records come after the loss.
+    // stop signal treats as output not read).
     let reader = t.keep_reading();
     t.signal(libc::SIGSTOP);
-    w.go();
-    std::thread::sleep(Duration::from_millis(50));
-    t.signal(libc::SIGCONT);
     let tid = w.tid;
-    w.finish();
-    std::thread::sleep(Duration::from_millis(100));
+    burst(w, &t);
     t.signal(libc::SIGINT);
     let (code, _, err) = t.wait(Duration::from_secs(60));
     assert_eq!(code, 0, "{err}");
     let out = reader.join().expect("the stdout reader");
-    let mine = parse_hits(&out).iter().filter(|h| h.tid == tid).count();
+    let mine = parse_hits(&out).iter().filter(|h| h.tid == tid).count() as u64;
     let (lost_in_stream, lost_in_summary) = lost_counts(&out, &err);
+    Burst {
+        mine,
+        lost_in_stream,
+        lost_in_summary,
+        out,
+        err,
+    }
+}
+
+live_test!(a_full_ring_loses_records_loudly, {
+    // One data page per CPU cannot hold 10 ms of a writer at full speed: the kernel must drop records, and
+    // ksymwatch must say so in the stream and the summary, never silently.
+    const N: u64 = 100_000;
+    // A reader that keeps up drains one page fast enough for a trapping writer, so the tracer is stopped
+    // for 50 ms of the burst: its ring fills meanwhile, and the burst's later records come after the loss.
+    let Burst {
+        mine,
+        lost_in_stream,
+        lost_in_summary,
+        err,
+        ..
+    } = burst_into_a_stopped_ring(N, |mut w, t| {
+        w.go();
+        std::thread::sleep(Duration::from_millis(50));
+        t.signal(libc::SIGCONT);
+        w.finish();
+        std::thread::sleep(Duration::from_millis(100));
+    });
     assert!(mine < N, "a one-page ring kept up with {N} hits? {err}");
     assert!(
         lost_in_stream > 0,
@@ -291,7 +323,7 @@ live_test!(a_full_ring_loses_records_loudly, {
     // counts each.
     assert_eq!(lost_in_stream, lost_in_summary, "{err}");
     assert!(
-        mine as u64 + lost_in_summary >= N as u64,
+        mine + lost_in_summary >= N,
         "{mine} printed + {lost_in_summary} not printed < {N}: a silent loss"
     );
     assert!(
@@ -307,23 +339,18 @@ live_test!(
         // record only at the next sample that fits, and there is none. Only the event's own lost counter
         // (PERF_FORMAT_LOST) knows; the stream and the summary must say it.
         const N: u64 = 20_000;
-        let mut w = Writer::start(&["write", &N.to_string(), "0"]);
-        let target = format!("0x{:x}/8", w.addr);
-        let mut t = Tracer::start(&["write", &target, "--buffer-pages", "1"]);
-        // Read as it comes, so the stop finds no pipe no one reads (see the test above).
-        let reader = t.keep_reading();
-        t.signal(libc::SIGSTOP);
-        w.go();
-        let tid = w.tid;
-        w.finish();
-        t.signal(libc::SIGCONT);
-        std::thread::sleep(Duration::from_millis(200));
-        t.signal(libc::SIGINT);
-        let (code, _, err) = t.wait(Duration::from_secs(60));
-        assert_eq!(code, 0, "{err}");
-        let out = reader.join().expect("the stdout reader");
-        let mine = parse_hits(&out).iter().filter(|h| h.tid == tid).count() as u64;
-        let (lost_in_stream, lost_in_summary) = lost_counts(&out, &err);
+        let Burst {
+            mine,
+            lost_in_stream,
+            lost_in_summary,
+            out,
+            err,
+        } = burst_into_a_stopped_ring(N, |mut w, t| {
+            w.go();
+            w.finish();
+            t.signal(libc::SIGCONT);
+            std::thread::sleep(Duration::from_millis(200));
+        });
         assert!(mine < N, "a one-page ring held {N} hits? {err}");
         // The tail the program counted but no record told of is marked at the end: every hit not
         // printed is marked, and the summary counts each.

@@ -117,7 +117,7 @@ pub struct Started {
 /// How hits reach the tracer: decided once, by the options stage, from the scope, the options, the
 /// values read and whether BPF loads, as two choices: how the hits come ([`Hits`]) and which events
 /// carry them ([`Binding`], as arming takes it). The layers below take only the part they need: whom the
-/// events are bound to, the hit programs they attach, if any (`cli::delivery`), how long a record waits
+/// events are bound to, the hit programs they attach, if any (`cli::execute`), how long a record waits
 /// for older ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Delivery {

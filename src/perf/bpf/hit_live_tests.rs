@@ -52,6 +52,21 @@ fn live(test: &str) -> Option<std::fs::File> {
     Some(lock)
 }
 
+/// A live test: ignored by plain `cargo test`, its body run under the live-test lock ([`live`], which
+/// skips, saying why, where this is not root).
+macro_rules! live_test {
+    ($name:ident, $body:block) => {
+        #[test]
+        #[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
+        fn $name() {
+            let Some(_lock) = live(stringify!($name)) else {
+                return;
+            };
+            $body
+        }
+    };
+}
+
 /// Per-CPU breakpoints on `addr` with the hit program of a watch of this process, around `work`; the hit
 /// records of this process, by CPU, and the program.
 fn watch_during(
@@ -167,52 +182,50 @@ fn watch_during_ring(
     (hits, programs)
 }
 
-/// A ring of one page has room for a few dozen of 3,000 hits; the kernel's totals still count every one,
-/// under this thread and the chain the records carry, stored once.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn every_kept_hit_is_counted_in_the_kernel_when_the_ring_is_full() {
-    let Some(_lock) = live("every_kept_hit_is_counted_in_the_kernel_when_the_ring_is_full") else {
-        return;
-    };
-    const STORES: u64 = 3000;
-    let (mine, programs) =
-        watch_during_ring(TARGET.as_ptr() as u64, Variant::default(), 1, |_, _| {
-            for v in 1..=STORES {
-                store(v);
-            }
-        });
-    let me = std::process::id();
-    let tid = own_tid();
-    let lost = programs.dropped(0).expect("stats").lost;
-    assert!(lost > 0, "a one-page ring overflows");
-    assert_eq!(mine.len() as u64 + lost, STORES, "printed + lost");
-    let counted = programs.counted(0).expect("totals");
-    let ours: Vec<_> = counted.counts.iter().filter(|(k, _)| k.pid == me).collect();
-    assert_eq!(ours.iter().map(|(_, n)| n).sum::<u64>(), STORES, "{ours:?}");
-    assert!(ours.iter().all(|(k, _)| k.tid == tid));
-    assert_eq!(counted.kept_by_cpu.iter().sum::<u64>(), STORES);
-    assert_eq!(counted.uncounted_by_cpu.iter().sum::<u64>(), 0);
-    // Each record's chain is stored under its id, as the tracer hashes it.
-    for (_, h) in &mine {
-        let key = crate::perf::hit_record::ChainKey {
-            hash: super::totals::chain_hash(&h.kernel_stack, &h.user_stack),
-        };
-        assert_eq!(
-            counted.chains.get(&key),
-            Some(&(h.kernel_stack.clone(), h.user_stack.clone())),
-            "{key:?}"
+// A ring of one page has room for a few dozen of 3,000 hits; the kernel's totals still count every one,
+// under this thread and the chain the records carry, stored once.
+live_test!(
+    every_kept_hit_is_counted_in_the_kernel_when_the_ring_is_full,
+    {
+        const STORES: u64 = 3000;
+        let (mine, programs) =
+            watch_during_ring(TARGET.as_ptr() as u64, Variant::default(), 1, |_, _| {
+                for v in 1..=STORES {
+                    store(v);
+                }
+            });
+        let me = std::process::id();
+        let tid = own_tid();
+        let lost = programs.dropped(0).expect("stats").lost;
+        assert!(lost > 0, "a one-page ring overflows");
+        assert_eq!(mine.len() as u64 + lost, STORES, "printed + lost");
+        let counted = programs.counted(0).expect("totals");
+        let ours: Vec<_> = counted.counts.iter().filter(|(k, _)| k.pid == me).collect();
+        assert_eq!(ours.iter().map(|(_, n)| n).sum::<u64>(), STORES, "{ours:?}");
+        assert!(ours.iter().all(|(k, _)| k.tid == tid));
+        assert_eq!(counted.kept_by_cpu.iter().sum::<u64>(), STORES);
+        assert_eq!(counted.uncounted_by_cpu.iter().sum::<u64>(), 0);
+        // Each record's chain is stored under its id, as the tracer hashes it.
+        for (_, h) in &mine {
+            let key = crate::perf::hit_record::ChainKey {
+                hash: super::totals::chain_hash(&h.kernel_stack, &h.user_stack),
+            };
+            assert_eq!(
+                counted.chains.get(&key),
+                Some(&(h.kernel_stack.clone(), h.user_stack.clone())),
+                "{key:?}"
+            );
+            assert!(ours.iter().any(|(k, _)| k.chain == key));
+        }
+        // 3,000 distinct values: more than the values map holds, and it says so.
+        let (values, over) = counted.values.expect("--value counts values");
+        assert!(
+            over && values.len() as u32 <= super::totals::VALUES_MAX && values.len() > 32,
+            "{} values, over: {over}",
+            values.len()
         );
-        assert!(ours.iter().any(|(k, _)| k.chain == key));
     }
-    // 3,000 distinct values: more than the values map holds, and it says so.
-    let (values, over) = counted.values.expect("--value counts values");
-    assert!(
-        over && values.len() as u32 <= super::totals::VALUES_MAX && values.len() > 32,
-        "{} values, over: {over}",
-        values.len()
-    );
-}
+);
 
 fn own_tid() -> u32 {
     std::fs::read_link("/proc/thread-self")
@@ -221,65 +234,63 @@ fn own_tid() -> u32 {
         .expect("own tid")
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn the_hit_program_emits_each_watched_store_and_counts_the_others() {
-    let Some(_lock) = live("the_hit_program_emits_each_watched_store_and_counts_the_others") else {
-        return;
-    };
-    let (mine, programs) = watch_during(TARGET.as_ptr() as u64, |programs, _| {
-        for v in 1..=100 {
-            store(v);
-        }
-        programs
-            .unwatch_process(std::process::id())
-            .expect("procs map");
-        for v in 0..10 {
-            store(1000 + v);
-        }
-    });
-    let tid = own_tid();
-    assert_eq!(mine.len(), 100, "one record per watched store");
-    let values: Vec<u64> = mine.iter().filter_map(|(_, h)| h.value).collect();
-    assert_eq!(
-        values,
-        (1..=100).collect::<Vec<_>>(),
-        "each store's value, in order"
-    );
-    for (_, h) in &mine {
-        assert_eq!(h.tid, tid);
-        assert_eq!(h.addr, TARGET.as_ptr() as u64);
-        assert!(h.flags & USER_MODE != 0, "a user-space store");
-        assert!(
-            h.kernel_stack.is_empty(),
-            "no kernel frames for a user store"
-        );
-        trap_ip(h, &h.user_stack);
-        assert!(
-            h.user_stack.len() >= 2,
-            "the caller is on the stack: {:x?}",
-            h.user_stack
-        );
-        let insn = h.insn.expect("instruction bytes");
-        // The store's instruction ends at the trap ip: these bytes are the function's own code.
-        let code = unsafe_free_code(h.ip.expect("the trap ip"));
+live_test!(
+    the_hit_program_emits_each_watched_store_and_counts_the_others,
+    {
+        let (mine, programs) = watch_during(TARGET.as_ptr() as u64, |programs, _| {
+            for v in 1..=100 {
+                store(v);
+            }
+            programs
+                .unwatch_process(std::process::id())
+                .expect("procs map");
+            for v in 0..10 {
+                store(1000 + v);
+            }
+        });
+        let tid = own_tid();
+        assert_eq!(mine.len(), 100, "one record per watched store");
+        let values: Vec<u64> = mine.iter().filter_map(|(_, h)| h.value).collect();
         assert_eq!(
-            &insn[16 - code.len()..],
-            &code[..],
-            "bytes before the trap ip"
+            values,
+            (1..=100).collect::<Vec<_>>(),
+            "each store's value, in order"
         );
-        // Loaded from the task through BTF where the kernel has it, else copied by the helper: the same
-        // name either way, the one the kernel keeps for this thread.
-        let comm = std::fs::read_to_string("/proc/thread-self/comm").expect("own comm");
-        assert_eq!(h.comm.as_deref(), Some(comm.trim_end_matches('\n')));
+        for (_, h) in &mine {
+            assert_eq!(h.tid, tid);
+            assert_eq!(h.addr, TARGET.as_ptr() as u64);
+            assert!(h.flags & USER_MODE != 0, "a user-space store");
+            assert!(
+                h.kernel_stack.is_empty(),
+                "no kernel frames for a user store"
+            );
+            trap_ip(h, &h.user_stack);
+            assert!(
+                h.user_stack.len() >= 2,
+                "the caller is on the stack: {:x?}",
+                h.user_stack
+            );
+            let insn = h.insn.expect("instruction bytes");
+            // The store's instruction ends at the trap ip: these bytes are the function's own code.
+            let code = unsafe_free_code(h.ip.expect("the trap ip"));
+            assert_eq!(
+                &insn[16 - code.len()..],
+                &code[..],
+                "bytes before the trap ip"
+            );
+            // Loaded from the task through BTF where the kernel has it, else copied by the helper: the same
+            // name either way, the one the kernel keeps for this thread.
+            let comm = std::fs::read_to_string("/proc/thread-self/comm").expect("own comm");
+            assert_eq!(h.comm.as_deref(), Some(comm.trim_end_matches('\n')));
+        }
+        let dropped = programs.dropped(0).expect("stats");
+        assert_eq!(
+            dropped.other_process, 10,
+            "stores of an unwatched process are counted, not emitted"
+        );
+        assert_eq!(dropped.filtered, 0);
     }
-    let dropped = programs.dropped(0).expect("stats");
-    assert_eq!(
-        dropped.other_process, 10,
-        "stores of an unwatched process are counted, not emitted"
-    );
-    assert_eq!(dropped.filtered, 0);
-}
+);
 
 /// The trap ip as the registers have it, checked to be the record's (or its chain's first frame) and
 /// where `stack` starts.
@@ -294,59 +305,50 @@ fn trap_ip(h: &HitRecord, stack: &[u64]) -> u64 {
     ip
 }
 
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_kernel_writer_gets_its_kernel_stack_and_the_user_stack_that_called_it() {
-    use std::io::Read;
-    let Some(_lock) =
-        live("a_kernel_writer_gets_its_kernel_stack_and_the_user_stack_that_called_it")
-    else {
-        return;
-    };
-    let mut buf = [0xffu8; 16];
-    let at = buf.as_ptr() as u64;
-    let addr = (at + 7) & !7;
-    let off = (addr - at) as usize;
-    let (hits, _) = watch_during(addr, |_, _| {
-        let mut zero = std::fs::File::open("/dev/zero").expect("/dev/zero");
-        zero.read_exact(&mut buf[off..off + 8]).expect("read");
-    });
-    // The kernel clears user memory a byte (or a word) at a time; each store into the watch traps.
-    assert!(
-        !hits.is_empty(),
-        "the kernel's copy into the buffer trapped"
-    );
-    for (_, h) in &hits {
-        assert!(h.flags & USER_MODE == 0, "written by the kernel");
-        let ip = trap_ip(h, &h.kernel_stack);
-        assert!(ip >= 1 << 63, "a kernel trap ip: 0x{ip:x}");
+live_test!(
+    a_kernel_writer_gets_its_kernel_stack_and_the_user_stack_that_called_it,
+    {
+        use std::io::Read;
+        let mut buf = [0xffu8; 16];
+        let at = buf.as_ptr() as u64;
+        let addr = (at + 7) & !7;
+        let off = (addr - at) as usize;
+        let (hits, _) = watch_during(addr, |_, _| {
+            let mut zero = std::fs::File::open("/dev/zero").expect("/dev/zero");
+            zero.read_exact(&mut buf[off..off + 8]).expect("read");
+        });
+        // The kernel clears user memory a byte (or a word) at a time; each store into the watch traps.
         assert!(
-            h.kernel_stack.len() >= 3,
-            "read's path: {:x?}",
-            h.kernel_stack
+            !hits.is_empty(),
+            "the kernel's copy into the buffer trapped"
         );
-        assert!(
-            h.user_stack.first().is_some_and(|&a| a < 1 << 47),
-            "the user stack of the read() call: {:x?}",
-            h.user_stack
+        for (_, h) in &hits {
+            assert!(h.flags & USER_MODE == 0, "written by the kernel");
+            let ip = trap_ip(h, &h.kernel_stack);
+            assert!(ip >= 1 << 63, "a kernel trap ip: 0x{ip:x}");
+            assert!(
+                h.kernel_stack.len() >= 3,
+                "read's path: {:x?}",
+                h.kernel_stack
+            );
+            assert!(
+                h.user_stack.first().is_some_and(|&a| a < 1 << 47),
+                "the user stack of the read() call: {:x?}",
+                h.user_stack
+            );
+            assert!(h.insn.is_some(), "kernel text is readable");
+        }
+        assert_eq!(
+            hits.last().and_then(|(_, h)| h.value),
+            Some(0),
+            "all zero at the end"
         );
-        assert!(h.insn.is_some(), "kernel text is readable");
     }
-    assert_eq!(
-        hits.last().and_then(|(_, h)| h.value),
-        Some(0),
-        "all zero at the end"
-    );
-}
+);
 
-/// Stores from one call site, watched once by the program as ksymwatch loads it and once by one that takes
-/// the user stack with `bpf_get_stack`: the program's own frame-pointer walk must give the kernel's frames.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn the_programs_user_stack_walk_gives_the_kernels_frames() {
-    let Some(_lock) = live("the_programs_user_stack_walk_gives_the_kernels_frames") else {
-        return;
-    };
+// Stores from one call site, watched once by the program as ksymwatch loads it and once by one that takes
+// the user stack with `bpf_get_stack`: the program's own frame-pointer walk must give the kernel's frames.
+live_test!(the_programs_user_stack_walk_gives_the_kernels_frames, {
     let addr = TARGET.as_ptr() as u64;
     let stacks = |parts: Variant| {
         let (hits, _) = watch_during_parts(addr, parts, |_, _| {
@@ -366,7 +368,7 @@ fn the_programs_user_stack_walk_gives_the_kernels_frames() {
     });
     assert!(own[0].len() >= 3, "a call chain: {:x?}", own[0]);
     assert_eq!(own, kernel, "the same frames as bpf_get_stack's");
-}
+});
 
 /// The bytes of this test's own code that end at `ip` (read through /proc/self/mem, no unsafe), up to 16.
 fn unsafe_free_code(ip: u64) -> Vec<u8> {
@@ -378,14 +380,9 @@ fn unsafe_free_code(ip: u64) -> Vec<u8> {
     b
 }
 
-/// A lone hit wakes a reader blocked on its CPU's ring buffer at once: the program asks for the kernel's
-/// wake-up rule for a hit 1 ms or more after its CPU's previous one (here the first).
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_lone_hit_wakes_a_reader_blocked_on_its_ring() {
-    let Some(_lock) = live("a_lone_hit_wakes_a_reader_blocked_on_its_ring") else {
-        return;
-    };
+// A lone hit wakes a reader blocked on its CPU's ring buffer at once: the program asks for the kernel's
+// wake-up rule for a hit 1 ms or more after its CPU's previous one (here the first).
+live_test!(a_lone_hit_wakes_a_reader_blocked_on_its_ring, {
     let (mine, _) = watch_during(TARGET.as_ptr() as u64, |_, rings| {
         let epoll = sys::Epoll::new().expect("epoll");
         for (i, r) in rings.iter().enumerate() {
@@ -413,93 +410,92 @@ fn a_lone_hit_wakes_a_reader_blocked_on_its_ring() {
         });
     });
     assert_eq!(mine.len(), 1, "{mine:?}");
-}
+});
 
-/// A thread covered by two breakpoint events on the same address (as one created while its process is
-/// being armed is: its own event and the one it inherited), each running the per-thread hit program on
-/// every CPU: the kernel runs the program twice per store, and each store is one record all the same,
-/// with its own value and the one before it, counted once in the totals; the other report is counted as
-/// a repeat. The loop's stores all come from one ip, so the same event again is the next store.
-#[test]
-#[ignore = "live: arms hardware breakpoints (run by scripts/test as root)"]
-fn a_thread_covered_by_two_events_has_each_store_reported_once() {
-    let Some(_lock) = live("a_thread_covered_by_two_events_has_each_store_reported_once") else {
-        return;
-    };
-    if super::repeats::find().is_none() {
-        println!("SKIP: hit_live_tests: no bpf_cast_to_kern_ctx in this kernel's BTF");
-        return;
+// A thread covered by two breakpoint events on the same address (as one created while its process is
+// being armed is: its own event and the one it inherited), each running the per-thread hit program on
+// every CPU: the kernel runs the program twice per store, and each store is one record all the same,
+// with its own value and the one before it, counted once in the totals; the other report is counted as
+// a repeat. The loop's stores all come from one ip, so the same event again is the next store.
+live_test!(
+    a_thread_covered_by_two_events_has_each_store_reported_once,
+    {
+        if super::repeats::find().is_none() {
+            println!("SKIP: hit_live_tests: no bpf_cast_to_kern_ctx in this kernel's BTF");
+            return;
+        }
+        const STORES: u64 = 1000;
+        let addr = TARGET.as_ptr() as u64;
+        let watch = target_watch(addr);
+        let kind = HitKind {
+            processes: false,
+            written: true,
+            threads: true,
+        };
+        // Rings with room for every record (~250 bytes each with the registers).
+        let programs =
+            HitPrograms::load(&[watch], None, &Filter::default(), kind, 256).expect("loads");
+        let tid = own_tid();
+        let on_thread = |cpu: u32| {
+            let mut a = ring_attr(pb::PERF_TYPE_BREAKPOINT);
+            a.bp_type = pb::HW_BREAKPOINT_W;
+            a.bp_addr = addr;
+            a.bp_len = 8;
+            a.set_disabled(1);
+            sys::perf_event_open(&a, tid as i32, cpu as i32).expect("a breakpoint on this thread")
+        };
+        let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
+        let mut armed = Vec::new();
+        for &cpu in &cpus {
+            let (own, inherited) = (on_thread(cpu), on_thread(cpu));
+            let ring = programs.attach(0, cpu, own.as_fd()).expect("attach");
+            programs
+                .attach_member(0, inherited.as_fd())
+                .expect("attach the second");
+            armed.push((cpu, own, inherited, ring));
+        }
+        for (_, own, inherited, _) in &armed {
+            sys::perf_enable(own.as_fd()).expect("enable");
+            sys::perf_enable(inherited.as_fd()).expect("enable");
+        }
+        for v in 1..=STORES {
+            store(v);
+        }
+        for (_, own, inherited, _) in &armed {
+            sys::perf_disable(own.as_fd()).expect("disable");
+            sys::perf_disable(inherited.as_fd()).expect("disable");
+        }
+        let mut values = Vec::new();
+        for (_, _, _, ring) in &mut armed {
+            ring.drain(|bytes| {
+                let h = decode(bytes).expect("a hit record");
+                if h.tid == tid {
+                    values.push((h.time, h.value, h.old));
+                }
+                true
+            });
+        }
+        values.sort_unstable();
+        let want: Vec<(Option<u64>, Option<u64>)> = (1..=STORES)
+            .map(|v| (Some(v), (v > 1).then(|| v - 1)))
+            .collect();
+        let got: Vec<(Option<u64>, Option<u64>)> = values.iter().map(|&(_, v, o)| (v, o)).collect();
+        assert_eq!(programs.dropped(0).expect("stats").lost, 0);
+        assert_eq!(got.len(), want.len(), "one record per store");
+        assert_eq!(
+            got[1..],
+            want[1..],
+            "each store's value and the one before it"
+        );
+        let repeated: u64 = programs.repeated_by_cpu(0).expect("stats").iter().sum();
+        assert_eq!(repeated, STORES, "the second event's report of each store");
+        let counted = programs.counted(0).expect("totals");
+        let ours: u64 = counted
+            .counts
+            .iter()
+            .filter(|(k, _)| k.tid == tid)
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(ours, STORES, "each store counted once");
     }
-    const STORES: u64 = 1000;
-    let addr = TARGET.as_ptr() as u64;
-    let watch = target_watch(addr);
-    let kind = HitKind {
-        processes: false,
-        written: true,
-        threads: true,
-    };
-    // Rings with room for every record (~250 bytes each with the registers).
-    let programs = HitPrograms::load(&[watch], None, &Filter::default(), kind, 256).expect("loads");
-    let tid = own_tid();
-    let on_thread = |cpu: u32| {
-        let mut a = ring_attr(pb::PERF_TYPE_BREAKPOINT);
-        a.bp_type = pb::HW_BREAKPOINT_W;
-        a.bp_addr = addr;
-        a.bp_len = 8;
-        a.set_disabled(1);
-        sys::perf_event_open(&a, tid as i32, cpu as i32).expect("a breakpoint on this thread")
-    };
-    let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
-    let mut armed = Vec::new();
-    for &cpu in &cpus {
-        let (own, inherited) = (on_thread(cpu), on_thread(cpu));
-        let ring = programs.attach(0, cpu, own.as_fd()).expect("attach");
-        programs
-            .attach_member(0, inherited.as_fd())
-            .expect("attach the second");
-        armed.push((cpu, own, inherited, ring));
-    }
-    for (_, own, inherited, _) in &armed {
-        sys::perf_enable(own.as_fd()).expect("enable");
-        sys::perf_enable(inherited.as_fd()).expect("enable");
-    }
-    for v in 1..=STORES {
-        store(v);
-    }
-    for (_, own, inherited, _) in &armed {
-        sys::perf_disable(own.as_fd()).expect("disable");
-        sys::perf_disable(inherited.as_fd()).expect("disable");
-    }
-    let mut values = Vec::new();
-    for (_, _, _, ring) in &mut armed {
-        ring.drain(|bytes| {
-            let h = decode(bytes).expect("a hit record");
-            if h.tid == tid {
-                values.push((h.time, h.value, h.old));
-            }
-            true
-        });
-    }
-    values.sort_unstable();
-    let want: Vec<(Option<u64>, Option<u64>)> = (1..=STORES)
-        .map(|v| (Some(v), (v > 1).then(|| v - 1)))
-        .collect();
-    let got: Vec<(Option<u64>, Option<u64>)> = values.iter().map(|&(_, v, o)| (v, o)).collect();
-    assert_eq!(programs.dropped(0).expect("stats").lost, 0);
-    assert_eq!(got.len(), want.len(), "one record per store");
-    assert_eq!(
-        got[1..],
-        want[1..],
-        "each store's value and the one before it"
-    );
-    let repeated: u64 = programs.repeated_by_cpu(0).expect("stats").iter().sum();
-    assert_eq!(repeated, STORES, "the second event's report of each store");
-    let counted = programs.counted(0).expect("totals");
-    let ours: u64 = counted
-        .counts
-        .iter()
-        .filter(|(k, _)| k.tid == tid)
-        .map(|(_, n)| n)
-        .sum();
-    assert_eq!(ours, STORES, "each store counted once");
-}
+);

@@ -87,9 +87,23 @@ fn machine(maps: &HitMaps, wake_bytes: u32) -> FakeKernel {
 
 /// A process watch's program without filters or condition (`value`: `--value`'s), and its machine.
 fn setup(value: bool) -> (Vec<Insn>, FakeKernel) {
-    let f = Filter::default();
-    let prog = generate(&spec(&f, None, value), &MAPS).expect("assembles");
+    setup_with(&Filter::default(), None, value)
+}
+
+/// [`setup`] of a watch with `filter` and `condition`.
+fn setup_with(
+    filter: &Filter,
+    condition: Option<&Condition>,
+    value: bool,
+) -> (Vec<Insn>, FakeKernel) {
+    let prog = generate(&spec(filter, condition, value), &MAPS).expect("assembles");
     (prog, machine(&MAPS, 1 << 14))
+}
+
+/// Runs the program once: the hit must be written nowhere and counted once under `stat`.
+fn counted_not_written(m: &mut FakeKernel, prog: &[Insn], stat: u32) {
+    assert!(hit(m, prog).is_empty());
+    assert_eq!(m.stat(stat), 1);
 }
 
 /// Runs the program once (it always returns 0: the kernel writes no sample of its own); the records
@@ -200,8 +214,7 @@ fn a_kept_hit_is_one_record_written_by_the_emitter() {
 fn a_process_not_watched_is_counted_not_written() {
     let (prog, mut m) = setup(true);
     m.pid_tgid = (200 << 32) | 201;
-    assert!(hit(&mut m, &prog).is_empty());
-    assert_eq!(m.stat(STAT_OTHER_PROCESS), 1);
+    counted_not_written(&mut m, &prog, STAT_OTHER_PROCESS);
     assert_eq!(m.stat(STAT_FILTERED), 0);
     assert_eq!(total(&m, totals::STAT_KEPT), 0);
     assert_eq!(m.read_with, None, "nothing read for another process");
@@ -215,15 +228,11 @@ fn a_filtered_hit_is_counted_not_written() {
         tids: vec![7],
         ..Filter::default()
     };
-    let prog = generate(&spec(&other_tid, None, true), &MAPS).expect("assembles");
-    let mut m = machine(&MAPS, 1 << 14);
-    assert!(hit(&mut m, &prog).is_empty());
-    assert_eq!(m.stat(STAT_FILTERED), 1);
+    let (prog, mut m) = setup_with(&other_tid, None, true);
+    counted_not_written(&mut m, &prog, STAT_FILTERED);
 
-    let f = Filter::default();
     let five = condition::parse("value == 5").expect("parses");
-    let prog = generate(&spec(&f, Some(&five), true), &MAPS).expect("assembles");
-    let mut m = machine(&MAPS, 1 << 14);
+    let (prog, mut m) = setup_with(&Filter::default(), Some(&five), true);
     m.memory = Some(4);
     assert!(hit(&mut m, &prog).is_empty());
     assert_eq!(
@@ -305,10 +314,8 @@ fn a_value_hit_carries_value_old_registers_and_instruction() {
 /// A value that cannot be read is kept as unknown whatever the condition, and counted by no value.
 #[test]
 fn an_unreadable_value_is_kept_as_unknown() {
-    let f = Filter::default();
     let never = condition::parse("value == 12345").expect("parses");
-    let prog = generate(&spec(&f, Some(&never), true), &MAPS).expect("assembles");
-    let mut m = machine(&MAPS, 1 << 14);
+    let (prog, mut m) = setup_with(&Filter::default(), Some(&never), true);
     m.memory = None;
     let got = hit(&mut m, &prog);
     assert_eq!(got.len(), 1);
@@ -340,8 +347,7 @@ fn the_reads_flag_off_leaves_a_user_mode_trap_unread() {
 fn a_full_ring_counts_the_record_lost_and_the_next_carries_it() {
     let (prog, mut m) = setup(true);
     m.ring_room = 0;
-    assert!(hit(&mut m, &prog).is_empty());
-    assert_eq!(m.stat(STAT_LOST), 1);
+    counted_not_written(&mut m, &prog, STAT_LOST);
     m.ring_room = usize::MAX;
     let got = hit(&mut m, &prog);
     assert_eq!(got[0].0.lost, 1);
@@ -353,8 +359,7 @@ fn a_full_ring_counts_the_record_lost_and_the_next_carries_it() {
 fn a_cpu_without_an_emitter_counts_its_record_lost() {
     let (prog, mut m) = setup(false);
     m.cpu = 1;
-    assert!(hit(&mut m, &prog).is_empty());
-    assert_eq!(m.stat(STAT_LOST), 1);
+    counted_not_written(&mut m, &prog, STAT_LOST);
     assert!(m.calls.contains(&Helper::TailCall));
 }
 

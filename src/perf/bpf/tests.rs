@@ -27,8 +27,29 @@ const KERNEL_ADDR: u64 = 0xffff_ffff_8300_3e00;
 const VALUE_KNOWN: u64 = hit_record::VALUE_KNOWN as u64;
 const OLD_KNOWN: u64 = hit_record::OLD_KNOWN as u64;
 
-fn program(len: u8, condition: Option<&Condition>, filter: &Filter) -> Vec<Insn> {
-    program_with(&MAPS, len, condition, filter)
+/// The hit program of a `--value` watch of `len` bytes (`--if` with `condition`) on [`MAPS`], and a
+/// machine trapping at `addr` to run it on.
+fn watch(
+    len: u8,
+    condition: Option<&Condition>,
+    filter: &Filter,
+    addr: u64,
+) -> (Vec<Insn>, FakeKernel) {
+    watch_with(MAPS, len, condition, filter, addr)
+}
+
+/// [`watch`] on `maps`.
+fn watch_with(
+    maps: Maps,
+    len: u8,
+    condition: Option<&Condition>,
+    filter: &Filter,
+    addr: u64,
+) -> (Vec<Insn>, FakeKernel) {
+    (
+        program_with(&maps, len, condition, filter),
+        machine(maps, addr),
+    )
 }
 
 /// The hit program of a `--value` (`--if` with `condition`) watch of `len` bytes.
@@ -78,9 +99,7 @@ fn store(m: &mut FakeKernel, prog: &[Insn], value: Option<u64>) -> Option<[u64; 
 
 #[test]
 fn reports_value_and_old_for_each_store() {
-    let f = Filter::default();
-    let prog = program(4, None, &f);
-    let mut m = machine(MAPS, USER_ADDR);
+    let (prog, mut m) = watch(4, None, &Filter::default(), USER_ADDR);
     let first = store(&mut m, &prog, Some(0x1f3)).unwrap();
     assert_eq!(first, [0x1f3, 0, USER_ADDR, VALUE_KNOWN]);
     let second = store(&mut m, &prog, Some(0x1f4)).unwrap();
@@ -96,9 +115,7 @@ fn reports_value_and_old_for_each_store() {
 
 #[test]
 fn a_kernel_address_is_read_as_kernel_memory_with_one_old_value() {
-    let f = Filter::default();
-    let prog = program(8, None, &f);
-    let mut m = machine(MAPS, KERNEL_ADDR);
+    let (prog, mut m) = watch(8, None, &Filter::default(), KERNEL_ADDR);
     store(&mut m, &prog, Some(7));
     m.pid_tgid = (200 << 32) | 201;
     let rec = store(&mut m, &prog, Some(8)).unwrap();
@@ -119,9 +136,7 @@ fn a_kernel_address_is_read_as_kernel_memory_with_one_old_value() {
 
 #[test]
 fn separate_processes_have_separate_old_values_at_a_user_address() {
-    let f = Filter::default();
-    let prog = program(8, None, &f);
-    let mut m = machine(MAPS, USER_ADDR);
+    let (prog, mut m) = watch(8, None, &Filter::default(), USER_ADDR);
     store(&mut m, &prog, Some(1));
     m.pid_tgid = (300 << 32) | 300;
     let rec = store(&mut m, &prog, Some(2)).unwrap();
@@ -134,10 +149,8 @@ fn separate_processes_have_separate_old_values_at_a_user_address() {
 /// A value that cannot be read is reported as unknown whatever the condition, and leaves the old value.
 #[test]
 fn an_unreadable_value_is_reported_not_filtered() {
-    let f = Filter::default();
     let never = cmp(Side::Value, Op::Eq, 12345, false);
-    let prog = program(8, Some(&never), &f);
-    let mut m = machine(MAPS, USER_ADDR);
+    let (prog, mut m) = watch(8, Some(&never), &Filter::default(), USER_ADDR);
     assert_eq!(store(&mut m, &prog, Some(1)), None);
     assert_eq!(m.dropped(), 1);
     let rec = store(&mut m, &prog, None).unwrap();
@@ -265,8 +278,7 @@ fn filters_drop_in_the_kernel() {
         tids: vec![101, 7],
         ..Filter::default()
     };
-    let prog = program(8, None, &tids);
-    let mut m = machine(MAPS, USER_ADDR);
+    let (prog, mut m) = watch(8, None, &tids, USER_ADDR);
     assert!(store(&mut m, &prog, Some(1)).is_some());
     m.pid_tgid = (100 << 32) | 102;
     assert!(store(&mut m, &prog, Some(2)).is_none());
@@ -279,8 +291,7 @@ fn filters_drop_in_the_kernel() {
         comms: vec!["bash".into(), "writer".into()],
         ..Filter::default()
     };
-    let prog = program(8, None, &comms);
-    let mut m = machine(MAPS, USER_ADDR);
+    let (prog, mut m) = watch(8, None, &comms, USER_ADDR);
     assert!(store(&mut m, &prog, Some(1)).is_some());
     m.comm = *b"writer2\0\0\0\0\0\0\0\0\0";
     assert!(store(&mut m, &prog, Some(1)).is_none());
@@ -291,8 +302,7 @@ fn filters_drop_in_the_kernel() {
         comms: vec!["<idle>".into()],
         ..Filter::default()
     };
-    let prog = program(8, None, &idle);
-    let mut m = machine(MAPS, KERNEL_ADDR);
+    let (prog, mut m) = watch(8, None, &idle, KERNEL_ADDR);
     m.comm = *b"swapper/0\0\0\0\0\0\0\0";
     m.pid_tgid = 0;
     assert!(store(&mut m, &prog, Some(1)).is_some());
@@ -302,8 +312,7 @@ fn filters_drop_in_the_kernel() {
         exclude_idle: true,
         ..Filter::default()
     };
-    let prog = program(8, None, &no_idle);
-    let mut m = machine(MAPS, KERNEL_ADDR);
+    let (prog, mut m) = watch(8, None, &no_idle, KERNEL_ADDR);
     m.pid_tgid = 0;
     assert!(store(&mut m, &prog, Some(1)).is_none());
 
@@ -317,8 +326,7 @@ fn filters_drop_in_the_kernel() {
             place,
             ..Filter::default()
         };
-        let prog = program(8, None, &f);
-        let mut m = machine(MAPS, USER_ADDR);
+        let (prog, mut m) = watch(8, None, &f, USER_ADDR);
         m.user_mode = user_mode;
         assert_eq!(
             store(&mut m, &prog, Some(1)).is_some(),
@@ -336,8 +344,7 @@ fn made_up_names_are_left_to_the_tracer() {
         comms: vec!["<...>".into()],
         ..Filter::default()
     };
-    let prog = program(8, None, &f);
-    let mut m = machine(MAPS, USER_ADDR);
+    let (prog, mut m) = watch(8, None, &f, USER_ADDR);
     assert!(store(&mut m, &prog, Some(1)).is_some());
 }
 
@@ -413,11 +420,9 @@ fn the_by_tgid_array_reports_what_the_hash_does() {
 /// keep theirs in the hash.
 #[test]
 fn only_tgids_the_array_covers_leave_the_hash() {
-    let f = Filter::default();
-    let prog = program_with(&ARRAY_MAPS, 8, None, &f);
+    let (prog, mut m) = watch_with(ARRAY_MAPS, 8, None, &Filter::default(), USER_ADDR);
     let far = BY_TGID_ENTRIES as u64;
     let stores = [(100, USER_ADDR, 1), (far, USER_ADDR, 2), (0, USER_ADDR, 3)];
-    let mut m = machine(ARRAY_MAPS, USER_ADDR);
     for (tgid, addr, value) in stores {
         m.pid_tgid = (tgid << 32) | tgid;
         m.addr = addr;
@@ -435,9 +440,7 @@ fn only_tgids_the_array_covers_leave_the_hash() {
 /// process has none, the one after it the value before.
 #[test]
 fn a_new_generation_forgets_the_arrays_old_values() {
-    let f = Filter::default();
-    let prog = program_with(&ARRAY_MAPS, 8, None, &f);
-    let mut m = machine(ARRAY_MAPS, USER_ADDR);
+    let (prog, mut m) = watch_with(ARRAY_MAPS, 8, None, &Filter::default(), USER_ADDR);
     store(&mut m, &prog, Some(1));
     assert_eq!(store(&mut m, &prog, Some(2)).unwrap()[..2], [2, 1]);
     m.set_generation(2);
@@ -453,9 +456,7 @@ fn a_new_generation_forgets_the_arrays_old_values() {
 /// An unreadable value leaves the array's old value as it was, as it leaves the hash's.
 #[test]
 fn an_unreadable_value_leaves_the_arrays_old_value() {
-    let f = Filter::default();
-    let prog = program_with(&ARRAY_MAPS, 8, None, &f);
-    let mut m = machine(ARRAY_MAPS, USER_ADDR);
+    let (prog, mut m) = watch_with(ARRAY_MAPS, 8, None, &Filter::default(), USER_ADDR);
     store(&mut m, &prog, Some(1));
     assert_eq!(store(&mut m, &prog, None).unwrap()[3], 0);
     assert_eq!(store(&mut m, &prog, Some(2)).unwrap()[..2], [2, 1]);

@@ -5,6 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::cli::parsed::Parsed;
+use crate::config::flight::{self, DumpOn};
+use crate::config::objects::{self, Source, UserProbe};
 pub use crate::config::request::Format;
 use crate::config::request::SymbolRequest;
 
@@ -129,12 +132,12 @@ pub struct WatchArgs {
     /// Watch each object as it is allocated: kmalloc:FUNC[+OFF], kmem_cache_alloc:FUNC[+OFF],
     /// tracepoint:GROUP:NAME:argN, or in a process (-p/--) uretprobe:PATH:FUNC or uprobe:PATH:FUNC:argN;
     /// TARGET names its field with `$obj`: '(struct TYPE)$obj.FIELD' (or '$obj+OFF/LEN' in user space).
-    #[arg(long, value_name = "SOURCE")]
-    pub on: Option<String>,
+    #[arg(long, value_name = "SOURCE", value_parser = Parsed(objects::parse_source))]
+    pub on: Option<Source>,
     /// With a user-space --on: the call that ends an object, uprobe:PATH:FUNC:argN (repeatable; default
     /// for the malloc family: free and realloc).
-    #[arg(long = "free", value_name = "SOURCE")]
-    pub free: Vec<String>,
+    #[arg(long = "free", value_name = "SOURCE", value_parser = Parsed(objects::parse_free))]
+    pub free: Vec<UserProbe>,
     /// With --on: when every debug register is busy, a new object evicts the oldest armed one (default:
     /// the new one is skipped and counted).
     #[arg(long)]
@@ -201,8 +204,8 @@ pub struct WatchArgs {
     /// --value; hits that do not match are still recorded); `signal` (SIGUSR1 to ksymwatch); or
     /// `tracepoint:GROUP:NAME`, a kernel tracepoint firing anywhere (error_report:error_report_end: a KASAN
     /// or KFENCE report).
-    #[arg(long = "dump-on", value_name = "TRIGGER")]
-    pub dump_on: Vec<String>,
+    #[arg(long = "dump-on", value_name = "TRIGGER", value_parser = Parsed(flight::dump_on))]
+    pub dump_on: Vec<DumpOn>,
     #[command(flatten)]
     pub symbols: SymbolArgs,
     #[command(flatten)]

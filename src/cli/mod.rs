@@ -1,8 +1,8 @@
-//! The command-line layer: clap argument types (`args`), their conversion into the plain request planning
-//! takes (`request`), launch mode's command as planning starts it (`launch`), one module per subcommand
-//! (`watch` has `config::plan` make the plan, which `execute` arms; `prefetch` is the work it overlaps
-//! with planning), opening the files named for output (`output_file`), and the one place an error becomes
-//! a line on stderr and a documented exit code.
+//! The command-line layer: clap argument types (`args`, a value parsed as it enters through `parsed`),
+//! their conversion into the plain request planning takes (`request`), launch mode's command as planning
+//! starts it (`launch`), one module per subcommand (`watch` has `config::plan` make the plan, which
+//! `execute` arms; `prefetch` is the work it overlaps with planning), opening the files named for output
+//! (`output_file`), and the one place an error becomes a line on stderr and a documented exit code.
 //!
 //! May use every other layer; nothing outside `cli/` imports it.
 
@@ -15,6 +15,7 @@ mod gives_way;
 mod launch;
 mod otlp;
 mod output_file;
+mod parsed;
 mod parts;
 mod prefetch;
 mod request;

@@ -1,6 +1,7 @@
 //! `write`/`rw`'s clap arguments turned into the plain [`WatchRequest`] planning takes: the one place a
 //! watch's clap types are read. Reads nothing but the arguments (a bare trailing `--`, which clap does not
-//! tell apart from none, is told by the caller).
+//! tell apart from none, is told by the caller). A value whose syntax alone decides it was parsed by clap
+//! as it entered (`parsed`), so the request holds it typed.
 
 use crate::cli::args::{OutputArgs, WatchArgs};
 use crate::config::request::{OutputRequest, WatchRequest};
@@ -125,10 +126,9 @@ mod tests {
         assert_eq!(r.cpus.as_deref(), Some("0-1"));
         assert_eq!(r.buffer_pages, Some(64));
         assert_eq!(r.condition.as_deref(), Some("value == 0"));
-        assert_eq!(
-            (r.last, r.dump_on.as_slice()),
-            (Some(5), &["signal".to_string()][..])
-        );
+        let dump_on: Vec<&str> = r.dump_on.iter().map(|d| d.text.as_str()).collect();
+        assert_eq!((r.last, dump_on.as_slice()), (Some(5), &["signal"][..]));
+        assert_eq!(r.dump_on[0].trigger, crate::config::flight::Trigger::Signal);
         assert_eq!(r.realtime, "1");
         assert_eq!(r.output.format, Some(Format::OtlpJson));
         assert_eq!(r.output.folded, Some(PathBuf::from("out.folded")));

@@ -65,11 +65,13 @@ pub fn data_symbols(targets: &[Target]) -> Vec<Vec<String>> {
 /// How this command may fetch the running kernel's vmlinux: the client `DEBUGINFOD_URLS` names, with
 /// progress bars on stderr, the command's limits, and its temporary file removed on a stop signal.
 pub fn fetcher(opts: Options) -> Fetcher {
-    match Fetcher::from_env(opts.offline) {
-        Fetcher::Client {
+    match Fetcher::from_env() {
+        // Offline, only the cache is read: nothing to show progress of or to limit.
+        Fetcher::Client { client, .. } if opts.offline => Fetcher::Client {
             client,
-            offline: false,
-        } => {
+            offline: true,
+        },
+        Fetcher::Client { client, .. } => {
             let mut client = client
                 .with_progress(Arc::new(Bars::stderr()))
                 .with_interrupt_cleanup(true);

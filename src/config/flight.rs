@@ -1,13 +1,13 @@
 //! The flight recorder's configuration (`--last N` with `--dump-on`): how many hits are kept, and what
 //! makes them print. A trigger is a condition on a hit (the `--if` language of [`condition`]), `signal`
-//! (SIGUSR1 to the tracer), or `tracepoint:GROUP:NAME` (a kernel tracepoint firing anywhere). Parsing is
-//! the text's alone: whether a tracepoint exists in this kernel is the plan's kernel stage's question,
-//! asked with the kernel's other type questions.
+//! (SIGUSR1 to the tracer), or `tracepoint:GROUP:NAME` (a kernel tracepoint firing anywhere). A
+//! `--dump-on` value is parsed as it enters ([`dump_on`], the command line's argument parser calls it),
+//! the text's alone; `--last` and `--dump-on` are checked against each other and the outputs with the
+//! other options (the plan's options stage), and whether a tracepoint exists in this kernel is the plan's
+//! kernel stage's question, asked with the kernel's other type questions.
 
 use std::fmt;
 
-use crate::config::request::OutputRequest;
-use crate::error::{Error, Result};
 use crate::model::condition::{self, Condition};
 
 /// One `--dump-on` value.
@@ -61,43 +61,22 @@ impl Flight {
     }
 }
 
-impl Flight {
-    /// `--last N` and its `--dump-on` triggers, checked against each other and the outputs (`output`).
-    pub fn parse(
-        last: Option<usize>,
-        dump_on: &[String],
-        output: &OutputRequest,
-    ) -> Result<Option<Flight>> {
-        let last = match (last, dump_on.is_empty()) {
-            (None, true) => return Ok(None),
-            (None, false) => {
-                return Err(Error::usage(
-                    "--dump-on prints the hits --last N keeps; add --last N (e.g. --last 100)",
-                ))
-            }
-            (Some(_), true) => return Err(Error::usage(
-                "--last N prints only when a trigger fires; add --dump-on TRIGGER (a condition, \
-                     `signal` or tracepoint:GROUP:NAME)",
-            )),
-            (Some(0), false) => {
-                return Err(Error::usage(
-                    "--last 0 keeps no hit to print; give N of 1 or more",
-                ))
-            }
-            (Some(n), false) => n,
-        };
-        if output.quiet || (output.folded_to_stdout() && output.stream_file.is_none()) {
-            let flag = if output.quiet { "--quiet" } else { "--folded" };
-            return Err(Error::usage(format!(
-                "--last prints its hits in the stream, which {flag} turns off; drop {flag} (or use \
-                 --folded=FILE)"
-            )));
-        }
-        let triggers = dump_on
-            .iter()
-            .map(|t| parse_trigger(t).map_err(|e| Error::usage(format!("--dump-on '{t}': {e}"))))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Some(Flight { last, triggers }))
+/// One `--dump-on` value: the text as given, which messages quote, and the trigger it parsed to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DumpOn {
+    pub text: String,
+    pub trigger: Trigger,
+}
+
+/// A `--dump-on` value parsed ([`parse_trigger`]); refused with the whole message, which names the option
+/// and quotes the value.
+pub fn dump_on(text: &str) -> Result<DumpOn, String> {
+    match parse_trigger(text) {
+        Ok(trigger) => Ok(DumpOn {
+            text: text.to_string(),
+            trigger,
+        }),
+        Err(e) => Err(format!("--dump-on '{text}': {e}")),
     }
 }
 

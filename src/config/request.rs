@@ -1,12 +1,15 @@
 //! What a `write`/`rw` command line asks for, as plain data: the command line's words, typed where their
-//! syntax alone decides (numbers, paths, durations), checked against nothing. `cli` builds a
-//! [`WatchRequest`] from its clap types; [`crate::config::plan()`] checks it against itself and the machine
-//! and decides how the watch is made. Nothing here reads a file or knows clap.
+//! syntax alone decides (numbers, paths, durations, `--dump-on`'s triggers, `--on`'s and `--free`'s
+//! sources), checked against nothing. `cli` builds a [`WatchRequest`] from its clap types;
+//! [`crate::config::plan()`] checks it against itself and the machine and decides how the watch is made.
+//! Nothing here reads a file or knows clap.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::debuginfod;
+use crate::config::flight::DumpOn;
+use crate::config::objects::{Source, UserProbe};
 use crate::model::watch::Access;
 
 /// A `write` or `rw` command line.
@@ -22,11 +25,11 @@ pub struct WatchRequest {
     pub command: Option<Vec<std::ffi::OsString>>,
     /// `--cpus LIST`, unparsed.
     pub cpus: Option<String>,
-    /// `--on SOURCE`, unparsed.
-    pub on: Option<String>,
+    /// `--on SOURCE`, parsed as it entered.
+    pub on: Option<Source>,
     pub rotate: bool,
-    /// `--free SOURCE`, unparsed.
-    pub free: Vec<String>,
+    /// `--free SOURCE`, parsed as it entered.
+    pub free: Vec<UserProbe>,
     pub percpu_cpu: Option<u32>,
     pub buffer_pages: Option<usize>,
     /// `--realtime PRIO|off`, unparsed.
@@ -39,8 +42,8 @@ pub struct WatchRequest {
     /// `--if EXPR`, unparsed.
     pub condition: Option<String>,
     pub last: Option<usize>,
-    /// `--dump-on TRIGGER`, unparsed, in order.
-    pub dump_on: Vec<String>,
+    /// `--dump-on TRIGGER`, in order, parsed as it entered (the text kept for messages).
+    pub dump_on: Vec<DumpOn>,
     pub duration: Option<Duration>,
     pub count: Option<u64>,
     pub symbols: SymbolRequest,
@@ -51,9 +54,7 @@ impl WatchRequest {
     /// `--on` names a kernel source: its objects are the kernel's, so the watch is system-wide and `-p`
     /// chooses the allocating processes instead of the watched ones.
     pub fn kernel_objects(&self) -> bool {
-        self.on
-            .as_deref()
-            .is_some_and(|on| !on.starts_with("uprobe:") && !on.starts_with("uretprobe:"))
+        self.on.as_ref().is_some_and(|on| on.user().is_none())
     }
 
     /// The processes whose memory is watched: `-p`'s, except with a kernel `--on` source, where `-p`

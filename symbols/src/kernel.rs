@@ -33,10 +33,13 @@ pub enum Fetcher {
 
 impl Fetcher {
     /// What `DEBUGINFOD_URLS` and the cache variables allow (the client as [`Debuginfod::from_env`]
-    /// makes it: the caller adds progress and limits).
-    pub fn from_env(offline: bool) -> Fetcher {
+    /// makes it, online: the caller applies its own options, offline, progress and limits).
+    pub fn from_env() -> Fetcher {
         match Debuginfod::from_env() {
-            Some(client) => Fetcher::Client { client, offline },
+            Some(client) => Fetcher::Client {
+                client,
+                offline: false,
+            },
             None => {
                 let urls = std::env::var(crate::debuginfod::URLS_ENV).unwrap_or_default();
                 match crate::debuginfod::parse_urls(&urls).is_empty() {

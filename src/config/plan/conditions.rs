@@ -2,7 +2,7 @@
 //! they will be evaluated on, once every watch's length is known (a constant wider than the watch could
 //! never match).
 
-use crate::config::flight::{Flight, Trigger};
+use crate::config::flight::{DumpOn, Trigger};
 use crate::error::{Error, Result};
 use crate::model::condition::Condition;
 use crate::model::watch::Watch;
@@ -14,8 +14,7 @@ use super::Values;
 pub fn fit(
     values: &Values,
     condition_text: Option<&str>,
-    dump_on: &[String],
-    flight: Option<&Flight>,
+    dump_on: &[DumpOn],
     watches: &[Watch],
 ) -> Result<()> {
     let mut conditions: Vec<(&str, &str, &Condition)> = Vec::new();
@@ -23,9 +22,9 @@ pub fn fit(
         kernel_reads(text, watches)?;
         conditions.push(("--if", text, cond));
     }
-    for (text, trigger) in dump_on.iter().zip(flight.iter().flat_map(|f| &f.triggers)) {
-        if let Trigger::Hit(cond) = trigger {
-            conditions.push(("--dump-on", text, cond));
+    for d in dump_on {
+        if let Trigger::Hit(cond) = &d.trigger {
+            conditions.push(("--dump-on", &d.text, cond));
         }
     }
     for (flag, text, cond) in conditions {
@@ -77,7 +76,7 @@ mod tests {
     fn if_on_a_read_write_watch_of_a_user_address_is_refused() {
         let cond = condition::parse("value == 5").unwrap();
         let values = Values::If(cond);
-        let fits = |w: Watch| fit(&values, Some("value == 5"), &[], None, &[w]);
+        let fits = |w: Watch| fit(&values, Some("value == 5"), &[], &[w]);
         let e = fits(watch(0x5600_0000_1000, Access::ReadWrite)).unwrap_err();
         assert_eq!(e.code, crate::error::ExitCode::Usage);
         assert!(

@@ -11,13 +11,12 @@ use crate::config::typed::{self, Types};
 use crate::config::watch::OnMember;
 use crate::error::{Error, Result};
 use crate::model::target::{self, Base, Target};
-use crate::model::watch::Access;
 use crate::perf::bpf;
 
 use super::host::Host;
 use super::kernel::KernelSide;
 use super::options::OnRequest;
-use super::ObjectPlan;
+use super::Placed;
 
 /// The tracepoint objects come from must exist, or nothing would ever be armed: exit 2 before arming.
 /// Found in the kernel's BTF (its group in tracefs, where mounted); a built-in source's tracepoint must
@@ -62,60 +61,47 @@ fn check_tracepoint(
     Ok(event)
 }
 
-/// Plans a kernel `--on` source (its tracepoint, the call site in the kernel's symbols) and its `$obj`
-/// target (in BTF).
-pub fn in_kernel(
-    on: &OnRequest,
-    kernel: &KernelSide,
-    access: Access,
-    host: &dyn Host,
-    notes: &mut Vec<String>,
-) -> Result<ObjectPlan> {
-    let source = on.source.clone();
+/// Plans a kernel `--on` source (its tracepoint, the call site in the kernel's symbols) and places its
+/// `$obj` target's member (in BTF), left for the stage to size.
+pub fn in_kernel(on: &OnRequest, kernel: &KernelSide, host: &dyn Host) -> Result<Placed> {
+    let source = &on.source;
     // The source first, whole: its tracepoint, then what it names in the kernel's symbols (where a free
     // slot waits, the call sites it allows) and, for a cache, where kmem_cache keeps its objects' size
     // (refused only if the target's type gives a size to take); then the `$obj` target's member in BTF,
-    // where the source's pointer is (and whether it points to the target's type), and last the watch's
-    // length on that member.
-    let event = check_tracepoint(&source, &kernel.types, host)?;
+    // and where the source's pointer is (and whether it points to the target's type).
+    let event = check_tracepoint(source, &kernel.types, host)?;
     let table = kernel.chains()?;
     let park = park_address(table)?;
-    let call_site = call_site(table, &source)?;
-    let cache_size_at = cache_size_offset(&kernel.types, &source);
+    let call_site = call_site(table, source)?;
+    let cache_size_at = cache_size_offset(&kernel.types, source);
     let member = resolve_target(&kernel.types, &on.text)?;
     let cast = cast_text(&member.target);
-    let (ptr, attach, detail, note) = pointer_and_attach(&source, &event, &cast, host)?;
-    let object_size = member.object_size;
-    // (What sizing warns about, a /LEN past the member, is said by the header's length.)
-    let (target, _) = member.sized(access, STAND_IN)?;
-    if let Some(note) = note {
-        notes.push(format!("ksymwatch: note: --on {source}: {note}"));
-    }
+    let (ptr, attach, detail, note) = pointer_and_attach(source, &event, &cast, host)?;
     // The size `--on`'s allocations must have to be watched (the `$obj` type's): a kmalloc request's
     // bytes, or a cache's `object_size`; none for a tracepoint, or a type of unknown size.
-    let size = match (&source, object_size, cache_size_at) {
+    let size = match (source, member.object_size, cache_size_at) {
         (objects::Source::Kmalloc(_), Some(n), _) => Some((bpf::objects::SizeFrom::Requested, n)),
         (objects::Source::KmemCacheAlloc(_), Some(n), Some(at)) => {
             Some((bpf::objects::SizeFrom::Cache(at?), n))
         }
         _ => None,
     };
-    Ok(ObjectPlan {
-        attach,
-        detail,
-        allocators: Allocators {
-            pids: on.pids.clone(),
-            comms: on.comms.clone(),
-        },
+    Ok(Placed {
+        member,
+        stand_in: STAND_IN,
         select: bpf::objects::Select {
             ptr,
             call_site,
             size,
         },
-        source,
-        target,
+        attach,
+        detail,
         park,
-        rotate: on.rotate,
+        allocators: Allocators {
+            pids: on.pids.clone(),
+            comms: on.comms.clone(),
+        },
+        note: note.map(|note| format!("ksymwatch: note: --on {source}: {note}")),
     })
 }
 

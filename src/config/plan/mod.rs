@@ -7,7 +7,7 @@
 //! The stages, in the order a request goes through them, each entered once and taking the one before's
 //! result (the host is asked only where a stage needs the machine, and each stage asks it in one block):
 //!
-//! 1. `options`: the request checked against itself (`--last`/`--dump-on` parsed), then against the
+//! 1. `options`: the request checked against itself (`--last` with `--dump-on`), then against the
 //!    machine (the delivery first, from the privileges and whether BPF loads; then the `-p` processes,
 //!    `--cgroup`, `cpus`); the scope and the delivery are decided.
 //! 2. `kernel` (the kernel's symbol source, types, asked once: casts, `--dump-on`'s tracepoints, and
@@ -59,7 +59,7 @@ use crate::config::flight::Flight;
 use crate::config::objects::{Allocators, ObjectTarget, Source};
 use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
-use crate::config::watch::{self, Resolved};
+use crate::config::watch::{self, OnMember, Resolved};
 use crate::error::{Error, Result};
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
@@ -384,6 +384,22 @@ impl ObjectPlan {
     }
 }
 
+/// An `--on` source planned where it is (`kernel_objects`, `user_objects`), its `$obj` member placed but
+/// not yet sized: the parts of an [`ObjectPlan`] that depend on the source's kind. The objects stage sizes
+/// the member and makes the plan.
+struct Placed {
+    member: OnMember,
+    /// The stand-in object's address the member was placed on, which its offset is taken from.
+    stand_in: u64,
+    select: bpf::objects::Select,
+    attach: bpf::objects::Attach,
+    detail: Option<String>,
+    park: u64,
+    allocators: Allocators,
+    /// A line to say once the watch is sized (a tracepoint argument of another type than the target's).
+    note: Option<String>,
+}
+
 /// Everything a watch needs, resolved and checked, before anything is armed.
 pub struct WatchPlan {
     access: Access,
@@ -448,13 +464,7 @@ fn stages(
     let objects = objects::plan(o.on.as_ref(), &scope, &kernel, o.access, host, notes)?;
     // `--on` watches its objects' slots (it has no target of its own to resolve).
     let watches = objects.as_ref().map_or(watches, ObjectPlan::slots);
-    conditions::fit(
-        &o.values,
-        o.condition_text.as_deref(),
-        &o.dump_on,
-        o.flight.as_ref(),
-        &watches,
-    )?;
+    conditions::fit(&o.values, o.condition_text.as_deref(), &o.dump_on, &watches)?;
     // Every hit is filtered out until a thread matches.
     let unmatched = match &o.watched {
         Some(watched) => o.filter.unmatched(watched),

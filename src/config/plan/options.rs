@@ -7,7 +7,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::config::flight::Flight;
+use crate::config::flight::{DumpOn, Flight, Trigger};
 use crate::config::objects;
 use crate::config::request::{SymbolRequest, WatchRequest};
 use crate::error::{Context, Error, Result};
@@ -61,9 +61,10 @@ pub(super) struct Options {
     pub running: Running,
     /// `--control`'s source.
     pub control: Option<PathBuf>,
-    /// `--if`'s and `--dump-on`'s text, for the messages that quote them.
+    /// `--if`'s text, for the messages that quote it.
     pub condition_text: Option<String>,
-    pub dump_on: Vec<String>,
+    /// `--dump-on`'s values, each with its text, for the conditions' width checks.
+    pub dump_on: Vec<DumpOn>,
 }
 
 /// The request checked against itself first (nothing read), then against the machine: the delivery
@@ -90,6 +91,7 @@ pub(super) fn check(
         None => Vec::new(),
     };
     let condition = parse_condition(r.condition.as_deref())?;
+    let flight = flight(&r)?;
     let mut on = on(&r, &scope, comms)?;
     // A `$obj` target is resolved per object (`objects`), not as a target of its own.
     let targets = match on {
@@ -151,7 +153,6 @@ pub(super) fn check(
         }),
         _ => None,
     };
-    let flight = Flight::parse(r.last, &r.dump_on, &r.output)?;
     // A hit trigger is evaluated on the value the kernel read at the trap.
     let values = match condition {
         Some(c) => Values::If(c),
@@ -170,9 +171,9 @@ pub(super) fn check(
         .is_some_and(|f| f.tracepoints().next().is_some());
     if values.read() || tracepoints {
         // Named for what asked for it: `--dump-on` alone is not `--value`.
-        let trigger = r.dump_on.iter().find(|t| *t != "signal");
+        let trigger = r.dump_on.iter().find(|d| d.trigger != Trigger::Signal);
         host.bpf().map_err(|e| match trigger {
-            Some(t) if !r.value && r.condition.is_none() => super::no_bpf_for_dump_on(t, &e),
+            Some(d) if !r.value && r.condition.is_none() => super::no_bpf_for_dump_on(&d.text, &e),
             _ => super::no_bpf(&e),
         })?;
     }
@@ -334,12 +335,8 @@ fn on(r: &WatchRequest, scope: &Scope, comms: Vec<String>) -> Result<Option<OnRe
         }
         return Ok(None);
     };
-    let source = objects::parse_source(on)?;
-    let frees = r
-        .free
-        .iter()
-        .map(|f| objects::parse_free(f))
-        .collect::<Result<Vec<_>>>()?;
+    let source = on.clone();
+    let frees = r.free.clone();
     if let Some(probe) = source.user() {
         if scope.system_wide() {
             return Err(Error::usage(format!(
@@ -375,6 +372,42 @@ fn on(r: &WatchRequest, scope: &Scope, comms: Vec<String>) -> Result<Option<OnRe
         pids: Vec::new(),
         comms,
         frees,
+    }))
+}
+
+/// `--last N` and its `--dump-on` triggers, checked against each other and the outputs: together or not
+/// at all, a buffer of at least one hit, and a stream to print it in.
+fn flight(r: &WatchRequest) -> Result<Option<Flight>> {
+    let last =
+        match (r.last, r.dump_on.is_empty()) {
+            (None, true) => return Ok(None),
+            (None, false) => {
+                return Err(Error::usage(
+                    "--dump-on prints the hits --last N keeps; add --last N (e.g. --last 100)",
+                ))
+            }
+            (Some(_), true) => return Err(Error::usage(
+                "--last N prints only when a trigger fires; add --dump-on TRIGGER (a condition, \
+                 `signal` or tracepoint:GROUP:NAME)",
+            )),
+            (Some(0), false) => {
+                return Err(Error::usage(
+                    "--last 0 keeps no hit to print; give N of 1 or more",
+                ))
+            }
+            (Some(n), false) => n,
+        };
+    let output = &r.output;
+    if output.quiet || (output.folded_to_stdout() && output.stream_file.is_none()) {
+        let flag = if output.quiet { "--quiet" } else { "--folded" };
+        return Err(Error::usage(format!(
+            "--last prints its hits in the stream, which {flag} turns off; drop {flag} (or use \
+             --folded=FILE)"
+        )));
+    }
+    Ok(Some(Flight {
+        last,
+        triggers: r.dump_on.iter().map(|d| d.trigger.clone()).collect(),
     }))
 }
 

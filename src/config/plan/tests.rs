@@ -1229,7 +1229,7 @@ fn dump_on_tracepoints_are_found_in_the_kernel() {
     let dump_on = |trigger: &str| {
         let mut r = request(&["jiffies"]);
         r.last = Some(5);
-        r.dump_on = vec![trigger.to_string()];
+        r.dump_on = vec![crate::config::flight::dump_on(trigger).expect("a trigger")];
         r
     };
     let mut host = FakeHost {

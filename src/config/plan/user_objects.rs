@@ -15,13 +15,12 @@ use crate::config::watch::OnMember;
 use crate::error::{Error, Result};
 use crate::model::scope::Pid;
 use crate::model::target::{self, Base, Target};
-use crate::model::watch::Access;
 use crate::perf::bpf::objects::{
     regs, Attach, Probe, PtrAt, Select, SizeFrom, StashSize, UserAlloc, UserProbes,
 };
 
 use super::options::OnRequest;
-use super::ObjectPlan;
+use super::Placed;
 use super::Scope;
 
 /// Where a free slot's breakpoint waits in the process: its first page, which is never mapped
@@ -29,15 +28,9 @@ use super::Scope;
 pub const USER_PARK: u64 = 0x1000;
 
 /// Plans a user-space source in the process `scope` watches: a launched command, or the one `-p` process
-/// (each process has its own addresses); without one there is nothing to place the probes in. What sizing
-/// the target warns about goes to `notes`.
-pub fn in_process(
-    on: &OnRequest,
-    probe: &UserProbe,
-    access: Access,
-    scope: &Scope,
-    notes: &mut Vec<String>,
-) -> Result<ObjectPlan> {
+/// (each process has its own addresses); without one there is nothing to place the probes in. The
+/// target's member is placed by its type, left for the stage to size.
+pub fn in_process(on: &OnRequest, probe: &UserProbe, scope: &Scope) -> Result<Placed> {
     // A launched command is read by its own path (which gives `$ORIGIN` for its libraries), its
     // libraries placed as the loader will map them; a running process through /proc, where its mappings
     // are.
@@ -79,8 +72,7 @@ pub fn in_process(
         std::path::PathBuf::from(format!("/proc/{pid}/exe"))
     };
     let types = |cast: &CastType, path: &[PathElem]| member(pid, &program, &alloc.file, cast, path);
-    // The target's member placed by its type first, the calls that end an object, and last the watch's
-    // length on the member.
+    // The target's member placed by its type first, then the calls that end an object.
     let member = resolve_user_target(&on.text, &types)?;
     let frees = frees(on, probe, &place_in)?;
     let general = probe.at == UserArg::Return && objects::allocator_size(&probe.func).is_some();
@@ -117,13 +109,9 @@ pub fn in_process(
     if allocs.len() > 1 {
         detail.push_str("; realloc's new objects taken too");
     }
-    let (target, warnings) = member.sized(access, USER_STAND_IN)?;
-    for w in &warnings {
-        notes.push(format!("ksymwatch: warning: {w}"));
-    }
-    Ok(ObjectPlan {
-        source: on.source.clone(),
-        target,
+    Ok(Placed {
+        member,
+        stand_in: USER_STAND_IN,
         select: Select {
             ptr: match probe.at {
                 UserArg::Return if out => PtrAt::Out(regs::RET),
@@ -143,11 +131,11 @@ pub fn in_process(
         }),
         detail: Some(detail),
         park: USER_PARK,
-        rotate: on.rotate,
         allocators: Allocators {
             pids: Vec::new(),
             comms: on.comms.clone(),
         },
+        note: None,
     })
 }
 
@@ -326,6 +314,7 @@ fn member(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::watch::Access;
 
     /// [`resolve_user_target`] sized as a write watch.
     fn target(text: &str, types: &UserTypes<'_>) -> Result<objects::ObjectTarget> {

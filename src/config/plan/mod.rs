@@ -75,7 +75,7 @@ pub use control::{Control, Resolver};
 pub use cpus::Cpus;
 pub use host::{Host, Launch};
 pub use machine::{read_start_time, read_task, Launcher, RealHost};
-pub use options::hit_program;
+pub use options::{delivery, scope};
 pub use outputs::{FoldedTo, Outputs};
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.

@@ -2,16 +2,18 @@
 //! symbol loading: every live task's name and process's maps that the hits can need (a writer already
 //! running that exits right after its hits must have had them read, and a read after `armed` would race
 //! with a script that starts it on that line), and the first CPU-bound breakpoint open, which waits out an
-//! RCU grace period. `watch` starts it from the request; `execute` takes its results when it arms.
+//! RCU grace period. `watch` starts it from the request and the plan's host; `execute` takes its results
+//! when it arms.
 //!
-//! It reads what the request alone tells, before the plan has checked anything: a request the plan then
-//! refuses leaves it to end with the process (it reads, and holds no breakpoint).
+//! Who the watch covers and which path its hits take are the plan's own decisions ([`plan::scope`],
+//! [`plan::delivery`]), taken before the plan has checked the rest: a request the plan then refuses leaves
+//! this work to end with the process (it reads, and holds no breakpoint).
 
 use std::path::Path;
 
 use ksymwatch_symbols::UserSymbols;
 
-use crate::config::plan::{self, read_task, Hits, Scope};
+use crate::config::plan::{self, read_task, Hits, Host, Scope};
 use crate::config::request::WatchRequest;
 use crate::cpulist;
 use crate::perf::bpf;
@@ -25,7 +27,7 @@ pub(super) struct Prefetch {
 }
 
 impl Prefetch {
-    pub(super) fn start(request: &WatchRequest) -> Prefetch {
+    pub(super) fn start(request: &WatchRequest, host: &dyn Host) -> Prefetch {
         // Who the watch covers, as the plan decides it. A request whose scope the plan refuses has
         // nothing to read ahead.
         let Ok(scope) = plan::scope(request) else {
@@ -53,9 +55,9 @@ impl Prefetch {
             .map(Warmup::start);
         // On the hit path every hit record carries its writer's name: reading every task's name (a
         // second for a process of 100,000 threads) is for perf samples only. Which path the hits take is
-        // the plan's own decision, from the same answer to whether BPF loads (`bpf::probe` asks the
-        // kernel once per run, and the plan's host gives that answer).
-        let names = plan::delivery(request, &scope, || bpf::probe().is_ok()).hits == Hits::Samples;
+        // the plan's own decision, made from the plan's host (which asks the kernel whether BPF loads
+        // once per run).
+        let names = plan::delivery(request, &scope, || host.bpf().is_ok()).hits == Hits::Samples;
         let task_scan = std::thread::Builder::new()
             .name("ksymwatch-tasks".into())
             .spawn(move || {

@@ -1,7 +1,7 @@
 //! The plan's first stage: the request's options checked against each other, and the choices they make:
 //! who the watch covers, how hits reach the tracer, which writers it sees, whether values are read. The
-//! request is read whole first; then, through the host, in this order: the privileges and whether BPF
-//! loads (the delivery), the `-p` processes, the cgroups, and the CPUs. No symbol or type is read here
+//! request is read whole first; then, through the host, in this order: whether BPF loads (asked once; the
+//! delivery) and the privileges, the `-p` processes, the cgroups, and the CPUs. No symbol or type is read here
 //! (`--dump-on`'s tracepoints are found with the kernel's types, in the kernel stage).
 
 use std::path::PathBuf;

@@ -108,8 +108,9 @@ struct Tracked {
 }
 
 /// The in-kernel counters of one CPU and watch: read when the event is taken, the base its audit counts
-/// from, and again at the audit. The base must be read before the event is enabled: the kernel's own count of the event's hits starts at its open, and a
-/// counter read later would leave the traps in between in no count.
+/// from, and again at the audit. The base must be read before the event is enabled: the kernel's own
+/// count of the event's hits starts at its open, and a counter read later would leave the traps in
+/// between in no count.
 #[derive(Debug, Clone, Copy, Default)]
 struct Bases {
     /// The hit path: the in-kernel drop counter (filters, condition, other processes).

@@ -68,7 +68,8 @@ pub trait Kernel {
     fn disable_ring(&mut self, ring: &Self::Ring);
     /// The threads of `pids` now.
     fn threads(&mut self, pids: &[u32]) -> Vec<u32>;
-    /// Waits `how_long` (between the enables of a process watch's events, [`event::REPEAT_PAUSES`]).
+    /// Waits `how_long` (between the readings of a process's thread list and the enables of its events,
+    /// [`event::REPEAT_PAUSES`]).
     fn pause(&mut self, how_long: Duration) {
         std::thread::sleep(how_long);
     }
@@ -440,13 +441,22 @@ fn open_cpus<K: Kernel>(
 }
 
 /// One ring per CPU and watch, fed by every thread of `pids` on that CPU; the thread list is read again
-/// until a reading has no thread left to arm. Each event's program is attached as it is opened, so once a
-/// reading finds no new thread, every thread alive has an event of its own with the program (the hit
-/// path's decoder relies on it to drop the samples of copies without one). A thread first seen after the
-/// first reading that has no debug register left is armed by the copies it inherited (see the match
-/// below), not refused. Also returns whether a reading found no new thread: after
-/// [`MAX_THREAD_READINGS`] readings that each did, the threads created during the last one by threads
-/// not armed yet have no event ([`Armed::unsettled`]).
+/// until it has no thread left to arm. Each event's program is attached as it is opened, so once the
+/// list settles, every thread alive has an event of its own with the program (the hit path's decoder
+/// relies on it to drop the samples of copies without one). A thread first seen after the first reading
+/// that has no debug register left is armed by the copies it inherited (see the match below), not
+/// refused.
+///
+/// A reading that finds no new thread is not yet the end: the kernel gives a thread being created its
+/// copies of its creator's events early in `clone()`, but lists it in /proc only at the end. A thread
+/// made by one not armed yet (or armed on some CPUs only) that is still being created at a reading has
+/// none (or some) of the events and is not seen: it and every thread it makes would go unwatched, on
+/// every CPU or on some (measured: a whole chain of a churning process uncounted, or counted on one CPU
+/// only, about 1 round in 40 on an idle machine). So the list is read again after each of
+/// [`event::REPEAT_PAUSES`], time for such a creation to end, and settles only when none of those
+/// readings finds a new thread either. Also returns whether it settled: after [`MAX_THREAD_READINGS`]
+/// readings, the threads created during the last one by threads not armed yet have no event
+/// ([`Armed::unsettled`]).
 fn open_threads<K: Kernel>(
     set: &Prepared,
     pids: &[u32],
@@ -455,6 +465,8 @@ fn open_threads<K: Kernel>(
     let mut rings: BTreeMap<(u32, usize), K::Ring> = BTreeMap::new();
     let mut done = HashSet::new();
     let mut settled = false;
+    // Readings in a row that found no new thread.
+    let mut quiet = 0;
     for reading in 0..MAX_THREAD_READINGS {
         let fresh: Vec<u32> = kernel
             .threads(pids)
@@ -462,9 +474,19 @@ fn open_threads<K: Kernel>(
             .filter(|t| !done.contains(t))
             .collect();
         if fresh.is_empty() {
-            settled = true;
-            break;
+            match event::REPEAT_PAUSES.get(quiet) {
+                Some(pause) => {
+                    kernel.pause(*pause);
+                    quiet += 1;
+                    continue;
+                }
+                None => {
+                    settled = true;
+                    break;
+                }
+            }
         }
+        quiet = 0;
         for tid in fresh {
             done.insert(tid);
             'cpus: for (cpu, specs) in &set.cpus {
@@ -824,7 +846,8 @@ mod tests {
         let armed = arm_set(&set(1, &[0, 1], Targets::Threads(vec![10])), &mut k).expect("armed");
         assert_eq!(armed.events.len(), 2);
         let log = k.log.borrow();
-        assert_eq!(log.paused, REPEAT_PAUSES);
+        // The thread list's settling readings, then the enables' repeats.
+        assert_eq!(log.paused, [REPEAT_PAUSES, REPEAT_PAUSES].concat());
         assert_eq!(log.enabled, 2 * (1 + REPEAT_PAUSES.len()));
         drop(log);
         let mut k = Fake::new();
@@ -875,7 +898,7 @@ mod tests {
             matches!(&err, Some(Failure::Open(e)) if e.stage == Stage::Enable && e.cpu == 1),
             "{err:?}"
         );
-        assert_eq!(k.log.borrow().paused.len(), 1);
+        assert_eq!(k.log.borrow().paused.len(), REPEAT_PAUSES.len() + 1);
         assert_eq!(k.log.borrow().disabled, 2, "every ring disabled");
         assert_eq!(k.open_now(), 0, "and closed");
     }
@@ -906,6 +929,29 @@ mod tests {
             ]
         );
         assert!(armed.went_offline.is_empty());
+    }
+
+    /// A reading that finds no new thread is read again after each pause: a thread still being created
+    /// at it (listed only once created, with the copies its creator had then) is armed when it shows.
+    #[test]
+    fn a_thread_that_shows_after_a_quiet_reading_is_armed() {
+        let mut k = Fake {
+            readings: vec![
+                vec![10],
+                vec![10],
+                vec![10, 11],
+                vec![10, 11],
+                vec![10, 11],
+                vec![10, 11, 12],
+            ],
+            ..Fake::new()
+        };
+        let armed = arm_set(&set(1, &[0, 1], Targets::Threads(vec![10])), &mut k).expect("armed");
+        assert!(!armed.unsettled);
+        assert!(armed.events.iter().all(|r| r.tids == [10, 11, 12]));
+        let settling = &k.log.borrow().paused[..5];
+        let [p1, p5] = REPEAT_PAUSES;
+        assert_eq!(settling, [p1, p1, p5, p1, p5]);
     }
 
     /// A thread first seen after the first reading with no debug register left holds copies of the

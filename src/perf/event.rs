@@ -156,6 +156,8 @@ pub enum Bind {
 /// A move (MODIFY_ATTRIBUTES) walks the same list, and a copy made meanwhile keeps the old address: a
 /// move that leaves the events off is repeated too; one that enables them in the same call is not (the
 /// kernel turns each event off and on again to move it, so a repeat would open a gap of its own).
+/// The same pauses give a thread being created time to show in its process's thread list before
+/// arming takes the list as settled (`perf::arm`).
 pub const REPEAT_PAUSES: [Duration; 2] = [Duration::from_millis(1), Duration::from_millis(5)];
 
 /// Runs `pass` once, then, when `repeat`, again after each of [`REPEAT_PAUSES`]: `pass` is handed the

@@ -194,13 +194,15 @@ fn arm_during_churn(args: &[&str]) -> (Child, BufReader<ChildStdout>) {
 //
 // A thread created between an event's open and its program's attach inherits a copy without the
 // program, whose trap is a perf sample beside the program's hit: dropped (never printed, never counted).
-// One round short of stores is forgiven, as before: rounds that missed a block of stores (1,500 to
-// 4,800, every store of one chain on one CPU, about one round in 100 under load, with 0 lost) had a
-// copy left off by the kernel as the enable passed its creator's, which `perf::event::REPEAT_PAUSES`'
-// repeated enable turns on; but a round short the same way still came after it (2,541 of 10,642 stores,
-// on an idle machine, in the last fresh-clone run of this stop): a second cause, not found yet.
+// Rounds that missed a block of stores (1,500 to 4,800, every store of one chain, on one CPU or all,
+// with 0 lost) had two causes: a copy the kernel left off as the enable passed its creator's (the
+// repeated enable, `perf::event::REPEAT_PAUSES`), and a thread still being created, unlisted, at the
+// reading that settled the thread list (read again after the same pauses, `perf::arm`). A churning
+// process now usually ends the arming unsettled, with a warning: a round short of stores that said so
+// is the tool being honest, and is not counted against it (at most four); one short round without the
+// warning is still forgiven (a thread whose creation outlasts both pauses), two fail.
 live_test!(threads_covered_twice_report_each_store_once_with_values, {
-    let (mut exact, mut short) = (0, Vec::new());
+    let (mut exact, mut short, mut said) = (0, Vec::new(), Vec::new());
     while exact < 3 {
         let h = Writer::threads(&["churn", "4"]);
         let pid = h.pid;
@@ -218,6 +220,10 @@ live_test!(threads_covered_twice_report_each_store_once_with_values, {
         let stores = h.churn_stores::<u64>();
         let mut out = String::new();
         stdout.read_to_string(&mut out).expect("tracer stdout");
+        let mut err = String::new();
+        if let Some(mut e) = tracer.stderr.take() {
+            e.read_to_string(&mut err).expect("tracer stderr");
+        }
         let status = util::wait_within(&mut tracer, Duration::from_secs(60));
         assert_eq!(status.code(), Some(0));
         let records = util::ndjson(&out);
@@ -245,9 +251,22 @@ live_test!(threads_covered_twice_report_each_store_once_with_values, {
             exact += 1;
             continue;
         }
-        eprintln!("NOTE: live_thread_values: {printed} of {stores} stores printed: {summary}");
-        short.push(format!("{printed} of {stores}"));
-        assert!(short.len() < 2, "two rounds short of stores: {short:?}");
+        let warned = err.contains("still creating threads");
+        let how = if warned { "with" } else { "WITHOUT" };
+        eprintln!(
+            "NOTE: live_thread_values: {printed} of {stores} stores printed, {how} the unsettled \
+             warning: {summary}"
+        );
+        if warned {
+            said.push(format!("{printed} of {stores}"));
+            assert!(said.len() < 5, "five rounds short of stores: {said:?}");
+        } else {
+            short.push(format!("{printed} of {stores}"));
+            assert!(
+                short.len() < 2,
+                "two rounds silently short of stores: {short:?}"
+            );
+        }
     }
 });
 

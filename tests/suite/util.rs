@@ -249,6 +249,15 @@ pub fn note_helper_end(trapped: &AtomicBool, status: ExitStatus) {
     }
 }
 
+/// Notes a ksymwatch run that launched its command (`-- CMD`) and ended with that command's status
+/// 128 + SIGTRAP (the launched command was the watched helper the machine killed, [`note_helper_end`]),
+/// in this thread's test's flag.
+fn note_launched_end(args: &[&str], code: i32) {
+    if code == 128 + libc::SIGTRAP && args.contains(&"--") {
+        HELPER_TRAPPED.with(|t| t.store(true, Ordering::Relaxed));
+    }
+}
+
 /// Runs a live test's body; if it fails after a helper it watched was killed by SIGTRAP (a machine fault
 /// the tool cannot prevent or survive for the helper), says so in a `RETRY: <test>: <why>` line past
 /// libtest's capture (counted by `scripts/test`) and runs the body once more, whose result stands. Any
@@ -884,7 +893,7 @@ pub fn without_tracefs() -> Option<Vec<String>> {
 
 /// [`run_within`] through `prefix`.
 pub fn run_with(prefix: &[String], args: &[&str], limit: Duration) -> (i32, String, String) {
-    collect(spawn_with(prefix, args), limit)
+    collect(spawn_with(prefix, args), args, limit)
 }
 
 /// Waits for `child` to exit, killing it (SIGKILL) once `limit` has passed: a hung ksymwatch then fails
@@ -904,11 +913,11 @@ pub fn wait_within(child: &mut Child, limit: Duration) -> ExitStatus {
 
 /// Like [`run`], bounded by [`wait_within`]: after `limit` ksymwatch is killed and the exit code is -1.
 pub fn run_within(args: &[&str], limit: Duration) -> (i32, String, String) {
-    collect(spawn(args), limit)
+    collect(spawn(args), args, limit)
 }
 
-/// Waits (bounded by [`wait_within`]) for a started ksymwatch: (exit code, stdout, stderr).
-fn collect(mut child: Child, limit: Duration) -> (i32, String, String) {
+/// Waits (bounded by [`wait_within`]) for a ksymwatch started with `args`: (exit code, stdout, stderr).
+fn collect(mut child: Child, args: &[&str], limit: Duration) -> (i32, String, String) {
     let drain = |r: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
@@ -921,8 +930,10 @@ fn collect(mut child: Child, limit: Duration) -> (i32, String, String) {
     let out = drain(child.stdout.take().map(|s| Box::new(s) as _));
     let err = drain(child.stderr.take().map(|s| Box::new(s) as _));
     let status = wait_within(&mut child, limit);
+    let code = status.code().unwrap_or(-1);
+    note_launched_end(args, code);
     (
-        status.code().unwrap_or(-1),
+        code,
         out.join().expect("stdout reader"),
         err.join().expect("stderr reader"),
     )
@@ -965,6 +976,7 @@ pub fn run(args: &[&str]) -> (i32, String, String) {
         .args(args)
         .output()
         .expect("run ksymwatch");
+    note_launched_end(args, out.status.code().unwrap_or(-1));
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -1169,6 +1181,7 @@ pub fn run_as_nobody_with(caps: &[&str], args: &[&str]) -> Option<(i32, String, 
             .args(["--ambient-caps", &keep]);
     }
     let out = cmd.arg(BIN).args(args).output().expect("run setpriv");
+    note_launched_end(args, out.status.code().unwrap_or(-1));
     Some((
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -1289,7 +1302,7 @@ pub fn capsh() -> bool {
 /// `cap_sys_admin`: gone from the bounding set and every set, the others stay), `stdin` written to its
 /// standard input.
 pub fn run_dropping(drop: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
-    run_fed(
+    let ran = run_fed(
         Command::new("capsh")
             .args([
                 &format!("--drop={drop}"),
@@ -1300,7 +1313,9 @@ pub fn run_dropping(drop: &str, args: &[&str], stdin: &str) -> (i32, String, Str
             ])
             .args(args),
         stdin,
-    )
+    );
+    note_launched_end(args, ran.0);
+    ran
 }
 
 /// NDJSON output, one parsed record per line (a line that is not JSON fails the test, naming it).
@@ -1425,6 +1440,20 @@ pub fn watch_execed_threads(
     assert_eq!(status.code(), Some(0), "{flags:?}");
     let records = ndjson(&std::fs::read_to_string(stream).expect("stream file"));
     (pid, records)
+}
+
+/// A run that launched its command and ended with 128 + SIGTRAP marks its test for the retry; another
+/// end does not.
+#[test]
+fn a_launched_command_killed_by_sigtrap_marks_its_test() {
+    let flag = HELPER_TRAPPED.with(Arc::clone);
+    flag.store(false, Ordering::Relaxed);
+    note_launched_end(&["write", "-p", "1", "v"], 128 + libc::SIGTRAP);
+    assert!(!flag.load(Ordering::Relaxed), "no command was launched");
+    note_launched_end(&["write", "v", "--", "cmd"], 1);
+    assert!(!flag.load(Ordering::Relaxed), "the command exited");
+    note_launched_end(&["write", "v", "--", "cmd"], 128 + libc::SIGTRAP);
+    assert!(flag.swap(false, Ordering::Relaxed));
 }
 
 /// A body that fails after a helper died of SIGTRAP runs once more (and its second result stands); one

@@ -589,7 +589,12 @@ mod tests {
         limits: Limits,
         filter: Filter,
     ) -> Stream<'a, Json<Vec<u8>, Vec<u8>>> {
-        let watched = Watched::new(
+        watching(table, no_process(epoll)).with_limits(limits, filter)
+    }
+
+    /// No process watched (a system-wide watch).
+    fn no_process(epoll: &Epoll) -> Watched {
+        Watched::new(
             Vec::new(),
             &[],
             Following::default(),
@@ -598,8 +603,7 @@ mod tests {
             sys::pidfd_open,
             read_start_time,
         )
-        .unwrap();
-        watching(table, watched).with_limits(limits, filter)
+        .unwrap()
     }
 
     /// Processes `pids` followed as `following` says, each pidfd a stand-in in `poll`.
@@ -799,21 +803,11 @@ mod tests {
             slice: usize::MAX,
         });
         let json = Json::new(ledger.taking(BufWriter::new(dest)), Vec::new());
-        let watched = Watched::new(
-            Vec::new(),
-            &[],
-            Following::default(),
-            &epoll,
-            16,
-            sys::pidfd_open,
-            read_start_time,
-        )
-        .unwrap();
         let mut s = Stream::new(
             Sent::new(json, ledger),
             Symbolizer::new(&table),
             Tasks::new(Comms::new("/nonexistent")),
-            watched,
+            no_process(&epoll),
             Olds::new(None, false),
         );
         three_hits(&mut w[0]);

@@ -232,6 +232,16 @@ mod tests {
 
     const ROOT: Privilege = Privilege::ROOT;
 
+    /// Asserts that message `e` says every one of `has` and none of `lacks`.
+    fn says(e: &str, has: &[&str], lacks: &[&str]) {
+        for phrase in has {
+            assert!(e.contains(phrase), "{phrase:?} missing from: {e}");
+        }
+        for phrase in lacks {
+            assert!(!e.contains(phrase), "{phrase:?} in: {e}");
+        }
+    }
+
     /// CAP_SYS_ADMIN stands in for CAP_PERFMON and CAP_BPF; none counts outside the initial namespace.
     #[test]
     fn the_kernels_capability_rules() {
@@ -270,13 +280,14 @@ mod tests {
         };
         assert!(!container(2).kernel_allowed());
         let e = container(2).system_wide().unwrap_err();
-        assert!(
-            e.contains("runs in a user namespace of its own (a container)")
-                && e.contains("perf_event_paranoid is 2")
-                && e.contains("run it on the host with CAP_PERFMON")
-                && !e.contains("dropped by capsh")
-                && !e.contains("sudo"),
-            "{e}"
+        says(
+            &e,
+            &[
+                "runs in a user namespace of its own (a container)",
+                "perf_event_paranoid is 2",
+                "run it on the host with CAP_PERFMON",
+            ],
+            &["dropped by capsh", "sudo"],
         );
         let note = container(2).user_space_only_note();
         assert!(
@@ -306,11 +317,10 @@ mod tests {
         assert!(p(false, false, Some(1)).kernel_allowed());
         assert!(p(true, false, Some(3)).kernel_allowed());
         let e = p(false, false, Some(2)).system_wide().unwrap_err();
-        assert!(
-            e.contains("CAP_PERFMON")
-                && e.contains("perf_event_paranoid is 2")
-                && e.contains("uid 65534"),
-            "{e}"
+        says(
+            &e,
+            &["CAP_PERFMON", "perf_event_paranoid is 2", "uid 65534"],
+            &[],
         );
         // Root whose CAP_PERFMON and CAP_SYS_ADMIN were dropped is told which to keep, not to use sudo.
         let dropped = Privilege {
@@ -318,12 +328,14 @@ mod tests {
             ..p(false, false, Some(2))
         };
         let e = dropped.system_wide().unwrap_err();
-        assert!(
-            e.contains("runs as root but without either")
-                && e.contains("run it with CAP_PERFMON kept")
-                && e.contains("perf_event_paranoid is 2")
-                && !e.contains("sudo"),
-            "{e}"
+        says(
+            &e,
+            &[
+                "runs as root but without either",
+                "run it with CAP_PERFMON kept",
+                "perf_event_paranoid is 2",
+            ],
+            &["sudo"],
         );
     }
 }

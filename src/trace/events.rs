@@ -31,7 +31,7 @@ mod placement;
 mod samples;
 
 pub use audit::Audit;
-use audit::{audit, beyond_count, dropped, other_process, repeated, ring_lost};
+use audit::{audit, on_cpu};
 use decode::{Out, Tally};
 use hits::{HitDecoder, HitValue};
 use samples::SampleDecoder;
@@ -107,9 +107,10 @@ struct Tracked {
     bases: Bases,
 }
 
-/// The in-kernel counters of one CPU and watch, as an event's audit starts from them. They must be read
-/// before the event is enabled: the kernel's own count of the event's hits starts at its open, and a
-/// counter read later would leave the traps in between in no count.
+/// The in-kernel counters of one CPU and watch: read when the event is taken, the base its audit counts
+/// from, and again at the audit. The base must be read before the event is enabled: the kernel's own
+/// count of the event's hits starts at its open, and a counter read later would leave the traps in
+/// between in no count.
 #[derive(Debug, Clone, Copy, Default)]
 struct Bases {
     /// The hit path: the in-kernel drop counter (filters, condition, other processes).
@@ -128,11 +129,11 @@ impl Bases {
     /// The counters of `ev`'s CPU and watch now.
     fn read(cfg: &EventConfig, ev: &CpuEvent) -> Bases {
         Bases {
-            dropped: dropped(cfg, ev),
-            other: other_process(cfg, ev),
-            lost: ring_lost(cfg, ev),
-            beyond: beyond_count(cfg, ev),
-            repeated: repeated(cfg, ev),
+            dropped: on_cpu(cfg, ev, HitPrograms::dropped_by_cpu),
+            other: on_cpu(cfg, ev, HitPrograms::other_process_by_cpu),
+            lost: on_cpu(cfg, ev, HitPrograms::lost_by_cpu),
+            beyond: on_cpu(cfg, ev, HitPrograms::beyond_count_by_cpu),
+            repeated: on_cpu(cfg, ev, HitPrograms::repeated_by_cpu),
         }
     }
 }
@@ -554,7 +555,7 @@ impl EventSet {
     pub fn lost_now(&mut self, sorter: &mut Sorter) {
         for t in self.by_cpu.values_mut().flatten() {
             if let Decoder::Hits { hits, .. } = &mut t.decoder {
-                let lost = audit::ring_lost(&self.cfg, &t.ev);
+                let lost = on_cpu(&self.cfg, &t.ev, HitPrograms::lost_by_cpu);
                 if let Some((time, item)) = hits.lost_now(lost) {
                     let key = RingKey {
                         hits: true,

@@ -1,20 +1,15 @@
-//! The running session: the loop that ties the armed events' rings to signals, the deadline and CPU
-//! hotplug, and wires the parts below (`session`); what every part asks of it, faked in their tests
-//! (`context`); the loop's decisions, which wake goes to which part and when the run stops (`wakes`); the
-//! released records applied and printed (`stream`), through the output and its first failure (`sink`),
-//! counted in the summary with the closed events' audits (`books`), a sample admitted as a hit or not
-//! (`admit`); its wake-up policy (`pace`);
-//! `--duration`'s end where a stalled write sees it (`deadline`); the armed event set
-//! that owns every descriptor and ring (`events`); the merge of records from all rings in timestamp order
-//! (`sorter`); the two as one drain → order pipeline (`pipeline`); following CPUs as they come and go ([`hotplug`]); the task tracker applying task records
-//! to names and user-space maps (`tasks`), over naming tasks (`comm`) and letting go of what exited tasks
-//! left behind (`exited`); naming frames (`symbolize`); starting a command stopped at its exec for launch
-//! mode (`launch`); reading `--control` commands (`control`) and turning them into steps (`moves`);
-//! ending the watches on a kernel module that is unloaded (`unload`); `--value`'s `old` in merged time
-//! order and its race counts (`olds`); the watched processes followed to their exit or exec
-//! (`watched`); the reader of a stream on stdout, whose going away ends the run (`reader`); the flight recorder that keeps the last hits until a trigger prints them (`flight`);
-//! `--on`'s object slots and batches (`objects`); the kernel's totals of every kept hit in the reports when
-//! the stream dropped some (`totals`).
+//! The running session: the event loop that drains the armed events' rings, merges their records in
+//! time order and hands symbolized hits to the outputs, with signals, the deadline and CPU hotplug in the
+//! same loop. `session` only wires the parts; each part is driven through a narrow trait of `context`,
+//! which its unit tests fake (no kernel needed). The logic lives in the parts, most of it in `stream`.
+//!
+//! | concern | modules |
+//! |---|---|
+//! | the loop | `session` (wiring), `context` (what each part asks of it), `wakes` (which wake goes to which part, when the run stops), `pace` (wake-up policy), `deadline` (`--duration`), `reader` (a stream on stdout whose reader went away) |
+//! | rings and merge | `events` (the armed set, owning every descriptor and ring, and the end-of-run audits), `sorter` (timestamp order across rings), `pipeline` (drain then order, as one step) |
+//! | records to output | `stream` (released records applied and printed), `admit` (a sample kept as a hit or not), `sink` (the output and its first failure), `books` (the summary's counts and the audits), `totals` (the kernel's totals when the stream dropped hits), `olds` and `store_value` (`--value`'s old and new values) |
+//! | tasks and names | `tasks` (task records applied to names and maps), `comm`, `exited`, `symbolize` (frames named) |
+//! | parts of a run | `hotplug` (CPUs coming and going), `control` and `moves` (`--control` commands, then steps), `unload` (a module unloaded), `flight` (the flight recorder), `objects` (`--on`'s object slots), `watched` (processes followed to their exit or exec), `launch` (a command started stopped at its exec) |
 //!
 //! Uses [`crate::perf`] for events and records, [`crate::model`] for what to watch, keep and stop on, and
 //! [`crate::config`]'s resolved `--on` and `--last` settings;

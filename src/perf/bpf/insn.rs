@@ -256,6 +256,12 @@ impl Asm {
         self
     }
 
+    /// Pushes jump `insn`, its offset to be pointed at `label` by [`Asm::finish`].
+    fn push_jump(&mut self, insn: Insn, label: Label) -> &mut Asm {
+        self.fixups.push((self.insns.len(), label));
+        self.push(insn)
+    }
+
     /// `dst = imm` (sign-extended to 64 bits).
     pub fn mov_imm(&mut self, dst: impl Into<Reg>, imm: i32) -> &mut Asm {
         self.alu_imm(Alu::Mov, dst, imm)
@@ -353,8 +359,7 @@ impl Asm {
         imm: i32,
         label: Label,
     ) -> &mut Asm {
-        self.fixups.push((self.insns.len(), label));
-        self.push(Insn::new(JMP | cond as u8 | K, dst, R0, 0, imm))
+        self.push_jump(Insn::new(JMP | cond as u8 | K, dst, R0, 0, imm), label)
     }
 
     /// `if dst COND src goto label`.
@@ -365,14 +370,12 @@ impl Asm {
         src: impl Into<Reg>,
         label: Label,
     ) -> &mut Asm {
-        self.fixups.push((self.insns.len(), label));
-        self.push(Insn::new(JMP | cond as u8 | X, dst, src, 0, 0))
+        self.push_jump(Insn::new(JMP | cond as u8 | X, dst, src, 0, 0), label)
     }
 
     /// `goto label`.
     pub fn goto(&mut self, label: Label) -> &mut Asm {
-        self.fixups.push((self.insns.len(), label));
-        self.push(Insn::new(JMP | JA, R0, R0, 0, 0))
+        self.push_jump(Insn::new(JMP | JA, R0, R0, 0, 0), label)
     }
 
     /// Calls kernel helper `helper`: arguments in r1-r5, result in r0, r1-r5 clobbered.

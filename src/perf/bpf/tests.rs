@@ -348,15 +348,18 @@ fn made_up_names_are_left_to_the_tracer() {
     assert!(store(&mut m, &prog, Some(1)).is_some());
 }
 
-/// One run of stores: (tgid, address, value), each through `prog` on one machine; the records kept.
-fn run_stores(maps: Maps, prog: &[Insn], stores: &[(u64, u64, u64)]) -> Vec<Option<[u64; 4]>> {
-    let mut m = machine(maps, USER_ADDR);
+/// Each store, (tgid, address, value), through `prog` on `m` in order: the records kept.
+fn run_stores(
+    m: &mut FakeKernel,
+    prog: &[Insn],
+    stores: &[(u64, u64, u64)],
+) -> Vec<Option<[u64; 4]>> {
     stores
         .iter()
         .map(|&(tgid, addr, value)| {
             m.pid_tgid = (tgid << 32) | tgid;
             m.addr = addr;
-            store(&mut m, prog, Some(value))
+            store(m, prog, Some(value))
         })
         .collect()
 }
@@ -368,52 +371,36 @@ fn the_by_tgid_array_reports_what_the_hash_does() {
     let f = Filter::default();
     let cond = cmp(Side::Value, Op::Ne, 3, false);
     let far = BY_TGID_ENTRIES as u64 + 5;
-    let stores = [
-        (100, USER_ADDR, 1),
-        (100, USER_ADDR, 3),
-        (100, USER_ADDR, 4),
-        (200, USER_ADDR, 3),
-        (200, USER_ADDR, 5),
-        (100, USER_ADDR, 6),
-        (far, USER_ADDR, 3),
-        (far, USER_ADDR, 7),
-        (100, KERNEL_ADDR, 3),
-        (200, KERNEL_ADDR, 8),
-        (0, USER_ADDR, 3),
-        (0, USER_ADDR, 9),
-    ];
-    let hash = run_stores(MAPS, &program_with(&MAPS, 8, Some(&cond), &f), &stores);
-    let array = run_stores(
-        ARRAY_MAPS,
-        &program_with(&ARRAY_MAPS, 8, Some(&cond), &f),
-        &stores,
-    );
-    assert_eq!(array, hash);
     let known = VALUE_KNOWN | OLD_KNOWN;
-    assert_eq!(array[0], Some([1, 0, USER_ADDR, VALUE_KNOWN]));
-    assert_eq!(array[1], None, "3 is dropped");
-    assert_eq!(
-        array[2],
-        Some([4, 3, USER_ADDR, known]),
-        "the dropped store is the next hit's old"
-    );
-    assert_eq!(
-        array[4],
-        Some([5, 3, USER_ADDR, known]),
-        "another process, its own history"
-    );
-    assert_eq!(array[5], Some([6, 4, USER_ADDR, known]));
-    assert_eq!(
-        array[7],
-        Some([7, 3, USER_ADDR, known]),
-        "a tgid past the array"
-    );
-    assert_eq!(
-        array[9],
-        Some([8, 3, KERNEL_ADDR, known]),
-        "a kernel address, one history"
-    );
-    assert_eq!(array[11], Some([9, 3, USER_ADDR, known]), "tgid 0");
+    // Each store and the record kept of it (every 3 is dropped).
+    let (stores, records): (Vec<_>, Vec<_>) = [
+        ((100, USER_ADDR, 1), Some([1, 0, USER_ADDR, VALUE_KNOWN])),
+        ((100, USER_ADDR, 3), None),
+        // The dropped store is the next hit's old.
+        ((100, USER_ADDR, 4), Some([4, 3, USER_ADDR, known])),
+        // Another process, its own history.
+        ((200, USER_ADDR, 3), None),
+        ((200, USER_ADDR, 5), Some([5, 3, USER_ADDR, known])),
+        ((100, USER_ADDR, 6), Some([6, 4, USER_ADDR, known])),
+        // A tgid past the array.
+        ((far, USER_ADDR, 3), None),
+        ((far, USER_ADDR, 7), Some([7, 3, USER_ADDR, known])),
+        // A kernel address, one history.
+        ((100, KERNEL_ADDR, 3), None),
+        ((200, KERNEL_ADDR, 8), Some([8, 3, KERNEL_ADDR, known])),
+        // Tgid 0.
+        ((0, USER_ADDR, 3), None),
+        ((0, USER_ADDR, 9), Some([9, 3, USER_ADDR, known])),
+    ]
+    .into_iter()
+    .unzip();
+    let run = |maps: Maps| {
+        let prog = program_with(&maps, 8, Some(&cond), &f);
+        run_stores(&mut machine(maps, USER_ADDR), &prog, &stores)
+    };
+    let (hash, array) = (run(MAPS), run(ARRAY_MAPS));
+    assert_eq!(array, hash);
+    assert_eq!(array, records);
 }
 
 /// Tgids the array covers keep their old values there; a tgid past its end, tgid 0 and a kernel address
@@ -422,14 +409,13 @@ fn the_by_tgid_array_reports_what_the_hash_does() {
 fn only_tgids_the_array_covers_leave_the_hash() {
     let (prog, mut m) = watch_with(ARRAY_MAPS, 8, None, &Filter::default(), USER_ADDR);
     let far = BY_TGID_ENTRIES as u64;
-    let stores = [(100, USER_ADDR, 1), (far, USER_ADDR, 2), (0, USER_ADDR, 3)];
-    for (tgid, addr, value) in stores {
-        m.pid_tgid = (tgid << 32) | tgid;
-        m.addr = addr;
-        store(&mut m, &prog, Some(value));
-    }
-    m.addr = KERNEL_ADDR;
-    store(&mut m, &prog, Some(4));
+    let stores = [
+        (100, USER_ADDR, 1),
+        (far, USER_ADDR, 2),
+        (0, USER_ADDR, 3),
+        (0, KERNEL_ADDR, 4),
+    ];
+    run_stores(&mut m, &prog, &stores);
     assert_eq!(m.old(100), None, "in the array");
     assert_eq!(m.old(far), Some(2));
     assert_eq!(m.old(0), Some(3));

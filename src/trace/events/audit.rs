@@ -2,58 +2,24 @@
 //! its rings delivered, each counter read from the base it had when the event was taken ([`super::Bases`]),
 //! so a loss the rings never reported is found.
 
-use crate::perf::event::{CpuEvent, Delivery, EventConfig};
+use std::io;
 
-use super::Tracked;
+use crate::perf::bpf::hit_set::HitPrograms;
+use crate::perf::event::{CpuEvent, EventConfig};
 
-/// The hits `ev`'s CPU and watch's program had dropped so far (0 without one, or if the counter cannot
-/// be read).
-pub(super) fn dropped(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
-    match &cfg.delivery {
-        Delivery::Hits(h) => on_cpu(h.dropped_by_cpu(ev.watch), ev),
-        Delivery::Samples => 0,
-    }
-}
+use super::{Bases, Tracked};
 
-/// Second reports of one store that `ev`'s CPU and watch's program dropped on the per-thread path (another
-/// of the writing thread's events reported it first; 0 otherwise).
-pub(super) fn repeated(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
-    match &cfg.delivery {
-        Delivery::Hits(h) => on_cpu(h.repeated_by_cpu(ev.watch), ev),
-        Delivery::Samples => 0,
-    }
-}
-
-/// Traps of processes a process watch does not cover that `ev`'s CPU and watch dropped in the kernel (the
-/// hit path; 0 otherwise).
-pub(super) fn other_process(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
-    match &cfg.delivery {
-        Delivery::Hits(h) => on_cpu(h.other_process_by_cpu(ev.watch), ev),
-        Delivery::Samples => 0,
-    }
-}
-
-/// Traps after `--count`'s N-th hit that `ev`'s CPU and watch's program kept none of (the hit path; 0
-/// otherwise).
-pub(super) fn beyond_count(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
-    match &cfg.delivery {
-        Delivery::Hits(h) => on_cpu(h.beyond_count_by_cpu(ev.watch), ev),
-        Delivery::Samples => 0,
-    }
-}
-
-/// Kept hits `ev`'s CPU and watch had lost so far because the CPU's ring buffer was full (the hit path; 0
-/// otherwise).
-pub(super) fn ring_lost(cfg: &EventConfig, ev: &CpuEvent) -> u64 {
-    match &cfg.delivery {
-        Delivery::Hits(h) => on_cpu(h.lost_by_cpu(ev.watch), ev),
-        Delivery::Samples => 0,
-    }
-}
-
-/// `ev`'s CPU's count in a per-CPU counter read from a program's map (0 if it could not be read).
-fn on_cpu(by_cpu: std::io::Result<Vec<u64>>, ev: &CpuEvent) -> u64 {
-    by_cpu
+/// `ev`'s CPU's count in one of its watch's program's per-CPU counters, which `read` reads by CPU number
+/// (`HitPrograms::dropped_by_cpu`, ...): 0 off the hit path (no program), or if it cannot be read.
+pub(super) fn on_cpu(
+    cfg: &EventConfig,
+    ev: &CpuEvent,
+    read: fn(&HitPrograms, usize) -> io::Result<Vec<u64>>,
+) -> u64 {
+    let Some(h) = cfg.delivery.hit_programs() else {
+        return 0;
+    };
+    read(h, ev.watch)
         .ok()
         .and_then(|by_cpu| by_cpu.get(ev.cpu as usize).copied())
         .unwrap_or(0)
@@ -153,16 +119,17 @@ fn kernel_lost(perf: Option<u64>, hit_ring: Option<u64>, perf_ring_reported: u64
 pub(super) fn audit(t: &Tracked, cfg: &EventConfig) -> Audit {
     let counts = t.ev.counts().ok();
     let tally = t.decoder.tally();
+    let now = Bases::read(cfg, &t.ev);
     let hits_lost =
         t.ev.hits
             .as_ref()
-            .map(|_| ring_lost(cfg, &t.ev).saturating_sub(t.bases.lost));
+            .map(|_| now.lost.saturating_sub(t.bases.lost));
     Audit {
         unprinted_tail: hits_lost.map_or(0, |n| n.saturating_sub(t.decoder.hit_ring_lost())),
-        filtered: dropped(cfg, &t.ev).saturating_sub(t.bases.dropped),
-        other_process: other_process(cfg, &t.ev).saturating_sub(t.bases.other),
-        beyond_count: beyond_count(cfg, &t.ev).saturating_sub(t.bases.beyond),
-        repeated: repeated(cfg, &t.ev).saturating_sub(t.bases.repeated) + tally.copies,
+        filtered: now.dropped.saturating_sub(t.bases.dropped),
+        other_process: now.other.saturating_sub(t.bases.other),
+        beyond_count: now.beyond.saturating_sub(t.bases.beyond),
+        repeated: now.repeated.saturating_sub(t.bases.repeated) + tally.copies,
         cpu: t.ev.cpu,
         watch: t.ev.watch,
         kernel_hits: counts.map(|c| c.hits),

@@ -208,6 +208,18 @@ mod tests {
             .collect()
     }
 
+    /// What `d` puts out for `records`, in order, as [`what`] describes it.
+    fn decoded(
+        d: &mut HitDecoder,
+        out: &mut Collect,
+        records: impl IntoIterator<Item = HitRecord>,
+    ) -> Vec<String> {
+        for r in records {
+            d.record(&encode(&r), out);
+        }
+        what(&out.take())
+    }
+
     /// The writer's name comes ahead of its first hit and again only when the task or its name changes;
     /// the records lost since the last one read come ahead of the next, once (the count is running, and
     /// starts from what the program had lost when the ring was set up).
@@ -219,16 +231,14 @@ mod tests {
             comm: Some("worker".into()),
             ..record(8, 40, 5)
         };
-        for r in [
+        let records = [
             record(8, 10, 2),
             record(8, 20, 2),
             record(9, 30, 2),
             renamed,
-        ] {
-            d.record(&encode(&r), &mut out);
-        }
+        ];
         assert_eq!(
-            what(&out.take()),
+            decoded(&mut d, &mut out, records),
             [
                 "10 comm 8 writer",
                 "10 hit 8@3",
@@ -321,11 +331,8 @@ mod tests {
             panic!("no loss reported")
         };
         assert_eq!((time, item), (10, Item::Unprinted { cpu: 1, count: 4 }));
-        for r in [record(8, 20, 6), record(8, 30, 7)] {
-            d.record(&encode(&r), &mut out);
-        }
         assert_eq!(
-            what(&out.take()),
+            decoded(&mut d, &mut out, [record(8, 20, 6), record(8, 30, 7)]),
             [
                 "10 comm 8 writer",
                 "10 hit 8@0",
@@ -419,17 +426,16 @@ mod tests {
             ip: None,
             ..record(8, 20, u32::MAX - 1)
         };
-        d.record(&encode(&record(8, 10, u32::MAX - 1)), &mut out);
-        d.record(&encode(&unnamed), &mut out);
-        d.record(
-            &encode(&HitRecord {
+        let records = [
+            record(8, 10, u32::MAX - 1),
+            unnamed.clone(),
+            HitRecord {
                 lost: 1,
                 ..unnamed.clone()
-            }),
-            &mut out,
-        );
+            },
+        ];
         assert_eq!(
-            what(&out.take()),
+            decoded(&mut d, &mut out, records),
             [
                 "10 comm 8 writer",
                 "10 hit 8@0",

@@ -2,18 +2,21 @@
 //! symbol loading: every live task's name and process's maps that the hits can need (a writer already
 //! running that exits right after its hits must have had them read, and a read after `armed` would race
 //! with a script that starts it on that line), and the first CPU-bound breakpoint open, which waits out an
-//! RCU grace period. `watch` starts it from the request; `execute` takes its results when it arms.
+//! RCU grace period. `watch` starts it from the request and the plan's host; `execute` takes its results
+//! when it arms.
 //!
-//! It reads what the request alone tells, before the plan has checked anything: a request the plan then
-//! refuses leaves it to end with the process (it reads, and holds no breakpoint).
+//! Who the watch covers and which path its hits take are the plan's own decisions ([`plan::scope`],
+//! [`plan::delivery`]), taken before the plan has checked the rest: a request the plan then refuses leaves
+//! this work to end with the process (it reads, and holds no breakpoint).
 
 use std::path::Path;
 
 use ksymwatch_symbols::UserSymbols;
 
-use crate::config::plan::{hit_program, read_task};
+use crate::config::plan::{self, read_task, Hits, Host, Scope};
 use crate::config::request::WatchRequest;
 use crate::cpulist;
+use crate::perf::bpf;
 use crate::perf::warmup::Warmup;
 use crate::trace::comm::Comms;
 
@@ -24,34 +27,44 @@ pub(super) struct Prefetch {
 }
 
 impl Prefetch {
-    pub(super) fn start(request: &WatchRequest) -> Prefetch {
+    pub(super) fn start(request: &WatchRequest, host: &dyn Host) -> Prefetch {
+        // Who the watch covers, as the plan decides it. A request whose scope the plan refuses has
+        // nothing to read ahead.
+        let Ok(scope) = plan::scope(request) else {
+            return Prefetch {
+                task_scan: None,
+                warmup: None,
+            };
+        };
         // Whose names and maps the hits can need: any process's for a system-wide watch; a process
         // watch's hits come from its own processes (and the children they fork, which the kernel's
         // records bring), so reading every other process (a few ms per hundred) only delays the first
         // hit; a launched command does not exist yet (it is read at its exec stop).
-        let writers = match (request.watched_pids().is_empty(), &request.command) {
-            (false, _) => Some(request.watched_pids().to_vec()),
-            (true, Some(_)) => Some(Vec::new()),
-            (true, None) => None,
+        let writers = match &scope {
+            Scope::System => None,
+            Scope::Processes(pids) => Some(pids.clone()),
+            Scope::Launched(_) => Some(Vec::new()),
         };
-        let system = writers.is_none();
-        // `--per-thread`/`--remove-on-exec` take perf samples unless values are read (their hits then
-        // come from the hit program too); a `--dump-on` condition also reads values, which this
-        // request-only guess leaves to the names read for nothing.
-        let samples = request.per_event() && !request.value && request.condition.is_none();
+        // Only a system-wide watch opens CPU-bound breakpoints; where this process may not open them, the
+        // probe is refused and its thread ends.
+        let warmup = scope
+            .system_wide()
+            .then(|| cpulist::read(Path::new(cpulist::ONLINE)).ok())
+            .flatten()
+            .and_then(|cpus| cpus.first().copied())
+            .map(Warmup::start);
+        // On the hit path every hit record carries its writer's name: reading every task's name (a
+        // second for a process of 100,000 threads) is for perf samples only. Which path the hits take is
+        // the plan's own decision, made from the plan's host (which asks the kernel whether BPF loads
+        // once per run).
+        let names = plan::delivery(request, &scope, || host.bpf().is_ok()).hits == Hits::Samples;
         let task_scan = std::thread::Builder::new()
             .name("ksymwatch-tasks".into())
             .spawn(move || {
-                // On the hit path every hit record carries its writer's name: reading every task's name
-                // (a second for a process of 100,000 threads) is for perf samples only. Whether hits take
-                // the hit program is answered as the plan's delivery answers it (the per-thread options
-                // take perf samples unless values are read, above), and whether BPF loads is asked once
-                // per run (here, off the planning's way): this is the plan's answer.
-                let names = !hit_program(samples, crate::perf::bpf::probe);
                 if !names {
                     // The hit program's load asks where the kernel keeps a task's name (its BTF,
                     // 1-2 ms to open): answered here, it is not on the way to arming.
-                    let _ = crate::perf::bpf::task::comm_offset();
+                    let _ = bpf::task::comm_offset();
                 }
                 let (mut comms, mut user) = (Comms::default(), UserSymbols::default());
                 match &writers {
@@ -73,13 +86,6 @@ impl Prefetch {
                 (comms, user)
             })
             .ok();
-        // Only a system-wide watch opens CPU-bound breakpoints; where this process may not open them, the
-        // probe is refused and its thread ends.
-        let warmup = system
-            .then(|| cpulist::read(Path::new(cpulist::ONLINE)).ok())
-            .flatten()
-            .and_then(|cpus| cpus.first().copied())
-            .map(Warmup::start);
         Prefetch { task_scan, warmup }
     }
 }

@@ -24,8 +24,9 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     let request = request::watch(args, access, dashes);
     // Started from the request, to overlap with the planning and its symbol loading (see `prefetch`). A
     // dry run arms nothing.
-    let prefetch = (!dry_run).then(|| Prefetch::start(&request));
-    let planned = config::plan(request, &mut RealHost::new(launch::start));
+    let mut host = RealHost::new(launch::start);
+    let prefetch = (!dry_run).then(|| Prefetch::start(&request, &host));
+    let planned = config::plan(request, &mut host);
     // What planning had to say, in its order, also before the error of a plan refused.
     for line in &planned.notes {
         stderr::line(format_args!("{line}"));

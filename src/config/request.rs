@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::debuginfod;
-use crate::config::flight::DumpOn;
+use crate::config::flight::{DumpOn, Trigger};
 use crate::config::objects::{Source, UserProbe};
 use crate::model::watch::Access;
 
@@ -66,10 +66,24 @@ impl WatchRequest {
         }
     }
 
-    /// `--per-thread` or `--remove-on-exec`: the kernel applies them per event, so hits come as perf
-    /// samples whatever BPF can do.
-    pub fn per_event(&self) -> bool {
-        self.per_thread || self.remove_on_exec
+    /// `--per-thread` or `--remove-on-exec` (named as given, `--per-thread` first): the kernel applies
+    /// them per event, so the hit program does not keep the hits.
+    pub fn per_event(&self) -> Option<&'static str> {
+        match (self.per_thread, self.remove_on_exec) {
+            (true, _) => Some("--per-thread"),
+            (false, true) => Some("--remove-on-exec"),
+            (false, false) => None,
+        }
+    }
+
+    /// The kernel reads the watched value at each trap: `--value`, `--if`, or a `--dump-on` condition.
+    pub fn reads_values(&self) -> bool {
+        self.value
+            || self.condition.is_some()
+            || self
+                .dump_on
+                .iter()
+                .any(|d| matches!(d.trigger, Trigger::Hit(_)))
     }
 }
 

@@ -19,19 +19,10 @@ use crate::perf::bpf;
 
 use super::host::Host;
 
-/// The cgroups `r`'s `--cgroup` arguments name, each once; none without the option.
-pub fn check(r: &WatchRequest, host: &dyn Host) -> Result<Vec<Cgroup>> {
-    let per_event = match (r.per_thread, r.remove_on_exec) {
-        (true, _) => Some("--per-thread"),
-        (false, true) => Some("--remove-on-exec"),
-        (false, false) => None,
-    };
-    check_with(
-        &r.output.cgroups,
-        per_event,
-        || host.bpf(),
-        |a| host.cgroup(a),
-    )
+/// The cgroups `r`'s `--cgroup` arguments name, each once; none without the option. `bpf` is whether BPF
+/// loads, as the plan asked it.
+pub fn check(r: &WatchRequest, bpf: &io::Result<()>, host: &dyn Host) -> Result<Vec<Cgroup>> {
+    check_with(&r.output.cgroups, r.per_event(), bpf, |a| host.cgroup(a))
 }
 
 /// [`check`] with its parts given: `per_event` a flag that makes per-thread perf events, `bpf` whether
@@ -39,7 +30,7 @@ pub fn check(r: &WatchRequest, host: &dyn Host) -> Result<Vec<Cgroup>> {
 fn check_with(
     args: &[String],
     per_event: Option<&str>,
-    bpf: impl FnOnce() -> io::Result<()>,
+    bpf: &io::Result<()>,
     find: impl Fn(&str) -> std::result::Result<Cgroup, CgroupError>,
 ) -> Result<Vec<Cgroup>> {
     let Some(first) = args.first() else {
@@ -74,11 +65,11 @@ fn check_with(
         }
     }
     // After the paths: a wrong one is the first thing to fix, whoever runs it.
-    bpf().map_err(|e| {
+    bpf.as_ref().map_err(|e| {
         Error::not_permitted(format!(
             "--cgroup {first}: the writer's cgroup is tested in the kernel by a BPF program, but {}; \
              drop --cgroup (a container's processes can be watched with -p PID instead)",
-            bpf::why_unavailable(&e)
+            bpf::why_unavailable(e)
         ))
     })?;
     Ok(out)
@@ -110,42 +101,37 @@ mod tests {
         a.iter().map(|s| s.to_string()).collect()
     }
 
-    fn ok() -> io::Result<()> {
-        Ok(())
-    }
+    const OK: &io::Result<()> = &Ok(());
 
     #[test]
     fn each_argument_names_one_cgroup_once() {
         let got = check_with(
             &args(&["/pods/a", "pods/b", "/sys/fs/cgroup/unified/pods/a"]),
             None,
-            ok,
+            OK,
             find,
         )
         .expect("found");
         let ids: Vec<u64> = got.iter().map(|c| c.id).collect();
         assert_eq!(ids, [0x1a, 0x1b]);
         assert_eq!(got[1].path, "/pods/b");
-        assert!(check_with(
-            &[],
-            Some("--per-thread"),
-            || Err(io::Error::other("x")),
-            find
-        )
-        .expect("nothing to check")
-        .is_empty());
+        assert!(
+            check_with(&[], Some("--per-thread"), &Err(io::Error::other("x")), find)
+                .expect("nothing to check")
+                .is_empty()
+        );
     }
 
     #[test]
     fn a_missing_cgroup_is_a_usage_error_naming_the_way_out() {
-        let e = check_with(&args(&["/pods/nope"]), None, ok, find).unwrap_err();
+        let e = check_with(&args(&["/pods/nope"]), None, OK, find).unwrap_err();
         assert_eq!(e.code, ExitCode::Usage);
         let text = e.to_string();
         assert!(
             text.contains("--cgroup /pods/nope") && text.contains("/proc/PID/cgroup"),
             "{text}"
         );
-        let e = check_with(&args(&["/pods/a"]), None, ok, |_| {
+        let e = check_with(&args(&["/pods/a"]), None, OK, |_| {
             Err(CgroupError::NoHierarchy)
         })
         .unwrap_err();
@@ -164,7 +150,7 @@ mod tests {
             })
         };
         for arg in ["", " "] {
-            let e = check_with(&args(&["/pods/a", arg]), None, ok, root).unwrap_err();
+            let e = check_with(&args(&["/pods/a", arg]), None, OK, root).unwrap_err();
             assert_eq!(e.code, ExitCode::Usage);
             assert!(e.to_string().contains("empty path"), "{e}");
         }
@@ -172,16 +158,16 @@ mod tests {
 
     #[test]
     fn a_watch_without_the_hit_program_is_refused() {
-        let e = check_with(&args(&["/pods/a"]), Some("--per-thread"), ok, find).unwrap_err();
+        let e = check_with(&args(&["/pods/a"]), Some("--per-thread"), OK, find).unwrap_err();
         assert_eq!(e.code, ExitCode::Usage);
         assert!(e.to_string().contains("drop --per-thread"), "{e}");
-        let no_bpf = || Err(io::Error::from_raw_os_error(libc::EPERM));
-        let e = check_with(&args(&["/pods/a"]), None, no_bpf, find).unwrap_err();
+        let no_bpf = Err(io::Error::from_raw_os_error(libc::EPERM));
+        let e = check_with(&args(&["/pods/a"]), None, &no_bpf, find).unwrap_err();
         assert_eq!(e.code, ExitCode::NotPermitted);
         assert!(e.to_string().contains("drop --cgroup"), "{e}");
         let many: Vec<String> = (0..=bpf::cgroup::MAX).map(|_| "/pods/a".into()).collect();
         assert_eq!(
-            check_with(&many, None, ok, find).unwrap_err().code,
+            check_with(&many, None, OK, find).unwrap_err().code,
             ExitCode::Usage
         );
     }

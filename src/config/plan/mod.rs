@@ -8,8 +8,10 @@
 //! result (the host is asked only where a stage needs the machine, and each stage asks it in one block):
 //!
 //! 1. `options`: the request checked against itself (`--last` with `--dump-on`), then against the
-//!    machine (the delivery first, from the privileges and whether BPF loads; then the `-p` processes,
-//!    `--cgroup`, `cpus`); the scope and the delivery are decided.
+//!    machine (the delivery first, from whether BPF loads, asked once, and the privileges; then the `-p`
+//!    processes, `--cgroup`, `cpus`); the scope ([`scope()`]) and the delivery ([`delivery()`]) are
+//!    decided, each by one pure function the command line's prefetch, which starts before the plan, also
+//!    takes.
 //! 2. `kernel` (the kernel's symbol source, types, asked once: casts, `--dump-on`'s tracepoints, and
 //!    with `percpu` the per-CPU copies; kernel symbols loaded, or left to first use for a process
 //!    watch), `process` (the processes a watch covers and its
@@ -75,7 +77,7 @@ pub use control::{Control, Resolver};
 pub use cpus::Cpus;
 pub use host::{Host, Launch};
 pub use machine::{read_start_time, read_task, Launcher, RealHost};
-pub use options::hit_program;
+pub use options::{delivery, scope};
 pub use outputs::{FoldedTo, Outputs};
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.

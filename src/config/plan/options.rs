@@ -1,10 +1,9 @@
 //! The plan's first stage: the request's options checked against each other, and the choices they make:
 //! who the watch covers, how hits reach the tracer, which writers it sees, whether values are read. The
-//! request is read whole first; then, through the host, in this order: the privileges and whether BPF
-//! loads (the delivery), the `-p` processes, the cgroups, and the CPUs. No symbol or type is read here
+//! request is read whole first; then, through the host, in this order: whether BPF loads (asked once; the
+//! delivery) and the privileges, the `-p` processes, the cgroups, and the CPUs. No symbol or type is read here
 //! (`--dump-on`'s tracepoints are found with the kernel's types, in the kernel stage).
 
-use std::io;
 use std::path::PathBuf;
 
 use crate::config::flight::{DumpOn, Flight, Trigger};
@@ -16,6 +15,7 @@ use crate::model::filter::{Filter, Watched};
 use crate::model::target::{self, Target};
 use crate::model::watch::Access;
 use crate::model::Limits;
+use crate::perf::privilege::Privilege;
 
 use super::cpus::{self, Cpus};
 use super::host::Host;
@@ -137,9 +137,12 @@ pub(super) fn check(
         ));
     }
     // The request against the machine, each part read once, in order. Which path the hits take is
-    // decided first, from the privileges and whether BPF loads; what it has to say (a note, or a
-    // system-wide watch refused) is said in its turn below, after the checks that come before it.
-    let decision = delivery(&r, &scope, host);
+    // decided first, from whether BPF loads (asked here once: the values and `--cgroup` checks raise its
+    // refusal in their turn); what the privileges have to say (a note, or a system-wide watch refused)
+    // is said in its turn below, after the checks that come before it.
+    let bpf = host.bpf();
+    let delivery = delivery(&r, &scope, || bpf.is_ok());
+    let privileges = privileges(&scope, host.privilege());
     // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
     let started = processes_of(&*host, &r.pids, notes)?;
     let pids: Vec<u32> = started.iter().map(|s| s.pid).collect();
@@ -156,52 +159,31 @@ pub(super) fn check(
     // A hit trigger is evaluated on the value the kernel read at the trap.
     let values = match condition {
         Some(c) => Values::If(c),
-        None if r.value
-            || flight
-                .as_ref()
-                .is_some_and(|f| f.conditions().next().is_some()) =>
-        {
-            Values::Read
-        }
+        None if r.reads_values() => Values::Read,
         None => Values::Unread,
     };
     // Before any symbol is loaded or anything armed: without BPF, --value cannot work at all.
     let tracepoints = flight
         .as_ref()
         .is_some_and(|f| f.tracepoints().next().is_some());
-    if values.read() || tracepoints {
+    if let (Err(e), true) = (&bpf, values.read() || tracepoints) {
         // Named for what asked for it: `--dump-on` alone is not `--value`.
         let trigger = r.dump_on.iter().find(|d| d.trigger != Trigger::Signal);
-        host.bpf().map_err(|e| match trigger {
-            Some(d) if !r.value && r.condition.is_none() => super::no_bpf_for_dump_on(&d.text, &e),
-            _ => super::no_bpf(&e),
-        })?;
+        return Err(match trigger {
+            Some(d) if !r.value && r.condition.is_none() => super::no_bpf_for_dump_on(&d.text, e),
+            _ => super::no_bpf(e),
+        });
     }
     // `--cgroup`: each found in the cgroup v2 hierarchy, and the hit program that tests them loads.
-    filter.cgroups = super::cgroup::check(&r, &*host)?;
+    filter.cgroups = super::cgroup::check(&r, &bpf, &*host)?;
     // After BPF: a --value that cannot load its program is told so before the breakpoints' privilege.
-    if let Some(note) = decision.note {
+    if let Some(note) = privileges.note {
         notes.push(note);
     }
-    if let Some(refused) = decision.refused {
+    if let Some(refused) = privileges.refused {
         return Err(Error::not_permitted(refused));
     }
-    // Which path the hits take, decided once the values are known (they are read only where BPF loads).
-    // A process watch whose processes the hit program cannot choose has events per thread; per thread, the
-    // program runs only for the values it reads (BPF was checked for them above).
-    let events = match (decision.program, system) {
-        (false, false) => Binding::Scope {
-            remove_on_exec: r.remove_on_exec,
-        },
-        _ => Binding::Cpus,
-    };
-    let hits = match events {
-        Binding::Cpus if decision.program => Hits::Program,
-        Binding::Scope { .. } if values.read() => Hits::Program,
-        _ => Hits::Samples,
-    };
-    let delivery = Delivery { hits, events };
-    let writers = decision.writers;
+    let writers = privileges.writers;
     let scope = match scope {
         Scope::Processes(_) => Scope::Processes(pids.clone()),
         other => other,
@@ -242,10 +224,10 @@ pub(super) fn check(
     })
 }
 
-/// Who the watch covers, from `-p` and `-- CMD` (with `--on`, `-p` chooses the allocating processes of a
-/// system-wide watch instead).
-/// `-p`'s processes are left empty here, to be checked once for both uses.
-fn scope(r: &WatchRequest) -> Result<Scope> {
+/// Who the watch covers, from `-p` and `-- CMD` (with a kernel `--on` source, `-p` chooses the allocating
+/// processes of a system-wide watch instead): decided here only, for the plan and for the prefetch that
+/// starts before it. `-p`'s processes are as given, to be checked once for both uses.
+pub fn scope(r: &WatchRequest) -> Result<Scope> {
     // A user-space source's objects are in the watched process: -p is its scope, as without --on.
     match (r.watched_pids().is_empty(), &r.command) {
         (true, None) => Ok(Scope::System),
@@ -261,60 +243,67 @@ fn scope(r: &WatchRequest) -> Result<Scope> {
         (false, Some(argv)) if !argv.is_empty() => Err(Error::usage(
             "-p watches a running process and `-- CMD` starts one: give one of them",
         )),
-        (false, _) => Ok(Scope::Processes(Vec::new())),
+        (false, _) => Ok(Scope::Processes(r.watched_pids().to_vec())),
     }
 }
 
-/// [`delivery`]'s choices, and what is to be said of them once the checks before them have passed.
-struct Decision {
+/// What the privileges make of the watch, and what is to be said of them once the checks before them have
+/// passed.
+struct Privileges {
     writers: Writers,
-    /// The hit program can be used: BPF loads, and no option asks for events per thread.
-    program: bool,
     /// This user may not see the kernel: the watch sees user-space writers only (a note of the plan).
     note: Option<String>,
     /// A system-wide watch this process may not open (exit 4).
     refused: Option<String>,
 }
 
-/// Which writers the events see, and which path the hits take; what is to be said when this user may not
-/// see the kernel, or may not watch the whole system.
-fn delivery(r: &WatchRequest, scope: &Scope, host: &dyn Host) -> Decision {
-    // Where BPF can be used, every watch is one breakpoint per CPU whose program keeps the hits and emits
-    // them (the hit path): a dropped trap costs the writer little, and a process watch chooses its process
-    // in the kernel, so its cost depends on CPUs and targets, never on threads. Without BPF (or with
-    // --per-thread, or --remove-on-exec, which the kernel applies per event) hits are perf samples and a
-    // process watch gives each thread its own events.
+/// Which writers the events see; what is to be said when this user may not see the kernel, or may not
+/// watch the whole system.
+fn privileges(scope: &Scope, privilege: Privilege) -> Privileges {
     // Without root or CAP_PERFMON, perf_event_paranoid 2 (the default) still lets a user watch their own
     // process, from user space only: its events exclude the kernel, and the kernel's symbols (hidden from
     // this user) are not needed.
-    let privilege = host.privilege();
     let system = scope.system_wide();
     let user_only = !system && !privilege.kernel_allowed();
-    let note = user_only.then(|| privilege.user_space_only_note());
-    let writers = match user_only {
-        true => Writers::UserSpaceOnly,
-        false => Writers::All,
-    };
-    // `--value` and `--if` without BPF are refused once the request is read whole (`Options::check`),
-    // which decides the delivery once the values are known.
-    let program = hit_program(r.per_event(), || host.bpf());
-    let refused = match system {
-        true => privilege.system_wide().err(),
-        false => None,
-    };
-    Decision {
-        writers,
-        program,
-        note,
-        refused,
+    Privileges {
+        writers: match user_only {
+            true => Writers::UserSpaceOnly,
+            false => Writers::All,
+        },
+        note: user_only.then(|| privilege.user_space_only_note()),
+        refused: match system {
+            true => privilege.system_wide().err(),
+            false => None,
+        },
     }
 }
 
-/// Whether hits take the hit program: no option asks for events per thread (`per_event`) and BPF loads
-/// (`bpf`, asked only then). The one answer to "the hit path or not": the delivery is chosen from it, and
-/// the prefetch, which starts before the plan, asks it too (on the hit path it reads no task's name).
-pub fn hit_program(per_event: bool, bpf: impl FnOnce() -> io::Result<()>) -> bool {
-    !per_event && bpf().is_ok()
+/// Which path the hits take and which events carry them: decided here only, from the request, its
+/// `scope` and whether BPF loads (`bpf`, asked only where a program could be used), for the plan and for
+/// the prefetch that starts before it (on the hit path it reads no task's name).
+///
+/// Where BPF loads, every watch is one breakpoint per CPU whose program keeps the hits and emits them
+/// (the hit path): a dropped trap costs the writer little, and a process watch chooses its process in
+/// the kernel, so its cost depends on CPUs and targets, never on threads. Without BPF (or with
+/// `--per-thread`, or `--remove-on-exec`, which the kernel applies per event) hits are perf samples and a
+/// process watch gives each thread its own events; per thread, the program runs only for the values it
+/// reads. (`--value` and `--if` without BPF are refused by the plan, in its order.)
+pub fn delivery(r: &WatchRequest, scope: &Scope, bpf: impl FnOnce() -> bool) -> Delivery {
+    let per_event = r.per_event().is_some();
+    let bpf = (!per_event || r.reads_values()) && bpf();
+    let program = !per_event && bpf;
+    let events = match (program, scope.system_wide()) {
+        (false, false) => Binding::Scope {
+            remove_on_exec: r.remove_on_exec,
+        },
+        _ => Binding::Cpus,
+    };
+    let hits = match events {
+        Binding::Cpus if program => Hits::Program,
+        Binding::Scope { .. } if bpf && r.reads_values() => Hits::Program,
+        _ => Hits::Samples,
+    };
+    Delivery { hits, events }
 }
 
 /// `--on` and `--rotate` against the rest of the command line; `comms` (kernel-length), and the `-p`

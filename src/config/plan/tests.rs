@@ -430,17 +430,24 @@ fn the_delivery_follows_bpf_and_the_scope() {
         .contains("# path: one breakpoint per thread, CPU and target"));
 }
 
-/// The hit path or not, as the delivery and the prefetch both ask it: BPF is asked only where no option
-/// wants events per thread.
+/// The hit path or not, as the plan and the prefetch both take it from [`delivery`]: BPF is asked only
+/// where a path could use a program (not for per-thread events that read no value).
 #[test]
 fn the_hit_program_is_taken_where_bpf_loads_and_nothing_asks_for_events_per_thread() {
-    assert!(hit_program(false, || Ok(())));
-    assert!(!hit_program(false, || Err(io::Error::from_raw_os_error(
-        libc::EPERM
-    ))));
-    assert!(!hit_program(true, || panic!(
-        "BPF asked for per-thread events"
-    )));
+    let system = request(&["jiffies"]);
+    assert_eq!(
+        delivery(&system, &Scope::System, || true).hits,
+        Hits::Program
+    );
+    assert_eq!(
+        delivery(&system, &Scope::System, || false).hits,
+        Hits::Samples
+    );
+    let mut per_thread = pids(request(&["counter"]), &[100]);
+    per_thread.per_thread = true;
+    let scope = Scope::Processes(vec![100]);
+    let asked = || panic!("BPF asked for per-thread events");
+    assert_eq!(delivery(&per_thread, &scope, asked).hits, Hits::Samples);
 }
 
 /// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads; reading values,

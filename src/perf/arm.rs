@@ -399,20 +399,35 @@ pub fn open_cpu<K: Kernel>(
         .collect()
 }
 
-/// Opens `watches` on `cpu` for `scope` (disabled): all or none. For a CPU that comes online.
+/// Opens `watches` on `cpu` for `scope` (disabled): all or none. For a CPU that comes online. Also
+/// returns whether a process's thread list settled ([`open_threads`]; always for other scopes).
 pub fn open_cpu_in(
     watches: &[Watch],
     cpu: u32,
     scope: &Scope,
     cfg: &EventConfig,
-) -> Result<Vec<CpuEvent>, OpenError> {
+) -> Result<(Vec<CpuEvent>, bool), OpenError> {
     let set = Prepared::new(
         watches,
         &BTreeSet::from([cpu]),
         targets(scope, cfg.binding),
         cfg,
     );
-    open_cpu(&set, cpu, &mut Perf { cfg })
+    let mut kernel = Perf { cfg };
+    match &set.targets {
+        Targets::Threads(pids) => open_threads(&set, pids, &mut kernel),
+        Targets::Cpus | Targets::Task(_) => open_cpu(&set, cpu, &mut kernel).map(|r| (r, true)),
+    }
+}
+
+/// What the run says at its end of a CPU that came online and was armed unsettled ([`open_cpu_in`]
+/// under a process watch whose process was still creating threads at the last reading).
+pub fn unsettled_on(cpu: u32) -> String {
+    format!(
+        "cpu{cpu} came online while the process was still creating threads (the last of 100 readings of \
+         its thread list found new ones): a thread created then by one not yet armed on cpu{cpu} is not \
+         watched there, and its stores there are in no count"
+    )
 }
 
 /// Every CPU's rings of a CPU-wide or launched set, with the CPUs that went offline (ENODEV) while

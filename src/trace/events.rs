@@ -252,6 +252,9 @@ pub struct EventSet {
     off: OffClock,
     /// Targets whose events were closed for good ([`EventSet::close_watch`]), by index.
     closed: Vec<bool>,
+    /// CPUs that came online and were armed while the watched process was still creating threads
+    /// (`arm::open_cpu_in`): said at the end of the run.
+    unsettled_cpus: BTreeSet<u32>,
     cfg: EventConfig,
     /// Who a CPU that comes online is armed for.
     scope: Scope,
@@ -324,6 +327,7 @@ impl EventSet {
             enabled: true,
             off: OffClock::default(),
             closed: vec![false; watches.len()],
+            unsettled_cpus: BTreeSet::new(),
             cfg,
             scope,
             by_cpu: BTreeMap::new(),
@@ -640,7 +644,10 @@ impl EventSet {
             other => other.clone(),
         };
         self.learn_percpu_base(cpu);
-        let mut evs = arm::open_cpu_in(&self.watches, cpu, &scope, &self.cfg)?;
+        let (mut evs, settled) = arm::open_cpu_in(&self.watches, cpu, &scope, &self.cfg)?;
+        if !settled {
+            self.unsettled_cpus.insert(cpu);
+        }
         // Opened disabled, so a closed target's event never fires before it is dropped here.
         evs.retain(|e| !self.closed.get(e.watch).copied().unwrap_or(false));
         // A CPU that was armed before keeps its counters from then: they are the starting point.
@@ -726,6 +733,11 @@ impl EventSet {
             audits.push(audit(t, &self.cfg));
         }
         Some(audits)
+    }
+
+    /// The CPUs that came online and were armed unsettled ([`arm::unsettled_on`]).
+    pub fn unsettled_cpus(&self) -> impl Iterator<Item = u32> + '_ {
+        self.unsettled_cpus.iter().copied()
     }
 
     /// Audits every event still open (after the final drain) and closes them all.

@@ -451,6 +451,10 @@ impl<O: Output> Stream<'_, O> {
         // do the kernel's counters tell the whole story.
         // On the hit path the programs themselves stop keeping hits at `--count`: what they kept is still
         // in the rings, and printed, as after a duration.
+        // A CPU armed while the process was still creating threads left some of them unwatched there.
+        for cpu in rings.events().unsettled_cpus() {
+            self.note(&crate::perf::arm::unsettled_on(cpu));
+        }
         let count_in_kernel = stop == StopReason::Count && kernel_count_reached(rings.events());
         if stop == StopReason::Count && !count_in_kernel {
             // --count met by the stream: nothing more is printed, but what the kernel dropped in the

@@ -674,3 +674,12 @@ fn a_per_thread_dry_run_is_refused_by_its_thread() {
         dry_run_with(&mut k, &w, &cpus(&[0]), Targets::Threads(vec![me]), &cfg).expect("a refusal");
     assert!(dry.what.starts_with(&format!("tid {me} (")), "{}", dry.what);
 }
+
+/// A CPU armed unsettled is named in the end-of-run warning, which says what went unwatched where.
+#[test]
+fn the_unsettled_cpu_warning_names_its_cpu() {
+    let w = unsettled_on(3);
+    assert!(w.starts_with("cpu3 came online"), "{w}");
+    assert!(w.contains("not yet armed on cpu3"), "{w}");
+    assert!(w.contains("100 readings"), "{w}");
+}

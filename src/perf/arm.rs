@@ -400,7 +400,7 @@ pub fn open_cpu<K: Kernel>(
 }
 
 /// Opens `watches` on `cpu` for `scope` (disabled): all or none. For a CPU that comes online. Also
-/// returns whether a process's thread list settled ([`open_threads`]; always for other scopes).
+/// returns whether a process's thread list settled (`open_threads`; always for other scopes).
 pub fn open_cpu_in(
     watches: &[Watch],
     cpu: u32,

@@ -381,14 +381,15 @@ fn lasting(f: &Failure) -> bool {
 }
 
 /// Opens `set`'s rings on one CPU, disabled: all or none. Threads that exit meanwhile are skipped. What
-/// a CPU that comes online is armed with (the caller enables them).
+/// a CPU that comes online is armed with (the caller enables them). Also returns whether a process's
+/// thread list settled (`open_threads`; always for the other targets).
 pub fn open_cpu<K: Kernel>(
     set: &Prepared,
     cpu: u32,
     kernel: &mut K,
-) -> Result<Vec<K::Ring>, OpenError> {
+) -> Result<(Vec<K::Ring>, bool), OpenError> {
     let bind = match &set.targets {
-        Targets::Threads(pids) => return open_threads(set, pids, kernel).map(|(rings, _)| rings),
+        Targets::Threads(pids) => return open_threads(set, pids, kernel),
         Targets::Cpus => Bind::Cpu,
         Targets::Task(pid) => Bind::Task(*pid),
     };
@@ -396,11 +397,11 @@ pub fn open_cpu<K: Kernel>(
     rings
         .flat_map(|(_, specs)| specs)
         .map(|spec| kernel.open_ring(spec, bind))
-        .collect()
+        .collect::<Result<_, _>>()
+        .map(|rings| (rings, true))
 }
 
-/// Opens `watches` on `cpu` for `scope` (disabled): all or none. For a CPU that comes online. Also
-/// returns whether a process's thread list settled (`open_threads`; always for other scopes).
+/// [`open_cpu`] for `watches` on `cpu` for `scope`, through the kernel's perf events.
 pub fn open_cpu_in(
     watches: &[Watch],
     cpu: u32,
@@ -413,11 +414,7 @@ pub fn open_cpu_in(
         targets(scope, cfg.binding),
         cfg,
     );
-    let mut kernel = Perf { cfg };
-    match &set.targets {
-        Targets::Threads(pids) => open_threads(&set, pids, &mut kernel),
-        Targets::Cpus | Targets::Task(_) => open_cpu(&set, cpu, &mut kernel).map(|r| (r, true)),
-    }
+    open_cpu(&set, cpu, &mut Perf { cfg })
 }
 
 /// What the run says at its end of a CPU that came online and was armed unsettled ([`open_cpu_in`]
@@ -439,8 +436,9 @@ fn open_cpus<K: Kernel>(
     let mut events = Vec::with_capacity(set.cpus.iter().map(|(_, r)| r.len()).sum());
     let mut went_offline = Vec::new();
     for &(cpu, _) in &set.cpus {
+        // A CPU-wide or launched set: no thread list to settle.
         match open_cpu(set, cpu, kernel) {
-            Ok(evs) => events.extend(evs),
+            Ok((evs, _)) => events.extend(evs),
             Err(e) if e.stage == Stage::Open && e.err.raw_os_error() == Some(libc::ENODEV) => {
                 went_offline.push(cpu)
             }

@@ -556,12 +556,36 @@ fn a_full_cpu_is_counted_after_the_rollback() {
 #[test]
 fn one_cpu_is_opened_alone_and_left_disabled() {
     let mut k = Fake::new();
-    let rings = open_cpu(&set(2, &[0, 1], Targets::Cpus), 1, &mut k).expect("opened");
+    let (rings, settled) = open_cpu(&set(2, &[0, 1], Targets::Cpus), 1, &mut k).expect("opened");
     assert_eq!(
         rings.iter().map(|r| (r.cpu, r.watch)).collect::<Vec<_>>(),
         [(1, 0), (1, 1)]
     );
+    assert!(settled, "a CPU-wide set has no thread list");
     assert_eq!(k.log.borrow().enabled, 0);
+}
+
+/// A process watch's CPU that comes online says whether its thread list settled, as the arming does.
+#[test]
+fn one_cpu_of_a_process_watch_says_whether_its_threads_settled() {
+    let growing: Vec<Vec<u32>> = (0..=MAX_THREAD_READINGS as u32)
+        .map(|n| (10..=10 + n).collect())
+        .collect();
+    let mut k = Fake {
+        readings: growing,
+        ..Fake::new()
+    };
+    let (_, settled) =
+        open_cpu(&set(1, &[1], Targets::Threads(vec![10])), 1, &mut k).expect("opened");
+    assert!(!settled);
+    let mut k = Fake {
+        readings: vec![vec![10, 11]],
+        ..Fake::new()
+    };
+    let (rings, settled) =
+        open_cpu(&set(1, &[1], Targets::Threads(vec![10])), 1, &mut k).expect("opened");
+    assert!(settled);
+    assert_eq!(rings[0].tids, [10, 11]);
 }
 
 #[test]

@@ -19,18 +19,22 @@ use crate::perf::bpf;
 
 use super::host::Host;
 
-/// The cgroups `r`'s `--cgroup` arguments name, each once; none without the option. `bpf` is whether BPF
-/// loads, as the plan asked it.
-pub fn check(r: &WatchRequest, bpf: &io::Result<()>, host: &dyn Host) -> Result<Vec<Cgroup>> {
+/// The cgroups `r`'s `--cgroup` arguments name, each once; none without the option. `bpf` answers
+/// whether BPF loads, as the plan asked it (only called with `--cgroup`).
+pub fn check<'b>(
+    r: &WatchRequest,
+    bpf: impl FnOnce() -> &'b io::Result<()>,
+    host: &dyn Host,
+) -> Result<Vec<Cgroup>> {
     check_with(&r.output.cgroups, r.per_event(), bpf, |a| host.cgroup(a))
 }
 
 /// [`check`] with its parts given: `per_event` a flag that makes per-thread perf events, `bpf` whether
 /// BPF loads, `find` one argument's cgroup.
-fn check_with(
+fn check_with<'b>(
     args: &[String],
     per_event: Option<&str>,
-    bpf: &io::Result<()>,
+    bpf: impl FnOnce() -> &'b io::Result<()>,
     find: impl Fn(&str) -> std::result::Result<Cgroup, CgroupError>,
 ) -> Result<Vec<Cgroup>> {
     let Some(first) = args.first() else {
@@ -65,7 +69,7 @@ fn check_with(
         }
     }
     // After the paths: a wrong one is the first thing to fix, whoever runs it.
-    bpf.as_ref().map_err(|e| {
+    bpf().as_ref().map_err(|e| {
         Error::not_permitted(format!(
             "--cgroup {first}: the writer's cgroup is tested in the kernel by a BPF program, but {}; \
              drop --cgroup (a container's processes can be watched with -p PID instead)",
@@ -108,32 +112,38 @@ mod tests {
         let got = check_with(
             &args(&["/pods/a", "pods/b", "/sys/fs/cgroup/unified/pods/a"]),
             None,
-            OK,
+            || OK,
             find,
         )
         .expect("found");
         let ids: Vec<u64> = got.iter().map(|c| c.id).collect();
         assert_eq!(ids, [0x1a, 0x1b]);
         assert_eq!(got[1].path, "/pods/b");
-        assert!(
-            check_with(&[], Some("--per-thread"), &Err(io::Error::other("x")), find)
-                .expect("nothing to check")
-                .is_empty()
-        );
+        assert!(check_with(
+            &[],
+            Some("--per-thread"),
+            || -> &io::Result<()> { unreachable!("asked BPF with nothing to check") },
+            find
+        )
+        .expect("nothing to check")
+        .is_empty());
     }
 
     #[test]
     fn a_missing_cgroup_is_a_usage_error_naming_the_way_out() {
-        let e = check_with(&args(&["/pods/nope"]), None, OK, find).unwrap_err();
+        let e = check_with(&args(&["/pods/nope"]), None, || OK, find).unwrap_err();
         assert_eq!(e.code, ExitCode::Usage);
         let text = e.to_string();
         assert!(
             text.contains("--cgroup /pods/nope") && text.contains("/proc/PID/cgroup"),
             "{text}"
         );
-        let e = check_with(&args(&["/pods/a"]), None, OK, |_| {
-            Err(CgroupError::NoHierarchy)
-        })
+        let e = check_with(
+            &args(&["/pods/a"]),
+            None,
+            || OK,
+            |_| Err(CgroupError::NoHierarchy),
+        )
         .unwrap_err();
         assert_eq!(e.code, ExitCode::Usage);
         assert!(e.to_string().contains("cgroup2"), "{e}");
@@ -150,7 +160,7 @@ mod tests {
             })
         };
         for arg in ["", " "] {
-            let e = check_with(&args(&["/pods/a", arg]), None, OK, root).unwrap_err();
+            let e = check_with(&args(&["/pods/a", arg]), None, || OK, root).unwrap_err();
             assert_eq!(e.code, ExitCode::Usage);
             assert!(e.to_string().contains("empty path"), "{e}");
         }
@@ -158,16 +168,16 @@ mod tests {
 
     #[test]
     fn a_watch_without_the_hit_program_is_refused() {
-        let e = check_with(&args(&["/pods/a"]), Some("--per-thread"), OK, find).unwrap_err();
+        let e = check_with(&args(&["/pods/a"]), Some("--per-thread"), || OK, find).unwrap_err();
         assert_eq!(e.code, ExitCode::Usage);
         assert!(e.to_string().contains("drop --per-thread"), "{e}");
         let no_bpf = Err(io::Error::from_raw_os_error(libc::EPERM));
-        let e = check_with(&args(&["/pods/a"]), None, &no_bpf, find).unwrap_err();
+        let e = check_with(&args(&["/pods/a"]), None, || &no_bpf, find).unwrap_err();
         assert_eq!(e.code, ExitCode::NotPermitted);
         assert!(e.to_string().contains("drop --cgroup"), "{e}");
         let many: Vec<String> = (0..=bpf::cgroup::MAX).map(|_| "/pods/a".into()).collect();
         assert_eq!(
-            check_with(&many, None, OK, find).unwrap_err().code,
+            check_with(&many, None, || OK, find).unwrap_err().code,
             ExitCode::Usage
         );
     }

@@ -8,7 +8,7 @@
 //! result (the host is asked only where a stage needs the machine, and each stage asks it in one block):
 //!
 //! 1. `options`: the request checked against itself (`--last` with `--dump-on`), then against the
-//!    machine (the delivery first, from whether BPF loads, asked once, and the privileges; then the `-p`
+//!    machine (the delivery first, from whether BPF loads, asked at most once, and the privileges; then the `-p`
 //!    processes, `--cgroup`, `cpus`); the scope ([`scope()`]) and the delivery ([`delivery()`]) are
 //!    decided, each by one pure function the command line's prefetch, which starts before the plan, also
 //!    takes.

@@ -1,9 +1,10 @@
 //! The plan's first stage: the request's options checked against each other, and the choices they make:
 //! who the watch covers, how hits reach the tracer, which writers it sees, whether values are read. The
-//! request is read whole first; then, through the host, in this order: whether BPF loads (asked once; the
+//! request is read whole first; then, through the host, in this order: whether BPF loads (asked at most once; the
 //! delivery) and the privileges, the `-p` processes, the cgroups, and the CPUs. No symbol or type is read here
 //! (`--dump-on`'s tracepoints are found with the kernel's types, in the kernel stage).
 
+use std::cell::OnceCell;
 use std::path::PathBuf;
 
 use crate::config::flight::{DumpOn, Flight, Trigger};
@@ -137,11 +138,13 @@ pub(super) fn check(
         ));
     }
     // The request against the machine, each part read once, in order. Which path the hits take is
-    // decided first, from whether BPF loads (asked here once: the values and `--cgroup` checks raise its
+    // decided first, from whether BPF loads (asked of the host once, and only by what needs the answer:
+    // the delivery where a program could be used, the values and `--cgroup` checks, which raise its
     // refusal in their turn); what the privileges have to say (a note, or a system-wide watch refused)
     // is said in its turn below, after the checks that come before it.
-    let bpf = host.bpf();
-    let delivery = delivery(&r, &scope, || bpf.is_ok());
+    let bpf_answer = OnceCell::new();
+    let bpf = || bpf_answer.get_or_init(|| host.bpf());
+    let delivery = delivery(&r, &scope, || bpf().is_ok());
     let privileges = privileges(&scope, host.privilege());
     // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
     let started = processes_of(&*host, &r.pids, notes)?;
@@ -166,16 +169,20 @@ pub(super) fn check(
     let tracepoints = flight
         .as_ref()
         .is_some_and(|f| f.tracepoints().next().is_some());
-    if let (Err(e), true) = (&bpf, values.read() || tracepoints) {
-        // Named for what asked for it: `--dump-on` alone is not `--value`.
-        let trigger = r.dump_on.iter().find(|d| d.trigger != Trigger::Signal);
-        return Err(match trigger {
-            Some(d) if !r.value && r.condition.is_none() => super::no_bpf_for_dump_on(&d.text, e),
-            _ => super::no_bpf(e),
-        });
+    if values.read() || tracepoints {
+        if let Err(e) = bpf() {
+            // Named for what asked for it: `--dump-on` alone is not `--value`.
+            let trigger = r.dump_on.iter().find(|d| d.trigger != Trigger::Signal);
+            return Err(match trigger {
+                Some(d) if !r.value && r.condition.is_none() => {
+                    super::no_bpf_for_dump_on(&d.text, e)
+                }
+                _ => super::no_bpf(e),
+            });
+        }
     }
     // `--cgroup`: each found in the cgroup v2 hierarchy, and the hit program that tests them loads.
-    filter.cgroups = super::cgroup::check(&r, &bpf, &*host)?;
+    filter.cgroups = super::cgroup::check(&r, bpf, &*host)?;
     // After BPF: a --value that cannot load its program is told so before the breakpoints' privilege.
     if let Some(note) = privileges.note {
         notes.push(note);

@@ -1,7 +1,7 @@
 //! Planning decisions on a made-up machine: which path hits take, who a watch covers, which writers it
 //! sees, per-CPU copies, launch against attach, and the refusals that are the user's to fix.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -53,6 +53,8 @@ impl Launch for Child {
 /// A machine: 2 CPUs, root, BPF unless told otherwise, a few tasks, one process-wide symbol `counter`.
 struct FakeHost {
     bpf: bool,
+    /// How many times planning asked whether BPF loads.
+    bpf_asked: Rc<Cell<u32>>,
     privilege: Privilege,
     online: BTreeSet<u32>,
     /// Task id -> its process.
@@ -90,6 +92,7 @@ impl FakeHost {
     fn new() -> FakeHost {
         FakeHost {
             bpf: true,
+            bpf_asked: Rc::default(),
             privilege: Privilege::ROOT,
             online: [0, 1].into(),
             tasks: [(100, 100), (101, 100), (200, 200)].into(),
@@ -132,6 +135,7 @@ impl FakeHost {
 
 impl Host for FakeHost {
     fn bpf(&self) -> io::Result<()> {
+        self.bpf_asked.set(self.bpf_asked.get() + 1);
         match self.bpf {
             true => Ok(()),
             false => Err(io::Error::from_raw_os_error(libc::EPERM)),
@@ -448,6 +452,20 @@ fn the_hit_program_is_taken_where_bpf_loads_and_nothing_asks_for_events_per_thre
     let scope = Scope::Processes(vec![100]);
     let asked = || panic!("BPF asked for per-thread events");
     assert_eq!(delivery(&per_thread, &scope, asked).hits, Hits::Samples);
+}
+
+/// Planning asks whether BPF loads only where the answer matters, and then once: not for a per-thread
+/// watch that reads no value and tests no cgroup; once for one that reads values.
+#[test]
+fn bpf_is_asked_once_and_only_where_it_matters() {
+    let mut machine = FakeHost::new();
+    let mut per_thread = pids(request(&["counter"]), &[100]);
+    per_thread.per_thread = true;
+    planned(per_thread.clone(), &mut machine);
+    assert_eq!(machine.bpf_asked.get(), 0);
+    per_thread.value = true;
+    planned(per_thread, &mut machine);
+    assert_eq!(machine.bpf_asked.get(), 1);
 }
 
 /// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads; reading values,

@@ -8,10 +8,10 @@
 //! result (the host is asked only where a stage needs the machine, and each stage asks it in one block):
 //!
 //! 1. `options`: the request checked against itself (`--last` with `--dump-on`), then against the
-//!    machine (the delivery first, from whether BPF loads, asked at most once, and the privileges; then the `-p`
-//!    processes, `--cgroup`, `cpus`); the scope ([`scope()`]) and the delivery ([`delivery()`]) are
-//!    decided, each by one pure function the command line's prefetch, which starts before the plan, also
-//!    takes.
+//!    machine (the delivery first, from whether BPF loads, asked at most once, and the privileges; then
+//!    the `-p` processes, `--cgroup`, `cpus`); the scope ([`scope()`]) and the delivery ([`delivery()`])
+//!    are decided, each by one pure function the command line's prefetch, which starts before the plan,
+//!    also takes.
 //! 2. `kernel` (the kernel's symbol source, types, asked once: casts, `--dump-on`'s tracepoints, and
 //!    with `percpu` the per-CPU copies; kernel symbols loaded, or left to first use for a process
 //!    watch), `process` (the processes a watch covers and its

@@ -224,7 +224,7 @@ pub fn arm_set<K: Kernel>(set: &Prepared, kernel: &mut K) -> Result<Armed<K::Rin
     let armed = open_set(set, kernel)?;
     let events = &armed.events;
     let threads = matches!(set.targets, Targets::Threads(_));
-    let enabled = event::with_repeats(threads, |pause| {
+    let enabled = event::passes(threads).try_for_each(|pause| {
         if let Some(how_long) = pause {
             kernel.pause(how_long);
         }

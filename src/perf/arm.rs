@@ -25,7 +25,6 @@ use crate::perf::denial::AddressKind;
 use crate::perf::event::{
     self, Bind, Binding, CpuEvent, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
 };
-use crate::perf::privilege::Privilege;
 use crate::perf::probe;
 use crate::perf::refusal::{Facts, Failure, Refusal};
 
@@ -128,10 +127,7 @@ impl Kernel for Perf<'_> {
     }
 
     fn facts(&mut self, e: &OpenError) -> Facts {
-        Facts {
-            creds: Privilege::current(),
-            free_registers: probe::free_after(e),
-        }
+        Facts::read(e)
     }
 }
 

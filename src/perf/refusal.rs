@@ -166,7 +166,7 @@ pub struct Facts {
 
 impl Facts {
     /// The facts about `e`, read now.
-    fn read(e: &OpenError) -> Facts {
+    pub fn read(e: &OpenError) -> Facts {
         Facts {
             creds: Privilege::current(),
             free_registers: crate::perf::probe::free_after(e),

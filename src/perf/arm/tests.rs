@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::perf::event::REPEAT_PAUSES;
+use crate::perf::privilege::Privilege;
 use crate::perf::refusal::Kind;
 use std::cell::RefCell;
 use std::io;

@@ -4,6 +4,8 @@
 
 use super::*;
 use crate::perf::event::REPEAT_PAUSES;
+use crate::perf::privilege::Privilege;
+use crate::perf::refusal::Kind;
 use std::cell::RefCell;
 use std::io;
 use std::rc::Rc;
@@ -230,7 +232,9 @@ fn a_refused_cpu_closes_every_ring_opened_before_it() {
     assert_eq!((e.cpu, e.stage), (1, Stage::Open));
     assert_eq!(k.open_now(), 0, "cpu 0's rings closed");
     assert_eq!(k.log.borrow().enabled, 0, "nothing was enabled");
-    let text = Failure::Open(e).explain(&watches(2), &mut k).to_string();
+    let text = Failure::Open(e)
+        .explain(&watches(2), |e| k.facts(e))
+        .to_string();
     assert!(text.contains("cpu 1: breakpoint PMU busy"), "{text}");
     assert!(text.contains("nothing was armed"), "{text}");
 }
@@ -253,7 +257,7 @@ fn a_cpu_gone_offline_is_left_out_unless_every_one_is() {
     let Some(f @ Failure::AllOffline(_)) = err else {
         panic!("every CPU offline: {err:?}")
     };
-    let refusal = f.explain(&watches(1), &mut k);
+    let refusal = f.explain(&watches(1), |e| k.facts(e));
     assert_eq!(refusal.kind, Kind::CpuOffline);
     assert!(
         refusal
@@ -444,7 +448,10 @@ fn processes_that_all_exited_are_a_failure_of_their_own() {
     let Some(f @ Failure::AllExited) = err else {
         panic!("every process exited: {err:?}")
     };
-    assert_eq!(f.explain(&watches(1), &mut k).kind, Kind::ProcessesExited);
+    assert_eq!(
+        f.explain(&watches(1), |e| k.facts(e)).kind,
+        Kind::ProcessesExited
+    );
 }
 
 fn cpus(cpus: &[u32]) -> BTreeSet<u32> {

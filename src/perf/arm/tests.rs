@@ -75,6 +75,16 @@ impl Fake {
         }
     }
 
+    /// A kernel whose thread list of process 10 gains a thread at every reading, the last one too.
+    fn never_settling() -> Fake {
+        Fake {
+            readings: (0..=MAX_THREAD_READINGS as u32)
+                .map(|n| (10..=10 + n).collect())
+                .collect(),
+            ..Fake::new()
+        }
+    }
+
     fn open_now(&self) -> usize {
         self.log.borrow().open
     }
@@ -321,13 +331,7 @@ fn a_process_watch_is_enabled_again_after_each_pause() {
 /// growing does not.
 #[test]
 fn a_thread_list_that_never_stops_growing_is_unsettled() {
-    let growing: Vec<Vec<u32>> = (0..=MAX_THREAD_READINGS as u32)
-        .map(|n| (10..=10 + n).collect())
-        .collect();
-    let mut k = Fake {
-        readings: growing,
-        ..Fake::new()
-    };
+    let mut k = Fake::never_settling();
     let armed = arm_set(&set(1, &[0], Targets::Threads(vec![10])), &mut k).expect("armed");
     assert!(armed.unsettled);
     assert_eq!(armed.events[0].tids.len(), MAX_THREAD_READINGS);
@@ -575,13 +579,7 @@ fn one_cpu_is_opened_alone_and_left_disabled() {
 /// A process watch's CPU that comes online says whether its thread list settled, as the arming does.
 #[test]
 fn one_cpu_of_a_process_watch_says_whether_its_threads_settled() {
-    let growing: Vec<Vec<u32>> = (0..=MAX_THREAD_READINGS as u32)
-        .map(|n| (10..=10 + n).collect())
-        .collect();
-    let mut k = Fake {
-        readings: growing,
-        ..Fake::new()
-    };
+    let mut k = Fake::never_settling();
     let (_, settled) =
         open_cpu(&set(1, &[1], Targets::Threads(vec![10])), 1, &mut k).expect("opened");
     assert!(!settled);

@@ -77,13 +77,7 @@ pub(super) fn check(
     notes: &mut Vec<String>,
 ) -> Result<Options> {
     let scope = scope(&r)?;
-    if let Some(pages) = r.buffer_pages {
-        if !pages.is_power_of_two() || pages > 1 << 16 {
-            return Err(Error::usage(format!(
-                "--buffer-pages {pages} must be a power of two up to 65536 (e.g. 64, 128, 256)"
-            )));
-        }
-    }
+    buffer_pages(r.buffer_pages)?;
     let realtime = realtime(&r.realtime)?;
     let (outputs, mut filter) = outputs::check(&r.output, notes)?;
     // With --on, --comm chooses the allocating tasks (`objects`), not the hits.
@@ -103,40 +97,7 @@ pub(super) fn check(
             .map(|t| target::parse(t).bad_input())
             .collect::<Result<Vec<_>>>()?,
     };
-    let system = scope.system_wide();
-    if r.remove_on_exec && system {
-        return Err(Error::usage(
-            "--remove-on-exec is for a process watch (-p PID or -- CMD): a system-wide watch is not tied to a program",
-        ));
-    }
-    if let (Some(cpu), false) = (r.percpu_cpu, system) {
-        return Err(Error::usage(format!(
-            "--percpu-cpu {cpu} chooses the copy of a kernel per-CPU variable a system-wide watch \
-             watches, and -p/-- watch a process's own memory; drop --percpu-cpu or -p/--"
-        )));
-    }
-    if r.control.is_some() && targets.len() > 1 {
-        return Err(Error::usage(format!(
-            "--control moves one watch, but {} targets were given; give one TARGET",
-            targets.len()
-        )));
-    }
-    if is_stdin(r.control.as_deref()) && matches!(scope, Scope::Launched(_)) {
-        return Err(Error::usage(
-            "--control - reads stdin, which `-- CMD` leaves to the command; give a FIFO path instead",
-        ));
-    }
-    if targets.len() > MAX_WATCHES {
-        return Err(Error::usage(format!(
-            "{} targets given, but a CPU has only {MAX_WATCHES} debug registers; watch at most {MAX_WATCHES} at once",
-            targets.len()
-        )));
-    }
-    if r.per_thread && system {
-        return Err(Error::usage(
-            "--per-thread is for a process watch (-p PID or -- CMD): a system-wide watch has no threads to arm",
-        ));
-    }
+    combinations(&r, &scope, &targets)?;
     // The request against the machine, each part read once, in order. Which path the hits take is
     // decided first, from whether BPF loads (asked of the host once, and only by what needs the answer:
     // the delivery where a program could be used, the values and `--cgroup` checks, which raise its
@@ -182,7 +143,8 @@ pub(super) fn check(
         }
     }
     // `--cgroup`: each found in the cgroup v2 hierarchy, and the hit program that tests them loads.
-    filter.cgroups = super::cgroup::check(&r, bpf, &*host)?;
+    filter.cgroups =
+        super::cgroup::check(&r.output.cgroups, r.per_event(), bpf, |a| host.cgroup(a))?;
     // After BPF: a --value that cannot load its program is told so before the breakpoints' privilege.
     if let Some(note) = privileges.note {
         notes.push(note);
@@ -229,6 +191,55 @@ pub(super) fn check(
         condition_text: r.condition,
         dump_on: r.dump_on,
     })
+}
+
+/// The options that cannot go together, given the watch's `scope` and its parsed `targets`.
+fn combinations(r: &WatchRequest, scope: &Scope, targets: &[Target]) -> Result<()> {
+    let system = scope.system_wide();
+    if r.remove_on_exec && system {
+        return Err(Error::usage(
+            "--remove-on-exec is for a process watch (-p PID or -- CMD): a system-wide watch is not tied to a program",
+        ));
+    }
+    if let (Some(cpu), false) = (r.percpu_cpu, system) {
+        return Err(Error::usage(format!(
+            "--percpu-cpu {cpu} chooses the copy of a kernel per-CPU variable a system-wide watch \
+             watches, and -p/-- watch a process's own memory; drop --percpu-cpu or -p/--"
+        )));
+    }
+    if r.control.is_some() && targets.len() > 1 {
+        return Err(Error::usage(format!(
+            "--control moves one watch, but {} targets were given; give one TARGET",
+            targets.len()
+        )));
+    }
+    if is_stdin(r.control.as_deref()) && matches!(scope, Scope::Launched(_)) {
+        return Err(Error::usage(
+            "--control - reads stdin, which `-- CMD` leaves to the command; give a FIFO path instead",
+        ));
+    }
+    if targets.len() > MAX_WATCHES {
+        return Err(Error::usage(format!(
+            "{} targets given, but a CPU has only {MAX_WATCHES} debug registers; watch at most {MAX_WATCHES} at once",
+            targets.len()
+        )));
+    }
+    if r.per_thread && system {
+        return Err(Error::usage(
+            "--per-thread is for a process watch (-p PID or -- CMD): a system-wide watch has no threads to arm",
+        ));
+    }
+    Ok(())
+}
+
+/// `--buffer-pages`: a power of two, at most 65536.
+fn buffer_pages(pages: Option<usize>) -> Result<()> {
+    match pages {
+        Some(pages) if !pages.is_power_of_two() || pages > 1 << 16 => Err(Error::usage(format!(
+            "--buffer-pages {pages} must be a power of two up to 65536 (e.g. 64, 128, 256)"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Who the watch covers, from `-p` and `-- CMD` (with a kernel `--on` source, `-p` chooses the allocating

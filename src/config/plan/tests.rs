@@ -11,8 +11,9 @@ use ksymwatch_symbols::{Origin, Source};
 
 use ksymwatch_symbols::kernel::{Delivered, Loaded};
 
-use super::host::{KernelLoad, KernelQuery, Task};
+use super::host::Task;
 use super::*;
+use crate::config::kernel_source::{KernelLoad, KernelQuery};
 use crate::config::process::InProcess;
 use crate::config::request::{OutputRequest, SymbolRequest};
 use crate::config::typed::{BtfFile, Types};
@@ -960,11 +961,11 @@ fn a_system_wide_target_resolves_in_kallsyms() {
 fn a_process_watch_reads_kernel_symbols_on_first_use() {
     let mut machine = FakeHost::new();
     let mut r = pids(request(&["counter"]), &[100]);
-    r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
+    r.symbols.kallsyms = crate::config::kernel_source::DEFAULT_KALLSYMS.into();
     let p = planned(r, &mut machine);
     assert!(matches!(p.kernel().symbols(), KernelSymbols::Lazy(_)));
     assert_eq!(*machine.kallsyms_loads.borrow(), 0);
-    let kallsyms = Source::Kallsyms(crate::config::symbols::DEFAULT_KALLSYMS.into());
+    let kallsyms = Source::Kallsyms(crate::config::kernel_source::DEFAULT_KALLSYMS.into());
     assert_eq!(p.kernel().source_text(), kallsyms.to_string());
 
     let mut machine = FakeHost::new();
@@ -973,7 +974,7 @@ fn a_process_watch_reads_kernel_symbols_on_first_use() {
     assert_eq!(*machine.kallsyms_loads.borrow(), 1);
     let mut machine = FakeHost::new();
     let mut r = request(&["jiffies"]);
-    r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
+    r.symbols.kallsyms = crate::config::kernel_source::DEFAULT_KALLSYMS.into();
     let p = planned(r, &mut machine);
     assert!(matches!(p.kernel().symbols(), KernelSymbols::Kallsyms(_)));
 }
@@ -1012,7 +1013,7 @@ fn the_kernel_stage_says_what_the_watch_needs_of_the_symbols() {
     assert!(!got.dwarf, "{got:?}");
 
     let default_kallsyms = |mut r: WatchRequest| {
-        r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
+        r.symbols.kallsyms = crate::config::kernel_source::DEFAULT_KALLSYMS.into();
         r
     };
     let got = asked(

@@ -175,8 +175,10 @@ pub struct WatchArgs {
     pub remove_on_exec: bool,
     /// With -p or -- CMD: one breakpoint per thread, CPU and target, as a user without BPF gets, instead
     /// of one per CPU with the process chosen in the kernel. Other processes that touch the same address
-    /// then never trap; but hits are counted as their records arrive (a full ring loses them), children
-    /// are not followed, and an exec keeps the watch.
+    /// then never trap; but children are not followed, and an exec keeps the watch. Where BPF loads (and
+    /// the kernel tells the program which event fired, Linux 6.2) every thread's events run the hit
+    /// program, which counts every hit; otherwise hits are counted as their records arrive (a full ring
+    /// loses them).
     #[arg(long)]
     pub per_thread: bool,
     /// Resolve and check everything, print what would be armed, and arm nothing.

@@ -66,7 +66,7 @@ impl WatchRequest {
     }
 
     /// `--per-thread` or `--remove-on-exec` (named as given, `--per-thread` first): the kernel applies
-    /// them per event, so the hit program does not keep the hits.
+    /// them per event, so every thread has its own events (running the hit program where it loads).
     pub fn per_event(&self) -> Option<&'static str> {
         match (self.per_thread, self.remove_on_exec) {
             (true, _) => Some("--per-thread"),

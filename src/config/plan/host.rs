@@ -43,6 +43,9 @@ pub trait Launch {
 pub trait Host {
     /// Whether a BPF program loads here (the hit path and `--value` need one).
     fn bpf(&self) -> io::Result<()>;
+    /// Whether a hit program can tell which of a thread's events fired (`perf::bpf::repeats`): the
+    /// per-thread path's program needs it to report a store once.
+    fn firing_event(&self) -> bool;
     /// This process's privileges for perf events.
     fn privilege(&self) -> Privilege;
     /// The online CPUs.

@@ -86,6 +86,10 @@ impl Host for RealHost {
         bpf::probe()
     }
 
+    fn firing_event(&self) -> bool {
+        bpf::repeats::find().is_some()
+    }
+
     fn privilege(&self) -> Privilege {
         Privilege::current()
     }

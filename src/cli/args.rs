@@ -54,7 +54,7 @@ pub enum Command {
 pub struct KernelFileArgs {
     /// kallsyms-format file to resolve symbols and call chains with (the last resort, and the running
     /// kernel to compare a file with).
-    #[arg(long, value_name = "FILE", default_value = crate::config::symbols::DEFAULT_KALLSYMS)]
+    #[arg(long, value_name = "FILE", default_value = crate::config::kernel_source::DEFAULT_KALLSYMS)]
     pub kallsyms: PathBuf,
     /// vmlinux ELF to resolve symbols, struct fields and sizes with (tried first).
     #[arg(long, value_name = "FILE")]
@@ -66,14 +66,14 @@ pub struct KernelFileArgs {
     #[arg(long, value_name = "FILE", default_value = crate::config::typed::DEFAULT_BTF)]
     pub btf: PathBuf,
     /// ELF notes of the running kernel, for its build-id (tests point this at a made-up kernel).
-    #[arg(long, value_name = "FILE", default_value = crate::config::symbols::DEFAULT_NOTES, hide = true)]
+    #[arg(long, value_name = "FILE", default_value = crate::config::kernel_source::DEFAULT_NOTES, hide = true)]
     pub kernel_notes: PathBuf,
     /// Never fetch the running kernel's vmlinux from the debuginfod servers in DEBUGINFOD_URLS (one already
     /// in the debuginfod cache is still used).
     #[arg(long)]
     pub offline: bool,
     /// The most a debuginfod server may send (default 2G; K, M, G, T are powers of 1024).
-    #[arg(long, value_name = "SIZE", value_parser = crate::config::debuginfod::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::config::kernel_source::parse_size)]
     pub debuginfod_max_size: Option<u64>,
     /// Give up fetching from debuginfod (connecting, waiting, downloading; every server) after this long
     /// (default 10m).
@@ -175,8 +175,10 @@ pub struct WatchArgs {
     pub remove_on_exec: bool,
     /// With -p or -- CMD: one breakpoint per thread, CPU and target, as a user without BPF gets, instead
     /// of one per CPU with the process chosen in the kernel. Other processes that touch the same address
-    /// then never trap; but hits are counted as their records arrive (a full ring loses them), children
-    /// are not followed, and an exec keeps the watch.
+    /// then never trap; but children are not followed, and an exec keeps the watch. Where BPF loads (and
+    /// the kernel tells the program which event fired, Linux 6.2) every thread's events run the hit
+    /// program, which counts every hit; otherwise hits are counted as their records arrive (a full ring
+    /// loses them).
     #[arg(long)]
     pub per_thread: bool,
     /// Resolve and check everything, print what would be armed, and arm nothing.
@@ -297,7 +299,7 @@ impl KernelFileArgs {
             system_map: self.system_map,
             notes: self.kernel_notes,
             btf: self.btf,
-            debuginfod: crate::config::debuginfod::Options {
+            debuginfod: crate::config::request::DebuginfodRequest {
                 offline: self.offline,
                 max_size: self.debuginfod_max_size,
                 deadline: self.debuginfod_timeout,

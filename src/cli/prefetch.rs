@@ -57,7 +57,14 @@ impl Prefetch {
         // second for a process of 100,000 threads) is for perf samples only. Which path the hits take is
         // the plan's own decision, made from the plan's host (which asks the kernel whether BPF loads
         // once per run).
-        let names = plan::delivery(request, &scope, || host.bpf().is_ok()).hits == Hits::Samples;
+        let names = plan::delivery(
+            request,
+            &scope,
+            || host.bpf().is_ok(),
+            || host.firing_event(),
+        )
+        .hits
+            == Hits::Samples;
         let task_scan = std::thread::Builder::new()
             .name("ksymwatch-tasks".into())
             .spawn(move || {

@@ -12,7 +12,7 @@ use crate::cli::args::ResolveArgs;
 use crate::config::advice::SymbolsContext;
 use crate::config::request::SymbolRequest;
 use crate::config::symbols;
-use crate::config::{debuginfod, process, typed};
+use crate::config::{kernel_source, process, typed};
 use crate::error::{Context, Error, Result};
 use crate::model::target;
 use crate::model::target::{Base, Target};
@@ -65,10 +65,10 @@ fn answer(args: &Query) -> Result<()> {
         return super::print_answer(&(text + "\n"));
     }
     // The source is the symbols crate's choice, as for a watch: DWARF a member path needs is fetched first.
-    let mut request = request(args, &target, debuginfod::needs_dwarf(&target));
+    let mut request = request(args, &target, kernel_source::needs_dwarf(&target));
     let chosen = kernel::choose(&mut request).bad_symbols()?;
     if let Some(d) = &chosen.delivered {
-        debuginfod::tell(d);
+        kernel_source::tell(d);
     }
     // Without DWARF, BTF may still know the variable's type: `SYMBOL.FIELD` as a typed target.
     if !matches!(chosen.picked, Source::Vmlinux(_)) {
@@ -117,22 +117,11 @@ fn typed(args: &Query, target: &Target, types: &typed::Types) -> Result<()> {
     super::print_answer(&(text + "\n"))
 }
 
-/// What `resolve` asks of the kernel's symbols for `target`: the files named, DWARF when `dwarf`, the
-/// target's symbol as a data symbol a kallsyms must have (else the running kernel's vmlinux from
-/// debuginfod, if `DEBUGINFOD_URLS` is set). Kallsyms is read as named, not through the cache: the cache
-/// is a watch's.
+/// What `resolve` asks of the kernel's symbols for `target`: DWARF when `dwarf`, and the target's symbol
+/// as a data symbol a kallsyms must have ([`kernel_source::request`]). Kallsyms is read as named, not
+/// through the cache: the cache is a watch's.
 fn request(args: &Query, target: &Target, dwarf: bool) -> KernelRequest {
-    KernelRequest {
-        search: symbols::search(args.symbols.files()),
-        dwarf,
-        data_symbols: debuginfod::data_symbols(std::slice::from_ref(target)),
-        later: false,
-        hidden_ok: false,
-        cache: None,
-        fetcher: debuginfod::fetcher(args.symbols.debuginfod),
-        force: false,
-        lines: false,
-    }
+    kernel_source::request(&args.symbols, dwarf, std::slice::from_ref(target))
 }
 
 /// Opens the chosen source: a kallsyms without data symbols cannot place `jiffies`, so when it lacks the
@@ -141,7 +130,7 @@ fn request(args: &Query, target: &Target, dwarf: bool) -> KernelRequest {
 fn open(request: KernelRequest, chosen: kernel::Chosen) -> Result<Resolver> {
     let found = kernel::lookup(request, chosen);
     if let Some(d) = &found.delivered {
-        debuginfod::tell(d);
+        kernel_source::tell(d);
     }
     found.resolver.bad_symbols()
 }

@@ -3,8 +3,9 @@
 //! cast's member from BTF in [`typed`]), through the symbol file that answers for it (`symbols`, with
 //! `advice` wording the symbols crate's errors for this command line) or, in a process, one of its
 //! binaries ([`process`]); `--on`'s sources and `$obj` targets ([`objects`]); `--last`'s triggers
-//! ([`flight`]); the tracepoints both name, from BTF and, where mounted, tracefs ([`tracepoints`]); a
-//! kernel's debuginfod fetch (`debuginfod`); the symbols crate's progress drawn on stderr (`progress`).
+//! ([`flight`]); the tracepoints both name, from BTF and, where mounted, tracefs ([`tracepoints`]); where
+//! the kernel's symbols come from, the files named, the kallsyms cache and debuginfod
+//! ([`kernel_source`]); the symbols crate's progress drawn on stderr (`progress`).
 //!
 //! Planning a `write`/`rw` watch ([`mod@plan`], entered by [`plan()`]): the command line's [`request`]
 //! checked and resolved into everything the watch needs, with each choice decided once, through a narrow
@@ -15,8 +16,8 @@
 //! nothing of the tracer or the CLI: the command line hands it plain values, never clap types.
 
 pub(crate) mod advice;
-pub(crate) mod debuginfod;
 pub mod flight;
+pub mod kernel_source;
 pub mod objects;
 pub mod plan;
 pub mod process;

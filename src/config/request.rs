@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::config::debuginfod;
 use crate::config::flight::{DumpOn, Trigger};
 use crate::config::objects::{Source, UserProbe};
 use crate::model::watch::Access;
@@ -67,7 +66,7 @@ impl WatchRequest {
     }
 
     /// `--per-thread` or `--remove-on-exec` (named as given, `--per-thread` first): the kernel applies
-    /// them per event, so the hit program does not keep the hits.
+    /// them per event, so every thread has its own events (running the hit program where it loads).
     pub fn per_event(&self) -> Option<&'static str> {
         match (self.per_thread, self.remove_on_exec) {
             (true, _) => Some("--per-thread"),
@@ -96,7 +95,7 @@ pub struct SymbolRequest {
     /// The running kernel's ELF notes (its build-id).
     pub notes: PathBuf,
     pub btf: PathBuf,
-    pub debuginfod: debuginfod::Options,
+    pub debuginfod: DebuginfodRequest,
     /// `--force`: arm with a file proven not to be the running kernel.
     pub force: bool,
     /// `--lines`: file:line for kernel frames.
@@ -115,6 +114,14 @@ impl SymbolRequest {
             notes: &self.notes,
         }
     }
+}
+
+/// The debuginfod options of a command (`--offline`, `--debuginfod-max-size`, `--debuginfod-timeout`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DebuginfodRequest {
+    pub offline: bool,
+    pub max_size: Option<u64>,
+    pub deadline: Option<Duration>,
 }
 
 /// The files named on the command line.

@@ -1,46 +1,25 @@
-//! Which file answers symbol questions for a command, and what it says about a TARGET.
-//!
-//! The search order is the symbols crate's ([`SourceSearch::pick`]): `--vmlinux`, `--system-map`, the
-//! distribution's files for the running kernel, then kallsyms. This module adds the CLI's policy on top:
-//! an explicit `--kallsyms FILE` skips the distribution files (the user named the file to use), dotted
-//! names are split longest-symbol-first, `+OFF` is applied after the member path, and a file that is not
-//! provably the running kernel gets a best-guess relocation only when the user insists (`--force`).
+//! What the kernel's symbol file says about a TARGET, with the CLI's policy on top: dotted names are split
+//! longest-symbol-first, `+OFF` is applied after the member path, and a file that is not provably the
+//! running kernel gets a best-guess relocation only when the user insists (`--force`). Which file answers
+//! is [`crate::config::kernel_source`]'s; here too, the tables a session names kernel frames with: a file's
+//! beside the running kernel's kallsyms ([`FileSymbols`]), or that kallsyms read on first use
+//! ([`LazyKallsyms`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use ksymwatch_symbols::{
-    cache, kernel, Kaslr, KernelMatch, LookupError, NoProgress, Origin, ResolveError,
-    ResolveOptions, Resolved, Resolver, Source, SourceSearch, SymbolCache, SymbolTable, Symbolized,
-    VmlinuxLines,
+    kernel, Kaslr, KernelMatch, LookupError, NoProgress, Origin, ResolveError, ResolveOptions,
+    Resolved, Resolver, Source, SourceSearch, SymbolTable, Symbolized, VmlinuxLines,
 };
 
 use crate::config::advice::{Advised, SymbolsContext};
+use crate::config::kernel_source;
 use crate::config::progress::Bars;
-use crate::config::request::Files;
 use crate::config::watch;
 use crate::error::{Error, ExitCode, Result};
 use crate::model::target::{Base, Target};
 use crate::model::watch::Access;
-
-pub const DEFAULT_KALLSYMS: &str = "/proc/kallsyms";
-pub const DEFAULT_NOTES: &str = "/sys/kernel/notes";
-/// Overrides where the parsed kallsyms is cached (tests and benchmarks point it at a directory of their own).
-pub const CACHE_DIR_ENV: &str = "KSYMWATCH_CACHE_DIR";
-
-/// The symbol cache the running kernel's kallsyms is read through when `enabled`: only when kallsyms and
-/// notes are the real files (a made-up kernel must neither use nor overwrite the real one's cache), in
-/// `$KSYMWATCH_CACHE_DIR` or the cache's default directory ([`ksymwatch_symbols::cache`]).
-pub fn cache(search: &SourceSearch, enabled: bool) -> Option<SymbolCache> {
-    let real =
-        search.kallsyms == Path::new(DEFAULT_KALLSYMS) && search.notes == Path::new(DEFAULT_NOTES);
-    (enabled && real).then(|| {
-        let dir = std::env::var_os(CACHE_DIR_ENV)
-            .filter(|d| !d.is_empty())
-            .map_or_else(|| PathBuf::from(cache::DEFAULT_DIR), PathBuf::from);
-        SymbolCache::new(dir)
-    })
-}
 
 /// The running kernel's kallsyms, read the first time a kernel frame is named: a watch of a process's
 /// memory may never see one, and reading the table (tens of milliseconds, more without the cache) is then
@@ -71,7 +50,7 @@ impl LazyKallsyms {
             let mut search = SourceSearch::with_root("/", None);
             search.kallsyms = self.kallsyms.clone();
             search.notes = self.notes.clone();
-            let cache = cache(&search, self.cache);
+            let cache = kernel_source::cache(&search, self.cache);
             kernel::running_kallsyms(&search, cache.as_ref()).unwrap_or_else(|e| {
                 crate::stderr::line(format_args!(
                     "ksymwatch: warning: kernel frames stay unnamed: {}",
@@ -118,21 +97,6 @@ impl<'a> KernelTable<'a> {
             KernelTable::Lazy(l) => l.loaded.get().map(|(_, o)| *o),
         }
     }
-}
-
-/// The search for this machine with the command line's choices applied.
-pub fn search(files: Files<'_>) -> SourceSearch {
-    let mut s = SourceSearch::system();
-    s.vmlinux = files.vmlinux.map(Path::to_path_buf);
-    s.system_map = files.system_map.map(Path::to_path_buf);
-    s.notes = files.notes.to_path_buf();
-    if files.kallsyms != Path::new(DEFAULT_KALLSYMS) {
-        // `--kallsyms FILE` names the symbols to use; a distribution or cached vmlinux must not override that choice.
-        s.release = None;
-        s.debuginfod_cache = None;
-    }
-    s.kallsyms = files.kallsyms.to_path_buf();
-    s
 }
 
 /// Whether `name` is a symbol of this source, without building a vmlinux's whole table.

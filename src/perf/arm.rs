@@ -12,9 +12,9 @@
 //! Arming is one call ([`arm_in`]): `--on`'s watches kept to the debug registers free on every CPU, the
 //! events prepared once ([`Prepared`]: every attribute built, per CPU and watch), then the transaction,
 //! which only opens, enables and rolls back that set. Everything it asks of the machine goes through a
-//! [`Kernel`] ([`Perf`] is the real one; a test drives the whole arming with a fake). A failure is
-//! explained once, at the end ([`Failure::explain`]), with the facts its wording needs read after the
-//! rollback ([`Kernel::facts`]).
+//! [`Kernel`] ([`Perf`] is the real one; a test drives the whole arming with a fake). A failure
+//! ([`Failure`], whose wording is [`crate::perf::refusal`]'s) is explained once, at the end, with the
+//! facts its wording needs read after the rollback ([`Kernel::facts`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
@@ -25,9 +25,8 @@ use crate::perf::denial::AddressKind;
 use crate::perf::event::{
     self, Bind, Binding, CpuEvent, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
 };
-use crate::perf::privilege::Privilege;
 use crate::perf::probe;
-use crate::perf::refusal::{explain_as, Facts, Kind, Refusal};
+use crate::perf::refusal::{Facts, Failure, Refusal};
 
 /// Who the events are opened for, bound as `binding`: where the program chooses the processes in the
 /// kernel, one event per CPU whatever the scope.
@@ -128,10 +127,7 @@ impl Kernel for Perf<'_> {
     }
 
     fn facts(&mut self, e: &OpenError) -> Facts {
-        Facts {
-            creds: Privilege::current(),
-            free_registers: probe::free_after(e),
-        }
+        Facts::read(e)
     }
 }
 
@@ -144,51 +140,6 @@ pub struct Armed<R = CpuEvent> {
     /// created while those were armed, by a thread not armed yet, has no event, and its stores are in no
     /// count.
     pub unsettled: bool,
-}
-
-/// Why a transaction armed nothing.
-#[derive(Debug)]
-pub enum Failure {
-    /// The kernel refused an event (everything opened before was closed).
-    Open(OpenError),
-    /// Counting the debug registers free for `--on`'s watches, the kernel refused the first one outright
-    /// (not for want of a register): refused as arming it would be.
-    Probe(OpenError),
-    /// `--on` found no debug register free on every CPU.
-    NoFreeSlot,
-    /// Every requested CPU went offline while arming.
-    AllOffline(BTreeSet<u32>),
-    /// Every watched process exited while arming.
-    AllExited,
-}
-
-impl Failure {
-    /// The refusal to report, `watches` being what was to be armed; what its wording depends on is asked
-    /// of `kernel` now, after the rollback ([`Kernel::facts`]).
-    pub fn explain<K: Kernel>(&self, watches: &[Watch], kernel: &mut K) -> Refusal {
-        match self {
-            Failure::Open(e) => explain_as(e, watches, kernel.facts(e)).nothing_armed(),
-            Failure::Probe(e) => {
-                explain_as(e, &watches[..watches.len().min(1)], kernel.facts(e)).nothing_armed()
-            }
-            Failure::NoFreeSlot => Refusal::arm(
-                Kind::NoFreeDebugRegister,
-                "--on needs a free debug register on every CPU, and every one is in use (perf, gdb, another \
-                 watch); stop one and run again",
-            ),
-            Failure::AllOffline(cpus) => Refusal::arm(
-                Kind::CpuOffline,
-                format!(
-                    "no CPU could be armed: every requested CPU ({}) went offline",
-                    crate::cpulist::format(cpus)
-                ),
-            ),
-            Failure::AllExited => Refusal::arm(
-                Kind::ProcessesExited,
-                "no thread could be armed: every watched process exited while arming",
-            ),
-        }
-    }
 }
 
 /// Which of the watches are armed.
@@ -230,7 +181,7 @@ pub fn arm_with<K: Kernel>(
     };
     match armed {
         Ok(armed) => Ok(armed),
-        Err(f) => Err(Failure::explain(&f, watches, kernel)),
+        Err(f) => Err(Failure::explain(&f, watches, |e| kernel.facts(e))),
     }
 }
 
@@ -269,7 +220,7 @@ pub fn arm_set<K: Kernel>(set: &Prepared, kernel: &mut K) -> Result<Armed<K::Rin
     let armed = open_set(set, kernel)?;
     let events = &armed.events;
     let threads = matches!(set.targets, Targets::Threads(_));
-    let enabled = event::with_repeats(threads, |pause| {
+    let enabled = event::passes(threads).try_for_each(|pause| {
         if let Some(how_long) = pause {
             kernel.pause(how_long);
         }
@@ -335,7 +286,7 @@ pub fn dry_run(
 /// The dry run on `kernel`: the kernel addresses' events prepared and opened as arming opens them
 /// (disabled), then closed at once, never enabled, so nothing is armed. A refusal is explained as
 /// arming's (`watches` being every watch of the plan), exit code and all, when it says what the run
-/// would be told whenever it ran (`lasting`).
+/// would be told whenever it ran ([`Failure::lasting`]).
 pub fn dry_run_with<K: Kernel>(
     kernel: &mut K,
     watches: &[Watch],
@@ -353,31 +304,10 @@ pub fn dry_run_with<K: Kernel>(
     }
     // Dropping what was opened closes it: nothing is ever enabled.
     let failure = open_set(&Prepared::new(&asked, cpus, targets, cfg), kernel).err()?;
-    if !lasting(&failure) {
+    if !failure.lasting() {
         return None;
     }
-    Some(failure.explain(watches, kernel))
-}
-
-/// Whether arming's failure `f` says what the run would be told whenever it ran: a refusal of permission,
-/// or of the breakpoint itself. What only says how the machine is now (every debug register taken, a CPU
-/// going offline, the PMU busy, no descriptor left, the processes gone) does not: the run may well not
-/// meet it.
-fn lasting(f: &Failure) -> bool {
-    let passing = [
-        libc::ENOSPC,
-        libc::ENODEV,
-        libc::EBUSY,
-        libc::EMFILE,
-        libc::ENFILE,
-        libc::EINTR,
-    ];
-    match f {
-        Failure::Open(e) | Failure::Probe(e) => {
-            !passing.contains(&e.err.raw_os_error().unwrap_or(0))
-        }
-        Failure::NoFreeSlot | Failure::AllOffline(_) | Failure::AllExited => false,
-    }
+    Some(failure.explain(watches, |e| kernel.facts(e)))
 }
 
 /// Opens `set`'s rings on one CPU, disabled: all or none. Threads that exit meanwhile are skipped. What

@@ -160,31 +160,22 @@ pub enum Bind {
 /// arming takes the list as settled (`perf::arm`).
 pub const REPEAT_PAUSES: [Duration; 2] = [Duration::from_millis(1), Duration::from_millis(5)];
 
-/// Runs `pass` once, then, when `repeat`, again after each of [`REPEAT_PAUSES`]: `pass` is handed the
-/// pause to wait out first (none the first time), so it waits the way its caller's kernel does. The first
-/// error ends it.
-pub fn with_repeats<E>(
-    repeat: bool,
-    mut pass: impl FnMut(Option<Duration>) -> Result<(), E>,
-) -> Result<(), E> {
-    let repeats = if repeat {
-        REPEAT_PAUSES.as_slice()
-    } else {
-        &[]
-    };
-    std::iter::once(None)
-        .chain(repeats.iter().copied().map(Some))
-        .try_for_each(&mut pass)
+/// The passes of an enable (or a disable, a move) of events: one now, then, when `repeat`, one after
+/// each of [`REPEAT_PAUSES`]. Each is the pause to wait out before it (none the first time), for the
+/// caller to wait the way its kernel does.
+pub fn passes(repeat: bool) -> impl Iterator<Item = Option<Duration>> {
+    let pauses: &[Duration] = if repeat { &REPEAT_PAUSES } else { &[] };
+    std::iter::once(None).chain(pauses.iter().copied().map(Some))
 }
 
 /// `set` (an enable, a disable, a move) on every one of `events`, then again after each of
-/// [`REPEAT_PAUSES`] when threads inherit any of them ([`with_repeats`]); the first error ends it.
+/// [`REPEAT_PAUSES`] when threads inherit any of them ([`passes`]); the first error ends it.
 pub fn repeated_for_copies<'a, E>(
     events: impl Iterator<Item = &'a CpuEvent> + Clone,
     set: impl Fn(&CpuEvent) -> Result<(), E>,
 ) -> Result<(), E> {
     let inherited = events.clone().any(CpuEvent::inherited);
-    with_repeats(inherited, |pause| {
+    passes(inherited).try_for_each(|pause| {
         if let Some(how_long) = pause {
             std::thread::sleep(how_long);
         }

@@ -46,6 +46,7 @@
 //! loss in order, from the next record that fits (and at the end, from the program's `stats`). It is 32
 //! bits and wraps: the reader takes the difference from the last count it read.
 
+use crate::perf::bpf::kernel::pt_regs;
 use crate::perf::record::{Context, DecodeError, Frame, Sample, RECORD_SAMPLE};
 
 /// Flag: `value` was read. (The value code's bit, [`crate::perf::bpf::program`]'s: the hit program's
@@ -83,7 +84,7 @@ pub const OFF_CHAIN: i16 = 32;
 pub const HEADER: i16 = 40;
 
 /// Words of `struct pt_regs` on x86-64.
-pub const REGS: usize = 21;
+pub const REGS: usize = pt_regs::WORDS;
 /// Bytes of instruction kept before the trap ip: the longest x86 instruction is 15.
 pub const INSN_BYTES: usize = 16;
 /// Bytes of the writer's name.
@@ -92,13 +93,6 @@ pub const COMM_BYTES: usize = 16;
 pub const MAX_FRAMES: usize = 127;
 /// The largest record: every optional field and both stacks full.
 pub const MAX_LEN: usize = Layout::ALL.stacks() as usize + 2 * 8 * MAX_FRAMES;
-
-/// `pt_regs` word indexes the decoder names.
-pub mod reg {
-    pub const IP: usize = 16;
-    pub const CS: usize = 17;
-    pub const SP: usize = 19;
-}
 
 /// Where a record's optional fields lie: they follow the header in a fixed order, each present by its
 /// flag. The first three are the program's spec's (every record of a program has them or none does);
@@ -515,8 +509,8 @@ mod tests {
 
     fn record() -> HitRecord {
         let mut regs = [0u64; REGS];
-        regs[reg::IP] = 0x401136;
-        regs[reg::CS] = 0x33;
+        regs[pt_regs::IP] = 0x401136;
+        regs[pt_regs::CS] = 0x33;
         HitRecord {
             flags: USER_MODE,
             pid: 4321,
@@ -593,7 +587,7 @@ mod tests {
             (word(l.value()), word(l.old()), word(l.cgroup())),
             (0x1f4, 0x1f3, 0xc9)
         );
-        assert_eq!(word(l.regs() + 8 * reg::IP as i16), 0x401136);
+        assert_eq!(word(l.regs() + 8 * pt_regs::IP as i16), 0x401136);
         assert_eq!(
             &bytes[l.insn() as usize..][..INSN_BYTES],
             &[0x90; INSN_BYTES]

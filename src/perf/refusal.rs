@@ -1,10 +1,13 @@
 //! Why the kernel refused to arm a breakpoint, in the kernel's terms: which CPU or thread, what the errno
 //! means there (counting the free debug registers, reading perf_event_paranoid), the exit code it calls
 //! for, the [`Remedy`], and a [`Kind`] a script can test. A refusal of permission (EPERM, EACCES) is worded
-//! by [`crate::perf::denial`] from the address, the capabilities and the event's scope. A remedy that is a
-//! command-line option is left as a kind for the layer that knows the command line to name; [`Refusal`]'s
-//! own `Display` words it as a kernel setting.
+//! by [`crate::perf::denial`] from the address, the capabilities and the event's scope. Arming's own
+//! reasons for arming nothing ([`Failure`]: a refused event, no register free for `--on`, every CPU
+//! offline, every process gone) are worded here too. A remedy that is a command-line option is left as a
+//! kind for the layer that knows the command line to name; [`Refusal`]'s own `Display` words it as a
+//! kernel setting.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::io;
 
@@ -95,7 +98,7 @@ impl Refusal {
         }
     }
 
-    pub(crate) fn arm(kind: Kind, what: impl Into<String>) -> Refusal {
+    fn arm(kind: Kind, what: impl Into<String>) -> Refusal {
         Refusal::new(ExitCode::Arm, kind, what.into(), Remedy::None)
     }
 
@@ -163,7 +166,7 @@ pub struct Facts {
 
 impl Facts {
     /// The facts about `e`, read now.
-    fn read(e: &OpenError) -> Facts {
+    pub fn read(e: &OpenError) -> Facts {
         Facts {
             creds: Privilege::current(),
             free_registers: crate::perf::probe::free_after(e),
@@ -243,6 +246,73 @@ pub fn explain_as(e: &OpenError, watches: &[Watch], facts: Facts) -> Refusal {
             format!("cpu {cpu}: cannot arm {what}: {}", io::Error::from_raw_os_error(errno)),
             Remedy::None,
         ),
+    }
+}
+
+/// Why an arming armed nothing (`perf::arm`'s transaction, every event it opened closed again), before
+/// it is worded ([`Failure::explain`]).
+#[derive(Debug)]
+pub enum Failure {
+    /// The kernel refused an event (everything opened before was closed).
+    Open(OpenError),
+    /// Counting the debug registers free for `--on`'s watches, the kernel refused the first one outright
+    /// (not for want of a register): refused as arming it would be.
+    Probe(OpenError),
+    /// `--on` found no debug register free on every CPU.
+    NoFreeSlot,
+    /// Every requested CPU went offline while arming.
+    AllOffline(BTreeSet<u32>),
+    /// Every watched process exited while arming.
+    AllExited,
+}
+
+impl Failure {
+    /// The refusal to report, `watches` being what was to be armed; `facts` reads what the wording of
+    /// the kernel's refusal depends on ([`Facts`]), asked now, after the rollback.
+    pub fn explain(&self, watches: &[Watch], facts: impl FnOnce(&OpenError) -> Facts) -> Refusal {
+        match self {
+            Failure::Open(e) => explain_as(e, watches, facts(e)).nothing_armed(),
+            Failure::Probe(e) => {
+                explain_as(e, &watches[..watches.len().min(1)], facts(e)).nothing_armed()
+            }
+            Failure::NoFreeSlot => Refusal::arm(
+                Kind::NoFreeDebugRegister,
+                "--on needs a free debug register on every CPU, and every one is in use (perf, gdb, another \
+                 watch); stop one and run again",
+            ),
+            Failure::AllOffline(cpus) => Refusal::arm(
+                Kind::CpuOffline,
+                format!(
+                    "no CPU could be armed: every requested CPU ({}) went offline",
+                    crate::cpulist::format(cpus)
+                ),
+            ),
+            Failure::AllExited => Refusal::arm(
+                Kind::ProcessesExited,
+                "no thread could be armed: every watched process exited while arming",
+            ),
+        }
+    }
+
+    /// Whether it says what the run would be told whenever it ran: a refusal of permission, or of the
+    /// breakpoint itself. What only says how the machine is now (every debug register taken, a CPU going
+    /// offline, the PMU busy, no descriptor left, the processes gone) does not: the run may well not
+    /// meet it.
+    pub fn lasting(&self) -> bool {
+        let passing = [
+            libc::ENOSPC,
+            libc::ENODEV,
+            libc::EBUSY,
+            libc::EMFILE,
+            libc::ENFILE,
+            libc::EINTR,
+        ];
+        match self {
+            Failure::Open(e) | Failure::Probe(e) => {
+                !passing.contains(&e.err.raw_os_error().unwrap_or(0))
+            }
+            Failure::NoFreeSlot | Failure::AllOffline(_) | Failure::AllExited => false,
+        }
     }
 }
 

@@ -161,10 +161,11 @@ impl Decoder {
             let perf = SampleDecoder::of_copies(ev.cpu, ev.watch, ev.sample_type, now);
             let value = match &cfg.delivery {
                 Delivery::Hits(h) if h.written => HitValue::Written,
-                Delivery::Hits(h) if h.processes() => h
+                // A process watch's program, per CPU or per thread, reads the range at the trap.
+                Delivery::Hits(h) => h
                     .read_len(ev.watch)
                     .map_or(HitValue::NotRead, |len| HitValue::Read { len }),
-                _ => HitValue::NotRead,
+                Delivery::Samples => HitValue::NotRead,
             };
             let hits = HitDecoder::new(ev.cpu, ev.watch, value, ring_lost, now);
             return Decoder::Hits { perf, hits };

@@ -93,7 +93,7 @@ fn arm_with(
 ) -> Result<Armed, Refusal> {
     let set = Prepared::new(watches, cpus, Targets::Cpus, &CFG);
     let mut kernel = FailOn { fail };
-    arm_set(&set, &mut kernel).map_err(|f| f.explain(watches, &mut kernel))
+    arm_set(&set, &mut kernel).map_err(|f| f.explain(watches, |e| kernel.facts(e)))
 }
 
 fn perf_fds() -> usize {

@@ -134,7 +134,8 @@ live_test!(p_of_a_process_whose_leader_exited_is_watched, {
     let pid = child.id();
     until_zombie(pid);
     let addr = line.trim().to_string();
-    // The per-thread path reads each hit's value from the process's memory, through a live thread.
+    // The per-thread path reads each hit's value at the trap where BPF loads (from the process's memory,
+    // through a live thread, on perf samples).
     for (target, extra) in [
         ("leaderless_var", None),
         (addr.as_str(), None),

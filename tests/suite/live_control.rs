@@ -255,10 +255,7 @@ live_test!(stdin_control_from_a_file_or_dev_null_is_read_not_polled, {
             .expect("run ksymwatch");
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{}: {err}", stdin.display());
-        let records: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("one JSON record a line"))
-            .collect();
+        let records = util::ndjson(&String::from_utf8_lossy(&out.stdout));
         let count = |ty: &str| records.iter().filter(|v| v["type"] == ty).count();
         let paused = usize::from(refused == 1);
         assert_eq!(count("watch_off"), paused, "{}", stdin.display());

@@ -24,10 +24,8 @@ struct Hit {
 }
 
 fn hits(out: &str) -> Vec<Hit> {
-    out.lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{e}: {l}"))
-        })
+    util::ndjson(out)
+        .into_iter()
         .filter(|v| v["type"] == "hit")
         .map(|v| Hit {
             pid: v["pid"].as_u64().expect("pid"),

@@ -329,6 +329,25 @@ fn json_of_helper(helper: &[&str], args: &[&str]) -> (u32, String, String, Vec<s
     (tid, out, err, lines)
 }
 
+/// The hit lines of a `--json` run.
+fn json_hits(lines: &[schema::Line]) -> Vec<&schema::Hit> {
+    lines
+        .iter()
+        .filter_map(|l| match l {
+            schema::Line::Hit(h) => Some(h),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The summary, which must be the last line.
+fn json_summary(lines: &[schema::Line]) -> &schema::Summary {
+    match lines.last() {
+        Some(schema::Line::Summary(s)) => s,
+        other => panic!("the last line is not the summary: {other:?}"),
+    }
+}
+
 live_test!(json_lines_fit_the_schema_and_carry_the_helpers_writes, {
     const N: usize = 200;
     let cpu = first_cpu();
@@ -342,16 +361,8 @@ live_test!(json_lines_fit_the_schema_and_carry_the_helpers_writes, {
         matches!(lines.first(), Some(schema::Line::Header(h)) if h.version == 1 && h.targets.len() == 1)
     );
     assert!(matches!(lines.get(1), Some(schema::Line::Armed(_))));
-    let Some(schema::Line::Summary(summary)) = lines.last() else {
-        panic!("the last line is the summary: {out}")
-    };
-    let hits: Vec<&schema::Hit> = lines
-        .iter()
-        .filter_map(|l| match l {
-            schema::Line::Hit(h) => Some(h),
-            _ => None,
-        })
-        .collect();
+    let summary = json_summary(&lines);
+    let hits = json_hits(&lines);
     assert_eq!(summary.hits as usize, hits.len());
     assert_eq!(summary.stop, "signal");
     assert_eq!(summary.signal.as_deref(), Some("SIGINT"));
@@ -376,29 +387,12 @@ live_test!(json_lines_fit_the_schema_and_carry_the_helpers_writes, {
     );
 });
 
-fn json_hits(lines: &[schema::Line]) -> Vec<&schema::Hit> {
-    lines
-        .iter()
-        .filter_map(|l| match l {
-            schema::Line::Hit(h) => Some(h),
-            _ => None,
-        })
-        .collect()
-}
-
 /// The `N filtered` of the end-of-run status line on stderr.
 fn filtered_count(err: &str) -> u64 {
     err.split(", ")
         .find_map(|p| p.strip_suffix(" filtered"))
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no filtered count: {err}"))
-}
-
-fn json_summary(lines: &[schema::Line]) -> &schema::Summary {
-    match lines.last() {
-        Some(schema::Line::Summary(s)) => s,
-        other => panic!("the last line is not the summary: {other:?}"),
-    }
 }
 
 live_test!(filters_drop_hits_before_printing_and_counting, {

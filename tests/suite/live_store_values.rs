@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{helper, Tracer, Writer};
+use crate::util::{helper, ndjson, Tracer, Writer};
 
 fn hex(v: &Value) -> Option<u64> {
     v.as_str()
@@ -164,9 +164,8 @@ live_test!(
         let (code, rest, err) = t.wait(Duration::from_secs(30));
         assert_eq!(code, 0, "{err}");
         text.push_str(&rest);
-        let rw: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        let rw: Vec<Value> = ndjson(&text)
+            .into_iter()
             .filter(|v: &Value| v["type"] == "hit" && v["in_kernel"] == false)
             .collect();
         let known = stores(&rw).iter().filter(|(_, v)| v.is_some()).count();

@@ -223,8 +223,8 @@ fn a_typed_target_that_does_not_fit_its_type_is_refused_with_the_way_out() {
 
 /// The JSON hit records of a stream.
 fn hits(out: &str) -> Vec<Value> {
-    out.lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+    util::ndjson(out)
+        .into_iter()
         .filter(|v| v["type"] == "hit")
         .collect()
 }

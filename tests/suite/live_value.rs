@@ -91,10 +91,7 @@ live_test!(launch_mode_json_reads_the_watched_width, {
 fn read_records(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let complete = text.rfind('\n').map_or("", |end| &text[..end]);
-    complete
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
+    util::ndjson(complete)
 }
 
 /// Polls the stream file until `done` holds for its records (bounded: a missing hit fails the test).

@@ -11,27 +11,15 @@
 
 use std::io;
 
-use crate::config::request::WatchRequest;
 use crate::error::{Error, Result};
 use crate::host::cgroup::CgroupError;
 use crate::model::cgroup::Cgroup;
 use crate::perf::bpf;
 
-use super::host::Host;
-
-/// The cgroups `r`'s `--cgroup` arguments name, each once; none without the option. `bpf` answers
-/// whether BPF loads, as the plan asked it (only called with `--cgroup`).
+/// The cgroups `--cgroup`'s `args` name, each once, found by `find`; none without the option.
+/// `per_event` is a flag given that makes per-thread perf events (no hit program to test the cgroup);
+/// `bpf` answers whether BPF loads, as the plan asked it (only called with `--cgroup`).
 pub fn check<'b>(
-    r: &WatchRequest,
-    bpf: impl FnOnce() -> &'b io::Result<()>,
-    host: &dyn Host,
-) -> Result<Vec<Cgroup>> {
-    check_with(&r.output.cgroups, r.per_event(), bpf, |a| host.cgroup(a))
-}
-
-/// [`check`] with its parts given: `per_event` a flag that makes per-thread perf events, `bpf` whether
-/// BPF loads, `find` one argument's cgroup.
-fn check_with<'b>(
     args: &[String],
     per_event: Option<&str>,
     bpf: impl FnOnce() -> &'b io::Result<()>,
@@ -109,7 +97,7 @@ mod tests {
 
     #[test]
     fn each_argument_names_one_cgroup_once() {
-        let got = check_with(
+        let got = check(
             &args(&["/pods/a", "pods/b", "/sys/fs/cgroup/unified/pods/a"]),
             None,
             || OK,
@@ -119,7 +107,7 @@ mod tests {
         let ids: Vec<u64> = got.iter().map(|c| c.id).collect();
         assert_eq!(ids, [0x1a, 0x1b]);
         assert_eq!(got[1].path, "/pods/b");
-        assert!(check_with(
+        assert!(check(
             &[],
             Some("--per-thread"),
             || -> &io::Result<()> { unreachable!("asked BPF with nothing to check") },
@@ -131,14 +119,14 @@ mod tests {
 
     #[test]
     fn a_missing_cgroup_is_a_usage_error_naming_the_way_out() {
-        let e = check_with(&args(&["/pods/nope"]), None, || OK, find).unwrap_err();
+        let e = check(&args(&["/pods/nope"]), None, || OK, find).unwrap_err();
         assert_eq!(e.code, ExitCode::Usage);
         let text = e.to_string();
         assert!(
             text.contains("--cgroup /pods/nope") && text.contains("/proc/PID/cgroup"),
             "{text}"
         );
-        let e = check_with(
+        let e = check(
             &args(&["/pods/a"]),
             None,
             || OK,
@@ -160,7 +148,7 @@ mod tests {
             })
         };
         for arg in ["", " "] {
-            let e = check_with(&args(&["/pods/a", arg]), None, || OK, root).unwrap_err();
+            let e = check(&args(&["/pods/a", arg]), None, || OK, root).unwrap_err();
             assert_eq!(e.code, ExitCode::Usage);
             assert!(e.to_string().contains("empty path"), "{e}");
         }
@@ -168,16 +156,16 @@ mod tests {
 
     #[test]
     fn a_watch_without_the_hit_program_is_refused() {
-        let e = check_with(&args(&["/pods/a"]), Some("--per-thread"), || OK, find).unwrap_err();
+        let e = check(&args(&["/pods/a"]), Some("--per-thread"), || OK, find).unwrap_err();
         assert_eq!(e.code, ExitCode::Usage);
         assert!(e.to_string().contains("drop --per-thread"), "{e}");
         let no_bpf = Err(io::Error::from_raw_os_error(libc::EPERM));
-        let e = check_with(&args(&["/pods/a"]), None, || &no_bpf, find).unwrap_err();
+        let e = check(&args(&["/pods/a"]), None, || &no_bpf, find).unwrap_err();
         assert_eq!(e.code, ExitCode::NotPermitted);
         assert!(e.to_string().contains("drop --cgroup"), "{e}");
         let many: Vec<String> = (0..=bpf::cgroup::MAX).map(|_| "/pods/a".into()).collect();
         assert_eq!(
-            check_with(&many, None, || OK, find).unwrap_err().code,
+            check(&many, None, || OK, find).unwrap_err().code,
             ExitCode::Usage
         );
     }

@@ -9,11 +9,8 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use ksymwatch_symbols::kernel::{Delivered, Loaded};
-use ksymwatch_symbols::Source;
-
+use crate::config::kernel_source::{KernelLoad, KernelQuery};
 use crate::config::process::InProcess;
-use crate::config::request::SymbolRequest;
 use crate::config::typed::Types;
 use crate::error::Result;
 use crate::host::cgroup::{Cgroup, CgroupError};
@@ -31,32 +28,6 @@ pub struct Task {
     pub zombie: bool,
 }
 
-/// What the kernel stage asks of the machine's kernel symbols, in one go ([`Host::kernel_symbols`]).
-pub struct KernelQuery<'a> {
-    pub symbols: &'a SymbolRequest,
-    /// A struct member, an array element or `--lines` needs DWARF: where the pick has none, the running
-    /// kernel's vmlinux from debuginfod instead, where one can be had.
-    pub dwarf: bool,
-    /// A system-wide watch's data symbols: a kallsyms that lacks one (no CONFIG_KALLSYMS_ALL) is replaced
-    /// by the running kernel's vmlinux from debuginfod, where one can be had.
-    pub data_symbols: Option<&'a [Target]>,
-    /// The running kernel's kallsyms is to be read on its first use, not now (a process watch).
-    pub kallsyms_later: bool,
-    /// Kernel addresses this user may not see leave an empty kallsyms (no kernel frame is recorded).
-    pub user_only: bool,
-}
-
-/// The kernel's symbols as the machine loaded them ([`Host::kernel_symbols`]).
-pub struct KernelLoad {
-    /// The source the search picked.
-    pub picked: Source,
-    /// That source loaded; a source that cannot be loaded is the error, for the stage to raise in its turn.
-    pub loaded: Result<Loaded>,
-    /// What debuginfod delivered on the way (a vmlinux fetched, or found in its cache), for the stage to
-    /// tell.
-    pub delivered: Option<Delivered>,
-}
-
 /// A command started for a launch-mode watch, stopped before its first instruction.
 pub trait Launch {
     fn pid(&self) -> u32;
@@ -72,6 +43,9 @@ pub trait Launch {
 pub trait Host {
     /// Whether a BPF program loads here (the hit path and `--value` need one).
     fn bpf(&self) -> io::Result<()>;
+    /// Whether a hit program can tell which of a thread's events fired (`perf::bpf::repeats`): the
+    /// per-thread path's program needs it to report a store once.
+    fn firing_event(&self) -> bool;
     /// This process's privileges for perf events.
     fn privilege(&self) -> Privilege;
     /// The online CPUs.
@@ -99,12 +73,13 @@ pub trait Host {
     fn launch(&mut self, argv: &[OsString]) -> Result<Box<dyn Launch>>;
 
     /// The kernel's symbols the query asks for, as the symbols crate chooses and loads them in one go
-    /// ([`ksymwatch_symbols::kernel::load`]): the source the search picks for the request's files (its
-    /// files, the distribution's, the debuginfod cache, kallsyms; the running kernel's vmlinux from
-    /// debuginfod where the query's needs say), and that source loaded, the running kernel's kallsyms
-    /// read at most once (through the symbol cache where the request allows it), unless it is left to
-    /// first use; and what debuginfod delivered on the way. A vmlinux that DWARF needs and that cannot be
-    /// had fails the call; a source that cannot be loaded is [`KernelLoad::loaded`]'s error.
+    /// (the real machine's are [`crate::config::kernel_source::load`]'s): the source the search picks
+    /// for the request's files (its files, the distribution's, the debuginfod cache, kallsyms; the
+    /// running kernel's vmlinux from debuginfod where the query's needs say), and that source loaded,
+    /// the running kernel's kallsyms read at most once (through the symbol cache where the request
+    /// allows it), unless it is left to first use; and what debuginfod delivered on the way. A vmlinux
+    /// that DWARF needs and that cannot be had fails the call; a source that cannot be loaded is
+    /// [`KernelLoad::loaded`]'s error.
     fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<KernelLoad>;
     /// Every CPU of `cpus`' per-CPU base, and how they were found.
     fn percpu_bases(

@@ -12,8 +12,8 @@ use ksymwatch_symbols::kernel::Loaded;
 use ksymwatch_symbols::{Origin, Source, SymbolTable};
 
 use crate::config::advice::Advised;
-use crate::config::debuginfod;
-use crate::config::symbols::{FileSymbols, LazyKallsyms, DEFAULT_KALLSYMS};
+use crate::config::kernel_source::{self, KernelLoad, KernelQuery, DEFAULT_KALLSYMS};
+use crate::config::symbols::{FileSymbols, LazyKallsyms};
 use crate::config::tracepoints;
 use crate::config::typed::{self, Asked, Types};
 use crate::config::watch::Resolved;
@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::model::target::Target;
 use crate::perf::bpf::percpu::Offsets;
 
-use super::host::{Host, KernelLoad, KernelQuery};
+use super::host::Host;
 use super::options::Options;
 use super::percpu::{self, PerCpuTarget};
 use super::{Kernel, KernelSymbols, Writers};
@@ -52,7 +52,8 @@ impl KernelSide {
         let system = o.scope.system_wide();
         let targets = o.targets.clone();
         // Member paths of a process's own variables come from its binary; only a kernel target needs vmlinux.
-        let needs_dwarf = symbols.lines || (system && targets.iter().any(debuginfod::needs_dwarf));
+        let needs_dwarf =
+            symbols.lines || (system && targets.iter().any(kernel_source::needs_dwarf));
         // The kernel's BTF as the host has it, read on first use, once for every question below and for
         // the stages after this one.
         let types = Rc::new(host.types(&symbols.btf));

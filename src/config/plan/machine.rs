@@ -12,14 +12,10 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use ksymwatch_symbols::kernel::{self, KernelRequest};
-
-use super::host::{KernelLoad, KernelQuery, Task};
+use super::host::Task;
 use super::{Host, Launch};
-use crate::config::advice::SymbolsContext;
-use crate::config::debuginfod;
+use crate::config::kernel_source::{self, KernelLoad, KernelQuery};
 use crate::config::process::{self, InProcess};
-use crate::config::symbols;
 use crate::config::tracepoints;
 use crate::config::typed::Types;
 use crate::cpulist;
@@ -90,6 +86,10 @@ impl Host for RealHost {
         bpf::probe()
     }
 
+    fn firing_event(&self) -> bool {
+        bpf::repeats::find().is_some()
+    }
+
     fn privilege(&self) -> Privilege {
         Privilege::current()
     }
@@ -135,28 +135,7 @@ impl Host for RealHost {
     }
 
     fn kernel_symbols(&mut self, query: &KernelQuery<'_>) -> Result<KernelLoad> {
-        let symbols = query.symbols;
-        let search = symbols::search(symbols.files());
-        let request = KernelRequest {
-            cache: symbols::cache(&search, symbols.symbol_cache),
-            search,
-            dwarf: query.dwarf,
-            data_symbols: query
-                .data_symbols
-                .map(debuginfod::data_symbols)
-                .unwrap_or_default(),
-            later: query.kallsyms_later,
-            hidden_ok: query.user_only,
-            fetcher: debuginfod::fetcher(symbols.debuginfod),
-            force: symbols.force,
-            lines: symbols.lines,
-        };
-        let found = kernel::load(request).bad_symbols()?;
-        Ok(KernelLoad {
-            picked: found.picked,
-            loaded: found.loaded.bad_symbols(),
-            delivered: found.delivered,
-        })
+        kernel_source::load(query)
     }
 
     fn percpu_bases(

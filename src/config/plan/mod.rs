@@ -135,10 +135,11 @@ pub struct Delivery {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hits {
     /// Each event's BPF program keeps the hits (per CPU, a process watch's program chooses its
-    /// processes in the kernel) and emits them into its CPU's BPF ring buffer.
+    /// processes in the kernel; per thread, the events choose the threads) and emits them into its
+    /// CPU's BPF ring buffer, with a process's value read at the trap: every watch where BPF loads.
     Program,
-    /// As perf samples: a watch without BPF, or with `--per-thread` or `--remove-on-exec` reading no
-    /// values (`--value`, `--if`, a `--dump-on` condition need the program).
+    /// As perf samples: a watch without BPF, or a `--per-thread` or `--remove-on-exec` watch reading no
+    /// value where the program cannot tell which of a thread's events fired (before Linux 6.2).
     Samples,
 }
 

@@ -77,13 +77,7 @@ pub(super) fn check(
     notes: &mut Vec<String>,
 ) -> Result<Options> {
     let scope = scope(&r)?;
-    if let Some(pages) = r.buffer_pages {
-        if !pages.is_power_of_two() || pages > 1 << 16 {
-            return Err(Error::usage(format!(
-                "--buffer-pages {pages} must be a power of two up to 65536 (e.g. 64, 128, 256)"
-            )));
-        }
-    }
+    buffer_pages(r.buffer_pages)?;
     let realtime = realtime(&r.realtime)?;
     let (outputs, mut filter) = outputs::check(&r.output, notes)?;
     // With --on, --comm chooses the allocating tasks (`objects`), not the hits.
@@ -103,48 +97,15 @@ pub(super) fn check(
             .map(|t| target::parse(t).bad_input())
             .collect::<Result<Vec<_>>>()?,
     };
-    let system = scope.system_wide();
-    if r.remove_on_exec && system {
-        return Err(Error::usage(
-            "--remove-on-exec is for a process watch (-p PID or -- CMD): a system-wide watch is not tied to a program",
-        ));
-    }
-    if let (Some(cpu), false) = (r.percpu_cpu, system) {
-        return Err(Error::usage(format!(
-            "--percpu-cpu {cpu} chooses the copy of a kernel per-CPU variable a system-wide watch \
-             watches, and -p/-- watch a process's own memory; drop --percpu-cpu or -p/--"
-        )));
-    }
-    if r.control.is_some() && targets.len() > 1 {
-        return Err(Error::usage(format!(
-            "--control moves one watch, but {} targets were given; give one TARGET",
-            targets.len()
-        )));
-    }
-    if is_stdin(r.control.as_deref()) && matches!(scope, Scope::Launched(_)) {
-        return Err(Error::usage(
-            "--control - reads stdin, which `-- CMD` leaves to the command; give a FIFO path instead",
-        ));
-    }
-    if targets.len() > MAX_WATCHES {
-        return Err(Error::usage(format!(
-            "{} targets given, but a CPU has only {MAX_WATCHES} debug registers; watch at most {MAX_WATCHES} at once",
-            targets.len()
-        )));
-    }
-    if r.per_thread && system {
-        return Err(Error::usage(
-            "--per-thread is for a process watch (-p PID or -- CMD): a system-wide watch has no threads to arm",
-        ));
-    }
+    combinations(&r, &scope, &targets)?;
     // The request against the machine, each part read once, in order. Which path the hits take is
-    // decided first, from whether BPF loads (asked of the host once, and only by what needs the answer:
-    // the delivery where a program could be used, the values and `--cgroup` checks, which raise its
-    // refusal in their turn); what the privileges have to say (a note, or a system-wide watch refused)
+    // decided first, from whether BPF loads (asked of the host once, by the delivery, since every watch
+    // can use a program; the values and `--cgroup` checks raise its refusal in their turn from the same
+    // answer); what the privileges have to say (a note, or a system-wide watch refused)
     // is said in its turn below, after the checks that come before it.
     let bpf_answer = OnceCell::new();
     let bpf = || bpf_answer.get_or_init(|| host.bpf());
-    let delivery = delivery(&r, &scope, || bpf().is_ok());
+    let delivery = delivery(&r, &scope, || bpf().is_ok(), || host.firing_event());
     let privileges = privileges(&scope, host.privilege());
     // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
     let started = processes_of(&*host, &r.pids, notes)?;
@@ -182,7 +143,8 @@ pub(super) fn check(
         }
     }
     // `--cgroup`: each found in the cgroup v2 hierarchy, and the hit program that tests them loads.
-    filter.cgroups = super::cgroup::check(&r, bpf, &*host)?;
+    filter.cgroups =
+        super::cgroup::check(&r.output.cgroups, r.per_event(), bpf, |a| host.cgroup(a))?;
     // After BPF: a --value that cannot load its program is told so before the breakpoints' privilege.
     if let Some(note) = privileges.note {
         notes.push(note);
@@ -229,6 +191,55 @@ pub(super) fn check(
         condition_text: r.condition,
         dump_on: r.dump_on,
     })
+}
+
+/// The options that cannot go together, given the watch's `scope` and its parsed `targets`.
+fn combinations(r: &WatchRequest, scope: &Scope, targets: &[Target]) -> Result<()> {
+    let system = scope.system_wide();
+    if r.remove_on_exec && system {
+        return Err(Error::usage(
+            "--remove-on-exec is for a process watch (-p PID or -- CMD): a system-wide watch is not tied to a program",
+        ));
+    }
+    if let (Some(cpu), false) = (r.percpu_cpu, system) {
+        return Err(Error::usage(format!(
+            "--percpu-cpu {cpu} chooses the copy of a kernel per-CPU variable a system-wide watch \
+             watches, and -p/-- watch a process's own memory; drop --percpu-cpu or -p/--"
+        )));
+    }
+    if r.control.is_some() && targets.len() > 1 {
+        return Err(Error::usage(format!(
+            "--control moves one watch, but {} targets were given; give one TARGET",
+            targets.len()
+        )));
+    }
+    if is_stdin(r.control.as_deref()) && matches!(scope, Scope::Launched(_)) {
+        return Err(Error::usage(
+            "--control - reads stdin, which `-- CMD` leaves to the command; give a FIFO path instead",
+        ));
+    }
+    if targets.len() > MAX_WATCHES {
+        return Err(Error::usage(format!(
+            "{} targets given, but a CPU has only {MAX_WATCHES} debug registers; watch at most {MAX_WATCHES} at once",
+            targets.len()
+        )));
+    }
+    if r.per_thread && system {
+        return Err(Error::usage(
+            "--per-thread is for a process watch (-p PID or -- CMD): a system-wide watch has no threads to arm",
+        ));
+    }
+    Ok(())
+}
+
+/// `--buffer-pages`: a power of two, at most 65536.
+fn buffer_pages(pages: Option<usize>) -> Result<()> {
+    match pages {
+        Some(pages) if !pages.is_power_of_two() || pages > 1 << 16 => Err(Error::usage(format!(
+            "--buffer-pages {pages} must be a power of two up to 65536 (e.g. 64, 128, 256)"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Who the watch covers, from `-p` and `-- CMD` (with a kernel `--on` source, `-p` chooses the allocating
@@ -286,29 +297,36 @@ fn privileges(scope: &Scope, privilege: Privilege) -> Privileges {
 }
 
 /// Which path the hits take and which events carry them: decided here only, from the request, its
-/// `scope` and whether BPF loads (`bpf`, asked only where a program could be used), for the plan and for
-/// the prefetch that starts before it (on the hit path it reads no task's name).
+/// `scope`, whether BPF loads (`bpf`) and whether a hit program can tell which event fired
+/// (`firing_event`, asked only of a per-thread watch reading no value where BPF loads), for the plan and
+/// for the prefetch that starts before it (on the hit path it reads no task's name).
 ///
-/// Where BPF loads, every watch is one breakpoint per CPU whose program keeps the hits and emits them
-/// (the hit path): a dropped trap costs the writer little, and a process watch chooses its process in
-/// the kernel, so its cost depends on CPUs and targets, never on threads. Without BPF (or with
-/// `--per-thread`, or `--remove-on-exec`, which the kernel applies per event) hits are perf samples and a
-/// process watch gives each thread its own events; per thread, the program runs only for the values it
-/// reads. (`--value` and `--if` without BPF are refused by the plan, in its order.)
-pub fn delivery(r: &WatchRequest, scope: &Scope, bpf: impl FnOnce() -> bool) -> Delivery {
+/// Where BPF loads, every watch's hits are kept and emitted by its hit program (the hit path), which
+/// reads a process's value at the trap. Without `--per-thread` or `--remove-on-exec` (which the kernel
+/// applies per event) that is one breakpoint per CPU whose program chooses the process in the kernel: a
+/// dropped trap costs the writer little, and the cost depends on CPUs and targets, never on threads.
+/// With them, every thread's events run the program. Without BPF hits are perf samples, a process watch
+/// one breakpoint per thread; so are a per-thread watch's reading no value on a kernel whose program
+/// cannot tell which event fired (its samples' decoder drops a store's second report instead; a watch
+/// reading values there is refused as its program loads). (`--value` and `--if` without BPF are refused
+/// by the plan, in its order.)
+pub fn delivery(
+    r: &WatchRequest,
+    scope: &Scope,
+    bpf: impl FnOnce() -> bool,
+    firing_event: impl FnOnce() -> bool,
+) -> Delivery {
     let per_event = r.per_event().is_some();
-    let bpf = (!per_event || r.reads_values()) && bpf();
-    let program = !per_event && bpf;
-    let events = match (program, scope.system_wide()) {
-        (false, false) => Binding::Scope {
+    let program = bpf() && (!per_event || r.reads_values() || firing_event());
+    let events = match (per_event || !program) && !scope.system_wide() {
+        true => Binding::Scope {
             remove_on_exec: r.remove_on_exec,
         },
-        _ => Binding::Cpus,
+        false => Binding::Cpus,
     };
-    let hits = match events {
-        Binding::Cpus if program => Hits::Program,
-        Binding::Scope { .. } if bpf && r.reads_values() => Hits::Program,
-        _ => Hits::Samples,
+    let hits = match program {
+        true => Hits::Program,
+        false => Hits::Samples,
     };
     Delivery { hits, events }
 }

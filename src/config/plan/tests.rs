@@ -11,8 +11,9 @@ use ksymwatch_symbols::{Origin, Source};
 
 use ksymwatch_symbols::kernel::{Delivered, Loaded};
 
-use super::host::{KernelLoad, KernelQuery, Task};
+use super::host::Task;
 use super::*;
+use crate::config::kernel_source::{KernelLoad, KernelQuery};
 use crate::config::process::InProcess;
 use crate::config::request::{OutputRequest, SymbolRequest};
 use crate::config::typed::{BtfFile, Types};
@@ -55,6 +56,8 @@ struct FakeHost {
     bpf: bool,
     /// How many times planning asked whether BPF loads.
     bpf_asked: Rc<Cell<u32>>,
+    /// Whether a hit program can tell which event fired (Linux 6.2 and its BTF).
+    firing_event: bool,
     privilege: Privilege,
     online: BTreeSet<u32>,
     /// Task id -> its process.
@@ -93,6 +96,7 @@ impl FakeHost {
         FakeHost {
             bpf: true,
             bpf_asked: Rc::default(),
+            firing_event: true,
             privilege: Privilege::ROOT,
             online: [0, 1].into(),
             tasks: [(100, 100), (101, 100), (200, 200)].into(),
@@ -140,6 +144,9 @@ impl Host for FakeHost {
             true => Ok(()),
             false => Err(io::Error::from_raw_os_error(libc::EPERM)),
         }
+    }
+    fn firing_event(&self) -> bool {
+        self.firing_event
     }
     fn privilege(&self) -> Privilege {
         self.privilege
@@ -434,60 +441,100 @@ fn the_delivery_follows_bpf_and_the_scope() {
         .contains("# path: one breakpoint per thread, CPU and target"));
 }
 
-/// The hit path or not, as the plan and the prefetch both take it from [`delivery`]: BPF is asked only
-/// where a path could use a program (not for per-thread events that read no value).
+/// The hit path or not, as the plan and the prefetch both take it from [`delivery`]: where BPF loads
+/// every watch takes the program, per-thread events too; whether the program can tell which event fired
+/// is asked only of a per-thread watch reading no value (one reading values needs the program anyway).
 #[test]
-fn the_hit_program_is_taken_where_bpf_loads_and_nothing_asks_for_events_per_thread() {
+fn the_hit_program_is_taken_wherever_bpf_loads() {
+    let unasked = || panic!("asked which event fired");
     let system = request(&["jiffies"]);
     assert_eq!(
-        delivery(&system, &Scope::System, || true).hits,
+        delivery(&system, &Scope::System, || true, unasked).hits,
         Hits::Program
     );
     assert_eq!(
-        delivery(&system, &Scope::System, || false).hits,
+        delivery(&system, &Scope::System, || false, unasked).hits,
         Hits::Samples
     );
     let mut per_thread = pids(request(&["counter"]), &[100]);
     per_thread.per_thread = true;
     let scope = Scope::Processes(vec![100]);
-    let asked = || panic!("BPF asked for per-thread events");
-    assert_eq!(delivery(&per_thread, &scope, asked).hits, Hits::Samples);
+    let events = Binding::Scope {
+        remove_on_exec: false,
+    };
+    // (BPF loads, the program can tell which event fired) -> how the hits come.
+    for ((bpf, firing), hits) in [
+        ((true, true), Hits::Program),
+        ((true, false), Hits::Samples),
+        ((false, true), Hits::Samples),
+    ] {
+        let d = delivery(&per_thread, &scope, || bpf, || firing);
+        assert_eq!(d, Delivery { hits, events }, "bpf {bpf}, firing {firing}");
+    }
+    // Without BPF the question is not asked; reading values, the program is taken (its load refuses a
+    // kernel without the check, naming what it lacks).
+    assert_eq!(
+        delivery(&per_thread, &scope, || false, unasked).hits,
+        Hits::Samples
+    );
+    per_thread.value = true;
+    assert_eq!(
+        delivery(&per_thread, &scope, || true, unasked).hits,
+        Hits::Program
+    );
 }
 
-/// Planning asks whether BPF loads only where the answer matters, and then once: not for a per-thread
-/// watch that reads no value and tests no cgroup; once for one that reads values.
+/// Planning asks whether BPF loads once per plan, whatever needs the answer: every watch now can use a
+/// program, so the delivery asks it of each, a per-thread watch reading no value too (it did not while
+/// such a watch took perf samples wherever BPF loaded); `--value`'s check asks no second time.
 #[test]
-fn bpf_is_asked_once_and_only_where_it_matters() {
+fn bpf_is_asked_once_per_plan() {
     let mut machine = FakeHost::new();
     let mut per_thread = pids(request(&["counter"]), &[100]);
     per_thread.per_thread = true;
     planned(per_thread.clone(), &mut machine);
-    assert_eq!(machine.bpf_asked.get(), 0);
+    assert_eq!(machine.bpf_asked.get(), 1);
     per_thread.value = true;
     planned(per_thread, &mut machine);
-    assert_eq!(machine.bpf_asked.get(), 1);
+    assert_eq!(machine.bpf_asked.get(), 2);
+    planned(request(&["jiffies"]), &mut machine);
+    assert_eq!(machine.bpf_asked.get(), 3);
 }
 
-/// `--per-thread` and `--remove-on-exec` take the per-thread path even where BPF loads; reading values,
-/// its events run the hit program.
+/// `--per-thread` and `--remove-on-exec` take the per-thread events; where BPF loads every thread's event
+/// runs the hit program, reading values or not, unless the program cannot tell which event fired and
+/// reads no value: then the events' perf samples, as without BPF.
 #[test]
 fn per_thread_options_choose_the_per_thread_path() {
-    // (--per-thread, --remove-on-exec, --value) -> how hits come, and whether an exec drops the events.
+    // (--per-thread, --remove-on-exec, --value, the kernel tells the program which event fired)
+    // -> how hits come, and whether an exec drops the events.
     let cases = [
-        ((true, false, false), Hits::Samples, false),
-        ((false, true, false), Hits::Samples, true),
+        ((true, false, false, true), Hits::Program, false),
+        ((false, true, false, true), Hits::Program, true),
+        ((true, false, false, false), Hits::Samples, false),
+        ((false, true, false, false), Hits::Samples, true),
         // Reading values, every thread's event runs the hit program.
-        ((true, false, true), Hits::Program, false),
+        ((true, false, true, true), Hits::Program, false),
+        ((true, false, true, false), Hits::Program, false),
     ];
     let mut p = None;
-    for ((per_thread, remove_on_exec, value), hits, dropped) in cases {
+    for ((per_thread, remove_on_exec, value, firing_event), hits, dropped) in cases {
         let mut r = pids(request(&["counter"]), &[100]);
         (r.per_thread, r.remove_on_exec, r.value) = (per_thread, remove_on_exec, value);
-        let planned = planned(r, &mut FakeHost::new());
+        let mut machine = FakeHost {
+            firing_event,
+            ..FakeHost::new()
+        };
+        let planned = planned(r, &mut machine);
         let events = Binding::Scope {
             remove_on_exec: dropped,
         };
         assert_eq!(planned.delivery(), Delivery { hits, events });
+        if hits == Hits::Samples {
+            assert!(planned.describe().contains(
+                "# path: one breakpoint per thread, CPU and target, hits as perf samples"
+            ));
+        }
         p = Some(planned);
     }
     let p = p.expect("the last case's plan");
@@ -520,7 +567,15 @@ fn the_olds_are_decided_once_from_scope_delivery_and_values() {
     let mut per_thread = valued(pids(request(&["counter"]), &[100]));
     per_thread.per_thread = true;
     // The per-thread path reading values runs the hit program: seeded as one breakpoint per CPU is.
-    assert!(olds(per_thread).seeded);
+    assert!(olds(per_thread.clone()).seeded);
+    // Reading none, it runs the program too, and has no olds to seed.
+    assert!(
+        !olds(WatchRequest {
+            value: false,
+            ..per_thread
+        })
+        .seeded
+    );
     let mut condition = pids(request(&["counter"]), &[100]);
     condition.condition = Some("value == 3".into());
     let decided = olds(condition);
@@ -960,11 +1015,11 @@ fn a_system_wide_target_resolves_in_kallsyms() {
 fn a_process_watch_reads_kernel_symbols_on_first_use() {
     let mut machine = FakeHost::new();
     let mut r = pids(request(&["counter"]), &[100]);
-    r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
+    r.symbols.kallsyms = crate::config::kernel_source::DEFAULT_KALLSYMS.into();
     let p = planned(r, &mut machine);
     assert!(matches!(p.kernel().symbols(), KernelSymbols::Lazy(_)));
     assert_eq!(*machine.kallsyms_loads.borrow(), 0);
-    let kallsyms = Source::Kallsyms(crate::config::symbols::DEFAULT_KALLSYMS.into());
+    let kallsyms = Source::Kallsyms(crate::config::kernel_source::DEFAULT_KALLSYMS.into());
     assert_eq!(p.kernel().source_text(), kallsyms.to_string());
 
     let mut machine = FakeHost::new();
@@ -973,7 +1028,7 @@ fn a_process_watch_reads_kernel_symbols_on_first_use() {
     assert_eq!(*machine.kallsyms_loads.borrow(), 1);
     let mut machine = FakeHost::new();
     let mut r = request(&["jiffies"]);
-    r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
+    r.symbols.kallsyms = crate::config::kernel_source::DEFAULT_KALLSYMS.into();
     let p = planned(r, &mut machine);
     assert!(matches!(p.kernel().symbols(), KernelSymbols::Kallsyms(_)));
 }
@@ -1012,7 +1067,7 @@ fn the_kernel_stage_says_what_the_watch_needs_of_the_symbols() {
     assert!(!got.dwarf, "{got:?}");
 
     let default_kallsyms = |mut r: WatchRequest| {
-        r.symbols.kallsyms = crate::config::symbols::DEFAULT_KALLSYMS.into();
+        r.symbols.kallsyms = crate::config::kernel_source::DEFAULT_KALLSYMS.into();
         r
     };
     let got = asked(

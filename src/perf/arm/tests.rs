@@ -4,6 +4,8 @@
 
 use super::*;
 use crate::perf::event::REPEAT_PAUSES;
+use crate::perf::privilege::Privilege;
+use crate::perf::refusal::Kind;
 use std::cell::RefCell;
 use std::io;
 use std::rc::Rc;
@@ -70,6 +72,16 @@ impl Fake {
             open_at_facts: None,
             creds: Privilege::current(),
             bp: None,
+        }
+    }
+
+    /// A kernel whose thread list of process 10 gains a thread at every reading, the last one too.
+    fn never_settling() -> Fake {
+        Fake {
+            readings: (0..=MAX_THREAD_READINGS as u32)
+                .map(|n| (10..=10 + n).collect())
+                .collect(),
+            ..Fake::new()
         }
     }
 
@@ -230,7 +242,9 @@ fn a_refused_cpu_closes_every_ring_opened_before_it() {
     assert_eq!((e.cpu, e.stage), (1, Stage::Open));
     assert_eq!(k.open_now(), 0, "cpu 0's rings closed");
     assert_eq!(k.log.borrow().enabled, 0, "nothing was enabled");
-    let text = Failure::Open(e).explain(&watches(2), &mut k).to_string();
+    let text = Failure::Open(e)
+        .explain(&watches(2), |e| k.facts(e))
+        .to_string();
     assert!(text.contains("cpu 1: breakpoint PMU busy"), "{text}");
     assert!(text.contains("nothing was armed"), "{text}");
 }
@@ -253,7 +267,7 @@ fn a_cpu_gone_offline_is_left_out_unless_every_one_is() {
     let Some(f @ Failure::AllOffline(_)) = err else {
         panic!("every CPU offline: {err:?}")
     };
-    let refusal = f.explain(&watches(1), &mut k);
+    let refusal = f.explain(&watches(1), |e| k.facts(e));
     assert_eq!(refusal.kind, Kind::CpuOffline);
     assert!(
         refusal
@@ -317,13 +331,7 @@ fn a_process_watch_is_enabled_again_after_each_pause() {
 /// growing does not.
 #[test]
 fn a_thread_list_that_never_stops_growing_is_unsettled() {
-    let growing: Vec<Vec<u32>> = (0..=MAX_THREAD_READINGS as u32)
-        .map(|n| (10..=10 + n).collect())
-        .collect();
-    let mut k = Fake {
-        readings: growing,
-        ..Fake::new()
-    };
+    let mut k = Fake::never_settling();
     let armed = arm_set(&set(1, &[0], Targets::Threads(vec![10])), &mut k).expect("armed");
     assert!(armed.unsettled);
     assert_eq!(armed.events[0].tids.len(), MAX_THREAD_READINGS);
@@ -444,7 +452,10 @@ fn processes_that_all_exited_are_a_failure_of_their_own() {
     let Some(f @ Failure::AllExited) = err else {
         panic!("every process exited: {err:?}")
     };
-    assert_eq!(f.explain(&watches(1), &mut k).kind, Kind::ProcessesExited);
+    assert_eq!(
+        f.explain(&watches(1), |e| k.facts(e)).kind,
+        Kind::ProcessesExited
+    );
 }
 
 fn cpus(cpus: &[u32]) -> BTreeSet<u32> {
@@ -568,13 +579,7 @@ fn one_cpu_is_opened_alone_and_left_disabled() {
 /// A process watch's CPU that comes online says whether its thread list settled, as the arming does.
 #[test]
 fn one_cpu_of_a_process_watch_says_whether_its_threads_settled() {
-    let growing: Vec<Vec<u32>> = (0..=MAX_THREAD_READINGS as u32)
-        .map(|n| (10..=10 + n).collect())
-        .collect();
-    let mut k = Fake {
-        readings: growing,
-        ..Fake::new()
-    };
+    let mut k = Fake::never_settling();
     let (_, settled) =
         open_cpu(&set(1, &[1], Targets::Threads(vec![10])), 1, &mut k).expect("opened");
     assert!(!settled);

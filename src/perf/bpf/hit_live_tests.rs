@@ -295,7 +295,7 @@ live_test!(
 /// The trap ip as the registers have it, checked to be the record's (or its chain's first frame) and
 /// where `stack` starts.
 fn trap_ip(h: &HitRecord, stack: &[u64]) -> u64 {
-    let ip = h.regs.expect("registers")[crate::perf::hit_record::reg::IP];
+    let ip = h.regs.expect("registers")[crate::perf::bpf::kernel::pt_regs::IP];
     assert_eq!(
         h.ip,
         Some(ip),

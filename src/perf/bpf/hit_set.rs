@@ -282,9 +282,10 @@ impl HitPrograms {
             maps.set_reads(w).map_err(ProgramError::Unavailable)?;
             let spec = HitSpec {
                 len: w.len,
-                // A system-wide watch without --value/--if shows no value. The others read it while
-                // the `reads` flag says so: a `--control` move between write and read-write sets it.
-                read_value: processes || written,
+                // A system-wide watch without --value/--if shows no value. The others (a process
+                // watch, per CPU or per thread) read it while the `reads` flag says so: a `--control`
+                // move between write and read-write sets it.
+                read_value: processes || threads || written,
                 old: written,
                 regs: written,
                 // `--cgroup`: each hit names its writer's cgroup (a container's, below the chosen one).
@@ -449,11 +450,6 @@ impl HitPrograms {
             by_tgid.forget()?;
         }
         super::empty_olds(p.maps.olds.as_fd())
-    }
-
-    /// Whether the programs choose the process (a `procs` map).
-    pub fn processes(&self) -> bool {
-        self.procs.is_some()
     }
 
     /// Traps watch `watch`'s program dropped so far on each CPU (filters, condition and other processes

@@ -101,19 +101,54 @@ pub const USER_STACK: i32 = 1 << 8;
 pub const RB_NO_WAKEUP: i32 = 1;
 pub const RB_FORCE_WAKEUP: i32 = 2;
 
-/// `struct bpf_perf_event_data` on x86-64: `pt_regs` (21 words), `sample_period`, then `addr`, which the
-/// kernel fills with the breakpoint's address (also after `--control` moved it).
+/// `struct pt_regs` on x86-64, by word: a perf-event program's context starts with it, a uprobe
+/// program's context is it, and a hit record with REGS_KNOWN keeps it.
+pub mod pt_regs {
+    pub const R15: usize = 0;
+    pub const R14: usize = 1;
+    pub const R13: usize = 2;
+    pub const R12: usize = 3;
+    pub const BP: usize = 4;
+    pub const BX: usize = 5;
+    pub const R11: usize = 6;
+    pub const R10: usize = 7;
+    pub const R9: usize = 8;
+    pub const R8: usize = 9;
+    pub const AX: usize = 10;
+    pub const CX: usize = 11;
+    pub const DX: usize = 12;
+    pub const SI: usize = 13;
+    pub const DI: usize = 14;
+    pub const ORIG_AX: usize = 15;
+    pub const IP: usize = 16;
+    pub const CS: usize = 17;
+    pub const FLAGS: usize = 18;
+    pub const SP: usize = 19;
+    pub const SS: usize = 20;
+    /// Its size in words.
+    pub const WORDS: usize = 21;
+
+    /// Word `word`'s offset in bytes, as a program's load takes it.
+    pub const fn offset(word: usize) -> i16 {
+        (8 * word) as i16
+    }
+}
+
+/// `struct bpf_perf_event_data` on x86-64: [`pt_regs`], `sample_period`, then `addr`, which the kernel
+/// fills with the breakpoint's address (also after `--control` moved it).
 pub mod ctx {
+    use super::pt_regs::{self, offset};
+
     /// `pt_regs.bp`: the frame pointer at the trap.
-    pub const BP: i16 = 8 * 4;
+    pub const BP: i16 = offset(pt_regs::BP);
     /// `pt_regs.ip`: the trap ip.
-    pub const IP: i16 = 8 * 16;
+    pub const IP: i16 = offset(pt_regs::IP);
     /// `pt_regs.cs`: its low two bits are the privilege level the writer ran at (3: user space).
-    pub const CS: i16 = 8 * 17;
-    /// The breakpoint's address.
-    pub const ADDR: i16 = 176;
+    pub const CS: i16 = offset(pt_regs::CS);
+    /// The breakpoint's address (after `sample_period`).
+    pub const ADDR: i16 = offset(pt_regs::WORDS + 1);
     /// The context's size.
-    pub const LEN: usize = 184;
+    pub const LEN: usize = ADDR as usize + 8;
 }
 
 /// `__USER_CS`: the code segment of a 64-bit task in user mode (a 32-bit one's is `__USER32_CS`).

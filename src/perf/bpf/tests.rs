@@ -97,6 +97,21 @@ fn store(m: &mut FakeKernel, prog: &[Insn], value: Option<u64>) -> Option<[u64; 
     ])
 }
 
+/// An 8-byte watch at `addr` whose memory the first process stores `first` into, then the thread
+/// `pid_tgid` `second`: the program, the machine and the second store's record.
+fn stored_by_two_processes(
+    addr: u64,
+    first: u64,
+    pid_tgid: u64,
+    second: u64,
+) -> (Vec<Insn>, FakeKernel, [u64; 4]) {
+    let (prog, mut m) = watch(8, None, &Filter::default(), addr);
+    store(&mut m, &prog, Some(first));
+    m.pid_tgid = pid_tgid;
+    let rec = store(&mut m, &prog, Some(second)).expect("the second store is reported");
+    (prog, m, rec)
+}
+
 #[test]
 fn reports_value_and_old_for_each_store() {
     let (prog, mut m) = watch(4, None, &Filter::default(), USER_ADDR);
@@ -115,10 +130,7 @@ fn reports_value_and_old_for_each_store() {
 
 #[test]
 fn a_kernel_address_is_read_as_kernel_memory_with_one_old_value() {
-    let (prog, mut m) = watch(8, None, &Filter::default(), KERNEL_ADDR);
-    store(&mut m, &prog, Some(7));
-    m.pid_tgid = (200 << 32) | 201;
-    let rec = store(&mut m, &prog, Some(8)).unwrap();
+    let (prog, mut m, rec) = stored_by_two_processes(KERNEL_ADDR, 7, (200 << 32) | 201, 8);
     assert_eq!(m.read_with, Some(Helper::ProbeReadKernel));
     assert_eq!(
         rec[..2],
@@ -136,10 +148,7 @@ fn a_kernel_address_is_read_as_kernel_memory_with_one_old_value() {
 
 #[test]
 fn separate_processes_have_separate_old_values_at_a_user_address() {
-    let (prog, mut m) = watch(8, None, &Filter::default(), USER_ADDR);
-    store(&mut m, &prog, Some(1));
-    m.pid_tgid = (300 << 32) | 300;
-    let rec = store(&mut m, &prog, Some(2)).unwrap();
+    let (_, _, rec) = stored_by_two_processes(USER_ADDR, 1, (300 << 32) | 300, 2);
     assert_eq!(
         rec[3], VALUE_KNOWN,
         "no old value in a process not seen before"

@@ -4,7 +4,10 @@
 //!
 //! A process watch's ring (one event per thread, writing into one ring per CPU) gets two things more:
 //! the second report of one store is dropped ([`Stores`]), and each hit's value is what the writer's
-//! process holds as the hit leaves the ring (read through [`Out::read_value`]).
+//! process holds as the hit leaves the ring (read through [`Out::read_value`]). Such a ring is only had
+//! where the hit program is not: without BPF, or on a per-thread watch reading no value where the
+//! program cannot tell which event fired (`config::plan::delivery`). Where it is, the program reads the
+//! value at the trap and drops the second report itself.
 //!
 //! On the hit path a breakpoint writes no sample of its own (its program emits the hits), so a sample in
 //! its ring is an inherited copy's without the program: [`SampleDecoder::of_copies`] counts and drops it.
@@ -29,7 +32,8 @@ pub struct SampleDecoder {
 
 impl SampleDecoder {
     /// The decoder of the perf ring of `watch` on `cpu`, whose events write `sample_type`; `process`: one
-    /// event per thread (a process watch off the hit path). Set up at `now`.
+    /// event per thread (a process watch off the hit path: without BPF, as the module says). Set up at
+    /// `now`.
     pub fn new(cpu: u32, watch: usize, sample_type: u64, process: bool, now: u64) -> SampleDecoder {
         SampleDecoder {
             cpu,

@@ -53,13 +53,16 @@ fn rings(cpus: &[u32]) -> (Epoll, Pipeline, Vec<FileRing>) {
     (epoll, p, writers)
 }
 
+/// A stream printing JSON into memory.
+type JsonStream<'a> = Stream<'a, Json<Vec<u8>, Vec<u8>>>;
+
 /// A stream printing JSON, with no task known and no process watched.
 fn stream<'a>(
     table: &'a ksymwatch_symbols::SymbolTable,
     epoll: &Epoll,
     limits: Limits,
     filter: Filter,
-) -> Stream<'a, Json<Vec<u8>, Vec<u8>>> {
+) -> JsonStream<'a> {
     watching(table, no_process(epoll)).with_limits(limits, filter)
 }
 
@@ -84,10 +87,7 @@ fn stand_ins(pids: Vec<u32>, following: Following, poll: &Polled) -> Watched {
 }
 
 /// A stream printing JSON, with no task known, following `watched`.
-fn watching(
-    table: &ksymwatch_symbols::SymbolTable,
-    watched: Watched,
-) -> Stream<'_, Json<Vec<u8>, Vec<u8>>> {
+fn watching(table: &ksymwatch_symbols::SymbolTable, watched: Watched) -> JsonStream<'_> {
     Stream::new(
         Json::new(Vec::new(), Vec::new()),
         Symbolizer::new(table),
@@ -117,9 +117,20 @@ fn three_hits(ring: &mut FileRing) {
     }
 }
 
+/// [`three_hits`] on CPU 0's ring, read by a stream under [`COUNT_TWO`]: the epoll set, the pipeline
+/// and the stream.
+fn three_hits_to_count_two(
+    table: &ksymwatch_symbols::SymbolTable,
+) -> (Epoll, Pipeline, JsonStream<'_>) {
+    let (epoll, p, mut w) = rings(&[0]);
+    let s = stream(table, &epoll, COUNT_TWO, Filter::default());
+    three_hits(&mut w[0]);
+    (epoll, p, s)
+}
+
 /// The records printed: each one's type, a hit's tid, a loss's count and CPU (and `counted` when the
 /// kernel's totals hold them).
-fn printed(s: Stream<'_, Json<Vec<u8>, Vec<u8>>>) -> Vec<String> {
+fn printed(s: JsonStream<'_>) -> Vec<String> {
     let ndjson = String::from_utf8(s.sink.out.into_inner().0).unwrap();
     ndjson
         .lines()
@@ -219,9 +230,7 @@ fn the_tail_of_a_burst_is_split_between_the_hit_ring_and_the_perf_ring() {
 #[test]
 fn the_tail_is_settled_when_the_count_is_met_at_the_end() {
     let table = testutil::table();
-    let (epoll, mut p, mut w) = rings(&[0]);
-    let mut s = stream(&table, &epoll, COUNT_TWO, Filter::default());
-    three_hits(&mut w[0]);
+    let (epoll, mut p, mut s) = three_hits_to_count_two(&table);
     s.audit_closed([Audit {
         kernel_hits: None,
         kernel_lost: Some(7),
@@ -241,9 +250,7 @@ fn the_tail_is_settled_when_the_count_is_met_at_the_end() {
 #[test]
 fn the_count_ends_the_run_at_its_nth_hit() {
     let table = testutil::table();
-    let (epoll, mut p, mut w) = rings(&[0]);
-    let mut s = stream(&table, &epoll, COUNT_TWO, Filter::default());
-    three_hits(&mut w[0]);
+    let (epoll, mut p, mut s) = three_hits_to_count_two(&table);
     p.drain();
     assert_eq!(
         s.release(&mut p, &epoll, Release::All),

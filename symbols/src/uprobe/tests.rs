@@ -52,15 +52,25 @@ fn file<'a>(symtab: Vec<Sym<'a>>, dynsym: Vec<Sym<'a>>) -> Vec<u8> {
     .bytes
 }
 
-#[test]
-fn the_offset_comes_from_the_segment_holding_the_function() {
-    let bytes = file(
+/// A widget library's symbol table: functions in the code segment's file bytes, one before them (in
+/// the first segment), data, an ifunc, and a function in memory only (past the file bytes).
+fn widgets() -> Vec<u8> {
+    file(
         vec![
-            sym("make_widget", 0x2040, 0x30, GLOBAL_FUNC),
             sym("early", 0x100, 0x10, GLOBAL_FUNC),
+            sym("make_widget", 0x2040, 0x30, GLOBAL_FUNC),
+            sym("free_widget", 0x2080, 0x30, GLOBAL_FUNC),
+            sym("widget_count", 0x2100, 0x8, GLOBAL_OBJECT),
+            sym("memcpy", 0x2200, 0x10, GLOBAL_IFUNC),
+            sym("beyond", 0x3100, 0x10, GLOBAL_FUNC),
         ],
         vec![],
-    );
+    )
+}
+
+#[test]
+fn the_offset_comes_from_the_segment_holding_the_function() {
+    let bytes = widgets();
     let got = locate_in_bytes(&bytes, "make_widget").unwrap();
     assert_eq!(
         got,
@@ -107,14 +117,7 @@ fn a_stripped_file_answers_from_dynsym_and_says_what_to_install() {
 
 #[test]
 fn an_unknown_function_names_the_nearest_ones() {
-    let bytes = file(
-        vec![
-            sym("make_widget", 0x2040, 0x30, GLOBAL_FUNC),
-            sym("free_widget", 0x2080, 0x30, GLOBAL_FUNC),
-            sym("widget_count", 0x2100, 0x8, GLOBAL_OBJECT),
-        ],
-        vec![],
-    );
+    let bytes = widgets();
     let e = locate_in_bytes(&bytes, "make_widgte").unwrap_err();
     let UprobeError::Unknown { nearest, .. } = &e else {
         panic!("{e:?}");
@@ -129,15 +132,7 @@ fn an_unknown_function_names_the_nearest_ones() {
 
 #[test]
 fn data_ifuncs_and_bytes_past_the_file_are_refused() {
-    let bytes = file(
-        vec![
-            sym("widget_count", 0x2100, 0x8, GLOBAL_OBJECT),
-            sym("memcpy", 0x2200, 0x10, GLOBAL_IFUNC),
-            // Past the code segment's file bytes: in memory only.
-            sym("beyond", 0x3100, 0x10, GLOBAL_FUNC),
-        ],
-        vec![],
-    );
+    let bytes = widgets();
     let e = locate_in_bytes(&bytes, "widget_count").unwrap_err();
     assert!(matches!(e, UprobeError::NotFunction { .. }), "{e:?}");
     let e = locate_in_bytes(&bytes, "memcpy").unwrap_err();

@@ -19,10 +19,19 @@ use crate::perf::uprobe::{Pmu, Probe, Scope, Uprobe};
 /// Where a uprobe program (its context the probed task's `struct pt_regs`, x86-64) finds a call's
 /// arguments and its return value.
 pub mod regs {
+    use crate::perf::bpf::kernel::pt_regs::{self, offset};
+
     /// `rdi, rsi, rdx, rcx, r8, r9`: arguments 0 to 5 at the function's entry.
-    pub const ARGS: [i16; 6] = [112, 104, 96, 88, 72, 64];
+    pub const ARGS: [i16; 6] = [
+        offset(pt_regs::DI),
+        offset(pt_regs::SI),
+        offset(pt_regs::DX),
+        offset(pt_regs::CX),
+        offset(pt_regs::R8),
+        offset(pt_regs::R9),
+    ];
     /// `rax`: the return value at the return.
-    pub const RET: i16 = 80;
+    pub const RET: i16 = offset(pt_regs::AX);
 
     /// Argument `n`'s offset (`None` past the sixth: those are on the stack).
     pub fn arg(n: u8) -> Option<i16> {

@@ -204,3 +204,54 @@ live_test!(per_thread_samples_count_what_a_full_ring_lost, {
     assert_eq!(by_cpu, lost, "{summary}");
     assert!(err.contains("events lost"), "the loss is told: {err}");
 });
+
+// A command launched under the watch (`-- CMD --per-thread`: one event per CPU bound to it, inherited by
+// every thread it makes, all made after the arming): 4 threads, then 4 more once those stored, each
+// storing its index + 1 once, and the command exits as soon as it is done. Each store is printed once,
+// the summary counts the 8, and each value, read when its hit is drained, is null (the command has
+// usually exited by then) or one of the values stored.
+live_test!(a_launched_command_per_thread_reports_each_store_once, {
+    let flags = ["--per-thread"];
+    if sample_path(&flags).is_none() {
+        return;
+    }
+    let bin = util::helper("threads");
+    let dry = [&["write", "--dry-run"], &flags[..], &["target_var"]].concat();
+    let dry = util::launching(&dry, &bin, &["threads", "4", "4"]);
+    let (code, out, err) = util::run_dropping(DROP, &dry, "");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().any(|l| l == SAMPLE_PATH), "{out}");
+    let watch = [
+        &["write", "--json", "--no-status"],
+        &flags[..],
+        &["target_var"],
+    ]
+    .concat();
+    let args = util::launching(&watch, &bin, &["threads", "4", "4"]);
+    let (code, out, err) = util::run_dropping(DROP, &args, "go\n");
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<String> = out.lines().map(String::from).collect();
+    assert_eq!(util::helper_number::<u32>(&lines, "done tids="), 8, "{out}");
+    let records = util::stream_records(&out);
+    let pid = util::record(&records, "header")["pids"][0]
+        .as_u64()
+        .and_then(|p| u32::try_from(p).ok())
+        .expect("the command's pid");
+    let summary = util::summary_record(&records);
+    let stored = stores_of(&records, pid);
+    let tids: BTreeSet<u64> = stored
+        .iter()
+        .map(|v| v["tid"].as_u64().expect("tid"))
+        .collect();
+    assert_eq!((stored.len(), tids.len()), (8, 8), "each store once: {out}");
+    assert_eq!(summary["hits"], 8, "{summary}");
+    assert_eq!(summary["lost"], 0, "{summary}");
+    for v in &stored {
+        let value = v.get("value").unwrap_or_else(|| panic!("no value: {v}"));
+        let stored_value = |text: &str| (1..=8).any(|k: u32| text == format!("0x{k:x}"));
+        assert!(
+            value.is_null() || value.as_str().is_some_and(stored_value),
+            "a value read at the drain is null or one stored: {v}"
+        );
+    }
+});

@@ -69,6 +69,23 @@ fn stores_of(records: &[Value], pid: u32) -> Vec<&Value> {
         .collect()
 }
 
+/// `pid`'s stores in `records`, by threads that each store once, and the tids that made them: asserted
+/// to be reported once each, all `made` of them, counted once each by the summary, nothing lost.
+fn each_store_once(records: &[Value], pid: u32, made: u64) -> (Vec<&Value>, BTreeSet<u64>) {
+    let summary = util::summary_record(records);
+    let stored = stores_of(records, pid);
+    let mut tids = BTreeSet::new();
+    for v in &stored {
+        let tid = v["tid"].as_u64().expect("tid");
+        assert!(tids.insert(tid), "a store reported twice: {v}");
+    }
+    assert_eq!(stored.len() as u64, made, "every store printed: {summary}");
+    assert_eq!(summary["hits"], made, "{summary}");
+    assert_eq!(summary["lost"], 0, "{summary}");
+    assert_eq!(summary["unprinted"], 0, "{summary}");
+    (stored, tids)
+}
+
 // 2,000 threads made one every 200 us from the moment the watch starts arming (`threads sprout`: most
 // made while it is armed or after it, covered by copies of their creator's events; one made while the
 // thread list is being read holds its own event and its creator's copy, both writing a sample of each
@@ -94,26 +111,8 @@ live_test!(per_thread_samples_report_each_store_once, {
         let made = util::helper_number::<u64>(&lines, "stores=");
         std::thread::sleep(Duration::from_millis(500));
         h.finish();
-        let (records, err) = records_read_by(t, reader);
-        let summary = util::summary_record(&records);
-        let stored = stores_of(&records, pid);
-        let tids: BTreeSet<u64> = stored
-            .iter()
-            .map(|v| v["tid"].as_u64().expect("tid"))
-            .collect();
-        assert_eq!(
-            tids.len(),
-            stored.len(),
-            "a store reported twice: {summary}"
-        );
-        assert_eq!(
-            stored.len() as u64,
-            made,
-            "every store printed: {summary}\n{err}"
-        );
-        assert_eq!(summary["hits"], made, "{summary}");
-        assert_eq!(summary["lost"], 0, "{summary}");
-        assert_eq!(summary["unprinted"], 0, "{summary}");
+        let (records, _) = records_read_by(t, reader);
+        let (stored, tids) = each_store_once(&records, pid, made);
         let mut gone = 0;
         for v in &stored {
             let value = v.get("value").unwrap_or_else(|| panic!("no value: {v}"));
@@ -133,7 +132,7 @@ live_test!(per_thread_samples_report_each_store_once, {
         }
         assert!(
             gone < made,
-            "no value read while the helper lived: {summary}"
+            "no value read while the helper lived, of {made}"
         );
         eprintln!(
             "NOTE: live_samples: round {round}: {made} stores, {gone} values read once the process \
@@ -195,13 +194,7 @@ live_test!(per_thread_samples_count_what_a_full_ring_lost, {
     );
     assert_eq!(summary["hits"], printed, "{summary}");
     assert_eq!(summary["unprinted"], 0, "{summary}");
-    let by_cpu: u64 = summary["lost_by_cpu"]
-        .as_array()
-        .expect("lost_by_cpu")
-        .iter()
-        .map(|c| c["count"].as_u64().expect("count"))
-        .sum();
-    assert_eq!(by_cpu, lost, "{summary}");
+    assert_eq!(util::counts(summary, "lost_by_cpu"), lost, "{summary}");
     assert!(err.contains("events lost"), "the loss is told: {err}");
 });
 
@@ -237,15 +230,7 @@ live_test!(a_launched_command_per_thread_reports_each_store_once, {
         .as_u64()
         .and_then(|p| u32::try_from(p).ok())
         .expect("the command's pid");
-    let summary = util::summary_record(&records);
-    let stored = stores_of(&records, pid);
-    let tids: BTreeSet<u64> = stored
-        .iter()
-        .map(|v| v["tid"].as_u64().expect("tid"))
-        .collect();
-    assert_eq!((stored.len(), tids.len()), (8, 8), "each store once: {out}");
-    assert_eq!(summary["hits"], 8, "{summary}");
-    assert_eq!(summary["lost"], 0, "{summary}");
+    let (stored, _) = each_store_once(&records, pid, 8);
     for v in &stored {
         let value = v.get("value").unwrap_or_else(|| panic!("no value: {v}"));
         let stored_value = |text: &str| (1..=8).any(|k: u32| text == format!("0x{k:x}"));

@@ -1408,6 +1408,17 @@ pub fn summary_record(records: &[serde_json::Value]) -> &serde_json::Value {
         .expect("summary record")
 }
 
+/// The sum of the `count`s of a summary record's list `key` (`hits_by_cpu`, `lost_by_cpu`, `by_thread`):
+/// what its total must equal.
+pub fn counts(summary: &serde_json::Value, key: &str) -> u64 {
+    summary[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} list in {summary}"))
+        .iter()
+        .map(|c| c["count"].as_u64().expect("count"))
+        .sum()
+}
+
 /// Asserts that the run whose NDJSON `records` these are lost nothing, showing its summary if it did.
 pub fn assert_nothing_lost(records: &[serde_json::Value]) {
     let summary = summary_record(records);

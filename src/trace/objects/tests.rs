@@ -380,7 +380,7 @@ fn a_busy_slot_waits_for_the_batchs_frees_and_a_refusal_is_skipped() {
     );
 }
 
-/// The `ObjectFreed` and `ObjectArmed` events logged, `(index, time)` and `(index, evicted)`.
+/// The `ObjectFreed` and `ObjectArmed` events logged, with the free's time and the object's address.
 fn ends_and_arms(ctx: &Session) -> Vec<String> {
     ctx.log
         .events
@@ -393,18 +393,33 @@ fn ends_and_arms(ctx: &Session) -> Vec<String> {
         .collect()
 }
 
+/// A session of `slots` slots whose object #0 at 0xa000, allocated at 10, is armed (the calls since
+/// forgotten).
+fn one_armed(slots: usize) -> (Objects, Session) {
+    let (mut objects, mut ctx) = session(slots, false);
+    apply_one(&mut objects, &mut ctx, bpf::ALLOCATED, 0xa000, 10);
+    ctx.log.calls.clear();
+    (objects, ctx)
+}
+
+/// Records of process 1 at 0xa000, `(kind, time)` each: what one pass drains.
+fn at_a000(records: &[(u64, u64)]) -> Vec<Read> {
+    records
+        .iter()
+        .map(|&(kind, time)| record(kind, 0xa000, time, 1))
+        .collect()
+}
+
+const A: u64 = bpf::ALLOCATED;
+const F: u64 = bpf::FREED;
+
 /// An allocator's new object at an armed object's address, its predecessor's free not drained yet
 /// (freed on a CPU whose ring was read first): it waits one more pass for that free, which ends the
 /// old object at its own time, then takes the slot. The repro: it was dropped as armed already.
 #[test]
 fn an_allocation_at_an_armed_address_waits_for_the_predecessors_free() {
-    let (mut objects, mut ctx) = session(1, false);
-    apply_one(&mut objects, &mut ctx, bpf::ALLOCATED, 0xa000, 10);
-    ctx.log.calls.clear();
-    let passes = vec![
-        vec![record(bpf::ALLOCATED, 0xa000, 30, 1)],
-        vec![record(bpf::FREED, 0xa000, 20, 1)],
-    ];
+    let (mut objects, mut ctx) = one_armed(1);
+    let passes = vec![at_a000(&[(A, 30)]), at_a000(&[(F, 20)])];
     assert_eq!(apply_passes(&mut objects, &mut ctx, passes), (None, 2));
     assert_eq!(
         ctx.log.calls(),
@@ -416,7 +431,7 @@ fn an_allocation_at_an_armed_address_waits_for_the_predecessors_free() {
             "emit ObjectArmed"
         ]
     );
-    apply_one(&mut objects, &mut ctx, bpf::FREED, 0xa000, 40);
+    apply_one(&mut objects, &mut ctx, F, 0xa000, 40);
     assert_eq!(
         ends_and_arms(&ctx),
         [
@@ -434,15 +449,8 @@ fn an_allocation_at_an_armed_address_waits_for_the_predecessors_free() {
     assert_eq!(t.objects, [(0, 0xa000, 0), (1, 0xa000, 0)]);
 
     // Its own free drained with it: held with it, and the new object is freed before it was armed.
-    let (mut objects, mut ctx) = session(1, false);
-    apply_one(&mut objects, &mut ctx, bpf::ALLOCATED, 0xa000, 10);
-    let passes = vec![
-        vec![
-            record(bpf::ALLOCATED, 0xa000, 30, 1),
-            record(bpf::FREED, 0xa000, 40, 1),
-        ],
-        vec![record(bpf::FREED, 0xa000, 20, 1)],
-    ];
+    let (mut objects, mut ctx) = one_armed(1);
+    let passes = vec![at_a000(&[(A, 30), (F, 40)]), at_a000(&[(F, 20)])];
     assert_eq!(apply_passes(&mut objects, &mut ctx, passes), (None, 2));
     assert_eq!(ends_and_arms(&ctx), ["armed #0 0xa000", "freed #0 at 20"]);
     let t = ctx.slots.finish();
@@ -450,13 +458,8 @@ fn an_allocation_at_an_armed_address_waits_for_the_predecessors_free() {
 
     // A free slot beside it: the new object is armed there, as if both records had been drained
     // together, and the old one ends at its free's time all the same.
-    let (mut objects, mut ctx) = session(2, false);
-    apply_one(&mut objects, &mut ctx, bpf::ALLOCATED, 0xa000, 10);
-    ctx.log.calls.clear();
-    let passes = vec![
-        vec![record(bpf::ALLOCATED, 0xa000, 30, 1)],
-        vec![record(bpf::FREED, 0xa000, 20, 1)],
-    ];
+    let (mut objects, mut ctx) = one_armed(2);
+    let passes = vec![at_a000(&[(A, 30)]), at_a000(&[(F, 20)])];
     apply_passes(&mut objects, &mut ctx, passes);
     assert_eq!(
         ctx.log.calls(),
@@ -479,14 +482,19 @@ fn an_allocation_at_an_armed_address_waits_for_the_predecessors_free() {
 /// the new object and ends nothing.
 #[test]
 fn an_allocation_whose_predecessors_free_is_lost_ends_it_at_its_own_time() {
-    let (mut objects, mut ctx) = session(1, false);
-    apply_one(&mut objects, &mut ctx, bpf::ALLOCATED, 0xa000, 10);
-    let passes = vec![vec![record(bpf::ALLOCATED, 0xa000, 30, 1), Read::Lost(1)]];
-    assert_eq!(apply_passes(&mut objects, &mut ctx, passes), (None, 2));
+    let (mut objects, mut ctx) = one_armed(1);
+    let mut lossy = at_a000(&[(A, 30)]);
+    lossy.push(Read::Lost(1));
+    assert_eq!(apply_passes(&mut objects, &mut ctx, vec![lossy]), (None, 2));
     ctx.log.calls.clear();
-    apply_one(&mut objects, &mut ctx, bpf::FREED, 0xa000, 20);
+    apply_one(&mut objects, &mut ctx, F, 0xa000, 20);
     assert_eq!(ctx.log.calls(), Vec::<&str>::new(), "the new object stays");
-    apply_one(&mut objects, &mut ctx, bpf::FREED, 0xa000, 40);
+    apply_one(&mut objects, &mut ctx, F, 0xa000, 40);
+    let t = ctx.slots.finish();
+    assert_eq!(
+        (t.seen, t.armed, t.skipped, t.freed, t.lost),
+        (2, 2, 0, 2, 1)
+    );
     assert_eq!(
         ends_and_arms(&ctx),
         [
@@ -496,25 +504,18 @@ fn an_allocation_whose_predecessors_free_is_lost_ends_it_at_its_own_time() {
             "freed #1 at 40"
         ]
     );
-    let t = ctx.slots.finish();
-    assert_eq!(
-        (t.seen, t.armed, t.skipped, t.freed, t.lost),
-        (2, 2, 0, 2, 1)
-    );
 }
 
 /// A tracepoint reporting an armed object again: it is that object, nothing waits, nothing is counted
 /// twice.
 #[test]
 fn a_tracepoints_report_at_an_armed_address_is_the_armed_object() {
-    let (mut objects, mut ctx) = session(1, false);
+    let (mut objects, mut ctx) = one_armed(1);
     objects.reports = Reports::Again;
-    apply_one(&mut objects, &mut ctx, bpf::ALLOCATED, 0xa000, 10);
-    ctx.log.calls.clear();
-    let passes = vec![vec![record(bpf::ALLOCATED, 0xa000, 30, 1)]];
+    let passes = vec![at_a000(&[(A, 30)])];
     assert_eq!(apply_passes(&mut objects, &mut ctx, passes), (None, 1));
     assert_eq!(ctx.log.calls(), Vec::<&str>::new());
-    apply_one(&mut objects, &mut ctx, bpf::FREED, 0xa000, 40);
+    apply_one(&mut objects, &mut ctx, F, 0xa000, 40);
     let t = ctx.slots.finish();
     assert_eq!((t.seen, t.armed, t.freed), (1, 1, 1));
 }
@@ -524,14 +525,12 @@ fn a_tracepoints_report_at_an_armed_address_is_the_armed_object() {
 /// every allocation is in the books.
 #[test]
 fn no_allocation_is_held_past_a_drain() {
-    let (mut objects, mut ctx) = session(1, false);
-    apply_one(&mut objects, &mut ctx, bpf::ALLOCATED, 0xa000, 10);
-    let passes = vec![
-        vec![record(bpf::ALLOCATED, 0xa000, 30, 1)],
-        vec![record(bpf::ALLOCATED, 0xa000, 50, 1)],
-        vec![record(bpf::ALLOCATED, 0xa000, 70, 1)],
-        vec![record(bpf::FREED, 0xa000, 20, 1)],
-    ];
+    let (mut objects, mut ctx) = one_armed(1);
+    let passes = [30, 50, 70]
+        .map(|t| at_a000(&[(A, t)]))
+        .into_iter()
+        .chain([at_a000(&[(F, 20)])])
+        .collect();
     assert_eq!(apply_passes(&mut objects, &mut ctx, passes), (None, PASSES));
     assert_eq!(
         ends_and_arms(&ctx),

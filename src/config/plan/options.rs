@@ -142,9 +142,10 @@ pub(super) fn check(
             });
         }
     }
-    // `--cgroup`: each found in the cgroup v2 hierarchy, and the hit program that tests them loads.
+    // `--cgroup`: each found in the cgroup v2 hierarchy, and the hits from the program that tests them
+    // (the delivery's choice; BPF's answer says why not).
     filter.cgroups =
-        super::cgroup::check(&r.output.cgroups, r.per_event(), bpf, |a| host.cgroup(a))?;
+        super::cgroup::check(&r.output.cgroups, delivery.hits, bpf, |a| host.cgroup(a))?;
     // After BPF: a --value that cannot load its program is told so before the breakpoints' privilege.
     if let Some(note) = privileges.note {
         notes.push(note);

@@ -278,8 +278,20 @@ impl Host for FakeHost {
             path.display().to_string(),
         ))
     }
-    fn cgroup(&self, _arg: &str) -> std::result::Result<Cgroup, CgroupError> {
-        Err(CgroupError::NoHierarchy)
+    /// One cgroup, `/pods/a`; no other.
+    fn cgroup(&self, arg: &str) -> std::result::Result<Cgroup, CgroupError> {
+        let dir = PathBuf::from("/sys/fs/cgroup/pods/a");
+        match arg {
+            "/pods/a" => Ok(Cgroup {
+                path: arg.into(),
+                dir,
+                id: 0x1a,
+            }),
+            _ => Err(CgroupError::NotFound {
+                path: arg.into(),
+                dir,
+            }),
+        }
     }
     fn types(&self, btf: &Path) -> Types {
         let file = BtfFile {
@@ -542,6 +554,65 @@ fn per_thread_options_choose_the_per_thread_path() {
     assert!(p.describe().contains(
         "# path: one breakpoint per thread, CPU and target, hits emitted by a BPF program"
     ));
+}
+
+/// `--cgroup` is refused exactly where the watch's hits are perf samples, whose path cannot test the
+/// writer's cgroup: without BPF (whatever the watch), or for a per-thread watch reading no value on a
+/// kernel whose program cannot tell which event fired. Wherever the program runs, per CPU or on every
+/// thread's events, the cgroup is kept in the plan's filter, for the program to test.
+#[test]
+fn cgroup_is_refused_exactly_where_hits_are_perf_samples() {
+    // (--per-thread, --remove-on-exec, --value, BPF loads, the program can tell which event fired)
+    // -> refused, with what the message says.
+    let cases = [
+        ((false, false, false, true, true), None),
+        ((true, false, false, true, true), None),
+        ((false, true, false, true, true), None),
+        ((true, false, true, true, false), None),
+        ((false, false, false, false, true), Some("drop --cgroup")),
+        ((true, false, false, false, true), Some("drop --cgroup")),
+        ((true, false, false, true, false), Some("which event fired")),
+        ((false, true, false, true, false), Some("which event fired")),
+    ];
+    for ((per_thread, remove_on_exec, value, bpf, firing_event), refusal) in cases {
+        let mut r = pids(request(&["counter"]), &[100]);
+        (r.per_thread, r.remove_on_exec, r.value) = (per_thread, remove_on_exec, value);
+        r.output.cgroups = vec!["/pods/a".into()];
+        let mut machine = FakeHost {
+            bpf,
+            firing_event,
+            ..FakeHost::new()
+        };
+        let case = format!("{per_thread} {remove_on_exec} {value} {bpf} {firing_event}");
+        match refusal {
+            None => {
+                let p = planned(r, &mut machine);
+                assert_eq!(p.delivery().hits, Hits::Program, "{case}");
+                let ids: Vec<u64> = p.filter().cgroups.iter().map(|c| c.id).collect();
+                assert_eq!(ids, [0x1a], "{case}");
+            }
+            Some(needle) => {
+                let e = refused(r, &mut machine);
+                assert_eq!(e.code, ExitCode::NotPermitted, "{case}");
+                assert!(e.to_string().contains(needle), "{case}: {e}");
+            }
+        }
+    }
+    // A wrong path comes first, whatever the machine makes of the watch.
+    let mut r = pids(request(&["counter"]), &[100]);
+    r.per_thread = true;
+    r.output.cgroups = vec!["/pods/nope".into()];
+    let mut machine = FakeHost {
+        firing_event: false,
+        ..FakeHost::new()
+    };
+    assert_eq!(refused(r, &mut machine).code, ExitCode::Usage);
+    // Without BPF, `--value`'s refusal comes before `--cgroup`'s, as it did.
+    let mut r = pids(request(&["counter"]), &[100]);
+    r.value = true;
+    r.output.cgroups = vec!["/pods/a".into()];
+    let e = refused(r, &mut FakeHost::without_bpf());
+    assert!(e.to_string().starts_with("--value and --if"), "{e}");
 }
 
 /// `--value`'s olds are seeded at arming only where the hit programs read a process's values (a launched

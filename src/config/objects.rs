@@ -156,7 +156,30 @@ pub struct Site {
     pub offset: Option<u64>,
 }
 
+/// How often a source reports one object: what an allocation at the address of an object still armed
+/// (its free not read yet) is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reports {
+    /// Once, as it is allocated (`kmalloc:`, `kmem_cache_alloc:`, the malloc family's and `operator new`'s
+    /// returns): a new object; the armed one was freed before it and the allocator reused the address.
+    Once,
+    /// Maybe again (a tracepoint of a state change, a function taking or returning an object it had
+    /// before): the armed object itself.
+    Again,
+}
+
 impl Source {
+    /// Whether each object is reported once.
+    pub fn reports(&self) -> Reports {
+        match self {
+            Source::Kmalloc(_) | Source::KmemCacheAlloc(_) => Reports::Once,
+            Source::User(p) if p.at == UserArg::Return && allocator_size(&p.func).is_some() => {
+                Reports::Once
+            }
+            Source::Tracepoint { .. } | Source::User(_) => Reports::Again,
+        }
+    }
+
     /// The raw tracepoint the objects come from.
     pub fn tracepoint(&self) -> &str {
         match self {
@@ -453,6 +476,13 @@ mod tests {
             "tracepoint:sock:inet_sock_set_state:skaddr"
         );
         assert_eq!(tp.to_string(), "tracepoint:sched:sched_process_fork:arg1");
+        assert_eq!(tp.reports(), Reports::Again);
+        assert_eq!(
+            parse_source("kmem_cache_alloc:copy_process")
+                .unwrap()
+                .reports(),
+            Reports::Once
+        );
         refused(
             parse_source,
             &[
@@ -480,6 +510,7 @@ mod tests {
             ("libc", "malloc", UserArg::Return)
         );
         assert_eq!(ret.to_string(), "uretprobe:libc:malloc");
+        assert_eq!(ret.reports(), Reports::Once);
         let arg = parse_source("uprobe:/opt/app/bin/app:widget_init:arg1").unwrap();
         assert_eq!(
             arg,
@@ -490,6 +521,11 @@ mod tests {
             })
         );
         assert_eq!(arg.to_string(), "uprobe:/opt/app/bin/app:widget_init:arg1");
+        // A function taking an object may take it again; one returning objects may return one again
+        // unless it is an allocator.
+        assert_eq!(arg.reports(), Reports::Again);
+        let made = parse_source("uretprobe:./app:widget_new").unwrap();
+        assert_eq!(made.reports(), Reports::Again);
         // C++ names, as the symbol table spells them.
         assert!(parse_source("uretprobe:libstdc++:_Znwm").is_ok());
         refused(

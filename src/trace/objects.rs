@@ -3,11 +3,19 @@
 //! A new object takes a free slot, or with `--rotate` the oldest armed object's; otherwise it is skipped
 //! and counted. A freed object's slot goes back to waiting.
 //!
+//! An allocator reports each object once ([`Reports::Once`]): an allocation at the address of an object
+//! still armed means that object was freed first, its free not read yet (the rings are drained one CPU
+//! after another, or its record was lost). The allocation waits for that free through one more drain of
+//! every ring, where the free is if it was not lost (it was written before the allocation was made), and
+//! is placed as if both had been drained together; if the free is not there, the old object ends at the
+//! new one's allocation first. A tracepoint may report an object again ([`Reports::Again`]): one at an
+//! armed object's address is that object.
+//!
 //! Which slot an object gets, and what is counted, is decided here ([`Slots`], pure and tested offline),
 //! and so is the order a drained batch of allocations and frees is carried out in ([`batch`]), and what
 //! each step does ([`Objects`]); moving the breakpoints is the session's, through [`Placing`].
 
-use crate::config::objects::{Allocators, ObjectTarget};
+use crate::config::objects::{Allocators, ObjectTarget, Reports};
 use crate::model::watch::Watch;
 use crate::perf::bpf::objects::{self as bpf, ObjectRecord, ObjectSource, Read};
 use crate::report::{ObjectTally, StopReason, StreamEvent};
@@ -18,6 +26,8 @@ pub struct ObjectWatch {
     pub source: ObjectSource,
     /// Whose objects are taken (`-p`, `--comm`); others' are not seen at all.
     pub allocators: Allocators,
+    /// Whether the source reports an object once (an allocator) or may again (a tracepoint).
+    pub reports: Reports,
     pub target: ObjectTarget,
     /// Each slot's waiting watch.
     pub parked: Vec<Watch>,
@@ -43,6 +53,7 @@ pub trait Placing: Rings {
 /// object's watch is, and where each slot waits.
 pub struct Objects {
     pub allocators: Allocators,
+    pub reports: Reports,
     pub target: ObjectTarget,
     /// Each slot's waiting watch.
     pub parked: Vec<Watch>,
@@ -56,6 +67,7 @@ impl Objects {
         let ObjectWatch {
             source,
             allocators,
+            reports,
             target,
             parked,
             mut slots,
@@ -66,6 +78,7 @@ impl Objects {
         slots.per_process = source.in_process();
         let objects = Objects {
             allocators,
+            reports,
             target,
             parked,
             records,
@@ -73,22 +86,37 @@ impl Objects {
         (source, slots, objects)
     }
 
-    /// Carries out what `drain` reads: arms each new object, disarms each freed one, in the order
-    /// [`batch`] puts them.
+    /// Carries out what `drain` reads (each call a pass over every CPU's ring): arms each new object,
+    /// disarms each freed one, in the order [`batch`] puts them. An allocation held for its predecessor's
+    /// free is carried out with the next pass (at most [`PASSES`]); none is held after this.
     pub fn apply(
         &mut self,
-        drain: impl FnOnce(&mut Vec<Read>),
+        mut drain: impl FnMut(&mut Vec<Read>),
         ctx: &mut impl Placing,
     ) -> Option<StopReason> {
         let mut records = std::mem::take(&mut self.records);
-        drain(&mut records);
-        let stop = self.apply_batch(&mut records, ctx);
-        records.clear();
+        let mut waits = Waits::default();
+        let mut stop = None;
+        for pass in 1..=PASSES {
+            records.append(&mut waits.held);
+            drain(&mut records);
+            waits.last = pass == PASSES;
+            stop = self.apply_batch(&mut records, &mut waits, ctx);
+            records.clear();
+            if stop.is_some() || waits.held.is_empty() {
+                break;
+            }
+        }
         self.records = records;
         stop
     }
 
-    fn apply_batch(&mut self, records: &mut [Read], ctx: &mut impl Placing) -> Option<StopReason> {
+    fn apply_batch(
+        &mut self,
+        records: &mut [Read],
+        waits: &mut Waits,
+        ctx: &mut impl Placing,
+    ) -> Option<StopReason> {
         let batch = batch(records, &self.allocators);
         ctx.slots().tally.lost += batch.lost;
         // An allocation that finds every slot busy waits for the batch's frees.
@@ -96,9 +124,20 @@ impl Objects {
         let mut waiting = Vec::new();
         for a in batch.allocated {
             let rec = a.rec;
-            if a.freed {
+            // A slot holds an object at its address whose free is not in the batch before it.
+            let armed_there = !a.after_free && ctx.slots().slot_of(rec.ptr, rec.time).is_some();
+            if armed_there && self.reports == Reports::Once {
+                // The allocator reused the address: that object was freed before this allocation.
+                if waits.hold(&a) {
+                    continue;
+                }
+                // Its free was not in a full pass after it (lost, or forgotten by the programs' map):
+                // it ends here, at the latest it can have.
+                stop = stop.or_else(|| self.freed(rec.ptr, rec.time, ctx));
+            }
+            if a.freed.is_some() {
                 ctx.slots().gone();
-            } else if !a.after_free && ctx.slots().slot_of(rec.ptr, rec.time).is_some() {
+            } else if armed_there && self.reports == Reports::Again {
                 // A tracepoint reporting an object it reported before (a socket changing state
                 // again): it is armed already. (A new object at a freed one's address is not: that free
                 // is in the batch, before it.)
@@ -173,6 +212,41 @@ impl Objects {
     }
 }
 
+/// Drain passes one [`Objects::apply`] makes at most: while allocations wait for their predecessors'
+/// frees, one more (each waits one pass; one held on the last pass waits none).
+pub const PASSES: usize = 3;
+
+/// Allocations at an armed object's address (a [`Reports::Once`] source) held for that object's free.
+#[derive(Default)]
+struct Waits {
+    /// Held records (an allocation and its free when the batch had it), fed again with the next pass.
+    held: Vec<Read>,
+    /// Every allocation held so far, `(ptr, time)`: none waits twice.
+    waited: Vec<(u64, u64)>,
+    /// This is the last pass: nothing is held.
+    last: bool,
+}
+
+impl Waits {
+    /// Holds `a` for the next pass, unless it waited once already or this is the last pass.
+    fn hold(&mut self, a: &Allocation) -> bool {
+        let rec = a.rec;
+        if self.last || self.waited.contains(&(rec.ptr, rec.time)) {
+            return false;
+        }
+        self.waited.push((rec.ptr, rec.time));
+        self.held.push(Read::Object(rec.clone()));
+        if let Some(time) = a.freed {
+            self.held.push(Read::Object(ObjectRecord {
+                kind: bpf::FREED,
+                time,
+                ..rec.clone()
+            }));
+        }
+        true
+    }
+}
+
 /// A drained batch of object records, in the order the session carries it out.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Batch<'r> {
@@ -189,8 +263,8 @@ pub struct Batch<'r> {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Allocation<'r> {
     pub rec: &'r ObjectRecord,
-    /// Its object's free is in the batch too: it is not armed at all.
-    pub freed: bool,
+    /// Its object's free is in the batch too, at this time: it is not armed at all.
+    pub freed: Option<u64>,
     /// An object at its address was freed in the batch before it (and that free is not an earlier
     /// allocation's): it is a new object even if a slot holds that address.
     pub after_free: bool,
@@ -223,14 +297,16 @@ pub fn batch<'r>(records: &'r mut [Read], allocators: &Allocators) -> Batch<'r> 
         let paired = frees
             .iter()
             .position(|&(p, t)| p == rec.ptr && t >= rec.time);
-        let after_free =
-            paired.is_none() && frees.iter().any(|&(p, t)| p == rec.ptr && t <= rec.time);
-        if let Some(at) = paired {
-            consumed.push(frees.remove(at));
-        }
+        // Also of one freed in the batch: a held allocation's predecessor may be freed before it.
+        let after_free = frees
+            .iter()
+            .enumerate()
+            .any(|(i, &(p, t))| Some(i) != paired && p == rec.ptr && t <= rec.time);
+        let freed = paired.map(|at| frees.remove(at));
+        consumed.extend(freed);
         out.allocated.push(Allocation {
             rec,
-            freed: paired.is_some(),
+            freed: freed.map(|(_, t)| t),
             after_free,
         });
     }
@@ -463,364 +539,4 @@ pub fn object_watch(target: &ObjectTarget, index: u64, addr: u64) -> Watch {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::trace::context::fake::{marks_through_log, Log};
-
-    /// A hit on a freed object's slot after its free is a write after the free whenever it is released
-    /// (after the free's line too), until the slot's breakpoint moves to the next object.
-    #[test]
-    fn a_hit_after_a_free_released_late_is_not_the_objects() {
-        let mut s = Slots::new(1, false);
-        s.place();
-        s.armed(0, 0, 0xa000, 10, 20);
-        assert!(!s.after_free(0, 30));
-        s.retire(0, 100);
-        s.freed(0);
-        assert!(!s.after_free(0, 90), "before the free: its own");
-        assert!(s.after_free(0, 150), "parked since: after the free");
-        s.place();
-        s.next_object(0, 200);
-        s.armed(0, 1, 0xb000, 180, 210);
-        assert!(s.after_free(0, 199));
-        assert!(!s.after_free(0, 205), "the next object's");
-        assert_eq!(s.tally.after_free, 2);
-    }
-
-    /// A user-space source's object is its process's: another process's hit at its address (a forked
-    /// child's copy) is foreign; a kernel object's hits are anyone's.
-    #[test]
-    fn a_user_space_object_is_its_allocating_processs_only() {
-        let mut s = Slots::new(2, false);
-        s.per_process = true;
-        s.place();
-        s.armed(0, 0, 0xa000, 0, 1);
-        s.owned_by(0, 42);
-        assert!(!s.foreign(0, 42));
-        assert!(s.foreign(0, 43));
-        assert!(!s.foreign(1, 43), "an empty slot is nobody's");
-        let mut k = Slots::new(1, false);
-        k.place();
-        k.armed(0, 0, 0xa000, 0, 1);
-        k.owned_by(0, 42);
-        assert!(!k.foreign(0, 43));
-    }
-
-    #[test]
-    fn free_slots_first_then_skip_or_evict_the_oldest() {
-        let mut s = Slots::new(2, false);
-        assert_eq!(s.place(), (0, Placement::Free(0)));
-        s.armed(0, 0, 0xa000, 0, 50_000);
-        assert_eq!(s.place(), (1, Placement::Free(1)));
-        s.armed(1, 1, 0xb000, 10, 70_010);
-        assert_eq!(s.place(), (2, Placement::Skip));
-        assert_eq!(s.slot_of(0xb000, 100), Some(1));
-        assert_eq!(
-            s.slot_of(0xb000, 5),
-            None,
-            "a free before its allocation is another object's"
-        );
-        s.hit(1);
-        s.hit(1);
-        assert_eq!(s.freed(1).map(|h| h.hits), Some(2));
-        assert_eq!(s.freed(1), None, "freed once");
-        assert_eq!(s.place(), (3, Placement::Free(1)));
-        let t = s.finish();
-        assert_eq!((t.seen, t.armed, t.skipped, t.freed), (4, 2, 1, 1));
-        assert_eq!(t.objects, vec![(0, 0xa000, 0), (1, 0xb000, 2)]);
-        assert_eq!(t.gap(0.5), Some(50_000));
-
-        let mut r = Slots::new(1, true);
-        r.place();
-        r.armed(0, 0, 0xa000, 10, 1);
-        let (i, p) = r.place();
-        let Placement::Evict(0, old) = p else {
-            panic!("{p:?}")
-        };
-        assert_eq!((i, old.index), (1, 0));
-        r.armed(0, 1, 0xc000, 30, 1);
-        let t = r.finish();
-        assert_eq!((t.evicted, t.skipped, t.armed), (1, 0, 2));
-        assert_eq!(t.objects, vec![(0, 0xa000, 0), (1, 0xc000, 0)]);
-    }
-
-    fn target() -> ObjectTarget {
-        ObjectTarget {
-            text: "(struct pipe_inode_info)$obj.head".into(),
-            cast: Some(ksymwatch_symbols::CastType {
-                kind: None,
-                name: "pipe_inode_info".into(),
-            }),
-            offset: 0x50,
-            len: 4,
-            access: crate::model::watch::Access::Write,
-            object_size: Some(192),
-        }
-    }
-
-    #[test]
-    fn an_object_watch_is_at_its_field() {
-        let t = target();
-        let w = object_watch(&t, 7, 0xffff888104f2a000);
-        assert_eq!((w.addr, w.len), (0xffff888104f2a050, 4));
-        assert_eq!(w.label, "(struct pipe_inode_info)0xffff888104f2a000.head#7");
-    }
-
-    fn record(kind: u64, ptr: u64, time: u64, pid: u32) -> Read {
-        Read::Object(ObjectRecord {
-            kind,
-            time,
-            ptr,
-            call_site: 0,
-            pid,
-            tid: pid,
-            size: 64,
-            comm: format!("task{pid}"),
-        })
-    }
-
-    #[test]
-    fn a_batch_pairs_frees_with_their_allocations_in_time_order() {
-        let mut records = vec![
-            record(bpf::FREED, 0xa0, 30, 1),
-            record(bpf::ALLOCATED, 0xb0, 20, 1),
-            Read::Lost(3),
-            record(bpf::ALLOCATED, 0xa0, 10, 1),
-            // Freed here, allocated before the batch.
-            record(bpf::FREED, 0xc0, 5, 1),
-            // Another process's: not taken, and its free is an ordinary one.
-            record(bpf::ALLOCATED, 0xd0, 40, 2),
-            record(bpf::FREED, 0xd0, 50, 2),
-            // Freed before this allocation: not its free.
-            record(bpf::FREED, 0xe0, 60, 1),
-            record(bpf::ALLOCATED, 0xe0, 70, 1),
-            Read::Other,
-            Read::Lost(1),
-        ];
-        let only_1 = Allocators {
-            pids: vec![1],
-            comms: Vec::new(),
-        };
-        let b = batch(&mut records, &only_1);
-        let allocated: Vec<(u64, u64, bool, bool)> = b
-            .allocated
-            .iter()
-            .map(|a| (a.rec.ptr, a.rec.time, a.freed, a.after_free))
-            .collect();
-        assert_eq!(
-            allocated,
-            [
-                (0xa0, 10, true, false),
-                (0xb0, 20, false, false),
-                (0xe0, 70, false, true)
-            ]
-        );
-        assert_eq!(b.freed, [(0xc0, 5), (0xd0, 50), (0xe0, 60)]);
-        assert_eq!(b.lost, 4);
-    }
-    /// A session of breakpoint slots for [`Objects`]: the slots' books, whether arming is refused, and a
-    /// log. A flush says whether a hit a moment after the free being drained would still count.
-    struct Session {
-        log: Log,
-        slots: Slots,
-        refuse_arm: bool,
-    }
-
-    marks_through_log!(Session);
-
-    impl Placing for Session {
-        fn arm(&mut self, slot: usize, watch: Watch) -> std::io::Result<()> {
-            self.log.call(format!("arm {slot} {:#x}", watch.addr));
-            if self.refuse_arm {
-                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
-            }
-            Ok(())
-        }
-
-        fn park(&mut self, slot: usize, parked: Watch) {
-            self.log.call(format!("park {slot} {}", parked.label));
-        }
-
-        /// As a flush: the fake's rings hold nothing past the free being drained.
-        fn flush_until(&mut self, _time: u64) -> Option<StopReason> {
-            self.flush()
-        }
-
-        fn slots(&mut self) -> &mut Slots {
-            &mut self.slots
-        }
-    }
-
-    impl Rings for Session {
-        fn watches(&self) -> &[Watch] {
-            unreachable!("objects name their own watches");
-        }
-
-        fn drain(&mut self) {
-            unreachable!("a free flushes");
-        }
-
-        fn release_ready(&mut self) -> Option<StopReason> {
-            unreachable!("a free flushes");
-        }
-
-        fn explain(&self, _: &crate::perf::event::OpenError) -> (String, &'static str) {
-            unreachable!("objects open nothing");
-        }
-
-        fn flush(&mut self) -> Option<StopReason> {
-            let late = self
-                .slots
-                .closing
-                .is_some_and(|(slot, time)| self.slots.after_free(slot, time + 1));
-            self.log.call(format!("flush, late hits dropped: {late}"));
-            None
-        }
-    }
-
-    fn session(slots: usize, rotate: bool) -> (Objects, Session) {
-        let objects = Objects {
-            allocators: Allocators {
-                pids: Vec::new(),
-                comms: Vec::new(),
-            },
-            target: target(),
-            parked: vec![
-                crate::report::testutil::watch(
-                    "parked",
-                    0xffffffff81000000,
-                    crate::model::watch::Access::Write
-                );
-                slots
-            ],
-            records: Vec::new(),
-        };
-        let ctx = Session {
-            log: Log::default(),
-            slots: Slots::new(slots, rotate),
-            refuse_arm: false,
-        };
-        (objects, ctx)
-    }
-
-    /// Carries out `records` as one drained batch.
-    fn apply(objects: &mut Objects, ctx: &mut Session, records: Vec<Read>) -> Option<StopReason> {
-        objects.apply(|out| out.extend(records), ctx)
-    }
-
-    /// Carries out a batch of one record of process 1.
-    fn apply_one(
-        objects: &mut Objects,
-        ctx: &mut Session,
-        kind: u64,
-        ptr: u64,
-        time: u64,
-    ) -> Option<StopReason> {
-        apply(objects, ctx, vec![record(kind, ptr, time, 1)])
-    }
-
-    /// An object is armed in the free slot at its field, a second one (`--rotate`) evicts it, and its
-    /// free prints its last hits, drops later ones and parks the slot before the mark, at the free's time.
-    #[test]
-    fn an_object_is_armed_rotated_and_freed() {
-        let (mut objects, mut ctx) = session(1, true);
-        ctx.log.now = 1_000;
-        assert_eq!(
-            apply_one(&mut objects, &mut ctx, bpf::ALLOCATED, 0xa000, 10),
-            None
-        );
-        assert_eq!(ctx.log.calls(), ["arm 0 0xa050", "emit ObjectArmed"]);
-        let armed = StreamEvent::ObjectArmed(crate::report::ArmedObject {
-            index: 0,
-            addr: 0xa000,
-            slot: 0,
-            gap_ns: 990,
-            pid: 1,
-            comm: "task1".into(),
-            evicted: None,
-        });
-        assert_eq!(ctx.log.events, [(armed, 1_000)]);
-        ctx.log.calls.clear();
-        assert_eq!(
-            apply_one(&mut objects, &mut ctx, bpf::ALLOCATED, 0xb000, 20),
-            None
-        );
-        assert_eq!(ctx.log.calls(), ["arm 0 0xb050", "emit ObjectArmed"]);
-        assert!(
-            matches!(
-                &ctx.log.events[1].0,
-                StreamEvent::ObjectArmed(crate::report::ArmedObject {
-                    index: 1,
-                    evicted: Some(0),
-                    ..
-                })
-            ),
-            "{:?}",
-            ctx.log.events[1]
-        );
-        ctx.log.calls.clear();
-        assert_eq!(
-            apply_one(&mut objects, &mut ctx, bpf::FREED, 0xb000, 30),
-            None
-        );
-        assert_eq!(
-            ctx.log.calls(),
-            [
-                "park 0 parked",
-                "flush, late hits dropped: true",
-                "emit ObjectFreed"
-            ]
-        );
-        let freed = StreamEvent::ObjectFreed {
-            index: 1,
-            addr: 0xb000,
-            hits: 0,
-        };
-        assert_eq!(ctx.log.events[2], (freed, 30));
-        let t = ctx.slots.finish();
-        assert_eq!(
-            (t.seen, t.armed, t.evicted, t.freed, t.after_free),
-            (2, 2, 1, 1, 1)
-        );
-    }
-
-    /// Without `--rotate` an allocation that finds every slot busy waits for the batch's frees; one freed
-    /// in its own batch is never armed; a refused arming is counted as skipped.
-    #[test]
-    fn a_busy_slot_waits_for_the_batchs_frees_and_a_refusal_is_skipped() {
-        let (mut objects, mut ctx) = session(1, false);
-        apply_one(&mut objects, &mut ctx, bpf::ALLOCATED, 0xa000, 10);
-        ctx.log.calls.clear();
-        let batch = vec![
-            record(bpf::ALLOCATED, 0xc000, 40, 1),
-            record(bpf::FREED, 0xa000, 50, 1),
-            record(bpf::ALLOCATED, 0xd000, 60, 1),
-            record(bpf::FREED, 0xd000, 70, 1),
-        ];
-        assert_eq!(apply(&mut objects, &mut ctx, batch), None);
-        assert_eq!(
-            ctx.log.calls(),
-            [
-                "park 0 parked",
-                "flush, late hits dropped: true",
-                "emit ObjectFreed",
-                "arm 0 0xc050",
-                "emit ObjectArmed"
-            ]
-        );
-        ctx.refuse_arm = true;
-        ctx.log.calls.clear();
-        apply_one(&mut objects, &mut ctx, bpf::FREED, 0xc000, 80);
-        apply(
-            &mut objects,
-            &mut ctx,
-            vec![record(bpf::ALLOCATED, 0xe000, 90, 1), Read::Lost(2)],
-        );
-        assert_eq!(ctx.log.calls().last(), Some(&"arm 0 0xe050"), "no mark");
-        let t = ctx.slots.finish();
-        assert_eq!(
-            (t.seen, t.armed, t.freed_unarmed, t.skipped, t.lost),
-            (4, 2, 1, 1, 2)
-        );
-    }
-}
+mod tests;

@@ -73,7 +73,7 @@ fn without_program(first: &str, bpf: &io::Result<()>) -> Error {
              drop --cgroup (a container's processes can be watched with -p PID instead)",
             bpf::why_unavailable(e)
         )),
-        // `--value` would not help: a per-thread program reading values is refused there as it loads.
+        // `--value` would not help: a per-thread program reading values is refused there by the plan.
         Ok(()) => Error::not_permitted(format!(
             "--cgroup {first}: the writer's cgroup is tested by the BPF hit program, which runs on \
              every thread's breakpoint (--per-thread, --remove-on-exec) only where it can tell which \

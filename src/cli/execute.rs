@@ -14,7 +14,7 @@ use crate::cli::advice;
 use crate::cli::parts::Parts;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::ring_size::{self, Coverage};
-use crate::config::plan::{FoldedTo, Hits, Launch, ObjectPlan, Scope, WatchPlan, Writers};
+use crate::config::plan::{Hits, Launch, ObjectPlan, Scope, WatchPlan, Writers};
 use crate::error::{Error, Result};
 use crate::perf::arm;
 use crate::perf::bpf::hit_set::{Following, HitKind};
@@ -138,8 +138,7 @@ impl<'p> HandOff<'p> {
                 Some(_) => arm::Fit::FreeRegisters,
                 None => arm::Fit::All,
             },
-            stream_on_stdout: plan.outputs().stream_file().is_none()
-                || plan.outputs().folded() == Some(&FoldedTo::Stdout),
+            stream_on_stdout: plan.outputs().stdout_carries_a_product(),
         }
     }
 }

@@ -78,7 +78,7 @@ pub use cpus::Cpus;
 pub use host::{Host, Launch};
 pub use machine::{read_start_time, read_task, Launcher, RealHost};
 pub use options::{delivery, scope};
-pub use outputs::{FoldedTo, Outputs};
+pub use outputs::{Destination, Outputs, Stream};
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;

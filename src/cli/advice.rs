@@ -3,6 +3,7 @@
 //! refusal are named, for refusals at start-up and (through `trace::session::Setup::advise`) while running.
 
 pub use crate::config::plan::no_bpf;
+use crate::config::plan::no_firing_event;
 use crate::error::{Error, ExitCode};
 use crate::perf::bpf::trigger::TracepointError;
 use crate::perf::bpf::ProgramError;
@@ -45,11 +46,7 @@ pub fn program(e: ProgramError) -> Error {
         )),
         ProgramError::Build(asm) => Error::runtime("building the in-kernel program").caused_by(asm),
         e @ ProgramError::Refused { .. } => Error::from_cause(e.code(), e),
-        ProgramError::NoFiringEvent => Error::not_permitted(format!(
-            "--value and --if with --per-thread or --remove-on-exec report each store once only where the \
-             kernel has {}; without those two options (one breakpoint per CPU) they work",
-            crate::perf::bpf::repeats::NEEDS
-        )),
+        ProgramError::NoFiringEvent => no_firing_event(),
     }
 }
 

@@ -1,20 +1,19 @@
-//! Work a watch starts from its request, before it is planned, so that it overlaps the planning and its
-//! symbol loading: every live task's name and process's maps that the hits can need (a writer already
-//! running that exits right after its hits must have had them read, and a read after `armed` would race
-//! with a script that starts it on that line), and the first CPU-bound breakpoint open, which waits out an
-//! RCU grace period. `watch` starts it from the request and the plan's host; `execute` takes its results
-//! when it arms.
+//! Work a watch starts before it is planned, so that it overlaps the planning and its symbol loading:
+//! every live task's name and process's maps that the hits can need (a writer already running that exits
+//! right after its hits must have had them read, and a read after `armed` would race with a script that
+//! starts it on that line), and the first CPU-bound breakpoint open, which waits out an RCU grace period.
+//! `execute` takes its results when it arms.
 //!
-//! Who the watch covers and which path its hits take are the plan's own decisions ([`plan::scope`],
-//! [`plan::delivery`]), taken before the plan has checked the rest: a request the plan then refuses leaves
-//! this work to end with the process (it reads, and holds no breakpoint).
+//! `watch` starts it from the plan's first phase ([`crate::config::plan::decide`]): who the watch covers
+//! and which path its hits take, decided once, before the plan has checked the rest, and taken here as
+//! decided. A request the plan then refuses leaves this work to end with the process (it reads, and holds
+//! no breakpoint).
 
 use std::path::Path;
 
 use ksymwatch_symbols::UserSymbols;
 
-use crate::config::plan::{self, read_task, Hits, Host, Scope};
-use crate::config::request::WatchRequest;
+use crate::config::plan::{read_task, Decided, Hits, Scope};
 use crate::cpulist;
 use crate::perf::bpf;
 use crate::perf::warmup::Warmup;
@@ -27,44 +26,28 @@ pub(super) struct Prefetch {
 }
 
 impl Prefetch {
-    pub(super) fn start(request: &WatchRequest, host: &dyn Host) -> Prefetch {
-        // Who the watch covers, as the plan decides it. A request whose scope the plan refuses has
-        // nothing to read ahead.
-        let Ok(scope) = plan::scope(request) else {
-            return Prefetch {
-                task_scan: None,
-                warmup: None,
-            };
-        };
+    pub(super) fn start(decided: &Decided) -> Prefetch {
         // Whose names and maps the hits can need: any process's for a system-wide watch; a process
         // watch's hits come from its own processes (and the children they fork, which the kernel's
         // records bring), so reading every other process (a few ms per hundred) only delays the first
         // hit; a launched command does not exist yet (it is read at its exec stop).
-        let writers = match &scope {
+        let writers = match decided.scope() {
             Scope::System => None,
             Scope::Processes(pids) => Some(pids.clone()),
             Scope::Launched(_) => Some(Vec::new()),
         };
         // Only a system-wide watch opens CPU-bound breakpoints; where this process may not open them, the
         // probe is refused and its thread ends.
-        let warmup = scope
+        let warmup = decided
+            .scope()
             .system_wide()
             .then(|| cpulist::read(Path::new(cpulist::ONLINE)).ok())
             .flatten()
             .and_then(|cpus| cpus.first().copied())
             .map(Warmup::start);
         // On the hit path every hit record carries its writer's name: reading every task's name (a
-        // second for a process of 100,000 threads) is for perf samples only. Which path the hits take is
-        // the plan's own decision, made from the plan's host (which asks the kernel whether BPF loads
-        // once per run).
-        let names = plan::delivery(
-            request,
-            &scope,
-            || host.bpf().is_ok(),
-            || host.firing_event(),
-        )
-        .hits
-            == Hits::Samples;
+        // second for a process of 100,000 threads) is for perf samples only.
+        let names = decided.delivery().hits == Hits::Samples;
         let task_scan = std::thread::Builder::new()
             .name("ksymwatch-tasks".into())
             .spawn(move || {

@@ -1,7 +1,8 @@
-//! `ksymwatch write|rw`: the arguments made a request, the work that overlaps the planning started from it
-//! (`prefetch`), the request planned (`config::plan`), and the plan handed to [`execute`] (arm every CPU as one transaction, stream
-//! hits until stopped), or with `--dry-run` describe it and ask the kernel whether it would take the
-//! plan's kernel addresses ([`arm::dry_run`]).
+//! `ksymwatch write|rw`: the arguments made a request; its scope and delivery decided
+//! (`config::plan::decide`) and the work that overlaps the planning started from them (`prefetch`); the
+//! request planned (`config::plan`), and the plan handed to [`execute`] (arm every CPU as one
+//! transaction, stream hits until stopped), or with `--dry-run` describe it and ask the kernel whether
+//! it would take the plan's kernel addresses ([`arm::dry_run`]).
 
 use crate::cli::advice;
 use crate::cli::args::WatchArgs;
@@ -9,7 +10,7 @@ use crate::cli::execute::execute;
 use crate::cli::launch;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::request;
-use crate::config::plan::RealHost;
+use crate::config::plan::{decide, RealHost};
 use crate::config::{self};
 use crate::error::Result;
 use crate::model::watch::Access;
@@ -22,11 +23,13 @@ pub fn run(args: WatchArgs, access: Access) -> Result<i32> {
     // clap gives an empty command for a bare trailing `--`, which is a missing command.
     let dashes = std::env::args_os().skip(1).any(|a| a == "--");
     let request = request::watch(args, access, dashes);
-    // Started from the request, to overlap with the planning and its symbol loading (see `prefetch`). A
-    // dry run arms nothing.
+    // Who the watch covers and how its hits come, decided once: the prefetch starts from them, to
+    // overlap with the planning and its symbol loading (see `prefetch`), and the plan takes them. A dry
+    // run arms nothing.
     let mut host = RealHost::new(launch::start);
-    let prefetch = (!dry_run).then(|| Prefetch::start(&request, &host));
-    let planned = config::plan(request, &mut host);
+    let decided = decide(&request, &host)?;
+    let prefetch = (!dry_run).then(|| Prefetch::start(&decided));
+    let planned = config::plan(request, decided, &mut host);
     // What planning had to say, in its order, also before the error of a plan refused.
     for line in &planned.notes {
         stderr::line(format_args!("{line}"));

@@ -303,6 +303,69 @@ live_cgroup_test!(
     }
 );
 
+// `--per-thread` and `--remove-on-exec` put the hit program on every thread's events, and that program
+// tests the writer's cgroup as the per-CPU one does: two identical writers watched by pid, one of them in
+// the chosen cgroup, keep only its stores, every one, each naming its cgroup, the other's counted as
+// filtered. Where the kernel cannot tell a thread's program which event fired, such a watch takes perf
+// samples and `--cgroup` is refused (exit 4) instead, naming what the kernel lacks.
+live_cgroup_test!(
+    per_thread_events_keep_only_the_writer_inside_the_cgroup,
+    "per-thread",
+    cg,
+    {
+        let id = cg.id();
+        for flag in ["--per-thread", "--remove-on-exec"] {
+            let mut inside = writer(STORES, 0);
+            let mut outside = writer(STORES, 1);
+            assert_eq!(inside.addr, outside.addr, "one address for both");
+            cg.add(inside.pid);
+            let (pi, po) = (inside.pid.to_string(), outside.pid.to_string());
+            let target = inside.target();
+            let watch = [
+                "--cgroup",
+                &cg.path,
+                flag,
+                "--summary",
+                "-p",
+                &pi,
+                "-p",
+                &po,
+                &target,
+            ];
+            if ksymwatch::perf::bpf::repeats::find().is_none() {
+                let mut all = vec!["write"];
+                all.extend_from_slice(&watch);
+                util::rejects(&all, 4, &["which event fired", "drop --per-thread"]);
+                skip("this kernel cannot tell a thread's program which event fired");
+                return;
+            }
+            let t = Tracer::write_json(&watch);
+            outside.go();
+            inside.go();
+            let (_, records, err) = interrupted(t, 30);
+            assert_eq!(user_hits(&records, inside.pid), STORES, "{flag}: {err}");
+            assert_eq!(
+                util::hits_of_pid(&records, outside.pid).len(),
+                0,
+                "{flag}: {err}"
+            );
+            let hits: Vec<_> = records.iter().filter(|v| v["type"] == "hit").collect();
+            assert!(!hits.is_empty(), "{flag}: {err}");
+            for v in hits {
+                assert_eq!(v["pid"], inside.pid, "{flag}: {v}");
+                assert_eq!(v["cgroup_id"], id, "{flag}: {v}");
+                assert_eq!(v["cgroup"], cg.path.as_str(), "{flag}: {v}");
+            }
+            let summary = util::summary_record(&records);
+            assert!(
+                summary["filtered"].as_u64().unwrap_or(0) >= STORES as u64,
+                "{flag}: the outside writer's stores are counted as filtered: {summary}"
+            );
+            drop((inside, outside));
+        }
+    }
+);
+
 // A cgroup that does not exist, a file where a cgroup directory should be, a path out of the hierarchy:
 // exit 2 before anything is armed, the message naming the fix (on a machine without cgroup v2, the
 // missing hierarchy, with its fix).
@@ -335,11 +398,6 @@ fn a_missing_cgroup_is_refused_before_arming() {
         &["write", "--cgroup", "/../etc", target],
         2,
         &["leaves the cgroup hierarchy"],
-    );
-    util::rejects(
-        &["write", "--cgroup", "/", "--per-thread", "-p", "1", target],
-        2,
-        &["drop --per-thread"],
     );
     // On a hybrid machine, a v1 controller's directory is not the unified hierarchy's.
     let h = Hierarchy::find().expect("found above");
@@ -440,6 +498,27 @@ fn a_dry_run_names_each_chosen_cgroup_by_path_and_id() {
     };
     assert_eq!(lines, [line(&cg), line(&sub)], "{out}");
     assert!(out.ends_with("# dry run: nothing armed\n"), "{out}");
+    // A per-thread watch takes them too where its program runs on every thread's events.
+    if ksymwatch::perf::bpf::repeats::find().is_some() {
+        let (code, out, err) = util::run(&[
+            "write",
+            "--dry-run",
+            "--per-thread",
+            "--cgroup",
+            &cg.path,
+            "0x7000/8",
+            "-p",
+            &pid,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains(&line(&cg)), "{out}");
+        assert!(
+            out.contains(
+                "# path: one breakpoint per thread, CPU and target, hits emitted by a BPF program"
+            ),
+            "{out}"
+        );
+    }
     drop(sub);
 }
 

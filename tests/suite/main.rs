@@ -38,6 +38,7 @@ mod live_process_wide;
 mod live_realtime;
 mod live_refusal;
 mod live_rollback;
+mod live_samples;
 mod live_store_values;
 mod live_thread_values;
 mod live_totals;

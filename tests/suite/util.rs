@@ -698,6 +698,16 @@ impl Tracer {
         Tracer::start_child(spawn_with(prefix, args), args, |l| l.starts_with("# armed"))
     }
 
+    /// [`Tracer::write_json`] run through `prefix` (e.g. [`dropping`]'s): capsh execs ksymwatch, so the
+    /// child is ksymwatch itself and [`Tracer::signal`] reaches it.
+    pub fn write_json_with(prefix: &[String], args: &[&str]) -> Tracer {
+        let mut all = vec!["write", "--json", "--no-status"];
+        all.extend_from_slice(args);
+        Tracer::start_child(spawn_with(prefix, &all), &all, |l| {
+            l.contains("\"type\":\"armed\"")
+        })
+    }
+
     /// Like [`Tracer::start`] with `env` added to ksymwatch's environment.
     pub fn start_with_env(args: &[&str], env: &[(&str, &Path)]) -> Tracer {
         let mut cmd = Command::new(BIN);
@@ -1318,6 +1328,18 @@ pub fn run_dropping(drop: &str, args: &[&str], stdin: &str) -> (i32, String, Str
     ran
 }
 
+/// A prefix for [`spawn_with`] (and [`Tracer::write_json_with`]) that runs ksymwatch as [`run_dropping`]
+/// does: as root with the capabilities `drop` dropped (`capsh --drop=DROP`).
+pub fn dropping(drop: &str) -> Vec<String> {
+    vec![
+        "capsh".to_string(),
+        format!("--drop={drop}"),
+        "--".to_string(),
+        "-c".to_string(),
+        "exec \"$0\" \"$@\"".to_string(),
+    ]
+}
+
 /// NDJSON output, one parsed record per line (a line that is not JSON fails the test, naming it).
 pub fn ndjson(text: &str) -> Vec<serde_json::Value> {
     text.lines()
@@ -1384,6 +1406,17 @@ pub fn summary_record(records: &[serde_json::Value]) -> &serde_json::Value {
         .rev()
         .find(|v| v["type"] == "summary")
         .expect("summary record")
+}
+
+/// The sum of the `count`s of a summary record's list `key` (`hits_by_cpu`, `lost_by_cpu`, `by_thread`):
+/// what its total must equal.
+pub fn counts(summary: &serde_json::Value, key: &str) -> u64 {
+    summary[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} list in {summary}"))
+        .iter()
+        .map(|c| c["count"].as_u64().expect("count"))
+        .sum()
 }
 
 /// Asserts that the run whose NDJSON `records` these are lost nothing, showing its summary if it did.

@@ -1,7 +1,9 @@
 //! `--cgroup PATH` checked against the rest of the request and found on the host: each argument names one
 //! cgroup of the v2 hierarchy (its directory, or its path as `/proc/PID/cgroup` prints it), and the hit
-//! program is what keeps only those writers' hits, so a watch without one (no BPF, `--per-thread`,
-//! `--remove-on-exec`) is refused rather than run unfiltered.
+//! program is what keeps only those writers' hits, so a watch whose hits come without one (perf samples:
+//! no BPF, or a `--per-thread`/`--remove-on-exec` watch reading no value on a kernel whose program cannot
+//! tell which event fired) is refused rather than run unfiltered. Every other watch runs the program, per
+//! CPU or on every thread's events, and the program tests the writer's cgroup either way.
 //!
 //! Why the perf-sample path refuses instead of using perf's own cgroup mode (`PERF_FLAG_PID_CGROUP`, the
 //! cgroup directory's descriptor as the pid, cpu-wide events): such an event counts only while a task of
@@ -16,24 +18,21 @@ use crate::host::cgroup::CgroupError;
 use crate::model::cgroup::Cgroup;
 use crate::perf::bpf;
 
+use super::Hits;
+
 /// The cgroups `--cgroup`'s `args` name, each once, found by `find`; none without the option.
-/// `per_event` is a flag given that makes per-thread perf events (no hit program to test the cgroup);
-/// `bpf` answers whether BPF loads, as the plan asked it (only called with `--cgroup`).
+/// `hits` is how the watch's hits come (the plan's delivery): only the hit program tests the writer's
+/// cgroup. `bpf` answers whether BPF loads, as the plan asked it (only called for a watch whose hits are
+/// perf samples, to say why).
 pub fn check<'b>(
     args: &[String],
-    per_event: Option<&str>,
+    hits: Hits,
     bpf: impl FnOnce() -> &'b io::Result<()>,
     find: impl Fn(&str) -> std::result::Result<Cgroup, CgroupError>,
 ) -> Result<Vec<Cgroup>> {
     let Some(first) = args.first() else {
         return Ok(Vec::new());
     };
-    if let Some(flag) = per_event {
-        return Err(Error::usage(format!(
-            "--cgroup {first}: the writer's cgroup is tested by the BPF hit program, and {flag} arms \
-             per-thread perf events without it; drop {flag}"
-        )));
-    }
     if args.len() > bpf::cgroup::MAX {
         return Err(Error::usage(format!(
             "{} --cgroup options given; at most {} (each costs every trap a test), or give their \
@@ -56,15 +55,33 @@ pub fn check<'b>(
             out.push(c);
         }
     }
-    // After the paths: a wrong one is the first thing to fix, whoever runs it.
-    bpf().as_ref().map_err(|e| {
-        Error::not_permitted(format!(
+    // After the paths: a wrong one is the first thing to fix, whoever runs it; what this machine makes of
+    // the watch comes after.
+    match hits {
+        Hits::Program => Ok(out),
+        Hits::Samples => Err(without_program(first, bpf())),
+    }
+}
+
+/// Why a watch whose hits are perf samples cannot test `--cgroup first`, and the way out: BPF does not
+/// load (`bpf`), or it does and the watch is a per-thread one on a kernel whose program cannot tell which
+/// event fired (the only other watch the delivery gives perf samples).
+fn without_program(first: &str, bpf: &io::Result<()>) -> Error {
+    match bpf {
+        Err(e) => Error::not_permitted(format!(
             "--cgroup {first}: the writer's cgroup is tested in the kernel by a BPF program, but {}; \
              drop --cgroup (a container's processes can be watched with -p PID instead)",
             bpf::why_unavailable(e)
-        ))
-    })?;
-    Ok(out)
+        )),
+        // `--value` would not help: a per-thread program reading values is refused there by the plan.
+        Ok(()) => Error::not_permitted(format!(
+            "--cgroup {first}: the writer's cgroup is tested by the BPF hit program, which runs on \
+             every thread's breakpoint (--per-thread, --remove-on-exec) only where it can tell which \
+             event fired, and this kernel lacks {}; drop --per-thread and --remove-on-exec (one \
+             breakpoint per CPU runs the program)",
+            bpf::repeats::NEEDS
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -99,7 +116,7 @@ mod tests {
     fn each_argument_names_one_cgroup_once() {
         let got = check(
             &args(&["/pods/a", "pods/b", "/sys/fs/cgroup/unified/pods/a"]),
-            None,
+            Hits::Program,
             || OK,
             find,
         )
@@ -109,7 +126,7 @@ mod tests {
         assert_eq!(got[1].path, "/pods/b");
         assert!(check(
             &[],
-            Some("--per-thread"),
+            Hits::Samples,
             || -> &io::Result<()> { unreachable!("asked BPF with nothing to check") },
             find
         )
@@ -119,7 +136,7 @@ mod tests {
 
     #[test]
     fn a_missing_cgroup_is_a_usage_error_naming_the_way_out() {
-        let e = check(&args(&["/pods/nope"]), None, || OK, find).unwrap_err();
+        let e = check(&args(&["/pods/nope"]), Hits::Program, || OK, find).unwrap_err();
         assert_eq!(e.code, ExitCode::Usage);
         let text = e.to_string();
         assert!(
@@ -128,7 +145,7 @@ mod tests {
         );
         let e = check(
             &args(&["/pods/a"]),
-            None,
+            Hits::Program,
             || OK,
             |_| Err(CgroupError::NoHierarchy),
         )
@@ -148,24 +165,46 @@ mod tests {
             })
         };
         for arg in ["", " "] {
-            let e = check(&args(&["/pods/a", arg]), None, || OK, root).unwrap_err();
+            let e = check(&args(&["/pods/a", arg]), Hits::Program, || OK, root).unwrap_err();
             assert_eq!(e.code, ExitCode::Usage);
             assert!(e.to_string().contains("empty path"), "{e}");
         }
     }
 
+    /// A watch whose hits are perf samples is refused after its paths are found, for its own reason and
+    /// with its own way out; one whose hits come from the program, per CPU or per thread, is not asked
+    /// whether BPF loads (its delivery did).
     #[test]
     fn a_watch_without_the_hit_program_is_refused() {
-        let e = check(&args(&["/pods/a"]), Some("--per-thread"), || OK, find).unwrap_err();
-        assert_eq!(e.code, ExitCode::Usage);
-        assert!(e.to_string().contains("drop --per-thread"), "{e}");
+        // Without BPF; with it, the per-thread watch on a kernel whose program cannot tell which event
+        // fired (the only other watch whose hits are perf samples).
         let no_bpf = Err(io::Error::from_raw_os_error(libc::EPERM));
-        let e = check(&args(&["/pods/a"]), None, || &no_bpf, find).unwrap_err();
-        assert_eq!(e.code, ExitCode::NotPermitted);
-        assert!(e.to_string().contains("drop --cgroup"), "{e}");
+        let reasons = [
+            (&no_bpf, ["BPF program", "drop --cgroup"]),
+            (
+                OK,
+                [
+                    "which event fired",
+                    "drop --per-thread and --remove-on-exec",
+                ],
+            ),
+        ];
+        for (bpf, needles) in reasons {
+            let e = check(&args(&["/pods/a"]), Hits::Samples, || bpf, find).unwrap_err();
+            assert_eq!(e.code, ExitCode::NotPermitted);
+            let text = e.to_string();
+            assert!(text.starts_with("--cgroup /pods/a: "), "{text}");
+            assert!(needles.iter().all(|n| text.contains(n)), "{text}");
+        }
+        // A wrong path first, whatever the machine.
+        let e = check(&args(&["/pods/nope"]), Hits::Samples, || OK, find).unwrap_err();
+        assert_eq!(e.code, ExitCode::Usage);
+        let unasked = || -> &io::Result<()> { unreachable!("asked BPF with the program chosen") };
+        let got = check(&args(&["/pods/a"]), Hits::Program, unasked, find).expect("kept");
+        assert_eq!(got.len(), 1);
         let many: Vec<String> = (0..=bpf::cgroup::MAX).map(|_| "/pods/a".into()).collect();
         assert_eq!(
-            check(&many, None, || OK, find).unwrap_err().code,
+            check(&many, Hits::Program, || OK, find).unwrap_err().code,
             ExitCode::Usage
         );
     }

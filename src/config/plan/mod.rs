@@ -7,11 +7,12 @@
 //! The stages, in the order a request goes through them, each entered once and taking the one before's
 //! result (the host is asked only where a stage needs the machine, and each stage asks it in one block):
 //!
+//! 0. [`decide()`]: who the watch covers ([`Scope`]) and how its hits come ([`Delivery`]), decided
+//!    once from the request and whether BPF loads (asked of the host there, the one time a plan asks
+//!    it), as a [`Decided`] the command line starts its prefetch from before handing it to [`plan()`].
 //! 1. `options`: the request checked against itself (`--last` with `--dump-on`), then against the
-//!    machine (the delivery first, from whether BPF loads, asked at most once, and the privileges; then
-//!    the `-p` processes, `--cgroup`, `cpus`); the scope ([`scope()`]) and the delivery ([`delivery()`])
-//!    are decided, each by one pure function the command line's prefetch, which starts before the plan,
-//!    also takes.
+//!    machine (the privileges, the `-p` processes, what BPF and the decided delivery cannot do,
+//!    `--cgroup`, `cpus`).
 //! 2. `kernel` (the kernel's symbol source, types, asked once: casts, `--dump-on`'s tracepoints, and
 //!    with `percpu` the per-CPU copies; kernel symbols loaded, or left to first use for a process
 //!    watch), `process` (the processes a watch covers and its
@@ -77,7 +78,9 @@ pub use control::{Control, Resolver};
 pub use cpus::Cpus;
 pub use host::{Host, Launch};
 pub use machine::{read_start_time, read_task, Launcher, RealHost};
-pub use options::{delivery, scope};
+#[cfg(test)]
+use options::delivery;
+pub use options::{decide, Decided};
 pub use outputs::{Destination, Outputs, Stream};
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
@@ -434,13 +437,13 @@ pub struct Planned {
     pub plan: Result<WatchPlan>,
 }
 
-/// The plan for `request` on `host` (a launched command is started for it): the stages in order, each
-/// entered once and taking the result of the one before (the options, the kernel's symbols and per-CPU
-/// copies, the processes, `--on`'s objects, then the conditions against the watches), with what they
-/// had to say ([`Planned`]).
-pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Planned {
+/// The plan for `request` on `host` (a launched command is started for it), its scope and delivery as
+/// [`decide()`] decided them on that host: the stages in order, each entered once and taking the result
+/// of the one before (the options, the kernel's symbols and per-CPU copies, the processes, `--on`'s
+/// objects, then the conditions against the watches), with what they had to say ([`Planned`]).
+pub fn plan(request: WatchRequest, decided: Decided, host: &mut dyn Host) -> Planned {
     let mut notes = Vec::new();
-    let plan = stages(request, host, &mut notes);
+    let plan = stages(request, decided, host, &mut notes);
     Planned { notes, plan }
 }
 
@@ -448,10 +451,11 @@ pub fn plan(request: WatchRequest, host: &mut dyn Host) -> Planned {
 /// the `--tid`/`--comm` conditions match no thread of the watched processes now).
 fn stages(
     request: WatchRequest,
+    decided: Decided,
     host: &mut dyn Host,
     notes: &mut Vec<String>,
 ) -> Result<WatchPlan> {
-    let o = options::check(request, host, notes)?;
+    let o = options::check(request, decided, host, notes)?;
     let mut kernel = kernel::KernelSide::load(&o, host, notes)?;
     let mut scope = o.scope;
     let watches = process::resolve_watches(
@@ -612,6 +616,18 @@ pub fn no_bpf_for_dump_on(trigger: &str, err: &std::io::Error) -> Error {
     Error::not_permitted(format!(
         "--dump-on {what} with BPF, but {}; `--dump-on signal` works without it",
         crate::perf::bpf::why_unavailable(err)
+    ))
+}
+
+/// A per-thread watch (`--per-thread`, `--remove-on-exec`) reading values where its hit program cannot tell
+/// which of a thread's events fired, so a store would be reported once per event (exit 4, as [`no_bpf`]:
+/// one breakpoint per CPU still reads them). The plan's refusal, and the program load's where it is
+/// asked anyway.
+pub fn no_firing_event() -> Error {
+    Error::not_permitted(format!(
+        "--value and --if with --per-thread or --remove-on-exec report each store once only where the \
+         kernel has {}; without those two options (one breakpoint per CPU) they work",
+        crate::perf::bpf::repeats::NEEDS
     ))
 }
 

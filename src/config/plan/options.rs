@@ -1,10 +1,14 @@
 //! The plan's first stage: the request's options checked against each other, and the choices they make:
-//! who the watch covers, how hits reach the tracer, which writers it sees, whether values are read. The
-//! request is read whole first; then, through the host, in this order: whether BPF loads (asked at most once; the
-//! delivery) and the privileges, the `-p` processes, the cgroups, and the CPUs. No symbol or type is read here
-//! (`--dump-on`'s tracepoints are found with the kernel's types, in the kernel stage).
+//! who the watch covers, how hits reach the tracer, which writers it sees, whether values are read. Who
+//! the watch covers and how its hits come are decided first, once (`decide`, before the rest is checked:
+//! the command line starts the work that overlaps the planning from them), and whether BPF loads is asked
+//! there, at most once per plan. `check` then reads the request whole, and through the host, in this
+//! order: the privileges, the `-p` processes, the cgroups, and the CPUs, raising the refusals of what BPF
+//! and the decided delivery cannot do in their turn. No symbol or type is read here (`--dump-on`'s
+//! tracepoints are found with the kernel's types, in the kernel stage).
 
 use std::cell::OnceCell;
+use std::io;
 use std::path::PathBuf;
 
 use crate::config::flight::{DumpOn, Flight, Trigger};
@@ -68,15 +72,70 @@ pub(super) struct Options {
     pub dump_on: Vec<DumpOn>,
 }
 
-/// The request checked against itself first (nothing read), then against the machine: the delivery
-/// (privileges, BPF), the `-p` processes, the cgroups, and the CPUs. What it has to say on the way goes to
-/// `notes`.
+/// The plan's first phase: who the watch covers ([`Scope`]) and how its hits come ([`Delivery`]),
+/// decided once from the request and whether BPF loads, before the rest of the request is checked. The
+/// command line starts the work that overlaps the planning from it (its prefetch), then hands it to
+/// [`super::plan()`], which decides neither again.
+pub struct Decided {
+    scope: Scope,
+    delivery: Delivery,
+    /// Whether BPF loads, as the host answered (asked once per plan): the values and `--cgroup` checks
+    /// raise its refusal in their turn.
+    bpf: io::Result<()>,
+    /// The hit program would run on every thread's events (a per-thread watch reading values) where it
+    /// cannot tell which event fired: refused in its turn, as the program's load would refuse it.
+    no_firing_event: bool,
+}
+
+impl Decided {
+    /// Who the watch covers, `-p`'s processes as given (the plan checks them).
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    pub fn delivery(&self) -> Delivery {
+        self.delivery
+    }
+}
+
+/// Who the watch covers and how its hits come, for [`super::plan()`] and for the work the command line
+/// starts before it. A scope `-p` and `-- CMD` cannot make is the request's first refusal, as it always
+/// was; whether BPF loads is asked of `host` here, the one time a plan asks it, and whether the hit
+/// program can tell which event fired only of a per-thread watch where BPF loads.
+pub fn decide(r: &WatchRequest, host: &dyn Host) -> Result<Decided> {
+    let scope = scope(r)?;
+    let bpf = host.bpf();
+    let firing = OnceCell::new();
+    let firing_event = || *firing.get_or_init(|| host.firing_event());
+    let delivery = delivery(r, &scope, || bpf.is_ok(), firing_event);
+    // Reading values, the per-thread path takes the program without the delivery asking whether it can
+    // tell which event fired: asked here (once), a kernel where it cannot is refused in `check`'s turn.
+    let no_firing_event =
+        delivery.hits == Hits::Program && r.per_event().is_some() && !firing_event();
+    Ok(Decided {
+        scope,
+        delivery,
+        bpf,
+        no_firing_event,
+    })
+}
+
+/// The request checked against itself first (nothing read), then against the machine: the privileges,
+/// the `-p` processes, what BPF and the `decided` delivery cannot do, the cgroups, and the CPUs. What it
+/// has to say on the way goes to `notes`.
 pub(super) fn check(
     r: WatchRequest,
+    decided: Decided,
     host: &mut dyn Host,
     notes: &mut Vec<String>,
 ) -> Result<Options> {
-    let scope = scope(&r)?;
+    let Decided {
+        scope,
+        delivery,
+        bpf: bpf_answer,
+        no_firing_event,
+    } = decided;
+    let bpf = || &bpf_answer;
     buffer_pages(r.buffer_pages)?;
     let realtime = realtime(&r.realtime)?;
     let (outputs, mut filter) = outputs::check(&r.output, notes)?;
@@ -98,14 +157,11 @@ pub(super) fn check(
             .collect::<Result<Vec<_>>>()?,
     };
     combinations(&r, &scope, &targets)?;
-    // The request against the machine, each part read once, in order. Which path the hits take is
-    // decided first, from whether BPF loads (asked of the host once, by the delivery, since every watch
-    // can use a program; the values and `--cgroup` checks raise its refusal in their turn from the same
-    // answer); what the privileges have to say (a note, or a system-wide watch refused)
-    // is said in its turn below, after the checks that come before it.
-    let bpf_answer = OnceCell::new();
-    let bpf = || bpf_answer.get_or_init(|| host.bpf());
-    let delivery = delivery(&r, &scope, || bpf().is_ok(), || host.firing_event());
+    // The request against the machine, each part read once, in order. Which path the hits take was
+    // decided first, from whether BPF loads (every watch can use a program); the values and `--cgroup`
+    // checks raise its refusal in their turn from the same answer. What the privileges have to say (a
+    // note, or a system-wide watch refused) is said in its turn below, after the checks that come
+    // before it.
     let privileges = privileges(&scope, host.privilege());
     // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
     let started = processes_of(&*host, &r.pids, notes)?;
@@ -142,9 +198,15 @@ pub(super) fn check(
             });
         }
     }
-    // `--cgroup`: each found in the cgroup v2 hierarchy, and the hit program that tests them loads.
+    // As the program's load would refuse it, before anything is started or armed: a per-thread watch
+    // reading values on a kernel whose program cannot tell which event fired.
+    if no_firing_event {
+        return Err(super::no_firing_event());
+    }
+    // `--cgroup`: each found in the cgroup v2 hierarchy, and the hits from the program that tests them
+    // (the delivery's choice; BPF's answer says why not).
     filter.cgroups =
-        super::cgroup::check(&r.output.cgroups, r.per_event(), bpf, |a| host.cgroup(a))?;
+        super::cgroup::check(&r.output.cgroups, delivery.hits, bpf, |a| host.cgroup(a))?;
     // After BPF: a --value that cannot load its program is told so before the breakpoints' privilege.
     if let Some(note) = privileges.note {
         notes.push(note);
@@ -243,9 +305,9 @@ fn buffer_pages(pages: Option<usize>) -> Result<()> {
 }
 
 /// Who the watch covers, from `-p` and `-- CMD` (with a kernel `--on` source, `-p` chooses the allocating
-/// processes of a system-wide watch instead): decided here only, for the plan and for the prefetch that
-/// starts before it. `-p`'s processes are as given, to be checked once for both uses.
-pub fn scope(r: &WatchRequest) -> Result<Scope> {
+/// processes of a system-wide watch instead): decided once, by `decide`. `-p`'s processes are as given,
+/// to be checked once by the plan.
+fn scope(r: &WatchRequest) -> Result<Scope> {
     // A user-space source's objects are in the watched process: -p is its scope, as without --on.
     match (r.watched_pids().is_empty(), &r.command) {
         (true, None) => Ok(Scope::System),
@@ -296,7 +358,7 @@ fn privileges(scope: &Scope, privilege: Privilege) -> Privileges {
     }
 }
 
-/// Which path the hits take and which events carry them: decided here only, from the request, its
+/// Which path the hits take and which events carry them: decided once, by `decide`, from the request, its
 /// `scope`, whether BPF loads (`bpf`) and whether a hit program can tell which event fired
 /// (`firing_event`, asked only of a per-thread watch reading no value where BPF loads), for the plan and
 /// for the prefetch that starts before it (on the hit path it reads no task's name).
@@ -308,9 +370,9 @@ fn privileges(scope: &Scope, privilege: Privilege) -> Privileges {
 /// With them, every thread's events run the program. Without BPF hits are perf samples, a process watch
 /// one breakpoint per thread; so are a per-thread watch's reading no value on a kernel whose program
 /// cannot tell which event fired (its samples' decoder drops a store's second report instead; a watch
-/// reading values there is refused as its program loads). (`--value` and `--if` without BPF are refused
-/// by the plan, in its order.)
-pub fn delivery(
+/// reading values there takes the program, and the plan refuses it in its turn, as the program's load
+/// would). (`--value` and `--if` without BPF are refused by the plan, in its order.)
+pub(super) fn delivery(
     r: &WatchRequest,
     scope: &Scope,
     bpf: impl FnOnce() -> bool,

@@ -278,8 +278,20 @@ impl Host for FakeHost {
             path.display().to_string(),
         ))
     }
-    fn cgroup(&self, _arg: &str) -> std::result::Result<Cgroup, CgroupError> {
-        Err(CgroupError::NoHierarchy)
+    /// One cgroup, `/pods/a`; no other.
+    fn cgroup(&self, arg: &str) -> std::result::Result<Cgroup, CgroupError> {
+        let dir = PathBuf::from("/sys/fs/cgroup/pods/a");
+        match arg {
+            "/pods/a" => Ok(Cgroup {
+                path: arg.into(),
+                dir,
+                id: 0x1a,
+            }),
+            _ => Err(CgroupError::NotFound {
+                path: arg.into(),
+                dir,
+            }),
+        }
     }
     fn types(&self, btf: &Path) -> Types {
         let file = BtfFile {
@@ -388,15 +400,27 @@ fn pids(mut r: WatchRequest, pids: &[u32]) -> WatchRequest {
     r
 }
 
+/// The plan for `r` on `host` as the command line makes it: its first phase decided on the host, then
+/// planned.
+fn planning(r: WatchRequest, host: &mut FakeHost) -> Planned {
+    match decide(&r, host) {
+        Ok(decided) => plan(r, decided, host),
+        Err(e) => Planned {
+            notes: Vec::new(),
+            plan: Err(e),
+        },
+    }
+}
+
 fn planned(r: WatchRequest, host: &mut FakeHost) -> WatchPlan {
-    match plan(r, host).plan {
+    match planning(r, host).plan {
         Ok(p) => p,
         Err(e) => panic!("refused: {e}"),
     }
 }
 
 fn refused(r: WatchRequest, host: &mut FakeHost) -> Error {
-    match plan(r, host).plan {
+    match planning(r, host).plan {
         Ok(p) => panic!("planned: {}", p.describe()),
         Err(e) => e,
     }
@@ -471,8 +495,8 @@ fn the_hit_program_is_taken_wherever_bpf_loads() {
         let d = delivery(&per_thread, &scope, || bpf, || firing);
         assert_eq!(d, Delivery { hits, events }, "bpf {bpf}, firing {firing}");
     }
-    // Without BPF the question is not asked; reading values, the program is taken (its load refuses a
-    // kernel without the check, naming what it lacks).
+    // Without BPF the question is not asked; reading values, the program is taken (the plan refuses a
+    // kernel without the check, naming what it lacks, as the program's load would).
     assert_eq!(
         delivery(&per_thread, &scope, || false, unasked).hits,
         Hits::Samples
@@ -513,9 +537,9 @@ fn per_thread_options_choose_the_per_thread_path() {
         ((false, true, false, true), Hits::Program, true),
         ((true, false, false, false), Hits::Samples, false),
         ((false, true, false, false), Hits::Samples, true),
-        // Reading values, every thread's event runs the hit program.
+        // Reading values, every thread's event runs the hit program (where it cannot tell which event
+        // fired, the plan refuses the watch: `values_per_thread_without_the_firing_event_are_refused`).
         ((true, false, true, true), Hits::Program, false),
-        ((true, false, true, false), Hits::Program, false),
     ];
     let mut p = None;
     for ((per_thread, remove_on_exec, value, firing_event), hits, dropped) in cases {
@@ -542,6 +566,143 @@ fn per_thread_options_choose_the_per_thread_path() {
     assert!(p.describe().contains(
         "# path: one breakpoint per thread, CPU and target, hits emitted by a BPF program"
     ));
+}
+
+/// `--cgroup` is refused exactly where the watch's hits are perf samples, whose path cannot test the
+/// writer's cgroup: without BPF (whatever the watch), or for a per-thread watch reading no value on a
+/// kernel whose program cannot tell which event fired. Wherever the program runs, per CPU or on every
+/// thread's events, the cgroup is kept in the plan's filter, for the program to test.
+#[test]
+fn cgroup_is_refused_exactly_where_hits_are_perf_samples() {
+    // (--per-thread, --remove-on-exec, --value, BPF loads, the program can tell which event fired)
+    // -> refused, with what the message says.
+    let cases = [
+        ((false, false, false, true, true), None),
+        ((true, false, false, true, true), None),
+        ((false, true, false, true, true), None),
+        // Reading values there, the plan refuses the watch itself, as the program's load did.
+        (
+            (true, false, true, true, false),
+            Some("report each store once"),
+        ),
+        ((false, false, false, false, true), Some("drop --cgroup")),
+        ((true, false, false, false, true), Some("drop --cgroup")),
+        ((true, false, false, true, false), Some("which event fired")),
+        ((false, true, false, true, false), Some("which event fired")),
+    ];
+    for ((per_thread, remove_on_exec, value, bpf, firing_event), refusal) in cases {
+        let mut r = pids(request(&["counter"]), &[100]);
+        (r.per_thread, r.remove_on_exec, r.value) = (per_thread, remove_on_exec, value);
+        r.output.cgroups = vec!["/pods/a".into()];
+        let mut machine = FakeHost {
+            bpf,
+            firing_event,
+            ..FakeHost::new()
+        };
+        let case = format!("{per_thread} {remove_on_exec} {value} {bpf} {firing_event}");
+        match refusal {
+            None => {
+                let p = planned(r, &mut machine);
+                assert_eq!(p.delivery().hits, Hits::Program, "{case}");
+                let ids: Vec<u64> = p.filter().cgroups.iter().map(|c| c.id).collect();
+                assert_eq!(ids, [0x1a], "{case}");
+            }
+            Some(needle) => {
+                let e = refused(r, &mut machine);
+                assert_eq!(e.code, ExitCode::NotPermitted, "{case}");
+                assert!(e.to_string().contains(needle), "{case}: {e}");
+            }
+        }
+    }
+    // A wrong path comes first, whatever the machine makes of the watch.
+    let mut r = pids(request(&["counter"]), &[100]);
+    r.per_thread = true;
+    r.output.cgroups = vec!["/pods/nope".into()];
+    let mut machine = FakeHost {
+        firing_event: false,
+        ..FakeHost::new()
+    };
+    assert_eq!(refused(r, &mut machine).code, ExitCode::Usage);
+    // Without BPF, `--value`'s refusal comes before `--cgroup`'s, as it did.
+    let mut r = pids(request(&["counter"]), &[100]);
+    r.value = true;
+    r.output.cgroups = vec!["/pods/a".into()];
+    let e = refused(r, &mut FakeHost::without_bpf());
+    assert!(e.to_string().starts_with("--value and --if"), "{e}");
+}
+
+/// A per-thread watch reading values where the hit program cannot tell which event fired is refused by
+/// the plan, as the program's load refused it (exit 4, naming what the kernel lacks), before any symbol
+/// is loaded or a command started; reading none, or one breakpoint per CPU, it is planned.
+#[test]
+fn values_per_thread_without_the_firing_event_are_refused() {
+    let no_firing = || FakeHost {
+        firing_event: false,
+        ..FakeHost::new()
+    };
+    let reading = |mut r: WatchRequest, per_thread: bool| {
+        (r.per_thread, r.remove_on_exec) = (per_thread, !per_thread);
+        r.value = true;
+        r
+    };
+    let launched = |mut r: WatchRequest| {
+        r.command = Some(vec!["./app".into()]);
+        r
+    };
+    for r in [
+        reading(pids(request(&["counter"]), &[100]), true),
+        reading(launched(request(&["counter"])), false),
+        WatchRequest {
+            value: false,
+            condition: Some("value == 3".into()),
+            ..reading(pids(request(&["counter"]), &[100]), true)
+        },
+    ] {
+        let mut machine = no_firing();
+        let e = refused(r, &mut machine);
+        // The words the program's load refused it with (`cli::advice` says them from `no_firing_event`).
+        assert_eq!(e.code, ExitCode::NotPermitted);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "--value and --if with --per-thread or --remove-on-exec report each store once only \
+                 where the kernel has {}; without those two options (one breakpoint per CPU) they work",
+                crate::perf::bpf::repeats::NEEDS
+            )
+        );
+        assert_eq!(*machine.kallsyms_loads.borrow(), 0);
+        assert!(machine.launched.borrow().is_empty());
+        assert_eq!(machine.bpf_asked.get(), 1);
+    }
+    // Reading no value: perf samples. Reading values with one breakpoint per CPU: the program, which
+    // needs no telling.
+    let samples = planned(
+        WatchRequest {
+            value: false,
+            ..reading(pids(request(&["counter"]), &[100]), true)
+        },
+        &mut no_firing(),
+    );
+    assert_eq!(samples.delivery().hits, Hits::Samples);
+    let mut per_cpu = pids(request(&["counter"]), &[100]);
+    per_cpu.value = true;
+    assert_eq!(
+        planned(per_cpu, &mut no_firing()).delivery().hits,
+        Hits::Program
+    );
+    // Without BPF, the values' own refusal comes first, as before.
+    let mut machine = FakeHost {
+        bpf: false,
+        ..no_firing()
+    };
+    let e = refused(
+        reading(pids(request(&["counter"]), &[100]), true),
+        &mut machine,
+    );
+    assert!(
+        e.to_string().starts_with("--value and --if read the value"),
+        "{e}"
+    );
 }
 
 /// `--value`'s olds are seeded at arming only where the hit programs read a process's values (a launched
@@ -1041,7 +1202,7 @@ fn a_process_watch_reads_kernel_symbols_on_first_use() {
 #[test]
 fn the_kernel_stage_says_what_the_watch_needs_of_the_symbols() {
     let asked = |r: WatchRequest, machine: &mut FakeHost| {
-        let _ = plan(r, machine);
+        let _ = planning(r, machine);
         machine
             .asked
             .borrow_mut()
@@ -1205,7 +1366,7 @@ fn a_filter_that_matches_no_watched_thread_is_a_note_of_the_plan() {
     let filtered = |tids: &[u32], r: WatchRequest| {
         let mut r = r;
         r.output.tids = tids.to_vec();
-        let planned = plan(r, &mut FakeHost::new());
+        let planned = planning(r, &mut FakeHost::new());
         assert!(planned.plan.is_ok());
         planned.notes
     };
@@ -1229,7 +1390,7 @@ fn a_filter_that_matches_no_watched_thread_is_a_note_of_the_plan() {
 fn planning_returns_its_notes_in_the_stages_order() {
     let mut r = pids(request(&["counter"]), &[101]);
     r.output.comms = vec!["a_name_of_twenty_bytes".into()];
-    let planned = plan(r, &mut FakeHost::new());
+    let planned = planning(r, &mut FakeHost::new());
     assert!(planned.plan.is_ok());
     let notes = planned.notes;
     assert_eq!(notes.len(), 3, "{notes:?}");
@@ -1246,7 +1407,7 @@ fn planning_returns_its_notes_in_the_stages_order() {
         notes[2].starts_with("ksymwatch: note: no thread of process 100 matches"),
         "{notes:?}"
     );
-    let quiet = plan(pids(request(&["counter"]), &[100]), &mut FakeHost::new());
+    let quiet = planning(pids(request(&["counter"]), &[100]), &mut FakeHost::new());
     assert!(
         quiet.plan.is_ok() && quiet.notes.is_empty(),
         "{:?}",
@@ -1259,7 +1420,7 @@ fn planning_returns_its_notes_in_the_stages_order() {
 /// user's user-space-only note before its kernel address is refused.
 #[test]
 fn the_notes_before_a_refusal_come_back_with_it() {
-    let planned = plan(pids(request(&["nowhere"]), &[101]), &mut FakeHost::new());
+    let planned = planning(pids(request(&["nowhere"]), &[101]), &mut FakeHost::new());
     let e = planned.plan.err().expect("refused");
     assert!(e.to_string().contains("is not in process 100"), "{e}");
     assert_eq!(
@@ -1267,7 +1428,7 @@ fn the_notes_before_a_refusal_come_back_with_it() {
         ["ksymwatch: -p 101 is a thread of process 100 (app): watching every thread of process 100"]
     );
     let kernel = pids(request(&["0xffffffff82e03e00"]), &[100]);
-    let planned = plan(kernel, &mut FakeHost::unprivileged());
+    let planned = planning(kernel, &mut FakeHost::unprivileged());
     let e = planned.plan.err().expect("refused");
     assert_eq!(e.code, ExitCode::NotPermitted);
     assert_eq!(planned.notes.len(), 1, "{:?}", planned.notes);
@@ -1291,12 +1452,12 @@ fn what_debuginfod_delivered_is_a_note_of_the_kernel_stage() {
     let said =
         "ksymwatch: debuginfod: the running kernel's vmlinux (build-id abcd) from the cache: \
                 /made-up/vmlinux";
-    let planned = plan(request(&["jiffies"]), &mut machine);
+    let planned = planning(request(&["jiffies"]), &mut machine);
     assert!(planned.plan.is_ok());
     assert_eq!(planned.notes, [said]);
     let mut r = request(&["jiffies"]);
     r.percpu_cpu = Some(1);
-    let planned = plan(r, &mut machine);
+    let planned = planning(r, &mut machine);
     let e = planned.plan.err().expect("refused");
     assert!(e.to_string().starts_with("--percpu-cpu 1"), "{e}");
     assert_eq!(planned.notes, [said]);
@@ -1323,7 +1484,7 @@ fn dump_on_tracepoints_are_found_in_the_kernel() {
             .contains("--dump-on 'tracepoint:nope:gone': no tracepoint nope:gone"),
         "{e}"
     );
-    let planned = plan(
+    let planned = planning(
         dump_on("tracepoint:error_report:error_report_end"),
         &mut FakeHost::new(),
     );

@@ -6,7 +6,7 @@
 //! the second report of one store is dropped ([`Stores`]), and each hit's value is what the writer's
 //! process holds as the hit leaves the ring (read through [`Out::read_value`]). Such a ring is only had
 //! where the hit program is not: without BPF, or on a per-thread watch reading no value where the
-//! program cannot tell which event fired (`config::plan::delivery`). Where it is, the program reads the
+//! program cannot tell which event fired (`config::plan::decide`). Where it is, the program reads the
 //! value at the trap and drops the second report itself.
 //!
 //! On the hit path a breakpoint writes no sample of its own (its program emits the hits), so a sample in

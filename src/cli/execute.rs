@@ -14,9 +14,7 @@ use crate::cli::advice;
 use crate::cli::parts::Parts;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::ring_size::{self, Coverage};
-use crate::config::plan::{
-    Delivery, FoldedTo, Hits, Launch, ObjectPlan, Scope, WatchPlan, Writers,
-};
+use crate::config::plan::{Delivery, Hits, Launch, ObjectPlan, Scope, WatchPlan, Writers};
 use crate::error::{Error, Result};
 // The scope's choices for any launched command, so the mapping to `Watching` is tested without one.
 use crate::model::scope::{Pid, Scope as ScopeOf};
@@ -141,8 +139,7 @@ impl<'p> HandOff<'p> {
                 Some(_) => arm::Fit::FreeRegisters,
                 None => arm::Fit::All,
             },
-            stream_on_stdout: plan.outputs().stream_file().is_none()
-                || plan.outputs().folded() == Some(&FoldedTo::Stdout),
+            stream_on_stdout: plan.outputs().stdout_carries_a_product(),
         }
     }
 }

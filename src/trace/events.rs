@@ -77,11 +77,19 @@ pub type Sorter = sorter::Sorter<Item, RingKey>;
 /// What a ring gave, in the order the sorter releases it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
-    /// A hit on the session's watch with this index, and what the watched range held when it was drained
-    /// (process watches; [`Value::NotRead`] for a system-wide one). A `--value` hit's [`Value::Written`]
-    /// holds the memory read at the trap until the session decodes the store from its [`Trap`].
-    /// (Boxed: 184 bytes that only `--value` hits carry.)
-    Sample(Sample, usize, Value, Option<Box<Trap>>),
+    /// A hit: the kernel's sample of the writer, on one of the session's watches.
+    Sample {
+        sample: Sample,
+        /// The index of the hit's watch among the session's watches.
+        watch: usize,
+        /// What the watched range held when it was drained (process watches; [`Value::NotRead`] for a
+        /// system-wide one). A `--value` hit's [`Value::Written`] holds the memory read at the trap until
+        /// the session decodes the store from its `trap`.
+        value: Value,
+        /// A `--value` hit's registers and instruction bytes at the trap. (Boxed: 184 bytes that only
+        /// `--value` hits carry.)
+        trap: Option<Box<Trap>>,
+    },
     /// A task record, as the kernel wrote it (or, on the hit path, the writer's name from a hit record).
     Task(Task),
     /// Records the kernel dropped, or one we could not decode: never silent.

@@ -5,9 +5,9 @@
 pub use crate::config::plan::no_bpf;
 use crate::config::plan::no_firing_event;
 use crate::error::{Error, ExitCode};
+use crate::perf::bpf::hit_set::LoadError;
 use crate::perf::bpf::trigger::TracepointError;
 use crate::perf::bpf::ProgramError;
-use crate::perf::programs::LoadError;
 use crate::perf::refusal::{Refusal, Remedy};
 
 /// An arming refusal as the one line the user reads.

@@ -14,13 +14,14 @@ use crate::cli::advice;
 use crate::cli::parts::Parts;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::ring_size::{self, Coverage};
-use crate::config::plan::{FoldedTo, Hits, Launch, ObjectPlan, Scope, WatchPlan, Writers};
+use crate::config::plan::{Delivery, Hits, Launch, ObjectPlan, Scope, WatchPlan, Writers};
 use crate::error::{Error, Result};
+// The scope's choices for any launched command, so the mapping to `Watching` is tested without one.
+use crate::model::scope::{Pid, Scope as ScopeOf};
 use crate::perf::arm;
-use crate::perf::bpf::hit_set::{Following, HitKind};
+use crate::perf::bpf::hit_set::{Checks, Following, HitKind, HitSet, Watching};
 use crate::perf::bpf::objects::ObjectSource;
-use crate::perf::event::Binding;
-use crate::perf::programs::{Checks, Events, HitSet};
+use crate::perf::event::{Binding, Events};
 use crate::perf::sys;
 use crate::report::{Header, Output, StreamEvent};
 use crate::stderr;
@@ -138,8 +139,7 @@ impl<'p> HandOff<'p> {
                 Some(_) => arm::Fit::FreeRegisters,
                 None => arm::Fit::All,
             },
-            stream_on_stdout: plan.outputs().stream_file().is_none()
-                || plan.outputs().folded() == Some(&FoldedTo::Stdout),
+            stream_on_stdout: plan.outputs().stdout_carries_a_product(),
         }
     }
 }
@@ -185,33 +185,37 @@ fn events(plan: &WatchPlan, hit_ring_pages: usize) -> Events<'_> {
     }
 }
 
-/// The hit programs the plan's delivery attaches, if any: on one event per CPU they choose the
-/// processes (following the launched command's children, ending a process's watch at its exec, with the
-/// watched processes entered); on the per-thread path the events choose the threads, and the kernel
-/// keeps them across an exec unless `--remove-on-exec` drops them. `ring_pages`: each hit ring buffer's
-/// data pages.
+/// The hit programs the plan's delivery attaches, if any ([`watching`]). `ring_pages`: each hit ring
+/// buffer's data pages.
 fn programs(plan: &WatchPlan, ring_pages: usize) -> Option<HitSet> {
-    let delivery = plan.delivery();
-    if delivery.hits == Hits::Samples {
-        return None;
-    }
-    let scope = plan.scope();
-    let threads = matches!(delivery.events, Binding::Scope { .. });
-    let processes = !threads && !scope.system_wide();
     Some(HitSet {
         kind: HitKind {
-            processes,
+            watching: watching(plan.delivery(), plan.scope())?,
             written: plan.values().read(),
-            threads,
         },
         ring_pages,
         count: plan.running().limits().count,
-        follow_children: processes && matches!(scope, Scope::Launched(_)),
-        pids: match processes {
-            true => scope.pids(),
-            false => Vec::new(),
-        },
     })
+}
+
+/// Whom the hit programs `delivery` attaches watch, if it attaches any: on one event per CPU every task,
+/// or the scope's processes (a launched command's children followed); on the per-thread path the threads
+/// the events choose, which the kernel keeps across an exec unless `--remove-on-exec` drops them.
+fn watching<L: Pid>(delivery: Delivery, scope: &ScopeOf<L>) -> Option<Watching> {
+    let watching = match (delivery.hits, delivery.events, scope) {
+        (Hits::Samples, _, _) => return None,
+        (Hits::Program, Binding::Scope { .. }, _) => Watching::Threads,
+        (Hits::Program, Binding::Cpus, ScopeOf::System) => Watching::Everyone,
+        (Hits::Program, Binding::Cpus, ScopeOf::Processes(_)) => Watching::Processes {
+            pids: scope.pids(),
+            follow_children: false,
+        },
+        (Hits::Program, Binding::Cpus, ScopeOf::Launched(_)) => Watching::Processes {
+            pids: scope.pids(),
+            follow_children: true,
+        },
+    };
+    Some(watching)
 }
 
 /// How long a record waits for older ones from the other rings as the `hits` come: a hit record is
@@ -228,7 +232,7 @@ fn sort_slack_ns(hits: Hits) -> u64 {
 /// own. `prefetch`: the work started before the plan. One pass down, in order: what each stage needs is
 /// taken from the plan, with the processes it covers and how the events are opened ([`HandOff`]), and the
 /// prefetch scan's result joined; the session's other parts are opened ([`Parts`]);
-/// the events' programs are loaded ([`crate::perf::programs`]); every CPU is armed as one transaction
+/// the events' programs are loaded ([`Events::load_programs`]); every CPU is armed as one transaction
 /// ([`arm::arm_in`], `--on`'s slots kept to the free registers first); `--on`'s objects are loaded; the
 /// session starts, the armed set is announced, a launched command goes on, and the session runs.
 pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
@@ -389,7 +393,6 @@ mod tests {
     /// says.
     #[test]
     fn the_sort_slack_follows_the_delivery() {
-        use crate::config::plan::Delivery;
         let slack = |hits, events| sort_slack_ns(Delivery { hits, events }.hits);
         assert_eq!(slack(Hits::Program, Binding::Cpus), HIT_SORT_SLACK_NS);
         assert_eq!(slack(Hits::Samples, Binding::Cpus), SORT_SLACK_NS);
@@ -399,6 +402,50 @@ mod tests {
         assert_eq!(slack(Hits::Samples, per_thread), SORT_SLACK_NS);
         // Reading values, every thread's event runs the hit program: its records are hit records.
         assert_eq!(slack(Hits::Program, per_thread), HIT_SORT_SLACK_NS);
+    }
+
+    /// The hit programs watch every task or the scope's processes on one event per CPU (a launched
+    /// command's children followed), the events' threads on the per-thread path, and nobody off the hit
+    /// path.
+    #[test]
+    fn the_hit_programs_watch_whom_the_delivery_and_scope_say() {
+        let cpus = Delivery {
+            hits: Hits::Program,
+            events: Binding::Cpus,
+        };
+        let per_thread = Delivery {
+            hits: Hits::Program,
+            events: Binding::Scope {
+                remove_on_exec: true,
+            },
+        };
+        let system = ScopeOf::<u32>::System;
+        let processes = ScopeOf::<u32>::Processes(vec![5, 6]);
+        let launched = ScopeOf::<u32>::Launched(7);
+        assert_eq!(watching(cpus, &system), Some(Watching::Everyone));
+        assert_eq!(
+            watching(cpus, &processes),
+            Some(Watching::Processes {
+                pids: vec![5, 6],
+                follow_children: false
+            })
+        );
+        assert_eq!(
+            watching(cpus, &launched),
+            Some(Watching::Processes {
+                pids: vec![7],
+                follow_children: true
+            })
+        );
+        assert_eq!(watching(per_thread, &processes), Some(Watching::Threads));
+        assert_eq!(watching(per_thread, &launched), Some(Watching::Threads));
+        for events in [cpus.events, per_thread.events] {
+            let samples = Delivery {
+                hits: Hits::Samples,
+                events,
+            };
+            assert_eq!(watching(samples, &processes), None);
+        }
     }
 
     /// A process watch's processes are read with their names and the kernel's count of their threads; a

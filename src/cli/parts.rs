@@ -16,7 +16,7 @@ use crate::cli::advice;
 use crate::cli::gives_way::GivesWay;
 use crate::cli::otlp;
 use crate::cli::output_file::{self, Named};
-use crate::config::plan::{FoldedTo, Outputs, WatchPlan};
+use crate::config::plan::{Destination, Outputs, Stream, WatchPlan};
 use crate::config::request::Format;
 use crate::config::symbols::{FileSymbols, KernelTable};
 use crate::error::{Context, ExitCode, Result};
@@ -168,21 +168,27 @@ fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
             ledger.sending(GivesWay::new(file)),
         ))
     };
+    // `--folded` on stdout leaves the stream the text printer's end-of-session report, which has nothing
+    // to print there.
+    let (format, to, quiet) = match args.stream() {
+        Stream::Hits { format, to } => (*format, to, false),
+        Stream::Quiet { format, to } => (*format, to, true),
+        Stream::FoldedOnStdout => (Format::Text, &Destination::Stdout, true),
+    };
     let stream_sink = || -> Result<Box<dyn Write>> {
-        match args.stream_file() {
-            Some(path) => {
+        match to {
+            Destination::File(path) => {
                 let file = buffered(output_file::create(path, "--output")?);
                 Ok(Box::new(Named::file(file, "--output", path)))
             }
-            None => Ok(Box::new(Named::new(
+            Destination::Stdout => Ok(Box::new(Named::new(
                 buffered(stdout_fd()?),
                 "stdout".to_string(),
             ))),
         }
     };
     // stderr carries messages, never the product: its failure must not end the session (crate::stderr).
-    let quiet = args.quiet();
-    let stream: Box<dyn Output> = match (args.format(), quiet) {
+    let stream: Box<dyn Output> = match (format, quiet) {
         (Format::Json, false) => {
             Box::new(Sent::new(Json::new(stream_sink()?, Stderr), ledger.clone()))
         }
@@ -208,7 +214,13 @@ fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
     // tee so it is cleared before any end-of-session report.
     let status = args.status()
         && io::stderr().is_terminal()
-        && (quiet || args.stream_file().is_some() || !io::stdout().is_terminal());
+        && (!matches!(
+            args.stream(),
+            Stream::Hits {
+                to: Destination::Stdout,
+                ..
+            }
+        ) || !io::stdout().is_terminal());
     let mut outs: Vec<Box<dyn Output>> = Vec::new();
     if status {
         outs.push(Box::new(Status::new()));
@@ -216,8 +228,8 @@ fn outputs(args: &Outputs, title: &str) -> Result<Tee> {
     outs.push(stream);
     if let Some(folded) = args.folded() {
         let sink = match folded {
-            FoldedTo::Stdout => Box::new(stdout()?),
-            FoldedTo::File(path) => create(path, "--folded")?,
+            Destination::Stdout => Box::new(stdout()?),
+            Destination::File(path) => create(path, "--folded")?,
         };
         outs.push(Box::new(Folded::new(Sink::Lines(sink))));
     }

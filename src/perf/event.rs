@@ -1,8 +1,9 @@
 //! One hardware breakpoint ring on one CPU: its perf attributes, its descriptor and its ring buffer, and for
 //! a process watch the other threads' events whose records go to the same ring (`SET_OUTPUT`). A thin typed
-//! wrapper. A watch's events are described once, before anything is opened ([`Prepared`]: per CPU, each
-//! watch's [`RingSpec`] with its attributes built, and who they are opened for); the all-or-nothing
-//! arming of that set across CPUs and threads is [`crate::perf::arm`]'s job.
+//! wrapper. A watch's events are decided before anything is opened ([`Events`]: their settings and the hit
+//! programs their delivery loads, into the [`EventConfig`] they are opened with), then described once
+//! ([`Prepared`]: per CPU, each watch's [`RingSpec`] with its attributes built, and who they are opened
+//! for); the all-or-nothing arming of that set across CPUs and threads is [`crate::perf::arm`]'s job.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -13,11 +14,49 @@ use perf_event_open_sys::bindings as pb;
 
 use crate::model::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
-use crate::perf::bpf::hit_set::{Following, HitPrograms};
+use crate::perf::bpf::hit_set::{Checks, Following, HitPrograms, HitSet, LoadError};
 use crate::perf::bpf_ring::BpfRing;
 use crate::perf::record::{SAMPLE_CALLCHAIN, SAMPLE_TYPE, SAMPLE_TYPE_TASK};
 use crate::perf::ring::Ring;
 use crate::perf::sys;
+
+/// Every breakpoint event of a watch as decided before anything is opened: the [`EventConfig`] they are
+/// opened with once their programs are loaded ([`Events::load_programs`]).
+pub struct Events<'a> {
+    /// Data pages per perf ring.
+    pub ring_pages: usize,
+    /// As [`EventConfig::user_only`].
+    pub user_only: bool,
+    /// As [`EventConfig::percpu`].
+    pub percpu: Option<crate::perf::bpf::percpu::Offsets>,
+    /// What the programs check, if any are loaded.
+    pub checks: Checks<'a>,
+    /// Whom the events are opened for.
+    pub binding: Binding,
+    /// The hit programs every event attaches ([`Delivery::Hits`]); `None`: the breakpoints write perf
+    /// samples ([`Delivery::Samples`]).
+    pub programs: Option<HitSet>,
+}
+
+impl Events<'_> {
+    /// Loads and attaches the programs ([`HitPrograms::start`], which hands `warn` what they could not
+    /// set up); task records and loss counts asked of every event.
+    pub fn load_programs(self, warn: &mut dyn FnMut(&str)) -> Result<EventConfig, LoadError> {
+        let delivery = match self.programs {
+            Some(set) => Delivery::Hits(Arc::new(HitPrograms::start(self.checks, set, warn)?)),
+            None => Delivery::Samples,
+        };
+        Ok(EventConfig {
+            ring_pages: self.ring_pages,
+            user_only: self.user_only,
+            track_tasks: true,
+            count_lost: true,
+            delivery,
+            binding: self.binding,
+            percpu: self.percpu,
+        })
+    }
+}
 
 /// How an event is sampled and buffered.
 #[derive(Debug, Clone)]

@@ -1,6 +1,6 @@
 //! The kernel interface and nothing else: every raw system call (`sys`; the only other `unsafe` reads the mapped ring), the
-//! attributes every ring's events share (`attr`), the typed breakpoint event ([`event`]), the ring-buffer readers (`ring`, and [`bpf_ring`] for the hit programs' BPF ring buffers), the pure record decoders
-//! ([`record`]; [`hit_record`] for the records the hit programs write), the BPF programs a watch's events attach, loaded ([`programs`]), the all-or-nothing arming of a set of events ([`arm`]), why the kernel refused one ([`refusal`]; [`denial`] for a refusal of permission, worded from the process's [`privilege`]), the privilege check
+//! attributes every ring's events share (`attr`), the typed breakpoint event, with the BPF programs a watch's events attach loaded ([`event`]), the ring-buffer readers (`ring`, and [`bpf_ring`] for the hit programs' BPF ring buffers), the pure record decoders
+//! ([`record`]; [`hit_record`] for the records the hit programs write), the all-or-nothing arming of a set of events ([`arm`]), why the kernel refused one ([`refusal`]; [`denial`] for a refusal of permission, worded from the process's [`privilege`]), the privilege check
 //! ([`privilege`]), the warm-up that overlaps the first open's RCU wait with start-up ([`warmup`]), and the
 //! BPF program that reads each hit's value and decides `--if` in the kernel ([`bpf`]), and the `uprobe` PMU's
 //! events ([`uprobe`]).
@@ -19,7 +19,6 @@ pub mod event;
 pub mod hit_record;
 pub mod privilege;
 pub mod probe;
-pub mod programs;
 pub mod record;
 pub mod refusal;
 pub(crate) mod ring;

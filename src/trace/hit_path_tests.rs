@@ -65,11 +65,23 @@ fn a_repeated_chain_allocates_nothing() {
                     panic!("not a sample")
                 };
                 s.time = time;
-                sorter.push(ring, time, Item::Sample(s, 0, Value::NotRead, None));
+                let hit = Item::Sample {
+                    sample: s,
+                    watch: 0,
+                    value: Value::NotRead,
+                    trap: None,
+                };
+                sorter.push(ring, time, hit);
             }
             sorter.read_empty(ring, round * 10 + 10);
             while let Some((_, item)) = sorter.pop_ready() {
-                let Item::Sample(s, w, value, _) = item else {
+                let Item::Sample {
+                    sample: s,
+                    watch: w,
+                    value,
+                    ..
+                } = item
+                else {
                     panic!("not a sample")
                 };
                 let comm = comms.name(s.pid, s.tid);

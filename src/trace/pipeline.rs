@@ -175,7 +175,7 @@ mod tests {
         std::iter::from_fn(|| p.next(which))
             .map(|(t, item)| {
                 let what = match item {
-                    Item::Sample(s, w, ..) => format!("{}@{w}", s.tid),
+                    Item::Sample { sample, watch, .. } => format!("{}@{watch}", sample.tid),
                     Item::Lost { cpu, count } => format!("lost {count} on {cpu}"),
                     Item::Unprinted { cpu, count } => format!("unprinted {count} on {cpu}"),
                     Item::Task(Task::Comm { comm, .. }) => format!("comm {comm}"),

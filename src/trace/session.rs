@@ -161,8 +161,8 @@ impl<'a, O: Output> Session<'a, O> {
         epoll
             .add(signals.fd(), Wake::Signal.token())
             .or_exit(ExitCode::Runtime, "epoll")?;
-        // Only a kernel watch can hold a module's memory.
-        let scope_is_system = matches!(scope, Scope::System);
+        // The loaded modules are looked up now, armed: the scope moves into the rings below.
+        let modules = Modules::new(watches, &scope, Path::new(unload::SYS_MODULE));
         // After arming: a process that exited since it was planned is not waited for, even where its
         // pid is another process's by now.
         let watched = Watched::new(
@@ -232,7 +232,7 @@ impl<'a, O: Output> Session<'a, O> {
             control,
             hotplug,
             cpus: Follow::new(strict),
-            modules: Modules::new(watches, scope_is_system, Path::new(unload::SYS_MODULE)),
+            modules,
             objects: None,
             limits,
             advise,

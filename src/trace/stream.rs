@@ -224,7 +224,12 @@ impl<O: Output> Stream<'_, O> {
         item: Item,
     ) -> Option<StopReason> {
         match item {
-            Item::Sample(sample, watch, value, trap) => {
+            Item::Sample {
+                sample,
+                watch,
+                value,
+                trap,
+            } => {
                 let stop = self.hit(rings.events(), &sample, watch, value, trap.as_deref());
                 rings.recycle(sample.frames);
                 stop

@@ -21,6 +21,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::model::scope::Scope;
 use crate::model::watch::Watch;
 use crate::report::{StopReason, StreamEvent};
 use crate::trace::context::Rings;
@@ -104,11 +105,11 @@ pub struct Modules {
 }
 
 impl Modules {
-    /// The modules of `watches` loaded now under `sys_module`. Only a kernel watch (`system`) can hold a
-    /// module's memory.
-    pub fn new(watches: &[Watch], system: bool, sys_module: &Path) -> Modules {
+    /// The modules of `watches` loaded now under `sys_module`. Only a system-wide watch (`scope`) can hold
+    /// a module's memory: a process watch follows none.
+    pub fn new(watches: &[Watch], scope: &Scope, sys_module: &Path) -> Modules {
         Modules {
-            loaded: if system {
+            loaded: if scope.system_wide() {
                 loaded(watches, sys_module)
             } else {
                 Vec::new()
@@ -331,7 +332,7 @@ mod tests {
             w("b", Some("bar")),
             w("c", Some("foo")),
         ];
-        let mut modules = Modules::new(&watches, true, &dir);
+        let mut modules = Modules::new(&watches, &Scope::System, &dir);
         let mut ctx = Session::new(watches);
         ctx.log.now = 7_000;
         let rm = msg(&["remove@/module/foo", "ACTION=remove", "SUBSYSTEM=module"]);
@@ -363,7 +364,7 @@ mod tests {
     fn a_module_unload_missed_by_uevent_is_found_by_the_reconcile() {
         let dir = sys_module("reconcile", &["foo", "bar"]);
         let watches = vec![w("a", Some("foo")), w("b", Some("bar"))];
-        let mut modules = Modules::new(&watches, true, &dir);
+        let mut modules = Modules::new(&watches, &Scope::System, &dir);
         let mut ctx = Session::new(watches);
         ctx.armed[0] = false;
         std::fs::remove_dir_all(dir.join("bar")).unwrap();
@@ -373,7 +374,7 @@ mod tests {
         assert_eq!(ctx.log.calls(), ["close b", "flush", "emit ModuleUnloaded"]);
         assert!(modules.gone().is_empty(), "handled once");
         // A process watch holds no module's memory: nothing is followed.
-        let user = Modules::new(&[w("a", Some("foo"))], false, &dir);
+        let user = Modules::new(&[w("a", Some("foo"))], &Scope::Processes(vec![7]), &dir);
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(user.gone().is_empty());
     }

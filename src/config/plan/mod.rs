@@ -81,7 +81,7 @@ pub use machine::{read_start_time, read_task, Launcher, RealHost};
 #[cfg(test)]
 use options::delivery;
 pub use options::{decide, Decided};
-pub use outputs::{FoldedTo, Outputs};
+pub use outputs::{Destination, Outputs, Stream};
 
 /// x86 has four debug registers per CPU; more watches than that can never be armed together.
 pub const MAX_WATCHES: usize = 4;

@@ -1,5 +1,6 @@
-//! The request's output options checked against each other: the stream's format, where the stream and the
-//! end-of-session reports go ([`Outputs`]), and which hits are kept ([`Filter`]).
+//! The request's output options checked against each other: what the stream prints, in which format and
+//! where ([`Stream`]), where the end-of-session reports go ([`Outputs`]), and which hits are kept
+//! ([`Filter`]).
 
 use std::path::{Path, PathBuf};
 
@@ -7,25 +8,44 @@ use crate::config::request::{Format, OutputRequest};
 use crate::error::{Error, Result};
 use crate::model::filter::{Filter, Place};
 
-/// `--folded`'s destination.
+/// Where a product goes: stdout, or a file of its own (`-o FILE`, `--folded=FILE`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FoldedTo {
+pub enum Destination {
     Stdout,
     File(PathBuf),
+}
+
+/// The stream: what it prints, in which format (`--format`, `--json`), and where (`-o FILE`, or stdout).
+/// Every format goes to either place, with or without `--quiet`; only `--folded` on stdout narrows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stream {
+    /// Each hit as it comes, then the format's end-of-session report.
+    Hits { format: Format, to: Destination },
+    /// `--quiet`: no hit, only the format's end-of-session report (with `--summary`'s counts).
+    Quiet { format: Format, to: Destination },
+    /// `--folded` on stdout without `-o FILE`: stdout carries the stacks, so the stream is the text
+    /// printer's, quiet, on stdout, with no counts to print there (`--summary`, `--quiet` and another
+    /// format are refused with it): only its summary line, on stderr.
+    FoldedOnStdout,
+}
+
+impl Stream {
+    /// Whether the stream writes stdout (its hits, or its end-of-session report).
+    pub fn writes_stdout(&self) -> bool {
+        match self {
+            Stream::Hits { to, .. } | Stream::Quiet { to, .. } => *to == Destination::Stdout,
+            Stream::FoldedOnStdout => true,
+        }
+    }
 }
 
 /// Where a watch's products go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outputs {
-    format: Format,
-    /// No per-hit stream, only the end-of-session report (`--quiet`, or `--folded` on stdout without
-    /// `-o FILE`).
-    quiet: bool,
-    /// `-o FILE`; stdout otherwise.
-    stream_file: Option<PathBuf>,
+    stream: Stream,
     /// How many call chains the text summary lists.
     top: usize,
-    folded: Option<FoldedTo>,
+    folded: Option<Destination>,
     flamegraph: Option<PathBuf>,
     perfetto: Option<PathBuf>,
     /// The live status line may be shown (not `--no-status`).
@@ -35,23 +55,15 @@ pub struct Outputs {
 }
 
 impl Outputs {
-    pub fn format(&self) -> Format {
-        self.format
-    }
-
-    pub fn quiet(&self) -> bool {
-        self.quiet
-    }
-
-    pub fn stream_file(&self) -> Option<&Path> {
-        self.stream_file.as_deref()
+    pub fn stream(&self) -> &Stream {
+        &self.stream
     }
 
     pub fn top(&self) -> usize {
         self.top
     }
 
-    pub fn folded(&self) -> Option<&FoldedTo> {
+    pub fn folded(&self) -> Option<&Destination> {
         self.folded.as_ref()
     }
 
@@ -69,6 +81,11 @@ impl Outputs {
 
     pub fn tally(&self) -> bool {
         self.tally
+    }
+
+    /// stdout carries a product: the stream, or `--folded`'s stacks.
+    pub fn stdout_carries_a_product(&self) -> bool {
+        self.stream.writes_stdout() || self.folded == Some(Destination::Stdout)
     }
 }
 
@@ -115,14 +132,21 @@ impl Outputs {
                 )));
             }
         }
+        let to = match &r.stream_file {
+            Some(path) => Destination::File(path.clone()),
+            None => Destination::Stdout,
+        };
+        let stream = match (instead_of_stream, r.quiet) {
+            (true, _) => Stream::FoldedOnStdout,
+            (false, true) => Stream::Quiet { format, to },
+            (false, false) => Stream::Hits { format, to },
+        };
         Ok(Outputs {
-            format,
-            quiet: r.quiet || instead_of_stream,
-            stream_file: r.stream_file.clone(),
+            stream,
             top: r.top,
             folded: r.folded.as_ref().map(|p| match folded_to_stdout {
-                true => FoldedTo::Stdout,
-                false => FoldedTo::File(p.clone()),
+                true => Destination::Stdout,
+                false => Destination::File(p.clone()),
             }),
             flamegraph: r.flamegraph.clone(),
             perfetto: r.perfetto.clone(),
@@ -183,4 +207,94 @@ fn kernel_comm(name: &str, notes: &mut Vec<String>) -> String {
         "ksymwatch: note: --comm {name}: the kernel keeps only the first 15 bytes of a task's name; matching `{kept}`"
     ));
     kept.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(r: OutputRequest) -> (Stream, bool) {
+        let outputs = check(&r, &mut Vec::new()).expect("a usable request").0;
+        let on_stdout = outputs.stdout_carries_a_product();
+        (outputs.stream, on_stdout)
+    }
+
+    /// Every format goes to stdout or `-o FILE`, with or without `--quiet`; `--folded` on stdout takes
+    /// stdout from the stream unless `-o FILE` gives the stream a place of its own.
+    #[test]
+    fn the_stream_is_what_the_flags_ask_for() {
+        let file = || Some(PathBuf::from("/tmp/x"));
+        let to_file = || Destination::File(PathBuf::from("/tmp/x"));
+        let stdout = || Some(PathBuf::from("-"));
+        let cases = [
+            (
+                OutputRequest::default(),
+                Stream::Hits {
+                    format: Format::Text,
+                    to: Destination::Stdout,
+                },
+                true,
+            ),
+            (
+                OutputRequest {
+                    json: true,
+                    stream_file: file(),
+                    ..Default::default()
+                },
+                Stream::Hits {
+                    format: Format::Json,
+                    to: to_file(),
+                },
+                false,
+            ),
+            (
+                OutputRequest {
+                    quiet: true,
+                    format: Some(Format::OtlpJson),
+                    ..Default::default()
+                },
+                Stream::Quiet {
+                    format: Format::OtlpJson,
+                    to: Destination::Stdout,
+                },
+                true,
+            ),
+            (
+                OutputRequest {
+                    quiet: true,
+                    stream_file: file(),
+                    ..Default::default()
+                },
+                Stream::Quiet {
+                    format: Format::Text,
+                    to: to_file(),
+                },
+                false,
+            ),
+            (
+                OutputRequest {
+                    folded: stdout(),
+                    ..Default::default()
+                },
+                Stream::FoldedOnStdout,
+                true,
+            ),
+            (
+                OutputRequest {
+                    folded: stdout(),
+                    stream_file: file(),
+                    json: true,
+                    ..Default::default()
+                },
+                Stream::Hits {
+                    format: Format::Json,
+                    to: to_file(),
+                },
+                true,
+            ),
+        ];
+        for (r, want, on_stdout) in cases {
+            assert_eq!(stream(r.clone()), (want, on_stdout), "{r:?}");
+        }
+    }
 }

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use perf_event_open_sys::bindings as pb;
 
-use super::hit_set::{HitKind, HitPrograms};
+use super::hit_set::{HitKind, HitPrograms, Watching};
 use super::hit_variants::{self, Stage, Stamps, Variant, DROP_STAMP_PARTS, DROP_STAMP_SLOTS};
 use super::hit_variants::{STAMP_PARTS, STAMP_SLOTS};
 use super::kernel::MapType;
@@ -274,9 +274,8 @@ fn arm(
         &Filter::default(),
         // As the tool loads them: a condition makes the hits carry the value and the old one.
         HitKind {
-            processes: false,
+            watching: Watching::Everyone,
             written: condition.is_some(),
-            threads: false,
         },
         RING_PAGES,
     )

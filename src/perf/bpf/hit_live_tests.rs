@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use perf_event_open_sys::bindings as pb;
 
-use super::hit_set::{HitKind, HitPrograms};
+use super::hit_set::{HitKind, HitPrograms, Watching};
 use super::hit_variants::{self, Variant};
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
@@ -113,9 +113,11 @@ fn watch_during_ring(
             None,
             &Filter::default(),
             HitKind {
-                processes: true,
+                watching: Watching::Processes {
+                    pids: Vec::new(),
+                    follow_children: false,
+                },
                 written: true,
-                threads: false,
             },
             pages,
         )
@@ -428,9 +430,8 @@ live_test!(
         let addr = TARGET.as_ptr() as u64;
         let watch = target_watch(addr);
         let kind = HitKind {
-            processes: false,
+            watching: Watching::Threads,
             written: true,
-            threads: true,
         };
         // Rings with room for every record (~250 bytes each with the registers).
         let programs =

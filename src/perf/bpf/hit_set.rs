@@ -1,4 +1,6 @@
-//! Loading the hit programs ([`super::hit`]) and their maps, one program per watch, and wiring them to the
+//! Loading the hit programs ([`super::hit`]) and their maps, one program per watch, shaped by whom they
+//! watch ([`Watching`]) and whether they read the value ([`HitKind`]); for a process watch entering its
+//! processes and keeping them in the kernel ([`HitPrograms::start`]); and wiring the programs to the
 //! breakpoint events: one per CPU, or on the per-thread path one per thread and CPU, whose events on a
 //! CPU share that CPU's ring buffer (the first is wired with it, the others only attached).
 //!
@@ -203,23 +205,64 @@ pub struct Following {
     pub follows_children: bool,
 }
 
-/// The two choices besides the watches that shape every hit program.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Whom the hit programs watch, as the plan's delivery and scope decide it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Watching {
+    /// Every task on each CPU: a system-wide watch.
+    Everyone,
+    /// Chosen processes, on one event per CPU: the programs check a `procs` map, which [`HitPrograms::start`]
+    /// fills with `pids` (more with [`HitPrograms::watch_process`]) and keeps in the kernel: an exec or
+    /// an exit ends a process's watch, and with `follow_children` (a launched command) the processes a
+    /// watched one forks are watched too, as `perf record -- CMD` follows them.
+    Processes {
+        pids: Vec<u32>,
+        follow_children: bool,
+    },
+    /// The per-thread path: the events choose the threads and the program runs on every thread's events,
+    /// dropping a second event's report of one store ([`super::repeats`]); a kernel that cannot tell the
+    /// program which event fired is refused ([`ProgramError::NoFiringEvent`]).
+    Threads,
+}
+
+/// The choices besides the watches that shape every hit program.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HitKind {
-    /// The watch is of chosen processes (a `procs` map, filled with [`HitPrograms::watch_process`]), not
-    /// of every task.
-    pub processes: bool,
+    /// Whom the programs watch.
+    pub watching: Watching,
     /// `--value`/`--if`: hits carry the registers and instruction bytes the value is decoded from.
     pub written: bool,
-    /// The per-thread path: the program runs on every thread's events, and drops a second event's report
-    /// of one store ([`super::repeats`]); a kernel that cannot tell the program which event fired is
-    /// refused ([`ProgramError::NoFiringEvent`]).
-    pub threads: bool,
+}
+
+/// What every watch's program checks: the watches (a program each), `--if` and the filters.
+#[derive(Debug, Clone, Copy)]
+pub struct Checks<'a> {
+    pub watches: &'a [Watch],
+    pub condition: Option<&'a Condition>,
+    pub filter: &'a Filter,
+}
+
+/// How a watch's hit programs are loaded ([`HitPrograms::start`]).
+#[derive(Debug, Clone)]
+pub struct HitSet {
+    pub kind: HitKind,
+    /// Data pages of each CPU's ring buffer (a power of two).
+    pub ring_pages: usize,
+    /// `--count N`: the programs keep N hits, all watches together, and none after them.
+    pub count: Option<u64>,
+}
+
+/// Why a watch's hit programs could not be had.
+#[derive(Debug)]
+pub enum LoadError {
+    /// A program or one of its maps ([`ProgramError`]).
+    Program(ProgramError),
+    /// A watched process could not be entered in the programs' watched-process map.
+    WatchProcess(io::Error),
 }
 
 impl HitPrograms {
-    /// Creates the maps and loads one program per watch, of kind `kind`. `ring_pages`: data pages of
-    /// each CPU's ring buffer (a power of two).
+    /// Creates the maps and loads one program per watch, of kind `kind`, and no more: no process is
+    /// entered and none followed. `ring_pages`: data pages of each CPU's ring buffer (a power of two).
     pub fn load(
         watches: &[Watch],
         condition: Option<&Condition>,
@@ -227,48 +270,80 @@ impl HitPrograms {
         kind: HitKind,
         ring_pages: usize,
     ) -> Result<HitPrograms, ProgramError> {
-        HitPrograms::load_counting(watches, condition, filter, kind, ring_pages, None)
+        let checks = Checks {
+            watches,
+            condition,
+            filter,
+        };
+        HitPrograms::load_with(checks, &kind, ring_pages, None)
     }
 
-    /// [`HitPrograms::load`] for `--count N` (`count`): the programs keep N hits, all watches together,
-    /// and none after them.
-    pub fn load_counting(
-        watches: &[Watch],
-        condition: Option<&Condition>,
-        filter: &Filter,
-        kind: HitKind,
-        ring_pages: usize,
-        count: Option<u64>,
-    ) -> Result<HitPrograms, ProgramError> {
-        let limit = count
+    /// A watch's hit programs as `set` says, with a process watch's processes entered and kept in the
+    /// kernel ([`Watching::Processes`]). What the programs could not set up is handed to `warn` as it
+    /// happens, one line each: the watch goes on without it.
+    pub fn start(
+        checks: Checks<'_>,
+        set: HitSet,
+        warn: &mut dyn FnMut(&str),
+    ) -> Result<HitPrograms, LoadError> {
+        let limit = set
+            .count
             .map(Limit::create)
             .transpose()
-            .map_err(ProgramError::Unavailable)?;
-        let watch = (watches, condition, filter);
-        HitPrograms::load_with(watch, kind, ring_pages, limit)
+            .map_err(|e| LoadError::Program(ProgramError::Unavailable(e)))?;
+        let mut hits = HitPrograms::load_with(checks, &set.kind, set.ring_pages, limit)
+            .map_err(LoadError::Program)?;
+        let Watching::Processes {
+            pids,
+            follow_children,
+        } = set.kind.watching
+        else {
+            return Ok(hits);
+        };
+        if follow_children {
+            if let Err(e) = hits.follow_children() {
+                warn(&format!(
+                    "{e}; the command's own threads are watched, processes it forks are not"
+                ));
+            }
+        }
+        // The watched address means something else in another program: an exec ends that process's
+        // watch, in the kernel before the new program runs, and the session reports it.
+        // A process that exits leaves the watched set as it ends: a process given its pid later is not it.
+        if let Err(e) = hits.end_on_exec() {
+            warn(&e.to_string());
+        }
+        if let Err(e) = hits.end_on_exit() {
+            warn(&e.to_string());
+        }
+        for pid in pids {
+            hits.watch_process(pid).map_err(LoadError::WatchProcess)?;
+        }
+        Ok(hits)
     }
 
     fn load_with(
-        (watches, condition, filter): (&[Watch], Option<&Condition>, &Filter),
-        HitKind {
-            processes,
-            written,
-            threads,
-        }: HitKind,
+        Checks {
+            watches,
+            condition,
+            filter,
+        }: Checks<'_>,
+        HitKind { watching, written }: &HitKind,
         ring_pages: usize,
         limit: Option<Limit>,
     ) -> Result<HitPrograms, ProgramError> {
+        let written = *written;
         // Before any map: a per-thread watch that could report a store twice is not started.
-        let repeats = match threads {
-            true => Some(super::repeats::find().ok_or(ProgramError::NoFiringEvent)?),
-            false => None,
+        let repeats = match watching {
+            Watching::Threads => Some(super::repeats::find().ok_or(ProgramError::NoFiringEvent)?),
+            _ => None,
         };
-        let procs = match processes {
-            true => Some(
+        let procs = match watching {
+            Watching::Processes { .. } => Some(
                 create_map(MapType::Hash, (4, 4), PROCS_MAX, "ksw_procs")
                     .map_err(ProgramError::Unavailable)?,
             ),
-            false => None,
+            _ => None,
         };
         // `--cgroup`: one array of the chosen cgroups, which every watch's program tests the writer
         // against (the loaded programs hold it; its descriptor is closed once they are loaded).
@@ -285,7 +360,7 @@ impl HitPrograms {
                 // A system-wide watch without --value/--if shows no value. The others (a process
                 // watch, per CPU or per thread) read it while the `reads` flag says so: a `--control`
                 // move between write and read-write sets it.
-                read_value: processes || threads || written,
+                read_value: written || *watching != Watching::Everyone,
                 old: written,
                 regs: written,
                 // `--cgroup`: each hit names its writer's cgroup (a container's, below the chosen one).
@@ -347,7 +422,7 @@ impl HitPrograms {
 
     /// Follows the children the watched processes fork from now on: each is added to the watched
     /// processes in the kernel before it runs (a no-op for a watch of every task).
-    pub fn follow_children(&mut self) -> Result<(), Error> {
+    fn follow_children(&mut self) -> Result<(), Error> {
         if let Some(p) = &self.procs {
             self.follower = Some(super::follow::Follower::attach(p.as_fd())?);
         }
@@ -356,7 +431,7 @@ impl HitPrograms {
 
     /// Ends a watched process's watch in the kernel when it execs another program, before that program
     /// runs (a no-op for a watch of every task).
-    pub fn end_on_exec(&mut self) -> Result<(), Error> {
+    fn end_on_exec(&mut self) -> Result<(), Error> {
         if let Some(p) = &self.procs {
             self.exec_end = Some(super::follow::Follower::attach_exec(p.as_fd())?);
         }
@@ -365,15 +440,15 @@ impl HitPrograms {
 
     /// Ends a watched process's watch in the kernel when its last thread exits, before its pid can be
     /// given to another process (a no-op for a watch of every task).
-    pub fn end_on_exit(&mut self) -> Result<(), Error> {
+    fn end_on_exit(&mut self) -> Result<(), Error> {
         if let Some(p) = &self.procs {
             self.exit_end = Some(super::follow::Follower::attach_exit(p.as_fd())?);
         }
         Ok(())
     }
 
-    /// What the programs do to the watched processes as they live: [`HitPrograms::end_on_exec`] and
-    /// [`HitPrograms::follow_children`], if attached.
+    /// What the programs do to the watched processes as they live: what [`HitPrograms::start`] attached
+    /// for a process watch.
     pub fn following(&self) -> Following {
         Following {
             ends_on_exec: self.exec_end.is_some(),
@@ -620,11 +695,14 @@ mod tests {
         assert!(reads(&w) && !reads(&rw) && reads(&kernel_rw));
         let filter = Filter::default();
         let kind = HitKind {
-            processes: true,
+            watching: Watching::Processes {
+                pids: Vec::new(),
+                follow_children: false,
+            },
             written: true,
-            threads: false,
         };
-        let p = HitPrograms::load(std::slice::from_ref(&w), None, &filter, kind, 1).expect("loads");
+        let p = HitPrograms::load(std::slice::from_ref(&w), None, &filter, kind.clone(), 1)
+            .expect("loads");
         let flag = |p: &HitPrograms| {
             let fd = p.programs[0].maps.reads.as_fd();
             sys::bpf_map_lookup_u32(fd, 0).expect("the flag")
@@ -666,29 +744,29 @@ mod tests {
         };
         // The per-thread path's program (`threads`) holds the check that a store is reported once, with
         // its kfunc call and the event's pointer stored in the scratch entry.
+        let processes = Watching::Processes {
+            pids: Vec::new(),
+            follow_children: false,
+        };
         let kinds = [
-            (false, false, false),
-            (true, false, false),
-            (false, true, false),
-            (true, true, false),
-            (false, true, true),
-            (false, false, true),
+            (Watching::Everyone, false),
+            (processes.clone(), false),
+            (Watching::Everyone, true),
+            (processes, true),
+            (Watching::Threads, true),
+            (Watching::Threads, false),
         ];
-        for (processes, written, threads) in kinds {
-            if threads && super::super::repeats::find().is_none() {
+        for (watching, written) in kinds {
+            if watching == Watching::Threads && super::super::repeats::find().is_none() {
                 println!("SKIP: hit_set::tests: no bpf_cast_to_kern_ctx in this kernel's BTF");
                 continue;
             }
-            let kind = HitKind {
-                processes,
-                written,
-                threads,
-            };
+            let kind = HitKind { watching, written };
             let p = HitPrograms::load(
                 std::slice::from_ref(&watch),
                 None,
                 &Filter::default(),
-                kind,
+                kind.clone(),
                 1,
             )
             .unwrap_or_else(|e| panic!("{kind:?}: {e}"));

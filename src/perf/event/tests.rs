@@ -122,3 +122,34 @@ fn a_per_cpu_copy_is_placed_per_cpu_and_an_unknown_base_fails_its_open() {
     assert_eq!((e.cpu, e.stage, e.tid), (1, Stage::Open, None));
     assert!(e.err.to_string().contains("cpu1's per-CPU base is unknown"));
 }
+
+/// Perf samples alone load nothing: the configuration says what the events were decided with, and
+/// no warning is given.
+#[test]
+fn samples_load_no_program_and_keep_the_decided_settings() {
+    let filter = crate::model::filter::Filter::default();
+    for remove_on_exec in [false, true] {
+        let events = Events {
+            ring_pages: 64,
+            user_only: true,
+            percpu: None,
+            checks: Checks {
+                watches: &[],
+                condition: None,
+                filter: &filter,
+            },
+            binding: Binding::Scope { remove_on_exec },
+            programs: None,
+        };
+        let mut warned = Vec::new();
+        let cfg = events
+            .load_programs(&mut |w| warned.push(w.to_string()))
+            .unwrap();
+        assert!(matches!(cfg.delivery, Delivery::Samples));
+        assert_eq!(cfg.binding, Binding::Scope { remove_on_exec });
+        assert_eq!(cfg.ring_pages, 64);
+        assert!(cfg.user_only && cfg.track_tasks && cfg.count_lost);
+        assert!(cfg.percpu.is_none());
+        assert!(warned.is_empty(), "{warned:?}");
+    }
+}

@@ -163,7 +163,15 @@ impl HitDecoder {
                 None => hit.sample(cpu, 0, frames),
             },
         };
-        out.push(hit.time, Item::Sample(sample, self.watch, value, trap));
+        out.push(
+            hit.time,
+            Item::Sample {
+                sample,
+                watch: self.watch,
+                value,
+                trap,
+            },
+        );
     }
 }
 
@@ -200,7 +208,7 @@ mod tests {
         items
             .iter()
             .map(|(t, item)| match item {
-                Item::Sample(s, w, ..) => format!("{t} hit {}@{w}", s.tid),
+                Item::Sample { sample, watch, .. } => format!("{t} hit {}@{watch}", sample.tid),
                 Item::Unprinted { cpu, count } => format!("{t} unprinted {count} on {cpu}"),
                 Item::Task(Task::Comm { tid, comm, .. }) => format!("{t} comm {tid} {comm}"),
                 other => format!("{other:?}"),
@@ -263,7 +271,15 @@ mod tests {
             let mut d = HitDecoder::new(0, 0, value, 0, 0);
             let mut out = Collect::new(len);
             d.record(&encode(&r), &mut out);
-            let Some((_, Item::Sample(_, _, v, None))) = out.items.pop() else {
+            let Some((
+                _,
+                Item::Sample {
+                    value: v,
+                    trap: None,
+                    ..
+                },
+            )) = out.items.pop()
+            else {
                 panic!("{:?}", out.items)
             };
             (v, out.reads.len())
@@ -303,7 +319,16 @@ mod tests {
             ..record(8, 1, 0)
         };
         d.record(&encode(&r), &mut out);
-        let Some((_, Item::Sample(s, _, v, Some(trap)))) = out.items.pop() else {
+        let Some((
+            _,
+            Item::Sample {
+                sample: s,
+                value: v,
+                trap: Some(trap),
+                ..
+            },
+        )) = out.items.pop()
+        else {
             panic!("{:?}", out.items)
         };
         assert_eq!(
@@ -385,7 +410,9 @@ mod tests {
             .take()
             .into_iter()
             .filter_map(|(_, item)| match item {
-                Item::Sample(s, ..) => Some(s.frames.iter().map(|f| (f.addr, f.context)).collect()),
+                Item::Sample { sample: s, .. } => {
+                    Some(s.frames.iter().map(|f| (f.addr, f.context)).collect())
+                }
                 _ => None,
             })
             .collect();
@@ -407,7 +434,7 @@ mod tests {
             ..by_id
         };
         d.record(&encode(&unknown), &mut out);
-        let Some((_, Item::Sample(s, ..))) = out.items.pop() else {
+        let Some((_, Item::Sample { sample: s, .. })) = out.items.pop() else {
             panic!("{:?}", out.items)
         };
         assert!(s.frames.is_empty());
@@ -445,7 +472,7 @@ mod tests {
             ]
         );
         d.record(&encode(&unnamed), &mut out);
-        let Some((_, Item::Sample(s, ..))) = out.items.pop() else {
+        let Some((_, Item::Sample { sample: s, .. })) = out.items.pop() else {
             panic!("{:?}", out.items)
         };
         assert_eq!(s.ip, 0x40_1005, "the chain's first frame");

@@ -140,7 +140,15 @@ impl SampleDecoder {
 
     /// Hands on a kept sample as a hit on this ring's watch, with `value`.
     fn push(&self, s: Sample, value: Value, out: &mut impl Out) {
-        out.push(s.time, Item::Sample(s, self.watch, value, None));
+        out.push(
+            s.time,
+            Item::Sample {
+                sample: s,
+                watch: self.watch,
+                value,
+                trap: None,
+            },
+        );
     }
 }
 
@@ -242,7 +250,16 @@ mod tests {
                 })
             )
         );
-        let (time, Item::Sample(s, watch, value, trap)) = &items[1] else {
+        let (
+            time,
+            Item::Sample {
+                sample: s,
+                watch,
+                value,
+                trap,
+            },
+        ) = &items[1]
+        else {
             panic!("{items:?}")
         };
         assert_eq!((*time, s.tid, *watch, *value), (100, 41, 2, Value::NotRead));
@@ -302,9 +319,15 @@ mod tests {
         let items = out.take();
         let times: Vec<u64> = items.iter().map(|(t, _)| *t).collect();
         assert_eq!(times, [10, 12]);
-        assert!(items
-            .iter()
-            .all(|(_, i)| matches!(i, Item::Sample(_, 0, Value::Read(0x77), None))));
+        assert!(items.iter().all(|(_, i)| matches!(
+            i,
+            Item::Sample {
+                watch: 0,
+                value: Value::Read(0x77),
+                trap: None,
+                ..
+            }
+        )));
         assert_eq!(out.reads, [(7, 0x60_1000), (7, 0x60_1000)]);
         assert_eq!(out.recycled, 1);
         assert_eq!(d.tally().samples, 3);

@@ -7,7 +7,8 @@
 //! Each event's rings are decoded into [`Item`]s by the decoder of its delivery path, chosen once when the
 //! event is taken ([`Decoder`]): the hit program's ring buffer on the hit path ([`hits`]), and a
 //! breakpoint's perf ring ([`samples`]). The decoders are pure; what they share, and write to, is
-//! [`decode`]'s.
+//! [`decode`]'s; [`drain`] reads an event's rings through them into the merge, and
+//! [`audit`](mod@audit) holds what they gave against the kernel's counters.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,9 +17,8 @@ use crate::model::watch::Watch;
 use crate::perf::arm;
 use crate::perf::bpf;
 use crate::perf::bpf::hit_set::HitPrograms;
-use crate::perf::event::{self, Bind, Binding, CpuEvent, Delivery, EventConfig, OpenError};
+use crate::perf::event::{self, Binding, CpuEvent, Delivery, EventConfig, OpenError};
 use crate::perf::hit_record;
-use crate::perf::hit_record::ChainKey;
 use crate::perf::record::{Frame, Sample, Task};
 use crate::perf::sys::{self, Epoll};
 use crate::report::{Covered, Value};
@@ -26,15 +26,15 @@ use crate::trace::sorter;
 
 mod audit;
 mod decode;
+mod drain;
 mod hits;
 mod placement;
 mod samples;
 
 pub use audit::Audit;
-use audit::{audit, on_cpu};
-use decode::{Out, Tally};
-use hits::{HitDecoder, HitValue};
-use samples::SampleDecoder;
+use audit::{audit, on_cpu, Bases};
+pub(crate) use drain::read_value;
+use drain::{drain_one, watch_at, Chains, Decoder, Reuse};
 
 /// A ring as the merge names it: the CPU and watch it serves, and which of their rings it is. On the hit
 /// path a CPU and watch have two, each in time order by itself: the breakpoint's perf ring (task records,
@@ -115,102 +115,6 @@ struct Tracked {
     bases: Bases,
 }
 
-/// The in-kernel counters of one CPU and watch: read when the event is taken, the base its audit counts
-/// from, and again at the audit. The base must be read before the event is enabled: the kernel's own
-/// count of the event's hits starts at its open, and a counter read later would leave the traps in
-/// between in no count.
-#[derive(Debug, Clone, Copy, Default)]
-struct Bases {
-    /// The hit path: the in-kernel drop counter (filters, condition, other processes).
-    dropped: u64,
-    /// The hit path: of those, traps of other processes.
-    other: u64,
-    /// The hit path: kept hits the CPU's ring buffer had no room for.
-    lost: u64,
-    /// The hit path: traps after `--count`'s N-th hit.
-    beyond: u64,
-    /// The per-thread hit path: second reports of one store.
-    repeated: u64,
-}
-
-impl Bases {
-    /// The counters of `ev`'s CPU and watch now.
-    fn read(cfg: &EventConfig, ev: &CpuEvent) -> Bases {
-        Bases {
-            dropped: on_cpu(cfg, ev, HitPrograms::dropped_by_cpu),
-            other: on_cpu(cfg, ev, HitPrograms::other_process_by_cpu),
-            lost: on_cpu(cfg, ev, HitPrograms::lost_by_cpu),
-            beyond: on_cpu(cfg, ev, HitPrograms::beyond_count_by_cpu),
-            repeated: on_cpu(cfg, ev, HitPrograms::repeated_by_cpu),
-        }
-    }
-}
-
-/// How an event's rings are decoded: one decoder per delivery path, chosen once, when the event is taken,
-/// so that none carries another path's state.
-enum Decoder {
-    /// The hit path: the breakpoint's perf ring (task records) and the hit program's ring buffer.
-    Hits {
-        perf: SampleDecoder,
-        hits: HitDecoder,
-    },
-    /// Perf samples: one breakpoint per CPU (system-wide), or per thread (a process watch).
-    Samples(SampleDecoder),
-}
-
-impl Decoder {
-    /// The decoder `ev`'s rings need under `cfg`; `ring_lost`: the hit program's count of records lost
-    /// on its CPU when the event was taken, at `now`.
-    fn of(ev: &CpuEvent, cfg: &EventConfig, ring_lost: u64, now: u64) -> Decoder {
-        let process = ev.bind != Bind::Cpu;
-        // The hit ring, not the configuration, makes an event the hit path's: a test hands one to a bare
-        // configuration.
-        if ev.hits.is_some() {
-            let perf = SampleDecoder::of_copies(ev.cpu, ev.watch, ev.sample_type, now);
-            let value = match &cfg.delivery {
-                Delivery::Hits(h) if h.written => HitValue::Written,
-                // A process watch's program, per CPU or per thread, reads the range at the trap.
-                Delivery::Hits(h) => h
-                    .read_len(ev.watch)
-                    .map_or(HitValue::NotRead, |len| HitValue::Read { len }),
-                Delivery::Samples => HitValue::NotRead,
-            };
-            let hits = HitDecoder::new(ev.cpu, ev.watch, value, ring_lost, now);
-            return Decoder::Hits { perf, hits };
-        }
-        Decoder::Samples(SampleDecoder::new(
-            ev.cpu,
-            ev.watch,
-            ev.sample_type,
-            process,
-            now,
-        ))
-    }
-
-    /// A record of the breakpoint's perf ring.
-    fn perf_record(&mut self, bytes: &[u8], out: &mut impl Out) {
-        match self {
-            Decoder::Hits { perf, .. } | Decoder::Samples(perf) => perf.record(bytes, out),
-        }
-    }
-
-    /// What the event's rings gave so far, together.
-    fn tally(&self) -> Tally {
-        match self {
-            Decoder::Hits { perf, hits } => perf.tally().and(hits.tally()),
-            Decoder::Samples(perf) => perf.tally(),
-        }
-    }
-
-    /// The hit path: records the hit program's ring buffer reported it had no room for so far.
-    fn hit_ring_lost(&self) -> u64 {
-        match self {
-            Decoder::Hits { hits, .. } => hits.tally().lost_records,
-            Decoder::Samples(_) => 0,
-        }
-    }
-}
-
 impl Tracked {
     fn new(ev: CpuEvent, now: u64, cfg: &EventConfig, bases: Bases) -> Tracked {
         let decoder = Decoder::of(&ev, cfg, bases.lost, now);
@@ -274,43 +178,6 @@ pub struct EventSet {
     chains: Chains,
     /// Which CPUs the reader (the thread that drains) keeps to while writers flood others.
     placement: placement::Placement,
-}
-
-/// The hit path's call chains by (watch, key), as read from each watch's `chains` map: a chain is read
-/// the first time a record names it and kept (the map holds at most
-/// [`bpf::totals::CHAINS_MAX`] a watch, so this does too).
-type Chains = std::collections::HashMap<(usize, ChainKey), (Vec<u64>, Vec<u64>)>;
-
-/// What every drain reuses: the spare call-chain vectors, the chains read so far, and the hit programs
-/// whose maps hold the chains.
-struct Reuse<'a> {
-    spare: &'a mut Vec<Vec<Frame>>,
-    chains: &'a mut Chains,
-    hits: Option<&'a HitPrograms>,
-}
-
-impl<'a> Reuse<'a> {
-    fn of(
-        spare: &'a mut Vec<Vec<Frame>>,
-        chains: &'a mut Chains,
-        cfg: &'a EventConfig,
-    ) -> Reuse<'a> {
-        Reuse {
-            spare,
-            chains,
-            hits: cfg.delivery.hit_programs().map(|h| &**h),
-        }
-    }
-}
-
-/// [`EventSet::watch_of`] over the current and retired watches (a free function so that a drain, which
-/// holds the rings mutably, can ask too).
-fn watch_at<'a>(watches: &'a [Watch], retired: &'a [Watch], index: usize, addr: u64) -> &'a Watch {
-    let now = &watches[index];
-    if now.covers(addr) {
-        return now;
-    }
-    retired.iter().rev().find(|w| w.covers(addr)).unwrap_or(now)
 }
 
 /// Retired watches remembered by [`EventSet::watch_of`].
@@ -769,121 +636,6 @@ fn forget(ev: &CpuEvent, epoll: &Epoll, sorter: &mut Sorter) {
     }
     for key in RingKey::of(ev) {
         sorter.remove_ring(key);
-    }
-}
-
-/// The watched range in process `pid` now: `len` (1, 2, 4 or 8) bytes at `addr` as a little-endian
-/// integer, with one `process_vm_readv`. A short read or an error (ESRCH: the process is gone; EFAULT: the
-/// page is) is [`Value::Unreadable`], never an error of the session.
-///
-/// A process whose main thread alone has exited has no memory to read through its pid (its leader is a
-/// zombie): it is read through another of its threads, found in `/proc/PID/task`, when the pid's read
-/// fails.
-pub(crate) fn read_value(pid: u32, addr: u64, len: u8) -> Value {
-    let mut buf = [0u8; 8];
-    let len = usize::from(len).min(buf.len());
-    let mut read =
-        |from: u32| matches!(sys::process_vm_read(from, addr, &mut buf[..len]), Ok(n) if n == len);
-    if read(pid) || other_thread(pid).is_some_and(&mut read) {
-        Value::Read(u64::from_le_bytes(buf))
-    } else {
-        Value::Unreadable
-    }
-}
-
-/// A thread of process `pid` other than its leader, if it has one.
-fn other_thread(pid: u32) -> Option<u32> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .find(|&tid| tid != pid)
-}
-
-/// What the decoders of one CPU and watch's rings write to in one pass over them: the merge, and what a
-/// hit's value is read against.
-struct Pass<'a> {
-    key: RingKey,
-    sorter: &'a mut Sorter,
-    reuse: Reuse<'a>,
-    /// The current and retired watches, to find a hit watch's length.
-    watches: (&'a [Watch], &'a [Watch]),
-    /// One read per process and watched range per pass: every hit taken out of the ring in this pass gets
-    /// what the range held at this pass (a flood drains hundreds of hits a pass, and a `process_vm_readv`
-    /// costs more than everything else a hit needs).
-    read: Option<((u32, u64, u8), Value)>,
-}
-
-impl Out for Pass<'_> {
-    fn push(&mut self, time: u64, item: Item) {
-        self.sorter.push(self.key, time, item);
-    }
-
-    fn frames(&mut self) -> Vec<Frame> {
-        self.reuse.spare.pop().unwrap_or_default()
-    }
-
-    fn recycle(&mut self, frames: Vec<Frame>) {
-        self.reuse.spare.push(frames);
-    }
-
-    fn chain(&mut self, key: ChainKey) -> Option<&(Vec<u64>, Vec<u64>)> {
-        let at = (self.key.watch, key);
-        if !self.reuse.chains.contains_key(&at) {
-            let chain = self.reuse.hits?.chain(at.0, key).ok().flatten()?;
-            self.reuse.chains.insert(at, chain);
-        }
-        self.reuse.chains.get(&at)
-    }
-
-    fn watch_len(&self, addr: u64) -> u8 {
-        let (watches, retired) = self.watches;
-        watch_at(watches, retired, self.key.watch, addr).len
-    }
-
-    fn read_value(&mut self, pid: u32, addr: u64) -> Value {
-        let what = (pid, addr, self.watch_len(addr));
-        match self.read {
-            Some((w, v)) if w == what => v,
-            _ => {
-                let v = read_value(pid, addr, what.2);
-                self.read = Some((what, v));
-                v
-            }
-        }
-    }
-}
-
-/// Reads one CPU and watch's rings empty into `sorter`: the perf ring, then on the hit path the ring
-/// buffer. A process watch's hit gets the watched value read from its process here, as it leaves the
-/// ring, not when it is printed (the sorter may hold it for a tick), once per pass and process: `watches`
-/// is (current, retired), to find the hit watch's length.
-fn drain_one(
-    t: &mut Tracked,
-    sorter: &mut Sorter,
-    started: u64,
-    reuse: Reuse<'_>,
-    watches: (&[Watch], &[Watch]),
-) {
-    let Tracked { ev, decoder, .. } = t;
-    let mut pass = Pass {
-        key: RingKey::perf(ev.cpu, ev.watch),
-        sorter,
-        reuse,
-        watches,
-        read: None,
-    };
-    ev.ring.drain(|bytes| {
-        decoder.perf_record(bytes, &mut pass);
-        true
-    });
-    pass.sorter.read_empty(pass.key, started);
-    if let (Some(ring), Decoder::Hits { hits, .. }) = (&mut ev.hits, decoder) {
-        pass.key.hits = true;
-        ring.drain(|bytes| {
-            hits.record(bytes, &mut pass);
-            true
-        });
-        pass.sorter.read_empty(pass.key, started);
     }
 }
 

@@ -6,7 +6,7 @@
 //! | concern | modules |
 //! |---|---|
 //! | the loop | `session` (wiring), `context` (what each part asks of it), `wakes` (which wake goes to which part, when the run stops), `pace` (wake-up policy), `deadline` (`--duration`), `reader` (a stream on stdout whose reader went away) |
-//! | rings and merge | `events` (the armed set, owning every descriptor and ring, and the end-of-run audits), `sorter` (timestamp order across rings), `pipeline` (drain then order, as one step) |
+//! | rings and merge | `events` (the armed set, owning every descriptor and ring, and the end-of-run audits; its `drain` reads an event's rings through their decoder, with the watched value read once per pass), `sorter` (timestamp order across rings), `pipeline` (drain then order, as one step) |
 //! | records to output | `stream` (released records applied and printed), `admit` (a sample kept as a hit or not), `sink` (the output and its first failure), `books` (the summary's counts and the audits), `totals` (the kernel's totals when the stream dropped hits), `olds` and `store_value` (`--value`'s old and new values) |
 //! | tasks and names | `tasks` (task records applied to names and maps), `comm`, `exited`, `symbolize` (frames named) |
 //! | parts of a run | `hotplug` (CPUs coming and going), `control` and `moves` (`--control` commands, then steps), `unload` (a module unloaded), `flight` (the flight recorder), `objects` (`--on`'s object slots), `watched` (processes followed to their exit or exec), `launch` (a command started stopped at its exec) |

@@ -76,16 +76,9 @@ live_test!(
             (s["hits"].as_u64(), s["lost"].as_u64()),
             (Some(made), Some(0))
         );
-        let sum = |list: &serde_json::Value| -> u64 {
-            list.as_array()
-                .expect("a list")
-                .iter()
-                .map(|c| c["count"].as_u64().expect("count"))
-                .sum()
-        };
-        assert_eq!(sum(&s["chains"]), made, "chains");
-        assert_eq!(sum(&s["by_comm"]), made, "by comm");
-        assert_eq!(sum(&s["hits_by_cpu"]), made, "by cpu");
+        assert_eq!(util::counts(s, "chains"), made, "chains");
+        assert_eq!(util::counts(s, "by_comm"), made, "by comm");
+        assert_eq!(util::counts(s, "hits_by_cpu"), made, "by cpu");
         let threads = s["by_thread"].as_array().expect("by_thread");
         assert_eq!(threads.len(), 64, "{s}");
         assert!(
@@ -123,13 +116,7 @@ live_test!(
         assert_eq!(s["stop"], "count", "{s}");
         assert_eq!(s["hits"].as_u64(), Some(N), "{s}");
         assert!(printed <= N, "{printed} printed");
-        let by_thread: u64 = s["by_thread"]
-            .as_array()
-            .expect("by_thread")
-            .iter()
-            .map(|t| t["count"].as_u64().expect("count"))
-            .sum();
-        assert_eq!(by_thread, N, "{s}");
+        assert_eq!(util::counts(s, "by_thread"), N, "{s}");
         if printed < N {
             assert_eq!(s["unprinted"].as_u64(), Some(N - printed), "{s}");
         }

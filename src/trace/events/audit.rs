@@ -1,5 +1,5 @@
 //! The end-of-run audit of one CPU and watch's event: what the kernel and the programs counted against what
-//! its rings delivered, each counter read from the base it had when the event was taken ([`super::Bases`]),
+//! its rings delivered, each counter read from the base it had when the event was taken ([`Bases`]),
 //! so a loss the rings never reported is found.
 
 use std::io;
@@ -7,7 +7,7 @@ use std::io;
 use crate::perf::bpf::hit_set::HitPrograms;
 use crate::perf::event::{CpuEvent, EventConfig};
 
-use super::{Bases, Tracked};
+use super::Tracked;
 
 /// `ev`'s CPU's count in one of its watch's program's per-CPU counters, which `read` reads by CPU number
 /// (`HitPrograms::dropped_by_cpu`, ...): 0 off the hit path (no program), or if it cannot be read.
@@ -23,6 +23,37 @@ pub(super) fn on_cpu(
         .ok()
         .and_then(|by_cpu| by_cpu.get(ev.cpu as usize).copied())
         .unwrap_or(0)
+}
+
+/// The in-kernel counters of one CPU and watch: read when the event is taken, the base its audit counts
+/// from, and again at the audit. The base must be read before the event is enabled: the kernel's own
+/// count of the event's hits starts at its open, and a counter read later would leave the traps in
+/// between in no count.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Bases {
+    /// The hit path: the in-kernel drop counter (filters, condition, other processes).
+    dropped: u64,
+    /// The hit path: of those, traps of other processes.
+    other: u64,
+    /// The hit path: kept hits the CPU's ring buffer had no room for.
+    pub(super) lost: u64,
+    /// The hit path: traps after `--count`'s N-th hit.
+    beyond: u64,
+    /// The per-thread hit path: second reports of one store.
+    repeated: u64,
+}
+
+impl Bases {
+    /// The counters of `ev`'s CPU and watch now.
+    pub(super) fn read(cfg: &EventConfig, ev: &CpuEvent) -> Bases {
+        Bases {
+            dropped: on_cpu(cfg, ev, HitPrograms::dropped_by_cpu),
+            other: on_cpu(cfg, ev, HitPrograms::other_process_by_cpu),
+            lost: on_cpu(cfg, ev, HitPrograms::lost_by_cpu),
+            beyond: on_cpu(cfg, ev, HitPrograms::beyond_count_by_cpu),
+            repeated: on_cpu(cfg, ev, HitPrograms::repeated_by_cpu),
+        }
+    }
 }
 
 /// One event's books at the end: what the kernel counted against what reached us.

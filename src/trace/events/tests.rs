@@ -1,4 +1,4 @@
-//! Unit tests of the event set: its audits and its reads of a process's memory.
+//! Unit tests of the event set: its audits.
 use super::*;
 
 /// A full ring's lost records count as hits only as far as the breakpoint's counter has hits that
@@ -42,32 +42,4 @@ fn lost_records_count_as_hits_only_as_far_as_the_counter_says() {
         (after_count.lost_hits(), after_count.unaccounted()),
         (0, Some(0))
     );
-}
-
-/// The value is the watched width's little-endian integer, read from the process by pid; an address
-/// not mapped there (EFAULT) or a process that does not exist (ESRCH) gives no value, not an error.
-#[test]
-fn reads_the_watched_width_from_the_process() {
-    let word: u64 = 0x1122_3344_5566_7788;
-    let word = std::hint::black_box(&word);
-    let addr = word as *const u64 as u64;
-    let pid = std::process::id();
-    // A sandbox's seccomp filter may refuse the call for every address: that is the environment.
-    if let Err(e) = sys::process_vm_read(pid, addr, &mut [0u8; 8]) {
-        ksymwatch_symbols::testing::skip(format_args!("process_vm_readv of ourselves: {e}"));
-        return;
-    }
-    let widths = [
-        (8, 0x1122_3344_5566_7788),
-        (4, 0x5566_7788),
-        (2, 0x7788),
-        (1, 0x88),
-    ];
-    for (len, want) in widths {
-        assert_eq!(read_value(pid, addr, len), Value::Read(want), "len {len}");
-    }
-    // Page 0 is never mapped.
-    assert_eq!(read_value(pid, 8, 8), Value::Unreadable);
-    // Above any pid_max (at most 2^22).
-    assert_eq!(read_value(0x7fff_fff0, addr, 8), Value::Unreadable);
 }

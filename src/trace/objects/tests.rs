@@ -155,11 +155,13 @@ fn a_batch_pairs_frees_with_their_allocations_in_time_order() {
     assert_eq!(b.lost, 4);
 }
 /// A session of breakpoint slots for [`Objects`]: the slots' books, whether arming is refused, and a
-/// log. A flush says whether a hit a moment after the free being drained would still count.
+/// log. A flush says whether a hit a moment after the free being drained would still count, and
+/// returns `flush_stop` (a hit it printed reached `--count`).
 struct Session {
     log: Log,
     slots: Slots,
     refuse_arm: bool,
+    flush_stop: Option<StopReason>,
 }
 
 marks_through_log!(Session);
@@ -210,7 +212,7 @@ impl Rings for Session {
             .closing
             .is_some_and(|(slot, time)| self.slots.after_free(slot, time + 1));
         self.log.call(format!("flush, late hits dropped: {late}"));
-        None
+        self.flush_stop
     }
 }
 
@@ -236,6 +238,7 @@ fn session(slots: usize, rotate: bool) -> (Objects, Session) {
         log: Log::default(),
         slots: Slots::new(slots, rotate),
         refuse_arm: false,
+        flush_stop: None,
     };
     (objects, ctx)
 }
@@ -547,4 +550,68 @@ fn no_allocation_is_held_past_a_drain() {
     let t = ctx.slots.finish();
     assert_eq!((t.seen, t.armed, t.skipped, t.freed), (4, 4, 0, 3));
     assert_eq!(t.objects.len(), 4, "the last one still armed at the end");
+}
+
+/// The books at the end, `(seen, armed, skipped, freed, freed_unarmed)`, every object seen counted
+/// once: armed, skipped, or freed before it could be armed.
+fn counted(ctx: &mut Session) -> (u64, u64, u64, u64, u64) {
+    let t = ctx.slots.finish();
+    assert_eq!(t.seen, t.armed + t.skipped + t.freed_unarmed, "{t:?}");
+    (t.seen, t.armed, t.skipped, t.freed, t.freed_unarmed)
+}
+
+/// The output closes as the first object of a batch is armed: the run stops there, and the rest of
+/// the batch is counted, not carried out (nothing more armed, parked or printed): a new object as
+/// skipped, one freed in the batch as freed before it could be armed, an armed one's free as freed.
+#[test]
+fn a_stop_partway_through_a_batch_counts_the_rest() {
+    let (mut objects, mut ctx) = one_armed(2);
+    ctx.log.closed = true;
+    let batch = vec![
+        record(A, 0xb000, 20, 1),
+        record(A, 0xc000, 30, 1),
+        record(A, 0xd000, 40, 1),
+        record(F, 0xd000, 50, 1),
+        record(F, 0xa000, 60, 1),
+    ];
+    assert_eq!(
+        apply(&mut objects, &mut ctx, batch),
+        Some(StopReason::BrokenPipe)
+    );
+    assert_eq!(ctx.log.calls(), ["arm 1 0xb050", "emit ObjectArmed"]);
+    assert_eq!(counted(&mut ctx), (4, 2, 1, 1, 1));
+}
+
+/// An allocation held for its predecessor's free when the run stops later in its batch is counted
+/// all the same, with no more reading of the rings: its predecessor ends at its allocation (the
+/// fallback), and it is skipped.
+#[test]
+fn a_stop_counts_the_allocations_held_before_it() {
+    let (mut objects, mut ctx) = one_armed(2);
+    ctx.log.closed = true;
+    let batch = vec![record(A, 0xa000, 30, 1), record(A, 0xb000, 40, 1)];
+    assert_eq!(
+        apply_passes(&mut objects, &mut ctx, vec![batch]),
+        (Some(StopReason::BrokenPipe), 1)
+    );
+    assert_eq!(ctx.log.calls(), ["arm 1 0xb050", "emit ObjectArmed"]);
+    assert_eq!(counted(&mut ctx), (3, 2, 1, 1, 0));
+}
+
+/// The hits a free prints reach `--count`: that object is counted freed though its line is not
+/// printed, and the batch's new object after it is counted skipped.
+#[test]
+fn a_stop_while_a_free_prints_still_counts_it_freed() {
+    let (mut objects, mut ctx) = one_armed(1);
+    ctx.flush_stop = Some(StopReason::Count);
+    let batch = vec![record(F, 0xa000, 20, 1), record(A, 0xb000, 30, 1)];
+    assert_eq!(
+        apply(&mut objects, &mut ctx, batch),
+        Some(StopReason::Count)
+    );
+    assert_eq!(
+        ctx.log.calls(),
+        ["park 0 parked", "flush, late hits dropped: true"]
+    );
+    assert_eq!(counted(&mut ctx), (2, 1, 1, 1, 0));
 }

@@ -779,7 +779,7 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
         };
         writeln!(
             err,
-            "ksymwatch: objects: {} seen, {} armed, {} skipped (every register busy), {} evicted, {} freed, \
+            "ksymwatch: objects: {} seen, {} armed, {} skipped (every register busy, arming refused, or drained after the stop), {} evicted, {} freed, \
              {} freed before they could be armed, {} lost, {} writes after a free not reported; allocation \
              to armed: median {}, p99 {}",
             o.seen,

@@ -8,8 +8,9 @@
 //! after another, or its record was lost). The allocation waits for that free through one more drain of
 //! every ring, where the free is if it was not lost (it was written before the allocation was made), and
 //! is placed as if both had been drained together; if the free is not there, the old object ends at the
-//! new one's allocation first. A tracepoint may report an object again ([`Reports::Again`]): one at an
-//! armed object's address is that object.
+//! new one's allocation first. A tracepoint may report an object again ([`Reports::Again`]): a report at
+//! an armed object's address waits the same way, and is a new object if that object's free comes, older
+//! than it (carried out first, as for an allocator); if none comes, it is that object reported again.
 //!
 //! A stop partway through a batch (the output closed, `--count` reached by the hits a free prints) ends
 //! the run, whose summary is printed whatever the stop: the rest of what was drained is counted in the
@@ -92,10 +93,10 @@ impl Objects {
     }
 
     /// Carries out what `drain` reads (each call a pass over every CPU's ring): arms each new object,
-    /// disarms each freed one, in the order [`batch`] puts them. An allocation held for its predecessor's
+    /// disarms each freed one, in the order [`batch`] puts them. A report held for its predecessor's
     /// free is carried out with the next pass (at most [`PASSES`]); none is held after this. A stop
     /// (the output closed, `--count` reached) ends the run, whose summary is still printed: what the
-    /// passes drained after it, held allocations too, is counted in the books, not carried out.
+    /// passes drained after it, held reports too, is counted in the books, not carried out.
     pub fn apply(
         &mut self,
         mut drain: impl FnMut(&mut Vec<Read>),
@@ -137,22 +138,24 @@ impl Objects {
             let rec = a.rec;
             // A slot holds an object at its address whose free is not in the batch before it.
             let armed_there = !a.after_free && ctx.slots().slot_of(rec.ptr, rec.time).is_some();
+            // That object's free may be in a ring not drained yet (freed on a CPU read before this was
+            // reported): held for it. (Stopped, no free is waited for: nothing more is read.)
+            if armed_there && stop.is_none() && waits.hold(&a) {
+                continue;
+            }
+            // Its free was not in a full pass after it (lost, or forgotten by the programs' map).
             if armed_there && self.reports == Reports::Once {
-                // The allocator reused the address: that object was freed before this allocation.
-                // (Stopped, no free is waited for: nothing more is read.)
-                if stop.is_none() && waits.hold(&a) {
-                    continue;
-                }
-                // Its free was not in a full pass after it (lost, or forgotten by the programs' map):
-                // it ends here, at the latest it can have.
+                // The allocator reused the address: that object ends here, at the latest it can have.
                 stop = self.freed(rec.ptr, rec.time, stop, ctx);
             }
-            if a.freed.is_some() {
-                ctx.slots().gone();
-            } else if armed_there && self.reports == Reports::Again {
+            if armed_there && self.reports == Reports::Again {
                 // A tracepoint reporting an object it reported before (a socket changing state
-                // again): it is armed already. (A new object at a freed one's address is not: that free
-                // is in the batch, before it.)
+                // again): it is armed already, and the free paired with the report is its own.
+                if let Some(time) = a.freed {
+                    stop = self.freed(rec.ptr, time, stop, ctx);
+                }
+            } else if a.freed.is_some() {
+                ctx.slots().gone();
             } else if ctx.slots().has_free() {
                 stop = self.allocated(rec, stop, ctx);
             } else {
@@ -250,16 +253,16 @@ impl Objects {
     }
 }
 
-/// Drain passes one [`Objects::apply`] makes at most: while allocations wait for their predecessors'
+/// Drain passes one [`Objects::apply`] makes at most: while reports wait for their predecessors'
 /// frees, one more (each waits one pass; one held on the last pass waits none).
 pub const PASSES: usize = 3;
 
-/// Allocations at an armed object's address (a [`Reports::Once`] source) held for that object's free.
+/// Reports at an armed object's address, no free of it before them, held for that object's free.
 #[derive(Default)]
 struct Waits {
-    /// Held records (an allocation and its free when the batch had it), fed again with the next pass.
+    /// Held records (a report and its free when the batch had it), fed again with the next pass.
     held: Vec<Read>,
-    /// Every allocation held so far, `(ptr, time)`: none waits twice.
+    /// Every report held so far, `(ptr, time)`: none waits twice.
     waited: Vec<(u64, u64)>,
     /// This is the last pass: nothing is held.
     last: bool,

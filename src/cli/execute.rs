@@ -269,7 +269,7 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
             source: ObjectSource::load(&o.attach, o.select, cpus)?,
             parked: (0..watches.len()).map(|i| o.parked(i)).collect(),
             allocators: o.allocators.clone(),
-            reports: o.source.reports(),
+            reports: o.reports,
             slots: Slots::new(watches.len(), o.rotate),
             target: o.target.clone(),
             records: Vec::new(),

@@ -161,7 +161,8 @@ pub struct Site {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reports {
     /// Once, as it is allocated (`kmalloc:`, `kmem_cache_alloc:`, the malloc family's and `operator new`'s
-    /// returns): a new object; the armed one was freed before it and the allocator reused the address.
+    /// returns, a function's returns whose free `--free` names): a new object; the armed one was freed
+    /// before it and the allocator reused the address.
     Once,
     /// Maybe again (a tracepoint of a state change, a function taking or returning an object it had
     /// before): the armed object itself.
@@ -169,7 +170,8 @@ pub enum Reports {
 }
 
 impl Source {
-    /// Whether each object is reported once.
+    /// Whether each object is reported once, as the source itself says. (A function whose returns
+    /// `--free` ends reports each once too: the plan, which has `--free`, says so.)
     pub fn reports(&self) -> Reports {
         match self {
             Source::Kmalloc(_) | Source::KmemCacheAlloc(_) => Reports::Once,

@@ -284,11 +284,14 @@ pub struct ObjectTally {
     /// Objects the source handed over.
     pub seen: u64,
     pub armed: u64,
-    /// Not armed: every slot was busy (without `--rotate`), or arming failed.
+    /// Not armed: every slot was busy (without `--rotate`), arming failed, or the run stopped before it
+    /// could be (drained in the batch the stop came in).
     pub skipped: u64,
     /// Disarmed for a newer object (`--rotate`).
     pub evicted: u64,
-    /// Freed while armed.
+    /// Ended while armed: its free read, or (a source that reports each object once) its free never
+    /// read (lost, or forgotten by the programs' map) and a new object allocated at its address, which
+    /// ended it at that allocation.
     pub freed: u64,
     /// Freed before the tracer could arm them (lived less than the allocation-to-armed gap).
     pub freed_unarmed: u64,
@@ -776,7 +779,7 @@ pub fn summary_line(err: &mut impl Write, summary: &Summary) -> io::Result<()> {
         };
         writeln!(
             err,
-            "ksymwatch: objects: {} seen, {} armed, {} skipped (every register busy), {} evicted, {} freed, \
+            "ksymwatch: objects: {} seen, {} armed, {} skipped (every register busy, arming refused, or drained after the stop), {} evicted, {} freed, \
              {} freed before they could be armed, {} lost, {} writes after a free not reported; allocation \
              to armed: median {}, p99 {}",
             o.seen,

@@ -8,8 +8,14 @@
 //! after another, or its record was lost). The allocation waits for that free through one more drain of
 //! every ring, where the free is if it was not lost (it was written before the allocation was made), and
 //! is placed as if both had been drained together; if the free is not there, the old object ends at the
-//! new one's allocation first. A tracepoint may report an object again ([`Reports::Again`]): one at an
-//! armed object's address is that object.
+//! new one's allocation first. A tracepoint may report an object again ([`Reports::Again`]): a report at
+//! an armed object's address waits the same way, and is a new object if that object's free comes, older
+//! than it (carried out first, as for an allocator); if none comes, it is that object reported again.
+//!
+//! A stop partway through a batch (the output closed, `--count` reached by the hits a free prints) ends
+//! the run, whose summary is printed whatever the stop: the rest of what was drained is counted in the
+//! books (a new object as skipped, a free as freed), not carried out, so every object handed over is
+//! counted.
 //!
 //! Which slot an object gets, and what is counted, is decided here ([`Slots`], pure and tested offline),
 //! and so is the order a drained batch of allocations and frees is carried out in ([`batch`]), and what
@@ -87,8 +93,10 @@ impl Objects {
     }
 
     /// Carries out what `drain` reads (each call a pass over every CPU's ring): arms each new object,
-    /// disarms each freed one, in the order [`batch`] puts them. An allocation held for its predecessor's
-    /// free is carried out with the next pass (at most [`PASSES`]); none is held after this.
+    /// disarms each freed one, in the order [`batch`] puts them. A report held for its predecessor's
+    /// free is carried out with the next pass (at most [`PASSES`]); none is held after this. A stop
+    /// (the output closed, `--count` reached) ends the run, whose summary is still printed: what the
+    /// passes drained after it, held reports too, is counted in the books, not carried out.
     pub fn apply(
         &mut self,
         mut drain: impl FnMut(&mut Vec<Read>),
@@ -99,11 +107,14 @@ impl Objects {
         let mut stop = None;
         for pass in 1..=PASSES {
             records.append(&mut waits.held);
-            drain(&mut records);
+            // Stopped, nothing more is read: the allocations held before the stop are counted.
+            if stop.is_none() {
+                drain(&mut records);
+            }
             waits.last = pass == PASSES;
-            stop = self.apply_batch(&mut records, &mut waits, ctx);
+            stop = self.apply_batch(&mut records, &mut waits, stop, ctx);
             records.clear();
-            if stop.is_some() || waits.held.is_empty() {
+            if waits.held.is_empty() {
                 break;
             }
         }
@@ -111,52 +122,67 @@ impl Objects {
         stop
     }
 
+    /// Carries out one batch, or after `stop` (from this batch on) counts it only; the stop, if any.
     fn apply_batch(
         &mut self,
         records: &mut [Read],
         waits: &mut Waits,
+        mut stop: Option<StopReason>,
         ctx: &mut impl Placing,
     ) -> Option<StopReason> {
         let batch = batch(records, &self.allocators);
         ctx.slots().tally.lost += batch.lost;
         // An allocation that finds every slot busy waits for the batch's frees.
-        let mut stop = None;
         let mut waiting = Vec::new();
         for a in batch.allocated {
             let rec = a.rec;
             // A slot holds an object at its address whose free is not in the batch before it.
             let armed_there = !a.after_free && ctx.slots().slot_of(rec.ptr, rec.time).is_some();
-            if armed_there && self.reports == Reports::Once {
-                // The allocator reused the address: that object was freed before this allocation.
-                if waits.hold(&a) {
-                    continue;
-                }
-                // Its free was not in a full pass after it (lost, or forgotten by the programs' map):
-                // it ends here, at the latest it can have.
-                stop = stop.or_else(|| self.freed(rec.ptr, rec.time, ctx));
+            // That object's free may be in a ring not drained yet (freed on a CPU read before this was
+            // reported): held for it. (Stopped, no free is waited for: nothing more is read.)
+            if armed_there && stop.is_none() && waits.hold(&a) {
+                continue;
             }
-            if a.freed.is_some() {
-                ctx.slots().gone();
-            } else if armed_there && self.reports == Reports::Again {
+            // Its free was not in a full pass after it (lost, or forgotten by the programs' map).
+            if armed_there && self.reports == Reports::Once {
+                // The allocator reused the address: that object ends here, at the latest it can have.
+                stop = self.freed(rec.ptr, rec.time, stop, ctx);
+            }
+            if armed_there && self.reports == Reports::Again {
                 // A tracepoint reporting an object it reported before (a socket changing state
-                // again): it is armed already. (A new object at a freed one's address is not: that free
-                // is in the batch, before it.)
+                // again): it is armed already, and the free paired with the report is its own.
+                if let Some(time) = a.freed {
+                    stop = self.freed(rec.ptr, time, stop, ctx);
+                }
+            } else if a.freed.is_some() {
+                ctx.slots().gone();
             } else if ctx.slots().has_free() {
-                stop = stop.or_else(|| self.allocated(rec, ctx));
+                stop = self.allocated(rec, stop, ctx);
             } else {
                 waiting.push(rec);
             }
         }
         for (ptr, time) in batch.freed {
-            stop = stop.or_else(|| self.freed(ptr, time, ctx));
+            stop = self.freed(ptr, time, stop, ctx);
         }
         for rec in waiting {
-            stop = stop.or_else(|| self.allocated(rec, ctx));
+            stop = self.allocated(rec, stop, ctx);
         }
         stop
     }
 
-    fn allocated(&mut self, rec: &ObjectRecord, ctx: &mut impl Placing) -> Option<StopReason> {
+    /// A new object: armed in a slot, or after `stop` counted as skipped (the run ended before it could
+    /// be armed). The stop, if any.
+    fn allocated(
+        &mut self,
+        rec: &ObjectRecord,
+        stop: Option<StopReason>,
+        ctx: &mut impl Placing,
+    ) -> Option<StopReason> {
+        if stop.is_some() {
+            ctx.slots().stopped();
+            return stop;
+        }
         let (index, placement) = ctx.slots().place();
         let (slot, evicted) = match placement {
             Placement::Skip => return None,
@@ -189,9 +215,22 @@ impl Objects {
 
     /// The object at `ptr` was freed at `time`: its slot goes back to waiting. The line carries the
     /// free's own time, so hits between the free and this (the memory reused before the tracer heard of
-    /// it) show as later than it.
-    fn freed(&mut self, ptr: u64, time: u64, ctx: &mut impl Placing) -> Option<StopReason> {
-        let slot = ctx.slots().slot_of(ptr, time)?;
+    /// it) show as later than it. After `stop` it is counted freed, nothing printed or moved. The stop,
+    /// if any.
+    fn freed(
+        &mut self,
+        ptr: u64,
+        time: u64,
+        stop: Option<StopReason>,
+        ctx: &mut impl Placing,
+    ) -> Option<StopReason> {
+        let Some(slot) = ctx.slots().slot_of(ptr, time) else {
+            return stop;
+        };
+        if stop.is_some() {
+            ctx.slots().freed(slot);
+            return stop;
+        }
         let parked = self.parked.get(slot)?.clone();
         // Its last hits are printed before the line that says it is gone.
         ctx.park(slot, parked);
@@ -199,10 +238,12 @@ impl Objects {
         ctx.slots().closing(Some((slot, time)));
         let flushed = ctx.flush_until(time);
         ctx.slots().closing(None);
-        if let Some(stop) = flushed {
-            return Some(stop);
+        // Freed, whether or not its line is printed: the summary counts it.
+        let held = ctx.slots().freed(slot);
+        if flushed.is_some() {
+            return flushed;
         }
-        let held = ctx.slots().freed(slot)?;
+        let held = held?;
         let event = StreamEvent::ObjectFreed {
             index: held.index,
             addr: held.addr,
@@ -212,16 +253,16 @@ impl Objects {
     }
 }
 
-/// Drain passes one [`Objects::apply`] makes at most: while allocations wait for their predecessors'
+/// Drain passes one [`Objects::apply`] makes at most: while reports wait for their predecessors'
 /// frees, one more (each waits one pass; one held on the last pass waits none).
 pub const PASSES: usize = 3;
 
-/// Allocations at an armed object's address (a [`Reports::Once`] source) held for that object's free.
+/// Reports at an armed object's address, no free of it before them, held for that object's free.
 #[derive(Default)]
 struct Waits {
-    /// Held records (an allocation and its free when the batch had it), fed again with the next pass.
+    /// Held records (a report and its free when the batch had it), fed again with the next pass.
     held: Vec<Read>,
-    /// Every allocation held so far, `(ptr, time)`: none waits twice.
+    /// Every report held so far, `(ptr, time)`: none waits twice.
     waited: Vec<(u64, u64)>,
     /// This is the last pass: nothing is held.
     last: bool,
@@ -430,6 +471,13 @@ impl Slots {
 
     /// Arming it failed: counted as skipped.
     pub fn not_armed(&mut self) {
+        self.tally.skipped += 1;
+    }
+
+    /// A new object drained after the run stopped: seen, and skipped (never armed).
+    pub fn stopped(&mut self) {
+        self.tally.seen += 1;
+        self.next_index += 1;
         self.tally.skipped += 1;
     }
 

@@ -101,6 +101,7 @@ pub fn in_kernel(on: &OnRequest, kernel: &KernelSide, host: &dyn Host) -> Result
             pids: on.pids.clone(),
             comms: on.comms.clone(),
         },
+        reports: source.reports(),
         note: note.map(|note| format!("ksymwatch: note: --on {source}: {note}")),
     })
 }

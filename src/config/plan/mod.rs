@@ -59,7 +59,7 @@ use std::rc::Rc;
 use ksymwatch_symbols::{Origin, SymbolTable};
 
 use crate::config::flight::Flight;
-use crate::config::objects::{Allocators, ObjectTarget, Source};
+use crate::config::objects::{Allocators, ObjectTarget, Reports, Source};
 use crate::config::request::WatchRequest;
 use crate::config::symbols::{FileSymbols, KernelTable, LazyKallsyms};
 use crate::config::watch::{self, OnMember, Resolved};
@@ -314,6 +314,9 @@ impl Running {
 #[derive(Debug, Clone)]
 pub struct ObjectPlan {
     pub source: Source,
+    /// Whether the source reports each object once (an allocator, or a function whose free `--free`
+    /// names) or may report one again.
+    pub reports: Reports,
     pub target: ObjectTarget,
     pub select: bpf::objects::Select,
     /// Where the allocation program is attached.
@@ -402,6 +405,8 @@ struct Placed {
     detail: Option<String>,
     park: u64,
     allocators: Allocators,
+    /// How often the source reports one object, as its planner decides (a user-space one with `--free`).
+    reports: Reports,
     /// A line to say once the watch is sized (a tracepoint argument of another type than the target's).
     note: Option<String>,
 }

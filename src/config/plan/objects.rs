@@ -44,6 +44,7 @@ pub fn plan(
     }
     notes.extend(placed.note);
     Ok(Some(ObjectPlan {
+        reports: placed.reports,
         source: on.source.clone(),
         target,
         select: placed.select,

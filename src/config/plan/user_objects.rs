@@ -10,7 +10,7 @@ use std::path::Path;
 use ksymwatch_symbols::uprobe::{self as place, Placement};
 use ksymwatch_symbols::{CastType, MemberInfo, PathElem};
 
-use crate::config::objects::{self, Allocators, SizeArgs, UserArg, UserProbe};
+use crate::config::objects::{self, Allocators, Reports, SizeArgs, UserArg, UserProbe};
 use crate::config::watch::OnMember;
 use crate::error::{Error, Result};
 use crate::model::scope::Pid;
@@ -135,8 +135,20 @@ pub fn in_process(on: &OnRequest, probe: &UserProbe, scope: &Scope) -> Result<Pl
             pids: Vec::new(),
             comms: on.comms.clone(),
         },
+        reports: reports(probe, &on.frees),
         note: None,
     })
+}
+
+/// How often a user-space source reports one object: as its function says ([`objects::Source::reports`]:
+/// once for the malloc family's and `operator new`'s returns), and once for any function whose returns
+/// `--free` ends: naming what ends them says each return is a new object, as an allocator's. A function
+/// taking an object (`uprobe:…:argN`) may take it again, whatever ends it.
+fn reports(probe: &UserProbe, frees: &[UserProbe]) -> Reports {
+    match probe.at {
+        UserArg::Return if !frees.is_empty() => Reports::Once,
+        UserArg::Return | UserArg::Arg(_) => objects::Source::User(probe.clone()).reports(),
+    }
 }
 
 /// A user-space object's stand-in address while its target resolves: aligned to any member, in the user
@@ -321,6 +333,27 @@ mod tests {
         Ok(resolve_user_target(text, types)?
             .sized(Access::Write, USER_STAND_IN)?
             .0)
+    }
+
+    /// Naming the free of what a function returns says each return is a new object: the function is an
+    /// allocator, reporting each object once, as the malloc family's are whatever ends them. A function
+    /// taking an object may take it again, whatever ends it.
+    #[test]
+    fn a_return_whose_free_is_named_is_reported_once() {
+        let named = [objects::parse_free("uprobe:./app:widget_free:arg0").unwrap()];
+        let probe = |source: &str| match objects::parse_source(source).unwrap() {
+            objects::Source::User(p) => p,
+            s => panic!("not a user-space source: {s}"),
+        };
+        let widget_new = probe("uretprobe:./app:widget_new");
+        assert_eq!(reports(&widget_new, &[]), Reports::Again);
+        assert_eq!(reports(&widget_new, &named), Reports::Once);
+        let malloc = probe("uretprobe:libc:malloc");
+        assert_eq!(reports(&malloc, &[]), Reports::Once);
+        assert_eq!(reports(&malloc, &named), Reports::Once);
+        let init = probe("uprobe:./app:widget_init:arg0");
+        assert_eq!(reports(&init, &[]), Reports::Again);
+        assert_eq!(reports(&init, &named), Reports::Again);
     }
 
     /// A user-space target: a raw offset and length, or a member of a type the program's DWARF gives

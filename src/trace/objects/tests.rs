@@ -155,11 +155,13 @@ fn a_batch_pairs_frees_with_their_allocations_in_time_order() {
     assert_eq!(b.lost, 4);
 }
 /// A session of breakpoint slots for [`Objects`]: the slots' books, whether arming is refused, and a
-/// log. A flush says whether a hit a moment after the free being drained would still count.
+/// log. A flush says whether a hit a moment after the free being drained would still count, and
+/// returns `flush_stop` (a hit it printed reached `--count`).
 struct Session {
     log: Log,
     slots: Slots,
     refuse_arm: bool,
+    flush_stop: Option<StopReason>,
 }
 
 marks_through_log!(Session);
@@ -210,7 +212,7 @@ impl Rings for Session {
             .closing
             .is_some_and(|(slot, time)| self.slots.after_free(slot, time + 1));
         self.log.call(format!("flush, late hits dropped: {late}"));
-        None
+        self.flush_stop
     }
 }
 
@@ -236,6 +238,7 @@ fn session(slots: usize, rotate: bool) -> (Objects, Session) {
         log: Log::default(),
         slots: Slots::new(slots, rotate),
         refuse_arm: false,
+        flush_stop: None,
     };
     (objects, ctx)
 }
@@ -415,38 +418,43 @@ const F: u64 = bpf::FREED;
 
 /// An allocator's new object at an armed object's address, its predecessor's free not drained yet
 /// (freed on a CPU whose ring was read first): it waits one more pass for that free, which ends the
-/// old object at its own time, then takes the slot. The repro: it was dropped as armed already.
+/// old object at its own time, then takes the slot. The repro: it was dropped as armed already. A
+/// tracepoint's report there waits the same way, and that free makes it a new object too (the repro:
+/// it was dropped as the armed object, and the late free left it neither armed nor counted).
 #[test]
 fn an_allocation_at_an_armed_address_waits_for_the_predecessors_free() {
-    let (mut objects, mut ctx) = one_armed(1);
-    let passes = vec![at_a000(&[(A, 30)]), at_a000(&[(F, 20)])];
-    assert_eq!(apply_passes(&mut objects, &mut ctx, passes), (None, 2));
-    assert_eq!(
-        ctx.log.calls(),
-        [
-            "park 0 parked",
-            "flush, late hits dropped: true",
-            "emit ObjectFreed",
-            "arm 0 0xa050",
-            "emit ObjectArmed"
-        ]
-    );
-    apply_one(&mut objects, &mut ctx, F, 0xa000, 40);
-    assert_eq!(
-        ends_and_arms(&ctx),
-        [
-            "armed #0 0xa000",
-            "freed #0 at 20",
-            "armed #1 0xa000",
-            "freed #1 at 40"
-        ]
-    );
-    let t = ctx.slots.finish();
-    assert_eq!(
-        (t.seen, t.armed, t.skipped, t.freed, t.freed_unarmed),
-        (2, 2, 0, 2, 0)
-    );
-    assert_eq!(t.objects, [(0, 0xa000, 0), (1, 0xa000, 0)]);
+    for reports in [Reports::Once, Reports::Again] {
+        let (mut objects, mut ctx) = one_armed(1);
+        objects.reports = reports;
+        let passes = vec![at_a000(&[(A, 30)]), at_a000(&[(F, 20)])];
+        assert_eq!(apply_passes(&mut objects, &mut ctx, passes), (None, 2));
+        assert_eq!(
+            ctx.log.calls(),
+            [
+                "park 0 parked",
+                "flush, late hits dropped: true",
+                "emit ObjectFreed",
+                "arm 0 0xa050",
+                "emit ObjectArmed"
+            ]
+        );
+        apply_one(&mut objects, &mut ctx, F, 0xa000, 40);
+        assert_eq!(
+            ends_and_arms(&ctx),
+            [
+                "armed #0 0xa000",
+                "freed #0 at 20",
+                "armed #1 0xa000",
+                "freed #1 at 40"
+            ]
+        );
+        let t = ctx.slots.finish();
+        assert_eq!(
+            (t.seen, t.armed, t.skipped, t.freed, t.freed_unarmed),
+            (2, 2, 0, 2, 0)
+        );
+        assert_eq!(t.objects, [(0, 0xa000, 0), (1, 0xa000, 0)]);
+    }
 
     // Its own free drained with it: held with it, and the new object is freed before it was armed.
     let (mut objects, mut ctx) = one_armed(1);
@@ -506,18 +514,45 @@ fn an_allocation_whose_predecessors_free_is_lost_ends_it_at_its_own_time() {
     );
 }
 
-/// A tracepoint reporting an armed object again: it is that object, nothing waits, nothing is counted
-/// twice.
+/// A tracepoint reporting an armed object again: it waits one pass for a free that would make it a
+/// new object, none comes, and it is that object: nothing is moved, nothing is counted twice.
 #[test]
 fn a_tracepoints_report_at_an_armed_address_is_the_armed_object() {
     let (mut objects, mut ctx) = one_armed(1);
     objects.reports = Reports::Again;
     let passes = vec![at_a000(&[(A, 30)])];
-    assert_eq!(apply_passes(&mut objects, &mut ctx, passes), (None, 1));
+    assert_eq!(apply_passes(&mut objects, &mut ctx, passes), (None, 2));
     assert_eq!(ctx.log.calls(), Vec::<&str>::new());
     apply_one(&mut objects, &mut ctx, F, 0xa000, 40);
     let t = ctx.slots.finish();
     assert_eq!((t.seen, t.armed, t.freed), (1, 1, 1));
+
+    // A free newer than the report, in its pass or the next, is the armed object's, not a
+    // predecessor's, and not a new object's freed before it was armed.
+    for passes in [
+        vec![at_a000(&[(A, 30), (F, 40)])],
+        vec![at_a000(&[(A, 30)]), at_a000(&[(F, 40)])],
+    ] {
+        let (mut objects, mut ctx) = one_armed(1);
+        objects.reports = Reports::Again;
+        assert_eq!(apply_passes(&mut objects, &mut ctx, passes), (None, 2));
+        assert_eq!(ends_and_arms(&ctx), ["armed #0 0xa000", "freed #0 at 40"]);
+        assert_eq!(counted(&mut ctx), (1, 1, 0, 1, 0));
+    }
+}
+
+/// A tracepoint's report first drained on the last pass waits for nothing: it is the armed object
+/// again, and a free read after the passes ends that object, no new one.
+#[test]
+fn a_tracepoints_report_on_the_last_pass_is_the_armed_object() {
+    let (mut objects, mut ctx) = one_armed(1);
+    objects.reports = Reports::Again;
+    let passes = [30, 50, 70].map(|t| at_a000(&[(A, t)])).to_vec();
+    assert_eq!(apply_passes(&mut objects, &mut ctx, passes), (None, PASSES));
+    assert_eq!(ctx.log.calls(), Vec::<&str>::new());
+    apply_one(&mut objects, &mut ctx, F, 0xa000, 60);
+    assert_eq!(ends_and_arms(&ctx), ["armed #0 0xa000", "freed #0 at 60"]);
+    assert_eq!(counted(&mut ctx), (1, 1, 0, 1, 0));
 }
 
 /// The run can end after any drain: no allocation is held past it. Passes that keep bringing new
@@ -547,4 +582,68 @@ fn no_allocation_is_held_past_a_drain() {
     let t = ctx.slots.finish();
     assert_eq!((t.seen, t.armed, t.skipped, t.freed), (4, 4, 0, 3));
     assert_eq!(t.objects.len(), 4, "the last one still armed at the end");
+}
+
+/// The books at the end, `(seen, armed, skipped, freed, freed_unarmed)`, every object seen counted
+/// once: armed, skipped, or freed before it could be armed.
+fn counted(ctx: &mut Session) -> (u64, u64, u64, u64, u64) {
+    let t = ctx.slots.finish();
+    assert_eq!(t.seen, t.armed + t.skipped + t.freed_unarmed, "{t:?}");
+    (t.seen, t.armed, t.skipped, t.freed, t.freed_unarmed)
+}
+
+/// The output closes as the first object of a batch is armed: the run stops there, and the rest of
+/// the batch is counted, not carried out (nothing more armed, parked or printed): a new object as
+/// skipped, one freed in the batch as freed before it could be armed, an armed one's free as freed.
+#[test]
+fn a_stop_partway_through_a_batch_counts_the_rest() {
+    let (mut objects, mut ctx) = one_armed(2);
+    ctx.log.closed = true;
+    let batch = vec![
+        record(A, 0xb000, 20, 1),
+        record(A, 0xc000, 30, 1),
+        record(A, 0xd000, 40, 1),
+        record(F, 0xd000, 50, 1),
+        record(F, 0xa000, 60, 1),
+    ];
+    assert_eq!(
+        apply(&mut objects, &mut ctx, batch),
+        Some(StopReason::BrokenPipe)
+    );
+    assert_eq!(ctx.log.calls(), ["arm 1 0xb050", "emit ObjectArmed"]);
+    assert_eq!(counted(&mut ctx), (4, 2, 1, 1, 1));
+}
+
+/// An allocation held for its predecessor's free when the run stops later in its batch is counted
+/// all the same, with no more reading of the rings: its predecessor ends at its allocation (the
+/// fallback), and it is skipped.
+#[test]
+fn a_stop_counts_the_allocations_held_before_it() {
+    let (mut objects, mut ctx) = one_armed(2);
+    ctx.log.closed = true;
+    let batch = vec![record(A, 0xa000, 30, 1), record(A, 0xb000, 40, 1)];
+    assert_eq!(
+        apply_passes(&mut objects, &mut ctx, vec![batch]),
+        (Some(StopReason::BrokenPipe), 1)
+    );
+    assert_eq!(ctx.log.calls(), ["arm 1 0xb050", "emit ObjectArmed"]);
+    assert_eq!(counted(&mut ctx), (3, 2, 1, 1, 0));
+}
+
+/// The hits a free prints reach `--count`: that object is counted freed though its line is not
+/// printed, and the batch's new object after it is counted skipped.
+#[test]
+fn a_stop_while_a_free_prints_still_counts_it_freed() {
+    let (mut objects, mut ctx) = one_armed(1);
+    ctx.flush_stop = Some(StopReason::Count);
+    let batch = vec![record(F, 0xa000, 20, 1), record(A, 0xb000, 30, 1)];
+    assert_eq!(
+        apply(&mut objects, &mut ctx, batch),
+        Some(StopReason::Count)
+    );
+    assert_eq!(
+        ctx.log.calls(),
+        ["park 0 parked", "flush, late hits dropped: true"]
+    );
+    assert_eq!(counted(&mut ctx), (2, 1, 1, 1, 0));
 }

@@ -10,10 +10,9 @@
 //! top of vmlinux's) when vmlinux's BTF has no type of that name.
 //!
 //! A plan's [`Types`] are made once, by the host (the real machine's read on first use), and asked by
-//! each stage in one visit: the options stage for `--dump-on`'s tracepoints, the kernel stage for
-//! `--btf`'s check and what BTF says of its targets' variables ([`variables`]: per-CPU ones, and
-//! `SYMBOL.FIELD` typed without DWARF), the process stage, first, for each target's
-//! member ([`watched_members`]).
+//! each stage in one visit: the kernel stage for `--btf`'s check, `--dump-on`'s tracepoints and what BTF
+//! says of its targets' variables ([`variables`]: per-CPU ones, and `SYMBOL.FIELD` typed without DWARF),
+//! the process stage, first, for each target's member ([`watched_members`]).
 
 use std::cell::OnceCell;
 use std::fmt;

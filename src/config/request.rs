@@ -65,14 +65,10 @@ impl WatchRequest {
         }
     }
 
-    /// `--per-thread` or `--remove-on-exec` (named as given, `--per-thread` first): the kernel applies
-    /// them per event, so every thread has its own events (running the hit program where it loads).
-    pub fn per_event(&self) -> Option<&'static str> {
-        match (self.per_thread, self.remove_on_exec) {
-            (true, _) => Some("--per-thread"),
-            (false, true) => Some("--remove-on-exec"),
-            (false, false) => None,
-        }
+    /// `--per-thread` or `--remove-on-exec`: the kernel applies them per event, so every thread has its
+    /// own events (running the hit program where it loads).
+    pub fn per_event(&self) -> bool {
+        self.per_thread || self.remove_on_exec
     }
 
     /// The kernel reads the watched value at each trap: `--value`, `--if`, or a `--dump-on` condition.

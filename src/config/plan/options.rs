@@ -110,8 +110,7 @@ pub fn decide(r: &WatchRequest, host: &dyn Host) -> Result<Decided> {
     let delivery = delivery(r, &scope, || bpf.is_ok(), firing_event);
     // Reading values, the per-thread path takes the program without the delivery asking whether it can
     // tell which event fired: asked here (once), a kernel where it cannot is refused in `check`'s turn.
-    let no_firing_event =
-        delivery.hits == Hits::Program && r.per_event().is_some() && !firing_event();
+    let no_firing_event = delivery.hits == Hits::Program && r.per_event() && !firing_event();
     Ok(Decided {
         scope,
         delivery,
@@ -378,7 +377,7 @@ pub(super) fn delivery(
     bpf: impl FnOnce() -> bool,
     firing_event: impl FnOnce() -> bool,
 ) -> Delivery {
-    let per_event = r.per_event().is_some();
+    let per_event = r.per_event();
     let program = bpf() && (!per_event || r.reads_values() || firing_event());
     let events = match (per_event || !program) && !scope.system_wide() {
         true => Binding::Scope {

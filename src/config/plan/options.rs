@@ -24,7 +24,7 @@ use crate::perf::privilege::Privilege;
 
 use super::cpus::{self, Cpus};
 use super::host::Host;
-use super::outputs::{self, Outputs};
+use super::outputs::{self, Outputs, Stream};
 use super::{
     is_stdin, Binding, Command, Delivery, Hits, Running, Scope, Started, Values, Writers,
     MAX_WATCHES,
@@ -144,7 +144,7 @@ pub(super) fn check(
         None => Vec::new(),
     };
     let condition = parse_condition(r.condition.as_deref())?;
-    let flight = flight(&r)?;
+    let flight = flight(&r, outputs.stream())?;
     let mut on = on(&r, &scope, comms)?;
     // A `$obj` target is resolved per object (`objects`), not as a target of its own.
     let targets = match on {
@@ -452,7 +452,7 @@ fn on(r: &WatchRequest, scope: &Scope, comms: Vec<String>) -> Result<Option<OnRe
 
 /// `--last N` and its `--dump-on` triggers, checked against each other and the outputs: together or not
 /// at all, a buffer of at least one hit, and a stream to print it in.
-fn flight(r: &WatchRequest) -> Result<Option<Flight>> {
+fn flight(r: &WatchRequest, stream: &Stream) -> Result<Option<Flight>> {
     let last =
         match (r.last, r.dump_on.is_empty()) {
             (None, true) => return Ok(None),
@@ -472,9 +472,13 @@ fn flight(r: &WatchRequest) -> Result<Option<Flight>> {
             }
             (Some(n), false) => n,
         };
-    let output = &r.output;
-    if output.quiet || (output.folded_to_stdout() && output.stream_file.is_none()) {
-        let flag = if output.quiet { "--quiet" } else { "--folded" };
+    // The stream the outputs stage chose prints no hit: `--last` would have nowhere to print them.
+    let off = match stream {
+        Stream::Hits { .. } => None,
+        Stream::Quiet { .. } => Some("--quiet"),
+        Stream::FoldedOnStdout => Some("--folded"),
+    };
+    if let Some(flag) = off {
         return Err(Error::usage(format!(
             "--last prints its hits in the stream, which {flag} turns off; drop {flag} (or use \
              --folded=FILE)"

@@ -351,9 +351,9 @@ pub fn open_cpu_in(
 /// under a process watch whose process was still creating threads at the last reading).
 pub fn unsettled_on(cpu: u32) -> String {
     format!(
-        "cpu{cpu} came online while the process was still creating threads (the last of 100 readings of \
-         its thread list found new ones): a thread created then by one not yet armed on cpu{cpu} is not \
-         watched there, and its stores there are in no count"
+        "cpu{cpu} came online while the process was still creating threads (the last of \
+         {MAX_THREAD_READINGS} readings of its thread list found new ones): a thread created then by one \
+         not yet armed on cpu{cpu} is not watched there, and its stores there are in no count"
     )
 }
 

@@ -451,15 +451,15 @@ impl<O: Output> Stream<'_, O> {
     /// The run ended (`stop`) and every event is disabled: what is still in the rings is printed, or
     /// only counted, by how it ended, and the events are closed and audited. The run's stop reason.
     pub fn end(&mut self, rings: &mut Pipeline, epoll: &impl Poll, stop: StopReason) -> StopReason {
+        // A CPU armed while the process was still creating threads left some of them unwatched there.
+        for cpu in rings.events().unsettled_cpus() {
+            self.note(&crate::perf::arm::unsettled_on(cpu));
+        }
         // Records written before the disable are still in the rings: print them (only count them when the
         // reader is gone: every hit decoded is in the summary), unless the count is already met. Only then
         // do the kernel's counters tell the whole story.
         // On the hit path the programs themselves stop keeping hits at `--count`: what they kept is still
         // in the rings, and printed, as after a duration.
-        // A CPU armed while the process was still creating threads left some of them unwatched there.
-        for cpu in rings.events().unsettled_cpus() {
-            self.note(&crate::perf::arm::unsettled_on(cpu));
-        }
         let count_in_kernel = stop == StopReason::Count && kernel_count_reached(rings.events());
         if stop == StopReason::Count && !count_in_kernel {
             // --count met by the stream: nothing more is printed, but what the kernel dropped in the

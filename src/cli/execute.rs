@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 // The scope's choices for any launched command, so the mapping to `Watching` is tested without one.
 use crate::model::scope::{Pid, Scope as ScopeOf};
 use crate::perf::arm;
-use crate::perf::bpf::hit_set::{Checks, Following, HitKind, HitSet, Watching};
+use crate::perf::bpf::hit_set::{Checks, HitKind, HitSet, Watching};
 use crate::perf::bpf::objects::ObjectSource;
 use crate::perf::event::{Binding, Events};
 use crate::perf::sys;
@@ -292,10 +292,7 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
         cgroups: &hand.cgroups,
     };
     // What the programs loaded follow (one that could not be attached was warned of).
-    let following = cfg
-        .delivery
-        .hit_programs()
-        .map_or_else(Following::default, |h| h.following());
+    let following = cfg.delivery.following();
     let setup = Setup {
         watches: &watches,
         symbols: parts.symbols,

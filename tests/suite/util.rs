@@ -654,9 +654,7 @@ impl Tracer {
 
     /// `ksymwatch write --json --no-status ARGS`, started as [`Tracer::start_json`] does.
     pub fn write_json(args: &[&str]) -> Tracer {
-        let mut all = vec!["write", "--json", "--no-status"];
-        all.extend_from_slice(args);
-        Tracer::start_json(&all)
+        Tracer::write_json_with(&[], args)
     }
 
     /// Like [`Tracer::start`] for `--quiet`, which says `ksymwatch: armed ...` on stderr: the line is read
@@ -1312,15 +1310,11 @@ pub fn capsh() -> bool {
 /// `cap_sys_admin`: gone from the bounding set and every set, the others stay), `stdin` written to its
 /// standard input.
 pub fn run_dropping(drop: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
+    let capsh = dropping(drop);
     let ran = run_fed(
-        Command::new("capsh")
-            .args([
-                &format!("--drop={drop}"),
-                "--",
-                "-c",
-                "exec \"$0\" \"$@\"",
-                BIN,
-            ])
+        Command::new(&capsh[0])
+            .args(&capsh[1..])
+            .arg(BIN)
             .args(args),
         stdin,
     );

@@ -138,23 +138,28 @@ impl Objects {
             let rec = a.rec;
             // A slot holds an object at its address whose free is not in the batch before it.
             let armed_there = !a.after_free && ctx.slots().slot_of(rec.ptr, rec.time).is_some();
-            // That object's free may be in a ring not drained yet (freed on a CPU read before this was
-            // reported): held for it. (Stopped, no free is waited for: nothing more is read.)
-            if armed_there && stop.is_none() && waits.hold(&a) {
-                continue;
-            }
-            // Its free was not in a full pass after it (lost, or forgotten by the programs' map).
-            if armed_there && self.reports == Reports::Once {
-                // The allocator reused the address: that object ends here, at the latest it can have.
-                stop = self.freed(rec.ptr, rec.time, stop, ctx);
-            }
-            if armed_there && self.reports == Reports::Again {
-                // A tracepoint reporting an object it reported before (a socket changing state
-                // again): it is armed already, and the free paired with the report is its own.
-                if let Some(time) = a.freed {
-                    stop = self.freed(rec.ptr, time, stop, ctx);
+            if armed_there {
+                // That object's free may be in a ring not drained yet (freed on a CPU read before this
+                // was reported): held for it. (Stopped, no free is waited for: nothing more is read.)
+                if stop.is_none() && waits.hold(&a) {
+                    continue;
                 }
-            } else if a.freed.is_some() {
+                // Its free was not in a full pass after it (lost, or forgotten by the programs' map).
+                match self.reports {
+                    // The allocator reused the address: that object ends here, at the latest it can
+                    // have, and this is a new one.
+                    Reports::Once => stop = self.freed(rec.ptr, rec.time, stop, ctx),
+                    // A tracepoint reporting an object it reported before (a socket changing state
+                    // again): it is armed already, and the free paired with the report is its own.
+                    Reports::Again => {
+                        if let Some(time) = a.freed {
+                            stop = self.freed(rec.ptr, time, stop, ctx);
+                        }
+                        continue;
+                    }
+                }
+            }
+            if a.freed.is_some() {
                 ctx.slots().gone();
             } else if ctx.slots().has_free() {
                 stop = self.allocated(rec, stop, ctx);

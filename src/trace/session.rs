@@ -603,7 +603,7 @@ impl<O: Output> Steering for Turn<'_, '_, O> {
     }
 
     fn retarget(&mut self, index: usize, watch: Watch) -> io::Result<()> {
-        self.rings.events_mut().retarget(index, watch)
+        self.rings.events_mut().steer(index, watch)
     }
 
     fn forget_olds(&mut self, index: usize) {

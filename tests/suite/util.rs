@@ -822,28 +822,30 @@ impl Tracer {
     }
 
     /// Waits for exit (bounded, so a hung tracer fails the test instead of hanging it); returns
-    /// (exit code, rest of stdout, stderr).
+    /// (exit code, rest of stdout, stderr). The bound holds whether or not stdout is still ours to read
+    /// ([`Tracer::keep_reading`] and [`Tracer::close_stdout`] take it).
     pub fn wait(mut self, limit: Duration) -> (i32, String, String) {
+        let pid = self.child.id() as i32;
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let watchdog = std::thread::spawn(move || {
+            if done_rx.recv_timeout(limit).is_err() {
+                // SAFETY: kill our own hung child (not reaped before the watchdog is joined, so the pid
+                // is still its) so the reads below end and the test fails visibly.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        });
         let mut out = String::new();
         if let Some(mut s) = self.stdout.take() {
-            let pid = self.child.id() as i32;
-            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-            let watchdog = std::thread::spawn(move || {
-                if done_rx.recv_timeout(limit).is_err() {
-                    // SAFETY: kill our own hung child so the read below ends and the test fails visibly.
-                    unsafe {
-                        libc::kill(pid, libc::SIGKILL);
-                    }
-                }
-            });
             s.read_to_string(&mut out).unwrap();
-            let _ = done_tx.send(());
-            let _ = watchdog.join();
         }
         let mut err = String::new();
         if let Some(mut e) = self.child.stderr.take() {
             e.read_to_string(&mut err).unwrap();
         }
+        let _ = done_tx.send(());
+        let _ = watchdog.join();
         let status = self.child.wait().unwrap();
         (status.code().unwrap_or(-1), out, err)
     }
@@ -1529,4 +1531,27 @@ fn a_body_that_failed_after_a_trapped_helper_runs_once_more() {
     }));
     assert!(failed.is_err());
     assert_eq!(runs.get(), 1);
+}
+
+/// A tracer that does not end is killed at the limit of its wait, also once its stdout was taken (as
+/// [`Tracer::keep_reading`] takes it): the test fails instead of hanging the suite.
+#[test]
+fn a_hung_tracer_whose_stdout_was_taken_is_killed_at_the_limit() {
+    let mut child = Command::new("sleep")
+        .arg("60")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sleep runs");
+    let stdout = child.stdout.take();
+    let t = Tracer {
+        child,
+        header: String::new(),
+        stdout: None,
+    };
+    let started = Instant::now();
+    let (code, _, _) = t.wait(Duration::from_millis(200));
+    assert_eq!(code, -1, "killed");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    drop(stdout);
 }

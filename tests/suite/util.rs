@@ -821,6 +821,20 @@ impl Tracer {
         (header.into_iter().chain(rest).collect(), err)
     }
 
+    /// Like [`Tracer::json_stream`] for a tracer whose output `reader` ([`Tracer::keep_reading`]) took as
+    /// it came: the whole stream, once it ended with exit 0 within `limit`, and its stderr.
+    pub fn records_read_by(
+        self,
+        reader: std::thread::JoinHandle<String>,
+        limit: Duration,
+    ) -> (Vec<serde_json::Value>, String) {
+        let header = ndjson(&self.header);
+        let (code, _, err) = self.wait(limit);
+        assert_eq!(code, 0, "{err}");
+        let out = reader.join().expect("the stdout reader");
+        (header.into_iter().chain(ndjson(&out)).collect(), err)
+    }
+
     /// Waits for exit (bounded, so a hung tracer fails the test instead of hanging it); returns
     /// (exit code, rest of stdout, stderr). The bound holds whether or not stdout is still ours to read
     /// ([`Tracer::keep_reading`] and [`Tracer::close_stdout`] take it).

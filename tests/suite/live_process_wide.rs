@@ -425,6 +425,18 @@ fn full_pipe() -> (File, OwnedFd) {
     (File::from(read), write)
 }
 
+/// Reads the read end of a [`full_pipe`] to its end on a thread of its own: what was written after the
+/// dots that filled it.
+fn read_after_the_fill(mut read: File) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = read.read_to_end(&mut text);
+        String::from_utf8_lossy(&text)
+            .trim_start_matches('.')
+            .to_string()
+    })
+}
+
 /// Waits (a minute at most) until process `pid`'s main thread is in a write(2) to its stderr; whether it
 /// got there.
 fn writing_stderr(pid: u32) -> bool {
@@ -450,7 +462,7 @@ live_test!(a_pid_reused_before_arming_is_not_followed, {
     let bin = helper_with("threads", &["-no-pie"]);
     let a = Writer::start_binary(&bin, &["threads", "2", "0"]).ready();
     let pid_a = a.pid;
-    let (mut err_read, err_write) = full_pipe();
+    let (err_read, err_write) = full_pipe();
     let mut tracer = {
         let pid = pid_a.to_string();
         let args = [
@@ -489,13 +501,7 @@ live_test!(a_pid_reused_before_arming_is_not_followed, {
         return;
     };
     let mut newcomer = newcomer.ready();
-    let err = std::thread::spawn(move || {
-        let mut text = Vec::new();
-        let _ = err_read.read_to_end(&mut text);
-        String::from_utf8_lossy(&text)
-            .trim_start_matches('.')
-            .to_string()
-    });
+    let err = read_after_the_fill(err_read);
     // Its few lines fit in the stdout pipe: read once it has ended (killed after 30 s, following the
     // newcomer, it fails here).
     let status = util::wait_within(&mut tracer, Duration::from_secs(30));
@@ -537,7 +543,7 @@ fn a_pid_left_before_arming(newcomer_first: bool) {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .find(|&tid| tid != pid_b)
         .expect("a thread of B besides its leader");
-    let (mut err_read, err_write) = full_pipe();
+    let (err_read, err_write) = full_pipe();
     let (pa, pb) = (pid_a.to_string(), b_thread.to_string());
     let args = [
         "write",
@@ -570,13 +576,7 @@ fn a_pid_left_before_arming(newcomer_first: bool) {
         })
     };
     let mut early = newcomer_first.then(newcomer).flatten();
-    let err = std::thread::spawn(move || {
-        let mut text = Vec::new();
-        let _ = err_read.read_to_end(&mut text);
-        String::from_utf8_lossy(&text)
-            .trim_start_matches('.')
-            .to_string()
-    });
+    let err = read_after_the_fill(err_read);
     let mut stdout = std::io::BufReader::new(tracer.stdout.take().expect("stdout"));
     let mut out = String::new();
     while !out.contains("\"type\":\"armed\"") {

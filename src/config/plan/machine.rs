@@ -142,9 +142,8 @@ impl Host for RealHost {
         &self,
         cpus: &[u32],
     ) -> std::result::Result<(BTreeMap<u32, u64>, Offsets), String> {
-        let btf =
-            ksymwatch_symbols::btf::Btf::open(Path::new(ksymwatch_symbols::btf::Btf::VMLINUX))
-                .map_err(|e| format!("the running kernel's BTF: {e}"))?;
+        let btf = ksymwatch_symbols::btf::Btf::running()
+            .map_err(|e| format!("the running kernel's BTF: {e}"))?;
         let at = Offsets::from_btf(&btf)?;
         Ok((percpu::bases(cpus, at).map_err(|e| e.to_string())?, at))
     }

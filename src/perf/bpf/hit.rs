@@ -41,7 +41,7 @@ use crate::model::filter::Filter;
 use crate::perf::bpf::insn::{
     Alu, Asm, AsmError, Bound, Cond, Insn, Kept, Label, DW, FP, R0, R1, R2, R3, R4, R5, W,
 };
-use crate::perf::bpf::kernel::{ctx, Helper, USER_CS, USER_STACK};
+use crate::perf::bpf::kernel::{ctx, pt_regs, Helper, USER_CS, USER_STACK};
 use crate::perf::bpf::layout::{self, STAT_FILTERED, STAT_LOST, STAT_OTHER_PROCESS};
 use crate::perf::bpf::program::{self, ValueSlots, CTX, FLAGS, OLD, VALUE};
 use crate::perf::bpf::repeats::{self, Repeats};
@@ -433,7 +433,7 @@ fn write_comm(
 
 /// The trap's registers and the instruction bytes that end at its ip into the record, with their flags.
 fn fill_regs(a: &mut Asm, layout: rec::Layout, (record, flags): (&Bound, &Bound)) {
-    for i in 0..rec::REGS as i16 {
+    for i in 0..pt_regs::WORDS as i16 {
         a.load(DW, R1, CTX, 8 * i)
             .store(DW, record, layout.regs() + 8 * i, R1);
     }

@@ -18,6 +18,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::cgroup::CgroupMap;
 use super::emit::{self, EmitMaps};
+use super::follow::Follower;
 use super::hit::{self, HitMaps, HitSpec};
 use super::kernel::{MapType, ProgType};
 use super::tgid_olds::TgidOlds;
@@ -165,11 +166,11 @@ pub struct HitPrograms {
     programs: Vec<HitProgram>,
     procs: Option<OwnedFd>,
     /// Adds the children of watched processes to `procs` as they are forked.
-    follower: Option<super::follow::Follower>,
+    follower: Option<Follower>,
     /// Takes a watched process out of `procs` as it execs another program.
-    exec_end: Option<super::follow::Follower>,
+    exec_end: Option<Follower>,
     /// Takes a watched process out of `procs` as it exits, before its pid can be reused.
-    exit_end: Option<super::follow::Follower>,
+    exit_end: Option<Follower>,
     /// `--value`/`--if` were asked for: hits report the value and the one before it.
     pub written: bool,
     /// Data pages of each CPU's ring buffer (a power of two).
@@ -260,6 +261,24 @@ pub enum LoadError {
     WatchProcess(io::Error),
 }
 
+/// What a process watch says when the kernel will not follow the command's forks.
+const FORKS_UNWATCHED: &str = "; the command's own threads are watched, processes it forks are not";
+
+/// One of the kernel programs that keep a process watch's processes in its `procs` map as they live
+/// ([`super::follow`]: adding a watched process's children as they are forked, or ending a process's
+/// watch as it execs or exits), attached by `attach`. One that cannot be had is handed to `warn`, with
+/// `then` (what the watch does without it) after the reason: the watch goes on without it.
+fn keeper(
+    procs: &OwnedFd,
+    attach: fn(BorrowedFd<'_>) -> Result<Follower, Error>,
+    warn: &mut dyn FnMut(&str),
+    then: &str,
+) -> Option<Follower> {
+    attach(procs.as_fd())
+        .map_err(|e| warn(&format!("{e}{then}")))
+        .ok()
+}
+
 impl HitPrograms {
     /// Creates the maps and loads one program per watch, of kind `kind`, and no more: no process is
     /// entered and none followed. `ring_pages`: data pages of each CPU's ring buffer (a power of two).
@@ -293,29 +312,24 @@ impl HitPrograms {
             .map_err(|e| LoadError::Program(ProgramError::Unavailable(e)))?;
         let mut hits = HitPrograms::load_with(checks, &set.kind, set.ring_pages, limit)
             .map_err(LoadError::Program)?;
-        let Watching::Processes {
-            pids,
-            follow_children,
-        } = set.kind.watching
+        let (
+            Watching::Processes {
+                pids,
+                follow_children,
+            },
+            Some(procs),
+        ) = (set.kind.watching, &hits.procs)
         else {
             return Ok(hits);
         };
         if follow_children {
-            if let Err(e) = hits.follow_children() {
-                warn(&format!(
-                    "{e}; the command's own threads are watched, processes it forks are not"
-                ));
-            }
+            hits.follower = keeper(procs, Follower::attach, warn, FORKS_UNWATCHED);
         }
         // The watched address means something else in another program: an exec ends that process's
         // watch, in the kernel before the new program runs, and the session reports it.
+        hits.exec_end = keeper(procs, Follower::attach_exec, warn, "");
         // A process that exits leaves the watched set as it ends: a process given its pid later is not it.
-        if let Err(e) = hits.end_on_exec() {
-            warn(&e.to_string());
-        }
-        if let Err(e) = hits.end_on_exit() {
-            warn(&e.to_string());
-        }
+        hits.exit_end = keeper(procs, Follower::attach_exit, warn, "");
         for pid in pids {
             hits.watch_process(pid).map_err(LoadError::WatchProcess)?;
         }
@@ -418,33 +432,6 @@ impl HitPrograms {
             Some(p) => sys::bpf_map_update(p.as_fd(), &tgid.to_ne_bytes(), &1u32.to_ne_bytes()),
             None => Ok(()),
         }
-    }
-
-    /// Follows the children the watched processes fork from now on: each is added to the watched
-    /// processes in the kernel before it runs (a no-op for a watch of every task).
-    fn follow_children(&mut self) -> Result<(), Error> {
-        if let Some(p) = &self.procs {
-            self.follower = Some(super::follow::Follower::attach(p.as_fd())?);
-        }
-        Ok(())
-    }
-
-    /// Ends a watched process's watch in the kernel when it execs another program, before that program
-    /// runs (a no-op for a watch of every task).
-    fn end_on_exec(&mut self) -> Result<(), Error> {
-        if let Some(p) = &self.procs {
-            self.exec_end = Some(super::follow::Follower::attach_exec(p.as_fd())?);
-        }
-        Ok(())
-    }
-
-    /// Ends a watched process's watch in the kernel when its last thread exits, before its pid can be
-    /// given to another process (a no-op for a watch of every task).
-    fn end_on_exit(&mut self) -> Result<(), Error> {
-        if let Some(p) = &self.procs {
-            self.exit_end = Some(super::follow::Follower::attach_exit(p.as_fd())?);
-        }
-        Ok(())
     }
 
     /// What the programs do to the watched processes as they live: what [`HitPrograms::start`] attached

@@ -20,6 +20,7 @@ use super::cgroup::CgroupMap;
 use super::emit::{self, EmitMaps};
 use super::follow::Follower;
 use super::hit::{self, HitMaps, HitSpec};
+use super::insn::{AsmError, Insn};
 use super::kernel::{MapType, ProgType};
 use super::tgid_olds::TgidOlds;
 use super::totals::{self, Counted, Limit, Totals};
@@ -33,12 +34,41 @@ use crate::perf::bpf_ring::BpfRing;
 use crate::perf::hit_record::ChainKey;
 use crate::perf::sys;
 
-/// Loads the hit program for `spec`. A kernel that will not have a perf-event program read the task
+/// How the programs are built: as the tool builds them ([`Tool`]), or with code added to them
+/// ([`hit::additions`]), as the writer-cost benchmark builds its variants.
+pub trait Build: Send + Sync {
+    /// The hit program for `spec` ([`hit::generate`]).
+    fn hit(&self, spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmError>;
+    /// A CPU's emitter ([`emit::generate`]).
+    fn emitter(&self, maps: &EmitMaps, wake_bytes: u32) -> Result<Vec<Insn>, AsmError>;
+}
+
+/// The tool's programs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tool;
+
+impl Build for Tool {
+    fn hit(&self, spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmError> {
+        hit::generate(spec, maps)
+    }
+
+    fn emitter(&self, maps: &EmitMaps, wake_bytes: u32) -> Result<Vec<Insn>, AsmError> {
+        emit::generate(maps, wake_bytes)
+    }
+}
+
+/// Loads the hit program for `spec`, as `build` builds it. A kernel that will not have a perf-event program read the task
 /// through BTF (before 5.11, or BTF it refuses) still has the helper: the name then costs more, nothing
 /// is lost, and the helper's program is loaded instead.
-fn load_hit(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<OwnedFd, ProgramError> {
+fn load_hit(
+    spec: &HitSpec<'_>,
+    maps: &HitMaps,
+    build: &dyn Build,
+) -> Result<OwnedFd, ProgramError> {
     let load = |spec: &HitSpec<'_>| -> Result<OwnedFd, ProgramError> {
-        let insns = hit::generate(spec, maps).map_err(|e| super::too_big(&e, spec.condition))?;
+        let insns = build
+            .hit(spec, maps)
+            .map_err(|e| super::too_big(&e, spec.condition))?;
         let mut log = Vec::new();
         load_program(ProgType::PerfEvent, &insns, "ksw_hit", &mut log)
             .map_err(|e| ProgramError::load("hit", e, &log))
@@ -177,6 +207,8 @@ pub struct HitPrograms {
     ring_pages: usize,
     /// `--count N`: the programs keep no hit past the N-th ([`super::totals::claim`]).
     limit: Option<Limit>,
+    /// How its programs, the CPUs' emitters included, are built.
+    build: Box<dyn Build>,
 }
 
 impl std::fmt::Debug for HitPrograms {
@@ -294,7 +326,17 @@ impl HitPrograms {
             condition,
             filter,
         };
-        HitPrograms::load_with(checks, &kind, ring_pages, None)
+        HitPrograms::load_built(checks, &kind, ring_pages, Box::new(Tool))
+    }
+
+    /// [`HitPrograms::load`], every program (the CPUs' emitters included) as `build` builds it.
+    pub fn load_built(
+        checks: Checks<'_>,
+        kind: &HitKind,
+        ring_pages: usize,
+        build: Box<dyn Build>,
+    ) -> Result<HitPrograms, ProgramError> {
+        HitPrograms::load_with(checks, kind, ring_pages, (None, build))
     }
 
     /// A watch's hit programs as `set` says, with a process watch's processes entered and kept in the
@@ -310,8 +352,9 @@ impl HitPrograms {
             .map(Limit::create)
             .transpose()
             .map_err(|e| LoadError::Program(ProgramError::Unavailable(e)))?;
-        let mut hits = HitPrograms::load_with(checks, &set.kind, set.ring_pages, limit)
-            .map_err(LoadError::Program)?;
+        let mut hits =
+            HitPrograms::load_with(checks, &set.kind, set.ring_pages, (limit, Box::new(Tool)))
+                .map_err(LoadError::Program)?;
         let (
             Watching::Processes {
                 pids,
@@ -344,7 +387,7 @@ impl HitPrograms {
         }: Checks<'_>,
         HitKind { watching, written }: &HitKind,
         ring_pages: usize,
-        limit: Option<Limit>,
+        (limit, build): (Option<Limit>, Box<dyn Build>),
     ) -> Result<HitPrograms, ProgramError> {
         let written = *written;
         // Before any map: a per-thread watch that could report a store twice is not started.
@@ -390,12 +433,12 @@ impl HitPrograms {
                 cgroups: cgroups.as_ref().map(CgroupMap::fds),
                 ..m.fds_limited(procs, lim)
             };
-            let prog = match load_hit(&spec, &fds(&maps)) {
+            let prog = match load_hit(&spec, &fds(&maps), &*build) {
                 // Before Linux 6.1 a perf-event program may use only preallocated hash maps.
                 Err(ProgramError::Refused { .. }) => {
                     maps.totals =
                         Totals::create_preallocated(written).map_err(ProgramError::Unavailable)?;
-                    load_hit(&spec, &fds(&maps))?
+                    load_hit(&spec, &fds(&maps), &*build)?
                 }
                 r => r?,
             };
@@ -415,6 +458,7 @@ impl HitPrograms {
             written,
             ring_pages,
             limit,
+            build,
         })
     }
 
@@ -466,7 +510,8 @@ impl HitPrograms {
             lost: (raw(p.maps.stats.as_fd()), layout::STAT_LOST),
             ring: raw(map.as_fd()),
         };
-        let insns = emit::generate(&maps, size / 4)
+        let insns = (self.build)
+            .emitter(&maps, size / 4)
             .map_err(|e| io::Error::other(format!("the emitter program: {e}")))?;
         let mut log = Vec::new();
         let emitter =
@@ -656,7 +701,7 @@ mod tests {
         let insns = hit::generate(&spec, &maps).unwrap();
         let refused = load_program(ProgType::PerfEvent, &insns, "t_hit", &mut Vec::new());
         assert!(refused.is_err(), "the kernel loaded reads past task_struct");
-        load_hit(&spec, &maps).expect("the helper's program");
+        load_hit(&spec, &maps, &Tool).expect("the helper's program");
     }
 
     /// A process watch's program holds the read and its `reads` flag (the verifier takes the flag's

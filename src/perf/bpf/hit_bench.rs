@@ -44,7 +44,7 @@ use perf_event_open_sys::bindings as pb;
 
 use super::hit_set::{Checks, HitKind, HitPrograms, Watching};
 use super::hit_variants::{Stage, Stamps, Variant, DROP_STAMP_PARTS, DROP_STAMP_SLOTS};
-use super::hit_variants::{STAMP_PARTS, STAMP_SLOTS};
+use super::hit_variants::{STAMP_MAP_SLOTS, STAMP_PARTS, STAMP_SLOTS};
 use super::kernel::MapType;
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
@@ -233,15 +233,18 @@ fn parts_of(variant: &str) -> (Variant, Option<OwnedFd>, Option<u32>) {
         "ustack" | "ustack-getstack" => Some(Stage::UserStack),
         _ => None,
     };
-    let slots = if variant.starts_with("stamped") {
-        Some(STAMP_SLOTS)
+    // The map's slots: the results' and, for kept hits, where the emitter finds when the hit program
+    // handed over.
+    let (slots, map_slots) = if variant.starts_with("stamped") {
+        (Some(STAMP_SLOTS), STAMP_MAP_SLOTS)
     } else if variant.starts_with("drop-") && variant.ends_with("-stamped") {
-        Some(DROP_STAMP_SLOTS)
+        (Some(DROP_STAMP_SLOTS), DROP_STAMP_SLOTS)
     } else {
-        None
+        (None, 0)
     };
-    let stamps = slots.map(|n| {
-        super::create_map(MapType::PercpuArray, (4, 8), n, "ksw_stamps").expect("stamps map")
+    let stamps = slots.map(|_| {
+        super::create_map(MapType::PercpuArray, (4, 8), map_slots, "ksw_stamps")
+            .expect("stamps map")
     });
     let stamps_fd = stamps.as_ref().map(|m| super::raw(m.as_fd()));
     let drop = variant.starts_with("drop");

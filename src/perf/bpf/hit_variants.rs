@@ -49,8 +49,13 @@ impl Stage {
 /// the old value, the filters, the condition), the record's fixed fields, the kernel stack, the user
 /// stack, and the output.
 pub(crate) const STAMP_PARTS: [&str; 5] = ["decided", "header", "kstack", "ustack", "output"];
-/// Slots in the stamps map: the count of kept hits, then one per part.
+/// Slots of the stamps map's results: the count of kept hits, then one per part.
 pub(crate) const STAMP_SLOTS: u32 = 1 + STAMP_PARTS.len() as u32;
+/// The stamps map's slot after the results: the time the hit program handed the kept hit over at, where
+/// the emitter's output part starts (the CPU's emitter runs right after, by tail call).
+const HANDED_OVER: u32 = STAMP_SLOTS;
+/// Slots in a kept hits' stamps map: the results and [`HANDED_OVER`].
+pub(crate) const STAMP_MAP_SLOTS: u32 = STAMP_SLOTS + 1;
 
 /// The parts a drop-stamped program times, in order: one stamp right after another (what a stamp itself
 /// costs, included in every part), the task and the olds key, the value read, the old value's swap, the
@@ -64,7 +69,7 @@ pub(crate) const DROP_STAMP_SLOTS: u32 = 1 + DROP_STAMP_PARTS.len() as u32;
 /// slot 0 and, to slot 1 + i, the nanoseconds its part i took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stamps {
-    /// Kept hits, [`STAMP_SLOTS`] slots ([`STAMP_PARTS`]); the emitter adds the output's part.
+    /// Kept hits, [`STAMP_MAP_SLOTS`] slots ([`STAMP_PARTS`]); the emitter adds the output's part.
     Kept(i32),
     /// Dropped hits, [`DROP_STAMP_SLOTS`] slots ([`DROP_STAMP_PARTS`]).
     Dropped(i32),
@@ -145,10 +150,8 @@ impl Additions for Adding {
         }
         match (self.variant.stamps, point) {
             (Some(Stamps::Kept(map)), Point::HandOver) => {
-                // The emitter times the output from here.
                 self.flush(a, map, STAMP_SLOTS);
-                a.call(Helper::KtimeGetNs)
-                    .store(DW, hit::RECORD, layout::OFF_STAMP, R0);
+                self.handed_over(a, map);
             }
             (Some(Stamps::Kept(map)), Point::Emitted) => emitted(a, map),
             _ => {}
@@ -234,6 +237,22 @@ impl Adding {
             .store(DW, FP, delta, R1);
     }
 
+    /// The time now into `map`'s [`HANDED_OVER`] slot, where the emitter times the output from. The
+    /// entry is looked up first (its pointer kept in the previous stamp's slot, no longer needed), so
+    /// the part does not include the lookup.
+    fn handed_over(&self, a: &mut Asm, map: i32) {
+        let Some((prev, key, _)) = self.slots else {
+            return;
+        };
+        let skip = a.label();
+        seq::lookup(a, (map, HANDED_OVER, key), skip);
+        a.store(DW, FP, prev, R0)
+            .call(Helper::KtimeGetNs)
+            .load(DW, R1, FP, prev)
+            .store(DW, R1, 0, R0);
+        a.bind(skip);
+    }
+
     /// Adds one hit to slot 0 of this CPU's entry of `map` and each part's delta to the slot after it.
     fn flush(&self, a: &mut Asm, map: i32, slots: u32) {
         let Some((_, key, deltas)) = self.slots else {
@@ -255,16 +274,20 @@ impl Adding {
     }
 }
 
-/// The time since the hit program handed over, added to the output's part of `map` (the emitter's code).
+/// The time since the hit program handed over ([`HANDED_OVER`]), added to the output's part of `map`
+/// (the emitter's code).
 fn emitted(a: &mut Asm, map: i32) {
-    let key = a.slot(4).off();
-    a.call(Helper::KtimeGetNs)
-        .load(DW, R1, emit::RECORD, layout::OFF_STAMP)
-        .alu(Alu::Sub, R0, R1)
-        .mov(Kept::R9, R0);
+    let (key, now) = (a.slot(4).off(), a.slot(8).off());
+    let skip = a.label();
+    a.call(Helper::KtimeGetNs).store(DW, FP, now, R0);
+    seq::lookup(a, (map, HANDED_OVER, key), skip);
     // r9, the emitter's flags, is free once the record is out.
+    a.load(DW, R1, R0, 0)
+        .load(DW, Kept::R9, FP, now)
+        .alu(Alu::Sub, Kept::R9, R1);
     let output = STAMP_PARTS.len() as u32;
     seq::add_to(a, (map, output, key), Some(Kept::R9.into()));
+    a.bind(skip);
 }
 
 #[cfg(test)]
@@ -333,7 +356,7 @@ mod tests {
             stamps: Some(Stamps::Kept(STAMPS)),
             ..Variant::default()
         };
-        assert_eq!(run(kept, STAMP_SLOTS), (1, 1, 1));
+        assert_eq!(run(kept, STAMP_MAP_SLOTS), (1, 1, 1));
         let dropped = Variant {
             stamps: Some(Stamps::Dropped(STAMPS)),
             ..Variant::default()

@@ -99,6 +99,14 @@ impl Slots {
     }
 }
 
+/// What the program is built from: its spec, its maps and its stack slots.
+#[derive(Debug, Clone, Copy)]
+struct Inputs<'p> {
+    spec: &'p HitSpec<'p>,
+    maps: &'p HitMaps,
+    slots: Slots,
+}
+
 /// The maps the program uses, by descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HitMaps {
@@ -260,45 +268,35 @@ pub fn generate_adding(
     if let (Some(t), Some(s)) = (&maps.totals, &slots.totals) {
         totals::claim(&mut a, t, s);
     }
-    emit_record(&mut a, (maps, spec), &slots, add);
-    count(&mut a, filtered, (maps.stats, STAT_FILTERED), &slots, add);
+    let p = &Inputs { spec, maps, slots };
+    emit_record(&mut a, p, add);
+    count(&mut a, (filtered, STAT_FILTERED), p, add);
     if maps.procs.is_some() {
-        count(&mut a, other, (maps.stats, STAT_OTHER_PROCESS), &slots, add);
+        count(&mut a, (other, STAT_OTHER_PROCESS), p, add);
     }
     a.finish()
 }
 
 /// At `label`: adds one to `stats[index]` of this CPU and returns 0.
-fn count(
-    a: &mut Asm,
-    label: Label,
-    (stats, index): (i32, u32),
-    slots: &Slots,
-    add: &mut dyn Additions,
-) {
+fn count(a: &mut Asm, (label, index): (Label, u32), p: &Inputs, add: &mut dyn Additions) {
     if !a.used(label) {
         return;
     }
     a.bind(label);
     add.at(a, Point::Dropping(index));
-    emit::add_one(a, stats, index, slots.stat_key);
+    emit::add_one(a, p.maps.stats, index, p.slots.stat_key);
     add.at(a, Point::Dropped(index));
     a.mov_imm(R0, 0).exit();
 }
 
 /// Writes the record ([`write_record`]) to this CPU's ring buffer through the scratch entry; returns 0.
-fn emit_record(
-    a: &mut Asm,
-    (maps, spec): (&HitMaps, &HitSpec<'_>),
-    slots: &Slots,
-    add: &mut dyn Additions,
-) {
+fn emit_record(a: &mut Asm, p: &Inputs, add: &mut dyn Additions) {
     if add.at(a, Point::Decided) {
         return;
     }
     let out = a.label();
-    seq::lookup(a, (maps.scratch, 0, slots.scratch_key), out);
-    write_record(a, (maps, spec), slots, add);
+    seq::lookup(a, (p.maps.scratch, 0, p.slots.scratch_key), out);
+    write_record(a, p, add);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
 }
@@ -306,16 +304,11 @@ fn emit_record(
 /// Builds the record in the scratch entry (r0 on entry; value, old and flags in the value code's
 /// registers), counts it in the totals and hands it to the emitter. With `spec.regs`, the registers and
 /// instruction bytes too.
-fn write_record(
-    a: &mut Asm,
-    (maps, spec): (&HitMaps, &HitSpec<'_>),
-    slots: &Slots,
-    add: &mut dyn Additions,
-) {
-    let layout = spec.layout();
+fn write_record(a: &mut Asm, p: &Inputs, add: &mut dyn Additions) {
+    let (layout, slots) = (p.spec.layout(), &p.slots);
     // The value code's results, whose registers the record, the stack's bytes and the walk take over.
     let (value, old, flags) = (Bound::first(VALUE), Bound::first(OLD), Bound::first(FLAGS));
-    let record = fill_header(a, spec, slots, (value, &old, &flags));
+    let record = fill_header(a, p, (value, &old, &flags));
     debug_assert_eq!(record.kept(), RECORD, "where added code finds the record");
     let record = &record;
     a.store(W, record, rec::OFF_FLAGS, &flags);
@@ -329,13 +322,8 @@ fn write_record(
     if add.at(a, Point::KernelStack) {
         return;
     }
-    let own_walk = add.own_user_walk();
-    user_stack(
-        a,
-        (layout, max, slots.frame),
-        (record, stack_bytes, flags),
-        own_walk,
-    );
+    let walk = (layout, max, slots.frame, add.own_user_walk());
+    user_stack(a, walk, (record, stack_bytes, flags));
     a.store(W, record, layout.lengths() + 4, R0);
     // The chain's bytes, kernel and user.
     a.alu(Alu::Add, stack_bytes, R0);
@@ -344,12 +332,12 @@ fn write_record(
         return;
     }
     // Counted before the ring is tried: a record the ring has no room for is still in the totals.
-    if let (Some(t), Some(s)) = (&maps.totals, &slots.totals) {
+    if let (Some(t), Some(s)) = (&p.maps.totals, &slots.totals) {
         totals::count(a, t, s, (record.into(), layout));
     }
     add.at(a, Point::Counted);
     finish(a, layout, record, stack_bytes);
-    hand_over(a, maps, slots, record, add);
+    hand_over(a, p, record, add);
 }
 
 /// Fills the record's fixed part in the scratch entry (r0 on entry; the record's binding, returned, takes
@@ -357,12 +345,8 @@ fn write_record(
 /// old, pid, time, address, with the spec's cgroup id and registers and instruction bytes, then the name
 /// and the ip where an inline record has them; the flags gain the user-mode bit, the spec's fields and
 /// whether the record carries the name ([`write_comm`]).
-fn fill_header(
-    a: &mut Asm,
-    spec: &HitSpec<'_>,
-    slots: &Slots,
-    (value, old, flags): (Bound, &Bound, &Bound),
-) -> Bound {
+fn fill_header(a: &mut Asm, p: &Inputs, (value, old, flags): (Bound, &Bound, &Bound)) -> Bound {
+    let (spec, slots) = (p.spec, &p.slots);
     let layout = spec.layout();
     if layout.values {
         a.store(DW, R0, layout.value(), &value);
@@ -499,9 +483,8 @@ fn kernel_stack(
 /// for a 64-bit task's trap in user mode (with `own_walk`), by `bpf_get_stack` otherwise.
 fn user_stack(
     a: &mut Asm,
-    (layout, max, frame): (rec::Layout, i32, i16),
+    (layout, max, frame, own_walk): (rec::Layout, i32, i16, bool),
     (record, stack_bytes, flags): (&Bound, &Bound, Bound),
-    own_walk: bool,
 ) {
     let by_kernel = a.label();
     let walked = a.label();
@@ -571,7 +554,8 @@ fn finish(a: &mut Asm, layout: rec::Layout, record: &Bound, stack_bytes: &Bound)
 /// [`WAKE_GAP_NS`] or more before, none within a burst (the emitter still wakes the reader every quarter
 /// ring written). A CPU without an emitter counts the record as lost, as the emitter does when the ring
 /// has no room.
-fn hand_over(a: &mut Asm, maps: &HitMaps, slots: &Slots, record: &Bound, add: &mut dyn Additions) {
+fn hand_over(a: &mut Asm, p: &Inputs, record: &Bound, add: &mut dyn Additions) {
+    let (maps, slots) = (p.maps, &p.slots);
     let flags = a.label();
     a.mov_imm(R1, 0)
         .load(DW, R2, record, rec::OFF_TIME)

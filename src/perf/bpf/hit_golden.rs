@@ -1,7 +1,8 @@
 //! The tool's hit and emitter programs pinned to their exact bytes: a hash of each program for a spread
 //! of specs, as the generator built them before the writer-cost benchmark's hooks left the tool's build
-//! (its variants add their code through [`super::hit::additions`]). A change of the generator that changes a program
-//! changes its hash here: update the value in the same commit, saying why the program changed.
+//! (its variants add their code through [`super::hit::additions`]). A change of the generator that
+//! changes a program changes its hash here: update the value in the same commit, saying why the program
+//! changed.
 
 use super::emit::{self, EmitMaps};
 use super::hit::{generate, HitMaps, HitSpec};

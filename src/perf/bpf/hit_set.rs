@@ -57,9 +57,9 @@ impl Build for Tool {
     }
 }
 
-/// Loads the hit program for `spec`, as `build` builds it. A kernel that will not have a perf-event program read the task
-/// through BTF (before 5.11, or BTF it refuses) still has the helper: the name then costs more, nothing
-/// is lost, and the helper's program is loaded instead.
+/// Loads the hit program for `spec`, as `build` builds it. A kernel that will not have a perf-event
+/// program read the task through BTF (before 5.11, or BTF it refuses) still has the helper: the name
+/// then costs more, nothing is lost, and the helper's program is loaded instead.
 fn load_hit(
     spec: &HitSpec<'_>,
     maps: &HitMaps,

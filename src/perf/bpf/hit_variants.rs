@@ -3,8 +3,8 @@
 //! map, or builds the program without a part (the old values, the by-tgid array, the totals, its own user
 //! stack walk), each part's cost to the writer being the difference between two variants.
 //!
-//! A variant is a [`Build`] of the hit programs ([`HitPrograms::load_built`](super::hit_set::HitPrograms::load_built)):
-//! it builds the tool's generators with its code at their named [`Point`]s ([`super::hit::additions`]).
+//! A variant is a [`Build`] of the hit programs (`HitPrograms::load_built` takes one): it builds the
+//! tool's generators with its code at their named [`Point`]s ([`super::hit::additions`]).
 
 use crate::perf::bpf::layout;
 

@@ -626,9 +626,7 @@ live_test!(a_move_marks_what_the_old_watch_lost_before_it, {
     let reader = t.keep_reading();
     std::thread::sleep(Duration::from_millis(1000));
     t.signal(libc::SIGINT);
-    let (code, _, err) = t.wait(Duration::from_secs(30));
-    assert_eq!(code, 0, "{err}");
-    let records = util::ndjson(&reader.join().expect("the stdout reader"));
+    let (records, err) = t.records_read_by(reader, Duration::from_secs(30));
     let _ = std::fs::remove_dir_all(&dir);
     let moved = records
         .iter()

@@ -17,6 +17,7 @@ use crate::model::watch::Watch;
 use crate::perf::arm;
 use crate::perf::bpf;
 use crate::perf::bpf::hit_set::HitPrograms;
+use crate::perf::bpf::kernel::pt_regs;
 use crate::perf::event::{self, Binding, CpuEvent, Delivery, EventConfig, OpenError};
 use crate::perf::hit_record;
 use crate::perf::record::{Frame, Sample, Task};
@@ -104,7 +105,7 @@ pub enum Item {
 /// decoded from them once the session knows where the instruction starts (see `Session::hit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Trap {
-    pub regs: [u64; hit_record::REGS],
+    pub regs: [u64; pt_regs::WORDS],
     pub insn: [u8; hit_record::INSN_BYTES],
 }
 

@@ -345,16 +345,45 @@ fn filters_drop_in_the_kernel() {
     }
 }
 
-/// A name the tracer makes up (`<...>` for a task it never saw named) cannot be checked in the kernel: the
-/// program lets every hit through and the tracer decides.
+/// Every `--comm` name is checked in the kernel, as the tracer checks it on the hit path (each hit named
+/// as the program read it, the idle task `<idle>`): a name in angle brackets is a task's own, and the
+/// program keeps no hit the tracer would then drop, so none takes `--count`'s hits or the totals. (It
+/// once let every hit through for such a name: `--comm '<foo>' --count 2` ended with 0 hits printed.)
 #[test]
-fn made_up_names_are_left_to_the_tracer() {
+fn every_comm_is_decided_in_the_kernel_as_the_tracer_decides_it() {
+    for name in ["<...>", "<foo>"] {
+        let f = Filter {
+            comms: vec![name.into()],
+            ..Filter::default()
+        };
+        let (prog, mut m) = watch(8, None, &f, USER_ADDR);
+        assert!(
+            store(&mut m, &prog, Some(1)).is_none(),
+            "{name}: another name"
+        );
+        let mut own = [0u8; 16];
+        own[..name.len()].copy_from_slice(name.as_bytes());
+        m.comm = own;
+        assert!(store(&mut m, &prog, Some(1)).is_some(), "{name}: its own");
+        assert_eq!(m.dropped(), 1);
+    }
+    // The idle task is `<idle>` to the tracer: not `swapper/0`, the kernel's name for it.
     let f = Filter {
-        comms: vec!["<...>".into()],
+        comms: vec!["swapper/0".into()],
+        ..Filter::default()
+    };
+    let (prog, mut m) = watch(8, None, &f, KERNEL_ADDR);
+    m.comm = *b"swapper/0\0\0\0\0\0\0\0";
+    m.pid_tgid = 0;
+    assert!(store(&mut m, &prog, Some(1)).is_none());
+    // A name of 16 bytes or more is no task's: the kernel keeps 15.
+    let f = Filter {
+        comms: vec!["a_name_too_long_".into()],
         ..Filter::default()
     };
     let (prog, mut m) = watch(8, None, &f, USER_ADDR);
-    assert!(store(&mut m, &prog, Some(1)).is_some());
+    m.comm = *b"a_name_too_long\0";
+    assert!(store(&mut m, &prog, Some(1)).is_none());
 }
 
 /// Each store, (tgid, address, value), through `prog` on `m` in order: the records kept.

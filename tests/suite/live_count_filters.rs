@@ -1,0 +1,121 @@
+//! `--count N` on the hit path, where the programs keep N hits in the kernel, with hits the tracer would
+//! not report: the kernel must keep only what the tracer admits, or a kept hit it then drops takes one of
+//! the N and the run stops with fewer printed. An exec's window (the ELF loader's writes into the new
+//! program's memory, which the tracer drops from the exec on) and a `--comm` name in angle brackets
+//! (once left to the tracer) each stopped a run early.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{self, helper_with, Tracer, Writer};
+
+/// The helper's own stores among `pid`'s hits (the kernel's writes have kernel ips).
+fn own_stores(records: &[Value], pid: u32) -> Vec<&Value> {
+    util::hits_of_pid(records, pid)
+        .into_iter()
+        .filter(|v| v["ip"]["sym"] == "ksw_thread_store")
+        .collect()
+}
+
+// `-p A -p B --count 2`: A stores once and re-execs itself (non-PIE: the new program's variable is at the
+// same address, and the ELF loader zeroes it), then B's 3 threads store. The exec ends A's watch in the
+// kernel where the tracer ends it, before the loader writes: A's store and one of B's are the 2 hits.
+// (With the kernel ending it later, at `sched_process_exec`, the loader's writes took the count: 1 hit
+// printed, B's never.)
+live_test!(an_exec_spends_none_of_the_count, {
+    let bin = helper_with("threads", &["-no-pie"]);
+    let mut a = Writer::start_binary(&bin, &["reexec", "1"]);
+    let mut b = Writer::start_binary(&bin, &["threads", "3", "0"]);
+    a.read_until("ready");
+    b.read_until("ready");
+    let (pid_a, pid_b) = (a.pid, b.pid);
+    let t = Tracer::write_json(&[
+        "-p",
+        &pid_a.to_string(),
+        "-p",
+        &pid_b.to_string(),
+        "--count",
+        "2",
+        "target_var",
+    ]);
+    a.send("go");
+    a.read_until("exec'd");
+    b.send("go");
+    b.read_until_prefix("done tids=");
+    let (records, err) = t.json_stream(Duration::from_secs(30));
+    a.finish();
+    b.finish();
+    let hits: Vec<&Value> = records.iter().filter(|v| v["type"] == "hit").collect();
+    assert_eq!(hits.len(), 2, "{hits:?}\n{err}");
+    let of_a = own_stores(&records, pid_a);
+    assert_eq!(of_a.len(), 1, "A's store before its exec: {hits:?}");
+    assert_eq!(of_a[0]["value"], "0x1");
+    assert_eq!(own_stores(&records, pid_b).len(), 1, "one of B's: {hits:?}");
+    assert!(
+        records.iter().any(|v| v["type"] == "process_exec"),
+        "A's exec reported"
+    );
+    let s = util::summary_record(&records);
+    assert_eq!(
+        (s["hits"].as_u64(), &s["stop"]),
+        (Some(2), &Value::from("count")),
+        "{s}"
+    );
+    // What A's pid wrote after its exec (the loader's zeroing, the new program's store) is an unwatched
+    // process's, dropped in the kernel.
+    assert!(s["filtered"].as_u64() >= Some(1), "{s}");
+    assert_eq!(s["filtered"], s["filtered_other_process"], "{s}");
+});
+
+// `-p A -p B --comm '<w>' --count 2`: A (named `threads-no-pie`) stores 3 times, then B, started through a
+// link named `<w>`, 3 times. The kernel checks the name as the tracer does (a name in angle brackets is a
+// task's own on the hit path): A's stores are filtered in the kernel and take none of the count, and 2 of
+// B's are the hits. (Left to the tracer, A's stores took the count: 0 hits printed.)
+live_test!(a_comm_in_angle_brackets_spends_none_of_the_count, {
+    let bin = helper_with("threads", &["-no-pie"]);
+    let dir = util::temp_dir("ksw-count-comm");
+    let link = dir.join("<w>");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&bin, &link).expect("link the helper as <w>");
+    let mut a = Writer::start_binary(&bin, &["threads", "3", "0"]);
+    let mut b = Writer::start_binary(&link, &["threads", "3", "0"]);
+    a.read_until("ready");
+    b.read_until("ready");
+    let (pid_a, pid_b) = (a.pid, b.pid);
+    let t = Tracer::write_json(&[
+        "-p",
+        &pid_a.to_string(),
+        "-p",
+        &pid_b.to_string(),
+        "--comm",
+        "<w>",
+        "--count",
+        "2",
+        "target_var",
+    ]);
+    a.send("go");
+    a.read_until_prefix("done tids=");
+    b.send("go");
+    b.read_until_prefix("done tids=");
+    let (records, err) = t.json_stream(Duration::from_secs(30));
+    a.finish();
+    b.finish();
+    let hits: Vec<&Value> = records.iter().filter(|v| v["type"] == "hit").collect();
+    assert_eq!(hits.len(), 2, "{hits:?}\n{err}");
+    assert!(
+        hits.iter().all(|v| v["pid"] == pid_b && v["comm"] == "<w>"),
+        "{hits:?}"
+    );
+    let s = util::summary_record(&records);
+    assert_eq!(
+        (s["hits"].as_u64(), &s["stop"]),
+        (Some(2), &Value::from("count")),
+        "{s}"
+    );
+    assert_eq!(
+        (s["filtered"].as_u64(), s["filtered_other_process"].as_u64()),
+        (Some(3), Some(0)),
+        "A's 3 stores, by the name: {s}"
+    );
+});

@@ -194,7 +194,7 @@ fn programs(plan: &WatchPlan, ring_pages: usize) -> Option<HitSet> {
             written: plan.values().read(),
         },
         ring_pages,
-        count: plan.running().limits().count,
+        count: plan.kernel_count(),
     })
 }
 

@@ -5,6 +5,7 @@
 //! left to the tracer) and `--on`'s stores that are not the object's (the tracer's to decide, so the
 //! count is the stream's there) each stopped a run early.
 
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -19,52 +20,61 @@ fn own_stores(records: &[Value], pid: u32) -> Vec<&Value> {
         .collect()
 }
 
+/// `-p A -p B EXTRA --count 2 target_var` over the non-PIE helper, A run as `run_a` and B as `run_b` through
+/// `bin_b` (a link to the helper, or the helper itself), each past its `ready`; `drive` makes them store.
+/// The run must end at its count with 2 hits: its records, with A's and B's pids.
+fn two_hits_of_two(
+    (run_a, run_b, bin_b): (&[&str], &[&str], Option<&Path>),
+    extra: &[&str],
+    drive: impl FnOnce(&mut Writer, &mut Writer),
+) -> (Vec<Value>, u32, u32) {
+    let bin = helper_with("threads", &["-no-pie"]);
+    let mut a = Writer::start_binary(&bin, run_a);
+    let mut b = Writer::start_binary(bin_b.unwrap_or(&bin), run_b);
+    a.read_until("ready");
+    b.read_until("ready");
+    let (pid_a, pid_b) = (a.pid.to_string(), b.pid.to_string());
+    let mut args = vec!["-p", &pid_a, "-p", &pid_b];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--count", "2", "target_var"]);
+    let t = Tracer::write_json(&args);
+    drive(&mut a, &mut b);
+    let (records, err) = t.json_stream(Duration::from_secs(30));
+    let pids = (a.pid, b.pid);
+    a.finish();
+    b.finish();
+    let hits: Vec<&Value> = records.iter().filter(|v| v["type"] == "hit").collect();
+    assert_eq!(hits.len(), 2, "{hits:?}\n{err}");
+    let s = util::summary_record(&records);
+    let stop = (s["hits"].as_u64(), s["stop"].as_str());
+    assert_eq!(stop, (Some(2), Some("count")), "{s}");
+    (records, pids.0, pids.1)
+}
+
 // `-p A -p B --count 2`: A stores once and re-execs itself (non-PIE: the new program's variable is at the
 // same address, and the ELF loader zeroes it), then B's 3 threads store. The exec ends A's watch in the
 // kernel where the tracer ends it, before the loader writes: A's store and one of B's are the 2 hits.
 // (With the kernel ending it later, at `sched_process_exec`, the loader's writes took the count: 1 hit
 // printed, B's never.)
 live_test!(an_exec_spends_none_of_the_count, {
-    let bin = helper_with("threads", &["-no-pie"]);
-    let mut a = Writer::start_binary(&bin, &["reexec", "1"]);
-    let mut b = Writer::start_binary(&bin, &["threads", "3", "0"]);
-    a.read_until("ready");
-    b.read_until("ready");
-    let (pid_a, pid_b) = (a.pid, b.pid);
-    let t = Tracer::write_json(&[
-        "-p",
-        &pid_a.to_string(),
-        "-p",
-        &pid_b.to_string(),
-        "--count",
-        "2",
-        "target_var",
-    ]);
-    a.send("go");
-    a.read_until("exec'd");
-    b.send("go");
-    b.read_until_prefix("done tids=");
-    let (records, err) = t.json_stream(Duration::from_secs(30));
-    a.finish();
-    b.finish();
-    let hits: Vec<&Value> = records.iter().filter(|v| v["type"] == "hit").collect();
-    assert_eq!(hits.len(), 2, "{hits:?}\n{err}");
+    let runs: (&[&str], &[&str], _) = (&["reexec", "1"], &["threads", "3", "0"], None);
+    let (records, pid_a, pid_b) = two_hits_of_two(runs, &[], |a, b| {
+        a.send("go");
+        a.read_until("exec'd");
+        b.send("go");
+        b.read_until_prefix("done tids=");
+    });
     let of_a = own_stores(&records, pid_a);
-    assert_eq!(of_a.len(), 1, "A's store before its exec: {hits:?}");
+    assert_eq!(of_a.len(), 1, "A's store before its exec: {of_a:?}");
     assert_eq!(of_a[0]["value"], "0x1");
-    assert_eq!(own_stores(&records, pid_b).len(), 1, "one of B's: {hits:?}");
+    assert_eq!(own_stores(&records, pid_b).len(), 1, "one of B's");
     assert!(
         records.iter().any(|v| v["type"] == "process_exec"),
         "A's exec reported"
     );
-    let s = util::summary_record(&records);
-    assert_eq!(
-        (s["hits"].as_u64(), &s["stop"]),
-        (Some(2), &Value::from("count")),
-        "{s}"
-    );
     // What A's pid wrote after its exec (the loader's zeroing, the new program's store) is an unwatched
     // process's, dropped in the kernel.
+    let s = util::summary_record(&records);
     assert!(s["filtered"].as_u64() >= Some(1), "{s}");
     assert_eq!(s["filtered"], s["filtered_other_process"], "{s}");
 });
@@ -74,46 +84,24 @@ live_test!(an_exec_spends_none_of_the_count, {
 // task's own on the hit path): A's stores are filtered in the kernel and take none of the count, and 2 of
 // B's are the hits. (Left to the tracer, A's stores took the count: 0 hits printed.)
 live_test!(a_comm_in_angle_brackets_spends_none_of_the_count, {
-    let bin = helper_with("threads", &["-no-pie"]);
-    let dir = util::temp_dir("ksw-count-comm");
-    let link = dir.join("<w>");
+    let link = util::temp_dir("ksw-count-comm").join("<w>");
     let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(&bin, &link).expect("link the helper as <w>");
-    let mut a = Writer::start_binary(&bin, &["threads", "3", "0"]);
-    let mut b = Writer::start_binary(&link, &["threads", "3", "0"]);
-    a.read_until("ready");
-    b.read_until("ready");
-    let (pid_a, pid_b) = (a.pid, b.pid);
-    let t = Tracer::write_json(&[
-        "-p",
-        &pid_a.to_string(),
-        "-p",
-        &pid_b.to_string(),
-        "--comm",
-        "<w>",
-        "--count",
-        "2",
-        "target_var",
-    ]);
-    a.send("go");
-    a.read_until_prefix("done tids=");
-    b.send("go");
-    b.read_until_prefix("done tids=");
-    let (records, err) = t.json_stream(Duration::from_secs(30));
-    a.finish();
-    b.finish();
+    std::os::unix::fs::symlink(helper_with("threads", &["-no-pie"]), &link)
+        .expect("link the helper as <w>");
+    let run: &[&str] = &["threads", "3", "0"];
+    let (records, _, pid_b) =
+        two_hits_of_two((run, run, Some(&link)), &["--comm", "<w>"], |a, b| {
+            for w in [a, b] {
+                w.send("go");
+                w.read_until_prefix("done tids=");
+            }
+        });
     let hits: Vec<&Value> = records.iter().filter(|v| v["type"] == "hit").collect();
-    assert_eq!(hits.len(), 2, "{hits:?}\n{err}");
     assert!(
         hits.iter().all(|v| v["pid"] == pid_b && v["comm"] == "<w>"),
         "{hits:?}"
     );
     let s = util::summary_record(&records);
-    assert_eq!(
-        (s["hits"].as_u64(), &s["stop"]),
-        (Some(2), &Value::from("count")),
-        "{s}"
-    );
     assert_eq!(
         (s["filtered"].as_u64(), s["filtered_other_process"].as_u64()),
         (Some(3), Some(0)),

@@ -351,39 +351,36 @@ fn filters_drop_in_the_kernel() {
 /// once let every hit through for such a name: `--comm '<foo>' --count 2` ended with 0 hits printed.)
 #[test]
 fn every_comm_is_decided_in_the_kernel_as_the_tracer_decides_it() {
-    for name in ["<...>", "<foo>"] {
+    // Whether `--comm name` keeps a store at `addr` by a task the kernel calls `comm`, of pid/tgid `who`.
+    let kept = |name: &str, addr, comm: &[u8], who: u64| {
         let f = Filter {
             comms: vec![name.into()],
             ..Filter::default()
         };
-        let (prog, mut m) = watch(8, None, &f, USER_ADDR);
+        let (prog, mut m) = watch(8, None, &f, addr);
+        m.comm = [0; 16];
+        m.comm[..comm.len()].copy_from_slice(comm);
+        m.pid_tgid = who;
+        store(&mut m, &prog, Some(1)).is_some()
+    };
+    let task = (100 << 32) | 101;
+    for name in ["<...>", "<foo>"] {
+        assert!(!kept(name, USER_ADDR, b"writer", task), "{name}: another");
         assert!(
-            store(&mut m, &prog, Some(1)).is_none(),
-            "{name}: another name"
+            kept(name, USER_ADDR, name.as_bytes(), task),
+            "{name}: its own"
         );
-        let mut own = [0u8; 16];
-        own[..name.len()].copy_from_slice(name.as_bytes());
-        m.comm = own;
-        assert!(store(&mut m, &prog, Some(1)).is_some(), "{name}: its own");
-        assert_eq!(m.dropped(), 1);
     }
-    // The idle task is `<idle>` to the tracer: not `swapper/0`, the kernel's name for it.
-    let f = Filter {
-        comms: vec!["swapper/0".into()],
-        ..Filter::default()
-    };
-    let (prog, mut m) = watch(8, None, &f, KERNEL_ADDR);
-    m.comm = *b"swapper/0\0\0\0\0\0\0\0";
-    m.pid_tgid = 0;
-    assert!(store(&mut m, &prog, Some(1)).is_none());
+    // The idle task is `<idle>` to the tracer, not `swapper/0` (the kernel's name for it).
+    assert!(kept("<idle>", KERNEL_ADDR, b"swapper/0", 0));
+    assert!(!kept("swapper/0", KERNEL_ADDR, b"swapper/0", 0));
     // A name of 16 bytes or more is no task's: the kernel keeps 15.
-    let f = Filter {
-        comms: vec!["a_name_too_long_".into()],
-        ..Filter::default()
-    };
-    let (prog, mut m) = watch(8, None, &f, USER_ADDR);
-    m.comm = *b"a_name_too_long\0";
-    assert!(store(&mut m, &prog, Some(1)).is_none());
+    assert!(!kept(
+        "a_name_too_long_",
+        USER_ADDR,
+        b"a_name_too_long",
+        task
+    ));
 }
 
 /// Each store, (tgid, address, value), through `prog` on `m` in order: the records kept.

@@ -495,11 +495,12 @@ impl<O: Output> Stream<'_, O> {
         let Some(hits) = events.hit_programs() else {
             return;
         };
+        let filtered_here = self.books.filtered_here();
         if let Err(e) = totals::apply(
             hits,
             events.watches(),
             (&mut self.symbolizer, self.cgroups.as_mut()),
-            &mut self.books.summary,
+            (&mut self.books.summary, filtered_here),
             &mut self.sink.out,
         ) {
             self.books.totals_unread(&e);

@@ -24,6 +24,7 @@ mod live_cgroup;
 mod live_contended;
 mod live_control;
 mod live_exact;
+mod live_exact_closed;
 mod live_exited;
 mod live_flight;
 mod live_hotplug;

@@ -399,7 +399,8 @@ fn open_cpus<K: Kernel>(
 /// [`event::REPEAT_PAUSES`], time for such a creation to end, and settles only when none of those
 /// readings finds a new thread either. Also returns whether it settled: after [`MAX_THREAD_READINGS`]
 /// readings, the threads created during the last one by threads not armed yet have no event
-/// ([`Armed::unsettled`]).
+/// ([`Armed::unsettled`]). A reading that lists no thread at all ends it at once, settled, with no pause:
+/// every process of `pids` is gone, so no thread of theirs is left being created.
 fn open_threads<K: Kernel>(
     set: &Prepared,
     pids: &[u32],
@@ -411,11 +412,12 @@ fn open_threads<K: Kernel>(
     // Readings in a row that found no new thread.
     let mut quiet = 0;
     for reading in 0..MAX_THREAD_READINGS {
-        let fresh: Vec<u32> = kernel
-            .threads(pids)
-            .into_iter()
-            .filter(|t| !done.contains(t))
-            .collect();
+        let now = kernel.threads(pids);
+        if now.is_empty() {
+            settled = true;
+            break;
+        }
+        let fresh: Vec<u32> = now.into_iter().filter(|t| !done.contains(t)).collect();
         if fresh.is_empty() {
             match event::REPEAT_PAUSES.get(quiet) {
                 Some(pause) => {

@@ -307,11 +307,11 @@ live_test!(folded_on_stdout_with_o_file_ends_when_its_reader_goes, {
 live_test!(if_on_a_read_write_watch_of_a_user_address_is_refused, {
     let writer = util::helper("writer");
     let (code, out, err) = util::run_fed(
-        Command::new(BIN).args(util::launching(
+        &util::launching(
             &["rw", "target_var", "--if", "value == 5"],
             &writer,
             &["write", "100", "0"],
-        )),
+        ),
         "go\n",
     );
     assert_eq!(code, 2, "{out}{err}");
@@ -366,14 +366,7 @@ live_test!(a_control_move_to_rw_under_if_is_refused, {
     let h = Writer::spinning(0);
     let pid = h.pid.to_string();
     let (code, out, err) = util::run_fed(
-        Command::new(BIN).args(util::controlled_from_stdin(&[
-            "write",
-            "-p",
-            &pid,
-            "target_var",
-            "--if",
-            "value != 0",
-        ])),
+        &util::controlled_from_stdin(&["write", "-p", &pid, "target_var", "--if", "value != 0"]),
         "watch target_var rw\n",
     );
     h.finish();

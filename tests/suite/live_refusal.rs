@@ -5,9 +5,7 @@
 //! and the runs without CAP_SYS_ADMIN (`capsh --drop=cap_sys_admin`) must be refused everywhere, while
 //! CAP_PERFMON keeps user-space watches working.
 
-use std::process::Command;
-
-use crate::util::{self, helper, BIN};
+use crate::util::{self, helper};
 
 /// What the kernel-breakpoint rule says where this kernel refuses them to root.
 const REFUSED: &str = "this kernel refuses hardware breakpoints on kernel addresses (a kernel or \
@@ -194,7 +192,7 @@ live_test!(a_control_move_to_a_kernel_address_says_why_in_kind, {
     let to = format!("watch 0x{:x}\n", init_stack());
     let args = util::controlled_from_stdin(&["write", start.as_str()]);
     let refused = util::kernel_refusal(init_stack());
-    let (code, stdout, err) = util::run_fed(Command::new(BIN).args(&args), &to);
+    let (code, stdout, err) = util::run_fed(&args, &to);
     assert_eq!(code, 0, "{err}");
     let recs = util::ndjson(&stdout);
     let find = |ty: &str| recs.iter().find(|r| r["type"] == ty);

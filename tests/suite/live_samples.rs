@@ -10,7 +10,6 @@
 //! from the process when the hit is drained, and count what the ring could not hold as lost.
 
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -111,7 +110,7 @@ live_test!(per_thread_samples_report_each_store_once, {
         let made = util::helper_number::<u64>(&lines, "stores=");
         std::thread::sleep(Duration::from_millis(500));
         h.finish();
-        let (records, _) = records_read_by(t, reader);
+        let (records, _) = t.records_read_by(reader, Duration::from_secs(60));
         let (stored, tids) = each_store_once(&records, pid, made);
         let mut gone = 0;
         for v in &stored {
@@ -141,23 +140,6 @@ live_test!(per_thread_samples_report_each_store_once, {
     }
 });
 
-/// The whole NDJSON stream of `t`, whose output `reader` ([`Tracer::keep_reading`]) took as it came, once
-/// it ended with exit 0 (killed after a minute, failing the test, if it does not end), and its stderr.
-fn records_read_by(mut t: Tracer, reader: std::thread::JoinHandle<String>) -> (Vec<Value>, String) {
-    let status = util::wait_within(&mut t.child, Duration::from_secs(60));
-    let mut err = String::new();
-    if let Some(mut e) = t.child.stderr.take() {
-        e.read_to_string(&mut err).expect("ksymwatch's stderr");
-    }
-    assert_eq!(status.code(), Some(0), "{err}");
-    let out = reader.join().expect("the stdout reader");
-    let records = util::ndjson(&t.header)
-        .into_iter()
-        .chain(util::ndjson(&out))
-        .collect();
-    (records, err)
-}
-
 // A ring of one page, its reader stopped (SIGSTOP) while 4 threads store 2,000 times each on both CPUs:
 // the ring holds a few dozen samples and the rest are lost. Nothing is lost silently: the hits printed
 // and the ones counted lost (per CPU, adding up) are every store the helper made, and the summary's hits
@@ -179,7 +161,7 @@ live_test!(per_thread_samples_count_what_a_full_ring_lost, {
     assert!(lines.iter().any(|l| l == "stores=8000 adds=0"), "{lines:?}");
     t.signal(libc::SIGCONT);
     h.finish();
-    let (records, err) = records_read_by(t, reader);
+    let (records, err) = t.records_read_by(reader, Duration::from_secs(60));
     let summary = util::summary_record(&records);
     let printed = stores_of(&records, pid).len() as u64;
     let lost = summary["lost"].as_u64().expect("lost");

@@ -249,13 +249,24 @@ pub fn note_helper_end(trapped: &AtomicBool, status: ExitStatus) {
     }
 }
 
-/// Notes a ksymwatch run that launched its command (`-- CMD`) and ended with that command's status
-/// 128 + SIGTRAP (the launched command was the watched helper the machine killed, [`note_helper_end`]),
-/// in this thread's test's flag.
-fn note_launched_end(args: &[&str], code: i32) {
-    if code == 128 + libc::SIGTRAP && args.contains(&"--") {
+/// What follows every run of ksymwatch `args` that a runner here ran to its end, handing back what it
+/// `ran` (exit code, stdout, stderr): one that launched its command (`-- CMD`) and ended with that
+/// command's status 128 + SIGTRAP (the launched command was the watched helper the machine killed,
+/// [`note_helper_end`]) is noted in this thread's test's flag.
+fn finished(args: &[&str], ran: (i32, String, String)) -> (i32, String, String) {
+    if ran.0 == 128 + libc::SIGTRAP && args.contains(&"--") {
         HELPER_TRAPPED.with(|t| t.store(true, Ordering::Relaxed));
     }
+    ran
+}
+
+/// The (exit code, stdout, stderr) of a command that ran to its end; -1 for a signal.
+fn outcome(out: std::process::Output) -> (i32, String, String) {
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Runs a live test's body; if it fails after a helper it watched was killed by SIGTRAP (a machine fault
@@ -810,29 +821,45 @@ impl Tracer {
         (header.into_iter().chain(rest).collect(), err)
     }
 
+    /// Like [`Tracer::json_stream`] for a tracer whose output `reader` ([`Tracer::keep_reading`]) took as
+    /// it came: the whole stream, once it ended with exit 0 within `limit`, and its stderr.
+    pub fn records_read_by(
+        self,
+        reader: std::thread::JoinHandle<String>,
+        limit: Duration,
+    ) -> (Vec<serde_json::Value>, String) {
+        let header = ndjson(&self.header);
+        let (code, _, err) = self.wait(limit);
+        assert_eq!(code, 0, "{err}");
+        let out = reader.join().expect("the stdout reader");
+        (header.into_iter().chain(ndjson(&out)).collect(), err)
+    }
+
     /// Waits for exit (bounded, so a hung tracer fails the test instead of hanging it); returns
-    /// (exit code, rest of stdout, stderr).
+    /// (exit code, rest of stdout, stderr). The bound holds whether or not stdout is still ours to read
+    /// ([`Tracer::keep_reading`] and [`Tracer::close_stdout`] take it).
     pub fn wait(mut self, limit: Duration) -> (i32, String, String) {
+        let pid = self.child.id() as i32;
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let watchdog = std::thread::spawn(move || {
+            if done_rx.recv_timeout(limit).is_err() {
+                // SAFETY: kill our own hung child (not reaped before the watchdog is joined, so the pid
+                // is still its) so the reads below end and the test fails visibly.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        });
         let mut out = String::new();
         if let Some(mut s) = self.stdout.take() {
-            let pid = self.child.id() as i32;
-            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-            let watchdog = std::thread::spawn(move || {
-                if done_rx.recv_timeout(limit).is_err() {
-                    // SAFETY: kill our own hung child so the read below ends and the test fails visibly.
-                    unsafe {
-                        libc::kill(pid, libc::SIGKILL);
-                    }
-                }
-            });
             s.read_to_string(&mut out).unwrap();
-            let _ = done_tx.send(());
-            let _ = watchdog.join();
         }
         let mut err = String::new();
         if let Some(mut e) = self.child.stderr.take() {
             e.read_to_string(&mut err).unwrap();
         }
+        let _ = done_tx.send(());
+        let _ = watchdog.join();
         let status = self.child.wait().unwrap();
         (status.code().unwrap_or(-1), out, err)
     }
@@ -938,12 +965,13 @@ fn collect(mut child: Child, args: &[&str], limit: Duration) -> (i32, String, St
     let out = drain(child.stdout.take().map(|s| Box::new(s) as _));
     let err = drain(child.stderr.take().map(|s| Box::new(s) as _));
     let status = wait_within(&mut child, limit);
-    let code = status.code().unwrap_or(-1);
-    note_launched_end(args, code);
-    (
-        code,
-        out.join().expect("stdout reader"),
-        err.join().expect("stderr reader"),
+    finished(
+        args,
+        (
+            status.code().unwrap_or(-1),
+            out.join().expect("stdout reader"),
+            err.join().expect("stderr reader"),
+        ),
     )
 }
 
@@ -984,12 +1012,7 @@ pub fn run(args: &[&str]) -> (i32, String, String) {
         .args(args)
         .output()
         .expect("run ksymwatch");
-    note_launched_end(args, out.status.code().unwrap_or(-1));
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    finished(args, outcome(out))
 }
 
 impl Tracer {
@@ -1189,17 +1212,18 @@ pub fn run_as_nobody_with(caps: &[&str], args: &[&str]) -> Option<(i32, String, 
             .args(["--ambient-caps", &keep]);
     }
     let out = cmd.arg(BIN).args(args).output().expect("run setpriv");
-    note_launched_end(args, out.status.code().unwrap_or(-1));
-    Some((
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    ))
+    Some(finished(args, outcome(out)))
+}
+
+/// Runs ksymwatch `args` with `input` on its standard input (then closed); returns (exit code, stdout,
+/// stderr).
+pub fn run_fed(args: &[&str], input: &str) -> (i32, String, String) {
+    finished(args, fed(Command::new(BIN).args(args), input))
 }
 
 /// Runs `cmd` with `input` on its standard input (then closed): its exit code (-1 for a signal), stdout
 /// and stderr.
-pub fn run_fed(cmd: &mut Command, input: &str) -> (i32, String, String) {
+fn fed(cmd: &mut Command, input: &str) -> (i32, String, String) {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -1212,12 +1236,7 @@ pub fn run_fed(cmd: &mut Command, input: &str) -> (i32, String, String) {
         .expect("stdin")
         .write_all(input.as_bytes())
         .expect("write stdin");
-    let out = child.wait_with_output().expect("wait for the command");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    outcome(child.wait_with_output().expect("wait for the command"))
 }
 
 /// The helper storing into its `target_var` once told "go" (`spin 0`), and a JSON tracer watching it
@@ -1311,15 +1330,14 @@ pub fn capsh() -> bool {
 /// standard input.
 pub fn run_dropping(drop: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
     let capsh = dropping(drop);
-    let ran = run_fed(
+    let ran = fed(
         Command::new(&capsh[0])
             .args(&capsh[1..])
             .arg(BIN)
             .args(args),
         stdin,
     );
-    note_launched_end(args, ran.0);
-    ran
+    finished(args, ran)
 }
 
 /// A prefix for [`spawn_with`] (and [`Tracer::write_json_with`]) that runs ksymwatch as [`run_dropping`]
@@ -1475,11 +1493,12 @@ pub fn watch_execed_threads(
 fn a_launched_command_killed_by_sigtrap_marks_its_test() {
     let flag = HELPER_TRAPPED.with(Arc::clone);
     flag.store(false, Ordering::Relaxed);
-    note_launched_end(&["write", "-p", "1", "v"], 128 + libc::SIGTRAP);
+    let ended = |code| (code, String::new(), String::new());
+    finished(&["write", "-p", "1", "v"], ended(128 + libc::SIGTRAP));
     assert!(!flag.load(Ordering::Relaxed), "no command was launched");
-    note_launched_end(&["write", "v", "--", "cmd"], 1);
+    finished(&["write", "v", "--", "cmd"], ended(1));
     assert!(!flag.load(Ordering::Relaxed), "the command exited");
-    note_launched_end(&["write", "v", "--", "cmd"], 128 + libc::SIGTRAP);
+    finished(&["write", "v", "--", "cmd"], ended(128 + libc::SIGTRAP));
     assert!(flag.swap(false, Ordering::Relaxed));
 }
 
@@ -1526,4 +1545,27 @@ fn a_body_that_failed_after_a_trapped_helper_runs_once_more() {
     }));
     assert!(failed.is_err());
     assert_eq!(runs.get(), 1);
+}
+
+/// A tracer that does not end is killed at the limit of its wait, also once its stdout was taken (as
+/// [`Tracer::keep_reading`] takes it): the test fails instead of hanging the suite.
+#[test]
+fn a_hung_tracer_whose_stdout_was_taken_is_killed_at_the_limit() {
+    let mut child = Command::new("sleep")
+        .arg("60")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sleep runs");
+    let stdout = child.stdout.take();
+    let t = Tracer {
+        child,
+        header: String::new(),
+        stdout: None,
+    };
+    let started = Instant::now();
+    let (code, _, _) = t.wait(Duration::from_millis(200));
+    assert_eq!(code, -1, "killed");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    drop(stdout);
 }

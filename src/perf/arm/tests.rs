@@ -445,6 +445,8 @@ fn a_thread_made_while_arming_with_no_register_left_is_covered_by_its_copies() {
     assert_eq!(k.open_now(), 0, "rolled back");
 }
 
+/// Processes that have all exited before arming are a failure of their own, found at the first reading,
+/// with no pause for a thread list that cannot grow any more.
 #[test]
 fn processes_that_all_exited_are_a_failure_of_their_own() {
     let mut k = Fake::new();
@@ -452,10 +454,38 @@ fn processes_that_all_exited_are_a_failure_of_their_own() {
     let Some(f @ Failure::AllExited) = err else {
         panic!("every process exited: {err:?}")
     };
+    assert!(k.log.borrow().paused.is_empty());
     assert_eq!(
         f.explain(&watches(1), |e| k.facts(e)).kind,
         Kind::ProcessesExited
     );
+}
+
+/// A reading that lists no thread at all (every process gone after its threads were armed, or before a
+/// CPU that came online was) settles the list at once: no pause. One that lists threads, none of them
+/// new, still waits for threads being created.
+#[test]
+fn an_empty_thread_list_settles_without_a_pause() {
+    let mut k = Fake {
+        readings: vec![vec![10, 11], vec![]],
+        ..Fake::new()
+    };
+    let threads = set(1, &[0, 1], Targets::Threads(vec![10]));
+    let armed = arm_set(&threads, &mut k).expect("armed");
+    assert!(!armed.unsettled);
+    assert!(armed.events.iter().all(|r| r.tids == [10, 11]));
+    // The enables' repeats only.
+    assert_eq!(k.log.borrow().paused, REPEAT_PAUSES);
+    let mut k = Fake::new();
+    let (rings, settled) = open_cpu(&threads, 1, &mut k).expect("opened");
+    assert!(rings.is_empty() && settled);
+    assert!(k.log.borrow().paused.is_empty());
+    let mut k = Fake {
+        readings: vec![vec![10]],
+        ..Fake::new()
+    };
+    open_cpu(&threads, 1, &mut k).expect("opened");
+    assert_eq!(k.log.borrow().paused, REPEAT_PAUSES);
 }
 
 fn cpus(cpus: &[u32]) -> BTreeSet<u32> {

@@ -185,8 +185,9 @@ impl HitDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::perf::bpf::kernel::pt_regs;
     use crate::perf::hit_record::ChainKey;
-    use crate::perf::hit_record::{encode, HitRecord, INSN_BYTES, REGS, USER_MODE};
+    use crate::perf::hit_record::{encode, HitRecord, INSN_BYTES, USER_MODE};
     use crate::perf::record::Context;
     use crate::trace::events::decode::testing::Collect;
 
@@ -318,7 +319,7 @@ mod tests {
     fn a_written_value_carries_its_trap() {
         let mut d = HitDecoder::new(0, 0, HitValue::Written, 0, 0);
         let mut out = Collect::new(8);
-        let mut regs = [0u64; REGS];
+        let mut regs = [0u64; pt_regs::WORDS];
         regs[16] = 0x40_1005;
         let r = HitRecord {
             regs: Some(regs),

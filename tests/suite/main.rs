@@ -23,6 +23,7 @@ mod live_cache;
 mod live_cgroup;
 mod live_contended;
 mod live_control;
+mod live_count_filters;
 mod live_count_objects;
 mod live_exact;
 mod live_exact_closed;

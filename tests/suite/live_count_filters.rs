@@ -1,9 +1,9 @@
 //! `--count N` on the hit path, where the programs keep N hits in the kernel, with hits the tracer would
 //! not report: the kernel must keep only what the tracer admits, or a kept hit it then drops takes one of
 //! the N and the run stops with fewer printed. An exec's window (the ELF loader's writes into the new
-//! program's memory, which the tracer drops from the exec on), a `--comm` name in angle brackets (once
-//! left to the tracer) and `--on`'s stores that are not the object's (the tracer's to decide, so the
-//! count is the stream's there) each stopped a run early.
+//! program's memory, which the tracer drops from the exec on) and a `--comm` name in angle brackets (once
+//! left to the tracer: `--comm '<foo>' --count 5` stopped at 0 hits, 5 filtered) each stopped a run
+//! early. (`--on`'s: `live_count_objects`.)
 
 use std::path::Path;
 use std::time::Duration;
@@ -109,47 +109,27 @@ live_test!(a_comm_in_angle_brackets_spends_none_of_the_count, {
     );
 });
 
-// `--on` objects with `--count 9`: the forks helper makes 3 objects; for each, a forked child stores 3
-// times into its copy (another process's memory at the object's address: not a hit, the tracer decides
-// that) and then the parent stores its 3. The count is the stream's, as the objects' are: the 9 hits are
-// the parent's. (Kept in the kernel, the children's stores took it: 3 hits printed, `count reached`.)
-live_test!(objects_stores_the_tracer_drops_spend_none_of_the_count, {
-    let forks = helper_with("forks", &["-g"]);
-    let exe = forks.display().to_string();
-    let args = [
-        "write",
-        "--json",
-        "--no-status",
-        "--on",
-        "uretprobe:libc:malloc",
-        "(struct parcel)$obj.weight",
+// The writer stores 1,000 times, none by a task named `<foo>`: the run must not stop at a count none of
+// its hits made; it runs to its duration, every store filtered.
+live_test!(hits_only_the_tracer_filters_do_not_use_up_the_count, {
+    let mut w = Writer::start(&["write", "1000", "0"]);
+    let pid = w.pid.to_string();
+    let t = Tracer::write_json(&[
+        "-p",
+        &pid,
+        "--comm",
+        "<foo>",
         "--count",
-        "9",
-        "--",
-        &exe,
-        "3",
-    ];
-    let (code, out, err) = util::run_within(&args, Duration::from_secs(60));
-    if code != 0 && err.contains("uprobe") {
-        util::skip(format!(
-            "the kernel refused uprobe events here: {}",
-            err.trim()
-        ));
-        return;
-    }
-    assert_eq!(code, 0, "{err}");
-    let records = util::ndjson(&out);
-    let hits: Vec<&Value> = records.iter().filter(|v| v["type"] == "hit").collect();
-    assert_eq!(hits.len(), 9, "{hits:?}\n{err}");
-    assert!(
-        hits.iter().all(|v| v["ip"]["sym"] == "weigh"
-            && ["0x1", "0x2", "0x3"].contains(&v["value"].as_str().unwrap_or(""))),
-        "the parent's stores only: {hits:?}"
-    );
-    let s = util::summary_record(&records);
-    assert_eq!(
-        (s["hits"].as_u64(), &s["stop"]),
-        (Some(9), &Value::from("count")),
-        "{s}"
-    );
+        "5",
+        "--duration",
+        "3s",
+        "target_var",
+    ]);
+    w.go();
+    let (records, err) = t.json_records(Duration::from_secs(30));
+    let summary = records.last().expect("the summary record");
+    assert_eq!(summary["type"], "summary", "{err}");
+    assert_eq!(summary["hits"], 0, "{summary}");
+    assert_eq!(summary["stop"], "duration", "{summary}\n{err}");
+    assert_eq!(summary["filtered"], 1000, "{summary}");
 });

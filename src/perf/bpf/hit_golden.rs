@@ -185,9 +185,9 @@ fn the_hit_programs_are_the_bytes_they_were() {
         ("system --value", 2863, 15866111072471133188),
         ("process", 2717, 1879442117574391602),
         ("process --value", 2892, 9762785677478377747),
-        ("process --if, filters", 2947, 16956215415702908572),
+        ("process --if, filters", 2950, 2518097618085369332),
         ("process --user-only", 2732, 10189514109610982077),
-        ("process --kernel-only --comm", 2940, 9965650731973533730),
+        ("process --kernel-only --comm", 2943, 18237182696088382334),
         ("1 byte --if", 2924, 4872732468753298764),
         ("2 bytes --if", 2924, 7617668866643223527),
         ("value without old or registers", 2791, 13090524338935352425),
@@ -198,7 +198,7 @@ fn the_hit_programs_are_the_bytes_they_were() {
         ),
         ("no totals --value", 1715, 4340145393410998249),
         ("per-thread", 2760, 2364700220427985762),
-        ("per-thread --value --if", 2990, 13097478819264645317),
+        ("per-thread --value --if", 2993, 1580526935957349412),
         ("--cgroup --count", 2940, 3432485045288389895),
     ];
     assert_eq!(got, before);

@@ -113,7 +113,7 @@ fn percpu_bases(
     if let Some(e) = bpf_error {
         return (Vec::new(), Some(format!("needs BPF: {e}")));
     }
-    let btf = match Btf::open(Path::new(Btf::VMLINUX)) {
+    let btf = match Btf::running() {
         Ok(b) => b,
         Err(e) => {
             return (
@@ -350,7 +350,7 @@ pub fn gather() -> Report {
         .map(|v| ksymwatch_symbols::debuginfod::parse_urls(&v))
         .unwrap_or_default();
     let debuginfod_cached = search.debuginfod_cached().is_some();
-    let (btf, btf_error) = match Btf::open(Path::new(Btf::VMLINUX)) {
+    let (btf, btf_error) = match Btf::running() {
         Ok(_) => (Some(Btf::VMLINUX.to_string()), None),
         Err(e) => (None, Some(Advised(e).to_string())),
     };

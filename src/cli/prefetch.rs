@@ -5,15 +5,15 @@
 //! `execute` takes its results when it arms.
 //!
 //! `watch` starts it from the plan's first phase ([`crate::config::plan::decide`]): who the watch covers
-//! and which path its hits take, decided once, before the plan has checked the rest, and taken here as
-//! decided. A request the plan then refuses leaves this work to end with the process (it reads, and holds
+//! (`-p`'s processes, a thread standing for its process) and which path its hits take, decided once,
+//! before the plan has checked the rest, and taken here as decided. A request the plan then refuses leaves this work to end with the process (it reads, and holds
 //! no breakpoint).
 
 use std::path::Path;
 
 use ksymwatch_symbols::UserSymbols;
 
-use crate::config::plan::{read_task, Decided, Hits, Scope};
+use crate::config::plan::{Decided, Hits, Scope};
 use crate::cpulist;
 use crate::perf::bpf;
 use crate::perf::warmup::Warmup;
@@ -53,7 +53,8 @@ impl Prefetch {
             .spawn(move || {
                 if !names {
                     // The hit program's load asks where the kernel keeps a task's name (its BTF,
-                    // 1-2 ms to open): answered here, it is not on the way to arming.
+                    // a few ms to parse, once per run): answered here, it is not on the way to
+                    // arming, and the plan's BTF types take the same parse.
                     let _ = bpf::task::comm_offset();
                 }
                 let (mut comms, mut user) = (Comms::default(), UserSymbols::default());
@@ -65,7 +66,7 @@ impl Prefetch {
                         user.scan_all();
                     }
                     Some(pids) => {
-                        for pid in processes(pids) {
+                        for &pid in pids {
                             if names {
                                 comms.scan_process(pid);
                             }
@@ -78,16 +79,4 @@ impl Prefetch {
             .ok();
         Prefetch { task_scan, warmup }
     }
-}
-
-/// The processes `-p` names, a thread standing for its process (as the plan takes them), each once.
-fn processes(pids: &[u32]) -> Vec<u32> {
-    let mut out: Vec<u32> = Vec::new();
-    for &pid in pids {
-        let tgid = read_task(pid).map_or(pid, |t| t.tgid);
-        if !out.contains(&tgid) {
-            out.push(tgid);
-        }
-    }
-    out
 }

@@ -183,12 +183,15 @@ impl Types {
         }
     }
 
-    /// The kernel's own BTF (not a module's), opened on first use.
+    /// The kernel's own BTF (not a module's), opened on first use: the running kernel's is the one parse
+    /// the whole run shares ([`Btf::running`]), a `--btf FILE` elsewhere a parse of its own.
     pub fn vmlinux(&self) -> Result<&Arc<Btf>> {
         let opened = self.vmlinux.get_or_init(|| {
-            Btf::open(&self.path)
-                .map(Arc::new)
-                .map_err(|e| self.unavailable(Advised(e).to_string()))
+            let btf = match self.path == Path::new(DEFAULT_BTF) {
+                true => Btf::running(),
+                false => Btf::open(&self.path).map(Arc::new),
+            };
+            btf.map_err(|e| self.unavailable(Advised(e).to_string()))
         });
         opened.as_ref().map_err(|e| Error::usage(e.clone()))
     }

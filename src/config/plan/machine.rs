@@ -2,10 +2,9 @@
 //! kernel's symbol files and BTF, tracefs. Launch mode's command is started by the function the command
 //! line gives (the tracer's, under ptrace).
 //!
-//! Two of its /proc readers serve beyond planning: a task's process and name ([`read_task`], for the
-//! start's task scan) and a process's start time ([`read_start_time`]: with its pid, which process it is;
-//! planned for each `-p` process, [`super::Started`], and read again by the session once the watch is
-//! armed, `crate::trace::watched`).
+//! One of its /proc readers serves beyond planning: a process's start time ([`read_start_time`]: with
+//! its pid, which process it is; planned for each `-p` process, [`super::Started`], and read again by the
+//! session once the watch is armed, `crate::trace::watched`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -41,7 +40,7 @@ impl RealHost {
 }
 
 /// The task `pid` as `/proc/PID/status` names it, if it exists.
-pub fn read_task(pid: u32) -> Option<Task> {
+fn read_task(pid: u32) -> Option<Task> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |key: &str| {
         status
@@ -142,9 +141,8 @@ impl Host for RealHost {
         &self,
         cpus: &[u32],
     ) -> std::result::Result<(BTreeMap<u32, u64>, Offsets), String> {
-        let btf =
-            ksymwatch_symbols::btf::Btf::open(Path::new(ksymwatch_symbols::btf::Btf::VMLINUX))
-                .map_err(|e| format!("the running kernel's BTF: {e}"))?;
+        let btf = ksymwatch_symbols::btf::Btf::running()
+            .map_err(|e| format!("the running kernel's BTF: {e}"))?;
         let at = Offsets::from_btf(&btf)?;
         Ok((percpu::bases(cpus, at).map_err(|e| e.to_string())?, at))
     }

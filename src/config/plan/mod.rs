@@ -7,11 +7,12 @@
 //! The stages, in the order a request goes through them, each entered once and taking the one before's
 //! result (the host is asked only where a stage needs the machine, and each stage asks it in one block):
 //!
-//! 0. [`decide()`]: who the watch covers ([`Scope`]) and how its hits come ([`Delivery`]), decided
-//!    once from the request and whether BPF loads (asked of the host there, the one time a plan asks
-//!    it), as a [`Decided`] the command line starts its prefetch from before handing it to [`plan()`].
+//! 0. [`decide()`]: who the watch covers ([`Scope`], `-p`'s processes read from the host) and how its
+//!    hits come ([`Delivery`]), decided once from the request and whether BPF loads (asked of the host
+//!    there, the one time a plan asks it), as a [`Decided`] the command line starts its prefetch from
+//!    before handing it to [`plan()`].
 //! 1. `options`: the request checked against itself (`--last` with `--dump-on`), then against the
-//!    machine (the privileges, the `-p` processes, what BPF and the decided delivery cannot do,
+//!    machine (the privileges, the `-p` processes as decided, what BPF and the decided delivery cannot do,
 //!    `--cgroup`, `cpus`).
 //! 2. `kernel` (the kernel's symbol source, types, asked once: casts, `--dump-on`'s tracepoints, and
 //!    with `percpu` the per-CPU copies; kernel symbols loaded, or left to first use for a process
@@ -77,7 +78,7 @@ use crate::perf::event::Binding;
 pub use control::{Control, Resolver};
 pub use cpus::Cpus;
 pub use host::{Host, Launch};
-pub use machine::{read_start_time, read_task, Launcher, RealHost};
+pub use machine::{read_start_time, Launcher, RealHost};
 #[cfg(test)]
 use options::delivery;
 pub use options::{decide, Decided};

@@ -1,10 +1,11 @@
 //! The plan's first stage: the request's options checked against each other, and the choices they make:
 //! who the watch covers, how hits reach the tracer, which writers it sees, whether values are read. Who
 //! the watch covers and how its hits come are decided first, once (`decide`, before the rest is checked:
-//! the command line starts the work that overlaps the planning from them), and whether BPF loads is asked
-//! there, at most once per plan. `check` then reads the request whole, and through the host, in this
-//! order: the privileges, the `-p` processes, the cgroups, and the CPUs, raising the refusals of what BPF
-//! and the decided delivery cannot do in their turn. No symbol or type is read here (`--dump-on`'s
+//! the command line starts the work that overlaps the planning from them), and `-p`'s processes are read
+//! and whether BPF loads is asked there, at most once per plan. `check` then reads the request whole,
+//! and through the host, in this order: the privileges, the `-p` processes (said and refused as
+//! `decide` found them), the cgroups, and the CPUs, raising the refusals of what BPF and the decided
+//! delivery cannot do in their turn. No symbol or type is read here (`--dump-on`'s
 //! tracepoints are found with the kernel's types, in the kernel stage).
 
 use std::cell::OnceCell;
@@ -72,12 +73,17 @@ pub(super) struct Options {
     pub dump_on: Vec<DumpOn>,
 }
 
-/// The plan's first phase: who the watch covers ([`Scope`]) and how its hits come ([`Delivery`]),
-/// decided once from the request and whether BPF loads, before the rest of the request is checked. The
-/// command line starts the work that overlaps the planning from it (its prefetch), then hands it to
-/// [`super::plan()`], which decides neither again.
+/// The plan's first phase: who the watch covers ([`Scope`], `-p`'s processes read once from the host)
+/// and how its hits come ([`Delivery`]), decided once from the request and whether BPF loads, before the
+/// rest of the request is checked. The command line starts the work that overlaps the planning from it
+/// (its prefetch), then hands it to [`super::plan()`], which decides neither again.
 pub struct Decided {
     scope: Scope,
+    /// `-p`'s processes with their starts (the watched ones, or with a kernel `--on` source the
+    /// allocating ones), or the refusal of the first that names none; and what was said of them on the
+    /// way (a thread standing for its process). The plan says both in its turn.
+    processes: Result<Vec<Started>>,
+    process_notes: Vec<String>,
     delivery: Delivery,
     /// Whether BPF loads, as the host answered (asked once per plan): the values and `--cgroup` checks
     /// raise its refusal in their turn.
@@ -88,7 +94,8 @@ pub struct Decided {
 }
 
 impl Decided {
-    /// Who the watch covers, `-p`'s processes as given (the plan checks them).
+    /// Who the watch covers: `-p`'s processes each once, a thread standing for its process (as given
+    /// where one names no process, which the plan refuses in its turn).
     pub fn scope(&self) -> &Scope {
         &self.scope
     }
@@ -100,10 +107,19 @@ impl Decided {
 
 /// Who the watch covers and how its hits come, for [`super::plan()`] and for the work the command line
 /// starts before it. A scope `-p` and `-- CMD` cannot make is the request's first refusal, as it always
-/// was; whether BPF loads is asked of `host` here, the one time a plan asks it, and whether the hit
+/// was; `-p`'s processes are read from `host` here, once, their refusal and notes kept for the plan's
+/// turn; whether BPF loads is asked of `host` here, the one time a plan asks it, and whether the hit
 /// program can tell which event fired only of a per-thread watch where BPF loads.
 pub fn decide(r: &WatchRequest, host: &dyn Host) -> Result<Decided> {
     let scope = scope(r)?;
+    let mut process_notes = Vec::new();
+    let processes = processes_of(host, &r.pids, &mut process_notes);
+    let scope = match (scope, &processes) {
+        (Scope::Processes(_), Ok(started)) => {
+            Scope::Processes(started.iter().map(|s| s.pid).collect())
+        }
+        (scope, _) => scope,
+    };
     let bpf = host.bpf();
     let firing = OnceCell::new();
     let firing_event = || *firing.get_or_init(|| host.firing_event());
@@ -113,6 +129,8 @@ pub fn decide(r: &WatchRequest, host: &dyn Host) -> Result<Decided> {
     let no_firing_event = delivery.hits == Hits::Program && r.per_event() && !firing_event();
     Ok(Decided {
         scope,
+        processes,
+        process_notes,
         delivery,
         bpf,
         no_firing_event,
@@ -130,6 +148,8 @@ pub(super) fn check(
 ) -> Result<Options> {
     let Decided {
         scope,
+        processes,
+        mut process_notes,
         delivery,
         bpf: bpf_answer,
         no_firing_event,
@@ -162,8 +182,10 @@ pub(super) fn check(
     // note, or a system-wide watch refused) is said in its turn below, after the checks that come
     // before it.
     let privileges = privileges(&scope, host.privilege());
-    // `-p` names the watched processes, or with `--on` the allocating ones: checked once, either way.
-    let started = processes_of(&*host, &r.pids, notes)?;
+    // `-p` names the watched processes, or with `--on` the allocating ones: read once, by `decide`
+    // (the scope holds them), said and refused here.
+    notes.append(&mut process_notes);
+    let started = processes?;
     let pids: Vec<u32> = started.iter().map(|s| s.pid).collect();
     // Running processes' threads, now, when `--tid`/`--comm` must match one (`Filter::unmatched`). Not
     // system-wide, where tasks come and go by the thousand and a `--comm` usually names one to come, nor
@@ -214,10 +236,6 @@ pub(super) fn check(
         return Err(Error::not_permitted(refused));
     }
     let writers = privileges.writers;
-    let scope = match scope {
-        Scope::Processes(_) => Scope::Processes(pids.clone()),
-        other => other,
-    };
     if let Some(on) = &mut on {
         on.pids = pids;
     }
@@ -304,8 +322,8 @@ fn buffer_pages(pages: Option<usize>) -> Result<()> {
 }
 
 /// Who the watch covers, from `-p` and `-- CMD` (with a kernel `--on` source, `-p` chooses the allocating
-/// processes of a system-wide watch instead): decided once, by `decide`. `-p`'s processes are as given,
-/// to be checked once by the plan.
+/// processes of a system-wide watch instead): decided once, by `decide`. `-p`'s pids are as given:
+/// `decide` puts the processes they name in their place.
 fn scope(r: &WatchRequest) -> Result<Scope> {
     // A user-space source's objects are in the watched process: -p is its scope, as without --on.
     match (r.watched_pids().is_empty(), &r.command) {

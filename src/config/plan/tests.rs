@@ -62,6 +62,8 @@ struct FakeHost {
     online: BTreeSet<u32>,
     /// Task id -> its process.
     tasks: BTreeMap<u32, u32>,
+    /// How many times planning asked for a task.
+    tasks_asked: Rc<Cell<u32>>,
     /// Where `counter` is in each process.
     counter_at: BTreeMap<u32, u64>,
     threads: usize,
@@ -100,6 +102,7 @@ impl FakeHost {
             privilege: Privilege::ROOT,
             online: [0, 1].into(),
             tasks: [(100, 100), (101, 100), (200, 200)].into(),
+            tasks_asked: Rc::default(),
             counter_at: [(100, 0x5000), (200, 0x5000), (4242, 0x6000)].into(),
             threads: 3,
             fd_limit: Some(1024),
@@ -158,6 +161,7 @@ impl Host for FakeHost {
         Some([0, 1, 2, 3].into())
     }
     fn task(&self, pid: u32) -> Option<Task> {
+        self.tasks_asked.set(self.tasks_asked.get() + 1);
         self.tasks.get(&pid).map(|&tgid| Task {
             tgid,
             name: "app".into(),
@@ -523,6 +527,50 @@ fn bpf_is_asked_once_per_plan() {
     assert_eq!(machine.bpf_asked.get(), 2);
     planned(request(&["jiffies"]), &mut machine);
     assert_eq!(machine.bpf_asked.get(), 3);
+}
+
+/// `-p`'s processes are read once, as the scope is decided: a thread stands for its process, each process
+/// once, with its start. The prefetch takes them from the decision, and so does the plan, which asks the
+/// host for no task again.
+#[test]
+fn the_decision_holds_the_processes_p_names() {
+    let mut machine = FakeHost::new();
+    let r = pids(request(&["counter"]), &[101, 100, 200]);
+    let decided = decide(&r, &machine).expect("decided");
+    assert_eq!(decided.scope().pids(), [100, 200]);
+    assert_eq!(machine.tasks_asked.get(), 3);
+    let planned = plan(r, decided, &mut machine);
+    assert_eq!(machine.tasks_asked.get(), 3);
+    assert_eq!(
+        planned.notes,
+        ["ksymwatch: -p 101 is a thread of process 100 (app): watching every thread of process 100"]
+    );
+    let p = planned.plan.expect("planned");
+    assert_eq!(p.scope().pids(), [100, 200]);
+    let started = [(100, 1000), (200, 2000)].map(|(pid, ticks)| Started { pid, ticks });
+    assert_eq!(p.started(), started);
+}
+
+/// A `-p` that names no process is found as the scope is decided but refused in the plan's turn, as
+/// before the decision read it: after the options checked against each other, and with the notes of the
+/// pids before it. Until then the decided scope holds the pids as given.
+#[test]
+fn a_pid_of_no_process_is_refused_in_the_plans_turn() {
+    let mut r = pids(request(&["counter"]), &[101, 999]);
+    let decided = decide(&r, &FakeHost::new()).expect("the plan refuses it, not the decision");
+    assert_eq!(decided.scope().pids(), [101, 999]);
+    r.buffer_pages = Some(3);
+    let e = refused(r.clone(), &mut FakeHost::new());
+    assert!(e.to_string().starts_with("--buffer-pages 3"), "{e}");
+    r.buffer_pages = None;
+    let planned = planning(r, &mut FakeHost::new());
+    let e = planned.plan.err().expect("refused");
+    assert_eq!(e.code, ExitCode::Usage);
+    assert!(e.to_string().starts_with("-p 999: no such process"), "{e}");
+    assert_eq!(
+        planned.notes,
+        ["ksymwatch: -p 101 is a thread of process 100 (app): watching every thread of process 100"]
+    );
 }
 
 /// `--per-thread` and `--remove-on-exec` take the per-thread events; where BPF loads every thread's event

@@ -101,9 +101,8 @@ impl std::fmt::Debug for Follower {
 }
 
 /// The running kernel's BTF; `what` says what needs it.
-fn kernel_btf(what: &str) -> Result<ksymwatch_symbols::btf::Btf, Error> {
-    use ksymwatch_symbols::btf::Btf;
-    Btf::open(std::path::Path::new(Btf::VMLINUX))
+fn kernel_btf(what: &str) -> Result<std::sync::Arc<ksymwatch_symbols::btf::Btf>, Error> {
+    ksymwatch_symbols::btf::Btf::running()
         .map_err(|e| Error::not_permitted(format!("{what} needs the kernel's BTF")).caused_by(e))
 }
 

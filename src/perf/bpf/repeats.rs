@@ -18,7 +18,6 @@
 //! to handle kernel pointers (root, CAP_PERFMON). A per-CPU breakpoint cannot cover a thread twice, so
 //! its program has no check.
 
-use std::path::Path;
 use std::sync::OnceLock;
 
 use ksymwatch_symbols::Btf;
@@ -47,7 +46,7 @@ pub const NEEDS: &str = "the kfunc bpf_cast_to_kern_ctx (Linux 6.2) and struct \
 /// per process.
 pub fn find() -> Option<Repeats> {
     static FOUND: OnceLock<Option<Repeats>> = OnceLock::new();
-    *FOUND.get_or_init(|| from_btf(&Btf::open(Path::new(Btf::VMLINUX)).ok()?))
+    *FOUND.get_or_init(|| from_btf(&*Btf::running().ok()?))
 }
 
 /// [`Repeats`] as `btf` describes the kernel.
@@ -158,7 +157,7 @@ mod tests {
     /// sample data (two pointers), where it has BTF.
     #[test]
     fn the_running_kernels_check_is_found_where_it_has_btf() {
-        let Ok(btf) = Btf::open(Path::new(Btf::VMLINUX)) else {
+        let Ok(btf) = Btf::running() else {
             println!("SKIP: repeats: no readable {}", Btf::VMLINUX);
             return;
         };

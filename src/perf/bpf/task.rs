@@ -3,7 +3,6 @@
 //! with `bpf_get_current_comm`, whose string copy and padding cost ~70 ns of every kept hit here
 //! (in-kernel stamps of `hit_bench`: the record's fields 160 ns with the helper, 90 with the loads).
 
-use std::path::Path;
 use std::sync::OnceLock;
 
 use ksymwatch_symbols::Btf;
@@ -11,11 +10,11 @@ use ksymwatch_symbols::Btf;
 static COMM: OnceLock<Option<i16>> = OnceLock::new();
 
 /// `task_struct.comm`'s offset, when the kernel's BTF has it and a BPF load reaches both of its words;
-/// `None` otherwise (the program then asks the helper). Read once per process: opening the BTF takes
-/// 1-2 ms, which a caller can spend early on a thread of its own.
+/// `None` otherwise (the program then asks the helper). Read once per process, from the run's one parse
+/// of the kernel's BTF ([`Btf::running`], a few ms), which a caller can make early on a thread of its own.
 pub fn comm_offset() -> Option<i16> {
     *COMM.get_or_init(|| {
-        let btf = Btf::open(Path::new(Btf::VMLINUX)).ok()?;
+        let btf = Btf::running().ok()?;
         let offset = btf.struct_field_offset("task_struct", "comm")?;
         reachable(offset)
     })

@@ -6,7 +6,8 @@
 //!
 //! A small reader of our own (`reader` checks the blob once; this module finds types and variables by
 //! name and describes each type to the crate's one member walk; `tracepoint` reads the kernel's
-//! tracepoints, their arguments and records, from it): `aya-obj` would pull in a whole eBPF
+//! tracepoints, their arguments and records, from it; `running` keeps the running kernel's, parsed once
+//! per process): `aya-obj` would pull in a whole eBPF
 //! loader for it and `btf-rs` is LGPL. Since [`crate::dwarf`] describes DWARF's types to the same walk,
 //! both answer with the same [`MemberInfo`] and [`FieldError`] and spell C types the same way
 //! (`struct new_utsname`, `char[65]`, `pid_t`, `struct list_head *`).
@@ -17,6 +18,7 @@
 //! go through an index built on first use: the vmlinux BTF holds ~130k types.
 
 mod reader;
+mod running;
 #[cfg(test)]
 mod tests;
 mod tracepoint;
@@ -184,10 +186,11 @@ impl Btf {
     /// Reads and checks a BTF file (`/sys/kernel/btf/vmlinux`, or a copy): regular files only, at most
     /// [`Role::Btf`]'s bound. The running kernel's own is mapped where sysfs keeps it, when the kernel
     /// allows that (Linux 6.16 and later): reading it copies 5 MB into freshly faulted pages, which costs
-    /// several times the whole check of the mapped file.
+    /// several times the whole check of the mapped file. A caller that wants the running kernel's BTF
+    /// takes [`Btf::running`], one parse for the whole process.
     pub fn open(path: &Path) -> Result<Btf, Error> {
         if path == Path::new(Btf::VMLINUX) {
-            if let Some(map) = map_kernel_btf(path) {
+            if let Some(map) = running::map(path) {
                 return Btf::from_blob(Blob::Mapped(map), path, None);
             }
         }
@@ -882,13 +885,4 @@ fn gcc_int_name(name: &str) -> Option<String> {
         "{size}{}int",
         if unsigned { "unsigned " } else { "" }
     ))
-}
-
-/// The kernel's BTF mapped, or `None` when it cannot be (before Linux 6.16).
-fn map_kernel_btf(path: &Path) -> Option<memmap2::Mmap> {
-    let file = std::fs::File::open(path).ok()?;
-    // Private: the kernel refuses a shared mapping of its BTF.
-    // SAFETY: the mapping is read-only and private, of the sysfs file that is the running kernel's own
-    // BTF: its bytes are part of the kernel image and neither change nor shrink while it runs.
-    unsafe { memmap2::MmapOptions::new().map_copy_read_only(&file) }.ok()
 }

@@ -1155,3 +1155,56 @@ fn the_running_kernels_tracepoints_are_in_its_btf() {
     }
     assert_eq!(fork.args[1].pointee.as_deref(), Some("struct task_struct"));
 }
+
+/// Two threads asking at once get the one value the first open made, and the open runs once; a later
+/// call takes it as it is.
+#[test]
+fn a_shared_value_is_opened_once_for_callers_at_the_same_time() {
+    use super::running::Shared;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Barrier;
+    let shared: Shared<Vec<u8>> = Shared::new();
+    let opens = AtomicUsize::new(0);
+    let start = Barrier::new(2);
+    let open = || {
+        opens.fetch_add(1, Ordering::SeqCst);
+        // Slow enough that the other thread asks while this open runs.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        Ok::<_, ()>(vec![1, 2, 3])
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let ask = || {
+            start.wait();
+            shared.get_or_open(open).unwrap()
+        };
+        let a = s.spawn(ask);
+        let b = s.spawn(ask);
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(Arc::ptr_eq(&a, &b));
+    assert_eq!(opens.load(Ordering::SeqCst), 1);
+    let later = shared.get_or_open(|| -> Result<_, ()> { panic!("opened again") });
+    assert!(Arc::ptr_eq(&a, &later.unwrap()));
+}
+
+/// A failed open keeps nothing: each caller gets its own error, and a later open that succeeds is kept.
+#[test]
+fn a_failed_open_is_tried_again_by_the_next_caller() {
+    let shared: super::running::Shared<u32> = super::running::Shared::new();
+    assert_eq!(shared.get_or_open(|| Err("first")).unwrap_err(), "first");
+    assert_eq!(shared.get_or_open(|| Err("second")).unwrap_err(), "second");
+    assert_eq!(*shared.get_or_open(|| Ok::<_, &str>(7)).unwrap(), 7);
+    assert_eq!(*shared.get_or_open(|| Err("kept")).unwrap(), 7);
+}
+
+/// The running kernel's BTF is one parse, wherever it is asked from.
+#[test]
+fn the_running_kernels_btf_is_parsed_once() {
+    let Ok(first) = Btf::running() else {
+        eprintln!("SKIP: no readable {}", Btf::VMLINUX);
+        return;
+    };
+    let other = std::thread::spawn(Btf::running).join().unwrap().unwrap();
+    assert!(Arc::ptr_eq(&first, &other));
+    assert_eq!(first.path(), std::path::Path::new(Btf::VMLINUX));
+}

@@ -620,10 +620,12 @@ impl<'d, 'u, 'a> TypeGraph for Types<'d, 'u, 'a> {
     }
 
     fn members(&self, t: Ty) -> Result<DieMembers<'_, 'd, 'u, 'a>, FieldError> {
-        let dies = match t {
+        let mut dies = match t {
             Ty::Die(o) => self.children(o)?,
             Ty::Void | Ty::Dims { .. } => Vec::new(),
         };
+        // A class's own members first: one of them shadows a base's member of the same name.
+        dies.sort_by_key(|d| d.tag() == gimli::DW_TAG_inheritance);
         Ok(DieMembers {
             types: self,
             dies: dies.into_iter(),
@@ -643,7 +645,9 @@ impl<'d, 'u, 'a> TypeGraph for Types<'d, 'u, 'a> {
 }
 
 /// The `DW_TAG_member` children of a struct, union or class, described one at a time: a member after
-/// the one looked for is never read.
+/// the one looked for is never read. A C++ base class (`DW_TAG_inheritance`) is an unnamed member, so the
+/// walk finds the fields a class inherits as it finds an anonymous struct's; a virtual base, whose place
+/// is an expression evaluated at run time, is left out.
 struct DieMembers<'s, 'd, 'u, 'a> {
     types: &'s Types<'d, 'u, 'a>,
     dies: std::vec::IntoIter<Die<'a>>,
@@ -653,7 +657,20 @@ impl<'s, 'a> Iterator for DieMembers<'s, '_, '_, 'a> {
     type Item = Result<Member<'s, Ty>, FieldError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let die = self.dies.find(|d| d.tag() == gimli::DW_TAG_member)?;
-        Some(self.types.member(&die))
+        loop {
+            let die = self.dies.next()?;
+            match die.tag() {
+                gimli::DW_TAG_member => return Some(self.types.member(&die)),
+                gimli::DW_TAG_inheritance => {
+                    if let Ok(base) = self.types.member(&die) {
+                        return Some(Ok(Member {
+                            name: Cow::Borrowed(""),
+                            ..base
+                        }));
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 }

@@ -65,7 +65,7 @@ fn bitfields_land_alike_in_dwarf_4_and_5() {
         ("b", (8, Some(1), "unsigned int : 5")),
         ("c", (9, Some(2), "unsigned int : 12")),
     ];
-    for version in [4, 5] {
+    for version in [2, 3, 4, 5] {
         let Some(elf) = build(&dir, version) else {
             ksymwatch_symbols::testing::skip(format_args!(
                 "gcc cannot build with -gdwarf-{version}"

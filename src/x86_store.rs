@@ -29,11 +29,8 @@ use iced_x86::{
     OpAccess, OpKind, Register,
 };
 
-/// `pt_regs` words on x86-64, and the indexes of the ones read here.
-const REGS: usize = 21;
-const RFLAGS: usize = 18;
-const RSP: usize = 19;
-const RIP: usize = 16;
+// The trap's registers come as the kernel keeps them: `struct pt_regs`, by word.
+use crate::perf::bpf::kernel::pt_regs;
 
 const FLAG_CF: u64 = 1 << 0;
 const FLAG_PF: u64 = 1 << 2;
@@ -84,11 +81,17 @@ pub enum Stored {
 /// What the instruction that ends at the trap ip (`regs`' ip) and is `n` bytes long stored into the
 /// watched range: `insn` holds the 16 bytes that end at ip. `n` comes from [`last_insn_len`]: the bytes
 /// alone do not say where the instruction starts.
-pub fn stored(insn: &[u8; 16], n: usize, regs: &[u64; REGS], addr: u64, len: u8) -> Stored {
+pub fn stored(
+    insn: &[u8; 16],
+    n: usize,
+    regs: &[u64; pt_regs::WORDS],
+    addr: u64,
+    len: u8,
+) -> Stored {
     if n == 0 || n > insn.len() {
         return Stored::Undecided;
     }
-    let ip = regs[RIP];
+    let ip = regs[pt_regs::IP];
     let start = ip.wrapping_sub(n as u64);
     let mut decoder = Decoder::with_ip(64, &insn[insn.len() - n..], start, DecoderOptions::NONE);
     let i = decoder.decode();
@@ -114,7 +117,7 @@ pub fn stored(insn: &[u8; 16], n: usize, regs: &[u64; REGS], addr: u64, len: u8)
 fn other_write(
     info: &mut InstructionInfoFactory,
     i: &Instruction,
-    regs: &[u64; REGS],
+    regs: &[u64; pt_regs::WORDS],
     addr: u64,
     len: u8,
 ) -> Option<bool> {
@@ -139,7 +142,7 @@ fn other_write(
 fn reads(
     info: &mut InstructionInfoFactory,
     i: &Instruction,
-    regs: &[u64; REGS],
+    regs: &[u64; pt_regs::WORDS],
     addr: u64,
     len: u8,
 ) -> bool {
@@ -194,7 +197,7 @@ impl Write {
 }
 
 /// The store `i` made, when its value is one this module decides.
-fn written(i: &Instruction, regs: &[u64; REGS]) -> Option<Write> {
+fn written(i: &Instruction, regs: &[u64; pt_regs::WORDS]) -> Option<Write> {
     let size = i.memory_size().size() as u64;
     match i.mnemonic() {
         Mnemonic::Mov | Mnemonic::Movbe if is_memory(i.op0_kind()) => {
@@ -214,7 +217,7 @@ fn written(i: &Instruction, regs: &[u64; REGS]) -> Option<Write> {
             // rdi has moved past (or, with DF, before) the store by now. A `rep stos` ends at ip only after
             // its last store (until then the trap ip is the instruction itself), and every store is rax.
             let rdi = reg(regs, Register::RDI)?;
-            let at = if regs[RFLAGS] & FLAG_DF == 0 {
+            let at = if regs[pt_regs::FLAGS] & FLAG_DF == 0 {
                 rdi.wrapping_sub(size)
             } else {
                 rdi.wrapping_add(size)
@@ -240,7 +243,7 @@ fn written(i: &Instruction, regs: &[u64; REGS]) -> Option<Write> {
                 i.stack_pointer_increment().unsigned_abs() as u64
             };
             Some(Write {
-                at: regs[RSP],
+                at: regs[pt_regs::SP],
                 size,
                 value: u128::from(value),
             })
@@ -248,7 +251,7 @@ fn written(i: &Instruction, regs: &[u64; REGS]) -> Option<Write> {
         Mnemonic::Cmpxchg => {
             let at = address_unless_written(i, 0, regs, &[Register::RAX])?;
             // ZF: stored the source; else memory is unchanged and rax now holds it.
-            let value = if regs[RFLAGS] & FLAG_ZF != 0 {
+            let value = if regs[pt_regs::FLAGS] & FLAG_ZF != 0 {
                 source(i, 1, regs)?
             } else {
                 reg(regs, Register::RAX)?
@@ -262,7 +265,7 @@ fn written(i: &Instruction, regs: &[u64; REGS]) -> Option<Write> {
         Mnemonic::Cmpxchg8b | Mnemonic::Cmpxchg16b => {
             let at = address_unless_written(i, 0, regs, &[Register::RAX, Register::RDX])?;
             let half = size * 4;
-            let (lo, hi) = if regs[RFLAGS] & FLAG_ZF != 0 {
+            let (lo, hi) = if regs[pt_regs::FLAGS] & FLAG_ZF != 0 {
                 (Register::RBX, Register::RCX)
             } else {
                 (Register::RAX, Register::RDX)
@@ -284,7 +287,7 @@ fn written(i: &Instruction, regs: &[u64; REGS]) -> Option<Write> {
             Some(Write {
                 at: address(i, 0, regs)?,
                 size: 1,
-                value: u128::from(condition(i.condition_code(), regs[RFLAGS])),
+                value: u128::from(condition(i.condition_code(), regs[pt_regs::FLAGS])),
             })
         }
         _ => None,
@@ -345,7 +348,7 @@ fn condition(cc: ConditionCode, flags: u64) -> bool {
 }
 
 /// Operand `op`'s value when it is a general register or an immediate, at the operand's width.
-fn source(i: &Instruction, op: u32, regs: &[u64; REGS]) -> Option<u64> {
+fn source(i: &Instruction, op: u32, regs: &[u64; pt_regs::WORDS]) -> Option<u64> {
     match i.op_kind(op) {
         OpKind::Register => reg(regs, i.op_register(op)),
         OpKind::Immediate8
@@ -361,13 +364,13 @@ fn source(i: &Instruction, op: u32, regs: &[u64; REGS]) -> Option<u64> {
 }
 
 /// Operand `op`'s address, when every register it uses is in `pt_regs` (not `%fs`/`%gs`-relative).
-fn address(i: &Instruction, op: u32, regs: &[u64; REGS]) -> Option<u64> {
+fn address(i: &Instruction, op: u32, regs: &[u64; pt_regs::WORDS]) -> Option<u64> {
     i.virtual_address(op, 0, |r, _, _| register_or_segment(regs, r))
 }
 
 /// A register's value for an address: the base of ES, CS, SS and DS is 0 in 64-bit mode; FS and GS bases
 /// are not in `pt_regs`.
-fn register_or_segment(regs: &[u64; REGS], r: Register) -> Option<u64> {
+fn register_or_segment(regs: &[u64; pt_regs::WORDS], r: Register) -> Option<u64> {
     match r {
         Register::ES | Register::CS | Register::SS | Register::DS => Some(0),
         _ => reg(regs, r),
@@ -378,7 +381,7 @@ fn register_or_segment(regs: &[u64; REGS], r: Register) -> Option<u64> {
 fn address_unless_written(
     i: &Instruction,
     op: u32,
-    regs: &[u64; REGS],
+    regs: &[u64; pt_regs::WORDS],
     written: &[Register],
 ) -> Option<u64> {
     let uses = |r: Register| r != Register::None && written.contains(&r.full_register());
@@ -389,7 +392,7 @@ fn address_unless_written(
 }
 
 /// A general register's value at its own width (`al`, `ah`, `r9w`, `esi`, ...); `None` for any other.
-fn reg(regs: &[u64; REGS], r: Register) -> Option<u64> {
+fn reg(regs: &[u64; pt_regs::WORDS], r: Register) -> Option<u64> {
     if !r.is_gpr() {
         return None;
     }
@@ -403,22 +406,22 @@ fn reg(regs: &[u64; REGS], r: Register) -> Option<u64> {
 /// The `pt_regs` word of a 64-bit general register.
 fn slot(r: Register) -> Option<usize> {
     Some(match r {
-        Register::R15 => 0,
-        Register::R14 => 1,
-        Register::R13 => 2,
-        Register::R12 => 3,
-        Register::RBP => 4,
-        Register::RBX => 5,
-        Register::R11 => 6,
-        Register::R10 => 7,
-        Register::R9 => 8,
-        Register::R8 => 9,
-        Register::RAX => 10,
-        Register::RCX => 11,
-        Register::RDX => 12,
-        Register::RSI => 13,
-        Register::RDI => 14,
-        Register::RSP => RSP,
+        Register::R15 => pt_regs::R15,
+        Register::R14 => pt_regs::R14,
+        Register::R13 => pt_regs::R13,
+        Register::R12 => pt_regs::R12,
+        Register::RBP => pt_regs::BP,
+        Register::RBX => pt_regs::BX,
+        Register::R11 => pt_regs::R11,
+        Register::R10 => pt_regs::R10,
+        Register::R9 => pt_regs::R9,
+        Register::R8 => pt_regs::R8,
+        Register::RAX => pt_regs::AX,
+        Register::RCX => pt_regs::CX,
+        Register::RDX => pt_regs::DX,
+        Register::RSI => pt_regs::SI,
+        Register::RDI => pt_regs::DI,
+        Register::RSP => pt_regs::SP,
         _ => return None,
     })
 }
@@ -444,13 +447,13 @@ mod tests {
     use super::*;
 
     /// Registers with ip at `ip` and every general register set to a distinct pattern.
-    fn regs(ip: u64) -> [u64; REGS] {
-        let mut r = [0u64; REGS];
+    fn regs(ip: u64) -> [u64; pt_regs::WORDS] {
+        let mut r = [0u64; pt_regs::WORDS];
         for (i, w) in r.iter_mut().enumerate() {
             *w = 0x1111_1111_1111_1111u64.wrapping_mul(i as u64 + 1);
         }
-        r[RIP] = ip;
-        r[RFLAGS] = 0x202;
+        r[pt_regs::IP] = ip;
+        r[pt_regs::FLAGS] = 0x202;
         r
     }
 
@@ -471,7 +474,7 @@ mod tests {
     /// What `code`, one instruction ending at the trap ip (its start known), stored into the range.
     fn stored_value(
         code: &[u8; 16],
-        regs: &[u64; REGS],
+        regs: &[u64; pt_regs::WORDS],
         addr: u64,
         len: u8,
         _memory: Option<u64>,
@@ -640,7 +643,7 @@ mod tests {
         );
 
         let mut r = regs(IP);
-        r[RSP] = 0x7ff0;
+        r[pt_regs::SP] = 0x7ff0;
         r[5] = 0x1234; // rbx
         assert_eq!(
             stored_value(&bytes(&[0x53]), &r, 0x7ff0, 8, None),
@@ -657,9 +660,9 @@ mod tests {
         r[11] = 0x99; // rcx
         r[10] = 0x42; // rax
         let code = [0xf0, 0x48, 0x0f, 0xb1, 0x0f];
-        r[RFLAGS] = 0x202 | FLAG_ZF;
+        r[pt_regs::FLAGS] = 0x202 | FLAG_ZF;
         assert_eq!(stored_value(&bytes(&code), &r, 0x7000, 8, None), Some(0x99));
-        r[RFLAGS] = 0x202;
+        r[pt_regs::FLAGS] = 0x202;
         assert_eq!(stored_value(&bytes(&code), &r, 0x7000, 8, None), Some(0x42));
     }
 
@@ -667,7 +670,7 @@ mod tests {
     fn setcc_reads_the_flags() {
         let mut r = regs(IP);
         r[14] = 0x7000;
-        r[RFLAGS] = 0x202 | FLAG_ZF;
+        r[pt_regs::FLAGS] = 0x202 | FLAG_ZF;
         assert_eq!(
             stored_value(&bytes(&[0x0f, 0x94, 0x07]), &r, 0x7000, 1, None),
             Some(1)

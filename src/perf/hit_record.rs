@@ -83,8 +83,6 @@ pub const OFF_CHAIN: i16 = 32;
 /// The fixed header: every record has it.
 pub const HEADER: i16 = 40;
 
-/// Words of `struct pt_regs` on x86-64.
-pub const REGS: usize = pt_regs::WORDS;
 /// Bytes of instruction kept before the trap ip: the longest x86 instruction is 15.
 pub const INSN_BYTES: usize = 16;
 /// Bytes of the writer's name.
@@ -151,14 +149,14 @@ impl Layout {
     }
 
     pub const fn insn(&self) -> i16 {
-        self.regs() + 8 * REGS as i16
+        self.regs() + 8 * pt_regs::WORDS as i16
     }
 
     /// The end of the spec's fields: where the name goes.
     pub const fn comm(&self) -> i16 {
         self.regs()
             + if self.regs {
-                (8 * REGS + INSN_BYTES) as i16
+                (8 * pt_regs::WORDS + INSN_BYTES) as i16
             } else {
                 0
             }
@@ -247,7 +245,7 @@ pub struct Hit<Name, Stack> {
     /// Records the CPU's ring had no room for before this one, since the program was loaded (wrapping).
     pub lost: u32,
     /// The trap's registers (a record with REGS_KNOWN).
-    pub regs: Option<[u64; REGS]>,
+    pub regs: Option<[u64; pt_regs::WORDS]>,
     pub insn: Option<[u8; INSN_BYTES]>,
     /// A record with CHAIN_ID: the key its call chain is stored under in the kernel's `chains` map (its
     /// stacks are then empty, and not encoded).
@@ -329,7 +327,7 @@ impl<'a> HitView<'a> {
         let cgroup = has(CGROUP_KNOWN).then(|| c.word()).transpose()?;
         let (mut regs, mut insn) = (None, None);
         if has(REGS_KNOWN) {
-            let mut r = [0u64; REGS];
+            let mut r = [0u64; pt_regs::WORDS];
             for w in r.iter_mut() {
                 *w = c.word()?;
             }
@@ -508,7 +506,7 @@ mod tests {
     use super::*;
 
     fn record() -> HitRecord {
-        let mut regs = [0u64; REGS];
+        let mut regs = [0u64; pt_regs::WORDS];
         regs[pt_regs::IP] = 0x401136;
         regs[pt_regs::CS] = 0x33;
         HitRecord {

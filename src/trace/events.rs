@@ -17,6 +17,7 @@ use crate::model::watch::Watch;
 use crate::perf::arm;
 use crate::perf::bpf;
 use crate::perf::bpf::hit_set::HitPrograms;
+use crate::perf::bpf::kernel::pt_regs;
 use crate::perf::event::{self, Binding, CpuEvent, Delivery, EventConfig, OpenError};
 use crate::perf::hit_record;
 use crate::perf::record::{Frame, Sample, Task};
@@ -104,7 +105,7 @@ pub enum Item {
 /// decoded from them once the session knows where the instruction starts (see `Session::hit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Trap {
-    pub regs: [u64; hit_record::REGS],
+    pub regs: [u64; pt_regs::WORDS],
     pub insn: [u8; hit_record::INSN_BYTES],
 }
 
@@ -159,6 +160,9 @@ pub struct EventSet {
     watches: Vec<Watch>,
     /// Watches moved away from, newest last: a hit recorded before a move names the watch it hit.
     retired: Vec<Watch>,
+    /// What names each target's hits: `watches`, except after a `--control` move until the events are
+    /// enabled again ([`EventSet::steer`]).
+    naming: Vec<Watch>,
     /// `--control off` disabled every event; CPUs that come online meanwhile are armed disabled too.
     enabled: bool,
     /// How long the watch has been off, for time that counts as unwatched ([`EventSet::watched_time`]).
@@ -200,6 +204,7 @@ impl EventSet {
         let mut set = EventSet {
             watches: watches.to_vec(),
             retired: Vec::new(),
+            naming: watches.to_vec(),
             enabled: true,
             off: OffClock::default(),
             closed: vec![false; watches.len()],
@@ -239,7 +244,7 @@ impl EventSet {
     /// `--control` moved away from whose hits were still in a ring (the kernel reports the breakpoint's
     /// address with each hit).
     pub fn watch_of(&self, index: usize, addr: u64) -> &Watch {
-        watch_at(&self.watches, &self.retired, index, addr)
+        watch_at(&self.naming, &self.retired, index, addr)
     }
 
     /// How many threads a process watch covers now, or CPUs for a system-wide one (for acknowledgements).
@@ -283,6 +288,16 @@ impl EventSet {
         self.move_target(index, new, false)
     }
 
+    /// `--control`'s move: [`EventSet::retarget`], the old watch still naming the target's hits until the
+    /// events are enabled again. Every hit drained by then was recorded before the move, also one at an
+    /// address the new watch covers too (the same variable at another length or access).
+    pub fn steer(&mut self, index: usize, new: Watch) -> std::io::Result<()> {
+        let old = self.naming[index].clone();
+        self.retarget(index, new)?;
+        self.naming[index] = old;
+        Ok(())
+    }
+
     /// [`EventSet::retarget`], with the events enabled by the same MODIFY_ATTRIBUTES when `enable` and
     /// the watch is on: one call per CPU instead of two, for an object armed as it is allocated.
     pub fn move_target(&mut self, index: usize, new: Watch, enable: bool) -> std::io::Result<()> {
@@ -323,6 +338,7 @@ impl EventSet {
             self.retired.remove(0);
         }
         self.retired.push(old);
+        self.naming[index] = new.clone();
         self.watches[index] = new;
         // The kernel's `old` (what `--if` reads) starts afresh at the new target, as the printed one does.
         if let Delivery::Hits(h) = &self.cfg.delivery {
@@ -372,7 +388,7 @@ impl EventSet {
             *c = true;
         }
         let started = sys::monotonic_ns();
-        let watches = (self.watches.as_slice(), self.retired.as_slice());
+        let watches = (self.naming.as_slice(), self.retired.as_slice());
         let mut audits = Vec::new();
         for evs in self.by_cpu.values_mut() {
             let Some(at) = evs.iter().position(|t| t.ev.watch == index) else {
@@ -398,6 +414,7 @@ impl EventSet {
     pub fn enable(&mut self) -> Result<(), OpenError> {
         self.enabled = true;
         self.off.on(sys::monotonic_ns());
+        self.naming.clone_from(&self.watches);
         event::repeated_for_copies(self.all_events(), CpuEvent::enable)
     }
 
@@ -416,7 +433,7 @@ impl EventSet {
     /// Reads every ring empty into `sorter`.
     pub fn drain(&mut self, sorter: &mut Sorter) {
         let started = sys::monotonic_ns();
-        let watches = (self.watches.as_slice(), self.retired.as_slice());
+        let watches = (self.naming.as_slice(), self.retired.as_slice());
         for t in self.by_cpu.values_mut().flatten() {
             drain_one(
                 t,
@@ -596,7 +613,7 @@ impl EventSet {
         let mut evs = self.by_cpu.remove(&cpu)?;
         let started = sys::monotonic_ns();
         let mut audits = Vec::with_capacity(evs.len());
-        let watches = (self.watches.as_slice(), self.retired.as_slice());
+        let watches = (self.naming.as_slice(), self.retired.as_slice());
         for t in evs.iter_mut() {
             drain_one(
                 t,

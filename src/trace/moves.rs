@@ -148,6 +148,8 @@ pub trait Steering: Rings {
     /// Why target `index` cannot move to `watch` in place, if it cannot.
     fn cannot_move(&self, index: usize, watch: &Watch) -> Option<String>;
     /// Moves target `index` to `watch`, left disabled; on a refusal every event is back on the old watch.
+    /// The old watch names the target's hits drained until the events are enabled again: all of them were
+    /// recorded before the move, also at an address the new watch covers too.
     fn retarget(&mut self, index: usize, watch: Watch) -> io::Result<()>;
     /// Target `index`'s `old` values start afresh.
     fn forget_olds(&mut self, index: usize);

@@ -175,6 +175,12 @@ impl<'a, O: Output> Session<'a, O> {
             read_start_time,
         )?;
         let gone_before = watched.gone_before();
+        if let Some(h) = cfg.delivery.hit_programs() {
+            for &pid in watched.gone() {
+                // Best effort: a pid the exit program already took out is not in the map.
+                let _ = h.unwatch_process(pid);
+            }
+        }
         let mut olds = Olds::new(old_values.condition, old_values.kernel_drops);
         if old_values.seeded {
             // The events are armed: a launched command is still stopped at its exec, its range as the
@@ -603,7 +609,7 @@ impl<O: Output> Steering for Turn<'_, '_, O> {
     }
 
     fn retarget(&mut self, index: usize, watch: Watch) -> io::Result<()> {
-        self.rings.events_mut().retarget(index, watch)
+        self.rings.events_mut().steer(index, watch)
     }
 
     fn forget_olds(&mut self, index: usize) {

@@ -43,6 +43,8 @@ pub struct Watched {
     ended: FxHashSet<u32>,
     /// Every process given was gone (ESRCH, or its pid another's) when its pidfd was asked for.
     gone_before: bool,
+    /// The processes given that were gone when their pidfd was asked for, by pid.
+    gone: Vec<u32>,
 }
 
 /// What asking for a watched process's pidfd came to.
@@ -103,7 +105,7 @@ impl Watched {
         mut start_time: impl FnMut(u32) -> io::Result<u64>,
     ) -> Result<Watched> {
         let mut pidfds = Vec::with_capacity(pids.len());
-        let mut gone = 0;
+        let mut gone = Vec::new();
         let mut replaced = FxHashSet::default();
         for (i, &pid) in pids.iter().enumerate() {
             let planned = started.iter().find(|s| s.pid == pid).map(|s| s.ticks);
@@ -116,7 +118,7 @@ impl Watched {
                 }
                 // Not waited for, but only a process gone says it has exited.
                 Pidfd::Gone { replaced: other } => {
-                    gone += 1;
+                    gone.push(pid);
                     if other {
                         replaced.insert(pid);
                     }
@@ -125,7 +127,7 @@ impl Watched {
             }
             pidfds.push(None);
         }
-        let gone_before = !pids.is_empty() && gone == pids.len();
+        let gone_before = !pids.is_empty() && gone.len() == pids.len();
         Ok(Watched {
             live: pids
                 .iter()
@@ -135,6 +137,7 @@ impl Watched {
             pids,
             pidfds,
             gone_before,
+            gone,
             ends_on_exec,
             follows_children,
             ended: replaced,
@@ -221,6 +224,15 @@ impl Watched {
     /// once, as the run begins.
     pub fn gone_before(&self) -> bool {
         self.gone_before
+    }
+
+    /// The processes given that were gone before the run (exited, their pid perhaps another's by now):
+    /// the kernel's programs must let go of their pids, entered before that was known. Their exit may
+    /// have come before the program that takes an exiting process out was there to see it, and a
+    /// process given the pid then (or later) would be watched in the kernel as theirs: its traps kept,
+    /// counted in the kernel's totals and taking `--count`'s hits, and reported as hits of the pid.
+    pub fn gone(&self) -> &[u32] {
+        &self.gone
     }
 
     fn none_left(&self) -> bool {
@@ -487,6 +499,7 @@ mod tests {
         let mut w = checked(vec![9, 7], 91, &epoll, pidfd, start_time);
         assert!(!w.gone_before());
         assert!(w.ended(9) && !w.ended(7));
+        assert_eq!(w.gone(), [9], "the kernel lets go of pid 9 only");
         let calls = epoll.calls();
         assert_eq!(calls.len(), 1);
         assert!(
@@ -510,6 +523,8 @@ mod tests {
             let w = checked(vec![7], 90, &epoll, pidfd, fails);
             (w.gone_before(), w.ended(7))
         };
+        let gone = checked(vec![7, 0, 9], 90, &epoll, pidfd, start_time);
+        assert_eq!(gone.gone(), [0], "exited, its pid no one's: let go of too");
         assert_eq!(read_fails(libc::ENOENT), (true, false));
         assert_eq!(read_fails(libc::ESRCH), (true, false));
         assert_eq!(read_fails(libc::EACCES), (false, false));

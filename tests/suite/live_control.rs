@@ -665,3 +665,76 @@ live_test!(a_move_marks_what_the_old_watch_lost_before_it, {
         "every hit before the move printed or marked: {err}"
     );
 });
+
+// A move to the same variable at another length or access (`watch target_var/4 rw`) leaves the
+// breakpoint at the same address: the hits recorded before the move, still in the rings or held by the
+// merge when it is made, were printed under the new watch's label, length and access (54 of 2,700 in one
+// move here), and their value cut to its length. Each move's hits before its acknowledgement are the old
+// watch's, every hit after it the new one's, back and forth while two threads store.
+live_test!(
+    a_move_at_the_same_address_names_earlier_hits_by_the_old_watch,
+    {
+        let mut h = Writer::threads(&["alternate", "2", "300"]);
+        let dir = util::temp_dir("ksw-control-same");
+        let fifo = dir.join("ctl");
+        let pid = h.pid.to_string();
+        let mut t = Tracer::write_json(&[
+            "-p",
+            &pid,
+            "target_var",
+            "--control",
+            fifo.to_str().expect("utf-8 path"),
+        ]);
+        let is_hit = |l: &str| l.contains("\"type\":\"hit\"");
+        let mut text = t.read_until(is_hit);
+        let moves = [
+            "target_var/4 rw",
+            "target_var",
+            "target_var/4 rw",
+            "target_var",
+        ];
+        for m in moves {
+            // The rings and the merge hold the old watch's latest hits as the move is made.
+            std::thread::sleep(Duration::from_millis(200));
+            send_line(&fifo, &format!("watch {m}"));
+            text.push_str(&t.read_until(|l| l.contains("\"type\":\"watch\"")));
+            text.push_str(&t.read_until(is_hit));
+        }
+        let (code, rest, err) = t.interrupt(Duration::from_secs(10));
+        h.send("stop");
+        h.read_until("done");
+        h.finish();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(code, 0, "{err}");
+        text.push_str(&rest);
+        // The watch each stretch of the stream is of: (label, length, access).
+        let short = ("target_var/4", 4, "RW");
+        let whole = ("target_var", 8, "W");
+        let mut now = whole;
+        let mut moved = 0;
+        for r in util::ndjson(&text) {
+            match r["type"].as_str() {
+                Some("watch") => {
+                    moved += 1;
+                    now = if now == whole { short } else { whole };
+                    assert_eq!(r["target"]["len"], now.1, "{r}");
+                }
+                Some("hit") => {
+                    let (label, len, access) = now;
+                    let hit = (
+                        r["target"].as_str(),
+                        r["len"].as_u64(),
+                        r["access"].as_str(),
+                    );
+                    assert_eq!(
+                        hit,
+                        (Some(label), Some(len), Some(access)),
+                        "a hit after {moved} moves named by another watch: {r}"
+                    );
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(moved, moves.len(), "{err}");
+    }
+);

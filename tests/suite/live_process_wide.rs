@@ -425,6 +425,18 @@ fn full_pipe() -> (File, OwnedFd) {
     (File::from(read), write)
 }
 
+/// Reads the read end of a [`full_pipe`] to its end on a thread of its own: what was written after the
+/// dots that filled it.
+fn read_after_the_fill(mut read: File) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = read.read_to_end(&mut text);
+        String::from_utf8_lossy(&text)
+            .trim_start_matches('.')
+            .to_string()
+    })
+}
+
 /// Waits (a minute at most) until process `pid`'s main thread is in a write(2) to its stderr; whether it
 /// got there.
 fn writing_stderr(pid: u32) -> bool {
@@ -450,7 +462,7 @@ live_test!(a_pid_reused_before_arming_is_not_followed, {
     let bin = helper_with("threads", &["-no-pie"]);
     let a = Writer::start_binary(&bin, &["threads", "2", "0"]).ready();
     let pid_a = a.pid;
-    let (mut err_read, err_write) = full_pipe();
+    let (err_read, err_write) = full_pipe();
     let mut tracer = {
         let pid = pid_a.to_string();
         let args = [
@@ -489,13 +501,7 @@ live_test!(a_pid_reused_before_arming_is_not_followed, {
         return;
     };
     let mut newcomer = newcomer.ready();
-    let err = std::thread::spawn(move || {
-        let mut text = Vec::new();
-        let _ = err_read.read_to_end(&mut text);
-        String::from_utf8_lossy(&text)
-            .trim_start_matches('.')
-            .to_string()
-    });
+    let err = read_after_the_fill(err_read);
     // Its few lines fit in the stdout pipe: read once it has ended (killed after 30 s, following the
     // newcomer, it fails here).
     let status = util::wait_within(&mut tracer, Duration::from_secs(30));
@@ -518,4 +524,105 @@ live_test!(a_pid_reused_before_arming_is_not_followed, {
     newcomer.send("go");
     newcomer.read_until_prefix("done tids=");
     newcomer.finish();
+});
+
+// `-p A -p B --count 3`, and A exits between the tracer's planning and its arming (the tracer held there
+// as in the test above: its stderr a full pipe when it says its planning's note, here that `-p` named one
+// of B's threads). A new program is then given A's pid, before the tracer arms (`newcomer_first`) or
+// after, and stores 5 times. It is not A: none of its stores is a hit, and none takes one of `--count`'s
+// 3, which B's 3 stores then fill. (The kernel's program that takes an exiting process out of the watched
+// ones ran before A's pid was entered: the pid stayed there, and the newcomer's stores took the count, 0
+// hits printed and 3 filtered, or were printed as A's.)
+fn a_pid_left_before_arming(newcomer_first: bool) {
+    let bin = helper_with("threads", &["-no-pie"]);
+    let a = Writer::start_binary(&bin, &["threads", "2", "0"]).ready();
+    let mut b = Writer::start_binary(&bin, &["threads", "3", "0"]).ready();
+    let (pid_a, pid_b) = (a.pid, b.pid);
+    let b_thread = std::fs::read_dir(format!("/proc/{pid_b}/task"))
+        .expect("B's threads")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|&tid| tid != pid_b)
+        .expect("a thread of B besides its leader");
+    let (err_read, err_write) = full_pipe();
+    let (pa, pb) = (pid_a.to_string(), b_thread.to_string());
+    let args = [
+        "write",
+        "--json",
+        "--no-status",
+        "-p",
+        &pa,
+        "-p",
+        &pb,
+        "--count",
+        "3",
+        "target_var",
+    ];
+    let mut tracer = Command::new(util::BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(err_write)
+        .spawn()
+        .expect("start ksymwatch");
+    assert!(
+        writing_stderr(tracer.id()),
+        "the tracer never waited on its stderr: {:?}",
+        tracer.try_wait()
+    );
+    assert!(a.close_and_wait(Duration::from_secs(10)).success());
+    let newcomer = || {
+        with_pid(pid_a, || {
+            let w = Writer::start_binary(&bin, &["threads", "5", "0"]);
+            (w.pid, w)
+        })
+    };
+    let mut early = newcomer_first.then(newcomer).flatten();
+    let err = read_after_the_fill(err_read);
+    let mut stdout = std::io::BufReader::new(tracer.stdout.take().expect("stdout"));
+    let mut out = String::new();
+    while !out.contains("\"type\":\"armed\"") {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut stdout, &mut line).expect("stdout") == 0 {
+            break;
+        }
+        out.push_str(&line);
+    }
+    if !newcomer_first {
+        early = newcomer();
+    }
+    let Some(newcomer) = early else {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(tracer.id() as i32, libc::SIGKILL) };
+        let _ = tracer.wait();
+        util::skip(format!(
+            "pid {pid_a} could not be given to a new process (other processes took it first)"
+        ));
+        return;
+    };
+    let mut newcomer = newcomer.ready();
+    newcomer.send("go");
+    newcomer.read_until_prefix("done tids=");
+    b.send("go");
+    b.read_until_prefix("done tids=");
+    let status = util::wait_within(&mut tracer, Duration::from_secs(10));
+    stdout.read_to_string(&mut out).expect("ksymwatch's stdout");
+    let err = err.join().expect("stderr reader");
+    newcomer.finish();
+    b.finish();
+    let records = util::ndjson(&out);
+    assert!(util::hits_of_pid(&records, pid_a).is_empty(), "{out}");
+    assert_eq!(
+        stores_by_tid(&records, pid_b).values().sum::<usize>(),
+        3,
+        "B's 3 stores are the count's 3 hits: {out}\n{err}"
+    );
+    assert_eq!(status.code(), Some(0), "{out}\n{err}");
+    assert_eq!(util::summary_record(&records)["stop"], "count", "{out}");
+}
+
+live_test!(a_pid_reused_before_arming_takes_no_count, {
+    a_pid_left_before_arming(true);
+});
+
+live_test!(a_pid_left_before_arming_and_reused_after_is_not_watched, {
+    a_pid_left_before_arming(false);
 });

@@ -6,9 +6,9 @@
 //! constant of the emitter, not a lookup per hit.
 //!
 //! What the hit program leaves past the record in the scratch entry: the wake-up it asks for
-//! ([`OFF_WAKE`]), the record's size ([`OFF_SIZE`]), and with stamps the time it handed over at
-//! ([`layout::OFF_STAMP`](crate::perf::bpf::layout::OFF_STAMP)). The emitter writes the record at that size, wakes the reader as asked, and counts a record the ring has no room for
-//! as lost: in the record's running `lost` (the next one carries it) and in `stats`.
+//! ([`OFF_WAKE`]) and the record's size ([`OFF_SIZE`]). The emitter writes the record at that size, wakes
+//! the reader as asked, and counts a record the ring has no room for as lost: in the record's running
+//! `lost` (the next one carries it) and in `stats`.
 //!
 //! Within a burst it also wakes the reader once `wake_bytes` were written since the last time it did
 //! (a running count in the scratch entry, [`OFF_SINCE`]), as a perf ring's watermark would: a reader
@@ -24,8 +24,7 @@ use crate::perf::bpf::layout::{OFF_LAST_WRITER, OFF_SINCE, OFF_SIZE, OFF_WAKE};
 use crate::perf::bpf::seq;
 use crate::perf::hit_record as rec;
 
-#[cfg(test)]
-use super::hit_variants::{self, Point};
+use super::hit::additions::{Additions, Nothing, Point};
 
 /// [`OFF_WAKE`]'s value for a hit within a burst: no wake-up unless `wake_bytes` were written since the
 /// last one. (0: the kernel's rule, which wakes a reader that had read everything.)
@@ -51,6 +50,15 @@ pub struct EmitMaps {
 /// The emitter for one CPU's ring; `wake_bytes`: bytes written since the reader was last woken at which a
 /// hit within a burst wakes it.
 pub fn generate(maps: &EmitMaps, wake_bytes: u32) -> Result<Vec<Insn>, AsmError> {
+    generate_adding(maps, wake_bytes, &mut Nothing)
+}
+
+/// The emitter ([`generate`]), with `add`'s code at [`Point::Emitted`].
+pub fn generate_adding(
+    maps: &EmitMaps,
+    wake_bytes: u32,
+    add: &mut dyn Additions,
+) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
     let (scratch_key, stat_key) = (a.slot(4).off(), a.slot(4).off());
     let out = a.label();
@@ -67,9 +75,7 @@ pub fn generate(maps: &EmitMaps, wake_bytes: u32) -> Result<Vec<Insn>, AsmError>
         .jump_imm(Cond::Eq, R0, 0, written);
     count_lost(&mut a, RECORD.into(), maps.lost, stat_key);
     a.bind(written);
-    // A benchmark variant (test builds) times the output from the hit program's hand-over to here.
-    #[cfg(test)]
-    hit_variants::at(&mut a, Point::Emitted);
+    add.at(&mut a, Point::Emitted);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
     a.finish()

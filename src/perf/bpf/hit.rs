@@ -32,16 +32,15 @@
 //! first, reads them on its millisecond tick. A record the ring has no room for is counted in the scratch
 //! entry's `lost` (the next record carries it) and in `stats` ([`STAT_LOST`]).
 //!
-//! The writer-cost benchmark builds variants of this program (`hit_variants`, test builds only): lines
-//! marked `#[cfg(test)]` name the points where a variant adds its timing code or ends a kept hit early.
-//! The tool's build has none of them, and its programs are pinned to their bytes (`hit_golden`).
+//! A caller may add code at named points of the program ([`additions`]): the writer-cost benchmark
+//! builds its variants so. The tool adds none, and its programs are pinned to their bytes (`hit_golden`).
 
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
 use crate::perf::bpf::insn::{
     Alu, Asm, AsmError, Bound, Cond, Insn, Kept, Label, DW, FP, R0, R1, R2, R3, R4, R5, W,
 };
-use crate::perf::bpf::kernel::{ctx, Helper, USER_CS, USER_STACK};
+use crate::perf::bpf::kernel::{ctx, pt_regs, Helper, USER_CS, USER_STACK};
 use crate::perf::bpf::layout::{self, STAT_FILTERED, STAT_LOST, STAT_OTHER_PROCESS};
 use crate::perf::bpf::program::{self, ValueSlots, CTX, FLAGS, OLD, VALUE};
 use crate::perf::bpf::repeats::{self, Repeats};
@@ -50,8 +49,9 @@ use crate::perf::bpf::totals::{self, TotalsMaps, TotalsSlots};
 use crate::perf::bpf::{cgroup, emit};
 use crate::perf::hit_record as rec;
 
-#[cfg(test)]
-use super::hit_variants::{self, Point, Stage};
+pub mod additions;
+
+use additions::{Additions, Nothing, Point};
 
 /// A kept hit this soon after its CPU's previous one does not wake the reader: the reader, busy since
 /// that one, reads its rings every millisecond anyway (`trace::pace`), and a wake-up costs the
@@ -63,7 +63,8 @@ pub const WAKE_GAP_NS: i32 = 1_000_000;
 /// ([`program::OLD`]) and the user stack's walk the flags' ([`program::FLAGS`]) once each is in the record
 /// ([`program::CTX`] stays the context throughout). The bindings are handed on by moving them, so the
 /// compiler refuses generator code that uses a role after its register went to the next one; this
-/// constant is for the benchmark's variants, which see only the finished roles (the emitter has its own).
+/// constant is for code added at the program's [`Point`]s, which sees only the finished roles (the
+/// emitter has its own).
 pub(crate) const RECORD: Kept = Kept::R7;
 
 /// The program's own stack slots, after the value code's ([`ValueSlots`]).
@@ -96,6 +97,14 @@ impl Slots {
             totals: maps.totals.map(|_| TotalsSlots::new(a)),
         }
     }
+}
+
+/// What the program is built from: its spec, its maps and its stack slots.
+#[derive(Debug, Clone, Copy)]
+struct Inputs<'p> {
+    spec: &'p HitSpec<'p>,
+    maps: &'p HitMaps,
+    slots: Slots,
 }
 
 /// The maps the program uses, by descriptor.
@@ -200,15 +209,15 @@ impl<'a> HitSpec<'a> {
 
 /// The hit program for `spec`.
 pub fn generate(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmError> {
-    #[cfg(test)]
-    if let Some(variant) = hit_variants::building() {
-        return variant.generate(spec, maps);
-    }
-    program(spec, maps)
+    generate_adding(spec, maps, &mut Nothing)
 }
 
-/// The program itself ([`generate`]); a benchmark variant builds it from its own spec and maps.
-pub(super) fn program(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmError> {
+/// The hit program for `spec`, with `add`'s code at its [`Point`]s.
+pub fn generate_adding(
+    spec: &HitSpec<'_>,
+    maps: &HitMaps,
+    add: &mut dyn Additions,
+) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
     let slots = Slots::new(&mut a, maps);
     // After the program's own slots, so a per-CPU program's code is the same with or without the check.
@@ -219,8 +228,7 @@ pub(super) fn program(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, A
     let emit = a.label();
 
     a.mov(CTX, R1);
-    #[cfg(test)]
-    hit_variants::at(&mut a, Point::Start { drop: filtered });
+    add.at(&mut a, Point::Start { drop: filtered });
     if let (Some(r), Some(slots)) = (&spec.repeats, &repeat_slots) {
         repeats::check(&mut a, r, (maps.scratch, maps.stats), slots);
     }
@@ -234,7 +242,7 @@ pub(super) fn program(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, A
             by_tgid: maps.olds_by_tgid,
         });
         let reads = (olds, maps.reads);
-        program::value_and_old_steps(&mut a, &slots.value, spec.len, reads, filters);
+        program::value_and_old_steps(&mut a, &slots.value, spec.len, reads, filters, add);
     } else {
         a.call(Helper::GetCurrentPidTgid)
             .store(DW, FP, slots.value.pid_tgid, R0)
@@ -260,37 +268,35 @@ pub(super) fn program(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, A
     if let (Some(t), Some(s)) = (&maps.totals, &slots.totals) {
         totals::claim(&mut a, t, s);
     }
-    emit_record(&mut a, (maps, spec), &slots);
-    count(&mut a, filtered, (maps.stats, STAT_FILTERED), &slots);
+    let p = &Inputs { spec, maps, slots };
+    emit_record(&mut a, p, add);
+    count(&mut a, (filtered, STAT_FILTERED), p, add);
     if maps.procs.is_some() {
-        count(&mut a, other, (maps.stats, STAT_OTHER_PROCESS), &slots);
+        count(&mut a, (other, STAT_OTHER_PROCESS), p, add);
     }
     a.finish()
 }
 
 /// At `label`: adds one to `stats[index]` of this CPU and returns 0.
-fn count(a: &mut Asm, label: Label, (stats, index): (i32, u32), slots: &Slots) {
+fn count(a: &mut Asm, (label, index): (Label, u32), p: &Inputs, add: &mut dyn Additions) {
     if !a.used(label) {
         return;
     }
     a.bind(label);
-    #[cfg(test)]
-    hit_variants::at(a, Point::Dropping(index));
-    emit::add_one(a, stats, index, slots.stat_key);
-    #[cfg(test)]
-    hit_variants::at(a, Point::Dropped(index));
+    add.at(a, Point::Dropping(index));
+    emit::add_one(a, p.maps.stats, index, p.slots.stat_key);
+    add.at(a, Point::Dropped(index));
     a.mov_imm(R0, 0).exit();
 }
 
 /// Writes the record ([`write_record`]) to this CPU's ring buffer through the scratch entry; returns 0.
-fn emit_record(a: &mut Asm, (maps, spec): (&HitMaps, &HitSpec<'_>), slots: &Slots) {
-    #[cfg(test)]
-    if hit_variants::ends_after(a, Stage::Decided) {
+fn emit_record(a: &mut Asm, p: &Inputs, add: &mut dyn Additions) {
+    if add.at(a, Point::Decided) {
         return;
     }
     let out = a.label();
-    seq::lookup(a, (maps.scratch, 0, slots.scratch_key), out);
-    write_record(a, (maps, spec), slots);
+    seq::lookup(a, (p.maps.scratch, 0, p.slots.scratch_key), out);
+    write_record(a, p, add);
     a.bind(out);
     a.mov_imm(R0, 0).exit();
 }
@@ -298,43 +304,40 @@ fn emit_record(a: &mut Asm, (maps, spec): (&HitMaps, &HitSpec<'_>), slots: &Slot
 /// Builds the record in the scratch entry (r0 on entry; value, old and flags in the value code's
 /// registers), counts it in the totals and hands it to the emitter. With `spec.regs`, the registers and
 /// instruction bytes too.
-fn write_record(a: &mut Asm, (maps, spec): (&HitMaps, &HitSpec<'_>), slots: &Slots) {
-    let layout = spec.layout();
+fn write_record(a: &mut Asm, p: &Inputs, add: &mut dyn Additions) {
+    let (layout, slots) = (p.spec.layout(), &p.slots);
     // The value code's results, whose registers the record, the stack's bytes and the walk take over.
     let (value, old, flags) = (Bound::first(VALUE), Bound::first(OLD), Bound::first(FLAGS));
-    let record = fill_header(a, spec, slots, (value, &old, &flags));
-    debug_assert_eq!(record.kept(), RECORD, "where the variants find the record");
+    let record = fill_header(a, p, (value, &old, &flags));
+    debug_assert_eq!(record.kept(), RECORD, "where added code finds the record");
     let record = &record;
     a.store(W, record, rec::OFF_FLAGS, &flags);
-    #[cfg(test)]
-    if hit_variants::ends_after(a, Stage::Header) {
+    if add.at(a, Point::Header) {
         return;
     }
     // The stacks: the kernel's, then the user's right after it; a failed walk is an empty stack.
     let max = (8 * rec::MAX_FRAMES) as i32;
     let stack_bytes = &kernel_stack(a, layout, max, record, (&flags, old));
     a.store(W, record, layout.lengths(), stack_bytes);
-    #[cfg(test)]
-    if hit_variants::ends_after(a, Stage::KernelStack) {
+    if add.at(a, Point::KernelStack) {
         return;
     }
-    user_stack(a, (layout, max, slots.frame), (record, stack_bytes, flags));
+    let walk = (layout, max, slots.frame, add.own_user_walk());
+    user_stack(a, walk, (record, stack_bytes, flags));
     a.store(W, record, layout.lengths() + 4, R0);
     // The chain's bytes, kernel and user.
     a.alu(Alu::Add, stack_bytes, R0);
     // A hit ended here is in no total.
-    #[cfg(test)]
-    if hit_variants::ends_after(a, Stage::UserStack) {
+    if add.at(a, Point::UserStack) {
         return;
     }
     // Counted before the ring is tried: a record the ring has no room for is still in the totals.
-    if let (Some(t), Some(s)) = (&maps.totals, &slots.totals) {
+    if let (Some(t), Some(s)) = (&p.maps.totals, &slots.totals) {
         totals::count(a, t, s, (record.into(), layout));
     }
-    #[cfg(test)]
-    hit_variants::at(a, Point::Counted);
+    add.at(a, Point::Counted);
     finish(a, layout, record, stack_bytes);
-    hand_over(a, maps, slots, record);
+    hand_over(a, p, record, add);
 }
 
 /// Fills the record's fixed part in the scratch entry (r0 on entry; the record's binding, returned, takes
@@ -342,12 +345,8 @@ fn write_record(a: &mut Asm, (maps, spec): (&HitMaps, &HitSpec<'_>), slots: &Slo
 /// old, pid, time, address, with the spec's cgroup id and registers and instruction bytes, then the name
 /// and the ip where an inline record has them; the flags gain the user-mode bit, the spec's fields and
 /// whether the record carries the name ([`write_comm`]).
-fn fill_header(
-    a: &mut Asm,
-    spec: &HitSpec<'_>,
-    slots: &Slots,
-    (value, old, flags): (Bound, &Bound, &Bound),
-) -> Bound {
+fn fill_header(a: &mut Asm, p: &Inputs, (value, old, flags): (Bound, &Bound, &Bound)) -> Bound {
+    let (spec, slots) = (p.spec, &p.slots);
     let layout = spec.layout();
     if layout.values {
         a.store(DW, R0, layout.value(), &value);
@@ -433,7 +432,7 @@ fn write_comm(
 
 /// The trap's registers and the instruction bytes that end at its ip into the record, with their flags.
 fn fill_regs(a: &mut Asm, layout: rec::Layout, (record, flags): (&Bound, &Bound)) {
-    for i in 0..rec::REGS as i16 {
+    for i in 0..pt_regs::WORDS as i16 {
         a.load(DW, R1, CTX, 8 * i)
             .store(DW, record, layout.regs() + 8 * i, R1);
     }
@@ -481,19 +480,14 @@ fn kernel_stack(
 }
 
 /// The user stack into the record right after the kernel stack's bytes, its length in r0: walked here
-/// for a 64-bit task's trap in user mode, by `bpf_get_stack` otherwise.
+/// for a 64-bit task's trap in user mode (with `own_walk`), by `bpf_get_stack` otherwise.
 fn user_stack(
     a: &mut Asm,
-    (layout, max, frame): (rec::Layout, i32, i16),
+    (layout, max, frame, own_walk): (rec::Layout, i32, i16, bool),
     (record, stack_bytes, flags): (&Bound, &Bound, Bound),
 ) {
     let by_kernel = a.label();
     let walked = a.label();
-    // A benchmark variant times the kernel's walk instead.
-    #[cfg(test)]
-    let own_walk = !hit_variants::kernel_user_walk();
-    #[cfg(not(test))]
-    let own_walk = true;
     if own_walk {
         a.load(DW, R1, CTX, ctx::CS)
             .jump_imm(Cond::Ne, R1, USER_CS, by_kernel);
@@ -560,7 +554,8 @@ fn finish(a: &mut Asm, layout: rec::Layout, record: &Bound, stack_bytes: &Bound)
 /// [`WAKE_GAP_NS`] or more before, none within a burst (the emitter still wakes the reader every quarter
 /// ring written). A CPU without an emitter counts the record as lost, as the emitter does when the ring
 /// has no room.
-fn hand_over(a: &mut Asm, maps: &HitMaps, slots: &Slots, record: &Bound) {
+fn hand_over(a: &mut Asm, p: &Inputs, record: &Bound, add: &mut dyn Additions) {
+    let (maps, slots) = (p.maps, &p.slots);
     let flags = a.label();
     a.mov_imm(R1, 0)
         .load(DW, R2, record, rec::OFF_TIME)
@@ -570,8 +565,7 @@ fn hand_over(a: &mut Asm, maps: &HitMaps, slots: &Slots, record: &Bound) {
         .mov_imm(R1, emit::BURST);
     a.bind(flags);
     a.store(DW, record, layout::OFF_WAKE, R1);
-    #[cfg(test)]
-    hit_variants::at(a, Point::HandOver);
+    add.at(a, Point::HandOver);
     a.call(Helper::GetSmpProcessorId)
         .mov(R3, R0)
         .mov(R1, CTX)

@@ -42,9 +42,9 @@ use std::time::{Duration, Instant};
 
 use perf_event_open_sys::bindings as pb;
 
-use super::hit_set::{HitKind, HitPrograms, Watching};
-use super::hit_variants::{self, Stage, Stamps, Variant, DROP_STAMP_PARTS, DROP_STAMP_SLOTS};
-use super::hit_variants::{STAMP_PARTS, STAMP_SLOTS};
+use super::hit_set::{Checks, HitKind, HitPrograms, Watching};
+use super::hit_variants::{Stage, Stamps, Variant, DROP_STAMP_PARTS, DROP_STAMP_SLOTS};
+use super::hit_variants::{STAMP_MAP_SLOTS, STAMP_PARTS, STAMP_SLOTS};
 use super::kernel::MapType;
 use crate::model::condition::Condition;
 use crate::model::filter::Filter;
@@ -233,15 +233,18 @@ fn parts_of(variant: &str) -> (Variant, Option<OwnedFd>, Option<u32>) {
         "ustack" | "ustack-getstack" => Some(Stage::UserStack),
         _ => None,
     };
-    let slots = if variant.starts_with("stamped") {
-        Some(STAMP_SLOTS)
+    // The map's slots: the results' and, for kept hits, where the emitter finds when the hit program
+    // handed over.
+    let (slots, map_slots) = if variant.starts_with("stamped") {
+        (Some(STAMP_SLOTS), STAMP_MAP_SLOTS)
     } else if variant.starts_with("drop-") && variant.ends_with("-stamped") {
-        Some(DROP_STAMP_SLOTS)
+        (Some(DROP_STAMP_SLOTS), DROP_STAMP_SLOTS)
     } else {
-        None
+        (None, 0)
     };
-    let stamps = slots.map(|n| {
-        super::create_map(MapType::PercpuArray, (4, 8), n, "ksw_stamps").expect("stamps map")
+    let stamps = slots.map(|_| {
+        super::create_map(MapType::PercpuArray, (4, 8), map_slots, "ksw_stamps")
+            .expect("stamps map")
     });
     let stamps_fd = stamps.as_ref().map(|m| super::raw(m.as_fd()));
     let drop = variant.starts_with("drop");
@@ -255,31 +258,31 @@ fn parts_of(variant: &str) -> (Variant, Option<OwnedFd>, Option<u32>) {
         no_olds: variant == "drop-noold",
         no_olds_by_tgid: variant.starts_with("drop-hash"),
         no_totals: variant.ends_with("-nototals"),
-        ..Variant::default()
     };
     (parts, stamps, slots)
 }
 
-/// The variant's programs loaded (`condition` theirs) and attached to a breakpoint on `addr` on each of
-/// `cpus`, with its perf ring and its ring buffer.
+/// The variant's programs (the hit program and each CPU's emitter as `parts` builds them; `condition`
+/// theirs) loaded and attached to a breakpoint on `addr` on each of `cpus`, with its perf ring and its
+/// ring buffer.
 fn arm(
-    variant: &str,
+    (variant, parts): (&str, Variant),
     addr: u64,
     condition: &Option<Condition>,
     cpus: &[u32],
 ) -> (Arc<HitPrograms>, Vec<(OwnedFd, Ring, BpfRing)>) {
-    let programs = HitPrograms::load(
-        &[watch_of(addr)],
-        condition.as_ref(),
-        &Filter::default(),
-        // As the tool loads them: a condition makes the hits carry the value and the old one.
-        HitKind {
-            watching: Watching::Everyone,
-            written: condition.is_some(),
-        },
-        RING_PAGES,
-    )
-    .expect("the variant loads");
+    let checks = Checks {
+        watches: &[watch_of(addr)],
+        condition: condition.as_ref(),
+        filter: &Filter::default(),
+    };
+    // As the tool loads them: a condition makes the hits carry the value and the old one.
+    let kind = HitKind {
+        watching: Watching::Everyone,
+        written: condition.is_some(),
+    };
+    let programs = HitPrograms::load_built(checks, &kind, RING_PAGES, Box::new(parts))
+        .expect("the variant loads");
     let programs = Arc::new(programs);
     let cfg = EventConfig {
         ring_pages: RING_PAGES,
@@ -335,8 +338,7 @@ fn measure(variant: &str, writer: &mut Writer, cpus: &[u32]) -> (Duration, Seen)
     let (parts, stamps, slots) = parts_of(variant);
     let drop = variant.starts_with("drop");
     let condition = drop.then(|| crate::model::condition::parse(NO_MATCH).unwrap());
-    // The hit program and each CPU's emitter as the variant builds them.
-    let (programs, mut armed) = hit_variants::with(parts, || arm(variant, addr, &condition, cpus));
+    let (programs, mut armed) = arm((variant, parts), addr, &condition, cpus);
     // The ring buffers are read on the tick, not on their wake-ups: the tracer's loop in a flood.
     let epoll = sys::Epoll::new().unwrap();
     for (i, (bp, _, _)) in armed.iter().enumerate() {

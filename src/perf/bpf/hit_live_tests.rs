@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use perf_event_open_sys::bindings as pb;
 
-use super::hit_set::{HitKind, HitPrograms, Watching};
-use super::hit_variants::{self, Variant};
+use super::hit_set::{Checks, HitKind, HitPrograms, Watching};
+use super::hit_variants::Variant;
 use crate::model::filter::Filter;
 use crate::model::watch::{Access, Watch};
 use crate::perf::attr::ring_attr;
@@ -107,30 +107,26 @@ fn watch_during_ring(
     let watch = target_watch(addr);
     let cpus = crate::cpulist::read(Path::new(crate::cpulist::ONLINE)).expect("online cpus");
     // The hit program and each CPU's emitter as `parts` builds them.
-    let (programs, mut armed) = hit_variants::with(parts, || {
-        let programs = HitPrograms::load(
-            &[watch],
-            None,
-            &Filter::default(),
-            HitKind {
-                watching: Watching::Processes {
-                    pids: Vec::new(),
-                    follow_children: false,
-                },
-                written: true,
-            },
-            pages,
-        )
-        .expect("loads");
-        let mut armed = Vec::new();
-        for &cpu in &cpus {
-            let bp = breakpoint(addr, cpu).expect("breakpoint");
-            let ring = Ring::map(bp.as_fd(), 64).expect("ring");
-            let hits = programs.attach(0, cpu, bp.as_fd()).expect("attach");
-            armed.push((cpu, bp, ring, hits));
-        }
-        (programs, armed)
-    });
+    let checks = Checks {
+        watches: &[watch],
+        condition: None,
+        filter: &Filter::default(),
+    };
+    let kind = HitKind {
+        watching: Watching::Processes {
+            pids: Vec::new(),
+            follow_children: false,
+        },
+        written: true,
+    };
+    let programs = HitPrograms::load_built(checks, &kind, pages, Box::new(parts)).expect("loads");
+    let mut armed = Vec::new();
+    for &cpu in &cpus {
+        let bp = breakpoint(addr, cpu).expect("breakpoint");
+        let ring = Ring::map(bp.as_fd(), 64).expect("ring");
+        let hits = programs.attach(0, cpu, bp.as_fd()).expect("attach");
+        armed.push((cpu, bp, ring, hits));
+    }
     let me = std::process::id();
     programs.watch_process(me).expect("procs map");
     for (_, bp, _, _) in &armed {

@@ -18,7 +18,9 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::cgroup::CgroupMap;
 use super::emit::{self, EmitMaps};
+use super::follow::Follower;
 use super::hit::{self, HitMaps, HitSpec};
+use super::insn::{AsmError, Insn};
 use super::kernel::{MapType, ProgType};
 use super::tgid_olds::TgidOlds;
 use super::totals::{self, Counted, Limit, Totals};
@@ -32,12 +34,41 @@ use crate::perf::bpf_ring::BpfRing;
 use crate::perf::hit_record::ChainKey;
 use crate::perf::sys;
 
-/// Loads the hit program for `spec`. A kernel that will not have a perf-event program read the task
-/// through BTF (before 5.11, or BTF it refuses) still has the helper: the name then costs more, nothing
-/// is lost, and the helper's program is loaded instead.
-fn load_hit(spec: &HitSpec<'_>, maps: &HitMaps) -> Result<OwnedFd, ProgramError> {
+/// How the programs are built: as the tool builds them ([`Tool`]), or with code added to them
+/// ([`hit::additions`]), as the writer-cost benchmark builds its variants.
+pub trait Build: Send + Sync {
+    /// The hit program for `spec` ([`hit::generate`]).
+    fn hit(&self, spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmError>;
+    /// A CPU's emitter ([`emit::generate`]).
+    fn emitter(&self, maps: &EmitMaps, wake_bytes: u32) -> Result<Vec<Insn>, AsmError>;
+}
+
+/// The tool's programs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tool;
+
+impl Build for Tool {
+    fn hit(&self, spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmError> {
+        hit::generate(spec, maps)
+    }
+
+    fn emitter(&self, maps: &EmitMaps, wake_bytes: u32) -> Result<Vec<Insn>, AsmError> {
+        emit::generate(maps, wake_bytes)
+    }
+}
+
+/// Loads the hit program for `spec`, as `build` builds it. A kernel that will not have a perf-event
+/// program read the task through BTF (before 5.11, or BTF it refuses) still has the helper: the name
+/// then costs more, nothing is lost, and the helper's program is loaded instead.
+fn load_hit(
+    spec: &HitSpec<'_>,
+    maps: &HitMaps,
+    build: &dyn Build,
+) -> Result<OwnedFd, ProgramError> {
     let load = |spec: &HitSpec<'_>| -> Result<OwnedFd, ProgramError> {
-        let insns = hit::generate(spec, maps).map_err(|e| super::too_big(&e, spec.condition))?;
+        let insns = build
+            .hit(spec, maps)
+            .map_err(|e| super::too_big(&e, spec.condition))?;
         let mut log = Vec::new();
         load_program(ProgType::PerfEvent, &insns, "ksw_hit", &mut log)
             .map_err(|e| ProgramError::load("hit", e, &log))
@@ -165,17 +196,19 @@ pub struct HitPrograms {
     programs: Vec<HitProgram>,
     procs: Option<OwnedFd>,
     /// Adds the children of watched processes to `procs` as they are forked.
-    follower: Option<super::follow::Follower>,
+    follower: Option<Follower>,
     /// Takes a watched process out of `procs` as it execs another program.
-    exec_end: Option<super::follow::Follower>,
+    exec_end: Option<Follower>,
     /// Takes a watched process out of `procs` as it exits, before its pid can be reused.
-    exit_end: Option<super::follow::Follower>,
+    exit_end: Option<Follower>,
     /// `--value`/`--if` were asked for: hits report the value and the one before it.
     pub written: bool,
     /// Data pages of each CPU's ring buffer (a power of two).
     ring_pages: usize,
     /// `--count N`: the programs keep no hit past the N-th ([`super::totals::claim`]).
     limit: Option<Limit>,
+    /// How its programs, the CPUs' emitters included, are built.
+    build: Box<dyn Build>,
 }
 
 impl std::fmt::Debug for HitPrograms {
@@ -260,6 +293,24 @@ pub enum LoadError {
     WatchProcess(io::Error),
 }
 
+/// What a process watch says when the kernel will not follow the command's forks.
+const FORKS_UNWATCHED: &str = "; the command's own threads are watched, processes it forks are not";
+
+/// One of the kernel programs that keep a process watch's processes in its `procs` map as they live
+/// ([`super::follow`]: adding a watched process's children as they are forked, or ending a process's
+/// watch as it execs or exits), attached by `attach`. One that cannot be had is handed to `warn`, with
+/// `then` (what the watch does without it) after the reason: the watch goes on without it.
+fn keeper(
+    procs: &OwnedFd,
+    attach: fn(BorrowedFd<'_>) -> Result<Follower, Error>,
+    warn: &mut dyn FnMut(&str),
+    then: &str,
+) -> Option<Follower> {
+    attach(procs.as_fd())
+        .map_err(|e| warn(&format!("{e}{then}")))
+        .ok()
+}
+
 impl HitPrograms {
     /// Creates the maps and loads one program per watch, of kind `kind`, and no more: no process is
     /// entered and none followed. `ring_pages`: data pages of each CPU's ring buffer (a power of two).
@@ -275,7 +326,17 @@ impl HitPrograms {
             condition,
             filter,
         };
-        HitPrograms::load_with(checks, &kind, ring_pages, None)
+        HitPrograms::load_built(checks, &kind, ring_pages, Box::new(Tool))
+    }
+
+    /// [`HitPrograms::load`], every program (the CPUs' emitters included) as `build` builds it.
+    pub fn load_built(
+        checks: Checks<'_>,
+        kind: &HitKind,
+        ring_pages: usize,
+        build: Box<dyn Build>,
+    ) -> Result<HitPrograms, ProgramError> {
+        HitPrograms::load_with(checks, kind, ring_pages, (None, build))
     }
 
     /// A watch's hit programs as `set` says, with a process watch's processes entered and kept in the
@@ -291,31 +352,27 @@ impl HitPrograms {
             .map(Limit::create)
             .transpose()
             .map_err(|e| LoadError::Program(ProgramError::Unavailable(e)))?;
-        let mut hits = HitPrograms::load_with(checks, &set.kind, set.ring_pages, limit)
-            .map_err(LoadError::Program)?;
-        let Watching::Processes {
-            pids,
-            follow_children,
-        } = set.kind.watching
+        let mut hits =
+            HitPrograms::load_with(checks, &set.kind, set.ring_pages, (limit, Box::new(Tool)))
+                .map_err(LoadError::Program)?;
+        let (
+            Watching::Processes {
+                pids,
+                follow_children,
+            },
+            Some(procs),
+        ) = (set.kind.watching, &hits.procs)
         else {
             return Ok(hits);
         };
         if follow_children {
-            if let Err(e) = hits.follow_children() {
-                warn(&format!(
-                    "{e}; the command's own threads are watched, processes it forks are not"
-                ));
-            }
+            hits.follower = keeper(procs, Follower::attach, warn, FORKS_UNWATCHED);
         }
         // The watched address means something else in another program: an exec ends that process's
         // watch, in the kernel before the new program runs, and the session reports it.
+        hits.exec_end = keeper(procs, Follower::attach_exec, warn, "");
         // A process that exits leaves the watched set as it ends: a process given its pid later is not it.
-        if let Err(e) = hits.end_on_exec() {
-            warn(&e.to_string());
-        }
-        if let Err(e) = hits.end_on_exit() {
-            warn(&e.to_string());
-        }
+        hits.exit_end = keeper(procs, Follower::attach_exit, warn, "");
         for pid in pids {
             hits.watch_process(pid).map_err(LoadError::WatchProcess)?;
         }
@@ -330,7 +387,7 @@ impl HitPrograms {
         }: Checks<'_>,
         HitKind { watching, written }: &HitKind,
         ring_pages: usize,
-        limit: Option<Limit>,
+        (limit, build): (Option<Limit>, Box<dyn Build>),
     ) -> Result<HitPrograms, ProgramError> {
         let written = *written;
         // Before any map: a per-thread watch that could report a store twice is not started.
@@ -376,12 +433,12 @@ impl HitPrograms {
                 cgroups: cgroups.as_ref().map(CgroupMap::fds),
                 ..m.fds_limited(procs, lim)
             };
-            let prog = match load_hit(&spec, &fds(&maps)) {
+            let prog = match load_hit(&spec, &fds(&maps), &*build) {
                 // Before Linux 6.1 a perf-event program may use only preallocated hash maps.
                 Err(ProgramError::Refused { .. }) => {
                     maps.totals =
                         Totals::create_preallocated(written).map_err(ProgramError::Unavailable)?;
-                    load_hit(&spec, &fds(&maps))?
+                    load_hit(&spec, &fds(&maps), &*build)?
                 }
                 r => r?,
             };
@@ -401,6 +458,7 @@ impl HitPrograms {
             written,
             ring_pages,
             limit,
+            build,
         })
     }
 
@@ -418,33 +476,6 @@ impl HitPrograms {
             Some(p) => sys::bpf_map_update(p.as_fd(), &tgid.to_ne_bytes(), &1u32.to_ne_bytes()),
             None => Ok(()),
         }
-    }
-
-    /// Follows the children the watched processes fork from now on: each is added to the watched
-    /// processes in the kernel before it runs (a no-op for a watch of every task).
-    fn follow_children(&mut self) -> Result<(), Error> {
-        if let Some(p) = &self.procs {
-            self.follower = Some(super::follow::Follower::attach(p.as_fd())?);
-        }
-        Ok(())
-    }
-
-    /// Ends a watched process's watch in the kernel when it execs another program, before that program
-    /// runs (a no-op for a watch of every task).
-    fn end_on_exec(&mut self) -> Result<(), Error> {
-        if let Some(p) = &self.procs {
-            self.exec_end = Some(super::follow::Follower::attach_exec(p.as_fd())?);
-        }
-        Ok(())
-    }
-
-    /// Ends a watched process's watch in the kernel when its last thread exits, before its pid can be
-    /// given to another process (a no-op for a watch of every task).
-    fn end_on_exit(&mut self) -> Result<(), Error> {
-        if let Some(p) = &self.procs {
-            self.exit_end = Some(super::follow::Follower::attach_exit(p.as_fd())?);
-        }
-        Ok(())
     }
 
     /// What the programs do to the watched processes as they live: what [`HitPrograms::start`] attached
@@ -479,7 +510,8 @@ impl HitPrograms {
             lost: (raw(p.maps.stats.as_fd()), layout::STAT_LOST),
             ring: raw(map.as_fd()),
         };
-        let insns = emit::generate(&maps, size / 4)
+        let insns = (self.build)
+            .emitter(&maps, size / 4)
             .map_err(|e| io::Error::other(format!("the emitter program: {e}")))?;
         let mut log = Vec::new();
         let emitter =
@@ -669,7 +701,7 @@ mod tests {
         let insns = hit::generate(&spec, &maps).unwrap();
         let refused = load_program(ProgType::PerfEvent, &insns, "t_hit", &mut Vec::new());
         assert!(refused.is_err(), "the kernel loaded reads past task_struct");
-        load_hit(&spec, &maps).expect("the helper's program");
+        load_hit(&spec, &maps, &Tool).expect("the helper's program");
     }
 
     /// A process watch's program holds the read and its `reads` flag (the verifier takes the flag's

@@ -3,18 +3,15 @@
 //! map, or builds the program without a part (the old values, the by-tgid array, the totals, its own user
 //! stack walk), each part's cost to the writer being the difference between two variants.
 //!
-//! The seam: the generators ([`super::hit`], [`super::program`]'s value code, [`super::emit`]) pass
-//! named [`Point`]s in lines compiled into test builds only, which call [`at`], [`ends_after`] and
-//! [`kernel_user_walk`] here. While [`with`] runs, those add the variant's code to every program built on
-//! its thread; otherwise they add nothing, and a test build's programs are the tool's. The tool's build
-//! has neither the points nor this module.
+//! A variant is a [`Build`] of the hit programs (`HitPrograms::load_built` takes one): it builds the
+//! tool's generators with its code at their named [`Point`]s ([`super::hit::additions`]).
 
 use crate::perf::bpf::layout;
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
 
-use super::emit;
+use super::emit::{self, EmitMaps};
+use super::hit::additions::{Additions, Point};
 use super::hit::{self, HitMaps, HitSpec};
+use super::hit_set::Build;
 use super::insn::{Alu, Asm, AsmError, Insn, Kept, Label, DW, FP, R0, R1, R2};
 use super::kernel::Helper;
 use super::seq;
@@ -35,89 +32,30 @@ pub(crate) enum Stage {
     UserStack,
 }
 
-/// Where a variant may add code (r0-r5 free, r6-r9 the program's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Point {
-    /// The hit program's start, the context in [`super::program::CTX`]; a kept hit the variant ends early
-    /// jumps to `drop`, where it is counted as filtered.
-    Start {
-        drop: Label,
-    },
-    /// The value code's steps: the task's pid/tgid and the olds key, the watched bytes read, the old value
-    /// swapped (only with an `olds` map).
-    Task,
-    Value,
-    Old,
-    /// A kept hit past a [`Stage`] ([`ends_after`]).
-    Past(Stage),
-    /// A kept hit past its stacks and, with totals, counted in them.
-    Counted,
-    /// The record (in [`hit::RECORD`]) about to go to the emitter.
-    HandOver,
-    /// The emitter's end, the record in the ring.
-    Emitted,
-    /// A dropped hit, before and after it is counted in `stats[index]`; the program returns right after.
-    Dropping(u32),
-    Dropped(u32),
-}
-
-thread_local! {
-    /// The variant the programs built on this thread are, while [`with`] runs.
-    static BUILDING: RefCell<Option<Rc<Variant>>> = const { RefCell::new(None) };
-}
-
-/// Runs `f`, every hit and emitter program it builds on this thread being `variant`'s.
-pub(crate) fn with<T>(variant: Variant, f: impl FnOnce() -> T) -> T {
-    /// Puts back what was built before, also when `f` panics.
-    struct Restore(Option<Rc<Variant>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            BUILDING.with(|b| *b.borrow_mut() = self.0.take());
+impl Stage {
+    /// The point a kept hit past this stage reaches.
+    fn point(self) -> Option<Point> {
+        match self {
+            Stage::Entry => None,
+            Stage::Decided => Some(Point::Decided),
+            Stage::Header => Some(Point::Header),
+            Stage::KernelStack => Some(Point::KernelStack),
+            Stage::UserStack => Some(Point::UserStack),
         }
     }
-    let _restore = Restore(BUILDING.with(|b| b.replace(Some(Rc::new(variant)))));
-    f()
-}
-
-/// The variant being built on this thread, if any.
-pub(crate) fn building() -> Option<Rc<Variant>> {
-    BUILDING.with(|b| b.borrow().clone())
-}
-
-/// The variant's code at `point`, if a variant is being built.
-pub(crate) fn at(a: &mut Asm, point: Point) {
-    if let Some(v) = building() {
-        v.at(a, point);
-    }
-}
-
-/// A kept hit past `stage`: the variant's code there and, if the variant ends kept hits there, the jump
-/// to the drop (true: the generator builds no more of the kept hit).
-pub(crate) fn ends_after(a: &mut Asm, stage: Stage) -> bool {
-    let Some(v) = building() else {
-        return false;
-    };
-    v.at(a, Point::Past(stage));
-    match (v.until == Some(stage), v.drop.get()) {
-        (true, Some(drop)) => {
-            a.goto(drop);
-            true
-        }
-        _ => false,
-    }
-}
-
-/// Whether the variant takes a user-mode trap's user stack with `bpf_get_stack`, not the program's own walk.
-pub(crate) fn kernel_user_walk() -> bool {
-    building().is_some_and(|v| v.kernel_user_walk)
 }
 
 /// The parts a stamped program times, in order: from the program's start to the hit being kept (the value,
 /// the old value, the filters, the condition), the record's fixed fields, the kernel stack, the user
 /// stack, and the output.
 pub(crate) const STAMP_PARTS: [&str; 5] = ["decided", "header", "kstack", "ustack", "output"];
-/// Slots in the stamps map: the count of kept hits, then one per part.
+/// Slots of the stamps map's results: the count of kept hits, then one per part.
 pub(crate) const STAMP_SLOTS: u32 = 1 + STAMP_PARTS.len() as u32;
+/// The stamps map's slot after the results: the time the hit program handed the kept hit over at, where
+/// the emitter's output part starts (the CPU's emitter runs right after, by tail call).
+const HANDED_OVER: u32 = STAMP_SLOTS;
+/// Slots in a kept hits' stamps map: the results and [`HANDED_OVER`].
+pub(crate) const STAMP_MAP_SLOTS: u32 = STAMP_SLOTS + 1;
 
 /// The parts a drop-stamped program times, in order: one stamp right after another (what a stamp itself
 /// costs, included in every part), the task and the olds key, the value read, the old value's swap, the
@@ -131,14 +69,14 @@ pub(crate) const DROP_STAMP_SLOTS: u32 = 1 + DROP_STAMP_PARTS.len() as u32;
 /// slot 0 and, to slot 1 + i, the nanoseconds its part i took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stamps {
-    /// Kept hits, [`STAMP_SLOTS`] slots ([`STAMP_PARTS`]); the emitter adds the output's part.
+    /// Kept hits, [`STAMP_MAP_SLOTS`] slots ([`STAMP_PARTS`]); the emitter adds the output's part.
     Kept(i32),
     /// Dropped hits, [`DROP_STAMP_SLOTS`] slots ([`DROP_STAMP_PARTS`]).
     Dropped(i32),
 }
 
 /// One variant of the hit program.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Variant {
     /// Where a kept hit ends (counted as filtered); `None`: the whole program.
     pub until: Option<Stage>,
@@ -151,19 +89,11 @@ pub(crate) struct Variant {
     pub no_olds_by_tgid: bool,
     /// Leave out the in-kernel totals.
     pub no_totals: bool,
-    /// The stamps' stack slots in the program being built: the previous stamp, the map key, the deltas.
-    pub slots: Cell<Option<(i16, i16, i16)>>,
-    /// Where the program being built counts a dropped hit as filtered ([`Point::Start`]).
-    pub drop: Cell<Option<Label>>,
 }
 
-impl Variant {
-    /// The hit program for `spec` as this variant builds it ([`hit::generate`] in a test build, in [`with`]).
-    pub(crate) fn generate(
-        &self,
-        spec: &HitSpec<'_>,
-        maps: &HitMaps,
-    ) -> Result<Vec<Insn>, AsmError> {
+impl Build for Variant {
+    /// The tool's hit program for `spec`, less the parts the variant leaves out, with its code.
+    fn hit(&self, spec: &HitSpec<'_>, maps: &HitMaps) -> Result<Vec<Insn>, AsmError> {
         if self.until == Some(Stage::Entry) {
             let mut a = Asm::new();
             a.mov_imm(R0, 0).exit();
@@ -179,17 +109,86 @@ impl Variant {
         if self.no_totals {
             maps.totals = None;
         }
-        hit::program(&spec, &maps)
+        hit::generate_adding(&spec, &maps, &mut self.adding())
     }
 
+    fn emitter(&self, maps: &EmitMaps, wake_bytes: u32) -> Result<Vec<Insn>, AsmError> {
+        emit::generate_adding(maps, wake_bytes, &mut self.adding())
+    }
+}
+
+impl Variant {
+    /// Its code for one program being built.
+    fn adding(&self) -> Adding {
+        Adding {
+            variant: *self,
+            slots: None,
+            drop: None,
+        }
+    }
+}
+
+/// A variant's code in one program being built.
+#[derive(Debug)]
+struct Adding {
+    variant: Variant,
+    /// The stamps' stack slots: the previous stamp, the map key, the deltas.
+    slots: Option<(i16, i16, i16)>,
+    /// Where the program counts a dropped hit as filtered ([`Point::Start`]).
+    drop: Option<Label>,
+}
+
+impl Additions for Adding {
+    fn at(&mut self, a: &mut Asm, point: Point) -> bool {
+        if let Point::Start { drop } = point {
+            self.drop = Some(drop);
+            match self.variant.stamps {
+                Some(Stamps::Kept(_)) => self.start(a, STAMP_SLOTS),
+                Some(Stamps::Dropped(_)) => self.start(a, DROP_STAMP_SLOTS),
+                None => {}
+            }
+        }
+        match (self.variant.stamps, point) {
+            (Some(Stamps::Kept(map)), Point::HandOver) => {
+                self.flush(a, map, STAMP_SLOTS);
+                self.handed_over(a, map);
+            }
+            (Some(Stamps::Kept(map)), Point::Emitted) => emitted(a, map),
+            _ => {}
+        }
+        if let Some((map, slots, part)) = self.part(point) {
+            self.stamp(a, part);
+            if matches!(point, Point::Dropped(_)) {
+                self.flush(a, map, slots);
+            }
+        }
+        // A kept hit ending here is counted as filtered.
+        match (
+            self.variant.until.and_then(Stage::point) == Some(point),
+            self.drop,
+        ) {
+            (true, Some(drop)) => {
+                a.goto(drop);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn own_user_walk(&self) -> bool {
+        !self.variant.kernel_user_walk
+    }
+}
+
+impl Adding {
     /// The map, its slot count and, for `point`, the part whose delta it ends (`None`: not one).
     fn part(&self, point: Point) -> Option<(i32, u32, i16)> {
-        match (self.stamps?, point) {
+        match (self.variant.stamps?, point) {
             (Stamps::Kept(m), p) => {
                 let part = match p {
-                    Point::Past(Stage::Decided) => 0,
-                    Point::Past(Stage::Header) => 1,
-                    Point::Past(Stage::KernelStack) => 2,
+                    Point::Decided => 0,
+                    Point::Header => 1,
+                    Point::KernelStack => 2,
                     Point::Counted => 3,
                     _ => return None,
                 };
@@ -211,10 +210,10 @@ impl Variant {
     }
 
     /// The first stamp, and every part's delta zeroed.
-    fn start(&self, a: &mut Asm, slots: u32) {
+    fn start(&mut self, a: &mut Asm, slots: u32) {
         let parts = slots - 1;
         let (prev, key, deltas) = (a.slot(8).off(), a.slot(4).off(), a.slot(8 * parts as u16));
-        self.slots.set(Some((prev, key, deltas.off())));
+        self.slots = Some((prev, key, deltas.off()));
         a.call(Helper::KtimeGetNs)
             .store(DW, FP, prev, R0)
             .mov_imm(R1, 0);
@@ -225,7 +224,7 @@ impl Variant {
 
     /// Adds the time since the previous stamp to part `part`'s delta (calls a helper: r0-r5 clobbered).
     fn stamp(&self, a: &mut Asm, part: i16) {
-        let Some((prev, _, deltas)) = self.slots.get() else {
+        let Some((prev, _, deltas)) = self.slots else {
             return;
         };
         let delta = deltas + 8 * part;
@@ -238,9 +237,25 @@ impl Variant {
             .store(DW, FP, delta, R1);
     }
 
+    /// The time now into `map`'s [`HANDED_OVER`] slot, where the emitter times the output from. The
+    /// entry is looked up first (its pointer kept in the previous stamp's slot, no longer needed), so
+    /// the part does not include the lookup.
+    fn handed_over(&self, a: &mut Asm, map: i32) {
+        let Some((prev, key, _)) = self.slots else {
+            return;
+        };
+        let skip = a.label();
+        seq::lookup(a, (map, HANDED_OVER, key), skip);
+        a.store(DW, FP, prev, R0)
+            .call(Helper::KtimeGetNs)
+            .load(DW, R1, FP, prev)
+            .store(DW, R1, 0, R0);
+        a.bind(skip);
+    }
+
     /// Adds one hit to slot 0 of this CPU's entry of `map` and each part's delta to the slot after it.
     fn flush(&self, a: &mut Asm, map: i32, slots: u32) {
-        let Some((_, key, deltas)) = self.slots.get() else {
+        let Some((_, key, deltas)) = self.slots else {
             return;
         };
         for slot in 0..slots as i16 {
@@ -259,47 +274,20 @@ impl Variant {
     }
 }
 
-impl Variant {
-    /// Its code at `point`.
-    fn at(&self, a: &mut Asm, point: Point) {
-        if let Point::Start { drop } = point {
-            self.drop.set(Some(drop));
-            self.slots.set(None);
-            match self.stamps {
-                Some(Stamps::Kept(_)) => self.start(a, STAMP_SLOTS),
-                Some(Stamps::Dropped(_)) => self.start(a, DROP_STAMP_SLOTS),
-                None => return,
-            }
-        }
-        match (self.stamps, point) {
-            (Some(Stamps::Kept(map)), Point::HandOver) => {
-                // The emitter times the output from here.
-                self.flush(a, map, STAMP_SLOTS);
-                a.call(Helper::KtimeGetNs)
-                    .store(DW, hit::RECORD, layout::OFF_STAMP, R0);
-            }
-            (Some(Stamps::Kept(map)), Point::Emitted) => self.emitted(a, map),
-            _ => {}
-        }
-        if let Some((map, slots, part)) = self.part(point) {
-            self.stamp(a, part);
-            if matches!(point, Point::Dropped(_)) {
-                self.flush(a, map, slots);
-            }
-        }
-    }
-
-    /// The time since the hit program handed over, added to the output's part of `map`.
-    fn emitted(&self, a: &mut Asm, map: i32) {
-        let key = a.slot(4).off();
-        a.call(Helper::KtimeGetNs)
-            .load(DW, R1, emit::RECORD, layout::OFF_STAMP)
-            .alu(Alu::Sub, R0, R1)
-            .mov(Kept::R9, R0);
-        // r9, the emitter's flags, is free once the record is out.
-        let output = STAMP_PARTS.len() as u32;
-        seq::add_to(a, (map, output, key), Some(Kept::R9.into()));
-    }
+/// The time since the hit program handed over ([`HANDED_OVER`]), added to the output's part of `map`
+/// (the emitter's code).
+fn emitted(a: &mut Asm, map: i32) {
+    let (key, now) = (a.slot(4).off(), a.slot(8).off());
+    let skip = a.label();
+    a.call(Helper::KtimeGetNs).store(DW, FP, now, R0);
+    seq::lookup(a, (map, HANDED_OVER, key), skip);
+    // r9, the emitter's flags, is free once the record is out.
+    a.load(DW, R1, R0, 0)
+        .load(DW, Kept::R9, FP, now)
+        .alu(Alu::Sub, Kept::R9, R1);
+    let output = STAMP_PARTS.len() as u32;
+    seq::add_to(a, (map, output, key), Some(Kept::R9.into()));
+    a.bind(skip);
 }
 
 #[cfg(test)]
@@ -307,7 +295,6 @@ mod tests {
     use super::*;
     use crate::model::condition;
     use crate::model::filter::Filter;
-    use crate::perf::bpf::hit::generate;
     use crate::perf::bpf::interp::{FakeKernel, COMM_OFFSET};
     use crate::perf::bpf::kernel::MapType;
     use crate::perf::bpf::layout::STAT_FILTERED;
@@ -323,23 +310,21 @@ mod tests {
         let never = condition::parse("value == 12345").expect("parses");
         let mut m = FakeKernel::for_hit(&MAPS, 0x60_1000, RING, 1 << 14);
         m.declare(STAMPS, MapType::PercpuArray, (4, 8), slots as usize);
-        with(variant, || {
-            for cond in [None, Some(&never)] {
-                let spec = HitSpec {
-                    len: 8,
-                    read_value: true,
-                    old: true,
-                    regs: false,
-                    cgroup_ids: false,
-                    condition: cond,
-                    filter: &f,
-                    comm_offset: Some(COMM_OFFSET),
-                    repeats: None,
-                };
-                let prog = generate(&spec, &MAPS).expect("assembles");
-                assert_eq!(m.run(&prog), 0);
-            }
-        });
+        for cond in [None, Some(&never)] {
+            let spec = HitSpec {
+                len: 8,
+                read_value: true,
+                old: true,
+                regs: false,
+                cgroup_ids: false,
+                condition: cond,
+                filter: &f,
+                comm_offset: Some(COMM_OFFSET),
+                repeats: None,
+            };
+            let prog = variant.hit(&spec, &MAPS).expect("assembles");
+            assert_eq!(m.run(&prog), 0);
+        }
         let timed = m.word(STAMPS, 0).unwrap_or(0);
         (m.ring(RING).len(), m.stat(STAT_FILTERED), timed)
     }
@@ -371,7 +356,7 @@ mod tests {
             stamps: Some(Stamps::Kept(STAMPS)),
             ..Variant::default()
         };
-        assert_eq!(run(kept, STAMP_SLOTS), (1, 1, 1));
+        assert_eq!(run(kept, STAMP_MAP_SLOTS), (1, 1, 1));
         let dropped = Variant {
             stamps: Some(Stamps::Dropped(STAMPS)),
             ..Variant::default()

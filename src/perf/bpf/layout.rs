@@ -8,19 +8,17 @@ use crate::perf::hit_record as rec;
 /// The events one store can be reported by: a thread has 4 debug registers, one per event installed.
 pub const EVENTS: usize = 4;
 
-/// The scratch entry's bytes past the record: the wake-up asked for, the hand-over's stamp (the
-/// writer-cost benchmark's), the bytes written to the ring since its reader was last woken, the record's
-/// size (the hit program's reckoning), and the writer (pid_tgid) and name of the last record this CPU
-/// handed over since one was lost, which a record carries its name only when it differs from
-/// ([`crate::perf::hit_record::COMM_KNOWN`]), and the hash of the last chain this CPU found in the
-/// watch's `chains` map ([`crate::perf::bpf::totals`]: a chain again is not looked up again), and the
-/// CPU's pending count: a `counts` key and the hits under it not yet added to the map
+/// The scratch entry's bytes past the record: the wake-up asked for, the bytes written to the ring since
+/// its reader was last woken, the record's size (the hit program's reckoning), and the writer (pid_tgid)
+/// and name of the last record this CPU handed over since one was lost, which a record carries its name
+/// only when it differs from ([`crate::perf::hit_record::COMM_KNOWN`]), and the hash of the last chain
+/// this CPU found in the watch's `chains` map ([`crate::perf::bpf::totals`]: a chain again is not looked
+/// up again), and the CPU's pending count: a `counts` key and the hits under it not yet added to the map
 /// ([`crate::perf::bpf::totals`]: a writer storing along one chain again and again pays no map operation),
 /// and on the per-thread path the last store reported on the CPU and the events that reported it
 /// ([`crate::perf::bpf::repeats`]).
 pub const OFF_WAKE: i16 = rec::MAX_LEN as i16;
-pub const OFF_STAMP: i16 = OFF_WAKE + 8;
-pub const OFF_SINCE: i16 = OFF_STAMP + 8;
+pub const OFF_SINCE: i16 = OFF_WAKE + 8;
 pub const OFF_SIZE: i16 = OFF_SINCE + 8;
 pub const OFF_LAST_WRITER: i16 = OFF_SIZE + 8;
 pub const OFF_LAST_COMM: i16 = OFF_LAST_WRITER + 8;

@@ -26,8 +26,7 @@ use crate::perf::bpf::kernel::{ctx, Helper};
 use crate::perf::bpf::seq::{self, lookup, lookup_key};
 use crate::perf::hit_record::{OLD_KNOWN, VALUE_KNOWN};
 
-#[cfg(test)]
-use super::hit_variants::{self, Point};
+use super::hit::additions::{Additions, Point};
 
 /// The registers the value code binds across its helper calls, which the hit program keeps until it
 /// builds its record: the program's context; the value read ([`VALUE_KNOWN`] in the flags), the old
@@ -104,7 +103,7 @@ const IDLE: &str = "<idle>";
 
 /// Whether `--comm` can be checked in the kernel: every name is either a real task name or `<idle>`. Other
 /// names in angle brackets are the tracer's own (an unknown task) and are left to it.
-fn comms_in_kernel(filter: &Filter) -> bool {
+pub(crate) fn comms_in_kernel(filter: &Filter) -> bool {
     !filter.comms.is_empty()
         && filter
             .comms
@@ -127,6 +126,7 @@ pub(crate) fn value_and_old_steps(
     len: u8,
     (olds, reads): (Option<Olds>, Option<i32>),
     done: Label,
+    add: &mut dyn Additions,
 ) {
     let unreadable = a.label();
     a.call(Helper::GetCurrentPidTgid);
@@ -139,9 +139,8 @@ pub(crate) fn value_and_old_steps(
     a.jump_imm(Cond::Sge, ADDR, 0, user).mov(R1, ADDR);
     a.bind(user);
     a.store(DW, FP, slots.key, R1);
-    #[cfg(test)]
-    hit_variants::at(a, Point::Task);
-    // A variant's code may have used r1-r5; the address is still in its kept register.
+    add.at(a, Point::Task);
+    // Code added there may have used r1-r5; the address is still in its kept register.
     if let Some(reads) = reads {
         // A trap taken in the kernel runs with the debug registers cleared (the kernel's #DB handler
         // saves and clears DR7 for it): the read cannot trap there, and a kernel writer's bytes are read.
@@ -170,13 +169,11 @@ pub(crate) fn value_and_old_steps(
     };
     a.load(size, VALUE, FP, slots.buf)
         .mov_imm(FLAGS, VALUE_KNOWN as i32);
-    #[cfg(test)]
-    hit_variants::at(a, Point::Value);
+    add.at(a, Point::Value);
     match olds {
         Some(olds) => {
             swap_old(a, slots, olds);
-            #[cfg(test)]
-            hit_variants::at(a, Point::Old);
+            add.at(a, Point::Old);
         }
         None => {
             a.mov_imm(OLD, 0);

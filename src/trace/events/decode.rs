@@ -146,6 +146,7 @@ pub mod testing {
 /// anywhere), no decoder panics, and a record it cannot decode is one loss, handed on as such.
 #[cfg(test)]
 mod prop {
+    use crate::perf::bpf::kernel::pt_regs;
     use crate::perf::hit_record::{self, HitRecord};
     use crate::perf::record::{encode, SAMPLE_TYPE_TASK};
     use crate::trace::events::decode::testing::Collect;
@@ -167,7 +168,7 @@ mod prop {
             comm: Some("writer".into()),
             ip: Some(0x40_1005),
             lost: 1,
-            regs: Some([3; hit_record::REGS]),
+            regs: Some([3; pt_regs::WORDS]),
             insn: Some([0x90; hit_record::INSN_BYTES]),
             chain: None,
             kernel_stack: vec![0xffff_ffff_8100_0077],

@@ -16,13 +16,24 @@ struct flags fl;
 int main(void) { return fl.b; }
 ";
 
-/// The source built with `-gdwarf-N`; `None` when gcc cannot.
-fn build(dir: &std::path::Path, version: u32) -> Option<PathBuf> {
-    let out = dir.join(format!("bits-dwarf{version}"));
-    let ok = Command::new("gcc")
-        .args(["-g", &format!("-gdwarf-{version}"), "-O0", "-o"])
+/// `source`, written as `file` in a directory of its own, built by `compiler` with `flags` into `out`
+/// there; `None` when it cannot be. The caller removes the directory.
+fn compiled(
+    compiler: &str,
+    flags: &[&str],
+    file: &str,
+    source: &str,
+    out: &str,
+) -> Option<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("ksymwatch-dwarf-{out}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    std::fs::write(dir.join(file), source).ok()?;
+    let out = dir.join(out);
+    let ok = Command::new(compiler)
+        .args(flags)
+        .arg("-o")
         .arg(&out)
-        .arg(dir.join("bits.c"))
+        .arg(dir.join(file))
         .status()
         .is_ok_and(|s| s.success());
     ok.then_some(out)
@@ -57,16 +68,15 @@ fn bitfields_land_alike_in_dwarf_4_and_5() {
     if !require("gcc") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("ksymwatch-dwarf-bits-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("bits.c"), SOURCE).unwrap();
     let want = [
         ("a", (8, Some(1), "unsigned int : 3")),
         ("b", (8, Some(1), "unsigned int : 5")),
         ("c", (9, Some(2), "unsigned int : 12")),
     ];
     for version in [2, 3, 4, 5] {
-        let Some(elf) = build(&dir, version) else {
+        let dwarf = format!("-gdwarf-{version}");
+        let out = format!("bits-dwarf{version}");
+        let Some(elf) = compiled("gcc", &["-g", &dwarf, "-O0"], "bits.c", SOURCE, &out) else {
             ksymwatch_symbols::testing::skip(format_args!(
                 "gcc cannot build with -gdwarf-{version}"
             ));
@@ -79,8 +89,8 @@ fn bitfields_land_alike_in_dwarf_4_and_5() {
                 "fl.{name} in DWARF {version}"
             );
         }
+        remove(&elf);
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 const CLASSES: &str = "struct Base { int x; long y; };
@@ -103,17 +113,8 @@ fn inherited_members_are_found_through_the_bases() {
     if !require("g++") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("ksymwatch-dwarf-bases-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("classes.cpp"), CLASSES).unwrap();
-    let elf = dir.join("classes");
-    let built = Command::new("g++")
-        .args(["-g", "-O0", "-o"])
-        .arg(&elf)
-        .arg(dir.join("classes.cpp"))
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(built, "g++ classes.cpp");
+    let elf = compiled("g++", &["-g", "-O0"], "classes.cpp", CLASSES, "classes");
+    let elf = elf.expect("g++ classes.cpp");
     assert_eq!(member_of(&elf, "d", "x"), Ok((0, Some(4), "int".into())));
     assert_eq!(
         member_of(&elf, "d", "y"),
@@ -130,5 +131,12 @@ fn inherited_members_are_found_through_the_bases() {
     );
     let v = member_of(&elf, "wv", "v").unwrap_err();
     assert!(v.contains("no field"), "{v}");
-    std::fs::remove_dir_all(&dir).unwrap();
+    remove(&elf);
+}
+
+/// Removes the directory [`compiled`] made for `elf`.
+fn remove(elf: &std::path::Path) {
+    if let Some(dir) = elf.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

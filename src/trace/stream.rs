@@ -260,10 +260,17 @@ impl<O: Output> Stream<'_, O> {
             }) => {
                 self.tasks.fork(pid, ppid, tid, ptid, &mut self.symbolizer);
                 self.watched.fork(pid, ppid);
+                if pid != ppid {
+                    // A new process: a pid reused holds nothing of the earlier process's.
+                    self.olds.new_process(pid);
+                }
                 None
             }
             Item::Task(Task::Exit { pid, tid }) => {
                 self.tasks.exit(pid, tid, &mut self.symbolizer);
+                if pid == tid {
+                    self.olds.process_gone(pid);
+                }
                 None
             }
             Item::Task(Task::Mmap(m)) => {

@@ -12,7 +12,8 @@
 //!
 //! A user address's entries are a process's, not a pid's: a process made during the run
 //! ([`Olds::new_process`], from the fork record that names it) starts with no `old`, whatever an earlier
-//! process of its pid stored. A process gone ([`Olds::process_gone`]) leaves nothing behind.
+//! process of its pid stored, as the kernel's entries are its process's (tagged with its start time,
+//! `perf::bpf::program`). A process gone ([`Olds::process_gone`]) leaves nothing behind.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 

@@ -92,3 +92,17 @@ live_test!(a_reused_pid_starts_with_no_old_value, {
         "not the earlier process's 7: {hits:?}"
     );
 });
+
+// With `--if` (and `--comm`), `old` is the kernel's: its entry for the pid is the earlier process's
+// until the new process's first hit replaces it, which has no `old` there either.
+live_test!(a_reused_pid_starts_with_no_old_value_in_the_kernel, {
+    let name = "threads-no-pie";
+    let Some(hits) = second_process_hits(&["--if", "changed", "--comm", name], 7, 7) else {
+        return;
+    };
+    assert_eq!(
+        hits[0]["old"],
+        Value::Null,
+        "not the earlier process's 7: {hits:?}"
+    );
+});

@@ -5,7 +5,7 @@
 
 use super::hit::{generate, HitMaps, HitSpec};
 use super::insn::Insn;
-use super::interp::{FakeKernel, BY_TGID_ENTRIES, COMM_OFFSET};
+use super::interp::{FakeKernel, BY_TGID_ENTRIES, COMM_OFFSET, PROCESS_START};
 use super::kernel::Helper;
 use crate::model::condition::{Compare, Condition, Op, Rhs, Side};
 use crate::model::filter::{Filter, Place};
@@ -63,6 +63,7 @@ fn program_with(maps: &Maps, len: u8, condition: Option<&Condition>, filter: &Fi
         condition,
         filter,
         comm_offset: Some(COMM_OFFSET),
+        process_start: Some(PROCESS_START),
         repeats: None,
     };
     generate(&spec, maps).expect("assembles")
@@ -152,6 +153,42 @@ fn separate_processes_have_separate_old_values_at_a_user_address() {
     assert_eq!(
         rec[3], VALUE_KNOWN,
         "no old value in a process not seen before"
+    );
+}
+
+/// A pid reused: the process that takes it (another start time) finds the earlier process's entry, in
+/// the by-tgid array and in the hash, and its first hit has no old value, in the record as for `--if`
+/// (`changed` holds for it); a kernel address keeps one history whoever writes it.
+#[test]
+fn a_reused_pid_starts_with_no_old_value() {
+    let (changed, f) = (Condition::Changed, Filter::default());
+    let known = VALUE_KNOWN | OLD_KNOWN;
+    for maps in [MAPS, ARRAY_MAPS] {
+        for tgid in [100, BY_TGID_ENTRIES as u64 + 5] {
+            let prog = program_with(&maps, 8, Some(&changed), &f);
+            let mut m = machine(maps, USER_ADDR);
+            m.pid_tgid = (tgid << 32) | tgid;
+            assert!(store(&mut m, &prog, Some(7)).is_some());
+            assert_eq!(
+                store(&mut m, &prog, Some(7)),
+                None,
+                "unchanged, in one process"
+            );
+            // Another process under the same pid stores the same 7: its first store, a change.
+            m.start_time += 1;
+            let first = store(&mut m, &prog, Some(7));
+            assert_eq!(first, Some([7, 0, USER_ADDR, VALUE_KNOWN]), "tgid {tgid}");
+            assert_eq!(store(&mut m, &prog, Some(7)), None, "its own old from here");
+            let next = store(&mut m, &prog, Some(8));
+            assert_eq!(next, Some([8, 7, USER_ADDR, known]));
+        }
+    }
+    let (prog, mut m) = watch(8, None, &f, KERNEL_ADDR);
+    store(&mut m, &prog, Some(7));
+    m.start_time += 1;
+    assert_eq!(
+        store(&mut m, &prog, Some(8)),
+        Some([8, 7, KERNEL_ADDR, known])
     );
 }
 

@@ -5,7 +5,7 @@
 
 use super::hit::{generate, HitMaps, HitSpec};
 use super::insn::Insn;
-use super::interp::{FakeKernel, BY_TGID_ENTRIES, COMM_OFFSET, PROCESS_START};
+use super::interp::{FakeKernel, BY_TGID_ENTRIES};
 use super::kernel::Helper;
 use crate::model::condition::{Compare, Condition, Op, Rhs, Side};
 use crate::model::filter::{Filter, Place};
@@ -56,15 +56,8 @@ fn watch_with(
 fn program_with(maps: &Maps, len: u8, condition: Option<&Condition>, filter: &Filter) -> Vec<Insn> {
     let spec = HitSpec {
         len,
-        read_value: true,
-        old: true,
         regs: false,
-        cgroup_ids: false,
-        condition,
-        filter,
-        comm_offset: Some(COMM_OFFSET),
-        process_start: Some(PROCESS_START),
-        repeats: None,
+        ..super::hit_tests::spec(filter, condition, true)
     };
     generate(&spec, maps).expect("assembles")
 }

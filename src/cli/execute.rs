@@ -14,13 +14,16 @@ use crate::cli::advice;
 use crate::cli::parts::Parts;
 use crate::cli::prefetch::Prefetch;
 use crate::cli::ring_size::{self, Coverage};
-use crate::config::plan::{Delivery, Hits, Launch, ObjectPlan, Scope, WatchPlan, Writers};
+use crate::config::plan::{
+    read_start_time, Delivery, Hits, Launch, ObjectPlan, Scope, WatchPlan, Writers,
+};
 use crate::error::{Error, Result};
 // The scope's choices for any launched command, so the mapping to `Watching` is tested without one.
 use crate::model::scope::{Pid, Scope as ScopeOf};
 use crate::perf::arm;
 use crate::perf::bpf::hit_set::{Checks, HitKind, HitSet, Watching};
 use crate::perf::bpf::objects::ObjectSource;
+use crate::perf::bpf::program;
 use crate::perf::event::{Binding, Events};
 use crate::perf::sys;
 use crate::report::{Header, Output, StreamEvent};
@@ -194,7 +197,14 @@ fn programs(plan: &WatchPlan, ring_pages: usize) -> Option<HitSet> {
             written: plan.values().read(),
         },
         ring_pages,
-        count: plan.running().limits().count,
+        // Not where the stream rejects hits the programs keep, which would use the count up (`--on`: a
+        // forked child's store into its copy of an object, a write after its free; a `--comm` name only
+        // the tracer knows): the stream counts.
+        count: plan.running().limits().count.filter(|_| {
+            let comms = &plan.filter().comms;
+            plan.objects().is_none()
+                && (comms.is_empty() || program::comms_in_kernel(plan.filter()))
+        }),
     })
 }
 
@@ -251,7 +261,13 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
     }
     let cpus = &plan.cpus().now;
     let mut watches = plan.watches().to_vec();
-    let armed = match arm::arm_in(&mut watches, cpus, &hand.scope, &cfg, hand.fit) {
+    // Only the `-p` processes planned are armed, not whatever has their pids by now.
+    let starts: Vec<(u32, u64)> = plan.started().iter().map(|s| (s.pid, s.ticks)).collect();
+    let planned = arm::Planned {
+        starts: &starts,
+        start_time: read_start_time,
+    };
+    let armed = match arm::arm_in(&mut watches, cpus, &hand.scope, planned, &cfg, hand.fit) {
         Ok(armed) => armed,
         Err(r) => {
             // A JSON stream says why it is empty; the error line itself is main's.

@@ -16,6 +16,7 @@ use ksymwatch_symbols::UserSymbols;
 use crate::config::plan::{Decided, Hits, Scope};
 use crate::cpulist;
 use crate::perf::bpf;
+use crate::perf::event::Binding;
 use crate::perf::warmup::Warmup;
 use crate::trace::comm::Comms;
 
@@ -36,11 +37,12 @@ impl Prefetch {
             Scope::Processes(pids) => Some(pids.clone()),
             Scope::Launched(_) => Some(Vec::new()),
         };
-        // Only a system-wide watch opens CPU-bound breakpoints; where this process may not open them, the
-        // probe is refused and its thread ends.
-        let warmup = decided
-            .scope()
-            .system_wide()
+        // CPU-bound breakpoints are opened for a system-wide watch and for any watch whose hit program
+        // chooses the processes in the kernel (a process watch where BPF loads); where this process may
+        // not open them, the probe is refused and its thread ends.
+        let cpu_bound =
+            decided.scope().system_wide() || matches!(decided.delivery().events, Binding::Cpus);
+        let warmup = cpu_bound
             .then(|| cpulist::read(Path::new(cpulist::ONLINE)).ok())
             .flatten()
             .and_then(|cpus| cpus.first().copied())

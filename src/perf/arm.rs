@@ -5,7 +5,9 @@
 //!
 //! A process watch ([`Scope::Processes`]) opens, per CPU and watch, one event per thread, each `inherit` +
 //! `inherit_thread` so the threads a thread creates later are covered by the kernel, all redirected into one
-//! ring per CPU and watch; the thread list is read again until a reading finds no thread left to arm. A
+//! ring per CPU and watch; the thread list is read again until a reading finds no thread left to arm. Only
+//! the threads of a pid that still names the process planned are read ([`Planned`]): a process that
+//! exited before or while being armed has none, whatever process has its pid by then. A
 //! launched command ([`Scope::Launched`]) is armed while it is stopped at its exec, before any thread
 //! exists: one inherited event per CPU and watch, no thread list at all.
 //!
@@ -17,6 +19,7 @@
 //! facts its wording needs read after the rollback ([`Kernel::facts`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::io;
 use std::time::Duration;
 
 use crate::model::scope::Scope;
@@ -67,6 +70,9 @@ pub trait Kernel {
     fn disable_ring(&mut self, ring: &Self::Ring);
     /// The threads of `pids` now.
     fn threads(&mut self, pids: &[u32]) -> Vec<u32>;
+    /// Whether `pid` still names the `-p` process planned under it ([`Planned::names`]): not once that
+    /// process has exited, whatever process has the pid now.
+    fn names_planned(&mut self, pid: u32) -> bool;
     /// Waits `how_long` (between the readings of a process's thread list and the enables of its events,
     /// [`event::REPEAT_PAUSES`]).
     fn pause(&mut self, how_long: Duration) {
@@ -84,9 +90,48 @@ pub trait Kernel {
     fn facts(&mut self, e: &OpenError) -> Facts;
 }
 
-/// The kernel's perf events, opened as `cfg` says (its ring size and the programs its delivery attaches).
+/// The kernel's perf events, opened as `cfg` says (its ring size and the programs its delivery attaches),
+/// for the threads of the processes `planned`.
 pub struct Perf<'a> {
     pub cfg: &'a EventConfig,
+    pub planned: Planned<'a>,
+}
+
+/// Which process each `-p` pid named when the watch was planned, and how to tell whether it still does.
+/// A pid alone does not say it: once its process has exited the kernel gives the number to the next
+/// process that needs one, whose threads arming must not take for the planned one's (their stores would
+/// be counted by the hit program, `--count` among them, before the tracer drops them as not the
+/// process's).
+#[derive(Clone, Copy)]
+pub struct Planned<'a> {
+    /// Each `-p` process's pid and start time (clock ticks after boot) as planned (the plan's
+    /// `Started`).
+    pub starts: &'a [(u32, u64)],
+    /// A pid's start time now (`/proc/PID/stat`: `ENOENT` or `ESRCH` once no process has it; the
+    /// plan's `read_start_time`, whose /proc reading is the plan's machine's).
+    pub start_time: fn(u32) -> io::Result<u64>,
+}
+
+impl Planned<'_> {
+    /// No process planned (a dry run opens and closes at once; nothing it opens can take a hit).
+    pub const NONE: Planned<'static> = Planned {
+        starts: &[],
+        start_time: |_| Ok(0),
+    };
+
+    /// Whether `pid` names the process planned: its start time now is the planned one (any process given
+    /// the pid after that one exited started later). A pid with no start planned, or whose start time
+    /// cannot be read for another reason than the process being gone, is taken as planned (as the
+    /// session's check does, `crate::trace::watched`).
+    pub fn names(&self, pid: u32) -> bool {
+        let Some(&(_, ticks)) = self.starts.iter().find(|(p, _)| *p == pid) else {
+            return true;
+        };
+        match (self.start_time)(pid) {
+            Ok(now) => now == ticks,
+            Err(e) => !matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)),
+        }
+    }
 }
 
 impl Kernel for Perf<'_> {
@@ -115,6 +160,10 @@ impl Kernel for Perf<'_> {
 
     fn threads(&mut self, pids: &[u32]) -> Vec<u32> {
         threads(pids)
+    }
+
+    fn names_planned(&mut self, pid: u32) -> bool {
+        self.planned.names(pid)
     }
 
     fn free_slots(
@@ -152,16 +201,18 @@ pub enum Fit {
 }
 
 /// Arms `watches` on every one of `cpus` for `scope`, or nothing, on the kernel's perf events
-/// ([`arm_with`]); `fit` says whether `watches` are first kept to the debug registers free.
+/// ([`arm_with`]), a process watch on the threads of the processes `planned`; `fit` says whether
+/// `watches` are first kept to the debug registers free.
 pub fn arm_in(
     watches: &mut Vec<Watch>,
     cpus: &BTreeSet<u32>,
     scope: &Scope,
+    planned: Planned,
     cfg: &EventConfig,
     fit: Fit,
 ) -> Result<Armed, Refusal> {
     let targets = targets(scope, cfg.binding);
-    arm_with(&mut Perf { cfg }, watches, cpus, targets, cfg, fit)
+    arm_with(&mut Perf { cfg, planned }, watches, cpus, targets, cfg, fit)
 }
 
 /// The whole arming on `kernel`: `--on`'s watches kept to the free slots (`keep_free_slots`), the events
@@ -280,7 +331,11 @@ pub fn dry_run(
         ..EventConfig::bare(1)
     };
     let targets = targets(scope, binding);
-    dry_run_with(&mut Perf { cfg: &cfg }, watches, cpus, targets, &cfg)
+    let mut kernel = Perf {
+        cfg: &cfg,
+        planned: Planned::NONE,
+    };
+    dry_run_with(&mut kernel, watches, cpus, targets, &cfg)
 }
 
 /// The dry run on `kernel`: the kernel addresses' events prepared and opened as arming opens them
@@ -331,7 +386,9 @@ pub fn open_cpu<K: Kernel>(
         .map(|rings| (rings, true))
 }
 
-/// [`open_cpu`] for `watches` on `cpu` for `scope`, through the kernel's perf events.
+/// [`open_cpu`] for `watches` on `cpu` for `scope`, through the kernel's perf events. No start time is
+/// checked here ([`Planned::NONE`]): a process that exited during the run is read by pid (see
+/// `open_threads` on what that leaves).
 pub fn open_cpu_in(
     watches: &[Watch],
     cpu: u32,
@@ -344,7 +401,11 @@ pub fn open_cpu_in(
         targets(scope, cfg.binding),
         cfg,
     );
-    open_cpu(&set, cpu, &mut Perf { cfg })
+    let mut kernel = Perf {
+        cfg,
+        planned: Planned::NONE,
+    };
+    open_cpu(&set, cpu, &mut kernel)
 }
 
 /// What the run says at its end of a CPU that came online and was armed unsettled ([`open_cpu_in`]
@@ -401,6 +462,16 @@ fn open_cpus<K: Kernel>(
 /// readings, the threads created during the last one by threads not armed yet have no event
 /// ([`Armed::unsettled`]). A reading that lists no thread at all ends it at once, settled, with no pause:
 /// every process of `pids` is gone, so no thread of theirs is left being created.
+///
+/// Only the threads of the planned processes are read (`planned_threads`): a pid whose process has
+/// exited, whatever process has the number by then, is read as gone from then on, and if every one is,
+/// arming fails as when they all exited ([`Failure::AllExited`]). What is left: a process that exits
+/// after a reading, between the check and the opens of its threads' events, and whose pid (or a thread's
+/// tid) is given to another task before those opens, has that task's event opened in its place. Pids
+/// are handed out in turn, so that takes every other number being used first, or a program asking for
+/// that number (as checkpoint-restore tools do), while the reading's events are opened (milliseconds;
+/// longer for thousands of threads); the session's own check of the start time
+/// (`crate::trace::watched`) then keeps that task's stores from the hits, not from `--count`.
 fn open_threads<K: Kernel>(
     set: &Prepared,
     pids: &[u32],
@@ -411,8 +482,10 @@ fn open_threads<K: Kernel>(
     let mut settled = false;
     // Readings in a row that found no new thread.
     let mut quiet = 0;
+    // The pids still naming their planned process.
+    let mut planned = pids.to_vec();
     for reading in 0..MAX_THREAD_READINGS {
-        let now = kernel.threads(pids);
+        let now = planned_threads(kernel, &mut planned);
         if now.is_empty() {
             settled = true;
             break;
@@ -459,6 +532,29 @@ fn open_threads<K: Kernel>(
         }
     }
     Ok((rings.into_values().collect(), settled))
+}
+
+/// The threads of those of `pids` that name their planned process ([`Kernel::names_planned`]), now;
+/// those that no longer do are taken out of `pids` (a process once gone is gone for good). Each pid is
+/// checked before its list is read, so a newcomer's is not, and again after: the process may exit, and
+/// another take its pid, between the check and the reading. A pid that names the planned process after
+/// the reading named it all along (a process given the pid after it exited would have started later), so
+/// the list read was that process's.
+fn planned_threads<K: Kernel>(kernel: &mut K, pids: &mut Vec<u32>) -> Vec<u32> {
+    let mut tids = Vec::new();
+    pids.retain(|&pid| {
+        if !kernel.names_planned(pid) {
+            return false;
+        }
+        let listed = kernel.threads(&[pid]);
+        let still = kernel.names_planned(pid);
+        if still {
+            tids.extend(listed);
+        }
+        still
+    });
+    tids.sort_unstable();
+    tids
 }
 
 /// The threads of `pids` now (a process that has gone has none).

@@ -10,8 +10,9 @@
 //! lock, then refuses the type (EINVAL) before it counts a slot. So the probe never holds a debug register,
 //! not even for the moment between an open and its close: a disabled breakpoint of a real type would,
 //! and another tool (or a test holding every register) arming in that moment would find one missing.
-//! Task-bound breakpoints (a process watch) take that lock only for reading, so only a system-wide watch
-//! gains from this.
+//! Task-bound breakpoints (a process watch on perf samples) take that lock only for reading, so only a
+//! watch whose breakpoints are bound to CPUs gains from this: a system-wide one, and a process watch
+//! whose hit program chooses the processes in the kernel.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -17,6 +17,10 @@ pub struct Books {
     pub summary: Summary,
     /// Every event closed so far, audited against the kernel's counters.
     audits: Vec<Audit>,
+    /// Of the summary's `filtered`, the hits the tracer's own filters dropped (the rest are the kernel
+    /// programs', which the kernel's totals do not hold): [`crate::trace::totals`] tells from it whether
+    /// the stream counted every hit the kernel kept.
+    filtered_here: u64,
 }
 
 impl Books {
@@ -28,6 +32,12 @@ impl Books {
     /// A hit the filters dropped: not printed, not counted toward `--count`.
     pub fn filtered(&mut self) {
         self.summary.filtered += 1;
+        self.filtered_here += 1;
+    }
+
+    /// The hits the tracer's own filters dropped (not the kernel programs').
+    pub fn filtered_here(&self) -> u64 {
+        self.filtered_here
     }
 
     /// A hit on `cpu` passed the filters: it is counted, printed or not.
@@ -268,8 +278,10 @@ pub(crate) mod tests {
         let mut books = Books::default();
         books.audit_closed([audit(0, 3, 1), audit(1, 2, 0)]);
         books.settle_audits(true);
+        books.filtered();
         let s = &books.summary;
-        assert_eq!((s.filtered, s.filtered_other_process), (5, 1));
+        assert_eq!((s.filtered, s.filtered_other_process), (6, 1));
+        assert_eq!(books.filtered_here(), 1, "the tracer's own, apart");
     }
 
     /// Hits admitted and filtered are what the pace counts; hits not printed, whether the output was

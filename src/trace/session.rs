@@ -558,8 +558,8 @@ impl<O: Output> Arming for Turn<'_, '_, O> {
 
     fn open_cpu(&mut self, cpu: u32) -> std::result::Result<(), OpenError> {
         self.rings.open_cpu(cpu, self.epoll, Wake::Ring.token())?;
-        // `--on`: allocations on the new CPU reach the tracer. The ring of a CPU that went away stays,
-        // emptied as any other.
+        // `--on`: allocations on the new CPU reach the tracer. The ring the CPU had before it went away
+        // stays until it is read empty (allocations made there just before are in it).
         if let Some(source) = self.objects.as_deref_mut() {
             if source.open_cpu(cpu).is_ok() {
                 if let Some(fd) = source.fds().last() {

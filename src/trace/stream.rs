@@ -187,7 +187,8 @@ impl<O: Output> Stream<'_, O> {
 
     /// Hands every record `which` releases to the output, in time order, and flushes. Returns a stop reason
     /// when the count is met or stdout closed. Once the output is gone, what is released is only counted
-    /// ([`Stream::hit`]): every hit decoded is in the summary, printed or not.
+    /// ([`Stream::hit`]): every hit decoded is in the summary (its tally too) and in what the outputs
+    /// aggregate, printed or not.
     pub fn release(
         &mut self,
         rings: &mut Pipeline,
@@ -362,12 +363,8 @@ impl<O: Output> Stream<'_, O> {
             Admit::Hit(comm) => comm,
         };
         self.books.admitted(sample.cpu);
-        if self.sink.gone() {
-            // The output is gone: a hit that would have been printed is counted as not printed (with
-            // `--last` it would only have been kept).
-            if self.flight.is_none() {
-                self.books.unprinted(sample.cpu, 1);
-            }
+        if self.sink.gone() && self.flight.is_some() {
+            // The output is gone: with `--last` the hit would only have been kept.
             return None;
         }
         // Where the store's instruction starts, from its function's symbol: before the chain is named
@@ -416,6 +413,13 @@ impl<O: Output> Stream<'_, O> {
         };
         if let Some(t) = &mut self.books.summary.tally {
             t.add(&hit);
+        }
+        if self.sink.gone() {
+            // The output is gone: the hit is counted as not printed, and is still one of what the
+            // outputs aggregate (`--folded`), as the tally above has it: every hit counted is in both.
+            self.books.unprinted(sample.cpu, 1);
+            self.sink.out.counted(&hit, 1);
+            return None;
         }
         let printed = match (self.flight.as_mut(), &shared) {
             (Some(rec), Some(chain)) => {
@@ -502,11 +506,12 @@ impl<O: Output> Stream<'_, O> {
         let Some(hits) = events.hit_programs() else {
             return;
         };
+        let filtered_here = self.books.filtered_here();
         if let Err(e) = totals::apply(
             hits,
             events.watches(),
             (&mut self.symbolizer, self.cgroups.as_mut()),
-            &mut self.books.summary,
+            (&mut self.books.summary, filtered_here),
             &mut self.sink.out,
         ) {
             self.books.totals_unread(&e);

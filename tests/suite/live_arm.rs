@@ -4,7 +4,7 @@
 use crate::util;
 
 use ksymwatch::model::watch::{Access, Watch};
-use ksymwatch::perf::arm::{arm_set, Armed, Kernel, Perf};
+use ksymwatch::perf::arm::{arm_set, Armed, Kernel, Perf, Planned};
 use ksymwatch::perf::event::{
     Bind, CpuEvent, EventConfig, OpenError, Prepared, RingSpec, Stage, Targets,
 };
@@ -35,6 +35,14 @@ fn fail(cpu: u32, errno: i32) -> OpenError {
     }
 }
 
+/// The kernel's perf events for no process planned (these tests arm CPUs).
+fn perf(cfg: &EventConfig) -> Perf<'_> {
+    Perf {
+        cfg,
+        planned: Planned::NONE,
+    }
+}
+
 /// The kernel's perf events, except that `fail` may answer for a CPU's rings instead (`None`: opened).
 struct FailOn<F> {
     fail: F,
@@ -46,7 +54,7 @@ impl<F: FnMut(u32) -> Option<OpenError>> Kernel for FailOn<F> {
     fn open_ring(&mut self, spec: &RingSpec, bind: Bind) -> Result<CpuEvent, OpenError> {
         match (self.fail)(spec.cpu) {
             Some(e) => Err(e),
-            None => Perf { cfg: &CFG }.open_ring(spec, bind),
+            None => perf(&CFG).open_ring(spec, bind),
         }
     }
 
@@ -56,19 +64,23 @@ impl<F: FnMut(u32) -> Option<OpenError>> Kernel for FailOn<F> {
         spec: &RingSpec,
         tid: u32,
     ) -> Result<(), OpenError> {
-        Perf { cfg: &CFG }.add_thread(ring, spec, tid)
+        perf(&CFG).add_thread(ring, spec, tid)
     }
 
     fn enable_ring(&mut self, ring: &CpuEvent) -> Result<(), OpenError> {
-        Perf { cfg: &CFG }.enable_ring(ring)
+        perf(&CFG).enable_ring(ring)
     }
 
     fn disable_ring(&mut self, ring: &CpuEvent) {
-        Perf { cfg: &CFG }.disable_ring(ring)
+        perf(&CFG).disable_ring(ring)
     }
 
     fn threads(&mut self, pids: &[u32]) -> Vec<u32> {
-        Perf { cfg: &CFG }.threads(pids)
+        perf(&CFG).threads(pids)
+    }
+
+    fn names_planned(&mut self, pid: u32) -> bool {
+        perf(&CFG).names_planned(pid)
     }
 
     fn free_slots(
@@ -77,11 +89,11 @@ impl<F: FnMut(u32) -> Option<OpenError>> Kernel for FailOn<F> {
         cpus: &BTreeSet<u32>,
         most: usize,
     ) -> Result<usize, OpenError> {
-        Perf { cfg: &CFG }.free_slots(watch, cpus, most)
+        perf(&CFG).free_slots(watch, cpus, most)
     }
 
     fn facts(&mut self, e: &OpenError) -> Facts {
-        Perf { cfg: &CFG }.facts(e)
+        perf(&CFG).facts(e)
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use ksymwatch::model::scope::Scope;
 use ksymwatch::model::watch::{Access, Watch};
-use ksymwatch::perf::arm::{arm_in, Fit};
+use ksymwatch::perf::arm::{arm_in, Fit, Planned};
 use ksymwatch::perf::event::EventConfig;
 use serde_json::Value;
 
@@ -325,6 +325,7 @@ live_test!(
             &mut vec![watch],
             &cpus,
             &Scope::Processes(vec![h.pid]),
+            Planned::NONE,
             &cfg,
             Fit::All,
         )

@@ -533,7 +533,7 @@ live_test!(a_pid_reused_before_arming_is_not_followed, {
 // 3, which B's 3 stores then fill. (The kernel's program that takes an exiting process out of the watched
 // ones ran before A's pid was entered: the pid stayed there, and the newcomer's stores took the count, 0
 // hits printed and 3 filtered, or were printed as A's.)
-fn a_pid_left_before_arming(newcomer_first: bool) {
+fn a_pid_left_before_arming(newcomer_first: bool, extra: &[&str]) {
     let bin = helper_with("threads", &["-no-pie"]);
     let a = Writer::start_binary(&bin, &["threads", "2", "0"]).ready();
     let mut b = Writer::start_binary(&bin, &["threads", "3", "0"]).ready();
@@ -559,6 +559,7 @@ fn a_pid_left_before_arming(newcomer_first: bool) {
     ];
     let mut tracer = Command::new(util::BIN)
         .args(args)
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(err_write)
         .spawn()
@@ -620,9 +621,13 @@ fn a_pid_left_before_arming(newcomer_first: bool) {
 }
 
 live_test!(a_pid_reused_before_arming_takes_no_count, {
-    a_pid_left_before_arming(true);
+    a_pid_left_before_arming(true, &[]);
 });
 
 live_test!(a_pid_left_before_arming_and_reused_after_is_not_watched, {
-    a_pid_left_before_arming(false);
+    a_pid_left_before_arming(false, &[]);
+});
+
+live_test!(a_pid_reused_before_arming_per_thread_takes_no_count, {
+    a_pid_left_before_arming(true, &["--per-thread"]);
 });

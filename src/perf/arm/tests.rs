@@ -7,6 +7,7 @@ use crate::perf::event::REPEAT_PAUSES;
 use crate::perf::privilege::Privilege;
 use crate::perf::refusal::Kind;
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io;
 use std::rc::Rc;
 
@@ -37,9 +38,10 @@ impl Drop for FakeRing {
 }
 
 /// A kernel that refuses what a test tells it to: an open on `fail_cpu` (with `errno`), an enable on
-/// `fail_enable`, a thread in `gone` (ESRCH); `readings` are the successive thread lists; `free` the
-/// slots every CPU has free (or the errno of the first probe), `free_registers` what it counts after
-/// a refusal (and `open_at_facts` how many rings were open then).
+/// `fail_enable`, a thread in `gone` (ESRCH); `readings` are the successive thread lists (each tid
+/// `owner`'s, if set; all of any pid's otherwise); `replaced` the pids that stop naming their planned
+/// process after so many checks; `free` the slots every CPU has free (or the errno of the first probe),
+/// `free_registers` what it counts after a refusal (and `open_at_facts` how many rings were open then).
 struct Fake {
     log: Rc<RefCell<Log>>,
     fail_cpu: Option<(u32, i32)>,
@@ -49,6 +51,10 @@ struct Fake {
     gone: Vec<u32>,
     full: Vec<u32>,
     readings: Vec<Vec<u32>>,
+    owner: Option<fn(u32) -> u32>,
+    replaced: Vec<(u32, usize)>,
+    /// How many times each pid was checked ([`Kernel::names_planned`]).
+    checks: HashMap<u32, usize>,
     free: Result<usize, i32>,
     free_registers: Option<u32>,
     open_at_facts: Option<usize>,
@@ -67,6 +73,9 @@ impl Fake {
             gone: Vec::new(),
             full: Vec::new(),
             readings: Vec::new(),
+            owner: None,
+            replaced: Vec::new(),
+            checks: HashMap::new(),
             free: Ok(4),
             free_registers: None,
             open_at_facts: None,
@@ -172,12 +181,25 @@ impl Kernel for Fake {
         self.log.borrow_mut().paused.push(how_long);
     }
 
-    fn threads(&mut self, _: &[u32]) -> Vec<u32> {
-        match self.readings.len() {
+    fn threads(&mut self, pids: &[u32]) -> Vec<u32> {
+        let mut now = match self.readings.len() {
             0 => Vec::new(),
             1 => self.readings[0].clone(),
             _ => self.readings.remove(0),
+        };
+        if let Some(owner) = self.owner {
+            now.retain(|&t| pids.contains(&owner(t)));
         }
+        now
+    }
+
+    fn names_planned(&mut self, pid: u32) -> bool {
+        let checks = self.checks.entry(pid).or_default();
+        *checks += 1;
+        !self
+            .replaced
+            .iter()
+            .any(|&(p, after)| p == pid && *checks > after)
     }
 
     fn free_slots(
@@ -486,6 +508,61 @@ fn an_empty_thread_list_settles_without_a_pause() {
     };
     open_cpu(&threads, 1, &mut k).expect("opened");
     assert_eq!(k.log.borrow().paused, REPEAT_PAUSES);
+}
+
+/// Processes 10 and 20, each with a second thread (a tid is its process's up to the next ten).
+fn two_processes(replaced: Vec<(u32, usize)>) -> Fake {
+    Fake {
+        readings: vec![vec![10, 11, 20, 21]],
+        owner: Some(|tid| tid / 10 * 10),
+        replaced,
+        ..Fake::new()
+    }
+}
+
+/// `-p 10 -p 20` where 10 exited before arming and a new process took its pid: the newcomer's threads
+/// are not armed (the hit program would count their stores), only 20's, and 10 is checked no more. If
+/// every pid is another process's, arming fails as when every process exited, with no pause.
+#[test]
+fn a_pid_reused_before_arming_has_none_of_its_threads_armed() {
+    let threads = set(1, &[0, 1], Targets::Threads(vec![10, 20]));
+    let mut k = two_processes(vec![(10, 0)]);
+    let armed = arm_set(&threads, &mut k).expect("armed");
+    assert!(armed.events.iter().all(|r| r.tids == [20, 21]));
+    assert_eq!(k.checks[&10], 1);
+    let mut k = two_processes(vec![(10, 0), (20, 0)]);
+    let err = arm_set(&threads, &mut k).err();
+    assert!(matches!(err, Some(Failure::AllExited)), "{err:?}");
+    assert!(k.log.borrow().paused.is_empty());
+}
+
+/// A pid checked before its thread list is read and found another's after: the list read may be the
+/// newcomer's, and none of it is armed.
+#[test]
+fn a_pid_reused_while_its_threads_are_read_has_that_reading_dropped() {
+    let mut k = two_processes(vec![(10, 1)]);
+    let armed = arm_set(&set(1, &[0, 1], Targets::Threads(vec![10, 20])), &mut k).expect("armed");
+    assert!(armed.events.iter().all(|r| r.tids == [20, 21]));
+    assert_eq!(k.checks[&10], 2);
+}
+
+/// A pid names its planned process while its start time is the one planned; another start time, or no
+/// process at all, is another process or none. A start that cannot be read otherwise, or a pid with no
+/// start planned, says nothing against it.
+#[test]
+fn a_pid_names_the_planned_process_while_its_start_time_is_the_same() {
+    let starts = [(10, 500)];
+    let planned = |start_time| Planned {
+        starts: &starts,
+        start_time,
+    };
+    assert!(planned(|_| Ok(500)).names(10));
+    assert!(!planned(|_| Ok(900)).names(10));
+    assert!(!planned(|_| Err(io::Error::from_raw_os_error(libc::ENOENT))).names(10));
+    assert!(!planned(|_| Err(io::Error::from_raw_os_error(libc::ESRCH))).names(10));
+    assert!(planned(|_| Err(io::Error::from_raw_os_error(libc::EACCES))).names(10));
+    assert!(planned(|_| Ok(900)).names(20));
+    assert!(Planned::NONE.names(10));
 }
 
 fn cpus(cpus: &[u32]) -> BTreeSet<u32> {

@@ -485,9 +485,9 @@ impl ObjectSource {
     }
 
     /// Opens `cpu`'s output event and ring (a CPU that came online: the event it had before it went
-    /// offline is dead, and is replaced). The new ring is the last of [`ObjectSource::fds`].
+    /// offline is dead, and is replaced once [`ObjectSource::drain`] has read it empty: allocations made
+    /// there before it went offline are still in it). The new ring is the last of [`ObjectSource::fds`].
     pub fn open_cpu(&mut self, cpu: u32) -> std::io::Result<()> {
-        self.rings.retain(|(c, _, _)| *c != cpu);
         let mut a = pb::perf_event_attr {
             type_: pb::PERF_TYPE_SOFTWARE,
             size: std::mem::size_of::<pb::perf_event_attr>() as u32,
@@ -529,7 +529,8 @@ impl ObjectSource {
         self.rings.iter().map(|(_, fd, _)| fd.as_fd())
     }
 
-    /// Every record now in the rings, decoded (malformed ones left out).
+    /// Every record now in the rings, decoded (malformed ones left out). A CPU's ring replaced when it
+    /// came back online is closed once read.
     pub fn drain(&mut self, out: &mut Vec<Read>) {
         for (_, _, ring) in &mut self.rings {
             ring.drain(|bytes| {
@@ -539,12 +540,34 @@ impl ObjectSource {
                 true
             });
         }
+        newest_per_cpu(&mut self.rings, |(cpu, _, _)| *cpu);
     }
+}
+
+/// Keeps the last of each CPU's entries in `rings` (the newest: a CPU that came back online pushed its
+/// new ring after the old one).
+fn newest_per_cpu<T>(rings: &mut Vec<T>, cpu_of: impl Fn(&T) -> u32) {
+    let mut seen = BTreeSet::new();
+    let mut keep: Vec<bool> = rings.iter().rev().map(|r| seen.insert(cpu_of(r))).collect();
+    keep.reverse();
+    let mut keep = keep.into_iter();
+    rings.retain(|_| keep.next().unwrap_or(true));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A CPU that went offline and came back has two rings until the old one is read: the drain then
+    /// keeps the new one only (the allocations in the old one were read first, not dropped with it).
+    #[test]
+    fn a_replaced_ring_is_kept_until_drained_then_closed() {
+        let mut rings = vec![(0, "cpu0"), (1, "cpu1 old"), (1, "cpu1 new"), (2, "cpu2")];
+        newest_per_cpu(&mut rings, |(cpu, _)| *cpu);
+        assert_eq!(rings, [(0, "cpu0"), (1, "cpu1 new"), (2, "cpu2")]);
+        newest_per_cpu(&mut rings, |(cpu, _)| *cpu);
+        assert_eq!(rings.len(), 3);
+    }
 
     #[test]
     fn programs_assemble() {

@@ -114,7 +114,7 @@ const IDLE: &str = "<idle>";
 
 /// Whether `--comm` can be checked in the kernel: every name is either a real task name or `<idle>`. Other
 /// names in angle brackets are the tracer's own (an unknown task) and are left to it.
-fn comms_in_kernel(filter: &Filter) -> bool {
+pub(crate) fn comms_in_kernel(filter: &Filter) -> bool {
     !filter.comms.is_empty()
         && filter
             .comms

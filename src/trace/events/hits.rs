@@ -59,11 +59,18 @@ impl HitDecoder {
 
     /// The records lost that the program's count `lost` (its 32 bits, which wrap) holds beyond the ones
     /// already reported: kept hits, counted in the kernel's totals before the ring was tried, not printed.
+    ///
+    /// A count behind the one reported is a record written before losses [`HitDecoder::lost_now`] read
+    /// from the map (its events were still enabled: a `--control` move of another target, a module's
+    /// unload): nothing new. Taken as ahead, it wrapped to some 4.29 billion hits not printed, and the
+    /// next record carrying the map's count reported those losses a second time. (Behind means by less
+    /// than half the 32 bits: no ring loses two billion records between two that it keeps.)
     fn lost_up_to(&mut self, lost: u32) -> Option<Item> {
-        if lost == self.ring_lost {
+        let ahead = lost.wrapping_sub(self.ring_lost);
+        if ahead == 0 || ahead > u32::MAX / 2 {
             return None;
         }
-        let count = u64::from(lost.wrapping_sub(self.ring_lost));
+        let count = u64::from(ahead);
         self.ring_lost = lost;
         self.tally.lost_records += count;
         Some(Item::Unprinted {
@@ -75,7 +82,7 @@ impl HitDecoder {
     /// The program's count of records lost on this CPU, read from its map now (`lost`): what no record has
     /// carried yet (the ring was full, and nothing has fit since), as of the last record read, to be
     /// reported now rather than with the next record, which may be of a moved watch. A record that
-    /// later carries the same count reports nothing again.
+    /// later carries the same count, or an older one (written before these losses), reports nothing again.
     pub fn lost_now(&mut self, lost: u64) -> Option<(u64, Item)> {
         let item = self.lost_up_to(lost as u32)?;
         Some((self.tally.last_time, item))
@@ -368,6 +375,38 @@ mod tests {
             ]
         );
         assert_eq!(d.tally().lost_records, 5);
+    }
+
+    /// Losses read from the map while the ring's events were still enabled (a `--control` move of another
+    /// target, a module's unload): records the program wrote before those losses, read after, carry an
+    /// older count. They report nothing; the first record carrying a newer count reports only what it
+    /// holds beyond the map's. They were taken as some 4.29 billion hits not printed, then the map's
+    /// losses again.
+    #[test]
+    fn a_record_older_than_the_losses_read_from_the_map_reports_none() {
+        let mut d = HitDecoder::new(1, 0, HitValue::NotRead, 2, 0);
+        let mut out = Collect::new(8);
+        d.record(&encode(&record(8, 10, 2)), &mut out);
+        assert!(d.lost_now(6).is_some());
+        let records = [
+            record(8, 20, 2),
+            record(8, 30, 2),
+            record(8, 40, 6),
+            record(8, 50, 7),
+        ];
+        assert_eq!(
+            decoded(&mut d, &mut out, records),
+            [
+                "10 comm 8 writer",
+                "10 hit 8@0",
+                "20 hit 8@0",
+                "30 hit 8@0",
+                "40 hit 8@0",
+                "50 unprinted 1 on 1",
+                "50 hit 8@0"
+            ]
+        );
+        assert_eq!(d.tally().lost_records, 5, "4 from the map, 1 from a record");
     }
 
     /// A record cut short is a hit not printed (the program counted it), dated by the newest time read,

@@ -306,6 +306,76 @@ fn hits_whose_lines_never_went_out_are_not_printed() {
     assert_eq!(s.summary().unprinted_by_cpu, BTreeMap::from([(0, 5)]));
 }
 
+/// An output that only aggregates (as `--folded` does): the hits it took, printed or only counted.
+struct Aggregate(std::rc::Rc<std::cell::Cell<u64>>);
+
+impl Output for Aggregate {
+    fn header(&mut self, _: &crate::report::Header<'_>) -> io::Result<()> {
+        Ok(())
+    }
+    fn armed(&mut self, _: usize, _: &std::collections::BTreeSet<u32>, _: u64) -> io::Result<()> {
+        Ok(())
+    }
+    fn hit(&mut self, _: &Hit<'_>) -> io::Result<()> {
+        self.0.set(self.0.get() + 1);
+        Ok(())
+    }
+    fn event(&mut self, _: &StreamEvent, _: u64) -> io::Result<()> {
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self, _: &Summary) -> io::Result<()> {
+        Ok(())
+    }
+    fn counted(&mut self, _: &Hit<'_>, count: u64) {
+        self.0.set(self.0.get() + count);
+    }
+}
+
+/// Once the output is gone (its reader closed it), the hits released after are counted, not printed,
+/// and still in what the outputs aggregate (`--folded`, `--flamegraph`) and in `--summary`'s tally, as
+/// every hit is where the kernel's totals recount them: without them (perf samples, `--on`) the stacks
+/// and the tally held only the hits handed to the output before it failed, 1 of 3 here.
+#[test]
+fn hits_after_the_output_is_gone_are_in_the_aggregates_and_the_tally() {
+    let table = testutil::table();
+    let (epoll, mut p, mut w) = rings(&[0]);
+    let aggregated = std::rc::Rc::new(std::cell::Cell::new(0));
+    let closed = Json::new(
+        Room {
+            room: 0,
+            slice: usize::MAX,
+        },
+        Vec::new(),
+    );
+    let out = crate::report::Tee(vec![
+        Box::new(closed),
+        Box::new(Aggregate(std::rc::Rc::clone(&aggregated))),
+    ]);
+    let mut s = Stream::new(
+        out,
+        Symbolizer::new(&table),
+        Tasks::new(Comms::new("/nonexistent")),
+        no_process(&epoll),
+        Olds::new(None, false),
+    )
+    .with_tally(true);
+    three_hits(&mut w[0]);
+    p.drain();
+    assert_eq!(
+        s.release(&mut p, &epoll, Release::All),
+        Some(StopReason::BrokenPipe)
+    );
+    let summary = &s.books.summary;
+    assert_eq!(summary.hits(), 3);
+    assert_eq!(summary.unprinted(), 2, "released after it failed");
+    assert_eq!(aggregated.get(), 3);
+    let tally = summary.tally.as_ref().unwrap();
+    assert_eq!(tally.chains().iter().map(|c| c.count).sum::<u64>(), 3);
+}
+
 /// The watched processes' exits reach the stream through [`Stream::note_exit`]: each takes its pidfd
 /// out of the epoll set, and the last one left says so.
 #[test]

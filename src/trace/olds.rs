@@ -11,8 +11,9 @@
 //! move starts both afresh.
 //!
 //! A user address's entries are a process's, not a pid's: a process made during the run
-//! ([`Olds::new_process`], from the fork record that names it) starts with no `old`, whatever an earlier
-//! process of its pid stored, as the kernel's entries are its process's (tagged with its start time,
+//! ([`Olds::new_process`], from the fork record that names it, or the exec record of a new program in
+//! it) starts with no `old`, whatever an earlier process of its pid or its earlier image stored, as the
+//! kernel's entries are its process's (tagged with its start time and exec count,
 //! `perf::bpf::program`). A process gone ([`Olds::process_gone`]) leaves nothing behind.
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -152,8 +153,9 @@ impl Olds {
         self.seeds.retain(|&(i, _), _| i != index);
     }
 
-    /// Process `pid` was just made (a fork record of a new process): whatever an earlier process of that
-    /// pid stored is not this one's, so its first hit at each user address has no `old`.
+    /// Process `pid` was just made (a fork record of a new process) or runs a new program (an exec
+    /// record): whatever an earlier process of that pid, or its earlier image, stored is not what the
+    /// range holds now, so its first hit at each user address has no `old`.
     pub fn new_process(&mut self, pid: u32) {
         self.process_gone(pid);
         self.fresh.insert(pid);

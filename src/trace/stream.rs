@@ -250,6 +250,8 @@ impl<O: Output> Stream<'_, O> {
                         return stop;
                     }
                     self.tasks.exec(pid, &mut self.symbolizer);
+                    // A new program's image: what the earlier one stored is not what it holds.
+                    self.olds.new_process(pid);
                 }
                 None
             }

@@ -1,13 +1,14 @@
 //! `old` is a process's, not a pid's: a system-wide `--value` watch of a user address (a non-PIE global,
 //! the same address in every process of the binary) shows no `old` on the first hit of a process that
-//! took an earlier process's pid, in the tracer's merged order and in the kernel's (`--if`).
+//! took an earlier process's pid, or of a program a process execs, in the tracer's merged order and in
+//! the kernel's (`--if`).
 
 use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{self, helper_with, Tracer};
+use crate::util::{self, helper_with, Tracer, Writer};
 
 /// `target_var`'s address in the non-PIE helper (the same in each of its processes), or `None` (skipped
 /// visibly) without `nm`.
@@ -105,4 +106,55 @@ live_test!(a_reused_pid_starts_with_no_old_value_in_the_kernel, {
         Value::Null,
         "not the earlier process's 7: {hits:?}"
     );
+});
+
+/// Watches the helper's `target_var` system-wide with `flags` while a process stores 7 into it and
+/// execs itself, whose new program stores 2; the hits after the store of 7 (the ELF loader's into the
+/// new image first).
+fn after_exec_hits(flags: &[&str]) -> Option<Vec<Value>> {
+    let bin = helper_with("threads", &["-no-pie"]);
+    let addr = target_var(&bin)?;
+    let mut args = flags.to_vec();
+    args.push(&addr);
+    let t = Tracer::write_json(&args);
+    let mut w = Writer::start_binary(&bin, &["reexec", "7"]);
+    w.read_until("ready");
+    w.send("go");
+    w.read_until("exec'd");
+    let pid = w.pid;
+    w.finish();
+    std::thread::sleep(Duration::from_millis(300));
+    t.signal(libc::SIGINT);
+    let (records, err) = t.json_stream(Duration::from_secs(30));
+    let hits = util::hits_of_pid(&records, pid);
+    let own =
+        |v: &Value, n: u64| v["ip"]["sym"] == "ksw_thread_store" && v["value"] == format!("{n:#x}");
+    let before = hits
+        .iter()
+        .position(|v| own(v, 7))
+        .unwrap_or_else(|| panic!("the store before the exec: {hits:?}\n{err}"));
+    let later: Vec<Value> = hits[before + 1..].iter().map(|v| (*v).clone()).collect();
+    assert!(
+        later.last().is_some_and(|v| own(v, 2)),
+        "the new program's store last: {later:?}\n{err}"
+    );
+    Some(later)
+}
+
+// An exec keeps the pid and the process, not the image: the new program's first hit has no `old`, in the
+// merged order and in the kernel's.
+live_test!(an_exec_starts_with_no_old_value, {
+    for flags in [
+        &["--value"][..],
+        &["--if", "changed", "--comm", "threads-no-pie"],
+    ] {
+        let Some(hits) = after_exec_hits(flags) else {
+            return;
+        };
+        assert_eq!(
+            hits[0]["old"],
+            Value::Null,
+            "{flags:?}: not the earlier image's 7: {hits:?}"
+        );
+    }
 });

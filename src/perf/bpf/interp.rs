@@ -43,11 +43,12 @@ const MAP_TAG: u64 = 0x7fff_0000_0000_0000;
 const TASK_LEN: usize = 4096;
 /// Where the machine's task keeps its name (give a hit program's spec this `comm_offset`).
 pub const COMM_OFFSET: i16 = 1752;
-/// Where the machine's task points to its group leader (itself) and keeps its process's start time (give
-/// a hit program's spec this `process_start`).
+/// Where the machine's task points to its group leader (itself) and keeps its process's start time and
+/// its exec count (give a hit program's spec this `process_start`).
 pub const PROCESS_START: ProcessStart = ProcessStart {
     leader: 1200,
     start_time: 1400,
+    exec_id: 1600,
 };
 /// Entries of the machine's by-tgid olds array: tgids from here on go to the hash.
 pub const BY_TGID_ENTRIES: usize = 1000;
@@ -93,6 +94,8 @@ pub struct FakeKernel {
     pub comm: [u8; 16],
     /// When the task's process started (its leader's `start_time`): another value is another process.
     pub start_time: u64,
+    /// The task's `self_exec_id`: one more for each program it has run.
+    pub exec_id: u64,
     /// `bpf_get_current_cgroup_id`.
     pub cgroup_id: u64,
     /// The breakpoint's address and whether the writer was in user space.
@@ -143,6 +146,7 @@ impl FakeKernel {
             pid_tgid: (100 << 32) | 101,
             comm: *b"writer\0\0\0\0\0\0\0\0\0\0",
             start_time: 5_000_000,
+            exec_id: 3,
             cgroup_id: 0x2a51,
             addr,
             user_mode: true,
@@ -550,6 +554,8 @@ impl FakeKernel {
                 self.write(task + PROCESS_START.leader as u64, &task.to_le_bytes());
                 let start = self.start_time.to_le_bytes();
                 self.write(task + PROCESS_START.start_time as u64, &start);
+                let exec = self.exec_id.to_le_bytes();
+                self.write(task + PROCESS_START.exec_id as u64, &exec);
                 task as i64
             }
             Helper::CurrentTaskUnderCgroup => {

@@ -10,8 +10,9 @@
 //!    user address, since each process has its own memory there): `old`, unknown for the first hit. With
 //!    an [`Olds::by_tgid`] array, a user address's entry for a tgid the array covers is kept there instead,
 //!    at the tgid's index: an array lookup is a few inlined instructions where the hash's is a call. A
-//!    user address's entry is tagged with its process's start time ([`Olds::start`]): a process that
-//!    took an earlier one's pid finds another's tag, and its first hit has no `old`, as any first hit;
+//!    user address's entry is tagged with its process's start time and exec count ([`Olds::start`]): a
+//!    process that took an earlier one's pid, or a program run by exec, finds another's tag, and its
+//!    first hit has no `old`, as any first hit;
 //! 3. applies the filters (`filter`), then the condition (`condition`): a hit that fails either is
 //!    counted in the per-CPU `stats` map instead of written (the tracer reports it as filtered).
 //!
@@ -85,9 +86,10 @@ pub struct Olds {
     pub by_tgid: Option<i32>,
     /// A stack slot of [`OLD_ENTRY`] bytes: a hash entry as inserted, its owner in the second word.
     pub entry: i16,
-    /// Where the writer's process start time is: an entry's owner, for a user address (a kernel
-    /// address's is 0, one variable whoever writes it). An entry of another owner is no `old` (a pid
-    /// reused). `None`: every owner is 0, and a reused pid's first hit has the earlier process's `old`.
+    /// Where the writer's process start time and exec count are: an entry's owner, for a user address (a
+    /// kernel address's is 0, one variable whoever writes it). An entry of another owner is no `old` (a
+    /// pid reused, or a new program run). `None`: every owner is 0, and a reused pid's first hit has the
+    /// earlier process's `old`.
     pub start: Option<ProcessStart>,
 }
 
@@ -226,8 +228,10 @@ fn swap_old(a: &mut Asm, slots: &ValueSlots, olds: Olds) {
     a.bind(swapped);
 }
 
-/// The writer's owner of the entry into the `entry` slot's second word: its process's start time for a
-/// user address (the key a tgid, not negative), 0 for a kernel address or without [`Olds::start`].
+/// The writer's owner of the entry into the `entry` slot's second word: its process's start time plus
+/// its exec count for a user address (the key a tgid, not negative), 0 for a kernel address or without
+/// [`Olds::start`]. Two owners of one pid cannot sum alike: the later process started more nanoseconds
+/// after the earlier than there are execs in any task's ancestry.
 fn owner_of(a: &mut Asm, slots: &ValueSlots, olds: Olds) {
     let owner = olds.entry + 8;
     a.store_imm(DW, FP, owner, 0);
@@ -238,6 +242,8 @@ fn owner_of(a: &mut Asm, slots: &ValueSlots, olds: Olds) {
             .call(Helper::GetCurrentTaskBtf)
             .load(DW, R1, R0, start.leader)
             .load(DW, R1, R1, start.start_time)
+            .load(DW, R2, R0, start.exec_id)
+            .alu(Alu::Add, R1, R2)
             .store(DW, FP, owner, R1);
         a.bind(kernel);
     }

@@ -2,8 +2,8 @@
 //! reads the writer's name with two loads from the current task (`bpf_get_current_task_btf`) rather than
 //! with `bpf_get_current_comm`, whose string copy and padding cost ~70 ns of every kept hit here
 //! (in-kernel stamps of `hit_bench`: the record's fields 160 ns with the helper, 90 with the loads).
-//! And where it keeps when the task's process started ([`process_start`]), which tells two processes of
-//! one pid apart.
+//! And where it keeps when the task's process started and how many programs it has run
+//! ([`process_start`]), which tells two processes of one pid, and a process's programs, apart.
 
 use std::sync::OnceLock;
 
@@ -14,11 +14,15 @@ static START: OnceLock<Option<ProcessStart>> = OnceLock::new();
 
 /// Where the current task's process start time is: `task_struct.group_leader`, then the leader's
 /// `start_time` (the monotonic clock at fork, taken over by a thread that execs in the leader's place).
-/// A pid names one process at a time, and no two of them started in the same nanosecond.
+/// A pid names one process at a time, and no two of them started in the same nanosecond. And the task's
+/// `self_exec_id` (a u64 wherever a task is read through BTF, since 5.7): one more at each exec,
+/// inherited by the threads and children made after it, so a program's image is told from the one
+/// before it under the same pid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcessStart {
     pub leader: i16,
     pub start_time: i16,
+    pub exec_id: i16,
 }
 
 /// [`ProcessStart`] in the running kernel, when its BTF has both fields within a load's reach; `None`
@@ -33,6 +37,7 @@ pub fn process_start() -> Option<ProcessStart> {
         Some(ProcessStart {
             leader: field("group_leader")?,
             start_time: field("start_time")?,
+            exec_id: field("self_exec_id")?,
         })
     })
 }
@@ -104,7 +109,7 @@ mod tests {
             None => eprintln!("SKIP: no usable {} here", Btf::VMLINUX),
         }
         match process_start() {
-            Some(s) => assert!(s.leader > 0 && s.start_time > 0 && s.leader != s.start_time),
+            Some(s) => assert!(s.leader > 0 && s.start_time > 0 && s.exec_id > 0),
             None => eprintln!("SKIP: no usable {} here", Btf::VMLINUX),
         }
     }

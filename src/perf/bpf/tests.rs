@@ -185,6 +185,22 @@ fn a_reused_pid_starts_with_no_old_value() {
     );
 }
 
+/// A process that execs runs a new image: its first hit after the exec (the ELF loader's, say) has no
+/// old value; the threads after it share the new one.
+#[test]
+fn an_exec_starts_with_no_old_value() {
+    for maps in [MAPS, ARRAY_MAPS] {
+        let (prog, mut m) = watch_with(maps, 8, None, &Filter::default(), USER_ADDR);
+        store(&mut m, &prog, Some(7));
+        m.exec_id += 1;
+        let first = store(&mut m, &prog, Some(8));
+        assert_eq!(first, Some([8, 0, USER_ADDR, VALUE_KNOWN]));
+        m.pid_tgid += 1;
+        let thread = store(&mut m, &prog, Some(9));
+        assert_eq!(thread, Some([9, 8, USER_ADDR, VALUE_KNOWN | OLD_KNOWN]));
+    }
+}
+
 /// A value that cannot be read is reported as unknown whatever the condition, and leaves the old value.
 #[test]
 fn an_unreadable_value_is_reported_not_filtered() {

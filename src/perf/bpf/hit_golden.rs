@@ -185,9 +185,9 @@ fn the_hit_programs_are_the_bytes_they_were() {
         ("system --value", 2877, 15465997226140953406),
         ("process", 2717, 1879442117574391602),
         ("process --value", 2910, 1669710090222925081),
-        ("process --if, filters", 2965, 8585836425658529354),
+        ("process --if, filters", 2968, 10143145850960006694),
         ("process --user-only", 2732, 10189514109610982077),
-        ("process --kernel-only --comm", 2958, 5603085365826007576),
+        ("process --kernel-only --comm", 2961, 12813108470755729288),
         ("1 byte --if", 2942, 15059558755478931126),
         ("2 bytes --if", 2942, 12481046499613950893),
         ("value without old or registers", 2791, 13090524338935352425),
@@ -198,7 +198,7 @@ fn the_hit_programs_are_the_bytes_they_were() {
         ),
         ("no totals --value", 1733, 10418324615077413207),
         ("per-thread", 2760, 2364700220427985762),
-        ("per-thread --value --if", 3008, 10621587607454753625),
+        ("per-thread --value --if", 3011, 4587733738884971800),
         ("--cgroup --count", 2958, 9265236849047409781),
     ];
     assert_eq!(got, before);

@@ -114,14 +114,13 @@ fn comm_words(name: &str) -> Option<(u64, u64)> {
 /// The name the tracer prints for the idle task; the kernel's is `swapper/N`.
 const IDLE: &str = "<idle>";
 
-/// Whether `--comm` can be checked in the kernel: every name is either a real task name or `<idle>`. Other
-/// names in angle brackets are the tracer's own (an unknown task) and are left to it.
-pub(crate) fn comms_in_kernel(filter: &Filter) -> bool {
+/// Whether `--comm` is checked in the kernel: whenever it is given, so that the program keeps (and
+/// counts, and takes `--count`'s hits for) only what the tracer's own check admits. A hit's name there is
+/// the one the program reads at the trap, and `<idle>` for the idle task (tid 0): a name in other angle
+/// brackets is a task's own (`<...>` is what the tracer says of a task it never saw named, which a hit
+/// never is), and one the kernel cannot hold (16 bytes or more, a NUL) names no task on either side.
+fn comms_in_kernel(filter: &Filter) -> bool {
     !filter.comms.is_empty()
-        && filter
-            .comms
-            .iter()
-            .all(|c| c == IDLE || !c.starts_with('<'))
 }
 
 /// Reads the watched bytes at the trap into [`VALUE`], swaps them with the `olds` map's last value into
@@ -316,11 +315,14 @@ pub(crate) fn filter(a: &mut Asm, slots: &ValueSlots, f: &Filter, drop: Label) {
     }
     if comms_in_kernel(f) {
         let ok = a.label();
-        if f.comms.iter().any(|c| c == IDLE) {
-            a.load(DW, R2, FP, slots.pid_tgid)
-                .alu_imm(Alu::Lsh, R2, 32)
-                .jump_imm(Cond::Eq, R2, 0, ok);
-        }
+        // The idle task is `<idle>` to the tracer, whatever the kernel calls it (`swapper/N`).
+        let idle = match f.comms.iter().any(|c| c == IDLE) {
+            true => ok,
+            false => drop,
+        };
+        a.load(DW, R2, FP, slots.pid_tgid)
+            .alu_imm(Alu::Lsh, R2, 32)
+            .jump_imm(Cond::Eq, R2, 0, idle);
         a.stack_addr(R1, slots.comm)
             .mov_imm(R2, 16)
             .call(Helper::GetCurrentComm)

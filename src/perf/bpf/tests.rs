@@ -391,16 +391,42 @@ fn filters_drop_in_the_kernel() {
     }
 }
 
-/// A name the tracer makes up (`<...>` for a task it never saw named) cannot be checked in the kernel: the
-/// program lets every hit through and the tracer decides.
+/// Every `--comm` name is checked in the kernel, as the tracer checks it on the hit path (each hit named
+/// as the program read it, the idle task `<idle>`): a name in angle brackets is a task's own, and the
+/// program keeps no hit the tracer would then drop, so none takes `--count`'s hits or the totals. (It
+/// once let every hit through for such a name: `--comm '<foo>' --count 2` ended with 0 hits printed.)
 #[test]
-fn made_up_names_are_left_to_the_tracer() {
-    let f = Filter {
-        comms: vec!["<...>".into()],
-        ..Filter::default()
+fn every_comm_is_decided_in_the_kernel_as_the_tracer_decides_it() {
+    // Whether `--comm name` keeps a store at `addr` by a task the kernel calls `comm`, of pid/tgid `who`.
+    let kept = |name: &str, addr, comm: &[u8], who: u64| {
+        let f = Filter {
+            comms: vec![name.into()],
+            ..Filter::default()
+        };
+        let (prog, mut m) = watch(8, None, &f, addr);
+        m.comm = [0; 16];
+        m.comm[..comm.len()].copy_from_slice(comm);
+        m.pid_tgid = who;
+        store(&mut m, &prog, Some(1)).is_some()
     };
-    let (prog, mut m) = watch(8, None, &f, USER_ADDR);
-    assert!(store(&mut m, &prog, Some(1)).is_some());
+    let task = (100 << 32) | 101;
+    for name in ["<...>", "<foo>"] {
+        assert!(!kept(name, USER_ADDR, b"writer", task), "{name}: another");
+        assert!(
+            kept(name, USER_ADDR, name.as_bytes(), task),
+            "{name}: its own"
+        );
+    }
+    // The idle task is `<idle>` to the tracer, not `swapper/0` (the kernel's name for it).
+    assert!(kept("<idle>", KERNEL_ADDR, b"swapper/0", 0));
+    assert!(!kept("swapper/0", KERNEL_ADDR, b"swapper/0", 0));
+    // A name of 16 bytes or more is no task's: the kernel keeps 15.
+    assert!(!kept(
+        "a_name_too_long_",
+        USER_ADDR,
+        b"a_name_too_long",
+        task
+    ));
 }
 
 /// Each store, (tgid, address, value), through `prog` on `m` in order: the records kept.

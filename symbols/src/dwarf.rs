@@ -668,19 +668,27 @@ impl<'s, 'a> Iterator for DieMembers<'s, '_, '_, 'a> {
             let die = self.dies.next()?;
             match die.tag() {
                 gimli::DW_TAG_member => return Some(self.types.member(&die)),
-                gimli::DW_TAG_inheritance => {
-                    if let Ok(base) = self.types.member(&die) {
-                        return Some(Ok(Member {
-                            name: Cow::Borrowed(""),
-                            ..base
-                        }));
-                    }
+                gimli::DW_TAG_inheritance if !is_virtual(&die) => {
+                    return Some(self.types.member(&die).map(|base| Member {
+                        name: Cow::Borrowed(""),
+                        ..base
+                    }));
                 }
                 _ => {}
             }
         }
     }
 }
+
+/// Whether a `DW_TAG_inheritance` names a virtual base, whose place in the object is known only at run
+/// time.
+fn is_virtual(die: &Die<'_>) -> bool {
+    matches!(
+        die.attr_value(gimli::DW_AT_virtuality),
+        Some(AttributeValue::Virtuality(v)) if v != gimli::DW_VIRTUALITY_none
+    )
+}
+
 /// A DWARF 2-4 bitfield's lowest bit from its struct's start on a little-endian machine: `from_msb`
 /// bits below the top of a `unit`-byte storage unit starting at bit `start`, `bits` wide. `None` when the
 /// unit's size is unknown (0) or the field would start before the struct.

@@ -654,7 +654,8 @@ impl<'d, 'u, 'a> TypeGraph for Types<'d, 'u, 'a> {
 /// The `DW_TAG_member` children of a struct, union or class, described one at a time: a member after
 /// the one looked for is never read. A C++ base class (`DW_TAG_inheritance`) is an unnamed member, so the
 /// walk finds the fields a class inherits as it finds an anonymous struct's; a virtual base, whose place
-/// is an expression evaluated at run time, is left out.
+/// is an expression evaluated at run time, is left out, and so is a static data member, which is not in
+/// the object.
 struct DieMembers<'s, 'd, 'u, 'a> {
     types: &'s Types<'d, 'u, 'a>,
     dies: std::vec::IntoIter<Die<'a>>,
@@ -667,7 +668,11 @@ impl<'s, 'a> Iterator for DieMembers<'s, '_, '_, 'a> {
         loop {
             let die = self.dies.next()?;
             match die.tag() {
-                gimli::DW_TAG_member => return Some(self.types.member(&die)),
+                // A static data member (gcc's DWARF 4 writes one as a member declaration, without a
+                // location) lives outside the object: it is no field of it.
+                gimli::DW_TAG_member if die.attr(gimli::DW_AT_declaration).is_none() => {
+                    return Some(self.types.member(&die))
+                }
                 gimli::DW_TAG_inheritance if !is_virtual(&die) => {
                     return Some(self.types.member(&die).map(|base| Member {
                         name: Cow::Borrowed(""),

@@ -192,7 +192,7 @@ fn move_starts_old_afresh(extra: &[&str]) {
     let after = hit(&mut t);
     assert_eq!(after["value"], "0x7", "{after}");
     assert!(
-        after["old"].is_null(),
+        after.get("old").is_some_and(serde_json::Value::is_null),
         "old starts afresh after a move: {after}"
     );
     let (code, _, err) = t.interrupt(Duration::from_secs(10));

@@ -270,7 +270,8 @@ fn keep_free_slots<K: Kernel>(
 pub fn arm_set<K: Kernel>(set: &Prepared, kernel: &mut K) -> Result<Armed<K::Ring>, Failure> {
     let armed = open_set(set, kernel)?;
     let events = &armed.events;
-    let threads = matches!(set.targets, Targets::Threads(_));
+    // Nothing opened (every process gone): nothing to enable, no pause for copies.
+    let threads = matches!(set.targets, Targets::Threads(_)) && !events.is_empty();
     let enabled = event::passes(threads).try_for_each(|pause| {
         if let Some(how_long) = pause {
             kernel.pause(how_long);
@@ -292,10 +293,10 @@ pub fn arm_set<K: Kernel>(set: &Prepared, kernel: &mut K) -> Result<Armed<K::Rin
 fn open_set<K: Kernel>(set: &Prepared, kernel: &mut K) -> Result<Armed<K::Ring>, Failure> {
     Ok(match &set.targets {
         Targets::Threads(pids) => {
+            // No event at all is no failure: every process exited (or its pid is another's) before a
+            // thread of it was armed, and nothing is held. The session finds them gone and the run ends
+            // as it begins, as with one breakpoint per CPU (`crate::trace::watched`).
             let (events, settled) = open_threads(set, pids, kernel).map_err(Failure::Open)?;
-            if events.is_empty() {
-                return Err(Failure::AllExited);
-            }
             Armed {
                 events,
                 went_offline: Vec::new(),
@@ -465,7 +466,7 @@ fn open_cpus<K: Kernel>(
 ///
 /// Only the threads of the planned processes are read (`planned_threads`): a pid whose process has
 /// exited, whatever process has the number by then, is read as gone from then on, and if every one is,
-/// arming fails as when they all exited ([`Failure::AllExited`]). What is left: a process that exits
+/// nothing is opened (no failure: see `open_set`). What is left: a process that exits
 /// after a reading, between the check and the opens of its threads' events, and whose pid (or a thread's
 /// tid) is given to another task before those opens, has that task's event opened in its place. Pids
 /// are handed out in turn, so that takes every other number being used first, or a program asking for

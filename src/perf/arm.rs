@@ -387,13 +387,15 @@ pub fn open_cpu<K: Kernel>(
         .map(|rings| (rings, true))
 }
 
-/// [`open_cpu`] for `watches` on `cpu` for `scope`, through the kernel's perf events. No start time is
-/// checked here ([`Planned::NONE`]): a process that exited during the run is read by pid (see
-/// `open_threads` on what that leaves).
+/// [`open_cpu`] for `watches` on `cpu` for `scope`, through the kernel's perf events, a process watch on
+/// the threads of the processes `planned` only: a `-p` process that exited during the run may have left
+/// its pid to another, whose threads would take its events (their stores counted by the hit program,
+/// `--count` among them).
 pub fn open_cpu_in(
     watches: &[Watch],
     cpu: u32,
     scope: &Scope,
+    planned: Planned,
     cfg: &EventConfig,
 ) -> Result<(Vec<CpuEvent>, bool), OpenError> {
     let set = Prepared::new(
@@ -402,11 +404,7 @@ pub fn open_cpu_in(
         targets(scope, cfg.binding),
         cfg,
     );
-    let mut kernel = Perf {
-        cfg,
-        planned: Planned::NONE,
-    };
-    open_cpu(&set, cpu, &mut kernel)
+    open_cpu(&set, cpu, &mut Perf { cfg, planned })
 }
 
 /// What the run says at its end of a CPU that came online and was armed unsettled ([`open_cpu_in`]

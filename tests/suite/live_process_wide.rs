@@ -260,7 +260,7 @@ live_test!(an_exec_ends_the_watch_of_that_process_and_is_reported, {
 /// Makes the next process the kernel creates get pid `want`, as root can (`ns_last_pid`), and runs `make`
 /// until the process it makes has that pid: another process may fork in between and take it. `make` gives
 /// the new process's pid and whether it is to be kept. `None` after 50 tries.
-fn with_pid<T>(want: u32, mut make: impl FnMut() -> (u32, T)) -> Option<T> {
+pub(crate) fn with_pid<T>(want: u32, mut make: impl FnMut() -> (u32, T)) -> Option<T> {
     for _ in 0..50 {
         std::fs::write("/proc/sys/kernel/ns_last_pid", (want - 1).to_string())
             .expect("write ns_last_pid (root)");

@@ -552,6 +552,23 @@ fn a_pid_reused_while_its_threads_are_read_has_that_reading_dropped() {
     assert_eq!(k.checks[&10], 2);
 }
 
+/// A CPU that comes online during the run is armed on a pid's threads only while the pid names its
+/// planned process (`open_cpu_in`, given the plan's start times): `-p 10 -p 20` where 10 exited and a
+/// new process took its pid has only 20's threads armed there; with both pids another's, none, and no
+/// pause.
+#[test]
+fn a_cpu_that_comes_online_arms_none_of_a_reused_pids_threads() {
+    let threads = set(1, &[1], Targets::Threads(vec![10, 20]));
+    let mut k = two_processes(vec![(10, 0)]);
+    let (rings, _) = open_cpu(&threads, 1, &mut k).expect("opened");
+    assert_eq!(rings.len(), 1);
+    assert_eq!((rings[0].cpu, &rings[0].tids[..]), (1, &[20, 21][..]));
+    let mut k = two_processes(vec![(10, 0), (20, 0)]);
+    let (rings, settled) = open_cpu(&threads, 1, &mut k).expect("opened");
+    assert!(rings.is_empty() && settled);
+    assert!(k.log.borrow().paused.is_empty());
+}
+
 /// A pid names its planned process while its start time is the one planned; another start time, or no
 /// process at all, is another process or none. A start that cannot be read otherwise, or a pid with no
 /// start planned, says nothing against it.

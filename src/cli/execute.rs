@@ -23,7 +23,6 @@ use crate::model::scope::{Pid, Scope as ScopeOf};
 use crate::perf::arm;
 use crate::perf::bpf::hit_set::{Checks, HitKind, HitSet, Watching};
 use crate::perf::bpf::objects::ObjectSource;
-use crate::perf::bpf::program;
 use crate::perf::event::{Binding, Events};
 use crate::perf::sys;
 use crate::report::{Header, Output, StreamEvent};
@@ -203,14 +202,9 @@ fn programs(plan: &WatchPlan, ring_pages: usize) -> Option<HitSet> {
             written: plan.values().read(),
         },
         ring_pages,
-        // Not where the stream rejects hits the programs keep, which would use the count up (`--on`: a
-        // forked child's store into its copy of an object, a write after its free; a `--comm` name only
-        // the tracer knows): the stream counts.
-        count: plan.running().limits().count.filter(|_| {
-            let comms = &plan.filter().comms;
-            plan.objects().is_none()
-                && (comms.is_empty() || program::comms_in_kernel(plan.filter()))
-        }),
+        // Not where the stream rejects hits the programs keep, which would use the count up: the plan's
+        // decision ([`WatchPlan::kernel_count`]).
+        count: plan.kernel_count(),
     })
 }
 

@@ -9,8 +9,14 @@
 //! filters) and after records were lost, the previous trap is not on screen, and `old` is the kernel's:
 //! what the previous trap on this target read at its trap (the `old` that `--if` compared). A `--control`
 //! move starts both afresh.
+//!
+//! A user address's entries are a process's, not a pid's: a process made during the run
+//! ([`Olds::new_process`], from the fork record that names it, or the exec record of a new program in
+//! it) starts with no `old`, whatever an earlier process of its pid or its earlier image stored, as the
+//! kernel's entries are its process's (tagged with its start time and exec count,
+//! `perf::bpf::program`). A process gone ([`Olds::process_gone`]) leaves nothing behind.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::model::condition::Condition;
 use crate::model::watch::Watch;
@@ -32,6 +38,9 @@ pub struct Olds {
     /// What a range held as the watch was armed, by the same key as `last`: the base a narrow store's
     /// bytes are laid over at the key's first hit, where memory is not read at the trap.
     seeds: FxHashMap<(usize, u64), u64>,
+    /// Processes made since the run began (or since records were last lost): every hit of theirs is in
+    /// the merged order, so one with no value in `last` has no `old`, whatever the kernel's says.
+    fresh: FxHashSet<u32>,
 }
 
 impl Olds {
@@ -43,6 +52,7 @@ impl Olds {
             condition,
             merged: !kernel_drops,
             seeds: FxHashMap::default(),
+            fresh: FxHashSet::default(),
         }
     }
 
@@ -105,8 +115,10 @@ impl Olds {
                 u64::from(pid)
             },
         );
+        let made_here = addr < KERNEL_HALF && self.fresh.contains(&pid);
         let old = match self.last.get(&key) {
             Some(&v) if self.merged => Some(v),
+            None if self.merged && made_here => None,
             _ => kernel_old,
         };
         let seed = self.seeds.remove(&key);
@@ -141,11 +153,29 @@ impl Olds {
         self.seeds.retain(|&(i, _), _| i != index);
     }
 
+    /// Process `pid` was just made (a fork record of a new process) or runs a new program (an exec
+    /// record): whatever an earlier process of that pid, or its earlier image, stored is not what the
+    /// range holds now, so its first hit at each user address has no `old`.
+    pub fn new_process(&mut self, pid: u32) {
+        self.process_gone(pid);
+        self.fresh.insert(pid);
+    }
+
+    /// Process `pid` ended (its leader's exit record): its values are dropped. Threads it leaves
+    /// behind take the kernel's `old`, which is kept per process.
+    pub fn process_gone(&mut self, pid: u32) {
+        self.fresh.remove(&pid);
+        let pid = u64::from(pid);
+        self.last.retain(|&(_, key), _| key != pid);
+        self.seeds.retain(|&(_, key), _| key != pid);
+    }
+
     /// Records were lost: the previous printed hit may not be the previous trap, so `old` is the kernel's
     /// until each target's next hit is printed.
     pub fn lost(&mut self) {
         self.last.clear();
         self.seeds.clear();
+        self.fresh.clear();
     }
 }
 
@@ -233,6 +263,42 @@ mod tests {
         assert_eq!(
             store(&mut o, &mut s, (0, user, 10), Value::Read(4), None),
             Value::Read(4)
+        );
+    }
+
+    /// A pid taken again by a new process: its first hit has no `old`, at every target, while a kernel
+    /// address (one history whoever writes it) and other processes keep theirs.
+    #[test]
+    fn a_new_process_of_a_reused_pid_starts_with_no_old() {
+        let mut o = Olds::new(None, false);
+        let mut s = Summary::default();
+        let (user, k) = (0x40_51c0, 0xffff_ffff_8300_3e00);
+        store(&mut o, &mut s, (0, user, 10), insn(7), None);
+        store(&mut o, &mut s, (1, user + 8, 10), insn(8), None);
+        store(&mut o, &mut s, (0, user, 11), insn(5), None);
+        store(&mut o, &mut s, (2, k, 10), insn(3), None);
+        o.seed(0, 10, 0x55);
+        o.new_process(10);
+        // Even where the kernel still names the earlier process's value (a kernel without BTF).
+        assert_eq!(
+            old(store(&mut o, &mut s, (0, user, 10), kernel(9, 7), None)),
+            None
+        );
+        assert_eq!(old_after(&mut o, &mut s, (1, user + 8, 10), 9), None);
+        assert!(
+            o.seeds.is_empty(),
+            "the earlier process's seed is not this one's"
+        );
+        assert_eq!(old_after(&mut o, &mut s, (0, user, 11), 6), Some(5));
+        assert_eq!(old_after(&mut o, &mut s, (2, k, 10), 4), Some(3));
+        assert_eq!(old_after(&mut o, &mut s, (0, user, 10), 10), Some(9));
+        // Gone: nothing kept; a loss hands `old` back to the kernel, which tags its entries itself.
+        o.process_gone(11);
+        assert!(o.last.keys().all(|&(_, key)| key != 11));
+        o.lost();
+        assert_eq!(
+            old(store(&mut o, &mut s, (0, user, 10), kernel(11, 10), None)),
+            Some(10)
         );
     }
 

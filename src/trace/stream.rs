@@ -250,6 +250,8 @@ impl<O: Output> Stream<'_, O> {
                         return stop;
                     }
                     self.tasks.exec(pid, &mut self.symbolizer);
+                    // A new program's image: what the earlier one stored is not what it holds.
+                    self.olds.new_process(pid);
                 }
                 None
             }
@@ -261,10 +263,17 @@ impl<O: Output> Stream<'_, O> {
             }) => {
                 self.tasks.fork(pid, ppid, tid, ptid, &mut self.symbolizer);
                 self.watched.fork(pid, ppid);
+                if pid != ppid {
+                    // A new process: a pid reused holds nothing of the earlier process's.
+                    self.olds.new_process(pid);
+                }
                 None
             }
             Item::Task(Task::Exit { pid, tid }) => {
                 self.tasks.exit(pid, tid, &mut self.symbolizer);
+                if pid == tid {
+                    self.olds.process_gone(pid);
+                }
                 None
             }
             Item::Task(Task::Mmap(m)) => {

@@ -238,19 +238,24 @@ impl<'a> Symbolizer<'a> {
 
     /// Names the writer's ip and every frame of its chain, into `chain` (cleared first).
     ///
-    /// The first frame is the trap's own ip and is named as it is. Every later one is a return address:
-    /// the instruction after a call, which for a call that ends its function is the first byte of the next
-    /// one; it is named by the byte before it (the call), with its offset spelled from that function's
-    /// start, as perf does (`caller+0x20/0x20`, not `next_function+0x0`). A zero user frame is the end of a
-    /// frame-pointer walk (the outermost frame's saved pointer), not a frame: it is dropped.
+    /// The first frame of each context is that context's own ip and is named as it is: the trap's, or,
+    /// under kernel frames, where user space entered the kernel (the user registers' ip: after a syscall
+    /// instruction, or the very instruction an interrupt or exception stopped, which can be a function's
+    /// first byte). Every later one is a return address: the instruction after a call, which for a call
+    /// that ends its function is the first byte of the next one; it is named by the byte before it (the
+    /// call), with its offset spelled from that function's start, as perf does (`caller+0x20/0x20`, not
+    /// `next_function+0x0`). A zero user frame is the end of a frame-pointer walk (the outermost frame's
+    /// saved pointer), not a frame: it is dropped.
     pub fn resolve(&mut self, sample: &Sample, chain: &mut Vec<ResolvedFrame>) -> ResolvedFrame {
         chain.clear();
-        for (i, f) in sample.frames.iter().enumerate() {
+        let mut context = None;
+        for f in &sample.frames {
+            let first = context.replace(f.context) != Some(f.context);
             let kernel = f.context == Context::Kernel;
             if f.addr == 0 && !kernel {
                 continue;
             }
-            let frame = if i == 0 || f.addr == 0 {
+            let frame = if first || f.addr == 0 {
                 self.frame(sample.pid, f.addr, kernel)
             } else {
                 self.return_frame(sample.pid, f.addr, kernel)

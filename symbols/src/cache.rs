@@ -39,7 +39,8 @@ use crate::kallsyms;
 use crate::table::SymbolTable;
 
 const MAGIC: &[u8; 8] = b"KSWSYMS\0";
-const VERSION: u32 = 2;
+/// 3: every alias at one address is sized (version 2 sized only the last name of each run).
+const VERSION: u32 = 3;
 const HEADER: usize = 8 + 4 + 8 + 8;
 /// A cache file larger than this is not ours (a 200k-symbol kallsyms takes about 9 MiB).
 const MAX_FILE: u64 = 256 << 20;

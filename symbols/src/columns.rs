@@ -529,19 +529,20 @@ impl Builder {
         out
     }
 
-    /// Walks backwards remembering the next distinct address, so each symbol is sized in O(1).
+    /// Walks backwards remembering the first symbol of the next higher address, so each symbol is sized in
+    /// O(1). Every name of a run of aliases gets the same size: the one picked to name a frame or a target
+    /// may be any of them.
     fn infer_sizes(&mut self) {
         let mut next: Option<usize> = None;
         for k in (0..self.addrs.len()).rev() {
             let addr = self.addrs[k];
+            if self.addrs.get(k + 1).is_some_and(|&a| a > addr) {
+                next = Some(k + 1);
+            }
             if let (0, Some(j)) = (self.sizes[k], next) {
-                if self.modules[j] == self.modules[k] && self.addrs[j] > addr {
+                if self.modules[j] == self.modules[k] {
                     self.sizes[k] = (self.addrs[j] - addr).saturating_add(1);
                 }
-            }
-            match next {
-                Some(j) if self.addrs[j] == addr => {}
-                _ => next = Some(k),
             }
         }
     }

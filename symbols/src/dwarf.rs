@@ -464,8 +464,7 @@ impl<'a> Types<'_, '_, 'a> {
         }
     }
 
-    /// One `DW_TAG_member` as the model describes it. A bitfield's place is its `DW_AT_data_bit_offset`
-    /// from the start of the struct (DWARF 4 and later).
+    /// One `DW_TAG_member` as the model describes it, a bitfield placed by [`Types::bitfield_offset`].
     fn member(&self, die: &Die<'a>) -> Result<Member<'a, Ty>, FieldError> {
         let base = self.member_offset(die)?;
         let ty = self.type_of(die)?;
@@ -473,7 +472,7 @@ impl<'a> Types<'_, '_, 'a> {
         let bits = Self::udata(die, gimli::DW_AT_bit_size);
         let (bit_offset, bits) = match bits {
             Some(bits) => (
-                Self::udata(die, gimli::DW_AT_data_bit_offset).unwrap_or(0),
+                self.bitfield_offset(die, base, ty, bits)?,
                 Some(u32::try_from(bits).unwrap_or(u32::MAX)),
             ),
             None => (base.saturating_mul(8), None),
@@ -484,6 +483,43 @@ impl<'a> Types<'_, '_, 'a> {
             bit_offset,
             bits,
         })
+    }
+
+    /// A bitfield's bits from the start of the struct: `DW_AT_data_bit_offset` (DWARF 4 and later; what
+    /// gcc writes for DWARF 5), else DWARF 2 and 3's `DW_AT_bit_offset` (gcc's DWARF 4 too), counted from
+    /// the most significant bit of a storage unit of `DW_AT_byte_size` bytes (else the member type's) at
+    /// the member's `DW_AT_data_member_location` `base`: on a little-endian machine the field's lowest bit
+    /// is `unit * 8 - bit_offset - bits` into the unit.
+    fn bitfield_offset(
+        &self,
+        die: &Die<'a>,
+        base: u64,
+        ty: Ty,
+        bits: u64,
+    ) -> Result<u64, FieldError> {
+        if let Some(at) = Self::udata(die, gimli::DW_AT_data_bit_offset) {
+            return Ok(at);
+        }
+        let start = i128::from(base) * 8;
+        let Some(from_msb) = die.attr_value(gimli::DW_AT_bit_offset).and_then(|v| {
+            // A constant of any form; only `DW_FORM_sdata` says it is signed.
+            match v {
+                AttributeValue::Sdata(n) => Some(i128::from(n)),
+                v => v.udata_value().map(i128::from),
+            }
+        }) else {
+            return Ok(base.saturating_mul(8));
+        };
+        let at = if self.vm.little_endian() {
+            let unit = match Self::udata(die, gimli::DW_AT_byte_size) {
+                Some(n) => n,
+                None => size(self, ty)?.unwrap_or(0),
+            };
+            start + i128::from(unit) * 8 - from_msb - i128::from(bits)
+        } else {
+            start + from_msb
+        };
+        Ok(u64::try_from(at).unwrap_or(0))
     }
 
     /// The array DIE a type position is in and how many of its dimensions are indexed away; `None` for
@@ -584,10 +620,12 @@ impl<'d, 'u, 'a> TypeGraph for Types<'d, 'u, 'a> {
     }
 
     fn members(&self, t: Ty) -> Result<DieMembers<'_, 'd, 'u, 'a>, FieldError> {
-        let dies = match t {
+        let mut dies = match t {
             Ty::Die(o) => self.children(o)?,
             Ty::Void | Ty::Dims { .. } => Vec::new(),
         };
+        // A class's own members first: one of them shadows a base's member of the same name.
+        dies.sort_by_key(|d| d.tag() == gimli::DW_TAG_inheritance);
         Ok(DieMembers {
             types: self,
             dies: dies.into_iter(),
@@ -607,7 +645,9 @@ impl<'d, 'u, 'a> TypeGraph for Types<'d, 'u, 'a> {
 }
 
 /// The `DW_TAG_member` children of a struct, union or class, described one at a time: a member after
-/// the one looked for is never read.
+/// the one looked for is never read. A C++ base class (`DW_TAG_inheritance`) is an unnamed member, so the
+/// walk finds the fields a class inherits as it finds an anonymous struct's; a virtual base, whose place
+/// is an expression evaluated at run time, is left out.
 struct DieMembers<'s, 'd, 'u, 'a> {
     types: &'s Types<'d, 'u, 'a>,
     dies: std::vec::IntoIter<Die<'a>>,
@@ -617,7 +657,20 @@ impl<'s, 'a> Iterator for DieMembers<'s, '_, '_, 'a> {
     type Item = Result<Member<'s, Ty>, FieldError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let die = self.dies.find(|d| d.tag() == gimli::DW_TAG_member)?;
-        Some(self.types.member(&die))
+        loop {
+            let die = self.dies.next()?;
+            match die.tag() {
+                gimli::DW_TAG_member => return Some(self.types.member(&die)),
+                gimli::DW_TAG_inheritance => {
+                    if let Ok(base) = self.types.member(&die) {
+                        return Some(Ok(Member {
+                            name: Cow::Borrowed(""),
+                            ..base
+                        }));
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 }

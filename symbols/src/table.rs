@@ -571,6 +571,39 @@ ffffffff83100000 D __start_once
         );
     }
 
+    /// Every name at one address is sized up to the next address, not only the last in name order: the
+    /// running kernel lists `thermal_genl_event_tz_trip_down` (T) and `thermal_genl_event_tz_trip_up` (t) at
+    /// one address, and the global one, which names the frame, printed without its size.
+    #[test]
+    fn every_alias_is_sized_to_the_next_address() {
+        let t = of_text(
+            "ffffffff81e3f600 T __pfx_thermal_genl_event_tz_trip_down
+             ffffffff81e3f600 t __pfx_thermal_genl_event_tz_trip_up
+             ffffffff81e3f610 T thermal_genl_event_tz_trip_down
+             ffffffff81e3f610 t thermal_genl_event_tz_trip_up
+             ffffffff81e3f6c0 t __pfx_thermal_genl_event_threshold_add
+             ffffffff83000000 D a_word
+ffffffff83000000 D b_word
+ffffffff83000004 D next_word
+             ffffffff83000008 D last
+",
+        );
+        assert_eq!(
+            t.symbolize(0xffffffff81e3f63a).unwrap().to_string(),
+            "thermal_genl_event_tz_trip_down+0x2a/0xb0"
+        );
+        for name in [
+            "thermal_genl_event_tz_trip_down",
+            "thermal_genl_event_tz_trip_up",
+        ] {
+            assert_eq!(t.lookup(name, None).unwrap().size, Some(0xb0), "{name}");
+        }
+        // A data alias unsized would be watched 8 bytes long, over its neighbour.
+        for name in ["a_word", "b_word"] {
+            assert_eq!(t.lookup(name, None).unwrap().size, Some(4), "{name}");
+        }
+    }
+
     #[test]
     fn aliases_prefer_a_function_name() {
         let t = table();

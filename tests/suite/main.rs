@@ -33,6 +33,7 @@ mod live_hotplug;
 mod live_hunt;
 mod live_module;
 mod live_objects;
+mod live_olds_reuse;
 mod live_otlp;
 mod live_output;
 mod live_perfetto;

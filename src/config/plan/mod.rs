@@ -571,6 +571,18 @@ impl WatchPlan {
         &self.running
     }
 
+    /// `--count N` as the hit programs keep it (no hit kept past the N-th, all CPUs together): only where
+    /// the kernel keeps no hit the tracer then drops, which would take one of the N and stop the run
+    /// with fewer printed. With `--on` the tracer decides what is a hit (a store by another process into
+    /// its copy of an object, a write after the object's free): the count is the stream's, of the hits
+    /// that arrived.
+    pub fn kernel_count(&self) -> Option<u64> {
+        match self.objects {
+            Some(_) => None,
+            None => self.running.limits.count,
+        }
+    }
+
     /// The launched command, taken over by whoever runs the watch (dropping it unreleased kills it).
     pub fn take_command(&mut self) -> Option<Box<dyn Launch>> {
         match &mut self.scope {

@@ -70,7 +70,7 @@ impl CgroupMap {
 #[cfg(test)]
 mod tests {
     use super::super::hit::{generate, HitMaps, HitSpec};
-    use super::super::interp::{FakeKernel, COMM_OFFSET};
+    use super::super::interp::{FakeKernel, COMM_OFFSET, PROCESS_START};
     use super::super::kernel::Helper;
     use super::super::layout::STAT_FILTERED;
     use crate::model::filter::Filter;
@@ -96,6 +96,7 @@ mod tests {
         };
         let spec = HitSpec {
             comm_offset: Some(COMM_OFFSET),
+            process_start: Some(PROCESS_START),
             ..HitSpec::plain(&filter, None)
         };
         let prog = generate(&spec, &MAPS).expect("assembles");

@@ -3,8 +3,10 @@
 //!   parent's process is there, before the child runs its first instruction (the tracepoint fires in the
 //!   parent, inside `fork`). A new thread (same tgid) is covered already and left alone. Launch mode uses
 //!   it, as `perf record -- CMD` follows its command's children.
-//! - execs: a program on `sched_process_exec` takes the process out of `procs` as it starts another
-//!   program, before that program's first instruction: the watched address means something else there.
+//! - execs: a program on `sched_prepare_exec` (Linux 6.10; `sched_process_exec` before it) takes the
+//!   process out of `procs` at exec's point of no return, before the ELF loader writes into the new
+//!   program's memory and before that program's first instruction: the watched address means something
+//!   else there.
 //! - exits: a program on `sched_process_exit` takes the process out of `procs` as its last thread exits
 //!   (its `signal->live` count of running threads is then 0), before its pid can be given to another
 //!   process: a pid is free again only once every thread of the process has exited and been reaped, so
@@ -149,12 +151,26 @@ impl Follower {
         })
     }
 
-    /// Loads and attaches the exec program for the watched-process map `procs`.
+    /// Loads and attaches the exec program for the watched-process map `procs`: on `sched_prepare_exec`
+    /// (Linux 6.10), at exec's point of no return, where a kernel without it has `sched_process_exec`.
+    /// The tracer ends the process's watch at its exec COMM record (`crate::trace::watched`), written
+    /// after the point of no return and before the ELF loader writes into the new program's memory: on
+    /// `sched_process_exec`, after those writes, the programs would keep them (taking `--count`'s hits)
+    /// and the tracer drop them. From `sched_prepare_exec` on, the old program runs no more code of its
+    /// own (its other threads are being killed), and what the kernel writes at the address is the new
+    /// program's memory.
     pub fn attach_exec(procs: BorrowedFd<'_>) -> Result<Follower, Error> {
         use std::os::fd::AsRawFd;
         let insns = generate_exec(procs.as_raw_fd())
             .map_err(|e| Error::runtime("building the exec-following program").caused_by(e))?;
-        Follower::load(&insns, "sched_process_exec", "ksw_exec").map_err(|e| {
+        let at_point_of_no_return = Follower::load(&insns, "sched_prepare_exec", "ksw_exec");
+        match at_point_of_no_return {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Follower::load(&insns, "sched_process_exec", "ksw_exec")
+            }
+            attached => attached,
+        }
+        .map_err(|e| {
             Error::not_permitted(format!(
                 "cannot follow execs on the sched_process_exec tracepoint ({e}): a watched process that \
                  execs another program would stay watched at the same address"

@@ -42,9 +42,10 @@ use crate::perf::bpf::insn::{
 };
 use crate::perf::bpf::kernel::{ctx, pt_regs, Helper, USER_CS, USER_STACK};
 use crate::perf::bpf::layout::{self, STAT_FILTERED, STAT_LOST, STAT_OTHER_PROCESS};
-use crate::perf::bpf::program::{self, ValueSlots, CTX, FLAGS, OLD, VALUE};
+use crate::perf::bpf::program::{self, ValueSlots, CTX, FLAGS, OLD, OLD_ENTRY, VALUE};
 use crate::perf::bpf::repeats::{self, Repeats};
 use crate::perf::bpf::seq;
+use crate::perf::bpf::task::ProcessStart;
 use crate::perf::bpf::totals::{self, TotalsMaps, TotalsSlots};
 use crate::perf::bpf::{cgroup, emit};
 use crate::perf::hit_record as rec;
@@ -172,6 +173,9 @@ pub struct HitSpec<'a> {
     /// Where `task_struct.comm` is ([`super::task::comm_offset`]): the name is then loaded from the
     /// current task; `None` asks `bpf_get_current_comm`.
     pub comm_offset: Option<i16>,
+    /// Where the writer's process start time is ([`super::task::process_start`]): with `old`, a user
+    /// address's last value is the writer's process's, not its pid's ([`program::Olds::start`]).
+    pub process_start: Option<ProcessStart>,
     /// The per-thread path: a second event's report of one store is dropped first ([`repeats`]), as the
     /// running kernel lets the program see which event fired. `None`: one breakpoint per CPU.
     pub repeats: Option<Repeats>,
@@ -202,6 +206,7 @@ impl<'a> HitSpec<'a> {
             condition: None,
             filter,
             comm_offset,
+            process_start: None,
             repeats: None,
         }
     }
@@ -220,7 +225,9 @@ pub fn generate_adding(
 ) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
     let slots = Slots::new(&mut a, maps);
-    // After the program's own slots, so a per-CPU program's code is the same with or without the check.
+    // Both after the program's own slots: a program that keeps no old value is the same without the
+    // first, and a per-CPU program's code is the same with or without the check.
+    let old_entry = (spec.read_value && spec.old).then(|| a.slot(OLD_ENTRY as u16).off());
     let repeat_slots = spec.repeats.map(|_| repeats::Slots::new(&mut a));
     let filtered = a.label();
     let other = a.label();
@@ -237,9 +244,11 @@ pub fn generate_adding(
         a.jump_imm(Cond::Eq, R0, 0, other);
     }
     if spec.read_value {
-        let olds = spec.old.then_some(program::Olds {
+        let olds = old_entry.map(|entry| program::Olds {
             hash: maps.olds,
             by_tgid: maps.olds_by_tgid,
+            entry,
+            start: spec.process_start,
         });
         let reads = (olds, maps.reads);
         program::value_and_old_steps(&mut a, &slots.value, spec.len, reads, filters, add);

@@ -22,6 +22,7 @@ use super::follow::Follower;
 use super::hit::{self, HitMaps, HitSpec};
 use super::insn::{AsmError, Insn};
 use super::kernel::{MapType, ProgType};
+use super::program::OLD_ENTRY;
 use super::tgid_olds::TgidOlds;
 use super::totals::{self, Counted, Limit, Totals};
 use super::{create_map, load_program, log_line, possible_cpus, raw, ProgramError, OLDS_MAX};
@@ -59,7 +60,8 @@ impl Build for Tool {
 
 /// Loads the hit program for `spec`, as `build` builds it. A kernel that will not have a perf-event
 /// program read the task through BTF (before 5.11, or BTF it refuses) still has the helper: the name
-/// then costs more, nothing is lost, and the helper's program is loaded instead.
+/// then costs more, and its old values are kept per pid rather than per process (a reused pid's first
+/// hit shows the earlier process's): the helper's program is loaded instead.
 fn load_hit(
     spec: &HitSpec<'_>,
     maps: &HitMaps,
@@ -74,8 +76,9 @@ fn load_hit(
             .map_err(|e| ProgramError::load("hit", e, &log))
     };
     let loaded = match load(spec) {
-        Err(_) if spec.comm_offset.is_some() => load(&HitSpec {
+        Err(_) if spec.comm_offset.is_some() || spec.process_start.is_some() => load(&HitSpec {
             comm_offset: None,
+            process_start: None,
             ..*spec
         }),
         r => r,
@@ -144,7 +147,7 @@ impl WatchMaps {
         };
         Ok(WatchMaps {
             emitters: map(MapType::ProgArray, (4, 4), possible_cpus(), "ksw_emitters")?,
-            olds: map(MapType::LruHash, (8, 8), OLDS_MAX, "ksw_olds")?,
+            olds: map(MapType::LruHash, (8, OLD_ENTRY), OLDS_MAX, "ksw_olds")?,
             olds_by_tgid,
             scratch: map(
                 MapType::PercpuArray,
@@ -425,6 +428,7 @@ impl HitPrograms {
                 condition,
                 filter,
                 comm_offset: super::task::comm_offset(),
+                process_start: super::task::process_start(),
                 repeats,
             };
             let procs = procs.as_ref().map(|p| raw(p.as_fd()));

@@ -5,7 +5,7 @@
 
 use super::hit::{generate, HitMaps, HitSpec};
 use super::insn::Insn;
-use super::interp::{FakeKernel, COMM_OFFSET, EVENT_OFFSET, KERN_CTX_ID};
+use super::interp::{FakeKernel, COMM_OFFSET, EVENT_OFFSET, KERN_CTX_ID, PROCESS_START};
 use super::kernel::{Helper, RB_FORCE_WAKEUP, RB_NO_WAKEUP};
 use super::layout::STAT_REPEATED;
 use super::layout::{STAT_FILTERED, STAT_LOST, STAT_OTHER_PROCESS};
@@ -63,6 +63,7 @@ pub(super) fn spec<'a>(
         condition,
         filter,
         comm_offset: Some(COMM_OFFSET),
+        process_start: Some(PROCESS_START),
         repeats: None,
     }
 }
@@ -414,6 +415,7 @@ fn the_name_comes_from_the_task_or_the_helper() {
     ] {
         let s = HitSpec {
             comm_offset: offset,
+            process_start: Some(PROCESS_START),
             ..spec(&f, None, false)
         };
         let prog = generate(&s, &MAPS).expect("assembles");

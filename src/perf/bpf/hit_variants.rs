@@ -295,7 +295,7 @@ mod tests {
     use super::*;
     use crate::model::condition;
     use crate::model::filter::Filter;
-    use crate::perf::bpf::interp::{FakeKernel, COMM_OFFSET};
+    use crate::perf::bpf::interp::{FakeKernel, COMM_OFFSET, PROCESS_START};
     use crate::perf::bpf::kernel::MapType;
     use crate::perf::bpf::layout::STAT_FILTERED;
 
@@ -320,6 +320,7 @@ mod tests {
                 condition: cond,
                 filter: &f,
                 comm_offset: Some(COMM_OFFSET),
+                process_start: Some(PROCESS_START),
                 repeats: None,
             };
             let prog = variant.hit(&spec, &MAPS).expect("assembles");

@@ -23,7 +23,8 @@ use super::insn::PSEUDO_KFUNC_CALL;
 use super::insn::{Insn, ALU64, ATOMIC, DW, H, JMP, LD, LDX, PSEUDO_MAP_FD, PSEUDO_MAP_VALUE};
 use super::insn::{ST, STX, W};
 use super::kernel::{ctx, Helper, MapType, CURRENT_CPU, EEXIST, NOEXIST, USER_STACK};
-use super::program::OLD_SLOT;
+use super::program::{OLD_ENTRY, OLD_SLOT};
+use super::task::ProcessStart;
 use super::totals::{self, TotalsMaps};
 use super::OLDS_MAX;
 
@@ -42,6 +43,13 @@ const MAP_TAG: u64 = 0x7fff_0000_0000_0000;
 const TASK_LEN: usize = 4096;
 /// Where the machine's task keeps its name (give a hit program's spec this `comm_offset`).
 pub const COMM_OFFSET: i16 = 1752;
+/// Where the machine's task points to its group leader (itself) and keeps its process's start time and
+/// its exec count (give a hit program's spec this `process_start`).
+pub const PROCESS_START: ProcessStart = ProcessStart {
+    leader: 1200,
+    start_time: 1400,
+    exec_id: 1600,
+};
 /// Entries of the machine's by-tgid olds array: tgids from here on go to the hash.
 pub const BY_TGID_ENTRIES: usize = 1000;
 const ENOENT: i64 = -2;
@@ -84,6 +92,10 @@ struct Map {
 pub struct FakeKernel {
     pub pid_tgid: u64,
     pub comm: [u8; 16],
+    /// When the task's process started (its leader's `start_time`): another value is another process.
+    pub start_time: u64,
+    /// The task's `self_exec_id`: one more for each program it has run.
+    pub exec_id: u64,
     /// `bpf_get_current_cgroup_id`.
     pub cgroup_id: u64,
     /// The breakpoint's address and whether the writer was in user space.
@@ -133,6 +145,8 @@ impl FakeKernel {
         FakeKernel {
             pid_tgid: (100 << 32) | 101,
             comm: *b"writer\0\0\0\0\0\0\0\0\0\0",
+            start_time: 5_000_000,
+            exec_id: 3,
             cgroup_id: 0x2a51,
             addr,
             user_mode: true,
@@ -228,7 +242,12 @@ impl FakeKernel {
     }
 
     fn declare_olds(&mut self, olds: i32, by_tgid: Option<i32>) {
-        self.declare(olds, MapType::LruHash, (8, 8), OLDS_MAX as usize);
+        self.declare(
+            olds,
+            MapType::LruHash,
+            (8, OLD_ENTRY as usize),
+            OLDS_MAX as usize,
+        );
         self.olds = olds;
         if let Some(array) = by_tgid {
             let slot = OLD_SLOT as usize;
@@ -389,8 +408,8 @@ impl FakeKernel {
         let Some(array) = self.by_tgid else {
             return;
         };
-        let mut v = [0u8; 16];
-        v[8..].copy_from_slice(&generation.to_le_bytes());
+        let mut v = [0u8; OLD_SLOT as usize];
+        v[8..16].copy_from_slice(&generation.to_le_bytes());
         self.set(array, &0u32.to_le_bytes(), &v);
     }
 
@@ -529,10 +548,15 @@ impl FakeKernel {
                 0
             }
             Helper::GetCurrentTask | Helper::GetCurrentTaskBtf => {
-                let at = base(TASK) + COMM_OFFSET as u64;
+                let task = base(TASK);
                 let comm = self.comm;
-                self.write(at, &comm);
-                base(TASK) as i64
+                self.write(task + COMM_OFFSET as u64, &comm);
+                self.write(task + PROCESS_START.leader as u64, &task.to_le_bytes());
+                let start = self.start_time.to_le_bytes();
+                self.write(task + PROCESS_START.start_time as u64, &start);
+                let exec = self.exec_id.to_le_bytes();
+                self.write(task + PROCESS_START.exec_id as u64, &exec);
+                task as i64
             }
             Helper::CurrentTaskUnderCgroup => {
                 let fd = map(r[1]);

@@ -9,7 +9,10 @@
 //! 2. swaps it with the last value kept in the `olds` map (one entry per watched address, per process for a
 //!    user address, since each process has its own memory there): `old`, unknown for the first hit. With
 //!    an [`Olds::by_tgid`] array, a user address's entry for a tgid the array covers is kept there instead,
-//!    at the tgid's index: an array lookup is a few inlined instructions where the hash's is a call;
+//!    at the tgid's index: an array lookup is a few inlined instructions where the hash's is a call. A
+//!    user address's entry is tagged with its process's start time and exec count ([`Olds::start`]): a
+//!    process that took an earlier one's pid, or a program run by exec, finds another's tag, and its
+//!    first hit has no `old`, as any first hit;
 //! 3. applies the filters (`filter`), then the condition (`condition`): a hit that fails either is
 //!    counted in the per-CPU `stats` map instead of written (the tracer reports it as filtered).
 //!
@@ -20,10 +23,11 @@
 use crate::model::condition::{Compare, Condition, Op, Rhs, Side};
 use crate::model::filter::{Filter, Place};
 use crate::perf::bpf::insn::{
-    Alu, Asm, Cond, Insn, Kept, Label, Reg, B, DW, FP, H, R0, R1, R2, R3, W,
+    Alu, Asm, Cond, Insn, Kept, Label, Reg, B, DW, FP, H, R0, R1, R2, R3, R4, W,
 };
 use crate::perf::bpf::kernel::{ctx, Helper};
 use crate::perf::bpf::seq::{self, lookup, lookup_key};
+use crate::perf::bpf::task::ProcessStart;
 use crate::perf::hit_record::{OLD_KNOWN, VALUE_KNOWN};
 
 use super::hit::additions::{Additions, Point};
@@ -48,7 +52,7 @@ pub(crate) struct ValueSlots {
     key: i16,
     /// The watched bytes as read.
     buf: i16,
-    /// An update's value, or the by-tgid array's generation while it is looked up.
+    /// The by-tgid array's generation while it is looked up.
     scratch: i16,
     /// The writer's name, for `--comm` (16 bytes).
     comm: i16,
@@ -69,21 +73,30 @@ impl ValueSlots {
     }
 }
 
-/// Where the last values are kept.
+/// Where the last values are kept, and whose they are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Olds {
-    /// `BPF_MAP_TYPE_LRU_HASH`, u64 key (the address for a kernel address, the tgid for a user one) to the
-    /// last value: every key the array does not cover.
+    /// `BPF_MAP_TYPE_LRU_HASH`, u64 key (the address for a kernel address, the tgid for a user one) to
+    /// [`OLD_ENTRY`] bytes, `{old, owner}`: every key the array does not cover.
     pub hash: i32,
     /// `BPF_MAP_TYPE_ARRAY` of [`OLD_SLOT`]-byte values, indexed by tgid (u32): a user address's last value
-    /// in each process, `{old, generation}`. An entry is known when its generation is the current one,
-    /// which entry 0 holds in its second word (tgid 0, the idle task, goes to the hash): forgetting every
-    /// old value is one update of entry 0. Tgids past the array's end go to the hash.
+    /// in each process, `{old, generation, owner}`. An entry is known when its generation is the current
+    /// one, which entry 0 holds in its second word (tgid 0, the idle task, goes to the hash): forgetting
+    /// every old value is one update of entry 0. Tgids past the array's end go to the hash.
     pub by_tgid: Option<i32>,
+    /// A stack slot of [`OLD_ENTRY`] bytes: a hash entry as inserted, its owner in the second word.
+    pub entry: i16,
+    /// Where the writer's process start time and exec count are: an entry's owner, for a user address (a
+    /// kernel address's is 0, one variable whoever writes it). An entry of another owner is no `old` (a
+    /// pid reused, or a new program run). `None`: every owner is 0, and a reused pid's first hit has the
+    /// earlier process's `old`.
+    pub start: Option<ProcessStart>,
 }
 
-/// The size of an [`Olds::by_tgid`] value: the old value, then its generation.
-pub const OLD_SLOT: u32 = 16;
+/// The size of an [`Olds::hash`] value: the old value, then its owner.
+pub const OLD_ENTRY: u32 = 16;
+/// The size of an [`Olds::by_tgid`] value: the old value, its generation, then its owner.
+pub const OLD_SLOT: u32 = 24;
 
 /// A task name as the kernel keeps it (`TASK_COMM_LEN`, NUL-padded), in the two words the program
 /// compares; `None` for a name the kernel cannot have (16 bytes or more, or a NUL in it).
@@ -101,14 +114,13 @@ fn comm_words(name: &str) -> Option<(u64, u64)> {
 /// The name the tracer prints for the idle task; the kernel's is `swapper/N`.
 const IDLE: &str = "<idle>";
 
-/// Whether `--comm` can be checked in the kernel: every name is either a real task name or `<idle>`. Other
-/// names in angle brackets are the tracer's own (an unknown task) and are left to it.
-pub(crate) fn comms_in_kernel(filter: &Filter) -> bool {
+/// Whether `--comm` is checked in the kernel: whenever it is given, so that the program keeps (and
+/// counts, and takes `--count`'s hits for) only what the tracer's own check admits. A hit's name there is
+/// the one the program reads at the trap, and `<idle>` for the idle task (tid 0): a name in other angle
+/// brackets is a task's own (`<...>` is what the tracer says of a task it never saw named, which a hit
+/// never is), and one the kernel cannot hold (16 bytes or more, a NUL) names no task on either side.
+fn comms_in_kernel(filter: &Filter) -> bool {
     !filter.comms.is_empty()
-        && filter
-            .comms
-            .iter()
-            .all(|c| c == IDLE || !c.starts_with('<'))
 }
 
 /// Reads the watched bytes at the trap into [`VALUE`], swaps them with the `olds` map's last value into
@@ -185,32 +197,62 @@ pub(crate) fn value_and_old_steps(
     a.goto(done);
 }
 
-/// Swaps the value in [`VALUE`] with the last one kept in `olds` into [`OLD`] (0 when there is none),
-/// with [`FLAGS`]' `OLD_KNOWN` when there was; the key is in the `key` slot.
+/// Swaps the value in [`VALUE`] with the last one kept in `olds` into [`OLD`] (0 when there is none, or
+/// when another process kept it), with [`FLAGS`]' `OLD_KNOWN` when there was; the key is in the `key`
+/// slot.
 fn swap_old(a: &mut Asm, slots: &ValueSlots, olds: Olds) {
     let swapped = a.label();
+    let owner = olds.entry + 8;
+    owner_of(a, slots, olds);
     if let Some(array) = olds.by_tgid {
-        swap_by_tgid(a, slots, array, swapped);
+        swap_by_tgid(a, (slots, owner), array, swapped);
     }
-    // The old value: swapped in place when there is one, inserted otherwise.
-    let olds = olds.hash;
+    // The old value: swapped in place when there is one (known when its owner is the writer's),
+    // inserted otherwise.
     let insert = a.label();
     a.mov_imm(OLD, 0);
-    lookup_key(a, olds, slots.key, insert);
-    a.load(DW, OLD, R0, 0)
+    lookup_key(a, olds.hash, slots.key, insert);
+    a.load(DW, R1, R0, 0)
+        .load(DW, R2, R0, 8)
+        .load(DW, R3, FP, owner)
         .store(DW, R0, 0, VALUE)
+        .store(DW, R0, 8, R3)
+        .jump(Cond::Ne, R2, R3, swapped)
+        .mov(OLD, R1)
         .alu_imm(Alu::Or, FLAGS, OLD_KNOWN as i32)
         .goto(swapped);
     a.bind(insert);
-    a.store(DW, FP, slots.scratch, VALUE);
-    seq::update(a, olds, (slots.key, slots.scratch), 0);
+    a.store(DW, FP, olds.entry, VALUE);
+    seq::update(a, olds.hash, (slots.key, olds.entry), 0);
     a.bind(swapped);
 }
 
+/// The writer's owner of the entry into the `entry` slot's second word: its process's start time plus
+/// its exec count for a user address (the key a tgid, not negative), 0 for a kernel address or without
+/// [`Olds::start`]. Two owners of one pid cannot sum alike: the later process started more nanoseconds
+/// after the earlier than there are execs in any task's ancestry.
+fn owner_of(a: &mut Asm, slots: &ValueSlots, olds: Olds) {
+    let owner = olds.entry + 8;
+    a.store_imm(DW, FP, owner, 0);
+    if let Some(start) = olds.start {
+        let kernel = a.label();
+        a.load(DW, R1, FP, slots.key)
+            .jump_imm(Cond::Slt, R1, 0, kernel)
+            .call(Helper::GetCurrentTaskBtf)
+            .load(DW, R1, R0, start.leader)
+            .load(DW, R1, R1, start.start_time)
+            .load(DW, R2, R0, start.exec_id)
+            .alu(Alu::Add, R1, R2)
+            .store(DW, FP, owner, R1);
+        a.bind(kernel);
+    }
+}
+
 /// The old value from the by-tgid array (see [`Olds::by_tgid`]) into [`OLD`] and the value in [`VALUE`]
-/// put in its place, on to `swapped`, for a user address's tgid the array covers; falls through, with
-/// nothing changed, for any other key (in the `key` slot).
-fn swap_by_tgid(a: &mut Asm, slots: &ValueSlots, array: i32, swapped: Label) {
+/// put in its place with the current generation and the owner at stack offset `owner`, on to `swapped`,
+/// for a user address's tgid the array covers; falls through, with nothing changed, for any other key
+/// (in the `key` slot).
+fn swap_by_tgid(a: &mut Asm, (slots, owner): (&ValueSlots, i16), array: i32, swapped: Label) {
     let hash = a.label();
     a.load(DW, R1, FP, slots.key)
         .jump_imm(Cond::Slt, R1, 0, hash)
@@ -223,10 +265,14 @@ fn swap_by_tgid(a: &mut Asm, slots: &ValueSlots, array: i32, swapped: Label) {
     a.load(DW, OLD, R0, 0)
         .load(DW, R1, R0, 8)
         .load(DW, R2, FP, slots.scratch)
+        .load(DW, R3, R0, 16)
+        .load(DW, R4, FP, owner)
         .store(DW, R0, 0, VALUE)
-        .store(DW, R0, 8, R2);
+        .store(DW, R0, 8, R2)
+        .store(DW, R0, 16, R4);
     let unknown = a.label();
     a.jump(Cond::Ne, R1, R2, unknown)
+        .jump(Cond::Ne, R3, R4, unknown)
         .alu_imm(Alu::Or, FLAGS, OLD_KNOWN as i32)
         .goto(swapped);
     a.bind(unknown);
@@ -269,11 +315,14 @@ pub(crate) fn filter(a: &mut Asm, slots: &ValueSlots, f: &Filter, drop: Label) {
     }
     if comms_in_kernel(f) {
         let ok = a.label();
-        if f.comms.iter().any(|c| c == IDLE) {
-            a.load(DW, R2, FP, slots.pid_tgid)
-                .alu_imm(Alu::Lsh, R2, 32)
-                .jump_imm(Cond::Eq, R2, 0, ok);
-        }
+        // The idle task is `<idle>` to the tracer, whatever the kernel calls it (`swapper/N`).
+        let idle = match f.comms.iter().any(|c| c == IDLE) {
+            true => ok,
+            false => drop,
+        };
+        a.load(DW, R2, FP, slots.pid_tgid)
+            .alu_imm(Alu::Lsh, R2, 32)
+            .jump_imm(Cond::Eq, R2, 0, idle);
         a.stack_addr(R1, slots.comm)
             .mov_imm(R2, 16)
             .call(Helper::GetCurrentComm)

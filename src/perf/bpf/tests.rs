@@ -5,7 +5,7 @@
 
 use super::hit::{generate, HitMaps, HitSpec};
 use super::insn::Insn;
-use super::interp::{FakeKernel, BY_TGID_ENTRIES, COMM_OFFSET};
+use super::interp::{FakeKernel, BY_TGID_ENTRIES};
 use super::kernel::Helper;
 use crate::model::condition::{Compare, Condition, Op, Rhs, Side};
 use crate::model::filter::{Filter, Place};
@@ -56,14 +56,8 @@ fn watch_with(
 fn program_with(maps: &Maps, len: u8, condition: Option<&Condition>, filter: &Filter) -> Vec<Insn> {
     let spec = HitSpec {
         len,
-        read_value: true,
-        old: true,
         regs: false,
-        cgroup_ids: false,
-        condition,
-        filter,
-        comm_offset: Some(COMM_OFFSET),
-        repeats: None,
+        ..super::hit_tests::spec(filter, condition, true)
     };
     generate(&spec, maps).expect("assembles")
 }
@@ -153,6 +147,58 @@ fn separate_processes_have_separate_old_values_at_a_user_address() {
         rec[3], VALUE_KNOWN,
         "no old value in a process not seen before"
     );
+}
+
+/// A pid reused: the process that takes it (another start time) finds the earlier process's entry, in
+/// the by-tgid array and in the hash, and its first hit has no old value, in the record as for `--if`
+/// (`changed` holds for it); a kernel address keeps one history whoever writes it.
+#[test]
+fn a_reused_pid_starts_with_no_old_value() {
+    let (changed, f) = (Condition::Changed, Filter::default());
+    let known = VALUE_KNOWN | OLD_KNOWN;
+    for maps in [MAPS, ARRAY_MAPS] {
+        for tgid in [100, BY_TGID_ENTRIES as u64 + 5] {
+            let prog = program_with(&maps, 8, Some(&changed), &f);
+            let mut m = machine(maps, USER_ADDR);
+            m.pid_tgid = (tgid << 32) | tgid;
+            assert!(store(&mut m, &prog, Some(7)).is_some());
+            assert_eq!(
+                store(&mut m, &prog, Some(7)),
+                None,
+                "unchanged, in one process"
+            );
+            // Another process under the same pid stores the same 7: its first store, a change.
+            m.start_time += 1;
+            let first = store(&mut m, &prog, Some(7));
+            assert_eq!(first, Some([7, 0, USER_ADDR, VALUE_KNOWN]), "tgid {tgid}");
+            assert_eq!(store(&mut m, &prog, Some(7)), None, "its own old from here");
+            let next = store(&mut m, &prog, Some(8));
+            assert_eq!(next, Some([8, 7, USER_ADDR, known]));
+        }
+    }
+    let (prog, mut m) = watch(8, None, &f, KERNEL_ADDR);
+    store(&mut m, &prog, Some(7));
+    m.start_time += 1;
+    assert_eq!(
+        store(&mut m, &prog, Some(8)),
+        Some([8, 7, KERNEL_ADDR, known])
+    );
+}
+
+/// A process that execs runs a new image: its first hit after the exec (the ELF loader's, say) has no
+/// old value; the threads after it share the new one.
+#[test]
+fn an_exec_starts_with_no_old_value() {
+    for maps in [MAPS, ARRAY_MAPS] {
+        let (prog, mut m) = watch_with(maps, 8, None, &Filter::default(), USER_ADDR);
+        store(&mut m, &prog, Some(7));
+        m.exec_id += 1;
+        let first = store(&mut m, &prog, Some(8));
+        assert_eq!(first, Some([8, 0, USER_ADDR, VALUE_KNOWN]));
+        m.pid_tgid += 1;
+        let thread = store(&mut m, &prog, Some(9));
+        assert_eq!(thread, Some([9, 8, USER_ADDR, VALUE_KNOWN | OLD_KNOWN]));
+    }
 }
 
 /// A value that cannot be read is reported as unknown whatever the condition, and leaves the old value.
@@ -345,16 +391,42 @@ fn filters_drop_in_the_kernel() {
     }
 }
 
-/// A name the tracer makes up (`<...>` for a task it never saw named) cannot be checked in the kernel: the
-/// program lets every hit through and the tracer decides.
+/// Every `--comm` name is checked in the kernel, as the tracer checks it on the hit path (each hit named
+/// as the program read it, the idle task `<idle>`): a name in angle brackets is a task's own, and the
+/// program keeps no hit the tracer would then drop, so none takes `--count`'s hits or the totals. (It
+/// once let every hit through for such a name: `--comm '<foo>' --count 2` ended with 0 hits printed.)
 #[test]
-fn made_up_names_are_left_to_the_tracer() {
-    let f = Filter {
-        comms: vec!["<...>".into()],
-        ..Filter::default()
+fn every_comm_is_decided_in_the_kernel_as_the_tracer_decides_it() {
+    // Whether `--comm name` keeps a store at `addr` by a task the kernel calls `comm`, of pid/tgid `who`.
+    let kept = |name: &str, addr, comm: &[u8], who: u64| {
+        let f = Filter {
+            comms: vec![name.into()],
+            ..Filter::default()
+        };
+        let (prog, mut m) = watch(8, None, &f, addr);
+        m.comm = [0; 16];
+        m.comm[..comm.len()].copy_from_slice(comm);
+        m.pid_tgid = who;
+        store(&mut m, &prog, Some(1)).is_some()
     };
-    let (prog, mut m) = watch(8, None, &f, USER_ADDR);
-    assert!(store(&mut m, &prog, Some(1)).is_some());
+    let task = (100 << 32) | 101;
+    for name in ["<...>", "<foo>"] {
+        assert!(!kept(name, USER_ADDR, b"writer", task), "{name}: another");
+        assert!(
+            kept(name, USER_ADDR, name.as_bytes(), task),
+            "{name}: its own"
+        );
+    }
+    // The idle task is `<idle>` to the tracer, not `swapper/0` (the kernel's name for it).
+    assert!(kept("<idle>", KERNEL_ADDR, b"swapper/0", 0));
+    assert!(!kept("swapper/0", KERNEL_ADDR, b"swapper/0", 0));
+    // A name of 16 bytes or more is no task's: the kernel keeps 15.
+    assert!(!kept(
+        "a_name_too_long_",
+        USER_ADDR,
+        b"a_name_too_long",
+        task
+    ));
 }
 
 /// Each store, (tgid, address, value), through `prog` on `m` in order: the records kept.

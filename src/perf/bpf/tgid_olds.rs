@@ -1,7 +1,8 @@
 //! The by-tgid array of last values ([`super::program::Olds::by_tgid`]): a user address's old value in
 //! each process, at the process's tgid, for the tgids below [`MAX_ENTRIES`] (and the system's `pid_max`).
-//! Entry 0 holds the current generation; an entry is known only when it carries that generation, so
-//! forgetting every old value (a `--control` move) is one update, whatever the array's size.
+//! Entry 0 holds the current generation; an entry is known only when it carries that generation (and
+//! its owner is the writer's process, the program's check), so forgetting every old value (a
+//! `--control` move) is one update, whatever the array's size.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -11,7 +12,7 @@ use super::kernel::MapType;
 use super::program::OLD_SLOT;
 use crate::perf::sys;
 
-/// The most entries the array takes: 1 MB of 16-byte values. A system whose `pid_max` is larger keeps
+/// The most entries the array takes: 1.5 MB of 24-byte values. A system whose `pid_max` is larger keeps
 /// the last values of higher tgids in the hash.
 pub const MAX_ENTRIES: u32 = 1 << 16;
 
@@ -66,11 +67,11 @@ impl TgidOlds {
     }
 }
 
-/// An array value: the old value, then its generation.
+/// An array value: the old value, then its generation (then its owner, the program's: 0 here).
 fn slot(old: u64, generation: u64) -> [u8; OLD_SLOT as usize] {
     let mut v = [0u8; OLD_SLOT as usize];
     v[..8].copy_from_slice(&old.to_ne_bytes());
-    v[8..].copy_from_slice(&generation.to_ne_bytes());
+    v[8..16].copy_from_slice(&generation.to_ne_bytes());
     v
 }
 
@@ -90,6 +91,6 @@ mod tests {
     fn a_slot_is_the_old_value_then_its_generation() {
         let s = slot(0x1f4, 3);
         assert_eq!(u64::from_ne_bytes(s[..8].try_into().unwrap()), 0x1f4);
-        assert_eq!(u64::from_ne_bytes(s[8..].try_into().unwrap()), 3);
+        assert_eq!(u64::from_ne_bytes(s[8..16].try_into().unwrap()), 3);
     }
 }

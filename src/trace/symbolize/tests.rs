@@ -355,3 +355,70 @@ fn lines_annotate_kernel_frames_and_are_printed() {
     );
     assert!(text.ends_with(want), "{text}");
 }
+
+/// The first user frame under kernel frames is where user space entered the kernel (the perf call
+/// chain's user part starts with the user registers' ip), not a return address: after an interrupt or
+/// an exception it is the very instruction that was stopped, which can be a function's first byte.
+/// A signal frame written on return from a timer interrupt, with the thread stopped at `tiny`'s first
+/// instruction, named the function before it (`before+0x2`) as a live run showed.
+#[test]
+fn the_first_user_frame_under_kernel_frames_is_named_where_it_is() {
+    use crate::perf::record::encode;
+    use crate::report::testutil;
+    use ksymwatch_symbols::testing::elf::{tiny, BASE};
+    use ksymwatch_symbols::{MappedFile, UserSymbols};
+    use std::os::unix::fs::MetadataExt;
+    let elf = tiny(
+        &[
+            ("before", BASE + 0x80, 2),
+            ("tiny", BASE + 0x82, 1),
+            ("main", BASE + 0xa0, 0x40),
+        ],
+        &[],
+    );
+    let dir = std::env::temp_dir().join(format!("ksymwatch-first-user-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("prog");
+    std::fs::write(&file, &elf.bytes).unwrap();
+    let start = 0x5555_0000_0000;
+    let mut user = UserSymbols::new(dir.join("no-proc"));
+    user.map(
+        7,
+        &MappedFile {
+            start,
+            len: 0x1000,
+            offset: 0,
+            dev: (8, 1),
+            inode: std::fs::metadata(&file).unwrap().ino(),
+            path: file.to_str().unwrap(),
+        },
+    );
+    let table = table(READ_ZERO);
+    let mut s = Symbolizer::with_user(&table, user);
+    let at = |vaddr: u64| start + vaddr - BASE;
+    let chain = [
+        encode::KERNEL,
+        0xffffffff81000077,
+        0xffffffff81000011,
+        encode::USER,
+        at(BASE + 0x82),
+        at(BASE + 0xa0 + 0x20),
+    ];
+    let sample = testutil::decoded(&encode::sample(chain[1], 7, 7, 1_000, 0x1000, 0, &chain));
+    let mut frames = Vec::new();
+    s.resolve(&sample, &mut frames);
+    let shown: Vec<String> = frames
+        .iter()
+        .map(|f| f.display("prog").to_string())
+        .collect();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        shown,
+        [
+            "read_zero+0x77/0x100",
+            "read_zero+0x11/0x100",
+            "tiny+0x0 [prog]",
+            "main+0x20 [prog]",
+        ]
+    );
+}

@@ -464,6 +464,26 @@ fn declarations_and_unbounded_arrays() {
     assert_eq!(widened(&g, 0, "").unwrap(), info(0, None, "void"));
 }
 
+/// A zero-length array (`int data[0]`, the GNU flexible array idiom many kernel structs still use) bounds
+/// nothing, as `T[]` does: gcc's DWARF gives it `DW_AT_count 0`, BTF gives both 0 elements. A DWARF walk
+/// refused `hz.z.data[2]` of a live program ("0 elements (valid: 0..=0)", even `[0]`), where a BTF cast of
+/// the same struct reached it.
+#[test]
+fn a_zero_length_array_is_unbounded_like_a_flexible_one() {
+    let mut g = Graph::new();
+    let int = g.int("int", 4);
+    let zero = g.array(int, Some(0));
+    let holder = g.strukt("zero", 4, &[("n", int, 0), ("data", zero, 4)]);
+    assert_eq!(
+        exact(&g, holder, "data[2]").unwrap(),
+        info(12, Some(4), "int")
+    );
+    assert_eq!(
+        exact(&g, holder, "data[0]").unwrap(),
+        info(4, Some(4), "int")
+    );
+}
+
 #[test]
 fn cycles_end_in_errors() {
     let mut g = Graph::new();

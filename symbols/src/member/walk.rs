@@ -100,7 +100,9 @@ fn index_step<G: TypeGraph + ?Sized>(
             type_name: type_name(g, land.ty)?,
         });
     }
-    if let Some(len) = g.array_len(s)? {
+    // A zero-length array (`T[0]`, the GNU way to write `T[]` before C99) bounds nothing, as `T[]` does:
+    // BTF records both with 0 elements, DWARF gives the former a count of 0.
+    if let Some(len) = g.array_len(s)?.filter(|&len| len > 0) {
         if index >= len {
             return Err(FieldError::IndexOutOfRange {
                 at: land.at.clone(),

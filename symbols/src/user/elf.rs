@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use goblin::container::Ctx;
 use goblin::elf::program_header::{ProgramHeader, PT_LOAD};
-use goblin::elf::section_header::{SectionHeader, SHT_DYNSYM, SHT_SYMTAB};
+use goblin::elf::section_header::{SectionHeader, SHF_ALLOC, SHT_DYNSYM, SHT_SYMTAB};
 use goblin::elf::sym::{Sym as ElfSym, STT_FUNC, STT_GNU_IFUNC};
 use goblin::elf::Elf;
 
@@ -44,6 +44,9 @@ struct Sym {
     size: u64,
     /// Offset of the (mangled) name in `Binary::names`: names are demangled only when a frame needs one.
     name: u32,
+    /// For an unsized symbol, the bytes from it to the end of its section (`u32::MAX` when unknown): what
+    /// follows a zero-size `_init` in `.init` is the PLT, not more of `_init`.
+    extent: u32,
 }
 
 /// One ELF file's function symbols and load segments.
@@ -129,11 +132,12 @@ impl Binary {
             .checked_sub(1)?;
         let s = &self.syms[i];
         let off = vaddr - s.addr;
-        // An unsized symbol (hand-written assembly) is believed only up to the next symbol.
+        // An unsized symbol (hand-written assembly) is believed only up to the next symbol, within its
+        // own section.
         let fits = if s.size > 0 {
             off < s.size
         } else {
-            self.syms.get(i + 1).is_some_and(|n| vaddr < n.addr)
+            self.syms.get(i + 1).is_some_and(|n| vaddr < n.addr) && off < u64::from(s.extent)
         };
         let name = demangle(&String::from_utf8_lossy(self.raw_name(s)));
         fits.then(|| (name.into(), off, (s.size > 0).then_some(s.size)))
@@ -314,7 +318,7 @@ fn load(src: &dyn ReadAt) -> (Option<Binary>, Option<Skipped>) {
         };
         match headers.symbols(src, table) {
             Ok(Some(table)) => {
-                let (syms, names) = functions(table);
+                let (syms, names) = functions(table, &headers.sections);
                 if !syms.is_empty() {
                     return (Some(Binary { loads, syms, names }), skipped);
                 }
@@ -333,8 +337,16 @@ fn load(src: &dyn ReadAt) -> (Option<Binary>, Option<Skipped>) {
 }
 
 /// The function symbols of one symbol table, sorted and one per address, with the string table their names
-/// are in.
-fn functions(table: SymbolTable) -> (Vec<Sym>, Vec<u8>) {
+/// are in; `sections` bound the unsized ones.
+fn functions(table: SymbolTable, sections: &[SectionHeader]) -> (Vec<Sym>, Vec<u8>) {
+    // The bytes from `s` to the end of the loaded section holding it, when the file says.
+    let extent = |s: &ElfSym| {
+        sections
+            .get(s.st_shndx)
+            .filter(|h| h.sh_flags & u64::from(SHF_ALLOC) != 0)
+            .and_then(|h| h.sh_addr.checked_add(h.sh_size)?.checked_sub(s.st_value))
+            .map_or(u32::MAX, |n| u32::try_from(n).unwrap_or(u32::MAX))
+    };
     let mut syms: Vec<Sym> = table
         .iter()
         .filter(|s| {
@@ -347,6 +359,7 @@ fn functions(table: SymbolTable) -> (Vec<Sym>, Vec<u8>) {
                 addr: s.st_value,
                 size: s.st_size,
                 name,
+                extent: extent(&s),
             })
         })
         .collect();
@@ -387,6 +400,68 @@ mod tests {
         assert!(Binary::parse(&[0x7f, b'E', b'L', b'F', 9, 1, 1, 0])
             .0
             .is_none());
+    }
+
+    /// `_init` is a zero-size function at the start of `.init`; the PLT stubs follow in `.plt`, before the
+    /// first function of `.text`. A thread stopped in `ext@plt` was named `_init+0x80` (a live run: 23
+    /// of 40 signal frames written on return from an interrupt): an unsized symbol is believed up to the
+    /// next symbol, but never past the end of its own section.
+    #[test]
+    fn an_unsized_symbol_ends_with_its_section() {
+        use crate::testing::elf::{Layout, Section, Sym, BASE};
+        let mut l = Layout {
+            sections: vec![
+                Section {
+                    name: ".init",
+                    kind: 1,
+                    flags: 2 | 4,
+                    addr: BASE + 0x100,
+                    size: 0x17,
+                },
+                Section {
+                    name: ".plt",
+                    kind: 1,
+                    flags: 2 | 4,
+                    addr: BASE + 0x120,
+                    size: 0x40,
+                },
+                Section {
+                    name: ".text",
+                    kind: 1,
+                    flags: 2 | 4,
+                    addr: BASE + 0x160,
+                    size: 0x40,
+                },
+                Section {
+                    name: ".fini",
+                    kind: 1,
+                    flags: 2 | 4,
+                    addr: BASE + 0x1b0,
+                    size: 0x9,
+                },
+            ],
+            ..Layout::default()
+        };
+        let (init, text, fini) = (l.section_index(0), l.section_index(2), l.section_index(3));
+        let func = |name, value, size, shndx| Sym {
+            shndx,
+            ..Sym::func(name, value, size)
+        };
+        l.symtab = vec![
+            func("_init", BASE + 0x100, 0, init),
+            func("_start", BASE + 0x160, 0x22, text),
+            func("label", BASE + 0x190, 0, text),
+            func("_fini", BASE + 0x1b0, 0, fini),
+        ];
+        let bin = Binary::parse(&l.build().bytes).0.unwrap();
+        let at = |vaddr| {
+            bin.symbolize(vaddr)
+                .map(|(n, off, _)| format!("{n}+{off:#x}"))
+        };
+        assert_eq!(at(BASE + 0x110).as_deref(), Some("_init+0x10"));
+        assert_eq!(at(BASE + 0x130), None, "a PLT stub is not _init");
+        assert_eq!(at(BASE + 0x19f).as_deref(), Some("label+0xf"));
+        assert_eq!(at(BASE + 0x1a0), None, "past .text, before .fini's `_fini`");
     }
 
     #[test]

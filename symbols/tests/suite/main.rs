@@ -3,6 +3,7 @@
 
 mod btf_vmlinux;
 mod debuginfod;
+mod dwarf_members;
 mod process_gcc;
 mod user_elf;
 mod vmlinux_fixture;

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::config::plan::read_start_time;
 use crate::model::scope::Scope;
 use crate::model::watch::Watch;
 use crate::perf::arm;
@@ -175,6 +176,9 @@ pub struct EventSet {
     cfg: EventConfig,
     /// Who a CPU that comes online is armed for.
     scope: Scope,
+    /// Each `-p` process's pid and start time as planned: a CPU that comes online is armed on the
+    /// threads of a pid only while it names that process ([`arm::Planned`]).
+    starts: Vec<(u32, u64)>,
     by_cpu: BTreeMap<u32, Vec<Tracked>>,
     /// Call-chain vectors of handled samples, reused by the next ones decoded.
     spare: Vec<Vec<Frame>>,
@@ -211,6 +215,7 @@ impl EventSet {
             unsettled_cpus: BTreeSet::new(),
             cfg,
             scope,
+            starts: Vec::new(),
             by_cpu: BTreeMap::new(),
             spare: Vec::new(),
             chains: Chains::new(),
@@ -230,6 +235,13 @@ impl EventSet {
             set.by_cpu.entry(t.ev.cpu).or_default().push(t);
         }
         Ok(set)
+    }
+
+    /// Takes each `-p` process's pid and start time as planned (the plan's `Started`): a CPU that comes
+    /// online is then armed on the threads of a pid only while it names that process.
+    pub fn planned(mut self, starts: Vec<(u32, u64)>) -> EventSet {
+        self.starts = starts;
+        self
     }
 
     pub fn cpus(&self) -> BTreeSet<u32> {
@@ -537,7 +549,11 @@ impl EventSet {
             other => other.clone(),
         };
         self.learn_percpu_base(cpu);
-        let (mut evs, settled) = arm::open_cpu_in(&self.watches, cpu, &scope, &self.cfg)?;
+        let planned = arm::Planned {
+            starts: &self.starts,
+            start_time: read_start_time,
+        };
+        let (mut evs, settled) = arm::open_cpu_in(&self.watches, cpu, &scope, planned, &self.cfg)?;
         if !settled {
             self.unsettled_cpus.insert(cpu);
         }

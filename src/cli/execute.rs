@@ -50,10 +50,16 @@ struct ArmedLine {
 }
 
 impl ArmedLine {
-    fn of(armed: &arm::Armed) -> ArmedLine {
+    /// `requested`: the CPUs said when nothing was armed (every `-p` process gone before a thread of
+    /// it was, on the per-thread path: the run then ends as it begins).
+    fn of(armed: &arm::Armed, requested: &BTreeSet<u32>) -> ArmedLine {
+        let cpus: BTreeSet<u32> = armed.events.iter().map(|e| e.cpu).collect();
         ArmedLine {
             events: armed.events.iter().map(|e| e.breakpoints()).sum(),
-            cpus: armed.events.iter().map(|e| e.cpu).collect(),
+            cpus: match cpus.is_empty() {
+                true => requested.clone(),
+                false => cpus,
+            },
             went_offline: armed.went_offline.clone(),
             threads: armed
                 .events
@@ -271,7 +277,7 @@ pub fn execute(mut plan: WatchPlan, prefetch: Prefetch) -> Result<i32> {
             return Err(advice::arming(r));
         }
     };
-    let armed_line = ArmedLine::of(&armed);
+    let armed_line = ArmedLine::of(&armed, cpus);
     // `--on`'s source, loaded once its slots are armed (a refusal to arm them is arming's), with an output
     // ring on each CPU; the armed slots wait, parked.
     let objects = match plan.objects() {

@@ -38,10 +38,9 @@ impl Prefetch {
             Scope::Launched(_) => Some(Vec::new()),
         };
         // CPU-bound breakpoints are opened for a system-wide watch and for any watch whose hit program
-        // chooses the processes in the kernel (a process watch where BPF loads); where this process may
-        // not open them, the probe is refused and its thread ends.
-        let cpu_bound =
-            decided.scope().system_wide() || matches!(decided.delivery().events, Binding::Cpus);
+        // chooses the processes in the kernel (a process watch where BPF loads): `Binding::Cpus`; where
+        // this process may not open them, the probe is refused and its thread ends.
+        let cpu_bound = matches!(decided.delivery().events, Binding::Cpus);
         let warmup = cpu_bound
             .then(|| cpulist::read(Path::new(cpulist::ONLINE)).ok())
             .flatten()

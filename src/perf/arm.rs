@@ -270,7 +270,8 @@ fn keep_free_slots<K: Kernel>(
 pub fn arm_set<K: Kernel>(set: &Prepared, kernel: &mut K) -> Result<Armed<K::Ring>, Failure> {
     let armed = open_set(set, kernel)?;
     let events = &armed.events;
-    let threads = matches!(set.targets, Targets::Threads(_));
+    // Nothing opened (every process gone): nothing to enable, no pause for copies.
+    let threads = matches!(set.targets, Targets::Threads(_)) && !events.is_empty();
     let enabled = event::passes(threads).try_for_each(|pause| {
         if let Some(how_long) = pause {
             kernel.pause(how_long);
@@ -292,10 +293,10 @@ pub fn arm_set<K: Kernel>(set: &Prepared, kernel: &mut K) -> Result<Armed<K::Rin
 fn open_set<K: Kernel>(set: &Prepared, kernel: &mut K) -> Result<Armed<K::Ring>, Failure> {
     Ok(match &set.targets {
         Targets::Threads(pids) => {
+            // No event at all is no failure: every process exited (or its pid is another's) before a
+            // thread of it was armed, and nothing is held. The session finds them gone and the run ends
+            // as it begins, as with one breakpoint per CPU (`crate::trace::watched`).
             let (events, settled) = open_threads(set, pids, kernel).map_err(Failure::Open)?;
-            if events.is_empty() {
-                return Err(Failure::AllExited);
-            }
             Armed {
                 events,
                 went_offline: Vec::new(),
@@ -386,13 +387,15 @@ pub fn open_cpu<K: Kernel>(
         .map(|rings| (rings, true))
 }
 
-/// [`open_cpu`] for `watches` on `cpu` for `scope`, through the kernel's perf events. No start time is
-/// checked here ([`Planned::NONE`]): a process that exited during the run is read by pid (see
-/// `open_threads` on what that leaves).
+/// [`open_cpu`] for `watches` on `cpu` for `scope`, through the kernel's perf events, a process watch on
+/// the threads of the processes `planned` only: a `-p` process that exited during the run may have left
+/// its pid to another, whose threads would take its events (their stores counted by the hit program,
+/// `--count` among them).
 pub fn open_cpu_in(
     watches: &[Watch],
     cpu: u32,
     scope: &Scope,
+    planned: Planned,
     cfg: &EventConfig,
 ) -> Result<(Vec<CpuEvent>, bool), OpenError> {
     let set = Prepared::new(
@@ -401,11 +404,7 @@ pub fn open_cpu_in(
         targets(scope, cfg.binding),
         cfg,
     );
-    let mut kernel = Perf {
-        cfg,
-        planned: Planned::NONE,
-    };
-    open_cpu(&set, cpu, &mut kernel)
+    open_cpu(&set, cpu, &mut Perf { cfg, planned })
 }
 
 /// What the run says at its end of a CPU that came online and was armed unsettled ([`open_cpu_in`]
@@ -465,7 +464,7 @@ fn open_cpus<K: Kernel>(
 ///
 /// Only the threads of the planned processes are read (`planned_threads`): a pid whose process has
 /// exited, whatever process has the number by then, is read as gone from then on, and if every one is,
-/// arming fails as when they all exited ([`Failure::AllExited`]). What is left: a process that exits
+/// nothing is opened (no failure: see `open_set`). What is left: a process that exits
 /// after a reading, between the check and the opens of its threads' events, and whose pid (or a thread's
 /// tid) is given to another task before those opens, has that task's event opened in its place. Pids
 /// are handed out in turn, so that takes every other number being used first, or a program asking for

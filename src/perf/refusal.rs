@@ -38,8 +38,6 @@ pub enum Kind {
     Busy,
     /// EMFILE/ENFILE.
     OutOfFiles,
-    /// Every watched process exited while arming.
-    ProcessesExited,
     /// Anything else.
     Other,
 }
@@ -56,7 +54,6 @@ impl Kind {
             Kind::Bpf => "bpf",
             Kind::Busy => "busy",
             Kind::OutOfFiles => "out_of_files",
-            Kind::ProcessesExited => "processes_exited",
             Kind::Other => "other",
         }
     }
@@ -262,8 +259,6 @@ pub enum Failure {
     NoFreeSlot,
     /// Every requested CPU went offline while arming.
     AllOffline(BTreeSet<u32>),
-    /// Every watched process exited while arming.
-    AllExited,
 }
 
 impl Failure {
@@ -287,16 +282,12 @@ impl Failure {
                     crate::cpulist::format(cpus)
                 ),
             ),
-            Failure::AllExited => Refusal::arm(
-                Kind::ProcessesExited,
-                "no thread could be armed: every watched process exited while arming",
-            ),
         }
     }
 
     /// Whether it says what the run would be told whenever it ran: a refusal of permission, or of the
     /// breakpoint itself. What only says how the machine is now (every debug register taken, a CPU going
-    /// offline, the PMU busy, no descriptor left, the processes gone) does not: the run may well not
+    /// offline, the PMU busy, no descriptor left) does not: the run may well not
     /// meet it.
     pub fn lasting(&self) -> bool {
         let passing = [
@@ -311,7 +302,7 @@ impl Failure {
             Failure::Open(e) | Failure::Probe(e) => {
                 !passing.contains(&e.err.raw_os_error().unwrap_or(0))
             }
-            Failure::NoFreeSlot | Failure::AllOffline(_) | Failure::AllExited => false,
+            Failure::NoFreeSlot | Failure::AllOffline(_) => false,
         }
     }
 }

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::config::plan::read_start_time;
 use crate::model::scope::Scope;
 use crate::model::watch::Watch;
 use crate::perf::arm;
@@ -35,7 +36,7 @@ mod samples;
 pub use audit::Audit;
 use audit::{audit, on_cpu, Bases};
 pub(crate) use drain::read_value;
-use drain::{drain_one, watch_at, Chains, Decoder, Reuse};
+use drain::{drain_one, Chains, Decoder, Names, Reuse};
 
 /// A ring as the merge names it: the CPU and watch it serves, and which of their rings it is. On the hit
 /// path a CPU and watch have two, each in time order by itself: the breakpoint's perf ring (task records,
@@ -160,9 +161,9 @@ pub struct EventSet {
     watches: Vec<Watch>,
     /// Watches moved away from, newest last: a hit recorded before a move names the watch it hit.
     retired: Vec<Watch>,
-    /// What names each target's hits: `watches`, except after a `--control` move until the events are
+    /// Per target, the watch a `--control` move left, naming the target's hits until the events are
     /// enabled again ([`EventSet::steer`]).
-    naming: Vec<Watch>,
+    steered: Vec<Option<Watch>>,
     /// `--control off` disabled every event; CPUs that come online meanwhile are armed disabled too.
     enabled: bool,
     /// How long the watch has been off, for time that counts as unwatched ([`EventSet::watched_time`]).
@@ -175,6 +176,9 @@ pub struct EventSet {
     cfg: EventConfig,
     /// Who a CPU that comes online is armed for.
     scope: Scope,
+    /// Each `-p` process's pid and start time as planned: a CPU that comes online is armed on the
+    /// threads of a pid only while it names that process ([`arm::Planned`]).
+    starts: Vec<(u32, u64)>,
     by_cpu: BTreeMap<u32, Vec<Tracked>>,
     /// Call-chain vectors of handled samples, reused by the next ones decoded.
     spare: Vec<Vec<Frame>>,
@@ -204,13 +208,14 @@ impl EventSet {
         let mut set = EventSet {
             watches: watches.to_vec(),
             retired: Vec::new(),
-            naming: watches.to_vec(),
+            steered: vec![None; watches.len()],
             enabled: true,
             off: OffClock::default(),
             closed: vec![false; watches.len()],
             unsettled_cpus: BTreeSet::new(),
             cfg,
             scope,
+            starts: Vec::new(),
             by_cpu: BTreeMap::new(),
             spare: Vec::new(),
             chains: Chains::new(),
@@ -232,6 +237,13 @@ impl EventSet {
         Ok(set)
     }
 
+    /// Takes each `-p` process's pid and start time as planned (the plan's `Started`): a CPU that comes
+    /// online is then armed on the threads of a pid only while it names that process.
+    pub fn planned(mut self, starts: Vec<(u32, u64)>) -> EventSet {
+        self.starts = starts;
+        self
+    }
+
     pub fn cpus(&self) -> BTreeSet<u32> {
         self.by_cpu.keys().copied().collect()
     }
@@ -244,7 +256,12 @@ impl EventSet {
     /// `--control` moved away from whose hits were still in a ring (the kernel reports the breakpoint's
     /// address with each hit).
     pub fn watch_of(&self, index: usize, addr: u64) -> &Watch {
-        watch_at(&self.naming, &self.retired, index, addr)
+        Names {
+            now: &self.watches,
+            steered: &self.steered,
+            retired: &self.retired,
+        }
+        .watch_of(index, addr)
     }
 
     /// How many threads a process watch covers now, or CPUs for a system-wide one (for acknowledgements).
@@ -292,9 +309,12 @@ impl EventSet {
     /// events are enabled again. Every hit drained by then was recorded before the move, also one at an
     /// address the new watch covers too (the same variable at another length or access).
     pub fn steer(&mut self, index: usize, new: Watch) -> std::io::Result<()> {
-        let old = self.naming[index].clone();
+        // Moved twice before the events are enabled again: the hits still to drain are the first one's.
+        let left = self.steered[index]
+            .clone()
+            .unwrap_or_else(|| self.watches[index].clone());
         self.retarget(index, new)?;
-        self.naming[index] = old;
+        self.steered[index] = Some(left);
         Ok(())
     }
 
@@ -338,7 +358,6 @@ impl EventSet {
             self.retired.remove(0);
         }
         self.retired.push(old);
-        self.naming[index] = new.clone();
         self.watches[index] = new;
         // The kernel's `old` (what `--if` reads) starts afresh at the new target, as the printed one does.
         if let Delivery::Hits(h) = &self.cfg.delivery {
@@ -388,7 +407,11 @@ impl EventSet {
             *c = true;
         }
         let started = sys::monotonic_ns();
-        let watches = (self.naming.as_slice(), self.retired.as_slice());
+        let names = Names {
+            now: &self.watches,
+            steered: &self.steered,
+            retired: &self.retired,
+        };
         let mut audits = Vec::new();
         for evs in self.by_cpu.values_mut() {
             let Some(at) = evs.iter().position(|t| t.ev.watch == index) else {
@@ -401,7 +424,7 @@ impl EventSet {
                 sorter,
                 started,
                 Reuse::of(&mut self.spare, &mut self.chains, &self.cfg),
-                watches,
+                names,
             );
             forget(&t.ev, epoll, sorter);
             audits.push(audit(&t, &self.cfg));
@@ -414,7 +437,7 @@ impl EventSet {
     pub fn enable(&mut self) -> Result<(), OpenError> {
         self.enabled = true;
         self.off.on(sys::monotonic_ns());
-        self.naming.clone_from(&self.watches);
+        self.steered.iter_mut().for_each(|s| *s = None);
         event::repeated_for_copies(self.all_events(), CpuEvent::enable)
     }
 
@@ -433,14 +456,18 @@ impl EventSet {
     /// Reads every ring empty into `sorter`.
     pub fn drain(&mut self, sorter: &mut Sorter) {
         let started = sys::monotonic_ns();
-        let watches = (self.naming.as_slice(), self.retired.as_slice());
+        let names = Names {
+            now: &self.watches,
+            steered: &self.steered,
+            retired: &self.retired,
+        };
         for t in self.by_cpu.values_mut().flatten() {
             drain_one(
                 t,
                 sorter,
                 started,
                 Reuse::of(&mut self.spare, &mut self.chains, &self.cfg),
-                watches,
+                names,
             );
         }
         self.place(started);
@@ -537,7 +564,11 @@ impl EventSet {
             other => other.clone(),
         };
         self.learn_percpu_base(cpu);
-        let (mut evs, settled) = arm::open_cpu_in(&self.watches, cpu, &scope, &self.cfg)?;
+        let planned = arm::Planned {
+            starts: &self.starts,
+            start_time: read_start_time,
+        };
+        let (mut evs, settled) = arm::open_cpu_in(&self.watches, cpu, &scope, planned, &self.cfg)?;
         if !settled {
             self.unsettled_cpus.insert(cpu);
         }
@@ -613,14 +644,18 @@ impl EventSet {
         let mut evs = self.by_cpu.remove(&cpu)?;
         let started = sys::monotonic_ns();
         let mut audits = Vec::with_capacity(evs.len());
-        let watches = (self.naming.as_slice(), self.retired.as_slice());
+        let names = Names {
+            now: &self.watches,
+            steered: &self.steered,
+            retired: &self.retired,
+        };
         for t in evs.iter_mut() {
             drain_one(
                 t,
                 sorter,
                 started,
                 Reuse::of(&mut self.spare, &mut self.chains, &self.cfg),
-                watches,
+                names,
             );
             forget(&t.ev, epoll, sorter);
             audits.push(audit(t, &self.cfg));

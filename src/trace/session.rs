@@ -197,6 +197,8 @@ impl<'a, O: Output> Session<'a, O> {
                 Wake::Ring.token(),
                 sorter,
             )
+            // A CPU that comes online arms no process given a watched one's pid during the run.
+            .map(|set| set.planned(started.iter().map(|s| (s.pid, s.ticks)).collect()))
         })
         .or_exit(ExitCode::Runtime, "epoll")?;
         if let Some(fd) = hotplug.as_ref().and_then(Hotplug::fd) {

@@ -188,7 +188,7 @@ impl<O: Output> Stream<'_, O> {
     /// Hands every record `which` releases to the output, in time order, and flushes. Returns a stop reason
     /// when the count is met or stdout closed. Once the output is gone, what is released is only counted
     /// ([`Stream::hit`]): every hit decoded is in the summary (its tally too) and in what the outputs
-    /// aggregate, printed or not.
+    /// aggregate, printed or not (not with `--last`, whose hits are the flight recorder's).
     pub fn release(
         &mut self,
         rings: &mut Pipeline,

@@ -111,8 +111,8 @@ fn less(a: &BTreeMap<u32, u64>, b: &BTreeMap<u32, u64>) -> BTreeMap<u32, u64> {
 /// kept than it printed, or dropped by its own filters (`filtered_here`; the hit path's programs filter
 /// in the kernel, the tracer only a few). Kept hits the stream did not print were dropped by a full ring
 /// (reported lost, or at the end of a burst), still in a ring when `--count` stopped the run, or left
-/// when the output closed: those taken by the output before it failed are in `unprinted_by_cpu`, and
-/// in its aggregates, but those released after are only counted, in no aggregate and no tally.
+/// when the output closed (those released after it failed are in the tally and the aggregates, but not
+/// printed): the totals are taken whenever the stream did not print every kept hit.
 ///
 /// The kernel programs' filtered hits are not among the kept ones: taken for printed (the summary's
 /// `filtered` holds both), a watch of a process whose address other processes write as well let the

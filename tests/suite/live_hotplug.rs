@@ -404,3 +404,76 @@ hotplug_test!(kernel: a_per_cpu_watch_covers_a_cpu_that_comes_online_at_its_own_
         .filter(|h| h["cpu"] == 0)
         .all(|h| h["copy"] == 0));
 });
+
+/// Keeps every thread of process `pid` to cpu1.
+fn pin_to_cpu1(pid: u32) {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the threads");
+    for tid in tasks.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
+        // SAFETY: a cpu_set_t zeroed, then set for cpu1, handed to sched_setaffinity by reference.
+        let set = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(1, &mut set);
+            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        assert_eq!(set, 0, "pin thread {tid} to cpu1");
+    }
+}
+
+// `-p A -p B --count 3` on the per-thread path: cpu1 goes offline, A exits and its pid goes to a new
+// program, and cpu1 comes back. It is armed on B's threads only, none of the newcomer's under A's pid:
+// the newcomer's 5 stores, all on cpu1, are no hits and take none of `--count`'s 3, which B's 3 stores
+// then fill. (Armed on the pid as it was then, the newcomer's threads trapped there and their stores
+// took the count.)
+hotplug_test!(a_cpu_that_comes_back_arms_no_reused_pid, {
+    let bin = util::helper_with("threads", &["-no-pie"]);
+    let a = Writer::start_binary(&bin, &["threads", "2", "0"]).ready();
+    let mut b = Writer::start_binary(&bin, &["threads", "3", "0"]).ready();
+    let (pa, pb) = (a.pid.to_string(), b.pid.to_string());
+    let args = [
+        "-p",
+        &pa,
+        "-p",
+        &pb,
+        "--per-thread",
+        "--count",
+        "3",
+        "target_var",
+    ];
+    let mut t = Tracer::write_json(&args);
+    set_online(1, false);
+    let mut text = t.read_until(|l| l.contains("\"type\":\"cpu_offline\""));
+    let (pid_a, pid_b) = (a.pid, b.pid);
+    assert!(a.close_and_wait(Duration::from_secs(10)).success());
+    let newcomer = crate::live_process_wide::with_pid(pid_a, || {
+        let w = Writer::start_binary(&bin, &["threads", "5", "0"]);
+        (w.pid, w)
+    });
+    let Some(newcomer) = newcomer else {
+        util::skip(format!(
+            "pid {pid_a} could not be given to a new process (other processes took it first)"
+        ));
+        return;
+    };
+    let mut newcomer = newcomer.ready();
+    set_online(1, true);
+    text += &t.read_until(|l| l.contains("\"type\":\"cpu_online\""));
+    pin_to_cpu1(pid_a);
+    newcomer.send("go");
+    newcomer.read_until_prefix("done tids=");
+    b.send("go");
+    b.read_until_prefix("done tids=");
+    let (code, out, err) = t.wait(Duration::from_secs(10));
+    newcomer.finish();
+    b.finish();
+    text += &out;
+    let records = util::ndjson(&text);
+    assert!(util::hits_of_pid(&records, pid_a).is_empty(), "{text}");
+    let of_b = util::hits_of_pid(&records, pid_b);
+    assert_eq!(
+        of_b.len(),
+        3,
+        "B's 3 stores are the count's 3 hits: {text}\n{err}"
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(util::summary_record(&records)["stop"], "count", "{text}");
+});

@@ -260,7 +260,7 @@ live_test!(an_exec_ends_the_watch_of_that_process_and_is_reported, {
 /// Makes the next process the kernel creates get pid `want`, as root can (`ns_last_pid`), and runs `make`
 /// until the process it makes has that pid: another process may fork in between and take it. `make` gives
 /// the new process's pid and whether it is to be kept. `None` after 50 tries.
-fn with_pid<T>(want: u32, mut make: impl FnMut() -> (u32, T)) -> Option<T> {
+pub(crate) fn with_pid<T>(want: u32, mut make: impl FnMut() -> (u32, T)) -> Option<T> {
     for _ in 0..50 {
         std::fs::write("/proc/sys/kernel/ns_last_pid", (want - 1).to_string())
             .expect("write ns_last_pid (root)");
@@ -452,13 +452,14 @@ fn writing_stderr(pid: u32) -> bool {
     false
 }
 
-// `-p A`, and A exits between the tracer's planning and its arming, leaving its pid to a new program (the
-// tracer held there: its stderr is a full pipe when it says its planning's note, `--comm` matching no
-// thread now). The newcomer is not followed: the run ends as it begins, as for a watched process gone
-// before the run (`stopped: watched process exited`, exit 0), with the newcomer still running and nothing
-// of it reported. No race: the tracer waits for the pipe, read only once the pid is the newcomer's (or a
+// `-p A`, and A exits between the tracer's planning and its arming, leaving its pid to a new program
+// (`reused`) or to no one (the tracer held there: its stderr is a full pipe when it says its planning's
+// note, `--comm` matching no thread now). The newcomer is not followed: the run ends as it begins, as for
+// a watched process gone before the run (`stopped: watched process exited`, exit 0), with the newcomer
+// still running and nothing of it reported. The same on the per-thread path (`extra`), which arms no
+// breakpoint then. No race: the tracer waits for the pipe, read only once the pid is the newcomer's (or a
 // visible skip when other processes keep taking the pid first).
-live_test!(a_pid_reused_before_arming_is_not_followed, {
+fn a_pid_gone_before_arming(reused: bool, extra: &[&str]) {
     let bin = helper_with("threads", &["-no-pie"]);
     let a = Writer::start_binary(&bin, &["threads", "2", "0"]).ready();
     let pid_a = a.pid;
@@ -477,6 +478,7 @@ live_test!(a_pid_reused_before_arming_is_not_followed, {
         ];
         Command::new(util::BIN)
             .args(args)
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(err_write)
             .spawn()
@@ -490,17 +492,20 @@ live_test!(a_pid_reused_before_arming_is_not_followed, {
     );
     // A exits and is reaped: its pid goes to a new program, started as any command is.
     assert!(a.close_and_wait(Duration::from_secs(10)).success());
-    let newcomer = with_pid(pid_a, || {
-        let w = Writer::start_binary(&bin, &["threads", "3", "0"]);
-        (w.pid, w)
-    });
+    let newcomer = match reused {
+        true => with_pid(pid_a, || {
+            let w = Writer::start_binary(&bin, &["threads", "3", "0"]);
+            (w.pid, Some(w))
+        }),
+        false => Some(None),
+    };
     let Some(newcomer) = newcomer else {
         util::skip(format!(
             "pid {pid_a} could not be given to a new process (other processes took it first)"
         ));
         return;
     };
-    let mut newcomer = newcomer.ready();
+    let mut newcomer = newcomer.map(Writer::ready);
     let err = read_after_the_fill(err_read);
     // Its few lines fit in the stdout pipe: read once it has ended (killed after 30 s, following the
     // newcomer, it fails here).
@@ -510,10 +515,6 @@ live_test!(a_pid_reused_before_arming_is_not_followed, {
     stdout.read_to_string(&mut out).expect("ksymwatch's stdout");
     let err = err.join().expect("stderr reader");
     assert_eq!(status.code(), Some(0), "{out}\n{err}");
-    assert!(
-        newcomer.child.try_wait().expect("wait").is_none(),
-        "the run ended on its own, the newcomer still running"
-    );
     let records = util::ndjson(&out);
     assert_eq!(
         util::summary_record(&records)["stop"],
@@ -521,9 +522,39 @@ live_test!(a_pid_reused_before_arming_is_not_followed, {
         "{out}\n{err}"
     );
     assert!(util::hits_of_pid(&records, pid_a).is_empty(), "{out}");
-    newcomer.send("go");
-    newcomer.read_until_prefix("done tids=");
-    newcomer.finish();
+    let armed = records
+        .iter()
+        .find(|v| v["type"] == "armed")
+        .unwrap_or_else(|| panic!("it began as any run does: {out}"));
+    if extra.contains(&"--per-thread") {
+        assert_eq!(
+            armed["events"], 0,
+            "no thread to arm, no breakpoint held: {out}"
+        );
+    }
+    if let Some(newcomer) = newcomer.as_mut() {
+        assert!(
+            newcomer.child.try_wait().expect("wait").is_none(),
+            "the run ended on its own, the newcomer still running"
+        );
+        newcomer.send("go");
+        newcomer.read_until_prefix("done tids=");
+    }
+    if let Some(newcomer) = newcomer {
+        newcomer.finish();
+    }
+}
+
+live_test!(a_pid_reused_before_arming_is_not_followed, {
+    a_pid_gone_before_arming(true, &[]);
+});
+
+live_test!(a_pid_reused_before_arming_per_thread_is_not_followed, {
+    a_pid_gone_before_arming(true, &["--per-thread"]);
+});
+
+live_test!(a_pid_exited_before_arming_per_thread_ends_the_run, {
+    a_pid_gone_before_arming(false, &["--per-thread"]);
 });
 
 // `-p A -p B --count 3`, and A exits between the tracer's planning and its arming (the tracer held there

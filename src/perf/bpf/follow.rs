@@ -156,24 +156,27 @@ impl Follower {
     /// The tracer ends the process's watch at its exec COMM record (`crate::trace::watched`), written
     /// after the point of no return and before the ELF loader writes into the new program's memory: on
     /// `sched_process_exec`, after those writes, the programs would keep them (taking `--count`'s hits)
-    /// and the tracer drop them. From `sched_prepare_exec` on, the old program runs no more code of its
-    /// own (its other threads are being killed), and what the kernel writes at the address is the new
-    /// program's memory.
+    /// and the tracer drop them. From `sched_prepare_exec` on, the exec'ing thread runs no more code of
+    /// the old program, and what the kernel writes at the address is the new program's memory. Its other
+    /// threads are killed right after (`de_thread`): a store one of them makes in those microseconds is
+    /// dropped in the kernel as another process's (the tracer, ending the watch at the COMM record, would
+    /// have shown it).
     pub fn attach_exec(procs: BorrowedFd<'_>) -> Result<Follower, Error> {
         use std::os::fd::AsRawFd;
         let insns = generate_exec(procs.as_raw_fd())
             .map_err(|e| Error::runtime("building the exec-following program").caused_by(e))?;
-        let at_point_of_no_return = Follower::load(&insns, "sched_prepare_exec", "ksw_exec");
-        match at_point_of_no_return {
+        let mut at = "sched_prepare_exec";
+        let attached = match Follower::load(&insns, at, "ksw_exec") {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Follower::load(&insns, "sched_process_exec", "ksw_exec")
+                at = "sched_process_exec";
+                Follower::load(&insns, at, "ksw_exec")
             }
             attached => attached,
-        }
-        .map_err(|e| {
+        };
+        attached.map_err(|e| {
             Error::not_permitted(format!(
-                "cannot follow execs on the sched_process_exec tracepoint ({e}): a watched process that \
-                 execs another program would stay watched at the same address"
+                "cannot follow execs on the {at} tracepoint ({e}): a watched process that execs another \
+                 program would stay watched at the same address"
             ))
         })
     }

@@ -25,7 +25,7 @@ pub struct ProcessStart {
     pub exec_id: i16,
 }
 
-/// [`ProcessStart`] in the running kernel, when its BTF has both fields within a load's reach; `None`
+/// [`ProcessStart`] in the running kernel, when its BTF has its three fields within a load's reach; `None`
 /// otherwise (the program then keeps its old values per pid). Read once per process, as [`comm_offset`].
 pub fn process_start() -> Option<ProcessStart> {
     *START.get_or_init(|| {

@@ -108,19 +108,36 @@ impl<'a> Reuse<'a> {
     }
 }
 
-/// [`super::EventSet::watch_of`] over the current and retired watches (a free function so that a drain,
-/// which holds the rings mutably, can ask too).
-pub(super) fn watch_at<'a>(
-    watches: &'a [Watch],
-    retired: &'a [Watch],
-    index: usize,
-    addr: u64,
-) -> &'a Watch {
-    let now = &watches[index];
-    if now.covers(addr) {
-        return now;
+/// What names a target's hits as they are drained ([`super::EventSet::watch_of`]; apart from the set
+/// so that a drain, which holds the rings mutably, can ask too): the watches now, the one a `--control`
+/// move left (until the events are enabled again) and the ones moved away from.
+#[derive(Clone, Copy)]
+pub(super) struct Names<'a> {
+    pub now: &'a [Watch],
+    /// Per target, the watch a `--control` move left: every hit drained before the events are enabled
+    /// again was recorded on it, also one at an address the new watch covers too (the same variable at
+    /// another length or access).
+    pub steered: &'a [Option<Watch>],
+    pub retired: &'a [Watch],
+}
+
+impl<'a> Names<'a> {
+    /// The watch a hit of target `index` at data address `addr` was recorded on.
+    pub fn watch_of(self, index: usize, addr: u64) -> &'a Watch {
+        let now = &self.now[index];
+        let left = self.steered.get(index).and_then(Option::as_ref);
+        if let Some(left) = left.filter(|w| w.covers(addr)) {
+            return left;
+        }
+        if now.covers(addr) {
+            return now;
+        }
+        self.retired
+            .iter()
+            .rev()
+            .find(|w| w.covers(addr))
+            .unwrap_or(left.unwrap_or(now))
     }
-    retired.iter().rev().find(|w| w.covers(addr)).unwrap_or(now)
 }
 
 /// The watched range in process `pid` now: `len` (1, 2, 4 or 8) bytes at `addr` as a little-endian
@@ -156,8 +173,8 @@ struct Pass<'a> {
     key: RingKey,
     sorter: &'a mut Sorter,
     reuse: Reuse<'a>,
-    /// The current and retired watches, to find a hit watch's length.
-    watches: (&'a [Watch], &'a [Watch]),
+    /// What names the hits, to find a hit watch's length.
+    names: Names<'a>,
     /// One read per process and watched range per pass: every hit taken out of the ring in this pass gets
     /// what the range held at this pass (a flood drains hundreds of hits a pass, and a `process_vm_readv`
     /// costs more than everything else a hit needs).
@@ -187,8 +204,7 @@ impl Out for Pass<'_> {
     }
 
     fn watch_len(&self, addr: u64) -> u8 {
-        let (watches, retired) = self.watches;
-        watch_at(watches, retired, self.key.watch, addr).len
+        self.names.watch_of(self.key.watch, addr).len
     }
 
     fn read_value(&mut self, pid: u32, addr: u64) -> Value {
@@ -206,21 +222,21 @@ impl Out for Pass<'_> {
 
 /// Reads one CPU and watch's rings empty into `sorter`: the perf ring, then on the hit path the ring
 /// buffer. A process watch's hit gets the watched value read from its process here, as it leaves the
-/// ring, not when it is printed (the sorter may hold it for a tick), once per pass and process: `watches`
-/// is (current, retired), to find the hit watch's length.
+/// ring, not when it is printed (the sorter may hold it for a tick), once per pass and process: `names`
+/// finds the hit watch's length.
 pub(super) fn drain_one(
     t: &mut Tracked,
     sorter: &mut Sorter,
     started: u64,
     reuse: Reuse<'_>,
-    watches: (&[Watch], &[Watch]),
+    names: Names<'_>,
 ) {
     let Tracked { ev, decoder, .. } = t;
     let mut pass = Pass {
         key: RingKey::perf(ev.cpu, ev.watch),
         sorter,
         reuse,
-        watches,
+        names,
         read: None,
     };
     ev.ring.drain(|bytes| {
@@ -241,6 +257,47 @@ pub(super) fn drain_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::watch::Access;
+
+    fn watch(label: &str, addr: u64, len: u8, access: Access) -> Watch {
+        Watch {
+            label: label.into(),
+            addr,
+            len,
+            access,
+            module: None,
+            per_cpu: None,
+        }
+    }
+
+    /// A `--control` move to the same variable at another length or access: until the events are enabled
+    /// again, a hit there is the watch moved from; then the new one's; a hit of a watch moved away from
+    /// earlier, at another address, is that one's.
+    #[test]
+    fn a_steered_watch_names_its_hits_until_enabled() {
+        let old = watch("counter", 0x1000, 8, Access::Write);
+        let new = watch("counter/4", 0x1000, 4, Access::ReadWrite);
+        let earlier = watch("other", 0x2000, 8, Access::Write);
+        let now = [new.clone()];
+        let retired = [earlier.clone(), old.clone()];
+        let steered = [Some(old.clone())];
+        let names = Names {
+            now: &now,
+            steered: &steered,
+            retired: &retired,
+        };
+        assert_eq!(names.watch_of(0, 0x1000), &old);
+        assert_eq!(names.watch_of(0, 0x2000), &earlier);
+        let enabled = Names {
+            steered: &[None],
+            ..names
+        };
+        assert_eq!(enabled.watch_of(0, 0x1000), &new);
+        assert_eq!(enabled.watch_of(0, 0x2000), &earlier);
+        // An address no watch covers (a per-CPU copy whose base is not known yet) is the target's.
+        assert_eq!(names.watch_of(0, 0x9000), &old);
+        assert_eq!(enabled.watch_of(0, 0x9000), &new);
+    }
 
     /// The value is the watched width's little-endian integer, read from the process by pid; an address
     /// not mapped there (EFAULT) or a process that does not exist (ESRCH) gives no value, not an error.

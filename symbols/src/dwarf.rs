@@ -454,10 +454,7 @@ impl<'a> Types<'_, '_, 'a> {
                 let mut ops = expr.operations(self.unit.encoding());
                 match ops.next() {
                     Ok(Some(Operation::PlusConstant { value })) => Ok(value),
-                    _ => Err(FieldError::Load(Error::Dwarf {
-                        path: self.vm.path().to_path_buf(),
-                        problem: DwarfProblem::MemberLocation,
-                    })),
+                    _ => Err(self.location_err()),
                 }
             }
             Some(v) => Ok(v.udata_value().unwrap_or(0)),
@@ -515,11 +512,21 @@ impl<'a> Types<'_, '_, 'a> {
                 Some(n) => n,
                 None => size(self, ty)?.unwrap_or(0),
             };
-            start + i128::from(unit) * 8 - from_msb - i128::from(bits)
+            lowest_bit(start, unit, from_msb, bits)
         } else {
-            start + from_msb
+            u64::try_from(start + from_msb).ok()
         };
-        Ok(u64::try_from(at).unwrap_or(0))
+        // A field placed before its struct's start (or in a unit of unknown size) is not placed at all:
+        // bit 0 in its stead would arm a watch on other memory.
+        at.ok_or_else(|| self.location_err())
+    }
+
+    /// The error for a member whose place in its struct cannot be read.
+    fn location_err(&self) -> FieldError {
+        FieldError::Load(Error::Dwarf {
+            path: self.vm.path().to_path_buf(),
+            problem: DwarfProblem::MemberLocation,
+        })
     }
 
     /// The array DIE a type position is in and how many of its dimensions are indexed away; `None` for
@@ -647,7 +654,8 @@ impl<'d, 'u, 'a> TypeGraph for Types<'d, 'u, 'a> {
 /// The `DW_TAG_member` children of a struct, union or class, described one at a time: a member after
 /// the one looked for is never read. A C++ base class (`DW_TAG_inheritance`) is an unnamed member, so the
 /// walk finds the fields a class inherits as it finds an anonymous struct's; a virtual base, whose place
-/// is an expression evaluated at run time, is left out.
+/// is an expression evaluated at run time, is left out, and so is a static data member, which is not in
+/// the object.
 struct DieMembers<'s, 'd, 'u, 'a> {
     types: &'s Types<'d, 'u, 'a>,
     dies: std::vec::IntoIter<Die<'a>>,
@@ -660,17 +668,57 @@ impl<'s, 'a> Iterator for DieMembers<'s, '_, '_, 'a> {
         loop {
             let die = self.dies.next()?;
             match die.tag() {
-                gimli::DW_TAG_member => return Some(self.types.member(&die)),
-                gimli::DW_TAG_inheritance => {
-                    if let Ok(base) = self.types.member(&die) {
-                        return Some(Ok(Member {
-                            name: Cow::Borrowed(""),
-                            ..base
-                        }));
-                    }
+                // A static data member (gcc's DWARF 4 writes one as a member declaration, without a
+                // location) lives outside the object: it is no field of it.
+                gimli::DW_TAG_member if die.attr(gimli::DW_AT_declaration).is_none() => {
+                    return Some(self.types.member(&die))
+                }
+                gimli::DW_TAG_inheritance if !is_virtual(&die) => {
+                    return Some(self.types.member(&die).map(|base| Member {
+                        name: Cow::Borrowed(""),
+                        ..base
+                    }));
                 }
                 _ => {}
             }
         }
+    }
+}
+
+/// Whether a `DW_TAG_inheritance` names a virtual base, whose place in the object is known only at run
+/// time.
+fn is_virtual(die: &Die<'_>) -> bool {
+    matches!(
+        die.attr_value(gimli::DW_AT_virtuality),
+        Some(AttributeValue::Virtuality(v)) if v != gimli::DW_VIRTUALITY_none
+    )
+}
+
+/// A DWARF 2-4 bitfield's lowest bit from its struct's start on a little-endian machine: `from_msb`
+/// bits below the top of a `unit`-byte storage unit starting at bit `start`, `bits` wide. `None` when the
+/// unit's size is unknown (0) or the field would start before the struct.
+fn lowest_bit(start: i128, unit: u64, from_msb: i128, bits: u64) -> Option<u64> {
+    if unit == 0 {
+        return None;
+    }
+    u64::try_from(start + i128::from(unit) * 8 - from_msb - i128::from(bits)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lowest_bit;
+
+    #[test]
+    fn a_bitfield_counts_down_from_its_units_top() {
+        // `unsigned b : 5` after a 3-bit field, in a 4-byte unit at byte 8: bits 67..72.
+        assert_eq!(lowest_bit(64, 4, 24, 5), Some(67));
+    }
+
+    #[test]
+    fn a_bitfield_without_a_unit_size_or_before_its_struct_is_not_placed() {
+        // Bit 0 in place of either would arm the watch on other memory.
+        assert_eq!(lowest_bit(64, 0, 24, 5), None);
+        assert_eq!(lowest_bit(0, 0, 3, 5), None);
+        assert_eq!(lowest_bit(0, 1, 8, 5), None);
     }
 }

@@ -135,7 +135,6 @@ live_test!(a_control_move_starts_old_afresh, {
 });
 
 fn move_starts_old_afresh(extra: &[&str]) {
-    use std::io::Write;
     let mut w = Writer::start(&["set", "0"]);
     let pid = w.pid.to_string();
     let dir = util::temp_dir("ksw-olds");
@@ -165,13 +164,7 @@ fn move_starts_old_afresh(extra: &[&str]) {
             .expect("a hit line");
         serde_json::from_str(line).expect("JSON")
     };
-    let send = |line: &str| {
-        let mut ctl = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&fifo)
-            .expect("open the control FIFO");
-        writeln!(ctl, "{line}").expect("write to the FIFO");
-    };
+    let send = |line: &str| util::send_control(&fifo, line);
     w.send("set 5");
     w.read_until("done");
     let first = hit(&mut t);
@@ -192,7 +185,7 @@ fn move_starts_old_afresh(extra: &[&str]) {
     let after = hit(&mut t);
     assert_eq!(after["value"], "0x7", "{after}");
     assert!(
-        after["old"].is_null(),
+        after.get("old").is_some_and(serde_json::Value::is_null),
         "old starts afresh after a move: {after}"
     );
     let (code, _, err) = t.interrupt(Duration::from_secs(10));

@@ -28,11 +28,7 @@ fn watched_with_a_fifo(threads: &str, dir_name: &str) -> (Writer, Tracer, PathBu
 
 /// Writes `line` to the control FIFO `fifo` and closes it (a writer that comes and goes, as `echo` does).
 fn send_line(fifo: &std::path::Path, line: &str) {
-    let mut ctl = std::fs::OpenOptions::new()
-        .write(true)
-        .open(fifo)
-        .expect("open the control FIFO");
-    writeln!(ctl, "{line}").expect("write to the FIFO");
+    util::send_control(fifo, line);
 }
 
 // The retarget test: threads alternate stores to two globals; `watch target_var2` over a FIFO

@@ -65,9 +65,13 @@ live_test!(hits_left_when_the_output_closes_are_in_the_folded_stacks, {
         &stacks,
         "-p",
         &pid,
+        // A bound, should the output never close: the run then ends, the reader sees the end of the
+        // stream and the test fails on the stop reason instead of hanging in the reader's join.
+        "--duration",
+        "60s",
         "target_var",
     ];
-    let mut child = util::spawn(&args);
+    let mut child = util::KillOnDrop(util::spawn(&args));
     armed_rx
         .recv_timeout(Duration::from_secs(30))
         .expect("the armed record");

@@ -588,13 +588,15 @@ fn a_pid_left_before_arming(newcomer_first: bool, extra: &[&str]) {
         "3",
         "target_var",
     ];
-    let mut tracer = Command::new(util::BIN)
-        .args(args)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(err_write)
-        .spawn()
-        .expect("start ksymwatch");
+    let mut tracer = util::KillOnDrop(
+        Command::new(util::BIN)
+            .args(args)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(err_write)
+            .spawn()
+            .expect("start ksymwatch"),
+    );
     assert!(
         writing_stderr(tracer.id()),
         "the tracer never waited on its stderr: {:?}",
@@ -609,15 +611,8 @@ fn a_pid_left_before_arming(newcomer_first: bool, extra: &[&str]) {
     };
     let mut early = newcomer_first.then(newcomer).flatten();
     let err = read_after_the_fill(err_read);
-    let mut stdout = std::io::BufReader::new(tracer.stdout.take().expect("stdout"));
-    let mut out = String::new();
-    while !out.contains("\"type\":\"armed\"") {
-        let mut line = String::new();
-        if std::io::BufRead::read_line(&mut stdout, &mut line).expect("stdout") == 0 {
-            break;
-        }
-        out.push_str(&line);
-    }
+    let stdout = util::Lines::read(tracer.stdout.take().expect("stdout"));
+    let mut out = stdout.until("\"type\":\"armed\"", Duration::from_secs(30));
     if !newcomer_first {
         early = newcomer();
     }
@@ -636,7 +631,7 @@ fn a_pid_left_before_arming(newcomer_first: bool, extra: &[&str]) {
     b.send("go");
     b.read_until_prefix("done tids=");
     let status = util::wait_within(&mut tracer, Duration::from_secs(10));
-    stdout.read_to_string(&mut out).expect("ksymwatch's stdout");
+    out.push_str(&stdout.rest(Duration::from_secs(10)));
     let err = err.join().expect("stderr reader");
     newcomer.finish();
     b.finish();

@@ -66,7 +66,7 @@ fn gadgets() -> PathBuf {
 
 /// True (after a SKIP line) where this process may not open uprobe events, or the kernel has none:
 /// ksymwatch's own refusal.
-fn refused(err: &str) -> bool {
+pub(crate) fn refused(err: &str) -> bool {
     let denied = err.contains("Permission denied") || err.contains("not permitted");
     if err.contains("no uprobe PMU") || (err.contains("uprobe") && denied) {
         skip(format!(

@@ -946,6 +946,96 @@ pub fn wait_within(child: &mut Child, limit: Duration) -> ExitStatus {
     }
 }
 
+/// A ksymwatch started as a bare [`Child`] that is killed and reaped when dropped: a test that panics
+/// halfway leaves no tracer running with its breakpoints armed.
+pub struct KillOnDrop(pub Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A stream read line by line on a thread of its own, so a test waits for a line within a time limit
+/// instead of blocking in `read` on a tracer that hangs.
+pub struct Lines(std::sync::mpsc::Receiver<String>);
+
+impl Lines {
+    pub fn read(stream: impl Read + Send + 'static) -> Lines {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line + "\n").is_err() {
+                    break;
+                }
+            }
+        });
+        Lines(rx)
+    }
+
+    /// The lines read until one contains `want` or the stream ends; panics once `limit` has passed
+    /// without either.
+    pub fn until(&self, want: &str, limit: Duration) -> String {
+        self.collect(Some(want), limit)
+    }
+
+    /// The rest of the stream, once it ends; panics once `limit` has passed first.
+    pub fn rest(&self, limit: Duration) -> String {
+        self.collect(None, limit)
+    }
+
+    fn collect(&self, want: Option<&str>, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        let mut text = String::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.0.recv_timeout(left) {
+                Ok(line) => {
+                    let found = want.is_some_and(|w| line.contains(w));
+                    text.push_str(&line);
+                    if found {
+                        return text;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return text,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!(
+                        "the stream did not end (or show {want:?}) within {limit:?}; read:\n{text}"
+                    )
+                }
+            }
+        }
+    }
+}
+
+/// Writes `line` to the `--control` FIFO `fifo` and closes it (a writer that comes and goes, as `echo`
+/// does). Opened without blocking: with no tracer holding the FIFO's read end (it died), the open fails
+/// (ENXIO) instead of waiting for a reader forever.
+pub fn send_control(fifo: &Path, line: &str) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut ctl = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(fifo)
+        .expect("open the control FIFO (is the tracer still running?)");
+    writeln!(ctl, "{line}").expect("write to the FIFO");
+}
+
 /// Like [`run`], bounded by [`wait_within`]: after `limit` ksymwatch is killed and the exit code is -1.
 pub fn run_within(args: &[&str], limit: Duration) -> (i32, String, String) {
     collect(spawn(args), args, limit)

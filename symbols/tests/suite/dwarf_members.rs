@@ -16,27 +16,36 @@ struct flags fl;
 int main(void) { return fl.b; }
 ";
 
+/// A program built in a directory of its own, removed when this is dropped (a failed assertion too).
+struct Built {
+    dir: PathBuf,
+    elf: PathBuf,
+}
+
+impl Drop for Built {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// `source`, written as `file` in a directory of its own, built by `compiler` with `flags` into `out`
-/// there; `None` when it cannot be. The caller removes the directory.
-fn compiled(
-    compiler: &str,
-    flags: &[&str],
-    file: &str,
-    source: &str,
-    out: &str,
-) -> Option<PathBuf> {
+/// there; `None` when it cannot be.
+fn compiled(compiler: &str, flags: &[&str], file: &str, source: &str, out: &str) -> Option<Built> {
     let dir = std::env::temp_dir().join(format!("ksymwatch-dwarf-{out}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).ok()?;
-    std::fs::write(dir.join(file), source).ok()?;
-    let out = dir.join(out);
+    let built = Built {
+        elf: dir.join(out),
+        dir,
+    };
+    std::fs::write(built.dir.join(file), source).ok()?;
     let ok = Command::new(compiler)
         .args(flags)
         .arg("-o")
-        .arg(&out)
-        .arg(dir.join(file))
+        .arg(&built.elf)
+        .arg(built.dir.join(file))
         .status()
         .is_ok_and(|s| s.success());
-    ok.then_some(out)
+    ok.then_some(built)
 }
 
 /// `VAR.MEMBER`'s (byte offset, size, type) in `elf`'s DWARF, or the error's text.
@@ -76,7 +85,7 @@ fn bitfields_land_alike_in_dwarf_4_and_5() {
     for version in [2, 3, 4, 5] {
         let dwarf = format!("-gdwarf-{version}");
         let out = format!("bits-dwarf{version}");
-        let Some(elf) = compiled("gcc", &["-g", &dwarf, "-O0"], "bits.c", SOURCE, &out) else {
+        let Some(built) = compiled("gcc", &["-g", &dwarf, "-O0"], "bits.c", SOURCE, &out) else {
             ksymwatch_symbols::testing::skip(format_args!(
                 "gcc cannot build with -gdwarf-{version}"
             ));
@@ -84,18 +93,17 @@ fn bitfields_land_alike_in_dwarf_4_and_5() {
         };
         for (name, (offset, size, ty)) in want {
             assert_eq!(
-                member(&elf, name),
+                member(&built.elf, name),
                 (offset, size, ty.to_string()),
                 "fl.{name} in DWARF {version}"
             );
         }
-        remove(&elf);
     }
 }
 
 const CLASSES: &str = "struct Base { int x; long y; };
 struct Mid : Base { int m; };
-struct Derived : Mid { int z; };
+struct Derived : Mid { int z; static int s; };
 struct V { int v; };
 struct WithVirtual : virtual V { int w; };
 struct Shadow : Base { char x; };
@@ -107,36 +115,49 @@ int main() { return d.z + wv.w + sh.x; }
 
 /// A field a C++ class inherits is one of its members (`d.y`, from `Base` through `Mid`, as gdb prints
 /// `&d.y`); it was `no field y` (the walk skipped `DW_TAG_inheritance`). A virtual base, whose place
-/// is computed at run time, is left out without hiding the class's own members.
+/// is computed at run time, is left out without hiding the class's own members. A static data member is
+/// not in the object: under DWARF 4 g++ writes it as a member without a location, which put `d.s` at
+/// `d`'s start.
 #[test]
 fn inherited_members_are_found_through_the_bases() {
     if !require("g++") {
         return;
     }
-    let elf = compiled("g++", &["-g", "-O0"], "classes.cpp", CLASSES, "classes");
-    let elf = elf.expect("g++ classes.cpp");
-    assert_eq!(member_of(&elf, "d", "x"), Ok((0, Some(4), "int".into())));
-    assert_eq!(
-        member_of(&elf, "d", "y"),
-        Ok((8, Some(8), "long int".into()))
-    );
-    assert_eq!(member_of(&elf, "d", "m"), Ok((16, Some(4), "int".into())));
-    assert_eq!(member_of(&elf, "d", "z"), Ok((20, Some(4), "int".into())));
-    assert_eq!(member_of(&elf, "wv", "w"), Ok((8, Some(4), "int".into())));
-    // `sh.x` is Shadow's own `x`, which hides Base's.
-    assert_eq!(member_of(&elf, "sh", "x"), Ok((16, Some(1), "char".into())));
-    assert_eq!(
-        member_of(&elf, "sh", "y"),
-        Ok((8, Some(8), "long int".into()))
-    );
-    let v = member_of(&elf, "wv", "v").unwrap_err();
-    assert!(v.contains("no field"), "{v}");
-    remove(&elf);
+    for version in [4, 5] {
+        let dwarf = format!("-gdwarf-{version}");
+        let out = format!("classes-dwarf{version}");
+        let Some(built) = compiled("g++", &["-g", &dwarf, "-O0"], "classes.cpp", CLASSES, &out)
+        else {
+            ksymwatch_symbols::testing::skip(format_args!(
+                "g++ cannot build classes.cpp with -gdwarf-{version}"
+            ));
+            continue;
+        };
+        classes_in(&built.elf, version);
+    }
 }
 
-/// Removes the directory [`compiled`] made for `elf`.
-fn remove(elf: &std::path::Path) {
-    if let Some(dir) = elf.parent() {
-        let _ = std::fs::remove_dir_all(dir);
+/// The members of `CLASSES`' objects in `elf`, built with DWARF `version`.
+fn classes_in(elf: &std::path::Path, version: u32) {
+    let int = |offset| Ok((offset, Some(4), "int".to_string()));
+    let long = Ok((8, Some(8), "long int".to_string()));
+    assert_eq!(member_of(elf, "d", "x"), int(0), "DWARF {version}");
+    assert_eq!(member_of(elf, "d", "y"), long, "DWARF {version}");
+    assert_eq!(member_of(elf, "d", "m"), int(16), "DWARF {version}");
+    assert_eq!(member_of(elf, "d", "z"), int(20), "DWARF {version}");
+    assert_eq!(member_of(elf, "wv", "w"), int(8), "DWARF {version}");
+    // `sh.x` is Shadow's own `x`, which hides Base's.
+    assert_eq!(
+        member_of(elf, "sh", "x"),
+        Ok((16, Some(1), "char".into())),
+        "DWARF {version}"
+    );
+    assert_eq!(member_of(elf, "sh", "y"), long, "DWARF {version}");
+    for (var, field) in [("wv", "v"), ("d", "s")] {
+        let err = member_of(elf, var, field).unwrap_err();
+        assert!(
+            err.contains("no field"),
+            "{var}.{field} in DWARF {version}: {err}"
+        );
     }
 }

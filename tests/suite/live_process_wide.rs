@@ -405,6 +405,26 @@ live_test!(
 
 /// A pipe whose buffer is full: (its read end, its write end, blocking), so the first write into it waits
 /// until the read end is read.
+/// The tracer started with `args` and `extra`, its stderr the full pipe `err`: it waits there at
+/// planning, on its first note, until the test reads the pipe (killed if the test ends first).
+fn held_at_planning(args: &[&str], extra: &[&str], err: OwnedFd) -> util::KillOnDrop {
+    let mut tracer = util::KillOnDrop(
+        Command::new(util::BIN)
+            .args(args)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(err)
+            .spawn()
+            .expect("start ksymwatch"),
+    );
+    assert!(
+        writing_stderr(tracer.id()),
+        "the tracer never waited on its stderr: {:?}",
+        tracer.try_wait()
+    );
+    tracer
+}
+
 fn full_pipe() -> (File, OwnedFd) {
     let mut fds = [0; 2];
     // SAFETY: pipe2 fills `fds` with two new descriptors, owned here from now on.
@@ -464,32 +484,19 @@ fn a_pid_gone_before_arming(reused: bool, extra: &[&str]) {
     let a = Writer::start_binary(&bin, &["threads", "2", "0"]).ready();
     let pid_a = a.pid;
     let (err_read, err_write) = full_pipe();
-    let mut tracer = {
-        let pid = pid_a.to_string();
-        let args = [
-            "write",
-            "--json",
-            "--no-status",
-            "-p",
-            &pid,
-            "--comm",
-            "nosuch",
-            "target_var",
-        ];
-        Command::new(util::BIN)
-            .args(args)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(err_write)
-            .spawn()
-            .expect("start ksymwatch")
-    };
     // Planning reads A's start time; its note then waits for room in the pipe.
-    assert!(
-        writing_stderr(tracer.id()),
-        "the tracer never waited on its stderr: {:?}",
-        tracer.try_wait()
-    );
+    let pid = pid_a.to_string();
+    let args = [
+        "write",
+        "--json",
+        "--no-status",
+        "-p",
+        &pid,
+        "--comm",
+        "nosuch",
+        "target_var",
+    ];
+    let mut tracer = held_at_planning(&args, extra, err_write);
     // A exits and is reaped: its pid goes to a new program, started as any command is.
     assert!(a.close_and_wait(Duration::from_secs(10)).success());
     let newcomer = match reused {
@@ -588,20 +595,7 @@ fn a_pid_left_before_arming(newcomer_first: bool, extra: &[&str]) {
         "3",
         "target_var",
     ];
-    let mut tracer = util::KillOnDrop(
-        Command::new(util::BIN)
-            .args(args)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(err_write)
-            .spawn()
-            .expect("start ksymwatch"),
-    );
-    assert!(
-        writing_stderr(tracer.id()),
-        "the tracer never waited on its stderr: {:?}",
-        tracer.try_wait()
-    );
+    let mut tracer = held_at_planning(&args, extra, err_write);
     assert!(a.close_and_wait(Duration::from_secs(10)).success());
     let newcomer = || {
         with_pid(pid_a, || {

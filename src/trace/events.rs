@@ -336,6 +336,15 @@ impl EventSet {
             self.target_events(index)
                 .try_for_each(|ev| ev.modify(&new, &cfg, false))
         };
+        // The programs' side of the move, and the kernel's `old` (what `--if` reads) afresh at the new
+        // target as the printed one is: failing once the events moved, they are put back as well, so the
+        // books never name one watch while the events watch another.
+        let result = result.and_then(|()| match &self.cfg.delivery {
+            Delivery::Hits(h) => h
+                .moving(index, &old, &new, true)
+                .and_then(|()| h.forget_olds(index)),
+            _ => Ok(()),
+        });
         if let Err(e) = result {
             for ev in self.target_events(index) {
                 let _ = ev.modify(&old, &cfg, true);
@@ -348,9 +357,6 @@ impl EventSet {
             }
             return Err(e);
         }
-        if let Delivery::Hits(h) = &self.cfg.delivery {
-            h.moving(index, &old, &new, true)?;
-        }
         // Each retarget drains the old watch's hits before enabling the new one, so only the newest few
         // can ever be asked for.
         self.retired.retain(|w| *w != old);
@@ -359,10 +365,6 @@ impl EventSet {
         }
         self.retired.push(old);
         self.watches[index] = new;
-        // The kernel's `old` (what `--if` reads) starts afresh at the new target, as the printed one does.
-        if let Delivery::Hits(h) = &self.cfg.delivery {
-            h.forget_olds(index)?;
-        }
         Ok(())
     }
 

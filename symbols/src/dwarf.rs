@@ -457,7 +457,9 @@ impl<'a> Types<'_, '_, 'a> {
                     _ => Err(self.location_err()),
                 }
             }
-            Some(v) => Ok(v.udata_value().unwrap_or(0)),
+            // Not a constant (a DWARF 2/3 data4/data8 read as a location list, a negative sdata): refused,
+            // not taken for offset 0 (which would arm the struct's first bytes).
+            Some(v) => v.udata_value().ok_or_else(|| self.location_err()),
         }
     }
 
@@ -670,7 +672,12 @@ impl<'s, 'a> Iterator for DieMembers<'s, '_, '_, 'a> {
             match die.tag() {
                 // A static data member (gcc's DWARF 4 writes one as a member declaration, without a
                 // location) lives outside the object: it is no field of it.
-                gimli::DW_TAG_member if die.attr(gimli::DW_AT_declaration).is_none() => {
+                gimli::DW_TAG_member
+                    if !matches!(
+                        die.attr_value(gimli::DW_AT_declaration),
+                        Some(AttributeValue::Flag(true))
+                    ) =>
+                {
                     return Some(self.types.member(&die))
                 }
                 gimli::DW_TAG_inheritance if !is_virtual(&die) => {

@@ -1,6 +1,7 @@
 //! `--control`: moving a running watch in place and pausing it, acknowledged in the stream.
 
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -533,8 +534,10 @@ live_test!(fifo_lines_end_at_a_writers_close_and_long_ones_are_named, {
         }
     });
     let write = |text: &[u8]| {
+        // Non-blocking: a tracer gone is ENXIO, not a test blocked in open() forever.
         let mut ctl = std::fs::OpenOptions::new()
             .write(true)
+            .custom_flags(libc::O_NONBLOCK)
             .open(&fifo)
             .expect("open the control FIFO");
         ctl.write_all(text).expect("write to the FIFO");
@@ -553,8 +556,10 @@ live_test!(fifo_lines_end_at_a_writers_close_and_long_ones_are_named, {
     assert!(second.starts_with("# watch target_var (0x"), "{second}");
     // Several writes of one writer are still one line.
     {
+        // Non-blocking: a tracer gone is ENXIO, not a test blocked in open() forever.
         let mut ctl = std::fs::OpenOptions::new()
             .write(true)
+            .custom_flags(libc::O_NONBLOCK)
             .open(&fifo)
             .expect("open the control FIFO");
         ctl.write_all(b"watch targ").expect("write");

@@ -403,8 +403,6 @@ live_test!(
     }
 );
 
-/// A pipe whose buffer is full: (its read end, its write end, blocking), so the first write into it waits
-/// until the read end is read.
 /// The tracer started with `args` and `extra`, its stderr the full pipe `err`: it waits there at
 /// planning, on its first note, until the test reads the pipe (killed if the test ends first).
 fn held_at_planning(args: &[&str], extra: &[&str], err: OwnedFd) -> util::KillOnDrop {
@@ -425,6 +423,8 @@ fn held_at_planning(args: &[&str], extra: &[&str], err: OwnedFd) -> util::KillOn
     tracer
 }
 
+/// A pipe whose buffer is full: (its read end, its write end, blocking), so the first write into it waits
+/// until the read end is read.
 fn full_pipe() -> (File, OwnedFd) {
     let mut fds = [0; 2];
     // SAFETY: pipe2 fills `fds` with two new descriptors, owned here from now on.

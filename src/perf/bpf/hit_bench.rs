@@ -172,6 +172,46 @@ impl Writer {
     }
 }
 
+impl Writer {
+    /// Whether the writer was killed by SIGTRAP: the machine's empty-DR6 debug exception
+    /// (docs/machine.md), which no program of the variant causes.
+    fn trapped(&mut self) -> bool {
+        use std::os::unix::process::ExitStatusExt;
+        // Its stdout closes as it exits, before it can be waited for (SIGTRAP dumps core: up to seconds).
+        for _ in 0..1000 {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return status.signal() == Some(libc::SIGTRAP),
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+}
+
+/// `variant` measured by `once`, and measured again (said in a `RETRY` line, as the suite's live tests
+/// say theirs, which scripts/test counts) when its writer was killed by SIGTRAP the first time.
+fn measured_once_more_if_trapped<T>(
+    variant: &str,
+    once: impl Fn() -> Result<T, (Box<dyn std::any::Any + Send>, bool)>,
+) -> T {
+    match once() {
+        Ok(measured) => measured,
+        Err((_, true)) => {
+            eprintln!(
+                "RETRY: perf::bpf::hit_bench::each_part_of_the_hit_program_runs_on_every_trap: a watched \
+                 helper was killed by SIGTRAP (the machine's empty-DR6 debug exception, docs/machine.md) \
+                 and the test failed (variant {variant}: writer died); run once more"
+            );
+            match once() {
+                Ok(measured) => measured,
+                Err((panic, _)) => std::panic::resume_unwind(panic),
+            }
+        }
+        Err((panic, false)) => std::panic::resume_unwind(panic),
+    }
+}
+
 impl Drop for Writer {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -461,11 +501,16 @@ fn each_part_of_the_hit_program_runs_on_every_trap() {
     for run in 0..runs {
         let k = run % variants.len();
         for v in variants[k..].iter().chain(&variants[..k]) {
-            let mut writer = Writer::start(&writer_bin, n, cpu);
-            let lock = std::fs::File::create("/tmp/ksymwatch-live-tests.lock").unwrap();
-            sys::lock_exclusive(&lock).unwrap();
-            let (took, seen) = measure(v, &mut writer, &cpus);
-            drop(lock);
+            let (took, seen) = measured_once_more_if_trapped(v, || {
+                let mut writer = Writer::start(&writer_bin, n, cpu);
+                let lock = std::fs::File::create("/tmp/ksymwatch-live-tests.lock").unwrap();
+                sys::lock_exclusive(&lock).unwrap();
+                let measured = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    measure(v, &mut writer, &cpus)
+                }));
+                drop(lock);
+                measured.map_err(|panic| (panic, writer.trapped()))
+            });
             let ok = as_expected(v, n, &seen);
             let kept = seen.stamps.first().copied().unwrap_or(0).max(1) as f64;
             let names: &[&str] = if v.starts_with("drop-") && v.ends_with("-stamped") {

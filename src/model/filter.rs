@@ -3,6 +3,10 @@
 //! before anything is named or printed; a dropped hit is only counted (as filtered), never printed,
 //! summarized nor counted toward `--count`.
 
+/// The name a hit by the idle task (tid 0) carries, the one `--comm` matches: the tracer's, in the
+/// kernel's programs too (the kernel's own is `swapper/N`).
+pub const IDLE_COMM: &str = "<idle>";
+
 /// Where the writer ran when it touched the target.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Place {

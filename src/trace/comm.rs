@@ -6,6 +6,8 @@
 use rustc_hash::FxHashMap;
 use std::path::PathBuf;
 
+use crate::model::filter::IDLE_COMM;
+
 pub struct Comms {
     /// Looked up for every hit: FxHash, not SipHash (tids come from the kernel).
     names: FxHashMap<u32, String>,
@@ -29,7 +31,7 @@ impl Comms {
     /// The name for a hit by `pid`/`tid`.
     pub fn name(&mut self, pid: u32, tid: u32) -> &str {
         if tid == 0 {
-            return "<idle>";
+            return IDLE_COMM;
         }
         if !self.names.contains_key(&tid) {
             let name = self.read(pid, tid).unwrap_or_else(|| "<...>".to_string());

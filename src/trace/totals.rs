@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::io;
 
+use crate::model::filter::IDLE_COMM;
 use crate::model::watch::Watch;
 use crate::perf::bpf::hit_set::HitPrograms;
 use crate::perf::bpf::totals::{CountKey, Counted};
@@ -132,7 +133,7 @@ fn add(m: &mut BTreeMap<u32, u64>, cpu: usize, n: u64) {
 /// The writer's name as the kernel had it at the trap; the idle task is `<idle>`, as the stream says.
 fn comm_of(key: &CountKey) -> String {
     if key.tid == 0 {
-        return "<idle>".to_string();
+        return IDLE_COMM.to_string();
     }
     String::from_utf8_lossy(key.comm()).into_owned()
 }

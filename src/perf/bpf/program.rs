@@ -21,7 +21,7 @@
 //! value before this store even when the previous store was filtered out.
 
 use crate::model::condition::{Compare, Condition, Op, Rhs, Side};
-use crate::model::filter::{Filter, Place};
+use crate::model::filter::{Filter, Place, IDLE_COMM};
 use crate::perf::bpf::insn::{
     Alu, Asm, Cond, Insn, Kept, Label, Reg, B, DW, FP, H, R0, R1, R2, R3, R4, W,
 };
@@ -110,9 +110,6 @@ fn comm_words(name: &str) -> Option<(u64, u64)> {
     let word = |s: &[u8]| u64::from_ne_bytes(s.try_into().unwrap_or([0; 8]));
     Some((word(&buf[..8]), word(&buf[8..])))
 }
-
-/// The name the tracer prints for the idle task; the kernel's is `swapper/N`.
-const IDLE: &str = "<idle>";
 
 /// Whether `--comm` is checked in the kernel: whenever it is given, so that the program keeps (and
 /// counts, and takes `--count`'s hits for) only what the tracer's own check admits. A hit's name there is
@@ -316,7 +313,7 @@ pub(crate) fn filter(a: &mut Asm, slots: &ValueSlots, f: &Filter, drop: Label) {
     if comms_in_kernel(f) {
         let ok = a.label();
         // The idle task is `<idle>` to the tracer, whatever the kernel calls it (`swapper/N`).
-        let idle = match f.comms.iter().any(|c| c == IDLE) {
+        let idle = match f.comms.iter().any(|c| c == IDLE_COMM) {
             true => ok,
             false => drop,
         };

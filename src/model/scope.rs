@@ -14,6 +14,29 @@ pub enum Scope<L = u32> {
     Launched(L),
 }
 
+/// What a pid's start time read now says of the process that had the pid when the watch was planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Named {
+    /// Still that process, or the reading failed for another reason than the process being gone (it
+    /// says nothing: the process is taken as still there).
+    Planned,
+    /// Another process: one given the pid after the planned one exited started later.
+    Replaced,
+    /// No process has the pid (`ENOENT`, `ESRCH`).
+    Gone,
+}
+
+impl Named {
+    /// The pid's start time `now` against the planned process's, `planned` (clock ticks after boot).
+    pub fn by(planned: u64, now: std::io::Result<u64>) -> Named {
+        match now {
+            Ok(ticks) if ticks != planned => Named::Replaced,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => Named::Gone,
+            _ => Named::Planned,
+        }
+    }
+}
+
 /// A launched command's process id, however the command is held.
 pub trait Pid {
     fn pid(&self) -> u32;

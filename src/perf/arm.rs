@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io;
 use std::time::Duration;
 
-use crate::model::scope::Scope;
+use crate::model::scope::{Named, Scope};
 use crate::model::watch::Watch;
 use crate::perf::denial::AddressKind;
 use crate::perf::event::{
@@ -121,16 +121,13 @@ impl Planned<'_> {
 
     /// Whether `pid` names the process planned: its start time now is the planned one (any process given
     /// the pid after that one exited started later). A pid with no start planned, or whose start time
-    /// cannot be read for another reason than the process being gone, is taken as planned (as the
-    /// session's check does, `crate::trace::watched`).
+    /// cannot be read for another reason than the process being gone, is taken as planned ([`Named`], as
+    /// the session's check takes it, `crate::trace::watched`).
     pub fn names(&self, pid: u32) -> bool {
         let Some(&(_, ticks)) = self.starts.iter().find(|(p, _)| *p == pid) else {
             return true;
         };
-        match (self.start_time)(pid) {
-            Ok(now) => now == ticks,
-            Err(e) => !matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)),
-        }
+        Named::by(ticks, (self.start_time)(pid)) == Named::Planned
     }
 }
 

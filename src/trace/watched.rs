@@ -23,6 +23,7 @@ use rustc_hash::FxHashSet;
 
 use crate::config::plan::Started;
 use crate::error::{Context, ExitCode, Result};
+use crate::model::scope::Named;
 use crate::perf::bpf::hit_set::Following;
 use crate::report::{StopReason, StreamEvent};
 use crate::trace::context::{Marks, Poll};
@@ -77,12 +78,10 @@ impl Pidfd {
         let Some(planned) = planned else {
             return Pidfd::Open(fd);
         };
-        match start_time(pid) {
-            Ok(ticks) if ticks != planned => Pidfd::Gone { replaced: true },
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => {
-                Pidfd::Gone { replaced: false }
-            }
-            _ => Pidfd::Open(fd),
+        match Named::by(planned, start_time(pid)) {
+            Named::Replaced => Pidfd::Gone { replaced: true },
+            Named::Gone => Pidfd::Gone { replaced: false },
+            Named::Planned => Pidfd::Open(fd),
         }
     }
 }
